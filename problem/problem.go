@@ -1,0 +1,112 @@
+package problem
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+)
+
+// Code is a stable, documented lower_snake_case error code.
+type Code string
+
+// The catalog. docs/errors.md documents every code; a test keeps the two in step.
+const (
+	ValidationFailed  Code = "validation_failed"   // an input field is missing or invalid
+	InvalidJSON       Code = "invalid_json"        // the body is not valid JSON
+	PayloadTooLarge   Code = "payload_too_large"   // the body is over the size limit
+	InvalidToken      Code = "invalid_token"       // a verification or reset token is used, expired or unknown
+	Unauthorized      Code = "unauthorized"        // no valid credential
+	InvalidLogin      Code = "invalid_credentials" // wrong e-mail or password
+	EmailNotVerified  Code = "email_not_verified"  // login before the e-mail address was verified
+	Forbidden         Code = "forbidden"           // the role may not do this
+	UserTokenRequired Code = "user_token_required" // the route needs a user's access token, not the API key
+	NotFound          Code = "not_found"           // no such resource (or another company's)
+	MethodNotAllowed  Code = "method_not_allowed"  // the route exists, the method does not
+	Conflict          Code = "conflict"            // the change conflicts with the current state
+	RateLimited       Code = "rate_limited"        // over an API rate limit
+	Unavailable       Code = "unavailable"         // the server is shutting down or not ready
+	Internal          Code = "internal"            // a server fault; the cause is logged, not sent
+)
+
+var statuses = map[Code]int{
+	ValidationFailed:  http.StatusBadRequest,
+	InvalidJSON:       http.StatusBadRequest,
+	PayloadTooLarge:   http.StatusRequestEntityTooLarge,
+	InvalidToken:      http.StatusBadRequest,
+	Unauthorized:      http.StatusUnauthorized,
+	InvalidLogin:      http.StatusUnauthorized,
+	EmailNotVerified:  http.StatusForbidden,
+	Forbidden:         http.StatusForbidden,
+	UserTokenRequired: http.StatusForbidden,
+	NotFound:          http.StatusNotFound,
+	MethodNotAllowed:  http.StatusMethodNotAllowed,
+	Conflict:          http.StatusConflict,
+	RateLimited:       http.StatusTooManyRequests,
+	Unavailable:       http.StatusServiceUnavailable,
+	Internal:          http.StatusInternalServerError,
+}
+
+// Codes lists every code of the catalog.
+func Codes() []Code {
+	out := make([]Code, 0, len(statuses))
+	for c := range statuses {
+		out = append(out, c)
+	}
+	return out
+}
+
+// Status is the HTTP status the code answers with; 500 for a code outside the catalog.
+func (c Code) Status() int {
+	if s, ok := statuses[c]; ok {
+		return s
+	}
+	return http.StatusInternalServerError
+}
+
+// Error is a failure a client can act on.
+type Error struct {
+	Code    Code   `json:"error"`
+	Message string `json:"message"`
+	// Field is the JSON path (or query parameter name) of the input at fault.
+	Field string `json:"field,omitempty"`
+	// RetryAfter, when set, is sent as the Retry-After header in whole seconds.
+	RetryAfter int `json:"-"`
+}
+
+func (e *Error) Error() string {
+	if e.Field != "" {
+		return fmt.Sprintf("%s: %s (%s)", e.Code, e.Message, e.Field)
+	}
+	return fmt.Sprintf("%s: %s", e.Code, e.Message)
+}
+
+// Status is the HTTP status of the error's code.
+func (e *Error) Status() int { return e.Code.Status() }
+
+// New returns an error with the given code and one human sentence.
+func New(code Code, msg string) *Error { return &Error{Code: code, Message: msg} }
+
+// Newf is New with a format.
+func Newf(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Invalid reports one invalid input field.
+func Invalid(field, msg string) *Error {
+	return &Error{Code: ValidationFailed, Message: msg, Field: field}
+}
+
+// As returns the *Error in err's chain, if any.
+func As(err error) (*Error, bool) {
+	var pe *Error
+	if errors.As(err, &pe) {
+		return pe, true
+	}
+	return nil, false
+}
+
+// Is reports whether err carries the given code.
+func Is(err error, code Code) bool {
+	pe, ok := As(err)
+	return ok && pe.Code == code
+}

@@ -1,0 +1,180 @@
+package store
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// DefaultOpenTimeout bounds the wait for the file lock: a store held by a
+// running server makes an admin command fail fast instead of hanging.
+const DefaultOpenTimeout = 2 * time.Second
+
+// FileName is the store's file inside the data directory.
+const FileName = "simrelay.db"
+
+var (
+	// ErrNotFound is returned when a record does not exist.
+	ErrNotFound = errors.New("store: not found")
+	// ErrLocked is returned when another process holds the store.
+	ErrLocked = errors.New("store: the data file is in use by another process")
+	// ErrConflict is returned when a write would break a uniqueness rule.
+	ErrConflict = errors.New("store: conflict")
+	// ErrLastAdmin is returned when a change would leave a company without an admin.
+	ErrLastAdmin = errors.New("store: a company needs at least one admin")
+)
+
+var (
+	bucketMeta          = []byte("meta")
+	bucketCompanies     = []byte("companies")
+	bucketAPIKeys       = []byte("api_keys")       // sha256(key) -> company id
+	bucketUsers         = []byte("users")          // user id -> User
+	bucketUsersByEmail  = []byte("users_by_email") // lower-case e-mail -> user id
+	bucketCompanyUsers  = []byte("company_users")  // company id + user id -> nil
+	bucketRefreshTokens = []byte("refresh_tokens") // sha256(token) -> RefreshToken
+	bucketTokenFamilies = []byte("token_families") // family id -> TokenFamily
+	bucketUserFamilies  = []byte("user_families")  // user id + family id -> nil
+	bucketOneTimeTokens = []byte("onetime_tokens") // sha256(token) -> OneTimeToken
+	bucketMailOutbox    = []byte("mail_outbox")    // mail id -> Mail
+	keySchemaVersion    = []byte("schema_version")
+	allBuckets          = [][]byte{bucketMeta, bucketCompanies, bucketAPIKeys, bucketUsers, bucketUsersByEmail, bucketCompanyUsers, bucketRefreshTokens, bucketTokenFamilies, bucketUserFamilies, bucketOneTimeTokens, bucketMailOutbox}
+	secretPrefix        = "secret:"
+)
+
+// Options tune Open.
+type Options struct {
+	// Timeout bounds the wait for the file lock; DefaultOpenTimeout when zero.
+	Timeout time.Duration
+	// ReadOnly opens the file with a shared lock and refuses writes.
+	ReadOnly bool
+}
+
+// Store is the open data file.
+type Store struct {
+	db   *bolt.DB
+	path string
+}
+
+// Open opens (creating when needed) the store in dir and brings its schema up to date.
+func Open(dir string, opt Options) (*Store, error) {
+	if opt.Timeout <= 0 {
+		opt.Timeout = DefaultOpenTimeout
+	}
+	path := filepath.Join(dir, FileName)
+	if opt.ReadOnly {
+		if _, err := os.Stat(path); err != nil {
+			return nil, fmt.Errorf("store: no data file at %s: %w", path, err)
+		}
+	} else if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("store: create data dir: %w", err)
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opt.Timeout, ReadOnly: opt.ReadOnly})
+	if errors.Is(err, bolt.ErrTimeout) {
+		return nil, fmt.Errorf("%w: %s is locked (is a simrelay server running on it? stop it, or use the server's GET /admin/backup)", ErrLocked, path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	s := &Store{db: db, path: path}
+	if !opt.ReadOnly {
+		if err := s.migrate(); err != nil {
+			_ = db.Close()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Path is the data file's path.
+func (s *Store) Path() string { return s.path }
+
+// Close closes the file.
+func (s *Store) Close() error { return s.db.Close() }
+
+// Ready reports whether the store answers a read.
+func (s *Store) Ready() error {
+	return s.db.View(func(tx *bolt.Tx) error {
+		if tx.Bucket(bucketMeta) == nil {
+			return errors.New("store: schema missing")
+		}
+		return nil
+	})
+}
+
+// Backup writes a consistent copy of the whole file to w.
+func (s *Store) Backup(w io.Writer) (int64, error) {
+	var n int64
+	err := s.db.View(func(tx *bolt.Tx) error {
+		var err error
+		n, err = tx.WriteTo(w)
+		return err
+	})
+	return n, err
+}
+
+// BackupSize is the size in bytes a Backup will write now.
+func (s *Store) BackupSize() int64 {
+	var n int64
+	_ = s.db.View(func(tx *bolt.Tx) error { n = tx.Size(); return nil })
+	return n
+}
+
+// Secret returns the named server secret, creating size random bytes on first use.
+// Secrets never leave the store except through Backup.
+func (s *Store) Secret(name string, size int) ([]byte, error) {
+	key := []byte(secretPrefix + name)
+	var out []byte
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketMeta)
+		if v := b.Get(key); v != nil {
+			out = append([]byte(nil), v...)
+			return nil
+		}
+		out = make([]byte, size)
+		if _, err := rand.Read(out); err != nil {
+			return err
+		}
+		return b.Put(key, out)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: secret %s: %w", name, err)
+	}
+	return out, nil
+}
+
+func itob(v uint64) []byte {
+	b := make([]byte, 8)
+	binary.BigEndian.PutUint64(b, v)
+	return b
+}
+
+func btoi(b []byte) uint64 { return binary.BigEndian.Uint64(b) }
+
+// pair is the key of a two-level index entry: a then b, both big-endian.
+func pair(a, b uint64) []byte { return append(itob(a), itob(b)...) }
+
+func jsonUnmarshal(raw []byte, v any) error { return json.Unmarshal(raw, v) }
+
+func getJSON(b *bolt.Bucket, key []byte, v any) error {
+	raw := b.Get(key)
+	if raw == nil {
+		return ErrNotFound
+	}
+	return json.Unmarshal(raw, v)
+}
+
+func putJSON(b *bolt.Bucket, key []byte, v any) error {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return b.Put(key, raw)
+}

@@ -1,0 +1,222 @@
+package store
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+var (
+	// ErrTokenReused is returned when a refresh token is presented a second time;
+	// its whole family has been revoked by then.
+	ErrTokenReused = errors.New("store: refresh token already used")
+	// ErrTokenExpired is returned for a token past its expiry.
+	ErrTokenExpired = errors.New("store: token expired")
+	// ErrTokenRevoked is returned for a token whose family was revoked.
+	ErrTokenRevoked = errors.New("store: token revoked")
+)
+
+// RefreshToken is a single-use refresh token, stored by the hash of its value.
+type RefreshToken struct {
+	UserID    uint64    `json:"user_id"`
+	Family    string    `json:"family"`
+	ExpiresAt time.Time `json:"expires_at"`
+	UsedAt    time.Time `json:"used_at,omitzero"`
+}
+
+// TokenFamily groups the refresh tokens descending from one login.
+type TokenFamily struct {
+	UserID    uint64    `json:"user_id"`
+	CreatedAt time.Time `json:"created_at"`
+	Revoked   bool      `json:"revoked"`
+}
+
+// OneTimeToken is an e-mailed verification, reset or invite token, stored by hash.
+type OneTimeToken struct {
+	Kind      string    `json:"kind"`
+	UserID    uint64    `json:"user_id"`
+	ExpiresAt time.Time `json:"expires_at"`
+	UsedAt    time.Time `json:"used_at,omitzero"`
+}
+
+// StartRefreshFamily stores the first refresh token of a new login.
+func (s *Store) StartRefreshFamily(hash []byte, t RefreshToken, now time.Time) error {
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		if err := putJSON(tx.Bucket(bucketTokenFamilies), []byte(t.Family), TokenFamily{UserID: t.UserID, CreatedAt: now}); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketUserFamilies).Put(append(itob(t.UserID), t.Family...), nil); err != nil {
+			return err
+		}
+		return putJSON(tx.Bucket(bucketRefreshTokens), hash, t)
+	})
+	if err != nil {
+		return fmt.Errorf("store: start refresh family: %w", err)
+	}
+	return nil
+}
+
+// RotateRefreshToken spends the token with oldHash and stores next in its
+// family, in one transaction. A token presented again revokes its family and
+// answers ErrTokenReused; so two racing refreshes with one token leave at most one winner.
+func (s *Store) RotateRefreshToken(oldHash, newHash []byte, newExpiry, now time.Time) (RefreshToken, error) {
+	var old RefreshToken
+	var outcome error
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		tokens := tx.Bucket(bucketRefreshTokens)
+		if err := getJSON(tokens, oldHash, &old); err != nil {
+			return err
+		}
+		families := tx.Bucket(bucketTokenFamilies)
+		var fam TokenFamily
+		if err := getJSON(families, []byte(old.Family), &fam); err != nil {
+			return err
+		}
+		switch {
+		case fam.Revoked:
+			outcome = ErrTokenRevoked
+			return nil
+		case !old.UsedAt.IsZero():
+			fam.Revoked = true
+			outcome = ErrTokenReused
+			return putJSON(families, []byte(old.Family), fam)
+		case !now.Before(old.ExpiresAt):
+			outcome = ErrTokenExpired
+			return nil
+		}
+		old.UsedAt = now
+		if err := putJSON(tokens, oldHash, old); err != nil {
+			return err
+		}
+		return putJSON(tokens, newHash, RefreshToken{UserID: old.UserID, Family: old.Family, ExpiresAt: newExpiry})
+	})
+	if err == nil {
+		err = outcome
+	}
+	if err != nil {
+		return old, fmt.Errorf("store: rotate refresh token: %w", err)
+	}
+	return old, nil
+}
+
+func revokeUserFamilies(tx *bolt.Tx, userID uint64) error {
+	families := tx.Bucket(bucketTokenFamilies)
+	prefix := itob(userID)
+	c := tx.Bucket(bucketUserFamilies).Cursor()
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+		id := k[8:]
+		var fam TokenFamily
+		if err := getJSON(families, id, &fam); err != nil {
+			if errors.Is(err, ErrNotFound) {
+				continue
+			}
+			return err
+		}
+		if fam.Revoked {
+			continue
+		}
+		fam.Revoked = true
+		if err := putJSON(families, id, fam); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// RevokeUserSessions revokes every refresh token family of a user.
+func (s *Store) RevokeUserSessions(userID uint64) error {
+	if err := s.db.Update(func(tx *bolt.Tx) error { return revokeUserFamilies(tx, userID) }); err != nil {
+		return fmt.Errorf("store: revoke sessions of user %d: %w", userID, err)
+	}
+	return nil
+}
+
+// PutOneTimeToken stores an e-mailed token.
+func (s *Store) PutOneTimeToken(hash []byte, t OneTimeToken) error {
+	if err := s.db.Update(func(tx *bolt.Tx) error {
+		return putJSON(tx.Bucket(bucketOneTimeTokens), hash, t)
+	}); err != nil {
+		return fmt.Errorf("store: put one-time token: %w", err)
+	}
+	return nil
+}
+
+// ConsumeOneTimeToken spends a token of one of the given kinds and applies fn
+// to its user, in one transaction: the token is spent only if the change is
+// stored. With revokeSessions the user's refresh tokens are revoked as well.
+// An unknown, used, expired or other-kind token answers ErrNotFound or ErrTokenExpired.
+func (s *Store) ConsumeOneTimeToken(hash []byte, kinds []string, now time.Time, revokeSessions bool, fn func(*User) error) (User, error) {
+	var u User
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		tokens := tx.Bucket(bucketOneTimeTokens)
+		var t OneTimeToken
+		if err := getJSON(tokens, hash, &t); err != nil {
+			return err
+		}
+		kindOK := false
+		for _, k := range kinds {
+			kindOK = kindOK || k == t.Kind
+		}
+		if !kindOK || !t.UsedAt.IsZero() {
+			return ErrNotFound
+		}
+		if !now.Before(t.ExpiresAt) {
+			return ErrTokenExpired
+		}
+		users := tx.Bucket(bucketUsers)
+		if err := getJSON(users, itob(t.UserID), &u); err != nil {
+			return err
+		}
+		if err := fn(&u); err != nil {
+			return err
+		}
+		t.UsedAt = now
+		if err := putJSON(tokens, hash, t); err != nil {
+			return err
+		}
+		if revokeSessions {
+			if err := revokeUserFamilies(tx, u.ID); err != nil {
+				return err
+			}
+		}
+		return putJSON(users, itob(u.ID), &u)
+	})
+	if err != nil {
+		return u, fmt.Errorf("store: consume token: %w", err)
+	}
+	return u, nil
+}
+
+// PruneTokens deletes refresh and one-time tokens that expired before cutoff,
+// and returns how many it removed.
+func (s *Store) PruneTokens(cutoff time.Time) (int, error) {
+	n := 0
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		for _, name := range [][]byte{bucketRefreshTokens, bucketOneTimeTokens} {
+			b := tx.Bucket(name)
+			c := b.Cursor()
+			for k, v := c.First(); k != nil; {
+				var t struct {
+					ExpiresAt time.Time `json:"expires_at"`
+				}
+				if err := jsonUnmarshal(v, &t); err != nil {
+					return err
+				}
+				if t.ExpiresAt.Before(cutoff) {
+					if err := c.Delete(); err != nil {
+						return err
+					}
+					n++
+					k, v = c.Seek(k)
+					continue
+				}
+				k, v = c.Next()
+			}
+		}
+		return nil
+	})
+	return n, err
+}
