@@ -1,0 +1,212 @@
+package pacing
+
+import (
+	"fmt"
+	"hash/maphash"
+	"math"
+	"sync"
+	"time"
+)
+
+const (
+	// numShards splits the key space so that concurrent requests of
+	// different clients rarely wait on the same mutex.
+	numShards = 32
+
+	// minSweepLen is the shard size below which Take never sweeps: sweeping
+	// a small map buys little memory and would cost every new key a scan.
+	// 32 shards × 1024 keeps the first ~32k identities sweep-free.
+	minSweepLen = 1024
+)
+
+// Result is the state of one key's window after a request was counted, in
+// the terms of the RateLimit-* headers.
+type Result struct {
+	Limit     int
+	Remaining int           // never below 0
+	Reset     time.Duration // until the key's window ends
+	Allowed   bool
+}
+
+// ResetSeconds is Reset rounded up to whole seconds, the value of the
+// RateLimit-Reset and Retry-After headers. Rounding up means a client that
+// waits that long is never refused again by the same window; a positive Reset
+// is at least 1 because "0" would invite an immediate retry.
+func (r Result) ResetSeconds() int {
+	if r.Reset <= 0 {
+		return 0
+	}
+	return int((r.Reset + time.Second - 1) / time.Second)
+}
+
+// Nearer returns whichever of a and b is nearer exhaustion, so that a request
+// counted in two scopes shows the limit the client is about to hit: a refused
+// result first, then the lower Remaining, then the longer Reset (the honest
+// wait when both are exhausted). A full tie returns a.
+func Nearer(a, b Result) Result {
+	if a.Allowed != b.Allowed {
+		if !a.Allowed {
+			return a
+		}
+		return b
+	}
+	if a.Remaining != b.Remaining {
+		if a.Remaining < b.Remaining {
+			return a
+		}
+		return b
+	}
+	if b.Reset > a.Reset {
+		return b
+	}
+	return a
+}
+
+// Windows counts requests per identity key in fixed windows, with the
+// semantics of express-rate-limit's standard headers: requests 1..Limit of a
+// window pass, later ones are refused, and a key's window starts at its first
+// request rather than on a clock boundary.
+//
+// Windows is safe for concurrent use. It starts no goroutines: expired
+// windows are dropped lazily as shards grow, and by Sweep, which the owner
+// may call periodically to release memory sooner.
+type Windows struct {
+	rate Rate
+	now  func() time.Time
+	// epoch anchors window ends as durations since construction: 8 bytes an
+	// entry instead of a time.Time, and comparisons that use the monotonic
+	// clock, so wall-clock jumps do not reopen or stretch windows.
+	epoch time.Time
+	// seed makes shard choice unpredictable, so keys an attacker can pick
+	// (identities, addresses) cannot all be steered into one shard.
+	seed   maphash.Seed
+	shards [numShards]shard
+}
+
+type shard struct {
+	mu sync.Mutex
+	m  map[string]window // guarded by mu
+	// sweepLen is the size at which the next new key triggers a sweep;
+	// doubling it after each sweep keeps the cost amortised O(1) per Take.
+	sweepLen int // guarded by mu
+	// Keeps neighbouring shards' mutexes off one cache line.
+	_ [64]byte
+}
+
+type window struct {
+	end   time.Duration // since Windows.epoch
+	count int           // saturates at Limit+1: more refusals change nothing
+}
+
+// New returns windows of the given rate. now is the clock; nil means
+// time.Now. An invalid rate is a wiring bug (flags go through ParseRate), so
+// New panics rather than limit with nonsense numbers.
+func New(rate Rate, now func() time.Time) *Windows {
+	if err := rate.Validate(); err != nil {
+		panic(fmt.Sprintf("pacing.New: %v", err))
+	}
+	if now == nil {
+		now = time.Now
+	}
+	w := &Windows{rate: rate, now: now, epoch: now(), seed: maphash.MakeSeed()}
+	for i := range w.shards {
+		w.shards[i].m = make(map[string]window)
+		w.shards[i].sweepLen = minSweepLen
+	}
+	return w
+}
+
+// Rate is the rate the windows were built with.
+func (w *Windows) Rate() Rate { return w.rate }
+
+// Take counts one request for key and reports whether it is allowed.
+// Refused requests count too, which keeps Remaining at 0 until the window
+// ends instead of letting a hammering client through.
+func (w *Windows) Take(key string) Result {
+	// The clock is read before locking because it is injected and may be
+	// slow; a goroutine that read it a moment before another can then land
+	// in a window that began "after" it, which only clamps Reset below.
+	now := w.since()
+	limit, length := w.rate.Limit, w.rate.Window
+
+	s := &w.shards[maphash.String(w.seed, key)%numShards]
+	s.mu.Lock()
+	e, ok := s.m[key]
+	if !ok || now >= e.end {
+		if !ok && len(s.m) >= s.sweepLen {
+			s.sweep(now)
+		}
+		e = window{end: addSat(now, length)}
+	}
+	if e.count <= limit {
+		e.count++
+	}
+	s.m[key] = e
+	s.mu.Unlock()
+
+	reset := min(e.end-now, length)
+	return Result{
+		Limit:     limit,
+		Remaining: max(limit-e.count, 0),
+		Reset:     reset,
+		Allowed:   e.count <= limit,
+	}
+}
+
+// Sweep drops every expired window. Take sweeps a shard only when it grows,
+// so an owner that wants memory back after a burst of one-off clients calls
+// Sweep on a ticker.
+func (w *Windows) Sweep() {
+	now := w.since()
+	for i := range w.shards {
+		s := &w.shards[i]
+		s.mu.Lock()
+		s.sweep(now)
+		s.mu.Unlock()
+	}
+}
+
+// Len is the number of keys held, expired ones not yet swept included; it is
+// meant for metrics and tests.
+func (w *Windows) Len() int {
+	n := 0
+	for i := range w.shards {
+		s := &w.shards[i]
+		s.mu.Lock()
+		n += len(s.m)
+		s.mu.Unlock()
+	}
+	return n
+}
+
+func (w *Windows) since() time.Duration { return w.now().Sub(w.epoch) }
+
+// sweep must be called with s.mu held.
+func (s *shard) sweep(now time.Duration) {
+	before := len(s.m)
+	for k, e := range s.m {
+		if now >= e.end {
+			delete(s.m, k)
+		}
+	}
+	// Go maps never shrink their buckets, so after a burst (say, a scan from
+	// many addresses) the survivors move to a fresh map and the old one is
+	// collected; copying only when most keys went keeps this amortised.
+	if n := len(s.m); n < before/2 {
+		fresh := make(map[string]window, n)
+		for k, e := range s.m {
+			fresh[k] = e
+		}
+		s.m = fresh
+	}
+	s.sweepLen = max(minSweepLen, 2*len(s.m))
+}
+
+// addSat adds without overflowing, so an enormous window ends "never" instead
+// of in the past.
+func addSat(a, b time.Duration) time.Duration {
+	if b > 0 && a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
