@@ -1,0 +1,36 @@
+# simrelay: `make run` starts the server on its embedded defaults; `make test` runs every test.
+GO          ?= go
+BIN         ?= bin/simrelay
+VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+STATICCHECK ?= $(shell $(GO) env GOPATH)/bin/staticcheck
+STATICCHECK_VERSION ?= v0.8.2
+
+.DEFAULT_GOAL := help
+
+.PHONY: help build run test lint bench check tools
+
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+build: ## build bin/simrelay
+	$(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/simrelay
+
+run: build ## run the server on 127.0.0.1:8080 with its store in ./data
+	./$(BIN) serve
+
+test: ## run every test with the race detector
+	$(GO) test -race -count=1 ./...
+
+lint: tools ## gofmt, go vet and staticcheck
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(STATICCHECK) ./...
+
+bench: ## run the Go benchmarks of the hot paths
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+check: lint test ## everything CI runs
+
+tools: ## install staticcheck when it is missing
+	@test -x $(STATICCHECK) || $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)

@@ -1,0 +1,248 @@
+package account
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/simrelay/simrelay/mail"
+	"github.com/simrelay/simrelay/problem"
+	"github.com/simrelay/simrelay/store"
+)
+
+// CompanyInput is a company's profile as signup and updates take it.
+type CompanyInput struct {
+	Name, Phone, Address, City, State, Country string
+}
+
+// OwnerInput is the first admin of a signup.
+type OwnerInput struct {
+	FirstName, LastName, Email, Password, Phone string
+}
+
+// SignupInput is the body of a signup.
+type SignupInput struct {
+	Company CompanyInput
+	Owner   OwnerInput
+}
+
+// Session is what login and refresh hand out.
+type Session struct {
+	AccessToken  string
+	RefreshToken string
+	ExpiresIn    int // seconds
+	User         store.User
+}
+
+var errInvalidLogin = problem.New(problem.InvalidLogin, "The e-mail address or password is wrong.")
+
+// Signup creates a company and its unverified owner, and mails the verification link.
+func (s *Service) Signup(ctx context.Context, in SignupInput) (store.Company, store.User, error) {
+	var v check
+	c := store.Company{
+		Name:    v.required("company.name", in.Company.Name, maxTextLen),
+		Phone:   v.phone("company.phone", in.Company.Phone, true),
+		Address: v.optional("company.address", in.Company.Address, maxTextLen),
+		City:    v.optional("company.city", in.Company.City, maxTextLen),
+		State:   v.optional("company.state", in.Company.State, maxTextLen),
+		Country: v.country("company.country", in.Company.Country),
+	}
+	u := store.User{
+		FirstName: v.required("owner.firstName", in.Owner.FirstName, maxNameLen),
+		LastName:  v.required("owner.lastName", in.Owner.LastName, maxNameLen),
+		Email:     v.email("owner.email", in.Owner.Email),
+	}
+	v.password("owner.password", in.Owner.Password, true)
+	u.Phone = v.phone("owner.phone", in.Owner.Phone, false)
+	if v.err != nil {
+		return c, u, v.err
+	}
+	if _, err := s.createCompany(&c, &u, in.Owner.Password, false); err != nil {
+		return c, u, err
+	}
+	if err := s.sendToken(ctx, u, tokenVerify, s.cfg.VerifyTTL, func(tok string) mail.Message {
+		return mail.VerifyEmail(s.cfg.PublicURL, u.FirstName, c.Name, tok)
+	}); err != nil {
+		return c, u, err
+	}
+	return c, u, nil
+}
+
+// CreateCompany makes a company with a verified admin and returns its API key:
+// the quickest start, for the admin command.
+func (s *Service) CreateCompany(name, email, password string) (store.Company, store.User, string, error) {
+	var v check
+	c := store.Company{Name: v.required("company", name, maxTextLen)}
+	u := store.User{FirstName: "Admin", Email: v.email("email", email), EmailVerified: true}
+	v.password("password", password, true)
+	if v.err != nil {
+		return c, u, "", v.err
+	}
+	key, err := s.createCompany(&c, &u, password, true)
+	return c, u, key, err
+}
+
+func (s *Service) createCompany(c *store.Company, u *store.User, password string, verified bool) (string, error) {
+	hash, err := hashPassword(password)
+	if err != nil {
+		return "", err
+	}
+	now := s.now().UTC()
+	key := newAPIKey()
+	c.CreatedAt, c.APIKeyHash, c.APIKeySealed, c.APIKeyCreatedAt = now, tokenHash(key), s.sealer.seal(key), now
+	u.PasswordHash, u.EmailVerified, u.CreatedAt = hash, verified, now
+	if err := s.store.CreateCompany(c, u); err != nil {
+		return "", mapStoreErr(err, "company")
+	}
+	s.log.Info("company created", "company_id", c.ID, "user_id", u.ID)
+	return key, nil
+}
+
+// sendToken stores a one-time token for u and mails it.
+func (s *Service) sendToken(ctx context.Context, u store.User, kind string, ttl time.Duration, msg func(token string) mail.Message) error {
+	tok := randomToken(32)
+	if err := s.store.PutOneTimeToken(tokenHash(tok), store.OneTimeToken{Kind: kind, UserID: u.ID, ExpiresAt: s.now().Add(ttl)}); err != nil {
+		return err
+	}
+	m := msg(tok)
+	m.To = u.Email
+	if err := s.mailer.Send(ctx, m); err != nil {
+		return fmt.Errorf("account: mail %s token: %w", kind, err)
+	}
+	return nil
+}
+
+var errBadToken = problem.New(problem.InvalidToken, "The link is invalid, already used or expired. Ask for a new one.")
+
+// VerifyEmail spends a verification token and marks the address verified.
+func (s *Service) VerifyEmail(_ context.Context, token string) error {
+	var v check
+	if v.token("token", token); v.err != nil {
+		return v.err
+	}
+	_, err := s.store.ConsumeOneTimeToken(tokenHash(token), []string{tokenVerify}, s.now(), false, func(u *store.User) error {
+		u.EmailVerified = true
+		return nil
+	})
+	return tokenErr(err)
+}
+
+func tokenErr(err error) error {
+	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrTokenExpired) {
+		return errBadToken
+	}
+	return err
+}
+
+// Login checks an e-mail and password. It costs one argon2id hash whether or
+// not the address exists, so timing does not reveal accounts.
+func (s *Service) Login(_ context.Context, email, password string) (Session, error) {
+	var v check
+	email = v.email("email", email)
+	v.password("password", password, false)
+	if v.err != nil {
+		return Session{}, v.err
+	}
+	u, err := s.store.UserByEmail(email)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return Session{}, err
+	}
+	hash := u.PasswordHash
+	if hash == "" {
+		hash = s.dummyHash
+	}
+	ok, err := checkPassword(hash, password)
+	if err != nil {
+		return Session{}, err
+	}
+	if !ok || u.ID == 0 || u.PasswordHash == "" {
+		return Session{}, errInvalidLogin
+	}
+	if !u.EmailVerified {
+		return Session{}, problem.New(problem.EmailNotVerified, "Verify your e-mail address first: follow the link in the message we sent.")
+	}
+	refresh := "rt_" + randomToken(32)
+	now := s.now()
+	if err := s.store.StartRefreshFamily(tokenHash(refresh), store.RefreshToken{UserID: u.ID, Family: randomToken(12), ExpiresAt: now.Add(s.cfg.RefreshTTL)}, now); err != nil {
+		return Session{}, err
+	}
+	return s.session(u, refresh)
+}
+
+func (s *Service) session(u store.User, refresh string) (Session, error) {
+	access, err := s.issueAccess(u)
+	if err != nil {
+		return Session{}, err
+	}
+	return Session{AccessToken: access, RefreshToken: refresh, ExpiresIn: int(s.cfg.AccessTTL.Seconds()), User: u}, nil
+}
+
+// Refresh spends a refresh token for a new pair. A token used twice revokes its
+// whole family: whoever holds a stolen copy and the owner are both signed out.
+func (s *Service) Refresh(_ context.Context, token string) (Session, error) {
+	if token == "" {
+		return Session{}, problem.Invalid("refreshToken", "is required")
+	}
+	next := "rt_" + randomToken(32)
+	now := s.now()
+	old, err := s.store.RotateRefreshToken(tokenHash(token), tokenHash(next), now.Add(s.cfg.RefreshTTL), now)
+	switch {
+	case errors.Is(err, store.ErrTokenReused):
+		s.log.Warn("refresh token reused: family revoked", "user_id", old.UserID)
+		return Session{}, problem.New(problem.Unauthorized, "This refresh token was already used; every session of its login is now signed out.")
+	case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrTokenExpired), errors.Is(err, store.ErrTokenRevoked):
+		return Session{}, problem.New(problem.Unauthorized, "The refresh token is invalid, expired or revoked. Log in again.")
+	case err != nil:
+		return Session{}, err
+	}
+	u, err := s.store.User(old.UserID)
+	if errors.Is(err, store.ErrNotFound) {
+		return Session{}, problem.New(problem.Unauthorized, "The user no longer exists.")
+	}
+	if err != nil {
+		return Session{}, err
+	}
+	return s.session(u, next)
+}
+
+// ForgotPassword mails a reset link when the address belongs to a user, and
+// answers the same either way.
+func (s *Service) ForgotPassword(ctx context.Context, email string) error {
+	email, err := validEmail("email", email)
+	if err != nil {
+		return err
+	}
+	u, err := s.store.UserByEmail(email)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return s.sendToken(ctx, u, tokenReset, s.cfg.ResetTTL, func(tok string) mail.Message {
+		return mail.ResetPassword(s.cfg.PublicURL, u.FirstName, tok)
+	})
+}
+
+// ResetPassword spends a reset or invite token, sets the password and signs
+// out every session of the user. Following an e-mailed link proves the
+// address, so it also marks the e-mail verified.
+func (s *Service) ResetPassword(_ context.Context, token, password string) error {
+	var v check
+	v.token("token", token)
+	v.password("password", password, false)
+	if v.err != nil {
+		return v.err
+	}
+	hash, err := hashPassword(password)
+	if err != nil {
+		return err
+	}
+	_, err = s.store.ConsumeOneTimeToken(tokenHash(token), []string{tokenReset, tokenInvite}, s.now(), true, func(u *store.User) error {
+		u.PasswordHash = hash
+		u.EmailVerified = true
+		return nil
+	})
+	return tokenErr(err)
+}

@@ -1,0 +1,74 @@
+package account
+
+import (
+	"context"
+	"time"
+
+	"github.com/simrelay/simrelay/store"
+)
+
+// CompanyPatch changes a company profile; nil fields stay as they are.
+type CompanyPatch struct {
+	Name, Phone, Address, City, State, Country *string
+}
+
+// Company returns the caller's company.
+func (s *Service) Company(_ context.Context, p Principal) (store.Company, error) {
+	c, err := s.store.Company(p.CompanyID)
+	return c, mapStoreErr(err, "company")
+}
+
+// UpdateCompany changes the caller's company. Name and phone cannot be emptied;
+// the optional fields are cleared with an empty string.
+func (s *Service) UpdateCompany(_ context.Context, p Principal, patch CompanyPatch) (store.Company, error) {
+	var v check
+	patch = CompanyPatch{
+		Name:    v.patch(patch.Name, func(s string) string { return v.required("name", s, maxTextLen) }),
+		Phone:   v.patch(patch.Phone, func(s string) string { return v.phone("phone", s, true) }),
+		Address: v.patch(patch.Address, func(s string) string { return v.optional("address", s, maxTextLen) }),
+		City:    v.patch(patch.City, func(s string) string { return v.optional("city", s, maxTextLen) }),
+		State:   v.patch(patch.State, func(s string) string { return v.optional("state", s, maxTextLen) }),
+		Country: v.patch(patch.Country, func(s string) string { return v.country("country", s) }),
+	}
+	if v.err != nil {
+		return store.Company{}, v.err
+	}
+	c, err := s.store.UpdateCompany(p.CompanyID, func(c *store.Company) error {
+		setIf(&c.Name, patch.Name)
+		setIf(&c.Phone, patch.Phone)
+		setIf(&c.Address, patch.Address)
+		setIf(&c.City, patch.City)
+		setIf(&c.State, patch.State)
+		setIf(&c.Country, patch.Country)
+		return nil
+	})
+	return c, mapStoreErr(err, "company")
+}
+
+// APIKey returns the company's current key and when it was made.
+func (s *Service) APIKey(_ context.Context, p Principal) (string, time.Time, error) {
+	c, err := s.store.Company(p.CompanyID)
+	if err != nil {
+		return "", time.Time{}, mapStoreErr(err, "company")
+	}
+	key, err := s.sealer.open(c.APIKeySealed)
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	return key, c.APIKeyCreatedAt, nil
+}
+
+// RotateAPIKey replaces the company's key; the old one stops working in the same commit.
+func (s *Service) RotateAPIKey(_ context.Context, p Principal) (string, time.Time, error) {
+	key := newAPIKey()
+	now := s.now().UTC()
+	_, err := s.store.UpdateCompany(p.CompanyID, func(c *store.Company) error {
+		c.APIKeyHash, c.APIKeySealed, c.APIKeyCreatedAt = tokenHash(key), s.sealer.seal(key), now
+		return nil
+	})
+	if err != nil {
+		return "", time.Time{}, mapStoreErr(err, "company")
+	}
+	s.log.Info("api key rotated", "company_id", p.CompanyID)
+	return key, now, nil
+}

@@ -1,0 +1,67 @@
+package account
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestPasswordHash(t *testing.T) {
+	h, err := hashPassword("Correct-Horse-9")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(h, "$argon2id$v=19$m=19456,t=2,p=1$") {
+		t.Fatalf("got %q, want an argon2id PHC string with m=19456,t=2,p=1", h)
+	}
+	for pw, want := range map[string]bool{"Correct-Horse-9": true, "correct-horse-9": false, "": false} {
+		if got, err := checkPassword(h, pw); err != nil || got != want {
+			t.Errorf("checkPassword(%q) = %v, %v; want %v", pw, got, err, want)
+		}
+	}
+	// Cost parameters are read from the hash, so hashes from other settings keep verifying.
+	cheap := strings.Replace(h, "m=19456,t=2", "m=8192,t=1", 1)
+	if ok, err := checkPassword(cheap, "Correct-Horse-9"); err != nil || ok {
+		t.Errorf("a hash whose parameters were altered must not verify: %v %v", ok, err)
+	}
+	for _, bad := range []string{"", "$bcrypt$x", "$argon2id$v=18$m=1,t=1,p=1$a$b"} {
+		if _, err := checkPassword(bad, "x"); err == nil {
+			t.Errorf("checkPassword(%q) accepted a malformed hash", bad)
+		}
+	}
+}
+
+func TestAPIKeyShape(t *testing.T) {
+	seen := map[string]bool{}
+	for range 100 {
+		k := newAPIKey()
+		if len(k) != len(APIKeyPrefix)+apiKeyChars || !strings.HasPrefix(k, APIKeyPrefix) || strings.Trim(k[3:], base62) != "" {
+			t.Fatalf("got key %q, want sk_ and 40 base62 characters", k)
+		}
+		if seen[k] {
+			t.Fatalf("key %q repeated", k)
+		}
+		seen[k] = true
+	}
+}
+
+func TestSealer(t *testing.T) {
+	s, err := newSealer(make([]byte, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealed := s.seal("sk_secret")
+	if strings.Contains(string(sealed), "sk_secret") {
+		t.Fatal("the sealed value holds the plain text")
+	}
+	if got, err := s.open(sealed); err != nil || got != "sk_secret" {
+		t.Fatalf("got %q, %v", got, err)
+	}
+	sealed[len(sealed)-1] ^= 1
+	if _, err := s.open(sealed); err == nil {
+		t.Fatal("a tampered value opened")
+	}
+	other, _ := newSealer(append(make([]byte, 31), 1))
+	if _, err := other.open(s.seal("x")); err == nil {
+		t.Fatal("another key opened the value")
+	}
+}

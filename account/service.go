@@ -1,0 +1,199 @@
+package account
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/simrelay/simrelay/mail"
+	"github.com/simrelay/simrelay/problem"
+	"github.com/simrelay/simrelay/store"
+)
+
+// Lifetimes of credentials, as the contract sets them.
+const (
+	DefaultAccessTTL  = 15 * time.Minute    // short, because an access token cannot be revoked
+	DefaultRefreshTTL = 30 * 24 * time.Hour // a month of staying signed in on a device
+	DefaultVerifyTTL  = 24 * time.Hour
+	DefaultResetTTL   = time.Hour
+	// DefaultInviteTTL is longer than a reset: an invitee may not read mail within the hour.
+	DefaultInviteTTL = 7 * 24 * time.Hour
+)
+
+// Kinds of e-mailed one-time tokens.
+const (
+	tokenVerify = "verify"
+	tokenReset  = "reset"
+	tokenInvite = "invite"
+)
+
+// Config tunes the service.
+type Config struct {
+	// PublicURL is the server's address as users reach it, used in e-mailed links.
+	PublicURL  string
+	AccessTTL  time.Duration
+	RefreshTTL time.Duration
+	VerifyTTL  time.Duration
+	ResetTTL   time.Duration
+	InviteTTL  time.Duration
+}
+
+func (c *Config) defaults() {
+	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{{&c.AccessTTL, DefaultAccessTTL}, {&c.RefreshTTL, DefaultRefreshTTL}, {&c.VerifyTTL, DefaultVerifyTTL}, {&c.ResetTTL, DefaultResetTTL}, {&c.InviteTTL, DefaultInviteTTL}} {
+		if *d.v <= 0 {
+			*d.v = d.def
+		}
+	}
+}
+
+// Mailer sends e-mail durably (mail.Service).
+type Mailer interface {
+	Send(ctx context.Context, m mail.Message) error
+}
+
+// Service is the account domain.
+type Service struct {
+	cfg       Config
+	store     *store.Store
+	mailer    Mailer
+	log       *slog.Logger
+	now       func() time.Time
+	jwtKey    []byte
+	sealer    *sealer
+	dummyHash string // verified against when a login names no known user, to keep timing even
+}
+
+// New returns the service; the server secrets are created in the store on first use.
+func New(cfg Config, st *store.Store, mailer Mailer, log *slog.Logger, now func() time.Time) (*Service, error) {
+	cfg.defaults()
+	jwtKey, err := st.Secret("jwt-hs256", 32)
+	if err != nil {
+		return nil, err
+	}
+	sealKey, err := st.Secret("api-key-seal", 32)
+	if err != nil {
+		return nil, err
+	}
+	sl, err := newSealer(sealKey)
+	if err != nil {
+		return nil, err
+	}
+	dummy, err := hashPassword(randomToken(16))
+	if err != nil {
+		return nil, err
+	}
+	return &Service{cfg: cfg, store: st, mailer: mailer, log: log, now: now, jwtKey: jwtKey, sealer: sl, dummyHash: dummy}, nil
+}
+
+// Principal is who a request acts as.
+type Principal struct {
+	CompanyID uint64
+	// UserID is zero for API-key requests, which act as an admin of their company.
+	UserID    uint64
+	Role      string
+	ViaAPIKey bool
+}
+
+// IsAdmin reports whether the principal may use admin-only operations.
+func (p Principal) IsAdmin() bool { return p.Role == store.RoleAdmin }
+
+// Identity is the principal's rate-limit key.
+func (p Principal) Identity() string {
+	if p.ViaAPIKey {
+		return "company:" + strconv.FormatUint(p.CompanyID, 10)
+	}
+	return "user:" + strconv.FormatUint(p.UserID, 10)
+}
+
+type accessClaims struct {
+	CompanyID uint64 `json:"cid"`
+	Role      string `json:"role"`
+	jwt.RegisteredClaims
+}
+
+var errBadCredential = problem.New(problem.Unauthorized, "The API key or access token is missing, invalid or expired.")
+
+// Authenticate resolves a bearer token: an API key (sk_...) or an access token.
+// The role comes from the store, not the token, so a demotion or removal takes
+// effect at once.
+func (s *Service) Authenticate(ctx context.Context, token string) (Principal, error) {
+	if token == "" {
+		return Principal{}, errBadCredential
+	}
+	if strings.HasPrefix(token, APIKeyPrefix) {
+		c, err := s.store.CompanyByAPIKeyHash(tokenHash(token))
+		if errors.Is(err, store.ErrNotFound) {
+			return Principal{}, errBadCredential
+		}
+		if err != nil {
+			return Principal{}, err
+		}
+		return Principal{CompanyID: c.ID, Role: store.RoleAdmin, ViaAPIKey: true}, nil
+	}
+	var claims accessClaims
+	_, err := jwt.ParseWithClaims(token, &claims, func(*jwt.Token) (any, error) { return s.jwtKey, nil },
+		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
+		jwt.WithExpirationRequired(), jwt.WithIssuedAt(), jwt.WithTimeFunc(s.now))
+	if err != nil {
+		return Principal{}, errBadCredential
+	}
+	uid, err := strconv.ParseUint(claims.Subject, 10, 64)
+	if err != nil {
+		return Principal{}, errBadCredential
+	}
+	u, err := s.store.User(uid)
+	if errors.Is(err, store.ErrNotFound) {
+		return Principal{}, errBadCredential
+	}
+	if err != nil {
+		return Principal{}, err
+	}
+	if u.CompanyID != claims.CompanyID {
+		return Principal{}, errBadCredential
+	}
+	return Principal{CompanyID: u.CompanyID, UserID: u.ID, Role: u.Role}, nil
+}
+
+func (s *Service) issueAccess(u store.User) (string, error) {
+	now := s.now()
+	claims := accessClaims{
+		CompanyID: u.CompanyID,
+		Role:      u.Role,
+		RegisteredClaims: jwt.RegisteredClaims{
+			Subject:   strconv.FormatUint(u.ID, 10),
+			IssuedAt:  jwt.NewNumericDate(now),
+			ExpiresAt: jwt.NewNumericDate(now.Add(s.cfg.AccessTTL)),
+			ID:        randomToken(12),
+		},
+	}
+	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(s.jwtKey)
+	if err != nil {
+		return "", fmt.Errorf("account: sign access token: %w", err)
+	}
+	return tok, nil
+}
+
+// mapStoreErr turns store sentinels into the catalog; what is left is a server fault.
+func mapStoreErr(err error, what string) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, store.ErrNotFound):
+		return problem.Newf(problem.NotFound, "No such %s.", what)
+	case errors.Is(err, store.ErrLastAdmin):
+		return problem.New(problem.Conflict, "The company must keep at least one admin.")
+	case errors.Is(err, store.ErrConflict):
+		return problem.New(problem.Conflict, "A user with this e-mail address already exists.")
+	}
+	return err
+}

@@ -1,0 +1,130 @@
+package account
+
+import (
+	"context"
+	"strings"
+
+	"github.com/simrelay/simrelay/mail"
+	"github.com/simrelay/simrelay/problem"
+	"github.com/simrelay/simrelay/store"
+)
+
+// UserPatch changes a user; nil fields stay as they are.
+type UserPatch struct {
+	FirstName, LastName, Phone, Role *string
+}
+
+// InviteInput is a new member.
+type InviteInput struct {
+	FirstName, LastName, Email, Phone, Role string
+}
+
+// Me returns the caller's own profile; API-key callers have none.
+func (s *Service) Me(_ context.Context, p Principal) (store.User, error) {
+	if p.ViaAPIKey {
+		return store.User{}, problem.New(problem.UserTokenRequired, "This route needs a user's access token from login; an API key has no user profile.")
+	}
+	u, err := s.store.User(p.UserID)
+	return u, mapStoreErr(err, "user")
+}
+
+// UpdateMe changes the caller's name and phone; the role is not theirs to change here.
+func (s *Service) UpdateMe(ctx context.Context, p Principal, patch UserPatch) (store.User, error) {
+	if _, err := s.Me(ctx, p); err != nil {
+		return store.User{}, err
+	}
+	patch.Role = nil
+	return s.updateUser(p.UserID, patch)
+}
+
+// Users lists the company's users, oldest first.
+func (s *Service) Users(_ context.Context, p Principal) ([]store.User, error) {
+	return s.store.CompanyUsers(p.CompanyID)
+}
+
+// companyUser loads a user of the caller's company; another company's user is NotFound.
+func (s *Service) companyUser(p Principal, id uint64) (store.User, error) {
+	u, err := s.store.User(id)
+	if err == nil && u.CompanyID != p.CompanyID {
+		err = store.ErrNotFound
+	}
+	return u, mapStoreErr(err, "user")
+}
+
+// Invite adds a member without a password and mails a link to set one.
+func (s *Service) Invite(ctx context.Context, p Principal, in InviteInput) (store.User, error) {
+	var v check
+	u := store.User{
+		CompanyID: p.CompanyID,
+		FirstName: v.required("firstName", in.FirstName, maxNameLen),
+		LastName:  v.required("lastName", in.LastName, maxNameLen),
+		Email:     v.email("email", in.Email),
+		Phone:     v.phone("phone", in.Phone, false),
+		Role:      v.role("role", in.Role),
+	}
+	if v.err != nil {
+		return u, v.err
+	}
+	c, err := s.store.Company(p.CompanyID)
+	if err != nil {
+		return u, mapStoreErr(err, "company")
+	}
+	inviter := c.Name
+	if !p.ViaAPIKey {
+		if me, err := s.store.User(p.UserID); err == nil {
+			inviter = strings.TrimSpace(me.FirstName + " " + me.LastName)
+		}
+	}
+	u.CreatedAt = s.now().UTC()
+	if err := s.store.CreateUser(&u); err != nil {
+		return u, mapStoreErr(err, "company")
+	}
+	err = s.sendToken(ctx, u, tokenInvite, s.cfg.InviteTTL, func(tok string) mail.Message {
+		return mail.Invite(s.cfg.PublicURL, u.FirstName, c.Name, inviter, tok, s.cfg.InviteTTL)
+	})
+	return u, err
+}
+
+// UpdateUser changes a user of the caller's company.
+func (s *Service) UpdateUser(_ context.Context, p Principal, id uint64, patch UserPatch) (store.User, error) {
+	if _, err := s.companyUser(p, id); err != nil {
+		return store.User{}, err
+	}
+	return s.updateUser(id, patch)
+}
+
+func (s *Service) updateUser(id uint64, patch UserPatch) (store.User, error) {
+	var v check
+	patch = UserPatch{
+		FirstName: v.patch(patch.FirstName, func(s string) string { return v.required("firstName", s, maxNameLen) }),
+		LastName:  v.patch(patch.LastName, func(s string) string { return v.required("lastName", s, maxNameLen) }),
+		Phone:     v.patch(patch.Phone, func(s string) string { return v.phone("phone", s, false) }),
+		Role:      v.patch(patch.Role, func(s string) string { return v.role("role", s) }),
+	}
+	if v.err != nil {
+		return store.User{}, v.err
+	}
+	u, err := s.store.UpdateUser(id, func(u *store.User) error {
+		setIf(&u.FirstName, patch.FirstName)
+		setIf(&u.LastName, patch.LastName)
+		setIf(&u.Phone, patch.Phone)
+		setIf(&u.Role, patch.Role)
+		return nil
+	})
+	return u, mapStoreErr(err, "user")
+}
+
+// DeleteUser removes a user of the caller's company and signs out their sessions.
+func (s *Service) DeleteUser(_ context.Context, p Principal, id uint64) error {
+	if _, err := s.companyUser(p, id); err != nil {
+		return err
+	}
+	return mapStoreErr(s.store.DeleteUser(id), "user")
+}
+
+// setIf copies a patch value when it is present.
+func setIf(dst, src *string) {
+	if src != nil {
+		*dst = *src
+	}
+}

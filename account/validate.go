@@ -1,0 +1,171 @@
+package account
+
+import (
+	"net/mail"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/simrelay/simrelay/phone"
+	"github.com/simrelay/simrelay/problem"
+	"github.com/simrelay/simrelay/store"
+)
+
+// Input limits. The spec sets the password minimum; the maximums keep records
+// small and argon2 inputs bounded.
+const (
+	minPasswordLen = 8
+	maxPasswordLen = 1024
+	maxNameLen     = 100
+	maxTextLen     = 200
+	maxEmailLen    = 254
+)
+
+func required(field, v string, max int) (string, error) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return "", problem.Invalid(field, "is required")
+	}
+	return optional(field, v, max)
+}
+
+func optional(field, v string, max int) (string, error) {
+	v = strings.TrimSpace(v)
+	if utf8.RuneCountInString(v) > max {
+		return "", problem.Invalid(field, "is too long")
+	}
+	return v, nil
+}
+
+func validEmail(field, v string) (string, error) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return "", problem.Invalid(field, "is required")
+	}
+	a, err := mail.ParseAddress(v)
+	if err != nil || a.Address != v || len(v) > maxEmailLen {
+		return "", problem.Invalid(field, "must be an e-mail address such as ana@example.com")
+	}
+	return v, nil
+}
+
+func validPhone(field, v string, isRequired bool) (string, error) {
+	if strings.TrimSpace(v) == "" {
+		if isRequired {
+			return "", problem.Invalid(field, "is required")
+		}
+		return "", nil
+	}
+	n, err := phone.Normalize(v)
+	if err != nil {
+		return "", problem.Invalid(field, err.Error())
+	}
+	return n, nil
+}
+
+// validPassword applies the spec's length rule; strong adds signup's rule of
+// one upper-case letter and one digit.
+func validPassword(field, pw string, strong bool) error {
+	n := utf8.RuneCountInString(pw)
+	if n < minPasswordLen {
+		return problem.Invalid(field, "must be at least 8 characters")
+	}
+	if n > maxPasswordLen {
+		return problem.Invalid(field, "must be at most 1024 characters")
+	}
+	if !strong {
+		return nil
+	}
+	var upper, digit bool
+	for _, r := range pw {
+		upper = upper || unicode.IsUpper(r)
+		digit = digit || unicode.IsDigit(r)
+	}
+	if !upper || !digit {
+		return problem.Invalid(field, "must contain at least one upper-case letter and one number")
+	}
+	return nil
+}
+
+func validRole(field, v string) (string, error) {
+	if v != store.RoleAdmin && v != store.RoleMember {
+		return "", problem.Invalid(field, "must be admin or member")
+	}
+	return v, nil
+}
+
+// validCountry accepts an ISO 3166 alpha-2 or alpha-3 code in any case and
+// stores it upper-case.
+func validCountry(field, v string) (string, error) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return "", nil
+	}
+	if len(v) < 2 || len(v) > 3 {
+		return "", problem.Invalid(field, "must be a two- or three-letter country code such as US")
+	}
+	for _, r := range v {
+		if r > unicode.MaxASCII || !unicode.IsLetter(r) {
+			return "", problem.Invalid(field, "must be a two- or three-letter country code such as US")
+		}
+	}
+	return strings.ToUpper(v), nil
+}
+
+// check validates fields in order and keeps the first failure, so a caller
+// reads as a list of fields and returns check.err once.
+type check struct{ err error }
+
+func (c *check) run(f func() (string, error)) string {
+	if c.err != nil {
+		return ""
+	}
+	out, err := f()
+	c.err = err
+	return out
+}
+
+func (c *check) required(field, v string, max int) string {
+	return c.run(func() (string, error) { return required(field, v, max) })
+}
+
+func (c *check) optional(field, v string, max int) string {
+	return c.run(func() (string, error) { return optional(field, v, max) })
+}
+
+func (c *check) email(field, v string) string {
+	return c.run(func() (string, error) { return validEmail(field, v) })
+}
+
+func (c *check) phone(field, v string, isRequired bool) string {
+	return c.run(func() (string, error) { return validPhone(field, v, isRequired) })
+}
+
+func (c *check) role(field, v string) string {
+	return c.run(func() (string, error) { return validRole(field, v) })
+}
+
+func (c *check) country(field, v string) string {
+	return c.run(func() (string, error) { return validCountry(field, v) })
+}
+
+func (c *check) password(field, pw string, strong bool) {
+	if c.err == nil {
+		c.err = validPassword(field, pw, strong)
+	}
+}
+
+func (c *check) token(field, v string) {
+	if c.err == nil && v == "" {
+		c.err = problem.Invalid(field, "is required")
+	}
+}
+
+// patch validates an optional patch field with f, leaving nil untouched.
+func (c *check) patch(p *string, f func(string) string) *string {
+	if p == nil || c.err != nil {
+		return nil
+	}
+	out := f(*p)
+	return &out
+}

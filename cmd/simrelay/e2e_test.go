@@ -1,0 +1,163 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/simrelay/simrelay/store"
+)
+
+// buildBinary compiles simrelay once per test run into a temporary directory.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "simrelay")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// server is a running simrelay process.
+type server struct {
+	cmd    *exec.Cmd
+	url    string
+	stderr *syncBuffer
+}
+
+// startServer runs `simrelay serve` on a free loopback port and waits for its
+// "listening" line.
+func startServer(t *testing.T, bin, dataDir string, extra ...string) *server {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir}, extra...)...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	errBuf := &syncBuffer{}
+	cmd.Stderr = errBuf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	lines := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if _, addr, ok := strings.Cut(sc.Text(), " listening on "); ok {
+				lines <- addr
+			}
+		}
+		close(lines)
+	}()
+	select {
+	case addr, ok := <-lines:
+		if !ok {
+			t.Fatalf("the server exited before listening:\n%s", errBuf.String())
+		}
+		return &server{cmd: cmd, url: strings.TrimSpace(addr), stderr: errBuf}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the server did not report listening within 30s:\n%s", errBuf.String())
+	}
+	return nil
+}
+
+func get(t *testing.T, url, key string) (int, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url, nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	return res.StatusCode, body
+}
+
+// TestQuickStart follows the README: create a company with the admin command,
+// start the server, call the API with the printed key; then back up the
+// running server and stop it with SIGTERM.
+func TestQuickStart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	out, err := exec.Command(bin, "admin", "create-company", "--company", "Acme", "--email", "you@example.com", "--password", "Change-me-123", "--data-dir", dir).Output()
+	if err != nil {
+		t.Fatalf("create-company: %v", err)
+	}
+	var created struct {
+		APIKey string `json:"apiKey"`
+	}
+	if err := json.Unmarshal(out, &created); err != nil {
+		t.Fatalf("create-company printed %q: %v", out, err)
+	}
+
+	srv := startServer(t, bin, dir)
+	code, body := get(t, srv.url+"/company", created.APIKey)
+	if code != 200 || !strings.Contains(string(body), `"name":"Acme"`) {
+		t.Fatalf("GET /company: got %d %s", code, body)
+	}
+	if code, body := get(t, srv.url+"/users", created.APIKey); code != 200 || !strings.Contains(string(body), "you@example.com") {
+		t.Fatalf("GET /users: got %d %s", code, body)
+	}
+	if code, body := get(t, srv.url+"/metrics", ""); code != 200 || !strings.Contains(string(body), "go_goroutines") || !strings.Contains(string(body), "simrelay_http_requests_total") {
+		t.Fatalf("GET /metrics: got %d, want request and Go runtime metrics", code)
+	}
+	res, err := http.Post(srv.url+"/auth/login", "application/json", strings.NewReader(`{"email":"you@example.com","password":"Change-me-123"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 200 {
+		t.Fatalf("login: got %d", res.StatusCode)
+	}
+
+	// The admin command refuses the running server's store, and says why.
+	backupOut, err := exec.Command(bin, "admin", "backup", filepath.Join(t.TempDir(), "b.db"), "--data-dir", dir).CombinedOutput()
+	if err == nil || !strings.Contains(string(backupOut), "GET /admin/backup") {
+		t.Fatalf("admin backup on a running server: got %v %q, want a refusal pointing to GET /admin/backup", err, backupOut)
+	}
+	// The server streams one instead, and it is a whole store.
+	code, body = get(t, srv.url+"/admin/backup", created.APIKey)
+	if code != 200 {
+		t.Fatalf("GET /admin/backup: got %d", code)
+	}
+	restored := t.TempDir()
+	if err := os.WriteFile(filepath.Join(restored, store.FileName), body, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(restored, store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatalf("the streamed backup does not open: %v", err)
+	}
+	ids, _ := st.CompanyIDs()
+	st.Close()
+	if len(ids) != 1 {
+		t.Fatalf("the backup holds %d companies, want 1", len(ids))
+	}
+
+	if err := srv.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.cmd.Wait(); err != nil {
+		t.Fatalf("after SIGTERM: %v\n%s", err, srv.stderr.String())
+	}
+	if !strings.Contains(srv.stderr.String(), "msg=stopped") {
+		t.Errorf("no orderly stop in the log:\n%s", srv.stderr.String())
+	}
+	if strings.Contains(srv.stderr.String(), created.APIKey) {
+		t.Error("the API key appears in the server log")
+	}
+}

@@ -1,0 +1,91 @@
+// Command simrelay is the whole product in one binary: `simrelay serve` runs
+// the REST API, the phone hub and the workers over one embedded store;
+// `simrelay admin` works on a stopped server's store.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"syscall"
+)
+
+// version is set at build time with -ldflags "-X main.version=v1.2.3"; it
+// falls back to the VCS revision Go records in the binary.
+var version = ""
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+const usage = `simrelay turns your own Android phones into an SMS gateway.
+
+Usage:
+  simrelay serve [flags]            run the server (simrelay serve -h lists every flag)
+  simrelay admin create-company     create a company with a verified admin and print its API key
+  simrelay admin mail               list the mail outbox
+  simrelay admin backup FILE        write a consistent copy of the store to FILE
+  simrelay version                  print the version
+
+Every flag has an environment twin: --data-dir is SIMRELAY_DATA_DIR.
+`
+
+// run is main without the process: tests call it with their own context and writers.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "serve":
+		return serve(ctx, args[1:], stdout, stderr)
+	case "admin":
+		return admin(ctx, args[1:], stdout, stderr)
+	case "version", "--version", "-version":
+		fmt.Fprintln(stdout, "simrelay", buildVersion())
+		return 0
+	case "help", "-h", "--help", "-help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "simrelay: unknown command %q\n\n%s", args[0], usage)
+	return 2
+}
+
+func buildVersion() string {
+	if version != "" {
+		return version
+	}
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "devel"
+	}
+	rev, dirty := "", false
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if rev == "" {
+		if info.Main.Version != "" && info.Main.Version != "(devel)" {
+			return info.Main.Version
+		}
+		return "devel"
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if dirty {
+		rev += "-dirty"
+	}
+	return "devel+" + rev
+}

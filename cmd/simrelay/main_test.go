@@ -1,0 +1,164 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/simrelay/simrelay/store"
+)
+
+func runCmd(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestVersionAndUsage(t *testing.T) {
+	code, out, _ := runCmd(t, "version")
+	if code != 0 || !strings.HasPrefix(out, "simrelay ") {
+		t.Fatalf("version: got %d %q", code, out)
+	}
+	if code, _, errOut := runCmd(t); code != 2 || !strings.Contains(errOut, "simrelay serve") {
+		t.Fatalf("no command: got %d %q, want 2 and the usage", code, errOut)
+	}
+	if code, _, errOut := runCmd(t, "bogus"); code != 2 || !strings.Contains(errOut, `unknown command "bogus"`) {
+		t.Fatalf("unknown command: got %d %q", code, errOut)
+	}
+}
+
+func TestServeRefusesBadSettings(t *testing.T) {
+	cases := []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{[]string{"--listen", "nope"}, nil, "--listen"},
+		{[]string{"--rate-general", "0/1m"}, nil, "--rate-general"},
+		{[]string{"--rate-auth", "15"}, nil, "--rate-auth"},
+		{[]string{"--log-format", "xml"}, nil, "--log-format"},
+		{[]string{"--log-level", "loud"}, nil, "--log-level"},
+		{[]string{"--public-url", "ftp://x"}, nil, "--public-url"},
+		{[]string{"--smtp-url", "http://mail:25"}, nil, "smtp-url"},
+		{[]string{"--trusted-proxies", "not-an-ip"}, nil, "trusted-proxies"},
+		{nil, map[string]string{"SIMRELAY_RATE_GENERAL": "lots"}, "SIMRELAY_RATE_GENERAL"},
+		{nil, map[string]string{"SIMRELAY_SHUTDOWN_TIMEOUT": "soon"}, "SIMRELAY_SHUTDOWN_TIMEOUT"},
+		{[]string{"extra"}, nil, `unexpected argument "extra"`},
+	}
+	for _, c := range cases {
+		t.Run(c.want, func(t *testing.T) {
+			for k, v := range c.env {
+				t.Setenv(k, v)
+			}
+			code, _, errOut := runCmd(t, append([]string{"serve", "--data-dir", t.TempDir()}, c.args...)...)
+			if code != 2 || !strings.Contains(errOut, c.want) {
+				t.Fatalf("got exit %d, stderr %q; want 2 naming %q", code, errOut, c.want)
+			}
+		})
+	}
+}
+
+func TestEnvTwinsAndFlagPrecedence(t *testing.T) {
+	var cfg serveConfig
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	cfg.flags(fs)
+	t.Setenv("SIMRELAY_LISTEN", "127.0.0.1:9999")
+	t.Setenv("SIMRELAY_RATE_AUTH", "5/1m")
+	t.Setenv("SIMRELAY_TRUSTED_PROXIES", "10.0.0.1, 192.168.0.0/16")
+	if err := parseFlags(fs, []string{"--rate-auth", "7/1m"}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.validate(); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.listen != "127.0.0.1:9999" {
+		t.Errorf("listen: got %q, want the environment's 127.0.0.1:9999", cfg.listen)
+	}
+	if cfg.auth.Limit != 7 {
+		t.Errorf("rate-auth: got %d, want the flag's 7 over the environment's 5", cfg.auth.Limit)
+	}
+	if cfg.publicURL != "http://127.0.0.1:9999" {
+		t.Errorf("public URL default: got %q", cfg.publicURL)
+	}
+	if got := cfg.trustedProxies.String(); got != "10.0.0.1/32,192.168.0.0/16" {
+		t.Errorf("trusted proxies: got %q", got)
+	}
+}
+
+func TestAdminCreateCompany(t *testing.T) {
+	dir := t.TempDir()
+	code, out, errOut := runCmd(t, "admin", "create-company", "--company", "Acme", "--email", "you@example.com", "--password", "Change-me-123", "--data-dir", dir)
+	if code != 0 {
+		t.Fatalf("got exit %d: %s", code, errOut)
+	}
+	var got struct {
+		CompanyID uint64 `json:"companyId"`
+		UserID    uint64 `json:"userId"`
+		APIKey    string `json:"apiKey"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil || got.CompanyID == 0 || got.UserID == 0 || !strings.HasPrefix(got.APIKey, "sk_") {
+		t.Fatalf("got %q (%v), want {companyId, userId, apiKey}", out, err)
+	}
+	// The same address again, and a weak password, are clear usage errors.
+	code, _, errOut = runCmd(t, "admin", "create-company", "--company", "Acme", "--email", "you@example.com", "--password", "Change-me-123", "--data-dir", dir)
+	if code == 0 || !strings.Contains(errOut, "already exists") {
+		t.Fatalf("duplicate: got %d %q", code, errOut)
+	}
+	code, _, errOut = runCmd(t, "admin", "create-company", "--company", "B", "--email", "b@example.com", "--password", "weak", "--data-dir", dir)
+	if code != 2 || !strings.Contains(errOut, "--password") {
+		t.Fatalf("weak password: got %d %q", code, errOut)
+	}
+	code, _, errOut = runCmd(t, "admin", "create-company", "--data-dir", dir)
+	if code != 2 || !strings.Contains(errOut, "--company") {
+		t.Fatalf("missing flags: got %d %q", code, errOut)
+	}
+
+	code, out, _ = runCmd(t, "admin", "mail", "--data-dir", dir)
+	if code != 0 || !strings.Contains(out, "empty") {
+		t.Fatalf("admin mail: got %d %q", code, out)
+	}
+	backup := filepath.Join(t.TempDir(), "copy")
+	code, out, errOut = runCmd(t, "admin", "backup", backup, "--data-dir", dir)
+	if code != 0 || !strings.Contains(out, "wrote") {
+		t.Fatalf("backup: got %d %q %q", code, out, errOut)
+	}
+	restored := t.TempDir()
+	if err := os.Rename(backup, filepath.Join(restored, store.FileName)); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(restored, store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.Company(got.CompanyID); err != nil {
+		t.Fatalf("the backup lacks the company: %v", err)
+	}
+}
+
+func TestAdminOnAHeldStoreFailsFast(t *testing.T) {
+	dir := t.TempDir()
+	held, err := store.Open(dir, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	for _, args := range [][]string{
+		{"admin", "mail", "--data-dir", dir},
+		{"admin", "backup", filepath.Join(t.TempDir(), "b"), "--data-dir", dir},
+		{"admin", "create-company", "--company", "A", "--email", "a@example.com", "--password", "Change-me-123", "--data-dir", dir},
+	} {
+		code, _, errOut := runCmd(t, args...)
+		if code != 1 || !strings.Contains(errOut, "in use by another process") {
+			t.Errorf("%v: got %d %q, want 1 and a locked-store message", args[:2], code, errOut)
+		}
+	}
+}

@@ -1,0 +1,234 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/simrelay/simrelay/account"
+	"github.com/simrelay/simrelay/httpapi"
+	"github.com/simrelay/simrelay/mail"
+	"github.com/simrelay/simrelay/pacing"
+	"github.com/simrelay/simrelay/store"
+	"github.com/simrelay/simrelay/web"
+)
+
+// Defaults of `simrelay serve`, as the contract sets them.
+const (
+	defaultListen  = "127.0.0.1:8080" // loopback: exposing the server is a deliberate act
+	defaultDataDir = "./data"
+	// defaultShutdownTimeout bounds how long in-flight requests may finish after SIGTERM.
+	defaultShutdownTimeout = 15 * time.Second
+	// sweepEvery returns memory of idle rate-limit windows and expired tokens.
+	sweepEvery = time.Minute
+)
+
+type serveConfig struct {
+	listen          string
+	publicURL       string
+	dataDir         string
+	logFormat       string
+	logLevel        string
+	smtpURL         string
+	smtpFrom        string
+	rateGeneral     string
+	rateAuth        string
+	trustedProxies  cidrList
+	shutdownTimeout time.Duration
+
+	general, auth pacing.Rate
+}
+
+func (c *serveConfig) flags(fs *flag.FlagSet) {
+	fs.StringVar(&c.listen, "listen", defaultListen, "address to listen on, host:port")
+	fs.StringVar(&c.publicURL, "public-url", "", "the server's address as users and phones reach it, used in links, QR codes and e-mails (default http://<listen>)")
+	fs.StringVar(&c.dataDir, "data-dir", defaultDataDir, "directory of the embedded store")
+	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&c.smtpURL, "smtp-url", "", "SMTP server, smtp://[user:pass@]host:port (STARTTLS when offered) or smtps://...; empty writes mail to the log and the outbox")
+	fs.StringVar(&c.smtpFrom, "smtp-from", mail.DefaultFrom, "From address of e-mails")
+	fs.StringVar(&c.rateGeneral, "rate-general", "100/1m", "API rate limit per API key, user or client IP, COUNT/WINDOW")
+	fs.StringVar(&c.rateAuth, "rate-auth", "15/15m", "rate limit of the credential routes per client IP, COUNT/WINDOW")
+	fs.Var(&c.trustedProxies, "trusted-proxies", "comma-separated proxy addresses or CIDRs whose X-Forwarded-For is believed (default none: the socket peer is the client)")
+	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "how long in-flight requests may finish on SIGTERM")
+}
+
+// validate checks every setting and fills the derived ones; the first error names the flag.
+func (c *serveConfig) validate() error {
+	var err error
+	if _, _, e := net.SplitHostPort(c.listen); e != nil {
+		return fmt.Errorf("%s %q: want host:port, e.g. 127.0.0.1:8080", both("listen"), c.listen)
+	}
+	if c.publicURL == "" {
+		c.publicURL = "http://" + c.listen
+	}
+	if u, e := url.Parse(c.publicURL); e != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%s %q: want an absolute http(s) URL such as https://sms.example.com", both("public-url"), c.publicURL)
+	}
+	c.publicURL = strings.TrimRight(c.publicURL, "/")
+	if c.dataDir == "" {
+		return fmt.Errorf("%s must not be empty", both("data-dir"))
+	}
+	if c.logFormat != "text" && c.logFormat != "json" {
+		return fmt.Errorf("%s %q: want text or json", both("log-format"), c.logFormat)
+	}
+	if _, e := parseLevel(c.logLevel); e != nil {
+		return e
+	}
+	if c.general, err = pacing.ParseRate(c.rateGeneral); err != nil {
+		return fmt.Errorf("%s: %v", both("rate-general"), err)
+	}
+	if c.auth, err = pacing.ParseRate(c.rateAuth); err != nil {
+		return fmt.Errorf("%s: %v", both("rate-auth"), err)
+	}
+	if c.shutdownTimeout <= 0 {
+		return fmt.Errorf("%s %s: must be positive", both("shutdown-timeout"), c.shutdownTimeout)
+	}
+	if err := c.mailConfig().Validate(); err != nil {
+		return fmt.Errorf("%s: %v", both("smtp-url"), err)
+	}
+	return nil
+}
+
+func (c *serveConfig) mailConfig() mail.Config {
+	return mail.Config{SMTPURL: c.smtpURL, From: c.smtpFrom, PublicURL: c.publicURL}
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return l, fmt.Errorf("%s %q: want debug, info, warn or error", both("log-level"), s)
+	}
+	return l, nil
+}
+
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var cfg serveConfig
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfg.flags(fs)
+	fs.Usage = flagUsage(fs, "Usage: simrelay serve [flags]\n\nFlags, each with its environment twin:\n")
+	if err := parseFlags(fs, args, 0); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintf(stderr, "simrelay serve: %v\n", err)
+		return 2
+	}
+	if err := cfg.validate(); err != nil {
+		fmt.Fprintf(stderr, "simrelay serve: %v\n", err)
+		return 2
+	}
+	level, _ := parseLevel(cfg.logLevel)
+	log := newLogger(stderr, cfg.logFormat, level)
+	if err := runServer(ctx, cfg, log, stdout); err != nil {
+		log.Error("server stopped", "err", err)
+		return 1
+	}
+	return 0
+}
+
+// runServer wires the packages together and runs until ctx ends, then shuts
+// down in order: stop accepting, finish requests, stop workers, close the store.
+func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Writer) error {
+	st, err := store.Open(cfg.dataDir, store.Options{})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := st.Close(); err != nil {
+			log.Error("close store", "err", err)
+		}
+	}()
+	mailer, err := mail.New(cfg.mailConfig(), st, log.With("component", "mail"), time.Now)
+	if err != nil {
+		return err
+	}
+	accounts, err := account.New(account.Config{PublicURL: cfg.publicURL}, st, mailer, log.With("component", "account"), time.Now)
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	api, err := httpapi.New(httpapi.Config{GeneralRate: cfg.general, AuthRate: cfg.auth, TrustedProxies: cfg.trustedProxies},
+		httpapi.Deps{Accounts: accounts, Store: st, Console: web.Handler(), Logger: log, Registry: reg, Gatherer: reg, Now: time.Now})
+	if err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", cfg.listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.listen, err)
+	}
+	srv := &http.Server{
+		Handler:           api.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       time.Minute,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+
+	workers, stopWorkers := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := mailer.Run(workers); err != nil && !errors.Is(err, context.Canceled) {
+			log.Error("mail worker stopped", "err", err)
+		}
+	})
+	wg.Go(func() { sweep(workers, api, st, log) })
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	log.Info("simrelay listening", "addr", ln.Addr().String(), "public_url", cfg.publicURL, "data_dir", cfg.dataDir,
+		"version", buildVersion(), "smtp", cfg.mailConfig().Redacted())
+	fmt.Fprintf(stdout, "simrelay %s listening on http://%s\n", buildVersion(), ln.Addr())
+
+	select {
+	case err = <-serveErr:
+		err = fmt.Errorf("http server: %w", err)
+	case <-ctx.Done():
+		log.Info("shutting down")
+		api.Drain()
+		sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
+		if e := srv.Shutdown(sctx); e != nil {
+			log.Warn("requests still running at the shutdown deadline were cut", "err", e)
+		}
+		cancel()
+	}
+	stopWorkers()
+	wg.Wait()
+	log.Info("stopped")
+	return err
+}
+
+// sweep returns memory of expired rate-limit windows and deletes long-expired tokens.
+func sweep(ctx context.Context, api *httpapi.Server, st *store.Store, log *slog.Logger) {
+	t := time.NewTicker(sweepEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			api.Sweep()
+			if n, err := st.PruneTokens(now.Add(-24 * time.Hour)); err != nil {
+				log.Error("prune expired tokens", "err", err)
+			} else if n > 0 {
+				log.Debug("pruned expired tokens", "count", n)
+			}
+		}
+	}
+}

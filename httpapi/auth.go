@@ -1,0 +1,120 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/simrelay/simrelay/account"
+)
+
+type sessionJSON struct {
+	AccessToken  string   `json:"accessToken"`
+	RefreshToken string   `json:"refreshToken"`
+	TokenType    string   `json:"tokenType"`
+	ExpiresIn    int      `json:"expiresIn"`
+	User         userJSON `json:"user"`
+}
+
+func sessionOut(s account.Session) sessionJSON {
+	return sessionJSON{AccessToken: s.AccessToken, RefreshToken: s.RefreshToken, TokenType: "Bearer", ExpiresIn: s.ExpiresIn, User: userOut(s.User)}
+}
+
+func (s *Server) signup(c echo.Context) error {
+	var in struct {
+		Company struct {
+			Name, Phone, Address, City, State, Country string
+		} `json:"company"`
+		Owner struct {
+			FirstName string `json:"firstName"`
+			LastName  string `json:"lastName"`
+			Email     string `json:"email"`
+			Password  string `json:"password"`
+			Phone     string `json:"phone"`
+		} `json:"owner"`
+	}
+	if err := bind(c, &in); err != nil {
+		return err
+	}
+	co, u, err := s.deps.Accounts.Signup(c.Request().Context(), account.SignupInput{
+		Company: account.CompanyInput(in.Company),
+		Owner:   account.OwnerInput(in.Owner),
+	})
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, map[string]any{
+		"message":   "Company created. Check your e-mail to verify your address, then log in.",
+		"companyId": co.ID,
+		"userId":    u.ID,
+	})
+}
+
+func (s *Server) verifyEmail(c echo.Context) error {
+	var in struct {
+		Token string `json:"token"`
+	}
+	if err := bind(c, &in); err != nil {
+		return err
+	}
+	if err := s.deps.Accounts.VerifyEmail(c.Request().Context(), in.Token); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, messageJSON{"E-mail address verified. You can log in now."})
+}
+
+func (s *Server) login(c echo.Context) error {
+	var in struct {
+		Email    string `json:"email"`
+		Password string `json:"password"`
+	}
+	if err := bind(c, &in); err != nil {
+		return err
+	}
+	sess, err := s.deps.Accounts.Login(c.Request().Context(), in.Email, in.Password)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, sessionOut(sess))
+}
+
+func (s *Server) refresh(c echo.Context) error {
+	var in struct {
+		RefreshToken string `json:"refreshToken"`
+	}
+	if err := bind(c, &in); err != nil {
+		return err
+	}
+	sess, err := s.deps.Accounts.Refresh(c.Request().Context(), in.RefreshToken)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, sessionOut(sess))
+}
+
+func (s *Server) forgotPassword(c echo.Context) error {
+	var in struct {
+		Email string `json:"email"`
+	}
+	if err := bind(c, &in); err != nil {
+		return err
+	}
+	if err := s.deps.Accounts.ForgotPassword(c.Request().Context(), in.Email); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, messageJSON{"If the address belongs to an account, a reset link is on its way."})
+}
+
+func (s *Server) resetPassword(c echo.Context) error {
+	var in struct {
+		Token    string `json:"token"`
+		Password string `json:"password"`
+	}
+	if err := bind(c, &in); err != nil {
+		return err
+	}
+	if err := s.deps.Accounts.ResetPassword(c.Request().Context(), in.Token, in.Password); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, messageJSON{"Password set. Every earlier session was signed out; log in with the new password."})
+}

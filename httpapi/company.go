@@ -1,0 +1,60 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/simrelay/simrelay/account"
+)
+
+func (s *Server) getCompany(c echo.Context) error {
+	co, err := s.deps.Accounts.Company(c.Request().Context(), principal(c))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, companyOut(co))
+}
+
+func (s *Server) patchCompany(c echo.Context) error {
+	var in struct {
+		Name    *string `json:"name"`
+		Phone   *string `json:"phone"`
+		Address *string `json:"address"`
+		City    *string `json:"city"`
+		State   *string `json:"state"`
+		Country *string `json:"country"`
+	}
+	if err := bind(c, &in); err != nil {
+		return err
+	}
+	co, err := s.deps.Accounts.UpdateCompany(c.Request().Context(), principal(c), account.CompanyPatch(in))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, companyOut(co))
+}
+
+type apiKeyJSON struct {
+	APIKey    string `json:"apiKey"`
+	CreatedAt string `json:"createdAt"`
+}
+
+func (s *Server) getAPIKey(c echo.Context) error {
+	return s.apiKeyAnswer(c, s.deps.Accounts.APIKey)
+}
+
+func (s *Server) rotateAPIKey(c echo.Context) error {
+	return s.apiKeyAnswer(c, s.deps.Accounts.RotateAPIKey)
+}
+
+func (s *Server) apiKeyAnswer(c echo.Context, f func(ctx context.Context, p account.Principal) (string, time.Time, error)) error {
+	key, at, err := f(c.Request().Context(), principal(c))
+	if err != nil {
+		return err
+	}
+	c.Response().Header().Set("Cache-Control", "no-store")
+	return c.JSON(http.StatusOK, apiKeyJSON{APIKey: key, CreatedAt: ts(at)})
+}

@@ -1,0 +1,114 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/simrelay/simrelay/problem"
+)
+
+// renderError is Echo's error handler: every failure leaves as the contract's
+// error body. Anything that is not a *problem.Error or one of Echo's own
+// routing errors is a server fault: logged with its cause, answered generically.
+func (s *Server) renderError(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	pe := s.toProblem(err, c)
+	if pe.RetryAfter > 0 {
+		c.Response().Header().Set("Retry-After", strconv.Itoa(pe.RetryAfter))
+	}
+	if c.Request().Method == http.MethodHead {
+		_ = c.NoContent(pe.Status())
+		return
+	}
+	_ = c.JSON(pe.Status(), pe)
+}
+
+func (s *Server) toProblem(err error, c echo.Context) *problem.Error {
+	if pe, ok := problem.As(err); ok {
+		return pe
+	}
+	var he *echo.HTTPError
+	if errors.As(err, &he) {
+		switch he.Code {
+		case http.StatusNotFound:
+			return problem.Newf(problem.NotFound, "There is no route %s %s.", c.Request().Method, c.Request().URL.Path)
+		case http.StatusMethodNotAllowed:
+			return problem.Newf(problem.MethodNotAllowed, "The route %s does not take %s.", c.Request().URL.Path, c.Request().Method)
+		case http.StatusRequestEntityTooLarge:
+			return errTooLarge
+		case http.StatusUnauthorized:
+			return problem.New(problem.Unauthorized, "The API key or access token is missing, invalid or expired.")
+		}
+	}
+	s.deps.Logger.Error("request failed", "method", c.Request().Method, "route", c.Path(), "err", err)
+	return problem.New(problem.Internal, "The server failed to handle the request; it has been logged.")
+}
+
+var errTooLarge = problem.Newf(problem.PayloadTooLarge, "The request body is over the %d MiB limit.", maxBodyBytes>>20)
+
+// maxBodyBytes bounds every request body (the contract's 1 MiB).
+const maxBodyBytes = 1 << 20
+
+// bind decodes the JSON body into v. Unknown fields are ignored; an empty,
+// malformed or trailing-garbage body is invalid_json, a wrong type names the
+// field at fault.
+func bind(c echo.Context, v any) error {
+	body := http.MaxBytesReader(c.Response(), c.Request().Body, maxBodyBytes)
+	dec := json.NewDecoder(body)
+	err := dec.Decode(v)
+	if err == nil {
+		if _, extra := dec.Token(); extra != io.EOF {
+			return problem.New(problem.InvalidJSON, "The request body must hold exactly one JSON object.")
+		}
+		return nil
+	}
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return errTooLarge
+	case errors.Is(err, io.EOF):
+		return problem.New(problem.InvalidJSON, "The request body is empty; send a JSON object.")
+	case errors.As(err, &syntax), errors.Is(err, io.ErrUnexpectedEOF):
+		return problem.New(problem.InvalidJSON, "The request body is not valid JSON.")
+	case errors.As(err, &typ):
+		if typ.Field == "" {
+			return problem.New(problem.InvalidJSON, "The request body must be a JSON object.")
+		}
+		return problem.Invalid(typ.Field, fmt.Sprintf("must be %s", jsonKind(typ.Type.Kind().String())))
+	}
+	return problem.New(problem.InvalidJSON, "The request body could not be read as JSON.")
+}
+
+func jsonKind(goKind string) string {
+	switch {
+	case goKind == "string":
+		return "a string"
+	case goKind == "bool":
+		return "true or false"
+	case strings.HasPrefix(goKind, "int"), strings.HasPrefix(goKind, "uint"), strings.HasPrefix(goKind, "float"):
+		return "a number"
+	case goKind == "slice":
+		return "an array"
+	}
+	return "an object"
+}
+
+// pathID parses an integer id from the path; a malformed one is simply not found.
+func pathID(c echo.Context, name string) (uint64, error) {
+	id, err := strconv.ParseUint(c.Param(name), 10, 64)
+	if err != nil || id == 0 {
+		return 0, problem.New(problem.NotFound, "No such resource.")
+	}
+	return id, nil
+}

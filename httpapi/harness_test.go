@@ -1,0 +1,225 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/simrelay/simrelay/account"
+	"github.com/simrelay/simrelay/httpapi"
+	"github.com/simrelay/simrelay/mail"
+	"github.com/simrelay/simrelay/mail/mailtest"
+	"github.com/simrelay/simrelay/pacing"
+	"github.com/simrelay/simrelay/store"
+	"github.com/simrelay/simrelay/web"
+)
+
+// clock is a settable time source for the API and the accounts.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// env is one running server: a real store file, a real SMTP inbox and real HTTP.
+type env struct {
+	t     *testing.T
+	url   string
+	store *store.Store
+	inbox *mailtest.Inbox
+	clock *clock
+	log   *bytes.Buffer
+}
+
+type envOption func(*httpapi.Config)
+
+// newEnv starts a server on loopback; everything stops with the test.
+func newEnv(t *testing.T, opts ...envOption) *env {
+	t.Helper()
+	st, err := store.Open(t.TempDir(), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	inbox := mailtest.NewInbox(t)
+	logBuf := &lockedBuffer{}
+	log := slog.New(slog.NewTextHandler(logBuf, nil))
+	clk := &clock{t: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)}
+
+	srv := httptest.NewUnstartedServer(nil)
+	publicURL := "http://" + srv.Listener.Addr().String()
+	mailer, err := mail.New(mail.Config{SMTPURL: inbox.URL(), PublicURL: publicURL}, st, log, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = mailer.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	accounts, err := account.New(account.Config{PublicURL: publicURL}, st, mailer, log, clk.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := httpapi.Config{
+		GeneralRate: pacing.Rate{Limit: 100, Window: time.Minute},
+		AuthRate:    pacing.Rate{Limit: 15, Window: 15 * time.Minute},
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	reg := prometheus.NewRegistry()
+	api, err := httpapi.New(cfg, httpapi.Deps{Accounts: accounts, Store: st, Console: web.Handler(), Logger: log, Registry: reg, Gatherer: reg, Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Config.Handler = api.Handler()
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return &env{t: t, url: srv.URL, store: st, inbox: inbox, clock: clk, log: &logBuf.buf}
+}
+
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// resp is an answer with its decoded JSON body.
+type resp struct {
+	Status int
+	Header http.Header
+	Body   map[string]any
+	Raw    []byte
+}
+
+// str returns a top-level string field of the body.
+func (r resp) str(key string) string { s, _ := r.Body[key].(string); return s }
+
+type call struct {
+	method, path, token string
+	body                any // marshalled as JSON; a string is sent as it is
+	header              map[string]string
+}
+
+func (e *env) do(c call) resp {
+	e.t.Helper()
+	var body io.Reader
+	switch b := c.body.(type) {
+	case nil:
+	case string:
+		body = strings.NewReader(b)
+	default:
+		raw, err := json.Marshal(b)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		body = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequest(c.method, e.url+c.path, body)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	for k, v := range c.header {
+		req.Header.Set(k, v)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	raw, err := io.ReadAll(res.Body)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	out := resp{Status: res.StatusCode, Header: res.Header, Raw: raw}
+	if strings.HasPrefix(res.Header.Get("Content-Type"), "application/json") && len(raw) > 0 {
+		if err := json.Unmarshal(raw, &out.Body); err != nil {
+			e.t.Fatalf("%s %s: body is not a JSON object: %v: %s", c.method, c.path, err, raw)
+		}
+	}
+	return out
+}
+
+// want fails the test unless r has the status and, for errors, the code.
+func (e *env) want(r resp, status int, code string) {
+	e.t.Helper()
+	if r.Status != status {
+		e.t.Fatalf("got status %d, want %d; body %s", r.Status, status, r.Raw)
+	}
+	if code != "" && r.str("error") != code {
+		e.t.Fatalf("got error %q, want %q; body %s", r.str("error"), code, r.Raw)
+	}
+	if status >= 400 && r.str("message") == "" {
+		e.t.Fatalf("error body without a message: %s", r.Raw)
+	}
+}
+
+// company is a signed-up, verified company with a logged-in admin.
+type company struct {
+	id, adminID    float64
+	apiKey, access string
+	refresh, email string
+	password       string
+}
+
+const goodPassword = "Correct-Horse-9"
+
+// newCompany signs up through the API, follows the e-mailed verification link,
+// logs in and reads the API key.
+func (e *env) newCompany(name, email string) company {
+	e.t.Helper()
+	r := e.do(call{method: "POST", path: "/auth/signup", body: map[string]any{
+		"company": map[string]any{"name": name, "phone": "+1 555 010 0000", "country": "us"},
+		"owner":   map[string]any{"firstName": "Ana", "lastName": "Admin", "email": email, "password": goodPassword},
+	}})
+	e.want(r, http.StatusCreated, "")
+	msg := e.inbox.WaitFor(e.t, email, 10*time.Second)
+	tok := mailtest.LinkToken(msg.Text, "/verify-email")
+	e.want(e.do(call{method: "POST", path: "/auth/verify-email", body: map[string]any{"token": tok}}), http.StatusOK, "")
+	c := company{id: r.Body["companyId"].(float64), adminID: r.Body["userId"].(float64), email: email, password: goodPassword}
+	c.access, c.refresh = e.login(email, goodPassword)
+	k := e.do(call{method: "GET", path: "/account/api-key", token: c.access})
+	e.want(k, http.StatusOK, "")
+	c.apiKey = k.str("apiKey")
+	return c
+}
+
+func (e *env) login(email, password string) (access, refresh string) {
+	e.t.Helper()
+	r := e.do(call{method: "POST", path: "/auth/login", body: map[string]any{"email": email, "password": password}})
+	e.want(r, http.StatusOK, "")
+	return r.str("accessToken"), r.str("refreshToken")
+}

@@ -1,0 +1,168 @@
+package httpapi
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/simrelay/simrelay/account"
+	"github.com/simrelay/simrelay/pacing"
+	"github.com/simrelay/simrelay/problem"
+)
+
+// Context keys of values the middleware hands to handlers.
+const (
+	keyPrincipal = "simrelay.principal"
+	keyAuthErr   = "simrelay.auth_err"
+)
+
+// uncounted routes need no credential and count toward no limit: probes and documents.
+var uncounted = map[string]bool{"/healthz": true, "/readyz": true, "/metrics": true, "/openapi.json": true}
+
+// authScope are the credential routes limited per client IP on top of the general limit.
+var authScope = map[string]bool{
+	"/auth/login": true, "/auth/refresh": true, "/auth/signup": true, "/auth/verify-email": true,
+	"/auth/forgot-password": true, "/auth/reset-password": true, "/device/register": true,
+}
+
+// observe is the outermost middleware: it renders errors itself so that the
+// status it records and logs is the one the client got.
+func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		start := time.Now()
+		if err := next(c); err != nil {
+			c.Error(err)
+		}
+		route := c.Path()
+		if route == "" || c.Response().Status == http.StatusNotFound && !s.isRoute(c) {
+			route = "unmatched"
+		}
+		d := time.Since(start)
+		status := c.Response().Status
+		s.metrics.observe(c.Request().Method, route, status, d)
+		if !uncounted[route] {
+			s.deps.Logger.Info("request", "method", c.Request().Method, "path", c.Request().URL.Path,
+				"status", status, "duration_ms", float64(d.Microseconds())/1000, "ip", c.RealIP())
+		}
+		return nil
+	}
+}
+
+func (s *Server) isRoute(c echo.Context) bool {
+	for _, r := range s.e.Routes() {
+		if r.Path == c.Path() && r.Method == c.Request().Method {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Server) recoverPanics(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				if r == http.ErrAbortHandler {
+					panic(r)
+				}
+				err = fmt.Errorf("panic: %v", r)
+			}
+		}()
+		return next(c)
+	}
+}
+
+// identify resolves the bearer credential, if any, without refusing the
+// request: the limit needs the identity first, and public routes ignore it.
+func (s *Server) identify(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if uncounted[c.Path()] {
+			return next(c)
+		}
+		h := c.Request().Header.Get(echo.HeaderAuthorization)
+		if h == "" {
+			return next(c)
+		}
+		scheme, token, ok := strings.Cut(h, " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") {
+			c.Set(keyAuthErr, problem.New(problem.Unauthorized, "The Authorization header must be: Bearer <API key or access token>."))
+			return next(c)
+		}
+		p, err := s.deps.Accounts.Authenticate(c.Request().Context(), strings.TrimSpace(token))
+		if err != nil {
+			if _, ok := problem.As(err); !ok {
+				return err
+			}
+			c.Set(keyAuthErr, err)
+			return next(c)
+		}
+		c.Set(keyPrincipal, p)
+		return next(c)
+	}
+}
+
+// limit applies the rate limits and sets the RateLimit-* headers on every
+// counted response, refusals included.
+func (s *Server) limit(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if uncounted[c.Path()] {
+			return next(c)
+		}
+		ip := "ip:" + c.RealIP()
+		id := ip
+		if p, ok := c.Get(keyPrincipal).(account.Principal); ok {
+			id = p.Identity()
+		}
+		res := s.general.Take(id)
+		if authScope[c.Path()] {
+			res = pacing.Nearer(res, s.auth.Take(ip))
+		}
+		h := c.Response().Header()
+		h.Set("RateLimit-Limit", fmt.Sprint(res.Limit))
+		h.Set("RateLimit-Remaining", fmt.Sprint(res.Remaining))
+		h.Set("RateLimit-Reset", fmt.Sprint(res.ResetSeconds()))
+		if !res.Allowed {
+			return &problem.Error{Code: problem.RateLimited, RetryAfter: res.ResetSeconds(),
+				Message: fmt.Sprintf("Too many requests: the limit is %d in this window. Retry after %d seconds.", res.Limit, res.ResetSeconds())}
+		}
+		return next(c)
+	}
+}
+
+// Access levels of a route.
+type access int
+
+const (
+	public access = iota // no credential
+	member               // any user of the company, or the API key
+	admin                // admins and the API key
+)
+
+func (s *Server) access(level access) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			if level == public {
+				return next(c)
+			}
+			p, ok := c.Get(keyPrincipal).(account.Principal)
+			if !ok {
+				if err, ok := c.Get(keyAuthErr).(error); ok {
+					return err
+				}
+				return problem.New(problem.Unauthorized, "This route needs Authorization: Bearer <API key or access token>.")
+			}
+			if level == admin && !p.IsAdmin() {
+				return problem.New(problem.Forbidden, "Only admins may do this.")
+			}
+			return next(c)
+		}
+	}
+}
+
+// principal is the caller of an authenticated route.
+func principal(c echo.Context) account.Principal {
+	p, _ := c.Get(keyPrincipal).(account.Principal)
+	return p
+}

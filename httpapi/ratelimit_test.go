@@ -1,0 +1,152 @@
+package httpapi_test
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/simrelay/simrelay/httpapi"
+)
+
+// limitHeaders returns RateLimit-Limit, -Remaining and -Reset.
+func limitHeaders(t *testing.T, r resp) (limit, remaining, reset int) {
+	t.Helper()
+	vals := make([]int, 3)
+	for i, h := range []string{"RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"} {
+		v, err := strconv.Atoi(r.Header.Get(h))
+		if err != nil {
+			t.Fatalf("%s header %q on a %d answer", h, r.Header.Get(h), r.Status)
+		}
+		vals[i] = v
+	}
+	return vals[0], vals[1], vals[2]
+}
+
+func TestGeneralLimit(t *testing.T) {
+	e := newEnv(t)
+	c := e.newCompany("Acme", "owner@acme.test")
+
+	// The API key is its own identity with a fresh window; the clock stands still,
+	// so Reset is exactly the window.
+	for i := 1; i <= 100; i++ {
+		path := "/company"
+		if i%10 == 0 {
+			path = "/no/such/route" // unknown routes count for the credential too
+		}
+		r := e.do(call{method: "GET", path: path, token: c.apiKey})
+		limit, remaining, reset := limitHeaders(t, r)
+		if limit != 100 || remaining != 100-i || reset != 60 {
+			t.Fatalf("request %d: got limit %d remaining %d reset %d, want 100 %d 60", i, limit, remaining, reset, 100-i)
+		}
+	}
+	r := e.do(call{method: "GET", path: "/company", token: c.apiKey})
+	e.want(r, http.StatusTooManyRequests, "rate_limited")
+	if limit, remaining, reset := limitHeaders(t, r); limit != 100 || remaining != 0 || reset != 60 {
+		t.Fatalf("101st: got %d %d %d, want 100 0 60", limit, remaining, reset)
+	}
+	if got := r.Header.Get("Retry-After"); got != "60" {
+		t.Fatalf("Retry-After: got %q, want 60", got)
+	}
+
+	// Another identity is not affected: the admin's access token counts apart.
+	e.want(e.do(call{method: "GET", path: "/company", token: c.access}), http.StatusOK, "")
+
+	// The window ends 60 s after its first request.
+	e.clock.Advance(30 * time.Second)
+	r = e.do(call{method: "GET", path: "/company", token: c.apiKey})
+	if _, _, reset := limitHeaders(t, r); r.Status != http.StatusTooManyRequests || reset != 30 {
+		t.Fatalf("half-way: got %d reset %d, want 429 reset 30", r.Status, reset)
+	}
+	e.clock.Advance(30 * time.Second)
+	r = e.do(call{method: "GET", path: "/company", token: c.apiKey})
+	e.want(r, http.StatusOK, "")
+	if _, remaining, _ := limitHeaders(t, r); remaining != 99 {
+		t.Fatalf("new window: got remaining %d, want 99", remaining)
+	}
+}
+
+func TestHeadersOnEveryCountedAnswer(t *testing.T) {
+	e := newEnv(t)
+	for _, c := range []call{
+		{method: "GET", path: "/company"},                     // 401: no credential
+		{method: "GET", path: "/company", token: "sk_bogus"},  // 401: bad credential, counted by IP
+		{method: "GET", path: "/nowhere"},                     // 404
+		{method: "DELETE", path: "/company", token: "sk_bad"}, // 405
+	} {
+		r := e.do(c)
+		if r.Status < 400 || r.Header.Get("RateLimit-Limit") == "" || r.Header.Get("RateLimit-Remaining") == "" || r.Header.Get("RateLimit-Reset") == "" {
+			t.Errorf("%s %s: got %d with headers %v, want an error carrying RateLimit-*", c.method, c.path, r.Status, r.Header)
+		}
+	}
+	// The four requests above share the client IP's window.
+	r := e.do(call{method: "GET", path: "/nowhere"})
+	if _, remaining, _ := limitHeaders(t, r); remaining != 95 {
+		t.Errorf("got remaining %d, want 95 after five requests from one IP", remaining)
+	}
+	for _, path := range []string{"/healthz", "/readyz", "/metrics", "/openapi.json"} {
+		r := e.do(call{method: "GET", path: path})
+		if r.Status != http.StatusOK || r.Header.Get("RateLimit-Limit") != "" {
+			t.Errorf("%s: got %d with RateLimit-Limit %q, want 200 and no limit headers", path, r.Status, r.Header.Get("RateLimit-Limit"))
+		}
+	}
+}
+
+func TestAuthLimit(t *testing.T) {
+	e := newEnv(t)
+	login := call{method: "POST", path: "/auth/login", body: map[string]any{"email": "nobody@acme.test", "password": "Whatever-123"}}
+	for i := 1; i <= 15; i++ {
+		r := e.do(login)
+		e.want(r, http.StatusUnauthorized, "invalid_credentials")
+		// The auth scope is nearer exhaustion than the general one, so its numbers show.
+		if limit, remaining, reset := limitHeaders(t, r); limit != 15 || remaining != 15-i || reset != 900 {
+			t.Fatalf("attempt %d: got %d %d %d, want 15 %d 900", i, limit, remaining, reset, 15-i)
+		}
+	}
+	r := e.do(login)
+	e.want(r, http.StatusTooManyRequests, "rate_limited")
+	if r.Header.Get("Retry-After") != "900" {
+		t.Fatalf("Retry-After: got %q, want 900", r.Header.Get("Retry-After"))
+	}
+	// Every route of the scope shares the window.
+	e.want(e.do(call{method: "POST", path: "/auth/forgot-password", body: map[string]any{"email": "a@b.co"}}), http.StatusTooManyRequests, "rate_limited")
+	// Other routes still answer: the general window has room.
+	e.want(e.do(call{method: "GET", path: "/company"}), http.StatusUnauthorized, "unauthorized")
+}
+
+func TestForgedForwardedForChangesNothing(t *testing.T) {
+	e := newEnv(t)
+	for i := 1; i <= 16; i++ {
+		r := e.do(call{method: "POST", path: "/auth/forgot-password", body: map[string]any{"email": "a@b.co"},
+			header: map[string]string{"X-Forwarded-For": fmt.Sprintf("203.0.113.%d", i), "X-Real-IP": fmt.Sprintf("198.51.100.%d", i)}})
+		want := http.StatusOK
+		if i == 16 {
+			want = http.StatusTooManyRequests
+		}
+		if r.Status != want {
+			t.Fatalf("request %d with a forged X-Forwarded-For: got %d, want %d", i, r.Status, want)
+		}
+	}
+}
+
+func TestTrustedProxyForwardedFor(t *testing.T) {
+	_, loopback, _ := net.ParseCIDR("127.0.0.0/8")
+	e := newEnv(t, func(c *httpapi.Config) { c.TrustedProxies = []*net.IPNet{loopback} })
+	forgot := func(ip string) resp {
+		return e.do(call{method: "POST", path: "/auth/forgot-password", body: map[string]any{"email": "a@b.co"},
+			header: map[string]string{"X-Forwarded-For": ip}})
+	}
+	// Behind a trusted proxy each forwarded client has its own window.
+	for i := 1; i <= 20; i++ {
+		r := forgot(fmt.Sprintf("203.0.113.%d", i))
+		if _, remaining, _ := limitHeaders(t, r); r.Status != http.StatusOK || remaining != 14 {
+			t.Fatalf("client %d: got %d remaining %d, want 200 and 14", i, r.Status, remaining)
+		}
+	}
+	for i := 1; i <= 15; i++ {
+		forgot("198.51.100.7")
+	}
+	e.want(forgot("198.51.100.7"), http.StatusTooManyRequests, "rate_limited")
+}

@@ -1,0 +1,67 @@
+package httpapi
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+)
+
+type route struct {
+	method, path string
+	access       access
+	handler      echo.HandlerFunc
+}
+
+// routes is the whole API in one table. Admin-only rows follow the contract's
+// section 2; the credential routes are also in authScope (middleware.go).
+func (s *Server) routes() []route {
+	return []route{
+		// Probes and documents: no credential, not counted.
+		{http.MethodGet, "/healthz", public, s.healthz},
+		{http.MethodGet, "/readyz", public, s.readyz},
+		{http.MethodGet, "/metrics", public, s.metricsPage},
+		{http.MethodGet, "/openapi.json", public, s.openapi},
+
+		// Credentials.
+		{http.MethodPost, "/auth/signup", public, s.signup},
+		{http.MethodPost, "/auth/verify-email", public, s.verifyEmail},
+		{http.MethodPost, "/auth/login", public, s.login},
+		{http.MethodPost, "/auth/refresh", public, s.refresh},
+		{http.MethodPost, "/auth/forgot-password", public, s.forgotPassword},
+		{http.MethodPost, "/auth/reset-password", public, s.resetPassword},
+
+		// Account and company.
+		{http.MethodGet, "/account/api-key", admin, s.getAPIKey},
+		{http.MethodPost, "/account/api-key/rotate", admin, s.rotateAPIKey},
+		{http.MethodGet, "/users/me", member, s.getMe},
+		{http.MethodPatch, "/users/me", member, s.patchMe},
+		{http.MethodGet, "/users", member, s.listUsers},
+		{http.MethodPost, "/users", admin, s.inviteUser},
+		{http.MethodPatch, "/users/:id", admin, s.patchUser},
+		{http.MethodDelete, "/users/:id", admin, s.deleteUser},
+		{http.MethodGet, "/company", member, s.getCompany},
+		{http.MethodPatch, "/company", admin, s.patchCompany},
+
+		// Operations.
+		{http.MethodGet, "/admin/backup", admin, s.backup},
+
+		// Web console pages opened from e-mailed links (HTML, not part of the JSON API).
+		{http.MethodGet, "/verify-email", public, s.console},
+		{http.MethodGet, "/reset-password", public, s.console},
+	}
+}
+
+// consolePaths are the HTML pages; the OpenAPI document describes the JSON API only.
+var consolePaths = map[string]bool{"/verify-email": true, "/reset-password": true}
+
+// openAPIPath turns Echo's /users/:id into OpenAPI's /users/{id}.
+func openAPIPath(p string) string {
+	parts := strings.Split(p, "/")
+	for i, s := range parts {
+		if strings.HasPrefix(s, ":") {
+			parts[i] = "{" + s[1:] + "}"
+		}
+	}
+	return strings.Join(parts, "/")
+}

@@ -1,0 +1,111 @@
+package httpapi
+
+import (
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/simrelay/simrelay/account"
+	"github.com/simrelay/simrelay/pacing"
+)
+
+// Config tunes the API.
+type Config struct {
+	// GeneralRate limits each identity (API key, user, or client IP) across all counted routes.
+	GeneralRate pacing.Rate
+	// AuthRate limits each client IP on the credential routes (/auth/*, /device/register).
+	AuthRate pacing.Rate
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For is believed;
+	// empty means the socket's peer address is the client.
+	TrustedProxies []*net.IPNet
+}
+
+// Backuper is the part of the store the API needs beyond the domain services.
+type Backuper interface {
+	Backup(w io.Writer) (int64, error)
+	BackupSize() int64
+	Ready() error
+}
+
+// Deps are the services behind the API.
+type Deps struct {
+	Accounts *account.Service
+	Store    Backuper
+	// Console serves the web pages that e-mailed links open (/verify-email, /reset-password).
+	Console  http.Handler
+	Logger   *slog.Logger
+	Registry prometheus.Registerer
+	Gatherer prometheus.Gatherer
+	Now      func() time.Time
+}
+
+// Server is the HTTP API.
+type Server struct {
+	cfg      Config
+	deps     Deps
+	e        *echo.Echo
+	general  *pacing.Windows
+	auth     *pacing.Windows
+	metrics  *metrics
+	draining atomic.Bool
+}
+
+// New builds the API and its route table.
+func New(cfg Config, deps Deps) (*Server, error) {
+	s := &Server{
+		cfg:     cfg,
+		deps:    deps,
+		general: pacing.New(cfg.GeneralRate, deps.Now),
+		auth:    pacing.New(cfg.AuthRate, deps.Now),
+	}
+	m, err := newMetrics(deps.Registry)
+	if err != nil {
+		return nil, err
+	}
+	s.metrics = m
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = s.renderError
+	e.IPExtractor = echo.ExtractIPDirect()
+	if len(cfg.TrustedProxies) > 0 {
+		opts := []echo.TrustOption{echo.TrustLoopback(false), echo.TrustLinkLocal(false), echo.TrustPrivateNet(false)}
+		for _, n := range cfg.TrustedProxies {
+			opts = append(opts, echo.TrustIPRange(n))
+		}
+		e.IPExtractor = echo.ExtractIPFromXFFHeader(opts...)
+	}
+	e.Use(s.observe, s.recoverPanics, s.identify, s.limit)
+	for _, r := range s.routes() {
+		e.Add(r.method, r.path, r.handler, s.access(r.access))
+	}
+	s.e = e
+	return s, nil
+}
+
+// Handler is the API as an http.Handler.
+func (s *Server) Handler() http.Handler { return s.e }
+
+// Drain makes /readyz answer 503, so a load balancer stops sending work while
+// the server shuts down.
+func (s *Server) Drain() { s.draining.Store(true) }
+
+// Sweep drops expired rate-limit windows; the owner calls it now and then.
+func (s *Server) Sweep() {
+	s.general.Sweep()
+	s.auth.Sweep()
+}
+
+// RouteKeys lists "METHOD /path" of every registered route, in OpenAPI path syntax.
+func (s *Server) RouteKeys() []string {
+	var out []string
+	for _, r := range s.e.Routes() {
+		out = append(out, r.Method+" "+openAPIPath(r.Path))
+	}
+	return out
+}

@@ -1,0 +1,53 @@
+package httpapi
+
+import (
+	"time"
+
+	"github.com/simrelay/simrelay/store"
+)
+
+// timeLayout is the contract's timestamp: RFC 3339, UTC, milliseconds.
+const timeLayout = "2006-01-02T15:04:05.000Z"
+
+func ts(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(timeLayout)
+}
+
+type userJSON struct {
+	ID            uint64 `json:"id"`
+	FirstName     string `json:"firstName"`
+	LastName      string `json:"lastName"`
+	Email         string `json:"email"`
+	Phone         string `json:"phone"`
+	Role          string `json:"role"`
+	EmailVerified bool   `json:"emailVerified"`
+	CreatedAt     string `json:"createdAt"`
+}
+
+func userOut(u store.User) userJSON {
+	return userJSON{ID: u.ID, FirstName: u.FirstName, LastName: u.LastName, Email: u.Email, Phone: u.Phone,
+		Role: u.Role, EmailVerified: u.EmailVerified, CreatedAt: ts(u.CreatedAt)}
+}
+
+type companyJSON struct {
+	ID        uint64 `json:"id"`
+	Name      string `json:"name"`
+	Phone     string `json:"phone"`
+	Address   string `json:"address"`
+	City      string `json:"city"`
+	State     string `json:"state"`
+	Country   string `json:"country"`
+	CreatedAt string `json:"createdAt"`
+}
+
+func companyOut(c store.Company) companyJSON {
+	return companyJSON{ID: c.ID, Name: c.Name, Phone: c.Phone, Address: c.Address, City: c.City,
+		State: c.State, Country: c.Country, CreatedAt: ts(c.CreatedAt)}
+}
+
+type messageJSON struct {
+	Message string `json:"message"`
+}

@@ -1,0 +1,187 @@
+package mail
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	netmail "net/mail"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// DefaultFrom is the From address when none is configured. A "localhost"
+// domain will not pass anyone's SPF check, which is the point: an operator who
+// turns SMTP on is nudged to set --smtp-from to a domain they own.
+const DefaultFrom = "simrelay <no-reply@localhost>"
+
+// DefaultSendTimeout bounds one SMTP attempt (dial, TLS, AUTH, DATA). Thirty
+// seconds is generous for a relay on the same continent and still short
+// enough that a dead relay does not hold the worker for long.
+const DefaultSendTimeout = 30 * time.Second
+
+// DefaultSchedule returns the waits between delivery attempts: the first retry
+// comes quickly (greylisting answers 4xx for a few minutes), later ones
+// spread out to ride out a relay outage of about ten hours. A failure after
+// the last wait marks the mail failed.
+func DefaultSchedule() []time.Duration {
+	return []time.Duration{
+		30 * time.Second, 2 * time.Minute, 10 * time.Minute, 30 * time.Minute,
+		time.Hour, 3 * time.Hour, 6 * time.Hour,
+	}
+}
+
+// redactedPassword replaces the password wherever a URL is shown; the same
+// mask as net/url's URL.Redacted.
+const redactedPassword = "xxxxx"
+
+// Config says where mail goes. The zero value is valid: no SMTP server, mail
+// is written to the log and kept in the outbox.
+type Config struct {
+	// SMTPURL is smtp://[user:pass@]host:port (STARTTLS when the server offers
+	// it) or smtps://[user:pass@]host:port (implicit TLS). Empty: no SMTP.
+	// User and password are URL-escaped (e.g. "@" in a user name is %40).
+	SMTPURL string
+	// From is the From header, e.g. "Acme SMS <sms@acme.example>";
+	// DefaultFrom when empty.
+	From string
+	// PublicURL is the server's base URL as users reach it. The templates take
+	// it explicitly; it sits here so that one Config describes the mail setup
+	// and Validate checks the link base together with the rest.
+	PublicURL string
+}
+
+// Validate checks the configuration; errors name the flag at fault and never
+// show the SMTP password.
+func (c Config) Validate() error {
+	if _, err := parseSMTPURL(c.SMTPURL); err != nil {
+		return err
+	}
+	from := c.from()
+	if a, err := netmail.ParseAddress(from); err != nil || !strings.Contains(a.Address, "@") {
+		return fmt.Errorf("--smtp-from %q: want an address such as %q", from, "Acme SMS <sms@acme.example>")
+	}
+	if c.PublicURL != "" {
+		u, err := url.Parse(c.PublicURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("--public-url %q: want an absolute http(s) URL such as https://sms.example.com", c.PublicURL)
+		}
+	}
+	return nil
+}
+
+// Redacted returns the SMTP URL with its password masked, "" when SMTP is off.
+func (c Config) Redacted() string {
+	return redactURL(c.SMTPURL)
+}
+
+// String describes the configuration for logs and errors, password masked.
+func (c Config) String() string {
+	smtp := c.Redacted()
+	if smtp == "" {
+		smtp = "off (mail is written to the log)"
+	}
+	return fmt.Sprintf("smtp=%s from=%q public_url=%s", smtp, c.from(), c.PublicURL)
+}
+
+// LogValue keeps the password out of structured logs that log a Config whole.
+func (c Config) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("smtp_url", c.Redacted()),
+		slog.String("from", c.from()),
+		slog.String("public_url", c.PublicURL),
+	)
+}
+
+func (c Config) from() string {
+	if c.From == "" {
+		return DefaultFrom
+	}
+	return c.From
+}
+
+// smtpTarget is a parsed, valid SMTP URL.
+type smtpTarget struct {
+	host        string
+	port        int
+	user        string
+	pass        string
+	implicitTLS bool
+}
+
+// parseSMTPURL turns --smtp-url into a target; nil, nil when raw is empty.
+// Errors quote the URL only in redacted form: url.Parse's own errors repeat
+// the input, password included, so they are never wrapped.
+func parseSMTPURL(raw string) (*smtpTarget, error) {
+	if raw == "" {
+		return nil, nil
+	}
+	bad := func(why string) error {
+		return fmt.Errorf("--smtp-url %q: %s; want smtp://[user:pass@]host:port (STARTTLS when offered) or smtps://[user:pass@]host:port (implicit TLS)", redactURL(raw), why)
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, bad("not a URL")
+	}
+	t := &smtpTarget{}
+	switch u.Scheme {
+	case "smtp":
+	case "smtps":
+		t.implicitTLS = true
+	case "":
+		return nil, bad("no scheme")
+	default:
+		return nil, bad(fmt.Sprintf("unknown scheme %q", u.Scheme))
+	}
+	if u.Opaque != "" || u.Host == "" {
+		return nil, bad("no host")
+	}
+	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+		return nil, bad("a path, query or fragment has no meaning here")
+	}
+	host, portStr, err := net.SplitHostPort(u.Host)
+	if err != nil || host == "" {
+		return nil, bad("want host:port")
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil || port < 1 || port > 65535 {
+		return nil, bad("port must be 1 to 65535")
+	}
+	t.host, t.port = host, port
+	if u.User != nil {
+		t.user = u.User.Username()
+		t.pass, _ = u.User.Password()
+		if t.user == "" {
+			return nil, bad("a password needs a user name")
+		}
+	}
+	return t, nil
+}
+
+// redactURL masks the password of a URL, even one url.Parse rejects, so that
+// a typo in the port does not print the password in the error about it.
+func redactURL(raw string) string {
+	if u, err := url.Parse(raw); err == nil {
+		return u.Redacted()
+	}
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		scheme, rest = "", raw
+	}
+	// The last "@" ends the user info: an unescaped "@" in a password would
+	// otherwise leave its tail visible.
+	at := strings.LastIndex(rest, "@")
+	if at < 0 {
+		return raw
+	}
+	user, _, hasPass := strings.Cut(rest[:at], ":")
+	if !hasPass {
+		return raw
+	}
+	out := user + ":" + redactedPassword + rest[at:]
+	if ok {
+		out = scheme + "://" + out
+	}
+	return out
+}

@@ -1,0 +1,216 @@
+package mail
+
+import (
+	"bytes"
+	"fmt"
+	htmltemplate "html/template"
+	"net/url"
+	"strings"
+	texttemplate "text/template"
+	"time"
+	"unicode"
+)
+
+// Message is one e-mail to send. The templates leave To empty: the caller
+// knows the recipient.
+type Message struct {
+	To      string
+	Subject string
+	Text    string
+	HTML    string
+}
+
+// Link lifetimes the messages promise. They match the token lifetimes of the
+// contract (section 3); a caller that changes those should say so here too.
+const (
+	verifyLinkTTL = 24 * time.Hour
+	resetLinkTTL  = time.Hour
+)
+
+// maxNameLen caps a user-supplied name inside a mail. Company and inviter
+// names reach addresses the sender does not own (invites), so a long "name"
+// must not become a paragraph of someone's spam.
+const maxNameLen = 80
+
+// VerifyEmail is the message sent after sign-up, with the link
+// {publicURL}/verify-email?token=T.
+func VerifyEmail(publicURL, firstName, companyName, token string) Message {
+	intro := "Welcome to simrelay! Your account is almost ready."
+	if c := cleanName(companyName); c != "" {
+		intro = fmt.Sprintf("Welcome to simrelay! The account of %s is almost ready.", c)
+	}
+	return render(content{
+		Subject:  "Verify your e-mail address for simrelay",
+		Greeting: greeting(firstName),
+		Lines:    []string{intro, "Please confirm your e-mail address so that you can sign in."},
+		Action:   "Verify your e-mail address",
+		Link:     link(publicURL, "/verify-email", token),
+		Notes: []string{
+			"This link expires in " + humanDuration(verifyLinkTTL) + ".",
+			"If you did not sign up for simrelay, you can ignore this e-mail.",
+		},
+	})
+}
+
+// ResetPassword is the message sent on a forgotten password, with the link
+// {publicURL}/reset-password?token=T.
+func ResetPassword(publicURL, firstName, token string) Message {
+	return render(content{
+		Subject:  "Reset your simrelay password",
+		Greeting: greeting(firstName),
+		Lines:    []string{"We received a request to reset the password of your simrelay account."},
+		Action:   "Choose a new password",
+		Link:     link(publicURL, "/reset-password", token),
+		Notes: []string{
+			"This link expires in " + humanDuration(resetLinkTTL) + " and works once.",
+			"If you did not ask for a new password, you can ignore this e-mail: your password stays as it is.",
+		},
+	})
+}
+
+// Invite is the message to a user an admin added to a company. Its link is
+// the reset link, {publicURL}/reset-password?token=T: setting the first
+// password is the same flow as choosing a new one.
+func Invite(publicURL, firstName, companyName, inviterName, token string, validFor time.Duration) Message {
+	company, inviter := cleanName(companyName), cleanName(inviterName)
+	var subject, intro string
+	switch {
+	case company != "" && inviter != "":
+		subject = fmt.Sprintf("%s invited you to %s on simrelay", inviter, company)
+		intro = fmt.Sprintf("%s invited you to join %s on simrelay.", inviter, company)
+	case company != "":
+		subject = fmt.Sprintf("You are invited to %s on simrelay", company)
+		intro = fmt.Sprintf("You have been invited to join %s on simrelay.", company)
+	default:
+		subject = "You are invited to simrelay"
+		intro = "You have been invited to join a company on simrelay."
+	}
+	notes := []string{"If you did not expect this invitation, you can ignore this e-mail."}
+	if validFor > 0 {
+		notes = append([]string{"This link expires in " + humanDuration(validFor) + "."}, notes...)
+	}
+	return render(content{
+		Subject:  subject,
+		Greeting: greeting(firstName),
+		Lines:    []string{intro, "To get started, set a password for your account."},
+		Action:   "Set your password",
+		Link:     link(publicURL, "/reset-password", token),
+		Notes:    notes,
+	})
+}
+
+// content is what every message is made of; one text and one HTML layout
+// render it, so the three messages cannot drift apart in tone or markup.
+type content struct {
+	Subject  string
+	Greeting string
+	Lines    []string // before the link
+	Action   string   // the link's label
+	Link     string
+	Notes    []string // after the link
+}
+
+// The layouts are parsed once; they are constants in all but syntax and
+// never change after init.
+var (
+	textLayout = texttemplate.Must(texttemplate.New("text").Parse(
+		`{{.Greeting}}
+{{range .Lines}}
+{{.}}
+{{end}}
+{{.Action}}:
+{{.Link}}
+{{range .Notes}}
+{{.}}
+{{end}}
+-- 
+simrelay
+`))
+
+	htmlLayout = htmltemplate.Must(htmltemplate.New("html").Parse(`<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{{.Subject}}</title>
+</head>
+<body style="margin:0;padding:24px;background:#f5f6f8;font-family:-apple-system,'Segoe UI',Helvetica,Arial,sans-serif;font-size:15px;line-height:1.5;color:#1f2328;">
+<div style="max-width:520px;margin:0 auto;background:#ffffff;border-radius:8px;padding:32px;">
+<p style="margin:0 0 16px;">{{.Greeting}}</p>
+{{- range .Lines}}
+<p style="margin:0 0 16px;">{{.}}</p>
+{{- end}}
+<p style="margin:24px 0;"><a href="{{.Link}}" style="display:inline-block;background:#1a73e8;color:#ffffff;text-decoration:none;padding:12px 20px;border-radius:6px;font-weight:600;">{{.Action}}</a></p>
+<p style="margin:0 0 16px;font-size:13px;color:#57606a;">If the button does not work, paste this address into your browser:<br><a href="{{.Link}}" style="color:#1a73e8;word-break:break-all;">{{.Link}}</a></p>
+{{- range .Notes}}
+<p style="margin:0 0 16px;font-size:13px;color:#57606a;">{{.}}</p>
+{{- end}}
+<p style="margin:24px 0 0;font-size:13px;color:#57606a;">simrelay</p>
+</div>
+</body>
+</html>
+`))
+)
+
+// render fills both layouts. The data is plain strings, so execution cannot
+// fail short of a broken layout, which the package's tests would catch.
+func render(c content) Message {
+	var text, html bytes.Buffer
+	if err := textLayout.Execute(&text, c); err != nil {
+		panic(fmt.Sprintf("mail: text layout: %v", err))
+	}
+	if err := htmlLayout.Execute(&html, c); err != nil {
+		panic(fmt.Sprintf("mail: html layout: %v", err))
+	}
+	return Message{Subject: c.Subject, Text: text.String(), HTML: html.String()}
+}
+
+func link(publicURL, path, token string) string {
+	return strings.TrimRight(publicURL, "/") + path + "?token=" + url.QueryEscape(token)
+}
+
+func greeting(firstName string) string {
+	if n := cleanName(firstName); n != "" {
+		return "Hi " + n + ","
+	}
+	return "Hi,"
+}
+
+// cleanName makes a user-supplied name safe to put in a subject or a line of
+// text: control characters (a newline would start a header or a paragraph of
+// the sender's choosing) become spaces, runs of space collapse, and the
+// length is capped.
+func cleanName(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) || unicode.IsSpace(r) {
+			return ' '
+		}
+		return r
+	}, s)
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > maxNameLen {
+		s = strings.TrimSpace(string(r[:maxNameLen-1])) + "…"
+	}
+	return s
+}
+
+// humanDuration says d the way a person would: "24 hours", "7 days",
+// "1 hour", "90 minutes".
+func humanDuration(d time.Duration) string {
+	plural := func(n int64, unit string) string {
+		if n == 1 {
+			return "1 " + unit
+		}
+		return fmt.Sprintf("%d %ss", n, unit)
+	}
+	switch {
+	case d >= 48*time.Hour && d%(24*time.Hour) == 0:
+		return plural(int64(d/(24*time.Hour)), "day")
+	case d >= time.Hour && d%time.Hour == 0:
+		return plural(int64(d/time.Hour), "hour")
+	case d >= time.Minute:
+		return plural(int64((d+time.Minute-1)/time.Minute), "minute")
+	default:
+		return plural(int64((d+time.Second-1)/time.Second), "second")
+	}
+}

@@ -1,0 +1,124 @@
+package mail
+
+import (
+	"html"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/simrelay/simrelay/mail/mailtest"
+)
+
+func TestTemplates(t *testing.T) {
+	// A token with every character that needs escaping in a query.
+	const token = "a b+c/d=e&f?g#h%i"
+	const escaped = "a+b%2Bc%2Fd%3De%26f%3Fg%23h%25i"
+	tests := []struct {
+		name        string
+		msg         Message
+		wantSubject string
+		wantLink    string // in the text body, and as an href in the HTML body
+		wantPhrases []string
+	}{
+		{
+			name:        "verify",
+			msg:         VerifyEmail("https://sms.example.com/", "Ana", "Acme", token),
+			wantSubject: "Verify your e-mail address for simrelay",
+			wantLink:    "https://sms.example.com/verify-email?token=" + escaped,
+			wantPhrases: []string{"Hi Ana,", "Acme", "expires in 24 hours"},
+		},
+		{
+			name:        "reset",
+			msg:         ResetPassword("https://sms.example.com", "Ana", token),
+			wantSubject: "Reset your simrelay password",
+			wantLink:    "https://sms.example.com/reset-password?token=" + escaped,
+			wantPhrases: []string{"Hi Ana,", "expires in 1 hour"},
+		},
+		{
+			name:        "invite",
+			msg:         Invite("http://127.0.0.1:8080", "Bo", "Acme", "Ana Admin", token, 7*24*time.Hour),
+			wantSubject: "Ana Admin invited you to Acme on simrelay",
+			wantLink:    "http://127.0.0.1:8080/reset-password?token=" + escaped,
+			wantPhrases: []string{"Hi Bo,", "Set your password", "expires in 7 days"},
+		},
+		{
+			name:        "invite without names",
+			msg:         Invite("http://127.0.0.1:8080", "", "", "", token, 48*time.Hour),
+			wantSubject: "You are invited to simrelay",
+			wantLink:    "http://127.0.0.1:8080/reset-password?token=" + escaped,
+			wantPhrases: []string{"Hi,", "expires in 2 days"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := tt.msg
+			if m.Subject != tt.wantSubject {
+				t.Errorf("subject: got %q, want %q", m.Subject, tt.wantSubject)
+			}
+			if m.To != "" {
+				t.Errorf("To: got %q, want it empty for the caller to fill", m.To)
+			}
+			if !strings.Contains(m.Text, tt.wantLink) {
+				t.Errorf("text body: got %q, want it to contain %q", m.Text, tt.wantLink)
+			}
+			// html/template writes some URL characters as entities (+ is &#43;);
+			// a browser undoes them before following the link.
+			if want := `href="` + tt.wantLink + `"`; !strings.Contains(html.UnescapeString(m.HTML), want) {
+				t.Errorf("HTML body: got %q, want it to contain %q", m.HTML, want)
+			}
+			for _, body := range []string{m.Text, m.HTML} {
+				path := tt.wantLink[strings.LastIndex(tt.wantLink, "/"):strings.Index(tt.wantLink, "?")]
+				if got := mailtest.LinkToken(body, path); got != token {
+					t.Errorf("LinkToken(body, %q): got %q, want %q", path, got, token)
+				}
+				for _, p := range tt.wantPhrases {
+					if !strings.Contains(body, p) {
+						t.Errorf("body %q: want it to contain %q", body, p)
+					}
+				}
+				if !strings.Contains(body, "simrelay") {
+					t.Errorf("body %q: want it to name simrelay", body)
+				}
+			}
+		})
+	}
+}
+
+func TestTemplatesTameNames(t *testing.T) {
+	m := Invite("https://sms.example.com", "Bo", "<b>Acme</b>\r\nBcc: x@evil.example", "Ana <script>alert(1)</script>", "tok", time.Hour)
+	if strings.ContainsAny(m.Subject, "\r\n") {
+		t.Errorf("subject: got %q, want a single line", m.Subject)
+	}
+	for _, bad := range []string{"<b>", "<script>"} {
+		if strings.Contains(m.HTML, bad) {
+			t.Errorf("HTML body contains %q unescaped", bad)
+		}
+	}
+	if want := "&lt;script&gt;"; !strings.Contains(m.HTML, want) {
+		t.Errorf("HTML body: want the inviter's name escaped as %q", want)
+	}
+	long := VerifyEmail("https://sms.example.com", strings.Repeat("x", 500), "Acme", "tok")
+	if strings.Contains(long.Text, strings.Repeat("x", maxNameLen+1)) {
+		t.Errorf("text body: got a name longer than %d characters", maxNameLen)
+	}
+}
+
+func TestHumanDuration(t *testing.T) {
+	tests := []struct {
+		d    time.Duration
+		want string
+	}{
+		{time.Hour, "1 hour"},
+		{24 * time.Hour, "24 hours"},
+		{48 * time.Hour, "2 days"},
+		{7 * 24 * time.Hour, "7 days"},
+		{90 * time.Minute, "90 minutes"},
+		{time.Minute, "1 minute"},
+		{30 * time.Second, "30 seconds"},
+	}
+	for _, tt := range tests {
+		if got := humanDuration(tt.d); got != tt.want {
+			t.Errorf("humanDuration(%s): got %q, want %q", tt.d, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,227 @@
+package mail
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	gomail "github.com/wneessen/go-mail"
+
+	"github.com/simrelay/simrelay/store"
+)
+
+// storeRetryDelay is the wait after the outbox itself failed (disk full,
+// store closing): long enough not to spin, short enough that mail resumes
+// soon after the store recovers.
+const storeRetryDelay = 30 * time.Second
+
+// Run is the delivery worker; start exactly one per Service. It first
+// delivers whatever is due (mail left pending by an earlier process
+// included), then sleeps until Send wakes it or the next retry is due.
+// It returns nil when ctx ends, leaving undelivered mail pending for the
+// next start.
+func (s *Service) Run(ctx context.Context) error {
+	if !s.running.CompareAndSwap(false, true) {
+		return errors.New("mail: Run is already running for this service")
+	}
+	defer s.running.Store(false)
+
+	mode := "log"
+	if s.smtp != nil {
+		mode = "smtp"
+	}
+	s.log.Debug("mail worker started", "mode", mode, "smtp", s.cfg.Redacted())
+	for {
+		next, err := s.deliverDue(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			// A record that could not be updated is still due: waiting at
+			// least storeRetryDelay keeps a broken store from becoming a hot
+			// loop. A Send still wakes the worker at once.
+			s.log.Error("mail outbox", "err", err)
+			if retry := s.now().Add(storeRetryDelay); next.Before(retry) {
+				next = retry
+			}
+		}
+		var timer *time.Timer
+		var due <-chan time.Time
+		if !next.IsZero() {
+			timer = time.NewTimer(max(next.Sub(s.now()), 0))
+			due = timer.C
+		}
+		select {
+		case <-ctx.Done():
+		case <-s.wake:
+		case <-due:
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+	}
+}
+
+// deliverDue makes one attempt at every pending mail whose time has come and
+// returns when the earliest of the rest is due (zero when none is pending).
+func (s *Service) deliverDue(ctx context.Context) (time.Time, error) {
+	pending, err := s.outbox.Mails(true)
+	if err != nil {
+		return time.Time{}, err
+	}
+	var next time.Time
+	var errs []error
+	for _, m := range pending {
+		if ctx.Err() != nil {
+			break
+		}
+		at := m.NextAttemptAt
+		if !at.After(s.now()) {
+			var err error
+			if at, err = s.deliver(ctx, m); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if !at.IsZero() && (next.IsZero() || at.Before(next)) {
+			next = at
+		}
+	}
+	return next, errors.Join(errs...)
+}
+
+// deliver makes one attempt at m and records the outcome. It returns the
+// time of the next attempt, zero when the mail is done with.
+func (s *Service) deliver(ctx context.Context, m store.Mail) (time.Time, error) {
+	if s.smtp == nil {
+		// Without SMTP the log is the delivery channel: the body goes in,
+		// links and all, because that is how the admin reads them.
+		s.log.Info("e-mail (no --smtp-url set, so it is written here)",
+			"mail_id", m.ID, "to", m.To, "subject", m.Subject, "text", m.Text)
+		_, err := s.outbox.UpdateMail(m.ID, func(r *store.Mail) {
+			r.State = store.MailLogged
+			r.NextAttemptAt = time.Time{}
+		})
+		if err != nil {
+			return m.NextAttemptAt, fmt.Errorf("mail: record logged %d: %w", m.ID, err)
+		}
+		return time.Time{}, nil
+	}
+
+	sendErr := s.sendSMTP(ctx, m)
+	if sendErr != nil && ctx.Err() != nil {
+		// Shutting down: an interrupted attempt is not the relay's fault and
+		// does not count. The mail stays due for the next start.
+		return m.NextAttemptAt, nil
+	}
+	now := s.now()
+	var next time.Time
+	rec, err := s.outbox.UpdateMail(m.ID, func(r *store.Mail) {
+		r.Attempts++
+		if sendErr == nil {
+			// The links in the body are live tokens; once the relay has the
+			// mail the outbox needs only the metadata.
+			r.State, r.SentAt, r.NextAttemptAt = store.MailSent, now, time.Time{}
+			r.Text, r.HTML = "", ""
+			return
+		}
+		r.LastError = s.scrub(sendErr.Error())
+		if r.Attempts > len(s.schedule) {
+			r.State, r.NextAttemptAt = store.MailFailed, time.Time{}
+			return
+		}
+		next = now.Add(s.schedule[r.Attempts-1])
+		r.NextAttemptAt = next
+	})
+	if err != nil {
+		if sendErr == nil {
+			return m.NextAttemptAt, fmt.Errorf("mail: record sent %d (it will be sent again): %w", m.ID, err)
+		}
+		return m.NextAttemptAt, fmt.Errorf("mail: record failure of %d: %w", m.ID, err)
+	}
+	switch rec.State {
+	case store.MailSent:
+		s.log.Info("e-mail sent", "mail_id", m.ID, "to", m.To, "subject", m.Subject, "attempts", rec.Attempts)
+	case store.MailFailed:
+		s.log.Error("e-mail failed, giving up", "mail_id", m.ID, "to", m.To, "subject", m.Subject,
+			"attempts", rec.Attempts, "err", rec.LastError)
+	default:
+		s.log.Warn("e-mail attempt failed, will retry", "mail_id", m.ID, "to", m.To,
+			"attempts", rec.Attempts, "next_attempt_at", next, "err", rec.LastError)
+	}
+	return next, nil
+}
+
+// sendSMTP makes one SMTP delivery of m under the send timeout.
+func (s *Service) sendSMTP(ctx context.Context, m store.Mail) error {
+	msg := gomail.NewMsg()
+	if err := msg.From(s.cfg.From); err != nil {
+		return fmt.Errorf("mail: send %d: from: %w", m.ID, err)
+	}
+	if err := msg.To(m.To); err != nil {
+		return fmt.Errorf("mail: send %d: to: %w", m.ID, err)
+	}
+	msg.Subject(m.Subject)
+	// Date and Message-ID come from the record, so every attempt is the same
+	// message and a receiver can fold the duplicate of an at-least-once resend.
+	msg.SetDateWithValue(m.CreatedAt)
+	msg.SetMessageIDWithValue(s.messageID(m))
+	msg.SetBodyString(gomail.TypeTextPlain, m.Text)
+	if m.HTML != "" {
+		msg.AddAlternativeString(gomail.TypeTextHTML, m.HTML)
+	}
+
+	t := s.smtp
+	opts := []gomail.Option{
+		gomail.WithPort(t.port),
+		gomail.WithTimeout(s.sendTimeout),
+	}
+	if s.tlsConfig != nil {
+		opts = append(opts, gomail.WithTLSConfig(s.tlsConfig))
+	}
+	if t.implicitTLS {
+		opts = append(opts, gomail.WithSSL())
+	} else {
+		opts = append(opts, gomail.WithTLSPolicy(gomail.TLSOpportunistic))
+	}
+	if t.user != "" {
+		// Auto-discovery picks the strongest mechanism the server offers and
+		// refuses PLAIN and LOGIN on a connection without TLS, so the
+		// password never crosses the wire in clear.
+		opts = append(opts, gomail.WithSMTPAuth(gomail.SMTPAuthAutoDiscover),
+			gomail.WithUsername(t.user), gomail.WithPassword(t.pass))
+	}
+	client, err := gomail.NewClient(t.host, opts...)
+	if err != nil {
+		return fmt.Errorf("mail: send %d: %w", m.ID, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.sendTimeout)
+	defer cancel()
+	if err := client.DialAndSendWithContext(ctx, msg); err != nil {
+		return fmt.Errorf("mail: send %d via %s: %w", m.ID, addr(t), err)
+	}
+	return nil
+}
+
+func addr(t *smtpTarget) string {
+	return t.host + ":" + strconv.Itoa(t.port)
+}
+
+// messageID is stable per outbox record: <simrelay.ID.CREATED@from-domain>.
+func (s *Service) messageID(m store.Mail) string {
+	return fmt.Sprintf("simrelay.%d.%d@%s", m.ID, m.CreatedAt.UnixNano(), s.idDomain)
+}
+
+// scrub keeps the SMTP password out of an error text that is stored and
+// logged, whatever a server or library chose to echo.
+func (s *Service) scrub(msg string) string {
+	if s.smtp != nil && s.smtp.pass != "" {
+		msg = strings.ReplaceAll(msg, s.smtp.pass, redactedPassword)
+	}
+	return msg
+}
