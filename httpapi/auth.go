@@ -23,7 +23,12 @@ func sessionOut(s account.Session) sessionJSON {
 func (s *Server) signup(c echo.Context) error {
 	var in struct {
 		Company struct {
-			Name, Phone, Address, City, State, Country string
+			Name    string `json:"name"`
+			Phone   string `json:"phone"`
+			Address string `json:"address"`
+			City    string `json:"city"`
+			State   string `json:"state"`
+			Country string `json:"country"`
 		} `json:"company"`
 		Owner struct {
 			FirstName string `json:"firstName"`

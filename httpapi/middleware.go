@@ -92,9 +92,8 @@ func (s *Server) identify(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		p, err := s.deps.Accounts.Authenticate(c.Request().Context(), strings.TrimSpace(token))
 		if err != nil {
-			if _, ok := problem.As(err); !ok {
-				return err
-			}
+			// Even a store failure is only recorded here: the limit still counts the
+			// request (by IP) and sets its headers, and the route's access check answers.
 			c.Set(keyAuthErr, err)
 			return next(c)
 		}

@@ -86,7 +86,7 @@ func TestSecretIsStable(t *testing.T) {
 func newCompany(t *testing.T, s *Store, email, keyHash string) (Company, User) {
 	t.Helper()
 	c := Company{Name: "Acme", APIKeyHash: []byte(keyHash)}
-	u := User{FirstName: "Ana", Email: email}
+	u := User{FirstName: "Ana", Email: email, PasswordHash: "set"}
 	if err := s.CreateCompany(&c, &u); err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,18 @@ func TestCompanyAndUsers(t *testing.T) {
 	if err := s.DeleteUser(admin.ID); !errors.Is(err, ErrLastAdmin) {
 		t.Fatalf("delete last admin: got %v, want ErrLastAdmin", err)
 	}
-	second := User{CompanyID: c.ID, Email: "bo@example.com", Role: RoleAdmin}
+	// An invited admin who never set a password cannot stand in for the last one.
+	invited := User{CompanyID: c.ID, Email: "cy@example.com", Role: RoleAdmin}
+	if err := s.CreateUser(&invited); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteUser(admin.ID); !errors.Is(err, ErrLastAdmin) {
+		t.Fatalf("delete the last admin who can sign in: got %v, want ErrLastAdmin", err)
+	}
+	if err := s.DeleteUser(invited.ID); err != nil {
+		t.Fatal(err)
+	}
+	second := User{CompanyID: c.ID, Email: "bo@example.com", Role: RoleAdmin, PasswordHash: "set"}
 	if err := s.CreateUser(&second); err != nil {
 		t.Fatal(err)
 	}

@@ -124,7 +124,8 @@ func (s *Store) CompanyUsers(companyID uint64) ([]User, error) {
 	return out, nil
 }
 
-// countAdmins counts the admins of a company, leaving out one user.
+// countAdmins counts the admins of a company who can sign in, leaving out one
+// user: an invited admin who never set a password cannot stand in for the last one.
 func countAdmins(tx *bolt.Tx, companyID, except uint64) (int, error) {
 	n := 0
 	users := tx.Bucket(bucketUsers)
@@ -136,7 +137,7 @@ func countAdmins(tx *bolt.Tx, companyID, except uint64) (int, error) {
 		if err := getJSON(users, itob(id), &u); err != nil {
 			return 0, err
 		}
-		if u.Role == RoleAdmin {
+		if u.Role == RoleAdmin && u.PasswordHash != "" {
 			n++
 		}
 	}
