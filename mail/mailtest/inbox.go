@@ -35,6 +35,7 @@ type Option func(*options)
 type options struct {
 	startTLS, implicitTLS bool
 	user, pass            string
+	insecureAuth          bool
 }
 
 // WithSTARTTLS makes the inbox offer STARTTLS with a self-signed certificate
@@ -51,6 +52,10 @@ func WithImplicitTLS() Option { return func(o *options) { o.implicitTLS = true }
 func WithAuth(user, pass string) Option {
 	return func(o *options) { o.user, o.pass = user, pass }
 }
+
+// WithInsecureAuth offers AUTH on connections without TLS too, like a
+// misconfigured relay: for testing that a client keeps its password to itself.
+func WithInsecureAuth() Option { return func(o *options) { o.insecureAuth = true } }
 
 // Inbox is a running SMTP server and the mail it received.
 type Inbox struct {
@@ -92,6 +97,7 @@ func NewInbox(t testing.TB, opts ...Option) *Inbox {
 	in.srv.MaxMessageBytes = 10 << 20
 	in.srv.MaxRecipients = 100
 	in.srv.ErrorLog = testLogger{in}
+	in.srv.AllowInsecureAuth = in.opts.insecureAuth
 
 	var ln net.Listener = in.ln
 	scheme := "smtp"

@@ -58,10 +58,10 @@ func parse(raw []byte) (Received, error) {
 	var dec mime.WordDecoder
 	m := Received{Header: msg.Header, Raw: raw}
 	if m.From, err = dec.DecodeHeader(msg.Header.Get("From")); err != nil {
-		return Received{}, fmt.Errorf("From: %w", err)
+		return Received{}, fmt.Errorf("from header: %w", err)
 	}
 	if m.Subject, err = dec.DecodeHeader(msg.Header.Get("Subject")); err != nil {
-		return Received{}, fmt.Errorf("Subject: %w", err)
+		return Received{}, fmt.Errorf("subject header: %w", err)
 	}
 	err = m.walk(msg.Header.Get("Content-Type"), msg.Header.Get("Content-Transfer-Encoding"), msg.Body, 0)
 	return m, err

@@ -1,0 +1,97 @@
+package mail
+
+import (
+	"context"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/simrelay/simrelay/mail/mailtest"
+	"github.com/simrelay/simrelay/store"
+)
+
+// The password is distinctive so that a leak into a log or a stored error
+// cannot hide.
+const (
+	smtpUser = "relay-user"
+	smtpPass = "Pa55-w0rd-never-logged"
+)
+
+func TestSMTPOverTLS(t *testing.T) {
+	tests := []struct {
+		name  string
+		inbox []mailtest.Option
+	}{
+		{"STARTTLS", []mailtest.Option{mailtest.WithSTARTTLS()}},
+		{"STARTTLS with AUTH", []mailtest.Option{mailtest.WithSTARTTLS(), mailtest.WithAuth(smtpUser, smtpPass)}},
+		{"smtps with AUTH", []mailtest.Option{mailtest.WithImplicitTLS(), mailtest.WithAuth(smtpUser, smtpPass)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			inbox := mailtest.NewInbox(t, tt.inbox...)
+			st := openStore(t, t.TempDir())
+			log, logs := newLogger()
+			s := newService(t, Config{SMTPURL: inbox.URL()}, st, log, WithTLSConfig(inbox.ClientTLSConfig()))
+			startWorker(t, s)
+
+			m := ResetPassword(publicURL, "Fay", "tok-tls")
+			m.To = "fay@example.com"
+			if err := s.Send(context.Background(), m); err != nil {
+				t.Fatalf("Send: %v", err)
+			}
+			got := inbox.WaitFor(t, "fay@example.com", waitTimeout)
+			if tok := mailtest.LinkToken(got.HTML, "/reset-password"); tok != "tok-tls" {
+				t.Errorf("token: got %q, want %q", tok, "tok-tls")
+			}
+			waitForMail(t, st, "fay@example.com", "marked sent", isState(store.MailSent))
+			if strings.Contains(logs.String(), smtpPass) {
+				t.Errorf("log shows the SMTP password: %q", logs.String())
+			}
+		})
+	}
+}
+
+// Failures that must not be papered over: an untrusted certificate, and a
+// server that would take the password without TLS.
+func TestSMTPRefusesUnsafeServers(t *testing.T) {
+	tests := []struct {
+		name      string
+		inbox     []mailtest.Option
+		wantError string
+	}{
+		{"self-signed certificate, system roots", []mailtest.Option{mailtest.WithSTARTTLS()}, "certificate"},
+		{"smtps, system roots", []mailtest.Option{mailtest.WithImplicitTLS()}, "certificate"},
+		{"no AUTH offered", nil, "AUTH"},
+		{"AUTH PLAIN offered without TLS", []mailtest.Option{mailtest.WithAuth(smtpUser, smtpPass), mailtest.WithInsecureAuth()}, "not able to detect a supported authentication mechanism"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			inbox := mailtest.NewInbox(t, tt.inbox...)
+			u, err := url.Parse(inbox.URL())
+			if err != nil {
+				t.Fatal(err)
+			}
+			u.User = url.UserPassword(smtpUser, smtpPass)
+			st := openStore(t, t.TempDir())
+			log, logs := newLogger()
+			s := newService(t, Config{SMTPURL: u.String()}, st, log)
+			startWorker(t, s)
+
+			m := ResetPassword(publicURL, "Gus", "tok")
+			m.To = "gus@example.com"
+			if err := s.Send(context.Background(), m); err != nil {
+				t.Fatalf("Send: %v", err)
+			}
+			rec := waitForMail(t, st, "gus@example.com", "with a failed attempt", func(m store.Mail) bool { return m.Attempts > 0 })
+			if rec.State != store.MailPending || !strings.Contains(rec.LastError, tt.wantError) {
+				t.Errorf("record: got state %s, error %q; want pending, an error about %q", rec.State, rec.LastError, tt.wantError)
+			}
+			if n := len(inbox.Messages()); n != 0 {
+				t.Errorf("inbox: got %d messages, want none", n)
+			}
+			if strings.Contains(logs.String(), smtpPass) || strings.Contains(rec.LastError, smtpPass) {
+				t.Errorf("the SMTP password leaked: log %q, error %q", logs.String(), rec.LastError)
+			}
+		})
+	}
+}
