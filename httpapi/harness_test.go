@@ -16,10 +16,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/simrelay/simrelay/account"
+	"github.com/simrelay/simrelay/device"
+	"github.com/simrelay/simrelay/gateway"
 	"github.com/simrelay/simrelay/httpapi"
 	"github.com/simrelay/simrelay/mail"
 	"github.com/simrelay/simrelay/mail/mailtest"
 	"github.com/simrelay/simrelay/pacing"
+	"github.com/simrelay/simrelay/sms"
 	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/web"
 )
@@ -50,9 +53,14 @@ type env struct {
 	inbox *mailtest.Inbox
 	clock *clock
 	log   *bytes.Buffer
+	hub   *gateway.Hub
+	sms   *sms.Service
 }
 
 type envOption func(*httpapi.Config)
+
+// testHubConfig is the hub's configuration in tests: a short hello deadline.
+var testHubConfig = gateway.Config{HelloTimeout: 2 * time.Second}
 
 // newEnv starts a server on loopback; everything stops with the test.
 func newEnv(t *testing.T, opts ...envOption) *env {
@@ -89,15 +97,24 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 	for _, o := range opts {
 		o(&cfg)
 	}
+	devices := device.New(device.Config{PublicURL: publicURL}, st, clk.Now)
+	messages := sms.New(sms.Config{}, st, nil, log, clk.Now)
+	hub := gateway.New(testHubConfig, devices, messages, log, clk.Now)
+	messages.SetDispatcher(hub)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = hub.Shutdown(ctx)
+	})
 	reg := prometheus.NewRegistry()
-	api, err := httpapi.New(cfg, httpapi.Deps{Accounts: accounts, Store: st, Console: web.Handler(), Logger: log, Registry: reg, Gatherer: reg, Now: clk.Now})
+	api, err := httpapi.New(cfg, httpapi.Deps{Accounts: accounts, Devices: devices, SMS: messages, Phones: hub, PhoneSocket: hub, Store: st, Console: web.Handler(), Logger: log, Registry: reg, Gatherer: reg, Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv.Config.Handler = api.Handler()
 	srv.Start()
 	t.Cleanup(srv.Close)
-	return &env{t: t, url: srv.URL, store: st, inbox: inbox, clock: clk, log: &logBuf.buf}
+	return &env{t: t, url: srv.URL, store: st, inbox: inbox, clock: clk, log: &logBuf.buf, hub: hub, sms: messages}
 }
 
 type lockedBuffer struct {

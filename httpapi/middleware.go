@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/simrelay/simrelay/account"
+	"github.com/simrelay/simrelay/device"
 	"github.com/simrelay/simrelay/pacing"
 	"github.com/simrelay/simrelay/problem"
 )
@@ -17,6 +18,7 @@ import (
 const (
 	keyPrincipal = "simrelay.principal"
 	keyAuthErr   = "simrelay.auth_err"
+	keyDevice    = "simrelay.device" // fingerprint of a valid device token
 )
 
 // uncounted routes need no credential and count toward no limit: probes and documents.
@@ -90,7 +92,17 @@ func (s *Server) identify(next echo.HandlerFunc) echo.HandlerFunc {
 			c.Set(keyAuthErr, problem.New(problem.Unauthorized, "The Authorization header must be: Bearer <API key or access token>."))
 			return next(c)
 		}
-		p, err := s.deps.Accounts.Authenticate(c.Request().Context(), strings.TrimSpace(token))
+		token = strings.TrimSpace(token)
+		if strings.HasPrefix(token, device.TokenPrefix) {
+			// A phone's token: its own rate-limit identity, so that many phones
+			// behind one office address do not share a window. The hub checks
+			// the token again before the upgrade.
+			if d, err := s.deps.Devices.Authenticate(c.Request().Context(), token); err == nil {
+				c.Set(keyDevice, d.Fingerprint)
+			}
+			return next(c)
+		}
+		p, err := s.deps.Accounts.Authenticate(c.Request().Context(), token)
 		if err != nil {
 			// Even a store failure is only recorded here: the limit still counts the
 			// request (by IP) and sets its headers, and the route's access check answers.
@@ -113,6 +125,8 @@ func (s *Server) limit(next echo.HandlerFunc) echo.HandlerFunc {
 		id := ip
 		if p, ok := c.Get(keyPrincipal).(account.Principal); ok {
 			id = p.Identity()
+		} else if fp, ok := c.Get(keyDevice).(string); ok {
+			id = "device:" + fp
 		}
 		res := s.general.Take(id)
 		if authScope[c.Path()] {

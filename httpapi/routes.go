@@ -43,6 +43,25 @@ func (s *Server) routes() []route {
 		{http.MethodGet, "/company", member, s.getCompany},
 		{http.MethodPatch, "/company", admin, s.patchCompany},
 
+		// Devices and their links.
+		{http.MethodPost, "/device/pairing", member, s.createPairing},
+		{http.MethodGet, "/device/pairing/:code/qr.png", member, s.pairingQR},
+		{http.MethodPost, "/device/register", public, s.registerDevice},
+		{http.MethodGet, "/device/ws", public, s.phoneSocket},
+		{http.MethodGet, "/chat/devices", member, s.chatDevices},
+		{http.MethodGet, "/device/list", member, s.deviceList},
+		{http.MethodDelete, "/device/delete/:device_fingerprint", admin, s.deleteDevice},
+		{http.MethodPatch, "/device/:device_fingerprint", member, s.patchDevice},
+
+		// SMS.
+		{http.MethodPost, "/chat/send", member, s.chatSend},
+		{http.MethodPost, "/automation/send-sms", member, s.automationSend},
+		{http.MethodGet, "/chat/queue/:queueId", member, s.queueStatus},
+		{http.MethodGet, "/chat/messages", member, s.chatMessages},
+		{http.MethodGet, "/chat/conversations", member, s.chatConversations},
+		{http.MethodGet, "/automation/inbound-sms", member, s.inboundList},
+		{http.MethodGet, "/automation/latest-sms", member, s.latestInbound},
+
 		// Operations.
 		{http.MethodGet, "/admin/backup", admin, s.backup},
 

@@ -12,7 +12,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/simrelay/simrelay/account"
+	androidproto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/device"
 	"github.com/simrelay/simrelay/pacing"
+	"github.com/simrelay/simrelay/sms"
 )
 
 // Config tunes the API.
@@ -33,9 +36,22 @@ type Backuper interface {
 	Ready() error
 }
 
+// Phones is the connection hub as the API uses it (gateway.Hub).
+type Phones interface {
+	Online(fingerprint string) bool
+	LastSeen(fingerprint string) time.Time
+	Disconnect(fingerprint string, code int, reason string)
+	Configure(fingerprint string, cfg androidproto.Config)
+}
+
 // Deps are the services behind the API.
 type Deps struct {
 	Accounts *account.Service
+	Devices  *device.Service
+	SMS      *sms.Service
+	Phones   Phones
+	// PhoneSocket serves GET /device/ws (gateway.Hub).
+	PhoneSocket http.Handler
 	Store    Backuper
 	// Console serves the web pages that e-mailed links open (/verify-email, /reset-password).
 	Console  http.Handler

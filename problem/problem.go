@@ -20,6 +20,8 @@ const (
 	EmailNotVerified  Code = "email_not_verified"  // login before the e-mail address was verified
 	Forbidden         Code = "forbidden"           // the role may not do this
 	UserTokenRequired Code = "user_token_required" // the route needs a user's access token, not the API key
+	SIMMismatch       Code = "sim_mismatch"        // the SIM slot is not the device's selected SIM
+	DeviceDisabled    Code = "device_disabled"     // the device is disabled
 	NotFound          Code = "not_found"           // no such resource (or another company's)
 	MethodNotAllowed  Code = "method_not_allowed"  // the route exists, the method does not
 	Conflict          Code = "conflict"            // the change conflicts with the current state
@@ -38,6 +40,8 @@ var statuses = map[Code]int{
 	EmailNotVerified:  http.StatusForbidden,
 	Forbidden:         http.StatusForbidden,
 	UserTokenRequired: http.StatusForbidden,
+	SIMMismatch:       http.StatusForbidden,
+	DeviceDisabled:    http.StatusForbidden,
 	NotFound:          http.StatusNotFound,
 	MethodNotAllowed:  http.StatusMethodNotAllowed,
 	Conflict:          http.StatusConflict,

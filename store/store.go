@@ -33,20 +33,24 @@ var (
 )
 
 var (
-	bucketMeta          = []byte("meta")
-	bucketCompanies     = []byte("companies")
-	bucketAPIKeys       = []byte("api_keys")       // sha256(key) -> company id
-	bucketUsers         = []byte("users")          // user id -> User
-	bucketUsersByEmail  = []byte("users_by_email") // lower-case e-mail -> user id
-	bucketCompanyUsers  = []byte("company_users")  // company id + user id -> nil
-	bucketRefreshTokens = []byte("refresh_tokens") // sha256(token) -> RefreshToken
-	bucketTokenFamilies = []byte("token_families") // family id -> TokenFamily
-	bucketUserFamilies  = []byte("user_families")  // user id + family id -> nil
-	bucketOneTimeTokens = []byte("onetime_tokens") // sha256(token) -> OneTimeToken
-	bucketMailOutbox    = []byte("mail_outbox")    // mail id -> Mail
-	keySchemaVersion    = []byte("schema_version")
-	allBuckets          = [][]byte{bucketMeta, bucketCompanies, bucketAPIKeys, bucketUsers, bucketUsersByEmail, bucketCompanyUsers, bucketRefreshTokens, bucketTokenFamilies, bucketUserFamilies, bucketOneTimeTokens, bucketMailOutbox}
-	secretPrefix        = "secret:"
+	bucketMeta           = []byte("meta")
+	bucketCompanies      = []byte("companies")
+	bucketAPIKeys        = []byte("api_keys")        // sha256(key) -> company id
+	bucketUsers          = []byte("users")           // user id -> User
+	bucketUsersByEmail   = []byte("users_by_email")  // lower-case e-mail -> user id
+	bucketCompanyUsers   = []byte("company_users")   // company id + user id -> nil
+	bucketRefreshTokens  = []byte("refresh_tokens")  // sha256(token) -> RefreshToken
+	bucketTokenFamilies  = []byte("token_families")  // family id -> TokenFamily
+	bucketUserFamilies   = []byte("user_families")   // user id + family id -> nil
+	bucketOneTimeTokens  = []byte("onetime_tokens")  // sha256(token) -> OneTimeToken
+	bucketMailOutbox     = []byte("mail_outbox")     // mail id -> Mail
+	bucketPairings       = []byte("pairings")        // sha256(code) -> Pairing
+	bucketDevices        = []byte("devices")         // fingerprint -> Device
+	bucketDeviceTokens   = []byte("device_tokens")   // sha256(token) -> fingerprint
+	bucketCompanyDevices = []byte("company_devices") // company id + fingerprint -> nil
+	keySchemaVersion     = []byte("schema_version")
+	allBuckets           = [][]byte{bucketMeta, bucketCompanies, bucketAPIKeys, bucketUsers, bucketUsersByEmail, bucketCompanyUsers, bucketRefreshTokens, bucketTokenFamilies, bucketUserFamilies, bucketOneTimeTokens, bucketMailOutbox, bucketPairings, bucketDevices, bucketDeviceTokens, bucketCompanyDevices}
+	secretPrefix         = "secret:"
 )
 
 // Options tune Open.
@@ -59,8 +63,9 @@ type Options struct {
 
 // Store is the open data file.
 type Store struct {
-	db   *bolt.DB
-	path string
+	db     *bolt.DB
+	path   string
+	commit *committer // nil when read-only
 }
 
 // Open opens (creating when needed) the store in dir and brings its schema up to date.
@@ -89,6 +94,7 @@ func Open(dir string, opt Options) (*Store, error) {
 			_ = db.Close()
 			return nil, err
 		}
+		s.commit = newCommitter(db)
 	}
 	return s, nil
 }
@@ -96,8 +102,22 @@ func Open(dir string, opt Options) (*Store, error) {
 // Path is the data file's path.
 func (s *Store) Path() string { return s.path }
 
-// Close closes the file.
-func (s *Store) Close() error { return s.db.Close() }
+// Close lets grouped writes in flight finish, then closes the file.
+func (s *Store) Close() error {
+	if s.commit != nil {
+		s.commit.close()
+	}
+	return s.db.Close()
+}
+
+// grouped runs fn through group commit (see committer.do); on a read-only
+// store it is refused.
+func (s *Store) grouped(fn func(*bolt.Tx) error) error {
+	if s.commit == nil {
+		return bolt.ErrDatabaseReadOnly
+	}
+	return s.commit.do(fn)
+}
 
 // Ready reports whether the store answers a read.
 func (s *Store) Ready() error {

@@ -18,9 +18,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/simrelay/simrelay/account"
+	"github.com/simrelay/simrelay/device"
+	"github.com/simrelay/simrelay/gateway"
 	"github.com/simrelay/simrelay/httpapi"
 	"github.com/simrelay/simrelay/mail"
 	"github.com/simrelay/simrelay/pacing"
+	"github.com/simrelay/simrelay/sms"
 	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/web"
 )
@@ -47,6 +50,7 @@ type serveConfig struct {
 	rateAuth        string
 	trustedProxies  cidrList
 	shutdownTimeout time.Duration
+	messageTTL      time.Duration
 
 	general, auth pacing.Rate
 }
@@ -63,6 +67,7 @@ func (c *serveConfig) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.rateAuth, "rate-auth", "15/15m", "rate limit of the credential routes per client IP, COUNT/WINDOW")
 	fs.Var(&c.trustedProxies, "trusted-proxies", "comma-separated proxy addresses or CIDRs whose X-Forwarded-For is believed (default none: the socket peer is the client)")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "how long in-flight requests may finish on SIGTERM")
+	fs.DurationVar(&c.messageTTL, "message-ttl", sms.DefaultMessageTTL, "how long a queued SMS waits for its phone before it expires")
 }
 
 // validate checks every setting and fills the derived ones; the first error names the flag.
@@ -95,6 +100,9 @@ func (c *serveConfig) validate() error {
 	}
 	if c.shutdownTimeout <= 0 {
 		return fmt.Errorf("%s %s: must be positive", both("shutdown-timeout"), c.shutdownTimeout)
+	}
+	if c.messageTTL < time.Minute {
+		return fmt.Errorf("%s %s: must be at least 1m", both("message-ttl"), c.messageTTL)
 	}
 	if err := c.mailConfig().Validate(); err != nil {
 		return fmt.Errorf("%s: %v", both("smtp-url"), err)
@@ -160,10 +168,14 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	if err != nil {
 		return err
 	}
+	devices := device.New(device.Config{PublicURL: cfg.publicURL}, st, time.Now)
+	messages := sms.New(sms.Config{MessageTTL: cfg.messageTTL}, st, nil, log.With("component", "sms"), time.Now)
+	hub := gateway.New(gateway.Config{}, devices, messages, log.With("component", "gateway"), time.Now)
+	messages.SetDispatcher(hub)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	api, err := httpapi.New(httpapi.Config{GeneralRate: cfg.general, AuthRate: cfg.auth, TrustedProxies: cfg.trustedProxies},
-		httpapi.Deps{Accounts: accounts, Store: st, Console: web.Handler(), Logger: log, Registry: reg, Gatherer: reg, Now: time.Now})
+		httpapi.Deps{Accounts: accounts, Devices: devices, SMS: messages, Phones: hub, PhoneSocket: hub, Store: st, Console: web.Handler(), Logger: log, Registry: reg, Gatherer: reg, Now: time.Now})
 	if err != nil {
 		return err
 	}
@@ -189,6 +201,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 		}
 	})
 	wg.Go(func() { sweep(workers, api, st, log) })
+	wg.Go(func() { messages.Run(workers) })
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
@@ -205,6 +218,10 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 		sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
 		if e := srv.Shutdown(sctx); e != nil {
 			log.Warn("requests still running at the shutdown deadline were cut", "err", e)
+		}
+		// Hijacked phone links are not the HTTP server's: tell them to come back.
+		if e := hub.Shutdown(sctx); e != nil {
+			log.Warn("phone links still closing at the shutdown deadline were cut", "err", e)
 		}
 		cancel()
 	}

@@ -1,0 +1,175 @@
+package client
+
+import (
+	"context"
+	"time"
+
+	"github.com/coder/websocket"
+
+	proto "github.com/simrelay/simrelay/android-protocol"
+)
+
+const timeLayout = "2006-01-02T15:04:05.000Z"
+
+// handle answers one frame from the server.
+func (p *Phone) handle(ctx context.Context, ws *websocket.Conn, data []byte) error {
+	f, err := proto.Decode(data)
+	if err != nil {
+		p.cfg.Logger.Warn("ignoring a frame", "err", err)
+		return nil // unknown types are ignored, as the protocol says
+	}
+	switch f := f.(type) {
+	case *proto.Send:
+		p.mu.Lock()
+		seen := p.journal[f.ID]
+		p.journal[f.ID] = true // journaled before the ack: the ack promises the job is kept
+		p.mu.Unlock()
+		// A job seen before is a resend after a lost ack: ack again, never send twice.
+		if !seen && p.cfg.OnJob != nil {
+			p.cfg.OnJob(*f)
+		}
+		if err := write(ctx, ws, proto.Ack{ID: f.ID}); err != nil {
+			return err
+		}
+	case *proto.StatusAck:
+		p.mu.Lock()
+		key := f.ID + "\x00" + f.Status
+		if _, ok := p.reports[key]; ok {
+			delete(p.reports, key)
+			p.order = remove(p.order, key)
+		}
+		p.mu.Unlock()
+	case *proto.InboundAck:
+		p.mu.Lock()
+		if _, ok := p.inbound[f.ClientID]; ok {
+			delete(p.inbound, f.ClientID)
+			p.inOrder = remove(p.inOrder, f.ClientID)
+		}
+		p.acked[f.ClientID] = *f
+		waiters := p.waiters[f.ClientID]
+		delete(p.waiters, f.ClientID)
+		p.mu.Unlock()
+		for _, w := range waiters {
+			w <- *f
+		}
+		if p.cfg.OnInboundAck != nil {
+			p.cfg.OnInboundAck(*f)
+		}
+	case *proto.Config:
+		p.mu.Lock()
+		if f.SelectedSIM != "" {
+			p.selected = f.SelectedSIM
+		}
+		p.mu.Unlock()
+		if p.cfg.OnConfig != nil {
+			p.cfg.OnConfig(*f)
+		}
+	case *proto.Error:
+		p.cfg.Logger.Warn("server error frame", "code", f.Code, "message", f.Message)
+	}
+	return nil
+}
+
+func remove(list []string, v string) []string {
+	for i, x := range list {
+		if x == v {
+			return append(list[:i], list[i+1:]...)
+		}
+	}
+	return list
+}
+
+// unacknowledged is what must be sent again on a new link, oldest first.
+// p.mu must be held.
+func (p *Phone) unacknowledged() []proto.Frame {
+	out := make([]proto.Frame, 0, len(p.order)+len(p.inOrder))
+	for _, k := range p.order {
+		out = append(out, p.reports[k])
+	}
+	for _, k := range p.inOrder {
+		out = append(out, p.inbound[k])
+	}
+	return out
+}
+
+// Report queues an outcome of a job and sends it now if the link is up;
+// it is sent again on each new link until the server acknowledges it.
+func (p *Phone) Report(id, status, errText string) {
+	s := proto.Status{ID: id, Status: status, Error: errText, At: time.Now().UTC().Format(timeLayout)}
+	key := id + "\x00" + status
+	p.mu.Lock()
+	if _, ok := p.reports[key]; !ok {
+		p.order = append(p.order, key)
+	}
+	p.reports[key] = s
+	ws := p.ws
+	p.mu.Unlock()
+	if ws != nil {
+		_ = write(context.Background(), ws, s)
+	}
+}
+
+// Receive hands the server an SMS the phone received and returns a channel
+// that yields the server's acknowledgement once it is stored. It is sent
+// again on each new link until then.
+func (p *Phone) Receive(in proto.Inbound) <-chan proto.InboundAck {
+	if in.Channel == "" {
+		in.Channel = proto.ChannelSMS
+	}
+	if in.ReceivedAt == "" {
+		in.ReceivedAt = time.Now().UTC().Format(timeLayout)
+	}
+	ch := make(chan proto.InboundAck, 1)
+	p.mu.Lock()
+	if ack, ok := p.acked[in.ClientID]; ok {
+		p.mu.Unlock()
+		ch <- ack
+		return ch
+	}
+	if _, ok := p.inbound[in.ClientID]; !ok {
+		p.inOrder = append(p.inOrder, in.ClientID)
+	}
+	p.inbound[in.ClientID] = in
+	p.waiters[in.ClientID] = append(p.waiters[in.ClientID], ch)
+	ws := p.ws
+	p.mu.Unlock()
+	if ws != nil {
+		_ = write(context.Background(), ws, in)
+	}
+	return ch
+}
+
+// Connected reports whether a link is up.
+func (p *Phone) Connected() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.ws != nil
+}
+
+// Welcome returns the welcome of the current (or last) link.
+func (p *Phone) Welcome() proto.Welcome {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.welcome
+}
+
+// SelectedSIM is the SIM the phone uses now, after any config push.
+func (p *Phone) SelectedSIM() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.selected
+}
+
+// Pending counts reports and inbound messages not yet acknowledged.
+func (p *Phone) Pending() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.reports) + len(p.inbound)
+}
+
+// Journaled reports whether the phone took the job with this id.
+func (p *Phone) Journaled(id string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.journal[id]
+}

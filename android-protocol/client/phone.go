@@ -1,0 +1,255 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+
+	proto "github.com/simrelay/simrelay/android-protocol"
+)
+
+// Defaults of PROTOCOL.md's reconnect rules.
+const (
+	DefaultBackoffBase  = time.Second
+	DefaultBackoffMax   = 5 * time.Minute
+	DefaultStableAfter  = time.Minute // a link up this long resets the backoff
+	DefaultHelloTimeout = 10 * time.Second
+	writeTimeout        = 10 * time.Second
+)
+
+// Config describes one phone.
+type Config struct {
+	WSURL string
+	Token string
+	// Hello is sent on every connection; Protocol defaults to this build's.
+	Hello       proto.Hello
+	HTTPClient  *http.Client
+	BackoffBase time.Duration
+	BackoffMax  time.Duration
+	StableAfter time.Duration
+	// OnJob is called once for every new job, on the reader goroutine, after
+	// the job is journaled and before it is acked. It must not block for long.
+	OnJob func(proto.Send)
+	// OnInboundAck is called when the server stored an inbound message.
+	OnInboundAck func(proto.InboundAck)
+	// OnConfig is called when an admin changed the device.
+	OnConfig func(proto.Config)
+	// OnState is called when the link goes up (nil error) or down (its cause).
+	OnState func(up bool, err error)
+	Logger  *slog.Logger
+}
+
+// Phone is a virtual phone. Its methods are safe for concurrent use.
+type Phone struct {
+	cfg Config
+
+	mu       sync.Mutex
+	ws       *websocket.Conn                    // the live link, nil between links
+	welcome  proto.Welcome                      // of the live link
+	journal  map[string]bool                    // ids of jobs taken (acked)
+	reports  map[string]proto.Status            // reports not yet status_acked, by id+status
+	order    []string                           // report keys in the order made
+	inbound  map[string]proto.Inbound           // inbound not yet inbound_acked, by client_id
+	inOrder  []string                           // their client ids in order
+	selected string                             // the selected SIM as last configured
+	acked    map[string]proto.InboundAck        // inbound acks received, by client_id
+	waiters  map[string][]chan proto.InboundAck // Inbound callers waiting for an ack
+}
+
+// ClosedError is a close the phone must not reconnect after (4500-4999).
+type ClosedError struct {
+	Code   int
+	Reason string
+}
+
+func (e *ClosedError) Error() string {
+	return fmt.Sprintf("the server closed the link for good: %d %s", e.Code, e.Reason)
+}
+
+// New returns a phone; Run connects it.
+func New(cfg Config) *Phone {
+	if cfg.Hello.Protocol == 0 {
+		cfg.Hello.Protocol = proto.Version
+	}
+	if cfg.BackoffBase <= 0 {
+		cfg.BackoffBase = DefaultBackoffBase
+	}
+	if cfg.BackoffMax <= 0 {
+		cfg.BackoffMax = DefaultBackoffMax
+	}
+	if cfg.StableAfter <= 0 {
+		cfg.StableAfter = DefaultStableAfter
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Phone{cfg: cfg, journal: map[string]bool{}, reports: map[string]proto.Status{}, inbound: map[string]proto.Inbound{},
+		selected: cfg.Hello.SelectedSIM, acked: map[string]proto.InboundAck{}, waiters: map[string][]chan proto.InboundAck{}}
+}
+
+// Run keeps the phone connected until ctx ends (nil) or the server closes
+// for good (*ClosedError) or refuses the token (*APIError).
+func (p *Phone) Run(ctx context.Context) error {
+	attempt := 0
+	for {
+		start := time.Now()
+		err := p.session(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		var closed *ClosedError
+		var apiErr *APIError
+		if errors.As(err, &closed) {
+			return err
+		}
+		if errors.As(err, &apiErr) && (apiErr.Status == http.StatusUnauthorized || apiErr.Status == http.StatusForbidden) {
+			return err
+		}
+		if time.Since(start) >= p.cfg.StableAfter {
+			attempt = 0
+		}
+		wait := p.backoff(attempt)
+		attempt++
+		p.cfg.Logger.Info("link down; reconnecting", "err", err, "in", wait)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+	}
+}
+
+// backoff is full jitter: a random wait up to base * 2^attempt, capped.
+func (p *Phone) backoff(attempt int) time.Duration {
+	ceiling := p.cfg.BackoffMax
+	if attempt < 30 {
+		ceiling = min(p.cfg.BackoffBase<<attempt, p.cfg.BackoffMax)
+	}
+	return time.Duration(rand.Int64N(int64(ceiling) + 1))
+}
+
+// session is one link: dial, hello, welcome, resend what is unacknowledged,
+// then read until the link ends.
+func (p *Phone) session(ctx context.Context) error {
+	var heard sync.Mutex
+	lastHeard := time.Now()
+	hear := func() { heard.Lock(); lastHeard = time.Now(); heard.Unlock() }
+	ws, res, err := websocket.Dial(ctx, p.cfg.WSURL, &websocket.DialOptions{
+		HTTPClient: p.cfg.HTTPClient,
+		HTTPHeader: http.Header{"Authorization": {"Bearer " + p.cfg.Token}},
+		OnPingReceived: func(context.Context, []byte) bool {
+			hear()
+			return true
+		},
+	})
+	if err != nil {
+		if res != nil && res.StatusCode != http.StatusSwitchingProtocols {
+			return readAPIError(res)
+		}
+		return err
+	}
+	defer ws.CloseNow()
+	ws.SetReadLimit(proto.MaxFrameBytes)
+
+	p.mu.Lock()
+	hello := p.cfg.Hello
+	hello.SelectedSIM = p.selected
+	p.mu.Unlock()
+	if err := write(ctx, ws, hello); err != nil {
+		return err
+	}
+	hctx, cancel := context.WithTimeout(ctx, DefaultHelloTimeout)
+	_, data, err := ws.Read(hctx)
+	cancel()
+	if err != nil {
+		return closeErr(err)
+	}
+	f, err := proto.Decode(data)
+	welcome, ok := f.(*proto.Welcome)
+	if err != nil || !ok {
+		return fmt.Errorf("client: expected welcome, got %s", data)
+	}
+
+	p.mu.Lock()
+	p.ws, p.welcome = ws, *welcome
+	resend := p.unacknowledged()
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		if p.ws == ws {
+			p.ws = nil
+		}
+		p.mu.Unlock()
+	}()
+	if p.cfg.OnState != nil {
+		p.cfg.OnState(true, nil)
+	}
+	for _, f := range resend {
+		if err := write(ctx, ws, f); err != nil {
+			return err
+		}
+	}
+
+	// The link is dead after two ping intervals of silence.
+	silence := 2 * time.Duration(welcome.PingIntervalSeconds) * time.Second
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	go func() {
+		t := time.NewTicker(silence / 8)
+		defer t.Stop()
+		for {
+			select {
+			case <-watchCtx.Done():
+				return
+			case <-t.C:
+				heard.Lock()
+				quiet := time.Since(lastHeard)
+				heard.Unlock()
+				if quiet > silence {
+					ws.CloseNow()
+					return
+				}
+			}
+		}
+	}()
+
+	for {
+		_, data, err := ws.Read(ctx)
+		if err != nil {
+			err = closeErr(err)
+			if p.cfg.OnState != nil {
+				p.cfg.OnState(false, err)
+			}
+			return err
+		}
+		hear()
+		if err := p.handle(ctx, ws, data); err != nil {
+			return err
+		}
+	}
+}
+
+func closeErr(err error) error {
+	var ce websocket.CloseError
+	if errors.As(err, &ce) && !proto.ShouldReconnect(int(ce.Code)) {
+		return &ClosedError{Code: int(ce.Code), Reason: ce.Reason}
+	}
+	return err
+}
+
+func write(ctx context.Context, ws *websocket.Conn, f proto.Frame) error {
+	data, err := proto.Encode(f)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
+	defer cancel()
+	return ws.Write(ctx, websocket.MessageText, data)
+}

@@ -1,0 +1,78 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+
+	proto "github.com/simrelay/simrelay/android-protocol"
+)
+
+// Registration is what POST /device/register hands a phone.
+type Registration struct {
+	DeviceToken string `json:"device_token"`
+	WSURL       string `json:"ws_url"`
+}
+
+// APIError is a refusal from the REST API, with the contract's error body.
+type APIError struct {
+	Status  int
+	Code    string `json:"error"`
+	Message string `json:"message"`
+	Field   string `json:"field"`
+}
+
+func (e *APIError) Error() string {
+	return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message)
+}
+
+// RegisterInput is the body of POST /device/register.
+type RegisterInput struct {
+	PairingCode       string      `json:"pairing_code"`
+	DeviceFingerprint string      `json:"device_fingerprint"`
+	DeviceName        string      `json:"device_name"`
+	SIMs              []proto.SIM `json:"sims"`
+	FCMToken          string      `json:"fcm_token,omitempty"`
+	AppVersion        string      `json:"app_version"`
+}
+
+// Register spends a pairing code at the server (its base URL, e.g.
+// http://127.0.0.1:8080) and returns the device token and WebSocket address.
+func Register(ctx context.Context, hc *http.Client, serverURL string, in RegisterInput) (Registration, error) {
+	var reg Registration
+	body, err := json.Marshal(in)
+	if err != nil {
+		return reg, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(serverURL, "/")+"/device/register", bytes.NewReader(body))
+	if err != nil {
+		return reg, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	res, err := hc.Do(req)
+	if err != nil {
+		return reg, fmt.Errorf("client: register: %w", err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusCreated {
+		return reg, readAPIError(res)
+	}
+	if err := json.NewDecoder(res.Body).Decode(&reg); err != nil {
+		return reg, fmt.Errorf("client: register answer: %w", err)
+	}
+	return reg, nil
+}
+
+func readAPIError(res *http.Response) error {
+	e := &APIError{Status: res.StatusCode}
+	if err := json.NewDecoder(res.Body).Decode(e); err != nil || e.Code == "" {
+		e.Code, e.Message = "http_"+fmt.Sprint(res.StatusCode), res.Status
+	}
+	return e
+}

@@ -1,0 +1,224 @@
+package androidproto
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Version is the protocol version this build speaks, sent in hello.
+const Version = 1
+
+// MaxFrameBytes bounds one frame in either direction.
+const MaxFrameBytes = 64 << 10
+
+// Frame types.
+const (
+	TypeHello      = "hello"
+	TypeWelcome    = "welcome"
+	TypeSend       = "send"
+	TypeAck        = "ack"
+	TypeStatus     = "status"
+	TypeStatusAck  = "status_ack"
+	TypeInbound    = "inbound"
+	TypeInboundAck = "inbound_ack"
+	TypeConfig     = "config"
+	TypeError      = "error"
+)
+
+// Channels of a send or inbound frame.
+const (
+	ChannelSMS      = "sms"
+	ChannelWhatsApp = "whatsapp"
+	ChannelIMessage = "imessage"
+)
+
+// Outcomes a phone reports in a status frame.
+const (
+	StatusSent      = "sent"
+	StatusDelivered = "delivered"
+	StatusFailed    = "failed"
+)
+
+// SIM slot names.
+const (
+	SIM1 = "SIM1"
+	SIM2 = "SIM2"
+	// BothSIMs is a selected_sim value: the phone takes sends for either slot.
+	BothSIMs = "BOTH"
+)
+
+// Frame is one protocol message; FrameType is its "type" field.
+type Frame interface{ FrameType() string }
+
+// SIM describes one SIM slot of the phone.
+type SIM struct {
+	Slot        string `json:"slot"`
+	Carrier     string `json:"carrier,omitempty"`
+	PhoneNumber string `json:"phone_number,omitempty"`
+}
+
+// WhatsAppNumber is a WhatsApp account the phone can send from.
+type WhatsAppNumber struct {
+	Phone string `json:"phone"`
+}
+
+// IMessageHandle is an iMessage handle an agent can send from.
+type IMessageHandle struct {
+	Handle string `json:"handle"`
+}
+
+// Hello is the phone's first frame on every connection.
+type Hello struct {
+	Protocol    int              `json:"protocol"`
+	AppVersion  string           `json:"app_version"`
+	SelectedSIM string           `json:"selected_sim"`
+	SIMs        []SIM            `json:"sims"`
+	WhatsApp    []WhatsAppNumber `json:"whatsapp,omitempty"`
+	IMessage    []IMessageHandle `json:"imessage,omitempty"`
+}
+
+// Welcome answers hello: the link is up.
+type Welcome struct {
+	DeviceFingerprint string `json:"device_fingerprint"`
+	ServerTime        string `json:"server_time"`
+	// PingIntervalSeconds is how often the server pings; a phone that hears
+	// nothing (frame or ping) for twice as long treats the link as dead.
+	PingIntervalSeconds int `json:"ping_interval_seconds"`
+	// MaxInflight is how many sends the server leaves un-acked at once.
+	MaxInflight int `json:"max_inflight"`
+}
+
+// Send is a job for the phone: deliver one message.
+type Send struct {
+	ID          string `json:"id"`
+	Channel     string `json:"channel"`
+	To          string `json:"to"`
+	Message     string `json:"message"`
+	SIMSlot     string `json:"sim_slot,omitempty"`
+	ContentType string `json:"content_type,omitempty"`
+	MediaURL    string `json:"media_url,omitempty"`
+	ExpiresAt   string `json:"expires_at"`
+}
+
+// Ack says the phone took a send durably.
+type Ack struct {
+	ID string `json:"id"`
+}
+
+// Status reports what became of a send.
+type Status struct {
+	ID     string `json:"id"`
+	Status string `json:"status"`
+	Error  string `json:"error,omitempty"`
+	At     string `json:"at"`
+}
+
+// StatusAck confirms a status was stored; the phone may forget it.
+type StatusAck struct {
+	ID     string `json:"id"`
+	Status string `json:"status"`
+}
+
+// Inbound carries a message the phone received.
+type Inbound struct {
+	ClientID   string `json:"client_id"`
+	Channel    string `json:"channel"`
+	From       string `json:"from"`
+	To         string `json:"to,omitempty"`
+	Message    string `json:"message"`
+	SIMSlot    string `json:"sim_slot,omitempty"`
+	ReceivedAt string `json:"received_at"`
+}
+
+// InboundAck confirms an inbound message is stored; the phone may forget it.
+type InboundAck struct {
+	ClientID string `json:"client_id"`
+	ID       uint64 `json:"id"`
+	UUID     string `json:"uuid"`
+}
+
+// Config pushes a changed setting to the phone.
+type Config struct {
+	SelectedSIM string `json:"selected_sim"`
+	DeviceName  string `json:"device_name,omitempty"`
+	Status      string `json:"status,omitempty"`
+}
+
+// Error explains a refusal, usually right before a close.
+type Error struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func (Hello) FrameType() string      { return TypeHello }
+func (Welcome) FrameType() string    { return TypeWelcome }
+func (Send) FrameType() string       { return TypeSend }
+func (Ack) FrameType() string        { return TypeAck }
+func (Status) FrameType() string     { return TypeStatus }
+func (StatusAck) FrameType() string  { return TypeStatusAck }
+func (Inbound) FrameType() string    { return TypeInbound }
+func (InboundAck) FrameType() string { return TypeInboundAck }
+func (Config) FrameType() string     { return TypeConfig }
+func (Error) FrameType() string      { return TypeError }
+
+// Encode returns the frame's JSON with its "type" field first.
+func Encode(f Frame) ([]byte, error) {
+	body, err := json.Marshal(f)
+	if err != nil {
+		return nil, fmt.Errorf("androidproto: encode %s: %w", f.FrameType(), err)
+	}
+	out := make([]byte, 0, len(body)+len(f.FrameType())+12)
+	out = append(out, `{"type":"`...)
+	out = append(out, f.FrameType()...)
+	out = append(out, '"')
+	if len(body) > 2 {
+		out = append(out, ',')
+	}
+	return append(out, body[1:]...), nil
+}
+
+// ErrUnknownType is returned by Decode for a frame type this build does not
+// know; peers ignore such frames, so that a newer peer can add types.
+var ErrUnknownType = errors.New("androidproto: unknown frame type")
+
+// Decode parses one frame. Unknown fields are ignored.
+func Decode(data []byte) (Frame, error) {
+	var env struct {
+		Type string `json:"type"`
+	}
+	if err := json.Unmarshal(data, &env); err != nil {
+		return nil, fmt.Errorf("androidproto: not a JSON object: %w", err)
+	}
+	var f Frame
+	switch env.Type {
+	case TypeHello:
+		f = &Hello{}
+	case TypeWelcome:
+		f = &Welcome{}
+	case TypeSend:
+		f = &Send{}
+	case TypeAck:
+		f = &Ack{}
+	case TypeStatus:
+		f = &Status{}
+	case TypeStatusAck:
+		f = &StatusAck{}
+	case TypeInbound:
+		f = &Inbound{}
+	case TypeInboundAck:
+		f = &InboundAck{}
+	case TypeConfig:
+		f = &Config{}
+	case TypeError:
+		f = &Error{}
+	case "":
+		return nil, errors.New(`androidproto: frame without "type"`)
+	default:
+		return nil, fmt.Errorf("%w %q", ErrUnknownType, env.Type)
+	}
+	if err := json.Unmarshal(data, f); err != nil {
+		return nil, fmt.Errorf("androidproto: decode %s: %w", env.Type, err)
+	}
+	return f, nil
+}

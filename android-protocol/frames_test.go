@@ -1,0 +1,120 @@
+package androidproto
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// TestGoldenFramesRoundTrip decodes every example of testdata/ (the ones
+// PROTOCOL.md shows), encodes it again and wants the same JSON back.
+func TestGoldenFramesRoundTrip(t *testing.T) {
+	files, err := filepath.Glob("testdata/*.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, file := range files {
+		raw, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw = bytes.TrimSpace(raw)
+		f, err := Decode(raw)
+		if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		if want := strings.TrimSuffix(filepath.Base(file), ".json"); f.FrameType() != want {
+			t.Errorf("%s decodes as %s", file, f.FrameType())
+		}
+		seen[f.FrameType()] = true
+		out, err := Encode(reflect.ValueOf(f).Elem().Interface().(Frame))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(out, raw) {
+			t.Errorf("%s:\n got %s\nwant %s", file, out, raw)
+		}
+	}
+	for _, typ := range []string{TypeHello, TypeWelcome, TypeSend, TypeAck, TypeStatus, TypeStatusAck, TypeInbound, TypeInboundAck, TypeConfig, TypeError} {
+		if !seen[typ] {
+			t.Errorf("no golden example of %s in testdata/", typ)
+		}
+	}
+}
+
+// TestGoldenFramesInProtocolDoc wants every golden frame shown in PROTOCOL.md.
+func TestGoldenFramesInProtocolDoc(t *testing.T) {
+	doc, err := os.ReadFile("PROTOCOL.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob("testdata/*.json")
+	for _, file := range files {
+		raw, _ := os.ReadFile(file)
+		var pretty bytes.Buffer
+		if err := json.Indent(&pretty, bytes.TrimSpace(raw), "", "  "); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Contains(doc, pretty.Bytes()) {
+			t.Errorf("PROTOCOL.md does not show %s as:\n%s", file, pretty.String())
+		}
+	}
+}
+
+func TestDecodeErrors(t *testing.T) {
+	if _, err := Decode([]byte(`{"type":"teleport"}`)); !errors.Is(err, ErrUnknownType) {
+		t.Errorf("unknown type: got %v, want ErrUnknownType", err)
+	}
+	for _, bad := range []string{`{}`, `[]`, `nope`, `{"type":"ack","id":5}`} {
+		if _, err := Decode([]byte(bad)); err == nil || errors.Is(err, ErrUnknownType) {
+			t.Errorf("Decode(%s): got %v, want a decode error", bad, err)
+		}
+	}
+	// Unknown fields are ignored, so newer peers can add them.
+	f, err := Decode([]byte(`{"type":"ack","id":"x","future":true}`))
+	if err != nil || f.(*Ack).ID != "x" {
+		t.Errorf("got %v %v", f, err)
+	}
+}
+
+func TestEncodeEmptyFrame(t *testing.T) {
+	out, err := Encode(Ack{})
+	if err != nil || string(out) != `{"type":"ack","id":""}` {
+		t.Fatalf("got %s %v", out, err)
+	}
+	if _, err := Decode(out); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestShouldReconnect(t *testing.T) {
+	for code, want := range map[int]bool{1001: true, 1006: true, 1009: true, 4000: true, 4008: true, 4009: true, 4012: true, 4029: true, 4501: false, 4503: false, 4510: false} {
+		if got := ShouldReconnect(code); got != want {
+			t.Errorf("ShouldReconnect(%d) = %v, want %v", code, got, want)
+		}
+	}
+}
+
+func BenchmarkEncodeSend(b *testing.B) {
+	f := Send{ID: "0b6f2f4e-5d3c-4e0a-9a57-1f5b9b0c2d11", Channel: ChannelSMS, To: "+15551234567", Message: "Your code is 481516", SIMSlot: SIM1, ExpiresAt: "2026-11-23T10:04:05.123Z"}
+	for b.Loop() {
+		if _, err := Encode(f); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkDecodeStatus(b *testing.B) {
+	raw := []byte(`{"type":"status","id":"0b6f2f4e-5d3c-4e0a-9a57-1f5b9b0c2d11","status":"delivered","at":"2026-11-22T10:04:07.500Z"}`)
+	for b.Loop() {
+		if _, err := Decode(raw); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

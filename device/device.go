@@ -1,0 +1,265 @@
+package device
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/simrelay/simrelay/phone"
+	"github.com/simrelay/simrelay/problem"
+	"github.com/simrelay/simrelay/store"
+)
+
+// DefaultPairingTTL is how long a pairing code works: long enough to find the
+// phone and scan, short enough that a code on a screenshot goes stale.
+const DefaultPairingTTL = 10 * time.Minute
+
+// pairingAlphabet is Crockford's base32: no I, L, O or U to misread when typed.
+const pairingAlphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+// pairingCodeLen gives 40 bits: with the auth rate limit (15 tries per 15
+// minutes per IP) and a 10-minute life, guessing one is hopeless.
+const pairingCodeLen = 8
+
+// TokenPrefix starts every device token.
+const TokenPrefix = "dt_"
+
+// Config tunes the service.
+type Config struct {
+	// PublicURL is the server's address as phones reach it.
+	PublicURL  string
+	PairingTTL time.Duration
+}
+
+// Store is what the service needs of the store.
+type Store interface {
+	PutPairing(hash []byte, p store.Pairing) error
+	Pairing(hash []byte) (store.Pairing, error)
+	RegisterDevice(pairingHash []byte, now time.Time, fingerprint string, build func(p store.Pairing, old *store.Device) (store.Device, error)) (store.Device, bool, error)
+	Device(fingerprint string) (store.Device, error)
+	DeviceByTokenHash(hash []byte) (store.Device, error)
+	CompanyDevices(companyID uint64) ([]store.Device, error)
+	UpdateDevice(fingerprint string, fn func(*store.Device) error) (store.Device, error)
+	DeleteDevice(fingerprint string, now time.Time) (store.Device, error)
+	CompanyUsers(companyID uint64) ([]store.User, error)
+}
+
+// Service is the device domain.
+type Service struct {
+	cfg   Config
+	store Store
+	now   func() time.Time
+}
+
+// New returns the service.
+func New(cfg Config, st Store, now func() time.Time) *Service {
+	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
+	if cfg.PairingTTL <= 0 {
+		cfg.PairingTTL = DefaultPairingTTL
+	}
+	return &Service{cfg: cfg, store: st, now: now}
+}
+
+// Pairing is a fresh pairing code.
+type Pairing struct {
+	Code      string
+	URI       string
+	ExpiresAt time.Time
+}
+
+// CreatePairing makes a single-use code that joins a phone to the company.
+// The device will belong to the user who made the code; for the API key,
+// to the company's first admin.
+func (s *Service) CreatePairing(_ context.Context, companyID, userID uint64) (Pairing, error) {
+	if userID == 0 {
+		users, err := s.store.CompanyUsers(companyID)
+		if err != nil {
+			return Pairing{}, err
+		}
+		for _, u := range users {
+			if u.Role == store.RoleAdmin {
+				userID = u.ID
+				break
+			}
+		}
+	}
+	code := randomCode()
+	p := Pairing{Code: code, URI: s.pairingURI(code), ExpiresAt: s.now().Add(s.cfg.PairingTTL).UTC()}
+	if err := s.store.PutPairing(codeHash(code), store.Pairing{CompanyID: companyID, UserID: userID, ExpiresAt: p.ExpiresAt}); err != nil {
+		return Pairing{}, err
+	}
+	return p, nil
+}
+
+// PairingURI returns the URI of a live code of the company, for its QR image;
+// another company's, a used or an expired code is not found.
+func (s *Service) PairingURI(_ context.Context, companyID uint64, code string) (string, error) {
+	code = normaliseCode(code)
+	p, err := s.store.Pairing(codeHash(code))
+	if err != nil || p.CompanyID != companyID || !p.UsedAt.IsZero() || !s.now().Before(p.ExpiresAt) {
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return "", err
+		}
+		return "", problem.New(problem.NotFound, "No such pairing code, or it was used or expired.")
+	}
+	return s.pairingURI(code), nil
+}
+
+// pairingURI is what the QR code holds: the server to talk to and the code.
+func (s *Service) pairingURI(code string) string {
+	return "simrelay://pair?server=" + url.QueryEscape(s.cfg.PublicURL) + "&code=" + code
+}
+
+// WebSocketURL is where registered phones connect.
+func (s *Service) WebSocketURL() string {
+	u := s.cfg.PublicURL
+	switch {
+	case strings.HasPrefix(u, "https://"):
+		u = "wss://" + strings.TrimPrefix(u, "https://")
+	case strings.HasPrefix(u, "http://"):
+		u = "ws://" + strings.TrimPrefix(u, "http://")
+	}
+	return u + "/device/ws"
+}
+
+func randomCode() string {
+	b := make([]byte, pairingCodeLen)
+	if _, err := rand.Read(b); err != nil {
+		panic(fmt.Sprintf("device: crypto/rand failed: %v", err))
+	}
+	for i := range b {
+		b[i] = pairingAlphabet[int(b[i])%len(pairingAlphabet)] // 256 is a multiple of 32: no bias
+	}
+	return string(b)
+}
+
+// normaliseCode lets people type a code in any case, with spaces or dashes.
+func normaliseCode(code string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r == ' ' || r == '-':
+			return -1
+		case r >= 'a' && r <= 'z':
+			return r - 'a' + 'A'
+		}
+		return r
+	}, code)
+}
+
+func codeHash(code string) []byte { h := sha256.Sum256([]byte("pairing:" + code)); return h[:] }
+
+func tokenHash(tok string) []byte { h := sha256.Sum256([]byte(tok)); return h[:] }
+
+func newToken() string {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		panic(fmt.Sprintf("device: crypto/rand failed: %v", err))
+	}
+	return TokenPrefix + base64.RawURLEncoding.EncodeToString(b)
+}
+
+// RegisterInput is what a phone sends with its pairing code.
+type RegisterInput struct {
+	PairingCode       string
+	DeviceFingerprint string
+	DeviceName        string
+	SIMs              []store.SIM
+	FCMToken          string
+	AppVersion        string
+}
+
+var fingerprintRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+
+// Register spends a pairing code and hands the phone its token. replaced
+// reports that the device was registered before: its old token is dead, and
+// a live link on it must be closed.
+func (s *Service) Register(_ context.Context, in RegisterInput) (dev store.Device, token string, replaced bool, err error) {
+	in.PairingCode = normaliseCode(in.PairingCode)
+	if in.PairingCode == "" {
+		return dev, "", false, problem.Invalid("pairing_code", "is required")
+	}
+	if !fingerprintRE.MatchString(in.DeviceFingerprint) {
+		return dev, "", false, problem.Invalid("device_fingerprint", "must be 1 to 128 letters, digits, dots, dashes, underscores or colons")
+	}
+	name := strings.TrimSpace(in.DeviceName)
+	if len(name) > 100 {
+		return dev, "", false, problem.Invalid("device_name", "must be at most 100 characters")
+	}
+	if name == "" {
+		name = "Android phone"
+	}
+	sims, err := validSIMs(in.SIMs)
+	if err != nil {
+		return dev, "", false, err
+	}
+	if len(in.FCMToken) > 4096 {
+		return dev, "", false, problem.Invalid("fcm_token", "must be at most 4096 characters")
+	}
+	if len(in.AppVersion) > 64 {
+		return dev, "", false, problem.Invalid("app_version", "must be at most 64 characters")
+	}
+	token = newToken()
+	now := s.now().UTC()
+	dev, replaced, err = s.store.RegisterDevice(codeHash(in.PairingCode), now, in.DeviceFingerprint, func(p store.Pairing, old *store.Device) (store.Device, error) {
+		d := store.Device{UserID: p.UserID, Name: name, Status: store.DeviceActive, SelectedSIM: "BOTH", SIMs: sims,
+			FCMToken: in.FCMToken, AppVersion: in.AppVersion, TokenHash: tokenHash(token), CreatedAt: now}
+		if old != nil {
+			d.CreatedAt, d.SelectedSIM, d.Status, d.LastSeenAt = old.CreatedAt, old.SelectedSIM, old.Status, old.LastSeenAt
+		}
+		return d, nil
+	})
+	switch {
+	case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrPairingUsed), errors.Is(err, store.ErrTokenExpired):
+		return dev, "", false, &problem.Error{Code: problem.InvalidToken, Field: "pairing_code", Message: "The pairing code is wrong, used or expired. Create a new one."}
+	case errors.Is(err, store.ErrConflict):
+		return dev, "", false, problem.New(problem.Conflict, "This device is registered to another company. Delete it there first.")
+	case err != nil:
+		return dev, "", false, err
+	}
+	return dev, token, replaced, nil
+}
+
+func validSIMs(in []store.SIM) ([]store.SIM, error) {
+	if len(in) > 2 {
+		return nil, problem.Invalid("sims", "a phone has at most two SIM slots")
+	}
+	out := make([]store.SIM, 0, len(in))
+	seen := map[string]bool{}
+	for i, sim := range in {
+		field := fmt.Sprintf("sims[%d]", i)
+		if sim.Slot != "SIM1" && sim.Slot != "SIM2" {
+			return nil, problem.Invalid(field+".slot", "must be SIM1 or SIM2")
+		}
+		if seen[sim.Slot] {
+			return nil, problem.Invalid(field+".slot", "names a slot twice")
+		}
+		seen[sim.Slot] = true
+		if sim.PhoneNumber != "" {
+			n, err := phone.Normalize(sim.PhoneNumber)
+			if err != nil {
+				return nil, problem.Invalid(field+".phone_number", err.Error())
+			}
+			sim.PhoneNumber = n
+		}
+		if len(sim.Carrier) > 64 {
+			return nil, problem.Invalid(field+".carrier", "must be at most 64 characters")
+		}
+		out = append(out, sim)
+	}
+	return out, nil
+}
+
+// Authenticate returns the device of a token; an unknown or revoked token is store.ErrNotFound.
+func (s *Service) Authenticate(_ context.Context, token string) (store.Device, error) {
+	if !strings.HasPrefix(token, TokenPrefix) {
+		return store.Device{}, store.ErrNotFound
+	}
+	return s.store.DeviceByTokenHash(tokenHash(token))
+}

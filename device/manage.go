@@ -1,0 +1,126 @@
+package device
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/simrelay/simrelay/problem"
+	"github.com/simrelay/simrelay/store"
+)
+
+var errNoDevice = problem.New(problem.NotFound, "No such device.")
+
+// List returns the company's devices.
+func (s *Service) List(_ context.Context, companyID uint64) ([]store.Device, error) {
+	return s.store.CompanyDevices(companyID)
+}
+
+// Get returns a device of the company; another company's is not found.
+func (s *Service) Get(_ context.Context, companyID uint64, fingerprint string) (store.Device, error) {
+	d, err := s.store.Device(fingerprint)
+	if errors.Is(err, store.ErrNotFound) || err == nil && d.CompanyID != companyID {
+		return store.Device{}, errNoDevice
+	}
+	return d, err
+}
+
+// Delete removes a device of the company and revokes its token.
+func (s *Service) Delete(ctx context.Context, companyID uint64, fingerprint string) error {
+	if _, err := s.Get(ctx, companyID, fingerprint); err != nil {
+		return err
+	}
+	_, err := s.store.DeleteDevice(fingerprint, s.now())
+	if errors.Is(err, store.ErrNotFound) {
+		return errNoDevice
+	}
+	return err
+}
+
+// Patch changes a device; nil fields stay.
+type Patch struct {
+	DeviceName, SelectedSIM, Status *string
+}
+
+// Update applies a patch to a device of the company.
+func (s *Service) Update(ctx context.Context, companyID uint64, fingerprint string, p Patch) (store.Device, error) {
+	if _, err := s.Get(ctx, companyID, fingerprint); err != nil {
+		return store.Device{}, err
+	}
+	if p.DeviceName != nil {
+		n := strings.TrimSpace(*p.DeviceName)
+		if n == "" || len(n) > 100 {
+			return store.Device{}, problem.Invalid("device_name", "must be 1 to 100 characters")
+		}
+		p.DeviceName = &n
+	}
+	if p.SelectedSIM != nil && !ValidSelectedSIM(*p.SelectedSIM) {
+		return store.Device{}, problem.Invalid("selected_sim", "must be SIM1, SIM2 or BOTH")
+	}
+	if p.Status != nil && *p.Status != store.DeviceActive && *p.Status != store.DeviceDisabled {
+		return store.Device{}, problem.Invalid("status", "must be active or disabled")
+	}
+	d, err := s.store.UpdateDevice(fingerprint, func(d *store.Device) error {
+		if p.DeviceName != nil {
+			d.Name = *p.DeviceName
+		}
+		if p.SelectedSIM != nil {
+			d.SelectedSIM = *p.SelectedSIM
+		}
+		if p.Status != nil {
+			d.Status = *p.Status
+		}
+		return nil
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return d, errNoDevice
+	}
+	return d, err
+}
+
+// ValidSelectedSIM reports whether v is a selected_sim value.
+func ValidSelectedSIM(v string) bool { return v == "SIM1" || v == "SIM2" || v == "BOTH" }
+
+// Hello records what a phone announced on connecting: its chosen SIM (the
+// phone's user chose it, so it wins like any latest write), its SIMs and app
+// version, and that it was seen.
+func (s *Service) Hello(_ context.Context, fingerprint, selectedSIM string, sims []store.SIM, appVersion string) (store.Device, error) {
+	if selectedSIM != "" && !ValidSelectedSIM(selectedSIM) {
+		return store.Device{}, problem.Invalid("selected_sim", "must be SIM1, SIM2 or BOTH")
+	}
+	clean, err := validSIMs(sims)
+	if err != nil {
+		return store.Device{}, err
+	}
+	if len(appVersion) > 64 {
+		return store.Device{}, problem.Invalid("app_version", "must be at most 64 characters")
+	}
+	return s.store.UpdateDevice(fingerprint, func(d *store.Device) error {
+		if selectedSIM != "" {
+			d.SelectedSIM = selectedSIM
+		}
+		if sims != nil {
+			d.SIMs = clean
+		}
+		if appVersion != "" {
+			d.AppVersion = appVersion
+		}
+		d.LastSeenAt = s.now().UTC()
+		return nil
+	})
+}
+
+// Seen stores when a phone was last heard from.
+func (s *Service) Seen(_ context.Context, fingerprint string, at time.Time) error {
+	_, err := s.store.UpdateDevice(fingerprint, func(d *store.Device) error {
+		if at.After(d.LastSeenAt) {
+			d.LastSeenAt = at.UTC()
+		}
+		return nil
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return nil // deleted while connected
+	}
+	return err
+}

@@ -1,0 +1,363 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+	"golang.org/x/time/rate"
+
+	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/problem"
+	"github.com/simrelay/simrelay/store"
+)
+
+// conn is one phone's link.
+type conn struct {
+	hub *Hub
+	ws  *websocket.Conn
+	dev store.Device // as of hello; owned by the reader goroutine after that
+
+	out      chan []byte   // frames for the phone; only the writer goroutine receives
+	done     chan struct{} // closed once, when the link ends
+	doneOnce sync.Once
+	graceful atomic.Bool  // a close handshake is under way; do not cut the connection
+	lastSeen atomic.Int64 // unix nanoseconds of the last frame or pong
+
+	pumpMu   sync.Mutex          // serialises pumps, which read the store
+	inflight map[string]struct{} // sends written to this link, not yet acked; guarded by pumpMu
+}
+
+func newConn(h *Hub, ws *websocket.Conn, dev store.Device) *conn {
+	c := &conn{hub: h, ws: ws, dev: dev, out: make(chan []byte, h.cfg.QueueLen), done: make(chan struct{}), inflight: map[string]struct{}{}}
+	c.touch()
+	return c
+}
+
+func (c *conn) touch() { c.lastSeen.Store(c.hub.now().UnixNano()) }
+
+// run is the reader goroutine: hello, then frames until the link ends.
+func (c *conn) run() {
+	h := c.hub
+	defer h.wg.Done()
+	defer c.finish()
+	if !c.hello() {
+		return
+	}
+	old, ok := h.register(c)
+	if !ok {
+		c.closeWith(proto.CloseRestarting, "server restarting")
+		return
+	}
+	defer h.unregister(c)
+	if old != nil {
+		old.closeWith(proto.CloseReplaced, "replaced by a newer connection")
+	}
+	h.wg.Add(1)
+	go c.writeLoop()
+	c.send(proto.Welcome{
+		DeviceFingerprint:   c.dev.Fingerprint,
+		ServerTime:          h.now().UTC().Format(timeLayout),
+		PingIntervalSeconds: int(h.cfg.PingInterval / time.Second),
+		MaxInflight:         h.cfg.MaxInflight,
+	})
+	c.pump()
+	c.readLoop()
+}
+
+const timeLayout = "2006-01-02T15:04:05.000Z"
+
+// hello waits for the phone's first frame and records it.
+func (c *conn) hello() bool {
+	h := c.hub
+	timer := time.AfterFunc(h.cfg.HelloTimeout, func() { c.closeWith(proto.CloseHelloTimeout, "no hello in time") })
+	_, data, err := c.ws.Read(context.Background())
+	timer.Stop()
+	if err != nil {
+		return false
+	}
+	f, err := proto.Decode(data)
+	hello, isHello := f.(*proto.Hello)
+	if err != nil || !isHello {
+		c.fail(proto.CloseProtocolError, "protocol_error", "The first frame must be hello.")
+		return false
+	}
+	if hello.Protocol != proto.Version {
+		c.fail(proto.CloseUnsupportedVer, "unsupported_protocol", "This server speaks protocol version 1.")
+		return false
+	}
+	sims := make([]store.SIM, 0, len(hello.SIMs))
+	for _, s := range hello.SIMs {
+		sims = append(sims, store.SIM(s))
+	}
+	if hello.SIMs == nil {
+		sims = nil
+	}
+	dev, err := h.devices.Hello(context.Background(), c.dev.Fingerprint, hello.SelectedSIM, sims, hello.AppVersion)
+	if pe, ok := problem.As(err); ok {
+		c.fail(proto.CloseProtocolError, "invalid_hello", "hello."+pe.Field+" "+pe.Message)
+		return false
+	}
+	if errors.Is(err, store.ErrNotFound) {
+		c.closeWith(proto.CloseDeviceGone, "device deleted")
+		return false
+	}
+	if err != nil {
+		h.log.Error("store hello", "device", c.dev.Fingerprint, "err", err)
+		c.closeWith(int(websocket.StatusInternalError), "server error")
+		return false
+	}
+	c.dev = dev
+	c.touch()
+	return true
+}
+
+// readLoop handles the phone's frames. Store writes happen here, on the
+// link's own goroutine, so one slow phone slows only itself.
+func (c *conn) readLoop() {
+	h := c.hub
+	limiter := rate.NewLimiter(rate.Limit(h.cfg.FrameRate), h.cfg.FrameBurst)
+	ctx := context.Background()
+	for {
+		_, data, err := c.ws.Read(ctx)
+		if err != nil {
+			return
+		}
+		c.touch()
+		if !limiter.Allow() {
+			c.fail(proto.CloseFlood, "flood", "Too many frames; slow down.")
+			return
+		}
+		f, err := proto.Decode(data)
+		if errors.Is(err, proto.ErrUnknownType) {
+			c.send(proto.Error{Code: "unknown_frame", Message: err.Error()})
+			continue
+		}
+		if err != nil {
+			c.fail(proto.CloseProtocolError, "protocol_error", "A frame could not be read: "+err.Error())
+			return
+		}
+		if !c.handle(ctx, f) {
+			return
+		}
+	}
+}
+
+// handle answers one frame; false ends the link.
+func (c *conn) handle(ctx context.Context, f proto.Frame) bool {
+	h := c.hub
+	switch f := f.(type) {
+	case *proto.Ack:
+		err := h.intake.Ack(ctx, c.dev, f.ID)
+		if c.refused(err, "ack") {
+			return !c.closed()
+		}
+		c.settle(f.ID)
+	case *proto.Status:
+		err := h.intake.Status(ctx, c.dev, *f)
+		if c.refused(err, "status") {
+			return !c.closed()
+		}
+		c.settle(f.ID)
+		c.send(proto.StatusAck{ID: f.ID, Status: f.Status})
+	case *proto.Inbound:
+		ack, err := h.intake.Inbound(ctx, c.dev, *f)
+		if c.refused(err, "inbound") {
+			return !c.closed()
+		}
+		c.send(ack)
+	default:
+		c.fail(proto.CloseProtocolError, "protocol_error", "A phone may not send "+f.FrameType()+" here.")
+		return false
+	}
+	return true
+}
+
+// refused reports a failed intake: a client error goes back as an error
+// frame and the link goes on; a server fault closes the link so the phone
+// retries after reconnecting (its report is not lost: it was never acked).
+func (c *conn) refused(err error, what string) bool {
+	if err == nil {
+		return false
+	}
+	if pe, ok := problem.As(err); ok {
+		c.send(proto.Error{Code: string(pe.Code), Message: what + ": " + pe.Message})
+		return true
+	}
+	c.hub.log.Error("intake failed", "device", c.dev.Fingerprint, "frame", what, "err", err)
+	c.closeWith(int(websocket.StatusInternalError), "server error")
+	return true
+}
+
+// send queues a frame without ever blocking: a full queue means the phone
+// reads too slowly, and it is closed to resync from the store.
+func (c *conn) send(f proto.Frame) bool {
+	data, err := proto.Encode(f)
+	if err != nil {
+		c.hub.log.Error("encode frame", "err", err)
+		return false
+	}
+	select {
+	case <-c.done:
+		return false
+	default:
+	}
+	select {
+	case c.out <- data:
+		return true
+	default:
+		c.closeWith(proto.CloseTooSlow, "too slow: queue full")
+		return false
+	}
+}
+
+// writeLoop is the only goroutine that writes data frames; it also pings.
+func (c *conn) writeLoop() {
+	h := c.hub
+	defer h.wg.Done()
+	ping := time.NewTimer(jitter(h.cfg.PingInterval))
+	defer ping.Stop()
+	for {
+		select {
+		case <-c.done:
+			return
+		case data := <-c.out:
+			ctx, cancel := context.WithTimeout(context.Background(), h.cfg.WriteTimeout)
+			err := c.ws.Write(ctx, websocket.MessageText, data)
+			cancel()
+			if err != nil {
+				c.end()
+				return
+			}
+		case <-ping.C:
+			h.wg.Add(1)
+			go c.ping()
+			ping.Reset(jitter(h.cfg.PingInterval))
+		}
+	}
+}
+
+// ping sends one ping and ends the link if no pong comes back in time. It
+// runs beside the writer because Ping waits for the pong.
+func (c *conn) ping() {
+	defer c.hub.wg.Done()
+	ctx, cancel := context.WithTimeout(context.Background(), c.hub.cfg.PongTimeout)
+	defer cancel()
+	if err := c.ws.Ping(ctx); err != nil {
+		c.end()
+		return
+	}
+	c.touch()
+}
+
+// jitter spreads pings of links made at the same moment (a server restart)
+// over ±20% of the interval.
+func jitter(d time.Duration) time.Duration {
+	return d - d/5 + time.Duration(rand.Int64N(int64(d/5)*2+1))
+}
+
+// fail sends an error frame and closes with code.
+func (c *conn) fail(code int, errCode, msg string) {
+	c.closeWithFrame(code, msg, &proto.Error{Code: errCode, Message: msg})
+}
+
+func (c *conn) closeWith(code int, reason string) { c.closeWithFrame(code, reason, nil) }
+
+// closeWithFrame ends the link once: the close handshake can take seconds, so
+// it runs on its own goroutine and never holds up the caller.
+func (c *conn) closeWithFrame(code int, reason string, errFrame *proto.Error) {
+	first := false
+	c.doneOnce.Do(func() {
+		c.graceful.Store(true) // before done closes, so end() never cuts the handshake
+		close(c.done)
+		first = true
+	})
+	if !first {
+		return
+	}
+	if len(reason) > 120 {
+		reason = reason[:120] // the close frame allows 123 bytes
+	}
+	c.hub.wg.Add(1)
+	go func() {
+		defer c.hub.wg.Done()
+		if errFrame != nil {
+			if data, err := proto.Encode(*errFrame); err == nil {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				_ = c.ws.Write(ctx, websocket.MessageText, data)
+				cancel()
+			}
+		}
+		_ = c.ws.Close(websocket.StatusCode(code), reason)
+	}()
+}
+
+// end drops a link whose network failed: there is nobody to say goodbye to.
+// A close handshake already under way is left to finish on its own.
+func (c *conn) end() {
+	c.doneOnce.Do(func() { close(c.done) })
+	if !c.graceful.Load() {
+		c.ws.CloseNow()
+	}
+}
+
+func (c *conn) closed() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// finish runs when the reader ends: the link is over.
+func (c *conn) finish() {
+	c.end()
+	c.hub.forget(c)
+	if err := c.hub.devices.Seen(context.Background(), c.dev.Fingerprint, time.Unix(0, c.lastSeen.Load())); err != nil {
+		c.hub.log.Error("store last seen", "device", c.dev.Fingerprint, "err", err)
+	}
+}
+
+// pump writes waiting jobs to the link while the window of un-acked sends has room.
+func (c *conn) pump() {
+	c.pumpMu.Lock()
+	defer c.pumpMu.Unlock()
+	room := c.hub.cfg.MaxInflight - len(c.inflight)
+	if room <= 0 || c.closed() {
+		return
+	}
+	jobs, err := c.hub.intake.Pending(context.Background(), c.dev, c.hub.cfg.MaxInflight)
+	if err != nil {
+		c.hub.log.Error("load pending jobs", "device", c.dev.Fingerprint, "err", err)
+		return
+	}
+	for _, j := range jobs {
+		if room == 0 {
+			return
+		}
+		if _, ok := c.inflight[j.ID]; ok {
+			continue
+		}
+		if !c.send(j) {
+			return
+		}
+		c.inflight[j.ID] = struct{}{}
+		room--
+	}
+}
+
+// settle frees a send's place in the window and refills it.
+func (c *conn) settle(id string) {
+	c.pumpMu.Lock()
+	_, was := c.inflight[id]
+	delete(c.inflight, id)
+	c.pumpMu.Unlock()
+	if was {
+		c.pump()
+	}
+}

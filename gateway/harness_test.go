@@ -1,0 +1,194 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/device"
+	"github.com/simrelay/simrelay/sms"
+	"github.com/simrelay/simrelay/store"
+)
+
+// rig is a hub over a real store, with the real device and SMS services,
+// served on loopback.
+type rig struct {
+	t       *testing.T
+	hub     *Hub
+	store   *store.Store
+	devices *device.Service
+	sms     *sms.Service
+	url     string // ws://127.0.0.1:PORT
+	company uint64
+}
+
+func newRig(t *testing.T, cfg Config) *rig {
+	t.Helper()
+	st, err := store.Open(t.TempDir(), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := store.Company{Name: "Acme", APIKeyHash: []byte("k")}
+	admin := store.User{Email: "a@acme.test", PasswordHash: "x"}
+	if err := st.CreateCompany(&c, &admin); err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	devices := device.New(device.Config{PublicURL: "http://127.0.0.1"}, st, time.Now)
+	messages := sms.New(sms.Config{}, st, nil, log, time.Now)
+	hub := New(cfg, devices, messages, log, time.Now)
+	messages.SetDispatcher(hub)
+	srv := httptest.NewServer(hub)
+	r := &rig{t: t, hub: hub, store: st, devices: devices, sms: messages, url: "ws" + strings.TrimPrefix(srv.URL, "http"), company: c.ID}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = hub.Shutdown(ctx)
+		srv.Close()
+		st.Close()
+	})
+	return r
+}
+
+// pair registers a device through the real pairing flow and returns its token.
+func (r *rig) pair(fingerprint string) string {
+	r.t.Helper()
+	ctx := context.Background()
+	p, err := r.devices.CreatePairing(ctx, r.company, 0)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	_, token, _, err := r.devices.Register(ctx, device.RegisterInput{PairingCode: p.Code, DeviceFingerprint: fingerprint,
+		SIMs: []store.SIM{{Slot: "SIM1"}, {Slot: "SIM2"}}})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return token
+}
+
+// dial opens a raw WebSocket with the token; opts may change the HTTP client.
+func (r *rig) dial(token string, hc *http.Client) (*websocket.Conn, *http.Response, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return websocket.Dial(ctx, r.url, &websocket.DialOptions{HTTPClient: hc, HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}})
+}
+
+// connect dials, says hello and reads the welcome.
+func (r *rig) connect(token string) *websocket.Conn {
+	r.t.Helper()
+	ws, _, err := r.dial(token, nil)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.t.Cleanup(func() { ws.CloseNow() })
+	writeFrame(r.t, ws, proto.Hello{Protocol: 1, AppVersion: "test", SelectedSIM: "BOTH", SIMs: []proto.SIM{{Slot: "SIM1"}}})
+	if w, ok := readFrame(r.t, ws).(*proto.Welcome); !ok || w.DeviceFingerprint == "" {
+		r.t.Fatalf("got %#v, want a welcome", w)
+	}
+	return ws
+}
+
+func writeFrame(t *testing.T, ws *websocket.Conn, f proto.Frame) {
+	t.Helper()
+	data, err := proto.Encode(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeRaw(t, ws, data)
+}
+
+func writeRaw(t *testing.T, ws *websocket.Conn, data []byte) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := ws.Write(ctx, websocket.MessageText, data); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// readFrame reads one frame with a deadline (coder/websocket closes the link
+// when a read's context ends, which is fine in a test that failed anyway).
+func readFrame(t *testing.T, ws *websocket.Conn) proto.Frame {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, data, err := ws.Read(ctx)
+	if err != nil {
+		t.Fatalf("read: %v", err)
+	}
+	f, err := proto.Decode(data)
+	if err != nil {
+		t.Fatalf("decode %s: %v", data, err)
+	}
+	return f
+}
+
+// closeCode reads until the link closes and returns the close code, failing
+// the test when frames other than error frames arrive first.
+func closeCode(t *testing.T, ws *websocket.Conn) websocket.StatusCode {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for {
+		_, data, err := ws.Read(ctx)
+		if err != nil {
+			var ce websocket.CloseError
+			if errors.As(err, &ce) {
+				return ce.Code
+			}
+			t.Fatalf("the link ended without a close frame: %v", err)
+		}
+		if f, _ := proto.Decode(data); f == nil || f.FrameType() != proto.TypeError {
+			t.Fatalf("got %s before the close, want only error frames", data)
+		}
+	}
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 10s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func apiError(t *testing.T, res *http.Response) string {
+	t.Helper()
+	var body struct{ Error, Message string }
+	if res == nil || json.NewDecoder(res.Body).Decode(&body) != nil {
+		t.Fatalf("no JSON error body")
+	}
+	return body.Error
+}
+
+// tinyReceiveBuffer is an HTTP client whose sockets have a small receive
+// buffer, so that a phone that stops reading backs up the server quickly.
+func tinyReceiveBuffer() *http.Client {
+	d := &net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		err := c.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 2048) })
+		if err != nil {
+			return err
+		}
+		return serr
+	}}
+	return &http.Client{Transport: &http.Transport{DialContext: d.DialContext}}
+}
+
+func devicePatchStatus(status string) device.Patch { return device.Patch{Status: &status} }

@@ -1,0 +1,270 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+
+	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/store"
+)
+
+// Defaults, and why.
+const (
+	DefaultHelloTimeout = 10 * time.Second // the contract's hello deadline
+	// DefaultPingInterval keeps NAT mappings of mobile carriers (often 60-120 s) alive.
+	DefaultPingInterval = 45 * time.Second
+	// DefaultPongTimeout with the ping interval makes a silent phone offline after about 90 s.
+	DefaultPongTimeout  = 45 * time.Second
+	DefaultWriteTimeout = 10 * time.Second
+	// DefaultQueueLen bounds frames waiting for one phone; a phone that lets
+	// this many pile up is too slow and is closed (4008).
+	DefaultQueueLen = 64
+	// DefaultMaxInflight is the contract's window of un-acked sends per link.
+	DefaultMaxInflight = 16
+	// DefaultFrameRate and DefaultFrameBurst bound what one phone may send;
+	// a burst of inbound SMS after a reconnect fits easily.
+	DefaultFrameRate  = 50
+	DefaultFrameBurst = 200
+)
+
+// Config tunes the hub.
+type Config struct {
+	HelloTimeout time.Duration
+	PingInterval time.Duration
+	PongTimeout  time.Duration
+	WriteTimeout time.Duration
+	QueueLen     int
+	MaxInflight  int
+	FrameRate    float64 // frames per second a phone may send on average
+	FrameBurst   int
+}
+
+func (c *Config) defaults() {
+	set := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	set(&c.HelloTimeout, DefaultHelloTimeout)
+	set(&c.PingInterval, DefaultPingInterval)
+	set(&c.PongTimeout, DefaultPongTimeout)
+	set(&c.WriteTimeout, DefaultWriteTimeout)
+	if c.QueueLen <= 0 {
+		c.QueueLen = DefaultQueueLen
+	}
+	if c.MaxInflight <= 0 {
+		c.MaxInflight = DefaultMaxInflight
+	}
+	if c.FrameRate <= 0 {
+		c.FrameRate = DefaultFrameRate
+	}
+	if c.FrameBurst <= 0 {
+		c.FrameBurst = DefaultFrameBurst
+	}
+}
+
+// Devices is the device service as the hub uses it.
+type Devices interface {
+	Authenticate(ctx context.Context, token string) (store.Device, error)
+	Hello(ctx context.Context, fingerprint, selectedSIM string, sims []store.SIM, appVersion string) (store.Device, error)
+	Seen(ctx context.Context, fingerprint string, at time.Time) error
+}
+
+// Intake takes what phones report. Each method returns once the report is
+// durable; the hub acknowledges to the phone only then.
+type Intake interface {
+	// Ack records that the phone took the job with this id.
+	Ack(ctx context.Context, dev store.Device, id string) error
+	// Status records an outcome the phone reported.
+	Status(ctx context.Context, dev store.Device, s proto.Status) error
+	// Inbound stores a message the phone received, once per client_id.
+	Inbound(ctx context.Context, dev store.Device, in proto.Inbound) (proto.InboundAck, error)
+	// Pending returns up to limit jobs waiting for the device, oldest first.
+	Pending(ctx context.Context, dev store.Device, limit int) ([]proto.Send, error)
+}
+
+// Hub holds the phones' links.
+type Hub struct {
+	cfg     Config
+	devices Devices
+	intake  Intake
+	log     *slog.Logger
+	now     func() time.Time
+
+	mu       sync.Mutex
+	conns    map[string]*conn   // registered links by fingerprint; guarded by mu
+	links    map[*conn]struct{} // every link, in hello or registered; guarded by mu
+	draining bool               // guarded by mu
+
+	wg sync.WaitGroup // every goroutine of every link
+}
+
+// New returns a hub.
+func New(cfg Config, devices Devices, intake Intake, log *slog.Logger, now func() time.Time) *Hub {
+	cfg.defaults()
+	return &Hub{cfg: cfg, devices: devices, intake: intake, log: log, now: now, conns: map[string]*conn{}, links: map[*conn]struct{}{}}
+}
+
+// ServeHTTP is GET /device/ws: check the device token, upgrade, and hand the
+// link to its own goroutines. The handler goroutine returns at once, so its
+// (large) stack does not stay pinned for the days a phone stays connected.
+func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	dev, err := h.devices.Authenticate(r.Context(), strings.TrimSpace(token))
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		writeError(w, http.StatusUnauthorized, "unauthorized", "The device token is missing, invalid or revoked. Pair the phone again.")
+		return
+	case err != nil:
+		h.log.Error("device authentication failed", "err", err)
+		writeError(w, http.StatusInternalServerError, "internal", "The server failed to check the device token; it has been logged.")
+		return
+	case dev.Status == store.DeviceDisabled:
+		writeError(w, http.StatusForbidden, "device_disabled", "This device is disabled. An admin can enable it again.")
+		return
+	}
+	if h.isDraining() {
+		w.Header().Set("Retry-After", "5")
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "The server is restarting; connect again shortly.")
+		return
+	}
+	// Phones are not browsers and authenticate with a bearer token, never a
+	// cookie, so cross-origin checks protect nothing here.
+	ws, err := websocket.Accept(smallBuffers(w), r, &websocket.AcceptOptions{InsecureSkipVerify: true})
+	if err != nil {
+		return // Accept has answered the client
+	}
+	ws.SetReadLimit(proto.MaxFrameBytes)
+	c := newConn(h, ws, dev)
+	h.mu.Lock()
+	if h.draining {
+		h.mu.Unlock()
+		ws.Close(proto.CloseRestarting, "server restarting")
+		return
+	}
+	h.links[c] = struct{}{}
+	h.wg.Add(1)
+	h.mu.Unlock()
+	go c.run()
+}
+
+func (h *Hub) isDraining() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.draining
+}
+
+func (h *Hub) forget(c *conn) {
+	h.mu.Lock()
+	delete(h.links, c)
+	h.mu.Unlock()
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]string{"error": code, "message": msg})
+}
+
+// register makes c the device's link, returning the link it replaces.
+func (h *Hub) register(c *conn) (old *conn, ok bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.draining {
+		return nil, false
+	}
+	old = h.conns[c.dev.Fingerprint]
+	h.conns[c.dev.Fingerprint] = c
+	return old, true
+}
+
+// unregister drops c unless a newer link took its place already.
+func (h *Hub) unregister(c *conn) {
+	h.mu.Lock()
+	if h.conns[c.dev.Fingerprint] == c {
+		delete(h.conns, c.dev.Fingerprint)
+	}
+	h.mu.Unlock()
+}
+
+func (h *Hub) lookup(fingerprint string) *conn {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.conns[fingerprint]
+}
+
+// Online reports whether the device has a live link.
+func (h *Hub) Online(fingerprint string) bool { return h.lookup(fingerprint) != nil }
+
+// LastSeen is when the device's live link last carried anything; zero when offline.
+func (h *Hub) LastSeen(fingerprint string) time.Time {
+	if c := h.lookup(fingerprint); c != nil {
+		return time.Unix(0, c.lastSeen.Load()).UTC()
+	}
+	return time.Time{}
+}
+
+// Count is the number of live links.
+func (h *Hub) Count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.conns)
+}
+
+// Disconnect closes the device's link, if any, with code (4501 token
+// revoked, 4503 deleted or disabled).
+func (h *Hub) Disconnect(fingerprint string, code int, reason string) {
+	if c := h.lookup(fingerprint); c != nil {
+		c.closeWith(code, reason)
+	}
+}
+
+// Configure pushes changed settings to the device's link, if any.
+func (h *Hub) Configure(fingerprint string, cfg proto.Config) {
+	if c := h.lookup(fingerprint); c != nil {
+		c.send(cfg)
+	}
+}
+
+// Kick tells the hub that new jobs wait for the device.
+func (h *Hub) Kick(fingerprint string) {
+	if c := h.lookup(fingerprint); c != nil {
+		c.pump()
+	}
+}
+
+// Shutdown refuses new links, tells every phone to come back later (4012),
+// and waits until every link goroutine has ended or ctx is done.
+func (h *Hub) Shutdown(ctx context.Context) error {
+	h.mu.Lock()
+	h.draining = true
+	conns := make([]*conn, 0, len(h.links))
+	for c := range h.links {
+		conns = append(conns, c)
+	}
+	h.mu.Unlock()
+	for _, c := range conns {
+		c.closeWith(proto.CloseRestarting, "server restarting")
+	}
+	done := make(chan struct{})
+	go func() { h.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		// Links that did not finish their close handshake in time are cut.
+		for _, c := range conns {
+			c.ws.CloseNow()
+		}
+		<-done
+		return ctx.Err()
+	}
+}

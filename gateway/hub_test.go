@@ -1,0 +1,255 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	proto "github.com/simrelay/simrelay/android-protocol"
+)
+
+func TestHelloWelcomeAndPresence(t *testing.T) {
+	r := newRig(t, Config{})
+	token := r.pair("pixel-1")
+	ws, _, err := r.dial(token, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFrame(t, ws, proto.Hello{Protocol: 1, AppVersion: "2.0.1", SelectedSIM: "SIM2", SIMs: []proto.SIM{{Slot: "SIM2", Carrier: "Acme Mobile", PhoneNumber: "+1 555 010 2222"}}})
+	w, ok := readFrame(t, ws).(*proto.Welcome)
+	if !ok || w.DeviceFingerprint != "pixel-1" || w.PingIntervalSeconds != 45 || w.MaxInflight != 16 {
+		t.Fatalf("got %#v, want the welcome of pixel-1 with ping 45 s and window 16", w)
+	}
+	if _, err := time.Parse("2006-01-02T15:04:05.000Z", w.ServerTime); err != nil {
+		t.Errorf("server_time %q: %v", w.ServerTime, err)
+	}
+	eventually(t, "online", func() bool { return r.hub.Online("pixel-1") })
+	d, _ := r.store.Device("pixel-1")
+	if d.SelectedSIM != "SIM2" || d.AppVersion != "2.0.1" || len(d.SIMs) != 1 || d.SIMs[0].PhoneNumber != "+15550102222" {
+		t.Errorf("hello was not recorded: %+v", d)
+	}
+	ws.Close(websocket.StatusNormalClosure, "bye")
+	eventually(t, "offline", func() bool { return !r.hub.Online("pixel-1") })
+	d, _ = r.store.Device("pixel-1")
+	if d.LastSeenAt.IsZero() {
+		t.Error("last_seen_at was not stored when the link ended")
+	}
+}
+
+func TestRefusedBeforeUpgrade(t *testing.T) {
+	r := newRig(t, Config{})
+	for _, token := range []string{"", "dt_unknown", "sk_someapikey"} {
+		_, res, err := r.dial(token, nil)
+		if err == nil || res == nil || res.StatusCode != http.StatusUnauthorized || apiError(t, res) != "unauthorized" {
+			t.Errorf("token %q: got %v, want HTTP 401 unauthorized and no socket", token, err)
+		}
+	}
+	token := r.pair("pixel-1")
+	disabled := "disabled"
+	if _, err := r.devices.Update(context.Background(), r.company, "pixel-1", devicePatchStatus(disabled)); err != nil {
+		t.Fatal(err)
+	}
+	_, res, err := r.dial(token, nil)
+	if err == nil || res.StatusCode != http.StatusForbidden || apiError(t, res) != "device_disabled" {
+		t.Fatalf("disabled device: got %v, want HTTP 403 device_disabled", err)
+	}
+}
+
+func TestHelloRules(t *testing.T) {
+	r := newRig(t, Config{HelloTimeout: 200 * time.Millisecond})
+	token := r.pair("pixel-1")
+	cases := []struct {
+		name  string
+		first string
+		want  websocket.StatusCode
+	}{
+		{"no hello in time", "", proto.CloseHelloTimeout},
+		{"ack first", `{"type":"ack","id":"x"}`, proto.CloseProtocolError},
+		{"not JSON", `hello`, proto.CloseProtocolError},
+		{"protocol 2", `{"type":"hello","protocol":2}`, proto.CloseUnsupportedVer},
+		{"bad selected_sim", `{"type":"hello","protocol":1,"selected_sim":"SIM3"}`, proto.CloseProtocolError},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ws, _, err := r.dial(token, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ws.CloseNow()
+			if c.first != "" {
+				writeRaw(t, ws, []byte(c.first))
+			}
+			if got := closeCode(t, ws); got != c.want {
+				t.Fatalf("got close %d, want %d", got, c.want)
+			}
+		})
+	}
+}
+
+func TestOversizedFrame(t *testing.T) {
+	r := newRig(t, Config{})
+	ws := r.connect(r.pair("pixel-1"))
+	big := fmt.Sprintf(`{"type":"inbound","client_id":"1","channel":"sms","from":"+15550100000","message":%q}`, strings.Repeat("a", proto.MaxFrameBytes))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = ws.Write(ctx, websocket.MessageText, []byte(big))
+	if got := closeCode(t, ws); got != websocket.StatusMessageTooBig {
+		t.Fatalf("got close %d, want 1009", got)
+	}
+}
+
+func TestNewestConnectionWins(t *testing.T) {
+	r := newRig(t, Config{})
+	token := r.pair("pixel-1")
+	first := r.connect(token)
+	second := r.connect(token)
+	if got := closeCode(t, first); got != proto.CloseReplaced {
+		t.Fatalf("the first link: got close %d, want 4009", got)
+	}
+	// The second link is the device's now and carries its jobs.
+	r.hub.Configure("pixel-1", proto.Config{SelectedSIM: "SIM1"})
+	if f, ok := readFrame(t, second).(*proto.Config); !ok || f.SelectedSIM != "SIM1" {
+		t.Fatalf("got %#v, want the config push on the newest link", f)
+	}
+	if r.hub.Count() != 1 {
+		t.Fatalf("got %d links, want 1", r.hub.Count())
+	}
+}
+
+func TestDisconnectCodes(t *testing.T) {
+	r := newRig(t, Config{})
+	ws := r.connect(r.pair("pixel-1"))
+	r.hub.Disconnect("pixel-1", proto.CloseDeviceGone, "device deleted")
+	if got := closeCode(t, ws); got != proto.CloseDeviceGone {
+		t.Fatalf("got %d, want 4503", got)
+	}
+}
+
+func TestUnknownFrameTypeKeepsTheLink(t *testing.T) {
+	r := newRig(t, Config{})
+	ws := r.connect(r.pair("pixel-1"))
+	writeRaw(t, ws, []byte(`{"type":"teleport","to":"mars"}`))
+	if e, ok := readFrame(t, ws).(*proto.Error); !ok || e.Code != "unknown_frame" {
+		t.Fatalf("got %#v, want an unknown_frame error", e)
+	}
+	writeFrame(t, ws, proto.Inbound{ClientID: "c1", Channel: "sms", From: "+15550100000", Message: "still here", ReceivedAt: "2026-11-22T10:00:00.000Z"})
+	if a, ok := readFrame(t, ws).(*proto.InboundAck); !ok || a.ClientID != "c1" || a.ID == 0 || a.UUID == "" {
+		t.Fatalf("got %#v, want the inbound_ack of c1", a)
+	}
+}
+
+func TestFloodIsClosed(t *testing.T) {
+	r := newRig(t, Config{FrameRate: 5, FrameBurst: 10})
+	ws := r.connect(r.pair("pixel-1"))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	go func() {
+		for range 100 {
+			if ws.Write(ctx, websocket.MessageText, []byte(`{"type":"teleport"}`)) != nil {
+				return
+			}
+		}
+	}()
+	if got := closeCode(t, ws); got != proto.CloseFlood {
+		t.Fatalf("got %d, want 4029", got)
+	}
+}
+
+func TestSlowReaderIsClosedOthersFlow(t *testing.T) {
+	r := newRig(t, Config{QueueLen: 8, FrameRate: 1e6, FrameBurst: 1e6})
+	slow, _, err := r.dial(r.pair("slow"), tinyReceiveBuffer())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.CloseNow()
+	writeFrame(t, slow, proto.Hello{Protocol: 1})
+	fast := r.connect(r.pair("fast"))
+	eventually(t, "both online", func() bool { return r.hub.Online("slow") && r.hub.Online("fast") })
+
+	// The slow phone writes and never reads: every unknown frame earns an
+	// error frame, which piles up behind its full socket until the queue
+	// overflows. Its writes stop mattering once the server closes it.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	go func() {
+		for i := 0; i < 200000 && ctx.Err() == nil; i++ {
+			if slow.Write(ctx, websocket.MessageText, []byte(`{"type":"teleport"}`)) != nil {
+				return
+			}
+		}
+	}()
+	eventually(t, "the slow phone closed", func() bool { return !r.hub.Online("slow") })
+	// The fast phone never noticed.
+	r.hub.Configure("fast", proto.Config{SelectedSIM: "SIM2"})
+	if f, ok := readFrame(t, fast).(*proto.Config); !ok || f.SelectedSIM != "SIM2" {
+		t.Fatalf("got %#v on the fast phone, want its config push", f)
+	}
+	cancel()
+	// Behind the backlog, what the slow phone finally reads is its close: 4008.
+	if got := closeAfterBacklog(t, slow); got != proto.CloseTooSlow {
+		t.Fatalf("slow phone: got close %d, want 4008", got)
+	}
+}
+
+func TestShutdownTellsPhonesAndLeavesNoGoroutine(t *testing.T) {
+	base := runtime.NumGoroutine()
+	r := newRig(t, Config{PingInterval: 50 * time.Millisecond})
+	var links []*websocket.Conn
+	for i := range 5 {
+		links = append(links, r.connect(r.pair(fmt.Sprintf("pixel-%d", i))))
+	}
+	// Keep the links read so that they answer pings while the hub runs.
+	codes := make(chan websocket.StatusCode, len(links))
+	for _, ws := range links {
+		go func() { codes <- closeCode(t, ws) }()
+	}
+	eventually(t, "all online", func() bool { return r.hub.Count() == 5 })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := r.hub.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range links {
+		if got := <-codes; got != proto.CloseRestarting {
+			t.Errorf("got close %d, want 4012", got)
+		}
+	}
+	_, res, err := r.dial(r.pair("late"), nil)
+	if err == nil || res.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("a link after shutdown: got %v, want HTTP 503", err)
+	}
+	http.DefaultClient.CloseIdleConnections()
+	eventually(t, "goroutines back to the start", func() bool { return runtime.NumGoroutine() <= base+2 })
+}
+
+func TestSilentPhoneGoesOffline(t *testing.T) {
+	r := newRig(t, Config{PingInterval: 50 * time.Millisecond, PongTimeout: 100 * time.Millisecond})
+	ws := r.connect(r.pair("pixel-1"))
+	defer ws.CloseNow()
+	// Nothing reads this link, so its pings go unanswered.
+	eventually(t, "offline after unanswered pings", func() bool { return !r.hub.Online("pixel-1") })
+}
+
+// closeAfterBacklog reads whatever frames are queued and returns the close code.
+func closeAfterBacklog(t *testing.T, ws *websocket.Conn) websocket.StatusCode {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for {
+		_, _, err := ws.Read(ctx)
+		if err != nil {
+			var ce websocket.CloseError
+			if errors.As(err, &ce) {
+				return ce.Code
+			}
+			t.Fatalf("the link ended without a close frame: %v", err)
+		}
+	}
+}

@@ -1,0 +1,174 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+	qrcode "github.com/skip2/go-qrcode"
+
+	androidproto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/device"
+	"github.com/simrelay/simrelay/store"
+)
+
+type simJSON struct {
+	Slot        string `json:"slot"`
+	Carrier     string `json:"carrier"`
+	PhoneNumber string `json:"phone_number"`
+}
+
+type deviceJSON struct {
+	DeviceFingerprint string `json:"device_fingerprint"`
+	DeviceName        string `json:"device_name"`
+	Status            string `json:"status"`
+	SelectedSIM       string `json:"selected_sim"`
+}
+
+type deviceDetailJSON struct {
+	deviceJSON
+	UserID     uint64    `json:"user_id"`
+	FCMToken   string    `json:"fcm_token"`
+	Online     bool      `json:"online"`
+	LastSeenAt *string   `json:"last_seen_at"`
+	SIMs       []simJSON `json:"sims"`
+	AppVersion string    `json:"app_version"`
+	CreatedAt  string    `json:"created_at"`
+}
+
+func deviceOut(d store.Device) deviceJSON {
+	return deviceJSON{DeviceFingerprint: d.Fingerprint, DeviceName: d.Name, Status: d.Status, SelectedSIM: d.SelectedSIM}
+}
+
+// deviceDetail adds what the hub knows: a live link's last activity is newer
+// than the stored last_seen_at, which is written when a link ends.
+func (s *Server) deviceDetail(d store.Device) deviceDetailJSON {
+	out := deviceDetailJSON{deviceJSON: deviceOut(d), UserID: d.UserID, FCMToken: d.FCMToken, AppVersion: d.AppVersion,
+		CreatedAt: ts(d.CreatedAt), SIMs: make([]simJSON, 0, len(d.SIMs))}
+	for _, sim := range d.SIMs {
+		out.SIMs = append(out.SIMs, simJSON(sim))
+	}
+	seen := d.LastSeenAt
+	if s.deps.Phones.Online(d.Fingerprint) {
+		out.Online = true
+		if live := s.deps.Phones.LastSeen(d.Fingerprint); live.After(seen) {
+			seen = live
+		}
+	}
+	if !seen.IsZero() {
+		v := ts(seen)
+		out.LastSeenAt = &v
+	}
+	return out
+}
+
+func (s *Server) createPairing(c echo.Context) error {
+	p := principal(c)
+	pr, err := s.deps.Devices.CreatePairing(c.Request().Context(), p.CompanyID, p.UserID)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, map[string]string{"pairing_code": pr.Code, "pairing_uri": pr.URI, "expires_at": ts(pr.ExpiresAt)})
+}
+
+func (s *Server) pairingQR(c echo.Context) error {
+	uri, err := s.deps.Devices.PairingURI(c.Request().Context(), principal(c).CompanyID, c.Param("code"))
+	if err != nil {
+		return err
+	}
+	png, err := qrcode.Encode(uri, qrcode.Medium, 320)
+	if err != nil {
+		return err
+	}
+	c.Response().Header().Set("Cache-Control", "no-store")
+	return c.Blob(http.StatusOK, "image/png", png)
+}
+
+func (s *Server) registerDevice(c echo.Context) error {
+	var in struct {
+		PairingCode       string    `json:"pairing_code"`
+		DeviceFingerprint string    `json:"device_fingerprint"`
+		DeviceName        string    `json:"device_name"`
+		SIMs              []simJSON `json:"sims"`
+		FCMToken          string    `json:"fcm_token"`
+		AppVersion        string    `json:"app_version"`
+	}
+	if err := bind(c, &in); err != nil {
+		return err
+	}
+	sims := make([]store.SIM, 0, len(in.SIMs))
+	for _, sim := range in.SIMs {
+		sims = append(sims, store.SIM(sim))
+	}
+	dev, token, replaced, err := s.deps.Devices.Register(c.Request().Context(), device.RegisterInput{
+		PairingCode: in.PairingCode, DeviceFingerprint: in.DeviceFingerprint, DeviceName: in.DeviceName,
+		SIMs: sims, FCMToken: in.FCMToken, AppVersion: in.AppVersion,
+	})
+	if err != nil {
+		return err
+	}
+	if replaced {
+		s.deps.Phones.Disconnect(dev.Fingerprint, androidproto.CloseBadToken, "token replaced by a new registration")
+	}
+	c.Response().Header().Set("Cache-Control", "no-store")
+	return c.JSON(http.StatusCreated, map[string]any{"device_token": token, "ws_url": s.deps.Devices.WebSocketURL(), "device": s.deviceDetail(dev)})
+}
+
+func (s *Server) phoneSocket(c echo.Context) error {
+	s.deps.PhoneSocket.ServeHTTP(c.Response(), c.Request())
+	return nil
+}
+
+func (s *Server) chatDevices(c echo.Context) error {
+	devs, err := s.deps.Devices.List(c.Request().Context(), principal(c).CompanyID)
+	if err != nil {
+		return err
+	}
+	out := make([]deviceJSON, 0, len(devs))
+	for _, d := range devs {
+		out = append(out, deviceOut(d))
+	}
+	return c.JSON(http.StatusOK, map[string]any{"devices": out})
+}
+
+func (s *Server) deviceList(c echo.Context) error {
+	devs, err := s.deps.Devices.List(c.Request().Context(), principal(c).CompanyID)
+	if err != nil {
+		return err
+	}
+	out := make([]deviceDetailJSON, 0, len(devs))
+	for _, d := range devs {
+		out = append(out, s.deviceDetail(d))
+	}
+	return c.JSON(http.StatusOK, map[string]any{"devices": out})
+}
+
+func (s *Server) deleteDevice(c echo.Context) error {
+	fp := c.Param("device_fingerprint")
+	if err := s.deps.Devices.Delete(c.Request().Context(), principal(c).CompanyID, fp); err != nil {
+		return err
+	}
+	s.deps.Phones.Disconnect(fp, androidproto.CloseDeviceGone, "device deleted")
+	return c.JSON(http.StatusOK, messageJSON{"Device deleted. Its token no longer works and its queued messages failed."})
+}
+
+func (s *Server) patchDevice(c echo.Context) error {
+	var in struct {
+		DeviceName  *string `json:"device_name"`
+		SelectedSIM *string `json:"selected_sim"`
+		Status      *string `json:"status"`
+	}
+	if err := bind(c, &in); err != nil {
+		return err
+	}
+	fp := c.Param("device_fingerprint")
+	d, err := s.deps.Devices.Update(c.Request().Context(), principal(c).CompanyID, fp, device.Patch(in))
+	if err != nil {
+		return err
+	}
+	if d.Status == store.DeviceDisabled {
+		s.deps.Phones.Disconnect(fp, androidproto.CloseDeviceGone, "device disabled")
+	} else {
+		s.deps.Phones.Configure(fp, androidproto.Config{SelectedSIM: d.SelectedSIM, DeviceName: d.Name, Status: d.Status})
+	}
+	return c.JSON(http.StatusOK, s.deviceDetail(d))
+}

@@ -1,0 +1,207 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/simrelay/simrelay/problem"
+	"github.com/simrelay/simrelay/sms"
+	"github.com/simrelay/simrelay/store"
+)
+
+type sendBody struct {
+	DeviceFingerprint string `json:"device_fingerprint"`
+	Phone             string `json:"phone"`
+	Message           string `json:"message"`
+	SIMSlot           string `json:"sim_slot"`
+}
+
+type sendJSON struct {
+	Message string `json:"message"`
+	QueueID string `json:"queueId"`
+}
+
+type aliasSendJSON struct {
+	ID                uint64 `json:"id"`
+	Message           string `json:"message"`
+	Phone             string `json:"phone"`
+	DeviceFingerprint string `json:"device_fingerprint"`
+	SIMSlot           string `json:"sim_slot"`
+}
+
+func (s *Server) chatSend(c echo.Context) error {
+	return s.send(c, func(m store.Message) any { return sendJSON{Message: "queued", QueueID: m.UUID} })
+}
+
+func (s *Server) automationSend(c echo.Context) error {
+	return s.send(c, func(m store.Message) any {
+		return aliasSendJSON{ID: m.ID, Message: m.Text, Phone: m.Phone, DeviceFingerprint: m.Device, SIMSlot: m.SIMSlot}
+	})
+}
+
+// send queues an SMS; the answer is built inside the store transaction so an
+// Idempotency-Key replays exactly the first answer.
+func (s *Server) send(c echo.Context, shape func(store.Message) any) error {
+	var in sendBody
+	if err := bind(c, &in); err != nil {
+		return err
+	}
+	p := principal(c)
+	answer := func(m store.Message) (int, []byte) {
+		body, _ := json.Marshal(shape(m))
+		return http.StatusOK, body
+	}
+	m, prior, err := s.deps.SMS.Send(c.Request().Context(), sms.SendInput{
+		CompanyID: p.CompanyID, UserID: p.UserID, Device: in.DeviceFingerprint, Phone: in.Phone,
+		Message: in.Message, SIMSlot: in.SIMSlot, IdempotencyKey: c.Request().Header.Get("Idempotency-Key"),
+	}, answer)
+	if err != nil {
+		return err
+	}
+	if prior != nil {
+		c.Response().Header().Set("Idempotent-Replayed", "true")
+		return c.JSONBlob(prior.Status, prior.Body)
+	}
+	status, body := answer(m)
+	return c.JSONBlob(status, body)
+}
+
+type queueJSON struct {
+	QueueID   string `json:"queue_id"`
+	ID        uint64 `json:"id"`
+	Status    string `json:"status"`
+	Error     string `json:"error"`
+	UpdatedAt string `json:"updated_at"`
+}
+
+func (s *Server) queueStatus(c echo.Context) error {
+	m, err := s.deps.SMS.Queued(c.Request().Context(), principal(c).CompanyID, c.Param("queueId"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, queueJSON{QueueID: m.UUID, ID: m.ID, Status: m.Status, Error: m.Error, UpdatedAt: ts(m.UpdatedAt)})
+}
+
+type messageItemJSON struct {
+	ID        uint64 `json:"id"`
+	Direction string `json:"direction"`
+	Message   string `json:"message"`
+	Phone     string `json:"phone"`
+	SIMSlot   string `json:"sim_slot"`
+	Status    string `json:"status"`
+	CreatedAt string `json:"created_at"`
+	QueueID   string `json:"queue_id,omitempty"`
+	Error     string `json:"error,omitempty"`
+	UpdatedAt string `json:"updated_at,omitempty"`
+	Segments  int    `json:"segments"`
+}
+
+func messageItem(m store.Message) messageItemJSON {
+	out := messageItemJSON{ID: m.ID, Direction: m.Direction, Message: m.Text, Phone: m.Phone, SIMSlot: m.SIMSlot,
+		Status: m.Status, CreatedAt: ts(m.CreatedAt), Segments: m.Segments}
+	if m.Direction == store.Outbound {
+		out.QueueID, out.Error, out.UpdatedAt = m.UUID, m.Error, ts(m.UpdatedAt)
+	}
+	return out
+}
+
+// queryInt reads an optional integer query parameter.
+func queryInt(c echo.Context, name string, def int) (int, error) {
+	v := c.QueryParam(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, problem.Invalid(name, "must be a whole number")
+	}
+	return n, nil
+}
+
+func (s *Server) chatMessages(c echo.Context) error {
+	page, err := queryInt(c, "page", 1)
+	if err != nil {
+		return err
+	}
+	limit, err := queryInt(c, "limit", sms.DefaultPageLimit)
+	if err != nil {
+		return err
+	}
+	pg, err := s.deps.SMS.History(c.Request().Context(), principal(c).CompanyID, c.QueryParam("device_fingerprint"), c.QueryParam("phone"), page, limit)
+	if err != nil {
+		return err
+	}
+	items := make([]messageItemJSON, 0, len(pg.Messages))
+	for _, m := range pg.Messages {
+		items = append(items, messageItem(m))
+	}
+	return c.JSON(http.StatusOK, map[string]any{"messages": items, "total": pg.Total, "page": pg.Page, "pages": pg.Pages})
+}
+
+type conversationJSON struct {
+	Phone         string `json:"phone"`
+	LastMessage   string `json:"lastMessage"`
+	LastMessageAt string `json:"lastMessageAt"`
+	Direction     string `json:"direction"`
+	MessageCount  int    `json:"messageCount"`
+}
+
+func (s *Server) chatConversations(c echo.Context) error {
+	convs, err := s.deps.SMS.Conversations(c.Request().Context(), principal(c).CompanyID, c.QueryParam("device_fingerprint"))
+	if err != nil {
+		return err
+	}
+	out := make([]conversationJSON, 0, len(convs))
+	for _, cv := range convs {
+		out = append(out, conversationJSON{Phone: cv.Phone, LastMessage: cv.LastMessage, LastMessageAt: ts(cv.LastMessageAt), Direction: cv.Direction, MessageCount: cv.MessageCount})
+	}
+	return c.JSON(http.StatusOK, map[string]any{"conversations": out})
+}
+
+// inboundJSON is the spec's Inbound SMS. In the list, id is the integer id
+// and uuid the UUID; in the latest-message answer, id is the UUID (as the
+// spec shows) and message_id the integer id.
+type inboundJSON struct {
+	ID                any    `json:"id"`
+	UUID              string `json:"uuid,omitempty"`
+	MessageID         uint64 `json:"message_id,omitempty"`
+	Phone             string `json:"phone"`
+	Message           string `json:"message"`
+	SIMSlot           string `json:"sim_slot"`
+	DeviceFingerprint string `json:"device_fingerprint"`
+	ReceivedAt        string `json:"received_at"`
+}
+
+func inboundOut(m store.Message) inboundJSON {
+	return inboundJSON{Phone: m.Phone, Message: m.Text, SIMSlot: m.SIMSlot, DeviceFingerprint: m.Device, ReceivedAt: m.ReceivedAt}
+}
+
+func (s *Server) inboundList(c echo.Context) error {
+	msgs, err := s.deps.SMS.InboundList(c.Request().Context(), principal(c).CompanyID, c.QueryParam("device_fingerprint"), c.QueryParam("sim_slot"), sms.InboundListSize)
+	if err != nil {
+		return err
+	}
+	out := make([]inboundJSON, 0, len(msgs))
+	for _, m := range msgs {
+		item := inboundOut(m)
+		item.ID, item.UUID = m.ID, m.UUID
+		out = append(out, item)
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+func (s *Server) latestInbound(c echo.Context) error {
+	msgs, err := s.deps.SMS.InboundList(c.Request().Context(), principal(c).CompanyID, c.QueryParam("device_fingerprint"), c.QueryParam("sim_slot"), 1)
+	if err != nil {
+		return err
+	}
+	if len(msgs) == 0 {
+		return problem.New(problem.NotFound, "No inbound message yet.")
+	}
+	out := inboundOut(msgs[0])
+	out.ID, out.MessageID = msgs[0].UUID, msgs[0].ID
+	return c.JSON(http.StatusOK, out)
+}

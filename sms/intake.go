@@ -1,0 +1,120 @@
+package sms
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+
+	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/phone"
+	"github.com/simrelay/simrelay/problem"
+	"github.com/simrelay/simrelay/store"
+)
+
+// The Intake side: what the gateway hands over from phones.
+
+var errNoJob = problem.New(problem.NotFound, "This device has no job with that id.")
+
+// Ack records that the phone durably took a job.
+func (s *Service) Ack(_ context.Context, dev store.Device, id string) error {
+	_, err := s.store.Transition(dev.Fingerprint, id, store.MsgSending, "", "", s.now())
+	if errors.Is(err, store.ErrNotFound) {
+		return errNoJob
+	}
+	return err
+}
+
+// Status records what became of a job.
+func (s *Service) Status(_ context.Context, dev store.Device, st proto.Status) error {
+	switch st.Status {
+	case proto.StatusSent, proto.StatusDelivered, proto.StatusFailed:
+	default:
+		return problem.Invalid("status", "must be sent, delivered or failed")
+	}
+	if len(st.Error) > 200 {
+		st.Error = st.Error[:200]
+	}
+	if st.Status == proto.StatusFailed && st.Error == "" {
+		st.Error = "failed"
+	}
+	_, err := s.store.Transition(dev.Fingerprint, st.ID, st.Status, st.Error, st.At, s.now())
+	if errors.Is(err, store.ErrNotFound) {
+		return errNoJob
+	}
+	return err
+}
+
+// maxClientID bounds the phone's own message ids.
+const maxClientID = 128
+
+// Inbound stores a received SMS once per (device, client_id) and returns the
+// acknowledgement to send only after it is durable.
+func (s *Service) Inbound(_ context.Context, dev store.Device, in proto.Inbound) (proto.InboundAck, error) {
+	if in.ClientID == "" || len(in.ClientID) > maxClientID {
+		return proto.InboundAck{}, problem.Invalid("client_id", "is required, at most 128 characters")
+	}
+	if in.Channel != proto.ChannelSMS {
+		return proto.InboundAck{}, problem.Invalid("channel", "must be sms")
+	}
+	from := strings.TrimSpace(in.From)
+	if from == "" || len(from) > 64 {
+		return proto.InboundAck{}, problem.Invalid("from", "is required, at most 64 characters")
+	}
+	// Senders are often short codes or names ("BANK"), which stay as given;
+	// numbers are stored in E.164 like everywhere else.
+	if n, err := phone.Normalize(from); err == nil {
+		from = n
+	}
+	if !utf8.ValidString(in.Message) {
+		return proto.InboundAck{}, problem.Invalid("message", "must be UTF-8")
+	}
+	slot := in.SIMSlot
+	if slot == "" {
+		slot = proto.SIM1
+	}
+	if slot != proto.SIM1 && slot != proto.SIM2 {
+		return proto.InboundAck{}, problem.Invalid("sim_slot", "must be SIM1 or SIM2")
+	}
+	receivedAt := in.ReceivedAt
+	if receivedAt == "" {
+		receivedAt = s.now().UTC().Format(timeLayout)
+	}
+	if len(receivedAt) > 64 {
+		return proto.InboundAck{}, problem.Invalid("received_at", "must be an RFC 3339 time")
+	}
+	m := store.Message{
+		UUID: uuid.NewString(), Device: dev.Fingerprint, Channel: proto.ChannelSMS, Phone: from, Text: in.Message,
+		SIMSlot: slot, Segments: Segments(in.Message), ClientID: in.ClientID, ReceivedAt: receivedAt,
+	}
+	stored, _, err := s.store.StoreInbound(&m, s.now, s.onInbound)
+	if errors.Is(err, store.ErrDeviceGone) {
+		return proto.InboundAck{}, problem.New(problem.NotFound, "The device was deleted.")
+	}
+	if err != nil {
+		return proto.InboundAck{}, err
+	}
+	return proto.InboundAck{ClientID: in.ClientID, ID: stored.ID, UUID: stored.UUID}, nil
+}
+
+// Pending returns the device's next jobs, oldest first; ones whose TTL ended
+// are left for the sweeper to mark expired.
+func (s *Service) Pending(_ context.Context, dev store.Device, limit int) ([]proto.Send, error) {
+	msgs, err := s.store.Pending(dev.Fingerprint, limit)
+	if err != nil {
+		return nil, err
+	}
+	now := s.now()
+	out := make([]proto.Send, 0, len(msgs))
+	for _, m := range msgs {
+		if !m.ExpiresAt.IsZero() && !now.Before(m.ExpiresAt) {
+			continue
+		}
+		out = append(out, proto.Send{ID: m.UUID, Channel: proto.ChannelSMS, To: m.Phone, Message: m.Text, SIMSlot: m.SIMSlot, ExpiresAt: m.ExpiresAt.UTC().Format(timeLayout)})
+	}
+	return out, nil
+}
+
+const timeLayout = "2006-01-02T15:04:05.000Z"

@@ -1,0 +1,100 @@
+package sms
+
+import (
+	"context"
+	"errors"
+
+	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/phone"
+	"github.com/simrelay/simrelay/problem"
+	"github.com/simrelay/simrelay/store"
+)
+
+// History paging limits of the spec.
+const (
+	DefaultPageLimit = 50
+	MaxPageLimit     = 100
+	// InboundListSize is the spec's "newest 50".
+	InboundListSize = 50
+)
+
+// Queued returns one outbound message of the company by its queue id.
+func (s *Service) Queued(_ context.Context, companyID uint64, queueID string) (store.Message, error) {
+	m, err := s.store.MessageByUUID(companyID, queueID)
+	if errors.Is(err, store.ErrNotFound) || err == nil && m.Direction != store.Outbound {
+		return m, problem.New(problem.NotFound, "No queued message with this id.")
+	}
+	return m, err
+}
+
+// ownDevice checks that a device named in a query belongs to the company.
+func (s *Service) ownDevice(companyID uint64, fingerprint string) error {
+	if fingerprint == "" {
+		return problem.Invalid("device_fingerprint", "is required")
+	}
+	d, err := s.store.Device(fingerprint)
+	if errors.Is(err, store.ErrNotFound) || err == nil && d.CompanyID != companyID {
+		return &problem.Error{Code: problem.NotFound, Field: "device_fingerprint", Message: "No such device."}
+	}
+	return err
+}
+
+// Page is one page of history.
+type Page struct {
+	Messages []store.Message
+	Total    int
+	Page     int
+	Pages    int
+}
+
+// History returns a page of one device's exchange with one number, newest first.
+func (s *Service) History(_ context.Context, companyID uint64, device, number string, page, limit int) (Page, error) {
+	if err := s.ownDevice(companyID, device); err != nil {
+		return Page{}, err
+	}
+	if number == "" {
+		return Page{}, problem.Invalid("phone", "is required")
+	}
+	n, err := phone.Normalize(number)
+	if err != nil {
+		// A sender like "BANK" is stored as given; look it up as given too.
+		n = number
+	}
+	if page < 1 {
+		return Page{}, problem.Invalid("page", "must be 1 or more")
+	}
+	if limit < 1 || limit > MaxPageLimit {
+		return Page{}, problem.Invalid("limit", "must be from 1 to 100")
+	}
+	msgs, total, err := s.store.History(device, n, page, limit)
+	if err != nil {
+		return Page{}, err
+	}
+	return Page{Messages: msgs, Total: total, Page: page, Pages: (total + limit - 1) / limit}, nil
+}
+
+// Conversations lists a device's conversations, the latest first.
+func (s *Service) Conversations(_ context.Context, companyID uint64, device string) ([]store.Conversation, error) {
+	if err := s.ownDevice(companyID, device); err != nil {
+		return nil, err
+	}
+	return s.store.Conversations(device, 0)
+}
+
+// InboundList returns the newest inbound messages, newest first, optionally
+// of one device and SIM slot. A device of another company matches nothing.
+func (s *Service) InboundList(_ context.Context, companyID uint64, device, slot string, limit int) ([]store.Message, error) {
+	if slot != "" && slot != proto.SIM1 && slot != proto.SIM2 {
+		return nil, problem.Invalid("sim_slot", "must be SIM1 or SIM2")
+	}
+	if device != "" {
+		d, err := s.store.Device(device)
+		if errors.Is(err, store.ErrNotFound) || err == nil && d.CompanyID != companyID {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return s.store.InboundList(store.InboundQuery{CompanyID: companyID, Device: device, SIMSlot: slot, Limit: limit})
+}

@@ -1,0 +1,186 @@
+package sms
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	bolt "go.etcd.io/bbolt"
+
+	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/phone"
+	"github.com/simrelay/simrelay/problem"
+	"github.com/simrelay/simrelay/store"
+)
+
+// Defaults, and why.
+const (
+	// DefaultMessageTTL is how long a send may wait for its phone (the contract's 24 h).
+	DefaultMessageTTL = 24 * time.Hour
+	// MaxMessageChars is the contract's limit: ten concatenated parts and some.
+	MaxMessageChars = 1600
+	// expireEvery is how often queued messages past their TTL are marked expired.
+	expireEvery = time.Minute
+	// maxIdempotencyKey bounds stored keys; Stripe's limit is 255 too.
+	maxIdempotencyKey = 255
+)
+
+// Config tunes the service.
+type Config struct {
+	MessageTTL time.Duration
+}
+
+// Dispatcher is told when a device has new jobs (gateway.Hub).
+type Dispatcher interface {
+	Kick(fingerprint string)
+}
+
+// InboundHook runs inside the transaction that stores a new inbound message
+// (the webhook outbox), so both are durable together.
+type InboundHook func(tx *bolt.Tx, m store.Message) error
+
+// Service is the SMS domain.
+type Service struct {
+	cfg       Config
+	store     *store.Store
+	dispatch  Dispatcher
+	onInbound InboundHook
+	log       *slog.Logger
+	now       func() time.Time
+}
+
+// New returns the service. dispatch may be set later with SetDispatcher, as
+// the hub and the service need each other.
+func New(cfg Config, st *store.Store, onInbound InboundHook, log *slog.Logger, now func() time.Time) *Service {
+	if cfg.MessageTTL <= 0 {
+		cfg.MessageTTL = DefaultMessageTTL
+	}
+	return &Service{cfg: cfg, store: st, onInbound: onInbound, log: log, now: now}
+}
+
+// SetDispatcher wires the hub; call it before serving.
+func (s *Service) SetDispatcher(d Dispatcher) { s.dispatch = d }
+
+// SendInput is one send request.
+type SendInput struct {
+	CompanyID      uint64
+	UserID         uint64
+	Device         string
+	Phone          string
+	Message        string
+	SIMSlot        string
+	IdempotencyKey string
+}
+
+// Answer builds the HTTP answer of a stored send; it is kept with an
+// idempotency key and replayed for the key's repeats.
+type Answer func(store.Message) (status int, body []byte)
+
+// Send validates and durably queues one SMS, then wakes the device's link.
+// With an idempotency key used before by the company (within 24 h), the first
+// answer comes back as prior and nothing new is queued.
+func (s *Service) Send(_ context.Context, in SendInput, answer Answer) (msg store.Message, prior *store.Idempotent, err error) {
+	if len(in.IdempotencyKey) > maxIdempotencyKey {
+		return msg, nil, problem.Invalid("Idempotency-Key", "must be at most 255 characters")
+	}
+	if strings.TrimSpace(in.Device) == "" {
+		return msg, nil, problem.Invalid("device_fingerprint", "is required")
+	}
+	to, err := phone.Normalize(in.Phone)
+	if in.Phone == "" {
+		return msg, nil, problem.Invalid("phone", "is required")
+	}
+	if err != nil {
+		return msg, nil, problem.Invalid("phone", err.Error())
+	}
+	if in.Message == "" {
+		return msg, nil, problem.Invalid("message", "is required")
+	}
+	if n := utf8.RuneCountInString(in.Message); n > MaxMessageChars {
+		return msg, nil, problem.Invalid("message", "must be at most 1600 characters")
+	}
+	slot := in.SIMSlot
+	if slot == "" {
+		slot = proto.SIM1
+	}
+	if slot != proto.SIM1 && slot != proto.SIM2 {
+		return msg, nil, problem.Invalid("sim_slot", "must be SIM1 or SIM2")
+	}
+	dev, err := s.store.Device(in.Device)
+	if errors.Is(err, store.ErrNotFound) || err == nil && dev.CompanyID != in.CompanyID {
+		return msg, nil, &problem.Error{Code: problem.NotFound, Field: "device_fingerprint", Message: "No such device."}
+	}
+	if err != nil {
+		return msg, nil, err
+	}
+	if dev.Status == store.DeviceDisabled {
+		return msg, nil, problem.New(problem.DeviceDisabled, "The device is disabled; enable it to send through it.")
+	}
+	if dev.SelectedSIM != proto.BothSIMs && dev.SelectedSIM != slot {
+		return msg, nil, &problem.Error{Code: problem.SIMMismatch, Field: "sim_slot", Message: "The device sends only from " + dev.SelectedSIM + "."}
+	}
+	now := s.now()
+	m := store.Message{
+		UUID: uuid.NewString(), CompanyID: in.CompanyID, UserID: in.UserID, Device: in.Device, Channel: proto.ChannelSMS,
+		Phone: to, Text: in.Message, SIMSlot: slot, Segments: Segments(in.Message), ExpiresAt: now.Add(s.cfg.MessageTTL).UTC(),
+	}
+	msg, prior, err = s.store.Enqueue(&m, in.IdempotencyKey, s.now, answer)
+	switch {
+	case errors.Is(err, store.ErrDeviceGone):
+		return msg, nil, &problem.Error{Code: problem.NotFound, Field: "device_fingerprint", Message: "No such device."}
+	case errors.Is(err, store.ErrDeviceDisabled):
+		return msg, nil, problem.New(problem.DeviceDisabled, "The device is disabled; enable it to send through it.")
+	case err != nil:
+		return msg, nil, err
+	}
+	if prior == nil && s.dispatch != nil {
+		s.dispatch.Kick(msg.Device)
+	}
+	return msg, prior, nil
+}
+
+// Run expires queued messages past their TTL and prunes old idempotency
+// answers until ctx ends.
+func (s *Service) Run(ctx context.Context) {
+	t := time.NewTicker(expireEvery)
+	defer t.Stop()
+	lastPrune := s.now()
+	for {
+		s.expire()
+		if now := s.now(); now.Sub(lastPrune) > time.Hour {
+			if _, err := s.store.PruneIdempotency(now.Add(-24 * time.Hour)); err != nil {
+				s.log.Error("prune idempotency keys", "err", err)
+			}
+			lastPrune = now
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (s *Service) expire() {
+	for {
+		n, err := s.store.ExpireQueued(s.now(), 1000)
+		if err != nil {
+			s.log.Error("expire queued messages", "err", err)
+			return
+		}
+		if n > 0 {
+			s.log.Info("queued messages expired", "count", n)
+		}
+		if n < 1000 {
+			return
+		}
+	}
+}
+
+// Expire marks queued messages past their TTL as expired now (the sweeper's
+// step, for callers that do not wait for the next tick).
+func (s *Service) Expire() { s.expire() }

@@ -1,0 +1,120 @@
+package store
+
+import (
+	"errors"
+	"sync"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// maxGroup bounds the writes that share one transaction: enough to amortise
+// one fsync over a burst, small enough that a commit stays short.
+const maxGroup = 512
+
+// ErrClosed is returned for a write submitted after Close.
+var ErrClosed = errors.New("store: closed")
+
+// group commit: one goroutine takes the waiting write functions, runs them
+// all in one bbolt transaction and pays one fsync for all of them. Nothing
+// waits on purpose: a batch is whatever queued while the last commit synced,
+// so a lone write commits at once and a burst shares its fsyncs. bbolt's own
+// DB.Batch waits up to 10 ms to fill a batch, which here is far slower.
+type committer struct {
+	db   *bolt.DB
+	reqs chan *commitReq
+
+	mu     sync.RWMutex // guards closed against sends on reqs
+	closed bool
+	done   chan struct{}
+}
+
+type commitReq struct {
+	fn  func(*bolt.Tx) error
+	err chan error
+}
+
+func newCommitter(db *bolt.DB) *committer {
+	c := &committer{db: db, reqs: make(chan *commitReq, maxGroup), done: make(chan struct{})}
+	go c.loop()
+	return c
+}
+
+// do runs fn in a write transaction shared with other waiting writes and
+// returns once that transaction is durable. fn may run more than once (a
+// batch is retried without a failing member), so it must set its results
+// only from inside the transaction.
+func (c *committer) do(fn func(*bolt.Tx) error) error {
+	req := &commitReq{fn: fn, err: make(chan error, 1)}
+	c.mu.RLock()
+	if c.closed {
+		c.mu.RUnlock()
+		return ErrClosed
+	}
+	c.reqs <- req
+	c.mu.RUnlock()
+	return <-req.err
+}
+
+func (c *committer) loop() {
+	defer close(c.done)
+	batch := make([]*commitReq, 0, maxGroup)
+	for req := range c.reqs {
+		batch = append(batch[:0], req)
+	drain:
+		for len(batch) < maxGroup {
+			select {
+			case r, ok := <-c.reqs:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, r)
+			default:
+				break drain
+			}
+		}
+		c.run(batch)
+	}
+}
+
+func (c *committer) run(batch []*commitReq) {
+	for len(batch) > 0 {
+		err := c.db.Update(func(tx *bolt.Tx) error {
+			for i, r := range batch {
+				if err := r.fn(tx); err != nil {
+					return &memberErr{index: i, err: err}
+				}
+			}
+			return nil
+		})
+		var me *memberErr
+		if !errors.As(err, &me) {
+			for _, r := range batch {
+				r.err <- err
+			}
+			return
+		}
+		// One function failed and took the others' work down with it: it
+		// gets its own error, the rest run again without it.
+		batch[me.index].err <- me.err
+		batch = append(batch[:me.index:me.index], batch[me.index+1:]...)
+	}
+}
+
+type memberErr struct {
+	index int
+	err   error
+}
+
+func (m *memberErr) Error() string { return m.err.Error() }
+func (m *memberErr) Unwrap() error { return m.err }
+
+// close lets queued writes finish, then stops the writer.
+func (c *committer) close() {
+	c.mu.Lock()
+	if !c.closed {
+		c.closed = true
+		close(c.reqs)
+	}
+	c.mu.Unlock()
+	<-c.done
+}

@@ -1,0 +1,387 @@
+package store
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Message directions and statuses.
+const (
+	Outbound = "outbound"
+	Inbound  = "inbound"
+
+	MsgQueued    = "queued"    // persisted, not yet taken by the phone
+	MsgSending   = "sending"   // the phone acked the job
+	MsgSent      = "sent"      // the phone's radio sent it
+	MsgDelivered = "delivered" // the network reported delivery
+	MsgFailed    = "failed"    // with Error
+	MsgExpired   = "expired"   // not taken by the phone within its TTL
+	MsgReceived  = "received"  // inbound
+)
+
+// Message is one SMS, either way.
+type Message struct {
+	ID        uint64 `json:"id"`
+	UUID      string `json:"uuid"` // the queue id of an outbound message
+	CompanyID uint64 `json:"company_id"`
+	UserID    uint64 `json:"user_id,omitempty"` // who queued it
+	Device    string `json:"device"`
+	Direction string `json:"direction"`
+	Channel   string `json:"channel"`
+	Phone     string `json:"phone"` // the other party
+	Text      string `json:"text"`
+	SIMSlot   string `json:"sim_slot"`
+	Status    string `json:"status"`
+	Error     string `json:"error,omitempty"`
+	Segments  int    `json:"segments"`
+	// ClientID and ReceivedAt are the phone's id and time of an inbound message.
+	ClientID   string    `json:"client_id,omitempty"`
+	ReceivedAt string    `json:"received_at,omitempty"`
+	CreatedAt  time.Time `json:"created_at"`
+	UpdatedAt  time.Time `json:"updated_at"`
+	ExpiresAt  time.Time `json:"expires_at,omitzero"`
+	// StatusAt is when the phone says the current status happened.
+	StatusAt string `json:"status_at,omitempty"`
+}
+
+// Conversation is the running summary of one device's exchange with one number.
+type Conversation struct {
+	Phone         string    `json:"phone"`
+	LastMessage   string    `json:"last_message"`
+	LastMessageAt time.Time `json:"last_message_at"`
+	Direction     string    `json:"direction"`
+	MessageCount  int       `json:"message_count"`
+	LastID        uint64    `json:"last_id"`
+}
+
+// Idempotent is the first answer to a request with an Idempotency-Key.
+type Idempotent struct {
+	Status    int       `json:"status"`
+	Body      []byte    `json:"body"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+var (
+	bucketMessages       = []byte("messages")        // id -> Message
+	bucketMessageUUIDs   = []byte("message_uuids")   // uuid -> id
+	bucketQueue          = []byte("queue")           // device 0 id -> nil: queued, in order
+	bucketSendingIdx     = []byte("sending")         // device 0 id -> nil: acked, no outcome yet
+	bucketQueueExpiry    = []byte("queue_expiry")    // expires_at id -> device
+	bucketConvMessages   = []byte("conv_messages")   // device 0 phone 0 id -> nil
+	bucketConversations  = []byte("conversations")   // device 0 phone -> Conversation
+	bucketConvOrder      = []byte("conv_order")      // device 0 last id -> phone
+	bucketInboundCompany = []byte("inbound_company") // company tag [slot] id -> nil
+	bucketInboundDevice  = []byte("inbound_device")  // device 0 tag [slot] id -> nil
+	bucketInboundClient  = []byte("inbound_client")  // device 0 client id -> id
+	bucketIdempotency    = []byte("idempotency")     // company id + key -> Idempotent
+	messageBuckets       = [][]byte{bucketMessages, bucketMessageUUIDs, bucketQueue, bucketSendingIdx, bucketQueueExpiry, bucketConvMessages, bucketConversations, bucketConvOrder, bucketInboundCompany, bucketInboundDevice, bucketInboundClient, bucketIdempotency}
+)
+
+// ErrDeviceGone is returned when a message names a device that does not exist (any more).
+var ErrDeviceGone = errors.New("store: device not found")
+
+// ErrDeviceDisabled is returned when a message is queued for a disabled device.
+var ErrDeviceDisabled = errors.New("store: device disabled")
+
+func devKey(device string, rest ...[]byte) []byte {
+	k := append([]byte(device), 0)
+	for _, r := range rest {
+		k = append(k, r...)
+	}
+	return k
+}
+
+func convKey(device, phone string) []byte { return devKey(device, []byte(phone)) }
+
+func timeKey(t time.Time) []byte { return itob(uint64(t.UnixNano())) }
+
+// Enqueue stores an outbound message (queued) through group commit and, with
+// an idempotency key, the answer to give for it; the key's earlier answer
+// comes back instead when the company used the key before (and nothing is
+// queued). answer builds the response from the stored message.
+func (s *Store) Enqueue(m *Message, idemKey string, now func() time.Time, answer func(Message) (int, []byte)) (Message, *Idempotent, error) {
+	var out Message
+	var prior *Idempotent
+	err := s.grouped(func(tx *bolt.Tx) error {
+		prior = nil
+		var ik []byte
+		if idemKey != "" {
+			ik = append(itob(m.CompanyID), idemKey...)
+			var rec Idempotent
+			if err := getJSON(tx.Bucket(bucketIdempotency), ik, &rec); err == nil && now().Sub(rec.CreatedAt) < 24*time.Hour {
+				prior = &rec
+				return nil
+			}
+		}
+		var d Device
+		if err := getJSON(tx.Bucket(bucketDevices), []byte(m.Device), &d); err != nil || d.CompanyID != m.CompanyID {
+			return ErrDeviceGone
+		}
+		if d.Status == DeviceDisabled {
+			return ErrDeviceDisabled
+		}
+		msg := *m
+		id, err := tx.Bucket(bucketMessages).NextSequence()
+		if err != nil {
+			return err
+		}
+		// Time is taken inside the single writer, so ids and created_at rise together.
+		msg.ID, msg.Direction, msg.Status = id, Outbound, MsgQueued
+		msg.CreatedAt = now().UTC()
+		msg.UpdatedAt = msg.CreatedAt
+		if err := insertMessage(tx, &msg); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketQueue).Put(devKey(msg.Device, itob(id)), nil); err != nil {
+			return err
+		}
+		if !msg.ExpiresAt.IsZero() {
+			if err := tx.Bucket(bucketQueueExpiry).Put(append(timeKey(msg.ExpiresAt), itob(id)...), []byte(msg.Device)); err != nil {
+				return err
+			}
+		}
+		if ik != nil {
+			status, body := answer(msg)
+			if err := putJSON(tx.Bucket(bucketIdempotency), ik, Idempotent{Status: status, Body: body, CreatedAt: msg.CreatedAt}); err != nil {
+				return err
+			}
+		}
+		out = msg
+		return nil
+	})
+	if err != nil {
+		return out, nil, fmt.Errorf("store: enqueue: %w", err)
+	}
+	return out, prior, nil
+}
+
+// insertMessage writes a new message with its uuid and conversation entries.
+func insertMessage(tx *bolt.Tx, m *Message) error {
+	if err := putJSON(tx.Bucket(bucketMessages), itob(m.ID), m); err != nil {
+		return err
+	}
+	if err := tx.Bucket(bucketMessageUUIDs).Put([]byte(m.UUID), itob(m.ID)); err != nil {
+		return err
+	}
+	if err := tx.Bucket(bucketConvMessages).Put(devKey(m.Device, []byte(m.Phone), []byte{0}, itob(m.ID)), nil); err != nil {
+		return err
+	}
+	convs := tx.Bucket(bucketConversations)
+	order := tx.Bucket(bucketConvOrder)
+	ck := convKey(m.Device, m.Phone)
+	var c Conversation
+	if err := getJSON(convs, ck, &c); err == nil {
+		if err := order.Delete(devKey(m.Device, itob(c.LastID))); err != nil {
+			return err
+		}
+	} else if !errors.Is(err, ErrNotFound) {
+		return err
+	}
+	c = Conversation{Phone: m.Phone, LastMessage: m.Text, LastMessageAt: m.CreatedAt, Direction: m.Direction, MessageCount: c.MessageCount + 1, LastID: m.ID}
+	if err := order.Put(devKey(m.Device, itob(m.ID)), []byte(m.Phone)); err != nil {
+		return err
+	}
+	return putJSON(convs, ck, c)
+}
+
+func loadByUUID(tx *bolt.Tx, uuid string) (Message, error) {
+	var m Message
+	id := tx.Bucket(bucketMessageUUIDs).Get([]byte(uuid))
+	if id == nil {
+		return m, ErrNotFound
+	}
+	return m, getJSON(tx.Bucket(bucketMessages), id, &m)
+}
+
+// leaveQueue drops a message from the queue and expiry indexes.
+func leaveQueue(tx *bolt.Tx, m Message) error {
+	if err := tx.Bucket(bucketQueue).Delete(devKey(m.Device, itob(m.ID))); err != nil {
+		return err
+	}
+	if m.ExpiresAt.IsZero() {
+		return nil
+	}
+	return tx.Bucket(bucketQueueExpiry).Delete(append(timeKey(m.ExpiresAt), itob(m.ID)...))
+}
+
+// rank orders outbound statuses so a late or repeated report never moves a
+// message backwards.
+var rank = map[string]int{MsgQueued: 0, MsgExpired: 1, MsgSending: 2, MsgSent: 3, MsgDelivered: 4, MsgFailed: 4}
+
+// Transition moves an outbound message of the device to status (sending on an
+// ack; sent, delivered or failed on a report). A report that would move it
+// backwards, or repeats what is stored, changes nothing and is no error. A
+// message of another device is ErrNotFound.
+func (s *Store) Transition(device, uuid, status, errText, statusAt string, now time.Time) (Message, error) {
+	var out Message
+	err := s.grouped(func(tx *bolt.Tx) error {
+		m, err := loadByUUID(tx, uuid)
+		if err != nil {
+			return err
+		}
+		if m.Device != device || m.Direction != Outbound {
+			return ErrNotFound
+		}
+		out = m
+		if rank[status] <= rank[m.Status] {
+			return nil // a repeat, or late news of an earlier step; delivered and failed are final
+		}
+		if m.Status == MsgQueued || m.Status == MsgExpired {
+			if err := leaveQueue(tx, m); err != nil {
+				return err
+			}
+		}
+		sending := tx.Bucket(bucketSendingIdx)
+		if status == MsgSending {
+			if err := sending.Put(devKey(device, itob(m.ID)), nil); err != nil {
+				return err
+			}
+		} else if err := sending.Delete(devKey(device, itob(m.ID))); err != nil {
+			return err
+		}
+		m.Status, m.UpdatedAt = status, now.UTC()
+		if status == MsgFailed {
+			m.Error = errText
+		}
+		if statusAt != "" {
+			m.StatusAt = statusAt
+		}
+		out = m
+		return putJSON(tx.Bucket(bucketMessages), itob(m.ID), m)
+	})
+	if err != nil {
+		return out, fmt.Errorf("store: message %s to %s: %w", uuid, status, err)
+	}
+	return out, nil
+}
+
+// Pending returns up to limit queued messages of a device, oldest first.
+func (s *Store) Pending(device string, limit int) ([]Message, error) {
+	var out []Message
+	err := s.db.View(func(tx *bolt.Tx) error {
+		msgs := tx.Bucket(bucketMessages)
+		prefix := devKey(device)
+		c := tx.Bucket(bucketQueue).Cursor()
+		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && len(out) < limit; k, _ = c.Next() {
+			var m Message
+			if err := getJSON(msgs, k[len(prefix):], &m); err != nil {
+				return err
+			}
+			out = append(out, m)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: pending of %s: %w", device, err)
+	}
+	return out, nil
+}
+
+// ExpireQueued marks queued messages whose TTL ended before now as expired,
+// at most limit of them, and returns how many it marked.
+func (s *Store) ExpireQueued(now time.Time, limit int) (int, error) {
+	n := 0
+	err := s.grouped(func(tx *bolt.Tx) error {
+		n = 0
+		var expired []Message
+		msgs := tx.Bucket(bucketMessages)
+		c := tx.Bucket(bucketQueueExpiry).Cursor()
+		end := timeKey(now)
+		for k, _ := c.First(); k != nil && bytes.Compare(k[:8], end) < 0 && len(expired) < limit; k, _ = c.Next() {
+			var m Message
+			if err := getJSON(msgs, k[8:], &m); err != nil {
+				return err
+			}
+			expired = append(expired, m)
+		}
+		for _, m := range expired {
+			if err := leaveQueue(tx, m); err != nil {
+				return err
+			}
+			m.Status, m.UpdatedAt, m.Error = MsgExpired, now.UTC(), "not taken by the phone within its time to live"
+			if err := putJSON(msgs, itob(m.ID), m); err != nil {
+				return err
+			}
+		}
+		n = len(expired)
+		return nil
+	})
+	return n, err
+}
+
+// failDeviceMessages fails the queued and sending messages of a device that is going away.
+func failDeviceMessages(tx *bolt.Tx, device string, now time.Time) error {
+	msgs := tx.Bucket(bucketMessages)
+	prefix := devKey(device)
+	for _, idx := range [][]byte{bucketQueue, bucketSendingIdx} {
+		b := tx.Bucket(idx)
+		var ids [][]byte
+		c := b.Cursor()
+		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+			ids = append(ids, append([]byte(nil), k[len(prefix):]...))
+		}
+		for _, id := range ids {
+			var m Message
+			if err := getJSON(msgs, id, &m); err != nil {
+				return err
+			}
+			if err := leaveQueue(tx, m); err != nil {
+				return err
+			}
+			if err := b.Delete(devKey(device, id)); err != nil {
+				return err
+			}
+			m.Status, m.Error, m.UpdatedAt = MsgFailed, "device_deleted", now.UTC()
+			if err := putJSON(msgs, id, m); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// MessageByUUID returns a message of the company by its queue id or uuid.
+func (s *Store) MessageByUUID(companyID uint64, uuid string) (Message, error) {
+	var m Message
+	err := s.db.View(func(tx *bolt.Tx) error {
+		var err error
+		m, err = loadByUUID(tx, uuid)
+		if err == nil && m.CompanyID != companyID {
+			err = ErrNotFound
+		}
+		return err
+	})
+	if err != nil {
+		return m, fmt.Errorf("store: message %s: %w", uuid, err)
+	}
+	return m, nil
+}
+
+// PruneIdempotency drops idempotency answers older than cutoff.
+func (s *Store) PruneIdempotency(cutoff time.Time) (int, error) {
+	n := 0
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketIdempotency).Cursor()
+		for k, v := c.First(); k != nil; {
+			var rec Idempotent
+			if err := jsonUnmarshal(v, &rec); err != nil {
+				return err
+			}
+			if rec.CreatedAt.Before(cutoff) {
+				if err := c.Delete(); err != nil {
+					return err
+				}
+				n++
+				k, v = c.Seek(k)
+				continue
+			}
+			k, v = c.Next()
+		}
+		return nil
+	})
+	return n, err
+}
