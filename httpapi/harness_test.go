@@ -182,7 +182,7 @@ func (e *env) do(c call) resp {
 		e.t.Fatal(err)
 	}
 	out := resp{Status: res.StatusCode, Header: res.Header, Raw: raw}
-	if strings.HasPrefix(res.Header.Get("Content-Type"), "application/json") && len(raw) > 0 {
+	if strings.HasPrefix(res.Header.Get("Content-Type"), "application/json") && len(raw) > 0 && raw[0] != '[' {
 		if err := json.Unmarshal(raw, &out.Body); err != nil {
 			e.t.Fatalf("%s %s: body is not a JSON object: %v: %s", c.method, c.path, err, raw)
 		}

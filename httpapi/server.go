@@ -52,7 +52,7 @@ type Deps struct {
 	Phones   Phones
 	// PhoneSocket serves GET /device/ws (gateway.Hub).
 	PhoneSocket http.Handler
-	Store    Backuper
+	Store       Backuper
 	// Console serves the web pages that e-mailed links open (/verify-email, /reset-password).
 	Console  http.Handler
 	Logger   *slog.Logger
