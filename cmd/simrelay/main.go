@@ -31,6 +31,7 @@ Usage:
   simrelay admin create-company     create a company with a verified admin and print its API key
   simrelay admin mail               list the mail outbox
   simrelay admin backup FILE        write a consistent copy of the store to FILE
+  simrelay phone [flags]            run a virtual phone (simrelay phone -h)
   simrelay version                  print the version
 
 Every flag has an environment twin: --data-dir is SIMRELAY_DATA_DIR.
@@ -47,6 +48,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return serve(ctx, args[1:], stdout, stderr)
 	case "admin":
 		return admin(ctx, args[1:], stdout, stderr)
+	case "phone":
+		return phoneCmd(ctx, args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "simrelay", buildVersion())
 		return 0

@@ -76,13 +76,14 @@ func (c *serveConfig) validate() error {
 	if _, _, e := net.SplitHostPort(c.listen); e != nil {
 		return fmt.Errorf("%s %q: want host:port, e.g. 127.0.0.1:8080", both("listen"), c.listen)
 	}
-	if c.publicURL == "" {
-		c.publicURL = "http://" + c.listen
+	// An empty public URL is derived from the bound address once listening
+	// (so --listen 127.0.0.1:0 gets the real port).
+	if c.publicURL != "" {
+		if u, e := url.Parse(c.publicURL); e != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("%s %q: want an absolute http(s) URL such as https://sms.example.com", both("public-url"), c.publicURL)
+		}
+		c.publicURL = strings.TrimRight(c.publicURL, "/")
 	}
-	if u, e := url.Parse(c.publicURL); e != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("%s %q: want an absolute http(s) URL such as https://sms.example.com", both("public-url"), c.publicURL)
-	}
-	c.publicURL = strings.TrimRight(c.publicURL, "/")
 	if c.dataDir == "" {
 		return fmt.Errorf("%s must not be empty", both("data-dir"))
 	}
@@ -151,6 +152,14 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // runServer wires the packages together and runs until ctx ends, then shuts
 // down in order: stop accepting, finish requests, stop workers, close the store.
 func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Writer) error {
+	ln, err := net.Listen("tcp", cfg.listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.listen, err)
+	}
+	defer ln.Close()
+	if cfg.publicURL == "" {
+		cfg.publicURL = "http://" + ln.Addr().String()
+	}
 	st, err := store.Open(cfg.dataDir, store.Options{})
 	if err != nil {
 		return err
@@ -180,10 +189,6 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 		return err
 	}
 
-	ln, err := net.Listen("tcp", cfg.listen)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.listen, err)
-	}
 	srv := &http.Server{
 		Handler:           api.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/android-protocol/client"
+)
+
+// TestCrashLosesNoAnsweredSend kills the server with SIGKILL in the middle
+// of a burst of concurrent sends, restarts it on the same data directory, and
+// wants every send that was answered 2xx to reach the phone.
+func TestCrashLosesNoAnsweredSend(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and kills the binary")
+	}
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	out, err := exec.Command(bin, "admin", "create-company", "--company", "Acme", "--email", "you@example.com", "--password", "Change-me-123", "--data-dir", dir).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var created struct{ APIKey string }
+	if err := json.Unmarshal(out, &created); err != nil {
+		t.Fatal(err)
+	}
+	// The limit would refuse a burst; this test is about durability.
+	limits := []string{"--rate-general", "1000000/1m"}
+	srv := startServer(t, bin, dir, limits...)
+	code, err := pairingCode(context.Background(), srv.url, created.APIKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := client.Register(context.Background(), nil, srv.url, client.RegisterInput{PairingCode: code, DeviceFingerprint: "crash-phone"})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Eight senders fire until the server dies (bounded: 20,000 tries in all).
+	var answered sync.Map
+	var count, tries atomic.Int64
+	killed := make(chan struct{})
+	var wg sync.WaitGroup
+	hc := &http.Client{Timeout: 10 * time.Second}
+	for w := range 8 {
+		wg.Go(func() {
+			for i := 0; tries.Add(1) <= 20000; i++ {
+				body, _ := json.Marshal(map[string]string{"device_fingerprint": "crash-phone", "phone": "+15551234567", "message": fmt.Sprintf("w%d-%d", w, i)})
+				req, _ := http.NewRequest("POST", srv.url+"/chat/send", bytes.NewReader(body))
+				req.Header.Set("Authorization", "Bearer "+created.APIKey)
+				req.Header.Set("Content-Type", "application/json")
+				res, err := hc.Do(req)
+				if err != nil {
+					select {
+					case <-killed:
+						return
+					default:
+						continue
+					}
+				}
+				var ans struct{ QueueID string }
+				_ = json.NewDecoder(res.Body).Decode(&ans)
+				res.Body.Close()
+				if res.StatusCode == http.StatusOK && ans.QueueID != "" {
+					answered.Store(ans.QueueID, true)
+					count.Add(1)
+				}
+			}
+		})
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for count.Load() < 500 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := srv.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	close(killed)
+	_ = srv.cmd.Wait()
+	wg.Wait()
+	n := int(count.Load())
+	if n == 0 {
+		t.Fatal("no send was answered before the kill")
+	}
+
+	// Back on the same data: the phone must get every answered send.
+	srv = startServer(t, bin, dir, limits...)
+	var got sync.Map
+	var received atomic.Int64
+	// The restarted server has a new port: the phone follows it.
+	wsURL := "ws" + strings.TrimPrefix(srv.url, "http") + "/device/ws"
+	phone := client.New(client.Config{WSURL: wsURL, Token: reg.DeviceToken, BackoffBase: 10 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
+		OnJob: func(s proto.Send) {
+			if _, dup := got.LoadOrStore(s.ID, true); !dup {
+				received.Add(1)
+			}
+		}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- phone.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	survived := func() int {
+		k := 0
+		answered.Range(func(id, _ any) bool {
+			if _, ok := got.Load(id); ok {
+				k++
+			}
+			return true
+		})
+		return k
+	}
+	deadline = time.Now().Add(60 * time.Second)
+	for survived() < n && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	s := survived()
+	t.Logf("crash test: %d sends answered 2xx before SIGKILL, %d of them reached the phone after the restart (%d jobs in all)", n, s, received.Load())
+	fmt.Printf("crash test: answered %d, survived %d\n", n, s)
+	if s != n {
+		t.Fatalf("%d answered sends were lost", n-s)
+	}
+}
