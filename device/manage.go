@@ -41,7 +41,12 @@ func (s *Service) Delete(ctx context.Context, companyID uint64, fingerprint stri
 // Patch changes a device; nil fields stay.
 type Patch struct {
 	DeviceName, SelectedSIM, Status *string
+	SMSPerMinute                    *int
 }
+
+// MaxSMSPerMinute bounds the pacing setting: far above what Android lets one
+// app send (about 30 a minute), so it only catches typing errors.
+const MaxSMSPerMinute = 600
 
 // Update applies a patch to a device of the company.
 func (s *Service) Update(ctx context.Context, companyID uint64, fingerprint string, p Patch) (store.Device, error) {
@@ -61,7 +66,13 @@ func (s *Service) Update(ctx context.Context, companyID uint64, fingerprint stri
 	if p.Status != nil && *p.Status != store.DeviceActive && *p.Status != store.DeviceDisabled {
 		return store.Device{}, problem.Invalid("status", "must be active or disabled")
 	}
+	if p.SMSPerMinute != nil && (*p.SMSPerMinute < 0 || *p.SMSPerMinute > MaxSMSPerMinute) {
+		return store.Device{}, problem.Invalid("sms_per_minute", "must be from 0 (no pacing) to 600")
+	}
 	d, err := s.store.UpdateDevice(fingerprint, func(d *store.Device) error {
+		if p.SMSPerMinute != nil {
+			d.SMSPerMinute = *p.SMSPerMinute
+		}
 		if p.DeviceName != nil {
 			d.Name = *p.DeviceName
 		}

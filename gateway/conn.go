@@ -28,8 +28,10 @@ type conn struct {
 	graceful atomic.Bool  // a close handshake is under way; do not cut the connection
 	lastSeen atomic.Int64 // unix nanoseconds of the last frame or pong
 
-	pumpMu   sync.Mutex          // serialises pumps, which read the store
-	inflight map[string]struct{} // sends written to this link, not yet acked; guarded by pumpMu
+	pumpMu    sync.Mutex          // serialises pumps, which read the store
+	inflight  map[string]struct{} // sends written to this link, not yet acked; guarded by pumpMu
+	pace      *rate.Limiter       // nil: no pacing; guarded by pumpMu
+	paceTimer *time.Timer         // a pump waiting for the pace; guarded by pumpMu
 }
 
 func newConn(h *Hub, ws *websocket.Conn, dev store.Device) *conn {
@@ -112,8 +114,21 @@ func (c *conn) hello() bool {
 		return false
 	}
 	c.dev = dev
+	c.setPace(dev.SMSPerMinute)
 	c.touch()
 	return true
+}
+
+// setPace spaces sends evenly: one every minute/perMinute, no bursts, which
+// is what keeps a phone under Android's per-app SMS quota.
+func (c *conn) setPace(perMinute int) {
+	c.pumpMu.Lock()
+	defer c.pumpMu.Unlock()
+	if perMinute <= 0 {
+		c.pace = nil
+		return
+	}
+	c.pace = rate.NewLimiter(rate.Every(time.Minute/time.Duration(perMinute)), 1)
 }
 
 // readLoop handles the phone's frames. Store writes happen here, on the
@@ -318,6 +333,11 @@ func (c *conn) closed() bool {
 func (c *conn) finish() {
 	c.end()
 	c.hub.forget(c)
+	c.pumpMu.Lock()
+	if c.paceTimer != nil {
+		c.paceTimer.Stop()
+	}
+	c.pumpMu.Unlock()
 	if err := c.hub.devices.Seen(context.Background(), c.dev.Fingerprint, time.Unix(0, c.lastSeen.Load())); err != nil {
 		c.hub.log.Error("store last seen", "device", c.dev.Fingerprint, "err", err)
 	}
@@ -342,6 +362,21 @@ func (c *conn) pump() {
 		}
 		if _, ok := c.inflight[j.ID]; ok {
 			continue
+		}
+		if c.pace != nil {
+			r := c.pace.Reserve()
+			if d := r.Delay(); d > 0 {
+				r.Cancel()
+				if c.paceTimer == nil {
+					c.paceTimer = time.AfterFunc(d, func() {
+						c.pumpMu.Lock()
+						c.paceTimer = nil
+						c.pumpMu.Unlock()
+						c.pump()
+					})
+				}
+				return
+			}
 		}
 		if !c.send(j) {
 			return

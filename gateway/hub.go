@@ -234,6 +234,15 @@ func (h *Hub) Configure(fingerprint string, cfg proto.Config) {
 	}
 }
 
+// Pace changes how many sends a minute the device's link may carry (0: no
+// pacing); it takes effect at once on a live link.
+func (h *Hub) Pace(fingerprint string, perMinute int) {
+	if c := h.lookup(fingerprint); c != nil {
+		c.setPace(perMinute)
+		c.pump()
+	}
+}
+
 // Kick tells the hub that new jobs wait for the device.
 func (h *Hub) Kick(fingerprint string) {
 	if c := h.lookup(fingerprint); c != nil {

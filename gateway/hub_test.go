@@ -13,6 +13,8 @@ import (
 	"github.com/coder/websocket"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/device"
+	"github.com/simrelay/simrelay/sms"
 )
 
 func TestHelloWelcomeAndPresence(t *testing.T) {
@@ -251,5 +253,35 @@ func closeAfterBacklog(t *testing.T, ws *websocket.Conn) websocket.StatusCode {
 			}
 			t.Fatalf("the link ended without a close frame: %v", err)
 		}
+	}
+}
+
+func TestPacingSpacesSends(t *testing.T) {
+	r := newRig(t, Config{})
+	token := r.pair("pixel-1")
+	one := 1
+	if _, err := r.devices.Update(context.Background(), r.company, "pixel-1", device.Patch{SMSPerMinute: &one}); err != nil {
+		t.Fatal(err)
+	}
+	ws := r.connect(token)
+	for i := range 2 {
+		if _, _, err := r.sms.Send(context.Background(), sms.SendInput{CompanyID: r.company, Device: "pixel-1", Phone: "+15551234567", Message: fmt.Sprint("m", i)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, ok := readFrame(t, ws).(*proto.Send)
+	if !ok || first.Message != "m0" {
+		t.Fatalf("got %#v, want m0 at once", first)
+	}
+	writeFrame(t, ws, proto.Ack{ID: first.ID})
+	// At one a minute, the second waits: a probe's answer comes first.
+	writeFrame(t, ws, proto.Inbound{ClientID: "probe", Channel: "sms", From: "+15550000000", Message: "probe"})
+	if f, ok := readFrame(t, ws).(*proto.InboundAck); !ok {
+		t.Fatalf("got %#v, want the probe's ack before the paced send", f)
+	}
+	// Lifting the pace lets it go at once.
+	r.hub.Pace("pixel-1", 0)
+	if s, ok := readFrame(t, ws).(*proto.Send); !ok || s.Message != "m1" {
+		t.Fatalf("got %#v, want m1 once pacing is off", s)
 	}
 }

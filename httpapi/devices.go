@@ -33,6 +33,8 @@ type deviceDetailJSON struct {
 	SIMs       []simJSON `json:"sims"`
 	AppVersion string    `json:"app_version"`
 	CreatedAt  string    `json:"created_at"`
+	// SMSPerMinute paces sends to the phone; 0 means no pacing by the server.
+	SMSPerMinute int `json:"sms_per_minute"`
 }
 
 func deviceOut(d store.Device) deviceJSON {
@@ -43,7 +45,7 @@ func deviceOut(d store.Device) deviceJSON {
 // than the stored last_seen_at, which is written when a link ends.
 func (s *Server) deviceDetail(d store.Device) deviceDetailJSON {
 	out := deviceDetailJSON{deviceJSON: deviceOut(d), UserID: d.UserID, FCMToken: d.FCMToken, AppVersion: d.AppVersion,
-		CreatedAt: ts(d.CreatedAt), SIMs: make([]simJSON, 0, len(d.SIMs))}
+		CreatedAt: ts(d.CreatedAt), SIMs: make([]simJSON, 0, len(d.SIMs)), SMSPerMinute: d.SMSPerMinute}
 	for _, sim := range d.SIMs {
 		out.SIMs = append(out.SIMs, simJSON(sim))
 	}
@@ -153,9 +155,10 @@ func (s *Server) deleteDevice(c echo.Context) error {
 
 func (s *Server) patchDevice(c echo.Context) error {
 	var in struct {
-		DeviceName  *string `json:"device_name"`
-		SelectedSIM *string `json:"selected_sim"`
-		Status      *string `json:"status"`
+		DeviceName   *string `json:"device_name"`
+		SelectedSIM  *string `json:"selected_sim"`
+		Status       *string `json:"status"`
+		SMSPerMinute *int    `json:"sms_per_minute"`
 	}
 	if err := bind(c, &in); err != nil {
 		return err
@@ -169,6 +172,7 @@ func (s *Server) patchDevice(c echo.Context) error {
 		s.deps.Phones.Disconnect(fp, androidproto.CloseDeviceGone, "device disabled")
 	} else {
 		s.deps.Phones.Configure(fp, androidproto.Config{SelectedSIM: d.SelectedSIM, DeviceName: d.Name, Status: d.Status})
+		s.deps.Phones.Pace(fp, d.SMSPerMinute)
 	}
 	return c.JSON(http.StatusOK, s.deviceDetail(d))
 }

@@ -42,6 +42,7 @@ type Phones interface {
 	LastSeen(fingerprint string) time.Time
 	Disconnect(fingerprint string, code int, reason string)
 	Configure(fingerprint string, cfg androidproto.Config)
+	Pace(fingerprint string, perMinute int)
 }
 
 // Deps are the services behind the API.

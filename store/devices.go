@@ -39,6 +39,8 @@ type Device struct {
 	TokenHash   []byte    `json:"token_hash"`
 	CreatedAt   time.Time `json:"created_at"`
 	LastSeenAt  time.Time `json:"last_seen_at,omitzero"`
+	// SMSPerMinute paces sends to this phone; 0 leaves pacing to Android's own quota.
+	SMSPerMinute int `json:"sms_per_minute,omitempty"`
 }
 
 // Pairing is a single-use code that lets a phone join a company.
