@@ -6,8 +6,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/google/uuid"
-
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/phone"
 	"github.com/simrelay/simrelay/problem"
@@ -86,7 +84,7 @@ func (s *Service) Inbound(_ context.Context, dev store.Device, in proto.Inbound)
 		return proto.InboundAck{}, problem.Invalid("received_at", "must be an RFC 3339 time")
 	}
 	m := store.Message{
-		UUID: uuid.NewString(), Device: dev.Fingerprint, Channel: proto.ChannelSMS, Phone: from, Text: in.Message,
+		UUID: newID(), Device: dev.Fingerprint, Channel: proto.ChannelSMS, Phone: from, Text: in.Message,
 		SIMSlot: slot, Segments: Segments(in.Message), ClientID: in.ClientID, ReceivedAt: receivedAt,
 	}
 	stored, _, err := s.store.StoreInbound(&m, s.now, s.onInbound)

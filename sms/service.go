@@ -125,7 +125,7 @@ func (s *Service) Send(_ context.Context, in SendInput, answer Answer) (msg stor
 	}
 	now := s.now()
 	m := store.Message{
-		UUID: uuid.NewString(), CompanyID: in.CompanyID, UserID: in.UserID, Device: in.Device, Channel: proto.ChannelSMS,
+		UUID: newID(), CompanyID: in.CompanyID, UserID: in.UserID, Device: in.Device, Channel: proto.ChannelSMS,
 		Phone: to, Text: in.Message, SIMSlot: slot, Segments: Segments(in.Message), ExpiresAt: now.Add(s.cfg.MessageTTL).UTC(),
 	}
 	msg, prior, err = s.store.Enqueue(&m, in.IdempotencyKey, s.now, answer)
@@ -184,3 +184,14 @@ func (s *Service) expire() {
 // Expire marks queued messages past their TTL as expired now (the sweeper's
 // step, for callers that do not wait for the next tick).
 func (s *Service) Expire() { s.expire() }
+
+// newID returns a time-ordered UUID (version 7): queue ids still look random
+// to clients, but the store's uuid index grows at its end instead of taking
+// random inserts across its B+tree.
+func newID() string {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return uuid.NewString()
+	}
+	return id.String()
+}
