@@ -48,6 +48,7 @@ type Store interface {
 	CompanyDevices(companyID uint64) ([]store.Device, error)
 	UpdateDevice(fingerprint string, fn func(*store.Device) error) (store.Device, error)
 	DeleteDevice(fingerprint string, now time.Time) (store.Device, error)
+	ProvisionDevices(devs []store.Device) error
 	CompanyUsers(companyID uint64) ([]store.User, error)
 }
 
@@ -262,4 +263,25 @@ func (s *Service) Authenticate(_ context.Context, token string) (store.Device, e
 		return store.Device{}, store.ErrNotFound
 	}
 	return s.store.DeviceByTokenHash(tokenHash(token))
+}
+
+// Provision creates many devices of the company at once, without pairing, and
+// returns their tokens in order: for fleets set up ahead of time, and for the
+// load harness.
+func (s *Service) Provision(_ context.Context, companyID, userID uint64, fingerprints []string) ([]string, error) {
+	now := s.now().UTC()
+	tokens := make([]string, len(fingerprints))
+	devs := make([]store.Device, len(fingerprints))
+	for i, fp := range fingerprints {
+		if !fingerprintRE.MatchString(fp) {
+			return nil, problem.Invalid(fmt.Sprintf("fingerprints[%d]", i), "must be 1 to 128 letters, digits, dots, dashes, underscores or colons")
+		}
+		tokens[i] = newToken()
+		devs[i] = store.Device{Fingerprint: fp, CompanyID: companyID, UserID: userID, Name: fp, Status: store.DeviceActive,
+			SelectedSIM: "BOTH", TokenHash: tokenHash(tokens[i]), CreatedAt: now}
+	}
+	if err := s.store.ProvisionDevices(devs); err != nil {
+		return nil, err
+	}
+	return tokens, nil
 }

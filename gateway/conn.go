@@ -18,9 +18,10 @@ import (
 
 // conn is one phone's link.
 type conn struct {
-	hub *Hub
-	ws  *websocket.Conn
-	dev store.Device // as of hello; owned by the reader goroutine after that
+	hub   *Hub
+	ws    *websocket.Conn
+	dev   store.Device // as of hello; owned by the reader goroutine after that
+	token string       // the device token of the upgrade, checked again once registered
 
 	out      chan []byte   // frames for the phone; only the writer goroutine receives
 	done     chan struct{} // closed once, when the link ends
@@ -34,8 +35,8 @@ type conn struct {
 	paceTimer *time.Timer         // a pump waiting for the pace; guarded by pumpMu
 }
 
-func newConn(h *Hub, ws *websocket.Conn, dev store.Device) *conn {
-	c := &conn{hub: h, ws: ws, dev: dev, out: make(chan []byte, h.cfg.QueueLen), done: make(chan struct{}), inflight: map[string]struct{}{}}
+func newConn(h *Hub, ws *websocket.Conn, dev store.Device, token string) *conn {
+	c := &conn{hub: h, ws: ws, dev: dev, token: token, out: make(chan []byte, h.cfg.QueueLen), done: make(chan struct{}), inflight: map[string]struct{}{}}
 	c.touch()
 	return c
 }
@@ -58,6 +59,13 @@ func (c *conn) run() {
 	defer h.unregister(c)
 	if old != nil {
 		old.closeWith(proto.CloseReplaced, "replaced by a newer connection")
+	}
+	// The token and status were checked before the upgrade; a re-registration,
+	// disable or delete since then found no registered link to close. Now
+	// that this link is registered, every later change reaches it, so one
+	// more look closes the gap.
+	if !c.stillAllowed() {
+		return
 	}
 	h.wg.Add(1)
 	go c.writeLoop()
@@ -116,6 +124,30 @@ func (c *conn) hello() bool {
 	c.dev = dev
 	c.setPace(dev.SMSPerMinute)
 	c.touch()
+	return true
+}
+
+// stillAllowed re-checks the device token and status, closing the link with
+// the code the phone must see when either changed.
+func (c *conn) stillAllowed() bool {
+	dev, err := c.hub.devices.Authenticate(context.Background(), c.token)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		// The token is dead: the device was deleted, or registered again with a new token.
+		if _, err := c.hub.devices.Get(context.Background(), c.dev.CompanyID, c.dev.Fingerprint); err != nil {
+			c.closeWith(proto.CloseDeviceGone, "device deleted")
+		} else {
+			c.closeWith(proto.CloseBadToken, "token revoked")
+		}
+		return false
+	case err != nil:
+		c.hub.log.Error("re-check device token", "device", c.dev.Fingerprint, "err", err)
+		c.closeWith(int(websocket.StatusInternalError), "server error")
+		return false
+	case dev.Status == store.DeviceDisabled:
+		c.closeWith(proto.CloseDeviceGone, "device disabled")
+		return false
+	}
 	return true
 }
 

@@ -74,6 +74,7 @@ func (c *Config) defaults() {
 // Devices is the device service as the hub uses it.
 type Devices interface {
 	Authenticate(ctx context.Context, token string) (store.Device, error)
+	Get(ctx context.Context, companyID uint64, fingerprint string) (store.Device, error)
 	Hello(ctx context.Context, fingerprint, selectedSIM string, sims []store.SIM, appVersion string) (store.Device, error)
 	Seen(ctx context.Context, fingerprint string, at time.Time) error
 }
@@ -143,7 +144,7 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return // Accept has answered the client
 	}
 	ws.SetReadLimit(proto.MaxFrameBytes)
-	c := newConn(h, ws, dev)
+	c := newConn(h, ws, dev, strings.TrimSpace(token))
 	h.mu.Lock()
 	if h.draining {
 		h.mu.Unlock()

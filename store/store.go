@@ -59,6 +59,10 @@ type Options struct {
 	Timeout time.Duration
 	// ReadOnly opens the file with a shared lock and refuses writes.
 	ReadOnly bool
+	// BulkLoad skips the fsync of each commit, for loading a new store in
+	// one go (an import, the load harness); Close syncs once at the end. A
+	// crash during a bulk load leaves a store to throw away.
+	BulkLoad bool
 }
 
 // Store is the open data file.
@@ -88,6 +92,7 @@ func Open(dir string, opt Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
+	db.NoSync = opt.BulkLoad
 	s := &Store{db: db, path: path}
 	if !opt.ReadOnly {
 		if err := s.migrate(); err != nil {
@@ -106,6 +111,12 @@ func (s *Store) Path() string { return s.path }
 func (s *Store) Close() error {
 	if s.commit != nil {
 		s.commit.close()
+	}
+	if s.db.NoSync {
+		if err := s.db.Sync(); err != nil {
+			_ = s.db.Close()
+			return fmt.Errorf("store: sync after bulk load: %w", err)
+		}
 	}
 	return s.db.Close()
 }
