@@ -32,6 +32,7 @@ Usage:
   simrelay admin mail               list the mail outbox
   simrelay admin backup FILE        write a consistent copy of the store to FILE
   simrelay phone [flags]            run a virtual phone (simrelay phone -h)
+  simrelay bench [flags]            measure a server on loopback (simrelay bench -h)
   simrelay version                  print the version
 
 Every flag has an environment twin: --data-dir is SIMRELAY_DATA_DIR.
@@ -50,6 +51,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return admin(ctx, args[1:], stdout, stderr)
 	case "phone":
 		return phoneCmd(ctx, args[1:], stdout, stderr)
+	case "bench":
+		return benchCmd(ctx, args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "simrelay", buildVersion())
 		return 0

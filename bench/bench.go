@@ -1,0 +1,342 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"runtime"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/android-protocol/client"
+)
+
+// Config sets the sizes of a run; the defaults finish in about a minute.
+type Config struct {
+	Binary       string        // the simrelay binary to start as the server
+	Phones       int           // idle phones to connect (10,000)
+	SendFor      time.Duration // length of the throughput phase (10 s)
+	Senders      int           // concurrent REST senders in the throughput phase (64)
+	Rate         int           // sends per second of the latency phase (1,000)
+	RateFor      time.Duration // length of the latency phase (5 s)
+	InboundRate  int           // inbound messages per second to the webhook (500)
+	InboundFor   time.Duration // length of the webhook phase (4 s)
+	SeedMessages int           // history stored before the list phase (1,000,000)
+	Queries      int           // requests per list measurement (2,000)
+	Log          io.Writer     // progress lines
+}
+
+// Defaults of a run.
+func Defaults() Config {
+	return Config{Phones: 10000, SendFor: 10 * time.Second, Senders: 64, Rate: 1000, RateFor: 5 * time.Second,
+		InboundRate: 500, InboundFor: 4 * time.Second, SeedMessages: 1000000, Queries: 2000}
+}
+
+// Report is what a run measured.
+type Report struct {
+	Machine            string  `json:"machine"`
+	Phones             int     `json:"phones"`
+	PhonesNote         string  `json:"phones_note,omitempty"`
+	RSSPerPhoneKB      float64 `json:"rss_per_idle_phone_kb"`
+	HeapPerPhoneKB     float64 `json:"heap_per_idle_phone_kb"`
+	GoroutinesPerPhone float64 `json:"server_goroutines_per_phone"`
+	ServerRSSMB        float64 `json:"server_rss_mb_with_phones"`
+	SendsPerSecond     float64 `json:"durable_sends_per_second"`
+	SendsAnswered      int64   `json:"sends_answered"`
+	SendsReceived      int64   `json:"sends_received_and_acked"`
+	SendP50ms          float64 `json:"send_to_phone_p50_ms"`
+	SendP99ms          float64 `json:"send_to_phone_p99_ms"`
+	SendRate           int     `json:"send_to_phone_rate_per_second"`
+	WebhookP50ms       float64 `json:"inbound_to_webhook_p50_ms"`
+	WebhookP99ms       float64 `json:"inbound_to_webhook_p99_ms"`
+	WebhookNote        string  `json:"inbound_to_webhook_note,omitempty"`
+	StoredMessages     int     `json:"stored_messages"`
+	HistoryP99ms       float64 `json:"history_page_p99_ms"`
+	ConversationsP99   float64 `json:"conversation_list_p99_ms"`
+	SeedSeconds        float64 `json:"seed_seconds"`
+}
+
+// Run measures one server.
+func Run(ctx context.Context, cfg Config) (Report, error) {
+	rep := Report{Machine: fmt.Sprintf("%s/%s, %d CPUs", runtime.GOOS, runtime.GOARCH, runtime.NumCPU())}
+	logf := func(format string, args ...any) {
+		if cfg.Log != nil {
+			fmt.Fprintf(cfg.Log, format+"\n", args...)
+		}
+	}
+	n, note := phonesWithinLimit(cfg.Phones)
+	rep.Phones, rep.PhonesNote = n, note
+	if note != "" {
+		logf("%s", note)
+	}
+	dir, err := os.MkdirTemp("", "simrelay-bench-")
+	if err != nil {
+		return rep, err
+	}
+	defer os.RemoveAll(dir)
+
+	fps := make([]string, n)
+	for i := range fps {
+		fps[i] = fmt.Sprintf("phone-%05d", i)
+	}
+	seedDevices := seedFingerprints()
+	logf("preparing a store with %d phones and %d stored messages ...", n, cfg.SeedMessages)
+	key, tokens, _, err := prepare(dir, append(append([]string(nil), fps...), seedDevices...))
+	if err != nil {
+		return rep, err
+	}
+	tokens = tokens[:n]
+	start := time.Now()
+	if err := seedHistory(dir, seedDevices, cfg.SeedMessages); err != nil {
+		return rep, err
+	}
+	rep.StoredMessages, rep.SeedSeconds = cfg.SeedMessages, time.Since(start).Seconds()
+
+	srv, err := startServer(ctx, cfg.Binary, dir, os.Stderr)
+	if err != nil {
+		return rep, err
+	}
+	defer srv.stop()
+	api := &apiClient{base: srv.url, key: key, hc: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}}
+
+	// Memory per idle phone.
+	time.Sleep(time.Second) // let start-up allocations settle before the baseline
+	rss0, _ := srv.rss()
+	heap0, _ := srv.metric("go_memstats_heap_inuse_bytes")
+	gr0, _ := srv.metric("go_goroutines")
+	logf("connecting %d phones from 127.0.0.x ...", n)
+	fleet, err := connect(ctx, srv.url, fps, tokens)
+	if err != nil {
+		return rep, err
+	}
+	defer fleet.stop()
+	time.Sleep(3 * time.Second) // idle
+	rss1, _ := srv.rss()
+	heap1, _ := srv.metric("go_memstats_heap_inuse_bytes")
+	gr1, _ := srv.metric("go_goroutines")
+	rep.GoroutinesPerPhone = (gr1 - gr0) / float64(n)
+	rep.RSSPerPhoneKB = float64(rss1-rss0) / float64(n) / 1024
+	rep.HeapPerPhoneKB = (heap1 - heap0) / float64(n) / 1024
+	rep.ServerRSSMB = float64(rss1) / (1 << 20)
+	logf("idle: %.1f KB RSS, %.1f KB heap and %.2f goroutines per phone", rep.RSSPerPhoneKB, rep.HeapPerPhoneKB, rep.GoroutinesPerPhone)
+
+	// Durable send throughput: answered 2xx after fsync, each taken and acked by its phone.
+	logf("sending as fast as %d senders can for %s ...", cfg.Senders, cfg.SendFor)
+	rep.SendsAnswered, rep.SendsReceived, rep.SendsPerSecond = throughput(api, fleet, fps, cfg.Senders, cfg.SendFor)
+	logf("throughput: %.0f durable sends/s (%d answered, %d received and acked)", rep.SendsPerSecond, rep.SendsAnswered, rep.SendsReceived)
+
+	// Send -> frame on the phone at a fixed rate.
+	rep.SendRate = cfg.Rate
+	lat := latency(api, fleet, fps, cfg.Rate, cfg.RateFor)
+	rep.SendP50ms, rep.SendP99ms = pct(lat, 50), pct(lat, 99)
+	logf("send -> phone at %d/s: p50 %.2f ms, p99 %.2f ms (%d samples)", cfg.Rate, rep.SendP50ms, rep.SendP99ms, len(lat))
+
+	// Inbound -> webhook received.
+	wl, wnote := webhookLatency(api, fleet, cfg.InboundRate, cfg.InboundFor)
+	rep.WebhookNote = wnote
+	if len(wl) > 0 {
+		rep.WebhookP50ms, rep.WebhookP99ms = pct(wl, 50), pct(wl, 99)
+	}
+	logf("inbound -> webhook at %d/s: p50 %.2f ms, p99 %.2f ms %s", cfg.InboundRate, rep.WebhookP50ms, rep.WebhookP99ms, wnote)
+
+	// Lists over the stored history.
+	rep.HistoryP99ms, rep.ConversationsP99 = lists(api, seedDevices, cfg.SeedMessages, cfg.Queries)
+	logf("over %d stored messages: history page p99 %.2f ms, conversation list p99 %.2f ms", cfg.SeedMessages, rep.HistoryP99ms, rep.ConversationsP99)
+	return rep, nil
+}
+
+// phonesWithinLimit raises the open-file limit as far as allowed and caps
+// the phones to fit: the bench holds one descriptor a phone, the server another.
+func phonesWithinLimit(want int) (int, string) {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return want, ""
+	}
+	lim.Cur = lim.Max
+	_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
+	_ = syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim)
+	room := int(lim.Cur) - 1000
+	if room >= want {
+		return want, ""
+	}
+	return max(room, 1), fmt.Sprintf("the open-file limit (%d) allows %d phones, not %d: raise it with `ulimit -n %d` (and the hard limit in /etc/security/limits.conf) and run again", lim.Cur, max(room, 1), want, want+1000)
+}
+
+// apiClient calls the REST API with the company's key.
+type apiClient struct {
+	base, key string
+	hc        *http.Client
+}
+
+func (a *apiClient) do(method, path string, body any) (int, []byte, error) {
+	var rd io.Reader
+	if body != nil {
+		raw, _ := json.Marshal(body)
+		rd = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequest(method, a.base+path, rd)
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+a.key)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := a.hc.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer res.Body.Close()
+	out, err := io.ReadAll(res.Body)
+	return res.StatusCode, out, err
+}
+
+// fleet is the connected phones.
+type fleet struct {
+	phones   []*client.Phone
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	received atomic.Int64
+	sent     sync.Map // message text -> time the send started
+	lat      chan time.Duration
+}
+
+func connect(ctx context.Context, base string, fps, tokens []string) (*fleet, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	f := &fleet{cancel: cancel, lat: make(chan time.Duration, 1<<20)}
+	wsURL := "ws" + base[len("http"):] + "/device/ws"
+	clients := make([]*http.Client, 200)
+	for i := range clients {
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(1+i))}}
+		clients[i] = &http.Client{Transport: &http.Transport{DialContext: d.DialContext}}
+	}
+	var up atomic.Int64
+	for i := range fps {
+		p := client.New(client.Config{
+			WSURL: wsURL, Token: tokens[i], HTTPClient: clients[i%len(clients)],
+			BackoffBase: 100 * time.Millisecond, BackoffMax: 2 * time.Second,
+			Hello: proto.Hello{AppVersion: "bench", SelectedSIM: "BOTH", SIMs: []proto.SIM{{Slot: "SIM1"}}},
+			OnJob: func(s proto.Send) {
+				f.received.Add(1)
+				if t, ok := f.sent.LoadAndDelete(s.Message); ok {
+					select {
+					case f.lat <- time.Since(t.(time.Time)):
+					default:
+					}
+				}
+			},
+			OnState: func(ok bool, _ error) {
+				if ok {
+					up.Add(1)
+				}
+			},
+		})
+		f.phones = append(f.phones, p)
+		f.wg.Go(func() { _ = p.Run(ctx) })
+		// Connect in waves so that the accept queue never overflows.
+		if (i+1)%500 == 0 {
+			deadline := time.Now().Add(60 * time.Second)
+			for up.Load() < int64(i+1) && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+	}
+	deadline := time.Now().Add(120 * time.Second)
+	for up.Load() < int64(len(fps)) {
+		if time.Now().After(deadline) {
+			f.stop()
+			return nil, fmt.Errorf("bench: only %d of %d phones connected", up.Load(), len(fps))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return f, nil
+}
+
+func (f *fleet) stop() {
+	f.cancel()
+	f.wg.Wait()
+}
+
+func throughput(api *apiClient, f *fleet, fps []string, senders int, d time.Duration) (answered, received int64, perSecond float64) {
+	before := f.received.Load()
+	var ok atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	stop := start.Add(d)
+	for w := range senders {
+		wg.Go(func() {
+			for i := 0; time.Now().Before(stop); i++ {
+				fp := fps[(w*7919+i)%len(fps)]
+				code, _, err := api.do("POST", "/chat/send", map[string]string{"device_fingerprint": fp, "phone": "+15551234567", "message": "throughput"})
+				if err == nil && code == http.StatusOK {
+					ok.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	answered = ok.Load()
+	deadline := time.Now().Add(60 * time.Second)
+	for f.received.Load()-before < answered && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	return answered, f.received.Load() - before, float64(answered) / elapsed.Seconds()
+}
+
+func latency(api *apiClient, f *fleet, fps []string, rate int, d time.Duration) []time.Duration {
+	total := int(float64(rate) * d.Seconds())
+	for len(f.lat) > 0 {
+		<-f.lat
+	}
+	jobs := make(chan int, total)
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Go(func() {
+			for i := range jobs {
+				text := fmt.Sprintf("latency %d", i)
+				f.sent.Store(text, time.Now())
+				_, _, _ = api.do("POST", "/chat/send", map[string]string{"device_fingerprint": fps[rand.IntN(len(fps))], "phone": "+15551234567", "message": text})
+			}
+		})
+	}
+	start := time.Now()
+	interval := time.Second / time.Duration(rate)
+	for i := range total {
+		if wait := time.Until(start.Add(time.Duration(i) * interval)); wait > 0 {
+			time.Sleep(wait)
+		}
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	var out []time.Duration
+	deadline := time.Now().Add(30 * time.Second)
+	for len(out) < total && time.Now().Before(deadline) {
+		select {
+		case l := <-f.lat:
+			out = append(out, l)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return out
+}
+
+// pct is the p-th percentile in milliseconds.
+func pct(ds []time.Duration, p float64) float64 {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	idx := int(float64(len(s)-1) * p / 100)
+	return float64(s[idx].Microseconds()) / 1000
+}

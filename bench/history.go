@@ -1,0 +1,98 @@
+package bench
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/simrelay/simrelay/store"
+)
+
+// The stored history: seedDevices devices, each talking with seedContacts
+// numbers, the messages spread evenly.
+const (
+	seedDevices  = 50
+	seedContacts = 200
+	seedBatch    = 25000
+)
+
+func seedFingerprints() []string {
+	out := make([]string, seedDevices)
+	for i := range out {
+		out[i] = fmt.Sprintf("seed-%02d", i)
+	}
+	return out
+}
+
+func contact(i int) string { return fmt.Sprintf("+1555%07d", i) }
+
+// seedHistory stores total finished messages through the store's import, in
+// created_at order, alternating outbound (delivered) and inbound.
+func seedHistory(dir string, devices []string, total int) error {
+	st, err := store.Open(dir, store.Options{BulkLoad: true})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	c, err := st.CompanyIDs()
+	if err != nil || len(c) == 0 {
+		return fmt.Errorf("bench: no company to seed: %v", err)
+	}
+	at := time.Now().Add(-time.Duration(total) * time.Millisecond).UTC()
+	batch := make([]store.Message, 0, seedBatch)
+	for i := range total {
+		dev := devices[i%len(devices)]
+		peer := contact((i / len(devices)) % seedContacts)
+		id, _ := uuid.NewV7()
+		m := store.Message{UUID: id.String(), CompanyID: c[0], Device: dev, Channel: "sms", Phone: peer, SIMSlot: "SIM1",
+			Text: "a stored message of the benchmark's history", Segments: 1, CreatedAt: at, UpdatedAt: at}
+		if i%2 == 0 {
+			m.Direction, m.Status = store.Outbound, store.MsgDelivered
+		} else {
+			m.Direction, m.Status, m.ClientID, m.ReceivedAt = store.Inbound, store.MsgReceived, fmt.Sprint("seed-", i), at.Format(time.RFC3339)
+		}
+		at = at.Add(time.Millisecond)
+		batch = append(batch, m)
+		if len(batch) == seedBatch {
+			if err := st.ImportMessages(batch); err != nil {
+				return err
+			}
+			batch = batch[:0]
+		}
+	}
+	if len(batch) > 0 {
+		return st.ImportMessages(batch)
+	}
+	return nil
+}
+
+// lists measures the p99 of history pages and conversation lists.
+func lists(api *apiClient, devices []string, stored, queries int) (historyP99, convP99 float64) {
+	if stored == 0 {
+		return 0, 0
+	}
+	perConv := max(stored/(len(devices)*seedContacts), 1)
+	pages := max(perConv/50, 1)
+	var hist, convs []time.Duration
+	for i := range queries {
+		q := url.Values{"device_fingerprint": {devices[rand.IntN(len(devices))]}, "phone": {contact(rand.IntN(seedContacts))},
+			"page": {fmt.Sprint(1 + rand.IntN(pages))}, "limit": {"50"}}
+		start := time.Now()
+		code, _, err := api.do("GET", "/chat/messages?"+q.Encode(), nil)
+		if err == nil && code == http.StatusOK {
+			hist = append(hist, time.Since(start))
+		}
+		if i%4 == 0 {
+			start = time.Now()
+			code, _, err = api.do("GET", "/chat/conversations?device_fingerprint="+devices[rand.IntN(len(devices))], nil)
+			if err == nil && code == http.StatusOK {
+				convs = append(convs, time.Since(start))
+			}
+		}
+	}
+	return pct(hist, 99), pct(convs, 99)
+}

@@ -1,0 +1,146 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/simrelay/simrelay/account"
+	"github.com/simrelay/simrelay/device"
+	"github.com/simrelay/simrelay/mail"
+	"github.com/simrelay/simrelay/store"
+)
+
+// server is the simrelay process under test.
+type server struct {
+	cmd *exec.Cmd
+	url string
+}
+
+// prepare creates the company and provisions the phones in a new store, and
+// returns the API key and the phones' tokens.
+func prepare(dir string, fingerprints []string) (apiKey string, tokens []string, companyID uint64, err error) {
+	st, err := store.Open(dir, store.Options{BulkLoad: true})
+	if err != nil {
+		return "", nil, 0, err
+	}
+	defer st.Close()
+	quiet := slog.New(slog.DiscardHandler)
+	mailer, err := mail.New(mail.Config{}, st, quiet, time.Now)
+	if err != nil {
+		return "", nil, 0, err
+	}
+	accounts, err := account.New(account.Config{}, st, mailer, quiet, time.Now)
+	if err != nil {
+		return "", nil, 0, err
+	}
+	c, u, key, err := accounts.CreateCompany("Bench", "bench@example.com", "Bench-pass-1")
+	if err != nil {
+		return "", nil, 0, err
+	}
+	devices := device.New(device.Config{}, st, time.Now)
+	for start := 0; start < len(fingerprints); start += 5000 {
+		end := min(start+5000, len(fingerprints))
+		t, err := devices.Provision(context.Background(), c.ID, u.ID, fingerprints[start:end])
+		if err != nil {
+			return "", nil, 0, err
+		}
+		tokens = append(tokens, t...)
+	}
+	return key, tokens, c.ID, nil
+}
+
+// startServer runs `simrelay serve` on a free loopback port.
+func startServer(ctx context.Context, bin, dir string, stderr io.Writer) (*server, error) {
+	args := []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dir, "--log-level", "warn",
+		"--rate-general", "1000000000/1m", "--rate-auth", "1000000000/1m"}
+	// The webhook receiver of the bench is on loopback.
+	if help, _ := exec.Command(bin, "serve", "-h").CombinedOutput(); strings.Contains(string(help), "webhook-allow-private") {
+		args = append(args, "--webhook-allow-private")
+	}
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Stderr = stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if _, a, ok := strings.Cut(sc.Text(), " listening on "); ok {
+				addr <- strings.TrimSpace(a)
+			}
+		}
+		close(addr)
+	}()
+	select {
+	case a, ok := <-addr:
+		if !ok {
+			_ = cmd.Wait()
+			return nil, errors.New("bench: the server exited before listening")
+		}
+		return &server{cmd: cmd, url: a}, nil
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		return nil, errors.New("bench: the server did not listen within 30s")
+	}
+}
+
+// stop ends the server with SIGTERM and waits.
+func (s *server) stop() {
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = s.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-done
+	}
+}
+
+// rss is the server's resident memory in bytes.
+func (s *server) rss() (int64, error) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb * 1024, err
+		}
+	}
+	return 0, errors.New("bench: no VmRSS")
+}
+
+// metric reads one gauge from the server's /metrics.
+func (s *server) metric(name string) (float64, error) {
+	res, err := http.Get(s.url + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer res.Body.Close()
+	sc := bufio.NewScanner(res.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			return strconv.ParseFloat(strings.TrimSpace(v), 64)
+		}
+	}
+	return 0, fmt.Errorf("bench: no metric %s", name)
+}

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"text/tabwriter"
+
+	"github.com/simrelay/simrelay/bench"
+)
+
+func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cfg := bench.Defaults()
+	var jsonPath string
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.IntVar(&cfg.Phones, "phones", cfg.Phones, "idle phones to connect")
+	fs.DurationVar(&cfg.SendFor, "send-for", cfg.SendFor, "length of the throughput phase")
+	fs.IntVar(&cfg.Senders, "senders", cfg.Senders, "concurrent REST senders in the throughput phase")
+	fs.IntVar(&cfg.Rate, "rate", cfg.Rate, "sends per second of the latency phase")
+	fs.DurationVar(&cfg.RateFor, "rate-for", cfg.RateFor, "length of the latency phase")
+	fs.IntVar(&cfg.InboundRate, "inbound-rate", cfg.InboundRate, "inbound messages per second of the webhook phase")
+	fs.DurationVar(&cfg.InboundFor, "inbound-for", cfg.InboundFor, "length of the webhook phase")
+	fs.IntVar(&cfg.SeedMessages, "messages", cfg.SeedMessages, "messages stored before the list phase")
+	fs.IntVar(&cfg.Queries, "queries", cfg.Queries, "requests per list measurement")
+	fs.StringVar(&jsonPath, "json", "simrelay-bench.json", "where to write the figures as JSON (empty: nowhere)")
+	fs.Usage = flagUsage(fs, "Usage: simrelay bench [flags]\n\nStarts a server on loopback with a temporary store, connects virtual phones and measures it.\n\nFlags, each with its environment twin:\n")
+	if err := parseFlags(fs, args, 0); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintf(stderr, "simrelay bench: %v\n", err)
+		return 2
+	}
+	bin, err := os.Executable()
+	if err != nil {
+		fmt.Fprintf(stderr, "simrelay bench: %v\n", err)
+		return 1
+	}
+	cfg.Binary, cfg.Log = bin, stderr
+	rep, err := bench.Run(ctx, cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "simrelay bench: %v\n", err)
+		return 1
+	}
+	printReport(stdout, rep)
+	if jsonPath != "" {
+		raw, _ := json.MarshalIndent(rep, "", "  ")
+		if err := os.WriteFile(jsonPath, append(raw, '\n'), 0o644); err != nil {
+			fmt.Fprintf(stderr, "simrelay bench: %v\n", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "\nwrote %s\n", jsonPath)
+	}
+	return 0
+}
+
+func printReport(w io.Writer, r bench.Report) {
+	fmt.Fprintf(w, "simrelay bench %s on %s\n\n", buildVersion(), r.Machine)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "measure\tresult\ttarget")
+	fmt.Fprintf(tw, "RSS per idle phone (%d phones)\t%.1f KB\t<= 10 KB\n", r.Phones, r.RSSPerPhoneKB)
+	fmt.Fprintf(tw, "Go heap per idle phone\t%.1f KB\t\n", r.HeapPerPhoneKB)
+	fmt.Fprintf(tw, "server goroutines per idle phone\t%.2f\t\n", r.GoroutinesPerPhone)
+	fmt.Fprintf(tw, "durable sends, answered and acked by the phone\t%.0f /s\t>= 10000 /s\n", r.SendsPerSecond)
+	fmt.Fprintf(tw, "send -> frame on phone at %d/s, p50 / p99\t%.2f / %.2f ms\tp99 < 5 ms\n", r.SendRate, r.SendP50ms, r.SendP99ms)
+	fmt.Fprintf(tw, "inbound -> webhook received, p50 / p99\t%.2f / %.2f ms\tp99 < 50 ms\n", r.WebhookP50ms, r.WebhookP99ms)
+	fmt.Fprintf(tw, "history page p99 (%d stored)\t%.2f ms\t< 5 ms\n", r.StoredMessages, r.HistoryP99ms)
+	fmt.Fprintf(tw, "conversation list p99\t%.2f ms\t\n", r.ConversationsP99)
+	_ = tw.Flush()
+	if r.PhonesNote != "" {
+		fmt.Fprintf(w, "\nnote: %s\n", r.PhonesNote)
+	}
+	if r.WebhookNote != "" {
+		fmt.Fprintf(w, "note: webhook %s\n", r.WebhookNote)
+	}
+}
