@@ -62,10 +62,15 @@ func (s *Service) APIKey(_ context.Context, p Principal) (string, time.Time, err
 func (s *Service) RotateAPIKey(_ context.Context, p Principal) (string, time.Time, error) {
 	key := newAPIKey()
 	now := s.now().UTC()
+	var oldHash []byte
 	_, err := s.store.UpdateCompany(p.CompanyID, func(c *store.Company) error {
+		oldHash = c.APIKeyHash
 		c.APIKeyHash, c.APIKeySealed, c.APIKeyCreatedAt = tokenHash(key), s.sealer.seal(key), now
 		return nil
 	})
+	// The store no longer knows the old key; neither may the cache.
+	s.keysGen.Add(1)
+	s.keys.Delete(string(oldHash))
 	if err != nil {
 		return "", time.Time{}, mapStoreErr(err, "company")
 	}

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -71,6 +73,12 @@ type Service struct {
 	jwtKey    []byte
 	sealer    *sealer
 	dummyHash string // verified against when a login names no known user, to keep timing even
+	// keys caches API key hash -> company id. This process is the store's only
+	// writer and RotateAPIKey clears it, so a rotated key stops at once.
+	keys sync.Map
+	// keysGen moves on every rotation; a lookup caches its answer only if no
+	// rotation happened while it read the store, so it cannot revive a dead key.
+	keysGen atomic.Uint64
 }
 
 // New returns the service; the server secrets are created in the store on first use.
@@ -131,12 +139,23 @@ func (s *Service) Authenticate(ctx context.Context, token string) (Principal, er
 		return Principal{}, errBadCredential
 	}
 	if strings.HasPrefix(token, APIKeyPrefix) {
-		c, err := s.store.CompanyByAPIKeyHash(tokenHash(token))
+		hash := tokenHash(token)
+		if id, ok := s.keys.Load(string(hash)); ok {
+			return Principal{CompanyID: id.(uint64), Role: store.RoleAdmin, ViaAPIKey: true}, nil
+		}
+		gen := s.keysGen.Load()
+		c, err := s.store.CompanyByAPIKeyHash(hash)
 		if errors.Is(err, store.ErrNotFound) {
 			return Principal{}, errBadCredential
 		}
 		if err != nil {
 			return Principal{}, err
+		}
+		if s.keysGen.Load() == gen {
+			s.keys.Store(string(hash), c.ID)
+			if s.keysGen.Load() != gen { // a rotation raced the store: forget it
+				s.keys.Delete(string(hash))
+			}
 		}
 		return Principal{CompanyID: c.ID, Role: store.RoleAdmin, ViaAPIKey: true}, nil
 	}

@@ -34,6 +34,8 @@ type Config struct {
 	SeedMessages int           // history stored before the list phase (1,000,000)
 	Queries      int           // requests per list measurement (2,000)
 	Log          io.Writer     // progress lines
+	// ServerArgs are extra flags for the server (e.g. --pprof-listen to profile it).
+	ServerArgs []string
 }
 
 // Defaults of a run.
@@ -50,6 +52,7 @@ type Report struct {
 	RSSPerPhoneKB      float64 `json:"rss_per_idle_phone_kb"`
 	HeapPerPhoneKB     float64 `json:"heap_per_idle_phone_kb"`
 	GoroutinesPerPhone float64 `json:"server_goroutines_per_phone"`
+	StackPerPhoneKB    float64 `json:"stack_per_idle_phone_kb"`
 	ServerRSSMB        float64 `json:"server_rss_mb_with_phones"`
 	SendsPerSecond     float64 `json:"durable_sends_per_second"`
 	SendsAnswered      int64   `json:"sends_answered"`
@@ -102,7 +105,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	}
 	rep.StoredMessages, rep.SeedSeconds = cfg.SeedMessages, time.Since(start).Seconds()
 
-	srv, err := startServer(ctx, cfg.Binary, dir, os.Stderr)
+	srv, err := startServer(ctx, cfg.Binary, dir, os.Stderr, cfg.ServerArgs...)
 	if err != nil {
 		return rep, err
 	}
@@ -114,6 +117,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	rss0, _ := srv.rss()
 	heap0, _ := srv.metric("go_memstats_heap_inuse_bytes")
 	gr0, _ := srv.metric("go_goroutines")
+	stack0, _ := srv.metric("go_memstats_stack_inuse_bytes")
 	logf("connecting %d phones from 127.0.0.x ...", n)
 	fleet, err := connect(ctx, srv.url, fps, tokens)
 	if err != nil {
@@ -124,11 +128,13 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	rss1, _ := srv.rss()
 	heap1, _ := srv.metric("go_memstats_heap_inuse_bytes")
 	gr1, _ := srv.metric("go_goroutines")
+	stack1, _ := srv.metric("go_memstats_stack_inuse_bytes")
+	rep.StackPerPhoneKB = (stack1 - stack0) / float64(n) / 1024
 	rep.GoroutinesPerPhone = (gr1 - gr0) / float64(n)
 	rep.RSSPerPhoneKB = float64(rss1-rss0) / float64(n) / 1024
 	rep.HeapPerPhoneKB = (heap1 - heap0) / float64(n) / 1024
 	rep.ServerRSSMB = float64(rss1) / (1 << 20)
-	logf("idle: %.1f KB RSS, %.1f KB heap and %.2f goroutines per phone", rep.RSSPerPhoneKB, rep.HeapPerPhoneKB, rep.GoroutinesPerPhone)
+	logf("idle: %.1f KB RSS, %.1f KB heap, %.1f KB stack and %.2f goroutines per phone", rep.RSSPerPhoneKB, rep.HeapPerPhoneKB, rep.StackPerPhoneKB, rep.GoroutinesPerPhone)
 
 	// Durable send throughput: answered 2xx after fsync, each taken and acked by its phone.
 	logf("sending as fast as %d senders can for %s ...", cfg.Senders, cfg.SendFor)

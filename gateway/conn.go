@@ -23,7 +23,11 @@ type conn struct {
 	dev   store.Device // as of hello; owned by the reader goroutine after that
 	token string       // the device token of the upgrade, checked again once registered
 
-	out      chan []byte   // frames for the phone; only the writer goroutine receives
+	qmu     sync.Mutex
+	queue   [][]byte    // frames waiting for the phone, at most QueueLen; guarded by qmu
+	writing bool        // the writer goroutine is running; guarded by qmu
+	ping    *time.Timer // fires the next ping; set once registered
+
 	done     chan struct{} // closed once, when the link ends
 	doneOnce sync.Once
 	graceful atomic.Bool  // a close handshake is under way; do not cut the connection
@@ -31,12 +35,13 @@ type conn struct {
 
 	pumpMu    sync.Mutex          // serialises pumps, which read the store
 	inflight  map[string]struct{} // sends written to this link, not yet acked; guarded by pumpMu
+	cursor    uint64              // seq of the last job this link took from the queue; guarded by pumpMu
 	pace      *rate.Limiter       // nil: no pacing; guarded by pumpMu
 	paceTimer *time.Timer         // a pump waiting for the pace; guarded by pumpMu
 }
 
 func newConn(h *Hub, ws *websocket.Conn, dev store.Device, token string) *conn {
-	c := &conn{hub: h, ws: ws, dev: dev, token: token, out: make(chan []byte, h.cfg.QueueLen), done: make(chan struct{}), inflight: map[string]struct{}{}}
+	c := &conn{hub: h, ws: ws, dev: dev, token: token, done: make(chan struct{}), inflight: map[string]struct{}{}}
 	c.touch()
 	return c
 }
@@ -47,16 +52,16 @@ func (c *conn) touch() { c.lastSeen.Store(c.hub.now().UnixNano()) }
 func (c *conn) run() {
 	h := c.hub
 	defer h.wg.Done()
-	defer c.finish()
 	if !c.hello() {
+		c.finish()
 		return
 	}
 	old, ok := h.register(c)
 	if !ok {
 		c.closeWith(proto.CloseRestarting, "server restarting")
+		c.finish()
 		return
 	}
-	defer h.unregister(c)
 	if old != nil {
 		old.closeWith(proto.CloseReplaced, "replaced by a newer connection")
 	}
@@ -65,10 +70,13 @@ func (c *conn) run() {
 	// that this link is registered, every later change reaches it, so one
 	// more look closes the gap.
 	if !c.stillAllowed() {
+		h.unregister(c)
+		c.finish()
 		return
 	}
-	h.wg.Add(1)
-	go c.writeLoop()
+	// Armed in two steps so that c.ping is set before pingOnce can ever run.
+	c.ping = time.AfterFunc(time.Hour, c.pingOnce)
+	c.ping.Reset(jitter(h.cfg.PingInterval))
 	c.send(proto.Welcome{
 		DeviceFingerprint:   c.dev.Fingerprint,
 		ServerTime:          h.now().UTC().Format(timeLayout),
@@ -76,6 +84,18 @@ func (c *conn) run() {
 		MaxInflight:         h.cfg.MaxInflight,
 	})
 	c.pump()
+	// The set-up above (store reads and writes) grew this goroutine's stack.
+	// The link's long, mostly idle life goes on in a fresh goroutine whose
+	// stack starts small; this one ends here.
+	h.wg.Add(1)
+	go c.reader()
+}
+
+// reader reads the phone's frames until the link ends.
+func (c *conn) reader() {
+	defer c.hub.wg.Done()
+	defer c.finish()
+	defer c.hub.unregister(c)
 	c.readLoop()
 }
 
@@ -248,50 +268,64 @@ func (c *conn) send(f proto.Frame) bool {
 		c.hub.log.Error("encode frame", "err", err)
 		return false
 	}
-	select {
-	case <-c.done:
+	c.qmu.Lock()
+	if c.closed() {
+		c.qmu.Unlock()
 		return false
-	default:
 	}
-	select {
-	case c.out <- data:
-		return true
-	default:
+	if len(c.queue) >= c.hub.cfg.QueueLen {
+		c.qmu.Unlock()
 		c.closeWith(proto.CloseTooSlow, "too slow: queue full")
 		return false
 	}
+	c.queue = append(c.queue, data)
+	start := !c.writing
+	c.writing = true
+	c.qmu.Unlock()
+	if start {
+		c.hub.wg.Add(1)
+		go c.writeLoop()
+	}
+	return true
 }
 
-// writeLoop is the only goroutine that writes data frames; it also pings.
+// writeLoop is the link's one writer: it runs while frames wait and ends
+// when the queue is empty, so an idle phone costs no writer goroutine and
+// no queue memory.
 func (c *conn) writeLoop() {
 	h := c.hub
 	defer h.wg.Done()
-	ping := time.NewTimer(jitter(h.cfg.PingInterval))
-	defer ping.Stop()
 	for {
-		select {
-		case <-c.done:
+		c.qmu.Lock()
+		if len(c.queue) == 0 || c.closed() {
+			c.queue, c.writing = nil, false
+			c.qmu.Unlock()
 			return
-		case data := <-c.out:
-			ctx, cancel := context.WithTimeout(context.Background(), h.cfg.WriteTimeout)
-			err := c.ws.Write(ctx, websocket.MessageText, data)
-			cancel()
-			if err != nil {
-				c.end()
-				return
-			}
-		case <-ping.C:
-			h.wg.Add(1)
-			go c.ping()
-			ping.Reset(jitter(h.cfg.PingInterval))
+		}
+		data := c.queue[0]
+		c.queue[0] = nil
+		c.queue = c.queue[1:]
+		c.qmu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), h.cfg.WriteTimeout)
+		err := c.ws.Write(ctx, websocket.MessageText, data)
+		cancel()
+		if err != nil {
+			c.end()
+			c.qmu.Lock()
+			c.queue, c.writing = nil, false
+			c.qmu.Unlock()
+			return
 		}
 	}
 }
 
-// ping sends one ping and ends the link if no pong comes back in time. It
-// runs beside the writer because Ping waits for the pong.
-func (c *conn) ping() {
-	defer c.hub.wg.Done()
+// pingOnce sends one ping and ends the link if no pong comes back in time;
+// it runs on the ping timer's own goroutine, which exists only for the round
+// trip, and arms the next ping.
+func (c *conn) pingOnce() {
+	if c.closed() {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.hub.cfg.PongTimeout)
 	defer cancel()
 	if err := c.ws.Ping(ctx); err != nil {
@@ -299,6 +333,7 @@ func (c *conn) ping() {
 		return
 	}
 	c.touch()
+	c.ping.Reset(jitter(c.hub.cfg.PingInterval))
 }
 
 // jitter spreads pings of links made at the same moment (a server restart)
@@ -365,6 +400,9 @@ func (c *conn) closed() bool {
 func (c *conn) finish() {
 	c.end()
 	c.hub.forget(c)
+	if c.ping != nil {
+		c.ping.Stop()
+	}
 	c.pumpMu.Lock()
 	if c.paceTimer != nil {
 		c.paceTimer.Stop()
@@ -383,16 +421,14 @@ func (c *conn) pump() {
 	if room <= 0 || c.closed() {
 		return
 	}
-	jobs, err := c.hub.intake.Pending(context.Background(), c.dev, c.hub.cfg.MaxInflight)
+	jobs, err := c.hub.intake.Pending(context.Background(), c.dev, c.cursor, room)
 	if err != nil {
 		c.hub.log.Error("load pending jobs", "device", c.dev.Fingerprint, "err", err)
 		return
 	}
 	for _, j := range jobs {
-		if room == 0 {
-			return
-		}
-		if _, ok := c.inflight[j.ID]; ok {
+		if j.Send == nil { // expired: the sweeper marks it
+			c.cursor = j.Seq
 			continue
 		}
 		if c.pace != nil {
@@ -410,11 +446,11 @@ func (c *conn) pump() {
 				return
 			}
 		}
-		if !c.send(j) {
+		if !c.send(*j.Send) {
 			return
 		}
-		c.inflight[j.ID] = struct{}{}
-		room--
+		c.inflight[j.Send.ID] = struct{}{}
+		c.cursor = j.Seq
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/coder/websocket"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/sms"
 	"github.com/simrelay/simrelay/store"
 )
 
@@ -88,8 +89,9 @@ type Intake interface {
 	Status(ctx context.Context, dev store.Device, s proto.Status) error
 	// Inbound stores a message the phone received, once per client_id.
 	Inbound(ctx context.Context, dev store.Device, in proto.Inbound) (proto.InboundAck, error)
-	// Pending returns up to limit jobs waiting for the device, oldest first.
-	Pending(ctx context.Context, dev store.Device, limit int) ([]proto.Send, error)
+	// Pending returns up to limit jobs waiting for the device after the one
+	// with seq after, oldest first.
+	Pending(ctx context.Context, dev store.Device, after uint64, limit int) ([]sms.Job, error)
 }
 
 // Hub holds the phones' links.

@@ -97,22 +97,31 @@ func (s *Service) Inbound(_ context.Context, dev store.Device, in proto.Inbound)
 	return proto.InboundAck{ClientID: in.ClientID, ID: stored.ID, UUID: stored.UUID}, nil
 }
 
-// Pending returns the device's next jobs, oldest first; ones whose TTL ended
-// are left for the sweeper to mark expired.
-func (s *Service) Pending(_ context.Context, dev store.Device, limit int) ([]proto.Send, error) {
-	msgs, err := s.store.Pending(dev.Fingerprint, limit)
+// Pending returns the device's next jobs after the one with seq after, oldest
+// first; ones whose TTL ended are left for the sweeper to mark expired (their
+// seq still counts, so the caller's cursor moves past them).
+func (s *Service) Pending(_ context.Context, dev store.Device, after uint64, limit int) ([]Job, error) {
+	msgs, err := s.store.Pending(dev.Fingerprint, after, limit)
 	if err != nil {
 		return nil, err
 	}
 	now := s.now()
-	out := make([]proto.Send, 0, len(msgs))
+	out := make([]Job, 0, len(msgs))
 	for _, m := range msgs {
-		if !m.ExpiresAt.IsZero() && !now.Before(m.ExpiresAt) {
-			continue
+		j := Job{Seq: m.ID}
+		if m.ExpiresAt.IsZero() || now.Before(m.ExpiresAt) {
+			j.Send = &proto.Send{ID: m.UUID, Channel: proto.ChannelSMS, To: m.Phone, Message: m.Text, SIMSlot: m.SIMSlot, ExpiresAt: m.ExpiresAt.UTC().Format(timeLayout)}
 		}
-		out = append(out, proto.Send{ID: m.UUID, Channel: proto.ChannelSMS, To: m.Phone, Message: m.Text, SIMSlot: m.SIMSlot, ExpiresAt: m.ExpiresAt.UTC().Format(timeLayout)})
+		out = append(out, j)
 	}
 	return out, nil
+}
+
+// Job is a queued message as the hub takes it: its place in the device's
+// queue, and its send frame (nil when it expired and must be skipped).
+type Job struct {
+	Seq  uint64
+	Send *proto.Send
 }
 
 const timeLayout = "2006-01-02T15:04:05.000Z"

@@ -259,14 +259,16 @@ func (s *Store) Transition(device, uuid, status, errText, statusAt string, now t
 	return out, nil
 }
 
-// Pending returns up to limit queued messages of a device, oldest first.
-func (s *Store) Pending(device string, limit int) ([]Message, error) {
+// Pending returns up to limit queued messages of a device with ids above
+// after, oldest first. Ids rise in commit order, so a reader that remembers
+// the last id it handed out never misses a message committed later.
+func (s *Store) Pending(device string, after uint64, limit int) ([]Message, error) {
 	var out []Message
 	err := s.db.View(func(tx *bolt.Tx) error {
 		msgs := tx.Bucket(bucketMessages)
 		prefix := devKey(device)
 		c := tx.Bucket(bucketQueue).Cursor()
-		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && len(out) < limit; k, _ = c.Next() {
+		for k, _ := c.Seek(devKey(device, itob(after+1))); k != nil && bytes.HasPrefix(k, prefix) && len(out) < limit; k, _ = c.Next() {
 			var m Message
 			if err := getJSON(msgs, k[len(prefix):], &m); err != nil {
 				return err

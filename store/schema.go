@@ -19,7 +19,7 @@ func SchemaVersion() uint64 { return uint64(len(migrations)) }
 
 func (s *Store) migrate() error {
 	if err := s.db.Update(func(tx *bolt.Tx) error {
-		for _, name := range append(allBuckets, messageBuckets...) {
+		for _, name := range append(append(allBuckets, messageBuckets...), webhookBuckets...) {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return fmt.Errorf("create bucket %s: %w", name, err)
 			}

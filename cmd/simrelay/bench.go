@@ -27,6 +27,8 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.DurationVar(&cfg.InboundFor, "inbound-for", cfg.InboundFor, "length of the webhook phase")
 	fs.IntVar(&cfg.SeedMessages, "messages", cfg.SeedMessages, "messages stored before the list phase")
 	fs.IntVar(&cfg.Queries, "queries", cfg.Queries, "requests per list measurement")
+	var pprofListen string
+	fs.StringVar(&pprofListen, "pprof-listen", "", "let the server serve pprof profiles on this loopback host:port, to profile it during the run")
 	fs.StringVar(&jsonPath, "json", "simrelay-bench.json", "where to write the figures as JSON (empty: nowhere)")
 	fs.Usage = flagUsage(fs, "Usage: simrelay bench [flags]\n\nStarts a server on loopback with a temporary store, connects virtual phones and measures it.\n\nFlags, each with its environment twin:\n")
 	if err := parseFlags(fs, args, 0); err != nil {
@@ -42,6 +44,9 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return 1
 	}
 	cfg.Binary, cfg.Log = bin, stderr
+	if pprofListen != "" {
+		cfg.ServerArgs = append(cfg.ServerArgs, "--pprof-listen", pprofListen)
+	}
 	rep, err := bench.Run(ctx, cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "simrelay bench: %v\n", err)
@@ -65,6 +70,7 @@ func printReport(w io.Writer, r bench.Report) {
 	fmt.Fprintln(tw, "measure\tresult\ttarget")
 	fmt.Fprintf(tw, "RSS per idle phone (%d phones)\t%.1f KB\t<= 10 KB\n", r.Phones, r.RSSPerPhoneKB)
 	fmt.Fprintf(tw, "Go heap per idle phone\t%.1f KB\t\n", r.HeapPerPhoneKB)
+	fmt.Fprintf(tw, "Go stack per idle phone\t%.1f KB\t\n", r.StackPerPhoneKB)
 	fmt.Fprintf(tw, "server goroutines per idle phone\t%.2f\t\n", r.GoroutinesPerPhone)
 	fmt.Fprintf(tw, "durable sends, answered and acked by the phone\t%.0f /s\t>= 10000 /s\n", r.SendsPerSecond)
 	fmt.Fprintf(tw, "send -> frame on phone at %d/s, p50 / p99\t%.2f / %.2f ms\tp99 < 5 ms\n", r.SendRate, r.SendP50ms, r.SendP99ms)

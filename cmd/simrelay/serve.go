@@ -51,6 +51,7 @@ type serveConfig struct {
 	trustedProxies  cidrList
 	shutdownTimeout time.Duration
 	messageTTL      time.Duration
+	pprofListen     string
 
 	general, auth pacing.Rate
 }
@@ -67,6 +68,7 @@ func (c *serveConfig) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.rateAuth, "rate-auth", "15/15m", "rate limit of the credential routes per client IP, COUNT/WINDOW")
 	fs.Var(&c.trustedProxies, "trusted-proxies", "comma-separated proxy addresses or CIDRs whose X-Forwarded-For is believed (default none: the socket peer is the client)")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "how long in-flight requests may finish on SIGTERM")
+	fs.StringVar(&c.pprofListen, "pprof-listen", "", "serve Go's pprof profiles on this host:port (keep it on loopback); empty: off")
 	fs.DurationVar(&c.messageTTL, "message-ttl", sms.DefaultMessageTTL, "how long a queued SMS waits for its phone before it expires")
 }
 
@@ -198,6 +200,13 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 
+	if cfg.pprofListen != "" {
+		stopProfiles, err := servePprof(cfg.pprofListen, log)
+		if err != nil {
+			return err
+		}
+		defer stopProfiles()
+	}
 	workers, stopWorkers := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() {

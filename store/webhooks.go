@@ -1,0 +1,389 @@
+package store
+
+import (
+	"bytes"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Webhook delivery states: what a delivery is after an attempt, as the
+// deliveries log shows it.
+const (
+	WebhookPending   = "pending"   // another attempt is scheduled
+	WebhookDelivered = "delivered" // the receiver answered 2xx
+	WebhookFailed    = "failed"    // given up
+)
+
+// WebhookEntry is one receiver in a company's webhook set.
+type WebhookEntry struct {
+	ID     uint64 `json:"id"`
+	URL    string `json:"url"`
+	Active bool   `json:"active"`
+	// Scope; an empty list matches everything.
+	Devices   []string  `json:"devices,omitempty"`
+	SIMs      []int     `json:"sims,omitempty"` // 0 is SIM1, 1 is SIM2
+	Channels  []string  `json:"channels,omitempty"`
+	WANumbers []string  `json:"wa_numbers,omitempty"`
+	IMHandles []string  `json:"im_handles,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	// FailingSince is the first failed attempt since the last success; zero
+	// while the receiver is healthy.
+	FailingSince time.Time `json:"failing_since,omitzero"`
+	// DisabledAt and DisabledReason record why delivery turned the entry off.
+	DisabledAt     time.Time `json:"disabled_at,omitzero"`
+	DisabledReason string    `json:"disabled_reason,omitempty"`
+}
+
+// WebhookSet is a company's webhook configuration: its entries and the secret
+// that signs their deliveries.
+type WebhookSet struct {
+	CompanyID       uint64         `json:"company_id"`
+	Secret          string         `json:"secret,omitempty"`
+	SecretCreatedAt time.Time      `json:"secret_created_at,omitzero"`
+	Entries         []WebhookEntry `json:"entries,omitempty"`
+}
+
+// Entry returns the entry with the id, nil when the set has none.
+func (w *WebhookSet) Entry(id uint64) *WebhookEntry {
+	for i := range w.Entries {
+		if w.Entries[i].ID == id {
+			return &w.Entries[i]
+		}
+	}
+	return nil
+}
+
+// WebhookDelivery is one event on its way to one entry: a row of the outbox.
+// It exists while it is pending; the deliveries log keeps its history.
+type WebhookDelivery struct {
+	ID        uint64 `json:"id"`
+	UUID      string `json:"uuid"` // the body's id and X-Service-Delivery
+	EventID   string `json:"event_id"`
+	EventType string `json:"event_type"`
+	CompanyID uint64 `json:"company_id"`
+	WebhookID uint64 `json:"webhook_id"`
+	// Body is fixed when the event is enqueued: every attempt sends these bytes.
+	Body          []byte    `json:"body"`
+	Attempts      int       `json:"attempts"`
+	CreatedAt     time.Time `json:"created_at"`
+	NextAttemptAt time.Time `json:"next_attempt_at"`
+}
+
+// WebhookAttempt is one line of the deliveries log: one attempt at one delivery.
+type WebhookAttempt struct {
+	ID         uint64 `json:"id"`
+	CompanyID  uint64 `json:"company_id"`
+	WebhookID  uint64 `json:"webhook_id"`
+	EventID    string `json:"event_id"`
+	DeliveryID string `json:"delivery_id"`
+	EventType  string `json:"event_type"`
+	Attempt    int    `json:"attempt"`
+	// State is the delivery's state after this attempt.
+	State      string    `json:"state"`
+	StatusCode int       `json:"status_code,omitempty"` // 0: no HTTP answer
+	Error      string    `json:"error,omitempty"`
+	DurationMS int64     `json:"duration_ms"`
+	CreatedAt  time.Time `json:"created_at"`
+	// NextAttemptAt is set while the state is pending.
+	NextAttemptAt time.Time `json:"next_attempt_at,omitzero"`
+}
+
+// WebhookJob is a delivery with what its next attempt needs, read together.
+type WebhookJob struct {
+	Delivery WebhookDelivery
+	Entry    *WebhookEntry // nil when the entry was removed
+	Secret   string
+}
+
+var (
+	bucketWebhookSets       = []byte("webhook_sets")       // company id -> WebhookSet; its sequence numbers entries
+	bucketWebhookDeliveries = []byte("webhook_deliveries") // delivery id -> WebhookDelivery, while pending
+	bucketWebhookDue        = []byte("webhook_due")        // next_attempt_at delivery id -> nil
+	bucketWebhookAttempts   = []byte("webhook_attempts")   // company id + attempt id -> WebhookAttempt
+	webhookBuckets          = [][]byte{bucketWebhookSets, bucketWebhookDeliveries, bucketWebhookDue, bucketWebhookAttempts}
+)
+
+func dueKey(d WebhookDelivery) []byte { return append(timeKey(d.NextAttemptAt), itob(d.ID)...) }
+
+// WebhookSet returns the company's webhook set (empty when it has none).
+func (s *Store) WebhookSet(companyID uint64) (WebhookSet, error) {
+	var set WebhookSet
+	err := s.db.View(func(tx *bolt.Tx) error {
+		var err error
+		set, err = loadWebhookSet(tx, companyID)
+		return err
+	})
+	if err != nil {
+		return set, fmt.Errorf("store: webhook set of company %d: %w", companyID, err)
+	}
+	return set, nil
+}
+
+func loadWebhookSet(tx *bolt.Tx, companyID uint64) (WebhookSet, error) {
+	set := WebhookSet{CompanyID: companyID}
+	raw := tx.Bucket(bucketWebhookSets).Get(itob(companyID))
+	if raw == nil {
+		return set, nil
+	}
+	err := jsonUnmarshal(raw, &set)
+	return set, err
+}
+
+// UpdateWebhookSet applies fn to the company's webhook set and stores it.
+// Entries that fn leaves with ID 0 get new ids and now as CreatedAt. fn runs
+// inside the write transaction; an error from it changes nothing.
+func (s *Store) UpdateWebhookSet(companyID uint64, now time.Time, fn func(*WebhookSet) error) (WebhookSet, error) {
+	var set WebhookSet
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		var err error
+		if set, err = loadWebhookSet(tx, companyID); err != nil {
+			return err
+		}
+		if err := fn(&set); err != nil {
+			return err
+		}
+		b := tx.Bucket(bucketWebhookSets)
+		for i := range set.Entries {
+			if set.Entries[i].ID != 0 {
+				continue
+			}
+			if set.Entries[i].ID, err = b.NextSequence(); err != nil {
+				return err
+			}
+			set.Entries[i].CreatedAt = now.UTC()
+		}
+		set.CompanyID = companyID
+		return putJSON(b, itob(companyID), set)
+	})
+	if err != nil {
+		return set, fmt.Errorf("store: update webhook set of company %d: %w", companyID, err)
+	}
+	return set, nil
+}
+
+// AddWebhookDeliveries is the outbox write of an event. It runs inside the
+// caller's transaction (the one that stores the inbound message), hands the
+// company's webhook set to build and stores the deliveries build returns,
+// due at their NextAttemptAt. A company without webhooks costs one lookup.
+// It returns how many deliveries it stored.
+func AddWebhookDeliveries(tx *bolt.Tx, companyID uint64, build func(WebhookSet) ([]WebhookDelivery, error)) (int, error) {
+	if tx.Bucket(bucketWebhookSets).Get(itob(companyID)) == nil {
+		return 0, nil
+	}
+	set, err := loadWebhookSet(tx, companyID)
+	if err != nil {
+		return 0, err
+	}
+	ds, err := build(set)
+	if err != nil {
+		return 0, err
+	}
+	b := tx.Bucket(bucketWebhookDeliveries)
+	due := tx.Bucket(bucketWebhookDue)
+	for _, d := range ds {
+		if d.ID, err = b.NextSequence(); err != nil {
+			return 0, err
+		}
+		d.CompanyID = companyID
+		if err := putJSON(b, itob(d.ID), d); err != nil {
+			return 0, err
+		}
+		if err := due.Put(dueKey(d), nil); err != nil {
+			return 0, err
+		}
+	}
+	return len(ds), nil
+}
+
+// DueWebhookDeliveries returns the ids of up to limit deliveries due at now,
+// the longest due first, passing over those skip names (nil skips none). It
+// also returns when to look again: the due time of the first delivery still
+// waiting, now when more are due than limit, zero when nothing waits.
+func (s *Store) DueWebhookDeliveries(now time.Time, limit int, skip func(id uint64) bool) ([]uint64, time.Time, error) {
+	var ids []uint64
+	var next time.Time
+	err := s.db.View(func(tx *bolt.Tx) error {
+		end := timeKey(now)
+		c := tx.Bucket(bucketWebhookDue).Cursor()
+		for k, _ := c.First(); k != nil; k, _ = c.Next() {
+			if bytes.Compare(k[:8], end) > 0 {
+				next = time.Unix(0, int64(btoi(k[:8]))).UTC()
+				return nil
+			}
+			id := btoi(k[8:])
+			if skip != nil && skip(id) {
+				continue
+			}
+			if len(ids) == limit {
+				next = now
+				return nil
+			}
+			ids = append(ids, id)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("store: due webhook deliveries: %w", err)
+	}
+	return ids, next, nil
+}
+
+// WebhookJob reads a pending delivery with its entry and the company's secret.
+func (s *Store) WebhookJob(id uint64) (WebhookJob, error) {
+	var job WebhookJob
+	err := s.db.View(func(tx *bolt.Tx) error {
+		if err := getJSON(tx.Bucket(bucketWebhookDeliveries), itob(id), &job.Delivery); err != nil {
+			return err
+		}
+		set, err := loadWebhookSet(tx, job.Delivery.CompanyID)
+		if err != nil {
+			return err
+		}
+		job.Secret = set.Secret
+		if e := set.Entry(job.Delivery.WebhookID); e != nil {
+			entry := *e
+			job.Entry = &entry
+		}
+		return nil
+	})
+	if err != nil {
+		return job, fmt.Errorf("store: webhook delivery %d: %w", id, err)
+	}
+	return job, nil
+}
+
+// RecordWebhookAttempt writes the outcome of one attempt at a pending
+// delivery. decide runs inside the write transaction with the delivery and its
+// entry (nil when removed; changes to it are stored) and returns the log line:
+// its State, StatusCode, Error, DurationMS, CreatedAt and, when pending,
+// NextAttemptAt. The store fills in the rest. A pending line moves the
+// delivery to its next attempt; delivered or failed ends it, and only the log
+// keeps it. decide may run more than once (group commit), so it must only
+// compute.
+func (s *Store) RecordWebhookAttempt(id uint64, decide func(d WebhookDelivery, e *WebhookEntry) WebhookAttempt) (WebhookAttempt, error) {
+	var out WebhookAttempt
+	err := s.grouped(func(tx *bolt.Tx) error {
+		deliveries := tx.Bucket(bucketWebhookDeliveries)
+		var d WebhookDelivery
+		if err := getJSON(deliveries, itob(id), &d); err != nil {
+			return err
+		}
+		set, err := loadWebhookSet(tx, d.CompanyID)
+		if err != nil {
+			return err
+		}
+		entry := set.Entry(d.WebhookID)
+		var before WebhookEntry
+		if entry != nil {
+			before = *entry
+		}
+		a := decide(d, entry)
+		if entry != nil && entryHealthChanged(before, *entry) {
+			if err := putJSON(tx.Bucket(bucketWebhookSets), itob(d.CompanyID), set); err != nil {
+				return err
+			}
+		}
+		due := tx.Bucket(bucketWebhookDue)
+		if err := due.Delete(dueKey(d)); err != nil {
+			return err
+		}
+		d.Attempts++
+		if a.State == WebhookPending {
+			d.NextAttemptAt = a.NextAttemptAt
+			if err := putJSON(deliveries, itob(d.ID), d); err != nil {
+				return err
+			}
+			if err := due.Put(dueKey(d), nil); err != nil {
+				return err
+			}
+		} else {
+			a.NextAttemptAt = time.Time{}
+			if err := deliveries.Delete(itob(d.ID)); err != nil {
+				return err
+			}
+		}
+		log := tx.Bucket(bucketWebhookAttempts)
+		if a.ID, err = log.NextSequence(); err != nil {
+			return err
+		}
+		a.CompanyID, a.WebhookID, a.EventID, a.DeliveryID, a.EventType, a.Attempt = d.CompanyID, d.WebhookID, d.EventID, d.UUID, d.EventType, d.Attempts
+		out = a
+		return putJSON(log, pair(a.CompanyID, a.ID), a)
+	})
+	if err != nil {
+		return out, fmt.Errorf("store: record webhook attempt of delivery %d: %w", id, err)
+	}
+	return out, nil
+}
+
+// entryHealthChanged reports whether delivery changed what it may change of
+// an entry, so an attempt rewrites the set only when it must.
+func entryHealthChanged(a, b WebhookEntry) bool {
+	return a.Active != b.Active || !a.FailingSince.Equal(b.FailingSince) || !a.DisabledAt.Equal(b.DisabledAt) || a.DisabledReason != b.DisabledReason
+}
+
+// WebhookAttempts returns up to limit lines of the company's deliveries log,
+// newest first; a webhookID other than 0 keeps only that entry's lines.
+func (s *Store) WebhookAttempts(companyID, webhookID uint64, limit int) ([]WebhookAttempt, error) {
+	var out []WebhookAttempt
+	err := s.db.View(func(tx *bolt.Tx) error {
+		var err error
+		reverse(tx.Bucket(bucketWebhookAttempts), itob(companyID), func(k []byte) bool {
+			var a WebhookAttempt
+			if err = getJSON(tx.Bucket(bucketWebhookAttempts), k, &a); err != nil {
+				return false
+			}
+			if webhookID == 0 || a.WebhookID == webhookID {
+				out = append(out, a)
+			}
+			return len(out) < limit
+		})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: webhook attempts of company %d: %w", companyID, err)
+	}
+	return out, nil
+}
+
+// PruneWebhookAttempts drops log lines created before cutoff and, per
+// company, all but the newest keep. It returns how many it dropped.
+func (s *Store) PruneWebhookAttempts(cutoff time.Time, keep int) (int, error) {
+	n := 0
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketWebhookAttempts)
+		var drop [][]byte
+		var company []byte
+		seen := 0
+		c := b.Cursor()
+		for k, v := c.Last(); k != nil; k, v = c.Prev() {
+			if !bytes.Equal(k[:8], company) {
+				company, seen = append([]byte(nil), k[:8]...), 0
+			}
+			seen++
+			if seen <= keep {
+				var a WebhookAttempt
+				if err := jsonUnmarshal(v, &a); err != nil {
+					return err
+				}
+				if !a.CreatedAt.Before(cutoff) {
+					continue
+				}
+			}
+			drop = append(drop, append([]byte(nil), k...))
+		}
+		for _, k := range drop {
+			if err := b.Delete(k); err != nil {
+				return err
+			}
+		}
+		n = len(drop)
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("store: prune webhook attempts: %w", err)
+	}
+	return n, nil
+}
