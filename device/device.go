@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/simrelay/simrelay/phone"
 	"github.com/simrelay/simrelay/problem"
@@ -190,7 +191,7 @@ func (s *Service) Register(_ context.Context, in RegisterInput) (dev store.Devic
 		return dev, "", false, problem.Invalid("device_fingerprint", "must be 1 to 128 letters, digits, dots, dashes, underscores or colons")
 	}
 	name := strings.TrimSpace(in.DeviceName)
-	if len(name) > 100 {
+	if utf8.RuneCountInString(name) > 100 {
 		return dev, "", false, problem.Invalid("device_name", "must be at most 100 characters")
 	}
 	if name == "" {
@@ -200,10 +201,10 @@ func (s *Service) Register(_ context.Context, in RegisterInput) (dev store.Devic
 	if err != nil {
 		return dev, "", false, err
 	}
-	if len(in.FCMToken) > 4096 {
+	if utf8.RuneCountInString(in.FCMToken) > 4096 {
 		return dev, "", false, problem.Invalid("fcm_token", "must be at most 4096 characters")
 	}
-	if len(in.AppVersion) > 64 {
+	if utf8.RuneCountInString(in.AppVersion) > 64 {
 		return dev, "", false, problem.Invalid("app_version", "must be at most 64 characters")
 	}
 	token = newToken()
@@ -212,7 +213,7 @@ func (s *Service) Register(_ context.Context, in RegisterInput) (dev store.Devic
 		d := store.Device{UserID: p.UserID, Name: name, Status: store.DeviceActive, SelectedSIM: "BOTH", SIMs: sims,
 			FCMToken: in.FCMToken, AppVersion: in.AppVersion, TokenHash: tokenHash(token), CreatedAt: now}
 		if old != nil {
-			d.CreatedAt, d.SelectedSIM, d.Status, d.LastSeenAt = old.CreatedAt, old.SelectedSIM, old.Status, old.LastSeenAt
+			d.CreatedAt, d.SelectedSIM, d.Status, d.LastSeenAt, d.SMSPerMinute = old.CreatedAt, old.SelectedSIM, old.Status, old.LastSeenAt, old.SMSPerMinute
 		}
 		return d, nil
 	})
@@ -249,7 +250,7 @@ func validSIMs(in []store.SIM) ([]store.SIM, error) {
 			}
 			sim.PhoneNumber = n
 		}
-		if len(sim.Carrier) > 64 {
+		if utf8.RuneCountInString(sim.Carrier) > 64 {
 			return nil, problem.Invalid(field+".carrier", "must be at most 64 characters")
 		}
 		out = append(out, sim)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
@@ -55,7 +56,7 @@ func (s *Service) Update(ctx context.Context, companyID uint64, fingerprint stri
 	}
 	if p.DeviceName != nil {
 		n := strings.TrimSpace(*p.DeviceName)
-		if n == "" || len(n) > 100 {
+		if n == "" || utf8.RuneCountInString(n) > 100 {
 			return store.Device{}, problem.Invalid("device_name", "must be 1 to 100 characters")
 		}
 		p.DeviceName = &n
@@ -104,7 +105,7 @@ func (s *Service) Hello(_ context.Context, fingerprint, selectedSIM string, sims
 	if err != nil {
 		return store.Device{}, err
 	}
-	if len(appVersion) > 64 {
+	if utf8.RuneCountInString(appVersion) > 64 {
 		return store.Device{}, problem.Invalid("app_version", "must be at most 64 characters")
 	}
 	return s.store.UpdateDevice(fingerprint, func(d *store.Device) error {

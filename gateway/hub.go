@@ -120,8 +120,12 @@ func New(cfg Config, devices Devices, intake Intake, log *slog.Logger, now func(
 // link to its own goroutines. The handler goroutine returns at once, so its
 // (large) stack does not stay pinned for the days a phone stays connected.
 func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	dev, err := h.devices.Authenticate(r.Context(), strings.TrimSpace(token))
+	scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !strings.EqualFold(scheme, "Bearer") {
+		token = "" // no scheme, or another one: no credential
+	}
+	token = strings.TrimSpace(token)
+	dev, err := h.devices.Authenticate(r.Context(), token)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		writeError(w, http.StatusUnauthorized, "unauthorized", "The device token is missing, invalid or revoked. Pair the phone again.")
@@ -131,7 +135,7 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "internal", "The server failed to check the device token; it has been logged.")
 		return
 	case dev.Status == store.DeviceDisabled:
-		writeError(w, http.StatusForbidden, "device_disabled", "This device is disabled. An admin can enable it again.")
+		writeError(w, http.StatusForbidden, "device_disabled", "This device is disabled. Set its status to active (PATCH /device/{device_fingerprint}) to connect it again.")
 		return
 	}
 	if h.isDraining() {
@@ -146,7 +150,7 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return // Accept has answered the client
 	}
 	ws.SetReadLimit(proto.MaxFrameBytes)
-	c := newConn(h, ws, dev, strings.TrimSpace(token))
+	c := newConn(h, ws, dev, token)
 	h.mu.Lock()
 	if h.draining {
 		h.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
@@ -80,8 +81,8 @@ func (s *Service) Inbound(_ context.Context, dev store.Device, in proto.Inbound)
 	if receivedAt == "" {
 		receivedAt = s.now().UTC().Format(timeLayout)
 	}
-	if len(receivedAt) > 64 {
-		return proto.InboundAck{}, problem.Invalid("received_at", "must be an RFC 3339 time")
+	if _, err := time.Parse(time.RFC3339Nano, receivedAt); err != nil {
+		return proto.InboundAck{}, problem.Invalid("received_at", "must be an RFC 3339 time such as 2026-11-22T10:04:05.123Z")
 	}
 	m := store.Message{
 		UUID: newID(), Device: dev.Fingerprint, Channel: proto.ChannelSMS, Phone: from, Text: in.Message,

@@ -84,7 +84,7 @@ type Answer func(store.Message) (status int, body []byte)
 // With an idempotency key used before by the company (within 24 h), the first
 // answer comes back as prior and nothing new is queued.
 func (s *Service) Send(_ context.Context, in SendInput, answer Answer) (msg store.Message, prior *store.Idempotent, err error) {
-	if len(in.IdempotencyKey) > maxIdempotencyKey {
+	if utf8.RuneCountInString(in.IdempotencyKey) > maxIdempotencyKey {
 		return msg, nil, problem.Invalid("Idempotency-Key", "must be at most 255 characters")
 	}
 	if strings.TrimSpace(in.Device) == "" {

@@ -244,6 +244,7 @@ func (s *Store) Transition(device, uuid, status, errText, statusAt string, now t
 			return err
 		}
 		m.Status, m.UpdatedAt = status, now.UTC()
+		m.Error = "" // an expiry note does not outlive a later report
 		if status == MsgFailed {
 			m.Error = errText
 		}
