@@ -27,8 +27,9 @@ lint: tools ## gofmt, go vet and staticcheck
 	$(GO) vet ./...
 	$(STATICCHECK) ./...
 
-bench: ## run the Go benchmarks of the hot paths
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+bench: build ## measure: Go benchmarks of the hot paths, then simrelay bench (about a minute)
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 1s ./android-protocol ./store ./pacing ./sms ./webhook
+	./$(BIN) bench
 
 check: lint test ## everything CI runs
 
