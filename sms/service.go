@@ -110,25 +110,20 @@ func (s *Service) Send(_ context.Context, in SendInput, answer Answer) (msg stor
 	if slot != proto.SIM1 && slot != proto.SIM2 {
 		return msg, nil, problem.Invalid("sim_slot", "must be SIM1 or SIM2")
 	}
-	dev, err := s.store.Device(in.Device)
-	if errors.Is(err, store.ErrNotFound) || err == nil && dev.CompanyID != in.CompanyID {
-		return msg, nil, &problem.Error{Code: problem.NotFound, Field: "device_fingerprint", Message: "No such device."}
-	}
-	if err != nil {
-		return msg, nil, err
-	}
-	if dev.Status == store.DeviceDisabled {
-		return msg, nil, problem.New(problem.DeviceDisabled, "The device is disabled; enable it to send through it.")
-	}
-	if dev.SelectedSIM != proto.BothSIMs && dev.SelectedSIM != slot {
-		return msg, nil, &problem.Error{Code: problem.SIMMismatch, Field: "sim_slot", Message: "The device sends only from " + dev.SelectedSIM + "."}
+	// The device is vetted inside the commit: one read, and no window in
+	// which it could change between the check and the write.
+	check := func(dev store.Device) error {
+		if dev.SelectedSIM != proto.BothSIMs && dev.SelectedSIM != slot {
+			return &problem.Error{Code: problem.SIMMismatch, Field: "sim_slot", Message: "The device sends only from " + dev.SelectedSIM + "."}
+		}
+		return nil
 	}
 	now := s.now()
 	m := store.Message{
 		UUID: newID(), CompanyID: in.CompanyID, UserID: in.UserID, Device: in.Device, Channel: proto.ChannelSMS,
 		Phone: to, Text: in.Message, SIMSlot: slot, Segments: Segments(in.Message), ExpiresAt: now.Add(s.cfg.MessageTTL).UTC(),
 	}
-	msg, prior, err = s.store.Enqueue(&m, in.IdempotencyKey, s.now, answer)
+	msg, prior, err = s.store.Enqueue(&m, in.IdempotencyKey, s.now, check, answer)
 	switch {
 	case errors.Is(err, store.ErrDeviceGone):
 		return msg, nil, &problem.Error{Code: problem.NotFound, Field: "device_fingerprint", Message: "No such device."}

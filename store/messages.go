@@ -103,11 +103,15 @@ func timeKey(t time.Time) []byte { return itob(uint64(t.UnixNano())) }
 // an idempotency key, the answer to give for it; the key's earlier answer
 // comes back instead when the company used the key before (and nothing is
 // queued). answer builds the response from the stored message.
-func (s *Store) Enqueue(m *Message, idemKey string, now func() time.Time, answer func(Message) (int, []byte)) (Message, *Idempotent, error) {
+//
+// check, when set, vets the device inside the transaction; its error refuses
+// the send without failing the writes it shares a commit with.
+func (s *Store) Enqueue(m *Message, idemKey string, now func() time.Time, check func(Device) error, answer func(Message) (int, []byte)) (Message, *Idempotent, error) {
 	var out Message
 	var prior *Idempotent
+	var refused error
 	err := s.grouped(func(tx *bolt.Tx) error {
-		prior = nil
+		prior, refused = nil, nil
 		var ik []byte
 		if idemKey != "" {
 			ik = append(itob(m.CompanyID), idemKey...)
@@ -119,10 +123,17 @@ func (s *Store) Enqueue(m *Message, idemKey string, now func() time.Time, answer
 		}
 		var d Device
 		if err := getJSON(tx.Bucket(bucketDevices), []byte(m.Device), &d); err != nil || d.CompanyID != m.CompanyID {
-			return ErrDeviceGone
+			refused = ErrDeviceGone
+			return nil
 		}
 		if d.Status == DeviceDisabled {
-			return ErrDeviceDisabled
+			refused = ErrDeviceDisabled
+			return nil
+		}
+		if check != nil {
+			if refused = check(d); refused != nil {
+				return nil
+			}
 		}
 		msg := *m
 		id, err := tx.Bucket(bucketMessages).NextSequence()
@@ -153,6 +164,9 @@ func (s *Store) Enqueue(m *Message, idemKey string, now func() time.Time, answer
 		out = msg
 		return nil
 	})
+	if err == nil {
+		err = refused
+	}
 	if err != nil {
 		return out, nil, fmt.Errorf("store: enqueue: %w", err)
 	}

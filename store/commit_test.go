@@ -1,0 +1,62 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// TestGroupCommitIsolatesAFailingWrite runs many concurrent grouped writes,
+// some of which fail after writing: every good one is stored, no bad one
+// leaves a trace, and each caller gets its own outcome.
+func TestGroupCommitIsolatesAFailingWrite(t *testing.T) {
+	s := open(t, t.TempDir())
+	boom := errors.New("boom")
+	var wg sync.WaitGroup
+	errs := make([]error, 200)
+	for i := range errs {
+		wg.Go(func() {
+			errs[i] = s.grouped(func(tx *bolt.Tx) error {
+				if err := tx.Bucket(bucketMeta).Put(fmt.Appendf(nil, "k%03d", i), []byte("v")); err != nil {
+					return err
+				}
+				if i%7 == 0 {
+					return boom // after its write: the write must not survive
+				}
+				return nil
+			})
+		})
+	}
+	wg.Wait()
+	err := s.db.View(func(tx *bolt.Tx) error {
+		for i, e := range errs {
+			stored := tx.Bucket(bucketMeta).Get(fmt.Appendf(nil, "k%03d", i)) != nil
+			switch {
+			case i%7 == 0 && !errors.Is(e, boom):
+				t.Errorf("write %d: got %v, want boom", i, e)
+			case i%7 == 0 && stored:
+				t.Errorf("write %d failed but is stored", i)
+			case i%7 != 0 && (e != nil || !stored):
+				t.Errorf("write %d: got %v, stored %v; want stored", i, e, stored)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestGroupedAfterCloseIsRefused(t *testing.T) {
+	s, err := Open(t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if err := s.grouped(func(*bolt.Tx) error { return nil }); !errors.Is(err, ErrClosed) {
+		t.Fatalf("got %v, want ErrClosed", err)
+	}
+}
