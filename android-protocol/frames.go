@@ -87,6 +87,10 @@ type Welcome struct {
 	PingIntervalSeconds int `json:"ping_interval_seconds"`
 	// MaxInflight is how many sends the server leaves un-acked at once.
 	MaxInflight int `json:"max_inflight"`
+	// SelectedSIM and DeviceName are the device's settings as stored now,
+	// so a change made while the phone was offline reaches it on connect.
+	SelectedSIM string `json:"selected_sim"`
+	DeviceName  string `json:"device_name"`
 }
 
 // Send is a job for the phone: deliver one message.
@@ -145,10 +149,14 @@ type Config struct {
 	Status      string `json:"status,omitempty"`
 }
 
-// Error explains a refusal, usually right before a close.
+// Error explains a refusal, usually right before a close. When it refuses a
+// report, it names it: ID for an ack or status, ClientID for an inbound.
 type Error struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
+	Code     string `json:"code"`
+	Message  string `json:"message"`
+	ID       string `json:"id,omitempty"`
+	ClientID string `json:"client_id,omitempty"`
+	Field    string `json:"field,omitempty"`
 }
 
 func (Hello) FrameType() string      { return TypeHello }

@@ -56,6 +56,16 @@ func (c *conn) run() {
 		c.finish()
 		return
 	}
+	// The welcome, carrying the device's current settings, goes out before
+	// the link is findable: nothing else can be queued ahead of it.
+	c.send(proto.Welcome{
+		DeviceFingerprint:   c.dev.Fingerprint,
+		ServerTime:          h.now().UTC().Format(timeLayout),
+		PingIntervalSeconds: int(h.cfg.PingInterval / time.Second),
+		MaxInflight:         h.cfg.MaxInflight,
+		SelectedSIM:         c.dev.SelectedSIM,
+		DeviceName:          c.dev.Name,
+	})
 	old, ok := h.register(c)
 	if !ok {
 		c.closeWith(proto.CloseRestarting, "server restarting")
@@ -77,12 +87,6 @@ func (c *conn) run() {
 	// Armed in two steps so that c.ping is set before pingOnce can ever run.
 	c.ping = time.AfterFunc(time.Hour, c.pingOnce)
 	c.ping.Reset(jitter(h.cfg.PingInterval))
-	c.send(proto.Welcome{
-		DeviceFingerprint:   c.dev.Fingerprint,
-		ServerTime:          h.now().UTC().Format(timeLayout),
-		PingIntervalSeconds: int(h.cfg.PingInterval / time.Second),
-		MaxInflight:         h.cfg.MaxInflight,
-	})
 	c.pump()
 	// The set-up above (store reads and writes) grew this goroutine's stack.
 	// The link's long, mostly idle life goes on in a fresh goroutine whose
@@ -220,20 +224,21 @@ func (c *conn) handle(ctx context.Context, f proto.Frame) bool {
 	switch f := f.(type) {
 	case *proto.Ack:
 		err := h.intake.Ack(ctx, c.dev, f.ID)
-		if c.refused(err, "ack") {
+		// A refused ack (no such job) frees the slot too: the phone will not ack it again.
+		c.settle(f.ID)
+		if c.refused(err, "ack", proto.Error{ID: f.ID}) {
 			return !c.closed()
 		}
-		c.settle(f.ID)
 	case *proto.Status:
 		err := h.intake.Status(ctx, c.dev, *f)
-		if c.refused(err, "status") {
+		if c.refused(err, "status", proto.Error{ID: f.ID}) {
 			return !c.closed()
 		}
 		c.settle(f.ID)
 		c.send(proto.StatusAck{ID: f.ID, Status: f.Status})
 	case *proto.Inbound:
 		ack, err := h.intake.Inbound(ctx, c.dev, *f)
-		if c.refused(err, "inbound") {
+		if c.refused(err, "inbound", proto.Error{ClientID: f.ClientID}) {
 			return !c.closed()
 		}
 		c.send(ack)
@@ -245,17 +250,19 @@ func (c *conn) handle(ctx context.Context, f proto.Frame) bool {
 }
 
 // refused reports a failed intake: a client error goes back as an error
-// frame and the link goes on; a server fault closes the link so the phone
-// retries after reconnecting (its report is not lost: it was never acked).
-func (c *conn) refused(err error, what string) bool {
+// frame naming the report (the link goes on, and the phone drops the
+// report); a server fault closes the link so the phone retries after
+// reconnecting (its report is not lost: it was never acknowledged).
+func (c *conn) refused(err error, what string, about proto.Error) bool {
 	if err == nil {
 		return false
 	}
 	if pe, ok := problem.As(err); ok {
-		c.send(proto.Error{Code: string(pe.Code), Message: what + ": " + pe.Message})
+		about.Code, about.Message, about.Field = string(pe.Code), what+": "+pe.Message, pe.Field
+		c.send(about)
 		return true
 	}
-	c.hub.log.Error("intake failed", "device", c.dev.Fingerprint, "frame", what, "err", err)
+	c.hub.log.Error("intake failed", "device", c.dev.Fingerprint, "frame", what, "id", about.ID, "client_id", about.ClientID, "err", err)
 	c.closeWith(int(websocket.StatusInternalError), "server error")
 	return true
 }

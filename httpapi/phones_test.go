@@ -563,6 +563,10 @@ func TestDevicePatch(t *testing.T) {
 	if !again.Connected() {
 		t.Errorf("the re-enabled phone is not connected")
 	}
+	// The settings changed while the phone was away reach it in the welcome.
+	if w := again.Welcome(); w.SelectedSIM != "SIM2" || w.DeviceName != "Front desk" || again.SelectedSIM() != "SIM2" {
+		t.Errorf("welcome after reconnect: got %+v (phone holds %q), want selected_sim SIM2 and device_name Front desk", w, again.SelectedSIM())
+	}
 }
 
 func TestDeviceDelete(t *testing.T) {

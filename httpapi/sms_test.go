@@ -469,3 +469,44 @@ func mustJSON(t *testing.T, raw []byte, v any) {
 		t.Fatalf("%v: %s", err, raw)
 	}
 }
+
+// TestForeignPhoneCannotTouchJobs: a phone of company B that names company
+// A's job in an ack or status is refused by an error frame naming the job,
+// and A's message does not move. A malformed report is refused with its field.
+func TestForeignPhoneCannotTouchJobs(t *testing.T) {
+	e := newEnv(t, roomy)
+	a := e.newCompany("Acme", "owner@acme.test")
+	b := e.newCompany("Other", "owner@other.test")
+	e.pairPhone(a.apiKey, "a-phone")
+	intruder := dialRaw(t, e, e.pairPhone(b.apiKey, "b-phone").DeviceToken)
+	defer intruder.CloseNow()
+	id := e.do(call{method: "POST", path: "/chat/send", token: a.apiKey, body: sendBody("a-phone", "+15551234567", "secret", "")}).str("queueId")
+
+	refused := func(what string, want proto.Error) {
+		t.Helper()
+		got, ok := readRaw(t, intruder).(*proto.Error)
+		if !ok || got.Code != want.Code || got.ID != want.ID || got.ClientID != want.ClientID || got.Field != want.Field || !strings.HasPrefix(got.Message, what+": ") {
+			t.Fatalf("%s: got %#v, want an error frame like %+v with message %q...", what, got, want, what+": ")
+		}
+	}
+	writeRaw(t, intruder, proto.Ack{ID: id})
+	refused("ack", proto.Error{Code: "not_found", ID: id})
+	writeRaw(t, intruder, proto.Status{ID: id, Status: proto.StatusDelivered, At: "2026-11-22T10:04:05Z"})
+	refused("status", proto.Error{Code: "not_found", ID: id})
+	writeRaw(t, intruder, proto.Status{ID: id, Status: proto.StatusSent, At: "yesterday"})
+	refused("status", proto.Error{Code: "validation_failed", ID: id, Field: "at"})
+	writeRaw(t, intruder, proto.Inbound{ClientID: "in-1", Channel: "sms", From: "  ", Message: "hi", ReceivedAt: "2026-11-22T10:04:05Z"})
+	refused("inbound", proto.Error{Code: "validation_failed", ClientID: "in-1", Field: "from"})
+
+	// The link stays up after refusals, and A's job has not moved.
+	writeRaw(t, intruder, proto.Inbound{ClientID: "in-2", Channel: "sms", From: "+15557654321", Message: "hello", ReceivedAt: "2026-11-22T10:04:05Z"})
+	if ack, ok := readRaw(t, intruder).(*proto.InboundAck); !ok || ack.ClientID != "in-2" {
+		t.Fatalf("got %#v, want the inbound_ack of in-2", ack)
+	}
+	if q := e.queueStatus(a.apiKey, id); q.str("status") != "queued" {
+		t.Errorf("company A's message after company B's reports: %s, want queued", q.Raw)
+	}
+	if r := e.do(call{method: "GET", path: "/automation/inbound-sms", token: a.apiKey}); strings.Contains(string(r.Raw), "hello") {
+		t.Errorf("company A sees company B's inbound: %s", r.Raw)
+	}
+}

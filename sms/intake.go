@@ -36,6 +36,11 @@ func (s *Service) Status(_ context.Context, dev store.Device, st proto.Status) e
 	if len(st.Error) > 200 {
 		st.Error = st.Error[:200]
 	}
+	if st.At != "" {
+		if _, err := time.Parse(time.RFC3339Nano, st.At); err != nil {
+			return problem.Invalid("at", "must be an RFC 3339 time such as 2026-11-22T10:04:05.123Z")
+		}
+	}
 	if st.Status == proto.StatusFailed && st.Error == "" {
 		st.Error = "failed"
 	}
@@ -52,14 +57,14 @@ const maxClientID = 128
 // Inbound stores a received SMS once per (device, client_id) and returns the
 // acknowledgement to send only after it is durable.
 func (s *Service) Inbound(_ context.Context, dev store.Device, in proto.Inbound) (proto.InboundAck, error) {
-	if in.ClientID == "" || len(in.ClientID) > maxClientID {
+	if in.ClientID == "" || utf8.RuneCountInString(in.ClientID) > maxClientID {
 		return proto.InboundAck{}, problem.Invalid("client_id", "is required, at most 128 characters")
 	}
 	if in.Channel != proto.ChannelSMS {
 		return proto.InboundAck{}, problem.Invalid("channel", "must be sms")
 	}
 	from := strings.TrimSpace(in.From)
-	if from == "" || len(from) > 64 {
+	if from == "" || utf8.RuneCountInString(from) > 64 {
 		return proto.InboundAck{}, problem.Invalid("from", "is required, at most 64 characters")
 	}
 	// Senders are often short codes or names ("BANK"), which stay as given;

@@ -244,6 +244,9 @@ func (s *Store) Transition(device, uuid, status, errText, statusAt string, now t
 		if rank[status] <= rank[m.Status] {
 			return nil // a repeat, or late news of an earlier step; delivered and failed are final
 		}
+		if m.Status == MsgExpired && status == MsgSending {
+			return nil // a late ack does not revive an expired job; only an outcome can
+		}
 		if m.Status == MsgQueued || m.Status == MsgExpired {
 			if err := leaveQueue(tx, m); err != nil {
 				return err

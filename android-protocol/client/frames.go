@@ -65,7 +65,25 @@ func (p *Phone) handle(ctx context.Context, ws *websocket.Conn, data []byte) err
 			p.cfg.OnConfig(*f)
 		}
 	case *proto.Error:
-		p.cfg.Logger.Warn("server error frame", "code", f.Code, "message", f.Message)
+		p.cfg.Logger.Warn("server error frame", "code", f.Code, "message", f.Message, "id", f.ID, "client_id", f.ClientID)
+		// A refused report is dropped: sending it again would be refused again.
+		p.mu.Lock()
+		if f.ID != "" {
+			for _, st := range []string{proto.StatusSent, proto.StatusDelivered, proto.StatusFailed} {
+				key := f.ID + "\x00" + st
+				if _, ok := p.reports[key]; ok {
+					delete(p.reports, key)
+					p.order = remove(p.order, key)
+				}
+			}
+		}
+		if f.ClientID != "" {
+			if _, ok := p.inbound[f.ClientID]; ok {
+				delete(p.inbound, f.ClientID)
+				p.inOrder = remove(p.inOrder, f.ClientID)
+			}
+		}
+		p.mu.Unlock()
 	}
 	return nil
 }

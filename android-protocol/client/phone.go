@@ -29,6 +29,8 @@ type Config struct {
 	WSURL string
 	Token string
 	// Hello is sent on every connection; Protocol defaults to this build's.
+	// Its SelectedSIM is a choice made on the phone: it is sent until a link
+	// is welcomed, then "" (the server's value, from welcome and config, wins).
 	Hello       proto.Hello
 	HTTPClient  *http.Client
 	BackoffBase time.Duration
@@ -58,7 +60,8 @@ type Phone struct {
 	order    []string                           // report keys in the order made
 	inbound  map[string]proto.Inbound           // inbound not yet inbound_acked, by client_id
 	inOrder  []string                           // their client ids in order
-	selected string                             // the selected SIM as last configured
+	selected string                             // the selected SIM as the server last said
+	userSIM  string                             // a choice made on the phone, sent in hello until welcomed
 	acked    map[string]proto.InboundAck        // inbound acks received, by client_id
 	waiters  map[string][]chan proto.InboundAck // Inbound callers waiting for an ack
 }
@@ -91,7 +94,7 @@ func New(cfg Config) *Phone {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Phone{cfg: cfg, journal: map[string]bool{}, reports: map[string]proto.Status{}, inbound: map[string]proto.Inbound{},
-		selected: cfg.Hello.SelectedSIM, acked: map[string]proto.InboundAck{}, waiters: map[string][]chan proto.InboundAck{}}
+		selected: cfg.Hello.SelectedSIM, userSIM: cfg.Hello.SelectedSIM, acked: map[string]proto.InboundAck{}, waiters: map[string][]chan proto.InboundAck{}}
 }
 
 // Run keeps the phone connected until ctx ends (nil) or the server closes
@@ -160,7 +163,7 @@ func (p *Phone) session(ctx context.Context) error {
 
 	p.mu.Lock()
 	hello := p.cfg.Hello
-	hello.SelectedSIM = p.selected
+	hello.SelectedSIM = p.userSIM
 	p.mu.Unlock()
 	if err := write(ctx, ws, hello); err != nil {
 		return err
@@ -179,6 +182,12 @@ func (p *Phone) session(ctx context.Context) error {
 
 	p.mu.Lock()
 	p.ws, p.welcome = ws, *welcome
+	// The server now holds the phone's choice; from here on an admin's
+	// change must not be undone by a later hello.
+	p.userSIM = ""
+	if welcome.SelectedSIM != "" {
+		p.selected = welcome.SelectedSIM
+	}
 	resend := p.unacknowledged()
 	p.mu.Unlock()
 	defer func() {
