@@ -12,6 +12,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 // DefaultOpenTimeout bounds the wait for the file lock: a store held by a
@@ -86,7 +87,7 @@ func Open(dir string, opt Options) (*Store, error) {
 		return nil, fmt.Errorf("store: create data dir: %w", err)
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opt.Timeout, ReadOnly: opt.ReadOnly})
-	if errors.Is(err, bolt.ErrTimeout) {
+	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("%w: %s is locked (is a simrelay server running on it? stop it, or use the server's GET /admin/backup)", ErrLocked, path)
 	}
 	if err != nil {
@@ -125,7 +126,7 @@ func (s *Store) Close() error {
 // store it is refused.
 func (s *Store) grouped(fn func(*bolt.Tx) error) error {
 	if s.commit == nil {
-		return bolt.ErrDatabaseReadOnly
+		return bolterrors.ErrDatabaseReadOnly
 	}
 	return s.commit.do(fn)
 }
