@@ -25,6 +25,7 @@ import (
 	"github.com/simrelay/simrelay/sms"
 	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/web"
+	"github.com/simrelay/simrelay/webhook"
 )
 
 // clock is a settable time source for the API and the accounts.
@@ -55,6 +56,10 @@ type env struct {
 	log   *bytes.Buffer
 	hub   *gateway.Hub
 	sms   *sms.Service
+	// webhooks runs on the real clock (retries must come due) until
+	// stopWebhooks, which the test may call early to "restart" it.
+	webhooks     *webhook.Service
+	stopWebhooks func()
 }
 
 type envOption func(*httpapi.Config)
@@ -64,6 +69,12 @@ var testHubConfig = gateway.Config{HelloTimeout: 2 * time.Second}
 
 // newEnv starts a server on loopback; everything stops with the test.
 func newEnv(t *testing.T, opts ...envOption) *env {
+	t.Helper()
+	return newWebhookEnv(t, webhook.Config{}, opts...)
+}
+
+// newWebhookEnv is newEnv with the webhook service's configuration.
+func newWebhookEnv(t *testing.T, wcfg webhook.Config, opts ...envOption) *env {
 	t.Helper()
 	st, err := store.Open(t.TempDir(), store.Options{})
 	if err != nil {
@@ -98,7 +109,16 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 		o(&cfg)
 	}
 	devices := device.New(device.Config{PublicURL: publicURL}, st, clk.Now)
-	messages := sms.New(sms.Config{}, st, nil, log, clk.Now)
+	hooks, err := webhook.New(wcfg, st, log, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, wcancel := context.WithCancel(context.Background())
+	wdone := make(chan struct{})
+	go func() { defer close(wdone); _ = hooks.Run(wctx) }()
+	stopWebhooks := sync.OnceFunc(func() { wcancel(); <-wdone })
+	t.Cleanup(stopWebhooks)
+	messages := sms.New(sms.Config{}, st, hooks.OnInbound, log, clk.Now)
 	hub := gateway.New(testHubConfig, devices, messages, log, clk.Now)
 	messages.SetDispatcher(hub)
 	t.Cleanup(func() {
@@ -107,14 +127,14 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 		_ = hub.Shutdown(ctx)
 	})
 	reg := prometheus.NewRegistry()
-	api, err := httpapi.New(cfg, httpapi.Deps{Accounts: accounts, Devices: devices, SMS: messages, Phones: hub, PhoneSocket: hub, Store: st, Console: web.Handler(), Logger: log, Registry: reg, Gatherer: reg, Now: clk.Now})
+	api, err := httpapi.New(cfg, httpapi.Deps{Accounts: accounts, Devices: devices, SMS: messages, Phones: hub, PhoneSocket: hub, Store: st, Console: web.Handler(), Logger: log, Registry: reg, Gatherer: reg, Now: clk.Now, Webhooks: hooks})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv.Config.Handler = api.Handler()
 	srv.Start()
 	t.Cleanup(srv.Close)
-	return &env{t: t, url: srv.URL, store: st, inbox: inbox, clock: clk, log: &logBuf.buf, hub: hub, sms: messages}
+	return &env{t: t, url: srv.URL, store: st, inbox: inbox, clock: clk, log: &logBuf.buf, hub: hub, sms: messages, webhooks: hooks, stopWebhooks: stopWebhooks}
 }
 
 type lockedBuffer struct {

@@ -62,6 +62,12 @@ func (s *Server) routes() []route {
 		{http.MethodGet, "/automation/inbound-sms", member, s.inboundList},
 		{http.MethodGet, "/automation/latest-sms", member, s.latestInbound},
 
+		// Webhooks.
+		{http.MethodGet, "/webhooks/inbound-sms", member, s.getWebhooks},
+		{http.MethodPut, "/webhooks/inbound-sms", admin, s.putWebhooks},
+		{http.MethodPost, "/webhooks/signing-secret/rotate", member, s.rotateSigningSecret},
+		{http.MethodGet, "/webhooks/deliveries", member, s.webhookDeliveries},
+
 		// Operations.
 		{http.MethodGet, "/admin/backup", admin, s.backup},
 

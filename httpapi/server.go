@@ -16,6 +16,7 @@ import (
 	"github.com/simrelay/simrelay/device"
 	"github.com/simrelay/simrelay/pacing"
 	"github.com/simrelay/simrelay/sms"
+	"github.com/simrelay/simrelay/webhook"
 )
 
 // Config tunes the API.
@@ -50,6 +51,8 @@ type Deps struct {
 	Accounts *account.Service
 	Devices  *device.Service
 	SMS      *sms.Service
+	// Webhooks is the webhook configuration, signing secret and deliveries log.
+	Webhooks *webhook.Service
 	Phones   Phones
 	// PhoneSocket serves GET /device/ws (gateway.Hub).
 	PhoneSocket http.Handler

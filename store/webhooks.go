@@ -102,7 +102,8 @@ var (
 	bucketWebhookDeliveries = []byte("webhook_deliveries") // delivery id -> WebhookDelivery, while pending
 	bucketWebhookDue        = []byte("webhook_due")        // next_attempt_at delivery id -> nil
 	bucketWebhookAttempts   = []byte("webhook_attempts")   // company id + attempt id -> WebhookAttempt
-	webhookBuckets          = [][]byte{bucketWebhookSets, bucketWebhookDeliveries, bucketWebhookDue, bucketWebhookAttempts}
+	bucketWebhookLogSizes   = []byte("webhook_log_sizes")  // company id -> number of its attempts
+	webhookBuckets          = [][]byte{bucketWebhookSets, bucketWebhookDeliveries, bucketWebhookDue, bucketWebhookAttempts, bucketWebhookLogSizes}
 )
 
 func dueKey(d WebhookDelivery) []byte { return append(timeKey(d.NextAttemptAt), itob(d.ID)...) }
@@ -206,6 +207,7 @@ func (s *Store) DueWebhookDeliveries(now time.Time, limit int, skip func(id uint
 	var next time.Time
 	err := s.db.View(func(tx *bolt.Tx) error {
 		end := timeKey(now)
+		deliveries := tx.Bucket(bucketWebhookDeliveries)
 		c := tx.Bucket(bucketWebhookDue).Cursor()
 		for k, _ := c.First(); k != nil; k, _ = c.Next() {
 			if bytes.Compare(k[:8], end) > 0 {
@@ -213,8 +215,8 @@ func (s *Store) DueWebhookDeliveries(now time.Time, limit int, skip func(id uint
 				return nil
 			}
 			id := btoi(k[8:])
-			if skip != nil && skip(id) {
-				continue
+			if (skip != nil && skip(id)) || deliveries.Get(k[8:]) == nil {
+				continue // busy, or a key without its row, which no attempt could end
 			}
 			if len(ids) == limit {
 				next = now
@@ -260,9 +262,10 @@ func (s *Store) WebhookJob(id uint64) (WebhookJob, error) {
 // its State, StatusCode, Error, DurationMS, CreatedAt and, when pending,
 // NextAttemptAt. The store fills in the rest. A pending line moves the
 // delivery to its next attempt; delivered or failed ends it, and only the log
-// keeps it. decide may run more than once (group commit), so it must only
+// keeps it. The company's log then keeps its newest keep lines (all when keep
+// is 0). decide may run more than once (group commit), so it must only
 // compute.
-func (s *Store) RecordWebhookAttempt(id uint64, decide func(d WebhookDelivery, e *WebhookEntry) WebhookAttempt) (WebhookAttempt, error) {
+func (s *Store) RecordWebhookAttempt(id uint64, keep int, decide func(d WebhookDelivery, e *WebhookEntry) WebhookAttempt) (WebhookAttempt, error) {
 	var out WebhookAttempt
 	err := s.grouped(func(tx *bolt.Tx) error {
 		deliveries := tx.Bucket(bucketWebhookDeliveries)
@@ -304,18 +307,48 @@ func (s *Store) RecordWebhookAttempt(id uint64, decide func(d WebhookDelivery, e
 				return err
 			}
 		}
-		log := tx.Bucket(bucketWebhookAttempts)
-		if a.ID, err = log.NextSequence(); err != nil {
+		a.CompanyID, a.WebhookID, a.EventID, a.DeliveryID, a.EventType, a.Attempt = d.CompanyID, d.WebhookID, d.EventID, d.UUID, d.EventType, d.Attempts
+		if err := appendAttempt(tx, &a, keep); err != nil {
 			return err
 		}
-		a.CompanyID, a.WebhookID, a.EventID, a.DeliveryID, a.EventType, a.Attempt = d.CompanyID, d.WebhookID, d.EventID, d.UUID, d.EventType, d.Attempts
 		out = a
-		return putJSON(log, pair(a.CompanyID, a.ID), a)
+		return nil
 	})
 	if err != nil {
 		return out, fmt.Errorf("store: record webhook attempt of delivery %d: %w", id, err)
 	}
 	return out, nil
+}
+
+// appendAttempt adds a line to the company's log and drops its oldest lines
+// beyond keep, so the log's size is bounded on every write, whatever the rate.
+func appendAttempt(tx *bolt.Tx, a *WebhookAttempt, keep int) error {
+	log := tx.Bucket(bucketWebhookAttempts)
+	var err error
+	if a.ID, err = log.NextSequence(); err != nil {
+		return err
+	}
+	if err := putJSON(log, pair(a.CompanyID, a.ID), a); err != nil {
+		return err
+	}
+	sizes := tx.Bucket(bucketWebhookLogSizes)
+	company := itob(a.CompanyID)
+	var n uint64 = 1
+	if v := sizes.Get(company); v != nil {
+		n += btoi(v)
+	}
+	c := log.Cursor()
+	for keep > 0 && n > uint64(keep) {
+		k, _ := c.Seek(company)
+		if k == nil || !bytes.HasPrefix(k, company) {
+			break
+		}
+		if err := c.Delete(); err != nil {
+			return err
+		}
+		n--
+	}
+	return sizes.Put(company, itob(n))
 }
 
 // entryHealthChanged reports whether delivery changed what it may change of
@@ -349,12 +382,14 @@ func (s *Store) WebhookAttempts(companyID, webhookID uint64, limit int) ([]Webho
 }
 
 // PruneWebhookAttempts drops log lines created before cutoff and, per
-// company, all but the newest keep. It returns how many it dropped.
+// company, all but the newest keep (as writes do), and recounts each
+// company's log. It returns how many lines it dropped.
 func (s *Store) PruneWebhookAttempts(cutoff time.Time, keep int) (int, error) {
 	n := 0
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketWebhookAttempts)
 		var drop [][]byte
+		sizes := map[uint64]uint64{}
 		var company []byte
 		seen := 0
 		c := b.Cursor()
@@ -363,12 +398,13 @@ func (s *Store) PruneWebhookAttempts(cutoff time.Time, keep int) (int, error) {
 				company, seen = append([]byte(nil), k[:8]...), 0
 			}
 			seen++
-			if seen <= keep {
+			if keep <= 0 || seen <= keep {
 				var a WebhookAttempt
 				if err := jsonUnmarshal(v, &a); err != nil {
 					return err
 				}
 				if !a.CreatedAt.Before(cutoff) {
+					sizes[btoi(company)]++
 					continue
 				}
 			}
@@ -376,6 +412,27 @@ func (s *Store) PruneWebhookAttempts(cutoff time.Time, keep int) (int, error) {
 		}
 		for _, k := range drop {
 			if err := b.Delete(k); err != nil {
+				return err
+			}
+		}
+		// Recount from what is left: a count that ever drifted heals here.
+		sb := tx.Bucket(bucketWebhookLogSizes)
+		var stale [][]byte
+		if err := sb.ForEach(func(k, _ []byte) error {
+			if sizes[btoi(k)] == 0 {
+				stale = append(stale, append([]byte(nil), k...))
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		for _, k := range stale {
+			if err := sb.Delete(k); err != nil {
+				return err
+			}
+		}
+		for id, size := range sizes {
+			if err := sb.Put(itob(id), itob(size)); err != nil {
 				return err
 			}
 		}

@@ -157,7 +157,7 @@ func TestWebhookDueIndexAndAttempts(t *testing.T) {
 
 	// A failed attempt moves the first delivery to its retry and marks the entry failing.
 	retryAt := t0.Add(time.Hour)
-	a, err := s.RecordWebhookAttempt(first, func(d WebhookDelivery, e *WebhookEntry) WebhookAttempt {
+	a, err := s.RecordWebhookAttempt(first, 0, func(d WebhookDelivery, e *WebhookEntry) WebhookAttempt {
 		e.FailingSince = t0
 		return WebhookAttempt{State: WebhookPending, StatusCode: 500, Error: "boom", CreatedAt: t0, NextAttemptAt: retryAt}
 	})
@@ -175,7 +175,7 @@ func TestWebhookDueIndexAndAttempts(t *testing.T) {
 		t.Fatalf("got failing since %v, want %v", got.Entries[0].FailingSince, t0)
 	}
 	// A success ends the delivery: the outbox row goes, the log keeps both lines.
-	if _, err := s.RecordWebhookAttempt(first, func(d WebhookDelivery, e *WebhookEntry) WebhookAttempt {
+	if _, err := s.RecordWebhookAttempt(first, 0, func(d WebhookDelivery, e *WebhookEntry) WebhookAttempt {
 		if d.Attempts != 1 {
 			t.Errorf("got %d attempts so far, want 1", d.Attempts)
 		}
@@ -186,7 +186,7 @@ func TestWebhookDueIndexAndAttempts(t *testing.T) {
 	if _, err := s.WebhookJob(first); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("delivered delivery: got %v, want ErrNotFound", err)
 	}
-	if _, err := s.RecordWebhookAttempt(first, func(WebhookDelivery, *WebhookEntry) WebhookAttempt { return WebhookAttempt{} }); !errors.Is(err, ErrNotFound) {
+	if _, err := s.RecordWebhookAttempt(first, 0, func(WebhookDelivery, *WebhookEntry) WebhookAttempt { return WebhookAttempt{} }); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("recording on an ended delivery: got %v, want ErrNotFound", err)
 	}
 	lines, err := s.WebhookAttempts(c.ID, 0, 10)
@@ -223,7 +223,7 @@ func TestPruneWebhookAttempts(t *testing.T) {
 		}
 		ids, _, _ := s.DueWebhookDeliveries(t0.Add(24*time.Hour), 10, nil)
 		for i, id := range ids {
-			if _, err := s.RecordWebhookAttempt(id, func(WebhookDelivery, *WebhookEntry) WebhookAttempt {
+			if _, err := s.RecordWebhookAttempt(id, 0, func(WebhookDelivery, *WebhookEntry) WebhookAttempt {
 				return WebhookAttempt{State: WebhookFailed, CreatedAt: t0.Add(time.Duration(i) * time.Hour)}
 			}); err != nil {
 				t.Fatal(err)
@@ -243,5 +243,58 @@ func TestPruneWebhookAttempts(t *testing.T) {
 	}
 	if n, _ := s.PruneWebhookAttempts(t0.Add(4*time.Hour), 3); n != 4 {
 		t.Fatalf("by age: got %d pruned, want 4 (all but the newest of each company)", n)
+	}
+}
+
+// The log keeps each company's newest lines on every write, and the prune
+// recounts what is left.
+func TestWebhookLogCappedOnWrite(t *testing.T) {
+	s := open(t, t.TempDir())
+	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	a, _ := webhookFixture(t, s, "a@example.com", 1)
+	b, _ := webhookFixture(t, s, "b@example.com", 1)
+	record := func(c Company, i int) {
+		t.Helper()
+		at := t0.Add(time.Duration(i) * time.Minute)
+		if err := s.db.Update(func(tx *bolt.Tx) error {
+			_, err := AddWebhookDeliveries(tx, c.ID, oneDeliveryPerEntry(at))
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		ids, _, _ := s.DueWebhookDeliveries(at, 10, nil)
+		for _, id := range ids {
+			if _, err := s.RecordWebhookAttempt(id, 3, func(WebhookDelivery, *WebhookEntry) WebhookAttempt {
+				return WebhookAttempt{State: WebhookDelivered, CreatedAt: at}
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for i := range 5 {
+		record(a, i)
+	}
+	record(b, 10)
+	lines, _ := s.WebhookAttempts(a.ID, 0, 100)
+	if len(lines) != 3 || !lines[0].CreatedAt.Equal(t0.Add(4*time.Minute)) || !lines[2].CreatedAt.Equal(t0.Add(2*time.Minute)) {
+		t.Fatalf("company A: got %d lines, want its newest 3", len(lines))
+	}
+	if lines, _ := s.WebhookAttempts(b.ID, 0, 100); len(lines) != 1 {
+		t.Fatalf("company B: got %d lines, want 1: another company's writes drop nothing of it", len(lines))
+	}
+	// Everything older than B's line goes: A's count is recounted to 0, so
+	// three new lines fit again before the cap bites.
+	if n, err := s.PruneWebhookAttempts(t0.Add(10*time.Minute), 3); err != nil || n != 3 {
+		t.Fatalf("got %d pruned (%v), want A's 3", n, err)
+	}
+	for i := 11; i < 14; i++ {
+		record(a, i)
+	}
+	if lines, _ := s.WebhookAttempts(a.ID, 0, 100); len(lines) != 3 {
+		t.Fatalf("after the recount: got %d lines, want 3", len(lines))
+	}
+	record(a, 14)
+	if lines, _ := s.WebhookAttempts(a.ID, 0, 100); len(lines) != 3 || !lines[2].CreatedAt.Equal(t0.Add(12*time.Minute)) {
+		t.Fatalf("over the cap again: got %d lines, want the newest 3", len(lines))
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/simrelay/simrelay/sms"
 	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/web"
+	"github.com/simrelay/simrelay/webhook"
 )
 
 // Defaults of `simrelay serve`, as the contract sets them.
@@ -52,6 +53,9 @@ type serveConfig struct {
 	shutdownTimeout time.Duration
 	messageTTL      time.Duration
 	pprofListen     string
+	// webhookAllowPrivate lets webhook URLs be http and reach private addresses.
+	webhookAllowPrivate bool
+	webhookWorkers      int
 
 	general, auth pacing.Rate
 }
@@ -70,6 +74,8 @@ func (c *serveConfig) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "how long in-flight requests may finish on SIGTERM")
 	fs.StringVar(&c.pprofListen, "pprof-listen", "", "serve Go's pprof profiles on this host:port (keep it on loopback); empty: off")
 	fs.DurationVar(&c.messageTTL, "message-ttl", sms.DefaultMessageTTL, "how long a queued SMS waits for its phone before it expires")
+	fs.BoolVar(&c.webhookAllowPrivate, "webhook-allow-private", false, "let webhook URLs use http and reach loopback, private and link-local addresses (self-hosted receivers, tests)")
+	fs.IntVar(&c.webhookWorkers, "webhook-workers", webhook.DefaultWorkers, "how many webhook deliveries run at once")
 }
 
 // validate checks every setting and fills the derived ones; the first error names the flag.
@@ -110,7 +116,14 @@ func (c *serveConfig) validate() error {
 	if err := c.mailConfig().Validate(); err != nil {
 		return fmt.Errorf("%s: %v", both("smtp-url"), err)
 	}
-	return nil
+	if c.webhookWorkers < 1 || c.webhookWorkers > webhook.MaxWorkers {
+		return fmt.Errorf("%s %d: want 1 to %d", both("webhook-workers"), c.webhookWorkers, webhook.MaxWorkers)
+	}
+	return c.webhookConfig().Validate()
+}
+
+func (c *serveConfig) webhookConfig() webhook.Config {
+	return webhook.Config{Workers: c.webhookWorkers, AllowPrivate: c.webhookAllowPrivate}
 }
 
 func (c *serveConfig) mailConfig() mail.Config {
@@ -180,13 +193,17 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 		return err
 	}
 	devices := device.New(device.Config{PublicURL: cfg.publicURL}, st, time.Now)
-	messages := sms.New(sms.Config{MessageTTL: cfg.messageTTL}, st, nil, log.With("component", "sms"), time.Now)
+	hooks, err := webhook.New(cfg.webhookConfig(), st, log.With("component", "webhook"), time.Now)
+	if err != nil {
+		return err
+	}
+	messages := sms.New(sms.Config{MessageTTL: cfg.messageTTL}, st, hooks.OnInbound, log.With("component", "sms"), time.Now)
 	hub := gateway.New(gateway.Config{}, devices, messages, log.With("component", "gateway"), time.Now)
 	messages.SetDispatcher(hub)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	api, err := httpapi.New(httpapi.Config{GeneralRate: cfg.general, AuthRate: cfg.auth, TrustedProxies: cfg.trustedProxies},
-		httpapi.Deps{Accounts: accounts, Devices: devices, SMS: messages, Phones: hub, PhoneSocket: hub, Store: st, Console: web.Handler(), Logger: log, Registry: reg, Gatherer: reg, Now: time.Now})
+		httpapi.Deps{Accounts: accounts, Devices: devices, SMS: messages, Webhooks: hooks, Phones: hub, PhoneSocket: hub, Store: st, Console: web.Handler(), Logger: log, Registry: reg, Gatherer: reg, Now: time.Now})
 	if err != nil {
 		return err
 	}
@@ -216,6 +233,11 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	})
 	wg.Go(func() { sweep(workers, api, st, log) })
 	wg.Go(func() { messages.Run(workers) })
+	wg.Go(func() {
+		if err := hooks.Run(workers); err != nil {
+			log.Error("webhook workers stopped", "err", err)
+		}
+	})
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()

@@ -1,0 +1,123 @@
+package webhook
+
+import (
+	"crypto/x509"
+	"fmt"
+	"time"
+)
+
+// Defaults, and why.
+const (
+	// DefaultWorkers bounds concurrent deliveries: enough that a few slow
+	// receivers (each may hold a worker for Timeout) do not stall the rest.
+	DefaultWorkers = 4
+	// MaxWorkers keeps a typo from opening thousands of connections.
+	MaxWorkers = 256
+	// DefaultTimeout bounds one attempt, connect to last byte: the contract's 10 s.
+	DefaultTimeout = 10 * time.Second
+	// DefaultJitter adds up to this fraction to each retry delay, so the
+	// retries of a burst that failed together do not return together.
+	DefaultJitter = 0.1
+	// DefaultDisableAfter disables an entry that kept failing without a
+	// single success this long (the contract's 5 days): long enough to ride
+	// out a long weekend's outage, short enough not to retry a dead URL forever.
+	DefaultDisableAfter = 5 * 24 * time.Hour
+	// DefaultLogAge and DefaultLogKeep bound the deliveries log: a month of
+	// history, and at most this many lines per company, whichever is fewer.
+	DefaultLogAge  = 30 * 24 * time.Hour
+	DefaultLogKeep = 1000
+	// MaxEntries is the contract's limit of webhook entries per company.
+	MaxEntries = 20
+	// maxResponseBytes is how much of a receiver's answer is read (and
+	// discarded) so the connection can be reused; the rest is cut off.
+	maxResponseBytes = 64 << 10
+)
+
+// DefaultSchedule returns the waits between attempts (the contract's: about
+// 10 s, 1 min, 5 min, 30 min, 2 h, 6 h, 12 h, 24 h): quick help for a blip,
+// then spread over about two days for an outage. A failure after the last
+// wait fails the delivery.
+func DefaultSchedule() []time.Duration {
+	return []time.Duration{
+		10 * time.Second, time.Minute, 5 * time.Minute, 30 * time.Minute,
+		2 * time.Hour, 6 * time.Hour, 12 * time.Hour, 24 * time.Hour,
+	}
+}
+
+// Config tunes delivery. The zero value is the production default, with
+// private addresses refused.
+type Config struct {
+	// Workers is the number of concurrent deliveries; DefaultWorkers when 0.
+	Workers int
+	// AllowPrivate lets webhook URLs use http and reach loopback, private and
+	// link-local addresses (--webhook-allow-private): for self-hosters whose
+	// receiver is on their own network, and for tests.
+	AllowPrivate bool
+	// Timeout bounds one attempt; DefaultTimeout when 0.
+	Timeout time.Duration
+	// Schedule is the wait before each retry; DefaultSchedule() when empty.
+	Schedule []time.Duration
+	// Jitter is the largest fraction added to a retry's wait; DefaultJitter
+	// when 0, none when negative.
+	Jitter float64
+	// DisableAfter disables an entry failing without a success this long;
+	// DefaultDisableAfter when 0.
+	DisableAfter time.Duration
+	// LogAge and LogKeep bound the deliveries log; the defaults when 0.
+	LogAge  time.Duration
+	LogKeep int
+	// RootCAs, when set, replaces the system's roots for verifying receivers'
+	// certificates (tests trust their httptest server this way).
+	RootCAs *x509.CertPool
+}
+
+// Validate checks the configuration; errors name the flag where there is one.
+func (c Config) Validate() error {
+	if c.Workers < 0 || c.Workers > MaxWorkers {
+		return fmt.Errorf("--webhook-workers %d: want 1 to %d", c.Workers, MaxWorkers)
+	}
+	if c.Timeout < 0 {
+		return fmt.Errorf("webhook timeout %s: must be positive", c.Timeout)
+	}
+	for i, d := range c.Schedule {
+		if d <= 0 {
+			return fmt.Errorf("webhook retry %d waits %s: must be positive", i+1, d)
+		}
+	}
+	if c.Jitter >= 1 {
+		return fmt.Errorf("webhook jitter %g: must be below 1", c.Jitter)
+	}
+	if c.DisableAfter < 0 || c.LogAge < 0 || c.LogKeep < 0 {
+		return fmt.Errorf("webhook limits must not be negative")
+	}
+	return nil
+}
+
+// withDefaults fills the zero fields.
+func (c Config) withDefaults() Config {
+	if c.Workers == 0 {
+		c.Workers = DefaultWorkers
+	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if len(c.Schedule) == 0 {
+		c.Schedule = DefaultSchedule()
+	}
+	switch {
+	case c.Jitter == 0:
+		c.Jitter = DefaultJitter
+	case c.Jitter < 0:
+		c.Jitter = 0
+	}
+	if c.DisableAfter == 0 {
+		c.DisableAfter = DefaultDisableAfter
+	}
+	if c.LogAge == 0 {
+		c.LogAge = DefaultLogAge
+	}
+	if c.LogKeep == 0 {
+		c.LogKeep = DefaultLogKeep
+	}
+	return c
+}

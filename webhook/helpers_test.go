@@ -1,0 +1,215 @@
+package webhook
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/simrelay/simrelay/store"
+)
+
+// fakeClock is a settable time source.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// fixture is a real store with one company and one paired device.
+type fixture struct {
+	t       *testing.T
+	dir     string
+	st      *store.Store
+	company uint64
+	device  string
+	seq     int
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	dir := t.TempDir()
+	st, err := store.Open(dir, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	c := store.Company{Name: "Acme", APIKeyHash: []byte("k")}
+	u := store.User{FirstName: "Ana", Email: "ana@example.com", PasswordHash: "x"}
+	if err := st.CreateCompany(&c, &u); err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{t: t, dir: dir, st: st, company: c.ID, device: "phone-1"}
+	f.addDevice(f.device)
+	return f
+}
+
+func (f *fixture) addDevice(fp string) {
+	f.t.Helper()
+	if err := f.st.ProvisionDevices([]store.Device{{Fingerprint: fp, CompanyID: f.company, Status: store.DeviceActive, TokenHash: []byte("t-" + fp)}}); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// start runs a service on the fixture's store until the test ends (or the
+// returned stop is called).
+func (f *fixture) start(cfg Config, now func() time.Time) (*Service, func()) {
+	f.t.Helper()
+	if now == nil {
+		now = time.Now
+	}
+	svc, err := New(cfg, f.st, slog.New(slog.NewTextHandler(io.Discard, nil)), now)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := svc.Run(ctx); err != nil {
+			f.t.Errorf("Run: %v", err)
+		}
+	}()
+	stop := sync.OnceFunc(func() { cancel(); <-done })
+	f.t.Cleanup(stop)
+	return svc, stop
+}
+
+// configure replaces the company's webhook set through the service.
+func (f *fixture) configure(svc *Service, entries ...EntryInput) []store.WebhookEntry {
+	f.t.Helper()
+	out, err := svc.Replace(context.Background(), f.company, entries)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return out
+}
+
+// inbound stores an SMS the device received, with the service's hook.
+func (f *fixture) inbound(svc *Service, device, slot string, now time.Time) store.Message {
+	f.t.Helper()
+	f.seq++
+	m := store.Message{UUID: fmt.Sprintf("00000000-0000-7000-8000-%012d", f.seq), Device: device, Channel: "sms", Phone: "+15550100001",
+		Text: fmt.Sprintf("hello %d", f.seq), SIMSlot: slot, ClientID: fmt.Sprintf("c%d", f.seq), ReceivedAt: "2026-11-22T10:00:00.000Z"}
+	stored, _, err := f.st.StoreInbound(&m, func() time.Time { return now }, svc.OnInbound)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return stored
+}
+
+func (f *fixture) secret() string {
+	f.t.Helper()
+	set, err := f.st.WebhookSet(f.company)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return set.Secret
+}
+
+// lines returns the deliveries log, newest first.
+func (f *fixture) lines() []store.WebhookAttempt {
+	f.t.Helper()
+	out, err := f.st.WebhookAttempts(f.company, 0, 100)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return out
+}
+
+// eventually polls cond until it holds, failing the test after 10 s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 10s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// received is one request a receiver got.
+type received struct {
+	Path   string
+	Header http.Header
+	Body   []byte
+}
+
+// receiver is a webhook endpoint that records what it gets and answers what
+// respond says for the n-th request (from 1).
+type receiver struct {
+	*httptest.Server
+	mu      sync.Mutex
+	got     []received
+	respond func(n int, r *http.Request, w http.ResponseWriter) int
+}
+
+func newReceiver(t *testing.T, tls bool, respond func(n int, r *http.Request, w http.ResponseWriter) int) *receiver {
+	t.Helper()
+	rc := &receiver{respond: respond}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		rc.mu.Lock()
+		rc.got = append(rc.got, received{Path: r.URL.Path, Header: r.Header.Clone(), Body: body})
+		n := len(rc.got)
+		rc.mu.Unlock()
+		status := http.StatusNoContent
+		if rc.respond != nil {
+			status = rc.respond(n, r, w)
+		}
+		w.WriteHeader(status)
+	})
+	rc.Server = httptest.NewUnstartedServer(h)
+	rc.Config.ErrorLog = log.New(io.Discard, "", 0) // refused handshakes are the point of some tests
+	if tls {
+		rc.StartTLS()
+	} else {
+		rc.Start()
+	}
+	t.Cleanup(rc.Close)
+	return rc
+}
+
+func (rc *receiver) requests() []received {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return append([]received(nil), rc.got...)
+}
+
+// pool trusts the receiver's certificate.
+func (rc *receiver) pool() *x509.CertPool {
+	p := x509.NewCertPool()
+	p.AddCert(rc.Certificate())
+	return p
+}
+
+// hmacHex is the expected signature, computed here independently of Sign.
+func hmacHex(secret, timestamp string, body []byte) string {
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte(timestamp + "." + string(body)))
+	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
+}
+
+func ptr[T any](v T) *T { return &v }

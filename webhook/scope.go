@@ -1,0 +1,227 @@
+package webhook
+
+import (
+	"fmt"
+	"net/netip"
+	"net/url"
+	"slices"
+	"strings"
+
+	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/phone"
+	"github.com/simrelay/simrelay/problem"
+	"github.com/simrelay/simrelay/store"
+)
+
+// Limits of one entry.
+const (
+	maxURLLength  = 2048 // what browsers and most proxies take
+	maxScopeItems = 500  // per list: more devices than a company pairs
+	maxScopeItem  = 254  // the longest e-mail address
+)
+
+// Inbound is an inbound message as scopes see it.
+type Inbound struct {
+	Channel string // sms, whatsapp or imessage
+	Device  string // fingerprint of the receiving device or agent
+	SIMSlot string // SIM1 or SIM2, SMS only
+	// Number is the WhatsApp number or iMessage handle that received the
+	// message, and NumberID its id (wa_... or im_...).
+	Number, NumberID string
+}
+
+// Matches reports whether an entry's scope takes the message. Each list
+// narrows only what it names, and an empty list matches all: devices every
+// channel, sims SMS only, wa_numbers WhatsApp only, im_handles iMessage
+// only. Whether the entry is active is the caller's business.
+func Matches(e store.WebhookEntry, in Inbound) bool {
+	if len(e.Channels) > 0 && !slices.Contains(e.Channels, in.Channel) {
+		return false
+	}
+	if len(e.Devices) > 0 && !slices.Contains(e.Devices, in.Device) {
+		return false
+	}
+	switch in.Channel {
+	case proto.ChannelSMS:
+		if len(e.SIMs) > 0 && !slices.Contains(e.SIMs, simIndex(in.SIMSlot)) {
+			return false
+		}
+	case proto.ChannelWhatsApp:
+		if len(e.WANumbers) > 0 && !containsNumber(e.WANumbers, in) {
+			return false
+		}
+	case proto.ChannelIMessage:
+		if len(e.IMHandles) > 0 && !containsNumber(e.IMHandles, in) {
+			return false
+		}
+	}
+	return true
+}
+
+// simIndex is the entry's spelling of a SIM slot: 0 for SIM1, 1 for SIM2.
+func simIndex(slot string) int {
+	switch slot {
+	case proto.SIM1:
+		return 0
+	case proto.SIM2:
+		return 1
+	}
+	return -1
+}
+
+func containsNumber(list []string, in Inbound) bool {
+	for _, v := range list {
+		if (in.NumberID != "" && v == in.NumberID) || (in.Number != "" && strings.EqualFold(v, in.Number)) {
+			return true
+		}
+	}
+	return false
+}
+
+// EntryInput is one entry of a PUT, as the client sent it.
+type EntryInput struct {
+	ID        *int64 // nil: a new entry
+	URL       string
+	Active    *bool // nil: true
+	Devices   []string
+	SIMs      []int
+	Channels  []string
+	WANumbers []string
+	IMHandles []string
+}
+
+// validEntry checks one entry (all but its id, which needs the stored set)
+// and returns it in stored form. Field paths are prefixed with at.
+func validEntry(in EntryInput, at string, allowPrivate bool) (store.WebhookEntry, error) {
+	u, err := CheckURL(in.URL, allowPrivate)
+	if err != nil {
+		return store.WebhookEntry{}, problem.Invalid(at+".url", err.Error())
+	}
+	e := store.WebhookEntry{URL: u, Active: in.Active == nil || *in.Active}
+	if e.Devices, err = scopeList(in.Devices, at+".devices", func(v string) (string, error) {
+		if strings.TrimSpace(v) == "" {
+			return "", fmt.Errorf("must hold device fingerprints, not empty strings")
+		}
+		return v, nil
+	}); err != nil {
+		return e, err
+	}
+	for _, v := range in.SIMs {
+		if v != 0 && v != 1 {
+			return e, problem.Invalid(at+".sims", "values must be 0 (SIM1) or 1 (SIM2)")
+		}
+		if !slices.Contains(e.SIMs, v) {
+			e.SIMs = append(e.SIMs, v)
+		}
+	}
+	if e.Channels, err = scopeList(in.Channels, at+".channels", func(v string) (string, error) {
+		switch v {
+		case proto.ChannelSMS, proto.ChannelWhatsApp, proto.ChannelIMessage:
+			return v, nil
+		}
+		return "", fmt.Errorf("values must be sms, whatsapp or imessage")
+	}); err != nil {
+		return e, err
+	}
+	if e.WANumbers, err = scopeList(in.WANumbers, at+".wa_numbers", func(v string) (string, error) {
+		if strings.HasPrefix(v, "wa_") {
+			return v, nil
+		}
+		if n, err := phone.Normalize(v); err == nil {
+			return n, nil
+		}
+		return "", fmt.Errorf("values must be number ids (wa_...) or E.164 numbers")
+	}); err != nil {
+		return e, err
+	}
+	if e.IMHandles, err = scopeList(in.IMHandles, at+".im_handles", func(v string) (string, error) {
+		switch {
+		case strings.HasPrefix(v, "im_"):
+			return v, nil
+		case strings.Contains(v, "@") && !strings.ContainsAny(v, " \t\r\n"):
+			return strings.ToLower(v), nil
+		}
+		if n, err := phone.Normalize(v); err == nil {
+			return n, nil
+		}
+		return "", fmt.Errorf("values must be handle ids (im_...), e-mail addresses or E.164 numbers")
+	}); err != nil {
+		return e, err
+	}
+	return e, nil
+}
+
+// scopeList checks and normalises each value of a list, dropping repeats.
+func scopeList(in []string, field string, check func(string) (string, error)) ([]string, error) {
+	if len(in) > maxScopeItems {
+		return nil, problem.Invalid(field, fmt.Sprintf("must hold at most %d values", maxScopeItems))
+	}
+	var out []string
+	for _, v := range in {
+		if len(v) > maxScopeItem {
+			return nil, problem.Invalid(field, fmt.Sprintf("values must be at most %d characters", maxScopeItem))
+		}
+		n, err := check(v)
+		if err != nil {
+			return nil, problem.Invalid(field, err.Error())
+		}
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+// CheckURL validates a receiver URL as PUT takes it and returns it trimmed.
+// It must be absolute https (http too with allowPrivate). Without
+// allowPrivate, a host that is a literal non-public IP address, or
+// localhost, is refused here; names are checked again at connect time,
+// after DNS. The error is one human sentence.
+func CheckURL(raw string, allowPrivate bool) (string, error) {
+	raw = strings.TrimSpace(raw)
+	if raw == "" {
+		return "", fmt.Errorf("is required")
+	}
+	if len(raw) > maxURLLength {
+		return "", fmt.Errorf("must be at most %d characters", maxURLLength)
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Opaque != "" || u.Host == "" {
+		return "", fmt.Errorf("must be an absolute URL such as https://hooks.example.com/sms")
+	}
+	switch u.Scheme {
+	case "https":
+	case "http":
+		if !allowPrivate {
+			return "", fmt.Errorf("must use https (http only when the server runs with --webhook-allow-private)")
+		}
+	default:
+		return "", fmt.Errorf("must be an https URL")
+	}
+	host := strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
+	if host == "" {
+		return "", fmt.Errorf("must name a host")
+	}
+	if port := u.Port(); port != "" && (len(port) > 5 || port == "0") {
+		return "", fmt.Errorf("has an invalid port")
+	}
+	if allowPrivate {
+		return raw, nil
+	}
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return "", fmt.Errorf("names localhost; loopback receivers need the server to run with --webhook-allow-private")
+	}
+	if a, err := netip.ParseAddr(host); err == nil {
+		if name, bad := NonPublic(a); bad {
+			return "", fmt.Errorf("is a %s address; such addresses need the server to run with --webhook-allow-private", name)
+		}
+		return raw, nil
+	}
+	// A top-level label of digits only is no DNS name but an IP address in a
+	// form some resolvers read (127.1, 2130706433, 0x7f.1): refuse the ambiguity.
+	labels := strings.Split(host, ".")
+	if last := labels[len(labels)-1]; strings.Trim(last, "0123456789") == "" || strings.HasPrefix(last, "0x") {
+		return "", fmt.Errorf("must name a host by a DNS name or a plain IP address")
+	}
+	return raw, nil
+}

@@ -1,0 +1,95 @@
+package webhook
+
+import (
+	"context"
+	"testing"
+
+	"github.com/simrelay/simrelay/problem"
+	"github.com/simrelay/simrelay/store"
+)
+
+func TestMatches(t *testing.T) {
+	sms1 := Inbound{Channel: "sms", Device: "A", SIMSlot: "SIM1"}
+	sms2 := Inbound{Channel: "sms", Device: "B", SIMSlot: "SIM2"}
+	wa := Inbound{Channel: "whatsapp", Device: "A", Number: "+15550100009", NumberID: "wa_1"}
+	im := Inbound{Channel: "imessage", Device: "mac", Number: "ana@example.com", NumberID: "im_7"}
+	tests := []struct {
+		name  string
+		entry store.WebhookEntry
+		in    Inbound
+		want  bool
+	}{
+		{"empty scope takes sms", store.WebhookEntry{}, sms1, true},
+		{"empty scope takes whatsapp", store.WebhookEntry{}, wa, true},
+		{"device listed", store.WebhookEntry{Devices: []string{"A"}}, sms1, true},
+		{"device not listed", store.WebhookEntry{Devices: []string{"A"}}, sms2, false},
+		{"devices scope whatsapp too", store.WebhookEntry{Devices: []string{"B"}}, wa, false},
+		{"sim 0 is SIM1", store.WebhookEntry{SIMs: []int{0}}, sms1, true},
+		{"sim 0 is not SIM2", store.WebhookEntry{SIMs: []int{0}}, sms2, false},
+		{"sim 1 is SIM2", store.WebhookEntry{SIMs: []int{1}}, sms2, true},
+		{"both sims", store.WebhookEntry{SIMs: []int{0, 1}}, sms2, true},
+		{"sims do not scope whatsapp", store.WebhookEntry{SIMs: []int{1}}, wa, true},
+		{"channel sms", store.WebhookEntry{Channels: []string{"sms"}}, sms1, true},
+		{"channel whatsapp only", store.WebhookEntry{Channels: []string{"whatsapp"}}, sms1, false},
+		{"channel whatsapp", store.WebhookEntry{Channels: []string{"whatsapp"}}, wa, true},
+		{"wa number by phone", store.WebhookEntry{WANumbers: []string{"+15550100009"}}, wa, true},
+		{"wa number by id", store.WebhookEntry{WANumbers: []string{"wa_1"}}, wa, true},
+		{"other wa number", store.WebhookEntry{WANumbers: []string{"wa_2"}}, wa, false},
+		{"wa numbers do not scope sms", store.WebhookEntry{WANumbers: []string{"wa_2"}}, sms1, true},
+		{"im handle by address", store.WebhookEntry{IMHandles: []string{"ana@example.com"}}, im, true},
+		{"im handle by id", store.WebhookEntry{IMHandles: []string{"im_7"}}, im, true},
+		{"other im handle", store.WebhookEntry{IMHandles: []string{"im_8"}}, im, false},
+		{"im handles do not scope whatsapp", store.WebhookEntry{IMHandles: []string{"im_8"}}, wa, true},
+		{"all narrowings agree", store.WebhookEntry{Devices: []string{"B"}, SIMs: []int{1}, Channels: []string{"sms"}}, sms2, true},
+		{"one narrowing refuses", store.WebhookEntry{Devices: []string{"B"}, SIMs: []int{0}, Channels: []string{"sms"}}, sms2, false},
+	}
+	for _, tt := range tests {
+		if got := Matches(tt.entry, tt.in); got != tt.want {
+			t.Errorf("%s: got %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestReplaceValidates(t *testing.T) {
+	f := newFixture(t)
+	svc, _ := f.start(Config{}, nil)
+	good := EntryInput{URL: "https://hooks.example.com/sms"}
+	tests := []struct {
+		name    string
+		entries []EntryInput
+		field   string
+	}{
+		{"missing set", nil, "webhooks"},
+		{"too many", make([]EntryInput, MaxEntries+1), "webhooks"},
+		{"no url", []EntryInput{good, {}}, "webhooks[1].url"},
+		{"http", []EntryInput{{URL: "http://hooks.example.com"}}, "webhooks[0].url"},
+		{"loopback", []EntryInput{good, good, {URL: "https://127.0.0.1/x"}}, "webhooks[2].url"},
+		{"metadata", []EntryInput{{URL: "https://169.254.169.254/latest"}}, "webhooks[0].url"},
+		{"sim 2", []EntryInput{{URL: good.URL, SIMs: []int{2}}}, "webhooks[0].sims"},
+		{"channel", []EntryInput{{URL: good.URL, Channels: []string{"telegram"}}}, "webhooks[0].channels"},
+		{"empty device", []EntryInput{{URL: good.URL, Devices: []string{""}}}, "webhooks[0].devices"},
+		{"wa number", []EntryInput{{URL: good.URL, WANumbers: []string{"5550100"}}}, "webhooks[0].wa_numbers"},
+		{"im handle", []EntryInput{{URL: good.URL, IMHandles: []string{"not a handle"}}}, "webhooks[0].im_handles"},
+		{"unknown id", []EntryInput{{ID: ptr(int64(999)), URL: good.URL}}, "webhooks[0].id"},
+		{"zero id", []EntryInput{{ID: ptr(int64(0)), URL: good.URL}}, "webhooks[0].id"},
+	}
+	for _, tt := range tests {
+		_, err := svc.Replace(context.Background(), f.company, tt.entries)
+		pe, ok := problem.As(err)
+		if !ok || pe.Code != problem.ValidationFailed || pe.Field != tt.field {
+			t.Errorf("%s: got %v, want validation_failed on %s", tt.name, err, tt.field)
+		}
+	}
+	// Values are normalised and repeats dropped.
+	got := f.configure(svc, EntryInput{URL: good.URL, SIMs: []int{1, 1, 0}, Devices: []string{"A", "A"},
+		WANumbers: []string{"+1 (555) 010-0009", "wa_3"}, IMHandles: []string{"Ana@Example.com"}})
+	e := got[0]
+	if !e.Active || len(e.SIMs) != 2 || len(e.Devices) != 1 || e.WANumbers[0] != "+15550100009" || e.IMHandles[0] != "ana@example.com" {
+		t.Fatalf("got %+v, want it active with normalised, de-duplicated lists", e)
+	}
+	// The same id twice is refused.
+	id := int64(e.ID)
+	if _, err := svc.Replace(context.Background(), f.company, []EntryInput{{ID: &id, URL: good.URL}, {ID: &id, URL: good.URL}}); !problem.Is(err, problem.ValidationFailed) {
+		t.Fatalf("an id twice: got %v, want validation_failed", err)
+	}
+}

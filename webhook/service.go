@@ -1,0 +1,196 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/simrelay/simrelay/problem"
+	"github.com/simrelay/simrelay/store"
+)
+
+// MaxLogLimit is the most lines one read of the deliveries log returns.
+const MaxLogLimit = 100
+
+// Service is the webhook domain: configuration, outbox and delivery.
+type Service struct {
+	cfg    Config
+	store  *store.Store
+	client *http.Client
+	log    *slog.Logger
+	now    func() time.Time
+
+	wake    chan struct{} // capacity 1: a pending wake-up of the dispatcher
+	running atomic.Bool
+
+	mu   sync.Mutex
+	busy map[uint64]bool // deliveries handed to a worker and not yet recorded; guarded by mu
+}
+
+// New returns the service; Run delivers.
+func New(cfg Config, st *store.Store, log *slog.Logger, now func() time.Time) (*Service, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	return &Service{
+		cfg: cfg, store: st, client: NewClient(cfg), log: log, now: now,
+		wake: make(chan struct{}, 1), busy: make(map[uint64]bool),
+	}, nil
+}
+
+// Kick wakes the dispatcher to look for due deliveries now. It never blocks.
+func (s *Service) Kick() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// OnInbound is the sms.InboundHook: inside the transaction that stores a new
+// inbound message it writes one delivery for each active entry whose scope
+// takes the message. Once that transaction commits, the dispatcher is woken.
+func (s *Service) OnInbound(tx *bolt.Tx, m store.Message) error {
+	if m.Direction != store.Inbound {
+		return nil
+	}
+	eventType, ok := eventTypes[m.Channel]
+	if !ok {
+		return nil
+	}
+	n, err := store.AddWebhookDeliveries(tx, m.CompanyID, func(set store.WebhookSet) ([]store.WebhookDelivery, error) {
+		in := inboundOf(m)
+		now := s.now().UTC() // due at once by the clock that dispatches it
+		var out []store.WebhookDelivery
+		eventID := ""
+		for _, e := range set.Entries {
+			if !e.Active || !Matches(e, in) {
+				continue
+			}
+			if eventID == "" {
+				eventID = newID()
+			}
+			id := newID()
+			body, err := payload(id, eventType, m)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, store.WebhookDelivery{
+				UUID: id, EventID: eventID, EventType: eventType, WebhookID: e.ID, Body: body,
+				CreatedAt: now, NextAttemptAt: now,
+			})
+		}
+		return out, nil
+	})
+	if err != nil {
+		return fmt.Errorf("webhook: outbox of message %d: %w", m.ID, err)
+	}
+	if n > 0 {
+		// The hook cannot know whether its transaction commits (group commit
+		// may retry it); bbolt can, and runs this only after a durable commit.
+		tx.OnCommit(s.Kick)
+	}
+	return nil
+}
+
+// Settings returns the company's webhook set, creating its signing secret on
+// first use.
+func (s *Service) Settings(_ context.Context, companyID uint64) (store.WebhookSet, error) {
+	set, err := s.store.WebhookSet(companyID)
+	if err != nil || set.Secret != "" {
+		return set, err
+	}
+	return s.store.UpdateWebhookSet(companyID, s.now(), s.ensureSecret)
+}
+
+func (s *Service) ensureSecret(set *store.WebhookSet) error {
+	if set.Secret != "" {
+		return nil // another request created it first
+	}
+	secret, err := NewSecret()
+	set.Secret, set.SecretCreatedAt = secret, s.now().UTC()
+	return err
+}
+
+// RotateSecret gives the company a new signing secret and returns it. The old
+// one stops signing at once, retries of earlier deliveries included.
+func (s *Service) RotateSecret(_ context.Context, companyID uint64) (string, error) {
+	set, err := s.store.UpdateWebhookSet(companyID, s.now(), func(set *store.WebhookSet) error {
+		set.Secret = ""
+		return s.ensureSecret(set)
+	})
+	return set.Secret, err
+}
+
+// Replace makes entries the company's whole webhook set. An entry with the id
+// of a stored entry keeps it (and its health record while its URL and
+// activity stay); the others get new ids. It returns the stored entries.
+func (s *Service) Replace(_ context.Context, companyID uint64, entries []EntryInput) ([]store.WebhookEntry, error) {
+	if entries == nil {
+		return nil, problem.Invalid("webhooks", "is required: send the whole set, [] to remove every entry")
+	}
+	if len(entries) > MaxEntries {
+		return nil, problem.Invalid("webhooks", fmt.Sprintf("must hold at most %d entries", MaxEntries))
+	}
+	valid := make([]store.WebhookEntry, len(entries))
+	for i, in := range entries {
+		e, err := validEntry(in, fmt.Sprintf("webhooks[%d]", i), s.cfg.AllowPrivate)
+		if err != nil {
+			return nil, err
+		}
+		valid[i] = e
+	}
+	now := s.now().UTC()
+	set, err := s.store.UpdateWebhookSet(companyID, now, func(set *store.WebhookSet) error {
+		next := make([]store.WebhookEntry, len(valid))
+		kept := map[uint64]bool{}
+		for i, e := range valid {
+			if id := entries[i].ID; id != nil {
+				field := fmt.Sprintf("webhooks[%d].id", i)
+				if *id <= 0 {
+					return problem.Invalid(field, "is not one of this company's webhooks; leave it out for a new entry")
+				}
+				old := set.Entry(uint64(*id))
+				if old == nil {
+					return problem.Invalid(field, "is not one of this company's webhooks; leave it out for a new entry")
+				}
+				if kept[old.ID] {
+					return problem.Invalid(field, "names an entry already listed")
+				}
+				kept[old.ID] = true
+				e.ID, e.CreatedAt = old.ID, old.CreatedAt
+				if e.Active && old.Active && e.URL == old.URL {
+					e.FailingSince = old.FailingSince
+				}
+				if !e.Active && !old.Active {
+					e.DisabledAt, e.DisabledReason = old.DisabledAt, old.DisabledReason
+				}
+			}
+			next[i] = e
+		}
+		set.Entries = next
+		return s.ensureSecret(set)
+	})
+	if err != nil {
+		if pe, ok := problem.As(err); ok {
+			return nil, pe
+		}
+		return nil, err
+	}
+	return set.Entries, nil
+}
+
+// Deliveries returns up to limit lines of the company's deliveries log,
+// newest first; webhookID 0 means every entry.
+func (s *Service) Deliveries(_ context.Context, companyID, webhookID uint64, limit int) ([]store.WebhookAttempt, error) {
+	if limit < 1 || limit > MaxLogLimit {
+		return nil, problem.Invalid("limit", fmt.Sprintf("must be from 1 to %d", MaxLogLimit))
+	}
+	return s.store.WebhookAttempts(companyID, webhookID, limit)
+}

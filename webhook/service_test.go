@@ -1,0 +1,358 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/simrelay/simrelay/store"
+)
+
+// short is a schedule for tests: quick retries, the count of the real one.
+var short = []time.Duration{10 * time.Millisecond, 10 * time.Millisecond, 10 * time.Millisecond}
+
+func TestDeliverySignedAndShaped(t *testing.T) {
+	f := newFixture(t)
+	rc := newReceiver(t, true, nil)
+	svc, _ := f.start(Config{AllowPrivate: true, RootCAs: rc.pool(), Schedule: short}, nil)
+	entries := f.configure(svc, EntryInput{URL: rc.URL + "/hook"})
+	m := f.inbound(svc, f.device, "SIM2", time.Now())
+
+	eventually(t, "the delivery arrives", func() bool { return len(rc.requests()) == 1 })
+	got := rc.requests()[0]
+	h := got.Header
+	if want := hmacHex(f.secret(), h.Get(HeaderTimestamp), got.Body); h.Get(HeaderSignature) != want {
+		t.Fatalf("got signature %q, want %q", h.Get(HeaderSignature), want)
+	}
+	if h.Get("Content-Type") != "application/json" || h.Get("User-Agent") != UserAgent || h.Get(HeaderEvent) != "sms.received" {
+		t.Fatalf("got headers %v", h)
+	}
+	var body struct {
+		ID        string         `json:"id"`
+		Type      string         `json:"type"`
+		CreatedAt string         `json:"created_at"`
+		Data      map[string]any `json:"data"`
+	}
+	if err := json.Unmarshal(got.Body, &body); err != nil {
+		t.Fatal(err)
+	}
+	if body.ID == "" || body.ID != h.Get(HeaderDelivery) {
+		t.Fatalf("got body id %q and delivery header %q, want them equal", body.ID, h.Get(HeaderDelivery))
+	}
+	if body.Type != "sms.received" || body.CreatedAt != m.CreatedAt.UTC().Format("2006-01-02T15:04:05.000Z") {
+		t.Fatalf("got type %q created_at %q", body.Type, body.CreatedAt)
+	}
+	want := map[string]any{"id": float64(m.ID), "uuid": m.UUID, "phone": m.Phone, "message": m.Text, "sim_slot": "SIM2",
+		"device_fingerprint": f.device, "received_at": m.ReceivedAt, "channel": "sms"}
+	for k, v := range want {
+		if body.Data[k] != v {
+			t.Errorf("data.%s: got %v, want %v", k, body.Data[k], v)
+		}
+	}
+	eventually(t, "the attempt is logged", func() bool { return len(f.lines()) == 1 })
+	line := f.lines()[0]
+	if line.State != store.WebhookDelivered || line.StatusCode != http.StatusNoContent || line.WebhookID != entries[0].ID || line.DeliveryID != body.ID || line.Attempt != 1 {
+		t.Fatalf("got log line %+v", line)
+	}
+}
+
+// Failed attempts are retried on the schedule, each signed afresh with the
+// same delivery id; after the last retry the delivery fails. A 3xx is a
+// failure and is not followed; a timeout is a failure.
+func TestRetriesThenFails(t *testing.T) {
+	f := newFixture(t)
+	var slow sync.Once
+	rc := newReceiver(t, true, func(n int, r *http.Request, w http.ResponseWriter) int {
+		switch n {
+		case 1:
+			return http.StatusInternalServerError
+		case 2:
+			w.Header().Set("Location", "/elsewhere")
+			return http.StatusFound
+		case 3:
+			slow.Do(func() { <-r.Context().Done() }) // no answer within the timeout
+			return http.StatusOK
+		}
+		return http.StatusServiceUnavailable
+	})
+	svc, _ := f.start(Config{AllowPrivate: true, RootCAs: rc.pool(), Schedule: short, Timeout: 300 * time.Millisecond}, nil)
+	f.configure(svc, EntryInput{URL: rc.URL + "/hook"})
+	f.inbound(svc, f.device, "SIM1", time.Now())
+
+	eventually(t, "four attempts are logged", func() bool { return len(f.lines()) == len(short)+1 })
+	lines := f.lines()
+	for i, l := range lines {
+		attempt := len(lines) - i
+		wantState := store.WebhookPending
+		if attempt == len(short)+1 {
+			wantState = store.WebhookFailed
+		}
+		if l.Attempt != attempt || l.State != wantState || l.DeliveryID != lines[0].DeliveryID {
+			t.Errorf("line %d: got attempt %d %s of %s, want attempt %d %s of one delivery", i, l.Attempt, l.State, l.DeliveryID, attempt, wantState)
+		}
+		if (wantState == store.WebhookPending) != !l.NextAttemptAt.IsZero() {
+			t.Errorf("attempt %d: got next attempt %v with state %s", attempt, l.NextAttemptAt, l.State)
+		}
+	}
+	byAttempt := func(n int) store.WebhookAttempt { return lines[len(lines)-n] }
+	if a := byAttempt(1); a.StatusCode != 500 || !strings.Contains(a.Error, "500") {
+		t.Errorf("attempt 1: got %d %q, want 500", a.StatusCode, a.Error)
+	}
+	if a := byAttempt(2); a.StatusCode != 302 || !strings.Contains(a.Error, "redirects are not followed") {
+		t.Errorf("attempt 2: got %d %q, want a refused 302", a.StatusCode, a.Error)
+	}
+	if a := byAttempt(3); a.StatusCode != 0 || !strings.Contains(a.Error, "no answer within") {
+		t.Errorf("attempt 3: got %d %q, want a timeout", a.StatusCode, a.Error)
+	}
+	reqs := rc.requests()
+	for _, r := range reqs {
+		if r.Path != "/hook" {
+			t.Errorf("got a request to %s: the redirect was followed", r.Path)
+		}
+		if r.Header.Get(HeaderDelivery) != lines[0].DeliveryID {
+			t.Errorf("got delivery id %q, want %q on every attempt", r.Header.Get(HeaderDelivery), lines[0].DeliveryID)
+		}
+		if want := hmacHex(f.secret(), r.Header.Get(HeaderTimestamp), r.Body); r.Header.Get(HeaderSignature) != want {
+			t.Errorf("attempt signature %q, want %q", r.Header.Get(HeaderSignature), want)
+		}
+	}
+	if ids, _, _ := f.st.DueWebhookDeliveries(time.Now().Add(time.Hour), 10, nil); len(ids) != 0 {
+		t.Fatalf("got %d deliveries still in the outbox, want 0", len(ids))
+	}
+}
+
+// A 410 disables the entry at once; its other pending deliveries are then
+// failed without being sent.
+func TestGoneDisablesTheEntry(t *testing.T) {
+	f := newFixture(t)
+	rc := newReceiver(t, true, func(int, *http.Request, http.ResponseWriter) int { return http.StatusGone })
+	svc, _ := f.start(Config{AllowPrivate: true, RootCAs: rc.pool(), Schedule: short}, nil)
+	f.configure(svc, EntryInput{URL: rc.URL})
+	f.inbound(svc, f.device, "SIM1", time.Now())
+	eventually(t, "the attempt is logged", func() bool { return len(f.lines()) == 1 })
+	if l := f.lines()[0]; l.State != store.WebhookFailed || l.StatusCode != http.StatusGone {
+		t.Fatalf("got %+v, want a failed delivery with 410", l)
+	}
+	set, _ := f.st.WebhookSet(f.company)
+	if e := set.Entries[0]; e.Active || e.DisabledReason == "" || e.DisabledAt.IsZero() {
+		t.Fatalf("got entry %+v, want it disabled with a reason", e)
+	}
+	// An inactive entry gets no new deliveries.
+	f.inbound(svc, f.device, "SIM1", time.Now())
+	if ids, _, _ := f.st.DueWebhookDeliveries(time.Now().Add(time.Hour), 10, nil); len(ids) != 0 {
+		t.Fatalf("got %d deliveries for a disabled entry, want 0", len(ids))
+	}
+	if n := len(rc.requests()); n != 1 {
+		t.Fatalf("got %d requests, want 1", n)
+	}
+}
+
+// An entry that fails for DisableAfter without a success is disabled; a
+// success in between resets the clock.
+func TestFailingTooLongDisables(t *testing.T) {
+	f := newFixture(t)
+	clock := &fakeClock{t: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)}
+	fail := true
+	var mu sync.Mutex
+	rc := newReceiver(t, true, func(int, *http.Request, http.ResponseWriter) int {
+		mu.Lock()
+		defer mu.Unlock()
+		if fail {
+			return http.StatusInternalServerError
+		}
+		return http.StatusOK
+	})
+	hour := []time.Duration{time.Hour, time.Hour, time.Hour}
+	svc, _ := f.start(Config{AllowPrivate: true, RootCAs: rc.pool(), Schedule: hour, Jitter: -1}, clock.Now)
+	f.configure(svc, EntryInput{URL: rc.URL})
+	entry := func() store.WebhookEntry {
+		set, _ := f.st.WebhookSet(f.company)
+		return set.Entries[0]
+	}
+
+	f.inbound(svc, f.device, "SIM1", clock.Now())
+	eventually(t, "the first attempt", func() bool { return len(f.lines()) == 1 })
+	if since := entry().FailingSince; !since.Equal(clock.Now()) {
+		t.Fatalf("got failing since %v, want %v", since, clock.Now())
+	}
+	// Four days later the retry fails too, but the entry stays on.
+	clock.Advance(4 * 24 * time.Hour)
+	svc.Kick()
+	eventually(t, "the second attempt", func() bool { return len(f.lines()) == 2 })
+	if e := entry(); !e.Active {
+		t.Fatalf("disabled after 4 days: %+v", e)
+	}
+	// A day later a failure crosses five days: disabled.
+	clock.Advance(24 * time.Hour)
+	svc.Kick()
+	eventually(t, "the third attempt", func() bool { return len(f.lines()) == 3 })
+	l := f.lines()[0]
+	if e := entry(); e.Active || !strings.Contains(e.DisabledReason, "5 days") {
+		t.Fatalf("got entry %+v, want it disabled after 5 days", e)
+	}
+	if l.State != store.WebhookFailed || !strings.Contains(l.Error, "disabled") {
+		t.Fatalf("got %+v, want the last attempt failed, saying the entry is disabled", l)
+	}
+
+	// Re-enabled (by a PUT), a success clears the streak.
+	id := int64(entry().ID)
+	f.configure(svc, EntryInput{ID: &id, URL: rc.URL})
+	if e := entry(); !e.Active || !e.FailingSince.IsZero() || e.DisabledReason != "" {
+		t.Fatalf("after re-enabling: got %+v, want a clean active entry", e)
+	}
+	mu.Lock()
+	fail = false
+	mu.Unlock()
+	f.inbound(svc, f.device, "SIM1", clock.Now())
+	eventually(t, "the delivery", func() bool { return len(f.lines()) == 4 && f.lines()[0].State == store.WebhookDelivered })
+}
+
+// The dispatcher never hands one delivery to two workers at once, whatever
+// the retries and wake-ups; every delivery ends delivered exactly once.
+func TestNoDeliveryRunsTwiceAtOnce(t *testing.T) {
+	f := newFixture(t)
+	var mu sync.Mutex
+	inFlight := map[string]bool{}
+	okCount := map[string]int{}
+	calls := map[string]int{}
+	overlap := 0
+	rc := newReceiver(t, true, func(_ int, r *http.Request, _ http.ResponseWriter) int {
+		id := r.Header.Get(HeaderDelivery)
+		mu.Lock()
+		if inFlight[id] {
+			overlap++
+		}
+		inFlight[id] = true
+		calls[id]++
+		first := calls[id] == 1
+		mu.Unlock()
+		time.Sleep(2 * time.Millisecond) // widen the window an overlap would need
+		mu.Lock()
+		defer mu.Unlock()
+		inFlight[id] = false
+		if first {
+			return http.StatusInternalServerError
+		}
+		okCount[id]++
+		return http.StatusOK
+	})
+	svc, _ := f.start(Config{AllowPrivate: true, RootCAs: rc.pool(), Workers: 8, Schedule: []time.Duration{time.Millisecond, time.Millisecond}}, nil)
+	f.configure(svc, EntryInput{URL: rc.URL + "/a"}, EntryInput{URL: rc.URL + "/b"})
+	const messages = 30
+	for range messages {
+		f.inbound(svc, f.device, "SIM1", time.Now())
+		svc.Kick()
+	}
+	eventually(t, "every delivery delivered", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(okCount) == 2*messages
+	})
+	eventually(t, "every attempt logged", func() bool {
+		lines, _ := f.st.WebhookAttempts(f.company, 0, 1000)
+		return len(lines) == 4*messages
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if overlap != 0 {
+		t.Fatalf("got %d overlapping attempts at one delivery, want 0", overlap)
+	}
+	for id, n := range okCount {
+		if n != 1 || calls[id] != 2 {
+			t.Fatalf("delivery %s: got %d successes in %d calls, want 1 in 2", id, n, calls[id])
+		}
+	}
+}
+
+// A service started again on the same store picks up the retries the last
+// one scheduled.
+func TestRetriesSurviveARestart(t *testing.T) {
+	f := newFixture(t)
+	clock := &fakeClock{t: time.Now()}
+	var mu sync.Mutex
+	up := false
+	rc := newReceiver(t, true, func(int, *http.Request, http.ResponseWriter) int {
+		mu.Lock()
+		defer mu.Unlock()
+		if up {
+			return http.StatusOK
+		}
+		return http.StatusBadGateway
+	})
+	cfg := Config{AllowPrivate: true, RootCAs: rc.pool(), Schedule: []time.Duration{time.Hour}}
+	first, stop := f.start(cfg, clock.Now)
+	f.configure(first, EntryInput{URL: rc.URL})
+	f.inbound(first, f.device, "SIM1", clock.Now())
+	eventually(t, "the first attempt", func() bool { return len(f.lines()) == 1 })
+	stop()
+	mu.Lock()
+	up = true
+	mu.Unlock()
+
+	clock.Advance(2 * time.Hour)
+	f.start(cfg, clock.Now)
+	eventually(t, "the retry after the restart", func() bool { return len(f.lines()) == 2 })
+	lines := f.lines()
+	if lines[0].State != store.WebhookDelivered || lines[0].Attempt != 2 || lines[0].DeliveryID != lines[1].DeliveryID {
+		t.Fatalf("got %+v, want attempt 2 of the same delivery delivered", lines)
+	}
+	reqs := rc.requests()
+	if len(reqs) != 2 || reqs[0].Header.Get(HeaderDelivery) != reqs[1].Header.Get(HeaderDelivery) {
+		t.Fatalf("got %d requests, want 2 of one delivery", len(reqs))
+	}
+}
+
+// Deliveries of an entry removed after they were queued are failed without
+// being sent; a rotated secret signs the retries.
+func TestRemovedEntryAndRotatedSecret(t *testing.T) {
+	f := newFixture(t)
+	clock := &fakeClock{t: time.Now()}
+	var mu sync.Mutex
+	calls := map[string]int{}
+	rc := newReceiver(t, true, func(_ int, r *http.Request, _ http.ResponseWriter) int {
+		mu.Lock()
+		defer mu.Unlock()
+		calls[r.URL.Path]++
+		if calls[r.URL.Path] == 1 {
+			return http.StatusInternalServerError
+		}
+		return http.StatusOK
+	})
+	svc, _ := f.start(Config{AllowPrivate: true, RootCAs: rc.pool(), Schedule: []time.Duration{time.Hour}}, clock.Now)
+	entries := f.configure(svc, EntryInput{URL: rc.URL + "/keep"}, EntryInput{URL: rc.URL + "/drop"})
+	f.inbound(svc, f.device, "SIM1", clock.Now())
+	eventually(t, "two first attempts", func() bool { return len(f.lines()) == 2 })
+	keep := int64(entries[0].ID)
+	f.configure(svc, EntryInput{ID: &keep, URL: rc.URL + "/keep"})
+	secret, err := svc.RotateSecret(context.Background(), f.company)
+	if err != nil || secret == "" {
+		t.Fatal(err)
+	}
+	clock.Advance(2 * time.Hour)
+	svc.Kick()
+	eventually(t, "both retries", func() bool { return len(f.lines()) == 4 })
+	for _, l := range f.lines()[:2] {
+		switch l.WebhookID {
+		case entries[0].ID:
+			if l.State != store.WebhookDelivered {
+				t.Errorf("kept entry: got %+v, want delivered", l)
+			}
+		case entries[1].ID:
+			if l.State != store.WebhookFailed || l.StatusCode != 0 || !strings.Contains(l.Error, "removed") {
+				t.Errorf("removed entry: got %+v, want failed, not sent", l)
+			}
+		}
+	}
+	reqs := rc.requests()
+	last := reqs[len(reqs)-1]
+	if len(reqs) != 3 || last.Path != "/keep" {
+		t.Fatalf("got %d requests, the last to %s; want 3, the last to /keep", len(reqs), last.Path)
+	}
+	if want := hmacHex(secret, last.Header.Get(HeaderTimestamp), last.Body); last.Header.Get(HeaderSignature) != want {
+		t.Fatalf("the retry after rotation is not signed with the new secret")
+	}
+}

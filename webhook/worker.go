@@ -1,0 +1,369 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+
+	"github.com/simrelay/simrelay/store"
+)
+
+const (
+	// dispatchBatch is how many due deliveries one read of the index takes;
+	// the dispatcher reads again as soon as it has handed them out.
+	dispatchBatch = 64
+	// storeRetryDelay is the wait after the store itself failed (disk full,
+	// closing): long enough not to spin, short enough to resume soon after.
+	storeRetryDelay = 30 * time.Second
+	// pruneEvery is how often the deliveries log is trimmed.
+	pruneEvery = time.Hour
+	// maxErrorText bounds the error text a log line keeps.
+	maxErrorText = 300
+	// snippetBytes is how much of a failing receiver's answer the error shows.
+	snippetBytes = 120
+)
+
+var errRunning = errors.New("webhook: Run is already running for this service")
+
+// Run delivers until ctx ends: one dispatcher feeding cfg.Workers workers,
+// and the trimming of the deliveries log. Attempts under way when ctx ends
+// are finished (within the timeout) and recorded; whatever is still due waits
+// in the store for the next start.
+func (s *Service) Run(ctx context.Context) error {
+	if !s.running.CompareAndSwap(false, true) {
+		return errRunning
+	}
+	defer s.running.Store(false)
+	jobs := make(chan uint64)
+	var wg sync.WaitGroup
+	for range s.cfg.Workers {
+		wg.Go(func() { s.work(ctx, jobs) })
+	}
+	wg.Go(func() { s.prune(ctx) })
+	s.dispatch(ctx, jobs)
+	wg.Wait()
+	return nil
+}
+
+// dispatch hands due deliveries to the workers, each at most once at a time,
+// and between due times sleeps until the next one or a Kick.
+func (s *Service) dispatch(ctx context.Context, jobs chan<- uint64) {
+	for ctx.Err() == nil {
+		ids, next, err := s.store.DueWebhookDeliveries(s.now(), dispatchBatch, s.isBusy)
+		if err != nil {
+			s.log.Error("webhook outbox", "err", err)
+			next = s.now().Add(storeRetryDelay)
+		}
+		for _, id := range ids {
+			s.setBusy(id, true)
+			select {
+			case jobs <- id:
+			case <-ctx.Done():
+				s.setBusy(id, false)
+				return
+			}
+		}
+		if len(ids) > 0 {
+			continue // handing out took time: more may be due now
+		}
+		var timer *time.Timer
+		var due <-chan time.Time
+		if !next.IsZero() {
+			timer = time.NewTimer(max(next.Sub(s.now()), 0))
+			due = timer.C
+		}
+		select {
+		case <-ctx.Done():
+		case <-s.wake:
+		case <-due:
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+	}
+}
+
+func (s *Service) isBusy(id uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.busy[id]
+}
+
+func (s *Service) setBusy(id uint64, busy bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if busy {
+		s.busy[id] = true
+	} else {
+		delete(s.busy, id)
+	}
+}
+
+func (s *Service) work(ctx context.Context, jobs <-chan uint64) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case id := <-jobs:
+			if ctx.Err() != nil {
+				s.setBusy(id, false)
+				return
+			}
+			// An attempt that started is finished and recorded even when
+			// shutdown begins, so the next start neither repeats a delivered
+			// attempt nor forgets a failed one; the timeout bounds the wait.
+			if ok := s.attempt(context.WithoutCancel(ctx), id); !ok {
+				// The store failed: keep the delivery out of the dispatcher's
+				// hands for a while rather than retrying it in a hot loop.
+				time.AfterFunc(storeRetryDelay, func() { s.setBusy(id, false); s.Kick() })
+				continue
+			}
+			s.setBusy(id, false)
+			s.Kick() // the delivery's next due time moved
+		}
+	}
+}
+
+// outcome is what one attempt did.
+type outcome struct {
+	status   int // 0: no HTTP answer
+	err      string
+	duration time.Duration
+	notSent  bool // the entry was removed or is inactive: nothing was sent
+}
+
+func (o outcome) delivered() bool { return o.status >= 200 && o.status < 300 }
+
+// attempt makes one attempt at a delivery and records it. It returns false
+// when the store failed.
+func (s *Service) attempt(ctx context.Context, id uint64) bool {
+	job, err := s.store.WebhookJob(id)
+	if errors.Is(err, store.ErrNotFound) {
+		return true // ended since the index was read
+	}
+	if err != nil {
+		s.log.Error("webhook outbox", "delivery", id, "err", err)
+		return false
+	}
+	d := job.Delivery
+	if d.NextAttemptAt.After(s.now()) {
+		return true // an attempt recorded since the index was read moved it
+	}
+	var out outcome
+	switch {
+	case job.Entry == nil:
+		out = outcome{err: "not sent: the webhook entry was removed", notSent: true}
+	case !job.Entry.Active:
+		out = outcome{err: "not sent: the webhook entry is inactive", notSent: true}
+	default:
+		secret := job.Secret
+		if secret == "" {
+			set, err := s.Settings(ctx, d.CompanyID)
+			if err != nil {
+				s.log.Error("webhook signing secret", "company", d.CompanyID, "err", err)
+				return false
+			}
+			secret = set.Secret
+		}
+		out = s.send(ctx, job.Entry.URL, secret, d)
+	}
+	var disabled string
+	rec, err := s.store.RecordWebhookAttempt(id, s.cfg.LogKeep, func(d store.WebhookDelivery, e *store.WebhookEntry) store.WebhookAttempt {
+		a, why := s.decide(d, e, out)
+		disabled = why
+		return a
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return true
+	}
+	if err != nil {
+		s.log.Error("webhook outbox: record attempt", "delivery", d.UUID, "err", err)
+		return false
+	}
+	attrs := []any{"delivery", rec.DeliveryID, "webhook_id", rec.WebhookID, "company", rec.CompanyID, "attempt", rec.Attempt, "status", rec.StatusCode}
+	switch rec.State {
+	case store.WebhookDelivered:
+		s.log.Debug("webhook delivered", attrs...)
+	case store.WebhookPending:
+		s.log.Info("webhook attempt failed, will retry", append(attrs, "next_attempt_at", rec.NextAttemptAt, "err", rec.Error)...)
+	default:
+		s.log.Warn("webhook delivery failed, giving up", append(attrs, "err", rec.Error)...)
+	}
+	if disabled != "" {
+		s.log.Warn("webhook entry disabled", "webhook_id", rec.WebhookID, "company", rec.CompanyID, "reason", disabled)
+	}
+	return true
+}
+
+// decide turns an outcome into the log line and updates the entry's health:
+// a success clears its failure streak; a 410, or failing for DisableAfter
+// without a success, disables it. It returns why it disabled the entry, if it did.
+func (s *Service) decide(d store.WebhookDelivery, e *store.WebhookEntry, out outcome) (store.WebhookAttempt, string) {
+	now := s.now().UTC()
+	a := store.WebhookAttempt{StatusCode: out.status, Error: out.err, DurationMS: out.duration.Milliseconds(), CreatedAt: now}
+	if out.delivered() {
+		a.State = store.WebhookDelivered
+		if e != nil {
+			e.FailingSince = time.Time{}
+		}
+		return a, ""
+	}
+	a.State = store.WebhookFailed
+	if out.notSent || e == nil {
+		return a, ""
+	}
+	if e.FailingSince.IsZero() {
+		e.FailingSince = now
+	}
+	var why string
+	switch {
+	case out.status == http.StatusGone:
+		why = "the receiver answered 410 Gone"
+	case now.Sub(e.FailingSince) >= s.cfg.DisableAfter:
+		why = "no successful delivery for " + humanDuration(s.cfg.DisableAfter)
+		a.Error = clip(a.Error + "; the webhook entry is disabled after " + humanDuration(s.cfg.DisableAfter) + " without a success")
+	case d.Attempts < len(s.cfg.Schedule):
+		a.State = store.WebhookPending
+		a.NextAttemptAt = now.Add(s.backoff(d.Attempts))
+	}
+	if why != "" && e.Active {
+		e.Active, e.DisabledAt, e.DisabledReason = false, now, why
+	}
+	return a, why
+}
+
+// backoff is the wait after the failed attempt number attempt+1, with jitter.
+func (s *Service) backoff(attempt int) time.Duration {
+	d := s.cfg.Schedule[attempt]
+	if s.cfg.Jitter > 0 {
+		d += time.Duration(rand.Float64() * s.cfg.Jitter * float64(d))
+	}
+	return d
+}
+
+// send makes one signed POST of the delivery's body.
+func (s *Service) send(ctx context.Context, target, secret string, d store.WebhookDelivery) outcome {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(d.Body))
+	if err != nil {
+		return outcome{err: clip("the URL cannot be requested: " + err.Error())}
+	}
+	stamp := s.now().Unix()
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", UserAgent)
+	req.Header.Set(HeaderTimestamp, strconv.FormatInt(stamp, 10))
+	req.Header.Set(HeaderSignature, Sign(secret, stamp, d.Body))
+	req.Header.Set(HeaderEvent, d.EventType)
+	req.Header.Set(HeaderDelivery, d.UUID)
+	start := time.Now()
+	res, err := s.client.Do(req)
+	if err != nil {
+		return outcome{err: describe(err, s.cfg.Timeout), duration: time.Since(start)}
+	}
+	// Read a bounded part of the answer so the connection can be reused;
+	// keep its start to show in the log when the status is a failure.
+	head := make([]byte, snippetBytes)
+	n, _ := io.ReadFull(res.Body, head)
+	_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, maxResponseBytes-snippetBytes))
+	res.Body.Close()
+	out := outcome{status: res.StatusCode, duration: time.Since(start)}
+	if out.delivered() {
+		return out
+	}
+	out.err = fmt.Sprintf("the receiver answered %d %s", res.StatusCode, http.StatusText(res.StatusCode))
+	switch {
+	case res.StatusCode >= 300 && res.StatusCode < 400:
+		out.err += "; redirects are not followed"
+		if loc := res.Header.Get("Location"); loc != "" {
+			out.err += " (Location: " + printable(loc, snippetBytes) + ")"
+		}
+	case res.StatusCode == http.StatusGone:
+		out.err += "; the webhook entry is disabled"
+	default:
+		if snippet := printable(string(head[:n]), snippetBytes); snippet != "" {
+			out.err += ": " + snippet
+		}
+	}
+	out.err = clip(out.err)
+	return out
+}
+
+// describe turns a transport error into a log line's error text, without the
+// request URL that net/http puts in front.
+func describe(err error, timeout time.Duration) string {
+	var ae *AddressError
+	if errors.As(err, &ae) {
+		return ae.Error()
+	}
+	var ne net.Error
+	if errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() {
+		return fmt.Sprintf("no answer within %s", timeout)
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	return clip(err.Error())
+}
+
+// printable keeps the first n bytes of s on one line, as valid UTF-8.
+func printable(s string, n int) string {
+	if len(s) > n {
+		s = s[:n]
+	}
+	s = strings.ToValidUTF8(s, "")
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, s)
+	return strings.TrimSpace(s)
+}
+
+func clip(s string) string {
+	if len(s) <= maxErrorText {
+		return s
+	}
+	return strings.ToValidUTF8(s[:maxErrorText], "") + "…"
+}
+
+func humanDuration(d time.Duration) string {
+	if d == 24*time.Hour {
+		return "1 day"
+	}
+	if d > 24*time.Hour && d%(24*time.Hour) == 0 {
+		return fmt.Sprintf("%d days", d/(24*time.Hour))
+	}
+	return d.String()
+}
+
+// prune trims the deliveries log now and then.
+func (s *Service) prune(ctx context.Context) {
+	t := time.NewTicker(pruneEvery)
+	defer t.Stop()
+	for {
+		if n, err := s.store.PruneWebhookAttempts(s.now().Add(-s.cfg.LogAge), s.cfg.LogKeep); err != nil {
+			s.log.Error("prune the webhook deliveries log", "err", err)
+		} else if n > 0 {
+			s.log.Debug("pruned the webhook deliveries log", "lines", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
