@@ -50,6 +50,7 @@ type Report struct {
 	Phones             int     `json:"phones"`
 	PhonesNote         string  `json:"phones_note,omitempty"`
 	RSSPerPhoneKB      float64 `json:"rss_per_idle_phone_kb"`
+	AnonPerPhoneKB     float64 `json:"anon_rss_per_idle_phone_kb"`
 	HeapPerPhoneKB     float64 `json:"heap_per_idle_phone_kb"`
 	GoroutinesPerPhone float64 `json:"server_goroutines_per_phone"`
 	StackPerPhoneKB    float64 `json:"stack_per_idle_phone_kb"`
@@ -114,7 +115,10 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 
 	// Memory per idle phone.
 	time.Sleep(time.Second) // let start-up allocations settle before the baseline
-	rss0, _ := srv.rss()
+	if err := srv.gc(); err != nil {
+		return rep, fmt.Errorf("bench: collect the server's garbage: %w", err)
+	}
+	rss0, anon0, _ := srv.memory()
 	heap0, _ := srv.metric("go_memstats_heap_inuse_bytes")
 	gr0, _ := srv.metric("go_goroutines")
 	stack0, _ := srv.metric("go_memstats_stack_inuse_bytes")
@@ -125,16 +129,20 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	}
 	defer fleet.stop()
 	time.Sleep(3 * time.Second) // idle
-	rss1, _ := srv.rss()
+	if err := srv.gc(); err != nil {
+		return rep, fmt.Errorf("bench: collect the server's garbage: %w", err)
+	}
+	rss1, anon1, _ := srv.memory()
 	heap1, _ := srv.metric("go_memstats_heap_inuse_bytes")
 	gr1, _ := srv.metric("go_goroutines")
 	stack1, _ := srv.metric("go_memstats_stack_inuse_bytes")
 	rep.StackPerPhoneKB = (stack1 - stack0) / float64(n) / 1024
 	rep.GoroutinesPerPhone = (gr1 - gr0) / float64(n)
 	rep.RSSPerPhoneKB = float64(rss1-rss0) / float64(n) / 1024
+	rep.AnonPerPhoneKB = float64(anon1-anon0) / float64(n) / 1024
 	rep.HeapPerPhoneKB = (heap1 - heap0) / float64(n) / 1024
 	rep.ServerRSSMB = float64(rss1) / (1 << 20)
-	logf("idle: %.1f KB RSS, %.1f KB heap, %.1f KB stack and %.2f goroutines per phone", rep.RSSPerPhoneKB, rep.HeapPerPhoneKB, rep.StackPerPhoneKB, rep.GoroutinesPerPhone)
+	logf("idle: %.1f KB RSS (%.1f KB anonymous), %.1f KB live heap, %.1f KB stack and %.2f goroutines per phone", rep.RSSPerPhoneKB, rep.AnonPerPhoneKB, rep.HeapPerPhoneKB, rep.StackPerPhoneKB, rep.GoroutinesPerPhone)
 
 	// Durable send throughput: answered 2xx after fsync, each taken and acked by its phone.
 	logf("sending as fast as %d senders can for %s ...", cfg.Senders, cfg.SendFor)

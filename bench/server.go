@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -23,8 +24,9 @@ import (
 
 // server is the simrelay process under test.
 type server struct {
-	cmd *exec.Cmd
-	url string
+	cmd   *exec.Cmd
+	url   string
+	pprof string // host:port of the server's pprof listener
 }
 
 // prepare creates the company and provisions the phones in a new store, and
@@ -66,6 +68,23 @@ func startServer(ctx context.Context, bin, dir string, stderr io.Writer, extra .
 		"--rate-general", "1000000000/1m", "--rate-auth", "1000000000/1m",
 		// The bench's webhook receiver is on loopback.
 		"--webhook-allow-private"}
+	// Profiles on loopback: the memory readings run the server's GC through
+	// them first, so they count live memory, not garbage awaiting collection.
+	pprofAddr := ""
+	for i, a := range extra {
+		if a == "--pprof-listen" && i+1 < len(extra) {
+			pprofAddr = extra[i+1]
+		}
+	}
+	if pprofAddr == "" {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		pprofAddr = ln.Addr().String()
+		ln.Close()
+		args = append(args, "--pprof-listen", pprofAddr)
+	}
 	cmd := exec.CommandContext(ctx, bin, append(args, extra...)...)
 	cmd.Stderr = stderr
 	out, err := cmd.StdoutPipe()
@@ -91,7 +110,7 @@ func startServer(ctx context.Context, bin, dir string, stderr io.Writer, extra .
 			_ = cmd.Wait()
 			return nil, errors.New("bench: the server exited before listening")
 		}
-		return &server{cmd: cmd, url: a}, nil
+		return &server{cmd: cmd, url: a, pprof: pprofAddr}, nil
 	case <-time.After(30 * time.Second):
 		_ = cmd.Process.Kill()
 		return nil, errors.New("bench: the server did not listen within 30s")
@@ -111,19 +130,40 @@ func (s *server) stop() {
 	}
 }
 
-// rss is the server's resident memory in bytes.
-func (s *server) rss() (int64, error) {
+// memory is the server's resident memory in bytes: all of it, and its
+// anonymous part (heap, stacks, runtime), which leaves out the store's
+// file pages that the kernel maps in and may drop at will.
+func (s *server) memory() (rss, anon int64, err error) {
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
 	if err != nil {
-		return 0, err
+		return 0, 0, err
+	}
+	kb := func(v string) int64 {
+		n, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+		return n * 1024
 	}
 	for _, line := range strings.Split(string(raw), "\n") {
 		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return kb * 1024, err
+			rss = kb(v)
+		} else if v, ok := strings.CutPrefix(line, "RssAnon:"); ok {
+			anon = kb(v)
 		}
 	}
-	return 0, errors.New("bench: no VmRSS")
+	if rss == 0 {
+		return 0, 0, errors.New("bench: no VmRSS in /proc/PID/status")
+	}
+	return rss, anon, nil
+}
+
+// gc runs a garbage collection in the server (through pprof's heap
+// endpoint), so the next readings see live memory.
+func (s *server) gc() error {
+	res, err := http.Get("http://" + s.pprof + "/debug/pprof/heap?gc=1")
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, res.Body)
+	return res.Body.Close()
 }
 
 // metric reads one gauge from the server's /metrics.
