@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -62,9 +63,16 @@ const maxBodyBytes = 1 << 20
 // malformed or trailing-garbage body is invalid_json, a wrong type names the
 // field at fault.
 func bind(c echo.Context, v any) error {
-	body := http.MaxBytesReader(c.Response(), c.Request().Body, maxBodyBytes)
-	dec := json.NewDecoder(body)
-	err := dec.Decode(v)
+	data, err := io.ReadAll(http.MaxBytesReader(c.Response(), c.Request().Body, maxBodyBytes))
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return errTooLarge
+	}
+	if err != nil {
+		return problem.New(problem.InvalidJSON, "The request body could not be read.")
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	err = dec.Decode(v)
 	if err == nil {
 		if _, extra := dec.Token(); extra != io.EOF {
 			return problem.New(problem.InvalidJSON, "The request body must hold exactly one JSON object.")
@@ -73,10 +81,7 @@ func bind(c echo.Context, v any) error {
 	}
 	var syntax *json.SyntaxError
 	var typ *json.UnmarshalTypeError
-	var tooBig *http.MaxBytesError
 	switch {
-	case errors.As(err, &tooBig):
-		return errTooLarge
 	case errors.Is(err, io.EOF):
 		return problem.New(problem.InvalidJSON, "The request body is empty; send a JSON object.")
 	case errors.As(err, &syntax), errors.Is(err, io.ErrUnexpectedEOF):
@@ -85,7 +90,13 @@ func bind(c echo.Context, v any) error {
 		if typ.Field == "" {
 			return problem.New(problem.InvalidJSON, "The request body must be a JSON object.")
 		}
-		return problem.Invalid(typ.Field, fmt.Sprintf("must be %s", jsonKind(typ.Type.Kind().String())))
+		// typ.Field drops array indexes (sims.slot); the contract's field is
+		// the whole JSON path (sims[1].slot), found again from the offset.
+		field := jsonPath(data, typ.Offset)
+		if field == "" {
+			field = typ.Field
+		}
+		return problem.Invalid(field, fmt.Sprintf("must be %s", jsonKind(typ.Type.Kind().String())))
 	}
 	return problem.New(problem.InvalidJSON, "The request body could not be read as JSON.")
 }

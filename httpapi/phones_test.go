@@ -341,6 +341,8 @@ func TestRegisterDeviceErrors(t *testing.T) {
 	threeSIMs["sims"] = []map[string]any{{"slot": "SIM1"}, {"slot": "SIM2"}, {"slot": "SIM1"}}
 	badSlot := phonesRegisterBody(code, "p3")
 	badSlot["sims"] = []map[string]any{{"slot": "SIM3"}}
+	slotNumber := phonesRegisterBody(code, "p3")
+	slotNumber["sims"] = []map[string]any{{"slot": "SIM1"}, {"slot": 2}}
 	noPlus := phonesRegisterBody(code, "p3")
 	noPlus["sims"] = []map[string]any{{"slot": "SIM1", "phone_number": "5550109001"}}
 	cases := []struct {
@@ -353,6 +355,7 @@ func TestRegisterDeviceErrors(t *testing.T) {
 		{"empty fingerprint", phonesRegisterBody(code, ""), "validation_failed", "device_fingerprint"},
 		{"three sims", threeSIMs, "validation_failed", "sims"},
 		{"slot SIM3", badSlot, "validation_failed", "sims[0].slot"},
+		{"slot a number", slotNumber, "validation_failed", "sims[1].slot"},
 		{"number without +", noPlus, "validation_failed", "sims[0].phone_number"},
 		{"malformed JSON", `{"pairing_code": `, "invalid_json", ""},
 		{"empty body", "", "invalid_json", ""},

@@ -1,9 +1,6 @@
 package httpapi
 
 import (
-	"encoding/json"
-	"errors"
-	"fmt"
 	"net/http"
 	"strconv"
 
@@ -72,7 +69,7 @@ func (s *Server) getWebhooks(c echo.Context) error {
 
 func (s *Server) putWebhooks(c echo.Context) error {
 	var body struct {
-		Webhooks []json.RawMessage `json:"webhooks"`
+		Webhooks []webhookInJSON `json:"webhooks"`
 	}
 	if err := bind(c, &body); err != nil {
 		return err
@@ -81,11 +78,7 @@ func (s *Server) putWebhooks(c echo.Context) error {
 	if body.Webhooks != nil {
 		entries = make([]webhook.EntryInput, len(body.Webhooks))
 	}
-	for i, raw := range body.Webhooks {
-		in, err := decodeWebhook(raw, i)
-		if err != nil {
-			return err
-		}
+	for i, in := range body.Webhooks {
 		entries[i] = webhook.EntryInput(in)
 	}
 	stored, err := s.deps.Webhooks.Replace(c.Request().Context(), principal(c).CompanyID, entries)
@@ -93,22 +86,6 @@ func (s *Server) putWebhooks(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, map[string]any{"message": "Webhooks saved.", "webhooks": webhooksOut(stored)})
-}
-
-// decodeWebhook decodes entry i of a PUT, naming the field at fault by its
-// whole JSON path (webhooks[2].sims).
-func decodeWebhook(raw json.RawMessage, i int) (webhookInJSON, error) {
-	var in webhookInJSON
-	err := json.Unmarshal(raw, &in)
-	var typ *json.UnmarshalTypeError
-	switch {
-	case err == nil:
-		return in, nil
-	case errors.As(err, &typ) && typ.Field != "":
-		return in, problem.Invalid(fmt.Sprintf("webhooks[%d].%s", i, typ.Field), "must be "+jsonKind(typ.Type.Kind().String()))
-	default:
-		return in, problem.Invalid(fmt.Sprintf("webhooks[%d]", i), "must be an object")
-	}
 }
 
 func (s *Server) rotateSigningSecret(c echo.Context) error {
