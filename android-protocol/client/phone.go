@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -31,8 +32,10 @@ type Config struct {
 	// Hello is sent on every connection; Protocol defaults to this build's.
 	// Its SelectedSIM is a choice made on the phone: it is sent until a link
 	// is welcomed, then "" (the server's value, from welcome and config, wins).
-	Hello       proto.Hello
-	HTTPClient  *http.Client
+	Hello      proto.Hello
+	HTTPClient *http.Client
+	// BackoffBase is the first reconnect ceiling and the unit of the fixed
+	// waits of PROTOCOL.md section 14 (1 s there); tests shrink it.
 	BackoffBase time.Duration
 	BackoffMax  time.Duration
 	StableAfter time.Duration
@@ -98,9 +101,15 @@ func New(cfg Config) *Phone {
 }
 
 // Run keeps the phone connected until ctx ends (nil) or the server closes
-// for good (*ClosedError) or refuses the token (*APIError).
+// for good (*ClosedError) or refuses the token (*APIError). Between links
+// it waits as PROTOCOL.md section 14 says: full jitter, a quick return after
+// a restart (4012), Retry-After on 429 and 503, a floor after 4008 and 4029,
+// and a longer one after 4009, with a stop after the third 4009 in ten
+// minutes (another client is using the token). The section's fixed waits are
+// in units of BackoffBase (1 s by default, as the document has them).
 func (p *Phone) Run(ctx context.Context) error {
 	attempt := 0
+	var replaced []time.Time // recent closes with 4009
 	for {
 		start := time.Now()
 		err := p.session(ctx)
@@ -118,8 +127,19 @@ func (p *Phone) Run(ctx context.Context) error {
 		if time.Since(start) >= p.cfg.StableAfter {
 			attempt = 0
 		}
-		wait := p.backoff(attempt)
+		code := closeCode(err)
+		if code == proto.CloseReplaced {
+			now := time.Now()
+			replaced = append(slices.DeleteFunc(replaced, func(t time.Time) bool { return now.Sub(t) > replacedWindow }), now)
+			if len(replaced) >= replacedLimit {
+				return &ClosedError{Code: code, Reason: "the device is connected elsewhere: replaced 3 times within 10 minutes"}
+			}
+		}
+		wait, restarted := p.retryWait(err, attempt)
 		attempt++
+		if restarted {
+			attempt = 0
+		}
 		p.cfg.Logger.Info("link down; reconnecting", "err", err, "in", wait)
 		select {
 		case <-ctx.Done():
@@ -129,6 +149,33 @@ func (p *Phone) Run(ctx context.Context) error {
 	}
 }
 
+// retryWait is the wait before the next link after one that ended with
+// err, the attempt-th in a row; restarted says the server restarted (4012),
+// which starts the count again.
+func (p *Phone) retryWait(err error, attempt int) (wait time.Duration, restarted bool) {
+	wait = p.backoff(attempt)
+	base := p.cfg.BackoffBase
+	switch closeCode(err) {
+	case proto.CloseRestarting:
+		return between(base, 5*base), true
+	case proto.CloseTooSlow, proto.CloseFlood:
+		wait = max(wait, 10*base)
+	case proto.CloseReplaced:
+		wait = max(wait, between(30*base, 60*base))
+	}
+	var apiErr *APIError
+	if errors.As(err, &apiErr) && apiErr.RetryAfter > 0 {
+		wait += apiErr.RetryAfter
+	}
+	return wait, false
+}
+
+// After this many closes with 4009 within replacedWindow, the phone stops.
+const (
+	replacedLimit  = 3
+	replacedWindow = 10 * time.Minute
+)
+
 // backoff is full jitter: a random wait up to base * 2^attempt, capped.
 func (p *Phone) backoff(attempt int) time.Duration {
 	ceiling := p.cfg.BackoffMax
@@ -136,6 +183,20 @@ func (p *Phone) backoff(attempt int) time.Duration {
 		ceiling = min(p.cfg.BackoffBase<<attempt, p.cfg.BackoffMax)
 	}
 	return time.Duration(rand.Int64N(int64(ceiling) + 1))
+}
+
+// between is a uniformly random wait from lo to hi.
+func between(lo, hi time.Duration) time.Duration {
+	return lo + time.Duration(rand.Int64N(int64(hi-lo)+1))
+}
+
+// closeCode is the close code a link ended with, 0 when it did not end by a close frame.
+func closeCode(err error) int {
+	var ce websocket.CloseError
+	if errors.As(err, &ce) {
+		return int(ce.Code)
+	}
+	return 0
 }
 
 // session is one link: dial, hello, welcome, resend what is unacknowledged,

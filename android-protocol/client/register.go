@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
 )
@@ -23,6 +25,8 @@ type APIError struct {
 	Code    string `json:"error"`
 	Message string `json:"message"`
 	Field   string `json:"field"`
+	// RetryAfter is the server's Retry-After (on 429 and 503), 0 when absent.
+	RetryAfter time.Duration `json:"-"`
 }
 
 func (e *APIError) Error() string {
@@ -71,6 +75,9 @@ func Register(ctx context.Context, hc *http.Client, serverURL string, in Registe
 
 func readAPIError(res *http.Response) error {
 	e := &APIError{Status: res.StatusCode}
+	if secs, err := strconv.Atoi(res.Header.Get("Retry-After")); err == nil && secs > 0 {
+		e.RetryAfter = time.Duration(secs) * time.Second
+	}
 	if err := json.NewDecoder(res.Body).Decode(e); err != nil || e.Code == "" {
 		e.Code, e.Message = "http_"+fmt.Sprint(res.StatusCode), res.Status
 	}

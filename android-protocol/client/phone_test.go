@@ -1,0 +1,107 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	proto "github.com/simrelay/simrelay/android-protocol"
+)
+
+// fakeServer welcomes every link and then closes it with code.
+func fakeServer(t *testing.T, code websocket.StatusCode) (*httptest.Server, *atomic.Int32) {
+	t.Helper()
+	var links atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer ws.CloseNow()
+		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+		defer cancel()
+		if _, _, err := ws.Read(ctx); err != nil { // hello
+			return
+		}
+		links.Add(1)
+		data, _ := proto.Encode(proto.Welcome{DeviceFingerprint: "p", ServerTime: "2026-11-22T10:04:05.123Z", PingIntervalSeconds: 45, MaxInflight: 16, SelectedSIM: "SIM1"})
+		if err := ws.Write(ctx, websocket.MessageText, data); err != nil {
+			return
+		}
+		_ = ws.Close(code, "test")
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &links
+}
+
+func TestThirdReplacementStopsThePhone(t *testing.T) {
+	srv, links := fakeServer(t, proto.CloseReplaced)
+	p := New(Config{WSURL: "ws" + strings.TrimPrefix(srv.URL, "http"), Token: "dt_x", BackoffBase: time.Millisecond, BackoffMax: 10 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := p.Run(ctx)
+	var closed *ClosedError
+	if !errors.As(err, &closed) || closed.Code != proto.CloseReplaced {
+		t.Fatalf("Run: got %v, want a ClosedError 4009 after the third replacement", err)
+	}
+	if n := links.Load(); n != 3 {
+		t.Errorf("links: got %d, want 3", n)
+	}
+}
+
+func TestRetryWaitFollowsSection14(t *testing.T) {
+	const base = time.Second
+	p := New(Config{BackoffBase: base, BackoffMax: 300 * base})
+	closed := func(code websocket.StatusCode) error { return websocket.CloseError{Code: code} }
+	for range 200 {
+		if w, _ := p.retryWait(errors.New("network down"), 3); w < 0 || w > 8*base {
+			t.Fatalf("attempt 3: got %s, want full jitter up to 8 s", w)
+		}
+		if w, _ := p.retryWait(errors.New("network down"), 40); w > 300*base {
+			t.Fatalf("attempt 40: got %s, want at most the 300 s cap", w)
+		}
+		if w, restarted := p.retryWait(closed(proto.CloseRestarting), 6); w < base || w > 5*base || !restarted {
+			t.Fatalf("4012: got %s %v, want 1 to 5 s and the count reset", w, restarted)
+		}
+		for _, code := range []websocket.StatusCode{proto.CloseTooSlow, proto.CloseFlood} {
+			if w, _ := p.retryWait(closed(code), 0); w < 10*base || w > 10*base {
+				t.Fatalf("%d on the first attempt: got %s, want the 10 s floor", code, w)
+			}
+		}
+		if w, _ := p.retryWait(closed(proto.CloseReplaced), 0); w < 30*base || w > 60*base {
+			t.Fatalf("4009: got %s, want 30 to 60 s", w)
+		}
+		if w, _ := p.retryWait(&APIError{Status: 429, RetryAfter: 20 * base}, 0); w < 20*base || w > 21*base {
+			t.Fatalf("429 with Retry-After 20: got %s, want 20 s plus the jitter of attempt 0", w)
+		}
+	}
+}
+
+func TestRestartReconnectsAndStopsOnlyWithContext(t *testing.T) {
+	srv, links := fakeServer(t, proto.CloseRestarting)
+	p := New(Config{WSURL: "ws" + strings.TrimPrefix(srv.URL, "http"), Token: "dt_x", BackoffBase: time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for links.Load() < 5 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run after cancel: got %v, want nil", err)
+	}
+	if n := links.Load(); n < 5 {
+		t.Fatalf("links after 4012 closes: got %d, want the phone to keep coming back", n)
+	}
+	if p.SelectedSIM() != "SIM1" {
+		t.Errorf("selected SIM after welcome: got %q, want SIM1 from welcome", p.SelectedSIM())
+	}
+}
