@@ -2,8 +2,11 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,7 +28,7 @@ type conn struct {
 
 	qmu     sync.Mutex
 	queue   [][]byte    // frames waiting for the phone, at most QueueLen; guarded by qmu
-	writing bool        // the writer goroutine is running; guarded by qmu
+	writing bool        // the writer goroutine is running (or held until the welcome); guarded by qmu
 	ping    *time.Timer // fires the next ping; set once registered
 
 	done     chan struct{} // closed once, when the link ends
@@ -41,7 +44,8 @@ type conn struct {
 }
 
 func newConn(h *Hub, ws *websocket.Conn, dev store.Device, token string) *conn {
-	c := &conn{hub: h, ws: ws, dev: dev, token: token, done: make(chan struct{}), inflight: map[string]struct{}{}}
+	// writing starts true: the writer is held until open sends the welcome.
+	c := &conn{hub: h, ws: ws, dev: dev, token: token, done: make(chan struct{}), inflight: map[string]struct{}{}, writing: true}
 	c.touch()
 	return c
 }
@@ -56,16 +60,6 @@ func (c *conn) run() {
 		c.finish()
 		return
 	}
-	// The welcome, carrying the device's current settings, goes out before
-	// the link is findable: nothing else can be queued ahead of it.
-	c.send(proto.Welcome{
-		DeviceFingerprint:   c.dev.Fingerprint,
-		ServerTime:          h.now().UTC().Format(timeLayout),
-		PingIntervalSeconds: int(h.cfg.PingInterval / time.Second),
-		MaxInflight:         h.cfg.MaxInflight,
-		SelectedSIM:         c.dev.SelectedSIM,
-		DeviceName:          c.dev.Name,
-	})
 	old, ok := h.register(c)
 	if !ok {
 		c.closeWith(proto.CloseRestarting, "server restarting")
@@ -84,6 +78,16 @@ func (c *conn) run() {
 		c.finish()
 		return
 	}
+	// Frames queued for the link since it became findable wait behind the
+	// welcome, which carries the device's current settings.
+	c.open(proto.Welcome{
+		DeviceFingerprint:   c.dev.Fingerprint,
+		ServerTime:          h.now().UTC().Format(timeLayout),
+		PingIntervalSeconds: int(h.cfg.PingInterval / time.Second),
+		MaxInflight:         h.cfg.MaxInflight,
+		SelectedSIM:         c.dev.SelectedSIM,
+		DeviceName:          c.dev.Name,
+	})
 	// Armed in two steps so that c.ping is set before pingOnce can ever run.
 	c.ping = time.AfterFunc(time.Hour, c.pingOnce)
 	c.ping.Reset(jitter(h.cfg.PingInterval))
@@ -116,8 +120,12 @@ func (c *conn) hello() bool {
 	}
 	f, err := proto.Decode(data)
 	hello, isHello := f.(*proto.Hello)
-	if err != nil || !isHello {
+	switch {
+	case frameType(data) != proto.TypeHello:
 		c.fail(proto.CloseProtocolError, "protocol_error", "The first frame must be hello.")
+		return false
+	case err != nil || !isHello:
+		c.fail(proto.CloseProtocolError, "protocol_error", "hello: "+frameProblem(err))
 		return false
 	}
 	if hello.Protocol != proto.Version {
@@ -205,11 +213,11 @@ func (c *conn) readLoop() {
 		}
 		f, err := proto.Decode(data)
 		if errors.Is(err, proto.ErrUnknownType) {
-			c.send(proto.Error{Code: "unknown_frame", Message: err.Error()})
+			c.send(proto.Error{Code: "unknown_frame", Message: fmt.Sprintf("Unknown frame type %q; the frame was ignored.", frameType(data))})
 			continue
 		}
 		if err != nil {
-			c.fail(proto.CloseProtocolError, "protocol_error", "A frame could not be read: "+err.Error())
+			c.fail(proto.CloseProtocolError, "protocol_error", "A frame could not be read: "+frameProblem(err))
 			return
 		}
 		if !c.handle(ctx, f) {
@@ -294,6 +302,22 @@ func (c *conn) send(f proto.Frame) bool {
 		go c.writeLoop()
 	}
 	return true
+}
+
+// open puts the welcome ahead of whatever was queued while the link was
+// being set up, and lets the writer run.
+func (c *conn) open(welcome proto.Welcome) {
+	data, err := proto.Encode(welcome)
+	if err != nil {
+		c.hub.log.Error("encode frame", "err", err)
+		c.closeWith(int(websocket.StatusInternalError), "server error")
+		return
+	}
+	c.qmu.Lock()
+	c.queue = append([][]byte{data}, c.queue...)
+	c.qmu.Unlock()
+	c.hub.wg.Add(1)
+	go c.writeLoop() // writing is still true from newConn: this is the one writer
 }
 
 // writeLoop is the link's one writer: it runs while frames wait and ends
@@ -470,4 +494,42 @@ func (c *conn) settle(id string) {
 	if was {
 		c.pump()
 	}
+}
+
+// frameType is the type a frame names, "" when it names none.
+func frameType(data []byte) string {
+	var env struct {
+		Type any `json:"type"`
+	}
+	_ = json.Unmarshal(data, &env)
+	t, _ := env.Type.(string)
+	return t
+}
+
+// frameProblem says in one sentence why a frame could not be decoded.
+func frameProblem(err error) string {
+	var typ *json.UnmarshalTypeError
+	var syntax *json.SyntaxError
+	switch {
+	case errors.As(err, &typ) && typ.Field != "":
+		return fmt.Sprintf("%s must be a JSON %s, not %s.", typ.Field, jsonKind(typ.Type.Kind()), typ.Value)
+	case errors.As(err, &syntax):
+		return "the frame is not valid JSON."
+	default:
+		return "the frame must be a JSON object with a string type."
+	}
+}
+
+func jsonKind(k reflect.Kind) string {
+	switch k {
+	case reflect.String:
+		return "string"
+	case reflect.Bool:
+		return "boolean"
+	case reflect.Slice, reflect.Array:
+		return "array"
+	case reflect.Struct, reflect.Map:
+		return "object"
+	}
+	return "number"
 }

@@ -37,9 +37,11 @@ func (s *Service) Status(_ context.Context, dev store.Device, st proto.Status) e
 		st.Error = st.Error[:200]
 	}
 	if st.At != "" {
-		if _, err := time.Parse(time.RFC3339Nano, st.At); err != nil {
+		at, err := time.Parse(time.RFC3339Nano, st.At)
+		if err != nil {
 			return problem.Invalid("at", "must be an RFC 3339 time such as 2026-11-22T10:04:05.123Z")
 		}
+		st.At = at.UTC().Format(timeLayout) // shown like every other time: UTC, milliseconds
 	}
 	if st.Status == proto.StatusFailed && st.Error == "" {
 		st.Error = "failed"
@@ -86,9 +88,11 @@ func (s *Service) Inbound(_ context.Context, dev store.Device, in proto.Inbound)
 	if receivedAt == "" {
 		receivedAt = s.now().UTC().Format(timeLayout)
 	}
-	if _, err := time.Parse(time.RFC3339Nano, receivedAt); err != nil {
+	at, err := time.Parse(time.RFC3339Nano, receivedAt)
+	if err != nil {
 		return proto.InboundAck{}, problem.Invalid("received_at", "must be an RFC 3339 time such as 2026-11-22T10:04:05.123Z")
 	}
+	receivedAt = at.UTC().Format(timeLayout) // the phone's clock, shown in UTC with milliseconds
 	m := store.Message{
 		UUID: newID(), Device: dev.Fingerprint, Channel: proto.ChannelSMS, Phone: from, Text: in.Message,
 		SIMSlot: slot, Segments: Segments(in.Message), ClientID: in.ClientID, ReceivedAt: receivedAt,
