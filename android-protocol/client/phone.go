@@ -267,28 +267,27 @@ func (p *Phone) session(ctx context.Context) error {
 		}
 	}
 
-	// The link is dead after two ping intervals of silence.
-	silence := 2 * time.Duration(welcome.PingIntervalSeconds) * time.Second
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	defer stopWatch()
-	go func() {
-		t := time.NewTicker(silence / 8)
-		defer t.Stop()
-		for {
-			select {
-			case <-watchCtx.Done():
-				return
-			case <-t.C:
-				heard.Lock()
-				quiet := time.Since(lastHeard)
-				heard.Unlock()
-				if quiet > silence {
-					ws.CloseNow()
-					return
-				}
-			}
+	// The link is dead after two ping intervals of silence (45 s when the
+	// welcome names none). A timer, re-armed from the last thing heard,
+	// watches for it: no goroutine per idle link.
+	interval := time.Duration(welcome.PingIntervalSeconds) * time.Second
+	if interval <= 0 {
+		interval = 45 * time.Second
+	}
+	silence := 2 * interval
+	var watch *time.Timer
+	watch = time.AfterFunc(time.Hour, func() {
+		heard.Lock()
+		quiet := time.Since(lastHeard)
+		heard.Unlock()
+		if quiet > silence {
+			ws.CloseNow()
+			return
 		}
-	}()
+		watch.Reset(silence - quiet + time.Millisecond)
+	})
+	watch.Reset(silence) // armed in two steps, so watch is set before the func can run
+	defer watch.Stop()
 
 	for {
 		_, data, err := ws.Read(ctx)
