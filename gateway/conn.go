@@ -40,6 +40,7 @@ type conn struct {
 	inflight  map[string]struct{} // sends written to this link, not yet acked; guarded by pumpMu
 	cursor    uint64              // seq of the last job this link took from the queue; guarded by pumpMu
 	pace      *rate.Limiter       // nil: no pacing; guarded by pumpMu
+	paceRate  int                 // the sends per minute pace was made for; guarded by pumpMu
 	paceTimer *time.Timer         // a pump waiting for the pace; guarded by pumpMu
 }
 
@@ -66,18 +67,23 @@ func (c *conn) run() {
 		c.finish()
 		return
 	}
-	if old != nil {
-		old.closeWith(proto.CloseReplaced, "replaced by a newer connection")
-	}
 	// The token and status were checked before the upgrade; a re-registration,
 	// disable or delete since then found no registered link to close. Now
 	// that this link is registered, every later change reaches it, so one
-	// more look closes the gap.
-	if !c.stillAllowed() {
-		h.unregister(c)
+	// more look closes the gap. Only a link that passes it replaces the old
+	// one: a stale link must not knock the phone's real link off.
+	fresh, allowed := c.stillAllowed()
+	if !allowed {
+		h.unregister(c, old)
 		c.finish()
 		return
 	}
+	if old != nil {
+		old.closeWith(proto.CloseReplaced, "replaced by a newer connection")
+	}
+	// The device as read after registering: a settings change made since
+	// the hello is in it, and any later one reaches this link as config.
+	c.setPace(fresh.SMSPerMinute)
 	// Frames queued for the link since it became findable wait behind the
 	// welcome, which carries the device's current settings.
 	c.open(proto.Welcome{
@@ -85,8 +91,8 @@ func (c *conn) run() {
 		ServerTime:          h.now().UTC().Format(timeLayout),
 		PingIntervalSeconds: int(h.cfg.PingInterval / time.Second),
 		MaxInflight:         h.cfg.MaxInflight,
-		SelectedSIM:         c.dev.SelectedSIM,
-		DeviceName:          c.dev.Name,
+		SelectedSIM:         fresh.SelectedSIM,
+		DeviceName:          fresh.Name,
 	})
 	// Armed in two steps so that c.ping is set before pingOnce can ever run.
 	c.ping = time.AfterFunc(time.Hour, c.pingOnce)
@@ -160,8 +166,9 @@ func (c *conn) hello() bool {
 }
 
 // stillAllowed re-checks the device token and status, closing the link with
-// the code the phone must see when either changed.
-func (c *conn) stillAllowed() bool {
+// the code the phone must see when either changed; it returns the device as
+// stored now.
+func (c *conn) stillAllowed() (store.Device, bool) {
 	dev, err := c.hub.devices.Authenticate(context.Background(), c.token)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -171,28 +178,31 @@ func (c *conn) stillAllowed() bool {
 		} else {
 			c.closeWith(proto.CloseBadToken, "token revoked")
 		}
-		return false
+		return dev, false
 	case err != nil:
 		c.hub.log.Error("re-check device token", "device", c.dev.Fingerprint, "err", err)
 		c.closeWith(int(websocket.StatusInternalError), "server error")
-		return false
+		return dev, false
 	case dev.Status == store.DeviceDisabled:
 		c.closeWith(proto.CloseDeviceGone, "device disabled")
-		return false
+		return dev, false
 	}
-	return true
+	return dev, true
 }
 
 // setPace spaces sends evenly: one every minute/perMinute, no bursts, which
 // is what keeps a phone under Android's per-app SMS quota.
+// An unchanged rate keeps its limiter, so that a settings change of another
+// kind does not let a send out early.
 func (c *conn) setPace(perMinute int) {
 	c.pumpMu.Lock()
 	defer c.pumpMu.Unlock()
-	if perMinute <= 0 {
-		c.pace = nil
-		return
+	switch {
+	case perMinute <= 0:
+		c.pace, c.paceRate = nil, 0
+	case perMinute != c.paceRate || c.pace == nil:
+		c.pace, c.paceRate = rate.NewLimiter(rate.Every(time.Minute/time.Duration(perMinute)), 1), perMinute
 	}
-	c.pace = rate.NewLimiter(rate.Every(time.Minute/time.Duration(perMinute)), 1)
 }
 
 // readLoop handles the phone's frames. Store writes happen here, on the
@@ -448,40 +458,48 @@ func (c *conn) finish() {
 func (c *conn) pump() {
 	c.pumpMu.Lock()
 	defer c.pumpMu.Unlock()
-	room := c.hub.cfg.MaxInflight - len(c.inflight)
-	if room <= 0 || c.closed() {
-		return
-	}
-	jobs, err := c.hub.intake.Pending(context.Background(), c.dev, c.cursor, room)
-	if err != nil {
-		c.hub.log.Error("load pending jobs", "device", c.dev.Fingerprint, "err", err)
-		return
-	}
-	for _, j := range jobs {
-		if j.Send == nil { // expired: the sweeper marks it
-			c.cursor = j.Seq
-			continue
-		}
-		if c.pace != nil {
-			r := c.pace.Reserve()
-			if d := r.Delay(); d > 0 {
-				r.Cancel()
-				if c.paceTimer == nil {
-					c.paceTimer = time.AfterFunc(d, func() {
-						c.pumpMu.Lock()
-						c.paceTimer = nil
-						c.pumpMu.Unlock()
-						c.pump()
-					})
-				}
-				return
-			}
-		}
-		if !c.send(*j.Send) {
+	for {
+		room := c.hub.cfg.MaxInflight - len(c.inflight)
+		if room <= 0 || c.closed() {
 			return
 		}
-		c.inflight[j.Send.ID] = struct{}{}
-		c.cursor = j.Seq
+		jobs, err := c.hub.intake.Pending(context.Background(), c.dev, c.cursor, room)
+		if err != nil {
+			c.hub.log.Error("load pending jobs", "device", c.dev.Fingerprint, "err", err)
+			return
+		}
+		for _, j := range jobs {
+			if j.Send == nil { // expired: the sweeper marks it
+				c.cursor = j.Seq
+				continue
+			}
+			if c.pace != nil {
+				r := c.pace.Reserve()
+				if d := r.Delay(); d > 0 {
+					r.Cancel()
+					if c.paceTimer == nil {
+						c.paceTimer = time.AfterFunc(d, func() {
+							c.pumpMu.Lock()
+							c.paceTimer = nil
+							c.pumpMu.Unlock()
+							c.pump()
+						})
+					}
+					return
+				}
+			}
+			if !c.send(*j.Send) {
+				return
+			}
+			c.inflight[j.Send.ID] = struct{}{}
+			c.cursor = j.Seq
+		}
+		// A short batch was the end of the queue. A full one may have been
+		// expired jobs only, which filled no slot: read on, or the jobs
+		// behind them would wait for the next send or link.
+		if len(jobs) < room {
+			return
+		}
 	}
 }
 

@@ -3,13 +3,14 @@
 //
 // Shape (after tailscale's derp server and centrifuge): the device token is
 // checked before the upgrade; the phone's hello must come within a deadline;
-// each link then has exactly one reader goroutine and one writer goroutine,
-// and everything bound for the phone goes through a bounded queue whose
-// enqueue never blocks: a phone that cannot keep up is closed with 4008 and
-// resyncs from the store when it comes back. Liveness is a ping loop with
-// jitter, not read deadlines. One link per device: the newest wins and the
-// old one is closed with 4009. Nothing that can block (network, store) runs
-// under the hub's lock; recipients are snapshotted under it and acted on
-// outside. Shutdown tells every phone to come back (4012) and waits for
-// every link goroutine.
+// the token and status are checked again once the link is registered, and
+// only then is the older link of the device closed (4009) and the welcome
+// sent. Each link has one reader goroutine; its one writer goroutine runs
+// only while frames wait, and everything bound for the phone goes through a
+// bounded queue whose enqueue never blocks: a phone that cannot keep up is
+// closed with 4008 and resyncs from the store when it comes back. Liveness
+// is a jittered ping from a timer, not read deadlines. Nothing that can
+// block (network, store) runs under the hub's lock; recipients are
+// snapshotted under it and acted on outside. Shutdown tells every phone to
+// come back (4012) and waits for every link goroutine.
 package gateway

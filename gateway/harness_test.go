@@ -34,7 +34,10 @@ type rig struct {
 	company uint64
 }
 
-func newRig(t *testing.T, cfg Config) *rig {
+func newRig(t *testing.T, cfg Config) *rig { return newRigAt(t, cfg, time.Now) }
+
+// newRigAt is newRig whose SMS service reads the time from now.
+func newRigAt(t *testing.T, cfg Config, now func() time.Time) *rig {
 	t.Helper()
 	st, err := store.Open(t.TempDir(), store.Options{})
 	if err != nil {
@@ -47,7 +50,7 @@ func newRig(t *testing.T, cfg Config) *rig {
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	devices := device.New(device.Config{PublicURL: "http://127.0.0.1"}, st, time.Now)
-	messages := sms.New(sms.Config{}, st, nil, log, time.Now)
+	messages := sms.New(sms.Config{}, st, nil, log, now)
 	hub := New(cfg, devices, messages, log, time.Now)
 	messages.SetDispatcher(hub)
 	srv := httptest.NewServer(hub)

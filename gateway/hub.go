@@ -185,7 +185,7 @@ func writeError(w http.ResponseWriter, status int, code, msg string) {
 func (h *Hub) register(c *conn) (old *conn, ok bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.draining {
+	if h.draining || c.closed() {
 		return nil, false
 	}
 	old = h.conns[c.dev.Fingerprint]
@@ -193,13 +193,24 @@ func (h *Hub) register(c *conn) (old *conn, ok bool) {
 	return old, true
 }
 
-// unregister drops c unless a newer link took its place already.
-func (h *Hub) unregister(c *conn) {
+// unregister drops c unless a newer link took its place already. A link
+// refused right after registering passes the link it displaced, which gets
+// its place back if it is still open.
+func (h *Hub) unregister(c *conn, displaced ...*conn) {
 	h.mu.Lock()
+	var back *conn
 	if h.conns[c.dev.Fingerprint] == c {
 		delete(h.conns, c.dev.Fingerprint)
+		for _, old := range displaced {
+			if old != nil && !old.closed() {
+				h.conns[c.dev.Fingerprint], back = old, old
+			}
+		}
 	}
 	h.mu.Unlock()
+	if back != nil {
+		back.pump() // jobs queued while c held the place
+	}
 }
 
 func (h *Hub) lookup(fingerprint string) *conn {

@@ -1,0 +1,77 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/device"
+	"github.com/simrelay/simrelay/sms"
+	"github.com/simrelay/simrelay/store"
+)
+
+// A window's worth of jobs that expired before the phone came back must not
+// hide the fresh job behind them.
+func TestExpiredBatchDoesNotHideLaterJobs(t *testing.T) {
+	var offset atomic.Int64
+	now := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+	r := newRigAt(t, Config{MaxInflight: 4}, now)
+	token := r.pair("pixel-1")
+	send := func(text string) string {
+		m, _, err := r.sms.Send(context.Background(), sms.SendInput{CompanyID: r.company, Device: "pixel-1", Phone: "+15551234567", Message: text}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.UUID
+	}
+	for i := range 6 {
+		send(fmt.Sprint("stale ", i))
+	}
+	offset.Store(int64(25 * time.Hour)) // past the 24 h TTL, before the sweeper ran
+	fresh := send("fresh")
+
+	ws := r.connect(token)
+	if s, ok := readFrame(t, ws).(*proto.Send); !ok || s.ID != fresh {
+		t.Fatalf("got %#v, want the fresh job %s", s, fresh)
+	}
+}
+
+// A link whose token was revoked while it waited to say hello is refused
+// (4501) without knocking the device's live link off.
+func TestStaleLinkDoesNotReplaceTheLiveOne(t *testing.T) {
+	r := newRig(t, Config{})
+	old := r.pair("pixel-1")
+	stale, _, err := r.dial(old, nil) // upgraded on the old token, hello not yet sent
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stale.CloseNow()
+
+	// The phone registers again and connects with its new token.
+	ctx := context.Background()
+	p, err := r.devices.CreatePairing(ctx, r.company, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, token, _, err := r.devices.Register(ctx, device.RegisterInput{PairingCode: p.Code, DeviceFingerprint: "pixel-1", SIMs: []store.SIM{{Slot: "SIM1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := r.connect(token)
+
+	writeFrame(t, stale, proto.Hello{Protocol: 1, AppVersion: "test"})
+	if got := closeCode(t, stale); got != proto.CloseBadToken {
+		t.Fatalf("stale link: got close %d, want 4501", got)
+	}
+	// The live link still carries jobs.
+	m, _, err := r.sms.Send(ctx, sms.SendInput{CompanyID: r.company, Device: "pixel-1", Phone: "+15551234567", Message: "still here"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, ok := readFrame(t, live).(*proto.Send); !ok || s.ID != m.UUID {
+		t.Fatalf("live link: got %#v, want the job %s", s, m.UUID)
+	}
+}
