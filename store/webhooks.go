@@ -198,12 +198,18 @@ func AddWebhookDeliveries(tx *bolt.Tx, companyID uint64, build func(WebhookSet) 
 	return len(ds), nil
 }
 
-// DueWebhookDeliveries returns the ids of up to limit deliveries due at now,
-// the longest due first, passing over those skip names (nil skips none). It
+// WebhookDue names a due delivery and the entry it goes to.
+type WebhookDue struct {
+	ID, WebhookID uint64
+}
+
+// DueWebhookDeliveries returns up to limit deliveries due at now, the
+// longest due first, passing over those skip names (nil skips none; it sees
+// each candidate in order, so it may also count what it lets through). It
 // also returns when to look again: the due time of the first delivery still
 // waiting, now when more are due than limit, zero when nothing waits.
-func (s *Store) DueWebhookDeliveries(now time.Time, limit int, skip func(id uint64) bool) ([]uint64, time.Time, error) {
-	var ids []uint64
+func (s *Store) DueWebhookDeliveries(now time.Time, limit int, skip func(id, webhookID uint64) bool) ([]WebhookDue, time.Time, error) {
+	var due []WebhookDue
 	var next time.Time
 	err := s.db.View(func(tx *bolt.Tx) error {
 		end := timeKey(now)
@@ -214,22 +220,32 @@ func (s *Store) DueWebhookDeliveries(now time.Time, limit int, skip func(id uint
 				next = time.Unix(0, int64(btoi(k[:8]))).UTC()
 				return nil
 			}
-			id := btoi(k[8:])
-			if (skip != nil && skip(id)) || deliveries.Get(k[8:]) == nil {
-				continue // busy, or a key without its row, which no attempt could end
+			raw := deliveries.Get(k[8:])
+			if raw == nil {
+				continue // a key without its row, which no attempt could end
 			}
-			if len(ids) == limit {
+			var row struct {
+				WebhookID uint64 `json:"webhook_id"`
+			}
+			if err := jsonUnmarshal(raw, &row); err != nil {
+				return err
+			}
+			d := WebhookDue{ID: btoi(k[8:]), WebhookID: row.WebhookID}
+			if skip != nil && skip(d.ID, d.WebhookID) {
+				continue
+			}
+			if len(due) == limit {
 				next = now
 				return nil
 			}
-			ids = append(ids, id)
+			due = append(due, d)
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("store: due webhook deliveries: %w", err)
 	}
-	return ids, next, nil
+	return due, next, nil
 }
 
 // WebhookJob reads a pending delivery with its entry and the company's secret.

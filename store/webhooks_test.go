@@ -96,7 +96,7 @@ func TestWebhookOutboxShareTheInboundTransaction(t *testing.T) {
 	if !errors.Is(err, boom) {
 		t.Fatalf("got %v, want the hook's error", err)
 	}
-	if ids, _, _ := s.DueWebhookDeliveries(now.Add(time.Hour), 10, nil); len(ids) != 0 {
+	if ids, _, _ := dueIDs(s, now.Add(time.Hour), 10, nil); len(ids) != 0 {
 		t.Fatalf("got %d deliveries after a failed transaction, want 0", len(ids))
 	}
 	if msgs, _ := s.InboundList(InboundQuery{CompanyID: c.ID, Limit: 10}); len(msgs) != 0 {
@@ -119,7 +119,7 @@ func TestWebhookOutboxShareTheInboundTransaction(t *testing.T) {
 	}
 	s.Close()
 	s = open(t, dir)
-	ids, next, err := s.DueWebhookDeliveries(now, 10, nil)
+	ids, next, err := dueIDs(s, now, 10, nil)
 	if err != nil || len(ids) != 2 || !next.IsZero() {
 		t.Fatalf("after a reopen: got %v, next %v (%v), want 2 due deliveries and nothing later", ids, next, err)
 	}
@@ -143,15 +143,15 @@ func TestWebhookDueIndexAndAttempts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ids, next, err := s.DueWebhookDeliveries(t0.Add(time.Second), 10, nil)
+	ids, next, err := dueIDs(s, t0.Add(time.Second), 10, nil)
 	if err != nil || len(ids) != 2 || !next.Equal(t0.Add(2*time.Second)) {
 		t.Fatalf("got %v next %v (%v), want the first two and the third's due time", ids, next, err)
 	}
 	first, second := ids[0], ids[1]
-	if ids, next, _ := s.DueWebhookDeliveries(t0.Add(time.Hour), 1, nil); len(ids) != 1 || ids[0] != first || !next.Equal(t0.Add(time.Hour)) {
+	if ids, next, _ := dueIDs(s, t0.Add(time.Hour), 1, nil); len(ids) != 1 || ids[0] != first || !next.Equal(t0.Add(time.Hour)) {
 		t.Fatalf("limit 1: got %v next %v, want [%d] and now (more are due)", ids, next, first)
 	}
-	if ids, _, _ := s.DueWebhookDeliveries(t0.Add(time.Hour), 10, func(id uint64) bool { return id == first }); len(ids) != 2 || ids[0] != second {
+	if ids, _, _ := dueIDs(s, t0.Add(time.Hour), 10, func(id uint64) bool { return id == first }); len(ids) != 2 || ids[0] != second {
 		t.Fatalf("skipping %d: got %v", first, ids)
 	}
 
@@ -167,7 +167,7 @@ func TestWebhookDueIndexAndAttempts(t *testing.T) {
 	if a.Attempt != 1 || a.WebhookID != set.Entries[0].ID || a.CompanyID != c.ID || a.DeliveryID == "" || a.EventType != "sms.received" {
 		t.Fatalf("got log line %+v, want attempt 1 with the delivery's identity", a)
 	}
-	if ids, _, _ := s.DueWebhookDeliveries(t0.Add(time.Minute), 10, nil); len(ids) != 2 || ids[0] == first {
+	if ids, _, _ := dueIDs(s, t0.Add(time.Minute), 10, nil); len(ids) != 2 || ids[0] == first {
 		t.Fatalf("after the retry was scheduled: got %v, want the other two only", ids)
 	}
 	got, _ := s.WebhookSet(c.ID)
@@ -221,7 +221,7 @@ func TestPruneWebhookAttempts(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		ids, _, _ := s.DueWebhookDeliveries(t0.Add(24*time.Hour), 10, nil)
+		ids, _, _ := dueIDs(s, t0.Add(24*time.Hour), 10, nil)
 		for i, id := range ids {
 			if _, err := s.RecordWebhookAttempt(id, 0, func(WebhookDelivery, *WebhookEntry) WebhookAttempt {
 				return WebhookAttempt{State: WebhookFailed, CreatedAt: t0.Add(time.Duration(i) * time.Hour)}
@@ -262,7 +262,7 @@ func TestWebhookLogCappedOnWrite(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		ids, _, _ := s.DueWebhookDeliveries(at, 10, nil)
+		ids, _, _ := dueIDs(s, at, 10, nil)
 		for _, id := range ids {
 			if _, err := s.RecordWebhookAttempt(id, 3, func(WebhookDelivery, *WebhookEntry) WebhookAttempt {
 				return WebhookAttempt{State: WebhookDelivered, CreatedAt: at}
@@ -297,4 +297,18 @@ func TestWebhookLogCappedOnWrite(t *testing.T) {
 	if lines, _ := s.WebhookAttempts(a.ID, 0, 100); len(lines) != 3 || !lines[2].CreatedAt.Equal(t0.Add(12*time.Minute)) {
 		t.Fatalf("over the cap again: got %d lines, want the newest 3", len(lines))
 	}
+}
+
+// dueIDs is DueWebhookDeliveries by delivery id alone.
+func dueIDs(s *Store, now time.Time, limit int, skip func(id uint64) bool) ([]uint64, time.Time, error) {
+	var by func(id, webhookID uint64) bool
+	if skip != nil {
+		by = func(id, _ uint64) bool { return skip(id) }
+	}
+	due, next, err := s.DueWebhookDeliveries(now, limit, by)
+	ids := make([]uint64, len(due))
+	for i, d := range due {
+		ids[i] = d.ID
+	}
+	return ids, next, err
 }

@@ -25,6 +25,12 @@ func (e *AddressError) Error() string {
 	return fmt.Sprintf("refused to connect to %s: %s address (allowed only with --webhook-allow-private)", e.Addr, e.Range)
 }
 
+// Public is the error as a customer sees it in the deliveries log: the
+// range, not the address, so the log cannot map the server's internal names.
+func (e *AddressError) Public() string {
+	return fmt.Sprintf("refused to connect: the host resolves to a %s address (allowed only with --webhook-allow-private)", e.Range)
+}
+
 // Is makes errors.Is(err, ErrForbiddenAddress) hold.
 func (e *AddressError) Is(target error) bool { return target == ErrForbiddenAddress }
 
@@ -53,6 +59,9 @@ var nonPublic = []struct {
 	{netip.MustParsePrefix("::/128"), "unspecified"},
 	{netip.MustParsePrefix("::1/128"), "loopback"},
 	{netip.MustParsePrefix("::/96"), "IPv4-compatible"},
+	{netip.MustParsePrefix("::ffff:0:0:0/96"), "IPv4-translated"},
+	{netip.MustParsePrefix("64:ff9b:1::/48"), "local-use NAT64"},
+	{netip.MustParsePrefix("2001::/32"), "Teredo"},
 	{netip.MustParsePrefix("100::/64"), "discard"},
 	{netip.MustParsePrefix("2001:db8::/32"), "documentation"},
 	{netip.MustParsePrefix("fc00::/7"), "private"},

@@ -18,7 +18,10 @@ func TestNonPublic(t *testing.T) {
 		{"8.8.8.8", false},
 		{"1.1.1.1", false},
 		{"2606:4700:4700::1111", false},
-		{"64:ff9b::808:808", false}, // NAT64 of a public address
+		{"64:ff9b::808:808", false},   // NAT64 of a public address
+		{"64:ff9b:1::a00:1", true},    // local-use NAT64
+		{"::ffff:0:7f00:1", true},     // IPv4-translated
+		{"2001:0:4136:e378::1", true}, // Teredo
 		{"0.0.0.0", true},
 		{"0.1.2.3", true},
 		{"10.1.2.3", true},
@@ -66,6 +69,8 @@ func TestCheckURL(t *testing.T) {
 	}{
 		{"https://hooks.example.com/sms", false, ""},
 		{"https://hooks.example.com:8443/sms?x=1", false, ""},
+		{"https://hooks.example.com:65536/sms", false, "invalid port"},
+		{"https://hooks.example.com:0/sms", false, "invalid port"},
 		{"  https://hooks.example.com/sms  ", false, ""},
 		{"https://8.8.8.8/hook", false, ""},
 		{"https://[2606:4700:4700::1111]/hook", false, ""},

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
@@ -202,8 +203,10 @@ func CheckURL(raw string, allowPrivate bool) (string, error) {
 	if host == "" {
 		return "", fmt.Errorf("must name a host")
 	}
-	if port := u.Port(); port != "" && (len(port) > 5 || port == "0") {
-		return "", fmt.Errorf("has an invalid port")
+	if port := u.Port(); port != "" {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return "", fmt.Errorf("has an invalid port: want 1 to 65535")
+		}
 	}
 	if allowPrivate {
 		return raw, nil

@@ -18,6 +18,11 @@ import (
 // MaxLogLimit is the most lines one read of the deliveries log returns.
 const MaxLogLimit = 100
 
+// maxPerEntry is how many attempts one webhook entry may have under way at
+// once, so that a receiver that hangs until the timeout cannot take every
+// worker from the other entries (and companies).
+const maxPerEntry = 2
+
 // Service is the webhook domain: configuration, outbox and delivery.
 type Service struct {
 	cfg    Config
@@ -29,8 +34,9 @@ type Service struct {
 	wake    chan struct{} // capacity 1: a pending wake-up of the dispatcher
 	running atomic.Bool
 
-	mu   sync.Mutex
-	busy map[uint64]bool // deliveries handed to a worker and not yet recorded; guarded by mu
+	mu       sync.Mutex
+	busy     map[uint64]bool // deliveries handed to a worker and not yet recorded; guarded by mu
+	perEntry map[uint64]int  // attempts under way per webhook entry; guarded by mu
 }
 
 // New returns the service; Run delivers.
@@ -41,7 +47,7 @@ func New(cfg Config, st *store.Store, log *slog.Logger, now func() time.Time) (*
 	cfg = cfg.withDefaults()
 	return &Service{
 		cfg: cfg, store: st, client: NewClient(cfg), log: log, now: now,
-		wake: make(chan struct{}, 1), busy: make(map[uint64]bool),
+		wake: make(chan struct{}, 1), busy: make(map[uint64]bool), perEntry: make(map[uint64]int),
 	}, nil
 }
 

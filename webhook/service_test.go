@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -354,5 +355,68 @@ func TestRemovedEntryAndRotatedSecret(t *testing.T) {
 	}
 	if want := hmacHex(secret, last.Header.Get(HeaderTimestamp), last.Body); last.Header.Get(HeaderSignature) != want {
 		t.Fatalf("the retry after rotation is not signed with the new secret")
+	}
+}
+
+// A receiver that hangs holds at most maxPerEntry workers: the other
+// entry's deliveries go on meanwhile.
+func TestHangingReceiverDoesNotStallOthers(t *testing.T) {
+	f := newFixture(t)
+	release := make(chan struct{})
+	var mu sync.Mutex
+	hanging, most := 0, 0
+	rc := newReceiver(t, true, func(_ int, r *http.Request, _ http.ResponseWriter) int {
+		if r.URL.Path != "/slow" {
+			return http.StatusNoContent
+		}
+		mu.Lock()
+		hanging++
+		most = max(most, hanging)
+		mu.Unlock()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+		mu.Lock()
+		hanging--
+		mu.Unlock()
+		return http.StatusNoContent
+	})
+	defer close(release)
+	svc, _ := f.start(Config{AllowPrivate: true, RootCAs: rc.pool(), Workers: 4, Timeout: time.Minute}, nil)
+	entries := f.configure(svc, EntryInput{URL: rc.URL + "/slow"}, EntryInput{URL: rc.URL + "/fast"})
+	const messages = 10
+	for range messages {
+		f.inbound(svc, f.device, "SIM1", time.Now())
+	}
+	eventually(t, "every delivery to the fast entry", func() bool {
+		lines, _ := f.st.WebhookAttempts(f.company, entries[1].ID, 100)
+		return len(lines) == messages
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if most > maxPerEntry {
+		t.Fatalf("the hanging entry held %d attempts at once, want at most %d", most, maxPerEntry)
+	}
+}
+
+// An answer from a URL the entry no longer has does not judge the entry:
+// a 410 from the old URL neither disables it nor ends the delivery.
+func TestAnswerFromAnOldURLDoesNotJudgeTheEntry(t *testing.T) {
+	svc, err := New(Config{}, nil, slog.New(slog.DiscardHandler), time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &store.WebhookEntry{ID: 1, URL: "https://new.example.com/hook", Active: true}
+	a, why := svc.decide(store.WebhookDelivery{}, e, outcome{status: http.StatusGone, url: "https://old.example.com/hook", err: "gone"})
+	if why != "" || !e.Active || !e.FailingSince.IsZero() {
+		t.Fatalf("got entry %+v (why %q), want it untouched", e, why)
+	}
+	if a.State != store.WebhookPending || a.NextAttemptAt.IsZero() {
+		t.Fatalf("got %+v, want the delivery retried (to the new URL)", a)
+	}
+	// The same answer from the entry's own URL disables it.
+	if _, why := svc.decide(store.WebhookDelivery{}, e, outcome{status: http.StatusGone, url: e.URL}); why == "" || e.Active {
+		t.Fatalf("410 from the entry's URL: got entry %+v, want it disabled", e)
 	}
 }

@@ -45,7 +45,7 @@ func (s *Service) Run(ctx context.Context) error {
 		return errRunning
 	}
 	defer s.running.Store(false)
-	jobs := make(chan uint64)
+	jobs := make(chan store.WebhookDue)
 	var wg sync.WaitGroup
 	for range s.cfg.Workers {
 		wg.Go(func() { s.work(ctx, jobs) })
@@ -58,23 +58,23 @@ func (s *Service) Run(ctx context.Context) error {
 
 // dispatch hands due deliveries to the workers, each at most once at a time,
 // and between due times sleeps until the next one or a Kick.
-func (s *Service) dispatch(ctx context.Context, jobs chan<- uint64) {
+func (s *Service) dispatch(ctx context.Context, jobs chan<- store.WebhookDue) {
 	for ctx.Err() == nil {
-		ids, next, err := s.store.DueWebhookDeliveries(s.now(), dispatchBatch, s.isBusy)
+		ready, next, err := s.store.DueWebhookDeliveries(s.now(), dispatchBatch, s.skipper())
 		if err != nil {
 			s.log.Error("webhook outbox", "err", err)
 			next = s.now().Add(storeRetryDelay)
 		}
-		for _, id := range ids {
-			s.setBusy(id, true)
+		for _, d := range ready {
+			s.take(d)
 			select {
-			case jobs <- id:
+			case jobs <- d:
 			case <-ctx.Done():
-				s.setBusy(id, false)
+				s.release(d)
 				return
 			}
 		}
-		if len(ids) > 0 {
+		if len(ready) > 0 {
 			continue // handing out took time: more may be due now
 		}
 		var timer *time.Timer
@@ -94,30 +94,48 @@ func (s *Service) dispatch(ctx context.Context, jobs chan<- uint64) {
 	}
 }
 
-func (s *Service) isBusy(id uint64) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.busy[id]
-}
-
-func (s *Service) setBusy(id uint64, busy bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if busy {
-		s.busy[id] = true
-	} else {
-		delete(s.busy, id)
+// skipper passes over deliveries already handed out, and over those of an
+// entry that already has maxPerEntry attempts under way (counting the ones
+// this read lets through): a slow or unreachable receiver holds at most that
+// many workers, and the other entries' deliveries go on.
+func (s *Service) skipper() func(id, webhookID uint64) bool {
+	batch := map[uint64]int{}
+	return func(id, webhookID uint64) bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.busy[id] || s.perEntry[webhookID]+batch[webhookID] >= maxPerEntry {
+			return true
+		}
+		batch[webhookID]++
+		return false
 	}
 }
 
-func (s *Service) work(ctx context.Context, jobs <-chan uint64) {
+func (s *Service) take(d store.WebhookDue) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.busy[d.ID] = true
+	s.perEntry[d.WebhookID]++
+}
+
+func (s *Service) release(d store.WebhookDue) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.busy, d.ID)
+	if s.perEntry[d.WebhookID]--; s.perEntry[d.WebhookID] <= 0 {
+		delete(s.perEntry, d.WebhookID)
+	}
+}
+
+func (s *Service) work(ctx context.Context, jobs <-chan store.WebhookDue) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case id := <-jobs:
+		case d := <-jobs:
+			id := d.ID
 			if ctx.Err() != nil {
-				s.setBusy(id, false)
+				s.release(d)
 				return
 			}
 			// An attempt that started is finished and recorded even when
@@ -126,10 +144,10 @@ func (s *Service) work(ctx context.Context, jobs <-chan uint64) {
 			if ok := s.attempt(context.WithoutCancel(ctx), id); !ok {
 				// The store failed: keep the delivery out of the dispatcher's
 				// hands for a while rather than retrying it in a hot loop.
-				time.AfterFunc(storeRetryDelay, func() { s.setBusy(id, false); s.Kick() })
+				time.AfterFunc(storeRetryDelay, func() { s.release(d); s.Kick() })
 				continue
 			}
-			s.setBusy(id, false)
+			s.release(d)
 			s.Kick() // the delivery's next due time moved
 		}
 	}
@@ -140,7 +158,8 @@ type outcome struct {
 	status   int // 0: no HTTP answer
 	err      string
 	duration time.Duration
-	notSent  bool // the entry was removed or is inactive: nothing was sent
+	notSent  bool   // the entry was removed or is inactive: nothing was sent
+	url      string // where it was sent
 }
 
 func (o outcome) delivered() bool { return o.status >= 200 && o.status < 300 }
@@ -166,6 +185,9 @@ func (s *Service) attempt(ctx context.Context, id uint64) bool {
 		out = outcome{err: "not sent: the webhook entry was removed", notSent: true}
 	case !job.Entry.Active:
 		out = outcome{err: "not sent: the webhook entry is inactive", notSent: true}
+	case !s.cfg.AllowPrivate && !strings.HasPrefix(job.Entry.URL, "https://"):
+		// Stored while --webhook-allow-private was on; now it is off.
+		out = outcome{err: "not sent: http URLs need the server to run with --webhook-allow-private", notSent: true}
 	default:
 		secret := job.Secret
 		if secret == "" {
@@ -212,15 +234,24 @@ func (s *Service) attempt(ctx context.Context, id uint64) bool {
 func (s *Service) decide(d store.WebhookDelivery, e *store.WebhookEntry, out outcome) (store.WebhookAttempt, string) {
 	now := s.now().UTC()
 	a := store.WebhookAttempt{StatusCode: out.status, Error: out.err, DurationMS: out.duration.Milliseconds(), CreatedAt: now}
+	// An entry whose URL was changed during the attempt is not judged by
+	// the old URL's answer; the delivery goes on to the new one.
+	stale := e != nil && !out.notSent && e.URL != out.url
 	if out.delivered() {
 		a.State = store.WebhookDelivered
-		if e != nil {
+		if e != nil && !stale {
 			e.FailingSince = time.Time{}
 		}
 		return a, ""
 	}
 	a.State = store.WebhookFailed
 	if out.notSent || e == nil {
+		return a, ""
+	}
+	if stale {
+		if d.Attempts < len(s.cfg.Schedule) {
+			a.State, a.NextAttemptAt = store.WebhookPending, now.Add(s.backoff(d.Attempts))
+		}
 		return a, ""
 	}
 	if e.FailingSince.IsZero() {
@@ -270,7 +301,11 @@ func (s *Service) send(ctx context.Context, target, secret string, d store.Webho
 	start := time.Now()
 	res, err := s.client.Do(req)
 	if err != nil {
-		return outcome{err: describe(err, s.cfg.Timeout), duration: time.Since(start)}
+		var ae *AddressError
+		if errors.As(err, &ae) {
+			s.log.Warn("webhook address refused", "company", d.CompanyID, "webhook_id", d.WebhookID, "addr", ae.Addr, "range", ae.Range)
+		}
+		return outcome{url: target, err: describe(err, s.cfg.Timeout), duration: time.Since(start)}
 	}
 	// Read a bounded part of the answer so the connection can be reused;
 	// keep its start to show in the log when the status is a failure.
@@ -278,7 +313,7 @@ func (s *Service) send(ctx context.Context, target, secret string, d store.Webho
 	n, _ := io.ReadFull(res.Body, head)
 	_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, maxResponseBytes-snippetBytes))
 	res.Body.Close()
-	out := outcome{status: res.StatusCode, duration: time.Since(start)}
+	out := outcome{url: target, status: res.StatusCode, duration: time.Since(start)}
 	if out.delivered() {
 		return out
 	}
@@ -305,7 +340,14 @@ func (s *Service) send(ctx context.Context, target, secret string, d store.Webho
 func describe(err error, timeout time.Duration) string {
 	var ae *AddressError
 	if errors.As(err, &ae) {
-		return ae.Error()
+		return ae.Public()
+	}
+	var dns *net.DNSError
+	if errors.As(err, &dns) {
+		if dns.IsNotFound {
+			return "the host name does not resolve"
+		}
+		return "the host name could not be resolved"
 	}
 	var ne net.Error
 	if errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() {
