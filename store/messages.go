@@ -385,23 +385,13 @@ func (s *Store) MessageByUUID(companyID uint64, uuid string) (Message, error) {
 func (s *Store) PruneIdempotency(cutoff time.Time) (int, error) {
 	n := 0
 	err := s.db.Update(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bucketIdempotency).Cursor()
-		for k, v := c.First(); k != nil; {
+		var err error
+		n, err = deleteWhere(tx.Bucket(bucketIdempotency), func(v []byte) (bool, error) {
 			var rec Idempotent
-			if err := jsonUnmarshal(v, &rec); err != nil {
-				return err
-			}
-			if rec.CreatedAt.Before(cutoff) {
-				if err := c.Delete(); err != nil {
-					return err
-				}
-				n++
-				k, v = c.Seek(k)
-				continue
-			}
-			k, v = c.Next()
-		}
-		return nil
+			err := jsonUnmarshal(v, &rec)
+			return err == nil && rec.CreatedAt.Before(cutoff), err
+		})
+		return err
 	})
 	return n, err
 }

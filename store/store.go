@@ -195,6 +195,30 @@ func pair(a, b uint64) []byte { return append(itob(a), itob(b)...) }
 
 func jsonUnmarshal(raw []byte, v any) error { return json.Unmarshal(raw, v) }
 
+// deleteWhere deletes the bucket's records whose value drop says so, and
+// returns how many. The cursor is re-seated after each delete, as bbolt
+// wants when deleting while iterating.
+func deleteWhere(b *bolt.Bucket, drop func(v []byte) (bool, error)) (int, error) {
+	n := 0
+	c := b.Cursor()
+	for k, v := c.First(); k != nil; {
+		gone, err := drop(v)
+		if err != nil {
+			return n, err
+		}
+		if !gone {
+			k, v = c.Next()
+			continue
+		}
+		if err := c.Delete(); err != nil {
+			return n, err
+		}
+		n++
+		k, v = c.Seek(k)
+	}
+	return n, nil
+}
+
 func getJSON(b *bolt.Bucket, key []byte, v any) error {
 	raw := b.Get(key)
 	if raw == nil {

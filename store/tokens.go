@@ -196,25 +196,17 @@ func (s *Store) PruneTokens(cutoff time.Time) (int, error) {
 	n := 0
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		for _, name := range [][]byte{bucketRefreshTokens, bucketOneTimeTokens} {
-			b := tx.Bucket(name)
-			c := b.Cursor()
-			for k, v := c.First(); k != nil; {
+			dropped, err := deleteWhere(tx.Bucket(name), func(v []byte) (bool, error) {
 				var t struct {
 					ExpiresAt time.Time `json:"expires_at"`
 				}
-				if err := jsonUnmarshal(v, &t); err != nil {
-					return err
-				}
-				if t.ExpiresAt.Before(cutoff) {
-					if err := c.Delete(); err != nil {
-						return err
-					}
-					n++
-					k, v = c.Seek(k)
-					continue
-				}
-				k, v = c.Next()
+				err := jsonUnmarshal(v, &t)
+				return err == nil && t.ExpiresAt.Before(cutoff), err
+			})
+			if err != nil {
+				return err
 			}
+			n += dropped
 		}
 		return nil
 	})
