@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/simrelay/simrelay/store"
+	"github.com/simrelay/simrelay/wakeup"
 )
 
 // Outbox is the durable queue the service works from; *store.Store is one.
@@ -62,10 +63,8 @@ type Service struct {
 	tlsConfig   *tls.Config // nil: system roots
 	idDomain    string      // right side of Message-IDs: the From domain
 
-	// wake carries "the outbox changed" from Send to Run. One slot: a signal
-	// already waiting covers every later Send, because Run rescans the whole
-	// outbox; so Send never blocks, with or without a running worker.
-	wake chan struct{}
+	// wake carries "the outbox changed" from Send to Run.
+	wake *wakeup.Signal
 	// running refuses a second concurrent Run: two workers would deliver the
 	// same pending mail twice.
 	running atomic.Bool
@@ -99,7 +98,7 @@ func New(cfg Config, outbox Outbox, logger *slog.Logger, now func() time.Time, o
 		schedule:    DefaultSchedule(),
 		sendTimeout: DefaultSendTimeout,
 		idDomain:    domain,
-		wake:        make(chan struct{}, 1),
+		wake:        wakeup.NewSignal(),
 	}
 	for _, o := range opts {
 		o(s)
@@ -148,10 +147,7 @@ func (s *Service) Send(ctx context.Context, m Message) error {
 	if err := s.outbox.AppendMail(rec); err != nil {
 		return fmt.Errorf("mail: queue mail to %q: %w", rec.To, err)
 	}
-	select {
-	case s.wake <- struct{}{}:
-	default: // a wake-up is already waiting
-	}
+	s.wake.Kick()
 	return nil
 }
 

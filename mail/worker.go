@@ -48,20 +48,7 @@ func (s *Service) Run(ctx context.Context) error {
 				next = retry
 			}
 		}
-		var timer *time.Timer
-		var due <-chan time.Time
-		if !next.IsZero() {
-			timer = time.NewTimer(max(next.Sub(s.now()), 0))
-			due = timer.C
-		}
-		select {
-		case <-ctx.Done():
-		case <-s.wake:
-		case <-due:
-		}
-		if timer != nil {
-			timer.Stop()
-		}
+		s.wake.Wait(ctx, next, s.now)
 		if ctx.Err() != nil {
 			return nil
 		}

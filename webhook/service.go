@@ -13,6 +13,7 @@ import (
 
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
+	"github.com/simrelay/simrelay/wakeup"
 )
 
 // MaxLogLimit is the most lines one read of the deliveries log returns.
@@ -31,7 +32,7 @@ type Service struct {
 	log    *slog.Logger
 	now    func() time.Time
 
-	wake    chan struct{} // capacity 1: a pending wake-up of the dispatcher
+	wake    *wakeup.Signal // a commit with new deliveries, or an attempt done, wakes the dispatcher
 	running atomic.Bool
 
 	mu       sync.Mutex
@@ -47,17 +48,12 @@ func New(cfg Config, st *store.Store, log *slog.Logger, now func() time.Time) (*
 	cfg = cfg.withDefaults()
 	return &Service{
 		cfg: cfg, store: st, client: NewClient(cfg), log: log, now: now,
-		wake: make(chan struct{}, 1), busy: make(map[uint64]bool), perEntry: make(map[uint64]int),
+		wake: wakeup.NewSignal(), busy: make(map[uint64]bool), perEntry: make(map[uint64]int),
 	}, nil
 }
 
 // Kick wakes the dispatcher to look for due deliveries now. It never blocks.
-func (s *Service) Kick() {
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
-}
+func (s *Service) Kick() { s.wake.Kick() }
 
 // OnInbound is the sms.InboundHook: inside the transaction that stores a new
 // inbound message it writes one delivery for each active entry whose scope

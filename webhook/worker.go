@@ -77,20 +77,7 @@ func (s *Service) dispatch(ctx context.Context, jobs chan<- store.WebhookDue) {
 		if len(ready) > 0 {
 			continue // handing out took time: more may be due now
 		}
-		var timer *time.Timer
-		var due <-chan time.Time
-		if !next.IsZero() {
-			timer = time.NewTimer(max(next.Sub(s.now()), 0))
-			due = timer.C
-		}
-		select {
-		case <-ctx.Done():
-		case <-s.wake:
-		case <-due:
-		}
-		if timer != nil {
-			timer.Stop()
-		}
+		s.wake.Wait(ctx, next, s.now)
 	}
 }
 
