@@ -49,26 +49,20 @@ type Config struct {
 }
 
 func (c *Config) defaults() {
-	set := func(d *time.Duration, v time.Duration) {
-		if *d <= 0 {
-			*d = v
-		}
-	}
-	set(&c.HelloTimeout, DefaultHelloTimeout)
-	set(&c.PingInterval, DefaultPingInterval)
-	set(&c.PongTimeout, DefaultPongTimeout)
-	set(&c.WriteTimeout, DefaultWriteTimeout)
-	if c.QueueLen <= 0 {
-		c.QueueLen = DefaultQueueLen
-	}
-	if c.MaxInflight <= 0 {
-		c.MaxInflight = DefaultMaxInflight
-	}
-	if c.FrameRate <= 0 {
-		c.FrameRate = DefaultFrameRate
-	}
-	if c.FrameBurst <= 0 {
-		c.FrameBurst = DefaultFrameBurst
+	orDefault(&c.HelloTimeout, DefaultHelloTimeout)
+	orDefault(&c.PingInterval, DefaultPingInterval)
+	orDefault(&c.PongTimeout, DefaultPongTimeout)
+	orDefault(&c.WriteTimeout, DefaultWriteTimeout)
+	orDefault(&c.QueueLen, DefaultQueueLen)
+	orDefault(&c.MaxInflight, DefaultMaxInflight)
+	orDefault(&c.FrameRate, DefaultFrameRate)
+	orDefault(&c.FrameBurst, DefaultFrameBurst)
+}
+
+// orDefault replaces a zero or negative setting with its default.
+func orDefault[T int | float64 | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
 	}
 }
 
