@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,18 +26,11 @@ func TestCrashLosesNoAnsweredSend(t *testing.T) {
 	}
 	bin := buildBinary(t)
 	dir := t.TempDir()
-	out, err := exec.Command(bin, "admin", "create-company", "--company", "Acme", "--email", "you@example.com", "--password", "Change-me-123", "--data-dir", dir).Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var created struct{ APIKey string }
-	if err := json.Unmarshal(out, &created); err != nil {
-		t.Fatal(err)
-	}
+	apiKey := createCompany(t, bin, dir)
 	// The limit would refuse a burst; this test is about durability.
 	limits := []string{"--rate-general", "1000000/1m"}
 	srv := startServer(t, bin, dir, limits...)
-	code, err := pairingCode(context.Background(), srv.url, created.APIKey)
+	code, err := pairingCode(context.Background(), srv.url, apiKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +50,7 @@ func TestCrashLosesNoAnsweredSend(t *testing.T) {
 			for i := 0; tries.Add(1) <= 20000; i++ {
 				body, _ := json.Marshal(map[string]string{"device_fingerprint": "crash-phone", "phone": "+15551234567", "message": fmt.Sprintf("w%d-%d", w, i)})
 				req, _ := http.NewRequest("POST", srv.url+"/chat/send", bytes.NewReader(body))
-				req.Header.Set("Authorization", "Bearer "+created.APIKey)
+				req.Header.Set("Authorization", "Bearer "+apiKey)
 				req.Header.Set("Content-Type", "application/json")
 				res, err := hc.Do(req)
 				if err != nil {

@@ -84,6 +84,23 @@ func get(t *testing.T, url, key string) (int, []byte) {
 	return res.StatusCode, body
 }
 
+// createCompany runs the README's `admin create-company` on dir and returns
+// the API key it prints.
+func createCompany(t *testing.T, bin, dir string) string {
+	t.Helper()
+	out, err := exec.Command(bin, "admin", "create-company", "--company", "Acme", "--email", "you@example.com", "--password", "Change-me-123", "--data-dir", dir).Output()
+	if err != nil {
+		t.Fatalf("create-company: %v", err)
+	}
+	var created struct {
+		APIKey string `json:"apiKey"`
+	}
+	if err := json.Unmarshal(out, &created); err != nil || created.APIKey == "" {
+		t.Fatalf("create-company printed %q (%v), want {\"apiKey\": ...}", out, err)
+	}
+	return created.APIKey
+}
+
 // TestQuickStart follows the README: create a company with the admin command,
 // start the server, call the API with the printed key; then back up the
 // running server and stop it with SIGTERM.
@@ -93,23 +110,14 @@ func TestQuickStart(t *testing.T) {
 	}
 	bin := buildBinary(t)
 	dir := t.TempDir()
-	out, err := exec.Command(bin, "admin", "create-company", "--company", "Acme", "--email", "you@example.com", "--password", "Change-me-123", "--data-dir", dir).Output()
-	if err != nil {
-		t.Fatalf("create-company: %v", err)
-	}
-	var created struct {
-		APIKey string `json:"apiKey"`
-	}
-	if err := json.Unmarshal(out, &created); err != nil {
-		t.Fatalf("create-company printed %q: %v", out, err)
-	}
+	apiKey := createCompany(t, bin, dir)
 
 	srv := startServer(t, bin, dir)
-	code, body := get(t, srv.url+"/company", created.APIKey)
+	code, body := get(t, srv.url+"/company", apiKey)
 	if code != 200 || !strings.Contains(string(body), `"name":"Acme"`) {
 		t.Fatalf("GET /company: got %d %s", code, body)
 	}
-	if code, body := get(t, srv.url+"/users", created.APIKey); code != 200 || !strings.Contains(string(body), "you@example.com") {
+	if code, body := get(t, srv.url+"/users", apiKey); code != 200 || !strings.Contains(string(body), "you@example.com") {
 		t.Fatalf("GET /users: got %d %s", code, body)
 	}
 	if code, body := get(t, srv.url+"/metrics", ""); code != 200 || !strings.Contains(string(body), "go_goroutines") || !strings.Contains(string(body), "simrelay_http_requests_total") {
@@ -130,7 +138,7 @@ func TestQuickStart(t *testing.T) {
 		t.Fatalf("admin backup on a running server: got %v %q, want a refusal pointing to GET /admin/backup", err, backupOut)
 	}
 	// The server streams one instead, and it is a whole store.
-	code, body = get(t, srv.url+"/admin/backup", created.APIKey)
+	code, body = get(t, srv.url+"/admin/backup", apiKey)
 	if code != 200 {
 		t.Fatalf("GET /admin/backup: got %d", code)
 	}
@@ -157,7 +165,7 @@ func TestQuickStart(t *testing.T) {
 	if !strings.Contains(srv.stderr.String(), "msg=stopped") {
 		t.Errorf("no orderly stop in the log:\n%s", srv.stderr.String())
 	}
-	if strings.Contains(srv.stderr.String(), created.APIKey) {
+	if strings.Contains(srv.stderr.String(), apiKey) {
 		t.Error("the API key appears in the server log")
 	}
 }

@@ -18,17 +18,10 @@ func TestVirtualPhone(t *testing.T) {
 	}
 	bin := buildBinary(t)
 	dir := t.TempDir()
-	out, err := exec.Command(bin, "admin", "create-company", "--company", "Acme", "--email", "you@example.com", "--password", "Change-me-123", "--data-dir", dir).Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var created struct{ APIKey string }
-	if err := json.Unmarshal(out, &created); err != nil {
-		t.Fatal(err)
-	}
+	apiKey := createCompany(t, bin, dir)
 	srv := startServer(t, bin, dir)
 
-	phone := exec.Command(bin, "phone", "--server", srv.url, "--api-key", created.APIKey, "--inbound", "+15551234567", "hello from the phone")
+	phone := exec.Command(bin, "phone", "--server", srv.url, "--api-key", apiKey, "--inbound", "+15551234567", "hello from the phone")
 	stdout := &syncBuffer{}
 	phone.Stdout, phone.Stderr = stdout, stdout
 	if err := phone.Start(); err != nil {
@@ -37,11 +30,11 @@ func TestVirtualPhone(t *testing.T) {
 	t.Cleanup(func() { _ = phone.Process.Kill(); _ = phone.Wait() })
 	waitOutput(t, stdout, "inbound from +15551234567 stored as message")
 
-	if code, body := get(t, srv.url+"/automation/latest-sms", created.APIKey); code != 200 || !strings.Contains(string(body), "hello from the phone") {
+	if code, body := get(t, srv.url+"/automation/latest-sms", apiKey); code != 200 || !strings.Contains(string(body), "hello from the phone") {
 		t.Fatalf("latest-sms: got %d %s", code, body)
 	}
 	req, _ := http.NewRequest("POST", srv.url+"/chat/send", strings.NewReader(`{"device_fingerprint":"virtual-phone","phone":"+15557654321","message":"hi there","sim_slot":"SIM1"}`))
-	req.Header.Set("Authorization", "Bearer "+created.APIKey)
+	req.Header.Set("Authorization", "Bearer "+apiKey)
 	req.Header.Set("Content-Type", "application/json")
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -53,7 +46,7 @@ func TestVirtualPhone(t *testing.T) {
 	waitOutput(t, stdout, "job "+sent.QueueID+": reported sent, then delivered")
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		_, body := get(t, srv.url+"/chat/queue/"+sent.QueueID, created.APIKey)
+		_, body := get(t, srv.url+"/chat/queue/"+sent.QueueID, apiKey)
 		if strings.Contains(string(body), `"status":"delivered"`) {
 			break
 		}
