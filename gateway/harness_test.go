@@ -18,6 +18,7 @@ import (
 
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/device"
+	"github.com/simrelay/simrelay/internal/poll"
 	"github.com/simrelay/simrelay/sms"
 	"github.com/simrelay/simrelay/store"
 )
@@ -159,17 +160,8 @@ func closeCode(t *testing.T, ws *websocket.Conn) websocket.StatusCode {
 	}
 }
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 10s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+// eventually waits, with a deadline, for cond.
+var eventually = poll.Until
 
 func apiError(t *testing.T, res *http.Response) string {
 	t.Helper()

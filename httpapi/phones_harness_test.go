@@ -10,6 +10,7 @@ import (
 
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/android-protocol/client"
+	"github.com/simrelay/simrelay/internal/poll"
 )
 
 // pairPhone makes a pairing code with the token (API key or access token)
@@ -83,16 +84,10 @@ func (vp *vphone) Jobs() []proto.Send {
 	return append([]proto.Send(nil), vp.jobs...)
 }
 
-// eventually polls cond until it holds, failing the test after 10 s.
+// eventually waits, with a deadline, for cond.
 func (e *env) eventually(what string, cond func() bool) {
 	e.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			e.t.Fatalf("%s: not within 10s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll.Until(e.t, what, cond)
 }
 
 // wsURL is the server's WebSocket address.

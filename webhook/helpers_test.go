@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simrelay/simrelay/internal/poll"
 	"github.com/simrelay/simrelay/store"
 )
 
@@ -138,17 +139,8 @@ func (f *fixture) lines() []store.WebhookAttempt {
 	return out
 }
 
-// eventually polls cond until it holds, failing the test after 10 s.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 10s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
+// eventually waits, with a deadline, for cond.
+var eventually = poll.Until
 
 // received is one request a receiver got.
 type received struct {
