@@ -665,73 +665,44 @@ func (e *env) phonesHelloOutcome(ws *websocket.Conn) (welcomed bool, code websoc
 	}
 }
 
-// A link upgraded on the old token but still before its hello when the device
-// registers again must not become a live link: the token is revoked.
-func TestReRegisterDuringHello(t *testing.T) {
-	e := newEnv(t, roomy)
-	a := e.newCompany("Acme", "owner@acme.test")
-	old := e.pairPhone(a.apiKey, "slow-phone")
-	ws, _, err := e.phonesDial(old.DeviceToken)
-	if err != nil {
-		t.Fatalf("dial: %v", err)
-	}
-	defer ws.CloseNow()
+// A link upgraded while its token and device were good, but whose device
+// was registered again, disabled or deleted before its hello, must not
+// become a live link: it ends at its hello with the code the phone must see.
+func TestDeviceChangedDuringHello(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(e *env, apiKey string)
+		code   websocket.StatusCode
+	}{
+		{"registered again", func(e *env, apiKey string) {
+			e.want(e.phonesRegister(phonesRegisterBody(e.phonesPairingCode(apiKey), "slow-phone")), http.StatusCreated, "")
+		}, 4501},
+		{"disabled", func(e *env, apiKey string) {
+			e.want(e.do(call{method: "PATCH", path: "/device/slow-phone", token: apiKey, body: map[string]any{"status": "disabled"}}), http.StatusOK, "")
+		}, 4503},
+		{"deleted", func(e *env, apiKey string) {
+			e.want(e.do(call{method: "DELETE", path: "/device/delete/slow-phone", token: apiKey}), http.StatusOK, "")
+		}, 4503},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, roomy)
+			a := e.newCompany("Acme", "owner@acme.test")
+			reg := e.pairPhone(a.apiKey, "slow-phone")
+			ws, _, err := e.phonesDial(reg.DeviceToken)
+			if err != nil {
+				t.Fatalf("dial: %v", err)
+			}
+			defer ws.CloseNow()
 
-	e.want(e.phonesRegister(phonesRegisterBody(e.phonesPairingCode(a.apiKey), "slow-phone")), http.StatusCreated, "")
-	welcomed, code := e.phonesHelloOutcome(ws)
-	if welcomed {
-		t.Fatalf("got a welcome on a token revoked by a new registration, want a close with 4501")
-	}
-	if code != 4501 {
-		t.Errorf("got close code %d, want 4501", code)
-	}
-}
-
-// A link upgraded while the device was active but disabled before its hello
-// must not become a live link either.
-func TestDeviceDisabledDuringHello(t *testing.T) {
-	e := newEnv(t, roomy)
-	a := e.newCompany("Acme", "owner@acme.test")
-	reg := e.pairPhone(a.apiKey, "slow-phone")
-	ws, _, err := e.phonesDial(reg.DeviceToken)
-	if err != nil {
-		t.Fatalf("dial: %v", err)
-	}
-	defer ws.CloseNow()
-
-	e.want(e.do(call{method: "PATCH", path: "/device/slow-phone", token: a.apiKey, body: map[string]any{"status": "disabled"}}), http.StatusOK, "")
-	welcomed, code := e.phonesHelloOutcome(ws)
-	if welcomed {
-		if d := e.phonesList(a.apiKey)["slow-phone"]; d != nil {
-			t.Logf("device now: status %v online %v", d["status"], d["online"])
-		}
-		t.Fatalf("got a welcome for a disabled device, want a close with 4503")
-	}
-	if code != 4503 {
-		t.Errorf("got close code %d, want 4503", code)
-	}
-}
-
-// A link upgraded before its device was deleted ends at its hello.
-func TestDeviceDeletedDuringHello(t *testing.T) {
-	e := newEnv(t, roomy)
-	a := e.newCompany("Acme", "owner@acme.test")
-	reg := e.pairPhone(a.apiKey, "slow-phone")
-	ws, _, err := e.phonesDial(reg.DeviceToken)
-	if err != nil {
-		t.Fatalf("dial: %v", err)
-	}
-	defer ws.CloseNow()
-
-	e.want(e.do(call{method: "DELETE", path: "/device/delete/slow-phone", token: a.apiKey}), http.StatusOK, "")
-	welcomed, code := e.phonesHelloOutcome(ws)
-	if welcomed {
-		t.Fatalf("got a welcome for a deleted device, want a close with 4503")
-	}
-	if code != 4503 {
-		t.Errorf("got close code %d, want 4503", code)
-	}
-	if _, ok := e.phonesList(a.apiKey)["slow-phone"]; ok {
-		t.Errorf("the deleted device is listed again after its hello")
+			tc.change(e, a.apiKey)
+			if welcomed, code := e.phonesHelloOutcome(ws); welcomed || code != tc.code {
+				t.Fatalf("got welcomed=%v, close %d; want no welcome and close %d", welcomed, code, tc.code)
+			}
+			if tc.name == "deleted" {
+				if _, ok := e.phonesList(a.apiKey)["slow-phone"]; ok {
+					t.Errorf("the deleted device is listed again after its hello")
+				}
+			}
+		})
 	}
 }
