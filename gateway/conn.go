@@ -160,7 +160,6 @@ func (c *conn) hello() bool {
 		return false
 	}
 	c.dev = dev
-	c.setPace(dev.SMSPerMinute)
 	c.touch()
 	return true
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -170,11 +171,8 @@ func (s *Store) UpdateWebhookSet(companyID uint64, now time.Time, fn func(*Webho
 // due at their NextAttemptAt. A company without webhooks costs one lookup.
 // It returns how many deliveries it stored.
 func AddWebhookDeliveries(tx *bolt.Tx, companyID uint64, build func(WebhookSet) ([]WebhookDelivery, error)) (int, error) {
-	if tx.Bucket(bucketWebhookSets).Get(itob(companyID)) == nil {
-		return 0, nil
-	}
 	set, err := loadWebhookSet(tx, companyID)
-	if err != nil {
+	if err != nil || len(set.Entries) == 0 {
 		return 0, err
 	}
 	ds, err := build(set)
@@ -224,13 +222,11 @@ func (s *Store) DueWebhookDeliveries(now time.Time, limit int, skip func(id, web
 			if raw == nil {
 				continue // a key without its row, which no attempt could end
 			}
-			var row struct {
-				WebhookID uint64 `json:"webhook_id"`
-			}
-			if err := jsonUnmarshal(raw, &row); err != nil {
+			webhookID, err := webhookIDOf(raw)
+			if err != nil {
 				return err
 			}
-			d := WebhookDue{ID: btoi(k[8:]), WebhookID: row.WebhookID}
+			d := WebhookDue{ID: btoi(k[8:]), WebhookID: webhookID}
 			if skip != nil && skip(d.ID, d.WebhookID) {
 				continue
 			}
@@ -246,6 +242,32 @@ func (s *Store) DueWebhookDeliveries(now time.Time, limit int, skip func(id, web
 		return nil, time.Time{}, fmt.Errorf("store: due webhook deliveries: %w", err)
 	}
 	return due, next, nil
+}
+
+// webhookIDOf reads a stored delivery's webhook_id without decoding its
+// body: the dispatcher reads every due row on each pass, and the field comes
+// before the body in the stored JSON, so the scan stops long before it.
+func webhookIDOf(raw []byte) (uint64, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if _, err := dec.Token(); err != nil { // {
+		return 0, err
+	}
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return 0, err
+		}
+		if key == "webhook_id" {
+			var id uint64
+			err := dec.Decode(&id)
+			return id, err
+		}
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return 0, err
+		}
+	}
+	return 0, fmt.Errorf("store: webhook delivery without webhook_id")
 }
 
 // WebhookJob reads a pending delivery with its entry and the company's secret.

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"testing"
@@ -311,4 +312,17 @@ func dueIDs(s *Store, now time.Time, limit int, skip func(id uint64) bool) ([]ui
 		ids[i] = d.ID
 	}
 	return ids, next, err
+}
+
+func TestWebhookIDOf(t *testing.T) {
+	raw, _ := json.Marshal(WebhookDelivery{ID: 7, UUID: "u", WebhookID: 42, Body: []byte(`{"big":"body"}`)})
+	if id, err := webhookIDOf(raw); err != nil || id != 42 {
+		t.Fatalf("stored row: got %d %v, want 42", id, err)
+	}
+	if id, err := webhookIDOf([]byte(`{"body":"e30=","nested":{"webhook_id":1},"webhook_id":9}`)); err != nil || id != 9 {
+		t.Fatalf("field after the body: got %d %v, want 9", id, err)
+	}
+	if _, err := webhookIDOf([]byte(`{"id":1}`)); err == nil {
+		t.Fatal("a row without webhook_id: got no error")
+	}
 }
