@@ -4,14 +4,12 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
-	"crypto/x509"
 	"encoding/hex"
 	"fmt"
+	"github.com/simrelay/simrelay/webhook/webhooktest"
 	"io"
-	"log"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"sort"
 	"strings"
 	"sync"
@@ -23,57 +21,9 @@ import (
 	"github.com/simrelay/simrelay/webhook"
 )
 
-// whReceiver is a webhook endpoint over real TLS on loopback: it records
-// every request and answers what respond says (204 when nil).
-type whReceiver struct {
-	*httptest.Server
-	mu      sync.Mutex
-	got     []whRequest
-	respond func(r *http.Request, w http.ResponseWriter, nth int) int
-}
-
-type whRequest struct {
-	Path   string
-	Header http.Header
-	Body   []byte
-}
-
-func newWHReceiver(t *testing.T, respond func(r *http.Request, w http.ResponseWriter, nth int) int) *whReceiver {
-	t.Helper()
-	rc := &whReceiver{respond: respond}
-	rc.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		rc.mu.Lock()
-		rc.got = append(rc.got, whRequest{Path: r.URL.Path, Header: r.Header.Clone(), Body: body})
-		n := len(rc.got)
-		rc.mu.Unlock()
-		status := http.StatusNoContent
-		if rc.respond != nil {
-			status = rc.respond(r, w, n)
-		}
-		w.WriteHeader(status)
-	}))
-	rc.Config.ErrorLog = log.New(io.Discard, "", 0)
-	rc.StartTLS()
-	t.Cleanup(rc.Close)
-	return rc
-}
-
-func (rc *whReceiver) requests() []whRequest {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	return append([]whRequest(nil), rc.got...)
-}
-
-func (rc *whReceiver) pool() *x509.CertPool {
-	p := x509.NewCertPool()
-	p.AddCert(rc.Certificate())
-	return p
-}
-
 // whConfig trusts the receiver and allows its loopback address.
-func whConfig(rc *whReceiver, schedule ...time.Duration) webhook.Config {
-	return webhook.Config{AllowPrivate: true, RootCAs: rc.pool(), Schedule: schedule}
+func whConfig(rc *webhooktest.Receiver, schedule ...time.Duration) webhook.Config {
+	return webhook.Config{AllowPrivate: true, RootCAs: rc.Pool(), Schedule: schedule}
 }
 
 // whSign is the expected signature, computed here without the server's signer.
@@ -317,7 +267,7 @@ func TestWebhookPrivateAddressesRefusedAtPut(t *testing.T) {
 // An SMS from the reference phone reaches the receiver signed, with the
 // inbound message as the phone's ack names it.
 func TestWebhookDeliversAnInboundSMS(t *testing.T) {
-	rc := newWHReceiver(t, nil)
+	rc := webhooktest.NewReceiver(t, true, nil)
 	e := newWebhookEnv(t, whConfig(rc), roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	phone := e.runPhone(e.pairPhone(a.apiKey, "a-phone"), "BOTH", false)
@@ -325,8 +275,8 @@ func TestWebhookDeliversAnInboundSMS(t *testing.T) {
 	secret := e.whSecret(a.apiKey)
 
 	ack := waitAck(t, phone.Receive(proto.Inbound{ClientID: "in-1", From: "+1 555 765 4321", Message: "Your code is 123456", SIMSlot: "SIM2", ReceivedAt: "2026-11-22T09:59:58.000Z"}))
-	e.eventually("the delivery arrives", func() bool { return len(rc.requests()) == 1 })
-	got := rc.requests()[0]
+	e.eventually("the delivery arrives", func() bool { return len(rc.Requests()) == 1 })
+	got := rc.Requests()[0]
 	h := got.Header
 	if got.Path != "/simrelay" {
 		t.Fatalf("got path %s", got.Path)
@@ -381,7 +331,7 @@ func TestWebhookDeliversAnInboundSMS(t *testing.T) {
 // A receiver that fails gets the delivery again later: the same delivery id,
 // a fresh timestamp and signature. The log has one item per attempt.
 func TestWebhookRetriesWithAFreshSignature(t *testing.T) {
-	rc := newWHReceiver(t, func(_ *http.Request, _ http.ResponseWriter, n int) int {
+	rc := webhooktest.NewReceiver(t, true, func(n int, _ *http.Request, _ http.ResponseWriter) int {
 		if n == 1 {
 			return http.StatusInternalServerError
 		}
@@ -396,8 +346,8 @@ func TestWebhookRetriesWithAFreshSignature(t *testing.T) {
 	secret := e.whSecret(a.apiKey)
 	waitAck(t, phone.Receive(proto.Inbound{ClientID: "in-1", From: "+15557654321", Message: "hi", SIMSlot: "SIM1"}))
 
-	e.eventually("the retry arrives", func() bool { return len(rc.requests()) == 2 })
-	reqs := rc.requests()
+	e.eventually("the retry arrives", func() bool { return len(rc.Requests()) == 2 })
+	reqs := rc.Requests()
 	one, two := reqs[0].Header, reqs[1].Header
 	if one.Get("X-Service-Delivery") != two.Get("X-Service-Delivery") || string(reqs[0].Body) != string(reqs[1].Body) {
 		t.Fatalf("the retry is not the same delivery: %q vs %q", one.Get("X-Service-Delivery"), two.Get("X-Service-Delivery"))
@@ -446,7 +396,7 @@ func TestWebhookRetriesWithAFreshSignature(t *testing.T) {
 func TestWebhookRetryAfterRestart(t *testing.T) {
 	var mu sync.Mutex
 	up := false
-	rc := newWHReceiver(t, func(*http.Request, http.ResponseWriter, int) int {
+	rc := webhooktest.NewReceiver(t, true, func(int, *http.Request, http.ResponseWriter) int {
 		mu.Lock()
 		defer mu.Unlock()
 		if up {
@@ -482,7 +432,7 @@ func TestWebhookRetryAfterRestart(t *testing.T) {
 	if items[0].State != "delivered" || items[0].Attempt != 2 || items[0].DeliveryID != items[1].DeliveryID || items[1].State != "pending" {
 		t.Fatalf("got %+v, want attempt 2 of the same delivery delivered", items)
 	}
-	reqs := rc.requests()
+	reqs := rc.Requests()
 	if len(reqs) != 2 || reqs[1].Header.Get("X-Service-Delivery") != items[0].DeliveryID {
 		t.Fatalf("got %d requests, want 2 of delivery %s", len(reqs), items[0].DeliveryID)
 	}
@@ -494,7 +444,7 @@ func TestWebhookRetryAfterRestart(t *testing.T) {
 // Scope: each message goes to exactly the active entries whose devices,
 // sims and channels take it.
 func TestWebhookScopeMatrix(t *testing.T) {
-	rc := newWHReceiver(t, nil)
+	rc := webhooktest.NewReceiver(t, true, nil)
 	e := newWebhookEnv(t, whConfig(rc), roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	pa := e.runPhone(e.pairPhone(a.apiKey, "phone-a"), "BOTH", false)
@@ -533,7 +483,7 @@ func TestWebhookScopeMatrix(t *testing.T) {
 		t.Fatalf("got %d deliveries still in the outbox (%v), want 0", len(ids), err)
 	}
 	got := map[string][]uint64{}
-	for _, r := range rc.requests() {
+	for _, r := range rc.Requests() {
 		var body struct {
 			Data struct {
 				ID uint64 `json:"id"`
@@ -552,7 +502,7 @@ func TestWebhookScopeMatrix(t *testing.T) {
 
 // A 410 disables the entry; a 3xx is a failure and is not followed.
 func TestWebhookGoneDisablesAndRedirectFails(t *testing.T) {
-	rc := newWHReceiver(t, func(r *http.Request, w http.ResponseWriter, _ int) int {
+	rc := webhooktest.NewReceiver(t, true, func(_ int, r *http.Request, w http.ResponseWriter) int {
 		switch r.URL.Path {
 		case "/gone":
 			return http.StatusGone
@@ -581,7 +531,7 @@ func TestWebhookGoneDisablesAndRedirectFails(t *testing.T) {
 			}
 		}
 	}
-	for _, r := range rc.requests() {
+	for _, r := range rc.Requests() {
 		if r.Path == "/target" {
 			t.Fatal("the redirect was followed")
 		}
@@ -594,10 +544,10 @@ func TestWebhookGoneDisablesAndRedirectFails(t *testing.T) {
 		}
 	}
 	// The disabled entry gets nothing more.
-	before := len(rc.requests())
+	before := len(rc.Requests())
 	waitAck(t, phone.Receive(proto.Inbound{ClientID: "in-2", From: "+15557654321", Message: "again"}))
 	e.eventually("the second message's delivery is logged", func() bool { return len(e.whLog(a.apiKey, "")) == 3 })
-	if reqs := rc.requests(); len(reqs) != before+1 || reqs[len(reqs)-1].Path != "/moved" {
+	if reqs := rc.Requests(); len(reqs) != before+1 || reqs[len(reqs)-1].Path != "/moved" {
 		t.Fatalf("after the 410: got %d more requests, want one to /moved", len(reqs)-before)
 	}
 }
@@ -606,8 +556,8 @@ func TestWebhookGoneDisablesAndRedirectFails(t *testing.T) {
 // directly in the store as a DNS answer that changed after PUT would be) is
 // refused by the dialer: the receiver on loopback gets nothing.
 func TestWebhookLoopbackRefusedAtConnect(t *testing.T) {
-	rc := newWHReceiver(t, nil)
-	e := newWebhookEnv(t, webhook.Config{RootCAs: rc.pool(), Schedule: []time.Duration{time.Hour}}, roomy)
+	rc := webhooktest.NewReceiver(t, true, nil)
+	e := newWebhookEnv(t, webhook.Config{RootCAs: rc.Pool(), Schedule: []time.Duration{time.Hour}}, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	phone := e.runPhone(e.pairPhone(a.apiKey, "a-phone"), "BOTH", false)
 	port := rc.URL[strings.LastIndex(rc.URL, ":")+1:]
@@ -628,7 +578,7 @@ func TestWebhookLoopbackRefusedAtConnect(t *testing.T) {
 			t.Errorf("got %+v, want a refused connection to be retried", l)
 		}
 	}
-	if n := len(rc.requests()); n != 0 {
+	if n := len(rc.Requests()); n != 0 {
 		t.Fatalf("the loopback receiver got %d requests, want 0", n)
 	}
 }

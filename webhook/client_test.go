@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"errors"
+	"github.com/simrelay/simrelay/webhook/webhooktest"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -122,7 +123,7 @@ func TestCheckURL(t *testing.T) {
 // The client refuses non-public addresses at connect time, after DNS: a
 // name (localhost) that resolves to loopback reaches nothing.
 func TestClientRefusesPrivateAddressesAtConnect(t *testing.T) {
-	rc := newReceiver(t, false, nil)
+	rc := webhooktest.NewReceiver(t, false, nil)
 	port := rc.URL[strings.LastIndex(rc.URL, ":")+1:]
 	client := NewClient(Config{Timeout: 5 * time.Second})
 	for _, target := range []string{
@@ -144,7 +145,7 @@ func TestClientRefusesPrivateAddressesAtConnect(t *testing.T) {
 			t.Errorf("%s: got %v, want ErrForbiddenAddress", target, err)
 		}
 	}
-	if n := len(rc.requests()); n != 0 {
+	if n := len(rc.Requests()); n != 0 {
 		t.Fatalf("the loopback receiver got %d requests, want 0", n)
 	}
 
@@ -154,20 +155,20 @@ func TestClientRefusesPrivateAddressesAtConnect(t *testing.T) {
 		t.Fatal(err)
 	}
 	res.Body.Close()
-	if res.StatusCode != http.StatusNoContent || len(rc.requests()) != 1 {
-		t.Fatalf("allow-private: got status %d and %d requests, want 204 and 1", res.StatusCode, len(rc.requests()))
+	if res.StatusCode != http.StatusNoContent || len(rc.Requests()) != 1 {
+		t.Fatalf("allow-private: got status %d and %d requests, want 204 and 1", res.StatusCode, len(rc.Requests()))
 	}
 }
 
 func TestClientDoesNotFollowRedirects(t *testing.T) {
-	rc := newReceiver(t, true, func(_ int, r *http.Request, w http.ResponseWriter) int {
+	rc := webhooktest.NewReceiver(t, true, func(_ int, r *http.Request, w http.ResponseWriter) int {
 		if r.URL.Path == "/hook" {
 			w.Header().Set("Location", "/elsewhere")
 			return http.StatusFound
 		}
 		return http.StatusOK
 	})
-	res, err := NewClient(Config{AllowPrivate: true, RootCAs: rc.pool()}).Post(rc.URL+"/hook", "application/json", strings.NewReader("{}"))
+	res, err := NewClient(Config{AllowPrivate: true, RootCAs: rc.Pool()}).Post(rc.URL+"/hook", "application/json", strings.NewReader("{}"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,17 +176,17 @@ func TestClientDoesNotFollowRedirects(t *testing.T) {
 	if res.StatusCode != http.StatusFound {
 		t.Fatalf("got status %d, want the 302 itself", res.StatusCode)
 	}
-	if got := rc.requests(); len(got) != 1 || got[0].Path != "/hook" {
+	if got := rc.Requests(); len(got) != 1 || got[0].Path != "/hook" {
 		t.Fatalf("got requests %v, want only /hook", got)
 	}
 }
 
 func TestClientVerifiesTLS(t *testing.T) {
-	rc := newReceiver(t, true, nil)
+	rc := webhooktest.NewReceiver(t, true, nil)
 	if _, err := NewClient(Config{AllowPrivate: true}).Post(rc.URL, "application/json", strings.NewReader("{}")); err == nil {
 		t.Fatal("an untrusted certificate was accepted")
 	}
-	res, err := NewClient(Config{AllowPrivate: true, RootCAs: rc.pool()}).Post(rc.URL, "application/json", strings.NewReader("{}"))
+	res, err := NewClient(Config{AllowPrivate: true, RootCAs: rc.Pool()}).Post(rc.URL, "application/json", strings.NewReader("{}"))
 	if err != nil {
 		t.Fatalf("with the receiver's certificate trusted: %v", err)
 	}

@@ -4,14 +4,10 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
-	"crypto/x509"
 	"encoding/hex"
 	"fmt"
 	"io"
-	"log"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
@@ -142,62 +138,6 @@ func (f *fixture) lines() []store.WebhookAttempt {
 // eventually waits, with a deadline, for cond.
 var eventually = poll.Until
 
-// received is one request a receiver got.
-type received struct {
-	Path   string
-	Header http.Header
-	Body   []byte
-}
-
-// receiver is a webhook endpoint that records what it gets and answers what
-// respond says for the n-th request (from 1).
-type receiver struct {
-	*httptest.Server
-	mu      sync.Mutex
-	got     []received
-	respond func(n int, r *http.Request, w http.ResponseWriter) int
-}
-
-func newReceiver(t *testing.T, tls bool, respond func(n int, r *http.Request, w http.ResponseWriter) int) *receiver {
-	t.Helper()
-	rc := &receiver{respond: respond}
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		rc.mu.Lock()
-		rc.got = append(rc.got, received{Path: r.URL.Path, Header: r.Header.Clone(), Body: body})
-		n := len(rc.got)
-		rc.mu.Unlock()
-		status := http.StatusNoContent
-		if rc.respond != nil {
-			status = rc.respond(n, r, w)
-		}
-		w.WriteHeader(status)
-	})
-	rc.Server = httptest.NewUnstartedServer(h)
-	rc.Config.ErrorLog = log.New(io.Discard, "", 0) // refused handshakes are the point of some tests
-	if tls {
-		rc.StartTLS()
-	} else {
-		rc.Start()
-	}
-	t.Cleanup(rc.Close)
-	return rc
-}
-
-func (rc *receiver) requests() []received {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	return append([]received(nil), rc.got...)
-}
-
-// pool trusts the receiver's certificate.
-func (rc *receiver) pool() *x509.CertPool {
-	p := x509.NewCertPool()
-	p.AddCert(rc.Certificate())
-	return p
-}
-
-// hmacHex is the expected signature, computed here independently of Sign.
 func hmacHex(secret, timestamp string, body []byte) string {
 	mac := hmac.New(sha256.New, []byte(secret))
 	mac.Write([]byte(timestamp + "." + string(body)))

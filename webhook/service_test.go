@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"encoding/json"
+	"github.com/simrelay/simrelay/webhook/webhooktest"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -18,13 +19,13 @@ var short = []time.Duration{10 * time.Millisecond, 10 * time.Millisecond, 10 * t
 
 func TestDeliverySignedAndShaped(t *testing.T) {
 	f := newFixture(t)
-	rc := newReceiver(t, true, nil)
-	svc, _ := f.start(Config{AllowPrivate: true, RootCAs: rc.pool(), Schedule: short}, nil)
+	rc := webhooktest.NewReceiver(t, true, nil)
+	svc, _ := f.start(Config{AllowPrivate: true, RootCAs: rc.Pool(), Schedule: short}, nil)
 	entries := f.configure(svc, EntryInput{URL: rc.URL + "/hook"})
 	m := f.inbound(svc, f.device, "SIM2", time.Now())
 
-	eventually(t, "the delivery arrives", func() bool { return len(rc.requests()) == 1 })
-	got := rc.requests()[0]
+	eventually(t, "the delivery arrives", func() bool { return len(rc.Requests()) == 1 })
+	got := rc.Requests()[0]
 	h := got.Header
 	if want := hmacHex(f.secret(), h.Get(HeaderTimestamp), got.Body); h.Get(HeaderSignature) != want {
 		t.Fatalf("got signature %q, want %q", h.Get(HeaderSignature), want)
@@ -67,7 +68,7 @@ func TestDeliverySignedAndShaped(t *testing.T) {
 func TestRetriesThenFails(t *testing.T) {
 	f := newFixture(t)
 	var slow sync.Once
-	rc := newReceiver(t, true, func(n int, r *http.Request, w http.ResponseWriter) int {
+	rc := webhooktest.NewReceiver(t, true, func(n int, r *http.Request, w http.ResponseWriter) int {
 		switch n {
 		case 1:
 			return http.StatusInternalServerError
@@ -80,7 +81,7 @@ func TestRetriesThenFails(t *testing.T) {
 		}
 		return http.StatusServiceUnavailable
 	})
-	svc, _ := f.start(Config{AllowPrivate: true, RootCAs: rc.pool(), Schedule: short, Timeout: 300 * time.Millisecond}, nil)
+	svc, _ := f.start(Config{AllowPrivate: true, RootCAs: rc.Pool(), Schedule: short, Timeout: 300 * time.Millisecond}, nil)
 	f.configure(svc, EntryInput{URL: rc.URL + "/hook"})
 	f.inbound(svc, f.device, "SIM1", time.Now())
 
@@ -109,7 +110,7 @@ func TestRetriesThenFails(t *testing.T) {
 	if a := byAttempt(3); a.StatusCode != 0 || !strings.Contains(a.Error, "no answer within") {
 		t.Errorf("attempt 3: got %d %q, want a timeout", a.StatusCode, a.Error)
 	}
-	reqs := rc.requests()
+	reqs := rc.Requests()
 	for _, r := range reqs {
 		if r.Path != "/hook" {
 			t.Errorf("got a request to %s: the redirect was followed", r.Path)
@@ -130,8 +131,8 @@ func TestRetriesThenFails(t *testing.T) {
 // failed without being sent.
 func TestGoneDisablesTheEntry(t *testing.T) {
 	f := newFixture(t)
-	rc := newReceiver(t, true, func(int, *http.Request, http.ResponseWriter) int { return http.StatusGone })
-	svc, _ := f.start(Config{AllowPrivate: true, RootCAs: rc.pool(), Schedule: short}, nil)
+	rc := webhooktest.NewReceiver(t, true, func(int, *http.Request, http.ResponseWriter) int { return http.StatusGone })
+	svc, _ := f.start(Config{AllowPrivate: true, RootCAs: rc.Pool(), Schedule: short}, nil)
 	f.configure(svc, EntryInput{URL: rc.URL})
 	f.inbound(svc, f.device, "SIM1", time.Now())
 	eventually(t, "the attempt is logged", func() bool { return len(f.lines()) == 1 })
@@ -147,7 +148,7 @@ func TestGoneDisablesTheEntry(t *testing.T) {
 	if ids, _, _ := f.st.DueWebhookDeliveries(time.Now().Add(time.Hour), 10, nil); len(ids) != 0 {
 		t.Fatalf("got %d deliveries for a disabled entry, want 0", len(ids))
 	}
-	if n := len(rc.requests()); n != 1 {
+	if n := len(rc.Requests()); n != 1 {
 		t.Fatalf("got %d requests, want 1", n)
 	}
 }
@@ -159,7 +160,7 @@ func TestFailingTooLongDisables(t *testing.T) {
 	clock := &fakeClock{t: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)}
 	fail := true
 	var mu sync.Mutex
-	rc := newReceiver(t, true, func(int, *http.Request, http.ResponseWriter) int {
+	rc := webhooktest.NewReceiver(t, true, func(int, *http.Request, http.ResponseWriter) int {
 		mu.Lock()
 		defer mu.Unlock()
 		if fail {
@@ -168,7 +169,7 @@ func TestFailingTooLongDisables(t *testing.T) {
 		return http.StatusOK
 	})
 	hour := []time.Duration{time.Hour, time.Hour, time.Hour}
-	svc, _ := f.start(Config{AllowPrivate: true, RootCAs: rc.pool(), Schedule: hour, Jitter: -1}, clock.Now)
+	svc, _ := f.start(Config{AllowPrivate: true, RootCAs: rc.Pool(), Schedule: hour, Jitter: -1}, clock.Now)
 	f.configure(svc, EntryInput{URL: rc.URL})
 	entry := func() store.WebhookEntry {
 		set, _ := f.st.WebhookSet(f.company)
@@ -221,7 +222,7 @@ func TestNoDeliveryRunsTwiceAtOnce(t *testing.T) {
 	okCount := map[string]int{}
 	calls := map[string]int{}
 	overlap := 0
-	rc := newReceiver(t, true, func(_ int, r *http.Request, _ http.ResponseWriter) int {
+	rc := webhooktest.NewReceiver(t, true, func(_ int, r *http.Request, _ http.ResponseWriter) int {
 		id := r.Header.Get(HeaderDelivery)
 		mu.Lock()
 		if inFlight[id] {
@@ -241,7 +242,7 @@ func TestNoDeliveryRunsTwiceAtOnce(t *testing.T) {
 		okCount[id]++
 		return http.StatusOK
 	})
-	svc, _ := f.start(Config{AllowPrivate: true, RootCAs: rc.pool(), Workers: 8, Schedule: []time.Duration{time.Millisecond, time.Millisecond}}, nil)
+	svc, _ := f.start(Config{AllowPrivate: true, RootCAs: rc.Pool(), Workers: 8, Schedule: []time.Duration{time.Millisecond, time.Millisecond}}, nil)
 	f.configure(svc, EntryInput{URL: rc.URL + "/a"}, EntryInput{URL: rc.URL + "/b"})
 	const messages = 30
 	for range messages {
@@ -276,7 +277,7 @@ func TestRetriesSurviveARestart(t *testing.T) {
 	clock := &fakeClock{t: time.Now()}
 	var mu sync.Mutex
 	up := false
-	rc := newReceiver(t, true, func(int, *http.Request, http.ResponseWriter) int {
+	rc := webhooktest.NewReceiver(t, true, func(int, *http.Request, http.ResponseWriter) int {
 		mu.Lock()
 		defer mu.Unlock()
 		if up {
@@ -284,7 +285,7 @@ func TestRetriesSurviveARestart(t *testing.T) {
 		}
 		return http.StatusBadGateway
 	})
-	cfg := Config{AllowPrivate: true, RootCAs: rc.pool(), Schedule: []time.Duration{time.Hour}}
+	cfg := Config{AllowPrivate: true, RootCAs: rc.Pool(), Schedule: []time.Duration{time.Hour}}
 	first, stop := f.start(cfg, clock.Now)
 	f.configure(first, EntryInput{URL: rc.URL})
 	f.inbound(first, f.device, "SIM1", clock.Now())
@@ -301,7 +302,7 @@ func TestRetriesSurviveARestart(t *testing.T) {
 	if lines[0].State != store.WebhookDelivered || lines[0].Attempt != 2 || lines[0].DeliveryID != lines[1].DeliveryID {
 		t.Fatalf("got %+v, want attempt 2 of the same delivery delivered", lines)
 	}
-	reqs := rc.requests()
+	reqs := rc.Requests()
 	if len(reqs) != 2 || reqs[0].Header.Get(HeaderDelivery) != reqs[1].Header.Get(HeaderDelivery) {
 		t.Fatalf("got %d requests, want 2 of one delivery", len(reqs))
 	}
@@ -314,7 +315,7 @@ func TestRemovedEntryAndRotatedSecret(t *testing.T) {
 	clock := &fakeClock{t: time.Now()}
 	var mu sync.Mutex
 	calls := map[string]int{}
-	rc := newReceiver(t, true, func(_ int, r *http.Request, _ http.ResponseWriter) int {
+	rc := webhooktest.NewReceiver(t, true, func(_ int, r *http.Request, _ http.ResponseWriter) int {
 		mu.Lock()
 		defer mu.Unlock()
 		calls[r.URL.Path]++
@@ -323,7 +324,7 @@ func TestRemovedEntryAndRotatedSecret(t *testing.T) {
 		}
 		return http.StatusOK
 	})
-	svc, _ := f.start(Config{AllowPrivate: true, RootCAs: rc.pool(), Schedule: []time.Duration{time.Hour}}, clock.Now)
+	svc, _ := f.start(Config{AllowPrivate: true, RootCAs: rc.Pool(), Schedule: []time.Duration{time.Hour}}, clock.Now)
 	entries := f.configure(svc, EntryInput{URL: rc.URL + "/keep"}, EntryInput{URL: rc.URL + "/drop"})
 	f.inbound(svc, f.device, "SIM1", clock.Now())
 	eventually(t, "two first attempts", func() bool { return len(f.lines()) == 2 })
@@ -348,7 +349,7 @@ func TestRemovedEntryAndRotatedSecret(t *testing.T) {
 			}
 		}
 	}
-	reqs := rc.requests()
+	reqs := rc.Requests()
 	last := reqs[len(reqs)-1]
 	if len(reqs) != 3 || last.Path != "/keep" {
 		t.Fatalf("got %d requests, the last to %s; want 3, the last to /keep", len(reqs), last.Path)
@@ -365,7 +366,7 @@ func TestHangingReceiverDoesNotStallOthers(t *testing.T) {
 	release := make(chan struct{})
 	var mu sync.Mutex
 	hanging, most := 0, 0
-	rc := newReceiver(t, true, func(_ int, r *http.Request, _ http.ResponseWriter) int {
+	rc := webhooktest.NewReceiver(t, true, func(_ int, r *http.Request, _ http.ResponseWriter) int {
 		if r.URL.Path != "/slow" {
 			return http.StatusNoContent
 		}
@@ -383,7 +384,7 @@ func TestHangingReceiverDoesNotStallOthers(t *testing.T) {
 		return http.StatusNoContent
 	})
 	defer close(release)
-	svc, _ := f.start(Config{AllowPrivate: true, RootCAs: rc.pool(), Workers: 4, Timeout: time.Minute}, nil)
+	svc, _ := f.start(Config{AllowPrivate: true, RootCAs: rc.Pool(), Workers: 4, Timeout: time.Minute}, nil)
 	entries := f.configure(svc, EntryInput{URL: rc.URL + "/slow"}, EntryInput{URL: rc.URL + "/fast"})
 	const messages = 10
 	for range messages {
