@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/simrelay/simrelay/internal/testclock"
 	"io"
 	"log/slog"
 	"net/http"
@@ -28,31 +29,13 @@ import (
 	"github.com/simrelay/simrelay/webhook"
 )
 
-// clock is a settable time source for the API and the accounts.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 // env is one running server: a real store file, a real SMTP inbox and real HTTP.
 type env struct {
 	t     *testing.T
 	url   string
 	store *store.Store
 	inbox *mailtest.Inbox
-	clock *clock
+	clock *testclock.Clock
 	log   *bytes.Buffer
 	hub   *gateway.Hub
 	sms   *sms.Service
@@ -84,7 +67,7 @@ func newWebhookEnv(t *testing.T, wcfg webhook.Config, opts ...envOption) *env {
 	inbox := mailtest.NewInbox(t)
 	logBuf := &lockedBuffer{}
 	log := slog.New(slog.NewTextHandler(logBuf, nil))
-	clk := &clock{t: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)}
+	clk := testclock.New(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
 
 	srv := httptest.NewUnstartedServer(nil)
 	publicURL := "http://" + srv.Listener.Addr().String()

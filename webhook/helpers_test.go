@@ -16,24 +16,6 @@ import (
 	"github.com/simrelay/simrelay/store"
 )
 
-// fakeClock is a settable time source.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 // fixture is a real store with one company and one paired device.
 type fixture struct {
 	t       *testing.T

@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"encoding/json"
+	"github.com/simrelay/simrelay/internal/testclock"
 	"github.com/simrelay/simrelay/webhook/webhooktest"
 	"log/slog"
 	"net/http"
@@ -157,7 +158,7 @@ func TestGoneDisablesTheEntry(t *testing.T) {
 // success in between resets the clock.
 func TestFailingTooLongDisables(t *testing.T) {
 	f := newFixture(t)
-	clock := &fakeClock{t: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)}
+	clock := testclock.New(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
 	fail := true
 	var mu sync.Mutex
 	rc := webhooktest.NewReceiver(t, true, func(int, *http.Request, http.ResponseWriter) int {
@@ -274,7 +275,7 @@ func TestNoDeliveryRunsTwiceAtOnce(t *testing.T) {
 // one scheduled.
 func TestRetriesSurviveARestart(t *testing.T) {
 	f := newFixture(t)
-	clock := &fakeClock{t: time.Now()}
+	clock := testclock.New(time.Now())
 	var mu sync.Mutex
 	up := false
 	rc := webhooktest.NewReceiver(t, true, func(int, *http.Request, http.ResponseWriter) int {
@@ -312,7 +313,7 @@ func TestRetriesSurviveARestart(t *testing.T) {
 // being sent; a rotated secret signs the retries.
 func TestRemovedEntryAndRotatedSecret(t *testing.T) {
 	f := newFixture(t)
-	clock := &fakeClock{t: time.Now()}
+	clock := testclock.New(time.Now())
 	var mu sync.Mutex
 	calls := map[string]int{}
 	rc := webhooktest.NewReceiver(t, true, func(_ int, r *http.Request, _ http.ResponseWriter) int {
