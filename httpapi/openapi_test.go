@@ -4,8 +4,9 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"maps"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -85,15 +86,6 @@ func newOpenAPITestServer(t *testing.T) *Server {
 	return s
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
 // TestOpenAPIMatchesRoutes keeps the document and the route table in step:
 // every JSON route is documented and every documented operation is routed.
 func TestOpenAPIMatchesRoutes(t *testing.T) {
@@ -115,19 +107,19 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 	if len(routes) == 0 {
 		t.Fatal("RouteKeys returned no JSON API route")
 	}
-	for _, p := range sortedKeys(consolePaths) {
+	for _, p := range slices.Sorted(maps.Keys(consolePaths)) {
 		if !consoleSeen[p] {
 			t.Errorf("consolePaths lists %s, which has no route", p)
 		}
 	}
 
 	ops := openAPIOperations(t, loadOpenAPI(t))
-	for _, key := range sortedKeys(routes) {
+	for _, key := range slices.Sorted(maps.Keys(routes)) {
 		if ops[key] == nil {
 			t.Errorf("route %s has no operation in openapi.json", key)
 		}
 	}
-	for _, key := range sortedKeys(ops) {
+	for _, key := range slices.Sorted(maps.Keys(ops)) {
 		if !routes[key] {
 			t.Errorf("openapi.json documents %s, which has no route", key)
 		}
@@ -146,7 +138,7 @@ func TestOpenAPIDocument(t *testing.T) {
 	}
 	paths := doc["paths"].(map[string]any)
 	ids := make(map[string]string)
-	for _, key := range sortedKeys(ops) {
+	for _, key := range slices.Sorted(maps.Keys(ops)) {
 		op := ops[key]
 		id, _ := op["operationId"].(string)
 		switch {
@@ -232,19 +224,19 @@ func TestOpenAPIErrorCodes(t *testing.T) {
 	for _, c := range problem.Codes() {
 		catalog[string(c)] = true
 	}
-	for _, code := range sortedKeys(catalog) {
+	for _, code := range slices.Sorted(maps.Keys(catalog)) {
 		if !documented[code] {
 			t.Errorf("error code %q (problem.Codes) is missing from the Error schema's enum", code)
 		}
 	}
-	for _, code := range sortedKeys(documented) {
+	for _, code := range slices.Sorted(maps.Keys(documented)) {
 		if !catalog[code] {
 			t.Errorf("the Error schema's enum lists %q, which problem.Codes does not have", code)
 		}
 	}
 
 	ops := openAPIOperations(t, doc)
-	for _, key := range sortedKeys(ops) {
+	for _, key := range slices.Sorted(maps.Keys(ops)) {
 		responses, _ := ops[key]["responses"].(map[string]any)
 		for status, r := range responses {
 			want, err := strconv.Atoi(status)

@@ -7,10 +7,12 @@ import (
 	"errors"
 	"image/png"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -165,15 +167,6 @@ func (e *env) phonesWaitClosed(vp *vphone, code int) {
 	}
 }
 
-func keysOf(m map[string]any) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
 func TestPairingCodeAndQR(t *testing.T) {
 	e := newEnv(t, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
@@ -193,7 +186,7 @@ func TestPairingCodeAndQR(t *testing.T) {
 		r := e.do(call{method: "POST", path: "/device/pairing", token: who.token})
 		e.want(r, http.StatusCreated, "")
 		code, uri := r.str("pairing_code"), r.str("pairing_uri")
-		if got, want := keysOf(r.Body), []string{"expires_at", "pairing_code", "pairing_uri"}; !reflect.DeepEqual(got, want) {
+		if got, want := slices.Sorted(maps.Keys(r.Body)), []string{"expires_at", "pairing_code", "pairing_uri"}; !reflect.DeepEqual(got, want) {
 			t.Errorf("%s: got keys %v, want %v", who.name, got, want)
 		}
 		if !pairingCodeRE.MatchString(code) {
@@ -280,7 +273,7 @@ func TestRegisterDeviceAnswer(t *testing.T) {
 	} {
 		r := e.phonesRegister(phonesRegisterBody(e.phonesPairingCode(c.token), c.fp))
 		e.want(r, http.StatusCreated, "")
-		if got, want := keysOf(r.Body), []string{"device", "device_token", "ws_url"}; !reflect.DeepEqual(got, want) {
+		if got, want := slices.Sorted(maps.Keys(r.Body)), []string{"device", "device_token", "ws_url"}; !reflect.DeepEqual(got, want) {
 			t.Errorf("%s: got keys %v, want %v", c.name, got, want)
 		}
 		if tok := r.str("device_token"); !strings.HasPrefix(tok, "dt_") || len(tok) < 20 {
@@ -442,7 +435,7 @@ func TestDeviceLists(t *testing.T) {
 		seen := map[string]bool{}
 		for _, it := range items {
 			d := it.(map[string]any)
-			if got, want := keysOf(d), []string{"device_fingerprint", "device_name", "selected_sim", "status"}; !reflect.DeepEqual(got, want) {
+			if got, want := slices.Sorted(maps.Keys(d)), []string{"device_fingerprint", "device_name", "selected_sim", "status"}; !reflect.DeepEqual(got, want) {
 				t.Errorf("/chat/devices: got keys %v, want %v", got, want)
 			}
 			fp, _ := d["device_fingerprint"].(string)

@@ -2,12 +2,14 @@ package httpapi_test
 
 import (
 	"fmt"
+	"maps"
 	"mime"
 	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -52,20 +54,11 @@ func usersWant(t *testing.T, r resp, status int, code, field string) {
 	}
 }
 
-func usersKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
 // usersCheckShape checks that obj has exactly the keys, that createdAt is an
 // RFC 3339 UTC timestamp with milliseconds, and that it holds the wanted values.
 func usersCheckShape(t *testing.T, what string, obj map[string]any, keys []string, want map[string]any) {
 	t.Helper()
-	if got := usersKeys(obj); !reflect.DeepEqual(got, keys) {
+	if got := slices.Sorted(maps.Keys(obj)); !reflect.DeepEqual(got, keys) {
 		t.Errorf("%s: got keys %v, want %v", what, got, keys)
 	}
 	if _, ok := obj["id"].(float64); !ok {
@@ -572,7 +565,7 @@ func TestRolesDeleteUser(t *testing.T) {
 
 	r := e.do(call{method: "DELETE", path: usersPath(d.id), token: c.access})
 	e.want(r, http.StatusOK, "")
-	if got := usersKeys(r.Body); !reflect.DeepEqual(got, []string{"message"}) || r.str("message") == "" {
+	if got := slices.Sorted(maps.Keys(r.Body)); !reflect.DeepEqual(got, []string{"message"}) || r.str("message") == "" {
 		t.Errorf("DELETE /users/{id}: got %s, want {message}", r.Raw)
 	}
 
@@ -622,7 +615,7 @@ func TestAPIKeyGetAndRotate(t *testing.T) {
 	byKey := e.do(call{method: "GET", path: "/account/api-key", token: c.apiKey})
 	e.want(byKey, http.StatusOK, "")
 	for name, r := range map[string]resp{"access token": byAccess, "API key": byKey} {
-		if got := usersKeys(r.Body); !reflect.DeepEqual(got, []string{"apiKey", "createdAt"}) {
+		if got := slices.Sorted(maps.Keys(r.Body)); !reflect.DeepEqual(got, []string{"apiKey", "createdAt"}) {
 			t.Errorf("GET /account/api-key with the %s: got keys %v, want [apiKey createdAt]", name, got)
 		}
 		if r.str("apiKey") != c.apiKey {
