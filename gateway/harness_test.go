@@ -143,7 +143,23 @@ func readFrame(t *testing.T, ws *websocket.Conn) proto.Frame {
 // the test when frames other than error frames arrive first.
 func closeCode(t *testing.T, ws *websocket.Conn) websocket.StatusCode {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	return readToClose(t, ws, func(data []byte) bool {
+		f, _ := proto.Decode(data)
+		return f != nil && f.FrameType() == proto.TypeError
+	})
+}
+
+// closeAfterBacklog reads whatever frames are queued and returns the close code.
+func closeAfterBacklog(t *testing.T, ws *websocket.Conn) websocket.StatusCode {
+	t.Helper()
+	return readToClose(t, ws, func([]byte) bool { return true })
+}
+
+// readToClose reads frames, each of which must pass ok, until the link
+// closes, and returns the close code.
+func readToClose(t *testing.T, ws *websocket.Conn, ok func(data []byte) bool) websocket.StatusCode {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	for {
 		_, data, err := ws.Read(ctx)
@@ -154,7 +170,7 @@ func closeCode(t *testing.T, ws *websocket.Conn) websocket.StatusCode {
 			}
 			t.Fatalf("the link ended without a close frame: %v", err)
 		}
-		if f, _ := proto.Decode(data); f == nil || f.FrameType() != proto.TypeError {
+		if !ok(data) {
 			t.Fatalf("got %s before the close, want only error frames", data)
 		}
 	}

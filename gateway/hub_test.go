@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"runtime"
@@ -237,23 +236,6 @@ func TestSilentPhoneGoesOffline(t *testing.T) {
 	defer ws.CloseNow()
 	// Nothing reads this link, so its pings go unanswered.
 	eventually(t, "offline after unanswered pings", func() bool { return !r.hub.Online("pixel-1") })
-}
-
-// closeAfterBacklog reads whatever frames are queued and returns the close code.
-func closeAfterBacklog(t *testing.T, ws *websocket.Conn) websocket.StatusCode {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	for {
-		_, _, err := ws.Read(ctx)
-		if err != nil {
-			var ce websocket.CloseError
-			if errors.As(err, &ce) {
-				return ce.Code
-			}
-			t.Fatalf("the link ended without a close frame: %v", err)
-		}
-	}
 }
 
 func TestPacingSpacesSends(t *testing.T) {
