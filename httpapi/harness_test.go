@@ -36,7 +36,6 @@ type env struct {
 	store *store.Store
 	inbox *mailtest.Inbox
 	clock *testclock.Clock
-	log   *bytes.Buffer
 	hub   *gateway.Hub
 	sms   *sms.Service
 	// webhooks runs on the real clock (retries must come due) until
@@ -65,8 +64,7 @@ func newWebhookEnv(t *testing.T, wcfg webhook.Config, opts ...envOption) *env {
 	}
 	t.Cleanup(func() { st.Close() })
 	inbox := mailtest.NewInbox(t)
-	logBuf := &lockedBuffer{}
-	log := slog.New(slog.NewTextHandler(logBuf, nil))
+	log := slog.New(slog.DiscardHandler)
 	clk := testclock.New(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
 
 	srv := httptest.NewUnstartedServer(nil)
@@ -117,18 +115,7 @@ func newWebhookEnv(t *testing.T, wcfg webhook.Config, opts ...envOption) *env {
 	srv.Config.Handler = api.Handler()
 	srv.Start()
 	t.Cleanup(srv.Close)
-	return &env{t: t, url: srv.URL, store: st, inbox: inbox, clock: clk, log: &logBuf.buf, hub: hub, sms: messages, webhooks: hooks, stopWebhooks: stopWebhooks}
-}
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
+	return &env{t: t, url: srv.URL, store: st, inbox: inbox, clock: clk, hub: hub, sms: messages, webhooks: hooks, stopWebhooks: stopWebhooks}
 }
 
 // resp is an answer with its decoded JSON body.

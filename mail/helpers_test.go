@@ -1,10 +1,9 @@
 package mail
 
 import (
-	"bytes"
 	"context"
+	"github.com/simrelay/simrelay/internal/syncbuf"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
@@ -28,26 +27,8 @@ func openStore(t *testing.T, dir string) *store.Store {
 	return st
 }
 
-// lockedBuffer is a log sink the worker writes while the test reads.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func newLogger() (*slog.Logger, *lockedBuffer) {
-	buf := &lockedBuffer{}
+func newLogger() (*slog.Logger, *syncbuf.Buffer) {
+	buf := &syncbuf.Buffer{}
 	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug})), buf
 }
 

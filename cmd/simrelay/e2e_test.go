@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"github.com/simrelay/simrelay/internal/syncbuf"
 	"io"
 	"net/http"
 	"os"
@@ -31,7 +32,7 @@ func buildBinary(t *testing.T) string {
 type server struct {
 	cmd    *exec.Cmd
 	url    string
-	stderr *syncBuffer
+	stderr *syncbuf.Buffer
 }
 
 // startServer runs `simrelay serve` on a free loopback port and waits for its
@@ -43,7 +44,7 @@ func startServer(t *testing.T, bin, dataDir string, extra ...string) *server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	errBuf := &syncBuffer{}
+	errBuf := &syncbuf.Buffer{}
 	cmd.Stderr = errBuf
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

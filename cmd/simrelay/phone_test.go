@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"github.com/simrelay/simrelay/internal/syncbuf"
 	"net/http"
 	"os/exec"
 	"strings"
@@ -22,7 +23,7 @@ func TestVirtualPhone(t *testing.T) {
 	srv := startServer(t, bin, dir)
 
 	phone := exec.Command(bin, "phone", "--server", srv.url, "--api-key", apiKey, "--inbound", "+15551234567", "hello from the phone")
-	stdout := &syncBuffer{}
+	stdout := &syncbuf.Buffer{}
 	phone.Stdout, phone.Stderr = stdout, stdout
 	if err := phone.Start(); err != nil {
 		t.Fatal(err)
@@ -57,7 +58,7 @@ func TestVirtualPhone(t *testing.T) {
 	}
 }
 
-func waitOutput(t *testing.T, b *syncBuffer, want string) {
+func waitOutput(t *testing.T, b *syncbuf.Buffer, want string) {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for !strings.Contains(b.String(), want) {
