@@ -74,7 +74,7 @@ func (c *conn) run() {
 	// one: a stale link must not knock the phone's real link off.
 	fresh, allowed := c.stillAllowed()
 	if !allowed {
-		h.unregister(c, old)
+		h.giveBack(c, old)
 		c.finish()
 		return
 	}

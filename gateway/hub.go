@@ -187,23 +187,29 @@ func (h *Hub) register(c *conn) (old *conn, ok bool) {
 	return old, true
 }
 
-// unregister drops c unless a newer link took its place already. A link
-// refused right after registering passes the link it displaced, which gets
-// its place back if it is still open.
-func (h *Hub) unregister(c *conn, displaced ...*conn) {
+// unregister drops c unless a newer link took its place already.
+func (h *Hub) unregister(c *conn) {
 	h.mu.Lock()
-	var back *conn
 	if h.conns[c.dev.Fingerprint] == c {
 		delete(h.conns, c.dev.Fingerprint)
-		for _, old := range displaced {
-			if old != nil && !old.closed() {
-				h.conns[c.dev.Fingerprint], back = old, old
-			}
-		}
 	}
 	h.mu.Unlock()
-	if back != nil {
-		back.pump() // jobs queued while c held the place
+}
+
+// giveBack undoes the registration of c, refused right after it displaced
+// old: old, if still open, gets its place back and the jobs queued meanwhile.
+func (h *Hub) giveBack(c, old *conn) {
+	h.mu.Lock()
+	back := h.conns[c.dev.Fingerprint] == c && old != nil && !old.closed()
+	switch {
+	case back:
+		h.conns[c.dev.Fingerprint] = old
+	case h.conns[c.dev.Fingerprint] == c:
+		delete(h.conns, c.dev.Fingerprint)
+	}
+	h.mu.Unlock()
+	if back {
+		old.pump()
 	}
 }
 
