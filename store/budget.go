@@ -15,6 +15,13 @@ import (
 // small counter per company and day; a write that would go over is refused
 // whole and changes nothing.
 
+// DefaultCompanyDailyStorage is the budget `simrelay serve` sets unless told
+// otherwise: 256 MiB a day is about 250,000 ordinary messages (with their
+// webhook events), far beyond what one company's phones and API calls make
+// in a day, while a hostile or broken client of one tenant adds at most that
+// much per day for the operator to notice, not the whole disk in minutes.
+const DefaultCompanyDailyStorage = 256 << 20
+
 // ErrStorageBudget is wrapped by a *BudgetError: the company's daily
 // storage budget is spent.
 var ErrStorageBudget = errors.New("store: the company's daily storage budget is spent")

@@ -73,7 +73,8 @@ func (s *Service) OnInbound(tx *bolt.Tx, m store.Message) error {
 		return nil
 	}
 	now := s.now().UTC() // due at once by the clock that dispatches it
-	res, err := s.store.AddWebhookEvent(tx, m.CompanyID, now, s.outboxLimits(), func(set store.WebhookSet) (store.WebhookEvent, []store.WebhookDelivery, error) {
+	// The event counts on the day its message is stored, by the clock that stored it.
+	res, err := s.store.AddWebhookEvent(tx, m.CompanyID, m.CreatedAt, s.outboxLimits(), func(set store.WebhookSet) (store.WebhookEvent, []store.WebhookDelivery, error) {
 		in := inboundOf(m)
 		var ev store.WebhookEvent
 		var out []store.WebhookDelivery
