@@ -276,16 +276,22 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	return err
 }
 
-// sweep returns memory of expired rate-limit windows and deletes long-expired tokens.
+// sweep returns memory of expired rate-limit windows and deletes long-expired
+// tokens; hourly it prunes the rest of the store (pruneStore).
 func sweep(ctx context.Context, api *httpapi.Server, st *store.Store, log *slog.Logger) {
 	t := time.NewTicker(sweepEvery)
 	defer t.Stop()
+	var lastPrune time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
 			api.Sweep()
+			if now.Sub(lastPrune) >= pruneStoreEvery {
+				pruneStore(st, now, log)
+				lastPrune = now
+			}
 			if n, err := st.PruneTokens(now.Add(-24 * time.Hour)); err != nil {
 				log.Error("prune expired tokens", "err", err)
 			} else if n > 0 {
