@@ -157,6 +157,9 @@ type Error struct {
 	ID       string `json:"id,omitempty"`
 	ClientID string `json:"client_id,omitempty"`
 	Field    string `json:"field,omitempty"`
+	// RetryAfter, when set, says the refusal is temporary: the phone keeps
+	// the report and sends it again after this many seconds.
+	RetryAfter int `json:"retry_after,omitempty"`
 }
 
 func (Hello) FrameType() string      { return TypeHello }

@@ -268,14 +268,14 @@ func (c *conn) handle(ctx context.Context, f proto.Frame) bool {
 
 // refused reports a failed intake: a client error goes back as an error
 // frame naming the report (the link goes on, and the phone drops the
-// report); a server fault closes the link so the phone retries after
+// report, or keeps it to resend when the frame carries retry_after); a server fault closes the link so the phone retries after
 // reconnecting (its report is not lost: it was never acknowledged).
 func (c *conn) refused(err error, what string, about proto.Error) bool {
 	if err == nil {
 		return false
 	}
 	if pe, ok := problem.As(err); ok {
-		about.Code, about.Message, about.Field = string(pe.Code), what+": "+pe.Message, pe.Field
+		about.Code, about.Message, about.Field, about.RetryAfter = string(pe.Code), what+": "+pe.Message, pe.Field, pe.RetryAfter
 		c.send(about)
 		return true
 	}

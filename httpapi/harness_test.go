@@ -58,7 +58,13 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 // newWebhookEnv is newEnv with the webhook service's configuration.
 func newWebhookEnv(t *testing.T, wcfg webhook.Config, opts ...envOption) *env {
 	t.Helper()
-	st, err := store.Open(t.TempDir(), store.Options{})
+	return newStoreEnv(t, store.Options{}, wcfg, opts...)
+}
+
+// newStoreEnv is newWebhookEnv with the store's options.
+func newStoreEnv(t *testing.T, sopt store.Options, wcfg webhook.Config, opts ...envOption) *env {
+	t.Helper()
+	st, err := store.Open(t.TempDir(), sopt)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -121,7 +121,7 @@ func (s *Server) limit(next echo.HandlerFunc) echo.HandlerFunc {
 		if uncounted[c.Path()] {
 			return next(c)
 		}
-		ip := "ip:" + c.RealIP()
+		ip := "ip:" + pacing.ClientKey(c.RealIP()) // an IPv6 client is its /64
 		id := ip
 		if p, ok := c.Get(keyPrincipal).(account.Principal); ok {
 			id = p.Identity()

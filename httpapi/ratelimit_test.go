@@ -150,3 +150,24 @@ func TestTrustedProxyForwardedFor(t *testing.T) {
 	}
 	e.want(forgot("198.51.100.7"), http.StatusTooManyRequests, "rate_limited")
 }
+
+// An IPv6 client picks any address of its /64: the whole /64 is one client
+// for the limits, so fresh addresses buy no fresh windows.
+func TestIPv6ClientIsItsSlash64(t *testing.T) {
+	_, loopback, _ := net.ParseCIDR("127.0.0.0/8")
+	e := newEnv(t, func(c *httpapi.Config) { c.TrustedProxies = []*net.IPNet{loopback} })
+	forgot := func(ip string) resp {
+		return e.do(call{method: "POST", path: "/auth/forgot-password", body: map[string]any{"email": "a@b.co"},
+			header: map[string]string{"X-Forwarded-For": ip}})
+	}
+	for i := 1; i <= 15; i++ {
+		if r := forgot(fmt.Sprintf("2001:db8:1:2::%x", i)); r.Status != http.StatusOK {
+			t.Fatalf("request %d: got %d, want 200", i, r.Status)
+		}
+	}
+	e.want(forgot("2001:db8:1:2:dead:beef:0:1"), http.StatusTooManyRequests, "rate_limited")
+	// The next /64 is another client.
+	if r := forgot("2001:db8:1:3::1"); r.Status != http.StatusOK {
+		t.Fatalf("another /64: got %d, want 200", r.Status)
+	}
+}

@@ -17,6 +17,14 @@ const (
 	// a small map buys little memory and would cost every new key a scan.
 	// 32 shards × 1024 keeps the first ~32k identities sweep-free.
 	minSweepLen = 1024
+
+	// DefaultMaxKeys bounds the identities one Windows tracks. Each costs
+	// about 80 bytes of heap (BenchmarkMemoryPerKey: 76 for an IPv6 /64
+	// key, amd64), so 100,000 is about 8 MB per scope: far more distinct
+	// clients than one server sees within a window, and small enough that a
+	// scan from a whole IPv6 range cannot take the process's memory. Beyond
+	// it, new identities share one overflow window.
+	DefaultMaxKeys = 100_000
 )
 
 // Result is the state of one key's window after a request was counted, in
@@ -81,6 +89,13 @@ type Windows struct {
 	// (identities, addresses) cannot all be steered into one shard.
 	seed   maphash.Seed
 	shards [numShards]shard
+	// shardCap is the most keys one shard holds (maxKeys spread evenly).
+	shardCap int
+	// overflow is the one window that new identities share while their
+	// shard is full of live windows: they are limited together, never let
+	// through unlimited, and the identities already tracked are unaffected.
+	omu      sync.Mutex
+	overflow window // guarded by omu
 }
 
 type shard struct {
@@ -89,6 +104,9 @@ type shard struct {
 	// sweepLen is the size at which the next new key triggers a sweep;
 	// doubling it after each sweep keeps the cost amortised O(1) per Take.
 	sweepLen int // guarded by mu
+	// minEnd is at most the earliest end of the shard's windows: before
+	// it, a sweep would find nothing to drop.
+	minEnd time.Duration // guarded by mu
 	// Keeps neighbouring shards' mutexes off one cache line.
 	_ [64]byte
 }
@@ -101,17 +119,31 @@ type window struct {
 // New returns windows of the given rate. now is the clock; nil means
 // time.Now. An invalid rate is a wiring bug (flags go through ParseRate), so
 // New panics rather than limit with nonsense numbers.
+//
+// It tracks at most DefaultMaxKeys identities; NewCapped sets another bound.
 func New(rate Rate, now func() time.Time) *Windows {
+	return NewCapped(rate, now, DefaultMaxKeys)
+}
+
+// NewCapped is New tracking at most about maxKeys identities (rounded up
+// to a multiple of the shard count). When a new identity's shard is full
+// and holds no expired window to drop, its requests count in one overflow
+// window shared by every such identity, with the same limit.
+func NewCapped(rate Rate, now func() time.Time, maxKeys int) *Windows {
 	if err := rate.Validate(); err != nil {
 		panic(fmt.Sprintf("pacing.New: %v", err))
+	}
+	if maxKeys < 1 {
+		panic(fmt.Sprintf("pacing.NewCapped: maxKeys %d: want at least 1", maxKeys))
 	}
 	if now == nil {
 		now = time.Now
 	}
-	w := &Windows{rate: rate, now: now, epoch: now(), seed: maphash.MakeSeed()}
+	w := &Windows{rate: rate, now: now, epoch: now(), seed: maphash.MakeSeed(), shardCap: (maxKeys + numShards - 1) / numShards}
 	for i := range w.shards {
 		w.shards[i].m = make(map[string]window)
 		w.shards[i].sweepLen = minSweepLen
+		w.shards[i].minEnd = math.MaxInt64
 	}
 	return w
 }
@@ -132,11 +164,21 @@ func (w *Windows) Take(key string) Result {
 	s := &w.shards[maphash.String(w.seed, key)%numShards]
 	s.mu.Lock()
 	e, ok := s.m[key]
-	if !ok || now >= e.end {
-		if !ok && len(s.m) >= s.sweepLen {
+	if !ok {
+		// A full shard is swept only when one of its windows has ended, so a
+		// flood of new identities does not pay a scan each.
+		full := len(s.m) >= w.shardCap
+		if !full && len(s.m) >= s.sweepLen || full && now >= s.minEnd {
 			s.sweep(now)
 		}
+		if len(s.m) >= w.shardCap {
+			s.mu.Unlock()
+			return w.takeOverflow(now)
+		}
+	}
+	if !ok || now >= e.end {
 		e = window{end: addSat(now, length)}
+		s.minEnd = min(s.minEnd, e.end)
 	}
 	if e.count <= limit {
 		e.count++
@@ -151,6 +193,22 @@ func (w *Windows) Take(key string) Result {
 		Reset:     reset,
 		Allowed:   e.count <= limit,
 	}
+}
+
+// takeOverflow counts a request of an identity that found no room.
+func (w *Windows) takeOverflow(now time.Duration) Result {
+	limit, length := w.rate.Limit, w.rate.Window
+	w.omu.Lock()
+	e := w.overflow
+	if now >= e.end {
+		e = window{end: addSat(now, length)}
+	}
+	if e.count <= limit {
+		e.count++
+	}
+	w.overflow = e
+	w.omu.Unlock()
+	return Result{Limit: limit, Remaining: max(limit-e.count, 0), Reset: min(e.end-now, length), Allowed: e.count <= limit}
 }
 
 // Sweep drops every expired window. Take sweeps a shard only when it grows,
@@ -184,9 +242,12 @@ func (w *Windows) since() time.Duration { return w.now().Sub(w.epoch) }
 // sweep must be called with s.mu held.
 func (s *shard) sweep(now time.Duration) {
 	before := len(s.m)
+	s.minEnd = math.MaxInt64
 	for k, e := range s.m {
 		if now >= e.end {
 			delete(s.m, k)
+		} else {
+			s.minEnd = min(s.minEnd, e.end)
 		}
 	}
 	// Go maps never shrink their buckets, so after a burst (say, a scan from

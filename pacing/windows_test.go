@@ -2,6 +2,8 @@ package pacing
 
 import (
 	"fmt"
+	"hash/maphash"
+	"runtime"
 	"strconv"
 	"sync"
 	"testing"
@@ -292,4 +294,84 @@ func BenchmarkTake(b *testing.B) {
 			i += 7
 		}
 	})
+}
+
+func TestClientKey(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"192.0.2.7", "192.0.2.7"},
+		{"::ffff:192.0.2.7", "192.0.2.7"},
+		{"2001:db8:1:2:3:4:5:6", "2001:db8:1:2::/64"},
+		{"2001:db8:1:2:ffff:ffff:ffff:ffff", "2001:db8:1:2::/64"},
+		{"fe80::1%eth0", "fe80::/64"},
+		{"not an address", "not an address"},
+	} {
+		if got := ClientKey(tc.in); got != tc.want {
+			t.Errorf("ClientKey(%q): got %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+// At the cap, a new identity finds no room: its requests count in the one
+// shared overflow window, which is limited like any other, while tracked
+// identities keep their own windows. Once windows end, new identities get
+// their own again.
+func TestMaxKeysBound(t *testing.T) {
+	clock := newFakeClock()
+	const maxKeys = numShards * 4
+	w := NewCapped(Rate{2, time.Minute}, clock.Now, maxKeys)
+	for i := range 100 * maxKeys {
+		w.Take(fmt.Sprintf("2001:db8::%x", i))
+	}
+	if n := w.Len(); n > maxKeys {
+		t.Fatalf("got %d keys tracked, want at most %d", n, maxKeys)
+	}
+	// The flood of new identities spent the overflow window: a new one is refused.
+	if r := w.Take("newcomer"); r.Allowed {
+		t.Fatalf("a new identity while full: got %+v, want refused by the shared overflow window", r)
+	}
+	// A tracked identity is unaffected: find one that is still allowed.
+	tracked := ""
+	for i := range 100 * maxKeys {
+		k := fmt.Sprintf("2001:db8::%x", i)
+		w.shards[maphashShard(w, k)].mu.Lock()
+		_, ok := w.shards[maphashShard(w, k)].m[k]
+		w.shards[maphashShard(w, k)].mu.Unlock()
+		if ok {
+			tracked = k
+			break
+		}
+	}
+	if r := w.Take(tracked); !r.Allowed || r.Remaining != 0 {
+		t.Fatalf("a tracked identity's second request: got %+v, want allowed with 0 remaining", r)
+	}
+	// The windows end: new identities are tracked again.
+	clock.Advance(time.Minute)
+	if r := w.Take("newcomer"); !r.Allowed || r.Remaining != 1 {
+		t.Fatalf("after the windows ended: got %+v, want a fresh window of its own", r)
+	}
+	if n := w.Len(); n > maxKeys {
+		t.Fatalf("got %d keys tracked, want at most %d", n, maxKeys)
+	}
+}
+
+func maphashShard(w *Windows, key string) uint64 { return maphash.String(w.seed, key) % numShards }
+
+// BenchmarkMemoryPerKey measures the heap one tracked identity costs: a key
+// as the API makes them for an unauthenticated IPv6 client, with its window
+// and its share of the map.
+func BenchmarkMemoryPerKey(b *testing.B) {
+	const keys = 100_000
+	for b.Loop() {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		w := NewCapped(Rate{100, time.Minute}, nil, keys)
+		for i := range keys {
+			w.Take(fmt.Sprintf("ip:2001:db8:%x:%x::/64", i>>16, i&0xffff))
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/keys, "bytes/key")
+		runtime.KeepAlive(w)
+	}
 }

@@ -26,28 +26,31 @@ const (
 	MethodNotAllowed  Code = "method_not_allowed"  // the route exists, the method does not
 	Conflict          Code = "conflict"            // the change conflicts with the current state
 	RateLimited       Code = "rate_limited"        // over an API rate limit
-	Unavailable       Code = "unavailable"         // the server is shutting down or not ready
-	Internal          Code = "internal"            // a server fault; the cause is logged, not sent
+	// StorageBudgetExceeded: the company has stored its daily storage budget.
+	StorageBudgetExceeded Code = "storage_budget_exceeded"
+	Unavailable           Code = "unavailable" // the server is shutting down or not ready
+	Internal              Code = "internal"    // a server fault; the cause is logged, not sent
 )
 
 var statuses = map[Code]int{
-	ValidationFailed:  http.StatusBadRequest,
-	InvalidJSON:       http.StatusBadRequest,
-	PayloadTooLarge:   http.StatusRequestEntityTooLarge,
-	InvalidToken:      http.StatusBadRequest,
-	Unauthorized:      http.StatusUnauthorized,
-	InvalidLogin:      http.StatusUnauthorized,
-	EmailNotVerified:  http.StatusForbidden,
-	Forbidden:         http.StatusForbidden,
-	UserTokenRequired: http.StatusForbidden,
-	SIMMismatch:       http.StatusForbidden,
-	DeviceDisabled:    http.StatusForbidden,
-	NotFound:          http.StatusNotFound,
-	MethodNotAllowed:  http.StatusMethodNotAllowed,
-	Conflict:          http.StatusConflict,
-	RateLimited:       http.StatusTooManyRequests,
-	Unavailable:       http.StatusServiceUnavailable,
-	Internal:          http.StatusInternalServerError,
+	ValidationFailed:      http.StatusBadRequest,
+	InvalidJSON:           http.StatusBadRequest,
+	PayloadTooLarge:       http.StatusRequestEntityTooLarge,
+	InvalidToken:          http.StatusBadRequest,
+	Unauthorized:          http.StatusUnauthorized,
+	InvalidLogin:          http.StatusUnauthorized,
+	EmailNotVerified:      http.StatusForbidden,
+	Forbidden:             http.StatusForbidden,
+	UserTokenRequired:     http.StatusForbidden,
+	SIMMismatch:           http.StatusForbidden,
+	DeviceDisabled:        http.StatusForbidden,
+	NotFound:              http.StatusNotFound,
+	MethodNotAllowed:      http.StatusMethodNotAllowed,
+	Conflict:              http.StatusConflict,
+	RateLimited:           http.StatusTooManyRequests,
+	StorageBudgetExceeded: http.StatusTooManyRequests,
+	Unavailable:           http.StatusServiceUnavailable,
+	Internal:              http.StatusInternalServerError,
 }
 
 // Codes lists every code of the catalog.

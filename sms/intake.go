@@ -77,6 +77,9 @@ func (s *Service) Inbound(_ context.Context, dev store.Device, in proto.Inbound)
 	if !utf8.ValidString(in.Message) {
 		return proto.InboundAck{}, problem.Invalid("message", "must be UTF-8")
 	}
+	if utf8.RuneCountInString(in.Message) > MaxInboundChars {
+		return proto.InboundAck{}, errInboundTooLong
+	}
 	slot := in.SIMSlot
 	if slot == "" {
 		slot = proto.SIM1
@@ -102,7 +105,7 @@ func (s *Service) Inbound(_ context.Context, dev store.Device, in proto.Inbound)
 		return proto.InboundAck{}, problem.New(problem.NotFound, "The device was deleted.")
 	}
 	if err != nil {
-		return proto.InboundAck{}, err
+		return proto.InboundAck{}, budgetRefusal(err, s.now())
 	}
 	return proto.InboundAck{ClientID: in.ClientID, ID: stored.ID, UUID: stored.UUID}, nil
 }

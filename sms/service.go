@@ -130,7 +130,7 @@ func (s *Service) Send(_ context.Context, in SendInput, answer Answer) (msg stor
 	case errors.Is(err, store.ErrDeviceDisabled):
 		return msg, nil, problem.New(problem.DeviceDisabled, "The device is disabled; enable it to send through it.")
 	case err != nil:
-		return msg, nil, err
+		return msg, nil, budgetRefusal(err, s.now())
 	}
 	if prior == nil && s.dispatch != nil {
 		s.dispatch.Kick(msg.Device)

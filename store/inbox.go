@@ -36,7 +36,9 @@ func inboundDeviceKeys(m Message) [][]byte {
 // StoreInbound stores a message a phone received, once per (device,
 // client_id): a repeat answers the message stored the first time, with dup
 // true. extra runs in the same transaction for a new message (the webhook
-// outbox), so both are durable together or not at all.
+// outbox), so both are durable together or not at all. A new message counts
+// against its company's daily storage budget: over it, nothing is stored and
+// the error wraps ErrStorageBudget (a *BudgetError).
 func (s *Store) StoreInbound(m *Message, now func() time.Time, extra func(tx *bolt.Tx, m Message) error) (Message, bool, error) {
 	var out Message
 	var dup bool
@@ -60,6 +62,9 @@ func (s *Store) StoreInbound(m *Message, now func() time.Time, extra func(tx *bo
 		msg.ID, msg.CompanyID, msg.Direction, msg.Status = id, d.CompanyID, Inbound, MsgReceived
 		msg.CreatedAt = now().UTC()
 		msg.UpdatedAt = msg.CreatedAt
+		if err := s.charge(tx, msg.CompanyID, msg.CreatedAt, messageCost(msg)); err != nil {
+			return err
+		}
 		if err := insertMessage(tx, &msg); err != nil {
 			return err
 		}

@@ -144,6 +144,13 @@ func (s *Store) Enqueue(m *Message, idemKey string, now func() time.Time, check 
 		msg.ID, msg.Direction, msg.Status = id, Outbound, MsgQueued
 		msg.CreatedAt = now().UTC()
 		msg.UpdatedAt = msg.CreatedAt
+		if err := s.charge(tx, msg.CompanyID, msg.CreatedAt, messageCost(msg)); err != nil {
+			if errors.As(err, new(*BudgetError)) {
+				refused = err // nothing written yet: the batch need not run again
+				return nil
+			}
+			return err
+		}
 		if err := insertMessage(tx, &msg); err != nil {
 			return err
 		}

@@ -12,6 +12,8 @@ import (
 var migrations = []func(tx *bolt.Tx) error{
 	// 0 -> 1: the first schema; the buckets themselves are created at open.
 	func(*bolt.Tx) error { return nil },
+	// 1 -> 2: one shared body per webhook event, and each company's outbox counted.
+	migrateWebhookEvents,
 }
 
 // SchemaVersion is the version this build writes.
@@ -19,7 +21,7 @@ func SchemaVersion() uint64 { return uint64(len(migrations)) }
 
 func (s *Store) migrate() error {
 	if err := s.db.Update(func(tx *bolt.Tx) error {
-		for _, name := range append(append(allBuckets, messageBuckets...), webhookBuckets...) {
+		for _, name := range append(append(append(allBuckets, messageBuckets...), webhookBuckets...), bucketCompanyUsage) {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return fmt.Errorf("create bucket %s: %w", name, err)
 			}

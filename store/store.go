@@ -64,6 +64,9 @@ type Options struct {
 	// one go (an import, the load harness); Close syncs once at the end. A
 	// crash during a bulk load leaves a store to throw away.
 	BulkLoad bool
+	// CompanyDailyStorage is how many bytes one company may add per UTC day
+	// (messages and webhook events, see charge); 0 means no limit.
+	CompanyDailyStorage int64
 }
 
 // Store is the open data file.
@@ -71,6 +74,8 @@ type Store struct {
 	db     *bolt.DB
 	path   string
 	commit *committer // nil when read-only
+	// dailyBudget is Options.CompanyDailyStorage; set once at Open.
+	dailyBudget int64
 }
 
 // Open opens (creating when needed) the store in dir and brings its schema up to date.
@@ -94,7 +99,7 @@ func Open(dir string, opt Options) (*Store, error) {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
 	db.NoSync = opt.BulkLoad
-	s := &Store{db: db, path: path}
+	s := &Store{db: db, path: path, dailyBudget: max(opt.CompanyDailyStorage, 0)}
 	if !opt.ReadOnly {
 		if err := s.migrate(); err != nil {
 			_ = db.Close()

@@ -65,8 +65,11 @@ type WebhookDelivery struct {
 	EventType string `json:"event_type"`
 	CompanyID uint64 `json:"company_id"`
 	WebhookID uint64 `json:"webhook_id"`
-	// Body is fixed when the event is enqueued: every attempt sends these bytes.
-	Body          []byte    `json:"body"`
+	// Body is what every attempt sends, fixed when the event is enqueued.
+	// Stored rows leave it out: it is put together from the event's shared
+	// body when the delivery is read for an attempt (rows written before
+	// events were shared may still carry their own).
+	Body          []byte    `json:"body,omitempty"`
 	Attempts      int       `json:"attempts"`
 	CreatedAt     time.Time `json:"created_at"`
 	NextAttemptAt time.Time `json:"next_attempt_at"`
@@ -104,7 +107,8 @@ var (
 	bucketWebhookDue        = []byte("webhook_due")        // next_attempt_at delivery id -> nil
 	bucketWebhookAttempts   = []byte("webhook_attempts")   // company id + attempt id -> WebhookAttempt
 	bucketWebhookLogSizes   = []byte("webhook_log_sizes")  // company id -> number of its attempts
-	webhookBuckets          = [][]byte{bucketWebhookSets, bucketWebhookDeliveries, bucketWebhookDue, bucketWebhookAttempts, bucketWebhookLogSizes}
+	webhookBuckets          = [][]byte{bucketWebhookSets, bucketWebhookDeliveries, bucketWebhookDue, bucketWebhookAttempts, bucketWebhookLogSizes,
+		bucketWebhookEvents, bucketWebhookEventRefs, bucketWebhookOutbox}
 )
 
 func dueKey(d WebhookDelivery) []byte { return append(timeKey(d.NextAttemptAt), itob(d.ID)...) }
@@ -165,40 +169,9 @@ func (s *Store) UpdateWebhookSet(companyID uint64, now time.Time, fn func(*Webho
 	return set, nil
 }
 
-// AddWebhookDeliveries is the outbox write of an event. It runs inside the
-// caller's transaction (the one that stores the inbound message), hands the
-// company's webhook set to build and stores the deliveries build returns,
-// due at their NextAttemptAt. A company without webhooks costs one lookup.
-// It returns how many deliveries it stored.
-func AddWebhookDeliveries(tx *bolt.Tx, companyID uint64, build func(WebhookSet) ([]WebhookDelivery, error)) (int, error) {
-	set, err := loadWebhookSet(tx, companyID)
-	if err != nil || len(set.Entries) == 0 {
-		return 0, err
-	}
-	ds, err := build(set)
-	if err != nil {
-		return 0, err
-	}
-	b := tx.Bucket(bucketWebhookDeliveries)
-	due := tx.Bucket(bucketWebhookDue)
-	for _, d := range ds {
-		if d.ID, err = b.NextSequence(); err != nil {
-			return 0, err
-		}
-		d.CompanyID = companyID
-		if err := putJSON(b, itob(d.ID), d); err != nil {
-			return 0, err
-		}
-		if err := due.Put(dueKey(d), nil); err != nil {
-			return 0, err
-		}
-	}
-	return len(ds), nil
-}
-
-// WebhookDue names a due delivery and the entry it goes to.
+// WebhookDue names a due delivery, the entry it goes to and its company.
 type WebhookDue struct {
-	ID, WebhookID uint64
+	ID, WebhookID, CompanyID uint64
 }
 
 // DueWebhookDeliveries returns up to limit deliveries due at now, the
@@ -206,7 +179,7 @@ type WebhookDue struct {
 // each candidate in order, so it may also count what it lets through). It
 // also returns when to look again: the due time of the first delivery still
 // waiting, now when more are due than limit, zero when nothing waits.
-func (s *Store) DueWebhookDeliveries(now time.Time, limit int, skip func(id, webhookID uint64) bool) ([]WebhookDue, time.Time, error) {
+func (s *Store) DueWebhookDeliveries(now time.Time, limit int, skip func(d WebhookDue) bool) ([]WebhookDue, time.Time, error) {
 	var due []WebhookDue
 	var next time.Time
 	err := s.db.View(func(tx *bolt.Tx) error {
@@ -222,12 +195,12 @@ func (s *Store) DueWebhookDeliveries(now time.Time, limit int, skip func(id, web
 			if raw == nil {
 				continue // a key without its row, which no attempt could end
 			}
-			webhookID, err := webhookIDOf(raw)
+			d, err := dueOf(raw)
 			if err != nil {
 				return err
 			}
-			d := WebhookDue{ID: btoi(k[8:]), WebhookID: webhookID}
-			if skip != nil && skip(d.ID, d.WebhookID) {
+			d.ID = btoi(k[8:])
+			if skip != nil && skip(d) {
 				continue
 			}
 			if len(due) == limit {
@@ -244,30 +217,39 @@ func (s *Store) DueWebhookDeliveries(now time.Time, limit int, skip func(id, web
 	return due, next, nil
 }
 
-// webhookIDOf reads a stored delivery's webhook_id without decoding its
-// body: the dispatcher reads every due row on each pass, and the field comes
-// before the body in the stored JSON, so the scan stops long before it.
-func webhookIDOf(raw []byte) (uint64, error) {
+// dueOf reads a stored delivery's webhook_id and company_id without
+// decoding the rest: the dispatcher reads every due row on each pass, and
+// the scan stops as soon as it has both (rows written before events were
+// shared carry their body after them).
+func dueOf(raw []byte) (WebhookDue, error) {
+	var d WebhookDue
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	if _, err := dec.Token(); err != nil { // {
-		return 0, err
+		return d, err
 	}
-	for dec.More() {
+	var haveWebhook, haveCompany bool
+	for dec.More() && !(haveWebhook && haveCompany) {
 		key, err := dec.Token()
 		if err != nil {
-			return 0, err
+			return d, err
 		}
-		if key == "webhook_id" {
-			var id uint64
-			err := dec.Decode(&id)
-			return id, err
+		switch key {
+		case "webhook_id":
+			err, haveWebhook = dec.Decode(&d.WebhookID), true
+		case "company_id":
+			err, haveCompany = dec.Decode(&d.CompanyID), true
+		default:
+			var skip json.RawMessage
+			err = dec.Decode(&skip)
 		}
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return 0, err
+		if err != nil {
+			return d, err
 		}
 	}
-	return 0, fmt.Errorf("store: webhook delivery without webhook_id")
+	if !haveWebhook {
+		return d, fmt.Errorf("store: webhook delivery without webhook_id")
+	}
+	return d, nil
 }
 
 // WebhookJob reads a pending delivery with its entry and the company's secret.
@@ -275,6 +257,9 @@ func (s *Store) WebhookJob(id uint64) (WebhookJob, error) {
 	var job WebhookJob
 	err := s.db.View(func(tx *bolt.Tx) error {
 		if err := getJSON(tx.Bucket(bucketWebhookDeliveries), itob(id), &job.Delivery); err != nil {
+			return err
+		}
+		if err := deliveryBodyIn(tx, &job.Delivery); err != nil {
 			return err
 		}
 		set, err := loadWebhookSet(tx, job.Delivery.CompanyID)
@@ -342,6 +327,9 @@ func (s *Store) RecordWebhookAttempt(id uint64, keep int, decide func(d WebhookD
 		} else {
 			a.NextAttemptAt = time.Time{}
 			if err := deliveries.Delete(itob(d.ID)); err != nil {
+				return err
+			}
+			if err := endDelivery(tx, d); err != nil {
 				return err
 			}
 		}

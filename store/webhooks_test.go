@@ -30,16 +30,24 @@ func webhookFixture(t *testing.T, s *Store, email string, n int) (Company, Webho
 	return c, set
 }
 
-// oneDeliveryPerEntry is the outbox build of these tests.
-func oneDeliveryPerEntry(at time.Time) func(WebhookSet) ([]WebhookDelivery, error) {
-	return func(set WebhookSet) ([]WebhookDelivery, error) {
+// oneDeliveryPerEntry is the outbox build of these tests: one event (its id
+// from at) with one delivery per entry.
+func oneDeliveryPerEntry(at time.Time) func(WebhookSet) (WebhookEvent, []WebhookDelivery, error) {
+	return func(set WebhookSet) (WebhookEvent, []WebhookDelivery, error) {
+		ev := WebhookEvent{ID: fmt.Sprintf("ev-%d", at.UnixNano()), Body: []byte(`{"type":"sms.received"}`)}
 		var out []WebhookDelivery
 		for _, e := range set.Entries {
-			out = append(out, WebhookDelivery{UUID: fmt.Sprintf("d-%d-%d", e.ID, at.UnixNano()), EventID: "ev", EventType: "sms.received",
-				WebhookID: e.ID, Body: []byte(`{"id":1}`), CreatedAt: at, NextAttemptAt: at})
+			out = append(out, WebhookDelivery{UUID: fmt.Sprintf("d-%d-%d", e.ID, at.UnixNano()), EventType: "sms.received",
+				WebhookID: e.ID, CreatedAt: at, NextAttemptAt: at})
 		}
-		return out, nil
+		return ev, out, nil
 	}
+}
+
+// addDeliveries is the outbox write of these tests, without limits.
+func addDeliveries(s *Store, tx *bolt.Tx, companyID uint64, at time.Time) (int, error) {
+	res, err := s.AddWebhookEvent(tx, companyID, at, OutboxLimits{}, oneDeliveryPerEntry(at))
+	return res.Queued, err
 }
 
 func TestWebhookSetKeepsAndAssignsIDs(t *testing.T) {
@@ -89,7 +97,7 @@ func TestWebhookOutboxShareTheInboundTransaction(t *testing.T) {
 	boom := errors.New("disk says no")
 	m := Message{UUID: "u1", Device: "fp-a@example.com", Channel: "sms", Phone: "+15550100001", Text: "hi", SIMSlot: "SIM1", ClientID: "c1"}
 	_, _, err := s.StoreInbound(&m, clock, func(tx *bolt.Tx, m Message) error {
-		if _, err := AddWebhookDeliveries(tx, m.CompanyID, oneDeliveryPerEntry(now)); err != nil {
+		if _, err := addDeliveries(s, tx, m.CompanyID, now); err != nil {
 			return err
 		}
 		return boom
@@ -108,7 +116,7 @@ func TestWebhookOutboxShareTheInboundTransaction(t *testing.T) {
 	var added int
 	for range 2 {
 		if _, _, err := s.StoreInbound(&m, clock, func(tx *bolt.Tx, m Message) error {
-			n, err := AddWebhookDeliveries(tx, m.CompanyID, oneDeliveryPerEntry(now))
+			n, err := addDeliveries(s, tx, m.CompanyID, now)
 			added += n
 			return err
 		}); err != nil {
@@ -125,7 +133,7 @@ func TestWebhookOutboxShareTheInboundTransaction(t *testing.T) {
 		t.Fatalf("after a reopen: got %v, next %v (%v), want 2 due deliveries and nothing later", ids, next, err)
 	}
 	job, err := s.WebhookJob(ids[0])
-	if err != nil || job.Delivery.CompanyID != c.ID || job.Entry == nil || job.Secret != "whsec_test" || string(job.Delivery.Body) != `{"id":1}` {
+	if err != nil || job.Delivery.CompanyID != c.ID || job.Entry == nil || job.Secret != "whsec_test" || string(job.Delivery.Body) != `{"id":"`+job.Delivery.UUID+`","type":"sms.received"}` {
 		t.Fatalf("got job %+v (%v), want the delivery with its entry and secret", job, err)
 	}
 }
@@ -138,7 +146,7 @@ func TestWebhookDueIndexAndAttempts(t *testing.T) {
 	for i := range 3 {
 		at := t0.Add(time.Duration(i) * time.Second)
 		if err := s.db.Update(func(tx *bolt.Tx) error {
-			_, err := AddWebhookDeliveries(tx, c.ID, oneDeliveryPerEntry(at))
+			_, err := addDeliveries(s, tx, c.ID, at)
 			return err
 		}); err != nil {
 			t.Fatal(err)
@@ -216,7 +224,7 @@ func TestPruneWebhookAttempts(t *testing.T) {
 		for i := range 5 {
 			at := t0.Add(time.Duration(i) * time.Hour)
 			if err := s.db.Update(func(tx *bolt.Tx) error {
-				_, err := AddWebhookDeliveries(tx, c.ID, oneDeliveryPerEntry(at))
+				_, err := addDeliveries(s, tx, c.ID, at)
 				return err
 			}); err != nil {
 				t.Fatal(err)
@@ -258,7 +266,7 @@ func TestWebhookLogCappedOnWrite(t *testing.T) {
 		t.Helper()
 		at := t0.Add(time.Duration(i) * time.Minute)
 		if err := s.db.Update(func(tx *bolt.Tx) error {
-			_, err := AddWebhookDeliveries(tx, c.ID, oneDeliveryPerEntry(at))
+			_, err := addDeliveries(s, tx, c.ID, at)
 			return err
 		}); err != nil {
 			t.Fatal(err)
@@ -302,9 +310,9 @@ func TestWebhookLogCappedOnWrite(t *testing.T) {
 
 // dueIDs is DueWebhookDeliveries by delivery id alone.
 func dueIDs(s *Store, now time.Time, limit int, skip func(id uint64) bool) ([]uint64, time.Time, error) {
-	var by func(id, webhookID uint64) bool
+	var by func(d WebhookDue) bool
 	if skip != nil {
-		by = func(id, _ uint64) bool { return skip(id) }
+		by = func(d WebhookDue) bool { return skip(d.ID) }
 	}
 	due, next, err := s.DueWebhookDeliveries(now, limit, by)
 	ids := make([]uint64, len(due))
@@ -314,15 +322,15 @@ func dueIDs(s *Store, now time.Time, limit int, skip func(id uint64) bool) ([]ui
 	return ids, next, err
 }
 
-func TestWebhookIDOf(t *testing.T) {
-	raw, _ := json.Marshal(WebhookDelivery{ID: 7, UUID: "u", WebhookID: 42, Body: []byte(`{"big":"body"}`)})
-	if id, err := webhookIDOf(raw); err != nil || id != 42 {
-		t.Fatalf("stored row: got %d %v, want 42", id, err)
+func TestDueOf(t *testing.T) {
+	raw, _ := json.Marshal(WebhookDelivery{ID: 7, UUID: "u", CompanyID: 3, WebhookID: 42, Body: []byte(`{"big":"body"}`)})
+	if d, err := dueOf(raw); err != nil || d.WebhookID != 42 || d.CompanyID != 3 {
+		t.Fatalf("stored row: got %+v %v, want webhook 42 of company 3", d, err)
 	}
-	if id, err := webhookIDOf([]byte(`{"body":"e30=","nested":{"webhook_id":1},"webhook_id":9}`)); err != nil || id != 9 {
-		t.Fatalf("field after the body: got %d %v, want 9", id, err)
+	if d, err := dueOf([]byte(`{"body":"e30=","nested":{"webhook_id":1},"webhook_id":9}`)); err != nil || d.WebhookID != 9 {
+		t.Fatalf("field after the body: got %+v %v, want 9", d, err)
 	}
-	if _, err := webhookIDOf([]byte(`{"id":1}`)); err == nil {
+	if _, err := dueOf([]byte(`{"id":1}`)); err == nil {
 		t.Fatal("a row without webhook_id: got no error")
 	}
 }

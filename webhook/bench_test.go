@@ -25,15 +25,25 @@ func BenchmarkSign(b *testing.B) {
 	}
 }
 
-// BenchmarkPayload builds a delivery body inside the inbound transaction.
+// BenchmarkPayload builds an event's body inside the inbound transaction.
 func BenchmarkPayload(b *testing.B) {
 	m := benchMessage()
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := payload("0193a1c2-7d4e-7f00-8a1b-2c3d4e5f6a7b", EventSMSReceived, m); err != nil {
+		if _, err := eventBody(EventSMSReceived, m); err != nil {
 			b.Fatal(err)
 		}
 	}
+}
+
+// payload is the body one delivery sends: the event's shared body with the
+// delivery's id in front, as the worker reads it from the store.
+func payload(deliveryID, eventType string, m store.Message) ([]byte, error) {
+	body, err := eventBody(eventType, m)
+	if err != nil {
+		return nil, err
+	}
+	return store.DeliveryBody(deliveryID, body), nil
 }
 
 func benchMessage() store.Message {

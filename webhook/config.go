@@ -10,7 +10,11 @@ import (
 const (
 	// DefaultWorkers bounds concurrent deliveries: enough that a few slow
 	// receivers (each may hold a worker for Timeout) do not stall the rest.
-	DefaultWorkers = 4
+	// Eight gives each company up to four at once (DefaultPerCompany) and
+	// each entry two, so a company's one hanging entry leaves two for its
+	// other entries and four for the other companies. A worker is a
+	// goroutine and at most one connection.
+	DefaultWorkers = 8
 	// MaxWorkers keeps a typo from opening thousands of connections.
 	MaxWorkers = 256
 	// DefaultTimeout bounds one attempt, connect to last byte: the contract's 10 s.
@@ -26,12 +30,37 @@ const (
 	// history, and at most this many lines per company, whichever is fewer.
 	DefaultLogAge  = 30 * 24 * time.Hour
 	DefaultLogKeep = 1000
+	// DefaultMaxPending bounds one company's pending deliveries. A company
+	// with all 20 entries down keeps about 500 events in retry (the schedule
+	// spans about two days), which rides out a long outage at a steady few
+	// hundred messages a day; a flood beyond it is logged as failed rather
+	// than queued, so one tenant's dead receivers cannot grow the store
+	// without end.
+	DefaultMaxPending = 10000
+	// DefaultMaxPendingBytes bounds the event bodies those deliveries share:
+	// 64 MiB is about 3,000 events of the largest inbound text (10,000
+	// characters of up to 4 bytes each, JSON-escaped), or hundreds of
+	// thousands of ordinary SMS.
+	DefaultMaxPendingBytes = 64 << 20
 	// MaxEntries is the contract's limit of webhook entries per company.
 	MaxEntries = 20
 	// maxResponseBytes is how much of a receiver's answer is read (and
 	// discarded) so the connection can be reused; the rest is cut off.
 	maxResponseBytes = 64 << 10
 )
+
+// DefaultPerCompany is the bound on one company's attempts under way when
+// none is set: half the workers, rounded down, at least one. A tenant whose
+// receivers all hang until the timeout then holds at most half the pool,
+// and every other tenant's deliveries keep flowing through the rest; a
+// healthy tenant alone still gets half the pool, ample for receivers that
+// answer in milliseconds.
+func DefaultPerCompany(workers int) int { return max(workers/2, 1) }
+
+// entryBound is how many attempts one entry may have under way: maxPerEntry,
+// but at most half the company's bound (at least one), so that one hanging
+// entry leaves room for its company's other entries.
+func (c Config) entryBound() int { return min(maxPerEntry, max(c.PerCompany/2, 1)) }
 
 // DefaultSchedule returns the waits between attempts (the contract's: about
 // 10 s, 1 min, 5 min, 30 min, 2 h, 6 h, 12 h, 24 h): quick help for a blip,
@@ -49,6 +78,10 @@ func DefaultSchedule() []time.Duration {
 type Config struct {
 	// Workers is the number of concurrent deliveries; DefaultWorkers when 0.
 	Workers int
+	// PerCompany bounds one company's attempts under way at once, so that
+	// one tenant's hanging receivers never hold every worker;
+	// DefaultPerCompany(Workers) when 0.
+	PerCompany int
 	// AllowPrivate lets webhook URLs use http and reach loopback, private and
 	// link-local addresses (--webhook-allow-private): for self-hosters whose
 	// receiver is on their own network, and for tests.
@@ -63,6 +96,10 @@ type Config struct {
 	// DisableAfter disables an entry failing without a success this long;
 	// DefaultDisableAfter when 0.
 	DisableAfter time.Duration
+	// MaxPending and MaxPendingBytes bound one company's pending outbox;
+	// the defaults when 0, no bound when negative.
+	MaxPending      int
+	MaxPendingBytes int64
 	// LogAge and LogKeep bound the deliveries log; the defaults when 0.
 	LogAge  time.Duration
 	LogKeep int
@@ -75,6 +112,9 @@ type Config struct {
 func (c Config) Validate() error {
 	if c.Workers < 0 || c.Workers > MaxWorkers {
 		return fmt.Errorf("--webhook-workers %d: want 1 to %d", c.Workers, MaxWorkers)
+	}
+	if c.PerCompany < 0 || c.PerCompany > MaxWorkers {
+		return fmt.Errorf("--webhook-per-company %d: want 1 to %d", c.PerCompany, MaxWorkers)
 	}
 	if c.Timeout < 0 {
 		return fmt.Errorf("webhook timeout %s: must be positive", c.Timeout)
@@ -98,6 +138,9 @@ func (c Config) withDefaults() Config {
 	if c.Workers == 0 {
 		c.Workers = DefaultWorkers
 	}
+	if c.PerCompany == 0 {
+		c.PerCompany = DefaultPerCompany(c.Workers)
+	}
 	if c.Timeout == 0 {
 		c.Timeout = DefaultTimeout
 	}
@@ -118,6 +161,18 @@ func (c Config) withDefaults() Config {
 	}
 	if c.LogKeep == 0 {
 		c.LogKeep = DefaultLogKeep
+	}
+	switch {
+	case c.MaxPending == 0:
+		c.MaxPending = DefaultMaxPending
+	case c.MaxPending < 0:
+		c.MaxPending = 0 // the store's "no bound"
+	}
+	switch {
+	case c.MaxPendingBytes == 0:
+		c.MaxPendingBytes = DefaultMaxPendingBytes
+	case c.MaxPendingBytes < 0:
+		c.MaxPendingBytes = 0
 	}
 	return c
 }

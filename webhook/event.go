@@ -56,7 +56,16 @@ func inboundOf(m store.Message) Inbound {
 	return in
 }
 
-func payload(deliveryID, eventType string, m store.Message) ([]byte, error) {
+// eventPayload is Payload without the delivery id: the part of the body
+// every delivery of an event shares, stored once (store.DeliveryBody puts
+// the id back in front, which gives the bytes json.Marshal makes of Payload).
+type eventPayload struct {
+	Type      string      `json:"type"`
+	CreatedAt string      `json:"created_at"`
+	Data      InboundData `json:"data"`
+}
+
+func eventBody(eventType string, m store.Message) ([]byte, error) {
 	d := InboundData{
 		ID: m.ID, UUID: m.UUID, Phone: m.Phone, Message: m.Text, DeviceFingerprint: m.Device,
 		ReceivedAt: m.ReceivedAt, Channel: m.Channel,
@@ -64,7 +73,7 @@ func payload(deliveryID, eventType string, m store.Message) ([]byte, error) {
 	if m.Channel == proto.ChannelSMS {
 		d.SIMSlot = m.SIMSlot
 	}
-	return json.Marshal(Payload{ID: deliveryID, Type: eventType, CreatedAt: m.CreatedAt.UTC().Format(timeLayout), Data: d})
+	return json.Marshal(eventPayload{Type: eventType, CreatedAt: m.CreatedAt.UTC().Format(timeLayout), Data: d})
 }
 
 // newID returns a time-ordered UUID (version 7), as queue ids are.

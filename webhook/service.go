@@ -21,7 +21,9 @@ const MaxLogLimit = 100
 
 // maxPerEntry is how many attempts one webhook entry may have under way at
 // once, so that a receiver that hangs until the timeout cannot take every
-// worker from the other entries (and companies).
+// worker from the other entries (and companies). Config.entryBound lowers
+// it to half the company's bound, so one hanging entry also leaves room for
+// its company's other entries.
 const maxPerEntry = 2
 
 // Service is the webhook domain: configuration, outbox and delivery.
@@ -38,6 +40,8 @@ type Service struct {
 	mu       sync.Mutex
 	busy     map[uint64]bool // deliveries handed to a worker and not yet recorded; guarded by mu
 	perEntry map[uint64]int  // attempts under way per webhook entry; guarded by mu
+	// perCompany is attempts under way per company; guarded by mu.
+	perCompany map[uint64]int
 }
 
 // New returns the service; Run delivers.
@@ -48,7 +52,7 @@ func New(cfg Config, st *store.Store, log *slog.Logger, now func() time.Time) (*
 	cfg = cfg.withDefaults()
 	return &Service{
 		cfg: cfg, store: st, client: NewClient(cfg), log: log, now: now,
-		wake: wakeup.NewSignal(), busy: make(map[uint64]bool), perEntry: make(map[uint64]int),
+		wake: wakeup.NewSignal(), busy: make(map[uint64]bool), perEntry: make(map[uint64]int), perCompany: make(map[uint64]int),
 	}, nil
 }
 
@@ -56,8 +60,10 @@ func New(cfg Config, st *store.Store, log *slog.Logger, now func() time.Time) (*
 func (s *Service) Kick() { s.wake.Kick() }
 
 // OnInbound is the sms.InboundHook: inside the transaction that stores a new
-// inbound message it writes one delivery for each active entry whose scope
-// takes the message. Once that transaction commits, the dispatcher is woken.
+// inbound message it writes the event's body once and one delivery for each
+// active entry whose scope takes the message. Once that transaction commits,
+// the dispatcher is woken. When the company's outbox is full the event's
+// deliveries are logged as failed instead, and the operator log says so.
 func (s *Service) OnInbound(tx *bolt.Tx, m store.Message) error {
 	if m.Direction != store.Inbound {
 		return nil
@@ -66,39 +72,50 @@ func (s *Service) OnInbound(tx *bolt.Tx, m store.Message) error {
 	if !ok {
 		return nil
 	}
-	n, err := store.AddWebhookDeliveries(tx, m.CompanyID, func(set store.WebhookSet) ([]store.WebhookDelivery, error) {
+	now := s.now().UTC() // due at once by the clock that dispatches it
+	// The event counts on the day its message is stored, by the clock that stored it.
+	res, err := s.store.AddWebhookEvent(tx, m.CompanyID, m.CreatedAt, s.outboxLimits(), func(set store.WebhookSet) (store.WebhookEvent, []store.WebhookDelivery, error) {
 		in := inboundOf(m)
-		now := s.now().UTC() // due at once by the clock that dispatches it
+		var ev store.WebhookEvent
 		var out []store.WebhookDelivery
-		eventID := ""
 		for _, e := range set.Entries {
 			if !e.Active || !Matches(e, in) {
 				continue
 			}
-			if eventID == "" {
-				eventID = newID()
-			}
-			id := newID()
-			body, err := payload(id, eventType, m)
-			if err != nil {
-				return nil, err
+			if ev.ID == "" {
+				body, err := eventBody(eventType, m)
+				if err != nil {
+					return ev, nil, err
+				}
+				ev = store.WebhookEvent{ID: newID(), Body: body}
 			}
 			out = append(out, store.WebhookDelivery{
-				UUID: id, EventID: eventID, EventType: eventType, WebhookID: e.ID, Body: body,
-				CreatedAt: now, NextAttemptAt: now,
+				UUID: newID(), EventType: eventType, WebhookID: e.ID, CreatedAt: now, NextAttemptAt: now,
 			})
 		}
-		return out, nil
+		return ev, out, nil
 	})
 	if err != nil {
 		return fmt.Errorf("webhook: outbox of message %d: %w", m.ID, err)
 	}
-	if n > 0 {
+	if res.Queued > 0 {
 		// The hook cannot know whether its transaction commits (group commit
 		// may retry it); bbolt can, and runs this only after a durable commit.
 		tx.OnCommit(s.Kick)
 	}
+	if res.Refused > 0 {
+		tx.OnCommit(func() {
+			s.log.Warn("webhook outbox full: the event's deliveries are logged as failed, not queued",
+				"company", m.CompanyID, "message", m.ID, "deliveries", res.Refused,
+				"pending", res.Pending, "pending_bytes", res.PendingBytes,
+				"max_pending", s.cfg.MaxPending, "max_pending_bytes", s.cfg.MaxPendingBytes)
+		})
+	}
 	return nil
+}
+
+func (s *Service) outboxLimits() store.OutboxLimits {
+	return store.OutboxLimits{MaxDeliveries: s.cfg.MaxPending, MaxBytes: s.cfg.MaxPendingBytes, LogKeep: s.cfg.LogKeep}
 }
 
 // Settings returns the company's webhook set, creating its signing secret on

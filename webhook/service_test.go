@@ -422,3 +422,19 @@ func TestAnswerFromAnOldURLDoesNotJudgeTheEntry(t *testing.T) {
 		t.Fatalf("410 from the entry's URL: got entry %+v, want it disabled", e)
 	}
 }
+
+// The shared event body with a delivery's id in front is, byte for byte,
+// the Payload the contract describes.
+func TestEventBodyIsThePayload(t *testing.T) {
+	m := benchMessage()
+	m.Text = "quote \" back\\slash <tag> & é 😀\n"
+	got, err := payload("0193a1c2-7d4e-7f00-8a1b-2c3d4e5f6a7b", EventSMSReceived, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := json.Marshal(Payload{ID: "0193a1c2-7d4e-7f00-8a1b-2c3d4e5f6a7b", Type: EventSMSReceived, CreatedAt: m.CreatedAt.UTC().Format(timeLayout),
+		Data: InboundData{ID: m.ID, UUID: m.UUID, Phone: m.Phone, Message: m.Text, SIMSlot: m.SIMSlot, DeviceFingerprint: m.Device, ReceivedAt: m.ReceivedAt, Channel: m.Channel}})
+	if string(got) != string(want) {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+}

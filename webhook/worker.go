@@ -81,19 +81,24 @@ func (s *Service) dispatch(ctx context.Context, jobs chan<- store.WebhookDue) {
 	}
 }
 
-// skipper passes over deliveries already handed out, and over those of an
-// entry that already has maxPerEntry attempts under way (counting the ones
-// this read lets through): a slow or unreachable receiver holds at most that
-// many workers, and the other entries' deliveries go on.
-func (s *Service) skipper() func(id, webhookID uint64) bool {
+// skipper passes over deliveries already handed out, over those of an
+// entry that already has cfg.entryBound() attempts under way, and over those of a
+// company that already has cfg.PerCompany under way (counting the ones this
+// read lets through): a slow or unreachable receiver holds at most that many
+// workers, one company's receivers never hold them all, and the others'
+// deliveries go on.
+func (s *Service) skipper() func(d store.WebhookDue) bool {
 	batch := map[uint64]int{}
-	return func(id, webhookID uint64) bool {
+	companyBatch := map[uint64]int{}
+	return func(d store.WebhookDue) bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if s.busy[id] || s.perEntry[webhookID]+batch[webhookID] >= maxPerEntry {
+		if s.busy[d.ID] || s.perEntry[d.WebhookID]+batch[d.WebhookID] >= s.cfg.entryBound() ||
+			s.perCompany[d.CompanyID]+companyBatch[d.CompanyID] >= s.cfg.PerCompany {
 			return true
 		}
-		batch[webhookID]++
+		batch[d.WebhookID]++
+		companyBatch[d.CompanyID]++
 		return false
 	}
 }
@@ -103,6 +108,7 @@ func (s *Service) take(d store.WebhookDue) {
 	defer s.mu.Unlock()
 	s.busy[d.ID] = true
 	s.perEntry[d.WebhookID]++
+	s.perCompany[d.CompanyID]++
 }
 
 func (s *Service) release(d store.WebhookDue) {
@@ -111,6 +117,9 @@ func (s *Service) release(d store.WebhookDue) {
 	delete(s.busy, d.ID)
 	if s.perEntry[d.WebhookID]--; s.perEntry[d.WebhookID] <= 0 {
 		delete(s.perEntry, d.WebhookID)
+	}
+	if s.perCompany[d.CompanyID]--; s.perCompany[d.CompanyID] <= 0 {
+		delete(s.perCompany, d.CompanyID)
 	}
 }
 

@@ -65,7 +65,16 @@ func (p *Phone) handle(ctx context.Context, ws *websocket.Conn, data []byte) err
 			p.cfg.OnConfig(*f)
 		}
 	case *proto.Error:
-		p.cfg.Logger.Warn("server error frame", "code", f.Code, "message", f.Message, "id", f.ID, "client_id", f.ClientID)
+		p.cfg.Logger.Warn("server error frame", "code", f.Code, "message", f.Message, "id", f.ID, "client_id", f.ClientID, "retry_after", f.RetryAfter)
+		if p.cfg.OnError != nil {
+			p.cfg.OnError(*f)
+		}
+		if f.RetryAfter > 0 {
+			// A temporary refusal (e.g. the company's storage budget for the
+			// day is spent): the report stays, to be sent again later.
+			p.resendLater(f, time.Duration(f.RetryAfter)*time.Second)
+			return nil
+		}
 		// A refused report is dropped: sending it again would be refused again.
 		p.mu.Lock()
 		if f.ID != "" {
@@ -86,6 +95,28 @@ func (p *Phone) handle(ctx context.Context, ws *websocket.Conn, data []byte) err
 		p.mu.Unlock()
 	}
 	return nil
+}
+
+// resendLater sends the refused report again after wait if it is still
+// pending and a link is up then; a new link resends it anyway.
+func (p *Phone) resendLater(f *proto.Error, wait time.Duration) {
+	time.AfterFunc(wait, func() {
+		p.mu.Lock()
+		var again proto.Frame
+		if in, ok := p.inbound[f.ClientID]; ok && f.ClientID != "" {
+			again = in
+		}
+		for _, st := range []string{proto.StatusSent, proto.StatusDelivered, proto.StatusFailed} {
+			if r, ok := p.reports[f.ID+"\x00"+st]; ok && f.ID != "" && again == nil {
+				again = r
+			}
+		}
+		ws := p.ws
+		p.mu.Unlock()
+		if again != nil && ws != nil {
+			_ = write(context.Background(), ws, again)
+		}
+	})
 }
 
 func remove(list []string, v string) []string {

@@ -44,6 +44,8 @@ type Config struct {
 	OnJob func(proto.Send)
 	// OnInboundAck is called when the server stored an inbound message.
 	OnInboundAck func(proto.InboundAck)
+	// OnError is called with every error frame the server sends.
+	OnError func(proto.Error)
 	// OnConfig is called when an admin changed the device.
 	OnConfig func(proto.Config)
 	// OnState is called when the link goes up (nil error) or down (its cause).

@@ -56,6 +56,9 @@ type serveConfig struct {
 	// webhookAllowPrivate lets webhook URLs be http and reach private addresses.
 	webhookAllowPrivate bool
 	webhookWorkers      int
+	webhookPerCompany   int
+	// companyDailyStorage is each company's budget of bytes added per UTC day.
+	companyDailyStorage byteSize
 
 	general, auth pacing.Rate
 }
@@ -76,6 +79,9 @@ func (c *serveConfig) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.messageTTL, "message-ttl", sms.DefaultMessageTTL, "how long a queued SMS waits for its phone before it expires")
 	fs.BoolVar(&c.webhookAllowPrivate, "webhook-allow-private", false, "let webhook URLs use http and reach loopback, private and link-local addresses (self-hosted receivers, tests)")
 	fs.IntVar(&c.webhookWorkers, "webhook-workers", webhook.DefaultWorkers, "how many webhook deliveries run at once")
+	fs.IntVar(&c.webhookPerCompany, "webhook-per-company", 0, "how many webhook deliveries of one company run at once (0: half of --webhook-workers, at least 1)")
+	c.companyDailyStorage = store.DefaultCompanyDailyStorage
+	fs.Var(&c.companyDailyStorage, "company-daily-storage", "bytes one company may add to the store per UTC day (messages, webhook events), e.g. 256MiB; 0: no limit")
 }
 
 // validate checks every setting and fills the derived ones; the first error names the flag.
@@ -119,11 +125,14 @@ func (c *serveConfig) validate() error {
 	if c.webhookWorkers < 1 || c.webhookWorkers > webhook.MaxWorkers {
 		return fmt.Errorf("%s %d: want 1 to %d", both("webhook-workers"), c.webhookWorkers, webhook.MaxWorkers)
 	}
+	if c.webhookPerCompany < 0 || c.webhookPerCompany > webhook.MaxWorkers {
+		return fmt.Errorf("%s %d: want 0 (half the workers) to %d", both("webhook-per-company"), c.webhookPerCompany, webhook.MaxWorkers)
+	}
 	return c.webhookConfig().Validate()
 }
 
 func (c *serveConfig) webhookConfig() webhook.Config {
-	return webhook.Config{Workers: c.webhookWorkers, AllowPrivate: c.webhookAllowPrivate}
+	return webhook.Config{Workers: c.webhookWorkers, PerCompany: c.webhookPerCompany, AllowPrivate: c.webhookAllowPrivate}
 }
 
 func (c *serveConfig) mailConfig() mail.Config {
@@ -175,7 +184,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	if cfg.publicURL == "" {
 		cfg.publicURL = "http://" + ln.Addr().String()
 	}
-	st, err := store.Open(cfg.dataDir, store.Options{})
+	st, err := store.Open(cfg.dataDir, store.Options{CompanyDailyStorage: int64(cfg.companyDailyStorage)})
 	if err != nil {
 		return err
 	}
@@ -267,16 +276,22 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	return err
 }
 
-// sweep returns memory of expired rate-limit windows and deletes long-expired tokens.
+// sweep returns memory of expired rate-limit windows and deletes long-expired
+// tokens; hourly it prunes the rest of the store (pruneStore).
 func sweep(ctx context.Context, api *httpapi.Server, st *store.Store, log *slog.Logger) {
 	t := time.NewTicker(sweepEvery)
 	defer t.Stop()
+	var lastPrune time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
 			api.Sweep()
+			if now.Sub(lastPrune) >= pruneStoreEvery {
+				pruneStore(st, now, log)
+				lastPrune = now
+			}
 			if n, err := st.PruneTokens(now.Add(-24 * time.Hour)); err != nil {
 				log.Error("prune expired tokens", "err", err)
 			} else if n > 0 {

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/simrelay/simrelay/store"
+)
+
+// How long the store keeps what has done its job; the sweep drops the rest.
+const (
+	// pruneStoreEvery spaces the store's prunes: each scans a bucket, and
+	// nothing they drop is urgent.
+	pruneStoreEvery = time.Hour
+	// pairingKeep keeps an expired pairing code a day, so a phone that
+	// comes back with it is told "expired" rather than "unknown" for a while.
+	pairingKeep = 24 * time.Hour
+	// mailKeepDone keeps sent (and, without SMTP, logged) mail a week: long
+	// enough to answer "did the invitation go out?" with `simrelay admin
+	// mail`; the links in it expire sooner.
+	mailKeepDone = 7 * 24 * time.Hour
+	// mailKeepUnsent keeps mail that never went (pending or failed) 30 days,
+	// long after its retries ended, then drops it with a warning per mail.
+	mailKeepUnsent = 30 * 24 * time.Hour
+	// storageCountersKeep keeps yesterday's storage counters for a look by
+	// the operator; only today's is consulted.
+	storageCountersKeep = 24 * time.Hour
+)
+
+// pruneStore drops expired pairing codes, token families without tokens,
+// old mail and old storage counters, logging what it dropped.
+func pruneStore(st *store.Store, now time.Time, log *slog.Logger) {
+	count := func(what string, n int, err error) {
+		if err != nil {
+			log.Error("prune "+what, "err", err)
+		} else if n > 0 {
+			log.Debug("pruned "+what, "count", n)
+		}
+	}
+	n, err := st.PrunePairings(now.Add(-pairingKeep))
+	count("expired pairing codes", n, err)
+	n, err = st.PruneTokenFamilies()
+	count("refresh-token families without tokens", n, err)
+	done, unsent, err := st.PruneMail(now.Add(-mailKeepDone), now.Add(-mailKeepUnsent))
+	count("sent mail", done, err)
+	for _, m := range unsent {
+		log.Warn("dropped an e-mail that was never sent", "mail_id", m.ID, "to", m.To, "subject", m.Subject,
+			"state", m.State, "created_at", m.CreatedAt, "attempts", m.Attempts, "last_error", m.LastError)
+	}
+	n, err = st.PruneStorageCounters(now.Add(-storageCountersKeep))
+	count("daily storage counters", n, err)
+}

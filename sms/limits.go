@@ -1,0 +1,34 @@
+package sms
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/simrelay/simrelay/problem"
+	"github.com/simrelay/simrelay/store"
+)
+
+// MaxInboundChars bounds an inbound message's text. A real SMS is at most a
+// few thousand characters even when concatenated (255 parts of 153); ten
+// thousand leaves room for long WhatsApp or iMessage texts, and keeps a
+// phone from storing (and fanning out to webhooks) 64 KiB frames in a loop.
+const MaxInboundChars = 10000
+
+// errInboundTooLong refuses an inbound text over MaxInboundChars.
+var errInboundTooLong = problem.Invalid("message", fmt.Sprintf("must be at most %d characters", MaxInboundChars))
+
+// budgetRefusal turns a spent daily storage budget into what clients see:
+// storage_budget_exceeded (429 on the API) with Retry-After until the
+// budget renews at the next UTC midnight. Other errors pass unchanged.
+func budgetRefusal(err error, now time.Time) error {
+	var be *store.BudgetError
+	if !errors.As(err, &be) {
+		return err
+	}
+	wait := max(int((be.Reset.Sub(now)+time.Second-1)/time.Second), 1)
+	return &problem.Error{
+		Code: problem.StorageBudgetExceeded, RetryAfter: wait,
+		Message: fmt.Sprintf("The company has stored its %d bytes of messages for today (UTC); the budget renews in %d seconds.", be.Limit, wait),
+	}
+}
