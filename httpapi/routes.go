@@ -65,7 +65,7 @@ func (s *Server) routes() []route {
 		// Webhooks.
 		{http.MethodGet, "/webhooks/inbound-sms", member, s.getWebhooks},
 		{http.MethodPut, "/webhooks/inbound-sms", admin, s.putWebhooks},
-		{http.MethodPost, "/webhooks/signing-secret/rotate", member, s.rotateSigningSecret},
+		{http.MethodPost, "/webhooks/signing-secret/rotate", admin, s.rotateSigningSecret},
 		{http.MethodGet, "/webhooks/deliveries", member, s.webhookDeliveries},
 
 		// Operations.

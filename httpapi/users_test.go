@@ -381,9 +381,9 @@ func TestMemberForbiddenOnAdminRoutes(t *testing.T) {
 		{"DELETE", usersPath(c.adminID), nil},
 		{"DELETE", usersPath(m.id), nil},
 		{"PATCH", "/company", map[string]any{"name": "Hijacked"}},
-		{"GET", "/admin/backup", nil},
 		{"DELETE", "/device/delete/any-phone", nil},
 		{"PUT", "/webhooks/inbound-sms", map[string]any{"webhooks": []any{}}},
+		{"POST", "/webhooks/signing-secret/rotate", nil},
 	}
 	for _, tc := range admin {
 		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
