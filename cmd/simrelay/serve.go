@@ -56,6 +56,8 @@ type serveConfig struct {
 	// webhookAllowPrivate lets webhook URLs be http and reach private addresses.
 	webhookAllowPrivate bool
 	webhookWorkers      int
+	// adminToken is the operator's credential for GET /admin/backup; never logged.
+	adminToken string
 
 	general, auth pacing.Rate
 }
@@ -76,6 +78,7 @@ func (c *serveConfig) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.messageTTL, "message-ttl", sms.DefaultMessageTTL, "how long a queued SMS waits for its phone before it expires")
 	fs.BoolVar(&c.webhookAllowPrivate, "webhook-allow-private", false, "let webhook URLs use http and reach loopback, private and link-local addresses (self-hosted receivers, tests)")
 	fs.IntVar(&c.webhookWorkers, "webhook-workers", webhook.DefaultWorkers, "how many webhook deliveries run at once")
+	fs.StringVar(&c.adminToken, "admin-token", "", fmt.Sprintf("the operator's secret for GET /admin/backup (Authorization: Bearer TOKEN), at least %d characters; empty: that route answers 404", httpapi.MinAdminTokenLen))
 }
 
 // validate checks every setting and fills the derived ones; the first error names the flag.
@@ -115,6 +118,10 @@ func (c *serveConfig) validate() error {
 	}
 	if err := c.mailConfig().Validate(); err != nil {
 		return fmt.Errorf("%s: %v", both("smtp-url"), err)
+	}
+	if c.adminToken != "" && len(c.adminToken) < httpapi.MinAdminTokenLen {
+		// The value itself is a secret: say how long it is, never what it is.
+		return fmt.Errorf("%s: the token has %d characters, want at least %d (e.g. openssl rand -hex 32)", both("admin-token"), len(c.adminToken), httpapi.MinAdminTokenLen)
 	}
 	if c.webhookWorkers < 1 || c.webhookWorkers > webhook.MaxWorkers {
 		return fmt.Errorf("%s %d: want 1 to %d", both("webhook-workers"), c.webhookWorkers, webhook.MaxWorkers)
@@ -202,7 +209,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	messages.SetDispatcher(hub)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	api, err := httpapi.New(httpapi.Config{GeneralRate: cfg.general, AuthRate: cfg.auth, TrustedProxies: cfg.trustedProxies},
+	api, err := httpapi.New(httpapi.Config{GeneralRate: cfg.general, AuthRate: cfg.auth, TrustedProxies: cfg.trustedProxies, AdminToken: cfg.adminToken},
 		httpapi.Deps{Accounts: accounts, Devices: devices, SMS: messages, Webhooks: hooks, Phones: hub, PhoneSocket: hub, Store: st, Console: web.Handler(), Logger: log, Registry: reg, Gatherer: reg, Now: time.Now})
 	if err != nil {
 		return err
@@ -242,7 +249,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	log.Info("simrelay listening", "addr", ln.Addr().String(), "public_url", cfg.publicURL, "data_dir", cfg.dataDir,
-		"version", buildVersion(), "smtp", cfg.mailConfig().Redacted())
+		"version", buildVersion(), "smtp", cfg.mailConfig().Redacted(), "admin_backup", onOff(cfg.adminToken != ""))
 	fmt.Fprintf(stdout, "simrelay %s listening on http://%s\n", buildVersion(), ln.Addr())
 
 	select {
@@ -284,4 +291,12 @@ func sweep(ctx context.Context, api *httpapi.Server, st *store.Store, log *slog.
 			}
 		}
 	}
+}
+
+// onOff says whether a secret setting is set without showing it.
+func onOff(set bool) string {
+	if set {
+		return "on"
+	}
+	return "off"
 }
