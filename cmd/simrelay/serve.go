@@ -182,7 +182,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	if cfg.publicURL == "" {
 		cfg.publicURL = "http://" + ln.Addr().String()
 	}
-	st, err := store.Open(cfg.dataDir, store.Options{})
+	st, err := store.Open(cfg.dataDir, store.Options{Logger: log.With("component", "store")})
 	if err != nil {
 		return err
 	}
