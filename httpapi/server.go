@@ -117,6 +117,11 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	e.Use(s.observe, s.recoverPanics, s.identify, s.limit)
 	for _, r := range s.routes() {
 		e.Add(r.method, r.path, r.handler, s.access(r.access))
+		// HEAD answers wherever GET does (uptime monitors use it); net/http
+		// drops the body, so the handlers need not know.
+		if r.method == http.MethodGet {
+			e.Add(http.MethodHead, r.path, r.handler, s.access(r.access))
+		}
 	}
 	s.e = e
 	return s, nil
@@ -135,10 +140,14 @@ func (s *Server) Sweep() {
 	s.auth.Sweep()
 }
 
-// RouteKeys lists "METHOD /path" of every registered route, in OpenAPI path syntax.
+// RouteKeys lists "METHOD /path" of every registered route, in OpenAPI path
+// syntax. The HEAD twins of GET routes are left out: OpenAPI implies them.
 func (s *Server) RouteKeys() []string {
 	var out []string
 	for _, r := range s.e.Routes() {
+		if r.Method == http.MethodHead {
+			continue
+		}
 		out = append(out, r.Method+" "+openAPIPath(r.Path))
 	}
 	return out

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	netmail "net/mail"
 	"net/url"
 	"strings"
 	"sync"
@@ -116,8 +117,15 @@ func (c *serveConfig) validate() error {
 	if c.messageTTL < time.Minute {
 		return fmt.Errorf("%s %s: must be at least 1m", both("message-ttl"), c.messageTTL)
 	}
-	if err := c.mailConfig().Validate(); err != nil {
+	// Checked one at a time, so the message names the flag at fault.
+	if err := (mail.Config{SMTPURL: c.smtpURL}).Validate(); err != nil {
 		return fmt.Errorf("%s: %v", both("smtp-url"), err)
+	}
+	if a, err := netmail.ParseAddress(c.smtpFrom); err != nil || !strings.Contains(a.Address, "@") {
+		return fmt.Errorf("%s %q: want an address such as %q", both("smtp-from"), c.smtpFrom, "Acme SMS <sms@acme.example>")
+	}
+	if err := c.mailConfig().Validate(); err != nil {
+		return err
 	}
 	if c.adminToken != "" && len(c.adminToken) < httpapi.MinAdminTokenLen {
 		// The value itself is a secret: say how long it is, never what it is.
