@@ -12,6 +12,8 @@ import (
 var migrations = []func(tx *bolt.Tx) error{
 	// 0 -> 1: the first schema; the buckets themselves are created at open.
 	func(*bolt.Tx) error { return nil },
+	// 1 -> 2: pending invitations hold no address server-wide (invites.go).
+	migratePendingInvitesOutOfEmailIndex,
 }
 
 // SchemaVersion is the version this build writes.
