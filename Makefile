@@ -15,8 +15,8 @@ help: ## list the targets
 build: ## build bin/simrelay
 	$(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/simrelay
 
-run: build ## run the server on 127.0.0.1:8080 with its store in ./data
-	./$(BIN) serve
+run: build ## run the server on 127.0.0.1:8080 with its store in ./data; flags in ARGS="--listen 127.0.0.1:9090"
+	./$(BIN) serve $(ARGS)
 
 test: ## run every test with the race detector
 	$(GO) test -race -count=1 ./...

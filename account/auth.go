@@ -244,5 +244,13 @@ func (s *Service) ResetPassword(_ context.Context, token, password string) error
 		u.EmailVerified = true
 		return nil
 	})
+	if errors.Is(err, store.ErrConflict) {
+		// An invitee whose address got an account elsewhere since the invitation.
+		return errAddressTaken
+	}
 	return tokenErr(err)
 }
+
+// errAddressTaken answers only the owner of the mailbox (the invitation link
+// came there), so it may say that the address has an account.
+var errAddressTaken = problem.New(problem.Conflict, "This e-mail address already has a simrelay account, and an address can belong to one company only. Sign in with it, or ask to be invited at another address.")

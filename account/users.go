@@ -76,10 +76,19 @@ func (s *Service) Invite(ctx context.Context, p Principal, in InviteInput) (stor
 		}
 	}
 	u.CreatedAt = s.now().UTC()
-	if err := s.store.CreateUser(&u); err != nil {
+	held, err := s.store.InviteUser(&u)
+	if err != nil {
 		return u, mapStoreErr(err, "company")
 	}
+	// An address that already has an account (in another company: the store
+	// refused one of this company's) cannot join a second company. Its owner
+	// is told so by mail; the inviting company gets the answer any invitation
+	// gets, and the same work is done either way (a token is stored, a mail
+	// queued), so neither the answer nor its timing says the address exists.
 	err = s.sendToken(ctx, u, tokenInvite, s.cfg.InviteTTL, func(tok string) mail.Message {
+		if held {
+			return mail.InviteAddressTaken(u.FirstName, c.Name, inviter)
+		}
 		return mail.Invite(s.cfg.PublicURL, u.FirstName, c.Name, inviter, tok, s.cfg.InviteTTL)
 	})
 	return u, err

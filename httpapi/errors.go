@@ -27,6 +27,8 @@ func (s *Server) renderError(err error, c echo.Context) {
 		c.Response().Header().Set("Retry-After", strconv.Itoa(pe.RetryAfter))
 	}
 	if c.Request().Method == http.MethodHead {
+		// The headers GET would send, without the body.
+		c.Response().Header().Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
 		_ = c.NoContent(pe.Status())
 		return
 	}

@@ -19,6 +19,7 @@ const (
 	keyPrincipal = "simrelay.principal"
 	keyAuthErr   = "simrelay.auth_err"
 	keyDevice    = "simrelay.device" // fingerprint of a valid device token
+	keyOperator  = "simrelay.operator"
 )
 
 // uncounted routes need no credential and count toward no limit: probes and documents.
@@ -28,6 +29,9 @@ var uncounted = map[string]bool{"/healthz": true, "/readyz": true, "/metrics": t
 var authScope = map[string]bool{
 	"/auth/login": true, "/auth/refresh": true, "/auth/signup": true, "/auth/verify-email": true,
 	"/auth/forgot-password": true, "/auth/reset-password": true, "/device/register": true,
+	// The operator's route guards the whole store: every try, right or wrong,
+	// spends the client IP's credential window, so it is no token oracle.
+	"/admin/backup": true,
 }
 
 // observe is the outermost middleware: it renders errors itself so that the
@@ -93,6 +97,10 @@ func (s *Server) identify(next echo.HandlerFunc) echo.HandlerFunc {
 			return next(c)
 		}
 		token = strings.TrimSpace(token)
+		if s.isOperator(token) {
+			c.Set(keyOperator, true)
+			return next(c)
+		}
 		if strings.HasPrefix(token, device.TokenPrefix) {
 			// A phone's token: its own rate-limit identity, so that many phones
 			// behind one office address do not share a window. The hub checks
@@ -127,6 +135,8 @@ func (s *Server) limit(next echo.HandlerFunc) echo.HandlerFunc {
 			id = p.Identity()
 		} else if fp, ok := c.Get(keyDevice).(string); ok {
 			id = "device:" + fp
+		} else if c.Get(keyOperator) == true {
+			id = "operator"
 		}
 		res := s.general.Take(id)
 		if authScope[c.Path()] {
@@ -151,12 +161,21 @@ const (
 	public access = iota // no credential
 	member               // any user of the company, or the API key
 	admin                // admins and the API key
+	// operator is the server's operator alone (Config.AdminToken). Everyone
+	// else, company admins included, gets the unknown-route 404.
+	operator
 )
 
 func (s *Server) access(level access) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			if level == public {
+				return next(c)
+			}
+			if level == operator {
+				if c.Get(keyOperator) != true {
+					return echo.ErrNotFound
+				}
 				return next(c)
 			}
 			p, ok := c.Get(keyPrincipal).(account.Principal)

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	_ "embed"
-	"fmt"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -36,24 +35,6 @@ func (s *Server) metricsPage(c echo.Context) error {
 
 func (s *Server) openapi(c echo.Context) error {
 	return c.Blob(http.StatusOK, "application/json", openAPIDoc)
-}
-
-// backup streams a consistent copy of the store, taken in one read transaction
-// while the server keeps running.
-func (s *Server) backup(c echo.Context) error {
-	h := c.Response().Header()
-	h.Set(echo.HeaderContentType, "application/octet-stream")
-	h.Set(echo.HeaderContentDisposition, fmt.Sprintf(`attachment; filename="simrelay-%s.db"`, s.deps.Now().UTC().Format("20060102-150405")))
-	h.Set("Cache-Control", "no-store")
-	c.Response().WriteHeader(http.StatusOK)
-	n, err := s.deps.Store.Backup(c.Response())
-	if err != nil {
-		// The status is gone already; the short body tells the client, the log tells the operator.
-		s.deps.Logger.Error("backup failed", "bytes", n, "err", err)
-		return nil
-	}
-	s.deps.Logger.Info("backup streamed", "bytes", n, "company_id", principal(c).CompanyID)
-	return nil
 }
 
 func (s *Server) console(c echo.Context) error {

@@ -42,6 +42,7 @@ func (s *Server) routes() []route {
 		{http.MethodDelete, "/users/:id", admin, s.deleteUser},
 		{http.MethodGet, "/company", member, s.getCompany},
 		{http.MethodPatch, "/company", admin, s.patchCompany},
+		{http.MethodGet, "/company/export", admin, s.companyExport},
 
 		// Devices and their links.
 		{http.MethodPost, "/device/pairing", member, s.createPairing},
@@ -65,11 +66,11 @@ func (s *Server) routes() []route {
 		// Webhooks.
 		{http.MethodGet, "/webhooks/inbound-sms", member, s.getWebhooks},
 		{http.MethodPut, "/webhooks/inbound-sms", admin, s.putWebhooks},
-		{http.MethodPost, "/webhooks/signing-secret/rotate", member, s.rotateSigningSecret},
+		{http.MethodPost, "/webhooks/signing-secret/rotate", admin, s.rotateSigningSecret},
 		{http.MethodGet, "/webhooks/deliveries", member, s.webhookDeliveries},
 
 		// Operations.
-		{http.MethodGet, "/admin/backup", admin, s.backup},
+		{http.MethodGet, "/admin/backup", operator, s.backup},
 
 		// Web console pages opened from e-mailed links (HTML, not part of the JSON API).
 		{http.MethodGet, "/verify-email", public, s.console},

@@ -1,7 +1,7 @@
 package httpapi
 
 import (
-	"io"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -16,6 +16,7 @@ import (
 	"github.com/simrelay/simrelay/device"
 	"github.com/simrelay/simrelay/pacing"
 	"github.com/simrelay/simrelay/sms"
+	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/webhook"
 )
 
@@ -28,13 +29,19 @@ type Config struct {
 	// TrustedProxies are the reverse proxies whose X-Forwarded-For is believed;
 	// empty means the socket's peer address is the client.
 	TrustedProxies []*net.IPNet
+	// AdminToken is the operator's credential for GET /admin/backup; empty
+	// turns that route off. It is no account's credential and opens nothing else.
+	AdminToken string
+	// Backup bounds GET /admin/backup; zero fields take their defaults.
+	Backup BackupConfig
 }
 
-// Backuper is the part of the store the API needs beyond the domain services.
+// Backuper is the part of the store the API needs beyond the domain services:
+// readiness, the operator's snapshot, and one company's records for its export.
 type Backuper interface {
-	Backup(w io.Writer) (int64, error)
-	BackupSize() int64
+	Snapshot(dir string) (*store.Snapshot, error)
 	Ready() error
+	Exporter
 }
 
 // Phones is the connection hub as the API uses it (gateway.Hub).
@@ -74,15 +81,22 @@ type Server struct {
 	auth     *pacing.Windows
 	metrics  *metrics
 	draining atomic.Bool
+	// backups holds a slot per running GET /admin/backup.
+	backups chan struct{}
 }
 
 // New builds the API and its route table.
 func New(cfg Config, deps Deps) (*Server, error) {
+	if cfg.AdminToken != "" && len(cfg.AdminToken) < MinAdminTokenLen {
+		return nil, fmt.Errorf("httpapi: the admin token has %d characters, want at least %d", len(cfg.AdminToken), MinAdminTokenLen)
+	}
+	cfg.Backup.defaults()
 	s := &Server{
 		cfg:     cfg,
 		deps:    deps,
 		general: pacing.New(cfg.GeneralRate, deps.Now),
 		auth:    pacing.New(cfg.AuthRate, deps.Now),
+		backups: make(chan struct{}, cfg.Backup.AtOnce),
 	}
 	m, err := newMetrics(deps.Registry)
 	if err != nil {
@@ -103,6 +117,11 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	e.Use(s.observe, s.recoverPanics, s.identify, s.limit)
 	for _, r := range s.routes() {
 		e.Add(r.method, r.path, r.handler, s.access(r.access))
+		// HEAD answers wherever GET does (uptime monitors use it); net/http
+		// drops the body, so the handlers need not know.
+		if r.method == http.MethodGet {
+			e.Add(http.MethodHead, r.path, r.handler, s.access(r.access))
+		}
 	}
 	s.e = e
 	return s, nil
@@ -121,10 +140,14 @@ func (s *Server) Sweep() {
 	s.auth.Sweep()
 }
 
-// RouteKeys lists "METHOD /path" of every registered route, in OpenAPI path syntax.
+// RouteKeys lists "METHOD /path" of every registered route, in OpenAPI path
+// syntax. The HEAD twins of GET routes are left out: OpenAPI implies them.
 func (s *Server) RouteKeys() []string {
 	var out []string
 	for _, r := range s.e.Routes() {
+		if r.Method == http.MethodHead {
+			continue
+		}
 		out = append(out, r.Method+" "+openAPIPath(r.Path))
 	}
 	return out

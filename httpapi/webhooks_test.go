@@ -147,11 +147,15 @@ func TestWebhookConfigurationAndSecret(t *testing.T) {
 		t.Fatal("a PUT changed the signing secret")
 	}
 
-	// Members read and rotate; only admins (and the API key) write.
+	// Members read; only admins (and the API key) write and rotate the secret.
 	_, member := e.phonesInviteMember(a, "max@acme.test")
 	e.want(e.do(call{method: "GET", path: "/webhooks/inbound-sms", token: member}), http.StatusOK, "")
 	e.want(e.do(call{method: "PUT", path: "/webhooks/inbound-sms", token: member, body: map[string]any{"webhooks": []any{}}}), http.StatusForbidden, "forbidden")
-	rot := e.do(call{method: "POST", path: "/webhooks/signing-secret/rotate", token: member})
+	e.want(e.do(call{method: "POST", path: "/webhooks/signing-secret/rotate", token: member}), http.StatusForbidden, "forbidden")
+	if e.whSecret(a.apiKey) != secret {
+		t.Fatal("a member's refused rotation changed the signing secret")
+	}
+	rot := e.do(call{method: "POST", path: "/webhooks/signing-secret/rotate", token: a.access})
 	e.want(rot, http.StatusOK, "")
 	rotated := rot.str("signingSecret")
 	if !strings.HasPrefix(rotated, "whsec_") || rotated == secret || e.whSecret(a.apiKey) != rotated {

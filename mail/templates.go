@@ -106,7 +106,7 @@ type content struct {
 	Greeting string
 	Lines    []string // before the link
 	Action   string   // the link's label
-	Link     string
+	Link     string   // empty: a message with nothing to follow
 	Notes    []string // after the link
 }
 
@@ -118,9 +118,11 @@ var (
 {{range .Lines}}
 {{.}}
 {{end}}
+{{- if .Link}}
 {{.Action}}:
 {{.Link}}
-{{range .Notes}}
+{{end}}
+{{- range .Notes}}
 {{.}}
 {{end}}
 -- 
@@ -140,8 +142,10 @@ simrelay
 {{- range .Lines}}
 <p style="margin:0 0 16px;">{{.}}</p>
 {{- end}}
+{{- if .Link}}
 <p style="margin:24px 0;"><a href="{{.Link}}" style="display:inline-block;background:#1a73e8;color:#ffffff;text-decoration:none;padding:12px 20px;border-radius:6px;font-weight:600;">{{.Action}}</a></p>
 <p style="margin:0 0 16px;font-size:13px;color:#57606a;">If the button does not work, paste this address into your browser:<br><a href="{{.Link}}" style="color:#1a73e8;word-break:break-all;">{{.Link}}</a></p>
+{{- end}}
 {{- range .Notes}}
 <p style="margin:0 0 16px;font-size:13px;color:#57606a;">{{.}}</p>
 {{- end}}

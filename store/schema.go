@@ -14,6 +14,8 @@ var migrations = []func(tx *bolt.Tx) error{
 	func(*bolt.Tx) error { return nil },
 	// 1 -> 2: one shared body per webhook event, and each company's outbox counted.
 	migrateWebhookEvents,
+	// 2 -> 3: pending invitations hold no address server-wide (invites.go).
+	migratePendingInvitesOutOfEmailIndex,
 }
 
 // SchemaVersion is the version this build writes.

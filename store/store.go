@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
@@ -67,6 +68,8 @@ type Options struct {
 	// CompanyDailyStorage is how many bytes one company may add per UTC day
 	// (messages and webhook events, see charge); 0 means no limit.
 	CompanyDailyStorage int64
+	// Logger, when set, hears about a zero-length data file being given a new store.
+	Logger *slog.Logger
 }
 
 // Store is the open data file.
@@ -90,6 +93,16 @@ func Open(dir string, opt Options) (*Store, error) {
 		}
 	} else if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("store: create data dir: %w", err)
+	}
+	empty, err := checkFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if empty && opt.ReadOnly {
+		return nil, fmt.Errorf("%w: %s is empty (0 bytes): there is no store to read", ErrBadFile, path)
+	}
+	if empty && opt.Logger != nil {
+		opt.Logger.Warn("the data file is empty (0 bytes), as a first start that failed leaves it: writing a new store into it", "path", path)
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opt.Timeout, ReadOnly: opt.ReadOnly})
 	if errors.Is(err, bolterrors.ErrTimeout) {

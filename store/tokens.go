@@ -173,6 +173,10 @@ func (s *Store) ConsumeOneTimeToken(hash []byte, kinds []string, now time.Time, 
 		if err := fn(&u); err != nil {
 			return err
 		}
+		// An invitee who sets a password now holds the address (invites.go).
+		if err := claimEmail(tx, u); err != nil {
+			return err
+		}
 		t.UsedAt = now
 		if err := putJSON(tokens, hash, t); err != nil {
 			return err

@@ -197,7 +197,7 @@ func (s *Store) DeleteUser(id uint64) error {
 		if err := revokeUserFamilies(tx, id); err != nil {
 			return err
 		}
-		if err := tx.Bucket(bucketUsersByEmail).Delete(emailKey(u.Email)); err != nil {
+		if err := releaseEmail(tx, u); err != nil {
 			return err
 		}
 		if err := tx.Bucket(bucketCompanyUsers).Delete(pair(u.CompanyID, id)); err != nil {

@@ -70,6 +70,7 @@ func adminFlags(name string, stderr io.Writer) (*flag.FlagSet, *string) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	dir := fs.String("data-dir", defaultDataDir, "directory of the embedded store")
+	fs.Usage = flagUsage(fs, "Usage: simrelay admin "+name+" [flags]\n\n")
 	return fs, dir
 }
 

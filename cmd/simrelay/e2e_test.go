@@ -113,7 +113,7 @@ func TestQuickStart(t *testing.T) {
 	dir := t.TempDir()
 	apiKey := createCompany(t, bin, dir)
 
-	srv := startServer(t, bin, dir)
+	srv := startServer(t, bin, dir, "--admin-token", testAdminToken)
 	code, body := get(t, srv.url+"/company", apiKey)
 	if code != 200 || !strings.Contains(string(body), `"name":"Acme"`) {
 		t.Fatalf("GET /company: got %d %s", code, body)
@@ -138,8 +138,11 @@ func TestQuickStart(t *testing.T) {
 	if err == nil || !strings.Contains(string(backupOut), "GET /admin/backup") {
 		t.Fatalf("admin backup on a running server: got %v %q, want a refusal pointing to GET /admin/backup", err, backupOut)
 	}
-	// The server streams one instead, and it is a whole store.
-	code, body = get(t, srv.url+"/admin/backup", apiKey)
+	// The server streams one instead, to its operator only, and it is a whole store.
+	if code, _ := get(t, srv.url+"/admin/backup", apiKey); code != http.StatusNotFound {
+		t.Fatalf("GET /admin/backup with the company's API key: got %d, want 404", code)
+	}
+	code, body = get(t, srv.url+"/admin/backup", testAdminToken)
 	if code != 200 {
 		t.Fatalf("GET /admin/backup: got %d", code)
 	}
@@ -168,5 +171,8 @@ func TestQuickStart(t *testing.T) {
 	}
 	if strings.Contains(srv.stderr.String(), apiKey) {
 		t.Error("the API key appears in the server log")
+	}
+	if strings.Contains(srv.stderr.String(), testAdminToken) {
+		t.Error("the admin token appears in the server log")
 	}
 }

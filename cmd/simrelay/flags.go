@@ -1,11 +1,14 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strings"
+	"time"
 )
 
 // envName is the environment twin of a flag: --data-dir is SIMRELAY_DATA_DIR.
@@ -17,29 +20,97 @@ func envName(flagName string) string {
 func both(flagName string) string { return "--" + flagName + " (" + envName(flagName) + ")" }
 
 // parseFlags parses args, then fills every flag not given on the command line
-// from its environment twin. A bad value names both spellings. Positional
-// arguments are allowed up to maxArgs and left in fs.Args().
+// from its environment twin. A bad value names both spellings and says what
+// the flag wants; the caller prints the error, once (the flag package's own
+// printing is silenced). -h prints the usage and answers flag.ErrHelp.
+// Positional arguments are allowed up to maxArgs and left in fs.Args().
 func parseFlags(fs *flag.FlagSet, args []string, maxArgs int) error {
-	if err := fs.Parse(args); err != nil {
+	var bad *badValue
+	fs.VisitAll(func(f *flag.Flag) { f.Value = &described{Value: f.Value, name: f.Name, bad: &bad} })
+	out := fs.Output()
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	fs.SetOutput(out)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fs.Usage()
 		return err
+	case err != nil && bad != nil:
+		return fmt.Errorf("%s %q: %s", both(bad.name), bad.value, bad.want)
+	case err != nil:
+		// Unknown flag or missing value: the flag package's words, with a pointer to the list.
+		return fmt.Errorf("%v (-h lists the flags)", err)
 	}
 	if fs.NArg() > maxArgs {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(maxArgs))
 	}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	var err error
 	fs.VisitAll(func(f *flag.Flag) {
 		if err != nil || given[f.Name] {
 			return
 		}
 		if v, ok := os.LookupEnv(envName(f.Name)); ok {
-			if e := fs.Set(f.Name, v); e != nil {
-				err = fmt.Errorf("%s=%q: %v", envName(f.Name), v, e)
+			if fs.Set(f.Name, v) != nil && bad != nil {
+				err = fmt.Errorf("%s=%q: --%s %s", envName(f.Name), v, f.Name, bad.want)
 			}
 		}
 	})
 	return err
+}
+
+// badValue is the value a flag refused and what the flag wants instead.
+type badValue struct{ name, value, want string }
+
+// described wraps a flag's value so that a refused value is recorded with a
+// sentence saying what the flag wants, instead of strconv's "parse error".
+type described struct {
+	flag.Value
+	name string
+	bad  **badValue
+}
+
+func (d *described) Set(s string) error {
+	err := d.Value.Set(s)
+	if err != nil {
+		*d.bad = &badValue{name: d.name, value: s, want: wants(d.Value, err)}
+	}
+	return err
+}
+
+// String is safe on the zero value, which the flag package's default usage makes.
+func (d *described) String() string {
+	if d.Value == nil {
+		return ""
+	}
+	return d.Value.String()
+}
+
+// IsBoolFlag keeps --flag (without a value) working for boolean flags.
+func (d *described) IsBoolFlag() bool {
+	b, ok := d.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}
+
+// wants says what kind of value a flag takes; a flag type of our own says it in its error.
+func wants(v flag.Value, err error) string {
+	g, ok := v.(flag.Getter)
+	if !ok {
+		return err.Error()
+	}
+	switch g.Get().(type) {
+	case bool:
+		return "wants true or false (or 1 or 0)"
+	case time.Duration:
+		return "wants a duration such as 15s or 2m"
+	case int, int64:
+		return "wants a whole number"
+	case uint, uint64:
+		return "wants a whole number, 0 or more"
+	case float64:
+		return "wants a number"
+	}
+	return err.Error()
 }
 
 // flagUsage prints a flag set's flags with their environment twins.

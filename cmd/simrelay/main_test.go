@@ -65,6 +65,67 @@ func TestServeRefusesBadSettings(t *testing.T) {
 	}
 }
 
+// TestBadValuesNameTheFlag: every refused value names the flag in both
+// spellings and says what it wants, printed once, never strconv's "parse error".
+func TestBadValuesNameTheFlag(t *testing.T) {
+	cases := []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{nil, map[string]string{"SIMRELAY_SHUTDOWN_TIMEOUT": "15"}, `SIMRELAY_SHUTDOWN_TIMEOUT="15": --shutdown-timeout wants a duration such as 15s or 2m`},
+		{nil, map[string]string{"SIMRELAY_MESSAGE_TTL": "1 day"}, `SIMRELAY_MESSAGE_TTL="1 day": --message-ttl wants a duration such as 15s or 2m`},
+		{nil, map[string]string{"SIMRELAY_WEBHOOK_ALLOW_PRIVATE": "yes"}, `SIMRELAY_WEBHOOK_ALLOW_PRIVATE="yes": --webhook-allow-private wants true or false (or 1 or 0)`},
+		{nil, map[string]string{"SIMRELAY_WEBHOOK_WORKERS": "many"}, `SIMRELAY_WEBHOOK_WORKERS="many": --webhook-workers wants a whole number`},
+		{[]string{"--shutdown-timeout", "15"}, nil, `--shutdown-timeout (SIMRELAY_SHUTDOWN_TIMEOUT) "15": wants a duration such as 15s or 2m`},
+		{[]string{"--webhook-allow-private=maybe"}, nil, `--webhook-allow-private (SIMRELAY_WEBHOOK_ALLOW_PRIVATE) "maybe": wants true or false (or 1 or 0)`},
+		{[]string{"--webhook-workers", "4.5"}, nil, `--webhook-workers (SIMRELAY_WEBHOOK_WORKERS) "4.5": wants a whole number`},
+		{[]string{"--smtp-from", "not an address"}, nil, `--smtp-from (SIMRELAY_SMTP_FROM) "not an address": want an address`},
+		{[]string{"--admin-token", "short"}, nil, `--admin-token (SIMRELAY_ADMIN_TOKEN): the token has 5 characters, want at least 32`},
+		{[]string{"--bogus"}, nil, `flag provided but not defined: -bogus`},
+	}
+	for _, c := range cases {
+		t.Run(c.want, func(t *testing.T) {
+			for k, v := range c.env {
+				t.Setenv(k, v)
+			}
+			code, _, errOut := runCmd(t, append([]string{"serve", "--data-dir", t.TempDir()}, c.args...)...)
+			if code != 2 || !strings.Contains(errOut, c.want) {
+				t.Fatalf("got exit %d, stderr %q; want 2 and %q", code, errOut, c.want)
+			}
+			if n := strings.Count(errOut, "\n"); n != 1 {
+				t.Errorf("got %d lines on stderr, want the message once:\n%s", n, errOut)
+			}
+			if strings.Contains(errOut, "parse error") || strings.Contains(errOut, "--smtp-url") || strings.Contains(errOut, "short") {
+				t.Errorf("stderr %q: a bare strconv error, the wrong flag or the secret itself", errOut)
+			}
+		})
+	}
+	// An admin command's flags say the same.
+	t.Setenv("SIMRELAY_JSON", "sure")
+	if code, _, errOut := runCmd(t, "admin", "mail", "--data-dir", t.TempDir()); code != 2 || !strings.Contains(errOut, `SIMRELAY_JSON="sure": --json wants true or false`) {
+		t.Fatalf("admin mail: got %d %q", code, errOut)
+	}
+}
+
+// TestMakeRunTakesFlags: make run passes ARGS to the server, and the README says so.
+func TestMakeRunTakesFlags(t *testing.T) {
+	mk, err := os.ReadFile("../../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(mk), "serve $(ARGS)") {
+		t.Error("Makefile: make run does not pass $(ARGS) to simrelay serve")
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), `make run ARGS="--listen 127.0.0.1:9090`) {
+		t.Error(`README: no mention of make run ARGS="--listen ..."`)
+	}
+}
+
 func TestEnvTwinsAndFlagPrecedence(t *testing.T) {
 	var cfg serveConfig
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)

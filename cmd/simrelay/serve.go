@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	netmail "net/mail"
 	"net/url"
 	"strings"
 	"sync"
@@ -59,6 +60,8 @@ type serveConfig struct {
 	webhookPerCompany   int
 	// companyDailyStorage is each company's budget of bytes added per UTC day.
 	companyDailyStorage byteSize
+	// adminToken is the operator's credential for GET /admin/backup; never logged.
+	adminToken string
 
 	general, auth pacing.Rate
 }
@@ -82,6 +85,7 @@ func (c *serveConfig) flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.webhookPerCompany, "webhook-per-company", 0, "how many webhook deliveries of one company run at once (0: half of --webhook-workers, at least 1)")
 	c.companyDailyStorage = store.DefaultCompanyDailyStorage
 	fs.Var(&c.companyDailyStorage, "company-daily-storage", "bytes one company may add to the store per UTC day (messages, webhook events), e.g. 256MiB; 0: no limit")
+	fs.StringVar(&c.adminToken, "admin-token", "", fmt.Sprintf("the operator's secret for GET /admin/backup (Authorization: Bearer TOKEN), at least %d characters; empty: that route answers 404", httpapi.MinAdminTokenLen))
 }
 
 // validate checks every setting and fills the derived ones; the first error names the flag.
@@ -119,8 +123,19 @@ func (c *serveConfig) validate() error {
 	if c.messageTTL < time.Minute {
 		return fmt.Errorf("%s %s: must be at least 1m", both("message-ttl"), c.messageTTL)
 	}
-	if err := c.mailConfig().Validate(); err != nil {
+	// Checked one at a time, so the message names the flag at fault.
+	if err := (mail.Config{SMTPURL: c.smtpURL}).Validate(); err != nil {
 		return fmt.Errorf("%s: %v", both("smtp-url"), err)
+	}
+	if a, err := netmail.ParseAddress(c.smtpFrom); err != nil || !strings.Contains(a.Address, "@") {
+		return fmt.Errorf("%s %q: want an address such as %q", both("smtp-from"), c.smtpFrom, "Acme SMS <sms@acme.example>")
+	}
+	if err := c.mailConfig().Validate(); err != nil {
+		return err
+	}
+	if c.adminToken != "" && len(c.adminToken) < httpapi.MinAdminTokenLen {
+		// The value itself is a secret: say how long it is, never what it is.
+		return fmt.Errorf("%s: the token has %d characters, want at least %d (e.g. openssl rand -hex 32)", both("admin-token"), len(c.adminToken), httpapi.MinAdminTokenLen)
 	}
 	if c.webhookWorkers < 1 || c.webhookWorkers > webhook.MaxWorkers {
 		return fmt.Errorf("%s %d: want 1 to %d", both("webhook-workers"), c.webhookWorkers, webhook.MaxWorkers)
@@ -184,7 +199,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	if cfg.publicURL == "" {
 		cfg.publicURL = "http://" + ln.Addr().String()
 	}
-	st, err := store.Open(cfg.dataDir, store.Options{CompanyDailyStorage: int64(cfg.companyDailyStorage)})
+	st, err := store.Open(cfg.dataDir, store.Options{CompanyDailyStorage: int64(cfg.companyDailyStorage), Logger: log.With("component", "store")})
 	if err != nil {
 		return err
 	}
@@ -211,7 +226,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	messages.SetDispatcher(hub)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	api, err := httpapi.New(httpapi.Config{GeneralRate: cfg.general, AuthRate: cfg.auth, TrustedProxies: cfg.trustedProxies},
+	api, err := httpapi.New(httpapi.Config{GeneralRate: cfg.general, AuthRate: cfg.auth, TrustedProxies: cfg.trustedProxies, AdminToken: cfg.adminToken},
 		httpapi.Deps{Accounts: accounts, Devices: devices, SMS: messages, Webhooks: hooks, Phones: hub, PhoneSocket: hub, Store: st, Console: web.Handler(), Logger: log, Registry: reg, Gatherer: reg, Now: time.Now})
 	if err != nil {
 		return err
@@ -251,7 +266,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	log.Info("simrelay listening", "addr", ln.Addr().String(), "public_url", cfg.publicURL, "data_dir", cfg.dataDir,
-		"version", buildVersion(), "smtp", cfg.mailConfig().Redacted())
+		"version", buildVersion(), "smtp", cfg.mailConfig().Redacted(), "admin_backup", onOff(cfg.adminToken != ""))
 	fmt.Fprintf(stdout, "simrelay %s listening on http://%s\n", buildVersion(), ln.Addr())
 
 	select {
@@ -299,4 +314,12 @@ func sweep(ctx context.Context, api *httpapi.Server, st *store.Store, log *slog.
 			}
 		}
 	}
+}
+
+// onOff says whether a secret setting is set without showing it.
+func onOff(set bool) string {
+	if set {
+		return "on"
+	}
+	return "off"
 }

@@ -1,0 +1,237 @@
+package httpapi_test
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"mime"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/simrelay/simrelay/httpapi"
+	"github.com/simrelay/simrelay/pacing"
+	"github.com/simrelay/simrelay/store"
+)
+
+const testAdminToken = "op_0123456789abcdefghijklmnopqrstuvwxyz"
+
+func withAdminToken(c *httpapi.Config) { c.AdminToken = testAdminToken }
+
+// TestBackupIsTheOperatorsAlone: the whole store (every company, the server's
+// keys) goes only to the operator's token; everyone else, a company admin
+// and its API key included, sees the unknown-route 404.
+func TestBackupIsTheOperatorsAlone(t *testing.T) {
+	e := newEnv(t, roomy, withAdminToken)
+	a := e.newCompany("Acme", "owner@acme.test")
+	m := usersJoin(t, e, a.access, "Mia", "mia@acme.test", "member")
+	stranger := e.newCompany("Stranger", "who@stranger.test")
+	e.want(e.do(call{method: "PATCH", path: "/company", token: a.access, body: map[string]any{"name": "Acme Backup"}}), http.StatusOK, "")
+
+	unknown := e.do(call{method: "GET", path: "/admin/nothing-here"})
+	for _, tc := range []struct{ name, token string }{
+		{"company admin", a.access}, {"API key", a.apiKey}, {"member", m.access},
+		{"signed-up stranger", stranger.access}, {"stranger's API key", stranger.apiKey},
+		{"no credential", ""}, {"wrong token", testAdminToken + "x"}, {"prefix of the token", testAdminToken[:32]},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := e.do(call{method: "GET", path: "/admin/backup", token: tc.token})
+			e.want(r, http.StatusNotFound, "not_found")
+			if want := strings.Replace(unknown.str("message"), "/admin/nothing-here", "/admin/backup", 1); r.str("message") != want {
+				t.Errorf("message: got %q, want the unknown route's %q", r.str("message"), want)
+			}
+		})
+	}
+
+	r := e.do(call{method: "GET", path: "/admin/backup", token: testAdminToken})
+	if r.Status != http.StatusOK {
+		t.Fatalf("operator: got %d %s, want 200", r.Status, r.Raw)
+	}
+	if ct := r.Header.Get("Content-Type"); ct != "application/octet-stream" {
+		t.Errorf("Content-Type: got %q, want application/octet-stream", ct)
+	}
+	if disp, params, err := mime.ParseMediaType(r.Header.Get("Content-Disposition")); err != nil || disp != "attachment" || params["filename"] == "" {
+		t.Errorf("Content-Disposition: got %q (%v), want an attachment with a filename", r.Header.Get("Content-Disposition"), err)
+	}
+	if got := r.Header.Get("Content-Length"); got != fmt.Sprint(len(r.Raw)) {
+		t.Errorf("Content-Length: got %q, want %d", got, len(r.Raw))
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, store.FileName), r.Raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(dir, store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatalf("open the backup: got %v, want a valid store", err)
+	}
+	defer st.Close()
+	if co, err := st.Company(uint64(a.id)); err != nil || co.Name != "Acme Backup" {
+		t.Errorf("company in the backup: got %+v, %v, want Acme Backup", co, err)
+	}
+	// The snapshot's temporary file is gone from the data directory.
+	entries, _ := os.ReadDir(filepath.Dir(e.store.Path()))
+	for _, de := range entries {
+		if de.Name() != store.FileName {
+			t.Errorf("left in the data directory after the backup: %s", de.Name())
+		}
+	}
+	// The operator's token is no account's credential.
+	e.want(e.do(call{method: "GET", path: "/company", token: testAdminToken}), http.StatusUnauthorized, "unauthorized")
+
+	// No token configured: the route is off for everyone.
+	off := newEnv(t, roomy)
+	off.want(off.do(call{method: "GET", path: "/admin/backup", token: testAdminToken}), http.StatusNotFound, "not_found")
+	off.want(off.do(call{method: "GET", path: "/admin/backup"}), http.StatusNotFound, "not_found")
+}
+
+// TestBackupGuessesSpendTheCredentialWindow: wrong tokens count in the
+// per-IP credential window, so the route is no oracle for the token.
+func TestBackupGuessesSpendTheCredentialWindow(t *testing.T) {
+	e := newEnv(t, withAdminToken, func(c *httpapi.Config) {
+		c.GeneralRate = pacing.Rate{Limit: 1000, Window: time.Minute}
+		c.AuthRate = pacing.Rate{Limit: 3, Window: 15 * time.Minute}
+	})
+	for i := range 3 {
+		e.want(e.do(call{method: "GET", path: "/admin/backup", token: fmt.Sprintf("guess-%d-0123456789abcdefghijklmnopq", i)}), http.StatusNotFound, "not_found")
+	}
+	r := e.do(call{method: "GET", path: "/admin/backup", token: "guess-4-0123456789abcdefghijklmnopq"})
+	e.want(r, http.StatusTooManyRequests, "rate_limited")
+	if r.Header.Get("Retry-After") == "" {
+		t.Error("429 without Retry-After")
+	}
+	// The window is the client's: the right token from the same address waits too.
+	e.want(e.do(call{method: "GET", path: "/admin/backup", token: testAdminToken}), http.StatusTooManyRequests, "rate_limited")
+}
+
+// TestCompanyExport: an admin gets the own company's data and nothing of
+// another company's or of the server's secrets.
+func TestCompanyExport(t *testing.T) {
+	e := newEnv(t, roomy)
+	a := e.newCompany("Acme", "owner@acme.test")
+	b := e.newCompany("Beta Secret Co", "owner@beta.test")
+	usersJoin(t, e, a.access, "Mia", "mia@acme.test", "member")
+	usersInvite(t, e, a.access, "Ivy", "ivy@acme.test", "member")
+	usersJoin(t, e, b.access, "Bob", "bob@beta.test", "member")
+	e.pairPhone(a.apiKey, "acme-phone")
+	e.pairPhone(b.apiKey, "beta-phone")
+	e.whPut(a.apiKey, map[string]any{"url": "https://hooks.example.com/acme"})
+	e.whPut(b.apiKey, map[string]any{"url": "https://hooks.example.com/beta"})
+
+	// Interleaved history, more than a page and more than one scan window per company.
+	const perCompany = 2600
+	now := e.clock.Now()
+	var msgs []store.Message
+	for i := range perCompany {
+		for _, co := range []struct {
+			id     float64
+			device string
+			tag    string
+		}{{a.id, "acme-phone", "acme"}, {b.id, "beta-phone", "beta"}} {
+			msgs = append(msgs, store.Message{UUID: fmt.Sprintf("%s-%06d", co.tag, i), CompanyID: uint64(co.id), Device: co.device, Direction: store.Outbound,
+				Channel: "sms", Phone: fmt.Sprintf("+1555010%04d", i%50), Text: fmt.Sprintf("%s text %d", co.tag, i), SIMSlot: "SIM1",
+				Status: store.MsgDelivered, Segments: 1, CreatedAt: now, UpdatedAt: now})
+		}
+	}
+	if err := e.store.ImportMessages(msgs); err != nil {
+		t.Fatal(err)
+	}
+
+	r := e.do(call{method: "GET", path: "/company/export", token: a.access})
+	e.want(r, http.StatusOK, "")
+	var doc struct {
+		Format  string `json:"format"`
+		Company struct {
+			ID   float64 `json:"id"`
+			Name string  `json:"name"`
+		} `json:"company"`
+		APIKey   map[string]any   `json:"apiKey"`
+		Users    []map[string]any `json:"users"`
+		Devices  []map[string]any `json:"devices"`
+		Webhooks struct {
+			Entries []map[string]any `json:"entries"`
+		} `json:"webhooks"`
+		Conversations []map[string]any `json:"conversations"`
+		Messages      []map[string]any `json:"messages"`
+	}
+	if err := json.Unmarshal(r.Raw, &doc); err != nil {
+		t.Fatalf("the export is not one JSON document: %v", err)
+	}
+	if doc.Format == "" || doc.Company.ID != a.id || doc.Company.Name != "Acme" {
+		t.Fatalf("company: got %+v (format %q), want Acme's", doc.Company, doc.Format)
+	}
+	var emails []string
+	for _, u := range doc.Users {
+		emails = append(emails, u["email"].(string))
+	}
+	if got := strings.Join(emails, ","); got != "owner@acme.test,mia@acme.test,ivy@acme.test" {
+		t.Errorf("users: got %s, want Acme's three", got)
+	}
+	if len(doc.Devices) != 1 || doc.Devices[0]["device_fingerprint"] != "acme-phone" {
+		t.Errorf("devices: got %v, want acme-phone only", doc.Devices)
+	}
+	if len(doc.Webhooks.Entries) != 1 || doc.Webhooks.Entries[0]["url"] != "https://hooks.example.com/acme" {
+		t.Errorf("webhooks: got %v, want Acme's entry", doc.Webhooks.Entries)
+	}
+	if len(doc.Conversations) != 50 {
+		t.Errorf("conversations: got %d, want 50", len(doc.Conversations))
+	}
+	if len(doc.Messages) != perCompany {
+		t.Fatalf("messages: got %d, want %d", len(doc.Messages), perCompany)
+	}
+	for i, m := range doc.Messages {
+		if want := fmt.Sprintf("acme text %d", i); m["message"] != want {
+			t.Fatalf("message %d: got %v, want %q in id order", i, m["message"], want)
+		}
+	}
+
+	// Nothing of B, no hashes, no credentials, no server secret, in any encoding.
+	text := string(r.Raw)
+	forbidden := map[string]string{
+		"company B's name": "Beta Secret Co", "B's owner": "owner@beta.test", "B's member": "bob@beta.test",
+		"B's device": "beta-phone", "B's messages": "beta text", "B's webhook": "hooks.example.com/beta",
+		"A's API key": a.apiKey, "B's API key": b.apiKey, "A's signing secret": e.whSecret(a.apiKey), "B's signing secret": e.whSecret(b.apiKey),
+		"a password hash": "argon2id", "a password hash field": "password", "a token hash field": "token_hash", "a hash field": "hash",
+		"API key material": "api_key",
+	}
+	for _, name := range []string{"jwt-hs256", "api-key-seal"} {
+		secret, err := e.store.Secret(name, 32)
+		if err != nil {
+			t.Fatal(err)
+		}
+		forbidden[name+" raw"] = string(secret)
+		forbidden[name+" hex"] = hex.EncodeToString(secret)
+		forbidden[name+" base64"] = base64.StdEncoding.EncodeToString(secret)
+		forbidden[name+" base64url"] = base64.RawURLEncoding.EncodeToString(secret)
+	}
+	dev, err := e.store.Device("acme-phone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	forbidden["A's device token hash (base64)"] = base64.StdEncoding.EncodeToString(dev.TokenHash)
+	forbidden["A's device token hash (hex)"] = hex.EncodeToString(dev.TokenHash)
+	co, _ := e.store.Company(uint64(a.id))
+	forbidden["A's sealed API key"] = base64.StdEncoding.EncodeToString(co.APIKeySealed)
+	forbidden["A's API key hash"] = base64.StdEncoding.EncodeToString(co.APIKeyHash)
+	keyHash := sha256.Sum256([]byte(a.apiKey))
+	forbidden["A's API key hash (hex)"] = hex.EncodeToString(keyHash[:])
+	for what, s := range forbidden {
+		if s != "" && strings.Contains(text, s) {
+			t.Errorf("the export holds %s", what)
+		}
+	}
+
+	// The API key acts as an admin; a member is refused (TestMemberForbiddenOnAdminRoutes), no credential too.
+	e.want(e.do(call{method: "GET", path: "/company/export", token: a.apiKey}), http.StatusOK, "")
+	e.want(e.do(call{method: "GET", path: "/company/export"}), http.StatusUnauthorized, "unauthorized")
+	// B's export is B's.
+	rb := e.do(call{method: "GET", path: "/company/export", token: b.apiKey})
+	e.want(rb, http.StatusOK, "")
+	if strings.Contains(string(rb.Raw), "owner@acme.test") || strings.Contains(string(rb.Raw), "acme text") {
+		t.Error("B's export holds A's data")
+	}
+}

@@ -1,0 +1,260 @@
+package httpapi
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/simrelay/simrelay/store"
+)
+
+// Exporter reads one company's records for GET /company/export, the big ones
+// a page per short read transaction (store.Store).
+type Exporter interface {
+	Company(id uint64) (store.Company, error)
+	CompanyUsers(companyID uint64) ([]store.User, error)
+	CompanyDevices(companyID uint64) ([]store.Device, error)
+	WebhookSet(companyID uint64) (store.WebhookSet, error)
+	ConversationsAfter(device, after string, limit int) ([]store.Conversation, error)
+	CompanyMessagesAfter(companyID, after uint64, limit int) ([]store.Message, uint64, bool, error)
+}
+
+const (
+	// exportPage is how many messages or conversations one read transaction
+	// fetches; the page is written out after the transaction has ended.
+	exportPage = 500
+	// exportPageDeadline is how long the client may take to accept one page:
+	// a reader that stalls is cut, one that keeps reading may take as long as it needs.
+	exportPageDeadline = time.Minute
+	// exportFormat names the document's layout, for importers to check.
+	exportFormat = "simrelay-company-export/1"
+)
+
+// exportAPIKeyJSON is the API key's metadata. The key itself is left out: an
+// export is data, not a credential, and GET /account/api-key shows the key.
+type exportAPIKeyJSON struct {
+	CreatedAt string `json:"createdAt"`
+}
+
+// exportWebhooksJSON is the webhook set without its signing secret: the secret
+// signs live deliveries and GET /webhooks/inbound-sms shows it; a data file
+// that travels must not carry it.
+type exportWebhooksJSON struct {
+	Entries                []webhookJSON `json:"entries"`
+	SigningSecretCreatedAt string        `json:"signingSecretCreatedAt"`
+}
+
+// exportDeviceJSON is a device without its token hash.
+type exportDeviceJSON struct {
+	deviceJSON
+	UserID       uint64    `json:"user_id"`
+	FCMToken     string    `json:"fcm_token"`
+	SIMs         []simJSON `json:"sims"`
+	AppVersion   string    `json:"app_version"`
+	CreatedAt    string    `json:"created_at"`
+	LastSeenAt   string    `json:"last_seen_at"`
+	SMSPerMinute int       `json:"sms_per_minute"`
+}
+
+type exportConversationJSON struct {
+	DeviceFingerprint string `json:"device_fingerprint"`
+	conversationJSON
+}
+
+// exportMessageJSON is a message either way, with every stored field a client
+// could want back (none of them a secret).
+type exportMessageJSON struct {
+	ID                uint64 `json:"id"`
+	UUID              string `json:"uuid"`
+	Direction         string `json:"direction"`
+	Channel           string `json:"channel"`
+	DeviceFingerprint string `json:"device_fingerprint"`
+	Phone             string `json:"phone"`
+	Message           string `json:"message"`
+	SIMSlot           string `json:"sim_slot"`
+	Status            string `json:"status"`
+	Error             string `json:"error,omitempty"`
+	Segments          int    `json:"segments"`
+	UserID            uint64 `json:"user_id,omitempty"`
+	ReceivedAt        string `json:"received_at,omitempty"`
+	CreatedAt         string `json:"created_at"`
+	UpdatedAt         string `json:"updated_at"`
+}
+
+func exportMessage(m store.Message) exportMessageJSON {
+	return exportMessageJSON{ID: m.ID, UUID: m.UUID, Direction: m.Direction, Channel: m.Channel, DeviceFingerprint: m.Device,
+		Phone: m.Phone, Message: m.Text, SIMSlot: m.SIMSlot, Status: m.Status, Error: m.Error, Segments: m.Segments,
+		UserID: m.UserID, ReceivedAt: m.ReceivedAt, CreatedAt: ts(m.CreatedAt), UpdatedAt: ts(m.UpdatedAt)}
+}
+
+// companyExport streams the caller's company as one JSON document: its
+// profile, users, devices, webhook entries, conversations and messages. It
+// holds only the company's own data: no password or token hashes, no API key,
+// no signing secret, nothing of the server's (its keys live elsewhere in the
+// store and no page here reads them). The small parts are read before the
+// status is sent, so their failures answer a proper error; conversations and
+// messages follow page by page, each page read in its own short transaction and
+// written after it, so a slow client never holds the store.
+func (s *Server) companyExport(c echo.Context) error {
+	cid := principal(c).CompanyID
+	st := s.deps.Store
+	co, err := st.Company(cid)
+	if err != nil {
+		return err
+	}
+	users, err := st.CompanyUsers(cid)
+	if err != nil {
+		return err
+	}
+	devices, err := st.CompanyDevices(cid)
+	if err != nil {
+		return err
+	}
+	set, err := st.WebhookSet(cid)
+	if err != nil {
+		return err
+	}
+
+	h := c.Response().Header()
+	h.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
+	h.Set(echo.HeaderContentDisposition, fmt.Sprintf(`attachment; filename="simrelay-company-%d-%s.json"`, cid, s.deps.Now().UTC().Format("20060102-150405")))
+	h.Set("Cache-Control", "no-store")
+	if c.Request().Method == http.MethodHead {
+		return c.NoContent(http.StatusOK)
+	}
+	c.Response().WriteHeader(http.StatusOK)
+	w := &exportWriter{rc: http.NewResponseController(c.Response()), buf: bufio.NewWriterSize(c.Response(), 64<<10)}
+	w.deadline()
+
+	w.raw(`{"format":`)
+	w.value(exportFormat)
+	w.raw(`,"exportedAt":`)
+	w.value(ts(s.deps.Now()))
+	w.raw(`,"company":`)
+	w.value(companyOut(co))
+	w.raw(`,"apiKey":`)
+	w.value(exportAPIKeyJSON{CreatedAt: ts(co.APIKeyCreatedAt)})
+	w.raw(`,"users":`)
+	uo := make([]userJSON, 0, len(users))
+	for _, u := range users {
+		uo = append(uo, userOut(u))
+	}
+	w.value(uo)
+	w.raw(`,"devices":`)
+	do := make([]exportDeviceJSON, 0, len(devices))
+	for _, d := range devices {
+		e := exportDeviceJSON{deviceJSON: deviceOut(d), UserID: d.UserID, FCMToken: d.FCMToken, SIMs: make([]simJSON, 0, len(d.SIMs)),
+			AppVersion: d.AppVersion, CreatedAt: ts(d.CreatedAt), LastSeenAt: ts(d.LastSeenAt), SMSPerMinute: d.SMSPerMinute}
+		for _, sim := range d.SIMs {
+			e.SIMs = append(e.SIMs, simJSON(sim))
+		}
+		do = append(do, e)
+	}
+	w.value(do)
+	w.raw(`,"webhooks":`)
+	w.value(exportWebhooksJSON{Entries: webhooksOut(set.Entries), SigningSecretCreatedAt: ts(set.SecretCreatedAt)})
+
+	w.raw(`,"conversations":[`)
+	first := true
+	for _, d := range devices {
+		after := ""
+		for w.err == nil {
+			page, err := st.ConversationsAfter(d.Fingerprint, after, exportPage)
+			if err != nil {
+				w.err = err
+				break
+			}
+			for _, cv := range page {
+				w.item(&first, exportConversationJSON{DeviceFingerprint: d.Fingerprint, conversationJSON: conversationJSON{Phone: cv.Phone,
+					LastMessage: cv.LastMessage, LastMessageAt: ts(cv.LastMessageAt), Direction: cv.Direction, MessageCount: cv.MessageCount}})
+			}
+			w.flush()
+			if len(page) < exportPage {
+				break
+			}
+			after = page[len(page)-1].Phone
+		}
+	}
+
+	w.raw(`],"messages":[`)
+	first = true
+	var next uint64
+	for w.err == nil {
+		page, n, done, err := st.CompanyMessagesAfter(cid, next, exportPage)
+		if err != nil {
+			w.err = err
+			break
+		}
+		for _, m := range page {
+			w.item(&first, exportMessage(m))
+		}
+		if len(page) > 0 {
+			w.flush()
+		}
+		if done {
+			break
+		}
+		next = n
+	}
+	w.raw("]}\n")
+	w.flush()
+	if w.err != nil {
+		// The status is gone; the cut document tells the client, the log the operator.
+		s.deps.Logger.Warn("company export cut", "company_id", cid, "err", w.err)
+	}
+	return nil
+}
+
+// exportWriter writes the document and remembers the first error, after which
+// it writes nothing more.
+type exportWriter struct {
+	rc  *http.ResponseController
+	buf *bufio.Writer
+	err error
+}
+
+// deadline gives the client another exportPageDeadline to take what follows.
+func (w *exportWriter) deadline() {
+	_ = w.rc.SetWriteDeadline(time.Now().Add(exportPageDeadline))
+}
+
+func (w *exportWriter) raw(s string) {
+	if w.err == nil {
+		_, w.err = w.buf.WriteString(s)
+	}
+}
+
+func (w *exportWriter) value(v any) {
+	if w.err != nil {
+		return
+	}
+	raw, err := json.Marshal(v)
+	if err != nil {
+		w.err = err
+		return
+	}
+	_, w.err = w.buf.Write(raw)
+}
+
+func (w *exportWriter) item(first *bool, v any) {
+	if !*first {
+		w.raw(",")
+	}
+	*first = false
+	w.value(v)
+}
+
+// flush sends what is buffered under a fresh deadline.
+func (w *exportWriter) flush() {
+	if w.err != nil {
+		return
+	}
+	w.deadline()
+	if w.err = w.buf.Flush(); w.err == nil {
+		w.err = w.rc.Flush()
+	}
+}

@@ -1,0 +1,71 @@
+package httpapi_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// TestHeadWhereverGet: every GET route of the OpenAPI document answers HEAD
+// with GET's status and headers and no body (uptime monitors use HEAD).
+func TestHeadWhereverGet(t *testing.T) {
+	e := newEnv(t, roomy, withAdminToken)
+	c := e.newCompany("Acme", "owner@acme.test")
+	var doc struct {
+		Paths map[string]map[string]any `json:"paths"`
+	}
+	if err := json.Unmarshal(e.do(call{method: "GET", path: "/openapi.json"}).Raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	for p, ops := range doc.Paths {
+		if _, ok := ops["get"]; ok {
+			paths = append(paths, p)
+		}
+	}
+	sort.Strings(paths)
+	for _, p := range append(paths, "/healthz", "/readyz", "/metrics", "/openapi.json") {
+		path := strings.NewReplacer("{id}", "1", "{code}", "ABCD2345", "{device_fingerprint}", "none", "{queueId}", "none").Replace(p)
+		token := c.apiKey
+		if p == "/admin/backup" {
+			token = testAdminToken
+		}
+		t.Run(p, func(t *testing.T) {
+			req := func(method string) (*http.Response, int) {
+				r, err := http.NewRequest(method, e.url+path, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				r.Header.Set("Authorization", "Bearer "+token)
+				res, err := http.DefaultClient.Do(r)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer res.Body.Close()
+				n := 0
+				buf := make([]byte, 4096)
+				for {
+					k, err := res.Body.Read(buf)
+					n += k
+					if err != nil {
+						break
+					}
+				}
+				return res, n
+			}
+			get, _ := req(http.MethodGet)
+			head, n := req(http.MethodHead)
+			if head.StatusCode == http.StatusMethodNotAllowed || head.StatusCode != get.StatusCode {
+				t.Fatalf("HEAD %s: got %d, want GET's %d", path, head.StatusCode, get.StatusCode)
+			}
+			if n != 0 {
+				t.Errorf("HEAD %s: got a %d-byte body, want none", path, n)
+			}
+			if g, h := get.Header.Get("Content-Type"), head.Header.Get("Content-Type"); g != h {
+				t.Errorf("HEAD %s: Content-Type %q, GET's %q", path, h, g)
+			}
+		})
+	}
+}
