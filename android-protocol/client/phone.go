@@ -40,7 +40,9 @@ type Config struct {
 	BackoffMax  time.Duration
 	StableAfter time.Duration
 	// OnJob is called once for every new job, on the reader goroutine, after
-	// the job is journaled and before it is acked. It must not block for long.
+	// the job is journaled and acked (as an app hands the job to its sender),
+	// so reports made from it reach the server after the ack. It must not
+	// block for long.
 	OnJob func(proto.Send)
 	// OnInboundAck is called when the server stored an inbound message.
 	OnInboundAck func(proto.InboundAck)
