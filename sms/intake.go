@@ -59,15 +59,15 @@ const maxClientID = 128
 // Inbound stores a received SMS once per (device, client_id) and returns the
 // acknowledgement to send only after it is durable.
 func (s *Service) Inbound(_ context.Context, dev store.Device, in proto.Inbound) (proto.InboundAck, error) {
-	if in.ClientID == "" || utf8.RuneCountInString(in.ClientID) > maxClientID {
-		return proto.InboundAck{}, problem.Invalid("client_id", "is required, at most 128 characters")
+	if in.ClientID == "" || len(in.ClientID) > maxClientID {
+		return proto.InboundAck{}, problem.Invalid("client_id", "is required, at most 128 bytes of UTF-8")
 	}
 	if in.Channel != proto.ChannelSMS {
 		return proto.InboundAck{}, problem.Invalid("channel", "must be sms")
 	}
 	from := strings.TrimSpace(in.From)
-	if from == "" || utf8.RuneCountInString(from) > 64 {
-		return proto.InboundAck{}, problem.Invalid("from", "is required, at most 64 characters")
+	if from == "" || len(from) > 64 {
+		return proto.InboundAck{}, problem.Invalid("from", "is required, at most 64 bytes of UTF-8")
 	}
 	// Senders are often short codes or names ("BANK"), which stay as given;
 	// numbers are stored in E.164 like everywhere else.
