@@ -50,6 +50,10 @@ type Config struct {
 	OnConfig func(proto.Config)
 	// OnState is called when the link goes up (nil error) or down (its cause).
 	OnState func(up bool, err error)
+	// OnRetry is called before each wait between links, with what ended the
+	// last attempt (a websocket.CloseError, a *DialError, an *APIError...)
+	// and how long the phone waits before the next.
+	OnRetry func(err error, wait time.Duration)
 	Logger  *slog.Logger
 }
 
@@ -70,6 +74,16 @@ type Phone struct {
 	acked    map[string]proto.InboundAck        // inbound acks received, by client_id
 	waiters  map[string][]chan proto.InboundAck // Inbound callers waiting for an ack
 }
+
+// DialError is a link attempt that reached no server: nothing answered the
+// WebSocket upgrade (connection refused, DNS, timeouts).
+type DialError struct {
+	URL string
+	Err error
+}
+
+func (e *DialError) Error() string { return fmt.Sprintf("client: dial %s: %v", e.URL, e.Err) }
+func (e *DialError) Unwrap() error { return e.Err }
 
 // ClosedError is a close the phone must not reconnect after (4500-4999).
 type ClosedError struct {
@@ -143,6 +157,9 @@ func (p *Phone) Run(ctx context.Context) error {
 			attempt = 0
 		}
 		p.cfg.Logger.Info("link down; reconnecting", "err", err, "in", wait)
+		if p.cfg.OnRetry != nil {
+			p.cfg.OnRetry(err, wait)
+		}
 		select {
 		case <-ctx.Done():
 			return nil
@@ -218,6 +235,9 @@ func (p *Phone) session(ctx context.Context) error {
 	if err != nil {
 		if res != nil && res.StatusCode != http.StatusSwitchingProtocols {
 			return readAPIError(res)
+		}
+		if res == nil {
+			return &DialError{URL: p.cfg.WSURL, Err: err}
 		}
 		return err
 	}
