@@ -266,31 +266,44 @@ func TestQueueIsBoundedInBytes(t *testing.T) {
 }
 
 // A burst of bad frames from a phone that never reads is a flood (4029):
-// their error answers are charged before they can fill the queue (4008).
+// their error answers are charged before they can fill the queue (4008),
+// and error answers that do overflow it are flood too.
 func TestBurstOfBadFramesIsFlood(t *testing.T) {
-	r := newRig(t, Config{})
 	big := strings.Repeat("x", 60000)
-	for _, c := range []struct{ name, frame string }{
-		{"unknown types", fmt.Sprintf(`{"type":%q}`, big)},
-		{"refused reports", fmt.Sprintf(`{"type":"ack","id":%q}`, big)},
-		{"short unknown types", `{"type":"teleport"}`},
+	tight := Config{QueueLen: 8, FrameRate: 5, FrameBurst: 20}
+	for _, c := range []struct {
+		name  string
+		cfg   Config
+		frame string
+		n     int
+	}{
+		{"unknown types", tight, fmt.Sprintf(`{"type":%q}`, big), 300},
+		{"refused reports", tight, fmt.Sprintf(`{"type":"ack","id":%q}`, big), 300},
+		{"short unknown types at the default limit", Config{}, `{"type":"teleport"}`, 2000},
+		{"answers overflowing the queue", Config{QueueLen: 4, FrameRate: 1e6, FrameBurst: 1e6},
+			jsonObject(map[string]string{"type": strings.Repeat("\x01", 200)}), 100000},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			fp := "mute-" + strings.ReplaceAll(c.name, " ", "-")
-			ws, _, err := r.dial(r.pair(fp), tinyReceiveBuffer())
+			r := newRig(t, c.cfg)
+			ws, _, err := r.dial(r.pair("mute"), tinyReceiveBuffer())
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer ws.CloseNow()
 			writeFrame(t, ws, proto.Hello{Protocol: 1})
-			eventually(t, "online", func() bool { return r.hub.Online(fp) })
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
-			for i := 0; i < 2000 && r.hub.Online(fp); i++ {
-				if ws.Write(ctx, websocket.MessageText, []byte(c.frame)) != nil {
-					break
+			eventually(t, "online", func() bool { return r.hub.Online("mute") })
+			// The burst, written without reading; the writer may block once
+			// the server stops reading, so it runs on its own and ends when
+			// the connection does.
+			go func() {
+				for i := 0; i < c.n && r.hub.Online("mute"); i++ {
+					if ws.Write(context.Background(), websocket.MessageText, []byte(c.frame)) != nil {
+						return
+					}
 				}
-			}
+			}()
+			eventually(t, "the server closes the link", func() bool { return !r.hub.Online("mute") })
+			// Only now does the phone read: its answers, then the close.
 			if got := closeAfterBacklog(t, ws); got != proto.CloseFlood {
 				t.Fatalf("got close %d, want 4029", got)
 			}
