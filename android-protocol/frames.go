@@ -12,6 +12,12 @@ const Version = 1
 // MaxFrameBytes bounds one frame in either direction.
 const MaxFrameBytes = 64 << 10
 
+// MaxEchoBytes bounds each value of a phone's frame that the server repeats
+// in an error frame (a frame type, id, client_id or field name): the answer
+// to a bad frame stays small whatever the frame held. It is the longest
+// valid client_id, so a valid id always comes back whole.
+const MaxEchoBytes = 128
+
 // Frame types.
 const (
 	TypeHello      = "hello"

@@ -11,7 +11,6 @@ import (
 	"regexp"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/simrelay/simrelay/phone"
 	"github.com/simrelay/simrelay/problem"
@@ -191,8 +190,8 @@ func (s *Service) Register(_ context.Context, in RegisterInput) (dev store.Devic
 		return dev, "", false, problem.Invalid("device_fingerprint", "must be 1 to 128 letters, digits, dots, dashes, underscores or colons")
 	}
 	name := strings.TrimSpace(in.DeviceName)
-	if utf8.RuneCountInString(name) > 100 {
-		return dev, "", false, problem.Invalid("device_name", "must be at most 100 characters")
+	if len(name) > 100 {
+		return dev, "", false, problem.Invalid("device_name", "must be at most 100 bytes of UTF-8")
 	}
 	if name == "" {
 		name = "Android phone"
@@ -201,11 +200,11 @@ func (s *Service) Register(_ context.Context, in RegisterInput) (dev store.Devic
 	if err != nil {
 		return dev, "", false, err
 	}
-	if utf8.RuneCountInString(in.FCMToken) > 4096 {
-		return dev, "", false, problem.Invalid("fcm_token", "must be at most 4096 characters")
+	if len(in.FCMToken) > 4096 {
+		return dev, "", false, problem.Invalid("fcm_token", "must be at most 4096 bytes")
 	}
-	if utf8.RuneCountInString(in.AppVersion) > 64 {
-		return dev, "", false, problem.Invalid("app_version", "must be at most 64 characters")
+	if len(in.AppVersion) > 64 {
+		return dev, "", false, problem.Invalid("app_version", "must be at most 64 bytes")
 	}
 	token = newToken()
 	now := s.now().UTC()
@@ -250,8 +249,8 @@ func validSIMs(in []store.SIM) ([]store.SIM, error) {
 			}
 			sim.PhoneNumber = n
 		}
-		if utf8.RuneCountInString(sim.Carrier) > 64 {
-			return nil, problem.Invalid(field+".carrier", "must be at most 64 characters")
+		if len(sim.Carrier) > 64 {
+			return nil, problem.Invalid(field+".carrier", "must be at most 64 bytes of UTF-8")
 		}
 		out = append(out, sim)
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
@@ -56,8 +55,8 @@ func (s *Service) Update(ctx context.Context, companyID uint64, fingerprint stri
 	}
 	if p.DeviceName != nil {
 		n := strings.TrimSpace(*p.DeviceName)
-		if n == "" || utf8.RuneCountInString(n) > 100 {
-			return store.Device{}, problem.Invalid("device_name", "must be 1 to 100 characters")
+		if n == "" || len(n) > 100 {
+			return store.Device{}, problem.Invalid("device_name", "must be 1 to 100 bytes of UTF-8")
 		}
 		p.DeviceName = &n
 	}
@@ -105,8 +104,8 @@ func (s *Service) Hello(_ context.Context, fingerprint, selectedSIM string, sims
 	if err != nil {
 		return store.Device{}, err
 	}
-	if utf8.RuneCountInString(appVersion) > 64 {
-		return store.Device{}, problem.Invalid("app_version", "must be at most 64 characters")
+	if len(appVersion) > 64 {
+		return store.Device{}, problem.Invalid("app_version", "must be at most 64 bytes")
 	}
 	return s.store.UpdateDevice(fingerprint, func(d *store.Device) error {
 		if selectedSIM != "" {

@@ -28,6 +28,7 @@ type conn struct {
 
 	qmu     sync.Mutex
 	queue   [][]byte    // frames waiting for the phone, at most QueueLen; guarded by qmu
+	queued  int         // bytes in queue, at most QueueBytes; guarded by qmu
 	writing bool        // the writer goroutine is running (or held until the welcome); guarded by qmu
 	ping    *time.Timer // fires the next ping; set once registered
 
@@ -35,6 +36,8 @@ type conn struct {
 	doneOnce sync.Once
 	graceful atomic.Bool  // a close handshake is under way; do not cut the connection
 	lastSeen atomic.Int64 // unix nanoseconds of the last frame or pong
+
+	flood *rate.Limiter // what the phone sends unasked (flood.go); reader goroutine only
 
 	pumpMu    sync.Mutex          // serialises pumps, which read the store
 	inflight  map[string]struct{} // sends written to this link, not yet acked; guarded by pumpMu
@@ -46,7 +49,8 @@ type conn struct {
 
 func newConn(h *Hub, ws *websocket.Conn, dev store.Device, token string) *conn {
 	// writing starts true: the writer is held until open sends the welcome.
-	c := &conn{hub: h, ws: ws, dev: dev, token: token, done: make(chan struct{}), inflight: map[string]struct{}{}, writing: true}
+	c := &conn{hub: h, ws: ws, dev: dev, token: token, done: make(chan struct{}), inflight: map[string]struct{}{}, writing: true,
+		flood: rate.NewLimiter(rate.Limit(h.cfg.FrameRate), h.cfg.FrameBurst)}
 	c.touch()
 	return c
 }
@@ -207,8 +211,6 @@ func (c *conn) setPace(perMinute int) {
 // readLoop handles the phone's frames. Store writes happen here, on the
 // link's own goroutine, so one slow phone slows only itself.
 func (c *conn) readLoop() {
-	h := c.hub
-	limiter := rate.NewLimiter(rate.Limit(h.cfg.FrameRate), h.cfg.FrameBurst)
 	ctx := context.Background()
 	for {
 		_, data, err := c.ws.Read(ctx)
@@ -216,13 +218,12 @@ func (c *conn) readLoop() {
 			return
 		}
 		c.touch()
-		if !limiter.Allow() {
-			c.fail(proto.CloseFlood, "flood", "Too many frames; slow down.")
-			return
-		}
 		f, err := proto.Decode(data)
 		if errors.Is(err, proto.ErrUnknownType) {
-			c.send(proto.Error{Code: "unknown_frame", Message: fmt.Sprintf("Unknown frame type %q; the frame was ignored.", frameType(data))})
+			if !c.charge() {
+				return
+			}
+			c.answerError(proto.Error{Code: "unknown_frame", Message: fmt.Sprintf("Unknown frame type %q; the frame was ignored.", echo(frameType(data)))})
 			continue
 		}
 		if err != nil {
@@ -235,25 +236,37 @@ func (c *conn) readLoop() {
 	}
 }
 
-// handle answers one frame; false ends the link.
+// handle answers one frame; false ends the link. Reports are charged to
+// the flood limit only when they answer nothing the server sent (flood.go).
 func (c *conn) handle(ctx context.Context, f proto.Frame) bool {
 	h := c.hub
 	switch f := f.(type) {
 	case *proto.Ack:
-		err := h.intake.Ack(ctx, c.dev, f.ID)
+		moved, err := h.intake.Ack(ctx, c.dev, f.ID)
 		// A refused ack (no such job) frees the slot too: the phone will not ack it again.
-		c.settle(f.ID)
+		inflight := c.settle(f.ID)
+		if (err != nil || !(moved || inflight)) && !c.charge() {
+			return false
+		}
 		if c.refused(err, "ack", proto.Error{ID: f.ID}) {
 			return !c.closed()
 		}
 	case *proto.Status:
-		err := h.intake.Status(ctx, c.dev, *f)
+		moved, err := h.intake.Status(ctx, c.dev, *f)
+		if err != nil && !c.charge() {
+			return false
+		}
 		if c.refused(err, "status", proto.Error{ID: f.ID}) {
 			return !c.closed()
 		}
-		c.settle(f.ID)
+		if inflight := c.settle(f.ID); !(moved || inflight) && !c.charge() {
+			return false
+		}
 		c.send(proto.StatusAck{ID: f.ID, Status: f.Status})
 	case *proto.Inbound:
+		if !c.charge() {
+			return false
+		}
 		ack, err := h.intake.Inbound(ctx, c.dev, *f)
 		if c.refused(err, "inbound", proto.Error{ClientID: f.ClientID}) {
 			return !c.closed()
@@ -276,7 +289,7 @@ func (c *conn) refused(err error, what string, about proto.Error) bool {
 	}
 	if pe, ok := problem.As(err); ok {
 		about.Code, about.Message, about.Field, about.RetryAfter = string(pe.Code), what+": "+pe.Message, pe.Field, pe.RetryAfter
-		c.send(about)
+		c.answerError(about)
 		return true
 	}
 	c.hub.log.Error("intake failed", "device", c.dev.Fingerprint, "frame", what, "id", about.ID, "client_id", about.ClientID, "err", err)
@@ -286,7 +299,12 @@ func (c *conn) refused(err error, what string, about proto.Error) bool {
 
 // send queues a frame without ever blocking: a full queue means the phone
 // reads too slowly, and it is closed to resync from the store.
-func (c *conn) send(f proto.Frame) bool {
+func (c *conn) send(f proto.Frame) bool { return c.enqueue(f, proto.CloseTooSlow) }
+
+// enqueue queues a frame, or closes the link with overflow (4008, or 4029
+// for the answers to a flood) when the queue holds QueueLen frames or the
+// frame would take it over QueueBytes. A frame always fits an empty queue.
+func (c *conn) enqueue(f proto.Frame, overflow int) bool {
 	data, err := proto.Encode(f)
 	if err != nil {
 		c.hub.log.Error("encode frame", "err", err)
@@ -297,12 +315,18 @@ func (c *conn) send(f proto.Frame) bool {
 		c.qmu.Unlock()
 		return false
 	}
-	if len(c.queue) >= c.hub.cfg.QueueLen {
+	cfg := c.hub.cfg
+	if len(c.queue) >= cfg.QueueLen || (len(c.queue) > 0 && c.queued+len(data) > cfg.QueueBytes) {
 		c.qmu.Unlock()
-		c.closeWith(proto.CloseTooSlow, "too slow: queue full")
+		if overflow == proto.CloseFlood {
+			c.failFlood()
+		} else {
+			c.closeWith(overflow, "too slow: queue full")
+		}
 		return false
 	}
 	c.queue = append(c.queue, data)
+	c.queued += len(data)
 	start := !c.writing
 	c.writing = true
 	c.qmu.Unlock()
@@ -324,6 +348,7 @@ func (c *conn) open(welcome proto.Welcome) {
 	}
 	c.qmu.Lock()
 	c.queue = append([][]byte{data}, c.queue...)
+	c.queued += len(data)
 	c.qmu.Unlock()
 	c.hub.wg.Add(1)
 	go c.writeLoop() // writing is still true from newConn: this is the one writer
@@ -338,13 +363,14 @@ func (c *conn) writeLoop() {
 	for {
 		c.qmu.Lock()
 		if len(c.queue) == 0 || c.closed() {
-			c.queue, c.writing = nil, false
+			c.queue, c.queued, c.writing = nil, 0, false
 			c.qmu.Unlock()
 			return
 		}
 		data := c.queue[0]
 		c.queue[0] = nil
 		c.queue = c.queue[1:]
+		c.queued -= len(data)
 		c.qmu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), h.cfg.WriteTimeout)
 		err := c.ws.Write(ctx, websocket.MessageText, data)
@@ -352,7 +378,7 @@ func (c *conn) writeLoop() {
 		if err != nil {
 			c.end()
 			c.qmu.Lock()
-			c.queue, c.writing = nil, false
+			c.queue, c.queued, c.writing = nil, 0, false
 			c.qmu.Unlock()
 			return
 		}
@@ -502,8 +528,9 @@ func (c *conn) pump() {
 	}
 }
 
-// settle frees a send's place in the window and refills it.
-func (c *conn) settle(id string) {
+// settle frees a send's place in the window and refills it; it reports
+// whether the send was in the window.
+func (c *conn) settle(id string) bool {
 	c.pumpMu.Lock()
 	_, was := c.inflight[id]
 	delete(c.inflight, id)
@@ -511,6 +538,7 @@ func (c *conn) settle(id string) {
 	if was {
 		c.pump()
 	}
+	return was
 }
 
 // frameType is the type a frame names, "" when it names none.

@@ -28,10 +28,18 @@ const (
 	// DefaultQueueLen bounds frames waiting for one phone; a phone that lets
 	// this many pile up is too slow and is closed (4008).
 	DefaultQueueLen = 64
+	// DefaultQueueBytes bounds the same queue in bytes, so that what a phone
+	// that never reads can make the server hold is known: a few frames near
+	// the 64 KiB frame limit would otherwise fill memory long before the
+	// frame count. 256 KiB holds the 64 frames of ordinary traffic (sends
+	// of a long SMS are about 7 KB) with room to spare.
+	DefaultQueueBytes = 256 << 10
 	// DefaultMaxInflight is the contract's window of un-acked sends per link.
 	DefaultMaxInflight = 16
-	// DefaultFrameRate and DefaultFrameBurst bound what one phone may send;
-	// a burst of inbound SMS after a reconnect fits easily.
+	// DefaultFrameRate and DefaultFrameBurst bound what one phone sends
+	// unasked (inbound, unknown frames, reports that answer nothing); a burst
+	// of inbound SMS after a reconnect fits easily. Answers to the server's
+	// own sends are not counted: they are bounded by what it sent.
 	DefaultFrameRate  = 50
 	DefaultFrameBurst = 200
 )
@@ -43,8 +51,9 @@ type Config struct {
 	PongTimeout  time.Duration
 	WriteTimeout time.Duration
 	QueueLen     int
+	QueueBytes   int // bytes of frames waiting for one phone; one frame always fits an empty queue
 	MaxInflight  int
-	FrameRate    float64 // frames per second a phone may send on average
+	FrameRate    float64 // unasked frames per second a phone may send on average
 	FrameBurst   int
 }
 
@@ -54,6 +63,7 @@ func (c *Config) defaults() {
 	orDefault(&c.PongTimeout, DefaultPongTimeout)
 	orDefault(&c.WriteTimeout, DefaultWriteTimeout)
 	orDefault(&c.QueueLen, DefaultQueueLen)
+	orDefault(&c.QueueBytes, DefaultQueueBytes)
 	orDefault(&c.MaxInflight, DefaultMaxInflight)
 	orDefault(&c.FrameRate, DefaultFrameRate)
 	orDefault(&c.FrameBurst, DefaultFrameBurst)
@@ -77,10 +87,13 @@ type Devices interface {
 // Intake takes what phones report. Each method returns once the report is
 // durable; the hub acknowledges to the phone only then.
 type Intake interface {
-	// Ack records that the phone took the job with this id.
-	Ack(ctx context.Context, dev store.Device, id string) error
-	// Status records an outcome the phone reported.
-	Status(ctx context.Context, dev store.Device, s proto.Status) error
+	// Ack records that the phone took the job with this id. moved says the
+	// job's stored status changed: news a job gives at most once per step,
+	// which is what lets the hub leave it out of the flood count without a
+	// read of its own.
+	Ack(ctx context.Context, dev store.Device, id string) (moved bool, err error)
+	// Status records an outcome the phone reported; moved as for Ack.
+	Status(ctx context.Context, dev store.Device, s proto.Status) (moved bool, err error)
 	// Inbound stores a message the phone received, once per client_id.
 	Inbound(ctx context.Context, dev store.Device, in proto.Inbound) (proto.InboundAck, error)
 	// Pending returns up to limit jobs waiting for the device after the one

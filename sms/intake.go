@@ -17,21 +17,21 @@ import (
 
 var errNoJob = problem.New(problem.NotFound, "This device has no job with that id.")
 
-// Ack records that the phone durably took a job.
-func (s *Service) Ack(_ context.Context, dev store.Device, id string) error {
-	_, err := s.store.Transition(dev.Fingerprint, id, store.MsgSending, "", "", s.now())
+// Ack records that the phone durably took a job; moved says the job's status changed.
+func (s *Service) Ack(_ context.Context, dev store.Device, id string) (bool, error) {
+	_, moved, err := s.store.Transition(dev.Fingerprint, id, store.MsgSending, "", "", s.now())
 	if errors.Is(err, store.ErrNotFound) {
-		return errNoJob
+		return false, errNoJob
 	}
-	return err
+	return moved, err
 }
 
-// Status records what became of a job.
-func (s *Service) Status(_ context.Context, dev store.Device, st proto.Status) error {
+// Status records what became of a job; moved says the job's status changed.
+func (s *Service) Status(_ context.Context, dev store.Device, st proto.Status) (bool, error) {
 	switch st.Status {
 	case proto.StatusSent, proto.StatusDelivered, proto.StatusFailed:
 	default:
-		return problem.Invalid("status", "must be sent, delivered or failed")
+		return false, problem.Invalid("status", "must be sent, delivered or failed")
 	}
 	if len(st.Error) > 200 {
 		st.Error = st.Error[:200]
@@ -39,18 +39,18 @@ func (s *Service) Status(_ context.Context, dev store.Device, st proto.Status) e
 	if st.At != "" {
 		at, err := time.Parse(time.RFC3339Nano, st.At)
 		if err != nil {
-			return problem.Invalid("at", "must be an RFC 3339 time such as 2026-11-22T10:04:05.123Z")
+			return false, problem.Invalid("at", "must be an RFC 3339 time such as 2026-11-22T10:04:05.123Z")
 		}
 		st.At = at.UTC().Format(timeLayout) // shown like every other time: UTC, milliseconds
 	}
 	if st.Status == proto.StatusFailed && st.Error == "" {
 		st.Error = "failed"
 	}
-	_, err := s.store.Transition(dev.Fingerprint, st.ID, st.Status, st.Error, st.At, s.now())
+	_, moved, err := s.store.Transition(dev.Fingerprint, st.ID, st.Status, st.Error, st.At, s.now())
 	if errors.Is(err, store.ErrNotFound) {
-		return errNoJob
+		return false, errNoJob
 	}
-	return err
+	return moved, err
 }
 
 // maxClientID bounds the phone's own message ids.
@@ -59,15 +59,15 @@ const maxClientID = 128
 // Inbound stores a received SMS once per (device, client_id) and returns the
 // acknowledgement to send only after it is durable.
 func (s *Service) Inbound(_ context.Context, dev store.Device, in proto.Inbound) (proto.InboundAck, error) {
-	if in.ClientID == "" || utf8.RuneCountInString(in.ClientID) > maxClientID {
-		return proto.InboundAck{}, problem.Invalid("client_id", "is required, at most 128 characters")
+	if in.ClientID == "" || len(in.ClientID) > maxClientID {
+		return proto.InboundAck{}, problem.Invalid("client_id", "is required, at most 128 bytes of UTF-8")
 	}
 	if in.Channel != proto.ChannelSMS {
 		return proto.InboundAck{}, problem.Invalid("channel", "must be sms")
 	}
 	from := strings.TrimSpace(in.From)
-	if from == "" || utf8.RuneCountInString(from) > 64 {
-		return proto.InboundAck{}, problem.Invalid("from", "is required, at most 64 characters")
+	if from == "" || len(from) > 64 {
+		return proto.InboundAck{}, problem.Invalid("from", "is required, at most 64 bytes of UTF-8")
 	}
 	// Senders are often short codes or names ("BANK"), which stay as given;
 	// numbers are stored in E.164 like everywhere else.

@@ -236,10 +236,12 @@ var rank = map[string]int{MsgQueued: 0, MsgExpired: 1, MsgSending: 2, MsgSent: 3
 // Transition moves an outbound message of the device to status (sending on an
 // ack; sent, delivered or failed on a report). A report that would move it
 // backwards, or repeats what is stored, changes nothing and is no error. A
-// message of another device is ErrNotFound.
-func (s *Store) Transition(device, uuid, status, errText, statusAt string, now time.Time) (Message, error) {
-	var out Message
-	err := s.grouped(func(tx *bolt.Tx) error {
+// message of another device is ErrNotFound. moved says whether the report
+// changed the stored status: the hub lets only such reports (news a job can
+// give at most once per step) pass its flood limit for free.
+func (s *Store) Transition(device, uuid, status, errText, statusAt string, now time.Time) (out Message, moved bool, err error) {
+	err = s.grouped(func(tx *bolt.Tx) error {
+		moved = false // a batch that failed runs this again
 		m, err := loadByUUID(tx, uuid)
 		if err != nil {
 			return err
@@ -275,13 +277,13 @@ func (s *Store) Transition(device, uuid, status, errText, statusAt string, now t
 		if statusAt != "" {
 			m.StatusAt = statusAt
 		}
-		out = m
+		out, moved = m, true
 		return putJSON(tx.Bucket(bucketMessages), itob(m.ID), m)
 	})
 	if err != nil {
-		return out, fmt.Errorf("store: message %s to %s: %w", uuid, status, err)
+		return out, false, fmt.Errorf("store: message %s to %s: %w", uuid, status, err)
 	}
-	return out, nil
+	return out, moved, nil
 }
 
 // Pending returns up to limit queued messages of a device with ids above

@@ -24,11 +24,14 @@ func (p *Phone) handle(ctx context.Context, ws *websocket.Conn, data []byte) err
 		seen := p.journal[f.ID]
 		p.journal[f.ID] = true // journaled before the ack: the ack promises the job is kept
 		p.mu.Unlock()
+		err := write(ctx, ws, proto.Ack{ID: f.ID})
 		// A job seen before is a resend after a lost ack: ack again, never send twice.
+		// A new one goes to the sender after its ack, so its reports follow the
+		// ack; it is journaled, so it goes there even when the ack was lost.
 		if !seen && p.cfg.OnJob != nil {
 			p.cfg.OnJob(*f)
 		}
-		if err := write(ctx, ws, proto.Ack{ID: f.ID}); err != nil {
+		if err != nil {
 			return err
 		}
 	case *proto.StatusAck:

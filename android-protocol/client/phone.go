@@ -40,7 +40,9 @@ type Config struct {
 	BackoffMax  time.Duration
 	StableAfter time.Duration
 	// OnJob is called once for every new job, on the reader goroutine, after
-	// the job is journaled and before it is acked. It must not block for long.
+	// the job is journaled and acked (as an app hands the job to its sender),
+	// so reports made from it reach the server after the ack. It must not
+	// block for long.
 	OnJob func(proto.Send)
 	// OnInboundAck is called when the server stored an inbound message.
 	OnInboundAck func(proto.InboundAck)
@@ -50,6 +52,10 @@ type Config struct {
 	OnConfig func(proto.Config)
 	// OnState is called when the link goes up (nil error) or down (its cause).
 	OnState func(up bool, err error)
+	// OnRetry is called before each wait between links, with what ended the
+	// last attempt (a websocket.CloseError, a *DialError, an *APIError...)
+	// and how long the phone waits before the next.
+	OnRetry func(err error, wait time.Duration)
 	Logger  *slog.Logger
 }
 
@@ -70,6 +76,16 @@ type Phone struct {
 	acked    map[string]proto.InboundAck        // inbound acks received, by client_id
 	waiters  map[string][]chan proto.InboundAck // Inbound callers waiting for an ack
 }
+
+// DialError is a link attempt that reached no server: nothing answered the
+// WebSocket upgrade (connection refused, DNS, timeouts).
+type DialError struct {
+	URL string
+	Err error
+}
+
+func (e *DialError) Error() string { return fmt.Sprintf("client: dial %s: %v", e.URL, e.Err) }
+func (e *DialError) Unwrap() error { return e.Err }
 
 // ClosedError is a close the phone must not reconnect after (4500-4999).
 type ClosedError struct {
@@ -143,6 +159,9 @@ func (p *Phone) Run(ctx context.Context) error {
 			attempt = 0
 		}
 		p.cfg.Logger.Info("link down; reconnecting", "err", err, "in", wait)
+		if p.cfg.OnRetry != nil {
+			p.cfg.OnRetry(err, wait)
+		}
 		select {
 		case <-ctx.Done():
 			return nil
@@ -218,6 +237,9 @@ func (p *Phone) session(ctx context.Context) error {
 	if err != nil {
 		if res != nil && res.StatusCode != http.StatusSwitchingProtocols {
 			return readAPIError(res)
+		}
+		if res == nil {
+			return &DialError{URL: p.cfg.WSURL, Err: err}
 		}
 		return err
 	}

@@ -92,12 +92,21 @@ func TestCrashLosesNoAnsweredSend(t *testing.T) {
 	var received atomic.Int64
 	// The restarted server has a new port: the phone follows it.
 	wsURL := "ws" + strings.TrimPrefix(srv.url, "http") + "/device/ws"
-	phone := client.New(client.Config{WSURL: wsURL, Token: reg.DeviceToken, BackoffBase: 10 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
+	// It behaves like a real phone: each job is acked, then reported sent
+	// and delivered at once, so the backlog drains at full speed and no
+	// link may end on the way (a flood close would hold the drain up).
+	var phone *client.Phone
+	var closes sync.Map
+	phone = client.New(client.Config{WSURL: wsURL, Token: reg.DeviceToken, BackoffBase: 10 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
 		OnJob: func(s proto.Send) {
 			if _, dup := got.LoadOrStore(s.ID, true); !dup {
 				received.Add(1)
 			}
-		}})
+			phone.Report(s.ID, proto.StatusSent, "")
+			phone.Report(s.ID, proto.StatusDelivered, "")
+		},
+		OnRetry: func(err error, _ time.Duration) { closes.Store(err.Error(), true) },
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- phone.Run(ctx) }()
@@ -122,5 +131,22 @@ func TestCrashLosesNoAnsweredSend(t *testing.T) {
 	fmt.Printf("crash test: answered %d, survived %d\n", n, s)
 	if s != n {
 		t.Fatalf("%d answered sends were lost", n-s)
+	}
+	closes.Range(func(err, _ any) bool {
+		t.Errorf("the link ended while draining: %v", err)
+		return true
+	})
+	// Every report was stored (status_acked), and the sends end delivered.
+	for phone.Pending() > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := phone.Pending(); n > 0 {
+		t.Fatalf("%d reports were never acknowledged", n)
+	}
+	for id := range answered.Range {
+		if _, body := get(t, srv.url+"/chat/queue/"+id.(string), apiKey); !strings.Contains(string(body), `"status":"delivered"`) {
+			t.Fatalf("send %s: got %s, want it delivered", id, body)
+		}
+		break // one shows the reports took effect; Pending showed they all arrived
 	}
 }

@@ -7,10 +7,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
+
+	"github.com/coder/websocket"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/android-protocol/client"
@@ -23,6 +28,14 @@ connects to the server like the Android app, prints each job it gets, acks
 it and reports it sent and then delivered. With --inbound it also delivers
 one received SMS. It runs until Ctrl-C.
 
+Like the app, it keeps its device token after pairing, in --token-file
+(mode 0600; by default ./data/phone-FINGERPRINT.json), and uses it on the
+next start instead of pairing again, which spends the server's
+authentication rate limit. It pairs again only when the server says the
+token is dead (HTTP 401, or close 4501) and --pairing-code or --api-key is
+given. It prints one line for each link that ends and each wait for a
+server that does not answer.
+
 Flags, each with its environment twin:
 `
 
@@ -31,6 +44,7 @@ type phoneConfig struct {
 	pairingCode string
 	apiKey      string
 	token       string
+	tokenFile   string
 	fingerprint string
 	name        string
 	selectedSIM string
@@ -45,7 +59,8 @@ func phoneCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.StringVar(&cfg.server, "server", "http://"+defaultListen, "the server's base URL")
 	fs.StringVar(&cfg.pairingCode, "pairing-code", "", "a pairing code from POST /device/pairing")
 	fs.StringVar(&cfg.apiKey, "api-key", "", "a company API key: the phone makes its own pairing code")
-	fs.StringVar(&cfg.token, "token", "", "a device token from an earlier registration: connect without pairing")
+	fs.StringVar(&cfg.token, "token", "", "a device token from an earlier registration: connect without pairing (not saved)")
+	fs.StringVar(&cfg.tokenFile, "token-file", "", "where the device token is kept between starts (default ./data/phone-FINGERPRINT.json)")
 	fs.StringVar(&cfg.fingerprint, "fingerprint", "virtual-phone", "the device fingerprint")
 	fs.StringVar(&cfg.name, "name", "Virtual phone", "the device name")
 	fs.StringVar(&cfg.selectedSIM, "selected-sim", "BOTH", "the SIM the phone sends from: SIM1, SIM2 or BOTH")
@@ -68,9 +83,15 @@ func phoneCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "simrelay phone: unexpected argument %q\n", text)
 		return 2
 	}
+	cfg.server = strings.TrimRight(cfg.server, "/")
+	if cfg.tokenFile == "" {
+		cfg.tokenFile = defaultPhoneTokenFile(cfg.fingerprint)
+	}
 	if cfg.pairingCode == "" && cfg.apiKey == "" && cfg.token == "" {
-		fmt.Fprintln(stderr, "simrelay phone: give --pairing-code, --api-key or --token")
-		return 2
+		if _, ok, err := loadPhoneToken(cfg.tokenFile, cfg.server, cfg.fingerprint); err != nil || !ok {
+			fmt.Fprintf(stderr, "simrelay phone: no device token of %s for %s in %s: give --pairing-code, --api-key or --token\n", cfg.fingerprint, cfg.server, cfg.tokenFile)
+			return 2
+		}
 	}
 	if err := runPhone(ctx, cfg, text, stdout); err != nil {
 		fmt.Fprintf(stderr, "simrelay phone: %v\n", err)
@@ -79,33 +100,96 @@ func phoneCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	return 0
 }
 
+// runPhone keeps the virtual phone linked until ctx ends, pairing again
+// when the server declares its token dead and it has the means to.
 func runPhone(ctx context.Context, cfg phoneConfig, text string, out io.Writer) error {
-	server := strings.TrimRight(cfg.server, "/")
-	reg := client.Registration{DeviceToken: cfg.token, WSURL: "ws" + strings.TrimPrefix(server, "http") + "/device/ws"}
-	if cfg.token == "" {
-		code := cfg.pairingCode
-		if code == "" {
-			var err error
-			if code, err = pairingCode(ctx, server, cfg.apiKey); err != nil {
-				return err
-			}
-		}
-		var err error
-		reg, err = client.Register(ctx, nil, server, client.RegisterInput{
-			PairingCode: code, DeviceFingerprint: cfg.fingerprint, DeviceName: cfg.name, AppVersion: "simrelay-phone " + buildVersion(),
-			SIMs: []proto.SIM{{Slot: proto.SIM1, Carrier: "Virtual", PhoneNumber: "+15550100001"}, {Slot: proto.SIM2, Carrier: "Virtual", PhoneNumber: "+15550100002"}},
-		})
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "paired as %s; reconnect later with --token %s\n", cfg.fingerprint, reg.DeviceToken)
-	}
 	var mu sync.Mutex // keeps output lines whole
 	say := func(format string, args ...any) {
 		mu.Lock()
 		fmt.Fprintf(out, format+"\n", args...)
 		mu.Unlock()
 	}
+	canPair := cfg.pairingCode != "" || cfg.apiKey != ""
+	reg, err := phoneRegistration(ctx, cfg, say, false)
+	if err != nil {
+		return err
+	}
+	clientID := fmt.Sprintf("virtual-%d", time.Now().UnixNano()) // the same on every link and after pairing again
+	for {
+		err := linkPhone(ctx, cfg, reg, clientID, text, say)
+		why, dead := deadToken(err)
+		if !dead {
+			return err
+		}
+		if cfg.token != "" || !canPair {
+			if cfg.token == "" {
+				// PROTOCOL.md 4.7: a dead token is deleted, and the phone pairs again.
+				_ = os.Remove(cfg.tokenFile)
+			}
+			return fmt.Errorf("the device token is no longer valid (%s): pair again with --pairing-code or --api-key", why)
+		}
+		say("the device token is no longer valid (%s); pairing again", why)
+		if reg, err = phoneRegistration(ctx, cfg, say, true); err != nil {
+			return err
+		}
+	}
+}
+
+// deadToken says whether a phone's run ended because the server refused
+// its token: HTTP 401 on the upgrade, or close 4501.
+func deadToken(err error) (why string, dead bool) {
+	var apiErr *client.APIError
+	var closed *client.ClosedError
+	switch {
+	case errors.As(err, &apiErr) && apiErr.Status == http.StatusUnauthorized:
+		return fmt.Sprintf("HTTP %d %s", apiErr.Status, apiErr.Code), true
+	case errors.As(err, &closed) && closed.Code == proto.CloseBadToken:
+		return fmt.Sprintf("close %d %s", closed.Code, closed.Reason), true
+	}
+	return "", false
+}
+
+// phoneRegistration is the device token to link with: --token, else the
+// one saved in the token file (unless fresh), else a new registration,
+// which is saved there.
+func phoneRegistration(ctx context.Context, cfg phoneConfig, say func(string, ...any), fresh bool) (client.Registration, error) {
+	if cfg.token != "" {
+		return client.Registration{DeviceToken: cfg.token, WSURL: "ws" + strings.TrimPrefix(cfg.server, "http") + "/device/ws"}, nil
+	}
+	if !fresh {
+		saved, ok, err := loadPhoneToken(cfg.tokenFile, cfg.server, cfg.fingerprint)
+		if err != nil {
+			return client.Registration{}, err
+		}
+		if ok {
+			say("using the device token of %s saved in %s", cfg.fingerprint, cfg.tokenFile)
+			return client.Registration{DeviceToken: saved.DeviceToken, WSURL: saved.WSURL}, nil
+		}
+	}
+	code := cfg.pairingCode
+	if cfg.apiKey != "" && (code == "" || fresh) {
+		var err error
+		if code, err = pairingCode(ctx, cfg.server, cfg.apiKey); err != nil {
+			return client.Registration{}, err
+		}
+	}
+	reg, err := client.Register(ctx, nil, cfg.server, client.RegisterInput{
+		PairingCode: code, DeviceFingerprint: cfg.fingerprint, DeviceName: cfg.name, AppVersion: "simrelay-phone " + buildVersion(),
+		SIMs: []proto.SIM{{Slot: proto.SIM1, Carrier: "Virtual", PhoneNumber: "+15550100001"}, {Slot: proto.SIM2, Carrier: "Virtual", PhoneNumber: "+15550100002"}},
+	})
+	if err != nil {
+		return reg, err
+	}
+	if err := savePhoneToken(cfg.tokenFile, savedPhone{Server: cfg.server, Fingerprint: cfg.fingerprint, DeviceToken: reg.DeviceToken, WSURL: reg.WSURL}); err != nil {
+		return reg, err
+	}
+	say("paired as %s; device token saved in %s", cfg.fingerprint, cfg.tokenFile)
+	return reg, nil
+}
+
+// linkPhone runs one registration's phone until ctx ends or the server
+// refuses it for good.
+func linkPhone(ctx context.Context, cfg phoneConfig, reg client.Registration, clientID, text string, say func(string, ...any)) error {
 	var phone *client.Phone
 	phone = client.New(client.Config{
 		WSURL: reg.WSURL, Token: reg.DeviceToken,
@@ -126,17 +210,18 @@ func runPhone(ctx context.Context, cfg phoneConfig, text string, out io.Writer) 
 		OnConfig: func(c proto.Config) {
 			say("config: selected_sim %s, name %q, status %s", c.SelectedSIM, c.DeviceName, c.Status)
 		},
-		OnState: func(up bool, err error) {
+		OnState: func(up bool, _ error) {
 			if up {
 				say("connected")
-			} else {
-				say("disconnected: %v", err)
 			}
 		},
+		OnRetry: func(err error, wait time.Duration) { say("%s", retryLine(cfg.server, err, wait)) },
 	})
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	if cfg.inbound != "" {
 		go func() {
-			ack := phone.Receive(proto.Inbound{ClientID: fmt.Sprintf("virtual-%d", time.Now().UnixNano()), From: cfg.inbound, Message: text, SIMSlot: proto.SIM1})
+			ack := phone.Receive(proto.Inbound{ClientID: clientID, From: cfg.inbound, Message: text, SIMSlot: proto.SIM1})
 			select {
 			case a := <-ack:
 				say("inbound from %s stored as message %d (%s)", cfg.inbound, a.ID, a.UUID)
@@ -145,6 +230,41 @@ func runPhone(ctx context.Context, cfg phoneConfig, text string, out io.Writer) 
 		}()
 	}
 	return phone.Run(ctx)
+}
+
+// retryLine says in one line why the last link attempt ended and when the
+// next one comes.
+func retryLine(server string, err error, wait time.Duration) string {
+	in := wait.Round(time.Second)
+	if wait < time.Second {
+		in = wait.Round(time.Millisecond)
+	}
+	var ce websocket.CloseError
+	var dial *client.DialError
+	var apiErr *client.APIError
+	switch {
+	case errors.As(err, &ce):
+		return strings.TrimSpace(fmt.Sprintf("link closed: %d %s", int(ce.Code), ce.Reason)) + fmt.Sprintf("; reconnecting in %s", in)
+	case errors.As(err, &dial):
+		return fmt.Sprintf("waiting for the server at %s: %s; retrying in %s", server, dialProblem(dial.Err), in)
+	case errors.As(err, &apiErr):
+		return fmt.Sprintf("the server refused the link: %d %s: %s; retrying in %s", apiErr.Status, apiErr.Code, apiErr.Message, in)
+	default:
+		return fmt.Sprintf("link lost: %v; reconnecting in %s", err, in)
+	}
+}
+
+// dialProblem is the network's own words for a failed dial
+// ("connection refused", "i/o timeout"), without the layers around them.
+func dialProblem(err error) string {
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return "connection refused"
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Err != nil {
+		return op.Err.Error()
+	}
+	return err.Error()
 }
 
 // pairingCode asks the server for a pairing code with the company's API key.

@@ -2,12 +2,17 @@ package main
 
 import (
 	"encoding/json"
-	"github.com/simrelay/simrelay/internal/syncbuf"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/simrelay/simrelay/internal/syncbuf"
 )
 
 // TestVirtualPhone walks the README: a server, a company, the virtual phone
@@ -22,7 +27,8 @@ func TestVirtualPhone(t *testing.T) {
 	apiKey := createCompany(t, bin, dir)
 	srv := startServer(t, bin, dir)
 
-	phone := exec.Command(bin, "phone", "--server", srv.url, "--api-key", apiKey, "--inbound", "+15551234567", "hello from the phone")
+	phone := exec.Command(bin, "phone", "--server", srv.url, "--api-key", apiKey, "--token-file", filepath.Join(t.TempDir(), "phone.json"),
+		"--inbound", "+15551234567", "hello from the phone")
 	stdout := &syncbuf.Buffer{}
 	phone.Stdout, phone.Stderr = stdout, stdout
 	if err := phone.Start(); err != nil {
@@ -67,4 +73,86 @@ func waitOutput(t *testing.T, b *syncbuf.Buffer, want string) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// The virtual phone keeps its device token, as an app does: a second start
+// links with the saved token and does not register again, so restarts do
+// not spend the authentication rate limit (15 per 15 minutes per IP) that
+// pairing new phones needs. It says in one line why a link ended and when
+// it waits for a server that does not answer.
+func TestVirtualPhoneKeepsItsToken(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	apiKey := createCompany(t, bin, dir)
+	srv := startServer(t, bin, dir)
+	tokenFile := filepath.Join(t.TempDir(), "phones", "virtual-phone.json")
+	// authRemaining spends one request of the authentication scope and
+	// returns what is left of it.
+	authRemaining := func() int {
+		t.Helper()
+		res, err := http.Post(srv.url+"/device/register", "application/json", strings.NewReader(`{}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		n, err := strconv.Atoi(res.Header.Get("RateLimit-Remaining"))
+		if res.StatusCode != http.StatusBadRequest || err != nil {
+			t.Fatalf("probe: got %d with RateLimit-Remaining %q", res.StatusCode, res.Header.Get("RateLimit-Remaining"))
+		}
+		return n
+	}
+	start := func() (*exec.Cmd, *syncbuf.Buffer) {
+		t.Helper()
+		cmd := exec.Command(bin, "phone", "--server", srv.url, "--api-key", apiKey, "--token-file", tokenFile)
+		out := &syncbuf.Buffer{}
+		cmd.Stdout, cmd.Stderr = out, out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		waitOutput(t, out, "connected")
+		return cmd, out
+	}
+	stop := func(cmd *exec.Cmd) {
+		t.Helper()
+		_ = cmd.Process.Signal(os.Interrupt)
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("the phone did not stop cleanly on Ctrl-C: %v", err)
+		}
+	}
+
+	first, out := start()
+	if want := "paired as virtual-phone; device token saved in " + tokenFile; !strings.Contains(out.String(), want) {
+		t.Fatalf("first start: no %q in:\n%s", want, out.String())
+	}
+	if strings.Contains(out.String(), "dt_") {
+		t.Fatalf("the token was printed:\n%s", out.String())
+	}
+	fi, err := os.Stat(tokenFile)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("token file: got %v %v, want mode 0600", fi, err)
+	}
+	before := authRemaining()
+	stop(first)
+
+	second, out := start()
+	if want := "using the device token of virtual-phone saved in " + tokenFile; !strings.Contains(out.String(), want) {
+		t.Fatalf("second start: no %q in:\n%s", want, out.String())
+	}
+	if got := authRemaining(); got != before-1 {
+		t.Fatalf("auth scope: %d left after the second start, want %d (the probe only): the phone registered again", got, before-1)
+	}
+
+	// The server stops: the phone says why its link ended, then that it
+	// waits for the server.
+	if err := srv.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	waitOutput(t, out, "link closed: 4012 server restarting; reconnecting in ")
+	waitOutput(t, out, "waiting for the server at "+srv.url+": connection refused; retrying in ")
+	stop(second)
+	t.Logf("the phone's output:\n%s", out.String())
 }

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// defaultPhoneTokenFile is where `simrelay phone` keeps its device token
+// unless --token-file says otherwise: in the default data directory, one
+// file per fingerprint, so that two virtual phones never share a token.
+func defaultPhoneTokenFile(fingerprint string) string {
+	return filepath.Join(defaultDataDir, "phone-"+fingerprint+".json")
+}
+
+// savedPhone is the token file: what a phone app keeps after pairing. The
+// server and fingerprint say which registration it is; a file made for
+// another server or device is not used.
+type savedPhone struct {
+	Server      string `json:"server"`
+	Fingerprint string `json:"device_fingerprint"`
+	DeviceToken string `json:"device_token"`
+	WSURL       string `json:"ws_url"`
+}
+
+// loadPhoneToken reads the token file; ok is false when there is none, or
+// it belongs to another server or device.
+func loadPhoneToken(path, server, fingerprint string) (saved savedPhone, ok bool, err error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return saved, false, nil
+	}
+	if err != nil {
+		return saved, false, fmt.Errorf("token file: %w", err)
+	}
+	if err := json.Unmarshal(data, &saved); err != nil {
+		return saved, false, fmt.Errorf("token file %s: %w", path, err)
+	}
+	ok = saved.Server == server && saved.Fingerprint == fingerprint && saved.DeviceToken != "" && saved.WSURL != ""
+	return saved, ok, nil
+}
+
+// savePhoneToken writes the token file readable by its owner only (the
+// token is a password), replacing any earlier one in one step.
+func savePhoneToken(path string, saved savedPhone) error {
+	data, err := json.MarshalIndent(saved, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("token file: %w", err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".phone-token-*")
+	if err != nil {
+		return fmt.Errorf("token file: %w", err)
+	}
+	defer os.Remove(tmp.Name()) // gone after the rename; cleans up after a failure
+	if _, err := tmp.Write(append(data, '\n')); err != nil {
+		tmp.Close()
+		return fmt.Errorf("token file: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("token file: %w", err)
+	}
+	// CreateTemp makes the file 0600 already; say so for the reader.
+	if err := os.Chmod(tmp.Name(), 0o600); err != nil {
+		return fmt.Errorf("token file: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("token file: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,54 @@
+package gateway
+
+import (
+	"unicode/utf8"
+
+	proto "github.com/simrelay/simrelay/android-protocol"
+)
+
+// Flood control judges only what a phone sends unasked. Answers to the
+// server's own frames cost nothing: an ack or status that frees a place in
+// this link's window of sends, or that moves a job of this device a step on
+// (queued, sending, sent, delivered or failed: each step happens once per
+// job), is bounded by the jobs the server dispatched, and a phone draining a
+// backlog sends three of them per job as fast as it can. Everything else is
+// charged: inbound, unknown frame types, reports for unknown ids or another
+// device's, refused reports, and repeats that move nothing. Pings and pongs
+// never reach the reader.
+
+// charge counts one unasked frame against the phone's flood limit, closing
+// the link with 4029 once it is over; false means the link is closing.
+// Reader goroutine only.
+func (c *conn) charge() bool {
+	if c.flood.Allow() {
+		return true
+	}
+	c.failFlood()
+	return false
+}
+
+func (c *conn) failFlood() { c.fail(proto.CloseFlood, "flood", "Too many frames; slow down.") }
+
+// answerError queues an error frame refusing a frame the phone sent unasked
+// (already charged). The values it repeats from that frame are capped, and
+// a queue with no room for it closes the link as flood (4029), not as slow
+// (4008): the phone sends bad frames faster than it reads their answers.
+func (c *conn) answerError(e proto.Error) bool {
+	e.ID, e.ClientID, e.Field = echo(e.ID), echo(e.ClientID), echo(e.Field)
+	return c.enqueue(e, proto.CloseFlood)
+}
+
+// echo cuts a value from the phone's frame to proto.MaxEchoBytes, on a
+// UTF-8 boundary, before it goes back in an error frame.
+func echo(s string) string {
+	if len(s) <= proto.MaxEchoBytes {
+		return s
+	}
+	n := proto.MaxEchoBytes
+	// Back to the start of the rune that would be cut; invalid UTF-8 (the
+	// JSON encoder replaces it) is cut anywhere after at most three steps.
+	for i := 0; i < utf8.UTFMax-1 && !utf8.RuneStart(s[n]); i++ {
+		n--
+	}
+	return s[:n]
+}

@@ -1,0 +1,312 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/coder/websocket"
+
+	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/sms"
+)
+
+// queueJobs queues n SMS for the device from a few goroutines at once (the
+// store commits them in groups) and returns their ids.
+func (r *rig) queueJobs(device string, n int) map[string]bool {
+	r.t.Helper()
+	var mu sync.Mutex
+	ids := make(map[string]bool, n)
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for w := range 8 {
+		wg.Go(func() {
+			for i := w; i < n; i += 8 {
+				m, _, err := r.sms.Send(context.Background(), sms.SendInput{CompanyID: r.company, Device: device, Phone: "+15551234567", Message: fmt.Sprint("job ", i)}, nil)
+				if err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				ids[m.UUID] = true
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		r.t.Fatal(err)
+	}
+	return ids
+}
+
+// A phone coming back to a backlog acks every job and reports it sent and
+// delivered at once, as fast as it can: every frame answers a send of the
+// server, so it is never closed as a flood, whatever the backlog.
+func TestDrainingABacklogIsNotFlood(t *testing.T) {
+	r := newRig(t, Config{}) // the default flood limit: 50 frames/s, burst 200
+	token := r.pair("pixel-1")
+	const jobs = 3000
+	want := r.queueJobs("pixel-1", jobs)
+	ws := r.connect(token)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	got, statusAcks := 0, 0
+	for got < jobs || statusAcks < 2*jobs {
+		_, data, err := ws.Read(ctx)
+		if err != nil {
+			var ce websocket.CloseError
+			if errors.As(err, &ce) {
+				t.Fatalf("closed with %d %q after %d of %d jobs", ce.Code, ce.Reason, got, jobs)
+			}
+			t.Fatalf("after %d of %d jobs: %v", got, jobs, err)
+		}
+		f, err := proto.Decode(data)
+		if err != nil {
+			t.Fatalf("decode %s: %v", data, err)
+		}
+		switch f := f.(type) {
+		case *proto.Send:
+			if !want[f.ID] {
+				t.Fatalf("got job %s twice or unknown", f.ID)
+			}
+			delete(want, f.ID)
+			got++
+			writeFrame(t, ws, proto.Ack{ID: f.ID})
+			writeFrame(t, ws, proto.Status{ID: f.ID, Status: proto.StatusSent})
+			writeFrame(t, ws, proto.Status{ID: f.ID, Status: proto.StatusDelivered})
+		case *proto.StatusAck:
+			statusAcks++
+		default:
+			t.Fatalf("got %s, want only sends and status acks", data)
+		}
+	}
+	if n := r.hub.Count(); n != 1 {
+		t.Fatalf("got %d links after the drain, want the phone's one", n)
+	}
+}
+
+// What a phone sends unasked is still limited: a flood of any of these is
+// closed with 4029 (the phone reads its answers, so no queue overflows).
+func TestUnaskedFloodIsClosed(t *testing.T) {
+	r := newRig(t, Config{FrameRate: 5, FrameBurst: 20})
+	r.pair("other")
+	theirs := r.queueJobs("other", 1)
+	var otherID string
+	for id := range theirs {
+		otherID = id
+	}
+	cases := []struct {
+		name  string
+		frame func(i int) proto.Frame
+		raw   func(i int) string
+		setup func(t *testing.T, ws *websocket.Conn) string // returns a job id of the phone
+	}{
+		{name: "inbound", frame: func(i int) proto.Frame {
+			return proto.Inbound{ClientID: fmt.Sprint("c", i), Channel: "sms", From: "+15550100000", Message: "x"}
+		}},
+		{name: "unknown frame type", raw: func(int) string { return `{"type":"teleport"}` }},
+		{name: "ack of an unknown id", frame: func(i int) proto.Frame { return proto.Ack{ID: fmt.Sprint("nope-", i)} }},
+		{name: "status of an unknown id", frame: func(i int) proto.Frame { return proto.Status{ID: fmt.Sprint("nope-", i), Status: "sent"} }},
+		{name: "ack of another device's job", frame: func(int) proto.Frame { return proto.Ack{ID: otherID} }},
+		{name: "status of another device's job", frame: func(int) proto.Frame { return proto.Status{ID: otherID, Status: "delivered"} }},
+		{name: "repeated status of its own job", setup: func(t *testing.T, ws *websocket.Conn) string {
+			s, ok := readFrame(t, ws).(*proto.Send)
+			if !ok {
+				t.Fatalf("got %#v, want the job", s)
+			}
+			writeFrame(t, ws, proto.Ack{ID: s.ID})
+			return s.ID
+		}},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			fp := fmt.Sprint("pixel-", i)
+			token := r.pair(fp)
+			ws := r.connect(token)
+			defer ws.CloseNow()
+			if c.setup != nil {
+				r.queueJobs(fp, 1)
+				id := c.setup(t, ws)
+				c.frame = func(int) proto.Frame { return proto.Status{ID: id, Status: "sent"} }
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			go func() {
+				for i := range 200 {
+					data := []byte(nil)
+					if c.raw != nil {
+						data = []byte(c.raw(i))
+					} else {
+						data, _ = proto.Encode(c.frame(i))
+					}
+					if ws.Write(ctx, websocket.MessageText, data) != nil {
+						return
+					}
+				}
+			}()
+			if got := closeAfterBacklog(t, ws); got != proto.CloseFlood {
+				t.Fatalf("got close %d, want 4029", got)
+			}
+		})
+	}
+}
+
+// Error frames repeat at most proto.MaxEchoBytes of any value from the
+// phone's frame, cut on a UTF-8 boundary: a 65 KB type or id does not come
+// back as a frame over the protocol's own limit.
+func TestErrorFramesCapWhatTheyEcho(t *testing.T) {
+	r := newRig(t, Config{})
+	ws := r.connect(r.pair("pixel-1"))
+	huge := strings.Repeat("é", 32000) // 64,000 bytes, two per character
+	cases := []struct {
+		name  string
+		frame string
+		echo  func(*proto.Error) string
+	}{
+		{"unknown type", fmt.Sprintf(`{"type":%q}`, huge), func(e *proto.Error) string { return e.Message }},
+		{"ack id", fmt.Sprintf(`{"type":"ack","id":%q}`, huge), func(e *proto.Error) string { return e.ID }},
+		{"status id", fmt.Sprintf(`{"type":"status","id":%q,"status":"sent"}`, huge), func(e *proto.Error) string { return e.ID }},
+		{"inbound client_id", fmt.Sprintf(`{"type":"inbound","client_id":%q,"channel":"sms","from":"+15550100000","message":"x"}`, huge), func(e *proto.Error) string { return e.ClientID }},
+		{"control characters", jsonObject(map[string]string{"type": strings.Repeat("\x01", 10000)}), func(e *proto.Error) string { return e.Message }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			writeRaw(t, ws, []byte(c.frame))
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_, data, err := ws.Read(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(data) > 1024 {
+				t.Fatalf("got an answer of %d bytes, want under 1 KiB", len(data))
+			}
+			f, err := proto.Decode(data)
+			e, ok := f.(*proto.Error)
+			if err != nil || !ok {
+				t.Fatalf("got %s, want an error frame", data)
+			}
+			got := c.echo(e)
+			if !utf8.ValidString(got) || strings.ContainsRune(got, utf8.RuneError) {
+				t.Fatalf("the echo %q was not cut on a UTF-8 boundary", got)
+			}
+			if c.name == "ack id" || c.name == "status id" || c.name == "inbound client_id" {
+				if want := huge[:proto.MaxEchoBytes]; got != want {
+					t.Fatalf("got an echo of %d bytes, want the first %d bytes", len(got), proto.MaxEchoBytes)
+				}
+			}
+		})
+	}
+	// A cut that falls inside a character moves back to its start.
+	odd := "a" + strings.Repeat("€", 100) // 1 + 3*100 bytes; byte 128 is inside a euro sign
+	if got := echo(odd); len(got) != 127 || !utf8.ValidString(got) {
+		t.Fatalf("echo: got %d bytes (valid %v), want 127", len(got), utf8.ValidString(got))
+	}
+}
+
+func jsonObject(v map[string]string) string {
+	data, _ := json.Marshal(v)
+	return string(data)
+}
+
+// queuedBytes is the size of the frames waiting for the device's link;
+// open is false once the link is closing or gone.
+func queuedBytes(h *Hub, fingerprint string) (n int, open bool) {
+	c := h.lookup(fingerprint)
+	if c == nil {
+		return 0, false
+	}
+	c.qmu.Lock()
+	defer c.qmu.Unlock()
+	return c.queued, !c.closed()
+}
+
+// A phone that never reads is closed (4008) once the frames waiting for it
+// reach the byte bound, long before the frame count would stop them.
+func TestQueueIsBoundedInBytes(t *testing.T) {
+	const bound = 16 << 10
+	r := newRig(t, Config{QueueLen: 100000, QueueBytes: bound})
+	ws, _, err := r.dial(r.pair("stuck"), tinyReceiveBuffer())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	writeFrame(t, ws, proto.Hello{Protocol: 1})
+	eventually(t, "online", func() bool { return r.hub.Online("stuck") })
+
+	name := strings.Repeat("n", 100)
+	peak, pushes := 0, 0
+	for ; pushes < 200000; pushes++ {
+		q, open := queuedBytes(r.hub, "stuck")
+		if !open {
+			break
+		}
+		if q > bound {
+			t.Fatalf("%d bytes queued, over the bound of %d", q, bound)
+		}
+		peak = max(peak, q)
+		r.hub.Configure("stuck", proto.Config{SelectedSIM: "SIM1", DeviceName: name, Status: "active"})
+	}
+	frame, _ := proto.Encode(proto.Config{SelectedSIM: "SIM1", DeviceName: name, Status: "active"})
+	if peak < bound-len(frame) {
+		t.Fatalf("closed with %d bytes queued after %d pushes, want it closed at the bound of %d", peak, pushes, bound)
+	}
+	if got := closeAfterBacklog(t, ws); got != proto.CloseTooSlow {
+		t.Fatalf("got close %d, want 4008", got)
+	}
+}
+
+// A burst of bad frames from a phone that never reads is a flood (4029):
+// their error answers are charged before they can fill the queue (4008),
+// and error answers that do overflow it are flood too.
+func TestBurstOfBadFramesIsFlood(t *testing.T) {
+	big := strings.Repeat("x", 60000)
+	tight := Config{QueueLen: 8, FrameRate: 5, FrameBurst: 20}
+	for _, c := range []struct {
+		name  string
+		cfg   Config
+		frame string
+		n     int
+	}{
+		{"unknown types", tight, fmt.Sprintf(`{"type":%q}`, big), 300},
+		{"refused reports", tight, fmt.Sprintf(`{"type":"ack","id":%q}`, big), 300},
+		{"short unknown types at the default limit", Config{}, `{"type":"teleport"}`, 2000},
+		{"answers overflowing the queue", Config{QueueLen: 4, FrameRate: 1e6, FrameBurst: 1e6},
+			jsonObject(map[string]string{"type": strings.Repeat("\x01", 200)}), 100000},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := newRig(t, c.cfg)
+			ws, _, err := r.dial(r.pair("mute"), tinyReceiveBuffer())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ws.CloseNow()
+			writeFrame(t, ws, proto.Hello{Protocol: 1})
+			eventually(t, "online", func() bool { return r.hub.Online("mute") })
+			// The burst, written without reading; the writer may block once
+			// the server stops reading, so it runs on its own and ends when
+			// the connection does.
+			go func() {
+				for i := 0; i < c.n && r.hub.Online("mute"); i++ {
+					if ws.Write(context.Background(), websocket.MessageText, []byte(c.frame)) != nil {
+						return
+					}
+				}
+			}()
+			eventually(t, "the server closes the link", func() bool { return !r.hub.Online("mute") })
+			// Only now does the phone read: its answers, then the close.
+			if got := closeAfterBacklog(t, ws); got != proto.CloseFlood {
+				t.Fatalf("got close %d, want 4029", got)
+			}
+		})
+	}
+}
