@@ -145,7 +145,7 @@ func (c *conn) hello() bool {
 	if hello.SIMs == nil {
 		sims = nil
 	}
-	dev, err := h.devices.Hello(context.Background(), c.dev.Fingerprint, hello.SelectedSIM, sims, hello.AppVersion)
+	dev, err := h.devices.Hello(context.Background(), c.dev, hello.SelectedSIM, sims, hello.AppVersion)
 	if pe, ok := problem.As(err); ok {
 		c.fail(proto.CloseProtocolError, "invalid_hello", "hello."+pe.Field+" "+pe.Message)
 		return false
@@ -448,7 +448,7 @@ func (c *conn) finish() {
 		c.paceTimer.Stop()
 	}
 	c.pumpMu.Unlock()
-	if err := c.hub.devices.Seen(context.Background(), c.dev.Fingerprint, time.Unix(0, c.lastSeen.Load())); err != nil {
+	if err := c.hub.devices.Seen(context.Background(), c.dev, time.Unix(0, c.lastSeen.Load())); err != nil {
 		c.hub.log.Error("store last seen", "device", c.dev.Fingerprint, "err", err)
 	}
 }

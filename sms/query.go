@@ -27,16 +27,15 @@ func (s *Service) Queued(_ context.Context, companyID uint64, queueID string) (s
 	return m, err
 }
 
-// ownDevice checks that a device named in a query belongs to the company.
-func (s *Service) ownDevice(companyID uint64, fingerprint string) error {
+var errNoDevice = &problem.Error{Code: problem.NotFound, Field: "device_fingerprint", Message: "No such device."}
+
+// deviceRequired checks that a query names a device; the store checks, in
+// the transaction of the read, that it is the company's.
+func deviceRequired(fingerprint string) error {
 	if fingerprint == "" {
 		return problem.Invalid("device_fingerprint", "is required")
 	}
-	d, err := s.store.Device(fingerprint)
-	if errors.Is(err, store.ErrNotFound) || err == nil && d.CompanyID != companyID {
-		return &problem.Error{Code: problem.NotFound, Field: "device_fingerprint", Message: "No such device."}
-	}
-	return err
+	return nil
 }
 
 // Page is one page of history.
@@ -49,7 +48,7 @@ type Page struct {
 
 // History returns a page of one device's exchange with one number, newest first.
 func (s *Service) History(_ context.Context, companyID uint64, device, number string, page, limit int) (Page, error) {
-	if err := s.ownDevice(companyID, device); err != nil {
+	if err := deviceRequired(device); err != nil {
 		return Page{}, err
 	}
 	if number == "" {
@@ -66,7 +65,10 @@ func (s *Service) History(_ context.Context, companyID uint64, device, number st
 	if limit < 1 || limit > MaxPageLimit {
 		return Page{}, problem.Invalid("limit", "must be from 1 to 100")
 	}
-	msgs, total, err := s.store.History(device, n, page, limit)
+	msgs, total, err := s.store.History(companyID, device, n, page, limit)
+	if errors.Is(err, store.ErrDeviceGone) {
+		return Page{}, errNoDevice
+	}
 	if err != nil {
 		return Page{}, err
 	}
@@ -75,10 +77,14 @@ func (s *Service) History(_ context.Context, companyID uint64, device, number st
 
 // Conversations lists a device's conversations, the latest first.
 func (s *Service) Conversations(_ context.Context, companyID uint64, device string) ([]store.Conversation, error) {
-	if err := s.ownDevice(companyID, device); err != nil {
+	if err := deviceRequired(device); err != nil {
 		return nil, err
 	}
-	return s.store.Conversations(device, 0)
+	convs, err := s.store.Conversations(companyID, device, 0)
+	if errors.Is(err, store.ErrDeviceGone) {
+		return nil, errNoDevice
+	}
+	return convs, err
 }
 
 // InboundList returns the newest inbound messages, newest first, optionally
@@ -87,14 +93,9 @@ func (s *Service) InboundList(_ context.Context, companyID uint64, device, slot 
 	if slot != "" && slot != proto.SIM1 && slot != proto.SIM2 {
 		return nil, problem.Invalid("sim_slot", "must be SIM1 or SIM2")
 	}
-	if device != "" {
-		d, err := s.store.Device(device)
-		if errors.Is(err, store.ErrNotFound) || err == nil && d.CompanyID != companyID {
-			return nil, nil
-		}
-		if err != nil {
-			return nil, err
-		}
+	msgs, err := s.store.InboundList(store.InboundQuery{CompanyID: companyID, Device: device, SIMSlot: slot, Limit: limit})
+	if errors.Is(err, store.ErrDeviceGone) {
+		return nil, nil
 	}
-	return s.store.InboundList(store.InboundQuery{CompanyID: companyID, Device: device, SIMSlot: slot, Limit: limit})
+	return msgs, err
 }
