@@ -76,6 +76,13 @@ func migrateDeviceIDsIn(tx *bolt.Tx, batch int) (bool, error) {
 // v2Devices gives every live device an id and rebuilds the indexes that
 // name live devices: company_device_ids and the token values.
 func v2Devices(tx *bolt.Tx) error {
+	// The buckets schema 2 writes; Open creates them too, but a step must
+	// not depend on who runs it.
+	for _, name := range [][]byte{bucketCompanyDeviceIDs, bucketQueue, bucketSendingIdx, bucketConvMessages, bucketConversations, bucketConvOrder, bucketInboundDevice, bucketInboundClient, bucketV2Retired} {
+		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+			return err
+		}
+	}
 	devices := tx.Bucket(bucketDevices)
 	var all []Device
 	if err := devices.ForEach(func(_, v []byte) error {
@@ -107,8 +114,7 @@ func v2Devices(tx *bolt.Tx) error {
 			return err
 		}
 	}
-	_, err := tx.CreateBucketIfNotExists(bucketV2Retired)
-	return err
+	return nil
 }
 
 // v2Messages moves up to batch messages with ids above after: each gets the
