@@ -3,6 +3,7 @@ package sms
 import (
 	"context"
 	"errors"
+	"strings"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/phone"
@@ -51,13 +52,9 @@ func (s *Service) History(_ context.Context, companyID uint64, device, number st
 	if err := deviceRequired(device); err != nil {
 		return Page{}, err
 	}
-	if number == "" {
-		return Page{}, problem.Invalid("phone", "is required")
-	}
-	n, err := phone.Normalize(number)
+	n, err := historyNumber(number)
 	if err != nil {
-		// A sender like "BANK" is stored as given; look it up as given too.
-		n = number
+		return Page{}, err
 	}
 	if page < 1 {
 		return Page{}, problem.Invalid("page", "must be 1 or more")
@@ -73,6 +70,45 @@ func (s *Service) History(_ context.Context, companyID uint64, device, number st
 		return Page{}, err
 	}
 	return Page{Messages: msgs, Total: total, Page: page, Pages: (total + limit - 1) / limit}, nil
+}
+
+// historyNumber reads the other party of a history query. A number follows
+// the rule of every phone input: E.164 after normalising, and no leading +
+// is refused, since the server does not guess a country (a client that
+// forgot it would otherwise get an empty history, not an error). A sender
+// that cannot be a number, a name such as "BANK" or a short code of fewer
+// than 8 digits, is stored as the phone gave it and is matched as written.
+func historyNumber(number string) (string, error) {
+	number = strings.TrimSpace(number)
+	switch {
+	case number == "":
+		return "", problem.Invalid("phone", "is required")
+	case strings.HasPrefix(number, "+"):
+		n, err := phone.Normalize(number)
+		if err != nil {
+			return "", problem.Invalid("phone", err.Error())
+		}
+		return n, nil
+	case senderName(number):
+		return number, nil
+	}
+	return "", problem.Invalid("phone", "must start with + and the country code (in a query string, send + as %2B)")
+}
+
+// senderName reports whether s is a sender that is not a phone number: it
+// has a character no number has, or too few digits for E.164.
+func senderName(s string) bool {
+	digits := 0
+	for _, r := range s {
+		switch {
+		case r >= '0' && r <= '9':
+			digits++
+		case r == ' ' || r == '-' || r == '.' || r == '(' || r == ')':
+		default:
+			return true
+		}
+	}
+	return digits < 8
 }
 
 // Conversations lists a device's conversations, the latest first.
