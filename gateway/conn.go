@@ -171,8 +171,10 @@ func (c *conn) stillAllowed() (store.Device, bool) {
 	dev, err := c.hub.devices.Authenticate(context.Background(), c.token)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		// The token is dead: the device was deleted, or registered again with a new token.
-		if _, err := c.hub.devices.Get(context.Background(), c.dev.CompanyID, c.dev.Fingerprint); err != nil {
+		// The token is dead: the device was deleted, or registered again with
+		// a new token. A device of the fingerprint with another id is a new
+		// registration after a delete: for this link, the device is gone.
+		if d, err := c.hub.devices.Get(context.Background(), c.dev.CompanyID, c.dev.Fingerprint); err != nil || d.ID != c.dev.ID {
 			c.closeWith(proto.CloseDeviceGone, "device deleted")
 		} else {
 			c.closeWith(proto.CloseBadToken, "token revoked")
