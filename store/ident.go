@@ -34,9 +34,6 @@ type devName struct {
 	fingerprint string
 }
 
-// devKeyLen is the length of devKey's prefix.
-const devKeyLen = 16
-
 // msgDevKey is the per-device prefix of a message's device.
 func msgDevKey(m Message, rest ...[]byte) []byte { return devKey(m.CompanyID, m.DeviceID, rest...) }
 
