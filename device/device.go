@@ -43,11 +43,12 @@ type Store interface {
 	PutPairing(hash []byte, p store.Pairing) error
 	Pairing(hash []byte) (store.Pairing, error)
 	RegisterDevice(pairingHash []byte, now time.Time, fingerprint string, build func(p store.Pairing, old *store.Device) (store.Device, error)) (store.Device, bool, error)
-	Device(fingerprint string) (store.Device, error)
+	CompanyDevice(companyID uint64, fingerprint string) (store.Device, error)
 	DeviceByTokenHash(hash []byte) (store.Device, error)
 	CompanyDevices(companyID uint64) ([]store.Device, error)
-	UpdateDevice(fingerprint string, fn func(*store.Device) error) (store.Device, error)
-	DeleteDevice(fingerprint string, now time.Time) (store.Device, error)
+	UpdateDevice(companyID uint64, fingerprint string, fn func(*store.Device) error) (store.Device, error)
+	UpdateDeviceByID(companyID, deviceID uint64, fn func(*store.Device) error) (store.Device, error)
+	DeleteDevice(companyID uint64, fingerprint string, now time.Time) (store.Device, error)
 	ProvisionDevices(devs []store.Device) error
 	CompanyUsers(companyID uint64) ([]store.User, error)
 }

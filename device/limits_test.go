@@ -75,10 +75,14 @@ func TestLengthLimitsCountUTF8Bytes(t *testing.T) {
 		}
 	})
 	t.Run("hello app_version", func(t *testing.T) {
-		if _, err := svc.Hello(ctx, "pixel-1", "", nil, bytes(64)); err != nil {
+		dev, err := svc.Get(ctx, c.ID, "pixel-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := svc.Hello(ctx, dev, "", nil, bytes(64)); err != nil {
 			t.Fatalf("64 bytes: got %v, want it accepted", err)
 		}
-		if pe, ok := problem.As(errOf(svc.Hello(ctx, "pixel-1", "", nil, bytes(65)))); !ok || pe.Field != "app_version" {
+		if pe, ok := problem.As(errOf(svc.Hello(ctx, dev, "", nil, bytes(65)))); !ok || pe.Field != "app_version" {
 			t.Fatalf("65 bytes: got %v, want validation_failed on app_version", pe)
 		}
 	})

@@ -19,19 +19,17 @@ func (s *Service) List(_ context.Context, companyID uint64) ([]store.Device, err
 
 // Get returns a device of the company; another company's is not found.
 func (s *Service) Get(_ context.Context, companyID uint64, fingerprint string) (store.Device, error) {
-	d, err := s.store.Device(fingerprint)
-	if errors.Is(err, store.ErrNotFound) || err == nil && d.CompanyID != companyID {
+	d, err := s.store.CompanyDevice(companyID, fingerprint)
+	if errors.Is(err, store.ErrNotFound) {
 		return store.Device{}, errNoDevice
 	}
 	return d, err
 }
 
-// Delete removes a device of the company and revokes its token.
-func (s *Service) Delete(ctx context.Context, companyID uint64, fingerprint string) error {
-	if _, err := s.Get(ctx, companyID, fingerprint); err != nil {
-		return err
-	}
-	_, err := s.store.DeleteDevice(fingerprint, s.now())
+// Delete removes a device of the company and revokes its token; the store
+// checks the company in the transaction of the delete.
+func (s *Service) Delete(_ context.Context, companyID uint64, fingerprint string) error {
+	_, err := s.store.DeleteDevice(companyID, fingerprint, s.now())
 	if errors.Is(err, store.ErrNotFound) {
 		return errNoDevice
 	}
@@ -69,7 +67,7 @@ func (s *Service) Update(ctx context.Context, companyID uint64, fingerprint stri
 	if p.SMSPerMinute != nil && (*p.SMSPerMinute < 0 || *p.SMSPerMinute > MaxSMSPerMinute) {
 		return store.Device{}, problem.Invalid("sms_per_minute", "must be from 0 (no pacing) to 600")
 	}
-	d, err := s.store.UpdateDevice(fingerprint, func(d *store.Device) error {
+	d, err := s.store.UpdateDevice(companyID, fingerprint, func(d *store.Device) error {
 		if p.SMSPerMinute != nil {
 			d.SMSPerMinute = *p.SMSPerMinute
 		}
@@ -95,8 +93,10 @@ func ValidSelectedSIM(v string) bool { return v == "SIM1" || v == "SIM2" || v ==
 
 // Hello records what a phone announced on connecting: its chosen SIM (the
 // phone's user chose it, so it wins like any latest write), its SIMs and app
-// version, and that it was seen.
-func (s *Service) Hello(_ context.Context, fingerprint, selectedSIM string, sims []store.SIM, appVersion string) (store.Device, error) {
+// version, and that it was seen. dev is the device the link authenticated
+// as; a registration deleted since then is store.ErrNotFound, even when its
+// fingerprint is paired again.
+func (s *Service) Hello(_ context.Context, dev store.Device, selectedSIM string, sims []store.SIM, appVersion string) (store.Device, error) {
 	if selectedSIM != "" && !ValidSelectedSIM(selectedSIM) {
 		return store.Device{}, problem.Invalid("selected_sim", "must be SIM1, SIM2 or BOTH")
 	}
@@ -107,7 +107,7 @@ func (s *Service) Hello(_ context.Context, fingerprint, selectedSIM string, sims
 	if len(appVersion) > 64 {
 		return store.Device{}, problem.Invalid("app_version", "must be at most 64 bytes")
 	}
-	return s.store.UpdateDevice(fingerprint, func(d *store.Device) error {
+	return s.store.UpdateDeviceByID(dev.CompanyID, dev.ID, func(d *store.Device) error {
 		if selectedSIM != "" {
 			d.SelectedSIM = selectedSIM
 		}
@@ -122,9 +122,10 @@ func (s *Service) Hello(_ context.Context, fingerprint, selectedSIM string, sims
 	})
 }
 
-// Seen stores when a phone was last heard from.
-func (s *Service) Seen(_ context.Context, fingerprint string, at time.Time) error {
-	_, err := s.store.UpdateDevice(fingerprint, func(d *store.Device) error {
+// Seen stores when a phone was last heard from (the registration dev, as
+// with Hello).
+func (s *Service) Seen(_ context.Context, dev store.Device, at time.Time) error {
+	_, err := s.store.UpdateDeviceByID(dev.CompanyID, dev.ID, func(d *store.Device) error {
 		if at.After(d.LastSeenAt) {
 			d.LastSeenAt = at.UTC()
 		}

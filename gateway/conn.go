@@ -149,7 +149,7 @@ func (c *conn) hello() bool {
 	if hello.SIMs == nil {
 		sims = nil
 	}
-	dev, err := h.devices.Hello(context.Background(), c.dev.Fingerprint, hello.SelectedSIM, sims, hello.AppVersion)
+	dev, err := h.devices.Hello(context.Background(), c.dev, hello.SelectedSIM, sims, hello.AppVersion)
 	if pe, ok := problem.As(err); ok {
 		c.fail(proto.CloseProtocolError, "invalid_hello", "hello."+pe.Field+" "+pe.Message)
 		return false
@@ -175,8 +175,10 @@ func (c *conn) stillAllowed() (store.Device, bool) {
 	dev, err := c.hub.devices.Authenticate(context.Background(), c.token)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		// The token is dead: the device was deleted, or registered again with a new token.
-		if _, err := c.hub.devices.Get(context.Background(), c.dev.CompanyID, c.dev.Fingerprint); err != nil {
+		// The token is dead: the device was deleted, or registered again with
+		// a new token. A device of the fingerprint with another id is a new
+		// registration after a delete: for this link, the device is gone.
+		if d, err := c.hub.devices.Get(context.Background(), c.dev.CompanyID, c.dev.Fingerprint); err != nil || d.ID != c.dev.ID {
 			c.closeWith(proto.CloseDeviceGone, "device deleted")
 		} else {
 			c.closeWith(proto.CloseBadToken, "token revoked")
@@ -474,7 +476,7 @@ func (c *conn) finish() {
 		c.paceTimer.Stop()
 	}
 	c.pumpMu.Unlock()
-	if err := c.hub.devices.Seen(context.Background(), c.dev.Fingerprint, time.Unix(0, c.lastSeen.Load())); err != nil {
+	if err := c.hub.devices.Seen(context.Background(), c.dev, time.Unix(0, c.lastSeen.Load())); err != nil {
 		c.hub.log.Error("store last seen", "device", c.dev.Fingerprint, "err", err)
 	}
 }

@@ -80,8 +80,10 @@ func orDefault[T int | float64 | time.Duration](v *T, def T) {
 type Devices interface {
 	Authenticate(ctx context.Context, token string) (store.Device, error)
 	Get(ctx context.Context, companyID uint64, fingerprint string) (store.Device, error)
-	Hello(ctx context.Context, fingerprint, selectedSIM string, sims []store.SIM, appVersion string) (store.Device, error)
-	Seen(ctx context.Context, fingerprint string, at time.Time) error
+	// Hello and Seen act on the registration the link authenticated as
+	// (company and device id), never on a later one of the same fingerprint.
+	Hello(ctx context.Context, dev store.Device, selectedSIM string, sims []store.SIM, appVersion string) (store.Device, error)
+	Seen(ctx context.Context, dev store.Device, at time.Time) error
 }
 
 // Intake takes what phones report. Each method returns once the report is

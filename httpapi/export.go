@@ -19,7 +19,7 @@ type Exporter interface {
 	CompanyUsers(companyID uint64) ([]store.User, error)
 	CompanyDevices(companyID uint64) ([]store.Device, error)
 	WebhookSet(companyID uint64) (store.WebhookSet, error)
-	ConversationsAfter(device, after string, limit int) ([]store.Conversation, error)
+	ConversationsAfter(companyID, deviceID uint64, after string, limit int) ([]store.Conversation, error)
 	CompanyMessagesAfter(companyID, after uint64, limit int) ([]store.Message, uint64, bool, error)
 }
 
@@ -163,7 +163,7 @@ func (s *Server) companyExport(c echo.Context) error {
 	for _, d := range devices {
 		after := ""
 		for w.err == nil {
-			page, err := st.ConversationsAfter(d.Fingerprint, after, exportPage)
+			page, err := st.ConversationsAfter(cid, d.ID, after, exportPage)
 			if err != nil {
 				w.err = err
 				break

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -121,6 +122,19 @@ func queryInt(c echo.Context, name string, def int) (int, error) {
 	return n, nil
 }
 
+// queryPhone reads a phone number from the query string. A + sent
+// unencoded arrives as a space (form encoding), so a value whose first
+// character is a space is read with its + back; the domain then checks it
+// like any phone input, so a number without its + is refused rather than
+// matching nothing.
+func queryPhone(c echo.Context, name string) string {
+	v := c.QueryParam(name)
+	if strings.HasPrefix(v, " ") {
+		return "+" + v[1:]
+	}
+	return v
+}
+
 func (s *Server) chatMessages(c echo.Context) error {
 	page, err := queryInt(c, "page", 1)
 	if err != nil {
@@ -130,7 +144,7 @@ func (s *Server) chatMessages(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	pg, err := s.deps.SMS.History(c.Request().Context(), principal(c).CompanyID, c.QueryParam("device_fingerprint"), c.QueryParam("phone"), page, limit)
+	pg, err := s.deps.SMS.History(c.Request().Context(), principal(c).CompanyID, c.QueryParam("device_fingerprint"), queryPhone(c, "phone"), page, limit)
 	if err != nil {
 		return err
 	}

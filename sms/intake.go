@@ -17,9 +17,11 @@ import (
 
 var errNoJob = problem.New(problem.NotFound, "This device has no job with that id.")
 
-// Ack records that the phone durably took a job; moved says the job's status changed.
+// Ack records that the phone durably took a job; moved says the job's status changed. dev is the device as its
+// link authenticated it: only a job of that registration (company and device
+// id) moves, never one of an earlier owner of the handset.
 func (s *Service) Ack(_ context.Context, dev store.Device, id string) (bool, error) {
-	_, moved, err := s.store.Transition(dev.Fingerprint, id, store.MsgSending, "", "", s.now())
+	_, moved, err := s.store.Transition(dev.CompanyID, dev.ID, id, store.MsgSending, "", "", s.now())
 	if errors.Is(err, store.ErrNotFound) {
 		return false, errNoJob
 	}
@@ -46,7 +48,7 @@ func (s *Service) Status(_ context.Context, dev store.Device, st proto.Status) (
 	if st.Status == proto.StatusFailed && st.Error == "" {
 		st.Error = "failed"
 	}
-	_, moved, err := s.store.Transition(dev.Fingerprint, st.ID, st.Status, st.Error, st.At, s.now())
+	_, moved, err := s.store.Transition(dev.CompanyID, dev.ID, st.ID, st.Status, st.Error, st.At, s.now())
 	if errors.Is(err, store.ErrNotFound) {
 		return false, errNoJob
 	}
@@ -57,7 +59,9 @@ func (s *Service) Status(_ context.Context, dev store.Device, st proto.Status) (
 const maxClientID = 128
 
 // Inbound stores a received SMS once per (device, client_id) and returns the
-// acknowledgement to send only after it is durable.
+// acknowledgement to send only after it is durable. The device is the
+// registration (company and device id): client_ids a previous owner's
+// registration of the same handset used match nothing.
 func (s *Service) Inbound(_ context.Context, dev store.Device, in proto.Inbound) (proto.InboundAck, error) {
 	if in.ClientID == "" || len(in.ClientID) > maxClientID {
 		return proto.InboundAck{}, problem.Invalid("client_id", "is required, at most 128 bytes of UTF-8")
@@ -97,7 +101,7 @@ func (s *Service) Inbound(_ context.Context, dev store.Device, in proto.Inbound)
 	}
 	receivedAt = at.UTC().Format(timeLayout) // the phone's clock, shown in UTC with milliseconds
 	m := store.Message{
-		UUID: newID(), Device: dev.Fingerprint, Channel: proto.ChannelSMS, Phone: from, Text: in.Message,
+		UUID: newID(), CompanyID: dev.CompanyID, DeviceID: dev.ID, Device: dev.Fingerprint, Channel: proto.ChannelSMS, Phone: from, Text: in.Message,
 		SIMSlot: slot, Segments: Segments(in.Message), ClientID: in.ClientID, ReceivedAt: receivedAt,
 	}
 	stored, _, err := s.store.StoreInbound(&m, s.now, s.onInbound)
@@ -114,7 +118,7 @@ func (s *Service) Inbound(_ context.Context, dev store.Device, in proto.Inbound)
 // first; ones whose TTL ended are left for the sweeper to mark expired (their
 // seq still counts, so the caller's cursor moves past them).
 func (s *Service) Pending(_ context.Context, dev store.Device, after uint64, limit int) ([]Job, error) {
-	msgs, err := s.store.Pending(dev.Fingerprint, after, limit)
+	msgs, err := s.store.Pending(dev.CompanyID, dev.ID, after, limit)
 	if err != nil {
 		return nil, err
 	}

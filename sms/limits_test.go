@@ -30,6 +30,9 @@ func TestInboundLimitsCountUTF8Bytes(t *testing.T) {
 	if err := st.ProvisionDevices([]store.Device{dev}); err != nil {
 		t.Fatal(err)
 	}
+	if dev, err = st.CompanyDevice(c.ID, dev.Fingerprint); err != nil {
+		t.Fatal(err)
+	}
 	svc := sms.New(sms.Config{}, st, nil, slog.New(slog.DiscardHandler), time.Now)
 	bytes := func(n int) string { return strings.Repeat("é", n/2) + strings.Repeat("a", n%2) }
 	inbound := func(clientID, from string) error {

@@ -3,6 +3,7 @@ package sms
 import (
 	"context"
 	"errors"
+	"strings"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/phone"
@@ -27,16 +28,15 @@ func (s *Service) Queued(_ context.Context, companyID uint64, queueID string) (s
 	return m, err
 }
 
-// ownDevice checks that a device named in a query belongs to the company.
-func (s *Service) ownDevice(companyID uint64, fingerprint string) error {
+var errNoDevice = &problem.Error{Code: problem.NotFound, Field: "device_fingerprint", Message: "No such device."}
+
+// deviceRequired checks that a query names a device; the store checks, in
+// the transaction of the read, that it is the company's.
+func deviceRequired(fingerprint string) error {
 	if fingerprint == "" {
 		return problem.Invalid("device_fingerprint", "is required")
 	}
-	d, err := s.store.Device(fingerprint)
-	if errors.Is(err, store.ErrNotFound) || err == nil && d.CompanyID != companyID {
-		return &problem.Error{Code: problem.NotFound, Field: "device_fingerprint", Message: "No such device."}
-	}
-	return err
+	return nil
 }
 
 // Page is one page of history.
@@ -49,16 +49,12 @@ type Page struct {
 
 // History returns a page of one device's exchange with one number, newest first.
 func (s *Service) History(_ context.Context, companyID uint64, device, number string, page, limit int) (Page, error) {
-	if err := s.ownDevice(companyID, device); err != nil {
+	if err := deviceRequired(device); err != nil {
 		return Page{}, err
 	}
-	if number == "" {
-		return Page{}, problem.Invalid("phone", "is required")
-	}
-	n, err := phone.Normalize(number)
+	n, err := historyNumber(number)
 	if err != nil {
-		// A sender like "BANK" is stored as given; look it up as given too.
-		n = number
+		return Page{}, err
 	}
 	if page < 1 {
 		return Page{}, problem.Invalid("page", "must be 1 or more")
@@ -66,19 +62,65 @@ func (s *Service) History(_ context.Context, companyID uint64, device, number st
 	if limit < 1 || limit > MaxPageLimit {
 		return Page{}, problem.Invalid("limit", "must be from 1 to 100")
 	}
-	msgs, total, err := s.store.History(device, n, page, limit)
+	msgs, total, err := s.store.History(companyID, device, n, page, limit)
+	if errors.Is(err, store.ErrDeviceGone) {
+		return Page{}, errNoDevice
+	}
 	if err != nil {
 		return Page{}, err
 	}
 	return Page{Messages: msgs, Total: total, Page: page, Pages: (total + limit - 1) / limit}, nil
 }
 
+// historyNumber reads the other party of a history query. A number follows
+// the rule of every phone input: E.164 after normalising, and no leading +
+// is refused, since the server does not guess a country (a client that
+// forgot it would otherwise get an empty history, not an error). A sender
+// that cannot be a number, a name such as "BANK" or a short code of fewer
+// than 8 digits, is stored as the phone gave it and is matched as written.
+func historyNumber(number string) (string, error) {
+	number = strings.TrimSpace(number)
+	switch {
+	case number == "":
+		return "", problem.Invalid("phone", "is required")
+	case strings.HasPrefix(number, "+"):
+		n, err := phone.Normalize(number)
+		if err != nil {
+			return "", problem.Invalid("phone", err.Error())
+		}
+		return n, nil
+	case senderName(number):
+		return number, nil
+	}
+	return "", problem.Invalid("phone", "must start with + and the country code (in a query string, send + as %2B)")
+}
+
+// senderName reports whether s is a sender that is not a phone number: it
+// has a character no number has, or too few digits for E.164.
+func senderName(s string) bool {
+	digits := 0
+	for _, r := range s {
+		switch {
+		case r >= '0' && r <= '9':
+			digits++
+		case r == ' ' || r == '-' || r == '.' || r == '(' || r == ')':
+		default:
+			return true
+		}
+	}
+	return digits < 8
+}
+
 // Conversations lists a device's conversations, the latest first.
 func (s *Service) Conversations(_ context.Context, companyID uint64, device string) ([]store.Conversation, error) {
-	if err := s.ownDevice(companyID, device); err != nil {
+	if err := deviceRequired(device); err != nil {
 		return nil, err
 	}
-	return s.store.Conversations(device, 0)
+	convs, err := s.store.Conversations(companyID, device, 0)
+	if errors.Is(err, store.ErrDeviceGone) {
+		return nil, errNoDevice
+	}
+	return convs, err
 }
 
 // InboundList returns the newest inbound messages, newest first, optionally
@@ -87,14 +129,9 @@ func (s *Service) InboundList(_ context.Context, companyID uint64, device, slot 
 	if slot != "" && slot != proto.SIM1 && slot != proto.SIM2 {
 		return nil, problem.Invalid("sim_slot", "must be SIM1 or SIM2")
 	}
-	if device != "" {
-		d, err := s.store.Device(device)
-		if errors.Is(err, store.ErrNotFound) || err == nil && d.CompanyID != companyID {
-			return nil, nil
-		}
-		if err != nil {
-			return nil, err
-		}
+	msgs, err := s.store.InboundList(store.InboundQuery{CompanyID: companyID, Device: device, SIMSlot: slot, Limit: limit})
+	if errors.Is(err, store.ErrDeviceGone) {
+		return nil, nil
 	}
-	return s.store.InboundList(store.InboundQuery{CompanyID: companyID, Device: device, SIMSlot: slot, Limit: limit})
+	return msgs, err
 }

@@ -56,7 +56,7 @@ func BenchmarkEnqueueOneTxEach(b *testing.B) {
 		i := 0
 		for pb.Next() {
 			i++
-			m := Message{ID: 0, UUID: fmt.Sprintf("%p-%d", pb, i), CompanyID: c.ID, Device: "bench", Phone: "+15551234567", Text: "hello", SIMSlot: "SIM1", Direction: Outbound, Status: MsgQueued}
+			m := Message{ID: 0, UUID: fmt.Sprintf("%p-%d", pb, i), CompanyID: c.ID, DeviceID: 1, Device: "bench", Phone: "+15551234567", Text: "hello", SIMSlot: "SIM1", Direction: Outbound, Status: MsgQueued}
 			err := s.db.Update(func(tx *bolt.Tx) error {
 				id, err := tx.Bucket(bucketMessages).NextSequence()
 				if err != nil {
@@ -66,7 +66,7 @@ func BenchmarkEnqueueOneTxEach(b *testing.B) {
 				if err := insertMessage(tx, &m); err != nil {
 					return err
 				}
-				return tx.Bucket(bucketQueue).Put(devKey(m.Device, itob(id)), nil)
+				return tx.Bucket(bucketQueue).Put(msgDevKey(m, itob(id)), nil)
 			})
 			if err != nil {
 				b.Fatal(err)
@@ -95,7 +95,7 @@ func BenchmarkHistoryPage(b *testing.B) {
 	}
 	b.ResetTimer()
 	for b.Loop() {
-		msgs, total, err := s.History("bench", "+15550000007", 2, 50)
+		msgs, total, err := s.History(c.ID, "bench", "+15550000007", 2, 50)
 		if err != nil || len(msgs) != 50 || total != 10000 {
 			b.Fatalf("got %d of %d: %v", len(msgs), total, err)
 		}

@@ -25,21 +25,22 @@ func TestDailyStorageBudget(t *testing.T) {
 	defer s.Close()
 	c, _ := webhookFixture(t, s, "a@example.com", 0)
 	other, _ := webhookFixture(t, s, "b@example.com", 0)
-	inbound := func(clientID, device string) error {
+	devA, devB := deviceOf(t, s, c.ID, m.Device), deviceOf(t, s, other.ID, "fp-b@example.com")
+	inbound := func(clientID string, d Device) error {
 		in := m
-		in.ClientID, in.Device, in.UUID = clientID, device, "u-"+clientID
+		in.ClientID, in.CompanyID, in.DeviceID, in.UUID = clientID, d.CompanyID, d.ID, "u-"+clientID
 		_, _, err := s.StoreInbound(&in, clock, nil)
 		return err
 	}
 	for _, id := range []string{"c1", "c2"} {
-		if err := inbound(id, m.Device); err != nil {
+		if err := inbound(id, devA); err != nil {
 			t.Fatalf("inbound %s within the budget: %v", id, err)
 		}
 	}
 	if used, _ := s.StorageUsed(c.ID, at); used != 2*cost {
 		t.Fatalf("got %d bytes used, want %d (exactly the budget)", used, 2*cost)
 	}
-	err = inbound("c3", m.Device)
+	err = inbound("c3", devA)
 	var be *BudgetError
 	if !errors.Is(err, ErrStorageBudget) || !errors.As(err, &be) || !be.Reset.Equal(time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)) {
 		t.Fatalf("one message over: got %v, want a budget error renewing at midnight", err)
@@ -48,7 +49,7 @@ func TestDailyStorageBudget(t *testing.T) {
 		t.Fatalf("got %d messages stored, want 2 (the refused one is not)", len(msgs))
 	}
 	// A repeat of a stored message costs nothing and is answered.
-	if err := inbound("c1", m.Device); err != nil {
+	if err := inbound("c1", devA); err != nil {
 		t.Fatalf("a repeat over the budget: %v", err)
 	}
 	// A send over the budget is refused too, and queues nothing.
@@ -56,11 +57,11 @@ func TestDailyStorageBudget(t *testing.T) {
 	if _, _, err := s.Enqueue(&out, "", clock, nil, nil); !errors.Is(err, ErrStorageBudget) {
 		t.Fatalf("send over the budget: got %v, want ErrStorageBudget", err)
 	}
-	if pending, _ := s.Pending(m.Device, 0, 10); len(pending) != 0 {
+	if pending, _ := s.Pending(c.ID, devA.ID, 0, 10); len(pending) != 0 {
 		t.Fatalf("got %d queued after a refused send, want 0", len(pending))
 	}
 	// Another company's budget is its own.
-	if err := inbound("c1", "fp-b@example.com"); err != nil {
+	if err := inbound("c1", devB); err != nil {
 		t.Fatalf("another company: %v", err)
 	}
 	if used, _ := s.StorageUsed(other.ID, at); used != cost {
@@ -68,7 +69,7 @@ func TestDailyStorageBudget(t *testing.T) {
 	}
 	// The next day the budget is whole again.
 	at = at.Add(time.Minute)
-	if err := inbound("c3", m.Device); err != nil {
+	if err := inbound("c3", devA); err != nil {
 		t.Fatalf("the next day: %v", err)
 	}
 }
@@ -83,7 +84,8 @@ func TestBudgetCountsWebhookEvents(t *testing.T) {
 	}
 	defer s.Close()
 	c, _ := webhookFixture(t, s, "a@example.com", 2)
-	m := Message{UUID: "u1", Device: "fp-a@example.com", Channel: "sms", Phone: "+15550100001", Text: "hi", SIMSlot: "SIM1", ClientID: "c1"}
+	d := deviceOf(t, s, c.ID, "fp-a@example.com")
+	m := Message{UUID: "u1", CompanyID: c.ID, DeviceID: d.ID, Channel: "sms", Phone: "+15550100001", Text: "hi", SIMSlot: "SIM1", ClientID: "c1"}
 	_, _, err = s.StoreInbound(&m, func() time.Time { return at }, func(tx *bolt.Tx, m Message) error {
 		_, err := s.AddWebhookEvent(tx, m.CompanyID, at, OutboxLimits{}, func(set WebhookSet) (WebhookEvent, []WebhookDelivery, error) {
 			_, ds, _ := oneDeliveryPerEntry(at)(set)
@@ -100,4 +102,14 @@ func TestBudgetCountsWebhookEvents(t *testing.T) {
 	if used, _ := s.StorageUsed(c.ID, at); used != 0 {
 		t.Fatalf("got %d bytes counted, want 0 (the transaction was refused)", used)
 	}
+}
+
+// deviceOf is the live device of the company with the fingerprint.
+func deviceOf(t *testing.T, s *Store, companyID uint64, fingerprint string) Device {
+	t.Helper()
+	d, err := s.CompanyDevice(companyID, fingerprint)
+	if err != nil {
+		t.Fatalf("device %s of company %d: %v", fingerprint, companyID, err)
+	}
+	return d
 }

@@ -7,24 +7,21 @@ import (
 )
 
 // ProvisionDevices stores many new devices in one transaction, for fleets set
-// up ahead of time (and the load harness). Each carries its token hash; a
-// fingerprint that exists already is ErrConflict and nothing is stored.
+// up ahead of time (and the load harness), giving each its id. Each carries
+// its token hash; a fingerprint that exists already is ErrConflict and
+// nothing is stored.
 func (s *Store) ProvisionDevices(devs []Device) error {
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		devices := tx.Bucket(bucketDevices)
-		tokens := tx.Bucket(bucketDeviceTokens)
-		index := tx.Bucket(bucketCompanyDevices)
 		for _, d := range devs {
 			if devices.Get([]byte(d.Fingerprint)) != nil {
 				return fmt.Errorf("%w: device %s exists", ErrConflict, d.Fingerprint)
 			}
-			if err := putJSON(devices, []byte(d.Fingerprint), d); err != nil {
+			var err error
+			if d.ID, err = devices.NextSequence(); err != nil {
 				return err
 			}
-			if err := tokens.Put(d.TokenHash, []byte(d.Fingerprint)); err != nil {
-				return err
-			}
-			if err := index.Put(companyKey(d.CompanyID, d.Fingerprint), nil); err != nil {
+			if err := putLiveDevice(tx, d); err != nil {
 				return err
 			}
 		}
@@ -38,12 +35,24 @@ func (s *Store) ProvisionDevices(devs []Device) error {
 
 // ImportMessages stores finished history (delivered, failed or received
 // messages, with their UUIDs and times set) in one transaction, keeping
-// conversations and the inbound indexes up to date. Import in created_at order.
+// conversations and the inbound indexes up to date. Import in created_at
+// order. Device names the fingerprint of a live device of the message's
+// company, whose id the message takes; any other is ErrDeviceGone.
 func (s *Store) ImportMessages(msgs []Message) error {
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketMessages)
+		ids := map[devName]uint64{}
 		for i := range msgs {
 			m := &msgs[i]
+			name := devName{m.CompanyID, m.Device}
+			if ids[name] == 0 {
+				d, err := liveDevice(tx, m.CompanyID, m.Device)
+				if err != nil {
+					return fmt.Errorf("message %s: device %s: %w", m.UUID, m.Device, err)
+				}
+				ids[name] = d.ID
+			}
+			m.DeviceID = ids[name]
 			id, err := b.NextSequence()
 			if err != nil {
 				return err
@@ -55,7 +64,7 @@ func (s *Store) ImportMessages(msgs []Message) error {
 			if m.Direction != Inbound {
 				continue
 			}
-			if err := tx.Bucket(bucketInboundClient).Put(devKey(m.Device, []byte(m.ClientID)), itob(id)); err != nil {
+			if err := tx.Bucket(bucketInboundClient).Put(msgDevKey(*m, []byte(m.ClientID)), itob(id)); err != nil {
 				return err
 			}
 			for _, k := range inboundCompanyKeys(*m) {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -25,8 +27,13 @@ type SIM struct {
 	PhoneNumber string `json:"phone_number,omitempty"`
 }
 
-// Device is a paired phone, keyed by its fingerprint (unique across companies).
+// Device is a paired phone. The devices bucket finds the live one by its
+// fingerprint (unique across companies while it lives); everything the
+// device owns hangs off its company and ID (see devKey).
 type Device struct {
+	// ID is the store's id of this registration: kept by a re-registration
+	// within the company, never reused after a delete.
+	ID          uint64    `json:"id"`
 	Fingerprint string    `json:"fingerprint"`
 	CompanyID   uint64    `json:"company_id"`
 	UserID      uint64    `json:"user_id"`
@@ -109,18 +116,20 @@ func (s *Store) RegisterDevice(pairingHash []byte, now time.Time, fingerprint st
 			return err
 		}
 		d.Fingerprint, d.CompanyID = fingerprint, p.CompanyID
+		if old != nil {
+			d.ID = old.ID
+		} else if d.ID, err = devices.NextSequence(); err != nil {
+			return err
+		}
 		p.UsedAt = now
 		if err := putJSON(pairings, pairingHash, p); err != nil {
 			return err
 		}
-		if err := tokens.Put(d.TokenHash, []byte(fingerprint)); err != nil {
-			return err
-		}
-		if err := tx.Bucket(bucketCompanyDevices).Put(companyKey(d.CompanyID, fingerprint), nil); err != nil {
+		if err := putLiveDevice(tx, d); err != nil {
 			return err
 		}
 		dev = d
-		return putJSON(devices, []byte(fingerprint), d)
+		return nil
 	})
 	if err != nil {
 		return dev, false, fmt.Errorf("store: register device %s: %w", fingerprint, err)
@@ -128,9 +137,19 @@ func (s *Store) RegisterDevice(pairingHash []byte, now time.Time, fingerprint st
 	return dev, replaced, nil
 }
 
-func companyKey(companyID uint64, name string) []byte { return append(itob(companyID), name...) }
+// putLiveDevice stores a live device with its token and company entries.
+func putLiveDevice(tx *bolt.Tx, d Device) error {
+	if err := tx.Bucket(bucketDeviceTokens).Put(d.TokenHash, tokenValue(d)); err != nil {
+		return err
+	}
+	if err := tx.Bucket(bucketCompanyDeviceIDs).Put(pair(d.CompanyID, d.ID), []byte(d.Fingerprint)); err != nil {
+		return err
+	}
+	return putJSON(tx.Bucket(bucketDevices), []byte(d.Fingerprint), d)
+}
 
-// Device returns one device by fingerprint.
+// Device returns the live device with this fingerprint, whichever company
+// holds it; callers acting for a company use CompanyDevice.
 func (s *Store) Device(fingerprint string) (Device, error) {
 	var d Device
 	err := s.db.View(func(tx *bolt.Tx) error { return getJSON(tx.Bucket(bucketDevices), []byte(fingerprint), &d) })
@@ -140,15 +159,41 @@ func (s *Store) Device(fingerprint string) (Device, error) {
 	return d, nil
 }
 
+// CompanyDevice returns the company's live device with this fingerprint;
+// another company's is ErrNotFound.
+func (s *Store) CompanyDevice(companyID uint64, fingerprint string) (Device, error) {
+	var d Device
+	err := s.db.View(func(tx *bolt.Tx) error {
+		var err error
+		d, err = liveDevice(tx, companyID, fingerprint)
+		if errors.Is(err, ErrDeviceGone) {
+			return ErrNotFound
+		}
+		return err
+	})
+	if err != nil {
+		return d, fmt.Errorf("store: device %s of company %d: %w", fingerprint, companyID, err)
+	}
+	return d, nil
+}
+
 // DeviceByTokenHash returns the device whose current token has this hash.
 func (s *Store) DeviceByTokenHash(hash []byte) (Device, error) {
 	var d Device
 	err := s.db.View(func(tx *bolt.Tx) error {
-		fp := tx.Bucket(bucketDeviceTokens).Get(hash)
-		if fp == nil {
+		v := tx.Bucket(bucketDeviceTokens).Get(hash)
+		if len(v) <= 8 {
 			return ErrNotFound
 		}
-		return getJSON(tx.Bucket(bucketDevices), fp, &d)
+		if err := getJSON(tx.Bucket(bucketDevices), v[8:], &d); err != nil {
+			return err
+		}
+		// The token must be the live registration's own.
+		if d.ID != btoi(v[:8]) || !bytes.Equal(d.TokenHash, hash) {
+			d = Device{}
+			return ErrNotFound
+		}
+		return nil
 	})
 	if err != nil {
 		return d, fmt.Errorf("store: device by token: %w", err)
@@ -160,67 +205,92 @@ func (s *Store) DeviceByTokenHash(hash []byte) (Device, error) {
 func (s *Store) CompanyDevices(companyID uint64) ([]Device, error) {
 	var out []Device
 	err := s.db.View(func(tx *bolt.Tx) error {
-		devices := tx.Bucket(bucketDevices)
-		prefix := itob(companyID)
-		c := tx.Bucket(bucketCompanyDevices).Cursor()
-		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+		var err error
+		walkPrefix(tx.Bucket(bucketCompanyDeviceIDs), itob(companyID), func(k, _ []byte) bool {
 			var d Device
-			if err := getJSON(devices, k[8:], &d); err != nil {
-				return err
+			if d, err = liveDeviceByID(tx, companyID, btoi(k[8:])); err != nil {
+				return false
 			}
 			out = append(out, d)
-		}
-		return nil
+			return true
+		})
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: devices of company %d: %w", companyID, err)
 	}
+	slices.SortFunc(out, func(a, b Device) int { return strings.Compare(a.Fingerprint, b.Fingerprint) })
 	return out, nil
 }
 
-// UpdateDevice applies fn to a device and stores it; identity and token stay.
-func (s *Store) UpdateDevice(fingerprint string, fn func(*Device) error) (Device, error) {
+// UpdateDevice applies fn to the company's device with this fingerprint and
+// stores it; identity and token stay. Another company's device is ErrNotFound.
+func (s *Store) UpdateDevice(companyID uint64, fingerprint string, fn func(*Device) error) (Device, error) {
+	return s.updateDevice(fmt.Sprintf("%s of company %d", fingerprint, companyID), func(tx *bolt.Tx) (Device, error) {
+		return liveDevice(tx, companyID, fingerprint)
+	}, fn)
+}
+
+// UpdateDeviceByID applies fn to the company's device with this id, as a
+// phone's link knows it: a link of a deleted device, whose fingerprint
+// another registration may hold by now, finds ErrNotFound.
+func (s *Store) UpdateDeviceByID(companyID, deviceID uint64, fn func(*Device) error) (Device, error) {
+	return s.updateDevice(fmt.Sprintf("%d of company %d", deviceID, companyID), func(tx *bolt.Tx) (Device, error) {
+		return liveDeviceByID(tx, companyID, deviceID)
+	}, fn)
+}
+
+func (s *Store) updateDevice(name string, find func(*bolt.Tx) (Device, error), fn func(*Device) error) (Device, error) {
 	var d Device
 	err := s.db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketDevices)
-		if err := getJSON(b, []byte(fingerprint), &d); err != nil {
+		var err error
+		if d, err = find(tx); err != nil {
+			if errors.Is(err, ErrDeviceGone) {
+				return ErrNotFound
+			}
 			return err
 		}
 		before := d
 		if err := fn(&d); err != nil {
 			return err
 		}
-		d.Fingerprint, d.CompanyID, d.TokenHash, d.CreatedAt = before.Fingerprint, before.CompanyID, before.TokenHash, before.CreatedAt
-		return putJSON(b, []byte(fingerprint), &d)
+		d.ID, d.Fingerprint, d.CompanyID, d.TokenHash, d.CreatedAt = before.ID, before.Fingerprint, before.CompanyID, before.TokenHash, before.CreatedAt
+		return putJSON(tx.Bucket(bucketDevices), []byte(d.Fingerprint), &d)
 	})
 	if err != nil {
-		return d, fmt.Errorf("store: update device %s: %w", fingerprint, err)
+		return d, fmt.Errorf("store: update device %s: %w", name, err)
 	}
 	return d, nil
 }
 
-// DeleteDevice removes a device and revokes its token, and fails its queued
-// and sending messages (error device_deleted), in one transaction.
-func (s *Store) DeleteDevice(fingerprint string, now time.Time) (Device, error) {
+// DeleteDevice removes the company's device with this fingerprint, revokes
+// its token and fails its queued and sending messages (error
+// device_deleted), in one transaction. Its history keeps its id, which no
+// later registration of the fingerprint gets. Another company's device is
+// ErrNotFound.
+func (s *Store) DeleteDevice(companyID uint64, fingerprint string, now time.Time) (Device, error) {
 	var d Device
 	err := s.db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketDevices)
-		if err := getJSON(b, []byte(fingerprint), &d); err != nil {
+		var err error
+		if d, err = liveDevice(tx, companyID, fingerprint); err != nil {
+			if errors.Is(err, ErrDeviceGone) {
+				return ErrNotFound
+			}
 			return err
 		}
 		if err := tx.Bucket(bucketDeviceTokens).Delete(d.TokenHash); err != nil {
 			return err
 		}
-		if err := tx.Bucket(bucketCompanyDevices).Delete(companyKey(d.CompanyID, fingerprint)); err != nil {
+		if err := tx.Bucket(bucketCompanyDeviceIDs).Delete(pair(d.CompanyID, d.ID)); err != nil {
 			return err
 		}
-		if err := failDeviceMessages(tx, fingerprint, now); err != nil {
+		if err := failDeviceMessages(tx, d.CompanyID, d.ID, now); err != nil {
 			return err
 		}
-		return b.Delete([]byte(fingerprint))
+		return tx.Bucket(bucketDevices).Delete([]byte(fingerprint))
 	})
 	if err != nil {
-		return d, fmt.Errorf("store: delete device %s: %w", fingerprint, err)
+		return d, fmt.Errorf("store: delete device %s of company %d: %w", fingerprint, companyID, err)
 	}
 	return d, nil
 }

@@ -55,16 +55,17 @@ func (s *Store) CompanyMessagesAfter(companyID, after uint64, limit int) (msgs [
 	return msgs, next, done, nil
 }
 
-// ConversationsAfter returns up to limit of a device's conversations whose
-// number sorts after the given one ("" for the first page), in number order.
-func (s *Store) ConversationsAfter(device, after string, limit int) ([]Conversation, error) {
+// ConversationsAfter returns up to limit of a device's conversations (company
+// and device id) whose number sorts after the given one ("" for the first
+// page), in number order.
+func (s *Store) ConversationsAfter(companyID, deviceID uint64, after string, limit int) ([]Conversation, error) {
 	var out []Conversation
 	err := s.db.View(func(tx *bolt.Tx) error {
-		prefix := devKey(device)
+		prefix := devKey(companyID, deviceID)
 		c := tx.Bucket(bucketConversations).Cursor()
 		start := prefix
 		if after != "" {
-			start = convKey(device, after)
+			start = convKey(companyID, deviceID, after)
 		}
 		for k, v := c.Seek(start); k != nil && bytes.HasPrefix(k, prefix) && len(out) < limit; k, v = c.Next() {
 			if after != "" && bytes.Equal(k, start) {
@@ -79,7 +80,7 @@ func (s *Store) ConversationsAfter(device, after string, limit int) ([]Conversat
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("store: conversations of %s: %w", device, err)
+		return nil, fmt.Errorf("store: conversations of device %d: %w", deviceID, err)
 	}
 	return out, nil
 }

@@ -28,38 +28,47 @@ func inboundCompanyKeys(m Message) [][]byte {
 func inboundDeviceKeys(m Message) [][]byte {
 	id := itob(m.ID)
 	return [][]byte{
-		devKey(m.Device, []byte{tagAll}, id),
-		devKey(m.Device, []byte{tagSlot}, []byte(m.SIMSlot), id),
+		msgDevKey(m, []byte{tagAll}, id),
+		msgDevKey(m, []byte{tagSlot}, []byte(m.SIMSlot), id),
 	}
 }
 
 // StoreInbound stores a message a phone received, once per (device,
 // client_id): a repeat answers the message stored the first time, with dup
-// true. extra runs in the same transaction for a new message (the webhook
-// outbox), so both are durable together or not at all. A new message counts
-// against its company's daily storage budget: over it, nothing is stored and
-// the error wraps ErrStorageBudget (a *BudgetError).
+// true. m names its device by CompanyID and DeviceID, as the phone's link
+// knows them; a device that is gone is ErrDeviceGone, and client_ids of
+// another registration of the same handset never match. extra runs in the
+// same transaction for a new message (the webhook outbox), so both are
+// durable together or not at all. A new message counts against its
+// company's daily storage budget: over it, nothing is stored and the error
+// wraps ErrStorageBudget (a *BudgetError).
 func (s *Store) StoreInbound(m *Message, now func() time.Time, extra func(tx *bolt.Tx, m Message) error) (Message, bool, error) {
 	var out Message
 	var dup bool
 	err := s.grouped(func(tx *bolt.Tx) error {
 		dup = false
+		d, err := liveDeviceByID(tx, m.CompanyID, m.DeviceID)
+		if err != nil {
+			return err
+		}
 		msgs := tx.Bucket(bucketMessages)
-		ck := devKey(m.Device, []byte(m.ClientID))
+		ck := devKey(d.CompanyID, d.ID, []byte(m.ClientID))
 		if id := tx.Bucket(bucketInboundClient).Get(ck); id != nil {
 			dup = true
-			return getJSON(msgs, id, &out)
-		}
-		var d Device
-		if err := getJSON(tx.Bucket(bucketDevices), []byte(m.Device), &d); err != nil {
-			return ErrDeviceGone
+			if err := getJSON(msgs, id, &out); err != nil {
+				return err
+			}
+			if out.CompanyID != d.CompanyID || out.DeviceID != d.ID {
+				return fmt.Errorf("inbound dedupe entry %x names message %d of another device", ck, out.ID)
+			}
+			return nil
 		}
 		msg := *m
 		id, err := msgs.NextSequence()
 		if err != nil {
 			return err
 		}
-		msg.ID, msg.CompanyID, msg.Direction, msg.Status = id, d.CompanyID, Inbound, MsgReceived
+		msg.ID, msg.CompanyID, msg.DeviceID, msg.Device, msg.Direction, msg.Status = id, d.CompanyID, d.ID, d.Fingerprint, Inbound, MsgReceived
 		msg.CreatedAt = now().UTC()
 		msg.UpdatedAt = msg.CreatedAt
 		if err := s.charge(tx, msg.CompanyID, msg.CreatedAt, messageCost(msg)); err != nil {
@@ -98,29 +107,38 @@ func (s *Store) StoreInbound(m *Message, now func() time.Time, extra func(tx *bo
 // InboundQuery filters the inbound list; empty fields match all.
 type InboundQuery struct {
 	CompanyID uint64
-	Device    string
+	Device    string // the fingerprint of a live device of the company
 	SIMSlot   string
 	Limit     int
 }
 
 // InboundList returns the newest inbound messages matching q, newest first,
 // walking an index made for exactly that filter, so its cost does not grow
-// with the number of stored messages.
+// with the number of stored messages. A device filter names the company's
+// live device; it lists that registration's messages only, and any other
+// fingerprint (unknown, another company's) is ErrDeviceGone.
 func (s *Store) InboundList(q InboundQuery) ([]Message, error) {
-	bucket := bucketInboundCompany
-	var prefix []byte
-	switch {
-	case q.Device != "" && q.SIMSlot != "":
-		bucket, prefix = bucketInboundDevice, devKey(q.Device, []byte{tagSlot}, []byte(q.SIMSlot))
-	case q.Device != "":
-		bucket, prefix = bucketInboundDevice, devKey(q.Device, []byte{tagAll})
-	case q.SIMSlot != "":
-		prefix = append(append(itob(q.CompanyID), tagSlot), q.SIMSlot...)
-	default:
-		prefix = append(itob(q.CompanyID), tagAll)
-	}
 	var out []Message
 	err := s.db.View(func(tx *bolt.Tx) error {
+		bucket := bucketInboundCompany
+		var prefix []byte
+		var dev Device
+		if q.Device != "" {
+			var err error
+			if dev, err = liveDevice(tx, q.CompanyID, q.Device); err != nil {
+				return err
+			}
+		}
+		switch {
+		case q.Device != "" && q.SIMSlot != "":
+			bucket, prefix = bucketInboundDevice, devKey(dev.CompanyID, dev.ID, []byte{tagSlot}, []byte(q.SIMSlot))
+		case q.Device != "":
+			bucket, prefix = bucketInboundDevice, devKey(dev.CompanyID, dev.ID, []byte{tagAll})
+		case q.SIMSlot != "":
+			prefix = append(append(itob(q.CompanyID), tagSlot), q.SIMSlot...)
+		default:
+			prefix = append(itob(q.CompanyID), tagAll)
+		}
 		msgs := tx.Bucket(bucketMessages)
 		var err error
 		reverse(tx.Bucket(bucket), prefix, func(k []byte) bool {
@@ -128,7 +146,7 @@ func (s *Store) InboundList(q InboundQuery) ([]Message, error) {
 			if err = getJSON(msgs, k[len(prefix):], &m); err != nil {
 				return false
 			}
-			if m.CompanyID == q.CompanyID {
+			if m.CompanyID == q.CompanyID && (q.Device == "" || m.DeviceID == dev.ID) {
 				out = append(out, m)
 			}
 			return len(out) < q.Limit
@@ -158,27 +176,33 @@ func reverse(b *bolt.Bucket, prefix []byte, fn func(k []byte) bool) {
 	}
 }
 
-// History is one page of a device's exchange with one number, newest first,
-// with the conversation's total. Deep pages skip keys only, never records.
-func (s *Store) History(device, phone string, page, limit int) ([]Message, int, error) {
+// History is one page of the exchange of the company's live device
+// (fingerprint) with one number, newest first, with the conversation's
+// total. It shows that registration's messages only; a fingerprint that is
+// unknown or another company's is ErrDeviceGone. Deep pages skip keys only,
+// never records; a page past the end is empty, however large its number.
+func (s *Store) History(companyID uint64, device, phone string, page, limit int) ([]Message, int, error) {
 	var out []Message
 	total := 0
 	err := s.db.View(func(tx *bolt.Tx) error {
+		d, err := liveDevice(tx, companyID, device)
+		if err != nil {
+			return err
+		}
 		var c Conversation
-		if err := getJSON(tx.Bucket(bucketConversations), convKey(device, phone), &c); err != nil {
+		if err := getJSON(tx.Bucket(bucketConversations), convKey(d.CompanyID, d.ID, phone), &c); err != nil {
 			if errors.Is(err, ErrNotFound) {
 				return nil
 			}
 			return err
 		}
 		total = c.MessageCount
-		skip := (page - 1) * limit
-		if skip >= total {
+		skip, ok := pageOffset(page, limit, total)
+		if !ok {
 			return nil
 		}
 		msgs := tx.Bucket(bucketMessages)
-		prefix := devKey(device, []byte(phone), []byte{0})
-		var err error
+		prefix := devKey(d.CompanyID, d.ID, []byte(phone), []byte{0})
 		reverse(tx.Bucket(bucketConvMessages), prefix, func(k []byte) bool {
 			if skip > 0 {
 				skip--
@@ -186,6 +210,10 @@ func (s *Store) History(device, phone string, page, limit int) ([]Message, int, 
 			}
 			var m Message
 			if err = getJSON(msgs, k[len(prefix):], &m); err != nil {
+				return false
+			}
+			if m.CompanyID != d.CompanyID || m.DeviceID != d.ID {
+				err = fmt.Errorf("history entry %x names message %d of another device", k, m.ID)
 				return false
 			}
 			out = append(out, m)
@@ -199,17 +227,22 @@ func (s *Store) History(device, phone string, page, limit int) ([]Message, int, 
 	return out, total, nil
 }
 
-// Conversations lists a device's conversations, the latest message first.
-func (s *Store) Conversations(device string, limit int) ([]Conversation, error) {
+// Conversations lists the conversations of the company's live device
+// (fingerprint), the latest message first: that registration's only. A
+// fingerprint that is unknown or another company's is ErrDeviceGone.
+func (s *Store) Conversations(companyID uint64, device string, limit int) ([]Conversation, error) {
 	var out []Conversation
 	err := s.db.View(func(tx *bolt.Tx) error {
+		d, err := liveDevice(tx, companyID, device)
+		if err != nil {
+			return err
+		}
 		convs := tx.Bucket(bucketConversations)
-		prefix := devKey(device)
-		var err error
+		prefix := devKey(d.CompanyID, d.ID)
 		reverse(tx.Bucket(bucketConvOrder), prefix, func(k []byte) bool {
 			phone := tx.Bucket(bucketConvOrder).Get(k)
 			var c Conversation
-			if err = getJSON(convs, convKey(device, string(phone)), &c); err != nil {
+			if err = getJSON(convs, convKey(d.CompanyID, d.ID, string(phone)), &c); err != nil {
 				return false
 			}
 			out = append(out, c)

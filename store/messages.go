@@ -29,6 +29,11 @@ type Message struct {
 	UUID      string `json:"uuid"` // the queue id of an outbound message
 	CompanyID uint64 `json:"company_id"`
 	UserID    uint64 `json:"user_id,omitempty"` // who queued it
+	// DeviceID is the id of the device registration the message belongs to;
+	// with CompanyID it keys every index of the message.
+	DeviceID uint64 `json:"device_id"`
+	// Device is the device's fingerprint, kept for display only: a later
+	// registration of the same handset may carry it too.
 	Device    string `json:"device"`
 	Direction string `json:"direction"`
 	Channel   string `json:"channel"`
@@ -65,19 +70,20 @@ type Idempotent struct {
 	CreatedAt time.Time `json:"created_at"`
 }
 
+// In the comments, dev is devKey's 16 bytes: company id + device id.
 var (
-	bucketMessages       = []byte("messages")        // id -> Message
-	bucketMessageUUIDs   = []byte("message_uuids")   // uuid -> id
-	bucketQueue          = []byte("queue")           // device 0 id -> nil: queued, in order
-	bucketSendingIdx     = []byte("sending")         // device 0 id -> nil: acked, no outcome yet
-	bucketQueueExpiry    = []byte("queue_expiry")    // expires_at id -> device
-	bucketConvMessages   = []byte("conv_messages")   // device 0 phone 0 id -> nil
-	bucketConversations  = []byte("conversations")   // device 0 phone -> Conversation
-	bucketConvOrder      = []byte("conv_order")      // device 0 last id -> phone
-	bucketInboundCompany = []byte("inbound_company") // company tag [slot] id -> nil
-	bucketInboundDevice  = []byte("inbound_device")  // device 0 tag [slot] id -> nil
-	bucketInboundClient  = []byte("inbound_client")  // device 0 client id -> id
-	bucketIdempotency    = []byte("idempotency")     // company id + key -> Idempotent
+	bucketMessages       = []byte("messages")           // id -> Message
+	bucketMessageUUIDs   = []byte("message_uuids")      // uuid -> id
+	bucketQueue          = []byte("dev_queue")          // dev id -> nil: queued, in order
+	bucketSendingIdx     = []byte("dev_sending")        // dev id -> nil: acked, no outcome yet
+	bucketQueueExpiry    = []byte("queue_expiry")       // expires_at id -> dev
+	bucketConvMessages   = []byte("dev_conv_messages")  // dev phone 0 id -> nil
+	bucketConversations  = []byte("dev_conversations")  // dev phone -> Conversation
+	bucketConvOrder      = []byte("dev_conv_order")     // dev last id -> phone
+	bucketInboundCompany = []byte("inbound_company")    // company tag [slot] id -> nil
+	bucketInboundDevice  = []byte("dev_inbound")        // dev tag [slot] id -> nil
+	bucketInboundClient  = []byte("dev_inbound_client") // dev client id -> id
+	bucketIdempotency    = []byte("idempotency")        // company id + key -> Idempotent
 	messageBuckets       = [][]byte{bucketMessages, bucketMessageUUIDs, bucketQueue, bucketSendingIdx, bucketQueueExpiry, bucketConvMessages, bucketConversations, bucketConvOrder, bucketInboundCompany, bucketInboundDevice, bucketInboundClient, bucketIdempotency}
 )
 
@@ -87,15 +93,9 @@ var ErrDeviceGone = errors.New("store: device not found")
 // ErrDeviceDisabled is returned when a message is queued for a disabled device.
 var ErrDeviceDisabled = errors.New("store: device disabled")
 
-func devKey(device string, rest ...[]byte) []byte {
-	k := append([]byte(device), 0)
-	for _, r := range rest {
-		k = append(k, r...)
-	}
-	return k
+func convKey(companyID, deviceID uint64, phone string) []byte {
+	return devKey(companyID, deviceID, []byte(phone))
 }
-
-func convKey(device, phone string) []byte { return devKey(device, []byte(phone)) }
 
 func timeKey(t time.Time) []byte { return itob(uint64(t.UnixNano())) }
 
@@ -121,10 +121,13 @@ func (s *Store) Enqueue(m *Message, idemKey string, now func() time.Time, check 
 				return nil
 			}
 		}
-		var d Device
-		if err := getJSON(tx.Bucket(bucketDevices), []byte(m.Device), &d); err != nil || d.CompanyID != m.CompanyID {
-			refused = ErrDeviceGone
+		d, err := liveDevice(tx, m.CompanyID, m.Device)
+		if errors.Is(err, ErrDeviceGone) {
+			refused = err
 			return nil
+		}
+		if err != nil {
+			return err
 		}
 		if d.Status == DeviceDisabled {
 			refused = ErrDeviceDisabled
@@ -141,7 +144,7 @@ func (s *Store) Enqueue(m *Message, idemKey string, now func() time.Time, check 
 			return err
 		}
 		// Time is taken inside the single writer, so ids and created_at rise together.
-		msg.ID, msg.Direction, msg.Status = id, Outbound, MsgQueued
+		msg.ID, msg.DeviceID, msg.Direction, msg.Status = id, d.ID, Outbound, MsgQueued
 		msg.CreatedAt = now().UTC()
 		msg.UpdatedAt = msg.CreatedAt
 		if err := s.charge(tx, msg.CompanyID, msg.CreatedAt, messageCost(msg)); err != nil {
@@ -154,11 +157,11 @@ func (s *Store) Enqueue(m *Message, idemKey string, now func() time.Time, check 
 		if err := insertMessage(tx, &msg); err != nil {
 			return err
 		}
-		if err := tx.Bucket(bucketQueue).Put(devKey(msg.Device, itob(id)), nil); err != nil {
+		if err := tx.Bucket(bucketQueue).Put(msgDevKey(msg, itob(id)), nil); err != nil {
 			return err
 		}
 		if !msg.ExpiresAt.IsZero() {
-			if err := tx.Bucket(bucketQueueExpiry).Put(append(timeKey(msg.ExpiresAt), itob(id)...), []byte(msg.Device)); err != nil {
+			if err := tx.Bucket(bucketQueueExpiry).Put(append(timeKey(msg.ExpiresAt), itob(id)...), msgDevKey(msg)); err != nil {
 				return err
 			}
 		}
@@ -188,22 +191,25 @@ func insertMessage(tx *bolt.Tx, m *Message) error {
 	if err := tx.Bucket(bucketMessageUUIDs).Put([]byte(m.UUID), itob(m.ID)); err != nil {
 		return err
 	}
-	if err := tx.Bucket(bucketConvMessages).Put(devKey(m.Device, []byte(m.Phone), []byte{0}, itob(m.ID)), nil); err != nil {
+	if m.DeviceID == 0 {
+		return fmt.Errorf("message %s has no device id", m.UUID)
+	}
+	if err := tx.Bucket(bucketConvMessages).Put(msgDevKey(*m, []byte(m.Phone), []byte{0}, itob(m.ID)), nil); err != nil {
 		return err
 	}
 	convs := tx.Bucket(bucketConversations)
 	order := tx.Bucket(bucketConvOrder)
-	ck := convKey(m.Device, m.Phone)
+	ck := convKey(m.CompanyID, m.DeviceID, m.Phone)
 	var c Conversation
 	if err := getJSON(convs, ck, &c); err == nil {
-		if err := order.Delete(devKey(m.Device, itob(c.LastID))); err != nil {
+		if err := order.Delete(msgDevKey(*m, itob(c.LastID))); err != nil {
 			return err
 		}
 	} else if !errors.Is(err, ErrNotFound) {
 		return err
 	}
 	c = Conversation{Phone: m.Phone, LastMessage: m.Text, LastMessageAt: m.CreatedAt, Direction: m.Direction, MessageCount: c.MessageCount + 1, LastID: m.ID}
-	if err := order.Put(devKey(m.Device, itob(m.ID)), []byte(m.Phone)); err != nil {
+	if err := order.Put(msgDevKey(*m, itob(m.ID)), []byte(m.Phone)); err != nil {
 		return err
 	}
 	return putJSON(convs, ck, c)
@@ -220,7 +226,7 @@ func loadByUUID(tx *bolt.Tx, uuid string) (Message, error) {
 
 // leaveQueue drops a message from the queue and expiry indexes.
 func leaveQueue(tx *bolt.Tx, m Message) error {
-	if err := tx.Bucket(bucketQueue).Delete(devKey(m.Device, itob(m.ID))); err != nil {
+	if err := tx.Bucket(bucketQueue).Delete(msgDevKey(m, itob(m.ID))); err != nil {
 		return err
 	}
 	if m.ExpiresAt.IsZero() {
@@ -233,20 +239,28 @@ func leaveQueue(tx *bolt.Tx, m Message) error {
 // message backwards.
 var rank = map[string]int{MsgQueued: 0, MsgExpired: 1, MsgSending: 2, MsgSent: 3, MsgDelivered: 4, MsgFailed: 4}
 
-// Transition moves an outbound message of the device to status (sending on an
-// ack; sent, delivered or failed on a report). A report that would move it
-// backwards, or repeats what is stored, changes nothing and is no error. A
-// message of another device is ErrNotFound. moved says whether the report
+// Transition moves an outbound message of the device (company and device
+// id, as the phone's link knows them) to status (sending on an ack; sent,
+// delivered or failed on a report). A report that would move it backwards,
+// or repeats what is stored, changes nothing and is no error. A message of
+// another device, of another registration of the same handset, or of a
+// device that is gone, is ErrNotFound. moved says whether the report
 // changed the stored status: the hub lets only such reports (news a job can
 // give at most once per step) pass its flood limit for free.
-func (s *Store) Transition(device, uuid, status, errText, statusAt string, now time.Time) (out Message, moved bool, err error) {
+func (s *Store) Transition(companyID, deviceID uint64, uuid, status, errText, statusAt string, now time.Time) (out Message, moved bool, err error) {
 	err = s.grouped(func(tx *bolt.Tx) error {
 		moved = false // a batch that failed runs this again
+		if _, err := liveDeviceByID(tx, companyID, deviceID); err != nil {
+			if errors.Is(err, ErrDeviceGone) {
+				return ErrNotFound
+			}
+			return err
+		}
 		m, err := loadByUUID(tx, uuid)
 		if err != nil {
 			return err
 		}
-		if m.Device != device || m.Direction != Outbound {
+		if m.CompanyID != companyID || m.DeviceID != deviceID || m.Direction != Outbound {
 			return ErrNotFound
 		}
 		out = m
@@ -263,10 +277,10 @@ func (s *Store) Transition(device, uuid, status, errText, statusAt string, now t
 		}
 		sending := tx.Bucket(bucketSendingIdx)
 		if status == MsgSending {
-			if err := sending.Put(devKey(device, itob(m.ID)), nil); err != nil {
+			if err := sending.Put(msgDevKey(m, itob(m.ID)), nil); err != nil {
 				return err
 			}
-		} else if err := sending.Delete(devKey(device, itob(m.ID))); err != nil {
+		} else if err := sending.Delete(msgDevKey(m, itob(m.ID))); err != nil {
 			return err
 		}
 		m.Status, m.UpdatedAt = status, now.UTC()
@@ -286,26 +300,36 @@ func (s *Store) Transition(device, uuid, status, errText, statusAt string, now t
 	return out, moved, nil
 }
 
-// Pending returns up to limit queued messages of a device with ids above
-// after, oldest first. Ids rise in commit order, so a reader that remembers
-// the last id it handed out never misses a message committed later.
-func (s *Store) Pending(device string, after uint64, limit int) ([]Message, error) {
+// Pending returns up to limit queued messages of a device (company and
+// device id) with ids above after, oldest first. Ids rise in commit order, so
+// a reader that remembers the last id it handed out never misses a message
+// committed later. A device that is gone has nothing pending.
+func (s *Store) Pending(companyID, deviceID uint64, after uint64, limit int) ([]Message, error) {
 	var out []Message
 	err := s.db.View(func(tx *bolt.Tx) error {
+		if _, err := liveDeviceByID(tx, companyID, deviceID); err != nil {
+			if errors.Is(err, ErrDeviceGone) {
+				return nil
+			}
+			return err
+		}
 		msgs := tx.Bucket(bucketMessages)
-		prefix := devKey(device)
+		prefix := devKey(companyID, deviceID)
 		c := tx.Bucket(bucketQueue).Cursor()
-		for k, _ := c.Seek(devKey(device, itob(after+1))); k != nil && bytes.HasPrefix(k, prefix) && len(out) < limit; k, _ = c.Next() {
+		for k, _ := c.Seek(devKey(companyID, deviceID, itob(after+1))); k != nil && bytes.HasPrefix(k, prefix) && len(out) < limit; k, _ = c.Next() {
 			var m Message
 			if err := getJSON(msgs, k[len(prefix):], &m); err != nil {
 				return err
+			}
+			if m.CompanyID != companyID || m.DeviceID != deviceID {
+				return fmt.Errorf("queue entry %x names message %d of another device", k, m.ID)
 			}
 			out = append(out, m)
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("store: pending of %s: %w", device, err)
+		return nil, fmt.Errorf("store: pending of device %d of company %d: %w", deviceID, companyID, err)
 	}
 	return out, nil
 }
@@ -343,9 +367,9 @@ func (s *Store) ExpireQueued(now time.Time, limit int) (int, error) {
 }
 
 // failDeviceMessages fails the queued and sending messages of a device that is going away.
-func failDeviceMessages(tx *bolt.Tx, device string, now time.Time) error {
+func failDeviceMessages(tx *bolt.Tx, companyID, deviceID uint64, now time.Time) error {
 	msgs := tx.Bucket(bucketMessages)
-	prefix := devKey(device)
+	prefix := devKey(companyID, deviceID)
 	for _, idx := range [][]byte{bucketQueue, bucketSendingIdx} {
 		b := tx.Bucket(idx)
 		var ids [][]byte
@@ -361,7 +385,7 @@ func failDeviceMessages(tx *bolt.Tx, device string, now time.Time) error {
 			if err := leaveQueue(tx, m); err != nil {
 				return err
 			}
-			if err := b.Delete(devKey(device, id)); err != nil {
+			if err := b.Delete(devKey(companyID, deviceID, id)); err != nil {
 				return err
 			}
 			m.Status, m.Error, m.UpdatedAt = MsgFailed, "device_deleted", now.UTC()

@@ -103,9 +103,10 @@ func TestPruneStorageCounters(t *testing.T) {
 	s := open(t, t.TempDir())
 	c, _ := webhookFixture(t, s, "a@example.com", 0)
 	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	dev := deviceOf(t, s, c.ID, "fp-a@example.com")
 	for d := range 3 {
 		at := now.Add(-time.Duration(d) * 24 * time.Hour)
-		m := Message{UUID: "u" + at.String(), Device: "fp-a@example.com", Channel: "sms", Phone: "+15550100001", Text: "hi", SIMSlot: "SIM1", ClientID: at.String()}
+		m := Message{UUID: "u" + at.String(), CompanyID: c.ID, DeviceID: dev.ID, Channel: "sms", Phone: "+15550100001", Text: "hi", SIMSlot: "SIM1", ClientID: at.String()}
 		if _, _, err := s.StoreInbound(&m, func() time.Time { return at }, nil); err != nil {
 			t.Fatal(err)
 		}

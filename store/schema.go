@@ -6,16 +6,28 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// migrations bring a store from version i to i+1 (index i). Each runs in its
-// own transaction together with the version bump, so a crash leaves the store
-// at a whole version. Append only; never edit a step that has shipped.
-var migrations = []func(tx *bolt.Tx) error{
+// migrations bring a store from version i to i+1 (index i). A migration
+// runs as a series of steps, each in its own transaction; the step that says
+// it is done commits together with the version bump, so the version always
+// names a whole schema. A migration too big for one transaction keeps its
+// place (a cursor in the meta bucket) in each step's transaction, so a crash
+// resumes where the last step committed. Append only; never edit a
+// migration that has shipped.
+var migrations = []func(tx *bolt.Tx) (done bool, err error){
 	// 0 -> 1: the first schema; the buckets themselves are created at open.
-	func(*bolt.Tx) error { return nil },
-	// 1 -> 2: one shared body per webhook event, and each company's outbox counted.
-	migrateWebhookEvents,
-	// 2 -> 3: pending invitations hold no address server-wide (invites.go).
-	migratePendingInvitesOutOfEmailIndex,
+	func(*bolt.Tx) (bool, error) { return true, nil },
+	// 1 -> 2: devices get ids; per-device records move from the fingerprint
+	// to company id + device id (migrate_v2.go).
+	migrateDeviceIDs,
+	// 2 -> 3: one shared body per webhook event, and each company's outbox counted.
+	whole(migrateWebhookEvents),
+	// 3 -> 4: pending invitations hold no address server-wide (invites.go).
+	whole(migratePendingInvitesOutOfEmailIndex),
+}
+
+// whole makes a migration that fits in one transaction a one-step one.
+func whole(fn func(*bolt.Tx) error) func(*bolt.Tx) (bool, error) {
+	return func(tx *bolt.Tx) (bool, error) { return true, fn(tx) }
 }
 
 // SchemaVersion is the version this build writes.
@@ -47,8 +59,12 @@ func (s *Store) migrate() error {
 				done = true
 				return nil
 			}
-			if err := migrations[v](tx); err != nil {
+			stepDone, err := migrations[v](tx)
+			if err != nil {
 				return fmt.Errorf("migration %d -> %d: %w", v, v+1, err)
+			}
+			if !stepDone {
+				return nil // the step committed its part and its cursor; run the next
 			}
 			return meta.Put(keySchemaVersion, itob(v+1))
 		})

@@ -35,24 +35,24 @@ var (
 )
 
 var (
-	bucketMeta           = []byte("meta")
-	bucketCompanies      = []byte("companies")
-	bucketAPIKeys        = []byte("api_keys")        // sha256(key) -> company id
-	bucketUsers          = []byte("users")           // user id -> User
-	bucketUsersByEmail   = []byte("users_by_email")  // lower-case e-mail -> user id
-	bucketCompanyUsers   = []byte("company_users")   // company id + user id -> nil
-	bucketRefreshTokens  = []byte("refresh_tokens")  // sha256(token) -> RefreshToken
-	bucketTokenFamilies  = []byte("token_families")  // family id -> TokenFamily
-	bucketUserFamilies   = []byte("user_families")   // user id + family id -> nil
-	bucketOneTimeTokens  = []byte("onetime_tokens")  // sha256(token) -> OneTimeToken
-	bucketMailOutbox     = []byte("mail_outbox")     // mail id -> Mail
-	bucketPairings       = []byte("pairings")        // sha256(code) -> Pairing
-	bucketDevices        = []byte("devices")         // fingerprint -> Device
-	bucketDeviceTokens   = []byte("device_tokens")   // sha256(token) -> fingerprint
-	bucketCompanyDevices = []byte("company_devices") // company id + fingerprint -> nil
-	keySchemaVersion     = []byte("schema_version")
-	allBuckets           = [][]byte{bucketMeta, bucketCompanies, bucketAPIKeys, bucketUsers, bucketUsersByEmail, bucketCompanyUsers, bucketRefreshTokens, bucketTokenFamilies, bucketUserFamilies, bucketOneTimeTokens, bucketMailOutbox, bucketPairings, bucketDevices, bucketDeviceTokens, bucketCompanyDevices}
-	secretPrefix         = "secret:"
+	bucketMeta             = []byte("meta")
+	bucketCompanies        = []byte("companies")
+	bucketAPIKeys          = []byte("api_keys")           // sha256(key) -> company id
+	bucketUsers            = []byte("users")              // user id -> User
+	bucketUsersByEmail     = []byte("users_by_email")     // lower-case e-mail -> user id
+	bucketCompanyUsers     = []byte("company_users")      // company id + user id -> nil
+	bucketRefreshTokens    = []byte("refresh_tokens")     // sha256(token) -> RefreshToken
+	bucketTokenFamilies    = []byte("token_families")     // family id -> TokenFamily
+	bucketUserFamilies     = []byte("user_families")      // user id + family id -> nil
+	bucketOneTimeTokens    = []byte("onetime_tokens")     // sha256(token) -> OneTimeToken
+	bucketMailOutbox       = []byte("mail_outbox")        // mail id -> Mail
+	bucketPairings         = []byte("pairings")           // sha256(code) -> Pairing
+	bucketDevices          = []byte("devices")            // live fingerprint -> Device
+	bucketDeviceTokens     = []byte("device_tokens")      // sha256(token) -> device id + fingerprint
+	bucketCompanyDeviceIDs = []byte("company_device_ids") // company id + device id -> fingerprint, live devices
+	keySchemaVersion       = []byte("schema_version")
+	allBuckets             = [][]byte{bucketMeta, bucketCompanies, bucketAPIKeys, bucketUsers, bucketUsersByEmail, bucketCompanyUsers, bucketRefreshTokens, bucketTokenFamilies, bucketUserFamilies, bucketOneTimeTokens, bucketMailOutbox, bucketPairings, bucketDevices, bucketDeviceTokens, bucketCompanyDeviceIDs}
+	secretPrefix           = "secret:"
 )
 
 // Options tune Open.

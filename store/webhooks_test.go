@@ -95,8 +95,12 @@ func TestWebhookOutboxShareTheInboundTransaction(t *testing.T) {
 
 	// The hook fails: neither the message nor any delivery is stored.
 	boom := errors.New("disk says no")
-	m := Message{UUID: "u1", Device: "fp-a@example.com", Channel: "sms", Phone: "+15550100001", Text: "hi", SIMSlot: "SIM1", ClientID: "c1"}
-	_, _, err := s.StoreInbound(&m, clock, func(tx *bolt.Tx, m Message) error {
+	d, err := s.CompanyDevice(c.ID, "fp-a@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := Message{UUID: "u1", CompanyID: c.ID, DeviceID: d.ID, Channel: "sms", Phone: "+15550100001", Text: "hi", SIMSlot: "SIM1", ClientID: "c1"}
+	_, _, err = s.StoreInbound(&m, clock, func(tx *bolt.Tx, m Message) error {
 		if _, err := addDeliveries(s, tx, m.CompanyID, now); err != nil {
 			return err
 		}

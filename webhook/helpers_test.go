@@ -85,11 +85,16 @@ func (f *fixture) configure(svc *Service, entries ...EntryInput) []store.Webhook
 	return out
 }
 
-// inbound stores an SMS the device received, with the service's hook.
+// inbound stores an SMS the device (of whichever company holds it) received,
+// with the service's hook.
 func (f *fixture) inbound(svc *Service, device, slot string, now time.Time) store.Message {
 	f.t.Helper()
 	f.seq++
-	m := store.Message{UUID: fmt.Sprintf("00000000-0000-7000-8000-%012d", f.seq), Device: device, Channel: "sms", Phone: "+15550100001",
+	d, err := f.st.Device(device)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	m := store.Message{UUID: fmt.Sprintf("00000000-0000-7000-8000-%012d", f.seq), CompanyID: d.CompanyID, DeviceID: d.ID, Channel: "sms", Phone: "+15550100001",
 		Text: fmt.Sprintf("hello %d", f.seq), SIMSlot: slot, ClientID: fmt.Sprintf("c%d", f.seq), ReceivedAt: "2026-11-22T10:00:00.000Z"}
 	stored, _, err := f.st.StoreInbound(&m, func() time.Time { return now }, svc.OnInbound)
 	if err != nil {
