@@ -3,12 +3,12 @@ package mail
 import (
 	"context"
 	"errors"
-	"github.com/simrelay/simrelay/internal/poll"
 	netmail "net/mail"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/simrelay/simrelay/internal/poll"
 	"github.com/simrelay/simrelay/mail/mailtest"
 	"github.com/simrelay/simrelay/store"
 )
