@@ -64,16 +64,31 @@ func NextDay(t time.Time) time.Time {
 }
 
 // charge adds cost to the company's bytes of now's day, or refuses with a
-// *BudgetError when that would go over the store's daily budget. It counts
-// even without a budget, so the figure is there for the operator.
+// *BudgetError when that would go over the store's daily budget, having
+// written nothing: callers refuse before their first write, so a refusal
+// never fails the group-commit batch it shares. It counts even without a
+// budget, so the figure is there for the operator.
 func (s *Store) charge(tx *bolt.Tx, companyID uint64, now time.Time, cost int64) error {
+	return s.count(tx, companyID, now, cost, true)
+}
+
+// chargeAfter counts what follows a write the budget already admitted (an
+// inbound message's webhook event) without refusing it: refusing the event
+// alone would lose the push of a stored message, and undoing the message
+// would fail the whole batch. So the budget may be overshot by one event,
+// and the company's next message is refused.
+func (s *Store) chargeAfter(tx *bolt.Tx, companyID uint64, now time.Time, cost int64) error {
+	return s.count(tx, companyID, now, cost, false)
+}
+
+func (s *Store) count(tx *bolt.Tx, companyID uint64, now time.Time, cost int64, mayRefuse bool) error {
 	b := tx.Bucket(bucketCompanyUsage)
 	key := pair(companyID, dayOf(now))
 	var used int64
 	if v := b.Get(key); len(v) == 8 {
 		used = int64(btoi(v))
 	}
-	if s.dailyBudget > 0 && used+cost > s.dailyBudget {
+	if mayRefuse && s.dailyBudget > 0 && used+cost > s.dailyBudget {
 		return &BudgetError{CompanyID: companyID, Limit: s.dailyBudget, Used: used, Cost: cost, Reset: NextDay(now)}
 	}
 	return b.Put(key, itob(uint64(used+cost)))

@@ -45,9 +45,16 @@ func inboundDeviceKeys(m Message) [][]byte {
 func (s *Store) StoreInbound(m *Message, now func() time.Time, extra func(tx *bolt.Tx, m Message) error) (Message, bool, error) {
 	var out Message
 	var dup bool
+	var refused error
 	err := s.grouped(func(tx *bolt.Tx) error {
-		dup = false
+		out, dup, refused = Message{}, false, nil
+		// Refusals write nothing and return nil, so that they never fail
+		// the batch they share with other writers.
 		d, err := liveDeviceByID(tx, m.CompanyID, m.DeviceID)
+		if errors.Is(err, ErrDeviceGone) {
+			refused = err
+			return nil
+		}
 		if err != nil {
 			return err
 		}
@@ -64,16 +71,21 @@ func (s *Store) StoreInbound(m *Message, now func() time.Time, extra func(tx *bo
 			return nil
 		}
 		msg := *m
+		msg.CompanyID, msg.DeviceID, msg.Device, msg.Direction, msg.Status = d.CompanyID, d.ID, d.Fingerprint, Inbound, MsgReceived
+		msg.CreatedAt = now().UTC()
+		msg.UpdatedAt = msg.CreatedAt
+		if err := s.charge(tx, msg.CompanyID, msg.CreatedAt, messageCost(msg)); err != nil {
+			if errors.As(err, new(*BudgetError)) {
+				refused = err
+				return nil
+			}
+			return err
+		}
 		id, err := msgs.NextSequence()
 		if err != nil {
 			return err
 		}
-		msg.ID, msg.CompanyID, msg.DeviceID, msg.Device, msg.Direction, msg.Status = id, d.CompanyID, d.ID, d.Fingerprint, Inbound, MsgReceived
-		msg.CreatedAt = now().UTC()
-		msg.UpdatedAt = msg.CreatedAt
-		if err := s.charge(tx, msg.CompanyID, msg.CreatedAt, messageCost(msg)); err != nil {
-			return err
-		}
+		msg.ID = id
 		if err := insertMessage(tx, &msg); err != nil {
 			return err
 		}
@@ -98,6 +110,9 @@ func (s *Store) StoreInbound(m *Message, now func() time.Time, extra func(tx *bo
 		out = msg
 		return nil
 	})
+	if err == nil {
+		err = refused
+	}
 	if err != nil {
 		return out, false, fmt.Errorf("store: inbound: %w", err)
 	}

@@ -111,7 +111,7 @@ func (s *Store) Enqueue(m *Message, idemKey string, now func() time.Time, check 
 	var prior *Idempotent
 	var refused error
 	err := s.grouped(func(tx *bolt.Tx) error {
-		prior, refused = nil, nil
+		out, prior, refused = Message{}, nil, nil
 		var ik []byte
 		if idemKey != "" {
 			ik = append(itob(m.CompanyID), idemKey...)
@@ -323,6 +323,11 @@ func (s *Store) Pending(companyID, deviceID uint64, after uint64, limit int) ([]
 			}
 			if m.CompanyID != companyID || m.DeviceID != deviceID {
 				return fmt.Errorf("queue entry %x names message %d of another device", k, m.ID)
+			}
+			if m.Status != MsgQueued {
+				// Every path that moves a message on takes it out of the queue;
+				// a stray entry must never send a message twice.
+				continue
 			}
 			out = append(out, m)
 		}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -140,11 +141,14 @@ func TestMigrateV1ResumesAfterACrash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// This build's migrations, with the 1 -> 2 one moving three messages a step.
+	steps := append([]func(*bolt.Tx) (bool, error){}, migrations...)
+	steps[1] = func(tx *bolt.Tx) (bool, error) { return migrateDeviceIDsIn(tx, 3) }
 	for step := range 4 { // the devices, then three batches of three messages
 		var done bool
 		if err := db.Update(func(tx *bolt.Tx) error {
 			var err error
-			done, err = migrateDeviceIDsIn(tx, 3)
+			done, err = migrateStep(tx, steps)
 			return err
 		}); err != nil {
 			t.Fatal(err)
@@ -154,8 +158,8 @@ func TestMigrateV1ResumesAfterACrash(t *testing.T) {
 		}
 	}
 	if err := db.View(func(tx *bolt.Tx) error {
-		if v := btoi(tx.Bucket(bucketMeta).Get(keySchemaVersion)); v != 1 {
-			t.Errorf("half way: schema version %d, want still 1", v)
+		if v := btoi(tx.Bucket(bucketMeta).Get(keySchemaVersion)); v != 2 {
+			t.Errorf("half way: schema version %d, want 2 already, so that a schema 1 build refuses the file", v)
 		}
 		if c := tx.Bucket(bucketMeta).Get(keyV2Cursor); c == nil || btoi(c) == 0 {
 			t.Errorf("half way: cursor %x, want the last message moved", c)
@@ -163,6 +167,13 @@ func TestMigrateV1ResumesAfterACrash(t *testing.T) {
 		return nil
 	}); err != nil {
 		t.Fatal(err)
+	}
+	// A build whose last migration is 0 -> 1 (schema 1's) refuses the file.
+	if err := db.Update(func(tx *bolt.Tx) error {
+		_, err := migrateStep(tx, migrations[:1])
+		return err
+	}); err == nil || !strings.Contains(err.Error(), "run a newer simrelay") {
+		t.Fatalf("a schema 1 build on a half-migrated file: got %v, want it refused", err)
 	}
 	if err := db.Close(); err != nil {
 		t.Fatal(err)

@@ -7,12 +7,13 @@ import (
 )
 
 // migrations bring a store from version i to i+1 (index i). A migration
-// runs as a series of steps, each in its own transaction; the step that says
-// it is done commits together with the version bump, so the version always
-// names a whole schema. A migration too big for one transaction keeps its
-// place (a cursor in the meta bucket) in each step's transaction, so a crash
-// resumes where the last step committed. Append only; never edit a
-// migration that has shipped.
+// runs as a series of steps, each in its own transaction. One that fits in a
+// single transaction commits together with the version bump. One too big for
+// that keeps its place (a cursor in the meta bucket) in each step's
+// transaction, so a crash resumes where the last step committed, and marks
+// the store as migrating from its first step on (keyMigrating), with the
+// version already the target's, so no older build opens it half way.
+// Append only; never edit a migration that has shipped.
 var migrations = []func(tx *bolt.Tx) (done bool, err error){
 	// 0 -> 1: the first schema; the buckets themselves are created at open.
 	func(*bolt.Tx) (bool, error) { return true, nil },
@@ -47,26 +48,9 @@ func (s *Store) migrate() error {
 	for {
 		var done bool
 		err := s.db.Update(func(tx *bolt.Tx) error {
-			meta := tx.Bucket(bucketMeta)
-			var v uint64
-			if raw := meta.Get(keySchemaVersion); raw != nil {
-				v = btoi(raw)
-			}
-			if v > SchemaVersion() {
-				return fmt.Errorf("the data file has schema version %d, newer than this build's %d: run a newer simrelay", v, SchemaVersion())
-			}
-			if v == SchemaVersion() {
-				done = true
-				return nil
-			}
-			stepDone, err := migrations[v](tx)
-			if err != nil {
-				return fmt.Errorf("migration %d -> %d: %w", v, v+1, err)
-			}
-			if !stepDone {
-				return nil // the step committed its part and its cursor; run the next
-			}
-			return meta.Put(keySchemaVersion, itob(v+1))
+			var err error
+			done, err = migrateStep(tx, migrations)
+			return err
 		})
 		if err != nil {
 			return fmt.Errorf("store: %w", err)
@@ -75,6 +59,56 @@ func (s *Store) migrate() error {
 			return nil
 		}
 	}
+}
+
+// keyMigrating holds, while a migration of several steps is under way, the
+// version it migrates from. The schema version names the target from the
+// first step on, so that an older build refuses a half-migrated file
+// ("newer than this build") instead of writing to indexes the migration
+// has already moved past.
+var keyMigrating = []byte("migrating_from")
+
+// migrateStep runs one step of the next migration in tx, and reports
+// whether the store is at the last version of steps.
+func migrateStep(tx *bolt.Tx, steps []func(*bolt.Tx) (bool, error)) (bool, error) {
+	meta := tx.Bucket(bucketMeta)
+	var v uint64
+	if raw := meta.Get(keySchemaVersion); raw != nil {
+		v = btoi(raw)
+	}
+	last := uint64(len(steps))
+	if raw := meta.Get(keyMigrating); raw != nil {
+		from := btoi(raw)
+		if from >= last {
+			return false, fmt.Errorf("the data file is half way through migration %d -> %d, which this build does not have: run a newer simrelay", from, from+1)
+		}
+		stepDone, err := steps[from](tx)
+		if err != nil {
+			return false, fmt.Errorf("migration %d -> %d: %w", from, from+1, err)
+		}
+		if stepDone {
+			return false, meta.Delete(keyMigrating)
+		}
+		return false, nil
+	}
+	if v > last {
+		return false, fmt.Errorf("the data file has schema version %d, newer than this build's %d: run a newer simrelay", v, last)
+	}
+	if v == last {
+		return true, nil
+	}
+	stepDone, err := steps[v](tx)
+	if err != nil {
+		return false, fmt.Errorf("migration %d -> %d: %w", v, v+1, err)
+	}
+	if !stepDone {
+		// More steps follow, each in its own transaction, keeping their place
+		// in the meta bucket.
+		if err := meta.Put(keyMigrating, itob(v)); err != nil {
+			return false, err
+		}
+	}
+	return false, meta.Put(keySchemaVersion, itob(v+1))
 }
 
 // Version is the schema version of the open file.
