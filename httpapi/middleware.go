@@ -130,15 +130,15 @@ func (s *Server) limit(next echo.HandlerFunc) echo.HandlerFunc {
 			return next(c)
 		}
 		ip := "ip:" + pacing.ClientKey(c.RealIP()) // an IPv6 client is its /64
-		id := ip
+		windows, id := s.general, ip
 		if p, ok := c.Get(keyPrincipal).(account.Principal); ok {
-			id = p.Identity()
+			windows, id = s.members, p.Identity()
 		} else if fp, ok := c.Get(keyDevice).(string); ok {
-			id = "device:" + fp
+			windows, id = s.members, "device:"+fp
 		} else if c.Get(keyOperator) == true {
-			id = "operator"
+			windows, id = s.members, "operator"
 		}
-		res := s.general.Take(id)
+		res := windows.Take(id)
 		if authScope[c.Path()] {
 			res = pacing.Nearer(res, s.auth.Take(ip))
 		}

@@ -171,3 +171,27 @@ func TestIPv6ClientIsItsSlash64(t *testing.T) {
 		t.Fatalf("another /64: got %d, want 200", r.Status)
 	}
 }
+
+// Addresses fill the capped map and then share its overflow window; a
+// request with a credential keeps a window of its own all the same, so a
+// flood of fresh addresses cannot throttle a company's API key.
+func TestAddressFloodLeavesCredentialsTheirOwnWindow(t *testing.T) {
+	_, loopback, _ := net.ParseCIDR("127.0.0.0/8")
+	e := newEnv(t, func(c *httpapi.Config) {
+		c.TrustedProxies = []*net.IPNet{loopback}
+		c.MaxAddresses = 32
+	})
+	acme := e.newCompany("Acme", "ana@acme.test")
+	anonymous := func(i int) resp {
+		return e.do(call{method: "GET", path: "/company", header: map[string]string{"X-Forwarded-For": fmt.Sprintf("2001:db8:%x::1", i)}})
+	}
+	for i := range 300 {
+		anonymous(i)
+	}
+	e.want(anonymous(1000), http.StatusTooManyRequests, "rate_limited")
+	r := e.do(call{method: "GET", path: "/company", token: acme.apiKey, header: map[string]string{"X-Forwarded-For": "2001:db8:ffff::1"}})
+	e.want(r, http.StatusOK, "")
+	if got := r.Header.Get("RateLimit-Remaining"); got != "99" {
+		t.Fatalf("the API key's first request: RateLimit-Remaining %s, want 99 (a window of its own)", got)
+	}
+}

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"sync/atomic"
@@ -34,6 +35,9 @@ type Config struct {
 	AdminToken string
 	// Backup bounds GET /admin/backup; zero fields take their defaults.
 	Backup BackupConfig
+	// MaxAddresses bounds the client addresses each rate limit tracks
+	// (pacing.DefaultMaxKeys when zero); see Server.general.
+	MaxAddresses int
 }
 
 // Backuper is the part of the store the API needs beyond the domain services:
@@ -74,10 +78,16 @@ type Deps struct {
 
 // Server is the HTTP API.
 type Server struct {
-	cfg      Config
-	deps     Deps
-	e        *echo.Echo
+	cfg  Config
+	deps Deps
+	e    *echo.Echo
+	// general counts requests without a credential, by client address; it
+	// is capped, since a client picks its address (a whole IPv6 range). Those
+	// with a credential count in members, which the store's accounts and
+	// devices bound, so that a flood of addresses never pushes an API key
+	// or a user into the capped map's shared overflow window.
 	general  *pacing.Windows
+	members  *pacing.Windows
 	auth     *pacing.Windows
 	metrics  *metrics
 	draining atomic.Bool
@@ -91,11 +101,15 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		return nil, fmt.Errorf("httpapi: the admin token has %d characters, want at least %d", len(cfg.AdminToken), MinAdminTokenLen)
 	}
 	cfg.Backup.defaults()
+	if cfg.MaxAddresses <= 0 {
+		cfg.MaxAddresses = pacing.DefaultMaxKeys
+	}
 	s := &Server{
 		cfg:     cfg,
 		deps:    deps,
-		general: pacing.New(cfg.GeneralRate, deps.Now),
-		auth:    pacing.New(cfg.AuthRate, deps.Now),
+		general: pacing.NewCapped(cfg.GeneralRate, deps.Now, cfg.MaxAddresses),
+		members: pacing.NewCapped(cfg.GeneralRate, deps.Now, math.MaxInt32),
+		auth:    pacing.NewCapped(cfg.AuthRate, deps.Now, cfg.MaxAddresses),
 		backups: make(chan struct{}, cfg.Backup.AtOnce),
 	}
 	m, err := newMetrics(deps.Registry)
@@ -137,6 +151,7 @@ func (s *Server) Drain() { s.draining.Store(true) }
 // Sweep drops expired rate-limit windows; the owner calls it now and then.
 func (s *Server) Sweep() {
 	s.general.Sweep()
+	s.members.Sweep()
 	s.auth.Sweep()
 }
 
