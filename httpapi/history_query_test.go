@@ -49,7 +49,8 @@ func TestHistoryHugePage(t *testing.T) {
 // TestHistoryQueryPhone: phone in the query follows the rule of every phone
 // input. An unencoded + arrives as a space and is read as +; a number
 // without its + is 400, never an empty 200; a sender that cannot be a
-// number (a name, a short code) is matched as written.
+// number (a name, a short code) is matched as written, and so is any
+// value a conversation exists under (a national number the phone gave).
 func TestHistoryQueryPhone(t *testing.T) {
 	e := newEnv(t, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
@@ -57,6 +58,7 @@ func TestHistoryQueryPhone(t *testing.T) {
 	e.want(e.do(call{method: "POST", path: "/chat/send", token: a.apiKey, body: sendBody("a-phone", "+15551230000", "hello", "")}), http.StatusOK, "")
 	waitAck(t, phone.Receive(proto.Inbound{ClientID: "bank-1", From: "BANK", Message: "code 1234"}))
 	waitAck(t, phone.Receive(proto.Inbound{ClientID: "short-1", From: "72345", Message: "reply STOP"}))
+	waitAck(t, phone.Receive(proto.Inbound{ClientID: "national-1", From: "07911123456", Message: "see you"}))
 
 	history := func(rawPhone string) resp {
 		t.Helper()
@@ -79,7 +81,9 @@ func TestHistoryQueryPhone(t *testing.T) {
 			t.Errorf("phone=%q: got %d %s, want 400 validation_failed field phone", raw, r.Status, r.Raw)
 		}
 	}
-	for raw, text := range map[string]string{"BANK": "code 1234", "72345": "reply STOP"} {
+	// A sender stored as the phone gave it (here a national number) is found
+	// as written; the same digits with no such conversation are the 400 above.
+	for raw, text := range map[string]string{"BANK": "code 1234", "72345": "reply STOP", "07911123456": "see you"} {
 		r := history(raw)
 		if r.Status != http.StatusOK || r.Body["total"] != float64(1) || r.Body["messages"].([]any)[0].(map[string]any)["message"] != text {
 			t.Errorf("sender %s: got %d %s, want its message", raw, r.Status, r.Raw)

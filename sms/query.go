@@ -52,15 +52,22 @@ func (s *Service) History(_ context.Context, companyID uint64, device, number st
 	if err := deviceRequired(device); err != nil {
 		return Page{}, err
 	}
-	n, err := historyNumber(number)
-	if err != nil {
-		return Page{}, err
-	}
+	n, badNumber := historyNumber(number)
 	if page < 1 {
 		return Page{}, problem.Invalid("page", "must be 1 or more")
 	}
 	if limit < 1 || limit > MaxPageLimit {
 		return Page{}, problem.Invalid("limit", "must be from 1 to 100")
+	}
+	if badNumber != nil {
+		// A phone stores a sender it could not read as E.164 as it came
+		// (national formats such as 07911123456): such a conversation is
+		// found as written. Anything else is the number rule's 400.
+		msgs, total, err := s.store.History(companyID, device, strings.TrimSpace(number), page, limit)
+		if err != nil || total == 0 {
+			return Page{}, badNumber
+		}
+		return Page{Messages: msgs, Total: total, Page: page, Pages: pages(total, limit)}, nil
 	}
 	msgs, total, err := s.store.History(companyID, device, n, page, limit)
 	if errors.Is(err, store.ErrDeviceGone) {
@@ -69,15 +76,19 @@ func (s *Service) History(_ context.Context, companyID uint64, device, number st
 	if err != nil {
 		return Page{}, err
 	}
-	return Page{Messages: msgs, Total: total, Page: page, Pages: (total + limit - 1) / limit}, nil
+	return Page{Messages: msgs, Total: total, Page: page, Pages: pages(total, limit)}, nil
 }
+
+// pages is how many pages of limit items total items fill.
+func pages(total, limit int) int { return (total + limit - 1) / limit }
 
 // historyNumber reads the other party of a history query. A number follows
 // the rule of every phone input: E.164 after normalising, and no leading +
 // is refused, since the server does not guess a country (a client that
 // forgot it would otherwise get an empty history, not an error). A sender
 // that cannot be a number, a name such as "BANK" or a short code of fewer
-// than 8 digits, is stored as the phone gave it and is matched as written.
+// than 8 digits, is stored as the phone gave it and is matched as written;
+// so is any other value when a conversation exists under it (History).
 func historyNumber(number string) (string, error) {
 	number = strings.TrimSpace(number)
 	switch {
