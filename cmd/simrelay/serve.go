@@ -193,7 +193,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Writer) error {
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.listen, err)
+		return fmt.Errorf("%s %q: cannot listen there: %w", both("listen"), cfg.listen, err)
 	}
 	defer ln.Close()
 	if cfg.publicURL == "" {
