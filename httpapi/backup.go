@@ -3,7 +3,9 @@ package httpapi
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"errors"
 	"fmt"
+	"github.com/simrelay/simrelay/store"
 	"io"
 	"net/http"
 	"strconv"
@@ -106,6 +108,11 @@ func (s *Server) backup(c echo.Context) error {
 // before anything was sent. The temporary copy is gone when it returns.
 func (s *Server) streamSnapshot(c echo.Context) (n, size int64, err error) {
 	snap, err := s.deps.Store.Snapshot(s.cfg.Backup.Dir)
+	if errors.Is(err, store.ErrNoRoom) {
+		s.deps.Logger.Error("backup refused", "err", err)
+		return 0, -1, &problem.Error{Code: problem.Unavailable, RetryAfter: 300,
+			Message: "The server has too little free disk space for a backup copy; free some, or stop the server and run simrelay admin backup."}
+	}
 	if err != nil {
 		return 0, -1, err
 	}

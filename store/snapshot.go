@@ -1,6 +1,7 @@
 package store
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -42,6 +43,9 @@ func (s *Store) Snapshot(dir string) (*Snapshot, error) {
 	if dir == "" {
 		dir = filepath.Dir(s.path)
 	}
+	if err := s.roomForSnapshot(dir); err != nil {
+		return nil, err
+	}
 	f, err := os.CreateTemp(dir, ".simrelay-snapshot-*.tmp")
 	if err != nil {
 		return nil, fmt.Errorf("store: snapshot: %w", err)
@@ -61,4 +65,38 @@ func (s *Store) Snapshot(dir string) (*Snapshot, error) {
 		return nil, fmt.Errorf("store: snapshot: %w", err)
 	}
 	return snap, nil
+}
+
+// ErrNoRoom is returned by Snapshot when the copy would leave the file
+// system too full for the store to go on growing.
+var ErrNoRoom = errors.New("store: not enough free disk space for a snapshot")
+
+// SnapshotHeadroom is the free space a snapshot must leave behind on its file
+// system, beyond its own size, so that a backup never takes the room every
+// company's writes need: 64 MiB, or a tenth of the store when that is more.
+func SnapshotHeadroom(storeSize int64) uint64 {
+	return max(64<<20, uint64(storeSize)/10)
+}
+
+// roomForSnapshot refuses a snapshot into dir that would leave less than
+// SnapshotHeadroom free.
+func (s *Store) roomForSnapshot(dir string) error {
+	free, ok := freeBytes(dir)
+	if !ok {
+		return nil
+	}
+	var size int64
+	if err := s.db.View(func(tx *bolt.Tx) error { size = tx.Size(); return nil }); err != nil {
+		return fmt.Errorf("store: snapshot: %w", err)
+	}
+	return checkRoom(dir, free, size)
+}
+
+// checkRoom says whether free bytes in dir hold a copy of size bytes and
+// the headroom behind it.
+func checkRoom(dir string, free uint64, size int64) error {
+	if need := uint64(size) + SnapshotHeadroom(size); free < need {
+		return fmt.Errorf("%w: the copy needs %d bytes and %d more must stay free in %s; %d are free", ErrNoRoom, size, SnapshotHeadroom(size), dir, free)
+	}
+	return nil
 }
