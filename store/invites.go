@@ -91,7 +91,7 @@ func releaseEmail(tx *bolt.Tx, u User) error {
 func migratePendingInvitesOutOfEmailIndex(tx *bolt.Tx) error {
 	byEmail := tx.Bucket(bucketUsersByEmail)
 	users := tx.Bucket(bucketUsers)
-	_, err := deleteWhere(byEmail, func(v []byte) (bool, error) {
+	_, err := deleteWhere(byEmail, func(_, v []byte) (bool, error) {
 		var u User
 		if err := getJSON(users, v, &u); err != nil {
 			if errors.Is(err, ErrNotFound) {

@@ -424,7 +424,7 @@ func (s *Store) PruneIdempotency(cutoff time.Time) (int, error) {
 	n := 0
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		var err error
-		n, err = deleteWhere(tx.Bucket(bucketIdempotency), func(v []byte) (bool, error) {
+		n, err = deleteWhere(tx.Bucket(bucketIdempotency), func(_, v []byte) (bool, error) {
 			var rec Idempotent
 			err := jsonUnmarshal(v, &rec)
 			return err == nil && rec.CreatedAt.Before(cutoff), err

@@ -17,7 +17,7 @@ func (s *Store) PrunePairings(cutoff time.Time) (int, error) {
 	var n int
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		var err error
-		n, err = deleteWhere(tx.Bucket(bucketPairings), func(v []byte) (bool, error) {
+		n, err = deleteWhere(tx.Bucket(bucketPairings), func(_, v []byte) (bool, error) {
 			var p Pairing
 			err := jsonUnmarshal(v, &p)
 			return err == nil && p.ExpiresAt.Before(cutoff), err
@@ -50,37 +50,14 @@ func (s *Store) PruneTokenFamilies() (int, error) {
 			return err
 		}
 		families := tx.Bucket(bucketTokenFamilies)
-		var drop [][]byte
-		if err := families.ForEach(func(k, _ []byte) error {
-			if !live[string(k)] {
-				drop = append(drop, append([]byte(nil), k...))
-			}
-			return nil
-		}); err != nil {
+		var err error
+		if n, err = deleteWhere(families, func(k, _ []byte) (bool, error) { return !live[string(k)], nil }); err != nil {
 			return err
 		}
-		for _, k := range drop {
-			if err := families.Delete(k); err != nil {
-				return err
-			}
-		}
-		n = len(drop)
-		index := tx.Bucket(bucketUserFamilies)
-		var stale [][]byte
-		if err := index.ForEach(func(k, _ []byte) error {
-			if len(k) < 8 || families.Get(k[8:]) == nil {
-				stale = append(stale, append([]byte(nil), k...))
-			}
-			return nil
-		}); err != nil {
-			return err
-		}
-		for _, k := range stale {
-			if err := index.Delete(k); err != nil {
-				return err
-			}
-		}
-		return nil
+		_, err = deleteWhere(tx.Bucket(bucketUserFamilies), func(k, _ []byte) (bool, error) {
+			return len(k) < 8 || families.Get(k[8:]) == nil, nil
+		})
+		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("store: prune token families: %w", err)
@@ -94,7 +71,7 @@ func (s *Store) PruneTokenFamilies() (int, error) {
 func (s *Store) PruneMail(doneCutoff, unsentCutoff time.Time) (done int, unsent []Mail, err error) {
 	err = s.db.Update(func(tx *bolt.Tx) error {
 		done, unsent = 0, nil
-		_, err := deleteWhere(tx.Bucket(bucketMailOutbox), func(v []byte) (bool, error) {
+		_, err := deleteWhere(tx.Bucket(bucketMailOutbox), func(_, v []byte) (bool, error) {
 			var m Mail
 			if err := jsonUnmarshal(v, &m); err != nil {
 				return false, err
@@ -128,23 +105,11 @@ func (s *Store) PruneStorageCounters(cutoff time.Time) (int, error) {
 	first := dayOf(cutoff)
 	var n int
 	err := s.db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketCompanyUsage)
-		var drop [][]byte
-		if err := b.ForEach(func(k, _ []byte) error {
-			if len(k) == 16 && btoi(k[8:]) < first {
-				drop = append(drop, append([]byte(nil), k...))
-			}
-			return nil
-		}); err != nil {
-			return err
-		}
-		for _, k := range drop {
-			if err := b.Delete(k); err != nil {
-				return err
-			}
-		}
-		n = len(drop)
-		return nil
+		var err error
+		n, err = deleteWhere(tx.Bucket(bucketCompanyUsage), func(k, _ []byte) (bool, error) {
+			return len(k) == 16 && btoi(k[8:]) < first, nil
+		})
+		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("store: prune storage counters: %w", err)

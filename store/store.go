@@ -213,14 +213,14 @@ func pair(a, b uint64) []byte { return append(itob(a), itob(b)...) }
 
 func jsonUnmarshal(raw []byte, v any) error { return json.Unmarshal(raw, v) }
 
-// deleteWhere deletes the bucket's records whose value drop says so, and
-// returns how many. The cursor is re-seated after each delete, as bbolt
+// deleteWhere deletes the bucket's records for which drop (given the key and
+// the value) says so, and returns how many. The cursor is re-seated after each delete, as bbolt
 // wants when deleting while iterating.
-func deleteWhere(b *bolt.Bucket, drop func(v []byte) (bool, error)) (int, error) {
+func deleteWhere(b *bolt.Bucket, drop func(k, v []byte) (bool, error)) (int, error) {
 	n := 0
 	c := b.Cursor()
 	for k, v := c.First(); k != nil; {
-		gone, err := drop(v)
+		gone, err := drop(k, v)
 		if err != nil {
 			return n, err
 		}

@@ -200,7 +200,7 @@ func (s *Store) PruneTokens(cutoff time.Time) (int, error) {
 	n := 0
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		for _, name := range [][]byte{bucketRefreshTokens, bucketOneTimeTokens} {
-			dropped, err := deleteWhere(tx.Bucket(name), func(v []byte) (bool, error) {
+			dropped, err := deleteWhere(tx.Bucket(name), func(_, v []byte) (bool, error) {
 				var t struct {
 					ExpiresAt time.Time `json:"expires_at"`
 				}
