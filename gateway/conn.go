@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -559,7 +560,16 @@ func frameProblem(err error) string {
 	var syntax *json.SyntaxError
 	switch {
 	case errors.As(err, &typ) && typ.Field != "":
-		return fmt.Sprintf("%s must be a JSON %s, not %s.", typ.Field, jsonKind(typ.Type.Kind()), typ.Value)
+		want, got := jsonKind(typ.Type.Kind()), typ.Value
+		// A number that does not fit comes as "number <its digits>": never
+		// repeat the digits, which may be most of a 64 KiB frame.
+		if strings.HasPrefix(got, "number ") {
+			if want == "number" {
+				return fmt.Sprintf("%s is out of range.", typ.Field)
+			}
+			got = "number"
+		}
+		return fmt.Sprintf("%s must be a JSON %s, not %s.", typ.Field, want, echo(got))
 	case errors.As(err, &syntax):
 		return "the frame is not valid JSON."
 	default:

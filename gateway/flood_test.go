@@ -310,3 +310,47 @@ func TestBurstOfBadFramesIsFlood(t *testing.T) {
 		})
 	}
 }
+
+// A hello whose protocol number does not fit is refused without repeating
+// its digits: the answer stays small whatever the frame held.
+func TestHelloWithHugeNumberIsNotEchoed(t *testing.T) {
+	r := newRig(t, Config{})
+	for name, value := range map[string]string{
+		"out of range": "1" + strings.Repeat("9", 60000),
+		"a fraction":   "1." + strings.Repeat("9", 60000),
+		"a string":     `"` + strings.Repeat("9", 60000) + `"`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			ws, _, err := r.dial(r.pair("pixel-"+strings.ReplaceAll(name, " ", "-")), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ws.CloseNow()
+			writeRaw(t, ws, []byte(`{"type":"hello","protocol":`+value+`}`))
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_, data, err := ws.Read(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(data) > 1024 {
+				t.Fatalf("got an answer of %d bytes, want under 1 KiB", len(data))
+			}
+			if e, ok := mustDecode(t, data).(*proto.Error); !ok || e.Code != "protocol_error" || !strings.Contains(e.Message, "protocol") {
+				t.Fatalf("got %s, want a protocol_error naming protocol", data)
+			}
+			if code := closeCode(t, ws); code != proto.CloseProtocolError {
+				t.Fatalf("got close %d, want %d", code, proto.CloseProtocolError)
+			}
+		})
+	}
+}
+
+func mustDecode(t *testing.T, data []byte) proto.Frame {
+	t.Helper()
+	f, err := proto.Decode(data)
+	if err != nil {
+		t.Fatalf("decode %s: %v", data, err)
+	}
+	return f
+}
