@@ -36,6 +36,15 @@ func SchemaVersion() uint64 { return uint64(len(migrations)) }
 
 func (s *Store) migrate() error {
 	if err := s.db.Update(func(tx *bolt.Tx) error {
+		// A bbolt file of another program has buckets but not ours: refuse
+		// it rather than write simrelay's buckets into its database.
+		if tx.Bucket(bucketMeta) == nil {
+			if err := tx.ForEach(func(name []byte, _ *bolt.Bucket) error {
+				return fmt.Errorf("%w: %s holds a bucket %q and no simrelay schema: it is another program's database; point --data-dir at another directory", ErrBadFile, s.path, name)
+			}); err != nil {
+				return err
+			}
+		}
 		for _, name := range append(append(append(allBuckets, messageBuckets...), webhookBuckets...), bucketCompanyUsage) {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return fmt.Errorf("create bucket %s: %w", name, err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -309,4 +310,38 @@ func TestPruneIdempotency(t *testing.T) {
 	if len(left) != 2 || left[0] != 0 || left[1] != 1 {
 		t.Fatalf("left %v, want the answers 0 and 1", left)
 	}
+}
+
+// A bbolt database of another program is refused, not adopted.
+func TestForeignBoltFileIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	db, err := bolt.Open(filepath.Join(dir, FileName), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *bolt.Tx) error { _, err := tx.CreateBucket([]byte("foo")); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(dir, Options{})
+	if err == nil {
+		s.Close()
+		t.Fatal("another program's bbolt file was opened; want it refused")
+	}
+	if !errors.Is(err, ErrBadFile) || !strings.Contains(err.Error(), `"foo"`) {
+		t.Fatalf("got %v, want ErrBadFile naming the bucket", err)
+	}
+	db, err = bolt.Open(filepath.Join(dir, FileName), 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	_ = db.View(func(tx *bolt.Tx) error {
+		if tx.Bucket(bucketMeta) != nil {
+			t.Error("simrelay's buckets were written into the other file")
+		}
+		return nil
+	})
 }
