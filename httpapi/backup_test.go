@@ -48,6 +48,18 @@ func TestBackupIsTheOperatorsAlone(t *testing.T) {
 		})
 	}
 
+	// Other methods answer as on an unknown route too, token or not: no
+	// 405, no list of methods.
+	for _, method := range []string{"POST", "PUT", "DELETE", "PATCH", "OPTIONS"} {
+		for _, token := range []string{"", testAdminToken} {
+			r := e.do(call{method: method, path: "/admin/backup", token: token})
+			e.want(r, http.StatusNotFound, "not_found")
+			if r.Header.Get("Allow") != "" {
+				t.Errorf("%s /admin/backup: Allow %q, want none", method, r.Header.Get("Allow"))
+			}
+		}
+	}
+
 	r := e.do(call{method: "GET", path: "/admin/backup", token: testAdminToken})
 	if r.Status != http.StatusOK {
 		t.Fatalf("operator: got %d %s, want 200", r.Status, r.Raw)
@@ -233,5 +245,18 @@ func TestCompanyExport(t *testing.T) {
 	e.want(rb, http.StatusOK, "")
 	if strings.Contains(string(rb.Raw), "owner@acme.test") || strings.Contains(string(rb.Raw), "acme text") {
 		t.Error("B's export holds A's data")
+	}
+}
+
+// The public metrics do not tell whether, or how often, the operator took a
+// backup, nor that strangers knocked on the route.
+func TestBackupStaysOutOfMetrics(t *testing.T) {
+	e := newEnv(t, roomy, withAdminToken)
+	e.want(e.do(call{method: "GET", path: "/admin/backup", token: testAdminToken}), http.StatusOK, "")
+	e.want(e.do(call{method: "GET", path: "/admin/backup"}), http.StatusNotFound, "not_found")
+	m := e.do(call{method: "GET", path: "/metrics"})
+	e.want(m, http.StatusOK, "")
+	if strings.Contains(string(m.Raw), "/admin/backup") {
+		t.Fatal("/metrics names /admin/backup")
 	}
 }

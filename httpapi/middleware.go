@@ -48,12 +48,32 @@ func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		d := time.Since(start)
 		status := c.Response().Status
-		s.metrics.observe(c.Request().Method, route, status, d)
+		if !operatorRoutes[route] { // the public /metrics must not tell when the operator took a backup
+			s.metrics.observe(c.Request().Method, route, status, d)
+		}
 		if !uncounted[route] {
 			s.deps.Logger.Info("request", "method", c.Request().Method, "path", c.Request().URL.Path,
 				"status", status, "duration_ms", float64(d.Microseconds())/1000, "ip", c.RealIP())
 		}
 		return nil
+	}
+}
+
+// operatorRoutes answer only the operator, and to everyone else exactly as
+// a route that does not exist: hideOperatorRoutes and the access check see
+// to the answers, observe keeps them out of the public metrics.
+var operatorRoutes = map[string]bool{"/admin/backup": true}
+
+// hideOperatorRoutes answers any method but GET and HEAD on an operator
+// route (whose answers would be 405 or an OPTIONS list, telling that the
+// route exists) as the unknown route it is to everyone but the operator.
+func hideOperatorRoutes(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r := c.Request()
+		if operatorRoutes[r.URL.Path] && r.Method != http.MethodGet && r.Method != http.MethodHead {
+			return echo.ErrNotFound
+		}
+		return next(c)
 	}
 }
 
