@@ -20,6 +20,9 @@ import (
 // routing errors is a server fault: logged with its cause, answered generically.
 func (s *Server) renderError(err error, c echo.Context) {
 	if c.Response().Committed {
+		// The answer is under way (a streamed export or backup): the client
+		// sees it cut short; the operator must see why.
+		s.deps.Logger.Error("request failed after its answer began", "method", c.Request().Method, "route", c.Path(), "err", err)
 		return
 	}
 	pe := s.toProblem(err, c)
