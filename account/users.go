@@ -76,7 +76,7 @@ func (s *Service) Invite(ctx context.Context, p Principal, in InviteInput) (stor
 		}
 	}
 	u.CreatedAt = s.now().UTC()
-	held, err := s.store.InviteUser(&u)
+	held, err := s.store.InviteUser(&u, u.CreatedAt)
 	if err != nil {
 		return u, mapStoreErr(err, "company")
 	}

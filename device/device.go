@@ -40,7 +40,7 @@ type Config struct {
 
 // Store is what the service needs of the store.
 type Store interface {
-	PutPairing(hash []byte, p store.Pairing) error
+	PutPairing(hash []byte, p store.Pairing, now time.Time) error
 	Pairing(hash []byte) (store.Pairing, error)
 	RegisterDevice(pairingHash []byte, now time.Time, fingerprint string, build func(p store.Pairing, old *store.Device) (store.Device, error)) (store.Device, bool, error)
 	CompanyDevice(companyID uint64, fingerprint string) (store.Device, error)
@@ -94,7 +94,7 @@ func (s *Service) CreatePairing(_ context.Context, companyID, userID uint64) (Pa
 	}
 	code := randomCode()
 	p := Pairing{Code: code, URI: s.pairingURI(code), ExpiresAt: s.now().Add(s.cfg.PairingTTL).UTC()}
-	if err := s.store.PutPairing(codeHash(code), store.Pairing{CompanyID: companyID, UserID: userID, ExpiresAt: p.ExpiresAt}); err != nil {
+	if err := s.store.PutPairing(codeHash(code), store.Pairing{CompanyID: companyID, UserID: userID, ExpiresAt: p.ExpiresAt}, s.now()); err != nil {
 		return Pairing{}, err
 	}
 	return p, nil

@@ -15,6 +15,7 @@ import (
 	"github.com/simrelay/simrelay/android-protocol/client"
 	"github.com/simrelay/simrelay/sms"
 	"github.com/simrelay/simrelay/store"
+	"github.com/simrelay/simrelay/webhook"
 	"github.com/simrelay/simrelay/webhook/webhooktest"
 )
 
@@ -154,4 +155,35 @@ func TestInboundTextBound(t *testing.T) {
 	if bp.Pending() != 0 {
 		t.Fatalf("the phone keeps %d messages, want 0 (a refused message is dropped)", bp.Pending())
 	}
+}
+
+// Pairing codes and invitations are stored too (codes for a day past their
+// expiry, invitations with their mail): they count against the company's
+// daily storage budget, and once it is spent they answer 429 like a send,
+// while another company pairs and invites as before.
+func TestPairingAndInvitesCountAgainstTheBudget(t *testing.T) {
+	e := newStoreEnv(t, store.Options{CompanyDailyStorage: 64 << 10}, webhook.Config{}, roomy)
+	a := e.newCompany("Acme", "owner@acme.test")
+	b := e.newCompany("Beta", "owner@beta.test")
+	var refused resp
+	for i := range 1000 { // 256 bytes a code: the 64 KiB budget is spent within 256
+		r := e.do(call{method: "POST", path: "/device/pairing", token: a.apiKey})
+		if r.Status != http.StatusCreated {
+			refused = r
+			break
+		}
+		if i == 999 {
+			t.Fatal("1,000 pairing codes stored under a 64 KiB budget")
+		}
+	}
+	e.want(refused, http.StatusTooManyRequests, "storage_budget_exceeded")
+	if refused.Header.Get("Retry-After") == "" {
+		t.Error("no Retry-After on the refusal")
+	}
+	invite := func(token, email string) resp {
+		return e.do(call{method: "POST", path: "/users", token: token, body: map[string]any{"firstName": "Ivy", "lastName": "Ng", "email": email, "role": "member"}})
+	}
+	e.want(invite(a.apiKey, "ivy@acme.test"), http.StatusTooManyRequests, "storage_budget_exceeded")
+	e.want(e.do(call{method: "POST", path: "/device/pairing", token: b.apiKey}), http.StatusCreated, "")
+	e.want(invite(b.apiKey, "ivy@beta.test"), http.StatusCreated, "")
 }

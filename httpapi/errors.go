@@ -13,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/simrelay/simrelay/problem"
+	"github.com/simrelay/simrelay/store"
 )
 
 // renderError is Echo's error handler: every failure leaves as the contract's
@@ -41,6 +42,12 @@ func (s *Server) renderError(err error, c echo.Context) {
 func (s *Server) toProblem(err error, c echo.Context) *problem.Error {
 	if pe, ok := problem.As(err); ok {
 		return pe
+	}
+	var be *store.BudgetError
+	if errors.As(err, &be) {
+		wait := be.RetryAfter(s.deps.Now())
+		return &problem.Error{Code: problem.StorageBudgetExceeded, RetryAfter: wait,
+			Message: fmt.Sprintf("The company has used its storage budget of %d bytes for today (UTC); it renews in %d seconds.", be.Limit, wait)}
 	}
 	var he *echo.HTTPError
 	if errors.As(err, &he) {

@@ -26,7 +26,7 @@ func budgetRefusal(err error, now time.Time) error {
 	if !errors.As(err, &be) {
 		return err
 	}
-	wait := max(int((be.Reset.Sub(now)+time.Second-1)/time.Second), 1)
+	wait := be.RetryAfter(now)
 	return &problem.Error{
 		Code: problem.StorageBudgetExceeded, RetryAfter: wait,
 		Message: fmt.Sprintf("The company has stored its %d bytes of messages for today (UTC); the budget renews in %d seconds.", be.Limit, wait),

@@ -35,6 +35,11 @@ const (
 	messageRowCost = 512
 	// deliveryRowCost is a webhook delivery's row and its due-index key.
 	deliveryRowCost = 320
+	// pairingCost is a pairing code's record, kept a day past its expiry.
+	pairingCost = 256
+	// invitationCost is an invited user's record, its set-password token
+	// and the invitation mail in the outbox.
+	invitationCost = 4096
 )
 
 // BudgetError says whose budget is spent and when it renews.
@@ -117,3 +122,8 @@ func (s *Store) StorageUsed(companyID uint64, t time.Time) (int64, error) {
 // DailyStorageBudget is the store's budget in bytes per company and day, 0
 // when there is none.
 func (s *Store) DailyStorageBudget() int64 { return s.dailyBudget }
+
+// RetryAfter is the whole seconds from now until the budget renews, at least 1.
+func (e *BudgetError) RetryAfter(now time.Time) int {
+	return max(int((e.Reset.Sub(now)+time.Second-1)/time.Second), 1)
+}

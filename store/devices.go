@@ -58,9 +58,14 @@ type Pairing struct {
 	UsedAt    time.Time `json:"used_at,omitzero"`
 }
 
-// PutPairing stores a pairing code by its hash.
-func (s *Store) PutPairing(hash []byte, p Pairing) error {
+// PutPairing stores a pairing code by its hash; it counts against the
+// company's daily storage budget (a *BudgetError when spent), since codes
+// are kept until a day after they expire.
+func (s *Store) PutPairing(hash []byte, p Pairing, now time.Time) error {
 	if err := s.db.Update(func(tx *bolt.Tx) error {
+		if err := s.charge(tx, p.CompanyID, now, pairingCost); err != nil {
+			return err
+		}
 		return putJSON(tx.Bucket(bucketPairings), hash, p)
 	}); err != nil {
 		return fmt.Errorf("store: put pairing: %w", err)

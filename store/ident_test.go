@@ -18,7 +18,7 @@ func TestDeviceIDs(t *testing.T) {
 	register := func(companyID uint64, fp string) (Device, bool, error) {
 		n++
 		code := []byte{byte(n)}
-		if err := s.PutPairing(code, Pairing{CompanyID: companyID, ExpiresAt: now.Add(time.Hour)}); err != nil {
+		if err := s.PutPairing(code, Pairing{CompanyID: companyID, ExpiresAt: now.Add(time.Hour)}, now); err != nil {
 			t.Fatal(err)
 		}
 		return s.RegisterDevice(code, now, fp, func(Pairing, *Device) (Device, error) {

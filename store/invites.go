@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -23,10 +24,16 @@ import (
 // company, no cross-tenant oracle). heldElsewhere says whether another account
 // holds the address now; it chooses the wording of the invitation mail and
 // must not reach the inviting company.
-func (s *Store) InviteUser(u *User) (heldElsewhere bool, err error) {
+//
+// An invitation counts against the company's daily storage budget (a
+// *BudgetError when spent): the user record, its token and its mail.
+func (s *Store) InviteUser(u *User, now time.Time) (heldElsewhere bool, err error) {
 	err = s.db.Update(func(tx *bolt.Tx) error {
 		if tx.Bucket(bucketCompanies).Get(itob(u.CompanyID)) == nil {
 			return ErrNotFound
+		}
+		if err := s.charge(tx, u.CompanyID, now, invitationCost); err != nil {
+			return err
 		}
 		users := tx.Bucket(bucketUsers)
 		key := emailKey(u.Email)

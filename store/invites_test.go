@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"testing"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -56,7 +57,7 @@ func TestMigrationTakesPendingInvitesOutOfTheIndex(t *testing.T) {
 		t.Fatal("signup with a pending invitee's address failed")
 	}
 	// Within its company the address is there once.
-	if _, err := s.InviteUser(&User{CompanyID: c.ID, Email: "PENDING@example.com"}); !errors.Is(err, ErrConflict) {
+	if _, err := s.InviteUser(&User{CompanyID: c.ID, Email: "PENDING@example.com"}, time.Now()); !errors.Is(err, ErrConflict) {
 		t.Fatalf("second invitation within the company: got %v, want ErrConflict", err)
 	}
 }

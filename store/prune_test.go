@@ -16,7 +16,7 @@ func TestPrunePairings(t *testing.T) {
 		"live":     {CompanyID: 1, ExpiresAt: now.Add(5 * time.Minute)},
 	}
 	for k, p := range codes {
-		if err := s.PutPairing([]byte(k), p); err != nil {
+		if err := s.PutPairing([]byte(k), p, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -26,7 +26,7 @@ func TestPruneStore(t *testing.T) {
 	if err := st.AppendMail(&store.Mail{To: "ok@x.test", State: store.MailSent, CreatedAt: now.Add(-mailKeepDone - time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.PutPairing([]byte("h"), store.Pairing{CompanyID: 1, ExpiresAt: now.Add(-pairingKeep - time.Hour)}); err != nil {
+	if err := st.PutPairing([]byte("h"), store.Pairing{CompanyID: 1, ExpiresAt: now.Add(-pairingKeep - time.Hour)}, now); err != nil {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
