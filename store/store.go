@@ -26,6 +26,8 @@ const FileName = "simrelay.db"
 var (
 	// ErrNotFound is returned when a record does not exist.
 	ErrNotFound = errors.New("store: not found")
+	// ErrNoStore is returned when a read-only open finds an empty data file.
+	ErrNoStore = errors.New("store: no store yet")
 	// ErrLocked is returned when another process holds the store.
 	ErrLocked = errors.New("store: the data file is in use by another process")
 	// ErrConflict is returned when a write would break a uniqueness rule.
@@ -99,7 +101,7 @@ func Open(dir string, opt Options) (*Store, error) {
 		return nil, err
 	}
 	if empty && opt.ReadOnly {
-		return nil, fmt.Errorf("%w: %s is empty (0 bytes): there is no store to read", ErrBadFile, path)
+		return nil, fmt.Errorf("%w: %s is empty (0 bytes), as a first start that failed leaves it: there is nothing to read yet; start the server (or run admin create-company) to write a new store into it", ErrNoStore, path)
 	}
 	if empty && opt.Logger != nil {
 		opt.Logger.Warn("the data file is empty (0 bytes), as a first start that failed leaves it: writing a new store into it", "path", path)
