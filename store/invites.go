@@ -48,6 +48,9 @@ func (s *Store) InviteUser(u *User) (heldElsewhere bool, err error) {
 		if err := tx.Bucket(bucketCompanyUsers).Put(pair(u.CompanyID, id), nil); err != nil {
 			return err
 		}
+		if err := addActivity(tx, u.CompanyID, Activity{ActUserInvited, u.CreatedAt, u.Email + " invited as " + u.Role}); err != nil {
+			return err
+		}
 		return putJSON(users, itob(id), u)
 	})
 	if err != nil {
