@@ -96,3 +96,29 @@ func lists(api *apiClient, devices []string, stored, queries int) (historyP99, c
 	}
 	return pct(hist, 99), pct(convs, 99)
 }
+
+// dashboards measures the p99 of the dashboard summary and of 90 days of
+// analytics over every device, both read from the counters the seeded
+// history fed.
+func dashboards(api *apiClient, queries int) (summaryP99, analyticsP99 float64) {
+	to := time.Now().UTC()
+	q := url.Values{"from": {to.AddDate(0, 0, -89).Format("2006-01-02")}, "to": {to.Format("2006-01-02")}}
+	var summary, analytics []time.Duration
+	for i := range queries {
+		path := "/dashboard/summary"
+		if i%2 == 1 {
+			path = "/analytics?" + q.Encode()
+		}
+		start := time.Now()
+		code, _, err := api.do("GET", path, nil)
+		if err != nil || code != http.StatusOK {
+			continue
+		}
+		if i%2 == 1 {
+			analytics = append(analytics, time.Since(start))
+		} else {
+			summary = append(summary, time.Since(start))
+		}
+	}
+	return pct(summary, 99), pct(analytics, 99)
+}
