@@ -205,6 +205,18 @@ func TestDashboardAndAnalyticsCountWhatHappened(t *testing.T) {
 func TestAnalyticsRefusesBadRanges(t *testing.T) {
 	e := newEnv(t, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
+	// Account events reach the activity list too, newest first.
+	_, member := e.phonesInviteMember(a, "member@acme.test")
+	e.want(e.do(call{method: "POST", path: "/account/api-key/rotate", token: a.access}), http.StatusOK, "")
+	r := e.do(call{method: "GET", path: "/dashboard/summary", token: member})
+	e.want(r, http.StatusOK, "")
+	var types []string
+	for _, it := range r.Body["recentActivity"].([]any) {
+		types = append(types, fmt.Sprint(it.(map[string]any)["type"]))
+	}
+	if strings.Join(types, ",") != "api_key.rotated,user.invited" {
+		t.Errorf("recentActivity types %v, want api_key.rotated, user.invited", types)
+	}
 	cases := []struct{ query, field string }{
 		{"from=2026-13-01", "from"},
 		{"from=22.11.2026", "from"},

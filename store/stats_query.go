@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"time"
 
@@ -117,7 +118,7 @@ func (s *Store) StatsDevices(companyID uint64) ([]StatsDevice, error) {
 			live, lerr := liveDeviceByID(tx, companyID, d.ID)
 			if lerr == nil {
 				d.Live, d.Name = true, live.Name
-			} else if lerr != ErrDeviceGone {
+			} else if !errors.Is(lerr, ErrDeviceGone) {
 				err = lerr
 				return false
 			}
