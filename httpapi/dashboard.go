@@ -258,15 +258,16 @@ func (s *Server) analytics(c echo.Context) error {
 	})
 }
 
-// byDevice merges the registrations of each fingerprint: every live device
-// the filter admits, and every other registration with counts.
+// byDevice merges the registrations of each fingerprint: those with counts
+// in the range, and the live devices a devices filter names (at zero), so a
+// fleet of thousands of idle phones does not bloat every answer.
 func byDevice(regs []store.StatsDevice, filter map[uint64]bool, counts map[uint64]store.Counts) []byDeviceJSON {
 	var order []string
 	merged := map[string]*byDeviceJSON{}
 	sum := map[string]store.Counts{}
 	for _, r := range regs {
 		n, counted := counts[r.ID]
-		if (filter != nil && !filter[r.ID]) || (!r.Live && !counted) {
+		if (filter != nil && !filter[r.ID]) || (!counted && (filter == nil || !r.Live)) {
 			continue
 		}
 		item, ok := merged[r.Fingerprint]
