@@ -17,11 +17,8 @@ import (
 // as messages change (store.Store), never a walk of the messages.
 type Analytics interface {
 	Stats(q store.StatsQuery) (store.Stats, error)
-	StatsTotals(companyID uint64) (store.Counts, error)
-	SegmentsSent(companyID uint64, from, to time.Time) (uint64, error)
+	DashboardSummary(companyID uint64, from, to time.Time, limit int) (store.Summary, error)
 	StatsDevices(companyID uint64) ([]store.StatsDevice, error)
-	ActiveDevices(companyID uint64) (int, error)
-	RecentActivity(companyID uint64, limit int) ([]store.Activity, error)
 	CompanyUsers(companyID uint64) ([]store.User, error)
 }
 
@@ -65,30 +62,17 @@ type activityJSON struct {
 
 func (s *Server) dashboardSummary(c echo.Context) error {
 	company := principal(c).CompanyID
-	a := s.deps.Analytics
-	totals, err := a.StatsTotals(company)
-	if err != nil {
-		return err
-	}
-	active, err := a.ActiveDevices(company)
-	if err != nil {
-		return err
-	}
 	from, to := s.period().Period(company)
-	credits, err := a.SegmentsSent(company, from, to)
+	sum, err := s.deps.Analytics.DashboardSummary(company, from, to, RecentActivityItems)
 	if err != nil {
 		return err
 	}
-	events, err := a.RecentActivity(company, RecentActivityItems)
-	if err != nil {
-		return err
-	}
-	recent := make([]activityJSON, 0, len(events))
-	for _, e := range events {
+	recent := make([]activityJSON, 0, len(sum.Recent))
+	for _, e := range sum.Recent {
 		recent = append(recent, activityJSON{Type: e.Type, At: ts(e.At), Description: e.Description})
 	}
 	return c.JSON(http.StatusOK, map[string]any{
-		"totalMessagesSent": totals.Sent, "activeDevices": active, "creditsUsed": credits, "recentActivity": recent,
+		"totalMessagesSent": sum.Totals.Sent, "activeDevices": sum.ActiveDevices, "creditsUsed": sum.PeriodSegments, "recentActivity": recent,
 		"period": map[string]string{"from": ts(from), "to": ts(to)},
 	})
 }

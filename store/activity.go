@@ -1,7 +1,6 @@
 package store
 
 import (
-	"fmt"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -65,26 +64,20 @@ func addActivity(tx *bolt.Tx, companyID uint64, a Activity) error {
 	return heads.Put(itob(companyID), itob(n+1))
 }
 
-// RecentActivity returns the company's newest events, newest first, at most limit.
-func (s *Store) RecentActivity(companyID uint64, limit int) ([]Activity, error) {
+// recentActivity returns the company's newest events, newest first, at most limit.
+func recentActivity(tx *bolt.Tx, companyID uint64, limit int) ([]Activity, error) {
 	out := []Activity{}
-	err := s.db.View(func(tx *bolt.Tx) error {
-		var n uint64
-		if v := tx.Bucket(bucketActivityHead).Get(itob(companyID)); len(v) == 8 {
-			n = btoi(v)
+	var n uint64
+	if v := tx.Bucket(bucketActivityHead).Get(itob(companyID)); len(v) == 8 {
+		n = btoi(v)
+	}
+	b := tx.Bucket(bucketActivity)
+	for i := uint64(0); i < n && i < ActivityKeep && len(out) < limit; i++ {
+		var a Activity
+		if err := getJSON(b, pair(companyID, (n-1-i)%ActivityKeep), &a); err != nil {
+			return nil, err
 		}
-		b := tx.Bucket(bucketActivity)
-		for i := uint64(0); i < n && i < ActivityKeep && len(out) < limit; i++ {
-			var a Activity
-			if err := getJSON(b, pair(companyID, (n-1-i)%ActivityKeep), &a); err != nil {
-				return err
-			}
-			out = append(out, a)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("store: recent activity of company %d: %w", companyID, err)
+		out = append(out, a)
 	}
 	return out, nil
 }
@@ -147,18 +140,12 @@ func syncDisabled(tx *bolt.Tx, d Device) error {
 	return b.Delete(pair(d.CompanyID, d.ID))
 }
 
-// ActiveDevices counts the company's live devices whose status is active,
+// activeDevices counts the company's live devices whose status is active,
 // from two key-only indexes (no device record is read).
-func (s *Store) ActiveDevices(companyID uint64) (int, error) {
+func activeDevices(tx *bolt.Tx, companyID uint64) int {
 	n := 0
-	err := s.db.View(func(tx *bolt.Tx) error {
-		prefix := itob(companyID)
-		walkPrefix(tx.Bucket(bucketCompanyDeviceIDs), prefix, func(_, _ []byte) bool { n++; return true })
-		walkPrefix(tx.Bucket(bucketDisabledDevices), prefix, func(_, _ []byte) bool { n--; return true })
-		return nil
-	})
-	if err != nil {
-		return 0, fmt.Errorf("store: active devices of company %d: %w", companyID, err)
-	}
-	return max(n, 0), nil
+	prefix := itob(companyID)
+	walkPrefix(tx.Bucket(bucketCompanyDeviceIDs), prefix, func(_, _ []byte) bool { n++; return true })
+	walkPrefix(tx.Bucket(bucketDisabledDevices), prefix, func(_, _ []byte) bool { n--; return true })
+	return max(n, 0)
 }

@@ -84,18 +84,6 @@ func (s *Store) StatsTotals(companyID uint64) (Counts, error) {
 	return c, nil
 }
 
-// SegmentsSent is the segments of the company's messages that reached sent
-// or delivered on the UTC days from from's day up to, not including, to's
-// day (a period's boundaries are taken to the day).
-func (s *Store) SegmentsSent(companyID uint64, from, to time.Time) (uint64, error) {
-	a, b := StatsDay(from), StatsDay(to)
-	if b <= a {
-		return 0, nil
-	}
-	st, err := s.Stats(StatsQuery{CompanyID: companyID, From: a, To: b - 1})
-	return st.Totals.Segments, err
-}
-
 // StatsDevice is a device registration as the counters name it.
 type StatsDevice struct {
 	ID          uint64
@@ -124,6 +112,43 @@ func (s *Store) StatsDevices(companyID uint64) ([]StatsDevice, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: counted devices of company %d: %w", companyID, err)
+	}
+	return out, nil
+}
+
+// Summary is the dashboard's figures of one company.
+type Summary struct {
+	Totals        Counts // all time
+	ActiveDevices int
+	// PeriodSegments are the segments of the messages sent in the period.
+	PeriodSegments uint64
+	Recent         []Activity // newest first
+}
+
+// DashboardSummary reads the dashboard's figures in one transaction: the
+// all-time counters, the active devices (two key-only index walks), the
+// segments sent on the UTC days from from's day up to, not including, to's
+// day, and the newest recent events, at most limit.
+func (s *Store) DashboardSummary(companyID uint64, from, to time.Time, limit int) (Summary, error) {
+	var out Summary
+	err := s.db.View(func(tx *bolt.Tx) error {
+		out.Totals = decodeCounts(tx.Bucket(bucketStatsTotals).Get(itob(companyID)))
+		out.ActiveDevices = activeDevices(tx, companyID)
+		a, b := StatsDay(from), StatsDay(to)
+		company := itob(companyID)
+		c := tx.Bucket(bucketStatsDays).Cursor()
+		for k, v := c.Seek(statsDayKey(companyID, a, 0, 0, 0)); k != nil && b > a && bytes.HasPrefix(k, company); k, v = c.Next() {
+			if len(k) == 29 && binary.BigEndian.Uint32(k[8:]) >= b {
+				break
+			}
+			out.PeriodSegments += decodeCounts(v).Segments
+		}
+		var err error
+		out.Recent, err = recentActivity(tx, companyID, limit)
+		return err
+	})
+	if err != nil {
+		return out, fmt.Errorf("store: dashboard of company %d: %w", companyID, err)
 	}
 	return out, nil
 }
