@@ -67,6 +67,10 @@ type Report struct {
 	StoredMessages     int     `json:"stored_messages"`
 	HistoryP99ms       float64 `json:"history_page_p99_ms"`
 	ConversationsP99   float64 `json:"conversation_list_p99_ms"`
+	DashboardP50ms     float64 `json:"dashboard_summary_p50_ms"`
+	DashboardP99ms     float64 `json:"dashboard_summary_p99_ms"`
+	Analytics90P50ms   float64 `json:"analytics_90_days_p50_ms"`
+	Analytics90P99ms   float64 `json:"analytics_90_days_p99_ms"`
 	SeedSeconds        float64 `json:"seed_seconds"`
 }
 
@@ -166,6 +170,12 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	// Lists over the stored history.
 	rep.HistoryP99ms, rep.ConversationsP99 = lists(api, seedDevices, cfg.SeedMessages, cfg.Queries)
 	logf("over %d stored messages: history page p99 %.2f ms, conversation list p99 %.2f ms", cfg.SeedMessages, rep.HistoryP99ms, rep.ConversationsP99)
+
+	// The dashboard and 90 days of analytics over the same history.
+	summary, analytics := dashboards(api, cfg.Queries)
+	rep.DashboardP50ms, rep.DashboardP99ms = pct(summary, 50), pct(summary, 99)
+	rep.Analytics90P50ms, rep.Analytics90P99ms = pct(analytics, 50), pct(analytics, 99)
+	logf("dashboard summary p50 %.2f ms, p99 %.2f ms; 90-day analytics p50 %.2f ms, p99 %.2f ms", rep.DashboardP50ms, rep.DashboardP99ms, rep.Analytics90P50ms, rep.Analytics90P99ms)
 	return rep, nil
 }
 

@@ -96,3 +96,28 @@ func lists(api *apiClient, devices []string, stored, queries int) (historyP99, c
 	}
 	return pct(hist, 99), pct(convs, 99)
 }
+
+// dashboards times the dashboard summary and 90 days of analytics over every
+// device, both read from the counters the seeded history (and the earlier
+// phases' sends) fed.
+func dashboards(api *apiClient, queries int) (summary, analytics []time.Duration) {
+	to := time.Now().UTC()
+	q := url.Values{"from": {to.AddDate(0, 0, -89).Format("2006-01-02")}, "to": {to.Format("2006-01-02")}}
+	for i := range queries {
+		path := "/dashboard/summary"
+		if i%2 == 1 {
+			path = "/analytics?" + q.Encode()
+		}
+		start := time.Now()
+		code, _, err := api.do("GET", path, nil)
+		if err != nil || code != http.StatusOK {
+			continue
+		}
+		if i%2 == 1 {
+			analytics = append(analytics, time.Since(start))
+		} else {
+			summary = append(summary, time.Since(start))
+		}
+	}
+	return summary, analytics
+}

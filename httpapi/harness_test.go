@@ -114,7 +114,7 @@ func newStoreEnv(t *testing.T, sopt store.Options, wcfg webhook.Config, opts ...
 		_ = hub.Shutdown(ctx)
 	})
 	reg := prometheus.NewRegistry()
-	api, err := httpapi.New(cfg, httpapi.Deps{Accounts: accounts, Devices: devices, SMS: messages, Phones: hub, PhoneSocket: hub, Store: st, Console: web.Handler(), Logger: log, Registry: reg, Gatherer: reg, Now: clk.Now, Webhooks: hooks})
+	api, err := httpapi.New(cfg, httpapi.Deps{Accounts: accounts, Devices: devices, SMS: messages, Phones: hub, PhoneSocket: hub, Store: st, Analytics: st, Console: web.Handler(), Logger: log, Registry: reg, Gatherer: reg, Now: clk.Now, Webhooks: hooks})
 	if err != nil {
 		t.Fatal(err)
 	}

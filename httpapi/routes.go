@@ -63,6 +63,11 @@ func (s *Server) routes() []route {
 		{http.MethodGet, "/automation/inbound-sms", member, s.inboundList},
 		{http.MethodGet, "/automation/latest-sms", member, s.latestInbound},
 
+		// Dashboard and analytics.
+		{http.MethodGet, "/dashboard/summary", member, s.dashboardSummary},
+		{http.MethodGet, "/analytics", member, s.analytics},
+		{http.MethodGet, "/analytics/devices", member, s.analyticsDevices},
+
 		// Webhooks.
 		{http.MethodGet, "/webhooks/inbound-sms", member, s.getWebhooks},
 		{http.MethodPut, "/webhooks/inbound-sms", admin, s.putWebhooks},

@@ -68,6 +68,10 @@ type Deps struct {
 	// PhoneSocket serves GET /device/ws (gateway.Hub).
 	PhoneSocket http.Handler
 	Store       Backuper
+	// Analytics is the message counters and recent activity (store.Store).
+	Analytics Analytics
+	// Period is the billing period creditsUsed counts over; nil is the UTC calendar month.
+	Period Period
 	// Console serves the web pages that e-mailed links open (/verify-email, /reset-password).
 	Console  http.Handler
 	Logger   *slog.Logger

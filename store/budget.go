@@ -74,7 +74,7 @@ func NextDay(t time.Time) time.Time {
 // never fails the group-commit batch it shares. It counts even without a
 // budget, so the figure is there for the operator.
 func (s *Store) charge(tx *bolt.Tx, companyID uint64, now time.Time, cost int64) error {
-	return s.count(tx, companyID, now, cost, true)
+	return s.addUsage(tx, companyID, now, cost, true)
 }
 
 // chargeAfter counts what follows a write the budget already admitted (an
@@ -83,10 +83,10 @@ func (s *Store) charge(tx *bolt.Tx, companyID uint64, now time.Time, cost int64)
 // would fail the whole batch. So the budget may be overshot by one event,
 // and the company's next message is refused.
 func (s *Store) chargeAfter(tx *bolt.Tx, companyID uint64, now time.Time, cost int64) error {
-	return s.count(tx, companyID, now, cost, false)
+	return s.addUsage(tx, companyID, now, cost, false)
 }
 
-func (s *Store) count(tx *bolt.Tx, companyID uint64, now time.Time, cost int64, mayRefuse bool) error {
+func (s *Store) addUsage(tx *bolt.Tx, companyID uint64, now time.Time, cost int64, mayRefuse bool) error {
 	b := tx.Bucket(bucketCompanyUsage)
 	key := pair(companyID, dayOf(now))
 	var used int64

@@ -61,6 +61,9 @@ func (s *Store) ImportMessages(msgs []Message) error {
 			if err := insertMessage(tx, m); err != nil {
 				return err
 			}
+			if err := countStored(tx, *m); err != nil {
+				return err
+			}
 			if m.Direction != Inbound {
 				continue
 			}

@@ -101,6 +101,11 @@ func (s *Store) UpdateCompany(id uint64, fn func(*Company) error) (Company, erro
 			if err := keys.Put(c.APIKeyHash, itob(id)); err != nil {
 				return err
 			}
+			if len(oldHash) > 0 {
+				if err := addActivity(tx, id, Activity{ActAPIKeyRotated, c.APIKeyCreatedAt, "The API key was rotated; the previous key no longer works"}); err != nil {
+					return err
+				}
+			}
 		}
 		return putJSON(b, itob(id), &c)
 	})

@@ -133,6 +133,9 @@ func (s *Store) RegisterDevice(pairingHash []byte, now time.Time, fingerprint st
 		if err := putLiveDevice(tx, d); err != nil {
 			return err
 		}
+		if err := addActivity(tx, d.CompanyID, Activity{ActDevicePaired, now, "Device " + deviceLabel(d) + " paired"}); err != nil {
+			return err
+		}
 		dev = d
 		return nil
 	})
@@ -148,6 +151,12 @@ func putLiveDevice(tx *bolt.Tx, d Device) error {
 		return err
 	}
 	if err := tx.Bucket(bucketCompanyDeviceIDs).Put(pair(d.CompanyID, d.ID), []byte(d.Fingerprint)); err != nil {
+		return err
+	}
+	if err := syncDisabled(tx, d); err != nil {
+		return err
+	}
+	if err := nameStatsDevice(tx, d); err != nil {
 		return err
 	}
 	return putJSON(tx.Bucket(bucketDevices), []byte(d.Fingerprint), d)
@@ -260,6 +269,12 @@ func (s *Store) updateDevice(name string, find func(*bolt.Tx) (Device, error), f
 			return err
 		}
 		d.ID, d.Fingerprint, d.CompanyID, d.TokenHash, d.CreatedAt = before.ID, before.Fingerprint, before.CompanyID, before.TokenHash, before.CreatedAt
+		if err := syncDisabled(tx, d); err != nil {
+			return err
+		}
+		if err := nameStatsDevice(tx, d); err != nil {
+			return err
+		}
 		return putJSON(tx.Bucket(bucketDevices), []byte(d.Fingerprint), &d)
 	})
 	if err != nil {
@@ -290,6 +305,12 @@ func (s *Store) DeleteDevice(companyID uint64, fingerprint string, now time.Time
 			return err
 		}
 		if err := failDeviceMessages(tx, d.CompanyID, d.ID, now); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketDisabledDevices).Delete(pair(d.CompanyID, d.ID)); err != nil {
+			return err
+		}
+		if err := addActivity(tx, d.CompanyID, Activity{ActDeviceDeleted, now, "Device " + deviceLabel(d) + " deleted; its queued messages failed"}); err != nil {
 			return err
 		}
 		return tx.Bucket(bucketDevices).Delete([]byte(fingerprint))

@@ -89,6 +89,12 @@ func (s *Store) StoreInbound(m *Message, now func() time.Time, extra func(tx *bo
 		if err := insertMessage(tx, &msg); err != nil {
 			return err
 		}
+		if err := count(tx, msg, msg.CreatedAt, Counts{Received: 1}); err != nil {
+			return err
+		}
+		if err := addActivity(tx, msg.CompanyID, Activity{ActMessageReceived, msg.CreatedAt, channelLabel(msg.Channel) + " from " + maskPhone(msg.Phone) + " received on " + deviceLabel(d)}); err != nil {
+			return err
+		}
 		if err := tx.Bucket(bucketInboundClient).Put(ck, itob(id)); err != nil {
 			return err
 		}

@@ -55,6 +55,9 @@ func (s *Store) InviteUser(u *User, now time.Time) (heldElsewhere bool, err erro
 		if err := tx.Bucket(bucketCompanyUsers).Put(pair(u.CompanyID, id), nil); err != nil {
 			return err
 		}
+		if err := addActivity(tx, u.CompanyID, Activity{ActUserInvited, u.CreatedAt, u.Email + " invited as " + u.Role}); err != nil {
+			return err
+		}
 		return putJSON(users, itob(id), u)
 	})
 	if err != nil {

@@ -250,7 +250,8 @@ var rank = map[string]int{MsgQueued: 0, MsgExpired: 1, MsgSending: 2, MsgSent: 3
 func (s *Store) Transition(companyID, deviceID uint64, uuid, status, errText, statusAt string, now time.Time) (out Message, moved bool, err error) {
 	err = s.grouped(func(tx *bolt.Tx) error {
 		moved = false // a batch that failed runs this again
-		if _, err := liveDeviceByID(tx, companyID, deviceID); err != nil {
+		d, err := liveDeviceByID(tx, companyID, deviceID)
+		if err != nil {
 			if errors.Is(err, ErrDeviceGone) {
 				return ErrNotFound
 			}
@@ -283,6 +284,7 @@ func (s *Store) Transition(companyID, deviceID uint64, uuid, status, errText, st
 		} else if err := sending.Delete(msgDevKey(m, itob(m.ID))); err != nil {
 			return err
 		}
+		from := m.Status
 		m.Status, m.UpdatedAt = status, now.UTC()
 		m.Error = "" // an expiry note does not outlive a later report
 		if status == MsgFailed {
@@ -292,6 +294,9 @@ func (s *Store) Transition(companyID, deviceID uint64, uuid, status, errText, st
 			m.StatusAt = statusAt
 		}
 		out, moved = m, true
+		if err := countTransition(tx, m, from, deviceLabel(d), now); err != nil {
+			return err
+		}
 		return putJSON(tx.Bucket(bucketMessages), itob(m.ID), m)
 	})
 	if err != nil {
@@ -360,7 +365,11 @@ func (s *Store) ExpireQueued(now time.Time, limit int) (int, error) {
 			if err := leaveQueue(tx, m); err != nil {
 				return err
 			}
+			from := m.Status
 			m.Status, m.UpdatedAt, m.Error = MsgExpired, now.UTC(), "not taken by the phone within its time to live"
+			if err := countTransition(tx, m, from, "", now); err != nil {
+				return err
+			}
 			if err := putJSON(msgs, itob(m.ID), m); err != nil {
 				return err
 			}
@@ -393,7 +402,12 @@ func failDeviceMessages(tx *bolt.Tx, companyID, deviceID uint64, now time.Time) 
 			if err := b.Delete(devKey(companyID, deviceID, id)); err != nil {
 				return err
 			}
+			from := m.Status
 			m.Status, m.Error, m.UpdatedAt = MsgFailed, "device_deleted", now.UTC()
+			// Counted, but no event each: the device.deleted event says it.
+			if err := count(tx, m, now, statusCounts(m, from, MsgFailed)); err != nil {
+				return err
+			}
 			if err := putJSON(msgs, id, m); err != nil {
 				return err
 			}

@@ -24,6 +24,9 @@ var migrations = []func(tx *bolt.Tx) (done bool, err error){
 	whole(migrateWebhookEvents),
 	// 3 -> 4: pending invitations hold no address server-wide (invites.go).
 	whole(migratePendingInvitesOutOfEmailIndex),
+	// 4 -> 5: message counters, recent activity and the disabled-device
+	// index, backfilled from what is stored (migrate_v5.go).
+	migrateStats,
 }
 
 // whole makes a migration that fits in one transaction a one-step one.
@@ -45,7 +48,7 @@ func (s *Store) migrate() error {
 				return err
 			}
 		}
-		for _, name := range append(append(append(allBuckets, messageBuckets...), webhookBuckets...), bucketCompanyUsage) {
+		for _, name := range append(append(append(append(allBuckets, messageBuckets...), webhookBuckets...), statsBuckets...), bucketCompanyUsage) {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return fmt.Errorf("create bucket %s: %w", name, err)
 			}

@@ -310,6 +310,11 @@ func (s *Store) RecordWebhookAttempt(id uint64, keep int, decide func(d WebhookD
 			if err := putJSON(tx.Bucket(bucketWebhookSets), itob(d.CompanyID), set); err != nil {
 				return err
 			}
+			if before.DisabledAt.IsZero() && !entry.DisabledAt.IsZero() {
+				if err := addActivity(tx, d.CompanyID, Activity{ActWebhookDisabled, entry.DisabledAt, fmt.Sprintf("Webhook %d disabled after failed deliveries", entry.ID)}); err != nil {
+					return err
+				}
+			}
 		}
 		due := tx.Bucket(bucketWebhookDue)
 		if err := due.Delete(dueKey(d)); err != nil {

@@ -78,6 +78,8 @@ func printReport(w io.Writer, r bench.Report) {
 	fmt.Fprintf(tw, "inbound -> webhook received, p50 / p99\t%.2f / %.2f ms\tp99 < 50 ms\n", r.WebhookP50ms, r.WebhookP99ms)
 	fmt.Fprintf(tw, "history page p99 (%d stored)\t%.2f ms\t< 5 ms\n", r.StoredMessages, r.HistoryP99ms)
 	fmt.Fprintf(tw, "conversation list p99\t%.2f ms\t\n", r.ConversationsP99)
+	fmt.Fprintf(tw, "dashboard summary, p50 / p99\t%.2f / %.2f ms\tp99 < 5 ms\n", r.DashboardP50ms, r.DashboardP99ms)
+	fmt.Fprintf(tw, "analytics, 90 days of all devices, p50 / p99\t%.2f / %.2f ms\tp99 < 5 ms\n", r.Analytics90P50ms, r.Analytics90P99ms)
 	_ = tw.Flush()
 	if r.PhonesNote != "" {
 		fmt.Fprintf(w, "\nnote: %s\n", r.PhonesNote)

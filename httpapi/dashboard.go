@@ -1,0 +1,310 @@
+package httpapi
+
+import (
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/simrelay/simrelay/problem"
+	"github.com/simrelay/simrelay/store"
+)
+
+// Analytics is what the dashboard and analytics routes read: counters kept
+// as messages change (store.Store), never a walk of the messages.
+type Analytics interface {
+	Stats(q store.StatsQuery) (store.Stats, error)
+	DashboardSummary(companyID uint64, from, to time.Time, limit int) (store.Summary, error)
+	StatsDevices(companyID uint64) ([]store.StatsDevice, error)
+	CompanyUsers(companyID uint64) ([]store.User, error)
+}
+
+// Period is the company's current billing period, over which creditsUsed
+// counts: the calendar month while billing is self-hosted (CalendarMonth),
+// the subscription's period once billing says so.
+type Period interface {
+	Period(companyID uint64) (from, to time.Time)
+}
+
+// CalendarMonth is the current UTC calendar month for every company.
+type CalendarMonth struct{ Now func() time.Time }
+
+// Period is the month of now, from its first day to the first of the next.
+func (m CalendarMonth) Period(uint64) (time.Time, time.Time) {
+	now := m.Now().UTC()
+	from := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
+	return from, from.AddDate(0, 1, 0)
+}
+
+// Bounds of the analytics range.
+const (
+	// DefaultAnalyticsDays is the range when from and to are absent: the last 30 days, today included.
+	DefaultAnalyticsDays = 30
+	// MaxAnalyticsDays is the longest range one request may ask for: a year,
+	// leap day included, so each answer holds at most 366 series items.
+	MaxAnalyticsDays = 366
+	// RecentActivityItems is how many events the dashboard shows.
+	RecentActivityItems = 10
+	// maxFilterItems bounds the ids of one users or devices filter.
+	maxFilterItems = 500
+)
+
+const dateLayout = "2006-01-02"
+
+type activityJSON struct {
+	Type        string `json:"type"`
+	At          string `json:"at"`
+	Description string `json:"description"`
+}
+
+func (s *Server) dashboardSummary(c echo.Context) error {
+	company := principal(c).CompanyID
+	from, to := s.period().Period(company)
+	sum, err := s.deps.Analytics.DashboardSummary(company, from, to, RecentActivityItems)
+	if err != nil {
+		return err
+	}
+	recent := make([]activityJSON, 0, len(sum.Recent))
+	for _, e := range sum.Recent {
+		recent = append(recent, activityJSON{Type: e.Type, At: ts(e.At), Description: e.Description})
+	}
+	return c.JSON(http.StatusOK, map[string]any{
+		"totalMessagesSent": sum.Totals.Sent, "activeDevices": sum.ActiveDevices, "creditsUsed": sum.PeriodSegments, "recentActivity": recent,
+		"period": map[string]string{"from": ts(from), "to": ts(to)},
+	})
+}
+
+func (s *Server) period() Period {
+	if s.deps.Period != nil {
+		return s.deps.Period
+	}
+	return CalendarMonth{Now: s.deps.Now}
+}
+
+type countsJSON struct {
+	Sent      uint64 `json:"sent"`
+	Delivered uint64 `json:"delivered"`
+	Failed    uint64 `json:"failed"`
+	Received  uint64 `json:"received"`
+	Expired   uint64 `json:"expired"`
+}
+
+func countsOut(c store.Counts) countsJSON {
+	return countsJSON{Sent: c.Sent, Delivered: c.Delivered, Failed: c.Failed, Received: c.Received, Expired: c.Expired}
+}
+
+type seriesJSON struct {
+	Date string `json:"date"`
+	countsJSON
+}
+
+type byDeviceJSON struct {
+	DeviceFingerprint string `json:"device_fingerprint"`
+	DeviceName        string `json:"device_name"`
+	countsJSON
+}
+
+// analyticsRange reads from and to (UTC days, both included).
+func (s *Server) analyticsRange(c echo.Context) (from, to time.Time, err error) {
+	parse := func(name string) (time.Time, bool, error) {
+		v := c.QueryParam(name)
+		if v == "" {
+			return time.Time{}, false, nil
+		}
+		t, err := time.Parse(dateLayout, v)
+		if err != nil {
+			return t, true, problem.Invalid(name, "must be a date as YYYY-MM-DD")
+		}
+		return t, true, nil
+	}
+	from, hasFrom, err := parse("from")
+	if err != nil {
+		return from, to, err
+	}
+	to, hasTo, err := parse("to")
+	if err != nil {
+		return from, to, err
+	}
+	if !hasTo {
+		to = s.deps.Now().UTC().Truncate(24 * time.Hour)
+		if hasFrom && to.Before(from) {
+			to = from
+		}
+	}
+	if !hasFrom {
+		from = to.AddDate(0, 0, -(DefaultAnalyticsDays - 1))
+	}
+	if from.After(to) {
+		return from, to, problem.Invalid("from", "must not be after to")
+	}
+	if days := int(to.Sub(from)/(24*time.Hour)) + 1; days > MaxAnalyticsDays {
+		field := "to"
+		if hasFrom {
+			field = "from"
+		}
+		return from, to, problem.Invalid(field, "the range spans "+strconv.Itoa(days)+" days; at most "+strconv.Itoa(MaxAnalyticsDays)+" are allowed")
+	}
+	return from, to, nil
+}
+
+// queryList splits a comma-separated filter; absent is nil.
+func queryList(c echo.Context, name string) ([]string, error) {
+	v := c.QueryParam(name)
+	if v == "" {
+		return nil, nil
+	}
+	parts := strings.Split(v, ",")
+	if len(parts) > maxFilterItems {
+		return nil, problem.Invalid(name, "lists at most "+strconv.Itoa(maxFilterItems)+" ids")
+	}
+	for i, p := range parts {
+		parts[i] = strings.TrimSpace(p)
+		if parts[i] == "" {
+			return nil, problem.Invalid(name, "must be ids separated by commas, none empty")
+		}
+	}
+	return parts, nil
+}
+
+// userFilter turns the users filter into counter users: ids of other
+// companies or of nobody match nothing, and the company's first admin also
+// stands for the API key's sends (counted as user 0).
+func (s *Server) userFilter(c echo.Context, company uint64) (map[uint64]bool, error) {
+	ids, err := queryList(c, "users")
+	if err != nil || ids == nil {
+		return nil, err
+	}
+	set := map[uint64]bool{}
+	for _, v := range ids {
+		id, err := strconv.ParseUint(v, 10, 64)
+		if err != nil || id == 0 {
+			return nil, problem.Invalid("users", "must be user ids (whole numbers) separated by commas")
+		}
+		set[id] = true
+	}
+	users, err := s.deps.Analytics.CompanyUsers(company)
+	if err != nil {
+		return nil, err
+	}
+	for _, u := range users { // in id order: the first admin is the oldest
+		if u.Role == store.RoleAdmin {
+			if set[u.ID] {
+				set[0] = true
+			}
+			break
+		}
+	}
+	return set, nil
+}
+
+func (s *Server) analytics(c echo.Context) error {
+	company := principal(c).CompanyID
+	from, to, err := s.analyticsRange(c)
+	if err != nil {
+		return err
+	}
+	users, err := s.userFilter(c, company)
+	if err != nil {
+		return err
+	}
+	fps, err := queryList(c, "devices")
+	if err != nil {
+		return err
+	}
+	regs, err := s.deps.Analytics.StatsDevices(company)
+	if err != nil {
+		return err
+	}
+	var devices map[uint64]bool
+	if fps != nil {
+		devices = map[uint64]bool{}
+		for _, r := range regs {
+			if slices.Contains(fps, r.Fingerprint) {
+				devices[r.ID] = true // every registration of the fingerprint in this company
+			}
+		}
+	}
+	q := store.StatsQuery{CompanyID: company, From: store.StatsDay(from), To: store.StatsDay(to), Users: users, Devices: devices}
+	st, err := s.deps.Analytics.Stats(q)
+	if err != nil {
+		return err
+	}
+	series := make([]seriesJSON, 0, len(st.Days))
+	for i, d := range st.Days {
+		series = append(series, seriesJSON{Date: from.AddDate(0, 0, i).Format(dateLayout), countsJSON: countsOut(d)})
+	}
+	return c.JSON(http.StatusOK, map[string]any{
+		"from": from.Format(dateLayout), "to": to.Format(dateLayout),
+		"totals": countsOut(st.Totals), "series": series, "byDevice": byDevice(regs, devices, st.ByDevice),
+	})
+}
+
+// byDevice merges the registrations of each fingerprint: those with counts
+// in the range, and the live devices a devices filter names (at zero), so a
+// fleet of thousands of idle phones does not bloat every answer.
+func byDevice(regs []store.StatsDevice, filter map[uint64]bool, counts map[uint64]store.Counts) []byDeviceJSON {
+	var order []string
+	merged := map[string]*byDeviceJSON{}
+	sum := map[string]store.Counts{}
+	for _, r := range regs {
+		n, counted := counts[r.ID]
+		if (filter != nil && !filter[r.ID]) || (!counted && (filter == nil || !r.Live)) {
+			continue
+		}
+		item, ok := merged[r.Fingerprint]
+		if !ok {
+			item = &byDeviceJSON{DeviceFingerprint: r.Fingerprint}
+			merged[r.Fingerprint] = item
+			order = append(order, r.Fingerprint)
+		}
+		if r.Live || item.DeviceName == "" {
+			item.DeviceName = r.Name
+		}
+		t := sum[r.Fingerprint]
+		t.Sent, t.Delivered, t.Failed, t.Received, t.Expired = t.Sent+n.Sent, t.Delivered+n.Delivered, t.Failed+n.Failed, t.Received+n.Received, t.Expired+n.Expired
+		sum[r.Fingerprint] = t
+	}
+	slices.Sort(order)
+	out := make([]byDeviceJSON, 0, len(order))
+	for _, fp := range order {
+		item := merged[fp]
+		item.countsJSON = countsOut(sum[fp])
+		out = append(out, *item)
+	}
+	return out
+}
+
+func (s *Server) analyticsDevices(c echo.Context) error {
+	regs, err := s.deps.Analytics.StatsDevices(principal(c).CompanyID)
+	if err != nil {
+		return err
+	}
+	type item struct {
+		ID   string `json:"id"`
+		Name string `json:"name"`
+	}
+	names := map[string]string{}
+	var order []string
+	for _, r := range regs {
+		old, seen := names[r.Fingerprint]
+		if !seen {
+			order = append(order, r.Fingerprint)
+		}
+		if r.Live || old == "" {
+			names[r.Fingerprint] = r.Name
+		}
+	}
+	slices.Sort(order)
+	out := make([]item, 0, len(order))
+	for _, fp := range order {
+		name := names[fp]
+		if name == "" {
+			name = fp
+		}
+		out = append(out, item{ID: fp, Name: name})
+	}
+	return c.JSON(http.StatusOK, map[string]any{"devices": out})
+}
