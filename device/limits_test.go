@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/simrelay/simrelay/device"
+	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
 )
@@ -16,15 +17,8 @@ import (
 // at the exact boundary with multi-byte text: the limit in bytes passes,
 // one byte more (still far fewer characters) is refused.
 func TestLengthLimitsCountUTF8Bytes(t *testing.T) {
-	st, err := store.Open(t.TempDir(), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	c := store.Company{Name: "Acme", APIKeyHash: []byte("k")}
-	if err := st.CreateCompany(&c, &store.User{Email: "a@acme.test", PasswordHash: "x"}); err != nil {
-		t.Fatal(err)
-	}
+	st := storetest.Open(t)
+	c := storetest.Company(t, st, "Acme", "a@acme.test")
 	svc := device.New(device.Config{PublicURL: "http://127.0.0.1"}, st, time.Now)
 	ctx := context.Background()
 	register := func(in device.RegisterInput) error {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/sms"
 	"github.com/simrelay/simrelay/store"
@@ -17,20 +18,14 @@ import (
 // bytes: at the limit in multi-byte text it is stored, one byte over (far
 // fewer characters) is refused.
 func TestInboundLimitsCountUTF8Bytes(t *testing.T) {
-	st, err := store.Open(t.TempDir(), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	c := store.Company{Name: "Acme", APIKeyHash: []byte("k")}
-	if err := st.CreateCompany(&c, &store.User{Email: "a@acme.test", PasswordHash: "x"}); err != nil {
-		t.Fatal(err)
-	}
+	st := storetest.Open(t)
+	c := storetest.Company(t, st, "Acme", "a@acme.test")
 	dev := store.Device{Fingerprint: "pixel-1", CompanyID: c.ID, Name: "P", Status: store.DeviceActive, SelectedSIM: "BOTH", TokenHash: []byte("t"), CreatedAt: time.Now()}
 	if err := st.ProvisionDevices([]store.Device{dev}); err != nil {
 		t.Fatal(err)
 	}
-	if dev, err = st.CompanyDevice(c.ID, dev.Fingerprint); err != nil {
+	dev, err := st.CompanyDevice(c.ID, dev.Fingerprint)
+	if err != nil {
 		t.Fatal(err)
 	}
 	svc := sms.New(sms.Config{}, st, nil, slog.New(slog.DiscardHandler), time.Now)

@@ -7,17 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/store"
 )
 
 // The hourly prune drops what has done its job and warns about each e-mail
 // that never went out.
 func TestPruneStore(t *testing.T) {
-	st, err := store.Open(t.TempDir(), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.Open(t)
 	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	old := now.Add(-mailKeepUnsent - time.Hour)
 	if err := st.AppendMail(&store.Mail{To: "lost@x.test", Subject: "Verify", State: store.MailFailed, CreatedAt: old}); err != nil {
