@@ -73,6 +73,34 @@ func liveDeviceByID(tx *bolt.Tx, companyID, deviceID uint64) (Device, error) {
 	return d, nil
 }
 
+// liveRef is what the hot paths (a phone's reports, inbound and dispatch)
+// need of a live registration: who it is and what to call it. It is read
+// from two small keys, never by decoding the device record.
+type liveRef struct {
+	CompanyID, ID uint64
+	Fingerprint   string
+	Label         string // the device's name, or its fingerprint when it has none
+}
+
+// liveDeviceRef is liveDeviceByID without the device record:
+// company_device_ids holds exactly the live registrations, and the counters'
+// device index (kept current on every device write) holds its name.
+func liveDeviceRef(tx *bolt.Tx, companyID, deviceID uint64) (liveRef, error) {
+	fp := tx.Bucket(bucketCompanyDeviceIDs).Get(pair(companyID, deviceID))
+	if fp == nil {
+		return liveRef{}, ErrDeviceGone
+	}
+	r := liveRef{CompanyID: companyID, ID: deviceID, Fingerprint: string(fp), Label: string(fp)}
+	if b := tx.Bucket(bucketStatsDevices); b != nil {
+		if v := b.Get(pair(companyID, deviceID)); v != nil {
+			if _, name, ok := bytes.Cut(v, []byte{0}); ok && len(name) > 0 {
+				r.Label = string(name)
+			}
+		}
+	}
+	return r, nil
+}
+
 // walkPrefix calls fn with each key under prefix, in order, until fn says stop.
 func walkPrefix(b *bolt.Bucket, prefix []byte, fn func(k, v []byte) bool) {
 	c := b.Cursor()

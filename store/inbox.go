@@ -50,13 +50,10 @@ func (s *Store) StoreInbound(m *Message, now func() time.Time, extra func(tx *bo
 		out, dup, refused = Message{}, false, nil
 		// Refusals write nothing and return nil, so that they never fail
 		// the batch they share with other writers.
-		d, err := liveDeviceByID(tx, m.CompanyID, m.DeviceID)
-		if errors.Is(err, ErrDeviceGone) {
-			refused = err
-			return nil
-		}
+		d, err := liveDeviceRef(tx, m.CompanyID, m.DeviceID)
 		if err != nil {
-			return err
+			refused = err // ErrDeviceGone
+			return nil
 		}
 		msgs := tx.Bucket(bucketMessages)
 		ck := devKey(d.CompanyID, d.ID, []byte(m.ClientID))
@@ -92,7 +89,7 @@ func (s *Store) StoreInbound(m *Message, now func() time.Time, extra func(tx *bo
 		if err := count(tx, msg, msg.CreatedAt, Counts{Received: 1}); err != nil {
 			return err
 		}
-		if err := addActivity(tx, msg.CompanyID, Activity{ActMessageReceived, msg.CreatedAt, channelLabel(msg.Channel) + " from " + maskPhone(msg.Phone) + " received on " + deviceLabel(d)}); err != nil {
+		if err := addActivity(tx, msg.CompanyID, Activity{ActMessageReceived, msg.CreatedAt, channelLabel(msg.Channel) + " from " + maskPhone(msg.Phone) + " received on " + d.Label}); err != nil {
 			return err
 		}
 		if err := tx.Bucket(bucketInboundClient).Put(ck, itob(id)); err != nil {

@@ -250,7 +250,7 @@ var rank = map[string]int{MsgQueued: 0, MsgExpired: 1, MsgSending: 2, MsgSent: 3
 func (s *Store) Transition(companyID, deviceID uint64, uuid, status, errText, statusAt string, now time.Time) (out Message, moved bool, err error) {
 	err = s.grouped(func(tx *bolt.Tx) error {
 		moved = false // a batch that failed runs this again
-		d, err := liveDeviceByID(tx, companyID, deviceID)
+		d, err := liveDeviceRef(tx, companyID, deviceID)
 		if err != nil {
 			if errors.Is(err, ErrDeviceGone) {
 				return ErrNotFound
@@ -294,7 +294,7 @@ func (s *Store) Transition(companyID, deviceID uint64, uuid, status, errText, st
 			m.StatusAt = statusAt
 		}
 		out, moved = m, true
-		if err := countTransition(tx, m, from, deviceLabel(d), now); err != nil {
+		if err := countTransition(tx, m, from, d.Label, now); err != nil {
 			return err
 		}
 		return putJSON(tx.Bucket(bucketMessages), itob(m.ID), m)
@@ -312,11 +312,8 @@ func (s *Store) Transition(companyID, deviceID uint64, uuid, status, errText, st
 func (s *Store) Pending(companyID, deviceID uint64, after uint64, limit int) ([]Message, error) {
 	var out []Message
 	err := s.db.View(func(tx *bolt.Tx) error {
-		if _, err := liveDeviceByID(tx, companyID, deviceID); err != nil {
-			if errors.Is(err, ErrDeviceGone) {
-				return nil
-			}
-			return err
+		if _, err := liveDeviceRef(tx, companyID, deviceID); err != nil {
+			return nil // a device that is gone has nothing pending
 		}
 		msgs := tx.Bucket(bucketMessages)
 		prefix := devKey(companyID, deviceID)
