@@ -3,7 +3,6 @@ package webhook
 import (
 	"context"
 	"net/http"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,25 +15,13 @@ import (
 // (they answer only when the test ends).
 func TestHangingCompanyDoesNotStallOtherCompanies(t *testing.T) {
 	f := newFixture(t)
-	release := make(chan struct{})
-	var mu sync.Mutex
-	hanging, most := 0, 0
+	h := newHanger()
 	slow := webhooktest.NewReceiver(t, true, func(_ int, r *http.Request, _ http.ResponseWriter) int {
-		mu.Lock()
-		hanging++
-		most = max(most, hanging)
-		mu.Unlock()
-		select {
-		case <-release:
-		case <-r.Context().Done():
-		}
-		mu.Lock()
-		hanging--
-		mu.Unlock()
+		h.hang(r)
 		return http.StatusNoContent
 	})
 	fast := webhooktest.NewReceiver(t, true, nil)
-	defer close(release) // before the receivers close: they wait for their handlers
+	defer close(h.release) // before the receivers close: they wait for their handlers
 	pool := slow.Pool()
 	pool.AddCert(fast.Certificate())
 	const workers = 4
@@ -51,8 +38,7 @@ func TestHangingCompanyDoesNotStallOtherCompanies(t *testing.T) {
 	}
 	bound := DefaultPerCompany(workers)
 	eventually(t, "company A's receivers hanging", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
+		hanging, _ := h.counts()
 		return hanging >= bound
 	})
 
@@ -72,8 +58,7 @@ func TestHangingCompanyDoesNotStallOtherCompanies(t *testing.T) {
 	eventually(t, "company B's delivery while company A's receivers hang", func() bool {
 		return len(fast.Requests()) == 1
 	})
-	mu.Lock()
-	defer mu.Unlock()
+	hanging, most := h.counts()
 	if len(slow.Requests()) != hanging {
 		t.Fatalf("company A: %d requests, %d still hanging; want every one still hanging", len(slow.Requests()), hanging)
 	}

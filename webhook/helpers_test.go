@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -132,3 +133,36 @@ func hmacHex(secret, timestamp string, body []byte) string {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// hanger holds receiver requests until released, counting those hanging now
+// and the most that ever hung at once.
+type hanger struct {
+	release chan struct{}
+	mu      sync.Mutex
+	now     int // guarded by mu
+	most    int // guarded by mu
+}
+
+func newHanger() *hanger { return &hanger{release: make(chan struct{})} }
+
+// hang holds r until release is closed or the client gives up.
+func (h *hanger) hang(r *http.Request) {
+	h.mu.Lock()
+	h.now++
+	h.most = max(h.most, h.now)
+	h.mu.Unlock()
+	select {
+	case <-h.release:
+	case <-r.Context().Done():
+	}
+	h.mu.Lock()
+	h.now--
+	h.mu.Unlock()
+}
+
+// counts returns the requests hanging now and the most at once.
+func (h *hanger) counts() (now, most int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.now, h.most
+}

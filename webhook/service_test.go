@@ -364,27 +364,14 @@ func TestRemovedEntryAndRotatedSecret(t *testing.T) {
 // entry's deliveries go on meanwhile.
 func TestHangingReceiverDoesNotStallOthers(t *testing.T) {
 	f := newFixture(t)
-	release := make(chan struct{})
-	var mu sync.Mutex
-	hanging, most := 0, 0
+	h := newHanger()
 	rc := webhooktest.NewReceiver(t, true, func(_ int, r *http.Request, _ http.ResponseWriter) int {
-		if r.URL.Path != "/slow" {
-			return http.StatusNoContent
+		if r.URL.Path == "/slow" {
+			h.hang(r)
 		}
-		mu.Lock()
-		hanging++
-		most = max(most, hanging)
-		mu.Unlock()
-		select {
-		case <-release:
-		case <-r.Context().Done():
-		}
-		mu.Lock()
-		hanging--
-		mu.Unlock()
 		return http.StatusNoContent
 	})
-	defer close(release)
+	defer close(h.release)
 	svc, _ := f.start(Config{AllowPrivate: true, RootCAs: rc.Pool(), Workers: 4, Timeout: time.Minute}, nil)
 	entries := f.configure(svc, EntryInput{URL: rc.URL + "/slow"}, EntryInput{URL: rc.URL + "/fast"})
 	const messages = 10
@@ -395,9 +382,7 @@ func TestHangingReceiverDoesNotStallOthers(t *testing.T) {
 		lines, _ := f.st.WebhookAttempts(f.company, entries[1].ID, 100)
 		return len(lines) == messages
 	})
-	mu.Lock()
-	defer mu.Unlock()
-	if most > maxPerEntry {
+	if _, most := h.counts(); most > maxPerEntry {
 		t.Fatalf("the hanging entry held %d attempts at once, want at most %d", most, maxPerEntry)
 	}
 }
