@@ -181,15 +181,7 @@ func TestErrorFramesCapWhatTheyEcho(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			writeRaw(t, ws, []byte(c.frame))
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			_, data, err := ws.Read(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(data) > 1024 {
-				t.Fatalf("got an answer of %d bytes, want under 1 KiB", len(data))
-			}
+			data := readSmall(t, ws)
 			f, err := proto.Decode(data)
 			e, ok := f.(*proto.Error)
 			if err != nil || !ok {
@@ -327,15 +319,7 @@ func TestHelloWithHugeNumberIsNotEchoed(t *testing.T) {
 			}
 			defer ws.CloseNow()
 			writeRaw(t, ws, []byte(`{"type":"hello","protocol":`+value+`}`))
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			_, data, err := ws.Read(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(data) > 1024 {
-				t.Fatalf("got an answer of %d bytes, want under 1 KiB", len(data))
-			}
+			data := readSmall(t, ws)
 			if e, ok := mustDecode(t, data).(*proto.Error); !ok || e.Code != "protocol_error" || !strings.Contains(e.Message, "protocol") {
 				t.Fatalf("got %s, want a protocol_error naming protocol", data)
 			}
@@ -344,6 +328,22 @@ func TestHelloWithHugeNumberIsNotEchoed(t *testing.T) {
 			}
 		})
 	}
+}
+
+// readSmall reads the server's next frame, which must be under 1 KiB: an
+// answer whose echoes are capped, whatever the frame it answers held.
+func readSmall(t *testing.T, ws *websocket.Conn) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, data, err := ws.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(data) > 1024 {
+		t.Fatalf("got an answer of %d bytes, want under 1 KiB", len(data))
+	}
+	return data
 }
 
 func mustDecode(t *testing.T, data []byte) proto.Frame {
