@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"regexp"
 	"strings"
@@ -222,6 +223,11 @@ func (s *Service) Register(_ context.Context, in RegisterInput) (dev store.Devic
 		return dev, "", false, &problem.Error{Code: problem.InvalidToken, Field: "pairing_code", Message: "The pairing code is wrong, used or expired. Create a new one."}
 	case errors.Is(err, store.ErrConflict):
 		return dev, "", false, problem.New(problem.Conflict, "This device is registered to another company. Delete it there first.")
+	case errors.As(err, new(*store.PlanLimitError)):
+		var pl *store.PlanLimitError
+		errors.As(err, &pl)
+		return dev, "", false, &problem.Error{Code: problem.PlanLimitReached, HTTPStatus: http.StatusForbidden,
+			Message: fmt.Sprintf("The company's plan allows %d devices and they are registered; delete one or choose a larger plan.", pl.Limit)}
 	case err != nil:
 		return dev, "", false, err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/simrelay/simrelay/account"
+	"github.com/simrelay/simrelay/billing"
 	"github.com/simrelay/simrelay/device"
 	"github.com/simrelay/simrelay/gateway"
 	"github.com/simrelay/simrelay/httpapi"
@@ -63,6 +64,13 @@ func newWebhookEnv(t *testing.T, wcfg webhook.Config, opts ...envOption) *env {
 
 // newStoreEnv is newWebhookEnv with the store's options.
 func newStoreEnv(t *testing.T, sopt store.Options, wcfg webhook.Config, opts ...envOption) *env {
+	t.Helper()
+	return newBillingEnv(t, sopt, wcfg, billing.Config{}, opts...)
+}
+
+// newBillingEnv is newStoreEnv with billing's configuration (self-hosted
+// mode and the built-in plans by default).
+func newBillingEnv(t *testing.T, sopt store.Options, wcfg webhook.Config, bcfg billing.Config, opts ...envOption) *env {
 	t.Helper()
 	st, err := store.Open(t.TempDir(), sopt)
 	if err != nil {
@@ -113,8 +121,14 @@ func newStoreEnv(t *testing.T, sopt store.Options, wcfg webhook.Config, opts ...
 		defer cancel()
 		_ = hub.Shutdown(ctx)
 	})
+	bcfg.PublicURL = publicURL
+	bill, err := billing.New(bcfg, st, log, clk.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.SetPlans(bill)
 	reg := prometheus.NewRegistry()
-	api, err := httpapi.New(cfg, httpapi.Deps{Accounts: accounts, Devices: devices, SMS: messages, Phones: hub, PhoneSocket: hub, Store: st, Analytics: st, Console: web.Handler(), Logger: log, Registry: reg, Gatherer: reg, Now: clk.Now, Webhooks: hooks})
+	api, err := httpapi.New(cfg, httpapi.Deps{Accounts: accounts, Devices: devices, SMS: messages, Phones: hub, PhoneSocket: hub, Store: st, Analytics: st, Period: bill, Billing: bill, Console: web.Handler(), Logger: log, Registry: reg, Gatherer: reg, Now: clk.Now, Webhooks: hooks})
 	if err != nil {
 		t.Fatal(err)
 	}

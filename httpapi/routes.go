@@ -68,6 +68,12 @@ func (s *Server) routes() []route {
 		{http.MethodGet, "/analytics", member, s.analytics},
 		{http.MethodGet, "/analytics/devices", member, s.analyticsDevices},
 
+		// Billing.
+		{http.MethodGet, "/plans", member, s.listPlans},
+		{http.MethodGet, "/billing/subscription", member, s.getSubscription},
+		{http.MethodPost, "/billing/subscribe", admin, s.subscribe},
+		{http.MethodPost, "/billing/portal", admin, s.billingPortal},
+
 		// Webhooks.
 		{http.MethodGet, "/webhooks/inbound-sms", member, s.getWebhooks},
 		{http.MethodPut, "/webhooks/inbound-sms", admin, s.putWebhooks},

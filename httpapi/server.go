@@ -14,6 +14,7 @@ import (
 
 	"github.com/simrelay/simrelay/account"
 	androidproto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/billing"
 	"github.com/simrelay/simrelay/device"
 	"github.com/simrelay/simrelay/pacing"
 	"github.com/simrelay/simrelay/sms"
@@ -72,6 +73,8 @@ type Deps struct {
 	Analytics Analytics
 	// Period is the billing period creditsUsed counts over; nil is the UTC calendar month.
 	Period Period
+	// Billing is plans, subscriptions and limits; nil leaves the billing routes answering 404.
+	Billing *billing.Service
 	// Console serves the web pages that e-mailed links open (/verify-email, /reset-password).
 	Console  http.Handler
 	Logger   *slog.Logger

@@ -28,8 +28,14 @@ const (
 	RateLimited       Code = "rate_limited"        // over an API rate limit
 	// StorageBudgetExceeded: the company has stored its daily storage budget.
 	StorageBudgetExceeded Code = "storage_budget_exceeded"
-	Unavailable           Code = "unavailable" // the server is shutting down or not ready
-	Internal              Code = "internal"    // a server fault; the cause is logged, not sent
+	// PlanLimitReached: the company's plan allows no more messages this period (429) or devices (403).
+	PlanLimitReached Code = "plan_limit_reached"
+	// BillingDisabled: the server bills nothing (self-hosted mode), so there is no billing portal.
+	BillingDisabled Code = "billing_disabled"
+	// PaymentProviderError: the payment provider failed or refused the call; the cause is logged.
+	PaymentProviderError Code = "payment_provider_error"
+	Unavailable          Code = "unavailable" // the server is shutting down or not ready
+	Internal             Code = "internal"    // a server fault; the cause is logged, not sent
 )
 
 var statuses = map[Code]int{
@@ -49,6 +55,9 @@ var statuses = map[Code]int{
 	Conflict:              http.StatusConflict,
 	RateLimited:           http.StatusTooManyRequests,
 	StorageBudgetExceeded: http.StatusTooManyRequests,
+	PlanLimitReached:      http.StatusTooManyRequests,
+	BillingDisabled:       http.StatusConflict,
+	PaymentProviderError:  http.StatusBadGateway,
 	Unavailable:           http.StatusServiceUnavailable,
 	Internal:              http.StatusInternalServerError,
 }
@@ -78,6 +87,9 @@ type Error struct {
 	Field string `json:"field,omitempty"`
 	// RetryAfter, when set, is sent as the Retry-After header in whole seconds.
 	RetryAfter int `json:"-"`
+	// HTTPStatus, when set, replaces the code's usual status: plan_limit_reached
+	// is 429 on a send and 403 on registering a device.
+	HTTPStatus int `json:"-"`
 }
 
 func (e *Error) Error() string {
@@ -88,7 +100,12 @@ func (e *Error) Error() string {
 }
 
 // Status is the HTTP status of the error's code.
-func (e *Error) Status() int { return e.Code.Status() }
+func (e *Error) Status() int {
+	if e.HTTPStatus != 0 {
+		return e.HTTPStatus
+	}
+	return e.Code.Status()
+}
 
 // New returns an error with the given code and one human sentence.
 func New(code Code, msg string) *Error { return &Error{Code: code, Message: msg} }

@@ -22,6 +22,12 @@ var errInboundTooLong = problem.Invalid("message", fmt.Sprintf("must be at most 
 // storage_budget_exceeded (429 on the API) with Retry-After until the
 // budget renews at the next UTC midnight. Other errors pass unchanged.
 func budgetRefusal(err error, now time.Time) error {
+	var pl *store.PlanLimitError
+	if errors.As(err, &pl) {
+		wait := max(int(pl.PeriodEnd.Sub(now).Seconds()), 1)
+		return &problem.Error{Code: problem.PlanLimitReached, RetryAfter: wait,
+			Message: fmt.Sprintf("The plan allows %d messages per billing period and they are used; it renews at %s, or choose a larger plan.", pl.Limit, pl.PeriodEnd.UTC().Format(time.RFC3339))}
+	}
 	var be *store.BudgetError
 	if !errors.As(err, &be) {
 		return err

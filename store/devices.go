@@ -116,6 +116,11 @@ func (s *Store) RegisterDevice(pairingHash []byte, now time.Time, fingerprint st
 		} else if !errors.Is(err, ErrNotFound) {
 			return err
 		}
+		if old == nil {
+			if _, err := s.planAllows(tx, p.CompanyID, now, limitDevices); err != nil {
+				return err
+			}
+		}
 		d, err := build(p, old)
 		if err != nil {
 			return err

@@ -147,11 +147,22 @@ func (s *Store) Enqueue(m *Message, idemKey string, now func() time.Time, check 
 		msg.ID, msg.DeviceID, msg.Direction, msg.Status = id, d.ID, Outbound, MsgQueued
 		msg.CreatedAt = now().UTC()
 		msg.UpdatedAt = msg.CreatedAt
+		usage, err := s.planAllows(tx, msg.CompanyID, msg.CreatedAt, limitMessages)
+		if err != nil {
+			if errors.As(err, new(*PlanLimitError)) {
+				refused = err // nothing written yet
+				return nil
+			}
+			return err
+		}
 		if err := s.charge(tx, msg.CompanyID, msg.CreatedAt, messageCost(msg)); err != nil {
 			if errors.As(err, new(*BudgetError)) {
 				refused = err // nothing written yet: the batch need not run again
 				return nil
 			}
+			return err
+		}
+		if err := usage.add(tx); err != nil {
 			return err
 		}
 		if err := insertMessage(tx, &msg); err != nil {

@@ -81,6 +81,8 @@ type Store struct {
 	commit *committer // nil when read-only
 	// dailyBudget is Options.CompanyDailyStorage; set once at Open.
 	dailyBudget int64
+	// plans prices a company's subscription into limits (SetPlans); nil: no limits.
+	plans Plans
 }
 
 // Open opens (creating when needed) the store in dir and brings its schema up to date.

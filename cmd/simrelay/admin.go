@@ -24,6 +24,7 @@ const adminUsage = `Usage:
   simrelay admin create-company --company NAME --email E --password P [--data-dir D]
   simrelay admin mail [--data-dir D] [--json]
   simrelay admin backup FILE [--data-dir D]
+  simrelay admin set-plan --company ID --plan ID [--plans FILE] [--data-dir D]
 
 Admin commands work on the store directly, so the server must be stopped; a
 running server's store is refused within 2 seconds. Back up a running server
@@ -43,6 +44,8 @@ func admin(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = adminMail(args[1:], stdout, stderr)
 	case "backup":
 		err = adminBackup(args[1:], stdout, stderr)
+	case "set-plan":
+		err = adminSetPlan(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, adminUsage)
 		return 0

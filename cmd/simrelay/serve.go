@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/simrelay/simrelay/account"
+	"github.com/simrelay/simrelay/billing"
 	"github.com/simrelay/simrelay/device"
 	"github.com/simrelay/simrelay/gateway"
 	"github.com/simrelay/simrelay/httpapi"
@@ -62,6 +63,10 @@ type serveConfig struct {
 	companyDailyStorage byteSize
 	// adminToken is the operator's credential for GET /admin/backup; never logged.
 	adminToken string
+	// plansFile replaces the built-in plans; defaultPlan is a new company's plan.
+	plansFile   string
+	defaultPlan string
+	plans       []billing.Plan
 
 	general, auth pacing.Rate
 }
@@ -85,6 +90,8 @@ func (c *serveConfig) flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.webhookPerCompany, "webhook-per-company", 0, "how many webhook deliveries of one company run at once (0: half of --webhook-workers, at least 1)")
 	c.companyDailyStorage = store.DefaultCompanyDailyStorage
 	fs.Var(&c.companyDailyStorage, "company-daily-storage", "bytes one company may add to the store per UTC day (messages, webhook events), e.g. 256MiB; 0: no limit")
+	fs.StringVar(&c.plansFile, "plans", "", "JSON file of the plans ({\"plans\":[...]}, see docs/billing.md); empty: the built-in free, starter and pro")
+	fs.StringVar(&c.defaultPlan, "default-plan", "", "a new company's plan (default unlimited without Stripe, free with it)")
 	fs.StringVar(&c.adminToken, "admin-token", "", fmt.Sprintf("the operator's secret for GET /admin/backup (Authorization: Bearer TOKEN), at least %d characters; empty: that route answers 404", httpapi.MinAdminTokenLen))
 }
 
@@ -143,7 +150,19 @@ func (c *serveConfig) validate() error {
 	if c.webhookPerCompany < 0 || c.webhookPerCompany > webhook.MaxWorkers {
 		return fmt.Errorf("%s %d: want 0 (half the workers) to %d", both("webhook-per-company"), c.webhookPerCompany, webhook.MaxWorkers)
 	}
+	if c.plansFile != "" {
+		if c.plans, err = billing.LoadPlans(c.plansFile); err != nil {
+			return fmt.Errorf("%s: %v", both("plans"), err)
+		}
+	}
+	if _, err := billing.New(c.billingConfig(), nil, nil, time.Now); err != nil {
+		return fmt.Errorf("%s / %s: %v", both("plans"), both("default-plan"), err)
+	}
 	return c.webhookConfig().Validate()
+}
+
+func (c *serveConfig) billingConfig() billing.Config {
+	return billing.Config{Plans: c.plans, DefaultPlan: c.defaultPlan, PublicURL: c.publicURL}
 }
 
 func (c *serveConfig) webhookConfig() webhook.Config {
@@ -224,10 +243,15 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	messages := sms.New(sms.Config{MessageTTL: cfg.messageTTL}, st, hooks.OnInbound, log.With("component", "sms"), time.Now)
 	hub := gateway.New(gateway.Config{}, devices, messages, log.With("component", "gateway"), time.Now)
 	messages.SetDispatcher(hub)
+	bill, err := billing.New(cfg.billingConfig(), st, log.With("component", "billing"), time.Now)
+	if err != nil {
+		return err
+	}
+	st.SetPlans(bill)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	api, err := httpapi.New(httpapi.Config{GeneralRate: cfg.general, AuthRate: cfg.auth, TrustedProxies: cfg.trustedProxies, AdminToken: cfg.adminToken},
-		httpapi.Deps{Accounts: accounts, Devices: devices, SMS: messages, Webhooks: hooks, Phones: hub, PhoneSocket: hub, Store: st, Analytics: st, Console: web.Handler(), Logger: log, Registry: reg, Gatherer: reg, Now: time.Now})
+		httpapi.Deps{Accounts: accounts, Devices: devices, SMS: messages, Webhooks: hooks, Phones: hub, PhoneSocket: hub, Store: st, Analytics: st, Period: bill, Billing: bill, Console: web.Handler(), Logger: log, Registry: reg, Gatherer: reg, Now: time.Now})
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,310 @@
+package billing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/simrelay/simrelay/problem"
+	"github.com/simrelay/simrelay/store"
+)
+
+// Subscription statuses, as GET /billing/subscription shows them.
+const (
+	StatusTrialing = "trialing"
+	StatusActive   = "active"
+	StatusPastDue  = "past_due"
+	StatusCanceled = "canceled"
+	StatusNone     = "none"
+)
+
+// Store is the part of the store billing uses.
+type Store interface {
+	Subscription(companyID uint64) (store.Subscription, bool, error)
+	UpdateSubscription(companyID uint64, fn func(*store.Subscription) error) (store.Subscription, error)
+	Usage(companyID uint64, periodStart time.Time) (messages int64, devices int, err error)
+}
+
+// Provider is a payment provider (Stripe). Without one, billing runs in
+// self-hosted mode: a change of plan takes effect at once and nothing is charged.
+type Provider interface {
+	// Checkout starts a paid subscription and returns the page the customer
+	// pays on, with the provider's customer id to keep.
+	Checkout(ctx context.Context, in CheckoutInput) (url, customerID string, err error)
+	// Portal opens the provider's billing portal for the customer.
+	Portal(ctx context.Context, customerID, returnURL string) (url string, err error)
+}
+
+// CheckoutInput is what a checkout needs.
+type CheckoutInput struct {
+	CompanyID  uint64
+	CustomerID string // empty: create one
+	Email      string
+	Plan       Plan
+	SkipTrial  bool
+	SuccessURL string
+	CancelURL  string
+}
+
+// Config of the billing service.
+type Config struct {
+	// Plans replace the built-in ones (BuiltinPlans) when set; validated by New.
+	Plans []Plan
+	// DefaultPlan is a new company's plan; empty: DefaultPlanSelfHosted, or
+	// DefaultPlanStripe with a provider.
+	DefaultPlan string
+	// PublicURL is where checkout and the portal send the customer back.
+	PublicURL string
+	// Provider is nil in self-hosted mode.
+	Provider Provider
+}
+
+// The default plans of the two modes.
+const (
+	DefaultPlanSelfHosted = PlanUnlimited
+	DefaultPlanStripe     = PlanFree
+)
+
+// Service is billing: plans, subscriptions, limits.
+type Service struct {
+	cfg   Config
+	plans []Plan
+	byID  map[string]Plan
+	store Store
+	log   *slog.Logger
+	now   func() time.Time
+}
+
+// New checks the configuration; the error names the plan and field at fault.
+func New(cfg Config, st Store, log *slog.Logger, now func() time.Time) (*Service, error) {
+	plans := cfg.Plans
+	if plans == nil {
+		plans = BuiltinPlans()
+	}
+	if err := ValidatePlans(plans); err != nil {
+		return nil, err
+	}
+	if cfg.DefaultPlan == "" {
+		cfg.DefaultPlan = DefaultPlanSelfHosted
+		if cfg.Provider != nil {
+			cfg.DefaultPlan = DefaultPlanStripe
+		}
+	}
+	s := &Service{cfg: cfg, plans: plans, byID: map[string]Plan{}, store: st, log: log, now: now}
+	for _, p := range plans {
+		s.byID[p.ID] = p
+	}
+	if _, ok := s.byID[cfg.DefaultPlan]; !ok {
+		return nil, fmt.Errorf("default plan %q: no plan of that id", cfg.DefaultPlan)
+	}
+	if cfg.Provider != nil {
+		for _, p := range plans {
+			if !p.Hidden && p.Price.Amount > 0 && p.StripePriceID == "" {
+				return nil, fmt.Errorf("plan %q: field stripe_price_id: a paid plan needs its Stripe price id when Stripe is on", p.ID)
+			}
+		}
+	}
+	return s, nil
+}
+
+// Stripe reports whether a payment provider is configured.
+func (s *Service) Stripe() bool { return s.cfg.Provider != nil }
+
+// Plans are the plans GET /plans lists: all but the hidden ones.
+func (s *Service) Plans() []Plan {
+	out := make([]Plan, 0, len(s.plans))
+	for _, p := range s.plans {
+		if !p.Hidden {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Plan returns a plan by id, hidden ones included.
+func (s *Service) Plan(id string) (Plan, bool) {
+	p, ok := s.byID[id]
+	return p, ok
+}
+
+// effective is the plan whose limits apply and the status to show. Before
+// any change of plan the company is on the default plan, active. A canceled
+// subscription falls back to the default plan's limits; past_due keeps the
+// plan's limits while the provider retries the payment (its dunning
+// decides when to cancel). A plan no longer in the plans file counts as the
+// default plan. In self-hosted mode an ended trial shows active.
+func (s *Service) effective(sub store.Subscription, found bool, now time.Time) (Plan, string) {
+	def := s.byID[s.cfg.DefaultPlan]
+	if !found || sub.PlanID == "" {
+		return def, StatusActive
+	}
+	status := sub.Status
+	if status == "" {
+		status = StatusNone
+	}
+	if status == StatusTrialing && s.cfg.Provider == nil && sub.TrialEndsAt != nil && !now.Before(*sub.TrialEndsAt) {
+		status = StatusActive
+	}
+	p, ok := s.byID[sub.PlanID]
+	if !ok || status == StatusCanceled || status == StatusNone {
+		return def, status
+	}
+	return p, status
+}
+
+// period is the span messages count over: the provider's billing period
+// while it is current, else the UTC calendar month.
+func (s *Service) period(sub store.Subscription, now time.Time) (time.Time, time.Time) {
+	if s.cfg.Provider != nil && !sub.PeriodStart.IsZero() && !now.Before(sub.PeriodStart) && now.Before(sub.PeriodEnd) {
+		return sub.PeriodStart.UTC(), sub.PeriodEnd.UTC()
+	}
+	now = now.UTC()
+	from := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
+	return from, from.AddDate(0, 1, 0)
+}
+
+func orUnlimited(n *int64) int64 {
+	if n == nil {
+		return -1
+	}
+	return *n
+}
+
+// Limits implements store.Plans: it runs inside the store's write
+// transactions and reads nothing but its arguments.
+func (s *Service) Limits(sub store.Subscription, found bool, now time.Time) store.PlanLimits {
+	p, _ := s.effective(sub, found, now)
+	from, to := s.period(sub, now)
+	return store.PlanLimits{Messages: orUnlimited(p.Limits.MessagesPerMonth), Devices: orUnlimited(p.Limits.Devices), PeriodStart: from, PeriodEnd: to}
+}
+
+// Period is the company's current billing period (httpapi.Period): the
+// dashboard's creditsUsed counts over it.
+func (s *Service) Period(companyID uint64) (time.Time, time.Time) {
+	sub, _, err := s.store.Subscription(companyID)
+	if err != nil {
+		s.log.Error("read subscription for the period", "company", companyID, "err", err)
+	}
+	return s.period(sub, s.now())
+}
+
+// View is GET /billing/subscription.
+type View struct {
+	PlanID           string  `json:"plan_id"`
+	PlanName         string  `json:"plan_name"`
+	Status           string  `json:"status"`
+	TrialEndsAt      *string `json:"trial_ends_at"`
+	CurrentPeriodEnd string  `json:"current_period_end"`
+	Limits           Limits  `json:"limits"`
+	Usage            Usage   `json:"usage"`
+}
+
+// Usage is what the company has used in the current period.
+type Usage struct {
+	MessagesThisPeriod int64 `json:"messages_this_period"`
+	Devices            int   `json:"devices"`
+}
+
+const timeLayout = "2006-01-02T15:04:05.000Z07:00"
+
+// Subscription is the company's subscription with its limits and usage.
+func (s *Service) Subscription(_ context.Context, companyID uint64) (View, error) {
+	sub, found, err := s.store.Subscription(companyID)
+	if err != nil {
+		return View{}, err
+	}
+	now := s.now()
+	limitsPlan, status := s.effective(sub, found, now)
+	shown := limitsPlan
+	if p, ok := s.byID[sub.PlanID]; found && ok {
+		shown = p
+	}
+	from, to := s.period(sub, now)
+	msgs, devs, err := s.store.Usage(companyID, from)
+	if err != nil {
+		return View{}, err
+	}
+	v := View{PlanID: shown.ID, PlanName: shown.Name, Status: status, CurrentPeriodEnd: to.UTC().Format(timeLayout),
+		Limits: limitsPlan.Limits, Usage: Usage{MessagesThisPeriod: msgs, Devices: devs}}
+	if found && sub.TrialEndsAt != nil {
+		t := sub.TrialEndsAt.UTC().Format(timeLayout)
+		v.TrialEndsAt = &t
+	}
+	return v, nil
+}
+
+// SubscribeInput is POST /billing/subscribe.
+type SubscribeInput struct {
+	CompanyID uint64
+	Email     string // the admin's, for a new provider customer
+	PlanID    string
+	SkipTrial bool
+}
+
+// SubscribeResult is POST /billing/subscribe's answer.
+type SubscribeResult struct {
+	Status      string `json:"status"`
+	CheckoutURL string `json:"checkout_url,omitempty"`
+}
+
+// Subscribe changes the company's plan: at once in self-hosted mode
+// (trialing while the plan has trial days and skip_trial is false, else
+// active), through a provider checkout otherwise.
+func (s *Service) Subscribe(ctx context.Context, in SubscribeInput) (SubscribeResult, error) {
+	if in.PlanID == "" {
+		return SubscribeResult{}, problem.Invalid("plan_id", "is required")
+	}
+	plan, ok := s.byID[in.PlanID]
+	if !ok || plan.Hidden {
+		return SubscribeResult{}, problem.Invalid("plan_id", "names no plan of GET /plans")
+	}
+	if s.cfg.Provider != nil {
+		return s.checkout(ctx, in, plan)
+	}
+	now := s.now().UTC()
+	sub, err := s.store.UpdateSubscription(in.CompanyID, func(sub *store.Subscription) error {
+		sub.PlanID, sub.Status, sub.TrialEndsAt, sub.UpdatedAt = plan.ID, StatusActive, nil, now
+		if plan.TrialDays > 0 && !in.SkipTrial {
+			end := now.AddDate(0, 0, plan.TrialDays)
+			sub.Status, sub.TrialEndsAt = StatusTrialing, &end
+		}
+		return nil
+	})
+	if err != nil {
+		return SubscribeResult{}, err
+	}
+	return SubscribeResult{Status: sub.Status}, nil
+}
+
+// SetPlan puts a company on a plan, active, without a provider: the
+// operator's `simrelay admin set-plan`. Hidden plans are allowed.
+func (s *Service) SetPlan(companyID uint64, planID string) (store.Subscription, error) {
+	plan, ok := s.byID[planID]
+	if !ok {
+		return store.Subscription{}, fmt.Errorf("no plan %q", planID)
+	}
+	sub, err := s.store.UpdateSubscription(companyID, func(sub *store.Subscription) error {
+		sub.PlanID, sub.Status, sub.TrialEndsAt, sub.UpdatedAt = plan.ID, StatusActive, nil, s.now().UTC()
+		return nil
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return sub, fmt.Errorf("no company %d", companyID)
+	}
+	return sub, err
+}
+
+// Portal opens the provider's billing portal; 409 billing_disabled in self-hosted mode.
+func (s *Service) Portal(ctx context.Context, companyID uint64) (string, error) {
+	if s.cfg.Provider == nil {
+		return "", problem.New(problem.BillingDisabled, "Billing is off on this server (self-hosted mode): there is no billing portal.")
+	}
+	return s.portal(ctx, companyID)
+}
+
+// providerFailed logs a failed provider call and answers 502 without its details.
+func (s *Service) providerFailed(what string, companyID uint64, err error) error {
+	s.log.Error("payment provider call failed", "call", what, "company", companyID, "err", err)
+	return problem.New(problem.PaymentProviderError, "The payment provider did not complete the request; try again later.")
+}

@@ -1,0 +1,52 @@
+package billing
+
+import (
+	"context"
+
+	"github.com/simrelay/simrelay/problem"
+	"github.com/simrelay/simrelay/store"
+)
+
+// checkout starts a provider checkout for the plan, reusing the company's
+// provider customer when it has one.
+func (s *Service) checkout(ctx context.Context, in SubscribeInput, plan Plan) (SubscribeResult, error) {
+	sub, _, err := s.store.Subscription(in.CompanyID)
+	if err != nil {
+		return SubscribeResult{}, err
+	}
+	url, customer, err := s.cfg.Provider.Checkout(ctx, CheckoutInput{
+		CompanyID: in.CompanyID, CustomerID: sub.CustomerID, Email: in.Email, Plan: plan, SkipTrial: in.SkipTrial,
+		SuccessURL: s.cfg.PublicURL + "/billing/success?session_id={CHECKOUT_SESSION_ID}", CancelURL: s.cfg.PublicURL + "/billing/canceled",
+	})
+	if err != nil {
+		return SubscribeResult{}, s.providerFailed("checkout", in.CompanyID, err)
+	}
+	if customer != "" && customer != sub.CustomerID {
+		if _, err := s.store.UpdateSubscription(in.CompanyID, func(sub *store.Subscription) error {
+			sub.CustomerID = customer
+			return nil
+		}); err != nil {
+			return SubscribeResult{}, err
+		}
+	}
+	view, err := s.Subscription(ctx, in.CompanyID)
+	if err != nil {
+		return SubscribeResult{}, err
+	}
+	return SubscribeResult{Status: view.Status, CheckoutURL: url}, nil
+}
+
+func (s *Service) portal(ctx context.Context, companyID uint64) (string, error) {
+	sub, _, err := s.store.Subscription(companyID)
+	if err != nil {
+		return "", err
+	}
+	if sub.CustomerID == "" {
+		return "", problem.New(problem.Conflict, "The company has no billing account yet: subscribe to a plan first.")
+	}
+	url, err := s.cfg.Provider.Portal(ctx, sub.CustomerID, s.cfg.PublicURL+"/")
+	if err != nil {
+		return "", s.providerFailed("portal", companyID, err)
+	}
+	return url, nil
+}

@@ -1,0 +1,62 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/simrelay/simrelay/billing"
+	"github.com/simrelay/simrelay/problem"
+)
+
+// errNoBilling answers the billing routes of a server built without billing
+// (some tests); `simrelay serve` always has it.
+var errNoBilling = problem.New(problem.NotFound, "Billing is not configured on this server.")
+
+func (s *Server) listPlans(c echo.Context) error {
+	if s.deps.Billing == nil {
+		return errNoBilling
+	}
+	return c.JSON(http.StatusOK, map[string][]billing.Plan{"plans": s.deps.Billing.Plans()})
+}
+
+func (s *Server) getSubscription(c echo.Context) error {
+	if s.deps.Billing == nil {
+		return errNoBilling
+	}
+	v, err := s.deps.Billing.Subscription(c.Request().Context(), principal(c).CompanyID)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, v)
+}
+
+func (s *Server) subscribe(c echo.Context) error {
+	if s.deps.Billing == nil {
+		return errNoBilling
+	}
+	var in struct {
+		PlanID    string `json:"plan_id"`
+		SkipTrial bool   `json:"skip_trial"`
+	}
+	if err := bind(c, &in); err != nil {
+		return err
+	}
+	p := principal(c)
+	out, err := s.deps.Billing.Subscribe(c.Request().Context(), billing.SubscribeInput{CompanyID: p.CompanyID, PlanID: in.PlanID, SkipTrial: in.SkipTrial})
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+func (s *Server) billingPortal(c echo.Context) error {
+	if s.deps.Billing == nil {
+		return errNoBilling
+	}
+	url, err := s.deps.Billing.Portal(c.Request().Context(), principal(c).CompanyID)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]string{"url": url})
+}
