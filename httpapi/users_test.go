@@ -380,6 +380,8 @@ func TestMemberForbiddenOnAdminRoutes(t *testing.T) {
 		{"PUT", "/webhooks/inbound-sms", map[string]any{"webhooks": []any{}}},
 		{"POST", "/webhooks/signing-secret/rotate", nil},
 		{"GET", "/company/export", nil},
+		{"POST", "/billing/subscribe", map[string]any{"plan_id": "starter"}},
+		{"POST", "/billing/portal", nil},
 	}
 	for _, tc := range admin {
 		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
