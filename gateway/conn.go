@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"reflect"
 	"strings"
@@ -433,6 +434,14 @@ func (c *conn) closeWithFrame(code int, reason string, errFrame *proto.Error) {
 	if len(reason) > 120 {
 		reason = reason[:120] // the close frame allows 123 bytes
 	}
+	// The operator's record of why the server ended a link: a phone that
+	// does not read may never see the close frame (PROTOCOL.md, section 9).
+	// A restart closes every link at once, so those lines are debug only.
+	level := slog.LevelInfo
+	if code == proto.CloseRestarting {
+		level = slog.LevelDebug
+	}
+	c.hub.log.Log(context.Background(), level, "phone link closed by the server", "device", c.dev.Fingerprint, "code", code, "reason", reason)
 	c.hub.wg.Add(1)
 	go func() {
 		defer c.hub.wg.Done()

@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -19,6 +19,7 @@ import (
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/device"
 	"github.com/simrelay/simrelay/internal/poll"
+	"github.com/simrelay/simrelay/internal/syncbuf"
 	"github.com/simrelay/simrelay/sms"
 	"github.com/simrelay/simrelay/store"
 )
@@ -33,6 +34,16 @@ type rig struct {
 	sms     *sms.Service
 	url     string // ws://127.0.0.1:PORT
 	company uint64
+	logs    *syncbuf.Buffer // the hub's log
+}
+
+// serverClosed waits for the hub's record that it closed the device's link
+// with code: what the server decided, whether or not a phone that never
+// reads gets to see the close frame.
+func (r *rig) serverClosed(device string, code int) {
+	r.t.Helper()
+	want := fmt.Sprintf("device=%s code=%d ", device, code)
+	eventually(r.t, "the hub's log of the close", func() bool { return strings.Contains(r.logs.String(), want) })
 }
 
 func newRig(t *testing.T, cfg Config) *rig { return newRigAt(t, cfg, time.Now) }
@@ -49,13 +60,14 @@ func newRigAt(t *testing.T, cfg Config, now func() time.Time) *rig {
 	if err := st.CreateCompany(&c, &admin); err != nil {
 		t.Fatal(err)
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	logs := &syncbuf.Buffer{}
+	log := slog.New(slog.NewTextHandler(logs, nil))
 	devices := device.New(device.Config{PublicURL: "http://127.0.0.1"}, st, time.Now)
 	messages := sms.New(sms.Config{}, st, nil, log, now)
 	hub := New(cfg, devices, messages, log, time.Now)
 	messages.SetDispatcher(hub)
 	srv := httptest.NewServer(hub)
-	r := &rig{t: t, hub: hub, store: st, devices: devices, sms: messages, url: "ws" + strings.TrimPrefix(srv.URL, "http"), company: c.ID}
+	r := &rig{t: t, hub: hub, store: st, devices: devices, sms: messages, url: "ws" + strings.TrimPrefix(srv.URL, "http"), company: c.ID, logs: logs}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
