@@ -4,10 +4,11 @@ BIN         ?= bin/simrelay
 VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 STATICCHECK ?= $(shell $(GO) env GOPATH)/bin/staticcheck
 STATICCHECK_VERSION ?= v0.8.2
+STRIPE_MOCK_VERSION ?= v0.203.0
 
 .DEFAULT_GOAL := help
 
-.PHONY: help build run test lint bench check tools
+.PHONY: help build run test lint bench check tools stripe-mock
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -18,7 +19,7 @@ build: ## build bin/simrelay
 run: build ## run the server on 127.0.0.1:8080 with its store in ./data; flags in ARGS="--listen 127.0.0.1:9090"
 	./$(BIN) serve $(ARGS)
 
-test: ## run every test with the race detector
+test: stripe-mock ## run every test with the race detector (installs stripe-mock first when missing)
 	$(GO) test -race -count=1 ./...
 
 lint: tools ## gofmt, go vet and staticcheck
@@ -35,3 +36,7 @@ check: lint test ## everything CI runs
 
 tools: ## install staticcheck when it is missing
 	@test -x $(STATICCHECK) || $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+stripe-mock: ## install the pinned stripe-mock the billing tests run against, when neither PATH nor GOPATH/bin has it
+	@command -v stripe-mock >/dev/null 2>&1 || test -x "$$($(GO) env GOPATH)/bin/stripe-mock" || \
+	  $(GO) install github.com/stripe/stripe-mock@$(STRIPE_MOCK_VERSION)

@@ -25,6 +25,8 @@ type Store interface {
 	Subscription(companyID uint64) (store.Subscription, bool, error)
 	UpdateSubscription(companyID uint64, fn func(*store.Subscription) error) (store.Subscription, error)
 	Usage(companyID uint64, periodStart time.Time) (messages int64, devices int, err error)
+	ApplyProviderEvent(eventID string, companyID uint64, created int64, now time.Time, fn func(sub *store.Subscription, stale bool)) (bool, error)
+	CompanyByCustomer(customerID string) (uint64, bool, error)
 }
 
 // Provider is a payment provider (Stripe). Without one, billing runs in
@@ -59,6 +61,8 @@ type Config struct {
 	PublicURL string
 	// Provider is nil in self-hosted mode.
 	Provider Provider
+	// WebhookSecret verifies the Stripe-Signature of POST /billing/stripe/webhook (whsec_...).
+	WebhookSecret string
 }
 
 // The default plans of the two modes.

@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"errors"
+	"io"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -59,4 +61,25 @@ func (s *Server) billingPortal(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, map[string]string{"url": url})
+}
+
+// stripeWebhook takes Stripe's event deliveries: no Authorization, the
+// raw body checked against Stripe-Signature. It counts in the general rate
+// limit of the sender's IP like every public route; Stripe retries a 429.
+func (s *Server) stripeWebhook(c echo.Context) error {
+	if s.deps.Billing == nil {
+		return errNoBilling
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), c.Request().Body, maxBodyBytes))
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return errTooLarge
+	}
+	if err != nil {
+		return problem.New(problem.InvalidJSON, "The request body could not be read.")
+	}
+	if err := s.deps.Billing.HandleStripeEvent(c.Request().Context(), body, c.Request().Header.Get("Stripe-Signature")); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]bool{"received": true})
 }

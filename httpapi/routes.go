@@ -73,6 +73,7 @@ func (s *Server) routes() []route {
 		{http.MethodGet, "/billing/subscription", member, s.getSubscription},
 		{http.MethodPost, "/billing/subscribe", admin, s.subscribe},
 		{http.MethodPost, "/billing/portal", admin, s.billingPortal},
+		{http.MethodPost, "/billing/stripe/webhook", public, s.stripeWebhook},
 
 		// Webhooks.
 		{http.MethodGet, "/webhooks/inbound-sms", member, s.getWebhooks},

@@ -67,6 +67,10 @@ type serveConfig struct {
 	plansFile   string
 	defaultPlan string
 	plans       []billing.Plan
+	// stripeKey and stripeWebhookSecret switch on Stripe mode; never logged.
+	stripeKey           string
+	stripeWebhookSecret string
+	stripeAPIURL        string
 
 	general, auth pacing.Rate
 }
@@ -92,6 +96,9 @@ func (c *serveConfig) flags(fs *flag.FlagSet) {
 	fs.Var(&c.companyDailyStorage, "company-daily-storage", "bytes one company may add to the store per UTC day (messages, webhook events), e.g. 256MiB; 0: no limit")
 	fs.StringVar(&c.plansFile, "plans", "", "JSON file of the plans ({\"plans\":[...]}, see docs/billing.md); empty: the built-in free, starter and pro")
 	fs.StringVar(&c.defaultPlan, "default-plan", "", "a new company's plan (default unlimited without Stripe, free with it)")
+	fs.StringVar(&c.stripeKey, "stripe-key", "", "Stripe secret API key (sk_...): switches on Stripe mode, needs --stripe-webhook-secret; empty: self-hosted billing")
+	fs.StringVar(&c.stripeWebhookSecret, "stripe-webhook-secret", "", "signing secret (whsec_...) of the Stripe webhook endpoint POST /billing/stripe/webhook")
+	fs.StringVar(&c.stripeAPIURL, "stripe-api-url", "", "Stripe API base URL, e.g. a stripe-mock for tests; empty: Stripe's")
 	fs.StringVar(&c.adminToken, "admin-token", "", fmt.Sprintf("the operator's secret for GET /admin/backup (Authorization: Bearer TOKEN), at least %d characters; empty: that route answers 404", httpapi.MinAdminTokenLen))
 }
 
@@ -150,6 +157,18 @@ func (c *serveConfig) validate() error {
 	if c.webhookPerCompany < 0 || c.webhookPerCompany > webhook.MaxWorkers {
 		return fmt.Errorf("%s %d: want 0 (half the workers) to %d", both("webhook-per-company"), c.webhookPerCompany, webhook.MaxWorkers)
 	}
+	if c.stripeKey == "" && (c.stripeWebhookSecret != "" || c.stripeAPIURL != "") {
+		return fmt.Errorf("%s and %s need %s: without a key billing runs in self-hosted mode", both("stripe-webhook-secret"), both("stripe-api-url"), both("stripe-key"))
+	}
+	if c.stripeKey != "" && c.stripeWebhookSecret == "" {
+		return fmt.Errorf("%s is required with %s: without it no Stripe event could be verified, so no subscription would ever change", both("stripe-webhook-secret"), both("stripe-key"))
+	}
+	if c.stripeAPIURL != "" {
+		if u, e := url.Parse(c.stripeAPIURL); e != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("%s %q: want an absolute http(s) URL such as http://127.0.0.1:12111", both("stripe-api-url"), c.stripeAPIURL)
+		}
+		c.stripeAPIURL = strings.TrimRight(c.stripeAPIURL, "/")
+	}
 	if c.plansFile != "" {
 		if c.plans, err = billing.LoadPlans(c.plansFile); err != nil {
 			return fmt.Errorf("%s: %v", both("plans"), err)
@@ -162,7 +181,12 @@ func (c *serveConfig) validate() error {
 }
 
 func (c *serveConfig) billingConfig() billing.Config {
-	return billing.Config{Plans: c.plans, DefaultPlan: c.defaultPlan, PublicURL: c.publicURL}
+	cfg := billing.Config{Plans: c.plans, DefaultPlan: c.defaultPlan, PublicURL: c.publicURL}
+	if c.stripeKey != "" {
+		cfg.Provider = billing.NewStripe(billing.StripeConfig{Key: c.stripeKey, APIURL: c.stripeAPIURL})
+		cfg.WebhookSecret = c.stripeWebhookSecret
+	}
+	return cfg
 }
 
 func (c *serveConfig) webhookConfig() webhook.Config {
@@ -290,7 +314,8 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	log.Info("simrelay listening", "addr", ln.Addr().String(), "public_url", cfg.publicURL, "data_dir", cfg.dataDir,
-		"version", buildVersion(), "smtp", cfg.mailConfig().Redacted(), "admin_backup", onOff(cfg.adminToken != ""))
+		"version", buildVersion(), "smtp", cfg.mailConfig().Redacted(), "admin_backup", onOff(cfg.adminToken != ""),
+		"stripe", onOff(cfg.stripeKey != ""), "stripe_api_url", cfg.stripeAPIURL)
 	fmt.Fprintf(stdout, "simrelay %s listening on http://%s\n", buildVersion(), ln.Addr())
 
 	select {

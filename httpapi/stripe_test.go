@@ -1,0 +1,243 @@
+package httpapi_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	stripewebhook "github.com/stripe/stripe-go/v76/webhook"
+
+	"github.com/simrelay/simrelay/billing"
+	"github.com/simrelay/simrelay/internal/poll"
+	"github.com/simrelay/simrelay/store"
+	"github.com/simrelay/simrelay/webhook"
+)
+
+const testWebhookSecret = "whsec_test_0123456789abcdef"
+
+// freeLoopbackAddr is a loopback address no one listens on right now.
+func freeLoopbackAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// startStripeMock runs stripe-mock on loopback for the test and returns its URL.
+func startStripeMock(t *testing.T) string {
+	t.Helper()
+	bin, err := exec.LookPath("stripe-mock")
+	if err != nil {
+		gopath, gerr := exec.Command("go", "env", "GOPATH").Output()
+		cand := filepath.Join(strings.TrimSpace(string(gopath)), "bin", "stripe-mock")
+		if _, serr := os.Stat(cand); gerr != nil || serr != nil {
+			t.Fatalf("stripe-mock is not on PATH nor in $(go env GOPATH)/bin: `make test` installs it, or run go install github.com/stripe/stripe-mock@v0.203.0")
+		}
+		bin = cand
+	}
+	httpAddr, httpsAddr := freeLoopbackAddr(t), freeLoopbackAddr(t)
+	cmd := exec.Command(bin, "-http-addr", httpAddr, "-https-addr", httpsAddr)
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start stripe-mock: %v", err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	poll.Until(t, "stripe-mock listening on "+httpAddr, func() bool {
+		c, err := net.DialTimeout("tcp", httpAddr, time.Second)
+		if err != nil {
+			return false
+		}
+		c.Close()
+		return true
+	})
+	return "http://" + httpAddr
+}
+
+// stripePlans are the built-in plans with Stripe price ids.
+func stripePlans() []billing.Plan {
+	plans := billing.BuiltinPlans()
+	for i := range plans {
+		if plans[i].Price.Amount > 0 {
+			plans[i].StripePriceID = "price_" + plans[i].ID
+		}
+	}
+	return plans
+}
+
+func newStripeEnv(t *testing.T, apiURL string) *env {
+	t.Helper()
+	return newBillingEnv(t, store.Options{}, webhook.Config{}, billing.Config{
+		Plans: stripePlans(), WebhookSecret: testWebhookSecret,
+		Provider: billing.NewStripe(billing.StripeConfig{Key: "sk_test_123", APIURL: apiURL, Timeout: 10 * time.Second}),
+	})
+}
+
+// stripeEvent posts a signed Stripe event to the webhook.
+func (e *env) stripeEvent(id, typ string, created int64, object map[string]any) resp {
+	e.t.Helper()
+	payload, err := json.Marshal(map[string]any{"id": id, "object": "event", "type": typ, "created": created,
+		"api_version": "2020-08-27", "data": map[string]any{"object": object}})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	signed := stripewebhook.GenerateTestSignedPayload(&stripewebhook.UnsignedPayload{Payload: payload, Secret: testWebhookSecret})
+	return e.do(call{method: "POST", path: "/billing/stripe/webhook", body: string(payload), header: map[string]string{"Stripe-Signature": signed.Header}})
+}
+
+// Stripe mode against stripe-mock: subscribe answers a Checkout URL and
+// keeps (then reuses) the customer, portal answers a URL, members get 403,
+// the other company sees nothing.
+func TestStripeSubscribeAndPortal(t *testing.T) {
+	e := newStripeEnv(t, startStripeMock(t))
+	a := e.newCompany("Acme", "ana@acme.example")
+	b := e.newCompany("Beta", "bo@beta.example")
+	_, member := e.phonesInviteMember(a, "max@acme.example")
+
+	r := e.do(call{method: "GET", path: "/billing/subscription", token: a.access})
+	e.want(r, http.StatusOK, "")
+	if r.str("plan_id") != "free" || r.str("status") != "active" {
+		t.Errorf("default plan in Stripe mode: %s", r.Raw)
+	}
+	e.want(e.do(call{method: "POST", path: "/billing/portal", token: a.access}), http.StatusConflict, "conflict")
+	e.want(e.do(call{method: "POST", path: "/billing/subscribe", token: member, body: map[string]any{"plan_id": "starter"}}), http.StatusForbidden, "forbidden")
+	e.want(e.do(call{method: "POST", path: "/billing/portal", token: member}), http.StatusForbidden, "forbidden")
+
+	r = e.do(call{method: "POST", path: "/billing/subscribe", token: a.access, body: map[string]any{"plan_id": "starter"}})
+	e.want(r, http.StatusOK, "")
+	if !strings.HasPrefix(r.str("checkout_url"), "https://") || r.str("status") != "active" {
+		t.Errorf("subscribe in Stripe mode: %s", r.Raw)
+	}
+	sub, _, err := e.store.Subscription(uint64(a.id))
+	if err != nil || !strings.HasPrefix(sub.CustomerID, "cus_") || sub.PlanID != "" {
+		t.Fatalf("after checkout: %+v %v", sub, err)
+	}
+	// A second checkout reuses the customer; skip_trial is accepted.
+	r = e.do(call{method: "POST", path: "/billing/subscribe", token: a.access, body: map[string]any{"plan_id": "pro", "skip_trial": true}})
+	e.want(r, http.StatusOK, "")
+	again, _, _ := e.store.Subscription(uint64(a.id))
+	if again.CustomerID != sub.CustomerID {
+		t.Errorf("customer not reused: %q then %q", sub.CustomerID, again.CustomerID)
+	}
+	r = e.do(call{method: "POST", path: "/billing/portal", token: a.access})
+	e.want(r, http.StatusOK, "")
+	if !strings.HasPrefix(r.str("url"), "https://") {
+		t.Errorf("portal: %s", r.Raw)
+	}
+	// The other company: untouched, no customer, its portal still 409.
+	other, _, _ := e.store.Subscription(uint64(b.id))
+	if other.CustomerID != "" {
+		t.Errorf("other company got a customer: %+v", other)
+	}
+	e.want(e.do(call{method: "POST", path: "/billing/portal", token: b.access}), http.StatusConflict, "conflict")
+}
+
+// Every status through signed events, repeated and out of order; matched by
+// metadata, then by the stored customer; a bad signature is 400.
+func TestStripeWebhookTransitions(t *testing.T) {
+	e := newStripeEnv(t, "http://"+freeLoopbackAddr(t))
+	a := e.newCompany("Acme", "ana@acme.example")
+	b := e.newCompany("Beta", "bo@beta.example")
+	cid := fmt.Sprint(uint64(a.id))
+	meta := map[string]any{"company_id": cid, "plan_id": "starter"}
+	periodStart := time.Date(2026, 11, 20, 0, 0, 0, 0, time.UTC).Unix()
+	periodEnd := time.Date(2026, 12, 20, 0, 0, 0, 0, time.UTC).Unix()
+	trialEnd := time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC).Unix()
+	subObj := func(status string, metadata map[string]any) map[string]any {
+		o := map[string]any{"id": "sub_A", "object": "subscription", "customer": "cus_A", "status": status,
+			"current_period_start": periodStart, "current_period_end": periodEnd}
+		if status == "trialing" {
+			o["trial_end"] = trialEnd
+		}
+		if metadata != nil {
+			o["metadata"] = metadata
+		}
+		return o
+	}
+	view := func() resp {
+		r := e.do(call{method: "GET", path: "/billing/subscription", token: a.access})
+		e.want(r, http.StatusOK, "")
+		return r
+	}
+	wantView := func(step, plan, status, trial string) {
+		t.Helper()
+		r := view()
+		if r.str("plan_id") != plan || r.str("status") != status || r.str("trial_ends_at") != trial {
+			t.Errorf("%s: got %s", step, r.Raw)
+		}
+	}
+
+	// Bad and missing signatures: 400, nothing applied.
+	payload := `{"id":"evt_bad","object":"event","type":"customer.subscription.updated","created":1,"data":{"object":{}}}`
+	bad := stripewebhook.GenerateTestSignedPayload(&stripewebhook.UnsignedPayload{Payload: []byte(payload), Secret: "whsec_other"})
+	e.want(e.do(call{method: "POST", path: "/billing/stripe/webhook", body: payload, header: map[string]string{"Stripe-Signature": bad.Header}}), http.StatusBadRequest, "validation_failed")
+	e.want(e.do(call{method: "POST", path: "/billing/stripe/webhook", body: payload}), http.StatusBadRequest, "validation_failed")
+
+	const t0 = 1_795_000_000
+	e.want(e.stripeEvent("evt_1", "checkout.session.completed", t0, map[string]any{"id": "cs_1", "object": "checkout.session",
+		"customer": "cus_A", "subscription": "sub_A", "client_reference_id": cid, "metadata": meta}), http.StatusOK, "")
+	if sub, _, _ := e.store.Subscription(uint64(a.id)); sub.CustomerID != "cus_A" || sub.ProviderSubID != "sub_A" || sub.PlanID != "starter" {
+		t.Fatalf("after checkout.session.completed: %+v", sub)
+	}
+	e.want(e.stripeEvent("evt_2", "customer.subscription.created", t0+1, subObj("trialing", meta)), http.StatusOK, "")
+	wantView("trialing", "starter", "trialing", "2026-12-04T00:00:00.000Z")
+	if r := view(); r.str("current_period_end") != "2026-12-20T00:00:00.000Z" {
+		t.Errorf("period end: %s", r.Raw)
+	}
+	e.want(e.stripeEvent("evt_3", "customer.subscription.updated", t0+2, subObj("active", meta)), http.StatusOK, "")
+	wantView("active", "starter", "active", "")
+	// The same event id again, even with other content: applied once.
+	e.want(e.stripeEvent("evt_2", "customer.subscription.created", t0+50, subObj("trialing", meta)), http.StatusOK, "")
+	wantView("repeated event", "starter", "active", "")
+	e.want(e.stripeEvent("evt_5", "customer.subscription.updated", t0+5, subObj("past_due", meta)), http.StatusOK, "")
+	wantView("past_due", "starter", "past_due", "")
+	// An older event arriving late leaves the newer state.
+	e.want(e.stripeEvent("evt_4", "customer.subscription.updated", t0+4, subObj("active", meta)), http.StatusOK, "")
+	wantView("out of order", "starter", "past_due", "")
+	// Matched by the stored customer when the metadata is missing.
+	e.want(e.stripeEvent("evt_6", "customer.subscription.deleted", t0+6, subObj("canceled", nil)), http.StatusOK, "")
+	r := view()
+	lim := r.Body["limits"].(map[string]any)
+	if r.str("status") != "canceled" || lim["messages_per_month"] != float64(100) {
+		t.Errorf("canceled falls back to the default plan's limits: %s", r.Raw)
+	}
+	// Unknown event types are acknowledged and ignored.
+	e.want(e.stripeEvent("evt_7", "invoice.paid", t0+7, map[string]any{"id": "in_1", "object": "invoice"}), http.StatusOK, "")
+	wantView("after an unknown type", "starter", "canceled", "")
+
+	// The other company sees nothing of it.
+	r = e.do(call{method: "GET", path: "/billing/subscription", token: b.access})
+	e.want(r, http.StatusOK, "")
+	if r.str("plan_id") != "free" || r.str("status") != "active" || r.Body["trial_ends_at"] != nil {
+		t.Errorf("other company: %s", r.Raw)
+	}
+}
+
+// A Stripe that cannot be reached answers 502 payment_provider_error,
+// without Stripe's own words.
+func TestStripeUnreachable(t *testing.T) {
+	e := newStripeEnv(t, "http://"+freeLoopbackAddr(t))
+	a := e.newCompany("Acme", "ana@acme.example")
+	r := e.do(call{method: "POST", path: "/billing/subscribe", token: a.access, body: map[string]any{"plan_id": "starter"}})
+	e.want(r, http.StatusBadGateway, "payment_provider_error")
+	if _, err := e.store.UpdateSubscription(uint64(a.id), func(s *store.Subscription) error { s.CustomerID = "cus_X"; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	r2 := e.do(call{method: "POST", path: "/billing/portal", token: a.access})
+	e.want(r2, http.StatusBadGateway, "payment_provider_error")
+	for _, body := range [][]byte{r.Raw, r2.Raw} {
+		low := strings.ToLower(string(body))
+		if strings.Contains(low, "stripe") || strings.Contains(low, "127.0.0.1") || strings.Contains(low, "cus_") {
+			t.Errorf("provider details leak: %s", body)
+		}
+	}
+}
