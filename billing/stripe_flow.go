@@ -18,16 +18,18 @@ func (s *Service) checkout(ctx context.Context, in SubscribeInput, plan Plan) (S
 		CompanyID: in.CompanyID, CustomerID: sub.CustomerID, Email: in.Email, Plan: plan, SkipTrial: in.SkipTrial,
 		SuccessURL: s.cfg.PublicURL + "/billing/success?session_id={CHECKOUT_SESSION_ID}", CancelURL: s.cfg.PublicURL + "/billing/canceled",
 	})
-	if err != nil {
-		return SubscribeResult{}, s.providerFailed("checkout", in.CompanyID, err)
-	}
+	// A customer made before a failed session is kept too, so that the
+	// next try reuses it instead of making another.
 	if customer != "" && customer != sub.CustomerID {
-		if _, err := s.store.UpdateSubscription(in.CompanyID, func(sub *store.Subscription) error {
+		if _, serr := s.store.UpdateSubscription(in.CompanyID, func(sub *store.Subscription) error {
 			sub.CustomerID = customer
 			return nil
-		}); err != nil {
-			return SubscribeResult{}, err
+		}); serr != nil {
+			return SubscribeResult{}, serr
 		}
+	}
+	if err != nil {
+		return SubscribeResult{}, s.providerFailed("checkout", in.CompanyID, err)
 	}
 	view, err := s.Subscription(ctx, in.CompanyID)
 	if err != nil {
