@@ -83,6 +83,9 @@ func TestBadValuesNameTheFlag(t *testing.T) {
 		{[]string{"--smtp-from", "not an address"}, nil, `--smtp-from (SIMRELAY_SMTP_FROM) "not an address": want an address`},
 		{[]string{"--admin-token", "short"}, nil, `--admin-token (SIMRELAY_ADMIN_TOKEN): the token has 5 characters, want at least 32`},
 		{[]string{"--bogus"}, nil, `flag provided but not defined: -bogus`},
+		{[]string{"--stripe-webhook-secret", "whsec_x"}, nil, `need --stripe-key (SIMRELAY_STRIPE_KEY)`},
+		{[]string{"--stripe-key", "sk_test_x"}, nil, `--stripe-webhook-secret (SIMRELAY_STRIPE_WEBHOOK_SECRET) is required with --stripe-key`},
+		{[]string{"--stripe-key", "sk_test_x", "--stripe-webhook-secret", "whsec_x", "--stripe-api-url", "localhost:12111"}, nil, `--stripe-api-url (SIMRELAY_STRIPE_API_URL) "localhost:12111": want an absolute http(s) URL`},
 	}
 	for _, c := range cases {
 		t.Run(c.want, func(t *testing.T) {
@@ -96,7 +99,7 @@ func TestBadValuesNameTheFlag(t *testing.T) {
 			if n := strings.Count(errOut, "\n"); n != 1 {
 				t.Errorf("got %d lines on stderr, want the message once:\n%s", n, errOut)
 			}
-			if strings.Contains(errOut, "parse error") || strings.Contains(errOut, "--smtp-url") || strings.Contains(errOut, "short") {
+			if strings.Contains(errOut, "parse error") || strings.Contains(errOut, "--smtp-url") || strings.Contains(errOut, "short") || strings.Contains(errOut, "sk_test_x") || strings.Contains(errOut, "whsec_x") {
 				t.Errorf("stderr %q: a bare strconv error, the wrong flag or the secret itself", errOut)
 			}
 		})
