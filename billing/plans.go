@@ -88,6 +88,11 @@ func LoadPlans(path string) ([]Plan, error) {
 	if err := ValidatePlans(f.Plans); err != nil {
 		return nil, fmt.Errorf("plans file %s: %w", path, err)
 	}
+	for i := range f.Plans {
+		if f.Plans[i].Features == nil {
+			f.Plans[i].Features = []string{} // the contract's features:[...], never null
+		}
+	}
 	if !slices.ContainsFunc(f.Plans, func(p Plan) bool { return p.ID == PlanUnlimited }) {
 		f.Plans = append(f.Plans, unlimitedPlan())
 	}

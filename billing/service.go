@@ -2,6 +2,8 @@ package billing
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -25,7 +27,7 @@ type Store interface {
 	Subscription(companyID uint64) (store.Subscription, bool, error)
 	UpdateSubscription(companyID uint64, fn func(*store.Subscription) error) (store.Subscription, error)
 	Usage(companyID uint64, periodStart time.Time) (messages int64, devices int, err error)
-	ApplyProviderEvent(eventID string, companyID uint64, created int64, now time.Time, fn func(sub *store.Subscription, stale bool)) (bool, error)
+	ApplyProviderEvent(eventID string, companyID uint64, customer string, created int64, ordered bool, now time.Time, fn func(sub *store.Subscription, stale bool) bool) (bool, error)
 	CompanyByCustomer(customerID string) (uint64, bool, error)
 }
 
@@ -48,6 +50,20 @@ type CheckoutInput struct {
 	SkipTrial  bool
 	SuccessURL string
 	CancelURL  string
+	// Instance marks the session and subscription as this server's
+	// (metadata simrelay_instance), see Service.ownCompany.
+	Instance string
+}
+
+// metaInstance is the metadata key of the instance mark.
+const metaInstance = "simrelay_instance"
+
+// InstanceMark is the value of metadata simrelay_instance that a server
+// with this public URL writes on its Stripe customers, sessions and
+// subscriptions: the first 8 bytes of the URL's SHA-256, in hex.
+func InstanceMark(publicURL string) string {
+	sum := sha256.Sum256([]byte(publicURL))
+	return hex.EncodeToString(sum[:8])
 }
 
 // Config of the billing service.
@@ -76,9 +92,13 @@ type Service struct {
 	cfg   Config
 	plans []Plan
 	byID  map[string]Plan
-	store Store
-	log   *slog.Logger
-	now   func() time.Time
+	// instance marks what this server puts in Stripe: a hash of its public
+	// URL, so that another server on the same Stripe account (staging,
+	// production) never takes this one's events for its own companies.
+	instance string
+	store    Store
+	log      *slog.Logger
+	now      func() time.Time
 }
 
 // New checks the configuration; the error names the plan and field at fault.
@@ -96,7 +116,7 @@ func New(cfg Config, st Store, log *slog.Logger, now func() time.Time) (*Service
 			cfg.DefaultPlan = DefaultPlanStripe
 		}
 	}
-	s := &Service{cfg: cfg, plans: plans, byID: map[string]Plan{}, store: st, log: log, now: now}
+	s := &Service{cfg: cfg, plans: plans, byID: map[string]Plan{}, store: st, log: log, now: now, instance: InstanceMark(cfg.PublicURL)}
 	for _, p := range plans {
 		s.byID[p.ID] = p
 	}
@@ -264,8 +284,19 @@ func (s *Service) Subscribe(ctx context.Context, in SubscribeInput) (SubscribeRe
 	if !ok || plan.Hidden {
 		return SubscribeResult{}, problem.Invalid("plan_id", "names no plan of GET /plans")
 	}
-	if s.cfg.Provider != nil {
+	if s.cfg.Provider != nil && plan.StripePriceID != "" {
 		return s.checkout(ctx, in, plan)
+	}
+	if s.cfg.Provider != nil {
+		// A plan with no Stripe price (free) needs no checkout; a company
+		// paying for a subscription leaves it in the Billing Portal first.
+		cur, _, err := s.store.Subscription(in.CompanyID)
+		if err != nil {
+			return SubscribeResult{}, err
+		}
+		if cur.ProviderSubID != "" && (cur.Status == StatusActive || cur.Status == StatusTrialing || cur.Status == StatusPastDue) {
+			return SubscribeResult{}, problem.New(problem.Conflict, "The company pays for a subscription: cancel it in the billing portal (POST /billing/portal); it returns to the default plan when it ends.")
+		}
 	}
 	now := s.now().UTC()
 	sub, err := s.store.UpdateSubscription(in.CompanyID, func(sub *store.Subscription) error {

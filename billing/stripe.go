@@ -60,10 +60,12 @@ func NewStripe(cfg StripeConfig) *Stripe {
 // and on the subscription it creates, so the webhook can match its events.
 func (s *Stripe) Checkout(ctx context.Context, in CheckoutInput) (string, string, error) {
 	company := strconv.FormatUint(in.CompanyID, 10)
-	meta := map[string]string{"company_id": company, "plan_id": in.Plan.ID}
+	meta := map[string]string{"company_id": company, "plan_id": in.Plan.ID, metaInstance: in.Instance}
 	customer := in.CustomerID
 	if customer == "" {
-		p := &stripe.CustomerParams{Metadata: map[string]string{"company_id": company}}
+		p := &stripe.CustomerParams{Metadata: map[string]string{"company_id": company, metaInstance: in.Instance}}
+		// Two subscribes at once make one customer, not two.
+		p.SetIdempotencyKey("simrelay-customer-" + in.Instance + "-" + company)
 		if in.Email != "" {
 			p.Email = stripe.String(in.Email)
 		}

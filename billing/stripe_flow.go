@@ -14,9 +14,15 @@ func (s *Service) checkout(ctx context.Context, in SubscribeInput, plan Plan) (S
 	if err != nil {
 		return SubscribeResult{}, err
 	}
+	// One live subscription per company: a second checkout would open a
+	// second subscription, billed alongside the first.
+	if sub.ProviderSubID != "" && (sub.Status == StatusActive || sub.Status == StatusTrialing || sub.Status == StatusPastDue) {
+		return SubscribeResult{}, problem.New(problem.Conflict, "The company already has a subscription: change its plan in the billing portal (POST /billing/portal).")
+	}
 	url, customer, err := s.cfg.Provider.Checkout(ctx, CheckoutInput{
 		CompanyID: in.CompanyID, CustomerID: sub.CustomerID, Email: in.Email, Plan: plan, SkipTrial: in.SkipTrial,
 		SuccessURL: s.cfg.PublicURL + "/billing/success?session_id={CHECKOUT_SESSION_ID}", CancelURL: s.cfg.PublicURL + "/billing/canceled",
+		Instance: s.instance,
 	})
 	// A customer made before a failed session is kept too, so that the
 	// next try reuses it instead of making another.

@@ -51,16 +51,16 @@ func (s *Service) HandleStripeEvent(_ context.Context, payload []byte, signature
 			subID = cs.Subscription.ID
 		}
 		planID := s.knownPlan(ev, cs.Metadata["plan_id"])
-		return s.apply(ev, cs.Metadata["company_id"], customer, func(sub *store.Subscription, stale bool) {
-			if customer != "" {
-				sub.CustomerID = customer
-			}
-			if subID != "" {
+		// Checkout completion carries no state of the subscription: it binds
+		// the customer and the subscription, and stays out of the ordering.
+		return s.apply(ev, s.ownCompany(cs.Metadata), customer, false, func(sub *store.Subscription, _ bool) bool {
+			if subID != "" && (sub.ProviderSubID == "" || sub.Status == StatusCanceled || sub.Status == StatusNone) {
 				sub.ProviderSubID = subID
+				if planID != "" {
+					sub.PlanID = planID
+				}
 			}
-			if planID != "" && !stale {
-				sub.PlanID = planID
-			}
+			return false
 		})
 	case EventSubscriptionCreated, EventSubscriptionUpdated, EventSubscriptionDeleted:
 		var ss stripe.Subscription
@@ -71,17 +71,20 @@ func (s *Service) HandleStripeEvent(_ context.Context, payload []byte, signature
 		if ss.Customer != nil {
 			customer = ss.Customer.ID
 		}
-		planID := s.knownPlan(ev, ss.Metadata["plan_id"])
+		planID := s.planOf(ev, ss)
 		status := stripeStatus(ss.Status)
 		if string(ev.Type) == EventSubscriptionDeleted {
 			status = StatusCanceled
 		}
-		return s.apply(ev, ss.Metadata["company_id"], customer, func(sub *store.Subscription, stale bool) {
-			if customer != "" {
-				sub.CustomerID = customer
-			}
+		return s.apply(ev, s.ownCompany(ss.Metadata), customer, true, func(sub *store.Subscription, stale bool) bool {
 			if stale {
-				return
+				return false
+			}
+			// A company has one live subscription: news of another one (an
+			// older, replaced subscription) does not move its state.
+			if sub.ProviderSubID != "" && ss.ID != "" && ss.ID != sub.ProviderSubID && sub.Status != StatusCanceled && sub.Status != StatusNone {
+				s.log.Warn("stripe event for a subscription the company no longer uses; ignored", "event", ev.ID, "subscription", ss.ID)
+				return false
 			}
 			if ss.ID != "" {
 				sub.ProviderSubID = ss.ID
@@ -100,6 +103,7 @@ func (s *Service) HandleStripeEvent(_ context.Context, payload []byte, signature
 				sub.PeriodStart = time.Unix(ss.CurrentPeriodStart, 0).UTC()
 				sub.PeriodEnd = time.Unix(ss.CurrentPeriodEnd, 0).UTC()
 			}
+			return true
 		})
 	default:
 		s.log.Debug("stripe event ignored", "event", ev.ID, "type", ev.Type)
@@ -138,14 +142,45 @@ func (s *Service) knownPlan(ev stripe.Event, id string) string {
 	return id
 }
 
-// apply finds the company (metadata.company_id, then the stored customer)
-// and applies fn once per event id. An event that matches no company is
-// logged and acknowledged: retrying it would not make it match.
-func (s *Service) apply(ev stripe.Event, companyMeta, customer string, fn func(*store.Subscription, bool)) error {
-	var company uint64
-	if id, err := strconv.ParseUint(companyMeta, 10, 64); err == nil && id > 0 {
-		company = id
-	} else if customer != "" {
+// ownCompany is the metadata's company_id when the metadata carries this
+// server's instance mark: a Stripe account may feed several servers (staging
+// and production), whose company ids are small integers that collide, so an
+// id without the mark is no evidence. Zero when absent.
+func (s *Service) ownCompany(meta map[string]string) uint64 {
+	if meta[metaInstance] != s.instance {
+		return 0
+	}
+	id, err := strconv.ParseUint(meta["company_id"], 10, 64)
+	if err != nil {
+		return 0
+	}
+	return id
+}
+
+// planOf is the plan a subscription is on: the plan whose Stripe price its
+// first item has (a change made in the Billing Portal shows there), else the
+// plan its metadata names.
+func (s *Service) planOf(ev stripe.Event, ss stripe.Subscription) string {
+	if ss.Items != nil {
+		for _, it := range ss.Items.Data {
+			if it != nil && it.Price != nil && it.Price.ID != "" {
+				for _, p := range s.plans {
+					if p.StripePriceID == it.Price.ID {
+						return p.ID
+					}
+				}
+			}
+		}
+	}
+	return s.knownPlan(ev, ss.Metadata["plan_id"])
+}
+
+// apply finds the company (this server's metadata.company_id, then the
+// stored customer) and applies fn once per event id. An event that matches
+// no company, or whose customer belongs to another one, is logged and
+// acknowledged: retrying it would not change that.
+func (s *Service) apply(ev stripe.Event, company uint64, customer string, ordered bool, fn func(*store.Subscription, bool) bool) error {
+	if company == 0 && customer != "" {
 		id, found, err := s.store.CompanyByCustomer(customer)
 		if err != nil {
 			return err
@@ -158,12 +193,15 @@ func (s *Service) apply(ev stripe.Event, companyMeta, customer string, fn func(*
 		s.log.Warn("stripe event matches no company; ignored", "event", ev.ID, "type", ev.Type)
 		return nil
 	}
-	applied, err := s.store.ApplyProviderEvent(ev.ID, company, ev.Created, s.now().UTC(), fn)
-	if errors.Is(err, store.ErrNotFound) {
+	applied, err := s.store.ApplyProviderEvent(ev.ID, company, customer, ev.Created, ordered, s.now().UTC(), fn)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
 		s.log.Warn("stripe event names a company that does not exist; ignored", "event", ev.ID, "company", company)
 		return nil
-	}
-	if err != nil {
+	case errors.Is(err, store.ErrForeignCustomer):
+		s.log.Warn("stripe event's customer belongs to another company; ignored", "event", ev.ID, "company", company, "customer", customer)
+		return nil
+	case err != nil:
 		return err
 	}
 	s.log.Info("stripe event", "event", ev.ID, "type", ev.Type, "company", company, "applied", applied)

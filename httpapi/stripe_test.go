@@ -148,7 +148,8 @@ func TestStripeWebhookTransitions(t *testing.T) {
 	a := e.newCompany("Acme", "ana@acme.example")
 	b := e.newCompany("Beta", "bo@beta.example")
 	cid := fmt.Sprint(uint64(a.id))
-	meta := map[string]any{"company_id": cid, "plan_id": "starter"}
+	mark := billing.InstanceMark(e.url)
+	meta := map[string]any{"company_id": cid, "plan_id": "starter", "simrelay_instance": mark}
 	periodStart := time.Date(2026, 11, 20, 0, 0, 0, 0, time.UTC).Unix()
 	periodEnd := time.Date(2026, 12, 20, 0, 0, 0, 0, time.UTC).Unix()
 	trialEnd := time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC).Unix()
@@ -239,5 +240,89 @@ func TestStripeUnreachable(t *testing.T) {
 		if strings.Contains(low, "stripe") || strings.Contains(low, "127.0.0.1") || strings.Contains(low, "cus_") {
 			t.Errorf("provider details leak: %s", body)
 		}
+	}
+}
+
+// Events are matched to companies safely: a company id without this
+// server's mark (another server on the same Stripe account) matches
+// nothing, a customer bound to one company never moves to another, a
+// checkout completion arriving after the subscription's events does not
+// hide their state, news of a replaced subscription is ignored, and the plan
+// follows the subscription's price (a change made in the Billing Portal).
+func TestStripeEventsStayWithTheirCompany(t *testing.T) {
+	e := newStripeEnv(t, "http://"+freeLoopbackAddr(t))
+	a := e.newCompany("Acme", "ana@acme.example")
+	b := e.newCompany("Beta", "bo@beta.example")
+	mark := billing.InstanceMark(e.url)
+	metaOf := func(c company, withMark bool) map[string]any {
+		m := map[string]any{"company_id": fmt.Sprint(uint64(c.id)), "plan_id": "starter"}
+		if withMark {
+			m["simrelay_instance"] = mark
+		}
+		return m
+	}
+	subOf := func(id, customer, status, price string, meta map[string]any) map[string]any {
+		return map[string]any{"id": id, "object": "subscription", "customer": customer, "status": status, "metadata": meta,
+			"items": map[string]any{"object": "list", "data": []any{map[string]any{"id": "si_" + id, "object": "subscription_item",
+				"price": map[string]any{"id": price, "object": "price"}}}}}
+	}
+	subscription := func(c company) store.Subscription {
+		t.Helper()
+		sub, _, err := e.store.Subscription(uint64(c.id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sub
+	}
+	const t0 = 1_795_000_000
+
+	// Another server's event naming A's id: no mark, no known customer, nothing applied.
+	e.want(e.stripeEvent("evt_x", "customer.subscription.created", t0, subOf("sub_X", "cus_X", "active", "price_pro", metaOf(a, false))), http.StatusOK, "")
+	if sub := subscription(a); sub.CustomerID != "" || sub.Status != "" {
+		t.Fatalf("an unmarked event was applied to A: %+v", sub)
+	}
+
+	// The checkout completion arrives after the subscription's first event.
+	e.want(e.stripeEvent("evt_1", "customer.subscription.created", t0, subOf("sub_A", "cus_A", "active", "price_starter", metaOf(a, true))), http.StatusOK, "")
+	e.want(e.stripeEvent("evt_2", "checkout.session.completed", t0+10, map[string]any{"id": "cs_1", "object": "checkout.session",
+		"customer": "cus_A", "subscription": "sub_A", "metadata": metaOf(a, true)}), http.StatusOK, "")
+	if sub := subscription(a); sub.Status != "active" || sub.PlanID != "starter" || sub.CustomerID != "cus_A" {
+		t.Fatalf("after the late checkout completion: %+v", sub)
+	}
+	// A later update at an older second than the checkout still applies:
+	// the checkout completion is no mark of order.
+	e.want(e.stripeEvent("evt_3", "customer.subscription.updated", t0+5, subOf("sub_A", "cus_A", "past_due", "price_starter", metaOf(a, true))), http.StatusOK, "")
+	if sub := subscription(a); sub.Status != "past_due" {
+		t.Fatalf("an update after the checkout completion: %+v", sub)
+	}
+
+	// B's marked id with A's customer: the customer stays A's, B unchanged.
+	e.want(e.stripeEvent("evt_4", "customer.subscription.updated", t0+20, subOf("sub_A", "cus_A", "active", "price_pro", metaOf(b, true))), http.StatusOK, "")
+	if sub := subscription(b); sub.CustomerID != "" || sub.Status != "" {
+		t.Fatalf("A's customer reached B: %+v", sub)
+	}
+	if id, found, _ := e.store.CompanyByCustomer("cus_A"); !found || id != uint64(a.id) {
+		t.Fatalf("cus_A now maps to company %d", id)
+	}
+
+	// The plan follows the price of the subscription's item.
+	e.want(e.stripeEvent("evt_5", "customer.subscription.updated", t0+30, subOf("sub_A", "cus_A", "active", "price_pro", metaOf(a, true))), http.StatusOK, "")
+	if sub := subscription(a); sub.PlanID != "pro" || sub.Status != "active" {
+		t.Fatalf("after a price change in the portal: %+v", sub)
+	}
+	// News of another subscription of the same customer leaves the live one.
+	e.want(e.stripeEvent("evt_6", "customer.subscription.deleted", t0+40, subOf("sub_OLD", "cus_A", "canceled", "price_starter", metaOf(a, true))), http.StatusOK, "")
+	if sub := subscription(a); sub.Status != "active" || sub.ProviderSubID != "sub_A" {
+		t.Fatalf("a replaced subscription's deletion moved the live one: %+v", sub)
+	}
+
+	// A paying company gets 409 for a second checkout and for the free plan;
+	// a company paying nothing switches to free at once.
+	e.want(e.do(call{method: "POST", path: "/billing/subscribe", token: a.access, body: map[string]any{"plan_id": "starter"}}), http.StatusConflict, "conflict")
+	e.want(e.do(call{method: "POST", path: "/billing/subscribe", token: a.access, body: map[string]any{"plan_id": "free"}}), http.StatusConflict, "conflict")
+	r := e.do(call{method: "POST", path: "/billing/subscribe", token: b.access, body: map[string]any{"plan_id": "free"}})
+	e.want(r, http.StatusOK, "")
+	if r.str("status") != "active" || r.str("checkout_url") != "" {
+		t.Fatalf("free plan without a paid subscription: %s", r.Raw)
 	}
 }
