@@ -181,12 +181,31 @@ func (s *Service) effective(sub store.Subscription, found bool, now time.Time) (
 // period is the span messages count over: the provider's billing period
 // while it is current, else the UTC calendar month.
 func (s *Service) period(sub store.Subscription, now time.Time) (time.Time, time.Time) {
-	if s.cfg.Provider != nil && !sub.PeriodStart.IsZero() && !now.Before(sub.PeriodStart) && now.Before(sub.PeriodEnd) {
-		return sub.PeriodStart.UTC(), sub.PeriodEnd.UTC()
+	if s.cfg.Provider != nil && !sub.PeriodStart.IsZero() && sub.PeriodEnd.After(sub.PeriodStart) && !now.Before(sub.PeriodStart) {
+		// Past the period Stripe last sent, until its renewal event arrives,
+		// the next periods follow on from it (not the calendar month, whose
+		// slot would count the same messages twice or not at all).
+		from, to := sub.PeriodStart.UTC(), sub.PeriodEnd.UTC()
+		for i := 0; !now.Before(to) && i < 1200; i++ {
+			from, to = to, nextPeriodEnd(from, to)
+		}
+		return from, to
 	}
 	now = now.UTC()
 	from := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
 	return from, from.AddDate(0, 1, 0)
+}
+
+// nextPeriodEnd is the end of the period after [from, to): a month or a
+// year later when that is what the period was, else as long again.
+func nextPeriodEnd(from, to time.Time) time.Time {
+	switch {
+	case to.Equal(from.AddDate(0, 1, 0)):
+		return to.AddDate(0, 1, 0)
+	case to.Equal(from.AddDate(1, 0, 0)):
+		return to.AddDate(1, 0, 0)
+	}
+	return to.Add(to.Sub(from))
 }
 
 func orUnlimited(n *int64) int64 {
