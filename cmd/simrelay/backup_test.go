@@ -60,12 +60,7 @@ func prefill(t *testing.T, dir, device string, mb int) {
 // streamed from inside a read transaction blocked bbolt's remap, so every
 // write, and then every read, waited for that client.
 func TestStalledBackupHoldsNothing(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
-	}
-	bin := buildBinary(t)
-	dir := t.TempDir()
-	apiKey := createCompany(t, bin, dir)
+	bin, dir, apiKey := companyStore(t)
 	prefill(t, dir, "stall-phone", 16)
 	srv := startServer(t, bin, dir, "--admin-token", testAdminToken, "--rate-general", "1000000/1m")
 	u, _ := url.Parse(srv.url)

@@ -21,12 +21,7 @@ import (
 // of a burst of concurrent sends, restarts it on the same data directory, and
 // wants every send that was answered 2xx to reach the phone.
 func TestCrashLosesNoAnsweredSend(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and kills the binary")
-	}
-	bin := buildBinary(t)
-	dir := t.TempDir()
-	apiKey := createCompany(t, bin, dir)
+	bin, dir, apiKey := companyStore(t)
 	// The limit would refuse a burst; this test is about durability.
 	limits := []string{"--rate-general", "1000000/1m"}
 	srv := startServer(t, bin, dir, limits...)

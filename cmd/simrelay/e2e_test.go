@@ -17,6 +17,20 @@ import (
 	"github.com/simrelay/simrelay/store"
 )
 
+// companyStore builds the binary and makes a data directory holding one
+// company, through the README's admin create-company; it returns the
+// binary, the directory and the company's API key. Tests that run the
+// binary are skipped with -short.
+func companyStore(t *testing.T) (bin, dir, apiKey string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin = buildBinary(t)
+	dir = t.TempDir()
+	return bin, dir, createCompany(t, bin, dir)
+}
+
 // buildBinary compiles simrelay once per test run into a temporary directory.
 func buildBinary(t *testing.T) string {
 	t.Helper()
@@ -106,12 +120,7 @@ func createCompany(t *testing.T, bin, dir string) string {
 // start the server, call the API with the printed key; then back up the
 // running server and stop it with SIGTERM.
 func TestQuickStart(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
-	}
-	bin := buildBinary(t)
-	dir := t.TempDir()
-	apiKey := createCompany(t, bin, dir)
+	bin, dir, apiKey := companyStore(t)
 
 	srv := startServer(t, bin, dir, "--admin-token", testAdminToken)
 	code, body := get(t, srv.url+"/company", apiKey)

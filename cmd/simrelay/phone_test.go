@@ -19,12 +19,7 @@ import (
 // paired with the API key and carrying one inbound SMS, then a send that the
 // phone reports delivered.
 func TestVirtualPhone(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
-	}
-	bin := buildBinary(t)
-	dir := t.TempDir()
-	apiKey := createCompany(t, bin, dir)
+	bin, dir, apiKey := companyStore(t)
 	srv := startServer(t, bin, dir)
 
 	phone := exec.Command(bin, "phone", "--server", srv.url, "--api-key", apiKey, "--token-file", filepath.Join(t.TempDir(), "phone.json"),
@@ -81,12 +76,7 @@ func waitOutput(t *testing.T, b *syncbuf.Buffer, want string) {
 // pairing new phones needs. It says in one line why a link ended and when
 // it waits for a server that does not answer.
 func TestVirtualPhoneKeepsItsToken(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
-	}
-	bin := buildBinary(t)
-	dir := t.TempDir()
-	apiKey := createCompany(t, bin, dir)
+	bin, dir, apiKey := companyStore(t)
 	srv := startServer(t, bin, dir)
 	tokenFile := filepath.Join(t.TempDir(), "phones", "virtual-phone.json")
 	// authRemaining spends one request of the authentication scope and
