@@ -1,8 +1,6 @@
 package httpapi
 
 import (
-	"errors"
-	"io"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -70,13 +68,9 @@ func (s *Server) stripeWebhook(c echo.Context) error {
 	if s.deps.Billing == nil {
 		return errNoBilling
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), c.Request().Body, maxBodyBytes))
-	var tooBig *http.MaxBytesError
-	if errors.As(err, &tooBig) {
-		return errTooLarge
-	}
+	body, err := readBody(c)
 	if err != nil {
-		return problem.New(problem.InvalidJSON, "The request body could not be read.")
+		return err
 	}
 	if err := s.deps.Billing.HandleStripeEvent(c.Request().Context(), body, c.Request().Header.Get("Stripe-Signature")); err != nil {
 		return err

@@ -71,17 +71,26 @@ var errTooLarge = problem.Newf(problem.PayloadTooLarge, "The request body is ove
 // maxBodyBytes bounds every request body (the contract's 1 MiB).
 const maxBodyBytes = 1 << 20
 
+// readBody reads the request body, at most maxBodyBytes of it (413 above).
+func readBody(c echo.Context) ([]byte, error) {
+	data, err := io.ReadAll(http.MaxBytesReader(c.Response(), c.Request().Body, maxBodyBytes))
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return nil, errTooLarge
+	}
+	if err != nil {
+		return nil, problem.New(problem.InvalidJSON, "The request body could not be read.")
+	}
+	return data, nil
+}
+
 // bind decodes the JSON body into v. Unknown fields are ignored; an empty,
 // malformed or trailing-garbage body is invalid_json, a wrong type names the
 // field at fault.
 func bind(c echo.Context, v any) error {
-	data, err := io.ReadAll(http.MaxBytesReader(c.Response(), c.Request().Body, maxBodyBytes))
-	var tooBig *http.MaxBytesError
-	if errors.As(err, &tooBig) {
-		return errTooLarge
-	}
+	data, err := readBody(c)
 	if err != nil {
-		return problem.New(problem.InvalidJSON, "The request body could not be read.")
+		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	err = dec.Decode(v)
