@@ -77,14 +77,13 @@ func (s *Service) queued(m store.Message) {
 // restart resumes from the index and nothing scans the messages.
 func (s *Service) runScheduler(ctx context.Context) {
 	for ctx.Err() == nil {
-		s.releaseDue()
-		at, ok, err := s.store.NextDue()
-		if err != nil {
-			s.log.Error("read the next scheduled message", "err", err)
-			at, ok = s.now().Add(expireEvery), true // try again later
-		}
-		var until time.Time
-		if ok {
+		var until time.Time // zero: nothing scheduled, sleep until woken
+		if !s.releaseDue() {
+			until = s.now().Add(expireEvery) // a failing store is tried again later, not in a tight loop
+		} else if at, ok, err := s.store.NextDue(); err != nil {
+			s.log.Error("scheduler: read the next scheduled message", "err", err)
+			until = s.now().Add(expireEvery)
+		} else if ok {
 			until = at
 		}
 		s.sched.Wait(ctx, until, s.now)
@@ -92,13 +91,13 @@ func (s *Service) runScheduler(ctx context.Context) {
 }
 
 // releaseDue queues every scheduled message that is due and wakes the links
-// of their devices.
-func (s *Service) releaseDue() {
+// of their devices; false says the store failed (and it is logged).
+func (s *Service) releaseDue() bool {
 	for {
 		msgs, err := s.store.ReleaseDue(s.now(), releaseBatch)
 		if err != nil {
 			s.log.Error("queue scheduled messages", "err", err)
-			return
+			return false
 		}
 		kicked := map[string]bool{}
 		for _, m := range msgs {
@@ -108,7 +107,7 @@ func (s *Service) releaseDue() {
 			}
 		}
 		if len(msgs) < releaseBatch {
-			return
+			return true
 		}
 	}
 }
