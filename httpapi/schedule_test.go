@@ -124,3 +124,22 @@ func TestCancelScheduledAndQueued(t *testing.T) {
 		t.Fatalf("after a refused cancel: %s", q.Raw)
 	}
 }
+
+// Deleting a device fails its scheduled messages at once, as its queued ones.
+func TestDeletedDeviceFailsScheduled(t *testing.T) {
+	e := newEnv(t, roomy)
+	a := e.newCompany("Acme", "owner@acme.test")
+	e.pairPhone(a.apiKey, "a-phone")
+	id := e.do(call{method: "POST", path: "/chat/send", token: a.apiKey, body: scheduledBody("a-phone", "+15551234567", "s", e.clock.Now().Add(time.Hour))}).str("queueId")
+	e.want(e.do(call{method: "DELETE", path: "/device/delete/a-phone", token: a.apiKey}), http.StatusOK, "")
+	q := e.queueStatus(a.apiKey, id)
+	if q.str("status") != "failed" || q.str("error") != "device_deleted" {
+		t.Fatalf("after delete: %s", q.Raw)
+	}
+	e.clock.Advance(time.Hour)
+	e.sms.ReleaseDue()
+	if q := e.queueStatus(a.apiKey, id); q.str("status") != "failed" {
+		t.Fatalf("at its time: %s", q.Raw)
+	}
+	e.want(e.do(call{method: "DELETE", path: "/chat/queue/" + id, token: a.apiKey}), http.StatusConflict, "conflict")
+}

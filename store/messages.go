@@ -241,8 +241,12 @@ func loadByUUID(tx *bolt.Tx, uuid string) (Message, error) {
 	return m, getJSON(tx.Bucket(bucketMessages), id, &m)
 }
 
-// leaveQueue drops a message from the queue and expiry indexes.
+// leaveQueue drops a message from the queue and expiry indexes, or, when
+// it is scheduled, from the schedule's.
 func leaveQueue(tx *bolt.Tx, m Message) error {
+	if m.Status == MsgScheduled {
+		return leaveSchedule(tx, m)
+	}
 	if err := tx.Bucket(bucketQueue).Delete(msgDevKey(m, itob(m.QueuePlace()))); err != nil {
 		return err
 	}
@@ -407,11 +411,11 @@ func (s *Store) ExpireQueued(now time.Time, limit int) (int, error) {
 	return n, err
 }
 
-// failDeviceMessages fails the queued and sending messages of a device that is going away.
+// failDeviceMessages fails the scheduled, queued and sending messages of a device that is going away.
 func (s *Store) failDeviceMessages(tx *bolt.Tx, companyID, deviceID uint64, now time.Time) error {
 	msgs := tx.Bucket(bucketMessages)
 	prefix := devKey(companyID, deviceID)
-	for _, idx := range [][]byte{bucketQueue, bucketSendingIdx} {
+	for _, idx := range [][]byte{bucketDevScheduled, bucketQueue, bucketSendingIdx} {
 		b := tx.Bucket(idx)
 		var ids [][]byte
 		c := b.Cursor()

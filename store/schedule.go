@@ -20,7 +20,10 @@ const (
 	MsgCanceled  = "canceled"  // taken back before a phone took it
 )
 
-var bucketScheduleDue = []byte("schedule_due") // send_at id -> dev
+var (
+	bucketScheduleDue  = []byte("schedule_due")  // send_at id -> dev
+	bucketDevScheduled = []byte("dev_scheduled") // dev id -> nil: a device's scheduled messages, for its deletion
+)
 
 // ErrNotCancelable is returned for a cancel of a message that a phone has
 // taken (or that has finished).
@@ -30,6 +33,9 @@ var ErrNotCancelable = errors.New("store: the message is past queued")
 // in its device's queue (and the expiry index), or in the due-time index.
 func placeOutbound(tx *bolt.Tx, m Message) error {
 	if m.Status == MsgScheduled {
+		if err := tx.Bucket(bucketDevScheduled).Put(msgDevKey(m, itob(m.ID)), nil); err != nil {
+			return err
+		}
 		return tx.Bucket(bucketScheduleDue).Put(append(timeKey(m.SendAt), itob(m.ID)...), msgDevKey(m))
 	}
 	var id []byte // the key names the message unless its place is another number
@@ -53,6 +59,15 @@ func (m Message) QueuePlace() uint64 {
 		return m.QueueSeq
 	}
 	return m.ID
+}
+
+// leaveSchedule drops a scheduled message from the due-time index and its
+// device's list.
+func leaveSchedule(tx *bolt.Tx, m Message) error {
+	if err := tx.Bucket(bucketScheduleDue).Delete(append(timeKey(m.SendAt), itob(m.ID)...)); err != nil {
+		return err
+	}
+	return tx.Bucket(bucketDevScheduled).Delete(msgDevKey(m, itob(m.ID)))
 }
 
 // NextDue returns the send_at of the earliest scheduled message; ok is
@@ -98,6 +113,9 @@ func (s *Store) ReleaseDue(now time.Time, limit int) ([]Message, error) {
 			}
 			if m.Status != MsgScheduled {
 				continue // a stray key: every move off scheduled deletes it
+			}
+			if err := leaveSchedule(tx, m); err != nil {
+				return err
 			}
 			from := m.Status
 			m.UpdatedAt = now.UTC()
@@ -161,11 +179,7 @@ func (s *Store) Cancel(companyID uint64, uuid string, now time.Time) (Message, e
 		}
 		out = m
 		switch m.Status {
-		case MsgScheduled:
-			if err := tx.Bucket(bucketScheduleDue).Delete(append(timeKey(m.SendAt), itob(m.ID)...)); err != nil {
-				return err
-			}
-		case MsgQueued:
+		case MsgScheduled, MsgQueued:
 			if err := leaveQueue(tx, m); err != nil {
 				return err
 			}
