@@ -105,6 +105,24 @@ func TestBulkSend(t *testing.T) {
 		t.Fatalf("history of one recipient: %s", r.Raw)
 	}
 	e.want(e.do(call{method: "GET", path: "/chat/queue/" + ans.QueueIDs[0], token: b.apiKey}), http.StatusNotFound, "not_found")
+
+	// The device's rules, and the body limit, hold as on /chat/send.
+	big := bulkBody("a-phone", 1000)
+	for _, m := range big["messages"].([]map[string]any) {
+		m["message"] = strings.Repeat("a", 1100)
+	}
+	e.want(e.do(call{method: "POST", path: "/chat/send-bulk", token: a.apiKey, body: big}), http.StatusRequestEntityTooLarge, "payload_too_large")
+	e.want(e.do(call{method: "PATCH", path: "/device/a-phone", token: a.apiKey, body: map[string]any{"selected_sim": "SIM1"}}), http.StatusOK, "")
+	slot2 := bulkBody("a-phone", 2)
+	slot2["sim_slot"] = "SIM2"
+	r = e.do(call{method: "POST", path: "/chat/send-bulk", token: a.apiKey, body: slot2})
+	e.want(r, http.StatusForbidden, "sim_mismatch")
+	slot2["sim_slot"] = "SIM3"
+	if r := e.do(call{method: "POST", path: "/chat/send-bulk", token: a.apiKey, body: slot2}); r.Status != 400 || r.str("field") != "sim_slot" {
+		t.Errorf("bad slot: got %d %s", r.Status, r.Raw)
+	}
+	e.want(e.do(call{method: "PATCH", path: "/device/a-phone", token: a.apiKey, body: map[string]any{"status": "disabled"}}), http.StatusOK, "")
+	e.want(e.do(call{method: "POST", path: "/chat/send-bulk", token: a.apiKey, body: bulkBody("a-phone", 2)}), http.StatusForbidden, "device_disabled")
 }
 
 // The plan's message limit counts every message of a bulk send: one that
