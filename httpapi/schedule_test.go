@@ -143,3 +143,36 @@ func TestDeletedDeviceFailsScheduled(t *testing.T) {
 	}
 	e.want(e.do(call{method: "DELETE", path: "/chat/queue/" + id, token: a.apiKey}), http.StatusConflict, "conflict")
 }
+
+// A bulk send with send_at schedules every message; at its time they all
+// reach the phone, in the request's order.
+func TestScheduledBulkSend(t *testing.T) {
+	e := newEnv(t, roomy)
+	a := e.newCompany("Acme", "owner@acme.test")
+	phone := e.runPhone(e.pairPhone(a.apiKey, "a-phone"), "BOTH", false)
+	body := bulkBody("a-phone", 3)
+	body["send_at"] = e.clock.Now().Add(time.Minute).Format(time.RFC3339Nano)
+	r := e.do(call{method: "POST", path: "/chat/send-bulk", token: a.apiKey, body: body})
+	e.want(r, http.StatusOK, "")
+	var ans struct {
+		QueueIDs []string `json:"queueIds"`
+	}
+	mustJSON(t, r.Raw, &ans)
+	for _, id := range ans.QueueIDs {
+		if s := e.queueStatus(a.apiKey, id).str("status"); s != "scheduled" {
+			t.Fatalf("%s: got %s, want scheduled", id, s)
+		}
+	}
+	body["send_at"] = "2020-01-01T00:00:00Z"
+	if r := e.do(call{method: "POST", path: "/chat/send-bulk", token: a.apiKey, body: body}); r.Status != 400 || r.str("field") != "send_at" {
+		t.Fatalf("past send_at: got %d %s", r.Status, r.Raw)
+	}
+	e.clock.Advance(time.Minute)
+	e.sms.ReleaseDue()
+	e.eventually("three jobs", func() bool { return len(phone.Jobs()) == 3 })
+	for i, j := range phone.Jobs() {
+		if j.ID != ans.QueueIDs[i] {
+			t.Fatalf("job %d: got %s, want %s", i, j.ID, ans.QueueIDs[i])
+		}
+	}
+}
