@@ -10,6 +10,8 @@ import (
 // CompanyPatch changes a company profile; nil fields stay as they are.
 type CompanyPatch struct {
 	Name, Phone, Address, City, State, Country *string
+	// OptOutKeywords switches the STOP/START keywords of inbound SMS.
+	OptOutKeywords *bool
 }
 
 // Company returns the caller's company.
@@ -22,6 +24,7 @@ func (s *Service) Company(_ context.Context, p Principal) (store.Company, error)
 // the optional fields are cleared with an empty string.
 func (s *Service) UpdateCompany(_ context.Context, p Principal, patch CompanyPatch) (store.Company, error) {
 	var v check
+	keywords := patch.OptOutKeywords
 	patch = CompanyPatch{
 		Name:    v.patch(patch.Name, func(s string) string { return v.required("name", s, maxTextLen) }),
 		Phone:   v.patch(patch.Phone, func(s string) string { return v.phone("phone", s, true) }),
@@ -30,6 +33,7 @@ func (s *Service) UpdateCompany(_ context.Context, p Principal, patch CompanyPat
 		State:   v.patch(patch.State, func(s string) string { return v.optional("state", s, maxTextLen) }),
 		Country: v.patch(patch.Country, func(s string) string { return v.country("country", s) }),
 	}
+	patch.OptOutKeywords = keywords
 	if v.err != nil {
 		return store.Company{}, v.err
 	}
@@ -40,6 +44,9 @@ func (s *Service) UpdateCompany(_ context.Context, p Principal, patch CompanyPat
 		setIf(&c.City, patch.City)
 		setIf(&c.State, patch.State)
 		setIf(&c.Country, patch.Country)
+		if patch.OptOutKeywords != nil {
+			c.OptOutKeywords = patch.OptOutKeywords
+		}
 		return nil
 	})
 	return c, mapStoreErr(err, "company")

@@ -33,6 +33,7 @@ type Config struct {
 	InboundFor   time.Duration // length of the webhook phase (4 s)
 	SeedMessages int           // history stored before the list phase (1,000,000)
 	Queries      int           // requests per list measurement (2,000)
+	BulkRequests int           // bulk sends of 1,000 messages in the bulk phase (100)
 	Log          io.Writer     // progress lines
 	// ServerArgs are extra flags for the server (e.g. --pprof-listen to profile it).
 	ServerArgs []string
@@ -41,7 +42,7 @@ type Config struct {
 // Defaults of a run.
 func Defaults() Config {
 	return Config{Phones: 10000, SendFor: 10 * time.Second, Senders: 64, Rate: 1000, RateFor: 5 * time.Second,
-		InboundRate: 500, InboundFor: 4 * time.Second, SeedMessages: 1000000, Queries: 2000}
+		InboundRate: 500, InboundFor: 4 * time.Second, SeedMessages: 1000000, Queries: 2000, BulkRequests: 100}
 }
 
 // Report is what a run measured.
@@ -58,6 +59,9 @@ type Report struct {
 	SendsPerSecond     float64 `json:"durable_sends_per_second"`
 	SendsAnswered      int64   `json:"sends_answered"`
 	SendsReceived      int64   `json:"sends_received_and_acked"`
+	BulkStored         int64   `json:"bulk_messages_stored"`
+	BulkStoredPerSec   float64 `json:"bulk_stored_per_second"`
+	BulkDispatchPerSec float64 `json:"bulk_dispatched_per_second"`
 	SendP50ms          float64 `json:"send_to_phone_p50_ms"`
 	SendP99ms          float64 `json:"send_to_phone_p99_ms"`
 	SendRate           int     `json:"send_to_phone_rate_per_second"`
@@ -176,6 +180,17 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	rep.DashboardP50ms, rep.DashboardP99ms = pct(summary, 50), pct(summary, 99)
 	rep.Analytics90P50ms, rep.Analytics90P99ms = pct(analytics, 50), pct(analytics, 99)
 	logf("dashboard summary p50 %.2f ms, p99 %.2f ms; 90-day analytics p50 %.2f ms, p99 %.2f ms", rep.DashboardP50ms, rep.DashboardP99ms, rep.Analytics90P50ms, rep.Analytics90P99ms)
+
+	// Bulk sends: 1,000 messages a request, one commit each. Last, since the
+	// phones' acks of 100,000 jobs keep the store busy after the phase ends.
+	if cfg.BulkRequests > 0 {
+		logf("sending %d bulk requests of %d messages ...", cfg.BulkRequests, bulkSize)
+		rep.BulkStored, rep.BulkStoredPerSec, rep.BulkDispatchPerSec, err = bulkThroughput(api, fleet, fps, cfg.BulkRequests)
+		if err != nil {
+			return rep, err
+		}
+		logf("bulk: %.0f messages stored/s, %.0f dispatched/s (%d messages)", rep.BulkStoredPerSec, rep.BulkDispatchPerSec, rep.BulkStored)
+	}
 	return rep, nil
 }
 

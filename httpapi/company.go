@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"time"
 
@@ -26,11 +27,19 @@ func (s *Server) patchCompany(c echo.Context) error {
 		City    *string `json:"city"`
 		State   *string `json:"state"`
 		Country *string `json:"country"`
+		// OptOutKeywords is a boolean setting: true/false/1/0.
+		OptOutKeywords json.RawMessage `json:"optOutKeywords"`
 	}
 	if err := bind(c, &in); err != nil {
 		return err
 	}
-	co, err := s.deps.Accounts.UpdateCompany(c.Request().Context(), principal(c), account.CompanyPatch(in))
+	keywords, err := settingBool(in.OptOutKeywords, "optOutKeywords")
+	if err != nil {
+		return err
+	}
+	co, err := s.deps.Accounts.UpdateCompany(c.Request().Context(), principal(c), account.CompanyPatch{
+		Name: in.Name, Phone: in.Phone, Address: in.Address, City: in.City, State: in.State, Country: in.Country, OptOutKeywords: keywords,
+	})
 	if err != nil {
 		return err
 	}

@@ -113,6 +113,7 @@ func newBillingEnv(t *testing.T, sopt store.Options, wcfg webhook.Config, bcfg b
 	go func() { defer close(wdone); _ = hooks.Run(wctx) }()
 	stopWebhooks := sync.OnceFunc(func() { wcancel(); <-wdone })
 	t.Cleanup(stopWebhooks)
+	st.SetStatusEvents(hooks.StatusEvents())
 	messages := sms.New(sms.Config{}, st, hooks.OnInbound, log, clk.Now)
 	hub := gateway.New(testHubConfig, devices, messages, log, clk.Now)
 	messages.SetDispatcher(hub)

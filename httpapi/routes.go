@@ -58,10 +58,15 @@ func (s *Server) routes() []route {
 		{http.MethodPost, "/chat/send", member, s.chatSend},
 		{http.MethodPost, "/automation/send-sms", member, s.automationSend},
 		{http.MethodGet, "/chat/queue/:queueId", member, s.queueStatus},
+		{http.MethodDelete, "/chat/queue/:queueId", member, s.cancelQueued},
+		{http.MethodPost, "/chat/send-bulk", member, s.chatSendBulk},
 		{http.MethodGet, "/chat/messages", member, s.chatMessages},
 		{http.MethodGet, "/chat/conversations", member, s.chatConversations},
 		{http.MethodGet, "/automation/inbound-sms", member, s.inboundList},
 		{http.MethodGet, "/automation/latest-sms", member, s.latestInbound},
+		{http.MethodGet, "/opt-outs", member, s.listOptOuts},
+		{http.MethodPost, "/opt-outs", member, s.addOptOut},
+		{http.MethodDelete, "/opt-outs/:phone", member, s.removeOptOut},
 
 		// Dashboard and analytics.
 		{http.MethodGet, "/dashboard/summary", member, s.dashboardSummary},

@@ -18,6 +18,7 @@ type sendBody struct {
 	Phone             string `json:"phone"`
 	Message           string `json:"message"`
 	SIMSlot           string `json:"sim_slot"`
+	SendAt            string `json:"send_at"`
 }
 
 type sendJSON struct {
@@ -34,7 +35,7 @@ type aliasSendJSON struct {
 }
 
 func (s *Server) chatSend(c echo.Context) error {
-	return s.send(c, func(m store.Message) any { return sendJSON{Message: "queued", QueueID: m.UUID} })
+	return s.send(c, func(m store.Message) any { return sendJSON{Message: sendWord(m), QueueID: m.UUID} })
 }
 
 func (s *Server) automationSend(c echo.Context) error {
@@ -57,7 +58,7 @@ func (s *Server) send(c echo.Context, shape func(store.Message) any) error {
 	}
 	m, prior, err := s.deps.SMS.Send(c.Request().Context(), sms.SendInput{
 		CompanyID: p.CompanyID, UserID: p.UserID, Device: in.DeviceFingerprint, Phone: in.Phone,
-		Message: in.Message, SIMSlot: in.SIMSlot, IdempotencyKey: c.Request().Header.Get("Idempotency-Key"),
+		Message: in.Message, SIMSlot: in.SIMSlot, SendAt: in.SendAt, IdempotencyKey: c.Request().Header.Get("Idempotency-Key"),
 	}, answer)
 	if err != nil {
 		return err

@@ -21,6 +21,7 @@ type webhookJSON struct {
 	Channels  []string `json:"channels"`
 	WANumbers []string `json:"wa_numbers"`
 	IMHandles []string `json:"im_handles"`
+	Events    []string `json:"events,omitempty"` // shown only when the entry chose its events
 }
 
 func webhookOut(e store.WebhookEntry) webhookJSON {
@@ -35,7 +36,7 @@ func webhookOut(e store.WebhookEntry) webhookJSON {
 		sims = []int{}
 	}
 	return webhookJSON{ID: e.ID, URL: e.URL, Active: e.Active, Devices: orEmpty(e.Devices), SIMs: sims,
-		Channels: orEmpty(e.Channels), WANumbers: orEmpty(e.WANumbers), IMHandles: orEmpty(e.IMHandles)}
+		Channels: orEmpty(e.Channels), WANumbers: orEmpty(e.WANumbers), IMHandles: orEmpty(e.IMHandles), Events: e.Events}
 }
 
 func webhooksOut(entries []store.WebhookEntry) []webhookJSON {
@@ -56,6 +57,7 @@ type webhookInJSON struct {
 	Channels  []string `json:"channels"`
 	WANumbers []string `json:"wa_numbers"`
 	IMHandles []string `json:"im_handles"`
+	Events    []string `json:"events"`
 }
 
 func (s *Server) getWebhooks(c echo.Context) error {

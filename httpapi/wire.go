@@ -41,11 +41,15 @@ type companyJSON struct {
 	State     string `json:"state"`
 	Country   string `json:"country"`
 	CreatedAt string `json:"createdAt"`
+	// OptOutKeywords says whether STOP/START in inbound SMS change the
+	// opt-out list; shown once the company has set it (unset is on), so a
+	// company that never does sees the specification's object.
+	OptOutKeywords *bool `json:"optOutKeywords,omitempty"`
 }
 
 func companyOut(c store.Company) companyJSON {
 	return companyJSON{ID: c.ID, Name: c.Name, Phone: c.Phone, Address: c.Address, City: c.City,
-		State: c.State, Country: c.Country, CreatedAt: ts(c.CreatedAt)}
+		State: c.State, Country: c.Country, CreatedAt: ts(c.CreatedAt), OptOutKeywords: c.OptOutKeywords}
 }
 
 type messageJSON struct {

@@ -30,6 +30,8 @@ const (
 	StorageBudgetExceeded Code = "storage_budget_exceeded"
 	// PlanLimitReached: the company's plan allows no more messages this period (429) or devices (403).
 	PlanLimitReached Code = "plan_limit_reached"
+	// RecipientOptedOut: the recipient is on the company's opt-out list (it answered STOP, or was added).
+	RecipientOptedOut Code = "recipient_opted_out"
 	// BillingDisabled: the server bills nothing (self-hosted mode), so there is no billing portal.
 	BillingDisabled Code = "billing_disabled"
 	// PaymentProviderError: the payment provider failed or refused the call; the cause is logged.
@@ -50,6 +52,7 @@ var statuses = map[Code]int{
 	UserTokenRequired:     http.StatusForbidden,
 	SIMMismatch:           http.StatusForbidden,
 	DeviceDisabled:        http.StatusForbidden,
+	RecipientOptedOut:     http.StatusForbidden,
 	NotFound:              http.StatusNotFound,
 	MethodNotAllowed:      http.StatusMethodNotAllowed,
 	Conflict:              http.StatusConflict,

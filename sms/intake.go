@@ -125,7 +125,7 @@ func (s *Service) Pending(_ context.Context, dev store.Device, after uint64, lim
 	now := s.now()
 	out := make([]Job, 0, len(msgs))
 	for _, m := range msgs {
-		j := Job{Seq: m.ID}
+		j := Job{Seq: m.QueuePlace()}
 		if m.ExpiresAt.IsZero() || now.Before(m.ExpiresAt) {
 			j.Send = &proto.Send{ID: m.UUID, Channel: proto.ChannelSMS, To: m.Phone, Message: m.Text, SIMSlot: m.SIMSlot, ExpiresAt: m.ExpiresAt.UTC().Format(timeLayout)}
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/simrelay/simrelay/phone"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
+	"github.com/simrelay/simrelay/wakeup"
 )
 
 // Defaults, and why.
@@ -51,6 +52,7 @@ type Service struct {
 	onInbound InboundHook
 	log       *slog.Logger
 	now       func() time.Time
+	sched     *wakeup.Signal // wakes the scheduler when a scheduled message is stored (schedule.go)
 }
 
 // New returns the service. dispatch may be set later with SetDispatcher, as
@@ -59,7 +61,7 @@ func New(cfg Config, st *store.Store, onInbound InboundHook, log *slog.Logger, n
 	if cfg.MessageTTL <= 0 {
 		cfg.MessageTTL = DefaultMessageTTL
 	}
-	return &Service{cfg: cfg, store: st, onInbound: onInbound, log: log, now: now}
+	return &Service{cfg: cfg, store: st, onInbound: onInbound, sched: wakeup.NewSignal(), log: log, now: now}
 }
 
 // SetDispatcher wires the hub; call it before serving.
@@ -74,6 +76,8 @@ type SendInput struct {
 	Message        string
 	SIMSlot        string
 	IdempotencyKey string
+	// SendAt, when set, schedules the message (RFC 3339, schedule.go).
+	SendAt string
 }
 
 // Answer builds the HTTP answer of a stored send; it is kept with an
@@ -119,12 +123,19 @@ func (s *Service) Send(_ context.Context, in SendInput, answer Answer) (msg stor
 		return nil
 	}
 	now := s.now()
+	sendAt, err := parseSendAt(in.SendAt, "send_at", now)
+	if err != nil {
+		return msg, nil, err
+	}
 	m := store.Message{
 		UUID: newID(), CompanyID: in.CompanyID, UserID: in.UserID, Device: in.Device, Channel: proto.ChannelSMS,
-		Phone: to, Text: in.Message, SIMSlot: slot, Segments: Segments(in.Message), ExpiresAt: now.Add(s.cfg.MessageTTL).UTC(),
+		Phone: to, Text: in.Message, SIMSlot: slot, Segments: Segments(in.Message), SendAt: sendAt,
+		ExpiresAt: ttlStart(now, sendAt).Add(s.cfg.MessageTTL).UTC(),
 	}
 	msg, prior, err = s.store.Enqueue(&m, in.IdempotencyKey, s.now, check, answer)
 	switch {
+	case errors.Is(err, store.ErrOptedOut):
+		return msg, nil, optedOut(err)
 	case errors.Is(err, store.ErrDeviceGone):
 		return msg, nil, &problem.Error{Code: problem.NotFound, Field: "device_fingerprint", Message: "No such device."}
 	case errors.Is(err, store.ErrDeviceDisabled):
@@ -132,15 +143,18 @@ func (s *Service) Send(_ context.Context, in SendInput, answer Answer) (msg stor
 	case err != nil:
 		return msg, nil, budgetRefusal(err, s.now())
 	}
-	if prior == nil && s.dispatch != nil {
-		s.dispatch.Kick(msg.Device)
+	if prior == nil {
+		s.queued(msg)
 	}
 	return msg, prior, nil
 }
 
-// Run expires queued messages past their TTL and prunes old idempotency
-// answers until ctx ends.
+// Run expires queued messages past their TTL, prunes old idempotency
+// answers and queues scheduled messages at their time, until ctx ends.
 func (s *Service) Run(ctx context.Context) {
+	done := make(chan struct{})
+	go func() { defer close(done); s.runScheduler(ctx) }()
+	defer func() { <-done }()
 	t := time.NewTicker(expireEvery)
 	defer t.Stop()
 	lastPrune := s.now()

@@ -22,6 +22,9 @@ type Company struct {
 	// APIKeySealed is the current key encrypted with the server's key, so it can be shown again.
 	APIKeySealed    []byte    `json:"api_key_sealed"`
 	APIKeyCreatedAt time.Time `json:"api_key_created_at"`
+	// OptOutKeywords switches the STOP/START keywords of inbound SMS
+	// (optouts.go); nil, as for every company that never set it, is on.
+	OptOutKeywords *bool `json:"opt_out_keywords,omitempty"`
 }
 
 // CreateCompany stores a new company with its first admin, giving both their

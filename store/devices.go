@@ -309,7 +309,7 @@ func (s *Store) DeleteDevice(companyID uint64, fingerprint string, now time.Time
 		if err := tx.Bucket(bucketCompanyDeviceIDs).Delete(pair(d.CompanyID, d.ID)); err != nil {
 			return err
 		}
-		if err := failDeviceMessages(tx, d.CompanyID, d.ID, now); err != nil {
+		if err := s.failDeviceMessages(tx, d.CompanyID, d.ID, now); err != nil {
 			return err
 		}
 		if err := tx.Bucket(bucketDisabledDevices).Delete(pair(d.CompanyID, d.ID)); err != nil {

@@ -105,6 +105,9 @@ func (s *Store) StoreInbound(m *Message, now func() time.Time, extra func(tx *bo
 				return err
 			}
 		}
+		if err := s.applyOptOutKeyword(tx, msg); err != nil {
+			return err
+		}
 		if extra != nil {
 			if err := extra(tx, msg); err != nil {
 				return err

@@ -49,6 +49,11 @@ type Message struct {
 	CreatedAt  time.Time `json:"created_at"`
 	UpdatedAt  time.Time `json:"updated_at"`
 	ExpiresAt  time.Time `json:"expires_at,omitzero"`
+	// SendAt is when a scheduled message is due to be queued (schedule.go).
+	SendAt time.Time `json:"send_at,omitzero"`
+	// QueueSeq is its place in its device's queue when that is not its id
+	// (a scheduled message queued at its time; see QueuePlace).
+	QueueSeq uint64 `json:"queue_seq,omitempty"`
 	// StatusAt is when the phone says the current status happened.
 	StatusAt string `json:"status_at,omitempty"`
 }
@@ -138,6 +143,9 @@ func (s *Store) Enqueue(m *Message, idemKey string, now func() time.Time, check 
 				return nil
 			}
 		}
+		if refused = s.optedOutTx(tx, m.CompanyID, m.Channel, m.Phone, -1); refused != nil {
+			return nil
+		}
 		msg := *m
 		id, err := tx.Bucket(bucketMessages).NextSequence()
 		if err != nil {
@@ -145,6 +153,9 @@ func (s *Store) Enqueue(m *Message, idemKey string, now func() time.Time, check 
 		}
 		// Time is taken inside the single writer, so ids and created_at rise together.
 		msg.ID, msg.DeviceID, msg.Direction, msg.Status = id, d.ID, Outbound, MsgQueued
+		if !msg.SendAt.IsZero() {
+			msg.Status = MsgScheduled
+		}
 		msg.CreatedAt = now().UTC()
 		msg.UpdatedAt = msg.CreatedAt
 		usage, err := s.planAllows(tx, msg.CompanyID, msg.CreatedAt, limitMessages)
@@ -168,13 +179,8 @@ func (s *Store) Enqueue(m *Message, idemKey string, now func() time.Time, check 
 		if err := insertMessage(tx, &msg); err != nil {
 			return err
 		}
-		if err := tx.Bucket(bucketQueue).Put(msgDevKey(msg, itob(id)), nil); err != nil {
+		if err := placeOutbound(tx, msg); err != nil {
 			return err
-		}
-		if !msg.ExpiresAt.IsZero() {
-			if err := tx.Bucket(bucketQueueExpiry).Put(append(timeKey(msg.ExpiresAt), itob(id)...), msgDevKey(msg)); err != nil {
-				return err
-			}
 		}
 		if ik != nil {
 			status, body := answer(msg)
@@ -235,9 +241,13 @@ func loadByUUID(tx *bolt.Tx, uuid string) (Message, error) {
 	return m, getJSON(tx.Bucket(bucketMessages), id, &m)
 }
 
-// leaveQueue drops a message from the queue and expiry indexes.
+// leaveQueue drops a message from the queue and expiry indexes, or, when
+// it is scheduled, from the schedule's.
 func leaveQueue(tx *bolt.Tx, m Message) error {
-	if err := tx.Bucket(bucketQueue).Delete(msgDevKey(m, itob(m.ID))); err != nil {
+	if m.Status == MsgScheduled {
+		return leaveSchedule(tx, m)
+	}
+	if err := tx.Bucket(bucketQueue).Delete(msgDevKey(m, itob(m.QueuePlace()))); err != nil {
 		return err
 	}
 	if m.ExpiresAt.IsZero() {
@@ -248,7 +258,7 @@ func leaveQueue(tx *bolt.Tx, m Message) error {
 
 // rank orders outbound statuses so a late or repeated report never moves a
 // message backwards.
-var rank = map[string]int{MsgQueued: 0, MsgExpired: 1, MsgSending: 2, MsgSent: 3, MsgDelivered: 4, MsgFailed: 4}
+var rank = map[string]int{MsgScheduled: -1, MsgQueued: 0, MsgExpired: 1, MsgCanceled: 1, MsgSending: 2, MsgSent: 3, MsgDelivered: 4, MsgFailed: 4}
 
 // Transition moves an outbound message of the device (company and device
 // id, as the phone's link knows them) to status (sending on an ack; sent,
@@ -279,10 +289,13 @@ func (s *Store) Transition(companyID, deviceID uint64, uuid, status, errText, st
 		if rank[status] <= rank[m.Status] {
 			return nil // a repeat, or late news of an earlier step; delivered and failed are final
 		}
-		if m.Status == MsgExpired && status == MsgSending {
-			return nil // a late ack does not revive an expired job; only an outcome can
+		if m.Status == MsgScheduled {
+			return nil // never dispatched: no phone has this job
 		}
-		if m.Status == MsgQueued || m.Status == MsgExpired {
+		if (m.Status == MsgExpired || m.Status == MsgCanceled) && status == MsgSending {
+			return nil // a late ack does not revive an expired or canceled job; only an outcome can
+		}
+		if m.Status == MsgQueued || m.Status == MsgExpired || m.Status == MsgCanceled {
 			if err := leaveQueue(tx, m); err != nil {
 				return err
 			}
@@ -308,6 +321,9 @@ func (s *Store) Transition(companyID, deviceID uint64, uuid, status, errText, st
 		if err := countTransition(tx, m, from, d.Label, now); err != nil {
 			return err
 		}
+		if err := s.statusEvent(tx, m, now); err != nil {
+			return err
+		}
 		return putJSON(tx.Bucket(bucketMessages), itob(m.ID), m)
 	})
 	if err != nil {
@@ -317,7 +333,7 @@ func (s *Store) Transition(companyID, deviceID uint64, uuid, status, errText, st
 }
 
 // Pending returns up to limit queued messages of a device (company and
-// device id) with ids above after, oldest first. Ids rise in commit order, so
+// device id) with queue places (QueuePlace) above after, oldest first. Ids rise in commit order, so
 // a reader that remembers the last id it handed out never misses a message
 // committed later. A device that is gone has nothing pending.
 func (s *Store) Pending(companyID, deviceID uint64, after uint64, limit int) ([]Message, error) {
@@ -329,9 +345,13 @@ func (s *Store) Pending(companyID, deviceID uint64, after uint64, limit int) ([]
 		msgs := tx.Bucket(bucketMessages)
 		prefix := devKey(companyID, deviceID)
 		c := tx.Bucket(bucketQueue).Cursor()
-		for k, _ := c.Seek(devKey(companyID, deviceID, itob(after+1))); k != nil && bytes.HasPrefix(k, prefix) && len(out) < limit; k, _ = c.Next() {
+		for k, v := c.Seek(devKey(companyID, deviceID, itob(after+1))); k != nil && bytes.HasPrefix(k, prefix) && len(out) < limit; k, v = c.Next() {
 			var m Message
-			if err := getJSON(msgs, k[len(prefix):], &m); err != nil {
+			id := k[len(prefix):]
+			if len(v) == 8 { // a queue entry placed after its id (queueEntry)
+				id = v
+			}
+			if err := getJSON(msgs, id, &m); err != nil {
 				return err
 			}
 			if m.CompanyID != companyID || m.DeviceID != deviceID {
@@ -378,6 +398,9 @@ func (s *Store) ExpireQueued(now time.Time, limit int) (int, error) {
 			if err := countTransition(tx, m, from, "", now); err != nil {
 				return err
 			}
+			if err := s.statusEvent(tx, m, now); err != nil {
+				return err
+			}
 			if err := putJSON(msgs, itob(m.ID), m); err != nil {
 				return err
 			}
@@ -388,16 +411,20 @@ func (s *Store) ExpireQueued(now time.Time, limit int) (int, error) {
 	return n, err
 }
 
-// failDeviceMessages fails the queued and sending messages of a device that is going away.
-func failDeviceMessages(tx *bolt.Tx, companyID, deviceID uint64, now time.Time) error {
+// failDeviceMessages fails the scheduled, queued and sending messages of a device that is going away.
+func (s *Store) failDeviceMessages(tx *bolt.Tx, companyID, deviceID uint64, now time.Time) error {
 	msgs := tx.Bucket(bucketMessages)
 	prefix := devKey(companyID, deviceID)
-	for _, idx := range [][]byte{bucketQueue, bucketSendingIdx} {
+	for _, idx := range [][]byte{bucketDevScheduled, bucketQueue, bucketSendingIdx} {
 		b := tx.Bucket(idx)
 		var ids [][]byte
 		c := b.Cursor()
-		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
-			ids = append(ids, append([]byte(nil), k[len(prefix):]...))
+		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			id := k[len(prefix):]
+			if len(v) == 8 { // a queue entry placed after its id (queueEntry)
+				id = v
+			}
+			ids = append(ids, append([]byte(nil), id...))
 		}
 		for _, id := range ids {
 			var m Message
@@ -414,6 +441,9 @@ func failDeviceMessages(tx *bolt.Tx, companyID, deviceID uint64, now time.Time) 
 			m.Status, m.Error, m.UpdatedAt = MsgFailed, "device_deleted", now.UTC()
 			// Counted, but no event each: the device.deleted event says it.
 			if err := count(tx, m, now, statusCounts(m, from, MsgFailed)); err != nil {
+				return err
+			}
+			if err := s.statusEvent(tx, m, now); err != nil {
 				return err
 			}
 			if err := putJSON(msgs, id, m); err != nil {

@@ -83,6 +83,8 @@ type Store struct {
 	dailyBudget int64
 	// plans prices a company's subscription into limits (SetPlans); nil: no limits.
 	plans Plans
+	// statusEvents builds outbound status events (SetStatusEvents); nil: none.
+	statusEvents *StatusEvents
 }
 
 // Open opens (creating when needed) the store in dir and brings its schema up to date.

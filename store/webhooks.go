@@ -28,6 +28,7 @@ type WebhookEntry struct {
 	Channels  []string  `json:"channels,omitempty"`
 	WANumbers []string  `json:"wa_numbers,omitempty"`
 	IMHandles []string  `json:"im_handles,omitempty"`
+	Events    []string  `json:"events,omitempty"` // empty: the inbound types only
 	CreatedAt time.Time `json:"created_at"`
 	// FailingSince is the first failed attempt since the last success; zero
 	// while the receiver is healthy.

@@ -89,6 +89,7 @@ type EntryInput struct {
 	Channels  []string
 	WANumbers []string
 	IMHandles []string
+	Events    []string // nil or empty: the inbound types only
 }
 
 // validEntry checks one entry (all but its id, which needs the stored set)
@@ -147,6 +148,9 @@ func validEntry(in EntryInput, at string, allowPrivate bool) (store.WebhookEntry
 		}
 		return "", fmt.Errorf("values must be handle ids (im_...), e-mail addresses or E.164 numbers")
 	}); err != nil {
+		return e, err
+	}
+	if e.Events, err = scopeList(in.Events, at+".events", checkEventType); err != nil {
 		return e, err
 	}
 	return e, nil

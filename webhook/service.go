@@ -79,7 +79,7 @@ func (s *Service) OnInbound(tx *bolt.Tx, m store.Message) error {
 		var ev store.WebhookEvent
 		var out []store.WebhookDelivery
 		for _, e := range set.Entries {
-			if !e.Active || !Matches(e, in) {
+			if !e.Active || !Wants(e, eventType) || !Matches(e, in) {
 				continue
 			}
 			if ev.ID == "" {

@@ -264,6 +264,8 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	if err != nil {
 		return err
 	}
+	// Status changes of outbound messages write their webhook events in their own transaction.
+	st.SetStatusEvents(hooks.StatusEvents())
 	messages := sms.New(sms.Config{MessageTTL: cfg.messageTTL}, st, hooks.OnInbound, log.With("component", "sms"), time.Now)
 	hub := gateway.New(gateway.Config{}, devices, messages, log.With("component", "gateway"), time.Now)
 	messages.SetDispatcher(hub)

@@ -1,0 +1,80 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/simrelay/simrelay/sms"
+	"github.com/simrelay/simrelay/store"
+)
+
+// Scheduled, cancelled and bulk sends.
+
+type bulkBody struct {
+	DeviceFingerprint string `json:"device_fingerprint"`
+	SIMSlot           string `json:"sim_slot"`
+	SendAt            string `json:"send_at"`
+	Messages          []struct {
+		Phone   string `json:"phone"`
+		Message string `json:"message"`
+	} `json:"messages"`
+}
+
+type bulkJSON struct {
+	Queued   int      `json:"queued"`
+	QueueIDs []string `json:"queueIds"`
+}
+
+// chatSendBulk stores up to sms.MaxBulk messages in one commit; the rate
+// limit counts the request once, the plan each message.
+func (s *Server) chatSendBulk(c echo.Context) error {
+	var in bulkBody
+	if err := bind(c, &in); err != nil {
+		return err
+	}
+	p := principal(c)
+	items := make([]sms.BulkItem, len(in.Messages))
+	for i, m := range in.Messages {
+		items[i] = sms.BulkItem{Phone: m.Phone, Message: m.Message}
+	}
+	answer := func(ms []store.Message) (int, []byte) {
+		out := bulkJSON{Queued: len(ms), QueueIDs: make([]string, len(ms))}
+		for i, m := range ms {
+			out.QueueIDs[i] = m.UUID
+		}
+		body, _ := json.Marshal(out)
+		return http.StatusOK, body
+	}
+	ms, prior, err := s.deps.SMS.SendBulk(c.Request().Context(), sms.BulkInput{
+		CompanyID: p.CompanyID, UserID: p.UserID, Device: in.DeviceFingerprint, SIMSlot: in.SIMSlot, SendAt: in.SendAt,
+		Messages: items, IdempotencyKey: c.Request().Header.Get("Idempotency-Key"),
+	}, answer)
+	if err != nil {
+		return err
+	}
+	if prior != nil {
+		c.Response().Header().Set("Idempotent-Replayed", "true")
+		return c.JSONBlob(prior.Status, prior.Body)
+	}
+	status, body := answer(ms)
+	return c.JSONBlob(status, body)
+}
+
+// cancelQueued takes back a scheduled or queued message.
+func (s *Server) cancelQueued(c echo.Context) error {
+	m, err := s.deps.SMS.Cancel(c.Request().Context(), principal(c).CompanyID, c.Param("queueId"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, queueJSON{QueueID: m.UUID, ID: m.ID, Status: m.Status, Error: m.Error, UpdatedAt: ts(m.UpdatedAt)})
+}
+
+// sendWord is /chat/send's message: what became of the send.
+func sendWord(m store.Message) string {
+	if m.Status == store.MsgScheduled {
+		return "scheduled"
+	}
+	return "queued"
+}

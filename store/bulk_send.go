@@ -1,0 +1,132 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// EnqueueBulk stores many outbound messages for one device (ms[0].Device
+// names it; each carries its own phone, text and uuid) in one transaction:
+// all of them or, on any refusal, none. The plan's message limit counts
+// each message, the storage budget their sum, and an opted-out recipient
+// refuses the whole request with an *OptOutError naming its index. With an
+// idempotency key, the key's first answer comes back instead as prior.
+// check vets the device as Enqueue's does; answer builds the response from
+// the stored messages, in input order.
+func (s *Store) EnqueueBulk(ms []Message, idemKey string, now func() time.Time, check func(Device) error, answer func([]Message) (int, []byte)) ([]Message, *Idempotent, error) {
+	if len(ms) == 0 {
+		return nil, nil, fmt.Errorf("store: bulk enqueue of no messages")
+	}
+	var out []Message
+	var prior *Idempotent
+	var refused error
+	companyID := ms[0].CompanyID
+	err := s.grouped(func(tx *bolt.Tx) error {
+		out, prior, refused = nil, nil, nil
+		var ik []byte
+		if idemKey != "" {
+			ik = append(itob(companyID), idemKey...)
+			var rec Idempotent
+			if err := getJSON(tx.Bucket(bucketIdempotency), ik, &rec); err == nil && now().Sub(rec.CreatedAt) < 24*time.Hour {
+				prior = &rec
+				return nil
+			}
+		}
+		d, err := liveDevice(tx, companyID, ms[0].Device)
+		if errors.Is(err, ErrDeviceGone) {
+			refused = err
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if d.Status == DeviceDisabled {
+			refused = ErrDeviceDisabled
+			return nil
+		}
+		if check != nil {
+			if refused = check(d); refused != nil {
+				return nil
+			}
+		}
+		var cost int64
+		for i, m := range ms {
+			if refused = s.optedOutTx(tx, companyID, m.Channel, m.Phone, i); refused != nil {
+				return nil
+			}
+			cost += messageCost(m)
+		}
+		at := now().UTC()
+		usage, err := s.planAllows(tx, companyID, at, limitMessages)
+		if err == nil {
+			err = s.planAllowsMore(tx, companyID, at, usage, len(ms))
+		}
+		if err != nil {
+			if errors.As(err, new(*PlanLimitError)) {
+				refused = err // nothing written yet
+				return nil
+			}
+			return err
+		}
+		if err := s.charge(tx, companyID, at, cost); err != nil {
+			if errors.As(err, new(*BudgetError)) {
+				refused = err
+				return nil
+			}
+			return err
+		}
+		if err := tx.Bucket(bucketPlanUsage).Put(usage.key, itob(usage.used+uint64(len(ms)))); err != nil {
+			return err
+		}
+		stored := make([]Message, len(ms))
+		for i, m := range ms {
+			id, err := tx.Bucket(bucketMessages).NextSequence()
+			if err != nil {
+				return err
+			}
+			m.ID, m.CompanyID, m.DeviceID, m.Direction, m.Status = id, companyID, d.ID, Outbound, MsgQueued
+			if !m.SendAt.IsZero() {
+				m.Status = MsgScheduled
+			}
+			m.CreatedAt, m.UpdatedAt = at, at
+			if err := insertMessage(tx, &m); err != nil {
+				return err
+			}
+			if err := placeOutbound(tx, m); err != nil {
+				return err
+			}
+			stored[i] = m
+		}
+		if ik != nil {
+			status, body := answer(stored)
+			if err := putJSON(tx.Bucket(bucketIdempotency), ik, Idempotent{Status: status, Body: body, CreatedAt: at}); err != nil {
+				return err
+			}
+		}
+		out = stored
+		return nil
+	})
+	if err == nil {
+		err = refused
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("store: bulk enqueue: %w", err)
+	}
+	return out, prior, nil
+}
+
+// planAllowsMore refuses n messages that would take the period's counter
+// (usage, which has room for one) over the plan's limit: all or none.
+func (s *Store) planAllowsMore(tx *bolt.Tx, companyID uint64, now time.Time, usage usageSlot, n int) error {
+	l, err := s.limitsTx(tx, companyID, now)
+	if err != nil {
+		return err
+	}
+	if l.Messages >= 0 && int64(usage.used)+int64(n) > l.Messages {
+		return &PlanLimitError{What: limitMessages, Limit: l.Messages, PeriodEnd: l.PeriodEnd}
+	}
+	return nil
+}
