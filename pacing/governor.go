@@ -77,9 +77,9 @@ type ring struct {
 
 // numberState is one number's windows and gap. Fixed size: about 460 bytes.
 type numberState struct {
-	min  [minuteBuckets]uint16
-	hour [hourBuckets]uint16
-	day  [dayBuckets]uint16
+	min               [minuteBuckets]uint16
+	hour              [hourBuckets]uint16
+	day               [dayBuckets]uint16
 	rMin, rHour, rDay ring
 	// next is when the next dispatch may go (unix nanoseconds).
 	next int64
