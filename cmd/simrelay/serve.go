@@ -277,6 +277,12 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	messages.SetDispatcher(hub)
 	agentCfg := cfg.agents
 	agentCfg.MessageTTL = cfg.messageTTL
+	// 0s to 0s means no gap; the service reads a zero gap as "the default".
+	for _, g := range []*pacing.Gap{&agentCfg.WhatsApp.Gap, &agentCfg.IMessage.Gap} {
+		if g.Max == 0 {
+			g.Max = time.Nanosecond
+		}
+	}
 	agents, err := channel.New(agentCfg, st, hooks.OnInbound, log.With("component", "channel"), time.Now, rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	if err != nil {
 		return err
