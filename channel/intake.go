@@ -86,7 +86,7 @@ func (s *Service) Pending(_ context.Context, dev store.Device, numberID, after u
 	for _, m := range msgs {
 		j := sms.Job{Seq: m.ID}
 		if m.ExpiresAt.IsZero() || now.Before(m.ExpiresAt) {
-			j.Send = &proto.Send{ID: m.UUID, Channel: m.Channel, To: m.Phone, Message: m.Text, ContentType: m.ContentType, MediaURL: m.MediaURL, ExpiresAt: m.ExpiresAt.UTC().Format(timeLayout)}
+			j.Send = &proto.Send{ID: m.UUID, Channel: m.Channel, To: m.Phone, From: m.Account, Message: m.Text, ContentType: m.ContentType, MediaURL: m.MediaURL, ExpiresAt: m.ExpiresAt.UTC().Format(timeLayout)}
 		}
 		out = append(out, j)
 	}
@@ -112,9 +112,8 @@ func (s *Service) Inbound(_ context.Context, dev store.Device, in proto.Inbound)
 	if in.Channel != WhatsApp && in.Channel != IMessage {
 		return proto.InboundAck{}, problem.Invalid("channel", "must be whatsapp or imessage")
 	}
-	if in.SIMSlot != "" {
-		return proto.InboundAck{}, problem.Invalid("sim_slot", "must be absent on "+in.Channel)
-	}
+	// sim_slot means nothing here and is ignored (an agent that shares
+	// code with an SMS phone may send one).
 	var to string
 	var err error
 	if in.Channel == IMessage {

@@ -76,7 +76,7 @@ func TestAgentSendFramesTextAndMedia(t *testing.T) {
 	textID := r.str("id")
 	e.eventually("the text job arrives", func() bool { jobs, _ := ag.Jobs(); return len(jobs) == 1 })
 	jobs, _ := ag.Jobs()
-	if j := jobs[0]; j.ID != textID || j.Channel != "whatsapp" || j.To != "+15557654321" || j.Message != "hello" || j.ContentType != "text" || j.MediaURL != "" || j.SIMSlot != "" || j.ExpiresAt == "" {
+	if j := jobs[0]; j.ID != textID || j.Channel != "whatsapp" || j.From != waNumber || j.To != "+15557654321" || j.Message != "hello" || j.ContentType != "text" || j.MediaURL != "" || j.SIMSlot != "" || j.ExpiresAt == "" {
 		t.Fatalf("got send frame %+v", j)
 	}
 	e.clock.Advance(10 * time.Second) // past the gap
@@ -93,7 +93,7 @@ func TestAgentSendFramesTextAndMedia(t *testing.T) {
 	imID := r.str("id")
 	ag.settle()
 	jobs, _ = ag.Jobs()
-	if len(jobs) != 3 || jobs[2].ID != imID || jobs[2].Channel != "imessage" || jobs[2].To != "bob@example.com" || jobs[2].ContentType != "text" {
+	if len(jobs) != 3 || jobs[2].ID != imID || jobs[2].Channel != "imessage" || jobs[2].From != imHandle || jobs[2].To != "bob@example.com" || jobs[2].ContentType != "text" {
 		t.Fatalf("got jobs %+v", jobs)
 	}
 	for _, id := range []string{textID, mediaID} {
