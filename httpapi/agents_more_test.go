@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+	"sync"
 	"testing"
 	"time"
 
@@ -236,4 +237,61 @@ func TestAgentInboundToWebhooks(t *testing.T) {
 	if string(r.Raw) != "[]\n" && string(r.Raw) != "[]" {
 		t.Fatalf("SMS inbound list: got %s", r.Raw)
 	}
+}
+
+// TestAgentConcurrentSendsTakeEachSlotOnce: sends racing for a new number's
+// four slots a minute: exactly four are accepted and stored.
+func TestAgentConcurrentSendsTakeEachSlotOnce(t *testing.T) {
+	e := newEnv(t, roomy)
+	a := e.newCompany("Acme", "owner@acme.test")
+	e.runAgent(e.pairPhone(a.apiKey, "agent-a"), "agent-a", []string{waNumber}, nil, false)
+	wa := e.numberID(a.apiKey, "whatsapp", waNumber)
+	const n = 16
+	statuses := make(chan int, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { statuses <- e.waSend(a.apiKey, wa, "+15557654321", fmt.Sprint("race ", i)).Status })
+	}
+	wg.Wait()
+	close(statuses)
+	got := map[int]int{}
+	for s := range statuses {
+		got[s]++
+	}
+	if got[http.StatusAccepted] != 4 || got[http.StatusTooManyRequests] != n-4 {
+		t.Fatalf("got statuses %v, want 4 accepted and %d capped", got, n-4)
+	}
+	if h := e.do(call{method: "GET", path: "/whatsapp/messages?number_id=" + wa, token: a.apiKey}); h.Body["total"] != 4.0 {
+		t.Fatalf("stored: %s", h.Raw)
+	}
+}
+
+// TestAgentOfflineSendsWaitAndExpire: sends to a number whose agent is
+// offline are accepted and wait; the agent gets them when it comes back;
+// ones left past their TTL expire like SMS.
+func TestAgentOfflineSendsWaitAndExpire(t *testing.T) {
+	e := newEnv(t, roomy)
+	a := e.newCompany("Acme", "owner@acme.test")
+	reg := e.pairPhone(a.apiKey, "agent-a")
+	ag := e.runAgent(reg, "agent-a", []string{waNumber}, nil, true)
+	wa := e.numberID(a.apiKey, "whatsapp", waNumber)
+	ag.halt()
+	e.eventually("the number shows offline", func() bool { return e.numbers(a.apiKey, "whatsapp")[0]["online"] == false })
+	old := e.waSend(a.apiKey, wa, "+15557654321", "too late")
+	e.want(old, http.StatusAccepted, "")
+	e.clock.Advance(25 * time.Hour)
+	e.sms.Expire()
+	if r := e.do(call{method: "GET", path: "/whatsapp/messages/" + old.str("id"), token: a.apiKey}); r.str("status") != "expired" || r.str("error") == "" {
+		t.Fatalf("got %s, want expired", r.Raw)
+	}
+	fresh := e.waSend(a.apiKey, wa, "+15557654321", "waiting")
+	e.want(fresh, http.StatusAccepted, "")
+	back := e.runAgent(reg, "agent-a", []string{waNumber}, nil, true)
+	e.eventually("the waiting send arrives on the new link", func() bool { jobs, _ := back.Jobs(); return len(jobs) == 1 })
+	if jobs, _ := back.Jobs(); jobs[0].ID != fresh.str("id") {
+		t.Fatalf("got job %+v, want only the fresh send", jobs[0])
+	}
+	e.eventually("the send is delivered", func() bool {
+		return e.do(call{method: "GET", path: "/whatsapp/messages/" + fresh.str("id"), token: a.apiKey}).str("status") == "delivered"
+	})
 }
