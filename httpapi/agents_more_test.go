@@ -62,7 +62,7 @@ func TestAgentGapAndJitter(t *testing.T) {
 	for i := range 3 {
 		e.want(e.waSend(a.apiKey, wa, "+15557654321", fmt.Sprint("fast", i)), http.StatusAccepted, "")
 	}
-		r := e.do(call{method: "PATCH", path: "/whatsapp/numbers/" + wa, token: a.apiKey, body: map[string]any{"gap_seconds": map[string]any{"min": 0, "max": 0.001}}})
+	r := e.do(call{method: "PATCH", path: "/whatsapp/numbers/" + wa, token: a.apiKey, body: map[string]any{"gap_seconds": map[string]any{"min": 0, "max": 0.001}}})
 	e.want(r, http.StatusOK, "")
 	e.clock.Advance(10 * time.Second)
 	ag.settle()

@@ -48,9 +48,9 @@ type AgentNumber struct {
 	// FirstSeen starts the warm-up.
 	FirstSeen time.Time `json:"first_seen"`
 	// DeviceID and Device (fingerprint) are the registration holding the number.
-	DeviceID uint64    `json:"device_id"`
-	Device   string    `json:"device"`
-	Status   string    `json:"status"`
+	DeviceID uint64     `json:"device_id"`
+	Device   string     `json:"device"`
+	Status   string     `json:"status"`
 	Caps     NumberCaps `json:"caps,omitzero"`
 	// GapMin and GapMax override the gap between dispatches when GapMax > 0.
 	GapMin    time.Duration `json:"gap_min,omitempty"`

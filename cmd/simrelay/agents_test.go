@@ -80,7 +80,9 @@ func TestVirtualAgent(t *testing.T) {
 	waitOutput(t, stdout, "inbound from +15557654321 stored as message")
 
 	var wa struct {
-		Numbers []struct{ NumberID string `json:"number_id"` }
+		Numbers []struct {
+			NumberID string `json:"number_id"`
+		}
 	}
 	var im struct {
 		Handles []struct {
