@@ -36,6 +36,11 @@ const (
 	// announce: far more than one phone or Mac holds, and a bound on what
 	// one agent can make the server store.
 	MaxAnnounced = 20
+	// MaxNumbersPerCompany bounds the numbers (and, apart, the handles) one
+	// company's agents may announce over time, so that an agent announcing
+	// new numbers on every reconnect cannot grow the store and the
+	// governor's memory without end; far more than a company runs.
+	MaxNumbersPerCompany = 1000
 	// DefaultMessageTTL is the SMS TTL: 24 h.
 	DefaultMessageTTL = 24 * time.Hour
 	// maxIdempotencyKey bounds stored keys, as for SMS.

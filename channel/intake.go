@@ -53,7 +53,10 @@ func (s *Service) Announce(_ context.Context, dev store.Device, hello proto.Hell
 		if len(set.addrs) == 0 {
 			continue
 		}
-		nums, err := s.store.AnnounceNumbers(dev.CompanyID, dev.ID, set.channel, set.addrs, s.now())
+		nums, err := s.store.AnnounceNumbers(dev.CompanyID, dev.ID, set.channel, set.addrs, s.now(), MaxNumbersPerCompany)
+		if errors.Is(err, store.ErrTooManyNumbers) {
+			return nil, problem.Invalid(set.channel, fmt.Sprintf("the company has %d %ss already, the most it may have", MaxNumbersPerCompany, noun(set.channel)))
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -20,7 +20,7 @@ func TestEnqueueAgentGivesTheSlotBack(t *testing.T) {
 	c, _ := webhookFixture(t, s, "a@example.com", 0)
 	d := deviceOf(t, s, c.ID, "fp-a@example.com")
 	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
-	nums, err := s.AnnounceNumbers(c.ID, d.ID, ChannelNameWhatsApp, []string{"+15550001111"}, now)
+	nums, err := s.AnnounceNumbers(c.ID, d.ID, ChannelNameWhatsApp, []string{"+15550001111"}, now, 1)
 	if err != nil || len(nums) != 1 {
 		t.Fatalf("announce: %v %v", nums, err)
 	}
@@ -57,5 +57,30 @@ func TestEnqueueAgentGivesTheSlotBack(t *testing.T) {
 	other, _ := webhookFixture(t, s, "b@example.com", 0)
 	if _, err := s.AgentNumber(other.ID, ChannelNameWhatsApp, nums[0].PublicID); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("another company reads the number: %v", err)
+	}
+}
+
+// TestAnnounceNumbersLimit: a company's new numbers stop at the limit; known
+// ones still move between its agents.
+func TestAnnounceNumbersLimit(t *testing.T) {
+	s, err := Open(t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c, _ := webhookFixture(t, s, "a@example.com", 0)
+	d := deviceOf(t, s, c.ID, "fp-a@example.com")
+	now := time.Now()
+	if _, err := s.AnnounceNumbers(c.ID, d.ID, ChannelNameWhatsApp, []string{"+15550001111", "+15550002222"}, now, 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AnnounceNumbers(c.ID, d.ID, ChannelNameWhatsApp, []string{"+15550001111", "+15550003333"}, now, 2); !errors.Is(err, ErrTooManyNumbers) {
+		t.Fatalf("a third number: got %v, want ErrTooManyNumbers", err)
+	}
+	if nums, _ := s.AgentNumbers(c.ID, ChannelNameWhatsApp); len(nums) != 2 {
+		t.Fatalf("got %d numbers, want 2: a refused hello stores nothing", len(nums))
+	}
+	if _, err := s.AnnounceNumbers(c.ID, d.ID, ChannelNameIMessage, []string{"a@example.com"}, now, 2); err != nil {
+		t.Fatalf("handles count apart: %v", err)
 	}
 }

@@ -112,11 +112,16 @@ func newPublicID(channel string) (string, error) {
 	return string(out), nil
 }
 
+// ErrTooManyNumbers refuses a new number past the company's limit.
+var ErrTooManyNumbers = errors.New("store: the company has as many numbers as it may")
+
 // AnnounceNumbers records that the device (a live registration of the
 // company) can send from these addresses (already normalised) on channel: a
 // new address gets a record, with its warm-up starting now; a known one
-// moves to this device. It returns the records, in the order given.
-func (s *Store) AnnounceNumbers(companyID, deviceID uint64, channel string, addresses []string, now time.Time) ([]AgentNumber, error) {
+// moves to this device. It returns the records, in the order given. A new
+// record beyond limit records of the company on the channel is
+// ErrTooManyNumbers, and nothing is stored; limit 0 means no limit.
+func (s *Store) AnnounceNumbers(companyID, deviceID uint64, channel string, addresses []string, now time.Time, limit int) ([]AgentNumber, error) {
 	var out []AgentNumber
 	err := s.grouped(func(tx *bolt.Tx) error {
 		out = out[:0]
@@ -131,6 +136,9 @@ func (s *Store) AnnounceNumbers(companyID, deviceID uint64, channel string, addr
 			err := getJSON(b, k, &n)
 			switch {
 			case errors.Is(err, ErrNotFound):
+				if limit > 0 && countPrefix(b, agentNumberKey(companyID, channel, ""), limit) >= limit {
+					return ErrTooManyNumbers
+				}
 				if n.ID, err = b.NextSequence(); err != nil {
 					return err
 				}
@@ -304,4 +312,11 @@ func (s *Store) AgentNumberByRef(companyID, numberID uint64) (AgentNumber, error
 		return n, fmt.Errorf("store: number %d: %w", numberID, err)
 	}
 	return n, nil
+}
+
+// countPrefix counts the keys under prefix, stopping at upTo.
+func countPrefix(b *bolt.Bucket, prefix []byte, upTo int) int {
+	n := 0
+	walkPrefix(b, prefix, func(_, _ []byte) bool { n++; return n < upTo })
+	return n
 }
