@@ -101,11 +101,14 @@ type Welcome struct {
 
 // Send is a job for the phone: deliver one message.
 type Send struct {
-	ID          string `json:"id"`
-	Channel     string `json:"channel"`
-	To          string `json:"to"`
-	Message     string `json:"message"`
-	SIMSlot     string `json:"sim_slot,omitempty"`
+	ID      string `json:"id"`
+	Channel string `json:"channel"`
+	To      string `json:"to"`
+	Message string `json:"message"`
+	SIMSlot string `json:"sim_slot,omitempty"`
+	// From is the WhatsApp number or iMessage handle to send from (agent
+	// channels only), as the agent announced it.
+	From        string `json:"from,omitempty"`
 	ContentType string `json:"content_type,omitempty"`
 	MediaURL    string `json:"media_url,omitempty"`
 	ExpiresAt   string `json:"expires_at"`

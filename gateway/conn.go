@@ -47,6 +47,8 @@ type conn struct {
 	pace      *rate.Limiter       // nil: no pacing; guarded by pumpMu
 	paceRate  int                 // the sends per minute pace was made for; guarded by pumpMu
 	paceTimer *time.Timer         // a pump waiting for the pace; guarded by pumpMu
+	lines     []line              // WhatsApp numbers and iMessage handles of the hello (agents.go); guarded by pumpMu
+	gapTimer  *time.Timer         // a pump waiting for a number's gap; guarded by pumpMu
 }
 
 func newConn(h *Hub, ws *websocket.Conn, dev store.Device, token string) *conn {
@@ -166,6 +168,21 @@ func (c *conn) hello() bool {
 		return false
 	}
 	c.dev = dev
+	if h.agents != nil && (len(hello.WhatsApp) > 0 || len(hello.IMessage) > 0) {
+		ids, err := h.agents.Announce(context.Background(), dev, *hello)
+		if pe, ok := problem.As(err); ok {
+			c.fail(proto.CloseProtocolError, "invalid_hello", "hello."+pe.Field+" "+pe.Message)
+			return false
+		}
+		if err != nil {
+			h.log.Error("store hello numbers", "device", c.dev.Fingerprint, "err", err)
+			c.closeWith(int(websocket.StatusInternalError), "server error")
+			return false
+		}
+		for _, id := range ids {
+			c.lines = append(c.lines, line{id: id})
+		}
+	}
 	c.touch()
 	return true
 }
@@ -271,7 +288,13 @@ func (c *conn) handle(ctx context.Context, f proto.Frame) bool {
 		if !c.charge() {
 			return false
 		}
-		ack, err := h.intake.Inbound(ctx, c.dev, *f)
+		var ack proto.InboundAck
+		var err error
+		if isAgentChannel(f.Channel) && h.agents != nil {
+			ack, err = h.agents.Inbound(ctx, c.dev, *f)
+		} else {
+			ack, err = h.intake.Inbound(ctx, c.dev, *f)
+		}
 		if c.refused(err, "inbound", proto.Error{ClientID: f.ClientID}) {
 			return !c.closed()
 		}
@@ -485,16 +508,27 @@ func (c *conn) finish() {
 	if c.paceTimer != nil {
 		c.paceTimer.Stop()
 	}
+	if c.gapTimer != nil {
+		c.gapTimer.Stop()
+	}
 	c.pumpMu.Unlock()
 	if err := c.hub.devices.Seen(context.Background(), c.dev, time.Unix(0, c.lastSeen.Load())); err != nil {
 		c.hub.log.Error("store last seen", "device", c.dev.Fingerprint, "err", err)
 	}
 }
 
-// pump writes waiting jobs to the link while the window of un-acked sends has room.
+// pump writes waiting jobs to the link while the window of un-acked sends
+// has room: SMS first, then the jobs of its WhatsApp numbers and iMessage
+// handles, each paced by its gap (agents.go).
 func (c *conn) pump() {
 	c.pumpMu.Lock()
 	defer c.pumpMu.Unlock()
+	c.pumpSMS()
+	c.pumpAgents()
+}
+
+// pumpSMS writes waiting SMS jobs; pumpMu held.
+func (c *conn) pumpSMS() {
 	for {
 		room := c.hub.cfg.MaxInflight - len(c.inflight)
 		if room <= 0 || c.closed() {

@@ -108,6 +108,7 @@ type Hub struct {
 	cfg     Config
 	devices Devices
 	intake  Intake
+	agents  Agents // nil: no WhatsApp or iMessage (agents.go); set before serving
 	log     *slog.Logger
 	now     func() time.Time
 

@@ -7,6 +7,7 @@ import (
 	"github.com/simrelay/simrelay/internal/testclock"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/simrelay/simrelay/account"
 	"github.com/simrelay/simrelay/billing"
+	"github.com/simrelay/simrelay/channel"
 	"github.com/simrelay/simrelay/device"
 	"github.com/simrelay/simrelay/gateway"
 	"github.com/simrelay/simrelay/httpapi"
@@ -39,6 +41,8 @@ type env struct {
 	clock *testclock.Clock
 	hub   *gateway.Hub
 	sms   *sms.Service
+	// agents is WhatsApp and iMessage; its gap's jitter comes from a seeded source.
+	agents *channel.Service
 	// webhooks runs on the real clock (retries must come due) until
 	// stopWebhooks, which the test may call early to "restart" it.
 	webhooks     *webhook.Service
@@ -117,6 +121,12 @@ func newBillingEnv(t *testing.T, sopt store.Options, wcfg webhook.Config, bcfg b
 	messages := sms.New(sms.Config{}, st, hooks.OnInbound, log, clk.Now)
 	hub := gateway.New(testHubConfig, devices, messages, log, clk.Now)
 	messages.SetDispatcher(hub)
+	agents, err := channel.New(channel.Config{}, st, hooks.OnInbound, log, clk.Now, rand.NewPCG(1, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	agents.SetDispatcher(hub)
+	hub.SetAgents(agents)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -129,14 +139,14 @@ func newBillingEnv(t *testing.T, sopt store.Options, wcfg webhook.Config, bcfg b
 	}
 	st.SetPlans(bill)
 	reg := prometheus.NewRegistry()
-	api, err := httpapi.New(cfg, httpapi.Deps{Accounts: accounts, Devices: devices, SMS: messages, Phones: hub, PhoneSocket: hub, Store: st, Analytics: st, Period: bill, Billing: bill, Console: web.Handler(), Logger: log, Registry: reg, Gatherer: reg, Now: clk.Now, Webhooks: hooks})
+	api, err := httpapi.New(cfg, httpapi.Deps{Accounts: accounts, Devices: devices, SMS: messages, Channels: agents, Phones: hub, PhoneSocket: hub, Store: st, Analytics: st, Period: bill, Billing: bill, Console: web.Handler(), Logger: log, Registry: reg, Gatherer: reg, Now: clk.Now, Webhooks: hooks})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv.Config.Handler = api.Handler()
 	srv.Start()
 	t.Cleanup(srv.Close)
-	return &env{t: t, url: srv.URL, store: st, inbox: inbox, clock: clk, hub: hub, sms: messages, webhooks: hooks, stopWebhooks: stopWebhooks}
+	return &env{t: t, url: srv.URL, store: st, inbox: inbox, clock: clk, hub: hub, sms: messages, agents: agents, webhooks: hooks, stopWebhooks: stopWebhooks}
 }
 
 // resp is an answer with its decoded JSON body.

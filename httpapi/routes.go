@@ -68,6 +68,18 @@ func (s *Server) routes() []route {
 		{http.MethodPost, "/opt-outs", member, s.addOptOut},
 		{http.MethodDelete, "/opt-outs/:phone", member, s.removeOptOut},
 
+		// WhatsApp and iMessage (agents.go).
+		{http.MethodGet, "/whatsapp/numbers", member, s.listNumbers(waChannel)},
+		{http.MethodPatch, "/whatsapp/numbers/:number_id", member, s.patchNumber(waChannel)},
+		{http.MethodPost, "/whatsapp/send", member, s.agentSend(waChannel)},
+		{http.MethodGet, "/whatsapp/messages", member, s.agentMessages(waChannel)},
+		{http.MethodGet, "/whatsapp/messages/:id", member, s.agentMessage(waChannel)},
+		{http.MethodGet, "/imessage/handles", member, s.listNumbers(imChannel)},
+		{http.MethodPatch, "/imessage/handles/:handle_id", member, s.patchNumber(imChannel)},
+		{http.MethodPost, "/imessage/send", member, s.agentSend(imChannel)},
+		{http.MethodGet, "/imessage/messages", member, s.agentMessages(imChannel)},
+		{http.MethodGet, "/imessage/messages/:id", member, s.agentMessage(imChannel)},
+
 		// Dashboard and analytics.
 		{http.MethodGet, "/dashboard/summary", member, s.dashboardSummary},
 		{http.MethodGet, "/analytics", member, s.analytics},

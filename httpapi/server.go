@@ -15,6 +15,7 @@ import (
 	"github.com/simrelay/simrelay/account"
 	androidproto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/billing"
+	"github.com/simrelay/simrelay/channel"
 	"github.com/simrelay/simrelay/device"
 	"github.com/simrelay/simrelay/pacing"
 	"github.com/simrelay/simrelay/sms"
@@ -63,6 +64,8 @@ type Deps struct {
 	Accounts *account.Service
 	Devices  *device.Service
 	SMS      *sms.Service
+	// Channels is WhatsApp and iMessage; nil leaves their routes answering 404.
+	Channels *channel.Service
 	// Webhooks is the webhook configuration, signing secret and deliveries log.
 	Webhooks *webhook.Service
 	Phones   Phones

@@ -36,8 +36,12 @@ const (
 	BillingDisabled Code = "billing_disabled"
 	// PaymentProviderError: the payment provider failed or refused the call; the cause is logged.
 	PaymentProviderError Code = "payment_provider_error"
-	Unavailable          Code = "unavailable" // the server is shutting down or not ready
-	Internal             Code = "internal"    // a server fault; the cause is logged, not sent
+	// NumberCapped: the WhatsApp number or iMessage handle is at one of its rolling caps (429, Retry-After).
+	NumberCapped Code = "number_capped"
+	// NumberPaused: the WhatsApp number or iMessage handle is paused (403).
+	NumberPaused Code = "number_paused"
+	Unavailable  Code = "unavailable" // the server is shutting down or not ready
+	Internal     Code = "internal"    // a server fault; the cause is logged, not sent
 )
 
 var statuses = map[Code]int{
@@ -61,6 +65,8 @@ var statuses = map[Code]int{
 	PlanLimitReached:      http.StatusTooManyRequests,
 	BillingDisabled:       http.StatusConflict,
 	PaymentProviderError:  http.StatusBadGateway,
+	NumberCapped:          http.StatusTooManyRequests,
+	NumberPaused:          http.StatusForbidden,
 	Unavailable:           http.StatusServiceUnavailable,
 	Internal:              http.StatusInternalServerError,
 }

@@ -56,6 +56,14 @@ type Message struct {
 	QueueSeq uint64 `json:"queue_seq,omitempty"`
 	// StatusAt is when the phone says the current status happened.
 	StatusAt string `json:"status_at,omitempty"`
+	// WhatsApp and iMessage (agent_messages.go): the number or handle the
+	// message goes out from or came to (store id, public id and address),
+	// and the content type and media of a send.
+	NumberID    uint64 `json:"number_id,omitempty"`
+	NumberRef   string `json:"number_ref,omitempty"`
+	Account     string `json:"account,omitempty"`
+	ContentType string `json:"content_type,omitempty"`
+	MediaURL    string `json:"media_url,omitempty"`
 }
 
 // Conversation is the running summary of one device's exchange with one number.
@@ -247,7 +255,11 @@ func leaveQueue(tx *bolt.Tx, m Message) error {
 	if m.Status == MsgScheduled {
 		return leaveSchedule(tx, m)
 	}
-	if err := tx.Bucket(bucketQueue).Delete(msgDevKey(m, itob(m.QueuePlace()))); err != nil {
+	queue, key := tx.Bucket(bucketQueue), msgDevKey(m, itob(m.QueuePlace()))
+	if IsAgentChannel(m.Channel) {
+		queue, key = tx.Bucket(bucketAgentQueue), agentMsgKey(m)
+	}
+	if err := queue.Delete(key); err != nil {
 		return err
 	}
 	if m.ExpiresAt.IsZero() {
@@ -282,7 +294,7 @@ func (s *Store) Transition(companyID, deviceID uint64, uuid, status, errText, st
 		if err != nil {
 			return err
 		}
-		if m.CompanyID != companyID || m.DeviceID != deviceID || m.Direction != Outbound {
+		if m.CompanyID != companyID || m.Direction != Outbound || (m.DeviceID != deviceID && !agentHolds(tx, m, deviceID)) {
 			return ErrNotFound
 		}
 		out = m
@@ -301,6 +313,14 @@ func (s *Store) Transition(companyID, deviceID uint64, uuid, status, errText, st
 			}
 		}
 		sending := tx.Bucket(bucketSendingIdx)
+		if m.DeviceID != deviceID {
+			// A WhatsApp or iMessage job taken by the number's new agent: it
+			// is that registration's job from now on.
+			if err := sending.Delete(msgDevKey(m, itob(m.ID))); err != nil {
+				return err
+			}
+			m.DeviceID = deviceID
+		}
 		if status == MsgSending {
 			if err := sending.Put(msgDevKey(m, itob(m.ID)), nil); err != nil {
 				return err

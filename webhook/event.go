@@ -52,6 +52,8 @@ func inboundOf(m store.Message) Inbound {
 	in := Inbound{Channel: m.Channel, Device: m.Device}
 	if m.Channel == proto.ChannelSMS {
 		in.SIMSlot = m.SIMSlot
+	} else {
+		in.Number, in.NumberID = m.Account, m.NumberRef
 	}
 	return in
 }
@@ -72,6 +74,8 @@ func eventBody(eventType string, m store.Message) ([]byte, error) {
 	}
 	if m.Channel == proto.ChannelSMS {
 		d.SIMSlot = m.SIMSlot
+	} else {
+		d.To = m.Account
 	}
 	return json.Marshal(eventPayload{Type: eventType, CreatedAt: m.CreatedAt.UTC().Format(timeLayout), Data: d})
 }

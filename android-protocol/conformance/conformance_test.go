@@ -1060,9 +1060,9 @@ func mainFlow(t *testing.T, s *server) {
 	if e := l2.refused(badIn, "validation_failed", "inbound: "); e.str(t, "client_id") != badIn.ClientID || e.str(t, "field") != "from" {
 		t.Fatalf("refused inbound: %s, want client_id %s and field from", e.raw, badIn.ClientID)
 	}
-	badIn.From, badIn.Channel = "+15551234567", "whatsapp" // section 16: refused in this revision
-	if e := l2.refused(badIn, "validation_failed", "inbound: "); e.str(t, "client_id") != badIn.ClientID {
-		t.Fatalf("refused whatsapp inbound: %s", e.raw)
+	badIn.From, badIn.Channel = "+15551234567", "whatsapp" // section 16.3: to must be an announced number
+	if e := l2.refused(badIn, "validation_failed", "inbound: "); e.str(t, "client_id") != badIn.ClientID || e.str(t, "field") != "to" {
+		t.Fatalf("refused whatsapp inbound: %s, want field to", e.raw)
 	}
 
 	// Section 10: inbound, stored once per client_id.

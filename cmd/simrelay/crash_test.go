@@ -18,12 +18,17 @@ import (
 )
 
 // TestCrashLosesNoAnsweredSend kills the server with SIGKILL in the middle
-// of a burst of concurrent sends, restarts it on the same data directory, and
-// wants every send that was answered 2xx to reach the phone.
+// of a burst of concurrent sends (SMS, WhatsApp and iMessage), restarts it
+// on the same data directory, and wants every send that was answered 2xx to
+// reach the phone (an agent holding a WhatsApp number and an iMessage handle).
 func TestCrashLosesNoAnsweredSend(t *testing.T) {
 	bin, dir, apiKey := companyStore(t)
-	// The limit would refuse a burst; this test is about durability.
+	// The limits would refuse a burst and the gap slow the drain; this test
+	// is about durability.
 	limits := []string{"--rate-general", "1000000/1m"}
+	for _, ch := range []string{"whatsapp", "imessage"} {
+		limits = append(limits, "--"+ch+"-per-minute", "65535", "--"+ch+"-per-hour", "65535", "--"+ch+"-per-day", "65535", "--"+ch+"-gap-min", "0s", "--"+ch+"-gap-max", "0s")
+	}
 	srv := startServer(t, bin, dir, limits...)
 	code, err := pairingCode(context.Background(), srv.url, apiKey)
 	if err != nil {
@@ -33,6 +38,10 @@ func TestCrashLosesNoAnsweredSend(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	hello := proto.Hello{WhatsApp: []proto.WhatsAppNumber{{Phone: "+15550001111"}}, IMessage: []proto.IMessageHandle{{Handle: "crash@example.com"}}}
+	waID, imID := announce(t, srv.url, reg, apiKey, hello)
+	// Which route reads each answered send back.
+	var routeOf sync.Map
 
 	// Eight senders fire until the server dies (bounded: 20,000 tries in all).
 	var answered sync.Map
@@ -43,8 +52,18 @@ func TestCrashLosesNoAnsweredSend(t *testing.T) {
 	for w := range 8 {
 		wg.Go(func() {
 			for i := 0; tries.Add(1) <= 20000; i++ {
-				body, _ := json.Marshal(map[string]string{"device_fingerprint": "crash-phone", "phone": "+15551234567", "message": fmt.Sprintf("w%d-%d", w, i)})
-				req, _ := http.NewRequest("POST", srv.url+"/chat/send", bytes.NewReader(body))
+				path, fields := "/chat/send", map[string]string{"device_fingerprint": "crash-phone", "phone": "+15551234567", "message": fmt.Sprintf("w%d-%d", w, i)}
+				read := "/chat/queue/"
+				switch w % 3 {
+				case 1:
+					path, fields = "/whatsapp/send", map[string]string{"number_id": waID, "to": "+15551234567", "content": fmt.Sprintf("w%d-%d", w, i)}
+					read = "/whatsapp/messages/"
+				case 2:
+					path, fields = "/imessage/send", map[string]string{"handle_id": imID, "to": "bob@example.com", "content": fmt.Sprintf("w%d-%d", w, i)}
+					read = "/imessage/messages/"
+				}
+				body, _ := json.Marshal(fields)
+				req, _ := http.NewRequest("POST", srv.url+path, bytes.NewReader(body))
 				req.Header.Set("Authorization", "Bearer "+apiKey)
 				req.Header.Set("Content-Type", "application/json")
 				res, err := hc.Do(req)
@@ -56,11 +75,13 @@ func TestCrashLosesNoAnsweredSend(t *testing.T) {
 						continue
 					}
 				}
-				var ans struct{ QueueID string }
+				var ans struct{ QueueID, ID string }
 				_ = json.NewDecoder(res.Body).Decode(&ans)
 				res.Body.Close()
-				if res.StatusCode == http.StatusOK && ans.QueueID != "" {
-					answered.Store(ans.QueueID, true)
+				id := ans.QueueID + ans.ID
+				if (res.StatusCode == http.StatusOK || res.StatusCode == http.StatusAccepted) && id != "" {
+					routeOf.Store(id, read)
+					answered.Store(id, true)
 					count.Add(1)
 				}
 			}
@@ -92,7 +113,7 @@ func TestCrashLosesNoAnsweredSend(t *testing.T) {
 	// link may end on the way (a flood close would hold the drain up).
 	var phone *client.Phone
 	var closes sync.Map
-	phone = client.New(client.Config{WSURL: wsURL, Token: reg.DeviceToken, BackoffBase: 10 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
+	phone = client.New(client.Config{WSURL: wsURL, Token: reg.DeviceToken, Hello: hello, BackoffBase: 10 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
 		OnJob: func(s proto.Send) {
 			if _, dup := got.LoadOrStore(s.ID, true); !dup {
 				received.Add(1)
@@ -138,10 +159,52 @@ func TestCrashLosesNoAnsweredSend(t *testing.T) {
 	if n := phone.Pending(); n > 0 {
 		t.Fatalf("%d reports were never acknowledged", n)
 	}
+	// One of each channel shows the reports took effect; Pending showed they all arrived.
+	seen := map[string]bool{}
 	for id := range answered.Range {
-		if _, body := get(t, srv.url+"/chat/queue/"+id.(string), apiKey); !strings.Contains(string(body), `"status":"delivered"`) {
+		read, _ := routeOf.Load(id)
+		if seen[read.(string)] {
+			continue
+		}
+		seen[read.(string)] = true
+		if _, body := get(t, srv.url+read.(string)+id.(string), apiKey); !strings.Contains(string(body), `"status":"delivered"`) {
 			t.Fatalf("send %s: got %s, want it delivered", id, body)
 		}
-		break // one shows the reports took effect; Pending showed they all arrived
 	}
+	if len(seen) != 3 {
+		t.Fatalf("sends of %d channels were answered, want 3", len(seen))
+	}
+}
+
+// announce links the agent once so that its hello announces the number and
+// handle, and returns their ids.
+func announce(t *testing.T, url string, reg client.Registration, apiKey string, hello proto.Hello) (waID, imID string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	phone := client.New(client.Config{WSURL: reg.WSURL, Token: reg.DeviceToken, Hello: hello})
+	done := make(chan error, 1)
+	go func() { done <- phone.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	deadline := time.Now().Add(10 * time.Second)
+	for !phone.Connected() && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	var wa struct {
+		Numbers []struct {
+			NumberID string `json:"number_id"`
+		}
+	}
+	var im struct {
+		Handles []struct {
+			HandleID string `json:"handle_id"`
+		}
+	}
+	_, body := get(t, url+"/whatsapp/numbers", apiKey)
+	_ = json.Unmarshal(body, &wa)
+	_, body = get(t, url+"/imessage/handles", apiKey)
+	_ = json.Unmarshal(body, &im)
+	if len(wa.Numbers) != 1 || len(im.Handles) != 1 {
+		t.Fatalf("the agent's number and handle are not listed")
+	}
+	return wa.Numbers[0].NumberID, im.Handles[0].HandleID
 }

@@ -28,6 +28,11 @@ connects to the server like the Android app, prints each job it gets, acks
 it and reports it sent and then delivered. With --inbound it also delivers
 one received SMS. It runs until Ctrl-C.
 
+With --whatsapp NUMBER and --imessage HANDLE (each repeatable) it is also an
+agent of those channels: it announces them in its hello and answers their
+jobs like SMS; --inbound-to one of them delivers the --inbound message on
+WhatsApp or iMessage to it instead of as an SMS.
+
 Like the app, it keeps its device token after pairing, in --token-file
 (mode 0600; by default ./data/phone-FINGERPRINT.json), and uses it on the
 next start instead of pairing again, which spends the server's
@@ -50,6 +55,9 @@ type phoneConfig struct {
 	selectedSIM string
 	inbound     string
 	fail        bool
+	// whatsapp and imessage are announced in hello (phone_agents.go).
+	whatsapp, imessage stringList
+	inboundTo          string
 }
 
 func phoneCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -65,6 +73,9 @@ func phoneCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.StringVar(&cfg.name, "name", "Virtual phone", "the device name")
 	fs.StringVar(&cfg.selectedSIM, "selected-sim", "BOTH", "the SIM the phone sends from: SIM1, SIM2 or BOTH")
 	fs.StringVar(&cfg.inbound, "inbound", "", "deliver one received SMS from this number; its text is the argument after the flags")
+	fs.Var(&cfg.whatsapp, "whatsapp", "a WhatsApp number (E.164) to announce and send from; repeat for more")
+	fs.Var(&cfg.imessage, "imessage", "an iMessage handle (E.164 or e-mail) to announce and send from; repeat for more")
+	fs.StringVar(&cfg.inboundTo, "inbound-to", "", "deliver the --inbound message on WhatsApp or iMessage to this --whatsapp number or --imessage handle")
 	fs.BoolVar(&cfg.fail, "fail", false, "report every job failed (generic_failure) instead of delivered")
 	fs.Usage = flagUsage(fs, phoneUsage)
 	if err := parseFlags(fs, args, 1); err != nil {
@@ -77,6 +88,10 @@ func phoneCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	text := fs.Arg(0)
 	if cfg.inbound != "" && text == "" {
 		fmt.Fprintln(stderr, "simrelay phone: --inbound FROM needs the message text as an argument: --inbound +15551234567 \"hello\"")
+		return 2
+	}
+	if _, err := inboundFrame(cfg, "", text); err != nil {
+		fmt.Fprintf(stderr, "simrelay phone: %v\n", err)
 		return 2
 	}
 	if cfg.inbound == "" && text != "" {
@@ -193,9 +208,9 @@ func linkPhone(ctx context.Context, cfg phoneConfig, reg client.Registration, cl
 	var phone *client.Phone
 	phone = client.New(client.Config{
 		WSURL: reg.WSURL, Token: reg.DeviceToken,
-		Hello: proto.Hello{AppVersion: "simrelay-phone " + buildVersion(), SelectedSIM: cfg.selectedSIM, SIMs: []proto.SIM{{Slot: proto.SIM1}, {Slot: proto.SIM2}}},
+		Hello: agentHello(proto.Hello{AppVersion: "simrelay-phone " + buildVersion(), SelectedSIM: cfg.selectedSIM, SIMs: []proto.SIM{{Slot: proto.SIM1}, {Slot: proto.SIM2}}}, cfg),
 		OnJob: func(s proto.Send) {
-			say("job %s: %s to %s from %s: %q", s.ID, s.Channel, s.To, s.SIMSlot, s.Message)
+			say("%s", jobLine(s))
 			go func() {
 				if cfg.fail {
 					phone.Report(s.ID, proto.StatusFailed, "generic_failure")
@@ -221,7 +236,8 @@ func linkPhone(ctx context.Context, cfg phoneConfig, reg client.Registration, cl
 	defer cancel()
 	if cfg.inbound != "" {
 		go func() {
-			ack := phone.Receive(proto.Inbound{ClientID: clientID, From: cfg.inbound, Message: text, SIMSlot: proto.SIM1})
+			in, _ := inboundFrame(cfg, clientID, text) // checked at start
+			ack := phone.Receive(in)
 			select {
 			case a := <-ack:
 				say("inbound from %s stored as message %d (%s)", cfg.inbound, a.ID, a.UUID)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	netmail "net/mail"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/simrelay/simrelay/account"
 	"github.com/simrelay/simrelay/billing"
+	"github.com/simrelay/simrelay/channel"
 	"github.com/simrelay/simrelay/device"
 	"github.com/simrelay/simrelay/gateway"
 	"github.com/simrelay/simrelay/httpapi"
@@ -73,6 +75,8 @@ type serveConfig struct {
 	stripeAPIURL        string
 
 	general, auth pacing.Rate
+	// agents is the anti-ban governor's defaults (serve_pacing.go).
+	agents channel.Config
 }
 
 func (c *serveConfig) flags(fs *flag.FlagSet) {
@@ -99,6 +103,7 @@ func (c *serveConfig) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.stripeKey, "stripe-key", "", "Stripe secret API key (sk_...): switches on Stripe mode, needs --stripe-webhook-secret; empty: self-hosted billing")
 	fs.StringVar(&c.stripeWebhookSecret, "stripe-webhook-secret", "", "signing secret (whsec_...) of the Stripe webhook endpoint POST /billing/stripe/webhook")
 	fs.StringVar(&c.stripeAPIURL, "stripe-api-url", "", "Stripe API base URL, e.g. a stripe-mock for tests; empty: Stripe's")
+	pacingFlags(fs, &c.agents)
 	fs.StringVar(&c.adminToken, "admin-token", "", fmt.Sprintf("the operator's secret for GET /admin/backup (Authorization: Bearer TOKEN), at least %d characters; empty: that route answers 404", httpapi.MinAdminTokenLen))
 }
 
@@ -115,6 +120,9 @@ func (c *serveConfig) validate() error {
 			return fmt.Errorf("%s %q: want an absolute http(s) URL such as https://sms.example.com", both("public-url"), c.publicURL)
 		}
 		c.publicURL = strings.TrimRight(c.publicURL, "/")
+	}
+	if err := validatePacing(c.agents); err != nil {
+		return err
 	}
 	if c.dataDir == "" {
 		return fmt.Errorf("%s must not be empty", both("data-dir"))
@@ -269,6 +277,20 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	messages := sms.New(sms.Config{MessageTTL: cfg.messageTTL}, st, hooks.OnInbound, log.With("component", "sms"), time.Now)
 	hub := gateway.New(gateway.Config{}, devices, messages, log.With("component", "gateway"), time.Now)
 	messages.SetDispatcher(hub)
+	agentCfg := cfg.agents
+	agentCfg.MessageTTL = cfg.messageTTL
+	// 0s to 0s means no gap; the service reads a zero gap as "the default".
+	for _, g := range []*pacing.Gap{&agentCfg.WhatsApp.Gap, &agentCfg.IMessage.Gap} {
+		if g.Max == 0 {
+			g.Max = time.Nanosecond
+		}
+	}
+	agents, err := channel.New(agentCfg, st, hooks.OnInbound, log.With("component", "channel"), time.Now, rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	if err != nil {
+		return err
+	}
+	agents.SetDispatcher(hub)
+	hub.SetAgents(agents)
 	bill, err := billing.New(cfg.billingConfig(), st, log.With("component", "billing"), time.Now)
 	if err != nil {
 		return err
@@ -277,7 +299,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	api, err := httpapi.New(httpapi.Config{GeneralRate: cfg.general, AuthRate: cfg.auth, TrustedProxies: cfg.trustedProxies, AdminToken: cfg.adminToken},
-		httpapi.Deps{Accounts: accounts, Devices: devices, SMS: messages, Webhooks: hooks, Phones: hub, PhoneSocket: hub, Store: st, Analytics: st, Period: bill, Billing: bill, Console: web.Handler(), Logger: log, Registry: reg, Gatherer: reg, Now: time.Now})
+		httpapi.Deps{Accounts: accounts, Devices: devices, SMS: messages, Channels: agents, Webhooks: hooks, Phones: hub, PhoneSocket: hub, Store: st, Analytics: st, Period: bill, Billing: bill, Console: web.Handler(), Logger: log, Registry: reg, Gatherer: reg, Now: time.Now})
 	if err != nil {
 		return err
 	}
@@ -307,6 +329,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	})
 	wg.Go(func() { sweep(workers, api, st, log) })
 	wg.Go(func() { messages.Run(workers) })
+	wg.Go(func() { agents.Run(workers) })
 	wg.Go(func() {
 		if err := hooks.Run(workers); err != nil {
 			log.Error("webhook workers stopped", "err", err)

@@ -1,0 +1,98 @@
+package channel
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/simrelay/simrelay/pacing"
+	"github.com/simrelay/simrelay/store"
+)
+
+// Pacing is one channel's governor settings: the rolling caps of a number
+// past its warm-up (halved during it), and the gap between dispatches.
+type Pacing struct {
+	Caps pacing.Caps
+	Gap  pacing.Gap
+}
+
+// Config tunes the service; zero fields take the defaults of
+// pacing (contract section 10, "Pacing defaults"; docs/pacing.md says why).
+type Config struct {
+	WhatsApp Pacing
+	IMessage Pacing
+	// Warmup is how long a new number's caps stay halved.
+	Warmup time.Duration
+	// MessageTTL is how long a send may wait for its agent (the SMS TTL).
+	MessageTTL time.Duration
+}
+
+// Limits of the input, and why.
+const (
+	// MaxContentChars is WhatsApp's own limit of a text message.
+	MaxContentChars = 4096
+	// MaxMediaURL is what browsers and most proxies take.
+	MaxMediaURL = 2048
+	// MaxAnnounced bounds the numbers (and the handles) one hello may
+	// announce: far more than one phone or Mac holds, and a bound on what
+	// one agent can make the server store.
+	MaxAnnounced = 20
+	// MaxNumbersPerCompany bounds the numbers (and, apart, the handles) one
+	// company's agents may announce over time, so that an agent announcing
+	// new numbers on every reconnect cannot grow the store and the
+	// governor's memory without end; far more than a company runs.
+	MaxNumbersPerCompany = 1000
+	// DefaultMessageTTL is the SMS TTL: 24 h.
+	DefaultMessageTTL = 24 * time.Hour
+	// maxIdempotencyKey bounds stored keys, as for SMS.
+	maxIdempotencyKey = 255
+)
+
+// Defaults fills zero fields with the defaults.
+func (c *Config) Defaults() {
+	fill := func(p *Pacing, caps pacing.Caps, gap pacing.Gap) {
+		if p.Caps.PerMinute <= 0 {
+			p.Caps.PerMinute = caps.PerMinute
+		}
+		if p.Caps.PerHour <= 0 {
+			p.Caps.PerHour = caps.PerHour
+		}
+		if p.Caps.PerDay <= 0 {
+			p.Caps.PerDay = caps.PerDay
+		}
+		if p.Gap.Min <= 0 && p.Gap.Max <= 0 {
+			p.Gap = gap
+		}
+	}
+	fill(&c.WhatsApp, pacing.Caps{PerMinute: pacing.DefaultWhatsAppPerMinute, PerHour: pacing.DefaultWhatsAppPerHour, PerDay: pacing.DefaultWhatsAppPerDay},
+		pacing.Gap{Min: pacing.DefaultWhatsAppGapMin, Max: pacing.DefaultWhatsAppGapMax})
+	fill(&c.IMessage, pacing.Caps{PerMinute: pacing.DefaultIMessagePerMinute, PerHour: pacing.DefaultIMessagePerHour, PerDay: pacing.DefaultIMessagePerDay},
+		pacing.Gap{Min: pacing.DefaultIMessageGapMin, Max: pacing.DefaultIMessageGapMax})
+	if c.Warmup <= 0 {
+		c.Warmup = pacing.DefaultWarmup
+	}
+	if c.MessageTTL <= 0 {
+		c.MessageTTL = DefaultMessageTTL
+	}
+}
+
+// Validate refuses settings the governor cannot keep.
+func (c Config) Validate() error {
+	for name, p := range map[string]Pacing{"whatsapp": c.WhatsApp, "imessage": c.IMessage} {
+		for _, v := range []int{p.Caps.PerMinute, p.Caps.PerHour, p.Caps.PerDay} {
+			if v < 0 || v > pacing.MaxCap {
+				return fmt.Errorf("channel: %s caps must be 1 to %d", name, pacing.MaxCap)
+			}
+		}
+		if p.Gap.Min < 0 || p.Gap.Max < p.Gap.Min {
+			return fmt.Errorf("channel: %s gap: the minimum %s must be 0 or more and at most the maximum %s", name, p.Gap.Min, p.Gap.Max)
+		}
+	}
+	return nil
+}
+
+func (c Config) pacing(channel string) Pacing {
+	if channel == store.ChannelNameIMessage {
+		return c.IMessage
+	}
+	return c.WhatsApp
+}

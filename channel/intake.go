@@ -1,0 +1,171 @@
+package channel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	bolt "go.etcd.io/bbolt"
+
+	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/phone"
+	"github.com/simrelay/simrelay/problem"
+	"github.com/simrelay/simrelay/sms"
+	"github.com/simrelay/simrelay/store"
+)
+
+// The agents' side, for the hub (gateway.Agents).
+
+// Announce records the numbers and handles of an agent's hello for its
+// registration (the latest hello that announces a number holds it) and
+// returns the store ids of all of them: the numbers whose jobs the link
+// carries. A bad entry refuses the hello, naming it (whatsapp[1].phone).
+func (s *Service) Announce(_ context.Context, dev store.Device, hello proto.Hello) ([]uint64, error) {
+	if len(hello.WhatsApp) > MaxAnnounced {
+		return nil, problem.Invalid("whatsapp", fmt.Sprintf("must hold at most %d numbers", MaxAnnounced))
+	}
+	if len(hello.IMessage) > MaxAnnounced {
+		return nil, problem.Invalid("imessage", fmt.Sprintf("must hold at most %d handles", MaxAnnounced))
+	}
+	var wa, im []string
+	for i, n := range hello.WhatsApp {
+		v, err := phone.Normalize(n.Phone)
+		if err != nil {
+			return nil, problem.Invalid(fmt.Sprintf("whatsapp[%d].phone", i), err.Error())
+		}
+		wa = append(wa, v)
+	}
+	for i, h := range hello.IMessage {
+		v, err := normaliseHandle(h.Handle)
+		if err != nil {
+			return nil, problem.Invalid(fmt.Sprintf("imessage[%d].handle", i), "must be an E.164 phone number or an e-mail address")
+		}
+		im = append(im, v)
+	}
+	var ids []uint64
+	for _, set := range []struct {
+		channel string
+		addrs   []string
+	}{{WhatsApp, wa}, {IMessage, im}} {
+		if len(set.addrs) == 0 {
+			continue
+		}
+		nums, err := s.store.AnnounceNumbers(dev.CompanyID, dev.ID, set.channel, set.addrs, s.now(), MaxNumbersPerCompany)
+		if errors.Is(err, store.ErrTooManyNumbers) {
+			return nil, problem.Invalid(set.channel, fmt.Sprintf("the company has %d %ss already, the most it may have", MaxNumbersPerCompany, noun(set.channel)))
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range nums {
+			ids = append(ids, n.ID)
+		}
+	}
+	return ids, nil
+}
+
+// normaliseHandle is an iMessage handle: an E.164 number, or a lower-cased e-mail.
+func normaliseHandle(v string) (string, error) {
+	v = strings.TrimSpace(v)
+	if strings.Contains(v, "@") {
+		return normaliseEmail("handle", v)
+	}
+	return phone.Normalize(v)
+}
+
+// Pending returns the number's next job for the device after the one with
+// seq after (the number must be held by the device), as sms.Service.Pending
+// does for a device's SMS: a job whose TTL ended has no send frame.
+func (s *Service) Pending(_ context.Context, dev store.Device, numberID, after uint64, limit int) ([]sms.Job, error) {
+	msgs, err := s.store.AgentPending(dev.CompanyID, dev.ID, numberID, after, limit)
+	if err != nil {
+		return nil, err
+	}
+	now := s.now()
+	out := make([]sms.Job, 0, len(msgs))
+	for _, m := range msgs {
+		j := sms.Job{Seq: m.ID}
+		if m.ExpiresAt.IsZero() || now.Before(m.ExpiresAt) {
+			j.Send = &proto.Send{ID: m.UUID, Channel: m.Channel, To: m.Phone, From: m.Account, Message: m.Text, ContentType: m.ContentType, MediaURL: m.MediaURL, ExpiresAt: m.ExpiresAt.UTC().Format(timeLayout)}
+		}
+		out = append(out, j)
+	}
+	return out, nil
+}
+
+// Ready says whether the number may hand a job to its agent now: 0 means
+// yes (and the gap to the next one starts), otherwise how long to wait.
+func (s *Service) Ready(dev store.Device, numberID uint64) time.Duration {
+	n, err := s.store.AgentNumberByRef(dev.CompanyID, numberID)
+	if err != nil {
+		return time.Minute // gone or unreadable: look again later
+	}
+	return s.gov.Dispatch(n.ID, s.gap(n), s.now())
+}
+
+// Inbound stores a WhatsApp or iMessage message an agent received, once
+// per client_id, and returns the acknowledgement to send once it is durable.
+func (s *Service) Inbound(_ context.Context, dev store.Device, in proto.Inbound) (proto.InboundAck, error) {
+	if in.ClientID == "" || len(in.ClientID) > 128 {
+		return proto.InboundAck{}, problem.Invalid("client_id", "is required, at most 128 bytes of UTF-8")
+	}
+	if in.Channel != WhatsApp && in.Channel != IMessage {
+		return proto.InboundAck{}, problem.Invalid("channel", "must be whatsapp or imessage")
+	}
+	// sim_slot means nothing here and is ignored (an agent that shares
+	// code with an SMS phone may send one).
+	var to string
+	var err error
+	if in.Channel == IMessage {
+		to, err = normaliseHandle(in.To)
+	} else {
+		to, err = phone.Normalize(in.To)
+	}
+	if err != nil {
+		return proto.InboundAck{}, problem.Invalid("to", "is required: the number or handle, as announced in hello, that received the message")
+	}
+	from := strings.TrimSpace(in.From)
+	if from == "" || len(from) > 254 {
+		return proto.InboundAck{}, problem.Invalid("from", "is required, at most 254 bytes of UTF-8")
+	}
+	if f, err := normaliseTo(in.Channel, from); err == nil {
+		from = f
+	}
+	if !utf8.ValidString(in.Message) {
+		return proto.InboundAck{}, problem.Invalid("message", "must be UTF-8")
+	}
+	if utf8.RuneCountInString(in.Message) > sms.MaxInboundChars {
+		return proto.InboundAck{}, problem.Invalid("message", fmt.Sprintf("must be at most %d characters", sms.MaxInboundChars))
+	}
+	receivedAt := in.ReceivedAt
+	if receivedAt == "" {
+		receivedAt = s.now().UTC().Format(timeLayout)
+	}
+	at, err := time.Parse(time.RFC3339Nano, receivedAt)
+	if err != nil {
+		return proto.InboundAck{}, problem.Invalid("received_at", "must be an RFC 3339 time such as 2026-11-22T10:04:05.123Z")
+	}
+	m := store.Message{
+		UUID: newID(), CompanyID: dev.CompanyID, DeviceID: dev.ID, Channel: in.Channel, Phone: from, Account: to, Text: in.Message,
+		ContentType: "text", Segments: 1, ClientID: in.ClientID, ReceivedAt: at.UTC().Format(timeLayout),
+	}
+	var hook func(tx *bolt.Tx, m store.Message) error
+	if s.onInbound != nil {
+		hook = s.onInbound
+	}
+	stored, _, err := s.store.StoreAgentInbound(&m, s.now, hook)
+	switch {
+	case errors.Is(err, store.ErrDeviceGone):
+		return proto.InboundAck{}, problem.New(problem.NotFound, "The device was deleted.")
+	case errors.Is(err, store.ErrNotFound):
+		return proto.InboundAck{}, problem.Invalid("to", "is not a "+noun(in.Channel)+" of this company: announce it in hello first")
+	case err != nil:
+		return proto.InboundAck{}, sms.Refusal(err, s.now())
+	}
+	return proto.InboundAck{ClientID: in.ClientID, ID: stored.ID, UUID: stored.UUID}, nil
+}
+
+const timeLayout = "2006-01-02T15:04:05.000Z"

@@ -1,0 +1,283 @@
+package channel
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"net/url"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/simrelay/simrelay/pacing"
+	"github.com/simrelay/simrelay/phone"
+	"github.com/simrelay/simrelay/problem"
+	"github.com/simrelay/simrelay/sms"
+	"github.com/simrelay/simrelay/store"
+)
+
+// Channels.
+const (
+	WhatsApp = store.ChannelNameWhatsApp
+	IMessage = store.ChannelNameIMessage
+)
+
+// Content types of a send.
+var contentTypes = map[string]bool{"text": true, "image": true, "video": true, "audio": true, "document": true}
+
+// Dispatcher is told when a device has new jobs (gateway.Hub).
+type Dispatcher interface {
+	Kick(fingerprint string)
+}
+
+// InboundHook runs inside the transaction that stores a new inbound message
+// (the webhook outbox), as sms.InboundHook does.
+type InboundHook func(tx *bolt.Tx, m store.Message) error
+
+// Service is WhatsApp and iMessage.
+type Service struct {
+	cfg       Config
+	store     *store.Store
+	gov       *pacing.Governor
+	dispatch  Dispatcher
+	onInbound InboundHook
+	log       *slog.Logger
+	now       func() time.Time
+}
+
+// New returns the service; rnd is the governor's random source for the
+// gap's jitter (injected, so tests can replay it).
+func New(cfg Config, st *store.Store, onInbound InboundHook, log *slog.Logger, now func() time.Time, rnd rand.Source) (*Service, error) {
+	cfg.Defaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Service{cfg: cfg, store: st, gov: pacing.NewGovernor(rnd), onInbound: onInbound, log: log, now: now}, nil
+}
+
+// SetDispatcher wires the hub; call it before serving.
+func (s *Service) SetDispatcher(d Dispatcher) { s.dispatch = d }
+
+// Config is the service's configuration with its defaults filled in.
+func (s *Service) Config() Config { return s.cfg }
+
+// SendInput is one WhatsApp or iMessage send request.
+type SendInput struct {
+	CompanyID uint64
+	UserID    uint64
+	Channel   string // WhatsApp or IMessage
+	// NumberID is the number's (or handle's) public id.
+	NumberID       string
+	To             string
+	Type           string // text when empty
+	Content        string
+	MediaURL       string
+	IdempotencyKey string
+}
+
+// idField is the name of the number field of a channel's send.
+func idField(channel string) string {
+	if channel == IMessage {
+		return "handle_id"
+	}
+	return "number_id"
+}
+
+// normaliseTo checks a recipient: E.164, or (iMessage) an e-mail address.
+func normaliseTo(channel, to string) (string, error) {
+	to = strings.TrimSpace(to)
+	if to == "" {
+		return "", problem.Invalid("to", "is required")
+	}
+	if channel == IMessage && strings.Contains(to, "@") {
+		return normaliseEmail("to", to)
+	}
+	n, err := phone.Normalize(to)
+	if err != nil {
+		if channel == IMessage {
+			return "", problem.Invalid("to", "must be a phone number in international format (+ then 8 to 15 digits) or an e-mail address")
+		}
+		return "", problem.Invalid("to", err.Error())
+	}
+	return n, nil
+}
+
+// normaliseEmail is a handle's e-mail address, lower-cased.
+func normaliseEmail(field, v string) (string, error) {
+	local, domain, ok := strings.Cut(v, "@")
+	if !ok || local == "" || domain == "" || strings.ContainsAny(v, " \t\r\n<>,;\"") || strings.Count(v, "@") != 1 || !strings.Contains(domain, ".") || len(v) > 254 {
+		return "", problem.Invalid(field, "must be an e-mail address such as ana@example.com")
+	}
+	return strings.ToLower(v), nil
+}
+
+// validate checks a send and returns its content type and recipient.
+func (in SendInput) validate() (contentType, to string, err error) {
+	if utf8.RuneCountInString(in.IdempotencyKey) > maxIdempotencyKey {
+		return "", "", problem.Invalid("Idempotency-Key", "must be at most 255 characters")
+	}
+	if strings.TrimSpace(in.NumberID) == "" {
+		return "", "", problem.Invalid(idField(in.Channel), "is required")
+	}
+	if to, err = normaliseTo(in.Channel, in.To); err != nil {
+		return "", "", err
+	}
+	contentType = in.Type
+	if contentType == "" {
+		contentType = "text"
+	}
+	if !contentTypes[contentType] {
+		return "", "", problem.Invalid("type", "must be text, image, video, audio or document")
+	}
+	if !utf8.ValidString(in.Content) {
+		return "", "", problem.Invalid("content", "must be UTF-8")
+	}
+	if utf8.RuneCountInString(in.Content) > MaxContentChars {
+		return "", "", problem.Invalid("content", "must be at most 4096 characters")
+	}
+	if contentType == "text" {
+		if strings.TrimSpace(in.Content) == "" {
+			return "", "", problem.Invalid("content", "is required for a text message")
+		}
+		if in.MediaURL != "" {
+			return "", "", problem.Invalid("media_url", "must be empty for a text message; set type to image, video, audio or document")
+		}
+		return contentType, to, nil
+	}
+	if in.MediaURL == "" {
+		return "", "", problem.Invalid("media_url", "is required for a "+contentType+" message")
+	}
+	u, err := url.Parse(in.MediaURL)
+	if err != nil || u.Scheme != "https" || u.Host == "" || len(in.MediaURL) > MaxMediaURL || u.User != nil {
+		return "", "", problem.Invalid("media_url", "must be an https URL of at most 2048 characters, without credentials")
+	}
+	return contentType, to, nil
+}
+
+// Answer builds the HTTP answer of a stored send (kept with an idempotency key).
+type Answer func(store.Message) (status int, body []byte)
+
+// Send validates a send, takes a slot of the number's governor and durably
+// queues the message in one step (a send over a cap is stored nowhere), then
+// wakes the agent holding the number. With an idempotency key used before
+// by the company (within 24 h), the first answer comes back as prior.
+func (s *Service) Send(_ context.Context, in SendInput, answer Answer) (msg store.Message, prior *store.Idempotent, err error) {
+	if in.Channel != WhatsApp && in.Channel != IMessage {
+		return msg, nil, problem.Invalid("channel", "must be whatsapp or imessage")
+	}
+	contentType, to, err := in.validate()
+	if err != nil {
+		return msg, nil, err
+	}
+	now := s.now()
+	m := store.Message{
+		UUID: newID(), CompanyID: in.CompanyID, UserID: in.UserID, Channel: in.Channel, NumberRef: in.NumberID,
+		Phone: to, Text: in.Content, ContentType: contentType, MediaURL: in.MediaURL, Segments: 1,
+		ExpiresAt: now.Add(s.cfg.MessageTTL).UTC(),
+	}
+	var retry time.Duration
+	vet := func(n store.AgentNumber, history func(time.Time) []time.Time) (func(), error) {
+		at := s.now()
+		r, wait := s.gov.Reserve(n.ID, s.caps(n, at), at, history)
+		if r == nil {
+			retry = wait
+			return nil, errCapped
+		}
+		return r.Release, nil
+	}
+	msg, prior, err = s.store.EnqueueAgent(&m, in.IdempotencyKey, s.now, vet, answer)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return msg, nil, &problem.Error{Code: problem.NotFound, Field: idField(in.Channel), Message: "No such " + noun(in.Channel) + "."}
+	case errors.Is(err, store.ErrNumberPaused):
+		return msg, nil, &problem.Error{Code: problem.NumberPaused, Field: idField(in.Channel), Message: "The " + noun(in.Channel) + " is paused; set its status to active to send through it."}
+	case errors.Is(err, errCapped):
+		secs := pacing.RetrySeconds(retry)
+		return msg, nil, &problem.Error{Code: problem.NumberCapped, RetryAfter: secs,
+			Message: "The " + noun(in.Channel) + " is at its send cap; retry after " + itoa(secs) + " seconds."}
+	case err != nil:
+		return msg, nil, sms.Refusal(err, s.now())
+	}
+	if prior == nil && s.dispatch != nil && msg.Device != "" {
+		s.dispatch.Kick(msg.Device)
+	}
+	return msg, prior, nil
+}
+
+var errCapped = errors.New("channel: the number is at its cap")
+
+func noun(channel string) string {
+	if channel == IMessage {
+		return "iMessage handle"
+	}
+	return "WhatsApp number"
+}
+
+// caps are the number's effective caps at now: its own or the channel's,
+// halved during its warm-up.
+func (s *Service) caps(n store.AgentNumber, now time.Time) pacing.Caps {
+	c := s.cfg.pacing(n.Channel).Caps
+	if n.Caps.PerMinute > 0 {
+		c.PerMinute = n.Caps.PerMinute
+	}
+	if n.Caps.PerHour > 0 {
+		c.PerHour = n.Caps.PerHour
+	}
+	if n.Caps.PerDay > 0 {
+		c.PerDay = n.Caps.PerDay
+	}
+	if now.Sub(n.FirstSeen) < s.cfg.Warmup {
+		c = c.Halved()
+	}
+	return c
+}
+
+// gap is the number's gap between dispatches: its own or the channel's.
+func (s *Service) gap(n store.AgentNumber) pacing.Gap {
+	if n.GapMax > 0 {
+		return pacing.Gap{Min: n.GapMin, Max: n.GapMax}
+	}
+	return s.cfg.pacing(n.Channel).Gap
+}
+
+// newID returns a time-ordered UUID (version 7), as SMS queue ids are.
+func newID() string {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return uuid.NewString()
+	}
+	return id.String()
+}
+
+func itoa(n int) string {
+	var b [20]byte
+	i := len(b)
+	for {
+		i--
+		b[i] = byte('0' + n%10)
+		n /= 10
+		if n == 0 {
+			return string(b[i:])
+		}
+	}
+}
+
+// Run prunes the index of accepted sends past the longest window until ctx ends.
+func (s *Service) Run(ctx context.Context) {
+	t := time.NewTicker(time.Hour)
+	defer t.Stop()
+	for {
+		if _, err := s.store.PruneAgentSends(s.now().Add(-25 * time.Hour)); err != nil {
+			s.log.Error("prune the index of accepted WhatsApp and iMessage sends", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/android-protocol/client"
+	"github.com/simrelay/simrelay/internal/syncbuf"
+)
+
+// TestGovernorSurvivesRestart: four sends on a new WhatsApp number (caps
+// halved: four a minute), a restart of the server on the same data, and the
+// fifth still answers 429 number_capped with a Retry-After within the minute.
+func TestGovernorSurvivesRestart(t *testing.T) {
+	bin, dir, apiKey := companyStore(t)
+	srv := startServer(t, bin, dir)
+	code, err := pairingCode(context.Background(), srv.url, apiKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := client.Register(context.Background(), nil, srv.url, client.RegisterInput{PairingCode: code, DeviceFingerprint: "wa-agent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waID, _ := announce(t, srv.url, reg, apiKey, proto.Hello{WhatsApp: []proto.WhatsAppNumber{{Phone: "+15550001111"}}, IMessage: []proto.IMessageHandle{{Handle: "agent@example.com"}}})
+	send := func(url string) *http.Response {
+		body, _ := json.Marshal(map[string]string{"number_id": waID, "to": "+15551234567", "content": "hi"})
+		req, _ := http.NewRequest("POST", url+"/whatsapp/send", bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+apiKey)
+		req.Header.Set("Content-Type", "application/json")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res
+	}
+	for i := range 4 {
+		if res := send(srv.url); res.StatusCode != http.StatusAccepted {
+			t.Fatalf("send %d: got %d, want 202", i+1, res.StatusCode)
+		}
+	}
+	// A crash, not a goodbye: the windows come back from the store.
+	if err := srv.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = srv.cmd.Wait()
+	srv = startServer(t, bin, dir)
+	res := send(srv.url)
+	ra, _ := strconv.Atoi(res.Header.Get("Retry-After"))
+	if res.StatusCode != http.StatusTooManyRequests || ra < 1 || ra > 60 {
+		t.Fatalf("fifth send after the restart: got %d with Retry-After %q, want 429 within 60 s", res.StatusCode, res.Header.Get("Retry-After"))
+	}
+}
+
+// TestVirtualAgent: `simrelay phone --whatsapp N --imessage H` announces
+// both, delivers --inbound on WhatsApp to --inbound-to, and answers WhatsApp
+// and iMessage jobs like SMS.
+func TestVirtualAgent(t *testing.T) {
+	bin, dir, apiKey := companyStore(t)
+	srv := startServer(t, bin, dir)
+	phone := exec.Command(bin, "phone", "--server", srv.url, "--api-key", apiKey, "--token-file", filepath.Join(t.TempDir(), "phone.json"),
+		"--whatsapp", "+15550001111", "--imessage", "Ana@Example.com", "--inbound", "+15557654321", "--inbound-to", "+15550001111", "hello on WhatsApp")
+	stdout := &syncbuf.Buffer{}
+	phone.Stdout, phone.Stderr = stdout, stdout
+	if err := phone.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = phone.Process.Kill(); _ = phone.Wait() })
+	waitOutput(t, stdout, "inbound from +15557654321 stored as message")
+
+	var wa struct {
+		Numbers []struct {
+			NumberID string `json:"number_id"`
+		}
+	}
+	var im struct {
+		Handles []struct {
+			HandleID string `json:"handle_id"`
+			Handle   string `json:"handle"`
+		}
+	}
+	_, body := get(t, srv.url+"/whatsapp/numbers", apiKey)
+	_ = json.Unmarshal(body, &wa)
+	_, body = get(t, srv.url+"/imessage/handles", apiKey)
+	_ = json.Unmarshal(body, &im)
+	if len(wa.Numbers) != 1 || len(im.Handles) != 1 || im.Handles[0].Handle != "ana@example.com" {
+		t.Fatalf("numbers %+v, handles %+v", wa, im)
+	}
+	if _, body := get(t, srv.url+"/whatsapp/messages?number_id="+wa.Numbers[0].NumberID, apiKey); !strings.Contains(string(body), "hello on WhatsApp") {
+		t.Fatalf("the inbound WhatsApp message is not in the number's history: %s", body)
+	}
+	for _, c := range []struct{ path, body, read string }{
+		{"/whatsapp/send", `{"number_id":"` + wa.Numbers[0].NumberID + `","to":"+15557654321","content":"hi there"}`, "/whatsapp/messages/"},
+		{"/imessage/send", `{"handle_id":"` + im.Handles[0].HandleID + `","to":"bob@example.com","type":"image","media_url":"https://cdn.example.com/a.png"}`, "/imessage/messages/"},
+	} {
+		req, _ := http.NewRequest("POST", srv.url+c.path, strings.NewReader(c.body))
+		req.Header.Set("Authorization", "Bearer "+apiKey)
+		req.Header.Set("Content-Type", "application/json")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sent struct{ ID string }
+		_ = json.NewDecoder(res.Body).Decode(&sent)
+		res.Body.Close()
+		if res.StatusCode != http.StatusAccepted {
+			t.Fatalf("%s: got %d", c.path, res.StatusCode)
+		}
+		waitOutput(t, stdout, "job "+sent.ID+": reported sent, then delivered")
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			_, body := get(t, srv.url+c.read+sent.ID, apiKey)
+			if strings.Contains(string(body), `"status":"delivered"`) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the send never showed delivered: %s", body)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}

@@ -1,0 +1,92 @@
+package gateway
+
+import (
+	"context"
+	"time"
+
+	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/sms"
+	"github.com/simrelay/simrelay/store"
+)
+
+// Agents is WhatsApp and iMessage as the hub uses them (channel.Service).
+// A link carries the jobs of the numbers and handles its hello announced,
+// one number after another, each paced by its gap.
+type Agents interface {
+	// Announce records the hello's numbers and handles for the device and
+	// returns the numbers (store ids) whose jobs the link carries.
+	Announce(ctx context.Context, dev store.Device, hello proto.Hello) ([]uint64, error)
+	// Pending returns up to limit jobs of the number after seq after, when
+	// the device holds the number.
+	Pending(ctx context.Context, dev store.Device, numberID, after uint64, limit int) ([]sms.Job, error)
+	// Ready is 0 when the number may dispatch a job now (and starts its
+	// gap), otherwise how long until it may.
+	Ready(dev store.Device, numberID uint64) time.Duration
+	// Inbound stores a WhatsApp or iMessage message, once per client_id.
+	Inbound(ctx context.Context, dev store.Device, in proto.Inbound) (proto.InboundAck, error)
+}
+
+// SetAgents wires WhatsApp and iMessage; call it before serving. Without
+// it, hello's numbers are ignored and agent inbound frames are refused.
+func (h *Hub) SetAgents(a Agents) { h.agents = a }
+
+// line is one number a link carries jobs for.
+type line struct {
+	id     uint64 // the number's store id
+	cursor uint64 // seq of the last job this link took from its queue
+}
+
+func isAgentChannel(ch string) bool {
+	return ch == proto.ChannelWhatsApp || ch == proto.ChannelIMessage
+}
+
+// pumpAgents hands the numbers' jobs to the link while the window has room,
+// each number at most one job per gap; a number that must wait arms one
+// timer for the earliest. pumpMu held.
+func (c *conn) pumpAgents() {
+	agents := c.hub.agents
+	if agents == nil || len(c.lines) == 0 {
+		return
+	}
+	var earliest time.Duration
+	for i := range c.lines {
+		l := &c.lines[i]
+		for {
+			if c.hub.cfg.MaxInflight-len(c.inflight) <= 0 || c.closed() {
+				return
+			}
+			jobs, err := agents.Pending(context.Background(), c.dev, l.id, l.cursor, 1)
+			if err != nil {
+				c.hub.log.Error("load pending agent jobs", "device", c.dev.Fingerprint, "number", l.id, "err", err)
+				return
+			}
+			if len(jobs) == 0 {
+				break
+			}
+			j := jobs[0]
+			if j.Send == nil { // expired: the sweeper marks it
+				l.cursor = j.Seq
+				continue
+			}
+			if wait := agents.Ready(c.dev, l.id); wait > 0 {
+				if earliest == 0 || wait < earliest {
+					earliest = wait
+				}
+				break
+			}
+			if !c.send(*j.Send) {
+				return
+			}
+			c.inflight[j.Send.ID] = struct{}{}
+			l.cursor = j.Seq
+		}
+	}
+	if earliest > 0 && c.gapTimer == nil {
+		c.gapTimer = time.AfterFunc(earliest, func() {
+			c.pumpMu.Lock()
+			c.gapTimer = nil
+			c.pumpMu.Unlock()
+			c.pump()
+		})
+	}
+}

@@ -1,0 +1,235 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/simrelay/simrelay/channel"
+	"github.com/simrelay/simrelay/problem"
+	"github.com/simrelay/simrelay/store"
+)
+
+// WhatsApp numbers and iMessage handles, their sends and messages
+// (contract sections 8 and 11). The two channels share every handler; ch
+// says which, and with it the names of the id fields.
+
+type agentChannel struct {
+	name     string // channel.WhatsApp or channel.IMessage
+	idField  string // number_id or handle_id
+	addr     string // phone or handle
+	listName string // numbers or handles
+	param    string // the path parameter of one number
+}
+
+var (
+	waChannel = agentChannel{channel.WhatsApp, "number_id", "phone", "numbers", "number_id"}
+	imChannel = agentChannel{channel.IMessage, "handle_id", "handle", "handles", "handle_id"}
+)
+
+type capsJSON struct {
+	PerMinute int `json:"per_minute"`
+	PerHour   int `json:"per_hour"`
+	PerDay    int `json:"per_day"`
+}
+
+type gapJSON struct {
+	Min float64 `json:"min"`
+	Max float64 `json:"max"`
+}
+
+func (s *Server) channels() (*channel.Service, error) {
+	if s.deps.Channels == nil {
+		return nil, problem.New(problem.NotFound, "WhatsApp and iMessage are not enabled on this server.")
+	}
+	return s.deps.Channels, nil
+}
+
+// numberOut is one number (or handle) of the list: the contract's fields
+// plus its warm-up, gap and first sighting.
+func (s *Server) numberOut(ch agentChannel, n channel.Number) map[string]any {
+	return map[string]any{
+		ch.idField:           n.PublicID,
+		ch.addr:              n.Address,
+		"device_fingerprint": n.Device,
+		"online":             s.deps.Phones.Online(n.Device),
+		"status":             n.Status,
+		"caps":               capsJSON{n.Caps.PerMinute, n.Caps.PerHour, n.Caps.PerDay},
+		"sent_today":         n.SentToday,
+		"warmup":             n.Warmup,
+		"gap_seconds":        gapJSON{n.Gap.Min.Seconds(), n.Gap.Max.Seconds()},
+		"first_seen_at":      ts(n.FirstSeen),
+	}
+}
+
+func (s *Server) listNumbers(ch agentChannel) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		svc, err := s.channels()
+		if err != nil {
+			return err
+		}
+		list, err := svc.Numbers(c.Request().Context(), principal(c).CompanyID, ch.name)
+		if err != nil {
+			return err
+		}
+		out := make([]map[string]any, 0, len(list))
+		for _, n := range list {
+			out = append(out, s.numberOut(ch, n))
+		}
+		return c.JSON(http.StatusOK, map[string]any{ch.listName: out})
+	}
+}
+
+func (s *Server) patchNumber(ch agentChannel) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		svc, err := s.channels()
+		if err != nil {
+			return err
+		}
+		var in struct {
+			Status *string `json:"status"`
+			Caps   *struct {
+				PerMinute *int `json:"per_minute"`
+				PerHour   *int `json:"per_hour"`
+				PerDay    *int `json:"per_day"`
+			} `json:"caps"`
+			Gap *struct {
+				Min *float64 `json:"min"`
+				Max *float64 `json:"max"`
+			} `json:"gap_seconds"`
+		}
+		if err := bind(c, &in); err != nil {
+			return err
+		}
+		p := channel.Patch{Status: in.Status}
+		if in.Caps != nil {
+			p.Caps = &channel.CapsPatch{PerMinute: in.Caps.PerMinute, PerHour: in.Caps.PerHour, PerDay: in.Caps.PerDay}
+		}
+		if in.Gap != nil {
+			p.Gap = &channel.GapPatch{Min: in.Gap.Min, Max: in.Gap.Max}
+		}
+		n, err := svc.Update(c.Request().Context(), principal(c).CompanyID, ch.name, c.Param(ch.param), p)
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, s.numberOut(ch, n))
+	}
+}
+
+type agentSendBody struct {
+	NumberID string `json:"number_id"`
+	HandleID string `json:"handle_id"`
+	To       string `json:"to"`
+	Content  string `json:"content"`
+	Type     string `json:"type"`
+	MediaURL string `json:"media_url"`
+}
+
+func (s *Server) agentSend(ch agentChannel) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		svc, err := s.channels()
+		if err != nil {
+			return err
+		}
+		var in agentSendBody
+		if err := bind(c, &in); err != nil {
+			return err
+		}
+		id := in.NumberID
+		if ch.name == channel.IMessage {
+			id = in.HandleID
+		}
+		answer := func(m store.Message) (int, []byte) {
+			body, _ := json.Marshal(map[string]string{"status": "queued", "id": m.UUID})
+			return http.StatusAccepted, body
+		}
+		p := principal(c)
+		m, prior, err := svc.Send(c.Request().Context(), channel.SendInput{
+			CompanyID: p.CompanyID, UserID: p.UserID, Channel: ch.name, NumberID: id, To: in.To, Type: in.Type,
+			Content: in.Content, MediaURL: in.MediaURL, IdempotencyKey: c.Request().Header.Get("Idempotency-Key"),
+		}, answer)
+		if err != nil {
+			return err
+		}
+		if prior != nil {
+			c.Response().Header().Set("Idempotent-Replayed", "true")
+			return c.JSONBlob(prior.Status, prior.Body)
+		}
+		status, body := answer(m)
+		return c.JSONBlob(status, body)
+	}
+}
+
+// agentMessageOut is one WhatsApp or iMessage message: the contract's
+// fields, plus direction and from (the number for a send, the sender for
+// an inbound message; to is then the number that received it).
+func agentMessageOut(ch agentChannel, m store.Message) map[string]any {
+	out := map[string]any{
+		"id":          m.UUID,
+		ch.idField:    m.NumberRef,
+		"direction":   m.Direction,
+		"content":     m.Text,
+		"type":        m.ContentType,
+		"media_url":   nullable(m.MediaURL),
+		"status":      m.Status,
+		"error":       nullable(m.Error),
+		"created_at":  ts(m.CreatedAt),
+		"updated_at":  ts(m.UpdatedAt),
+		"from":        m.Account,
+		"to":          m.Phone,
+		"received_at": nullable(m.ReceivedAt),
+	}
+	if m.Direction == store.Inbound {
+		out["from"], out["to"] = m.Phone, m.Account
+	}
+	return out
+}
+
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func (s *Server) agentMessages(ch agentChannel) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		svc, err := s.channels()
+		if err != nil {
+			return err
+		}
+		page, err := queryInt(c, "page", 1)
+		if err != nil {
+			return err
+		}
+		limit, err := queryInt(c, "limit", channel.DefaultPageLimit)
+		if err != nil {
+			return err
+		}
+		pg, err := svc.Messages(c.Request().Context(), principal(c).CompanyID, ch.name, c.QueryParam(ch.idField), page, limit)
+		if err != nil {
+			return err
+		}
+		items := make([]map[string]any, 0, len(pg.Messages))
+		for _, m := range pg.Messages {
+			items = append(items, agentMessageOut(ch, m))
+		}
+		return c.JSON(http.StatusOK, map[string]any{"messages": items, "total": pg.Total, "page": pg.Page, "pages": pg.Pages})
+	}
+}
+
+func (s *Server) agentMessage(ch agentChannel) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		svc, err := s.channels()
+		if err != nil {
+			return err
+		}
+		m, err := svc.Message(c.Request().Context(), principal(c).CompanyID, ch.name, c.Param("id"))
+		if err != nil {
+			return err
+		}
+		// The public id of the number as it is now (a send stores it as given).
+		return c.JSON(http.StatusOK, agentMessageOut(ch, m))
+	}
+}

@@ -1,0 +1,283 @@
+package pacing
+
+import (
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+// The anti-ban governor: per WhatsApp number or iMessage handle, rolling caps
+// on accepted sends per minute, hour and day (halved during a warm-up), and a
+// random gap between dispatches. docs/pacing.md gives the reasoning behind
+// each default.
+//
+// Each number's state is a fixed-size structure of bucketed counters, so
+// memory per number is the same whether it sent once or a thousand times:
+//
+//	minute: 60 buckets of 1 s    hour: 60 buckets of 1 min    day: 96 buckets of 15 min
+//
+// A window counts the buckets that overlap it, so a send counts in a window
+// until its bucket has left it whole: a bucket frees its slots at its end
+// plus the window, never earlier. That makes Retry-After exact to the
+// bucket's resolution, rounded up (a client that waits that long is not
+// refused by the same window again), and never 0.
+
+// Defaults of the governor (contract section 10, "Pacing defaults").
+const (
+	DefaultWhatsAppPerMinute = 8
+	DefaultWhatsAppPerHour   = 200
+	DefaultWhatsAppPerDay    = 1000
+	DefaultWhatsAppGapMin    = 2 * time.Second
+	DefaultWhatsAppGapMax    = 5 * time.Second
+	DefaultIMessagePerMinute = 10
+	DefaultIMessagePerHour   = 300
+	DefaultIMessagePerDay    = 2000
+	DefaultIMessageGapMin    = 1 * time.Second
+	DefaultIMessageGapMax    = 3 * time.Second
+	// DefaultWarmup is how long a new number's caps stay halved.
+	DefaultWarmup = 7 * 24 * time.Hour
+	// MaxCap bounds a cap: a bucket counts in 16 bits.
+	MaxCap = 65535
+)
+
+// Caps are the rolling caps of one number; 0 means no cap in that window.
+type Caps struct {
+	PerMinute, PerHour, PerDay int
+}
+
+// Halved is the warm-up's caps: half of each, at least 1.
+func (c Caps) Halved() Caps {
+	h := func(v int) int {
+		if v <= 0 {
+			return v
+		}
+		return max(v/2, 1)
+	}
+	return Caps{h(c.PerMinute), h(c.PerHour), h(c.PerDay)}
+}
+
+// Gap is the range of the random pause between two dispatches of one number.
+type Gap struct {
+	Min, Max time.Duration
+}
+
+// Window geometry: bucket count and resolution.
+const (
+	minuteBuckets, minuteRes = 60, time.Second
+	hourBuckets, hourRes     = 60, time.Minute
+	dayBuckets, dayRes       = 96, 15 * time.Minute
+)
+
+// ring is one window's buckets; last is the absolute index (time / res) of
+// the newest bucket written or cleared, sum the count over the window.
+type ring struct {
+	last int64
+	sum  uint32
+}
+
+// numberState is one number's windows and gap. Fixed size: about 460 bytes.
+type numberState struct {
+	min               [minuteBuckets]uint16
+	hour              [hourBuckets]uint16
+	day               [dayBuckets]uint16
+	rMin, rHour, rDay ring
+	// next is when the next dispatch may go (unix nanoseconds).
+	next int64
+}
+
+// advance clears the buckets that left the window by cur.
+func advance(b []uint16, r *ring, cur int64) {
+	n := int64(len(b))
+	if cur <= r.last {
+		return
+	}
+	if cur-r.last >= n {
+		clear(b)
+		r.sum = 0
+	} else {
+		for i := r.last + 1; i <= cur; i++ {
+			j := i % n
+			r.sum -= uint32(b[j])
+			b[j] = 0
+		}
+	}
+	r.last = cur
+}
+
+// wait is how long until the window holds fewer than limit sends, given
+// that it holds r.sum now; 0 when it already does.
+func wait(b []uint16, r *ring, res time.Duration, limit int, now time.Time) time.Duration {
+	if limit <= 0 || int(r.sum) < limit {
+		return 0
+	}
+	n := int64(len(b))
+	over := int(r.sum) - limit + 1 // sends that must leave the window
+	for i := r.last - n + 1; i <= r.last; i++ {
+		over -= int(b[((i%n)+n)%n])
+		if over <= 0 {
+			// Bucket i leaves the window at the start of bucket i+n.
+			free := time.Unix(0, 0).Add(time.Duration(i+n) * res)
+			return free.Sub(now)
+		}
+	}
+	return time.Duration(n) * res
+}
+
+func bucketOf(t time.Time, res time.Duration) int64 { return t.UnixNano() / int64(res) }
+
+func (s *numberState) advanceAll(now time.Time) {
+	advance(s.min[:], &s.rMin, bucketOf(now, minuteRes))
+	advance(s.hour[:], &s.rHour, bucketOf(now, hourRes))
+	advance(s.day[:], &s.rDay, bucketOf(now, dayRes))
+}
+
+// add counts a send at t (which must not be ahead of the rings' last
+// bucket by more than advanceAll allows); negative d takes one back.
+func (s *numberState) add(t time.Time, d int) {
+	for _, w := range []struct {
+		b   []uint16
+		r   *ring
+		res time.Duration
+	}{{s.min[:], &s.rMin, minuteRes}, {s.hour[:], &s.rHour, hourRes}, {s.day[:], &s.rDay, dayRes}} {
+		i := bucketOf(t, w.res)
+		n := int64(len(w.b))
+		if i > w.r.last || i <= w.r.last-n {
+			continue // outside the window: nothing to count or give back
+		}
+		j := i % n
+		if d < 0 && w.b[j] == 0 {
+			continue
+		}
+		w.b[j] = uint16(int(w.b[j]) + d)
+		w.r.sum = uint32(int(w.r.sum) + d)
+	}
+}
+
+// counts returns the sends in each window now.
+func (s *numberState) counts() (minute, hour, day int) {
+	return int(s.rMin.sum), int(s.rHour.sum), int(s.rDay.sum)
+}
+
+// Governor holds the state of every number it has seen. Safe for concurrent use.
+type Governor struct {
+	mu     sync.Mutex
+	states map[uint64]*numberState // guarded by mu
+	rnd    *rand.Rand              // guarded by mu
+}
+
+// NewGovernor returns a governor; src is its random source for the gap's
+// jitter (injected, so tests can replay it).
+func NewGovernor(src rand.Source) *Governor {
+	return &Governor{states: map[uint64]*numberState{}, rnd: rand.New(src)}
+}
+
+// History lists a number's accepted sends of the last day, oldest first or
+// in any order: the governor rebuilds its windows from it the first time it
+// sees the number (after a restart, say).
+type History func(since time.Time) []time.Time
+
+// Reservation is a slot a send took; Release gives it back when the send is
+// not stored after all.
+type Reservation struct {
+	g   *Governor
+	key uint64
+	at  time.Time
+}
+
+// Release gives the slot back. It is safe on a nil reservation, and only
+// the first call has an effect.
+func (r *Reservation) Release() {
+	if r == nil || r.g == nil {
+		return
+	}
+	r.g.mu.Lock()
+	if s := r.g.states[r.key]; s != nil {
+		s.advanceAll(r.at)
+		s.add(r.at, -1)
+	}
+	r.g.mu.Unlock()
+	r.g = nil
+}
+
+func (g *Governor) state(key uint64, now time.Time, history History) *numberState {
+	s := g.states[key]
+	if s == nil {
+		s = &numberState{}
+		s.advanceAll(now)
+		if history != nil {
+			for _, t := range history(now.Add(-dayBuckets * dayRes)) {
+				if !t.After(now) {
+					s.add(t, 1)
+				}
+			}
+		}
+		g.states[key] = s
+	}
+	s.advanceAll(now)
+	return s
+}
+
+// Reserve takes a slot for one send of the number at now, or says how long
+// until one frees (retry > 0, no slot taken). Call it where the send is
+// stored, under the store's single writer, so two sends never both take the
+// last slot; release the reservation if the store then refuses the send.
+func (g *Governor) Reserve(key uint64, caps Caps, now time.Time, history History) (res *Reservation, retry time.Duration) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s := g.state(key, now, history)
+	retry = max(
+		wait(s.min[:], &s.rMin, minuteRes, caps.PerMinute, now),
+		wait(s.hour[:], &s.rHour, hourRes, caps.PerHour, now),
+		wait(s.day[:], &s.rDay, dayRes, caps.PerDay, now),
+	)
+	if retry > 0 {
+		return nil, retry
+	}
+	s.add(now, 1)
+	return &Reservation{g: g, key: key, at: now}, 0
+}
+
+// Usage is what a number used of its windows.
+type Usage struct {
+	Minute, Hour, Day int
+}
+
+// Usage returns the sends counted in the number's windows now.
+func (g *Governor) Usage(key uint64, now time.Time, history History) Usage {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	m, h, d := g.state(key, now, history).counts()
+	return Usage{m, h, d}
+}
+
+// Dispatch decides whether the number may hand a job to its agent at now:
+// wait 0 means yes, and the next dispatch is then held back by a random gap
+// in [gap.Min, gap.Max]; otherwise wait is how long until it may.
+func (g *Governor) Dispatch(key uint64, gap Gap, now time.Time) (wait time.Duration) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s := g.states[key]
+	if s == nil {
+		s = &numberState{}
+		s.advanceAll(now)
+		g.states[key] = s
+	}
+	if d := time.Duration(s.next - now.UnixNano()); d > 0 {
+		return d
+	}
+	s.next = now.Add(g.gap(gap)).UnixNano()
+	return 0
+}
+
+// gap draws one pause; mu held.
+func (g *Governor) gap(gap Gap) time.Duration {
+	if gap.Max <= gap.Min {
+		return max(gap.Min, 0)
+	}
+	return gap.Min + time.Duration(g.rnd.Int64N(int64(gap.Max-gap.Min)+1))
+}
+
+// RetrySeconds is a wait as a Retry-After value: whole seconds, rounded up, at least 1.
+func RetrySeconds(d time.Duration) int {
+	return max(int((d+time.Second-1)/time.Second), 1)
+}

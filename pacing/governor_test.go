@@ -1,0 +1,176 @@
+package pacing
+
+import (
+	"math/rand/v2"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/simrelay/simrelay/internal/testclock"
+)
+
+var govStart = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+
+func TestGovernorMinuteCapAndRetryAfter(t *testing.T) {
+	clk := testclock.New(govStart.Add(300 * time.Millisecond))
+	g := NewGovernor(rand.NewPCG(1, 2))
+	caps := Caps{PerMinute: 8, PerHour: 200, PerDay: 1000}
+	for i := range 8 {
+		if r, retry := g.Reserve(1, caps, clk.Now(), nil); r == nil {
+			t.Fatalf("send %d refused, retry %v", i+1, retry)
+		}
+		clk.Advance(time.Second)
+	}
+	// 8 sends at 10:00:00.3 .. 10:00:07.3; the first bucket (10:00:00) frees at 10:01:00.
+	_, retry := g.Reserve(1, caps, clk.Now(), nil)
+	if want := govStart.Add(time.Minute).Sub(clk.Now()); retry != want {
+		t.Fatalf("got retry %v, want %v", retry, want)
+	}
+	if got := RetrySeconds(retry); got != 52 {
+		t.Fatalf("got Retry-After %d, want 52", got)
+	}
+	clk.Advance(retry - time.Millisecond)
+	if r, _ := g.Reserve(1, caps, clk.Now(), nil); r != nil {
+		t.Fatal("a send before Retry-After passed")
+	}
+	clk.Advance(time.Millisecond)
+	if r, _ := g.Reserve(1, caps, clk.Now(), nil); r == nil {
+		t.Fatal("the send at Retry-After was refused")
+	}
+}
+
+func TestGovernorWarmupHalves(t *testing.T) {
+	g := NewGovernor(rand.NewPCG(1, 2))
+	caps := Caps{PerMinute: 8, PerHour: 200, PerDay: 1000}.Halved()
+	if caps != (Caps{4, 100, 500}) {
+		t.Fatalf("got %+v", caps)
+	}
+	for range 4 {
+		if r, _ := g.Reserve(7, caps, govStart, nil); r == nil {
+			t.Fatal("refused within the halved cap")
+		}
+	}
+	if _, retry := g.Reserve(7, caps, govStart, nil); RetrySeconds(retry) != 60 {
+		t.Fatalf("fifth send: got retry %v, want 60 s", retry)
+	}
+}
+
+func TestGovernorReleaseAndHistory(t *testing.T) {
+	g := NewGovernor(rand.NewPCG(1, 2))
+	caps := Caps{PerMinute: 2}
+	r1, _ := g.Reserve(3, caps, govStart, nil)
+	r2, _ := g.Reserve(3, caps, govStart, nil)
+	if r1 == nil || r2 == nil {
+		t.Fatal("refused")
+	}
+	if r, _ := g.Reserve(3, caps, govStart, nil); r != nil {
+		t.Fatal("third send passed a cap of 2")
+	}
+	r2.Release()
+	r2.Release() // a second release gives nothing more back
+	if u := g.Usage(3, govStart, nil); u.Minute != 1 {
+		t.Fatalf("after release: got %d in the minute, want 1", u.Minute)
+	}
+	// A fresh governor (a restart) rebuilds the windows from the history.
+	g2 := NewGovernor(rand.NewPCG(1, 2))
+	hist := func(since time.Time) []time.Time {
+		if !since.Equal(govStart.Add(-24 * time.Hour)) {
+			t.Errorf("history since %v", since)
+		}
+		return []time.Time{govStart.Add(-2 * time.Hour), govStart.Add(-30 * time.Second), govStart.Add(-10 * time.Second)}
+	}
+	if _, retry := g2.Reserve(3, caps, govStart, hist); RetrySeconds(retry) != 30 {
+		t.Fatalf("after rebuild: got retry %v, want 30 s", retry)
+	}
+	if u := g2.Usage(3, govStart, nil); u != (Usage{2, 2, 3}) {
+		t.Fatalf("got usage %+v", u)
+	}
+}
+
+func TestGovernorDayWindow(t *testing.T) {
+	g := NewGovernor(rand.NewPCG(1, 2))
+	caps := Caps{PerDay: 3}
+	at := govStart.Add(7 * time.Minute) // inside the 10:00-10:15 bucket
+	for range 3 {
+		g.Reserve(9, caps, at, nil)
+	}
+	_, retry := g.Reserve(9, caps, at.Add(time.Hour), nil)
+	// The bucket 10:00-10:15 leaves the day at 10:00 tomorrow.
+	if want := govStart.Add(24 * time.Hour).Sub(at.Add(time.Hour)); retry != want {
+		t.Fatalf("got retry %v, want %v", retry, want)
+	}
+}
+
+func TestGovernorGapJitter(t *testing.T) {
+	clk := testclock.New(govStart)
+	g := NewGovernor(rand.NewPCG(42, 42))
+	gap := Gap{Min: 2 * time.Second, Max: 5 * time.Second}
+	var last time.Time
+	seen := map[time.Duration]bool{}
+	for i := 0; i < 20; {
+		w := g.Dispatch(5, gap, clk.Now())
+		if w > 0 {
+			clk.Advance(w)
+			continue
+		}
+		if i > 0 {
+			d := clk.Now().Sub(last)
+			if d < gap.Min || d > gap.Max {
+				t.Fatalf("gap %v outside [%v, %v]", d, gap.Min, gap.Max)
+			}
+			seen[d] = true
+		}
+		last = clk.Now()
+		i++
+	}
+	if len(seen) < 10 {
+		t.Fatalf("got %d distinct gaps in 19, want jitter", len(seen))
+	}
+}
+
+// BenchmarkGovernorReserve is the decision of one send on a warm number.
+func BenchmarkGovernorReserve(b *testing.B) {
+	g := NewGovernor(rand.NewPCG(1, 2))
+	caps := Caps{PerMinute: 1 << 15, PerHour: MaxCap, PerDay: MaxCap}
+	now := govStart
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		now = now.Add(time.Millisecond)
+		if r, _ := g.Reserve(uint64(i%1000), caps, now, nil); r != nil && i%2 == 0 {
+			r.Release()
+		}
+	}
+}
+
+// BenchmarkGovernorRefuse is the decision of a send over its cap (the Retry-After path).
+func BenchmarkGovernorRefuse(b *testing.B) {
+	g := NewGovernor(rand.NewPCG(1, 2))
+	caps := Caps{PerMinute: 8}
+	for range 8 {
+		g.Reserve(1, caps, govStart, nil)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if r, _ := g.Reserve(1, caps, govStart, nil); r != nil {
+			b.Fatal("passed")
+		}
+	}
+}
+
+// BenchmarkGovernorMemoryPerNumber reports the heap one number costs at 100,000 numbers.
+func BenchmarkGovernorMemoryPerNumber(b *testing.B) {
+	const n = 100_000
+	for b.Loop() {
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		g := NewGovernor(rand.NewPCG(1, 2))
+		for k := range uint64(n) {
+			g.Reserve(k, Caps{PerMinute: 8}, govStart, nil)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "bytes/number")
+		runtime.KeepAlive(g)
+	}
+}

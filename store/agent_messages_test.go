@@ -1,0 +1,86 @@
+package store
+
+import (
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestEnqueueAgentGivesTheSlotBack: a send the store refuses after the
+// governor's slot was taken (here, over the daily storage budget) calls the
+// slot's undo, exactly once; an accepted send keeps its slot.
+func TestEnqueueAgentGivesTheSlotBack(t *testing.T) {
+	s, err := Open(t.TempDir(), Options{CompanyDailyStorage: 4000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c, _ := webhookFixture(t, s, "a@example.com", 0)
+	d := deviceOf(t, s, c.ID, "fp-a@example.com")
+	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	nums, err := s.AnnounceNumbers(c.ID, d.ID, ChannelNameWhatsApp, []string{"+15550001111"}, now, 1)
+	if err != nil || len(nums) != 1 {
+		t.Fatalf("announce: %v %v", nums, err)
+	}
+	var mu sync.Mutex
+	taken, given := 0, 0
+	vet := func(AgentNumber, func(time.Time) []time.Time) (func(), error) {
+		mu.Lock()
+		taken++
+		mu.Unlock()
+		return func() { mu.Lock(); given++; mu.Unlock() }, nil
+	}
+	send := func(text string) error {
+		m := Message{UUID: "u-" + time.Now().String(), CompanyID: c.ID, Channel: ChannelNameWhatsApp, NumberRef: nums[0].PublicID, Phone: "+15557654321", Text: text}
+		_, _, err := s.EnqueueAgent(&m, "", func() time.Time { return now }, vet, nil)
+		return err
+	}
+	if err := send("short text"); err != nil {
+		t.Fatal(err)
+	}
+	if err := send(strings.Repeat("x", 5000)); !errors.Is(err, ErrStorageBudget) {
+		t.Fatalf("got %v, want the budget refusal", err)
+	}
+	if taken != 2 || given != 1 {
+		t.Fatalf("slots taken %d, given back %d; want 2 and 1", taken, given)
+	}
+	// A paused number refuses before the governor is asked.
+	if _, err := s.UpdateAgentNumber(c.ID, ChannelNameWhatsApp, nums[0].PublicID, now, func(n *AgentNumber) error { n.Status = NumberPaused; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := send("paused"); !errors.Is(err, ErrNumberPaused) || taken != 2 {
+		t.Fatalf("got %v after %d slots, want ErrNumberPaused and no slot", err, taken)
+	}
+	// Another company's view of the number: not found.
+	other, _ := webhookFixture(t, s, "b@example.com", 0)
+	if _, err := s.AgentNumber(other.ID, ChannelNameWhatsApp, nums[0].PublicID); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("another company reads the number: %v", err)
+	}
+}
+
+// TestAnnounceNumbersLimit: a company's new numbers stop at the limit; known
+// ones still move between its agents.
+func TestAnnounceNumbersLimit(t *testing.T) {
+	s, err := Open(t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c, _ := webhookFixture(t, s, "a@example.com", 0)
+	d := deviceOf(t, s, c.ID, "fp-a@example.com")
+	now := time.Now()
+	if _, err := s.AnnounceNumbers(c.ID, d.ID, ChannelNameWhatsApp, []string{"+15550001111", "+15550002222"}, now, 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AnnounceNumbers(c.ID, d.ID, ChannelNameWhatsApp, []string{"+15550001111", "+15550003333"}, now, 2); !errors.Is(err, ErrTooManyNumbers) {
+		t.Fatalf("a third number: got %v, want ErrTooManyNumbers", err)
+	}
+	if nums, _ := s.AgentNumbers(c.ID, ChannelNameWhatsApp); len(nums) != 2 {
+		t.Fatalf("got %d numbers, want 2: a refused hello stores nothing", len(nums))
+	}
+	if _, err := s.AnnounceNumbers(c.ID, d.ID, ChannelNameIMessage, []string{"a@example.com"}, now, 2); err != nil {
+		t.Fatalf("handles count apart: %v", err)
+	}
+}

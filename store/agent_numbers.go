@@ -1,0 +1,322 @@
+package store
+
+import (
+	"bytes"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// WhatsApp numbers and iMessage handles ("agent numbers"). Agents announce
+// them in hello; each gets a record per company, channel and address, so a
+// number that moves to another agent of the company keeps its id, its queue,
+// its caps and its history, and the same number announced by another company
+// gets a record of its own that never meets this one.
+//
+//	agent_numbers    company(8) channel(1) address        -> AgentNumber
+//	agent_number_ids public id                            -> company(8) channel(1) address
+//	agent_number_ref company(8) number id(8)              -> company(8) channel(1) address
+//
+// Who holds a number: the device registration whose hello announced it last.
+// A device that stops announcing it keeps holding it until another agent of
+// the company announces it; sends wait in the number's queue meanwhile.
+
+// Number channels, as in Message.Channel.
+const (
+	ChannelNameWhatsApp = "whatsapp"
+	ChannelNameIMessage = "imessage"
+)
+
+// Number statuses.
+const (
+	NumberActive = "active"
+	NumberPaused = "paused"
+)
+
+// AgentNumber is a WhatsApp number or an iMessage handle of a company.
+type AgentNumber struct {
+	// ID is the store's own id (never shown); PublicID the wa_/im_ id clients use.
+	ID        uint64 `json:"id"`
+	PublicID  string `json:"public_id"`
+	CompanyID uint64 `json:"company_id"`
+	Channel   string `json:"channel"`
+	// Address is the E.164 number, or the lower-cased e-mail of an iMessage handle.
+	Address string `json:"address"`
+	// FirstSeen starts the warm-up.
+	FirstSeen time.Time `json:"first_seen"`
+	// DeviceID and Device (fingerprint) are the registration holding the number.
+	DeviceID uint64     `json:"device_id"`
+	Device   string     `json:"device"`
+	Status   string     `json:"status"`
+	Caps     NumberCaps `json:"caps,omitzero"`
+	// GapMin and GapMax override the gap between dispatches when GapMax > 0.
+	GapMin    time.Duration `json:"gap_min,omitempty"`
+	GapMax    time.Duration `json:"gap_max,omitempty"`
+	UpdatedAt time.Time     `json:"updated_at"`
+}
+
+// NumberCaps are a number's own caps; 0 keeps the server's default.
+type NumberCaps struct {
+	PerMinute int `json:"per_minute,omitempty"`
+	PerHour   int `json:"per_hour,omitempty"`
+	PerDay    int `json:"per_day,omitempty"`
+}
+
+var (
+	bucketAgentNumbers   = []byte("agent_numbers")
+	bucketAgentNumberIDs = []byte("agent_number_ids")
+	bucketAgentNumberRef = []byte("agent_number_ref")
+	bucketAgentQueue     = []byte("agent_queue")    // company(8) number id(8) message id(8) -> nil: queued, in order
+	bucketAgentMessages  = []byte("agent_messages") // company(8) number id(8) message id(8) -> nil: both directions
+	bucketAgentSends     = []byte("agent_sends")    // company(8) number id(8) created_at(8) message id(8) -> nil: accepted sends by time
+	bucketAgentInClient  = []byte("agent_inbound_client")
+	agentBuckets         = [][]byte{bucketAgentNumbers, bucketAgentNumberIDs, bucketAgentNumberRef, bucketAgentQueue, bucketAgentMessages, bucketAgentSends, bucketAgentInClient}
+)
+
+func agentNumberKey(companyID uint64, channel, address string) []byte {
+	k := make([]byte, 0, 9+len(address))
+	k = append(k, itob(companyID)...)
+	k = append(k, ChannelByte(channel))
+	return append(k, address...)
+}
+
+// IsAgentChannel says whether a message channel goes through agent numbers.
+func IsAgentChannel(channel string) bool {
+	return channel == ChannelNameWhatsApp || channel == ChannelNameIMessage
+}
+
+// numberPrefix is the id prefix of a channel's public ids.
+func numberPrefix(channel string) string {
+	if channel == ChannelNameIMessage {
+		return "im_"
+	}
+	return "wa_"
+}
+
+const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+// newPublicID is the prefix and 20 random base62 characters: nothing in it
+// comes from the number, the company or another company's records.
+func newPublicID(channel string) (string, error) {
+	var raw [20]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", err
+	}
+	out := []byte(numberPrefix(channel))
+	for _, b := range raw {
+		out = append(out, base62[int(b)%len(base62)])
+	}
+	return string(out), nil
+}
+
+// ErrTooManyNumbers refuses a new number past the company's limit.
+var ErrTooManyNumbers = errors.New("store: the company has as many numbers as it may")
+
+// AnnounceNumbers records that the device (a live registration of the
+// company) can send from these addresses (already normalised) on channel: a
+// new address gets a record, with its warm-up starting now; a known one
+// moves to this device. It returns the records, in the order given. A new
+// record beyond limit records of the company on the channel is
+// ErrTooManyNumbers, and nothing is stored; limit 0 means no limit.
+func (s *Store) AnnounceNumbers(companyID, deviceID uint64, channel string, addresses []string, now time.Time, limit int) ([]AgentNumber, error) {
+	var out []AgentNumber
+	err := s.grouped(func(tx *bolt.Tx) error {
+		out = out[:0]
+		d, err := liveDeviceRef(tx, companyID, deviceID)
+		if err != nil {
+			return err
+		}
+		b := tx.Bucket(bucketAgentNumbers)
+		for _, addr := range addresses {
+			k := agentNumberKey(companyID, channel, addr)
+			var n AgentNumber
+			err := getJSON(b, k, &n)
+			switch {
+			case errors.Is(err, ErrNotFound):
+				if limit > 0 && countPrefix(b, agentNumberKey(companyID, channel, ""), limit) >= limit {
+					return ErrTooManyNumbers
+				}
+				if n.ID, err = b.NextSequence(); err != nil {
+					return err
+				}
+				if n.PublicID, err = newPublicID(channel); err != nil {
+					return err
+				}
+				n.CompanyID, n.Channel, n.Address, n.FirstSeen, n.Status = companyID, channel, addr, now.UTC(), NumberActive
+				if err := tx.Bucket(bucketAgentNumberIDs).Put([]byte(n.PublicID), k); err != nil {
+					return err
+				}
+				if err := tx.Bucket(bucketAgentNumberRef).Put(pair(companyID, n.ID), k); err != nil {
+					return err
+				}
+			case err != nil:
+				return err
+			case n.DeviceID == d.ID && n.Device == d.Fingerprint:
+				out = append(out, n)
+				continue // nothing changed: no write
+			}
+			n.DeviceID, n.Device, n.UpdatedAt = d.ID, d.Fingerprint, now.UTC()
+			if err := putJSON(b, k, n); err != nil {
+				return err
+			}
+			out = append(out, n)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: announce %s numbers of device %d: %w", channel, deviceID, err)
+	}
+	return out, nil
+}
+
+// AgentNumbers lists the company's numbers (or handles) of channel, by address.
+func (s *Store) AgentNumbers(companyID uint64, channel string) ([]AgentNumber, error) {
+	var out []AgentNumber
+	err := s.db.View(func(tx *bolt.Tx) error {
+		var err error
+		walkPrefix(tx.Bucket(bucketAgentNumbers), agentNumberKey(companyID, channel, ""), func(_, v []byte) bool {
+			var n AgentNumber
+			if err = jsonUnmarshal(v, &n); err != nil {
+				return false
+			}
+			out = append(out, n)
+			return true
+		})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: %s numbers of company %d: %w", channel, companyID, err)
+	}
+	return out, nil
+}
+
+// numberByPublicID finds the company's number of channel by its public id;
+// another company's id, or another channel's, is ErrNotFound.
+func numberByPublicID(tx *bolt.Tx, companyID uint64, channel, publicID string) (AgentNumber, []byte, error) {
+	var n AgentNumber
+	k := tx.Bucket(bucketAgentNumberIDs).Get([]byte(publicID))
+	if k == nil || !bytes.HasPrefix(k, agentNumberKey(companyID, channel, "")) {
+		return n, nil, ErrNotFound
+	}
+	k = append([]byte(nil), k...)
+	return n, k, getJSON(tx.Bucket(bucketAgentNumbers), k, &n)
+}
+
+// numberByRef finds the company's number by the store's id.
+func numberByRef(tx *bolt.Tx, companyID, numberID uint64) (AgentNumber, error) {
+	var n AgentNumber
+	k := tx.Bucket(bucketAgentNumberRef).Get(pair(companyID, numberID))
+	if k == nil {
+		return n, ErrNotFound
+	}
+	return n, getJSON(tx.Bucket(bucketAgentNumbers), k, &n)
+}
+
+// AgentNumber returns the company's number of channel with this public id.
+func (s *Store) AgentNumber(companyID uint64, channel, publicID string) (AgentNumber, error) {
+	var n AgentNumber
+	err := s.db.View(func(tx *bolt.Tx) error {
+		var err error
+		n, _, err = numberByPublicID(tx, companyID, channel, publicID)
+		return err
+	})
+	if err != nil {
+		return n, fmt.Errorf("store: %s number %s: %w", channel, publicID, err)
+	}
+	return n, nil
+}
+
+// UpdateAgentNumber changes the company's number of channel through fn and stores it.
+func (s *Store) UpdateAgentNumber(companyID uint64, channel, publicID string, now time.Time, fn func(*AgentNumber) error) (AgentNumber, error) {
+	var out AgentNumber
+	err := s.grouped(func(tx *bolt.Tx) error {
+		n, k, err := numberByPublicID(tx, companyID, channel, publicID)
+		if err != nil {
+			return err
+		}
+		if err := fn(&n); err != nil {
+			return err
+		}
+		n.UpdatedAt = now.UTC()
+		out = n
+		return putJSON(tx.Bucket(bucketAgentNumbers), k, n)
+	})
+	if err != nil {
+		return out, fmt.Errorf("store: update %s number %s: %w", channel, publicID, err)
+	}
+	return out, nil
+}
+
+// agentSendTimes lists the number's accepted sends since since, from the
+// index of sends by time: what the governor rebuilds its windows from.
+func agentSendTimes(tx *bolt.Tx, companyID, numberID uint64, since time.Time) []time.Time {
+	var out []time.Time
+	prefix := pair(companyID, numberID)
+	c := tx.Bucket(bucketAgentSends).Cursor()
+	for k, _ := c.Seek(append(pair(companyID, numberID), timeKey(since)...)); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+		out = append(out, time.Unix(0, int64(btoi(k[16:24]))).UTC())
+	}
+	return out
+}
+
+// AgentSendsSince counts the number's accepted sends since since.
+func (s *Store) AgentSendsSince(companyID, numberID uint64, since time.Time) (int, error) {
+	n := 0
+	err := s.db.View(func(tx *bolt.Tx) error {
+		n = len(agentSendTimes(tx, companyID, numberID, since))
+		return nil
+	})
+	return n, err
+}
+
+// AgentSendTimes lists the number's accepted sends since since (for a
+// governor that has not seen the number since it started).
+func (s *Store) AgentSendTimes(companyID, numberID uint64, since time.Time) ([]time.Time, error) {
+	var out []time.Time
+	err := s.db.View(func(tx *bolt.Tx) error {
+		out = agentSendTimes(tx, companyID, numberID, since)
+		return nil
+	})
+	return out, err
+}
+
+// PruneAgentSends drops entries of the index of accepted sends older than
+// cutoff: the governor's longest window is a day.
+func (s *Store) PruneAgentSends(cutoff time.Time) (int, error) {
+	n := 0
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		var err error
+		n, err = deleteWhere(tx.Bucket(bucketAgentSends), func(k, _ []byte) (bool, error) {
+			return len(k) >= 24 && int64(btoi(k[16:24])) < cutoff.UnixNano(), nil
+		})
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("store: prune accepted sends: %w", err)
+	}
+	return n, nil
+}
+
+// AgentNumberByRef returns the company's number by the store's id.
+func (s *Store) AgentNumberByRef(companyID, numberID uint64) (AgentNumber, error) {
+	var n AgentNumber
+	err := s.db.View(func(tx *bolt.Tx) error {
+		var err error
+		n, err = numberByRef(tx, companyID, numberID)
+		return err
+	})
+	if err != nil {
+		return n, fmt.Errorf("store: number %d: %w", numberID, err)
+	}
+	return n, nil
+}
+
+// countPrefix counts the keys under prefix, stopping at upTo.
+func countPrefix(b *bolt.Bucket, prefix []byte, upTo int) int {
+	n := 0
+	walkPrefix(b, prefix, func(_, _ []byte) bool { n++; return n < upTo })
+	return n
+}
