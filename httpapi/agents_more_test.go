@@ -295,3 +295,39 @@ func TestAgentOfflineSendsWaitAndExpire(t *testing.T) {
 		return e.do(call{method: "GET", path: "/whatsapp/messages/" + fresh.str("id"), token: a.apiKey}).str("status") == "delivered"
 	})
 }
+
+// TestAgentStatusEvents: WhatsApp and iMessage sends make the opt-in
+// message.* events too, naming their number or handle (the SMS fields
+// null), and wa_numbers/im_handles scope them as they scope inbound.
+func TestAgentStatusEvents(t *testing.T) {
+	rc := webhooktest.NewReceiver(t, true, nil)
+	e := newWebhookEnv(t, whConfig(rc), roomy)
+	a := e.newCompany("Acme", "owner@acme.test")
+	e.runAgent(e.pairPhone(a.apiKey, "agent-a"), "agent-a", []string{waNumber}, []string{imHandle}, true)
+	wa := e.numberID(a.apiKey, "whatsapp", waNumber)
+	im := e.numberID(a.apiKey, "imessage", imHandle)
+	e.whPut(a.apiKey,
+		map[string]any{"url": rc.URL + "/wa", "events": []string{"message.delivered"}, "wa_numbers": []string{wa}, "channels": []string{"whatsapp"}},
+		map[string]any{"url": rc.URL + "/im", "events": []string{"message.delivered"}, "channels": []string{"imessage"}},
+		map[string]any{"url": rc.URL + "/other-number", "events": []string{"message.delivered"}, "wa_numbers": []string{"+15550009999"}, "channels": []string{"whatsapp"}},
+	)
+	waID := e.waSend(a.apiKey, wa, "+15557654321", "hello").str("id")
+	imID := e.do(call{method: "POST", path: "/imessage/send", token: a.apiKey, body: map[string]any{"handle_id": im, "to": "bob@example.com", "content": "hi"}}).str("id")
+	e.eventually("both delivered events", func() bool {
+		return len(statusEvents(t, rc, "/wa")) == 1 && len(statusEvents(t, rc, "/im")) == 1
+	})
+	for path, want := range map[string]map[string]any{
+		"/wa": {"channel": "whatsapp", "queue_id": waID, "number_id": wa, "handle_id": nil, "sim_slot": nil, "to": "+15557654321", "status": "delivered", "device_fingerprint": "agent-a"},
+		"/im": {"channel": "imessage", "queue_id": imID, "number_id": nil, "handle_id": im, "sim_slot": nil, "to": "bob@example.com", "status": "delivered", "device_fingerprint": "agent-a"},
+	} {
+		got := statusEvents(t, rc, path)[0]
+		for k, v := range want {
+			if got.Data[k] != v {
+				t.Fatalf("%s: data.%s = %v, want %v (%s)", path, k, got.Data[k], v, got.Body)
+			}
+		}
+	}
+	if evs := statusEvents(t, rc, "/other-number"); len(evs) != 0 {
+		t.Fatalf("an entry scoped to another number got %d events", len(evs))
+	}
+}

@@ -93,8 +93,13 @@ func statusData(m store.Message) StatusData {
 		ID: m.ID, Channel: ch, Status: m.Status, Error: orNull(m.Error), To: m.Phone,
 		DeviceFingerprint: orNull(m.Device), QueueID: orNull(m.UUID), UpdatedAt: m.UpdatedAt.UTC().Format(timeLayout),
 	}
-	if ch == proto.ChannelSMS {
+	switch ch {
+	case proto.ChannelSMS:
 		d.SIMSlot = orNull(m.SIMSlot)
+	case proto.ChannelWhatsApp:
+		d.NumberID = orNull(m.NumberRef)
+	case proto.ChannelIMessage:
+		d.HandleID = orNull(m.NumberRef)
 	}
 	return d
 }
