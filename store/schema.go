@@ -48,7 +48,7 @@ func (s *Store) migrate() error {
 				return err
 			}
 		}
-		for _, name := range append(append(append(append(allBuckets, messageBuckets...), webhookBuckets...), statsBuckets...), append(billingBuckets, bucketCompanyUsage)...) {
+		for _, name := range append(append(append(append(allBuckets, messageBuckets...), webhookBuckets...), statsBuckets...), append(append(billingBuckets, bucketCompanyUsage), consoleBuckets...)...) {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return fmt.Errorf("create bucket %s: %w", name, err)
 			}
