@@ -23,7 +23,9 @@ const (
 )
 
 // uncounted routes need no credential and count toward no limit: probes and documents.
-var uncounted = map[string]bool{"/healthz": true, "/readyz": true, "/metrics": true, "/openapi.json": true}
+var uncounted = map[string]bool{"/healthz": true, "/readyz": true, "/metrics": true, "/openapi.json": true,
+	// The console's stylesheet and script: fixed public files, like the documents.
+	"/console/static/*": true}
 
 // authScope are the credential routes limited per client IP on top of the general limit.
 var authScope = map[string]bool{
@@ -159,7 +161,7 @@ func (s *Server) limit(next echo.HandlerFunc) echo.HandlerFunc {
 			windows, id = s.members, "operator"
 		}
 		res := windows.Take(id)
-		if authScope[c.Path()] {
+		if authScope[c.Path()] || c.Request().Method == http.MethodPost && consoleCredentialPosts[c.Path()] {
 			res = pacing.Nearer(res, s.auth.Take(ip))
 		}
 		h := c.Response().Header()

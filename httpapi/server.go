@@ -75,7 +75,8 @@ type Deps struct {
 	Period Period
 	// Billing is plans, subscriptions and limits; nil leaves the billing routes answering 404.
 	Billing *billing.Service
-	// Console serves the web pages that e-mailed links open (/verify-email, /reset-password).
+	// Console serves the web console (web.Console): /, /console/*, and the
+	// pages that e-mailed links open (/verify-email, /reset-password).
 	Console  http.Handler
 	Logger   *slog.Logger
 	Registry prometheus.Registerer
