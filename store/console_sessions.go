@@ -12,8 +12,8 @@ import (
 // Buckets of the web console's sessions. The cookie holds a random id; the
 // store keeps only its hash, so a copy of the store signs nobody in.
 var (
-	bucketConsoleSessions = []byte("console_sessions")         // sha256(id) -> ConsoleSession
-	bucketUserConsoleSess = []byte("user_console_sessions")    // user id + sha256(id) -> nil
+	bucketConsoleSessions = []byte("console_sessions")      // sha256(id) -> ConsoleSession
+	bucketUserConsoleSess = []byte("user_console_sessions") // user id + sha256(id) -> nil
 	consoleBuckets        = [][]byte{bucketConsoleSessions, bucketUserConsoleSess}
 )
 

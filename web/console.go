@@ -136,7 +136,7 @@ var funcs = template.FuncMap{
 		}
 		return false
 	},
-	"join": strings.Join,
+	"join":  strings.Join,
 	"money": func(cents int64) string { return fmt.Sprintf("%d.%02d", cents/100, cents%100) },
 	"roles": func() []string { return roles },
 	"companyFields": func(co store.Company) []struct{ Name, Label, Value string } {
@@ -146,7 +146,7 @@ var funcs = template.FuncMap{
 		}
 	},
 	"channels": func() []string { return []string{"sms", "whatsapp", "imessage"} },
-	"list3": func() []string { return []string{"SIM1", "SIM2", "BOTH"} },
+	"list3":    func() []string { return []string{"SIM1", "SIM2", "BOTH"} },
 	// ferr is the place of a field's error message, filled by the server
 	// after a plain post or by the JavaScript after a fetch.
 	"ferr": func(f Flash, field string) template.HTML {
