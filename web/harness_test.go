@@ -44,6 +44,8 @@ type env struct {
 	clock    *testclock.Clock
 	accounts *account.Service
 	broker   *web.Broker
+	// stop takes the server down (the "server unreachable" case).
+	stop func()
 }
 
 type envOptions struct {
@@ -116,7 +118,8 @@ func newEnv(t *testing.T, opts ...func(*envOptions)) *env {
 	srv.Config.RegisterOnShutdown(console.Shutdown)
 	srv.Start()
 	t.Cleanup(func() { console.Shutdown(); srv.Close() })
-	return &env{t: t, url: srv.URL, store: st, inbox: inbox, clock: clk, accounts: accounts, broker: broker}
+	return &env{t: t, url: srv.URL, store: st, inbox: inbox, clock: clk, accounts: accounts, broker: broker,
+		stop: func() { console.Shutdown(); srv.CloseClientConnections(); srv.Listener.Close() }}
 }
 
 // company creates a company with a verified admin and returns its API key.

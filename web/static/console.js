@@ -146,10 +146,21 @@
     return li;
   }
 
+  // Statuses only move forward; events and answers may arrive out of order.
+  var order = {scheduled: 0, queued: 1, sending: 2, sent: 3, delivered: 4, failed: 4, expired: 4, canceled: 4};
+  function rank(x) {
+    if (x.nodeType) {
+      var st = x.querySelector(".status");
+      return st ? (order[st.getAttribute("data-status")] || 0) : 0;
+    }
+    return order[x.status] || 0;
+  }
+
   function upsert(m) {
     if (!chat || m.device !== chat.getAttribute("data-device")) { return; }
     if (m.phone === chat.getAttribute("data-phone") && thread) {
       var old = thread.querySelector('[data-id="' + m.id + '"]');
+      if (old && rank(old) > rank(m)) { return; } // a late copy of an older state
       var el = msgEl(m);
       if (old) { thread.replaceChild(el, old); } else { thread.appendChild(el); el.scrollIntoView({block: "end"}); }
     }
