@@ -133,7 +133,7 @@ func newBillingEnv(t *testing.T, sopt store.Options, wcfg webhook.Config, bcfg b
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	api, err := httpapi.New(cfg, httpapi.Deps{Accounts: accounts, Devices: devices, SMS: messages, Phones: hub, PhoneSocket: hub, Store: st, Analytics: st, Period: bill, Billing: bill, Console: console.Handler(), Logger: log, Registry: reg, Gatherer: reg, Now: clk.Now, Webhooks: hooks})
+	api, err := httpapi.New(cfg, httpapi.Deps{Accounts: accounts, Devices: devices, SMS: messages, Phones: hub, PhoneSocket: hub, Store: st, Analytics: st, Period: bill, Billing: bill, Console: console.Handler(), ConsoleIdentity: console.Identity, Logger: log, Registry: reg, Gatherer: reg, Now: clk.Now, Webhooks: hooks})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ const (
 	keyAuthErr   = "simrelay.auth_err"
 	keyDevice    = "simrelay.device" // fingerprint of a valid device token
 	keyOperator  = "simrelay.operator"
+	keyConsole   = "simrelay.console" // rate-limit identity of a console session
 )
 
 // uncounted routes need no credential and count toward no limit: probes and documents.
@@ -111,6 +112,13 @@ func (s *Server) identify(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		h := c.Request().Header.Get(echo.HeaderAuthorization)
 		if h == "" {
+			// A console page: the session's user is the identity. The cookie
+			// opens no API route: only the console reads it.
+			if consolePaths[c.Path()] && s.deps.ConsoleIdentity != nil {
+				if id, ok := s.deps.ConsoleIdentity(c.Request()); ok {
+					c.Set(keyConsole, id)
+				}
+			}
 			return next(c)
 		}
 		scheme, token, ok := strings.Cut(h, " ")
@@ -157,6 +165,8 @@ func (s *Server) limit(next echo.HandlerFunc) echo.HandlerFunc {
 			windows, id = s.members, p.Identity()
 		} else if fp, ok := c.Get(keyDevice).(string); ok {
 			windows, id = s.members, "device:"+fp
+		} else if user, ok := c.Get(keyConsole).(string); ok {
+			windows, id = s.members, user
 		} else if c.Get(keyOperator) == true {
 			windows, id = s.members, "operator"
 		}

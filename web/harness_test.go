@@ -49,13 +49,14 @@ type env struct {
 }
 
 type envOptions struct {
-	authRate pacing.Rate
+	authRate    pacing.Rate
+	generalRate pacing.Rate
 	streams  web.StreamConfig
 }
 
 func newEnv(t *testing.T, opts ...func(*envOptions)) *env {
 	t.Helper()
-	o := envOptions{authRate: pacing.Rate{Limit: 1000, Window: 15 * time.Minute}}
+	o := envOptions{authRate: pacing.Rate{Limit: 1000, Window: 15 * time.Minute}, generalRate: pacing.Rate{Limit: 100000, Window: time.Minute}}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -108,9 +109,9 @@ func newEnv(t *testing.T, opts ...func(*envOptions)) *env {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	api, err := httpapi.New(httpapi.Config{GeneralRate: pacing.Rate{Limit: 100000, Window: time.Minute}, AuthRate: o.authRate},
+	api, err := httpapi.New(httpapi.Config{GeneralRate: o.generalRate, AuthRate: o.authRate},
 		httpapi.Deps{Accounts: accounts, Devices: devices, SMS: messages, Webhooks: hooks, Phones: hub, PhoneSocket: hub, Store: st,
-			Analytics: st, Period: bill, Billing: bill, Console: console.Handler(), Logger: log, Registry: reg, Gatherer: reg, Now: clk.Now})
+			Analytics: st, Period: bill, Billing: bill, Console: console.Handler(), ConsoleIdentity: console.Identity, Logger: log, Registry: reg, Gatherer: reg, Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -282,6 +282,23 @@ func TestSignInCountsInTheCredentialWindow(t *testing.T) {
 	}
 }
 
+func TestASignedInUserHasARateWindowOfTheirOwn(t *testing.T) {
+	e := newEnv(t, func(o *envOptions) { o.generalRate = pacing.Rate{Limit: 4, Window: time.Minute} })
+	e.company("Acme", "ada@acme.test", "Correct1horse")
+	ada := e.browser()
+	ada.signIn("ada@acme.test", "Correct1horse") // two requests by address, one as the user
+	stranger := e.browser()
+	for stranger.get("/console/signin").status != http.StatusTooManyRequests {
+	}
+	// The office address is spent; the signed-in user is not.
+	if p := ada.get("/console/devices"); p.status != http.StatusOK {
+		t.Errorf("a signed-in page once the address's window is spent: got %d, want 200", p.status)
+	}
+	if p := ada.get("/console/devices"); p.header.Get("RateLimit-Remaining") != "1" {
+		t.Errorf("the user's window: RateLimit-Remaining %q, want 1", p.header.Get("RateLimit-Remaining"))
+	}
+}
+
 func TestFormErrorsNameTheField(t *testing.T) {
 	e := newEnv(t)
 	b := e.browser()

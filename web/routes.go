@@ -36,9 +36,9 @@ func (c *Console) sections() []section {
 
 func (c *Console) routes() {
 	mux := c.mux
-	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
-		http.Redirect(w, r, Prefix+"/", http.StatusFound)
-	})
+	toConsole := func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, Prefix+"/", http.StatusFound) }
+	mux.HandleFunc("GET /{$}", toConsole)
+	mux.HandleFunc("GET "+Prefix, toConsole)
 	static, _ := fs.Sub(staticFS, "static")
 	files := http.StripPrefix(Prefix+"/static/", http.FileServerFS(static))
 	mux.Handle("GET "+Prefix+"/static/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

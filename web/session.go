@@ -60,6 +60,20 @@ func (c *Console) authenticate(r *http.Request) (*req, error) {
 	return &req{sess: sess, user: u}, nil
 }
 
+// Identity names the signed-in user of a request for the API's rate limits
+// (httpapi.Deps.ConsoleIdentity): the same key as the user's own API calls.
+func (c *Console) Identity(r *http.Request) (string, bool) {
+	ck, err := r.Cookie(sessionCookie)
+	if err != nil {
+		return "", false
+	}
+	sess, err := c.deps.Accounts.ConsoleAuthenticate(r.Context(), ck.Value)
+	if err != nil {
+		return "", false
+	}
+	return sess.Principal.Identity(), true
+}
+
 // wantsJSON tells the console's JavaScript (which asks for JSON) from a
 // plain form post.
 func wantsJSON(r *http.Request) bool {

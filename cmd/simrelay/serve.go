@@ -283,7 +283,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	api, err := httpapi.New(httpapi.Config{GeneralRate: cfg.general, AuthRate: cfg.auth, TrustedProxies: cfg.trustedProxies, AdminToken: cfg.adminToken},
-		httpapi.Deps{Accounts: accounts, Devices: devices, SMS: messages, Webhooks: hooks, Phones: hub, PhoneSocket: hub, Store: st, Analytics: st, Period: bill, Billing: bill, Console: console.Handler(), Logger: log, Registry: reg, Gatherer: reg, Now: time.Now})
+		httpapi.Deps{Accounts: accounts, Devices: devices, SMS: messages, Webhooks: hooks, Phones: hub, PhoneSocket: hub, Store: st, Analytics: st, Period: bill, Billing: bill, Console: console.Handler(), ConsoleIdentity: console.Identity, Logger: log, Registry: reg, Gatherer: reg, Now: time.Now})
 	if err != nil {
 		return err
 	}
