@@ -39,6 +39,8 @@ func (b *browser) stream(t *testing.T) (<-chan [2]string, int) {
 			switch {
 			case strings.HasPrefix(line, "event: "):
 				name = strings.TrimPrefix(line, "event: ")
+			case line == ": ping":
+				out <- [2]string{"ping", "ping"}
 			case strings.HasPrefix(line, "data: "):
 				out <- [2]string{name, strings.TrimPrefix(line, "data: ")}
 			}
@@ -113,4 +115,24 @@ func TestLiveStreamsAreCappedPerSessionAndEndOnSignOut(t *testing.T) {
 	}
 	waitEvent(t, first, "{}") // the signedout event
 	poll.Until(t, "the streams end", func() bool { return e.broker.Streams() == 0 })
+}
+
+// simrelay serve sets a read timeout; net/http lifts it once a request
+// without a body is read, so a stream lives on. This keeps it so.
+func TestLiveStreamOutlivesTheServersReadTimeout(t *testing.T) {
+	const readTimeout = 100 * time.Millisecond
+	e := newEnv(t, func(o *envOptions) {
+		o.readTimeout = readTimeout
+		o.streams = web.StreamConfig{Heartbeat: readTimeout / 4}
+	})
+	e.company("Acme", "ada@acme.test", "Correct1horse")
+	b := e.browser()
+	b.signIn("ada@acme.test", "Correct1horse")
+	events, _ := b.stream(t)
+	start := time.Now()
+	for time.Since(start) < 4*readTimeout {
+		if _, ok := <-events; !ok {
+			t.Fatalf("the stream ended after %s, with a read timeout of %s", time.Since(start), readTimeout)
+		}
+	}
 }

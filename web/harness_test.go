@@ -51,6 +51,7 @@ type env struct {
 type envOptions struct {
 	authRate    pacing.Rate
 	generalRate pacing.Rate
+	readTimeout time.Duration
 	streams  web.StreamConfig
 }
 
@@ -116,6 +117,7 @@ func newEnv(t *testing.T, opts ...func(*envOptions)) *env {
 		t.Fatal(err)
 	}
 	srv.Config.Handler = api.Handler()
+	srv.Config.ReadTimeout = o.readTimeout
 	srv.Config.RegisterOnShutdown(console.Shutdown)
 	srv.Start()
 	t.Cleanup(func() { console.Shutdown(); srv.Close() })

@@ -184,6 +184,9 @@ func (c *Console) action(lv level, back string, fn func(w http.ResponseWriter, r
 		}
 		out, err := fn(w, r, q)
 		if err != nil {
+			if tok := r.PostFormValue("token"); lv == anyone && tok != "" {
+				back = withQuery(back, "token", tok) // the e-mailed page needs its token back
+			}
 			c.answerErr(w, r, back, err)
 			return
 		}
