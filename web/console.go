@@ -1,7 +1,6 @@
 package web
 
 import (
-	"context"
 	"embed"
 	"fmt"
 	"html/template"
@@ -241,7 +240,5 @@ func secureHeaders(w http.ResponseWriter) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 }
-
-func (c *Console) ctx(r *http.Request) context.Context { return r.Context() }
 
 var errNoDevice = problem.New(problem.NotFound, "No such device.")

@@ -52,7 +52,7 @@ type envOptions struct {
 	authRate    pacing.Rate
 	generalRate pacing.Rate
 	readTimeout time.Duration
-	streams  web.StreamConfig
+	streams     web.StreamConfig
 }
 
 func newEnv(t *testing.T, opts ...func(*envOptions)) *env {
