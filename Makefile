@@ -8,7 +8,7 @@ STRIPE_MOCK_VERSION ?= v0.203.0
 
 .DEFAULT_GOAL := help
 
-.PHONY: help build run test lint bench check tools stripe-mock
+.PHONY: help build run test lint bench check tools stripe-mock chromium
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -19,7 +19,7 @@ build: ## build bin/simrelay
 run: build ## run the server on 127.0.0.1:8080 with its store in ./data; flags in ARGS="--listen 127.0.0.1:9090"
 	./$(BIN) serve $(ARGS)
 
-test: stripe-mock ## run every test with the race detector (installs stripe-mock first when missing)
+test: stripe-mock chromium ## run every test with the race detector (installs stripe-mock and chromium first when missing)
 	$(GO) test -race -count=1 ./...
 
 lint: tools ## gofmt, go vet and staticcheck
@@ -40,3 +40,9 @@ tools: ## install staticcheck when it is missing
 stripe-mock: ## install the pinned stripe-mock the billing tests run against, when neither PATH nor GOPATH/bin has it
 	@command -v stripe-mock >/dev/null 2>&1 || test -x "$$($(GO) env GOPATH)/bin/stripe-mock" || \
 	  $(GO) install github.com/stripe/stripe-mock@$(STRIPE_MOCK_VERSION)
+
+chromium: ## install Debian's chromium for the console's browser tests, when /usr/bin/chromium is missing (needs root and apt-get)
+	@test -x /usr/bin/chromium || { \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core >/dev/null; }
+	@test -x /usr/bin/chromium

@@ -138,29 +138,9 @@ func tokenErr(err error) error {
 // Login checks an e-mail and password. It costs one argon2id hash whether or
 // not the address exists, so timing does not reveal accounts.
 func (s *Service) Login(_ context.Context, email, password string) (Session, error) {
-	var v check
-	email = v.email("email", email)
-	v.password("password", password, false)
-	if v.err != nil {
-		return Session{}, v.err
-	}
-	u, err := s.store.UserByEmail(email)
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return Session{}, err
-	}
-	hash := u.PasswordHash
-	if hash == "" {
-		hash = s.dummyHash
-	}
-	ok, err := checkPassword(hash, password)
+	u, err := s.checkLogin(email, password)
 	if err != nil {
 		return Session{}, err
-	}
-	if !ok || u.ID == 0 || u.PasswordHash == "" {
-		return Session{}, errInvalidLogin
-	}
-	if !u.EmailVerified {
-		return Session{}, problem.New(problem.EmailNotVerified, "Verify your e-mail address first: follow the link in the message we sent.")
 	}
 	refresh := "rt_" + randomToken(32)
 	now := s.now()
@@ -168,6 +148,36 @@ func (s *Service) Login(_ context.Context, email, password string) (Session, err
 		return Session{}, err
 	}
 	return s.session(u, refresh)
+}
+
+// checkLogin is the password check of every sign-in, the API's and the
+// console's alike.
+func (s *Service) checkLogin(email, password string) (store.User, error) {
+	var v check
+	email = v.email("email", email)
+	v.password("password", password, false)
+	if v.err != nil {
+		return store.User{}, v.err
+	}
+	u, err := s.store.UserByEmail(email)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return store.User{}, err
+	}
+	hash := u.PasswordHash
+	if hash == "" {
+		hash = s.dummyHash
+	}
+	ok, err := checkPassword(hash, password)
+	if err != nil {
+		return store.User{}, err
+	}
+	if !ok || u.ID == 0 || u.PasswordHash == "" {
+		return store.User{}, errInvalidLogin
+	}
+	if !u.EmailVerified {
+		return store.User{}, problem.New(problem.EmailNotVerified, "Verify your e-mail address first: follow the link in the message we sent.")
+	}
+	return u, nil
 }
 
 func (s *Service) session(u store.User, refresh string) (Session, error) {

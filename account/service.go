@@ -44,6 +44,9 @@ type Config struct {
 	VerifyTTL  time.Duration
 	ResetTTL   time.Duration
 	InviteTTL  time.Duration
+	// ConsoleIdle and ConsoleLifetime end web console sessions (console.go).
+	ConsoleIdle     time.Duration
+	ConsoleLifetime time.Duration
 }
 
 func (c *Config) defaults() {
@@ -51,7 +54,7 @@ func (c *Config) defaults() {
 	for _, d := range []struct {
 		v   *time.Duration
 		def time.Duration
-	}{{&c.AccessTTL, DefaultAccessTTL}, {&c.RefreshTTL, DefaultRefreshTTL}, {&c.VerifyTTL, DefaultVerifyTTL}, {&c.ResetTTL, DefaultResetTTL}, {&c.InviteTTL, DefaultInviteTTL}} {
+	}{{&c.AccessTTL, DefaultAccessTTL}, {&c.RefreshTTL, DefaultRefreshTTL}, {&c.VerifyTTL, DefaultVerifyTTL}, {&c.ResetTTL, DefaultResetTTL}, {&c.InviteTTL, DefaultInviteTTL}, {&c.ConsoleIdle, DefaultConsoleIdle}, {&c.ConsoleLifetime, DefaultConsoleLifetime}} {
 		if *d.v <= 0 {
 			*d.v = d.def
 		}

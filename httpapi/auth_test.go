@@ -84,7 +84,7 @@ func TestSignupVerifyLogin(t *testing.T) {
 	}
 	tok := mailtest.LinkToken(msg.Text, "/verify-email")
 	page := e.do(call{method: "GET", path: "/verify-email?token=" + tok})
-	if page.Status != http.StatusOK || !strings.Contains(string(page.Raw), "/auth/verify-email") {
+	if page.Status != http.StatusOK || !strings.Contains(string(page.Raw), `action="/verify-email"`) || !strings.Contains(string(page.Raw), tok) {
 		t.Fatalf("the link's page: got %d, want the verification page", page.Status)
 	}
 	e.want(e.do(call{method: "POST", path: "/auth/verify-email", body: map[string]any{"token": tok}}), http.StatusOK, "")
@@ -191,7 +191,7 @@ func TestForgotAndResetPassword(t *testing.T) {
 		t.Fatalf("no reset link in %q", msg.Text)
 	}
 	page := e.do(call{method: "GET", path: "/reset-password?token=" + tok})
-	if page.Status != http.StatusOK || !strings.Contains(string(page.Raw), "/auth/reset-password") {
+	if page.Status != http.StatusOK || !strings.Contains(string(page.Raw), `action="/reset-password"`) || !strings.Contains(string(page.Raw), tok) {
 		t.Fatalf("the link's page: got %d", page.Status)
 	}
 

@@ -138,8 +138,13 @@ func newBillingEnv(t *testing.T, sopt store.Options, wcfg webhook.Config, bcfg b
 		t.Fatal(err)
 	}
 	st.SetPlans(bill)
+	console, err := web.New(web.Config{PublicURL: publicURL}, web.Deps{Accounts: accounts, Devices: devices, SMS: messages,
+		Webhooks: hooks, Billing: bill, Phones: hub, Analytics: st, Period: bill, Logger: log, Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
 	reg := prometheus.NewRegistry()
-	api, err := httpapi.New(cfg, httpapi.Deps{Accounts: accounts, Devices: devices, SMS: messages, Channels: agents, Phones: hub, PhoneSocket: hub, Store: st, Analytics: st, Period: bill, Billing: bill, Console: web.Handler(), Logger: log, Registry: reg, Gatherer: reg, Now: clk.Now, Webhooks: hooks})
+	api, err := httpapi.New(cfg, httpapi.Deps{Accounts: accounts, Devices: devices, SMS: messages, Channels: agents, Phones: hub, PhoneSocket: hub, Store: st, Analytics: st, Period: bill, Billing: bill, Console: console.Handler(), ConsoleIdentity: console.Identity, Logger: log, Registry: reg, Gatherer: reg, Now: clk.Now, Webhooks: hooks})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,10 +20,13 @@ const (
 	keyAuthErr   = "simrelay.auth_err"
 	keyDevice    = "simrelay.device" // fingerprint of a valid device token
 	keyOperator  = "simrelay.operator"
+	keyConsole   = "simrelay.console" // rate-limit identity of a console session
 )
 
 // uncounted routes need no credential and count toward no limit: probes and documents.
-var uncounted = map[string]bool{"/healthz": true, "/readyz": true, "/metrics": true, "/openapi.json": true}
+var uncounted = map[string]bool{"/healthz": true, "/readyz": true, "/metrics": true, "/openapi.json": true,
+	// The console's stylesheet and script: fixed public files, like the documents.
+	"/console/static/*": true}
 
 // authScope are the credential routes limited per client IP on top of the general limit.
 var authScope = map[string]bool{
@@ -109,6 +112,13 @@ func (s *Server) identify(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		h := c.Request().Header.Get(echo.HeaderAuthorization)
 		if h == "" {
+			// A console page: the session's user is the identity. The cookie
+			// opens no API route: only the console reads it.
+			if consolePaths[c.Path()] && s.deps.ConsoleIdentity != nil {
+				if id, ok := s.deps.ConsoleIdentity(c.Request()); ok {
+					c.Set(keyConsole, id)
+				}
+			}
 			return next(c)
 		}
 		scheme, token, ok := strings.Cut(h, " ")
@@ -155,11 +165,13 @@ func (s *Server) limit(next echo.HandlerFunc) echo.HandlerFunc {
 			windows, id = s.members, p.Identity()
 		} else if fp, ok := c.Get(keyDevice).(string); ok {
 			windows, id = s.members, "device:"+fp
+		} else if user, ok := c.Get(keyConsole).(string); ok {
+			windows, id = s.members, user
 		} else if c.Get(keyOperator) == true {
 			windows, id = s.members, "operator"
 		}
 		res := windows.Take(id)
-		if authScope[c.Path()] {
+		if authScope[c.Path()] || c.Request().Method == http.MethodPost && consoleCredentialPosts[c.Path()] {
 			res = pacing.Nearer(res, s.auth.Take(ip))
 		}
 		h := c.Response().Header()

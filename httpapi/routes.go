@@ -101,14 +101,34 @@ func (s *Server) routes() []route {
 		// Operations.
 		{http.MethodGet, "/admin/backup", operator, s.backup},
 
-		// Web console pages opened from e-mailed links (HTML, not part of the JSON API).
+		// The web console (HTML, not part of the JSON API): everything under
+		// /console/, the root's redirect to it, and the two pages e-mailed
+		// links open. Its sign-in forms are rows of their own so they count
+		// in the credential window (consoleCredentialPosts).
+		{http.MethodGet, "/", public, s.console},
+		{http.MethodGet, "/console", public, s.console},
+		{http.MethodGet, "/console/static/*", public, s.console},
+		{http.MethodGet, "/console/*", public, s.console},
+		{http.MethodPost, "/console/*", public, s.console},
+		{http.MethodPost, "/console/signin", public, s.console},
+		{http.MethodPost, "/console/signup", public, s.console},
+		{http.MethodPost, "/console/forgot-password", public, s.console},
 		{http.MethodGet, "/verify-email", public, s.console},
+		{http.MethodPost, "/verify-email", public, s.console},
 		{http.MethodGet, "/reset-password", public, s.console},
+		{http.MethodPost, "/reset-password", public, s.console},
 	}
 }
 
 // consolePaths are the HTML pages; the OpenAPI document describes the JSON API only.
-var consolePaths = map[string]bool{"/verify-email": true, "/reset-password": true}
+var consolePaths = map[string]bool{"/": true, "/console": true, "/console/*": true, "/console/static/*": true, "/console/signin": true,
+	"/console/signup": true, "/console/forgot-password": true, "/verify-email": true, "/reset-password": true}
+
+// consoleCredentialPosts are the console's forms that check or set a
+// password or spend an e-mailed token: like the API's /auth/* routes, each
+// POST counts in the client address's credential window too.
+var consoleCredentialPosts = map[string]bool{"/console/signin": true, "/console/signup": true,
+	"/console/forgot-password": true, "/verify-email": true, "/reset-password": true}
 
 // openAPIPath turns Echo's /users/:id into OpenAPI's /users/{id}.
 func openAPIPath(p string) string {

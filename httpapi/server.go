@@ -78,12 +78,17 @@ type Deps struct {
 	Period Period
 	// Billing is plans, subscriptions and limits; nil leaves the billing routes answering 404.
 	Billing *billing.Service
-	// Console serves the web pages that e-mailed links open (/verify-email, /reset-password).
-	Console  http.Handler
-	Logger   *slog.Logger
-	Registry prometheus.Registerer
-	Gatherer prometheus.Gatherer
-	Now      func() time.Time
+	// Console serves the web console (web.Console): /, /console/*, and the
+	// pages that e-mailed links open (/verify-email, /reset-password).
+	Console http.Handler
+	// ConsoleIdentity names the signed-in user of a console request (by its
+	// session cookie) for the rate limits, so that people behind one office
+	// address do not share its window; nil counts console requests by address.
+	ConsoleIdentity func(r *http.Request) (string, bool)
+	Logger          *slog.Logger
+	Registry        prometheus.Registerer
+	Gatherer        prometheus.Gatherer
+	Now             func() time.Time
 }
 
 // Server is the HTTP API.

@@ -105,6 +105,9 @@ func (s *Service) SendBulk(_ context.Context, in BulkInput, answer BulkAnswer) (
 	}
 	if prior == nil {
 		s.queued(out[0])
+		for _, m := range out {
+			s.changed(m)
+		}
 	}
 	return out, prior, nil
 }

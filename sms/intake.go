@@ -21,9 +21,12 @@ var errNoJob = problem.New(problem.NotFound, "This device has no job with that i
 // link authenticated it: only a job of that registration (company and device
 // id) moves, never one of an earlier owner of the handset.
 func (s *Service) Ack(_ context.Context, dev store.Device, id string) (bool, error) {
-	_, moved, err := s.store.Transition(dev.CompanyID, dev.ID, id, store.MsgSending, "", "", s.now())
+	m, moved, err := s.store.Transition(dev.CompanyID, dev.ID, id, store.MsgSending, "", "", s.now())
 	if errors.Is(err, store.ErrNotFound) {
 		return false, errNoJob
+	}
+	if err == nil && moved {
+		s.changed(m)
 	}
 	return moved, err
 }
@@ -48,9 +51,12 @@ func (s *Service) Status(_ context.Context, dev store.Device, st proto.Status) (
 	if st.Status == proto.StatusFailed && st.Error == "" {
 		st.Error = "failed"
 	}
-	_, moved, err := s.store.Transition(dev.CompanyID, dev.ID, st.ID, st.Status, st.Error, st.At, s.now())
+	m, moved, err := s.store.Transition(dev.CompanyID, dev.ID, st.ID, st.Status, st.Error, st.At, s.now())
 	if errors.Is(err, store.ErrNotFound) {
 		return false, errNoJob
+	}
+	if err == nil && moved {
+		s.changed(m)
 	}
 	return moved, err
 }
@@ -104,12 +110,15 @@ func (s *Service) Inbound(_ context.Context, dev store.Device, in proto.Inbound)
 		UUID: newID(), CompanyID: dev.CompanyID, DeviceID: dev.ID, Device: dev.Fingerprint, Channel: proto.ChannelSMS, Phone: from, Text: in.Message,
 		SIMSlot: slot, Segments: Segments(in.Message), ClientID: in.ClientID, ReceivedAt: receivedAt,
 	}
-	stored, _, err := s.store.StoreInbound(&m, s.now, s.onInbound)
+	stored, dup, err := s.store.StoreInbound(&m, s.now, s.onInbound)
 	if errors.Is(err, store.ErrDeviceGone) {
 		return proto.InboundAck{}, problem.New(problem.NotFound, "The device was deleted.")
 	}
 	if err != nil {
 		return proto.InboundAck{}, budgetRefusal(err, s.now())
+	}
+	if !dup {
+		s.changed(stored)
 	}
 	return proto.InboundAck{ClientID: in.ClientID, ID: stored.ID, UUID: stored.UUID}, nil
 }

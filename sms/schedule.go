@@ -101,6 +101,7 @@ func (s *Service) releaseDue() bool {
 		}
 		kicked := map[string]bool{}
 		for _, m := range msgs {
+			s.changed(m)
 			if m.Status == store.MsgQueued && !kicked[m.Device] && s.dispatch != nil {
 				kicked[m.Device] = true
 				s.dispatch.Kick(m.Device)
@@ -127,6 +128,8 @@ func (s *Service) Cancel(_ context.Context, companyID uint64, queueID string) (s
 		return m, problem.New(problem.NotFound, "No queued message with this id.")
 	case errors.Is(err, store.ErrNotCancelable):
 		return m, problem.New(problem.Conflict, "The message is "+m.Status+": only a scheduled or queued message can be canceled.")
+	case err == nil:
+		s.changed(m)
 	}
 	return m, err
 }

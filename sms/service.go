@@ -40,6 +40,12 @@ type Dispatcher interface {
 	Kick(fingerprint string)
 }
 
+// Watcher hears of every message that was stored or changed, after its
+// commit (the console's live updates). It must not block.
+type Watcher interface {
+	MessageChanged(m store.Message)
+}
+
 // InboundHook runs inside the transaction that stores a new inbound message
 // (the webhook outbox), so both are durable together.
 type InboundHook func(tx *bolt.Tx, m store.Message) error
@@ -49,6 +55,7 @@ type Service struct {
 	cfg       Config
 	store     *store.Store
 	dispatch  Dispatcher
+	watch     Watcher
 	onInbound InboundHook
 	log       *slog.Logger
 	now       func() time.Time
@@ -66,6 +73,16 @@ func New(cfg Config, st *store.Store, onInbound InboundHook, log *slog.Logger, n
 
 // SetDispatcher wires the hub; call it before serving.
 func (s *Service) SetDispatcher(d Dispatcher) { s.dispatch = d }
+
+// SetWatcher wires the listener of message changes; call it before serving.
+func (s *Service) SetWatcher(w Watcher) { s.watch = w }
+
+// changed tells the watcher, if any, of a committed change.
+func (s *Service) changed(m store.Message) {
+	if s.watch != nil {
+		s.watch.MessageChanged(m)
+	}
+}
 
 // SendInput is one send request.
 type SendInput struct {
@@ -145,6 +162,7 @@ func (s *Service) Send(_ context.Context, in SendInput, answer Answer) (msg stor
 	}
 	if prior == nil {
 		s.queued(msg)
+		s.changed(msg)
 	}
 	return msg, prior, nil
 }

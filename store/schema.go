@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"slices"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -48,7 +49,9 @@ func (s *Store) migrate() error {
 				return err
 			}
 		}
-		for _, name := range append(append(append(append(allBuckets, messageBuckets...), webhookBuckets...), statsBuckets...), append(append(billingBuckets, bucketCompanyUsage, bucketScheduleDue, bucketDevScheduled, bucketOptOuts), agentBuckets...)...) {
+		lists := [][][]byte{allBuckets, messageBuckets, webhookBuckets, statsBuckets, billingBuckets,
+			{bucketCompanyUsage, bucketScheduleDue, bucketDevScheduled, bucketOptOuts}, agentBuckets, consoleBuckets}
+		for _, name := range slices.Concat(lists...) {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return fmt.Errorf("create bucket %s: %w", name, err)
 			}

@@ -103,6 +103,9 @@ func (s *Store) RotateRefreshToken(oldHash, newHash []byte, newExpiry, now time.
 }
 
 func revokeUserFamilies(tx *bolt.Tx, userID uint64) error {
+	if err := revokeConsoleSessions(tx, userID); err != nil {
+		return err
+	}
 	families := tx.Bucket(bucketTokenFamilies)
 	prefix := itob(userID)
 	c := tx.Bucket(bucketUserFamilies).Cursor()

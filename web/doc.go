@@ -1,4 +1,6 @@
-// Package web is simrelay's web console: embedded pages served by the same
-// binary. Today it holds the two pages that e-mailed links open, which call
-// the JSON API from the browser: /verify-email and /reset-password.
+// Package web is simrelay's web console: server-rendered pages
+// (html/template), one stylesheet and a little plain JavaScript, all
+// embedded, served by the same binary beside the JSON API. It calls the same
+// domain services as the API and enforces the same role and tenant rules;
+// docs/console.md describes its routes, sessions and live updates.
 package web

@@ -296,10 +296,18 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 		return err
 	}
 	st.SetPlans(bill)
+	// The console's live updates hear of every message change after its commit.
+	broker := web.NewBroker(web.StreamConfig{})
+	messages.SetWatcher(broker)
+	console, err := web.New(web.Config{PublicURL: cfg.publicURL}, web.Deps{Accounts: accounts, Devices: devices, SMS: messages,
+		Webhooks: hooks, Billing: bill, Phones: hub, Analytics: st, Period: bill, Broker: broker, Logger: log.With("component", "console"), Now: time.Now})
+	if err != nil {
+		return err
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	api, err := httpapi.New(httpapi.Config{GeneralRate: cfg.general, AuthRate: cfg.auth, TrustedProxies: cfg.trustedProxies, AdminToken: cfg.adminToken},
-		httpapi.Deps{Accounts: accounts, Devices: devices, SMS: messages, Channels: agents, Webhooks: hooks, Phones: hub, PhoneSocket: hub, Store: st, Analytics: st, Period: bill, Billing: bill, Console: web.Handler(), Logger: log, Registry: reg, Gatherer: reg, Now: time.Now})
+		httpapi.Deps{Accounts: accounts, Devices: devices, SMS: messages, Channels: agents, Webhooks: hooks, Phones: hub, PhoneSocket: hub, Store: st, Analytics: st, Period: bill, Billing: bill, Console: console.Handler(), ConsoleIdentity: console.Identity, Logger: log, Registry: reg, Gatherer: reg, Now: time.Now})
 	if err != nil {
 		return err
 	}
@@ -312,6 +320,9 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+	// The console's live streams never end by themselves: close them when
+	// the shutdown starts, or they would hold it until its deadline.
+	srv.RegisterOnShutdown(console.Shutdown)
 
 	if cfg.pprofListen != "" {
 		stopProfiles, err := servePprof(cfg.pprofListen, log)
@@ -327,7 +338,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 			log.Error("mail worker stopped", "err", err)
 		}
 	})
-	wg.Go(func() { sweep(workers, api, st, log) })
+	wg.Go(func() { sweep(workers, api, st, accounts, log) })
 	wg.Go(func() { messages.Run(workers) })
 	wg.Go(func() { agents.Run(workers) })
 	wg.Go(func() {
@@ -367,7 +378,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 
 // sweep returns memory of expired rate-limit windows and deletes long-expired
 // tokens; hourly it prunes the rest of the store (pruneStore).
-func sweep(ctx context.Context, api *httpapi.Server, st *store.Store, log *slog.Logger) {
+func sweep(ctx context.Context, api *httpapi.Server, st *store.Store, accounts *account.Service, log *slog.Logger) {
 	t := time.NewTicker(sweepEvery)
 	defer t.Stop()
 	var lastPrune time.Time
@@ -385,6 +396,11 @@ func sweep(ctx context.Context, api *httpapi.Server, st *store.Store, log *slog.
 				log.Error("prune expired tokens", "err", err)
 			} else if n > 0 {
 				log.Debug("pruned expired tokens", "count", n)
+			}
+			if n, err := accounts.PruneConsoleSessions(); err != nil {
+				log.Error("prune console sessions", "err", err)
+			} else if n > 0 {
+				log.Debug("pruned console sessions", "count", n)
 			}
 		}
 	}

@@ -1,0 +1,100 @@
+package account
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/simrelay/simrelay/problem"
+	"github.com/simrelay/simrelay/store"
+)
+
+// Lifetimes of a web console session.
+const (
+	// DefaultConsoleIdle signs a browser out after half a day without a
+	// request: a shared office computer left signed in overnight is not.
+	DefaultConsoleIdle = 12 * time.Hour
+	// DefaultConsoleLifetime ends every session a week after sign-in, however
+	// busy, so a stolen cookie does not last for ever.
+	DefaultConsoleLifetime = 7 * 24 * time.Hour
+	// consoleTouchEvery bounds the writes that keep a session alive: one per
+	// session a minute, not one per page view.
+	consoleTouchEvery = time.Minute
+)
+
+// ConsoleSession is a signed-in browser as the console sees it.
+type ConsoleSession struct {
+	// ID goes into the cookie; the store keeps only its hash.
+	ID        string
+	CSRF      string
+	Principal Principal
+}
+
+var errConsoleSession = problem.New(problem.Unauthorized, "Your session has ended. Sign in again.")
+
+// ConsoleSignIn checks an e-mail and password as Login does and opens a
+// console session instead of handing out tokens.
+func (s *Service) ConsoleSignIn(_ context.Context, email, password string) (ConsoleSession, error) {
+	u, err := s.checkLogin(email, password)
+	if err != nil {
+		return ConsoleSession{}, err
+	}
+	id, csrf := "cs_"+randomToken(32), randomToken(24)
+	now := s.now()
+	if err := s.store.PutConsoleSession(tokenHash(id), store.ConsoleSession{UserID: u.ID, CompanyID: u.CompanyID, CSRF: csrf,
+		CreatedAt: now, SeenAt: now, ExpiresAt: now.Add(s.cfg.ConsoleLifetime)}); err != nil {
+		return ConsoleSession{}, err
+	}
+	return ConsoleSession{ID: id, CSRF: csrf, Principal: Principal{CompanyID: u.CompanyID, UserID: u.ID, Role: u.Role}}, nil
+}
+
+// ConsoleAuthenticate resolves a session cookie. As with access tokens, the
+// role comes from the store on every request, so a demotion or removal takes
+// effect at once.
+func (s *Service) ConsoleAuthenticate(_ context.Context, id string) (ConsoleSession, error) {
+	if id == "" {
+		return ConsoleSession{}, errConsoleSession
+	}
+	hash := tokenHash(id)
+	sess, err := s.store.ConsoleSession(hash)
+	if errors.Is(err, store.ErrNotFound) {
+		return ConsoleSession{}, errConsoleSession
+	}
+	if err != nil {
+		return ConsoleSession{}, err
+	}
+	now := s.now()
+	if !now.Before(sess.ExpiresAt) || now.Sub(sess.SeenAt) >= s.cfg.ConsoleIdle {
+		if err := s.store.DeleteConsoleSession(hash); err != nil {
+			return ConsoleSession{}, err
+		}
+		return ConsoleSession{}, errConsoleSession
+	}
+	u, err := s.store.User(sess.UserID)
+	if errors.Is(err, store.ErrNotFound) || err == nil && u.CompanyID != sess.CompanyID {
+		return ConsoleSession{}, errConsoleSession
+	}
+	if err != nil {
+		return ConsoleSession{}, err
+	}
+	if now.Sub(sess.SeenAt) >= consoleTouchEvery {
+		if err := s.store.TouchConsoleSession(hash, now); err != nil {
+			return ConsoleSession{}, err
+		}
+	}
+	return ConsoleSession{ID: id, CSRF: sess.CSRF, Principal: Principal{CompanyID: u.CompanyID, UserID: u.ID, Role: u.Role}}, nil
+}
+
+// ConsoleSignOut ends one browser's session.
+func (s *Service) ConsoleSignOut(_ context.Context, id string) error {
+	if id == "" {
+		return nil
+	}
+	return s.store.DeleteConsoleSession(tokenHash(id))
+}
+
+// PruneConsoleSessions drops the sessions that can no longer be used.
+func (s *Service) PruneConsoleSessions() (int, error) {
+	now := s.now()
+	return s.store.PruneConsoleSessions(now.Add(-s.cfg.ConsoleIdle), now)
+}

@@ -1,0 +1,106 @@
+package web
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/simrelay/simrelay/account"
+	"github.com/simrelay/simrelay/problem"
+)
+
+// authRoutes are the pages before sign-in. Their POSTs are listed in the
+// API's credential scope, so they spend the client address's auth window
+// exactly as POST /auth/login and its siblings do.
+func (c *Console) authRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("GET "+Prefix+"/signin", c.anonPage("signin", "Sign in"))
+	mux.HandleFunc("POST "+Prefix+"/signin", c.action(anyone, Prefix+"/signin", c.signin))
+	mux.HandleFunc("GET "+Prefix+"/signup", c.anonPage("signup", "Create an account"))
+	mux.HandleFunc("POST "+Prefix+"/signup", c.action(anyone, Prefix+"/signup", c.signup))
+	mux.HandleFunc("GET "+Prefix+"/forgot-password", c.anonPage("forgot", "Forgot password"))
+	mux.HandleFunc("POST "+Prefix+"/forgot-password", c.action(anyone, Prefix+"/forgot-password", c.forgot))
+	// The e-mailed links: the page asks for a click (or a new password), so
+	// a mail scanner that prefetches the link spends nothing.
+	mux.HandleFunc("GET /verify-email", c.anonPage("verify", "Verify your e-mail"))
+	mux.HandleFunc("POST /verify-email", c.action(anyone, "/verify-email", c.verify))
+	mux.HandleFunc("GET /reset-password", c.anonPage("reset", "Set your password"))
+	mux.HandleFunc("POST /reset-password", c.action(anyone, "/reset-password", c.reset))
+	mux.HandleFunc("POST "+Prefix+"/signout", c.action(member, Prefix+"/signin", c.signout))
+}
+
+type anonData struct {
+	Token string
+	Next  string
+}
+
+func (c *Console) anonPage(page, title string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		v := view{Title: title, CSRF: c.anonCSRF(w, r), Data: anonData{Token: r.URL.Query().Get("token"), Next: safeNext(r.URL.Query().Get("next"))}}
+		c.render(w, r, http.StatusOK, page, v)
+	}
+}
+
+// safeNext keeps a return address on this console, never another site.
+func safeNext(next string) string {
+	if !strings.HasPrefix(next, Prefix+"/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") {
+		return Prefix + "/"
+	}
+	return next
+}
+
+func (c *Console) signin(w http.ResponseWriter, r *http.Request, _ *req) (outcome, error) {
+	sess, err := c.deps.Accounts.ConsoleSignIn(r.Context(), r.PostFormValue("email"), r.PostFormValue("password"))
+	if err != nil {
+		return outcome{}, err
+	}
+	c.setCookie(w, sessionCookie, sess.ID, 0)
+	c.setCookie(w, anonCookie, "", -1)
+	return outcome{Redirect: safeNext(r.PostFormValue("next"))}, nil
+}
+
+func (c *Console) signup(w http.ResponseWriter, r *http.Request, _ *req) (outcome, error) {
+	f := r.PostFormValue
+	if f("owner.password") != f("password2") {
+		return outcome{}, problem.Invalid("password2", "must repeat the password")
+	}
+	_, _, err := c.deps.Accounts.Signup(r.Context(), account.SignupInput{
+		Company: account.CompanyInput{Name: f("company.name"), Phone: f("company.phone"), Country: f("company.country")},
+		Owner: account.OwnerInput{FirstName: f("owner.firstName"), LastName: f("owner.lastName"), Email: f("owner.email"),
+			Password: f("owner.password")},
+	})
+	if err != nil {
+		return outcome{}, err
+	}
+	return outcome{Redirect: Prefix + "/signin", Notice: "Account created. Open the link we e-mailed you to verify your address, then sign in."}, nil
+}
+
+func (c *Console) forgot(w http.ResponseWriter, r *http.Request, _ *req) (outcome, error) {
+	if err := c.deps.Accounts.ForgotPassword(r.Context(), r.PostFormValue("email")); err != nil {
+		return outcome{}, err
+	}
+	return outcome{Redirect: Prefix + "/signin", Notice: "If the address belongs to an account, a link to set a new password is on its way."}, nil
+}
+
+func (c *Console) verify(w http.ResponseWriter, r *http.Request, _ *req) (outcome, error) {
+	if err := c.deps.Accounts.VerifyEmail(r.Context(), r.PostFormValue("token")); err != nil {
+		return outcome{}, err
+	}
+	return outcome{Redirect: Prefix + "/signin", Notice: "E-mail address verified. You can sign in now."}, nil
+}
+
+func (c *Console) reset(w http.ResponseWriter, r *http.Request, _ *req) (outcome, error) {
+	if r.PostFormValue("password") != r.PostFormValue("password2") {
+		return outcome{}, problem.Invalid("password2", "must repeat the password")
+	}
+	if err := c.deps.Accounts.ResetPassword(r.Context(), r.PostFormValue("token"), r.PostFormValue("password")); err != nil {
+		return outcome{}, err
+	}
+	return outcome{Redirect: Prefix + "/signin", Notice: "Password set; every earlier session was signed out. Sign in with the new password."}, nil
+}
+
+func (c *Console) signout(w http.ResponseWriter, r *http.Request, q *req) (outcome, error) {
+	if err := c.deps.Accounts.ConsoleSignOut(r.Context(), q.sess.ID); err != nil {
+		return outcome{}, err
+	}
+	c.setCookie(w, sessionCookie, "", -1)
+	return outcome{Redirect: Prefix + "/signin", Notice: "Signed out."}, nil
+}

@@ -1,0 +1,150 @@
+package web_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// chromiumPath is Debian's chromium, which `make chromium` installs.
+const chromiumPath = "/usr/bin/chromium"
+
+// browserTimeout bounds one browser test; every wait inside it polls the
+// page against this deadline.
+const browserTimeout = 60 * time.Second
+
+// chrome starts a headless Chromium with a fresh profile and returns a tab.
+// A failed test leaves a screenshot in testdata/artifacts (gitignored).
+func chrome(t *testing.T) context.Context {
+	t.Helper()
+	if _, err := exec.LookPath(chromiumPath); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s is missing: `make test` installs it (make chromium)", chromiumPath)
+		}
+		t.Skipf("%s is missing: run `make chromium`", chromiumPath)
+	}
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chromiumPath),
+		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 900),
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	tab, cancelTab := chromedp.NewContext(actx)
+	t.Cleanup(func() { cancelTab(); cancelAlloc() })
+	// The first action starts the browser: without a deadline, which would
+	// stop the browser itself (the actions get theirs below).
+	if err := chromedp.Do(tab); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	ctx, cancelTime := context.WithTimeout(tab, browserTimeout)
+	t.Cleanup(cancelTime)
+	t.Cleanup(func() {
+		if t.Failed() {
+			shot(t, tab, filepath.Join("testdata", "artifacts", strings.ReplaceAll(t.Name(), "/", "_")+".png"))
+		}
+	})
+	return ctx
+}
+
+// shot saves a screenshot of the tab.
+func shot(t *testing.T, tab context.Context, path string) {
+	sctx, cancel := context.WithTimeout(tab, 10*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(sctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Logf("screenshot: %v", err)
+		return
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Logf("screenshot: %v", err)
+		return
+	}
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Logf("screenshot: %v", err)
+		return
+	}
+	t.Logf("screenshot saved: %s", path)
+}
+
+// do runs browser steps and fails the test on error.
+func do(t *testing.T, ctx context.Context, what string, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// field is the CSS selector of an input by its name (names hold dots).
+func field(name string) chromedp.CSS { return chromedp.CSS(fmt.Sprintf(`[name=%q]`, name)) }
+
+// eval evaluates a JavaScript expression in the page.
+func eval[T any](t *testing.T, ctx context.Context, js string) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](js))
+	if err != nil {
+		t.Fatalf("evaluate %s: %v", js, err)
+	}
+	return v
+}
+
+// waitFor polls a JavaScript predicate in the page until it holds. Each
+// check is one short evaluation, so a navigation between two checks (a form
+// that redirects) costs one failed check, not the wait.
+func waitFor(t *testing.T, ctx context.Context, what, js string) {
+	t.Helper()
+	deadline := time.Now().Add(browserTimeout / 2)
+	var last error
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		ok, err := chromedp.Run(cctx, chromedp.Evaluate[bool](`(function(){try{return !!(`+js+`)}catch(e){return false}})()`))
+		cancel()
+		if err == nil && ok {
+			return
+		}
+		if err != nil {
+			last = err
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			t.Fatalf("wait for %s: not within %s (last error: %v)", what, browserTimeout/2, last)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// waitText waits until the element sel holds want.
+func waitText(t *testing.T, ctx context.Context, sel, want string) {
+	t.Helper()
+	waitFor(t, ctx, fmt.Sprintf("%q in %s", want, sel),
+		fmt.Sprintf(`(function(){var e=document.querySelector(%q);return !!e && e.textContent.indexOf(%q)>=0;})()`, sel, want))
+}
+
+// fill types into the inputs named by the keys.
+func fill(values map[string]string) []chromedp.Action[chromedp.Void] {
+	var out []chromedp.Action[chromedp.Void]
+	for name, v := range values {
+		out = append(out, chromedp.SendKeys(field(name), v))
+	}
+	return out
+}
+
+// signInUI signs in through the page.
+func signInUI(t *testing.T, ctx context.Context, base, email, password string) {
+	t.Helper()
+	do(t, ctx, "sign in", append(append([]chromedp.Action[chromedp.Void]{chromedp.Navigate(base + "/console/signin")},
+		fill(map[string]string{"email": email, "password": password})...),
+		chromedp.Click(chromedp.CSS(`main button[type=submit]`)),
+		chromedp.WaitVisible(chromedp.CSS(`nav[aria-label=Console]`)))...)
+}

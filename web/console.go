@@ -1,0 +1,244 @@
+package web
+
+import (
+	"embed"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/simrelay/simrelay/account"
+	androidproto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/billing"
+	"github.com/simrelay/simrelay/device"
+	"github.com/simrelay/simrelay/problem"
+	"github.com/simrelay/simrelay/sms"
+	"github.com/simrelay/simrelay/store"
+	"github.com/simrelay/simrelay/webhook"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// Prefix is where the console's pages live. Only "/" (a redirect) and the
+// two pages that e-mailed links open (/verify-email, /reset-password) sit
+// outside it, so no console path can ever shadow an API route.
+const Prefix = "/console"
+
+// Config tunes the console.
+type Config struct {
+	// PublicURL is the server's address as users reach it; an https one
+	// marks the session cookie Secure.
+	PublicURL string
+	// Streams bounds the live-update streams (events.go).
+	Streams StreamConfig
+}
+
+// Phones is the connection hub as the console uses it (gateway.Hub).
+type Phones interface {
+	Online(fingerprint string) bool
+	LastSeen(fingerprint string) time.Time
+	Disconnect(fingerprint string, code int, reason string)
+	Configure(fingerprint string, cfg androidproto.Config)
+	Pace(fingerprint string, perMinute int)
+}
+
+// Analytics is what the overview reads (store.Store).
+type Analytics interface {
+	Stats(q store.StatsQuery) (store.Stats, error)
+	DashboardSummary(companyID uint64, from, to time.Time, limit int) (store.Summary, error)
+}
+
+// Period is the company's current billing period (billing.Service).
+type Period interface {
+	Period(companyID uint64) (from, to time.Time)
+}
+
+// Deps are the services behind the console: the API's own.
+type Deps struct {
+	Accounts  *account.Service
+	Devices   *device.Service
+	SMS       *sms.Service
+	Webhooks  *webhook.Service
+	Billing   *billing.Service // nil hides the billing page
+	Phones    Phones
+	Analytics Analytics
+	Period    Period
+	// Broker carries message changes to the open tabs; the caller wires it
+	// to sms.Service.SetWatcher.
+	Broker *Broker
+	Logger *slog.Logger
+	Now    func() time.Time
+}
+
+// Console is the web console.
+type Console struct {
+	cfg    Config
+	deps   Deps
+	pages  map[string]*template.Template
+	secure bool
+	mux    *http.ServeMux
+}
+
+// New parses the embedded templates and builds the routes.
+func New(cfg Config, deps Deps) (*Console, error) {
+	if deps.Now == nil {
+		deps.Now = time.Now
+	}
+	if deps.Logger == nil {
+		deps.Logger = slog.New(slog.DiscardHandler)
+	}
+	if deps.Broker == nil {
+		deps.Broker = NewBroker(cfg.Streams)
+	}
+	c := &Console{cfg: cfg, deps: deps, secure: strings.HasPrefix(strings.ToLower(cfg.PublicURL), "https://")}
+	if err := c.parse(); err != nil {
+		return nil, err
+	}
+	c.mux = http.NewServeMux()
+	c.routes()
+	return c, nil
+}
+
+// Handler serves the console.
+func (c *Console) Handler() http.Handler { return c.mux }
+
+// Shutdown ends the open live-update streams, which would otherwise hold the
+// HTTP server's graceful shutdown until its deadline.
+func (c *Console) Shutdown() { c.deps.Broker.Close() }
+
+var funcs = template.FuncMap{
+	"ts": func(t time.Time) string {
+		if t.IsZero() {
+			return "never"
+		}
+		return t.UTC().Format("2006-01-02 15:04 UTC")
+	},
+	"iso": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"fieldError": func(f Flash, field string) string {
+		if f.Field == field {
+			return f.Message
+		}
+		return ""
+	},
+	"has": func(list []string, v string) bool {
+		for _, s := range list {
+			if s == v {
+				return true
+			}
+		}
+		return false
+	},
+	"join":  strings.Join,
+	"money": func(cents int64) string { return fmt.Sprintf("%d.%02d", cents/100, cents%100) },
+	"roles": func() []string { return roles },
+	"companyFields": func(co store.Company) []struct{ Name, Label, Value string } {
+		return []struct{ Name, Label, Value string }{
+			{"name", "Name", co.Name}, {"phone", "Phone (E.164)", co.Phone}, {"address", "Address", co.Address},
+			{"city", "City", co.City}, {"state", "State", co.State}, {"country", "Country (two letters)", co.Country},
+		}
+	},
+	"channels": func() []string { return []string{"sms", "whatsapp", "imessage"} },
+	"list3":    func() []string { return []string{"SIM1", "SIM2", "BOTH"} },
+	// ferr is the place of a field's error message, filled by the server
+	// after a plain post or by the JavaScript after a fetch.
+	"ferr": func(f Flash, field string) template.HTML {
+		msg := ""
+		if f.Field == field {
+			msg = f.Message
+		}
+		e := template.HTMLEscapeString
+		return template.HTML(`<span class="ferr" data-error-for="` + e(field) + `" id="err-` + e(field) + `">` + e(msg) + `</span>`) //nolint:gosec // escaped
+	},
+}
+
+// parse builds one template set per page: the layout plus the page.
+func (c *Console) parse() error {
+	names, err := fs.Glob(templateFS, "templates/*.html")
+	if err != nil {
+		return err
+	}
+	c.pages = map[string]*template.Template{}
+	for _, n := range names {
+		base := strings.TrimSuffix(strings.TrimPrefix(n, "templates/"), ".html")
+		if base == "layout" {
+			continue
+		}
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", n)
+		if err != nil {
+			return fmt.Errorf("web: template %s: %w", n, err)
+		}
+		c.pages[base] = t
+	}
+	return nil
+}
+
+// Flash is an error or notice carried to a page: by the JavaScript without
+// a reload, or in the address after a form posted without it.
+type Flash struct {
+	Message string
+	Field   string
+	OK      bool
+}
+
+// view is what every page template gets.
+type view struct {
+	Title   string
+	Page    string
+	Nav     []navItem
+	User    store.User
+	Admin   bool
+	CSRF    string
+	Flash   Flash
+	Data    any
+	Company string
+}
+
+func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, page string, v view) {
+	t, ok := c.pages[page]
+	if !ok {
+		c.deps.Logger.Error("console: no template", "page", page)
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	v.Page = page
+	if v.Flash == (Flash{}) {
+		v.Flash = flashFrom(r)
+	}
+	secureHeaders(w)
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	if r.Method == http.MethodHead {
+		return
+	}
+	if err := t.Execute(w, v); err != nil {
+		c.deps.Logger.Error("console: render", "page", page, "err", err)
+	}
+}
+
+func flashFrom(r *http.Request) Flash {
+	q := r.URL.Query()
+	if m := q.Get("ok"); m != "" {
+		return Flash{Message: m, OK: true}
+	}
+	return Flash{Message: q.Get("err"), Field: q.Get("field")}
+}
+
+// secureHeaders: no framing, no inline script, no referrer (tokens ride in
+// the address of the e-mailed pages), nothing cached.
+func secureHeaders(w http.ResponseWriter) {
+	h := w.Header()
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+}
+
+var errNoDevice = problem.New(problem.NotFound, "No such device.")

@@ -1,0 +1,138 @@
+package web_test
+
+import (
+	"bufio"
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/internal/poll"
+	"github.com/simrelay/simrelay/web"
+)
+
+// stream opens the live stream of a signed-in browser and hands its events
+// (event name and data) to a channel.
+func (b *browser) stream(t *testing.T) (<-chan [2]string, int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, b.e.url+"/console/events", nil)
+	res, err := b.c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.StatusCode != http.StatusOK {
+		res.Body.Close()
+		return nil, res.StatusCode
+	}
+	out := make(chan [2]string, 64)
+	go func() {
+		defer res.Body.Close()
+		sc := bufio.NewScanner(res.Body)
+		var name string
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case strings.HasPrefix(line, "event: "):
+				name = strings.TrimPrefix(line, "event: ")
+			case line == ": ping":
+				out <- [2]string{"ping", "ping"}
+			case strings.HasPrefix(line, "data: "):
+				out <- [2]string{name, strings.TrimPrefix(line, "data: ")}
+			}
+		}
+		close(out)
+	}()
+	return out, http.StatusOK
+}
+
+func waitEvent(t *testing.T, ch <-chan [2]string, want string) string {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case ev, ok := <-ch:
+			if !ok {
+				t.Fatalf("the stream ended before an event with %s", want)
+			}
+			if strings.Contains(ev[1], want) {
+				return ev[1]
+			}
+		case <-deadline:
+			t.Fatalf("no event with %s within 10 s", want)
+		}
+	}
+}
+
+func TestLiveStreamCarriesStatusesAndInboundOfTheCompanyOnly(t *testing.T) {
+	e := newEnv(t)
+	keyA := e.company("Acme", "ada@acme.test", "Correct1horse")
+	e.company("Bolt", "bo@bolt.test", "Correct1horse")
+	ph := e.pairPhone(e.pairingCode(keyA), "fp-acme", true)
+	ada, bo := e.browser(), e.browser()
+	ada.signIn("ada@acme.test", "Correct1horse")
+	bo.signIn("bo@bolt.test", "Correct1horse")
+	adaEvents, _ := ada.stream(t)
+	boEvents, _ := bo.stream(t)
+	poll.Until(t, "both streams are open", func() bool { return e.broker.Streams() == 2 })
+
+	p := ada.post("/console/messages/send", url.Values{"device_fingerprint": {"fp-acme"}, "phone": {"+15550100000"}, "message": {"hello there"}, "sim_slot": {"SIM1"}})
+	if p.status != http.StatusOK {
+		t.Fatalf("send: %d %s", p.status, p.body)
+	}
+	waitEvent(t, adaEvents, `"status":"queued"`)
+	waitEvent(t, adaEvents, `"status":"delivered"`)
+
+	<-ph.Receive(proto.Inbound{ClientID: "in-1", Channel: proto.ChannelSMS, From: "+15550100000", Message: "hi back", SIMSlot: "SIM1"})
+	waitEvent(t, adaEvents, `"text":"hi back"`)
+
+	select {
+	case ev := <-boEvents:
+		t.Errorf("another company's tab got %v", ev)
+	default:
+	}
+}
+
+func TestLiveStreamsAreCappedPerSessionAndEndOnSignOut(t *testing.T) {
+	e := newEnv(t, func(o *envOptions) { o.streams = web.StreamConfig{PerSession: 2, Heartbeat: 50 * time.Millisecond} })
+	e.company("Acme", "ada@acme.test", "Correct1horse")
+	b := e.browser()
+	b.signIn("ada@acme.test", "Correct1horse")
+	first, _ := b.stream(t)
+	b.stream(t)
+	if _, status := b.stream(t); status != http.StatusTooManyRequests {
+		t.Errorf("a third stream of a session capped at 2: got %d, want 429", status)
+	}
+	if _, status := e.browser().stream(t); status != http.StatusUnauthorized {
+		t.Errorf("a stream without a session: got %d, want 401", status)
+	}
+	if p := b.post("/console/signout", nil); p.status != http.StatusOK {
+		t.Fatalf("sign out: %d", p.status)
+	}
+	waitEvent(t, first, "{}") // the signedout event
+	poll.Until(t, "the streams end", func() bool { return e.broker.Streams() == 0 })
+}
+
+// simrelay serve sets a read timeout; net/http lifts it once a request
+// without a body is read, so a stream lives on. This keeps it so.
+func TestLiveStreamOutlivesTheServersReadTimeout(t *testing.T) {
+	const readTimeout = 100 * time.Millisecond
+	e := newEnv(t, func(o *envOptions) {
+		o.readTimeout = readTimeout
+		o.streams = web.StreamConfig{Heartbeat: readTimeout / 4}
+	})
+	e.company("Acme", "ada@acme.test", "Correct1horse")
+	b := e.browser()
+	b.signIn("ada@acme.test", "Correct1horse")
+	events, _ := b.stream(t)
+	start := time.Now()
+	for time.Since(start) < 4*readTimeout {
+		if _, ok := <-events; !ok {
+			t.Fatalf("the stream ended after %s, with a read timeout of %s", time.Since(start), readTimeout)
+		}
+	}
+}

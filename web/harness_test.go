@@ -1,0 +1,269 @@
+package web_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/simrelay/simrelay/account"
+	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/android-protocol/client"
+	"github.com/simrelay/simrelay/billing"
+	"github.com/simrelay/simrelay/device"
+	"github.com/simrelay/simrelay/gateway"
+	"github.com/simrelay/simrelay/httpapi"
+	"github.com/simrelay/simrelay/internal/poll"
+	"github.com/simrelay/simrelay/internal/testclock"
+	"github.com/simrelay/simrelay/mail"
+	"github.com/simrelay/simrelay/mail/mailtest"
+	"github.com/simrelay/simrelay/pacing"
+	"github.com/simrelay/simrelay/sms"
+	"github.com/simrelay/simrelay/store"
+	"github.com/simrelay/simrelay/web"
+	"github.com/simrelay/simrelay/webhook"
+)
+
+// env is the whole server on loopback: the API and the console on one
+// handler, as simrelay serve wires them.
+type env struct {
+	t        *testing.T
+	url      string
+	store    *store.Store
+	inbox    *mailtest.Inbox
+	clock    *testclock.Clock
+	accounts *account.Service
+	broker   *web.Broker
+	// stop takes the server down (the "server unreachable" case).
+	stop func()
+}
+
+type envOptions struct {
+	authRate    pacing.Rate
+	generalRate pacing.Rate
+	readTimeout time.Duration
+	streams     web.StreamConfig
+}
+
+func newEnv(t *testing.T, opts ...func(*envOptions)) *env {
+	t.Helper()
+	o := envOptions{authRate: pacing.Rate{Limit: 1000, Window: 15 * time.Minute}, generalRate: pacing.Rate{Limit: 100000, Window: time.Minute}}
+	for _, f := range opts {
+		f(&o)
+	}
+	st, err := store.Open(t.TempDir(), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	inbox := mailtest.NewInbox(t)
+	log := slog.New(slog.DiscardHandler)
+	clk := testclock.New(time.Now().UTC().Truncate(time.Second))
+	srv := httptest.NewUnstartedServer(nil)
+	publicURL := "http://" + srv.Listener.Addr().String()
+	mailer, err := mail.New(mail.Config{SMTPURL: inbox.URL(), PublicURL: publicURL}, st, log, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	wg.Go(func() { _ = mailer.Run(ctx) })
+	accounts, err := account.New(account.Config{PublicURL: publicURL}, st, mailer, log, clk.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	devices := device.New(device.Config{PublicURL: publicURL}, st, clk.Now)
+	hooks, err := webhook.New(webhook.Config{AllowPrivate: true}, st, log, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wg.Go(func() { _ = hooks.Run(ctx) })
+	messages := sms.New(sms.Config{}, st, hooks.OnInbound, log, clk.Now)
+	hub := gateway.New(gateway.Config{HelloTimeout: 2 * time.Second}, devices, messages, log, clk.Now)
+	messages.SetDispatcher(hub)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = hub.Shutdown(ctx)
+	})
+	bill, err := billing.New(billing.Config{PublicURL: publicURL}, st, log, clk.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.SetPlans(bill)
+	broker := web.NewBroker(o.streams)
+	messages.SetWatcher(broker)
+	console, err := web.New(web.Config{PublicURL: publicURL}, web.Deps{Accounts: accounts, Devices: devices, SMS: messages,
+		Webhooks: hooks, Billing: bill, Phones: hub, Analytics: st, Period: bill, Broker: broker, Logger: log, Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	api, err := httpapi.New(httpapi.Config{GeneralRate: o.generalRate, AuthRate: o.authRate},
+		httpapi.Deps{Accounts: accounts, Devices: devices, SMS: messages, Webhooks: hooks, Phones: hub, PhoneSocket: hub, Store: st,
+			Analytics: st, Period: bill, Billing: bill, Console: console.Handler(), ConsoleIdentity: console.Identity, Logger: log, Registry: reg, Gatherer: reg, Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Config.Handler = api.Handler()
+	srv.Config.ReadTimeout = o.readTimeout
+	srv.Config.RegisterOnShutdown(console.Shutdown)
+	srv.Start()
+	t.Cleanup(func() { console.Shutdown(); srv.Close() })
+	return &env{t: t, url: srv.URL, store: st, inbox: inbox, clock: clk, accounts: accounts, broker: broker,
+		stop: func() { console.Shutdown(); srv.CloseClientConnections(); srv.Listener.Close() }}
+}
+
+// company creates a company with a verified admin and returns its API key.
+func (e *env) company(name, email, password string) string {
+	e.t.Helper()
+	_, _, key, err := e.accounts.CreateCompany(name, email, password)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return key
+}
+
+// browser is a cookie-keeping HTTP client that does not follow redirects,
+// so tests see where the console sends it.
+type browser struct {
+	e    *env
+	c    *http.Client
+	csrf string // the session's token, once signed in
+}
+
+func (e *env) browser() *browser {
+	jar, _ := cookiejar.New(nil)
+	return &browser{e: e, c: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+}
+
+type page struct {
+	status   int
+	body     string
+	location string
+	header   http.Header
+}
+
+func (b *browser) get(path string) page {
+	b.e.t.Helper()
+	res, err := b.c.Get(b.e.url + path)
+	if err != nil {
+		b.e.t.Fatal(err)
+	}
+	return read(b.e.t, res)
+}
+
+func read(t *testing.T, res *http.Response) page {
+	t.Helper()
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return page{status: res.StatusCode, body: string(body), location: res.Header.Get("Location"), header: res.Header}
+}
+
+var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+// tokenOf reads the CSRF token a page's forms carry.
+func tokenOf(t *testing.T, p page) string {
+	t.Helper()
+	m := csrfField.FindStringSubmatch(p.body)
+	if m == nil {
+		t.Fatalf("no csrf field in the page (status %d)", p.status)
+	}
+	return m[1]
+}
+
+// post sends a form as the page's JavaScript does (JSON answer), with the
+// session's CSRF token unless form already names one.
+func (b *browser) post(path string, form url.Values) page {
+	b.e.t.Helper()
+	if form == nil {
+		form = url.Values{}
+	}
+	if _, ok := form["csrf"]; !ok && b.csrf != "" {
+		form.Set("csrf", b.csrf)
+	}
+	req, _ := http.NewRequest(http.MethodPost, b.e.url+path, strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Accept", "application/json")
+	res, err := b.c.Do(req)
+	if err != nil {
+		b.e.t.Fatal(err)
+	}
+	return read(b.e.t, res)
+}
+
+// signIn signs the browser in and keeps the session's CSRF token.
+func (b *browser) signIn(email, password string) {
+	b.e.t.Helper()
+	anon := tokenOf(b.e.t, b.get("/console/signin"))
+	p := b.post("/console/signin", url.Values{"csrf": {anon}, "email": {email}, "password": {password}})
+	if p.status != http.StatusOK {
+		b.e.t.Fatalf("sign in %s: status %d: %s", email, p.status, p.body)
+	}
+	b.csrf = tokenOf(b.e.t, b.get("/console/devices"))
+}
+
+// pairPhone registers a virtual phone with a code and runs it; jobs are
+// reported sent then delivered when autoReport is set.
+func (e *env) pairPhone(code, fingerprint string, autoReport bool) *client.Phone {
+	e.t.Helper()
+	reg, err := client.Register(context.Background(), nil, e.url, client.RegisterInput{
+		PairingCode: code, DeviceFingerprint: fingerprint, DeviceName: "Phone " + fingerprint,
+		SIMs:       []proto.SIM{{Slot: "SIM1", Carrier: "Acme Mobile", PhoneNumber: "+15550109001"}, {Slot: "SIM2"}},
+		AppVersion: "1.2.3",
+	})
+	if err != nil {
+		e.t.Fatalf("register %s: %v", fingerprint, err)
+	}
+	var ph *client.Phone
+	ph = client.New(client.Config{
+		WSURL: reg.WSURL, Token: reg.DeviceToken,
+		Hello:       proto.Hello{AppVersion: "1.2.3", SelectedSIM: "BOTH", SIMs: []proto.SIM{{Slot: "SIM1"}, {Slot: "SIM2"}}},
+		BackoffBase: 10 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
+		OnJob: func(s proto.Send) {
+			if autoReport {
+				go func() {
+					ph.Report(s.ID, proto.StatusSent, "")
+					ph.Report(s.ID, proto.StatusDelivered, "")
+				}()
+			}
+		},
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ph.Run(ctx) }()
+	e.t.Cleanup(func() { cancel(); <-done })
+	poll.Until(e.t, "the phone connects", ph.Connected)
+	return ph
+}
+
+// pairingCode makes a code through the API with the company's key.
+func (e *env) pairingCode(apiKey string) string {
+	e.t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, e.url+"/device/pairing", nil)
+	req.Header.Set("Authorization", "Bearer "+apiKey)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	p := read(e.t, res)
+	m := regexp.MustCompile(`"pairing_code":"([^"]+)"`).FindStringSubmatch(p.body)
+	if m == nil {
+		e.t.Fatalf("pairing: %d %s", p.status, p.body)
+	}
+	return m[1]
+}

@@ -1,0 +1,119 @@
+package web
+
+import (
+	"net/http"
+	"slices"
+
+	"github.com/simrelay/simrelay/sms"
+)
+
+// threadSize is how many messages of a conversation the page shows: the
+// newest, oldest of them at the top.
+const threadSize = 100
+
+func (c *Console) messageRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("GET "+Prefix+"/messages", c.page(member, c.messagesPage))
+	mux.HandleFunc("GET "+Prefix+"/messages/thread", c.page(member, c.threadJSON))
+	mux.HandleFunc("POST "+Prefix+"/messages/send", c.action(member, Prefix+"/messages", c.sendSMS))
+}
+
+type messagesData struct {
+	Devices []deviceRow
+	Device  *deviceRow
+	Convs   []convRow
+	Phone   string
+	Thread  []liveMessage
+	SIMs    []string
+}
+
+type convRow struct {
+	Phone, Last, Direction string
+	Count                  int
+	Current                bool
+}
+
+func (c *Console) messagesPage(w http.ResponseWriter, r *http.Request, q *req) error {
+	rows, err := c.deviceRows(r, q.p().CompanyID)
+	if err != nil {
+		return err
+	}
+	data := messagesData{Devices: rows, Phone: r.URL.Query().Get("phone")}
+	fp := r.URL.Query().Get("device")
+	if fp == "" && len(rows) > 0 {
+		fp = rows[0].Fingerprint
+	}
+	for i := range rows {
+		if rows[i].Fingerprint == fp {
+			data.Device = &rows[i]
+		}
+	}
+	if fp != "" && data.Device == nil {
+		// Another company's device, or one that is gone: no such page.
+		return errNoDevice
+	}
+	if data.Device != nil {
+		convs, err := c.deps.SMS.Conversations(r.Context(), q.p().CompanyID, fp)
+		if err != nil {
+			return err
+		}
+		if data.Phone == "" && len(convs) > 0 {
+			data.Phone = convs[0].Phone
+		}
+		for _, cv := range convs {
+			data.Convs = append(data.Convs, convRow{Phone: cv.Phone, Last: cv.LastMessage, Direction: cv.Direction, Count: cv.MessageCount, Current: cv.Phone == data.Phone})
+		}
+		if data.Phone != "" {
+			if data.Thread, err = c.thread(r, q, fp, data.Phone); err != nil {
+				return err
+			}
+		}
+		data.SIMs = simChoices(*data.Device)
+	}
+	c.render(w, r, http.StatusOK, "messages", c.viewFor(q, "Messages", data))
+	return nil
+}
+
+// simChoices are the slots a send may name: the selected one, or both.
+func simChoices(d deviceRow) []string {
+	if d.SelectedSIM == "SIM1" || d.SelectedSIM == "SIM2" {
+		return []string{d.SelectedSIM}
+	}
+	return []string{"SIM1", "SIM2"}
+}
+
+func (c *Console) thread(r *http.Request, q *req, fp, phone string) ([]liveMessage, error) {
+	page, err := c.deps.SMS.History(r.Context(), q.p().CompanyID, fp, phone, 1, threadSize)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]liveMessage, 0, len(page.Messages))
+	for _, m := range page.Messages {
+		out = append(out, liveOut(m))
+	}
+	slices.Reverse(out) // newest at the bottom, as people read a conversation
+	return out, nil
+}
+
+// threadJSON reloads a thread after the live stream reconnected, when events
+// may have been missed.
+func (c *Console) threadJSON(w http.ResponseWriter, r *http.Request, q *req) error {
+	msgs, err := c.thread(r, q, r.URL.Query().Get("device"), r.URL.Query().Get("phone"))
+	if err != nil {
+		pe := c.toProblem(r, err)
+		writeJSON(w, pe.Status(), pe)
+		return nil
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"messages": msgs})
+	return nil
+}
+
+func (c *Console) sendSMS(w http.ResponseWriter, r *http.Request, q *req) (outcome, error) {
+	f := r.PostFormValue
+	m, _, err := c.deps.SMS.Send(r.Context(), sms.SendInput{CompanyID: q.p().CompanyID, UserID: q.p().UserID,
+		Device: f("device_fingerprint"), Phone: f("phone"), Message: f("message"), SIMSlot: f("sim_slot")}, nil)
+	if err != nil {
+		return outcome{}, err
+	}
+	back := withQuery(withQuery(Prefix+"/messages", "device", m.Device), "phone", m.Phone)
+	return outcome{Redirect: back, Data: liveOut(m)}, nil
+}

@@ -1,0 +1,336 @@
+package web_test
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/simrelay/simrelay/account"
+	"github.com/simrelay/simrelay/mail/mailtest"
+	"github.com/simrelay/simrelay/pacing"
+)
+
+// signedInPages are every page of the signed-in console.
+var signedInPages = []string{"/console/", "/console/devices", "/console/messages", "/console/webhooks", "/console/team",
+	"/console/settings", "/console/billing"}
+
+func TestPagesNeedASession(t *testing.T) {
+	e := newEnv(t)
+	b := e.browser()
+	for _, p := range signedInPages {
+		got := b.get(p)
+		if got.status != http.StatusSeeOther || !strings.HasPrefix(got.location, "/console/signin?next=") {
+			t.Errorf("GET %s without a session: got %d to %q, want 303 to the sign-in page", p, got.status, got.location)
+		}
+	}
+	if got := b.get("/"); got.status != http.StatusFound || got.location != "/console/" {
+		t.Errorf("GET /: got %d to %q, want 302 to /console/", got.status, got.location)
+	}
+	for _, p := range []string{"/console/signin", "/console/signup", "/console/forgot-password", "/verify-email?token=x", "/reset-password?token=x"} {
+		got := b.get(p)
+		if got.status != http.StatusOK || !strings.Contains(got.body, `name="csrf"`) {
+			t.Errorf("GET %s: got %d, want 200 with a CSRF field", p, got.status)
+		}
+		if got.header.Get("Referrer-Policy") != "no-referrer" || !strings.Contains(got.header.Get("Content-Security-Policy"), "frame-ancestors 'none'") {
+			t.Errorf("GET %s: security headers missing: %v", p, got.header)
+		}
+	}
+}
+
+func TestEveryPageRendersForAdminAndMember(t *testing.T) {
+	e := newEnv(t)
+	e.company("Acme", "ada@acme.test", "Correct1horse")
+	admin := e.browser()
+	admin.signIn("ada@acme.test", "Correct1horse")
+	// Invite a member and let them set a password through the e-mailed link.
+	if p := admin.post("/console/team/invite", url.Values{"email": {"mo@acme.test"}, "firstName": {"Mo"}, "lastName": {"Member"}, "role": {"member"}}); p.status != http.StatusOK {
+		t.Fatalf("invite: %d %s", p.status, p.body)
+	}
+	tok := mailtest.LinkToken(e.inbox.WaitFor(t, "mo@acme.test", 10*time.Second).Text, "/reset-password")
+	member := e.browser()
+	anon := tokenOf(t, member.get("/reset-password?token="+tok))
+	if p := member.post("/reset-password", url.Values{"csrf": {anon}, "token": {tok}, "password": {"Member1pass"}, "password2": {"Member1pass"}}); p.status != http.StatusOK {
+		t.Fatalf("reset: %d %s", p.status, p.body)
+	}
+	member.signIn("mo@acme.test", "Member1pass")
+
+	for _, p := range signedInPages {
+		for who, b := range map[string]*browser{"admin": admin, "member": member} {
+			got := b.get(p)
+			if got.status != http.StatusOK {
+				t.Errorf("GET %s as %s: got %d, want 200", p, who, got.status)
+			}
+			for _, link := range []string{`href="/console/devices"`, `href="/console/messages"`, `href="/console/webhooks"`} {
+				if !strings.Contains(got.body, link) {
+					t.Errorf("GET %s as %s: navigation lacks %s", p, who, link)
+				}
+			}
+		}
+	}
+	// Admin actions are on the admin's pages and absent from the member's.
+	adminOnly := map[string][]string{
+		"/console/team":     {`action="/console/team/invite"`, `/remove"`},
+		"/console/settings": {`action="/console/settings/api-key/rotate"`, `id="api-key"`},
+		"/console/webhooks": {`action="/console/webhooks/secret/rotate"`, `Save webhooks`},
+		"/console/billing":  {`action="/console/billing/subscribe"`},
+	}
+	for p, marks := range adminOnly {
+		a, m := admin.get(p), member.get(p)
+		for _, mark := range marks {
+			if !strings.Contains(a.body, mark) {
+				t.Errorf("GET %s as admin: %s missing", p, mark)
+			}
+			if strings.Contains(m.body, mark) {
+				t.Errorf("GET %s as member: %s shown", p, mark)
+			}
+		}
+	}
+	key, _, _ := e.accounts.APIKey(t.Context(), account.Principal{CompanyID: 1, Role: "admin"})
+	if strings.Contains(member.get("/console/settings").body, key) {
+		t.Error("a member's settings page holds the API key")
+	}
+	// A forged admin action from the member answers 403 and changes nothing.
+	for _, path := range []string{"/console/team/invite", "/console/settings/api-key/rotate", "/console/webhooks/secret/rotate",
+		"/console/webhooks", "/console/settings/company", "/console/billing/subscribe", "/console/team/1/role", "/console/team/1/remove"} {
+		got := member.post(path, url.Values{"email": {"x@acme.test"}, "role": {"member"}, "rows": {"0"}, "plan_id": {"pro"}, "name": {"Hijacked"}})
+		if got.status != http.StatusForbidden || !strings.Contains(got.body, `"error":"forbidden"`) {
+			t.Errorf("POST %s as member: got %d %s, want 403 forbidden", path, got.status, got.body)
+		}
+	}
+	if after, _, _ := e.accounts.APIKey(t.Context(), account.Principal{CompanyID: 1, Role: "admin"}); after != key {
+		t.Error("the member's forged rotation changed the API key")
+	}
+	if strings.Contains(admin.get("/console/settings").body, "Hijacked") {
+		t.Error("the member's forged company update went through")
+	}
+}
+
+func TestEveryPostNeedsTheCSRFToken(t *testing.T) {
+	e := newEnv(t)
+	key := e.company("Acme", "ada@acme.test", "Correct1horse")
+	b := e.browser()
+	b.signIn("ada@acme.test", "Correct1horse")
+	for _, path := range []string{"/console/devices/pair", "/console/devices/x", "/console/devices/x/delete", "/console/messages/send",
+		"/console/webhooks", "/console/webhooks/secret/rotate", "/console/team/invite", "/console/team/1/role", "/console/team/1/remove",
+		"/console/settings/company", "/console/settings/api-key/rotate", "/console/billing/subscribe", "/console/billing/portal", "/console/signout"} {
+		for name, tok := range map[string]string{"none": "", "wrong": "not-the-token"} {
+			got := b.post(path, url.Values{"csrf": {tok}})
+			if got.status != http.StatusForbidden || !strings.Contains(got.body, "security token") {
+				t.Errorf("POST %s with %s token: got %d %s, want 403", path, name, got.status, got.body)
+			}
+		}
+	}
+	// The forms before sign-in check the double-submit token.
+	anon := e.browser()
+	for _, path := range []string{"/console/signin", "/console/signup", "/console/forgot-password", "/verify-email", "/reset-password"} {
+		if got := anon.post(path, url.Values{"email": {"ada@acme.test"}, "password": {"Correct1horse"}}); got.status != http.StatusForbidden {
+			t.Errorf("POST %s without its token: got %d, want 403", path, got.status)
+		}
+	}
+	if after, _, _ := e.accounts.APIKey(t.Context(), account.Principal{CompanyID: 1, Role: "admin"}); after != key {
+		t.Error("a refused rotation changed the API key")
+	}
+	// The token rides in the header too, as the JavaScript sends it.
+	req, _ := http.NewRequest(http.MethodPost, e.url+"/console/devices/pair", nil)
+	req.Header.Set("X-CSRF-Token", b.csrf)
+	req.Header.Set("Accept", "application/json")
+	res, err := b.c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := read(t, res); p.status != http.StatusOK || !strings.Contains(p.body, "pairing=") {
+		t.Errorf("pair with the header token: got %d %s", p.status, p.body)
+	}
+}
+
+func TestAnotherCompanysObjectsAreNotFound(t *testing.T) {
+	e := newEnv(t)
+	keyA := e.company("Acme", "ada@acme.test", "Correct1horse")
+	e.company("Bolt", "bo@bolt.test", "Correct1horse")
+	e.pairPhone(e.pairingCode(keyA), "fp-acme", false)
+	bo := e.browser()
+	bo.signIn("bo@bolt.test", "Correct1horse")
+	for _, c := range []struct {
+		method, path string
+	}{
+		{"GET", "/console/messages?device=fp-acme"},
+		{"GET", "/console/messages/thread?device=fp-acme&phone=%2B15550100000"},
+		{"POST", "/console/devices/fp-acme"},
+		{"POST", "/console/devices/fp-acme/delete"},
+		{"POST", "/console/team/1/role"},
+		{"POST", "/console/team/1/remove"},
+	} {
+		var got page
+		if c.method == "GET" {
+			got = bo.get(c.path)
+		} else {
+			got = bo.post(c.path, url.Values{"device_name": {"mine now"}, "role": {"member"}})
+		}
+		if got.status != http.StatusNotFound {
+			t.Errorf("%s %s across companies: got %d, want 404", c.method, c.path, got.status)
+		}
+	}
+	got := bo.post("/console/messages/send", url.Values{"device_fingerprint": {"fp-acme"}, "phone": {"+15550100000"}, "message": {"hi"}})
+	if got.status != http.StatusNotFound {
+		t.Errorf("send through another company's device: got %d, want 404", got.status)
+	}
+	if p := bo.get("/console/devices"); strings.Contains(p.body, "fp-acme") {
+		t.Error("another company's device is listed")
+	}
+	if p := bo.get("/console/team"); strings.Contains(p.body, "ada@acme.test") {
+		t.Error("another company's user is listed")
+	}
+}
+
+func TestSessionCookieAndLifetimes(t *testing.T) {
+	e := newEnv(t)
+	e.company("Acme", "ada@acme.test", "Correct1horse")
+	b := e.browser()
+	anon := tokenOf(t, b.get("/console/signin"))
+	// A wrong password shows the API's message for the field-less login error.
+	if p := b.post("/console/signin", url.Values{"csrf": {anon}, "email": {"ada@acme.test"}, "password": {"wrong pass"}}); p.status != http.StatusUnauthorized || !strings.Contains(p.body, "invalid_credentials") {
+		t.Errorf("wrong password: got %d %s", p.status, p.body)
+	}
+	if p := b.post("/console/signin", url.Values{"csrf": {anon}, "email": {"not-an-address"}, "password": {"x"}}); p.status != http.StatusBadRequest || !strings.Contains(p.body, `"field":"email"`) {
+		t.Errorf("bad e-mail: got %d %s, want 400 naming the field", p.status, p.body)
+	}
+	p := b.post("/console/signin", url.Values{"csrf": {anon}, "email": {"ada@acme.test"}, "password": {"Correct1horse"}})
+	var sc *http.Cookie
+	for _, c := range (&http.Response{Header: p.header}).Cookies() {
+		if c.Name == "simrelay_session" {
+			sc = c
+		}
+	}
+	if sc == nil || !sc.HttpOnly || sc.SameSite != http.SameSiteLaxMode || sc.Secure {
+		t.Fatalf("session cookie %+v: want HttpOnly, SameSite=Lax, not Secure on http", sc)
+	}
+	if rec, err := e.store.ConsoleSession([]byte(sc.Value)); err == nil {
+		t.Errorf("the store keys the session by its id in the clear: %+v", rec)
+	}
+	if got := b.get("/console/"); got.status != http.StatusOK {
+		t.Fatalf("overview after sign-in: %d", got.status)
+	}
+	// Idle past the limit: signed out.
+	e.clock.Advance(account.DefaultConsoleIdle + time.Minute)
+	if got := b.get("/console/"); got.status != http.StatusSeeOther {
+		t.Errorf("after the idle limit: got %d, want 303 to sign in", got.status)
+	}
+	// Busy but past the absolute lifetime: signed out too.
+	b.signIn("ada@acme.test", "Correct1horse")
+	for spent := time.Duration(0); spent < account.DefaultConsoleLifetime; spent += account.DefaultConsoleIdle / 2 {
+		e.clock.Advance(account.DefaultConsoleIdle / 2)
+		b.get("/console/")
+	}
+	if got := b.get("/console/"); got.status != http.StatusSeeOther {
+		t.Errorf("after the absolute lifetime: got %d, want 303 to sign in", got.status)
+	}
+	// Sign-out ends the session on the server, not only the cookie.
+	b.signIn("ada@acme.test", "Correct1horse")
+	stolen := b.c.Jar.Cookies(mustURL(t, e.url))
+	if p := b.post("/console/signout", nil); p.status != http.StatusOK {
+		t.Fatalf("sign out: %d %s", p.status, p.body)
+	}
+	thief := e.browser()
+	thief.c.Jar.SetCookies(mustURL(t, e.url), stolen)
+	if got := thief.get("/console/"); got.status != http.StatusSeeOther {
+		t.Errorf("a signed-out session's cookie: got %d, want 303", got.status)
+	}
+}
+
+func TestPasswordResetEndsConsoleSessions(t *testing.T) {
+	e := newEnv(t)
+	e.company("Acme", "ada@acme.test", "Correct1horse")
+	b := e.browser()
+	b.signIn("ada@acme.test", "Correct1horse")
+	other := e.browser()
+	anon := tokenOf(t, other.get("/console/forgot-password"))
+	if p := other.post("/console/forgot-password", url.Values{"csrf": {anon}, "email": {"ada@acme.test"}}); p.status != http.StatusOK {
+		t.Fatalf("forgot: %d %s", p.status, p.body)
+	}
+	tok := mailtest.LinkToken(e.inbox.WaitFor(t, "ada@acme.test", 10*time.Second).Text, "/reset-password")
+	anon = tokenOf(t, other.get("/reset-password?token="+tok))
+	if p := other.post("/reset-password", url.Values{"csrf": {anon}, "token": {tok}, "password": {"New1password"}, "password2": {"other"}}); p.status != http.StatusBadRequest || !strings.Contains(p.body, `"field":"password2"`) {
+		t.Errorf("mismatched passwords: got %d %s", p.status, p.body)
+	}
+	if p := other.post("/reset-password", url.Values{"csrf": {anon}, "token": {tok}, "password": {"New1password"}, "password2": {"New1password"}}); p.status != http.StatusOK {
+		t.Fatalf("reset: %d %s", p.status, p.body)
+	}
+	if got := b.get("/console/"); got.status != http.StatusSeeOther {
+		t.Errorf("a session from before the reset: got %d, want 303 to sign in", got.status)
+	}
+}
+
+func TestSignInCountsInTheCredentialWindow(t *testing.T) {
+	e := newEnv(t, func(o *envOptions) { o.authRate = pacing.Rate{Limit: 3, Window: 15 * time.Minute} })
+	e.company("Acme", "ada@acme.test", "Correct1horse")
+	b := e.browser()
+	anon := tokenOf(t, b.get("/console/signin"))
+	var last page
+	for range 4 {
+		last = b.post("/console/signin", url.Values{"csrf": {anon}, "email": {"ada@acme.test"}, "password": {"Guess1guess"}})
+	}
+	if last.status != http.StatusTooManyRequests {
+		t.Errorf("the fourth sign-in within a window of 3: got %d, want 429", last.status)
+	}
+	// The pages themselves do not spend it.
+	for range 5 {
+		if p := b.get("/console/signin"); p.status != http.StatusOK {
+			t.Fatalf("GET the sign-in page: %d", p.status)
+		}
+	}
+}
+
+func TestASignedInUserHasARateWindowOfTheirOwn(t *testing.T) {
+	e := newEnv(t, func(o *envOptions) { o.generalRate = pacing.Rate{Limit: 4, Window: time.Minute} })
+	e.company("Acme", "ada@acme.test", "Correct1horse")
+	ada := e.browser()
+	ada.signIn("ada@acme.test", "Correct1horse") // two requests by address, one as the user
+	stranger := e.browser()
+	for stranger.get("/console/signin").status != http.StatusTooManyRequests {
+	}
+	// The office address is spent; the signed-in user is not.
+	if p := ada.get("/console/devices"); p.status != http.StatusOK {
+		t.Errorf("a signed-in page once the address's window is spent: got %d, want 200", p.status)
+	}
+	if p := ada.get("/console/devices"); p.header.Get("RateLimit-Remaining") != "1" {
+		t.Errorf("the user's window: RateLimit-Remaining %q, want 1", p.header.Get("RateLimit-Remaining"))
+	}
+}
+
+func TestFormErrorsNameTheField(t *testing.T) {
+	e := newEnv(t)
+	b := e.browser()
+	anon := tokenOf(t, b.get("/console/signup"))
+	form := url.Values{"csrf": {anon}, "company.name": {"Acme"}, "company.phone": {"12345"}, "owner.firstName": {"Ada"},
+		"owner.lastName": {"L"}, "owner.email": {"ada@acme.test"}, "owner.password": {"Correct1horse"}, "password2": {"Correct1horse"}}
+	p := b.post("/console/signup", form)
+	if p.status != http.StatusBadRequest || !strings.Contains(p.body, `"field":"company.phone"`) {
+		t.Errorf("signup with a bad phone: got %d %s, want 400 naming company.phone", p.status, p.body)
+	}
+	// Without the JavaScript, the form comes back with the message beside the field.
+	req, _ := http.NewRequest(http.MethodPost, e.url+"/console/signup", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	res, err := b.c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back := read(t, res)
+	if back.status != http.StatusSeeOther || !strings.Contains(back.location, "field=company.phone") {
+		t.Fatalf("plain post: got %d to %q", back.status, back.location)
+	}
+	again := b.get(back.location)
+	if !strings.Contains(again.body, `data-error-for="company.phone" id="err-company.phone">`) || strings.Contains(again.body, `id="err-company.phone"></span>`) {
+		t.Errorf("the page does not show the error beside company.phone")
+	}
+}
+
+func mustURL(t *testing.T, s string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}

@@ -1,0 +1,74 @@
+package web
+
+import (
+	"context"
+	"io/fs"
+	"net/http"
+)
+
+// navItem is one entry of the console's navigation.
+type navItem struct {
+	Path, Label string
+	Current     bool
+}
+
+// section is a page of the signed-in console: its place in the navigation
+// and its routes. The navigation is built from this list alone, so a page
+// joins (or leaves, e.g. billing when it is off) in one place and no link
+// ever points at a page that is not served.
+type section struct {
+	path, label string
+	on          bool
+	routes      func(mux *http.ServeMux)
+}
+
+func (c *Console) sections() []section {
+	return []section{
+		{Prefix + "/", "Overview", true, c.overviewRoutes},
+		{Prefix + "/devices", "Devices", true, c.deviceRoutes},
+		{Prefix + "/messages", "Messages", true, c.messageRoutes},
+		{Prefix + "/webhooks", "Webhooks", true, c.webhookRoutes},
+		{Prefix + "/team", "Team", true, c.teamRoutes},
+		{Prefix + "/settings", "Settings", true, c.settingsRoutes},
+		{Prefix + "/billing", "Billing", c.deps.Billing != nil, c.billingRoutes},
+	}
+}
+
+func (c *Console) routes() {
+	mux := c.mux
+	toConsole := func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, Prefix+"/", http.StatusFound) }
+	mux.HandleFunc("GET /{$}", toConsole)
+	mux.HandleFunc("GET "+Prefix, toConsole)
+	static, _ := fs.Sub(staticFS, "static")
+	files := http.StripPrefix(Prefix+"/static/", http.FileServerFS(static))
+	mux.Handle("GET "+Prefix+"/static/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-cache")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		files.ServeHTTP(w, r)
+	}))
+	c.authRoutes(mux)
+	for _, s := range c.sections() {
+		if s.on {
+			s.routes(mux)
+		}
+	}
+	mux.HandleFunc("GET "+Prefix+"/events", c.events)
+	// Anything else under the prefix is the console's own 404 page.
+	mux.HandleFunc(Prefix+"/", func(w http.ResponseWriter, r *http.Request) {
+		c.render(w, r, http.StatusNotFound, "error", view{Title: "Not found", Flash: Flash{Message: "There is no such page."}})
+	})
+}
+
+// viewFor starts the view of a signed-in page.
+func (c *Console) viewFor(q *req, title string, data any) view {
+	v := view{Title: title, User: q.user, Admin: q.p().IsAdmin(), CSRF: q.sess.CSRF, Data: data}
+	for _, s := range c.sections() {
+		if s.on {
+			v.Nav = append(v.Nav, navItem{Path: s.path, Label: s.label, Current: s.label == title})
+		}
+	}
+	if co, err := c.deps.Accounts.Company(context.Background(), q.p()); err == nil {
+		v.Company = co.Name
+	}
+	return v
+}

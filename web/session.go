@@ -1,0 +1,267 @@
+package web
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/simrelay/simrelay/account"
+	"github.com/simrelay/simrelay/problem"
+	"github.com/simrelay/simrelay/store"
+)
+
+// Cookies of the console. Both are HttpOnly and SameSite=Lax, and Secure
+// when the public URL is https.
+const (
+	sessionCookie = "simrelay_session"
+	// anonCookie holds the CSRF token of the forms shown before sign-in
+	// (double submit): it stops another site from signing a browser in to
+	// an account of the attacker's choosing.
+	anonCookie = "simrelay_csrf"
+	// csrfHeader carries the token on the JavaScript's requests; forms send
+	// it as the csrf field.
+	csrfHeader = "X-CSRF-Token"
+	// maxFormBytes bounds a form as the API bounds a JSON body.
+	maxFormBytes = 1 << 20
+)
+
+// req is one authenticated console request.
+type req struct {
+	sess account.ConsoleSession
+	user store.User
+}
+
+func (q *req) p() account.Principal { return q.sess.Principal }
+
+func (c *Console) setCookie(w http.ResponseWriter, name, value string, maxAge int) {
+	http.SetCookie(w, &http.Cookie{Name: name, Value: value, Path: "/", MaxAge: maxAge, HttpOnly: true,
+		Secure: c.secure, SameSite: http.SameSiteLaxMode})
+}
+
+// authenticate resolves the session cookie and loads the user.
+func (c *Console) authenticate(r *http.Request) (*req, error) {
+	ck, err := r.Cookie(sessionCookie)
+	if err != nil {
+		return nil, problem.New(problem.Unauthorized, "Your session has ended. Sign in again.")
+	}
+	sess, err := c.deps.Accounts.ConsoleAuthenticate(r.Context(), ck.Value)
+	if err != nil {
+		return nil, err
+	}
+	u, err := c.deps.Accounts.Me(r.Context(), sess.Principal)
+	if err != nil {
+		return nil, err
+	}
+	return &req{sess: sess, user: u}, nil
+}
+
+// Identity names the signed-in user of a request for the API's rate limits
+// (httpapi.Deps.ConsoleIdentity): the same key as the user's own API calls.
+func (c *Console) Identity(r *http.Request) (string, bool) {
+	ck, err := r.Cookie(sessionCookie)
+	if err != nil {
+		return "", false
+	}
+	sess, err := c.deps.Accounts.ConsoleAuthenticate(r.Context(), ck.Value)
+	if err != nil {
+		return "", false
+	}
+	return sess.Principal.Identity(), true
+}
+
+// wantsJSON tells the console's JavaScript (which asks for JSON) from a
+// plain form post.
+func wantsJSON(r *http.Request) bool {
+	return strings.Contains(r.Header.Get("Accept"), "application/json")
+}
+
+func csrfFrom(r *http.Request) string {
+	if v := r.Header.Get(csrfHeader); v != "" {
+		return v
+	}
+	return r.PostFormValue("csrf")
+}
+
+func sameToken(a, b string) bool {
+	return a != "" && subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
+}
+
+var errCSRF = problem.New(problem.Forbidden, "This form's security token is missing or out of date. Reload the page and try again.")
+
+// anonCSRF returns the pre-sign-in CSRF token, setting its cookie when absent.
+func (c *Console) anonCSRF(w http.ResponseWriter, r *http.Request) string {
+	if ck, err := r.Cookie(anonCookie); err == nil && len(ck.Value) >= 32 {
+		return ck.Value
+	}
+	b := make([]byte, 24)
+	_, _ = rand.Read(b)
+	tok := base64.RawURLEncoding.EncodeToString(b)
+	c.setCookie(w, anonCookie, tok, 0)
+	return tok
+}
+
+func checkAnonCSRF(r *http.Request) error {
+	ck, err := r.Cookie(anonCookie)
+	if err != nil || !sameToken(ck.Value, csrfFrom(r)) {
+		return errCSRF
+	}
+	return nil
+}
+
+// outcome is what a successful action answers: where to go next, a notice,
+// and for the JavaScript any data the page updates itself with.
+type outcome struct {
+	Redirect string `json:"redirect,omitempty"`
+	Notice   string `json:"notice,omitempty"`
+	Data     any    `json:"data,omitempty"`
+}
+
+type level int
+
+const (
+	anyone level = iota // before sign-in
+	member
+	admin
+)
+
+// page serves a GET page to a signed-in user; a visitor without a session
+// goes to the sign-in page and comes back after.
+func (c *Console) page(lv level, fn func(w http.ResponseWriter, r *http.Request, q *req) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		q, err := c.authenticate(r)
+		if err != nil {
+			if pe, ok := problem.As(err); ok && pe.Code == problem.Unauthorized {
+				http.Redirect(w, r, Prefix+"/signin?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+				return
+			}
+			c.fail(w, r, nil, err)
+			return
+		}
+		if lv == admin && !q.p().IsAdmin() {
+			c.fail(w, r, q, problem.New(problem.Forbidden, "Only admins may open this page."))
+			return
+		}
+		if err := fn(w, r, q); err != nil {
+			c.fail(w, r, q, err)
+		}
+	}
+}
+
+// action serves a POST: session (or the pre-sign-in token), CSRF and role
+// first, then fn. back is the page a plain form returns to with the error.
+func (c *Console) action(lv level, back string, fn func(w http.ResponseWriter, r *http.Request, q *req) (outcome, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+		if err := r.ParseForm(); err != nil {
+			c.answerErr(w, r, back, problem.New(problem.ValidationFailed, "The form could not be read."))
+			return
+		}
+		var q *req
+		if lv == anyone {
+			if err := checkAnonCSRF(r); err != nil {
+				c.answerErr(w, r, back, err)
+				return
+			}
+		} else {
+			var err error
+			if q, err = c.authenticate(r); err != nil {
+				c.answerErr(w, r, back, err)
+				return
+			}
+			if !sameToken(q.sess.CSRF, csrfFrom(r)) {
+				c.answerErr(w, r, back, errCSRF)
+				return
+			}
+			if lv == admin && !q.p().IsAdmin() {
+				c.answerErr(w, r, back, problem.New(problem.Forbidden, "Only admins may do this."))
+				return
+			}
+		}
+		out, err := fn(w, r, q)
+		if err != nil {
+			if tok := r.PostFormValue("token"); lv == anyone && tok != "" {
+				back = withQuery(back, "token", tok) // the e-mailed page needs its token back
+			}
+			c.answerErr(w, r, back, err)
+			return
+		}
+		if wantsJSON(r) {
+			writeJSON(w, http.StatusOK, out)
+			return
+		}
+		to := out.Redirect
+		if to == "" {
+			to = back
+		}
+		if out.Notice != "" {
+			to = withQuery(to, "ok", out.Notice)
+		}
+		http.Redirect(w, r, to, http.StatusSeeOther)
+	}
+}
+
+func withQuery(path, k, v string) string {
+	u, err := url.Parse(path)
+	if err != nil {
+		return path
+	}
+	q := u.Query()
+	q.Set(k, v)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// toProblem is the API's rule: a *problem.Error goes out as it is, anything
+// else is a logged 500 with a generic message.
+func (c *Console) toProblem(r *http.Request, err error) *problem.Error {
+	if pe, ok := problem.As(err); ok {
+		return pe
+	}
+	var be *store.BudgetError
+	if errors.As(err, &be) {
+		return problem.New(problem.StorageBudgetExceeded, "The company has used its storage budget for today (UTC).")
+	}
+	c.deps.Logger.Error("console request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	return problem.New(problem.Internal, "Something went wrong on the server. Try again.")
+}
+
+// answerErr answers a failed action: the contract's error body for the
+// JavaScript, or back to the form with the message for a plain post.
+func (c *Console) answerErr(w http.ResponseWriter, r *http.Request, back string, err error) {
+	pe := c.toProblem(r, err)
+	if wantsJSON(r) {
+		writeJSON(w, pe.Status(), pe)
+		return
+	}
+	if pe.Code == problem.Unauthorized && back != Prefix+"/signin" {
+		back = Prefix + "/signin"
+	}
+	to := withQuery(back, "err", pe.Message)
+	if pe.Field != "" {
+		to = withQuery(to, "field", pe.Field)
+	}
+	http.Redirect(w, r, to, http.StatusSeeOther)
+}
+
+// fail renders an error page for a GET.
+func (c *Console) fail(w http.ResponseWriter, r *http.Request, q *req, err error) {
+	pe := c.toProblem(r, err)
+	v := view{Title: "Error", Flash: Flash{Message: pe.Message}, Data: pe}
+	if q != nil {
+		v = c.viewFor(q, "Error", pe)
+		v.Flash = Flash{Message: pe.Message}
+	}
+	c.render(w, r, pe.Status(), "error", v)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,56 @@
+package web
+
+import (
+	"net/http"
+
+	"github.com/simrelay/simrelay/account"
+	"github.com/simrelay/simrelay/store"
+)
+
+func (c *Console) settingsRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("GET "+Prefix+"/settings", c.page(member, c.settingsPage))
+	mux.HandleFunc("POST "+Prefix+"/settings/company", c.action(admin, Prefix+"/settings", c.saveCompany))
+	mux.HandleFunc("POST "+Prefix+"/settings/api-key/rotate", c.action(admin, Prefix+"/settings", c.rotateKey))
+}
+
+type settingsData struct {
+	Company store.Company
+	// APIKey is read only for admins: a member's page never holds it.
+	APIKey string
+}
+
+func (c *Console) settingsPage(w http.ResponseWriter, r *http.Request, q *req) error {
+	co, err := c.deps.Accounts.Company(r.Context(), q.p())
+	if err != nil {
+		return err
+	}
+	data := settingsData{Company: co}
+	if q.p().IsAdmin() {
+		if data.APIKey, _, err = c.deps.Accounts.APIKey(r.Context(), q.p()); err != nil {
+			return err
+		}
+	}
+	c.render(w, r, http.StatusOK, "settings", c.viewFor(q, "Settings", data))
+	return nil
+}
+
+func (c *Console) saveCompany(w http.ResponseWriter, r *http.Request, q *req) (outcome, error) {
+	var p account.CompanyPatch
+	for name, dst := range map[string]**string{"name": &p.Name, "phone": &p.Phone, "address": &p.Address, "city": &p.City, "state": &p.State, "country": &p.Country} {
+		if v, ok := r.PostForm[name]; ok && len(v) > 0 {
+			s := v[0]
+			*dst = &s
+		}
+	}
+	if _, err := c.deps.Accounts.UpdateCompany(r.Context(), q.p(), p); err != nil {
+		return outcome{}, err
+	}
+	return outcome{Notice: "Company saved."}, nil
+}
+
+func (c *Console) rotateKey(w http.ResponseWriter, r *http.Request, q *req) (outcome, error) {
+	if _, _, err := c.deps.Accounts.RotateAPIKey(r.Context(), q.p()); err != nil {
+		return outcome{}, err
+	}
+	return outcome{Notice: "API key rotated: the old key stopped working."}, nil
+}

@@ -1,0 +1,240 @@
+// simrelay console: forms post through fetch so that errors show beside
+// their field and nothing typed is lost; the messages page listens to one
+// Server-Sent Events stream. Plain JavaScript, no build step.
+(function () {
+  "use strict";
+  var body = document.body;
+  var csrf = body.getAttribute("data-csrf") || "";
+  var banner = document.getElementById("banner");
+
+  function say(kind, text, linkText, linkHref) {
+    if (!banner) { return; }
+    banner.className = "banner " + kind;
+    banner.textContent = text;
+    if (linkText) {
+      var a = document.createElement("a");
+      a.href = linkHref; a.target = "_blank"; a.rel = "noopener"; a.textContent = linkText;
+      banner.appendChild(document.createTextNode(" "));
+      banner.appendChild(a);
+    }
+    banner.hidden = false;
+  }
+
+  function clearErrors(form) {
+    form.querySelectorAll(".ferr").forEach(function (el) { el.textContent = ""; });
+    form.querySelectorAll("[aria-invalid]").forEach(function (el) { el.removeAttribute("aria-invalid"); });
+  }
+
+  function sessionExpired() {
+    say("err", "Your session has expired. Sign in again in a new tab, then come back and send again: what you typed is kept here.",
+      "Sign in", "/console/signin");
+  }
+
+  function showProblem(form, p) {
+    if (p.error === "unauthorized") { sessionExpired(); return; }
+    say("err", p.message || "Something went wrong.");
+    if (!p.field) { return; }
+    var slot = form.querySelector('[data-error-for="' + CSS.escape(p.field) + '"]');
+    if (slot) { slot.textContent = p.message; }
+    var input = form.querySelector('[name="' + CSS.escape(p.field) + '"]');
+    if (input) { input.setAttribute("aria-invalid", "true"); input.focus(); }
+  }
+
+  function post(form) {
+    return fetch(form.action, {
+      method: "POST",
+      credentials: "same-origin",
+      headers: {"Accept": "application/json", "X-CSRF-Token": csrf, "Content-Type": "application/x-www-form-urlencoded"},
+      body: new URLSearchParams(new FormData(form))
+    });
+  }
+
+  document.addEventListener("submit", function (ev) {
+    var form = ev.target;
+    if ((form.method || "").toLowerCase() !== "post") { return; }
+    ev.preventDefault();
+    var question = form.getAttribute("data-confirm");
+    if (question && !window.confirm(question)) { return; }
+    clearErrors(form);
+    var buttons = form.querySelectorAll("button[type=submit]");
+    buttons.forEach(function (b) { b.disabled = true; });
+    post(form).then(function (r) {
+      return r.json().catch(function () { return {}; }).then(function (b) { return {ok: r.ok, status: r.status, body: b}; });
+    }).then(function (r) {
+      if (!r.ok) { showProblem(form, r.body); return; }
+      if (form.hasAttribute("data-stay")) { sent(form, r.body); return; }
+      var to = r.body.redirect || location.pathname + location.search;
+      if (r.body.notice) {
+        var u = new URL(to, location.href);
+        u.searchParams.set("ok", r.body.notice);
+        u.searchParams.delete("err"); u.searchParams.delete("field");
+        to = u.pathname + u.search + u.hash;
+      }
+      location.assign(to);
+    }).catch(function () {
+      say("err", "The server could not be reached. What you typed is kept; try again in a moment.");
+    }).finally(function () {
+      buttons.forEach(function (b) { b.disabled = false; });
+    });
+  });
+
+  document.querySelectorAll("select[data-autosubmit]").forEach(function (s) {
+    s.addEventListener("change", function () { s.form.submit(); });
+  });
+
+  document.querySelectorAll("[data-copy]").forEach(function (b) {
+    b.addEventListener("click", function () {
+      var el = document.getElementById(b.getAttribute("data-copy"));
+      if (el && navigator.clipboard) {
+        navigator.clipboard.writeText(el.textContent).then(function () { say("ok", "Copied."); });
+      }
+    });
+  });
+
+  // Devices: the pairing panel becomes the new device once it registers.
+  var pairing = document.getElementById("pairing");
+  if (pairing) {
+    var known = (pairing.getAttribute("data-known") || "").split(" ").filter(Boolean);
+    var poll = function () {
+      fetch("/console/devices/state", {credentials: "same-origin", headers: {"Accept": "application/json"}})
+        .then(function (r) {
+          if (r.redirected || r.status === 401) { sessionExpired(); return null; }
+          return r.json();
+        })
+        .then(function (b) {
+          if (!b) { return; }
+          var fresh = b.devices.filter(function (d) { return known.indexOf(d.fingerprint) < 0; });
+          if (fresh.length) {
+            location.assign("/console/devices?ok=" + encodeURIComponent(fresh[0].name + " is paired.") + "#device-" + fresh[0].fingerprint);
+            return;
+          }
+          setTimeout(poll, 1500);
+        })
+        .catch(function () { say("err", "The server could not be reached; still waiting for the phone."); setTimeout(poll, 3000); });
+    };
+    setTimeout(poll, 1500);
+  }
+
+  // Messages: the thread and the conversations follow the live stream.
+  var chat = document.getElementById("chat");
+  var thread = document.getElementById("thread");
+
+  function msgEl(m) {
+    var li = document.createElement("li");
+    li.className = "msg " + m.direction;
+    li.setAttribute("data-id", m.id);
+    var p = document.createElement("p");
+    p.className = "text"; p.textContent = m.text;
+    var meta = document.createElement("p");
+    meta.className = "meta";
+    var t = document.createElement("time");
+    t.dateTime = m.created_at; t.textContent = m.created_at;
+    meta.appendChild(t);
+    meta.appendChild(document.createTextNode(" · " + m.sim_slot));
+    if (m.direction === "outbound") {
+      meta.appendChild(document.createTextNode(" · "));
+      var st = document.createElement("span");
+      st.className = "status"; st.setAttribute("data-status", m.status); st.textContent = m.status;
+      meta.appendChild(st);
+      if (m.error) {
+        var e = document.createElement("span");
+        e.className = "error"; e.textContent = " " + m.error;
+        meta.appendChild(e);
+      }
+    }
+    li.appendChild(p); li.appendChild(meta);
+    return li;
+  }
+
+  // Statuses only move forward; events and answers may arrive out of order.
+  var order = {scheduled: 0, queued: 1, sending: 2, sent: 3, delivered: 4, failed: 4, expired: 4, canceled: 4};
+  function rank(x) {
+    if (x.nodeType) {
+      var st = x.querySelector(".status");
+      return st ? (order[st.getAttribute("data-status")] || 0) : 0;
+    }
+    return order[x.status] || 0;
+  }
+
+  function upsert(m) {
+    if (!chat || m.device !== chat.getAttribute("data-device")) { return; }
+    if (m.phone === chat.getAttribute("data-phone") && thread) {
+      var old = thread.querySelector('[data-id="' + m.id + '"]');
+      if (old && rank(old) > rank(m)) { return; } // a late copy of an older state
+      var el = msgEl(m);
+      if (old) { thread.replaceChild(el, old); } else { thread.appendChild(el); el.scrollIntoView({block: "end"}); }
+    }
+    var convs = document.getElementById("convs");
+    if (!convs) { return; }
+    var item = convs.querySelector('li[data-phone="' + CSS.escape(m.phone) + '"]');
+    if (!item) {
+      item = document.createElement("li");
+      item.setAttribute("data-phone", m.phone);
+      var a = document.createElement("a");
+      a.href = "/console/messages?device=" + encodeURIComponent(m.device) + "&phone=" + encodeURIComponent(m.phone);
+      var strong = document.createElement("strong"); strong.textContent = m.phone;
+      var last = document.createElement("span"); last.className = "last";
+      a.appendChild(strong); a.appendChild(last); item.appendChild(a);
+      var none = document.getElementById("no-convs");
+      if (none) { none.remove(); }
+    }
+    item.querySelector(".last").textContent = m.text;
+    convs.insertBefore(item, convs.firstChild);
+  }
+
+  function reloadThread() {
+    var phone = chat.getAttribute("data-phone");
+    if (!phone || !thread) { return; }
+    var u = "/console/messages/thread?device=" + encodeURIComponent(chat.getAttribute("data-device")) + "&phone=" + encodeURIComponent(phone);
+    fetch(u, {credentials: "same-origin", headers: {"Accept": "application/json"}}).then(function (r) { return r.ok ? r.json() : null; })
+      .then(function (b) {
+        if (!b) { return; }
+        thread.textContent = "";
+        b.messages.forEach(function (m) { thread.appendChild(msgEl(m)); });
+      }).catch(function () {});
+  }
+
+  function sent(form, out) {
+    var text = form.querySelector("textarea");
+    if (text) { text.value = ""; text.focus(); }
+    var m = out.data;
+    if (!m) { return; }
+    if (chat && m.phone !== chat.getAttribute("data-phone")) {
+      // A new conversation: open it (the stream keeps it live from there).
+      location.assign(out.redirect);
+      return;
+    }
+    upsert(m);
+  }
+
+  if (chat && window.EventSource) {
+    var opened = false;
+    var connect = function () {
+      var es = new EventSource("/console/events");
+      es.addEventListener("open", function () {
+        if (opened) { reloadThread(); } // events may have been missed while away
+        opened = true;
+        chat.setAttribute("data-live", "true");
+        if (banner && banner.classList.contains("live")) { banner.hidden = true; }
+      });
+      es.addEventListener("message", function (ev) { upsert(JSON.parse(ev.data)); });
+      es.addEventListener("signedout", function () { es.close(); sessionExpired(); });
+      es.addEventListener("error", function () {
+        chat.setAttribute("data-live", "false");
+        if (es.readyState === EventSource.CLOSED) {
+          // Refused (session gone) or the server is down: check which, retry.
+          fetch("/console/devices/state", {credentials: "same-origin", headers: {"Accept": "application/json"}})
+            .then(function (r) {
+              if (r.redirected || r.status === 401) { sessionExpired(); return; }
+              setTimeout(connect, 3000);
+            })
+            .catch(function () {
+              say("err live", "The server could not be reached; live updates resume when it is back.");
+              setTimeout(connect, 5000);
+            });
+        }
+      });
+    };
+    connect();
+  }
+})();

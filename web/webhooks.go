@@ -1,0 +1,126 @@
+package web
+
+import (
+	"fmt"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/simrelay/simrelay/problem"
+	"github.com/simrelay/simrelay/store"
+	"github.com/simrelay/simrelay/webhook"
+)
+
+// deliveriesShown is how many lines of the deliveries log the page shows.
+const deliveriesShown = 50
+
+func (c *Console) webhookRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("GET "+Prefix+"/webhooks", c.page(member, c.webhooksPage))
+	mux.HandleFunc("POST "+Prefix+"/webhooks", c.action(admin, Prefix+"/webhooks", c.saveWebhooks))
+	mux.HandleFunc("POST "+Prefix+"/webhooks/secret/rotate", c.action(admin, Prefix+"/webhooks", c.rotateSecret))
+}
+
+type webhookRow struct {
+	Index int
+	Entry store.WebhookEntry
+	New   bool
+}
+
+type webhooksData struct {
+	Rows       []webhookRow
+	Secret     string
+	Deliveries []store.WebhookAttempt
+}
+
+func (c *Console) webhooksPage(w http.ResponseWriter, r *http.Request, q *req) error {
+	company := q.p().CompanyID
+	set, err := c.deps.Webhooks.Settings(r.Context(), company)
+	if err != nil {
+		return err
+	}
+	log, err := c.deps.Webhooks.Deliveries(r.Context(), company, 0, deliveriesShown)
+	if err != nil {
+		return err
+	}
+	data := webhooksData{Secret: set.Secret, Deliveries: log}
+	for i, e := range set.Entries {
+		data.Rows = append(data.Rows, webhookRow{Index: i, Entry: e})
+	}
+	// One blank row to add an entry.
+	data.Rows = append(data.Rows, webhookRow{Index: len(set.Entries), Entry: store.WebhookEntry{Active: true}, New: true})
+	c.render(w, r, http.StatusOK, "webhooks", c.viewFor(q, "Webhooks", data))
+	return nil
+}
+
+var entryField = regexp.MustCompile(`^webhooks\[(\d+)\]`)
+
+// saveWebhooks replaces the whole set, as PUT /webhooks/inbound-sms does.
+// Rows left blank or marked for removal are left out; an error names the
+// row as the form numbers it.
+func (c *Console) saveWebhooks(w http.ResponseWriter, r *http.Request, q *req) (outcome, error) {
+	n, err := strconv.Atoi(r.PostFormValue("rows"))
+	if err != nil || n < 0 || n > webhook.MaxEntries+1 {
+		return outcome{}, problem.Invalid("rows", "is not a row count of this form")
+	}
+	entries := []webhook.EntryInput{}
+	var rowOf []int
+	for i := 0; i < n; i++ {
+		at := fmt.Sprintf("webhooks[%d].", i)
+		f := func(name string) string { return strings.TrimSpace(r.PostFormValue(at + name)) }
+		if f("remove") != "" || (f("id") == "" && f("url") == "") {
+			continue
+		}
+		in := webhook.EntryInput{URL: f("url"), Devices: splitList(f("devices")), Channels: r.PostForm[at+"channels"],
+			WANumbers: splitList(f("wa_numbers")), IMHandles: splitList(f("im_handles"))}
+		if v := f("id"); v != "" {
+			id, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return outcome{}, problem.Invalid(at+"id", "is not a webhook id")
+			}
+			in.ID = &id
+		}
+		active := f("active") != "false"
+		in.Active = &active
+		for _, s := range r.PostForm[at+"sims"] {
+			v, err := strconv.Atoi(s)
+			if err != nil {
+				return outcome{}, problem.Invalid(at+"sims", "values must be 0 (SIM1) or 1 (SIM2)")
+			}
+			in.SIMs = append(in.SIMs, v)
+		}
+		entries = append(entries, in)
+		rowOf = append(rowOf, i)
+	}
+	if _, err := c.deps.Webhooks.Replace(r.Context(), q.p().CompanyID, entries); err != nil {
+		if pe, ok := problem.As(err); ok {
+			if m := entryField.FindStringSubmatch(pe.Field); m != nil {
+				if k, _ := strconv.Atoi(m[1]); k < len(rowOf) {
+					out := *pe
+					out.Field = fmt.Sprintf("webhooks[%d]", rowOf[k]) + pe.Field[len(m[0]):]
+					return outcome{}, &out
+				}
+			}
+		}
+		return outcome{}, err
+	}
+	return outcome{Notice: "Webhooks saved."}, nil
+}
+
+// splitList reads a comma- or line-separated list; empty means all.
+func splitList(s string) []string {
+	var out []string
+	for _, v := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == '\n' || r == '\r' }) {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func (c *Console) rotateSecret(w http.ResponseWriter, r *http.Request, q *req) (outcome, error) {
+	if _, err := c.deps.Webhooks.RotateSecret(r.Context(), q.p().CompanyID); err != nil {
+		return outcome{}, err
+	}
+	return outcome{Notice: "Signing secret rotated: receivers must use the new one now."}, nil
+}
