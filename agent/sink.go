@@ -1,0 +1,74 @@
+package agent
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"time"
+	"unicode/utf8"
+
+	proto "github.com/simrelay/simrelay/android-protocol"
+)
+
+// maxInboundRunes is PROTOCOL.md 10.2's limit of an inbound text.
+const maxInboundRunes = 10000
+
+// sink is the agent's side of Transport.Receive.
+type sink struct{ a *Agent }
+
+func (s sink) Mark(key string) (string, error) { return s.a.j.Mark(key) }
+
+// Take turns received messages into inbound frames and journals them
+// before anything is sent: the outbox of PROTOCOL.md 10.2.
+func (s sink) Take(msgs []Received, markKey, markValue string) error {
+	frames := make([]proto.Inbound, 0, len(msgs))
+	refs := make([][]string, 0, len(msgs))
+	for _, m := range msgs {
+		frames = append(frames, s.a.frame(m))
+		refs = append(refs, m.Ref)
+	}
+	n, err := s.a.j.takeInbound(frames, refs, markKey, markValue)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		for _, f := range frames {
+			s.a.log.Info("message received", "client_id", f.ClientID, "channel", f.Channel, "sim_slot", f.SIMSlot)
+		}
+		wake(s.a.pumpWake)
+	}
+	return nil
+}
+
+// frame makes the inbound frame of a received message: a client_id of the
+// install's salt and the transport's key (hashed when that would pass 128
+// bytes), the text cut to 10,000 characters (logged), the slot for SMS only.
+func (a *Agent) frame(m Received) proto.Inbound {
+	id := a.opt.Config.Salt + ":" + m.Key
+	if len(id) > 128 {
+		sum := sha256.Sum256([]byte(m.Key))
+		id = a.opt.Config.Salt + ":h:" + hex.EncodeToString(sum[:20])
+	}
+	text := m.Text
+	if utf8.RuneCountInString(text) > maxInboundRunes {
+		a.log.Warn("received text cut to 10,000 characters", "client_id", id, "characters", utf8.RuneCountInString(text))
+		text = string([]rune(text)[:maxInboundRunes])
+	}
+	ch := m.Channel
+	if ch == "" {
+		ch = proto.ChannelSMS
+	}
+	at := m.At
+	if at.IsZero() {
+		at = time.Now()
+	}
+	f := proto.Inbound{ClientID: id, Channel: ch, From: m.From, Message: text, ReceivedAt: stamp(at)}
+	if ch == proto.ChannelSMS {
+		f.SIMSlot = m.SIMSlot
+		if f.SIMSlot == "" {
+			f.SIMSlot = proto.SIM1
+		}
+	} else {
+		f.To = m.To
+	}
+	return f
+}
