@@ -27,8 +27,8 @@ import (
 	"strings"
 	"time"
 
-	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/agent"
+	proto "github.com/simrelay/simrelay/android-protocol"
 )
 
 // DefaultPoll is how often the modem's SMS list is read.
@@ -300,7 +300,10 @@ func (t *Transport) poll(ctx context.Context, sink agent.Sink) error {
 		}
 		at, err := time.Parse(time.RFC3339, pr.Timestamp)
 		if err != nil {
-			at = time.Now()
+			// Some modems give the offset in hours only: +01.
+			if at, err = time.Parse("2006-01-02T15:04:05-07", pr.Timestamp); err != nil {
+				at = time.Now()
+			}
 		}
 		// The object path changes when ModemManager restarts; the content
 		// does not, so the key is made of it.

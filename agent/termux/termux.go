@@ -19,8 +19,8 @@ import (
 	"strings"
 	"time"
 
-	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/agent"
+	proto "github.com/simrelay/simrelay/android-protocol"
 )
 
 // Defaults of Config.

@@ -68,6 +68,11 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail(fmt.Errorf("--transport %q: want termux or modem", *transport))
 	}
 
+	// The tools first: a missing one is the likeliest trouble on a new
+	// device, and its error says what to install.
+	if err := tr.Check(ctx); err != nil {
+		return fail(err)
+	}
 	cfg, err := agent.LoadConfig(*config)
 	if err != nil {
 		return fail(err)
