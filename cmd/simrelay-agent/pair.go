@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"regexp"
 	"strings"
@@ -61,7 +60,7 @@ func pairCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	reg, err := client.Register(ctx, &http.Client{Timeout: 30 * time.Second}, *server, client.RegisterInput{
+	reg, err := client.Register(ctx, httpClient(30*time.Second), *server, client.RegisterInput{
 		PairingCode: *code, DeviceFingerprint: *fingerprint, DeviceName: *name, AppVersion: "simrelay-agent " + buildVersion()})
 	if err != nil {
 		return fail(err)

@@ -84,7 +84,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	defer j.Close()
 	log.Info("starting", "version", buildVersion(), "transport", tr.Name(), "device", cfg.DeviceFingerprint, "server", cfg.Server)
 	a := agent.New(agent.Options{Config: cfg, Transport: tr, Journal: j, AppVersion: "simrelay-agent " + buildVersion(),
-		Logger: log, BackoffMax: *reconnectMax, Pacer: agent.NewPacer(*perMinute), DeliveryPoll: *poll})
+		Logger: log, HTTPClient: httpClient(0), BackoffMax: *reconnectMax, Pacer: agent.NewPacer(*perMinute), DeliveryPoll: *poll})
 	if err := a.Run(ctx); err != nil {
 		return fail(err)
 	}
