@@ -98,7 +98,7 @@ func NewSalt() string {
 func ParsePairingURI(uri string) (server, code string, err error) {
 	u, err := url.Parse(uri)
 	if err != nil || u.Scheme != "simrelay" || u.Host != "pair" {
-		return "", "", fmt.Errorf("pairing URI %q: want simrelay://pair?server=...&code=...", uri)
+		return "", "", fmt.Errorf("pairing URI %q: want the form simrelay://pair?server=URL&code=CODE (the QR code's)", uri)
 	}
 	q := u.Query()
 	server, code = strings.TrimRight(q.Get("server"), "/"), q.Get("code")

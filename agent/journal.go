@@ -8,6 +8,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
 )
@@ -65,7 +66,7 @@ type inboundRecord struct {
 func OpenJournal(path string, timeout time.Duration) (*Journal, error) {
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout})
 	if err != nil {
-		if errors.Is(err, bolt.ErrTimeout) {
+		if errors.Is(err, bolterrors.ErrTimeout) {
 			return nil, fmt.Errorf("journal %s is in use by another simrelay-agent", path)
 		}
 		return nil, fmt.Errorf("journal: open %s: %w", path, err)

@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/simrelay/simrelay/agent"
 	proto "github.com/simrelay/simrelay/android-protocol"
@@ -125,9 +126,11 @@ func (t *Transport) Inventory(ctx context.Context) (agent.Inventory, error) {
 	if info.PhoneCount > 1 {
 		t.cfg.Logger.Info("a dual-SIM phone: Termux:API describes one SIM; name both with --sims SIM1,SIM2")
 	}
+	// The server takes at most 64 bytes; cut on a character boundary.
 	carrier := info.SIMOperatorName
-	if len(carrier) > 64 {
-		carrier = carrier[:64]
+	for len(carrier) > 64 {
+		_, size := utf8.DecodeLastRuneInString(carrier)
+		carrier = carrier[:len(carrier)-size]
 	}
 	return agent.Inventory{SIMs: []proto.SIM{{Slot: proto.SIM1, Carrier: carrier}}}, nil
 }
