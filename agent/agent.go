@@ -58,6 +58,8 @@ type Agent struct {
 	mu        sync.Mutex
 	offset    time.Duration // server clock minus local clock, from the last welcome
 	inventory Inventory     // what the last hello announced
+	known     chan struct{} // closed once an inventory was read
+	knownOnce sync.Once
 }
 
 // New returns an agent.
@@ -81,7 +83,7 @@ func New(opt Options) *Agent {
 		opt.DeliveryPoll = DefaultDeliveryPoll
 	}
 	return &Agent{opt: opt, log: opt.Logger, j: opt.Journal, tr: opt.Transport,
-		execWake: make(chan struct{}, 1), pumpWake: make(chan struct{}, 1), ackWake: make(chan struct{}, 1)}
+		execWake: make(chan struct{}, 1), pumpWake: make(chan struct{}, 1), ackWake: make(chan struct{}, 1), known: make(chan struct{})}
 }
 
 func wake(ch chan struct{}) {
@@ -91,20 +93,19 @@ func wake(ch chan struct{}) {
 	}
 }
 
-// Run checks the transport, settles what a previous run left unfinished,
-// and then holds the link until ctx ends (nil) or the server says not to
+// Run checks the transport, settles what a previous run left unfinished
+// (once the device answers), and holds the link until ctx ends (nil) or the server says not to
 // come back (*FatalError).
 func (a *Agent) Run(ctx context.Context) error {
 	if err := a.tr.Check(ctx); err != nil {
 		return err
 	}
-	inv, err := a.tr.Inventory(ctx)
-	if err != nil {
-		return err
-	}
-	a.setInventory(inv)
-	if err := a.recover(ctx); err != nil {
-		return err
+	// A device that is not ready yet (a modem still starting) is asked
+	// again before each link; jobs wait until it answered once.
+	if inv, err := a.tr.Inventory(ctx); err != nil {
+		a.log.Warn("the device is not ready; asking again before each connection", "transport", a.tr.Name(), "err", err)
+	} else {
+		a.setInventory(inv)
 	}
 	if n, err := a.j.Prune(time.Now()); err == nil && n > 0 {
 		a.log.Info("journal pruned", "jobs", n)
@@ -121,7 +122,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.log.Error("receiving stopped", "transport", a.tr.Name(), "err", err)
 		}
 	})
-	err = a.holdLink(ctx)
+	err := a.holdLink(ctx)
 	cancel()
 	wg.Wait()
 	return err
@@ -131,6 +132,7 @@ func (a *Agent) setInventory(inv Inventory) {
 	a.mu.Lock()
 	a.inventory = inv
 	a.mu.Unlock()
+	a.knownOnce.Do(func() { close(a.known) })
 }
 
 func (a *Agent) serverNow() time.Time {
@@ -184,6 +186,16 @@ func (a *Agent) finish(id string, out Outcome) error {
 
 // executor carries out taken jobs one at a time, in the order they came.
 func (a *Agent) executor(ctx context.Context) {
+	select { // no job is judged against an unknown inventory
+	case <-ctx.Done():
+		return
+	case <-a.known:
+	}
+	// First settle what the last run left dispatched, with the device ready
+	// to tell what became of it.
+	if err := a.recover(ctx); err != nil {
+		a.log.Error("recovering interrupted jobs failed", "err", err)
+	}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {

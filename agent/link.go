@@ -89,6 +89,20 @@ func (l *link) answered(key string, retryAfter time.Duration) {
 // report pump until the link ends.
 func (a *Agent) session(ctx context.Context, upFor *time.Duration) error {
 	cfg := a.opt.Config
+	inv, err := a.tr.Inventory(ctx)
+	if err != nil {
+		select {
+		case <-a.known:
+			a.log.Warn("inventory failed; announcing the last one", "err", err)
+			a.mu.Lock()
+			inv = a.inventory
+			a.mu.Unlock()
+		default:
+			return fmt.Errorf("the device is not ready: %w", err)
+		}
+	} else {
+		a.setInventory(inv)
+	}
 	var heardMu sync.Mutex
 	lastHeard := time.Now()
 	hear := func() { heardMu.Lock(); lastHeard = time.Now(); heardMu.Unlock() }
@@ -110,15 +124,6 @@ func (a *Agent) session(ctx context.Context, upFor *time.Duration) error {
 	ws.SetReadLimit(proto.MaxFrameBytes)
 	l := &link{ws: ws, waiting: map[string]bool{}, later: map[string]time.Time{}}
 
-	inv, err := a.tr.Inventory(ctx)
-	if err != nil {
-		a.log.Warn("inventory failed; announcing the last one", "err", err)
-		a.mu.Lock()
-		inv = a.inventory
-		a.mu.Unlock()
-	} else {
-		a.setInventory(inv)
-	}
 	sims := inv.SIMs
 	if sims == nil {
 		sims = []proto.SIM{} // an agent without SIMs says so (section 8.1)

@@ -68,13 +68,10 @@ func New(cfg Config) *Transport {
 
 func (t *Transport) Name() string { return "modem" }
 
-// Check finds mmcli and the modem.
-func (t *Transport) Check(ctx context.Context) error {
-	if err := mmcli.Check(); err != nil {
-		return err
-	}
-	_, err := t.modem(ctx)
-	return err
+// Check finds mmcli. The modem itself may still be starting: the agent
+// asks for it (Inventory) before each connection.
+func (t *Transport) Check(context.Context) error {
+	return mmcli.Check()
 }
 
 type modemInfo struct {

@@ -23,12 +23,13 @@ func fakeMMCLI(t *testing.T) string {
 		t.Fatal(err)
 	}
 	writeFile(t, filepath.Join(dir, "next"), "20\n")
-	writeFile(t, filepath.Join(dir, "modem.json"), `{"modem":{"3gpp":{"enabled-locks":["fixed-dialing"],"eps":{"initial-bearer":{"dbus-path":"--","settings":{"apn":"--","ip-type":"--","password":"--","user":"--"}},"ue-mode-operation":"csps-2"},"imei":"867698040000000","operator-code":"26201","operator-name":"Telekom.de","packet-service-state":"attached","pco":"--","registration-state":"home"},"dbus-path":"/org/freedesktop/ModemManager1/Modem/0","generic":{"access-technologies":["lte"],"bearers":[],"carrier-configuration":"default","device":"/sys/devices/platform/soc/usb1/1-1","drivers":["qmi_wwan","option"],"equipment-identifier":"867698040000000","manufacturer":"Quectel","model":"EC25","own-numbers":["+491701234567"],"plugin":"quectel","ports":["cdc-wdm0 (qmi)","ttyUSB2 (at)"],"power-state":"on","primary-port":"cdc-wdm0","primary-sim-slot":"--","revision":"EC25EFAR06A06M4G","signal-quality":{"recent":"yes","value":"67"},"sim":"/org/freedesktop/ModemManager1/SIM/0","sim-slots":[],"state":"registered","state-failed-reason":"--","supported-bands":[],"supported-capabilities":["gsm-umts, lte"],"supported-ip-families":["ipv4","ipv6","ipv4v6"],"supported-modes":[],"unlock-required":"sim-pin2","unlock-retries":[]}}}`+"\n")
+	writeFile(t, filepath.Join(dir, "modem.json.ready"), `{"modem":{"3gpp":{"enabled-locks":["fixed-dialing"],"eps":{"initial-bearer":{"dbus-path":"--","settings":{"apn":"--","ip-type":"--","password":"--","user":"--"}},"ue-mode-operation":"csps-2"},"imei":"867698040000000","operator-code":"26201","operator-name":"Telekom.de","packet-service-state":"attached","pco":"--","registration-state":"home"},"dbus-path":"/org/freedesktop/ModemManager1/Modem/0","generic":{"access-technologies":["lte"],"bearers":[],"carrier-configuration":"default","device":"/sys/devices/platform/soc/usb1/1-1","drivers":["qmi_wwan","option"],"equipment-identifier":"867698040000000","manufacturer":"Quectel","model":"EC25","own-numbers":["+491701234567"],"plugin":"quectel","ports":["cdc-wdm0 (qmi)","ttyUSB2 (at)"],"power-state":"on","primary-port":"cdc-wdm0","primary-sim-slot":"--","revision":"EC25EFAR06A06M4G","signal-quality":{"recent":"yes","value":"67"},"sim":"/org/freedesktop/ModemManager1/SIM/0","sim-slots":[],"state":"registered","state-failed-reason":"--","supported-bands":[],"supported-capabilities":["gsm-umts, lte"],"supported-ip-families":["ipv4","ipv6","ipv4v6"],"supported-modes":[],"unlock-required":"sim-pin2","unlock-retries":[]}}}`+"\n")
 	writeScript(t, dir, "mmcli", `d="$FAKE_DIR"
 P=`+smsPath+`
 echo "$*" >> "$d/mmcli.log"
 case "$*" in
 "-m any -J")
+  if [ ! -e "$d/modem.json" ]; then echo "error: couldn't find modem" >&2; exit 1; fi
   cat "$d/modem.json";;
 "-m any --messaging-list-sms -J")
   printf '{"modem.messaging.sms":['; sep=''
@@ -75,7 +76,8 @@ func mmcliLog(dir string) string {
 	return string(b)
 }
 
-// TestModemSendsReportsAndReceives: a send is created with a delivery
+// TestModemSendsReportsAndReceives: the agent waits for a modem that is
+// still starting; a send is created with a delivery
 // report requested and sent; the modem's report turns the message
 // delivered; a multipart SMS is forwarded once, whole, after its last part
 // came, and deleted from the modem only after the server stored it.
@@ -86,7 +88,18 @@ func TestModemSendsReportsAndReceives(t *testing.T) {
 	fake := fakeMMCLI(t)
 	config := filepath.Join(t.TempDir(), "agent.json")
 	s.pair(agentPath, config, "pi-modem")
-	startAgent(t, agentPath, fake, "--config", config, "--transport", "modem", "--poll", "50ms", "--reconnect-max", "500ms", "--max-per-minute", "0")
+	a := startAgent(t, agentPath, fake, "--config", config, "--transport", "modem", "--poll", "50ms", "--reconnect-max", "200ms", "--max-per-minute", "0")
+
+	// The modem is still starting: the agent waits for it instead of exiting.
+	until(t, "the agent asks for the modem again", func() bool { return strings.Count(mmcliLog(fake), "-m any -J\n") >= 3 })
+	select {
+	case <-a.done:
+		t.Fatalf("the agent exited while the modem was starting:\n%s", a.stderr.String())
+	default:
+	}
+	if err := os.Rename(filepath.Join(fake, "modem.json.ready"), filepath.Join(fake, "modem.json")); err != nil {
+		t.Fatal(err)
+	}
 
 	// The hello announced the modem's SIM, carrier and own number.
 	until(t, "the device shows its SIM", func() bool {

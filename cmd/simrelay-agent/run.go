@@ -17,6 +17,10 @@ import (
 	proto "github.com/simrelay/simrelay/android-protocol"
 )
 
+// exitStop is the exit status when the server says not to come back
+// (pair again, or update the agent).
+const exitStop = 3
+
 func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -86,6 +90,13 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	a := agent.New(agent.Options{Config: cfg, Transport: tr, Journal: j, AppVersion: "simrelay-agent " + buildVersion(),
 		Logger: log, HTTPClient: httpClient(0), BackoffMax: *reconnectMax, Pacer: agent.NewPacer(*perMinute), DeliveryPoll: *poll})
 	if err := a.Run(ctx); err != nil {
+		var fatal *agent.FatalError
+		if errors.As(err, &fatal) {
+			// A distinct status, so a supervisor does not restart the
+			// agent in a loop (systemd: RestartPreventExitStatus=3).
+			fmt.Fprintln(stderr, "simrelay-agent run:", err)
+			return exitStop
+		}
 		return fail(err)
 	}
 	log.Info("stopped")
