@@ -46,9 +46,6 @@ func LoadConfig(path string) (ConfigFile, error) {
 	if c.DeviceToken == "" || c.WSURL == "" {
 		return c, fmt.Errorf("configuration %s holds no device token: pair the agent again", path)
 	}
-	if c.Salt == "" {
-		c.Salt = NewSalt()
-	}
 	return c, nil
 }
 

@@ -319,9 +319,9 @@ func (j *Journal) DropReport(id, status string) (bool, error) {
 	return dropped, err
 }
 
-// Take journals received messages; see Sink.
-func (j *Journal) takeInbound(msgs []proto.Inbound, refs [][]string, markKey, markValue string) (int, error) {
-	added := 0
+// takeInbound journals received messages and returns those it did not know; see Sink.
+func (j *Journal) takeInbound(msgs []proto.Inbound, refs [][]string, markKey, markValue string) ([]proto.Inbound, error) {
+	var added []proto.Inbound
 	err := j.db.Update(func(tx *bolt.Tx) error {
 		ids := tx.Bucket(bucketInboundIDs)
 		b := tx.Bucket(bucketInbound)
@@ -343,7 +343,7 @@ func (j *Journal) takeInbound(msgs []proto.Inbound, refs [][]string, markKey, ma
 			if err := ids.Put([]byte(m.ClientID), seqKey(seq)); err != nil {
 				return err
 			}
-			added++
+			added = append(added, m)
 		}
 		if markKey != "" {
 			return tx.Bucket(bucketMeta).Put([]byte(markKey), []byte(markValue))

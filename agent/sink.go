@@ -26,14 +26,14 @@ func (s sink) Take(msgs []Received, markKey, markValue string) error {
 		frames = append(frames, s.a.frame(m))
 		refs = append(refs, m.Ref)
 	}
-	n, err := s.a.j.takeInbound(frames, refs, markKey, markValue)
+	added, err := s.a.j.takeInbound(frames, refs, markKey, markValue)
 	if err != nil {
 		return err
 	}
-	if n > 0 {
-		for _, f := range frames {
-			s.a.log.Info("message received", "client_id", f.ClientID, "channel", f.Channel, "sim_slot", f.SIMSlot)
-		}
+	for _, f := range added {
+		s.a.log.Info("message received", "client_id", f.ClientID, "channel", f.Channel, "sim_slot", f.SIMSlot)
+	}
+	if len(added) > 0 {
 		wake(s.a.pumpWake)
 	}
 	return nil

@@ -81,6 +81,13 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
+	if cfg.Salt == "" {
+		// Client ids must stay the same across restarts: the salt is kept.
+		cfg.Salt = agent.NewSalt()
+		if err := agent.SaveConfig(*config, cfg); err != nil {
+			return fail(err)
+		}
+	}
 	j, err := agent.OpenJournal(agent.JournalPath(*config), 2*time.Second)
 	if err != nil {
 		return fail(err)
