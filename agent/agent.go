@@ -18,6 +18,10 @@ import (
 // device nothing.
 const DefaultDeliveryPoll = 5 * time.Second
 
+// DefaultToolTimeout bounds one send through the device's tool: a modem
+// on a poor network can take a minute; anything longer is stuck.
+const DefaultToolTimeout = 2 * time.Minute
+
 // DefaultDeliveryWait bounds the wait for a delivery report: not every
 // carrier sends one (PROTOCOL.md 17.7), and a job may stay "sent".
 const DefaultDeliveryWait = 72 * time.Hour
@@ -255,8 +259,23 @@ func (a *Agent) execute(ctx context.Context, job Job) error {
 	}
 	job.DispatchedAt = now
 	job.Remember = func(ref string) error { return a.j.Remember(job.ID, ref) }
-	out, err := a.tr.Execute(ctx, job)
-	if err != nil {
+	// A send under way is not cut off by a shutdown (the tool killed in the
+	// middle leaves the outcome unknown); it gets DefaultToolTimeout.
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), DefaultToolTimeout)
+	out, err := a.tr.Execute(tctx, job)
+	timedOut := tctx.Err() != nil
+	cancel()
+	if err != nil && timedOut {
+		// Killed after the timeout: it may have gone out. The transport
+		// may tell; otherwise the outcome is unknown, as after a crash.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), DefaultToolTimeout)
+		var known bool
+		if out, known = a.tr.Recover(rctx, job); !known {
+			out = Outcome{Status: proto.StatusFailed, Error: "outcome_unknown"}
+		}
+		cancel()
+		a.log.Error("job timed out", "id", job.ID, "status", out.Status, "error", out.Error, "err", err)
+	} else if err != nil {
 		out = Outcome{Status: proto.StatusFailed, Error: failureCode(err)}
 		a.log.Error("job failed", "id", job.ID, "channel", job.Channel, "sim_slot", job.SIMSlot, "error", out.Error, "err", err)
 	} else {
