@@ -24,22 +24,31 @@ type memTransport struct {
 	executed []string
 	inbox    chan Received
 	acked    []string
+	sink     Sink
+	jobs     []Job
 }
 
 func (m *memTransport) Name() string                { return "mem" }
 func (m *memTransport) Check(context.Context) error { return nil }
 func (m *memTransport) Inventory(context.Context) (Inventory, error) {
-	return Inventory{SIMs: []proto.SIM{{Slot: proto.SIM1}}}, nil
+	return Inventory{SIMs: []proto.SIM{{Slot: proto.SIM1}}, WhatsApp: []proto.WhatsAppNumber{{Phone: "+15550100001"}}}, nil
 }
 func (m *memTransport) Execute(_ context.Context, job Job) (Outcome, error) {
 	m.mu.Lock()
 	m.executed = append(m.executed, job.ID)
+	m.jobs = append(m.jobs, job)
 	m.mu.Unlock()
+	if job.Channel == proto.ChannelWhatsApp { // receipts are pushed
+		return Outcome{Status: proto.StatusSent, Ref: "wa-" + job.ID, AwaitDelivery: true}, nil
+	}
 	return Outcome{Status: proto.StatusSent}, nil
 }
 func (m *memTransport) Recover(context.Context, Job) (Outcome, bool)       { return Outcome{}, false }
 func (m *memTransport) Delivery(context.Context, string) (Delivery, error) { return Delivery{}, nil }
 func (m *memTransport) Receive(ctx context.Context, sink Sink) error {
+	m.mu.Lock()
+	m.sink = sink
+	m.mu.Unlock()
 	for {
 		select {
 		case <-ctx.Done():
@@ -74,7 +83,8 @@ func (m *memTransport) count(id string) int {
 type fakeHub struct {
 	t      *testing.T
 	mu     sync.Mutex
-	frames []string // every frame received, in order, across links
+	frames []string // every frame received after hello, in order, across links
+	hello  string   // the last hello
 	links  int
 	script func(link int, ws *websocket.Conn, frames <-chan proto.Frame)
 }
@@ -99,6 +109,7 @@ func (h *fakeHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.mu.Lock()
+	h.hello = string(data)
 	h.links++
 	link := h.links
 	h.mu.Unlock()
@@ -264,4 +275,44 @@ func TestRevokedTokenStops(t *testing.T) {
 	if !errors.As(err, &fatal) || !strings.Contains(err.Error(), "pair this agent again") {
 		t.Fatalf("got %v, want a FatalError asking to pair again", err)
 	}
+}
+
+// A transport told about deliveries by push (a WhatsApp receipt) settles
+// its job through the sink; the hello announced its WhatsApp number and a
+// media job reached it whole.
+func TestPushedDelivery(t *testing.T) {
+	job := proto.Send{ID: "wa-1", Channel: "whatsapp", To: "+15551234567", Message: "see this", ContentType: "image",
+		MediaURL: "https://example.com/a.png", ExpiresAt: stamp(time.Now().Add(time.Hour))}
+	h := &fakeHub{t: t}
+	h.script = func(_ int, ws *websocket.Conn, frames <-chan proto.Frame) {
+		write(context.Background(), ws, job)
+		for f := range frames {
+			if st, ok := f.(*proto.Status); ok {
+				write(context.Background(), ws, proto.StatusAck{ID: st.ID, Status: st.Status})
+			}
+		}
+	}
+	tr := &memTransport{inbox: make(chan Received)}
+	_, j, _ := startAgent(t, h, tr)
+	poll.Until(t, "the job awaits its receipt", func() bool { st, _ := j.JobState("wa-1"); return st == StateAwaiting })
+	tr.mu.Lock()
+	sink, got := tr.sink, tr.jobs[0]
+	tr.mu.Unlock()
+	if got.ContentType != "image" || got.MediaURL != job.MediaURL {
+		t.Fatalf("the transport got %+v, want the content type and media URL", got.Send)
+	}
+	h.mu.Lock()
+	hello := h.hello
+	h.mu.Unlock()
+	if !strings.Contains(hello, `"whatsapp":[{"phone":"+15550100001"}]`) {
+		t.Fatalf("hello: got %s, want the WhatsApp number", hello)
+	}
+	if err := sink.Deliver("wa-wa-1", Delivery{Final: true, Status: proto.StatusDelivered}); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, "the delivered report is acknowledged", func() bool {
+		st, _ := j.JobState("wa-1")
+		reports, _ := j.Reports()
+		return st == StateDone && len(reports) == 0 && h.seen(`"status":"delivered"`) == 1
+	})
 }

@@ -39,6 +39,24 @@ func (s sink) Take(msgs []Received, markKey, markValue string) error {
 	return nil
 }
 
+// Deliver settles the awaiting job whose transport reference is ref.
+func (s sink) Deliver(ref string, d Delivery) error {
+	if !d.Final || ref == "" {
+		return nil
+	}
+	jobs, err := s.a.j.InState(StateAwaiting)
+	if err != nil {
+		return err
+	}
+	for _, job := range jobs {
+		if job.Ref == ref {
+			s.a.log.Info("job "+d.Status, "id", job.ID, "error", d.Error)
+			return s.a.finish(job.ID, Outcome{Status: d.Status, Error: d.Error})
+		}
+	}
+	return nil
+}
+
 // frame makes the inbound frame of a received message: a client_id of the
 // install's salt and the transport's key (hashed when that would pass 128
 // bytes), the text cut to 10,000 characters (logged), the slot for SMS only.

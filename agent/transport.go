@@ -36,7 +36,9 @@ type Transport interface {
 	// known is false when the transport cannot tell: the core then reports
 	// it failed with outcome_unknown, never sends it again.
 	Recover(ctx context.Context, job Job) (out Outcome, known bool)
-	// Delivery polls the delivery of a message sent with AwaitDelivery.
+	// Delivery polls the delivery of a message sent with AwaitDelivery
+	// (a transport told by push answers a Delivery that is not Final and
+	// calls Sink.Deliver instead).
 	Delivery(ctx context.Context, ref string) (Delivery, error)
 	// Receive runs until ctx ends, handing received messages to sink, which
 	// journals them durably before it returns.
@@ -110,4 +112,9 @@ type Sink interface {
 	Take(msgs []Received, markKey, markValue string) error
 	// Mark is the value last stored under key ("" when none).
 	Mark(key string) (string, error)
+	// Deliver reports, for a transport that is told about deliveries
+	// (receipts pushed to it) rather than asking, the final delivery of the
+	// message it sent with Outcome.Ref ref and AwaitDelivery. Unknown or
+	// already settled refs are ignored.
+	Deliver(ref string, d Delivery) error
 }
