@@ -8,13 +8,23 @@ STRIPE_MOCK_VERSION ?= v0.203.0
 
 .DEFAULT_GOAL := help
 
-.PHONY: help build run test lint bench check tools stripe-mock chromium
+.PHONY: help build agents run test lint bench check tools stripe-mock chromium
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 build: ## build bin/simrelay
 	$(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/simrelay
+
+AGENT_TARGETS ?= linux/arm64 linux/amd64 linux/arm
+
+agents: ## cross-compile simrelay-agent into bin/ for linux/arm64 (Termux, Raspberry Pi), linux/amd64 and linux/arm (v7)
+	@for target in $(AGENT_TARGETS); do \
+	  os=$${target%/*}; arch=$${target#*/}; out=bin/simrelay-agent-$$os-$$arch; \
+	  if [ "$$arch" = arm ]; then out=$$out-v7; fi; \
+	  echo "$$out"; \
+	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch GOARM=7 $(GO) build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o $$out ./cmd/simrelay-agent || exit 1; \
+	done
 
 run: build ## run the server on 127.0.0.1:8080 with its store in ./data; flags in ARGS="--listen 127.0.0.1:9090"
 	./$(BIN) serve $(ARGS)

@@ -1,0 +1,119 @@
+package agent
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// ConfigFile is what pairing leaves on disk: the device token is a password
+// (PROTOCOL.md section 4.7), so the file is written with mode 0600 and never
+// logged.
+type ConfigFile struct {
+	Server            string `json:"server"`
+	WSURL             string `json:"ws_url"`
+	DeviceToken       string `json:"device_token"`
+	DeviceFingerprint string `json:"device_fingerprint"`
+	DeviceName        string `json:"device_name,omitempty"`
+	// Salt prefixes every client_id this install makes (PROTOCOL.md 10.2).
+	Salt string `json:"salt"`
+}
+
+// JournalPath is the journal file next to the configuration file.
+func JournalPath(configPath string) string {
+	return strings.TrimSuffix(configPath, filepath.Ext(configPath)) + ".journal.db"
+}
+
+// LoadConfig reads the file written by pairing.
+func LoadConfig(path string) (ConfigFile, error) {
+	var c ConfigFile
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return c, fmt.Errorf("no configuration at %s: pair the agent first (simrelay-agent pair --server URL --code CODE)", path)
+	}
+	if err != nil {
+		return c, fmt.Errorf("read configuration: %w", err)
+	}
+	if err := json.Unmarshal(data, &c); err != nil {
+		return c, fmt.Errorf("configuration %s: %w", path, err)
+	}
+	if c.DeviceToken == "" || c.WSURL == "" {
+		return c, fmt.Errorf("configuration %s holds no device token: pair the agent again", path)
+	}
+	return c, nil
+}
+
+// SaveConfig writes the file atomically with mode 0600.
+func SaveConfig(path string, c ConfigFile) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("configuration directory: %w", err)
+	}
+	data, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".agent-config-*")
+	if err != nil {
+		return fmt.Errorf("write configuration: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return err
+	}
+	if _, err := tmp.Write(append(data, '\n')); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("write configuration: %w", err)
+	}
+	return nil
+}
+
+// NewSalt is a random per-install prefix of client ids.
+func NewSalt() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// ParsePairingURI reads simrelay://pair?server=...&code=... (PROTOCOL.md 4.4).
+func ParsePairingURI(uri string) (server, code string, err error) {
+	u, err := url.Parse(uri)
+	if err != nil || u.Scheme != "simrelay" || u.Host != "pair" {
+		return "", "", fmt.Errorf("pairing URI %q: want the form simrelay://pair?server=URL&code=CODE (the QR code's)", uri)
+	}
+	q := u.Query()
+	server, code = strings.TrimRight(q.Get("server"), "/"), q.Get("code")
+	if server == "" || code == "" {
+		return "", "", fmt.Errorf("pairing URI %q: server and code are both needed", uri)
+	}
+	return server, code, nil
+}
+
+// CheckServerURL refuses a server that is not https unless allowHTTP
+// (PROTOCOL.md 4.4: http is for local testing only).
+func CheckServerURL(server string, allowHTTP bool) error {
+	u, err := url.Parse(server)
+	if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
+		return fmt.Errorf("server %q: want an absolute URL such as https://sms.example.com", server)
+	}
+	if u.Scheme == "http" && !allowHTTP {
+		return fmt.Errorf("server %q is not https: the device token would travel in clear text; use --allow-http for a local test server only", server)
+	}
+	return nil
+}

@@ -1,0 +1,475 @@
+package agent
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
+
+	proto "github.com/simrelay/simrelay/android-protocol"
+)
+
+// Job states in the journal (PROTOCOL.md section 9.3 names the first three).
+const (
+	// StateTaken: journaled and acked, waiting for its turn.
+	StateTaken = "taken"
+	// StateDispatched: handed to the transport; no outcome journaled yet.
+	// After a crash such a job is never handed over again (Recover).
+	StateDispatched = "dispatched"
+	// StateAwaiting: sent; the transport will report the delivery.
+	StateAwaiting = "awaiting_delivery"
+	// StateDone: the final outcome is journaled (its report may still be
+	// waiting for status_ack in the report outbox).
+	StateDone = "done"
+)
+
+var (
+	bucketJobs       = []byte("jobs")        // job id -> jobRecord
+	bucketQueue      = []byte("queue")       // seq -> job id, jobs in StateTaken, in arrival order
+	bucketAwaiting   = []byte("awaiting")    // job id -> nil, jobs in StateAwaiting
+	bucketReports    = []byte("reports")     // seq -> proto.Status, not yet status_acked
+	bucketReportKeys = []byte("report_keys") // id \x00 status -> seq
+	bucketInbound    = []byte("inbound")     // seq -> inboundRecord
+	bucketInboundIDs = []byte("inbound_ids") // client_id -> seq
+	bucketMeta       = []byte("meta")        // marks and the install's salt
+	journalBuckets   = [][]byte{bucketJobs, bucketQueue, bucketAwaiting, bucketReports, bucketReportKeys, bucketInbound, bucketInboundIDs, bucketMeta}
+)
+
+// Journal is the agent's durable memory, a bbolt file. Every method is one
+// short transaction, committed (fsync) before it returns.
+type Journal struct {
+	db *bolt.DB
+}
+
+type jobRecord struct {
+	Send         proto.Send `json:"send"`
+	State        string     `json:"state"`
+	Ref          string     `json:"ref,omitempty"`
+	TakenAt      time.Time  `json:"taken_at"`
+	DispatchedAt time.Time  `json:"dispatched_at,omitzero"`
+	DoneAt       time.Time  `json:"done_at,omitzero"`
+}
+
+type inboundRecord struct {
+	Frame proto.Inbound `json:"frame"`
+	Ref   []string      `json:"ref,omitempty"`
+	// Acked: the server stored it; the transport's Acknowledge is pending.
+	Acked bool `json:"acked,omitempty"`
+}
+
+// OpenJournal opens (or creates) the journal file. A second agent on the
+// same file fails after timeout instead of sharing it.
+func OpenJournal(path string, timeout time.Duration) (*Journal, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout})
+	if err != nil {
+		if errors.Is(err, bolterrors.ErrTimeout) {
+			return nil, fmt.Errorf("journal %s is in use by another simrelay-agent", path)
+		}
+		return nil, fmt.Errorf("journal: open %s: %w", path, err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, b := range journalBuckets {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("journal: create buckets: %w", err)
+	}
+	return &Journal{db: db}, nil
+}
+
+// Close closes the file.
+func (j *Journal) Close() error { return j.db.Close() }
+
+func seqKey(n uint64) []byte {
+	k := make([]byte, 8)
+	binary.BigEndian.PutUint64(k, n)
+	return k
+}
+
+func getJob(tx *bolt.Tx, id string) (jobRecord, bool, error) {
+	var r jobRecord
+	v := tx.Bucket(bucketJobs).Get([]byte(id))
+	if v == nil {
+		return r, false, nil
+	}
+	if err := json.Unmarshal(v, &r); err != nil {
+		return r, false, fmt.Errorf("journal: job %s: %w", id, err)
+	}
+	return r, true, nil
+}
+
+func putJob(tx *bolt.Tx, r jobRecord) error {
+	v, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	return tx.Bucket(bucketJobs).Put([]byte(r.Send.ID), v)
+}
+
+// Take journals a job from a send frame. It returns false when the id is
+// already journaled: the send is a resend after a lost ack, to be acked
+// again and never carried out twice.
+func (j *Journal) Take(s proto.Send, now time.Time) (bool, error) {
+	fresh := false
+	err := j.db.Update(func(tx *bolt.Tx) error {
+		_, ok, err := getJob(tx, s.ID)
+		if err != nil || ok {
+			return err
+		}
+		fresh = true
+		q := tx.Bucket(bucketQueue)
+		seq, err := q.NextSequence()
+		if err != nil {
+			return err
+		}
+		if err := q.Put(seqKey(seq), []byte(s.ID)); err != nil {
+			return err
+		}
+		return putJob(tx, jobRecord{Send: s, State: StateTaken, TakenAt: now})
+	})
+	if err != nil {
+		return false, fmt.Errorf("journal: take job %s: %w", s.ID, err)
+	}
+	return fresh, nil
+}
+
+// NextTaken returns the oldest job waiting for its turn.
+func (j *Journal) NextTaken() (Job, bool, error) {
+	var job Job
+	found := false
+	err := j.db.View(func(tx *bolt.Tx) error {
+		_, id := tx.Bucket(bucketQueue).Cursor().First()
+		if id == nil {
+			return nil
+		}
+		r, ok, err := getJob(tx, string(id))
+		if err != nil || !ok {
+			return err
+		}
+		job, found = Job{Send: r.Send, Ref: r.Ref}, true
+		return nil
+	})
+	return job, found, err
+}
+
+// Dispatch marks a job as handed to the transport, before the tool is
+// called: from here on a crash can never make the agent send it again.
+func (j *Journal) Dispatch(id string, now time.Time) error {
+	return j.db.Update(func(tx *bolt.Tx) error {
+		r, ok, err := getJob(tx, id)
+		if err != nil || !ok {
+			return err
+		}
+		r.State, r.DispatchedAt = StateDispatched, now
+		q := tx.Bucket(bucketQueue)
+		c := q.Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			if string(v) == id {
+				if err := c.Delete(); err != nil {
+					return err
+				}
+				break
+			}
+		}
+		return putJob(tx, r)
+	})
+}
+
+// Remember journals a transport's reference for a job.
+func (j *Journal) Remember(id, ref string) error {
+	return j.db.Update(func(tx *bolt.Tx) error {
+		r, ok, err := getJob(tx, id)
+		if err != nil || !ok {
+			return err
+		}
+		r.Ref = ref
+		return putJob(tx, r)
+	})
+}
+
+// Finish journals a job's outcome and its report (to be sent until
+// status_acked) in one commit. awaiting keeps the job for Delivery.
+func (j *Journal) Finish(id string, report proto.Status, ref string, awaiting bool, now time.Time) error {
+	return j.db.Update(func(tx *bolt.Tx) error {
+		r, ok, err := getJob(tx, id)
+		if err != nil {
+			return err
+		}
+		if ok {
+			if ref != "" {
+				r.Ref = ref
+			}
+			aw := tx.Bucket(bucketAwaiting)
+			if awaiting {
+				r.State = StateAwaiting
+				if err := aw.Put([]byte(id), nil); err != nil {
+					return err
+				}
+			} else {
+				r.State, r.DoneAt = StateDone, now
+				if err := aw.Delete([]byte(id)); err != nil {
+					return err
+				}
+			}
+			if err := putJob(tx, r); err != nil {
+				return err
+			}
+		}
+		if report.ID == "" {
+			return nil
+		}
+		return addReport(tx, report)
+	})
+}
+
+func addReport(tx *bolt.Tx, st proto.Status) error {
+	keys := tx.Bucket(bucketReportKeys)
+	key := []byte(st.ID + "\x00" + st.Status)
+	if keys.Get(key) != nil {
+		return nil
+	}
+	b := tx.Bucket(bucketReports)
+	seq, err := b.NextSequence()
+	if err != nil {
+		return err
+	}
+	v, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	if err := b.Put(seqKey(seq), v); err != nil {
+		return err
+	}
+	return keys.Put(key, seqKey(seq))
+}
+
+// InState lists the jobs in a state (StateDispatched after a crash,
+// StateAwaiting for the delivery poller).
+func (j *Journal) InState(state string) ([]Job, error) {
+	var out []Job
+	err := j.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketJobs).ForEach(func(_, v []byte) error {
+			var r jobRecord
+			if err := json.Unmarshal(v, &r); err != nil {
+				return err
+			}
+			if r.State == state {
+				out = append(out, Job{Send: r.Send, Ref: r.Ref, DispatchedAt: r.DispatchedAt})
+			}
+			return nil
+		})
+	})
+	return out, err
+}
+
+// JobState is a job's state, "" when it is not journaled.
+func (j *Journal) JobState(id string) (string, error) {
+	state := ""
+	err := j.db.View(func(tx *bolt.Tx) error {
+		r, ok, err := getJob(tx, id)
+		if ok {
+			state = r.State
+		}
+		return err
+	})
+	return state, err
+}
+
+// Reports lists the reports not yet status_acked, oldest first.
+func (j *Journal) Reports() ([]proto.Status, error) {
+	var out []proto.Status
+	err := j.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketReports).ForEach(func(_, v []byte) error {
+			var st proto.Status
+			if err := json.Unmarshal(v, &st); err != nil {
+				return err
+			}
+			out = append(out, st)
+			return nil
+		})
+	})
+	return out, err
+}
+
+// DropReport forgets a report: status_acked, or refused for good.
+func (j *Journal) DropReport(id, status string) (bool, error) {
+	dropped := false
+	err := j.db.Update(func(tx *bolt.Tx) error {
+		keys := tx.Bucket(bucketReportKeys)
+		key := []byte(id + "\x00" + status)
+		seq := keys.Get(key)
+		if seq == nil {
+			return nil
+		}
+		dropped = true
+		if err := tx.Bucket(bucketReports).Delete(seq); err != nil {
+			return err
+		}
+		return keys.Delete(key)
+	})
+	return dropped, err
+}
+
+// takeInbound journals received messages and returns those it did not know; see Sink.
+func (j *Journal) takeInbound(msgs []proto.Inbound, refs [][]string, markKey, markValue string) ([]proto.Inbound, error) {
+	var added []proto.Inbound
+	err := j.db.Update(func(tx *bolt.Tx) error {
+		ids := tx.Bucket(bucketInboundIDs)
+		b := tx.Bucket(bucketInbound)
+		for i, m := range msgs {
+			if ids.Get([]byte(m.ClientID)) != nil {
+				continue
+			}
+			seq, err := b.NextSequence()
+			if err != nil {
+				return err
+			}
+			v, err := json.Marshal(inboundRecord{Frame: m, Ref: refs[i]})
+			if err != nil {
+				return err
+			}
+			if err := b.Put(seqKey(seq), v); err != nil {
+				return err
+			}
+			if err := ids.Put([]byte(m.ClientID), seqKey(seq)); err != nil {
+				return err
+			}
+			added = append(added, m)
+		}
+		if markKey != "" {
+			return tx.Bucket(bucketMeta).Put([]byte(markKey), []byte(markValue))
+		}
+		return nil
+	})
+	return added, err
+}
+
+// inbound lists the journaled inbound messages, oldest first.
+func (j *Journal) inbound() ([]inboundRecord, error) {
+	var out []inboundRecord
+	err := j.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketInbound).ForEach(func(_, v []byte) error {
+			var r inboundRecord
+			if err := json.Unmarshal(v, &r); err != nil {
+				return err
+			}
+			out = append(out, r)
+			return nil
+		})
+	})
+	return out, err
+}
+
+// AckInbound records that the server stored the message; it stays in the
+// journal until the transport acknowledged it at the source (or, when
+// drop is true, it is forgotten at once: a message refused for good).
+func (j *Journal) ackInbound(clientID string, drop bool) (inboundRecord, bool, error) {
+	var rec inboundRecord
+	found := false
+	err := j.db.Update(func(tx *bolt.Tx) error {
+		seq := tx.Bucket(bucketInboundIDs).Get([]byte(clientID))
+		if seq == nil {
+			return nil
+		}
+		b := tx.Bucket(bucketInbound)
+		v := b.Get(seq)
+		if v == nil {
+			return nil
+		}
+		if err := json.Unmarshal(v, &rec); err != nil {
+			return err
+		}
+		found = true
+		if drop {
+			return b.Delete(seq)
+		}
+		rec.Acked = true
+		nv, err := json.Marshal(rec)
+		if err != nil {
+			return err
+		}
+		return b.Put(seq, nv)
+	})
+	return rec, found, err
+}
+
+// forgetInbound deletes an acknowledged message. Its client_id stays known,
+// so the same message read again at the source is not forwarded twice.
+func (j *Journal) forgetInbound(clientID string) error {
+	return j.db.Update(func(tx *bolt.Tx) error {
+		seq := tx.Bucket(bucketInboundIDs).Get([]byte(clientID))
+		if seq == nil {
+			return nil
+		}
+		return tx.Bucket(bucketInbound).Delete(seq)
+	})
+}
+
+// Mark returns a value of the meta bucket.
+func (j *Journal) Mark(key string) (string, error) {
+	var v string
+	err := j.db.View(func(tx *bolt.Tx) error {
+		v = string(tx.Bucket(bucketMeta).Get([]byte(key)))
+		return nil
+	})
+	return v, err
+}
+
+// SetMark stores a value in the meta bucket.
+func (j *Journal) SetMark(key, value string) error {
+	return j.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketMeta).Put([]byte(key), []byte(value))
+	})
+}
+
+// DefaultJobRetention is how long a finished job stays in the journal after
+// its expires_at: PROTOCOL.md section 9.3 asks for 24 hours, after which
+// the server never sends that job again.
+const DefaultJobRetention = 24 * time.Hour
+
+// Prune forgets finished jobs whose final report was acknowledged and whose
+// expires_at lies more than DefaultJobRetention in the past.
+func (j *Journal) Prune(now time.Time) (int, error) {
+	n := 0
+	err := j.db.Update(func(tx *bolt.Tx) error {
+		keys := tx.Bucket(bucketReportKeys)
+		c := tx.Bucket(bucketJobs).Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			var r jobRecord
+			if err := json.Unmarshal(v, &r); err != nil {
+				return err
+			}
+			if r.State != StateDone {
+				continue
+			}
+			exp, err := time.Parse(time.RFC3339Nano, r.Send.ExpiresAt)
+			if err != nil || now.Before(exp.Add(DefaultJobRetention)) {
+				continue
+			}
+			pending := false
+			for _, st := range []string{proto.StatusSent, proto.StatusDelivered, proto.StatusFailed} {
+				if keys.Get([]byte(r.Send.ID+"\x00"+st)) != nil {
+					pending = true
+				}
+			}
+			if pending {
+				continue
+			}
+			if err := c.Delete(); err != nil {
+				return err
+			}
+			n++
+		}
+		return nil
+	})
+	return n, err
+}

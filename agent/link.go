@@ -1,0 +1,372 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+	"golang.org/x/time/rate"
+
+	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/android-protocol/client"
+)
+
+// Limits of PROTOCOL.md sections 6 and 12 on what a phone sends unasked.
+const (
+	// maxUnanswered bounds the status and inbound frames waiting for their
+	// answer on one link.
+	maxUnanswered = 32
+	// resendPerSecond keeps resends under the flood limit.
+	resendPerSecond = 20
+	helloTimeout    = 10 * time.Second
+	writeTimeout    = 10 * time.Second
+)
+
+// holdLink keeps the link up, reconnecting with PROTOCOL.md's backoff,
+// until ctx ends or a *FatalError.
+func (a *Agent) holdLink(ctx context.Context) error {
+	b := &backoff{base: a.opt.BackoffBase, max: a.opt.BackoffMax, stable: a.opt.StableAfter, probe: a.opt.ProbeEvery}
+	for {
+		var upFor time.Duration
+		err := a.session(ctx, &upFor)
+		if ctx.Err() != nil {
+			return nil
+		}
+		wait, fatal := b.next(err, upFor, time.Now())
+		if fatal != nil {
+			a.log.Error("link stopped for good", "err", err, "reason", fatal)
+			return fatal
+		}
+		a.log.Info("link down; reconnecting", "err", err, "in", wait.Round(time.Millisecond))
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// link is one WebSocket connection and what was sent on it.
+type link struct {
+	ws *websocket.Conn
+	mu sync.Mutex
+	// waiting are the reports and inbound messages sent on this link and
+	// not yet answered, by key ("s:" id \x00 status, "i:" client_id).
+	waiting map[string]bool
+	// later holds back a report refused for now (retry_after) until then.
+	later map[string]time.Time
+}
+
+func (l *link) write(ctx context.Context, f proto.Frame) error {
+	data, err := proto.Encode(f)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
+	defer cancel()
+	return l.ws.Write(ctx, websocket.MessageText, data)
+}
+
+func (l *link) answered(key string, retryAfter time.Duration) {
+	l.mu.Lock()
+	delete(l.waiting, key)
+	if retryAfter > 0 {
+		l.later[key] = time.Now().Add(retryAfter)
+	}
+	l.mu.Unlock()
+}
+
+// session is one link: upgrade, hello, welcome, then the reader and the
+// report pump until the link ends.
+func (a *Agent) session(ctx context.Context, upFor *time.Duration) error {
+	cfg := a.opt.Config
+	inv, err := a.tr.Inventory(ctx)
+	if err != nil {
+		select {
+		case <-a.known:
+			a.log.Warn("inventory failed; announcing the last one", "err", err)
+			a.mu.Lock()
+			inv = a.inventory
+			a.mu.Unlock()
+		default:
+			return fmt.Errorf("the device is not ready: %w", err)
+		}
+	} else {
+		a.setInventory(inv)
+	}
+	var heardMu sync.Mutex
+	lastHeard := time.Now()
+	hear := func() { heardMu.Lock(); lastHeard = time.Now(); heardMu.Unlock() }
+	ws, res, err := websocket.Dial(ctx, cfg.WSURL, &websocket.DialOptions{
+		HTTPClient: a.opt.HTTPClient,
+		HTTPHeader: http.Header{"Authorization": {"Bearer " + cfg.DeviceToken}},
+		OnPingReceived: func(context.Context, []byte) bool {
+			hear()
+			return true
+		},
+	})
+	if err != nil {
+		if res != nil && res.StatusCode != http.StatusSwitchingProtocols {
+			return apiError(res)
+		}
+		return fmt.Errorf("dial %s: %w", cfg.WSURL, err)
+	}
+	defer ws.CloseNow()
+	ws.SetReadLimit(proto.MaxFrameBytes)
+	l := &link{ws: ws, waiting: map[string]bool{}, later: map[string]time.Time{}}
+
+	sims := inv.SIMs
+	if sims == nil {
+		sims = []proto.SIM{} // an agent without SIMs says so (section 8.1)
+	}
+	hello := proto.Hello{Protocol: proto.Version, AppVersion: a.opt.AppVersion, SIMs: sims, WhatsApp: inv.WhatsApp, IMessage: inv.IMessage}
+	if err := l.write(ctx, hello); err != nil {
+		return err
+	}
+	hctx, cancel := context.WithTimeout(ctx, helloTimeout)
+	_, data, err := ws.Read(hctx)
+	cancel()
+	if err != nil {
+		return closeErr(err)
+	}
+	f, err := proto.Decode(data)
+	welcome, ok := f.(*proto.Welcome)
+	if err != nil || !ok {
+		return fmt.Errorf("expected welcome, got %.200s", data)
+	}
+	up := time.Now()
+	defer func() { *upFor = time.Since(up) }()
+	if st, err := time.Parse(time.RFC3339Nano, welcome.ServerTime); err == nil {
+		a.mu.Lock()
+		a.offset = st.Sub(up)
+		a.mu.Unlock()
+	}
+	a.log.Info("link up", "device", welcome.DeviceFingerprint, "sims", len(sims), "selected_sim", welcome.SelectedSIM)
+
+	lctx, stop := context.WithCancel(ctx)
+	defer stop()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer stop()
+	wg.Go(func() { a.pump(lctx, l) })
+
+	// The link is dead after two ping intervals of silence (section 6).
+	interval := time.Duration(welcome.PingIntervalSeconds) * time.Second
+	if interval <= 0 {
+		interval = 45 * time.Second
+	}
+	silence := 2 * interval
+	var watch *time.Timer
+	watch = time.AfterFunc(time.Hour, func() {
+		heardMu.Lock()
+		quiet := time.Since(lastHeard)
+		heardMu.Unlock()
+		if quiet > silence {
+			ws.CloseNow()
+			return
+		}
+		watch.Reset(silence - quiet + time.Millisecond)
+	})
+	watch.Reset(silence)
+	defer watch.Stop()
+
+	for {
+		_, data, err := ws.Read(ctx)
+		if err != nil {
+			return closeErr(err)
+		}
+		hear()
+		if err := a.handle(lctx, l, data); err != nil {
+			return err
+		}
+	}
+}
+
+func closeErr(err error) error {
+	var ce websocket.CloseError
+	if errors.As(err, &ce) && !proto.ShouldReconnect(int(ce.Code)) {
+		return &closedError{code: int(ce.Code), reason: ce.Reason}
+	}
+	return err
+}
+
+func apiError(res *http.Response) error {
+	// The reference client reads the contract's error body the same way.
+	e := &client.APIError{Status: res.StatusCode}
+	if s := res.Header.Get("Retry-After"); s != "" {
+		if d, err := time.ParseDuration(s + "s"); err == nil {
+			e.RetryAfter = d
+		}
+	}
+	if err := json.NewDecoder(io.LimitReader(res.Body, 4096)).Decode(e); err != nil || e.Code == "" {
+		e.Code, e.Message = fmt.Sprintf("http_%d", res.StatusCode), res.Status
+	}
+	return e
+}
+
+// handle answers one frame of the server. It never blocks on the device:
+// jobs go to the executor through the journal.
+func (a *Agent) handle(ctx context.Context, l *link, data []byte) error {
+	f, err := proto.Decode(data)
+	if err != nil {
+		a.log.Debug("ignoring a frame", "err", err)
+		return nil // unknown types are ignored (section 1)
+	}
+	switch f := f.(type) {
+	case *proto.Send:
+		a.ackMu.Lock()
+		fresh, err := a.j.Take(*f, time.Now())
+		if err != nil {
+			a.ackMu.Unlock()
+			return err // not journaled: no ack; the server sends it again
+		}
+		err = l.write(ctx, proto.Ack{ID: f.ID})
+		a.ackMu.Unlock()
+		if fresh {
+			a.log.Debug("job taken", "id", f.ID, "channel", f.Channel, "sim_slot", f.SIMSlot)
+			wake(a.execWake)
+		} else {
+			a.log.Debug("job sent again by the server; acked again, not carried out twice", "id", f.ID)
+		}
+		return err
+	case *proto.StatusAck:
+		if _, err := a.j.DropReport(f.ID, f.Status); err != nil {
+			return err
+		}
+		l.answered("s:"+f.ID+"\x00"+f.Status, 0)
+		wake(a.pumpWake)
+	case *proto.InboundAck:
+		if _, ok, err := a.j.ackInbound(f.ClientID, false); err != nil {
+			return err
+		} else if ok {
+			a.log.Info("message stored by the server", "client_id", f.ClientID, "id", f.ID)
+		}
+		l.answered("i:"+f.ClientID, 0)
+		wake(a.ackWake)
+		wake(a.pumpWake)
+	case *proto.Config:
+		a.log.Info("device settings changed", "selected_sim", f.SelectedSIM, "device_name", f.DeviceName)
+	case *proto.Error:
+		return a.refused(l, f)
+	}
+	return nil
+}
+
+// refused applies an error frame (PROTOCOL.md 11.1): a refused report is
+// dropped, a temporarily refused one (retry_after) kept and sent again later.
+func (a *Agent) refused(l *link, f *proto.Error) error {
+	retry := time.Duration(f.RetryAfter) * time.Second
+	a.log.Warn("the server refused a frame", "code", f.Code, "message", f.Message, "id", f.ID, "client_id", f.ClientID, "retry_after", f.RetryAfter)
+	switch {
+	case f.ClientID != "" || strings.HasPrefix(f.Message, "inbound: "):
+		key := "i:" + f.ClientID
+		l.answered(key, retry)
+		if retry == 0 && f.ClientID != "" {
+			if _, _, err := a.j.ackInbound(f.ClientID, true); err != nil {
+				return err
+			}
+			a.log.Error("inbound message refused for good; dropped", "client_id", f.ClientID, "code", f.Code)
+		}
+	case f.ID != "" && strings.HasPrefix(f.Message, "status: "):
+		for _, st := range []string{proto.StatusSent, proto.StatusDelivered, proto.StatusFailed} {
+			key := "s:" + f.ID + "\x00" + st
+			l.mu.Lock()
+			was := l.waiting[key]
+			l.mu.Unlock()
+			if !was {
+				continue
+			}
+			l.answered(key, retry)
+			if retry == 0 {
+				if _, err := a.j.DropReport(f.ID, st); err != nil {
+					return err
+				}
+				a.log.Error("report refused for good; dropped", "id", f.ID, "status", st, "code", f.Code)
+			}
+		}
+	}
+	wake(a.pumpWake)
+	return nil
+}
+
+// pump sends the journal's unanswered reports and inbound messages on the
+// link, oldest first: at most maxUnanswered waiting for an answer and
+// resendPerSecond a second, each once per link unless refused for now.
+func (a *Agent) pump(ctx context.Context, l *link) {
+	limit := rate.NewLimiter(rate.Limit(resendPerSecond), resendPerSecond)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	sent := map[string]bool{} // sent on this link (answered or not)
+	for {
+		frames, keys, err := a.outbox()
+		if err != nil {
+			a.log.Error("journal read failed", "err", err)
+		}
+		for i, f := range frames {
+			key := keys[i]
+			l.mu.Lock()
+			busy := len(l.waiting) >= maxUnanswered
+			until, held := l.later[key]
+			skip := l.waiting[key] || (sent[key] && !held) || (held && time.Now().Before(until))
+			l.mu.Unlock()
+			if busy {
+				break
+			}
+			if skip {
+				continue
+			}
+			if err := limit.Wait(ctx); err != nil {
+				return
+			}
+			l.mu.Lock()
+			l.waiting[key] = true
+			delete(l.later, key)
+			l.mu.Unlock()
+			sent[key] = true
+			if err := l.write(ctx, f); err != nil {
+				return // the reader sees the link end
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.pumpWake:
+		case <-tick.C:
+		}
+	}
+}
+
+// outbox is what waits for an answer: reports, then inbound messages.
+func (a *Agent) outbox() ([]proto.Frame, []string, error) {
+	reports, err := a.j.Reports()
+	if err != nil {
+		return nil, nil, err
+	}
+	in, err := a.j.inbound()
+	if err != nil {
+		return nil, nil, err
+	}
+	frames := make([]proto.Frame, 0, len(reports)+len(in))
+	keys := make([]string, 0, cap(frames))
+	for _, r := range reports {
+		frames = append(frames, r)
+		keys = append(keys, "s:"+r.ID+"\x00"+r.Status)
+	}
+	for _, r := range in {
+		if r.Acked {
+			continue
+		}
+		frames = append(frames, r.Frame)
+		keys = append(keys, "i:"+r.Frame.ClientID)
+	}
+	return frames, keys, nil
+}

@@ -1,0 +1,328 @@
+// Package modem is the agent's transport for a USB cellular modem under
+// ModemManager, through mmcli and its JSON output (-J, ModemManager 1.10
+// and later):
+//
+//	mmcli -m any -J                                  the modem: operator, own number
+//	mmcli -m any --messaging-create-sms=PROPS        "Successfully created new SMS: PATH"
+//	mmcli -s PATH --send                             "successfully sent the SMS"
+//	mmcli -s PATH -J                                 {"sms":{"content":{...},"properties":{...}}}
+//	mmcli -m any --messaging-list-sms -J             {"modem.messaging.sms":[PATH...]}
+//	mmcli -m any --messaging-delete-sms=PATH         "successfully deleted SMS from modem"
+//
+// An SMS is created with delivery-report-request=yes, so the modem's
+// delivery state turns into "delivered" or "failed". ModemManager joins the
+// parts of a multipart SMS into one SMS object (state "receiving" until the
+// last part came, then "received"): the transport forwards only "received"
+// objects, so a multipart message arrives as one. A received SMS is deleted
+// from the modem only after the server's inbound_ack.
+package modem
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/simrelay/simrelay/agent"
+	proto "github.com/simrelay/simrelay/android-protocol"
+)
+
+// DefaultPoll is how often the modem's SMS list is read.
+const DefaultPoll = 5 * time.Second
+
+var mmcli = agent.Tool{Name: "mmcli",
+	Install: "install ModemManager (e.g. `sudo apt install modemmanager`) and check that `mmcli -L` lists the modem",
+	Grant:   "run the agent as root or as a user that polkit allows to use ModemManager (see docs/agents.md)"}
+
+// Config configures the transport.
+type Config struct {
+	// Modem is mmcli's -m value: "any" (the first modem), an index or a
+	// D-Bus path.
+	Modem string
+	// Number is the SIM's own number (E.164) when the modem does not know it.
+	Number string
+	Poll   time.Duration
+	Logger *slog.Logger
+}
+
+// Transport drives ModemManager.
+type Transport struct{ cfg Config }
+
+// New returns the transport.
+func New(cfg Config) *Transport {
+	if cfg.Modem == "" {
+		cfg.Modem = "any"
+	}
+	if cfg.Poll <= 0 {
+		cfg.Poll = DefaultPoll
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Transport{cfg: cfg}
+}
+
+func (t *Transport) Name() string { return "modem" }
+
+// Check finds mmcli. The modem itself may still be starting: the agent
+// asks for it (Inventory) before each connection.
+func (t *Transport) Check(context.Context) error {
+	return mmcli.Check()
+}
+
+type modemInfo struct {
+	Modem struct {
+		ThreeGPP struct {
+			OperatorName string `json:"operator-name"`
+		} `json:"3gpp"`
+		Generic struct {
+			OwnNumbers []string `json:"own-numbers"`
+			State      string   `json:"state"`
+		} `json:"generic"`
+	} `json:"modem"`
+}
+
+func (t *Transport) modem(ctx context.Context) (modemInfo, error) {
+	var info modemInfo
+	out, err := mmcli.Run(ctx, "", "-m", t.cfg.Modem, "-J")
+	if err != nil {
+		return info, err
+	}
+	if err := json.Unmarshal([]byte(out), &info); err != nil {
+		return info, fmt.Errorf("mmcli -m %s -J printed %.100q: %w", t.cfg.Modem, out, err)
+	}
+	return info, nil
+}
+
+// Inventory announces the modem's SIM as SIM1.
+func (t *Transport) Inventory(ctx context.Context) (agent.Inventory, error) {
+	info, err := t.modem(ctx)
+	if err != nil {
+		return agent.Inventory{}, err
+	}
+	sim := proto.SIM{Slot: proto.SIM1, PhoneNumber: t.cfg.Number}
+	if op := info.Modem.ThreeGPP.OperatorName; op != "--" && len(op) <= 64 {
+		sim.Carrier = op
+	}
+	if sim.PhoneNumber == "" {
+		for _, n := range info.Modem.Generic.OwnNumbers {
+			if e164(n) {
+				sim.PhoneNumber = n
+				break
+			}
+		}
+	}
+	return agent.Inventory{SIMs: []proto.SIM{sim}}, nil
+}
+
+// e164 keeps a hello valid: a number the server would refuse is left out.
+func e164(n string) bool {
+	if len(n) < 9 || len(n) > 16 || n[0] != '+' || n[1] == '0' {
+		return false
+	}
+	for _, r := range n[1:] {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// quote writes a value of mmcli's key=value list. Its parser takes a value
+// between single or double quotes, without escapes: a text holding both
+// kinds of quote cannot be written.
+func quote(s string) (string, bool) {
+	switch {
+	case !strings.Contains(s, "'"):
+		return "'" + s + "'", true
+	case !strings.Contains(s, `"`):
+		return `"` + s + `"`, true
+	}
+	return "", false
+}
+
+// Execute creates the SMS with a delivery report requested, journals its
+// path, and sends it.
+func (t *Transport) Execute(ctx context.Context, job agent.Job) (agent.Outcome, error) {
+	text, ok := quote(job.Message)
+	number, ok2 := quote(job.To)
+	if !ok || !ok2 {
+		return agent.Outcome{Status: proto.StatusFailed, Error: "text_not_supported"}, nil
+	}
+	props := "number=" + number + ",text=" + text + ",delivery-report-request=yes"
+	out, err := mmcli.Run(ctx, "", "-m", t.cfg.Modem, "--messaging-create-sms="+props)
+	if err != nil {
+		return agent.Outcome{}, err
+	}
+	_, path, found := strings.Cut(strings.TrimSpace(out), "Successfully created new SMS:")
+	path = strings.TrimSpace(path)
+	if !found || !strings.HasPrefix(path, "/") {
+		return agent.Outcome{}, fmt.Errorf("mmcli created no SMS: it printed %.100q", out)
+	}
+	if err := job.Remember(path); err != nil {
+		return agent.Outcome{}, err
+	}
+	if _, err := mmcli.Run(ctx, "", "-s", path, "--send"); err != nil {
+		t.delete(ctx, path)
+		return agent.Outcome{}, err
+	}
+	return agent.Outcome{Status: proto.StatusSent, Ref: path, AwaitDelivery: true}, nil
+}
+
+func (t *Transport) delete(ctx context.Context, path string) {
+	if _, err := mmcli.Run(ctx, "", "-m", t.cfg.Modem, "--messaging-delete-sms="+path); err != nil {
+		t.cfg.Logger.Warn("could not delete an SMS from the modem", "path", path, "err", err)
+	}
+}
+
+type smsInfo struct {
+	SMS struct {
+		DBusPath string `json:"dbus-path"`
+		Content  struct {
+			Number string `json:"number"`
+			Text   string `json:"text"`
+		} `json:"content"`
+		Properties struct {
+			PDUType       string `json:"pdu-type"`
+			State         string `json:"state"`
+			Timestamp     string `json:"timestamp"`
+			DeliveryState string `json:"delivery-state"`
+		} `json:"properties"`
+	} `json:"sms"`
+}
+
+func (t *Transport) sms(ctx context.Context, path string) (smsInfo, error) {
+	var info smsInfo
+	out, err := mmcli.Run(ctx, "", "-s", path, "-J")
+	if err != nil {
+		return info, err
+	}
+	if err := json.Unmarshal([]byte(out), &info); err != nil {
+		return info, fmt.Errorf("mmcli -s %s -J printed %.100q: %w", path, out, err)
+	}
+	return info, nil
+}
+
+// Recover asks the modem about the SMS object journaled before the send:
+// "sent" (or "sending") proves it went out; "stored" proves it did not,
+// and it is reported failed ("interrupted") and deleted, not sent again.
+func (t *Transport) Recover(ctx context.Context, job agent.Job) (agent.Outcome, bool) {
+	if job.Ref == "" {
+		return agent.Outcome{}, false
+	}
+	info, err := t.sms(ctx, job.Ref)
+	if err != nil {
+		return agent.Outcome{}, false
+	}
+	switch info.SMS.Properties.State {
+	case "sent", "sending":
+		return agent.Outcome{Status: proto.StatusSent, Ref: job.Ref, AwaitDelivery: true}, true
+	case "stored":
+		t.delete(ctx, job.Ref)
+		return agent.Outcome{Status: proto.StatusFailed, Error: "interrupted"}, true
+	}
+	return agent.Outcome{}, false
+}
+
+// Delivery reads the modem's delivery state of a sent SMS. ModemManager
+// names it after the status report's TP-Status: "completed-*" is
+// delivered, "temporary-*" still trying, anything else failed. A final
+// state frees the modem's storage.
+func (t *Transport) Delivery(ctx context.Context, ref string) (agent.Delivery, error) {
+	info, err := t.sms(ctx, ref)
+	if err != nil {
+		return agent.Delivery{}, err
+	}
+	ds := info.SMS.Properties.DeliveryState
+	var d agent.Delivery
+	switch {
+	case ds == "" || ds == "--" || ds == "unknown" || strings.HasPrefix(ds, "temporary"):
+		return d, nil
+	case strings.HasPrefix(ds, "completed"):
+		d = agent.Delivery{Final: true, Status: proto.StatusDelivered}
+	default:
+		d = agent.Delivery{Final: true, Status: proto.StatusFailed, Error: "delivery_failed"}
+	}
+	t.delete(ctx, ref)
+	return d, nil
+}
+
+// Receive polls the modem's SMS list and journals each complete received
+// message; it stays on the modem until Acknowledge.
+func (t *Transport) Receive(ctx context.Context, sink agent.Sink) error {
+	tick := time.NewTicker(t.cfg.Poll)
+	defer tick.Stop()
+	for {
+		if err := t.poll(ctx, sink); err != nil && ctx.Err() == nil {
+			t.cfg.Logger.Warn("reading the modem's messages failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+func (t *Transport) poll(ctx context.Context, sink agent.Sink) error {
+	out, err := mmcli.Run(ctx, "", "-m", t.cfg.Modem, "--messaging-list-sms", "-J")
+	if err != nil {
+		return err
+	}
+	var paths struct {
+		SMS []string `json:"modem.messaging.sms"`
+	}
+	if err := json.Unmarshal([]byte(out), &paths); err != nil {
+		return fmt.Errorf("mmcli --messaging-list-sms -J printed %.100q: %w", out, err)
+	}
+	var got []agent.Received
+	for _, p := range paths.SMS {
+		info, err := t.sms(ctx, p)
+		if err != nil {
+			t.cfg.Logger.Warn("cannot read an SMS of the modem", "path", p, "err", err)
+			continue
+		}
+		pr := info.SMS.Properties
+		if pr.PDUType != "deliver" || pr.State != "received" {
+			continue // sent by us, a status report, or parts still coming
+		}
+		c := info.SMS.Content
+		text := c.Text
+		if text == "--" {
+			text = "" // mmcli prints -- for an absent value
+		}
+		at, err := time.Parse(time.RFC3339, pr.Timestamp)
+		if err != nil {
+			// Some modems give the offset in hours only: +01.
+			if at, err = time.Parse("2006-01-02T15:04:05-07", pr.Timestamp); err != nil {
+				at = time.Now()
+			}
+		}
+		// The object path changes when ModemManager restarts; the content
+		// does not, so the key is made of it.
+		sum := sha256.Sum256([]byte(c.Number + "\x00" + pr.Timestamp + "\x00" + text))
+		got = append(got, agent.Received{Key: "modem-" + hex.EncodeToString(sum[:16]), Channel: proto.ChannelSMS,
+			From: c.Number, Text: text, SIMSlot: proto.SIM1, At: at, Ref: []string{p}})
+	}
+	if len(got) == 0 {
+		return nil
+	}
+	return sink.Take(got, "", "")
+}
+
+// Acknowledge deletes the stored message from the modem.
+func (t *Transport) Acknowledge(ctx context.Context, msg agent.Received) error {
+	for _, p := range msg.Ref {
+		if _, err := mmcli.Run(ctx, "", "-m", t.cfg.Modem, "--messaging-delete-sms="+p); err != nil {
+			if strings.Contains(err.Error(), "couldn't find") || strings.Contains(err.Error(), "not found") {
+				continue // already gone
+			}
+			return err
+		}
+	}
+	return nil
+}

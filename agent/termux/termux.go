@@ -1,0 +1,285 @@
+// Package termux is the agent's transport for an Android phone running
+// Termux with the Termux:API app: termux-sms-send sends (text on stdin,
+// never through a shell), termux-telephony-deviceinfo tells the SIM,
+// termux-sms-list polls the inbox and, after a crash, the sent box.
+//
+// Android gives Termux no delivery report and no sent result: a job is
+// reported "sent" once Android took it from termux-sms-send, never
+// "delivered".
+package termux
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/simrelay/simrelay/agent"
+	proto "github.com/simrelay/simrelay/android-protocol"
+)
+
+// Defaults of Config.
+const (
+	// DefaultPoll is how often the inbox is read: a received SMS reaches
+	// the server within a few seconds, and a termux-sms-list call costs
+	// the phone little.
+	DefaultPoll = 5 * time.Second
+	// DefaultPageSize is how many messages one termux-sms-list call reads
+	// (its own default is 10; the agent pages back with -o until it meets
+	// the mark).
+	DefaultPageSize = 50
+	// maxPages bounds one poll's walk back through the inbox.
+	maxPages = 20
+	// markKey is the journal's high-water mark of the inbox (provider _id).
+	markKey = "termux.inbox.last_id"
+)
+
+var (
+	send = agent.Tool{Name: "termux-sms-send",
+		Install: "install the Termux:API app (from F-Droid, like Termux) and run `pkg install termux-api` in Termux",
+		Grant:   "allow the SMS and Phone permissions of the Termux:API app (Android Settings > Apps > Termux:API > Permissions)"}
+	list = agent.Tool{Name: "termux-sms-list",
+		Install: send.Install,
+		Grant:   "allow the SMS permission of the Termux:API app (Android Settings > Apps > Termux:API > Permissions)"}
+	deviceinfo = agent.Tool{Name: "termux-telephony-deviceinfo",
+		Install: send.Install,
+		Grant:   "allow the Phone permission of the Termux:API app, or name the SIMs with --sims"}
+)
+
+// Config configures the transport.
+type Config struct {
+	// SIMs, when set, are announced as they are; otherwise
+	// termux-telephony-deviceinfo is asked (it sees one SIM: a dual-SIM
+	// phone names its SIMs here).
+	SIMs []proto.SIM
+	// InboundSIM is the slot reported for received messages:
+	// termux-sms-list does not say which SIM received one. Default SIM1.
+	InboundSIM string
+	Poll       time.Duration
+	PageSize   int
+	Logger     *slog.Logger
+}
+
+// Transport drives Termux:API.
+type Transport struct{ cfg Config }
+
+// New returns the transport.
+func New(cfg Config) *Transport {
+	if cfg.Poll <= 0 {
+		cfg.Poll = DefaultPoll
+	}
+	if cfg.PageSize <= 0 {
+		cfg.PageSize = DefaultPageSize
+	}
+	if cfg.InboundSIM == "" {
+		cfg.InboundSIM = proto.SIM1
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Transport{cfg: cfg}
+}
+
+func (t *Transport) Name() string { return "termux" }
+
+// Check finds the tools in PATH.
+func (t *Transport) Check(context.Context) error {
+	tools := []agent.Tool{send, list}
+	if t.cfg.SIMs == nil {
+		tools = append(tools, deviceinfo)
+	}
+	for _, tool := range tools {
+		if err := tool.Check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Inventory announces the configured SIMs, or the one Android reports.
+func (t *Transport) Inventory(ctx context.Context) (agent.Inventory, error) {
+	if t.cfg.SIMs != nil {
+		return agent.Inventory{SIMs: t.cfg.SIMs}, nil
+	}
+	out, err := deviceinfo.Run(ctx, "")
+	if err != nil {
+		return agent.Inventory{}, err
+	}
+	var info struct {
+		SIMState        string `json:"sim_state"`
+		SIMOperatorName string `json:"sim_operator_name"`
+		PhoneCount      int    `json:"phone_count"`
+	}
+	if err := json.Unmarshal([]byte(out), &info); err != nil {
+		return agent.Inventory{}, fmt.Errorf("termux-telephony-deviceinfo printed %.100q: %w", out, err)
+	}
+	if !strings.EqualFold(info.SIMState, "ready") {
+		t.cfg.Logger.Warn("no SIM ready in the phone", "sim_state", info.SIMState)
+		return agent.Inventory{SIMs: []proto.SIM{}}, nil
+	}
+	if info.PhoneCount > 1 {
+		t.cfg.Logger.Info("a dual-SIM phone: Termux:API describes one SIM; name both with --sims SIM1,SIM2")
+	}
+	// The server takes at most 64 bytes; cut on a character boundary.
+	carrier := info.SIMOperatorName
+	for len(carrier) > 64 {
+		_, size := utf8.DecodeLastRuneInString(carrier)
+		carrier = carrier[:len(carrier)-size]
+	}
+	return agent.Inventory{SIMs: []proto.SIM{{Slot: proto.SIM1, Carrier: carrier}}}, nil
+}
+
+// slotIndex is termux-sms-send's -s value: Android's logical slot index.
+func slotIndex(slot string) string {
+	if slot == proto.SIM2 {
+		return "1"
+	}
+	return "0"
+}
+
+// Execute runs termux-sms-send -n NUMBER -s SLOT with the text on stdin.
+func (t *Transport) Execute(ctx context.Context, job agent.Job) (agent.Outcome, error) {
+	if _, err := send.Run(ctx, job.Message, "-n", job.To, "-s", slotIndex(job.SIMSlot)); err != nil {
+		return agent.Outcome{}, err
+	}
+	// Android reports nothing more to Termux: handed over is "sent".
+	return agent.Outcome{Status: proto.StatusSent}, nil
+}
+
+// message is one row of termux-sms-list.
+type message struct {
+	ID       int64  `json:"_id"`
+	Type     string `json:"type"`
+	Number   string `json:"number"`
+	Received string `json:"received"`
+	Body     string `json:"body"`
+}
+
+func (t *Transport) read(ctx context.Context, box string, offset int) ([]message, error) {
+	out, err := list.Run(ctx, "", "-t", box, "-l", strconv.Itoa(t.cfg.PageSize), "-o", strconv.Itoa(offset))
+	if err != nil {
+		return nil, err
+	}
+	var msgs []message
+	if err := json.Unmarshal([]byte(out), &msgs); err != nil {
+		return nil, fmt.Errorf("termux-sms-list printed %.100q: %w", out, err)
+	}
+	return msgs, nil
+}
+
+// Recover looks for the job in the sent box: Android records every SMS an
+// app sent there, so a match (same number, same text, written after the
+// job was dispatched) proves it went out.
+func (t *Transport) Recover(ctx context.Context, job agent.Job) (agent.Outcome, bool) {
+	msgs, err := t.read(ctx, "sent", 0)
+	if err != nil {
+		t.cfg.Logger.Warn("cannot read the sent box to recover a job", "id", job.ID, "err", err)
+		return agent.Outcome{}, false
+	}
+	for _, m := range msgs {
+		if m.Body != job.Message || digits(m.Number) != digits(job.To) {
+			continue
+		}
+		at, err := time.ParseInLocation(time.DateTime, m.Received, time.Local)
+		if err == nil && at.Before(job.DispatchedAt.Add(-time.Minute)) {
+			continue // an older message with the same text
+		}
+		return agent.Outcome{Status: proto.StatusSent}, true
+	}
+	return agent.Outcome{}, false
+}
+
+func digits(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if r >= '0' && r <= '9' {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// Delivery is never asked: Termux gets no delivery reports.
+func (t *Transport) Delivery(context.Context, string) (agent.Delivery, error) {
+	return agent.Delivery{}, nil
+}
+
+// Acknowledge has nothing to do: only the default SMS app may delete
+// provider rows (PROTOCOL.md 17.5); the mark keeps a message from being
+// forwarded twice.
+func (t *Transport) Acknowledge(context.Context, agent.Received) error { return nil }
+
+// Receive polls the inbox for messages newer than the journal's mark. On
+// the first start it sets the mark to the newest message without
+// forwarding anything: an inbox's history is not news.
+func (t *Transport) Receive(ctx context.Context, sink agent.Sink) error {
+	tick := time.NewTicker(t.cfg.Poll)
+	defer tick.Stop()
+	for {
+		if err := t.poll(ctx, sink); err != nil && ctx.Err() == nil {
+			t.cfg.Logger.Warn("reading the inbox failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+func (t *Transport) poll(ctx context.Context, sink agent.Sink) error {
+	markText, err := sink.Mark(markKey)
+	if err != nil {
+		return err
+	}
+	first := markText == ""
+	mark, _ := strconv.ParseInt(markText, 10, 64)
+	var fresh []message
+	newest := mark
+	for page := 0; page < maxPages; page++ {
+		msgs, err := t.read(ctx, "inbox", page*t.cfg.PageSize)
+		if err != nil {
+			return err
+		}
+		older := false
+		for _, m := range msgs {
+			if m.ID <= 0 {
+				return fmt.Errorf("termux-sms-list printed a message without _id: update the Termux:API app and the termux-api package")
+			}
+			newest = max(newest, m.ID)
+			if m.ID <= mark {
+				older = true
+				continue
+			}
+			fresh = append(fresh, m)
+		}
+		if first || older || len(msgs) < t.cfg.PageSize {
+			break
+		}
+	}
+	if first {
+		t.cfg.Logger.Info("first start: messages already in the inbox are not forwarded", "newest_id", newest)
+		return sink.Take(nil, markKey, strconv.FormatInt(newest, 10))
+	}
+	if len(fresh) == 0 {
+		return nil
+	}
+	// Oldest first, whatever order the tool printed them in.
+	slices.SortFunc(fresh, func(a, b message) int { return cmp.Compare(a.ID, b.ID) })
+	out := make([]agent.Received, 0, len(fresh))
+	for _, m := range fresh {
+		at, err := time.ParseInLocation(time.DateTime, m.Received, time.Local)
+		if err != nil {
+			at = time.Now()
+		}
+		out = append(out, agent.Received{Key: "sms-inbox-" + strconv.FormatInt(m.ID, 10), Channel: proto.ChannelSMS,
+			From: m.Number, Text: m.Body, SIMSlot: t.cfg.InboundSIM, At: at})
+	}
+	return sink.Take(out, markKey, strconv.FormatInt(newest, 10))
+}

@@ -1,0 +1,120 @@
+package agent
+
+import (
+	"context"
+	"time"
+
+	proto "github.com/simrelay/simrelay/android-protocol"
+)
+
+// Transport carries out jobs on one kind of device and brings in what the
+// device receives. The core owns the journal, the link and the reports; a
+// transport only talks to its tool (termux-sms-send, mmcli, a WhatsApp
+// session, osascript...). Its methods are called from several goroutines:
+// Execute from the executor (one job at a time), Delivery from the delivery
+// poller, Acknowledge from the link, Inventory before each hello.
+type Transport interface {
+	// Name is the transport's name in logs and flags ("termux", "modem").
+	Name() string
+	// Check verifies that the transport's tools are installed and usable,
+	// before the agent connects; its error says what to install or grant.
+	Check(ctx context.Context) error
+	// Inventory says what the device serves, for hello: its SIMs, and (for
+	// agents of other channels) WhatsApp numbers or iMessage handles.
+	Inventory(ctx context.Context) (Inventory, error)
+	// Execute hands one job to the device and returns what became of it as
+	// far as the device can tell now: sent, or failed with an error code of
+	// PROTOCOL.md section 9.6. A transport that learns the delivery later
+	// returns a Ref (its own id of the message, kept in the journal) and
+	// AwaitDelivery; the core then asks Delivery until it is final.
+	// Before the tool is given the message, Execute may call job.Remember
+	// to journal a ref (e.g. the modem's SMS object) that Recover can use
+	// after a crash.
+	Execute(ctx context.Context, job Job) (Outcome, error)
+	// Recover decides about a job that was being executed when the agent
+	// stopped (it was handed to the tool, and no outcome was journaled).
+	// known is false when the transport cannot tell: the core then reports
+	// it failed with outcome_unknown, never sends it again.
+	Recover(ctx context.Context, job Job) (out Outcome, known bool)
+	// Delivery polls the delivery of a message sent with AwaitDelivery
+	// (a transport told by push answers a Delivery that is not Final and
+	// calls Sink.Deliver instead).
+	Delivery(ctx context.Context, ref string) (Delivery, error)
+	// Receive runs until ctx ends, handing received messages to sink, which
+	// journals them durably before it returns.
+	Receive(ctx context.Context, sink Sink) error
+	// Acknowledge is called once the server stored an inbound message
+	// (inbound_ack): the transport may now delete it at the source or mark
+	// it. It is called again after a restart until it returns nil.
+	Acknowledge(ctx context.Context, msg Received) error
+}
+
+// Inventory is what a device announces in hello.
+type Inventory struct {
+	SIMs     []proto.SIM
+	WhatsApp []proto.WhatsAppNumber
+	IMessage []proto.IMessageHandle
+}
+
+// Job is one journaled send job as a transport sees it.
+type Job struct {
+	proto.Send
+	// Ref is what Remember journaled for this job, if anything.
+	Ref string
+	// DispatchedAt is when the core handed the job to Execute.
+	DispatchedAt time.Time
+	// Remember journals a transport reference before the tool is called.
+	Remember func(ref string) error `json:"-"`
+}
+
+// Outcome is what became of a job when Execute returned.
+type Outcome struct {
+	// Status is proto.StatusSent, proto.StatusDelivered or proto.StatusFailed.
+	Status string
+	// Error is the failed report's error code (lower_snake_case).
+	Error string
+	// Ref identifies the message at the device, for Delivery.
+	Ref string
+	// AwaitDelivery says that a delivery report will come (Delivery).
+	AwaitDelivery bool
+}
+
+// Delivery is the state of a sent message's delivery report.
+type Delivery struct {
+	// Final is true when the report is in: Status is then delivered or failed.
+	Final  bool
+	Status string
+	Error  string
+}
+
+// Received is one message the device received.
+type Received struct {
+	// Key is the transport's stable id of the message (never reused): the
+	// client_id is made of the agent's salt and this key.
+	Key     string
+	Channel string
+	From    string
+	// To is the receiving number or handle (WhatsApp, iMessage only).
+	To      string
+	Text    string
+	SIMSlot string
+	At      time.Time
+	// Ref is what Acknowledge needs to delete or mark the message at the
+	// source (e.g. the modem's SMS object paths).
+	Ref []string
+}
+
+// Sink takes received messages into the journal.
+type Sink interface {
+	// Take journals msgs (those already known are skipped) and, in the same
+	// commit, sets the transport's mark (a high-water mark of what it has
+	// read) when markKey is not empty. It returns once that is on disk.
+	Take(msgs []Received, markKey, markValue string) error
+	// Mark is the value last stored under key ("" when none).
+	Mark(key string) (string, error)
+	// Deliver reports, for a transport that is told about deliveries
+	// (receipts pushed to it) rather than asking, the final delivery of the
+	// message it sent with Outcome.Ref ref and AwaitDelivery. Unknown or
+	// already settled refs are ignored.
+	Deliver(ref string, d Delivery) error
+}

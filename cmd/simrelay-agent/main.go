@@ -1,0 +1,106 @@
+// Command simrelay-agent runs on the device that owns the SIM (an Android
+// phone under Termux, a Raspberry Pi with a USB modem) and connects it to a
+// simrelay server as a phone: `simrelay-agent pair` registers it with a
+// pairing code, `simrelay-agent run` holds the link and sends and receives
+// through the device's tools. It is a separate binary so that the server
+// stays as lean as it is; docs/agents.md is its manual.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"syscall"
+)
+
+// version is set at build time with -ldflags "-X main.version=v1.2.3".
+var version = ""
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+const usage = `simrelay-agent connects this device's SIM to a simrelay server.
+
+Usage:
+  simrelay-agent pair --server URL --code CODE   register with a pairing code (or --uri simrelay://pair?...)
+  simrelay-agent run [--transport termux|modem]  hold the link: send and receive SMS
+  simrelay-agent version                         print the version
+
+Every flag has an environment twin: --config is SIMRELAY_AGENT_CONFIG.
+docs/agents.md explains the set-up on a phone (Termux) and on a Raspberry Pi (modem).
+`
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "pair":
+		return pairCmd(ctx, args[1:], stdout, stderr)
+	case "run":
+		return runCmd(ctx, args[1:], stdout, stderr)
+	case "version", "--version", "-version":
+		fmt.Fprintln(stdout, "simrelay-agent", buildVersion())
+		return 0
+	case "help", "-h", "--help", "-help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "simrelay-agent: unknown command %q\n\n%s", args[0], usage)
+	return 2
+}
+
+func buildVersion() string {
+	if version != "" {
+		return version
+	}
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range info.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				return s.Value[:12]
+			}
+		}
+	}
+	return "devel"
+}
+
+// defaultConfigPath is ~/.config/simrelay-agent/agent.json (in Termux, under
+// its private home directory).
+func defaultConfigPath() string {
+	dir, err := os.UserConfigDir()
+	if err != nil {
+		dir = "."
+	}
+	return filepath.Join(dir, "simrelay-agent", "agent.json")
+}
+
+// parse parses flags and fills every flag not given from its environment
+// twin, SIMRELAY_AGENT_ and the flag's name in upper case with _ for -.
+func parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var bad error
+	fs.VisitAll(func(f *flag.Flag) {
+		env := "SIMRELAY_AGENT_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := os.LookupEnv(env); ok && !given[f.Name] && bad == nil {
+			if err := fs.Set(f.Name, v); err != nil {
+				bad = fmt.Errorf("%s=%q: --%s: %v", env, v, f.Name, err)
+			}
+		}
+	})
+	return bad
+}

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/simrelay/simrelay/agent"
+	"github.com/simrelay/simrelay/android-protocol/client"
+)
+
+func pairCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("pair", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	server := fs.String("server", "", "the server's base URL, e.g. https://sms.example.com")
+	code := fs.String("code", "", "the pairing code shown by the console or POST /device/pairing")
+	uri := fs.String("uri", "", "the pairing URI of the QR code (simrelay://pair?server=...&code=...), instead of --server and --code")
+	config := fs.String("config", defaultConfigPath(), "the configuration file to write (mode 0600); the journal lives next to it")
+	name := fs.String("name", "", "the device's display name (default: the host name)")
+	fingerprint := fs.String("fingerprint", "", "the device's stable identity (default: kept from an earlier pairing, else agent-<host>-<random>)")
+	allowHTTP := fs.Bool("allow-http", false, "allow an http:// server (local testing only: the token would travel in clear text)")
+	if err := parse(fs, args); err != nil {
+		return 2
+	}
+	fail := func(err error) int { fmt.Fprintln(stderr, "simrelay-agent pair:", err); return 1 }
+	if *uri != "" {
+		s, c, err := agent.ParsePairingURI(*uri)
+		if err != nil {
+			return fail(err)
+		}
+		*server, *code = s, c
+	}
+	if *server == "" || *code == "" {
+		return fail(fmt.Errorf("give --server and --code, or --uri"))
+	}
+	*server = strings.TrimRight(*server, "/")
+	if err := agent.CheckServerURL(*server, *allowHTTP); err != nil {
+		return fail(err)
+	}
+	prev, _ := agent.LoadConfig(*config)
+	host, _ := os.Hostname()
+	if *fingerprint == "" {
+		*fingerprint = prev.DeviceFingerprint
+	}
+	if *fingerprint == "" {
+		*fingerprint = newFingerprint(host)
+	}
+	if *name == "" {
+		*name = host
+	}
+	if len(*name) > 100 {
+		*name = (*name)[:100]
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	reg, err := client.Register(ctx, httpClient(30*time.Second), *server, client.RegisterInput{
+		PairingCode: *code, DeviceFingerprint: *fingerprint, DeviceName: *name, AppVersion: "simrelay-agent " + buildVersion()})
+	if err != nil {
+		return fail(err)
+	}
+	salt := prev.Salt
+	if salt == "" {
+		salt = agent.NewSalt()
+	}
+	cfg := agent.ConfigFile{Server: *server, WSURL: reg.WSURL, DeviceToken: reg.DeviceToken,
+		DeviceFingerprint: *fingerprint, DeviceName: *name, Salt: salt}
+	if err := agent.SaveConfig(*config, cfg); err != nil {
+		return fail(err)
+	}
+	fmt.Fprintf(stdout, "paired as %s; configuration in %s\nstart it with: simrelay-agent run --config %s\n", *fingerprint, *config, *config)
+	return 0
+}
+
+var notFingerprint = regexp.MustCompile(`[^A-Za-z0-9.-]+`)
+
+// newFingerprint is agent-<host>-<random>: readable in the console, and
+// unique even for two devices with the same host name ("localhost" is
+// what Termux reports).
+func newFingerprint(host string) string {
+	slug := strings.Trim(notFingerprint.ReplaceAllString(strings.ToLower(host), "-"), "-")
+	if len(slug) > 40 {
+		slug = slug[:40]
+	}
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	if slug == "" {
+		return "agent-" + hex.EncodeToString(b)
+	}
+	return "agent-" + slug + "-" + hex.EncodeToString(b)
+}

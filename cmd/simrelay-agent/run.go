@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/simrelay/simrelay/agent"
+	"github.com/simrelay/simrelay/agent/modem"
+	"github.com/simrelay/simrelay/agent/termux"
+	proto "github.com/simrelay/simrelay/android-protocol"
+)
+
+// exitStop is the exit status when the server says not to come back
+// (pair again, or update the agent).
+const exitStop = 3
+
+func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	config := fs.String("config", defaultConfigPath(), "the configuration file written by pair; the journal is next to it")
+	transport := fs.String("transport", "termux", "how this device sends: termux (Android phone with Termux:API) or modem (ModemManager's mmcli)")
+	sims := fs.String("sims", "", "termux: the phone's SIMs, e.g. SIM1 or SIM1,SIM2 or SIM1=+15550100001 (default: ask termux-telephony-deviceinfo)")
+	inboundSIM := fs.String("inbound-sim", proto.SIM1, "termux: the slot reported for received SMS (termux-sms-list does not say)")
+	modemID := fs.String("modem", "any", "modem: mmcli's -m value (any, an index or a D-Bus path)")
+	number := fs.String("number", "", "modem: the SIM's own number in E.164, when the modem does not know it")
+	perMinute := fs.Int("max-per-minute", agent.DefaultPerMinute, "SMS parts this agent sends per minute at most (Android asks the user beyond about 30); 0 = no pacing")
+	poll := fs.Duration("poll", agent.DefaultDeliveryPoll, "how often the inbox and delivery reports are read")
+	reconnectMax := fs.Duration("reconnect-max", agent.DefaultBackoffMax, "the longest wait between reconnects (PROTOCOL.md's CAP)")
+	logFormat := fs.String("log-format", "text", "text or json")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	if err := parse(fs, args); err != nil {
+		return 2
+	}
+	fail := func(err error) int { fmt.Fprintln(stderr, "simrelay-agent run:", err); return 1 }
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return fail(fmt.Errorf("--log-level %q: want debug, info, warn or error", *logLevel))
+	}
+	if *logFormat != "text" && *logFormat != "json" {
+		return fail(fmt.Errorf("--log-format %q: want text or json", *logFormat))
+	}
+	if *poll <= 0 || *reconnectMax <= 0 || *perMinute < 0 {
+		return fail(errors.New("--poll and --reconnect-max must be positive, --max-per-minute 0 or more"))
+	}
+	log := newLogger(stderr, *logFormat, level)
+
+	var tr agent.Transport
+	switch *transport {
+	case "termux":
+		var simList []proto.SIM
+		if *sims != "" {
+			list, err := parseSIMs(*sims)
+			if err != nil {
+				return fail(err)
+			}
+			simList = list
+		}
+		if *inboundSIM != proto.SIM1 && *inboundSIM != proto.SIM2 {
+			return fail(fmt.Errorf("--inbound-sim %q: want SIM1 or SIM2", *inboundSIM))
+		}
+		tr = termux.New(termux.Config{SIMs: simList, InboundSIM: *inboundSIM, Poll: *poll, Logger: log})
+	case "modem":
+		tr = modem.New(modem.Config{Modem: *modemID, Number: *number, Poll: *poll, Logger: log})
+	default:
+		return fail(fmt.Errorf("--transport %q: want termux or modem", *transport))
+	}
+
+	// The tools first: a missing one is the likeliest trouble on a new
+	// device, and its error says what to install.
+	if err := tr.Check(ctx); err != nil {
+		return fail(err)
+	}
+	cfg, err := agent.LoadConfig(*config)
+	if err != nil {
+		return fail(err)
+	}
+	if cfg.Salt == "" {
+		// Client ids must stay the same across restarts: the salt is kept.
+		cfg.Salt = agent.NewSalt()
+		if err := agent.SaveConfig(*config, cfg); err != nil {
+			return fail(err)
+		}
+	}
+	j, err := agent.OpenJournal(agent.JournalPath(*config), 2*time.Second)
+	if err != nil {
+		return fail(err)
+	}
+	defer j.Close()
+	log.Info("starting", "version", buildVersion(), "transport", tr.Name(), "device", cfg.DeviceFingerprint, "server", cfg.Server)
+	a := agent.New(agent.Options{Config: cfg, Transport: tr, Journal: j, AppVersion: "simrelay-agent " + buildVersion(),
+		Logger: log, HTTPClient: httpClient(0), BackoffMax: *reconnectMax, Pacer: agent.NewPacer(*perMinute), DeliveryPoll: *poll})
+	if err := a.Run(ctx); err != nil {
+		var fatal *agent.FatalError
+		if errors.As(err, &fatal) {
+			// A distinct status, so a supervisor does not restart the
+			// agent in a loop (systemd: RestartPreventExitStatus=3).
+			fmt.Fprintln(stderr, "simrelay-agent run:", err)
+			return exitStop
+		}
+		return fail(err)
+	}
+	log.Info("stopped")
+	return 0
+}
+
+var e164 = regexp.MustCompile(`^\+[1-9][0-9]{7,14}$`)
+
+// parseSIMs reads SIM1,SIM2=+15550100002.
+func parseSIMs(s string) ([]proto.SIM, error) {
+	var out []proto.SIM
+	seen := map[string]bool{}
+	for _, part := range strings.Split(s, ",") {
+		slot, num, _ := strings.Cut(strings.TrimSpace(part), "=")
+		if slot != proto.SIM1 && slot != proto.SIM2 || seen[slot] {
+			return nil, fmt.Errorf("--sims %q: want SIM1 and/or SIM2, each once, each optionally =+E164", s)
+		}
+		if num != "" && !e164.MatchString(num) {
+			return nil, fmt.Errorf("--sims %q: %q is not an E.164 number such as +15550100001", s, num)
+		}
+		seen[slot] = true
+		out = append(out, proto.SIM{Slot: slot, PhoneNumber: num})
+	}
+	return out, nil
+}
+
+// secretKeys are log attribute names whose values never reach a log line.
+var secretKeys = []string{"token", "secret", "authorization", "password"}
+
+func newLogger(w io.Writer, format string, level slog.Level) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: level, ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+		k := strings.ToLower(a.Key)
+		for _, s := range secretKeys {
+			if strings.Contains(k, s) {
+				return slog.String(a.Key, "***")
+			}
+		}
+		return a
+	}}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}

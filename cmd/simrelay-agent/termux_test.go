@@ -1,0 +1,355 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeTermux writes termux-sms-send, termux-sms-list and
+// termux-telephony-deviceinfo into dir/bin. termux-sms-send records each
+// call in dir/calls (NAME.args: one argument a line, NAME.text: its stdin,
+// NAME.when: the local time, as Android's sent box has it); when the file
+// dir/block exists it removes it and then waits for a line on dir/fifo,
+// so a test can hold one send in the middle. It answers the number
+// +15550009999 as Termux:API answers without the SMS permission.
+// termux-sms-list prints dir/inbox.json for -t inbox and, for -t sent, the
+// recorded calls; it logs each call to dir/list.log.
+func fakeTermux(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, d := range []string{"calls"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeFile(t, filepath.Join(dir, "inbox.json"), "[]\n")
+	writeScript(t, dir, "termux-sms-send", `d="$FAKE_DIR"
+case "$*" in *+15550009999*)
+  cat >/dev/null
+  echo "Please grant the following permissions to use this command: android.permission.SEND_SMS"
+  exit 0;;
+esac
+f=$(mktemp "$d/calls/send.XXXXXX")
+cat > "$f.text"
+date '+%Y-%m-%d %H:%M:%S' > "$f.when"
+printf '%s\n' "$@" > "$f.tmp"
+mv "$f.tmp" "$f.args"
+if [ -e "$d/block" ]; then
+  rm -f "$d/block"
+  read line < "$d/fifo"
+fi
+exit 0
+`)
+	writeScript(t, dir, "termux-sms-list", `d="$FAKE_DIR"
+echo "$*" >> "$d/list.log"
+type=all; off=0
+while [ $# -gt 0 ]; do
+  case "$1" in -t) type=$2; shift;; -o) off=$2; shift;; esac
+  shift
+done
+if [ "$off" != 0 ]; then echo '[]'; exit 0; fi
+if [ "$type" = inbox ]; then cat "$d/inbox.json"; exit 0; fi
+printf '['; sep=''; i=0
+for a in "$d"/calls/*.args; do
+  [ -e "$a" ] || continue
+  i=$((i+1)); b=${a%.args}
+  printf '%s{"_id":%d,"threadid":%d,"type":"sent","read":true,"number":"%s","received":"%s","body":"%s"}' "$sep" "$i" "$i" "$(sed -n 2p "$a")" "$(cat "$b.when")" "$(cat "$b.text")"
+  sep=','
+done
+printf ']\n'
+`)
+	writeScript(t, dir, "termux-telephony-deviceinfo", `cat <<'EOF'
+{
+  "data_enabled": true,
+  "data_activity": "none",
+  "data_state": "connected",
+  "device_id": null,
+  "device_software_version": "01",
+  "phone_count": 1,
+  "phone_type": "gsm",
+  "network_operator": "310260",
+  "network_operator_name": "T-Mobile",
+  "network_country_iso": "us",
+  "network_type": "lte",
+  "network_roaming": false,
+  "sim_country_iso": "us",
+  "sim_operator": "310260",
+  "sim_operator_name": "T-Mobile",
+  "sim_serial_number": null,
+  "sim_subscriber_id": null,
+  "sim_state": "ready"
+}
+EOF
+`)
+	return dir
+}
+
+// sendCall is one recorded termux-sms-send call.
+type sendCall struct{ args, text string }
+
+func sendCalls(t *testing.T, dir string) []sendCall {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, "calls", "*.args"))
+	var out []sendCall
+	for _, f := range files {
+		a, err1 := os.ReadFile(f)
+		txt, err2 := os.ReadFile(strings.TrimSuffix(f, ".args") + ".text")
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		out = append(out, sendCall{args: strings.Join(strings.Fields(string(a)), " "), text: string(txt)})
+	}
+	return out
+}
+
+func countText(calls []sendCall, text string) int {
+	n := 0
+	for _, c := range calls {
+		if c.text == text {
+			n++
+		}
+	}
+	return n
+}
+
+// inboxJSON is termux-sms-list's output for messages (id, number, body).
+func inboxJSON(msgs ...[3]string) string {
+	var rows []string
+	for i := len(msgs) - 1; i >= 0; i-- { // newest first, as the tool prints them
+		m := msgs[i]
+		rows = append(rows, fmt.Sprintf(`{"_id":%s,"threadid":1,"type":"inbox","read":false,"number":%q,"received":%q,"body":%q}`,
+			m[0], m[1], time.Now().Format(time.DateTime), m[2]))
+	}
+	return "[" + strings.Join(rows, ",") + "]\n"
+}
+
+// webhookSink counts the webhook deliveries that mention a text.
+type webhookSink struct {
+	mu     sync.Mutex
+	bodies []string
+}
+
+func (w *webhookSink) count(text string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for _, b := range w.bodies {
+		if strings.Contains(b, text) {
+			n++
+		}
+	}
+	return n
+}
+
+func newWebhookSink(t *testing.T, s *server) *webhookSink {
+	w := &webhookSink{}
+	rc := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		w.mu.Lock()
+		w.bodies = append(w.bodies, string(b))
+		w.mu.Unlock()
+	}))
+	t.Cleanup(rc.Close)
+	s.must("PUT", "/webhooks/inbound-sms", map[string]any{"webhooks": []any{map[string]any{"url": rc.URL + "/hook"}}}, http.StatusOK)
+	return w
+}
+
+func termuxArgs(config string, extra ...string) []string {
+	return append([]string{"--config", config, "--transport", "termux", "--poll", "50ms", "--reconnect-max", "500ms", "--max-per-minute", "0", "--log-format", "json"}, extra...)
+}
+
+// TestTermuxSendsAndReceives: a REST send reaches termux-sms-send with the
+// number, the slot and the text (on stdin), and its status reaches history;
+// an SMS placed in the inbox reaches /automation/inbound-sms and a webhook
+// once, and what the inbox held before the first start is not forwarded.
+func TestTermuxSendsAndReceives(t *testing.T) {
+	agentPath, serverPath := binaries(t)
+	s := newServer(t, serverPath)
+	hooks := newWebhookSink(t, s)
+	fake := fakeTermux(t)
+	writeFile(t, filepath.Join(fake, "inbox.json"), inboxJSON([3]string{"41", "+15557654321", "old news from before the agent"}))
+	config := filepath.Join(t.TempDir(), "agent.json")
+	s.pair(agentPath, config, "termux-phone")
+	a := startAgent(t, agentPath, fake, termuxArgs(config, "--sims", "SIM1,SIM2=+15550100002")...)
+
+	text := "Your code is 481516; don't share it, \"please\""
+	id := s.send("termux-phone", "+15551234567", text, "SIM2")
+	until(t, "the send reaches termux-sms-send", func() bool { return len(sendCalls(t, fake)) > 0 })
+	calls := sendCalls(t, fake)
+	if len(calls) != 1 || calls[0].args != "-n +15551234567 -s 1" || calls[0].text != text {
+		t.Fatalf("termux-sms-send calls: got %+v, want one with -n +15551234567 -s 1 and the text on stdin", calls)
+	}
+	until(t, "the status reaches the server", func() bool { st, _ := s.queued(id); return st == "sent" })
+	hist := string(s.must("GET", "/chat/messages?device_fingerprint=termux-phone&phone=%2B15551234567", nil, http.StatusOK))
+	if !strings.Contains(hist, `"status":"sent"`) || !strings.Contains(hist, "481516") {
+		t.Fatalf("history: got %s, want the message with status sent", hist)
+	}
+	if !strings.Contains(a.stderr.String(), `"msg":"job sent"`) || !strings.Contains(a.stderr.String(), id) {
+		t.Errorf("no JSON log line for the job:\n%s", a.stderr.String())
+	}
+
+	// A refused permission fails the job with a clear log line.
+	denied := s.send("termux-phone", "+15550009999", "no permission", "SIM1")
+	until(t, "the refused send is reported failed", func() bool {
+		st, e := s.queued(denied)
+		return st == "failed" && e == "permission_denied"
+	})
+	if !strings.Contains(a.stderr.String(), "Termux:API > Permissions") {
+		t.Errorf("the log does not say which permission to grant:\n%s", a.stderr.String())
+	}
+
+	// A new message in the inbox reaches the server and the webhook once.
+	writeFile(t, filepath.Join(fake, "inbox.json"), inboxJSON(
+		[3]string{"41", "+15557654321", "old news from before the agent"},
+		[3]string{"42", "+15557654321", "Hi back from the phone"}))
+	until(t, "the inbound reaches the server", func() bool {
+		return strings.Contains(string(s.must("GET", "/automation/inbound-sms?device_fingerprint=termux-phone", nil, http.StatusOK)), "Hi back from the phone")
+	})
+	until(t, "the webhook is called", func() bool { return hooks.count("Hi back from the phone") > 0 })
+	// Let the agent read the inbox a few more times, then count again.
+	logged := func() int {
+		b, _ := os.ReadFile(filepath.Join(fake, "list.log"))
+		return strings.Count(string(b), "\n")
+	}
+	seen := logged()
+	until(t, "more inbox polls", func() bool { return logged() >= seen+5 })
+	var inbound []map[string]any
+	_ = json.Unmarshal(s.must("GET", "/automation/inbound-sms?device_fingerprint=termux-phone", nil, http.StatusOK), &inbound)
+	if len(inbound) != 1 || inbound[0]["message"] != "Hi back from the phone" {
+		t.Fatalf("inbound list: got %v, want only the new message (the old one is history)", inbound)
+	}
+	if n := hooks.count("Hi back from the phone"); n != 1 {
+		t.Fatalf("webhook deliveries of the message: got %d, want 1", n)
+	}
+	if hooks.count("old news") != 0 {
+		t.Fatal("a message from before the first start was forwarded")
+	}
+}
+
+// TestTermuxKilledBetweenAckAndSend kills the agent with SIGKILL while one
+// job is inside termux-sms-send and the next is acked and waiting: after a
+// restart, the waiting job is sent exactly once, the interrupted one is
+// never sent again and is reported sent because the sent box shows it.
+func TestTermuxKilledBetweenAckAndSend(t *testing.T) {
+	agentPath, serverPath := binaries(t)
+	s := newServer(t, serverPath)
+	fake := fakeTermux(t)
+	fifo := filepath.Join(fake, "fifo")
+	if err := exec.Command("mkfifo", fifo).Run(); err != nil {
+		t.Fatal(err)
+	}
+	release := func() {
+		if f, err := os.OpenFile(fifo, os.O_RDWR, 0); err == nil {
+			_, _ = f.WriteString("go\n")
+			f.Close()
+		}
+	}
+	t.Cleanup(release)
+	writeFile(t, filepath.Join(fake, "block"), "")
+	config := filepath.Join(t.TempDir(), "agent.json")
+	s.pair(agentPath, config, "kill-phone")
+	a := startAgent(t, agentPath, fake, termuxArgs(config)...) // SIMs from termux-telephony-deviceinfo
+
+	first := s.send("kill-phone", "+15551230001", "first, held inside the tool", "")
+	until(t, "the first send is inside termux-sms-send", func() bool { return countText(sendCalls(t, fake), "first, held inside the tool") == 1 })
+	second := s.send("kill-phone", "+15551230002", "second, acked and waiting", "")
+	until(t, "the second job is acked (sending)", func() bool { st, _ := s.queued(second); return st == "sending" })
+	if n := countText(sendCalls(t, fake), "second, acked and waiting"); n != 0 {
+		t.Fatalf("the second job ran while the first held the tool (%d calls)", n)
+	}
+	a.kill()
+
+	startAgent(t, agentPath, fake, termuxArgs(config)...)
+	until(t, "the second job is sent after the restart", func() bool { st, _ := s.queued(second); return st == "sent" })
+	until(t, "the first job is reported", func() bool { st, _ := s.queued(first); return st == "sent" })
+	release() // the old termux-sms-send ends now; it must change nothing
+	calls := sendCalls(t, fake)
+	if n := countText(calls, "second, acked and waiting"); n != 1 {
+		t.Fatalf("the acked job went to termux-sms-send %d times, want exactly 1", n)
+	}
+	if n := countText(calls, "first, held inside the tool"); n != 1 {
+		t.Fatalf("the interrupted job went to termux-sms-send %d times, want exactly 1 (never again)", n)
+	}
+}
+
+// TestServerRestartMidBurst kills the server with SIGKILL in the middle of a
+// burst of sends and starts it again on the same port and data: every send
+// it answered reaches termux-sms-send exactly once and is reported sent.
+func TestServerRestartMidBurst(t *testing.T) {
+	agentPath, serverPath := binaries(t)
+	s := newServer(t, serverPath)
+	fake := fakeTermux(t)
+	config := filepath.Join(t.TempDir(), "agent.json")
+	s.pair(agentPath, config, "burst-phone")
+	startAgent(t, agentPath, fake, termuxArgs(config, "--sims", "SIM1")...)
+
+	answered := map[string]string{} // text -> queue id
+	killed := false
+	for i := 0; i < 60; i++ {
+		text := fmt.Sprintf("burst message %02d", i)
+		code, b, err := s.call("POST", "/chat/send", map[string]any{"device_fingerprint": "burst-phone", "phone": "+15551239999", "message": text})
+		if err == nil && code == http.StatusOK {
+			var ans struct {
+				QueueID string `json:"queueId"`
+			}
+			_ = json.Unmarshal(b, &ans)
+			answered[text] = ans.QueueID
+		}
+		if i == 25 && !killed {
+			s.kill()
+			killed = true
+			// A few sends meet the dead server; then it comes back.
+			for k := 0; k < 3; k++ {
+				if _, _, err := s.call("POST", "/chat/send", map[string]any{"device_fingerprint": "burst-phone", "phone": "+15551239999", "message": "lost"}); err == nil {
+					t.Fatal("the killed server answered")
+				}
+			}
+			s.restart()
+		}
+	}
+	if len(answered) < 50 {
+		t.Fatalf("only %d sends were answered", len(answered))
+	}
+	for text, id := range answered {
+		until(t, "send "+text+" is reported sent", func() bool { st, _ := s.queued(id); return st == "sent" })
+	}
+	calls := sendCalls(t, fake)
+	for text := range answered {
+		if n := countText(calls, text); n != 1 {
+			t.Errorf("%q went to termux-sms-send %d times, want 1", text, n)
+		}
+	}
+	for _, c := range calls {
+		if countText(calls, c.text) != 1 {
+			t.Errorf("%q was sent %d times", c.text, countText(calls, c.text))
+		}
+	}
+}
+
+// TestMissingToolIsNamed: without Termux:API or ModemManager installed the
+// agent stops at once and says what to install.
+func TestMissingToolIsNamed(t *testing.T) {
+	agentPath, _ := binaries(t)
+	empty := t.TempDir()
+	for _, tc := range []struct{ transport, want string }{
+		{"termux", "termux-sms-send is not installed (not found in PATH): install the Termux:API app"},
+		{"modem", "mmcli is not installed (not found in PATH): install ModemManager"},
+	} {
+		cmd := exec.Command(agentPath, "run", "--transport", tc.transport, "--config", filepath.Join(empty, "none.json"))
+		cmd.Env = append(os.Environ(), "PATH="+filepath.Join(empty, "bin"))
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), tc.want) {
+			t.Errorf("%s without its tool: got %v %q, want an error containing %q", tc.transport, err, out, tc.want)
+		}
+	}
+}
