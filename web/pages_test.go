@@ -13,7 +13,7 @@ import (
 )
 
 // signedInPages are every page of the signed-in console.
-var signedInPages = []string{"/console/", "/console/devices", "/console/messages", "/console/webhooks", "/console/team",
+var signedInPages = []string{"/console/", "/console/devices", "/console/messages", "/console/numbers", "/console/opt-outs", "/console/webhooks", "/console/team",
 	"/console/settings", "/console/billing"}
 
 func TestPagesNeedASession(t *testing.T) {
