@@ -199,20 +199,27 @@ func (c *Console) setNumberPacing(w http.ResponseWriter, r *http.Request, q *req
 		return outcome{}, err
 	}
 	var caps channel.CapsPatch
-	for field, dst := range map[string]**int{"caps.per_minute": &caps.PerMinute, "caps.per_hour": &caps.PerHour, "caps.per_day": &caps.PerDay} {
-		v, err := formInt(r, field)
+	// In the form's order, so the first wrong field is the one named.
+	for _, f := range []struct {
+		name string
+		dst  **int
+	}{{"caps.per_minute", &caps.PerMinute}, {"caps.per_hour", &caps.PerHour}, {"caps.per_day", &caps.PerDay}} {
+		v, err := formInt(r, f.name)
 		if err != nil {
 			return outcome{}, err
 		}
-		*dst = &v
+		*f.dst = &v
 	}
 	var gap channel.GapPatch
-	for field, dst := range map[string]**float64{"gap_seconds.min": &gap.Min, "gap_seconds.max": &gap.Max} {
-		v, err := formFloat(r, field)
+	for _, f := range []struct {
+		name string
+		dst  **float64
+	}{{"gap_seconds.min", &gap.Min}, {"gap_seconds.max", &gap.Max}} {
+		v, err := formFloat(r, f.name)
 		if err != nil {
 			return outcome{}, err
 		}
-		*dst = &v
+		*f.dst = &v
 	}
 	n, err := c.deps.Channels.Update(r.Context(), q.p().CompanyID, ch, r.PathValue("id"), channel.Patch{Caps: &caps, Gap: &gap})
 	if err != nil {
