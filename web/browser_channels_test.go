@@ -49,6 +49,15 @@ func TestBrowserWhatsAppSendReachesDeliveredAndPauseRefuses(t *testing.T) {
 	if rows := eval[int](t, ctx, `document.querySelectorAll("#agent-msgs tr").length`); rows != 1 {
 		t.Errorf("the refused send is listed: %d rows", rows)
 	}
+
+	// At 360 px the number's page does not scroll sideways, and every input has a label.
+	do(t, ctx, "360 px wide", chromedp.EmulateViewport(360, 740), chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(`#agent-send`)))
+	if w := eval[int](t, ctx, `document.documentElement.scrollWidth`); w > 360 {
+		t.Errorf("the number's page is %d px wide at 360 px", w)
+	}
+	if unlabelled := eval[[]string](t, ctx, `Array.from(document.querySelectorAll("input:not([type=hidden]),select,textarea")).filter(function(el){return !(el.labels && el.labels.length)}).map(function(el){return el.name||el.id})`); len(unlabelled) > 0 {
+		t.Errorf("the number's page has inputs without a label: %v", unlabelled)
+	}
 }
 
 func TestBrowserScheduledSMSCancelled(t *testing.T) {
