@@ -156,7 +156,7 @@ func (s *Service) Inbound(_ context.Context, dev store.Device, in proto.Inbound)
 	if s.onInbound != nil {
 		hook = s.onInbound
 	}
-	stored, _, err := s.store.StoreAgentInbound(&m, s.now, hook)
+	stored, dup, err := s.store.StoreAgentInbound(&m, s.now, hook)
 	switch {
 	case errors.Is(err, store.ErrDeviceGone):
 		return proto.InboundAck{}, problem.New(problem.NotFound, "The device was deleted.")
@@ -164,6 +164,9 @@ func (s *Service) Inbound(_ context.Context, dev store.Device, in proto.Inbound)
 		return proto.InboundAck{}, problem.Invalid("to", "is not a "+noun(in.Channel)+" of this company: announce it in hello first")
 	case err != nil:
 		return proto.InboundAck{}, sms.Refusal(err, s.now())
+	}
+	if !dup {
+		s.changed(stored)
 	}
 	return proto.InboundAck{ClientID: in.ClientID, ID: stored.ID, UUID: stored.UUID}, nil
 }

@@ -44,6 +44,7 @@ type Service struct {
 	store     *store.Store
 	gov       *pacing.Governor
 	dispatch  Dispatcher
+	watch     sms.Watcher
 	onInbound InboundHook
 	log       *slog.Logger
 	now       func() time.Time
@@ -61,6 +62,20 @@ func New(cfg Config, st *store.Store, onInbound InboundHook, log *slog.Logger, n
 
 // SetDispatcher wires the hub; call it before serving.
 func (s *Service) SetDispatcher(d Dispatcher) { s.dispatch = d }
+
+// SetWatcher wires the listener of message changes (the console's live
+// updates), as sms.Service.SetWatcher does; call it before serving. Acks and
+// status reports of WhatsApp and iMessage sends go through the SMS intake,
+// which tells its own watcher; this one hears of new sends and inbound
+// messages.
+func (s *Service) SetWatcher(w sms.Watcher) { s.watch = w }
+
+// changed tells the watcher, if any, of a committed change.
+func (s *Service) changed(m store.Message) {
+	if s.watch != nil {
+		s.watch.MessageChanged(m)
+	}
+}
 
 // Config is the service's configuration with its defaults filled in.
 func (s *Service) Config() Config { return s.cfg }
@@ -202,8 +217,11 @@ func (s *Service) Send(_ context.Context, in SendInput, answer Answer) (msg stor
 	case err != nil:
 		return msg, nil, sms.Refusal(err, s.now())
 	}
-	if prior == nil && s.dispatch != nil && msg.Device != "" {
-		s.dispatch.Kick(msg.Device)
+	if prior == nil {
+		s.changed(msg) // after the commit, never inside it
+		if s.dispatch != nil && msg.Device != "" {
+			s.dispatch.Kick(msg.Device)
+		}
 	}
 	return msg, prior, nil
 }

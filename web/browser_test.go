@@ -136,6 +136,7 @@ func TestBrowserMemberSeesNoAdminActions(t *testing.T) {
 		"/console/settings": {`#api-key`, `form[action="/console/settings/api-key/rotate"]`},
 		"/console/webhooks": {`form[action="/console/webhooks/secret/rotate"]`, `main form button[type=submit]`},
 		"/console/billing":  {`form[action="/console/billing/subscribe"]`},
+		"/console/opt-outs": {`#keywords`},
 	} {
 		do(t, ctx, "open "+path, chromedp.Navigate(e.url+path), chromedp.WaitVisible(chromedp.CSS(`h1`)))
 		for _, sel := range hidden {

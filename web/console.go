@@ -13,6 +13,7 @@ import (
 	"github.com/simrelay/simrelay/account"
 	androidproto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/billing"
+	"github.com/simrelay/simrelay/channel"
 	"github.com/simrelay/simrelay/device"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/sms"
@@ -62,9 +63,12 @@ type Period interface {
 
 // Deps are the services behind the console: the API's own.
 type Deps struct {
-	Accounts  *account.Service
-	Devices   *device.Service
-	SMS       *sms.Service
+	Accounts *account.Service
+	Devices  *device.Service
+	SMS      *sms.Service
+	// Channels is WhatsApp and iMessage; nil hides their page. The caller
+	// wires the Broker to its SetWatcher too.
+	Channels  *channel.Service
 	Webhooks  *webhook.Service
 	Billing   *billing.Service // nil hides the billing page
 	Phones    Phones
@@ -144,8 +148,13 @@ var funcs = template.FuncMap{
 			{"city", "City", co.City}, {"state", "State", co.State}, {"country", "Country (two letters)", co.Country},
 		}
 	},
-	"channels": func() []string { return []string{"sms", "whatsapp", "imessage"} },
-	"list3":    func() []string { return []string{"SIM1", "SIM2", "BOTH"} },
+	"channels":      func() []string { return []string{"sms", "whatsapp", "imessage"} },
+	"inboundEvents": func() []string { return inboundEvents },
+	"statusEvents":  func() []string { return statusEvents },
+	"eventTicked":   eventTicked,
+	"dec":           func(n int) int { return n - 1 },
+	"cancelable":    func(status string) bool { return status == store.MsgScheduled || status == store.MsgQueued },
+	"list3":         func() []string { return []string{"SIM1", "SIM2", "BOTH"} },
 	// ferr is the place of a field's error message, filled by the server
 	// after a plain post or by the JavaScript after a fetch.
 	"ferr": func(f Flash, field string) template.HTML {

@@ -135,11 +135,26 @@ type liveMessage struct {
 	Status    string `json:"status"`
 	Error     string `json:"error,omitempty"`
 	CreatedAt string `json:"created_at"`
+	// Channel is sms, whatsapp or imessage; NumberID names the WhatsApp
+	// number or iMessage handle of the other two.
+	Channel     string `json:"channel"`
+	NumberID    string `json:"number_id,omitempty"`
+	ContentType string `json:"content_type,omitempty"`
+	MediaURL    string `json:"media_url,omitempty"`
+	// SendAt is when a scheduled SMS is due.
+	SendAt string `json:"send_at,omitempty"`
 }
 
 func liveOut(m store.Message) liveMessage {
 	out := liveMessage{ID: m.ID, Device: m.Device, Phone: m.Phone, Direction: m.Direction, Text: m.Text,
-		SIMSlot: m.SIMSlot, Status: m.Status, Error: m.Error, CreatedAt: m.CreatedAt.UTC().Format(time.RFC3339)}
+		SIMSlot: m.SIMSlot, Status: m.Status, Error: m.Error, CreatedAt: m.CreatedAt.UTC().Format(time.RFC3339),
+		Channel: m.Channel, NumberID: m.NumberRef, ContentType: m.ContentType, MediaURL: m.MediaURL}
+	if out.Channel == "" {
+		out.Channel = "sms"
+	}
+	if !m.SendAt.IsZero() {
+		out.SendAt = m.SendAt.UTC().Format(time.RFC3339)
+	}
 	if m.Direction == store.Outbound {
 		out.QueueID = m.UUID
 	}

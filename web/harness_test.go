@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -20,6 +21,7 @@ import (
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/android-protocol/client"
 	"github.com/simrelay/simrelay/billing"
+	"github.com/simrelay/simrelay/channel"
 	"github.com/simrelay/simrelay/device"
 	"github.com/simrelay/simrelay/gateway"
 	"github.com/simrelay/simrelay/httpapi"
@@ -44,6 +46,9 @@ type env struct {
 	clock    *testclock.Clock
 	accounts *account.Service
 	broker   *web.Broker
+	hub      *gateway.Hub
+	sms      *sms.Service
+	agents   *channel.Service
 	// stop takes the server down (the "server unreachable" case).
 	stop func()
 }
@@ -102,16 +107,23 @@ func newEnv(t *testing.T, opts ...func(*envOptions)) *env {
 		t.Fatal(err)
 	}
 	st.SetPlans(bill)
+	agents, err := channel.New(channel.Config{}, st, hooks.OnInbound, log, clk.Now, rand.NewPCG(1, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	agents.SetDispatcher(hub)
+	hub.SetAgents(agents)
 	broker := web.NewBroker(o.streams)
 	messages.SetWatcher(broker)
-	console, err := web.New(web.Config{PublicURL: publicURL}, web.Deps{Accounts: accounts, Devices: devices, SMS: messages,
+	agents.SetWatcher(broker)
+	console, err := web.New(web.Config{PublicURL: publicURL}, web.Deps{Accounts: accounts, Devices: devices, SMS: messages, Channels: agents,
 		Webhooks: hooks, Billing: bill, Phones: hub, Analytics: st, Period: bill, Broker: broker, Logger: log, Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
 	api, err := httpapi.New(httpapi.Config{GeneralRate: o.generalRate, AuthRate: o.authRate},
-		httpapi.Deps{Accounts: accounts, Devices: devices, SMS: messages, Webhooks: hooks, Phones: hub, PhoneSocket: hub, Store: st,
+		httpapi.Deps{Accounts: accounts, Devices: devices, SMS: messages, Channels: agents, Webhooks: hooks, Phones: hub, PhoneSocket: hub, Store: st,
 			Analytics: st, Period: bill, Billing: bill, Console: console.Handler(), ConsoleIdentity: console.Identity, Logger: log, Registry: reg, Gatherer: reg, Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
@@ -121,7 +133,7 @@ func newEnv(t *testing.T, opts ...func(*envOptions)) *env {
 	srv.Config.RegisterOnShutdown(console.Shutdown)
 	srv.Start()
 	t.Cleanup(func() { console.Shutdown(); srv.Close() })
-	return &env{t: t, url: srv.URL, store: st, inbox: inbox, clock: clk, accounts: accounts, broker: broker,
+	return &env{t: t, url: srv.URL, store: st, inbox: inbox, clock: clk, accounts: accounts, broker: broker, hub: hub, sms: messages, agents: agents,
 		stop: func() { console.Shutdown(); srv.CloseClientConnections(); srv.Listener.Close() }}
 }
 

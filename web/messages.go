@@ -3,6 +3,8 @@ package web
 import (
 	"net/http"
 	"slices"
+	"strings"
+	"time"
 
 	"github.com/simrelay/simrelay/sms"
 )
@@ -15,6 +17,7 @@ func (c *Console) messageRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET "+Prefix+"/messages", c.page(member, c.messagesPage))
 	mux.HandleFunc("GET "+Prefix+"/messages/thread", c.page(member, c.threadJSON))
 	mux.HandleFunc("POST "+Prefix+"/messages/send", c.action(member, Prefix+"/messages", c.sendSMS))
+	mux.HandleFunc("POST "+Prefix+"/messages/cancel", c.action(member, Prefix+"/messages", c.cancelSMS))
 }
 
 type messagesData struct {
@@ -110,7 +113,32 @@ func (c *Console) threadJSON(w http.ResponseWriter, r *http.Request, q *req) err
 func (c *Console) sendSMS(w http.ResponseWriter, r *http.Request, q *req) (outcome, error) {
 	f := r.PostFormValue
 	m, _, err := c.deps.SMS.Send(r.Context(), sms.SendInput{CompanyID: q.p().CompanyID, UserID: q.p().UserID,
-		Device: f("device_fingerprint"), Phone: f("phone"), Message: f("message"), SIMSlot: f("sim_slot")}, nil)
+		Device: f("device_fingerprint"), Phone: f("phone"), Message: f("message"), SIMSlot: f("sim_slot"), SendAt: sendAtOf(f("send_at"))}, nil)
+	if err != nil {
+		return outcome{}, err
+	}
+	back := withQuery(withQuery(Prefix+"/messages", "device", m.Device), "phone", m.Phone)
+	return outcome{Redirect: back, Data: liveOut(m)}, nil
+}
+
+// sendAtOf reads the send box's "send at": a browser's date-time input
+// (2026-11-24T09:30, taken as UTC, as the label says) or RFC 3339. Anything
+// else goes to the service as typed, which names send_at in its answer.
+func sendAtOf(v string) string {
+	v = strings.TrimSpace(v)
+	for _, layout := range []string{"2006-01-02T15:04", "2006-01-02T15:04:05"} {
+		if t, err := time.Parse(layout, v); err == nil {
+			return t.UTC().Format(time.RFC3339)
+		}
+	}
+	return v
+}
+
+// cancelSMS takes back a scheduled or queued message, as DELETE
+// /chat/queue/{queueId} does: once a phone has it, the service's 409
+// sentence says so.
+func (c *Console) cancelSMS(w http.ResponseWriter, r *http.Request, q *req) (outcome, error) {
+	m, err := c.deps.SMS.Cancel(r.Context(), q.p().CompanyID, r.PostFormValue("queue_id"))
 	if err != nil {
 		return outcome{}, err
 	}

@@ -13,7 +13,7 @@ import (
 )
 
 // signedInPages are every page of the signed-in console.
-var signedInPages = []string{"/console/", "/console/devices", "/console/messages", "/console/webhooks", "/console/team",
+var signedInPages = []string{"/console/", "/console/devices", "/console/messages", "/console/numbers", "/console/opt-outs", "/console/webhooks", "/console/team",
 	"/console/settings", "/console/billing"}
 
 func TestPagesNeedASession(t *testing.T) {
@@ -114,7 +114,9 @@ func TestEveryPostNeedsTheCSRFToken(t *testing.T) {
 	b.signIn("ada@acme.test", "Correct1horse")
 	for _, path := range []string{"/console/devices/pair", "/console/devices/x", "/console/devices/x/delete", "/console/messages/send",
 		"/console/webhooks", "/console/webhooks/secret/rotate", "/console/team/invite", "/console/team/1/role", "/console/team/1/remove",
-		"/console/settings/company", "/console/settings/api-key/rotate", "/console/billing/subscribe", "/console/billing/portal", "/console/signout"} {
+		"/console/settings/company", "/console/settings/api-key/rotate", "/console/billing/subscribe", "/console/billing/portal", "/console/signout",
+		"/console/messages/cancel", "/console/opt-outs", "/console/opt-outs/remove", "/console/opt-outs/keywords",
+		"/console/numbers/whatsapp/x/status", "/console/numbers/whatsapp/x/pacing", "/console/numbers/whatsapp/x/send"} {
 		for name, tok := range map[string]string{"none": "", "wrong": "not-the-token"} {
 			got := b.post(path, url.Values{"csrf": {tok}})
 			if got.status != http.StatusForbidden || !strings.Contains(got.body, "security token") {

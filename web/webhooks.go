@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -72,7 +73,7 @@ func (c *Console) saveWebhooks(w http.ResponseWriter, r *http.Request, q *req) (
 			continue
 		}
 		in := webhook.EntryInput{URL: f("url"), Devices: splitList(f("devices")), Channels: r.PostForm[at+"channels"],
-			WANumbers: splitList(f("wa_numbers")), IMHandles: splitList(f("im_handles"))}
+			WANumbers: splitList(f("wa_numbers")), IMHandles: splitList(f("im_handles")), Events: eventsOf(r.PostForm[at+"events"])}
 		if v := f("id"); v != "" {
 			id, err := strconv.ParseInt(v, 10, 64)
 			if err != nil {
@@ -123,4 +124,29 @@ func (c *Console) rotateSecret(w http.ResponseWriter, r *http.Request, q *req) (
 		return outcome{}, err
 	}
 	return outcome{Notice: "Signing secret rotated: receivers must use the new one now."}, nil
+}
+
+// Event types of the editor: the inbound ones an entry gets by default, and
+// the status events it may opt in to.
+var (
+	inboundEvents = []string{"sms.received", "whatsapp.received", "imessage.received"}
+	statusEvents  = []string{"message.sent", "message.delivered", "message.failed", "message.expired"}
+)
+
+// eventsOf is the entry's events list from its boxes: exactly the inbound
+// types (the boxes as a new entry shows them) is stored as no list, so the
+// entry keeps the default; so is none ticked, which means the same.
+func eventsOf(ticked []string) []string {
+	if len(ticked) == 0 || slices.Equal(ticked, inboundEvents) {
+		return nil
+	}
+	return ticked
+}
+
+// eventTicked says whether an entry's box for event type v is ticked.
+func eventTicked(events []string, v string) bool {
+	if len(events) == 0 {
+		return slices.Contains(inboundEvents, v)
+	}
+	return slices.Contains(events, v)
 }

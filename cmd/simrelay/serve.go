@@ -299,7 +299,8 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	// The console's live updates hear of every message change after its commit.
 	broker := web.NewBroker(web.StreamConfig{})
 	messages.SetWatcher(broker)
-	console, err := web.New(web.Config{PublicURL: cfg.publicURL}, web.Deps{Accounts: accounts, Devices: devices, SMS: messages,
+	agents.SetWatcher(broker)
+	console, err := web.New(web.Config{PublicURL: cfg.publicURL}, web.Deps{Accounts: accounts, Devices: devices, SMS: messages, Channels: agents,
 		Webhooks: hooks, Billing: bill, Phones: hub, Analytics: st, Period: bill, Broker: broker, Logger: log.With("component", "console"), Now: time.Now})
 	if err != nil {
 		return err

@@ -136,6 +136,14 @@
       var st = document.createElement("span");
       st.className = "status"; st.setAttribute("data-status", m.status); st.textContent = m.status;
       meta.appendChild(st);
+      if (m.status === "scheduled" && m.send_at) {
+        var when = document.createElement("span");
+        when.className = "when"; when.textContent = " for ";
+        var wt = document.createElement("time");
+        wt.dateTime = m.send_at; wt.textContent = m.send_at;
+        when.appendChild(wt);
+        meta.appendChild(when);
+      }
       if (m.error) {
         var e = document.createElement("span");
         e.className = "error"; e.textContent = " " + m.error;
@@ -143,7 +151,27 @@
       }
     }
     li.appendChild(p); li.appendChild(meta);
+    if (m.direction === "outbound" && (m.status === "scheduled" || m.status === "queued") && m.queue_id) {
+      li.appendChild(cancelForm(m.queue_id));
+    }
     return li;
+  }
+
+  // cancelForm takes back a scheduled or queued SMS (the submit handler
+  // above posts it like every form).
+  function cancelForm(queueID) {
+    var f = document.createElement("form");
+    f.method = "post"; f.action = "/console/messages/cancel"; f.className = "cancel";
+    f.setAttribute("data-stay", "");
+    [["csrf", csrf], ["queue_id", queueID]].forEach(function (kv) {
+      var i = document.createElement("input");
+      i.type = "hidden"; i.name = kv[0]; i.value = kv[1];
+      f.appendChild(i);
+    });
+    var b = document.createElement("button");
+    b.type = "submit"; b.className = "link"; b.textContent = "Cancel";
+    f.appendChild(b);
+    return f;
   }
 
   // Statuses only move forward; events and answers may arrive out of order.
@@ -157,6 +185,7 @@
   }
 
   function upsert(m) {
+    if (m.channel && m.channel !== "sms") { agentUpsert(m); return; }
     if (!chat || m.device !== chat.getAttribute("data-device")) { return; }
     if (m.phone === chat.getAttribute("data-phone") && thread) {
       var old = thread.querySelector('[data-id="' + m.id + '"]');
@@ -182,7 +211,60 @@
     convs.insertBefore(item, convs.firstChild);
   }
 
+  // WhatsApp and iMessage: a number's page lists its messages, newest first.
+  var agentMsgs = document.getElementById("agent-msgs");
+
+  function agentRow(m) {
+    var tr = document.createElement("tr");
+    tr.setAttribute("data-id", m.id);
+    var cells = [m.created_at, m.direction, m.phone,
+      (m.content_type && m.content_type !== "text" ? "[" + m.content_type + "] " + (m.media_url || "") + " " : "") + m.text];
+    cells.forEach(function (v, i) {
+      var td = document.createElement("td");
+      if (i === 0) {
+        var t = document.createElement("time"); t.dateTime = v; t.textContent = v; td.appendChild(t);
+      } else { td.textContent = v; }
+      if (i === 3) { td.className = "text"; }
+      tr.appendChild(td);
+    });
+    var td = document.createElement("td");
+    if (m.direction === "outbound") {
+      var st = document.createElement("span");
+      st.className = "status"; st.setAttribute("data-status", m.status); st.textContent = m.status;
+      td.appendChild(st);
+      if (m.error) {
+        var e = document.createElement("span");
+        e.className = "error"; e.textContent = " " + m.error;
+        td.appendChild(e);
+      }
+    }
+    tr.appendChild(td);
+    return tr;
+  }
+
+  function agentUpsert(m) {
+    if (!agentMsgs || m.number_id !== agentMsgs.getAttribute("data-number")) { return; }
+    var old = agentMsgs.querySelector('tr[data-id="' + m.id + '"]');
+    if (old && rank(old) > rank(m)) { return; }
+    var row = agentRow(m);
+    if (old) { agentMsgs.replaceChild(row, old); } else { agentMsgs.insertBefore(row, agentMsgs.firstChild); }
+    var none = document.getElementById("no-msgs");
+    if (none) { none.remove(); }
+  }
+
+  function reloadAgent() {
+    var u = location.pathname.replace(/\/$/, "") + "/messages";
+    fetch(u, {credentials: "same-origin", headers: {"Accept": "application/json"}}).then(function (r) { return r.ok ? r.json() : null; })
+      .then(function (b) {
+        if (!b) { return; }
+        agentMsgs.textContent = "";
+        b.messages.forEach(function (m) { agentMsgs.appendChild(agentRow(m)); });
+      }).catch(function () {});
+  }
+
   function reloadThread() {
+    if (agentMsgs) { reloadAgent(); return; }
+    if (!chat) { return; }
     var phone = chat.getAttribute("data-phone");
     if (!phone || !thread) { return; }
     var u = "/console/messages/thread?device=" + encodeURIComponent(chat.getAttribute("data-device")) + "&phone=" + encodeURIComponent(phone);
@@ -199,6 +281,7 @@
     if (text) { text.value = ""; text.focus(); }
     var m = out.data;
     if (!m) { return; }
+    if (m.channel && m.channel !== "sms") { agentUpsert(m); return; }
     if (chat && m.phone !== chat.getAttribute("data-phone")) {
       // A new conversation: open it (the stream keeps it live from there).
       location.assign(out.redirect);
@@ -207,20 +290,23 @@
     upsert(m);
   }
 
-  if (chat && window.EventSource) {
+  // live is the element whose data-live tells (and tests see) whether the
+  // stream is open: the chat, or a number's message list.
+  var live = chat || agentMsgs;
+  if (live && window.EventSource) {
     var opened = false;
     var connect = function () {
       var es = new EventSource("/console/events");
       es.addEventListener("open", function () {
         if (opened) { reloadThread(); } // events may have been missed while away
         opened = true;
-        chat.setAttribute("data-live", "true");
+        live.setAttribute("data-live", "true");
         if (banner && banner.classList.contains("live")) { banner.hidden = true; }
       });
       es.addEventListener("message", function (ev) { upsert(JSON.parse(ev.data)); });
       es.addEventListener("signedout", function () { es.close(); sessionExpired(); });
       es.addEventListener("error", function () {
-        chat.setAttribute("data-live", "false");
+        live.setAttribute("data-live", "false");
         if (es.readyState === EventSource.CLOSED) {
           // Refused (session gone) or the server is down: check which, retry.
           fetch("/console/devices/state", {credentials: "same-origin", headers: {"Accept": "application/json"}})
