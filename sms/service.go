@@ -194,15 +194,18 @@ func (s *Service) Run(ctx context.Context) {
 
 func (s *Service) expire() {
 	for {
-		n, err := s.store.ExpireQueued(s.now(), 1000)
+		expired, err := s.store.ExpireQueued(s.now(), 1000)
 		if err != nil {
 			s.log.Error("expire queued messages", "err", err)
 			return
 		}
-		if n > 0 {
-			s.log.Info("queued messages expired", "count", n)
+		for _, m := range expired {
+			s.changed(m)
 		}
-		if n < 1000 {
+		if len(expired) > 0 {
+			s.log.Info("queued messages expired", "count", len(expired))
+		}
+		if len(expired) < 1000 {
 			return
 		}
 	}

@@ -393,12 +393,11 @@ func (s *Store) Pending(companyID, deviceID uint64, after uint64, limit int) ([]
 }
 
 // ExpireQueued marks queued messages whose TTL ended before now as expired,
-// at most limit of them, and returns how many it marked.
-func (s *Store) ExpireQueued(now time.Time, limit int) (int, error) {
-	n := 0
+// at most limit of them, and returns them as they now are.
+func (s *Store) ExpireQueued(now time.Time, limit int) ([]Message, error) {
+	var expired []Message
 	err := s.grouped(func(tx *bolt.Tx) error {
-		n = 0
-		var expired []Message
+		expired = expired[:0]
 		msgs := tx.Bucket(bucketMessages)
 		c := tx.Bucket(bucketQueueExpiry).Cursor()
 		end := timeKey(now)
@@ -409,26 +408,29 @@ func (s *Store) ExpireQueued(now time.Time, limit int) (int, error) {
 			}
 			expired = append(expired, m)
 		}
-		for _, m := range expired {
-			if err := leaveQueue(tx, m); err != nil {
+		for i := range expired {
+			m := &expired[i]
+			if err := leaveQueue(tx, *m); err != nil {
 				return err
 			}
 			from := m.Status
 			m.Status, m.UpdatedAt, m.Error = MsgExpired, now.UTC(), "not taken by the phone within its time to live"
-			if err := countTransition(tx, m, from, "", now); err != nil {
+			if err := countTransition(tx, *m, from, "", now); err != nil {
 				return err
 			}
-			if err := s.statusEvent(tx, m, now); err != nil {
+			if err := s.statusEvent(tx, *m, now); err != nil {
 				return err
 			}
 			if err := putJSON(msgs, itob(m.ID), m); err != nil {
 				return err
 			}
 		}
-		n = len(expired)
 		return nil
 	})
-	return n, err
+	if err != nil {
+		return nil, err
+	}
+	return expired, nil
 }
 
 // failDeviceMessages fails the scheduled, queued and sending messages of a device that is going away.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/android-protocol/client"
 	"github.com/simrelay/simrelay/internal/poll"
 	"github.com/simrelay/simrelay/web"
 )
@@ -135,4 +136,26 @@ func TestLiveStreamOutlivesTheServersReadTimeout(t *testing.T) {
 			t.Fatalf("the stream ended after %s, with a read timeout of %s", time.Since(start), readTimeout)
 		}
 	}
+}
+
+// A message the sweeper expires shows as expired on open tabs too, as
+// every other status change does.
+func TestLiveStreamCarriesExpiry(t *testing.T) {
+	e := newEnv(t)
+	keyA := e.company("Acme", "ada@acme.test", "Correct1horse")
+	// Paired but never connected: nobody takes the job.
+	if _, err := client.Register(context.Background(), nil, e.url, client.RegisterInput{PairingCode: e.pairingCode(keyA), DeviceFingerprint: "fp-acme", AppVersion: "1.2.3"}); err != nil {
+		t.Fatal(err)
+	}
+	ada := e.browser()
+	ada.signIn("ada@acme.test", "Correct1horse")
+	events, _ := ada.stream(t)
+	poll.Until(t, "the stream is open", func() bool { return e.broker.Streams() == 1 })
+	if p := ada.post("/console/messages/send", url.Values{"device_fingerprint": {"fp-acme"}, "phone": {"+15550100000"}, "message": {"nobody takes this"}, "sim_slot": {"SIM1"}}); p.status != http.StatusOK {
+		t.Fatalf("send: %d %s", p.status, p.body)
+	}
+	waitEvent(t, events, `"status":"queued"`)
+	e.clock.Advance(25 * time.Hour)
+	e.sms.Expire()
+	waitEvent(t, events, `"status":"expired"`)
 }
