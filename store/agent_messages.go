@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -213,7 +214,10 @@ func (s *Store) AgentMessages(companyID, numberID uint64, page, limit int) ([]Me
 		out, total = nil, 0
 		prefix := pair(companyID, numberID)
 		msgs := tx.Bucket(bucketMessages)
-		skip := (page - 1) * limit
+		skip := math.MaxInt // a page past any possible count: empty
+		if page-1 <= math.MaxInt/limit {
+			skip = (page - 1) * limit // no overflow wrapping round to an early page
+		}
 		c := tx.Bucket(bucketAgentMessages).Cursor()
 		k, _ := c.Seek(append(pair(companyID, numberID), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff))
 		if k == nil {
