@@ -162,6 +162,8 @@ func (s *Service) Inbound(_ context.Context, dev store.Device, in proto.Inbound)
 		return proto.InboundAck{}, problem.New(problem.NotFound, "The device was deleted.")
 	case errors.Is(err, store.ErrNotFound):
 		return proto.InboundAck{}, problem.Invalid("to", "is not a "+noun(in.Channel)+" of this company: announce it in hello first")
+	case errors.Is(err, store.ErrNumberNotHeld):
+		return proto.InboundAck{}, problem.Invalid("to", "is held by another agent of this company: only the agent whose latest hello announced it may deliver its messages")
 	case err != nil:
 		return proto.InboundAck{}, sms.Refusal(err, s.now())
 	}

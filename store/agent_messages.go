@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -32,6 +33,10 @@ func agentHolds(tx *bolt.Tx, m Message, deviceID uint64) bool {
 
 // ErrNumberPaused refuses a send through a paused number.
 var ErrNumberPaused = errors.New("store: the number is paused")
+
+// ErrNumberNotHeld refuses an agent's inbound message on a number or handle
+// of the company that another agent holds (announced it last).
+var ErrNumberNotHeld = errors.New("store: the number is held by another agent")
 
 // SendVet decides, inside the send's transaction, whether the number may
 // take one more send: history lists its accepted sends since a time (for a
@@ -209,7 +214,10 @@ func (s *Store) AgentMessages(companyID, numberID uint64, page, limit int) ([]Me
 		out, total = nil, 0
 		prefix := pair(companyID, numberID)
 		msgs := tx.Bucket(bucketMessages)
-		skip := (page - 1) * limit
+		skip := math.MaxInt // a page past any possible count: empty
+		if page-1 <= math.MaxInt/limit {
+			skip = (page - 1) * limit // no overflow wrapping round to an early page
+		}
 		c := tx.Bucket(bucketAgentMessages).Cursor()
 		k, _ := c.Seek(append(pair(companyID, numberID), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff))
 		if k == nil {
@@ -240,7 +248,9 @@ func (s *Store) AgentMessages(companyID, numberID uint64, page, limit int) ([]Me
 // once per (device registration, channel, client_id), as StoreInbound does
 // for SMS. m carries CompanyID, DeviceID, Channel and Account (the address
 // it came to, normalised): an address the company has no number for is
-// ErrNotFound. extra runs in the same transaction for a new message.
+// ErrNotFound, one another agent of the company holds ErrNumberNotHeld
+// (unless the frame repeats one already stored). extra runs in the same
+// transaction for a new message.
 func (s *Store) StoreAgentInbound(m *Message, now func() time.Time, extra func(tx *bolt.Tx, m Message) error) (Message, bool, error) {
 	var out Message
 	var dup bool
@@ -263,8 +273,15 @@ func (s *Store) StoreAgentInbound(m *Message, now func() time.Time, extra func(t
 		msgs := tx.Bucket(bucketMessages)
 		ck := devKey(d.CompanyID, d.ID, []byte{ChannelByte(m.Channel)}, []byte(m.ClientID))
 		if id := tx.Bucket(bucketAgentInClient).Get(ck); id != nil {
-			dup = true
+			dup = true // acked again even after the number moved on
 			return getJSON(msgs, id, &out)
+		}
+		if n.DeviceID != d.ID {
+			// Only the agent whose hello holds the number speaks for it:
+			// another agent of the company could otherwise put words in
+			// the mouths of the number's contacts (and in its webhooks).
+			refused = ErrNumberNotHeld
+			return nil
 		}
 		msg := *m
 		msg.CompanyID, msg.DeviceID, msg.Device, msg.Direction, msg.Status = d.CompanyID, d.ID, d.Fingerprint, Inbound, MsgReceived
