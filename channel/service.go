@@ -164,7 +164,7 @@ func (in SendInput) validate() (contentType, to string, err error) {
 		return contentType, to, nil
 	}
 	if in.MediaURL == "" {
-		return "", "", problem.Invalid("media_url", "is required for a "+contentType+" message")
+		return "", "", problem.Invalid("media_url", "is required for "+article(contentType)+" "+contentType+" message")
 	}
 	u, err := url.Parse(in.MediaURL)
 	if err != nil || u.Scheme != "https" || u.Host == "" || len(in.MediaURL) > MaxMediaURL || u.User != nil {
@@ -298,4 +298,12 @@ func (s *Service) Run(ctx context.Context) {
 		case <-t.C:
 		}
 	}
+}
+
+// article is the indefinite article before a content type's name.
+func article(word string) string {
+	if strings.ContainsAny(word[:1], "aeiou") {
+		return "an"
+	}
+	return "a"
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -110,10 +111,15 @@ func TestAgentPatchAndPause(t *testing.T) {
 		{map[string]any{"gap_seconds": map[string]any{"min": 3}}, "gap_seconds.max"},
 		{map[string]any{"gap_seconds": map[string]any{"min": 3, "max": 2}}, "gap_seconds.max"},
 		{map[string]any{"gap_seconds": map[string]any{"min": -1, "max": 2}}, "gap_seconds.min"},
+		{map[string]any{"caps": map[string]any{"per_minute": 1e9}}, "caps.per_minute"},
+		{map[string]any{"caps": map[string]any{"per_minute": 2.5}}, "caps.per_minute"},
 	} {
 		r := e.do(call{method: "PATCH", path: "/whatsapp/numbers/" + wa, token: a.apiKey, body: c.body})
 		if r.Status != 400 || r.str("field") != c.field {
 			t.Errorf("PATCH %v: got %d %s, want 400 field %s", c.body, r.Status, r.Raw, c.field)
+		}
+		if msg := r.str("message"); strings.Contains(msg, "must be a number") {
+			t.Errorf("PATCH %v: %q: a number it is, just not a whole one in range", c.body, msg)
 		}
 	}
 	e.want(e.do(call{method: "PATCH", path: "/whatsapp/numbers/" + im, token: a.apiKey, body: map[string]any{"status": "active"}}), http.StatusNotFound, "not_found")
@@ -286,6 +292,10 @@ func TestAgentOfflineSendsWaitAndExpire(t *testing.T) {
 	}
 	fresh := e.waSend(a.apiKey, wa, "+15557654321", "waiting")
 	e.want(fresh, http.StatusAccepted, "")
+	// The SMS queue routes do not read agent sends: not there to cancel either.
+	for _, method := range []string{"GET", "DELETE"} {
+		e.want(e.do(call{method: method, path: "/chat/queue/" + fresh.str("id"), token: a.apiKey}), http.StatusNotFound, "not_found")
+	}
 	back := e.runAgent(reg, "agent-a", []string{waNumber}, nil, true)
 	e.eventually("the waiting send arrives on the new link", func() bool { jobs, _ := back.Jobs(); return len(jobs) == 1 })
 	if jobs, _ := back.Jobs(); jobs[0].ID != fresh.str("id") {

@@ -128,7 +128,9 @@ func jsonKind(goKind string) string {
 		return "a string"
 	case goKind == "bool":
 		return "true or false"
-	case strings.HasPrefix(goKind, "int"), strings.HasPrefix(goKind, "uint"), strings.HasPrefix(goKind, "float"):
+	case strings.HasPrefix(goKind, "int"), strings.HasPrefix(goKind, "uint"):
+		return "a whole number in range" // 2.5, 1e9 and 1e30 land here too
+	case strings.HasPrefix(goKind, "float"):
 		return "a number"
 	case goKind == "slice":
 		return "an array"

@@ -170,7 +170,8 @@ func (s *Store) Cancel(companyID uint64, uuid string, now time.Time) (Message, e
 	err := s.grouped(func(tx *bolt.Tx) error {
 		out, refused = Message{}, nil
 		m, err := loadByUUID(tx, uuid)
-		if errors.Is(err, ErrNotFound) || err == nil && (m.CompanyID != companyID || m.Direction != Outbound) {
+		// The SMS queue's route cancels SMS only, as it reads SMS only.
+		if errors.Is(err, ErrNotFound) || err == nil && (m.CompanyID != companyID || m.Direction != Outbound || IsAgentChannel(m.Channel)) {
 			refused = ErrNotFound
 			return nil
 		}
