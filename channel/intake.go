@@ -50,9 +50,7 @@ func (s *Service) Announce(_ context.Context, dev store.Device, hello proto.Hell
 		channel string
 		addrs   []string
 	}{{WhatsApp, wa}, {IMessage, im}} {
-		if len(set.addrs) == 0 {
-			continue
-		}
+		// Called with none too: a device that held numbers lets them go.
 		nums, err := s.store.AnnounceNumbers(dev.CompanyID, dev.ID, set.channel, set.addrs, s.now(), MaxNumbersPerCompany)
 		if errors.Is(err, store.ErrTooManyNumbers) {
 			return nil, problem.Invalid(set.channel, fmt.Sprintf("the company has %d %ss already, the most it may have", MaxNumbersPerCompany, noun(set.channel)))

@@ -53,7 +53,7 @@ func (s *Server) numberOut(ch agentChannel, n channel.Number) map[string]any {
 		ch.idField:           n.PublicID,
 		ch.addr:              n.Address,
 		"device_fingerprint": n.Device,
-		"online":             s.deps.Phones.Online(n.Device),
+		"online":             n.DeviceID != 0 && s.deps.Phones.Online(n.Device),
 		"status":             n.Status,
 		"caps":               capsJSON{n.Caps.PerMinute, n.Caps.PerHour, n.Caps.PerDay},
 		"sent_today":         n.SentToday,

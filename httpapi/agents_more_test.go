@@ -341,3 +341,39 @@ func TestAgentStatusEvents(t *testing.T) {
 		t.Fatalf("an entry scoped to another number got %d events", len(evs))
 	}
 }
+
+// TestAgentLetsGoOfANumberItNoLongerAnnounces: an agent that comes back
+// without a number (its WhatsApp session ended, say) no longer holds it:
+// the number shows offline and its sends wait for an agent that announces
+// it again, instead of going to one that cannot send them.
+func TestAgentLetsGoOfANumberItNoLongerAnnounces(t *testing.T) {
+	e := newEnv(t, roomy)
+	a := e.newCompany("Acme", "owner@acme.test")
+	reg := e.pairPhone(a.apiKey, "agent-a")
+	ag := e.runAgent(reg, "agent-a", []string{waNumber}, []string{imHandle}, true)
+	wa := e.numberID(a.apiKey, "whatsapp", waNumber)
+	ag.halt()
+	smsOnly := e.runAgent(reg, "agent-a", nil, []string{imHandle}, true)
+	e.eventually("the number shows offline while the handle stays online", func() bool {
+		return e.numbers(a.apiKey, "whatsapp")[0]["online"] == false && e.numbers(a.apiKey, "imessage")[0]["online"] == true
+	})
+	if got := e.numbers(a.apiKey, "whatsapp")[0]["device_fingerprint"]; got != "agent-a" {
+		t.Fatalf("device_fingerprint: got %v, want the agent that held it last", got)
+	}
+	waiting := e.waSend(a.apiKey, wa, "+15557654321", "waits")
+	e.want(waiting, http.StatusAccepted, "")
+	// The handle's send goes out on the same link: it is not held up.
+	e.want(e.do(call{method: "POST", path: "/imessage/send", token: a.apiKey, body: map[string]any{"handle_id": e.numberID(a.apiKey, "imessage", imHandle), "to": "bob@example.com", "content": "hi"}}), http.StatusAccepted, "")
+	e.eventually("the iMessage job arrives", func() bool { jobs, _ := smsOnly.Jobs(); return len(jobs) == 1 })
+	smsOnly.settle()
+	if jobs, _ := smsOnly.Jobs(); len(jobs) != 1 || jobs[0].Channel != "imessage" {
+		t.Fatalf("the link that no longer announces the number got %+v", jobs)
+	}
+	smsOnly.halt()
+	back := e.runAgent(reg, "agent-a", []string{waNumber}, nil, true)
+	e.eventually("the waiting send reaches the agent that announces the number again", func() bool {
+		jobs, _ := back.Jobs()
+		return len(jobs) == 1 && jobs[0].ID == waiting.str("id")
+	})
+	e.eventually("the number shows online", func() bool { return e.numbers(a.apiKey, "whatsapp")[0]["online"] == true })
+}

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -20,9 +21,13 @@ import (
 //	agent_number_ids public id                            -> company(8) channel(1) address
 //	agent_number_ref company(8) number id(8)              -> company(8) channel(1) address
 //
+//	agent_number_held company(8) device id(8) channel(1) address -> nil: what a registration holds
+//
 // Who holds a number: the device registration whose hello announced it last.
-// A device that stops announcing it keeps holding it until another agent of
-// the company announces it; sends wait in the number's queue meanwhile.
+// A hello that no longer announces a number the device held lets it go (an
+// agent whose WhatsApp session ended, say): the number is held by nobody,
+// shows offline, and its sends wait in its queue until an agent announces
+// it again, as they do while its agent is offline.
 
 // Number channels, as in Message.Channel.
 const (
@@ -73,8 +78,13 @@ var (
 	bucketAgentMessages  = []byte("agent_messages") // company(8) number id(8) message id(8) -> nil: both directions
 	bucketAgentSends     = []byte("agent_sends")    // company(8) number id(8) created_at(8) message id(8) -> nil: accepted sends by time
 	bucketAgentInClient  = []byte("agent_inbound_client")
-	agentBuckets         = [][]byte{bucketAgentNumbers, bucketAgentNumberIDs, bucketAgentNumberRef, bucketAgentQueue, bucketAgentMessages, bucketAgentSends, bucketAgentInClient}
+	bucketAgentHeld      = []byte("agent_number_held")
+	agentBuckets         = [][]byte{bucketAgentNumbers, bucketAgentNumberIDs, bucketAgentNumberRef, bucketAgentQueue, bucketAgentMessages, bucketAgentSends, bucketAgentInClient, bucketAgentHeld}
 )
+
+func heldKey(companyID, deviceID uint64, channel, address string) []byte {
+	return devKey(companyID, deviceID, []byte{ChannelByte(channel)}, []byte(address))
+}
 
 func agentNumberKey(companyID uint64, channel, address string) []byte {
 	k := make([]byte, 0, 9+len(address))
@@ -118,7 +128,8 @@ var ErrTooManyNumbers = errors.New("store: the company has as many numbers as it
 // AnnounceNumbers records that the device (a live registration of the
 // company) can send from these addresses (already normalised) on channel: a
 // new address gets a record, with its warm-up starting now; a known one
-// moves to this device. It returns the records, in the order given. A new
+// moves to this device; one the device held and no longer announces is
+// let go. It returns the records, in the order given. A new
 // record beyond limit records of the company on the channel is
 // ErrTooManyNumbers, and nothing is stored; limit 0 means no limit.
 func (s *Store) AnnounceNumbers(companyID, deviceID uint64, channel string, addresses []string, now time.Time, limit int) ([]AgentNumber, error) {
@@ -129,7 +140,7 @@ func (s *Store) AnnounceNumbers(companyID, deviceID uint64, channel string, addr
 		if err != nil {
 			return err
 		}
-		b := tx.Bucket(bucketAgentNumbers)
+		b, held := tx.Bucket(bucketAgentNumbers), tx.Bucket(bucketAgentHeld)
 		for _, addr := range addresses {
 			k := agentNumberKey(companyID, channel, addr)
 			var n AgentNumber
@@ -158,18 +169,60 @@ func (s *Store) AnnounceNumbers(companyID, deviceID uint64, channel string, addr
 				out = append(out, n)
 				continue // nothing changed: no write
 			}
+			if n.DeviceID != 0 {
+				if err := held.Delete(heldKey(companyID, n.DeviceID, channel, addr)); err != nil {
+					return err
+				}
+			}
 			n.DeviceID, n.Device, n.UpdatedAt = d.ID, d.Fingerprint, now.UTC()
 			if err := putJSON(b, k, n); err != nil {
 				return err
 			}
+			if err := held.Put(heldKey(companyID, d.ID, channel, addr), nil); err != nil {
+				return err
+			}
 			out = append(out, n)
 		}
-		return nil
+		return letGo(b, held, companyID, d.ID, channel, addresses, now)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: announce %s numbers of device %d: %w", channel, deviceID, err)
 	}
 	return out, nil
+}
+
+// letGo releases the numbers of channel the device holds and did not
+// announce now: held by nobody, until an agent announces them again.
+func letGo(b, held *bolt.Bucket, companyID, deviceID uint64, channel string, announced []string, now time.Time) error {
+	prefix := heldKey(companyID, deviceID, channel, "")
+	var gone [][]byte
+	c := held.Cursor()
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+		if !slices.Contains(announced, string(k[len(prefix):])) {
+			gone = append(gone, bytes.Clone(k))
+		}
+	}
+	for _, k := range gone {
+		if err := held.Delete(k); err != nil {
+			return err
+		}
+		nk := agentNumberKey(companyID, channel, string(k[len(prefix):]))
+		var n AgentNumber
+		if err := getJSON(b, nk, &n); err != nil {
+			if errors.Is(err, ErrNotFound) {
+				continue
+			}
+			return err
+		}
+		if n.DeviceID != deviceID {
+			continue
+		}
+		n.DeviceID, n.UpdatedAt = 0, now.UTC() // Device stays: the agent that held it last
+		if err := putJSON(b, nk, n); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // AgentNumbers lists the company's numbers (or handles) of channel, by address.

@@ -78,7 +78,7 @@ func (c *Console) numberRow(n channel.Number, names map[string]string) numberRow
 	if name := names[n.Device]; name != "" {
 		row.DeviceName = name
 	}
-	row.Online = c.deps.Phones != nil && c.deps.Phones.Online(n.Device)
+	row.Online = n.DeviceID != 0 && c.deps.Phones != nil && c.deps.Phones.Online(n.Device)
 	return row
 }
 
