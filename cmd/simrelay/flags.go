@@ -22,14 +22,19 @@ func both(flagName string) string { return "--" + flagName + " (" + envName(flag
 // parseFlags parses args, then fills every flag not given on the command line
 // from its environment twin. A bad value names both spellings and says what
 // the flag wants; the caller prints the error, once (the flag package's own
-// printing is silenced). -h prints the usage and answers flag.ErrHelp.
+// printing is silenced). Flags may come after positional arguments too
+// (`--inbound FROM TEXT --inbound-to N`). -h prints the usage and answers flag.ErrHelp.
 // Positional arguments are allowed up to maxArgs and left in fs.Args().
 func parseFlags(fs *flag.FlagSet, args []string, maxArgs int) error {
 	var bad *badValue
 	fs.VisitAll(func(f *flag.Flag) { f.Value = &described{Value: f.Value, name: f.Name, bad: &bad} })
+	args, err := flagsFirst(fs, args)
+	if err != nil {
+		return err
+	}
 	out := fs.Output()
 	fs.SetOutput(io.Discard)
-	err := fs.Parse(args)
+	err = fs.Parse(args)
 	fs.SetOutput(out)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
@@ -165,4 +170,51 @@ func (l *cidrList) Set(s string) error {
 		*l = append(*l, n)
 	}
 	return nil
+}
+
+// flagsFirst puts the flags of args before its positional arguments, ending
+// them with "--", so that a flag given after an argument is still a flag.
+// A boolean flag takes its value only with "=": a true/false/1/0 right
+// after one is refused with that said, rather than taken for an argument.
+func flagsFirst(fs *flag.FlagSet, args []string) ([]string, error) {
+	var flags, positional []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			positional = append(positional, args[i+1:]...)
+			break
+		}
+		if len(a) < 2 || a[0] != '-' {
+			positional = append(positional, a)
+			continue
+		}
+		flags = append(flags, a)
+		name := strings.TrimLeft(a, "-")
+		if strings.Contains(name, "=") {
+			continue
+		}
+		f := fs.Lookup(name)
+		if f == nil {
+			continue // the flag package names it
+		}
+		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+			if i+1 < len(args) && isBoolWord(args[i+1]) {
+				return nil, fmt.Errorf("--%s takes its value after '=': --%s=%s", name, name, args[i+1])
+			}
+			continue
+		}
+		if i+1 < len(args) {
+			i++
+			flags = append(flags, args[i])
+		}
+	}
+	return append(append(flags, "--"), positional...), nil
+}
+
+func isBoolWord(v string) bool {
+	switch strings.ToLower(v) {
+	case "true", "false", "1", "0", "t", "f":
+		return true
+	}
+	return false
 }

@@ -51,6 +51,8 @@ func TestServeRefusesBadSettings(t *testing.T) {
 		{nil, map[string]string{"SIMRELAY_RATE_GENERAL": "lots"}, "SIMRELAY_RATE_GENERAL"},
 		{nil, map[string]string{"SIMRELAY_SHUTDOWN_TIMEOUT": "soon"}, "SIMRELAY_SHUTDOWN_TIMEOUT"},
 		{[]string{"extra"}, nil, `unexpected argument "extra"`},
+		{[]string{"extra", "--shutdown-timeout", "15"}, nil, "--shutdown-timeout (SIMRELAY_SHUTDOWN_TIMEOUT)"}, // a flag after an argument is still read
+		{[]string{"--webhook-allow-private", "true"}, nil, "--webhook-allow-private takes its value after '=': --webhook-allow-private=true"},
 	}
 	for _, c := range cases {
 		t.Run(c.want, func(t *testing.T) {
