@@ -181,6 +181,27 @@ func phoneRegistration(ctx context.Context, cfg phoneConfig, say func(string, ..
 			return client.Registration{DeviceToken: saved.DeviceToken, WSURL: saved.WSURL}, nil
 		}
 	}
+	// A server that is not up yet is waited for, as the link does later.
+	wait := time.Second
+	for {
+		reg, err := pairPhone(ctx, cfg, say, fresh)
+		var op *net.OpError
+		if err == nil || !errors.As(err, &op) || op.Op != "dial" {
+			return reg, err
+		}
+		say("waiting for the server at %s: %s; retrying in %s", cfg.server, dialProblem(op), wait)
+		select {
+		case <-ctx.Done():
+			return reg, ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 30*time.Second)
+	}
+}
+
+// pairPhone pairs the virtual phone once: a pairing code (its own with an
+// API key), registration, and the token saved.
+func pairPhone(ctx context.Context, cfg phoneConfig, say func(string, ...any), fresh bool) (client.Registration, error) {
 	code := cfg.pairingCode
 	if cfg.apiKey != "" && (code == "" || fresh) {
 		var err error

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -145,4 +146,26 @@ func TestVirtualPhoneKeepsItsToken(t *testing.T) {
 	waitOutput(t, out, "waiting for the server at "+srv.url+": connection refused; retrying in ")
 	stop(second)
 	t.Logf("the phone's output:\n%s", out.String())
+}
+
+// The virtual phone started before its server waits for it, pairing
+// included, as the README says, and pairs once the server is up.
+func TestVirtualPhoneWaitsForTheServerToPair(t *testing.T) {
+	bin, dir, apiKey := companyStore(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there until the server starts
+	cmd := exec.Command(bin, "phone", "--server", "http://"+addr, "--api-key", apiKey, "--token-file", filepath.Join(t.TempDir(), "phone.json"))
+	out := &syncbuf.Buffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	waitOutput(t, out, "waiting for the server at http://"+addr+": connection refused; retrying in 1s")
+	startServer(t, bin, dir, "--listen", addr)
+	waitOutput(t, out, "paired as virtual-phone")
 }
