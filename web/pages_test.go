@@ -124,6 +124,13 @@ func TestEveryPostNeedsTheCSRFToken(t *testing.T) {
 			}
 		}
 	}
+	// A plain form post (a forged one has no reason to ask for JSON) is
+	// refused with 403 too, on a page that says why, not redirected.
+	forged, _ := http.NewRequest(http.MethodPost, e.url+"/console/settings/api-key/rotate", strings.NewReader("csrf=forged"))
+	forged.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if got := read(t, must(b.c.Do(forged))); got.status != http.StatusForbidden || !strings.Contains(got.body, "security token") {
+		t.Errorf("plain form post with a forged token: got %d %.200s, want 403", got.status, got.body)
+	}
 	// The forms before sign-in check the double-submit token.
 	anon := e.browser()
 	for _, path := range []string{"/console/signin", "/console/signup", "/console/forgot-password", "/verify-email", "/reset-password"} {
@@ -335,4 +342,11 @@ func mustURL(t *testing.T, s string) *url.URL {
 		t.Fatal(err)
 	}
 	return u
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

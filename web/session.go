@@ -238,6 +238,12 @@ func (c *Console) answerErr(w http.ResponseWriter, r *http.Request, back string,
 		writeJSON(w, pe.Status(), pe)
 		return
 	}
+	if pe.Status() == http.StatusForbidden {
+		// A refusal (a stale or forged form, an action above the user's
+		// role) is nothing to correct in the form: the status says so too.
+		c.fail(w, r, nil, pe)
+		return
+	}
 	if pe.Code == problem.Unauthorized && back != Prefix+"/signin" {
 		back = Prefix + "/signin"
 	}
