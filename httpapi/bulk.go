@@ -68,7 +68,7 @@ func (s *Server) cancelQueued(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, queueJSON{QueueID: m.UUID, ID: m.ID, Status: m.Status, Error: m.Error, UpdatedAt: ts(m.UpdatedAt)})
+	return c.JSON(http.StatusOK, queueItem(m))
 }
 
 // sendWord is /chat/send's message: what became of the send.

@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 )
@@ -48,8 +49,11 @@ func TestScheduledSend(t *testing.T) {
 	idle := e.do(call{method: "POST", path: "/chat/send", token: a.apiKey, body: scheduledBody("idle-phone", "+15551234567", "ttl", now.Add(2*time.Hour))}).str("queueId")
 	now2 := e.do(call{method: "POST", path: "/chat/send", token: a.apiKey, body: sendBody("a-phone", "+15551234567", "now", "")}).str("queueId")
 	e.eventually("the unscheduled job", func() bool { return len(phone.Jobs()) == 1 })
-	if q := e.queueStatus(a.apiKey, id); q.str("status") != "scheduled" {
-		t.Fatalf("got %s, want scheduled", q.Raw)
+	if q := e.queueStatus(a.apiKey, id); q.str("status") != "scheduled" || q.str("send_at") != now.Add(time.Hour).UTC().Format("2006-01-02T15:04:05.000Z") {
+		t.Fatalf("got %s, want scheduled with its send_at", q.Raw)
+	}
+	if q := e.queueStatus(a.apiKey, now2); strings.Contains(string(q.Raw), "send_at") {
+		t.Fatalf("an unscheduled send's queue item: got %s, want no send_at", q.Raw)
 	}
 	e.want(e.do(call{method: "GET", path: "/chat/queue/" + id, token: b.apiKey}), http.StatusNotFound, "not_found")
 

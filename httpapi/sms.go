@@ -77,6 +77,18 @@ type queueJSON struct {
 	Status    string `json:"status"`
 	Error     string `json:"error"`
 	UpdatedAt string `json:"updated_at"`
+	// SendAt is shown for a message sent with send_at only, so a company
+	// that never schedules sees the contract's shape unchanged.
+	SendAt string `json:"send_at,omitempty"`
+}
+
+// queueItem is a send's queue item.
+func queueItem(m store.Message) queueJSON {
+	q := queueJSON{QueueID: m.UUID, ID: m.ID, Status: m.Status, Error: m.Error, UpdatedAt: ts(m.UpdatedAt)}
+	if !m.SendAt.IsZero() {
+		q.SendAt = ts(m.SendAt)
+	}
+	return q
 }
 
 func (s *Server) queueStatus(c echo.Context) error {
@@ -84,7 +96,7 @@ func (s *Server) queueStatus(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, queueJSON{QueueID: m.UUID, ID: m.ID, Status: m.Status, Error: m.Error, UpdatedAt: ts(m.UpdatedAt)})
+	return c.JSON(http.StatusOK, queueItem(m))
 }
 
 type messageItemJSON struct {
