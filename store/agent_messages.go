@@ -64,14 +64,9 @@ func (s *Store) EnqueueAgent(m *Message, idemKey string, now func() time.Time, v
 	err := s.grouped(func(tx *bolt.Tx) error {
 		giveBack() // a batch that runs again takes its slot again
 		out, prior, refused = Message{}, nil, nil
-		var ik []byte
-		if idemKey != "" {
-			ik = append(itob(m.CompanyID), idemKey...)
-			var rec Idempotent
-			if err := getJSON(tx.Bucket(bucketIdempotency), ik, &rec); err == nil && now().Sub(rec.CreatedAt) < 24*time.Hour {
-				prior = &rec
-				return nil
-			}
+		var ik answerKey
+		if ik, prior = priorAnswer(tx, m.CompanyID, idemKey, now()); prior != nil {
+			return nil
 		}
 		n, _, err := numberByPublicID(tx, m.CompanyID, m.Channel, m.NumberRef)
 		if errors.Is(err, ErrNotFound) {
@@ -139,7 +134,7 @@ func (s *Store) EnqueueAgent(m *Message, idemKey string, now func() time.Time, v
 		}
 		if ik != nil {
 			status, body := answer(msg)
-			if err := putJSON(tx.Bucket(bucketIdempotency), ik, Idempotent{Status: status, Body: body, CreatedAt: msg.CreatedAt}); err != nil {
+			if err := ik.keep(tx, status, body, msg.CreatedAt); err != nil {
 				return err
 			}
 		}

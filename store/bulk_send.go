@@ -26,14 +26,9 @@ func (s *Store) EnqueueBulk(ms []Message, idemKey string, now func() time.Time, 
 	companyID := ms[0].CompanyID
 	err := s.grouped(func(tx *bolt.Tx) error {
 		out, prior, refused = nil, nil, nil
-		var ik []byte
-		if idemKey != "" {
-			ik = append(itob(companyID), idemKey...)
-			var rec Idempotent
-			if err := getJSON(tx.Bucket(bucketIdempotency), ik, &rec); err == nil && now().Sub(rec.CreatedAt) < 24*time.Hour {
-				prior = &rec
-				return nil
-			}
+		var ik answerKey
+		if ik, prior = priorAnswer(tx, companyID, idemKey, now()); prior != nil {
+			return nil
 		}
 		d, err := liveDevice(tx, companyID, ms[0].Device)
 		if errors.Is(err, ErrDeviceGone) {
@@ -102,7 +97,7 @@ func (s *Store) EnqueueBulk(ms []Message, idemKey string, now func() time.Time, 
 		}
 		if ik != nil {
 			status, body := answer(stored)
-			if err := putJSON(tx.Bucket(bucketIdempotency), ik, Idempotent{Status: status, Body: body, CreatedAt: at}); err != nil {
+			if err := ik.keep(tx, status, body, at); err != nil {
 				return err
 			}
 		}

@@ -125,14 +125,9 @@ func (s *Store) Enqueue(m *Message, idemKey string, now func() time.Time, check 
 	var refused error
 	err := s.grouped(func(tx *bolt.Tx) error {
 		out, prior, refused = Message{}, nil, nil
-		var ik []byte
-		if idemKey != "" {
-			ik = append(itob(m.CompanyID), idemKey...)
-			var rec Idempotent
-			if err := getJSON(tx.Bucket(bucketIdempotency), ik, &rec); err == nil && now().Sub(rec.CreatedAt) < 24*time.Hour {
-				prior = &rec
-				return nil
-			}
+		var ik answerKey
+		if ik, prior = priorAnswer(tx, m.CompanyID, idemKey, now()); prior != nil {
+			return nil
 		}
 		d, err := liveDevice(tx, m.CompanyID, m.Device)
 		if errors.Is(err, ErrDeviceGone) {
@@ -192,7 +187,7 @@ func (s *Store) Enqueue(m *Message, idemKey string, now func() time.Time, check 
 		}
 		if ik != nil {
 			status, body := answer(msg)
-			if err := putJSON(tx.Bucket(bucketIdempotency), ik, Idempotent{Status: status, Body: body, CreatedAt: msg.CreatedAt}); err != nil {
+			if err := ik.keep(tx, status, body, msg.CreatedAt); err != nil {
 				return err
 			}
 		}

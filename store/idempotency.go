@@ -1,0 +1,37 @@
+package store
+
+import (
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// idempotencyTTL is how long a company's Idempotency-Key keeps its answer.
+const idempotencyTTL = 24 * time.Hour
+
+// answerKey is one send request's Idempotency-Key inside a send transaction.
+type answerKey []byte
+
+// priorAnswer looks the company's key up: its key (nil without one) and the
+// answer the key got within the last day, if any, which the caller returns
+// instead of storing anything.
+func priorAnswer(tx *bolt.Tx, companyID uint64, key string, now time.Time) (answerKey, *Idempotent) {
+	if key == "" {
+		return nil, nil
+	}
+	k := append(itob(companyID), key...)
+	var rec Idempotent
+	if err := getJSON(tx.Bucket(bucketIdempotency), k, &rec); err == nil && now.Sub(rec.CreatedAt) < idempotencyTTL {
+		return k, &rec
+	}
+	return k, nil
+}
+
+// keep records the answer of the request that used the key, in the
+// transaction that stores what it sent; without a key it does nothing.
+func (k answerKey) keep(tx *bolt.Tx, status int, body []byte, at time.Time) error {
+	if k == nil {
+		return nil
+	}
+	return putJSON(tx.Bucket(bucketIdempotency), k, Idempotent{Status: status, Body: body, CreatedAt: at})
+}
