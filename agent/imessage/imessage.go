@@ -355,7 +355,11 @@ func (t *Transport) poll(ctx context.Context, sink agent.Sink) error {
 		if err := t.db.QueryRowContext(ctx, `SELECT MAX(ROWID) FROM message`).Scan(&max); err != nil {
 			return err
 		}
-		return sink.Take(nil, markKey, strconv.FormatInt(max.Int64, 10))
+		if err := sink.Take(nil, markKey, strconv.FormatInt(max.Int64, 10)); err != nil {
+			return err
+		}
+		t.log.Info("imessage: first start; received messages are forwarded from here on", "after_rowid", max.Int64)
+		return nil
 	}
 	after, err := strconv.ParseInt(mark, 10, 64)
 	if err != nil {

@@ -307,7 +307,11 @@ func (t *Transport) event(evt any, sink agent.Sink) error {
 		t.mu.Lock()
 		t.loggedIn = false
 		t.mu.Unlock()
-		return &agent.FatalError{Reason: fmt.Sprintf("whatsapp: this device was logged out of the account (%s): link it again with simrelay-agent whatsapp link", e.Reason.String())}
+		why := "from the phone, or by WhatsApp"
+		if e.OnConnect {
+			why = e.Reason.String()
+		}
+		return &agent.FatalError{Reason: fmt.Sprintf("whatsapp: this device was logged out of the account (%s): link it again with simrelay-agent whatsapp link", why)}
 	case *events.StreamReplaced:
 		return &agent.FatalError{Reason: "whatsapp: another program connected with this session's keys; stopping (only one copy of the session may run)"}
 	case *events.TemporaryBan:
