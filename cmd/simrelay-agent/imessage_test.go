@@ -126,7 +126,9 @@ func TestIMessageSendsAndReceives(t *testing.T) {
 		handleID = srv.agentID("imessage", "me@icloud.com")
 		return handleID != ""
 	})
-	until(t, "the agent set its mark", func() bool { return strings.Contains(ag.stderr.String(), "received messages are forwarded from here on") })
+	until(t, "the agent set its mark", func() bool {
+		return strings.Contains(ag.stderr.String(), "received messages are forwarded from here on")
+	})
 
 	// A message whose text is only in attributedBody (macOS 13 and later).
 	addMessage(t, db, "p:0/4D1B6B55-0001", 0, nil, typedstream("Hi from an iPhone ✓"))
