@@ -42,26 +42,26 @@ type Client interface {
 	SendMessage(ctx context.Context, to types.JID, msg *waE2E.Message) (types.MessageID, error)
 }
 
-// real adapts *whatsmeow.Client to Client.
-type real struct{ c *whatsmeow.Client }
+// adapter adapts *whatsmeow.Client to Client.
+type adapter struct{ c *whatsmeow.Client }
 
-func (r real) Connect() error   { return r.c.Connect() }
-func (r real) Disconnect()      { r.c.Disconnect() }
-func (r real) IsLoggedIn() bool { return r.c.Store.ID != nil }
-func (r real) Own() types.JID {
+func (r adapter) Connect() error   { return r.c.Connect() }
+func (r adapter) Disconnect()      { r.c.Disconnect() }
+func (r adapter) IsLoggedIn() bool { return r.c.Store.ID != nil }
+func (r adapter) Own() types.JID {
 	if r.c.Store.ID == nil {
 		return types.EmptyJID
 	}
 	return r.c.Store.ID.ToNonAD()
 }
-func (r real) AddEventHandler(h func(any)) { r.c.AddEventHandler(func(evt any) { h(evt) }) }
-func (r real) IsOnWhatsApp(ctx context.Context, phones []string) ([]types.IsOnWhatsAppResponse, error) {
+func (r adapter) AddEventHandler(h func(any)) { r.c.AddEventHandler(func(evt any) { h(evt) }) }
+func (r adapter) IsOnWhatsApp(ctx context.Context, phones []string) ([]types.IsOnWhatsAppResponse, error) {
 	return r.c.IsOnWhatsApp(ctx, phones)
 }
-func (r real) Upload(ctx context.Context, data []byte, kind whatsmeow.MediaType) (whatsmeow.UploadResponse, error) {
+func (r adapter) Upload(ctx context.Context, data []byte, kind whatsmeow.MediaType) (whatsmeow.UploadResponse, error) {
 	return r.c.Upload(ctx, data, kind)
 }
-func (r real) SendMessage(ctx context.Context, to types.JID, msg *waE2E.Message) (types.MessageID, error) {
+func (r adapter) SendMessage(ctx context.Context, to types.JID, msg *waE2E.Message) (types.MessageID, error) {
 	res, err := r.c.SendMessage(ctx, to, msg)
 	return res.ID, err
 }
@@ -117,5 +117,9 @@ func (s *Session) NewClient(ctx context.Context) (Client, *whatsmeow.Client, err
 	c := whatsmeow.NewClient(dev, nil)
 	// whatsmeow reconnects by itself after a drop (events.Disconnected).
 	c.EnableAutoReconnect = true
-	return real{c}, c, nil
+	// A message is acknowledged to WhatsApp only once the handler
+	// returned, and the transport's handler returns once the message is
+	// in the agent's journal: a crash in between gets it again.
+	c.SynchronousAck = true
+	return adapter{c}, c, nil
 }

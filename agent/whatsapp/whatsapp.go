@@ -45,7 +45,7 @@ type Transport struct {
 	connectOnce sync.Once
 	connectErr  error
 
-	events chan any      // whatsmeow's events, in order, for Receive
+	events chan queued   // whatsmeow's events, in order, for Receive
 	stop   chan struct{} // closed when Receive ends: the handler stops waiting
 
 	mu       sync.Mutex
@@ -59,15 +59,25 @@ func New(cfg Config) *Transport {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	t := &Transport{cfg: cfg, log: cfg.Logger, events: make(chan any, 256), stop: make(chan struct{}),
+	t := &Transport{cfg: cfg, log: cfg.Logger, events: make(chan queued, 256), stop: make(chan struct{}),
 		receipts: map[string]agent.Delivery{}}
 	cfg.Client.AddEventHandler(t.handle)
 	return t
 }
 
+// queued is an event waiting for Receive; done is closed once it was
+// handled (journaled, for a message).
+type queued struct {
+	evt  any
+	done chan struct{}
+}
+
 // handle is whatsmeow's event handler: it hands the events the transport
 // cares about to Receive, in order. whatsmeow calls it synchronously, so a
-// full queue slows whatsmeow down rather than losing a message.
+// full queue slows whatsmeow down rather than losing a message; for a
+// received message it also waits until the message is in the journal, as
+// whatsmeow acknowledges it to WhatsApp when the handler returns
+// (SynchronousAck).
 func (t *Transport) handle(evt any) {
 	switch evt.(type) {
 	case *events.Message, *events.Receipt, *events.LoggedOut, *events.Disconnected, *events.Connected,
@@ -75,9 +85,17 @@ func (t *Transport) handle(evt any) {
 	default:
 		return
 	}
+	q := queued{evt: evt, done: make(chan struct{})}
 	select {
-	case t.events <- evt:
+	case t.events <- q:
 	case <-t.stop:
+		return
+	}
+	if _, ok := evt.(*events.Message); ok {
+		select {
+		case <-q.done:
+		case <-t.stop:
+		}
 	}
 }
 
@@ -258,16 +276,23 @@ func (t *Transport) Acknowledge(ctx context.Context, msg agent.Received) error {
 // Receive turns whatsmeow's events into the agent's frames until ctx ends,
 // or returns an *agent.FatalError when the account logged this device out.
 func (t *Transport) Receive(ctx context.Context, sink agent.Sink) error {
-	defer close(t.stop)
+	// The handler stops waiting before whatsmeow is told to disconnect.
+	var once sync.Once
+	halt := func() { once.Do(func() { close(t.stop) }) }
+	defer halt()
 	for {
 		select {
 		case <-ctx.Done():
+			halt()
 			t.cfg.Client.Disconnect()
 			return nil
-		case evt := <-t.events:
-			if err := t.event(evt, sink); err != nil {
+		case q := <-t.events:
+			err := t.event(q.evt, sink)
+			close(q.done)
+			if err != nil {
 				var fatal *agent.FatalError
 				if errors.As(err, &fatal) {
+					halt()
 					t.cfg.Client.Disconnect()
 					return err
 				}
