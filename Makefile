@@ -16,9 +16,9 @@ help: ## list the targets
 build: ## build bin/simrelay
 	$(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/simrelay
 
-AGENT_TARGETS ?= linux/arm64 linux/amd64 linux/arm
+AGENT_TARGETS ?= linux/arm64 linux/amd64 linux/arm darwin/arm64 darwin/amd64
 
-agents: ## cross-compile simrelay-agent into bin/ for linux/arm64 (Termux, Raspberry Pi), linux/amd64 and linux/arm (v7)
+agents: ## cross-compile simrelay-agent into bin/ for linux/arm64 (Termux, Raspberry Pi), linux/amd64, linux/arm (v7) and macOS (darwin/arm64, darwin/amd64: iMessage)
 	@for target in $(AGENT_TARGETS); do \
 	  os=$${target%/*}; arch=$${target#*/}; out=bin/simrelay-agent-$$os-$$arch; \
 	  if [ "$$arch" = arm ]; then out=$$out-v7; fi; \

@@ -121,14 +121,28 @@ func (a *Agent) Run(ctx context.Context) error {
 	wg.Go(func() { a.executor(ctx) })
 	wg.Go(func() { a.deliveryPoller(ctx) })
 	wg.Go(func() { a.acknowledger(ctx) })
+	// A transport that can no longer work until its user acts (a WhatsApp
+	// session logged out) ends Run with a *FatalError from Receive, rather
+	// than the agent reconnecting in a loop with nothing to send from.
+	var stopped error
 	wg.Go(func() {
 		if err := a.tr.Receive(ctx, sink{a}); err != nil && ctx.Err() == nil {
+			var fatal *FatalError
+			if errors.As(err, &fatal) {
+				a.log.Error("stopping: "+fatal.Reason, "transport", a.tr.Name())
+				stopped = err
+				cancel()
+				return
+			}
 			a.log.Error("receiving stopped", "transport", a.tr.Name(), "err", err)
 		}
 	})
 	err := a.holdLink(ctx)
 	cancel()
 	wg.Wait()
+	if stopped != nil {
+		return stopped
+	}
 	return err
 }
 
@@ -286,6 +300,9 @@ func (a *Agent) execute(ctx context.Context, job Job) error {
 
 // failureCode turns a transport error into a status error code.
 func failureCode(err error) string {
+	if errors.Is(err, ErrMediaUnavailable) {
+		return "media_unavailable"
+	}
 	var te *ToolError
 	if errors.As(err, &te) {
 		switch te.Kind {

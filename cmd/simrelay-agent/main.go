@@ -34,6 +34,9 @@ const usage = `simrelay-agent connects this device's SIM to a simrelay server.
 Usage:
   simrelay-agent pair --server URL --code CODE   register with a pairing code (or --uri simrelay://pair?...)
   simrelay-agent run [--transport termux|modem]  hold the link: send and receive SMS
+  simrelay-agent whatsapp link                   link a WhatsApp account (scan the QR code it prints)
+  simrelay-agent run --transport whatsapp        send and receive on the linked WhatsApp account
+  simrelay-agent run --transport imessage        send and receive iMessage (on a Mac)
   simrelay-agent version                         print the version
 
 Every flag has an environment twin: --config is SIMRELAY_AGENT_CONFIG.
@@ -50,6 +53,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return pairCmd(ctx, args[1:], stdout, stderr)
 	case "run":
 		return runCmd(ctx, args[1:], stdout, stderr)
+	case "whatsapp":
+		return whatsappCmd(ctx, args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "simrelay-agent", buildVersion())
 		return 0

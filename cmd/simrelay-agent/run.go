@@ -12,8 +12,10 @@ import (
 	"time"
 
 	"github.com/simrelay/simrelay/agent"
+	"github.com/simrelay/simrelay/agent/imessage"
 	"github.com/simrelay/simrelay/agent/modem"
 	"github.com/simrelay/simrelay/agent/termux"
+	"github.com/simrelay/simrelay/agent/whatsapp"
 	proto "github.com/simrelay/simrelay/android-protocol"
 )
 
@@ -25,7 +27,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	config := fs.String("config", defaultConfigPath(), "the configuration file written by pair; the journal is next to it")
-	transport := fs.String("transport", "termux", "how this device sends: termux (Android phone with Termux:API) or modem (ModemManager's mmcli)")
+	transport := fs.String("transport", "termux", "how this device sends: termux (Android phone with Termux:API), modem (ModemManager's mmcli), whatsapp (a linked WhatsApp session) or imessage (Messages on a Mac)")
 	sims := fs.String("sims", "", "termux: the phone's SIMs, e.g. SIM1 or SIM1,SIM2 or SIM1=+15550100001 (default: ask termux-telephony-deviceinfo)")
 	inboundSIM := fs.String("inbound-sim", proto.SIM1, "termux: the slot reported for received SMS (termux-sms-list does not say)")
 	modemID := fs.String("modem", "any", "modem: mmcli's -m value (any, an index or a D-Bus path)")
@@ -33,6 +35,11 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	perMinute := fs.Int("max-per-minute", agent.DefaultPerMinute, "SMS parts this agent sends per minute at most (Android asks the user beyond about 30); 0 = no pacing")
 	poll := fs.Duration("poll", agent.DefaultDeliveryPoll, "how often the inbox and delivery reports are read")
 	reconnectMax := fs.Duration("reconnect-max", agent.DefaultBackoffMax, "the longest wait between reconnects (PROTOCOL.md's CAP)")
+	session := fs.String("session", "", "whatsapp: the session file written by whatsapp link (default: whatsapp.session.db next to --config)")
+	handles := fs.String("handles", "", "imessage: the Mac's iMessage handles, e.g. me@icloud.com,+15550100002 (default: the accounts chat.db names)")
+	chatDB := fs.String("chat-db", "", "imessage: the Messages database (default: ~/Library/Messages/chat.db)")
+	mediaMax := fs.Int64("media-max-bytes", agent.DefaultMediaMaxBytes, "whatsapp, imessage: the largest media_url download")
+	mediaTimeout := fs.Duration("media-timeout", agent.DefaultMediaTimeout, "whatsapp, imessage: the longest media_url download")
 	logFormat := fs.String("log-format", "text", "text or json")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := parse(fs, args); err != nil {
@@ -46,9 +53,10 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *logFormat != "text" && *logFormat != "json" {
 		return fail(fmt.Errorf("--log-format %q: want text or json", *logFormat))
 	}
-	if *poll <= 0 || *reconnectMax <= 0 || *perMinute < 0 {
-		return fail(errors.New("--poll and --reconnect-max must be positive, --max-per-minute 0 or more"))
+	if *poll <= 0 || *reconnectMax <= 0 || *perMinute < 0 || *mediaMax <= 0 || *mediaTimeout <= 0 {
+		return fail(errors.New("--poll, --reconnect-max, --media-max-bytes and --media-timeout must be positive, --max-per-minute 0 or more"))
 	}
+	media := agent.MediaFetcher{Client: httpClient(0), MaxBytes: *mediaMax, Timeout: *mediaTimeout}
 	log := newLogger(stderr, *logFormat, level)
 
 	var tr agent.Transport
@@ -68,8 +76,32 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		tr = termux.New(termux.Config{SIMs: simList, InboundSIM: *inboundSIM, Poll: *poll, Logger: log})
 	case "modem":
 		tr = modem.New(modem.Config{Modem: *modemID, Number: *number, Poll: *poll, Logger: log})
+	case "whatsapp":
+		if *session == "" {
+			*session = defaultSessionPath(*config)
+		}
+		s, err := whatsapp.OpenSession(ctx, *session)
+		if err != nil {
+			return fail(err)
+		}
+		defer s.Close()
+		cl, _, err := s.NewClient(ctx)
+		if err != nil {
+			return fail(err)
+		}
+		tr = whatsapp.New(whatsapp.Config{Client: cl, Media: media, Logger: log})
+	case "imessage":
+		var list []string
+		if *handles != "" {
+			list = strings.Split(*handles, ",")
+		}
+		it, err := imessage.New(imessage.Config{Handles: list, ChatDB: *chatDB, Poll: *poll, Media: media, Logger: log})
+		if err != nil {
+			return fail(err)
+		}
+		tr = it
 	default:
-		return fail(fmt.Errorf("--transport %q: want termux or modem", *transport))
+		return fail(fmt.Errorf("--transport %q: want termux, modem, whatsapp or imessage", *transport))
 	}
 
 	// The tools first: a missing one is the likeliest trouble on a new

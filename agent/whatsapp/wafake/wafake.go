@@ -1,0 +1,104 @@
+// Package wafake is a fake WhatsApp client for tests: it implements
+// whatsapp.Client, records what the transport sends and lets a test play
+// whatsmeow's own events into it. It reaches no WhatsApp server.
+package wafake
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"go.mau.fi/whatsmeow"
+	"go.mau.fi/whatsmeow/proto/waE2E"
+	"go.mau.fi/whatsmeow/types"
+	"go.mau.fi/whatsmeow/types/events"
+)
+
+// Fake is a whatsapp.Client that reaches nothing.
+type Fake struct {
+	mu       sync.Mutex
+	own      types.JID
+	loggedIn bool
+	handlers []func(any)
+	// NotOnWhatsApp lists numbers IsOnWhatsApp answers as without an account.
+	NotOnWhatsApp map[string]bool
+	sent          []FakeSent
+	uploads       [][]byte
+	n             int
+}
+
+// FakeSent is one message given to the fake's SendMessage.
+type FakeSent struct {
+	ID  types.MessageID
+	To  types.JID
+	Msg *waE2E.Message
+}
+
+// NewFake returns a fake client linked to the account of number (E.164).
+func New(number string) *Fake {
+	return &Fake{own: types.NewJID(number[1:], types.DefaultUserServer), loggedIn: true, NotOnWhatsApp: map[string]bool{}}
+}
+
+func (f *Fake) Connect() error { return nil }
+func (f *Fake) Disconnect()    {}
+func (f *Fake) IsLoggedIn() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.loggedIn
+}
+func (f *Fake) Own() types.JID { return f.own }
+func (f *Fake) AddEventHandler(h func(any)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.handlers = append(f.handlers, h)
+}
+func (f *Fake) IsOnWhatsApp(ctx context.Context, phones []string) ([]types.IsOnWhatsAppResponse, error) {
+	var out []types.IsOnWhatsAppResponse
+	for _, p := range phones {
+		out = append(out, types.IsOnWhatsAppResponse{Query: p, JID: types.NewJID(p[1:], types.DefaultUserServer), IsIn: !f.NotOnWhatsApp[p]})
+	}
+	return out, nil
+}
+func (f *Fake) Upload(ctx context.Context, data []byte, kind whatsmeow.MediaType) (whatsmeow.UploadResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.uploads = append(f.uploads, data)
+	return whatsmeow.UploadResponse{URL: "https://mmg.example/u", DirectPath: "/u", MediaKey: []byte("k"), FileSHA256: []byte("s"), FileEncSHA256: []byte("e")}, nil
+}
+func (f *Fake) SendMessage(ctx context.Context, to types.JID, msg *waE2E.Message) (types.MessageID, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.n++
+	id := types.MessageID(fmt.Sprintf("3EB0FAKE%04d", f.n))
+	f.sent = append(f.sent, FakeSent{ID: id, To: to, Msg: msg})
+	return id, nil
+}
+
+// Sent is what SendMessage was given so far.
+func (f *Fake) Sent() []FakeSent {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]FakeSent(nil), f.sent...)
+}
+
+// Uploads is what Upload was given so far.
+func (f *Fake) Uploads() [][]byte {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([][]byte(nil), f.uploads...)
+}
+
+// Emit plays one of whatsmeow's events to the handlers, as whatsmeow does
+// (synchronously). A LoggedOut event also unlinks the fake.
+func (f *Fake) Emit(evt any) {
+	f.mu.Lock()
+	hs := make([]func(any), len(f.handlers))
+	copy(hs, f.handlers)
+	if _, ok := evt.(*events.LoggedOut); ok {
+		f.loggedIn = false
+	}
+	f.mu.Unlock()
+	for _, h := range hs {
+		h(evt)
+	}
+}
