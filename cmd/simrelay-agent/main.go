@@ -8,6 +8,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -90,9 +91,22 @@ func defaultConfigPath() string {
 	return filepath.Join(dir, "simrelay-agent", "agent.json")
 }
 
+// parseExit is the exit status of a command whose flags did not parse:
+// 0 when help was asked for (and printed), 2 otherwise.
+func parseExit(err error) int {
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	return 2
+}
+
 // parse parses flags and fills every flag not given from its environment
 // twin, SIMRELAY_AGENT_ and the flag's name in upper case with _ for -.
 func parse(fs *flag.FlagSet, args []string) error {
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: simrelay-agent %s [flags]\nEach flag also reads SIMRELAY_AGENT_<FLAG> (--config is SIMRELAY_AGENT_CONFIG); docs/agents.md has the set-up.\n\n", fs.Name())
+		fs.PrintDefaults()
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
