@@ -123,6 +123,11 @@ func TestAgentReadDetail(t *testing.T) {
 		t.Fatalf("after played and a late read: %s, want detail played", r.Raw)
 	}
 
+	// A detail is no status: the counters saw one send, delivered once.
+	if got := analyticsCounts(e.analytics(a.apiKey, "").Body["totals"]); got[0] != 1 || got[1] != 1 {
+		t.Fatalf("totals [sent delivered failed received expired]: got %v, want one sent and one delivered", got)
+	}
+
 	// The events are written with the status change, before its status_ack.
 	count := map[string]int{}
 	for _, d := range e.whLog(a.apiKey, "") {
