@@ -188,6 +188,9 @@ func (a *Agent) recover(ctx context.Context) error {
 // finish journals an outcome and its report and wakes the sender.
 func (a *Agent) finish(id string, out Outcome) error {
 	st := proto.Status{ID: id, Status: out.Status, At: stamp(time.Now())}
+	if out.Status == proto.StatusDelivered {
+		st.Detail = out.Detail
+	}
 	if out.Status == proto.StatusFailed {
 		st.Error = out.Error
 		if st.Error == "" {
@@ -388,7 +391,7 @@ func (a *Agent) deliveryPoller(ctx context.Context) {
 				continue
 			}
 			a.log.Info("job "+d.Status, "id", job.ID, "error", d.Error)
-			if err := a.finish(job.ID, Outcome{Status: d.Status, Error: d.Error}); err != nil {
+			if err := a.finish(job.ID, Outcome{Status: d.Status, Error: d.Error, Detail: d.Detail}); err != nil {
 				a.log.Error("journal write failed", "err", err)
 			}
 		}

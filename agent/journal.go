@@ -32,7 +32,7 @@ var (
 	bucketQueue      = []byte("queue")       // seq -> job id, jobs in StateTaken, in arrival order
 	bucketAwaiting   = []byte("awaiting")    // job id -> nil, jobs in StateAwaiting
 	bucketReports    = []byte("reports")     // seq -> proto.Status, not yet status_acked
-	bucketReportKeys = []byte("report_keys") // id \x00 status -> seq
+	bucketReportKeys = []byte("report_keys") // reportKey -> seq
 	bucketInbound    = []byte("inbound")     // seq -> inboundRecord
 	bucketInboundIDs = []byte("inbound_ids") // client_id -> seq
 	bucketMeta       = []byte("meta")        // marks and the install's salt
@@ -52,6 +52,11 @@ type jobRecord struct {
 	TakenAt      time.Time  `json:"taken_at"`
 	DispatchedAt time.Time  `json:"dispatched_at,omitzero"`
 	DoneAt       time.Time  `json:"done_at,omitzero"`
+	// Final is the last outcome reported (sent for a job whose delivery
+	// report never came) and Detail the last detail (detail.go): a later
+	// read receipt needs both.
+	Final  string `json:"final,omitempty"`
+	Detail string `json:"detail,omitempty"`
 }
 
 type inboundRecord struct {
@@ -197,7 +202,8 @@ func (j *Journal) Remember(id, ref string) error {
 }
 
 // Finish journals a job's outcome and its report (to be sent until
-// status_acked) in one commit. awaiting keeps the job for Delivery.
+// status_acked) in one commit. awaiting keeps the job for Delivery. A
+// delivered report with a detail journals the plain delivered too.
 func (j *Journal) Finish(id string, report proto.Status, ref string, awaiting bool, now time.Time) error {
 	return j.db.Update(func(tx *bolt.Tx) error {
 		r, ok, err := getJob(tx, id)
@@ -215,25 +221,37 @@ func (j *Journal) Finish(id string, report proto.Status, ref string, awaiting bo
 					return err
 				}
 			} else {
+				if r.State == StateAwaiting && report.ID == "" {
+					r.Final = proto.StatusSent // no delivery report came
+				}
 				r.State, r.DoneAt = StateDone, now
 				if err := aw.Delete([]byte(id)); err != nil {
 					return err
 				}
 			}
-			if err := putJob(tx, r); err != nil {
+		}
+		switch {
+		case report.ID == "":
+		case report.Detail != "" && report.Status == proto.StatusDelivered:
+			if err := addDelivered(tx, &r, report); err != nil {
+				return err
+			}
+		default:
+			r.Final = report.Status
+			if err := addReport(tx, report); err != nil {
 				return err
 			}
 		}
-		if report.ID == "" {
+		if !ok {
 			return nil
 		}
-		return addReport(tx, report)
+		return putJob(tx, r)
 	})
 }
 
 func addReport(tx *bolt.Tx, st proto.Status) error {
 	keys := tx.Bucket(bucketReportKeys)
-	key := []byte(st.ID + "\x00" + st.Status)
+	key := []byte(reportKey(st.ID, st.Status, st.Detail))
 	if keys.Get(key) != nil {
 		return nil
 	}
@@ -301,11 +319,11 @@ func (j *Journal) Reports() ([]proto.Status, error) {
 }
 
 // DropReport forgets a report: status_acked, or refused for good.
-func (j *Journal) DropReport(id, status string) (bool, error) {
+func (j *Journal) DropReport(id, status, detail string) (bool, error) {
 	dropped := false
 	err := j.db.Update(func(tx *bolt.Tx) error {
 		keys := tx.Bucket(bucketReportKeys)
-		key := []byte(id + "\x00" + status)
+		key := []byte(reportKey(id, status, detail))
 		seq := keys.Get(key)
 		if seq == nil {
 			return nil
@@ -441,7 +459,6 @@ const DefaultJobRetention = 24 * time.Hour
 func (j *Journal) Prune(now time.Time) (int, error) {
 	n := 0
 	err := j.db.Update(func(tx *bolt.Tx) error {
-		keys := tx.Bucket(bucketReportKeys)
 		c := tx.Bucket(bucketJobs).Cursor()
 		for k, v := c.First(); k != nil; k, v = c.Next() {
 			var r jobRecord
@@ -455,13 +472,7 @@ func (j *Journal) Prune(now time.Time) (int, error) {
 			if err != nil || now.Before(exp.Add(DefaultJobRetention)) {
 				continue
 			}
-			pending := false
-			for _, st := range []string{proto.StatusSent, proto.StatusDelivered, proto.StatusFailed} {
-				if keys.Get([]byte(r.Send.ID+"\x00"+st)) != nil {
-					pending = true
-				}
-			}
-			if pending {
+			if pendingReports(tx, r.Send.ID) {
 				continue
 			}
 			if err := c.Delete(); err != nil {

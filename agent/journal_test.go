@@ -48,7 +48,7 @@ func TestJournalSurvivesReopen(t *testing.T) {
 	if n, _ := j.Prune(now); n != 0 {
 		t.Fatal("pruned a job whose report is not acknowledged")
 	}
-	if ok, _ := j.DropReport("a", "failed"); !ok {
+	if ok, _ := j.DropReport("a", "failed", ""); !ok {
 		t.Fatal("the report was not pending")
 	}
 	if n, _ := j.Prune(now); n != 1 {

@@ -239,10 +239,10 @@ func (a *Agent) handle(ctx context.Context, l *link, data []byte) error {
 		}
 		return err
 	case *proto.StatusAck:
-		if _, err := a.j.DropReport(f.ID, f.Status); err != nil {
+		if _, err := a.j.DropReport(f.ID, f.Status, f.Detail); err != nil {
 			return err
 		}
-		l.answered("s:"+f.ID+"\x00"+f.Status, 0)
+		l.answered("s:"+reportKey(f.ID, f.Status, f.Detail), 0)
 		wake(a.pumpWake)
 	case *proto.InboundAck:
 		if _, ok, err := a.j.ackInbound(f.ClientID, false); err != nil {
@@ -277,20 +277,25 @@ func (a *Agent) refused(l *link, f *proto.Error) error {
 			a.log.Error("inbound message refused for good; dropped", "client_id", f.ClientID, "code", f.Code)
 		}
 	case f.ID != "" && strings.HasPrefix(f.Message, "status: "):
-		for _, st := range []string{proto.StatusSent, proto.StatusDelivered, proto.StatusFailed} {
-			key := "s:" + f.ID + "\x00" + st
-			l.mu.Lock()
-			was := l.waiting[key]
-			l.mu.Unlock()
-			if !was {
-				continue
+		// The refused report is the one of this id waiting on the link
+		// (with or without a detail).
+		prefix := "s:" + f.ID + "\x00"
+		var keys []string
+		l.mu.Lock()
+		for key := range l.waiting {
+			if strings.HasPrefix(key, prefix) {
+				keys = append(keys, key)
 			}
+		}
+		l.mu.Unlock()
+		for _, key := range keys {
 			l.answered(key, retry)
 			if retry == 0 {
-				if _, err := a.j.DropReport(f.ID, st); err != nil {
+				st, detail, _ := strings.Cut(strings.TrimPrefix(key, prefix), "\x00")
+				if _, err := a.j.DropReport(f.ID, st, detail); err != nil {
 					return err
 				}
-				a.log.Error("report refused for good; dropped", "id", f.ID, "status", st, "code", f.Code)
+				a.log.Error("report refused for good; dropped", "id", f.ID, "status", st, "detail", detail, "code", f.Code)
 			}
 		}
 	}
@@ -359,7 +364,7 @@ func (a *Agent) outbox() ([]proto.Frame, []string, error) {
 	keys := make([]string, 0, cap(frames))
 	for _, r := range reports {
 		frames = append(frames, r)
-		keys = append(keys, "s:"+r.ID+"\x00"+r.Status)
+		keys = append(keys, "s:"+reportKey(r.ID, r.Status, r.Detail))
 	}
 	for _, r := range in {
 		if r.Acked {

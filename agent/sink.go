@@ -50,9 +50,20 @@ func (s sink) Deliver(ref string, d Delivery) error {
 	}
 	for _, job := range jobs {
 		if job.Ref == ref {
-			s.a.log.Info("job "+d.Status, "id", job.ID, "error", d.Error)
-			return s.a.finish(job.ID, Outcome{Status: d.Status, Error: d.Error})
+			s.a.log.Info("job "+d.Status, "id", job.ID, "error", d.Error, "detail", d.Detail)
+			return s.a.finish(job.ID, Outcome{Status: d.Status, Error: d.Error, Detail: d.Detail})
 		}
+	}
+	if d.Detail == "" || d.Status != proto.StatusDelivered {
+		return nil
+	}
+	added, err := s.a.j.AddDetail(ref, d.Detail, stamp(time.Now()))
+	if err != nil {
+		return err
+	}
+	if added {
+		s.a.log.Info("job "+d.Detail, "ref", ref)
+		wake(s.a.pumpWake)
 	}
 	return nil
 }

@@ -77,6 +77,8 @@ type Outcome struct {
 	Ref string
 	// AwaitDelivery says that a delivery report will come (Delivery).
 	AwaitDelivery bool
+	// Detail refines a delivered outcome (proto.DetailRead, DetailPlayed).
+	Detail string
 }
 
 // Delivery is the state of a sent message's delivery report.
@@ -85,6 +87,10 @@ type Delivery struct {
 	Final  bool
 	Status string
 	Error  string
+	// Detail refines a delivered report: proto.DetailRead when the
+	// recipient opened the message, DetailPlayed when a voice note or
+	// video was played. Reported after the plain delivered.
+	Detail string
 }
 
 // Received is one message the device received.
@@ -114,7 +120,8 @@ type Sink interface {
 	Mark(key string) (string, error)
 	// Deliver reports, for a transport that is told about deliveries
 	// (receipts pushed to it) rather than asking, the final delivery of the
-	// message it sent with Outcome.Ref ref and AwaitDelivery. Unknown or
-	// already settled refs are ignored.
+	// message it sent with Outcome.Ref ref and AwaitDelivery. Unknown refs
+	// are ignored, and so are settled ones unless d brings a new Detail
+	// (a read receipt after the delivery).
 	Deliver(ref string, d Delivery) error
 }

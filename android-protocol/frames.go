@@ -46,6 +46,16 @@ const (
 	StatusFailed    = "failed"
 )
 
+// Details of a delivered report (Status.Detail), agent channels only.
+const (
+	// DetailRead: the recipient opened the message (WhatsApp's blue ticks).
+	DetailRead = "read"
+	// DetailPlayed: the recipient played a voice note or video; it implies read.
+	DetailPlayed = "played"
+	// MaxDetail bounds a detail in UTF-8 bytes, so later values fit too.
+	MaxDetail = 32
+)
+
 // SIM slot names.
 const (
 	SIM1 = "SIM1"
@@ -124,6 +134,10 @@ type Status struct {
 	ID     string `json:"id"`
 	Status string `json:"status"`
 	Error  string `json:"error,omitempty"`
+	// Detail refines a delivered report of an agent channel (DetailRead,
+	// DetailPlayed): WhatsApp tells more than "delivered", and a client
+	// wants to know that the recipient saw the message.
+	Detail string `json:"detail,omitempty"`
 	At     string `json:"at"`
 }
 
@@ -131,6 +145,10 @@ type Status struct {
 type StatusAck struct {
 	ID     string `json:"id"`
 	Status string `json:"status"`
+	// Detail echoes the status frame's detail: a delivered report and a
+	// delivered report with a detail are two reports of one job, and the
+	// phone must drop the one that was answered.
+	Detail string `json:"detail,omitempty"`
 }
 
 // Inbound carries a message the phone received.

@@ -283,7 +283,7 @@ func (c *conn) handle(ctx context.Context, f proto.Frame) bool {
 		if inflight := c.settle(f.ID); !(moved || inflight) && !c.charge() {
 			return false
 		}
-		c.send(proto.StatusAck{ID: f.ID, Status: f.Status})
+		c.send(proto.StatusAck{ID: f.ID, Status: f.Status, Detail: f.Detail})
 	case *proto.Inbound:
 		if !c.charge() {
 			return false

@@ -174,6 +174,7 @@ func agentMessageOut(ch agentChannel, m store.Message) map[string]any {
 		"media_url":   nullable(m.MediaURL),
 		"status":      m.Status,
 		"error":       nullable(m.Error),
+		"detail":      nullable(m.Detail),
 		"created_at":  ts(m.CreatedAt),
 		"updated_at":  ts(m.UpdatedAt),
 		"from":        m.Account,

@@ -41,6 +41,9 @@ func (s *Service) Status(_ context.Context, dev store.Device, st proto.Status) (
 	if len(st.Error) > 200 {
 		st.Error = st.Error[:200]
 	}
+	if err := checkDetail(st); err != nil {
+		return false, err
+	}
 	if st.At != "" {
 		at, err := time.Parse(time.RFC3339Nano, st.At)
 		if err != nil {
@@ -51,7 +54,7 @@ func (s *Service) Status(_ context.Context, dev store.Device, st proto.Status) (
 	if st.Status == proto.StatusFailed && st.Error == "" {
 		st.Error = "failed"
 	}
-	m, moved, err := s.store.Transition(dev.CompanyID, dev.ID, st.ID, st.Status, st.Error, st.At, s.now())
+	m, moved, err := s.store.TransitionDetail(dev.CompanyID, dev.ID, st.ID, st.Status, st.Error, st.At, st.Detail, s.now())
 	if errors.Is(err, store.ErrNotFound) {
 		return false, errNoJob
 	}
@@ -59,6 +62,24 @@ func (s *Service) Status(_ context.Context, dev store.Device, st proto.Status) (
 		s.changed(m)
 	}
 	return moved, err
+}
+
+// checkDetail refuses a detail the protocol does not define (PROTOCOL.md
+// 8.5), like any other bad field: a phone that sends one has a bug, and
+// storing unknown words would make them part of the API. Whether the
+// message's channel keeps it is the store's call (SMS ignores it).
+func checkDetail(st proto.Status) error {
+	switch {
+	case st.Detail == "":
+		return nil
+	case len(st.Detail) > proto.MaxDetail:
+		return problem.Invalid("detail", "must be at most 32 bytes: read or played")
+	case st.Status != proto.StatusDelivered:
+		return problem.Invalid("detail", "is allowed only with status delivered")
+	case st.Detail != proto.DetailRead && st.Detail != proto.DetailPlayed:
+		return problem.Invalid("detail", "must be read or played")
+	}
+	return nil
 }
 
 // maxClientID bounds the phone's own message ids.

@@ -56,6 +56,9 @@ type Message struct {
 	QueueSeq uint64 `json:"queue_seq,omitempty"`
 	// StatusAt is when the phone says the current status happened.
 	StatusAt string `json:"status_at,omitempty"`
+	// Detail is what an agent channel learned after the delivery (read,
+	// played; status_detail.go).
+	Detail string `json:"detail,omitempty"`
 	// WhatsApp and iMessage (agent_messages.go): the number or handle the
 	// message goes out from or came to (store id, public id and address),
 	// and the content type and media of a send.
@@ -276,6 +279,10 @@ var rank = map[string]int{MsgScheduled: -1, MsgQueued: 0, MsgExpired: 1, MsgCanc
 // changed the stored status: the hub lets only such reports (news a job can
 // give at most once per step) pass its flood limit for free.
 func (s *Store) Transition(companyID, deviceID uint64, uuid, status, errText, statusAt string, now time.Time) (out Message, moved bool, err error) {
+	return s.transition(companyID, deviceID, uuid, status, errText, statusAt, "", now)
+}
+
+func (s *Store) transition(companyID, deviceID uint64, uuid, status, errText, statusAt, detail string, now time.Time) (out Message, moved bool, err error) {
 	err = s.grouped(func(tx *bolt.Tx) error {
 		moved = false // a batch that failed runs this again
 		d, err := liveDeviceRef(tx, companyID, deviceID)
@@ -294,7 +301,11 @@ func (s *Store) Transition(companyID, deviceID uint64, uuid, status, errText, st
 		}
 		out = m
 		if rank[status] <= rank[m.Status] {
-			return nil // a repeat, or late news of an earlier step; delivered and failed are final
+			// A repeat, or late news of an earlier step; delivered and failed
+			// are final. Only a delivered message's detail may still move.
+			changed, err := applyDetail(tx, &m, status, detail, now)
+			out, moved = m, changed
+			return err
 		}
 		if m.Status == MsgScheduled {
 			return nil // never dispatched: no phone has this job
@@ -331,6 +342,9 @@ func (s *Store) Transition(companyID, deviceID uint64, uuid, status, errText, st
 		}
 		if statusAt != "" {
 			m.StatusAt = statusAt
+		}
+		if status == MsgDelivered && keepsDetail(m) {
+			m.Detail = detail
 		}
 		out, moved = m, true
 		if err := countTransition(tx, m, from, d.Label, now); err != nil {

@@ -1,8 +1,9 @@
 // Package whatsapp is the agent's WhatsApp transport: the agent is a linked
 // device ("companion", like WhatsApp Web) of one WhatsApp account, through
 // go.mau.fi/whatsmeow. It sends the jobs of that account's number, reports
-// sent when WhatsApp's server accepted a message and delivered on the
-// recipient's delivery receipt, and forwards the messages the account
+// sent when WhatsApp's server accepted a message, delivered on the
+// recipient's delivery receipt and delivered with detail read (or played)
+// on a read receipt, and forwards the messages the account
 // receives in one-to-one chats.
 package whatsapp
 
@@ -317,11 +318,6 @@ func (t *Transport) event(evt any, sink agent.Sink) error {
 			return nil
 		}
 		for _, id := range e.MessageIDs {
-			if e.Type == types.ReceiptTypeRead || e.Type == types.ReceiptTypePlayed {
-				// PROTOCOL.md has no status after delivered: a read is
-				// logged only.
-				t.log.Info("whatsapp: message read", "message_id", id)
-			}
 			t.remember(id, d)
 			if err := sink.Deliver(id, d); err != nil {
 				return err
@@ -349,11 +345,15 @@ func (t *Transport) event(evt any, sink agent.Sink) error {
 	return nil
 }
 
-// remember keeps a final delivery for Delivery, bounded.
+// remember keeps a final delivery for Delivery, bounded; a later receipt
+// with a newer detail (read after delivered) replaces it.
 func (t *Transport) remember(id string, d agent.Delivery) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if _, ok := t.receipts[id]; ok {
+	if old, ok := t.receipts[id]; ok {
+		if detailRank(d.Detail) > detailRank(old.Detail) {
+			t.receipts[id] = d
+		}
 		return
 	}
 	t.receipts[id] = d
@@ -365,20 +365,37 @@ func (t *Transport) remember(id string, d agent.Delivery) {
 }
 
 // ReceiptDelivery maps a receipt to the delivery it proves: delivered for a
-// delivery, read or played receipt of a message this account sent (a read
-// implies the delivery; it may come alone when the delivery receipt was
-// missed). Other receipts (retries, server errors, our own reads) prove
-// nothing.
+// delivery receipt of a message this account sent; delivered with detail
+// read or played for a read or played receipt (a read implies the
+// delivery; it may come alone when the delivery receipt was missed, and
+// the core then reports the plain delivered first). Other receipts
+// (retries, server errors, our own reads) prove nothing.
 func ReceiptDelivery(e *events.Receipt) (agent.Delivery, bool) {
+	detail := ""
 	switch e.Type {
-	case types.ReceiptTypeDelivered, types.ReceiptTypeRead, types.ReceiptTypePlayed:
+	case types.ReceiptTypeDelivered:
+	case types.ReceiptTypeRead:
+		detail = proto.DetailRead
+	case types.ReceiptTypePlayed:
+		detail = proto.DetailPlayed
 	default:
 		return agent.Delivery{}, false
 	}
 	if e.IsGroup {
 		return agent.Delivery{}, false
 	}
-	return agent.Delivery{Final: true, Status: proto.StatusDelivered}, true
+	return agent.Delivery{Final: true, Status: proto.StatusDelivered, Detail: detail}, true
+}
+
+// detailRank orders details: played implies read.
+func detailRank(d string) int {
+	switch d {
+	case proto.DetailRead:
+		return 1
+	case proto.DetailPlayed:
+		return 2
+	}
+	return 0
 }
 
 // Inbound maps a received message to what the agent forwards: one-to-one

@@ -70,15 +70,16 @@ func TestInboundMapsWhatsmeowMessages(t *testing.T) {
 func TestReceiptsMapToDelivered(t *testing.T) {
 	src := types.MessageSource{Chat: user("15557654321"), Sender: user("15557654321")}
 	for _, tc := range []struct {
-		typ  types.ReceiptType
-		want bool
+		typ    types.ReceiptType
+		want   bool
+		detail string
 	}{
-		{types.ReceiptTypeDelivered, true}, {types.ReceiptTypeRead, true}, {types.ReceiptTypePlayed, true},
-		{types.ReceiptTypeRetry, false}, {types.ReceiptTypeServerError, false}, {types.ReceiptTypeReadSelf, false}, {types.ReceiptTypeSender, false},
+		{types.ReceiptTypeDelivered, true, ""}, {types.ReceiptTypeRead, true, proto.DetailRead}, {types.ReceiptTypePlayed, true, proto.DetailPlayed},
+		{types.ReceiptTypeRetry, false, ""}, {types.ReceiptTypeServerError, false, ""}, {types.ReceiptTypeReadSelf, false, ""}, {types.ReceiptTypeSender, false, ""},
 	} {
 		d, ok := ReceiptDelivery(&events.Receipt{MessageSource: src, MessageIDs: []types.MessageID{"A"}, Type: tc.typ})
-		if ok != tc.want || ok && (d.Status != proto.StatusDelivered || !d.Final) {
-			t.Errorf("receipt %q: got %+v %v, want delivered=%v", tc.typ, d, ok, tc.want)
+		if ok != tc.want || ok && (d.Status != proto.StatusDelivered || !d.Final || d.Detail != tc.detail) {
+			t.Errorf("receipt %q: got %+v %v, want delivered=%v detail %q", tc.typ, d, ok, tc.want, tc.detail)
 		}
 	}
 }

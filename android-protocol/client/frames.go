@@ -36,7 +36,7 @@ func (p *Phone) handle(ctx context.Context, ws *websocket.Conn, data []byte) err
 		}
 	case *proto.StatusAck:
 		p.mu.Lock()
-		key := f.ID + "\x00" + f.Status
+		key := reportKey(f.ID, f.Status, f.Detail)
 		if _, ok := p.reports[key]; ok {
 			delete(p.reports, key)
 			p.order = remove(p.order, key)
@@ -81,9 +81,8 @@ func (p *Phone) handle(ctx context.Context, ws *websocket.Conn, data []byte) err
 		// A refused report is dropped: sending it again would be refused again.
 		p.mu.Lock()
 		if f.ID != "" {
-			for _, st := range []string{proto.StatusSent, proto.StatusDelivered, proto.StatusFailed} {
-				key := f.ID + "\x00" + st
-				if _, ok := p.reports[key]; ok {
+			for key, r := range p.reports {
+				if r.ID == f.ID {
 					delete(p.reports, key)
 					p.order = remove(p.order, key)
 				}
@@ -109,8 +108,8 @@ func (p *Phone) resendLater(f *proto.Error, wait time.Duration) {
 		if in, ok := p.inbound[f.ClientID]; ok && f.ClientID != "" {
 			again = in
 		}
-		for _, st := range []string{proto.StatusSent, proto.StatusDelivered, proto.StatusFailed} {
-			if r, ok := p.reports[f.ID+"\x00"+st]; ok && f.ID != "" && again == nil {
+		for _, k := range p.order {
+			if r := p.reports[k]; r.ID == f.ID && f.ID != "" && again == nil {
 				again = r
 			}
 		}
@@ -147,8 +146,27 @@ func (p *Phone) unacknowledged() []proto.Frame {
 // Report queues an outcome of a job and sends it now if the link is up;
 // it is sent again on each new link until the server acknowledges it.
 func (p *Phone) Report(id, status, errText string) {
-	s := proto.Status{ID: id, Status: status, Error: errText, At: time.Now().UTC().Format(timeLayout)}
-	key := id + "\x00" + status
+	p.report(proto.Status{ID: id, Status: status, Error: errText})
+}
+
+// ReportDetail queues a delivered report with a detail (an agent's read
+// receipt, PROTOCOL.md 16.2): a report of its own next to the plain
+// delivered, acknowledged by a status_ack that echoes the detail.
+func (p *Phone) ReportDetail(id, detail string) {
+	p.report(proto.Status{ID: id, Status: proto.StatusDelivered, Detail: detail})
+}
+
+// reportKey names a report in the outbox: id, status and detail.
+func reportKey(id, status, detail string) string {
+	if detail == "" {
+		return id + "\x00" + status
+	}
+	return id + "\x00" + status + "\x00" + detail
+}
+
+func (p *Phone) report(s proto.Status) {
+	s.At = time.Now().UTC().Format(timeLayout)
+	key := reportKey(s.ID, s.Status, s.Detail)
 	p.mu.Lock()
 	if _, ok := p.reports[key]; !ok {
 		p.order = append(p.order, key)

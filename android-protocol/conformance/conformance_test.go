@@ -71,6 +71,7 @@ type statusFrame struct {
 	ID     string `json:"id"`
 	Status string `json:"status"`
 	Error  string `json:"error,omitempty"`
+	Detail string `json:"detail,omitempty"`
 	At     string `json:"at"`
 }
 
@@ -786,9 +787,12 @@ func (l *link) report(st statusFrame) {
 	l.t.Helper()
 	l.write(st)
 	f := l.expect("status_ack")
-	f.documented(l.t, "type", "id", "status")
+	f.documented(l.t, "type", "id", "status", "detail")
 	if id, s := f.str(l.t, "id"), f.str(l.t, "status"); id != st.ID || s != st.Status {
 		l.t.Fatalf("status_ack {%s %s}, want {%s %s}", id, s, st.ID, st.Status)
+	}
+	if st.Detail != "" && f.str(l.t, "detail") != st.Detail {
+		l.t.Fatalf("status_ack detail %q, want the echo %q", f.str(l.t, "detail"), st.Detail)
 	}
 }
 
@@ -1024,6 +1028,10 @@ func mainFlow(t *testing.T, s *server) {
 	s.wantQueueStatus(t, j1id, "delivered")
 	l2.report(status(j1.id, "sent")) // late news: answered, changes nothing
 	s.wantQueueStatus(t, j1id, "delivered")
+	read := status(j1.id, "delivered") // section 8.5: an SMS detail is answered and ignored
+	read.Detail = "read"
+	l2.report(read)
+	s.wantQueueStatus(t, j1id, "delivered")
 
 	// A status for an un-acked job counts as its ack (section 9.2).
 	j2id := s.queueSMS(t, fp, "+15550102001", "second", "SIM1")
@@ -1050,6 +1058,13 @@ func mainFlow(t *testing.T, s *server) {
 	bad := status(j1.id, "bogus")
 	if e := l2.refused(bad, "validation_failed", "status: "); e.str(t, "id") != j1.id || e.str(t, "field") != "status" {
 		t.Fatalf("refused status value: %s, want id %s and field status", e.raw, j1.id)
+	}
+	for _, d := range []struct{ status, detail string }{{"delivered", "seen"}, {"sent", "read"}} {
+		bad = status(j1.id, d.status)
+		bad.Detail = d.detail
+		if e := l2.refused(bad, "validation_failed", "status: "); e.str(t, "field") != "detail" {
+			t.Fatalf("refused detail %s on %s: %s, want field detail", d.detail, d.status, e.raw)
+		}
 	}
 	bad = status(j1.id, "sent")
 	bad.At = "yesterday"

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -73,6 +74,13 @@ func TestWhatsAppThroughTheAgent(t *testing.T) {
 		MessageIDs: []types.MessageID{sent.ID}, Type: types.ReceiptTypeDelivered, Timestamp: time.Now()})
 	until(t, "the send is delivered", func() bool { st, _ := srv.agentStatus("whatsapp", id); return st == "delivered" })
 
+	// The read receipt is reported as delivered with detail read; the
+	// journal keeps the report until its status_ack.
+	fake.Emit(&events.Receipt{MessageSource: types.MessageSource{Chat: sent.To, Sender: sent.To},
+		MessageIDs: []types.MessageID{sent.ID}, Type: types.ReceiptTypeRead, Timestamp: time.Now()})
+	until(t, "the send shows detail read", func() bool { return agentDetail(srv, id) == "delivered/read" })
+	until(t, "the journal forgets the acknowledged reports", func() bool { r, err := j.Reports(); return err == nil && len(r) == 0 })
+
 	// Media: the agent downloads media_url and uploads it as an image with
 	// the caption.
 	if code, b, _ := srv.call("POST", "/whatsapp/send", map[string]any{"number_id": numberID, "to": customer, "content": "the label", "type": "image", "media_url": media.URL + "/label.png"}); code == http.StatusAccepted {
@@ -83,6 +91,20 @@ func TestWhatsAppThroughTheAgent(t *testing.T) {
 	} else {
 		t.Logf("the server refused a loopback media_url (%d %s); media is covered by agent/whatsapp's tests", code, b)
 	}
+
+	// A read receipt that comes alone (the delivery receipt was missed)
+	// reports delivered, then the detail.
+	alone := srv.agentSend("whatsapp", map[string]any{"number_id": numberID, "to": customer, "content": "Read me"})
+	until(t, "the second text is sent", func() bool { st, _ := srv.agentStatus("whatsapp", alone); return st == "sent" })
+	var aloneSent wafake.FakeSent
+	for _, m := range fake.Sent() {
+		if m.Msg.GetConversation() == "Read me" {
+			aloneSent = m
+		}
+	}
+	fake.Emit(&events.Receipt{MessageSource: types.MessageSource{Chat: aloneSent.To, Sender: aloneSent.To},
+		MessageIDs: []types.MessageID{aloneSent.ID}, Type: types.ReceiptTypeRead, Timestamp: time.Now()})
+	until(t, "the second text shows delivered/read", func() bool { return agentDetail(srv, alone) == "delivered/read" })
 
 	// A received message reaches the webhooks as whatsapp.received, once.
 	fake.Emit(&events.Message{Info: types.MessageInfo{MessageSource: types.MessageSource{Chat: sent.To, Sender: sent.To},
@@ -104,4 +126,21 @@ func TestWhatsAppThroughTheAgent(t *testing.T) {
 	if n := hooks.hookCount("whatsapp.received", "Where is my order?"); n != 1 {
 		t.Fatalf("webhook deliveries of the message: %d, want 1", n)
 	}
+}
+
+// agentDetail is a WhatsApp message's "status/detail" in the API ("" when
+// it cannot be read).
+func agentDetail(srv *server, id string) string {
+	code, b, err := srv.call("GET", "/whatsapp/messages/"+id, nil)
+	if err != nil || code != http.StatusOK {
+		return ""
+	}
+	var m struct {
+		Status string  `json:"status"`
+		Detail *string `json:"detail"`
+	}
+	if json.Unmarshal(b, &m) != nil || m.Detail == nil {
+		return m.Status + "/"
+	}
+	return m.Status + "/" + *m.Detail
 }
