@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"strings"
@@ -213,8 +214,21 @@ func TestNumberMessagesAreLive(t *testing.T) {
 	if p := b.post("/console/numbers/whatsapp/"+wa+"/send", url.Values{"to": {"+15550100999"}, "type": {"text"}, "content": {"hello"}}); p.status != http.StatusOK {
 		t.Fatalf("send: %d %s", p.status, p.body)
 	}
+	var delivered string
 	for _, st := range []string{"queued", "delivered"} {
-		waitEventAll(t, events, `"number_id":"`+wa+`"`, `"status":"`+st+`"`)
+		delivered = waitEventAll(t, events, `"number_id":"`+wa+`"`, `"status":"`+st+`"`)
+	}
+	// A read receipt shows on the page as the delivered status's detail.
+	var sent struct {
+		QueueID string `json:"queue_id"`
+	}
+	if err := json.Unmarshal([]byte(delivered), &sent); err != nil || sent.QueueID == "" {
+		t.Fatalf("delivered event %s: %v", delivered, err)
+	}
+	ag.ReportDetail(sent.QueueID, "read")
+	waitEventAll(t, events, `"queue_id":"`+sent.QueueID+`"`, `"status":"delivered"`, `"detail":"read"`)
+	if p := b.get("/console/numbers/whatsapp/" + wa); !strings.Contains(p.body, `<span class="detail"> (read)</span>`) {
+		t.Errorf("the number's page does not show the read detail:\n%s", p.body)
 	}
 	<-ag.Receive(proto.Inbound{ClientID: "wa-in-1", Channel: proto.ChannelWhatsApp, From: "+15550100999", To: "+15550100001", Message: "hi back"})
 	waitEventAll(t, events, `"direction":"inbound"`, `"text":"hi back"`, `"channel":"whatsapp"`, `"number_id":"`+wa+`"`)

@@ -143,12 +143,14 @@ type liveMessage struct {
 	MediaURL    string `json:"media_url,omitempty"`
 	// SendAt is when a scheduled SMS is due.
 	SendAt string `json:"send_at,omitempty"`
+	// Detail is what a delivered WhatsApp message's receipts added (read, played).
+	Detail string `json:"detail,omitempty"`
 }
 
 func liveOut(m store.Message) liveMessage {
 	out := liveMessage{ID: m.ID, Device: m.Device, Phone: m.Phone, Direction: m.Direction, Text: m.Text,
 		SIMSlot: m.SIMSlot, Status: m.Status, Error: m.Error, CreatedAt: m.CreatedAt.UTC().Format(time.RFC3339),
-		Channel: m.Channel, NumberID: m.NumberRef, ContentType: m.ContentType, MediaURL: m.MediaURL}
+		Channel: m.Channel, NumberID: m.NumberRef, ContentType: m.ContentType, MediaURL: m.MediaURL, Detail: m.Detail}
 	if out.Channel == "" {
 		out.Channel = "sms"
 	}

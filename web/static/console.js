@@ -232,6 +232,11 @@
       var st = document.createElement("span");
       st.className = "status"; st.setAttribute("data-status", m.status); st.textContent = m.status;
       td.appendChild(st);
+      if (m.detail) {
+        var d = document.createElement("span");
+        d.className = "detail"; d.textContent = " (" + m.detail + ")";
+        td.appendChild(d);
+      }
       if (m.error) {
         var e = document.createElement("span");
         e.className = "error"; e.textContent = " " + m.error;
