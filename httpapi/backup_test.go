@@ -260,3 +260,50 @@ func TestBackupStaysOutOfMetrics(t *testing.T) {
 		t.Fatal("/metrics names /admin/backup")
 	}
 }
+
+// The export carries what the newer features stored - WhatsApp numbers and
+// iMessage handles, opt-outs, and the agent fields of messages - and only
+// the company's own; a company that never used them gets none of the keys.
+func TestCompanyExportOfAgentNumbersAndOptOuts(t *testing.T) {
+	e := newEnv(t, roomy)
+	a := e.newCompany("Acme", "owner@acme.test")
+	b := e.newCompany("Beta", "owner@beta.test")
+	e.runAgent(e.pairPhone(a.apiKey, "agent-a"), "agent-a", []string{waNumber}, []string{imHandle}, true)
+	e.runAgent(e.pairPhone(b.apiKey, "agent-b"), "agent-b", []string{"+15550009999"}, nil, true)
+	wa := e.numberID(a.apiKey, "whatsapp", waNumber)
+	id := e.waSend(a.apiKey, wa, "+15557654321", "hello").str("id")
+	e.eventually("delivered", func() bool {
+		return e.do(call{method: "GET", path: "/whatsapp/messages/" + id, token: a.apiKey}).str("status") == "delivered"
+	})
+	e.want(e.do(call{method: "POST", path: "/opt-outs", token: a.apiKey, body: map[string]any{"phone": "+15551112222"}}), http.StatusCreated, "")
+
+	var doc struct {
+		WhatsApp []map[string]any `json:"whatsapp_numbers"`
+		IMessage []map[string]any `json:"imessage_handles"`
+		OptOuts  []map[string]any `json:"opt_outs"`
+		Messages []map[string]any `json:"messages"`
+	}
+	r := e.do(call{method: "GET", path: "/company/export", token: a.access})
+	e.want(r, http.StatusOK, "")
+	mustJSON(t, r.Raw, &doc)
+	if len(doc.WhatsApp) != 1 || doc.WhatsApp[0]["id"] != wa || doc.WhatsApp[0]["address"] != waNumber || len(doc.IMessage) != 1 || doc.IMessage[0]["address"] != imHandle {
+		t.Fatalf("numbers: got %v and %v", doc.WhatsApp, doc.IMessage)
+	}
+	if len(doc.OptOuts) != 1 || doc.OptOuts[0]["phone"] != "+15551112222" || doc.OptOuts[0]["source"] != "api" {
+		t.Fatalf("opt-outs: got %v", doc.OptOuts)
+	}
+	if len(doc.Messages) != 1 || doc.Messages[0]["number_id"] != wa || doc.Messages[0]["account"] != waNumber || doc.Messages[0]["content_type"] != "text" {
+		t.Fatalf("messages: got %v", doc.Messages)
+	}
+	if strings.Contains(string(r.Raw), "+15550009999") {
+		t.Fatal("the export holds another company's number")
+	}
+	// A company with none of these has none of the keys.
+	c := e.newCompany("Plain", "owner@plain.test")
+	r = e.do(call{method: "GET", path: "/company/export", token: c.access})
+	for _, key := range []string{"whatsapp_numbers", "imessage_handles", "opt_outs", "number_id", "send_at"} {
+		if strings.Contains(string(r.Raw), `"`+key+`"`) {
+			t.Errorf("a company that never used them: %q in %s", key, r.Raw)
+		}
+	}
+}

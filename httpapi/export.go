@@ -21,6 +21,8 @@ type Exporter interface {
 	WebhookSet(companyID uint64) (store.WebhookSet, error)
 	ConversationsAfter(companyID, deviceID uint64, after string, limit int) ([]store.Conversation, error)
 	CompanyMessagesAfter(companyID, after uint64, limit int) ([]store.Message, uint64, bool, error)
+	AgentNumbers(companyID uint64, channel string) ([]store.AgentNumber, error)
+	OptOuts(companyID uint64, after string, limit int) ([]store.OptOut, error)
 }
 
 const (
@@ -83,12 +85,55 @@ type exportMessageJSON struct {
 	ReceivedAt        string `json:"received_at,omitempty"`
 	CreatedAt         string `json:"created_at"`
 	UpdatedAt         string `json:"updated_at"`
+	// Present only on what uses them: a scheduled SMS, and WhatsApp and
+	// iMessage messages (their number or handle, content and receipts).
+	SendAt      string `json:"send_at,omitempty"`
+	NumberID    string `json:"number_id,omitempty"`
+	Account     string `json:"account,omitempty"`
+	ContentType string `json:"content_type,omitempty"`
+	MediaURL    string `json:"media_url,omitempty"`
+	Detail      string `json:"detail,omitempty"`
 }
 
 func exportMessage(m store.Message) exportMessageJSON {
-	return exportMessageJSON{ID: m.ID, UUID: m.UUID, Direction: m.Direction, Channel: m.Channel, DeviceFingerprint: m.Device,
+	e := exportMessageJSON{ID: m.ID, UUID: m.UUID, Direction: m.Direction, Channel: m.Channel, DeviceFingerprint: m.Device,
 		Phone: m.Phone, Message: m.Text, SIMSlot: m.SIMSlot, Status: m.Status, Error: m.Error, Segments: m.Segments,
-		UserID: m.UserID, ReceivedAt: m.ReceivedAt, CreatedAt: ts(m.CreatedAt), UpdatedAt: ts(m.UpdatedAt)}
+		UserID: m.UserID, ReceivedAt: m.ReceivedAt, CreatedAt: ts(m.CreatedAt), UpdatedAt: ts(m.UpdatedAt),
+		NumberID: m.NumberRef, Account: m.Account, ContentType: m.ContentType, MediaURL: m.MediaURL, Detail: m.Detail}
+	if !m.SendAt.IsZero() {
+		e.SendAt = ts(m.SendAt)
+	}
+	return e
+}
+
+// exportNumberJSON is a WhatsApp number or iMessage handle with its settings.
+type exportNumberJSON struct {
+	ID                string   `json:"id"`
+	Address           string   `json:"address"`
+	DeviceFingerprint string   `json:"device_fingerprint"`
+	Status            string   `json:"status"`
+	Caps              capsJSON `json:"caps"`
+	GapSeconds        *gapJSON `json:"gap_seconds"`
+	FirstSeenAt       string   `json:"first_seen_at"`
+}
+
+func exportNumbers(ns []store.AgentNumber) []exportNumberJSON {
+	out := make([]exportNumberJSON, 0, len(ns))
+	for _, n := range ns {
+		e := exportNumberJSON{ID: n.PublicID, Address: n.Address, DeviceFingerprint: n.Device, Status: n.Status,
+			Caps: capsJSON{n.Caps.PerMinute, n.Caps.PerHour, n.Caps.PerDay}, FirstSeenAt: ts(n.FirstSeen)}
+		if n.GapMax > 0 {
+			e.GapSeconds = &gapJSON{n.GapMin.Seconds(), n.GapMax.Seconds()}
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+type exportOptOutJSON struct {
+	Phone     string `json:"phone"`
+	Source    string `json:"source"`
+	CreatedAt string `json:"created_at"`
 }
 
 // companyExport streams the caller's company as one JSON document: its
@@ -115,6 +160,14 @@ func (s *Server) companyExport(c echo.Context) error {
 		return err
 	}
 	set, err := st.WebhookSet(cid)
+	if err != nil {
+		return err
+	}
+	waNumbers, err := st.AgentNumbers(cid, store.ChannelNameWhatsApp)
+	if err != nil {
+		return err
+	}
+	imHandles, err := st.AgentNumbers(cid, store.ChannelNameIMessage)
 	if err != nil {
 		return err
 	}
@@ -157,6 +210,16 @@ func (s *Server) companyExport(c echo.Context) error {
 	w.value(do)
 	w.raw(`,"webhooks":`)
 	w.value(exportWebhooksJSON{Entries: webhooksOut(set.Entries), SigningSecretCreatedAt: ts(set.SecretCreatedAt)})
+	// What only a company that used these features has: absent otherwise.
+	if len(waNumbers) > 0 {
+		w.raw(`,"whatsapp_numbers":`)
+		w.value(exportNumbers(waNumbers))
+	}
+	if len(imHandles) > 0 {
+		w.raw(`,"imessage_handles":`)
+		w.value(exportNumbers(imHandles))
+	}
+	s.exportOptOuts(w, cid)
 
 	w.raw(`,"conversations":[`)
 	first := true
@@ -207,6 +270,34 @@ func (s *Server) companyExport(c echo.Context) error {
 		s.deps.Logger.Warn("company export cut", "company_id", cid, "err", w.err)
 	}
 	return nil
+}
+
+// exportOptOuts writes the company's opt-out list page by page, as
+// "opt_outs", when it has one.
+func (s *Server) exportOptOuts(w *exportWriter, cid uint64) {
+	first, after := true, ""
+	for w.err == nil {
+		page, err := s.deps.Store.OptOuts(cid, after, exportPage)
+		if err != nil {
+			w.err = err
+			return
+		}
+		if first && len(page) == 0 {
+			return
+		}
+		if first {
+			w.raw(`,"opt_outs":[`)
+		}
+		for _, o := range page {
+			w.item(&first, exportOptOutJSON{Phone: o.Phone, Source: o.Source, CreatedAt: ts(o.CreatedAt)})
+		}
+		w.flush()
+		if len(page) < exportPage {
+			break
+		}
+		after = page[len(page)-1].Phone
+	}
+	w.raw("]")
 }
 
 // exportWriter writes the document and remembers the first error, after which
