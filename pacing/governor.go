@@ -83,6 +83,10 @@ type numberState struct {
 	rMin, rHour, rDay ring
 	// next is when the next dispatch may go (unix nanoseconds).
 	next int64
+	// loaded says the windows hold the number's history: a state that
+	// Dispatch made first (an agent's queue drained after a restart, before
+	// any send) has not read it yet.
+	loaded bool
 }
 
 // advance clears the buckets that left the window by cur.
@@ -203,7 +207,10 @@ func (g *Governor) state(key uint64, now time.Time, history History) *numberStat
 	s := g.states[key]
 	if s == nil {
 		s = &numberState{}
-		s.advanceAll(now)
+		g.states[key] = s
+	}
+	s.advanceAll(now)
+	if !s.loaded {
 		if history != nil {
 			for _, t := range history(now.Add(-dayBuckets * dayRes)) {
 				if !t.After(now) {
@@ -211,9 +218,8 @@ func (g *Governor) state(key uint64, now time.Time, history History) *numberStat
 				}
 			}
 		}
-		g.states[key] = s
+		s.loaded = true
 	}
-	s.advanceAll(now)
 	return s
 }
 

@@ -87,6 +87,22 @@ func TestGovernorReleaseAndHistory(t *testing.T) {
 	}
 }
 
+// After a restart an agent may come back with queued jobs before anyone
+// sends: the dispatch that comes first must not stand in for the history,
+// or the number's windows would start empty.
+func TestGovernorHistoryAfterADispatchFirst(t *testing.T) {
+	g := NewGovernor(rand.NewPCG(1, 2))
+	if wait := g.Dispatch(3, Gap{}, govStart); wait != 0 {
+		t.Fatalf("first dispatch: wait %v", wait)
+	}
+	hist := func(time.Time) []time.Time {
+		return []time.Time{govStart.Add(-20 * time.Second), govStart.Add(-10 * time.Second)}
+	}
+	if r, retry := g.Reserve(3, Caps{PerMinute: 2}, govStart, hist); r != nil || RetrySeconds(retry) != 40 {
+		t.Fatalf("two sends in the last minute with a cap of 2: got %v, retry %v; want refused for 40 s", r, retry)
+	}
+}
+
 func TestGovernorDayWindow(t *testing.T) {
 	g := NewGovernor(rand.NewPCG(1, 2))
 	caps := Caps{PerDay: 3}
