@@ -103,9 +103,8 @@ func (a *Agent) session(ctx context.Context, upFor *time.Duration) error {
 	} else {
 		a.setInventory(inv)
 	}
-	var heardMu sync.Mutex
-	lastHeard := time.Now()
-	hear := func() { heardMu.Lock(); lastHeard = time.Now(); heardMu.Unlock() }
+	silence := client.NewSilence()
+	hear := silence.Hear
 	ws, res, err := websocket.Dial(ctx, cfg.WSURL, &websocket.DialOptions{
 		HTTPClient: a.opt.HTTPClient,
 		HTTPHeader: http.Header{"Authorization": {"Bearer " + cfg.DeviceToken}},
@@ -160,24 +159,7 @@ func (a *Agent) session(ctx context.Context, upFor *time.Duration) error {
 	wg.Go(func() { a.pump(lctx, l) })
 
 	// The link is dead after two ping intervals of silence (section 6).
-	interval := time.Duration(welcome.PingIntervalSeconds) * time.Second
-	if interval <= 0 {
-		interval = 45 * time.Second
-	}
-	silence := 2 * interval
-	var watch *time.Timer
-	watch = time.AfterFunc(time.Hour, func() {
-		heardMu.Lock()
-		quiet := time.Since(lastHeard)
-		heardMu.Unlock()
-		if quiet > silence {
-			ws.CloseNow()
-			return
-		}
-		watch.Reset(silence - quiet + time.Millisecond)
-	})
-	watch.Reset(silence)
-	defer watch.Stop()
+	defer silence.Watch(time.Duration(welcome.PingIntervalSeconds)*time.Second, func() { ws.CloseNow() })()
 
 	for {
 		_, data, err := ws.Read(ctx)

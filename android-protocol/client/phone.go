@@ -223,9 +223,8 @@ func closeCode(err error) int {
 // session is one link: dial, hello, welcome, resend what is unacknowledged,
 // then read until the link ends.
 func (p *Phone) session(ctx context.Context) error {
-	var heard sync.Mutex
-	lastHeard := time.Now()
-	hear := func() { heard.Lock(); lastHeard = time.Now(); heard.Unlock() }
+	silence := NewSilence()
+	hear := silence.Hear
 	ws, res, err := websocket.Dial(ctx, p.cfg.WSURL, &websocket.DialOptions{
 		HTTPClient: p.cfg.HTTPClient,
 		HTTPHeader: http.Header{"Authorization": {"Bearer " + p.cfg.Token}},
@@ -291,27 +290,8 @@ func (p *Phone) session(ctx context.Context) error {
 		}
 	}
 
-	// The link is dead after two ping intervals of silence (45 s when the
-	// welcome names none). A timer, re-armed from the last thing heard,
-	// watches for it: no goroutine per idle link.
-	interval := time.Duration(welcome.PingIntervalSeconds) * time.Second
-	if interval <= 0 {
-		interval = 45 * time.Second
-	}
-	silence := 2 * interval
-	var watch *time.Timer
-	watch = time.AfterFunc(time.Hour, func() {
-		heard.Lock()
-		quiet := time.Since(lastHeard)
-		heard.Unlock()
-		if quiet > silence {
-			ws.CloseNow()
-			return
-		}
-		watch.Reset(silence - quiet + time.Millisecond)
-	})
-	watch.Reset(silence) // armed in two steps, so watch is set before the func can run
-	defer watch.Stop()
+	// The link is dead after two ping intervals of silence.
+	defer silence.Watch(time.Duration(welcome.PingIntervalSeconds)*time.Second, func() { ws.CloseNow() })()
 
 	for {
 		_, data, err := ws.Read(ctx)

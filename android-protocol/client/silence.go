@@ -1,0 +1,48 @@
+package client
+
+import (
+	"sync"
+	"time"
+)
+
+// Silence tells a link that has heard nothing for two ping intervals
+// (PROTOCOL.md section 6) that it is dead. Hear records that something
+// arrived (a frame, a ping); Watch arms a timer, re-armed from the last thing
+// heard, that calls dead once the link has been quiet too long: no goroutine
+// per idle link. The reference client and simrelay-agent both use it.
+type Silence struct {
+	mu   sync.Mutex
+	last time.Time
+}
+
+// NewSilence starts counting from now.
+func NewSilence() *Silence { return &Silence{last: time.Now()} }
+
+// Hear records that the link heard something now.
+func (s *Silence) Hear() {
+	s.mu.Lock()
+	s.last = time.Now()
+	s.mu.Unlock()
+}
+
+// Watch calls dead after two ping intervals without a Hear (45 s intervals
+// when the welcome names none); stop ends the watch.
+func (s *Silence) Watch(pingInterval time.Duration, dead func()) (stop func()) {
+	if pingInterval <= 0 {
+		pingInterval = 45 * time.Second
+	}
+	limit := 2 * pingInterval
+	var watch *time.Timer
+	watch = time.AfterFunc(time.Hour, func() {
+		s.mu.Lock()
+		quiet := time.Since(s.last)
+		s.mu.Unlock()
+		if quiet > limit {
+			dead()
+			return
+		}
+		watch.Reset(limit - quiet + time.Millisecond)
+	})
+	watch.Reset(limit) // armed in two steps, so watch is set before the func can run
+	return func() { watch.Stop() }
+}
