@@ -101,7 +101,7 @@ func (s *Service) Ready(dev store.Device, numberID uint64) time.Duration {
 	if err != nil {
 		return time.Minute // gone or unreadable: look again later
 	}
-	return s.gov.Dispatch(n.ID, s.gap(n), s.now())
+	return s.gov.Dispatch(n.ID, s.gap(n), s.now(), n.LastTakenAt)
 }
 
 // Inbound stores a WhatsApp or iMessage message an agent received, once

@@ -258,8 +258,11 @@ func (g *Governor) Usage(key uint64, now time.Time, history History) Usage {
 
 // Dispatch decides whether the number may hand a job to its agent at now:
 // wait 0 means yes, and the next dispatch is then held back by a random gap
-// in [gap.Min, gap.Max]; otherwise wait is how long until it may.
-func (g *Governor) Dispatch(key uint64, gap Gap, now time.Time) (wait time.Duration) {
+// in [gap.Min, gap.Max]; otherwise wait is how long until it may. lastTaken
+// is when the number's agent last took a job as the store remembers it: the
+// first dispatch this process makes for the number (after a restart, say)
+// keeps at least gap.Min after it.
+func (g *Governor) Dispatch(key uint64, gap Gap, now, lastTaken time.Time) (wait time.Duration) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	s := g.states[key]
@@ -267,6 +270,9 @@ func (g *Governor) Dispatch(key uint64, gap Gap, now time.Time) (wait time.Durat
 		s = &numberState{}
 		s.advanceAll(now)
 		g.states[key] = s
+	}
+	if s.next == 0 && !lastTaken.IsZero() {
+		s.next = lastTaken.Add(max(gap.Min, 0)).UnixNano()
 	}
 	if d := time.Duration(s.next - now.UnixNano()); d > 0 {
 		return d

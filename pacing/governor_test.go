@@ -92,7 +92,7 @@ func TestGovernorReleaseAndHistory(t *testing.T) {
 // or the number's windows would start empty.
 func TestGovernorHistoryAfterADispatchFirst(t *testing.T) {
 	g := NewGovernor(rand.NewPCG(1, 2))
-	if wait := g.Dispatch(3, Gap{}, govStart); wait != 0 {
+	if wait := g.Dispatch(3, Gap{}, govStart, time.Time{}); wait != 0 {
 		t.Fatalf("first dispatch: wait %v", wait)
 	}
 	hist := func(time.Time) []time.Time {
@@ -124,7 +124,7 @@ func TestGovernorGapJitter(t *testing.T) {
 	var last time.Time
 	seen := map[time.Duration]bool{}
 	for i := 0; i < 20; {
-		w := g.Dispatch(5, gap, clk.Now())
+		w := g.Dispatch(5, gap, clk.Now(), time.Time{})
 		if w > 0 {
 			clk.Advance(w)
 			continue
@@ -188,5 +188,21 @@ func BenchmarkGovernorMemoryPerNumber(b *testing.B) {
 		runtime.ReadMemStats(&after)
 		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "bytes/number")
 		runtime.KeepAlive(g)
+	}
+}
+
+// After a restart the gap counts from the last job the number's agent took
+// (the store keeps it): the first dispatch waits out at least gap.Min.
+func TestGovernorGapSurvivesARestart(t *testing.T) {
+	g := NewGovernor(rand.NewPCG(1, 2))
+	gap := Gap{Min: 2 * time.Second, Max: 5 * time.Second}
+	if wait := g.Dispatch(7, gap, govStart, govStart.Add(-500*time.Millisecond)); wait != 1500*time.Millisecond {
+		t.Fatalf("a job taken 0.5 s before the restart: wait %v, want 1.5 s", wait)
+	}
+	if wait := g.Dispatch(7, gap, govStart.Add(1500*time.Millisecond), govStart.Add(-500*time.Millisecond)); wait != 0 {
+		t.Fatalf("after the wait: %v, want 0", wait)
+	}
+	if wait := g.Dispatch(8, gap, govStart, govStart.Add(-time.Hour)); wait != 0 {
+		t.Fatalf("a number idle for an hour: wait %v, want 0", wait)
 	}
 }

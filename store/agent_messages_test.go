@@ -84,3 +84,35 @@ func TestAnnounceNumbersLimit(t *testing.T) {
 		t.Fatalf("handles count apart: %v", err)
 	}
 }
+
+// An agent's ack of a number's job is remembered on the number, so that the
+// governor's gap outlives a restart (pacing.Governor.Dispatch).
+func TestAckRecordsWhenTheNumberLastSent(t *testing.T) {
+	s, err := Open(t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c, _ := webhookFixture(t, s, "a@example.com", 0)
+	d := deviceOf(t, s, c.ID, "fp-a@example.com")
+	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	nums, err := s.AnnounceNumbers(c.ID, d.ID, ChannelNameWhatsApp, []string{"+15550001111"}, now, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := Message{UUID: "u-1", CompanyID: c.ID, Channel: ChannelNameWhatsApp, NumberRef: nums[0].PublicID, Phone: "+15557654321", Text: "hi"}
+	if _, _, err := s.EnqueueAgent(&m, "", func() time.Time { return now }, func(AgentNumber, func(time.Time) []time.Time) (func(), error) { return func() {}, nil }, nil); err != nil {
+		t.Fatal(err)
+	}
+	taken := now.Add(3 * time.Second)
+	if _, moved, err := s.Transition(c.ID, d.ID, "u-1", MsgSending, "", "", taken); err != nil || !moved {
+		t.Fatalf("ack: moved %v, %v", moved, err)
+	}
+	if _, _, err := s.Transition(c.ID, d.ID, "u-1", MsgDelivered, "", "", taken.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.AgentNumberByRef(c.ID, nums[0].ID)
+	if err != nil || !n.LastTakenAt.Equal(taken) {
+		t.Fatalf("last taken: got %v (%v), want the ack's time %v, not a later report's", n.LastTakenAt, err, taken)
+	}
+}

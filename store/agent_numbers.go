@@ -61,6 +61,9 @@ type AgentNumber struct {
 	GapMin    time.Duration `json:"gap_min,omitempty"`
 	GapMax    time.Duration `json:"gap_max,omitempty"`
 	UpdatedAt time.Time     `json:"updated_at"`
+	// LastTakenAt is when an agent last acked one of the number's jobs: after
+	// a restart the gap between dispatches counts from it.
+	LastTakenAt time.Time `json:"last_taken_at,omitzero"`
 }
 
 // NumberCaps are a number's own caps; 0 keeps the server's default.
@@ -259,6 +262,21 @@ func numberByPublicID(tx *bolt.Tx, companyID uint64, channel, publicID string) (
 }
 
 // numberByRef finds the company's number by the store's id.
+// noteTaken records that an agent took one of the number's jobs now.
+func noteTaken(tx *bolt.Tx, companyID, numberID uint64, now time.Time) error {
+	k := tx.Bucket(bucketAgentNumberRef).Get(pair(companyID, numberID))
+	if k == nil {
+		return nil // the number is gone; its jobs may still report
+	}
+	b := tx.Bucket(bucketAgentNumbers)
+	var n AgentNumber
+	if err := getJSON(b, k, &n); err != nil {
+		return err
+	}
+	n.LastTakenAt = now.UTC()
+	return putJSON(b, k, n)
+}
+
 func numberByRef(tx *bolt.Tx, companyID, numberID uint64) (AgentNumber, error) {
 	var n AgentNumber
 	k := tx.Bucket(bucketAgentNumberRef).Get(pair(companyID, numberID))

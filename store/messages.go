@@ -335,6 +335,11 @@ func (s *Store) transition(companyID, deviceID uint64, uuid, status, errText, st
 			return err
 		}
 		from := m.Status
+		if status == MsgSending && from == MsgQueued && IsAgentChannel(m.Channel) {
+			if err := noteTaken(tx, m.CompanyID, m.NumberID, now); err != nil {
+				return err
+			}
+		}
 		m.Status, m.UpdatedAt = status, now.UTC()
 		m.Error = "" // an expiry note does not outlive a later report
 		if status == MsgFailed {
