@@ -60,6 +60,7 @@ func TestBrowserPairSendAndReceiveLive(t *testing.T) {
 	ph := e.pairPhone(strings.TrimSpace(code), "fp-1", true)
 	waitText(t, ctx, "#device-fp-1 [data-online]", "online")
 	waitText(t, ctx, "#device-fp-1", "1.2.3")
+	waitText(t, ctx, "#banner", "Phone fp-1 is paired.")
 
 	// Send an SMS and watch it reach delivered without a reload.
 	do(t, ctx, "open messages", chromedp.Navigate(e.url+"/console/messages?device=fp-1"), chromedp.WaitVisible(chromedp.CSS(`#send`)))

@@ -88,6 +88,7 @@ type Console struct {
 	pages  map[string]*template.Template
 	secure bool
 	mux    *http.ServeMux
+	flash  *flashSigner
 }
 
 // New parses the embedded templates and builds the routes.
@@ -101,7 +102,11 @@ func New(cfg Config, deps Deps) (*Console, error) {
 	if deps.Broker == nil {
 		deps.Broker = NewBroker(cfg.Streams)
 	}
-	c := &Console{cfg: cfg, deps: deps, secure: strings.HasPrefix(strings.ToLower(cfg.PublicURL), "https://")}
+	flash, err := newFlashSigner()
+	if err != nil {
+		return nil, err
+	}
+	c := &Console{cfg: cfg, deps: deps, secure: strings.HasPrefix(strings.ToLower(cfg.PublicURL), "https://"), flash: flash}
 	if err := c.parse(); err != nil {
 		return nil, err
 	}
@@ -218,7 +223,7 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, pag
 	}
 	v.Page = page
 	if v.Flash == (Flash{}) {
-		v.Flash = flashFrom(r)
+		v.Flash = c.flash.from(r)
 	}
 	secureHeaders(w)
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
@@ -229,14 +234,6 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, pag
 	if err := t.Execute(w, v); err != nil {
 		c.deps.Logger.Error("console: render", "page", page, "err", err)
 	}
-}
-
-func flashFrom(r *http.Request) Flash {
-	q := r.URL.Query()
-	if m := q.Get("ok"); m != "" {
-		return Flash{Message: m, OK: true}
-	}
-	return Flash{Message: q.Get("err"), Field: q.Get("field")}
 }
 
 // secureHeaders: no framing, no inline script, no referrer (tokens ride in

@@ -97,7 +97,19 @@ func (c *Console) devicesState(w http.ResponseWriter, r *http.Request, q *req) e
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"devices": rows})
+	// Each row carries the signed notice the pairing panel shows once
+	// the device registers (the banner shows signed notices only).
+	type stateRow struct {
+		deviceRow
+		Paired    string `json:"paired"`
+		PairedSig string `json:"paired_sig"`
+	}
+	out := make([]stateRow, len(rows))
+	for i, d := range rows {
+		msg := d.Name + " is paired."
+		out[i] = stateRow{deviceRow: d, Paired: msg, PairedSig: c.flash.sign("ok", msg, "")}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"devices": out})
 	return nil
 }
 

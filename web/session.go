@@ -118,7 +118,9 @@ func checkAnonCSRF(r *http.Request) error {
 type outcome struct {
 	Redirect string `json:"redirect,omitempty"`
 	Notice   string `json:"notice,omitempty"`
-	Data     any    `json:"data,omitempty"`
+	// Sig signs Notice for the address the JavaScript goes to next.
+	Sig  string `json:"sig,omitempty"`
+	Data any    `json:"data,omitempty"`
 }
 
 type level int
@@ -191,6 +193,9 @@ func (c *Console) action(lv level, back string, fn func(w http.ResponseWriter, r
 			return
 		}
 		if wantsJSON(r) {
+			if out.Notice != "" {
+				out.Sig = c.flash.sign("ok", out.Notice, "")
+			}
 			writeJSON(w, http.StatusOK, out)
 			return
 		}
@@ -199,7 +204,7 @@ func (c *Console) action(lv level, back string, fn func(w http.ResponseWriter, r
 			to = back
 		}
 		if out.Notice != "" {
-			to = withQuery(to, "ok", out.Notice)
+			to = c.flash.notice(to, out.Notice)
 		}
 		http.Redirect(w, r, to, http.StatusSeeOther)
 	}
@@ -247,11 +252,7 @@ func (c *Console) answerErr(w http.ResponseWriter, r *http.Request, back string,
 	if pe.Code == problem.Unauthorized && back != Prefix+"/signin" {
 		back = Prefix + "/signin"
 	}
-	to := withQuery(back, "err", pe.Message)
-	if pe.Field != "" {
-		to = withQuery(to, "field", pe.Field)
-	}
-	http.Redirect(w, r, to, http.StatusSeeOther)
+	http.Redirect(w, r, c.flash.failure(back, pe.Message, pe.Field), http.StatusSeeOther)
 }
 
 // fail renders an error page for a GET.

@@ -67,6 +67,7 @@
       if (r.body.notice) {
         var u = new URL(to, location.href);
         u.searchParams.set("ok", r.body.notice);
+        u.searchParams.set("sig", r.body.sig || "");
         u.searchParams.delete("err"); u.searchParams.delete("field");
         to = u.pathname + u.search + u.hash;
       }
@@ -105,7 +106,7 @@
           if (!b) { return; }
           var fresh = b.devices.filter(function (d) { return known.indexOf(d.fingerprint) < 0; });
           if (fresh.length) {
-            location.assign("/console/devices?ok=" + encodeURIComponent(fresh[0].name + " is paired.") + "#device-" + fresh[0].fingerprint);
+            location.assign("/console/devices?ok=" + encodeURIComponent(fresh[0].paired) + "&sig=" + encodeURIComponent(fresh[0].paired_sig) + "#device-" + fresh[0].fingerprint);
             return;
           }
           setTimeout(poll, 1500);

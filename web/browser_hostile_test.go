@@ -1,0 +1,79 @@
+package web_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+
+	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/channel"
+)
+
+// hostile is markup that runs script if any page or the JavaScript ever
+// puts a user's string into the document as HTML: it sets window.pwned.
+const hostile = `"><img src=x onerror="window.pwned=1"><svg onload="window.pwned=1">`
+
+// TestBrowserHostileStringsStayText fills every user-controlled string the
+// console shows (company, user, device name, message text, webhook URL,
+// WhatsApp text and media URL) with markup, opens every page at 360 px and
+// at 1280 px, and checks that nothing ran, that no page scrolls sideways
+// and that every input has a label. SIMRELAY_TOUR=dir keeps a screenshot of
+// every page there.
+func TestBrowserHostileStringsStayText(t *testing.T) {
+	e := newEnv(t)
+	key := e.company("Acme"+hostile, "ada@acme.test", "Correct1horse")
+	ph := e.pairPhone(e.pairingCode(key), "fp-1", true)
+	e.runAgent(e.pairingCode(key), "agent-1", []string{"+15550100001"}, nil, true)
+	wa := e.numberID(1, channel.WhatsApp, "+15550100001")
+
+	admin := e.browser()
+	admin.signIn("ada@acme.test", "Correct1horse")
+	for _, c := range []struct {
+		path string
+		form url.Values
+	}{
+		{"/console/devices/fp-1", url.Values{"device_name": {"Pixel" + hostile}, "selected_sim": {"BOTH"}, "status": {"active"}}},
+		{"/console/messages/send", url.Values{"device_fingerprint": {"fp-1"}, "phone": {"+15550100999"}, "sim_slot": {"SIM1"}, "message": {"Hi" + hostile}}},
+		{"/console/numbers/whatsapp/" + wa + "/send", url.Values{"to": {"+15550100999"}, "type": {"text"}, "content": {"Wa" + hostile}}},
+		{"/console/team/invite", url.Values{"email": {"mo@acme.test"}, "firstName": {"Mo" + hostile}, "lastName": {"</script><script>window.pwned=1</script>"}, "role": {"member"}}},
+	} {
+		if p := admin.post(c.path, c.form); p.status != http.StatusOK {
+			t.Fatalf("POST %s: %d %s", c.path, p.status, p.body)
+		}
+	}
+	<-ph.Receive(proto.Inbound{ClientID: "in-1", From: "+15550100999", Message: "In" + hostile, SIMSlot: "SIM1"})
+
+	ctx := chrome(t)
+	signInUI(t, ctx, e.url, "ada@acme.test", "Correct1horse")
+	tour := os.Getenv("SIMRELAY_TOUR")
+	pages := []string{"/console/", "/console/devices", "/console/messages?device=fp-1&phone=%2B15550100999",
+		"/console/numbers", "/console/numbers/whatsapp/" + wa, "/console/opt-outs", "/console/webhooks", "/console/team",
+		"/console/settings", "/console/billing", "/console/nowhere?err=" + url.QueryEscape(hostile)}
+	for _, width := range []int64{360, 1280} {
+		for i, p := range pages {
+			do(t, ctx, "open "+p, chromedp.EmulateViewport(width, 800), chromedp.Navigate(e.url+p), chromedp.WaitReady(chromedp.CSS(`main`)))
+			// A page with a stream opens it: wait, so that live events are drawn too.
+			waitFor(t, ctx, "the page settles", `!document.querySelector("[data-live]") || document.querySelector("[data-live]").dataset.live === "true" || !document.getElementById("chat") && !document.getElementById("agent-msgs")`)
+			if tour != "" {
+				shot(t, ctx, filepath.Join(tour, fmt.Sprintf("%d-%02d.png", width, i)))
+			}
+			if eval[bool](t, ctx, `window.pwned === 1`) {
+				t.Errorf("%s at %d px ran injected markup", p, width)
+			}
+			if n := eval[int](t, ctx, `document.querySelectorAll("main img:not(.qr), main svg:not(.chart):not(.qr)").length`); n > 0 {
+				t.Errorf("%s at %d px holds %d injected elements", p, width, n)
+			}
+			if w := eval[int](t, ctx, `document.documentElement.scrollWidth`); w > int(width) {
+				t.Errorf("%s is %d px wide at %d px", p, w, width)
+			}
+			if bad := eval[[]string](t, ctx, `Array.from(document.querySelectorAll("input:not([type=hidden]),select,textarea")).filter(function(el){return !(el.labels && el.labels.length) && !el.getAttribute("aria-label")}).map(function(el){return el.name||el.id})`); len(bad) > 0 {
+				t.Errorf("%s has inputs without a label: %v", p, bad)
+			}
+		}
+	}
+}
