@@ -350,3 +350,17 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
+
+// A device's SIMs read as a list: a slot with nothing reported is its name alone.
+func TestDevicesPageListsSIMs(t *testing.T) {
+	e := newEnv(t)
+	key := e.company("Acme", "ada@acme.test", "Correct1horse")
+	e.pairPhone(e.pairingCode(key), "fp-acme", false)
+	b := e.browser()
+	b.signIn("ada@acme.test", "Correct1horse")
+	body := b.get("/console/devices").body
+	// The phone's hello names the slots only.
+	if !strings.Contains(body, "<dd>SIM1; SIM2</dd>") {
+		t.Errorf("the SIMs of the device: want %q in\n%s", "SIM1; SIM2", body)
+	}
+}
