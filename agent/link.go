@@ -127,20 +127,13 @@ func (a *Agent) session(ctx context.Context, upFor *time.Duration) error {
 	if sims == nil {
 		sims = []proto.SIM{} // an agent without SIMs says so (section 8.1)
 	}
-	hello := proto.Hello{Protocol: proto.Version, AppVersion: a.opt.AppVersion, SIMs: sims, WhatsApp: inv.WhatsApp, IMessage: inv.IMessage}
+	hello := a.checkHello(proto.Hello{Protocol: proto.Version, AppVersion: a.opt.AppVersion, SIMs: sims, WhatsApp: inv.WhatsApp, IMessage: inv.IMessage})
 	if err := l.write(ctx, hello); err != nil {
 		return err
 	}
-	hctx, cancel := context.WithTimeout(ctx, helloTimeout)
-	_, data, err := ws.Read(hctx)
-	cancel()
+	welcome, err := a.awaitWelcome(ctx, l)
 	if err != nil {
-		return closeErr(err)
-	}
-	f, err := proto.Decode(data)
-	welcome, ok := f.(*proto.Welcome)
-	if err != nil || !ok {
-		return fmt.Errorf("expected welcome, got %.200s", data)
+		return err
 	}
 	up := time.Now()
 	defer func() { *upFor = time.Since(up) }()
@@ -169,6 +162,38 @@ func (a *Agent) session(ctx context.Context, upFor *time.Duration) error {
 		hear()
 		if err := a.handle(lctx, l, data); err != nil {
 			return err
+		}
+	}
+}
+
+// awaitWelcome reads until the welcome. A refused hello comes as an error
+// frame and then the close whose code decides what to do (4510 stops the
+// agent), so the error is logged and the close read. A send or config
+// before the welcome is handled as usual (PROTOCOL.md 7.2).
+func (a *Agent) awaitWelcome(ctx context.Context, l *link) (*proto.Welcome, error) {
+	hctx, cancel := context.WithTimeout(ctx, helloTimeout)
+	defer cancel()
+	for {
+		_, data, err := l.ws.Read(hctx)
+		if err != nil {
+			return nil, closeErr(err)
+		}
+		f, err := proto.Decode(data)
+		if err != nil {
+			a.log.Debug("ignoring a frame before welcome", "err", err)
+			continue
+		}
+		switch f := f.(type) {
+		case *proto.Welcome:
+			return f, nil
+		case *proto.Error:
+			a.log.Error("the server refused the hello", "code", f.Code, "message", f.Message, "field", f.Field)
+		case *proto.Send, *proto.Config:
+			if err := a.handle(ctx, l, data); err != nil {
+				return nil, err
+			}
+		default:
+			a.log.Debug("ignoring a frame before welcome", "type", f.FrameType())
 		}
 	}
 }

@@ -152,7 +152,7 @@ func write(ctx context.Context, ws *websocket.Conn, f proto.Frame) {
 	_ = ws.Write(ctx, websocket.MessageText, data)
 }
 
-func startAgent(t *testing.T, h *fakeHub, tr Transport) (*Agent, *Journal, <-chan error) {
+func startAgent(t *testing.T, h http.Handler, tr Transport) (*Agent, *Journal, <-chan error) {
 	t.Helper()
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
