@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -64,6 +65,27 @@ type link struct {
 	waiting map[string]bool
 	// later holds back a report refused for now (retry_after) until then.
 	later map[string]time.Time
+	// order lists the waiting keys in the order they were sent: answers
+	// come in that order, so an error frame answers the oldest entry of
+	// its kind (and id) (PROTOCOL.md 11.1).
+	order []string
+}
+
+// oldest returns the first waiting key of a kind ("s:" or "i:") that
+// names id (any id when id is ""), "" when none.
+func (l *link) oldest(kind, id string) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, key := range l.order {
+		rest, ok := strings.CutPrefix(key, kind)
+		if !ok {
+			continue
+		}
+		if name, _, _ := strings.Cut(rest, "\x00"); id == "" || name == id {
+			return key
+		}
+	}
+	return ""
 }
 
 func (l *link) write(ctx context.Context, f proto.Frame) error {
@@ -79,6 +101,9 @@ func (l *link) write(ctx context.Context, f proto.Frame) error {
 func (l *link) answered(key string, retryAfter time.Duration) {
 	l.mu.Lock()
 	delete(l.waiting, key)
+	if i := slices.Index(l.order, key); i >= 0 {
+		l.order = slices.Delete(l.order, i, i+1)
+	}
 	if retryAfter > 0 {
 		l.later[key] = time.Now().Add(retryAfter)
 	}
@@ -272,38 +297,37 @@ func (a *Agent) handle(ctx context.Context, l *link, data []byte) error {
 // dropped, a temporarily refused one (retry_after) kept and sent again later.
 func (a *Agent) refused(l *link, f *proto.Error) error {
 	retry := time.Duration(f.RetryAfter) * time.Second
-	a.log.Warn("the server refused a frame", "code", f.Code, "message", f.Message, "id", f.ID, "client_id", f.ClientID, "retry_after", f.RetryAfter)
+	a.log.Warn("the server refused a frame", "code", f.Code, "message", f.Message, "id", f.ID, "client_id", f.ClientID, "field", f.Field, "retry_after", f.RetryAfter)
 	switch {
 	case f.ClientID != "" || strings.HasPrefix(f.Message, "inbound: "):
-		key := "i:" + f.ClientID
+		// The refused message is the one of this client_id or, when the
+		// frame names none, the oldest inbound waiting on the link.
+		key := l.oldest("i:", f.ClientID)
+		if key == "" {
+			break
+		}
 		l.answered(key, retry)
-		if retry == 0 && f.ClientID != "" {
-			if _, _, err := a.j.ackInbound(f.ClientID, true); err != nil {
+		if clientID := strings.TrimPrefix(key, "i:"); retry == 0 {
+			if _, _, err := a.j.ackInbound(clientID, true); err != nil {
 				return err
 			}
-			a.log.Error("inbound message refused for good; dropped", "client_id", f.ClientID, "code", f.Code)
+			a.log.Error("inbound message refused for good; dropped", "client_id", clientID, "code", f.Code, "field", f.Field)
 		}
-	case f.ID != "" && strings.HasPrefix(f.Message, "status: "):
-		// The refused report is the one of this id waiting on the link
-		// (with or without a detail).
-		prefix := "s:" + f.ID + "\x00"
-		var keys []string
-		l.mu.Lock()
-		for key := range l.waiting {
-			if strings.HasPrefix(key, prefix) {
-				keys = append(keys, key)
-			}
+	case strings.HasPrefix(f.Message, "status: "):
+		// The refused report is the oldest of this id waiting on the
+		// link (with or without a detail): one answer, one report.
+		key := l.oldest("s:", f.ID)
+		if key == "" {
+			break
 		}
-		l.mu.Unlock()
-		for _, key := range keys {
-			l.answered(key, retry)
-			if retry == 0 {
-				st, detail, _ := strings.Cut(strings.TrimPrefix(key, prefix), "\x00")
-				if _, err := a.j.DropReport(f.ID, st, detail); err != nil {
-					return err
-				}
-				a.log.Error("report refused for good; dropped", "id", f.ID, "status", st, "detail", detail, "code", f.Code)
+		l.answered(key, retry)
+		if retry == 0 {
+			id, rest, _ := strings.Cut(strings.TrimPrefix(key, "s:"), "\x00")
+			st, detail, _ := strings.Cut(rest, "\x00")
+			if _, err := a.j.DropReport(id, st, detail); err != nil {
+				return err
 			}
+			a.log.Error("report refused for good; dropped", "id", id, "status", st, "detail", detail, "code", f.Code, "field", f.Field)
 		}
 	}
 	wake(a.pumpWake)
@@ -341,6 +365,7 @@ func (a *Agent) pump(ctx context.Context, l *link) {
 			}
 			l.mu.Lock()
 			l.waiting[key] = true
+			l.order = append(l.order, key)
 			delete(l.later, key)
 			l.mu.Unlock()
 			sent[key] = true
