@@ -38,6 +38,14 @@ type closedError struct {
 
 func (e *closedError) Error() string { return fmt.Sprintf("closed %d %s", e.code, e.reason) }
 
+func closeReason(err error) string {
+	var cl *closedError
+	if errors.As(err, &cl) {
+		return cl.reason
+	}
+	return ""
+}
+
 func closeCode(err error) int {
 	var ce websocket.CloseError
 	if errors.As(err, &ce) {
@@ -84,6 +92,10 @@ func (b *backoff) next(err error, upFor time.Duration, now time.Time) (time.Dura
 		return 0, &FatalError{Reason: "the server does not speak this agent's protocol version (close 4510): update simrelay-agent"}
 	case proto.CloseDeviceGone:
 		return b.probe, nil
+	default:
+		if !proto.ShouldReconnect(code) { // a 4500-4999 code this agent does not know
+			return 0, &FatalError{Reason: fmt.Sprintf("the server closed the link with %d (%s), a code that means: do not reconnect until the user acts; check the server's log and restart the agent", code, closeReason(err))}
+		}
 	case proto.CloseReplaced:
 		b.replaced = append(b.replaced, now)
 		kept := b.replaced[:0]
