@@ -74,6 +74,9 @@ func OpenJournal(path string, timeout time.Duration) (*Journal, error) {
 		if errors.Is(err, bolterrors.ErrTimeout) {
 			return nil, fmt.Errorf("journal %s is in use by another simrelay-agent", path)
 		}
+		if errors.Is(err, bolterrors.ErrInvalid) || errors.Is(err, bolterrors.ErrChecksum) || errors.Is(err, bolterrors.ErrVersionMismatch) {
+			return nil, fmt.Errorf("journal %s is damaged (%v): move it aside to start with an empty one; the reports and received messages it held for the server are then lost, and jobs it took without reporting stay sending on the server", path, err)
+		}
 		return nil, fmt.Errorf("journal: open %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
