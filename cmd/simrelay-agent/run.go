@@ -75,6 +75,9 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		tr = termux.New(termux.Config{SIMs: simList, InboundSIM: *inboundSIM, Poll: *poll, Logger: log})
 	case "modem":
+		if *number != "" && !e164.MatchString(*number) {
+			return fail(fmt.Errorf("--number %q: want the SIM's number in E.164, such as +15550100001 (a hello with another form is refused)", *number))
+		}
 		tr = modem.New(modem.Config{Modem: *modemID, Number: *number, Poll: *poll, Logger: log})
 	case "whatsapp":
 		if *session == "" {
