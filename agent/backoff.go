@@ -92,10 +92,6 @@ func (b *backoff) next(err error, upFor time.Duration, now time.Time) (time.Dura
 		return 0, &FatalError{Reason: "the server does not speak this agent's protocol version (close 4510): update simrelay-agent"}
 	case proto.CloseDeviceGone:
 		return b.probe, nil
-	default:
-		if !proto.ShouldReconnect(code) { // a 4500-4999 code this agent does not know
-			return 0, &FatalError{Reason: fmt.Sprintf("the server closed the link with %d (%s), a code that means: do not reconnect until the user acts; check the server's log and restart the agent", code, closeReason(err))}
-		}
 	case proto.CloseReplaced:
 		b.replaced = append(b.replaced, now)
 		kept := b.replaced[:0]
@@ -107,6 +103,10 @@ func (b *backoff) next(err error, upFor time.Duration, now time.Time) (time.Dura
 		b.replaced = kept
 		if len(kept) >= replacedLimit {
 			return 0, &FatalError{Reason: "another client uses this device token (replaced 3 times within 10 minutes, close 4009): stop the other copy or pair again"}
+		}
+	default:
+		if !proto.ShouldReconnect(code) { // a 4500-4999 code this agent does not know
+			return 0, &FatalError{Reason: fmt.Sprintf("the server closed the link with %d (%s), a code that means: do not reconnect until the user acts; check the server's log and restart the agent", code, closeReason(err))}
 		}
 	}
 	ceiling := b.max
