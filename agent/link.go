@@ -384,14 +384,10 @@ func (a *Agent) pump(ctx context.Context, l *link) {
 
 // outbox is what waits for an answer: reports, then inbound messages.
 func (a *Agent) outbox() ([]proto.Frame, []string, error) {
-	reports, err := a.j.Reports()
-	if err != nil {
-		return nil, nil, err
-	}
-	in, err := a.j.inbound()
-	if err != nil {
-		return nil, nil, err
-	}
+	// Both lists hold their readable records even with an error.
+	reports, rerr := a.j.Reports()
+	in, ierr := a.j.inbound()
+	err := errors.Join(rerr, ierr)
 	frames := make([]proto.Frame, 0, len(reports)+len(in))
 	keys := make([]string, 0, cap(frames))
 	for _, r := range reports {
@@ -405,5 +401,5 @@ func (a *Agent) outbox() ([]proto.Frame, []string, error) {
 		frames = append(frames, r.Frame)
 		keys = append(keys, "i:"+r.Frame.ClientID)
 	}
-	return frames, keys, nil
+	return frames, keys, err
 }
