@@ -38,6 +38,14 @@ type closedError struct {
 
 func (e *closedError) Error() string { return fmt.Sprintf("closed %d %s", e.code, e.reason) }
 
+func closeReason(err error) string {
+	var cl *closedError
+	if errors.As(err, &cl) {
+		return cl.reason
+	}
+	return ""
+}
+
 func closeCode(err error) int {
 	var ce websocket.CloseError
 	if errors.As(err, &ce) {
@@ -95,6 +103,10 @@ func (b *backoff) next(err error, upFor time.Duration, now time.Time) (time.Dura
 		b.replaced = kept
 		if len(kept) >= replacedLimit {
 			return 0, &FatalError{Reason: "another client uses this device token (replaced 3 times within 10 minutes, close 4009): stop the other copy or pair again"}
+		}
+	default:
+		if !proto.ShouldReconnect(code) { // a 4500-4999 code this agent does not know
+			return 0, &FatalError{Reason: fmt.Sprintf("the server closed the link with %d (%s), a code that means: do not reconnect until the user acts; check the server's log and restart the agent", code, closeReason(err))}
 		}
 	}
 	ceiling := b.max

@@ -74,6 +74,9 @@ func OpenJournal(path string, timeout time.Duration) (*Journal, error) {
 		if errors.Is(err, bolterrors.ErrTimeout) {
 			return nil, fmt.Errorf("journal %s is in use by another simrelay-agent", path)
 		}
+		if errors.Is(err, bolterrors.ErrInvalid) || errors.Is(err, bolterrors.ErrChecksum) || errors.Is(err, bolterrors.ErrVersionMismatch) {
+			return nil, fmt.Errorf("journal %s is damaged (%v): move it aside to start with an empty one; the reports and received messages it held for the server are then lost, and jobs it took without reporting stay sending on the server", path, err)
+		}
 		return nil, fmt.Errorf("journal: open %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
@@ -302,18 +305,18 @@ func (j *Journal) JobState(id string) (string, error) {
 	return state, err
 }
 
-// Reports lists the reports not yet status_acked, oldest first.
+// Reports lists the reports not yet status_acked, oldest first. An
+// unreadable record is deleted and named in the error; the list holds the
+// readable ones all the same (readOutbox).
 func (j *Journal) Reports() ([]proto.Status, error) {
 	var out []proto.Status
-	err := j.db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketReports).ForEach(func(_, v []byte) error {
-			var st proto.Status
-			if err := json.Unmarshal(v, &st); err != nil {
-				return err
-			}
-			out = append(out, st)
-			return nil
-		})
+	err := j.readOutbox(bucketReports, bucketReportKeys, func(v []byte) error {
+		var st proto.Status
+		if err := json.Unmarshal(v, &st); err != nil {
+			return err
+		}
+		out = append(out, st)
+		return nil
 	})
 	return out, err
 }
@@ -371,18 +374,18 @@ func (j *Journal) takeInbound(msgs []proto.Inbound, refs [][]string, markKey, ma
 	return added, err
 }
 
-// inbound lists the journaled inbound messages, oldest first.
+// inbound lists the journaled inbound messages, oldest first; like
+// Reports, an unreadable record is deleted and named in the error (its
+// client_id, if any, stays known).
 func (j *Journal) inbound() ([]inboundRecord, error) {
 	var out []inboundRecord
-	err := j.db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketInbound).ForEach(func(_, v []byte) error {
-			var r inboundRecord
-			if err := json.Unmarshal(v, &r); err != nil {
-				return err
-			}
-			out = append(out, r)
-			return nil
-		})
+	err := j.readOutbox(bucketInbound, nil, func(v []byte) error {
+		var r inboundRecord
+		if err := json.Unmarshal(v, &r); err != nil {
+			return err
+		}
+		out = append(out, r)
+		return nil
 	})
 	return out, err
 }

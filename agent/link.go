@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -64,6 +65,27 @@ type link struct {
 	waiting map[string]bool
 	// later holds back a report refused for now (retry_after) until then.
 	later map[string]time.Time
+	// order lists the waiting keys in the order they were sent: answers
+	// come in that order, so an error frame answers the oldest entry of
+	// its kind (and id) (PROTOCOL.md 11.1).
+	order []string
+}
+
+// oldest returns the first waiting key of a kind ("s:" or "i:") that
+// names id (any id when id is ""), "" when none.
+func (l *link) oldest(kind, id string) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, key := range l.order {
+		rest, ok := strings.CutPrefix(key, kind)
+		if !ok {
+			continue
+		}
+		if name, _, _ := strings.Cut(rest, "\x00"); id == "" || name == id {
+			return key
+		}
+	}
+	return ""
 }
 
 func (l *link) write(ctx context.Context, f proto.Frame) error {
@@ -79,6 +101,9 @@ func (l *link) write(ctx context.Context, f proto.Frame) error {
 func (l *link) answered(key string, retryAfter time.Duration) {
 	l.mu.Lock()
 	delete(l.waiting, key)
+	if i := slices.Index(l.order, key); i >= 0 {
+		l.order = slices.Delete(l.order, i, i+1)
+	}
 	if retryAfter > 0 {
 		l.later[key] = time.Now().Add(retryAfter)
 	}
@@ -127,20 +152,13 @@ func (a *Agent) session(ctx context.Context, upFor *time.Duration) error {
 	if sims == nil {
 		sims = []proto.SIM{} // an agent without SIMs says so (section 8.1)
 	}
-	hello := proto.Hello{Protocol: proto.Version, AppVersion: a.opt.AppVersion, SIMs: sims, WhatsApp: inv.WhatsApp, IMessage: inv.IMessage}
+	hello := a.checkHello(proto.Hello{Protocol: proto.Version, AppVersion: a.opt.AppVersion, SIMs: sims, WhatsApp: inv.WhatsApp, IMessage: inv.IMessage})
 	if err := l.write(ctx, hello); err != nil {
 		return err
 	}
-	hctx, cancel := context.WithTimeout(ctx, helloTimeout)
-	_, data, err := ws.Read(hctx)
-	cancel()
+	welcome, err := a.awaitWelcome(ctx, l)
 	if err != nil {
-		return closeErr(err)
-	}
-	f, err := proto.Decode(data)
-	welcome, ok := f.(*proto.Welcome)
-	if err != nil || !ok {
-		return fmt.Errorf("expected welcome, got %.200s", data)
+		return err
 	}
 	up := time.Now()
 	defer func() { *upFor = time.Since(up) }()
@@ -169,6 +187,38 @@ func (a *Agent) session(ctx context.Context, upFor *time.Duration) error {
 		hear()
 		if err := a.handle(lctx, l, data); err != nil {
 			return err
+		}
+	}
+}
+
+// awaitWelcome reads until the welcome. A refused hello comes as an error
+// frame and then the close whose code decides what to do (4510 stops the
+// agent), so the error is logged and the close read. A send or config
+// before the welcome is handled as usual (PROTOCOL.md 7.2).
+func (a *Agent) awaitWelcome(ctx context.Context, l *link) (*proto.Welcome, error) {
+	hctx, cancel := context.WithTimeout(ctx, helloTimeout)
+	defer cancel()
+	for {
+		_, data, err := l.ws.Read(hctx)
+		if err != nil {
+			return nil, closeErr(err)
+		}
+		f, err := proto.Decode(data)
+		if err != nil {
+			a.log.Debug("ignoring a frame before welcome", "err", err)
+			continue
+		}
+		switch f := f.(type) {
+		case *proto.Welcome:
+			return f, nil
+		case *proto.Error:
+			a.log.Error("the server refused the hello", "code", f.Code, "message", f.Message, "field", f.Field)
+		case *proto.Send, *proto.Config:
+			if err := a.handle(ctx, l, data); err != nil {
+				return nil, err
+			}
+		default:
+			a.log.Debug("ignoring a frame before welcome", "type", f.FrameType())
 		}
 	}
 }
@@ -247,38 +297,37 @@ func (a *Agent) handle(ctx context.Context, l *link, data []byte) error {
 // dropped, a temporarily refused one (retry_after) kept and sent again later.
 func (a *Agent) refused(l *link, f *proto.Error) error {
 	retry := time.Duration(f.RetryAfter) * time.Second
-	a.log.Warn("the server refused a frame", "code", f.Code, "message", f.Message, "id", f.ID, "client_id", f.ClientID, "retry_after", f.RetryAfter)
+	a.log.Warn("the server refused a frame", "code", f.Code, "message", f.Message, "id", f.ID, "client_id", f.ClientID, "field", f.Field, "retry_after", f.RetryAfter)
 	switch {
 	case f.ClientID != "" || strings.HasPrefix(f.Message, "inbound: "):
-		key := "i:" + f.ClientID
+		// The refused message is the one of this client_id or, when the
+		// frame names none, the oldest inbound waiting on the link.
+		key := l.oldest("i:", f.ClientID)
+		if key == "" {
+			break
+		}
 		l.answered(key, retry)
-		if retry == 0 && f.ClientID != "" {
-			if _, _, err := a.j.ackInbound(f.ClientID, true); err != nil {
+		if clientID := strings.TrimPrefix(key, "i:"); retry == 0 {
+			if _, _, err := a.j.ackInbound(clientID, true); err != nil {
 				return err
 			}
-			a.log.Error("inbound message refused for good; dropped", "client_id", f.ClientID, "code", f.Code)
+			a.log.Error("inbound message refused for good; dropped", "client_id", clientID, "code", f.Code, "field", f.Field)
 		}
-	case f.ID != "" && strings.HasPrefix(f.Message, "status: "):
-		// The refused report is the one of this id waiting on the link
-		// (with or without a detail).
-		prefix := "s:" + f.ID + "\x00"
-		var keys []string
-		l.mu.Lock()
-		for key := range l.waiting {
-			if strings.HasPrefix(key, prefix) {
-				keys = append(keys, key)
-			}
+	case strings.HasPrefix(f.Message, "status: "):
+		// The refused report is the oldest of this id waiting on the
+		// link (with or without a detail): one answer, one report.
+		key := l.oldest("s:", f.ID)
+		if key == "" {
+			break
 		}
-		l.mu.Unlock()
-		for _, key := range keys {
-			l.answered(key, retry)
-			if retry == 0 {
-				st, detail, _ := strings.Cut(strings.TrimPrefix(key, prefix), "\x00")
-				if _, err := a.j.DropReport(f.ID, st, detail); err != nil {
-					return err
-				}
-				a.log.Error("report refused for good; dropped", "id", f.ID, "status", st, "detail", detail, "code", f.Code)
+		l.answered(key, retry)
+		if retry == 0 {
+			id, rest, _ := strings.Cut(strings.TrimPrefix(key, "s:"), "\x00")
+			st, detail, _ := strings.Cut(rest, "\x00")
+			if _, err := a.j.DropReport(id, st, detail); err != nil {
+				return err
 			}
+			a.log.Error("report refused for good; dropped", "id", id, "status", st, "detail", detail, "code", f.Code, "field", f.Field)
 		}
 	}
 	wake(a.pumpWake)
@@ -316,6 +365,7 @@ func (a *Agent) pump(ctx context.Context, l *link) {
 			}
 			l.mu.Lock()
 			l.waiting[key] = true
+			l.order = append(l.order, key)
 			delete(l.later, key)
 			l.mu.Unlock()
 			sent[key] = true
@@ -334,14 +384,10 @@ func (a *Agent) pump(ctx context.Context, l *link) {
 
 // outbox is what waits for an answer: reports, then inbound messages.
 func (a *Agent) outbox() ([]proto.Frame, []string, error) {
-	reports, err := a.j.Reports()
-	if err != nil {
-		return nil, nil, err
-	}
-	in, err := a.j.inbound()
-	if err != nil {
-		return nil, nil, err
-	}
+	// Both lists hold their readable records even with an error.
+	reports, rerr := a.j.Reports()
+	in, ierr := a.j.inbound()
+	err := errors.Join(rerr, ierr)
 	frames := make([]proto.Frame, 0, len(reports)+len(in))
 	keys := make([]string, 0, cap(frames))
 	for _, r := range reports {
@@ -355,5 +401,5 @@ func (a *Agent) outbox() ([]proto.Frame, []string, error) {
 		frames = append(frames, r.Frame)
 		keys = append(keys, "i:"+r.Frame.ClientID)
 	}
-	return frames, keys, nil
+	return frames, keys, err
 }

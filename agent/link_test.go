@@ -152,11 +152,16 @@ func write(ctx context.Context, ws *websocket.Conn, f proto.Frame) {
 	_ = ws.Write(ctx, websocket.MessageText, data)
 }
 
-func startAgent(t *testing.T, h *fakeHub, tr Transport) (*Agent, *Journal, <-chan error) {
+func startAgent(t *testing.T, h http.Handler, tr Transport) (*Agent, *Journal, <-chan error) {
+	t.Helper()
+	return startAgentWithJournal(t, h, tr, filepath.Join(t.TempDir(), "j.db"))
+}
+
+func startAgentWithJournal(t *testing.T, h http.Handler, tr Transport, path string) (*Agent, *Journal, <-chan error) {
 	t.Helper()
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	j, err := OpenJournal(filepath.Join(t.TempDir(), "j.db"), time.Second)
+	j, err := OpenJournal(path, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"regexp"
 	"strings"
 	"time"
@@ -59,6 +60,18 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	media := agent.MediaFetcher{Client: httpClient(0), MaxBytes: *mediaMax, Timeout: *mediaTimeout}
 	log := newLogger(stderr, *logFormat, level)
 
+	// One agent per configuration: the journal's lock is taken before a
+	// transport connects anything a second agent would disturb (a WhatsApp
+	// session used twice at once). Without a configuration there is no
+	// journal yet, and LoadConfig below says to pair first.
+	var j *agent.Journal
+	if _, err := os.Stat(*config); err == nil {
+		if j, err = agent.OpenJournal(agent.JournalPath(*config), 2*time.Second); err != nil {
+			return fail(err)
+		}
+		defer j.Close()
+	}
+
 	var tr agent.Transport
 	switch *transport {
 	case "termux":
@@ -75,6 +88,9 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		tr = termux.New(termux.Config{SIMs: simList, InboundSIM: *inboundSIM, Poll: *poll, Logger: log})
 	case "modem":
+		if *number != "" && !e164.MatchString(*number) {
+			return fail(fmt.Errorf("--number %q: want the SIM's number in E.164, such as +15550100001 (a hello with another form is refused)", *number))
+		}
 		tr = modem.New(modem.Config{Modem: *modemID, Number: *number, Poll: *poll, Logger: log})
 	case "whatsapp":
 		if *session == "" {
@@ -120,11 +136,12 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return fail(err)
 		}
 	}
-	j, err := agent.OpenJournal(agent.JournalPath(*config), 2*time.Second)
-	if err != nil {
-		return fail(err)
+	if j == nil {
+		if j, err = agent.OpenJournal(agent.JournalPath(*config), 2*time.Second); err != nil {
+			return fail(err)
+		}
+		defer j.Close()
 	}
-	defer j.Close()
 	log.Info("starting", "version", buildVersion(), "transport", tr.Name(), "device", cfg.DeviceFingerprint, "server", cfg.Server)
 	a := agent.New(agent.Options{Config: cfg, Transport: tr, Journal: j, AppVersion: "simrelay-agent " + buildVersion(),
 		Logger: log, HTTPClient: httpClient(0), BackoffMax: *reconnectMax, Pacer: agent.NewPacer(*perMinute), DeliveryPoll: *poll})

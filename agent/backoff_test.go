@@ -1,0 +1,66 @@
+package agent
+
+import (
+	"errors"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/simrelay/simrelay/android-protocol/client"
+)
+
+// The rows of PROTOCOL.md sections 13 and 14 not covered by
+// TestBackoffFollowsTheProtocol.
+func TestBackoffTable(t *testing.T) {
+	now := time.Now()
+	newB := func() *backoff {
+		return &backoff{base: time.Second, max: 5 * time.Minute, stable: time.Minute, probe: 15 * time.Minute}
+	}
+	// 4500-4999: do not reconnect until the user acts, also for a code
+	// this agent does not know.
+	var fatal *FatalError
+	if _, err := newB().next(&closedError{code: 4599, reason: "new"}, 0, now); !errors.As(err, &fatal) {
+		t.Fatalf("close 4599: got %v, want the agent stopped", err)
+	}
+	// 4012: back after 1 to 5 s, the count reset.
+	b := newB()
+	for range 5 {
+		b.next(nil, 0, now)
+	}
+	wait, err := b.next(websocket.CloseError{Code: 4012}, 0, now)
+	if err != nil || wait < time.Second || wait > 5*time.Second || b.attempt != 0 {
+		t.Fatalf("4012: got %v %v attempt %d, want 1-5 s and attempt 0", wait, err, b.attempt)
+	}
+	// 4008 and 4029: at least 10 s.
+	for _, code := range []websocket.StatusCode{4008, 4029} {
+		if wait, err := newB().next(websocket.CloseError{Code: code}, 0, now); err != nil || wait < 10*time.Second {
+			t.Fatalf("%d: got %v %v, want at least 10 s", code, wait, err)
+		}
+	}
+	// 4009: at least 30 s; the third within ten minutes stops.
+	b = newB()
+	for i := range 3 {
+		wait, err := b.next(websocket.CloseError{Code: 4009}, 0, now.Add(time.Duration(i)*time.Minute))
+		if i < 2 && (err != nil || wait < 30*time.Second) {
+			t.Fatalf("4009 #%d: got %v %v, want at least 30 s", i+1, wait, err)
+		}
+		if i == 2 && !errors.As(err, &fatal) {
+			t.Fatalf("third 4009 in ten minutes: got %v, want the agent stopped", err)
+		}
+	}
+	// 429 and 503: Retry-After plus the jittered delay.
+	for _, status := range []int{http.StatusTooManyRequests, http.StatusServiceUnavailable} {
+		if wait, err := newB().next(&client.APIError{Status: status, RetryAfter: 7 * time.Second}, 0, now); err != nil || wait < 7*time.Second || wait > 8*time.Second {
+			t.Fatalf("HTTP %d: got %v %v, want Retry-After (7 s) plus at most 1 s", status, wait, err)
+		}
+	}
+	// 401 stops; 403 probes in 15 minutes.
+	if _, err := newB().next(&client.APIError{Status: http.StatusUnauthorized}, 0, now); !errors.As(err, &fatal) {
+		t.Fatalf("HTTP 401: got %v, want the agent stopped", err)
+	}
+	if wait, err := newB().next(&client.APIError{Status: http.StatusForbidden}, 0, now); err != nil || wait != 15*time.Minute {
+		t.Fatalf("HTTP 403: got %v %v, want a probe in 15 min", wait, err)
+	}
+}

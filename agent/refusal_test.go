@@ -1,0 +1,60 @@
+package agent
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/internal/poll"
+)
+
+// An error frame refuses the oldest report of its id waiting on the link,
+// not every report of that id (PROTOCOL.md 11.1): the plain delivered is
+// refused for good while its read receipt, refused for now (retry_after),
+// is kept and sent again.
+func TestStatusRefusalDropsOnlyTheAnsweredReport(t *testing.T) {
+	job := proto.Send{ID: "wa-2", Channel: "whatsapp", To: "+15551234567", From: "+15550100001", Message: "hi", ContentType: "text", ExpiresAt: stamp(time.Now().Add(time.Hour))}
+	h := &fakeHub{t: t}
+	h.script = func(link int, ws *websocket.Conn, frames <-chan proto.Frame) {
+		ctx := context.Background()
+		write(ctx, ws, job)
+		var delivered []*proto.Status
+		for f := range frames {
+			st, ok := f.(*proto.Status)
+			if !ok {
+				continue
+			}
+			switch {
+			case st.Status == proto.StatusSent:
+				write(ctx, ws, proto.StatusAck{ID: st.ID, Status: st.Status})
+			case len(delivered) < 2 && link == 1:
+				delivered = append(delivered, st)
+				if len(delivered) == 2 { // both wait for their answer
+					write(ctx, ws, proto.Error{Code: "validation_failed", Message: "status: at is invalid", ID: st.ID, Field: "at"})
+					write(ctx, ws, proto.Error{Code: "unavailable", Message: "status: try again", ID: st.ID, RetryAfter: 1})
+				}
+			default:
+				write(ctx, ws, proto.StatusAck{ID: st.ID, Status: st.Status, Detail: st.Detail})
+			}
+		}
+	}
+	tr := &memTransport{inbox: make(chan Received)}
+	_, j, _ := startAgent(t, h, tr)
+	poll.Until(t, "the job awaits its receipt", func() bool { st, _ := j.JobState("wa-2"); return st == StateAwaiting })
+	tr.mu.Lock()
+	sink := tr.sink
+	tr.mu.Unlock()
+	if err := sink.Deliver("wa-wa-2", Delivery{Final: true, Status: proto.StatusDelivered, Detail: proto.DetailRead}); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, "the read receipt is sent again and acknowledged", func() bool {
+		reports, _ := j.Reports()
+		return len(reports) == 0 && h.seen(`"detail":"read"`) == 2
+	})
+	if n := h.seen(`"status":"delivered","at"`); n != 1 {
+		t.Fatalf("plain delivered sent %d times, want once (refused for good)", n)
+	}
+}
