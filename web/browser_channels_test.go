@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 
 	"github.com/simrelay/simrelay/channel"
@@ -66,13 +67,22 @@ func TestBrowserScheduledSMSCancelled(t *testing.T) {
 	e.pairPhone(e.pairingCode(key), "fp-1", false)
 	ctx := chrome(t)
 	signInUI(t, ctx, e.url, "ada@acme.test", "Correct1horse")
+	// The person types their own local time (here India's, +05:30 all year).
+	if _, err := chromedp.Call(ctx, emulation.SetTimezoneOverride, emulation.SetTimezoneOverrideParams{TimezoneID: "Asia/Kolkata"}); err != nil {
+		t.Fatal(err)
+	}
+	kolkata := time.FixedZone("IST", 5*3600+1800)
+	local := e.clock.Now().Add(2 * time.Hour).In(kolkata).Truncate(time.Minute)
 	do(t, ctx, "open messages", chromedp.Navigate(e.url+"/console/messages?device=fp-1"), chromedp.WaitVisible(chromedp.CSS(`#send`)))
-	at := e.clock.Now().Add(2 * time.Hour).UTC().Format("2006-01-02T15:04")
 	do(t, ctx, "schedule", chromedp.SendKeys(field("phone"), "+15550100000"), chromedp.SendKeys(field("message"), "See you tomorrow"),
-		chromedp.SetValue(field("send_at"), at), chromedp.Click(chromedp.CSS(`#send button[type=submit]`)))
+		chromedp.SetValue(field("send_at"), local.Format("2006-01-02T15:04")), chromedp.Click(chromedp.CSS(`#send button[type=submit]`)))
 	// A first message to the number opens its conversation, scheduled.
 	waitFor(t, ctx, "the conversation", `document.getElementById("chat").dataset.phone === "+15550100000"`)
 	waitFor(t, ctx, "scheduled", `!!document.querySelector('#thread .status[data-status="scheduled"]')`)
+	qid := eval[string](t, ctx, `document.querySelector('#thread form.cancel input[name="queue_id"]').value`)
+	if m, err := e.sms.Queued(t.Context(), 1, qid); err != nil || !m.SendAt.Equal(local) {
+		t.Fatalf("send_at: got %v (%v), want the local time typed, %v", m.SendAt, err, local.UTC())
+	}
 	waitFor(t, ctx, "the live stream", `document.getElementById("chat").dataset.live === "true"`)
 	eval[bool](t, ctx, `window.sameLoad = true`)
 	do(t, ctx, "cancel", chromedp.Click(chromedp.CSS(`#thread form.cancel button`)))

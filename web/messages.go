@@ -121,9 +121,10 @@ func (c *Console) sendSMS(w http.ResponseWriter, r *http.Request, q *req) (outco
 	return outcome{Redirect: back, Data: liveOut(m)}, nil
 }
 
-// sendAtOf reads the send box's "send at": a browser's date-time input
-// (2026-11-24T09:30, taken as UTC, as the label says) or RFC 3339. Anything
-// else goes to the service as typed, which names send_at in its answer.
+// sendAtOf reads the send box's "send at": RFC 3339 (the page's script turns
+// the person's local date-time into UTC), or a bare date-time input
+// (2026-11-24T09:30) taken as UTC when a form is posted without the script.
+// Anything else goes to the service as typed, which names send_at in its answer.
 func sendAtOf(v string) string {
 	v = strings.TrimSpace(v)
 	for _, layout := range []string{"2006-01-02T15:04", "2006-01-02T15:04:05"} {

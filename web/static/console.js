@@ -41,11 +41,17 @@
   }
 
   function post(form) {
+    var data = new FormData(form);
+    // A date-time field holds the person's local time: the server gets it in UTC.
+    form.querySelectorAll('input[type="datetime-local"]').forEach(function (i) {
+      var d = i.value ? new Date(i.value) : null;
+      if (d && !isNaN(d.getTime())) { data.set(i.name, d.toISOString()); }
+    });
     return fetch(form.action, {
       method: "POST",
       credentials: "same-origin",
       headers: {"Accept": "application/json", "X-CSRF-Token": csrf, "Content-Type": "application/x-www-form-urlencoded"},
-      body: new URLSearchParams(new FormData(form))
+      body: new URLSearchParams(data)
     });
   }
 
