@@ -70,14 +70,14 @@ func TestVirtualAgent(t *testing.T) {
 	bin, dir, apiKey := companyStore(t)
 	srv := startServer(t, bin, dir)
 	phone := exec.Command(bin, "phone", "--server", srv.url, "--api-key", apiKey, "--token-file", filepath.Join(t.TempDir(), "phone.json"),
-		"--whatsapp", "+15550001111", "--imessage", "Ana@Example.com", "--inbound", "+15557654321", "--inbound-to", "+15550001111", "hello on WhatsApp")
+		"--whatsapp", "+15550001111", "--imessage", "Ana@Example.com", "--inbound", "+15557654321", "hello on WhatsApp", "--inbound-to", "+15550001111") // flags after the text, as the README writes them
 	stdout := &syncbuf.Buffer{}
 	phone.Stdout, phone.Stderr = stdout, stdout
 	if err := phone.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = phone.Process.Kill(); _ = phone.Wait() })
-	waitOutput(t, stdout, "inbound from +15557654321 stored as message")
+	waitOutput(t, stdout, "whatsapp inbound from +15557654321 to +15550001111 stored as message")
 
 	var wa struct {
 		Numbers []struct {

@@ -261,7 +261,11 @@ func linkPhone(ctx context.Context, cfg phoneConfig, reg client.Registration, cl
 			ack := phone.Receive(in)
 			select {
 			case a := <-ack:
-				say("inbound from %s stored as message %d (%s)", cfg.inbound, a.ID, a.UUID)
+				if in.Channel == proto.ChannelSMS {
+					say("inbound from %s stored as message %d (%s)", cfg.inbound, a.ID, a.UUID)
+				} else {
+					say("%s inbound from %s to %s stored as message %d (%s)", in.Channel, cfg.inbound, in.To, a.ID, a.UUID)
+				}
 			case <-ctx.Done():
 			}
 		}()
