@@ -30,22 +30,12 @@ func (s *Store) EnqueueBulk(ms []Message, idemKey string, now func() time.Time, 
 		if ik, prior = priorAnswer(tx, companyID, idemKey, now()); prior != nil {
 			return nil
 		}
-		d, err := liveDevice(tx, companyID, ms[0].Device)
-		if errors.Is(err, ErrDeviceGone) {
-			refused = err
-			return nil
-		}
+		d, err := sendingDevice(tx, companyID, ms[0].Device, check)
 		if err != nil {
 			return err
 		}
-		if d.Status == DeviceDisabled {
-			refused = ErrDeviceDisabled
+		if refused = d.refused; refused != nil {
 			return nil
-		}
-		if check != nil {
-			if refused = check(d); refused != nil {
-				return nil
-			}
 		}
 		var cost int64
 		for i, m := range ms {

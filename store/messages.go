@@ -132,22 +132,12 @@ func (s *Store) Enqueue(m *Message, idemKey string, now func() time.Time, check 
 		if ik, prior = priorAnswer(tx, m.CompanyID, idemKey, now()); prior != nil {
 			return nil
 		}
-		d, err := liveDevice(tx, m.CompanyID, m.Device)
-		if errors.Is(err, ErrDeviceGone) {
-			refused = err
-			return nil
-		}
+		d, err := sendingDevice(tx, m.CompanyID, m.Device, check)
 		if err != nil {
 			return err
 		}
-		if d.Status == DeviceDisabled {
-			refused = ErrDeviceDisabled
+		if refused = d.refused; refused != nil {
 			return nil
-		}
-		if check != nil {
-			if refused = check(d); refused != nil {
-				return nil
-			}
 		}
 		if refused = s.optedOutTx(tx, m.CompanyID, m.Channel, m.Phone, -1); refused != nil {
 			return nil
