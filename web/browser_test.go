@@ -124,7 +124,9 @@ func TestBrowserMemberSeesNoAdminActions(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`#invite button[type=submit]`)))...)
 	waitText(t, ctx, "#banner", "Invitation sent")
 	waitText(t, ctx, "#users", "mo@acme.test")
-	do(t, ctx, "sign out", chromedp.Click(chromedp.CSS(`.signout button`)), chromedp.WaitVisible(chromedp.CSS(`[name=email]`)))
+	do(t, ctx, "sign out", chromedp.Click(chromedp.CSS(`.signout button`)))
+	// Not just any e-mail field: the team page's invite form has one too.
+	waitFor(t, ctx, "the sign-in page", `location.pathname === "/console/signin" && document.readyState === "complete" && !!document.querySelector("[name=email]")`)
 
 	tok := mailtest.LinkToken(e.inbox.WaitFor(t, "mo@acme.test", 20*time.Second).Text, "/reset-password")
 	do(t, ctx, "set the password", chromedp.Navigate(e.url+"/reset-password?token="+tok),
