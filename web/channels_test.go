@@ -36,25 +36,7 @@ func (e *env) runAgent(code, fingerprint string, wa, im []string, autoReport boo
 	for _, h := range im {
 		hello.IMessage = append(hello.IMessage, proto.IMessageHandle{Handle: h})
 	}
-	var ph *client.Phone
-	ph = client.New(client.Config{
-		WSURL: reg.WSURL, Token: reg.DeviceToken, Hello: hello,
-		BackoffBase: 10 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
-		OnJob: func(s proto.Send) {
-			if autoReport {
-				go func() {
-					ph.Report(s.ID, proto.StatusSent, "")
-					ph.Report(s.ID, proto.StatusDelivered, "")
-				}()
-			}
-		},
-	})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- ph.Run(ctx) }()
-	e.t.Cleanup(func() { cancel(); <-done })
-	poll.Until(e.t, "the agent connects", ph.Connected)
-	return ph
+	return e.runPhone(reg, hello, autoReport)
 }
 
 // numberID is the public id of a company's number or handle.

@@ -241,10 +241,17 @@ func (e *env) pairPhone(code, fingerprint string, autoReport bool) *client.Phone
 	if err != nil {
 		e.t.Fatalf("register %s: %v", fingerprint, err)
 	}
+	return e.runPhone(reg, proto.Hello{AppVersion: "1.2.3", SelectedSIM: "BOTH", SIMs: []proto.SIM{{Slot: "SIM1"}, {Slot: "SIM2"}}}, autoReport)
+}
+
+// runPhone links a registered virtual phone (or agent) with its hello
+// until the test ends; jobs are reported sent then delivered when
+// autoReport is set.
+func (e *env) runPhone(reg client.Registration, hello proto.Hello, autoReport bool) *client.Phone {
+	e.t.Helper()
 	var ph *client.Phone
 	ph = client.New(client.Config{
-		WSURL: reg.WSURL, Token: reg.DeviceToken,
-		Hello:       proto.Hello{AppVersion: "1.2.3", SelectedSIM: "BOTH", SIMs: []proto.SIM{{Slot: "SIM1"}, {Slot: "SIM2"}}},
+		WSURL: reg.WSURL, Token: reg.DeviceToken, Hello: hello,
 		BackoffBase: 10 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
 		OnJob: func(s proto.Send) {
 			if autoReport {
@@ -259,7 +266,7 @@ func (e *env) pairPhone(code, fingerprint string, autoReport bool) *client.Phone
 	done := make(chan error, 1)
 	go func() { done <- ph.Run(ctx) }()
 	e.t.Cleanup(func() { cancel(); <-done })
-	poll.Until(e.t, "the phone connects", ph.Connected)
+	poll.Until(e.t, "the link is up", ph.Connected)
 	return ph
 }
 
