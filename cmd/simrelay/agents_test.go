@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -34,15 +33,7 @@ func TestGovernorSurvivesRestart(t *testing.T) {
 	}
 	waID, _ := announce(t, srv.url, reg, apiKey, proto.Hello{WhatsApp: []proto.WhatsAppNumber{{Phone: "+15550001111"}}, IMessage: []proto.IMessageHandle{{Handle: "agent@example.com"}}})
 	send := func(url string) *http.Response {
-		body, _ := json.Marshal(map[string]string{"number_id": waID, "to": "+15551234567", "content": "hi"})
-		req, _ := http.NewRequest("POST", url+"/whatsapp/send", bytes.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+apiKey)
-		req.Header.Set("Content-Type", "application/json")
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res.Body.Close()
+		res, _ := post(t, url+"/whatsapp/send", apiKey, `{"number_id":"`+waID+`","to":"+15551234567","content":"hi"}`)
 		return res
 	}
 	for i := range 4 {
@@ -104,16 +95,9 @@ func TestVirtualAgent(t *testing.T) {
 		{"/whatsapp/send", `{"number_id":"` + wa.Numbers[0].NumberID + `","to":"+15557654321","content":"hi there"}`, "/whatsapp/messages/"},
 		{"/imessage/send", `{"handle_id":"` + im.Handles[0].HandleID + `","to":"bob@example.com","type":"image","media_url":"https://cdn.example.com/a.png"}`, "/imessage/messages/"},
 	} {
-		req, _ := http.NewRequest("POST", srv.url+c.path, strings.NewReader(c.body))
-		req.Header.Set("Authorization", "Bearer "+apiKey)
-		req.Header.Set("Content-Type", "application/json")
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
+		res, raw := post(t, srv.url+c.path, apiKey, c.body)
 		var sent struct{ ID string }
-		_ = json.NewDecoder(res.Body).Decode(&sent)
-		res.Body.Close()
+		_ = json.Unmarshal(raw, &sent)
 		if res.StatusCode != http.StatusAccepted {
 			t.Fatalf("%s: got %d", c.path, res.StatusCode)
 		}

@@ -99,6 +99,21 @@ func get(t *testing.T, url, key string) (int, []byte) {
 	return res.StatusCode, body
 }
 
+// post sends a JSON body with the key and returns the answer, its body read.
+func post(t *testing.T, url, key, body string) (*http.Response, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	return res, raw
+}
+
 // createCompany runs the README's `admin create-company` on dir and returns
 // the API key it prints.
 func createCompany(t *testing.T, bin, dir string) string {
