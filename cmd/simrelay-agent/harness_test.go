@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simrelay/simrelay/internal/poll"
 	"github.com/simrelay/simrelay/internal/syncbuf"
 )
 
@@ -287,11 +288,5 @@ func writeFile(t *testing.T, path, content string) {
 // internal/poll's 10 s on a loaded machine. It never asserts a speed.
 func until(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within a minute", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.Within(t, time.Minute, what, cond)
 }

@@ -16,6 +16,7 @@ import (
 
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/android-protocol/client"
+	"github.com/simrelay/simrelay/internal/poll"
 )
 
 // freeAddr is a loopback address with a port free at the time of the call,
@@ -33,17 +34,6 @@ func freeAddr(t *testing.T) string {
 
 // within polls cond until it holds or d has passed (a restart and a
 // backlog take longer than poll.Timeout on a loaded machine).
-func within(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, d)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // call sends a JSON request with the API key and decodes the answer.
 func call(t *testing.T, method, url, key string, body any) (int, map[string]any) {
 	t.Helper()
@@ -144,7 +134,7 @@ func TestStatusEventsAcrossACrash(t *testing.T) {
 	go func() { done <- phone.Run(ctx) }()
 	defer func() { cancel(); <-done }()
 
-	within(t, 60*time.Second, "some status events arrive before the kill", func() bool { return len(sink.events()) >= 20 })
+	poll.Within(t, 60*time.Second, "some status events arrive before the kill", func() bool { return len(sink.events()) >= 20 })
 	if err := srv.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +142,7 @@ func TestStatusEventsAcrossACrash(t *testing.T) {
 	before := len(sink.events())
 
 	srv = startServer(t, bin, dir, append([]string{"--listen", addr}, flags...)...)
-	within(t, 90*time.Second, "every message delivered and its two events received", func() bool {
+	poll.Within(t, 90*time.Second, "every message delivered and its two events received", func() bool {
 		return len(sink.events()) == 2*n
 	})
 	for _, id := range ids {
@@ -219,7 +209,7 @@ func TestScheduledSendSurvivesRestart(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- phone.Run(ctx) }()
 	defer func() { cancel(); <-done }()
-	within(t, 30*time.Second, "the scheduled message reaches the phone", func() bool {
+	poll.Within(t, 30*time.Second, "the scheduled message reaches the phone", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(jobs) > 0

@@ -14,10 +14,17 @@ const Timeout = 10 * time.Second
 // not held within Timeout.
 func Until(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(Timeout)
+	Within(t, Timeout, what, cond)
+}
+
+// Within is Until with its own deadline, for conditions that take a real
+// binary's restart or a device's reconnect backoff; it asserts no speed.
+func Within(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, Timeout)
+			t.Fatalf("%s: not within %s", what, d)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
