@@ -132,11 +132,8 @@ func (s *Store) EnqueueAgent(m *Message, idemKey string, now func() time.Time, v
 				return err
 			}
 		}
-		if ik != nil {
-			status, body := answer(msg)
-			if err := ik.keep(tx, status, body, msg.CreatedAt); err != nil {
-				return err
-			}
+		if err := ik.keep(tx, msg.CreatedAt, func() (int, []byte) { return answer(msg) }); err != nil {
+			return err
 		}
 		out = msg
 		return nil

@@ -85,11 +85,8 @@ func (s *Store) EnqueueBulk(ms []Message, idemKey string, now func() time.Time, 
 			}
 			stored[i] = m
 		}
-		if ik != nil {
-			status, body := answer(stored)
-			if err := ik.keep(tx, status, body, at); err != nil {
-				return err
-			}
+		if err := ik.keep(tx, at, func() (int, []byte) { return answer(stored) }); err != nil {
+			return err
 		}
 		out = stored
 		return nil

@@ -178,11 +178,8 @@ func (s *Store) Enqueue(m *Message, idemKey string, now func() time.Time, check 
 		if err := placeOutbound(tx, msg); err != nil {
 			return err
 		}
-		if ik != nil {
-			status, body := answer(msg)
-			if err := ik.keep(tx, status, body, msg.CreatedAt); err != nil {
-				return err
-			}
+		if err := ik.keep(tx, msg.CreatedAt, func() (int, []byte) { return answer(msg) }); err != nil {
+			return err
 		}
 		out = msg
 		return nil

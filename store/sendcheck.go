@@ -59,10 +59,12 @@ func priorAnswer(tx *bolt.Tx, companyID uint64, key string, now time.Time) (answ
 }
 
 // keep records the answer of the request that used the key, in the
-// transaction that stores what it sent; without a key it does nothing.
-func (k answerKey) keep(tx *bolt.Tx, status int, body []byte, at time.Time) error {
+// transaction that stores what it sent; without a key it does nothing (and
+// builds no answer).
+func (k answerKey) keep(tx *bolt.Tx, at time.Time, answer func() (int, []byte)) error {
 	if k == nil {
 		return nil
 	}
+	status, body := answer()
 	return putJSON(tx.Bucket(bucketIdempotency), k, Idempotent{Status: status, Body: body, CreatedAt: at})
 }
