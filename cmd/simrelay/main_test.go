@@ -83,6 +83,9 @@ func TestBadValuesNameTheFlag(t *testing.T) {
 		{[]string{"--webhook-allow-private=maybe"}, nil, `--webhook-allow-private (SIMRELAY_WEBHOOK_ALLOW_PRIVATE) "maybe": wants true or false (or 1 or 0)`},
 		{[]string{"--webhook-workers", "4.5"}, nil, `--webhook-workers (SIMRELAY_WEBHOOK_WORKERS) "4.5": wants a whole number`},
 		{[]string{"--smtp-from", "not an address"}, nil, `--smtp-from (SIMRELAY_SMTP_FROM) "not an address": want an address`},
+		{[]string{"--rate-general", "100"}, nil, `--rate-general (SIMRELAY_RATE_GENERAL) "100": want COUNT/WINDOW such as 100/1m`},
+		{[]string{"--rate-auth", "15/15"}, nil, `--rate-auth (SIMRELAY_RATE_AUTH) "15/15": window "15" is not a duration such as 30s, 1m or 1h: want COUNT/WINDOW such as 100/1m`},
+		{nil, map[string]string{"SIMRELAY_RATE_GENERAL": "0/1m"}, `--rate-general (SIMRELAY_RATE_GENERAL) "0/1m": count must be at least 1, got 0`},
 		{[]string{"--admin-token", "short"}, nil, `--admin-token (SIMRELAY_ADMIN_TOKEN): the token has 5 characters, want at least 32`},
 		{[]string{"--bogus"}, nil, `flag provided but not defined: -bogus`},
 		{[]string{"--stripe-webhook-secret", "whsec_x"}, nil, `need --stripe-key (SIMRELAY_STRIPE_KEY)`},
@@ -101,7 +104,7 @@ func TestBadValuesNameTheFlag(t *testing.T) {
 			if n := strings.Count(errOut, "\n"); n != 1 {
 				t.Errorf("got %d lines on stderr, want the message once:\n%s", n, errOut)
 			}
-			if strings.Contains(errOut, "parse error") || strings.Contains(errOut, "--smtp-url") || strings.Contains(errOut, "short") || strings.Contains(errOut, "sk_test_x") || strings.Contains(errOut, "whsec_x") {
+			if strings.Contains(errOut, "parse error") || strings.Contains(errOut, "pacing") || strings.Contains(errOut, "--smtp-url") || strings.Contains(errOut, "short") || strings.Contains(errOut, "sk_test_x") || strings.Contains(errOut, "whsec_x") {
 				t.Errorf("stderr %q: a bare strconv error, the wrong flag or the secret itself", errOut)
 			}
 		})
