@@ -28,7 +28,8 @@ const adminUsage = `Usage:
 
 Admin commands work on the store directly, so the server must be stopped; a
 running server's store is refused within 2 seconds. Back up a running server
-with GET /admin/backup instead.
+with GET /admin/backup instead. Only create-company starts a new store; the
+others refuse a --data-dir that holds none.
 `
 
 func admin(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -114,6 +115,22 @@ func adminCreateCompany(args []string, stdout, stderr io.Writer) error {
 	return json.NewEncoder(stdout).Encode(map[string]any{"companyId": c.ID, "userId": u.ID, "apiKey": key})
 }
 
+// openStore opens the store an admin command other than create-company
+// works on. Those refuse a data dir without a store, so a mistyped
+// --data-dir is said as such and nothing is created there, where
+// store.Open would start a new, empty store.
+func openStore(dir string, opt store.Options) (*store.Store, error) {
+	path := filepath.Join(dir, store.FileName)
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil, fmt.Errorf("%s %q: no store there (no %s): give the server's data dir; simrelay serve and admin create-company start a new store", both("data-dir"), dir, store.FileName)
+	case err == nil && fi.Size() == 0:
+		return nil, fmt.Errorf("%s %q: no store there yet (%s is empty, as a first start that failed leaves it); simrelay serve and admin create-company write a new store into it", both("data-dir"), dir, store.FileName)
+	}
+	return store.Open(dir, opt)
+}
+
 func usageOrHelp(err error) error {
 	if errors.Is(err, flag.ErrHelp) {
 		return err
@@ -127,7 +144,7 @@ func adminMail(args []string, stdout, stderr io.Writer) error {
 	if err := parseFlags(fs, args, 0); err != nil {
 		return usageOrHelp(err)
 	}
-	st, err := store.Open(*dir, store.Options{ReadOnly: true})
+	st, err := openStore(*dir, store.Options{ReadOnly: true})
 	if err != nil {
 		return err
 	}
@@ -184,7 +201,7 @@ func adminBackup(args []string, stdout, stderr io.Writer) error {
 	if file == "" {
 		return usageError{errors.New("name the FILE to write")}
 	}
-	st, err := store.Open(*dir, store.Options{ReadOnly: true})
+	st, err := openStore(*dir, store.Options{ReadOnly: true})
 	if err != nil {
 		return err
 	}

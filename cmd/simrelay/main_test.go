@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"io"
 	"os"
@@ -31,6 +32,29 @@ func TestVersionAndUsage(t *testing.T) {
 	}
 	if code, _, errOut := runCmd(t, "bogus"); code != 2 || !strings.Contains(errOut, `unknown command "bogus"`) {
 		t.Fatalf("unknown command: got %d %q", code, errOut)
+	}
+}
+
+// The top-level usage lists every admin command that simrelay admin -h lists.
+func TestUsageListsEveryAdminCommand(t *testing.T) {
+	t.Parallel()
+	code, out, _ := runCmd(t, "help")
+	if code != 0 {
+		t.Fatalf("help: exit %d", code)
+	}
+	n := 0
+	for _, line := range strings.Split(adminUsage, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 3 || f[0] != "simrelay" || f[1] != "admin" {
+			continue
+		}
+		n++
+		if !strings.Contains(out, "  simrelay admin "+f[2]+" ") {
+			t.Errorf("the usage lacks simrelay admin %s:\n%s", f[2], out)
+		}
+	}
+	if n < 4 {
+		t.Fatalf("found %d admin commands in the admin usage, want 4 or more", n)
 	}
 }
 
@@ -210,6 +234,50 @@ func TestAdminCreateCompany(t *testing.T) {
 	defer st.Close()
 	if _, err := st.Company(got.CompanyID); err != nil {
 		t.Fatalf("the backup lacks the company: %v", err)
+	}
+}
+
+// Admin commands other than create-company work on an existing store: a
+// data dir without one (a typo, the wrong working directory) is refused
+// with the reason, and nothing is created there.
+func TestAdminRefusesADataDirWithoutAStore(t *testing.T) {
+	t.Parallel()
+	emptyFile := t.TempDir()
+	if err := os.WriteFile(filepath.Join(emptyFile, store.FileName), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, dc := range []struct {
+		name, dir, want string
+	}{
+		{"missing", filepath.Join(t.TempDir(), "typo"), "no store there (no " + store.FileName + ")"},
+		{"empty", t.TempDir(), "no store there (no " + store.FileName + ")"},
+		{"zero-length file", emptyFile, "no store there yet (" + store.FileName + " is empty"},
+	} {
+		backup := filepath.Join(t.TempDir(), "copy")
+		for _, args := range [][]string{
+			{"admin", "mail"},
+			{"admin", "backup", backup},
+			{"admin", "set-plan", "--company", "1", "--plan", "pro"},
+		} {
+			code, out, errOut := runCmd(t, append(args, "--data-dir", dc.dir)...)
+			want := `--data-dir (SIMRELAY_DATA_DIR) "` + dc.dir + `": ` + dc.want
+			if code != 1 || !strings.Contains(errOut, want) || out != "" {
+				t.Errorf("%s: %v: got %d %q %q, want 1 and %q", dc.name, args[:2], code, out, errOut, want)
+			}
+		}
+		entries, err := os.ReadDir(dc.dir)
+		switch {
+		case dc.name == "missing" && !errors.Is(err, os.ErrNotExist):
+			t.Errorf("%s: the data dir was created (%v)", dc.name, err)
+		case dc.name == "empty" && len(entries) != 0:
+			t.Errorf("%s: %d files were created in the data dir", dc.name, len(entries))
+		}
+		if fi, err := os.Stat(filepath.Join(emptyFile, store.FileName)); err != nil || fi.Size() != 0 {
+			t.Errorf("%s: the zero-length file was written (%v)", dc.name, err)
+		}
+		if _, err := os.Stat(backup); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s: backup wrote %s (%v)", dc.name, backup, err)
+		}
 	}
 }
 
