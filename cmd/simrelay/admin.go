@@ -21,7 +21,7 @@ import (
 )
 
 const adminUsage = `Usage:
-  simrelay admin create-company --company NAME --email E --password P [--data-dir D]
+  simrelay admin create-company --company NAME --email E --password P [--first-name F] [--last-name L] [--data-dir D]
   simrelay admin mail [--data-dir D] [--json]
   simrelay admin backup FILE [--data-dir D]
   simrelay admin set-plan --company ID --plan ID [--plans FILE] [--data-dir D]
@@ -83,7 +83,9 @@ func adminCreateCompany(args []string, stdout, stderr io.Writer) error {
 	name := fs.String("company", "", "company name (required)")
 	email := fs.String("email", "", "e-mail of the company's first admin (required)")
 	password := fs.String("password", "", "the admin's password: 8 or more characters with an upper-case letter and a number (required)")
-	fs.Usage = flagUsage(fs, "Usage: simrelay admin create-company --company NAME --email E --password P [--data-dir D]\n\n")
+	firstName := fs.String("first-name", "", "the admin's first name (default: read in the e-mail address, ana.lima@... is Ana)")
+	lastName := fs.String("last-name", "", "the admin's last name (default: read in the e-mail address, ana.lima@... is Lima)")
+	fs.Usage = flagUsage(fs, "Usage: simrelay admin create-company --company NAME --email E --password P [--first-name F] [--last-name L] [--data-dir D]\n\n")
 	if err := parseFlags(fs, args, 0); err != nil {
 		return usageOrHelp(err)
 	}
@@ -102,7 +104,7 @@ func adminCreateCompany(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	c, u, key, err := accounts.CreateCompany(*name, *email, *password)
+	c, u, key, err := accounts.CreateCompany(*name, account.OwnerInput{FirstName: *firstName, LastName: *lastName, Email: *email, Password: *password})
 	if pe, ok := problem.As(err); ok {
 		if pe.Field != "" {
 			return usageError{fmt.Errorf("--%s: %s", pe.Field, pe.Message)}

@@ -237,6 +237,55 @@ func TestAdminCreateCompany(t *testing.T) {
 	}
 }
 
+// create-company names its admin with --first-name and --last-name, and
+// without them reads the name in the e-mail address rather than calling
+// everyone "Admin".
+func TestAdminCreateCompanyNamesTheAdmin(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "new") // create-company starts a store where there is none
+	cases := []struct {
+		args        []string
+		first, last string
+	}{
+		{[]string{"--email", "ops@acme.example", "--first-name", "Ana", "--last-name", "Lima"}, "Ana", "Lima"},
+		{[]string{"--email", "bo.de.vries+sms@acme.example"}, "Bo", "De Vries"},
+		{[]string{"--email", "cy@acme.example", "--last-name", "Okafor"}, "Cy", "Okafor"},
+	}
+	for _, c := range cases {
+		args := append([]string{"admin", "create-company", "--company", "Acme", "--password", "Change-me-123", "--data-dir", dir}, c.args...)
+		code, out, errOut := runCmd(t, args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", c.args, code, errOut)
+		}
+		var got struct {
+			UserID uint64 `json:"userId"`
+		}
+		if err := json.Unmarshal([]byte(out), &got); err != nil {
+			t.Fatalf("%v: %q: %v", c.args, out, err)
+		}
+		st, err := store.Open(dir, store.Options{ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, err := st.User(got.UserID)
+		st.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u.FirstName != c.first || u.LastName != c.last {
+			t.Errorf("%v: got %q %q, want %q %q", c.args, u.FirstName, u.LastName, c.first, c.last)
+		}
+	}
+	code, _, errOut := runCmd(t, "admin", "create-company", "--company", "B", "--email", "b@example.com", "--password", "Change-me-123",
+		"--last-name", strings.Repeat("x", 101), "--data-dir", dir)
+	if code != 2 || !strings.Contains(errOut, "--last-name: is too long") {
+		t.Errorf("a long name: got %d %q, want 2 naming --last-name", code, errOut)
+	}
+	if code, _, errOut := runCmd(t, "admin", "create-company", "-h"); code != 0 || !strings.Contains(errOut, "--first-name  [SIMRELAY_FIRST_NAME]") {
+		t.Errorf("help: got %d %q, want --first-name listed", code, errOut)
+	}
+}
+
 // Admin commands other than create-company work on an existing store: a
 // data dir without one (a typo, the wrong working directory) is refused
 // with the reason, and nothing is created there.
