@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/simrelay/simrelay/mail"
 	"github.com/simrelay/simrelay/problem"
@@ -16,7 +19,7 @@ type CompanyInput struct {
 	Name, Phone, Address, City, State, Country string
 }
 
-// OwnerInput is the first admin of a signup.
+// OwnerInput is a company's first admin, as a signup and CreateCompany take it.
 type OwnerInput struct {
 	FirstName, LastName, Email, Password, Phone string
 }
@@ -70,17 +73,46 @@ func (s *Service) Signup(ctx context.Context, in SignupInput) (store.Company, st
 }
 
 // CreateCompany makes a company with a verified admin and returns its API key:
-// the quickest start, for the admin command.
-func (s *Service) CreateCompany(name, email, password string) (store.Company, store.User, string, error) {
+// the quickest start, for the admin command, whose flags name the fields of
+// its errors. A name not given is taken from the e-mail address (nameFromEmail).
+func (s *Service) CreateCompany(name string, admin OwnerInput) (store.Company, store.User, string, error) {
 	var v check
 	c := store.Company{Name: v.required("company", name, maxTextLen)}
-	u := store.User{FirstName: "Admin", Email: v.email("email", email), EmailVerified: true}
-	v.password("password", password, true)
+	u := store.User{Email: v.email("email", admin.Email), EmailVerified: true}
+	first, last := nameFromEmail(u.Email)
+	if strings.TrimSpace(admin.FirstName) != "" {
+		first = admin.FirstName
+	}
+	if strings.TrimSpace(admin.LastName) != "" {
+		last = admin.LastName
+	}
+	u.FirstName = v.required("first-name", first, maxNameLen)
+	u.LastName = v.optional("last-name", last, maxNameLen)
+	v.password("password", admin.Password, true)
+	u.Phone = v.phone("phone", admin.Phone, false)
 	if v.err != nil {
 		return c, u, "", v.err
 	}
-	key, err := s.createCompany(&c, &u, password, true)
+	key, err := s.createCompany(&c, &u, admin.Password, true)
 	return c, u, key, err
+}
+
+// nameFromEmail reads a person's name in an address's local part, for an
+// admin created without one, so that the console greets a person rather
+// than "Admin": ana.lima+sms@acme.example is Ana Lima, ops@acme.example Ops.
+// A wrong guess is corrected with PATCH /users/me.
+func nameFromEmail(email string) (first, last string) {
+	local, _, _ := strings.Cut(strings.TrimSpace(email), "@")
+	local, _, _ = strings.Cut(local, "+")
+	words := strings.FieldsFunc(local, func(r rune) bool { return r == '.' || r == '_' || r == '-' })
+	for i, w := range words {
+		r, n := utf8.DecodeRuneInString(w)
+		words[i] = string(unicode.ToUpper(r)) + w[n:]
+	}
+	if len(words) == 0 || utf8.RuneCountInString(local) > maxNameLen {
+		return "Admin", ""
+	}
+	return words[0], strings.Join(words[1:], " ")
 }
 
 func (s *Service) createCompany(c *store.Company, u *store.User, password string, verified bool) (string, error) {

@@ -46,7 +46,7 @@ func prepare(dir string, fingerprints []string) (apiKey string, tokens []string,
 	if err != nil {
 		return "", nil, 0, err
 	}
-	c, u, key, err := accounts.CreateCompany("Bench", "bench@example.com", "Bench-pass-1")
+	c, u, key, err := accounts.CreateCompany("Bench", account.OwnerInput{Email: "bench@example.com", Password: "Bench-pass-1"})
 	if err != nil {
 		return "", nil, 0, err
 	}

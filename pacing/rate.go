@@ -20,29 +20,34 @@ type Rate struct {
 	Window time.Duration
 }
 
+// rateForm is what a rate flag wants, said in every error about its form.
+const rateForm = "want COUNT/WINDOW such as 100/1m"
+
 // ParseRate reads the flag format COUNT/WINDOW, where WINDOW is a Go duration
-// ("100/1m", "15/15m", "10/30s", "1000/1h").
+// ("100/1m", "15/15m", "10/30s", "1000/1h"). Its error is written for the
+// flag's user and names neither the flag nor the value, which the caller puts
+// in front: --rate-general "100": want COUNT/WINDOW such as 100/1m.
 func ParseRate(s string) (Rate, error) {
 	count, window, ok := strings.Cut(strings.TrimSpace(s), "/")
 	if !ok {
-		return Rate{}, fmt.Errorf("pacing: parse rate %q: missing \"/\", want COUNT/WINDOW such as 100/1m", s)
+		return Rate{}, errors.New(rateForm)
 	}
 	count, window = strings.TrimSpace(count), strings.TrimSpace(window)
 	n, err := strconv.Atoi(count)
 	if err != nil {
 		if errors.Is(err, strconv.ErrRange) {
-			return Rate{}, fmt.Errorf("pacing: parse rate %q: count %q is out of range", s, count)
+			return Rate{}, fmt.Errorf("count %q is out of range", count)
 		}
-		return Rate{}, fmt.Errorf("pacing: parse rate %q: count %q is not a whole number", s, count)
+		return Rate{}, fmt.Errorf("count %q is not a whole number: %s", count, rateForm)
 	}
 	d, err := time.ParseDuration(window)
 	if err != nil {
 		// The time package's message repeats the input; ours says what is wanted.
-		return Rate{}, fmt.Errorf("pacing: parse rate %q: window %q is not a Go duration such as 30s, 1m or 1h", s, window)
+		return Rate{}, fmt.Errorf("window %q is not a duration such as 30s, 1m or 1h: %s", window, rateForm)
 	}
 	r := Rate{Limit: n, Window: d}
 	if msg := r.problem(); msg != "" {
-		return Rate{}, fmt.Errorf("pacing: parse rate %q: %s", s, msg)
+		return Rate{}, errors.New(msg)
 	}
 	return r, nil
 }

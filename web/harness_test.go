@@ -140,7 +140,7 @@ func newEnv(t *testing.T, opts ...func(*envOptions)) *env {
 // company creates a company with a verified admin and returns its API key.
 func (e *env) company(name, email, password string) string {
 	e.t.Helper()
-	_, _, key, err := e.accounts.CreateCompany(name, email, password)
+	_, _, key, err := e.accounts.CreateCompany(name, account.OwnerInput{Email: email, Password: password})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -16,8 +16,9 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
-	"strings"
 	"syscall"
+
+	"github.com/simrelay/simrelay/internal/cliflag"
 )
 
 // version is set at build time with -ldflags "-X main.version=v1.2.3".
@@ -40,7 +41,8 @@ Usage:
   simrelay-agent run --transport imessage        send and receive iMessage (on a Mac)
   simrelay-agent version                         print the version
 
-Every flag has an environment twin: --config is SIMRELAY_AGENT_CONFIG.
+simrelay-agent COMMAND -h lists a command's flags. Every flag has an environment
+twin: --config is SIMRELAY_AGENT_CONFIG.
 docs/agents.md explains the set-up on a phone (Termux) and on a Raspberry Pi (modem).
 `
 
@@ -91,35 +93,25 @@ func defaultConfigPath() string {
 	return filepath.Join(dir, "simrelay-agent", "agent.json")
 }
 
-// parseExit is the exit status of a command whose flags did not parse:
-// 0 when help was asked for (and printed), 2 otherwise.
-func parseExit(err error) int {
+// envTwins is the prefix of the agent's environment twins: --config is SIMRELAY_AGENT_CONFIG.
+const envTwins = cliflag.Env("SIMRELAY_AGENT_")
+
+// parse reads a command's flags, written as simrelay's are (--flag), and
+// fills every flag not given from its environment twin. The command takes
+// no positional arguments: a stray word is refused by name rather than
+// ending the flags, so none after it is silently dropped.
+func parse(fs *flag.FlagSet, args []string) error {
+	fs.Usage = envTwins.Usage(fs, "Usage: simrelay-agent "+fs.Name()+" [flags]\n\n"+
+		"Flags, each with its environment twin; docs/agents.md has the set-up:\n")
+	return envTwins.Parse(fs, args, 0)
+}
+
+// parseExit prints why a command's flags did not parse and is its exit
+// status: 0 when help was asked for (and printed), 2 otherwise.
+func parseExit(stderr io.Writer, fs *flag.FlagSet, err error) int {
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
+	fmt.Fprintf(stderr, "simrelay-agent %s: %v\n", fs.Name(), err)
 	return 2
-}
-
-// parse parses flags and fills every flag not given from its environment
-// twin, SIMRELAY_AGENT_ and the flag's name in upper case with _ for -.
-func parse(fs *flag.FlagSet, args []string) error {
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: simrelay-agent %s [flags]\nEach flag also reads SIMRELAY_AGENT_<FLAG> (--config is SIMRELAY_AGENT_CONFIG); docs/agents.md has the set-up.\n\n", fs.Name())
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	var bad error
-	fs.VisitAll(func(f *flag.Flag) {
-		env := "SIMRELAY_AGENT_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v, ok := os.LookupEnv(env); ok && !given[f.Name] && bad == nil {
-			if err := fs.Set(f.Name, v); err != nil {
-				bad = fmt.Errorf("%s=%q: --%s: %v", env, v, f.Name, err)
-			}
-		}
-	})
-	return bad
 }

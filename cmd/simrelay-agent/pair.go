@@ -27,7 +27,7 @@ func pairCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fingerprint := fs.String("fingerprint", "", "the device's stable identity (default: kept from an earlier pairing, else agent-<host>-<random>)")
 	allowHTTP := fs.Bool("allow-http", false, "allow an http:// server (local testing only: the token would travel in clear text)")
 	if err := parse(fs, args); err != nil {
-		return parseExit(err)
+		return parseExit(stderr, fs, err)
 	}
 	fail := func(err error) int { fmt.Fprintln(stderr, "simrelay-agent pair:", err); return 1 }
 	if *uri != "" {

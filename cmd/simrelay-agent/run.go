@@ -44,7 +44,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	logFormat := fs.String("log-format", "text", "text or json")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := parse(fs, args); err != nil {
-		return parseExit(err)
+		return parseExit(stderr, fs, err)
 	}
 	fail := func(err error) int { fmt.Fprintln(stderr, "simrelay-agent run:", err); return 1 }
 	var level slog.Level

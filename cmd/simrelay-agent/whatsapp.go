@@ -34,7 +34,7 @@ func whatsappCmd(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	session := fs.String("session", "", "the WhatsApp session file (default: whatsapp.session.db next to --config)")
 	png := fs.String("qr-png", "", "also write each QR code to this PNG file (default: whatsapp-qr.png next to --config)")
 	if err := parse(fs, args[1:]); err != nil {
-		return parseExit(err)
+		return parseExit(stderr, fs, err)
 	}
 	if *session == "" {
 		*session = defaultSessionPath(*config)

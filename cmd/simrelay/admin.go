@@ -21,14 +21,15 @@ import (
 )
 
 const adminUsage = `Usage:
-  simrelay admin create-company --company NAME --email E --password P [--data-dir D]
+  simrelay admin create-company --company NAME --email E --password P [--first-name F] [--last-name L] [--data-dir D]
   simrelay admin mail [--data-dir D] [--json]
   simrelay admin backup FILE [--data-dir D]
   simrelay admin set-plan --company ID --plan ID [--plans FILE] [--data-dir D]
 
 Admin commands work on the store directly, so the server must be stopped; a
 running server's store is refused within 2 seconds. Back up a running server
-with GET /admin/backup instead.
+with GET /admin/backup instead. Only create-company starts a new store; the
+others refuse a --data-dir that holds none.
 `
 
 func admin(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -82,7 +83,9 @@ func adminCreateCompany(args []string, stdout, stderr io.Writer) error {
 	name := fs.String("company", "", "company name (required)")
 	email := fs.String("email", "", "e-mail of the company's first admin (required)")
 	password := fs.String("password", "", "the admin's password: 8 or more characters with an upper-case letter and a number (required)")
-	fs.Usage = flagUsage(fs, "Usage: simrelay admin create-company --company NAME --email E --password P [--data-dir D]\n\n")
+	firstName := fs.String("first-name", "", "the admin's first name (default: read in the e-mail address, ana.lima@... is Ana)")
+	lastName := fs.String("last-name", "", "the admin's last name (default: read in the e-mail address, ana.lima@... is Lima)")
+	fs.Usage = flagUsage(fs, "Usage: simrelay admin create-company --company NAME --email E --password P [--first-name F] [--last-name L] [--data-dir D]\n\n")
 	if err := parseFlags(fs, args, 0); err != nil {
 		return usageOrHelp(err)
 	}
@@ -101,7 +104,7 @@ func adminCreateCompany(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	c, u, key, err := accounts.CreateCompany(*name, *email, *password)
+	c, u, key, err := accounts.CreateCompany(*name, account.OwnerInput{FirstName: *firstName, LastName: *lastName, Email: *email, Password: *password})
 	if pe, ok := problem.As(err); ok {
 		if pe.Field != "" {
 			return usageError{fmt.Errorf("--%s: %s", pe.Field, pe.Message)}
@@ -112,6 +115,22 @@ func adminCreateCompany(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	return json.NewEncoder(stdout).Encode(map[string]any{"companyId": c.ID, "userId": u.ID, "apiKey": key})
+}
+
+// openStore opens the store an admin command other than create-company
+// works on. Those refuse a data dir without a store, so a mistyped
+// --data-dir is said as such and nothing is created there, where
+// store.Open would start a new, empty store.
+func openStore(dir string, opt store.Options) (*store.Store, error) {
+	path := filepath.Join(dir, store.FileName)
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil, fmt.Errorf("%s %q: no store there (no %s): give the server's data dir; simrelay serve and admin create-company start a new store", both("data-dir"), dir, store.FileName)
+	case err == nil && fi.Size() == 0:
+		return nil, fmt.Errorf("%s %q: no store there yet (%s is empty, as a first start that failed leaves it); simrelay serve and admin create-company write a new store into it", both("data-dir"), dir, store.FileName)
+	}
+	return store.Open(dir, opt)
 }
 
 func usageOrHelp(err error) error {
@@ -127,7 +146,7 @@ func adminMail(args []string, stdout, stderr io.Writer) error {
 	if err := parseFlags(fs, args, 0); err != nil {
 		return usageOrHelp(err)
 	}
-	st, err := store.Open(*dir, store.Options{ReadOnly: true})
+	st, err := openStore(*dir, store.Options{ReadOnly: true})
 	if err != nil {
 		return err
 	}
@@ -184,7 +203,7 @@ func adminBackup(args []string, stdout, stderr io.Writer) error {
 	if file == "" {
 		return usageError{errors.New("name the FILE to write")}
 	}
-	st, err := store.Open(*dir, store.Options{ReadOnly: true})
+	st, err := openStore(*dir, store.Options{ReadOnly: true})
 	if err != nil {
 		return err
 	}

@@ -36,7 +36,7 @@ func adminSetPlan(args []string, stdout, stderr io.Writer) error {
 			return usageError{fmt.Errorf("--plans: %v", err)}
 		}
 	}
-	st, err := store.Open(*dir, store.Options{})
+	st, err := openStore(*dir, store.Options{})
 	if err != nil {
 		return err
 	}

@@ -31,11 +31,13 @@ Usage:
   simrelay admin create-company     create a company with a verified admin and print its API key
   simrelay admin mail               list the mail outbox
   simrelay admin backup FILE        write a consistent copy of the store to FILE
+  simrelay admin set-plan           put a company on a plan, without a payment provider
   simrelay phone [flags]            run a virtual phone (simrelay phone -h)
   simrelay bench [flags]            measure a server on loopback (simrelay bench -h)
   simrelay version                  print the version
 
-Every flag has an environment twin: --data-dir is SIMRELAY_DATA_DIR.
+simrelay admin -h lists the admin commands' flags. Every flag has an
+environment twin: --data-dir is SIMRELAY_DATA_DIR.
 `
 
 // run is main without the process: tests call it with their own context and writers.

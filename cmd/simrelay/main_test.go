@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"io"
 	"os"
@@ -31,6 +32,29 @@ func TestVersionAndUsage(t *testing.T) {
 	}
 	if code, _, errOut := runCmd(t, "bogus"); code != 2 || !strings.Contains(errOut, `unknown command "bogus"`) {
 		t.Fatalf("unknown command: got %d %q", code, errOut)
+	}
+}
+
+// The top-level usage lists every admin command that simrelay admin -h lists.
+func TestUsageListsEveryAdminCommand(t *testing.T) {
+	t.Parallel()
+	code, out, _ := runCmd(t, "help")
+	if code != 0 {
+		t.Fatalf("help: exit %d", code)
+	}
+	n := 0
+	for _, line := range strings.Split(adminUsage, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 3 || f[0] != "simrelay" || f[1] != "admin" {
+			continue
+		}
+		n++
+		if !strings.Contains(out, "  simrelay admin "+f[2]+" ") {
+			t.Errorf("the usage lacks simrelay admin %s:\n%s", f[2], out)
+		}
+	}
+	if n < 4 {
+		t.Fatalf("found %d admin commands in the admin usage, want 4 or more", n)
 	}
 }
 
@@ -83,6 +107,9 @@ func TestBadValuesNameTheFlag(t *testing.T) {
 		{[]string{"--webhook-allow-private=maybe"}, nil, `--webhook-allow-private (SIMRELAY_WEBHOOK_ALLOW_PRIVATE) "maybe": wants true or false (or 1 or 0)`},
 		{[]string{"--webhook-workers", "4.5"}, nil, `--webhook-workers (SIMRELAY_WEBHOOK_WORKERS) "4.5": wants a whole number`},
 		{[]string{"--smtp-from", "not an address"}, nil, `--smtp-from (SIMRELAY_SMTP_FROM) "not an address": want an address`},
+		{[]string{"--rate-general", "100"}, nil, `--rate-general (SIMRELAY_RATE_GENERAL) "100": want COUNT/WINDOW such as 100/1m`},
+		{[]string{"--rate-auth", "15/15"}, nil, `--rate-auth (SIMRELAY_RATE_AUTH) "15/15": window "15" is not a duration such as 30s, 1m or 1h: want COUNT/WINDOW such as 100/1m`},
+		{nil, map[string]string{"SIMRELAY_RATE_GENERAL": "0/1m"}, `--rate-general (SIMRELAY_RATE_GENERAL) "0/1m": count must be at least 1, got 0`},
 		{[]string{"--admin-token", "short"}, nil, `--admin-token (SIMRELAY_ADMIN_TOKEN): the token has 5 characters, want at least 32`},
 		{[]string{"--bogus"}, nil, `flag provided but not defined: -bogus`},
 		{[]string{"--stripe-webhook-secret", "whsec_x"}, nil, `need --stripe-key (SIMRELAY_STRIPE_KEY)`},
@@ -101,7 +128,7 @@ func TestBadValuesNameTheFlag(t *testing.T) {
 			if n := strings.Count(errOut, "\n"); n != 1 {
 				t.Errorf("got %d lines on stderr, want the message once:\n%s", n, errOut)
 			}
-			if strings.Contains(errOut, "parse error") || strings.Contains(errOut, "--smtp-url") || strings.Contains(errOut, "short") || strings.Contains(errOut, "sk_test_x") || strings.Contains(errOut, "whsec_x") {
+			if strings.Contains(errOut, "parse error") || strings.Contains(errOut, "pacing") || strings.Contains(errOut, "--smtp-url") || strings.Contains(errOut, "short") || strings.Contains(errOut, "sk_test_x") || strings.Contains(errOut, "whsec_x") {
 				t.Errorf("stderr %q: a bare strconv error, the wrong flag or the secret itself", errOut)
 			}
 		})
@@ -207,6 +234,99 @@ func TestAdminCreateCompany(t *testing.T) {
 	defer st.Close()
 	if _, err := st.Company(got.CompanyID); err != nil {
 		t.Fatalf("the backup lacks the company: %v", err)
+	}
+}
+
+// create-company names its admin with --first-name and --last-name, and
+// without them reads the name in the e-mail address rather than calling
+// everyone "Admin".
+func TestAdminCreateCompanyNamesTheAdmin(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "new") // create-company starts a store where there is none
+	cases := []struct {
+		args        []string
+		first, last string
+	}{
+		{[]string{"--email", "ops@acme.example", "--first-name", "Ana", "--last-name", "Lima"}, "Ana", "Lima"},
+		{[]string{"--email", "bo.de.vries+sms@acme.example"}, "Bo", "De Vries"},
+		{[]string{"--email", "cy@acme.example", "--last-name", "Okafor"}, "Cy", "Okafor"},
+	}
+	for _, c := range cases {
+		args := append([]string{"admin", "create-company", "--company", "Acme", "--password", "Change-me-123", "--data-dir", dir}, c.args...)
+		code, out, errOut := runCmd(t, args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", c.args, code, errOut)
+		}
+		var got struct {
+			UserID uint64 `json:"userId"`
+		}
+		if err := json.Unmarshal([]byte(out), &got); err != nil {
+			t.Fatalf("%v: %q: %v", c.args, out, err)
+		}
+		st, err := store.Open(dir, store.Options{ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, err := st.User(got.UserID)
+		st.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u.FirstName != c.first || u.LastName != c.last {
+			t.Errorf("%v: got %q %q, want %q %q", c.args, u.FirstName, u.LastName, c.first, c.last)
+		}
+	}
+	code, _, errOut := runCmd(t, "admin", "create-company", "--company", "B", "--email", "b@example.com", "--password", "Change-me-123",
+		"--last-name", strings.Repeat("x", 101), "--data-dir", dir)
+	if code != 2 || !strings.Contains(errOut, "--last-name: is too long") {
+		t.Errorf("a long name: got %d %q, want 2 naming --last-name", code, errOut)
+	}
+	if code, _, errOut := runCmd(t, "admin", "create-company", "-h"); code != 0 || !strings.Contains(errOut, "--first-name  [SIMRELAY_FIRST_NAME]") {
+		t.Errorf("help: got %d %q, want --first-name listed", code, errOut)
+	}
+}
+
+// Admin commands other than create-company work on an existing store: a
+// data dir without one (a typo, the wrong working directory) is refused
+// with the reason, and nothing is created there.
+func TestAdminRefusesADataDirWithoutAStore(t *testing.T) {
+	t.Parallel()
+	emptyFile := t.TempDir()
+	if err := os.WriteFile(filepath.Join(emptyFile, store.FileName), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, dc := range []struct {
+		name, dir, want string
+	}{
+		{"missing", filepath.Join(t.TempDir(), "typo"), "no store there (no " + store.FileName + ")"},
+		{"empty", t.TempDir(), "no store there (no " + store.FileName + ")"},
+		{"zero-length file", emptyFile, "no store there yet (" + store.FileName + " is empty"},
+	} {
+		backup := filepath.Join(t.TempDir(), "copy")
+		for _, args := range [][]string{
+			{"admin", "mail"},
+			{"admin", "backup", backup},
+			{"admin", "set-plan", "--company", "1", "--plan", "pro"},
+		} {
+			code, out, errOut := runCmd(t, append(args, "--data-dir", dc.dir)...)
+			want := `--data-dir (SIMRELAY_DATA_DIR) "` + dc.dir + `": ` + dc.want
+			if code != 1 || !strings.Contains(errOut, want) || out != "" {
+				t.Errorf("%s: %v: got %d %q %q, want 1 and %q", dc.name, args[:2], code, out, errOut, want)
+			}
+		}
+		entries, err := os.ReadDir(dc.dir)
+		switch {
+		case dc.name == "missing" && !errors.Is(err, os.ErrNotExist):
+			t.Errorf("%s: the data dir was created (%v)", dc.name, err)
+		case dc.name == "empty" && len(entries) != 0:
+			t.Errorf("%s: %d files were created in the data dir", dc.name, len(entries))
+		}
+		if fi, err := os.Stat(filepath.Join(emptyFile, store.FileName)); err != nil || fi.Size() != 0 {
+			t.Errorf("%s: the zero-length file was written (%v)", dc.name, err)
+		}
+		if _, err := os.Stat(backup); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s: backup wrote %s (%v)", dc.name, backup, err)
+		}
 	}
 }
 

@@ -134,10 +134,10 @@ func (c *serveConfig) validate() error {
 		return e
 	}
 	if c.general, err = pacing.ParseRate(c.rateGeneral); err != nil {
-		return fmt.Errorf("%s: %v", both("rate-general"), err)
+		return fmt.Errorf("%s %q: %v", both("rate-general"), c.rateGeneral, err)
 	}
 	if c.auth, err = pacing.ParseRate(c.rateAuth); err != nil {
-		return fmt.Errorf("%s: %v", both("rate-auth"), err)
+		return fmt.Errorf("%s %q: %v", both("rate-auth"), c.rateAuth, err)
 	}
 	if c.shutdownTimeout <= 0 {
 		return fmt.Errorf("%s %s: must be positive", both("shutdown-timeout"), c.shutdownTimeout)
