@@ -102,5 +102,6 @@ func (c *Console) signout(w http.ResponseWriter, r *http.Request, q *req) (outco
 		return outcome{}, err
 	}
 	c.setCookie(w, sessionCookie, "", -1)
-	return outcome{Redirect: Prefix + "/signin", Notice: "Signed out."}, nil
+	// The notice shows on the sign-in page, to the browser's pre-sign-in token.
+	return outcome{Redirect: Prefix + "/signin", Notice: "Signed out.", bind: c.anonCSRF(w, r)}, nil
 }

@@ -223,7 +223,9 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, pag
 	}
 	v.Page = page
 	if v.Flash == (Flash{}) {
-		v.Flash = c.flash.from(r)
+		// v.CSRF is the viewer's token: the session's, or before sign-in
+		// the pre-sign-in one.
+		v.Flash = c.flash.from(r, v.CSRF)
 	}
 	secureHeaders(w)
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")

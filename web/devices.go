@@ -107,7 +107,7 @@ func (c *Console) devicesState(w http.ResponseWriter, r *http.Request, q *req) e
 	out := make([]stateRow, len(rows))
 	for i, d := range rows {
 		msg := d.Name + " is paired."
-		out[i] = stateRow{deviceRow: d, Paired: msg, PairedSig: c.flash.sign("ok", msg, "")}
+		out[i] = stateRow{deviceRow: d, Paired: msg, PairedSig: c.flash.sign(q.sess.CSRF, "ok", msg, "")}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"devices": out})
 	return nil

@@ -11,7 +11,10 @@ import (
 	"github.com/simrelay/simrelay/store"
 )
 
-// Bounds of the live-update streams.
+// Bounds of the live-update streams. A stream holds a connection, a
+// goroutine and its buffered events, so each is counted against its
+// session, its user, its company and the server: one tenant can never take
+// the slots every other tenant's console needs.
 const (
 	// DefaultStreamBuffer is how many events wait for one tab; a tab that
 	// falls that far behind is dropped and reconnects (its page then reloads
@@ -20,18 +23,32 @@ const (
 	// DefaultStreamsPerSession caps the tabs of one session that stream at
 	// once: a few windows are normal, hundreds are a leak or an attack.
 	DefaultStreamsPerSession = 8
+	// DefaultStreamsPerUser caps one user's streams over all their sessions:
+	// two browsers' worth, so signing in again and again gains nothing.
+	DefaultStreamsPerUser = 16
+	// DefaultStreamsPerCompany caps one company's streams: a tenth of the
+	// server, room for a busy team (a hundred members with two tabs each),
+	// while one company alone can never fill the server.
+	DefaultStreamsPerCompany = 200
 	// DefaultMaxStreams caps the streams of the whole server: each holds a
 	// connection and a goroutine.
 	DefaultMaxStreams = 2000
 	// DefaultHeartbeat keeps proxies from closing an idle stream and checks
 	// that the session still stands.
 	DefaultHeartbeat = 25 * time.Second
+	// DefaultStreamWriteTimeout bounds each write of a stream (an event or a
+	// heartbeat): a client that stops reading fills the socket's buffers, its
+	// next write fails after this long and the stream ends, so a stalled
+	// client cannot hold its slot, its goroutine and its queue for ever. A
+	// browser that reads takes a few kilobytes in far less.
+	DefaultStreamWriteTimeout = 10 * time.Second
 )
 
 // StreamConfig bounds the live-update streams; zero fields take the defaults.
 type StreamConfig struct {
-	Buffer, PerSession, Max int
-	Heartbeat               time.Duration
+	Buffer                               int
+	PerSession, PerUser, PerCompany, Max int
+	Heartbeat, WriteTimeout              time.Duration
 }
 
 func (c *StreamConfig) defaults() {
@@ -41,82 +58,135 @@ func (c *StreamConfig) defaults() {
 	if c.PerSession <= 0 {
 		c.PerSession = DefaultStreamsPerSession
 	}
+	if c.PerUser <= 0 {
+		c.PerUser = DefaultStreamsPerUser
+	}
+	if c.PerCompany <= 0 {
+		c.PerCompany = DefaultStreamsPerCompany
+	}
 	if c.Max <= 0 {
 		c.Max = DefaultMaxStreams
 	}
 	if c.Heartbeat <= 0 {
 		c.Heartbeat = DefaultHeartbeat
 	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = DefaultStreamWriteTimeout
+	}
 }
 
 // Broker fans message changes out to the open console tabs of their
 // company. Publishing never blocks: it snapshots the subscribers under the
 // lock and offers each event outside it.
+//
+// A stream holds two things: a place in its company's fan-out, which the
+// publisher takes away from a tab that falls behind, and a slot in the
+// counts, which only the stream's own handler gives back, when it ends. A
+// dropped tab whose handler is still stuck in a write therefore keeps its
+// slot until the write deadline ends it.
 type Broker struct {
 	cfg StreamConfig
 	mu  sync.Mutex
 	// guarded by mu
-	subs       map[uint64]map[*subscriber]struct{} // by company
+	subs       map[uint64]map[*subscriber]struct{} // fan-out, by company
 	perSession map[string]int
+	perUser    map[uint64]int
+	perCompany map[uint64]int
 	total      int
 	closed     bool
 	stop       chan struct{} // closed by Close
 }
 
 // subscriber is one tab's stream. events is written by publishers (never
-// closed); gone is closed by the broker alone, once, when it drops the tab.
+// closed); gone is closed once (once), by the broker when it drops the tab.
 type subscriber struct {
-	company uint64
-	session string
-	events  chan []byte
-	gone    chan struct{}
-	once    sync.Once
+	company, user uint64
+	session       string
+	events        chan []byte
+	gone          chan struct{}
+	once          sync.Once
+	released      bool // guarded by Broker.mu
 }
 
 // NewBroker returns a broker with the given bounds.
 func NewBroker(cfg StreamConfig) *Broker {
 	cfg.defaults()
-	return &Broker{cfg: cfg, subs: map[uint64]map[*subscriber]struct{}{}, perSession: map[string]int{}, stop: make(chan struct{})}
+	return &Broker{cfg: cfg, subs: map[uint64]map[*subscriber]struct{}{}, perSession: map[string]int{},
+		perUser: map[uint64]int{}, perCompany: map[uint64]int{}, stop: make(chan struct{})}
 }
 
-var errTooManyStreams = problem.New(problem.RateLimited, "Too many live views are open; close a few tabs.")
+var (
+	errTooManyStreams        = problem.New(problem.RateLimited, "Too many live views are open; close a few tabs.")
+	errTooManyCompanyStreams = problem.New(problem.RateLimited, "Your company has too many live views open; close a few tabs or try again later.")
+	errServerStreams         = problem.New(problem.RateLimited, "The server has too many live views open; try again later.")
+)
 
-func (b *Broker) subscribe(company uint64, session string) (*subscriber, error) {
+func (b *Broker) subscribe(company, user uint64, session string) (*subscriber, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.closed {
+	switch {
+	case b.closed:
 		return nil, problem.New(problem.Unavailable, "The server is shutting down.")
-	}
-	if b.perSession[session] >= b.cfg.PerSession || b.total >= b.cfg.Max {
+	case b.perSession[session] >= b.cfg.PerSession, b.perUser[user] >= b.cfg.PerUser:
 		return nil, errTooManyStreams
+	case b.perCompany[company] >= b.cfg.PerCompany:
+		return nil, errTooManyCompanyStreams
+	case b.total >= b.cfg.Max:
+		return nil, errServerStreams
 	}
-	s := &subscriber{company: company, session: session, events: make(chan []byte, b.cfg.Buffer), gone: make(chan struct{})}
+	s := &subscriber{company: company, user: user, session: session, events: make(chan []byte, b.cfg.Buffer), gone: make(chan struct{})}
 	if b.subs[company] == nil {
 		b.subs[company] = map[*subscriber]struct{}{}
 	}
 	b.subs[company][s] = struct{}{}
 	b.perSession[session]++
+	b.perUser[user]++
+	b.perCompany[company]++
 	b.total++
 	return s, nil
 }
 
-func (b *Broker) unsubscribe(s *subscriber) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if _, ok := b.subs[s.company][s]; !ok {
-		return
-	}
+// detach takes s out of the fan-out. The caller holds mu.
+func (b *Broker) detach(s *subscriber) {
 	delete(b.subs[s.company], s)
 	if len(b.subs[s.company]) == 0 {
 		delete(b.subs, s.company)
 	}
+}
+
+// drop stops sending to a tab that fell behind and tells its handler to
+// end; its slot stays counted until the handler releases it.
+func (b *Broker) drop(s *subscriber) {
+	b.mu.Lock()
+	b.detach(s)
+	b.mu.Unlock()
+	s.once.Do(func() { close(s.gone) })
+}
+
+// release gives a stream's slot back: its handler's last act, once.
+func (b *Broker) release(s *subscriber) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if s.released {
+		return
+	}
+	s.released = true
+	b.detach(s)
+	dec := func(m map[uint64]int, k uint64) {
+		if m[k]--; m[k] <= 0 {
+			delete(m, k)
+		}
+	}
 	if b.perSession[s.session]--; b.perSession[s.session] <= 0 {
 		delete(b.perSession, s.session)
 	}
+	dec(b.perUser, s.user)
+	dec(b.perCompany, s.company)
 	b.total--
 }
 
-// Streams is how many tabs are streaming now.
+// Streams is how many streams hold a slot now: their handlers have not
+// returned yet.
 func (b *Broker) Streams() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -185,8 +255,7 @@ func (b *Broker) publish(company uint64, body []byte) {
 		case s.events <- body:
 		default:
 			// Too slow: drop it; its EventSource reconnects and reloads.
-			b.unsubscribe(s)
-			s.once.Do(func() { close(s.gone) })
+			b.drop(s)
 		}
 	}
 }
@@ -210,29 +279,50 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusUnauthorized, c.toProblem(r, err))
 		return
 	}
-	fl, ok := w.(http.Flusher)
-	if !ok {
+	b := c.deps.Broker
+	rc := http.NewResponseController(w)
+	// Without write deadlines a client that never reads would hold the
+	// stream for ever: refuse to stream at all.
+	if err := rc.SetWriteDeadline(time.Now().Add(b.cfg.WriteTimeout)); err != nil {
+		c.deps.Logger.Error("console: live view without write deadlines", "err", err)
 		writeJSON(w, http.StatusInternalServerError, problem.New(problem.Internal, "Streaming is not available."))
 		return
 	}
-	b := c.deps.Broker
-	sub, err := b.subscribe(q.p().CompanyID, q.sess.ID)
+	sub, err := b.subscribe(q.p().CompanyID, q.p().UserID, q.sess.ID)
 	if err != nil {
 		pe := c.toProblem(r, err)
 		writeJSON(w, pe.Status(), pe)
 		return
 	}
-	defer b.unsubscribe(sub)
+	defer b.release(sub)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no")
+	if r.ProtoMajor == 1 {
+		// The connection ends with the stream: whatever a client left
+		// unread in its buffers goes with it, never into an idle connection.
+		h.Set("Connection", "close")
+	}
 	w.WriteHeader(http.StatusOK)
-	fmt.Fprint(w, "retry: 3000\n\n")
-	fl.Flush()
+	// send writes one frame within the write timeout; an error (the client
+	// stopped reading, or left) ends the stream.
+	send := func(format string, args ...any) error {
+		if err := rc.SetWriteDeadline(time.Now().Add(b.cfg.WriteTimeout)); err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintf(w, format, args...); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
+	if send("retry: 3000\n\n") != nil {
+		return
+	}
 	tick := time.NewTicker(b.cfg.Heartbeat)
 	defer tick.Stop()
 	for {
+		var err error
 		select {
 		case <-r.Context().Done():
 			return
@@ -242,16 +332,16 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 			return
 		case <-tick.C:
 			// A signed-out or revoked session loses its stream here.
-			if _, err := c.deps.Accounts.ConsoleAuthenticate(r.Context(), q.sess.ID); err != nil {
-				fmt.Fprint(w, "event: signedout\ndata: {}\n\n")
-				fl.Flush()
+			if _, aerr := c.deps.Accounts.ConsoleAuthenticate(r.Context(), q.sess.ID); aerr != nil {
+				_ = send("event: signedout\ndata: {}\n\n")
 				return
 			}
-			fmt.Fprint(w, ": ping\n\n")
-			fl.Flush()
+			err = send(": ping\n\n")
 		case body := <-sub.events:
-			fmt.Fprintf(w, "event: message\ndata: %s\n\n", body)
-			fl.Flush()
+			err = send("event: message\ndata: %s\n\n", body)
+		}
+		if err != nil {
+			return
 		}
 	}
 }

@@ -14,6 +14,13 @@ import (
 // link from anywhere, /console/devices?err=Your+account+is+locked..., puts
 // any sentence its author likes on the console's own page, in its own
 // banner. The key is random per process: a restart only drops a banner.
+//
+// A signature is bound to the browser it was made for: the CSRF token of
+// its session, or before sign-in its pre-sign-in token. A notice may carry
+// text a user chose (a device's name, a phone number), so a link made in
+// one browser must show nothing in any other: not in another company's
+// console, not to another member of the same company, not on the sign-in
+// page of a stranger.
 type flashSigner struct{ key []byte }
 
 func newFlashSigner() (*flashSigner, error) {
@@ -24,40 +31,48 @@ func newFlashSigner() (*flashSigner, error) {
 	return &flashSigner{key: key}, nil
 }
 
-// sign is the sig parameter of a flash of kind "ok" or "err".
-func (f *flashSigner) sign(kind, msg, field string) string {
+// sign is the sig parameter of a flash of kind "ok" or "err" for the
+// browser whose token is bind.
+func (f *flashSigner) sign(bind, kind, msg, field string) string {
 	m := hmac.New(sha256.New, f.key)
-	m.Write([]byte(kind + "\x00" + msg + "\x00" + field))
+	for _, part := range []string{bind, kind, msg, field} {
+		// Length-prefixed, so no two different lists sign alike.
+		fmt.Fprintf(m, "%d:%s", len(part), part)
+	}
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])
 }
 
 // notice adds a signed notice to a redirect address.
-func (f *flashSigner) notice(to, msg string) string {
-	return withQuery(withQuery(to, "ok", msg), "sig", f.sign("ok", msg, ""))
+func (f *flashSigner) notice(to, bind, msg string) string {
+	return withQuery(withQuery(to, "ok", msg), "sig", f.sign(bind, "ok", msg, ""))
 }
 
 // failure adds a signed error, and the field it names, to a redirect address.
-func (f *flashSigner) failure(to, msg, field string) string {
+func (f *flashSigner) failure(to, bind, msg, field string) string {
 	to = withQuery(to, "err", msg)
 	if field != "" {
 		to = withQuery(to, "field", field)
 	}
-	return withQuery(to, "sig", f.sign("err", msg, field))
+	return withQuery(to, "sig", f.sign(bind, "err", msg, field))
 }
 
-// from reads a page's flash from its address; an unsigned or altered one is
-// ignored.
-func (f *flashSigner) from(r *http.Request) Flash {
+// from reads a page's flash from its address, for the browser whose token
+// is bind; an unsigned or altered one, or one signed for another browser,
+// is ignored.
+func (f *flashSigner) from(r *http.Request, bind string) Flash {
+	if bind == "" {
+		return Flash{}
+	}
 	q := r.URL.Query()
 	sig := q.Get("sig")
 	if m := q.Get("ok"); m != "" {
-		if hmac.Equal([]byte(sig), []byte(f.sign("ok", m, ""))) {
+		if hmac.Equal([]byte(sig), []byte(f.sign(bind, "ok", m, ""))) {
 			return Flash{Message: m, OK: true}
 		}
 		return Flash{}
 	}
 	m, field := q.Get("err"), q.Get("field")
-	if m == "" || !hmac.Equal([]byte(sig), []byte(f.sign("err", m, field))) {
+	if m == "" || !hmac.Equal([]byte(sig), []byte(f.sign(bind, "err", m, field))) {
 		return Flash{}
 	}
 	return Flash{Message: m, Field: field}

@@ -1,10 +1,15 @@
 package web_test
 
 import (
+	"context"
+	"encoding/json"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/simrelay/simrelay/android-protocol/client"
 )
 
 // A banner shows only what this server put in the address: a link from
@@ -52,5 +57,97 @@ func TestBannerShowsOnlyTheServersOwnMessages(t *testing.T) {
 	u.RawQuery = q.Encode()
 	if got := b.get(u.String()); strings.Contains(got.body, "Your account is locked") {
 		t.Error("an altered signed error is shown")
+	}
+}
+
+var bannerText = regexp.MustCompile(`<div id="banner"[^>]*>([^<]*)</div>`)
+
+// banner is what a page's banner says.
+func banner(p page) string {
+	if m := bannerText.FindStringSubmatch(p.body); m != nil {
+		return m[1]
+	}
+	return ""
+}
+
+// A banner link made in one browser carries a name its author chose (a
+// renamed device, a phone's own device name); its signature is good for
+// that browser only: another company's console, another session of the
+// same user and the sign-in page show none of it.
+func TestBannerLinkShowsOnlyInTheBrowserItWasMadeFor(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	keyA := e.company("Acme", "ada@acme.test", "Correct1horse")
+	e.company("Bolt", "bo@bolt.test", "Correct1horse")
+	const lure = "Your account is locked, call 555 0100 now"
+	// The phone names itself: the pairing panel's "<name> is paired.".
+	if _, err := client.Register(context.Background(), nil, e.url, client.RegisterInput{PairingCode: e.pairingCode(keyA),
+		DeviceFingerprint: "fp-acme", DeviceName: lure + " A", AppVersion: "1.2.3"}); err != nil {
+		t.Fatal(err)
+	}
+	ada, ada2, bo, stranger := e.browser(), e.browser(), e.browser(), e.browser()
+	ada.signIn("ada@acme.test", "Correct1horse")
+	ada2.signIn("ada@acme.test", "Correct1horse")
+	bo.signIn("bo@bolt.test", "Correct1horse")
+
+	var links []string
+	var state struct {
+		Devices []struct {
+			Paired    string `json:"paired"`
+			PairedSig string `json:"paired_sig"`
+		} `json:"devices"`
+	}
+	if p := ada.get("/console/devices/state"); p.status != http.StatusOK || json.Unmarshal([]byte(p.body), &state) != nil || len(state.Devices) != 1 {
+		t.Fatalf("devices state: %d %s", p.status, p.body)
+	}
+	links = append(links, "?ok="+url.QueryEscape(state.Devices[0].Paired)+"&sig="+url.QueryEscape(state.Devices[0].PairedSig))
+	// A rename, as the page's JavaScript posts it (the notice comes back
+	// with its signature) ...
+	var out struct{ Notice, Sig string }
+	if p := ada.post("/console/devices/fp-acme", url.Values{"device_name": {lure + " B"}}); p.status != http.StatusOK || json.Unmarshal([]byte(p.body), &out) != nil {
+		t.Fatalf("rename: %d %s", p.status, p.body)
+	}
+	links = append(links, "?ok="+url.QueryEscape(out.Notice)+"&sig="+url.QueryEscape(out.Sig))
+	// ... and as a plain form post (the notice rides in the redirect).
+	form := url.Values{"csrf": {ada.csrf}, "device_name": {lure + " C"}}
+	req, _ := http.NewRequest(http.MethodPost, e.url+"/console/devices/fp-acme", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	res, err := ada.c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := read(t, res)
+	u, err := url.Parse(p.location)
+	if p.status != http.StatusSeeOther || err != nil || u.Query().Get("sig") == "" {
+		t.Fatalf("plain rename: %d to %q", p.status, p.location)
+	}
+	links = append(links, "?"+u.RawQuery)
+
+	for i, q := range links {
+		if got := banner(ada.get("/console/devices" + q)); !strings.Contains(got, lure) {
+			t.Errorf("link %d: the browser it was made for does not see its notice: %q %s", i+1, got, q)
+		}
+		for who, b := range map[string]*browser{"another company's admin": bo, "another session of the same user": ada2} {
+			if got := banner(b.get("/console/devices" + q)); got != "" {
+				t.Errorf("link %d: %s sees the banner %q", i+1, who, got)
+			}
+		}
+		if got := stranger.get("/console/signin" + q); got.status != http.StatusOK || strings.Contains(got.body, "account is locked") {
+			t.Errorf("link %d: the sign-in page: %d, shows the notice: %v", i+1, got.status, strings.Contains(got.body, "account is locked"))
+		}
+	}
+
+	// The sign-in page still shows the server's own notice to the browser
+	// that signed out, and to nobody else.
+	p = ada.post("/console/signout", nil)
+	if p.status != http.StatusOK || json.Unmarshal([]byte(p.body), &out) != nil || out.Sig == "" {
+		t.Fatalf("sign out: %d %s", p.status, p.body)
+	}
+	q := "/console/signin?ok=" + url.QueryEscape(out.Notice) + "&sig=" + url.QueryEscape(out.Sig)
+	if got := banner(ada.get(q)); got != "Signed out." {
+		t.Error("the signed-out browser does not see its notice")
+	}
+	if got := banner(stranger.get(q)); got != "" {
+		t.Error("another browser sees the sign-out notice")
 	}
 }

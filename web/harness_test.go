@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -58,6 +59,8 @@ type envOptions struct {
 	generalRate pacing.Rate
 	readTimeout time.Duration
 	streams     web.StreamConfig
+	// connState, when set, sees every connection's state changes.
+	connState func(net.Conn, http.ConnState)
 }
 
 func newEnv(t *testing.T, opts ...func(*envOptions)) *env {
@@ -130,6 +133,7 @@ func newEnv(t *testing.T, opts ...func(*envOptions)) *env {
 	}
 	srv.Config.Handler = api.Handler()
 	srv.Config.ReadTimeout = o.readTimeout
+	srv.Config.ConnState = o.connState
 	srv.Config.RegisterOnShutdown(console.Shutdown)
 	srv.Start()
 	t.Cleanup(func() { console.Shutdown(); srv.Close() })

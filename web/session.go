@@ -121,6 +121,9 @@ type outcome struct {
 	// Sig signs Notice for the address the JavaScript goes to next.
 	Sig  string `json:"sig,omitempty"`
 	Data any    `json:"data,omitempty"`
+	// bind, when set, is the token of the browser the notice is for, when
+	// that is not the one the action ran under (sign-out ends the session).
+	bind string
 }
 
 type level int
@@ -160,27 +163,27 @@ func (c *Console) action(lv level, back string, fn func(w http.ResponseWriter, r
 	return func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 		if err := r.ParseForm(); err != nil {
-			c.answerErr(w, r, back, problem.New(problem.ValidationFailed, "The form could not be read."))
+			c.answerErr(w, r, lv, back, problem.New(problem.ValidationFailed, "The form could not be read."))
 			return
 		}
 		var q *req
 		if lv == anyone {
 			if err := checkAnonCSRF(r); err != nil {
-				c.answerErr(w, r, back, err)
+				c.answerErr(w, r, lv, back, err)
 				return
 			}
 		} else {
 			var err error
 			if q, err = c.authenticate(r); err != nil {
-				c.answerErr(w, r, back, err)
+				c.answerErr(w, r, lv, back, err)
 				return
 			}
 			if !sameToken(q.sess.CSRF, csrfFrom(r)) {
-				c.answerErr(w, r, back, errCSRF)
+				c.answerErr(w, r, lv, back, errCSRF)
 				return
 			}
 			if lv == admin && !q.p().IsAdmin() {
-				c.answerErr(w, r, back, problem.New(problem.Forbidden, "Only admins may do this."))
+				c.answerErr(w, r, lv, back, problem.New(problem.Forbidden, "Only admins may do this."))
 				return
 			}
 		}
@@ -189,12 +192,15 @@ func (c *Console) action(lv level, back string, fn func(w http.ResponseWriter, r
 			if tok := r.PostFormValue("token"); lv == anyone && tok != "" {
 				back = withQuery(back, "token", tok) // the e-mailed page needs its token back
 			}
-			c.answerErr(w, r, back, err)
+			c.answerErr(w, r, lv, back, err)
 			return
+		}
+		if out.bind == "" {
+			out.bind = c.bindOf(r, lv, q)
 		}
 		if wantsJSON(r) {
 			if out.Notice != "" {
-				out.Sig = c.flash.sign("ok", out.Notice, "")
+				out.Sig = c.flash.sign(out.bind, "ok", out.Notice, "")
 			}
 			writeJSON(w, http.StatusOK, out)
 			return
@@ -204,10 +210,29 @@ func (c *Console) action(lv level, back string, fn func(w http.ResponseWriter, r
 			to = back
 		}
 		if out.Notice != "" {
-			to = c.flash.notice(to, out.Notice)
+			to = c.flash.notice(to, out.bind, out.Notice)
 		}
 		http.Redirect(w, r, to, http.StatusSeeOther)
 	}
+}
+
+// bindOf is the token a flash for this request's browser is bound to: the
+// session's CSRF token, or for the pages before sign-in the pre-sign-in one.
+// q is nil where the session was not read (yet).
+func (c *Console) bindOf(r *http.Request, lv level, q *req) string {
+	if lv == anyone {
+		if ck, err := r.Cookie(anonCookie); err == nil {
+			return ck.Value
+		}
+		return ""
+	}
+	if q == nil {
+		var err error
+		if q, err = c.authenticate(r); err != nil {
+			return ""
+		}
+	}
+	return q.sess.CSRF
 }
 
 func withQuery(path, k, v string) string {
@@ -237,7 +262,7 @@ func (c *Console) toProblem(r *http.Request, err error) *problem.Error {
 
 // answerErr answers a failed action: the contract's error body for the
 // JavaScript, or back to the form with the message for a plain post.
-func (c *Console) answerErr(w http.ResponseWriter, r *http.Request, back string, err error) {
+func (c *Console) answerErr(w http.ResponseWriter, r *http.Request, lv level, back string, err error) {
 	pe := c.toProblem(r, err)
 	if wantsJSON(r) {
 		writeJSON(w, pe.Status(), pe)
@@ -249,10 +274,14 @@ func (c *Console) answerErr(w http.ResponseWriter, r *http.Request, back string,
 		c.fail(w, r, nil, pe)
 		return
 	}
-	if pe.Code == problem.Unauthorized && back != Prefix+"/signin" {
-		back = Prefix + "/signin"
+	var bind string
+	if pe.Code == problem.Unauthorized {
+		// The sign-in page shows it, to the browser's pre-sign-in token.
+		back, bind = Prefix+"/signin", c.anonCSRF(w, r)
+	} else {
+		bind = c.bindOf(r, lv, nil)
 	}
-	http.Redirect(w, r, c.flash.failure(back, pe.Message, pe.Field), http.StatusSeeOther)
+	http.Redirect(w, r, c.flash.failure(back, bind, pe.Message, pe.Field), http.StatusSeeOther)
 }
 
 // fail renders an error page for a GET.

@@ -77,6 +77,8 @@ type serveConfig struct {
 	general, auth pacing.Rate
 	// agents is the anti-ban governor's defaults (serve_pacing.go).
 	agents channel.Config
+	// streams bounds the console's live views (serve_console.go).
+	streams web.StreamConfig
 }
 
 func (c *serveConfig) flags(fs *flag.FlagSet) {
@@ -104,6 +106,7 @@ func (c *serveConfig) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.stripeWebhookSecret, "stripe-webhook-secret", "", "signing secret (whsec_...) of the Stripe webhook endpoint POST /billing/stripe/webhook")
 	fs.StringVar(&c.stripeAPIURL, "stripe-api-url", "", "Stripe API base URL, e.g. a stripe-mock for tests; empty: Stripe's")
 	pacingFlags(fs, &c.agents)
+	consoleFlags(fs, &c.streams)
 	fs.StringVar(&c.adminToken, "admin-token", "", fmt.Sprintf("the operator's secret for GET /admin/backup (Authorization: Bearer TOKEN), at least %d characters; empty: that route answers 404", httpapi.MinAdminTokenLen))
 }
 
@@ -122,6 +125,9 @@ func (c *serveConfig) validate() error {
 		c.publicURL = strings.TrimRight(c.publicURL, "/")
 	}
 	if err := validatePacing(c.agents); err != nil {
+		return err
+	}
+	if err := validateConsole(c.streams); err != nil {
 		return err
 	}
 	if c.dataDir == "" {
@@ -297,7 +303,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	}
 	st.SetPlans(bill)
 	// The console's live updates hear of every message change after its commit.
-	broker := web.NewBroker(web.StreamConfig{})
+	broker := web.NewBroker(cfg.streams)
 	messages.SetWatcher(broker)
 	agents.SetWatcher(broker)
 	console, err := web.New(web.Config{PublicURL: cfg.publicURL}, web.Deps{Accounts: accounts, Devices: devices, SMS: messages, Channels: agents,
