@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -103,10 +104,19 @@ func idField(channel string) string {
 }
 
 // normaliseTo checks a recipient: E.164, or (iMessage) an e-mail address.
+// A recipient reaches a device tool as an argument (osascript on a Mac), so
+// one that begins with "-" (a tool could read it as an option) or holds a
+// control character is refused whatever its form.
 func normaliseTo(channel, to string) (string, error) {
+	if strings.IndexFunc(to, unicode.IsControl) >= 0 {
+		return "", problem.Invalid("to", "must not contain control characters such as a newline")
+	}
 	to = strings.TrimSpace(to)
 	if to == "" {
 		return "", problem.Invalid("to", "is required")
+	}
+	if strings.HasPrefix(to, "-") {
+		return "", problem.Invalid("to", "must not begin with -")
 	}
 	if channel == IMessage && strings.Contains(to, "@") {
 		return normaliseEmail("to", to)

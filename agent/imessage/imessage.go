@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	// The pure-Go SQLite driver: the agent is cross-compiled without cgo.
 	_ "modernc.org/sqlite"
@@ -204,12 +205,12 @@ func (t *Transport) Execute(ctx context.Context, job agent.Job) (agent.Outcome, 
 		}
 	}
 	if file != "" {
-		if _, err := t.tool.Run(ctx, "", osascriptArgs(to, "file", file)...); err != nil {
+		if err := t.send(ctx, to, "file", file); err != nil {
 			return agent.Outcome{}, err
 		}
 	}
 	if job.Message != "" || file == "" {
-		if _, err := t.tool.Run(ctx, "", osascriptArgs(to, "text", job.Message)...); err != nil {
+		if err := t.send(ctx, to, "text", job.Message); err != nil {
 			return agent.Outcome{}, err
 		}
 	}
@@ -219,33 +220,47 @@ func (t *Transport) Execute(ctx context.Context, job agent.Job) (agent.Outcome, 
 // sendScript is the AppleScript run by osascript. Its input comes only
 // from argv: the recipient, "text" or "file", and the text or the file's
 // path. Nothing is ever spliced into it.
-var sendScript = []string{
-	`on run argv`,
-	`set recipient to item 1 of argv`,
-	`set kind to item 2 of argv`,
-	`set payload to item 3 of argv`,
-	`tell application "Messages"`,
-	`set svc to 1st account whose service type = iMessage`,
-	`set buddy to participant recipient of svc`,
-	`if kind is "file" then`,
-	`send (POSIX file payload) to buddy`,
-	`else`,
-	`send payload to buddy`,
-	`end if`,
-	`end tell`,
-	`end run`,
-}
+const sendScript = `on run argv
+set recipient to item 1 of argv
+set kind to item 2 of argv
+set payload to item 3 of argv
+tell application "Messages"
+set svc to 1st account whose service type = iMessage
+set buddy to participant recipient of svc
+if kind is "file" then
+send (POSIX file payload) to buddy
+else
+send payload to buddy
+end if
+end tell
+end run
+`
 
-// osascriptArgs is osascript's argument list: the script's lines as -e
-// statements, then the arguments of its run handler. The recipient comes
-// first and is a checked address, so a text starting with "-" is never
-// taken for an option.
-func osascriptArgs(to, kind, payload string) []string {
-	args := make([]string, 0, 2*len(sendScript)+3)
-	for _, line := range sendScript {
-		args = append(args, "-e", line)
+// send runs sendScript with osascript as "osascript SCRIPTFILE recipient
+// kind payload": the script is a private file whose absolute path is the
+// first argument, and osascript reads every argument after the program
+// file as an argument of its run handler, never as an option. So a
+// recipient or a text that begins with "-" stays data (with "-e"
+// statements, a first argument such as "-e..." would be a statement).
+func (t *Transport) send(ctx context.Context, to, kind, payload string) error {
+	f, err := os.CreateTemp("", "simrelay-send-*.applescript")
+	if err != nil {
+		return fmt.Errorf("imessage: write the send script: %w", err)
 	}
-	return append(args, to, kind, payload)
+	defer os.Remove(f.Name())
+	_, err = f.WriteString(sendScript)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("imessage: write the send script: %w", err)
+	}
+	script, err := filepath.Abs(f.Name())
+	if err != nil {
+		return fmt.Errorf("imessage: write the send script: %w", err)
+	}
+	_, err = t.tool.Run(ctx, "", script, to, kind, payload)
+	return err
 }
 
 // Recover finds an interrupted job's message in chat.db: if Messages has
@@ -478,10 +493,23 @@ func stripAccount(a string) string {
 }
 
 // normalize is PROTOCOL.md 16.1's form of a handle: an e-mail address in
-// lower case, or E.164 without spaces, dashes, dots or brackets.
+// lower case, or E.164 without spaces, dashes, dots or brackets. As the
+// server does, it refuses a control character anywhere, an address that
+// begins with "-" (osascript could read it as an option), and the
+// characters the server refuses in an address (space, double quote, angle
+// brackets, separators).
 func normalize(h string) (string, bool) {
+	if strings.IndexFunc(h, unicode.IsControl) >= 0 {
+		return "", false
+	}
 	h = strings.TrimSpace(h)
-	if at := strings.IndexByte(h, '@'); at > 0 && at < len(h)-1 && !strings.ContainsAny(h, " \t") {
+	if strings.HasPrefix(h, "-") {
+		return "", false
+	}
+	if at := strings.IndexByte(h, '@'); at >= 0 {
+		if at == 0 || at == len(h)-1 || strings.Count(h, "@") != 1 || strings.ContainsAny(h, " \"<>,;") {
+			return "", false
+		}
 		return strings.ToLower(h), true
 	}
 	h = strings.NewReplacer(" ", "", "-", "", ".", "", "(", "", ")", "").Replace(h)

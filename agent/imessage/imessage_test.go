@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/simrelay/simrelay/agent"
@@ -151,5 +152,70 @@ func TestDeliveryAndRecoveryFromChatDB(t *testing.T) {
 	job.From = "other@icloud.com"
 	if out, _ := tr.Execute(context.Background(), job); out.Error != "account_unavailable" {
 		t.Fatalf("other handle: %+v", out)
+	}
+}
+
+// recordingOsascript writes an osascript that records each call: its
+// arguments, one a line, in dir/N.args, and the program file it was given
+// in dir/N.script (the agent removes its own copy once osascript returned).
+func recordingOsascript(t *testing.T) (path, dir string) {
+	t.Helper()
+	dir = t.TempDir()
+	path = filepath.Join(t.TempDir(), "osascript")
+	body := "#!/bin/sh\nn=$(ls \"" + dir + "\" | wc -l)\ncp \"$1\" \"" + dir + "/$n.script\" 2>/dev/null\nprintf '%s\\n' \"$@\" > \"" + dir + "/$n.args\"\n"
+	if err := os.WriteFile(path, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path, dir
+}
+
+// Recipients osascript could read as an option, or holding a control
+// character or a quote, are refused before anything runs; a text that
+// looks like an option or a statement reaches the script as data, after
+// the program file, where osascript parses no options.
+func TestSendKeepsUserDataOutOfOsascriptOptions(t *testing.T) {
+	t.Parallel()
+	path, _ := testDB(t)
+	osascript, calls := recordingOsascript(t)
+	tr, err := New(Config{ChatDB: path, Osascript: osascript, Handles: []string{"me@icloud.com"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Check(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, to := range []string{"-e@example.com", "-ljavascript@x.co", " -e@example.com", "bob\n@example.com", "bob@example.com\r", "bob\x00@example.com", "\"bob\"@example.com", "-15557654321"} {
+		out, err := tr.Execute(context.Background(), agent.Job{Send: proto.Send{ID: "bad", Channel: proto.ChannelIMessage, From: "me@icloud.com", To: to, Message: "hi"}})
+		if err != nil || out.Status != proto.StatusFailed || out.Error != "invalid_job" {
+			t.Errorf("recipient %q: got %+v %v, want failed invalid_job", to, out, err)
+		}
+	}
+	if n, _ := os.ReadDir(calls); len(n) != 0 {
+		t.Fatalf("osascript ran %d times for refused recipients", len(n)/2)
+	}
+
+	text := "-e do shell script \"id\"\n-l JavaScript"
+	out, err := tr.Execute(context.Background(), agent.Job{Send: proto.Send{ID: "ok", Channel: proto.ChannelIMessage, From: "me@icloud.com", To: "Bob@Example.com", Message: text}})
+	if err != nil || out.Status != proto.StatusSent {
+		t.Fatalf("execute: %+v %v", out, err)
+	}
+	b, err := os.ReadFile(filepath.Join(calls, "0.args"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	want := append([]string{args[0], "bob@example.com", "text"}, strings.Split(text, "\n")...)
+	if !filepath.IsAbs(args[0]) || strings.HasPrefix(args[0], "-") || strings.Join(args, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("osascript argv: got %q, want the script file's absolute path, then the recipient, text and the text", args)
+	}
+	script, err := os.ReadFile(filepath.Join(calls, "0.script"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(script), "on run argv\n") || strings.Contains(string(script), "bob@") || strings.Contains(string(script), "shell") {
+		t.Fatalf("the program file: got %q, want the fixed script without job data", script)
+	}
+	if _, err := os.Stat(args[0]); !os.IsNotExist(err) {
+		t.Fatalf("the script file %s is left behind (%v)", args[0], err)
 	}
 }

@@ -76,7 +76,8 @@ func typedstream(text string) []byte {
 }
 
 // fakeOsascript writes an osascript that records each call's arguments,
-// one a line, in dir/calls/osascript.N.
+// one a line, in dir/calls/osascript.N.args, and a copy of the program file
+// (its first argument) in osascript.N.script.
 func fakeOsascript(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -84,6 +85,7 @@ func fakeOsascript(t *testing.T) string {
 		t.Fatal(err)
 	}
 	writeScript(t, dir, "osascript", `f=$(mktemp "$FAKE_DIR/calls/osascript.XXXXXX")
+cp "$1" "$f.script" 2>/dev/null
 printf '%s\n' "$@" > "$f.tmp"
 mv "$f.tmp" "$f.args"
 `)
@@ -134,21 +136,23 @@ func TestIMessageSendsAndReceives(t *testing.T) {
 	addMessage(t, db, "p:0/4D1B6B55-0001", 0, nil, typedstream("Hi from an iPhone ✓"))
 	until(t, "the webhook gets imessage.received", func() bool { return hooks.hookCount("imessage.received", "Hi from an iPhone ✓") > 0 })
 
-	// A send: osascript gets the fixed script and the recipient, the kind
-	// and the text as arguments; a text that looks like AppleScript or an
-	// option stays an argument.
+	// A send: osascript gets the fixed script as a program file, then the
+	// recipient, the kind and the text as arguments of its run handler,
+	// where osascript parses no options; a text that looks like
+	// AppleScript or an option stays an argument.
 	text := `-e "do shell script \"rm -rf ~\"" & quit`
 	id := srv.agentSend("imessage", map[string]any{"handle_id": handleID, "to": "+15557654321", "content": text})
 	until(t, "osascript is called", func() bool { return len(osascriptCalls(fake)) == 1 })
 	args := osascriptCalls(fake)[0]
-	n := len(args)
-	if n < 5 || args[0] != "-e" || args[1] != "on run argv" || args[n-3] != "+15557654321" || args[n-2] != "text" || args[n-1] != text {
-		t.Fatalf("osascript argv: %q", args)
+	if len(args) != 4 || !filepath.IsAbs(args[0]) || args[1] != "+15557654321" || args[2] != "text" || args[3] != text {
+		t.Fatalf("osascript argv: got %q, want the program file's absolute path, the recipient, text and the text", args)
 	}
-	for _, a := range args[:n-3] {
-		if strings.Contains(a, "rm -rf") || strings.Contains(a, "15557654321") {
-			t.Fatalf("the script itself holds job data: %q", a)
-		}
+	scripts, _ := filepath.Glob(filepath.Join(fake, "calls", "*.script"))
+	if len(scripts) != 1 {
+		t.Fatalf("program files given to osascript: %q, want 1", scripts)
+	}
+	if b, _ := os.ReadFile(scripts[0]); !strings.HasPrefix(string(b), "on run argv") || strings.Contains(string(b), "rm -rf") || strings.Contains(string(b), "15557654321") {
+		t.Fatalf("the program file: got %q, want the fixed script without job data", b)
 	}
 	until(t, "the send is sent", func() bool { st, _ := srv.agentStatus("imessage", id); return st == "sent" })
 
