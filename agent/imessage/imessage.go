@@ -31,6 +31,19 @@ import (
 // DefaultPoll is how often chat.db is read for new messages.
 const DefaultPoll = 2 * time.Second
 
+// DefaultRowTimeout is how long a send may go without its row in chat.db
+// before it is failed not_delivered_by_messages. Messages writes the row of
+// a send it took within seconds, before any delivery (a send it cannot
+// deliver gets its row too, with an error); on macOS 26 the AppleScript
+// send can answer success and write nothing, so without this bound such a
+// send would stay sent for the agent's 72-hour wait. Ten minutes leaves a
+// slow or just-launched Messages ample time while the sender learns the
+// same hour.
+const DefaultRowTimeout = 10 * time.Minute
+
+// errNotDelivered is the failed report of a send Messages never recorded.
+const errNotDelivered = "not_delivered_by_messages"
+
 // maxRows is how many new rows one poll reads; the rest wait for the next.
 const maxRows = 200
 
@@ -48,8 +61,13 @@ type Config struct {
 	// Osascript is the program run to send; "" is osascript from PATH.
 	Osascript string
 	Poll      time.Duration
-	Media     agent.MediaFetcher
-	Logger    *slog.Logger
+	// RowTimeout is how long a send may go without its row in chat.db
+	// before it is failed not_delivered_by_messages (DefaultRowTimeout).
+	RowTimeout time.Duration
+	Media      agent.MediaFetcher
+	Logger     *slog.Logger
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
 }
 
 // Transport is the iMessage transport.
@@ -69,6 +87,12 @@ func New(cfg Config) (*Transport, error) {
 	}
 	if cfg.Poll <= 0 {
 		cfg.Poll = DefaultPoll
+	}
+	if cfg.RowTimeout <= 0 {
+		cfg.RowTimeout = DefaultRowTimeout
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	if cfg.ChatDB == "" {
 		home, err := os.UserHomeDir()
@@ -153,11 +177,14 @@ func (t *Transport) Inventory(ctx context.Context) (agent.Inventory, error) {
 }
 
 // ref is what the journal keeps of a sent job, to find its row in chat.db:
-// the highest ROWID before the send, the recipient and the text.
+// the highest ROWID before the send, the recipient and the text; once
+// osascript returned, the time it did (Unix milliseconds), from which the
+// row is awaited for at most RowTimeout.
 type ref struct {
-	After int64  `json:"after"`
-	To    string `json:"to"`
-	Text  string `json:"text,omitempty"`
+	After  int64  `json:"after"`
+	To     string `json:"to"`
+	Text   string `json:"text,omitempty"`
+	SentAt int64  `json:"sent_at,omitempty"`
 }
 
 // Execute sends one job through Messages.
@@ -214,6 +241,8 @@ func (t *Transport) Execute(ctx context.Context, job agent.Job) (agent.Outcome, 
 			return agent.Outcome{}, err
 		}
 	}
+	r.SentAt = t.cfg.Now().UnixMilli()
+	b, _ = json.Marshal(r)
 	return agent.Outcome{Status: proto.StatusSent, Ref: string(b), AwaitDelivery: true}, nil
 }
 
@@ -287,8 +316,17 @@ func (t *Transport) Delivery(ctx context.Context, raw string) (agent.Delivery, e
 		return agent.Delivery{Final: true, Status: proto.StatusFailed, Error: "generic_failure"}, nil
 	}
 	row, found, err := t.sentRow(ctx, r)
-	if err != nil || !found {
+	if err != nil {
 		return agent.Delivery{}, err
+	}
+	if !found {
+		// A ref journaled before sent_at existed is awaited as before.
+		if r.SentAt != 0 && t.cfg.Now().Sub(time.UnixMilli(r.SentAt)) >= t.cfg.RowTimeout {
+			t.log.Warn("imessage: osascript answered success but Messages recorded no such message; reported failed",
+				"to", r.To, "waited", t.cfg.RowTimeout.String(), "error", errNotDelivered)
+			return agent.Delivery{Final: true, Status: proto.StatusFailed, Error: errNotDelivered}, nil
+		}
+		return agent.Delivery{}, nil
 	}
 	switch {
 	case row.errCode != 0:

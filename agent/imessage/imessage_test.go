@@ -7,9 +7,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/simrelay/simrelay/agent"
 	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/internal/testclock"
 )
 
 // These tests read a chat.db the test creates; nothing reaches Messages.
@@ -122,7 +124,7 @@ func TestDeliveryAndRecoveryFromChatDB(t *testing.T) {
 	job := agent.Job{Send: proto.Send{ID: "j1", Channel: proto.ChannelIMessage, From: "me@icloud.com", To: "+15557654321", Message: "hello"},
 		Remember: func(ref string) error { remembered = ref; return nil }}
 	out, err := tr.Execute(context.Background(), job)
-	if err != nil || out.Status != proto.StatusSent || !out.AwaitDelivery || out.Ref != remembered {
+	if err != nil || out.Status != proto.StatusSent || !out.AwaitDelivery || !strings.HasPrefix(out.Ref, strings.TrimSuffix(remembered, "}")+`,"sent_at":`) {
 		t.Fatalf("execute: %+v %v (remembered %q)", out, err, remembered)
 	}
 	job.Ref = remembered
@@ -217,5 +219,52 @@ func TestSendKeepsUserDataOutOfOsascriptOptions(t *testing.T) {
 	}
 	if _, err := os.Stat(args[0]); !os.IsNotExist(err) {
 		t.Fatalf("the script file %s is left behind (%v)", args[0], err)
+	}
+}
+
+// A send whose row never appears in chat.db (macOS 26's Messages can answer
+// the AppleScript send with success and record nothing) is failed
+// not_delivered_by_messages once RowTimeout has passed since osascript
+// returned; a send whose row is there is awaited as before.
+func TestSendWithoutRowFailsAfterRowTimeout(t *testing.T) {
+	t.Parallel()
+	path, db := testDB(t)
+	osascript, _ := recordingOsascript(t)
+	clock := testclock.New(time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC))
+	tr, err := New(Config{ChatDB: path, Osascript: osascript, Handles: []string{"me@icloud.com"}, RowTimeout: 5 * time.Minute, Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Check(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	send := func(id, text string) string {
+		t.Helper()
+		out, err := tr.Execute(context.Background(), agent.Job{Send: proto.Send{ID: id, Channel: proto.ChannelIMessage, From: "me@icloud.com", To: "+15557654321", Message: text}})
+		if err != nil || out.Status != proto.StatusSent || !out.AwaitDelivery {
+			t.Fatalf("execute %s: %+v %v", id, out, err)
+		}
+		return out.Ref
+	}
+	lost, kept := send("lost", "never recorded"), send("kept", "recorded")
+	if _, err := db.Exec(`INSERT INTO message (ROWID, guid, text, handle_id, is_from_me) VALUES (20, 'k', 'recorded', 1, 1)`); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(5*time.Minute - time.Second)
+	for _, ref := range []string{lost, kept} {
+		if d, err := tr.Delivery(context.Background(), ref); err != nil || d.Final {
+			t.Fatalf("before the row timeout: got %+v %v, want it still awaited", d, err)
+		}
+	}
+	clock.Advance(time.Second)
+	if d, err := tr.Delivery(context.Background(), lost); err != nil || !d.Final || d.Status != proto.StatusFailed || d.Error != "not_delivered_by_messages" {
+		t.Fatalf("no row after the timeout: got %+v %v, want failed not_delivered_by_messages", d, err)
+	}
+	if d, err := tr.Delivery(context.Background(), kept); err != nil || d.Final {
+		t.Fatalf("a recorded send after the timeout: got %+v %v, want it still awaited", d, err)
+	}
+	// A ref journaled by an older agent has no send time: awaited as before.
+	if d, err := tr.Delivery(context.Background(), `{"after":0,"to":"+15557654321","text":"old"}`); err != nil || d.Final {
+		t.Fatalf("a ref without sent_at: got %+v %v, want it still awaited", d, err)
 	}
 }

@@ -173,3 +173,34 @@ func TestIMessageSendsAndReceives(t *testing.T) {
 		t.Fatalf("this Mac's own sent message was forwarded as received")
 	}
 }
+
+// TestIMessageSendWithoutRowFails: when osascript answers success but
+// Messages records no row for the send (macOS 26), the send is failed
+// not_delivered_by_messages once --sent-row-timeout has passed, instead of
+// staying sent.
+func TestIMessageSendWithoutRowFails(t *testing.T) {
+	t.Parallel()
+	agentBin, serverBin := binaries(t)
+	srv := newServer(t, serverBin)
+	config := filepath.Join(t.TempDir(), "agent.json")
+	srv.pair(agentBin, config, "mac-agent")
+	fake := fakeOsascript(t)
+	dbPath := filepath.Join(t.TempDir(), "chat.db")
+	chatDB(t, dbPath)
+
+	startAgent(t, agentBin, fake, "--config", config, "--transport", "imessage", "--chat-db", dbPath,
+		"--poll", "50ms", "--reconnect-max", "500ms", "--sent-row-timeout", "300ms")
+	var handleID string
+	until(t, "the handle read from chat.db is listed online", func() bool {
+		handleID = srv.agentID("imessage", "me@icloud.com")
+		return handleID != ""
+	})
+	id := srv.agentSend("imessage", map[string]any{"handle_id": handleID, "to": "+15557654321", "content": "lost by Messages"})
+	until(t, "the send without a row is failed not_delivered_by_messages", func() bool {
+		st, e := srv.agentStatus("imessage", id)
+		return st == "failed" && e == "not_delivered_by_messages"
+	})
+	if n := len(osascriptCalls(fake)); n != 1 {
+		t.Fatalf("osascript ran %d times, want 1", n)
+	}
+}

@@ -39,6 +39,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	session := fs.String("session", "", "whatsapp: the session file written by whatsapp link (default: whatsapp.session.db next to --config)")
 	handles := fs.String("handles", "", "imessage: the Mac's iMessage handles, e.g. me@icloud.com,+15550100002 (default: the accounts chat.db names)")
 	chatDB := fs.String("chat-db", "", "imessage: the Messages database (default: ~/Library/Messages/chat.db)")
+	rowTimeout := fs.Duration("sent-row-timeout", imessage.DefaultRowTimeout, "imessage: how long a send may go without its row in chat.db before it is reported failed (not_delivered_by_messages)")
 	mediaMax := fs.Int64("media-max-bytes", agent.DefaultMediaMaxBytes, "whatsapp, imessage: the largest media_url download")
 	mediaTimeout := fs.Duration("media-timeout", agent.DefaultMediaTimeout, "whatsapp, imessage: the longest media_url download")
 	logFormat := fs.String("log-format", "text", "text or json")
@@ -111,7 +112,10 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if *handles != "" {
 			list = strings.Split(*handles, ",")
 		}
-		it, err := imessage.New(imessage.Config{Handles: list, ChatDB: *chatDB, Poll: *poll, Media: media, Logger: log})
+		if *rowTimeout <= 0 {
+			return fail(errors.New("--sent-row-timeout must be positive"))
+		}
+		it, err := imessage.New(imessage.Config{Handles: list, ChatDB: *chatDB, Poll: *poll, RowTimeout: *rowTimeout, Media: media, Logger: log})
 		if err != nil {
 			return fail(err)
 		}
