@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/simrelay/simrelay/internal/egress"
 	"github.com/simrelay/simrelay/pacing"
 	"github.com/simrelay/simrelay/phone"
 	"github.com/simrelay/simrelay/problem"
@@ -177,8 +178,14 @@ func (in SendInput) validate() (contentType, to string, err error) {
 		return "", "", problem.Invalid("media_url", "is required for "+article(contentType)+" "+contentType+" message")
 	}
 	u, err := url.Parse(in.MediaURL)
-	if err != nil || u.Scheme != "https" || u.Host == "" || len(in.MediaURL) > MaxMediaURL || u.User != nil {
+	if err != nil || u.Scheme != "https" || u.Hostname() == "" || len(in.MediaURL) > MaxMediaURL || u.User != nil {
 		return "", "", problem.Invalid("media_url", "must be an https URL of at most 2048 characters, without credentials")
+	}
+	// The agent fetches it from inside its owner's network: a host that is
+	// an internal address by itself is refused here, and the agent checks
+	// the address it dials (names included) again.
+	if err := egress.Host(u.Hostname()); err != nil {
+		return "", "", problem.Invalid("media_url", err.Error()+"; media is downloaded only from public addresses")
 	}
 	return contentType, to, nil
 }
