@@ -139,7 +139,7 @@ func (f MediaFetcher) client(timeout time.Duration) *http.Client {
 	if f.AllowPrivate {
 		tr.Proxy = http.ProxyFromEnvironment
 	} else {
-		d.Control = egress.Control
+		d.Control, d.ControlContext = egress.Control, nil // ControlContext would take precedence
 	}
 	tr.DialContext = d.DialContext
 	return &http.Client{Transport: tr, CheckRedirect: func(req *http.Request, via []*http.Request) error {
