@@ -2,14 +2,19 @@ package agent
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/simrelay/simrelay/internal/egress"
 )
 
 // DefaultMediaMaxBytes caps a media download: WhatsApp itself refuses
@@ -22,12 +27,28 @@ const DefaultMediaMaxBytes = 64 << 20
 const DefaultMediaTimeout = 60 * time.Second
 
 // MediaFetcher downloads a job's media_url (PROTOCOL.md 16.2): https only,
-// at most MaxBytes, within Timeout. Its errors are what the job's failed
-// report says: media_unavailable.
+// from public addresses only, at most MaxBytes, within Timeout. Its errors
+// are what the job's failed report says: media_unavailable.
+//
+// A media_url is a customer's word, and the agent runs inside someone's
+// network: without the address rule a member could have it fetch an
+// internal https service (a router, a NAS, a cloud metadata endpoint) and
+// send the answer to any recipient. So every connection, redirects
+// included, is checked on the address dialled, after DNS
+// (internal/egress), and no proxy is used, since a proxy would dial past
+// the check.
 type MediaFetcher struct {
-	Client   *http.Client
-	MaxBytes int64
-	Timeout  time.Duration
+	// Dialer connects to media servers (nil: a net.Dialer with a 30 s
+	// timeout). A copy is used, its Control replaced by the address check.
+	Dialer *net.Dialer
+	// RootCAs verifies the servers' certificates (nil: the system's roots).
+	RootCAs *x509.CertPool
+	// AllowPrivate lifts the address rule (--media-allow-private): for a
+	// self-hoster whose media is on their own network, and for tests. The
+	// proxy of HTTPS_PROXY is then used too.
+	AllowPrivate bool
+	MaxBytes     int64
+	Timeout      time.Duration
 }
 
 // Media is a downloaded file.
@@ -52,27 +73,15 @@ func (f MediaFetcher) Fetch(ctx context.Context, raw string) (Media, error) {
 	if err != nil || u.Scheme != "https" || u.Host == "" {
 		return fail("media_url %q: only https URLs are downloaded", raw)
 	}
-	max, timeout, client := f.MaxBytes, f.Timeout, f.Client
+	max, timeout := f.MaxBytes, f.Timeout
 	if max <= 0 {
 		max = DefaultMediaMaxBytes
 	}
 	if timeout <= 0 {
 		timeout = DefaultMediaTimeout
 	}
-	if client == nil {
-		client = http.DefaultClient
-	}
-	// A redirect to http would undo the https rule.
-	c := *client
-	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
-		if req.URL.Scheme != "https" {
-			return errors.New("redirect away from https")
-		}
-		if len(via) >= 5 {
-			return errors.New("too many redirects")
-		}
-		return nil
-	}
+	c := f.client(timeout)
+	defer c.CloseIdleConnections()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, raw, nil)
@@ -81,6 +90,11 @@ func (f MediaFetcher) Fetch(ctx context.Context, raw string) (Media, error) {
 	}
 	res, err := c.Do(req)
 	if err != nil {
+		var ae *egress.AddressError
+		if errors.As(err, &ae) {
+			return Media{}, fmt.Errorf("%w: GET %s: the host resolves to a %s address, not downloaded (allowed only with --media-allow-private): %w",
+				ErrMediaUnavailable, u.Redacted(), ae.Range, ae)
+		}
 		return fail("%v", err)
 	}
 	defer res.Body.Close()
@@ -106,4 +120,36 @@ func (f MediaFetcher) Fetch(ctx context.Context, raw string) (Media, error) {
 		name = "file"
 	}
 	return Media{Data: data, MIME: mt, Name: name}, nil
+}
+
+// client is the HTTP client of one download: its own transport (media
+// downloads are rare; nothing is kept between them), the address rule on
+// its dialer unless AllowPrivate, and redirects followed only to https.
+func (f MediaFetcher) client(timeout time.Duration) *http.Client {
+	d := net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+	if f.Dialer != nil {
+		d = *f.Dialer
+	}
+	tr := &http.Transport{
+		TLSClientConfig:       &tls.Config{RootCAs: f.RootCAs, MinVersion: tls.VersionTLS12},
+		TLSHandshakeTimeout:   timeout,
+		ResponseHeaderTimeout: timeout,
+		ForceAttemptHTTP2:     true,
+	}
+	if f.AllowPrivate {
+		tr.Proxy = http.ProxyFromEnvironment
+	} else {
+		d.Control, d.ControlContext = egress.Control, nil // ControlContext would take precedence
+	}
+	tr.DialContext = d.DialContext
+	return &http.Client{Transport: tr, CheckRedirect: func(req *http.Request, via []*http.Request) error {
+		// A redirect to http would undo the https rule.
+		if req.URL.Scheme != "https" {
+			return errors.New("redirect away from https")
+		}
+		if len(via) >= 5 {
+			return errors.New("too many redirects")
+		}
+		return nil
+	}}
 }

@@ -8,11 +8,13 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/simrelay/simrelay/internal/egress"
 	"github.com/simrelay/simrelay/pacing"
 	"github.com/simrelay/simrelay/phone"
 	"github.com/simrelay/simrelay/problem"
@@ -103,10 +105,19 @@ func idField(channel string) string {
 }
 
 // normaliseTo checks a recipient: E.164, or (iMessage) an e-mail address.
+// A recipient reaches a device tool as an argument (osascript on a Mac), so
+// one that begins with "-" (a tool could read it as an option) or holds a
+// control character is refused whatever its form.
 func normaliseTo(channel, to string) (string, error) {
+	if strings.IndexFunc(to, unicode.IsControl) >= 0 {
+		return "", problem.Invalid("to", "must not contain control characters such as a newline")
+	}
 	to = strings.TrimSpace(to)
 	if to == "" {
 		return "", problem.Invalid("to", "is required")
+	}
+	if strings.HasPrefix(to, "-") {
+		return "", problem.Invalid("to", "must not begin with -")
 	}
 	if channel == IMessage && strings.Contains(to, "@") {
 		return normaliseEmail("to", to)
@@ -167,8 +178,14 @@ func (in SendInput) validate() (contentType, to string, err error) {
 		return "", "", problem.Invalid("media_url", "is required for "+article(contentType)+" "+contentType+" message")
 	}
 	u, err := url.Parse(in.MediaURL)
-	if err != nil || u.Scheme != "https" || u.Host == "" || len(in.MediaURL) > MaxMediaURL || u.User != nil {
+	if err != nil || u.Scheme != "https" || u.Hostname() == "" || len(in.MediaURL) > MaxMediaURL || u.User != nil {
 		return "", "", problem.Invalid("media_url", "must be an https URL of at most 2048 characters, without credentials")
+	}
+	// The agent fetches it from inside its owner's network: a host that is
+	// an internal address by itself is refused here, and the agent checks
+	// the address it dials (names included) again.
+	if err := egress.Host(u.Hostname()); err != nil {
+		return "", "", problem.Invalid("media_url", err.Error()+"; media is downloaded only from public addresses")
 	}
 	return contentType, to, nil
 }

@@ -3,64 +3,14 @@ package webhook
 import (
 	"context"
 	"errors"
-	"github.com/simrelay/simrelay/webhook/webhooktest"
 	"net/http"
-	"net/netip"
 	"strings"
 	"testing"
 	"time"
-)
 
-func TestNonPublic(t *testing.T) {
-	tests := []struct {
-		addr string
-		want bool
-	}{
-		{"8.8.8.8", false},
-		{"1.1.1.1", false},
-		{"2606:4700:4700::1111", false},
-		{"64:ff9b::808:808", false},   // NAT64 of a public address
-		{"64:ff9b:1::a00:1", true},    // local-use NAT64
-		{"::ffff:0:7f00:1", true},     // IPv4-translated
-		{"2001:0:4136:e378::1", true}, // Teredo
-		{"0.0.0.0", true},
-		{"0.1.2.3", true},
-		{"10.1.2.3", true},
-		{"100.64.0.1", true},
-		{"100.127.255.254", true},
-		{"127.0.0.1", true},
-		{"127.255.0.9", true},
-		{"169.254.169.254", true},
-		{"172.16.0.1", true},
-		{"172.31.255.255", true},
-		{"192.168.1.1", true},
-		{"224.0.0.1", true},
-		{"239.255.255.250", true},
-		{"255.255.255.255", true},
-		{"::", true},
-		{"::1", true},
-		{"fc00::1", true},
-		{"fd12:3456::1", true},
-		{"fe80::1", true},
-		{"fe80::1%eth0", true},
-		{"ff02::1", true},
-		{"::ffff:127.0.0.1", true},
-		{"::ffff:10.0.0.1", true},
-		{"::ffff:169.254.169.254", true},
-		{"::ffff:100.64.0.1", true},
-		{"::ffff:8.8.8.8", false},
-		{"::127.0.0.1", true},
-		{"64:ff9b::7f00:1", true},   // NAT64 of 127.0.0.1
-		{"2002:a9fe:a9fe::1", true}, // 6to4 of 169.254.169.254
-	}
-	for _, tt := range tests {
-		a := netip.MustParseAddr(tt.addr)
-		name, got := NonPublic(a)
-		if got != tt.want {
-			t.Errorf("NonPublic(%s): got %v (%q), want %v", tt.addr, got, name, tt.want)
-		}
-	}
-}
+	"github.com/simrelay/simrelay/internal/egress"
+	"github.com/simrelay/simrelay/webhook/webhooktest"
+)
 
 func TestCheckURL(t *testing.T) {
 	tests := []struct {
@@ -141,8 +91,8 @@ func TestClientRefusesPrivateAddressesAtConnect(t *testing.T) {
 			t.Errorf("%s: got status %d, want the connection refused", target, res.StatusCode)
 			continue
 		}
-		if !errors.Is(err, ErrForbiddenAddress) {
-			t.Errorf("%s: got %v, want ErrForbiddenAddress", target, err)
+		if !errors.Is(err, egress.ErrNonPublic) {
+			t.Errorf("%s: got %v, want egress.ErrNonPublic", target, err)
 		}
 	}
 	if n := len(rc.Requests()); n != 0 {

@@ -2,13 +2,13 @@ package webhook
 
 import (
 	"fmt"
-	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/internal/egress"
 	"github.com/simrelay/simrelay/phone"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
@@ -215,20 +215,8 @@ func CheckURL(raw string, allowPrivate bool) (string, error) {
 	if allowPrivate {
 		return raw, nil
 	}
-	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
-		return "", fmt.Errorf("names localhost; loopback receivers need the server to run with --webhook-allow-private")
-	}
-	if a, err := netip.ParseAddr(host); err == nil {
-		if name, bad := NonPublic(a); bad {
-			return "", fmt.Errorf("is a %s address; such addresses need the server to run with --webhook-allow-private", name)
-		}
-		return raw, nil
-	}
-	// A top-level label of digits only is no DNS name but an IP address in a
-	// form some resolvers read (127.1, 2130706433, 0x7f.1): refuse the ambiguity.
-	labels := strings.Split(host, ".")
-	if last := labels[len(labels)-1]; strings.Trim(last, "0123456789") == "" || strings.HasPrefix(last, "0x") {
-		return "", fmt.Errorf("must name a host by a DNS name or a plain IP address")
+	if err := egress.Host(host); err != nil {
+		return "", fmt.Errorf("%w; such addresses need the server to run with --webhook-allow-private", err)
 	}
 	return raw, nil
 }

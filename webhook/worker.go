@@ -16,6 +16,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/simrelay/simrelay/internal/egress"
 	"github.com/simrelay/simrelay/store"
 )
 
@@ -297,7 +298,7 @@ func (s *Service) send(ctx context.Context, target, secret string, d store.Webho
 	start := time.Now()
 	res, err := s.client.Do(req)
 	if err != nil {
-		var ae *AddressError
+		var ae *egress.AddressError
 		if errors.As(err, &ae) {
 			s.log.Warn("webhook address refused", "company", d.CompanyID, "webhook_id", d.WebhookID, "addr", ae.Addr, "range", ae.Range)
 		}
@@ -334,9 +335,11 @@ func (s *Service) send(ctx context.Context, target, secret string, d store.Webho
 // describe turns a transport error into a log line's error text, without the
 // request URL that net/http puts in front.
 func describe(err error, timeout time.Duration) string {
-	var ae *AddressError
+	var ae *egress.AddressError
 	if errors.As(err, &ae) {
-		return ae.Public()
+		// The range, not the address, so the log cannot map the
+		// server's internal names.
+		return fmt.Sprintf("refused to connect: the host resolves to a %s address (allowed only with --webhook-allow-private)", ae.Range)
 	}
 	var dns *net.DNSError
 	if errors.As(err, &dns) {

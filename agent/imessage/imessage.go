@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	// The pure-Go SQLite driver: the agent is cross-compiled without cgo.
 	_ "modernc.org/sqlite"
@@ -29,6 +30,19 @@ import (
 
 // DefaultPoll is how often chat.db is read for new messages.
 const DefaultPoll = 2 * time.Second
+
+// DefaultRowTimeout is how long a send may go without its row in chat.db
+// before it is failed not_delivered_by_messages. Messages writes the row of
+// a send it took within seconds, before any delivery (a send it cannot
+// deliver gets its row too, with an error); on macOS 26 the AppleScript
+// send can answer success and write nothing, so without this bound such a
+// send would stay sent for the agent's 72-hour wait. Ten minutes leaves a
+// slow or just-launched Messages ample time while the sender learns the
+// same hour.
+const DefaultRowTimeout = 10 * time.Minute
+
+// errNotDelivered is the failed report of a send Messages never recorded.
+const errNotDelivered = "not_delivered_by_messages"
 
 // maxRows is how many new rows one poll reads; the rest wait for the next.
 const maxRows = 200
@@ -47,8 +61,13 @@ type Config struct {
 	// Osascript is the program run to send; "" is osascript from PATH.
 	Osascript string
 	Poll      time.Duration
-	Media     agent.MediaFetcher
-	Logger    *slog.Logger
+	// RowTimeout is how long a send may go without its row in chat.db
+	// before it is failed not_delivered_by_messages (DefaultRowTimeout).
+	RowTimeout time.Duration
+	Media      agent.MediaFetcher
+	Logger     *slog.Logger
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
 }
 
 // Transport is the iMessage transport.
@@ -68,6 +87,12 @@ func New(cfg Config) (*Transport, error) {
 	}
 	if cfg.Poll <= 0 {
 		cfg.Poll = DefaultPoll
+	}
+	if cfg.RowTimeout <= 0 {
+		cfg.RowTimeout = DefaultRowTimeout
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	if cfg.ChatDB == "" {
 		home, err := os.UserHomeDir()
@@ -152,11 +177,14 @@ func (t *Transport) Inventory(ctx context.Context) (agent.Inventory, error) {
 }
 
 // ref is what the journal keeps of a sent job, to find its row in chat.db:
-// the highest ROWID before the send, the recipient and the text.
+// the highest ROWID before the send, the recipient and the text; once
+// osascript returned, the time it did (Unix milliseconds), from which the
+// row is awaited for at most RowTimeout.
 type ref struct {
-	After int64  `json:"after"`
-	To    string `json:"to"`
-	Text  string `json:"text,omitempty"`
+	After  int64  `json:"after"`
+	To     string `json:"to"`
+	Text   string `json:"text,omitempty"`
+	SentAt int64  `json:"sent_at,omitempty"`
 }
 
 // Execute sends one job through Messages.
@@ -204,48 +232,64 @@ func (t *Transport) Execute(ctx context.Context, job agent.Job) (agent.Outcome, 
 		}
 	}
 	if file != "" {
-		if _, err := t.tool.Run(ctx, "", osascriptArgs(to, "file", file)...); err != nil {
+		if err := t.send(ctx, to, "file", file); err != nil {
 			return agent.Outcome{}, err
 		}
 	}
 	if job.Message != "" || file == "" {
-		if _, err := t.tool.Run(ctx, "", osascriptArgs(to, "text", job.Message)...); err != nil {
+		if err := t.send(ctx, to, "text", job.Message); err != nil {
 			return agent.Outcome{}, err
 		}
 	}
+	r.SentAt = t.cfg.Now().UnixMilli()
+	b, _ = json.Marshal(r)
 	return agent.Outcome{Status: proto.StatusSent, Ref: string(b), AwaitDelivery: true}, nil
 }
 
 // sendScript is the AppleScript run by osascript. Its input comes only
 // from argv: the recipient, "text" or "file", and the text or the file's
 // path. Nothing is ever spliced into it.
-var sendScript = []string{
-	`on run argv`,
-	`set recipient to item 1 of argv`,
-	`set kind to item 2 of argv`,
-	`set payload to item 3 of argv`,
-	`tell application "Messages"`,
-	`set svc to 1st account whose service type = iMessage`,
-	`set buddy to participant recipient of svc`,
-	`if kind is "file" then`,
-	`send (POSIX file payload) to buddy`,
-	`else`,
-	`send payload to buddy`,
-	`end if`,
-	`end tell`,
-	`end run`,
-}
+const sendScript = `on run argv
+set recipient to item 1 of argv
+set kind to item 2 of argv
+set payload to item 3 of argv
+tell application "Messages"
+set svc to 1st account whose service type = iMessage
+set buddy to participant recipient of svc
+if kind is "file" then
+send (POSIX file payload) to buddy
+else
+send payload to buddy
+end if
+end tell
+end run
+`
 
-// osascriptArgs is osascript's argument list: the script's lines as -e
-// statements, then the arguments of its run handler. The recipient comes
-// first and is a checked address, so a text starting with "-" is never
-// taken for an option.
-func osascriptArgs(to, kind, payload string) []string {
-	args := make([]string, 0, 2*len(sendScript)+3)
-	for _, line := range sendScript {
-		args = append(args, "-e", line)
+// send runs sendScript with osascript as "osascript SCRIPTFILE recipient
+// kind payload": the script is a private file whose absolute path is the
+// first argument, and osascript reads every argument after the program
+// file as an argument of its run handler, never as an option. So a
+// recipient or a text that begins with "-" stays data (with "-e"
+// statements, a first argument such as "-e..." would be a statement).
+func (t *Transport) send(ctx context.Context, to, kind, payload string) error {
+	f, err := os.CreateTemp("", "simrelay-send-*.applescript")
+	if err != nil {
+		return fmt.Errorf("imessage: write the send script: %w", err)
 	}
-	return append(args, to, kind, payload)
+	defer os.Remove(f.Name())
+	_, err = f.WriteString(sendScript)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("imessage: write the send script: %w", err)
+	}
+	script, err := filepath.Abs(f.Name())
+	if err != nil {
+		return fmt.Errorf("imessage: write the send script: %w", err)
+	}
+	_, err = t.tool.Run(ctx, "", script, to, kind, payload)
+	return err
 }
 
 // Recover finds an interrupted job's message in chat.db: if Messages has
@@ -272,8 +316,17 @@ func (t *Transport) Delivery(ctx context.Context, raw string) (agent.Delivery, e
 		return agent.Delivery{Final: true, Status: proto.StatusFailed, Error: "generic_failure"}, nil
 	}
 	row, found, err := t.sentRow(ctx, r)
-	if err != nil || !found {
+	if err != nil {
 		return agent.Delivery{}, err
+	}
+	if !found {
+		// A ref journaled before sent_at existed is awaited as before.
+		if r.SentAt != 0 && t.cfg.Now().Sub(time.UnixMilli(r.SentAt)) >= t.cfg.RowTimeout {
+			t.log.Warn("imessage: osascript answered success but Messages recorded no such message; reported failed",
+				"to", r.To, "waited", t.cfg.RowTimeout.String(), "error", errNotDelivered)
+			return agent.Delivery{Final: true, Status: proto.StatusFailed, Error: errNotDelivered}, nil
+		}
+		return agent.Delivery{}, nil
 	}
 	switch {
 	case row.errCode != 0:
@@ -478,10 +531,23 @@ func stripAccount(a string) string {
 }
 
 // normalize is PROTOCOL.md 16.1's form of a handle: an e-mail address in
-// lower case, or E.164 without spaces, dashes, dots or brackets.
+// lower case, or E.164 without spaces, dashes, dots or brackets. As the
+// server does, it refuses a control character anywhere, an address that
+// begins with "-" (osascript could read it as an option), and the
+// characters the server refuses in an address (space, double quote, angle
+// brackets, separators).
 func normalize(h string) (string, bool) {
+	if strings.IndexFunc(h, unicode.IsControl) >= 0 {
+		return "", false
+	}
 	h = strings.TrimSpace(h)
-	if at := strings.IndexByte(h, '@'); at > 0 && at < len(h)-1 && !strings.ContainsAny(h, " \t") {
+	if strings.HasPrefix(h, "-") {
+		return "", false
+	}
+	if at := strings.IndexByte(h, '@'); at >= 0 {
+		if at == 0 || at == len(h)-1 || strings.Count(h, "@") != 1 || strings.ContainsAny(h, " \"<>,;") {
+			return "", false
+		}
 		return strings.ToLower(h), true
 	}
 	h = strings.NewReplacer(" ", "", "-", "", ".", "", "(", "", ")", "").Replace(h)

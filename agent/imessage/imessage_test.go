@@ -5,10 +5,13 @@ import (
 	"database/sql"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/simrelay/simrelay/agent"
 	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/internal/testclock"
 )
 
 // These tests read a chat.db the test creates; nothing reaches Messages.
@@ -121,7 +124,7 @@ func TestDeliveryAndRecoveryFromChatDB(t *testing.T) {
 	job := agent.Job{Send: proto.Send{ID: "j1", Channel: proto.ChannelIMessage, From: "me@icloud.com", To: "+15557654321", Message: "hello"},
 		Remember: func(ref string) error { remembered = ref; return nil }}
 	out, err := tr.Execute(context.Background(), job)
-	if err != nil || out.Status != proto.StatusSent || !out.AwaitDelivery || out.Ref != remembered {
+	if err != nil || out.Status != proto.StatusSent || !out.AwaitDelivery || !strings.HasPrefix(out.Ref, strings.TrimSuffix(remembered, "}")+`,"sent_at":`) {
 		t.Fatalf("execute: %+v %v (remembered %q)", out, err, remembered)
 	}
 	job.Ref = remembered
@@ -151,5 +154,117 @@ func TestDeliveryAndRecoveryFromChatDB(t *testing.T) {
 	job.From = "other@icloud.com"
 	if out, _ := tr.Execute(context.Background(), job); out.Error != "account_unavailable" {
 		t.Fatalf("other handle: %+v", out)
+	}
+}
+
+// recordingOsascript writes an osascript that records each call: its
+// arguments, one a line, in dir/N.args, and the program file it was given
+// in dir/N.script (the agent removes its own copy once osascript returned).
+func recordingOsascript(t *testing.T) (path, dir string) {
+	t.Helper()
+	dir = t.TempDir()
+	path = filepath.Join(t.TempDir(), "osascript")
+	body := "#!/bin/sh\nn=$(ls \"" + dir + "\" | wc -l)\ncp \"$1\" \"" + dir + "/$n.script\" 2>/dev/null\nprintf '%s\\n' \"$@\" > \"" + dir + "/$n.args\"\n"
+	if err := os.WriteFile(path, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path, dir
+}
+
+// Recipients osascript could read as an option, or holding a control
+// character or a quote, are refused before anything runs; a text that
+// looks like an option or a statement reaches the script as data, after
+// the program file, where osascript parses no options.
+func TestSendKeepsUserDataOutOfOsascriptOptions(t *testing.T) {
+	t.Parallel()
+	path, _ := testDB(t)
+	osascript, calls := recordingOsascript(t)
+	tr, err := New(Config{ChatDB: path, Osascript: osascript, Handles: []string{"me@icloud.com"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Check(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, to := range []string{"-e@example.com", "-ljavascript@x.co", " -e@example.com", "bob\n@example.com", "bob@example.com\r", "bob\x00@example.com", "\"bob\"@example.com", "-15557654321"} {
+		out, err := tr.Execute(context.Background(), agent.Job{Send: proto.Send{ID: "bad", Channel: proto.ChannelIMessage, From: "me@icloud.com", To: to, Message: "hi"}})
+		if err != nil || out.Status != proto.StatusFailed || out.Error != "invalid_job" {
+			t.Errorf("recipient %q: got %+v %v, want failed invalid_job", to, out, err)
+		}
+	}
+	if n, _ := os.ReadDir(calls); len(n) != 0 {
+		t.Fatalf("osascript ran %d times for refused recipients", len(n)/2)
+	}
+
+	text := "-e do shell script \"id\"\n-l JavaScript"
+	out, err := tr.Execute(context.Background(), agent.Job{Send: proto.Send{ID: "ok", Channel: proto.ChannelIMessage, From: "me@icloud.com", To: "Bob@Example.com", Message: text}})
+	if err != nil || out.Status != proto.StatusSent {
+		t.Fatalf("execute: %+v %v", out, err)
+	}
+	b, err := os.ReadFile(filepath.Join(calls, "0.args"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	want := append([]string{args[0], "bob@example.com", "text"}, strings.Split(text, "\n")...)
+	if !filepath.IsAbs(args[0]) || strings.HasPrefix(args[0], "-") || strings.Join(args, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("osascript argv: got %q, want the script file's absolute path, then the recipient, text and the text", args)
+	}
+	script, err := os.ReadFile(filepath.Join(calls, "0.script"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(script), "on run argv\n") || strings.Contains(string(script), "bob@") || strings.Contains(string(script), "shell") {
+		t.Fatalf("the program file: got %q, want the fixed script without job data", script)
+	}
+	if _, err := os.Stat(args[0]); !os.IsNotExist(err) {
+		t.Fatalf("the script file %s is left behind (%v)", args[0], err)
+	}
+}
+
+// A send whose row never appears in chat.db (macOS 26's Messages can answer
+// the AppleScript send with success and record nothing) is failed
+// not_delivered_by_messages once RowTimeout has passed since osascript
+// returned; a send whose row is there is awaited as before.
+func TestSendWithoutRowFailsAfterRowTimeout(t *testing.T) {
+	t.Parallel()
+	path, db := testDB(t)
+	osascript, _ := recordingOsascript(t)
+	clock := testclock.New(time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC))
+	tr, err := New(Config{ChatDB: path, Osascript: osascript, Handles: []string{"me@icloud.com"}, RowTimeout: 5 * time.Minute, Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Check(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	send := func(id, text string) string {
+		t.Helper()
+		out, err := tr.Execute(context.Background(), agent.Job{Send: proto.Send{ID: id, Channel: proto.ChannelIMessage, From: "me@icloud.com", To: "+15557654321", Message: text}})
+		if err != nil || out.Status != proto.StatusSent || !out.AwaitDelivery {
+			t.Fatalf("execute %s: %+v %v", id, out, err)
+		}
+		return out.Ref
+	}
+	lost, kept := send("lost", "never recorded"), send("kept", "recorded")
+	if _, err := db.Exec(`INSERT INTO message (ROWID, guid, text, handle_id, is_from_me) VALUES (20, 'k', 'recorded', 1, 1)`); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(5*time.Minute - time.Second)
+	for _, ref := range []string{lost, kept} {
+		if d, err := tr.Delivery(context.Background(), ref); err != nil || d.Final {
+			t.Fatalf("before the row timeout: got %+v %v, want it still awaited", d, err)
+		}
+	}
+	clock.Advance(time.Second)
+	if d, err := tr.Delivery(context.Background(), lost); err != nil || !d.Final || d.Status != proto.StatusFailed || d.Error != "not_delivered_by_messages" {
+		t.Fatalf("no row after the timeout: got %+v %v, want failed not_delivered_by_messages", d, err)
+	}
+	if d, err := tr.Delivery(context.Background(), kept); err != nil || d.Final {
+		t.Fatalf("a recorded send after the timeout: got %+v %v, want it still awaited", d, err)
+	}
+	// A ref journaled by an older agent has no send time: awaited as before.
+	if d, err := tr.Delivery(context.Background(), `{"after":0,"to":"+15557654321","text":"old"}`); err != nil || d.Final {
+		t.Fatalf("a ref without sent_at: got %+v %v, want it still awaited", d, err)
 	}
 }

@@ -76,7 +76,8 @@ func typedstream(text string) []byte {
 }
 
 // fakeOsascript writes an osascript that records each call's arguments,
-// one a line, in dir/calls/osascript.N.
+// one a line, in dir/calls/osascript.N.args, and a copy of the program file
+// (its first argument) in osascript.N.script.
 func fakeOsascript(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -84,6 +85,7 @@ func fakeOsascript(t *testing.T) string {
 		t.Fatal(err)
 	}
 	writeScript(t, dir, "osascript", `f=$(mktemp "$FAKE_DIR/calls/osascript.XXXXXX")
+cp "$1" "$f.script" 2>/dev/null
 printf '%s\n' "$@" > "$f.tmp"
 mv "$f.tmp" "$f.args"
 `)
@@ -134,21 +136,23 @@ func TestIMessageSendsAndReceives(t *testing.T) {
 	addMessage(t, db, "p:0/4D1B6B55-0001", 0, nil, typedstream("Hi from an iPhone ✓"))
 	until(t, "the webhook gets imessage.received", func() bool { return hooks.hookCount("imessage.received", "Hi from an iPhone ✓") > 0 })
 
-	// A send: osascript gets the fixed script and the recipient, the kind
-	// and the text as arguments; a text that looks like AppleScript or an
-	// option stays an argument.
+	// A send: osascript gets the fixed script as a program file, then the
+	// recipient, the kind and the text as arguments of its run handler,
+	// where osascript parses no options; a text that looks like
+	// AppleScript or an option stays an argument.
 	text := `-e "do shell script \"rm -rf ~\"" & quit`
 	id := srv.agentSend("imessage", map[string]any{"handle_id": handleID, "to": "+15557654321", "content": text})
 	until(t, "osascript is called", func() bool { return len(osascriptCalls(fake)) == 1 })
 	args := osascriptCalls(fake)[0]
-	n := len(args)
-	if n < 5 || args[0] != "-e" || args[1] != "on run argv" || args[n-3] != "+15557654321" || args[n-2] != "text" || args[n-1] != text {
-		t.Fatalf("osascript argv: %q", args)
+	if len(args) != 4 || !filepath.IsAbs(args[0]) || args[1] != "+15557654321" || args[2] != "text" || args[3] != text {
+		t.Fatalf("osascript argv: got %q, want the program file's absolute path, the recipient, text and the text", args)
 	}
-	for _, a := range args[:n-3] {
-		if strings.Contains(a, "rm -rf") || strings.Contains(a, "15557654321") {
-			t.Fatalf("the script itself holds job data: %q", a)
-		}
+	scripts, _ := filepath.Glob(filepath.Join(fake, "calls", "*.script"))
+	if len(scripts) != 1 {
+		t.Fatalf("program files given to osascript: %q, want 1", scripts)
+	}
+	if b, _ := os.ReadFile(scripts[0]); !strings.HasPrefix(string(b), "on run argv") || strings.Contains(string(b), "rm -rf") || strings.Contains(string(b), "15557654321") {
+		t.Fatalf("the program file: got %q, want the fixed script without job data", b)
 	}
 	until(t, "the send is sent", func() bool { st, _ := srv.agentStatus("imessage", id); return st == "sent" })
 
@@ -167,5 +171,36 @@ func TestIMessageSendsAndReceives(t *testing.T) {
 	}
 	if n := hooks.hookCount("rm -rf"); n != 0 {
 		t.Fatalf("this Mac's own sent message was forwarded as received")
+	}
+}
+
+// TestIMessageSendWithoutRowFails: when osascript answers success but
+// Messages records no row for the send (macOS 26), the send is failed
+// not_delivered_by_messages once --sent-row-timeout has passed, instead of
+// staying sent.
+func TestIMessageSendWithoutRowFails(t *testing.T) {
+	t.Parallel()
+	agentBin, serverBin := binaries(t)
+	srv := newServer(t, serverBin)
+	config := filepath.Join(t.TempDir(), "agent.json")
+	srv.pair(agentBin, config, "mac-agent")
+	fake := fakeOsascript(t)
+	dbPath := filepath.Join(t.TempDir(), "chat.db")
+	chatDB(t, dbPath)
+
+	startAgent(t, agentBin, fake, "--config", config, "--transport", "imessage", "--chat-db", dbPath,
+		"--poll", "50ms", "--reconnect-max", "500ms", "--sent-row-timeout", "300ms")
+	var handleID string
+	until(t, "the handle read from chat.db is listed online", func() bool {
+		handleID = srv.agentID("imessage", "me@icloud.com")
+		return handleID != ""
+	})
+	id := srv.agentSend("imessage", map[string]any{"handle_id": handleID, "to": "+15557654321", "content": "lost by Messages"})
+	until(t, "the send without a row is failed not_delivered_by_messages", func() bool {
+		st, e := srv.agentStatus("imessage", id)
+		return st == "failed" && e == "not_delivered_by_messages"
+	})
+	if n := len(osascriptCalls(fake)); n != 1 {
+		t.Fatalf("osascript ran %d times, want 1", n)
 	}
 }

@@ -12,10 +12,17 @@ import (
 )
 
 // httpClient is the agent's client for the server (pairing and the link).
+func httpClient(timeout time.Duration) *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.DialContext = newDialer().DialContext
+	return &http.Client{Transport: tr, Timeout: timeout}
+}
+
+// newDialer is the agent's dialer, for the server and for media downloads.
 // Android has no /etc/resolv.conf, so Go's resolver would ask 127.0.0.1
 // for every name and fail; under Termux the agent asks the name servers of
 // $PREFIX/etc/resolv.conf (Termux's own copy) instead.
-func httpClient(timeout time.Duration) *http.Client {
+func newDialer() *net.Dialer {
 	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
 	if servers := termuxNameservers(); len(servers) > 0 {
 		dialer.Resolver = &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
@@ -30,9 +37,7 @@ func httpClient(timeout time.Duration) *http.Client {
 			return nil, err
 		}}
 	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.DialContext = dialer.DialContext
-	return &http.Client{Transport: tr, Timeout: timeout}
+	return dialer
 }
 
 // termuxNameservers reads Termux's resolv.conf when the system has none.

@@ -39,8 +39,10 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	session := fs.String("session", "", "whatsapp: the session file written by whatsapp link (default: whatsapp.session.db next to --config)")
 	handles := fs.String("handles", "", "imessage: the Mac's iMessage handles, e.g. me@icloud.com,+15550100002 (default: the accounts chat.db names)")
 	chatDB := fs.String("chat-db", "", "imessage: the Messages database (default: ~/Library/Messages/chat.db)")
+	rowTimeout := fs.Duration("sent-row-timeout", imessage.DefaultRowTimeout, "imessage: how long a send may go without its row in chat.db before it is reported failed (not_delivered_by_messages)")
 	mediaMax := fs.Int64("media-max-bytes", agent.DefaultMediaMaxBytes, "whatsapp, imessage: the largest media_url download")
 	mediaTimeout := fs.Duration("media-timeout", agent.DefaultMediaTimeout, "whatsapp, imessage: the longest media_url download")
+	mediaPrivate := fs.Bool("media-allow-private", false, "whatsapp, imessage: let media_url reach loopback, private and link-local addresses (media on your own network, tests)")
 	logFormat := fs.String("log-format", "text", "text or json")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := parse(fs, args); err != nil {
@@ -57,7 +59,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *poll <= 0 || *reconnectMax <= 0 || *perMinute < 0 || *mediaMax <= 0 || *mediaTimeout <= 0 {
 		return fail(errors.New("--poll, --reconnect-max, --media-max-bytes and --media-timeout must be positive, --max-per-minute 0 or more"))
 	}
-	media := agent.MediaFetcher{Client: httpClient(0), MaxBytes: *mediaMax, Timeout: *mediaTimeout}
+	media := agent.MediaFetcher{Dialer: newDialer(), AllowPrivate: *mediaPrivate, MaxBytes: *mediaMax, Timeout: *mediaTimeout}
 	log := newLogger(stderr, *logFormat, level)
 
 	// One agent per configuration: the journal's lock is taken before a
@@ -111,7 +113,10 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if *handles != "" {
 			list = strings.Split(*handles, ",")
 		}
-		it, err := imessage.New(imessage.Config{Handles: list, ChatDB: *chatDB, Poll: *poll, Media: media, Logger: log})
+		if *rowTimeout <= 0 {
+			return fail(errors.New("--sent-row-timeout must be positive"))
+		}
+		it, err := imessage.New(imessage.Config{Handles: list, ChatDB: *chatDB, Poll: *poll, RowTimeout: *rowTimeout, Media: media, Logger: log})
 		if err != nil {
 			return fail(err)
 		}

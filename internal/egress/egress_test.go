@@ -1,0 +1,112 @@
+package egress
+
+import (
+	"errors"
+	"net"
+	"net/netip"
+	"testing"
+)
+
+func TestNonPublic(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		addr string
+		want bool
+	}{
+		{"8.8.8.8", false},
+		{"1.1.1.1", false},
+		{"2606:4700:4700::1111", false},
+		{"64:ff9b::808:808", false},   // NAT64 of a public address
+		{"64:ff9b:1::a00:1", true},    // local-use NAT64
+		{"::ffff:0:7f00:1", true},     // IPv4-translated
+		{"2001:0:4136:e378::1", true}, // Teredo
+		{"0.0.0.0", true},
+		{"0.1.2.3", true},
+		{"10.1.2.3", true},
+		{"100.64.0.1", true},
+		{"100.127.255.254", true},
+		{"127.0.0.1", true},
+		{"127.255.0.9", true},
+		{"169.254.169.254", true},
+		{"172.16.0.1", true},
+		{"172.31.255.255", true},
+		{"192.168.1.1", true},
+		{"224.0.0.1", true},
+		{"239.255.255.250", true},
+		{"255.255.255.255", true},
+		{"::", true},
+		{"::1", true},
+		{"fc00::1", true},
+		{"fd12:3456::1", true},
+		{"fe80::1", true},
+		{"fe80::1%eth0", true},
+		{"ff02::1", true},
+		{"::ffff:127.0.0.1", true},
+		{"::ffff:10.0.0.1", true},
+		{"::ffff:169.254.169.254", true},
+		{"::ffff:100.64.0.1", true},
+		{"::ffff:8.8.8.8", false},
+		{"::127.0.0.1", true},
+		{"64:ff9b::7f00:1", true},   // NAT64 of 127.0.0.1
+		{"2002:a9fe:a9fe::1", true}, // 6to4 of 169.254.169.254
+	}
+	for _, tt := range tests {
+		a := netip.MustParseAddr(tt.addr)
+		name, got := NonPublic(a)
+		if got != tt.want {
+			t.Errorf("NonPublic(%s): got %v (%q), want %v", tt.addr, got, name, tt.want)
+		}
+	}
+}
+
+// Host refuses what is not public by itself and leaves names to Control.
+func TestHost(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		host string
+		want string // the HostError's range; "-" means accepted
+	}{
+		{"cdn.example.com", "-"},
+		{"8.8.8.8", "-"},
+		{"2606:4700:4700::1111", "-"},
+		{"localhost", "localhost"},
+		{"LOCALHOST.", "localhost"},
+		{"media.localhost", "localhost"},
+		{"127.0.0.1", "loopback"},
+		{"::1", "loopback"},
+		{"::ffff:127.0.0.1", "loopback"},
+		{"10.0.0.5", "private"},
+		{"169.254.169.254", "link-local"},
+		{"fe80::1%eth0", "link-local"},
+		{"127.1", ""},
+		{"2130706433", ""},
+		{"0x7f.1", ""},
+	}
+	for _, tt := range tests {
+		err := Host(tt.host)
+		var he *HostError
+		switch {
+		case tt.want == "-" && err != nil:
+			t.Errorf("Host(%q): got %v, want it accepted", tt.host, err)
+		case tt.want == "-":
+		case !errors.As(err, &he) || he.Range != tt.want || !errors.Is(err, ErrNonPublic):
+			t.Errorf("Host(%q): got %v, want a HostError of range %q", tt.host, err, tt.want)
+		}
+	}
+}
+
+// Control refuses non-public addresses before connecting, and lets public
+// ones through (the dial itself is not made here).
+func TestControl(t *testing.T) {
+	t.Parallel()
+	for _, addr := range []string{"127.0.0.1:443", "[::1]:443", "169.254.169.254:80", "[::ffff:10.0.0.1]:443"} {
+		err := Control("tcp", addr, nil)
+		var ae *AddressError
+		if !errors.As(err, &ae) || !errors.Is(err, ErrNonPublic) {
+			t.Errorf("Control(%s): got %v, want an AddressError", addr, err)
+		}
+	}
+	if err := Control("tcp", net.JoinHostPort("8.8.8.8", "443"), nil); err != nil {
+		t.Errorf("Control(8.8.8.8:443): got %v, want nil", err)
+	}
+}
