@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -158,5 +159,54 @@ func TestOptOutBeforeScheduledDispatch(t *testing.T) {
 	ev := statusEvents(t, rc, "/status")[0]
 	if ev.Type != "message.failed" || ev.Data["queue_id"] != id || ev.Data["error"] != "recipient_opted_out" {
 		t.Fatalf("got %s", ev.Body)
+	}
+}
+
+// A STOP from a sender the phone reports without its + lists the number in
+// E.164, so it stops sends to it, and START from the same form takes it off.
+// A sender that is no number (a name) is listed as reported and is removed
+// by exactly that form, URL-escaped; so is a number by either spelling.
+func TestOptOutKeywordSenderForms(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, roomy)
+	a := e.newCompany("Acme", "owner@acme.test")
+	phone := e.runPhone(e.pairPhone(a.apiKey, "a-phone"), "BOTH", false)
+	for i, from := range []string{"15557650001", "My Bank", "15557650002"} {
+		waitAck(t, phone.Receive(proto.Inbound{ClientID: fmt.Sprint("stop-", i), From: from, Message: "STOP", ReceivedAt: "2026-11-22T09:59:58.000Z"}))
+	}
+	list := e.optOuts(a.apiKey)
+	var got []string
+	for _, o := range list {
+		got = append(got, fmt.Sprint(o["phone"], "/", o["source"]))
+	}
+	if want := []string{"+15557650001/keyword", "+15557650002/keyword", "My Bank/keyword"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("got list %v, want %v", got, want)
+	}
+	r := e.do(call{method: "POST", path: "/chat/send", token: a.apiKey, body: sendBody("a-phone", "+15557650001", "x", "")})
+	e.want(r, http.StatusForbidden, "recipient_opted_out")
+
+	// Paging goes on after a name as after a number.
+	r = e.do(call{method: "GET", path: "/opt-outs?limit=1&after=%2B15557650002", token: a.apiKey})
+	if opts, _ := r.Body["opt_outs"].([]any); len(opts) != 1 || opts[0].(map[string]any)["phone"] != "My Bank" {
+		t.Fatalf("page after +15557650002: %s", r.Raw)
+	}
+	r = e.do(call{method: "GET", path: "/opt-outs?after=My%20Bank", token: a.apiKey})
+	if opts, _ := r.Body["opt_outs"].([]any); r.Status != http.StatusOK || len(opts) != 0 {
+		t.Fatalf("page after the name: %s", r.Raw)
+	}
+
+	waitAck(t, phone.Receive(proto.Inbound{ClientID: "start", From: "15557650001", Message: "START", ReceivedAt: "2026-11-22T09:59:58.000Z"}))
+	e.want(e.do(call{method: "POST", path: "/chat/send", token: a.apiKey, body: sendBody("a-phone", "+15557650001", "x", "")}), http.StatusOK, "")
+
+	e.want(e.do(call{method: "DELETE", path: "/opt-outs/My%20Bank", token: a.apiKey}), http.StatusOK, "")
+	e.want(e.do(call{method: "DELETE", path: "/opt-outs/My%20Bank", token: a.apiKey}), http.StatusNotFound, "not_found")
+	e.want(e.do(call{method: "DELETE", path: "/opt-outs/%2B1%20555%20765%200002", token: a.apiKey}), http.StatusOK, "")
+	if l := e.optOuts(a.apiKey); len(l) != 0 {
+		t.Fatalf("after the deletes: %v", l)
+	}
+	r = e.do(call{method: "DELETE", path: "/opt-outs/" + strings.Repeat("9", 65), token: a.apiKey})
+	e.want(r, http.StatusBadRequest, "validation_failed")
+	if r.str("field") != "phone" {
+		t.Errorf("got field %q, want phone", r.str("field"))
 	}
 }

@@ -85,6 +85,9 @@ func checkDetail(st proto.Status) error {
 // maxClientID bounds the phone's own message ids.
 const maxClientID = 128
 
+// maxSender bounds an inbound sender, and so every name on the opt-out list.
+const maxSender = 64
+
 // Inbound stores a received SMS once per (device, client_id) and returns the
 // acknowledgement to send only after it is durable. The device is the
 // registration (company and device id): client_ids a previous owner's
@@ -97,7 +100,7 @@ func (s *Service) Inbound(_ context.Context, dev store.Device, in proto.Inbound)
 		return proto.InboundAck{}, problem.Invalid("channel", "must be sms")
 	}
 	from := strings.TrimSpace(in.From)
-	if from == "" || len(from) > 64 {
+	if from == "" || len(from) > maxSender {
 		return proto.InboundAck{}, problem.Invalid("from", "is required, at most 64 bytes of UTF-8")
 	}
 	// Senders are often short codes or names ("BANK"), which stay as given;

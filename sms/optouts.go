@@ -19,9 +19,9 @@ func (s *Service) OptOuts(_ context.Context, companyID uint64, after string, lim
 		return nil, problem.Invalid("limit", "must be from 1 to 1000")
 	}
 	if after != "" {
-		n, err := phone.Normalize(after)
+		n, err := listedForm(after, "after")
 		if err != nil {
-			return nil, problem.Invalid("after", err.Error())
+			return nil, err
 		}
 		after = n
 	}
@@ -45,16 +45,35 @@ func (s *Service) AddOptOut(_ context.Context, companyID uint64, number string) 
 	return o, created, nil
 }
 
-// RemoveOptOut takes a number off the company's list.
+// RemoveOptOut takes a number off the company's list. It names the entry
+// as a send names a recipient (E.164, normalised), or exactly as the list
+// shows it: a keyword entry whose sender is no number (a short code, a
+// name) is listed as the phone reported it and is removed by that form.
 func (s *Service) RemoveOptOut(_ context.Context, companyID uint64, number string) error {
-	to, err := phone.Normalize(number)
-	if err != nil {
-		return problem.Invalid("phone", err.Error())
+	if number == "" || len(number) > maxSender {
+		return problem.Invalid("phone", "must be an E.164 number such as +14155550100, or an entry exactly as the list shows it")
 	}
-	if err := s.store.RemoveOptOut(companyID, to); errors.Is(err, store.ErrNotFound) {
+	err := store.ErrNotFound
+	if to, nerr := phone.Normalize(number); nerr == nil {
+		err = s.store.RemoveOptOut(companyID, to)
+	}
+	if errors.Is(err, store.ErrNotFound) {
+		err = s.store.RemoveOptOut(companyID, number)
+	}
+	if errors.Is(err, store.ErrNotFound) {
 		return problem.New(problem.NotFound, "The number is not on the opt-out list.")
-	} else if err != nil {
-		return err
 	}
-	return nil
+	return err
+}
+
+// listedForm reads a list position given in a query (after): an E.164
+// number, normalised, or any other name an entry can have, as given.
+func listedForm(v, field string) (string, error) {
+	if len(v) > maxSender {
+		return "", problem.Invalid(field, "must be an E.164 number such as +14155550100, or an entry exactly as the list shows it")
+	}
+	if n, err := phone.Normalize(v); err == nil {
+		return n, nil
+	}
+	return v, nil
 }
