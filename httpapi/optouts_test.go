@@ -210,3 +210,38 @@ func TestOptOutKeywordSenderForms(t *testing.T) {
 		t.Errorf("got field %q, want phone", r.str("field"))
 	}
 }
+
+// A message queued while its phone is away, to a number that opts out
+// before the phone links, is never handed to the phone: at dispatch it
+// becomes failed (recipient_opted_out) with its message.failed event, and
+// the job behind it goes out.
+func TestOptOutBeforeQueuedDispatch(t *testing.T) {
+	t.Parallel()
+	rc := webhooktest.NewReceiver(t, true, nil)
+	e := newWebhookEnv(t, whConfig(rc), roomy)
+	a := e.newCompany("Acme", "owner@acme.test")
+	reg := e.pairPhone(a.apiKey, "a-phone")
+	e.whPut(a.apiKey, map[string]any{"url": rc.URL + "/status", "events": []string{"message.failed"}})
+	const who = "+15557654321"
+	id := e.do(call{method: "POST", path: "/chat/send", token: a.apiKey, body: sendBody("a-phone", who, "promo", "")}).str("queueId")
+	other := e.do(call{method: "POST", path: "/chat/send", token: a.apiKey, body: sendBody("a-phone", "+15550000009", "promo", "")}).str("queueId")
+	e.want(e.do(call{method: "POST", path: "/opt-outs", token: a.apiKey, body: map[string]any{"phone": who}}), http.StatusCreated, "")
+
+	phone := e.runPhone(reg, "BOTH", false)
+	e.eventually("the other message reaches the phone", func() bool { return len(phone.Jobs()) == 1 })
+	if j := phone.Jobs(); j[0].ID != other {
+		t.Fatalf("got job %s, want %s", j[0].ID, other)
+	}
+	q := e.queueStatus(a.apiKey, id)
+	if q.str("status") != "failed" || q.str("error") != "recipient_opted_out" {
+		t.Fatalf("got %s, want failed with recipient_opted_out", q.Raw)
+	}
+	e.eventually("message.failed", func() bool { return len(statusEvents(t, rc, "/status")) == 1 })
+	ev := statusEvents(t, rc, "/status")[0]
+	if ev.Type != "message.failed" || ev.Data["queue_id"] != id || ev.Data["error"] != "recipient_opted_out" {
+		t.Fatalf("got %s", ev.Body)
+	}
+	if j := phone.Jobs(); len(j) != 1 {
+		t.Fatalf("the phone got %d jobs, want 1", len(j))
+	}
+}
