@@ -13,7 +13,7 @@ import (
 const MaxOptOutPage = 1000
 
 // OptOuts returns one page of the company's opt-out list, in number order,
-// after the number after ("" for the first page).
+// after the entry after ("" for the first page).
 func (s *Service) OptOuts(_ context.Context, companyID uint64, after string, limit int) ([]store.OptOut, error) {
 	if limit < 1 || limit > MaxOptOutPage {
 		return nil, problem.Invalid("limit", "must be from 1 to 1000")
@@ -50,24 +50,25 @@ func (s *Service) AddOptOut(_ context.Context, companyID uint64, number string) 
 // shows it: a keyword entry whose sender is no number (a short code, a
 // name) is listed as the phone reported it and is removed by that form.
 func (s *Service) RemoveOptOut(_ context.Context, companyID uint64, number string) error {
-	if number == "" || len(number) > maxSender {
-		return problem.Invalid("phone", "must be an E.164 number such as +14155550100, or an entry exactly as the list shows it")
+	if number == "" {
+		return problem.Invalid("phone", "is required")
 	}
-	err := store.ErrNotFound
-	if to, nerr := phone.Normalize(number); nerr == nil {
-		err = s.store.RemoveOptOut(companyID, to)
+	entry, err := listedForm(number, "phone")
+	if err != nil {
+		return err
 	}
-	if errors.Is(err, store.ErrNotFound) {
-		err = s.store.RemoveOptOut(companyID, number)
-	}
-	if errors.Is(err, store.ErrNotFound) {
+	if err := s.store.RemoveOptOut(companyID, entry); errors.Is(err, store.ErrNotFound) {
 		return problem.New(problem.NotFound, "The number is not on the opt-out list.")
+	} else if err != nil {
+		return err
 	}
-	return err
+	return nil
 }
 
-// listedForm reads a list position given in a query (after): an E.164
-// number, normalised, or any other name an entry can have, as given.
+// listedForm reads an entry of the list as a request names it: an E.164
+// number (spaces, dashes and brackets allowed) in its normalised form, and
+// any other name an entry can have (a keyword sender that is no number)
+// exactly as given.
 func listedForm(v, field string) (string, error) {
 	if len(v) > maxSender {
 		return "", problem.Invalid(field, "must be an E.164 number such as +14155550100, or an entry exactly as the list shows it")
