@@ -540,7 +540,7 @@ func (c *conn) pumpSMS() {
 			return
 		}
 		for _, j := range jobs {
-			if j.Send == nil { // expired: the sweeper marks it
+			if j.Send == nil { // expired (the sweeper marks it) or failed: not sent
 				c.cursor = j.Seq
 				continue
 			}

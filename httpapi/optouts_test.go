@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -153,6 +154,96 @@ func TestOptOutBeforeScheduledDispatch(t *testing.T) {
 	e.eventually("the other message reaches the phone", func() bool { return len(phone.Jobs()) == 1 })
 	if j := phone.Jobs(); j[0].ID != other {
 		t.Fatalf("got job %s, want %s", j[0].ID, other)
+	}
+	e.eventually("message.failed", func() bool { return len(statusEvents(t, rc, "/status")) == 1 })
+	ev := statusEvents(t, rc, "/status")[0]
+	if ev.Type != "message.failed" || ev.Data["queue_id"] != id || ev.Data["error"] != "recipient_opted_out" {
+		t.Fatalf("got %s", ev.Body)
+	}
+}
+
+// A STOP from a sender the phone reports without its + lists the number in
+// E.164, so it stops sends to it, and START from the same form takes it off.
+// A sender that is no number (a name) is listed as reported and is removed
+// by exactly that form, URL-escaped; so is a number by either spelling.
+func TestOptOutKeywordSenderForms(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, roomy)
+	a := e.newCompany("Acme", "owner@acme.test")
+	phone := e.runPhone(e.pairPhone(a.apiKey, "a-phone"), "BOTH", false)
+	for i, from := range []string{"15557650001", "My Bank", "15557650002"} {
+		waitAck(t, phone.Receive(proto.Inbound{ClientID: fmt.Sprint("stop-", i), From: from, Message: "STOP", ReceivedAt: "2026-11-22T09:59:58.000Z"}))
+	}
+	list := e.optOuts(a.apiKey)
+	var got []string
+	for _, o := range list {
+		got = append(got, fmt.Sprint(o["phone"], "/", o["source"]))
+	}
+	if want := []string{"+15557650001/keyword", "+15557650002/keyword", "My Bank/keyword"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("got list %v, want %v", got, want)
+	}
+	r := e.do(call{method: "POST", path: "/chat/send", token: a.apiKey, body: sendBody("a-phone", "+15557650001", "x", "")})
+	e.want(r, http.StatusForbidden, "recipient_opted_out")
+
+	// Paging goes on after a name as after a number.
+	r = e.do(call{method: "GET", path: "/opt-outs?limit=1&after=%2B15557650002", token: a.apiKey})
+	if opts, _ := r.Body["opt_outs"].([]any); len(opts) != 1 || opts[0].(map[string]any)["phone"] != "My Bank" {
+		t.Fatalf("page after +15557650002: %s", r.Raw)
+	}
+	r = e.do(call{method: "GET", path: "/opt-outs?after=My%20Bank", token: a.apiKey})
+	if opts, _ := r.Body["opt_outs"].([]any); r.Status != http.StatusOK || len(opts) != 0 {
+		t.Fatalf("page after the name: %s", r.Raw)
+	}
+
+	waitAck(t, phone.Receive(proto.Inbound{ClientID: "start", From: "15557650001", Message: "START", ReceivedAt: "2026-11-22T09:59:58.000Z"}))
+	e.want(e.do(call{method: "POST", path: "/chat/send", token: a.apiKey, body: sendBody("a-phone", "+15557650001", "x", "")}), http.StatusOK, "")
+
+	e.want(e.do(call{method: "DELETE", path: "/opt-outs/My%20Bank", token: a.apiKey}), http.StatusOK, "")
+	e.want(e.do(call{method: "DELETE", path: "/opt-outs/My%20Bank", token: a.apiKey}), http.StatusNotFound, "not_found")
+	e.want(e.do(call{method: "DELETE", path: "/opt-outs/%2B1%20555%20765%200002", token: a.apiKey}), http.StatusOK, "")
+	if l := e.optOuts(a.apiKey); len(l) != 0 {
+		t.Fatalf("after the deletes: %v", l)
+	}
+	r = e.do(call{method: "DELETE", path: "/opt-outs/" + strings.Repeat("9", 65), token: a.apiKey})
+	e.want(r, http.StatusBadRequest, "validation_failed")
+	if r.str("field") != "phone" {
+		t.Errorf("got field %q, want phone", r.str("field"))
+	}
+}
+
+// A message queued while its phone is away, to a number that opts out
+// before the phone links, is never handed to the phone: at dispatch it
+// becomes failed (recipient_opted_out) with its message.failed event, and
+// the job behind it goes out.
+func TestOptOutBeforeQueuedDispatch(t *testing.T) {
+	t.Parallel()
+	rc := webhooktest.NewReceiver(t, true, nil)
+	e := newWebhookEnv(t, whConfig(rc), roomy)
+	a := e.newCompany("Acme", "owner@acme.test")
+	reg := e.pairPhone(a.apiKey, "a-phone")
+	e.whPut(a.apiKey, map[string]any{"url": rc.URL + "/status", "events": []string{"message.failed"}})
+	const who = "+15557654321"
+	id := e.do(call{method: "POST", path: "/chat/send", token: a.apiKey, body: sendBody("a-phone", who, "promo", "")}).str("queueId")
+	other := e.do(call{method: "POST", path: "/chat/send", token: a.apiKey, body: sendBody("a-phone", "+15550000009", "promo", "")}).str("queueId")
+	e.want(e.do(call{method: "POST", path: "/opt-outs", token: a.apiKey, body: map[string]any{"phone": who}}), http.StatusCreated, "")
+
+	phone := e.runPhone(reg, "BOTH", false)
+	// Jobs go out in queue order: once the later one is there, the earlier
+	// one would be too, had it been sent.
+	e.eventually("the other message reaches the phone", func() bool {
+		for _, j := range phone.Jobs() {
+			if j.ID == other {
+				return true
+			}
+		}
+		return false
+	})
+	if j := phone.Jobs(); len(j) != 1 {
+		t.Fatalf("the phone got %d jobs (%v), want only %s", len(j), j, other)
+	}
+	q := e.queueStatus(a.apiKey, id)
+	if q.str("status") != "failed" || q.str("error") != "recipient_opted_out" {
+		t.Fatalf("got %s, want failed with recipient_opted_out", q.Raw)
 	}
 	e.eventually("message.failed", func() bool { return len(statusEvents(t, rc, "/status")) == 1 })
 	ev := statusEvents(t, rc, "/status")[0]

@@ -17,11 +17,17 @@ import (
 // and registers a device with it through the API, as a phone would.
 func (e *env) pairPhone(token, fingerprint string) client.Registration {
 	e.t.Helper()
+	return e.pairPhoneSIMs(token, fingerprint, []proto.SIM{{Slot: "SIM1", Carrier: "Acme Mobile", PhoneNumber: "+15550109001"}, {Slot: "SIM2"}})
+}
+
+// pairPhoneSIMs is pairPhone for a phone that announces sims (nil: none).
+func (e *env) pairPhoneSIMs(token, fingerprint string, sims []proto.SIM) client.Registration {
+	e.t.Helper()
 	r := e.do(call{method: "POST", path: "/device/pairing", token: token})
 	e.want(r, http.StatusCreated, "")
 	reg, err := client.Register(context.Background(), nil, e.url, client.RegisterInput{
 		PairingCode: r.str("pairing_code"), DeviceFingerprint: fingerprint, DeviceName: "Phone " + fingerprint,
-		SIMs: []proto.SIM{{Slot: "SIM1", Carrier: "Acme Mobile", PhoneNumber: "+15550109001"}, {Slot: "SIM2"}}, AppVersion: "test",
+		SIMs: sims, AppVersion: "test",
 	})
 	if err != nil {
 		e.t.Fatalf("register %s: %v", fingerprint, err)

@@ -510,3 +510,37 @@ func TestForeignPhoneCannotTouchJobs(t *testing.T) {
 		t.Errorf("company A sees company B's inbound: %s", r.Raw)
 	}
 }
+
+// A send from a SIM slot the device did not announce is refused at once
+// (403 sim_mismatch) on every SMS send route, and nothing is stored; the
+// SIMs its latest hello announces count; a device that announced no SIMs
+// (an older client) takes either slot, as its selected_sim allows.
+func TestSendToUnannouncedSIM(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, roomy)
+	a := e.newCompany("Acme", "owner@acme.test")
+	one := e.pairPhoneSIMs(a.apiKey, "one-sim", []proto.SIM{{Slot: "SIM1"}})
+	e.pairPhoneSIMs(a.apiKey, "old-phone", nil)
+	const to = "+15551234567"
+	bulk := map[string]any{"device_fingerprint": "one-sim", "sim_slot": "SIM2", "messages": []map[string]any{{"phone": to, "message": "x"}}}
+	for _, c := range []call{
+		{method: "POST", path: "/chat/send", token: a.apiKey, body: sendBody("one-sim", to, "x", "SIM2")},
+		{method: "POST", path: "/automation/send-sms", token: a.access, body: sendBody("one-sim", to, "x", "SIM2")},
+		{method: "POST", path: "/chat/send-bulk", token: a.apiKey, body: bulk},
+	} {
+		r := e.do(c)
+		e.want(r, http.StatusForbidden, "sim_mismatch")
+		if r.str("field") != "sim_slot" {
+			t.Errorf("%s: got field %q, want sim_slot", c.path, r.str("field"))
+		}
+	}
+	if r := e.do(call{method: "GET", path: "/chat/messages?device_fingerprint=one-sim&phone=%2B15551234567", token: a.apiKey}); r.Body["total"] != float64(0) {
+		t.Fatalf("refused sends were stored: %s", r.Raw)
+	}
+	e.want(e.do(call{method: "POST", path: "/chat/send", token: a.apiKey, body: sendBody("one-sim", to, "x", "SIM1")}), http.StatusOK, "")
+	e.want(e.do(call{method: "POST", path: "/chat/send", token: a.apiKey, body: sendBody("old-phone", to, "x", "SIM2")}), http.StatusOK, "")
+
+	// The phone's hello announces both SIMs now: SIM2 is taken.
+	e.runPhone(one, "BOTH", false)
+	e.want(e.do(call{method: "POST", path: "/chat/send", token: a.apiKey, body: sendBody("one-sim", to, "x", "SIM2")}), http.StatusOK, "")
+}

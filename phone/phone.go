@@ -36,3 +36,26 @@ func Normalize(s string) (string, error) {
 	}
 	return out, nil
 }
+
+// NormalizeSender reads the sender a phone reports for a received message:
+// a number with its + as Normalize does, and 8 to 15 digits without it
+// (some phones drop the + of an international sender) as those digits after
+// a +. The length rule is E.164's, so nothing shorter, such as a short code,
+// is taken for a number; ok is false for every sender that is no number
+// (a short code, a name such as "BANK"), which callers keep as given.
+func NormalizeSender(s string) (n string, ok bool) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return "", false
+	}
+	if s[0] != '+' {
+		for _, r := range s {
+			if r < '0' || r > '9' {
+				return "", false
+			}
+		}
+		s = "+" + s
+	}
+	n, err := Normalize(s)
+	return n, err == nil
+}

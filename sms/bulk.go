@@ -86,13 +86,7 @@ func (s *Service) SendBulk(_ context.Context, in BulkInput, answer BulkAnswer) (
 			Phone: to, Text: it.Message, SIMSlot: slot, Segments: Segments(it.Message), SendAt: sendAt, ExpiresAt: expires,
 		}
 	}
-	check := func(dev store.Device) error {
-		if dev.SelectedSIM != proto.BothSIMs && dev.SelectedSIM != slot {
-			return &problem.Error{Code: problem.SIMMismatch, Field: "sim_slot", Message: "The device sends only from " + dev.SelectedSIM + "."}
-		}
-		return nil
-	}
-	out, prior, err := s.store.EnqueueBulk(ms, in.IdempotencyKey, s.now, check, answer)
+	out, prior, err := s.store.EnqueueBulk(ms, in.IdempotencyKey, s.now, slotCheck(slot), answer)
 	switch {
 	case errors.Is(err, store.ErrOptedOut):
 		return nil, nil, optedOut(err)

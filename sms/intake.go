@@ -85,6 +85,9 @@ func checkDetail(st proto.Status) error {
 // maxClientID bounds the phone's own message ids.
 const maxClientID = 128
 
+// maxSender bounds an inbound sender, and so every name on the opt-out list.
+const maxSender = 64
+
 // Inbound stores a received SMS once per (device, client_id) and returns the
 // acknowledgement to send only after it is durable. The device is the
 // registration (company and device id): client_ids a previous owner's
@@ -97,7 +100,7 @@ func (s *Service) Inbound(_ context.Context, dev store.Device, in proto.Inbound)
 		return proto.InboundAck{}, problem.Invalid("channel", "must be sms")
 	}
 	from := strings.TrimSpace(in.From)
-	if from == "" || len(from) > 64 {
+	if from == "" || len(from) > maxSender {
 		return proto.InboundAck{}, problem.Invalid("from", "is required, at most 64 bytes of UTF-8")
 	}
 	// Senders are often short codes or names ("BANK"), which stay as given;
@@ -145,18 +148,23 @@ func (s *Service) Inbound(_ context.Context, dev store.Device, in proto.Inbound)
 }
 
 // Pending returns the device's next jobs after the one with seq after, oldest
-// first; ones whose TTL ended are left for the sweeper to mark expired (their
-// seq still counts, so the caller's cursor moves past them).
+// first; ones whose TTL ended are left for the sweeper to mark expired, and
+// ones to a number that opted out since they were queued come back failed
+// (the store's Pending); neither is sent, but its seq still counts, so the
+// caller's cursor moves past it.
 func (s *Service) Pending(_ context.Context, dev store.Device, after uint64, limit int) ([]Job, error) {
-	msgs, err := s.store.Pending(dev.CompanyID, dev.ID, after, limit)
+	now := s.now()
+	msgs, err := s.store.Pending(dev.CompanyID, dev.ID, after, limit, now)
 	if err != nil {
 		return nil, err
 	}
-	now := s.now()
 	out := make([]Job, 0, len(msgs))
 	for _, m := range msgs {
 		j := Job{Seq: m.QueuePlace()}
-		if m.ExpiresAt.IsZero() || now.Before(m.ExpiresAt) {
+		switch {
+		case m.Status != store.MsgQueued:
+			s.changed(m)
+		case m.ExpiresAt.IsZero() || now.Before(m.ExpiresAt):
 			j.Send = &proto.Send{ID: m.UUID, Channel: proto.ChannelSMS, To: m.Phone, Message: m.Text, SIMSlot: m.SIMSlot, ExpiresAt: m.ExpiresAt.UTC().Format(timeLayout)}
 		}
 		out = append(out, j)
@@ -165,7 +173,8 @@ func (s *Service) Pending(_ context.Context, dev store.Device, after uint64, lim
 }
 
 // Job is a queued message as the hub takes it: its place in the device's
-// queue, and its send frame (nil when it expired and must be skipped).
+// queue, and its send frame (nil when it must be skipped: expired, or
+// failed because its recipient opted out).
 type Job struct {
 	Seq  uint64
 	Send *proto.Send

@@ -13,15 +13,15 @@ import (
 const MaxOptOutPage = 1000
 
 // OptOuts returns one page of the company's opt-out list, in number order,
-// after the number after ("" for the first page).
+// after the entry after ("" for the first page).
 func (s *Service) OptOuts(_ context.Context, companyID uint64, after string, limit int) ([]store.OptOut, error) {
 	if limit < 1 || limit > MaxOptOutPage {
 		return nil, problem.Invalid("limit", "must be from 1 to 1000")
 	}
 	if after != "" {
-		n, err := phone.Normalize(after)
+		n, err := listedForm(after, "after")
 		if err != nil {
-			return nil, problem.Invalid("after", err.Error())
+			return nil, err
 		}
 		after = n
 	}
@@ -45,16 +45,36 @@ func (s *Service) AddOptOut(_ context.Context, companyID uint64, number string) 
 	return o, created, nil
 }
 
-// RemoveOptOut takes a number off the company's list.
+// RemoveOptOut takes a number off the company's list. It names the entry
+// as a send names a recipient (E.164, normalised), or exactly as the list
+// shows it: a keyword entry whose sender is no number (a short code, a
+// name) is listed as the phone reported it and is removed by that form.
 func (s *Service) RemoveOptOut(_ context.Context, companyID uint64, number string) error {
-	to, err := phone.Normalize(number)
-	if err != nil {
-		return problem.Invalid("phone", err.Error())
+	if number == "" {
+		return problem.Invalid("phone", "is required")
 	}
-	if err := s.store.RemoveOptOut(companyID, to); errors.Is(err, store.ErrNotFound) {
+	entry, err := listedForm(number, "phone")
+	if err != nil {
+		return err
+	}
+	if err := s.store.RemoveOptOut(companyID, entry); errors.Is(err, store.ErrNotFound) {
 		return problem.New(problem.NotFound, "The number is not on the opt-out list.")
 	} else if err != nil {
 		return err
 	}
 	return nil
+}
+
+// listedForm reads an entry of the list as a request names it: an E.164
+// number (spaces, dashes and brackets allowed) in its normalised form, and
+// any other name an entry can have (a keyword sender that is no number)
+// exactly as given.
+func listedForm(v, field string) (string, error) {
+	if len(v) > maxSender {
+		return "", problem.Invalid(field, "must be an E.164 number such as +14155550100, or an entry exactly as the list shows it")
+	}
+	if n, err := phone.Normalize(v); err == nil {
+		return n, nil
+	}
+	return v, nil
 }

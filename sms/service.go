@@ -133,12 +133,7 @@ func (s *Service) Send(_ context.Context, in SendInput, answer Answer) (msg stor
 	}
 	// The device is vetted inside the commit: one read, and no window in
 	// which it could change between the check and the write.
-	check := func(dev store.Device) error {
-		if dev.SelectedSIM != proto.BothSIMs && dev.SelectedSIM != slot {
-			return &problem.Error{Code: problem.SIMMismatch, Field: "sim_slot", Message: "The device sends only from " + dev.SelectedSIM + "."}
-		}
-		return nil
-	}
+	check := slotCheck(slot)
 	now := s.now()
 	sendAt, err := parseSendAt(in.SendAt, "send_at", now)
 	if err != nil {
@@ -165,6 +160,31 @@ func (s *Service) Send(_ context.Context, in SendInput, answer Answer) (msg stor
 		s.changed(msg)
 	}
 	return msg, prior, nil
+}
+
+// slotCheck vets a device for a send from slot: the slot must be the one
+// the device's selected_sim names (or BOTH), and one of the SIMs the phone
+// announced, since the phone could only fail the job later (no_sim). A
+// device that announced no SIMs (older clients send none) is not judged by
+// them.
+func slotCheck(slot string) func(store.Device) error {
+	return func(dev store.Device) error {
+		if dev.SelectedSIM != proto.BothSIMs && dev.SelectedSIM != slot {
+			return &problem.Error{Code: problem.SIMMismatch, Field: "sim_slot", Message: "The device sends only from " + dev.SelectedSIM + "."}
+		}
+		if len(dev.SIMs) == 0 {
+			return nil
+		}
+		var have []string
+		for _, sim := range dev.SIMs {
+			if sim.Slot == slot {
+				return nil
+			}
+			have = append(have, sim.Slot)
+		}
+		return &problem.Error{Code: problem.SIMMismatch, Field: "sim_slot",
+			Message: "The device has no SIM in " + slot + "; it announced " + strings.Join(have, " and ") + "."}
+	}
 }
 
 // Run expires queued messages past their TTL, prunes old idempotency

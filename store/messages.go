@@ -357,8 +357,15 @@ func (s *Store) transition(companyID, deviceID uint64, uuid, status, errText, st
 // device id) with queue places (QueuePlace) above after, oldest first. Ids rise in commit order, so
 // a reader that remembers the last id it handed out never misses a message
 // committed later. A device that is gone has nothing pending.
-func (s *Store) Pending(companyID, deviceID uint64, after uint64, limit int) ([]Message, error) {
+//
+// The opt-out list is read again here, one lookup per job in the same read:
+// an SMS to a number that opted out after it was queued (while the phone
+// was away) becomes failed (recipient_opted_out) at now, with its status
+// event, and comes back so (never queued), keeping its place so the
+// caller's cursor moves past it. Only then does a write follow.
+func (s *Store) Pending(companyID, deviceID uint64, after uint64, limit int, now time.Time) ([]Message, error) {
 	var out []Message
+	var stopped []int // indexes in out of jobs to opted-out numbers
 	err := s.db.View(func(tx *bolt.Tx) error {
 		if _, err := liveDeviceRef(tx, companyID, deviceID); err != nil {
 			return nil // a device that is gone has nothing pending
@@ -383,14 +390,65 @@ func (s *Store) Pending(companyID, deviceID uint64, after uint64, limit int) ([]
 				// a stray entry must never send a message twice.
 				continue
 			}
+			if s.optedOutTx(tx, companyID, m.Channel, m.Phone, -1) != nil {
+				stopped = append(stopped, len(out))
+			}
 			out = append(out, m)
 		}
 		return nil
 	})
+	if err == nil && len(stopped) > 0 {
+		err = s.failOptedOut(out, stopped, now)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("store: pending of device %d of company %d: %w", deviceID, companyID, err)
 	}
 	return out, nil
+}
+
+// failOptedOut makes the queued jobs out[i] (i in idx) failed with
+// recipient_opted_out, each vetted again in the write: one that moved on
+// meanwhile, or whose number came off the list, is left as it is now.
+func (s *Store) failOptedOut(out []Message, idx []int, now time.Time) error {
+	var done []Message
+	err := s.grouped(func(tx *bolt.Tx) error {
+		done = done[:0] // a batch that failed runs this again
+		msgs := tx.Bucket(bucketMessages)
+		for _, i := range idx {
+			var m Message
+			if err := getJSON(msgs, itob(out[i].ID), &m); err != nil {
+				return err
+			}
+			if m.Status == MsgQueued && s.optedOutTx(tx, m.CompanyID, m.Channel, m.Phone, -1) != nil {
+				if err := leaveQueue(tx, m); err != nil {
+					return err
+				}
+				m.Status, m.Error, m.UpdatedAt = MsgFailed, "recipient_opted_out", now.UTC()
+				d, err := liveDeviceRef(tx, m.CompanyID, m.DeviceID)
+				if err != nil && !errors.Is(err, ErrDeviceGone) {
+					return err
+				}
+				if err := countTransition(tx, m, MsgQueued, d.Label, now); err != nil {
+					return err
+				}
+				if err := s.statusEvent(tx, m, now); err != nil {
+					return err
+				}
+				if err := putJSON(msgs, itob(m.ID), m); err != nil {
+					return err
+				}
+			}
+			done = append(done, m)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("fail jobs to opted-out numbers: %w", err)
+	}
+	for j, i := range idx {
+		out[i] = done[j]
+	}
+	return nil
 }
 
 // ExpireQueued marks queued messages whose TTL ended before now as expired,

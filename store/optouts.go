@@ -8,6 +8,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/simrelay/simrelay/phone"
 )
 
 // Opt-outs: the numbers a company must not send SMS to. A recipient puts
@@ -73,6 +75,8 @@ func (s *Store) optedOutTx(tx *bolt.Tx, companyID uint64, channel, phone string,
 // applyOptOutKeyword reads a new inbound SMS for a stop or start keyword and
 // updates the sender's entry, in the transaction that stores the message.
 // The write was admitted with the message, so it is charged after it.
+// The entry names the sender as sends name recipients (optOutSender), so a
+// STOP from a phone that reports 15557650001 stops sends to +15557650001.
 func (s *Store) applyOptOutKeyword(tx *bolt.Tx, m Message) error {
 	if m.Channel != "" && m.Channel != "sms" {
 		return nil
@@ -89,8 +93,9 @@ func (s *Store) applyOptOutKeyword(tx *bolt.Tx, m Message) error {
 	if c.OptOutKeywords != nil && !*c.OptOutKeywords {
 		return nil
 	}
+	who := optOutSender(m.Phone)
 	b := tx.Bucket(bucketOptOuts)
-	key := optOutKey(m.CompanyID, m.Phone)
+	key := optOutKey(m.CompanyID, who)
 	if start {
 		return b.Delete(key)
 	}
@@ -100,7 +105,18 @@ func (s *Store) applyOptOutKeyword(tx *bolt.Tx, m Message) error {
 	if err := s.chargeAfter(tx, m.CompanyID, m.CreatedAt, optOutCost); err != nil {
 		return err
 	}
-	return putJSON(b, key, OptOut{Phone: m.Phone, Source: OptOutKeyword, CreatedAt: m.CreatedAt})
+	return putJSON(b, key, OptOut{Phone: who, Source: OptOutKeyword, CreatedAt: m.CreatedAt})
+}
+
+// optOutSender is the list's name for the sender of a keyword: its E.164
+// form when it is a number, with or without its + (phone.NormalizeSender),
+// else exactly as the phone reported it (a short code or a name, which no
+// send can name but the company may still see and remove).
+func optOutSender(from string) string {
+	if n, ok := phone.NormalizeSender(from); ok {
+		return n
+	}
+	return from
 }
 
 // AddOptOut puts phone (E.164) on the company's list; created is false when
