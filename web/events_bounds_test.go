@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simrelay/simrelay/account"
 	"github.com/simrelay/simrelay/internal/poll"
 	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/web"
@@ -79,7 +80,7 @@ func TestLiveStreamsOfAClientThatNeverReadsEnd(t *testing.T) {
 			conns[c.RemoteAddr().String()] = s
 		}
 	})
-	co, _, _, err := e.accounts.CreateCompany("Acme", "ada@acme.test", "Correct1horse")
+	co, _, _, err := e.accounts.CreateCompany("Acme", account.OwnerInput{Email: "ada@acme.test", Password: "Correct1horse"})
 	if err != nil {
 		t.Fatal(err)
 	}
