@@ -176,8 +176,10 @@ func (s *Server) identify(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		token = strings.TrimSpace(token)
 		if s.isOperator(token) {
+			// The token opens the operator's routes only. It is still checked
+			// below like any other, so that everywhere else it answers exactly
+			// as a wrong token does and no company route tells it apart.
 			c.Set(keyOperator, true)
-			return next(c)
 		}
 		if strings.HasPrefix(token, device.TokenPrefix) {
 			// A phone's token: its own rate-limit identity, so that many phones
