@@ -73,8 +73,8 @@ func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 //
 //   - Percent-encoded characters are decoded: RFC 3986 (6.2.2.2) makes
 //     /console/%73ignin the same address as /console/signin, so it is served
-//     as that. Characters that need encoding (%3F, %25, ...) stay encoded on
-//     the wire of course: it is the decoded path that the router reads.
+//     as that. The router then reads the decoded path, so path parameters
+//     come to handlers decoded, once.
 //   - An encoded slash (%2F) would change which segments the path has; no
 //     route takes one, so it is refused as not found before it can be read
 //     two ways.

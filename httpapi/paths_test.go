@@ -76,6 +76,12 @@ func TestCredentialLimitFollowsTheServedPath(t *testing.T) {
 			t.Errorf("POST %s after the window was spent: got %d, want 429; body %s", tc.path, r.Status, r.Raw)
 		}
 	}
+	// Other spellings are other paths, which serve no form.
+	for _, path := range []string{"/console/signin/", "/console/SIGNIN", "/Console/signin", "/console/signin%3F"} {
+		if r := e.consoleForm(path, right); r.Status != http.StatusNotFound {
+			t.Errorf("POST %s: got %d, want 404; body %.200s", path, r.Status, r.Raw)
+		}
+	}
 	after, err := e.store.Mails(false)
 	if err != nil {
 		t.Fatal(err)
@@ -93,4 +99,19 @@ func TestEncodedSlashIsNoRoute(t *testing.T) {
 	for _, path := range []string{"/console%2Fsignin", "/console/signin%2F", "/auth%2flogin", "/console/static%2F..%2Fsignin"} {
 		e.want(e.do(call{method: "POST", path: path, body: map[string]any{}}), http.StatusNotFound, "not_found")
 	}
+}
+
+// TestPathIsDecodedOnce: a path parameter is read decoded exactly once, so
+// an encoded percent sign stays a percent sign: /opt-outs/%252B1555...
+// names the number "%2B1555...", which is no number, not "+1555...".
+func TestPathIsDecodedOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a := e.newCompany("Acme", "owner@acme.test")
+	e.want(e.do(call{method: "POST", path: "/opt-outs", token: a.apiKey, body: map[string]any{"phone": "+15550000001"}}), http.StatusCreated, "")
+	r := e.do(call{method: "DELETE", path: "/opt-outs/%252B15550000001", token: a.apiKey})
+	if r.Status == http.StatusOK {
+		t.Fatalf("DELETE /opt-outs/%%252B15550000001: got 200 %s, want the number %%2B15550000001 refused", r.Raw)
+	}
+	e.want(e.do(call{method: "DELETE", path: "/opt-outs/%2B15550000001", token: a.apiKey}), http.StatusOK, "")
 }
