@@ -93,7 +93,7 @@ type SendInput struct {
 	Type           string // text when empty
 	Content        string
 	MediaURL       string
-	IdempotencyKey string
+	IdempotencyKey store.IdempotencyKey // keys are scoped by company and route
 }
 
 // idField is the name of the number field of a channel's send.
@@ -143,7 +143,7 @@ func normaliseEmail(field, v string) (string, error) {
 
 // validate checks a send and returns its content type and recipient.
 func (in SendInput) validate() (contentType, to string, err error) {
-	if utf8.RuneCountInString(in.IdempotencyKey) > maxIdempotencyKey {
+	if utf8.RuneCountInString(in.IdempotencyKey.Key) > maxIdempotencyKey {
 		return "", "", problem.Invalid("Idempotency-Key", "must be at most 255 characters")
 	}
 	if strings.TrimSpace(in.NumberID) == "" {
@@ -196,7 +196,8 @@ type Answer func(store.Message) (status int, body []byte)
 // Send validates a send, takes a slot of the number's governor and durably
 // queues the message in one step (a send over a cap is stored nowhere), then
 // wakes the agent holding the number. With an idempotency key used before
-// by the company (within 24 h), the first answer comes back as prior.
+// by the company on the route (within 24 h), the first answer comes back as
+// prior.
 func (s *Service) Send(_ context.Context, in SendInput, answer Answer) (msg store.Message, prior *store.Idempotent, err error) {
 	if in.Channel != WhatsApp && in.Channel != IMessage {
 		return msg, nil, problem.Invalid("channel", "must be whatsapp or imessage")

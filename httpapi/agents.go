@@ -144,17 +144,16 @@ func (s *Server) agentSend(ch agentChannel) echo.HandlerFunc {
 			body, _ := json.Marshal(map[string]string{"status": "queued", "id": m.UUID})
 			return http.StatusAccepted, body
 		}
-		p := principal(c)
+		p, key := principal(c), idempotencyKey(c, in)
 		m, prior, err := svc.Send(c.Request().Context(), channel.SendInput{
 			CompanyID: p.CompanyID, UserID: p.UserID, Channel: ch.name, NumberID: id, To: in.To, Type: in.Type,
-			Content: in.Content, MediaURL: in.MediaURL, IdempotencyKey: c.Request().Header.Get("Idempotency-Key"),
+			Content: in.Content, MediaURL: in.MediaURL, IdempotencyKey: key,
 		}, answer)
 		if err != nil {
 			return err
 		}
 		if prior != nil {
-			c.Response().Header().Set("Idempotent-Replayed", "true")
-			return c.JSONBlob(prior.Status, prior.Body)
+			return replay(c, key, prior)
 		}
 		status, body := answer(m)
 		return c.JSONBlob(status, body)

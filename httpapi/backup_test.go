@@ -307,3 +307,19 @@ func TestCompanyExportOfAgentNumbersAndOptOuts(t *testing.T) {
 		}
 	}
 }
+
+// TestOperatorTokenAnswersAsAWrongToken: on a company route the operator's
+// token is refused with the very answer a wrong token gets, so no route
+// tells whether a guess was the operator's.
+func TestOperatorTokenAnswersAsAWrongToken(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, withAdminToken)
+	for _, path := range []string{"/company", "/users/me", "/chat/devices"} {
+		op := e.do(call{method: "GET", path: path, token: testAdminToken})
+		wrong := e.do(call{method: "GET", path: path, token: testAdminToken[:len(testAdminToken)-1] + "X"})
+		e.want(op, http.StatusUnauthorized, "unauthorized")
+		if string(op.Raw) != string(wrong.Raw) || op.Status != wrong.Status {
+			t.Errorf("GET %s: the operator's token got %d %s, a wrong token %d %s; want the same answer", path, op.Status, op.Raw, wrong.Status, wrong.Raw)
+		}
+	}
+}

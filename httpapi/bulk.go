@@ -34,7 +34,7 @@ func (s *Server) chatSendBulk(c echo.Context) error {
 	if err := bind(c, &in); err != nil {
 		return err
 	}
-	p := principal(c)
+	p, key := principal(c), idempotencyKey(c, in)
 	items := make([]sms.BulkItem, len(in.Messages))
 	for i, m := range in.Messages {
 		items[i] = sms.BulkItem{Phone: m.Phone, Message: m.Message}
@@ -49,14 +49,13 @@ func (s *Server) chatSendBulk(c echo.Context) error {
 	}
 	ms, prior, err := s.deps.SMS.SendBulk(c.Request().Context(), sms.BulkInput{
 		CompanyID: p.CompanyID, UserID: p.UserID, Device: in.DeviceFingerprint, SIMSlot: in.SIMSlot, SendAt: in.SendAt,
-		Messages: items, IdempotencyKey: c.Request().Header.Get("Idempotency-Key"),
+		Messages: items, IdempotencyKey: key,
 	}, answer)
 	if err != nil {
 		return err
 	}
 	if prior != nil {
-		c.Response().Header().Set("Idempotent-Replayed", "true")
-		return c.JSONBlob(prior.Status, prior.Body)
+		return replay(c, key, prior)
 	}
 	status, body := answer(ms)
 	return c.JSONBlob(status, body)

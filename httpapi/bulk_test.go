@@ -77,11 +77,14 @@ func TestBulkSend(t *testing.T) {
 		t.Fatalf("got queued %d with %d ids", ans.Queued, len(ans.QueueIDs))
 	}
 	remaining := r.Header.Get("RateLimit-Remaining")
-	again := e.do(call{method: "POST", path: "/chat/send-bulk", token: a.apiKey, body: bulkBody("a-phone", 2), header: key})
+	again := e.do(call{method: "POST", path: "/chat/send-bulk", token: a.apiKey, body: bulkBody("a-phone", 1000), header: key})
 	e.want(again, http.StatusOK, "")
 	if string(again.Raw) != string(r.Raw) || again.Header.Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("the replay differs: %s", again.Raw)
 	}
+	// The key is spent on that request: another one under it is refused.
+	e.want(e.do(call{method: "POST", path: "/chat/send-bulk", token: a.apiKey, body: bulkBody("a-phone", 2), header: key}),
+		http.StatusUnprocessableEntity, "idempotency_key_reused")
 	before, err1 := strconv.Atoi(remaining)
 	after, err2 := strconv.Atoi(again.Header.Get("RateLimit-Remaining"))
 	if err1 != nil || err2 != nil || before-after != 1 {

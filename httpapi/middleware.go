@@ -3,6 +3,8 @@ package httpapi
 import (
 	"fmt"
 	"net/http"
+	"net/url"
+	"path"
 	"strings"
 	"time"
 
@@ -62,6 +64,51 @@ func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
+// canonicalPath runs before routing, so that the router, the limits (which
+// classify by the matched route) and the handlers behind it, the console's
+// own mux included, all read one path. Echo routes by the raw path while
+// the console's mux unescapes each segment: left alone, /console/%73ignin
+// would be Echo's /console/* (outside the credential window) and the
+// console's sign-in.
+//
+//   - Percent-encoded characters are decoded: RFC 3986 (6.2.2.2) makes
+//     /console/%73ignin the same address as /console/signin, so it is served
+//     as that. The router then reads the decoded path, so path parameters
+//     come to handlers decoded, once.
+//   - An encoded slash (%2F) would change which segments the path has; no
+//     route takes one, so it is refused as not found before it can be read
+//     two ways.
+//   - A path with empty, "." or ".." segments is redirected (308, which
+//     keeps the method and the body) to its cleaned form, as net/http's mux
+//     does: nothing is served under a second name.
+func canonicalPath(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		u := c.Request().URL
+		if u.RawPath != "" {
+			if strings.Contains(strings.ToLower(u.RawPath), "%2f") {
+				return problem.New(problem.NotFound, "There is no such route: a path never carries an encoded slash (%2F).")
+			}
+			u.RawPath = ""
+		}
+		if !strings.HasPrefix(u.Path, "/") {
+			return next(c) // CONNECT's authority: no route takes it
+		}
+		if clean := cleanPath(u.Path); clean != u.Path {
+			return c.Redirect(http.StatusPermanentRedirect, (&url.URL{Path: clean, RawQuery: u.RawQuery}).String())
+		}
+		return next(c)
+	}
+}
+
+// cleanPath is path.Clean keeping a trailing slash, as net/http's mux cleans.
+func cleanPath(p string) string {
+	np := path.Clean(p)
+	if strings.HasSuffix(p, "/") && np != "/" {
+		np += "/"
+	}
+	return np
+}
+
 // operatorRoutes answer only the operator, and to everyone else exactly as
 // a route that does not exist: hideOperatorRoutes and the access check see
 // to the answers, observe keeps them out of the public metrics.
@@ -70,6 +117,7 @@ var operatorRoutes = map[string]bool{"/admin/backup": true}
 // hideOperatorRoutes answers any method but GET and HEAD on an operator
 // route (whose answers would be 405 or an OPTIONS list, telling that the
 // route exists) as the unknown route it is to everyone but the operator.
+// It runs after canonicalPath, so the path it reads is the one routed.
 func hideOperatorRoutes(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
@@ -128,8 +176,10 @@ func (s *Server) identify(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		token = strings.TrimSpace(token)
 		if s.isOperator(token) {
+			// The token opens the operator's routes only. It is still checked
+			// below like any other, so that everywhere else it answers exactly
+			// as a wrong token does and no company route tells it apart.
 			c.Set(keyOperator, true)
-			return next(c)
 		}
 		if strings.HasPrefix(token, device.TokenPrefix) {
 			// A phone's token: its own rate-limit identity, so that many phones

@@ -3,7 +3,6 @@ package httpapi
 import (
 	"encoding/json"
 	"net/http"
-	"net/url"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -61,10 +60,8 @@ func (s *Server) addOptOut(c echo.Context) error {
 }
 
 func (s *Server) removeOptOut(c echo.Context) error {
-	number, err := url.PathUnescape(c.Param("phone"))
-	if err != nil {
-		return problem.Invalid("phone", "must be an E.164 number such as +14155550100")
-	}
+	// The parameter is decoded already, once, by canonicalPath.
+	number := c.Param("phone")
 	if strings.HasPrefix(number, " ") { // an unencoded + may arrive as a space
 		number = "+" + number[1:]
 	}

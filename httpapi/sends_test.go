@@ -204,8 +204,8 @@ func TestStatusEventsExpiredAndValidation(t *testing.T) {
 		{"url": rc.URL + "/x"}, {"url": rc.URL + "/y", "events": []string{"message.sent", "message.bounced"}},
 	}}})
 	e.want(r, http.StatusBadRequest, "validation_failed")
-	if r.str("field") != "webhooks[1].events" {
-		t.Fatalf("got field %q, want webhooks[1].events", r.str("field"))
+	if r.str("field") != "webhooks[1].events[1]" {
+		t.Fatalf("got field %q, want webhooks[1].events[1]", r.str("field"))
 	}
 	e.whPut(a.apiKey, map[string]any{"url": rc.URL + "/exp", "events": []string{"message.expired", "sms.received"}})
 	id := e.do(call{method: "POST", path: "/chat/send", token: a.apiKey, body: sendBody("a-phone", "+15551234567", "late", "")}).str("queueId")

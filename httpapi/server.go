@@ -143,7 +143,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		}
 		e.IPExtractor = echo.ExtractIPFromXFFHeader(opts...)
 	}
-	e.Pre(hideOperatorRoutes)
+	e.Pre(canonicalPath, hideOperatorRoutes)
 	e.Use(s.observe, s.recoverPanics, s.identify, s.limit)
 	for _, r := range s.routes() {
 		e.Add(r.method, r.path, r.handler, s.access(r.access))

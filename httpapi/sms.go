@@ -51,21 +51,20 @@ func (s *Server) send(c echo.Context, shape func(store.Message) any) error {
 	if err := bind(c, &in); err != nil {
 		return err
 	}
-	p := principal(c)
+	p, key := principal(c), idempotencyKey(c, in)
 	answer := func(m store.Message) (int, []byte) {
 		body, _ := json.Marshal(shape(m))
 		return http.StatusOK, body
 	}
 	m, prior, err := s.deps.SMS.Send(c.Request().Context(), sms.SendInput{
 		CompanyID: p.CompanyID, UserID: p.UserID, Device: in.DeviceFingerprint, Phone: in.Phone,
-		Message: in.Message, SIMSlot: in.SIMSlot, SendAt: in.SendAt, IdempotencyKey: c.Request().Header.Get("Idempotency-Key"),
+		Message: in.Message, SIMSlot: in.SIMSlot, SendAt: in.SendAt, IdempotencyKey: key,
 	}, answer)
 	if err != nil {
 		return err
 	}
 	if prior != nil {
-		c.Response().Header().Set("Idempotent-Replayed", "true")
-		return c.JSONBlob(prior.Status, prior.Body)
+		return replay(c, key, prior)
 	}
 	status, body := answer(m)
 	return c.JSONBlob(status, body)

@@ -544,3 +544,54 @@ func TestSendToUnannouncedSIM(t *testing.T) {
 	e.runPhone(one, "BOTH", false)
 	e.want(e.do(call{method: "POST", path: "/chat/send", token: a.apiKey, body: sendBody("one-sim", to, "x", "SIM2")}), http.StatusOK, "")
 }
+
+// TestIdempotencyKeyIsTheRoutes: a key is the company's and the route's. The
+// same key on another send route is another key (an iMessage send is not
+// answered with an SMS's queue id); on the same route a retry with the same
+// body, however it is spaced or ordered, replays the first answer, and a
+// reuse with another body answers 422 idempotency_key_reused.
+func TestIdempotencyKeyIsTheRoutes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, roomy)
+	a := e.newCompany("Acme", "owner@acme.test")
+	e.pairPhone(a.apiKey, "a-phone")
+	e.runAgent(e.pairPhone(a.apiKey, "agent-a"), "agent-a", nil, []string{imHandle}, false)
+	im := e.numberID(a.apiKey, "imessage", imHandle)
+	key := map[string]string{"Idempotency-Key": "order-7"}
+
+	sms := e.do(call{method: "POST", path: "/chat/send", token: a.apiKey, header: key, body: sendBody("a-phone", "+15551234567", "once", "")})
+	e.want(sms, http.StatusOK, "")
+	imsg := e.do(call{method: "POST", path: "/imessage/send", token: a.apiKey, header: key,
+		body: map[string]any{"handle_id": im, "to": "bob@example.com", "content": "once"}})
+	e.want(imsg, http.StatusAccepted, "")
+	if imsg.Header.Get("Idempotent-Replayed") != "" || imsg.str("id") == "" {
+		t.Fatalf("/imessage/send after /chat/send with one key: got %s (replayed %q), want a new iMessage send",
+			imsg.Raw, imsg.Header.Get("Idempotent-Replayed"))
+	}
+	alias := e.do(call{method: "POST", path: "/automation/send-sms", token: a.apiKey, header: key, body: sendBody("a-phone", "+15551234567", "once", "")})
+	e.want(alias, http.StatusOK, "")
+	if alias.Header.Get("Idempotent-Replayed") != "" || alias.Body["id"] == nil {
+		t.Fatalf("/automation/send-sms after /chat/send with one key: got %s, want its own answer", alias.Raw)
+	}
+
+	// The same request again, its JSON spaced and ordered otherwise: a retry.
+	retry := e.do(call{method: "POST", path: "/chat/send", token: a.apiKey, header: key,
+		body: `{ "message": "once",  "phone": "+15551234567", "device_fingerprint": "a-phone" }`})
+	e.want(retry, http.StatusOK, "")
+	if retry.str("queueId") != sms.str("queueId") || retry.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("retry: got %s, want the replay of %s", retry.Raw, sms.Raw)
+	}
+	// Another request under the used key.
+	r := e.do(call{method: "POST", path: "/chat/send", token: a.apiKey, header: key, body: sendBody("a-phone", "+15551234567", "twice", "")})
+	e.want(r, http.StatusUnprocessableEntity, "idempotency_key_reused")
+	if r.str("field") != "Idempotency-Key" {
+		t.Errorf("field: got %q, want Idempotency-Key", r.str("field"))
+	}
+	r = e.do(call{method: "POST", path: "/imessage/send", token: a.apiKey, header: key,
+		body: map[string]any{"handle_id": im, "to": "carol@example.com", "content": "once"}})
+	e.want(r, http.StatusUnprocessableEntity, "idempotency_key_reused")
+	h := e.do(call{method: "GET", path: "/chat/messages?device_fingerprint=a-phone&phone=%2B15551234567", token: a.apiKey})
+	if h.Body["total"] != float64(2) {
+		t.Fatalf("got %v SMS, want 2 (/chat/send and its alias, once each)", h.Body["total"])
+	}
+}

@@ -205,10 +205,16 @@ func TestWebhookValidationNamesTheField(t *testing.T) {
 		{"url not a string", map[string]any{"webhooks": []any{map[string]any{"url": 7}}}, "webhooks[0].url"},
 		{"active not a bool", map[string]any{"webhooks": []any{map[string]any{"url": ok["url"], "active": "yes"}}}, "webhooks[0].active"},
 		{"sims as names", map[string]any{"webhooks": []any{map[string]any{"url": ok["url"], "sims": []string{"SIM1"}}}}, "webhooks[0].sims[0]"},
-		{"sim 2", map[string]any{"webhooks": []any{ok, ok, map[string]any{"url": ok["url"], "sims": []int{0, 2}}}}, "webhooks[2].sims"},
-		{"channel fax", map[string]any{"webhooks": []any{map[string]any{"url": ok["url"], "channels": []string{"sms", "fax"}}}}, "webhooks[0].channels"},
+		{"sim 2", map[string]any{"webhooks": []any{ok, ok, map[string]any{"url": ok["url"], "sims": []int{0, 2}}}}, "webhooks[2].sims[1]"},
+		{"channel fax", map[string]any{"webhooks": []any{map[string]any{"url": ok["url"], "channels": []string{"sms", "fax"}}}}, "webhooks[0].channels[1]"},
 		{"devices not strings", map[string]any{"webhooks": []any{map[string]any{"url": ok["url"], "devices": []int{1}}}}, "webhooks[0].devices[0]"},
-		{"wa number without +", map[string]any{"webhooks": []any{map[string]any{"url": ok["url"], "wa_numbers": []string{"5550100009"}}}}, "webhooks[0].wa_numbers"},
+		{"wa number without +", map[string]any{"webhooks": []any{map[string]any{"url": ok["url"], "wa_numbers": []string{"5550100009"}}}}, "webhooks[0].wa_numbers[0]"},
+		{"unknown event type", map[string]any{"webhooks": []any{map[string]any{"url": ok["url"], "events": []string{"message.bounced"}}}}, "webhooks[0].events[0]"},
+		{"second event unknown", map[string]any{"webhooks": []any{ok, map[string]any{"url": ok["url"], "events": []string{"sms.received", "sms.sent"}}}}, "webhooks[1].events[1]"},
+		{"empty device", map[string]any{"webhooks": []any{map[string]any{"url": ok["url"], "devices": []string{"a-phone", " "}}}}, "webhooks[0].devices[1]"},
+		{"im handle with a space", map[string]any{"webhooks": []any{map[string]any{"url": ok["url"], "im_handles": []string{"not a handle"}}}}, "webhooks[0].im_handles[0]"},
+		{"user and password in the url", map[string]any{"webhooks": []any{map[string]any{"url": "https://user:secret@hooks.example.com/sms"}}}, "webhooks[0].url"},
+		{"user in the url", map[string]any{"webhooks": []any{ok, map[string]any{"url": "https://user@hooks.example.com/sms"}}}, "webhooks[1].url"},
 		{"id not a number", map[string]any{"webhooks": []any{map[string]any{"id": "one", "url": ok["url"]}}}, "webhooks[0].id"},
 		{"unknown id", map[string]any{"webhooks": []any{map[string]any{"id": 999, "url": ok["url"]}}}, "webhooks[0].id"},
 	}
@@ -228,6 +234,9 @@ func TestWebhookValidationNamesTheField(t *testing.T) {
 	// Nothing was stored by the refused requests.
 	if hooks := e.do(call{method: "GET", path: "/webhooks/inbound-sms", token: a.apiKey}).Body["webhooks"].([]any); len(hooks) != 0 {
 		t.Fatalf("refused PUTs stored %v", hooks)
+	}
+	if exp := e.do(call{method: "GET", path: "/company/export", token: a.apiKey}); exp.Status != http.StatusOK || strings.Contains(string(exp.Raw), "secret@") {
+		t.Fatalf("the export: got %d, want 200 without the refused URL's password: %.300s", exp.Status, exp.Raw)
 	}
 }
 

@@ -40,8 +40,10 @@ const (
 	NumberCapped Code = "number_capped"
 	// NumberPaused: the WhatsApp number or iMessage handle is paused (403).
 	NumberPaused Code = "number_paused"
-	Unavailable  Code = "unavailable" // the server is shutting down or not ready
-	Internal     Code = "internal"    // a server fault; the cause is logged, not sent
+	// IdempotencyKeyReused: the Idempotency-Key answered another request to the route within 24 h (422).
+	IdempotencyKeyReused Code = "idempotency_key_reused"
+	Unavailable          Code = "unavailable" // the server is shutting down or not ready
+	Internal             Code = "internal"    // a server fault; the cause is logged, not sent
 )
 
 var statuses = map[Code]int{
@@ -67,6 +69,7 @@ var statuses = map[Code]int{
 	PaymentProviderError:  http.StatusBadGateway,
 	NumberCapped:          http.StatusTooManyRequests,
 	NumberPaused:          http.StatusForbidden,
+	IdempotencyKeyReused:  http.StatusUnprocessableEntity,
 	Unavailable:           http.StatusServiceUnavailable,
 	Internal:              http.StatusInternalServerError,
 }

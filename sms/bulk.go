@@ -32,7 +32,7 @@ type BulkInput struct {
 	SIMSlot        string
 	SendAt         string
 	Messages       []BulkItem
-	IdempotencyKey string
+	IdempotencyKey store.IdempotencyKey // keys are scoped by company and route
 }
 
 // BulkAnswer builds the HTTP answer of a stored bulk send (kept with an
@@ -43,7 +43,7 @@ type BulkAnswer func([]store.Message) (status int, body []byte)
 // in one durable commit or none (plan limit, storage budget, an opted-out
 // recipient), and wakes the device's link once.
 func (s *Service) SendBulk(_ context.Context, in BulkInput, answer BulkAnswer) ([]store.Message, *store.Idempotent, error) {
-	if utf8.RuneCountInString(in.IdempotencyKey) > maxIdempotencyKey {
+	if utf8.RuneCountInString(in.IdempotencyKey.Key) > maxIdempotencyKey {
 		return nil, nil, problem.Invalid("Idempotency-Key", "must be at most 255 characters")
 	}
 	if strings.TrimSpace(in.Device) == "" {

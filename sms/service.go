@@ -92,7 +92,7 @@ type SendInput struct {
 	Phone          string
 	Message        string
 	SIMSlot        string
-	IdempotencyKey string
+	IdempotencyKey store.IdempotencyKey // keys are scoped by company and route
 	// SendAt, when set, schedules the message (RFC 3339, schedule.go).
 	SendAt string
 }
@@ -102,10 +102,11 @@ type SendInput struct {
 type Answer func(store.Message) (status int, body []byte)
 
 // Send validates and durably queues one SMS, then wakes the device's link.
-// With an idempotency key used before by the company (within 24 h), the first
-// answer comes back as prior and nothing new is queued.
+// With an idempotency key used before by the company on the route (within
+// 24 h), the first answer comes back as prior and nothing new is queued; the
+// caller compares prior's Digest with its request's.
 func (s *Service) Send(_ context.Context, in SendInput, answer Answer) (msg store.Message, prior *store.Idempotent, err error) {
-	if utf8.RuneCountInString(in.IdempotencyKey) > maxIdempotencyKey {
+	if utf8.RuneCountInString(in.IdempotencyKey.Key) > maxIdempotencyKey {
 		return msg, nil, problem.Invalid("Idempotency-Key", "must be at most 255 characters")
 	}
 	if strings.TrimSpace(in.Device) == "" {

@@ -50,7 +50,7 @@ type SendVet func(n AgentNumber, history func(since time.Time) []time.Time) (und
 // ErrNotFound, a paused one ErrNumberPaused. vet runs after those checks and
 // before the plan limit and storage budget; any later refusal, or a failed
 // commit, calls its undo.
-func (s *Store) EnqueueAgent(m *Message, idemKey string, now func() time.Time, vet SendVet, answer func(Message) (int, []byte)) (Message, *Idempotent, error) {
+func (s *Store) EnqueueAgent(m *Message, idemKey IdempotencyKey, now func() time.Time, vet SendVet, answer func(Message) (int, []byte)) (Message, *Idempotent, error) {
 	var out Message
 	var prior *Idempotent
 	var refused error

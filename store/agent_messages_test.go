@@ -34,7 +34,7 @@ func TestEnqueueAgentGivesTheSlotBack(t *testing.T) {
 	}
 	send := func(text string) error {
 		m := Message{UUID: "u-" + time.Now().String(), CompanyID: c.ID, Channel: ChannelNameWhatsApp, NumberRef: nums[0].PublicID, Phone: "+15557654321", Text: text}
-		_, _, err := s.EnqueueAgent(&m, "", func() time.Time { return now }, vet, nil)
+		_, _, err := s.EnqueueAgent(&m, IdempotencyKey{}, func() time.Time { return now }, vet, nil)
 		return err
 	}
 	if err := send("short text"); err != nil {
@@ -101,7 +101,7 @@ func TestAckRecordsWhenTheNumberLastSent(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := Message{UUID: "u-1", CompanyID: c.ID, Channel: ChannelNameWhatsApp, NumberRef: nums[0].PublicID, Phone: "+15557654321", Text: "hi"}
-	if _, _, err := s.EnqueueAgent(&m, "", func() time.Time { return now }, func(AgentNumber, func(time.Time) []time.Time) (func(), error) { return func() {}, nil }, nil); err != nil {
+	if _, _, err := s.EnqueueAgent(&m, IdempotencyKey{}, func() time.Time { return now }, func(AgentNumber, func(time.Time) []time.Time) (func(), error) { return func() {}, nil }, nil); err != nil {
 		t.Fatal(err)
 	}
 	taken := now.Add(3 * time.Second)

@@ -23,7 +23,7 @@ func TestAgentMessagesHugePage(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := Message{UUID: "u-1", CompanyID: c.ID, Channel: ChannelNameWhatsApp, NumberRef: nums[0].PublicID, Phone: "+15557654321", Text: "hi"}
-	if _, _, err := s.EnqueueAgent(&m, "", func() time.Time { return now }, nil, nil); err != nil {
+	if _, _, err := s.EnqueueAgent(&m, IdempotencyKey{}, func() time.Time { return now }, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct{ page, limit int }{{math.MaxInt, 100}, {math.MaxInt/2 + 1, 2}, {2, 1}} {

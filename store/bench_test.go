@@ -38,7 +38,7 @@ func BenchmarkEnqueueGrouped(b *testing.B) {
 		for pb.Next() {
 			i++
 			m := Message{UUID: fmt.Sprintf("%p-%d", pb, i), CompanyID: c.ID, Device: "bench", Phone: "+15551234567", Text: "hello", SIMSlot: "SIM1", ExpiresAt: time.Now().Add(time.Hour)}
-			if _, _, err := s.Enqueue(&m, "", now, nil, nil); err != nil {
+			if _, _, err := s.Enqueue(&m, IdempotencyKey{}, now, nil, nil); err != nil {
 				b.Fatal(err)
 			}
 		}

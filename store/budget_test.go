@@ -54,7 +54,7 @@ func TestDailyStorageBudget(t *testing.T) {
 	}
 	// A send over the budget is refused too, and queues nothing.
 	out := Message{CompanyID: c.ID, Device: m.Device, Channel: "sms", Phone: "+15550100002", Text: "hi", SIMSlot: "SIM1", UUID: "q1"}
-	if _, _, err := s.Enqueue(&out, "", clock, nil, nil); !errors.Is(err, ErrStorageBudget) {
+	if _, _, err := s.Enqueue(&out, IdempotencyKey{}, clock, nil, nil); !errors.Is(err, ErrStorageBudget) {
 		t.Fatalf("send over the budget: got %v, want ErrStorageBudget", err)
 	}
 	if pending, _ := s.Pending(c.ID, devA.ID, 0, 10, clock()); len(pending) != 0 {

@@ -16,7 +16,7 @@ import (
 // idempotency key, the key's first answer comes back instead as prior.
 // check vets the device as Enqueue's does; answer builds the response from
 // the stored messages, in input order.
-func (s *Store) EnqueueBulk(ms []Message, idemKey string, now func() time.Time, check func(Device) error, answer func([]Message) (int, []byte)) ([]Message, *Idempotent, error) {
+func (s *Store) EnqueueBulk(ms []Message, idemKey IdempotencyKey, now func() time.Time, check func(Device) error, answer func([]Message) (int, []byte)) ([]Message, *Idempotent, error) {
 	if len(ms) == 0 {
 		return nil, nil, fmt.Errorf("store: bulk enqueue of no messages")
 	}

@@ -80,10 +80,14 @@ type Conversation struct {
 }
 
 // Idempotent is the first answer to a request with an Idempotency-Key.
+// Route and Digest are its key's (IdempotencyKey); answers kept before keys
+// had them have neither.
 type Idempotent struct {
 	Status    int       `json:"status"`
 	Body      []byte    `json:"body"`
 	CreatedAt time.Time `json:"created_at"`
+	Route     string    `json:"route,omitempty"`
+	Digest    string    `json:"digest,omitempty"`
 }
 
 // In the comments, dev is devKey's 16 bytes: company id + device id.
@@ -122,7 +126,7 @@ func timeKey(t time.Time) []byte { return itob(uint64(t.UnixNano())) }
 //
 // check, when set, vets the device inside the transaction; its error refuses
 // the send without failing the writes it shares a commit with.
-func (s *Store) Enqueue(m *Message, idemKey string, now func() time.Time, check func(Device) error, answer func(Message) (int, []byte)) (Message, *Idempotent, error) {
+func (s *Store) Enqueue(m *Message, idemKey IdempotencyKey, now func() time.Time, check func(Device) error, answer func(Message) (int, []byte)) (Message, *Idempotent, error) {
 	var out Message
 	var prior *Idempotent
 	var refused error

@@ -21,7 +21,7 @@ func TestScheduleIndexAndQueuePlace(t *testing.T) {
 	enqueue := func(text string, sendAt time.Time) Message {
 		t.Helper()
 		m := Message{UUID: "u-" + text, CompanyID: c.ID, Device: "fp", Channel: "sms", Phone: "+15551234567", Text: text, SIMSlot: "SIM1", SendAt: sendAt}
-		out, _, err := s.Enqueue(&m, "", now, nil, nil)
+		out, _, err := s.Enqueue(&m, IdempotencyKey{}, now, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

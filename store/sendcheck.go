@@ -40,31 +40,62 @@ func sendingDevice(tx *bolt.Tx, companyID uint64, fingerprint string, check func
 // idempotencyTTL is how long a company's Idempotency-Key keeps its answer.
 const idempotencyTTL = 24 * time.Hour
 
-// answerKey is one send request's Idempotency-Key inside a send transaction.
-type answerKey []byte
+// IdempotencyKey is a send request's Idempotency-Key with what it is bound
+// to. A key is the company's and the route's: the same key on another route
+// is another key. Digest identifies what the request asked, so that the
+// caller can tell a retry (which gets the first answer again) from a reuse
+// of the key for another request.
+type IdempotencyKey struct {
+	Key    string // the header's value; "" for none
+	Route  string // the route, e.g. "/chat/send"
+	Digest string // a hash of the request
+}
 
-// priorAnswer looks the company's key up: its key (nil without one) and the
-// answer the key got within the last day, if any, which the caller returns
-// instead of storing anything.
-func priorAnswer(tx *bolt.Tx, companyID uint64, key string, now time.Time) (answerKey, *Idempotent) {
-	if key == "" {
-		return nil, nil
+// answerKey is one send request's Idempotency-Key inside a send transaction.
+type answerKey struct {
+	k      []byte // nil without a key
+	route  string
+	digest string
+}
+
+// idempotencyRecordKey is where a key's answer is kept: company id, a zero
+// byte, the route, a zero byte, the key. Keys kept before keys had routes
+// are the company id and the key alone; a header value never holds a zero
+// byte, so the two layouts never meet.
+func idempotencyRecordKey(companyID uint64, key IdempotencyKey) []byte {
+	k := append(itob(companyID), 0)
+	k = append(k, key.Route...)
+	k = append(k, 0)
+	return append(k, key.Key...)
+}
+
+// priorAnswer looks the company's key up on its route: its key (none
+// without one) and the answer the key got within the last day, if any,
+// which the caller returns instead of storing anything (the caller compares
+// the answer's Digest with its own). An answer kept before keys had routes
+// is found on every route and replays as it did then, whatever the body.
+func priorAnswer(tx *bolt.Tx, companyID uint64, key IdempotencyKey, now time.Time) (answerKey, *Idempotent) {
+	if key.Key == "" {
+		return answerKey{}, nil
 	}
-	k := append(itob(companyID), key...)
-	var rec Idempotent
-	if err := getJSON(tx.Bucket(bucketIdempotency), k, &rec); err == nil && now.Sub(rec.CreatedAt) < idempotencyTTL {
-		return k, &rec
+	b := tx.Bucket(bucketIdempotency)
+	ak := answerKey{k: idempotencyRecordKey(companyID, key), route: key.Route, digest: key.Digest}
+	for _, k := range [][]byte{ak.k, append(itob(companyID), key.Key...)} {
+		var rec Idempotent
+		if err := getJSON(b, k, &rec); err == nil && now.Sub(rec.CreatedAt) < idempotencyTTL {
+			return ak, &rec
+		}
 	}
-	return k, nil
+	return ak, nil
 }
 
 // keep records the answer of the request that used the key, in the
 // transaction that stores what it sent; without a key it does nothing (and
 // builds no answer).
 func (k answerKey) keep(tx *bolt.Tx, at time.Time, answer func() (int, []byte)) error {
-	if k == nil {
+	if k.k == nil {
 		return nil
 	}
 	status, body := answer()
-	return putJSON(tx.Bucket(bucketIdempotency), k, Idempotent{Status: status, Body: body, CreatedAt: at})
+	return putJSON(tx.Bucket(bucketIdempotency), k.k, Idempotent{Status: status, Body: body, CreatedAt: at, Route: k.route, Digest: k.digest})
 }

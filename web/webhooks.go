@@ -56,6 +56,10 @@ func (c *Console) webhooksPage(w http.ResponseWriter, r *http.Request, q *req) e
 
 var entryField = regexp.MustCompile(`^webhooks\[(\d+)\]`)
 
+// valueIndex ends the path of one value of a list (webhooks[0].events[2]):
+// the form shows each list as one field, which the error names instead.
+var valueIndex = regexp.MustCompile(`\[\d+\]$`)
+
 // saveWebhooks replaces the whole set, as PUT /webhooks/inbound-sms does.
 // Rows left blank or marked for removal are left out; an error names the
 // row as the form numbers it.
@@ -98,7 +102,7 @@ func (c *Console) saveWebhooks(w http.ResponseWriter, r *http.Request, q *req) (
 			if m := entryField.FindStringSubmatch(pe.Field); m != nil {
 				if k, _ := strconv.Atoi(m[1]); k < len(rowOf) {
 					out := *pe
-					out.Field = fmt.Sprintf("webhooks[%d]", rowOf[k]) + pe.Field[len(m[0]):]
+					out.Field = fmt.Sprintf("webhooks[%d]", rowOf[k]) + valueIndex.ReplaceAllString(pe.Field[len(m[0]):], "")
 					return outcome{}, &out
 				}
 			}

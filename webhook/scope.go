@@ -102,15 +102,15 @@ func validEntry(in EntryInput, at string, allowPrivate bool) (store.WebhookEntry
 	e := store.WebhookEntry{URL: u, Active: in.Active == nil || *in.Active}
 	if e.Devices, err = scopeList(in.Devices, at+".devices", func(v string) (string, error) {
 		if strings.TrimSpace(v) == "" {
-			return "", fmt.Errorf("must hold device fingerprints, not empty strings")
+			return "", fmt.Errorf("must be a device fingerprint, not an empty string")
 		}
 		return v, nil
 	}); err != nil {
 		return e, err
 	}
-	for _, v := range in.SIMs {
+	for i, v := range in.SIMs {
 		if v != 0 && v != 1 {
-			return e, problem.Invalid(at+".sims", "values must be 0 (SIM1) or 1 (SIM2)")
+			return e, problem.Invalid(fmt.Sprintf("%s.sims[%d]", at, i), "must be 0 (SIM1) or 1 (SIM2)")
 		}
 		if !slices.Contains(e.SIMs, v) {
 			e.SIMs = append(e.SIMs, v)
@@ -121,7 +121,7 @@ func validEntry(in EntryInput, at string, allowPrivate bool) (store.WebhookEntry
 		case proto.ChannelSMS, proto.ChannelWhatsApp, proto.ChannelIMessage:
 			return v, nil
 		}
-		return "", fmt.Errorf("values must be sms, whatsapp or imessage")
+		return "", fmt.Errorf("must be sms, whatsapp or imessage")
 	}); err != nil {
 		return e, err
 	}
@@ -132,7 +132,7 @@ func validEntry(in EntryInput, at string, allowPrivate bool) (store.WebhookEntry
 		if n, err := phone.Normalize(v); err == nil {
 			return n, nil
 		}
-		return "", fmt.Errorf("values must be number ids (wa_...) or E.164 numbers")
+		return "", fmt.Errorf("must be a number id (wa_...) or an E.164 number")
 	}); err != nil {
 		return e, err
 	}
@@ -146,7 +146,7 @@ func validEntry(in EntryInput, at string, allowPrivate bool) (store.WebhookEntry
 		if n, err := phone.Normalize(v); err == nil {
 			return n, nil
 		}
-		return "", fmt.Errorf("values must be handle ids (im_...), e-mail addresses or E.164 numbers")
+		return "", fmt.Errorf("must be a handle id (im_...), an e-mail address or an E.164 number")
 	}); err != nil {
 		return e, err
 	}
@@ -157,18 +157,20 @@ func validEntry(in EntryInput, at string, allowPrivate bool) (store.WebhookEntry
 }
 
 // scopeList checks and normalises each value of a list, dropping repeats.
+// A fault of one value names it: field[i].
 func scopeList(in []string, field string, check func(string) (string, error)) ([]string, error) {
 	if len(in) > maxScopeItems {
 		return nil, problem.Invalid(field, fmt.Sprintf("must hold at most %d values", maxScopeItems))
 	}
 	var out []string
-	for _, v := range in {
+	for i, v := range in {
+		at := fmt.Sprintf("%s[%d]", field, i)
 		if len(v) > maxScopeItem {
-			return nil, problem.Invalid(field, fmt.Sprintf("values must be at most %d characters", maxScopeItem))
+			return nil, problem.Invalid(at, fmt.Sprintf("must be at most %d characters", maxScopeItem))
 		}
 		n, err := check(v)
 		if err != nil {
-			return nil, problem.Invalid(field, err.Error())
+			return nil, problem.Invalid(at, err.Error())
 		}
 		if !slices.Contains(out, n) {
 			out = append(out, n)
@@ -193,6 +195,11 @@ func CheckURL(raw string, allowPrivate bool) (string, error) {
 	u, err := url.Parse(raw)
 	if err != nil || u.Opaque != "" || u.Host == "" {
 		return "", fmt.Errorf("must be an absolute URL such as https://hooks.example.com/sms")
+	}
+	if u.User != nil {
+		// The URL is shown to every admin and written to exports and logs: no
+		// place for a secret. The receiver checks the request's signature.
+		return "", fmt.Errorf("must not carry a user name or password (user:password@); receivers check the X-Service-Signature instead")
 	}
 	switch u.Scheme {
 	case "https":

@@ -43,7 +43,7 @@ func checkEventType(v string) (string, error) {
 			return v, nil
 		}
 	}
-	return "", fmt.Errorf("values must be event types: sms.received, whatsapp.received, imessage.received, message.sent, message.delivered, message.failed or message.expired")
+	return "", fmt.Errorf("must be an event type: sms.received, whatsapp.received, imessage.received, message.sent, message.delivered, message.failed or message.expired")
 }
 
 // Wants reports whether the entry takes events of the type: those its

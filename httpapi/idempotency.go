@@ -1,0 +1,39 @@
+package httpapi
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/simrelay/simrelay/problem"
+	"github.com/simrelay/simrelay/store"
+)
+
+// idempotencyKey is the send's Idempotency-Key bound to its route and to
+// what it asks. The digest is taken of the decoded body, so that a retry
+// whose JSON differs in spacing or field order is the same request.
+func idempotencyKey(c echo.Context, in any) store.IdempotencyKey {
+	k := store.IdempotencyKey{Key: c.Request().Header.Get("Idempotency-Key"), Route: c.Path()}
+	if k.Key == "" {
+		return k
+	}
+	body, _ := json.Marshal(in) // the bodies are plain structs: it cannot fail
+	sum := sha256.Sum256(body)
+	k.Digest = base64.RawStdEncoding.EncodeToString(sum[:])
+	return k
+}
+
+// replay answers a send whose key answered before: with that first answer
+// when the request is the same (a retry), 422 when the key was used for
+// another request, as Stripe does. An answer kept before keys had digests
+// replays whatever the body, as it did then.
+func replay(c echo.Context, k store.IdempotencyKey, prior *store.Idempotent) error {
+	if prior.Digest != "" && prior.Digest != k.Digest {
+		return &problem.Error{Code: problem.IdempotencyKeyReused, Field: "Idempotency-Key",
+			Message: "This Idempotency-Key was used within the last 24 hours for another request to this route; send a new request with a new key."}
+	}
+	c.Response().Header().Set("Idempotent-Replayed", "true")
+	return c.JSONBlob(prior.Status, prior.Body)
+}
