@@ -66,11 +66,11 @@ func iso(v any) string {
 var zeroDecimal = map[string]bool{"bif": true, "clp": true, "djf": true, "gnf": true, "jpy": true, "kmf": true, "krw": true,
 	"mga": true, "pyg": true, "rwf": true, "ugx": true, "vnd": true, "vuv": true, "xaf": true, "xof": true, "xpf": true}
 
-// price is a plan's price as people read it: "Free", "9.00 USD / month",
+// price is a plan's price as people read it: "No charge", "9.00 USD / month",
 // "1,200 JPY / year".
 func price(p billing.Price) string {
 	if p.Amount == 0 {
-		return "Free"
+		return "No charge"
 	}
 	var amount string
 	if zeroDecimal[strings.ToLower(p.Currency)] {

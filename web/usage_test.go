@@ -118,7 +118,7 @@ func TestBillingPageReadsAsWritten(t *testing.T) {
 	b.signIn("ada@acme.test", "Correct1horse")
 	bill := b.get("/console/billing").body
 	for _, want := range []string{
-		`<p class="num price">Free</p>`, `<p class="num price">9.00 USD / month</p>`, `<p class="num price">49.00 USD / month</p>`,
+		`<p class="num price">No charge</p>`, `<p class="num price">9.00 USD / month</p>`, `<p class="num price">49.00 USD / month</p>`,
 		"100 messages a month, 1 device</p>", "2,000 messages a month, 3 devices, 14-day trial", "25,000 messages a month, 20 devices",
 		">Switch to Free</button>", ">Switch to Starter</button>",
 		`data-confirm="Switch from Unlimited to Free? Its limits are 100 messages a month and 1 device."`,
