@@ -27,8 +27,8 @@ const (
 
 // uncounted routes need no credential and count toward no limit: probes and documents.
 var uncounted = map[string]bool{"/healthz": true, "/readyz": true, "/metrics": true, "/openapi.json": true,
-	// The console's stylesheet and script: fixed public files, like the documents.
-	"/console/static/*": true}
+	// The console's stylesheet, script and icons: fixed public files, like the documents.
+	"/console/static/*": true, "/favicon.ico": true}
 
 // authScope are the credential routes limited per client IP on top of the general limit.
 var authScope = map[string]bool{

@@ -106,6 +106,7 @@ func (s *Server) routes() []route {
 		// links open. Its sign-in forms are rows of their own so they count
 		// in the credential window (consoleCredentialPosts).
 		{http.MethodGet, "/", public, s.console},
+		{http.MethodGet, "/favicon.ico", public, s.console},
 		{http.MethodGet, "/console", public, s.console},
 		{http.MethodGet, "/console/static/*", public, s.console},
 		{http.MethodGet, "/console/*", public, s.console},
@@ -121,7 +122,7 @@ func (s *Server) routes() []route {
 }
 
 // consolePaths are the HTML pages; the OpenAPI document describes the JSON API only.
-var consolePaths = map[string]bool{"/": true, "/console": true, "/console/*": true, "/console/static/*": true, "/console/signin": true,
+var consolePaths = map[string]bool{"/": true, "/favicon.ico": true, "/console": true, "/console/*": true, "/console/static/*": true, "/console/signin": true,
 	"/console/signup": true, "/console/forgot-password": true, "/verify-email": true, "/reset-password": true}
 
 // consoleCredentialPosts are the console's forms that check or set a

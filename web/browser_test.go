@@ -111,7 +111,7 @@ func TestBrowserWebhookDeliveryInTheLog(t *testing.T) {
 	poll.Until(t, "the receiver gets the event", func() bool { return hits.Load() > 0 })
 	do(t, ctx, "open the log", chromedp.Navigate(e.url+"/console/webhooks"))
 	waitText(t, ctx, "#deliveries", "sms.received")
-	waitText(t, ctx, "#deliveries .code", "204")
+	waitText(t, ctx, "#deliveries .http-status", "204")
 }
 
 func TestBrowserMemberSeesNoAdminActions(t *testing.T) {

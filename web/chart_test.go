@@ -21,9 +21,12 @@ func TestLineChartDrawsFourSeriesScaledToTheTop(t *testing.T) {
 	if !strings.Contains(svg, ">8</text>") { // 7 rounds up to a grid of 2s
 		t.Errorf("the axis does not top out at 8: %s", svg)
 	}
-	for v, want := range map[uint64]uint64{0: 4, 7: 8, 9: 20, 41: 80, 1000: 2000} {
-		if got := niceCeil(v); got != want {
-			t.Errorf("niceCeil(%d): got %d, want %d", v, got, want)
+	if !strings.Contains(svg, ">2026-11-01</text>") || strings.Contains(svg, "Nov 1") {
+		t.Error("the days under the chart are not written as 2006-01-02, as everywhere in the console")
+	}
+	for v, want := range map[uint64][2]uint64{0: {4, 4}, 5: {5, 5}, 7: {8, 4}, 9: {10, 5}, 10: {10, 5}, 11: {20, 4}, 41: {50, 5}, 1000: {1000, 5}, 1001: {2000, 4}} {
+		if top, steps := niceCeil(v); top != want[0] || steps != want[1] {
+			t.Errorf("niceCeil(%d): got %d in %d steps, want %d in %d", v, top, steps, want[0], want[1])
 		}
 	}
 }

@@ -123,13 +123,9 @@ func (c *Console) Handler() http.Handler { return c.mux }
 func (c *Console) Shutdown() { c.deps.Broker.Close() }
 
 var funcs = template.FuncMap{
-	"ts": func(t time.Time) string {
-		if t.IsZero() {
-			return "never"
-		}
-		return t.UTC().Format("2006-01-02 15:04 UTC")
-	},
-	"iso": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"ts":  ts,
+	"iso": iso,
+	"day": func(t time.Time) string { return t.UTC().Format(dayLayout) },
 	"fieldError": func(f Flash, field string) string {
 		if f.Field == field {
 			return f.Message
@@ -144,9 +140,12 @@ var funcs = template.FuncMap{
 		}
 		return false
 	},
-	"join":  strings.Join,
-	"money": func(cents int64) string { return fmt.Sprintf("%d.%02d", cents/100, cents%100) },
-	"roles": func() []string { return roles },
+	"join":   strings.Join,
+	"price":  price,
+	"count":  count,
+	"plural": plural,
+	"limit":  limit,
+	"roles":  func() []string { return roles },
 	"companyFields": func(co store.Company) []struct{ Name, Label, Value string } {
 		return []struct{ Name, Label, Value string }{
 			{"name", "Name", co.Name}, {"phone", "Phone (E.164)", co.Phone}, {"address", "Address", co.Address},

@@ -48,6 +48,13 @@ func (c *Console) routes() {
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		files.ServeHTTP(w, r)
 	}))
+	// Browsers ask for /favicon.ico on every site, pages or not.
+	mux.HandleFunc("GET /favicon.ico", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "image/x-icon")
+		w.Header().Set("Cache-Control", "public, max-age=86400")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		http.ServeFileFS(w, r, staticFS, "static/favicon.ico")
+	})
 	c.authRoutes(mux)
 	for _, s := range c.sections() {
 		if s.on {

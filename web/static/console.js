@@ -20,6 +20,45 @@
     banner.hidden = false;
   }
 
+  // Moments are written one way across the console, as the server writes
+  // them: "2026-11-26 14:33 UTC". The person's own time shows on hover and
+  // beside the one field where they type a local time.
+  function pad(n) { return (n < 10 ? "0" : "") + n; }
+  function utcText(iso) {
+    var d = new Date(iso);
+    if (!iso || isNaN(d.getTime())) { return iso || ""; }
+    return d.getUTCFullYear() + "-" + pad(d.getUTCMonth() + 1) + "-" + pad(d.getUTCDate()) + " " +
+      pad(d.getUTCHours()) + ":" + pad(d.getUTCMinutes()) + " UTC";
+  }
+  function localText(d) {
+    return d.getFullYear() + "-" + pad(d.getMonth() + 1) + "-" + pad(d.getDate()) + " " + pad(d.getHours()) + ":" + pad(d.getMinutes());
+  }
+  var zone = "";
+  try { zone = Intl.DateTimeFormat().resolvedOptions().timeZone || ""; } catch (e) { zone = ""; }
+  function timeEl(iso) {
+    var t = document.createElement("time");
+    t.dateTime = iso; t.textContent = utcText(iso);
+    localTitle(t);
+    return t;
+  }
+  function localTitle(t) {
+    var d = new Date(t.dateTime);
+    if (!isNaN(d.getTime())) { t.title = localText(d) + " your time" + (zone ? " (" + zone + ")" : ""); }
+  }
+  document.querySelectorAll("time[datetime]").forEach(localTitle);
+  document.querySelectorAll("[data-local-zone]").forEach(function (hint) {
+    var input = document.getElementById(hint.id.replace(/-zone$/, ""));
+    if (!input) { return; }
+    var show = function () {
+      var d = input.value ? new Date(input.value) : null;
+      var where = "Your time zone" + (zone ? ": " + zone : " is your device's") + ".";
+      hint.textContent = d && !isNaN(d.getTime()) ? where + " " + localText(d) + " your time is " + utcText(d.toISOString()) + "." :
+        where + " Times on this page are in UTC.";
+    };
+    input.addEventListener("input", show);
+    show();
+  });
+
   function clearErrors(form) {
     form.querySelectorAll(".ferr").forEach(function (el) { el.textContent = ""; });
     form.querySelectorAll("[aria-invalid]").forEach(function (el) { el.removeAttribute("aria-invalid"); });
@@ -134,9 +173,7 @@
     p.className = "text"; p.textContent = m.text;
     var meta = document.createElement("p");
     meta.className = "meta";
-    var t = document.createElement("time");
-    t.dateTime = m.created_at; t.textContent = m.created_at;
-    meta.appendChild(t);
+    meta.appendChild(timeEl(m.created_at));
     meta.appendChild(document.createTextNode(" · " + m.sim_slot));
     if (m.direction === "outbound") {
       meta.appendChild(document.createTextNode(" · "));
@@ -146,9 +183,7 @@
       if (m.status === "scheduled" && m.send_at) {
         var when = document.createElement("span");
         when.className = "when"; when.textContent = " for ";
-        var wt = document.createElement("time");
-        wt.dateTime = m.send_at; wt.textContent = m.send_at;
-        when.appendChild(wt);
+        when.appendChild(timeEl(m.send_at));
         meta.appendChild(when);
       }
       if (m.error) {
@@ -228,9 +263,7 @@
       (m.content_type && m.content_type !== "text" ? "[" + m.content_type + "] " + (m.media_url || "") + " " : "") + m.text];
     cells.forEach(function (v, i) {
       var td = document.createElement("td");
-      if (i === 0) {
-        var t = document.createElement("time"); t.dateTime = v; t.textContent = v; td.appendChild(t);
-      } else { td.textContent = v; }
+      if (i === 0) { td.appendChild(timeEl(v)); } else { td.textContent = v; }
       if (i === 3) { td.className = "text"; }
       tr.appendChild(td);
     });
