@@ -84,7 +84,7 @@ func (s *Service) CreateCompany(name, email, password string) (store.Company, st
 }
 
 func (s *Service) createCompany(c *store.Company, u *store.User, password string, verified bool) (string, error) {
-	hash, err := hashPassword(password)
+	hash, err := hashPassword(password, s.cfg.passwordCost())
 	if err != nil {
 		return "", err
 	}
@@ -245,7 +245,7 @@ func (s *Service) ResetPassword(_ context.Context, token, password string) error
 	if v.err != nil {
 		return v.err
 	}
-	hash, err := hashPassword(password)
+	hash, err := hashPassword(password, s.cfg.passwordCost())
 	if err != nil {
 		return err
 	}
