@@ -10,6 +10,7 @@ import (
 // environment twins are printed and the exit status is 0; an unknown flag
 // is 2.
 func TestCommandHelp(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{{"pair", "-h"}, {"run", "--help"}, {"whatsapp", "link", "-h"}} {
 		var out, errOut bytes.Buffer
 		if code := run(t.Context(), args, &out, &errOut); code != 0 || !strings.Contains(errOut.String(), "SIMRELAY_AGENT_CONFIG") || !strings.Contains(errOut.String(), "-config") {
