@@ -7,6 +7,7 @@ import (
 )
 
 func TestBrokerDropsASlowTabWithoutBlocking(t *testing.T) {
+	t.Parallel()
 	b := NewBroker(StreamConfig{Buffer: 2})
 	slow, err := b.subscribe(1, "s1")
 	if err != nil {
