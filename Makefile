@@ -29,8 +29,14 @@ agents: ## cross-compile simrelay-agent into bin/ for linux/arm64 (Termux, Raspb
 run: build ## run the server on 127.0.0.1:8080 with its store in ./data; flags in ARGS="--listen 127.0.0.1:9090"
 	./$(BIN) serve $(ARGS)
 
+# TEST_TIMEOUT bounds each package's test binary. go test's default of 10
+# minutes stopped httpapi on a busy 2-core machine before its tests sped up;
+# 15 minutes leaves a loaded CI runner room, and a hung test still fails with
+# its goroutine dump long before a CI job's own limit.
+TEST_TIMEOUT ?= 15m
+
 test: stripe-mock chromium ## run every test with the race detector (installs stripe-mock and chromium first when missing)
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 lint: tools ## gofmt, go vet and staticcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

@@ -116,7 +116,7 @@ func nameFromEmail(email string) (first, last string) {
 }
 
 func (s *Service) createCompany(c *store.Company, u *store.User, password string, verified bool) (string, error) {
-	hash, err := hashPassword(password)
+	hash, err := hashPassword(password, s.cfg.passwordCost())
 	if err != nil {
 		return "", err
 	}
@@ -277,7 +277,7 @@ func (s *Service) ResetPassword(_ context.Context, token, password string) error
 	if v.err != nil {
 		return v.err
 	}
-	hash, err := hashPassword(password)
+	hash, err := hashPassword(password, s.cfg.passwordCost())
 	if err != nil {
 		return err
 	}

@@ -15,16 +15,24 @@ import (
 	"golang.org/x/crypto/argon2"
 )
 
-// Argon2id parameters: OWASP's minimum recommendation (m=19 MiB, t=2, p=1),
-// about 30 ms a hash on one core, which bounds what a stolen store is worth
-// without making login a denial-of-service lever.
+// DefaultPasswordTime and DefaultPasswordMemory (KiB) are the argon2id cost
+// of new password hashes (Config.PasswordTime, Config.PasswordMemory):
+// OWASP's minimum recommendation (m=19 MiB, t=2, p=1), about 30 ms a hash on
+// one core, which bounds what a stolen store is worth without making login a
+// denial-of-service lever.
 const (
-	argonTime    = 2
-	argonMemory  = 19 * 1024
+	DefaultPasswordTime   = 2
+	DefaultPasswordMemory = 19 * 1024
+)
+
+const (
 	argonThreads = 1
 	argonKeyLen  = 32
 	argonSaltLen = 16
 )
+
+// argonCost is the time and memory (KiB) of an argon2id hash.
+type argonCost struct{ time, memory uint32 }
 
 // APIKeyPrefix starts every API key, so keys are recognisable in logs and scanners.
 const APIKeyPrefix = "sk_"
@@ -34,15 +42,15 @@ const apiKeyChars = 40
 
 const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
-// hashPassword returns the PHC string of an argon2id hash of pw.
-func hashPassword(pw string) (string, error) {
+// hashPassword returns the PHC string of an argon2id hash of pw at cost c.
+func hashPassword(pw string, c argonCost) (string, error) {
 	salt := make([]byte, argonSaltLen)
 	if _, err := rand.Read(salt); err != nil {
 		return "", err
 	}
-	sum := argon2.IDKey([]byte(pw), salt, argonTime, argonMemory, argonThreads, argonKeyLen)
+	sum := argon2.IDKey([]byte(pw), salt, c.time, c.memory, argonThreads, argonKeyLen)
 	enc := base64.RawStdEncoding
-	return fmt.Sprintf("$argon2id$v=%d$m=%d,t=%d,p=%d$%s$%s", argon2.Version, argonMemory, argonTime, argonThreads, enc.EncodeToString(salt), enc.EncodeToString(sum)), nil
+	return fmt.Sprintf("$argon2id$v=%d$m=%d,t=%d,p=%d$%s$%s", argon2.Version, c.memory, c.time, argonThreads, enc.EncodeToString(salt), enc.EncodeToString(sum)), nil
 }
 
 // checkPassword reports whether pw matches the PHC string, reading the cost

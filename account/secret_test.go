@@ -1,12 +1,17 @@
 package account
 
 import (
+	"log/slog"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/simrelay/simrelay/store"
 )
 
 func TestPasswordHash(t *testing.T) {
-	h, err := hashPassword("Correct-Horse-9")
+	t.Parallel()
+	h, err := hashPassword("Correct-Horse-9", argonCost{DefaultPasswordTime, DefaultPasswordMemory})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +35,44 @@ func TestPasswordHash(t *testing.T) {
 	}
 }
 
+// TestPasswordCostFromConfig: the service hashes at OWASP's minimum unless
+// its Config names another cost (tests do), and a hash of either cost verifies.
+func TestPasswordCostFromConfig(t *testing.T) {
+	t.Parallel()
+	st, err := store.Open(t.TempDir(), store.Options{BulkLoad: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	for _, tc := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{}, "$argon2id$v=19$m=19456,t=2,p=1$"},
+		{Config{PasswordTime: 1, PasswordMemory: 64}, "$argon2id$v=19$m=64,t=1,p=1$"},
+	} {
+		s, err := New(tc.cfg, st, nil, slog.New(slog.DiscardHandler), time.Now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(s.dummyHash, tc.want) {
+			t.Errorf("%+v: the unknown-user hash is %q, want the cost %s", tc.cfg, s.dummyHash, tc.want)
+		}
+		h, err := hashPassword("Correct-Horse-9", s.cfg.passwordCost())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(h, tc.want) {
+			t.Errorf("%+v: got hash %q, want the cost %s", tc.cfg, h, tc.want)
+		}
+		if ok, err := checkPassword(h, "Correct-Horse-9"); err != nil || !ok {
+			t.Errorf("%+v: the hash does not verify: %v %v", tc.cfg, ok, err)
+		}
+	}
+}
+
 func TestAPIKeyShape(t *testing.T) {
+	t.Parallel()
 	seen := map[string]bool{}
 	for range 100 {
 		k := newAPIKey()
@@ -45,6 +87,7 @@ func TestAPIKeyShape(t *testing.T) {
 }
 
 func TestSealer(t *testing.T) {
+	t.Parallel()
 	s, err := newSealer(make([]byte, 32))
 	if err != nil {
 		t.Fatal(err)

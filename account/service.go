@@ -47,6 +47,13 @@ type Config struct {
 	// ConsoleIdle and ConsoleLifetime end web console sessions (console.go).
 	ConsoleIdle     time.Duration
 	ConsoleLifetime time.Duration
+	// PasswordTime and PasswordMemory (KiB) are the argon2id cost of new
+	// password hashes; zero means DefaultPasswordTime and DefaultPasswordMemory.
+	// A hash keeps its cost in its PHC string, so hashes of any cost verify.
+	// The server keeps the defaults (no flag changes them); tests lower them,
+	// since under the race detector one default hash takes about a second of CPU.
+	PasswordTime   uint32
+	PasswordMemory uint32
 }
 
 func (c *Config) defaults() {
@@ -59,6 +66,17 @@ func (c *Config) defaults() {
 			*d.v = d.def
 		}
 	}
+	if c.PasswordTime == 0 {
+		c.PasswordTime = DefaultPasswordTime
+	}
+	if c.PasswordMemory == 0 {
+		c.PasswordMemory = DefaultPasswordMemory
+	}
+}
+
+// passwordCost is the argon2id cost of the hashes the service makes.
+func (c *Config) passwordCost() argonCost {
+	return argonCost{time: c.PasswordTime, memory: c.PasswordMemory}
 }
 
 // Mailer sends e-mail durably (mail.Service).
@@ -99,7 +117,7 @@ func New(cfg Config, st *store.Store, mailer Mailer, log *slog.Logger, now func(
 	if err != nil {
 		return nil, err
 	}
-	dummy, err := hashPassword(randomToken(16))
+	dummy, err := hashPassword(randomToken(16), cfg.passwordCost())
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 // The rows of PROTOCOL.md sections 13 and 14 not covered by
 // TestBackoffFollowsTheProtocol.
 func TestBackoffTable(t *testing.T) {
+	t.Parallel()
 	now := time.Now()
 	newB := func() *backoff {
 		return &backoff{base: time.Second, max: 5 * time.Minute, stable: time.Minute, probe: 15 * time.Minute}

@@ -39,6 +39,7 @@ func sameList(a, b []string) bool {
 // repeated or older detail adds nothing, and a job is not pruned while
 // a detail report waits.
 func TestJournalDetails(t *testing.T) {
+	t.Parallel()
 	j, err := OpenJournal(filepath.Join(t.TempDir(), "j.db"), time.Second)
 	if err != nil {
 		t.Fatal(err)

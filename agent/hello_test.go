@@ -55,6 +55,7 @@ func runAgentAt(t *testing.T, h http.Handler, tr Transport) <-chan error {
 // good (PROTOCOL.md 7.1 rule 3, section 13): the error frame that comes
 // first must not hide the close code.
 func TestUnsupportedProtocolAfterErrorFrameStops(t *testing.T) {
+	t.Parallel()
 	h := &helloHub{answer: func(ctx context.Context, ws *websocket.Conn) {
 		write(ctx, ws, proto.Error{Code: "unsupported_protocol", Message: "protocol 1 is not spoken here"})
 		ws.Close(websocket.StatusCode(proto.CloseUnsupportedVer), "unsupported protocol")
@@ -78,6 +79,7 @@ func TestUnsupportedProtocolAfterErrorFrameStops(t *testing.T) {
 // A send that arrives before welcome is journaled and acked, not taken
 // for a broken link (PROTOCOL.md 7.2).
 func TestSendBeforeWelcomeIsTaken(t *testing.T) {
+	t.Parallel()
 	job := proto.Send{ID: "early-1", Channel: "sms", To: "+15551234567", Message: "hi", SIMSlot: "SIM1", ExpiresAt: stamp(time.Now().Add(time.Hour))}
 	acked := make(chan struct{}, 8)
 	h := &helloHub{answer: func(ctx context.Context, ws *websocket.Conn) {
@@ -117,6 +119,7 @@ func TestSendBeforeWelcomeIsTaken(t *testing.T) {
 // (PROTOCOL.md 7.1 rule 4): a number the server would refuse is left out,
 // a long carrier name is cut, and at most 20 numbers of each channel go.
 func TestHelloIsValidatedBeforeSending(t *testing.T) {
+	t.Parallel()
 	h := &helloHub{answer: func(ctx context.Context, ws *websocket.Conn) {
 		write(ctx, ws, proto.Welcome{DeviceFingerprint: "fp", ServerTime: stamp(time.Now()), PingIntervalSeconds: 45, MaxInflight: 16, SelectedSIM: "BOTH"})
 		<-ctx.Done()

@@ -18,6 +18,7 @@ import (
 // A second agent on the same journal, and a journal file that is not one,
 // get errors that say what is wrong and what to do.
 func TestJournalOpenErrors(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "agent.journal.db")
 	j, err := OpenJournal(path, time.Second)
 	if err != nil {
@@ -41,6 +42,7 @@ func TestJournalOpenErrors(t *testing.T) {
 // A report or inbound record the journal cannot read is deleted and named
 // once; it does not hold back the readable ones behind it.
 func TestUnreadableRecordsDoNotBlockTheOutbox(t *testing.T) {
+	t.Parallel()
 	h := &fakeHub{t: t}
 	h.script = func(_ int, ws *websocket.Conn, frames <-chan proto.Frame) {
 		for f := range frames {

@@ -9,6 +9,7 @@ import (
 )
 
 func TestJournalSurvivesReopen(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "j.db")
 	j, err := OpenJournal(path, time.Second)
 	if err != nil {
@@ -57,6 +58,7 @@ func TestJournalSurvivesReopen(t *testing.T) {
 }
 
 func TestSegments(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		text string
 		want int
@@ -87,6 +89,7 @@ func repeat(s string, n int) string {
 }
 
 func TestBackoffFollowsTheProtocol(t *testing.T) {
+	t.Parallel()
 	now := time.Now()
 	b := &backoff{base: time.Second, max: 5 * time.Minute, stable: time.Minute, probe: 15 * time.Minute}
 	for i := 0; i < 12; i++ {
@@ -110,6 +113,7 @@ func TestBackoffFollowsTheProtocol(t *testing.T) {
 }
 
 func TestPairingURI(t *testing.T) {
+	t.Parallel()
 	server, code, err := ParsePairingURI("simrelay://pair?server=https%3A%2F%2Fsms.example.com&code=K7QX3MZP")
 	if err != nil || server != "https://sms.example.com" || code != "K7QX3MZP" {
 		t.Fatalf("got %q %q %v", server, code, err)

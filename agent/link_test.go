@@ -180,6 +180,7 @@ func startAgentWithJournal(t *testing.T, h http.Handler, tr Transport, path stri
 // carried out once; its ack comes before its status; an unanswered status
 // is sent again on the next link.
 func TestResentJobRunsOnceAndReportsAreResent(t *testing.T) {
+	t.Parallel()
 	job := proto.Send{ID: "job-1", Channel: "sms", To: "+15551234567", Message: "hi", SIMSlot: "SIM1", ExpiresAt: stamp(time.Now().Add(time.Hour))}
 	h := &fakeHub{t: t}
 	h.script = func(link int, ws *websocket.Conn, frames <-chan proto.Frame) {
@@ -224,6 +225,7 @@ func TestResentJobRunsOnceAndReportsAreResent(t *testing.T) {
 // An inbound refused for now (retry_after) is kept and sent again; one
 // refused for good is dropped; one acknowledged is cleared at the source.
 func TestInboundRefusalsAndAcks(t *testing.T) {
+	t.Parallel()
 	h := &fakeHub{t: t}
 	h.script = func(link int, ws *websocket.Conn, frames <-chan proto.Frame) {
 		ctx := context.Background()
@@ -265,6 +267,7 @@ func TestInboundRefusalsAndAcks(t *testing.T) {
 
 // A revoked token (close 4501) stops the agent for good.
 func TestRevokedTokenStops(t *testing.T) {
+	t.Parallel()
 	h := &fakeHub{t: t}
 	h.script = func(_ int, ws *websocket.Conn, _ <-chan proto.Frame) {
 		ws.Close(websocket.StatusCode(proto.CloseBadToken), "token revoked")
@@ -286,6 +289,7 @@ func TestRevokedTokenStops(t *testing.T) {
 // its job through the sink; the hello announced its WhatsApp number and a
 // media job reached it whole.
 func TestPushedDelivery(t *testing.T) {
+	t.Parallel()
 	job := proto.Send{ID: "wa-1", Channel: "whatsapp", To: "+15551234567", Message: "see this", ContentType: "image",
 		MediaURL: "https://example.com/a.png", ExpiresAt: stamp(time.Now().Add(time.Hour))}
 	h := &fakeHub{t: t}

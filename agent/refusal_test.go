@@ -16,6 +16,7 @@ import (
 // refused for good while its read receipt, refused for now (retry_after),
 // is kept and sent again.
 func TestStatusRefusalDropsOnlyTheAnsweredReport(t *testing.T) {
+	t.Parallel()
 	job := proto.Send{ID: "wa-2", Channel: "whatsapp", To: "+15551234567", From: "+15550100001", Message: "hi", ContentType: "text", ExpiresAt: stamp(time.Now().Add(time.Hour))}
 	h := &fakeHub{t: t}
 	h.script = func(link int, ws *websocket.Conn, frames <-chan proto.Frame) {

@@ -14,6 +14,7 @@ import (
 // TestGoldenFramesRoundTrip decodes every example of testdata/ (the ones
 // PROTOCOL.md shows), encodes it again and wants the same JSON back.
 func TestGoldenFramesRoundTrip(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob("testdata/*.json")
 	if err != nil {
 		t.Fatal(err)
@@ -51,6 +52,7 @@ func TestGoldenFramesRoundTrip(t *testing.T) {
 
 // TestGoldenFramesInProtocolDoc wants every golden frame shown in PROTOCOL.md.
 func TestGoldenFramesInProtocolDoc(t *testing.T) {
+	t.Parallel()
 	doc, err := os.ReadFile("PROTOCOL.md")
 	if err != nil {
 		t.Fatal(err)
@@ -69,6 +71,7 @@ func TestGoldenFramesInProtocolDoc(t *testing.T) {
 }
 
 func TestDecodeErrors(t *testing.T) {
+	t.Parallel()
 	if _, err := Decode([]byte(`{"type":"teleport"}`)); !errors.Is(err, ErrUnknownType) {
 		t.Errorf("unknown type: got %v, want ErrUnknownType", err)
 	}
@@ -85,6 +88,7 @@ func TestDecodeErrors(t *testing.T) {
 }
 
 func TestEncodeEmptyFrame(t *testing.T) {
+	t.Parallel()
 	out, err := Encode(Ack{})
 	if err != nil || string(out) != `{"type":"ack","id":""}` {
 		t.Fatalf("got %s %v", out, err)
@@ -95,6 +99,7 @@ func TestEncodeEmptyFrame(t *testing.T) {
 }
 
 func TestShouldReconnect(t *testing.T) {
+	t.Parallel()
 	for code, want := range map[int]bool{1001: true, 1006: true, 1009: true, 4000: true, 4008: true, 4009: true, 4012: true, 4029: true, 4501: false, 4503: false, 4510: false} {
 		if got := ShouldReconnect(code); got != want {
 			t.Errorf("ShouldReconnect(%d) = %v, want %v", code, got, want)

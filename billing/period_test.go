@@ -10,6 +10,7 @@ import (
 // In Stripe mode the period is the one Stripe sent; past its end, until the
 // renewal event arrives, the next periods follow on from it.
 func TestStripePeriodRollsOnFromTheLastOne(t *testing.T) {
+	t.Parallel()
 	s := &Service{cfg: Config{Provider: (*Stripe)(nil)}}
 	day := func(y int, m time.Month, d int) time.Time { return time.Date(y, m, d, 0, 0, 0, 0, time.UTC) }
 	sub := store.Subscription{PeriodStart: day(2026, 11, 20), PeriodEnd: day(2026, 12, 20)}

@@ -8,6 +8,7 @@ import (
 
 // Every status Stripe sends maps onto one of the five the API shows.
 func TestStripeStatus(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[stripe.SubscriptionStatus]string{
 		stripe.SubscriptionStatusTrialing:          StatusTrialing,
 		stripe.SubscriptionStatusActive:            StatusActive,

@@ -17,6 +17,7 @@ import (
 // at the exact boundary with multi-byte text: the limit in bytes passes,
 // one byte more (still far fewer characters) is refused.
 func TestLengthLimitsCountUTF8Bytes(t *testing.T) {
+	t.Parallel()
 	st := storetest.Open(t)
 	c := storetest.Company(t, st, "Acme", "a@acme.test")
 	svc := device.New(device.Config{PublicURL: "http://127.0.0.1"}, st, time.Now)

@@ -51,6 +51,7 @@ func (r *rig) queueJobs(device string, n int) map[string]bool {
 // delivered at once, as fast as it can: every frame answers a send of the
 // server, so it is never closed as a flood, whatever the backlog.
 func TestDrainingABacklogIsNotFlood(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, Config{}) // the default flood limit: 50 frames/s, burst 200
 	token := r.pair("pixel-1")
 	const jobs = 3000
@@ -97,6 +98,7 @@ func TestDrainingABacklogIsNotFlood(t *testing.T) {
 // What a phone sends unasked is still limited: a flood of any of these is
 // closed with 4029 (the phone reads its answers, so no queue overflows).
 func TestUnaskedFloodIsClosed(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, Config{FrameRate: 5, FrameBurst: 20})
 	r.pair("other")
 	theirs := r.queueJobs("other", 1)
@@ -164,6 +166,7 @@ func TestUnaskedFloodIsClosed(t *testing.T) {
 // phone's frame, cut on a UTF-8 boundary: a 65 KB type or id does not come
 // back as a frame over the protocol's own limit.
 func TestErrorFramesCapWhatTheyEcho(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, Config{})
 	ws := r.connect(r.pair("pixel-1"))
 	huge := strings.Repeat("é", 32000) // 64,000 bytes, two per character
@@ -225,6 +228,7 @@ func queuedBytes(h *Hub, fingerprint string) (n int, open bool) {
 // A phone that never reads is closed (4008) once the frames waiting for it
 // reach the byte bound, long before the frame count would stop them.
 func TestQueueIsBoundedInBytes(t *testing.T) {
+	t.Parallel()
 	const bound = 16 << 10
 	r := newRig(t, Config{QueueLen: 100000, QueueBytes: bound})
 	ws, _, err := r.dial(r.pair("stuck"), tinyReceiveBuffer())
@@ -261,6 +265,7 @@ func TestQueueIsBoundedInBytes(t *testing.T) {
 // their error answers are charged before they can fill the queue (4008),
 // and error answers that do overflow it are flood too.
 func TestBurstOfBadFramesIsFlood(t *testing.T) {
+	t.Parallel()
 	big := strings.Repeat("x", 60000)
 	tight := Config{QueueLen: 8, FrameRate: 5, FrameBurst: 20}
 	for _, c := range []struct {
@@ -310,6 +315,7 @@ func TestBurstOfBadFramesIsFlood(t *testing.T) {
 // A hello whose protocol number does not fit is refused without repeating
 // its digits: the answer stays small whatever the frame held.
 func TestHelloWithHugeNumberIsNotEchoed(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, Config{})
 	for name, value := range map[string]string{
 		"out of range": "1" + strings.Repeat("9", 60000),

@@ -17,6 +17,7 @@ import (
 )
 
 func TestHelloWelcomeAndPresence(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, Config{})
 	token := r.pair("pixel-1")
 	ws, _, err := r.dial(token, nil)
@@ -45,6 +46,7 @@ func TestHelloWelcomeAndPresence(t *testing.T) {
 }
 
 func TestRefusedBeforeUpgrade(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, Config{})
 	for _, token := range []string{"", "dt_unknown", "sk_someapikey"} {
 		_, res, err := r.dial(token, nil)
@@ -64,6 +66,7 @@ func TestRefusedBeforeUpgrade(t *testing.T) {
 }
 
 func TestHelloRules(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, Config{HelloTimeout: 200 * time.Millisecond})
 	token := r.pair("pixel-1")
 	cases := []struct {
@@ -95,6 +98,7 @@ func TestHelloRules(t *testing.T) {
 }
 
 func TestOversizedFrame(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, Config{})
 	ws := r.connect(r.pair("pixel-1"))
 	big := fmt.Sprintf(`{"type":"inbound","client_id":"1","channel":"sms","from":"+15550100000","message":%q}`, strings.Repeat("a", proto.MaxFrameBytes))
@@ -107,6 +111,7 @@ func TestOversizedFrame(t *testing.T) {
 }
 
 func TestNewestConnectionWins(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, Config{})
 	token := r.pair("pixel-1")
 	first := r.connect(token)
@@ -125,6 +130,7 @@ func TestNewestConnectionWins(t *testing.T) {
 }
 
 func TestDisconnectCodes(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, Config{})
 	ws := r.connect(r.pair("pixel-1"))
 	r.hub.Disconnect("pixel-1", proto.CloseDeviceGone, "device deleted")
@@ -134,6 +140,7 @@ func TestDisconnectCodes(t *testing.T) {
 }
 
 func TestUnknownFrameTypeKeepsTheLink(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, Config{})
 	ws := r.connect(r.pair("pixel-1"))
 	writeRaw(t, ws, []byte(`{"type":"teleport","to":"mars"}`))
@@ -147,6 +154,7 @@ func TestUnknownFrameTypeKeepsTheLink(t *testing.T) {
 }
 
 func TestFloodIsClosed(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, Config{FrameRate: 5, FrameBurst: 10})
 	ws := r.connect(r.pair("pixel-1"))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -164,6 +172,7 @@ func TestFloodIsClosed(t *testing.T) {
 }
 
 func TestSlowReaderIsClosedOthersFlow(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, Config{QueueLen: 8, FrameRate: 1e6, FrameBurst: 1e6})
 	slow, _, err := r.dial(r.pair("slow"), tinyReceiveBuffer())
 	if err != nil {
@@ -224,6 +233,7 @@ func TestShutdownTellsPhonesAndLeavesNoGoroutine(t *testing.T) {
 }
 
 func TestSilentPhoneGoesOffline(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, Config{PingInterval: 50 * time.Millisecond, PongTimeout: 100 * time.Millisecond})
 	ws := r.connect(r.pair("pixel-1"))
 	defer ws.CloseNow()
@@ -232,6 +242,7 @@ func TestSilentPhoneGoesOffline(t *testing.T) {
 }
 
 func TestPacingSpacesSends(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, Config{})
 	token := r.pair("pixel-1")
 	one := 1

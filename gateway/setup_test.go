@@ -16,6 +16,7 @@ import (
 // A window's worth of jobs that expired before the phone came back must not
 // hide the fresh job behind them.
 func TestExpiredBatchDoesNotHideLaterJobs(t *testing.T) {
+	t.Parallel()
 	var offset atomic.Int64
 	now := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
 	r := newRigAt(t, Config{MaxInflight: 4}, now)
@@ -42,6 +43,7 @@ func TestExpiredBatchDoesNotHideLaterJobs(t *testing.T) {
 // A link whose token was revoked while it waited to say hello is refused
 // (4501) without knocking the device's live link off.
 func TestStaleLinkDoesNotReplaceTheLiveOne(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, Config{})
 	old := r.pair("pixel-1")
 	stale, _, err := r.dial(old, nil) // upgraded on the old token, hello not yet sent

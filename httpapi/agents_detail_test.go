@@ -71,6 +71,7 @@ func (a *detailAgent) errorsSeen() []proto.Error {
 // reported there is one message.delivered event. Another company gets 404;
 // an unknown detail is refused; an SMS keeps no detail.
 func TestAgentReadDetail(t *testing.T) {
+	t.Parallel()
 	rc := webhooktest.NewReceiver(t, true, nil)
 	e := newWebhookEnv(t, whConfig(rc), roomy)
 	a := e.newCompany("Acme", "owner@acme.test")

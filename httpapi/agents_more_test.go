@@ -18,6 +18,7 @@ import (
 // gap within the configured 2-5 s and not all equal, measured on the
 // injected clock.
 func TestAgentGapAndJitter(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	ag := e.runAgent(e.pairPhone(a.apiKey, "agent-a"), "agent-a", []string{waNumber}, nil, false)
@@ -79,6 +80,7 @@ func TestAgentGapAndJitter(t *testing.T) {
 // TestAgentPatchAndPause: PATCH sets caps, gap and status; a paused number
 // refuses sends with 403 number_paused; bad values name the field.
 func TestAgentPatchAndPause(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	e.runAgent(e.pairPhone(a.apiKey, "agent-a"), "agent-a", []string{waNumber}, []string{imHandle}, false)
@@ -129,6 +131,7 @@ func TestAgentPatchAndPause(t *testing.T) {
 // nor sends through one's numbers and messages: 404 on every route. The
 // same number announced by both companies gets two records.
 func TestAgentTenantIsolation(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	b := e.newCompany("Bolt", "owner@bolt.test")
@@ -174,6 +177,7 @@ func TestAgentTenantIsolation(t *testing.T) {
 // imessage.received to the entries whose channels, wa_numbers and
 // im_handles take them; sims does not scope them.
 func TestAgentInboundToWebhooks(t *testing.T) {
+	t.Parallel()
 	rc := webhooktest.NewReceiver(t, true, nil)
 	e := newWebhookEnv(t, whConfig(rc), roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
@@ -248,6 +252,7 @@ func TestAgentInboundToWebhooks(t *testing.T) {
 // TestAgentConcurrentSendsTakeEachSlotOnce: sends racing for a new number's
 // four slots a minute: exactly four are accepted and stored.
 func TestAgentConcurrentSendsTakeEachSlotOnce(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	e.runAgent(e.pairPhone(a.apiKey, "agent-a"), "agent-a", []string{waNumber}, nil, false)
@@ -276,6 +281,7 @@ func TestAgentConcurrentSendsTakeEachSlotOnce(t *testing.T) {
 // offline are accepted and wait; the agent gets them when it comes back;
 // ones left past their TTL expire like SMS.
 func TestAgentOfflineSendsWaitAndExpire(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	reg := e.pairPhone(a.apiKey, "agent-a")
@@ -310,6 +316,7 @@ func TestAgentOfflineSendsWaitAndExpire(t *testing.T) {
 // message.* events too, naming their number or handle (the SMS fields
 // null), and wa_numbers/im_handles scope them as they scope inbound.
 func TestAgentStatusEvents(t *testing.T) {
+	t.Parallel()
 	rc := webhooktest.NewReceiver(t, true, nil)
 	e := newWebhookEnv(t, whConfig(rc), roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
@@ -347,6 +354,7 @@ func TestAgentStatusEvents(t *testing.T) {
 // the number shows offline and its sends wait for an agent that announces
 // it again, instead of going to one that cannot send them.
 func TestAgentLetsGoOfANumberItNoLongerAnnounces(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	reg := e.pairPhone(a.apiKey, "agent-a")

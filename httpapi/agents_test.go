@@ -17,6 +17,7 @@ const (
 // halved caps and sent_today; a number moving to another agent of the
 // company keeps its id.
 func TestAgentNumbersStableAcrossReconnectsAndAgents(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	regA := e.pairPhone(a.apiKey, "agent-a")
@@ -62,6 +63,7 @@ func TestAgentNumbersStableAcrossReconnectsAndAgents(t *testing.T) {
 // reports move them through the SMS statuses, readable per message and in
 // the number's history.
 func TestAgentSendFramesTextAndMedia(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	ag := e.runAgent(e.pairPhone(a.apiKey, "agent-a"), "agent-a", []string{waNumber}, []string{imHandle}, true)
@@ -129,6 +131,7 @@ func TestAgentSendFramesTextAndMedia(t *testing.T) {
 
 // TestAgentSendValidation: every field of a send is checked and named.
 func TestAgentSendValidation(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	e.runAgent(e.pairPhone(a.apiKey, "agent-a"), "agent-a", []string{waNumber}, []string{imHandle}, false)
@@ -181,6 +184,7 @@ func TestAgentSendValidation(t *testing.T) {
 
 // TestAgentIdempotency: the same Idempotency-Key answers the first send again and queues nothing new.
 func TestAgentIdempotency(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	e.runAgent(e.pairPhone(a.apiKey, "agent-a"), "agent-a", []string{waNumber}, nil, false)
@@ -211,6 +215,7 @@ func TestAgentIdempotency(t *testing.T) {
 // old number's ninth answer 429 number_capped with the true Retry-After, and
 // the send after Retry-After passes.
 func TestAgentCapsAndRetryAfter(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	ag := e.runAgent(e.pairPhone(a.apiKey, "agent-a"), "agent-a", []string{waNumber}, []string{imHandle}, false)

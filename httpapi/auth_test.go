@@ -27,6 +27,7 @@ func signupBody(email, password string) map[string]any {
 }
 
 func TestSignupValidation(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	cases := []struct {
 		name  string
@@ -60,6 +61,7 @@ func TestSignupValidation(t *testing.T) {
 }
 
 func TestSignupVerifyLogin(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	email := "owner@acme.test"
 	r := e.do(call{method: "POST", path: "/auth/signup", body: signupBody(email, goodPassword)})
@@ -117,6 +119,7 @@ func TestSignupVerifyLogin(t *testing.T) {
 }
 
 func TestRefreshRotationAndReuse(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	c := e.newCompany("Acme", "owner@acme.test")
 
@@ -145,6 +148,7 @@ func TestRefreshRotationAndReuse(t *testing.T) {
 }
 
 func TestAccessTokenChecks(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	c := e.newCompany("Acme", "owner@acme.test")
 	e.want(e.do(call{method: "GET", path: "/users/me", token: c.access}), http.StatusOK, "")
@@ -170,6 +174,7 @@ func TestAccessTokenChecks(t *testing.T) {
 }
 
 func TestForgotAndResetPassword(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	c := e.newCompany("Acme", "owner@acme.test")
 	before := len(e.inbox.Messages())
@@ -212,6 +217,7 @@ func TestForgotAndResetPassword(t *testing.T) {
 }
 
 func TestVerificationLinkExpires(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	e.want(e.do(call{method: "POST", path: "/auth/signup", body: signupBody("late@acme.test", goodPassword)}), http.StatusCreated, "")
 	tok := mailtest.LinkToken(e.inbox.WaitFor(t, "late@acme.test", 10*time.Second).Text, "/verify-email")

@@ -27,6 +27,7 @@ func withAdminToken(c *httpapi.Config) { c.AdminToken = testAdminToken }
 // keys) goes only to the operator's token; everyone else, a company admin
 // and its API key included, sees the unknown-route 404.
 func TestBackupIsTheOperatorsAlone(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy, withAdminToken)
 	a := e.newCompany("Acme", "owner@acme.test")
 	m := usersJoin(t, e, a.access, "Mia", "mia@acme.test", "member")
@@ -104,6 +105,7 @@ func TestBackupIsTheOperatorsAlone(t *testing.T) {
 // TestBackupGuessesSpendTheCredentialWindow: wrong tokens count in the
 // per-IP credential window, so the route is no oracle for the token.
 func TestBackupGuessesSpendTheCredentialWindow(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, withAdminToken, func(c *httpapi.Config) {
 		c.GeneralRate = pacing.Rate{Limit: 1000, Window: time.Minute}
 		c.AuthRate = pacing.Rate{Limit: 3, Window: 15 * time.Minute}
@@ -123,6 +125,7 @@ func TestBackupGuessesSpendTheCredentialWindow(t *testing.T) {
 // TestCompanyExport: an admin gets the own company's data and nothing of
 // another company's or of the server's secrets.
 func TestCompanyExport(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	b := e.newCompany("Beta Secret Co", "owner@beta.test")
@@ -251,6 +254,7 @@ func TestCompanyExport(t *testing.T) {
 // The public metrics do not tell whether, or how often, the operator took a
 // backup, nor that strangers knocked on the route.
 func TestBackupStaysOutOfMetrics(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy, withAdminToken)
 	e.want(e.do(call{method: "GET", path: "/admin/backup", token: testAdminToken}), http.StatusOK, "")
 	e.want(e.do(call{method: "GET", path: "/admin/backup"}), http.StatusNotFound, "not_found")
@@ -265,6 +269,7 @@ func TestBackupStaysOutOfMetrics(t *testing.T) {
 // iMessage handles, opt-outs, and the agent fields of messages - and only
 // the company's own; a company that never used them gets none of the keys.
 func TestCompanyExportOfAgentNumbersAndOptOuts(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	b := e.newCompany("Beta", "owner@beta.test")

@@ -16,6 +16,7 @@ import (
 // The built-in plans are the contract's, with their amounts in cents; the
 // hidden unlimited plan is not listed.
 func TestBillingPlansAreTheContracts(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	a := e.newCompany("Acme", "ana@acme.example")
 	r := e.do(call{method: "GET", path: "/plans", token: a.access})
@@ -56,6 +57,7 @@ func TestBillingPlansAreTheContracts(t *testing.T) {
 // skip_trial), portal is 409 billing_disabled, members get 403, another
 // company sees nothing of it.
 func TestBillingSelfHostedSubscribe(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	a := e.newCompany("Acme", "ana@acme.example")
 	b := e.newCompany("Beta", "bo@beta.example")
@@ -114,7 +116,8 @@ func tinyPlans(t *testing.T) []billing.Plan {
 // send routes, stores nothing, and starts again with the next calendar month.
 // The device limit refuses the registration after the last allowed device.
 func TestBillingLimitsAtTheirBoundaries(t *testing.T) {
-	e := newBillingEnv(t, store.Options{}, webhook.Config{}, billing.Config{Plans: tinyPlans(t), DefaultPlan: "tiny"})
+	t.Parallel()
+	e := newBillingEnv(t, store.Options{BulkLoad: true}, webhook.Config{}, billing.Config{Plans: tinyPlans(t), DefaultPlan: "tiny"})
 	a := e.newCompany("Acme", "ana@acme.example")
 	b := e.newCompany("Beta", "bo@beta.example")
 	e.pairPhone(a.apiKey, "a-phone-1")
@@ -170,6 +173,7 @@ func TestBillingLimitsAtTheirBoundaries(t *testing.T) {
 
 // A plans file is checked at start; the error names the plan and the field.
 func TestBillingPlansFileValidation(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "plans.json")
 	if err := os.WriteFile(path, []byte(`{"plans":[{"id":"gold","name":"Gold","price":{"amount":100,"currency":"USD","interval":"month"},"features":[],"limits":{"messages_per_month":null,"devices":1}}]}`), 0o600); err != nil {
 		t.Fatal(err)

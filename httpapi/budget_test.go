@@ -68,9 +68,10 @@ func (bp *budgetPhone) answers() (acks int, errs []proto.Error) {
 // refused messages stay on the phone (not acknowledged), and sends through
 // the API are refused with 429 until the budget renews.
 func TestInboundFloodIsBoundedByTheStorageBudget(t *testing.T) {
+	t.Parallel()
 	rc := webhooktest.NewReceiver(t, true, nil)
 	const budget = 1 << 20
-	e := newStoreEnv(t, store.Options{CompanyDailyStorage: budget}, whConfig(rc), roomy)
+	e := newStoreEnv(t, store.Options{BulkLoad: true, CompanyDailyStorage: budget}, whConfig(rc), roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	var entries []map[string]any
 	for i := range 20 {
@@ -141,6 +142,7 @@ func TestInboundFloodIsBoundedByTheStorageBudget(t *testing.T) {
 // An inbound text over MaxInboundChars is refused with validation_failed
 // naming the field; one at the bound is stored.
 func TestInboundTextBound(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	bp := e.runBudgetPhone(e.pairPhone(a.apiKey, "long-phone"))
@@ -162,7 +164,8 @@ func TestInboundTextBound(t *testing.T) {
 // daily storage budget, and once it is spent they answer 429 like a send,
 // while another company pairs and invites as before.
 func TestPairingAndInvitesCountAgainstTheBudget(t *testing.T) {
-	e := newStoreEnv(t, store.Options{CompanyDailyStorage: 64 << 10}, webhook.Config{}, roomy)
+	t.Parallel()
+	e := newStoreEnv(t, store.Options{BulkLoad: true, CompanyDailyStorage: 64 << 10}, webhook.Config{}, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	b := e.newCompany("Beta", "owner@beta.test")
 	var refused resp

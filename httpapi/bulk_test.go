@@ -25,6 +25,7 @@ func bulkBody(fp string, n int) map[string]any {
 // them in that order; the same Idempotency-Key queues nothing new; the
 // rate limit counts the request once.
 func TestBulkSend(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	b := e.newCompany("Other", "owner@other.test")
@@ -131,7 +132,8 @@ func TestBulkSend(t *testing.T) {
 // The plan's message limit counts every message of a bulk send: one that
 // does not fit whole stores nothing; one that fits is stored whole.
 func TestBulkSendPlanLimitAllOrNone(t *testing.T) {
-	e := newBillingEnv(t, store.Options{}, webhook.Config{}, billing.Config{Plans: tinyPlans(t), DefaultPlan: "tiny"}, roomy)
+	t.Parallel()
+	e := newBillingEnv(t, store.Options{BulkLoad: true}, webhook.Config{}, billing.Config{Plans: tinyPlans(t), DefaultPlan: "tiny"}, roomy)
 	a := e.newCompany("Acme", "ana@acme.example")
 	e.pairPhone(a.apiKey, "a-phone")
 	e.want(e.do(call{method: "POST", path: "/chat/send", token: a.apiKey, body: sendBody("a-phone", "+15551234567", "one", "")}), http.StatusOK, "")
@@ -151,7 +153,8 @@ func TestBulkSendPlanLimitAllOrNone(t *testing.T) {
 
 // The daily storage budget counts a bulk send's sum: over it, nothing is stored.
 func TestBulkSendStorageBudgetAllOrNone(t *testing.T) {
-	e := newStoreEnv(t, store.Options{CompanyDailyStorage: 200 << 10}, webhook.Config{}, roomy)
+	t.Parallel()
+	e := newStoreEnv(t, store.Options{BulkLoad: true, CompanyDailyStorage: 200 << 10}, webhook.Config{}, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	e.pairPhone(a.apiKey, "a-phone")
 	used, err := e.store.StorageUsed(uint64(a.id), e.clock.Now())

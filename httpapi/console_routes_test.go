@@ -9,6 +9,7 @@ import (
 // routes are the root, /console and what is under it, the two pages
 // e-mailed links open and the site's icon; no API route lives there.
 func TestConsoleShadowsNoAPIRoute(t *testing.T) {
+	t.Parallel()
 	s := newOpenAPITestServer(t)
 	for _, key := range s.RouteKeys() {
 		_, path, _ := strings.Cut(key, " ")

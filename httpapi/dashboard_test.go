@@ -33,6 +33,7 @@ func (e *env) waitStatus(key, queueID, status string) {
 }
 
 func TestDashboardAndAnalyticsCountWhatHappened(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	b := e.newCompany("Other", "owner@other.test")
@@ -208,6 +209,7 @@ func TestDashboardAndAnalyticsCountWhatHappened(t *testing.T) {
 }
 
 func TestAnalyticsRefusesBadRanges(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	// Account events reach the activity list too, newest first.

@@ -6,6 +6,7 @@ import (
 )
 
 func TestErrorBodies(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	c := e.newCompany("Acme", "owner@acme.test")
 	big := `{"name":"` + strings.Repeat("a", 1<<20) + `"}`

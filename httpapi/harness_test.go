@@ -63,10 +63,13 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 // newWebhookEnv is newEnv with the webhook service's configuration.
 func newWebhookEnv(t *testing.T, wcfg webhook.Config, opts ...envOption) *env {
 	t.Helper()
-	return newStoreEnv(t, store.Options{}, wcfg, opts...)
+	return newStoreEnv(t, store.Options{BulkLoad: true}, wcfg, opts...)
 }
 
-// newStoreEnv is newWebhookEnv with the store's options.
+// newStoreEnv is newWebhookEnv with the store's options. The API's tests are
+// about answers, not about what survives a power cut (cmd/simrelay's crash
+// tests are), so they open their stores with BulkLoad: no fsync per commit,
+// which on a busy disk was much of their time. The soak test keeps the fsync.
 func newStoreEnv(t *testing.T, sopt store.Options, wcfg webhook.Config, opts ...envOption) *env {
 	t.Helper()
 	return newBillingEnv(t, sopt, wcfg, billing.Config{}, opts...)
@@ -96,7 +99,9 @@ func newBillingEnv(t *testing.T, sopt store.Options, wcfg webhook.Config, bcfg b
 	go func() { defer close(done); _ = mailer.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	accounts, err := account.New(account.Config{PublicURL: publicURL}, st, mailer, log, clk.Now)
+	// Cheap password hashes: the tests sign up and in often, and one hash at
+	// the server's cost takes about a second of CPU under -race.
+	accounts, err := account.New(account.Config{PublicURL: publicURL, PasswordTime: 1, PasswordMemory: 64}, st, mailer, log, clk.Now)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 // TestHeadWhereverGet: every GET route of the OpenAPI document answers HEAD
 // with GET's status and headers and no body (uptime monitors use HEAD).
 func TestHeadWhereverGet(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy, withAdminToken)
 	c := e.newCompany("Acme", "owner@acme.test")
 	var doc struct {

@@ -13,6 +13,7 @@ import (
 // end, however (page-1)*limit would wrap round: an empty page with the
 // conversation's total and page count.
 func TestHistoryHugePage(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	e.pairPhone(a.apiKey, "a-phone")
@@ -52,6 +53,7 @@ func TestHistoryHugePage(t *testing.T) {
 // number (a name, a short code) is matched as written, and so is any
 // value a conversation exists under (a national number the phone gave).
 func TestHistoryQueryPhone(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	phone := e.runPhone(e.pairPhone(a.apiKey, "a-phone"), "BOTH", false)

@@ -42,6 +42,7 @@ func invitesKeys(m map[string]any) []string {
 // company's business: it blocks nobody's signup, and inviting says nothing
 // about whether an address has an account elsewhere.
 func TestInvitationHoldsNoAddress(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	b := e.newCompany("Beta", "owner@beta.test")

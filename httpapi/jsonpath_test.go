@@ -7,6 +7,7 @@ import (
 )
 
 func TestJSONPathOfTypeErrors(t *testing.T) {
+	t.Parallel()
 	type sim struct {
 		Slot    string `json:"slot"`
 		Carrier string `json:"carrier"`

@@ -89,6 +89,7 @@ func newOpenAPITestServer(t *testing.T) *Server {
 // TestOpenAPIMatchesRoutes keeps the document and the route table in step:
 // every JSON route is documented and every documented operation is routed.
 func TestOpenAPIMatchesRoutes(t *testing.T) {
+	t.Parallel()
 	s := newOpenAPITestServer(t)
 	routes := make(map[string]bool)
 	consoleSeen := make(map[string]bool)
@@ -128,6 +129,7 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 
 // TestOpenAPIDocument checks the document's own consistency.
 func TestOpenAPIDocument(t *testing.T) {
+	t.Parallel()
 	doc := loadOpenAPI(t)
 	if v, _ := doc["openapi"].(string); !strings.HasPrefix(v, "3.1") {
 		t.Errorf("openapi = %q, want 3.1.x", v)
@@ -206,6 +208,7 @@ func TestOpenAPIDocument(t *testing.T) {
 // TestOpenAPIErrorCodes keeps the Error schema's enum equal to the catalog,
 // and the error examples of every operation under the status of their code.
 func TestOpenAPIErrorCodes(t *testing.T) {
+	t.Parallel()
 	doc := loadOpenAPI(t)
 	enum, ok := lookupOpenAPIPointer(doc, "#/components/schemas/Error/properties/error/enum")
 	list, _ := enum.([]any)

@@ -8,6 +8,7 @@ import (
 )
 
 func TestProbesMetricsAndDocument(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.want(e.do(call{method: "GET", path: "/healthz"}), http.StatusOK, "")
 	if r := e.do(call{method: "GET", path: "/readyz"}); r.Status != http.StatusOK || r.str("status") != "ready" {

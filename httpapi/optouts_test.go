@@ -29,6 +29,7 @@ func (e *env) optOuts(token string) []map[string]any {
 // refuses the number with 403 recipient_opted_out; START takes it off; the
 // company switch turns the keywords off; another company is not touched.
 func TestOptOutKeywordsAndEverySendPath(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	b := e.newCompany("Other", "owner@other.test")
@@ -95,6 +96,7 @@ func TestOptOutKeywordsAndEverySendPath(t *testing.T) {
 // The list routes: add (201, then 200), list in number order with paging,
 // remove (200, then 404); each company sees its own list only.
 func TestOptOutRoutes(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	b := e.newCompany("Other", "owner@other.test")
@@ -136,6 +138,7 @@ func TestOptOutRoutes(t *testing.T) {
 // it: at its time the message becomes failed (recipient_opted_out), with a
 // message.failed event; the phone is never handed it.
 func TestOptOutBeforeScheduledDispatch(t *testing.T) {
+	t.Parallel()
 	rc := webhooktest.NewReceiver(t, true, nil)
 	e := newWebhookEnv(t, whConfig(rc), roomy)
 	a := e.newCompany("Acme", "owner@acme.test")

@@ -168,6 +168,7 @@ func (e *env) phonesWaitClosed(vp *vphone, code int) {
 }
 
 func TestPairingCodeAndQR(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	b := e.newCompany("Other", "owner@other.test")
@@ -256,6 +257,7 @@ func TestPairingCodeAndQR(t *testing.T) {
 }
 
 func TestRegisterDeviceAnswer(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	memberID, memberAccess := e.phonesInviteMember(a, "max@acme.test")
@@ -317,6 +319,7 @@ func TestRegisterDeviceAnswer(t *testing.T) {
 }
 
 func TestRegisterDeviceErrors(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	b := e.newCompany("Other", "owner@other.test")
@@ -378,6 +381,7 @@ func TestRegisterDeviceErrors(t *testing.T) {
 }
 
 func TestReRegisterRevokesOldToken(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	old := e.pairPhone(a.apiKey, "re-phone")
@@ -418,6 +422,7 @@ func keysOfList(m map[string]map[string]any) []string {
 }
 
 func TestDeviceLists(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	b := e.newCompany("Other", "owner@other.test")
@@ -488,6 +493,7 @@ func TestDeviceLists(t *testing.T) {
 }
 
 func TestDevicePatch(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	b := e.newCompany("Other", "owner@other.test")
@@ -566,6 +572,7 @@ func TestDevicePatch(t *testing.T) {
 }
 
 func TestDeviceDelete(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	b := e.newCompany("Other", "owner@other.test")
@@ -598,6 +605,7 @@ func TestDeviceDelete(t *testing.T) {
 }
 
 func TestPhoneSocketRateLimitPerDevice(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t) // the default limits: 100 a minute
 	a := e.newCompany("Acme", "owner@acme.test")
 	one := e.pairPhone(a.apiKey, "rl-one")
@@ -662,6 +670,7 @@ func (e *env) phonesHelloOutcome(ws *websocket.Conn) (welcomed bool, code websoc
 // was registered again, disabled or deleted before its hello, must not
 // become a live link: it ends at its hello with the code the phone must see.
 func TestDeviceChangedDuringHello(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		change func(e *env, apiKey string)

@@ -26,6 +26,7 @@ func limitHeaders(t *testing.T, r resp) (limit, remaining, reset int) {
 }
 
 func TestGeneralLimit(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	c := e.newCompany("Acme", "owner@acme.test")
 
@@ -69,6 +70,7 @@ func TestGeneralLimit(t *testing.T) {
 }
 
 func TestHeadersOnEveryCountedAnswer(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	for _, c := range []call{
 		{method: "GET", path: "/company"},                     // 401: no credential
@@ -95,6 +97,7 @@ func TestHeadersOnEveryCountedAnswer(t *testing.T) {
 }
 
 func TestAuthLimit(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	login := call{method: "POST", path: "/auth/login", body: map[string]any{"email": "nobody@acme.test", "password": "Whatever-123"}}
 	for i := 1; i <= 15; i++ {
@@ -117,6 +120,7 @@ func TestAuthLimit(t *testing.T) {
 }
 
 func TestForgedForwardedForChangesNothing(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	for i := 1; i <= 16; i++ {
 		r := e.do(call{method: "POST", path: "/auth/forgot-password", body: map[string]any{"email": "a@b.co"},
@@ -132,6 +136,7 @@ func TestForgedForwardedForChangesNothing(t *testing.T) {
 }
 
 func TestTrustedProxyForwardedFor(t *testing.T) {
+	t.Parallel()
 	_, loopback, _ := net.ParseCIDR("127.0.0.0/8")
 	e := newEnv(t, func(c *httpapi.Config) { c.TrustedProxies = []*net.IPNet{loopback} })
 	forgot := func(ip string) resp {
@@ -154,6 +159,7 @@ func TestTrustedProxyForwardedFor(t *testing.T) {
 // An IPv6 client picks any address of its /64: the whole /64 is one client
 // for the limits, so fresh addresses buy no fresh windows.
 func TestIPv6ClientIsItsSlash64(t *testing.T) {
+	t.Parallel()
 	_, loopback, _ := net.ParseCIDR("127.0.0.0/8")
 	e := newEnv(t, func(c *httpapi.Config) { c.TrustedProxies = []*net.IPNet{loopback} })
 	forgot := func(ip string) resp {
@@ -176,6 +182,7 @@ func TestIPv6ClientIsItsSlash64(t *testing.T) {
 // request with a credential keeps a window of its own all the same, so a
 // flood of fresh addresses cannot throttle a company's API key.
 func TestAddressFloodLeavesCredentialsTheirOwnWindow(t *testing.T) {
+	t.Parallel()
 	_, loopback, _ := net.ParseCIDR("127.0.0.0/8")
 	e := newEnv(t, func(c *httpapi.Config) {
 		c.TrustedProxies = []*net.IPNet{loopback}

@@ -17,6 +17,7 @@ func scheduledBody(fp, to, text string, at time.Time) map[string]any {
 // queued at its time, and its TTL counts from send_at. Bad send_at values
 // name the field.
 func TestScheduledSend(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	b := e.newCompany("Other", "owner@other.test")
@@ -90,6 +91,7 @@ func TestScheduledSend(t *testing.T) {
 // reaches a phone; once the phone took it, or after a cancel, it is 409;
 // another company's id is 404.
 func TestCancelScheduledAndQueued(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	b := e.newCompany("Other", "owner@other.test")
@@ -131,6 +133,7 @@ func TestCancelScheduledAndQueued(t *testing.T) {
 
 // Deleting a device fails its scheduled messages at once, as its queued ones.
 func TestDeletedDeviceFailsScheduled(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	e.pairPhone(a.apiKey, "a-phone")
@@ -151,6 +154,7 @@ func TestDeletedDeviceFailsScheduled(t *testing.T) {
 // A bulk send with send_at schedules every message; at its time they all
 // reach the phone, in the request's order.
 func TestScheduledBulkSend(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	phone := e.runPhone(e.pairPhone(a.apiKey, "a-phone"), "BOTH", false)

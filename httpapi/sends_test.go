@@ -70,6 +70,7 @@ var allStatusEvents = []string{"message.sent", "message.delivered", "message.fai
 // entry written as the specification shows (no events) and another company
 // get none.
 func TestStatusEventsOptInOncePerChange(t *testing.T) {
+	t.Parallel()
 	rc := webhooktest.NewReceiver(t, true, nil)
 	e := newWebhookEnv(t, whConfig(rc), roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
@@ -196,6 +197,7 @@ func TestStatusEventsOptInOncePerChange(t *testing.T) {
 
 // An entry that asks for message.expired gets it; an unknown event type is refused.
 func TestStatusEventsExpiredAndValidation(t *testing.T) {
+	t.Parallel()
 	rc := webhooktest.NewReceiver(t, true, nil)
 	e := newWebhookEnv(t, whConfig(rc), roomy)
 	a := e.newCompany("Acme", "owner@acme.test")

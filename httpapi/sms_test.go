@@ -31,6 +31,7 @@ func (e *env) queueStatus(key, queueID string) resp {
 }
 
 func TestSendShapesAndValidation(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	b := e.newCompany("Other", "owner@other.test")
@@ -97,6 +98,7 @@ func TestSendShapesAndValidation(t *testing.T) {
 }
 
 func TestDispatchAckStatusAndHistory(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	phone := e.runPhone(e.pairPhone(a.apiKey, "a-phone"), "BOTH", true)
@@ -149,6 +151,7 @@ func TestDispatchAckStatusAndHistory(t *testing.T) {
 }
 
 func TestFailureReportAndUnknownJob(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	phone := e.runPhone(e.pairPhone(a.apiKey, "a-phone"), "BOTH", false)
@@ -163,6 +166,7 @@ func TestFailureReportAndUnknownJob(t *testing.T) {
 }
 
 func TestStoreAndForwardAndResendAfterReconnect(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	reg := e.pairPhone(a.apiKey, "a-phone")
@@ -208,6 +212,7 @@ func TestStoreAndForwardAndResendAfterReconnect(t *testing.T) {
 }
 
 func TestAckWindow(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	reg := e.pairPhone(a.apiKey, "a-phone")
@@ -232,6 +237,7 @@ func TestAckWindow(t *testing.T) {
 }
 
 func TestIdempotencyKey(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	b := e.newCompany("Other", "owner@other.test")
@@ -263,6 +269,7 @@ func TestIdempotencyKey(t *testing.T) {
 }
 
 func TestHistoryPagingAndConversations(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	e.pairPhone(a.apiKey, "a-phone")
@@ -323,6 +330,7 @@ func TestHistoryPagingAndConversations(t *testing.T) {
 }
 
 func TestInboundStoredOnceAndListed(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	b := e.newCompany("Other", "owner@other.test")
@@ -384,6 +392,7 @@ func TestInboundStoredOnceAndListed(t *testing.T) {
 }
 
 func TestTTLExpiryAndDeletedDeviceQueue(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	reg := e.pairPhone(a.apiKey, "a-phone")
@@ -474,6 +483,7 @@ func mustJSON(t *testing.T, raw []byte, v any) {
 // A's job in an ack or status is refused by an error frame naming the job,
 // and A's message does not move. A malformed report is refused with its field.
 func TestForeignPhoneCannotTouchJobs(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	b := e.newCompany("Other", "owner@other.test")

@@ -13,6 +13,7 @@ import (
 	"github.com/simrelay/simrelay/android-protocol/client"
 	"github.com/simrelay/simrelay/device"
 	"github.com/simrelay/simrelay/sms"
+	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/webhook/webhooktest"
 )
 
@@ -29,9 +30,13 @@ const (
 // ended by the server on the way (no flood close, no slow close), while
 // another company's sends and inbound webhooks (to a real TLS receiver) keep
 // flowing. The drain rate is logged, not asserted.
+//
+// It runs alone, before the package's parallel tests, and its store syncs
+// every commit as the server's does: the links' deadlines are real, and the
+// logged rate is docs/performance.md's.
 func TestSoakFleetDrainsABacklog(t *testing.T) {
 	rc := webhooktest.NewReceiver(t, true, nil)
-	e := newWebhookEnv(t, whConfig(rc), roomy)
+	e := newStoreEnv(t, store.Options{}, whConfig(rc), roomy)
 	acme := e.newCompany("Acme", "owner@acme.test")
 	other := e.newCompany("Other", "owner@other.test")
 	ctx := context.Background()

@@ -76,7 +76,7 @@ func stripePlans() []billing.Plan {
 
 func newStripeEnv(t *testing.T, apiURL string) *env {
 	t.Helper()
-	return newBillingEnv(t, store.Options{}, webhook.Config{}, billing.Config{
+	return newBillingEnv(t, store.Options{BulkLoad: true}, webhook.Config{}, billing.Config{
 		Plans: stripePlans(), WebhookSecret: testWebhookSecret,
 		Provider: billing.NewStripe(billing.StripeConfig{Key: "sk_test_123", APIURL: apiURL, Timeout: 10 * time.Second}),
 	})
@@ -98,6 +98,7 @@ func (e *env) stripeEvent(id, typ string, created int64, object map[string]any) 
 // keeps (then reuses) the customer, portal answers a URL, members get 403,
 // the other company sees nothing.
 func TestStripeSubscribeAndPortal(t *testing.T) {
+	t.Parallel()
 	e := newStripeEnv(t, startStripeMock(t))
 	a := e.newCompany("Acme", "ana@acme.example")
 	b := e.newCompany("Beta", "bo@beta.example")
@@ -144,6 +145,7 @@ func TestStripeSubscribeAndPortal(t *testing.T) {
 // Every status through signed events, repeated and out of order; matched by
 // metadata, then by the stored customer; a bad signature is 400.
 func TestStripeWebhookTransitions(t *testing.T) {
+	t.Parallel()
 	e := newStripeEnv(t, "http://"+freeLoopbackAddr(t))
 	a := e.newCompany("Acme", "ana@acme.example")
 	b := e.newCompany("Beta", "bo@beta.example")
@@ -226,6 +228,7 @@ func TestStripeWebhookTransitions(t *testing.T) {
 // A Stripe that cannot be reached answers 502 payment_provider_error,
 // without Stripe's own words.
 func TestStripeUnreachable(t *testing.T) {
+	t.Parallel()
 	e := newStripeEnv(t, "http://"+freeLoopbackAddr(t))
 	a := e.newCompany("Acme", "ana@acme.example")
 	r := e.do(call{method: "POST", path: "/billing/subscribe", token: a.access, body: map[string]any{"plan_id": "starter"}})
@@ -250,6 +253,7 @@ func TestStripeUnreachable(t *testing.T) {
 // hide their state, news of a replaced subscription is ignored, and the plan
 // follows the subscription's price (a change made in the Billing Portal).
 func TestStripeEventsStayWithTheirCompany(t *testing.T) {
+	t.Parallel()
 	e := newStripeEnv(t, "http://"+freeLoopbackAddr(t))
 	a := e.newCompany("Acme", "ana@acme.example")
 	b := e.newCompany("Beta", "bo@beta.example")

@@ -14,6 +14,7 @@ import (
 // pairs the same handset. B must see nothing of A's, move none of A's jobs,
 // and get its own messages for client_ids A's phone used; A's history stays.
 func TestReusedFingerprintIsANewDevice(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	b := e.newCompany("Other", "owner@other.test")

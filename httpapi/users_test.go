@@ -169,6 +169,7 @@ func usersRole(t *testing.T, e *env, token string, id float64) string {
 }
 
 func TestUsersMeShapeAndAPIKey(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	c := e.newCompany("Acme", "owner@acme.test")
 	created := e.clock.Now().UTC().Format(usersTimeLayout)
@@ -187,6 +188,7 @@ func TestUsersMeShapeAndAPIKey(t *testing.T) {
 }
 
 func TestUsersMePatch(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	c := e.newCompany("Acme", "owner@acme.test")
 
@@ -233,6 +235,7 @@ func TestUsersMePatch(t *testing.T) {
 }
 
 func TestInviteSetPasswordAndLogin(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	c := e.newCompany("Acme", "owner@acme.test")
 	e.clock.Advance(123 * time.Millisecond)
@@ -301,6 +304,7 @@ func TestInviteSetPasswordAndLogin(t *testing.T) {
 }
 
 func TestInviteValidationAndConflicts(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	e.newCompany("Beta", "owner@beta.test")
@@ -360,6 +364,7 @@ func TestInviteValidationAndConflicts(t *testing.T) {
 }
 
 func TestMemberForbiddenOnAdminRoutes(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	c := e.newCompany("Acme", "owner@acme.test")
 	m := usersJoin(t, e, c.access, "Mia", "mia@acme.test", "member")
@@ -429,6 +434,7 @@ func TestMemberForbiddenOnAdminRoutes(t *testing.T) {
 }
 
 func TestCompanyIsolationOfUsers(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	b := e.newCompany("Beta", "owner@beta.test")
@@ -476,6 +482,7 @@ func TestCompanyIsolationOfUsers(t *testing.T) {
 }
 
 func TestRolesPromoteDemoteLastAdmin(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	c := e.newCompany("Acme", "owner@acme.test")
 	m := usersJoin(t, e, c.access, "Mia", "mia@acme.test", "member")
@@ -535,6 +542,7 @@ func TestRolesPromoteDemoteLastAdmin(t *testing.T) {
 }
 
 func TestRolesPendingAdminDoesNotCount(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	c := e.newCompany("Acme", "owner@acme.test")
 	// An invited admin who has not set a password cannot sign in, so cannot
@@ -556,6 +564,7 @@ func TestRolesPendingAdminDoesNotCount(t *testing.T) {
 }
 
 func TestRolesDeleteUser(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	c := e.newCompany("Acme", "owner@acme.test")
 	d := usersJoin(t, e, c.access, "Dee", "dee@acme.test", "member")
@@ -604,6 +613,7 @@ func TestRolesDeleteUser(t *testing.T) {
 }
 
 func TestAPIKeyGetAndRotate(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	c := e.newCompany("Acme", "owner@acme.test")
 	created := e.clock.Now().UTC().Format(usersTimeLayout)
@@ -660,6 +670,7 @@ func TestAPIKeyGetAndRotate(t *testing.T) {
 }
 
 func TestCompanyGetAndPatch(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	c := e.newCompany("Acme", "owner@acme.test")
 	m := usersJoin(t, e, c.access, "Mia", "mia@acme.test", "member")
@@ -731,6 +742,7 @@ func usersRaw(method, url, token string, body string) (int, error) {
 }
 
 func TestRolesConcurrentChangesKeepAnAdmin(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	c := e.newCompany("Acme", "owner@acme.test")
 	for round, op := range []struct{ method, body string }{{"PATCH", `{"role":"member"}`}, {"DELETE", ""}} {

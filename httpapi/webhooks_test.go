@@ -90,6 +90,7 @@ func (e *env) whLog(token, query string) []whAttempt {
 }
 
 func TestWebhookConfigurationAndSecret(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	b := e.newCompany("Other", "owner@other.test")
@@ -182,6 +183,7 @@ func TestWebhookConfigurationAndSecret(t *testing.T) {
 }
 
 func TestWebhookValidationNamesTheField(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	ok := map[string]any{"url": "https://hooks.example.com/sms"}
@@ -243,6 +245,7 @@ func TestWebhookValidationNamesTheField(t *testing.T) {
 // Without --webhook-allow-private, http and literal non-public hosts are
 // refused when the entry is saved.
 func TestWebhookPrivateAddressesRefusedAtPut(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	for _, u := range []string{
@@ -280,6 +283,7 @@ func TestWebhookPrivateAddressesRefusedAtPut(t *testing.T) {
 // An SMS from the reference phone reaches the receiver signed, with the
 // inbound message as the phone's ack names it.
 func TestWebhookDeliversAnInboundSMS(t *testing.T) {
+	t.Parallel()
 	rc := webhooktest.NewReceiver(t, true, nil)
 	e := newWebhookEnv(t, whConfig(rc), roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
@@ -344,6 +348,7 @@ func TestWebhookDeliversAnInboundSMS(t *testing.T) {
 // A receiver that fails gets the delivery again later: the same delivery id,
 // a fresh timestamp and signature. The log has one item per attempt.
 func TestWebhookRetriesWithAFreshSignature(t *testing.T) {
+	t.Parallel()
 	rc := webhooktest.NewReceiver(t, true, func(n int, _ *http.Request, _ http.ResponseWriter) int {
 		if n == 1 {
 			return http.StatusInternalServerError
@@ -407,6 +412,7 @@ func TestWebhookRetriesWithAFreshSignature(t *testing.T) {
 // The server (its webhook service) restarts between two attempts: the new
 // one, on the same store, delivers the retry.
 func TestWebhookRetryAfterRestart(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	up := false
 	rc := webhooktest.NewReceiver(t, true, func(int, *http.Request, http.ResponseWriter) int {
@@ -457,6 +463,7 @@ func TestWebhookRetryAfterRestart(t *testing.T) {
 // Scope: each message goes to exactly the active entries whose devices,
 // sims and channels take it.
 func TestWebhookScopeMatrix(t *testing.T) {
+	t.Parallel()
 	rc := webhooktest.NewReceiver(t, true, nil)
 	e := newWebhookEnv(t, whConfig(rc), roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
@@ -515,6 +522,7 @@ func TestWebhookScopeMatrix(t *testing.T) {
 
 // A 410 disables the entry; a 3xx is a failure and is not followed.
 func TestWebhookGoneDisablesAndRedirectFails(t *testing.T) {
+	t.Parallel()
 	rc := webhooktest.NewReceiver(t, true, func(_ int, r *http.Request, w http.ResponseWriter) int {
 		switch r.URL.Path {
 		case "/gone":
@@ -569,6 +577,7 @@ func TestWebhookGoneDisablesAndRedirectFails(t *testing.T) {
 // directly in the store as a DNS answer that changed after PUT would be) is
 // refused by the dialer: the receiver on loopback gets nothing.
 func TestWebhookLoopbackRefusedAtConnect(t *testing.T) {
+	t.Parallel()
 	rc := webhooktest.NewReceiver(t, true, nil)
 	e := newWebhookEnv(t, webhook.Config{RootCAs: rc.Pool(), Schedule: []time.Duration{time.Hour}}, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")

@@ -8,6 +8,7 @@ import (
 )
 
 func TestConfigValidate(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		cfg     Config
@@ -56,6 +57,7 @@ func TestConfigValidate(t *testing.T) {
 }
 
 func TestConfigHidesPassword(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		url          string
 		wantRedacted string

@@ -16,6 +16,7 @@ import (
 const publicURL = "https://sms.example.com"
 
 func TestSMTPDelivery(t *testing.T) {
+	t.Parallel()
 	inbox := mailtest.NewInbox(t)
 	st := openStore(t, t.TempDir())
 	log, _ := newLogger()
@@ -69,6 +70,7 @@ func TestSMTPDelivery(t *testing.T) {
 }
 
 func TestSMTPRetryThenDeliver(t *testing.T) {
+	t.Parallel()
 	inbox := mailtest.NewInbox(t)
 	inbox.FailNext(2)
 	st := openStore(t, t.TempDir())
@@ -98,6 +100,7 @@ func TestSMTPRetryThenDeliver(t *testing.T) {
 }
 
 func TestSMTPGivesUpAfterSchedule(t *testing.T) {
+	t.Parallel()
 	inbox := mailtest.NewInbox(t)
 	inbox.FailNext(100)
 	st := openStore(t, t.TempDir())
@@ -122,6 +125,7 @@ func TestSMTPGivesUpAfterSchedule(t *testing.T) {
 }
 
 func TestRestartDeliversPendingMail(t *testing.T) {
+	t.Parallel()
 	inbox := mailtest.NewInbox(t)
 	dir := t.TempDir()
 	log, _ := newLogger()
@@ -153,6 +157,7 @@ func TestRestartDeliversPendingMail(t *testing.T) {
 }
 
 func TestLogModeWritesMailToLog(t *testing.T) {
+	t.Parallel()
 	st := openStore(t, t.TempDir())
 	log, logs := newLogger()
 	s := newService(t, Config{PublicURL: publicURL}, st, log)
@@ -176,6 +181,7 @@ func TestLogModeWritesMailToLog(t *testing.T) {
 }
 
 func TestSendRefusesBadMessages(t *testing.T) {
+	t.Parallel()
 	good := Message{To: "ana@example.com", Subject: "Hello", Text: "Hi."}
 	tests := []struct {
 		name string
@@ -209,6 +215,7 @@ func TestSendRefusesBadMessages(t *testing.T) {
 }
 
 func TestSendWithoutWorkerDoesNotBlock(t *testing.T) {
+	t.Parallel()
 	st := openStore(t, t.TempDir())
 	s := newService(t, Config{}, st, nil)
 	for i := range 3 {
@@ -231,6 +238,7 @@ type brokenOutbox struct{ Outbox }
 func (brokenOutbox) AppendMail(*store.Mail) error { return errors.New("disk full") }
 
 func TestSendReportsOutboxFailure(t *testing.T) {
+	t.Parallel()
 	s := newService(t, Config{}, brokenOutbox{}, nil)
 	err := s.Send(context.Background(), Message{To: "ana@example.com", Subject: "Hello", Text: "Hi."})
 	if err == nil || !strings.Contains(err.Error(), "disk full") {
@@ -239,6 +247,7 @@ func TestSendReportsOutboxFailure(t *testing.T) {
 }
 
 func TestRunRefusesSecondWorker(t *testing.T) {
+	t.Parallel()
 	st := openStore(t, t.TempDir())
 	s := newService(t, Config{}, st, nil)
 	startWorker(t, s)
@@ -256,6 +265,7 @@ func TestRunRefusesSecondWorker(t *testing.T) {
 }
 
 func TestNewRefusesBadSetup(t *testing.T) {
+	t.Parallel()
 	st := openStore(t, t.TempDir())
 	tests := []struct {
 		name   string

@@ -10,6 +10,7 @@ import (
 )
 
 func TestTemplates(t *testing.T) {
+	t.Parallel()
 	// A token with every character that needs escaping in a query.
 	const token = "a b+c/d=e&f?g#h%i"
 	const escaped = "a+b%2Bc%2Fd%3De%26f%3Fg%23h%25i"
@@ -85,6 +86,7 @@ func TestTemplates(t *testing.T) {
 }
 
 func TestTemplatesTameNames(t *testing.T) {
+	t.Parallel()
 	m := Invite("https://sms.example.com", "Bo", "<b>Acme</b>\r\nBcc: x@evil.example", "Ana <script>alert(1)</script>", "tok", time.Hour)
 	if strings.ContainsAny(m.Subject, "\r\n") {
 		t.Errorf("subject: got %q, want a single line", m.Subject)
@@ -104,6 +106,7 @@ func TestTemplatesTameNames(t *testing.T) {
 }
 
 func TestHumanDuration(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		d    time.Duration
 		want string

@@ -18,6 +18,7 @@ const (
 )
 
 func TestSMTPOverTLS(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name  string
 		inbox []mailtest.Option
@@ -54,6 +55,7 @@ func TestSMTPOverTLS(t *testing.T) {
 // Failures that must not be papered over: an untrusted certificate, and a
 // server that would take the password without TLS.
 func TestSMTPRefusesUnsafeServers(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
 		inbox     []mailtest.Option

@@ -12,6 +12,7 @@ import (
 var govStart = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 
 func TestGovernorMinuteCapAndRetryAfter(t *testing.T) {
+	t.Parallel()
 	clk := testclock.New(govStart.Add(300 * time.Millisecond))
 	g := NewGovernor(rand.NewPCG(1, 2))
 	caps := Caps{PerMinute: 8, PerHour: 200, PerDay: 1000}
@@ -40,6 +41,7 @@ func TestGovernorMinuteCapAndRetryAfter(t *testing.T) {
 }
 
 func TestGovernorWarmupHalves(t *testing.T) {
+	t.Parallel()
 	g := NewGovernor(rand.NewPCG(1, 2))
 	caps := Caps{PerMinute: 8, PerHour: 200, PerDay: 1000}.Halved()
 	if caps != (Caps{4, 100, 500}) {
@@ -56,6 +58,7 @@ func TestGovernorWarmupHalves(t *testing.T) {
 }
 
 func TestGovernorReleaseAndHistory(t *testing.T) {
+	t.Parallel()
 	g := NewGovernor(rand.NewPCG(1, 2))
 	caps := Caps{PerMinute: 2}
 	r1, _ := g.Reserve(3, caps, govStart, nil)
@@ -91,6 +94,7 @@ func TestGovernorReleaseAndHistory(t *testing.T) {
 // sends: the dispatch that comes first must not stand in for the history,
 // or the number's windows would start empty.
 func TestGovernorHistoryAfterADispatchFirst(t *testing.T) {
+	t.Parallel()
 	g := NewGovernor(rand.NewPCG(1, 2))
 	if wait := g.Dispatch(3, Gap{}, govStart, time.Time{}); wait != 0 {
 		t.Fatalf("first dispatch: wait %v", wait)
@@ -104,6 +108,7 @@ func TestGovernorHistoryAfterADispatchFirst(t *testing.T) {
 }
 
 func TestGovernorDayWindow(t *testing.T) {
+	t.Parallel()
 	g := NewGovernor(rand.NewPCG(1, 2))
 	caps := Caps{PerDay: 3}
 	at := govStart.Add(7 * time.Minute) // inside the 10:00-10:15 bucket
@@ -118,6 +123,7 @@ func TestGovernorDayWindow(t *testing.T) {
 }
 
 func TestGovernorGapJitter(t *testing.T) {
+	t.Parallel()
 	clk := testclock.New(govStart)
 	g := NewGovernor(rand.NewPCG(42, 42))
 	gap := Gap{Min: 2 * time.Second, Max: 5 * time.Second}
@@ -194,6 +200,7 @@ func BenchmarkGovernorMemoryPerNumber(b *testing.B) {
 // After a restart the gap counts from the last job the number's agent took
 // (the store keeps it): the first dispatch waits out at least gap.Min.
 func TestGovernorGapSurvivesARestart(t *testing.T) {
+	t.Parallel()
 	g := NewGovernor(rand.NewPCG(1, 2))
 	gap := Gap{Min: 2 * time.Second, Max: 5 * time.Second}
 	if wait := g.Dispatch(7, gap, govStart, govStart.Add(-500*time.Millisecond)); wait != 1500*time.Millisecond {

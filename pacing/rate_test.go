@@ -7,6 +7,7 @@ import (
 )
 
 func TestParseRate(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		in   string
 		want Rate
@@ -34,6 +35,7 @@ func TestParseRate(t *testing.T) {
 }
 
 func TestParseRateErrors(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		in   string
 		want string // a fragment of the message
@@ -70,6 +72,7 @@ func TestParseRateErrors(t *testing.T) {
 }
 
 func TestRateString(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		in   Rate
 		want string
@@ -97,6 +100,7 @@ func TestRateString(t *testing.T) {
 }
 
 func TestRateValidate(t *testing.T) {
+	t.Parallel()
 	if err := (Rate{100, time.Minute}).Validate(); err != nil {
 		t.Errorf("Validate(100/1m): got %v, want nil", err)
 	}

@@ -11,6 +11,7 @@ import (
 )
 
 func TestTakeAllowsLimitThenRefuses(t *testing.T) {
+	t.Parallel()
 	clock := newFakeClock()
 	w := New(Rate{100, time.Minute}, clock.Now)
 	for i := 1; i <= 100; i++ {
@@ -31,6 +32,7 @@ func TestTakeAllowsLimitThenRefuses(t *testing.T) {
 }
 
 func TestResetCountsDownAndWindowRenews(t *testing.T) {
+	t.Parallel()
 	clock := newFakeClock()
 	w := New(Rate{2, time.Minute}, clock.Now)
 
@@ -61,6 +63,7 @@ func TestResetCountsDownAndWindowRenews(t *testing.T) {
 }
 
 func TestKeysAreIndependent(t *testing.T) {
+	t.Parallel()
 	clock := newFakeClock()
 	w := New(Rate{1, time.Minute}, clock.Now)
 	if r := w.Take("a"); !r.Allowed {
@@ -75,6 +78,7 @@ func TestKeysAreIndependent(t *testing.T) {
 }
 
 func TestWindowStartsAtFirstRequest(t *testing.T) {
+	t.Parallel()
 	clock := newFakeClock()
 	w := New(Rate{10, time.Minute}, clock.Now)
 
@@ -94,6 +98,7 @@ func TestWindowStartsAtFirstRequest(t *testing.T) {
 }
 
 func TestResetSeconds(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		reset time.Duration
 		want  int
@@ -116,6 +121,7 @@ func TestResetSeconds(t *testing.T) {
 }
 
 func TestNearer(t *testing.T) {
+	t.Parallel()
 	allowed := func(rem int, reset time.Duration) Result {
 		return Result{Limit: 100, Remaining: rem, Reset: reset, Allowed: true}
 	}
@@ -144,6 +150,7 @@ func TestNearer(t *testing.T) {
 }
 
 func TestTakeConcurrent(t *testing.T) {
+	t.Parallel()
 	const (
 		limit      = 1000
 		goroutines = 64
@@ -205,6 +212,7 @@ func TestTakeConcurrent(t *testing.T) {
 }
 
 func TestSweepDropsExpired(t *testing.T) {
+	t.Parallel()
 	clock := newFakeClock()
 	w := New(Rate{5, time.Minute}, clock.Now)
 	for i := range 100 {
@@ -241,6 +249,7 @@ func TestSweepDropsExpired(t *testing.T) {
 // Without any Sweep call, a stream of one-off keys must not grow the map
 // without bound: Take sweeps a shard as it grows.
 func TestTakeSweepsLazily(t *testing.T) {
+	t.Parallel()
 	clock := newFakeClock()
 	w := New(Rate{5, time.Second}, clock.Now)
 	const rounds, perRound = 10, 20_000
@@ -260,6 +269,7 @@ func TestTakeSweepsLazily(t *testing.T) {
 }
 
 func TestNewRejectsInvalidRate(t *testing.T) {
+	t.Parallel()
 	for _, r := range []Rate{{0, time.Minute}, {10, 0}, {10, time.Millisecond}} {
 		func() {
 			defer func() {
@@ -273,6 +283,7 @@ func TestNewRejectsInvalidRate(t *testing.T) {
 }
 
 func TestNewNilClockUsesTime(t *testing.T) {
+	t.Parallel()
 	w := New(Rate{1, time.Hour}, nil)
 	r := w.Take("k")
 	if !r.Allowed || r.Reset <= 59*time.Minute || r.Reset > time.Hour {
@@ -297,6 +308,7 @@ func BenchmarkTake(b *testing.B) {
 }
 
 func TestClientKey(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ in, want string }{
 		{"192.0.2.7", "192.0.2.7"},
 		{"::ffff:192.0.2.7", "192.0.2.7"},
@@ -316,6 +328,7 @@ func TestClientKey(t *testing.T) {
 // identities keep their own windows. Once windows end, new identities get
 // their own again.
 func TestMaxKeysBound(t *testing.T) {
+	t.Parallel()
 	clock := newFakeClock()
 	const maxKeys = numShards * 4
 	w := NewCapped(Rate{2, time.Minute}, clock.Now, maxKeys)

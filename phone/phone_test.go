@@ -3,6 +3,7 @@ package phone
 import "testing"
 
 func TestNormalize(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		in, want string
 		ok       bool

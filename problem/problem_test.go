@@ -11,6 +11,7 @@ import (
 // TestCatalogIsDocumented keeps docs/api.md's error table and the catalog in step:
 // every code with its status, and no documented code the server never sends.
 func TestCatalogIsDocumented(t *testing.T) {
+	t.Parallel()
 	doc, err := os.ReadFile("../docs/api.md")
 	if err != nil {
 		t.Fatal(err)
@@ -35,6 +36,7 @@ func TestCatalogIsDocumented(t *testing.T) {
 }
 
 func TestStatusOfUnknownCode(t *testing.T) {
+	t.Parallel()
 	if got := Code("made_up").Status(); got != http.StatusInternalServerError {
 		t.Errorf("got %d, want 500 for a code outside the catalog", got)
 	}

@@ -18,6 +18,7 @@ import (
 // bytes: at the limit in multi-byte text it is stored, one byte over (far
 // fewer characters) is refused.
 func TestInboundLimitsCountUTF8Bytes(t *testing.T) {
+	t.Parallel()
 	st := storetest.Open(t)
 	c := storetest.Company(t, st, "Acme", "a@acme.test")
 	dev := store.Device{Fingerprint: "pixel-1", CompanyID: c.ID, Name: "P", Status: store.DeviceActive, SelectedSIM: "BOTH", TokenHash: []byte("t"), CreatedAt: time.Now()}

@@ -6,6 +6,7 @@ import (
 )
 
 func TestSegments(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		text string

@@ -11,6 +11,7 @@ import (
 // agent of the same company naming another agent's number is refused and
 // nothing is stored; once the number moves to it, the same frame passes.
 func TestAgentInboundNeedsTheHolder(t *testing.T) {
+	t.Parallel()
 	s, err := Open(t.TempDir(), Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 // governor's slot was taken (here, over the daily storage budget) calls the
 // slot's undo, exactly once; an accepted send keeps its slot.
 func TestEnqueueAgentGivesTheSlotBack(t *testing.T) {
+	t.Parallel()
 	s, err := Open(t.TempDir(), Options{CompanyDailyStorage: 4000})
 	if err != nil {
 		t.Fatal(err)
@@ -63,6 +64,7 @@ func TestEnqueueAgentGivesTheSlotBack(t *testing.T) {
 // TestAnnounceNumbersLimit: a company's new numbers stop at the limit; known
 // ones still move between its agents.
 func TestAnnounceNumbersLimit(t *testing.T) {
+	t.Parallel()
 	s, err := Open(t.TempDir(), Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -88,6 +90,7 @@ func TestAnnounceNumbersLimit(t *testing.T) {
 // An agent's ack of a number's job is remembered on the number, so that the
 // governor's gap outlives a restart (pacing.Governor.Dispatch).
 func TestAckRecordsWhenTheNumberLastSent(t *testing.T) {
+	t.Parallel()
 	s, err := Open(t.TempDir(), Options{})
 	if err != nil {
 		t.Fatal(err)

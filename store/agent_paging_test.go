@@ -10,6 +10,7 @@ import (
 // end (an empty page), never the first page again by overflow, as on
 // /chat/messages.
 func TestAgentMessagesHugePage(t *testing.T) {
+	t.Parallel()
 	s, err := Open(t.TempDir(), Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 // to the budget passes, one byte more is refused whole, and the next UTC
 // day starts from zero.
 func TestDailyStorageBudget(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	at := time.Date(2026, 11, 22, 23, 59, 0, 0, time.UTC)
 	clock := func() time.Time { return at }
@@ -79,6 +80,7 @@ func TestDailyStorageBudget(t *testing.T) {
 // push, undoing the message would fail the whole batch); the company's next
 // message is refused.
 func TestBudgetCountsWebhookEvents(t *testing.T) {
+	t.Parallel()
 	at := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	s, err := Open(t.TempDir(), Options{CompanyDailyStorage: 2000})
 	if err != nil {
@@ -122,6 +124,7 @@ func TestBudgetCountsWebhookEvents(t *testing.T) {
 // no hook. (It returns nil from its closure, so that it never fails the
 // group-commit batch it shares with other writers.)
 func TestInboundRefusalWritesNothing(t *testing.T) {
+	t.Parallel()
 	at := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	s, err := Open(t.TempDir(), Options{CompanyDailyStorage: 1})
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 // some of which fail after writing: every good one is stored, no bad one
 // leaves a trace, and each caller gets its own outcome.
 func TestGroupCommitIsolatesAFailingWrite(t *testing.T) {
+	t.Parallel()
 	s := open(t, t.TempDir())
 	boom := errors.New("boom")
 	var wg sync.WaitGroup
@@ -51,6 +52,7 @@ func TestGroupCommitIsolatesAFailingWrite(t *testing.T) {
 }
 
 func TestGroupedAfterCloseIsRefused(t *testing.T) {
+	t.Parallel()
 	s, err := Open(t.TempDir(), Options{})
 	if err != nil {
 		t.Fatal(err)

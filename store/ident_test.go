@@ -10,6 +10,7 @@ import (
 // id; a registration after a delete, in the same company or another, gets
 // a new one; acts for a company or a link find only their own registration.
 func TestDeviceIDs(t *testing.T) {
+	t.Parallel()
 	s := open(t, t.TempDir())
 	a, _ := newCompany(t, s, "a@example.com", "ka")
 	b, _ := newCompany(t, s, "b@example.com", "kb")

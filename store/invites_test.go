@@ -12,6 +12,7 @@ import (
 // user entered the e-mail index comes out with only the addresses that
 // accounts hold (those with a password) in it.
 func TestMigrationTakesPendingInvitesOutOfTheIndex(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s, err := Open(dir, Options{})
 	if err != nil {

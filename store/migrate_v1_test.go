@@ -126,6 +126,7 @@ func readV1(t *testing.T, dir string) v1State {
 // history A's alone and none of it visible to company B, which holds A's old
 // fingerprint now.
 func TestMigrateV1Store(t *testing.T) {
+	t.Parallel()
 	dir := copyV1(t)
 	old := readV1(t, dir)
 	s := open(t, dir)
@@ -135,6 +136,7 @@ func TestMigrateV1Store(t *testing.T) {
 // TestMigrateV1ResumesAfterACrash moves the messages a few at a time, stops
 // half way as a crash would, and lets Open finish: the result is the same.
 func TestMigrateV1ResumesAfterACrash(t *testing.T) {
+	t.Parallel()
 	dir := copyV1(t)
 	old := readV1(t, dir)
 	db, err := bolt.Open(filepath.Join(dir, FileName), 0o600, nil)

@@ -94,6 +94,7 @@ func checkStats(t *testing.T, s *Store) {
 // TestMigrateV5CountsStoredMessages opens a store written before counters
 // existed and checks the backfilled counters against a walk of its messages.
 func TestMigrateV5CountsStoredMessages(t *testing.T) {
+	t.Parallel()
 	s, err := Open(copyV1(t), Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 )
 
 func TestPrunePairings(t *testing.T) {
+	t.Parallel()
 	s := open(t, t.TempDir())
 	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	codes := map[string]Pairing{
@@ -33,6 +34,7 @@ func TestPrunePairings(t *testing.T) {
 }
 
 func TestPruneTokenFamilies(t *testing.T) {
+	t.Parallel()
 	s := open(t, t.TempDir())
 	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	// Family "done": its one token was used and expired long ago.
@@ -73,6 +75,7 @@ func TestPruneTokenFamilies(t *testing.T) {
 }
 
 func TestPruneMail(t *testing.T) {
+	t.Parallel()
 	s := open(t, t.TempDir())
 	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	mails := []Mail{
@@ -100,6 +103,7 @@ func TestPruneMail(t *testing.T) {
 }
 
 func TestPruneStorageCounters(t *testing.T) {
+	t.Parallel()
 	s := open(t, t.TempDir())
 	c, _ := webhookFixture(t, s, "a@example.com", 0)
 	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)

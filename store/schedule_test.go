@@ -11,6 +11,7 @@ import (
 // in the queue after every id handed out, so a link's cursor past its id
 // still finds it. A canceled one leaves the index and is never released.
 func TestScheduleIndexAndQueuePlace(t *testing.T) {
+	t.Parallel()
 	s := open(t, t.TempDir())
 	c, _ := newCompany(t, s, "a@example.com", "k")
 	if err := s.ProvisionDevices([]Device{{Fingerprint: "fp", CompanyID: c.ID, Status: DeviceActive, SelectedSIM: "BOTH", TokenHash: []byte("t")}}); err != nil {

@@ -8,6 +8,7 @@ import (
 // A snapshot must leave its own size plus the headroom free: at the exact
 // boundary it is taken, one byte less refuses it.
 func TestSnapshotRoom(t *testing.T) {
+	t.Parallel()
 	for _, size := range []int64{4 << 20, 2 << 30} {
 		need := uint64(size) + SnapshotHeadroom(size)
 		if err := checkRoom("/data", need, size); err != nil {

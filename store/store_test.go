@@ -24,6 +24,7 @@ func open(t *testing.T, dir string) *Store {
 }
 
 func TestOpenLockedFailsFast(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	open(t, dir)
 	// A second open of a held file must give up at the timeout with a clear error.
@@ -38,12 +39,14 @@ func TestOpenLockedFailsFast(t *testing.T) {
 }
 
 func TestReadOnlyNeedsFile(t *testing.T) {
+	t.Parallel()
 	if _, err := Open(t.TempDir(), Options{ReadOnly: true}); err == nil {
 		t.Fatal("read-only open of an empty directory succeeded")
 	}
 }
 
 func TestSchemaVersionAndNewerFile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s, err := Open(dir, Options{})
 	if err != nil {
@@ -66,6 +69,7 @@ func TestSchemaVersionAndNewerFile(t *testing.T) {
 }
 
 func TestSecretIsStable(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s, _ := Open(dir, Options{})
 	a, err := s.Secret("jwt", 32)
@@ -95,6 +99,7 @@ func newCompany(t *testing.T, s *Store, email, keyHash string) (Company, User) {
 }
 
 func TestCompanyAndUsers(t *testing.T) {
+	t.Parallel()
 	s := open(t, t.TempDir())
 	c, admin := newCompany(t, s, "Ana@Example.com", "h1")
 	if c.ID == 0 || admin.ID == 0 || admin.CompanyID != c.ID || admin.Role != RoleAdmin {
@@ -170,6 +175,7 @@ func TestCompanyAndUsers(t *testing.T) {
 }
 
 func TestRefreshRotation(t *testing.T) {
+	t.Parallel()
 	s := open(t, t.TempDir())
 	_, u := newCompany(t, s, "a@example.com", "h")
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -188,6 +194,7 @@ func TestRefreshRotation(t *testing.T) {
 }
 
 func TestRefreshRaceHasOneWinner(t *testing.T) {
+	t.Parallel()
 	s := open(t, t.TempDir())
 	_, u := newCompany(t, s, "a@example.com", "h")
 	now := time.Now()
@@ -213,6 +220,7 @@ func TestRefreshRaceHasOneWinner(t *testing.T) {
 }
 
 func TestOneTimeTokens(t *testing.T) {
+	t.Parallel()
 	s := open(t, t.TempDir())
 	_, u := newCompany(t, s, "a@example.com", "h")
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -249,6 +257,7 @@ func TestOneTimeTokens(t *testing.T) {
 }
 
 func TestBackupIsAStore(t *testing.T) {
+	t.Parallel()
 	s := open(t, t.TempDir())
 	c, _ := newCompany(t, s, "a@example.com", "h")
 	dir := t.TempDir()
@@ -268,6 +277,7 @@ func TestBackupIsAStore(t *testing.T) {
 }
 
 func TestMailOutbox(t *testing.T) {
+	t.Parallel()
 	s := open(t, t.TempDir())
 	m := Mail{To: "a@example.com", Subject: "hi", State: MailPending}
 	if err := s.AppendMail(&m); err != nil || m.ID == 0 {
@@ -284,6 +294,7 @@ func TestMailOutbox(t *testing.T) {
 }
 
 func TestPruneIdempotency(t *testing.T) {
+	t.Parallel()
 	s := open(t, t.TempDir())
 	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	if err := s.db.Update(func(tx *bolt.Tx) error {
@@ -314,6 +325,7 @@ func TestPruneIdempotency(t *testing.T) {
 
 // A bbolt database of another program is refused, not adopted.
 func TestForeignBoltFileIsRefused(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	db, err := bolt.Open(filepath.Join(dir, FileName), 0o600, nil)
 	if err != nil {

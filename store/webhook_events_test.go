@@ -11,6 +11,7 @@ import (
 )
 
 func TestDeliveryBody(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ event, want string }{
 		{`{"type":"sms.received","data":{"a":1}}`, `{"id":"d-1","type":"sms.received","data":{"a":1}}`},
 		{`{}`, `{"id":"d-1"}`},
@@ -35,6 +36,7 @@ func countBucket(t *testing.T, s *Store, name []byte) int {
 // An event matched by 20 entries stores its body once; each delivery reads
 // it with its own id in front, and the body goes with the last delivery.
 func TestWebhookEventStoredOnce(t *testing.T) {
+	t.Parallel()
 	s := open(t, t.TempDir())
 	c, _ := webhookFixture(t, s, "a@example.com", 20)
 	at := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
@@ -102,6 +104,7 @@ func TestWebhookEventStoredOnce(t *testing.T) {
 // At the bound the event is queued; one delivery more and its deliveries
 // are failed lines of the log, with nothing stored for them.
 func TestWebhookOutboxBound(t *testing.T) {
+	t.Parallel()
 	s := open(t, t.TempDir())
 	c, _ := webhookFixture(t, s, "a@example.com", 2)
 	other, _ := webhookFixture(t, s, "b@example.com", 2)
@@ -157,6 +160,7 @@ func TestWebhookOutboxBound(t *testing.T) {
 // its whole body. Opening it moves each event's body into one record, and
 // every delivery still sends exactly the bytes it was enqueued with.
 func TestMigrateWebhookEvents(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s := open(t, dir)
 	c, set := webhookFixture(t, s, "a@example.com", 3)

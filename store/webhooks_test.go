@@ -51,6 +51,7 @@ func addDeliveries(s *Store, tx *bolt.Tx, companyID uint64, at time.Time) (int, 
 }
 
 func TestWebhookSetKeepsAndAssignsIDs(t *testing.T) {
+	t.Parallel()
 	s := open(t, t.TempDir())
 	c, set := webhookFixture(t, s, "a@example.com", 2)
 	if set.Entries[0].ID == 0 || set.Entries[1].ID == set.Entries[0].ID || set.Entries[0].CreatedAt.IsZero() {
@@ -87,6 +88,7 @@ func TestWebhookSetKeepsAndAssignsIDs(t *testing.T) {
 }
 
 func TestWebhookOutboxShareTheInboundTransaction(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s := open(t, dir)
 	c, _ := webhookFixture(t, s, "a@example.com", 2)
@@ -143,6 +145,7 @@ func TestWebhookOutboxShareTheInboundTransaction(t *testing.T) {
 }
 
 func TestWebhookDueIndexAndAttempts(t *testing.T) {
+	t.Parallel()
 	s := open(t, t.TempDir())
 	c, set := webhookFixture(t, s, "a@example.com", 1)
 	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
@@ -219,6 +222,7 @@ func TestWebhookDueIndexAndAttempts(t *testing.T) {
 }
 
 func TestPruneWebhookAttempts(t *testing.T) {
+	t.Parallel()
 	s := open(t, t.TempDir())
 	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	companies := map[uint64]int{}
@@ -262,6 +266,7 @@ func TestPruneWebhookAttempts(t *testing.T) {
 // The log keeps each company's newest lines on every write, and the prune
 // recounts what is left.
 func TestWebhookLogCappedOnWrite(t *testing.T) {
+	t.Parallel()
 	s := open(t, t.TempDir())
 	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	a, _ := webhookFixture(t, s, "a@example.com", 1)
@@ -327,6 +332,7 @@ func dueIDs(s *Store, now time.Time, limit int, skip func(id uint64) bool) ([]ui
 }
 
 func TestDueOf(t *testing.T) {
+	t.Parallel()
 	raw, _ := json.Marshal(WebhookDelivery{ID: 7, UUID: "u", CompanyID: 3, WebhookID: 42, Body: []byte(`{"big":"body"}`)})
 	if d, err := dueOf(raw); err != nil || d.WebhookID != 42 || d.CompanyID != 3 {
 		t.Fatalf("stored row: got %+v %v, want webhook 42 of company 3", d, err)

@@ -19,6 +19,7 @@ func waitReturns(t *testing.T, what string, w *Signal, ctx context.Context, unti
 }
 
 func TestSignal(t *testing.T) {
+	t.Parallel()
 	w := NewSignal()
 	// Kicks before a Wait are kept, as one.
 	w.Kick()

@@ -13,6 +13,7 @@ import (
 // Browser tests of the WhatsApp and iMessage page and of scheduled SMS.
 
 func TestBrowserWhatsAppSendReachesDeliveredAndPauseRefuses(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	key := e.company("Acme", "ada@acme.test", "Correct1horse")
 	e.runAgent(e.pairingCode(key), "agent-1", []string{"+15550100001"}, []string{"ana@example.com"}, true)
@@ -62,6 +63,7 @@ func TestBrowserWhatsAppSendReachesDeliveredAndPauseRefuses(t *testing.T) {
 }
 
 func TestBrowserScheduledSMSCancelled(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	key := e.company("Acme", "ada@acme.test", "Correct1horse")
 	e.pairPhone(e.pairingCode(key), "fp-1", false)

@@ -25,6 +25,7 @@ const hostile = `"><img src=x onerror="window.pwned=1"><svg onload="window.pwned
 // and that every input has a label. SIMRELAY_TOUR=dir keeps a screenshot of
 // every page there.
 func TestBrowserHostileStringsStayText(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	key := e.company("Acme"+hostile, "ada@acme.test", "Correct1horse")
 	ph := e.pairPhone(e.pairingCode(key), "fp-1", true)

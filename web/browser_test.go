@@ -21,6 +21,7 @@ import (
 // Browser tests: the flows in headless Chromium, driven from Go.
 
 func TestBrowserSignUpVerifyAndSignIn(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := chrome(t)
 	signup := map[string]string{"company.name": "Acme", "company.phone": "12345", "owner.firstName": "Ada",
@@ -45,6 +46,7 @@ func TestBrowserSignUpVerifyAndSignIn(t *testing.T) {
 }
 
 func TestBrowserPairSendAndReceiveLive(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.company("Acme", "ada@acme.test", "Correct1horse")
 	ctx := chrome(t)
@@ -90,6 +92,7 @@ func TestBrowserPairSendAndReceiveLive(t *testing.T) {
 }
 
 func TestBrowserWebhookDeliveryInTheLog(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	key := e.company("Acme", "ada@acme.test", "Correct1horse")
 	var hits atomic.Int32
@@ -109,12 +112,22 @@ func TestBrowserWebhookDeliveryInTheLog(t *testing.T) {
 	ph := e.pairPhone(e.pairingCode(key), "fp-1", false)
 	<-ph.Receive(proto.Inbound{ClientID: "in-1", Channel: proto.ChannelSMS, From: "+15550100000", Message: "hello", SIMSlot: "SIM1"})
 	poll.Until(t, "the receiver gets the event", func() bool { return hits.Load() > 0 })
+	// The attempt is logged after the receiver answered: open the log once it is there.
+	dev, err := e.store.Device("fp-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, "the attempt in the deliveries log", func() bool {
+		logged, err := e.store.WebhookAttempts(dev.CompanyID, 0, 1)
+		return err == nil && len(logged) > 0
+	})
 	do(t, ctx, "open the log", chromedp.Navigate(e.url+"/console/webhooks"))
 	waitText(t, ctx, "#deliveries", "sms.received")
 	waitText(t, ctx, "#deliveries .http-status", "204")
 }
 
 func TestBrowserMemberSeesNoAdminActions(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.company("Acme", "ada@acme.test", "Correct1horse")
 	ctx := chrome(t)
@@ -153,6 +166,7 @@ func TestBrowserMemberSeesNoAdminActions(t *testing.T) {
 }
 
 func TestBrowserKeepsWhatWasTypedWhenTheSessionEndsOrTheServerIsGone(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.company("Acme", "ada@acme.test", "Correct1horse")
 	ctx := chrome(t)
@@ -176,6 +190,7 @@ func TestBrowserKeepsWhatWasTypedWhenTheSessionEndsOrTheServerIsGone(t *testing.
 }
 
 func TestBrowserNarrowScreenAndKeyboard(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.company("Acme", "ada@acme.test", "Correct1horse")
 	ctx := chrome(t)

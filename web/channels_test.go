@@ -73,6 +73,7 @@ func (e *env) member(admin *browser) *browser {
 }
 
 func TestNumbersPageForAMember(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	key := e.company("Acme", "ada@acme.test", "Correct1horse")
 	e.runAgent(e.pairingCode(key), "agent-1", []string{"+15550100001"}, []string{"ana@example.com"}, false)
@@ -149,6 +150,7 @@ func TestNumbersPageForAMember(t *testing.T) {
 }
 
 func TestNumbersOfAnotherCompanyAreNotFound(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	keyA := e.company("Acme", "ada@acme.test", "Correct1horse")
 	e.company("Bolt", "bo@bolt.test", "Correct1horse")
@@ -185,6 +187,7 @@ func TestNumbersOfAnotherCompanyAreNotFound(t *testing.T) {
 }
 
 func TestNumberMessagesAreLive(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	key := e.company("Acme", "ada@acme.test", "Correct1horse")
 	ag := e.runAgent(e.pairingCode(key), "agent-1", []string{"+15550100001"}, nil, true)

@@ -9,6 +9,7 @@ import (
 )
 
 func TestLineChartDrawsFourSeriesScaledToTheTop(t *testing.T) {
+	t.Parallel()
 	days := make([]store.Counts, 30)
 	days[29] = store.Counts{Sent: 7, Delivered: 5, Failed: 1, Received: 3}
 	svg := string(lineChart(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), days))

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,16 +21,28 @@ const chromiumPath = "/usr/bin/chromium"
 // page against this deadline.
 const browserTimeout = 60 * time.Second
 
-// chrome starts a headless Chromium with a fresh profile and returns a tab.
-// A failed test leaves a screenshot in testdata/artifacts (gitignored).
-func chrome(t *testing.T) context.Context {
-	t.Helper()
-	if _, err := exec.LookPath(chromiumPath); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s is missing: `make test` installs it (make chromium)", chromiumPath)
-		}
-		t.Skipf("%s is missing: run `make chromium`", chromiumPath)
+// chromium is the one headless browser the package's tests share: starting
+// it is the costly part of a browser test. Each test gets a tab in a browser
+// context of its own (cookies, storage, cache), so tests stay as apart as
+// with a browser each. TestMain stops it.
+var chromium struct {
+	once   sync.Once
+	tab    context.Context // the first tab, which owns the browser
+	cancel func()
+	err    error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if chromium.cancel != nil {
+		chromium.cancel()
 	}
+	os.Exit(code)
+}
+
+// startBrowser starts the shared browser with a fresh profile, which the
+// allocator removes when the browser stops.
+func startBrowser() {
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(chromiumPath),
 		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
@@ -38,12 +51,39 @@ func chrome(t *testing.T) context.Context {
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
 		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.UserDataDir(t.TempDir()),
 		chromedp.WindowSize(1280, 900),
 	}
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	tab, cancelTab := chromedp.NewContext(actx)
-	t.Cleanup(func() { cancelTab(); cancelAlloc() })
+	chromium.tab, chromium.cancel = tab, func() { cancelTab(); cancelAlloc() }
+	// The first action starts the browser: without a deadline, which would
+	// stop the browser itself (each test's actions get theirs in chrome).
+	if err := chromedp.Do(tab); err != nil {
+		chromium.err = fmt.Errorf("start chromium: %w", err)
+	}
+}
+
+// chrome returns a tab of the shared headless Chromium in a new browser
+// context. A failed test leaves a screenshot in testdata/artifacts (gitignored).
+func chrome(t *testing.T) context.Context {
+	t.Helper()
+	if _, err := exec.LookPath(chromiumPath); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s is missing: `make test` installs it (make chromium)", chromiumPath)
+		}
+		t.Skipf("%s is missing: run `make chromium`", chromiumPath)
+	}
+	chromium.once.Do(startBrowser)
+	if chromium.err != nil {
+		t.Fatal(chromium.err)
+	}
+	tab, cancelTab := chromedp.NewContext(chromium.tab, chromedp.WithNewBrowserContext())
+	t.Cleanup(cancelTab)
+	// The first action opens the tab: without a deadline, which would close
+	// the tab itself (the actions get theirs below).
+	if err := chromedp.Do(tab); err != nil {
+		t.Fatalf("open a tab: %v", err)
+	}
 	// The first action starts the browser: without a deadline, which would
 	// stop the browser itself (the actions get theirs below).
 	if err := chromedp.Do(tab); err != nil {
@@ -147,4 +187,23 @@ func signInUI(t *testing.T, ctx context.Context, base, email, password string) {
 		fill(map[string]string{"email": email, "password": password})...),
 		chromedp.Click(chromedp.CSS(`main button[type=submit]`)),
 		chromedp.WaitVisible(chromedp.CSS(`nav[aria-label=Console]`)))...)
+}
+
+// TestBrowserTestsShareOneChromiumNotItsSessions: the browser tests share one
+// Chromium, yet a session signed in by one test is not another's, though
+// cookies ignore the port that tells the tests' servers apart.
+func TestBrowserTestsShareOneChromiumNotItsSessions(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.company("Acme", "ada@acme.test", "Correct1horse")
+	signedIn, other := chrome(t), chrome(t)
+	if chromedp.FromContext(signedIn).Browser != chromedp.FromContext(other).Browser {
+		t.Fatal("two tests' tabs run in two browsers, want one shared Chromium")
+	}
+	signInUI(t, signedIn, e.url, "ada@acme.test", "Correct1horse")
+	do(t, other, "open the console", chromedp.Navigate(e.url+"/console/"))
+	waitFor(t, other, "the sign-in form", `location.pathname === '/console/signin' && !!document.querySelector('[name=password]')`)
+	if got := eval[int](t, other, `document.querySelectorAll('nav[aria-label=Console]').length`); got != 0 {
+		t.Fatalf("the other tab shows the console's navigation (%d): it shares the session", got)
+	}
 }

@@ -70,6 +70,7 @@ func waitEvent(t *testing.T, ch <-chan [2]string, want string) string {
 }
 
 func TestLiveStreamCarriesStatusesAndInboundOfTheCompanyOnly(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	keyA := e.company("Acme", "ada@acme.test", "Correct1horse")
 	e.company("Bolt", "bo@bolt.test", "Correct1horse")
@@ -99,6 +100,7 @@ func TestLiveStreamCarriesStatusesAndInboundOfTheCompanyOnly(t *testing.T) {
 }
 
 func TestLiveStreamsAreCappedPerSessionAndEndOnSignOut(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, func(o *envOptions) { o.streams = web.StreamConfig{PerSession: 2, Heartbeat: 50 * time.Millisecond} })
 	e.company("Acme", "ada@acme.test", "Correct1horse")
 	b := e.browser()
@@ -121,6 +123,7 @@ func TestLiveStreamsAreCappedPerSessionAndEndOnSignOut(t *testing.T) {
 // simrelay serve sets a read timeout; net/http lifts it once a request
 // without a body is read, so a stream lives on. This keeps it so.
 func TestLiveStreamOutlivesTheServersReadTimeout(t *testing.T) {
+	t.Parallel()
 	const readTimeout = 100 * time.Millisecond
 	e := newEnv(t, func(o *envOptions) {
 		o.readTimeout = readTimeout
@@ -141,6 +144,7 @@ func TestLiveStreamOutlivesTheServersReadTimeout(t *testing.T) {
 // A message the sweeper expires shows as expired on open tabs too, as
 // every other status change does.
 func TestLiveStreamCarriesExpiry(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	keyA := e.company("Acme", "ada@acme.test", "Correct1horse")
 	// Paired but never connected: nobody takes the job.

@@ -16,6 +16,7 @@ import (
 // elsewhere with ?ok= or ?err= shows nothing, a refused plain form post
 // comes back with its message.
 func TestBannerShowsOnlyTheServersOwnMessages(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.company("Acme", "ada@acme.test", "Correct1horse")
 	b := e.browser()

@@ -69,7 +69,9 @@ func newEnv(t *testing.T, opts ...func(*envOptions)) *env {
 	for _, f := range opts {
 		f(&o)
 	}
-	st, err := store.Open(t.TempDir(), store.Options{})
+	// The console's tests are about pages, not about what survives a power
+	// cut (cmd/simrelay's crash tests are): the store skips each commit's fsync.
+	st, err := store.Open(t.TempDir(), store.Options{BulkLoad: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +89,9 @@ func newEnv(t *testing.T, opts ...func(*envOptions)) *env {
 	var wg sync.WaitGroup
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	wg.Go(func() { _ = mailer.Run(ctx) })
-	accounts, err := account.New(account.Config{PublicURL: publicURL}, st, mailer, log, clk.Now)
+	// Cheap password hashes: the tests sign up and in often, and one hash at
+	// the server's cost takes about a second of CPU under -race.
+	accounts, err := account.New(account.Config{PublicURL: publicURL, PasswordTime: 1, PasswordMemory: 64}, st, mailer, log, clk.Now)
 	if err != nil {
 		t.Fatal(err)
 	}

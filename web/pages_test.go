@@ -17,6 +17,7 @@ var signedInPages = []string{"/console/", "/console/devices", "/console/messages
 	"/console/settings", "/console/billing"}
 
 func TestPagesNeedASession(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	b := e.browser()
 	for _, p := range signedInPages {
@@ -40,6 +41,7 @@ func TestPagesNeedASession(t *testing.T) {
 }
 
 func TestEveryPageRendersForAdminAndMember(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.company("Acme", "ada@acme.test", "Correct1horse")
 	admin := e.browser()
@@ -108,6 +110,7 @@ func TestEveryPageRendersForAdminAndMember(t *testing.T) {
 }
 
 func TestEveryPostNeedsTheCSRFToken(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	key := e.company("Acme", "ada@acme.test", "Correct1horse")
 	b := e.browser()
@@ -155,6 +158,7 @@ func TestEveryPostNeedsTheCSRFToken(t *testing.T) {
 }
 
 func TestAnotherCompanysObjectsAreNotFound(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	keyA := e.company("Acme", "ada@acme.test", "Correct1horse")
 	e.company("Bolt", "bo@bolt.test", "Correct1horse")
@@ -194,6 +198,7 @@ func TestAnotherCompanysObjectsAreNotFound(t *testing.T) {
 }
 
 func TestSessionCookieAndLifetimes(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.company("Acme", "ada@acme.test", "Correct1horse")
 	b := e.browser()
@@ -249,6 +254,7 @@ func TestSessionCookieAndLifetimes(t *testing.T) {
 }
 
 func TestPasswordResetEndsConsoleSessions(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.company("Acme", "ada@acme.test", "Correct1horse")
 	b := e.browser()
@@ -272,6 +278,7 @@ func TestPasswordResetEndsConsoleSessions(t *testing.T) {
 }
 
 func TestSignInCountsInTheCredentialWindow(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, func(o *envOptions) { o.authRate = pacing.Rate{Limit: 3, Window: 15 * time.Minute} })
 	e.company("Acme", "ada@acme.test", "Correct1horse")
 	b := e.browser()
@@ -292,6 +299,7 @@ func TestSignInCountsInTheCredentialWindow(t *testing.T) {
 }
 
 func TestASignedInUserHasARateWindowOfTheirOwn(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, func(o *envOptions) { o.generalRate = pacing.Rate{Limit: 4, Window: time.Minute} })
 	e.company("Acme", "ada@acme.test", "Correct1horse")
 	ada := e.browser()
@@ -309,6 +317,7 @@ func TestASignedInUserHasARateWindowOfTheirOwn(t *testing.T) {
 }
 
 func TestFormErrorsNameTheField(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	b := e.browser()
 	anon := tokenOf(t, b.get("/console/signup"))
@@ -353,6 +362,7 @@ func must[T any](v T, err error) T {
 
 // A device's SIMs read as a list: a slot with nothing reported is its name alone.
 func TestDevicesPageListsSIMs(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	key := e.company("Acme", "ada@acme.test", "Correct1horse")
 	e.pairPhone(e.pairingCode(key), "fp-acme", false)

@@ -16,6 +16,7 @@ import (
 var queueIDOf = regexp.MustCompile(`"queue_id":"([^"]+)"`)
 
 func TestScheduledSMSIsShownScheduledThenQueuedAndCancels(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	key := e.company("Acme", "ada@acme.test", "Correct1horse")
 	e.pairPhone(e.pairingCode(key), "fp-1", false)
@@ -60,6 +61,7 @@ func TestScheduledSMSIsShownScheduledThenQueuedAndCancels(t *testing.T) {
 }
 
 func TestCancelAcrossCompaniesIsNotFound(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	key := e.company("Acme", "ada@acme.test", "Correct1horse")
 	e.company("Bolt", "bo@bolt.test", "Correct1horse")
@@ -79,6 +81,7 @@ func TestCancelAcrossCompaniesIsNotFound(t *testing.T) {
 }
 
 func TestOptOutsPage(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	key := e.company("Acme", "ada@acme.test", "Correct1horse")
 	e.pairPhone(e.pairingCode(key), "fp-1", false)
@@ -127,6 +130,7 @@ func TestOptOutsPage(t *testing.T) {
 }
 
 func TestWebhookEditorEvents(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.company("Acme", "ada@acme.test", "Correct1horse")
 	b := e.browser()

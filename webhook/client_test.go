@@ -13,6 +13,7 @@ import (
 )
 
 func TestCheckURL(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		url          string
 		allowPrivate bool
@@ -73,6 +74,7 @@ func TestCheckURL(t *testing.T) {
 // The client refuses non-public addresses at connect time, after DNS: a
 // name (localhost) that resolves to loopback reaches nothing.
 func TestClientRefusesPrivateAddressesAtConnect(t *testing.T) {
+	t.Parallel()
 	rc := webhooktest.NewReceiver(t, false, nil)
 	port := rc.URL[strings.LastIndex(rc.URL, ":")+1:]
 	client := NewClient(Config{Timeout: 5 * time.Second})
@@ -111,6 +113,7 @@ func TestClientRefusesPrivateAddressesAtConnect(t *testing.T) {
 }
 
 func TestClientDoesNotFollowRedirects(t *testing.T) {
+	t.Parallel()
 	rc := webhooktest.NewReceiver(t, true, func(_ int, r *http.Request, w http.ResponseWriter) int {
 		if r.URL.Path == "/hook" {
 			w.Header().Set("Location", "/elsewhere")
@@ -132,6 +135,7 @@ func TestClientDoesNotFollowRedirects(t *testing.T) {
 }
 
 func TestClientVerifiesTLS(t *testing.T) {
+	t.Parallel()
 	rc := webhooktest.NewReceiver(t, true, nil)
 	if _, err := NewClient(Config{AllowPrivate: true}).Post(rc.URL, "application/json", strings.NewReader("{}")); err == nil {
 		t.Fatal("an untrusted certificate was accepted")
@@ -147,6 +151,7 @@ func TestClientVerifiesTLS(t *testing.T) {
 // it, past the address check. (Go never proxies loopback requests, so a test
 // receiver cannot show this; the transport's setting can.)
 func TestClientHasNoProxy(t *testing.T) {
+	t.Parallel()
 	tr, ok := NewClient(Config{}).Transport.(*http.Transport)
 	if !ok || tr.Proxy != nil {
 		t.Fatalf("got transport %T with a proxy function, want an *http.Transport without one", NewClient(Config{}).Transport)

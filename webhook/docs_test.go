@@ -11,6 +11,7 @@ import (
 // TestDocumentedVector keeps the test vector of docs/webhooks.md true: the
 // signer and an independent HMAC both reproduce its signature.
 func TestDocumentedVector(t *testing.T) {
+	t.Parallel()
 	doc, err := os.ReadFile("../docs/webhooks.md")
 	if err != nil {
 		t.Fatal(err)
@@ -45,6 +46,7 @@ func TestDocumentedVector(t *testing.T) {
 }
 
 func TestNewSecret(t *testing.T) {
+	t.Parallel()
 	a, err := NewSecret()
 	if err != nil {
 		t.Fatal(err)

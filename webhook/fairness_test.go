@@ -14,6 +14,7 @@ import (
 // another company's delivery arrives while they are all still hanging
 // (they answer only when the test ends).
 func TestHangingCompanyDoesNotStallOtherCompanies(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	h := newHanger()
 	slow := webhooktest.NewReceiver(t, true, func(_ int, r *http.Request, _ http.ResponseWriter) int {

@@ -9,6 +9,7 @@ import (
 )
 
 func TestMatches(t *testing.T) {
+	t.Parallel()
 	sms1 := Inbound{Channel: "sms", Device: "A", SIMSlot: "SIM1"}
 	sms2 := Inbound{Channel: "sms", Device: "B", SIMSlot: "SIM2"}
 	wa := Inbound{Channel: "whatsapp", Device: "A", Number: "+15550100009", NumberID: "wa_1"}
@@ -51,6 +52,7 @@ func TestMatches(t *testing.T) {
 }
 
 func TestReplaceValidates(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	svc, _ := f.start(Config{}, nil)
 	good := EntryInput{URL: "https://hooks.example.com/sms"}

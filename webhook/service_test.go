@@ -19,6 +19,7 @@ import (
 var short = []time.Duration{10 * time.Millisecond, 10 * time.Millisecond, 10 * time.Millisecond}
 
 func TestDeliverySignedAndShaped(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	rc := webhooktest.NewReceiver(t, true, nil)
 	svc, _ := f.start(Config{AllowPrivate: true, RootCAs: rc.Pool(), Schedule: short}, nil)
@@ -67,6 +68,7 @@ func TestDeliverySignedAndShaped(t *testing.T) {
 // same delivery id; after the last retry the delivery fails. A 3xx is a
 // failure and is not followed; a timeout is a failure.
 func TestRetriesThenFails(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	var slow sync.Once
 	rc := webhooktest.NewReceiver(t, true, func(n int, r *http.Request, w http.ResponseWriter) int {
@@ -131,6 +133,7 @@ func TestRetriesThenFails(t *testing.T) {
 // A 410 disables the entry at once; its other pending deliveries are then
 // failed without being sent.
 func TestGoneDisablesTheEntry(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	rc := webhooktest.NewReceiver(t, true, func(int, *http.Request, http.ResponseWriter) int { return http.StatusGone })
 	svc, _ := f.start(Config{AllowPrivate: true, RootCAs: rc.Pool(), Schedule: short}, nil)
@@ -157,6 +160,7 @@ func TestGoneDisablesTheEntry(t *testing.T) {
 // An entry that fails for DisableAfter without a success is disabled; a
 // success in between resets the clock.
 func TestFailingTooLongDisables(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	clock := testclock.New(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
 	fail := true
@@ -217,6 +221,7 @@ func TestFailingTooLongDisables(t *testing.T) {
 // The dispatcher never hands one delivery to two workers at once, whatever
 // the retries and wake-ups; every delivery ends delivered exactly once.
 func TestNoDeliveryRunsTwiceAtOnce(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	var mu sync.Mutex
 	inFlight := map[string]bool{}
@@ -274,6 +279,7 @@ func TestNoDeliveryRunsTwiceAtOnce(t *testing.T) {
 // A service started again on the same store picks up the retries the last
 // one scheduled.
 func TestRetriesSurviveARestart(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	clock := testclock.New(time.Now())
 	var mu sync.Mutex
@@ -312,6 +318,7 @@ func TestRetriesSurviveARestart(t *testing.T) {
 // Deliveries of an entry removed after they were queued are failed without
 // being sent; a rotated secret signs the retries.
 func TestRemovedEntryAndRotatedSecret(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	clock := testclock.New(time.Now())
 	var mu sync.Mutex
@@ -363,6 +370,7 @@ func TestRemovedEntryAndRotatedSecret(t *testing.T) {
 // A receiver that hangs holds at most maxPerEntry workers: the other
 // entry's deliveries go on meanwhile.
 func TestHangingReceiverDoesNotStallOthers(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	h := newHanger()
 	rc := webhooktest.NewReceiver(t, true, func(_ int, r *http.Request, _ http.ResponseWriter) int {
@@ -390,6 +398,7 @@ func TestHangingReceiverDoesNotStallOthers(t *testing.T) {
 // An answer from a URL the entry no longer has does not judge the entry:
 // a 410 from the old URL neither disables it nor ends the delivery.
 func TestAnswerFromAnOldURLDoesNotJudgeTheEntry(t *testing.T) {
+	t.Parallel()
 	svc, err := New(Config{}, nil, slog.New(slog.DiscardHandler), time.Now)
 	if err != nil {
 		t.Fatal(err)
@@ -411,6 +420,7 @@ func TestAnswerFromAnOldURLDoesNotJudgeTheEntry(t *testing.T) {
 // The shared event body with a delivery's id in front is, byte for byte,
 // the Payload the contract describes.
 func TestEventBodyIsThePayload(t *testing.T) {
+	t.Parallel()
 	m := benchMessage()
 	m.Text = "quote \" back\\slash <tag> & é 😀\n"
 	got, err := payload("0193a1c2-7d4e-7f00-8a1b-2c3d4e5f6a7b", EventSMSReceived, m)

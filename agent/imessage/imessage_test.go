@@ -56,6 +56,7 @@ func (s *memSink) Mark(k string) (string, error)        { return s.marks[k], nil
 func (s *memSink) Deliver(string, agent.Delivery) error { return nil }
 
 func TestPollForwardsOnlyNewOneToOneIMessages(t *testing.T) {
+	t.Parallel()
 	path, db := testDB(t)
 	add := func(rowid int, chat int, q string, args ...any) {
 		t.Helper()
@@ -107,6 +108,7 @@ func TestPollForwardsOnlyNewOneToOneIMessages(t *testing.T) {
 }
 
 func TestDeliveryAndRecoveryFromChatDB(t *testing.T) {
+	t.Parallel()
 	path, db := testDB(t)
 	dir := t.TempDir()
 	script := filepath.Join(dir, "osascript")

@@ -26,6 +26,7 @@ func archived(text string) []byte {
 }
 
 func TestAttributedText(t *testing.T) {
+	t.Parallel()
 	for _, text := range []string{"Hi from the Mac", "é ✓ 😀", strings.Repeat("long text ", 40), strings.Repeat("x", 70000)} {
 		got, ok := attributedText(archived(text))
 		if !ok || got != text {

@@ -28,6 +28,7 @@ const own = "+15550100001"
 func user(n string) types.JID { return types.NewJID(n, types.DefaultUserServer) }
 
 func TestInboundMapsWhatsmeowMessages(t *testing.T) {
+	t.Parallel()
 	at := time.Date(2026, 11, 22, 10, 5, 0, 0, time.UTC)
 	info := func(src types.MessageSource) types.MessageInfo {
 		return types.MessageInfo{MessageSource: src, ID: "3EB0C767D26A1D0B8E41", Timestamp: at}
@@ -69,6 +70,7 @@ func TestInboundMapsWhatsmeowMessages(t *testing.T) {
 }
 
 func TestReceiptsMapToDelivered(t *testing.T) {
+	t.Parallel()
 	src := types.MessageSource{Chat: user("15557654321"), Sender: user("15557654321")}
 	for _, tc := range []struct {
 		typ    types.ReceiptType
@@ -104,6 +106,7 @@ func (s *recSink) Deliver(ref string, d agent.Delivery) error {
 }
 
 func TestEventsReachTheSinkAndLoggedOutStops(t *testing.T) {
+	t.Parallel()
 	fake := wafake.New(own)
 	tr := New(Config{Client: fake})
 	if err := tr.Check(context.Background()); err != nil {
@@ -148,6 +151,7 @@ func TestEventsReachTheSinkAndLoggedOutStops(t *testing.T) {
 }
 
 func TestExecuteSendsTextAndMedia(t *testing.T) {
+	t.Parallel()
 	media := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/big.png" {
 			w.Write(make([]byte, 2048))

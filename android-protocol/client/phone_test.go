@@ -42,6 +42,7 @@ func fakeServer(t *testing.T, code websocket.StatusCode) (*httptest.Server, *ato
 }
 
 func TestThirdReplacementStopsThePhone(t *testing.T) {
+	t.Parallel()
 	srv, links := fakeServer(t, proto.CloseReplaced)
 	p := New(Config{WSURL: "ws" + strings.TrimPrefix(srv.URL, "http"), Token: "dt_x", BackoffBase: time.Millisecond, BackoffMax: 10 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -57,6 +58,7 @@ func TestThirdReplacementStopsThePhone(t *testing.T) {
 }
 
 func TestRetryWaitFollowsSection14(t *testing.T) {
+	t.Parallel()
 	const base = time.Second
 	p := New(Config{BackoffBase: base, BackoffMax: 300 * base})
 	closed := func(code websocket.StatusCode) error { return websocket.CloseError{Code: code} }
@@ -85,6 +87,7 @@ func TestRetryWaitFollowsSection14(t *testing.T) {
 }
 
 func TestRestartReconnectsAndStopsOnlyWithContext(t *testing.T) {
+	t.Parallel()
 	srv, links := fakeServer(t, proto.CloseRestarting)
 	p := New(Config{WSURL: "ws" + strings.TrimPrefix(srv.URL, "http"), Token: "dt_x", BackoffBase: time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())

@@ -8,6 +8,7 @@ import (
 // A link that hears something is given two ping intervals from then; one
 // that hears nothing more is declared dead, never before that.
 func TestSilenceCountsFromTheLastThingHeard(t *testing.T) {
+	t.Parallel()
 	const interval = 20 * time.Millisecond
 	s := NewSilence()
 	dead := make(chan time.Time, 1)

@@ -14,6 +14,7 @@ import (
 // A modem's --number the server would refuse in every hello (PROTOCOL.md
 // 7.1 rule 4) is refused at start, as --sims numbers are.
 func TestModemNumberMustBeE164(t *testing.T) {
+	t.Parallel()
 	var errOut bytes.Buffer
 	code := run(t.Context(), []string{"run", "--transport", "modem", "--number", "0555 123 4567", "--config", t.TempDir() + "/agent.json"}, &bytes.Buffer{}, &errOut)
 	if code != 1 || !strings.Contains(errOut.String(), "--number") || !strings.Contains(errOut.String(), "E.164") {
@@ -25,6 +26,7 @@ func TestModemNumberMustBeE164(t *testing.T) {
 // its transport touches anything (a WhatsApp session, a modem) the first
 // agent is using.
 func TestSecondAgentStopsBeforeItsTransport(t *testing.T) {
+	t.Parallel()
 	config := filepath.Join(t.TempDir(), "agent.json")
 	if err := agent.SaveConfig(config, agent.ConfigFile{Server: "http://127.0.0.1:1", WSURL: "ws://127.0.0.1:1/device/ws", DeviceToken: "dt_x", Salt: "s1"}); err != nil {
 		t.Fatal(err)

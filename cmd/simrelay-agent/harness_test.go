@@ -27,9 +27,19 @@ import (
 
 var (
 	buildOnce          sync.Once
+	buildDir           string
 	agentBin, serverBi string
 	buildErr           error
 )
+
+// TestMain removes the binaries the tests built once for all of them.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if buildDir != "" {
+		os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
+}
 
 func binaries(t *testing.T) (agentPath, serverPath string) {
 	t.Helper()
@@ -37,12 +47,11 @@ func binaries(t *testing.T) (agentPath, serverPath string) {
 		t.Skip("builds and runs the binaries")
 	}
 	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "simrelay-agent-test-")
-		if err != nil {
-			buildErr = err
+		buildDir, buildErr = os.MkdirTemp("", "simrelay-agent-test-")
+		if buildErr != nil {
 			return
 		}
-		agentBin, serverBi = filepath.Join(dir, "simrelay-agent"), filepath.Join(dir, "simrelay")
+		agentBin, serverBi = filepath.Join(buildDir, "simrelay-agent"), filepath.Join(buildDir, "simrelay")
 		if out, err := exec.Command("go", "build", "-o", agentBin, ".").CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("go build agent: %v\n%s", err, out)
 			return

@@ -111,6 +111,7 @@ func osascriptCalls(dir string) [][]string {
 // once; the conversations chat.db held before the first start are not
 // forwarded.
 func TestIMessageSendsAndReceives(t *testing.T) {
+	t.Parallel()
 	agentBin, serverBin := binaries(t)
 	srv := newServer(t, serverBin)
 	hooks := newWebhookSink(t, srv)

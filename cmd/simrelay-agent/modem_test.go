@@ -82,6 +82,7 @@ func mmcliLog(dir string) string {
 // delivered; a multipart SMS is forwarded once, whole, after its last part
 // came, and deleted from the modem only after the server stored it.
 func TestModemSendsReportsAndReceives(t *testing.T) {
+	t.Parallel()
 	agentPath, serverPath := binaries(t)
 	s := newServer(t, serverPath)
 	hooks := newWebhookSink(t, s)

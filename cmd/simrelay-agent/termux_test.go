@@ -173,6 +173,7 @@ func termuxArgs(config string, extra ...string) []string {
 // an SMS placed in the inbox reaches /automation/inbound-sms and a webhook
 // once, and what the inbox held before the first start is not forwarded.
 func TestTermuxSendsAndReceives(t *testing.T) {
+	t.Parallel()
 	agentPath, serverPath := binaries(t)
 	s := newServer(t, serverPath)
 	hooks := newWebhookSink(t, s)
@@ -241,6 +242,7 @@ func TestTermuxSendsAndReceives(t *testing.T) {
 // restart, the waiting job is sent exactly once, the interrupted one is
 // never sent again and is reported sent because the sent box shows it.
 func TestTermuxKilledBetweenAckAndSend(t *testing.T) {
+	t.Parallel()
 	agentPath, serverPath := binaries(t)
 	s := newServer(t, serverPath)
 	fake := fakeTermux(t)
@@ -286,6 +288,7 @@ func TestTermuxKilledBetweenAckAndSend(t *testing.T) {
 // burst of sends and starts it again on the same port and data: every send
 // it answered reaches termux-sms-send exactly once and is reported sent.
 func TestServerRestartMidBurst(t *testing.T) {
+	t.Parallel()
 	agentPath, serverPath := binaries(t)
 	s := newServer(t, serverPath)
 	fake := fakeTermux(t)
@@ -339,6 +342,7 @@ func TestServerRestartMidBurst(t *testing.T) {
 // TestMissingToolIsNamed: without Termux:API or ModemManager installed the
 // agent stops at once and says what to install.
 func TestMissingToolIsNamed(t *testing.T) {
+	t.Parallel()
 	agentPath, _ := binaries(t)
 	empty := t.TempDir()
 	for _, tc := range []struct{ transport, want string }{

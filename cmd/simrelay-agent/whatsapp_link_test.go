@@ -19,6 +19,7 @@ import (
 // decodes to the same code. (Linking itself needs WhatsApp's servers and a
 // phone: it is not run here.)
 func TestShowQRPrintsAndWritesTheCode(t *testing.T) {
+	t.Parallel()
 	code := "2@Qw3rTy+example/ref,AbCdEf0123456789=,GhIjKl9876543210=,MnOpQr=="
 	path := filepath.Join(t.TempDir(), "whatsapp-qr.png")
 	var out bytes.Buffer
@@ -50,6 +51,7 @@ func TestShowQRPrintsAndWritesTheCode(t *testing.T) {
 // file that was never linked stops at once with what to do, and does not
 // connect anywhere.
 func TestWhatsAppRunNeedsALinkedSession(t *testing.T) {
+	t.Parallel()
 	agentBin, _ := binaries(t)
 	dir := t.TempDir()
 	out, err := exec.Command(agentBin, "run", "--transport", "whatsapp", "--config", filepath.Join(dir, "agent.json")).CombinedOutput()
@@ -65,6 +67,7 @@ func TestWhatsAppRunNeedsALinkedSession(t *testing.T) {
 // TestServerDoesNotImportTheAgent: the server binary stays lean; the
 // agent's transports (whatsmeow, SQLite) never reach it.
 func TestServerDoesNotImportTheAgent(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs go list")
 	}

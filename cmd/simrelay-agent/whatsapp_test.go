@@ -26,6 +26,7 @@ import (
 // WhatsApp. It plays whatsmeow's own event structs (receipts, messages,
 // logged out) into the transport.
 func TestWhatsAppThroughTheAgent(t *testing.T) {
+	t.Parallel()
 	agentBin, serverBin := binaries(t)
 	srv := newServer(t, serverBin)
 	hooks := newWebhookSink(t, srv)

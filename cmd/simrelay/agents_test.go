@@ -21,6 +21,7 @@ import (
 // halved: four a minute), a restart of the server on the same data, and the
 // fifth still answers 429 number_capped with a Retry-After within the minute.
 func TestGovernorSurvivesRestart(t *testing.T) {
+	t.Parallel()
 	bin, dir, apiKey := companyStore(t)
 	srv := startServer(t, bin, dir)
 	code, err := pairingCode(context.Background(), srv.url, apiKey)
@@ -58,6 +59,7 @@ func TestGovernorSurvivesRestart(t *testing.T) {
 // both, delivers --inbound on WhatsApp to --inbound-to, and answers WhatsApp
 // and iMessage jobs like SMS.
 func TestVirtualAgent(t *testing.T) {
+	t.Parallel()
 	bin, dir, apiKey := companyStore(t)
 	srv := startServer(t, bin, dir)
 	phone := exec.Command(bin, "phone", "--server", srv.url, "--api-key", apiKey, "--token-file", filepath.Join(t.TempDir(), "phone.json"),

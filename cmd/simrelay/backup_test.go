@@ -60,6 +60,7 @@ func prefill(t *testing.T, dir, device string, mb int) {
 // streamed from inside a read transaction blocked bbolt's remap, so every
 // write, and then every read, waited for that client.
 func TestStalledBackupHoldsNothing(t *testing.T) {
+	t.Parallel()
 	bin, dir, apiKey := companyStore(t)
 	prefill(t, dir, "stall-phone", 16)
 	srv := startServer(t, bin, dir, "--admin-token", testAdminToken, "--rate-general", "1000000/1m")

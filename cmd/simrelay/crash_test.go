@@ -22,6 +22,7 @@ import (
 // on the same data directory, and wants every send that was answered 2xx to
 // reach the phone (an agent holding a WhatsApp number and an iMessage handle).
 func TestCrashLosesNoAnsweredSend(t *testing.T) {
+	t.Parallel()
 	bin, dir, apiKey := companyStore(t)
 	// The limits would refuse a burst and the gap slow the drain; this test
 	// is about durability.

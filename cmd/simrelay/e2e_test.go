@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"github.com/simrelay/simrelay/internal/syncbuf"
 	"io"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -31,15 +33,43 @@ func companyStore(t *testing.T) (bin, dir, apiKey string) {
 	return bin, dir, createCompany(t, bin, dir)
 }
 
+// built is the simrelay binary the tests share: linking it is the costly
+// part of a test that runs it, so the package builds it once (buildBinary)
+// and TestMain removes it.
+var built struct {
+	once sync.Once
+	dir  string
+	bin  string
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
+}
+
 // buildBinary compiles simrelay once per test run into a temporary directory.
 func buildBinary(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "simrelay")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	built.once.Do(func() {
+		built.dir, built.err = os.MkdirTemp("", "simrelay-test-")
+		if built.err != nil {
+			return
+		}
+		bin := filepath.Join(built.dir, "simrelay")
+		if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("go build: %v\n%s", err, out)
+			return
+		}
+		built.bin = bin
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
 	}
-	return bin
+	return built.bin
 }
 
 // server is a running simrelay process.
@@ -135,6 +165,7 @@ func createCompany(t *testing.T, bin, dir string) string {
 // start the server, call the API with the printed key; then back up the
 // running server and stop it with SIGTERM.
 func TestQuickStart(t *testing.T) {
+	t.Parallel()
 	bin, dir, apiKey := companyStore(t)
 
 	srv := startServer(t, bin, dir, "--admin-token", testAdminToken)

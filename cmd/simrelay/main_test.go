@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/simrelay/simrelay/store"
 )
@@ -23,6 +24,7 @@ func runCmd(t *testing.T, args ...string) (int, string, string) {
 }
 
 func TestVersionAndUsage(t *testing.T) {
+	t.Parallel()
 	code, out, _ := runCmd(t, "version")
 	if code != 0 || !strings.HasPrefix(out, "simrelay ") {
 		t.Fatalf("version: got %d %q", code, out)
@@ -142,6 +144,7 @@ func TestBadValuesNameTheFlag(t *testing.T) {
 
 // TestMakeRunTakesFlags: make run passes ARGS to the server, and the README says so.
 func TestMakeRunTakesFlags(t *testing.T) {
+	t.Parallel()
 	mk, err := os.ReadFile("../../Makefile")
 	if err != nil {
 		t.Fatal(err)
@@ -155,6 +158,44 @@ func TestMakeRunTakesFlags(t *testing.T) {
 	}
 	if !strings.Contains(string(readme), `make run ARGS="--listen 127.0.0.1:9090`) {
 		t.Error(`README: no mention of make run ARGS="--listen ..."`)
+	}
+}
+
+// TestMakeTestBoundsEachPackage: make test gives go test an explicit
+// -timeout, so a slow package fails with its own limit and goroutine dump,
+// not go test's default 10 minutes.
+func TestMakeTestBoundsEachPackage(t *testing.T) {
+	t.Parallel()
+	mk, err := os.ReadFile("../../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recipe, timeout string
+	lines := strings.Split(string(mk), "\n")
+	for i, line := range lines {
+		if v, ok := strings.CutPrefix(line, "TEST_TIMEOUT ?= "); ok {
+			timeout = strings.TrimSpace(v)
+		}
+		if strings.HasPrefix(line, "test:") && i+1 < len(lines) {
+			recipe = lines[i+1]
+		}
+	}
+	if !strings.Contains(recipe, "test -race -count=1 -timeout $(TEST_TIMEOUT) ./...") {
+		t.Fatalf("make test runs %q, want go test -race -count=1 -timeout $(TEST_TIMEOUT) ./...", strings.TrimSpace(recipe))
+	}
+	if d, err := time.ParseDuration(timeout); err != nil || d <= 10*time.Minute {
+		t.Fatalf("TEST_TIMEOUT is %q, want a duration above go test's default 10m", timeout)
+	}
+}
+
+// TestBinaryIsBuiltOnce: the tests that run simrelay share one build of it.
+func TestBinaryIsBuiltOnce(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	if a, b := buildBinary(t), buildBinary(t); a != b {
+		t.Fatalf("buildBinary built %s and then %s, want one binary for the package", a, b)
 	}
 }
 
@@ -187,6 +228,7 @@ func TestEnvTwinsAndFlagPrecedence(t *testing.T) {
 }
 
 func TestAdminCreateCompany(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	code, out, errOut := runCmd(t, "admin", "create-company", "--company", "Acme", "--email", "you@example.com", "--password", "Change-me-123", "--data-dir", dir)
 	if code != 0 {
@@ -331,6 +373,7 @@ func TestAdminRefusesADataDirWithoutAStore(t *testing.T) {
 }
 
 func TestAdminOnAHeldStoreFailsFast(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	held, err := store.Open(dir, store.Options{})
 	if err != nil {

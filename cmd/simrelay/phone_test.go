@@ -20,6 +20,7 @@ import (
 // paired with the API key and carrying one inbound SMS, then a send that the
 // phone reports delivered.
 func TestVirtualPhone(t *testing.T) {
+	t.Parallel()
 	bin, dir, apiKey := companyStore(t)
 	srv := startServer(t, bin, dir)
 
@@ -77,6 +78,7 @@ func waitOutput(t *testing.T, b *syncbuf.Buffer, want string) {
 // pairing new phones needs. It says in one line why a link ended and when
 // it waits for a server that does not answer.
 func TestVirtualPhoneKeepsItsToken(t *testing.T) {
+	t.Parallel()
 	bin, dir, apiKey := companyStore(t)
 	srv := startServer(t, bin, dir)
 	tokenFile := filepath.Join(t.TempDir(), "phones", "virtual-phone.json")
@@ -151,6 +153,7 @@ func TestVirtualPhoneKeepsItsToken(t *testing.T) {
 // The virtual phone started before its server waits for it, pairing
 // included, as the README says, and pairs once the server is up.
 func TestVirtualPhoneWaitsForTheServerToPair(t *testing.T) {
+	t.Parallel()
 	bin, dir, apiKey := companyStore(t)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

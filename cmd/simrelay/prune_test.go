@@ -14,6 +14,7 @@ import (
 // The hourly prune drops what has done its job and warns about each e-mail
 // that never went out.
 func TestPruneStore(t *testing.T) {
+	t.Parallel()
 	st := storetest.Open(t)
 	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	old := now.Add(-mailKeepUnsent - time.Hour)

@@ -90,6 +90,7 @@ func (h *hookSink) events() map[string]int {
 // event per message: none lost with a status that committed, none invented
 // by a report repeated after the restart.
 func TestStatusEventsAcrossACrash(t *testing.T) {
+	t.Parallel()
 	bin, dir, apiKey := companyStore(t)
 	sink := &hookSink{deliveries: map[string]string{}}
 	hook := httptest.NewServer(sink)
@@ -169,6 +170,7 @@ func TestStatusEventsAcrossACrash(t *testing.T) {
 // store's due-time index and the phone gets the message at its time; a
 // message canceled before the kill is never sent.
 func TestScheduledSendSurvivesRestart(t *testing.T) {
+	t.Parallel()
 	bin, dir, apiKey := companyStore(t)
 	addr := freeAddr(t)
 	srv := startServer(t, bin, dir, "--listen", addr)

@@ -17,6 +17,7 @@ import (
 // are not whole stores: it must stop with a message saying what the file is
 // and what to do, never with SIGBUS and a goroutine dump.
 func TestDamagedStoreFileStopsClearly(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}

@@ -36,6 +36,7 @@ const alternative = "From: =?utf-8?q?Caf=C3=A9?= <cafe@example.com>\r\n" +
 	"--b1--\r\n"
 
 func TestParse(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name                            string
 		raw                             string
@@ -88,6 +89,7 @@ func TestParse(t *testing.T) {
 }
 
 func TestLinkToken(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		body, path, want string
 	}{
@@ -119,6 +121,7 @@ func send(in *Inbox, to, raw string) error {
 }
 
 func TestInboxReceivesAndWaits(t *testing.T) {
+	t.Parallel()
 	in := NewInbox(t)
 	if !strings.HasPrefix(in.URL(), "smtp://127.0.0.1:") {
 		t.Errorf("URL: got %q, want smtp://127.0.0.1:PORT", in.URL())
@@ -144,6 +147,7 @@ func TestInboxReceivesAndWaits(t *testing.T) {
 }
 
 func TestInboxFailNext(t *testing.T) {
+	t.Parallel()
 	in := NewInbox(t)
 	in.FailNext(2)
 	for i := range 2 {
@@ -161,6 +165,7 @@ func TestInboxFailNext(t *testing.T) {
 }
 
 func TestInboxRefusesUnparsableMail(t *testing.T) {
+	t.Parallel()
 	in := NewInbox(t)
 	raw := "Subject: s\r\nContent-Type: multipart/alternative\r\n\r\nbody\r\n"
 	if err := send(in, "cy@example.com", raw); err == nil || !strings.Contains(err.Error(), "554") {
@@ -172,6 +177,7 @@ func TestInboxRefusesUnparsableMail(t *testing.T) {
 }
 
 func TestInboxTLSAndAuth(t *testing.T) {
+	t.Parallel()
 	in := NewInbox(t, WithSTARTTLS(), WithAuth("user", "pass word"))
 	u, err := url.Parse(in.URL())
 	if err != nil {
@@ -234,6 +240,7 @@ func (f *fakeTB) Fatalf(format string, args ...any) {
 }
 
 func TestWaitForTimesOut(t *testing.T) {
+	t.Parallel()
 	in := NewInbox(t)
 	if err := send(in, "other@example.com", alternative); err != nil {
 		t.Fatal(err)
