@@ -124,3 +124,63 @@ func TestReportsArePipelinedAndAnsweredAfterTheirCommit(t *testing.T) {
 		}
 	}
 }
+
+// While three frames per place of its window wait for their answers, a
+// link reads no more: what a phone can make the server hold is bounded.
+func TestALinkStopsReadingAtItsLimitOfUnansweredFrames(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, Config{MaxInflight: 1}) // room for 3 unanswered frames
+	token := r.pair("pixel-1")
+	m, _, err := r.sms.Send(context.Background(), sms.SendInput{CompanyID: r.company, Device: "pixel-1", Phone: "+15551234567", Message: "m"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := r.connect(token)
+	if s, ok := readFrame(t, ws).(*proto.Send); !ok || s.ID != m.UUID {
+		t.Fatalf("got %#v, want the job %s", s, m.UUID)
+	}
+	in := frames(t, ws)
+
+	release := r.holdCommits()
+	released := false
+	defer func() {
+		if !released {
+			release()
+		}
+	}()
+	writeFrame(t, ws, proto.Ack{ID: m.UUID})
+	writeFrame(t, ws, proto.Status{ID: m.UUID, Status: proto.StatusSent})
+	writeFrame(t, ws, proto.Status{ID: m.UUID, Status: proto.StatusDelivered})
+	writeFrame(t, ws, proto.Status{ID: m.UUID, Status: proto.StatusDelivered}) // read, then held: no room
+	// Nothing can answer the ping while the reader waits for room: this
+	// waits for an answer that must not come, so a slow machine can only
+	// make the test pass, never fail.
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	err = ws.Ping(ctx)
+	cancel()
+	if err == nil {
+		t.Fatal("the ping was answered behind four unanswered frames, want the reader held at three")
+	}
+
+	release()
+	released = true
+	ctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := ws.Ping(ctx); err != nil {
+		t.Fatalf("ping once the commit is done: %v", err)
+	}
+	for acks := 0; acks < 3; {
+		select {
+		case f := <-in:
+			switch f.(type) {
+			case *proto.StatusAck:
+				acks++
+			case *proto.Send: // the held commit's own job
+			default:
+				t.Fatalf("got %#v, want status_ack", f)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("want three status_acks once the commit is done")
+		}
+	}
+}
