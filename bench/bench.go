@@ -34,6 +34,7 @@ type Config struct {
 	SeedMessages int           // history stored before the list phase (1,000,000)
 	Queries      int           // requests per list measurement (2,000)
 	BulkRequests int           // bulk sends of 1,000 messages in the bulk phase (100)
+	DrainJobs    int           // the backlog of the drain phase's one phone (5,000)
 	Log          io.Writer     // progress lines
 	// ServerArgs are extra flags for the server (e.g. --pprof-listen to profile it).
 	ServerArgs []string
@@ -42,7 +43,7 @@ type Config struct {
 // Defaults of a run.
 func Defaults() Config {
 	return Config{Phones: 10000, SendFor: 10 * time.Second, Senders: 64, Rate: 1000, RateFor: 5 * time.Second,
-		InboundRate: 500, InboundFor: 4 * time.Second, SeedMessages: 1000000, Queries: 2000, BulkRequests: 100}
+		InboundRate: 500, InboundFor: 4 * time.Second, SeedMessages: 1000000, Queries: 2000, BulkRequests: 100, DrainJobs: 5000}
 }
 
 // Report is what a run measured.
@@ -59,6 +60,11 @@ type Report struct {
 	SendsPerSecond     float64 `json:"durable_sends_per_second"`
 	SendsAnswered      int64   `json:"sends_answered"`
 	SendsReceived      int64   `json:"sends_received_and_acked"`
+	DrainJobs          int     `json:"drain_jobs"`
+	DrainPerSecond     float64 `json:"drain_jobs_per_second"`
+	// DrainRatio is one phone's drain rate over the durable sends per
+	// second of the same run (all phones).
+	DrainRatio         float64 `json:"drain_to_sends_ratio"`
 	BulkStored         int64   `json:"bulk_messages_stored"`
 	BulkStoredPerSec   float64 `json:"bulk_stored_per_second"`
 	BulkDispatchPerSec float64 `json:"bulk_dispatched_per_second"`
@@ -103,10 +109,11 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	}
 	seedDevices := seedFingerprints()
 	logf("preparing a store with %d phones and %d stored messages ...", n, cfg.SeedMessages)
-	key, tokens, _, err := prepare(dir, append(append([]string(nil), fps...), seedDevices...))
+	key, tokens, _, err := prepare(dir, append(append(append([]string(nil), fps...), drainFingerprint), seedDevices...))
 	if err != nil {
 		return rep, err
 	}
+	drainToken := tokens[n]
 	tokens = tokens[:n]
 	start := time.Now()
 	if err := seedHistory(dir, seedDevices, cfg.SeedMessages); err != nil {
@@ -156,6 +163,20 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	logf("sending as fast as %d senders can for %s ...", cfg.Senders, cfg.SendFor)
 	rep.SendsAnswered, rep.SendsReceived, rep.SendsPerSecond = throughput(api, fleet, fps, cfg.Senders, cfg.SendFor)
 	logf("throughput: %.0f durable sends/s (%d answered, %d received and acked)", rep.SendsPerSecond, rep.SendsAnswered, rep.SendsReceived)
+
+	// One phone back from an outage drains its backlog, acking and
+	// reporting at once; set against the all-phones rate just measured.
+	if cfg.DrainJobs > 0 {
+		logf("one phone draining a backlog of %d jobs ...", cfg.DrainJobs)
+		rep.DrainJobs = cfg.DrainJobs
+		if rep.DrainPerSecond, err = drain(ctx, api, drainToken, cfg.DrainJobs); err != nil {
+			return rep, err
+		}
+		if rep.SendsPerSecond > 0 {
+			rep.DrainRatio = rep.DrainPerSecond / rep.SendsPerSecond
+		}
+		logf("drain: %.0f jobs/s, %.2f of the durable send rate", rep.DrainPerSecond, rep.DrainRatio)
+	}
 
 	// Send -> frame on the phone at a fixed rate.
 	rep.SendRate = cfg.Rate

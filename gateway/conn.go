@@ -39,7 +39,12 @@ type conn struct {
 	graceful atomic.Bool  // a close handshake is under way; do not cut the connection
 	lastSeen atomic.Int64 // unix nanoseconds of the last frame or pong
 
-	flood *rate.Limiter // what the phone sends unasked (flood.go); reader goroutine only
+	flood *rate.Limiter // what the phone sends unasked (flood.go); reader and answerer
+
+	room      chan struct{} // a token per frame waiting for its answer (answers.go); made by the reader
+	amu       sync.Mutex
+	answers   []answer // answers waiting, in the order of the frames; guarded by amu
+	answering bool     // the answerer goroutine is running; guarded by amu
 
 	pumpMu    sync.Mutex          // serialises pumps, which read the store
 	inflight  map[string]struct{} // sends written to this link, not yet acked; guarded by pumpMu
@@ -229,14 +234,15 @@ func (c *conn) setPace(perMinute int) {
 	}
 }
 
-// readLoop handles the phone's frames. Store writes happen here, on the
-// link's own goroutine, so one slow phone slows only itself.
+// readLoop handles the phone's frames. Store writes start here, on the
+// link's own goroutine, and its answers wait on its own answerer
+// (answers.go), so one slow phone slows only itself.
 func (c *conn) readLoop() {
 	ctx := context.Background()
 	for {
 		_, data, err := c.ws.Read(ctx)
-		if err != nil {
-			return
+		if err != nil || c.closed() {
+			return // the answerer may have closed the link (flood, a store fault)
 		}
 		c.touch()
 		f, err := proto.Decode(data)
@@ -244,7 +250,8 @@ func (c *conn) readLoop() {
 			if !c.charge() {
 				return
 			}
-			c.answerError(proto.Error{Code: "unknown_frame", Message: fmt.Sprintf("Unknown frame type %q; the frame was ignored.", echo(frameType(data)))})
+			refusal := proto.Error{Code: "unknown_frame", Message: fmt.Sprintf("Unknown frame type %q; the frame was ignored.", echo(frameType(data)))}
+			c.answerNow(func() { c.answerError(refusal) })
 			continue
 		}
 		if err != nil {
@@ -257,33 +264,40 @@ func (c *conn) readLoop() {
 	}
 }
 
-// handle answers one frame; false ends the link. Reports are charged to
-// the flood limit only when they answer nothing the server sent (flood.go).
+// handle takes one frame; false ends the link. An ack or status goes to the
+// store's group commit and is answered once durable, in order, by the
+// answerer (answers.go). Reports are charged to the flood limit only when
+// they answer nothing the server sent (flood.go), which is known once the
+// commit says whether they moved their job.
 func (c *conn) handle(ctx context.Context, f proto.Frame) bool {
 	h := c.hub
 	switch f := f.(type) {
 	case *proto.Ack:
-		moved, err := h.intake.Ack(ctx, c.dev, f.ID)
-		// A refused ack (no such job) frees the slot too: the phone will not ack it again.
-		inflight := c.settle(f.ID)
-		if (err != nil || !(moved || inflight)) && !c.charge() {
-			return false
-		}
-		if c.refused(err, "ack", proto.Error{ID: f.ID}) {
-			return !c.closed()
-		}
+		r := h.intake.Ack(ctx, c.dev, f.ID)
+		c.later(func() {
+			moved, err := r.Wait()
+			// A refused ack (no such job) frees the slot too: the phone will not ack it again.
+			inflight := c.settle(f.ID)
+			if (err != nil || !(moved || inflight)) && !c.charge() {
+				return
+			}
+			c.refused(err, "ack", proto.Error{ID: f.ID})
+		})
 	case *proto.Status:
-		moved, err := h.intake.Status(ctx, c.dev, *f)
-		if err != nil && !c.charge() {
-			return false
-		}
-		if c.refused(err, "status", proto.Error{ID: f.ID}) {
-			return !c.closed()
-		}
-		if inflight := c.settle(f.ID); !(moved || inflight) && !c.charge() {
-			return false
-		}
-		c.send(proto.StatusAck{ID: f.ID, Status: f.Status, Detail: f.Detail})
+		r := h.intake.Status(ctx, c.dev, *f)
+		c.later(func() {
+			moved, err := r.Wait()
+			if err != nil && !c.charge() {
+				return
+			}
+			if c.refused(err, "status", proto.Error{ID: f.ID}) {
+				return
+			}
+			if inflight := c.settle(f.ID); !(moved || inflight) && !c.charge() {
+				return
+			}
+			c.send(proto.StatusAck{ID: f.ID, Status: f.Status, Detail: f.Detail})
+		})
 	case *proto.Inbound:
 		if !c.charge() {
 			return false
@@ -295,10 +309,12 @@ func (c *conn) handle(ctx context.Context, f proto.Frame) bool {
 		} else {
 			ack, err = h.intake.Inbound(ctx, c.dev, *f)
 		}
-		if c.refused(err, "inbound", proto.Error{ClientID: f.ClientID}) {
-			return !c.closed()
-		}
-		c.send(ack)
+		c.answerNow(func() {
+			if !c.refused(err, "inbound", proto.Error{ClientID: f.ClientID}) {
+				c.send(ack)
+			}
+		})
+		return !c.closed()
 	default:
 		c.fail(proto.CloseProtocolError, "protocol_error", "A phone may not send "+f.FrameType()+" here.")
 		return false

@@ -8,7 +8,10 @@
 // sent. Each link has one reader goroutine; its one writer goroutine runs
 // only while frames wait, and everything bound for the phone goes through a
 // bounded queue whose enqueue never blocks: a phone that cannot keep up is
-// closed with 4008 and resyncs from the store when it comes back. Liveness
+// closed with 4008 and resyncs from the store when it comes back. The
+// reader hands reports to the store's group commit and reads on; an
+// answerer goroutine, also running only while answers wait, acknowledges
+// them in order once durable (answers.go). Liveness
 // is a jittered ping from a timer, not read deadlines. Nothing that can
 // block (network, store) runs under the hub's lock; recipients are
 // snapshotted under it and acted on outside. Shutdown tells every phone to

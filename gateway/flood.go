@@ -18,7 +18,8 @@ import (
 
 // charge counts one unasked frame against the phone's flood limit, closing
 // the link with 4029 once it is over; false means the link is closing.
-// Reader goroutine only.
+// The reader charges what it reads; the answerer (answers.go) charges
+// reports once their commit says they moved nothing.
 func (c *conn) charge() bool {
 	if c.flood.Allow() {
 		return true

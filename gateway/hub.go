@@ -86,16 +86,18 @@ type Devices interface {
 	Seen(ctx context.Context, dev store.Device, at time.Time) error
 }
 
-// Intake takes what phones report. Each method returns once the report is
-// durable; the hub acknowledges to the phone only then.
+// Intake takes what phones report. Ack and Status queue their store write
+// and return at once; the report's Wait returns once it is durable, and the
+// hub acknowledges to the phone only then. Reports of one link are applied
+// in the order it queued them. Inbound returns once the message is durable.
 type Intake interface {
-	// Ack records that the phone took the job with this id. moved says the
-	// job's stored status changed: news a job gives at most once per step,
-	// which is what lets the hub leave it out of the flood count without a
-	// read of its own.
-	Ack(ctx context.Context, dev store.Device, id string) (moved bool, err error)
+	// Ack records that the phone took the job with this id. The report's
+	// moved says the job's stored status changed: news a job gives at most
+	// once per step, which is what lets the hub leave it out of the flood
+	// count without a read of its own.
+	Ack(ctx context.Context, dev store.Device, id string) sms.Report
 	// Status records an outcome the phone reported; moved as for Ack.
-	Status(ctx context.Context, dev store.Device, s proto.Status) (moved bool, err error)
+	Status(ctx context.Context, dev store.Device, s proto.Status) sms.Report
 	// Inbound stores a message the phone received, once per client_id.
 	Inbound(ctx context.Context, dev store.Device, in proto.Inbound) (proto.InboundAck, error)
 	// Pending returns up to limit jobs waiting for the device after the one

@@ -17,49 +17,64 @@ import (
 
 var errNoJob = problem.New(problem.NotFound, "This device has no job with that id.")
 
-// Ack records that the phone durably took a job; moved says the job's status changed. dev is the device as its
-// link authenticated it: only a job of that registration (company and device
-// id) moves, never one of an earlier owner of the handset.
-func (s *Service) Ack(_ context.Context, dev store.Device, id string) (bool, error) {
-	m, moved, err := s.store.Transition(dev.CompanyID, dev.ID, id, store.MsgSending, "", "", s.now())
-	if errors.Is(err, store.ErrNotFound) {
-		return false, errNoJob
-	}
-	if err == nil && moved {
-		s.changed(m)
-	}
-	return moved, err
+// Ack records that the phone durably took a job: it queues the change for
+// the store's next group commit and returns at once; the Report's Wait
+// says, once the change is durable, whether the job's status moved. dev is
+// the device as its link authenticated it: only a job of that registration
+// (company and device id) moves, never one of an earlier owner of the
+// handset.
+func (s *Service) Ack(_ context.Context, dev store.Device, id string) Report {
+	return Report{s: s, t: s.store.TransitionLater(dev.CompanyID, dev.ID, id, store.MsgSending, "", "", "", s.now())}
 }
 
-// Status records what became of a job; moved says the job's status changed.
-func (s *Service) Status(_ context.Context, dev store.Device, st proto.Status) (bool, error) {
+// Status records what became of a job, as Ack does: a report that is not
+// valid is refused at once, through the Report's Wait.
+func (s *Service) Status(_ context.Context, dev store.Device, st proto.Status) Report {
 	switch st.Status {
 	case proto.StatusSent, proto.StatusDelivered, proto.StatusFailed:
 	default:
-		return false, problem.Invalid("status", "must be sent, delivered or failed")
+		return Report{err: problem.Invalid("status", "must be sent, delivered or failed")}
 	}
 	if len(st.Error) > 200 {
 		st.Error = st.Error[:200]
 	}
 	if err := checkDetail(st); err != nil {
-		return false, err
+		return Report{err: err}
 	}
 	if st.At != "" {
 		at, err := time.Parse(time.RFC3339Nano, st.At)
 		if err != nil {
-			return false, problem.Invalid("at", "must be an RFC 3339 time such as 2026-11-22T10:04:05.123Z")
+			return Report{err: problem.Invalid("at", "must be an RFC 3339 time such as 2026-11-22T10:04:05.123Z")}
 		}
 		st.At = at.UTC().Format(timeLayout) // shown like every other time: UTC, milliseconds
 	}
 	if st.Status == proto.StatusFailed && st.Error == "" {
 		st.Error = "failed"
 	}
-	m, moved, err := s.store.TransitionDetail(dev.CompanyID, dev.ID, st.ID, st.Status, st.Error, st.At, st.Detail, s.now())
+	return Report{s: s, t: s.store.TransitionLater(dev.CompanyID, dev.ID, st.ID, st.Status, st.Error, st.At, st.Detail, s.now())}
+}
+
+// Report is a phone's ack or status on its way into the store. Reports a
+// link queues one after another are applied in that order.
+type Report struct {
+	s   *Service
+	t   *store.Transit // nil when refused before reaching the store
+	err error
+}
+
+// Wait returns once the report is durable (or refused): moved says the
+// job's stored status changed, news a job gives at most once per step.
+// Call it once.
+func (r Report) Wait() (moved bool, err error) {
+	if r.t == nil {
+		return false, r.err
+	}
+	m, moved, err := r.t.Wait()
 	if errors.Is(err, store.ErrNotFound) {
 		return false, errNoJob
 	}
 	if err == nil && moved {
-		s.changed(m)
+		r.s.changed(m)
 	}
 	return moved, err
 }

@@ -43,17 +43,29 @@ func newCommitter(db *bolt.DB) *committer {
 // returns once that transaction is durable. fn may run more than once (a
 // batch is retried without a failing member), so it must set its results
 // only from inside the transaction.
-func (c *committer) do(fn func(*bolt.Tx) error) error {
+func (c *committer) do(fn func(*bolt.Tx) error) error { return c.submit(fn).wait() }
+
+// submit queues fn for the next transaction and returns without waiting
+// for it (it blocks only while the queue is full); wait gives the outcome.
+// Writes submitted one after another by one goroutine run in that order,
+// in one transaction or in consecutive ones, so a caller may queue several
+// writes and wait for them later.
+func (c *committer) submit(fn func(*bolt.Tx) error) *commitReq {
 	req := &commitReq{fn: fn, err: make(chan error, 1)}
 	c.mu.RLock()
 	if c.closed {
 		c.mu.RUnlock()
-		return ErrClosed
+		req.err <- ErrClosed
+		return req
 	}
 	c.reqs <- req
 	c.mu.RUnlock()
-	return <-req.err
+	return req
 }
+
+// wait returns once the request's transaction is durable, or failed; call
+// it once.
+func (r *commitReq) wait() error { return <-r.err }
 
 func (c *committer) loop() {
 	defer close(c.done)

@@ -62,3 +62,44 @@ func TestGroupedAfterCloseIsRefused(t *testing.T) {
 		t.Fatalf("got %v, want ErrClosed", err)
 	}
 }
+
+// TestSubmittedWritesRunInOrder queues writes one after another without
+// waiting, some failing on the way (which reruns their batch), and wants
+// each to run after the one queued before it, whatever the batches were:
+// what lets a phone's link queue its reports and apply them in order.
+func TestSubmittedWritesRunInOrder(t *testing.T) {
+	t.Parallel()
+	s := open(t, t.TempDir())
+	boom := errors.New("boom")
+	var order []int // the committer goroutine's only
+	reqs := make([]*commitReq, 300)
+	for i := range reqs {
+		reqs[i] = s.commit.submit(func(tx *bolt.Tx) error {
+			if i%50 == 49 {
+				return boom
+			}
+			// A batch that failed runs again: a write appears once, where it last ran.
+			if n := len(order); n > 0 && order[n-1] >= i {
+				for n > 0 && order[n-1] >= i {
+					n--
+				}
+				order = order[:n]
+			}
+			order = append(order, i)
+			return nil
+		})
+	}
+	for i, r := range reqs {
+		if err := r.wait(); (err != nil) != (i%50 == 49) {
+			t.Fatalf("write %d: got %v", i, err)
+		}
+	}
+	if len(order) != 294 {
+		t.Fatalf("got %d writes, want 294", len(order))
+	}
+	for k := 1; k < len(order); k++ {
+		if order[k] <= order[k-1] {
+			t.Fatalf("write %d ran after %d, want the order they were queued in", order[k], order[k-1])
+		}
+	}
+}

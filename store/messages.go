@@ -7,6 +7,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 // Message directions and statuses.
@@ -274,87 +275,125 @@ func (s *Store) Transition(companyID, deviceID uint64, uuid, status, errText, st
 }
 
 func (s *Store) transition(companyID, deviceID uint64, uuid, status, errText, statusAt, detail string, now time.Time) (out Message, moved bool, err error) {
-	err = s.grouped(func(tx *bolt.Tx) error {
-		moved = false // a batch that failed runs this again
-		d, err := liveDeviceRef(tx, companyID, deviceID)
-		if err != nil {
-			if errors.Is(err, ErrDeviceGone) {
-				return ErrNotFound
-			}
-			return err
-		}
-		m, err := loadByUUID(tx, uuid)
-		if err != nil {
-			return err
-		}
-		if m.CompanyID != companyID || m.Direction != Outbound || (m.DeviceID != deviceID && !agentHolds(tx, m, deviceID)) {
+	return s.TransitionLater(companyID, deviceID, uuid, status, errText, statusAt, detail, now).Wait()
+}
+
+// Transit is a report's change of a message on its way through the group
+// commit (TransitionLater).
+type Transit struct {
+	req          *commitReq
+	uuid, status string
+	out          Message // set inside the transaction
+	moved        bool    // set inside the transaction
+}
+
+// TransitionLater queues the change TransitionDetail makes for the next
+// group commit and returns at once; Wait gives its outcome once it is
+// durable. Changes queued one after another by one goroutine commit in
+// that order, so a phone's link can read its next report while the last
+// one waits for its fsync, and still apply each job's reports in the
+// order the phone made them.
+func (s *Store) TransitionLater(companyID, deviceID uint64, uuid, status, errText, statusAt, detail string, now time.Time) *Transit {
+	t := &Transit{uuid: uuid, status: status}
+	if s.commit == nil {
+		t.req = &commitReq{err: make(chan error, 1)}
+		t.req.err <- bolterrors.ErrDatabaseReadOnly
+		return t
+	}
+	t.req = s.commit.submit(func(tx *bolt.Tx) error {
+		return s.transitionTx(tx, t, companyID, deviceID, uuid, status, errText, statusAt, detail, now)
+	})
+	return t
+}
+
+// Wait returns the message as the change left it, whether the change moved
+// it, and any error, once the change is durable; call it once.
+func (t *Transit) Wait() (Message, bool, error) {
+	if err := t.req.wait(); err != nil {
+		return t.out, false, fmt.Errorf("store: message %s to %s: %w", t.uuid, t.status, err)
+	}
+	return t.out, t.moved, nil
+}
+
+// transitionTx makes the change of TransitionLater inside the transaction,
+// setting t's results. A batch that failed runs it again, so it sets them
+// afresh each time.
+func (s *Store) transitionTx(tx *bolt.Tx, t *Transit, companyID, deviceID uint64, uuid, status, errText, statusAt, detail string, now time.Time) error {
+	t.out, t.moved = Message{}, false
+	d, err := liveDeviceRef(tx, companyID, deviceID)
+	if err != nil {
+		if errors.Is(err, ErrDeviceGone) {
 			return ErrNotFound
 		}
-		out = m
-		if rank[status] <= rank[m.Status] {
-			// A repeat, or late news of an earlier step; delivered and failed
-			// are final. Only a delivered message's detail may still move.
-			changed, err := applyDetail(tx, &m, status, detail, now)
-			out, moved = m, changed
-			return err
-		}
-		if m.Status == MsgScheduled {
-			return nil // never dispatched: no phone has this job
-		}
-		if (m.Status == MsgExpired || m.Status == MsgCanceled) && status == MsgSending {
-			return nil // a late ack does not revive an expired or canceled job; only an outcome can
-		}
-		if m.Status == MsgQueued || m.Status == MsgExpired || m.Status == MsgCanceled {
-			if err := leaveQueue(tx, m); err != nil {
-				return err
-			}
-		}
-		sending := tx.Bucket(bucketSendingIdx)
-		if m.DeviceID != deviceID {
-			// A WhatsApp or iMessage job taken by the number's new agent: it
-			// is that registration's job from now on.
-			if err := sending.Delete(msgDevKey(m, itob(m.ID))); err != nil {
-				return err
-			}
-			m.DeviceID = deviceID
-		}
-		if status == MsgSending {
-			if err := sending.Put(msgDevKey(m, itob(m.ID)), nil); err != nil {
-				return err
-			}
-		} else if err := sending.Delete(msgDevKey(m, itob(m.ID))); err != nil {
-			return err
-		}
-		from := m.Status
-		if status == MsgSending && from == MsgQueued && IsAgentChannel(m.Channel) {
-			if err := noteTaken(tx, m.CompanyID, m.NumberID, now); err != nil {
-				return err
-			}
-		}
-		m.Status, m.UpdatedAt = status, now.UTC()
-		m.Error = "" // an expiry note does not outlive a later report
-		if status == MsgFailed {
-			m.Error = errText
-		}
-		if statusAt != "" {
-			m.StatusAt = statusAt
-		}
-		if status == MsgDelivered && keepsDetail(m) {
-			m.Detail = detail
-		}
-		out, moved = m, true
-		if err := countTransition(tx, m, from, d.Label, now); err != nil {
-			return err
-		}
-		if err := s.statusEvent(tx, m, now); err != nil {
-			return err
-		}
-		return putJSON(tx.Bucket(bucketMessages), itob(m.ID), m)
-	})
-	if err != nil {
-		return out, false, fmt.Errorf("store: message %s to %s: %w", uuid, status, err)
+		return err
 	}
-	return out, moved, nil
+	m, err := loadByUUID(tx, uuid)
+	if err != nil {
+		return err
+	}
+	if m.CompanyID != companyID || m.Direction != Outbound || (m.DeviceID != deviceID && !agentHolds(tx, m, deviceID)) {
+		return ErrNotFound
+	}
+	t.out = m
+	if rank[status] <= rank[m.Status] {
+		// A repeat, or late news of an earlier step; delivered and failed
+		// are final. Only a delivered message's detail may still move.
+		changed, err := applyDetail(tx, &m, status, detail, now)
+		t.out, t.moved = m, changed
+		return err
+	}
+	if m.Status == MsgScheduled {
+		return nil // never dispatched: no phone has this job
+	}
+	if (m.Status == MsgExpired || m.Status == MsgCanceled) && status == MsgSending {
+		return nil // a late ack does not revive an expired or canceled job; only an outcome can
+	}
+	if m.Status == MsgQueued || m.Status == MsgExpired || m.Status == MsgCanceled {
+		if err := leaveQueue(tx, m); err != nil {
+			return err
+		}
+	}
+	sending := tx.Bucket(bucketSendingIdx)
+	if m.DeviceID != deviceID {
+		// A WhatsApp or iMessage job taken by the number's new agent: it
+		// is that registration's job from now on.
+		if err := sending.Delete(msgDevKey(m, itob(m.ID))); err != nil {
+			return err
+		}
+		m.DeviceID = deviceID
+	}
+	if status == MsgSending {
+		if err := sending.Put(msgDevKey(m, itob(m.ID)), nil); err != nil {
+			return err
+		}
+	} else if err := sending.Delete(msgDevKey(m, itob(m.ID))); err != nil {
+		return err
+	}
+	from := m.Status
+	if status == MsgSending && from == MsgQueued && IsAgentChannel(m.Channel) {
+		if err := noteTaken(tx, m.CompanyID, m.NumberID, now); err != nil {
+			return err
+		}
+	}
+	m.Status, m.UpdatedAt = status, now.UTC()
+	m.Error = "" // an expiry note does not outlive a later report
+	if status == MsgFailed {
+		m.Error = errText
+	}
+	if statusAt != "" {
+		m.StatusAt = statusAt
+	}
+	if status == MsgDelivered && keepsDetail(m) {
+		m.Detail = detail
+	}
+	t.out, t.moved = m, true
+	if err := countTransition(tx, m, from, d.Label, now); err != nil {
+		return err
+	}
+	if err := s.statusEvent(tx, m, now); err != nil {
+		return err
+	}
+	return putJSON(tx.Bucket(bucketMessages), itob(m.ID), m)
 }
 
 // Pending returns up to limit queued messages of a device (company and

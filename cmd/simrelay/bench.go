@@ -27,6 +27,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.DurationVar(&cfg.InboundFor, "inbound-for", cfg.InboundFor, "length of the webhook phase")
 	fs.IntVar(&cfg.SeedMessages, "messages", cfg.SeedMessages, "messages stored before the list phase")
 	fs.IntVar(&cfg.Queries, "queries", cfg.Queries, "requests per list measurement")
+	fs.IntVar(&cfg.DrainJobs, "drain-jobs", cfg.DrainJobs, "backlog of the one phone of the drain phase (0: skip it)")
 	fs.IntVar(&cfg.BulkRequests, "bulk-requests", cfg.BulkRequests, "bulk sends of 1,000 messages in the bulk phase (0: skip it)")
 	var pprofListen string
 	fs.StringVar(&pprofListen, "pprof-listen", "", "let the server serve pprof profiles on this loopback host:port, to profile it during the run")
@@ -75,6 +76,10 @@ func printReport(w io.Writer, r bench.Report) {
 	fmt.Fprintf(tw, "Go stack per idle phone\t%.1f KB\t\n", r.StackPerPhoneKB)
 	fmt.Fprintf(tw, "server goroutines per idle phone\t%.2f\t\n", r.GoroutinesPerPhone)
 	fmt.Fprintf(tw, "durable sends, answered and acked by the phone\t%.0f /s\t>= 10000 /s\n", r.SendsPerSecond)
+	if r.DrainJobs > 0 {
+		fmt.Fprintf(tw, "one phone draining %d jobs (ack, sent, delivered)\t%.0f jobs/s\t>= 1000 /s\n", r.DrainJobs, r.DrainPerSecond)
+		fmt.Fprintf(tw, "  as a ratio of the durable send rate\t%.2f\t>= 0.50\n", r.DrainRatio)
+	}
 	fmt.Fprintf(tw, "bulk sends (1,000 a request): stored / dispatched\t%.0f / %.0f /s\t\n", r.BulkStoredPerSec, r.BulkDispatchPerSec)
 	fmt.Fprintf(tw, "send -> frame on phone at %d/s, p50 / p99\t%.2f / %.2f ms\tp99 < 5 ms\n", r.SendRate, r.SendP50ms, r.SendP99ms)
 	fmt.Fprintf(tw, "inbound -> webhook received, p50 / p99\t%.2f / %.2f ms\tp99 < 50 ms\n", r.WebhookP50ms, r.WebhookP99ms)

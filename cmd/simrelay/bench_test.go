@@ -1,0 +1,58 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestBenchDrainPhase runs `simrelay bench` at a tiny size and wants its
+// drain phase: one phone's backlog drained (every job acked and reported
+// sent and delivered, every report answered), its rate, and that rate as a
+// ratio of the same run's durable sends, in the table and the JSON.
+func TestBenchDrainPhase(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	t.Parallel()
+	bin := buildBinary(t)
+	out := filepath.Join(t.TempDir(), "bench.json")
+	cmd := exec.Command(bin, "bench", "--phones", "4", "--messages", "50", "--queries", "5",
+		"--send-for", "500ms", "--senders", "4", "--rate", "20", "--rate-for", "500ms",
+		"--inbound-rate", "10", "--inbound-for", "500ms", "--bulk-requests", "0",
+		"--drain-jobs", "300", "--json", out)
+	cmd.Dir = t.TempDir()
+	stdout, err := cmd.Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("simrelay bench: %v\n%s\n%s", err, stdout, stderr)
+	}
+	if !strings.Contains(string(stdout), "one phone draining 300 jobs (ack, sent, delivered)") || !strings.Contains(string(stdout), "as a ratio of the durable send rate") {
+		t.Errorf("the table has no drain rows:\n%s", stdout)
+	}
+	raw, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Sends float64 `json:"durable_sends_per_second"`
+		Jobs  int     `json:"drain_jobs"`
+		Rate  float64 `json:"drain_jobs_per_second"`
+		Ratio float64 `json:"drain_to_sends_ratio"`
+	}
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Jobs != 300 || rep.Rate <= 0 || rep.Sends <= 0 {
+		t.Fatalf("got drain_jobs %d at %.0f/s with %.0f sends/s, want 300 drained at some rate", rep.Jobs, rep.Rate, rep.Sends)
+	}
+	if got, want := rep.Ratio, rep.Rate/rep.Sends; got < want*0.999 || got > want*1.001 {
+		t.Errorf("got ratio %.4f, want drain over sends %.4f", got, want)
+	}
+}

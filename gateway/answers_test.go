@@ -1,0 +1,186 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/sms"
+	"github.com/simrelay/simrelay/store"
+)
+
+// holdCommits stops the store's group commit until the returned func is
+// called: a send whose device check (run inside the commit) waits. It is
+// what a slow fsync looks like to everything queued behind it.
+func (r *rig) holdCommits() (release func()) {
+	r.t.Helper()
+	entered, free, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		m := store.Message{UUID: "held-commit", CompanyID: r.company, Device: "pixel-1", Channel: proto.ChannelSMS, Phone: "+15550000000", Text: "held", SIMSlot: proto.SIM1}
+		_, _, _ = r.store.Enqueue(&m, "", time.Now, func(store.Device) error { close(entered); <-free; return nil }, nil)
+	}()
+	<-entered
+	return func() { close(free); <-done }
+}
+
+// frames reads the link's frames into a channel until it ends; a reader
+// must run for the client's pings to get their pongs.
+func frames(t *testing.T, ws *websocket.Conn) <-chan proto.Frame {
+	out := make(chan proto.Frame, 64)
+	go func() {
+		defer close(out)
+		for {
+			_, data, err := ws.Read(context.Background())
+			if err != nil {
+				return
+			}
+			if f, err := proto.Decode(data); err == nil {
+				out <- f
+			}
+		}
+	}()
+	t.Cleanup(func() { ws.CloseNow() })
+	return out
+}
+
+// A link reads the phone's next frames while its reports wait for their
+// commit, answers none of them before it is durable, and then answers them
+// in the order they came.
+func TestReportsArePipelinedAndAnsweredAfterTheirCommit(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, Config{})
+	token := r.pair("pixel-1")
+	var ids []string
+	for i := range 2 {
+		m, _, err := r.sms.Send(context.Background(), sms.SendInput{CompanyID: r.company, Device: "pixel-1", Phone: "+15551234567", Message: fmt.Sprint("m", i)}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, m.UUID)
+	}
+	ws := r.connect(token)
+	for _, id := range ids {
+		if s, ok := readFrame(t, ws).(*proto.Send); !ok || s.ID != id {
+			t.Fatalf("got %#v, want the job %s", s, id)
+		}
+	}
+	in := frames(t, ws)
+
+	release := r.holdCommits()
+	released := false
+	defer func() {
+		if !released {
+			release()
+		}
+	}()
+	for _, id := range ids {
+		writeFrame(t, ws, proto.Ack{ID: id})
+		writeFrame(t, ws, proto.Status{ID: id, Status: proto.StatusSent})
+		writeFrame(t, ws, proto.Status{ID: id, Status: proto.StatusDelivered})
+	}
+	// The pong comes from the server's reader, behind the six reports.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := ws.Ping(ctx); err != nil {
+		t.Fatalf("ping behind reports waiting for their commit: %v; want the link to read on", err)
+	}
+	select {
+	case f := <-in:
+		t.Fatalf("got %#v before the commit, want no answer until the reports are durable", f)
+	default:
+	}
+
+	release()
+	released = true
+	want := []proto.StatusAck{{ID: ids[0], Status: proto.StatusSent}, {ID: ids[0], Status: proto.StatusDelivered}, {ID: ids[1], Status: proto.StatusSent}, {ID: ids[1], Status: proto.StatusDelivered}}
+	for _, w := range want {
+		var got proto.Frame
+		for got == nil {
+			select {
+			case f, ok := <-in:
+				if !ok {
+					t.Fatal("the link ended before the answers")
+				}
+				if _, isSend := f.(*proto.Send); !isSend { // the held commit's own job
+					got = f
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatalf("no answer in 5 s, want %+v", w)
+			}
+		}
+		if a, ok := got.(*proto.StatusAck); !ok || *a != w {
+			t.Fatalf("got %#v, want %+v: answers in the order of the reports", got, w)
+		}
+	}
+	for _, id := range ids {
+		m, err := r.store.MessageByUUID(r.company, id)
+		if err != nil || m.Status != store.MsgDelivered {
+			t.Fatalf("job %s: got %q, %v; want delivered", id, m.Status, err)
+		}
+	}
+}
+
+// While three frames per place of its window wait for their answers, a
+// link reads no more: what a phone can make the server hold is bounded.
+func TestALinkStopsReadingAtItsLimitOfUnansweredFrames(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, Config{MaxInflight: 1}) // room for 3 unanswered frames
+	token := r.pair("pixel-1")
+	m, _, err := r.sms.Send(context.Background(), sms.SendInput{CompanyID: r.company, Device: "pixel-1", Phone: "+15551234567", Message: "m"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := r.connect(token)
+	if s, ok := readFrame(t, ws).(*proto.Send); !ok || s.ID != m.UUID {
+		t.Fatalf("got %#v, want the job %s", s, m.UUID)
+	}
+	in := frames(t, ws)
+
+	release := r.holdCommits()
+	released := false
+	defer func() {
+		if !released {
+			release()
+		}
+	}()
+	writeFrame(t, ws, proto.Ack{ID: m.UUID})
+	writeFrame(t, ws, proto.Status{ID: m.UUID, Status: proto.StatusSent})
+	writeFrame(t, ws, proto.Status{ID: m.UUID, Status: proto.StatusDelivered})
+	writeFrame(t, ws, proto.Status{ID: m.UUID, Status: proto.StatusDelivered}) // read, then held: no room
+	// Nothing can answer the ping while the reader waits for room: this
+	// waits for an answer that must not come, so a slow machine can only
+	// make the test pass, never fail.
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	err = ws.Ping(ctx)
+	cancel()
+	if err == nil {
+		t.Fatal("the ping was answered behind four unanswered frames, want the reader held at three")
+	}
+
+	release()
+	released = true
+	ctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := ws.Ping(ctx); err != nil {
+		t.Fatalf("ping once the commit is done: %v", err)
+	}
+	for acks := 0; acks < 3; {
+		select {
+		case f := <-in:
+			switch f.(type) {
+			case *proto.StatusAck:
+				acks++
+			case *proto.Send: // the held commit's own job
+			default:
+				t.Fatalf("got %#v, want status_ack", f)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("want three status_acks once the commit is done")
+		}
+	}
+}
