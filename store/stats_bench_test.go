@@ -2,6 +2,8 @@ package store
 
 import (
 	"fmt"
+	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -143,4 +145,41 @@ func benchDashboard(b *testing.B, devices int, busy uint64, days func(today uint
 			b.Fatal(sum, err)
 		}
 	}
+}
+
+// BenchmarkReportGrouped is the report path that feeds the counters: many
+// concurrent phones' delivered reports, spread over 1,000 devices, each
+// durable before it returns, sharing commits.
+func BenchmarkReportGrouped(b *testing.B) {
+	s, c := benchStore(b)
+	devs := make([]Device, 1000)
+	for i := range devs {
+		devs[i] = Device{Fingerprint: fmt.Sprint("d-", i), CompanyID: c.ID, Status: DeviceActive, TokenHash: []byte(fmt.Sprint("t-", i))}
+	}
+	if err := s.ProvisionDevices(devs); err != nil {
+		b.Fatal(err)
+	}
+	msgs := make([]Message, b.N)
+	now := time.Now()
+	for i := range msgs {
+		msgs[i] = Message{UUID: fmt.Sprint("r-", i), CompanyID: c.ID, Device: devs[i%len(devs)].Fingerprint, Channel: "sms", Direction: Outbound,
+			Status: MsgSending, Phone: "+15551234567", Text: "hello", SIMSlot: "SIM1", Segments: 1, CreatedAt: now, UpdatedAt: now}
+	}
+	for batch := range slices.Chunk(msgs, 20000) {
+		if err := s.ImportMessages(batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var next atomic.Int64
+	b.SetParallelism(64)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			m := msgs[next.Add(1)-1]
+			if _, moved, err := s.Transition(m.CompanyID, m.DeviceID, m.UUID, MsgDelivered, "", "", time.Now()); err != nil || !moved {
+				b.Fatal(moved, err)
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
 }
