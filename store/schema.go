@@ -30,7 +30,7 @@ var migrations = []func(tx *bolt.Tx) (done bool, err error){
 	migrateStats,
 	// 5 -> 6: the counters' sums by company and by device per day, rolled
 	// up from the stored counters (migrate_v6.go).
-	whole(migrateStatsSums),
+	migrateStatsSums,
 }
 
 // whole makes a migration that fits in one transaction a one-step one.

@@ -260,8 +260,9 @@ func TestStatsSumsFollowTheCounters(t *testing.T) {
 
 // TestMigrateV6SumsAStoreOfSchema5 opens a store of schema 5 made by today's
 // write paths, with its sums gone, then with sums already there (as a store
-// migrated from before schema 5 has them): the migration rolls them up from
-// the day counters, once, and the answers stay what they were.
+// migrated from before schema 5 has them), then runs the migration in small
+// steps: each time it rolls the sums up from the day counters, once, and the
+// answers stay what they were.
 func TestMigrateV6SumsAStoreOfSchema5(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -298,6 +299,23 @@ func TestMigrateV6SumsAStoreOfSchema5(t *testing.T) {
 			t.Fatalf("sums dropped %v: the analytics answer %+v (%v) after the migration, %+v before", drop, after, err, before)
 		}
 	}
+
+	// Again in steps of three counter records, as a resumed migration runs.
+	steps := 0
+	for done := false; !done; steps++ {
+		if err := s.db.Update(func(tx *bolt.Tx) error {
+			var err error
+			done, err = migrateStatsSumsIn(tx, 3)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if steps < 4 {
+		t.Fatalf("the migration took %d steps, want several", steps)
+	}
+	checkStatsSums(t, s)
+	checkStatsAnswers(t, s, company, from, to, devices, user)
 }
 
 // TestMigrateV6SumsTheV1Store: the schema 1 fixture, counted by the
