@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"net/http"
 	"slices"
 	"strconv"
@@ -220,9 +221,13 @@ func (s *Server) analytics(c echo.Context) error {
 	}
 	var devices map[uint64]bool
 	if fps != nil {
+		named := make(map[string]bool, len(fps))
+		for _, fp := range fps {
+			named[fp] = true
+		}
 		devices = map[uint64]bool{}
 		for _, r := range regs {
-			if slices.Contains(fps, r.Fingerprint) {
+			if named[r.Fingerprint] {
 				devices[r.ID] = true // every registration of the fingerprint in this company
 			}
 		}
@@ -244,35 +249,45 @@ func (s *Server) analytics(c echo.Context) error {
 
 // byDevice merges the registrations of each fingerprint: those with counts
 // in the range, and the live devices a devices filter names (at zero), so a
-// fleet of thousands of idle phones does not bloat every answer.
+// fleet of thousands of idle phones does not bloat every answer. Sorted by
+// fingerprint, then id (the order regs come in), the registrations of one
+// fingerprint lie together and merge in one pass.
 func byDevice(regs []store.StatsDevice, filter map[uint64]bool, counts map[uint64]store.Counts) []byDeviceJSON {
-	var order []string
-	merged := map[string]*byDeviceJSON{}
-	sum := map[string]store.Counts{}
-	for _, r := range regs {
+	type listed struct {
+		reg *store.StatsDevice
+		n   store.Counts
+	}
+	list := make([]listed, 0, len(counts))
+	for i := range regs {
+		r := &regs[i]
 		n, counted := counts[r.ID]
 		if (filter != nil && !filter[r.ID]) || (!counted && (filter == nil || !r.Live)) {
 			continue
 		}
-		item, ok := merged[r.Fingerprint]
-		if !ok {
-			item = &byDeviceJSON{DeviceFingerprint: r.Fingerprint}
-			merged[r.Fingerprint] = item
-			order = append(order, r.Fingerprint)
-		}
-		if r.Live || item.DeviceName == "" {
-			item.DeviceName = r.Name
-		}
-		t := sum[r.Fingerprint]
-		t.Sent, t.Delivered, t.Failed, t.Received, t.Expired = t.Sent+n.Sent, t.Delivered+n.Delivered, t.Failed+n.Failed, t.Received+n.Received, t.Expired+n.Expired
-		sum[r.Fingerprint] = t
+		list = append(list, listed{r, n})
 	}
-	slices.Sort(order)
-	out := make([]byDeviceJSON, 0, len(order))
-	for _, fp := range order {
-		item := merged[fp]
-		item.countsJSON = countsOut(sum[fp])
-		out = append(out, *item)
+	order := make([]int32, len(list)) // sorting these moves 4 bytes, not a listed
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortFunc(order, func(a, b int32) int {
+		ra, rb := list[a].reg, list[b].reg
+		return cmp.Or(strings.Compare(ra.Fingerprint, rb.Fingerprint), cmp.Compare(ra.ID, rb.ID))
+	})
+	out := make([]byDeviceJSON, 0, len(list))
+	prev := ""
+	for _, i := range order {
+		l := list[i]
+		if len(out) == 0 || l.reg.Fingerprint != prev {
+			out = append(out, byDeviceJSON{DeviceFingerprint: l.reg.Fingerprint})
+			prev = l.reg.Fingerprint
+		}
+		item := &out[len(out)-1]
+		if l.reg.Live || item.DeviceName == "" {
+			item.DeviceName = l.reg.Name
+		}
+		t := &item.countsJSON
+		t.Sent, t.Delivered, t.Failed, t.Received, t.Expired = t.Sent+l.n.Sent, t.Delivered+l.n.Delivered, t.Failed+l.n.Failed, t.Received+l.n.Received, t.Expired+l.n.Expired
 	}
 	return out
 }

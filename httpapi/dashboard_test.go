@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -241,5 +242,58 @@ func TestAnalyticsRefusesBadRanges(t *testing.T) {
 		if r.Status != http.StatusBadRequest || r.str("error") != "validation_failed" || r.str("field") != c.field {
 			t.Errorf("%s: got %d %s, want 400 validation_failed field %s", c.query, r.Status, r.Raw, c.field)
 		}
+	}
+}
+
+// TestAnalyticsByDeviceMergesRegistrations: byDevice lists fingerprints in
+// order, whatever order they were paired in, and sums every registration of
+// one fingerprint (a phone deleted and paired again), under the live one's
+// name when the live one is listed; a deleted device with nothing in the
+// range is left out.
+func TestAnalyticsByDeviceMergesRegistrations(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, roomy)
+	a := e.newCompany("Acme", "owner@acme.test")
+	// A message queued on a phone that never connects fails when the phone is
+	// deleted: one failed count for that registration.
+	failOn := func(fp string, n int) {
+		t.Helper()
+		for range n {
+			e.want(e.do(call{method: "POST", path: "/chat/send", token: a.apiKey, body: sendBody(fp, "+15551234567", "hi", "")}), http.StatusOK, "")
+		}
+		e.want(e.do(call{method: "DELETE", path: "/device/delete/" + fp, token: a.apiKey}), http.StatusOK, "")
+	}
+	e.pairPhone(a.apiKey, "m-phone")
+	failOn("m-phone", 1)
+	e.pairPhone(a.apiKey, "m-phone")
+	failOn("m-phone", 2)
+	e.pairPhone(a.apiKey, "m-phone")
+	e.want(e.do(call{method: "PATCH", path: "/device/m-phone", token: a.apiKey, body: map[string]any{"device_name": "Front desk"}}), http.StatusOK, "")
+	e.pairPhone(a.apiKey, "b-phone")
+	failOn("b-phone", 1)
+	e.pairPhone(a.apiKey, "idle-gone")
+	e.want(e.do(call{method: "DELETE", path: "/device/delete/idle-gone", token: a.apiKey}), http.StatusOK, "")
+
+	type item struct {
+		fp, name string
+		counts   [5]float64
+	}
+	byDevice := func(query string) []item {
+		t.Helper()
+		var out []item
+		for _, it := range e.analytics(a.apiKey, query).Body["byDevice"].([]any) {
+			d := it.(map[string]any)
+			out = append(out, item{fmt.Sprint(d["device_fingerprint"]), fmt.Sprint(d["device_name"]), analyticsCounts(d)})
+		}
+		return out
+	}
+	got := byDevice("")
+	if len(got) != 2 || got[0].fp != "b-phone" || got[0].counts != [5]float64{0, 0, 1, 0, 0} || got[1].fp != "m-phone" || got[1].counts != [5]float64{0, 0, 3, 0, 0} {
+		t.Errorf("byDevice: got %v, want b-phone with 1 failed, then m-phone's three registrations with 3", got)
+	}
+	// Named by the filter, the live registration is listed too, and names the item.
+	want := []item{{"b-phone", "Phone b-phone", [5]float64{0, 0, 1, 0, 0}}, {"m-phone", "Front desk", [5]float64{0, 0, 3, 0, 0}}}
+	if got := byDevice("devices=m-phone,b-phone,idle-gone"); !slices.Equal(got, want) {
+		t.Errorf("byDevice with devices=m-phone,b-phone,idle-gone: got %v, want %v", got, want)
 	}
 }

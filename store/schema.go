@@ -28,6 +28,9 @@ var migrations = []func(tx *bolt.Tx) (done bool, err error){
 	// 4 -> 5: message counters, recent activity and the disabled-device
 	// index, backfilled from what is stored (migrate_v5.go).
 	migrateStats,
+	// 5 -> 6: the counters' sums by company and by device per day, rolled
+	// up from the stored counters (migrate_v6.go).
+	migrateStatsSums,
 }
 
 // whole makes a migration that fits in one transaction a one-step one.

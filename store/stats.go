@@ -12,12 +12,18 @@ import (
 // things happen, in the transaction that changes the message, so a crash
 // never leaves a counter and its message apart and no query ever walks the
 // messages. One record per company, UTC day, channel, device registration
-// and user holds fixed-size binary counts, so a 90-day range is one short
-// prefix walk:
+// and user holds fixed-size binary counts; the same write adds them to the
+// company's day and to the device's day, so a range reads only the records
+// its question needs: the company's days for its totals and series (90
+// records for 90 days, whatever the number of devices and users), the
+// devices' days for the sums by device, and the full records only under a
+// users filter:
 //
-//	stats_days    company(8) day(4) channel(1) device id(8) user(8) -> Counts
-//	stats_totals  company(8)                                       -> Counts, all time
-//	stats_devices company(8) device id(8)                          -> fingerprint 0 name
+//	stats_days         company(8) day(4) channel(1) device id(8) user(8) -> Counts
+//	stats_company_days company(8) day(4)                                  -> Counts, summed
+//	stats_device_days  company(8) day(4) device id(8)                     -> Counts, summed
+//	stats_totals       company(8)                                         -> Counts, all time
+//	stats_devices      company(8) device id(8)                            -> fingerprint 0 name
 //
 // What counts, and on which day (the day it happened, UTC):
 //   - sent: an outbound message the first time it reaches sent or delivered
@@ -34,10 +40,13 @@ import (
 // inbound ones for nobody (StatsNoUser).
 
 var (
-	bucketStatsDays    = []byte("stats_days")
-	bucketStatsTotals  = []byte("stats_totals")
-	bucketStatsDevices = []byte("stats_devices")
-	statsBuckets       = [][]byte{bucketStatsDays, bucketStatsTotals, bucketStatsDevices, bucketActivity, bucketActivityHead, bucketDisabledDevices}
+	bucketStatsDays        = []byte("stats_days")
+	bucketStatsCompanyDays = []byte("stats_company_days")
+	bucketStatsDeviceDays  = []byte("stats_device_days")
+	bucketStatsTotals      = []byte("stats_totals")
+	bucketStatsDevices     = []byte("stats_devices")
+	statsBuckets           = [][]byte{bucketStatsDays, bucketStatsCompanyDays, bucketStatsDeviceDays, bucketStatsTotals, bucketStatsDevices,
+		bucketActivity, bucketActivityHead, bucketDisabledDevices}
 )
 
 // StatsNoUser is the user of counters no user caused: inbound messages.
@@ -110,6 +119,28 @@ func statsDayKey(companyID uint64, day uint32, channel byte, deviceID, userID ui
 	return k
 }
 
+func statsCompanyDayKey(companyID uint64, day uint32) []byte {
+	k := make([]byte, 12)
+	binary.BigEndian.PutUint64(k, companyID)
+	binary.BigEndian.PutUint32(k[8:], day)
+	return k
+}
+
+func statsDeviceDayKey(companyID uint64, day uint32, deviceID uint64) []byte {
+	k := make([]byte, 20)
+	binary.BigEndian.PutUint64(k, companyID)
+	binary.BigEndian.PutUint32(k[8:], day)
+	binary.BigEndian.PutUint64(k[12:], deviceID)
+	return k
+}
+
+// addCounts adds c to the counts at key k of b.
+func addCounts(b *bolt.Bucket, k []byte, c Counts) error {
+	cur := decodeCounts(b.Get(k))
+	cur.add(c)
+	return b.Put(k, cur.encode())
+}
+
 // StatsDay numbers UTC days since 1970-01-01, as counter keys do.
 func StatsDay(t time.Time) uint32 { return uint32(dayOf(t.UTC())) }
 
@@ -143,25 +174,25 @@ func messageUser(m Message) uint64 {
 	return m.UserID
 }
 
-// count adds c to the message's counters of at's day and to its company's
-// all-time totals.
+// count adds c to the message's counters of at's day, to its company's and
+// its device's sums of that day, and to its company's all-time totals.
 func count(tx *bolt.Tx, m Message, at time.Time, c Counts) error {
 	if c.zero() {
 		return nil
 	}
-	days := tx.Bucket(bucketStatsDays)
-	k := statsDayKey(m.CompanyID, StatsDay(at), ChannelByte(m.Channel), m.DeviceID, messageUser(m))
-	cur := decodeCounts(days.Get(k))
-	cur.add(c)
-	if err := days.Put(k, cur.encode()); err != nil {
-		return err
-	}
-	totals := tx.Bucket(bucketStatsTotals)
-	tk := itob(m.CompanyID)
-	all := decodeCounts(totals.Get(tk))
-	all.add(c)
-	if err := totals.Put(tk, all.encode()); err != nil {
-		return err
+	day := StatsDay(at)
+	for _, r := range []struct {
+		bucket []byte
+		key    []byte
+	}{
+		{bucketStatsDays, statsDayKey(m.CompanyID, day, ChannelByte(m.Channel), m.DeviceID, messageUser(m))},
+		{bucketStatsCompanyDays, statsCompanyDayKey(m.CompanyID, day)},
+		{bucketStatsDeviceDays, statsDeviceDayKey(m.CompanyID, day, m.DeviceID)},
+		{bucketStatsTotals, itob(m.CompanyID)},
+	} {
+		if err := addCounts(tx.Bucket(r.bucket), r.key, c); err != nil {
+			return err
+		}
 	}
 	devs := tx.Bucket(bucketStatsDevices)
 	if dk := pair(m.CompanyID, m.DeviceID); devs.Get(dk) == nil {

@@ -30,8 +30,12 @@ type Stats struct {
 	ByDevice map[uint64]Counts // by device registration id, only those counted
 }
 
-// Stats sums the company's counters over a range of days: one prefix walk
-// of the days in range, whatever the number of messages behind them.
+// Stats sums the company's counters over a range of days, reading only the
+// sums its question needs, whatever the number of messages behind them:
+// with no filter, the company's days for the totals and the series and the
+// devices' days for the sums by device; with a devices filter, those
+// devices' days; with a users filter, the full records of the range, the
+// only ones that tell users apart.
 func (s *Store) Stats(q StatsQuery) (Stats, error) {
 	out := Stats{ByDevice: map[uint64]Counts{}}
 	if q.To < q.From {
@@ -42,26 +46,13 @@ func (s *Store) Stats(q StatsQuery) (Stats, error) {
 	}
 	out.Days = make([]Counts, q.To-q.From+1)
 	err := s.db.View(func(tx *bolt.Tx) error {
-		company := itob(q.CompanyID)
-		c := tx.Bucket(bucketStatsDays).Cursor()
-		for k, v := c.Seek(statsDayKey(q.CompanyID, q.From, 0, 0, 0)); k != nil && bytes.HasPrefix(k, company); k, v = c.Next() {
-			if len(k) != 29 {
-				continue
-			}
-			day := binary.BigEndian.Uint32(k[8:])
-			if day > q.To {
-				break
-			}
-			dev, user := binary.BigEndian.Uint64(k[13:]), binary.BigEndian.Uint64(k[21:])
-			if (q.Users != nil && !q.Users[user]) || (q.Devices != nil && !q.Devices[dev]) {
-				continue
-			}
-			n := decodeCounts(v)
-			out.Totals.add(n)
-			out.Days[day-q.From].add(n)
-			d := out.ByDevice[dev]
-			d.add(n)
-			out.ByDevice[dev] = d
+		switch {
+		case q.Users != nil:
+			statsOfUsers(tx, q, &out)
+		case q.Devices != nil:
+			statsOfDevices(tx, q, &out)
+		default:
+			statsOfCompany(tx, q, &out)
 		}
 		return nil
 	})
@@ -69,6 +60,94 @@ func (s *Store) Stats(q StatsQuery) (Stats, error) {
 		return out, fmt.Errorf("store: stats of company %d: %w", q.CompanyID, err)
 	}
 	return out, nil
+}
+
+// add counts n on day of the range, for device dev.
+func (st *Stats) add(q StatsQuery, day uint32, dev uint64, n Counts) {
+	st.Totals.add(n)
+	st.Days[day-q.From].add(n)
+	d := st.ByDevice[dev]
+	d.add(n)
+	st.ByDevice[dev] = d
+}
+
+// statsOfCompany reads the company's day sums (one record a day) for the
+// totals and the series, and the devices' day sums for ByDevice.
+func statsOfCompany(tx *bolt.Tx, q StatsQuery, out *Stats) {
+	company := itob(q.CompanyID)
+	c := tx.Bucket(bucketStatsCompanyDays).Cursor()
+	for k, v := c.Seek(statsCompanyDayKey(q.CompanyID, q.From)); k != nil && bytes.HasPrefix(k, company); k, v = c.Next() {
+		day := binary.BigEndian.Uint32(k[8:])
+		if day > q.To {
+			break
+		}
+		n := decodeCounts(v)
+		out.Totals.add(n)
+		out.Days[day-q.From].add(n)
+	}
+	c = tx.Bucket(bucketStatsDeviceDays).Cursor()
+	for k, v := c.Seek(statsDeviceDayKey(q.CompanyID, q.From, 0)); k != nil && bytes.HasPrefix(k, company); k, v = c.Next() {
+		if binary.BigEndian.Uint32(k[8:]) > q.To {
+			break
+		}
+		dev := binary.BigEndian.Uint64(k[12:])
+		d := out.ByDevice[dev]
+		d.add(decodeCounts(v))
+		out.ByDevice[dev] = d
+	}
+}
+
+// maxDeviceDayReads bounds the point reads of a devices filter; a larger
+// filter walks the range's device sums instead.
+const maxDeviceDayReads = 4096
+
+// statsOfDevices reads the day sums of the devices of the filter: one
+// point read per device and day for a small filter (a handful of phones),
+// else a walk of every device's sums of the range.
+func statsOfDevices(tx *bolt.Tx, q StatsQuery, out *Stats) {
+	b := tx.Bucket(bucketStatsDeviceDays)
+	if len(q.Devices)*len(out.Days) <= maxDeviceDayReads {
+		for dev, ok := range q.Devices {
+			for day := q.From; ok && day <= q.To; day++ {
+				if v := b.Get(statsDeviceDayKey(q.CompanyID, day, dev)); v != nil {
+					out.add(q, day, dev, decodeCounts(v))
+				}
+			}
+		}
+		return
+	}
+	company := itob(q.CompanyID)
+	c := b.Cursor()
+	for k, v := c.Seek(statsDeviceDayKey(q.CompanyID, q.From, 0)); k != nil && bytes.HasPrefix(k, company); k, v = c.Next() {
+		day, dev := binary.BigEndian.Uint32(k[8:]), binary.BigEndian.Uint64(k[12:])
+		if day > q.To {
+			break
+		}
+		if q.Devices[dev] {
+			out.add(q, day, dev, decodeCounts(v))
+		}
+	}
+}
+
+// statsOfUsers walks the full records of the range: only they tell users
+// apart.
+func statsOfUsers(tx *bolt.Tx, q StatsQuery, out *Stats) {
+	company := itob(q.CompanyID)
+	c := tx.Bucket(bucketStatsDays).Cursor()
+	for k, v := c.Seek(statsDayKey(q.CompanyID, q.From, 0, 0, 0)); k != nil && bytes.HasPrefix(k, company); k, v = c.Next() {
+		if len(k) != 29 {
+			continue
+		}
+		day := binary.BigEndian.Uint32(k[8:])
+		if day > q.To {
+			break
+		}
+		dev, user := binary.BigEndian.Uint64(k[13:]), binary.BigEndian.Uint64(k[21:])
+		if !q.Users[user] || (q.Devices != nil && !q.Devices[dev]) {
+			continue
+		}
+		out.add(q, day, dev, decodeCounts(v))
+	}
 }
 
 // StatsTotals is the company's all-time counters.
@@ -128,7 +207,8 @@ type Summary struct {
 // DashboardSummary reads the dashboard's figures in one transaction: the
 // all-time counters, the active devices (two key-only index walks), the
 // segments sent on the UTC days from from's day up to, not including, to's
-// day, and the newest recent events, at most limit.
+// day (the company's day sums, one record a day), and the newest recent
+// events, at most limit.
 func (s *Store) DashboardSummary(companyID uint64, from, to time.Time, limit int) (Summary, error) {
 	var out Summary
 	err := s.db.View(func(tx *bolt.Tx) error {
@@ -136,9 +216,9 @@ func (s *Store) DashboardSummary(companyID uint64, from, to time.Time, limit int
 		out.ActiveDevices = activeDevices(tx, companyID)
 		a, b := StatsDay(from), StatsDay(to)
 		company := itob(companyID)
-		c := tx.Bucket(bucketStatsDays).Cursor()
-		for k, v := c.Seek(statsDayKey(companyID, a, 0, 0, 0)); k != nil && b > a && bytes.HasPrefix(k, company); k, v = c.Next() {
-			if len(k) == 29 && binary.BigEndian.Uint32(k[8:]) >= b {
+		c := tx.Bucket(bucketStatsCompanyDays).Cursor()
+		for k, v := c.Seek(statsCompanyDayKey(companyID, a)); k != nil && b > a && bytes.HasPrefix(k, company); k, v = c.Next() {
+			if binary.BigEndian.Uint32(k[8:]) >= b {
 				break
 			}
 			out.PeriodSegments += decodeCounts(v).Segments
