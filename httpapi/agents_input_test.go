@@ -124,3 +124,31 @@ func TestAgentSendRefusesIDNAInternalMedia(t *testing.T) {
 	r := e.do(call{method: "POST", path: "/imessage/send", token: a.apiKey, body: map[string]any{"handle_id": im, "to": "+15557654321", "type": "image", "media_url": "https://b\u00fccher.example/a.png"}})
 	e.want(r, 202, "")
 }
+
+// TestAgentSendRefusesInvisibleRecipientCharacters: an iMessage address
+// holding a Unicode format character (a right-to-left override, a
+// zero-width space, a byte-order mark) or a line or paragraph separator is
+// refused with 400 naming to: invisible in the console and the API's
+// answers, it shows another address than the one the agent is handed.
+func TestAgentSendRefusesInvisibleRecipientCharacters(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, roomy)
+	a := e.newCompany("Acme", "owner@acme.test")
+	e.runAgent(e.pairPhone(a.apiKey, "agent-a"), "agent-a", []string{waNumber}, []string{imHandle}, false)
+	im := e.numberID(a.apiKey, "imessage", imHandle)
+	for _, to := range []string{
+		"bob\u202e@example.com",
+		"\ufeff-e@example.com",
+		"bob@exa\u200bmple.com",
+		"bob@example.com\u2028",
+		"bob\u2029@example.com",
+	} {
+		r := e.do(call{method: "POST", path: "/imessage/send", token: a.apiKey, body: map[string]any{"handle_id": im, "to": to, "content": "hi"}})
+		if r.Status != 400 || r.str("error") != "validation_failed" || r.str("field") != "to" || r.str("message") == "" {
+			t.Errorf("to %q: got %d %s, want 400 validation_failed field to", to, r.Status, r.Raw)
+		}
+	}
+	if h := e.do(call{method: "GET", path: "/imessage/messages?handle_id=" + im, token: a.apiKey}); h.Body["total"] != 0.0 {
+		t.Fatalf("refused sends were stored: %s", h.Raw)
+	}
+}
