@@ -107,10 +107,16 @@ func idField(channel string) string {
 // normaliseTo checks a recipient: E.164, or (iMessage) an e-mail address.
 // A recipient reaches a device tool as an argument (osascript on a Mac), so
 // one that begins with "-" (a tool could read it as an option) or holds a
-// control character is refused whatever its form.
+// control character is refused whatever its form. So is an invisible one:
+// a format character (a right-to-left override, a zero-width space, a
+// byte-order mark) or a line or paragraph separator, which would show the
+// console and the API's answers another address than the agent is handed.
 func normaliseTo(channel, to string) (string, error) {
 	if strings.IndexFunc(to, unicode.IsControl) >= 0 {
 		return "", problem.Invalid("to", "must not contain control characters such as a newline")
+	}
+	if strings.IndexFunc(to, invisible) >= 0 {
+		return "", problem.Invalid("to", "must not contain invisible characters such as a zero-width space or a direction override")
 	}
 	to = strings.TrimSpace(to)
 	if to == "" {
@@ -133,6 +139,12 @@ func normaliseTo(channel, to string) (string, error) {
 }
 
 // normaliseEmail is a handle's e-mail address, lower-cased.
+// invisible reports a rune that shows as nothing, or moves the text around
+// it: Unicode's format characters (Cf) and the line and paragraph separators.
+func invisible(r rune) bool {
+	return unicode.Is(unicode.Cf, r) || unicode.In(r, unicode.Zl, unicode.Zp)
+}
+
 func normaliseEmail(field, v string) (string, error) {
 	local, domain, ok := strings.Cut(v, "@")
 	if !ok || local == "" || domain == "" || strings.ContainsAny(v, " \t\r\n<>,;\"") || strings.Count(v, "@") != 1 || !strings.Contains(domain, ".") || len(v) > 254 {

@@ -90,3 +90,65 @@ func TestAgentSendRefusesInternalMedia(t *testing.T) {
 	r := e.do(call{method: "POST", path: "/imessage/send", token: a.apiKey, body: map[string]any{"handle_id": im, "to": "+15557654321", "type": "image", "media_url": "https://cdn.example.com/a.png"}})
 	e.want(r, 202, "")
 }
+
+// TestAgentSendRefusesIDNAInternalMedia: a host that is an internal
+// address once IDNA-mapped (UTS #46, as net/http maps a non-ASCII host
+// before it dials: ideographic or fullwidth full stops, fullwidth digits)
+// is refused like its ASCII spelling, on both channels.
+func TestAgentSendRefusesIDNAInternalMedia(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, roomy)
+	a := e.newCompany("Acme", "owner@acme.test")
+	e.runAgent(e.pairPhone(a.apiKey, "agent-a"), "agent-a", []string{waNumber}, []string{imHandle}, false)
+	wa := e.numberID(a.apiKey, "whatsapp", waNumber)
+	im := e.numberID(a.apiKey, "imessage", imHandle)
+	// Caps high enough that a send wrongly accepted never hides the next case.
+	caps := map[string]any{"caps": map[string]any{"per_minute": 1000, "per_hour": 1000, "per_day": 1000}}
+	e.want(e.do(call{method: "PATCH", path: "/whatsapp/numbers/" + wa, token: a.apiKey, body: caps}), 200, "")
+	e.want(e.do(call{method: "PATCH", path: "/imessage/handles/" + im, token: a.apiKey, body: caps}), 200, "")
+	for _, u := range []string{
+		"https://127\u30020\u30020\u30021/a.png",
+		"https://127.0.0.\uff11/a.png",
+		"https://10\uff0e0\uff0e0\uff0e5/a.png",
+		"https://169\uff61254\uff61169\uff61254/latest/meta-data/",
+		"https://localhost\u3002/a.png",
+	} {
+		for _, c := range []struct{ path, idField, id string }{{"/whatsapp/send", "number_id", wa}, {"/imessage/send", "handle_id", im}} {
+			r := e.do(call{method: "POST", path: c.path, token: a.apiKey, body: map[string]any{c.idField: c.id, "to": "+15557654321", "type": "image", "media_url": u}})
+			if r.Status != 400 || r.str("error") != "validation_failed" || r.str("field") != "media_url" {
+				t.Errorf("%s media_url %s: got %d %s, want 400 validation_failed field media_url", c.path, u, r.Status, r.Raw)
+			}
+		}
+	}
+	// A real internationalised name still passes.
+	r := e.do(call{method: "POST", path: "/imessage/send", token: a.apiKey, body: map[string]any{"handle_id": im, "to": "+15557654321", "type": "image", "media_url": "https://b\u00fccher.example/a.png"}})
+	e.want(r, 202, "")
+}
+
+// TestAgentSendRefusesInvisibleRecipientCharacters: an iMessage address
+// holding a Unicode format character (a right-to-left override, a
+// zero-width space, a byte-order mark) or a line or paragraph separator is
+// refused with 400 naming to: invisible in the console and the API's
+// answers, it shows another address than the one the agent is handed.
+func TestAgentSendRefusesInvisibleRecipientCharacters(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, roomy)
+	a := e.newCompany("Acme", "owner@acme.test")
+	e.runAgent(e.pairPhone(a.apiKey, "agent-a"), "agent-a", []string{waNumber}, []string{imHandle}, false)
+	im := e.numberID(a.apiKey, "imessage", imHandle)
+	for _, to := range []string{
+		"bob\u202e@example.com",
+		"\ufeff-e@example.com",
+		"bob@exa\u200bmple.com",
+		"bob@example.com\u2028",
+		"bob\u2029@example.com",
+	} {
+		r := e.do(call{method: "POST", path: "/imessage/send", token: a.apiKey, body: map[string]any{"handle_id": im, "to": to, "content": "hi"}})
+		if r.Status != 400 || r.str("error") != "validation_failed" || r.str("field") != "to" || r.str("message") == "" {
+			t.Errorf("to %q: got %d %s, want 400 validation_failed field to", to, r.Status, r.Raw)
+		}
+	}
+	if h := e.do(call{method: "GET", path: "/imessage/messages?handle_id=" + im, token: a.apiKey}); h.Body["total"] != 0.0 {
+		t.Fatalf("refused sends were stored: %s", h.Raw)
+	}
+}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
 )
 
@@ -32,6 +33,14 @@ const (
 	// exportPageDeadline is how long the client may take to accept one page:
 	// a reader that stalls is cut, one that keeps reading may take as long as it needs.
 	exportPageDeadline = time.Minute
+	// exportsPerCompany and exportsAtOnce bound the exports streaming at
+	// once, for one company and for the server: each holds a 64 KiB buffer
+	// and a page of messages for as long as its client keeps it (a minute
+	// per page for a client that stalls, for ever for one that trickles),
+	// so without a bound the rate limit alone would let one credential hold
+	// a hundred of them a minute.
+	exportsPerCompany = 2
+	exportsAtOnce     = 16
 	// exportFormat names the document's layout, for importers to check.
 	exportFormat = "simrelay-company-export/1"
 )
@@ -179,6 +188,10 @@ func (s *Server) companyExport(c echo.Context) error {
 	if c.Request().Method == http.MethodHead {
 		return c.NoContent(http.StatusOK)
 	}
+	if err := s.startExport(cid); err != nil {
+		return err
+	}
+	defer s.endExport(cid)
 	c.Response().WriteHeader(http.StatusOK)
 	w := &exportWriter{rc: http.NewResponseController(c.Response()), buf: bufio.NewWriterSize(c.Response(), 64<<10)}
 	w.deadline()
@@ -348,4 +361,32 @@ func (w *exportWriter) flush() {
 	if w.err = w.buf.Flush(); w.err == nil {
 		w.err = w.rc.Flush()
 	}
+}
+
+// startExport takes a slot for one of the company's exports, or answers 429
+// when the company or the server has as many running as it may.
+func (s *Server) startExport(cid uint64) error {
+	s.exportsMu.Lock()
+	defer s.exportsMu.Unlock()
+	switch {
+	case s.exports[cid] >= exportsPerCompany:
+		return &problem.Error{Code: problem.RateLimited, RetryAfter: 60,
+			Message: "Your company's exports already running are as many as may run at once; try again when one has finished."}
+	case s.exportsTotal >= exportsAtOnce:
+		return &problem.Error{Code: problem.RateLimited, RetryAfter: 60,
+			Message: "The server is busy with other exports; try again in a minute."}
+	}
+	s.exports[cid]++
+	s.exportsTotal++
+	return nil
+}
+
+// endExport gives the slot of startExport back.
+func (s *Server) endExport(cid uint64) {
+	s.exportsMu.Lock()
+	defer s.exportsMu.Unlock()
+	if s.exports[cid]--; s.exports[cid] <= 0 {
+		delete(s.exports, cid)
+	}
+	s.exportsTotal--
 }

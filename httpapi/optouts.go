@@ -71,6 +71,20 @@ func (s *Server) removeOptOut(c echo.Context) error {
 	return c.JSON(http.StatusOK, messageJSON{Message: "The number is off the opt-out list."})
 }
 
+// removeOptOutByQuery is DELETE /opt-outs?phone=: the entry named in the
+// query, for the entries no path can name (a sender holding a "/", since a
+// path never carries an encoded slash, or one that is "." or "..").
+func (s *Server) removeOptOutByQuery(c echo.Context) error {
+	number := c.QueryParam("phone")
+	if strings.HasPrefix(number, " ") { // an unencoded + arrives as a space
+		number = "+" + number[1:]
+	}
+	if err := s.deps.SMS.RemoveOptOut(c.Request().Context(), principal(c).CompanyID, number); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, messageJSON{Message: "The number is off the opt-out list."})
+}
+
 // settingBool reads an optional boolean setting, which the contract lets
 // clients write as true/false, 1/0 or those as strings. Absent is nil.
 func settingBool(raw json.RawMessage, field string) (*bool, error) {

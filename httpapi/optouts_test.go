@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -252,5 +253,43 @@ func TestOptOutBeforeQueuedDispatch(t *testing.T) {
 	ev := statusEvents(t, rc, "/status")[0]
 	if ev.Type != "message.failed" || ev.Data["queue_id"] != id || ev.Data["error"] != "recipient_opted_out" {
 		t.Fatalf("got %s", ev.Body)
+	}
+}
+
+// A keyword sender that no path can name, one holding a "/" (a path never
+// carries an encoded slash) or one that is "." or "..", is listed as the
+// phone reported it and can still be removed through the API: by
+// DELETE /opt-outs?phone=, which also takes a number.
+func TestOptOutEntriesNoPathCanName(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, roomy)
+	a := e.newCompany("Acme", "owner@acme.test")
+	phone := e.runPhone(e.pairPhone(a.apiKey, "a-phone"), "BOTH", false)
+	senders := []string{"My/Bank", ".", ".."}
+	for i, from := range senders {
+		waitAck(t, phone.Receive(proto.Inbound{ClientID: fmt.Sprint("stop-", i), From: from, Message: "STOP", ReceivedAt: "2026-11-22T09:59:58.000Z"}))
+	}
+	if l := e.optOuts(a.apiKey); len(l) != len(senders) {
+		t.Fatalf("got list %v, want the %d senders", l, len(senders))
+	}
+	// The path cannot name them.
+	r := e.do(call{method: "DELETE", path: "/opt-outs/My%2FBank", token: a.apiKey})
+	if r.Status == http.StatusOK {
+		t.Fatalf("DELETE /opt-outs/My%%2FBank answered 200; the routing refuses %%2F")
+	}
+	for _, from := range senders {
+		r := e.do(call{method: "DELETE", path: "/opt-outs?phone=" + url.QueryEscape(from), token: a.apiKey})
+		e.want(r, http.StatusOK, "")
+	}
+	if l := e.optOuts(a.apiKey); len(l) != 0 {
+		t.Fatalf("after the deletes: %v", l)
+	}
+	e.want(e.do(call{method: "POST", path: "/opt-outs", token: a.apiKey, body: map[string]any{"phone": "+15557650001"}}), http.StatusCreated, "")
+	e.want(e.do(call{method: "DELETE", path: "/opt-outs?phone=%2B1%20555%20765%200001", token: a.apiKey}), http.StatusOK, "")
+	e.want(e.do(call{method: "DELETE", path: "/opt-outs?phone=%2B15557650001", token: a.apiKey}), http.StatusNotFound, "not_found")
+	r = e.do(call{method: "DELETE", path: "/opt-outs", token: a.apiKey})
+	e.want(r, http.StatusBadRequest, "validation_failed")
+	if r.str("field") != "phone" {
+		t.Errorf("no phone: got field %q, want phone", r.str("field"))
 	}
 }

@@ -67,6 +67,7 @@ func (s *Server) routes() []route {
 		{http.MethodGet, "/opt-outs", member, s.listOptOuts},
 		{http.MethodPost, "/opt-outs", member, s.addOptOut},
 		{http.MethodDelete, "/opt-outs/:phone", member, s.removeOptOut},
+		{http.MethodDelete, "/opt-outs", member, s.removeOptOutByQuery},
 
 		// WhatsApp and iMessage (agents.go).
 		{http.MethodGet, "/whatsapp/numbers", member, s.listNumbers(waChannel)},

@@ -6,6 +6,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -108,6 +109,12 @@ type Server struct {
 	draining atomic.Bool
 	// backups holds a slot per running GET /admin/backup.
 	backups chan struct{}
+	// exports counts the running GET /company/export streams, by company
+	// and in all (exportsMu guards both): a stalled reader holds its
+	// stream, its buffer and a page of messages until a deadline ends it.
+	exportsMu    sync.Mutex
+	exports      map[uint64]int
+	exportsTotal int
 }
 
 // New builds the API and its route table.
@@ -126,6 +133,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		members: pacing.NewCapped(cfg.GeneralRate, deps.Now, math.MaxInt32),
 		auth:    pacing.NewCapped(cfg.AuthRate, deps.Now, cfg.MaxAddresses),
 		backups: make(chan struct{}, cfg.Backup.AtOnce),
+		exports: map[uint64]int{},
 	}
 	m, err := newMetrics(deps.Registry)
 	if err != nil {

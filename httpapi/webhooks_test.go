@@ -604,3 +604,22 @@ func TestWebhookLoopbackRefusedAtConnect(t *testing.T) {
 		t.Fatalf("the loopback receiver got %d requests, want 0", n)
 	}
 }
+
+// A host that is a non-public address once IDNA-mapped (as net/http maps
+// it before it dials) is refused at PUT like its ASCII spelling.
+func TestWebhookIDNAPrivateAddressesRefusedAtPut(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, roomy)
+	a := e.newCompany("Acme", "owner@acme.test")
+	for _, u := range []string{
+		"https://127\u30020\u30020\u30021/hook",
+		"https://127.0.0.\uff11:8443/hook",
+		"https://192\uff0e168\uff0e0\uff0e10/hook",
+		"https://localhost\uff61/hook",
+	} {
+		r := e.do(call{method: "PUT", path: "/webhooks/inbound-sms", token: a.apiKey, body: map[string]any{"webhooks": []any{map[string]any{"url": u}}}})
+		if r.Status != http.StatusBadRequest || r.str("field") != "webhooks[0].url" {
+			t.Errorf("%s: got %d %s, want 400 on webhooks[0].url", u, r.Status, r.Raw)
+		}
+	}
+}

@@ -540,6 +540,11 @@ func normalize(h string) (string, bool) {
 	if strings.IndexFunc(h, unicode.IsControl) >= 0 {
 		return "", false
 	}
+	// Invisible characters (format characters such as a direction
+	// override, line and paragraph separators), as the server refuses them.
+	if strings.IndexFunc(h, func(r rune) bool { return unicode.Is(unicode.Cf, r) || unicode.In(r, unicode.Zl, unicode.Zp) }) >= 0 {
+		return "", false
+	}
 	h = strings.TrimSpace(h)
 	if strings.HasPrefix(h, "-") {
 		return "", false

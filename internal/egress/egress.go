@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"strings"
 	"syscall"
+
+	"golang.org/x/net/idna"
 )
 
 // ErrNonPublic is the cause of every refusal: errors.Is(err, ErrNonPublic)
@@ -122,7 +124,17 @@ func NonPublic(a netip.Addr) (string, bool) {
 // subdomains, a non-public IP address, and a number some resolvers read as
 // an IPv4 address (127.1, 2130706433, 0x7f.1). Other names pass: Control
 // checks what they resolve to.
+//
+// A host with non-ASCII characters is first mapped as net/http maps it
+// before it dials (IDNA, UTS #46): "127\u30020\u30020\u30021" (ideographic
+// full stops) or "127.0.0.\uff11" (a fullwidth digit) is 127.0.0.1 there,
+// and is judged as 127.0.0.1 here.
 func Host(host string) error {
+	if !ascii(host) {
+		if mapped, err := idna.Lookup.ToASCII(host); err == nil {
+			host = mapped
+		}
+	}
 	host = strings.TrimSuffix(strings.ToLower(host), ".")
 	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
 		return &HostError{Host: host, Range: "localhost"}
@@ -154,4 +166,14 @@ func Control(_, address string, _ syscall.RawConn) error {
 		return &AddressError{Addr: ap.Addr().Unmap().WithZone(""), Range: name}
 	}
 	return nil
+}
+
+// ascii reports whether s is all ASCII.
+func ascii(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
 }

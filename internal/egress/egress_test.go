@@ -81,6 +81,15 @@ func TestHost(t *testing.T) {
 		{"127.1", ""},
 		{"2130706433", ""},
 		{"0x7f.1", ""},
+		// Hosts that net/http's IDNA mapping (UTS #46) turns into a
+		// literal non-public address before it dials: ideographic and
+		// fullwidth full stops, fullwidth digits.
+		{"127\u30020\u30020\u30021", "loopback"},
+		{"127.0.0.\uff11", "loopback"},
+		{"10\uff0e0\uff0e0\uff0e5", "private"},
+		{"169\uff61254\uff61169\uff61254", "link-local"},
+		{"LOCALHOST\u3002", "localhost"},
+		{"b\u00fccher.example", "-"},
 	}
 	for _, tt := range tests {
 		err := Host(tt.host)
