@@ -24,7 +24,7 @@ func main() {
 	os.Exit(code)
 }
 
-const usage = `simrelay turns your own Android phones into an SMS gateway.
+const usage = `simrelay turns your own phones into a messaging gateway: SMS, and WhatsApp and iMessage through agents.
 
 Usage:
   simrelay serve [flags]            run the server (simrelay serve -h lists every flag)

@@ -108,7 +108,8 @@ func phoneCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return 2
 		}
 	}
-	if err := runPhone(ctx, cfg, text, stdout); err != nil {
+	if err := runPhone(ctx, cfg, text, stdout); err != nil && ctx.Err() == nil {
+		// An error after Ctrl-C (or SIGTERM) is the stop itself, not a fault.
 		fmt.Fprintf(stderr, "simrelay phone: %v\n", err)
 		return 1
 	}

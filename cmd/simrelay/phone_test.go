@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"net"
 	"net/http"
@@ -171,4 +172,34 @@ func TestVirtualPhoneWaitsForTheServerToPair(t *testing.T) {
 	waitOutput(t, out, "waiting for the server at http://"+addr+": connection refused; retrying in 1s")
 	startServer(t, bin, dir, "--listen", addr)
 	waitOutput(t, out, "paired as virtual-phone")
+}
+
+// Ctrl-C while the phone waits for a server is how a person stops it: it
+// exits 0 and prints no error.
+func TestVirtualPhoneStopsQuietlyWhileWaiting(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stdout, stderr := &syncbuf.Buffer{}, &syncbuf.Buffer{}
+	code := make(chan int, 1)
+	go func() {
+		code <- run(ctx, []string{"phone", "--server", "http://" + addr, "--api-key", "sk_" + strings.Repeat("a", 32),
+			"--token-file", filepath.Join(t.TempDir(), "phone.json")}, stdout, stderr)
+	}()
+	waitOutput(t, stdout, "waiting for the server at http://"+addr)
+	cancel()
+	select {
+	case c := <-code:
+		if c != 0 || stderr.String() != "" {
+			t.Fatalf("stopped while waiting: exit %d, stderr %q; want 0 and nothing", c, stderr.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the phone did not stop within 10 s of its context ending")
+	}
 }
