@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"sync"
+	"sync/atomic"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -23,14 +24,21 @@ type committer struct {
 	db   *bolt.DB
 	reqs chan *commitReq
 
+	// folded counts the record writes that folding saved (fold.go).
+	folded atomic.Uint64
+
 	mu     sync.RWMutex // guards closed against sends on reqs
 	closed bool
 	done   chan struct{}
 }
 
 type commitReq struct {
-	fn  func(*bolt.Tx) error
-	err chan error
+	fn func(*bolt.Tx) error
+	// folds, set instead of fn, is a message's status change: the changes
+	// of a batch that follow one another share a fold (fold.go), so a job's
+	// ack and the reports after it write its record once.
+	folds func(*bolt.Tx, *fold) error
+	err   chan error
 }
 
 func newCommitter(db *bolt.DB) *committer {
@@ -51,7 +59,15 @@ func (c *committer) do(fn func(*bolt.Tx) error) error { return c.submit(fn).wait
 // in one transaction or in consecutive ones, so a caller may queue several
 // writes and wait for them later.
 func (c *committer) submit(fn func(*bolt.Tx) error) *commitReq {
-	req := &commitReq{fn: fn, err: make(chan error, 1)}
+	return c.queue(&commitReq{fn: fn, err: make(chan error, 1)})
+}
+
+// submitFold is submit for a status change that shares the batch's fold.
+func (c *committer) submitFold(fn func(*bolt.Tx, *fold) error) *commitReq {
+	return c.queue(&commitReq{folds: fn, err: make(chan error, 1)})
+}
+
+func (c *committer) queue(req *commitReq) *commitReq {
 	c.mu.RLock()
 	if c.closed {
 		c.mu.RUnlock()
@@ -91,10 +107,27 @@ func (c *committer) loop() {
 func (c *committer) run(batch []*commitReq) {
 	for len(batch) > 0 {
 		err := c.db.Update(func(tx *bolt.Tx) error {
+			var f fold // afresh for each try: a failed one rolled back
 			for i, r := range batch {
+				if r.folds != nil {
+					if err := r.folds(tx, &f); err != nil {
+						return &memberErr{index: i, err: err}
+					}
+					continue
+				}
+				// Any other write sees the changes before it as written.
+				if err := f.flush(tx); err != nil {
+					return err
+				}
 				if err := r.fn(tx); err != nil {
 					return &memberErr{index: i, err: err}
 				}
+			}
+			if err := f.flush(tx); err != nil {
+				return err
+			}
+			if n := f.folded; n > 0 {
+				tx.OnCommit(func() { c.folded.Add(n) })
 			}
 			return nil
 		})

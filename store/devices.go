@@ -297,31 +297,37 @@ func (s *Store) DeleteDevice(companyID uint64, fingerprint string, now time.Time
 	var d Device
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		var err error
-		if d, err = liveDevice(tx, companyID, fingerprint); err != nil {
-			if errors.Is(err, ErrDeviceGone) {
-				return ErrNotFound
-			}
-			return err
-		}
-		if err := tx.Bucket(bucketDeviceTokens).Delete(d.TokenHash); err != nil {
-			return err
-		}
-		if err := tx.Bucket(bucketCompanyDeviceIDs).Delete(pair(d.CompanyID, d.ID)); err != nil {
-			return err
-		}
-		if err := s.failDeviceMessages(tx, d.CompanyID, d.ID, now); err != nil {
-			return err
-		}
-		if err := tx.Bucket(bucketDisabledDevices).Delete(pair(d.CompanyID, d.ID)); err != nil {
-			return err
-		}
-		if err := addActivity(tx, d.CompanyID, Activity{ActDeviceDeleted, now, "Device " + deviceLabel(d) + " deleted; its queued messages failed"}); err != nil {
-			return err
-		}
-		return tx.Bucket(bucketDevices).Delete([]byte(fingerprint))
+		d, err = s.deleteDeviceTx(tx, companyID, fingerprint, now)
+		return err
 	})
 	if err != nil {
 		return d, fmt.Errorf("store: delete device %s of company %d: %w", fingerprint, companyID, err)
 	}
 	return d, nil
+}
+
+func (s *Store) deleteDeviceTx(tx *bolt.Tx, companyID uint64, fingerprint string, now time.Time) (Device, error) {
+	d, err := liveDevice(tx, companyID, fingerprint)
+	if err != nil {
+		if errors.Is(err, ErrDeviceGone) {
+			return d, ErrNotFound
+		}
+		return d, err
+	}
+	if err := tx.Bucket(bucketDeviceTokens).Delete(d.TokenHash); err != nil {
+		return d, err
+	}
+	if err := tx.Bucket(bucketCompanyDeviceIDs).Delete(pair(d.CompanyID, d.ID)); err != nil {
+		return d, err
+	}
+	if err := s.failDeviceMessages(tx, d.CompanyID, d.ID, now); err != nil {
+		return d, err
+	}
+	if err := tx.Bucket(bucketDisabledDevices).Delete(pair(d.CompanyID, d.ID)); err != nil {
+		return d, err
+	}
+	if err := addActivity(tx, d.CompanyID, Activity{ActDeviceDeleted, now, "Device " + deviceLabel(d) + " deleted; its queued messages failed"}); err != nil {
+		return d, err
+	}
+	return d, tx.Bucket(bucketDevices).Delete([]byte(fingerprint))
 }

@@ -300,8 +300,8 @@ func (s *Store) TransitionLater(companyID, deviceID uint64, uuid, status, errTex
 		t.req.err <- bolterrors.ErrDatabaseReadOnly
 		return t
 	}
-	t.req = s.commit.submit(func(tx *bolt.Tx) error {
-		return s.transitionTx(tx, t, companyID, deviceID, uuid, status, errText, statusAt, detail, now)
+	t.req = s.commit.submitFold(func(tx *bolt.Tx, f *fold) error {
+		return s.transitionTx(tx, f, t, companyID, deviceID, uuid, status, errText, statusAt, detail, now)
 	})
 	return t
 }
@@ -317,8 +317,10 @@ func (t *Transit) Wait() (Message, bool, error) {
 
 // transitionTx makes the change of TransitionLater inside the transaction,
 // setting t's results. A batch that failed runs it again, so it sets them
-// afresh each time.
-func (s *Store) transitionTx(tx *bolt.Tx, t *Transit, companyID, deviceID uint64, uuid, status, errText, statusAt, detail string, now time.Time) error {
+// afresh each time. The message's record and its dev_sending entry are
+// read and written through f, which writes them once for the changes
+// that follow one another in the batch.
+func (s *Store) transitionTx(tx *bolt.Tx, f *fold, t *Transit, companyID, deviceID uint64, uuid, status, errText, statusAt, detail string, now time.Time) error {
 	t.out, t.moved = Message{}, false
 	d, err := liveDeviceRef(tx, companyID, deviceID)
 	if err != nil {
@@ -327,7 +329,7 @@ func (s *Store) transitionTx(tx *bolt.Tx, t *Transit, companyID, deviceID uint64
 		}
 		return err
 	}
-	m, err := loadByUUID(tx, uuid)
+	m, err := f.message(tx, uuid)
 	if err != nil {
 		return err
 	}
@@ -338,9 +340,12 @@ func (s *Store) transitionTx(tx *bolt.Tx, t *Transit, companyID, deviceID uint64
 	if rank[status] <= rank[m.Status] {
 		// A repeat, or late news of an earlier step; delivered and failed
 		// are final. Only a delivered message's detail may still move.
-		changed, err := applyDetail(tx, &m, status, detail, now)
+		changed := applyDetail(&m, status, detail, now)
+		if changed {
+			f.put(m)
+		}
 		t.out, t.moved = m, changed
-		return err
+		return nil
 	}
 	if m.Status == MsgScheduled {
 		return nil // never dispatched: no phone has this job
@@ -353,22 +358,13 @@ func (s *Store) transitionTx(tx *bolt.Tx, t *Transit, companyID, deviceID uint64
 			return err
 		}
 	}
-	sending := tx.Bucket(bucketSendingIdx)
 	if m.DeviceID != deviceID {
 		// A WhatsApp or iMessage job taken by the number's new agent: it
 		// is that registration's job from now on.
-		if err := sending.Delete(msgDevKey(m, itob(m.ID))); err != nil {
-			return err
-		}
+		f.setSending(tx, msgDevKey(m, itob(m.ID)), false)
 		m.DeviceID = deviceID
 	}
-	if status == MsgSending {
-		if err := sending.Put(msgDevKey(m, itob(m.ID)), nil); err != nil {
-			return err
-		}
-	} else if err := sending.Delete(msgDevKey(m, itob(m.ID))); err != nil {
-		return err
-	}
+	f.setSending(tx, msgDevKey(m, itob(m.ID)), status == MsgSending)
 	from := m.Status
 	if status == MsgSending && from == MsgQueued && IsAgentChannel(m.Channel) {
 		if err := noteTaken(tx, m.CompanyID, m.NumberID, now); err != nil {
@@ -393,7 +389,8 @@ func (s *Store) transitionTx(tx *bolt.Tx, t *Transit, companyID, deviceID uint64
 	if err := s.statusEvent(tx, m, now); err != nil {
 		return err
 	}
-	return putJSON(tx.Bucket(bucketMessages), itob(m.ID), m)
+	f.put(m)
+	return nil
 }
 
 // Pending returns up to limit queued messages of a device (company and

@@ -1,11 +1,6 @@
 package store
 
-import (
-	"fmt"
-	"time"
-
-	bolt "go.etcd.io/bbolt"
-)
+import "time"
 
 // Details of a delivered message (Message.Detail): what an agent channel
 // learned after the delivery. They are not statuses: a detail changes no
@@ -35,18 +30,15 @@ func (s *Store) TransitionDetail(companyID, deviceID uint64, uuid, status, errTe
 	return s.transition(companyID, deviceID, uuid, status, errText, statusAt, detail, now)
 }
 
-// applyDetail moves a delivered message's detail forwards inside the
-// report's transaction; changed says it did.
-func applyDetail(tx *bolt.Tx, m *Message, status, detail string, now time.Time) (changed bool, err error) {
+// applyDetail moves a delivered message's detail forwards; changed says
+// it did, and that the report's transaction must write m.
+func applyDetail(m *Message, status, detail string, now time.Time) (changed bool) {
 	if detail == "" || status != MsgDelivered || m.Status != MsgDelivered || !keepsDetail(*m) {
-		return false, nil
+		return false
 	}
 	if detailRank[detail] <= detailRank[m.Detail] {
-		return false, nil
+		return false
 	}
 	m.Detail, m.UpdatedAt = detail, now.UTC()
-	if err := putJSON(tx.Bucket(bucketMessages), itob(m.ID), *m); err != nil {
-		return false, fmt.Errorf("detail of message %d: %w", m.ID, err)
-	}
-	return true, nil
+	return true
 }
