@@ -138,13 +138,13 @@ func normaliseTo(channel, to string) (string, error) {
 	return n, nil
 }
 
-// normaliseEmail is a handle's e-mail address, lower-cased.
 // invisible reports a rune that shows as nothing, or moves the text around
 // it: Unicode's format characters (Cf) and the line and paragraph separators.
 func invisible(r rune) bool {
 	return unicode.Is(unicode.Cf, r) || unicode.In(r, unicode.Zl, unicode.Zp)
 }
 
+// normaliseEmail is a handle's e-mail address, lower-cased.
 func normaliseEmail(field, v string) (string, error) {
 	local, domain, ok := strings.Cut(v, "@")
 	if !ok || local == "" || domain == "" || strings.ContainsAny(v, " \t\r\n<>,;\"") || strings.Count(v, "@") != 1 || !strings.Contains(domain, ".") || len(v) > 254 {

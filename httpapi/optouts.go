@@ -59,23 +59,19 @@ func (s *Server) addOptOut(c echo.Context) error {
 	return c.JSON(status, optOutOut(o))
 }
 
-func (s *Server) removeOptOut(c echo.Context) error {
-	// The parameter is decoded already, once, by canonicalPath.
-	number := c.Param("phone")
-	if strings.HasPrefix(number, " ") { // an unencoded + may arrive as a space
-		number = "+" + number[1:]
-	}
-	if err := s.deps.SMS.RemoveOptOut(c.Request().Context(), principal(c).CompanyID, number); err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, messageJSON{Message: "The number is off the opt-out list."})
-}
+// removeOptOut is DELETE /opt-outs/{phone}. The parameter is decoded
+// already, once, by canonicalPath.
+func (s *Server) removeOptOut(c echo.Context) error { return s.dropOptOut(c, c.Param("phone")) }
 
 // removeOptOutByQuery is DELETE /opt-outs?phone=: the entry named in the
 // query, for the entries no path can name (a sender holding a "/", since a
 // path never carries an encoded slash, or one that is "." or "..").
 func (s *Server) removeOptOutByQuery(c echo.Context) error {
-	number := c.QueryParam("phone")
+	return s.dropOptOut(c, c.QueryParam("phone"))
+}
+
+// dropOptOut takes the entry a request names off the company's list.
+func (s *Server) dropOptOut(c echo.Context, number string) error {
 	if strings.HasPrefix(number, " ") { // an unencoded + arrives as a space
 		number = "+" + number[1:]
 	}

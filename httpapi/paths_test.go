@@ -109,9 +109,8 @@ func TestPathIsDecodedOnce(t *testing.T) {
 	e := newEnv(t)
 	a := e.newCompany("Acme", "owner@acme.test")
 	e.want(e.do(call{method: "POST", path: "/opt-outs", token: a.apiKey, body: map[string]any{"phone": "+15550000001"}}), http.StatusCreated, "")
-	r := e.do(call{method: "DELETE", path: "/opt-outs/%252B15550000001", token: a.apiKey})
-	if r.Status == http.StatusOK {
-		t.Fatalf("DELETE /opt-outs/%%252B15550000001: got 200 %s, want the number %%2B15550000001 refused", r.Raw)
-	}
+	// "%2B15550000001" is no number, so it names an entry as the list shows
+	// it, and there is none such.
+	e.want(e.do(call{method: "DELETE", path: "/opt-outs/%252B15550000001", token: a.apiKey}), http.StatusNotFound, "not_found")
 	e.want(e.do(call{method: "DELETE", path: "/opt-outs/%2B15550000001", token: a.apiKey}), http.StatusOK, "")
 }

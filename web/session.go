@@ -163,27 +163,27 @@ func (c *Console) action(lv level, back string, fn func(w http.ResponseWriter, r
 	return func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 		if err := r.ParseForm(); err != nil {
-			c.answerErr(w, r, lv, back, problem.New(problem.ValidationFailed, "The form could not be read."))
+			c.answerErr(w, r, lv, nil, back, problem.New(problem.ValidationFailed, "The form could not be read."))
 			return
 		}
 		var q *req
 		if lv == anyone {
 			if err := checkAnonCSRF(r); err != nil {
-				c.answerErr(w, r, lv, back, err)
+				c.answerErr(w, r, lv, q, back, err)
 				return
 			}
 		} else {
 			var err error
 			if q, err = c.authenticate(r); err != nil {
-				c.answerErr(w, r, lv, back, err)
+				c.answerErr(w, r, lv, q, back, err)
 				return
 			}
 			if !sameToken(q.sess.CSRF, csrfFrom(r)) {
-				c.answerErr(w, r, lv, back, errCSRF)
+				c.answerErr(w, r, lv, q, back, errCSRF)
 				return
 			}
 			if lv == admin && !q.p().IsAdmin() {
-				c.answerErr(w, r, lv, back, problem.New(problem.Forbidden, "Only admins may do this."))
+				c.answerErr(w, r, lv, q, back, problem.New(problem.Forbidden, "Only admins may do this."))
 				return
 			}
 		}
@@ -192,7 +192,7 @@ func (c *Console) action(lv level, back string, fn func(w http.ResponseWriter, r
 			if tok := r.PostFormValue("token"); lv == anyone && tok != "" {
 				back = withQuery(back, "token", tok) // the e-mailed page needs its token back
 			}
-			c.answerErr(w, r, lv, back, err)
+			c.answerErr(w, r, lv, q, back, err)
 			return
 		}
 		if out.bind == "" {
@@ -261,8 +261,9 @@ func (c *Console) toProblem(r *http.Request, err error) *problem.Error {
 }
 
 // answerErr answers a failed action: the contract's error body for the
-// JavaScript, or back to the form with the message for a plain post.
-func (c *Console) answerErr(w http.ResponseWriter, r *http.Request, lv level, back string, err error) {
+// JavaScript, or back to the form with the message for a plain post. q is
+// the request's session as the action read it, nil where it was not read.
+func (c *Console) answerErr(w http.ResponseWriter, r *http.Request, lv level, q *req, back string, err error) {
 	pe := c.toProblem(r, err)
 	if wantsJSON(r) {
 		writeJSON(w, pe.Status(), pe)
@@ -279,7 +280,7 @@ func (c *Console) answerErr(w http.ResponseWriter, r *http.Request, lv level, ba
 		// The sign-in page shows it, to the browser's pre-sign-in token.
 		back, bind = Prefix+"/signin", c.anonCSRF(w, r)
 	} else {
-		bind = c.bindOf(r, lv, nil)
+		bind = c.bindOf(r, lv, q)
 	}
 	http.Redirect(w, r, c.flash.failure(back, bind, pe.Message, pe.Field), http.StatusSeeOther)
 }
