@@ -104,7 +104,7 @@ var (
 	bucketInboundCompany = []byte("inbound_company")    // company tag [slot] id -> nil
 	bucketInboundDevice  = []byte("dev_inbound")        // dev tag [slot] id -> nil
 	bucketInboundClient  = []byte("dev_inbound_client") // dev client id -> id
-	bucketIdempotency    = []byte("idempotency")        // company id + key -> Idempotent
+	bucketIdempotency    = []byte("idempotency")        // company id 0 route 0 key -> Idempotent (older: company id + key)
 	messageBuckets       = [][]byte{bucketMessages, bucketMessageUUIDs, bucketQueue, bucketSendingIdx, bucketQueueExpiry, bucketConvMessages, bucketConversations, bucketConvOrder, bucketInboundCompany, bucketInboundDevice, bucketInboundClient, bucketIdempotency}
 )
 
