@@ -155,12 +155,13 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// Phones are not browsers and authenticate with a bearer token, never a
 	// cookie, so cross-origin checks protect nothing here.
-	ws, err := websocket.Accept(smallBuffers(w), r, &websocket.AcceptOptions{InsecureSkipVerify: true})
+	sw := smallBuffers(w)
+	ws, err := websocket.Accept(sw, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
 	if err != nil {
 		return // Accept has answered the client
 	}
 	ws.SetReadLimit(proto.MaxFrameBytes)
-	c := newConn(h, ws, dev, token)
+	c := newConn(h, ws, hijacked(sw), dev, token)
 	h.mu.Lock()
 	if h.draining {
 		h.mu.Unlock()
