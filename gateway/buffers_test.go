@@ -95,7 +95,8 @@ func TestLinkCarriesFramesOfEverySize(t *testing.T) {
 }
 
 // A link that carried a job and its reports, and has nothing more to do,
-// holds no read buffer, no part of a frame and no window map.
+// holds no read buffer, no part of a frame, no window map and no flood
+// limiter.
 func TestIdleLinkHoldsNoBuffers(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, Config{})
@@ -130,5 +131,9 @@ func TestIdleLinkHoldsNoBuffers(t *testing.T) {
 	c.pumpMu.Unlock()
 	if l.rbuf != nil || l.held != 0 || l.unsynced || inflight != nil {
 		t.Errorf("idle link holds: read buffer %v, %d bytes of a frame, window map %v (unsynced writes %v)", l.rbuf != nil, l.held, inflight, l.unsynced)
+	}
+	// Its frames all answered the server's: no flood limiter was needed.
+	if c.flood != nil {
+		t.Error("a link that sent nothing unasked holds a flood limiter")
 	}
 }

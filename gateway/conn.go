@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"reflect"
 	"strings"
@@ -38,15 +37,17 @@ type conn struct {
 	token string       // the device token of the upgrade, checked again once registered, then dropped
 
 	qmu     sync.Mutex
-	queue   [][]byte    // frames waiting for the phone, at most QueueLen; guarded by qmu
-	queued  int         // bytes in queue, at most QueueBytes; guarded by qmu
-	writing bool        // the writer goroutine is running (or held until the welcome); guarded by qmu
-	ping    *time.Timer // fires the next ping; set once registered
+	queue   [][]byte // frames waiting for the phone, at most QueueLen; guarded by qmu
+	queued  int      // bytes in queue, at most QueueBytes; guarded by qmu
+	writing bool     // the writer goroutine is running (or held until the welcome); guarded by qmu
+
+	pingSlot           int   // 1 + the pinger's slot of the next ping, 0 when none; guarded by hub.pings.mu
+	pingPrev, pingNext *conn // the other links of that slot; guarded by hub.pings.mu
 
 	state    atomic.Int32 // linkOpen until the link ends, once
 	lastSeen atomic.Int64 // unix nanoseconds of the last frame or pong
 
-	flood *rate.Limiter // what the phone sends unasked (flood.go); reader goroutine only
+	flood *rate.Limiter // what the phone sends unasked (flood.go), from its first such frame; reader goroutine only
 
 	pumpMu    sync.Mutex          // serialises pumps, which read the store
 	inflight  map[string]struct{} // sends written to this link, not yet acked (nil when none); guarded by pumpMu
@@ -60,8 +61,7 @@ type conn struct {
 
 func newConn(h *Hub, ws *websocket.Conn, sock net.Conn, dev store.Device, token string) *conn {
 	// writing starts true: the writer is held until open sends the welcome.
-	c := &conn{hub: h, ws: ws, sock: sock, dev: dev, token: token, writing: true,
-		flood: rate.NewLimiter(rate.Limit(h.cfg.FrameRate), h.cfg.FrameBurst)}
+	c := &conn{hub: h, ws: ws, sock: sock, dev: dev, token: token, writing: true}
 	c.touch()
 	return c
 }
@@ -109,9 +109,7 @@ func (c *conn) run() {
 		SelectedSIM:         fresh.SelectedSIM,
 		DeviceName:          fresh.Name,
 	})
-	// Armed in two steps so that c.ping is set before pingOnce can ever run.
-	c.ping = time.AfterFunc(time.Hour, c.pingOnce)
-	c.ping.Reset(jitter(h.cfg.PingInterval))
+	h.pings.after(c, jitter(h.cfg.PingInterval))
 	c.pump()
 	// The set-up above (store reads and writes) grew this goroutine's stack.
 	// The link's long, mostly idle life goes on in a fresh goroutine whose
@@ -446,8 +444,8 @@ func (c *conn) cut() {
 }
 
 // pingOnce sends one ping and ends the link if no pong comes back in time;
-// it runs on the ping timer's own goroutine, which exists only for the round
-// trip, and arms the next ping.
+// it runs on a goroutine of its own, which exists only for the round trip,
+// and has the hub's pinger send the next.
 func (c *conn) pingOnce() {
 	if c.closed() {
 		return
@@ -459,13 +457,7 @@ func (c *conn) pingOnce() {
 		return
 	}
 	c.touch()
-	c.ping.Reset(jitter(c.hub.cfg.PingInterval))
-}
-
-// jitter spreads pings of links made at the same moment (a server restart)
-// over ±20% of the interval.
-func jitter(d time.Duration) time.Duration {
-	return d - d/5 + time.Duration(rand.Int64N(int64(d/5)*2+1))
+	c.hub.pings.after(c, jitter(c.hub.cfg.PingInterval))
 }
 
 // fail sends an error frame and closes with code.
@@ -521,9 +513,7 @@ func (c *conn) closed() bool { return c.state.Load() != linkOpen }
 func (c *conn) finish() {
 	c.end()
 	c.hub.forget(c)
-	if c.ping != nil {
-		c.ping.Stop()
-	}
+	c.hub.pings.forget(c)
 	c.pumpMu.Lock()
 	if c.paceTimer != nil {
 		c.paceTimer.Stop()

@@ -3,6 +3,8 @@ package gateway
 import (
 	"unicode/utf8"
 
+	"golang.org/x/time/rate"
+
 	proto "github.com/simrelay/simrelay/android-protocol"
 )
 
@@ -20,6 +22,12 @@ import (
 // the link with 4029 once it is over; false means the link is closing.
 // Reader goroutine only.
 func (c *conn) charge() bool {
+	if c.flood == nil {
+		// Made at the first charge, not with the link: most phones never
+		// send a frame unasked. A new limiter is full, as one made at the
+		// hello would still be.
+		c.flood = rate.NewLimiter(rate.Limit(c.hub.cfg.FrameRate), c.hub.cfg.FrameBurst)
+	}
 	if c.flood.Allow() {
 		return true
 	}

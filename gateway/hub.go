@@ -111,6 +111,7 @@ type Hub struct {
 	agents  Agents // nil: no WhatsApp or iMessage (agents.go); set before serving
 	log     *slog.Logger
 	now     func() time.Time
+	pings   *pinger
 
 	mu       sync.Mutex
 	conns    map[string]*conn   // registered links by fingerprint; guarded by mu
@@ -123,7 +124,7 @@ type Hub struct {
 // New returns a hub.
 func New(cfg Config, devices Devices, intake Intake, log *slog.Logger, now func() time.Time) *Hub {
 	cfg.defaults()
-	return &Hub{cfg: cfg, devices: devices, intake: intake, log: log, now: now, conns: map[string]*conn{}, links: map[*conn]struct{}{}}
+	return &Hub{cfg: cfg, devices: devices, intake: intake, log: log, now: now, pings: newPinger(cfg.PingInterval), conns: map[string]*conn{}, links: map[*conn]struct{}{}}
 }
 
 // ServeHTTP is GET /device/ws: check the device token, upgrade, and hand the
