@@ -61,14 +61,18 @@ func (s *smallBufferWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		return nil, nil, err
 	}
 	s.conn = conn
-	// Bytes the client sent right behind its upgrade request sit in the old
-	// reader; keep it then, rather than lose them.
-	if brw.Reader.Buffered() > 0 {
-		return conn, brw, nil
-	}
 	if l := newLinkIO(conn); l != nil {
+		// Bytes the client sent right behind its upgrade request (a phone
+		// sends its hello as soon as it reads the 101) sit in the old
+		// reader: the link reads them first.
+		l.seed(brw.Reader)
 		s.conn = l
 		return l, bufio.NewReadWriter(bufio.NewReaderSize(l, tinyBufferSize), bufio.NewWriterSize(l, tinyBufferSize)), nil
+	}
+	// Without raw access, keep the old reader when it holds such bytes,
+	// rather than lose them.
+	if brw.Reader.Buffered() > 0 {
+		return conn, brw, nil
 	}
 	return conn, bufio.NewReadWriter(bufio.NewReaderSize(conn, smallBufferSize), bufio.NewWriterSize(conn, smallBufferSize)), nil
 }
@@ -117,6 +121,22 @@ func newLinkIO(conn net.Conn) *linkIO {
 	return &linkIO{Conn: conn, raw: raw}
 }
 
+// seed makes what br holds the first bytes the link reads.
+func (l *linkIO) seed(br *bufio.Reader) {
+	n := br.Buffered()
+	if n == 0 {
+		return
+	}
+	buf := ioBuffers.Get().(*[]byte)
+	if n > len(*buf) {
+		ioBuffers.Put(buf)
+		b := make([]byte, n) // a pipelined burst: read once, then dropped
+		buf = &b
+	}
+	pending, _ := br.Peek(n) // buffered already: no read, no error
+	l.rbuf, l.r, l.w = buf, 0, copy(*buf, pending)
+}
+
 // Read takes unread bytes, reading more when none are left.
 func (l *linkIO) Read(p []byte) (int, error) {
 	if len(p) == 0 {
@@ -133,7 +153,9 @@ func (l *linkIO) Read(p []byte) (int, error) {
 	n := copy(p, (*l.rbuf)[l.r:l.w])
 	l.r += n
 	if l.r == l.w {
-		ioBuffers.Put(l.rbuf)
+		if cap(*l.rbuf) == ioBufferSize {
+			ioBuffers.Put(l.rbuf)
+		}
 		l.rbuf, l.r, l.w = nil, 0, 0
 	}
 	return n, nil

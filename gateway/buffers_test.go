@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -136,4 +137,60 @@ func TestIdleLinkHoldsNoBuffers(t *testing.T) {
 	if c.flood != nil {
 		t.Error("a link that sent nothing unasked holds a flood limiter")
 	}
+}
+
+// A phone that sends its hello in the same packet as its upgrade request
+// (its bytes then sit in the HTTP server's reader when the link starts) is
+// welcomed, and its link still reads through linkIO.
+func TestHelloRightBehindTheUpgrade(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, Config{})
+	hello, err := proto.Encode(proto.Hello{Protocol: 1, AppVersion: "eager"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hello) > 125 {
+		t.Fatalf("the hello is %d bytes; this test frames up to 125", len(hello))
+	}
+	// A masked text frame; a mask of zeros leaves the payload as it is.
+	frame := append([]byte{0x81, 0x80 | byte(len(hello)), 0, 0, 0, 0}, hello...)
+	var d net.Dialer
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &eagerConn{Conn: c, extra: frame}, nil
+	}}}
+	ws, _, err := r.dial(r.pair("pixel-1"), hc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	if w, ok := readFrame(t, ws).(*proto.Welcome); !ok || w.DeviceFingerprint != "pixel-1" {
+		t.Fatalf("got %#v, want the welcome", w)
+	}
+	if c := r.hub.lookup("pixel-1"); c == nil {
+		t.Fatal("not registered")
+	} else if _, ok := c.sock.(*linkIO); !ok {
+		t.Errorf("the link reads through a %T, want a *linkIO", c.sock)
+	}
+}
+
+// eagerConn sends extra in the same write as the first bytes written.
+type eagerConn struct {
+	net.Conn
+	extra []byte
+}
+
+func (c *eagerConn) Write(p []byte) (int, error) {
+	if c.extra == nil {
+		return c.Conn.Write(p)
+	}
+	b := append(append([]byte(nil), p...), c.extra...)
+	c.extra = nil
+	if _, err := c.Conn.Write(b); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
