@@ -111,7 +111,7 @@ type linkIO struct {
 // socket (one that reads through TLS, say).
 func newLinkIO(conn net.Conn) *linkIO {
 	sc, ok := conn.(syscall.Conn)
-	if !ok {
+	if !ok || !rawReads {
 		return nil
 	}
 	raw, err := sc.SyscallConn()
@@ -170,12 +170,7 @@ func (l *linkIO) fill() error {
 	)
 	err := l.raw.Read(func(fd uintptr) bool {
 		buf = ioBuffers.Get().(*[]byte)
-		for {
-			n, rerr = syscall.Read(int(fd), *buf)
-			if rerr != syscall.EINTR {
-				break
-			}
-		}
+		n, rerr = readRaw(fd, *buf)
 		if rerr == syscall.EAGAIN {
 			ioBuffers.Put(buf) // nothing yet: wait for data without a buffer
 			buf = nil
