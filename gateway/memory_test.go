@@ -55,14 +55,11 @@ func BenchmarkIdleLinks(b *testing.B) {
 		fleet.Env = append(os.Environ(), fleetEnv+"="+r.url)
 		fleet.Stdin = strings.NewReader(strings.Join(tokens, "\n") + "\n")
 		fleet.Stderr = os.Stderr
-		out, err := fleet.StdoutPipe()
-		if err != nil {
-			b.Fatal(err)
-		}
 		if err := fleet.Start(); err != nil {
 			b.Fatal(err)
 		}
-		b.Cleanup(func() { _ = fleet.Process.Kill(); _ = fleet.Wait() })
+		stop := func() { _ = fleet.Process.Kill(); _ = fleet.Wait() }
+		b.Cleanup(stop)
 		poll.Within(b, 2*time.Minute, "every phone linked", func() bool { return r.hub.Count() == phones })
 		// The welcomes' writer goroutines end once their frame is out.
 		poll.Until(b, "the welcomes written", func() bool { return runtime.NumGoroutine()-before.goroutines <= phones })
@@ -74,7 +71,8 @@ func BenchmarkIdleLinks(b *testing.B) {
 		b.ReportMetric(float64(after.stack-before.stack)/phones, "stack-B/link")
 		b.ReportMetric(float64(after.goroutines-before.goroutines)/phones, "goroutines/link")
 		b.ReportMetric(float64(after.anon-before.anon)/phones, "anon-RSS-B/link")
-		_, _ = bufio.NewReader(out).ReadString('\n') // the fleet's count, once it is up
+		stop() // the next round, if any, starts from no links
+		poll.Within(b, time.Minute, "every link ended", func() bool { return r.hub.Count() == 0 })
 	}
 }
 
@@ -145,6 +143,5 @@ func TestIdleFleet(t *testing.T) {
 			poll.Within(t, time.Minute, "a wave of phones linked", func() bool { return p.Connected() })
 		}
 	}
-	fmt.Println(len(tokens))
 	<-ctx.Done() // the benchmark kills this process when it has measured
 }
