@@ -77,7 +77,7 @@ func (c *conn) pumpAgents() {
 			if !c.send(*j.Send) {
 				return
 			}
-			c.inflight[j.Send.ID] = struct{}{}
+			c.take(j.Send.ID)
 			l.cursor = j.Seq
 		}
 	}

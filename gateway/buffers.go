@@ -2,14 +2,36 @@ package gateway
 
 import (
 	"bufio"
+	"encoding/binary"
+	"io"
 	"net"
 	"net/http"
+	"os"
+	"sync"
+	"syscall"
 )
 
-// smallBufferSize replaces net/http's 4 KiB read and write buffers on a
-// hijacked link: an idle phone then costs about 11 KB instead of 17 KB, and
-// frames are small (a send is a few hundred bytes).
-const smallBufferSize = 512
+// An idle phone's link holds as little as the WebSocket library allows: the
+// library reads and writes through bufio buffers of the hijacked connection,
+// which it keeps for the link's whole life. Those are made as small as bufio
+// and a frame header allow, and the connection under them (linkIO) takes a
+// pooled buffer only while bytes pass: nearly every link is idle nearly all
+// the time, and an idle link then holds no I/O buffer at all.
+const (
+	// tinyBufferSize is the size of the library's own bufio buffers: bufio's
+	// smallest reader, and room for the longest frame header (14 bytes), so
+	// that a frame's header always starts the first chunk written.
+	tinyBufferSize = 16
+	// ioBufferSize is a pooled buffer: one read takes in what the phone sent
+	// (several small frames at once under load), one write sends a frame
+	// whole. Frames are small: a send is a few hundred bytes.
+	ioBufferSize = 512
+	// smallBufferSize replaces net/http's 4 KiB read and write buffers where
+	// the connection offers no raw access to wait for data without a buffer.
+	smallBufferSize = 512
+)
+
+var ioBuffers = sync.Pool{New: func() any { b := make([]byte, ioBufferSize); return &b }}
 
 // smallBuffers wraps w so that the hijacked connection gets small buffers.
 func smallBuffers(w http.ResponseWriter) http.ResponseWriter {
@@ -19,15 +41,36 @@ func smallBuffers(w http.ResponseWriter) http.ResponseWriter {
 	return &smallBufferWriter{ResponseWriter: w}
 }
 
-type smallBufferWriter struct{ http.ResponseWriter }
+// hijacked is the connection w handed over, nil when it handed over none
+// (or w did not come from smallBuffers).
+func hijacked(w http.ResponseWriter) net.Conn {
+	if s, ok := w.(*smallBufferWriter); ok {
+		return s.conn
+	}
+	return nil
+}
+
+type smallBufferWriter struct {
+	http.ResponseWriter
+	conn net.Conn // the hijacked connection as the library got it; nil before
+}
 
 func (s *smallBufferWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	conn, brw, err := s.ResponseWriter.(http.Hijacker).Hijack()
 	if err != nil {
 		return nil, nil, err
 	}
-	// Bytes the client sent right behind its upgrade request sit in the old
-	// reader; keep it then, rather than lose them.
+	s.conn = conn
+	if l := newLinkIO(conn); l != nil {
+		// Bytes the client sent right behind its upgrade request (a phone
+		// sends its hello as soon as it reads the 101) sit in the old
+		// reader: the link reads them first.
+		l.seed(brw.Reader)
+		s.conn = l
+		return l, bufio.NewReadWriter(bufio.NewReaderSize(l, tinyBufferSize), bufio.NewWriterSize(l, tinyBufferSize)), nil
+	}
+	// Without raw access, keep the old reader when it holds such bytes,
+	// rather than lose them.
 	if brw.Reader.Buffered() > 0 {
 		return conn, brw, nil
 	}
@@ -36,3 +79,191 @@ func (s *smallBufferWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 
 // Unwrap lets http.ResponseController reach the original writer.
 func (s *smallBufferWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// linkIO is a link's connection under the library's tiny bufio buffers.
+//
+// Reads wait until the socket has data before they take a pooled buffer,
+// and give it back once the library has taken every byte of it.
+//
+// Writes arrive in bufio's chunks: a frame longer than the buffer comes as
+// its first 16 bytes, then the rest. The first chunk is held (in the
+// struct, no buffer of its own) until the rest arrives, so that a frame
+// still goes out in one write, as it did with a buffer that held it whole.
+// Only a chunk known to start a frame is held: linkIO follows frame
+// boundaries, and once a write does not fit them it only passes bytes on.
+//
+// Read is called by the library's one reader, Write under its one writer's
+// lock: the read and the write state each have one user at a time.
+type linkIO struct {
+	net.Conn
+	raw syscall.RawConn
+
+	rbuf *[]byte // read, not yet taken; from ioBuffers, nil when empty
+	r, w int     // (*rbuf)[r:w] is unread
+
+	head     [tinyBufferSize]byte // the start of a frame, waiting for its rest
+	held     int                  // bytes in head
+	rest     int64                // bytes of the current frame not yet written
+	unsynced bool                 // writes left the frame boundaries: pass them on as they come
+}
+
+// newLinkIO wraps conn, or returns nil when conn gives no raw access to its
+// socket (one that reads through TLS, say).
+func newLinkIO(conn net.Conn) *linkIO {
+	sc, ok := conn.(syscall.Conn)
+	if !ok || !rawReads {
+		return nil
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	return &linkIO{Conn: conn, raw: raw}
+}
+
+// seed makes what br holds the first bytes the link reads.
+func (l *linkIO) seed(br *bufio.Reader) {
+	n := br.Buffered()
+	if n == 0 {
+		return
+	}
+	buf := ioBuffers.Get().(*[]byte)
+	if n > len(*buf) {
+		ioBuffers.Put(buf)
+		b := make([]byte, n) // a pipelined burst: read once, then dropped
+		buf = &b
+	}
+	pending, _ := br.Peek(n) // buffered already: no read, no error
+	l.rbuf, l.r, l.w = buf, 0, copy(*buf, pending)
+}
+
+// Read takes unread bytes, reading more when none are left.
+func (l *linkIO) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if l.rbuf == nil {
+		if len(p) >= ioBufferSize {
+			return l.Conn.Read(p) // as much as a pooled buffer: read into p itself
+		}
+		if err := l.fill(); err != nil {
+			return 0, err
+		}
+	}
+	n := copy(p, (*l.rbuf)[l.r:l.w])
+	l.r += n
+	if l.r == l.w {
+		if cap(*l.rbuf) == ioBufferSize {
+			ioBuffers.Put(l.rbuf)
+		}
+		l.rbuf, l.r, l.w = nil, 0, 0
+	}
+	return n, nil
+}
+
+// fill waits until the socket has data, then reads it into a pooled buffer.
+func (l *linkIO) fill() error {
+	var (
+		buf  *[]byte
+		n    int
+		rerr error
+	)
+	err := l.raw.Read(func(fd uintptr) bool {
+		buf = ioBuffers.Get().(*[]byte)
+		n, rerr = readRaw(fd, *buf)
+		if rerr == syscall.EAGAIN {
+			ioBuffers.Put(buf) // nothing yet: wait for data without a buffer
+			buf = nil
+			return false
+		}
+		return true
+	})
+	switch {
+	case err == nil && rerr == nil && n > 0:
+		l.rbuf, l.r, l.w = buf, 0, n
+		return nil
+	case buf != nil:
+		ioBuffers.Put(buf)
+	}
+	switch {
+	case err != nil:
+		return err
+	case rerr != nil:
+		return &net.OpError{Op: "read", Net: l.LocalAddr().Network(), Source: l.LocalAddr(), Addr: l.RemoteAddr(), Err: os.NewSyscallError("read", rerr)}
+	}
+	return io.EOF
+}
+
+// Write passes p on, holding the first chunk of a frame until its rest comes.
+func (l *linkIO) Write(p []byte) (int, error) {
+	if l.unsynced || len(p) == 0 {
+		return l.Conn.Write(p)
+	}
+	if l.rest == 0 { // p starts a frame
+		size := frameSize(p)
+		switch {
+		case size == 0 || size < int64(len(p)):
+			l.unsynced = true // not one frame's start: stop following frames
+		case size > int64(len(p)) && len(p) <= len(l.head):
+			l.held = copy(l.head[:], p)
+			l.rest = size - int64(len(p))
+			return len(p), nil
+		default:
+			l.rest = size - int64(len(p))
+		}
+		return l.Conn.Write(p)
+	}
+	if l.rest -= int64(len(p)); l.rest < 0 {
+		l.unsynced = true
+	}
+	if l.held == 0 {
+		return l.Conn.Write(p)
+	}
+	held := l.held
+	l.held = 0
+	n, err := l.writeJoined(l.head[:held], p)
+	return max(n-held, 0), err
+}
+
+// writeJoined writes a then b in one write.
+func (l *linkIO) writeJoined(a, b []byte) (int, error) {
+	if len(a)+len(b) <= ioBufferSize {
+		buf := ioBuffers.Get().(*[]byte)
+		defer ioBuffers.Put(buf)
+		n := copy(*buf, a)
+		n += copy((*buf)[n:], b)
+		return l.Conn.Write((*buf)[:n])
+	}
+	bufs := net.Buffers{a, b}
+	n, err := bufs.WriteTo(l.Conn)
+	return int(n), err
+}
+
+// frameSize is the length of the WebSocket frame whose header starts p,
+// header included (RFC 6455, section 5.2); 0 when p holds no whole header.
+func frameSize(p []byte) int64 {
+	if len(p) < 2 {
+		return 0
+	}
+	size, header := int64(p[1]&0x7f), int64(2)
+	switch size {
+	case 126:
+		if len(p) < 4 {
+			return 0
+		}
+		size, header = int64(binary.BigEndian.Uint16(p[2:])), 4
+	case 127:
+		if len(p) < 10 {
+			return 0
+		}
+		v := binary.BigEndian.Uint64(p[2:])
+		if v > 1<<62 {
+			return 0
+		}
+		size, header = int64(v), 10
+	}
+	if p[1]&0x80 != 0 {
+		header += 4 // masked
+	}
+	return header + size
+}

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
+	"net"
 	"reflect"
 	"strings"
 	"sync"
@@ -21,25 +21,34 @@ import (
 	"github.com/simrelay/simrelay/store"
 )
 
+// The states of a link: it ends once, cut or with a close handshake.
+const (
+	linkOpen    = iota
+	linkCut     // the network failed, or the server cut it: nobody to say goodbye to
+	linkClosing // a close handshake is under way; do not cut the connection
+)
+
 // conn is one phone's link.
 type conn struct {
 	hub   *Hub
 	ws    *websocket.Conn
+	sock  net.Conn     // the connection under ws; nil if unknown
 	dev   store.Device // as of hello; owned by the reader goroutine after that
-	token string       // the device token of the upgrade, checked again once registered
+	token string       // the device token of the upgrade, checked again once registered, then dropped
 
 	qmu     sync.Mutex
-	queue   [][]byte    // frames waiting for the phone, at most QueueLen; guarded by qmu
-	queued  int         // bytes in queue, at most QueueBytes; guarded by qmu
-	writing bool        // the writer goroutine is running (or held until the welcome); guarded by qmu
-	ping    *time.Timer // fires the next ping; set once registered
+	queue   [][]byte // frames waiting for the phone, at most QueueLen; guarded by qmu
+	queued  int      // bytes in queue, at most QueueBytes; guarded by qmu
+	writing bool     // the writer goroutine is running (or held until the welcome); guarded by qmu
 
-	done     chan struct{} // closed once, when the link ends
-	doneOnce sync.Once
-	graceful atomic.Bool  // a close handshake is under way; do not cut the connection
+	pingSlot           int   // 1 + the pinger's slot of the next ping, 0 when none; guarded by hub.pings.mu
+	pingPrev, pingNext *conn // the other links of that slot; guarded by hub.pings.mu
+
+	state    atomic.Int32 // linkOpen until the link ends, once
 	lastSeen atomic.Int64 // unix nanoseconds of the last frame or pong
 
-	flood *rate.Limiter // what the phone sends unasked (flood.go); reader and answerer
+	flood   *rate.Limiter // what the phone sends unasked (flood.go), from its first such frame; guarded by floodMu
+	floodMu sync.Mutex    // the reader and the answerer both charge
 
 	room      chan struct{} // a token per frame waiting for its answer (answers.go); made by the reader
 	amu       sync.Mutex
@@ -47,7 +56,7 @@ type conn struct {
 	answering bool     // the answerer goroutine is running; guarded by amu
 
 	pumpMu    sync.Mutex          // serialises pumps, which read the store
-	inflight  map[string]struct{} // sends written to this link, not yet acked; guarded by pumpMu
+	inflight  map[string]struct{} // sends written to this link, not yet acked (nil when none); guarded by pumpMu
 	cursor    uint64              // seq of the last job this link took from the queue; guarded by pumpMu
 	pace      *rate.Limiter       // nil: no pacing; guarded by pumpMu
 	paceRate  int                 // the sends per minute pace was made for; guarded by pumpMu
@@ -56,10 +65,9 @@ type conn struct {
 	gapTimer  *time.Timer         // a pump waiting for a number's gap; guarded by pumpMu
 }
 
-func newConn(h *Hub, ws *websocket.Conn, dev store.Device, token string) *conn {
+func newConn(h *Hub, ws *websocket.Conn, sock net.Conn, dev store.Device, token string) *conn {
 	// writing starts true: the writer is held until open sends the welcome.
-	c := &conn{hub: h, ws: ws, dev: dev, token: token, done: make(chan struct{}), inflight: map[string]struct{}{}, writing: true,
-		flood: rate.NewLimiter(rate.Limit(h.cfg.FrameRate), h.cfg.FrameBurst)}
+	c := &conn{hub: h, ws: ws, sock: sock, dev: dev, token: token, writing: true}
 	c.touch()
 	return c
 }
@@ -107,9 +115,7 @@ func (c *conn) run() {
 		SelectedSIM:         fresh.SelectedSIM,
 		DeviceName:          fresh.Name,
 	})
-	// Armed in two steps so that c.ping is set before pingOnce can ever run.
-	c.ping = time.AfterFunc(time.Hour, c.pingOnce)
-	c.ping.Reset(jitter(h.cfg.PingInterval))
+	h.pings.after(c, jitter(h.cfg.PingInterval))
 	c.pump()
 	// The set-up above (store reads and writes) grew this goroutine's stack.
 	// The link's long, mostly idle life goes on in a fresh goroutine whose
@@ -196,7 +202,9 @@ func (c *conn) hello() bool {
 // the code the phone must see when either changed; it returns the device as
 // stored now.
 func (c *conn) stillAllowed() (store.Device, bool) {
-	dev, err := c.hub.devices.Authenticate(context.Background(), c.token)
+	token := c.token
+	c.token = "" // checked once more, here; not kept for the link's life
+	dev, err := c.hub.devices.Authenticate(context.Background(), token)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		// The token is dead: the device was deleted, or registered again with
@@ -403,6 +411,15 @@ func (c *conn) open(welcome proto.Welcome) {
 func (c *conn) writeLoop() {
 	h := c.hub
 	defer h.wg.Done()
+	// The write timeout is one timer for the writer's run, not a context per
+	// frame: the library keeps the context of the last write for as long as
+	// the link lives.
+	var stuck *time.Timer
+	defer func() {
+		if stuck != nil {
+			stuck.Stop()
+		}
+	}()
 	for {
 		c.qmu.Lock()
 		if len(c.queue) == 0 || c.closed() {
@@ -415,9 +432,13 @@ func (c *conn) writeLoop() {
 		c.queue = c.queue[1:]
 		c.queued -= len(data)
 		c.qmu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), h.cfg.WriteTimeout)
-		err := c.ws.Write(ctx, websocket.MessageText, data)
-		cancel()
+		if stuck == nil {
+			stuck = time.AfterFunc(h.cfg.WriteTimeout, c.cut)
+		} else {
+			stuck.Reset(h.cfg.WriteTimeout)
+		}
+		err := c.ws.Write(context.Background(), websocket.MessageText, data)
+		stuck.Stop()
 		if err != nil {
 			c.end()
 			c.qmu.Lock()
@@ -428,9 +449,20 @@ func (c *conn) writeLoop() {
 	}
 }
 
+// cut ends a write that has waited WriteTimeout for the phone to read: the
+// connection is closed under it, as the library does when a write's
+// context ends.
+func (c *conn) cut() {
+	if c.sock != nil {
+		_ = c.sock.Close()
+		return
+	}
+	_ = c.ws.CloseNow()
+}
+
 // pingOnce sends one ping and ends the link if no pong comes back in time;
-// it runs on the ping timer's own goroutine, which exists only for the round
-// trip, and arms the next ping.
+// it runs on a goroutine of its own, which exists only for the round trip,
+// and has the hub's pinger send the next.
 func (c *conn) pingOnce() {
 	if c.closed() {
 		return
@@ -442,13 +474,7 @@ func (c *conn) pingOnce() {
 		return
 	}
 	c.touch()
-	c.ping.Reset(jitter(c.hub.cfg.PingInterval))
-}
-
-// jitter spreads pings of links made at the same moment (a server restart)
-// over ±20% of the interval.
-func jitter(d time.Duration) time.Duration {
-	return d - d/5 + time.Duration(rand.Int64N(int64(d/5)*2+1))
+	c.hub.pings.after(c, jitter(c.hub.cfg.PingInterval))
 }
 
 // fail sends an error frame and closes with code.
@@ -461,13 +487,7 @@ func (c *conn) closeWith(code int, reason string) { c.closeWithFrame(code, reaso
 // closeWithFrame ends the link once: the close handshake can take seconds, so
 // it runs on its own goroutine and never holds up the caller.
 func (c *conn) closeWithFrame(code int, reason string, errFrame *proto.Error) {
-	first := false
-	c.doneOnce.Do(func() {
-		c.graceful.Store(true) // before done closes, so end() never cuts the handshake
-		close(c.done)
-		first = true
-	})
-	if !first {
+	if !c.state.CompareAndSwap(linkOpen, linkClosing) {
 		return
 	}
 	if len(reason) > 120 {
@@ -498,28 +518,19 @@ func (c *conn) closeWithFrame(code int, reason string, errFrame *proto.Error) {
 // end drops a link whose network failed: there is nobody to say goodbye to.
 // A close handshake already under way is left to finish on its own.
 func (c *conn) end() {
-	c.doneOnce.Do(func() { close(c.done) })
-	if !c.graceful.Load() {
+	c.state.CompareAndSwap(linkOpen, linkCut)
+	if c.state.Load() != linkClosing {
 		c.ws.CloseNow()
 	}
 }
 
-func (c *conn) closed() bool {
-	select {
-	case <-c.done:
-		return true
-	default:
-		return false
-	}
-}
+func (c *conn) closed() bool { return c.state.Load() != linkOpen }
 
 // finish runs when the reader ends: the link is over.
 func (c *conn) finish() {
 	c.end()
 	c.hub.forget(c)
-	if c.ping != nil {
-		c.ping.Stop()
-	}
+	c.hub.pings.forget(c)
 	c.pumpMu.Lock()
 	if c.paceTimer != nil {
 		c.paceTimer.Stop()
@@ -578,7 +589,7 @@ func (c *conn) pumpSMS() {
 			if !c.send(*j.Send) {
 				return
 			}
-			c.inflight[j.Send.ID] = struct{}{}
+			c.take(j.Send.ID)
 			c.cursor = j.Seq
 		}
 		// A short batch was the end of the queue. A full one may have been
@@ -590,12 +601,23 @@ func (c *conn) pumpSMS() {
 	}
 }
 
+// take puts a send written to the link in the window; pumpMu held.
+func (c *conn) take(id string) {
+	if c.inflight == nil {
+		c.inflight = map[string]struct{}{}
+	}
+	c.inflight[id] = struct{}{}
+}
+
 // settle frees a send's place in the window and refills it; it reports
 // whether the send was in the window.
 func (c *conn) settle(id string) bool {
 	c.pumpMu.Lock()
 	_, was := c.inflight[id]
 	delete(c.inflight, id)
+	if len(c.inflight) == 0 {
+		c.inflight = nil // an idle link holds no map
+	}
 	c.pumpMu.Unlock()
 	if was {
 		c.pump()

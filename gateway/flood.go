@@ -3,6 +3,8 @@ package gateway
 import (
 	"unicode/utf8"
 
+	"golang.org/x/time/rate"
+
 	proto "github.com/simrelay/simrelay/android-protocol"
 )
 
@@ -21,7 +23,16 @@ import (
 // The reader charges what it reads; the answerer (answers.go) charges
 // reports once their commit says they moved nothing.
 func (c *conn) charge() bool {
-	if c.flood.Allow() {
+	c.floodMu.Lock()
+	if c.flood == nil {
+		// Made at the first charge, not with the link: most phones never
+		// send a frame unasked. A new limiter is full, as one made at the
+		// hello would still be.
+		c.flood = rate.NewLimiter(rate.Limit(c.hub.cfg.FrameRate), c.hub.cfg.FrameBurst)
+	}
+	flood := c.flood
+	c.floodMu.Unlock()
+	if flood.Allow() {
 		return true
 	}
 	c.failFlood()

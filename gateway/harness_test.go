@@ -27,13 +27,14 @@ import (
 // rig is a hub over a real store, with the real device and SMS services,
 // served on loopback.
 type rig struct {
-	t       *testing.T
+	t       testing.TB
 	hub     *Hub
 	store   *store.Store
 	devices *device.Service
 	sms     *sms.Service
 	url     string // ws://127.0.0.1:PORT
 	company uint64
+	admin   uint64          // the company's admin user
 	logs    *syncbuf.Buffer // the hub's log
 }
 
@@ -46,10 +47,10 @@ func (r *rig) serverClosed(device string, code int) {
 	eventually(r.t, "the hub's log of the close", func() bool { return strings.Contains(r.logs.String(), want) })
 }
 
-func newRig(t *testing.T, cfg Config) *rig { return newRigAt(t, cfg, time.Now) }
+func newRig(t testing.TB, cfg Config) *rig { return newRigAt(t, cfg, time.Now) }
 
 // newRigAt is newRig whose SMS service reads the time from now.
-func newRigAt(t *testing.T, cfg Config, now func() time.Time) *rig {
+func newRigAt(t testing.TB, cfg Config, now func() time.Time) *rig {
 	t.Helper()
 	// The hub's tests are about the link, not about what survives a power
 	// cut (cmd/simrelay's crash tests are): the store skips each commit's
@@ -70,7 +71,7 @@ func newRigAt(t *testing.T, cfg Config, now func() time.Time) *rig {
 	hub := New(cfg, devices, messages, log, time.Now)
 	messages.SetDispatcher(hub)
 	srv := httptest.NewServer(hub)
-	r := &rig{t: t, hub: hub, store: st, devices: devices, sms: messages, url: "ws" + strings.TrimPrefix(srv.URL, "http"), company: c.ID, logs: logs}
+	r := &rig{t: t, hub: hub, store: st, devices: devices, sms: messages, url: "ws" + strings.TrimPrefix(srv.URL, "http"), company: c.ID, admin: admin.ID, logs: logs}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -119,7 +120,7 @@ func (r *rig) connect(token string) *websocket.Conn {
 	return ws
 }
 
-func writeFrame(t *testing.T, ws *websocket.Conn, f proto.Frame) {
+func writeFrame(t testing.TB, ws *websocket.Conn, f proto.Frame) {
 	t.Helper()
 	data, err := proto.Encode(f)
 	if err != nil {
@@ -128,7 +129,7 @@ func writeFrame(t *testing.T, ws *websocket.Conn, f proto.Frame) {
 	writeRaw(t, ws, data)
 }
 
-func writeRaw(t *testing.T, ws *websocket.Conn, data []byte) {
+func writeRaw(t testing.TB, ws *websocket.Conn, data []byte) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -139,7 +140,7 @@ func writeRaw(t *testing.T, ws *websocket.Conn, data []byte) {
 
 // readFrame reads one frame with a deadline (coder/websocket closes the link
 // when a read's context ends, which is fine in a test that failed anyway).
-func readFrame(t *testing.T, ws *websocket.Conn) proto.Frame {
+func readFrame(t testing.TB, ws *websocket.Conn) proto.Frame {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

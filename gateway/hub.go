@@ -113,6 +113,7 @@ type Hub struct {
 	agents  Agents // nil: no WhatsApp or iMessage (agents.go); set before serving
 	log     *slog.Logger
 	now     func() time.Time
+	pings   *pinger
 
 	mu       sync.Mutex
 	conns    map[string]*conn   // registered links by fingerprint; guarded by mu
@@ -125,7 +126,7 @@ type Hub struct {
 // New returns a hub.
 func New(cfg Config, devices Devices, intake Intake, log *slog.Logger, now func() time.Time) *Hub {
 	cfg.defaults()
-	return &Hub{cfg: cfg, devices: devices, intake: intake, log: log, now: now, conns: map[string]*conn{}, links: map[*conn]struct{}{}}
+	return &Hub{cfg: cfg, devices: devices, intake: intake, log: log, now: now, pings: newPinger(cfg.PingInterval), conns: map[string]*conn{}, links: map[*conn]struct{}{}}
 }
 
 // ServeHTTP is GET /device/ws: check the device token, upgrade, and hand the
@@ -157,12 +158,13 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// Phones are not browsers and authenticate with a bearer token, never a
 	// cookie, so cross-origin checks protect nothing here.
-	ws, err := websocket.Accept(smallBuffers(w), r, &websocket.AcceptOptions{InsecureSkipVerify: true})
+	sw := smallBuffers(w)
+	ws, err := websocket.Accept(sw, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
 	if err != nil {
 		return // Accept has answered the client
 	}
 	ws.SetReadLimit(proto.MaxFrameBytes)
-	c := newConn(h, ws, dev, token)
+	c := newConn(h, ws, hijacked(sw), dev, token)
 	h.mu.Lock()
 	if h.draining {
 		h.mu.Unlock()

@@ -201,6 +201,27 @@ func TestSlowReaderIsClosedOthersFlow(t *testing.T) {
 	}
 }
 
+// A write that waits WriteTimeout for a phone that stopped reading ends the
+// link, even while the queue behind it has room.
+func TestStuckWriteEndsTheLink(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, Config{WriteTimeout: 200 * time.Millisecond, QueueLen: 1 << 20, QueueBytes: 1 << 30, FrameRate: 1e6, FrameBurst: 1e6})
+	stuck, _, err := r.dial(r.pair("stuck"), tinyReceiveBuffer())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stuck.CloseNow()
+	writeFrame(t, stuck, proto.Hello{Protocol: 1})
+	eventually(t, "online", func() bool { return r.hub.Online("stuck") })
+	for i := 0; i < 200000 && r.hub.Online("stuck"); i++ {
+		r.hub.Configure("stuck", proto.Config{SelectedSIM: "SIM1", DeviceName: "stuck", Status: "active"})
+	}
+	eventually(t, "the stuck link ended", func() bool { return !r.hub.Online("stuck") })
+	if strings.Contains(r.logs.String(), "code=4008") {
+		t.Error("the queue overflowed first; the test wants the write timeout")
+	}
+}
+
 func TestShutdownTellsPhonesAndLeavesNoGoroutine(t *testing.T) {
 	base := runtime.NumGoroutine()
 	r := newRig(t, Config{PingInterval: 50 * time.Millisecond})

@@ -1,0 +1,11 @@
+//go:build !unix
+
+package gateway
+
+import "errors"
+
+// rawReads says that linkIO cannot read a socket's descriptor itself here:
+// links keep the library's own (small) buffers.
+const rawReads = false
+
+func readRaw(uintptr, []byte) (int, error) { return 0, errors.ErrUnsupported }

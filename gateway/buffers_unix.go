@@ -1,0 +1,19 @@
+//go:build unix
+
+package gateway
+
+import "syscall"
+
+// rawReads says that linkIO can read a socket's descriptor itself.
+const rawReads = true
+
+// readRaw reads the non-blocking socket fd once; syscall.EAGAIN means no
+// data yet.
+func readRaw(fd uintptr, p []byte) (int, error) {
+	for {
+		n, err := syscall.Read(int(fd), p)
+		if err != syscall.EINTR {
+			return n, err
+		}
+	}
+}
