@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -112,18 +111,12 @@ func idField(channel string) string {
 // byte-order mark) or a line or paragraph separator, which would show the
 // console and the API's answers another address than the agent is handed.
 func normaliseTo(channel, to string) (string, error) {
-	if strings.IndexFunc(to, unicode.IsControl) >= 0 {
-		return "", problem.Invalid("to", "must not contain control characters such as a newline")
-	}
-	if strings.IndexFunc(to, invisible) >= 0 {
-		return "", problem.Invalid("to", "must not contain invisible characters such as a zero-width space or a direction override")
+	if fault := phone.RecipientFault(to); fault != "" {
+		return "", problem.Invalid("to", fault)
 	}
 	to = strings.TrimSpace(to)
 	if to == "" {
 		return "", problem.Invalid("to", "is required")
-	}
-	if strings.HasPrefix(to, "-") {
-		return "", problem.Invalid("to", "must not begin with -")
 	}
 	if channel == IMessage && strings.Contains(to, "@") {
 		return normaliseEmail("to", to)
@@ -136,12 +129,6 @@ func normaliseTo(channel, to string) (string, error) {
 		return "", problem.Invalid("to", err.Error())
 	}
 	return n, nil
-}
-
-// invisible reports a rune that shows as nothing, or moves the text around
-// it: Unicode's format characters (Cf) and the line and paragraph separators.
-func invisible(r rune) bool {
-	return unicode.Is(unicode.Cf, r) || unicode.In(r, unicode.Zl, unicode.Zp)
 }
 
 // normaliseEmail is a handle's e-mail address, lower-cased.

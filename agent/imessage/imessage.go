@@ -19,13 +19,13 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 
 	// The pure-Go SQLite driver: the agent is cross-compiled without cgo.
 	_ "modernc.org/sqlite"
 
 	"github.com/simrelay/simrelay/agent"
 	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/phone"
 )
 
 // DefaultPoll is how often chat.db is read for new messages.
@@ -537,18 +537,10 @@ func stripAccount(a string) string {
 // characters the server refuses in an address (space, double quote, angle
 // brackets, separators).
 func normalize(h string) (string, bool) {
-	if strings.IndexFunc(h, unicode.IsControl) >= 0 {
-		return "", false
-	}
-	// Invisible characters (format characters such as a direction
-	// override, line and paragraph separators), as the server refuses them.
-	if strings.IndexFunc(h, func(r rune) bool { return unicode.Is(unicode.Cf, r) || unicode.In(r, unicode.Zl, unicode.Zp) }) >= 0 {
+	if phone.RecipientFault(h) != "" { // as the server refuses it
 		return "", false
 	}
 	h = strings.TrimSpace(h)
-	if strings.HasPrefix(h, "-") {
-		return "", false
-	}
 	if at := strings.IndexByte(h, '@'); at >= 0 {
 		if at == 0 || at == len(h)-1 || strings.Count(h, "@") != 1 || strings.ContainsAny(h, " \"<>,;") {
 			return "", false
