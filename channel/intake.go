@@ -8,8 +8,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	bolt "go.etcd.io/bbolt"
-
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/phone"
 	"github.com/simrelay/simrelay/problem"
@@ -150,11 +148,7 @@ func (s *Service) Inbound(_ context.Context, dev store.Device, in proto.Inbound)
 		UUID: newID(), CompanyID: dev.CompanyID, DeviceID: dev.ID, Channel: in.Channel, Phone: from, Account: to, Text: in.Message,
 		ContentType: "text", Segments: 1, ClientID: in.ClientID, ReceivedAt: at.UTC().Format(timeLayout),
 	}
-	var hook func(tx *bolt.Tx, m store.Message) error
-	if s.onInbound != nil {
-		hook = s.onInbound
-	}
-	stored, dup, err := s.store.StoreAgentInbound(&m, s.now, hook)
+	stored, dup, err := s.store.StoreAgentInbound(&m, s.now, s.onInbound)
 	switch {
 	case errors.Is(err, store.ErrDeviceGone):
 		return proto.InboundAck{}, problem.New(problem.NotFound, "The device was deleted.")

@@ -11,7 +11,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
-	bolt "go.etcd.io/bbolt"
 
 	"github.com/simrelay/simrelay/internal/egress"
 	"github.com/simrelay/simrelay/pacing"
@@ -37,7 +36,7 @@ type Dispatcher interface {
 
 // InboundHook runs inside the transaction that stores a new inbound message
 // (the webhook outbox), as sms.InboundHook does.
-type InboundHook func(tx *bolt.Tx, m store.Message) error
+type InboundHook = store.InboundHook
 
 // Service is WhatsApp and iMessage.
 type Service struct {

@@ -9,7 +9,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
-	bolt "go.etcd.io/bbolt"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/phone"
@@ -48,7 +47,7 @@ type Watcher interface {
 
 // InboundHook runs inside the transaction that stores a new inbound message
 // (the webhook outbox), so both are durable together.
-type InboundHook func(tx *bolt.Tx, m store.Message) error
+type InboundHook = store.InboundHook
 
 // Service is the SMS domain.
 type Service struct {

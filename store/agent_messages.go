@@ -243,7 +243,7 @@ func (s *Store) AgentMessages(companyID, numberID uint64, page, limit int) ([]Me
 // ErrNotFound, one another agent of the company holds ErrNumberNotHeld
 // (unless the frame repeats one already stored). extra runs in the same
 // transaction for a new message.
-func (s *Store) StoreAgentInbound(m *Message, now func() time.Time, extra func(tx *bolt.Tx, m Message) error) (Message, bool, error) {
+func (s *Store) StoreAgentInbound(m *Message, now func() time.Time, extra InboundHook) (Message, bool, error) {
 	var out Message
 	var dup bool
 	var refused error
@@ -303,7 +303,7 @@ func (s *Store) StoreAgentInbound(m *Message, now func() time.Time, extra func(t
 			return err
 		}
 		if extra != nil {
-			if err := extra(tx, msg); err != nil {
+			if err := extra(WriteTx{tx}, msg); err != nil {
 				return err
 			}
 		}

@@ -5,8 +5,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // The budget at its boundary: a write that brings the day's bytes exactly
@@ -93,7 +91,7 @@ func TestBudgetCountsWebhookEvents(t *testing.T) {
 	inbound := func(clientID string) (OutboxAdd, error) {
 		var added OutboxAdd
 		m := Message{UUID: "u-" + clientID, CompanyID: c.ID, DeviceID: d.ID, Channel: "sms", Phone: "+15550100001", Text: "hi", SIMSlot: "SIM1", ClientID: clientID}
-		_, _, err := s.StoreInbound(&m, func() time.Time { return at }, func(tx *bolt.Tx, m Message) error {
+		_, _, err := s.StoreInbound(&m, func() time.Time { return at }, func(tx WriteTx, m Message) error {
 			var err error
 			added, err = s.AddWebhookEvent(tx, m.CompanyID, at, OutboxLimits{}, func(set WebhookSet) (WebhookEvent, []WebhookDelivery, error) {
 				_, ds, _ := oneDeliveryPerEntry(at)(set)
@@ -135,7 +133,7 @@ func TestInboundRefusalWritesNothing(t *testing.T) {
 	d := deviceOf(t, s, c.ID, "fp-a@example.com")
 	m := Message{UUID: "u1", CompanyID: c.ID, DeviceID: d.ID, Channel: "sms", Phone: "+15550100001", Text: "hi", SIMSlot: "SIM1", ClientID: "c1"}
 	var hook int
-	_, _, err = s.StoreInbound(&m, func() time.Time { return at }, func(*bolt.Tx, Message) error { hook++; return nil })
+	_, _, err = s.StoreInbound(&m, func() time.Time { return at }, func(WriteTx, Message) error { hook++; return nil })
 	if !errors.Is(err, ErrStorageBudget) || hook != 0 {
 		t.Fatalf("got %v with the hook run %d times, want the budget error and no hook", err, hook)
 	}

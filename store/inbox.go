@@ -42,7 +42,7 @@ func inboundDeviceKeys(m Message) [][]byte {
 // durable together or not at all. A new message counts against its
 // company's daily storage budget: over it, nothing is stored and the error
 // wraps ErrStorageBudget (a *BudgetError).
-func (s *Store) StoreInbound(m *Message, now func() time.Time, extra func(tx *bolt.Tx, m Message) error) (Message, bool, error) {
+func (s *Store) StoreInbound(m *Message, now func() time.Time, extra InboundHook) (Message, bool, error) {
 	var out Message
 	var dup bool
 	var refused error
@@ -109,7 +109,7 @@ func (s *Store) StoreInbound(m *Message, now func() time.Time, extra func(tx *bo
 			return err
 		}
 		if extra != nil {
-			if err := extra(tx, msg); err != nil {
+			if err := extra(WriteTx{tx}, msg); err != nil {
 				return err
 			}
 		}

@@ -46,7 +46,7 @@ func (s *Store) statusEvent(tx *bolt.Tx, m Message, now time.Time) error {
 	if h == nil || h.Build == nil || m.Direction != Outbound || !statusEventTypes[m.Status] {
 		return nil
 	}
-	res, err := s.AddWebhookEvent(tx, m.CompanyID, now, h.Limits, func(set WebhookSet) (WebhookEvent, []WebhookDelivery, error) {
+	res, err := s.addWebhookEvent(tx, m.CompanyID, now, h.Limits, func(set WebhookSet) (WebhookEvent, []WebhookDelivery, error) {
 		return h.Build(set, m)
 	})
 	if err != nil {

@@ -118,7 +118,11 @@ func (s *Store) WebhookOutboxSize(companyID uint64) (deliveries int, bytes int64
 // company's outbox would go over lim, nothing of the event is queued:
 // each of its deliveries gets a failed line in the deliveries log instead,
 // and the result says how many were refused.
-func (s *Store) AddWebhookEvent(tx *bolt.Tx, companyID uint64, now time.Time, lim OutboxLimits, build func(WebhookSet) (WebhookEvent, []WebhookDelivery, error)) (OutboxAdd, error) {
+func (s *Store) AddWebhookEvent(tx WriteTx, companyID uint64, now time.Time, lim OutboxLimits, build func(WebhookSet) (WebhookEvent, []WebhookDelivery, error)) (OutboxAdd, error) {
+	return s.addWebhookEvent(tx.tx, companyID, now, lim, build)
+}
+
+func (s *Store) addWebhookEvent(tx *bolt.Tx, companyID uint64, now time.Time, lim OutboxLimits, build func(WebhookSet) (WebhookEvent, []WebhookDelivery, error)) (OutboxAdd, error) {
 	var out OutboxAdd
 	set, err := loadWebhookSet(tx, companyID)
 	if err != nil || len(set.Entries) == 0 {

@@ -43,7 +43,7 @@ func TestWebhookEventStoredOnce(t *testing.T) {
 	big := strings.Repeat("x", 40000)
 	event := []byte(`{"type":"sms.received","data":{"message":"` + big + `"}}`)
 	err := s.db.Update(func(tx *bolt.Tx) error {
-		res, err := s.AddWebhookEvent(tx, c.ID, at, OutboxLimits{}, func(set WebhookSet) (WebhookEvent, []WebhookDelivery, error) {
+		res, err := s.addWebhookEvent(tx, c.ID, at, OutboxLimits{}, func(set WebhookSet) (WebhookEvent, []WebhookDelivery, error) {
 			_, ds, _ := oneDeliveryPerEntry(at)(set)
 			return WebhookEvent{ID: "ev-big", Body: event}, ds, nil
 		})
@@ -115,7 +115,7 @@ func TestWebhookOutboxBound(t *testing.T) {
 		var res OutboxAdd
 		if err := s.db.Update(func(tx *bolt.Tx) error {
 			var err error
-			res, err = s.AddWebhookEvent(tx, company, at, lim, oneDeliveryPerEntry(at.Add(time.Duration(i))))
+			res, err = s.addWebhookEvent(tx, company, at, lim, oneDeliveryPerEntry(at.Add(time.Duration(i))))
 			return err
 		}); err != nil {
 			t.Fatal(err)

@@ -46,7 +46,7 @@ func oneDeliveryPerEntry(at time.Time) func(WebhookSet) (WebhookEvent, []Webhook
 
 // addDeliveries is the outbox write of these tests, without limits.
 func addDeliveries(s *Store, tx *bolt.Tx, companyID uint64, at time.Time) (int, error) {
-	res, err := s.AddWebhookEvent(tx, companyID, at, OutboxLimits{}, oneDeliveryPerEntry(at))
+	res, err := s.addWebhookEvent(tx, companyID, at, OutboxLimits{}, oneDeliveryPerEntry(at))
 	return res.Queued, err
 }
 
@@ -102,8 +102,8 @@ func TestWebhookOutboxShareTheInboundTransaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := Message{UUID: "u1", CompanyID: c.ID, DeviceID: d.ID, Channel: "sms", Phone: "+15550100001", Text: "hi", SIMSlot: "SIM1", ClientID: "c1"}
-	_, _, err = s.StoreInbound(&m, clock, func(tx *bolt.Tx, m Message) error {
-		if _, err := addDeliveries(s, tx, m.CompanyID, now); err != nil {
+	_, _, err = s.StoreInbound(&m, clock, func(tx WriteTx, m Message) error {
+		if _, err := addDeliveries(s, tx.tx, m.CompanyID, now); err != nil {
 			return err
 		}
 		return boom
@@ -121,8 +121,8 @@ func TestWebhookOutboxShareTheInboundTransaction(t *testing.T) {
 	// It succeeds: both are stored, and a repeat of the message adds nothing.
 	var added int
 	for range 2 {
-		if _, _, err := s.StoreInbound(&m, clock, func(tx *bolt.Tx, m Message) error {
-			n, err := addDeliveries(s, tx, m.CompanyID, now)
+		if _, _, err := s.StoreInbound(&m, clock, func(tx WriteTx, m Message) error {
+			n, err := addDeliveries(s, tx.tx, m.CompanyID, now)
 			added += n
 			return err
 		}); err != nil {

@@ -9,8 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/wakeup"
@@ -64,7 +62,7 @@ func (s *Service) Kick() { s.wake.Kick() }
 // active entry whose scope takes the message. Once that transaction commits,
 // the dispatcher is woken. When the company's outbox is full the event's
 // deliveries are logged as failed instead, and the operator log says so.
-func (s *Service) OnInbound(tx *bolt.Tx, m store.Message) error {
+func (s *Service) OnInbound(tx store.WriteTx, m store.Message) error {
 	if m.Direction != store.Inbound {
 		return nil
 	}
