@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"syscall"
@@ -25,34 +23,9 @@ import (
 func TestCrashBetweenAckAndStatus(t *testing.T) {
 	t.Parallel()
 	bin, dir, apiKey := companyStore(t)
-	sink := &hookSink{deliveries: map[string]string{}}
-	hook := httptest.NewServer(sink)
-	defer hook.Close()
-	addr := freeAddr(t)
-	flags := []string{"--listen", addr, "--rate-general", "1000000/1m", "--webhook-allow-private"}
-	srv := startServer(t, bin, dir, flags...)
-	if st, body := call(t, "PUT", srv.url+"/webhooks/inbound-sms", apiKey, map[string]any{"webhooks": []map[string]any{
-		{"url": hook.URL + "/status", "events": []string{"message.sent", "message.delivered"}},
-	}}); st != 200 {
-		t.Fatalf("PUT webhooks: %d %v", st, body)
-	}
-	code, err := pairingCode(context.Background(), srv.url, apiKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := client.Register(context.Background(), nil, srv.url, client.RegisterInput{PairingCode: code, DeviceFingerprint: "ack-phone"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	const n, killAt = 60, 24
-	var ids []string
-	for i := range n {
-		st, body := call(t, "POST", srv.url+"/chat/send", apiKey, map[string]any{"device_fingerprint": "ack-phone", "phone": "+15551234567", "message": fmt.Sprint("m", i)})
-		if st != 200 {
-			t.Fatalf("send %d: %d %v", i, st, body)
-		}
-		ids = append(ids, body["queueId"].(string))
-	}
+	r := startStatusRun(t, bin, dir, apiKey, "ack-phone", n)
+	srv, addr, flags, sink, reg, ids := r.srv, r.addr, r.flags, r.sink, r.reg, r.ids
 
 	// The phone acks each job (the client does, after journaling it) and,
 	// until the kill, reports nothing: the killAt-th new job kills the

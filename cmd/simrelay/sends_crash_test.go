@@ -92,34 +92,9 @@ func (h *hookSink) events() map[string]int {
 func TestStatusEventsAcrossACrash(t *testing.T) {
 	t.Parallel()
 	bin, dir, apiKey := companyStore(t)
-	sink := &hookSink{deliveries: map[string]string{}}
-	hook := httptest.NewServer(sink)
-	defer hook.Close()
-	addr := freeAddr(t)
-	flags := []string{"--rate-general", "1000000/1m", "--webhook-allow-private"}
-	srv := startServer(t, bin, dir, append([]string{"--listen", addr}, flags...)...)
-	if st, body := call(t, "PUT", srv.url+"/webhooks/inbound-sms", apiKey, map[string]any{"webhooks": []map[string]any{
-		{"url": hook.URL + "/status", "events": []string{"message.sent", "message.delivered"}},
-	}}); st != 200 {
-		t.Fatalf("PUT webhooks: %d %v", st, body)
-	}
-	code, err := pairingCode(context.Background(), srv.url, apiKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := client.Register(context.Background(), nil, srv.url, client.RegisterInput{PairingCode: code, DeviceFingerprint: "crash-phone"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	const n = 200
-	var ids []string
-	for i := range n {
-		st, body := call(t, "POST", srv.url+"/chat/send", apiKey, map[string]any{"device_fingerprint": "crash-phone", "phone": "+15551234567", "message": fmt.Sprint("m", i)})
-		if st != 200 {
-			t.Fatalf("send %d: %d %v", i, st, body)
-		}
-		ids = append(ids, body["queueId"].(string))
-	}
+	r := startStatusRun(t, bin, dir, apiKey, "crash-phone", n)
+	srv, addr, flags, sink, reg, ids := r.srv, r.addr, r.flags, r.sink, r.reg, r.ids
 
 	// The phone reports every job sent, then delivered; its reports are
 	// sent again on its next link until the server acknowledges them.
@@ -142,7 +117,7 @@ func TestStatusEventsAcrossACrash(t *testing.T) {
 	_ = srv.cmd.Wait()
 	before := len(sink.events())
 
-	srv = startServer(t, bin, dir, append([]string{"--listen", addr}, flags...)...)
+	srv = startServer(t, bin, dir, flags...)
 	poll.Within(t, 90*time.Second, "every message delivered and its two events received", func() bool {
 		return len(sink.events()) == 2*n
 	})
@@ -224,4 +199,45 @@ func TestScheduledSendSurvivesRestart(t *testing.T) {
 	if len(jobs) != 1 || jobs[0] != id {
 		t.Fatalf("got jobs %v, want only %s", jobs, id)
 	}
+}
+
+// statusRun is a server with a webhook entry taking message.sent and
+// message.delivered, a phone registered (not linked), and n SMS queued for
+// it: how the crash tests of status events begin.
+type statusRun struct {
+	srv   *server
+	addr  string
+	flags []string // serve's flags, --listen included, to restart on the same address
+	sink  *hookSink
+	reg   client.Registration
+	ids   []string // queue ids, in the order sent
+}
+
+func startStatusRun(t *testing.T, bin, dir, apiKey, fingerprint string, n int) statusRun {
+	t.Helper()
+	r := statusRun{sink: &hookSink{deliveries: map[string]string{}}, addr: freeAddr(t)}
+	hook := httptest.NewServer(r.sink)
+	t.Cleanup(hook.Close)
+	r.flags = []string{"--listen", r.addr, "--rate-general", "1000000/1m", "--webhook-allow-private"}
+	r.srv = startServer(t, bin, dir, r.flags...)
+	if st, body := call(t, "PUT", r.srv.url+"/webhooks/inbound-sms", apiKey, map[string]any{"webhooks": []map[string]any{
+		{"url": hook.URL + "/status", "events": []string{"message.sent", "message.delivered"}},
+	}}); st != 200 {
+		t.Fatalf("PUT webhooks: %d %v", st, body)
+	}
+	code, err := pairingCode(context.Background(), r.srv.url, apiKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.reg, err = client.Register(context.Background(), nil, r.srv.url, client.RegisterInput{PairingCode: code, DeviceFingerprint: fingerprint}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		st, body := call(t, "POST", r.srv.url+"/chat/send", apiKey, map[string]any{"device_fingerprint": fingerprint, "phone": "+15551234567", "message": fmt.Sprint("m", i)})
+		if st != 200 {
+			t.Fatalf("send %d: %d %v", i, st, body)
+		}
+		r.ids = append(r.ids, body["queueId"].(string))
+	}
+	return r
 }
