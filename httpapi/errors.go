@@ -92,8 +92,14 @@ func bind(c echo.Context, v any) error {
 	if err != nil {
 		return err
 	}
+	return decodeJSON(data, v)
+}
+
+// decodeJSON is bind's decoding of a JSON object, for the API's bodies and
+// the MCP tools' arguments alike.
+func decodeJSON(data []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
-	err = dec.Decode(v)
+	err := dec.Decode(v)
 	if err == nil {
 		if _, extra := dec.Token(); extra != io.EOF {
 			return problem.New(problem.InvalidJSON, "The request body must hold exactly one JSON object.")

@@ -115,6 +115,10 @@ type Server struct {
 	exportsMu    sync.Mutex
 	exports      map[uint64]int
 	exportsTotal int
+	// mcpHandler is the MCP transport of POST /mcp; mcpTools its tools,
+	// made once (their input schemas come from reflection).
+	mcpHandler http.Handler
+	mcpTools   []mcpTool
 }
 
 // New builds the API and its route table.
@@ -140,6 +144,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		return nil, err
 	}
 	s.metrics = m
+	s.mcpHandler, s.mcpTools = s.newMCPHandler(), s.newMCPTools()
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.renderError

@@ -1,0 +1,175 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"mime"
+	"net/http"
+	"strings"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/labstack/echo/v4"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/simrelay/simrelay/account"
+	"github.com/simrelay/simrelay/problem"
+)
+
+// POST /mcp: the API as tools of the Model Context Protocol (streamable
+// HTTP transport), for AI agents. The route sits in the routes table like
+// any other, so the same middleware authenticates it (API key or access
+// token), counts it in the caller's rate-limit window and bounds its body.
+//
+// The transport runs stateless: every POST is one JSON-RPC message,
+// answered in its own response, and the server keeps nothing between
+// requests. A client thus costs what its requests cost and no more: no
+// session to bound, expire or find again on another node, and each request
+// is authenticated and counted afresh. Server-to-client requests
+// (sampling, elicitation) are off, which these tools never need.
+//
+// Each tool runs the service call of the REST route it stands for, with
+// the caller's company and role, and answers that route's JSON; a failure
+// is a tool error result carrying the route's error body (and its HTTP
+// status), so another company's device is not_found here as it is there.
+
+// mcpServerKey carries the request's MCP server, made for its caller, from
+// the Echo handler to the transport's getServer.
+type mcpServerKey struct{}
+
+// newMCPHandler is the transport: stateless, plain JSON answers.
+func (s *Server) newMCPHandler() http.Handler {
+	return mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
+		srv, _ := r.Context().Value(mcpServerKey{}).(*mcp.Server)
+		return srv
+	}, &mcp.StreamableHTTPOptions{
+		Stateless:    true,
+		JSONResponse: true,
+		// The SDK refuses a loopback connection whose Host is not loopback
+		// (DNS rebinding against a credential-less local server). Every
+		// request here carries a bearer credential that a rebound page does
+		// not have, and a reverse proxy in front of the server connects over
+		// loopback with the public Host: the check would refuse every one.
+		DisableLocalhostProtection: true,
+		MaxRequestBodyBytes:        maxBodyBytes,
+		Logger:                     s.deps.Logger,
+	})
+}
+
+// mcp serves one MCP message.
+func (s *Server) mcp(c echo.Context) error {
+	r := c.Request()
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get(echo.HeaderContentType)); mt != echo.MIMEApplicationJSON {
+		return problem.Invalid("Content-Type", "must be application/json: the body is one JSON-RPC message")
+	}
+	if !accepts(r.Header.Values(echo.HeaderAccept), echo.MIMEApplicationJSON) || !accepts(r.Header.Values(echo.HeaderAccept), "text/event-stream") {
+		return problem.Invalid("Accept", "must list both application/json and text/event-stream, as the MCP streamable HTTP transport requires")
+	}
+	data, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	if t := bytes.TrimLeft(data, " \t\r\n"); len(t) > 0 && t[0] == '[' {
+		// A batch would run many tool calls for one count of the rate
+		// limit; MCP dropped batches in its 2025-06-18 revision.
+		return problem.New(problem.InvalidJSON, "Send one JSON-RPC message per request: batches are not accepted.")
+	}
+	r.Body = readCloser{bytes.NewReader(data)}
+	ctx := context.WithValue(r.Context(), mcpServerKey{}, s.mcpServer(c, principal(c)))
+	s.mcpHandler.ServeHTTP(c.Response(), r.WithContext(ctx))
+	return nil
+}
+
+type readCloser struct{ *bytes.Reader }
+
+func (readCloser) Close() error { return nil }
+
+// accepts says whether an Accept header lists the media type (or */*).
+func accepts(values []string, mediaType string) bool {
+	for _, v := range values {
+		for _, part := range strings.Split(v, ",") {
+			mt, _, _ := mime.ParseMediaType(strings.TrimSpace(part))
+			if mt == mediaType || mt == "*/*" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// mcpTool is one tool: its advertised definition and what it runs. run
+// gets the arguments as sent and returns the REST route's answer, or its
+// error.
+type mcpTool struct {
+	def *mcp.Tool
+	run func(ctx context.Context, p account.Principal, args json.RawMessage) (any, error)
+}
+
+// tool defines a tool whose arguments are In. Its input schema is In's
+// (field descriptions from the jsonschema tags); the arguments are decoded
+// as the API decodes a body and checked by the service the route calls, so
+// a bad argument is the REST route's validation error, field and all.
+func tool[In any](name, title, description string, readOnly bool, run func(ctx context.Context, p account.Principal, in In) (any, error)) mcpTool {
+	schema, err := jsonschema.For[In](nil)
+	if err != nil {
+		panic("httpapi: MCP tool " + name + ": " + err.Error()) // a programming error, caught by every test
+	}
+	openWorld := !readOnly
+	return mcpTool{
+		def: &mcp.Tool{Name: name, Title: title, Description: description, InputSchema: schema,
+			Annotations: &mcp.ToolAnnotations{Title: title, ReadOnlyHint: readOnly, OpenWorldHint: &openWorld}},
+		run: func(ctx context.Context, p account.Principal, args json.RawMessage) (any, error) {
+			var in In
+			if len(args) > 0 && string(args) != "null" {
+				if err := decodeJSON(args, &in); err != nil {
+					return nil, err
+				}
+			}
+			return run(ctx, p, in)
+		},
+	}
+}
+
+// mcpServer is the MCP server of one request: the tools, bound to its caller.
+func (s *Server) mcpServer(c echo.Context, p account.Principal) *mcp.Server {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "simrelay", Title: "simrelay SMS, WhatsApp and iMessage gateway"},
+		&mcp.ServerOptions{Instructions: mcpInstructions})
+	for _, t := range s.mcpTools {
+		srv.AddTool(t.def, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			out, err := t.run(ctx, p, req.Params.Arguments)
+			if err != nil {
+				return s.mcpError(c, err), nil
+			}
+			body, err := json.Marshal(out)
+			if err != nil {
+				return s.mcpError(c, err), nil
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(body)}},
+				StructuredContent: json.RawMessage(body)}, nil
+		})
+	}
+	return srv
+}
+
+const mcpInstructions = "simrelay sends SMS through the company's paired Android phones, and WhatsApp and iMessage " +
+	"through its agents. Find a device with list_devices, send with send_sms, follow a send with message_status, " +
+	"and read replies with latest_inbound or read_conversation. Phone numbers are E.164 (+ and 8 to 15 digits). " +
+	"A failed call answers the REST API's error body {error, message, field?} with its HTTP status."
+
+// mcpErrorJSON is a failed tool call: the REST error body and its status.
+type mcpErrorJSON struct {
+	*problem.Error
+	Status int `json:"status"`
+}
+
+// mcpError turns a tool's failure into the REST route's error, as a tool
+// error result: the model reads it and can correct its call.
+func (s *Server) mcpError(c echo.Context, err error) *mcp.CallToolResult {
+	pe := *s.toProblem(err, c)
+	if pe.Field == "Idempotency-Key" {
+		pe.Field = "idempotency_key" // the tool's name for the header
+	}
+	body, _ := json.Marshal(mcpErrorJSON{Error: &pe, Status: pe.Status()})
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: string(body)}},
+		StructuredContent: json.RawMessage(body)}
+}
