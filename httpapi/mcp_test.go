@@ -142,6 +142,13 @@ func TestMCPSendReachesPhoneAndReadsBack(t *testing.T) {
 	if isErr || again["queueId"] != queueID {
 		t.Fatalf("retried send_sms: %v, want queueId %s", again, queueID)
 	}
+	// The key is POST /chat/send's: the same send through the API is the retry too.
+	rest := e.do(call{method: "POST", path: "/chat/send", token: a.apiKey, header: map[string]string{"Idempotency-Key": "agent-42"},
+		body: map[string]any{"device_fingerprint": "mcp-phone-a", "phone": "+15550100001", "message": "Your code is 4711"}})
+	e.want(rest, http.StatusOK, "")
+	if rest.str("queueId") != queueID || rest.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("POST /chat/send with the tool's key: %s, want the replay of %s", rest.Raw, queueID)
+	}
 	args["message"] = "Something else"
 	body, isErr := callTool(t, cs, "send_sms", args)
 	wantToolError(t, body, isErr, http.StatusUnprocessableEntity, "idempotency_key_reused", "idempotency_key")
