@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"mime"
 	"net/http"
 	"strings"
@@ -69,15 +70,79 @@ func (s *Server) mcp(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if t := bytes.TrimLeft(data, " \t\r\n"); len(t) > 0 && t[0] == '[' {
+	if !json.Valid(data) {
+		return problem.New(problem.InvalidJSON, "The request body is not valid JSON; send one JSON-RPC message.")
+	}
+	if t := bytes.TrimLeft(data, " \t\r\n"); t[0] == '[' {
 		// A batch would run many tool calls for one count of the rate
 		// limit; MCP dropped batches in its 2025-06-18 revision.
 		return problem.New(problem.InvalidJSON, "Send one JSON-RPC message per request: batches are not accepted.")
 	}
 	r.Body = readCloser{bytes.NewReader(data)}
 	ctx := context.WithValue(r.Context(), mcpServerKey{}, s.mcpServer(c, principal(c)))
-	s.mcpHandler.ServeHTTP(c.Response(), r.WithContext(ctx))
-	return nil
+	w := &transportWriter{w: c.Response()}
+	s.mcpHandler.ServeHTTP(w, r.WithContext(ctx))
+	return w.refusal()
+}
+
+// transportWriter passes the transport's answers through, except its own
+// plain-text refusals (an unsupported MCP-Protocol-Version, a message that
+// is not a JSON-RPC request), which it keeps so that they leave as the
+// contract's error body like every other refusal. JSON-RPC errors, which
+// MCP clients read, pass unchanged.
+type transportWriter struct {
+	w       *echo.Response
+	status  int          // a plain-text refusal's status; 0 passes through
+	refused bytes.Buffer // its text, the first KiB
+}
+
+func (t *transportWriter) Header() http.Header { return t.w.Header() }
+
+func (t *transportWriter) WriteHeader(status int) {
+	if status >= 400 && strings.HasPrefix(t.w.Header().Get(echo.HeaderContentType), "text/plain") {
+		t.status = status
+		t.w.Header().Del(echo.HeaderContentType)
+		return
+	}
+	t.w.WriteHeader(status)
+}
+
+func (t *transportWriter) Write(b []byte) (int, error) {
+	if t.status != 0 {
+		if room := 1024 - t.refused.Len(); room > 0 {
+			t.refused.Write(b[:min(len(b), room)])
+		}
+		return len(b), nil
+	}
+	return t.w.Write(b)
+}
+
+func (t *transportWriter) Flush() {
+	if t.status == 0 {
+		t.w.Flush()
+	}
+}
+
+// refusal is the kept refusal as the API's error, nil when there was none.
+func (t *transportWriter) refusal() error {
+	msg := strings.TrimPrefix(strings.TrimSpace(t.refused.String()), "Bad Request: ")
+	switch {
+	case t.status == 0:
+		return nil
+	case t.status >= 500:
+		return fmt.Errorf("mcp transport: %d %s", t.status, msg) // logged; a generic answer
+	case strings.Contains(msg, "protocol version"):
+		return problem.Invalid("MCP-Protocol-Version", msg)
+	case t.status == http.StatusBadRequest:
+		return problem.New(problem.InvalidJSON, "The body is not a valid MCP message: "+msg)
+	}
+	codes := map[int]problem.Code{http.StatusForbidden: problem.Forbidden, http.StatusNotFound: problem.NotFound,
+		http.StatusMethodNotAllowed: problem.MethodNotAllowed, http.StatusConflict: problem.Conflict,
+		http.StatusRequestEntityTooLarge: problem.PayloadTooLarge}
+	if code, ok := codes[t.status]; ok {
+		return problem.New(code, msg)
+	}
+	return &problem.Error{Code: problem.ValidationFailed, Message: msg, HTTPStatus: t.status}
 }
 
 type readCloser struct{ *bytes.Reader }

@@ -217,7 +217,7 @@ func TestMCPTenantsAndAccess(t *testing.T) {
 // limit's headers and window, the body limit and the contract's error body.
 func TestMCPRouteRules(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, func(c *httpapi.Config) { c.GeneralRate = pacing.Rate{Limit: 5, Window: time.Minute} })
+	e := newEnv(t, func(c *httpapi.Config) { c.GeneralRate = pacing.Rate{Limit: 9, Window: time.Minute} })
 	a := e.newCompany("Acme", "mcp-rr@example.com")
 	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"curl","version":"1"}}}`
 	mcpHeaders := map[string]string{"Accept": "application/json, text/event-stream"}
@@ -227,7 +227,7 @@ func TestMCPRouteRules(t *testing.T) {
 
 	r := e.do(call{method: "POST", path: "/mcp", token: a.apiKey, body: initialize, header: mcpHeaders})
 	e.want(r, http.StatusOK, "")
-	if r.Header.Get("RateLimit-Remaining") != "3" || !strings.Contains(string(r.Raw), `"serverInfo"`) {
+	if r.Header.Get("RateLimit-Remaining") != "7" || !strings.Contains(string(r.Raw), `"serverInfo"`) {
 		t.Fatalf("initialize: RateLimit-Remaining %q, body %s", r.Header.Get("RateLimit-Remaining"), r.Raw)
 	}
 	r = e.do(call{method: "POST", path: "/mcp", token: a.apiKey, body: "[" + initialize + "]", header: mcpHeaders})
@@ -239,6 +239,17 @@ func TestMCPRouteRules(t *testing.T) {
 	}
 	r = e.do(call{method: "POST", path: "/mcp", token: a.apiKey, body: `{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"x":"` + strings.Repeat("a", 1<<20) + `"}}`, header: mcpHeaders})
 	e.want(r, http.StatusRequestEntityTooLarge, "payload_too_large")
+	// The transport's own refusals leave as the contract's error body too.
+	r = e.do(call{method: "POST", path: "/mcp", token: a.apiKey, body: initialize,
+		header: map[string]string{"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "1999-01-01"}})
+	e.want(r, http.StatusBadRequest, "validation_failed")
+	if r.str("field") != "MCP-Protocol-Version" || !strings.Contains(r.str("message"), "supported versions") {
+		t.Fatalf("an unsupported protocol version: %s", r.Raw)
+	}
+	e.want(e.do(call{method: "POST", path: "/mcp", token: a.apiKey, body: `{"jsonrpc":"2.0",`, header: mcpHeaders}), http.StatusBadRequest, "invalid_json")
+	e.want(e.do(call{method: "POST", path: "/mcp", token: a.apiKey, body: `{"hello":"world"}`, header: mcpHeaders}), http.StatusBadRequest, "invalid_json")
+
+	e.want(e.do(call{method: "POST", path: "/mcp", token: a.apiKey, body: initialize, header: mcpHeaders}), http.StatusOK, "")
 	r = e.do(call{method: "POST", path: "/mcp", token: a.apiKey, body: initialize, header: mcpHeaders})
 	e.want(r, http.StatusTooManyRequests, "rate_limited")
 }
