@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"mime"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/labstack/echo/v4"
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/simrelay/simrelay/account"
@@ -34,16 +36,24 @@ import (
 // is a tool error result carrying the route's error body (and its HTTP
 // status), so another company's device is not_found here as it is there.
 
-// mcpServerKey carries the request's MCP server, made for its caller, from
-// the Echo handler to the transport's getServer.
-type mcpServerKey struct{}
+// mcpCallerKey carries the caller, whom the API's middleware
+// authenticated, from the Echo handler to the tools.
+type mcpCallerKey struct{}
 
-// newMCPHandler is the transport: stateless, plain JSON answers.
-func (s *Server) newMCPHandler() http.Handler {
-	return mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
-		srv, _ := r.Context().Value(mcpServerKey{}).(*mcp.Server)
-		return srv
-	}, &mcp.StreamableHTTPOptions{
+// newMCPHandler is the transport: stateless, plain JSON answers, one server
+// for every request. The caller reaches the tools the SDK's way, as the
+// request's TokenInfo: RequireBearerToken's verifier checks no token here
+// (the API's middleware did, and refused the request otherwise) but hands
+// on the caller the middleware found.
+func (s *Server) newMCPHandler(tools []mcpTool) http.Handler {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "simrelay", Title: "simrelay SMS, WhatsApp and iMessage gateway"},
+		// No logger: it would log a session's start and end at Info, and
+		// here every request is a session. The transport logs its failures.
+		&mcp.ServerOptions{Instructions: mcpInstructions})
+	for _, t := range tools {
+		srv.AddTool(t.def, s.mcpToolHandler(t))
+	}
+	transport := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
 		Stateless:    true,
 		JSONResponse: true,
 		// The SDK refuses a loopback connection whose Host is not loopback
@@ -55,6 +65,40 @@ func (s *Server) newMCPHandler() http.Handler {
 		MaxRequestBodyBytes:        maxBodyBytes,
 		Logger:                     s.deps.Logger,
 	})
+	caller := func(_ context.Context, _ string, r *http.Request) (*auth.TokenInfo, error) {
+		p, ok := r.Context().Value(mcpCallerKey{}).(account.Principal)
+		if !ok {
+			return nil, auth.ErrInvalidToken // unreachable: the route needs a credential
+		}
+		return &auth.TokenInfo{UserID: p.Identity(), Extra: map[string]any{mcpCallerExtra: p}}, nil
+	}
+	return auth.RequireBearerToken(caller, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(transport)
+}
+
+const mcpCallerExtra = "simrelay.principal"
+
+// mcpToolHandler runs a tool for the request's caller and answers its JSON,
+// or its error as a tool error result.
+func (s *Server) mcpToolHandler(t mcpTool) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		var p account.Principal
+		if ti := req.Extra.TokenInfo; ti != nil {
+			p, _ = ti.Extra[mcpCallerExtra].(account.Principal)
+		}
+		if p.CompanyID == 0 {
+			return nil, errors.New("httpapi: an MCP tool call without its caller") // unreachable, see newMCPHandler
+		}
+		out, err := t.run(ctx, p, req.Params.Arguments)
+		var body []byte
+		if err == nil {
+			body, err = json.Marshal(out)
+		}
+		if err != nil {
+			return s.mcpError(t.def.Name, err), nil
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(body)}},
+			StructuredContent: json.RawMessage(body)}, nil
+	}
 }
 
 // mcp serves one MCP message.
@@ -79,7 +123,7 @@ func (s *Server) mcp(c echo.Context) error {
 		return problem.New(problem.InvalidJSON, "Send one JSON-RPC message per request: batches are not accepted.")
 	}
 	r.Body = readCloser{bytes.NewReader(data)}
-	ctx := context.WithValue(r.Context(), mcpServerKey{}, s.mcpServer(c, principal(c)))
+	ctx := context.WithValue(r.Context(), mcpCallerKey{}, principal(c))
 	w := &transportWriter{w: c.Response()}
 	s.mcpHandler.ServeHTTP(w, r.WithContext(ctx))
 	return w.refusal()
@@ -136,7 +180,7 @@ func (t *transportWriter) refusal() error {
 	case t.status == http.StatusBadRequest:
 		return problem.New(problem.InvalidJSON, "The body is not a valid MCP message: "+msg)
 	}
-	codes := map[int]problem.Code{http.StatusForbidden: problem.Forbidden, http.StatusNotFound: problem.NotFound,
+	codes := map[int]problem.Code{http.StatusUnauthorized: problem.Unauthorized, http.StatusForbidden: problem.Forbidden, http.StatusNotFound: problem.NotFound,
 		http.StatusMethodNotAllowed: problem.MethodNotAllowed, http.StatusConflict: problem.Conflict,
 		http.StatusRequestEntityTooLarge: problem.PayloadTooLarge}
 	if code, ok := codes[t.status]; ok {
@@ -179,9 +223,15 @@ func tool[In any](name, title, description string, readOnly bool, run func(ctx c
 	if err != nil {
 		panic("httpapi: MCP tool " + name + ": " + err.Error()) // a programming error, caught by every test
 	}
+	// Written out once: jsonschema's own marshalling (reflection) was most
+	// of a tools/list request (BenchmarkMCPToolsList).
+	raw, err := json.Marshal(schema)
+	if err != nil {
+		panic("httpapi: MCP tool " + name + ": " + err.Error())
+	}
 	openWorld := !readOnly
 	return mcpTool{
-		def: &mcp.Tool{Name: name, Title: title, Description: description, InputSchema: schema,
+		def: &mcp.Tool{Name: name, Title: title, Description: description, InputSchema: json.RawMessage(raw),
 			Annotations: &mcp.ToolAnnotations{Title: title, ReadOnlyHint: readOnly, OpenWorldHint: &openWorld}},
 		run: func(ctx context.Context, p account.Principal, args json.RawMessage) (any, error) {
 			var in In
@@ -193,27 +243,6 @@ func tool[In any](name, title, description string, readOnly bool, run func(ctx c
 			return run(ctx, p, in)
 		},
 	}
-}
-
-// mcpServer is the MCP server of one request: the tools, bound to its caller.
-func (s *Server) mcpServer(c echo.Context, p account.Principal) *mcp.Server {
-	srv := mcp.NewServer(&mcp.Implementation{Name: "simrelay", Title: "simrelay SMS, WhatsApp and iMessage gateway"},
-		&mcp.ServerOptions{Instructions: mcpInstructions})
-	for _, t := range s.mcpTools {
-		srv.AddTool(t.def, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			out, err := t.run(ctx, p, req.Params.Arguments)
-			if err != nil {
-				return s.mcpError(c, err), nil
-			}
-			body, err := json.Marshal(out)
-			if err != nil {
-				return s.mcpError(c, err), nil
-			}
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(body)}},
-				StructuredContent: json.RawMessage(body)}, nil
-		})
-	}
-	return srv
 }
 
 const mcpInstructions = "simrelay sends SMS through the company's paired Android phones, and WhatsApp and iMessage " +
@@ -229,12 +258,17 @@ type mcpErrorJSON struct {
 
 // mcpError turns a tool's failure into the REST route's error, as a tool
 // error result: the model reads it and can correct its call.
-func (s *Server) mcpError(c echo.Context, err error) *mcp.CallToolResult {
-	pe := *s.toProblem(err, c)
-	if pe.Field == "Idempotency-Key" {
-		pe.Field = "idempotency_key" // the tool's name for the header
+func (s *Server) mcpError(tool string, err error) *mcp.CallToolResult {
+	pe, ok := s.domainProblem(err)
+	if !ok {
+		s.deps.Logger.Error("MCP tool failed", "tool", tool, "err", err)
+		pe = problem.New(problem.Internal, "The server failed to handle the call; it has been logged.")
 	}
-	body, _ := json.Marshal(mcpErrorJSON{Error: &pe, Status: pe.Status()})
+	out := *pe
+	if out.Field == "Idempotency-Key" {
+		out.Field = "idempotency_key" // the tool's name for the header
+	}
+	body, _ := json.Marshal(mcpErrorJSON{Error: &out, Status: out.Status()})
 	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: string(body)}},
 		StructuredContent: json.RawMessage(body)}
 }

@@ -115,10 +115,8 @@ type Server struct {
 	exportsMu    sync.Mutex
 	exports      map[uint64]int
 	exportsTotal int
-	// mcpHandler is the MCP transport of POST /mcp; mcpTools its tools,
-	// made once (their input schemas come from reflection).
+	// mcpHandler is the MCP transport and server of POST /mcp.
 	mcpHandler http.Handler
-	mcpTools   []mcpTool
 }
 
 // New builds the API and its route table.
@@ -144,7 +142,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		return nil, err
 	}
 	s.metrics = m
-	s.mcpHandler, s.mcpTools = s.newMCPHandler(), s.newMCPTools()
+	s.mcpHandler = s.newMCPHandler(s.newMCPTools())
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.renderError
