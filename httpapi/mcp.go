@@ -193,12 +193,14 @@ type readCloser struct{ *bytes.Reader }
 
 func (readCloser) Close() error { return nil }
 
-// accepts says whether an Accept header lists the media type (or */*).
+// accepts says whether an Accept header takes the media type, as the
+// transport reads it: the type itself, its type/* or */*.
 func accepts(values []string, mediaType string) bool {
+	major, _, _ := strings.Cut(mediaType, "/")
 	for _, v := range values {
 		for _, part := range strings.Split(v, ",") {
 			mt, _, _ := mime.ParseMediaType(strings.TrimSpace(part))
-			if mt == mediaType || mt == "*/*" {
+			if mt == mediaType || mt == "*/*" || mt == major+"/*" {
 				return true
 			}
 		}

@@ -232,7 +232,7 @@ func TestMCPRouteRules(t *testing.T) {
 	}
 	r = e.do(call{method: "POST", path: "/mcp", token: a.apiKey, body: "[" + initialize + "]", header: mcpHeaders})
 	e.want(r, http.StatusBadRequest, "invalid_json")
-	r = e.do(call{method: "POST", path: "/mcp", token: a.apiKey, body: initialize})
+	r = e.do(call{method: "POST", path: "/mcp", token: a.apiKey, body: initialize, header: map[string]string{"Accept": "application/json, text/html"}})
 	e.want(r, http.StatusBadRequest, "validation_failed")
 	if r.str("field") != "Accept" {
 		t.Fatalf("got field %q, want Accept", r.str("field"))
@@ -249,7 +249,7 @@ func TestMCPRouteRules(t *testing.T) {
 	e.want(e.do(call{method: "POST", path: "/mcp", token: a.apiKey, body: `{"jsonrpc":"2.0",`, header: mcpHeaders}), http.StatusBadRequest, "invalid_json")
 	e.want(e.do(call{method: "POST", path: "/mcp", token: a.apiKey, body: `{"hello":"world"}`, header: mcpHeaders}), http.StatusBadRequest, "invalid_json")
 
-	e.want(e.do(call{method: "POST", path: "/mcp", token: a.apiKey, body: initialize, header: mcpHeaders}), http.StatusOK, "")
+	e.want(e.do(call{method: "POST", path: "/mcp", token: a.apiKey, body: initialize, header: map[string]string{"Accept": "*/*"}}), http.StatusOK, "")
 	r = e.do(call{method: "POST", path: "/mcp", token: a.apiKey, body: initialize, header: mcpHeaders})
 	e.want(r, http.StatusTooManyRequests, "rate_limited")
 }
