@@ -108,7 +108,7 @@ func (s *Server) mcp(c echo.Context) error {
 		return problem.Invalid("Content-Type", "must be application/json: the body is one JSON-RPC message")
 	}
 	if !accepts(r.Header.Values(echo.HeaderAccept), echo.MIMEApplicationJSON) || !accepts(r.Header.Values(echo.HeaderAccept), "text/event-stream") {
-		return problem.Invalid("Accept", "must list both application/json and text/event-stream, as the MCP streamable HTTP transport requires")
+		return problem.Invalid("Accept", "must take both application/json and text/event-stream, as the MCP streamable HTTP transport requires")
 	}
 	data, err := readBody(c)
 	if err != nil {

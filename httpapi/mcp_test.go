@@ -249,7 +249,7 @@ func TestMCPRouteRules(t *testing.T) {
 	e.want(e.do(call{method: "POST", path: "/mcp", token: a.apiKey, body: `{"jsonrpc":"2.0",`, header: mcpHeaders}), http.StatusBadRequest, "invalid_json")
 	e.want(e.do(call{method: "POST", path: "/mcp", token: a.apiKey, body: `{"hello":"world"}`, header: mcpHeaders}), http.StatusBadRequest, "invalid_json")
 
-	e.want(e.do(call{method: "POST", path: "/mcp", token: a.apiKey, body: initialize, header: map[string]string{"Accept": "*/*"}}), http.StatusOK, "")
+	e.want(e.do(call{method: "POST", path: "/mcp", token: a.apiKey, body: initialize, header: map[string]string{"Accept": "application/*, text/*"}}), http.StatusOK, "")
 	r = e.do(call{method: "POST", path: "/mcp", token: a.apiKey, body: initialize, header: mcpHeaders})
 	e.want(r, http.StatusTooManyRequests, "rate_limited")
 }
