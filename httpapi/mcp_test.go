@@ -211,6 +211,20 @@ func TestMCPTenantsAndAccess(t *testing.T) {
 	}
 	body, isErr = callTool(t, cs, "message_status", map[string]any{"id": queueID, "channel": "fax"})
 	wantToolError(t, body, isErr, http.StatusBadRequest, "validation_failed", "channel")
+
+	// A member of Acme sees Acme's device and message: every tool is a member's route.
+	_, memberAccess := e.phonesInviteMember(a, "mcp-tm@example.com")
+	member := e.mcpClient(memberAccess)
+	devs, isErr = callTool(t, member, "list_devices", nil)
+	if list, _ := devs["devices"].([]any); isErr || len(list) != 1 || list[0].(map[string]any)["device_fingerprint"] != "mcp-tenant-a" {
+		t.Fatalf("the member's list_devices: %v", devs)
+	}
+	st, isErr := callTool(t, member, "message_status", map[string]any{"id": queueID})
+	if isErr || st["status"] != "queued" {
+		t.Fatalf("the member's message_status: %v", st)
+	}
+	body, isErr = callTool(t, member, "latest_inbound", map[string]any{"limit": 0})
+	wantToolError(t, body, isErr, http.StatusBadRequest, "validation_failed", "limit")
 }
 
 // POST /mcp is an API route like the others: the credential, the rate
