@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"mime"
 	"net/http"
 	"strings"
@@ -122,7 +123,7 @@ func (s *Server) mcp(c echo.Context) error {
 		// limit; MCP dropped batches in its 2025-06-18 revision.
 		return problem.New(problem.InvalidJSON, "Send one JSON-RPC message per request: batches are not accepted.")
 	}
-	r.Body = readCloser{bytes.NewReader(data)}
+	r.Body = io.NopCloser(bytes.NewReader(data))
 	ctx := context.WithValue(r.Context(), mcpCallerKey{}, principal(c))
 	w := &transportWriter{w: c.Response()}
 	s.mcpHandler.ServeHTTP(w, r.WithContext(ctx))
@@ -188,10 +189,6 @@ func (t *transportWriter) refusal() error {
 	}
 	return &problem.Error{Code: problem.ValidationFailed, Message: msg, HTTPStatus: t.status}
 }
-
-type readCloser struct{ *bytes.Reader }
-
-func (readCloser) Close() error { return nil }
 
 // accepts says whether an Accept header takes the media type, as the
 // transport reads it: the type itself, its type/* or */*.
