@@ -1,11 +1,13 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/simrelay/simrelay/account"
 	"github.com/simrelay/simrelay/channel"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
@@ -128,36 +130,51 @@ type agentSendBody struct {
 
 func (s *Server) agentSend(ch agentChannel) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		svc, err := s.channels()
-		if err != nil {
+		if _, err := s.channels(); err != nil {
 			return err
 		}
 		var in agentSendBody
 		if err := bind(c, &in); err != nil {
 			return err
 		}
-		id := in.NumberID
-		if ch.name == channel.IMessage {
-			id = in.HandleID
-		}
-		answer := func(m store.Message) (int, []byte) {
-			body, _ := json.Marshal(map[string]string{"status": "queued", "id": m.UUID})
-			return http.StatusAccepted, body
-		}
-		p, key := principal(c), idempotencyKey(c, in)
-		m, prior, err := svc.Send(c.Request().Context(), channel.SendInput{
-			CompanyID: p.CompanyID, UserID: p.UserID, Channel: ch.name, NumberID: id, To: in.To, Type: in.Type,
-			Content: in.Content, MediaURL: in.MediaURL, IdempotencyKey: key,
-		}, answer)
+		out, err := s.sendAgent(c.Request().Context(), ch, principal(c), in, idempotencyKey(c, in))
 		if err != nil {
 			return err
 		}
-		if prior != nil {
-			return replay(c, key, prior)
-		}
-		status, body := answer(m)
-		return c.JSONBlob(status, body)
+		return out.write(c)
 	}
+}
+
+// sendAgent is the one way a WhatsApp or iMessage send is made, for the
+// API's send routes and the MCP tools alike.
+func (s *Server) sendAgent(ctx context.Context, ch agentChannel, p account.Principal, in agentSendBody, key store.IdempotencyKey) (sent, error) {
+	svc, err := s.channels()
+	if err != nil {
+		return sent{}, err
+	}
+	id := in.NumberID
+	if ch.name == channel.IMessage {
+		id = in.HandleID
+	}
+	answer := func(m store.Message) (int, []byte) {
+		body, _ := json.Marshal(map[string]string{"status": "queued", "id": m.UUID})
+		return http.StatusAccepted, body
+	}
+	m, prior, err := svc.Send(ctx, channel.SendInput{
+		CompanyID: p.CompanyID, UserID: p.UserID, Channel: ch.name, NumberID: id, To: in.To, Type: in.Type,
+		Content: in.Content, MediaURL: in.MediaURL, IdempotencyKey: key,
+	}, answer)
+	if err != nil {
+		return sent{}, err
+	}
+	if prior != nil {
+		if err := replayable(key, prior); err != nil {
+			return sent{}, err
+		}
+		return sent{status: prior.Status, body: prior.Body, replayed: true}, nil
+	}
+	status, body := answer(m)
+	return sent{status: status, body: body}, nil
 }
 
 // agentMessageOut is one WhatsApp or iMessage message: the contract's

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -133,15 +134,25 @@ func (s *Server) chatDevices(c echo.Context) error {
 }
 
 func (s *Server) deviceList(c echo.Context) error {
-	devs, err := s.deps.Devices.List(c.Request().Context(), principal(c).CompanyID)
+	out, err := s.deviceDetails(c.Request().Context(), principal(c).CompanyID)
 	if err != nil {
 		return err
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// deviceDetails is the answer of GET /device/list (and of the MCP tool
+// list_devices): the company's devices with what the hub knows of them.
+func (s *Server) deviceDetails(ctx context.Context, companyID uint64) (map[string]any, error) {
+	devs, err := s.deps.Devices.List(ctx, companyID)
+	if err != nil {
+		return nil, err
 	}
 	out := make([]deviceDetailJSON, 0, len(devs))
 	for _, d := range devs {
 		out = append(out, s.deviceDetail(d))
 	}
-	return c.JSON(http.StatusOK, map[string]any{"devices": out})
+	return map[string]any{"devices": out}, nil
 }
 
 func (s *Server) deleteDevice(c echo.Context) error {

@@ -40,14 +40,8 @@ func (s *Server) renderError(err error, c echo.Context) {
 }
 
 func (s *Server) toProblem(err error, c echo.Context) *problem.Error {
-	if pe, ok := problem.As(err); ok {
+	if pe, ok := s.domainProblem(err); ok {
 		return pe
-	}
-	var be *store.BudgetError
-	if errors.As(err, &be) {
-		wait := be.RetryAfter(s.deps.Now())
-		return &problem.Error{Code: problem.StorageBudgetExceeded, RetryAfter: wait,
-			Message: fmt.Sprintf("The company has used its storage budget of %d bytes for today (UTC); it renews in %d seconds.", be.Limit, wait)}
 	}
 	var he *echo.HTTPError
 	if errors.As(err, &he) {
@@ -64,6 +58,21 @@ func (s *Server) toProblem(err error, c echo.Context) *problem.Error {
 	}
 	s.deps.Logger.Error("request failed", "method", c.Request().Method, "route", c.Path(), "err", err)
 	return problem.New(problem.Internal, "The server failed to handle the request; it has been logged.")
+}
+
+// domainProblem is the client's error that a service's failure stands for;
+// false for a server fault.
+func (s *Server) domainProblem(err error) (*problem.Error, bool) {
+	if pe, ok := problem.As(err); ok {
+		return pe, true
+	}
+	var be *store.BudgetError
+	if errors.As(err, &be) {
+		wait := be.RetryAfter(s.deps.Now())
+		return &problem.Error{Code: problem.StorageBudgetExceeded, RetryAfter: wait,
+			Message: fmt.Sprintf("The company has used its storage budget of %d bytes for today (UTC); it renews in %d seconds.", be.Limit, wait)}, true
+	}
+	return nil, false
 }
 
 var errTooLarge = problem.Newf(problem.PayloadTooLarge, "The request body is over the %d MiB limit.", maxBodyBytes>>20)
@@ -92,8 +101,14 @@ func bind(c echo.Context, v any) error {
 	if err != nil {
 		return err
 	}
+	return decodeJSON(data, v)
+}
+
+// decodeJSON is bind's decoding of a JSON object, for the API's bodies and
+// the MCP tools' arguments alike.
+func decodeJSON(data []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
-	err = dec.Decode(v)
+	err := dec.Decode(v)
 	if err == nil {
 		if _, extra := dec.Token(); extra != io.EOF {
 			return problem.New(problem.InvalidJSON, "The request body must hold exactly one JSON object.")

@@ -81,6 +81,9 @@ func (s *Server) routes() []route {
 		{http.MethodGet, "/imessage/messages", member, s.agentMessages(imChannel)},
 		{http.MethodGet, "/imessage/messages/:id", member, s.agentMessage(imChannel)},
 
+		// The same operations as tools for AI agents (mcp.go, docs/mcp.md).
+		{http.MethodPost, "/mcp", member, s.mcp},
+
 		// Dashboard and analytics.
 		{http.MethodGet, "/dashboard/summary", member, s.dashboardSummary},
 		{http.MethodGet, "/analytics", member, s.analytics},

@@ -115,6 +115,8 @@ type Server struct {
 	exportsMu    sync.Mutex
 	exports      map[uint64]int
 	exportsTotal int
+	// mcpHandler is the MCP transport and server of POST /mcp.
+	mcpHandler http.Handler
 }
 
 // New builds the API and its route table.
@@ -140,6 +142,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		return nil, err
 	}
 	s.metrics = m
+	s.mcpHandler = s.newMCPHandler(s.newMCPTools())
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.renderError

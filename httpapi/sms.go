@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/simrelay/simrelay/account"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/sms"
 	"github.com/simrelay/simrelay/store"
@@ -51,23 +53,49 @@ func (s *Server) send(c echo.Context, shape func(store.Message) any) error {
 	if err := bind(c, &in); err != nil {
 		return err
 	}
-	p, key := principal(c), idempotencyKey(c, in)
+	out, err := s.sendSMS(c.Request().Context(), principal(c), in, idempotencyKey(c, in), shape)
+	if err != nil {
+		return err
+	}
+	return out.write(c)
+}
+
+// sent is a send's answer: the first one, or the kept one of a retry.
+type sent struct {
+	status   int
+	body     []byte
+	replayed bool
+}
+
+func (r sent) write(c echo.Context) error {
+	if r.replayed {
+		c.Response().Header().Set("Idempotent-Replayed", "true")
+	}
+	return c.JSONBlob(r.status, r.body)
+}
+
+// sendSMS is the one way an SMS send is made, for the API's two send
+// routes and the MCP tool alike: shape is the route's answer.
+func (s *Server) sendSMS(ctx context.Context, p account.Principal, in sendBody, key store.IdempotencyKey, shape func(store.Message) any) (sent, error) {
 	answer := func(m store.Message) (int, []byte) {
 		body, _ := json.Marshal(shape(m))
 		return http.StatusOK, body
 	}
-	m, prior, err := s.deps.SMS.Send(c.Request().Context(), sms.SendInput{
+	m, prior, err := s.deps.SMS.Send(ctx, sms.SendInput{
 		CompanyID: p.CompanyID, UserID: p.UserID, Device: in.DeviceFingerprint, Phone: in.Phone,
 		Message: in.Message, SIMSlot: in.SIMSlot, SendAt: in.SendAt, IdempotencyKey: key,
 	}, answer)
 	if err != nil {
-		return err
+		return sent{}, err
 	}
 	if prior != nil {
-		return replay(c, key, prior)
+		if err := replayable(key, prior); err != nil {
+			return sent{}, err
+		}
+		return sent{status: prior.Status, body: prior.Body, replayed: true}, nil
 	}
 	status, body := answer(m)
-	return c.JSONBlob(status, body)
+	return sent{status: status, body: body}, nil
 }
 
 type queueJSON struct {
@@ -160,11 +188,16 @@ func (s *Server) chatMessages(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	return c.JSON(http.StatusOK, historyOut(pg))
+}
+
+// historyOut is a page of /chat/messages.
+func historyOut(pg sms.Page) map[string]any {
 	items := make([]messageItemJSON, 0, len(pg.Messages))
 	for _, m := range pg.Messages {
 		items = append(items, messageItem(m))
 	}
-	return c.JSON(http.StatusOK, map[string]any{"messages": items, "total": pg.Total, "page": pg.Page, "pages": pg.Pages})
+	return map[string]any{"messages": items, "total": pg.Total, "page": pg.Page, "pages": pg.Pages}
 }
 
 type conversationJSON struct {
@@ -180,11 +213,16 @@ func (s *Server) chatConversations(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	return c.JSON(http.StatusOK, conversationsOut(convs))
+}
+
+// conversationsOut is the answer of /chat/conversations.
+func conversationsOut(convs []store.Conversation) map[string]any {
 	out := make([]conversationJSON, 0, len(convs))
 	for _, cv := range convs {
 		out = append(out, conversationJSON{Phone: cv.Phone, LastMessage: cv.LastMessage, LastMessageAt: ts(cv.LastMessageAt), Direction: cv.Direction, MessageCount: cv.MessageCount})
 	}
-	return c.JSON(http.StatusOK, map[string]any{"conversations": out})
+	return map[string]any{"conversations": out}
 }
 
 // inboundJSON is the spec's Inbound SMS. In the list, id is the integer id
@@ -210,13 +248,18 @@ func (s *Server) inboundList(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	return c.JSON(http.StatusOK, inboundItems(msgs))
+}
+
+// inboundItems is the list of /automation/inbound-sms.
+func inboundItems(msgs []store.Message) []inboundJSON {
 	out := make([]inboundJSON, 0, len(msgs))
 	for _, m := range msgs {
 		item := inboundOut(m)
 		item.ID, item.UUID = m.ID, m.UUID
 		out = append(out, item)
 	}
-	return c.JSON(http.StatusOK, out)
+	return out
 }
 
 func (s *Server) latestInbound(c echo.Context) error {

@@ -374,3 +374,18 @@ func TestDevicesPageListsSIMs(t *testing.T) {
 		t.Errorf("the SIMs of the device: want %q in\n%s", "SIM1; SIM2", body)
 	}
 }
+
+// The settings page tells every user where AI agents connect (POST /mcp)
+// and how; only an admin's page holds the key itself.
+func TestSettingsShowsMCPEndpoint(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.company("Acme", "mcp@acme.test", "Correct1horse")
+	admin := e.browser()
+	admin.signIn("mcp@acme.test", "Correct1horse")
+	got := admin.get("/console/settings")
+	want := `<code id="mcp-url">` + e.url + `/mcp</code>`
+	if got.status != http.StatusOK || !strings.Contains(got.body, want) || !strings.Contains(got.body, `"Authorization": "Bearer YOUR_API_KEY"`) {
+		t.Fatalf("GET /console/settings: got %d, want the MCP address %s and a client configuration; body %s", got.status, want, got.body)
+	}
+}

@@ -2,6 +2,7 @@ package web
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/simrelay/simrelay/account"
 	"github.com/simrelay/simrelay/store"
@@ -17,6 +18,8 @@ type settingsData struct {
 	Company store.Company
 	// APIKey is read only for admins: a member's page never holds it.
 	APIKey string
+	// MCPURL is where AI agents connect (POST /mcp, docs/mcp.md).
+	MCPURL string
 }
 
 func (c *Console) settingsPage(w http.ResponseWriter, r *http.Request, q *req) error {
@@ -24,7 +27,7 @@ func (c *Console) settingsPage(w http.ResponseWriter, r *http.Request, q *req) e
 	if err != nil {
 		return err
 	}
-	data := settingsData{Company: co}
+	data := settingsData{Company: co, MCPURL: strings.TrimSuffix(c.cfg.PublicURL, "/") + "/mcp"}
 	if q.p().IsAdmin() {
 		if data.APIKey, _, err = c.deps.Accounts.APIKey(r.Context(), q.p()); err != nil {
 			return err

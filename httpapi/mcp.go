@@ -1,0 +1,273 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/labstack/echo/v4"
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/simrelay/simrelay/account"
+	"github.com/simrelay/simrelay/problem"
+)
+
+// POST /mcp: the API as tools of the Model Context Protocol (streamable
+// HTTP transport), for AI agents. The route sits in the routes table like
+// any other, so the same middleware authenticates it (API key or access
+// token), counts it in the caller's rate-limit window and bounds its body.
+//
+// The transport runs stateless: every POST is one JSON-RPC message,
+// answered in its own response, and the server keeps nothing between
+// requests. A client thus costs what its requests cost and no more: no
+// session to bound, expire or find again on another node, and each request
+// is authenticated and counted afresh. Server-to-client requests
+// (sampling, elicitation) are off, which these tools never need.
+//
+// Each tool runs the service call of the REST route it stands for, with
+// the caller's company and role, and answers that route's JSON; a failure
+// is a tool error result carrying the route's error body (and its HTTP
+// status), so another company's device is not_found here as it is there.
+
+// mcpCallerKey carries the caller, whom the API's middleware
+// authenticated, from the Echo handler to the tools.
+type mcpCallerKey struct{}
+
+// newMCPHandler is the transport: stateless, plain JSON answers, one server
+// for every request. The caller reaches the tools the SDK's way, as the
+// request's TokenInfo: RequireBearerToken's verifier checks no token here
+// (the API's middleware did, and refused the request otherwise) but hands
+// on the caller the middleware found.
+func (s *Server) newMCPHandler(tools []mcpTool) http.Handler {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "simrelay", Title: "simrelay SMS, WhatsApp and iMessage gateway"},
+		// No logger: it would log a session's start and end at Info, and
+		// here every request is a session. The transport logs its failures.
+		&mcp.ServerOptions{Instructions: mcpInstructions})
+	for _, t := range tools {
+		srv.AddTool(t.def, s.mcpToolHandler(t))
+	}
+	transport := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
+		Stateless:    true,
+		JSONResponse: true,
+		// The SDK refuses a loopback connection whose Host is not loopback
+		// (DNS rebinding against a credential-less local server). Every
+		// request here carries a bearer credential that a rebound page does
+		// not have, and a reverse proxy in front of the server connects over
+		// loopback with the public Host: the check would refuse every one.
+		DisableLocalhostProtection: true,
+		MaxRequestBodyBytes:        maxBodyBytes,
+		Logger:                     s.deps.Logger,
+	})
+	caller := func(_ context.Context, _ string, r *http.Request) (*auth.TokenInfo, error) {
+		p, ok := r.Context().Value(mcpCallerKey{}).(account.Principal)
+		if !ok {
+			return nil, auth.ErrInvalidToken // unreachable: the route needs a credential
+		}
+		return &auth.TokenInfo{UserID: p.Identity(), Extra: map[string]any{mcpCallerExtra: p}}, nil
+	}
+	return auth.RequireBearerToken(caller, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(transport)
+}
+
+const mcpCallerExtra = "simrelay.principal"
+
+// mcpToolHandler runs a tool for the request's caller and answers its JSON,
+// or its error as a tool error result.
+func (s *Server) mcpToolHandler(t mcpTool) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		var p account.Principal
+		if ti := req.Extra.TokenInfo; ti != nil {
+			p, _ = ti.Extra[mcpCallerExtra].(account.Principal)
+		}
+		if p.CompanyID == 0 {
+			return nil, errors.New("httpapi: an MCP tool call without its caller") // unreachable, see newMCPHandler
+		}
+		out, err := t.run(ctx, p, req.Params.Arguments)
+		var body []byte
+		if err == nil {
+			body, err = json.Marshal(out)
+		}
+		if err != nil {
+			return s.mcpError(t.def.Name, err), nil
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(body)}},
+			StructuredContent: json.RawMessage(body)}, nil
+	}
+}
+
+// mcp serves one MCP message.
+func (s *Server) mcp(c echo.Context) error {
+	r := c.Request()
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get(echo.HeaderContentType)); mt != echo.MIMEApplicationJSON {
+		return problem.Invalid("Content-Type", "must be application/json: the body is one JSON-RPC message")
+	}
+	if !accepts(r.Header.Values(echo.HeaderAccept), echo.MIMEApplicationJSON) || !accepts(r.Header.Values(echo.HeaderAccept), "text/event-stream") {
+		return problem.Invalid("Accept", "must take both application/json and text/event-stream, as the MCP streamable HTTP transport requires")
+	}
+	data, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	if !json.Valid(data) {
+		return problem.New(problem.InvalidJSON, "The request body is not valid JSON; send one JSON-RPC message.")
+	}
+	if t := bytes.TrimLeft(data, " \t\r\n"); t[0] == '[' {
+		// A batch would run many tool calls for one count of the rate
+		// limit; MCP dropped batches in its 2025-06-18 revision.
+		return problem.New(problem.InvalidJSON, "Send one JSON-RPC message per request: batches are not accepted.")
+	}
+	r.Body = io.NopCloser(bytes.NewReader(data))
+	ctx := context.WithValue(r.Context(), mcpCallerKey{}, principal(c))
+	w := &transportWriter{w: c.Response()}
+	s.mcpHandler.ServeHTTP(w, r.WithContext(ctx))
+	return w.refusal()
+}
+
+// transportWriter passes the transport's answers through, except its own
+// plain-text refusals (an unsupported MCP-Protocol-Version, a message that
+// is not a JSON-RPC request), which it keeps so that they leave as the
+// contract's error body like every other refusal. JSON-RPC errors, which
+// MCP clients read, pass unchanged.
+type transportWriter struct {
+	w       *echo.Response
+	status  int          // a plain-text refusal's status; 0 passes through
+	refused bytes.Buffer // its text, the first KiB
+}
+
+func (t *transportWriter) Header() http.Header { return t.w.Header() }
+
+func (t *transportWriter) WriteHeader(status int) {
+	if status >= 400 && strings.HasPrefix(t.w.Header().Get(echo.HeaderContentType), "text/plain") {
+		t.status = status
+		t.w.Header().Del(echo.HeaderContentType)
+		return
+	}
+	t.w.WriteHeader(status)
+}
+
+func (t *transportWriter) Write(b []byte) (int, error) {
+	if t.status != 0 {
+		if room := 1024 - t.refused.Len(); room > 0 {
+			t.refused.Write(b[:min(len(b), room)])
+		}
+		return len(b), nil
+	}
+	return t.w.Write(b)
+}
+
+func (t *transportWriter) Flush() {
+	if t.status == 0 {
+		t.w.Flush()
+	}
+}
+
+// refusal is the kept refusal as the API's error, nil when there was none.
+func (t *transportWriter) refusal() error {
+	msg := strings.TrimPrefix(strings.TrimSpace(t.refused.String()), "Bad Request: ")
+	switch {
+	case t.status == 0:
+		return nil
+	case t.status >= 500:
+		return fmt.Errorf("mcp transport: %d %s", t.status, msg) // logged; a generic answer
+	case strings.Contains(msg, "protocol version"):
+		return problem.Invalid("MCP-Protocol-Version", msg)
+	case t.status == http.StatusBadRequest:
+		return problem.New(problem.InvalidJSON, "The body is not a valid MCP message: "+msg)
+	}
+	codes := map[int]problem.Code{http.StatusUnauthorized: problem.Unauthorized, http.StatusForbidden: problem.Forbidden, http.StatusNotFound: problem.NotFound,
+		http.StatusMethodNotAllowed: problem.MethodNotAllowed, http.StatusConflict: problem.Conflict,
+		http.StatusRequestEntityTooLarge: problem.PayloadTooLarge}
+	if code, ok := codes[t.status]; ok {
+		return problem.New(code, msg)
+	}
+	return &problem.Error{Code: problem.ValidationFailed, Message: msg, HTTPStatus: t.status}
+}
+
+// accepts says whether an Accept header takes the media type, as the
+// transport reads it: the type itself, its type/* or */*.
+func accepts(values []string, mediaType string) bool {
+	major, _, _ := strings.Cut(mediaType, "/")
+	for _, v := range values {
+		for _, part := range strings.Split(v, ",") {
+			mt, _, _ := mime.ParseMediaType(strings.TrimSpace(part))
+			if mt == mediaType || mt == "*/*" || mt == major+"/*" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// mcpTool is one tool: its advertised definition and what it runs. run
+// gets the arguments as sent and returns the REST route's answer, or its
+// error.
+type mcpTool struct {
+	def *mcp.Tool
+	run func(ctx context.Context, p account.Principal, args json.RawMessage) (any, error)
+}
+
+// tool defines a tool whose arguments are In. Its input schema is In's
+// (field descriptions from the jsonschema tags); the arguments are decoded
+// as the API decodes a body and checked by the service the route calls, so
+// a bad argument is the REST route's validation error, field and all.
+func tool[In any](name, title, description string, readOnly bool, run func(ctx context.Context, p account.Principal, in In) (any, error)) mcpTool {
+	schema, err := jsonschema.For[In](nil)
+	if err != nil {
+		panic("httpapi: MCP tool " + name + ": " + err.Error()) // a programming error, caught by every test
+	}
+	// Written out once: jsonschema's own marshalling (reflection) was most
+	// of a tools/list request (BenchmarkMCPToolsList).
+	raw, err := json.Marshal(schema)
+	if err != nil {
+		panic("httpapi: MCP tool " + name + ": " + err.Error())
+	}
+	openWorld := !readOnly
+	return mcpTool{
+		def: &mcp.Tool{Name: name, Title: title, Description: description, InputSchema: json.RawMessage(raw),
+			Annotations: &mcp.ToolAnnotations{Title: title, ReadOnlyHint: readOnly, OpenWorldHint: &openWorld}},
+		run: func(ctx context.Context, p account.Principal, args json.RawMessage) (any, error) {
+			var in In
+			if len(args) > 0 && string(args) != "null" {
+				if err := decodeJSON(args, &in); err != nil {
+					return nil, err
+				}
+			}
+			return run(ctx, p, in)
+		},
+	}
+}
+
+const mcpInstructions = "simrelay sends SMS through the company's paired Android phones, and WhatsApp and iMessage " +
+	"through its agents. Find a device with list_devices, send with send_sms, follow a send with message_status, " +
+	"and read replies with latest_inbound or read_conversation. Phone numbers are E.164 (+ and 8 to 15 digits). " +
+	"A failed call answers the REST API's error body {error, message, field?} with its HTTP status."
+
+// mcpErrorJSON is a failed tool call: the REST error body and its status.
+type mcpErrorJSON struct {
+	*problem.Error
+	Status int `json:"status"`
+}
+
+// mcpError turns a tool's failure into the REST route's error, as a tool
+// error result: the model reads it and can correct its call.
+func (s *Server) mcpError(tool string, err error) *mcp.CallToolResult {
+	pe, ok := s.domainProblem(err)
+	if !ok {
+		s.deps.Logger.Error("MCP tool failed", "tool", tool, "err", err)
+		pe = problem.New(problem.Internal, "The server failed to handle the call; it has been logged.")
+	}
+	out := *pe
+	if out.Field == "Idempotency-Key" {
+		out.Field = "idempotency_key" // the tool's name for the header
+	}
+	body, _ := json.Marshal(mcpErrorJSON{Error: &out, Status: out.Status()})
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: string(body)}},
+		StructuredContent: json.RawMessage(body)}
+}

@@ -1,0 +1,306 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/httpapi"
+	"github.com/simrelay/simrelay/pacing"
+)
+
+// bearer is the HTTP client of an MCP client: it sends the credential, and
+// a public Host as a reverse proxy in front of the server would, while it
+// connects over loopback.
+type bearer struct{ token, host string }
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	if b.host != "" {
+		r.Host = b.host
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// mcpClient connects the go-sdk's own MCP client to POST /mcp with the token.
+func (e *env) mcpClient(token string) *mcp.ClientSession {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	client := mcp.NewClient(&mcp.Implementation{Name: "simrelay-test", Version: "1"}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: e.url + "/mcp",
+		HTTPClient: &http.Client{Transport: bearer{token: token, host: "gateway.example.com"}, Timeout: 10 * time.Second}}, nil)
+	if err != nil {
+		e.t.Fatalf("connect the MCP client: %v", err)
+	}
+	e.t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+// callTool calls a tool and decodes its structured result (or error body).
+func callTool(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) (body map[string]any, isError bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("call %s: %v", name, err)
+	}
+	if len(res.Content) != 1 {
+		t.Fatalf("%s: got %d content blocks, want 1", name, len(res.Content))
+	}
+	text := res.Content[0].(*mcp.TextContent).Text
+	if err := json.Unmarshal([]byte(text), &body); err != nil {
+		t.Fatalf("%s: the result is not a JSON object: %v: %s", name, err, text)
+	}
+	return body, res.IsError
+}
+
+// wantToolError fails unless the call failed with the REST status and code.
+func wantToolError(t *testing.T, body map[string]any, isError bool, status int, code, field string) {
+	t.Helper()
+	if !isError || body["status"] != float64(status) || body["error"] != code || body["message"] == "" {
+		t.Fatalf("got isError %v, body %v; want status %d, error %q", isError, body, status, code)
+	}
+	if f, _ := body["field"].(string); f != field {
+		t.Fatalf("got field %q, want %q; body %v", f, field, body)
+	}
+}
+
+// An AI agent's MCP client lists the tools, sends an SMS that reaches the
+// phone, follows it to delivered and reads the reply, through POST /mcp
+// with the company's API key behind a proxy's public Host.
+func TestMCPSendReachesPhoneAndReadsBack(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a := e.newCompany("Acme", "mcp-a@example.com")
+	vp := e.runPhone(e.pairPhone(a.apiKey, "mcp-phone-a"), "BOTH", true)
+	cs := e.mcpClient(a.apiKey)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range tools.Tools {
+		names = append(names, tl.Name)
+		if tl.Name == "send_sms" {
+			raw, _ := json.Marshal(tl.InputSchema)
+			var schema struct {
+				Required   []string                  `json:"required"`
+				Properties map[string]map[string]any `json:"properties"`
+			}
+			mustJSON(t, raw, &schema)
+			slices.Sort(schema.Required)
+			if want := []string{"device_fingerprint", "message", "phone"}; !slices.Equal(schema.Required, want) {
+				t.Fatalf("send_sms requires %v, want %v", schema.Required, want)
+			}
+			if d, _ := schema.Properties["idempotency_key"]["description"].(string); d == "" {
+				t.Fatalf("send_sms's idempotency_key has no description: %s", raw)
+			}
+		}
+	}
+	slices.Sort(names)
+	want := []string{"latest_inbound", "list_conversations", "list_devices", "message_status", "read_conversation", "send_imessage", "send_sms", "send_whatsapp"}
+	if !slices.Equal(names, want) {
+		t.Fatalf("got tools %v, want %v", names, want)
+	}
+
+	devs, isErr := callTool(t, cs, "list_devices", nil)
+	if list, _ := devs["devices"].([]any); isErr || len(list) != 1 || list[0].(map[string]any)["device_fingerprint"] != "mcp-phone-a" || list[0].(map[string]any)["online"] != true {
+		t.Fatalf("list_devices: %v", devs)
+	}
+
+	args := map[string]any{"device_fingerprint": "mcp-phone-a", "phone": "+15550100001", "message": "Your code is 4711", "idempotency_key": "agent-42"}
+	sent, isErr := callTool(t, cs, "send_sms", args)
+	queueID, _ := sent["queueId"].(string)
+	if isErr || sent["message"] != "queued" || queueID == "" {
+		t.Fatalf("send_sms: %v", sent)
+	}
+	e.eventually("the phone gets the SMS", func() bool {
+		jobs := vp.Jobs()
+		return len(jobs) == 1 && jobs[0].ID == queueID && jobs[0].Message == "Your code is 4711" && jobs[0].To == "+15550100001"
+	})
+	e.eventually("message_status says delivered", func() bool {
+		st, isErr := callTool(t, cs, "message_status", map[string]any{"id": queueID})
+		return !isErr && st["status"] == "delivered" && st["queue_id"] == queueID
+	})
+
+	// A retry with the key answers the first send again and sends nothing
+	// new; the same key for another message is refused, as in the API.
+	again, isErr := callTool(t, cs, "send_sms", args)
+	if isErr || again["queueId"] != queueID {
+		t.Fatalf("retried send_sms: %v, want queueId %s", again, queueID)
+	}
+	// The key is POST /chat/send's: the same send through the API is the retry too.
+	rest := e.do(call{method: "POST", path: "/chat/send", token: a.apiKey, header: map[string]string{"Idempotency-Key": "agent-42"},
+		body: map[string]any{"device_fingerprint": "mcp-phone-a", "phone": "+15550100001", "message": "Your code is 4711"}})
+	e.want(rest, http.StatusOK, "")
+	if rest.str("queueId") != queueID || rest.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("POST /chat/send with the tool's key: %s, want the replay of %s", rest.Raw, queueID)
+	}
+	args["message"] = "Something else"
+	body, isErr := callTool(t, cs, "send_sms", args)
+	wantToolError(t, body, isErr, http.StatusUnprocessableEntity, "idempotency_key_reused", "idempotency_key")
+
+	waitAck(t, vp.Receive(proto.Inbound{ClientID: "in-1", From: "+15550100001", Message: "Thanks, got it", SIMSlot: "SIM1"}))
+	latest, isErr := callTool(t, cs, "latest_inbound", map[string]any{"limit": 1})
+	if msgs, _ := latest["messages"].([]any); isErr || len(msgs) != 1 || msgs[0].(map[string]any)["message"] != "Thanks, got it" {
+		t.Fatalf("latest_inbound: %v", latest)
+	}
+	convs, isErr := callTool(t, cs, "list_conversations", map[string]any{"device_fingerprint": "mcp-phone-a"})
+	if list, _ := convs["conversations"].([]any); isErr || len(list) != 1 || list[0].(map[string]any)["messageCount"] != float64(2) {
+		t.Fatalf("list_conversations: %v", convs)
+	}
+	thread, isErr := callTool(t, cs, "read_conversation", map[string]any{"device_fingerprint": "mcp-phone-a", "phone": "+15550100001"})
+	msgs, _ := thread["messages"].([]any)
+	if isErr || thread["total"] != float64(2) || len(msgs) != 2 ||
+		msgs[0].(map[string]any)["message"] != "Thanks, got it" || msgs[1].(map[string]any)["queue_id"] != queueID {
+		t.Fatalf("read_conversation: %v", thread)
+	}
+
+	// A bad argument is the API's validation error, field and all.
+	body, isErr = callTool(t, cs, "send_sms", map[string]any{"device_fingerprint": "mcp-phone-a", "phone": "5550100001", "message": "hi"})
+	wantToolError(t, body, isErr, http.StatusBadRequest, "validation_failed", "phone")
+	body, isErr = callTool(t, cs, "read_conversation", map[string]any{"device_fingerprint": "mcp-phone-a", "phone": "+15550100001", "limit": 500})
+	wantToolError(t, body, isErr, http.StatusBadRequest, "validation_failed", "limit")
+	body, isErr = callTool(t, cs, "send_sms", map[string]any{"device_fingerprint": 7, "phone": "+15550100001", "message": "hi"})
+	wantToolError(t, body, isErr, http.StatusBadRequest, "validation_failed", "device_fingerprint")
+}
+
+// Another company's device, message or conversation is the API's 404, and
+// the tools follow the caller's credential: a member's access token works too.
+func TestMCPTenantsAndAccess(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a := e.newCompany("Acme", "mcp-ta@example.com")
+	b := e.newCompany("Beta", "mcp-tb@example.com")
+	e.pairPhone(a.apiKey, "mcp-tenant-a")
+	r := e.do(call{method: "POST", path: "/chat/send", token: a.apiKey, body: map[string]any{"device_fingerprint": "mcp-tenant-a", "phone": "+15550100002", "message": "hi"}})
+	e.want(r, http.StatusOK, "")
+	queueID := r.str("queueId")
+
+	api := e.do(call{method: "POST", path: "/chat/send", token: b.apiKey, body: map[string]any{"device_fingerprint": "mcp-tenant-a", "phone": "+15550100002", "message": "hi"}})
+	e.want(api, http.StatusNotFound, "not_found")
+
+	cs := e.mcpClient(b.access)
+	body, isErr := callTool(t, cs, "send_sms", map[string]any{"device_fingerprint": "mcp-tenant-a", "phone": "+15550100002", "message": "hi"})
+	wantToolError(t, body, isErr, http.StatusNotFound, "not_found", api.str("field"))
+	if body["message"] != api.str("message") {
+		t.Fatalf("got message %q, want the API's %q", body["message"], api.str("message"))
+	}
+	body, isErr = callTool(t, cs, "message_status", map[string]any{"id": queueID})
+	wantToolError(t, body, isErr, http.StatusNotFound, "not_found", "")
+	body, isErr = callTool(t, cs, "list_conversations", map[string]any{"device_fingerprint": "mcp-tenant-a"})
+	wantToolError(t, body, isErr, http.StatusNotFound, "not_found", "device_fingerprint")
+	body, isErr = callTool(t, cs, "read_conversation", map[string]any{"device_fingerprint": "mcp-tenant-a", "phone": "+15550100002"})
+	wantToolError(t, body, isErr, http.StatusNotFound, "not_found", "device_fingerprint")
+	devs, isErr := callTool(t, cs, "list_devices", nil)
+	if list, _ := devs["devices"].([]any); isErr || len(list) != 0 {
+		t.Fatalf("Beta's list_devices: %v", devs)
+	}
+	body, isErr = callTool(t, cs, "message_status", map[string]any{"id": queueID, "channel": "fax"})
+	wantToolError(t, body, isErr, http.StatusBadRequest, "validation_failed", "channel")
+
+	// A member of Acme sees Acme's device and message: every tool is a member's route.
+	_, memberAccess := e.phonesInviteMember(a, "mcp-tm@example.com")
+	member := e.mcpClient(memberAccess)
+	devs, isErr = callTool(t, member, "list_devices", nil)
+	if list, _ := devs["devices"].([]any); isErr || len(list) != 1 || list[0].(map[string]any)["device_fingerprint"] != "mcp-tenant-a" {
+		t.Fatalf("the member's list_devices: %v", devs)
+	}
+	st, isErr := callTool(t, member, "message_status", map[string]any{"id": queueID})
+	if isErr || st["status"] != "queued" {
+		t.Fatalf("the member's message_status: %v", st)
+	}
+	body, isErr = callTool(t, member, "latest_inbound", map[string]any{"limit": 0})
+	wantToolError(t, body, isErr, http.StatusBadRequest, "validation_failed", "limit")
+}
+
+// POST /mcp is an API route like the others: the credential, the rate
+// limit's headers and window, the body limit and the contract's error body.
+func TestMCPRouteRules(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *httpapi.Config) { c.GeneralRate = pacing.Rate{Limit: 9, Window: time.Minute} })
+	a := e.newCompany("Acme", "mcp-rr@example.com")
+	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"curl","version":"1"}}}`
+	mcpHeaders := map[string]string{"Accept": "application/json, text/event-stream"}
+
+	e.want(e.do(call{method: "POST", path: "/mcp", body: initialize, header: mcpHeaders}), http.StatusUnauthorized, "unauthorized")
+	e.want(e.do(call{method: "GET", path: "/mcp", token: a.apiKey}), http.StatusMethodNotAllowed, "method_not_allowed")
+
+	r := e.do(call{method: "POST", path: "/mcp", token: a.apiKey, body: initialize, header: mcpHeaders})
+	e.want(r, http.StatusOK, "")
+	if r.Header.Get("RateLimit-Remaining") != "7" || !strings.Contains(string(r.Raw), `"serverInfo"`) {
+		t.Fatalf("initialize: RateLimit-Remaining %q, body %s", r.Header.Get("RateLimit-Remaining"), r.Raw)
+	}
+	r = e.do(call{method: "POST", path: "/mcp", token: a.apiKey, body: "[" + initialize + "]", header: mcpHeaders})
+	e.want(r, http.StatusBadRequest, "invalid_json")
+	r = e.do(call{method: "POST", path: "/mcp", token: a.apiKey, body: initialize, header: map[string]string{"Accept": "application/json, text/html"}})
+	e.want(r, http.StatusBadRequest, "validation_failed")
+	if r.str("field") != "Accept" {
+		t.Fatalf("got field %q, want Accept", r.str("field"))
+	}
+	r = e.do(call{method: "POST", path: "/mcp", token: a.apiKey, body: `{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"x":"` + strings.Repeat("a", 1<<20) + `"}}`, header: mcpHeaders})
+	e.want(r, http.StatusRequestEntityTooLarge, "payload_too_large")
+	// The transport's own refusals leave as the contract's error body too.
+	r = e.do(call{method: "POST", path: "/mcp", token: a.apiKey, body: initialize,
+		header: map[string]string{"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "1999-01-01"}})
+	e.want(r, http.StatusBadRequest, "validation_failed")
+	if r.str("field") != "MCP-Protocol-Version" || !strings.Contains(r.str("message"), "supported versions") {
+		t.Fatalf("an unsupported protocol version: %s", r.Raw)
+	}
+	e.want(e.do(call{method: "POST", path: "/mcp", token: a.apiKey, body: `{"jsonrpc":"2.0",`, header: mcpHeaders}), http.StatusBadRequest, "invalid_json")
+	e.want(e.do(call{method: "POST", path: "/mcp", token: a.apiKey, body: `{"hello":"world"}`, header: mcpHeaders}), http.StatusBadRequest, "invalid_json")
+
+	e.want(e.do(call{method: "POST", path: "/mcp", token: a.apiKey, body: initialize, header: map[string]string{"Accept": "application/*, text/*"}}), http.StatusOK, "")
+	r = e.do(call{method: "POST", path: "/mcp", token: a.apiKey, body: initialize, header: mcpHeaders})
+	e.want(r, http.StatusTooManyRequests, "rate_limited")
+}
+
+// send_whatsapp goes through the same send as POST /whatsapp/send: it
+// reaches the company's agent and message_status follows it; another
+// company's number is the API's 404.
+func TestMCPWhatsApp(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a := e.newCompany("Acme", "mcp-wa@example.com")
+	b := e.newCompany("Beta", "mcp-wb@example.com")
+	ag := e.runAgent(e.pairPhone(a.apiKey, "mcp-agent-a"), "mcp-agent-a", []string{"+15550107777"}, nil, true)
+	numberID := e.numberID(a.apiKey, "whatsapp", "+15550107777")
+
+	cs := e.mcpClient(a.apiKey)
+	sent, isErr := callTool(t, cs, "send_whatsapp", map[string]any{"number_id": numberID, "to": "+15550108888", "content": "Hello on WhatsApp"})
+	id, _ := sent["id"].(string)
+	if isErr || sent["status"] != "queued" || id == "" {
+		t.Fatalf("send_whatsapp: %v", sent)
+	}
+	e.eventually("the agent gets the WhatsApp message", func() bool {
+		jobs, _ := ag.Jobs()
+		return len(jobs) == 1 && jobs[0].ID == id && jobs[0].Channel == "whatsapp" && jobs[0].Message == "Hello on WhatsApp"
+	})
+	e.eventually("message_status says delivered", func() bool {
+		st, isErr := callTool(t, cs, "message_status", map[string]any{"id": id, "channel": "whatsapp"})
+		return !isErr && st["status"] == "delivered" && st["number_id"] == numberID
+	})
+	body, isErr := callTool(t, cs, "send_whatsapp", map[string]any{"number_id": numberID, "to": "+15550108888", "type": "image"})
+	wantToolError(t, body, isErr, http.StatusBadRequest, "validation_failed", "media_url")
+
+	api := e.waSend(b.apiKey, numberID, "+15550108888", "hi")
+	e.want(api, http.StatusNotFound, "not_found")
+	csB := e.mcpClient(b.apiKey)
+	body, isErr = callTool(t, csB, "send_whatsapp", map[string]any{"number_id": numberID, "to": "+15550108888", "content": "hi"})
+	wantToolError(t, body, isErr, http.StatusNotFound, "not_found", api.str("field"))
+	body, isErr = callTool(t, csB, "message_status", map[string]any{"id": id, "channel": "whatsapp"})
+	wantToolError(t, body, isErr, http.StatusNotFound, "not_found", "")
+}

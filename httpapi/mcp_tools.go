@@ -1,0 +1,195 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/simrelay/simrelay/account"
+	"github.com/simrelay/simrelay/channel"
+	"github.com/simrelay/simrelay/problem"
+	"github.com/simrelay/simrelay/sms"
+	"github.com/simrelay/simrelay/store"
+)
+
+// The MCP tools (docs/mcp.md). Each is a member-level REST route, so an
+// API key and every user of the company may call them all; the admin-only
+// operations have no tool.
+
+type smsToolArgs struct {
+	// The device that sends. When sends take a sender pool, the pool joins
+	// here as an alternative to the device, mapped to the same field of
+	// sendBody.
+	DeviceFingerprint string `json:"device_fingerprint" jsonschema:"the fingerprint of the company's phone that sends it (list_devices names them)"`
+	Phone             string `json:"phone" jsonschema:"the recipient in E.164: + and 8 to 15 digits"`
+	Message           string `json:"message" jsonschema:"the text, at most 1600 characters"`
+	SIMSlot           string `json:"sim_slot,omitempty" jsonschema:"SIM1 or SIM2; SIM1 when left out"`
+	SendAt            string `json:"send_at,omitempty" jsonschema:"optional RFC 3339 time, in the future and at most 30 days ahead, to schedule the message"`
+	IdempotencyKey    string `json:"idempotency_key,omitempty" jsonschema:"optional; the same key from the company within 24 hours answers the first send again and sends nothing new (the REST API's Idempotency-Key header)"`
+}
+
+type whatsAppToolArgs struct {
+	NumberID       string `json:"number_id" jsonschema:"the number_id of the company's WhatsApp number that sends it"`
+	To             string `json:"to" jsonschema:"the recipient in E.164: + and 8 to 15 digits"`
+	Content        string `json:"content,omitempty" jsonschema:"the text; required for type text, a caption otherwise"`
+	Type           string `json:"type,omitempty" jsonschema:"text (the default), image, video, audio or document"`
+	MediaURL       string `json:"media_url,omitempty" jsonschema:"https URL of the media; required unless type is text"`
+	IdempotencyKey string `json:"idempotency_key,omitempty" jsonschema:"optional; the same key from the company within 24 hours answers the first send again and sends nothing new (the REST API's Idempotency-Key header)"`
+}
+
+func (a whatsAppToolArgs) send() (agentSendBody, string) {
+	return agentSendBody{NumberID: a.NumberID, To: a.To, Content: a.Content, Type: a.Type, MediaURL: a.MediaURL}, a.IdempotencyKey
+}
+
+type iMessageToolArgs struct {
+	HandleID       string `json:"handle_id" jsonschema:"the handle_id of the company's iMessage handle that sends it"`
+	To             string `json:"to" jsonschema:"the recipient: E.164 or an e-mail address"`
+	Content        string `json:"content,omitempty" jsonschema:"the text; required for type text, a caption otherwise"`
+	Type           string `json:"type,omitempty" jsonschema:"text (the default), image, video, audio or document"`
+	MediaURL       string `json:"media_url,omitempty" jsonschema:"https URL of the media; required unless type is text"`
+	IdempotencyKey string `json:"idempotency_key,omitempty" jsonschema:"optional; the same key from the company within 24 hours answers the first send again and sends nothing new (the REST API's Idempotency-Key header)"`
+}
+
+func (a iMessageToolArgs) send() (agentSendBody, string) {
+	return agentSendBody{HandleID: a.HandleID, To: a.To, Content: a.Content, Type: a.Type, MediaURL: a.MediaURL}, a.IdempotencyKey
+}
+
+type deviceArgs struct {
+	DeviceFingerprint string `json:"device_fingerprint" jsonschema:"the fingerprint of one of the company's devices (list_devices names them)"`
+}
+
+type conversationArgs struct {
+	DeviceFingerprint string `json:"device_fingerprint" jsonschema:"the fingerprint of one of the company's devices (list_devices names them)"`
+	Phone             string `json:"phone" jsonschema:"the other party in E.164"`
+	Page              *int   `json:"page,omitempty" jsonschema:"page number from 1 (the default)"`
+	Limit             *int   `json:"limit,omitempty" jsonschema:"messages per page, 1 to 100 (50 when left out)"`
+}
+
+type inboundArgs struct {
+	DeviceFingerprint string `json:"device_fingerprint,omitempty" jsonschema:"optional: only this device's messages"`
+	SIMSlot           string `json:"sim_slot,omitempty" jsonschema:"optional: SIM1 or SIM2"`
+	Limit             *int   `json:"limit,omitempty" jsonschema:"how many, 1 to 50 (50 when left out)"`
+}
+
+type statusArgs struct {
+	ID      string `json:"id" jsonschema:"the send's id: queueId of send_sms, id of send_whatsapp or send_imessage"`
+	Channel string `json:"channel,omitempty" jsonschema:"sms (the default), whatsapp or imessage"`
+}
+
+// newMCPTools are the tools, in the order tools/list shows them.
+func (s *Server) newMCPTools() []mcpTool {
+	return []mcpTool{
+		tool("send_sms", "Send an SMS",
+			"Queue an SMS through one of the company's phones; answers {message:\"queued\"|\"scheduled\", queueId}. "+
+				"Follow it with message_status. Same rules as POST /chat/send.", false,
+			func(ctx context.Context, p account.Principal, in smsToolArgs) (any, error) {
+				body := sendBody{DeviceFingerprint: in.DeviceFingerprint, Phone: in.Phone, Message: in.Message, SIMSlot: in.SIMSlot, SendAt: in.SendAt}
+				return mcpSent(s.sendSMS(ctx, p, body, newIdempotencyKey(in.IdempotencyKey, "/chat/send", body),
+					func(m store.Message) any { return sendJSON{Message: sendWord(m), QueueID: m.UUID} }))
+			}),
+		agentSendTool[whatsAppToolArgs](s, waChannel, "send_whatsapp", "Send a WhatsApp message",
+			"Queue a WhatsApp message from one of the company's numbers (number_id from GET /whatsapp/numbers); answers {status:\"queued\", id}. Same rules and caps as POST /whatsapp/send."),
+		agentSendTool[iMessageToolArgs](s, imChannel, "send_imessage", "Send an iMessage",
+			"Queue an iMessage from one of the company's handles (handle_id from GET /imessage/handles); answers {status:\"queued\", id}. Same rules and caps as POST /imessage/send."),
+		tool("list_devices", "List devices",
+			"The company's devices with their status, whether they are online, when they were last seen and their SIMs, as GET /device/list.", true,
+			func(ctx context.Context, p account.Principal, _ struct{}) (any, error) {
+				return s.deviceDetails(ctx, p.CompanyID)
+			}),
+		tool("list_conversations", "List conversations",
+			"One device's SMS conversations, the latest first, as GET /chat/conversations.", true,
+			func(ctx context.Context, p account.Principal, in deviceArgs) (any, error) {
+				convs, err := s.deps.SMS.Conversations(ctx, p.CompanyID, in.DeviceFingerprint)
+				if err != nil {
+					return nil, err
+				}
+				return conversationsOut(convs), nil
+			}),
+		tool("read_conversation", "Read a conversation",
+			"The SMS messages between one device and one number, both directions, newest first, a page at a time, as GET /chat/messages.", true,
+			func(ctx context.Context, p account.Principal, in conversationArgs) (any, error) {
+				page, limit := 1, sms.DefaultPageLimit
+				if in.Page != nil {
+					page = *in.Page
+				}
+				if in.Limit != nil {
+					limit = *in.Limit
+				}
+				pg, err := s.deps.SMS.History(ctx, p.CompanyID, in.DeviceFingerprint, in.Phone, page, limit)
+				if err != nil {
+					return nil, err
+				}
+				return historyOut(pg), nil
+			}),
+		tool("latest_inbound", "Read the latest inbound SMS",
+			"The newest inbound SMS messages, newest first, optionally of one device and SIM, as GET /automation/inbound-sms; answers {messages:[...]}.", true,
+			func(ctx context.Context, p account.Principal, in inboundArgs) (any, error) {
+				limit := sms.InboundListSize
+				if in.Limit != nil {
+					if *in.Limit < 1 || *in.Limit > sms.InboundListSize {
+						return nil, problem.Invalid("limit", fmt.Sprintf("must be between 1 and %d", sms.InboundListSize))
+					}
+					limit = *in.Limit
+				}
+				msgs, err := s.deps.SMS.InboundList(ctx, p.CompanyID, in.DeviceFingerprint, in.SIMSlot, limit)
+				if err != nil {
+					return nil, err
+				}
+				return map[string]any{"messages": inboundItems(msgs)}, nil
+			}),
+		tool("message_status", "Read a message's status",
+			"The status of one sent message: queued, scheduled, sending, sent, delivered, failed (with error), expired or canceled. "+
+				"For sms as GET /chat/queue/{queueId}; for whatsapp and imessage the message as GET /whatsapp/messages/{id}.", true,
+			func(ctx context.Context, p account.Principal, in statusArgs) (any, error) {
+				switch in.Channel {
+				case "", "sms":
+					m, err := s.deps.SMS.Queued(ctx, p.CompanyID, in.ID)
+					if err != nil {
+						return nil, err
+					}
+					return queueItem(m), nil
+				case channel.WhatsApp, channel.IMessage:
+					ch := waChannel
+					if in.Channel == channel.IMessage {
+						ch = imChannel
+					}
+					svc, err := s.channels()
+					if err != nil {
+						return nil, err
+					}
+					m, err := svc.Message(ctx, p.CompanyID, ch.name, in.ID)
+					if err != nil {
+						return nil, err
+					}
+					return agentMessageOut(ch, m), nil
+				}
+				return nil, problem.Invalid("channel", "must be sms, whatsapp or imessage")
+			}),
+	}
+}
+
+// agentToolArgs are send_whatsapp's or send_imessage's arguments: the
+// route's body and the idempotency key.
+type agentToolArgs interface {
+	send() (agentSendBody, string)
+}
+
+// agentSendTool is send_whatsapp or send_imessage: the route's body and
+// the key from the tool's arguments.
+func agentSendTool[In agentToolArgs](s *Server, ch agentChannel, name, title, description string) mcpTool {
+	route := "/" + ch.name + "/send"
+	return tool(name, title, description, false,
+		func(ctx context.Context, p account.Principal, in In) (any, error) {
+			body, key := in.send()
+			return mcpSent(s.sendAgent(ctx, ch, p, body, newIdempotencyKey(key, route, body)))
+		})
+}
+
+// mcpSent is a send's answer as a tool's result: the route's JSON, the
+// first answer again for a retried key.
+func mcpSent(out sent, err error) (any, error) {
+	if err != nil {
+		return nil, err
+	}
+	return json.RawMessage(out.body), nil
+}
