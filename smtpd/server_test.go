@@ -1,0 +1,166 @@
+package smtpd_test
+
+import (
+	"bufio"
+	"context"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/simrelay/simrelay/billing"
+	"github.com/simrelay/simrelay/internal/poll"
+	"github.com/simrelay/simrelay/pacing"
+	"github.com/simrelay/simrelay/smtpd"
+)
+
+// TestMailReachesThePhone: a real mail client sends over STARTTLS with
+// AUTH, and the SMS, signature and quoted reply cut, reaches the phone.
+func TestMailReachesThePhone(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, options{})
+	id, key := e.company("acme")
+	vp := e.phone(id, "pixel7")
+	body := "Your table is ready.\n\nOn Mon, 2 Mar 2026, Ann <ann@example.com> wrote:\n> Is it ready?\n\n-- \nAcme Diner\n+1 555 0100\n"
+	if err := e.send(e.mailer(key, "x"), body, "+1-555-123-4567@"+domain); err != nil {
+		t.Fatalf("send: %v", err)
+	}
+	poll.Until(t, "the phone gets the SMS", func() bool { return len(vp.Jobs()) == 1 })
+	job := vp.Jobs()[0]
+	if job.To != "+15551234567" || job.Message != "Your table is ready." {
+		t.Errorf("job to %q text %q, want +15551234567 and %q", job.To, job.Message, "Your table is ready.")
+	}
+	// The device named in the address, with the API key given as the password.
+	if err := e.send(e.mailer("apikey", key), "Second", "+15551234568+dev-pixel7@"+domain); err != nil {
+		t.Fatalf("send naming the device: %v", err)
+	}
+	poll.Until(t, "the phone gets the second SMS", func() bool { return len(vp.Jobs()) == 2 })
+	if got := vp.Jobs()[1]; got.To != "+15551234568" || got.Message != "Second" {
+		t.Errorf("second job to %q text %q", got.To, got.Message)
+	}
+}
+
+// TestRefusalsAreSMTPReplies: bad auth, a bad address, an opted-out number
+// and a company over its plan get the replies a mail client shows.
+func TestRefusalsAreSMTPReplies(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, options{})
+	id, key := e.company("acme")
+	vp := e.phone(id, "pixel7")
+	c := e.mailer(key, "x")
+
+	err := e.send(e.mailer("sk_"+strings.Repeat("0", 40), "x"), "hi", "+15551234567@"+domain)
+	if err == nil || !strings.Contains(err.Error(), "535") {
+		t.Errorf("wrong key: got %v, want a 535 reply", err)
+	}
+	for _, to := range []string{"15551234567@" + domain, "+1555@" + domain, "+15551234567+nonsense@" + domain, "+15551234567@other.test"} {
+		if err := e.send(c, "hi", to); smtpCode(err) != 550 {
+			t.Errorf("to %s: got %v (code %d), want 550", to, err, smtpCode(err))
+		}
+	}
+	if err := e.send(c, "hi", "+15551234567+dev-nosuch@"+domain); smtpCode(err) != 550 {
+		t.Errorf("unknown device: got %v, want 550", err)
+	}
+	if _, _, err := e.sms.AddOptOut(context.Background(), id, "+15550000001"); err != nil {
+		t.Fatal(err)
+	}
+	err = e.send(c, "hi", "+15550000001@"+domain)
+	if smtpCode(err) != 550 || !strings.Contains(err.Error(), "opt") {
+		t.Errorf("opted-out number: got %v (code %d), want 550 naming the opt-out", err, smtpCode(err))
+	}
+	if err := e.send(c, strings.Repeat("x", 1601), "+15551234567@"+domain); smtpCode(err) != 550 {
+		t.Errorf("text over 1600 characters: got %v, want 550", err)
+	}
+
+	// A company on a plan of one message a month: the second is over it.
+	if _, err := e.billing.Subscribe(context.Background(), billing.SubscribeInput{CompanyID: id, PlanID: onePlan}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.send(c, "first", "+15551234567@"+domain); err != nil {
+		t.Fatalf("first send on the plan: %v", err)
+	}
+	err = e.send(c, "second", "+15551234567@"+domain)
+	if smtpCode(err) != 452 {
+		t.Errorf("over the plan: got %v (code %d), want 452", err, smtpCode(err))
+	}
+	poll.Until(t, "the phone gets the one SMS that was queued", func() bool { return len(vp.Jobs()) == 1 })
+	if got := vp.Jobs()[0].Message; got != "first" {
+		t.Errorf("the phone got %q, want first", got)
+	}
+}
+
+// TestSendsCountInTheAPIRateLimit: each recipient is a send in the API
+// key's general window; past it, RCPT answers 452.
+func TestSendsCountInTheAPIRateLimit(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, options{general: pacing.Rate{Limit: 2, Window: time.Hour}})
+	id, key := e.company("acme")
+	e.phone(id, "pixel7")
+	c := e.mailer(key, "x")
+	if err := e.send(c, "hi", "+15551234567@"+domain, "+15551234568@"+domain); err != nil {
+		t.Fatalf("two sends within the limit: %v", err)
+	}
+	if err := e.send(c, "hi", "+15551234569@"+domain); smtpCode(err) != 452 {
+		t.Errorf("third send: got %v (code %d), want 452", err, smtpCode(err))
+	}
+}
+
+// TestFailedLoginsSpendTheAddressWindow: failed logins count in the API's
+// credential window of the client address; once it is spent even the right
+// key is refused, so the answer tells no guess right from wrong.
+func TestFailedLoginsSpendTheAddressWindow(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, options{auth: pacing.Rate{Limit: 3, Window: time.Hour}})
+	id, key := e.company("acme")
+	e.phone(id, "pixel7") // its POST /device/register is the address's first try of three
+	bad := e.mailer("sk_"+strings.Repeat("1", 40), "x")
+	for i := range 2 {
+		if err := e.send(bad, "hi", "+15551234567@"+domain); err == nil || !strings.Contains(err.Error(), "535") {
+			t.Fatalf("wrong key, try %d: got %v, want 535", i+1, err)
+		}
+	}
+	err := e.send(e.mailer(key, "x"), "hi", "+15551234567@"+domain)
+	if err == nil || !strings.Contains(err.Error(), "454") {
+		t.Errorf("right key after the window was spent: got %v, want 454", err)
+	}
+}
+
+// TestConnectionsPerAddressAreBounded: a connection over the per-address
+// limit gets 421 and is closed; when one closes, the next is served.
+func TestConnectionsPerAddressAreBounded(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, options{cfg: smtpd.Config{MaxConnsPerIP: 2}})
+	greet := func() (net.Conn, string) {
+		c, err := net.DialTimeout("tcp", e.smtpAddr, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		line, err := bufio.NewReader(c).ReadString('\n')
+		if err != nil {
+			t.Fatalf("greeting: %v", err)
+		}
+		return c, line
+	}
+	var held []net.Conn
+	for range 2 {
+		c, line := greet()
+		if !strings.HasPrefix(line, "220 ") {
+			t.Fatalf("greeting %q, want 220", line)
+		}
+		held = append(held, c)
+	}
+	c, line := greet()
+	c.Close()
+	if !strings.HasPrefix(line, "421 ") {
+		t.Errorf("third connection got %q, want 421", line)
+	}
+	held[0].Close()
+	poll.Until(t, "the closed connection is released", func() bool { return e.smtp.Open() == 1 })
+	c, line = greet()
+	defer c.Close()
+	if !strings.HasPrefix(line, "220 ") {
+		t.Errorf("after one closed: %q, want 220", line)
+	}
+	held[1].Close()
+}
