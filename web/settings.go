@@ -17,6 +17,8 @@ type settingsData struct {
 	Company store.Company
 	// APIKey is read only for admins: a member's page never holds it.
 	APIKey string
+	// Email is the e-mail to SMS listener, when it is on.
+	Email EmailToSMS
 }
 
 func (c *Console) settingsPage(w http.ResponseWriter, r *http.Request, q *req) error {
@@ -24,7 +26,7 @@ func (c *Console) settingsPage(w http.ResponseWriter, r *http.Request, q *req) e
 	if err != nil {
 		return err
 	}
-	data := settingsData{Company: co}
+	data := settingsData{Company: co, Email: c.cfg.Email}
 	if q.p().IsAdmin() {
 		if data.APIKey, _, err = c.deps.Accounts.APIKey(r.Context(), q.p()); err != nil {
 			return err

@@ -260,6 +260,13 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 		return fmt.Errorf("%s %q: cannot listen there: %w", both("listen"), cfg.listen, err)
 	}
 	defer ln.Close()
+	smtpLn, err := listenSMTP(cfg.smtpIn)
+	if err != nil {
+		return err
+	}
+	if smtpLn != nil {
+		defer smtpLn.Close()
+	}
 	if cfg.publicURL == "" {
 		cfg.publicURL = "http://" + ln.Addr().String()
 	}
@@ -313,7 +320,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	broker := web.NewBroker(cfg.streams)
 	messages.SetWatcher(broker)
 	agents.SetWatcher(broker)
-	console, err := web.New(web.Config{PublicURL: cfg.publicURL}, web.Deps{Accounts: accounts, Devices: devices, SMS: messages, Channels: agents,
+	console, err := web.New(web.Config{PublicURL: cfg.publicURL, Email: consoleEmail(cfg.smtpIn, smtpLn)}, web.Deps{Accounts: accounts, Devices: devices, SMS: messages, Channels: agents,
 		Webhooks: hooks, Billing: bill, Phones: hub, Analytics: st, Period: bill, Broker: broker, Logger: log.With("component", "console"), Now: time.Now})
 	if err != nil {
 		return err
@@ -351,7 +358,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	}
 	// The SMTP listener sends through the same services, and its sends and
 	// failed logins count in the API's rate-limit windows.
-	stopSMTP, err := startSMTP(cfg.smtpIn, smtpd.Deps{Accounts: accounts, Devices: devices, SMS: messages, Limits: api}, log.With("component", "smtp"))
+	stopSMTP, err := startSMTP(cfg.smtpIn, smtpLn, smtpd.Deps{Accounts: accounts, Devices: devices, SMS: messages, Limits: api}, log.With("component", "smtp"))
 	if err != nil {
 		return err
 	}

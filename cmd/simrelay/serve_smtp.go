@@ -3,13 +3,13 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"net"
 
 	"github.com/simrelay/simrelay/smtpd"
+	"github.com/simrelay/simrelay/web"
 )
 
 // smtpInConfig is the e-mail to SMS listener's settings (docs/email.md).
@@ -62,19 +62,38 @@ func (c *smtpInConfig) validate() error {
 	return nil
 }
 
-// startSMTP listens and serves the e-mail to SMS listener; the returned stop
-// shuts it down within ctx. With no --smtp-listen it does nothing.
-func startSMTP(c smtpInConfig, deps smtpd.Deps, log *slog.Logger) (stop func(ctx context.Context), err error) {
+// listenSMTP opens the e-mail to SMS listener's socket; nil when it is off.
+// It is opened early, with the HTTP one, so that the console can show the
+// port really bound.
+func listenSMTP(c smtpInConfig) (net.Listener, error) {
 	if c.listen == "" {
+		return nil, nil
+	}
+	ln, err := net.Listen("tcp", c.listen)
+	if err != nil {
+		return nil, fmt.Errorf("%s %q: cannot listen there: %w", both("smtp-listen"), c.listen, err)
+	}
+	return ln, nil
+}
+
+// consoleEmail is what the console's settings page tells of the listener.
+func consoleEmail(c smtpInConfig, ln net.Listener) web.EmailToSMS {
+	if ln == nil {
+		return web.EmailToSMS{}
+	}
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	return web.EmailToSMS{Domain: c.domain, Port: port, STARTTLS: c.tls != nil}
+}
+
+// startSMTP serves the e-mail to SMS listener on ln; the returned stop
+// shuts it down within ctx. With no listener it does nothing.
+func startSMTP(c smtpInConfig, ln net.Listener, deps smtpd.Deps, log *slog.Logger) (stop func(ctx context.Context), err error) {
+	if ln == nil {
 		return func(context.Context) {}, nil
 	}
 	srv, err := smtpd.New(smtpd.Config{Domain: c.domain, TLS: c.tls, MaxConns: c.maxConns, MaxConnsPerIP: c.perIP, Logger: log}, deps)
 	if err != nil {
 		return nil, err
-	}
-	ln, err := net.Listen("tcp", c.listen)
-	if err != nil {
-		return nil, fmt.Errorf("%s %q: cannot listen there: %w", both("smtp-listen"), c.listen, err)
 	}
 	done := make(chan struct{})
 	go func() {
@@ -88,7 +107,7 @@ func startSMTP(c smtpInConfig, deps smtpd.Deps, log *slog.Logger) (stop func(ctx
 	}
 	log.Info("smtp listening", "addr", ln.Addr().String(), "domain", c.domain, "starttls", onOff(c.tls != nil))
 	return func(ctx context.Context) {
-		if err := srv.Shutdown(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		if err := srv.Shutdown(ctx); err != nil {
 			log.Warn("smtp shutdown", "err", err)
 		}
 		<-done
