@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	gomail "github.com/wneessen/go-mail"
+
 	"github.com/simrelay/simrelay/billing"
 	"github.com/simrelay/simrelay/internal/poll"
 	"github.com/simrelay/simrelay/pacing"
@@ -163,4 +165,43 @@ func TestConnectionsPerAddressAreBounded(t *testing.T) {
 		t.Errorf("after one closed: %q, want 220", line)
 	}
 	held[1].Close()
+}
+
+// TestResentMailQueuesOnce: a mail sent again with its Message-ID (a
+// client's retry) queues nothing new; the same Message-ID with another
+// text is refused.
+func TestResentMailQueuesOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, options{})
+	id, key := e.company("acme")
+	vp := e.phone(id, "pixel7")
+	c := e.mailer(key, "x")
+	send := func(text string) error {
+		m := gomail.NewMsg()
+		_ = m.From("app@example.com")
+		_ = m.To("+15551234567@"+domain, "+15551234568@"+domain)
+		m.SetMessageIDWithValue("retry-1@example.com")
+		m.SetBodyString(gomail.TypeTextPlain, text)
+		return c.DialAndSend(m)
+	}
+	for i := range 2 {
+		if err := send("once"); err != nil {
+			t.Fatalf("send %d: %v", i+1, err)
+		}
+	}
+	if err := send("another text"); smtpCode(err) != 550 {
+		t.Errorf("the Message-ID with another text: got %v (code %d), want 550", err, smtpCode(err))
+	}
+	if err := e.send(c, "fresh", "+15551234567@"+domain); err != nil {
+		t.Fatal(err)
+	}
+	// The fresh mail queued after the resends: once it is on the phone, so
+	// is everything queued before it.
+	poll.Until(t, "the fresh mail reaches the phone", func() bool {
+		jobs := vp.Jobs()
+		return len(jobs) > 0 && jobs[len(jobs)-1].Message == "fresh"
+	})
+	if got := len(vp.Jobs()); got != 3 {
+		t.Errorf("the phone got %d jobs, want 3 (two recipients once, then the fresh mail)", got)
+	}
 }
