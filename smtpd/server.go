@@ -16,9 +16,11 @@ import (
 	"github.com/simrelay/simrelay/store"
 )
 
-// Accounts checks the API key a client logs in with (account.Service).
+// Accounts checks the API key a client logs in with, and reads the
+// company's e-mail device (account.Service).
 type Accounts interface {
 	Authenticate(ctx context.Context, token string) (account.Principal, error)
+	Company(ctx context.Context, p account.Principal) (store.Company, error)
 }
 
 // Devices finds the device a mail is sent through (device.Service).

@@ -3,7 +3,9 @@ package smtpd_test
 import (
 	"bufio"
 	"context"
+	"io"
 	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -203,5 +205,48 @@ func TestResentMailQueuesOnce(t *testing.T) {
 	})
 	if got := len(vp.Jobs()); got != 3 {
 		t.Errorf("the phone got %d jobs, want 3 (two recipients once, then the fresh mail)", got)
+	}
+}
+
+// TestCompanyEmailDevice: a company with several devices must name one in
+// the address, or set its e-mail device with PATCH /company, which then
+// takes the mail whose address names none.
+func TestCompanyEmailDevice(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, options{})
+	id, key := e.company("acme")
+	first, second := e.phone(id, "pixel7"), e.phone(id, "pixel8")
+	_, otherKey := e.company("other")
+	c := e.mailer(key, "x")
+	if err := e.send(c, "hi", "+15551234567@"+domain); smtpCode(err) != 550 || !strings.Contains(err.Error(), "several devices") {
+		t.Errorf("two devices, none named: got %v, want 550 asking for one", err)
+	}
+	patch := func(apiKey, body string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPatch, e.url+"/company", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+apiKey)
+		req.Header.Set("Content-Type", "application/json")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		raw, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(raw)
+	}
+	if code, body := patch(key, `{"emailDevice":"nosuch"}`); code != http.StatusBadRequest || !strings.Contains(body, `"field":"emailDevice"`) {
+		t.Errorf("an unknown device: got %d %s, want 400 on emailDevice", code, body)
+	}
+	if code, body := patch(otherKey, `{"emailDevice":"pixel8"}`); code != http.StatusBadRequest {
+		t.Errorf("another company's device: got %d %s, want 400", code, body)
+	}
+	if code, body := patch(key, `{"emailDevice":"pixel8"}`); code != http.StatusOK || !strings.Contains(body, `"emailDevice":"pixel8"`) {
+		t.Fatalf("set pixel8: got %d %s", code, body)
+	}
+	if err := e.send(c, "to the default", "+15551234567@"+domain); err != nil {
+		t.Fatalf("send with the e-mail device set: %v", err)
+	}
+	poll.Until(t, "pixel8 gets the SMS", func() bool { return len(second.Jobs()) == 1 })
+	if n := len(first.Jobs()); n != 0 {
+		t.Errorf("pixel7 got %d jobs, want 0", n)
 	}
 }

@@ -125,7 +125,8 @@ func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 }
 
 // device is the device a recipient's SMS goes through: the one its address
-// names, or else the company's default, its only device.
+// names, or else the company's default: its emailDevice setting, or its
+// only device.
 func (ss *session) device(a Address) (store.Device, error) {
 	ctx := context.Background()
 	if a.Pool != "" {
@@ -134,8 +135,21 @@ func (ss *session) device(a Address) (store.Device, error) {
 		return store.Device{}, &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1},
 			Message: "Sending through a pool is not supported by this server; name a device as +dev-FINGERPRINT"}
 	}
-	if a.Device != "" {
-		d, err := ss.s.deps.Devices.Get(ctx, ss.p.CompanyID, a.Device)
+	named := a.Device
+	if named == "" {
+		co, err := ss.s.deps.Accounts.Company(ctx, ss.p)
+		if err != nil {
+			ss.s.log.Error("smtp company", "err", err)
+			return store.Device{}, errUnavailable
+		}
+		named = co.EmailDevice
+	}
+	if named != "" {
+		d, err := ss.s.deps.Devices.Get(ctx, ss.p.CompanyID, named)
+		if problem.Is(err, problem.NotFound) && a.Device == "" {
+			return d, &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1},
+				Message: "The company's e-mail device (emailDevice of PATCH /company) is no longer paired; name a device in the address or set another"}
+		}
 		if problem.Is(err, problem.NotFound) {
 			return d, &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1}, Message: "The company has no device with that fingerprint"}
 		}
@@ -157,7 +171,7 @@ func (ss *session) device(a Address) (store.Device, error) {
 		return store.Device{}, &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1}, Message: "The company has no device to send from; pair a phone first"}
 	default:
 		return store.Device{}, &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 3},
-			Message: "The company has several devices: name one in the address, e.g. +15551234567+dev-FINGERPRINT@" + ss.s.cfg.Domain}
+			Message: "The company has several devices: name one in the address, e.g. +15551234567+dev-FINGERPRINT@" + ss.s.cfg.Domain + ", or set emailDevice with PATCH /company"}
 	}
 }
 
