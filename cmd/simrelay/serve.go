@@ -294,6 +294,8 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	}
 	// Status changes of outbound messages write their webhook events in their own transaction.
 	st.SetStatusEvents(hooks.StatusEvents())
+	// Entries with a mailto: url are delivered through the mail outbox.
+	hooks.SetMailer(mailer)
 	messages := sms.New(sms.Config{MessageTTL: cfg.messageTTL}, st, hooks.OnInbound, log.With("component", "sms"), time.Now)
 	hub := gateway.New(gateway.Config{}, devices, messages, log.With("component", "gateway"), time.Now)
 	messages.SetDispatcher(hub)
