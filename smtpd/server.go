@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/emersion/go-smtp"
@@ -59,8 +60,11 @@ type Server struct {
 	deps Deps
 	log  *slog.Logger
 	srv  *smtp.Server
-	ln   *limitListener // set by Serve
-	done chan struct{}  // closed when Serve returns
+	done chan struct{} // closed when Serve returns
+
+	mu     sync.Mutex     // guards ln and closed
+	ln     *limitListener // set by Serve
+	closed bool           // Shutdown was called
 }
 
 // New builds the listener; Serve starts it.
@@ -89,8 +93,15 @@ func New(cfg Config, deps Deps) (*Server, error) {
 // Serve takes connections from ln until Shutdown; it returns nil then.
 func (s *Server) Serve(ln net.Listener) error {
 	defer close(s.done)
-	s.ln = newLimitListener(ln, s.cfg.MaxConns, s.cfg.MaxConnsPerIP)
-	err := s.srv.Serve(s.ln)
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ln.Close()
+	}
+	lim := newLimitListener(ln, s.cfg.MaxConns, s.cfg.MaxConnsPerIP)
+	s.ln = lim
+	s.mu.Unlock()
+	err := s.srv.Serve(lim)
 	if errors.Is(err, net.ErrClosed) {
 		return nil
 	}
@@ -98,12 +109,20 @@ func (s *Server) Serve(ln net.Listener) error {
 }
 
 // Shutdown stops taking connections and lets those open finish their
-// command until ctx ends, then cuts them. Call it after Serve started.
+// command until ctx ends, then cuts them. A Serve called after it returns
+// at once.
 func (s *Server) Shutdown(ctx context.Context) error {
-	s.ln.shut()
+	s.mu.Lock()
+	s.closed = true
+	ln := s.ln
+	s.mu.Unlock()
+	if ln == nil {
+		return nil
+	}
+	ln.shut()
 	err := s.srv.Shutdown(ctx)
 	if err != nil {
-		s.ln.cut()
+		ln.cut()
 	}
 	<-s.done
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
@@ -113,7 +132,15 @@ func (s *Server) Shutdown(ctx context.Context) error {
 }
 
 // Open is the number of open connections (for tests and metrics).
-func (s *Server) Open() int { return s.ln.open() }
+func (s *Server) Open() int {
+	s.mu.Lock()
+	ln := s.ln
+	s.mu.Unlock()
+	if ln == nil {
+		return 0
+	}
+	return ln.open()
+}
 
 func (s *Server) newSession(c *smtp.Conn) (smtp.Session, error) {
 	return &session{s: s, ip: hostOf(c.Conn().RemoteAddr())}, nil

@@ -3,6 +3,7 @@ package smtpd_test
 import (
 	"bufio"
 	"context"
+	"encoding/base64"
 	"io"
 	"net"
 	"net/http"
@@ -248,5 +249,40 @@ func TestCompanyEmailDevice(t *testing.T) {
 	poll.Until(t, "pixel8 gets the SMS", func() bool { return len(second.Jobs()) == 1 })
 	if n := len(first.Jobs()); n != 0 {
 		t.Errorf("pixel7 got %d jobs, want 0", n)
+	}
+}
+
+// TestAuthNeedsTLS: with a certificate configured, AUTH before STARTTLS is
+// refused, so the API key never crosses the network in the clear.
+func TestAuthNeedsTLS(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, options{})
+	_, key := e.company("acme")
+	c, err := net.DialTimeout("tcp", e.smtpAddr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	r := bufio.NewReader(c)
+	reply := func() string {
+		var last string
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				t.Fatalf("read: %v", err)
+			}
+			if last = line; len(line) < 4 || line[3] != '-' {
+				return last
+			}
+		}
+	}
+	reply() // greeting
+	_, _ = c.Write([]byte("EHLO client.test\r\n"))
+	reply()
+	plain := base64.StdEncoding.EncodeToString([]byte("\x00" + key + "\x00x"))
+	_, _ = c.Write([]byte("AUTH PLAIN " + plain + "\r\n"))
+	if got := reply(); !strings.HasPrefix(got, "523 ") {
+		t.Errorf("AUTH before STARTTLS: got %q, want 523", got)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 
@@ -71,22 +72,20 @@ func (ss *session) login(user, pass string) error {
 		key = pass
 	}
 	p, err := ss.s.deps.Accounts.Authenticate(context.Background(), key)
-	if err == nil && !strings.HasPrefix(key, account.APIKeyPrefix) {
-		err = errAuthFailed // an access token lives 15 minutes: no credential for a mail client
-	}
-	if err != nil {
-		if pe, ok := problem.As(err); !ok || pe.Code != problem.Unauthorized {
-			if err != errAuthFailed {
-				ss.s.log.Error("smtp login", "err", err)
-				return errUnavailable
-			}
-		}
+	switch {
+	case err == nil && strings.HasPrefix(key, account.APIKeyPrefix):
+		ss.p, ss.authed = p, true
+		return nil
+	case err == nil || problem.Is(err, problem.Unauthorized):
+		// A wrong key, or an access token: it lives 15 minutes, no
+		// credential for a mail client.
 		ss.s.deps.Limits.CountCredentialFailure(ss.ip)
 		ss.s.log.Info("smtp login refused", "ip", ss.ip)
 		return errAuthFailed
+	default:
+		ss.s.log.Error("smtp login", "err", err)
+		return errUnavailable
 	}
-	ss.p, ss.authed = p, true
-	return nil
 }
 
 func (ss *session) Mail(_ string, _ *smtp.MailOptions) error {
@@ -248,7 +247,7 @@ func (ss *session) Logout() error { return nil }
 // for what a retry cannot change, 452 for limits that renew, 451 for a
 // fault of the server. It names the recipient, and those queued before it
 // (a retry of the same mail does not queue them again).
-func reply(err error, to string, queued []string, log interface{ Error(string, ...any) }) error {
+func reply(err error, to string, queued []string, log *slog.Logger) error {
 	var se *smtp.SMTPError
 	if errors.As(err, &se) {
 		return se
