@@ -286,3 +286,43 @@ func TestAuthNeedsTLS(t *testing.T) {
 		t.Errorf("AUTH before STARTTLS: got %q, want 523", got)
 	}
 }
+
+// TestMailOverTheSizeIsRefused: a mail over the announced SIZE gets 552 and
+// queues nothing; a smaller one still goes.
+func TestMailOverTheSizeIsRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, options{cfg: smtpd.Config{MaxMessageBytes: 4096}})
+	id, key := e.company("acme")
+	vp := e.phone(id, "pixel7")
+	c := e.mailer(key, "x")
+	if err := e.send(c, "hi\n\n"+strings.Repeat("> quoted line\n", 400), "+15551234567@"+domain); smtpCode(err) != 552 {
+		t.Errorf("a mail over the size: got %v (code %d), want 552", err, smtpCode(err))
+	}
+	if err := e.send(c, "small", "+15551234567@"+domain); err != nil {
+		t.Fatalf("a small mail: %v", err)
+	}
+	poll.Until(t, "the small mail reaches the phone", func() bool { return len(vp.Jobs()) == 1 })
+	if got := vp.Jobs()[0].Message; got != "small" {
+		t.Errorf("the phone got %q, want small", got)
+	}
+}
+
+// TestOneRefusedRecipientOfSeveral: the reply names the refused recipient
+// and those queued before it, which stay queued.
+func TestOneRefusedRecipientOfSeveral(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, options{})
+	id, key := e.company("acme")
+	vp := e.phone(id, "pixel7")
+	if _, _, err := e.sms.AddOptOut(context.Background(), id, "+15550000002"); err != nil {
+		t.Fatal(err)
+	}
+	err := e.send(e.mailer(key, "x"), "hello", "+15550000001@"+domain, "+15550000002@"+domain)
+	if smtpCode(err) != 550 || !strings.Contains(err.Error(), "To +15550000002") || !strings.Contains(err.Error(), "already queued for +15550000001") {
+		t.Errorf("got %v, want 550 naming +15550000002 and the queued +15550000001", err)
+	}
+	poll.Until(t, "the first recipient's SMS reaches the phone", func() bool { return len(vp.Jobs()) == 1 })
+	if got := vp.Jobs()[0].To; got != "+15550000001" {
+		t.Errorf("the phone got a job to %s, want +15550000001", got)
+	}
+}
