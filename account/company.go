@@ -2,8 +2,10 @@ package account
 
 import (
 	"context"
+	"errors"
 	"time"
 
+	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
 )
 
@@ -12,6 +14,9 @@ type CompanyPatch struct {
 	Name, Phone, Address, City, State, Country *string
 	// OptOutKeywords switches the STOP/START keywords of inbound SMS.
 	OptOutKeywords *bool
+	// EmailDevice sets the device of e-mail to SMS (a fingerprint of the
+	// company's); "" clears it.
+	EmailDevice *string
 }
 
 // Company returns the caller's company.
@@ -24,7 +29,14 @@ func (s *Service) Company(_ context.Context, p Principal) (store.Company, error)
 // the optional fields are cleared with an empty string.
 func (s *Service) UpdateCompany(_ context.Context, p Principal, patch CompanyPatch) (store.Company, error) {
 	var v check
-	keywords := patch.OptOutKeywords
+	keywords, emailDevice := patch.OptOutKeywords, patch.EmailDevice
+	if emailDevice != nil && *emailDevice != "" {
+		if _, err := s.store.CompanyDevice(p.CompanyID, *emailDevice); errors.Is(err, store.ErrNotFound) {
+			return store.Company{}, problem.Invalid("emailDevice", "names no device of the company")
+		} else if err != nil {
+			return store.Company{}, err
+		}
+	}
 	patch = CompanyPatch{
 		Name:    v.patch(patch.Name, func(s string) string { return v.required("name", s, maxTextLen) }),
 		Phone:   v.patch(patch.Phone, func(s string) string { return v.phone("phone", s, true) }),
@@ -47,6 +59,7 @@ func (s *Service) UpdateCompany(_ context.Context, p Principal, patch CompanyPat
 		if patch.OptOutKeywords != nil {
 			c.OptOutKeywords = patch.OptOutKeywords
 		}
+		setIf(&c.EmailDevice, emailDevice)
 		return nil
 	})
 	return c, mapStoreErr(err, "company")

@@ -29,6 +29,7 @@ func (s *Server) patchCompany(c echo.Context) error {
 		Country *string `json:"country"`
 		// OptOutKeywords is a boolean setting: true/false/1/0.
 		OptOutKeywords json.RawMessage `json:"optOutKeywords"`
+		EmailDevice    *string         `json:"emailDevice"`
 	}
 	if err := bind(c, &in); err != nil {
 		return err
@@ -39,6 +40,7 @@ func (s *Server) patchCompany(c echo.Context) error {
 	}
 	co, err := s.deps.Accounts.UpdateCompany(c.Request().Context(), principal(c), account.CompanyPatch{
 		Name: in.Name, Phone: in.Phone, Address: in.Address, City: in.City, State: in.State, Country: in.Country, OptOutKeywords: keywords,
+		EmailDevice: in.EmailDevice,
 	})
 	if err != nil {
 		return err

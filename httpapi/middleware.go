@@ -209,7 +209,7 @@ func (s *Server) limit(next echo.HandlerFunc) echo.HandlerFunc {
 		if uncounted[c.Path()] {
 			return next(c)
 		}
-		ip := "ip:" + pacing.ClientKey(c.RealIP()) // an IPv6 client is its /64
+		ip := addressKey(c.RealIP()) // an IPv6 client is its /64
 		windows, id := s.general, ip
 		if p, ok := c.Get(keyPrincipal).(account.Principal); ok {
 			windows, id = s.members, p.Identity()

@@ -45,11 +45,14 @@ type companyJSON struct {
 	// opt-out list; shown once the company has set it (unset is on), so a
 	// company that never does sees the specification's object.
 	OptOutKeywords *bool `json:"optOutKeywords,omitempty"`
+	// EmailDevice is the device of e-mail to SMS (docs/email.md), shown
+	// once set, for the same reason.
+	EmailDevice string `json:"emailDevice,omitempty"`
 }
 
 func companyOut(c store.Company) companyJSON {
 	return companyJSON{ID: c.ID, Name: c.Name, Phone: c.Phone, Address: c.Address, City: c.City,
-		State: c.State, Country: c.Country, CreatedAt: ts(c.CreatedAt), OptOutKeywords: c.OptOutKeywords}
+		State: c.State, Country: c.Country, CreatedAt: ts(c.CreatedAt), OptOutKeywords: c.OptOutKeywords, EmailDevice: c.EmailDevice}
 }
 
 type messageJSON struct {

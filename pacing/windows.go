@@ -195,6 +195,32 @@ func (w *Windows) Take(key string) Result {
 	}
 }
 
+// Spent reports, without counting a request, whether key's window has no
+// request left, and how long until it ends. A credential check asks it
+// before it checks, so that once a client address has spent its tries even
+// a right credential is refused: otherwise the answer would still tell a
+// guess right from wrong. A key in the shared overflow is judged by it.
+func (w *Windows) Spent(key string) (bool, time.Duration) {
+	now := w.since()
+	s := &w.shards[maphash.String(w.seed, key)%numShards]
+	s.mu.Lock()
+	e, ok := s.m[key]
+	full := len(s.m) >= w.shardCap
+	s.mu.Unlock()
+	if !ok {
+		if !full {
+			return false, 0
+		}
+		w.omu.Lock()
+		e = w.overflow
+		w.omu.Unlock()
+	}
+	if now >= e.end || e.count < w.rate.Limit {
+		return false, 0
+	}
+	return true, e.end - now
+}
+
 // takeOverflow counts a request of an identity that found no room.
 func (w *Windows) takeOverflow(now time.Duration) Result {
 	limit, length := w.rate.Limit, w.rate.Window

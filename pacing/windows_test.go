@@ -388,3 +388,29 @@ func BenchmarkMemoryPerKey(b *testing.B) {
 		runtime.KeepAlive(w)
 	}
 }
+
+func TestSpentCountsNothing(t *testing.T) {
+	t.Parallel()
+	clock := newFakeClock()
+	w := New(Rate{2, time.Minute}, clock.Now)
+	for i := range 2 {
+		if spent, _ := w.Spent("k"); spent {
+			t.Fatalf("after %d requests: spent, want not", i)
+		}
+		w.Take("k")
+	}
+	spent, wait := w.Spent("k")
+	if !spent || wait != time.Minute {
+		t.Fatalf("after 2 of 2: got spent %v wait %s, want true and 1m", spent, wait)
+	}
+	if spent, _ := w.Spent("other"); spent {
+		t.Error("an unseen key: spent, want not")
+	}
+	clock.Advance(time.Minute)
+	if spent, _ := w.Spent("k"); spent {
+		t.Error("after the window ended: spent, want not")
+	}
+	if r := w.Take("k"); !r.Allowed || r.Remaining != 1 {
+		t.Errorf("first request of the new window: got %+v, want allowed with 1 left (Spent counted nothing)", r)
+	}
+}

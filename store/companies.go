@@ -25,6 +25,9 @@ type Company struct {
 	// OptOutKeywords switches the STOP/START keywords of inbound SMS
 	// (optouts.go); nil, as for every company that never set it, is on.
 	OptOutKeywords *bool `json:"opt_out_keywords,omitempty"`
+	// EmailDevice is the fingerprint of the device that e-mail to SMS sends
+	// through when the address names none; "" for the company's only device.
+	EmailDevice string `json:"email_device,omitempty"`
 }
 
 // CreateCompany stores a new company with its first admin, giving both their

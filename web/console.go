@@ -39,6 +39,17 @@ type Config struct {
 	PublicURL string
 	// Streams bounds the live-update streams (events.go).
 	Streams StreamConfig
+	// Email is the e-mail to SMS listener the settings page tells admins
+	// of; a zero Domain means it is off and the page says nothing of it.
+	Email EmailToSMS
+}
+
+// EmailToSMS is how a mail client reaches the e-mail to SMS listener
+// (docs/email.md).
+type EmailToSMS struct {
+	Domain   string // addresses are +E164@Domain
+	Port     string // the listener's port
+	STARTTLS bool   // a certificate is configured
 }
 
 // Phones is the connection hub as the console uses it (gateway.Hub).

@@ -61,6 +61,8 @@ type envOptions struct {
 	streams     web.StreamConfig
 	// connState, when set, sees every connection's state changes.
 	connState func(net.Conn, http.ConnState)
+	// email is the e-mail to SMS listener the settings page tells of.
+	email web.EmailToSMS
 }
 
 func newEnv(t *testing.T, opts ...func(*envOptions)) *env {
@@ -123,7 +125,7 @@ func newEnv(t *testing.T, opts ...func(*envOptions)) *env {
 	broker := web.NewBroker(o.streams)
 	messages.SetWatcher(broker)
 	agents.SetWatcher(broker)
-	console, err := web.New(web.Config{PublicURL: publicURL}, web.Deps{Accounts: accounts, Devices: devices, SMS: messages, Channels: agents,
+	console, err := web.New(web.Config{PublicURL: publicURL, Email: o.email}, web.Deps{Accounts: accounts, Devices: devices, SMS: messages, Channels: agents,
 		Webhooks: hooks, Billing: bill, Phones: hub, Analytics: st, Period: bill, Broker: broker, Logger: log, Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)

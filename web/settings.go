@@ -20,6 +20,8 @@ type settingsData struct {
 	APIKey string
 	// MCPURL is where AI agents connect (POST /mcp, docs/mcp.md).
 	MCPURL string
+	// Email is the e-mail to SMS listener, when it is on.
+	Email EmailToSMS
 }
 
 func (c *Console) settingsPage(w http.ResponseWriter, r *http.Request, q *req) error {
@@ -27,7 +29,7 @@ func (c *Console) settingsPage(w http.ResponseWriter, r *http.Request, q *req) e
 	if err != nil {
 		return err
 	}
-	data := settingsData{Company: co, MCPURL: strings.TrimSuffix(c.cfg.PublicURL, "/") + "/mcp"}
+	data := settingsData{Company: co, MCPURL: strings.TrimSuffix(c.cfg.PublicURL, "/") + "/mcp", Email: c.cfg.Email}
 	if q.p().IsAdmin() {
 		if data.APIKey, _, err = c.deps.Accounts.APIKey(r.Context(), q.p()); err != nil {
 			return err

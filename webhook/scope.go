@@ -95,7 +95,13 @@ type EntryInput struct {
 // validEntry checks one entry (all but its id, which needs the stored set)
 // and returns it in stored form. Field paths are prefixed with at.
 func validEntry(in EntryInput, at string, allowPrivate bool) (store.WebhookEntry, error) {
-	u, err := CheckURL(in.URL, allowPrivate)
+	var u string
+	var err error
+	if isMailto(strings.TrimSpace(in.URL)) {
+		u, err = checkMailto(strings.TrimSpace(in.URL))
+	} else {
+		u, err = CheckURL(in.URL, allowPrivate)
+	}
 	if err != nil {
 		return store.WebhookEntry{}, problem.Invalid(at+".url", err.Error())
 	}

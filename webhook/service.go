@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,6 +30,7 @@ type Service struct {
 	cfg    Config
 	store  *store.Store
 	client *http.Client
+	mailer Mailer // e-mail entries (email.go); set before serving
 	log    *slog.Logger
 	now    func() time.Time
 
@@ -160,6 +162,15 @@ func (s *Service) Replace(_ context.Context, companyID uint64, entries []EntryIn
 		e, err := validEntry(in, fmt.Sprintf("webhooks[%d]", i), s.cfg.AllowPrivate)
 		if err != nil {
 			return nil, err
+		}
+		if isMailto(e.URL) {
+			ok, err := s.companyAddress(companyID, strings.TrimPrefix(e.URL, mailtoScheme))
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				return nil, problem.Invalid(fmt.Sprintf("webhooks[%d].url", i), "a mailto: address must be the e-mail of a user of the company")
+			}
 		}
 		valid[i] = e
 	}

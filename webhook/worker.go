@@ -182,6 +182,8 @@ func (s *Service) attempt(ctx context.Context, id uint64) bool {
 		out = outcome{err: "not sent: the webhook entry was removed", notSent: true}
 	case !job.Entry.Active:
 		out = outcome{err: "not sent: the webhook entry is inactive", notSent: true}
+	case isMailto(job.Entry.URL):
+		out = s.sendMail(ctx, job.Entry.URL, d)
 	case !s.cfg.AllowPrivate && !strings.HasPrefix(job.Entry.URL, "https://"):
 		// Stored while --webhook-allow-private was on; now it is off.
 		out = outcome{err: "not sent: http URLs need the server to run with --webhook-allow-private", notSent: true}

@@ -79,6 +79,12 @@ func TestServeRefusesBadSettings(t *testing.T) {
 		{[]string{"extra"}, nil, `unexpected argument "extra"`},
 		{[]string{"extra", "--shutdown-timeout", "15"}, nil, "--shutdown-timeout (SIMRELAY_SHUTDOWN_TIMEOUT)"}, // a flag after an argument is still read
 		{[]string{"--webhook-allow-private", "true"}, nil, "--webhook-allow-private takes its value after '=': --webhook-allow-private=true"},
+		{[]string{"--smtp-listen", "127.0.0.1:0"}, nil, "--smtp-domain (SIMRELAY_SMTP_DOMAIN): the mail domain is required"},
+		{[]string{"--smtp-listen", "nope", "--smtp-domain", "sms.test"}, nil, "--smtp-listen (SIMRELAY_SMTP_LISTEN) \"nope\""},
+		{[]string{"--smtp-listen", "127.0.0.1:0", "--smtp-domain", "a@b"}, nil, "--smtp-domain (SIMRELAY_SMTP_DOMAIN): \"a@b\" is not a domain"},
+		{[]string{"--smtp-listen", "127.0.0.1:0", "--smtp-domain", "sms.test", "--smtp-cert", "c.pem"}, nil, "--smtp-cert (SIMRELAY_SMTP_CERT) and --smtp-key (SIMRELAY_SMTP_KEY) go together"},
+		{[]string{"--smtp-listen", "127.0.0.1:0", "--smtp-domain", "sms.test", "--smtp-cert", "nonexistent.pem", "--smtp-key", "nonexistent.pem"}, nil, "--smtp-cert (SIMRELAY_SMTP_CERT) / --smtp-key (SIMRELAY_SMTP_KEY): open nonexistent.pem"},
+		{[]string{"--smtp-domain", "sms.test"}, nil, "need --smtp-listen"},
 	}
 	for _, c := range cases {
 		t.Run(c.want, func(t *testing.T) {

@@ -28,6 +28,7 @@ import (
 	"github.com/simrelay/simrelay/mail"
 	"github.com/simrelay/simrelay/pacing"
 	"github.com/simrelay/simrelay/sms"
+	"github.com/simrelay/simrelay/smtpd"
 	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/web"
 	"github.com/simrelay/simrelay/webhook"
@@ -79,6 +80,8 @@ type serveConfig struct {
 	agents channel.Config
 	// streams bounds the console's live views (serve_console.go).
 	streams web.StreamConfig
+	// smtpIn is the e-mail to SMS listener (serve_smtp.go).
+	smtpIn smtpInConfig
 }
 
 func (c *serveConfig) flags(fs *flag.FlagSet) {
@@ -107,6 +110,7 @@ func (c *serveConfig) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.stripeAPIURL, "stripe-api-url", "", "Stripe API base URL, e.g. a stripe-mock for tests; empty: Stripe's")
 	pacingFlags(fs, &c.agents)
 	consoleFlags(fs, &c.streams)
+	smtpInFlags(fs, &c.smtpIn)
 	fs.StringVar(&c.adminToken, "admin-token", "", fmt.Sprintf("the operator's secret for GET /admin/backup (Authorization: Bearer TOKEN), at least %d characters; empty: that route answers 404", httpapi.MinAdminTokenLen))
 }
 
@@ -128,6 +132,9 @@ func (c *serveConfig) validate() error {
 		return err
 	}
 	if err := validateConsole(c.streams); err != nil {
+		return err
+	}
+	if err := c.smtpIn.validate(); err != nil {
 		return err
 	}
 	if c.dataDir == "" {
@@ -253,6 +260,13 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 		return fmt.Errorf("%s %q: cannot listen there: %w", both("listen"), cfg.listen, err)
 	}
 	defer ln.Close()
+	smtpLn, err := listenSMTP(cfg.smtpIn)
+	if err != nil {
+		return err
+	}
+	if smtpLn != nil {
+		defer smtpLn.Close()
+	}
 	if cfg.publicURL == "" {
 		cfg.publicURL = "http://" + ln.Addr().String()
 	}
@@ -280,6 +294,8 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	}
 	// Status changes of outbound messages write their webhook events in their own transaction.
 	st.SetStatusEvents(hooks.StatusEvents())
+	// Entries with a mailto: url are delivered through the mail outbox.
+	hooks.SetMailer(mailer)
 	messages := sms.New(sms.Config{MessageTTL: cfg.messageTTL}, st, hooks.OnInbound, log.With("component", "sms"), time.Now)
 	hub := gateway.New(gateway.Config{}, devices, messages, log.With("component", "gateway"), time.Now)
 	messages.SetDispatcher(hub)
@@ -306,7 +322,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	broker := web.NewBroker(cfg.streams)
 	messages.SetWatcher(broker)
 	agents.SetWatcher(broker)
-	console, err := web.New(web.Config{PublicURL: cfg.publicURL}, web.Deps{Accounts: accounts, Devices: devices, SMS: messages, Channels: agents,
+	console, err := web.New(web.Config{PublicURL: cfg.publicURL, Email: consoleEmail(cfg.smtpIn, smtpLn)}, web.Deps{Accounts: accounts, Devices: devices, SMS: messages, Channels: agents,
 		Webhooks: hooks, Billing: bill, Phones: hub, Analytics: st, Period: bill, Broker: broker, Logger: log.With("component", "console"), Now: time.Now})
 	if err != nil {
 		return err
@@ -342,6 +358,12 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 		}
 		defer stopProfiles()
 	}
+	// The SMTP listener sends through the same services, and its sends and
+	// failed logins count in the API's rate-limit windows.
+	stopSMTP, err := startSMTP(cfg.smtpIn, smtpLn, smtpd.Deps{Accounts: accounts, Devices: devices, SMS: messages, Limits: api}, log.With("component", "smtp"))
+	if err != nil {
+		return err
+	}
 	workers, stopWorkers := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -368,6 +390,9 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	select {
 	case err = <-serveErr:
 		err = fmt.Errorf("http server: %w", err)
+		sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
+		stopSMTP(sctx)
+		cancel()
 	case <-ctx.Done():
 		log.Info("shutting down")
 		api.Drain()
@@ -375,6 +400,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 		if e := srv.Shutdown(sctx); e != nil {
 			log.Warn("requests still running at the shutdown deadline were cut", "err", e)
 		}
+		stopSMTP(sctx)
 		// Hijacked phone links are not the HTTP server's: tell them to come back.
 		if e := hub.Shutdown(sctx); e != nil {
 			log.Warn("phone links still closing at the shutdown deadline were cut", "err", e)

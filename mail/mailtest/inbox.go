@@ -102,7 +102,7 @@ func NewInbox(t testing.TB, opts ...Option) *Inbox {
 	var ln net.Listener = in.ln
 	scheme := "smtp"
 	if in.opts.startTLS || in.opts.implicitTLS {
-		serverTLS, clientTLS, err := selfSigned()
+		serverTLS, clientTLS, err := SelfSigned()
 		if err != nil {
 			raw.Close()
 			t.Fatalf("mailtest: certificate: %v", err)

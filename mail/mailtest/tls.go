@@ -12,10 +12,10 @@ import (
 	"time"
 )
 
-// selfSigned makes a throwaway certificate for 127.0.0.1 and localhost, and
+// SelfSigned makes a throwaway certificate for 127.0.0.1 and localhost, and
 // the client configuration that trusts exactly it: tests exercise real
 // certificate verification instead of turning it off.
-func selfSigned() (server, client *tls.Config, err error) {
+func SelfSigned() (server, client *tls.Config, err error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, err

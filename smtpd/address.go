@@ -1,0 +1,76 @@
+package smtpd
+
+import (
+	"strings"
+
+	"github.com/emersion/go-smtp"
+
+	"github.com/simrelay/simrelay/phone"
+)
+
+// Selector prefixes of an address's second part: +15551234567+dev-pixel7@domain.
+const (
+	devicePrefix = "dev-"
+	poolPrefix   = "pool-"
+)
+
+// maxAddress bounds a recipient's length (RFC 5321's path limit).
+const maxAddress = 256
+
+// Address is a recipient: the number to text and, when the address names
+// one, the device or pool to send through.
+type Address struct {
+	Phone  string // E.164, normalised
+	Device string // a device fingerprint; "" for the company's default
+	Pool   string // a sender pool's name; "" for none
+}
+
+// ParseAddress reads +E164[+dev-FINGERPRINT|+pool-NAME]@domain. Spaces,
+// dashes and dots in the number are allowed as phone.Normalize allows them;
+// a number without its + is refused, as on the API.
+func ParseAddress(addr, domain string) (Address, error) {
+	if len(addr) > maxAddress {
+		return Address{}, badAddress("The address is too long.")
+	}
+	local, dom, ok := cutLast(addr, "@")
+	if !ok || local == "" {
+		return Address{}, badAddress("Write the recipient as +15551234567@" + domain + ".")
+	}
+	if !strings.EqualFold(dom, domain) {
+		return Address{}, &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 2},
+			Message: "This server takes mail for @" + domain + " only."}
+	}
+	if !strings.HasPrefix(local, "+") {
+		return Address{}, badAddress("The number must be in E.164 form with its +, e.g. +15551234567@" + domain + ".")
+	}
+	number, selector, _ := strings.Cut(local[1:], "+")
+	n, err := phone.Normalize("+" + number)
+	if err != nil {
+		return Address{}, badAddress("The number is not an E.164 number: + then 8 to 15 digits, e.g. +15551234567@" + domain + ".")
+	}
+	a := Address{Phone: n}
+	switch {
+	case selector == "":
+	case strings.HasPrefix(selector, devicePrefix) && len(selector) > len(devicePrefix):
+		a.Device = selector[len(devicePrefix):]
+	case strings.HasPrefix(selector, poolPrefix) && len(selector) > len(poolPrefix):
+		a.Pool = selector[len(poolPrefix):]
+	default:
+		return Address{}, badAddress("After the number, name a device as +dev-FINGERPRINT or a pool as +pool-NAME, e.g. " + n + "+dev-pixel7@" + domain + ".")
+	}
+	return a, nil
+}
+
+// badAddress is the reply to a recipient whose form the listener cannot read.
+func badAddress(msg string) *smtp.SMTPError {
+	return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 3}, Message: msg}
+}
+
+// cutLast is strings.Cut at the last sep.
+func cutLast(s, sep string) (before, after string, ok bool) {
+	i := strings.LastIndex(s, sep)
+	if i < 0 {
+		return s, "", false
+	}
+	return s[:i], s[i+len(sep):], true
+}

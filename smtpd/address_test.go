@@ -1,0 +1,41 @@
+package smtpd
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/emersion/go-smtp"
+)
+
+func TestParseAddress(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in   string
+		want Address
+		code int // 0: accepted
+	}{
+		{in: "+15551234567@sms.test", want: Address{Phone: "+15551234567"}},
+		{in: "+1-555-123-4567@SMS.Test", want: Address{Phone: "+15551234567"}},
+		{in: "+15551234567+dev-pixel7@sms.test", want: Address{Phone: "+15551234567", Device: "pixel7"}},
+		{in: "+15551234567+dev-a+b@sms.test", want: Address{Phone: "+15551234567", Device: "a+b"}},
+		{in: "+15551234567+pool-sales@sms.test", want: Address{Phone: "+15551234567", Pool: "sales"}},
+		{in: "15551234567@sms.test", code: 550},
+		{in: "+1555@sms.test", code: 550},
+		{in: "+15551234567+dev-@sms.test", code: 550},
+		{in: "+15551234567+pixel7@sms.test", code: 550},
+		{in: "+15551234567@other.test", code: 550},
+		{in: "@sms.test", code: 550},
+		{in: "+15551234567", code: 550},
+	} {
+		got, err := ParseAddress(tc.in, "sms.test")
+		var se *smtp.SMTPError
+		switch {
+		case tc.code == 0 && err != nil:
+			t.Errorf("%q: got %v, want %+v", tc.in, err, tc.want)
+		case tc.code == 0 && got != tc.want:
+			t.Errorf("%q: got %+v, want %+v", tc.in, got, tc.want)
+		case tc.code != 0 && (!errors.As(err, &se) || se.Code != tc.code):
+			t.Errorf("%q: got %+v, %v; want SMTP %d", tc.in, got, err, tc.code)
+		}
+	}
+}

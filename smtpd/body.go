@@ -1,0 +1,278 @@
+package smtpd
+
+import (
+	"bytes"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"mime/multipart"
+	"mime/quotedprintable"
+	"net/mail"
+	"regexp"
+	"strings"
+
+	"golang.org/x/net/html"
+	"golang.org/x/net/html/charset"
+)
+
+// Bounds of reading one mail's structure: real clients nest two or three
+// levels (mixed > alternative > related); these stop a crafted mail from
+// costing more than its size.
+const (
+	maxDepth = 8
+	maxParts = 64
+)
+
+// Mail is what the listener takes from a message.
+type Mail struct {
+	Text      string // the SMS: the body's text, signature and quoted reply cut
+	MessageID string // the Message-ID header, "" when absent
+}
+
+// errNoText is a mail without a text/plain or text/html part.
+var errNoText = errors.New("the mail has no text/plain or text/html part")
+
+// ReadMail reads a message's SMS text: the first text/plain part that is no
+// attachment, or else the first text/html part turned into text; then
+// Clean. When that leaves nothing, the subject is the text.
+func ReadMail(raw []byte) (Mail, error) {
+	msg, err := mail.ReadMessage(bytes.NewReader(raw))
+	if err != nil {
+		return Mail{}, fmt.Errorf("the message header cannot be read: %v", err)
+	}
+	r := partReader{}
+	if err := r.walk(textproto(msg.Header), msg.Body, 0); err != nil {
+		return Mail{}, err
+	}
+	if r.plain == nil && r.html == nil {
+		return Mail{}, errNoText
+	}
+	var text string
+	switch {
+	case r.plain != nil:
+		text = *r.plain
+	case r.html != nil:
+		text = HTMLText(*r.html)
+	}
+	text = Clean(text)
+	if text == "" {
+		dec := new(mime.WordDecoder)
+		subject, err := dec.DecodeHeader(msg.Header.Get("Subject"))
+		if err != nil {
+			subject = msg.Header.Get("Subject")
+		}
+		text = strings.TrimSpace(subject)
+	}
+	return Mail{Text: text, MessageID: strings.TrimSpace(msg.Header.Get("Message-ID"))}, nil
+}
+
+// header is the part of a MIME header the reader needs.
+type header interface{ Get(string) string }
+
+func textproto(h mail.Header) header { return h }
+
+// partReader finds the first plain and HTML text of a message's tree.
+type partReader struct {
+	plain, html *string
+	parts       int
+}
+
+func (r *partReader) walk(h header, body io.Reader, depth int) error {
+	r.parts++
+	if r.parts > maxParts || depth > maxDepth {
+		return fmt.Errorf("the message has more than %d parts or %d levels", maxParts, maxDepth)
+	}
+	ct := h.Get("Content-Type")
+	if ct == "" {
+		ct = "text/plain; charset=us-ascii"
+	}
+	media, params, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return fmt.Errorf("the Content-Type %q cannot be read", ct)
+	}
+	if strings.HasPrefix(media, "multipart/") {
+		mr := multipart.NewReader(body, params["boundary"])
+		for {
+			p, err := mr.NextRawPart() // NextPart would decode quoted-printable itself, but not base64
+			if err == io.EOF {
+				return nil
+			}
+			if err != nil {
+				return fmt.Errorf("a part of the message cannot be read: %v", err)
+			}
+			if err := r.walk(p.Header, p, depth+1); err != nil {
+				return err
+			}
+		}
+	}
+	if disp, _, _ := mime.ParseMediaType(h.Get("Content-Disposition")); disp == "attachment" {
+		return nil
+	}
+	if media != "text/plain" && media != "text/html" || media == "text/plain" && r.plain != nil || media == "text/html" && r.html != nil {
+		return nil
+	}
+	text, err := decode(body, h.Get("Content-Transfer-Encoding"), params["charset"])
+	if err != nil {
+		return err
+	}
+	if media == "text/plain" {
+		r.plain = &text
+	} else {
+		r.html = &text
+	}
+	return nil
+}
+
+// decode undoes a part's transfer encoding and reads its charset into UTF-8.
+func decode(body io.Reader, encoding, cs string) (string, error) {
+	switch strings.ToLower(strings.TrimSpace(encoding)) {
+	case "quoted-printable":
+		body = quotedprintable.NewReader(body)
+	case "base64":
+		body = base64.NewDecoder(base64.StdEncoding, &newlineSkipper{r: body})
+	}
+	if cs != "" && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "us-ascii") {
+		r, err := charset.NewReaderLabel(cs, body)
+		if err != nil {
+			return "", fmt.Errorf("the charset %q is not known", cs)
+		}
+		body = r
+	}
+	raw, err := io.ReadAll(body)
+	if err != nil {
+		return "", fmt.Errorf("a text part cannot be decoded: %v", err)
+	}
+	return strings.ToValidUTF8(string(raw), "\uFFFD"), nil
+}
+
+// newlineSkipper drops the line breaks of base64 text, which the standard
+// decoder refuses.
+type newlineSkipper struct{ r io.Reader }
+
+func (s *newlineSkipper) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	out := p[:0]
+	for _, b := range p[:n] {
+		if b != '\r' && b != '\n' && b != ' ' && b != '\t' {
+			out = append(out, b)
+		}
+	}
+	return len(out), err
+}
+
+// skipped are the HTML elements whose content is not the message: scripts,
+// styles, the head, and blockquote, which mail clients wrap quoted replies in.
+var skipped = map[string]bool{"script": true, "style": true, "head": true, "title": true, "blockquote": true}
+
+// blocks are the HTML elements that start a line.
+var blocks = map[string]bool{"p": true, "div": true, "tr": true, "li": true, "ul": true, "ol": true, "table": true,
+	"h1": true, "h2": true, "h3": true, "h4": true, "h5": true, "h6": true, "pre": true, "hr": true}
+
+// spaces are runs of HTML white space, one space in the rendered text.
+var spaces = regexp.MustCompile(`[ \t\r\n\f]+`)
+
+// HTMLText renders HTML as plain text: the text of the elements, a line
+// break for <br> and around block elements, nothing of scripts, styles and
+// blockquotes (quoted replies), and Gmail's and Outlook's quote containers
+// (gmail_quote, divRplyFwdMsg) with all that follows them.
+func HTMLText(src string) string {
+	z := html.NewTokenizer(strings.NewReader(src))
+	var b strings.Builder
+	skip := 0 // depth inside skipped elements
+	for {
+		tt := z.Next()
+		switch tt {
+		case html.ErrorToken:
+			return lineTrimmed(b.String())
+		case html.TextToken:
+			if skip == 0 {
+				b.WriteString(spaces.ReplaceAllString(string(z.Text()), " "))
+			}
+		case html.StartTagToken, html.SelfClosingTagToken:
+			name, hasAttr := z.TagName()
+			tag := string(name)
+			if quoteContainer(z, hasAttr) {
+				return lineTrimmed(b.String())
+			}
+			if skipped[tag] && tt == html.StartTagToken {
+				skip++
+			}
+			if tag == "br" || blocks[tag] {
+				b.WriteByte('\n')
+			}
+		case html.EndTagToken:
+			name, _ := z.TagName()
+			if skipped[string(name)] && skip > 0 {
+				skip--
+			}
+			if blocks[string(name)] {
+				b.WriteByte('\n')
+			}
+		}
+	}
+}
+
+// lineTrimmed trims the space around each line that rendering left.
+func lineTrimmed(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimSpace(l)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// quoteContainer reports whether the tag just read opens a mail client's
+// quoted thread: Gmail's class gmail_quote, Outlook's id divRplyFwdMsg.
+func quoteContainer(z *html.Tokenizer, hasAttr bool) bool {
+	for hasAttr {
+		var k, v []byte
+		k, v, hasAttr = z.TagAttr()
+		key, val := string(k), string(v)
+		if key == "class" && strings.Contains(val, "gmail_quote") || key == "id" && val == "divRplyFwdMsg" {
+			return true
+		}
+	}
+	return false
+}
+
+// attribution is the line a client writes above a quoted reply
+// ("On Tue, 3 Mar 2026, Ann <ann@example.com> wrote:").
+var attribution = regexp.MustCompile(`(?i)^(on\s.*\swrote:|.*\s(wrote|schrieb|a écrit|escribió)\s?:)$`)
+
+// Clean cuts what is not the message from a mail's text: the signature
+// (from a line that is "-- " or "--"), an Outlook quoted thread (from
+// "-----Original Message-----" or a line "From: ..." after a line of
+// underscores), quoted lines (starting with ">") with the attribution line
+// above them; then it trims trailing space from lines, the whole text, and
+// runs of blank lines to one.
+func Clean(text string) string {
+	text = strings.ReplaceAll(text, "\r\n", "\n")
+	lines := strings.Split(text, "\n")
+	var out []string
+	for i := 0; i < len(lines); i++ {
+		l := strings.TrimRight(lines[i], " \t\r")
+		trim := strings.TrimSpace(l)
+		if lines[i] == "-- " || lines[i] == "--" || lines[i] == "-- \r" ||
+			strings.HasPrefix(trim, "-----Original Message-----") || strings.HasPrefix(trim, "________________________________") {
+			break
+		}
+		if strings.HasPrefix(trim, ">") {
+			// Drop the attribution above this quote, and blank lines between.
+			for len(out) > 0 && strings.TrimSpace(out[len(out)-1]) == "" {
+				out = out[:len(out)-1]
+			}
+			if len(out) > 0 && attribution.MatchString(strings.TrimSpace(out[len(out)-1])) {
+				out = out[:len(out)-1]
+			}
+			continue
+		}
+		out = append(out, l)
+	}
+	text = strings.TrimSpace(strings.Join(out, "\n"))
+	for strings.Contains(text, "\n\n\n") {
+		text = strings.ReplaceAll(text, "\n\n\n", "\n\n")
+	}
+	return text
+}

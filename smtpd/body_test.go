@@ -1,0 +1,37 @@
+package smtpd
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestReadMail(t *testing.T) {
+	t.Parallel()
+	crlf := func(s string) string { return strings.ReplaceAll(s, "\n", "\r\n") }
+	for _, tc := range []struct {
+		name, raw, want string
+	}{
+		{"plain", "Subject: hi\n\nHello there.\n", "Hello there."},
+		{"no content type, signature cut", "Subject: x\n\nSee you at 8.\n-- \nAnn\n", "See you at 8."},
+		{"quoted reply and attribution cut", "Subject: x\n\nYes, 8 works.\n\nOn Mon, 2 Mar 2026 at 10:00, Bob <b@x.test> wrote:\n> Does 8 work?\n> Bob\n", "Yes, 8 works."},
+		{"outlook thread cut", "Subject: x\n\nOK.\n\n-----Original Message-----\nFrom: Bob\nQuestion\n", "OK."},
+		{"blank lines collapsed", "Subject: x\n\nOne\n\n\n\nTwo\n", "One\n\nTwo"},
+		{"empty body takes the subject", "Subject: =?UTF-8?Q?Caf=C3=A9_at_8?=\n\n\n", "Café at 8"},
+		{"alternative prefers plain", "Subject: x\nMIME-Version: 1.0\nContent-Type: multipart/alternative; boundary=b\n\n--b\nContent-Type: text/html\n\n<p>HTML</p>\n--b\nContent-Type: text/plain; charset=utf-8\nContent-Transfer-Encoding: quoted-printable\n\nCaf=C3=A9 plain\n--b--\n", "Café plain"},
+		{"html only, quote container and script cut", "Subject: x\nContent-Type: text/html; charset=utf-8\n\n<html><head><style>p{}</style></head><body><p>Line &amp; one</p><div>two<br>three</div><script>x()</script><div class=\"gmail_quote\">On Mon wrote:<blockquote>old</blockquote></div></body></html>\n", "Line & one\n\ntwo\nthree"},
+		{"base64 in a mixed mail, attachment skipped", "Subject: x\nContent-Type: multipart/mixed; boundary=m\n\n--m\nContent-Type: text/plain; name=a.txt\nContent-Disposition: attachment\n\nnot me\n--m\nContent-Type: text/plain; charset=utf-8\nContent-Transfer-Encoding: base64\n\nSGVsbG8g\nd29ybGQ=\n--m--\n", "Hello world"},
+		{"latin-1", "Subject: x\nContent-Type: text/plain; charset=iso-8859-1\nContent-Transfer-Encoding: quoted-printable\n\nCaf=E9\n", "Café"},
+	} {
+		m, err := ReadMail([]byte(crlf(tc.raw)))
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		if m.Text != tc.want {
+			t.Errorf("%s: got %q, want %q", tc.name, m.Text, tc.want)
+		}
+	}
+	if _, err := ReadMail([]byte(crlf("Subject: x\nContent-Type: image/png\n\nxx\n"))); err == nil {
+		t.Error("a mail without text: got no error")
+	}
+}

@@ -1,0 +1,155 @@
+package smtpd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/emersion/go-smtp"
+
+	"github.com/simrelay/simrelay/account"
+	"github.com/simrelay/simrelay/pacing"
+	"github.com/simrelay/simrelay/sms"
+	"github.com/simrelay/simrelay/store"
+)
+
+// Accounts checks the API key a client logs in with, and reads the
+// company's e-mail device (account.Service).
+type Accounts interface {
+	Authenticate(ctx context.Context, token string) (account.Principal, error)
+	Company(ctx context.Context, p account.Principal) (store.Company, error)
+}
+
+// Devices finds the device a mail is sent through (device.Service).
+type Devices interface {
+	List(ctx context.Context, companyID uint64) ([]store.Device, error)
+	Get(ctx context.Context, companyID uint64, fingerprint string) (store.Device, error)
+}
+
+// Sender queues an SMS with every rule of the API's sends (sms.Service).
+type Sender interface {
+	Send(ctx context.Context, in sms.SendInput, answer sms.Answer) (store.Message, *store.Idempotent, error)
+}
+
+// Limits are the API's rate-limit windows (httpapi.Server), so that sends
+// and failed logins count in the same windows whichever way they came.
+type Limits interface {
+	// CountRequest counts one request of a credential's identity.
+	CountRequest(identity string) pacing.Result
+	// CredentialsSpent reports whether a client address has no credential try left.
+	CredentialsSpent(ip string) (bool, time.Duration)
+	// CountCredentialFailure counts a failed credential try of a client address.
+	CountCredentialFailure(ip string) pacing.Result
+}
+
+// Deps are the services behind the listener.
+type Deps struct {
+	Accounts Accounts
+	Devices  Devices
+	SMS      Sender
+	Limits   Limits
+}
+
+// Server is the SMTP listener.
+type Server struct {
+	cfg  Config
+	deps Deps
+	log  *slog.Logger
+	srv  *smtp.Server
+	done chan struct{} // closed when Serve returns
+
+	mu     sync.Mutex     // guards ln and closed
+	ln     *limitListener // set by Serve
+	closed bool           // Shutdown was called
+}
+
+// New builds the listener; Serve starts it.
+func New(cfg Config, deps Deps) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("smtpd: %w", err)
+	}
+	cfg.defaults()
+	s := &Server{cfg: cfg, deps: deps, log: cfg.Logger, done: make(chan struct{})}
+	srv := smtp.NewServer(smtp.BackendFunc(s.newSession))
+	srv.Domain = cfg.Domain
+	srv.TLSConfig = cfg.TLS
+	// Without a certificate there is no TLS to wait for: the operator chose
+	// a listener on loopback or a trusted network (Config.TLS).
+	srv.AllowInsecureAuth = cfg.TLS == nil
+	srv.MaxMessageBytes = cfg.MaxMessageBytes
+	srv.MaxRecipients = cfg.MaxRecipients
+	srv.ReadTimeout = cfg.Timeout
+	srv.WriteTimeout = cfg.Timeout
+	srv.MaxLineLength = 2000 // RFC 5321's 1000, doubled as go-smtp does by default
+	srv.ErrorLog = slogPrinter{cfg.Logger}
+	s.srv = srv
+	return s, nil
+}
+
+// Serve takes connections from ln until Shutdown; it returns nil then.
+func (s *Server) Serve(ln net.Listener) error {
+	defer close(s.done)
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ln.Close()
+	}
+	lim := newLimitListener(ln, s.cfg.MaxConns, s.cfg.MaxConnsPerIP)
+	s.ln = lim
+	s.mu.Unlock()
+	err := s.srv.Serve(lim)
+	if errors.Is(err, net.ErrClosed) {
+		return nil
+	}
+	return err
+}
+
+// Shutdown stops taking connections and lets those open finish their
+// command until ctx ends, then cuts them. A Serve called after it returns
+// at once.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closed = true
+	ln := s.ln
+	s.mu.Unlock()
+	if ln == nil {
+		return nil
+	}
+	ln.shut()
+	err := s.srv.Shutdown(ctx)
+	if err != nil {
+		ln.cut()
+	}
+	<-s.done
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return fmt.Errorf("smtpd: connections still open at the shutdown deadline were cut: %w", err)
+	}
+	return nil
+}
+
+// Open is the number of open connections (for tests and metrics).
+func (s *Server) Open() int {
+	s.mu.Lock()
+	ln := s.ln
+	s.mu.Unlock()
+	if ln == nil {
+		return 0
+	}
+	return ln.open()
+}
+
+func (s *Server) newSession(c *smtp.Conn) (smtp.Session, error) {
+	return &session{s: s, ip: hostOf(c.Conn().RemoteAddr())}, nil
+}
+
+// slogPrinter is go-smtp's error log on the server's logger.
+type slogPrinter struct{ log *slog.Logger }
+
+func (p slogPrinter) Printf(format string, v ...any) {
+	p.log.Warn("smtp", "msg", fmt.Sprintf(format, v...))
+}
+func (p slogPrinter) Println(v ...any) { p.log.Warn("smtp", "msg", fmt.Sprint(v...)) }

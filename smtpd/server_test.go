@@ -1,0 +1,328 @@
+package smtpd_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/base64"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	gomail "github.com/wneessen/go-mail"
+
+	"github.com/simrelay/simrelay/billing"
+	"github.com/simrelay/simrelay/internal/poll"
+	"github.com/simrelay/simrelay/pacing"
+	"github.com/simrelay/simrelay/smtpd"
+)
+
+// TestMailReachesThePhone: a real mail client sends over STARTTLS with
+// AUTH, and the SMS, signature and quoted reply cut, reaches the phone.
+func TestMailReachesThePhone(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, options{})
+	id, key := e.company("acme")
+	vp := e.phone(id, "pixel7")
+	body := "Your table is ready.\n\nOn Mon, 2 Mar 2026, Ann <ann@example.com> wrote:\n> Is it ready?\n\n-- \nAcme Diner\n+1 555 0100\n"
+	if err := e.send(e.mailer(key, "x"), body, "+1-555-123-4567@"+domain); err != nil {
+		t.Fatalf("send: %v", err)
+	}
+	poll.Until(t, "the phone gets the SMS", func() bool { return len(vp.Jobs()) == 1 })
+	job := vp.Jobs()[0]
+	if job.To != "+15551234567" || job.Message != "Your table is ready." {
+		t.Errorf("job to %q text %q, want +15551234567 and %q", job.To, job.Message, "Your table is ready.")
+	}
+	// The device named in the address, with the API key given as the password.
+	if err := e.send(e.mailer("apikey", key), "Second", "+15551234568+dev-pixel7@"+domain); err != nil {
+		t.Fatalf("send naming the device: %v", err)
+	}
+	poll.Until(t, "the phone gets the second SMS", func() bool { return len(vp.Jobs()) == 2 })
+	if got := vp.Jobs()[1]; got.To != "+15551234568" || got.Message != "Second" {
+		t.Errorf("second job to %q text %q", got.To, got.Message)
+	}
+}
+
+// TestRefusalsAreSMTPReplies: bad auth, a bad address, an opted-out number
+// and a company over its plan get the replies a mail client shows.
+func TestRefusalsAreSMTPReplies(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, options{})
+	id, key := e.company("acme")
+	vp := e.phone(id, "pixel7")
+	c := e.mailer(key, "x")
+
+	err := e.send(e.mailer("sk_"+strings.Repeat("0", 40), "x"), "hi", "+15551234567@"+domain)
+	if err == nil || !strings.Contains(err.Error(), "535") {
+		t.Errorf("wrong key: got %v, want a 535 reply", err)
+	}
+	for _, to := range []string{"15551234567@" + domain, "+1555@" + domain, "+15551234567+nonsense@" + domain, "+15551234567@other.test"} {
+		if err := e.send(c, "hi", to); smtpCode(err) != 550 {
+			t.Errorf("to %s: got %v (code %d), want 550", to, err, smtpCode(err))
+		}
+	}
+	if err := e.send(c, "hi", "+15551234567+dev-nosuch@"+domain); smtpCode(err) != 550 {
+		t.Errorf("unknown device: got %v, want 550", err)
+	}
+	if _, _, err := e.sms.AddOptOut(context.Background(), id, "+15550000001"); err != nil {
+		t.Fatal(err)
+	}
+	err = e.send(c, "hi", "+15550000001@"+domain)
+	if smtpCode(err) != 550 || !strings.Contains(err.Error(), "opt") {
+		t.Errorf("opted-out number: got %v (code %d), want 550 naming the opt-out", err, smtpCode(err))
+	}
+	if err := e.send(c, strings.Repeat("x", 1601), "+15551234567@"+domain); smtpCode(err) != 550 {
+		t.Errorf("text over 1600 characters: got %v, want 550", err)
+	}
+
+	// A company on a plan of one message a month: the second is over it.
+	if _, err := e.billing.Subscribe(context.Background(), billing.SubscribeInput{CompanyID: id, PlanID: onePlan}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.send(c, "first", "+15551234567@"+domain); err != nil {
+		t.Fatalf("first send on the plan: %v", err)
+	}
+	err = e.send(c, "second", "+15551234567@"+domain)
+	if smtpCode(err) != 452 {
+		t.Errorf("over the plan: got %v (code %d), want 452", err, smtpCode(err))
+	}
+	poll.Until(t, "the phone gets the one SMS that was queued", func() bool { return len(vp.Jobs()) == 1 })
+	if got := vp.Jobs()[0].Message; got != "first" {
+		t.Errorf("the phone got %q, want first", got)
+	}
+}
+
+// TestSendsCountInTheAPIRateLimit: each recipient is a send in the API
+// key's general window; past it, RCPT answers 452.
+func TestSendsCountInTheAPIRateLimit(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, options{general: pacing.Rate{Limit: 2, Window: time.Hour}})
+	id, key := e.company("acme")
+	e.phone(id, "pixel7")
+	c := e.mailer(key, "x")
+	if err := e.send(c, "hi", "+15551234567@"+domain, "+15551234568@"+domain); err != nil {
+		t.Fatalf("two sends within the limit: %v", err)
+	}
+	if err := e.send(c, "hi", "+15551234569@"+domain); smtpCode(err) != 452 {
+		t.Errorf("third send: got %v (code %d), want 452", err, smtpCode(err))
+	}
+}
+
+// TestFailedLoginsSpendTheAddressWindow: failed logins count in the API's
+// credential window of the client address; once it is spent even the right
+// key is refused, so the answer tells no guess right from wrong.
+func TestFailedLoginsSpendTheAddressWindow(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, options{auth: pacing.Rate{Limit: 3, Window: time.Hour}})
+	id, key := e.company("acme")
+	e.phone(id, "pixel7") // its POST /device/register is the address's first try of three
+	bad := e.mailer("sk_"+strings.Repeat("1", 40), "x")
+	for i := range 2 {
+		if err := e.send(bad, "hi", "+15551234567@"+domain); err == nil || !strings.Contains(err.Error(), "535") {
+			t.Fatalf("wrong key, try %d: got %v, want 535", i+1, err)
+		}
+	}
+	err := e.send(e.mailer(key, "x"), "hi", "+15551234567@"+domain)
+	if err == nil || !strings.Contains(err.Error(), "454") {
+		t.Errorf("right key after the window was spent: got %v, want 454", err)
+	}
+}
+
+// TestConnectionsPerAddressAreBounded: a connection over the per-address
+// limit gets 421 and is closed; when one closes, the next is served.
+func TestConnectionsPerAddressAreBounded(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, options{cfg: smtpd.Config{MaxConnsPerIP: 2}})
+	greet := func() (net.Conn, string) {
+		c, err := net.DialTimeout("tcp", e.smtpAddr, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		line, err := bufio.NewReader(c).ReadString('\n')
+		if err != nil {
+			t.Fatalf("greeting: %v", err)
+		}
+		return c, line
+	}
+	var held []net.Conn
+	for range 2 {
+		c, line := greet()
+		if !strings.HasPrefix(line, "220 ") {
+			t.Fatalf("greeting %q, want 220", line)
+		}
+		held = append(held, c)
+	}
+	c, line := greet()
+	c.Close()
+	if !strings.HasPrefix(line, "421 ") {
+		t.Errorf("third connection got %q, want 421", line)
+	}
+	held[0].Close()
+	poll.Until(t, "the closed connection is released", func() bool { return e.smtp.Open() == 1 })
+	c, line = greet()
+	defer c.Close()
+	if !strings.HasPrefix(line, "220 ") {
+		t.Errorf("after one closed: %q, want 220", line)
+	}
+	held[1].Close()
+}
+
+// TestResentMailQueuesOnce: a mail sent again with its Message-ID (a
+// client's retry) queues nothing new; the same Message-ID with another
+// text is refused.
+func TestResentMailQueuesOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, options{})
+	id, key := e.company("acme")
+	vp := e.phone(id, "pixel7")
+	c := e.mailer(key, "x")
+	send := func(text string) error {
+		m := gomail.NewMsg()
+		_ = m.From("app@example.com")
+		_ = m.To("+15551234567@"+domain, "+15551234568@"+domain)
+		m.SetMessageIDWithValue("retry-1@example.com")
+		m.SetBodyString(gomail.TypeTextPlain, text)
+		return c.DialAndSend(m)
+	}
+	for i := range 2 {
+		if err := send("once"); err != nil {
+			t.Fatalf("send %d: %v", i+1, err)
+		}
+	}
+	if err := send("another text"); smtpCode(err) != 550 {
+		t.Errorf("the Message-ID with another text: got %v (code %d), want 550", err, smtpCode(err))
+	}
+	if err := e.send(c, "fresh", "+15551234567@"+domain); err != nil {
+		t.Fatal(err)
+	}
+	// The fresh mail queued after the resends: once it is on the phone, so
+	// is everything queued before it.
+	poll.Until(t, "the fresh mail reaches the phone", func() bool {
+		jobs := vp.Jobs()
+		return len(jobs) > 0 && jobs[len(jobs)-1].Message == "fresh"
+	})
+	if got := len(vp.Jobs()); got != 3 {
+		t.Errorf("the phone got %d jobs, want 3 (two recipients once, then the fresh mail)", got)
+	}
+}
+
+// TestCompanyEmailDevice: a company with several devices must name one in
+// the address, or set its e-mail device with PATCH /company, which then
+// takes the mail whose address names none.
+func TestCompanyEmailDevice(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, options{})
+	id, key := e.company("acme")
+	first, second := e.phone(id, "pixel7"), e.phone(id, "pixel8")
+	_, otherKey := e.company("other")
+	c := e.mailer(key, "x")
+	if err := e.send(c, "hi", "+15551234567@"+domain); smtpCode(err) != 550 || !strings.Contains(err.Error(), "several devices") {
+		t.Errorf("two devices, none named: got %v, want 550 asking for one", err)
+	}
+	patch := func(apiKey, body string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPatch, e.url+"/company", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+apiKey)
+		req.Header.Set("Content-Type", "application/json")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		raw, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(raw)
+	}
+	if code, body := patch(key, `{"emailDevice":"nosuch"}`); code != http.StatusBadRequest || !strings.Contains(body, `"field":"emailDevice"`) {
+		t.Errorf("an unknown device: got %d %s, want 400 on emailDevice", code, body)
+	}
+	if code, body := patch(otherKey, `{"emailDevice":"pixel8"}`); code != http.StatusBadRequest {
+		t.Errorf("another company's device: got %d %s, want 400", code, body)
+	}
+	if code, body := patch(key, `{"emailDevice":"pixel8"}`); code != http.StatusOK || !strings.Contains(body, `"emailDevice":"pixel8"`) {
+		t.Fatalf("set pixel8: got %d %s", code, body)
+	}
+	if err := e.send(c, "to the default", "+15551234567@"+domain); err != nil {
+		t.Fatalf("send with the e-mail device set: %v", err)
+	}
+	poll.Until(t, "pixel8 gets the SMS", func() bool { return len(second.Jobs()) == 1 })
+	if n := len(first.Jobs()); n != 0 {
+		t.Errorf("pixel7 got %d jobs, want 0", n)
+	}
+}
+
+// TestAuthNeedsTLS: with a certificate configured, AUTH before STARTTLS is
+// refused, so the API key never crosses the network in the clear.
+func TestAuthNeedsTLS(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, options{})
+	_, key := e.company("acme")
+	c, err := net.DialTimeout("tcp", e.smtpAddr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	r := bufio.NewReader(c)
+	reply := func() string {
+		var last string
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				t.Fatalf("read: %v", err)
+			}
+			if last = line; len(line) < 4 || line[3] != '-' {
+				return last
+			}
+		}
+	}
+	reply() // greeting
+	_, _ = c.Write([]byte("EHLO client.test\r\n"))
+	reply()
+	plain := base64.StdEncoding.EncodeToString([]byte("\x00" + key + "\x00x"))
+	_, _ = c.Write([]byte("AUTH PLAIN " + plain + "\r\n"))
+	if got := reply(); !strings.HasPrefix(got, "523 ") {
+		t.Errorf("AUTH before STARTTLS: got %q, want 523", got)
+	}
+}
+
+// TestMailOverTheSizeIsRefused: a mail over the announced SIZE gets 552 and
+// queues nothing; a smaller one still goes.
+func TestMailOverTheSizeIsRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, options{cfg: smtpd.Config{MaxMessageBytes: 4096}})
+	id, key := e.company("acme")
+	vp := e.phone(id, "pixel7")
+	c := e.mailer(key, "x")
+	if err := e.send(c, "hi\n\n"+strings.Repeat("> quoted line\n", 400), "+15551234567@"+domain); smtpCode(err) != 552 {
+		t.Errorf("a mail over the size: got %v (code %d), want 552", err, smtpCode(err))
+	}
+	if err := e.send(c, "small", "+15551234567@"+domain); err != nil {
+		t.Fatalf("a small mail: %v", err)
+	}
+	poll.Until(t, "the small mail reaches the phone", func() bool { return len(vp.Jobs()) == 1 })
+	if got := vp.Jobs()[0].Message; got != "small" {
+		t.Errorf("the phone got %q, want small", got)
+	}
+}
+
+// TestOneRefusedRecipientOfSeveral: the reply names the refused recipient
+// and those queued before it, which stay queued.
+func TestOneRefusedRecipientOfSeveral(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, options{})
+	id, key := e.company("acme")
+	vp := e.phone(id, "pixel7")
+	if _, _, err := e.sms.AddOptOut(context.Background(), id, "+15550000002"); err != nil {
+		t.Fatal(err)
+	}
+	err := e.send(e.mailer(key, "x"), "hello", "+15550000001@"+domain, "+15550000002@"+domain)
+	if smtpCode(err) != 550 || !strings.Contains(err.Error(), "To +15550000002") || !strings.Contains(err.Error(), "already queued for +15550000001") {
+		t.Errorf("got %v, want 550 naming +15550000002 and the queued +15550000001", err)
+	}
+	poll.Until(t, "the first recipient's SMS reaches the phone", func() bool { return len(vp.Jobs()) == 1 })
+	if got := vp.Jobs()[0].To; got != "+15550000001" {
+		t.Errorf("the phone got a job to %s, want +15550000001", got)
+	}
+}

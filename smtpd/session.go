@@ -1,0 +1,294 @@
+package smtpd
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/emersion/go-sasl"
+	"github.com/emersion/go-smtp"
+
+	"github.com/simrelay/simrelay/account"
+	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/problem"
+	"github.com/simrelay/simrelay/sms"
+	"github.com/simrelay/simrelay/store"
+)
+
+// IdempotencyRoute scopes the idempotency keys of mail sends (store.IdempotencyKey.Route).
+const IdempotencyRoute = "smtp"
+
+// session is one connection's state; go-smtp calls its methods from that
+// connection's goroutine only.
+type session struct {
+	s      *Server
+	ip     string
+	p      account.Principal
+	authed bool
+	rcpts  []recipient
+}
+
+// recipient is an accepted RCPT: the number and the device that sends to it.
+type recipient struct {
+	phone, device, slot string
+}
+
+var (
+	errAuthRequired = &smtp.SMTPError{Code: 530, EnhancedCode: smtp.EnhancedCode{5, 7, 0},
+		Message: "Log in first: AUTH PLAIN with the company's API key as the user name"}
+	errAuthFailed = &smtp.SMTPError{Code: 535, EnhancedCode: smtp.EnhancedCode{5, 7, 8},
+		Message: "Authentication failed: the user name (or the password) must be the company's current API key"}
+	errUnavailable = &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0},
+		Message: "The server could not take the message now; try again later"}
+)
+
+func (ss *session) AuthMechanisms() []string { return []string{sasl.Plain} }
+
+func (ss *session) Auth(mech string) (sasl.Server, error) {
+	if mech != sasl.Plain {
+		return nil, smtp.ErrAuthUnknownMechanism
+	}
+	return sasl.NewPlainServer(func(_, user, pass string) error { return ss.login(user, pass) }), nil
+}
+
+// login takes the API key from the user name or, for clients that keep
+// only the password secret, from the password. A client address that has
+// spent its credential tries (--rate-auth) is refused before the key is
+// looked at, so the answer tells nothing about it.
+func (ss *session) login(user, pass string) error {
+	if spent, wait := ss.s.deps.Limits.CredentialsSpent(ss.ip); spent {
+		return &smtp.SMTPError{Code: 454, EnhancedCode: smtp.EnhancedCode{4, 7, 0},
+			Message: fmt.Sprintf("Too many failed logins from this address; try again in %d seconds", int(wait.Seconds())+1)}
+	}
+	key := user
+	if !strings.HasPrefix(key, account.APIKeyPrefix) {
+		key = pass
+	}
+	p, err := ss.s.deps.Accounts.Authenticate(context.Background(), key)
+	switch {
+	case err == nil && strings.HasPrefix(key, account.APIKeyPrefix):
+		ss.p, ss.authed = p, true
+		return nil
+	case err == nil || problem.Is(err, problem.Unauthorized):
+		// A wrong key, or an access token: it lives 15 minutes, no
+		// credential for a mail client.
+		ss.s.deps.Limits.CountCredentialFailure(ss.ip)
+		ss.s.log.Info("smtp login refused", "ip", ss.ip)
+		return errAuthFailed
+	default:
+		ss.s.log.Error("smtp login", "err", err)
+		return errUnavailable
+	}
+}
+
+func (ss *session) Mail(_ string, _ *smtp.MailOptions) error {
+	if !ss.authed {
+		return errAuthRequired
+	}
+	ss.rcpts = nil
+	return nil
+}
+
+// Rcpt reads the address, finds the device and counts the send in the
+// credential's rate limit, as a POST /chat/send would count.
+func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) error {
+	if !ss.authed {
+		return errAuthRequired
+	}
+	a, err := ParseAddress(to, ss.s.cfg.Domain)
+	if err != nil {
+		return err
+	}
+	dev, err := ss.device(a)
+	if err != nil {
+		return err
+	}
+	for _, r := range ss.rcpts {
+		if r.phone == a.Phone && r.device == dev.Fingerprint {
+			return nil // the same SMS twice in one mail is sent once
+		}
+	}
+	if res := ss.s.deps.Limits.CountRequest(ss.p.Identity()); !res.Allowed {
+		return &smtp.SMTPError{Code: 452, EnhancedCode: smtp.EnhancedCode{4, 7, 0},
+			Message: fmt.Sprintf("Rate limit: %d sends in this window; retry after %d seconds", res.Limit, res.ResetSeconds())}
+	}
+	ss.rcpts = append(ss.rcpts, recipient{phone: a.Phone, device: dev.Fingerprint, slot: slotOf(dev)})
+	return nil
+}
+
+// device is the device a recipient's SMS goes through: the one its address
+// names, or else the company's default: its emailDevice setting, or its
+// only device.
+func (ss *session) device(a Address) (store.Device, error) {
+	ctx := context.Background()
+	if a.Pool != "" {
+		// Sender pools are not in this server yet; their addresses are
+		// reserved so that they can be added without changing others.
+		return store.Device{}, &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1},
+			Message: "Sending through a pool is not supported by this server; name a device as +dev-FINGERPRINT"}
+	}
+	named := a.Device
+	if named == "" {
+		co, err := ss.s.deps.Accounts.Company(ctx, ss.p)
+		if err != nil {
+			ss.s.log.Error("smtp company", "err", err)
+			return store.Device{}, errUnavailable
+		}
+		named = co.EmailDevice
+	}
+	if named != "" {
+		d, err := ss.s.deps.Devices.Get(ctx, ss.p.CompanyID, named)
+		if problem.Is(err, problem.NotFound) && a.Device == "" {
+			return d, &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1},
+				Message: "The company's e-mail device (emailDevice of PATCH /company) is no longer paired; name a device in the address or set another"}
+		}
+		if problem.Is(err, problem.NotFound) {
+			return d, &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1}, Message: "The company has no device with that fingerprint"}
+		}
+		if err != nil {
+			ss.s.log.Error("smtp device", "err", err)
+			return d, errUnavailable
+		}
+		return d, nil
+	}
+	devs, err := ss.s.deps.Devices.List(ctx, ss.p.CompanyID)
+	if err != nil {
+		ss.s.log.Error("smtp devices", "err", err)
+		return store.Device{}, errUnavailable
+	}
+	switch len(devs) {
+	case 1:
+		return devs[0], nil
+	case 0:
+		return store.Device{}, &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1}, Message: "The company has no device to send from; pair a phone first"}
+	default:
+		return store.Device{}, &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 3},
+			Message: "The company has several devices: name one in the address, e.g. +15551234567+dev-FINGERPRINT@" + ss.s.cfg.Domain + ", or set emailDevice with PATCH /company"}
+	}
+}
+
+// slotOf is the SIM a mail's SMS leaves from: the device's selected SIM,
+// or for BOTH its first announced SIM (SIM1 when it announced none).
+func slotOf(d store.Device) string {
+	switch {
+	case d.SelectedSIM == proto.SIM1 || d.SelectedSIM == proto.SIM2:
+		return d.SelectedSIM
+	case len(d.SIMs) > 0:
+		return d.SIMs[0].Slot
+	}
+	return proto.SIM1
+}
+
+// Data queues one SMS per recipient through the API's send. A mail with a
+// Message-ID is idempotent per recipient for 24 h, as a send with an
+// Idempotency-Key: a client that retries after a temporary refusal (or a
+// lost reply) never sends an SMS twice.
+func (ss *session) Data(r io.Reader) error {
+	raw, err := io.ReadAll(r) // bounded by MaxMessageBytes: go-smtp answers 552 beyond it
+	if err != nil {
+		return err
+	}
+	if len(ss.rcpts) == 0 {
+		return &smtp.SMTPError{Code: 554, EnhancedCode: smtp.EnhancedCode{5, 5, 1}, Message: "No valid recipients"}
+	}
+	m, err := ReadMail(raw)
+	if err != nil {
+		return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 6, 0}, Message: "The mail cannot be read: " + asciiLine(err.Error())}
+	}
+	var queued []string
+	for _, rc := range ss.rcpts {
+		if err := ss.send(rc, m); err != nil {
+			return reply(err, rc.phone, queued, ss.s.log)
+		}
+		queued = append(queued, rc.phone)
+	}
+	ss.s.log.Info("mail queued as sms", "company_id", ss.p.CompanyID, "recipients", len(queued))
+	return nil
+}
+
+func (ss *session) send(rc recipient, m Mail) error {
+	key := store.IdempotencyKey{Route: IdempotencyRoute}
+	if m.MessageID != "" {
+		sum := sha256.Sum256([]byte(m.MessageID + "\x00" + rc.device + "\x00" + rc.phone))
+		key.Key = hex.EncodeToString(sum[:])
+		text := sha256.Sum256([]byte(m.Text))
+		key.Digest = hex.EncodeToString(text[:])
+	}
+	answer := func(msg store.Message) (int, []byte) {
+		body, _ := json.Marshal(map[string]string{"queueId": msg.UUID})
+		return http.StatusAccepted, body
+	}
+	_, prior, err := ss.s.deps.SMS.Send(context.Background(), sms.SendInput{
+		CompanyID: ss.p.CompanyID, UserID: ss.p.UserID, Device: rc.device, Phone: rc.phone,
+		Message: m.Text, SIMSlot: rc.slot, IdempotencyKey: key,
+	}, answer)
+	if err != nil {
+		return err
+	}
+	if prior != nil && prior.Digest != key.Digest {
+		return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 6, 0},
+			Message: "This Message-ID was sent within 24 hours with another text; send the new text as a new mail"}
+	}
+	return nil
+}
+
+func (ss *session) Reset() { ss.rcpts = nil }
+
+func (ss *session) Logout() error { return nil }
+
+// reply turns a refused send into the SMTP reply a mail client shows: 550
+// for what a retry cannot change, 452 for limits that renew, 451 for a
+// fault of the server. It names the recipient, and those queued before it
+// (a retry of the same mail does not queue them again).
+func reply(err error, to string, queued []string, log *slog.Logger) error {
+	var se *smtp.SMTPError
+	if errors.As(err, &se) {
+		return se
+	}
+	pe, ok := problem.As(err)
+	if !ok {
+		log.Error("smtp send", "err", err)
+		return errUnavailable
+	}
+	code, enh := 550, smtp.EnhancedCode{5, 0, 0}
+	msg := pe.Message
+	switch pe.Code {
+	case problem.RecipientOptedOut:
+		enh = smtp.EnhancedCode{5, 7, 1}
+	case problem.RateLimited, problem.PlanLimitReached, problem.StorageBudgetExceeded:
+		code, enh = 452, smtp.EnhancedCode{4, 2, 2}
+	case problem.NotFound:
+		enh = smtp.EnhancedCode{5, 1, 1}
+	case problem.DeviceDisabled, problem.SIMMismatch:
+		enh = smtp.EnhancedCode{5, 2, 1}
+	case problem.ValidationFailed:
+		enh = smtp.EnhancedCode{5, 6, 0}
+		if pe.Field == "message" {
+			msg = "The SMS text (the mail's body, signature and quoted reply cut) " + pe.Message
+		}
+	case problem.Internal, problem.Unavailable:
+		return errUnavailable
+	}
+	msg = "To " + to + ": " + strings.TrimSuffix(msg, ".")
+	if len(queued) > 0 {
+		msg += "; already queued for " + strings.Join(queued, ", ") + " (a retry of this mail with its Message-ID does not queue them again)"
+	}
+	return &smtp.SMTPError{Code: code, EnhancedCode: enh, Message: asciiLine(msg)}
+}
+
+// asciiLine keeps a reply on one line of printable ASCII, as SMTP replies are.
+func asciiLine(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r > 0x7e {
+			return ' '
+		}
+		return r
+	}, s)
+}

@@ -1,0 +1,146 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	netmail "net/mail"
+	"strings"
+	"time"
+
+	"github.com/simrelay/simrelay/mail"
+	"github.com/simrelay/simrelay/store"
+)
+
+// mailtoScheme marks an entry delivered by e-mail instead of an HTTP POST:
+// url "mailto:ops@example.com". It has the scopes, events, retries and
+// deliveries log of any entry; an attempt hands the mail to the server's
+// mail outbox (which retries SMTP on its own), and is logged with status
+// 202 once the mail is in the outbox.
+const mailtoScheme = "mailto:"
+
+// Mailer queues e-mail durably (mail.Service).
+type Mailer interface {
+	Send(ctx context.Context, m mail.Message) error
+}
+
+// SetMailer wires the mail outbox that e-mail entries are delivered
+// through; call it before serving. Without one, they are not sent.
+func (s *Service) SetMailer(m Mailer) { s.mailer = m }
+
+// isMailto reports whether an entry's URL is an e-mail address.
+func isMailto(u string) bool { return strings.HasPrefix(u, mailtoScheme) }
+
+// checkMailto reads a mailto: URL as one plain address (no name, no
+// headers, no second recipient) and returns it in its stored form.
+func checkMailto(raw string) (string, error) {
+	addr := strings.TrimSpace(raw[len(mailtoScheme):])
+	a, err := netmail.ParseAddress(addr)
+	if err != nil || a.Address != addr || a.Name != "" || strings.ContainsAny(addr, "?,;") {
+		return "", fmt.Errorf("must be mailto: and one e-mail address, e.g. mailto:ops@example.com")
+	}
+	return mailtoScheme + addr, nil
+}
+
+// companyAddress reports whether addr is the e-mail of a user of the
+// company. E-mail entries go only to the company's own people, so the
+// server's mail can never be pointed at a stranger's inbox.
+func (s *Service) companyAddress(companyID uint64, addr string) (bool, error) {
+	users, err := s.store.CompanyUsers(companyID)
+	if err != nil {
+		return false, err
+	}
+	for _, u := range users {
+		if strings.EqualFold(u.Email, addr) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// eventMail is the part of an event body an e-mail shows.
+type eventMail struct {
+	Type      string `json:"type"`
+	CreatedAt string `json:"created_at"`
+	Data      struct {
+		Phone             string `json:"phone"`
+		To                string `json:"to"`
+		Message           string `json:"message"`
+		Channel           string `json:"channel"`
+		DeviceFingerprint string `json:"device_fingerprint"`
+		SIMSlot           string `json:"sim_slot"`
+		ReceivedAt        string `json:"received_at"`
+		Status            string `json:"status"`
+		Error             string `json:"error"`
+	} `json:"data"`
+}
+
+// mailFor renders a delivery as an e-mail: for a received message, the
+// sender in the subject and the text as the body; for a status event, the
+// recipient and the status.
+func mailFor(to string, d store.WebhookDelivery) (mail.Message, error) {
+	var ev eventMail
+	if err := json.Unmarshal(d.Body, &ev); err != nil {
+		return mail.Message{}, fmt.Errorf("the event cannot be read: %v", err)
+	}
+	data := ev.Data
+	channel := data.Channel
+	if channel == "" {
+		channel = "sms"
+	}
+	label := map[string]string{"sms": "SMS", "whatsapp": "WhatsApp message", "imessage": "iMessage"}[channel]
+	if label == "" {
+		label = "message"
+	}
+	var subject string
+	var b strings.Builder
+	if strings.HasSuffix(ev.Type, ".received") {
+		subject = fmt.Sprintf("%s from %s", label, oneLine(data.Phone))
+		b.WriteString(data.Message)
+		b.WriteString("\n\n-- \n")
+		fmt.Fprintf(&b, "From: %s\n", data.Phone)
+		if data.To != "" {
+			fmt.Fprintf(&b, "To: %s\n", data.To)
+		}
+		if data.DeviceFingerprint != "" {
+			fmt.Fprintf(&b, "Device: %s", data.DeviceFingerprint)
+			if data.SIMSlot != "" {
+				fmt.Fprintf(&b, " (%s)", data.SIMSlot)
+			}
+			b.WriteString("\n")
+		}
+		if data.ReceivedAt != "" {
+			fmt.Fprintf(&b, "Received: %s\n", data.ReceivedAt)
+		}
+	} else {
+		subject = fmt.Sprintf("%s to %s: %s", label, oneLine(data.To), oneLine(data.Status))
+		fmt.Fprintf(&b, "The %s to %s is %s", label, data.To, data.Status)
+		if data.Error != "" {
+			fmt.Fprintf(&b, " (%s)", data.Error)
+		}
+		b.WriteString(".\n")
+	}
+	fmt.Fprintf(&b, "Event: %s, %s\n", ev.Type, d.UUID)
+	return mail.Message{To: to, Subject: clip(subject), Text: b.String()}, nil
+}
+
+// oneLine keeps a subject's part on one line.
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// sendMail makes one attempt at an e-mail delivery: the mail goes into the
+// outbox, or the attempt fails and is retried as any other.
+func (s *Service) sendMail(ctx context.Context, target string, d store.WebhookDelivery) outcome {
+	if s.mailer == nil {
+		return outcome{err: "not sent: e-mail is not wired into this server", notSent: true}
+	}
+	start := time.Now()
+	m, err := mailFor(strings.TrimPrefix(target, mailtoScheme), d)
+	if err != nil {
+		return outcome{url: target, err: clip(err.Error()), notSent: true}
+	}
+	if err := s.mailer.Send(ctx, m); err != nil {
+		return outcome{url: target, err: clip("the mail could not be queued: " + err.Error()), duration: time.Since(start)}
+	}
+	return outcome{url: target, status: http.StatusAccepted, duration: time.Since(start)}
+}

@@ -1,0 +1,63 @@
+package webhook
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/simrelay/simrelay/mail"
+	"github.com/simrelay/simrelay/mail/mailtest"
+	"github.com/simrelay/simrelay/problem"
+)
+
+// TestEmailEntry: an entry whose url is mailto: and the address of a user
+// of the company gets each inbound SMS in its scope as an e-mail, through
+// the server's mail outbox to a real SMTP inbox; an address of no user of
+// the company is refused.
+func TestEmailEntry(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.addDevice("phone-2")
+	inbox := mailtest.NewInbox(t)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	mailer, err := mail.New(mail.Config{SMTPURL: inbox.URL()}, f.st, log, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := New(Config{}, f.st, log, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc.SetMailer(mailer)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = mailer.Run(ctx) })
+	wg.Go(func() { _ = svc.Run(ctx) })
+	t.Cleanup(func() { cancel(); wg.Wait() })
+
+	for _, url := range []string{"mailto:stranger@example.com", "mailto:ana@example.com,bob@example.com", "mailto:Ana <ana@example.com>", "mailto:ana@example.com?subject=x"} {
+		_, err := svc.Replace(context.Background(), f.company, []EntryInput{{URL: url}})
+		if pe, ok := problem.As(err); !ok || pe.Field != "webhooks[0].url" {
+			t.Errorf("%s: got %v, want a refusal of webhooks[0].url", url, err)
+		}
+	}
+	f.configure(svc, EntryInput{URL: "mailto:ana@example.com", Devices: []string{f.device}})
+	f.inbound(svc, "phone-2", "SIM1", time.Now()) // out of the entry's scope
+	m := f.inbound(svc, f.device, "SIM1", time.Now())
+	got := inbox.WaitFor(t, "ana@example.com", 10*time.Second)
+	if got.Subject != "SMS from +15550100001" || !strings.HasPrefix(got.Text, m.Text+"\n") || !strings.Contains(got.Text, "Device: "+f.device) {
+		t.Errorf("mail: subject %q text %q; want the sender in the subject and %q first in the text", got.Subject, got.Text, m.Text)
+	}
+	eventually(t, "the delivery is logged", func() bool {
+		lines := f.lines()
+		return len(lines) == 1 && lines[0].StatusCode == http.StatusAccepted
+	})
+	if n := len(inbox.Messages()); n != 1 {
+		t.Errorf("the inbox holds %d mails, want 1 (the other device is out of scope)", n)
+	}
+}
