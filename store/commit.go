@@ -26,6 +26,8 @@ type committer struct {
 
 	// folded counts the record writes that folding saved (fold.go).
 	folded atomic.Uint64
+	// devices is the sends' device cache (sendcheck.go), the writer's own.
+	devices deviceCache
 
 	mu     sync.RWMutex // guards closed against sends on reqs
 	closed bool
