@@ -9,8 +9,8 @@ import (
 )
 
 // Messages and conversations, the records every send writes and every
-// report rewrites, are kept in a compact binary encoding; every other
-// record is JSON. getJSON, putJSON and jsonUnmarshal choose by the type,
+// report rewrites, and the activity events of reports, are kept in a
+// compact binary encoding; every other record is JSON. getJSON, putJSON and jsonUnmarshal choose by the type,
 // so no caller has to. A compact record starts with its tag byte; a JSON
 // one with '{', so records written before schema 7 (all JSON) are read as
 // they are and become compact when next written.
@@ -25,6 +25,7 @@ import (
 const (
 	tagMessage      = 0x01
 	tagConversation = 0x02
+	tagActivity     = 0x03
 )
 
 var errBadRecord = errors.New("malformed compact record")
@@ -40,6 +41,10 @@ func encodeRecord(v any) ([]byte, error) {
 		return r.appendRecord(), nil
 	case *Conversation:
 		return r.appendRecord(), nil
+	case Activity:
+		return r.appendRecord(), nil
+	case *Activity:
+		return r.appendRecord(), nil
 	}
 	return json.Marshal(v)
 }
@@ -54,6 +59,8 @@ func decodeRecord(raw []byte, v any) error {
 	case *Message:
 		return r.readRecord(raw)
 	case *Conversation:
+		return r.readRecord(raw)
+	case *Activity:
 		return r.readRecord(raw)
 	}
 	return fmt.Errorf("store: a compact record (tag %#x) read as %T", raw[0], v)
@@ -148,6 +155,23 @@ func (c *Conversation) readRecord(raw []byte) error {
 	r := recordReader{raw: raw, str: string(raw), off: 1}
 	*c = Conversation{Phone: r.string(), LastMessage: r.string(), LastMessageAt: r.time(), Direction: r.string(),
 		MessageCount: int(r.int()), LastID: r.uint()}
+	return r.done()
+}
+
+func (a *Activity) appendRecord() []byte {
+	b := make([]byte, 0, 1+len(a.Type)+len(a.Description)+2*10+15)
+	b = append(b, tagActivity)
+	b = appendString(b, a.Type)
+	b = appendTime(b, a.At)
+	return appendString(b, a.Description)
+}
+
+func (a *Activity) readRecord(raw []byte) error {
+	if raw[0] != tagActivity {
+		return fmt.Errorf("store: a record with tag %#x read as an activity event", raw[0])
+	}
+	r := recordReader{raw: raw, str: string(raw), off: 1}
+	*a = Activity{Type: r.string(), At: r.time(), Description: r.string()}
 	return r.done()
 }
 

@@ -40,10 +40,13 @@ func TestRecordRoundTrip(t *testing.T) {
 	filled(t, &m)
 	var c Conversation
 	filled(t, &c)
+	var a Activity
+	filled(t, &a)
 	for _, tc := range []struct {
 		in, out any
 	}{
-		{&m, new(Message)}, {&c, new(Conversation)}, {&Message{}, new(Message)}, {&Conversation{}, new(Conversation)},
+		{&m, new(Message)}, {&c, new(Conversation)}, {&a, new(Activity)},
+		{&Message{}, new(Message)}, {&Conversation{}, new(Conversation)}, {&Activity{}, new(Activity)},
 		{&Message{ID: 1, CreatedAt: time.Unix(0, 0).UTC(), Segments: -1}, new(Message)},
 	} {
 		raw, err := encodeRecord(tc.in)
@@ -164,5 +167,40 @@ func TestJSONRecordsOfEarlierStoresRead(t *testing.T) {
 	}
 	if raw := rawRecord(t, s, bucketMessages, itob(m.ID)); raw[0] != tagMessage {
 		t.Fatalf("the record after a status change: %q, want the compact encoding", raw)
+	}
+}
+
+// A report's activity event is written compact; one written as JSON by
+// an earlier store reads as before.
+func TestActivityStoredCompact(t *testing.T) {
+	t.Parallel()
+	s, d, msgs, t0 := foldFixture(t, 1)
+	m := msgs[0]
+	for _, status := range []string{MsgSending, MsgSent} {
+		if _, _, err := s.Transition(m.CompanyID, d.ID, m.UUID, status, "", "", t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	slot := pair(m.CompanyID, 0)
+	if raw := rawRecord(t, s, bucketActivity, slot); raw[0] != tagActivity {
+		t.Fatalf("the activity event of a report: %q, want the compact encoding", raw)
+	}
+	summary, err := s.DashboardSummary(m.CompanyID, t0.AddDate(0, 0, -1), t0.AddDate(0, 0, 1), 10)
+	if err != nil || len(summary.Recent) != 1 || summary.Recent[0].Type != ActMessageSent {
+		t.Fatalf("recent activity: %+v (%v), want the sent event", summary.Recent, err)
+	}
+	old := Activity{Type: ActMessageSent, At: t0, Description: "SMS to +1555… sent via an earlier build"}
+	if err := s.db.Update(func(tx *bolt.Tx) error {
+		js, err := json.Marshal(old)
+		if err != nil {
+			return err
+		}
+		return tx.Bucket(bucketActivity).Put(slot, js)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	summary, err = s.DashboardSummary(m.CompanyID, t0.AddDate(0, 0, -1), t0.AddDate(0, 0, 1), 10)
+	if err != nil || len(summary.Recent) != 1 || summary.Recent[0] != old {
+		t.Fatalf("recent activity from JSON: %+v (%v), want %+v", summary.Recent, err, old)
 	}
 }
