@@ -86,7 +86,7 @@ func (m *Message) appendRecord() []byte {
 	strs := len(m.UUID) + len(m.Device) + len(m.Direction) + len(m.Channel) + len(m.Phone) + len(m.Text) +
 		len(m.SIMSlot) + len(m.Status) + len(m.Error) + len(m.ClientID) + len(m.ReceivedAt) + len(m.StatusAt) +
 		len(m.Detail) + len(m.NumberRef) + len(m.Account) + len(m.ContentType) + len(m.MediaURL)
-	b := make([]byte, 0, 1+strs+17*2+8*10+4*15) // tag, strings with their lengths, integers, times: at most
+	b := make([]byte, 0, 1+strs+17*2+8*10+4*15) // tag, strings (each under 16 KB) with their lengths, integers, times
 	b = append(b, tagMessage)
 	b = binary.AppendUvarint(b, m.ID)
 	b = binary.AppendUvarint(b, m.CompanyID)
