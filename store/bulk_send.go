@@ -30,7 +30,7 @@ func (s *Store) EnqueueBulk(ms []Message, idemKey IdempotencyKey, now func() tim
 		if ik, prior = priorAnswer(tx, companyID, idemKey, now()); prior != nil {
 			return nil
 		}
-		d, err := sendingDevice(tx, companyID, ms[0].Device, check)
+		d, err := sendingDevice(tx, nil, companyID, ms[0].Device, check)
 		if err != nil {
 			return err
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -101,5 +102,46 @@ func TestSubmittedWritesRunInOrder(t *testing.T) {
 		if order[k] <= order[k-1] {
 			t.Fatalf("write %d ran after %d, want the order they were queued in", order[k], order[k-1])
 		}
+	}
+}
+
+// Records that are only ever added at the end of their bucket (messages by
+// id, UUIDv7s, expiries) fill their pages to appendFill, not to the half
+// that bbolt's default split leaves.
+func TestAppendedRecordsFillTheirPages(t *testing.T) {
+	t.Parallel()
+	s, d, _, t0 := foldFixture(t, 0)
+	var wg sync.WaitGroup
+	errs := make(chan error, 32)
+	for g := range 32 {
+		wg.Go(func() {
+			for i := range 64 {
+				m := Message{UUID: fmt.Sprintf("0190%04x-%04x-7000-8000-000000000000", g, i), CompanyID: d.CompanyID, Device: d.Fingerprint, Channel: "sms",
+					Phone: "+15551234567", Text: "Your code is 123456", SIMSlot: "SIM1", Segments: 1, ExpiresAt: t0.Add(time.Hour)}
+				if _, _, err := s.Enqueue(&m, IdempotencyKey{}, func() time.Time { return t0 }, nil, nil); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if err := s.db.View(func(tx *bolt.Tx) error {
+		st := tx.Bucket(bucketMessages).Stats()
+		if st.KeyN != 32*64 || st.LeafPageN < 10 {
+			t.Fatalf("%d messages on %d leaf pages", st.KeyN, st.LeafPageN)
+		}
+		fill := float64(st.LeafInuse) / float64(st.LeafAlloc)
+		t.Logf("%d messages on %d leaf pages, %.0f%% full", st.KeyN, st.LeafPageN, 100*fill)
+		if fill < 0.8 {
+			t.Errorf("the messages' leaf pages are %.0f%% full (%d of %d bytes on %d pages), want at least 80%%", 100*fill, st.LeafInuse, st.LeafAlloc, st.LeafPageN)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -31,13 +31,11 @@ func (s *Store) CompanyMessagesAfter(companyID, after uint64, limit int) (msgs [
 			}
 			scanned++
 			next = btoi(k)
-			var owner struct {
-				CompanyID uint64 `json:"company_id"`
-			}
-			if err := jsonUnmarshal(v, &owner); err != nil {
+			owner, err := messageCompany(v)
+			if err != nil {
 				return fmt.Errorf("message %d: %w", next, err)
 			}
-			if owner.CompanyID != companyID {
+			if owner != companyID {
 				continue
 			}
 			var m Message

@@ -137,7 +137,7 @@ func (s *Store) Enqueue(m *Message, idemKey IdempotencyKey, now func() time.Time
 		if ik, prior = priorAnswer(tx, m.CompanyID, idemKey, now()); prior != nil {
 			return nil
 		}
-		d, err := sendingDevice(tx, m.CompanyID, m.Device, check)
+		d, err := sendingDevice(tx, &s.commit.devices, m.CompanyID, m.Device, check)
 		if err != nil {
 			return err
 		}

@@ -256,6 +256,13 @@ func checkMigratedV1(t *testing.T, s *Store, old v1State) {
 			t.Errorf("message %d:\n got %+v\nwant %+v", id, got, was)
 		}
 	}
+	// The migration to schema 2 wrote every message anew: in the compact
+	// encoding of schema 7, read above as the JSON it was.
+	for id := range old.messages {
+		if raw := rawRecord(t, s, bucketMessages, itob(id)); raw[0] != tagMessage {
+			t.Errorf("message %d stored as %q after the migrations, want the compact encoding", id, raw)
+		}
+	}
 	if len(byName) != 3 || retiredA == 0 || retiredA == devB.ID || ids[retiredA] != "" || byName[devName{compA, v1KeepA}] != devA.ID || byName[devName{compB, v1Shared}] != devB.ID {
 		t.Fatalf("device ids of the messages %v; live devices %v; want A's shared-phone history on an id of its own", byName, ids)
 	}

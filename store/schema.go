@@ -31,6 +31,11 @@ var migrations = []func(tx *bolt.Tx) (done bool, err error){
 	// 5 -> 6: the counters' sums by company and by device per day, rolled
 	// up from the stored counters (migrate_v6.go).
 	migrateStatsSums,
+	// 6 -> 7: messages, conversations and activity events are written in a
+	// compact encoding (record.go). Records written before stay JSON, which
+	// this build reads, until they are next written; the version only keeps
+	// older builds, which read JSON alone, from opening the file.
+	whole(func(*bolt.Tx) error { return nil }),
 }
 
 // whole makes a migration that fits in one transaction a one-step one.

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"errors"
 	"time"
 
@@ -20,8 +21,10 @@ type vettedDevice struct {
 
 // sendingDevice vets the company's device for a send inside its
 // transaction: gone, disabled, or refused by check (the SIM asked for, say).
-func sendingDevice(tx *bolt.Tx, companyID uint64, fingerprint string, check func(Device) error) (vettedDevice, error) {
-	d, err := liveDevice(tx, companyID, fingerprint)
+// The writer's sends read the device through its cache (devs); nil reads
+// the record afresh.
+func sendingDevice(tx *bolt.Tx, devs *deviceCache, companyID uint64, fingerprint string, check func(Device) error) (vettedDevice, error) {
+	d, err := devs.live(tx, companyID, fingerprint)
 	switch {
 	case errors.Is(err, ErrDeviceGone):
 		return vettedDevice{refused: err}, nil
@@ -35,6 +38,52 @@ func sendingDevice(tx *bolt.Tx, companyID uint64, fingerprint string, check func
 		v.refused = check(d)
 	}
 	return v, nil
+}
+
+// maxCachedDevices bounds the writer's device cache: an entry is the
+// record's bytes and the decoded device, under 1 KB for a phone with two
+// SIMs, so at most about 4 MB.
+const maxCachedDevices = 4096
+
+// deviceCache holds the device records the writer decoded for sends, by
+// fingerprint, each with the bytes it was decoded from. A send whose
+// device record is byte for byte the one cached takes the decoded device
+// instead of decoding the record again; one changed since (or written by
+// a transaction that rolled back) does not match and is decoded afresh.
+// Only the writer's goroutine uses it. When full it starts over.
+type deviceCache struct {
+	byFingerprint map[string]cachedDevice
+}
+
+type cachedDevice struct {
+	raw []byte
+	d   Device
+}
+
+// live is liveDevice through the cache; a nil cache is liveDevice.
+func (c *deviceCache) live(tx *bolt.Tx, companyID uint64, fingerprint string) (Device, error) {
+	if c == nil {
+		return liveDevice(tx, companyID, fingerprint)
+	}
+	raw := tx.Bucket(bucketDevices).Get([]byte(fingerprint))
+	if raw == nil {
+		return Device{}, ErrDeviceGone
+	}
+	e, ok := c.byFingerprint[fingerprint]
+	if !ok || !bytes.Equal(e.raw, raw) {
+		e = cachedDevice{raw: bytes.Clone(raw)}
+		if err := jsonUnmarshal(raw, &e.d); err != nil {
+			return Device{}, err
+		}
+		if c.byFingerprint == nil || len(c.byFingerprint) >= maxCachedDevices {
+			c.byFingerprint = make(map[string]cachedDevice)
+		}
+		c.byFingerprint[fingerprint] = e
+	}
+	if e.d.CompanyID != companyID || e.d.ID == 0 {
+		return Device{}, ErrDeviceGone
+	}
+	return e.d, nil
 }
 
 // idempotencyTTL is how long a company's Idempotency-Key keeps its answer.

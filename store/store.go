@@ -3,7 +3,6 @@ package store
 import (
 	"crypto/rand"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -217,7 +216,9 @@ func btoi(b []byte) uint64 { return binary.BigEndian.Uint64(b) }
 // pair is the key of a two-level index entry: a then b, both big-endian.
 func pair(a, b uint64) []byte { return append(itob(a), itob(b)...) }
 
-func jsonUnmarshal(raw []byte, v any) error { return json.Unmarshal(raw, v) }
+// jsonUnmarshal, getJSON and putJSON read and write a stored record: JSON,
+// or for messages and conversations the compact encoding (record.go).
+func jsonUnmarshal(raw []byte, v any) error { return decodeRecord(raw, v) }
 
 // deleteWhere deletes the bucket's records for which drop (given the key and
 // the value) says so, and returns how many. The cursor is re-seated after each delete, as bbolt
@@ -248,11 +249,11 @@ func getJSON(b *bolt.Bucket, key []byte, v any) error {
 	if raw == nil {
 		return ErrNotFound
 	}
-	return json.Unmarshal(raw, v)
+	return decodeRecord(raw, v)
 }
 
 func putJSON(b *bolt.Bucket, key []byte, v any) error {
-	raw, err := json.Marshal(v)
+	raw, err := encodeRecord(v)
 	if err != nil {
 		return err
 	}
