@@ -54,6 +54,15 @@ func (s *Server) routes() []route {
 		{http.MethodDelete, "/device/delete/:device_fingerprint", admin, s.deleteDevice},
 		{http.MethodPatch, "/device/:device_fingerprint", member, s.patchDevice},
 
+		// Sender pools (docs/routing.md): roles as for devices.
+		{http.MethodGet, "/pools", member, s.listPools},
+		{http.MethodPost, "/pools", member, s.createPool},
+		{http.MethodGet, "/pools/:id", member, s.getPool},
+		{http.MethodPatch, "/pools/:id", member, s.patchPool},
+		{http.MethodDelete, "/pools/:id", admin, s.deletePool},
+		{http.MethodPost, "/pools/:id/members", member, s.addPoolMember},
+		{http.MethodDelete, "/pools/:id/members/:memberId", member, s.deletePoolMember},
+
 		// SMS.
 		{http.MethodPost, "/chat/send", member, s.chatSend},
 		{http.MethodPost, "/automation/send-sms", member, s.automationSend},

@@ -68,6 +68,10 @@ type Message struct {
 	Account     string `json:"account,omitempty"`
 	ContentType string `json:"content_type,omitempty"`
 	MediaURL    string `json:"media_url,omitempty"`
+	// Pool is the name of the sender pool a send named (pools.go), and
+	// PoolID its id; the pool chose Device and SIMSlot.
+	Pool   string `json:"pool,omitempty"`
+	PoolID uint64 `json:"pool_id,omitempty"`
 }
 
 // Conversation is the running summary of one device's exchange with one number.
@@ -126,8 +130,10 @@ func timeKey(t time.Time) []byte { return itob(uint64(t.UnixNano())) }
 // queued). answer builds the response from the stored message.
 //
 // check, when set, vets the device inside the transaction; its error refuses
-// the send without failing the writes it shares a commit with.
-func (s *Store) Enqueue(m *Message, idemKey IdempotencyKey, now func() time.Time, check func(Device) error, answer func(Message) (int, []byte)) (Message, *Idempotent, error) {
+// the send without failing the writes it shares a commit with. When m names
+// a pool, the pool chooses the device and SIM there (route), passing over
+// the members check refuses.
+func (s *Store) Enqueue(m *Message, idemKey IdempotencyKey, now func() time.Time, check DeviceCheck, answer func(Message) (int, []byte)) (Message, *Idempotent, error) {
 	var out Message
 	var prior *Idempotent
 	var refused error
@@ -137,7 +143,8 @@ func (s *Store) Enqueue(m *Message, idemKey IdempotencyKey, now func() time.Time
 		if ik, prior = priorAnswer(tx, m.CompanyID, idemKey, now()); prior != nil {
 			return nil
 		}
-		d, err := sendingDevice(tx, m.CompanyID, m.Device, check)
+		msg := *m
+		d, picker, err := route(tx, &msg, check)
 		if err != nil {
 			return err
 		}
@@ -147,7 +154,6 @@ func (s *Store) Enqueue(m *Message, idemKey IdempotencyKey, now func() time.Time
 		if refused = s.optedOutTx(tx, m.CompanyID, m.Channel, m.Phone, -1); refused != nil {
 			return nil
 		}
-		msg := *m
 		id, err := tx.Bucket(bucketMessages).NextSequence()
 		if err != nil {
 			return err
@@ -176,6 +182,11 @@ func (s *Store) Enqueue(m *Message, idemKey IdempotencyKey, now func() time.Time
 		}
 		if err := usage.add(tx); err != nil {
 			return err
+		}
+		if picker != nil {
+			if err := picker.commit(); err != nil {
+				return err
+			}
 		}
 		if err := insertMessage(tx, &msg); err != nil {
 			return err

@@ -19,8 +19,9 @@ type vettedDevice struct {
 }
 
 // sendingDevice vets the company's device for a send inside its
-// transaction: gone, disabled, or refused by check (the SIM asked for, say).
-func sendingDevice(tx *bolt.Tx, companyID uint64, fingerprint string, check func(Device) error) (vettedDevice, error) {
+// transaction: gone, disabled, or refused by check of slot (the SIM asked
+// for, say).
+func sendingDevice(tx *bolt.Tx, companyID uint64, fingerprint, slot string, check DeviceCheck) (vettedDevice, error) {
 	d, err := liveDevice(tx, companyID, fingerprint)
 	switch {
 	case errors.Is(err, ErrDeviceGone):
@@ -32,7 +33,7 @@ func sendingDevice(tx *bolt.Tx, companyID uint64, fingerprint string, check func
 	}
 	v := vettedDevice{Device: d}
 	if check != nil {
-		v.refused = check(d)
+		v.refused = check(d, slot)
 	}
 	return v, nil
 }

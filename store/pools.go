@@ -1,0 +1,558 @@
+package store
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Sender pools (docs/routing.md): a company's named set of (device, SIM)
+// members that a send may name instead of one device. The member is chosen
+// inside the send's transaction, so what the choice reads (queues, turns,
+// sticky entries) and what the send writes commit together.
+
+// Pool strategies.
+const (
+	PoolRoundRobin  = "round_robin"  // members in turn
+	PoolLeastLoaded = "least_loaded" // the member whose device has the fewest queued jobs
+	PoolSticky      = "sticky"       // the member that last talked to the recipient
+)
+
+// Bounds of what one company's pools cost (docs/routing.md).
+const (
+	// MaxPools is how many pools one company may define.
+	MaxPools = 50
+	// MaxPoolMembers is how many members one pool may have: a hundred
+	// dual-SIM phones.
+	MaxPoolMembers = 200
+	// loadCountCap is how far least_loaded counts a device's queue: a
+	// device with that many queued jobs or more counts as that many, so
+	// the choice reads at most this many keys per member.
+	loadCountCap = 100
+)
+
+// PoolMember is one (device, SIM) of a pool. Its id is the pool's and
+// stays with the (device, SIM) across edits of the pool.
+type PoolMember struct {
+	ID       uint64 `json:"id"`
+	DeviceID uint64 `json:"device_id"`
+	// Device is the device's fingerprint when the member was added.
+	Device  string `json:"device"`
+	SIMSlot string `json:"sim_slot"`
+}
+
+// Pool is a company's sender pool.
+type Pool struct {
+	ID        uint64 `json:"id"`
+	CompanyID uint64 `json:"company_id"`
+	Name      string `json:"name"`
+	Strategy  string `json:"strategy"`
+	// Fallback is how a sticky pool picks for a recipient it has no member
+	// for (round_robin or least_loaded); empty for the other strategies.
+	Fallback  string       `json:"fallback,omitempty"`
+	Members   []PoolMember `json:"members"`
+	MemberSeq uint64       `json:"member_seq"` // the last member id given out
+	CreatedAt time.Time    `json:"created_at"`
+	UpdatedAt time.Time    `json:"updated_at"`
+}
+
+// PoolInput is a pool's definition as a company writes it; members name
+// their device by fingerprint.
+type PoolInput struct {
+	Name     string
+	Strategy string
+	Fallback string
+	Members  []PoolMemberInput
+}
+
+// PoolMemberInput is one member as a company names it. DeviceID, when set,
+// keeps a member the pool has as it is (Input), even if its device is gone.
+type PoolMemberInput struct {
+	Device   string
+	SIMSlot  string
+	DeviceID uint64
+}
+
+// PoolMemberError is a pool definition whose member Index names a device
+// the company does not have (Err is ErrDeviceGone), or names a (device,
+// SIM) twice (ErrConflict).
+type PoolMemberError struct {
+	Index int
+	Err   error
+}
+
+func (e *PoolMemberError) Error() string { return fmt.Sprintf("member %d: %v", e.Index, e.Err) }
+func (e *PoolMemberError) Unwrap() error { return e.Err }
+
+var (
+	// ErrPoolGone is returned for a send through a pool the company does not have.
+	ErrPoolGone = errors.New("store: pool not found")
+	// ErrTooManyPools is returned when a company would have more than MaxPools.
+	ErrTooManyPools = errors.New("store: too many pools")
+)
+
+// PoolUnavailableError refuses a send through a pool none of whose members
+// can take it now; Reasons says why each member was passed over.
+type PoolUnavailableError struct {
+	Pool    string
+	Reasons []string
+}
+
+func (e *PoolUnavailableError) Error() string {
+	return fmt.Sprintf("no member of pool %s can send: %s", e.Pool, strings.Join(e.Reasons, "; "))
+}
+
+var (
+	bucketPools      = []byte("pools")       // company id + pool id -> Pool
+	bucketPoolNames  = []byte("pool_names")  // company id + lower-case name -> pool id
+	bucketPoolTurns  = []byte("pool_turns")  // company id + pool id -> round-robin turn
+	bucketPoolSticky = []byte("pool_sticky") // company id + pool id + phone -> device id + slot
+	poolBuckets      = [][]byte{bucketPools, bucketPoolNames, bucketPoolTurns, bucketPoolSticky}
+)
+
+func poolNameKey(companyID uint64, name string) []byte {
+	return append(itob(companyID), strings.ToLower(name)...)
+}
+
+// Pools returns the company's pools, oldest first.
+func (s *Store) Pools(companyID uint64) ([]Pool, error) {
+	var out []Pool
+	err := s.db.View(func(tx *bolt.Tx) error {
+		var err error
+		walkPrefix(tx.Bucket(bucketPools), itob(companyID), func(_, v []byte) bool {
+			var p Pool
+			if err = jsonUnmarshal(v, &p); err != nil {
+				return false
+			}
+			out = append(out, p)
+			return true
+		})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: pools of company %d: %w", companyID, err)
+	}
+	return out, nil
+}
+
+// Pool returns one of the company's pools; another company's is ErrNotFound.
+func (s *Store) Pool(companyID, id uint64) (Pool, error) {
+	var p Pool
+	err := s.db.View(func(tx *bolt.Tx) error { return getJSON(tx.Bucket(bucketPools), pair(companyID, id), &p) })
+	if err != nil {
+		return p, fmt.Errorf("store: pool %d: %w", id, err)
+	}
+	return p, nil
+}
+
+// PutPool creates (id 0) or changes the company's pool to what edit makes
+// of the pool as it is (the zero Pool for a new one), in one transaction;
+// edit's error is returned as it is. Members that name the same (device,
+// SIM) as before keep their ids. A name another pool of the company has is
+// ErrConflict; an unknown pool ErrNotFound; a member naming a device the
+// company does not have, or a (device, SIM) twice, a *PoolMemberError.
+func (s *Store) PutPool(companyID, id uint64, now time.Time, edit func(cur Pool) (PoolInput, error)) (Pool, error) {
+	var out Pool
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		pools, names := tx.Bucket(bucketPools), tx.Bucket(bucketPoolNames)
+		var p Pool
+		if id == 0 {
+			n := 0
+			walkPrefix(pools, itob(companyID), func(_, _ []byte) bool { n++; return n < MaxPools })
+			if n >= MaxPools {
+				return ErrTooManyPools
+			}
+			seq, err := pools.NextSequence()
+			if err != nil {
+				return err
+			}
+			p = Pool{ID: seq, CompanyID: companyID, CreatedAt: now.UTC()}
+		} else {
+			if err := getJSON(pools, pair(companyID, id), &p); err != nil {
+				return err
+			}
+			if err := names.Delete(poolNameKey(companyID, p.Name)); err != nil {
+				return err
+			}
+		}
+		in, err := edit(p)
+		if err != nil {
+			return err
+		}
+		if names.Get(poolNameKey(companyID, in.Name)) != nil {
+			return ErrConflict
+		}
+		members, err := resolveMembers(tx, companyID, &p, in.Members)
+		if err != nil {
+			return err
+		}
+		if p.Strategy != in.Strategy || !slices.Equal(p.Members, members) {
+			// Another order of members or strategy starts the turns afresh.
+			if err := tx.Bucket(bucketPoolTurns).Delete(pair(companyID, p.ID)); err != nil {
+				return err
+			}
+		}
+		p.Name, p.Strategy, p.Fallback, p.Members, p.UpdatedAt = in.Name, in.Strategy, in.Fallback, members, now.UTC()
+		if err := names.Put(poolNameKey(companyID, p.Name), itob(p.ID)); err != nil {
+			return err
+		}
+		out = p
+		return putJSON(pools, pair(companyID, p.ID), p)
+	})
+	if err != nil {
+		return out, fmt.Errorf("store: put pool: %w", err)
+	}
+	return out, nil
+}
+
+// Input is the pool's definition as PutPool takes it.
+func (p Pool) Input() PoolInput {
+	in := PoolInput{Name: p.Name, Strategy: p.Strategy, Fallback: p.Fallback, Members: make([]PoolMemberInput, len(p.Members))}
+	for i, m := range p.Members {
+		in.Members[i] = PoolMemberInput{Device: m.Device, SIMSlot: m.SIMSlot, DeviceID: m.DeviceID}
+	}
+	return in
+}
+
+// resolveMembers turns the members a company names into p's members,
+// keeping the ids of those p had and numbering the new ones.
+func resolveMembers(tx *bolt.Tx, companyID uint64, p *Pool, in []PoolMemberInput) ([]PoolMember, error) {
+	type ds struct {
+		dev  uint64
+		slot string
+	}
+	had := map[ds]uint64{}
+	for _, m := range p.Members {
+		had[ds{m.DeviceID, m.SIMSlot}] = m.ID
+	}
+	seen := map[ds]bool{}
+	out := make([]PoolMember, 0, len(in))
+	for i, m := range in {
+		d, err := liveDevice(tx, companyID, m.Device)
+		if err != nil {
+			// A member the pool has stays though its device is gone (it is
+			// passed over); a new one must name a live device.
+			if _, ok := had[ds{m.DeviceID, m.SIMSlot}]; !ok || m.DeviceID == 0 || !errors.Is(err, ErrDeviceGone) {
+				return nil, &PoolMemberError{Index: i, Err: err}
+			}
+			d = Device{ID: m.DeviceID, Fingerprint: m.Device}
+		}
+		k := ds{d.ID, m.SIMSlot}
+		if seen[k] {
+			return nil, &PoolMemberError{Index: i, Err: ErrConflict}
+		}
+		seen[k] = true
+		id, ok := had[k]
+		if !ok {
+			p.MemberSeq++
+			id = p.MemberSeq
+		}
+		out = append(out, PoolMember{ID: id, DeviceID: d.ID, Device: d.Fingerprint, SIMSlot: m.SIMSlot})
+	}
+	return out, nil
+}
+
+// DeletePool removes the company's pool with its turns and sticky entries.
+// Messages sent through it keep their device and the pool's name.
+func (s *Store) DeletePool(companyID, id uint64) (Pool, error) {
+	var p Pool
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		if err := getJSON(tx.Bucket(bucketPools), pair(companyID, id), &p); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketPools).Delete(pair(companyID, id)); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketPoolNames).Delete(poolNameKey(companyID, p.Name)); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketPoolTurns).Delete(pair(companyID, id)); err != nil {
+			return err
+		}
+		return deletePrefix(tx.Bucket(bucketPoolSticky), pair(companyID, id))
+	})
+	if err != nil {
+		return p, fmt.Errorf("store: delete pool %d: %w", id, err)
+	}
+	return p, nil
+}
+
+// deletePrefix deletes every key of b under prefix.
+func deletePrefix(b *bolt.Bucket, prefix []byte) error {
+	c := b.Cursor()
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Seek(prefix) {
+		if err := c.Delete(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// DeviceCheck vets a device for a send from slot inside the send's
+// transaction; its error refuses the send (or, in a pool, passes the member
+// over).
+type DeviceCheck func(d Device, slot string) error
+
+// poolPicker chooses members of one pool for the sends of one transaction:
+// it reads the pool, its turn and its members' state once and keeps what
+// its own picks add, so a bulk send spreads as single sends would.
+type poolPicker struct {
+	tx    *bolt.Tx
+	pool  Pool
+	check DeviceCheck
+	turn  uint64
+	// devices caches each member's device (nil: not live).
+	devices map[uint64]*Device
+	// load is each device's queued jobs (counted up to loadCountCap) plus
+	// this transaction's picks; nil until least_loaded needs it.
+	load map[uint64]int
+	// sticky is this transaction's picks by recipient, written at commit.
+	sticky map[string]PoolMember
+	// reasons says why members were passed over, for the refusal.
+	reasons []string
+}
+
+// openPool starts choosing from the company's pool named name; a name the
+// company has no pool under is ErrPoolGone.
+func openPool(tx *bolt.Tx, companyID uint64, name string, check DeviceCheck) (*poolPicker, error) {
+	id := tx.Bucket(bucketPoolNames).Get(poolNameKey(companyID, name))
+	if id == nil {
+		return nil, ErrPoolGone
+	}
+	pp := &poolPicker{tx: tx, check: check, devices: map[uint64]*Device{}}
+	if err := getJSON(tx.Bucket(bucketPools), pair(companyID, btoi(id)), &pp.pool); err != nil {
+		return nil, err
+	}
+	if v := tx.Bucket(bucketPoolTurns).Get(pair(companyID, pp.pool.ID)); len(v) == 8 {
+		pp.turn = btoi(v)
+	}
+	return pp, nil
+}
+
+// usable says whether member m can take a send now, noting why not.
+func (pp *poolPicker) usable(m PoolMember) (*Device, bool) {
+	d, ok := pp.devices[m.DeviceID]
+	if !ok {
+		dev, err := liveDeviceByID(pp.tx, pp.pool.CompanyID, m.DeviceID)
+		if err == nil {
+			d = &dev
+		}
+		pp.devices[m.DeviceID] = d
+	}
+	why := ""
+	switch {
+	case d == nil:
+		why = "its device was deleted"
+	case d.Status == DeviceDisabled:
+		why = "its device is disabled"
+	case pp.check != nil:
+		if err := pp.check(*d, m.SIMSlot); err != nil {
+			why = err.Error()
+		}
+	}
+	if why != "" {
+		pp.note(m, why)
+		return nil, false
+	}
+	return d, true
+}
+
+func (pp *poolPicker) note(m PoolMember, why string) {
+	if len(pp.reasons) < 10 {
+		pp.reasons = append(pp.reasons, fmt.Sprintf("member %d (%s %s): %s", m.ID, m.Device, m.SIMSlot, why))
+	}
+}
+
+// pick chooses the member for a send to phone.
+func (pp *poolPicker) pick(phone string) (PoolMember, *Device, error) {
+	pp.reasons = pp.reasons[:0]
+	n := len(pp.pool.Members)
+	if n == 0 {
+		return PoolMember{}, nil, &PoolUnavailableError{Pool: pp.pool.Name, Reasons: []string{"it has no members"}}
+	}
+	if pp.pool.Strategy == PoolSticky {
+		if m, d, ok := pp.stickyMember(phone); ok {
+			pp.remember(phone, m)
+			return m, d, nil
+		}
+	}
+	var m PoolMember
+	var d *Device
+	var ok bool
+	if pp.pool.Strategy == PoolLeastLoaded || (pp.pool.Strategy == PoolSticky && pp.pool.Fallback == PoolLeastLoaded) {
+		m, d, ok = pp.leastLoaded()
+	} else {
+		m, d, ok = pp.roundRobin()
+	}
+	if !ok {
+		return PoolMember{}, nil, &PoolUnavailableError{Pool: pp.pool.Name, Reasons: slices.Clone(pp.reasons)}
+	}
+	if pp.load != nil {
+		pp.load[m.DeviceID]++
+	}
+	pp.remember(phone, m)
+	return m, d, nil
+}
+
+func (pp *poolPicker) remember(phone string, m PoolMember) {
+	if pp.pool.Strategy != PoolSticky {
+		return
+	}
+	if pp.sticky == nil {
+		pp.sticky = map[string]PoolMember{}
+	}
+	pp.sticky[phone] = m
+}
+
+// roundRobin takes the next usable member after the last one taken.
+func (pp *poolPicker) roundRobin() (PoolMember, *Device, bool) {
+	n := uint64(len(pp.pool.Members))
+	for i := range n {
+		m := pp.pool.Members[(pp.turn+i)%n]
+		if d, ok := pp.usable(m); ok {
+			pp.turn += i + 1
+			return m, d, true
+		}
+	}
+	return PoolMember{}, nil, false
+}
+
+// leastLoaded takes the usable member whose device has the fewest queued
+// jobs; ties go in turn, so equal members share the sends evenly.
+func (pp *poolPicker) leastLoaded() (PoolMember, *Device, bool) {
+	if pp.load == nil {
+		pp.load = make(map[uint64]int, len(pp.pool.Members))
+		q := pp.tx.Bucket(bucketQueue)
+		for _, m := range pp.pool.Members {
+			if _, ok := pp.load[m.DeviceID]; ok {
+				continue
+			}
+			c := 0
+			walkPrefix(q, devKey(pp.pool.CompanyID, m.DeviceID), func(_, _ []byte) bool { c++; return c < loadCountCap })
+			pp.load[m.DeviceID] = c
+		}
+	}
+	n := len(pp.pool.Members)
+	order := make([]int, n)
+	for i := range order {
+		order[i] = int((pp.turn + uint64(i)) % uint64(n))
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		return pp.load[pp.pool.Members[a].DeviceID] - pp.load[pp.pool.Members[b].DeviceID]
+	})
+	for _, i := range order {
+		m := pp.pool.Members[i]
+		if d, ok := pp.usable(m); ok {
+			pp.turn = uint64(i) + 1
+			return m, d, true
+		}
+	}
+	return PoolMember{}, nil, false
+}
+
+// stickyMember is the usable member that last talked to phone: this
+// transaction's pick, the pool's sticky entry, or else the member whose
+// device's conversation with phone is the newest (an inbound text counts).
+func (pp *poolPicker) stickyMember(phone string) (PoolMember, *Device, bool) {
+	if m, ok := pp.sticky[phone]; ok {
+		d, ok := pp.usable(m)
+		return m, d, ok
+	}
+	find := func(dev uint64, slot string) (PoolMember, bool) {
+		for _, m := range pp.pool.Members {
+			if m.DeviceID == dev && (slot == "" || m.SIMSlot == slot) {
+				return m, true
+			}
+		}
+		return PoolMember{}, false
+	}
+	cid := pp.pool.CompanyID
+	if v := pp.tx.Bucket(bucketPoolSticky).Get(devKey(cid, pp.pool.ID, []byte(phone))); len(v) > 8 {
+		if m, ok := find(btoi(v[:8]), string(v[8:])); ok {
+			if d, ok := pp.usable(m); ok {
+				return m, d, true
+			}
+		}
+		return PoolMember{}, nil, false
+	}
+	var best Conversation
+	var bestDev uint64
+	seen := map[uint64]bool{}
+	for _, m := range pp.pool.Members {
+		if seen[m.DeviceID] {
+			continue
+		}
+		seen[m.DeviceID] = true
+		var c Conversation
+		if getJSON(pp.tx.Bucket(bucketConversations), convKey(cid, m.DeviceID, phone), &c) == nil && c.LastMessageAt.After(best.LastMessageAt) {
+			best, bestDev = c, m.DeviceID
+		}
+	}
+	if bestDev == 0 {
+		return PoolMember{}, nil, false
+	}
+	var last Message
+	if getJSON(pp.tx.Bucket(bucketMessages), itob(best.LastID), &last) != nil {
+		return PoolMember{}, nil, false
+	}
+	m, ok := find(bestDev, last.SIMSlot)
+	if !ok {
+		return PoolMember{}, nil, false
+	}
+	d, ok := pp.usable(m)
+	return m, d, ok
+}
+
+// commit writes the turn and the sticky entries of the transaction's picks.
+func (pp *poolPicker) commit() error {
+	cid := pp.pool.CompanyID
+	if err := pp.tx.Bucket(bucketPoolTurns).Put(pair(cid, pp.pool.ID), itob(pp.turn)); err != nil {
+		return err
+	}
+	b := pp.tx.Bucket(bucketPoolSticky)
+	for phone, m := range pp.sticky {
+		if err := b.Put(devKey(cid, pp.pool.ID, []byte(phone)), append(itob(m.DeviceID), m.SIMSlot...)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// route vets where a send goes inside its transaction: the device m names,
+// or, when m names a pool, the member the pool picks, whose device, SIM and
+// pool id it then sets on m. pp is the picker to commit with the send (nil
+// without a pool).
+func route(tx *bolt.Tx, m *Message, check DeviceCheck) (vettedDevice, *poolPicker, error) {
+	if m.Pool == "" {
+		d, err := sendingDevice(tx, m.CompanyID, m.Device, m.SIMSlot, check)
+		return d, nil, err
+	}
+	pp, err := openPool(tx, m.CompanyID, m.Pool, check)
+	if errors.Is(err, ErrPoolGone) {
+		return vettedDevice{refused: err}, nil, nil
+	}
+	if err != nil {
+		return vettedDevice{}, nil, err
+	}
+	d, err := pp.pickFor(m)
+	return d, pp, err
+}
+
+// pickFor picks the member for m and sets it on m.
+func (pp *poolPicker) pickFor(m *Message) (vettedDevice, error) {
+	mem, d, err := pp.pick(m.Phone)
+	if err != nil {
+		var pu *PoolUnavailableError
+		if errors.As(err, &pu) {
+			return vettedDevice{refused: err}, nil
+		}
+		return vettedDevice{}, err
+	}
+	m.Device, m.SIMSlot, m.PoolID = d.Fingerprint, mem.SIMSlot, pp.pool.ID
+	return vettedDevice{Device: *d}, nil
+}
