@@ -53,6 +53,8 @@ func (s *Server) routes() []route {
 		{http.MethodGet, "/device/list", member, s.deviceList},
 		{http.MethodDelete, "/device/delete/:device_fingerprint", admin, s.deleteDevice},
 		{http.MethodPatch, "/device/:device_fingerprint", member, s.patchDevice},
+		{http.MethodGet, "/device/:device_fingerprint/caps", member, s.getSIMCaps},
+		{http.MethodPut, "/device/:device_fingerprint/caps", member, s.putSIMCaps},
 
 		// Sender pools (docs/routing.md): roles as for devices.
 		{http.MethodGet, "/pools", member, s.listPools},

@@ -44,8 +44,12 @@ const (
 	IdempotencyKeyReused Code = "idempotency_key_reused"
 	// PoolUnavailable: no member of the sender pool can take the send now (409).
 	PoolUnavailable Code = "pool_unavailable"
-	Unavailable     Code = "unavailable" // the server is shutting down or not ready
-	Internal        Code = "internal"    // a server fault; the cause is logged, not sent
+	// SIMCapped: the SIM is at one of its caps (per day, per month, recipients per day) (429).
+	SIMCapped Code = "sim_capped"
+	// PoolCapped: every member of the pool that could send is at a cap of its SIM (429).
+	PoolCapped  Code = "pool_capped"
+	Unavailable Code = "unavailable" // the server is shutting down or not ready
+	Internal    Code = "internal"    // a server fault; the cause is logged, not sent
 )
 
 var statuses = map[Code]int{
@@ -73,6 +77,8 @@ var statuses = map[Code]int{
 	NumberPaused:          http.StatusForbidden,
 	IdempotencyKeyReused:  http.StatusUnprocessableEntity,
 	PoolUnavailable:       http.StatusConflict,
+	SIMCapped:             http.StatusTooManyRequests,
+	PoolCapped:            http.StatusTooManyRequests,
 	Unavailable:           http.StatusServiceUnavailable,
 	Internal:              http.StatusInternalServerError,
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -46,11 +47,20 @@ func routeInput(device, pool, slot string) (string, error) {
 	return slot, nil
 }
 
-// poolRefusal turns the store's refusals of a send through a pool into the
-// API's, or returns nil for any other error.
+// poolRefusal turns the store's refusals of a send through a pool, or of
+// one from a SIM at its cap, into the API's, or returns nil for any other
+// error.
 func poolRefusal(err error) error {
 	var pu *store.PoolUnavailableError
+	var pc *store.PoolCappedError
+	var sc *store.SIMCappedError
 	switch {
+	case errors.As(err, &sc):
+		return &problem.Error{Code: problem.SIMCapped, Field: "sim_slot", RetryAfter: seconds(sc.RetryAfter),
+			Message: fmt.Sprintf("The device's SIM in %s is at its %s cap of %d.", sc.Slot, capWords[sc.What], sc.Limit)}
+	case errors.As(err, &pc):
+		return &problem.Error{Code: problem.PoolCapped, Field: "pool", RetryAfter: seconds(pc.RetryAfter),
+			Message: "Every member of the pool that could send is at a cap of its SIM: " + strings.Join(pc.Reasons, "; ") + "."}
 	case errors.Is(err, store.ErrPoolGone):
 		return &problem.Error{Code: problem.NotFound, Field: "pool", Message: "No such pool."}
 	case errors.As(err, &pu):
@@ -58,6 +68,14 @@ func poolRefusal(err error) error {
 			Message: "No member of the pool can take the send now: " + strings.Join(pu.Reasons, "; ") + "."}
 	}
 	return nil
+}
+
+// capWords names each cap in a sentence.
+var capWords = map[string]string{store.CapPerDay: "messages per day", store.CapPerMonth: "messages per month", store.CapRecipientsPerDay: "recipients per day"}
+
+// seconds is a Retry-After: whole seconds, rounded up, at least 1.
+func seconds(d time.Duration) int {
+	return max(1, int((d+time.Second-1)/time.Second))
 }
 
 // queuedAll wakes the link of every device that got messages.

@@ -199,6 +199,9 @@ func (s *Service) Run(ctx context.Context) {
 			if _, err := s.store.PruneIdempotency(now.Add(-24 * time.Hour)); err != nil {
 				s.log.Error("prune idempotency keys", "err", err)
 			}
+			if _, err := s.store.PruneSIMCounts(now); err != nil {
+				s.log.Error("prune per-SIM counts", "err", err)
+			}
 			lastPrune = now
 		}
 		select {

@@ -34,7 +34,7 @@ func (s *Store) EnqueueBulk(ms []Message, idemKey IdempotencyKey, now func() tim
 			return nil
 		}
 		routed := slices.Clone(ms)
-		d, picker, err := route(tx, &routed[0], check)
+		d, placed, err := route(tx, &routed[0], check, now())
 		if err != nil {
 			return err
 		}
@@ -44,11 +44,7 @@ func (s *Store) EnqueueBulk(ms []Message, idemKey IdempotencyKey, now func() tim
 		devs := make([]uint64, len(ms))
 		devs[0] = d.ID
 		for i := 1; i < len(routed); i++ {
-			devs[i] = d.ID
-			if picker == nil {
-				continue
-			}
-			di, err := picker.pickFor(&routed[i])
+			di, err := placed.next(&routed[i])
 			if err != nil {
 				return err
 			}
@@ -86,10 +82,8 @@ func (s *Store) EnqueueBulk(ms []Message, idemKey IdempotencyKey, now func() tim
 		if err := tx.Bucket(bucketPlanUsage).Put(usage.key, itob(usage.used+uint64(len(ms)))); err != nil {
 			return err
 		}
-		if picker != nil {
-			if err := picker.commit(); err != nil {
-				return err
-			}
+		if err := placed.commit(); err != nil {
+			return err
 		}
 		stored := make([]Message, len(ms))
 		for i, m := range routed {

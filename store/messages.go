@@ -144,7 +144,7 @@ func (s *Store) Enqueue(m *Message, idemKey IdempotencyKey, now func() time.Time
 			return nil
 		}
 		msg := *m
-		d, picker, err := route(tx, &msg, check)
+		d, placed, err := route(tx, &msg, check, now())
 		if err != nil {
 			return err
 		}
@@ -183,10 +183,8 @@ func (s *Store) Enqueue(m *Message, idemKey IdempotencyKey, now func() time.Time
 		if err := usage.add(tx); err != nil {
 			return err
 		}
-		if picker != nil {
-			if err := picker.commit(); err != nil {
-				return err
-			}
+		if err := placed.commit(); err != nil {
+			return err
 		}
 		if err := insertMessage(tx, &msg); err != nil {
 			return err

@@ -107,6 +107,19 @@ func (e *PoolUnavailableError) Error() string {
 	return fmt.Sprintf("no member of pool %s can send: %s", e.Pool, strings.Join(e.Reasons, "; "))
 }
 
+// PoolCappedError refuses a send through a pool whose members that could
+// send are all at a cap of their SIM; RetryAfter is the soonest one of
+// them may send again.
+type PoolCappedError struct {
+	Pool       string
+	RetryAfter time.Duration
+	Reasons    []string
+}
+
+func (e *PoolCappedError) Error() string {
+	return fmt.Sprintf("every member of pool %s that could send is at a cap: %s", e.Pool, strings.Join(e.Reasons, "; "))
+}
+
 var (
 	bucketPools      = []byte("pools")       // company id + pool id -> Pool
 	bucketPoolNames  = []byte("pool_names")  // company id + lower-case name -> pool id
@@ -313,18 +326,22 @@ type poolPicker struct {
 	load map[uint64]int
 	// sticky is this transaction's picks by recipient, written at commit.
 	sticky map[string]PoolMember
-	// reasons says why members were passed over, for the refusal.
+	// tally counts the sends per SIM against the SIMs' caps.
+	tally *simTally
+	// reasons says why members were passed over, for the refusal; capped
+	// is the soonest a member passed over at its cap may send again.
 	reasons []string
+	capped  time.Duration
 }
 
 // openPool starts choosing from the company's pool named name; a name the
 // company has no pool under is ErrPoolGone.
-func openPool(tx *bolt.Tx, companyID uint64, name string, check DeviceCheck) (*poolPicker, error) {
+func openPool(tx *bolt.Tx, companyID uint64, name string, check DeviceCheck, tally *simTally) (*poolPicker, error) {
 	id := tx.Bucket(bucketPoolNames).Get(poolNameKey(companyID, name))
 	if id == nil {
 		return nil, ErrPoolGone
 	}
-	pp := &poolPicker{tx: tx, check: check, devices: map[uint64]*Device{}}
+	pp := &poolPicker{tx: tx, check: check, tally: tally, devices: map[uint64]*Device{}}
 	if err := getJSON(tx.Bucket(bucketPools), pair(companyID, btoi(id)), &pp.pool); err != nil {
 		return nil, err
 	}
@@ -334,8 +351,8 @@ func openPool(tx *bolt.Tx, companyID uint64, name string, check DeviceCheck) (*p
 	return pp, nil
 }
 
-// usable says whether member m can take a send now, noting why not.
-func (pp *poolPicker) usable(m PoolMember) (*Device, bool) {
+// usable says whether member m can take a send to phone now, noting why not.
+func (pp *poolPicker) usable(m PoolMember, phone string) (*Device, bool, error) {
 	d, ok := pp.devices[m.DeviceID]
 	if !ok {
 		dev, err := liveDeviceByID(pp.tx, pp.pool.CompanyID, m.DeviceID)
@@ -357,9 +374,20 @@ func (pp *poolPicker) usable(m PoolMember) (*Device, bool) {
 	}
 	if why != "" {
 		pp.note(m, why)
-		return nil, false
+		return nil, false, nil
 	}
-	return d, true
+	capped, err := pp.tally.allows(pp.pool.CompanyID, m.DeviceID, m.SIMSlot, phone)
+	if err != nil {
+		return nil, false, err
+	}
+	if capped != nil {
+		pp.note(m, fmt.Sprintf("at its %s cap of %d", capped.What, capped.Limit))
+		if pp.capped == 0 || capped.RetryAfter < pp.capped {
+			pp.capped = capped.RetryAfter
+		}
+		return nil, false, nil
+	}
+	return d, true, nil
 }
 
 func (pp *poolPicker) note(m PoolMember, why string) {
@@ -368,35 +396,42 @@ func (pp *poolPicker) note(m PoolMember, why string) {
 	}
 }
 
-// pick chooses the member for a send to phone.
+// pick chooses the member for a send to phone and counts the send
+// against its SIM's caps.
 func (pp *poolPicker) pick(phone string) (PoolMember, *Device, error) {
-	pp.reasons = pp.reasons[:0]
+	pp.reasons, pp.capped = pp.reasons[:0], 0
 	n := len(pp.pool.Members)
 	if n == 0 {
 		return PoolMember{}, nil, &PoolUnavailableError{Pool: pp.pool.Name, Reasons: []string{"it has no members"}}
 	}
-	if pp.pool.Strategy == PoolSticky {
-		if m, d, ok := pp.stickyMember(phone); ok {
-			pp.remember(phone, m)
-			return m, d, nil
-		}
-	}
 	var m PoolMember
 	var d *Device
 	var ok bool
-	if pp.pool.Strategy == PoolLeastLoaded || (pp.pool.Strategy == PoolSticky && pp.pool.Fallback == PoolLeastLoaded) {
-		m, d, ok = pp.leastLoaded()
-	} else {
-		m, d, ok = pp.roundRobin()
+	var err error
+	if pp.pool.Strategy == PoolSticky {
+		m, d, ok, err = pp.stickyMember(phone)
+	}
+	switch {
+	case err != nil || ok:
+	case pp.pool.Strategy == PoolLeastLoaded || (pp.pool.Strategy == PoolSticky && pp.pool.Fallback == PoolLeastLoaded):
+		m, d, ok, err = pp.leastLoaded(phone)
+	default:
+		m, d, ok, err = pp.roundRobin(phone)
+	}
+	if err != nil {
+		return PoolMember{}, nil, err
 	}
 	if !ok {
+		if pp.capped > 0 {
+			return PoolMember{}, nil, &PoolCappedError{Pool: pp.pool.Name, RetryAfter: pp.capped, Reasons: slices.Clone(pp.reasons)}
+		}
 		return PoolMember{}, nil, &PoolUnavailableError{Pool: pp.pool.Name, Reasons: slices.Clone(pp.reasons)}
 	}
 	if pp.load != nil {
 		pp.load[m.DeviceID]++
 	}
 	pp.remember(phone, m)
-	return m, d, nil
+	return m, d, pp.tally.take(pp.pool.CompanyID, m.DeviceID, m.SIMSlot, phone)
 }
 
 func (pp *poolPicker) remember(phone string, m PoolMember) {
@@ -410,21 +445,22 @@ func (pp *poolPicker) remember(phone string, m PoolMember) {
 }
 
 // roundRobin takes the next usable member after the last one taken.
-func (pp *poolPicker) roundRobin() (PoolMember, *Device, bool) {
+func (pp *poolPicker) roundRobin(phone string) (PoolMember, *Device, bool, error) {
 	n := uint64(len(pp.pool.Members))
 	for i := range n {
 		m := pp.pool.Members[(pp.turn+i)%n]
-		if d, ok := pp.usable(m); ok {
+		d, ok, err := pp.usable(m, phone)
+		if err != nil || ok {
 			pp.turn += i + 1
-			return m, d, true
+			return m, d, ok, err
 		}
 	}
-	return PoolMember{}, nil, false
+	return PoolMember{}, nil, false, nil
 }
 
 // leastLoaded takes the usable member whose device has the fewest queued
 // jobs; ties go in turn, so equal members share the sends evenly.
-func (pp *poolPicker) leastLoaded() (PoolMember, *Device, bool) {
+func (pp *poolPicker) leastLoaded(phone string) (PoolMember, *Device, bool, error) {
 	if pp.load == nil {
 		pp.load = make(map[uint64]int, len(pp.pool.Members))
 		q := pp.tx.Bucket(bucketQueue)
@@ -447,21 +483,22 @@ func (pp *poolPicker) leastLoaded() (PoolMember, *Device, bool) {
 	})
 	for _, i := range order {
 		m := pp.pool.Members[i]
-		if d, ok := pp.usable(m); ok {
+		d, ok, err := pp.usable(m, phone)
+		if err != nil || ok {
 			pp.turn = uint64(i) + 1
-			return m, d, true
+			return m, d, ok, err
 		}
 	}
-	return PoolMember{}, nil, false
+	return PoolMember{}, nil, false, nil
 }
 
 // stickyMember is the usable member that last talked to phone: this
 // transaction's pick, the pool's sticky entry, or else the member whose
 // device's conversation with phone is the newest (an inbound text counts).
-func (pp *poolPicker) stickyMember(phone string) (PoolMember, *Device, bool) {
+func (pp *poolPicker) stickyMember(phone string) (PoolMember, *Device, bool, error) {
 	if m, ok := pp.sticky[phone]; ok {
-		d, ok := pp.usable(m)
-		return m, d, ok
+		d, ok, err := pp.usable(m, phone)
+		return m, d, ok, err
 	}
 	find := func(dev uint64, slot string) (PoolMember, bool) {
 		for _, m := range pp.pool.Members {
@@ -474,11 +511,9 @@ func (pp *poolPicker) stickyMember(phone string) (PoolMember, *Device, bool) {
 	cid := pp.pool.CompanyID
 	if v := pp.tx.Bucket(bucketPoolSticky).Get(devKey(cid, pp.pool.ID, []byte(phone))); len(v) > 8 {
 		if m, ok := find(btoi(v[:8]), string(v[8:])); ok {
-			if d, ok := pp.usable(m); ok {
-				return m, d, true
-			}
+			return pp.usableOr(m, phone)
 		}
-		return PoolMember{}, nil, false
+		return PoolMember{}, nil, false, nil
 	}
 	var best Conversation
 	var bestDev uint64
@@ -494,22 +529,30 @@ func (pp *poolPicker) stickyMember(phone string) (PoolMember, *Device, bool) {
 		}
 	}
 	if bestDev == 0 {
-		return PoolMember{}, nil, false
+		return PoolMember{}, nil, false, nil
 	}
 	var last Message
-	if getJSON(pp.tx.Bucket(bucketMessages), itob(best.LastID), &last) != nil {
-		return PoolMember{}, nil, false
+	if err := getJSON(pp.tx.Bucket(bucketMessages), itob(best.LastID), &last); err != nil {
+		return PoolMember{}, nil, false, err
 	}
 	m, ok := find(bestDev, last.SIMSlot)
 	if !ok {
-		return PoolMember{}, nil, false
+		return PoolMember{}, nil, false, nil
 	}
-	d, ok := pp.usable(m)
-	return m, d, ok
+	return pp.usableOr(m, phone)
+}
+
+// usableOr is usable for sticky's member: one that cannot send is no error.
+func (pp *poolPicker) usableOr(m PoolMember, phone string) (PoolMember, *Device, bool, error) {
+	d, ok, err := pp.usable(m, phone)
+	return m, d, ok, err
 }
 
 // commit writes the turn and the sticky entries of the transaction's picks.
 func (pp *poolPicker) commit() error {
+	if err := pp.tally.flush(); err != nil {
+		return err
+	}
 	cid := pp.pool.CompanyID
 	if err := pp.tx.Bucket(bucketPoolTurns).Put(pair(cid, pp.pool.ID), itob(pp.turn)); err != nil {
 		return err
@@ -523,24 +566,61 @@ func (pp *poolPicker) commit() error {
 	return nil
 }
 
+// router places the sends of one transaction: through the device they
+// name, or through the pool they name, and counts them against their
+// SIMs' caps.
+type router struct {
+	tally *simTally
+	pool  *poolPicker  // nil for a device send
+	dev   vettedDevice // the device of a device send
+}
+
 // route vets where a send goes inside its transaction: the device m names,
 // or, when m names a pool, the member the pool picks, whose device, SIM and
-// pool id it then sets on m. pp is the picker to commit with the send (nil
-// without a pool).
-func route(tx *bolt.Tx, m *Message, check DeviceCheck) (vettedDevice, *poolPicker, error) {
+// pool id it then sets on m. Call r.next for each further message of the
+// same request, and r.commit with the writes.
+func route(tx *bolt.Tx, m *Message, check DeviceCheck, now time.Time) (vettedDevice, *router, error) {
+	r := &router{tally: newSIMTally(tx, now)}
 	if m.Pool == "" {
 		d, err := sendingDevice(tx, m.CompanyID, m.Device, m.SIMSlot, check)
-		return d, nil, err
+		if err != nil || d.refused != nil {
+			return d, r, err
+		}
+		r.dev = d
+		d, err = r.next(m)
+		return d, r, err
 	}
-	pp, err := openPool(tx, m.CompanyID, m.Pool, check)
+	pp, err := openPool(tx, m.CompanyID, m.Pool, check, r.tally)
 	if errors.Is(err, ErrPoolGone) {
-		return vettedDevice{refused: err}, nil, nil
+		return vettedDevice{refused: err}, r, nil
 	}
 	if err != nil {
 		return vettedDevice{}, nil, err
 	}
-	d, err := pp.pickFor(m)
-	return d, pp, err
+	r.pool = pp
+	d, err := r.next(m)
+	return d, r, err
+}
+
+// next places one more message of the request.
+func (r *router) next(m *Message) (vettedDevice, error) {
+	if r.pool != nil {
+		return r.pool.pickFor(m)
+	}
+	capped, err := r.tally.allows(m.CompanyID, r.dev.ID, m.SIMSlot, m.Phone)
+	if err != nil || capped != nil {
+		return vettedDevice{refused: capped}, err
+	}
+	return r.dev, r.tally.take(m.CompanyID, r.dev.ID, m.SIMSlot, m.Phone)
+}
+
+// commit writes what the placing changed: the counts, and a pool's turn
+// and sticky entries.
+func (r *router) commit() error {
+	if r.pool != nil {
+		return r.pool.commit()
+	}
+	return r.tally.flush()
 }
 
 // pickFor picks the member for m and sets it on m.
@@ -548,7 +628,8 @@ func (pp *poolPicker) pickFor(m *Message) (vettedDevice, error) {
 	mem, d, err := pp.pick(m.Phone)
 	if err != nil {
 		var pu *PoolUnavailableError
-		if errors.As(err, &pu) {
+		var pc *PoolCappedError
+		if errors.As(err, &pu) || errors.As(err, &pc) {
 			return vettedDevice{refused: err}, nil
 		}
 		return vettedDevice{}, err

@@ -62,3 +62,44 @@ func TestPoolStickySurvivesRestart(t *testing.T) {
 		t.Errorf("the next new recipient went from %s, want fp-0/SIM1", got)
 	}
 }
+
+// The per-SIM counts of past days and months and the recipients of past
+// days are pruned; today's stay, and so do the caps.
+func TestSIMCountsPruned(t *testing.T) {
+	t.Parallel()
+	s := open(t, t.TempDir())
+	c, _ := newCompany(t, s, "a@example.com", "k")
+	if err := s.ProvisionDevices([]Device{{Fingerprint: "fp", CompanyID: c.ID, Status: DeviceActive, SelectedSIM: "BOTH", TokenHash: []byte("t")}}); err != nil {
+		t.Fatal(err)
+	}
+	day1 := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	if _, err := s.SetSIMCaps(c.ID, "fp", map[string]SIMCaps{"SIM1": {PerDay: 5, RecipientsPerDay: 5}}, day1); err != nil {
+		t.Fatal(err)
+	}
+	send := func(at time.Time, to string) {
+		t.Helper()
+		m := Message{UUID: to + at.String(), CompanyID: c.ID, Device: "fp", Channel: "sms", Phone: to, Text: "x", SIMSlot: "SIM1"}
+		if _, _, err := s.Enqueue(&m, IdempotencyKey{}, func() time.Time { return at }, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(day1, "+15550000001")
+	send(day1, "+15550000002")
+	day2 := day1.Add(24 * time.Hour) // December 1st: a new day and a new month
+	send(day2, "+15550000001")
+	n, err := s.PruneSIMCounts(day2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Day 1's day count, recipients count and month count, and its two recipients.
+	if n != 5 {
+		t.Errorf("pruned %d keys, want 5", n)
+	}
+	us, err := s.SIMUsages(c.ID, "fp", day2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := us[0]; u.Day != 1 || u.Month != 1 || u.Recipients != 1 || u.Caps.PerDay != 5 {
+		t.Errorf("after pruning: %+v, want today's counts and the caps kept", u)
+	}
+}
