@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -18,17 +19,19 @@ type poolMemberJSON struct {
 }
 
 type poolJSON struct {
-	ID        uint64           `json:"id"`
-	Name      string           `json:"name"`
-	Strategy  string           `json:"strategy"`
-	Fallback  string           `json:"fallback,omitempty"`
-	Members   []poolMemberJSON `json:"members"`
-	CreatedAt string           `json:"created_at"`
-	UpdatedAt string           `json:"updated_at"`
+	ID       uint64 `json:"id"`
+	Name     string `json:"name"`
+	Strategy string `json:"strategy"`
+	Fallback string `json:"fallback,omitempty"`
+	// FailoverAfter is in seconds; 0: no failover.
+	FailoverAfter int64            `json:"failover_after"`
+	Members       []poolMemberJSON `json:"members"`
+	CreatedAt     string           `json:"created_at"`
+	UpdatedAt     string           `json:"updated_at"`
 }
 
 func poolOut(p store.Pool) poolJSON {
-	out := poolJSON{ID: p.ID, Name: p.Name, Strategy: p.Strategy, Fallback: p.Fallback,
+	out := poolJSON{ID: p.ID, Name: p.Name, Strategy: p.Strategy, Fallback: p.Fallback, FailoverAfter: int64(p.FailoverAfter / time.Second),
 		Members: make([]poolMemberJSON, len(p.Members)), CreatedAt: ts(p.CreatedAt), UpdatedAt: ts(p.UpdatedAt)}
 	for i, m := range p.Members {
 		out.Members[i] = memberOut(m)
@@ -46,14 +49,15 @@ type poolMemberBody struct {
 }
 
 type poolBody struct {
-	Name     *string           `json:"name"`
-	Strategy *string           `json:"strategy"`
-	Fallback *string           `json:"fallback"`
-	Members  *[]poolMemberBody `json:"members"`
+	Name          *string           `json:"name"`
+	Strategy      *string           `json:"strategy"`
+	Fallback      *string           `json:"fallback"`
+	FailoverAfter *int64            `json:"failover_after"`
+	Members       *[]poolMemberBody `json:"members"`
 }
 
 func (b poolBody) input() sms.PoolInput {
-	in := sms.PoolInput{Name: b.Name, Strategy: b.Strategy, Fallback: b.Fallback}
+	in := sms.PoolInput{Name: b.Name, Strategy: b.Strategy, Fallback: b.Fallback, FailoverAfter: b.FailoverAfter}
 	if b.Members != nil {
 		ms := make([]sms.PoolMemberInput, len(*b.Members))
 		for i, m := range *b.Members {

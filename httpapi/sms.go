@@ -101,6 +101,16 @@ type queueJSON struct {
 	SendAt string `json:"send_at,omitempty"`
 	// Where a pool sent the message, for a send through a pool only.
 	*routeJSON
+	// Attempts are the members a failover moved the message off, oldest
+	// first; only for a message that moved.
+	Attempts []attemptJSON `json:"attempts,omitempty"`
+}
+
+type attemptJSON struct {
+	DeviceFingerprint string `json:"device_fingerprint"`
+	SIMSlot           string `json:"sim_slot"`
+	Reason            string `json:"reason"`
+	MovedAt           string `json:"moved_at"`
 }
 
 // queueItem is a send's queue item.
@@ -108,6 +118,9 @@ func queueItem(m store.Message) queueJSON {
 	q := queueJSON{QueueID: m.UUID, ID: m.ID, Status: m.Status, Error: m.Error, UpdatedAt: ts(m.UpdatedAt), routeJSON: routeOf(m)}
 	if !m.SendAt.IsZero() {
 		q.SendAt = ts(m.SendAt)
+	}
+	for _, a := range m.Attempts {
+		q.Attempts = append(q.Attempts, attemptJSON{DeviceFingerprint: a.Device, SIMSlot: a.SIMSlot, Reason: a.Reason, MovedAt: ts(a.MovedAt)})
 	}
 	return q
 }

@@ -95,8 +95,19 @@ type PoolInput struct {
 	Name     *string
 	Strategy *string
 	Fallback *string
-	Members  *[]PoolMemberInput
+	// FailoverAfter is in seconds: 0 (off) or 60 to 604,800.
+	FailoverAfter *int64
+	Members       *[]PoolMemberInput
 }
+
+// DefaultFailoverAfter is a new pool's failover_after: phones drop their
+// link for a minute or two as they sleep or change networks, and come back;
+// a phone gone for ten minutes is gone, while its messages are still on time.
+const DefaultFailoverAfter = 10 * time.Minute
+
+// maxFailoverAfter bounds failover_after: a week, well past the messages'
+// time to live.
+const maxFailoverAfter = 7 * 24 * time.Hour
 
 // PoolMemberInput is one member of a pool definition.
 type PoolMemberInput struct {
@@ -250,6 +261,16 @@ func poolDefinition(cur store.Pool, in PoolInput) (store.PoolInput, error) {
 		if def.Fallback != store.PoolRoundRobin && def.Fallback != store.PoolLeastLoaded {
 			return def, problem.Invalid("fallback", "must be round_robin or least_loaded")
 		}
+	}
+	if cur.ID == 0 {
+		def.FailoverAfter = DefaultFailoverAfter
+	}
+	if in.FailoverAfter != nil {
+		d := time.Duration(*in.FailoverAfter) * time.Second
+		if *in.FailoverAfter != 0 && (*in.FailoverAfter < 60 || d > maxFailoverAfter) {
+			return def, problem.Invalid("failover_after", "must be 0 (no failover) or 60 to 604800 seconds")
+		}
+		def.FailoverAfter = d
 	}
 	if in.Members != nil {
 		ms := *in.Members

@@ -59,6 +59,10 @@ type Service struct {
 	log       *slog.Logger
 	now       func() time.Time
 	sched     *wakeup.Signal // wakes the scheduler when a scheduled message is stored (schedule.go)
+	// hub, startSeq and started serve the failover sweep (failover.go).
+	hub      FailoverHub
+	startSeq uint64
+	started  time.Time
 }
 
 // New returns the service. dispatch may be set later with SetDispatcher, as
@@ -187,9 +191,10 @@ func slotCheck(dev store.Device, slot string) error {
 // Run expires queued messages past their TTL, prunes old idempotency
 // answers and queues scheduled messages at their time, until ctx ends.
 func (s *Service) Run(ctx context.Context) {
-	done := make(chan struct{})
-	go func() { defer close(done); s.runScheduler(ctx) }()
-	defer func() { <-done }()
+	done := make(chan struct{}, 2)
+	go func() { defer func() { done <- struct{}{} }(); s.runScheduler(ctx) }()
+	go func() { defer func() { done <- struct{}{} }(); s.runFailover(ctx) }()
+	defer func() { <-done; <-done }()
 	t := time.NewTicker(expireEvery)
 	defer t.Stop()
 	lastPrune := s.now()

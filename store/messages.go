@@ -72,6 +72,9 @@ type Message struct {
 	// PoolID its id; the pool chose Device and SIMSlot.
 	Pool   string `json:"pool,omitempty"`
 	PoolID uint64 `json:"pool_id,omitempty"`
+	// Attempts are the members a pool's message was queued on before a
+	// failover moved it (failover.go), oldest first.
+	Attempts []Attempt `json:"attempts,omitempty"`
 }
 
 // Conversation is the running summary of one device's exchange with one number.
@@ -392,6 +395,9 @@ func (s *Store) transitionTx(tx *bolt.Tx, f *fold, t *Transit, companyID, device
 		m.Detail = detail
 	}
 	t.out, t.moved = m, true
+	if err := noteOutcome(tx, m, status, errText, now); err != nil {
+		return err
+	}
 	if err := countTransition(tx, m, from, d.Label, now); err != nil {
 		return err
 	}

@@ -54,20 +54,25 @@ type Pool struct {
 	Strategy  string `json:"strategy"`
 	// Fallback is how a sticky pool picks for a recipient it has no member
 	// for (round_robin or least_loaded); empty for the other strategies.
-	Fallback  string       `json:"fallback,omitempty"`
-	Members   []PoolMember `json:"members"`
-	MemberSeq uint64       `json:"member_seq"` // the last member id given out
-	CreatedAt time.Time    `json:"created_at"`
-	UpdatedAt time.Time    `json:"updated_at"`
+	Fallback string `json:"fallback,omitempty"`
+	// FailoverAfter is how long a member's device may be offline before
+	// the pool's queued jobs on it move to other members; 0 turns failover
+	// off (failover.go).
+	FailoverAfter time.Duration `json:"failover_after,omitempty"`
+	Members       []PoolMember  `json:"members"`
+	MemberSeq     uint64        `json:"member_seq"` // the last member id given out
+	CreatedAt     time.Time     `json:"created_at"`
+	UpdatedAt     time.Time     `json:"updated_at"`
 }
 
 // PoolInput is a pool's definition as a company writes it; members name
 // their device by fingerprint.
 type PoolInput struct {
-	Name     string
-	Strategy string
-	Fallback string
-	Members  []PoolMemberInput
+	Name          string
+	Strategy      string
+	Fallback      string
+	FailoverAfter time.Duration
+	Members       []PoolMemberInput
 }
 
 // PoolMemberInput is one member as a company names it. DeviceID, when set,
@@ -210,7 +215,7 @@ func (s *Store) PutPool(companyID, id uint64, now time.Time, edit func(cur Pool)
 				return err
 			}
 		}
-		p.Name, p.Strategy, p.Fallback, p.Members, p.UpdatedAt = in.Name, in.Strategy, in.Fallback, members, now.UTC()
+		p.Name, p.Strategy, p.Fallback, p.FailoverAfter, p.Members, p.UpdatedAt = in.Name, in.Strategy, in.Fallback, in.FailoverAfter, members, now.UTC()
 		if err := names.Put(poolNameKey(companyID, p.Name), itob(p.ID)); err != nil {
 			return err
 		}
@@ -225,7 +230,7 @@ func (s *Store) PutPool(companyID, id uint64, now time.Time, edit func(cur Pool)
 
 // Input is the pool's definition as PutPool takes it.
 func (p Pool) Input() PoolInput {
-	in := PoolInput{Name: p.Name, Strategy: p.Strategy, Fallback: p.Fallback, Members: make([]PoolMemberInput, len(p.Members))}
+	in := PoolInput{Name: p.Name, Strategy: p.Strategy, Fallback: p.Fallback, FailoverAfter: p.FailoverAfter, Members: make([]PoolMemberInput, len(p.Members))}
 	for i, m := range p.Members {
 		in.Members[i] = PoolMemberInput{Device: m.Device, SIMSlot: m.SIMSlot, DeviceID: m.DeviceID}
 	}
@@ -328,6 +333,8 @@ type poolPicker struct {
 	sticky map[string]PoolMember
 	// tally counts the sends per SIM against the SIMs' caps.
 	tally *simTally
+	// skip, when set, passes members over for a reason of the caller's.
+	skip func(PoolMember) string
 	// reasons says why members were passed over, for the refusal; capped
 	// is the soonest a member passed over at its cap may send again.
 	reasons []string
@@ -341,14 +348,20 @@ func openPool(tx *bolt.Tx, companyID uint64, name string, check DeviceCheck, tal
 	if id == nil {
 		return nil, ErrPoolGone
 	}
-	pp := &poolPicker{tx: tx, check: check, tally: tally, devices: map[uint64]*Device{}}
-	if err := getJSON(tx.Bucket(bucketPools), pair(companyID, btoi(id)), &pp.pool); err != nil {
+	var p Pool
+	if err := getJSON(tx.Bucket(bucketPools), pair(companyID, btoi(id)), &p); err != nil {
 		return nil, err
 	}
-	if v := tx.Bucket(bucketPoolTurns).Get(pair(companyID, pp.pool.ID)); len(v) == 8 {
+	return newPicker(tx, p, check, tally), nil
+}
+
+// newPicker starts choosing from pool p, at its stored turn.
+func newPicker(tx *bolt.Tx, p Pool, check DeviceCheck, tally *simTally) *poolPicker {
+	pp := &poolPicker{tx: tx, pool: p, check: check, tally: tally, devices: map[uint64]*Device{}}
+	if v := tx.Bucket(bucketPoolTurns).Get(pair(p.CompanyID, p.ID)); len(v) == 8 {
 		pp.turn = btoi(v)
 	}
-	return pp, nil
+	return pp
 }
 
 // usable says whether member m can take a send to phone now, noting why not.
@@ -362,11 +375,17 @@ func (pp *poolPicker) usable(m PoolMember, phone string) (*Device, bool, error) 
 		pp.devices[m.DeviceID] = d
 	}
 	why := ""
+	if pp.skip != nil {
+		why = pp.skip(m)
+	}
 	switch {
+	case why != "":
 	case d == nil:
 		why = "its device was deleted"
 	case d.Status == DeviceDisabled:
 		why = "its device is disabled"
+	case carrierFailing(pp.tx, pp.pool.CompanyID, m.DeviceID, m.SIMSlot, pp.tally.now):
+		why = fmt.Sprintf("its SIM failed %d sends in a row with carrier errors", CarrierErrorStreak)
 	case pp.check != nil:
 		if err := pp.check(*d, m.SIMSlot); err != nil {
 			why = err.Error()
