@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -348,11 +349,54 @@ func openPool(tx *bolt.Tx, companyID uint64, name string, check DeviceCheck, tal
 	if id == nil {
 		return nil, ErrPoolGone
 	}
-	var p Pool
-	if err := getJSON(tx.Bucket(bucketPools), pair(companyID, btoi(id)), &p); err != nil {
+	p, err := decodedPools.get(companyID, btoi(id), tx.Bucket(bucketPools).Get(pair(companyID, btoi(id))))
+	if err != nil {
 		return nil, err
 	}
 	return newPicker(tx, p, check, tally), nil
+}
+
+// poolCache keeps the last decoded form of each pool record, by its
+// bytes: a send through a pool of 200 members would otherwise decode
+// their JSON, most of the choice's cost, each time. A record that changed
+// has other bytes and is decoded afresh. Pools are read only once
+// decoded; the cache holds at most poolCacheSize records.
+type poolCache struct {
+	mu   sync.Mutex
+	byID map[[2]uint64]cachedPool
+}
+
+type cachedPool struct {
+	raw  []byte
+	pool Pool
+}
+
+const poolCacheSize = 1024
+
+var decodedPools = &poolCache{byID: map[[2]uint64]cachedPool{}}
+
+func (c *poolCache) get(companyID, poolID uint64, raw []byte) (Pool, error) {
+	if raw == nil {
+		return Pool{}, ErrNotFound
+	}
+	k := [2]uint64{companyID, poolID}
+	c.mu.Lock()
+	v, ok := c.byID[k]
+	c.mu.Unlock()
+	if ok && bytes.Equal(v.raw, raw) {
+		return v.pool, nil
+	}
+	var p Pool
+	if err := jsonUnmarshal(raw, &p); err != nil {
+		return p, err
+	}
+	c.mu.Lock()
+	if len(c.byID) >= poolCacheSize {
+		clear(c.byID) // rare: a thousand pools in use; start over
+	}
+	c.byID[k] = cachedPool{raw: bytes.Clone(raw), pool: p}
+	c.mu.Unlock()
+	return p, nil
 }
 
 // newPicker starts choosing from pool p, at its stored turn.
