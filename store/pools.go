@@ -360,7 +360,8 @@ func openPool(tx *bolt.Tx, companyID uint64, name string, check DeviceCheck, tal
 // bytes: a send through a pool of 200 members would otherwise decode
 // their JSON, most of the choice's cost, each time. A record that changed
 // has other bytes and is decoded afresh. Pools are read only once
-// decoded; the cache holds at most poolCacheSize records.
+// decoded; the cache holds at most poolCacheSize records (a few MiB with
+// the largest pools), and is emptied when full.
 type poolCache struct {
 	mu   sync.Mutex
 	byID map[[2]uint64]cachedPool
@@ -371,7 +372,7 @@ type cachedPool struct {
 	pool Pool
 }
 
-const poolCacheSize = 1024
+const poolCacheSize = 256
 
 var decodedPools = &poolCache{byID: map[[2]uint64]cachedPool{}}
 
@@ -392,7 +393,7 @@ func (c *poolCache) get(companyID, poolID uint64, raw []byte) (Pool, error) {
 	}
 	c.mu.Lock()
 	if len(c.byID) >= poolCacheSize {
-		clear(c.byID) // rare: a thousand pools in use; start over
+		clear(c.byID) // rare: hundreds of pools in use; start over
 	}
 	c.byID[k] = cachedPool{raw: bytes.Clone(raw), pool: p}
 	c.mu.Unlock()
@@ -413,8 +414,11 @@ func (pp *poolPicker) usable(m PoolMember, phone string) (*Device, bool, error) 
 	d, ok := pp.devices[m.DeviceID]
 	if !ok {
 		dev, err := liveDeviceByID(pp.tx, pp.pool.CompanyID, m.DeviceID)
-		if err == nil {
+		switch {
+		case err == nil:
 			d = &dev
+		case !errors.Is(err, ErrDeviceGone):
+			return nil, false, err
 		}
 		pp.devices[m.DeviceID] = d
 	}
