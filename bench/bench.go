@@ -35,6 +35,7 @@ type Config struct {
 	Queries      int           // requests per list measurement (2,000)
 	BulkRequests int           // bulk sends of 1,000 messages in the bulk phase (100)
 	DrainJobs    int           // the backlog of the drain phase's one phone (5,000)
+	PoolFor      time.Duration // length of each pool phase, least_loaded and sticky (5 s; 0: skip them)
 	Log          io.Writer     // progress lines
 	// ServerArgs are extra flags for the server (e.g. --pprof-listen to profile it).
 	ServerArgs []string
@@ -43,7 +44,8 @@ type Config struct {
 // Defaults of a run.
 func Defaults() Config {
 	return Config{Phones: 10000, SendFor: 10 * time.Second, Senders: 64, Rate: 1000, RateFor: 5 * time.Second,
-		InboundRate: 500, InboundFor: 4 * time.Second, SeedMessages: 1000000, Queries: 2000, BulkRequests: 100, DrainJobs: 5000}
+		InboundRate: 500, InboundFor: 4 * time.Second, SeedMessages: 1000000, Queries: 2000, BulkRequests: 100, DrainJobs: 5000,
+		PoolFor: 5 * time.Second}
 }
 
 // Report is what a run measured.
@@ -68,20 +70,26 @@ type Report struct {
 	BulkStored         int64   `json:"bulk_messages_stored"`
 	BulkStoredPerSec   float64 `json:"bulk_stored_per_second"`
 	BulkDispatchPerSec float64 `json:"bulk_dispatched_per_second"`
-	SendP50ms          float64 `json:"send_to_phone_p50_ms"`
-	SendP99ms          float64 `json:"send_to_phone_p99_ms"`
-	SendRate           int     `json:"send_to_phone_rate_per_second"`
-	WebhookP50ms       float64 `json:"inbound_to_webhook_p50_ms"`
-	WebhookP99ms       float64 `json:"inbound_to_webhook_p99_ms"`
-	WebhookNote        string  `json:"inbound_to_webhook_note,omitempty"`
-	StoredMessages     int     `json:"stored_messages"`
-	HistoryP99ms       float64 `json:"history_page_p99_ms"`
-	ConversationsP99   float64 `json:"conversation_list_p99_ms"`
-	DashboardP50ms     float64 `json:"dashboard_summary_p50_ms"`
-	DashboardP99ms     float64 `json:"dashboard_summary_p99_ms"`
-	Analytics90P50ms   float64 `json:"analytics_90_days_p50_ms"`
-	Analytics90P99ms   float64 `json:"analytics_90_days_p99_ms"`
-	SeedSeconds        float64 `json:"seed_seconds"`
+	// PoolLeastLoadedPerSec and PoolStickyPerSec are durable sends per
+	// second through a pool of PoolMembers phones (100, or all phones when
+	// fewer) that picks the member.
+	PoolMembers           int     `json:"pool_members,omitempty"`
+	PoolLeastLoadedPerSec float64 `json:"pool_least_loaded_sends_per_second,omitempty"`
+	PoolStickyPerSec      float64 `json:"pool_sticky_sends_per_second,omitempty"`
+	SendP50ms             float64 `json:"send_to_phone_p50_ms"`
+	SendP99ms             float64 `json:"send_to_phone_p99_ms"`
+	SendRate              int     `json:"send_to_phone_rate_per_second"`
+	WebhookP50ms          float64 `json:"inbound_to_webhook_p50_ms"`
+	WebhookP99ms          float64 `json:"inbound_to_webhook_p99_ms"`
+	WebhookNote           string  `json:"inbound_to_webhook_note,omitempty"`
+	StoredMessages        int     `json:"stored_messages"`
+	HistoryP99ms          float64 `json:"history_page_p99_ms"`
+	ConversationsP99      float64 `json:"conversation_list_p99_ms"`
+	DashboardP50ms        float64 `json:"dashboard_summary_p50_ms"`
+	DashboardP99ms        float64 `json:"dashboard_summary_p99_ms"`
+	Analytics90P50ms      float64 `json:"analytics_90_days_p50_ms"`
+	Analytics90P99ms      float64 `json:"analytics_90_days_p99_ms"`
+	SeedSeconds           float64 `json:"seed_seconds"`
 }
 
 // Run measures one server.
@@ -163,6 +171,21 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	logf("sending as fast as %d senders can for %s ...", cfg.Senders, cfg.SendFor)
 	rep.SendsAnswered, rep.SendsReceived, rep.SendsPerSecond = throughput(api, fleet, fps, cfg.Senders, cfg.SendFor)
 	logf("throughput: %.0f durable sends/s (%d answered, %d received and acked)", rep.SendsPerSecond, rep.SendsAnswered, rep.SendsReceived)
+
+	// The same through sender pools of 100 phones that choose the member.
+	if cfg.PoolFor > 0 {
+		rep.PoolMembers = min(poolMembers, len(fps))
+		for _, ph := range []struct {
+			strategy string
+			out      *float64
+		}{{"least_loaded", &rep.PoolLeastLoadedPerSec}, {"sticky", &rep.PoolStickyPerSec}} {
+			logf("sending through a %s pool of %d phones for %s ...", ph.strategy, min(poolMembers, len(fps)), cfg.PoolFor)
+			if *ph.out, err = poolThroughput(api, fleet, fps, ph.strategy, cfg.Senders, cfg.PoolFor); err != nil {
+				return rep, err
+			}
+			logf("pool %s: %.0f durable sends/s", ph.strategy, *ph.out)
+		}
+	}
 
 	// One phone back from an outage drains its backlog, acking and
 	// reporting at once; set against the all-phones rate just measured.

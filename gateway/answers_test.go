@@ -22,7 +22,7 @@ func (r *rig) holdCommits() (release func()) {
 	go func() {
 		defer close(done)
 		m := store.Message{UUID: "held-commit", CompanyID: r.company, Device: "pixel-1", Channel: proto.ChannelSMS, Phone: "+15550000000", Text: "held", SIMSlot: proto.SIM1}
-		_, _, _ = r.store.Enqueue(&m, store.IdempotencyKey{}, time.Now, func(store.Device) error { close(entered); <-free; return nil }, nil)
+		_, _, _ = r.store.Enqueue(&m, store.IdempotencyKey{}, time.Now, func(store.Device, string) error { close(entered); <-free; return nil }, nil)
 	}()
 	<-entered
 	return func() { close(free); <-done }

@@ -586,6 +586,7 @@ func (c *conn) pumpSMS() {
 					return
 				}
 			}
+			c.hub.noteDispatch(c.dev.ID, j.Seq)
 			if !c.send(*j.Send) {
 				return
 			}

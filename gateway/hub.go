@@ -119,6 +119,13 @@ type Hub struct {
 	conns    map[string]*conn   // registered links by fingerprint; guarded by mu
 	links    map[*conn]struct{} // every link, in hello or registered; guarded by mu
 	draining bool               // guarded by mu
+	// dispatched is, per device id, the highest queue place written to any
+	// of its links since the hub started; holds are the devices whose
+	// queued jobs a failover is moving (HoldDevice); endedAt is when each
+	// device's last link ended. All guarded by mu.
+	dispatched map[uint64]uint64
+	holds      map[string]chan struct{}
+	endedAt    map[string]time.Time
 
 	wg sync.WaitGroup // every goroutine of every link
 }
@@ -126,7 +133,8 @@ type Hub struct {
 // New returns a hub.
 func New(cfg Config, devices Devices, intake Intake, log *slog.Logger, now func() time.Time) *Hub {
 	cfg.defaults()
-	return &Hub{cfg: cfg, devices: devices, intake: intake, log: log, now: now, pings: newPinger(cfg.PingInterval), conns: map[string]*conn{}, links: map[*conn]struct{}{}}
+	return &Hub{cfg: cfg, devices: devices, intake: intake, log: log, now: now, pings: newPinger(cfg.PingInterval), conns: map[string]*conn{}, links: map[*conn]struct{}{},
+		dispatched: map[uint64]uint64{}, holds: map[string]chan struct{}{}, endedAt: map[string]time.Time{}}
 }
 
 // ServeHTTP is GET /device/ws: check the device token, upgrade, and hand the
@@ -199,6 +207,13 @@ func writeError(w http.ResponseWriter, status int, code, msg string) {
 func (h *Hub) register(c *conn) (old *conn, ok bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	for hold := h.holds[c.dev.Fingerprint]; hold != nil; hold = h.holds[c.dev.Fingerprint] {
+		// A failover is moving the device's queued jobs: the new link
+		// reads its queue once they are gone.
+		h.mu.Unlock()
+		<-hold
+		h.mu.Lock()
+	}
 	if h.draining || c.closed() {
 		return nil, false
 	}
@@ -212,8 +227,62 @@ func (h *Hub) unregister(c *conn) {
 	h.mu.Lock()
 	if h.conns[c.dev.Fingerprint] == c {
 		delete(h.conns, c.dev.Fingerprint)
+		h.endedAt[c.dev.Fingerprint] = h.now()
 	}
 	h.mu.Unlock()
+}
+
+// noteDispatch records that the job at queue place seq of the device is
+// about to be written to a link.
+func (h *Hub) noteDispatch(deviceID, seq uint64) {
+	h.mu.Lock()
+	if seq > h.dispatched[deviceID] {
+		h.dispatched[deviceID] = seq
+	}
+	h.mu.Unlock()
+}
+
+// OfflineSince is when the device's last link ended since the hub
+// started; zero when it is online or had no link since.
+func (h *Hub) OfflineSince(fingerprint string) time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.conns[fingerprint] != nil {
+		return time.Time{}
+	}
+	return h.endedAt[fingerprint]
+}
+
+// HoldDevice runs fn while no link of the device can write a job: a live
+// link's pump waits, and a new link's registration waits until fn
+// returns. fn gets the highest queue place written to any of the
+// device's links since the hub started (jobs above it were never handed
+// to a phone by this process) and whether a link is live.
+func (h *Hub) HoldDevice(fingerprint string, deviceID uint64, fn func(dispatchedUpTo uint64, online bool) error) error {
+	h.mu.Lock()
+	for hold := h.holds[fingerprint]; hold != nil; hold = h.holds[fingerprint] {
+		h.mu.Unlock()
+		<-hold
+		h.mu.Lock()
+	}
+	hold := make(chan struct{})
+	h.holds[fingerprint] = hold
+	c := h.conns[fingerprint]
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		delete(h.holds, fingerprint)
+		h.mu.Unlock()
+		close(hold)
+	}()
+	if c != nil {
+		c.pumpMu.Lock()
+		defer c.pumpMu.Unlock()
+	}
+	h.mu.Lock()
+	upTo := h.dispatched[deviceID]
+	h.mu.Unlock()
+	return fn(upTo, c != nil)
 }
 
 // giveBack undoes the registration of c, refused right after it displaced

@@ -14,6 +14,7 @@ import (
 
 type bulkBody struct {
 	DeviceFingerprint string `json:"device_fingerprint"`
+	Pool              string `json:"pool"`
 	SIMSlot           string `json:"sim_slot"`
 	SendAt            string `json:"send_at"`
 	Messages          []struct {
@@ -25,6 +26,9 @@ type bulkBody struct {
 type bulkJSON struct {
 	Queued   int      `json:"queued"`
 	QueueIDs []string `json:"queueIds"`
+	// Routes is where a pool sent each message, in input order; only for
+	// a bulk send through a pool.
+	Routes []*routeJSON `json:"routes,omitempty"`
 }
 
 // chatSendBulk stores up to sms.MaxBulk messages in one commit; the rate
@@ -43,12 +47,18 @@ func (s *Server) chatSendBulk(c echo.Context) error {
 		out := bulkJSON{Queued: len(ms), QueueIDs: make([]string, len(ms))}
 		for i, m := range ms {
 			out.QueueIDs[i] = m.UUID
+			if m.Pool != "" {
+				if out.Routes == nil {
+					out.Routes = make([]*routeJSON, len(ms))
+				}
+				out.Routes[i] = routeOf(m)
+			}
 		}
 		body, _ := json.Marshal(out)
 		return http.StatusOK, body
 	}
 	ms, prior, err := s.deps.SMS.SendBulk(c.Request().Context(), sms.BulkInput{
-		CompanyID: p.CompanyID, UserID: p.UserID, Device: in.DeviceFingerprint, SIMSlot: in.SIMSlot, SendAt: in.SendAt,
+		CompanyID: p.CompanyID, UserID: p.UserID, Device: in.DeviceFingerprint, Pool: in.Pool, SIMSlot: in.SIMSlot, SendAt: in.SendAt,
 		Messages: items, IdempotencyKey: key,
 	}, answer)
 	if err != nil {

@@ -126,6 +126,9 @@ func newBillingEnv(t *testing.T, sopt store.Options, wcfg webhook.Config, bcfg b
 	messages := sms.New(sms.Config{}, st, hooks.OnInbound, log, clk.Now)
 	hub := gateway.New(testHubConfig, devices, messages, log, clk.Now)
 	messages.SetDispatcher(hub)
+	if err := messages.SetFailoverHub(hub); err != nil {
+		t.Fatal(err)
+	}
 	agents, err := channel.New(channel.Config{}, st, hooks.OnInbound, log, clk.Now, rand.NewPCG(1, 2))
 	if err != nil {
 		t.Fatal(err)

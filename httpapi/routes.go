@@ -53,6 +53,17 @@ func (s *Server) routes() []route {
 		{http.MethodGet, "/device/list", member, s.deviceList},
 		{http.MethodDelete, "/device/delete/:device_fingerprint", admin, s.deleteDevice},
 		{http.MethodPatch, "/device/:device_fingerprint", member, s.patchDevice},
+		{http.MethodGet, "/device/:device_fingerprint/caps", member, s.getSIMCaps},
+		{http.MethodPut, "/device/:device_fingerprint/caps", member, s.putSIMCaps},
+
+		// Sender pools (docs/routing.md): roles as for devices.
+		{http.MethodGet, "/pools", member, s.listPools},
+		{http.MethodPost, "/pools", member, s.createPool},
+		{http.MethodGet, "/pools/:id", member, s.getPool},
+		{http.MethodPatch, "/pools/:id", member, s.patchPool},
+		{http.MethodDelete, "/pools/:id", admin, s.deletePool},
+		{http.MethodPost, "/pools/:id/members", member, s.addPoolMember},
+		{http.MethodDelete, "/pools/:id/members/:memberId", member, s.deletePoolMember},
 
 		// SMS.
 		{http.MethodPost, "/chat/send", member, s.chatSend},

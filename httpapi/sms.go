@@ -17,6 +17,7 @@ import (
 
 type sendBody struct {
 	DeviceFingerprint string `json:"device_fingerprint"`
+	Pool              string `json:"pool"`
 	Phone             string `json:"phone"`
 	Message           string `json:"message"`
 	SIMSlot           string `json:"sim_slot"`
@@ -26,6 +27,23 @@ type sendBody struct {
 type sendJSON struct {
 	Message string `json:"message"`
 	QueueID string `json:"queueId"`
+	// A send through a pool answers where the pool sent it too.
+	*routeJSON
+}
+
+// routeJSON is what a pool chose for a send: on the answers of sends that
+// named a pool only, so a company without pools sees the contract's shapes.
+type routeJSON struct {
+	Pool              string `json:"pool"`
+	DeviceFingerprint string `json:"device_fingerprint"`
+	SIMSlot           string `json:"sim_slot"`
+}
+
+func routeOf(m store.Message) *routeJSON {
+	if m.Pool == "" {
+		return nil
+	}
+	return &routeJSON{Pool: m.Pool, DeviceFingerprint: m.Device, SIMSlot: m.SIMSlot}
 }
 
 type aliasSendJSON struct {
@@ -37,7 +55,9 @@ type aliasSendJSON struct {
 }
 
 func (s *Server) chatSend(c echo.Context) error {
-	return s.send(c, func(m store.Message) any { return sendJSON{Message: sendWord(m), QueueID: m.UUID} })
+	return s.send(c, func(m store.Message) any {
+		return sendJSON{Message: sendWord(m), QueueID: m.UUID, routeJSON: routeOf(m)}
+	})
 }
 
 func (s *Server) automationSend(c echo.Context) error {
@@ -82,7 +102,7 @@ func (s *Server) sendSMS(ctx context.Context, p account.Principal, in sendBody, 
 		return http.StatusOK, body
 	}
 	m, prior, err := s.deps.SMS.Send(ctx, sms.SendInput{
-		CompanyID: p.CompanyID, UserID: p.UserID, Device: in.DeviceFingerprint, Phone: in.Phone,
+		CompanyID: p.CompanyID, UserID: p.UserID, Device: in.DeviceFingerprint, Pool: in.Pool, Phone: in.Phone,
 		Message: in.Message, SIMSlot: in.SIMSlot, SendAt: in.SendAt, IdempotencyKey: key,
 	}, answer)
 	if err != nil {
@@ -107,13 +127,28 @@ type queueJSON struct {
 	// SendAt is shown for a message sent with send_at only, so a company
 	// that never schedules sees the contract's shape unchanged.
 	SendAt string `json:"send_at,omitempty"`
+	// Where a pool sent the message, for a send through a pool only.
+	*routeJSON
+	// Attempts are the members a failover moved the message off, oldest
+	// first; only for a message that moved.
+	Attempts []attemptJSON `json:"attempts,omitempty"`
+}
+
+type attemptJSON struct {
+	DeviceFingerprint string `json:"device_fingerprint"`
+	SIMSlot           string `json:"sim_slot"`
+	Reason            string `json:"reason"`
+	MovedAt           string `json:"moved_at"`
 }
 
 // queueItem is a send's queue item.
 func queueItem(m store.Message) queueJSON {
-	q := queueJSON{QueueID: m.UUID, ID: m.ID, Status: m.Status, Error: m.Error, UpdatedAt: ts(m.UpdatedAt)}
+	q := queueJSON{QueueID: m.UUID, ID: m.ID, Status: m.Status, Error: m.Error, UpdatedAt: ts(m.UpdatedAt), routeJSON: routeOf(m)}
 	if !m.SendAt.IsZero() {
 		q.SendAt = ts(m.SendAt)
+	}
+	for _, a := range m.Attempts {
+		q.Attempts = append(q.Attempts, attemptJSON{DeviceFingerprint: a.Device, SIMSlot: a.SIMSlot, Reason: a.Reason, MovedAt: ts(a.MovedAt)})
 	}
 	return q
 }

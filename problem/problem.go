@@ -42,8 +42,14 @@ const (
 	NumberPaused Code = "number_paused"
 	// IdempotencyKeyReused: the Idempotency-Key answered another request to the route within 24 h (422).
 	IdempotencyKeyReused Code = "idempotency_key_reused"
-	Unavailable          Code = "unavailable" // the server is shutting down or not ready
-	Internal             Code = "internal"    // a server fault; the cause is logged, not sent
+	// PoolUnavailable: no member of the sender pool can take the send now (409).
+	PoolUnavailable Code = "pool_unavailable"
+	// SIMCapped: the SIM is at one of its caps (per day, per month, recipients per day) (429).
+	SIMCapped Code = "sim_capped"
+	// PoolCapped: every member of the pool that could send is at a cap of its SIM (429).
+	PoolCapped  Code = "pool_capped"
+	Unavailable Code = "unavailable" // the server is shutting down or not ready
+	Internal    Code = "internal"    // a server fault; the cause is logged, not sent
 )
 
 var statuses = map[Code]int{
@@ -70,6 +76,9 @@ var statuses = map[Code]int{
 	NumberCapped:          http.StatusTooManyRequests,
 	NumberPaused:          http.StatusForbidden,
 	IdempotencyKeyReused:  http.StatusUnprocessableEntity,
+	PoolUnavailable:       http.StatusConflict,
+	SIMCapped:             http.StatusTooManyRequests,
+	PoolCapped:            http.StatusTooManyRequests,
 	Unavailable:           http.StatusServiceUnavailable,
 	Internal:              http.StatusInternalServerError,
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"unicode/utf8"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
@@ -29,6 +28,7 @@ type BulkInput struct {
 	CompanyID      uint64
 	UserID         uint64
 	Device         string
+	Pool           string // in place of Device (docs/routing.md)
 	SIMSlot        string
 	SendAt         string
 	Messages       []BulkItem
@@ -46,15 +46,9 @@ func (s *Service) SendBulk(_ context.Context, in BulkInput, answer BulkAnswer) (
 	if utf8.RuneCountInString(in.IdempotencyKey.Key) > maxIdempotencyKey {
 		return nil, nil, problem.Invalid("Idempotency-Key", "must be at most 255 characters")
 	}
-	if strings.TrimSpace(in.Device) == "" {
-		return nil, nil, problem.Invalid("device_fingerprint", "is required")
-	}
-	slot := in.SIMSlot
-	if slot == "" {
-		slot = proto.SIM1
-	}
-	if slot != proto.SIM1 && slot != proto.SIM2 {
-		return nil, nil, problem.Invalid("sim_slot", "must be SIM1 or SIM2")
+	slot, err := routeInput(in.Device, in.Pool, in.SIMSlot)
+	if err != nil {
+		return nil, nil, err
 	}
 	now := s.now()
 	sendAt, err := parseSendAt(in.SendAt, "send_at", now)
@@ -82,11 +76,14 @@ func (s *Service) SendBulk(_ context.Context, in BulkInput, answer BulkAnswer) (
 			return nil, nil, problem.Invalid(at+".message", "must be at most 1600 characters")
 		}
 		ms[i] = store.Message{
-			UUID: newID(), CompanyID: in.CompanyID, UserID: in.UserID, Device: in.Device, Channel: proto.ChannelSMS,
+			UUID: newID(), CompanyID: in.CompanyID, UserID: in.UserID, Device: in.Device, Pool: in.Pool, Channel: proto.ChannelSMS,
 			Phone: to, Text: it.Message, SIMSlot: slot, Segments: Segments(it.Message), SendAt: sendAt, ExpiresAt: expires,
 		}
 	}
-	out, prior, err := s.store.EnqueueBulk(ms, in.IdempotencyKey, s.now, slotCheck(slot), answer)
+	out, prior, err := s.store.EnqueueBulk(ms, in.IdempotencyKey, s.now, slotCheck, answer)
+	if perr := poolRefusal(err); perr != nil {
+		return nil, nil, perr
+	}
 	switch {
 	case errors.Is(err, store.ErrOptedOut):
 		return nil, nil, optedOut(err)
@@ -98,7 +95,7 @@ func (s *Service) SendBulk(_ context.Context, in BulkInput, answer BulkAnswer) (
 		return nil, nil, budgetRefusal(err, s.now())
 	}
 	if prior == nil {
-		s.queued(out[0])
+		s.queuedAll(out)
 		for _, m := range out {
 			s.changed(m)
 		}

@@ -59,6 +59,10 @@ type Service struct {
 	log       *slog.Logger
 	now       func() time.Time
 	sched     *wakeup.Signal // wakes the scheduler when a scheduled message is stored (schedule.go)
+	// hub, startSeq and started serve the failover sweep (failover.go).
+	hub      FailoverHub
+	startSeq uint64
+	started  time.Time
 }
 
 // New returns the service. dispatch may be set later with SetDispatcher, as
@@ -85,9 +89,12 @@ func (s *Service) changed(m store.Message) {
 
 // SendInput is one send request.
 type SendInput struct {
-	CompanyID      uint64
-	UserID         uint64
-	Device         string
+	CompanyID uint64
+	UserID    uint64
+	Device    string
+	// Pool, in place of Device, names the sender pool that chooses the
+	// device and SIM (docs/routing.md).
+	Pool           string
 	Phone          string
 	Message        string
 	SIMSlot        string
@@ -108,8 +115,9 @@ func (s *Service) Send(_ context.Context, in SendInput, answer Answer) (msg stor
 	if utf8.RuneCountInString(in.IdempotencyKey.Key) > maxIdempotencyKey {
 		return msg, nil, problem.Invalid("Idempotency-Key", "must be at most 255 characters")
 	}
-	if strings.TrimSpace(in.Device) == "" {
-		return msg, nil, problem.Invalid("device_fingerprint", "is required")
+	slot, err := routeInput(in.Device, in.Pool, in.SIMSlot)
+	if err != nil {
+		return msg, nil, err
 	}
 	to, err := phone.Normalize(in.Phone)
 	if in.Phone == "" {
@@ -124,27 +132,22 @@ func (s *Service) Send(_ context.Context, in SendInput, answer Answer) (msg stor
 	if n := utf8.RuneCountInString(in.Message); n > MaxMessageChars {
 		return msg, nil, problem.Invalid("message", "must be at most 1600 characters")
 	}
-	slot := in.SIMSlot
-	if slot == "" {
-		slot = proto.SIM1
-	}
-	if slot != proto.SIM1 && slot != proto.SIM2 {
-		return msg, nil, problem.Invalid("sim_slot", "must be SIM1 or SIM2")
-	}
 	// The device is vetted inside the commit: one read, and no window in
 	// which it could change between the check and the write.
-	check := slotCheck(slot)
 	now := s.now()
 	sendAt, err := parseSendAt(in.SendAt, "send_at", now)
 	if err != nil {
 		return msg, nil, err
 	}
 	m := store.Message{
-		UUID: newID(), CompanyID: in.CompanyID, UserID: in.UserID, Device: in.Device, Channel: proto.ChannelSMS,
+		UUID: newID(), CompanyID: in.CompanyID, UserID: in.UserID, Device: in.Device, Pool: in.Pool, Channel: proto.ChannelSMS,
 		Phone: to, Text: in.Message, SIMSlot: slot, Segments: Segments(in.Message), SendAt: sendAt,
 		ExpiresAt: ttlStart(now, sendAt).Add(s.cfg.MessageTTL).UTC(),
 	}
-	msg, prior, err = s.store.Enqueue(&m, in.IdempotencyKey, s.now, check, answer)
+	msg, prior, err = s.store.Enqueue(&m, in.IdempotencyKey, s.now, slotCheck, answer)
+	if perr := poolRefusal(err); perr != nil {
+		return msg, nil, perr
+	}
 	switch {
 	case errors.Is(err, store.ErrOptedOut):
 		return msg, nil, optedOut(err)
@@ -167,32 +170,31 @@ func (s *Service) Send(_ context.Context, in SendInput, answer Answer) (msg stor
 // announced, since the phone could only fail the job later (no_sim). A
 // device that announced no SIMs (older clients send none) is not judged by
 // them.
-func slotCheck(slot string) func(store.Device) error {
-	return func(dev store.Device) error {
-		if dev.SelectedSIM != proto.BothSIMs && dev.SelectedSIM != slot {
-			return &problem.Error{Code: problem.SIMMismatch, Field: "sim_slot", Message: "The device sends only from " + dev.SelectedSIM + "."}
-		}
-		if len(dev.SIMs) == 0 {
+func slotCheck(dev store.Device, slot string) error {
+	if dev.SelectedSIM != proto.BothSIMs && dev.SelectedSIM != slot {
+		return &problem.Error{Code: problem.SIMMismatch, Field: "sim_slot", Message: "The device sends only from " + dev.SelectedSIM + "."}
+	}
+	if len(dev.SIMs) == 0 {
+		return nil
+	}
+	var have []string
+	for _, sim := range dev.SIMs {
+		if sim.Slot == slot {
 			return nil
 		}
-		var have []string
-		for _, sim := range dev.SIMs {
-			if sim.Slot == slot {
-				return nil
-			}
-			have = append(have, sim.Slot)
-		}
-		return &problem.Error{Code: problem.SIMMismatch, Field: "sim_slot",
-			Message: "The device has no SIM in " + slot + "; it announced " + strings.Join(have, " and ") + "."}
+		have = append(have, sim.Slot)
 	}
+	return &problem.Error{Code: problem.SIMMismatch, Field: "sim_slot",
+		Message: "The device has no SIM in " + slot + "; it announced " + strings.Join(have, " and ") + "."}
 }
 
 // Run expires queued messages past their TTL, prunes old idempotency
 // answers and queues scheduled messages at their time, until ctx ends.
 func (s *Service) Run(ctx context.Context) {
-	done := make(chan struct{})
-	go func() { defer close(done); s.runScheduler(ctx) }()
-	defer func() { <-done }()
+	done := make(chan struct{}, 2)
+	go func() { defer func() { done <- struct{}{} }(); s.runScheduler(ctx) }()
+	go func() { defer func() { done <- struct{}{} }(); s.runFailover(ctx) }()
+	defer func() { <-done; <-done }()
 	t := time.NewTicker(expireEvery)
 	defer t.Stop()
 	lastPrune := s.now()
@@ -201,6 +203,9 @@ func (s *Service) Run(ctx context.Context) {
 		if now := s.now(); now.Sub(lastPrune) > time.Hour {
 			if _, err := s.store.PruneIdempotency(now.Add(-24 * time.Hour)); err != nil {
 				s.log.Error("prune idempotency keys", "err", err)
+			}
+			if _, err := s.store.PruneSIMCounts(now); err != nil {
+				s.log.Error("prune per-SIM counts", "err", err)
 			}
 			lastPrune = now
 		}

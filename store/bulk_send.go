@@ -3,20 +3,23 @@ package store
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
 
 // EnqueueBulk stores many outbound messages for one device (ms[0].Device
-// names it; each carries its own phone, text and uuid) in one transaction:
+// names it), or through one pool (ms[0].Pool names it: each message gets
+// the member the pool picks for it), each with its own phone, text and
+// uuid, in one transaction:
 // all of them or, on any refusal, none. The plan's message limit counts
 // each message, the storage budget their sum, and an opted-out recipient
 // refuses the whole request with an *OptOutError naming its index. With an
 // idempotency key, the key's first answer comes back instead as prior.
 // check vets the device as Enqueue's does; answer builds the response from
 // the stored messages, in input order.
-func (s *Store) EnqueueBulk(ms []Message, idemKey IdempotencyKey, now func() time.Time, check func(Device) error, answer func([]Message) (int, []byte)) ([]Message, *Idempotent, error) {
+func (s *Store) EnqueueBulk(ms []Message, idemKey IdempotencyKey, now func() time.Time, check DeviceCheck, answer func([]Message) (int, []byte)) ([]Message, *Idempotent, error) {
 	if len(ms) == 0 {
 		return nil, nil, fmt.Errorf("store: bulk enqueue of no messages")
 	}
@@ -30,15 +33,28 @@ func (s *Store) EnqueueBulk(ms []Message, idemKey IdempotencyKey, now func() tim
 		if ik, prior = priorAnswer(tx, companyID, idemKey, now()); prior != nil {
 			return nil
 		}
-		d, err := sendingDevice(tx, nil, companyID, ms[0].Device, check)
+		routed := slices.Clone(ms)
+		d, placed, err := route(tx, nil, &routed[0], check, now())
 		if err != nil {
 			return err
 		}
 		if refused = d.refused; refused != nil {
 			return nil
 		}
+		devs := make([]uint64, len(ms))
+		devs[0] = d.ID
+		for i := 1; i < len(routed); i++ {
+			di, err := placed.next(&routed[i])
+			if err != nil {
+				return err
+			}
+			if refused = di.refused; refused != nil {
+				return nil
+			}
+			devs[i] = di.ID
+		}
 		var cost int64
-		for i, m := range ms {
+		for i, m := range routed {
 			if refused = s.optedOutTx(tx, companyID, m.Channel, m.Phone, i); refused != nil {
 				return nil
 			}
@@ -66,13 +82,16 @@ func (s *Store) EnqueueBulk(ms []Message, idemKey IdempotencyKey, now func() tim
 		if err := tx.Bucket(bucketPlanUsage).Put(usage.key, itob(usage.used+uint64(len(ms)))); err != nil {
 			return err
 		}
+		if err := placed.commit(); err != nil {
+			return err
+		}
 		stored := make([]Message, len(ms))
-		for i, m := range ms {
+		for i, m := range routed {
 			id, err := tx.Bucket(bucketMessages).NextSequence()
 			if err != nil {
 				return err
 			}
-			m.ID, m.CompanyID, m.DeviceID, m.Direction, m.Status = id, companyID, d.ID, Outbound, MsgQueued
+			m.ID, m.CompanyID, m.DeviceID, m.Direction, m.Status = id, companyID, devs[i], Outbound, MsgQueued
 			if !m.SendAt.IsZero() {
 				m.Status = MsgScheduled
 			}

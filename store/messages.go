@@ -68,6 +68,13 @@ type Message struct {
 	Account     string `json:"account,omitempty"`
 	ContentType string `json:"content_type,omitempty"`
 	MediaURL    string `json:"media_url,omitempty"`
+	// Pool is the name of the sender pool a send named (pools.go), and
+	// PoolID its id; the pool chose Device and SIMSlot.
+	Pool   string `json:"pool,omitempty"`
+	PoolID uint64 `json:"pool_id,omitempty"`
+	// Attempts are the members a pool's message was queued on before a
+	// failover moved it (failover.go), oldest first.
+	Attempts []Attempt `json:"attempts,omitempty"`
 }
 
 // Conversation is the running summary of one device's exchange with one number.
@@ -126,8 +133,10 @@ func timeKey(t time.Time) []byte { return itob(uint64(t.UnixNano())) }
 // queued). answer builds the response from the stored message.
 //
 // check, when set, vets the device inside the transaction; its error refuses
-// the send without failing the writes it shares a commit with.
-func (s *Store) Enqueue(m *Message, idemKey IdempotencyKey, now func() time.Time, check func(Device) error, answer func(Message) (int, []byte)) (Message, *Idempotent, error) {
+// the send without failing the writes it shares a commit with. When m names
+// a pool, the pool chooses the device and SIM there (route), passing over
+// the members check refuses.
+func (s *Store) Enqueue(m *Message, idemKey IdempotencyKey, now func() time.Time, check DeviceCheck, answer func(Message) (int, []byte)) (Message, *Idempotent, error) {
 	var out Message
 	var prior *Idempotent
 	var refused error
@@ -137,7 +146,8 @@ func (s *Store) Enqueue(m *Message, idemKey IdempotencyKey, now func() time.Time
 		if ik, prior = priorAnswer(tx, m.CompanyID, idemKey, now()); prior != nil {
 			return nil
 		}
-		d, err := sendingDevice(tx, &s.commit.devices, m.CompanyID, m.Device, check)
+		msg := *m
+		d, placed, err := route(tx, &s.commit.devices, &msg, check, now())
 		if err != nil {
 			return err
 		}
@@ -147,7 +157,6 @@ func (s *Store) Enqueue(m *Message, idemKey IdempotencyKey, now func() time.Time
 		if refused = s.optedOutTx(tx, m.CompanyID, m.Channel, m.Phone, -1); refused != nil {
 			return nil
 		}
-		msg := *m
 		id, err := tx.Bucket(bucketMessages).NextSequence()
 		if err != nil {
 			return err
@@ -175,6 +184,9 @@ func (s *Store) Enqueue(m *Message, idemKey IdempotencyKey, now func() time.Time
 			return err
 		}
 		if err := usage.add(tx); err != nil {
+			return err
+		}
+		if err := placed.commit(); err != nil {
 			return err
 		}
 		if err := insertMessage(tx, &msg); err != nil {
@@ -383,6 +395,9 @@ func (s *Store) transitionTx(tx *bolt.Tx, f *fold, t *Transit, companyID, device
 		m.Detail = detail
 	}
 	t.out, t.moved = m, true
+	if err := noteOutcome(tx, m, status, errText, now); err != nil {
+		return err
+	}
 	if err := countTransition(tx, m, from, d.Label, now); err != nil {
 		return err
 	}

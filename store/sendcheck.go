@@ -20,10 +20,10 @@ type vettedDevice struct {
 }
 
 // sendingDevice vets the company's device for a send inside its
-// transaction: gone, disabled, or refused by check (the SIM asked for, say).
-// The writer's sends read the device through its cache (devs); nil reads
-// the record afresh.
-func sendingDevice(tx *bolt.Tx, devs *deviceCache, companyID uint64, fingerprint string, check func(Device) error) (vettedDevice, error) {
+// transaction: gone, disabled, or refused by check of slot (the SIM asked
+// for, say). The writer's sends read the device through its cache (devs);
+// nil reads the record afresh.
+func sendingDevice(tx *bolt.Tx, devs *deviceCache, companyID uint64, fingerprint, slot string, check DeviceCheck) (vettedDevice, error) {
 	d, err := devs.live(tx, companyID, fingerprint)
 	switch {
 	case errors.Is(err, ErrDeviceGone):
@@ -35,7 +35,7 @@ func sendingDevice(tx *bolt.Tx, devs *deviceCache, companyID uint64, fingerprint
 	}
 	v := vettedDevice{Device: d}
 	if check != nil {
-		v.refused = check(d)
+		v.refused = check(d, slot)
 	}
 	return v, nil
 }

@@ -20,7 +20,7 @@ func TestSendDeviceCache(t *testing.T) {
 	send := func() error {
 		n++
 		m := Message{UUID: fmt.Sprint("u-", n), CompanyID: d.CompanyID, Device: d.Fingerprint, Channel: "sms", Phone: "+15551234567", Text: "hi", SIMSlot: "SIM1"}
-		_, _, err := s.Enqueue(&m, IdempotencyKey{}, func() time.Time { return t0 }, func(dev Device) error {
+		_, _, err := s.Enqueue(&m, IdempotencyKey{}, func() time.Time { return t0 }, func(dev Device, _ string) error {
 			if dev.SelectedSIM != "BOTH" && dev.SelectedSIM != "SIM1" {
 				return errSIM
 			}

@@ -41,6 +41,7 @@ func TestBrowserHostileStringsStayText(t *testing.T) {
 		{"/console/devices/fp-1", url.Values{"device_name": {"Pixel" + hostile}, "selected_sim": {"BOTH"}, "status": {"active"}}},
 		{"/console/messages/send", url.Values{"device_fingerprint": {"fp-1"}, "phone": {"+15550100999"}, "sim_slot": {"SIM1"}, "message": {"Hi" + hostile}}},
 		{"/console/numbers/whatsapp/" + wa + "/send", url.Values{"to": {"+15550100999"}, "type": {"text"}, "content": {"Wa" + hostile}}},
+		{"/console/pools", url.Values{"name": {`P"><svg onload="window.pwned=1">`}, "members": {"fp-1/SIM1"}}}, // a name holds 64 characters
 		{"/console/team/invite", url.Values{"email": {"mo@acme.test"}, "firstName": {"Mo" + hostile}, "lastName": {"</script><script>window.pwned=1</script>"}, "role": {"member"}}},
 	} {
 		if p := admin.post(c.path, c.form); p.status != http.StatusOK {
@@ -53,7 +54,7 @@ func TestBrowserHostileStringsStayText(t *testing.T) {
 	signInUI(t, ctx, e.url, "ada@acme.test", "Correct1horse")
 	tour := os.Getenv("SIMRELAY_TOUR")
 	pages := []string{"/console/", "/console/devices", "/console/messages?device=fp-1&phone=%2B15550100999",
-		"/console/numbers", "/console/numbers/whatsapp/" + wa, "/console/opt-outs", "/console/webhooks", "/console/team",
+		"/console/numbers", "/console/numbers/whatsapp/" + wa, "/console/pools", "/console/opt-outs", "/console/webhooks", "/console/team",
 		"/console/settings", "/console/billing", "/console/nowhere?err=" + url.QueryEscape(hostile)}
 	for _, width := range []int64{360, 1280} {
 		for i, p := range pages {

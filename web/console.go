@@ -163,13 +163,15 @@ var funcs = template.FuncMap{
 			{"city", "City", co.City}, {"state", "State", co.State}, {"country", "Country (two letters)", co.Country},
 		}
 	},
-	"channels":      func() []string { return []string{"sms", "whatsapp", "imessage"} },
-	"inboundEvents": func() []string { return inboundEvents },
-	"statusEvents":  func() []string { return statusEvents },
-	"eventTicked":   eventTicked,
-	"dec":           func(n int) int { return n - 1 },
-	"cancelable":    func(status string) bool { return status == store.MsgScheduled || status == store.MsgQueued },
-	"list3":         func() []string { return []string{"SIM1", "SIM2", "BOTH"} },
+	"channels":       func() []string { return []string{"sms", "whatsapp", "imessage"} },
+	"inboundEvents":  func() []string { return inboundEvents },
+	"statusEvents":   func() []string { return statusEvents },
+	"eventTicked":    eventTicked,
+	"dec":            func(n int) int { return n - 1 },
+	"cancelable":     func(status string) bool { return status == store.MsgScheduled || status == store.MsgQueued },
+	"list3":          func() []string { return []string{"SIM1", "SIM2", "BOTH"} },
+	"poolStrategies": func() []string { return []string{store.PoolRoundRobin, store.PoolLeastLoaded, store.PoolSticky} },
+	"seconds":        func(d time.Duration) int64 { return int64(d / time.Second) },
 	// ferr is the place of a field's error message, filled by the server
 	// after a plain post or by the JavaScript after a fetch.
 	"ferr": func(f Flash, field string) template.HTML {

@@ -13,7 +13,7 @@ import (
 )
 
 // signedInPages are every page of the signed-in console.
-var signedInPages = []string{"/console/", "/console/devices", "/console/messages", "/console/numbers", "/console/opt-outs", "/console/webhooks", "/console/team",
+var signedInPages = []string{"/console/", "/console/devices", "/console/messages", "/console/pools", "/console/numbers", "/console/opt-outs", "/console/webhooks", "/console/team",
 	"/console/settings", "/console/billing"}
 
 func TestPagesNeedASession(t *testing.T) {
@@ -119,7 +119,8 @@ func TestEveryPostNeedsTheCSRFToken(t *testing.T) {
 		"/console/webhooks", "/console/webhooks/secret/rotate", "/console/team/invite", "/console/team/1/role", "/console/team/1/remove",
 		"/console/settings/company", "/console/settings/api-key/rotate", "/console/billing/subscribe", "/console/billing/portal", "/console/signout",
 		"/console/messages/cancel", "/console/opt-outs", "/console/opt-outs/remove", "/console/opt-outs/keywords",
-		"/console/numbers/whatsapp/x/status", "/console/numbers/whatsapp/x/pacing", "/console/numbers/whatsapp/x/send"} {
+		"/console/numbers/whatsapp/x/status", "/console/numbers/whatsapp/x/pacing", "/console/numbers/whatsapp/x/send",
+		"/console/pools", "/console/pools/caps", "/console/pools/1", "/console/pools/1/delete", "/console/pools/1/members", "/console/pools/1/members/1/remove"} {
 		for name, tok := range map[string]string{"none": "", "wrong": "not-the-token"} {
 			got := b.post(path, url.Values{"csrf": {tok}})
 			if got.status != http.StatusForbidden || !strings.Contains(got.body, "security token") {

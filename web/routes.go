@@ -27,6 +27,7 @@ func (c *Console) sections() []section {
 		{Prefix + "/", "Overview", true, c.overviewRoutes},
 		{Prefix + "/devices", "Devices", true, c.deviceRoutes},
 		{Prefix + "/messages", "Messages", true, c.messageRoutes},
+		{Prefix + "/pools", "Pools", true, c.poolRoutes},
 		{Prefix + "/numbers", numbersTitle, c.deps.Channels != nil, c.numberRoutes},
 		{Prefix + "/opt-outs", "Opt-outs", true, c.optOutRoutes},
 		{Prefix + "/webhooks", "Webhooks", true, c.webhookRoutes},

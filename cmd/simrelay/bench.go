@@ -28,6 +28,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.IntVar(&cfg.SeedMessages, "messages", cfg.SeedMessages, "messages stored before the list phase")
 	fs.IntVar(&cfg.Queries, "queries", cfg.Queries, "requests per list measurement")
 	fs.IntVar(&cfg.DrainJobs, "drain-jobs", cfg.DrainJobs, "backlog of the one phone of the drain phase (0: skip it)")
+	fs.DurationVar(&cfg.PoolFor, "pool-for", cfg.PoolFor, "length of each pool phase, least_loaded and sticky (0: skip them)")
 	fs.IntVar(&cfg.BulkRequests, "bulk-requests", cfg.BulkRequests, "bulk sends of 1,000 messages in the bulk phase (0: skip it)")
 	var pprofListen string
 	fs.StringVar(&pprofListen, "pprof-listen", "", "let the server serve pprof profiles on this loopback host:port, to profile it during the run")
@@ -79,6 +80,9 @@ func printReport(w io.Writer, r bench.Report) {
 	if r.DrainJobs > 0 {
 		fmt.Fprintf(tw, "one phone draining %d jobs (ack, sent, delivered)\t%.0f jobs/s\t>= 1000 /s\n", r.DrainJobs, r.DrainPerSecond)
 		fmt.Fprintf(tw, "  as a ratio of the durable send rate\t%.2f\t>= 0.50\n", r.DrainRatio)
+	}
+	if r.PoolLeastLoadedPerSec > 0 {
+		fmt.Fprintf(tw, "durable sends through a pool of %d phones: least_loaded / sticky\t%.0f / %.0f /s\t\n", r.PoolMembers, r.PoolLeastLoadedPerSec, r.PoolStickyPerSec)
 	}
 	fmt.Fprintf(tw, "bulk sends (1,000 a request): stored / dispatched\t%.0f / %.0f /s\t\n", r.BulkStoredPerSec, r.BulkDispatchPerSec)
 	fmt.Fprintf(tw, "send -> frame on phone at %d/s, p50 / p99\t%.2f / %.2f ms\tp99 < 5 ms\n", r.SendRate, r.SendP50ms, r.SendP99ms)

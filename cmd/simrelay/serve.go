@@ -299,6 +299,9 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	messages := sms.New(sms.Config{MessageTTL: cfg.messageTTL}, st, hooks.OnInbound, log.With("component", "sms"), time.Now)
 	hub := gateway.New(gateway.Config{}, devices, messages, log.With("component", "gateway"), time.Now)
 	messages.SetDispatcher(hub)
+	if err := messages.SetFailoverHub(hub); err != nil {
+		return fmt.Errorf("failover: %w", err)
+	}
 	agentCfg := cfg.agents
 	agentCfg.MessageTTL = cfg.messageTTL
 	// 0s to 0s means no gap; the service reads a zero gap as "the default".

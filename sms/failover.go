@@ -1,0 +1,167 @@
+package sms
+
+import (
+	"context"
+	"time"
+
+	"github.com/simrelay/simrelay/store"
+)
+
+// Failover (docs/routing.md): a sweep moves the queued jobs of sender
+// pools off members whose device stays offline past the pool's
+// failover_after, or whose SIM keeps failing with carrier errors.
+
+const (
+	// failoverEvery is how often the sweep runs: a job waits at most this
+	// long past its pool's failover_after before it moves.
+	failoverEvery = 30 * time.Second
+	// failoverBatch bounds the jobs one device gives up per sweep, so one
+	// transaction stays short; the next sweep moves the rest.
+	failoverBatch = 500
+)
+
+// FailoverHub is what the sweep needs of the phones' links (gateway.Hub):
+// whether a device is online and since when it is not, and a hold on its
+// links while its jobs move, so no link hands them to the phone meanwhile.
+type FailoverHub interface {
+	Online(fingerprint string) bool
+	OfflineSince(fingerprint string) time.Time
+	HoldDevice(fingerprint string, deviceID uint64, fn func(dispatchedUpTo uint64, online bool) error) error
+}
+
+// SetFailoverHub wires the hub for the failover sweep; call it before
+// serving. Without one nothing moves.
+func (s *Service) SetFailoverHub(h FailoverHub) error {
+	seq, err := s.store.MessageSequence()
+	if err != nil {
+		return err
+	}
+	s.hub, s.startSeq, s.started = h, seq, s.now()
+	return nil
+}
+
+// runFailover sweeps every failoverEvery until ctx ends.
+func (s *Service) runFailover(ctx context.Context) {
+	t := time.NewTicker(failoverEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.Failover()
+		}
+	}
+}
+
+type poolDevice struct {
+	companyID, deviceID uint64
+	fingerprint         string
+}
+
+// Failover runs one sweep now and returns the jobs it moved.
+func (s *Service) Failover() []store.Message {
+	if s.hub == nil {
+		return nil
+	}
+	pools, err := s.store.AllPools()
+	if err != nil {
+		s.log.Error("failover: list pools", "err", err)
+		return nil
+	}
+	now := s.now()
+	// Each member device with the pools (failover on) it is in.
+	in := map[poolDevice][]store.Pool{}
+	failing := map[uint64]map[uint64][]string{} // company -> device -> slots
+	for _, p := range pools {
+		if p.FailoverAfter <= 0 {
+			continue
+		}
+		if _, ok := failing[p.CompanyID]; !ok {
+			f, err := s.store.CarrierFailing(p.CompanyID, now)
+			if err != nil {
+				s.log.Error("failover: carrier errors", "err", err)
+				return nil
+			}
+			failing[p.CompanyID] = f
+		}
+		seen := map[uint64]bool{}
+		for _, m := range p.Members {
+			if !seen[m.DeviceID] {
+				seen[m.DeviceID] = true
+				k := poolDevice{p.CompanyID, m.DeviceID, m.Device}
+				in[k] = append(in[k], p)
+			}
+		}
+	}
+	// How long each device has been offline; down per pool is past its failover_after.
+	offline := map[poolDevice]time.Duration{}
+	for d := range in {
+		if s.hub.Online(d.fingerprint) {
+			continue
+		}
+		since := s.hub.OfflineSince(d.fingerprint)
+		if since.IsZero() || since.Before(s.started) {
+			since = s.started // no link since the start: offline at least since then
+		}
+		offline[d] = now.Sub(since)
+	}
+	var moved []store.Message
+	for d, ps := range in {
+		downFor := func(p store.Pool) map[uint64]bool {
+			down := map[uint64]bool{}
+			for od, off := range offline {
+				if od.companyID == p.CompanyID && off >= p.FailoverAfter {
+					down[od.deviceID] = true
+				}
+			}
+			return down
+		}
+		for _, p := range ps {
+			var slots []string
+			if off, ok := offline[d]; ok && off >= p.FailoverAfter {
+				slots = []string{""}
+			} else {
+				slots = failing[d.companyID][d.deviceID]
+			}
+			for _, slot := range slots {
+				reason := store.FailoverOffline
+				if slot != "" {
+					reason = store.FailoverCarrierErrors
+				}
+				moved = append(moved, s.failoverDevice(d, p, slot, reason, downFor(p), now)...)
+			}
+		}
+	}
+	woken := map[string]bool{}
+	for _, m := range moved {
+		s.changed(m)
+		if !woken[m.Device] && s.dispatch != nil {
+			woken[m.Device] = true
+			s.dispatch.Kick(m.Device)
+		}
+	}
+	if len(moved) > 0 {
+		s.log.Info("failover moved queued jobs", "count", len(moved))
+	}
+	return moved
+}
+
+// failoverDevice moves the device's undispatched jobs of pool p (from slot,
+// "" for both) to other members, holding the device's links meanwhile.
+func (s *Service) failoverDevice(d poolDevice, p store.Pool, slot, reason string, down map[uint64]bool, now time.Time) []store.Message {
+	var moved []store.Message
+	err := s.hub.HoldDevice(d.fingerprint, d.deviceID, func(upTo uint64, _ bool) error {
+		var err error
+		moved, err = s.store.Failover(store.FailoverInput{
+			CompanyID: d.companyID, DeviceID: d.deviceID, Slot: slot, After: max(upTo, s.startSeq),
+			Reason: reason, Down: down, Pools: map[uint64]bool{p.ID: true}, Limit: failoverBatch,
+		}, slotCheck, now)
+		return err
+	})
+	if err != nil {
+		s.log.Error("failover", "device", d.fingerprint, "err", err)
+		return nil
+	}
+	return moved
+}
