@@ -116,6 +116,15 @@ func (m *Message) appendRecord() []byte {
 	b = appendString(b, m.Account)
 	b = appendString(b, m.ContentType)
 	b = appendString(b, m.MediaURL)
+	b = appendString(b, m.Pool)
+	b = binary.AppendUvarint(b, m.PoolID)
+	b = binary.AppendUvarint(b, uint64(len(m.Attempts)))
+	for _, a := range m.Attempts {
+		b = appendString(b, a.Device)
+		b = appendString(b, a.SIMSlot)
+		b = appendString(b, a.Reason)
+		b = appendTime(b, a.MovedAt)
+	}
 	return b
 }
 
@@ -132,6 +141,16 @@ func (m *Message) readRecord(raw []byte) error {
 		CreatedAt: r.time(), UpdatedAt: r.time(), ExpiresAt: r.time(), SendAt: r.time(),
 		QueueSeq: r.uint(), StatusAt: r.string(), Detail: r.string(),
 		NumberID: r.uint(), NumberRef: r.string(), Account: r.string(), ContentType: r.string(), MediaURL: r.string(),
+		Pool: r.string(), PoolID: r.uint(),
+	}
+	if n := r.uint(); n > 0 && r.err == nil {
+		if n > uint64(len(raw)-r.off) { // each attempt takes at least 4 bytes
+			return fmt.Errorf("store: %w", errBadRecord)
+		}
+		m.Attempts = make([]Attempt, n)
+		for i := range m.Attempts {
+			m.Attempts[i] = Attempt{Device: r.string(), SIMSlot: r.string(), Reason: r.string(), MovedAt: r.time()}
+		}
 	}
 	return r.done()
 }

@@ -15,7 +15,11 @@ import (
 // later, say) fails the round trip.
 func filled(t *testing.T, v any) {
 	t.Helper()
-	rv := reflect.ValueOf(v).Elem()
+	fillStruct(t, reflect.ValueOf(v).Elem())
+}
+
+func fillStruct(t *testing.T, rv reflect.Value) {
+	t.Helper()
 	for i := range rv.NumField() {
 		f := rv.Field(i)
 		switch f.Kind() {
@@ -25,6 +29,14 @@ func filled(t *testing.T, v any) {
 			f.SetUint(uint64(1)<<(i%64) + uint64(i))
 		case reflect.Int:
 			f.SetInt(int64(1000*i + 7))
+		case reflect.Slice:
+			if f.Type().Elem().Kind() != reflect.Struct {
+				t.Fatalf("%s.%s is a %s: teach the compact encoding and this test about it", rv.Type(), rv.Type().Field(i).Name, f.Type())
+			}
+			f.Set(reflect.MakeSlice(f.Type(), 2, 2))
+			for j := range 2 {
+				fillStruct(t, f.Index(j))
+			}
 		default:
 			if f.Type() != reflect.TypeFor[time.Time]() {
 				t.Fatalf("%s.%s is a %s: teach the compact encoding and this test about it", rv.Type(), rv.Type().Field(i).Name, f.Type())
