@@ -31,6 +31,9 @@ var migrations = []func(tx *bolt.Tx) (done bool, err error){
 	// 5 -> 6: the counters' sums by company and by device per day, rolled
 	// up from the stored counters (migrate_v6.go).
 	migrateStatsSums,
+	// 6 -> 7: the counters' sums by user, device and day, rolled up from the
+	// stored counters (migrate_v7.go).
+	migrateStatsUserSums,
 }
 
 // whole makes a migration that fits in one transaction a one-step one.

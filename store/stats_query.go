@@ -28,14 +28,15 @@ type Stats struct {
 	Totals   Counts
 	Days     []Counts          // one per day from From, zero days included
 	ByDevice map[uint64]Counts // by device registration id, only those counted
+
+	read int // day records read under a users filter, for the tests of that bound
 }
 
 // Stats sums the company's counters over a range of days, reading only the
 // sums its question needs, whatever the number of messages behind them:
 // with no filter, the company's days for the totals and the series and the
 // devices' days for the sums by device; with a devices filter, those
-// devices' days; with a users filter, the full records of the range, the
-// only ones that tell users apart.
+// devices' days; with a users filter, those users' days on each device.
 func (s *Store) Stats(q StatsQuery) (Stats, error) {
 	out := Stats{ByDevice: map[uint64]Counts{}}
 	if q.To < q.From {
@@ -129,24 +130,26 @@ func statsOfDevices(tx *bolt.Tx, q StatsQuery, out *Stats) {
 	}
 }
 
-// statsOfUsers walks the full records of the range: only they tell users
-// apart.
+// statsOfUsers reads the day sums of the users of the filter on each
+// device: each user's records of the range lie together, so it reads those
+// and no other user's.
 func statsOfUsers(tx *bolt.Tx, q StatsQuery, out *Stats) {
-	company := itob(q.CompanyID)
-	c := tx.Bucket(bucketStatsDays).Cursor()
-	for k, v := c.Seek(statsDayKey(q.CompanyID, q.From, 0, 0, 0)); k != nil && bytes.HasPrefix(k, company); k, v = c.Next() {
-		if len(k) != 29 {
+	c := tx.Bucket(bucketStatsUserDays).Cursor()
+	for user, ok := range q.Users {
+		if !ok {
 			continue
 		}
-		day := binary.BigEndian.Uint32(k[8:])
-		if day > q.To {
-			break
+		prefix := statsUserDayKey(q.CompanyID, user, 0, 0)[:16]
+		for k, v := c.Seek(statsUserDayKey(q.CompanyID, user, q.From, 0)); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			day, dev := binary.BigEndian.Uint32(k[16:]), binary.BigEndian.Uint64(k[20:])
+			if day > q.To {
+				break
+			}
+			out.read++
+			if q.Devices == nil || q.Devices[dev] {
+				out.add(q, day, dev, decodeCounts(v))
+			}
 		}
-		dev, user := binary.BigEndian.Uint64(k[13:]), binary.BigEndian.Uint64(k[21:])
-		if !q.Users[user] || (q.Devices != nil && !q.Devices[dev]) {
-			continue
-		}
-		out.add(q, day, dev, decodeCounts(v))
 	}
 }
 
@@ -178,12 +181,20 @@ func (s *Store) StatsDevices(companyID uint64) ([]StatsDevice, error) {
 	var out []StatsDevice
 	err := s.db.View(func(tx *bolt.Tx) error {
 		// Names are kept current by every write of a live device, so no
-		// device record is read: a company with thousands stays cheap.
-		live := tx.Bucket(bucketCompanyDeviceIDs)
-		walkPrefix(tx.Bucket(bucketStatsDevices), itob(companyID), func(k, v []byte) bool {
+		// device record is read: a company with thousands stays cheap. The
+		// live registrations' index is keyed as the names are (company, id),
+		// so one walk of each, side by side, tells which are live, with no
+		// point read per registration.
+		company := itob(companyID)
+		live := tx.Bucket(bucketCompanyDeviceIDs).Cursor()
+		lk, lv := live.Seek(company)
+		walkPrefix(tx.Bucket(bucketStatsDevices), company, func(k, v []byte) bool {
+			for lk != nil && bytes.HasPrefix(lk, company) && bytes.Compare(lk, k) < 0 {
+				lk, lv = live.Next()
+			}
 			fp, name, _ := bytes.Cut(v, []byte{0})
 			d := StatsDevice{ID: btoi(k[8:]), Fingerprint: string(fp), Name: string(name)}
-			d.Live = bytes.Equal(live.Get(k), fp)
+			d.Live = bytes.Equal(lk, k) && bytes.Equal(lv, fp)
 			out = append(out, d)
 			return true
 		})
