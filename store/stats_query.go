@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -86,16 +89,47 @@ func statsOfCompany(tx *bolt.Tx, q StatsQuery, out *Stats) {
 		out.Totals.add(n)
 		out.Days[day-q.From].add(n)
 	}
+	// A fleet has thousands of devices with days in the range: their sums
+	// are added up in a slice beside the company's registrations (in id
+	// order, as each day's records are), and only then put in the map,
+	// made at its size.
+	var ids []uint64
+	walkPrefix(tx.Bucket(bucketStatsDevices), company, func(k, _ []byte) bool {
+		ids = append(ids, binary.BigEndian.Uint64(k[8:]))
+		return true
+	})
+	sums := make([]Counts, len(ids))
+	counted, at, prevDay := 0, 0, uint32(0)
+	strays := map[uint64]Counts{}
 	c = tx.Bucket(bucketStatsDeviceDays).Cursor()
 	for k, v := c.Seek(statsDeviceDayKey(q.CompanyID, q.From, 0)); k != nil && bytes.HasPrefix(k, company); k, v = c.Next() {
-		if binary.BigEndian.Uint32(k[8:]) > q.To {
+		day := binary.BigEndian.Uint32(k[8:])
+		if day > q.To {
 			break
 		}
+		if day != prevDay {
+			at, prevDay = 0, day
+		}
 		dev := binary.BigEndian.Uint64(k[12:])
-		d := out.ByDevice[dev]
-		d.add(decodeCounts(v))
-		out.ByDevice[dev] = d
+		i, found := slices.BinarySearch(ids[at:], dev)
+		if at += i; !found { // counted and never named: no write does that, but count it all the same
+			d := strays[dev]
+			d.add(decodeCounts(v))
+			strays[dev] = d
+			continue
+		}
+		if sums[at].zero() {
+			counted++
+		}
+		sums[at].add(decodeCounts(v))
 	}
+	out.ByDevice = make(map[uint64]Counts, counted+len(strays))
+	for i, n := range sums {
+		if !n.zero() {
+			out.ByDevice[ids[i]] = n
+		}
+	}
+	maps.Copy(out.ByDevice, strays)
 }
 
 // maxDeviceDayReads bounds the point reads of a devices filter; a larger
@@ -192,9 +226,10 @@ func (s *Store) StatsDevices(companyID uint64) ([]StatsDevice, error) {
 			for lk != nil && bytes.HasPrefix(lk, company) && bytes.Compare(lk, k) < 0 {
 				lk, lv = live.Next()
 			}
-			fp, name, _ := bytes.Cut(v, []byte{0})
-			d := StatsDevice{ID: btoi(k[8:]), Fingerprint: string(fp), Name: string(name)}
-			d.Live = bytes.Equal(lk, k) && bytes.Equal(lv, fp)
+			both := string(v) // one string for both: the fingerprint and the name share it
+			fp, name, _ := strings.Cut(both, "\x00")
+			d := StatsDevice{ID: btoi(k[8:]), Fingerprint: fp, Name: name}
+			d.Live = bytes.Equal(lk, k) && string(lv) == fp
 			out = append(out, d)
 			return true
 		})
