@@ -23,6 +23,9 @@ type Analytics interface {
 	DashboardSummary(companyID uint64, from, to time.Time, limit int) (store.Summary, error)
 	StatsDevices(companyID uint64) ([]store.StatsDevice, error)
 	CompanyUsers(companyID uint64) ([]store.User, error)
+	// Generation changes with every write to the store: analytics answers
+	// are kept while it stays the same (answerCache).
+	Generation() (uint64, error)
 }
 
 // Period is the company's current billing period, over which creditsUsed
@@ -204,6 +207,14 @@ func (s *Server) analytics(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	gen, err := s.deps.Analytics.Generation() // before any read of the answer
+	if err != nil {
+		return err
+	}
+	key := answerKey(company, from.Format(dateLayout), to.Format(dateLayout), c.QueryParam("users"), c.QueryParam("devices"))
+	if body := s.answers.get(gen, key); body != nil {
+		return writeAnalytics(c, body)
+	}
 	users, err := s.userFilter(c, company)
 	if err != nil {
 		return err
@@ -235,7 +246,14 @@ func (s *Server) analytics(c echo.Context) error {
 		return err
 	}
 	body := appendAnalytics(make([]byte, 0, analyticsSize(len(st.Days), len(st.ByDevice))), from, to, st, byDevice(regs, devices, st.ByDevice))
-	if _, pretty := c.QueryParams()["pretty"]; pretty { // as c.JSON would
+	s.answers.put(gen, key, body)
+	return writeAnalytics(c, body)
+}
+
+// writeAnalytics sends an encoded answer, indented under ?pretty as c.JSON
+// would.
+func writeAnalytics(c echo.Context, body []byte) error {
+	if _, pretty := c.QueryParams()["pretty"]; pretty {
 		var out bytes.Buffer
 		if err := json.Indent(&out, body, "", "  "); err != nil {
 			return err

@@ -37,13 +37,24 @@ func BenchmarkAnalyticsByDevice(b *testing.B) {
 // BenchmarkAnalyticsFleet answers GET /analytics over 90 days with no
 // filter, through the handler and a real store: a fleet of 10,000 phones,
 // each with an outbound and an inbound message on three of the days, so
-// byDevice lists all 10,000 (as in simrelay bench after its phases).
-func BenchmarkAnalyticsFleet(b *testing.B) {
+// byDevice lists all 10,000 (as in simrelay bench after its phases). Each
+// answer is read and encoded: as if the store had been written since the
+// last one.
+func BenchmarkAnalyticsFleet(b *testing.B) { benchAnalyticsFleet(b, false) }
+
+// BenchmarkAnalyticsFleetKept is the same answer asked again with nothing
+// written since: the kept answer.
+func BenchmarkAnalyticsFleetKept(b *testing.B) { benchAnalyticsFleet(b, true) }
+
+func benchAnalyticsFleet(b *testing.B, kept bool) {
 	st, company := benchFleet(b, 10000)
 	srv := &Server{deps: Deps{Analytics: st, Now: time.Now}}
 	e := echo.New()
 	cpu := processCPU()
 	for b.Loop() {
+		if !kept {
+			srv.answers = answerCache{}
+		}
 		rec := httptest.NewRecorder()
 		c := e.NewContext(httptest.NewRequest(http.MethodGet, "/analytics?from="+time.Now().UTC().AddDate(0, 0, -89).Format(dateLayout), nil), rec)
 		c.Set(keyPrincipal, account.Principal{CompanyID: company, Role: store.RoleAdmin, ViaAPIKey: true})
@@ -70,7 +81,7 @@ func processCPU() time.Duration {
 
 // benchFleet is a store with one company and n phones, each with an
 // outbound (delivered) and an inbound message on three of the last 90 days.
-func benchFleet(b *testing.B, n int) (*store.Store, uint64) {
+func benchFleet(b testing.TB, n int) (*store.Store, uint64) {
 	b.Helper()
 	st, err := store.Open(b.TempDir(), store.Options{BulkLoad: true})
 	if err != nil {

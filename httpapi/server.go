@@ -115,6 +115,8 @@ type Server struct {
 	exportsMu    sync.Mutex
 	exports      map[uint64]int
 	exportsTotal int
+	// answers keeps analytics answers while the store is not written.
+	answers answerCache
 }
 
 // New builds the API and its route table.

@@ -278,3 +278,19 @@ func (s *Store) DashboardSummary(companyID uint64, from, to time.Time, limit int
 	}
 	return out, nil
 }
+
+// Generation is the id of the store's last committed write. Reads made
+// while it stays the same see the same data: an answer computed from reads
+// that all began after Generation returned g holds for as long as
+// Generation still returns g.
+func (s *Store) Generation() (uint64, error) {
+	var g uint64
+	err := s.db.View(func(tx *bolt.Tx) error {
+		g = uint64(tx.ID())
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("store: generation: %w", err)
+	}
+	return g, nil
+}
