@@ -20,6 +20,10 @@ type StatsQuery struct {
 	From, To  uint32
 	Users     map[uint64]bool
 	Devices   map[uint64]bool // device registration ids
+	// NoDevices leaves ByDevice empty for a question that needs only the
+	// totals and the series: with no filter, they are then the company's
+	// day sums alone, one record a day.
+	NoDevices bool
 }
 
 // MaxStatsDays bounds one Stats query, which holds a counter per day: ten
@@ -32,14 +36,15 @@ type Stats struct {
 	Days     []Counts          // one per day from From, zero days included
 	ByDevice map[uint64]Counts // by device registration id, only those counted
 
-	read int // day records read under a users filter, for the tests of that bound
+	read int // day records read, for the tests of what a question reads
 }
 
 // Stats sums the company's counters over a range of days, reading only the
 // sums its question needs, whatever the number of messages behind them:
 // with no filter, the company's days for the totals and the series and the
 // devices' days for the sums by device; with a devices filter, those
-// devices' days; with a users filter, those users' days on each device.
+// devices' days (none under NoDevices); with a users filter, those users'
+// days on each device.
 func (s *Store) Stats(q StatsQuery) (Stats, error) {
 	out := Stats{ByDevice: map[uint64]Counts{}}
 	if q.To < q.From {
@@ -62,6 +67,9 @@ func (s *Store) Stats(q StatsQuery) (Stats, error) {
 	})
 	if err != nil {
 		return out, fmt.Errorf("store: stats of company %d: %w", q.CompanyID, err)
+	}
+	if q.NoDevices {
+		clear(out.ByDevice) // a filter's sums by device were needed on the way
 	}
 	return out, nil
 }
@@ -88,6 +96,10 @@ func statsOfCompany(tx *bolt.Tx, q StatsQuery, out *Stats) {
 		n := decodeCounts(v)
 		out.Totals.add(n)
 		out.Days[day-q.From].add(n)
+		out.read++
+	}
+	if q.NoDevices {
+		return
 	}
 	// A fleet has thousands of devices with days in the range: their sums
 	// are added up in a slice beside the company's registrations (in id
@@ -110,6 +122,7 @@ func statsOfCompany(tx *bolt.Tx, q StatsQuery, out *Stats) {
 		if day != prevDay {
 			at, prevDay = 0, day
 		}
+		out.read++
 		dev := binary.BigEndian.Uint64(k[12:])
 		i, found := slices.BinarySearch(ids[at:], dev)
 		if at += i; !found { // counted and never named: no write does that, but count it all the same
@@ -144,6 +157,7 @@ func statsOfDevices(tx *bolt.Tx, q StatsQuery, out *Stats) {
 	if len(q.Devices)*len(out.Days) <= maxDeviceDayReads {
 		for dev, ok := range q.Devices {
 			for day := q.From; ok && day <= q.To; day++ {
+				out.read++
 				if v := b.Get(statsDeviceDayKey(q.CompanyID, day, dev)); v != nil {
 					out.add(q, day, dev, decodeCounts(v))
 				}
@@ -158,6 +172,7 @@ func statsOfDevices(tx *bolt.Tx, q StatsQuery, out *Stats) {
 		if day > q.To {
 			break
 		}
+		out.read++
 		if q.Devices[dev] {
 			out.add(q, day, dev, decodeCounts(v))
 		}

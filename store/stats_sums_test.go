@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -509,5 +510,50 @@ func TestStatsDevicesTellTheLiveOnes(t *testing.T) {
 		if c == company && (len(regs) != 3 || live != 2 || regs[1].ID != devices[0] || regs[1].Live) {
 			t.Errorf("company %d lists %+v, want its two live phones and the deleted registration %d", c, regs, devices[0])
 		}
+	}
+}
+
+// TestStatsWithoutDevicesReadsTheCompanyDays: a question that needs only
+// the totals and the series (the console's overview) reads one record a
+// day, whatever the number of devices, and gets what the full answer says;
+// the full answer reads each device's days besides.
+func TestStatsWithoutDevicesReadsTheCompanyDays(t *testing.T) {
+	t.Parallel()
+	s := open(t, t.TempDir())
+	c, _ := newCompany(t, s, "no-devices@example.com", "key-no-devices")
+	const devices, days = 200, 10
+	from := StatsDay(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC))
+	to := from + days - 1
+	if err := s.db.Update(func(tx *bolt.Tx) error {
+		for dev := uint64(1); dev <= devices; dev++ {
+			for _, day := range []uint32{from + uint32(dev%days), to} {
+				m := Message{CompanyID: c.ID, DeviceID: dev, Device: fmt.Sprint("d-", dev), Channel: "sms", Direction: Outbound, Segments: 1}
+				if err := count(tx, m, StatsDate(day).Add(time.Hour), Counts{Sent: 1, Segments: 1}); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	full, err := s.Stats(StatsQuery{CompanyID: c.ID, From: from, To: to})
+	if err != nil || len(full.ByDevice) != devices || full.Totals.Sent != 2*devices {
+		t.Fatalf("the full answer: %d devices, %d sent (%v), want %d and %d", len(full.ByDevice), full.Totals.Sent, err, devices, 2*devices)
+	}
+	if full.read < days+devices {
+		t.Fatalf("the full answer read %d records, want the days and every device's", full.read)
+	}
+	got, err := s.Stats(StatsQuery{CompanyID: c.ID, From: from, To: to, NoDevices: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.read > days || len(got.ByDevice) != 0 || got.Totals != full.Totals || !slices.Equal(got.Days, full.Days) {
+		t.Errorf("without devices: read %d records (want at most %d), %d devices (want none), totals %+v and days %v (want %+v and %v)",
+			got.read, days, len(got.ByDevice), got.Totals, got.Days, full.Totals, full.Days)
+	}
+	dev, err := s.Stats(StatsQuery{CompanyID: c.ID, From: from, To: to, Devices: map[uint64]bool{3: true}, NoDevices: true})
+	if err != nil || dev.Totals.Sent != 2 || len(dev.ByDevice) != 0 {
+		t.Errorf("one device, without devices: %+v (%v), want its 2 sent and no sums by device", dev, err)
 	}
 }
