@@ -8,7 +8,9 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
+	"time"
 )
 
 // An idle phone's link holds as little as the WebSocket library allows: the
@@ -67,7 +69,8 @@ func (s *smallBufferWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		// reader: the link reads them first.
 		l.seed(brw.Reader)
 		s.conn = l
-		return l, bufio.NewReadWriter(bufio.NewReaderSize(l, tinyBufferSize), bufio.NewWriterSize(l, tinyBufferSize)), nil
+		l.br = bufio.NewReaderSize(l, tinyBufferSize)
+		return l, bufio.NewReadWriter(l.br, bufio.NewWriterSize(l, tinyBufferSize)), nil
 	}
 	// Without raw access, keep the old reader when it holds such bytes,
 	// rather than lose them.
@@ -101,10 +104,18 @@ type linkIO struct {
 	rbuf *[]byte // read, not yet taken; from ioBuffers, nil when empty
 	r, w int     // (*rbuf)[r:w] is unread
 
+	br      *bufio.Reader // the library's reader over l: what it holds, the link has read
+	onPong  func()        // told of each pong awaitFrame takes; nil: none are taken
+	amu     sync.Mutex    // orders awaitFrame's look at the read state before stopAwaiting
+	stopped atomic.Bool   // stopAwaiting was called
+
+	// wmu is held from the first byte of each frame the library writes to
+	// its last, so that ping writes between frames.
+	wmu      sync.Mutex
 	head     [tinyBufferSize]byte // the start of a frame, waiting for its rest
 	held     int                  // bytes in head
 	rest     int64                // bytes of the current frame not yet written
-	unsynced bool                 // writes left the frame boundaries: pass them on as they come
+	unsynced atomic.Bool          // writes left the frame boundaries: pass them on as they come, and write no ping
 }
 
 // newLinkIO wraps conn, or returns nil when conn gives no raw access to its
@@ -194,16 +205,130 @@ func (l *linkIO) fill() error {
 	return io.EOF
 }
 
-// Write passes p on, holding the first chunk of a frame until its rest comes.
+// awaitFrame waits until the phone has sent something for the library to
+// read, taking the pongs that come before it (telling onPong of each), and
+// returns at once when bytes already wait. The link's reader calls it
+// between frames, so that an idle link waits here, on a shallow stack that
+// the runtime shrinks, and not deep inside the library's Read. The library
+// would take a pong itself and then wait for the next frame where it is, so
+// an idle phone's answer to each ping would leave its reader deep again.
+// A read error is left for the library's Read to find.
+func (l *linkIO) awaitFrame() {
+	for {
+		l.amu.Lock()
+		idle := !l.stopped.Load() && l.onPong != nil && !l.unsynced.Load() && l.rbuf == nil && l.br != nil && l.br.Buffered() == 0
+		l.amu.Unlock()
+		if !idle {
+			return
+		}
+		took := false
+		err := l.raw.Read(func(fd uintptr) bool {
+			if l.stopped.Load() {
+				return true // the library reads on another goroutine now
+			}
+			buf := ioBuffers.Get().(*[]byte)
+			defer ioBuffers.Put(buf)
+			n, err := peekRaw(fd, (*buf)[:maxPongSize])
+			switch {
+			case err == syscall.EAGAIN:
+				return false
+			case err != nil || n == 0:
+				return true // the library's Read reports it
+			}
+			size, pong := pongSize((*buf)[:n])
+			switch {
+			case !pong:
+				return true
+			case size > n:
+				return false // the rest of the pong is on its way
+			}
+			_, err = readRaw(fd, (*buf)[:size])
+			took = err == nil
+			return true
+		})
+		if err != nil || !took {
+			return
+		}
+		l.onPong()
+	}
+}
+
+// stopAwaiting makes awaitFrame return, now and from now on, and take no
+// more pongs: the library's Close reads the socket on a goroutine of its
+// own, after this returns.
+func (l *linkIO) stopAwaiting() {
+	l.amu.Lock()
+	l.stopped.Store(true)
+	l.amu.Unlock()
+}
+
+// maxPongSize is the longest pong a phone sends: a masked control frame
+// with at most 125 bytes of payload.
+const maxPongSize = 2 + 4 + 125
+
+// pongSize reads the frame that starts p: whether it is a phone's pong
+// (final, masked, at most 125 bytes of payload, as RFC 6455 has control
+// frames), and if so its length, header included, which may pass len(p).
+// Anything else, a malformed pong included, is the library's to read.
+func pongSize(p []byte) (int, bool) {
+	if len(p) == 0 || p[0] != 0x8a { // FIN, no reserved bits, opcode pong
+		return 0, false
+	}
+	if len(p) < 2 {
+		return 2, true
+	}
+	if p[1]&0x80 == 0 || p[1]&0x7f > 125 {
+		return 0, false
+	}
+	return 2 + 4 + int(p[1]&0x7f), true
+}
+
+// pingFrame is the server's ping: final, unmasked, no payload.
+var pingFrame = []byte{0x89, 0x00}
+
+// ping writes a ping between the library's frames, within timeout. It
+// writes none (false) while a frame is being written, and once writes have
+// left the frame boundaries; the link's pongs are then the library's to read.
+func (l *linkIO) ping(timeout time.Duration) (bool, error) {
+	if !l.wmu.TryLock() {
+		return false, nil
+	}
+	defer l.wmu.Unlock()
+	if l.unsynced.Load() {
+		return false, nil
+	}
+	if err := l.Conn.SetWriteDeadline(time.Now().Add(timeout)); err != nil {
+		return false, err
+	}
+	_, err := l.Conn.Write(pingFrame)
+	if derr := l.Conn.SetWriteDeadline(time.Time{}); err == nil {
+		err = derr
+	}
+	return true, err
+}
+
+// Write passes p on, holding the first chunk of a frame until its rest
+// comes, and wmu from a frame's first byte to its last.
 func (l *linkIO) Write(p []byte) (int, error) {
-	if l.unsynced || len(p) == 0 {
+	if l.unsynced.Load() || len(p) == 0 {
 		return l.Conn.Write(p)
 	}
+	if l.rest == 0 && l.held == 0 {
+		l.wmu.Lock()
+	}
+	n, err := l.write(p)
+	if l.unsynced.Load() || (l.rest == 0 && l.held == 0) {
+		l.wmu.Unlock()
+	}
+	return n, err
+}
+
+func (l *linkIO) write(p []byte) (int, error) {
 	if l.rest == 0 { // p starts a frame
 		size := frameSize(p)
 		switch {
 		case size == 0 || size < int64(len(p)):
-			l.unsynced = true // not one frame's start: stop following frames
+			l.unsynced.Store(true) // not one frame's start: stop following frames
 		case size > int64(len(p)) && len(p) <= len(l.head):
 			l.held = copy(l.head[:], p)
 			l.rest = size - int64(len(p))
@@ -214,7 +339,7 @@ func (l *linkIO) Write(p []byte) (int, error) {
 		return l.Conn.Write(p)
 	}
 	if l.rest -= int64(len(p)); l.rest < 0 {
-		l.unsynced = true
+		l.unsynced.Store(true)
 	}
 	if l.held == 0 {
 		return l.Conn.Write(p)

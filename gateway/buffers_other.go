@@ -9,3 +9,5 @@ import "errors"
 const rawReads = false
 
 func readRaw(uintptr, []byte) (int, error) { return 0, errors.ErrUnsupported }
+
+func peekRaw(uintptr, []byte) (int, error) { return 0, errors.ErrUnsupported }

@@ -90,8 +90,8 @@ func TestLinkCarriesFramesOfEverySize(t *testing.T) {
 		t.Fatalf("close handshake: %v", err)
 	}
 	<-done // the handler has ended: the link's state is no longer written
-	if l.unsynced || l.held != 0 || l.rest != 0 {
-		t.Errorf("writes lost track of frames: unsynced %v, %d bytes held, %d bytes of a frame outstanding", l.unsynced, l.held, l.rest)
+	if l.unsynced.Load() || l.held != 0 || l.rest != 0 {
+		t.Errorf("writes lost track of frames: unsynced %v, %d bytes held, %d bytes of a frame outstanding", l.unsynced.Load(), l.held, l.rest)
 	}
 }
 
@@ -130,8 +130,8 @@ func TestIdleLinkHoldsNoBuffers(t *testing.T) {
 	c.pumpMu.Lock()
 	inflight := c.inflight
 	c.pumpMu.Unlock()
-	if l.rbuf != nil || l.held != 0 || l.unsynced || inflight != nil {
-		t.Errorf("idle link holds: read buffer %v, %d bytes of a frame, window map %v (unsynced writes %v)", l.rbuf != nil, l.held, inflight, l.unsynced)
+	if l.rbuf != nil || l.held != 0 || l.unsynced.Load() || inflight != nil {
+		t.Errorf("idle link holds: read buffer %v, %d bytes of a frame, window map %v (unsynced writes %v)", l.rbuf != nil, l.held, inflight, l.unsynced.Load())
 	}
 	// Its frames all answered the server's: no flood limiter was needed.
 	if c.flood != nil {

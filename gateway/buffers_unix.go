@@ -17,3 +17,14 @@ func readRaw(fd uintptr, p []byte) (int, error) {
 		}
 	}
 }
+
+// peekRaw reads what the non-blocking socket fd holds into p without taking
+// it; syscall.EAGAIN means no data yet.
+func peekRaw(fd uintptr, p []byte) (int, error) {
+	for {
+		n, _, err := syscall.Recvfrom(int(fd), p, syscall.MSG_PEEK)
+		if err != syscall.EINTR {
+			return n, err
+		}
+	}
+}

@@ -41,8 +41,9 @@ type conn struct {
 	queued  int      // bytes in queue, at most QueueBytes; guarded by qmu
 	writing bool     // the writer goroutine is running (or held until the welcome); guarded by qmu
 
-	pingSlot           int   // 1 + the pinger's slot of the next ping, 0 when none; guarded by hub.pings.mu
-	pingPrev, pingNext *conn // the other links of that slot; guarded by hub.pings.mu
+	pingSlot           int                      // 1 + the pinger's slot of the next ping, 0 when none; guarded by hub.pings.mu
+	pingPrev, pingNext *conn                    // the other links of that slot; guarded by hub.pings.mu
+	ping               atomic.Pointer[pingWait] // the ping waiting for its pong; nil between pings
 
 	state    atomic.Int32 // linkOpen until the link ends, once
 	lastSeen atomic.Int64 // unix nanoseconds of the last frame or pong
@@ -68,8 +69,28 @@ type conn struct {
 func newConn(h *Hub, ws *websocket.Conn, sock net.Conn, dev store.Device, token string) *conn {
 	// writing starts true: the writer is held until open sends the welcome.
 	c := &conn{hub: h, ws: ws, sock: sock, dev: dev, token: token, writing: true}
+	if l, ok := sock.(*linkIO); ok {
+		l.onPong = c.ponged // the reader takes pongs between frames (awaitFrame)
+	}
 	c.touch()
 	return c
+}
+
+// pingWait is a ping of the link's own (linkIO.ping) waiting for its pong,
+// which the link's reader takes between frames.
+type pingWait struct {
+	done chan struct{} // closed by the pong, or by the link's end
+	once sync.Once
+}
+
+func (w *pingWait) end() { w.once.Do(func() { close(w.done) }) }
+
+// ponged is a pong the reader took before the library saw it.
+func (c *conn) ponged() {
+	c.touch()
+	if w := c.ping.Load(); w != nil {
+		w.end()
+	}
 }
 
 func (c *conn) touch() { c.lastSeen.Store(c.hub.now().UnixNano()) }
@@ -244,32 +265,47 @@ func (c *conn) setPace(perMinute int) {
 
 // readLoop handles the phone's frames. Store writes start here, on the
 // link's own goroutine, and its answers wait on its own answerer
-// (answers.go), so one slow phone slows only itself.
+// (answers.go), so one slow phone slows only itself. Between frames it
+// waits in awaitFrame, on a stack small enough for the runtime to shrink
+// to its least: an idle link's goroutine costs 2 KB of stack, not the 4 KB
+// a wait inside the library's Read takes.
 func (c *conn) readLoop() {
-	ctx := context.Background()
+	l, _ := c.sock.(*linkIO)
 	for {
-		_, data, err := c.ws.Read(ctx)
-		if err != nil || c.closed() {
-			return // the answerer may have closed the link (flood, a store fault)
+		if l != nil {
+			l.awaitFrame()
 		}
-		c.touch()
-		f, err := proto.Decode(data)
-		if errors.Is(err, proto.ErrUnknownType) {
-			if !c.charge() {
-				return
-			}
-			refusal := proto.Error{Code: "unknown_frame", Message: fmt.Sprintf("Unknown frame type %q; the frame was ignored.", echo(frameType(data)))}
-			c.answerNow(func() { c.answerError(refusal) })
-			continue
-		}
-		if err != nil {
-			c.fail(proto.CloseProtocolError, "protocol_error", "A frame could not be read: "+frameProblem(err))
-			return
-		}
-		if !c.handle(ctx, f) {
+		if !c.readFrame() {
 			return
 		}
 	}
+}
+
+// readFrame reads and handles one frame; false ends the link. It is not
+// inlined, so that its frame is off the stack while readLoop waits.
+//
+//go:noinline
+func (c *conn) readFrame() bool {
+	ctx := context.Background()
+	_, data, err := c.ws.Read(ctx)
+	if err != nil || c.closed() {
+		return false // the answerer may have closed the link (flood, a store fault)
+	}
+	c.touch()
+	f, err := proto.Decode(data)
+	if errors.Is(err, proto.ErrUnknownType) {
+		if !c.charge() {
+			return false
+		}
+		refusal := proto.Error{Code: "unknown_frame", Message: fmt.Sprintf("Unknown frame type %q; the frame was ignored.", echo(frameType(data)))}
+		c.answerNow(func() { c.answerError(refusal) })
+		return true
+	}
+	if err != nil {
+		c.fail(proto.CloseProtocolError, "protocol_error", "A frame could not be read: "+frameProblem(err))
+		return false
+	}
+	return c.handle(ctx, f)
 }
 
 // handle takes one frame; false ends the link. An ack or status goes to the
@@ -467,6 +503,18 @@ func (c *conn) pingOnce() {
 	if c.closed() {
 		return
 	}
+	if l, ok := c.sock.(*linkIO); ok && l.onPong != nil {
+		if sent, ok := c.pingOwn(l); sent || !ok {
+			if ok {
+				c.hub.pings.after(c, jitter(c.hub.cfg.PingInterval))
+			}
+			return
+		}
+		if !l.unsynced.Load() { // a frame was being written: ping at the next turn
+			c.hub.pings.after(c, jitter(c.hub.cfg.PingInterval))
+			return
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.hub.cfg.PongTimeout)
 	defer cancel()
 	if err := c.ws.Ping(ctx); err != nil {
@@ -475,6 +523,36 @@ func (c *conn) pingOnce() {
 	}
 	c.touch()
 	c.hub.pings.after(c, jitter(c.hub.cfg.PingInterval))
+}
+
+// pingOwn pings through the link's connection and waits for the pong the
+// reader takes (or the link's end): sent is false when no ping could be
+// written between frames, ok false when the link ended or its phone did not
+// answer within the pong timeout.
+func (c *conn) pingOwn(l *linkIO) (sent, ok bool) {
+	w := &pingWait{done: make(chan struct{})}
+	c.ping.Store(w)
+	defer c.ping.Store(nil)
+	if c.closed() {
+		return false, false
+	}
+	sent, err := l.ping(c.hub.cfg.PongTimeout)
+	if err != nil {
+		c.end()
+		return false, false
+	}
+	if !sent {
+		return false, true
+	}
+	t := time.NewTimer(c.hub.cfg.PongTimeout)
+	defer t.Stop()
+	select {
+	case <-w.done:
+		return true, !c.closed()
+	case <-t.C:
+		c.end()
+		return true, false
+	}
 }
 
 // fail sends an error frame and closes with code.
@@ -501,6 +579,9 @@ func (c *conn) closeWithFrame(code int, reason string, errFrame *proto.Error) {
 		level = slog.LevelDebug
 	}
 	c.hub.log.Log(context.Background(), level, "phone link closed by the server", "device", c.dev.Fingerprint, "code", code, "reason", reason)
+	if l, ok := c.sock.(*linkIO); ok {
+		l.stopAwaiting() // the close handshake reads on the goroutine below
+	}
 	c.hub.wg.Add(1)
 	go func() {
 		defer c.hub.wg.Done()
@@ -529,6 +610,9 @@ func (c *conn) closed() bool { return c.state.Load() != linkOpen }
 // finish runs when the reader ends: the link is over.
 func (c *conn) finish() {
 	c.end()
+	if w := c.ping.Load(); w != nil {
+		w.end() // a ping waiting for its pong waits no more
+	}
 	c.hub.forget(c)
 	c.hub.pings.forget(c)
 	c.pumpMu.Lock()

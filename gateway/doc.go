@@ -11,8 +11,10 @@
 // closed with 4008 and resyncs from the store when it comes back. The
 // reader hands reports to the store's group commit and reads on; an
 // answerer goroutine, also running only while answers wait, acknowledges
-// them in order once durable (answers.go). Liveness
-// is a jittered ping from a timer, not read deadlines. Nothing that can
+// them in order once durable (answers.go). Between frames the reader waits
+// outside the WebSocket library, on a small stack (buffers.go). Liveness
+// is a jittered ping from a timer, written between the library's frames,
+// its pong taken by that wait; not read deadlines. Nothing that can
 // block (network, store) runs under the hub's lock; recipients are
 // snapshotted under it and acted on outside. Shutdown tells every phone to
 // come back (4012) and waits for every link goroutine.

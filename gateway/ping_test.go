@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -92,4 +94,94 @@ func TestPingsRepeatPerLinkAndStopWithIt(t *testing.T) {
 		}
 		return p.n == 0 && (p.timer == nil || !p.timer.Stop()) // Stop: false when it was stopped
 	})
+}
+
+// TestIdleReadersWaitOutsideTheLibrary: between frames, an idle link's
+// reader waits for data outside the WebSocket library (on a stack the
+// runtime can shrink to 2 KB), and stays there through pings: the pongs of
+// phones that answer are taken before the library would read them, the
+// pings count as answered and the phones stay online; a frame after the
+// pings is read and answered as ever.
+func TestIdleReadersWaitOutsideTheLibrary(t *testing.T) {
+	t.Parallel()
+	const phones = 3
+	r := newRig(t, Config{PingInterval: 50 * time.Millisecond, PongTimeout: 5 * time.Second})
+	var mu sync.Mutex
+	pings := map[string]int{}
+	var links []*websocket.Conn
+	for i := range phones {
+		fp := fmt.Sprintf("idle-reader-%d", i)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ws, _, err := websocket.Dial(ctx, r.url, &websocket.DialOptions{
+			HTTPHeader: http.Header{"Authorization": {"Bearer " + r.pair(fp)}},
+			OnPingReceived: func(context.Context, []byte) bool {
+				mu.Lock()
+				pings[fp]++
+				mu.Unlock()
+				return true
+			},
+		})
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ws.CloseNow()
+		writeFrame(t, ws, proto.Hello{Protocol: 1})
+		if _, ok := readFrame(t, ws).(*proto.Welcome); !ok {
+			t.Fatal("no welcome")
+		}
+		links = append(links, ws)
+	}
+	frames := make(chan proto.Frame, phones)
+	for _, ws := range links {
+		go func() { // read, so that pings are answered
+			for {
+				_, data, err := ws.Read(context.Background())
+				if err != nil {
+					return
+				}
+				if f, err := proto.Decode(data); err == nil {
+					frames <- f
+				}
+			}
+		}()
+	}
+	eventually(t, "four pings answered on every link", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for i := range phones {
+			if pings[fmt.Sprintf("idle-reader-%d", i)] < 4 {
+				return false
+			}
+		}
+		return true
+	})
+	eventually(t, "every link's reader waiting outside the library", func() bool {
+		buf := make([]byte, 1<<20)
+		readers, inside := 0, 0
+		for g := range strings.SplitSeq(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+			if !strings.Contains(g, "gateway.(*conn).readLoop") {
+				continue
+			}
+			readers++
+			if strings.Contains(g, "websocket.(*Conn).Read") {
+				inside++
+			}
+		}
+		return readers == phones && inside == 0
+	})
+	for i := range phones {
+		if fp := fmt.Sprintf("idle-reader-%d", i); !r.hub.Online(fp) {
+			t.Errorf("%s went offline while it answered pings", fp)
+		}
+	}
+	writeRaw(t, links[0], []byte(`{"type":"no_such_frame"}`))
+	select {
+	case f := <-frames:
+		if e, ok := f.(*proto.Error); !ok || e.Code != "unknown_frame" {
+			t.Fatalf("the frame after the pings was answered %#v, want unknown_frame", f)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the frame after the pings was not answered")
+	}
 }

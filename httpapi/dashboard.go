@@ -1,7 +1,9 @@
 package httpapi
 
 import (
+	"bytes"
 	"cmp"
+	"encoding/json"
 	"net/http"
 	"slices"
 	"strconv"
@@ -21,6 +23,9 @@ type Analytics interface {
 	DashboardSummary(companyID uint64, from, to time.Time, limit int) (store.Summary, error)
 	StatsDevices(companyID uint64) ([]store.StatsDevice, error)
 	CompanyUsers(companyID uint64) ([]store.User, error)
+	// Generation changes with every write to the store: analytics answers
+	// are kept while it stays the same (answerCache).
+	Generation() (uint64, error)
 }
 
 // Period is the company's current billing period, over which creditsUsed
@@ -95,11 +100,6 @@ type countsJSON struct {
 
 func countsOut(c store.Counts) countsJSON {
 	return countsJSON{Sent: c.Sent, Delivered: c.Delivered, Failed: c.Failed, Received: c.Received, Expired: c.Expired}
-}
-
-type seriesJSON struct {
-	Date string `json:"date"`
-	countsJSON
 }
 
 type byDeviceJSON struct {
@@ -207,6 +207,14 @@ func (s *Server) analytics(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	gen, err := s.deps.Analytics.Generation() // before any read of the answer
+	if err != nil {
+		return err
+	}
+	key := answerKey(company, from.Format(dateLayout), to.Format(dateLayout), c.QueryParam("users"), c.QueryParam("devices"))
+	if body := s.answers.get(gen, key); body != nil {
+		return writeAnalytics(c, body)
+	}
 	users, err := s.userFilter(c, company)
 	if err != nil {
 		return err
@@ -237,14 +245,79 @@ func (s *Server) analytics(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	series := make([]seriesJSON, 0, len(st.Days))
-	for i, d := range st.Days {
-		series = append(series, seriesJSON{Date: from.AddDate(0, 0, i).Format(dateLayout), countsJSON: countsOut(d)})
+	body := appendAnalytics(make([]byte, 0, analyticsSize(len(st.Days), len(st.ByDevice))), from, to, st, byDevice(regs, devices, st.ByDevice))
+	s.answers.put(gen, key, body)
+	return writeAnalytics(c, body)
+}
+
+// writeAnalytics sends an encoded answer, indented under ?pretty as c.JSON
+// would.
+func writeAnalytics(c echo.Context, body []byte) error {
+	if _, pretty := c.QueryParams()["pretty"]; pretty {
+		var out bytes.Buffer
+		if err := json.Indent(&out, body, "", "  "); err != nil {
+			return err
+		}
+		body = out.Bytes()
 	}
-	return c.JSON(http.StatusOK, map[string]any{
-		"from": from.Format(dateLayout), "to": to.Format(dateLayout),
-		"totals": countsOut(st.Totals), "series": series, "byDevice": byDevice(regs, devices, st.ByDevice),
-	})
+	return c.JSONBlob(http.StatusOK, body)
+}
+
+// analyticsSize is about the length of an analytics answer: a fleet's
+// byDevice runs to a megabyte, which one allocation then holds.
+func analyticsSize(days, devices int) int { return 256 + 112*days + 160*devices }
+
+// appendAnalytics writes the analytics answer as encoding/json writes its
+// map (keys sorted, HTML escaped, a newline at the end), byte for byte, but
+// without reflection: with byDevice listing thousands of phones, encoding
+// was a third of the answer's time.
+func appendAnalytics(b []byte, from, to time.Time, st store.Stats, devices []byDeviceJSON) []byte {
+	b = append(b, `{"byDevice":[`...)
+	for i, d := range devices {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"device_fingerprint":`...)
+		b = appendJSONString(b, d.DeviceFingerprint)
+		b = append(b, `,"device_name":`...)
+		b = appendJSONString(b, d.DeviceName)
+		b = appendCounts(append(b, ','), d.countsJSON)
+	}
+	b = append(append(append(b, `],"from":"`...), from.Format(dateLayout)...), `","series":[`...)
+	for i, d := range st.Days {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(append(append(b, `{"date":"`...), from.AddDate(0, 0, i).Format(dateLayout)...), `",`...)
+		b = appendCounts(b, countsOut(d))
+	}
+	b = append(append(append(b, `],"to":"`...), to.Format(dateLayout)...), `","totals":{`...)
+	b = appendCounts(b, countsOut(st.Totals))
+	return append(b, "}\n"...)
+}
+
+// appendCounts writes the counts' fields and the object's closing brace.
+func appendCounts(b []byte, c countsJSON) []byte {
+	for _, f := range [...]struct {
+		key string
+		n   uint64
+	}{{`"sent":`, c.Sent}, {`,"delivered":`, c.Delivered}, {`,"failed":`, c.Failed}, {`,"received":`, c.Received}, {`,"expired":`, c.Expired}} {
+		b = strconv.AppendUint(append(b, f.key...), f.n, 10)
+	}
+	return append(b, '}')
+}
+
+// appendJSONString writes s as encoding/json does: plain ASCII as it is,
+// anything else (quotes, controls, HTML's <, > and &, non-ASCII) through
+// encoding/json itself.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x80 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s) // a string always encodes
+			return append(b, q...)
+		}
+	}
+	return append(append(append(b, '"'), s...), '"')
 }
 
 // byDevice merges the registrations of each fingerprint: those with counts

@@ -117,6 +117,8 @@ type Server struct {
 	exportsTotal int
 	// mcpHandler is the MCP transport and server of POST /mcp.
 	mcpHandler http.Handler
+	// answers keeps analytics answers while the store is not written.
+	answers answerCache
 }
 
 // New builds the API and its route table.

@@ -36,6 +36,9 @@ var migrations = []func(tx *bolt.Tx) (done bool, err error){
 	// this build reads, until they are next written; the version only keeps
 	// older builds, which read JSON alone, from opening the file.
 	whole(func(*bolt.Tx) error { return nil }),
+	// 7 -> 8: the counters' sums by user, device and day, rolled up from the
+	// stored counters (migrate_v8.go).
+	migrateStatsUserSums,
 }
 
 // whole makes a migration that fits in one transaction a one-step one.

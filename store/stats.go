@@ -13,15 +13,16 @@ import (
 // never leaves a counter and its message apart and no query ever walks the
 // messages. One record per company, UTC day, channel, device registration
 // and user holds fixed-size binary counts; the same write adds them to the
-// company's day and to the device's day, so a range reads only the records
-// its question needs: the company's days for its totals and series (90
-// records for 90 days, whatever the number of devices and users), the
-// devices' days for the sums by device, and the full records only under a
-// users filter:
+// company's day, to the device's day and to the user's day on that device,
+// so a range reads only the records its question needs: the company's days
+// for its totals and series (90 records for 90 days, whatever the number of
+// devices and users), the devices' days for the sums by device, and the
+// users' own days under a users filter (each user's records lie together):
 //
 //	stats_days         company(8) day(4) channel(1) device id(8) user(8) -> Counts
 //	stats_company_days company(8) day(4)                                  -> Counts, summed
 //	stats_device_days  company(8) day(4) device id(8)                     -> Counts, summed
+//	stats_user_days    company(8) user(8) day(4) device id(8)             -> Counts, summed
 //	stats_totals       company(8)                                         -> Counts, all time
 //	stats_devices      company(8) device id(8)                            -> fingerprint 0 name
 //
@@ -43,9 +44,10 @@ var (
 	bucketStatsDays        = []byte("stats_days")
 	bucketStatsCompanyDays = []byte("stats_company_days")
 	bucketStatsDeviceDays  = []byte("stats_device_days")
+	bucketStatsUserDays    = []byte("stats_user_days")
 	bucketStatsTotals      = []byte("stats_totals")
 	bucketStatsDevices     = []byte("stats_devices")
-	statsBuckets           = [][]byte{bucketStatsDays, bucketStatsCompanyDays, bucketStatsDeviceDays, bucketStatsTotals, bucketStatsDevices,
+	statsBuckets           = [][]byte{bucketStatsDays, bucketStatsCompanyDays, bucketStatsDeviceDays, bucketStatsUserDays, bucketStatsTotals, bucketStatsDevices,
 		bucketActivity, bucketActivityHead, bucketDisabledDevices}
 )
 
@@ -134,6 +136,15 @@ func statsDeviceDayKey(companyID uint64, day uint32, deviceID uint64) []byte {
 	return k
 }
 
+func statsUserDayKey(companyID, userID uint64, day uint32, deviceID uint64) []byte {
+	k := make([]byte, 28)
+	binary.BigEndian.PutUint64(k, companyID)
+	binary.BigEndian.PutUint64(k[8:], userID)
+	binary.BigEndian.PutUint32(k[16:], day)
+	binary.BigEndian.PutUint64(k[20:], deviceID)
+	return k
+}
+
 // addCounts adds c to the counts at key k of b.
 func addCounts(b *bolt.Bucket, k []byte, c Counts) error {
 	cur := decodeCounts(b.Get(k))
@@ -174,8 +185,9 @@ func messageUser(m Message) uint64 {
 	return m.UserID
 }
 
-// count adds c to the message's counters of at's day, to its company's and
-// its device's sums of that day, and to its company's all-time totals.
+// count adds c to the message's counters of at's day, to its company's, its
+// device's and its user's sums of that day, and to its company's all-time
+// totals.
 func count(tx *bolt.Tx, m Message, at time.Time, c Counts) error {
 	if c.zero() {
 		return nil
@@ -188,6 +200,7 @@ func count(tx *bolt.Tx, m Message, at time.Time, c Counts) error {
 		{bucketStatsDays, statsDayKey(m.CompanyID, day, ChannelByte(m.Channel), m.DeviceID, messageUser(m))},
 		{bucketStatsCompanyDays, statsCompanyDayKey(m.CompanyID, day)},
 		{bucketStatsDeviceDays, statsDeviceDayKey(m.CompanyID, day, m.DeviceID)},
+		{bucketStatsUserDays, statsUserDayKey(m.CompanyID, messageUser(m), day, m.DeviceID)},
 		{bucketStatsTotals, itob(m.CompanyID)},
 	} {
 		if err := addCounts(tx.Bucket(r.bucket), r.key, c); err != nil {

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -17,6 +20,10 @@ type StatsQuery struct {
 	From, To  uint32
 	Users     map[uint64]bool
 	Devices   map[uint64]bool // device registration ids
+	// NoDevices leaves ByDevice empty for a question that needs only the
+	// totals and the series: with no filter, they are then the company's
+	// day sums alone, one record a day.
+	NoDevices bool
 }
 
 // MaxStatsDays bounds one Stats query, which holds a counter per day: ten
@@ -28,14 +35,16 @@ type Stats struct {
 	Totals   Counts
 	Days     []Counts          // one per day from From, zero days included
 	ByDevice map[uint64]Counts // by device registration id, only those counted
+
+	read int // day records read, for the tests of what a question reads
 }
 
 // Stats sums the company's counters over a range of days, reading only the
 // sums its question needs, whatever the number of messages behind them:
 // with no filter, the company's days for the totals and the series and the
 // devices' days for the sums by device; with a devices filter, those
-// devices' days; with a users filter, the full records of the range, the
-// only ones that tell users apart.
+// devices' days (none under NoDevices); with a users filter, those users'
+// days on each device.
 func (s *Store) Stats(q StatsQuery) (Stats, error) {
 	out := Stats{ByDevice: map[uint64]Counts{}}
 	if q.To < q.From {
@@ -58,6 +67,9 @@ func (s *Store) Stats(q StatsQuery) (Stats, error) {
 	})
 	if err != nil {
 		return out, fmt.Errorf("store: stats of company %d: %w", q.CompanyID, err)
+	}
+	if q.NoDevices {
+		clear(out.ByDevice) // a filter's sums by device were needed on the way
 	}
 	return out, nil
 }
@@ -84,17 +96,53 @@ func statsOfCompany(tx *bolt.Tx, q StatsQuery, out *Stats) {
 		n := decodeCounts(v)
 		out.Totals.add(n)
 		out.Days[day-q.From].add(n)
+		out.read++
 	}
+	if q.NoDevices {
+		return
+	}
+	// A fleet has thousands of devices with days in the range: their sums
+	// are added up in a slice beside the company's registrations (in id
+	// order, as each day's records are), and only then put in the map,
+	// made at its size.
+	var ids []uint64
+	walkPrefix(tx.Bucket(bucketStatsDevices), company, func(k, _ []byte) bool {
+		ids = append(ids, binary.BigEndian.Uint64(k[8:]))
+		return true
+	})
+	sums := make([]Counts, len(ids))
+	counted, at, prevDay := 0, 0, uint32(0)
+	strays := map[uint64]Counts{}
 	c = tx.Bucket(bucketStatsDeviceDays).Cursor()
 	for k, v := c.Seek(statsDeviceDayKey(q.CompanyID, q.From, 0)); k != nil && bytes.HasPrefix(k, company); k, v = c.Next() {
-		if binary.BigEndian.Uint32(k[8:]) > q.To {
+		day := binary.BigEndian.Uint32(k[8:])
+		if day > q.To {
 			break
 		}
+		if day != prevDay {
+			at, prevDay = 0, day
+		}
+		out.read++
 		dev := binary.BigEndian.Uint64(k[12:])
-		d := out.ByDevice[dev]
-		d.add(decodeCounts(v))
-		out.ByDevice[dev] = d
+		i, found := slices.BinarySearch(ids[at:], dev)
+		if at += i; !found { // counted and never named: no write does that, but count it all the same
+			d := strays[dev]
+			d.add(decodeCounts(v))
+			strays[dev] = d
+			continue
+		}
+		if sums[at].zero() {
+			counted++
+		}
+		sums[at].add(decodeCounts(v))
 	}
+	out.ByDevice = make(map[uint64]Counts, counted+len(strays))
+	for i, n := range sums {
+		if !n.zero() {
+			out.ByDevice[ids[i]] = n
+		}
+	}
+	maps.Copy(out.ByDevice, strays)
 }
 
 // maxDeviceDayReads bounds the point reads of a devices filter; a larger
@@ -109,6 +157,7 @@ func statsOfDevices(tx *bolt.Tx, q StatsQuery, out *Stats) {
 	if len(q.Devices)*len(out.Days) <= maxDeviceDayReads {
 		for dev, ok := range q.Devices {
 			for day := q.From; ok && day <= q.To; day++ {
+				out.read++
 				if v := b.Get(statsDeviceDayKey(q.CompanyID, day, dev)); v != nil {
 					out.add(q, day, dev, decodeCounts(v))
 				}
@@ -123,30 +172,33 @@ func statsOfDevices(tx *bolt.Tx, q StatsQuery, out *Stats) {
 		if day > q.To {
 			break
 		}
+		out.read++
 		if q.Devices[dev] {
 			out.add(q, day, dev, decodeCounts(v))
 		}
 	}
 }
 
-// statsOfUsers walks the full records of the range: only they tell users
-// apart.
+// statsOfUsers reads the day sums of the users of the filter on each
+// device: each user's records of the range lie together, so it reads those
+// and no other user's.
 func statsOfUsers(tx *bolt.Tx, q StatsQuery, out *Stats) {
-	company := itob(q.CompanyID)
-	c := tx.Bucket(bucketStatsDays).Cursor()
-	for k, v := c.Seek(statsDayKey(q.CompanyID, q.From, 0, 0, 0)); k != nil && bytes.HasPrefix(k, company); k, v = c.Next() {
-		if len(k) != 29 {
+	c := tx.Bucket(bucketStatsUserDays).Cursor()
+	for user, ok := range q.Users {
+		if !ok {
 			continue
 		}
-		day := binary.BigEndian.Uint32(k[8:])
-		if day > q.To {
-			break
+		prefix := statsUserDayKey(q.CompanyID, user, 0, 0)[:16]
+		for k, v := c.Seek(statsUserDayKey(q.CompanyID, user, q.From, 0)); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			day, dev := binary.BigEndian.Uint32(k[16:]), binary.BigEndian.Uint64(k[20:])
+			if day > q.To {
+				break
+			}
+			out.read++
+			if q.Devices == nil || q.Devices[dev] {
+				out.add(q, day, dev, decodeCounts(v))
+			}
 		}
-		dev, user := binary.BigEndian.Uint64(k[13:]), binary.BigEndian.Uint64(k[21:])
-		if !q.Users[user] || (q.Devices != nil && !q.Devices[dev]) {
-			continue
-		}
-		out.add(q, day, dev, decodeCounts(v))
 	}
 }
 
@@ -178,12 +230,21 @@ func (s *Store) StatsDevices(companyID uint64) ([]StatsDevice, error) {
 	var out []StatsDevice
 	err := s.db.View(func(tx *bolt.Tx) error {
 		// Names are kept current by every write of a live device, so no
-		// device record is read: a company with thousands stays cheap.
-		live := tx.Bucket(bucketCompanyDeviceIDs)
-		walkPrefix(tx.Bucket(bucketStatsDevices), itob(companyID), func(k, v []byte) bool {
-			fp, name, _ := bytes.Cut(v, []byte{0})
-			d := StatsDevice{ID: btoi(k[8:]), Fingerprint: string(fp), Name: string(name)}
-			d.Live = bytes.Equal(live.Get(k), fp)
+		// device record is read: a company with thousands stays cheap. The
+		// live registrations' index is keyed as the names are (company, id),
+		// so one walk of each, side by side, tells which are live, with no
+		// point read per registration.
+		company := itob(companyID)
+		live := tx.Bucket(bucketCompanyDeviceIDs).Cursor()
+		lk, lv := live.Seek(company)
+		walkPrefix(tx.Bucket(bucketStatsDevices), company, func(k, v []byte) bool {
+			for lk != nil && bytes.HasPrefix(lk, company) && bytes.Compare(lk, k) < 0 {
+				lk, lv = live.Next()
+			}
+			both := string(v) // one string for both: the fingerprint and the name share it
+			fp, name, _ := strings.Cut(both, "\x00")
+			d := StatsDevice{ID: btoi(k[8:]), Fingerprint: fp, Name: name}
+			d.Live = bytes.Equal(lk, k) && string(lv) == fp
 			out = append(out, d)
 			return true
 		})
@@ -231,4 +292,20 @@ func (s *Store) DashboardSummary(companyID uint64, from, to time.Time, limit int
 		return out, fmt.Errorf("store: dashboard of company %d: %w", companyID, err)
 	}
 	return out, nil
+}
+
+// Generation is the id of the store's last committed write. Reads made
+// while it stays the same see the same data: an answer computed from reads
+// that all began after Generation returned g holds for as long as
+// Generation still returns g.
+func (s *Store) Generation() (uint64, error) {
+	var g uint64
+	err := s.db.View(func(tx *bolt.Tx) error {
+		g = uint64(tx.ID())
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("store: generation: %w", err)
+	}
+	return g, nil
 }

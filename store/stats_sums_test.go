@@ -4,31 +4,42 @@ import (
 	"encoding/binary"
 	"fmt"
 	"maps"
+	"slices"
 	"testing"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
 
-// statsSums is what the company and device day sums must hold: the sums of
-// the full day records (by channel, device and user), added up here.
+// statsSums is what the company, device and user day sums must hold: the
+// sums of the full day records (by channel, device and user), added up here.
 type statsSums struct {
 	company map[string]Counts // by statsCompanyDayKey
 	device  map[string]Counts // by statsDeviceDayKey
+	user    map[string]Counts // by statsUserDayKey
 }
 
 func sumStatsDays(t *testing.T, s *Store) statsSums {
 	t.Helper()
-	out := statsSums{company: map[string]Counts{}, device: map[string]Counts{}}
+	out := statsSums{company: map[string]Counts{}, device: map[string]Counts{}, user: map[string]Counts{}}
 	if err := s.db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketStatsDays).ForEach(func(k, v []byte) error {
 			company, day, dev := binary.BigEndian.Uint64(k), binary.BigEndian.Uint32(k[8:]), binary.BigEndian.Uint64(k[13:])
+			user := binary.BigEndian.Uint64(k[21:])
 			n := decodeCounts(v)
-			ck, dk := string(statsCompanyDayKey(company, day)), string(statsDeviceDayKey(company, day, dev))
-			c, d := out.company[ck], out.device[dk]
-			c.add(n)
-			d.add(n)
-			out.company[ck], out.device[dk] = c, d
+			for _, r := range []struct {
+				sums map[string]Counts
+				key  []byte
+			}{
+				{out.company, statsCompanyDayKey(company, day)},
+				{out.device, statsDeviceDayKey(company, day, dev)},
+				{out.user, statsUserDayKey(company, user, day, dev)},
+			} {
+				sums, key := r.sums, string(r.key)
+				c := sums[key]
+				c.add(n)
+				sums[key] = c
+			}
 			return nil
 		})
 	}); err != nil {
@@ -37,7 +48,7 @@ func sumStatsDays(t *testing.T, s *Store) statsSums {
 	return out
 }
 
-// checkStatsSums checks that the company and device day sums hold exactly
+// checkStatsSums checks that the company, device and user day sums hold exactly
 // the sums of the full day records, and returns how many company days there
 // are.
 func checkStatsSums(t *testing.T, s *Store) int {
@@ -50,7 +61,7 @@ func checkStatsSums(t *testing.T, s *Store) int {
 		for _, b := range []struct {
 			name []byte
 			want map[string]Counts
-		}{{bucketStatsCompanyDays, want.company}, {bucketStatsDeviceDays, want.device}} {
+		}{{bucketStatsCompanyDays, want.company}, {bucketStatsDeviceDays, want.device}, {bucketStatsUserDays, want.user}} {
 			bucket := tx.Bucket(b.name)
 			if bucket == nil {
 				t.Fatalf("no bucket %s", b.name)
@@ -339,5 +350,210 @@ func TestMigrateV6SumsTheV1Store(t *testing.T) {
 		}
 		from, to := StatsDay(time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)), StatsDay(time.Date(2029, 1, 1, 0, 0, 0, 0, time.UTC))
 		checkStatsAnswers(t, s, c, from, to, ids, 1)
+	}
+}
+
+// TestStatsUsersFilterReadsItsUsersDays: a users filter reads the day sums
+// of its users on each device, not the records of every user of the range:
+// of 40 users sending through 30 devices over 10 days, one user's answer
+// reads that user's 10 days on the 3 devices it used, and still answers what
+// the full day records say, alone, with a devices filter and with the
+// inbound messages' user.
+func TestStatsUsersFilterReadsItsUsersDays(t *testing.T) {
+	t.Parallel()
+	s := open(t, t.TempDir())
+	c, _ := newCompany(t, s, "users-days@example.com", "key-users-days")
+	const users, devices, days = 40, 30, 10
+	from := StatsDay(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC))
+	to := from + days - 1
+	if err := s.db.Update(func(tx *bolt.Tx) error {
+		for day := from; day <= to; day++ {
+			at := StatsDate(day).Add(time.Hour)
+			for u := uint64(1); u <= users; u++ {
+				for i := range uint64(3) {
+					dev := 1 + (u*7+i)%devices
+					m := Message{CompanyID: c.ID, UserID: u, DeviceID: dev, Device: fmt.Sprint("d-", dev), Channel: []string{"sms", "whatsapp", "imessage"}[i], Direction: Outbound, Segments: 1}
+					if err := count(tx, m, at, Counts{Sent: u, Delivered: 1, Segments: 2}); err != nil {
+						return err
+					}
+				}
+				in := Message{CompanyID: c.ID, DeviceID: 1 + u%devices, Device: "in", Channel: "sms", Direction: Inbound}
+				if err := count(tx, in, at, Counts{Received: 1}); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	checkStatsSums(t, s)
+	const user = 17
+	devs := map[uint64]bool{1 + (user*7)%devices: true, 5: true}
+	for name, tc := range map[string]struct {
+		q        StatsQuery
+		maxReads int
+	}{
+		"one user":               {StatsQuery{CompanyID: c.ID, From: from, To: to, Users: map[uint64]bool{user: true}}, 3 * days},
+		"one user, a day":        {StatsQuery{CompanyID: c.ID, From: to, To: to, Users: map[uint64]bool{user: true}}, 3},
+		"one user and a device":  {StatsQuery{CompanyID: c.ID, From: from, To: to, Users: map[uint64]bool{user: true}, Devices: devs}, 3 * days},
+		"two users and inbound":  {StatsQuery{CompanyID: c.ID, From: from + 2, To: to - 2, Users: map[uint64]bool{user: true, 3: true, StatsNoUser: true}}, 2*3*(days-4) + devices*(days-4)},
+		"a user of nothing":      {StatsQuery{CompanyID: c.ID, From: from, To: to, Users: map[uint64]bool{users + 1: true}}, 0},
+		"another company's user": {StatsQuery{CompanyID: c.ID + 1, From: from, To: to, Users: map[uint64]bool{user: true}}, 0},
+	} {
+		got, err := s.Stats(tc.q)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got.read > tc.maxReads {
+			t.Errorf("%s: read %d day records, want at most %d: those of its users only", name, got.read, tc.maxReads)
+		}
+		if want := statsFromDays(t, s, tc.q); !sameStats(got, want) {
+			t.Errorf("%s: Stats gave %+v, the day counters %+v", name, got, want)
+		}
+	}
+	if got, err := s.Stats(StatsQuery{CompanyID: c.ID, From: from, To: to, Users: map[uint64]bool{user: true}}); err != nil || got.Totals.Sent != user*3*days {
+		t.Fatalf("user %d sent %d (%v), want %d", user, got.Totals.Sent, err, user*3*days)
+	}
+}
+
+// TestMigrateV8SumsAStoreOfSchema7 opens a store of schema 7 made by today's
+// write paths, with its user sums gone, then with them already there (as a
+// store migrated from before schema 5 has them), then runs the migration in
+// small steps: each time it rolls the sums up from the day counters, once,
+// and the answers stay what they were.
+func TestMigrateV8SumsAStoreOfSchema7(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := open(t, dir)
+	company, user, devices, from, to := statsMix(t, s)
+	q := StatsQuery{CompanyID: company, From: from, To: to, Users: map[uint64]bool{user: true, 0: true}}
+	before, err := s.Stats(q)
+	if err != nil || before.Totals.zero() {
+		t.Fatalf("the users' answer %+v (%v) before the migration, want counts", before, err)
+	}
+	for _, drop := range []bool{true, false} {
+		if err := s.db.Update(func(tx *bolt.Tx) error {
+			if drop {
+				if err := tx.DeleteBucket(bucketStatsUserDays); err != nil {
+					return err
+				}
+			}
+			return tx.Bucket(bucketMeta).Put(keySchemaVersion, itob(7))
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		s = open(t, dir)
+		if v, err := s.Version(); err != nil || v != 8 {
+			t.Fatalf("version %d (%v) after the migration, want 8", v, err)
+		}
+		checkStatsSums(t, s)
+		checkStatsAnswers(t, s, company, from, to, devices, user)
+		if after, err := s.Stats(q); err != nil || !sameStats(after, before) {
+			t.Fatalf("sums dropped %v: the users' answer %+v (%v) after the migration, %+v before", drop, after, err, before)
+		}
+	}
+
+	steps := 0
+	for done := false; !done; steps++ {
+		if err := s.db.Update(func(tx *bolt.Tx) error {
+			var err error
+			done, err = migrateStatsUserSumsIn(tx, 3)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if steps < 4 {
+		t.Fatalf("the migration took %d steps, want several", steps)
+	}
+	checkStatsSums(t, s)
+	checkStatsAnswers(t, s, company, from, to, devices, user)
+}
+
+// TestStatsDevicesTellTheLiveOnes: the counted registrations of each
+// company, a deleted one and its handset's new registration among them, say
+// live exactly for the company's live registrations, read from one walk of
+// the live index beside the names.
+func TestStatsDevicesTellTheLiveOnes(t *testing.T) {
+	t.Parallel()
+	s := open(t, t.TempDir())
+	company, _, devices, _, _ := statsMix(t, s)
+	companies, err := s.CompanyIDs()
+	if err != nil || len(companies) != 2 {
+		t.Fatalf("companies %v (%v), want two", companies, err)
+	}
+	for _, c := range companies {
+		regs, err := s.StatsDevices(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		live := 0
+		for _, r := range regs {
+			var want bool
+			if err := s.db.View(func(tx *bolt.Tx) error {
+				want = string(tx.Bucket(bucketCompanyDeviceIDs).Get(pair(c, r.ID))) == r.Fingerprint
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if r.Live != want {
+				t.Errorf("company %d, registration %d (%s): live %v, want %v", c, r.ID, r.Fingerprint, r.Live, want)
+			}
+			if r.Live {
+				live++
+			}
+		}
+		if c == company && (len(regs) != 3 || live != 2 || regs[1].ID != devices[0] || regs[1].Live) {
+			t.Errorf("company %d lists %+v, want its two live phones and the deleted registration %d", c, regs, devices[0])
+		}
+	}
+}
+
+// TestStatsWithoutDevicesReadsTheCompanyDays: a question that needs only
+// the totals and the series (the console's overview) reads one record a
+// day, whatever the number of devices, and gets what the full answer says;
+// the full answer reads each device's days besides.
+func TestStatsWithoutDevicesReadsTheCompanyDays(t *testing.T) {
+	t.Parallel()
+	s := open(t, t.TempDir())
+	c, _ := newCompany(t, s, "no-devices@example.com", "key-no-devices")
+	const devices, days = 200, 10
+	from := StatsDay(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC))
+	to := from + days - 1
+	if err := s.db.Update(func(tx *bolt.Tx) error {
+		for dev := uint64(1); dev <= devices; dev++ {
+			for _, day := range []uint32{from + uint32(dev%days), to} {
+				m := Message{CompanyID: c.ID, DeviceID: dev, Device: fmt.Sprint("d-", dev), Channel: "sms", Direction: Outbound, Segments: 1}
+				if err := count(tx, m, StatsDate(day).Add(time.Hour), Counts{Sent: 1, Segments: 1}); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	full, err := s.Stats(StatsQuery{CompanyID: c.ID, From: from, To: to})
+	if err != nil || len(full.ByDevice) != devices || full.Totals.Sent != 2*devices {
+		t.Fatalf("the full answer: %d devices, %d sent (%v), want %d and %d", len(full.ByDevice), full.Totals.Sent, err, devices, 2*devices)
+	}
+	if full.read < days+devices {
+		t.Fatalf("the full answer read %d records, want the days and every device's", full.read)
+	}
+	got, err := s.Stats(StatsQuery{CompanyID: c.ID, From: from, To: to, NoDevices: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.read > days || len(got.ByDevice) != 0 || got.Totals != full.Totals || !slices.Equal(got.Days, full.Days) {
+		t.Errorf("without devices: read %d records (want at most %d), %d devices (want none), totals %+v and days %v (want %+v and %v)",
+			got.read, days, len(got.ByDevice), got.Totals, got.Days, full.Totals, full.Days)
+	}
+	dev, err := s.Stats(StatsQuery{CompanyID: c.ID, From: from, To: to, Devices: map[uint64]bool{3: true}, NoDevices: true})
+	if err != nil || dev.Totals.Sent != 2 || len(dev.ByDevice) != 0 {
+		t.Errorf("one device, without devices: %+v (%v), want its 2 sent and no sums by device", dev, err)
 	}
 }

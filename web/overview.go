@@ -39,7 +39,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, q *req) error
 	}
 	today := c.deps.Now().UTC().Truncate(24 * time.Hour)
 	first := today.AddDate(0, 0, -(chartDays - 1))
-	st, err := c.deps.Analytics.Stats(store.StatsQuery{CompanyID: company, From: store.StatsDay(first), To: store.StatsDay(today)})
+	st, err := c.deps.Analytics.Stats(store.StatsQuery{CompanyID: company, From: store.StatsDay(first), To: store.StatsDay(today), NoDevices: true})
 	if err != nil {
 		return err
 	}
