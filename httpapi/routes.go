@@ -53,6 +53,10 @@ func (s *Server) routes() []route {
 		{http.MethodGet, "/device/list", member, s.deviceList},
 		{http.MethodDelete, "/device/delete/:device_fingerprint", admin, s.deleteDevice},
 		{http.MethodPatch, "/device/:device_fingerprint", member, s.patchDevice},
+		// Files of received messages: an agent uploads with its device
+		// token; members read with theirs, webhook receivers by signed link.
+		{http.MethodPost, "/device/media", public, s.uploadMedia},
+		{http.MethodGet, "/media/:id", public, s.getMedia},
 
 		// SMS.
 		{http.MethodPost, "/chat/send", member, s.chatSend},

@@ -68,6 +68,8 @@ type Message struct {
 	Account     string `json:"account,omitempty"`
 	ContentType string `json:"content_type,omitempty"`
 	MediaURL    string `json:"media_url,omitempty"`
+	// Media are the files of a received WhatsApp or iMessage message (media.go).
+	Media []MediaRef `json:"media,omitempty"`
 }
 
 // Conversation is the running summary of one device's exchange with one number.
