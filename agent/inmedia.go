@@ -1,0 +1,264 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// DefaultInboundMediaBytes caps a file of a received message the agent
+// forwards: the server's default cap (16 MiB, WhatsApp's own for images,
+// audio and video). A bigger file is not downloaded; the message's text
+// still is forwarded, and the log says which file was left out.
+const DefaultInboundMediaBytes = 16 << 20
+
+// DefaultUploadTimeout bounds one upload of a received file.
+const DefaultUploadTimeout = 2 * time.Minute
+
+// uploadRetry is the wait before uploading a file again after a failure
+// the server or the network may get over.
+const uploadRetry = 30 * time.Second
+
+// File is a file of a received message (an image, a voice note, a document).
+type File struct {
+	ContentType string
+	Filename    string
+	// Size is the file's size as the service announced it; Data is empty
+	// when the transport did not download it because Size is over the cap
+	// (the sink logs it and forwards the text without it).
+	Size int64
+	Data []byte
+}
+
+// spooled is a received file waiting in the journal's media directory
+// until it is uploaded (then ID is set and the file removed).
+type spooled struct {
+	Path        string `json:"path,omitempty"`
+	ContentType string `json:"content_type"`
+	Filename    string `json:"filename,omitempty"`
+	Size        int64  `json:"size"`
+	ID          string `json:"id,omitempty"`
+}
+
+// mediaDir is where received files wait for their upload: beside the
+// journal, private to the agent's user.
+func (j *Journal) mediaDir() string { return j.db.Path() + ".media" }
+
+// spool writes the files of one received message to disk, durably, and
+// returns their records; files over max are logged and left out.
+func (a *Agent) spool(clientID string, files []File) ([]spooled, error) {
+	max := a.opt.InboundMediaBytes
+	var out []spooled
+	for i, f := range files {
+		if f.Size > max || int64(len(f.Data)) > max {
+			a.log.Warn("received file not forwarded: it is over the size cap; the message's text is forwarded without it",
+				"client_id", clientID, "file", i, "content_type", f.ContentType, "bytes", max64(f.Size, int64(len(f.Data))), "max_bytes", max)
+			continue
+		}
+		if len(f.Data) == 0 {
+			a.log.Warn("received file not forwarded: it is empty or could not be downloaded", "client_id", clientID, "file", i, "content_type", f.ContentType)
+			continue
+		}
+		dir := a.j.mediaDir()
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("media spool: %w", err)
+		}
+		sum := sha256.Sum256([]byte(clientID))
+		p := filepath.Join(dir, hex.EncodeToString(sum[:12])+"-"+strconv.Itoa(i))
+		if err := writeSynced(p, f.Data); err != nil {
+			return nil, fmt.Errorf("media spool: %w", err)
+		}
+		out = append(out, spooled{Path: p, ContentType: f.ContentType, Filename: f.Filename, Size: int64(len(f.Data))})
+	}
+	return out, nil
+}
+
+func max64(a, b int64) int64 {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+func writeSynced(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// uploader uploads the spooled files of journaled inbound messages
+// (POST /device/media) and records their ids, so the pump can send the
+// messages' frames; it retries what the server or the network refused for
+// now, and drops (with a log line) what the server refuses for good.
+func (a *Agent) uploader(ctx context.Context) {
+	tick := time.NewTicker(a.opt.DeliveryPoll)
+	defer tick.Stop()
+	later := map[string]time.Time{} // path -> not before
+	for {
+		recs, err := a.j.inbound()
+		if err != nil {
+			a.log.Error("journal read failed", "err", err)
+		}
+		for _, r := range recs {
+			for i, f := range r.Files {
+				if f.ID != "" || f.Path == "" || ctx.Err() != nil || time.Now().Before(later[f.Path]) {
+					continue
+				}
+				id, retry, err := a.upload(ctx, r.Frame.ClientID, i, f)
+				switch {
+				case err == nil:
+					delete(later, f.Path)
+				case retry > 0:
+					later[f.Path] = time.Now().Add(retry)
+					a.log.Warn("received file not uploaded yet; retrying", "client_id", r.Frame.ClientID, "file", i, "retry_in", retry, "err", err)
+					continue
+				default:
+					a.log.Error("received file refused by the server; the message's text is forwarded without it", "client_id", r.Frame.ClientID, "file", i, "err", err)
+				}
+				if err := a.j.setFileID(r.Frame.ClientID, i, id); err != nil {
+					a.log.Error("journal write failed", "err", err)
+					continue
+				}
+				os.Remove(f.Path)
+				wake(a.pumpWake)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.mediaWake:
+		case <-tick.C:
+		}
+	}
+}
+
+// upload sends one file; the key (client_id and the file's place) makes a
+// repeat answer the first upload. retry > 0 is a failure worth retrying.
+func (a *Agent) upload(ctx context.Context, clientID string, i int, f spooled) (id string, retry time.Duration, err error) {
+	data, err := os.ReadFile(f.Path)
+	if err != nil {
+		return "", 0, fmt.Errorf("read spooled file: %w", err)
+	}
+	q := url.Values{"key": {clientID + "/" + strconv.Itoa(i)}}
+	if f.Filename != "" {
+		q.Set("filename", f.Filename)
+	}
+	ctx, cancel := context.WithTimeout(ctx, DefaultUploadTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(a.opt.Config.Server, "/")+"/device/media?"+q.Encode(), bytes.NewReader(data))
+	if err != nil {
+		return "", 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+a.opt.Config.DeviceToken)
+	ct := f.ContentType
+	if ct == "" {
+		ct = "application/octet-stream"
+	}
+	req.Header.Set("Content-Type", ct)
+	c := a.opt.HTTPClient
+	if c == nil {
+		c = http.DefaultClient
+	}
+	res, err := c.Do(req)
+	if err != nil {
+		return "", uploadRetry, err
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
+	if res.StatusCode == http.StatusOK || res.StatusCode == http.StatusCreated {
+		var out struct {
+			ID string `json:"id"`
+		}
+		if err := json.Unmarshal(body, &out); err != nil || out.ID == "" {
+			return "", uploadRetry, fmt.Errorf("POST /device/media: %s: no id in the answer", res.Status)
+		}
+		return out.ID, 0, nil
+	}
+	err = fmt.Errorf("POST /device/media: %s: %s", res.Status, bytes.TrimSpace(body))
+	switch {
+	case res.StatusCode == http.StatusTooManyRequests || res.StatusCode == http.StatusUnauthorized || res.StatusCode >= 500:
+		wait := uploadRetry
+		if s, e := strconv.Atoi(res.Header.Get("Retry-After")); e == nil && s > 0 {
+			wait = time.Duration(s) * time.Second
+		}
+		return "", wait, err
+	}
+	return "", 0, err
+}
+
+// setFileID records the server's id of a message's file ("" for a file
+// the server refused for good: the message goes without it).
+func (j *Journal) setFileID(clientID string, i int, id string) error {
+	return j.db.Update(func(tx *bolt.Tx) error {
+		seq := tx.Bucket(bucketInboundIDs).Get([]byte(clientID))
+		if seq == nil {
+			return nil
+		}
+		b := tx.Bucket(bucketInbound)
+		v := b.Get(seq)
+		if v == nil {
+			return nil
+		}
+		var rec inboundRecord
+		if err := json.Unmarshal(v, &rec); err != nil {
+			return err
+		}
+		if i >= len(rec.Files) {
+			return errors.New("journal: no such file")
+		}
+		rec.Files[i].ID, rec.Files[i].Path = id, ""
+		nv, err := json.Marshal(rec)
+		if err != nil {
+			return err
+		}
+		return b.Put(seq, nv)
+	})
+}
+
+// uploaded is whether every file of the message is uploaded (or given
+// up), and the ids of those uploaded, in order: the frame's media.
+func (r inboundRecord) uploaded() ([]string, bool) {
+	var ids []string
+	for _, f := range r.Files {
+		if f.Path != "" {
+			return nil, false
+		}
+		if f.ID != "" {
+			ids = append(ids, f.ID)
+		}
+	}
+	return ids, true
+}
+
+// removeSpooled deletes the files of a message that is forgotten.
+func (r inboundRecord) removeSpooled() {
+	for _, f := range r.Files {
+		if f.Path != "" {
+			os.Remove(f.Path)
+		}
+	}
+}
