@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/url"
 	"os"
@@ -65,7 +66,11 @@ type Config struct {
 	// before it is failed not_delivered_by_messages (DefaultRowTimeout).
 	RowTimeout time.Duration
 	Media      agent.MediaFetcher
-	Logger     *slog.Logger
+	// MaxInboundMedia caps a received attachment the transport reads
+	// (agent.DefaultInboundMediaBytes when 0): a bigger one is announced
+	// with its size and no bytes, and the agent forwards the text alone.
+	MaxInboundMedia int64
+	Logger          *slog.Logger
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 }
@@ -93,6 +98,9 @@ func New(cfg Config) (*Transport, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.MaxInboundMedia <= 0 {
+		cfg.MaxInboundMedia = agent.DefaultInboundMediaBytes
 	}
 	if cfg.ChatDB == "" {
 		home, err := os.UserHomeDir()
@@ -431,6 +439,7 @@ func (t *Transport) poll(ctx context.Context, sink agent.Sink) error {
 	}
 	defer rows.Close()
 	var got []agent.Received
+	var rowids []int64
 	last := after
 	for rows.Next() {
 		var (
@@ -449,15 +458,109 @@ func (t *Transport) poll(ctx context.Context, sink agent.Sink) error {
 		msg, ok := t.inbound(guid, text, body, date, fromMe, handle, account, service, itemType, assoc, login, style)
 		if ok {
 			got = append(got, msg)
+			rowids = append(rowids, rowid)
 		}
 	}
 	if err := rows.Err(); err != nil {
 		return err
 	}
+	rows.Close()
 	if last == after {
 		return nil
 	}
+	for i := range got {
+		files, err := t.attachments(ctx, rowids[i], got[i].Key)
+		if err != nil {
+			return err
+		}
+		got[i].Media = files
+	}
 	return sink.Take(got, markKey, strconv.FormatInt(last, 10))
+}
+
+// attachments reads the files of a received message: chat.db's attachment
+// rows of the message, each file from the path Messages stored it at (~
+// is the home directory). One over MaxInboundMedia is announced with its
+// size and not read; a missing file (Messages has not finished
+// downloading it, or it was deleted) is logged and left out.
+func (t *Transport) attachments(ctx context.Context, rowid int64, key string) ([]agent.File, error) {
+	rows, err := t.db.QueryContext(ctx, `SELECT COALESCE(a.filename, ''), COALESCE(a.mime_type, ''), COALESCE(a.transfer_name, ''), COALESCE(a.total_bytes, 0)
+		FROM message_attachment_join j JOIN attachment a ON a.ROWID = j.attachment_id
+		WHERE j.message_id = ? ORDER BY a.ROWID`, rowid)
+	if err != nil {
+		return nil, err
+	}
+	type row struct {
+		path, mime, name string
+		size             int64
+	}
+	var list []row
+	for rows.Next() {
+		var r row
+		if err := rows.Scan(&r.path, &r.mime, &r.name, &r.size); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		list = append(list, r)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	var out []agent.File
+	for _, r := range list {
+		f := agent.File{ContentType: r.mime, Filename: r.name, Size: r.size}
+		if f.Filename == "" {
+			f.Filename = filepath.Base(r.path)
+		}
+		path := r.path
+		if rest, ok := strings.CutPrefix(path, "~/"); ok {
+			home, err := os.UserHomeDir()
+			if err != nil {
+				t.log.Warn("imessage: no home directory for an attachment; the text is forwarded without it", "key", key, "err", err)
+				continue
+			}
+			path = filepath.Join(home, rest)
+		}
+		st, err := os.Stat(path)
+		if err == nil && st.Size() > f.Size {
+			f.Size = st.Size()
+		}
+		if f.Size > t.cfg.MaxInboundMedia {
+			out = append(out, f) // the agent logs it and forwards the text
+			continue
+		}
+		if err != nil {
+			t.log.Warn("imessage: an attachment's file cannot be read; the text is forwarded without it", "key", key, "err", err)
+			continue
+		}
+		data, err := readAtMost(path, t.cfg.MaxInboundMedia)
+		if err != nil {
+			t.log.Warn("imessage: an attachment's file cannot be read; the text is forwarded without it", "key", key, "err", err)
+			continue
+		}
+		f.Data, f.Size = data, int64(len(data))
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+// readAtMost reads a file of at most max bytes (one that grew past it is
+// an error: the agent never holds more than its cap).
+func readAtMost(path string, max int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > max {
+		return nil, fmt.Errorf("%s: more than %d bytes", path, max)
+	}
+	return data, nil
 }
 
 // groupStyle is chat.style of a group conversation (45 is one-to-one).
@@ -479,6 +582,10 @@ func (t *Transport) inbound(guid string, text sql.NullString, body []byte, date,
 		if s, ok := attributedText(body); ok {
 			msg = s
 		}
+	}
+	// Messages puts U+FFFC where each attachment sits in the text.
+	if strings.Contains(msg, "\uFFFC") {
+		msg = strings.TrimSpace(strings.ReplaceAll(msg, "\uFFFC", ""))
 	}
 	from, ok := normalize(handle)
 	if !ok {
