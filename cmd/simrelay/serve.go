@@ -318,7 +318,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	messages.SetWatcher(broker)
 	agents.SetWatcher(broker)
 	console, err := web.New(web.Config{PublicURL: cfg.publicURL}, web.Deps{Accounts: accounts, Devices: devices, SMS: messages, Channels: agents,
-		Webhooks: hooks, Billing: bill, Phones: hub, Analytics: st, Period: bill, Broker: broker, Logger: log.With("component", "console"), Now: time.Now})
+		Webhooks: hooks, Media: files, Billing: bill, Phones: hub, Analytics: st, Period: bill, Broker: broker, Logger: log.With("component", "console"), Now: time.Now})
 	if err != nil {
 		return err
 	}
