@@ -29,6 +29,10 @@ const DefaultInboundMediaBytes = 16 << 20
 // DefaultUploadTimeout bounds one upload of a received file.
 const DefaultUploadTimeout = 2 * time.Minute
 
+// maxFilesPerMessage is PROTOCOL.md 16.3's bound on inbound.media: the
+// server refuses a message naming more, so the rest are left out (logged).
+const maxFilesPerMessage = 10
+
 // uploadRetry is the wait before uploading a file again after a failure
 // the server or the network may get over.
 const uploadRetry = 30 * time.Second
@@ -64,6 +68,11 @@ func (a *Agent) spool(clientID string, files []File) ([]spooled, error) {
 	max := a.opt.InboundMediaBytes
 	var out []spooled
 	for i, f := range files {
+		if len(out) == maxFilesPerMessage {
+			a.log.Warn("received file not forwarded: a message carries at most 10 files; the rest are left out",
+				"client_id", clientID, "files", len(files))
+			break
+		}
 		if f.Size > max || int64(len(f.Data)) > max {
 			a.log.Warn("received file not forwarded: it is over the size cap; the message's text is forwarded without it",
 				"client_id", clientID, "file", i, "content_type", f.ContentType, "bytes", max64(f.Size, int64(len(f.Data))), "max_bytes", max)
