@@ -194,7 +194,7 @@ func TestWhatsAppInboundMedia(t *testing.T) {
 
 // addAttachment links a file the test wrote to a chat.db message row, as
 // Messages does once it downloaded the attachment.
-func addAttachment(t *testing.T, db *sql.DB, message int64, guid, path, mimeType, name string, size int) {
+func addAttachment(t *testing.T, db *sql.Tx, message int64, guid, path, mimeType, name string, size int) {
 	t.Helper()
 	res, err := db.Exec(`INSERT INTO attachment (guid, filename, mime_type, transfer_name, total_bytes, transfer_state) VALUES (?, ?, ?, ?, ?, 5)`, guid, path, mimeType, name, size)
 	if err != nil {
@@ -232,10 +232,26 @@ func TestIMessageInboundMedia(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Messages puts U+FFFC where each attachment sits in the text.
-	row := addMessage(t, db, "p:0/MEDIA-1", 0, "\uFFFC\uFFFCthe quote and a photo", nil)
-	addAttachment(t, db, row, "AT-1", imgPath, "image/png", "IMG_0001.png", len(pngFile))
-	addAttachment(t, db, row, "AT-2", docPath, "application/pdf", "Quote.pdf", len(pdfFile))
+	// Messages puts U+FFFC where each attachment sits in the text, and
+	// writes the message with its attachment rows in one transaction.
+	tx, err := db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := tx.Exec(`INSERT INTO message (guid, text, handle_id, service, account, date, cache_has_attachments) VALUES ('p:0/MEDIA-1', ?, 1, 'iMessage', 'e:me@icloud.com', ?, 1)`,
+		"\uFFFC\uFFFCthe quote and a photo", appleNow())
+	if err != nil {
+		t.Fatal(err)
+	}
+	row, _ := res.LastInsertId()
+	if _, err := tx.Exec(`INSERT INTO chat_message_join (chat_id, message_id, message_date) VALUES (1, ?, 0)`, row); err != nil {
+		t.Fatal(err)
+	}
+	addAttachment(t, tx, row, "AT-1", imgPath, "image/png", "IMG_0001.png", len(pngFile))
+	addAttachment(t, tx, row, "AT-2", docPath, "application/pdf", "Quote.pdf", len(pdfFile))
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
 
 	var files []hookMedia
 	until(t, "the webhook gets the message with its files", func() bool {
