@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -86,9 +85,12 @@ func (a *Agent) spool(clientID string, files []File) ([]spooled, error) {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("media spool: %w", err)
 		}
+		// A name of its own per take: a message taken again (WhatsApp
+		// delivers it again after a crash before its ack) never overwrites
+		// or removes the file its first take is still uploading.
 		sum := sha256.Sum256([]byte(clientID))
-		p := filepath.Join(dir, hex.EncodeToString(sum[:12])+"-"+strconv.Itoa(i))
-		if err := writeSynced(p, f.Data); err != nil {
+		p, err := writeSynced(dir, hex.EncodeToString(sum[:12])+"-"+strconv.Itoa(i)+"-*", f.Data)
+		if err != nil {
 			return nil, fmt.Errorf("media spool: %w", err)
 		}
 		out = append(out, spooled{Path: p, ContentType: f.ContentType, Filename: f.Filename, Size: int64(len(f.Data))})
@@ -103,20 +105,25 @@ func max64(a, b int64) int64 {
 	return b
 }
 
-func writeSynced(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+// writeSynced writes data to a new file of dir (mode 0600) named by
+// pattern, durably, and returns its path.
+func writeSynced(dir, pattern string, data []byte) (string, error) {
+	f, err := os.CreateTemp(dir, pattern)
 	if err != nil {
-		return err
+		return "", err
 	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
-	return f.Close()
+	if err != nil {
+		os.Remove(f.Name())
+		return "", err
+	}
+	return f.Name(), nil
 }
 
 // uploader uploads the spooled files of journaled inbound messages

@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -157,10 +156,7 @@ func (s *Service) Put(ctx context.Context, dev store.Device, up Upload) (store.M
 		return store.Media{}, false, fmt.Errorf("media: spool: %w", err)
 	}
 	m := store.Media{ID: "med_" + strings.ReplaceAll(uuid.NewString(), "-", ""), CompanyID: dev.CompanyID, DeviceID: dev.ID,
-		Key: up.Key, ContentType: ContentType(up.ContentType, head[:k]), Filename: filepath.Base("/" + up.Filename), Size: n}
-	if m.Filename == "/" {
-		m.Filename = ""
-	}
+		Key: up.Key, ContentType: ContentType(up.ContentType, head[:k]), Filename: up.Filename, Size: n}
 	stored, dup, err := s.st.PutMedia(m, f, s.now())
 	switch {
 	case errors.Is(err, store.ErrDeviceGone):
