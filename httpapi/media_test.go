@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -173,4 +174,70 @@ func TestInboundMediaToAPIAndWebhook(t *testing.T) {
 	if res, b := get(t, link); res.StatusCode != http.StatusForbidden || !strings.Contains(string(b), `"error":"forbidden"`) {
 		t.Fatalf("expired link: got %d %s, want 403", res.StatusCode, b)
 	}
+}
+
+// TestMediaUploadsPerCompanyAreBounded: a company with two uploads under
+// way (slow agents) gets 429 with Retry-After for a third, while another
+// company still uploads; once the slow ones finish, they are stored.
+func TestMediaUploadsPerCompanyAreBounded(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, roomy)
+	a := e.newCompany("Acme", "owner@acme.test")
+	b := e.newCompany("Other", "owner@other.test")
+	regA, regB := e.pairPhone(a.apiKey, "agent-a"), e.pairPhone(b.apiKey, "agent-b")
+
+	type result struct {
+		status int
+		err    error
+	}
+	var writers []*io.PipeWriter
+	var results []chan result
+	for i := range 2 {
+		pr, pw := io.Pipe()
+		req, err := http.NewRequest("POST", e.url+"/device/media?key=slow/"+strconv.Itoa(i), pr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+regA.DeviceToken)
+		req.Header.Set("Content-Type", "image/png")
+		done := make(chan result, 1)
+		go func() {
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				done <- result{err: err}
+				return
+			}
+			res.Body.Close()
+			done <- result{status: res.StatusCode}
+		}()
+		// However the test ends, the upload ends: the server's Close waits for it.
+		t.Cleanup(func() { pw.CloseWithError(io.ErrUnexpectedEOF) })
+		if _, err := pw.Write(pngBytes[:100]); err != nil {
+			t.Fatal(err)
+		}
+		writers, results = append(writers, pw), append(results, done)
+	}
+	n := 0
+	e.eventually("a third upload of the company is refused for now", func() bool {
+		n++
+		r := e.upload(regA.DeviceToken, "quick/"+strconv.Itoa(n), "", "image/png", pngBytes)
+		if r.Status == http.StatusTooManyRequests {
+			if r.str("error") != "rate_limited" || r.Header.Get("Retry-After") != "5" {
+				t.Fatalf("refused upload: %v %s", r.Header, r.Raw)
+			}
+			return true
+		}
+		return false
+	})
+	e.want(e.upload(regB.DeviceToken, "other/0", "", "image/png", pngBytes), http.StatusCreated, "")
+	for i, pw := range writers {
+		if _, err := pw.Write(pngBytes[100:]); err != nil {
+			t.Fatal(err)
+		}
+		pw.Close()
+		if r := <-results[i]; r.err != nil || r.status != http.StatusCreated {
+			t.Fatalf("slow upload %d: %+v", i, r)
+		}
+	}
+	e.want(e.upload(regA.DeviceToken, "after/0", "", "image/png", pngBytes), http.StatusCreated, "")
 }

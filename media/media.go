@@ -14,6 +14,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -35,6 +36,15 @@ const DefaultMaxBytes = 16 << 20
 // the store's write transaction, so the server's memory and temporary disk
 // for media stay below DefaultUploads x MaxBytes (64 MiB by default).
 const DefaultUploads = 4
+
+// DefaultUploadsPerCompany bounds one company's uploads under way, so that
+// one tenant's slow agents never hold every slot: a further upload answers
+// 429 with a short Retry-After and the agent tries again.
+const DefaultUploadsPerCompany = 2
+
+// uploadRetrySeconds is the Retry-After of an upload refused for a
+// company's slots: an upload in progress takes seconds.
+const uploadRetrySeconds = 5
 
 // DefaultURLLifetime is how long a signed URL of a webhook payload works:
 // longer than the webhook retry schedule (about two days), so the last
@@ -60,10 +70,11 @@ type Config struct {
 	// PublicURL is the server's address, the base of signed URLs.
 	PublicURL string
 	// Key signs URLs (HMAC-SHA256): a server secret (store.Secret).
-	Key         []byte
-	MaxBytes    int64
-	Uploads     int
-	URLLifetime time.Duration
+	Key               []byte
+	MaxBytes          int64
+	Uploads           int
+	UploadsPerCompany int
+	URLLifetime       time.Duration
 	// TempDir holds uploads while they arrive (os.TempDir() when empty).
 	TempDir string
 }
@@ -74,6 +85,9 @@ type Service struct {
 	st    Store
 	now   func() time.Time
 	slots chan struct{} // one per upload under way
+
+	mu     sync.Mutex
+	active map[uint64]int // company id -> uploads under way; guarded by mu
 }
 
 // New returns the service.
@@ -87,11 +101,14 @@ func New(cfg Config, st Store, now func() time.Time) (*Service, error) {
 	if cfg.Uploads <= 0 {
 		cfg.Uploads = DefaultUploads
 	}
+	if cfg.UploadsPerCompany <= 0 {
+		cfg.UploadsPerCompany = DefaultUploadsPerCompany
+	}
 	if cfg.URLLifetime <= 0 {
 		cfg.URLLifetime = DefaultURLLifetime
 	}
 	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
-	return &Service{cfg: cfg, st: st, now: now, slots: make(chan struct{}, cfg.Uploads)}, nil
+	return &Service{cfg: cfg, st: st, now: now, slots: make(chan struct{}, cfg.Uploads), active: map[uint64]int{}}, nil
 }
 
 // MaxBytes is the cap of one file.
@@ -128,6 +145,11 @@ func (s *Service) Put(ctx context.Context, dev store.Device, up Upload) (store.M
 	if up.Length > s.cfg.MaxBytes {
 		return store.Media{}, false, tooLarge(s.cfg.MaxBytes)
 	}
+	if !s.enter(dev.CompanyID) {
+		return store.Media{}, false, &problem.Error{Code: problem.RateLimited, RetryAfter: uploadRetrySeconds,
+			Message: fmt.Sprintf("The company has %d uploads under way, the most at once; retry in %d seconds.", s.cfg.UploadsPerCompany, uploadRetrySeconds)}
+	}
+	defer s.leave(dev.CompanyID)
 	select {
 	case s.slots <- struct{}{}:
 		defer func() { <-s.slots }()
@@ -165,6 +187,25 @@ func (s *Service) Put(ctx context.Context, dev store.Device, up Upload) (store.M
 		return store.Media{}, false, sms.Refusal(err, s.now())
 	}
 	return stored, dup, nil
+}
+
+// enter takes one of the company's upload slots, if it has one left.
+func (s *Service) enter(companyID uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.active[companyID] >= s.cfg.UploadsPerCompany {
+		return false
+	}
+	s.active[companyID]++
+	return true
+}
+
+func (s *Service) leave(companyID uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.active[companyID]--; s.active[companyID] <= 0 {
+		delete(s.active, companyID)
+	}
 }
 
 func tooLarge(max int64) error {
