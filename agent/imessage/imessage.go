@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/url"
 	"os"
@@ -42,6 +43,13 @@ const DefaultPoll = 2 * time.Second
 // same hour.
 const DefaultRowTimeout = 10 * time.Minute
 
+// DefaultAttachmentWait is how long a received message waits for the
+// files of its attachments: Messages writes the row before it has
+// downloaded them, usually seconds before, longer for a big video on a
+// slow network. Messages behind the waiting one wait too (the order is
+// kept); past the wait the message goes without the missing files.
+const DefaultAttachmentWait = 2 * time.Minute
+
 // errNotDelivered is the failed report of a send Messages never recorded.
 const errNotDelivered = "not_delivered_by_messages"
 
@@ -65,7 +73,10 @@ type Config struct {
 	// RowTimeout is how long a send may go without its row in chat.db
 	// before it is failed not_delivered_by_messages (DefaultRowTimeout).
 	RowTimeout time.Duration
-	Media      agent.MediaFetcher
+	// AttachmentWait is how long a received message waits for its
+	// attachments' files (DefaultAttachmentWait).
+	AttachmentWait time.Duration
+	Media          agent.MediaFetcher
 	// MaxInboundMedia caps a received attachment the transport reads
 	// (agent.DefaultInboundMediaBytes when 0): a bigger one is announced
 	// with its size and no bytes, and the agent forwards the text alone.
@@ -82,6 +93,7 @@ type Transport struct {
 	tool    agent.Tool
 	db      *sql.DB
 	handles []string
+	waiting string // key of the message waiting for its attachments; Receive's goroutine only
 }
 
 // New returns the transport; it opens chat.db (lazily: nothing is read
@@ -95,6 +107,9 @@ func New(cfg Config) (*Transport, error) {
 	}
 	if cfg.RowTimeout <= 0 {
 		cfg.RowTimeout = DefaultRowTimeout
+	}
+	if cfg.AttachmentWait <= 0 {
+		cfg.AttachmentWait = DefaultAttachmentWait
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -469,11 +484,27 @@ func (t *Transport) poll(ctx context.Context, sink agent.Sink) error {
 		return nil
 	}
 	for i := range got {
-		files, err := t.attachments(ctx, rowids[i], got[i].Key)
+		files, pending, err := t.attachments(ctx, rowids[i], got[i].Key)
 		if err != nil {
 			return err
 		}
+		if pending && t.cfg.Now().Sub(got[i].At) < t.cfg.AttachmentWait {
+			// Messages writes the row before it has downloaded the file:
+			// take what came before and read this one again next poll.
+			if t.waiting != got[i].Key {
+				t.waiting = got[i].Key
+				t.log.Info("imessage: waiting for Messages to download an attachment", "key", got[i].Key, "wait", t.cfg.AttachmentWait)
+			}
+			got, last = got[:i], rowids[i]-1
+			break
+		}
+		if pending {
+			t.log.Warn("imessage: an attachment's file never appeared; the message is forwarded without it", "key", got[i].Key, "wait", t.cfg.AttachmentWait)
+		}
 		got[i].Media = files
+	}
+	if last == after {
+		return nil
 	}
 	return sink.Take(got, markKey, strconv.FormatInt(last, 10))
 }
@@ -483,12 +514,12 @@ func (t *Transport) poll(ctx context.Context, sink agent.Sink) error {
 // is the home directory). One over MaxInboundMedia is announced with its
 // size and not read; a missing file (Messages has not finished
 // downloading it, or it was deleted) is logged and left out.
-func (t *Transport) attachments(ctx context.Context, rowid int64, key string) ([]agent.File, error) {
+func (t *Transport) attachments(ctx context.Context, rowid int64, key string) (files []agent.File, pending bool, err error) {
 	rows, err := t.db.QueryContext(ctx, `SELECT COALESCE(a.filename, ''), COALESCE(a.mime_type, ''), COALESCE(a.transfer_name, ''), COALESCE(a.total_bytes, 0)
 		FROM message_attachment_join j JOIN attachment a ON a.ROWID = j.attachment_id
 		WHERE j.message_id = ? ORDER BY a.ROWID`, rowid)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	type row struct {
 		path, mime, name string
@@ -499,13 +530,13 @@ func (t *Transport) attachments(ctx context.Context, rowid int64, key string) ([
 		var r row
 		if err := rows.Scan(&r.path, &r.mime, &r.name, &r.size); err != nil {
 			rows.Close()
-			return nil, err
+			return nil, false, err
 		}
 		list = append(list, r)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	var out []agent.File
 	for _, r := range list {
@@ -530,6 +561,11 @@ func (t *Transport) attachments(ctx context.Context, rowid int64, key string) ([
 			out = append(out, f) // the agent logs it and forwards the text
 			continue
 		}
+		if errors.Is(err, fs.ErrNotExist) {
+			pending = true // not downloaded yet, or deleted: the caller decides
+			t.log.Debug("imessage: an attachment's file is not there", "key", key, "err", err)
+			continue
+		}
 		if err != nil {
 			t.log.Warn("imessage: an attachment's file cannot be read; the text is forwarded without it", "key", key, "err", err)
 			continue
@@ -542,7 +578,7 @@ func (t *Transport) attachments(ctx context.Context, rowid int64, key string) ([
 		f.Data, f.Size = data, int64(len(data))
 		out = append(out, f)
 	}
-	return out, nil
+	return out, pending, nil
 }
 
 // readAtMost reads a file of at most max bytes (one that grew past it is

@@ -208,7 +208,8 @@ func addAttachment(t *testing.T, db *sql.Tx, message int64, guid, path, mimeType
 
 // TestIMessageInboundMedia: a chat.db message with an image and a
 // document attached (rows and files written by the test) reaches the
-// webhook with both files, served by their signed links and GET /media/{id}.
+// webhook with both files, served by their signed links and GET /media/{id};
+// a file Messages has not downloaded yet is waited for.
 func TestIMessageInboundMedia(t *testing.T) {
 	t.Parallel()
 	agentBin, serverBin := binaries(t)
@@ -226,11 +227,10 @@ func TestIMessageInboundMedia(t *testing.T) {
 		return strings.Contains(ag.stderr.String(), "received messages are forwarded from here on")
 	})
 
+	// The image is downloaded; the document not yet when its row appears.
 	imgPath, docPath := filepath.Join(dir, "IMG_0001.png"), filepath.Join(dir, "Quote.pdf")
-	for p, b := range map[string][]byte{imgPath: pngFile, docPath: pdfFile} {
-		if err := os.WriteFile(p, b, 0o600); err != nil {
-			t.Fatal(err)
-		}
+	if err := os.WriteFile(imgPath, pngFile, 0o600); err != nil {
+		t.Fatal(err)
 	}
 	// Messages puts U+FFFC where each attachment sits in the text, and
 	// writes the message with its attachment rows in one transaction.
@@ -250,6 +250,16 @@ func TestIMessageInboundMedia(t *testing.T) {
 	addAttachment(t, tx, row, "AT-1", imgPath, "image/png", "IMG_0001.png", len(pngFile))
 	addAttachment(t, tx, row, "AT-2", docPath, "application/pdf", "Quote.pdf", len(pdfFile))
 	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	// The agent waits for the missing file rather than dropping it.
+	until(t, "the agent waits for the document", func() bool {
+		return strings.Contains(ag.stderr.String(), "waiting for Messages to download an attachment")
+	})
+	if _, ok := hooks.mediaOf("the quote and a photo"); ok {
+		t.Fatal("the message was forwarded before its document was downloaded")
+	}
+	if err := os.WriteFile(docPath, pdfFile, 0o600); err != nil {
 		t.Fatal(err)
 	}
 
