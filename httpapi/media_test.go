@@ -111,6 +111,12 @@ func TestInboundMediaToAPIAndWebhook(t *testing.T) {
 		t.Fatalf("history: got %s", h.Raw)
 	}
 
+	// The company's export lists them (not their bytes).
+	if x := e.do(call{method: "GET", path: "/company/export", token: a.apiKey}); x.Status != http.StatusOK ||
+		!strings.Contains(string(x.Raw), `"media":[{"id":"`+img.str("id")+`","content_type":"image/png","size":`) || bytes.Contains(x.Raw, pngBytes[16:64]) {
+		t.Fatalf("export: got %d, want the message's media listed", x.Status)
+	}
+
 	// The company reads them with its credential; another company and no
 	// credential do not.
 	r := e.do(call{method: "GET", path: "/media/" + img.str("id"), token: a.access})
