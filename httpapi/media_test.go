@@ -12,6 +12,7 @@ import (
 	"time"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/media"
 	"github.com/simrelay/simrelay/webhook/webhooktest"
 )
 
@@ -182,8 +183,8 @@ func TestInboundMediaToAPIAndWebhook(t *testing.T) {
 	}
 }
 
-// TestMediaUploadsPerCompanyAreBounded: a company with two uploads under
-// way (slow agents) gets 429 with Retry-After for a third, while another
+// TestMediaUploadsPerCompanyAreBounded: a company with its uploads under
+// way (slow agents) gets 429 with Retry-After for one more, while another
 // company still uploads; once the slow ones finish, they are stored.
 func TestMediaUploadsPerCompanyAreBounded(t *testing.T) {
 	t.Parallel()
@@ -198,7 +199,7 @@ func TestMediaUploadsPerCompanyAreBounded(t *testing.T) {
 	}
 	var writers []*io.PipeWriter
 	var results []chan result
-	for i := range 2 {
+	for i := range media.DefaultUploadsPerCompany {
 		pr, pw := io.Pipe()
 		req, err := http.NewRequest("POST", e.url+"/device/media?key=slow/"+strconv.Itoa(i), pr)
 		if err != nil {
@@ -224,7 +225,7 @@ func TestMediaUploadsPerCompanyAreBounded(t *testing.T) {
 		writers, results = append(writers, pw), append(results, done)
 	}
 	n := 0
-	e.eventually("a third upload of the company is refused for now", func() bool {
+	e.eventually("one more upload of the company is refused for now", func() bool {
 		n++
 		r := e.upload(regA.DeviceToken, "quick/"+strconv.Itoa(n), "", "image/png", pngBytes)
 		if r.Status == http.StatusTooManyRequests {

@@ -32,15 +32,18 @@ import (
 const DefaultMaxBytes = 16 << 20
 
 // DefaultUploads bounds the uploads under way at once, server-wide: each
-// spools at most MaxBytes to a temporary file and then holds that much in
-// the store's write transaction, so the server's memory and temporary disk
-// for media stay below DefaultUploads x MaxBytes (64 MiB by default).
-const DefaultUploads = 4
+// spools at most MaxBytes to a temporary file, then commits it to the
+// store in one write transaction, which holds about four times the file in
+// memory while it commits (BenchmarkMediaPutAndCopy: 62 MB allocated for a
+// 16 MiB file). Two at once keep media's peak near 130 MB of memory and
+// 32 MiB of temporary disk.
+const DefaultUploads = 2
 
 // DefaultUploadsPerCompany bounds one company's uploads under way, so that
 // one tenant's slow agents never hold every slot: a further upload answers
-// 429 with a short Retry-After and the agent tries again.
-const DefaultUploadsPerCompany = 2
+// 429 with a short Retry-After and the agent tries again (simrelay-agent
+// uploads one file at a time).
+const DefaultUploadsPerCompany = 1
 
 // uploadRetrySeconds is the Retry-After of an upload refused for a
 // company's slots: an upload in progress takes seconds.
