@@ -148,6 +148,7 @@ func (a *Agent) uploader(ctx context.Context) {
 				switch {
 				case err == nil:
 					delete(later, f.Path)
+					a.log.Info("received file uploaded", "client_id", r.Frame.ClientID, "file", i, "media", id, "bytes", f.Size)
 				case retry > 0:
 					later[f.Path] = time.Now().Add(retry)
 					a.log.Warn("received file not uploaded yet; retrying", "client_id", r.Frame.ClientID, "file", i, "retry_in", retry, "err", err)
@@ -175,7 +176,13 @@ func (a *Agent) uploader(ctx context.Context) {
 // upload sends one file; the key (client_id and the file's place) makes a
 // repeat answer the first upload. retry > 0 is a failure worth retrying.
 func (a *Agent) upload(ctx context.Context, clientID string, i int, f spooled) (id string, retry time.Duration, err error) {
-	data, err := os.ReadFile(f.Path)
+	// Streamed from the spool: the agent holds no upload in memory.
+	file, err := os.Open(f.Path)
+	if err != nil {
+		return "", 0, fmt.Errorf("read spooled file: %w", err)
+	}
+	defer file.Close()
+	st, err := file.Stat()
 	if err != nil {
 		return "", 0, fmt.Errorf("read spooled file: %w", err)
 	}
@@ -185,10 +192,11 @@ func (a *Agent) upload(ctx context.Context, clientID string, i int, f spooled) (
 	}
 	ctx, cancel := context.WithTimeout(ctx, DefaultUploadTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(a.opt.Config.Server, "/")+"/device/media?"+q.Encode(), bytes.NewReader(data))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(a.opt.Config.Server, "/")+"/device/media?"+q.Encode(), file)
 	if err != nil {
 		return "", 0, err
 	}
+	req.ContentLength = st.Size()
 	req.Header.Set("Authorization", "Bearer "+a.opt.Config.DeviceToken)
 	ct := f.ContentType
 	if ct == "" {
