@@ -41,8 +41,12 @@ type Options struct {
 	ProbeEvery time.Duration
 	// Pacer spaces the transport's sends; nil sends as fast as the tool goes.
 	Pacer *Pacer
-	// DeliveryPoll is the interval of the delivery poller.
+	// DeliveryPoll is the interval of the delivery poller (and of the
+	// uploader's look for files to upload again).
 	DeliveryPoll time.Duration
+	// InboundMediaBytes caps a received file the agent forwards
+	// (DefaultInboundMediaBytes); transports skip the download of a bigger one.
+	InboundMediaBytes int64
 }
 
 // Agent is one device's agent. Run it once.
@@ -58,6 +62,7 @@ type Agent struct {
 
 	execWake  chan struct{} // a job was taken
 	pumpWake  chan struct{} // a report or an inbound message is waiting, or an answer came
+	mediaWake chan struct{} // a received file waits for its upload
 	ackWake   chan struct{} // an inbound message was acknowledged by the server
 	mu        sync.Mutex
 	offset    time.Duration // server clock minus local clock, from the last welcome
@@ -86,8 +91,11 @@ func New(opt Options) *Agent {
 	if opt.DeliveryPoll <= 0 {
 		opt.DeliveryPoll = DefaultDeliveryPoll
 	}
+	if opt.InboundMediaBytes <= 0 {
+		opt.InboundMediaBytes = DefaultInboundMediaBytes
+	}
 	return &Agent{opt: opt, log: opt.Logger, j: opt.Journal, tr: opt.Transport,
-		execWake: make(chan struct{}, 1), pumpWake: make(chan struct{}, 1), ackWake: make(chan struct{}, 1), known: make(chan struct{})}
+		execWake: make(chan struct{}, 1), pumpWake: make(chan struct{}, 1), mediaWake: make(chan struct{}, 1), ackWake: make(chan struct{}, 1), known: make(chan struct{})}
 }
 
 func wake(ch chan struct{}) {
@@ -121,6 +129,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	wg.Go(func() { a.executor(ctx) })
 	wg.Go(func() { a.deliveryPoller(ctx) })
 	wg.Go(func() { a.acknowledger(ctx) })
+	wg.Go(func() { a.uploader(ctx) })
 	// A transport that can no longer work until its user acts (a WhatsApp
 	// session logged out) ends Run with a *FatalError from Receive, rather
 	// than the agent reconnecting in a loop with nothing to send from.

@@ -62,6 +62,9 @@ type jobRecord struct {
 type inboundRecord struct {
 	Frame proto.Inbound `json:"frame"`
 	Ref   []string      `json:"ref,omitempty"`
+	// Files are the message's files (inmedia.go): the frame goes once
+	// each is uploaded, naming their ids.
+	Files []spooled `json:"files,omitempty"`
 	// Acked: the server stored it; the transport's Acknowledge is pending.
 	Acked bool `json:"acked,omitempty"`
 }
@@ -341,20 +344,21 @@ func (j *Journal) DropReport(id, status, detail string) (bool, error) {
 }
 
 // takeInbound journals received messages and returns those it did not know; see Sink.
-func (j *Journal) takeInbound(msgs []proto.Inbound, refs [][]string, markKey, markValue string) ([]proto.Inbound, error) {
+func (j *Journal) takeInbound(msgs []proto.Inbound, refs [][]string, files [][]spooled, markKey, markValue string) ([]proto.Inbound, error) {
 	var added []proto.Inbound
 	err := j.db.Update(func(tx *bolt.Tx) error {
 		ids := tx.Bucket(bucketInboundIDs)
 		b := tx.Bucket(bucketInbound)
 		for i, m := range msgs {
 			if ids.Get([]byte(m.ClientID)) != nil {
+				inboundRecord{Files: files[i]}.removeSpooled() // known: spooled again for nothing
 				continue
 			}
 			seq, err := b.NextSequence()
 			if err != nil {
 				return err
 			}
-			v, err := json.Marshal(inboundRecord{Frame: m, Ref: refs[i]})
+			v, err := json.Marshal(inboundRecord{Frame: m, Ref: refs[i], Files: files[i]})
 			if err != nil {
 				return err
 			}
@@ -411,6 +415,7 @@ func (j *Journal) ackInbound(clientID string, drop bool) (inboundRecord, bool, e
 		}
 		found = true
 		if drop {
+			rec.removeSpooled()
 			return b.Delete(seq)
 		}
 		rec.Acked = true

@@ -398,7 +398,13 @@ func (a *Agent) outbox() ([]proto.Frame, []string, error) {
 		if r.Acked {
 			continue
 		}
-		frames = append(frames, r.Frame)
+		ids, ok := r.uploaded()
+		if !ok {
+			continue // the uploader wakes the pump once its files are up
+		}
+		f := r.Frame
+		f.Media = ids
+		frames = append(frames, f)
 		keys = append(keys, "i:"+r.Frame.ClientID)
 	}
 	return frames, keys, err

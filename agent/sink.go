@@ -22,11 +22,18 @@ func (s sink) Mark(key string) (string, error) { return s.a.j.Mark(key) }
 func (s sink) Take(msgs []Received, markKey, markValue string) error {
 	frames := make([]proto.Inbound, 0, len(msgs))
 	refs := make([][]string, 0, len(msgs))
+	files := make([][]spooled, 0, len(msgs))
 	for _, m := range msgs {
-		frames = append(frames, s.a.frame(m))
+		f := s.a.frame(m)
+		frames = append(frames, f)
 		refs = append(refs, m.Ref)
+		sp, err := s.a.spool(f.ClientID, m.Media)
+		if err != nil {
+			return err
+		}
+		files = append(files, sp)
 	}
-	added, err := s.a.j.takeInbound(frames, refs, markKey, markValue)
+	added, err := s.a.j.takeInbound(frames, refs, files, markKey, markValue)
 	if err != nil {
 		return err
 	}
@@ -35,6 +42,7 @@ func (s sink) Take(msgs []Received, markKey, markValue string) error {
 	}
 	if len(added) > 0 {
 		wake(s.a.pumpWake)
+		wake(s.a.mediaWake)
 	}
 	return nil
 }

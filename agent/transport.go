@@ -105,6 +105,8 @@ type Received struct {
 	Text    string
 	SIMSlot string
 	At      time.Time
+	// Media are the message's files (WhatsApp, iMessage), in order.
+	Media []File
 	// Ref is what Acknowledge needs to delete or mark the message at the
 	// source (e.g. the modem's SMS object paths).
 	Ref []string

@@ -160,6 +160,9 @@ type Inbound struct {
 	Message    string `json:"message"`
 	SIMSlot    string `json:"sim_slot,omitempty"`
 	ReceivedAt string `json:"received_at"`
+	// Media are the ids of the files an agent uploaded for a WhatsApp or
+	// iMessage message (POST /device/media), in order; at most 10.
+	Media []string `json:"media,omitempty"`
 }
 
 // InboundAck confirms an inbound message is stored; the phone may forget it.

@@ -36,6 +36,9 @@ const (
 	// announce: far more than one phone or Mac holds, and a bound on what
 	// one agent can make the server store.
 	MaxAnnounced = 20
+	// MaxMediaPerMessage bounds the files one inbound message names
+	// (media.MaxPerMessage): WhatsApp sends one per message, iMessage a few.
+	MaxMediaPerMessage = 10
 	// MaxNumbersPerCompany bounds the numbers (and, apart, the handles) one
 	// company's agents may announce over time, so that an agent announcing
 	// new numbers on every reconnect cannot grow the store and the

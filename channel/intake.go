@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -144,8 +145,19 @@ func (s *Service) Inbound(_ context.Context, dev store.Device, in proto.Inbound)
 	if err != nil {
 		return proto.InboundAck{}, problem.Invalid("received_at", "must be an RFC 3339 time such as 2026-11-22T10:04:05.123Z")
 	}
+	if len(in.Media) > MaxMediaPerMessage {
+		return proto.InboundAck{}, problem.Invalid("media", fmt.Sprintf("must name at most %d files", MaxMediaPerMessage))
+	}
+	var files []store.MediaRef
+	for i, id := range in.Media {
+		if id == "" || len(id) > 64 || slices.Contains(in.Media[:i], id) {
+			return proto.InboundAck{}, problem.Invalid(fmt.Sprintf("media[%d]", i), "must be the id of an upload (POST /device/media), each once")
+		}
+		files = append(files, store.MediaRef{ID: id})
+	}
 	m := store.Message{
-		UUID: newID(), CompanyID: dev.CompanyID, DeviceID: dev.ID, Channel: in.Channel, Phone: from, Account: to, Text: in.Message,
+		Media: files,
+		UUID:  newID(), CompanyID: dev.CompanyID, DeviceID: dev.ID, Channel: in.Channel, Phone: from, Account: to, Text: in.Message,
 		ContentType: "text", Segments: 1, ClientID: in.ClientID, ReceivedAt: at.UTC().Format(timeLayout),
 	}
 	stored, dup, err := s.store.StoreAgentInbound(&m, s.now, s.onInbound)
@@ -154,6 +166,8 @@ func (s *Service) Inbound(_ context.Context, dev store.Device, in proto.Inbound)
 		return proto.InboundAck{}, problem.New(problem.NotFound, "The device was deleted.")
 	case errors.Is(err, store.ErrNotFound):
 		return proto.InboundAck{}, problem.Invalid("to", "is not a "+noun(in.Channel)+" of this company: announce it in hello first")
+	case errors.Is(err, store.ErrMediaUnknown):
+		return proto.InboundAck{}, problem.Invalid("media", "names a file this device did not upload (POST /device/media), or one another message took: upload it again and send its new id")
 	case errors.Is(err, store.ErrNumberNotHeld):
 		return proto.InboundAck{}, problem.Invalid("to", "is held by another agent of this company: only the agent whose latest hello announced it may deliver its messages")
 	case err != nil:

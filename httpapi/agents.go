@@ -199,6 +199,11 @@ func agentMessageOut(ch agentChannel, m store.Message) map[string]any {
 	}
 	if m.Direction == store.Inbound {
 		out["from"], out["to"] = m.Phone, m.Account
+		files := make([]mediaJSON, 0, len(m.Media))
+		for _, f := range m.Media {
+			files = append(files, mediaJSON{ID: f.ID, ContentType: f.ContentType, Size: f.Size, Filename: f.Filename})
+		}
+		out["media"] = files // GET /media/{id} serves each
 	}
 	return out
 }

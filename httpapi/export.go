@@ -102,6 +102,9 @@ type exportMessageJSON struct {
 	ContentType string `json:"content_type,omitempty"`
 	MediaURL    string `json:"media_url,omitempty"`
 	Detail      string `json:"detail,omitempty"`
+	// Media lists a received message's files (GET /media/{id} reads each);
+	// the bytes are not in the export.
+	Media []mediaJSON `json:"media,omitempty"`
 }
 
 func exportMessage(m store.Message) exportMessageJSON {
@@ -111,6 +114,9 @@ func exportMessage(m store.Message) exportMessageJSON {
 		NumberID: m.NumberRef, Account: m.Account, ContentType: m.ContentType, MediaURL: m.MediaURL, Detail: m.Detail}
 	if !m.SendAt.IsZero() {
 		e.SendAt = ts(m.SendAt)
+	}
+	for _, f := range m.Media {
+		e.Media = append(e.Media, mediaJSON{ID: f.ID, ContentType: f.ContentType, Size: f.Size, Filename: f.Filename})
 	}
 	return e
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/simrelay/simrelay/httpapi"
 	"github.com/simrelay/simrelay/mail"
 	"github.com/simrelay/simrelay/mail/mailtest"
+	"github.com/simrelay/simrelay/media"
 	"github.com/simrelay/simrelay/pacing"
 	"github.com/simrelay/simrelay/sms"
 	"github.com/simrelay/simrelay/store"
@@ -48,6 +49,10 @@ type env struct {
 	webhooks     *webhook.Service
 	stopWebhooks func()
 }
+
+// testMediaMax is the media cap of the tests' servers: small, so that a
+// test of the cap sends no big body.
+const testMediaMax = 256 << 10
 
 type envOption func(*httpapi.Config)
 
@@ -113,6 +118,13 @@ func newBillingEnv(t *testing.T, sopt store.Options, wcfg webhook.Config, bcfg b
 		o(&cfg)
 	}
 	devices := device.New(device.Config{PublicURL: publicURL}, st, clk.Now)
+	files, err := media.New(media.Config{PublicURL: publicURL, Key: []byte("media-url-key-of-the-tests-0123"), MaxBytes: testMediaMax}, st, clk.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wcfg.MediaURLs == nil {
+		wcfg.MediaURLs = files
+	}
 	hooks, err := webhook.New(wcfg, st, log, time.Now)
 	if err != nil {
 		t.Fatal(err)
@@ -152,7 +164,7 @@ func newBillingEnv(t *testing.T, sopt store.Options, wcfg webhook.Config, bcfg b
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	api, err := httpapi.New(cfg, httpapi.Deps{Accounts: accounts, Devices: devices, SMS: messages, Channels: agents, Phones: hub, PhoneSocket: hub, Store: st, Analytics: st, Period: bill, Billing: bill, Console: console.Handler(), ConsoleIdentity: console.Identity, Logger: log, Registry: reg, Gatherer: reg, Now: clk.Now, Webhooks: hooks})
+	api, err := httpapi.New(cfg, httpapi.Deps{Accounts: accounts, Devices: devices, SMS: messages, Channels: agents, Phones: hub, PhoneSocket: hub, Store: st, Analytics: st, Period: bill, Billing: bill, Console: console.Handler(), ConsoleIdentity: console.Identity, Logger: log, Registry: reg, Gatherer: reg, Now: clk.Now, Webhooks: hooks, Media: files})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,6 +65,11 @@ func (s *Server) routes() []route {
 		{http.MethodPost, "/pools/:id/members", member, s.addPoolMember},
 		{http.MethodDelete, "/pools/:id/members/:memberId", member, s.deletePoolMember},
 
+		// Files of received messages: an agent uploads with its device
+		// token; members read with theirs, webhook receivers by signed link.
+		{http.MethodPost, "/device/media", public, s.uploadMedia},
+		{http.MethodGet, "/media/:id", public, s.getMedia},
+
 		// SMS.
 		{http.MethodPost, "/chat/send", member, s.chatSend},
 		{http.MethodPost, "/automation/send-sms", member, s.automationSend},

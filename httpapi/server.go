@@ -18,6 +18,7 @@ import (
 	"github.com/simrelay/simrelay/billing"
 	"github.com/simrelay/simrelay/channel"
 	"github.com/simrelay/simrelay/device"
+	"github.com/simrelay/simrelay/media"
 	"github.com/simrelay/simrelay/pacing"
 	"github.com/simrelay/simrelay/sms"
 	"github.com/simrelay/simrelay/store"
@@ -69,7 +70,9 @@ type Deps struct {
 	Channels *channel.Service
 	// Webhooks is the webhook configuration, signing secret and deliveries log.
 	Webhooks *webhook.Service
-	Phones   Phones
+	// Media is the files of received messages; nil leaves their routes answering 404.
+	Media  *media.Service
+	Phones Phones
 	// PhoneSocket serves GET /device/ws (gateway.Hub).
 	PhoneSocket http.Handler
 	Store       Backuper

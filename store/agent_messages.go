@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -276,10 +277,18 @@ func (s *Store) StoreAgentInbound(m *Message, now func() time.Time, extra Inboun
 			return nil
 		}
 		msg := *m
+		msg.Media = slices.Clone(m.Media) // attachMedia fills in its own copy
 		msg.CompanyID, msg.DeviceID, msg.Device, msg.Direction, msg.Status = d.CompanyID, d.ID, d.Fingerprint, Inbound, MsgReceived
 		msg.NumberID, msg.NumberRef = n.ID, n.PublicID
 		msg.CreatedAt = now().UTC()
 		msg.UpdatedAt = msg.CreatedAt
+		if err := checkMedia(tx, msg); err != nil {
+			if errors.Is(err, ErrMediaUnknown) {
+				refused = err
+				return nil
+			}
+			return err
+		}
 		if err := s.charge(tx, msg.CompanyID, msg.CreatedAt, messageCost(msg)); err != nil {
 			if errors.As(err, new(*BudgetError)) {
 				refused = err
@@ -288,6 +297,9 @@ func (s *Store) StoreAgentInbound(m *Message, now func() time.Time, extra Inboun
 			return err
 		}
 		if msg.ID, err = msgs.NextSequence(); err != nil {
+			return err
+		}
+		if err := attachMedia(tx, &msg); err != nil {
 			return err
 		}
 		if err := insertAgentMessage(tx, msg); err != nil {

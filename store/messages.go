@@ -75,6 +75,8 @@ type Message struct {
 	// Attempts are the members a pool's message was queued on before a
 	// failover moved it (failover.go), oldest first.
 	Attempts []Attempt `json:"attempts,omitempty"`
+	// Media are the files of a received WhatsApp or iMessage message (media.go).
+	Media []MediaRef `json:"media,omitempty"`
 }
 
 // Conversation is the running summary of one device's exchange with one number.

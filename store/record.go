@@ -125,6 +125,13 @@ func (m *Message) appendRecord() []byte {
 		b = appendString(b, a.Reason)
 		b = appendTime(b, a.MovedAt)
 	}
+	b = binary.AppendUvarint(b, uint64(len(m.Media)))
+	for _, f := range m.Media {
+		b = appendString(b, f.ID)
+		b = appendString(b, f.ContentType)
+		b = binary.AppendVarint(b, f.Size)
+		b = appendString(b, f.Filename)
+	}
 	return b
 }
 
@@ -150,6 +157,15 @@ func (m *Message) readRecord(raw []byte) error {
 		m.Attempts = make([]Attempt, n)
 		for i := range m.Attempts {
 			m.Attempts[i] = Attempt{Device: r.string(), SIMSlot: r.string(), Reason: r.string(), MovedAt: r.time()}
+		}
+	}
+	if n := r.uint(); n > 0 && r.err == nil {
+		if n > uint64(len(raw)-r.off) { // each file takes at least 4 bytes
+			return fmt.Errorf("store: %w", errBadRecord)
+		}
+		m.Media = make([]MediaRef, n)
+		for i := range m.Media {
+			m.Media[i] = MediaRef{ID: r.string(), ContentType: r.string(), Size: r.int(), Filename: r.string()}
 		}
 	}
 	return r.done()

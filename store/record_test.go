@@ -27,7 +27,7 @@ func fillStruct(t *testing.T, rv reflect.Value) {
 			f.SetString(fmt.Sprintf("%s-é-%d", rv.Type().Field(i).Name, i))
 		case reflect.Uint64:
 			f.SetUint(uint64(1)<<(i%64) + uint64(i))
-		case reflect.Int:
+		case reflect.Int, reflect.Int64:
 			f.SetInt(int64(1000*i + 7))
 		case reflect.Slice:
 			if f.Type().Elem().Kind() != reflect.Struct {

@@ -15,6 +15,7 @@ import (
 	"github.com/simrelay/simrelay/billing"
 	"github.com/simrelay/simrelay/channel"
 	"github.com/simrelay/simrelay/device"
+	"github.com/simrelay/simrelay/media"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/sms"
 	"github.com/simrelay/simrelay/store"
@@ -79,9 +80,11 @@ type Deps struct {
 	SMS      *sms.Service
 	// Channels is WhatsApp and iMessage; nil hides their page. The caller
 	// wires the Broker to its SetWatcher too.
-	Channels  *channel.Service
-	Webhooks  *webhook.Service
-	Billing   *billing.Service // nil hides the billing page
+	Channels *channel.Service
+	Webhooks *webhook.Service
+	Billing  *billing.Service // nil hides the billing page
+	// Media serves the files of received messages; nil shows their names only.
+	Media     *media.Service
 	Phones    Phones
 	Analytics Analytics
 	Period    Period

@@ -215,6 +215,8 @@ type liveMessage struct {
 	SendAt string `json:"send_at,omitempty"`
 	// Detail is what a delivered WhatsApp message's receipts added (read, played).
 	Detail string `json:"detail,omitempty"`
+	// Media are the files of a received WhatsApp or iMessage message.
+	Media []liveFile `json:"media,omitempty"`
 }
 
 func liveOut(m store.Message) liveMessage {
@@ -229,6 +231,9 @@ func liveOut(m store.Message) liveMessage {
 	}
 	if m.Direction == store.Outbound {
 		out.QueueID = m.UUID
+	}
+	if len(m.Media) > 0 {
+		out.Media = liveFiles(m.Media)
 	}
 	return out
 }

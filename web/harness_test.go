@@ -30,6 +30,7 @@ import (
 	"github.com/simrelay/simrelay/internal/testclock"
 	"github.com/simrelay/simrelay/mail"
 	"github.com/simrelay/simrelay/mail/mailtest"
+	"github.com/simrelay/simrelay/media"
 	"github.com/simrelay/simrelay/pacing"
 	"github.com/simrelay/simrelay/sms"
 	"github.com/simrelay/simrelay/store"
@@ -122,17 +123,21 @@ func newEnv(t *testing.T, opts ...func(*envOptions)) *env {
 	}
 	agents.SetDispatcher(hub)
 	hub.SetAgents(agents)
+	files, err := media.New(media.Config{PublicURL: publicURL, Key: []byte("media-url-key-of-the-tests-0123")}, st, clk.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
 	broker := web.NewBroker(o.streams)
 	messages.SetWatcher(broker)
 	agents.SetWatcher(broker)
 	console, err := web.New(web.Config{PublicURL: publicURL, Email: o.email}, web.Deps{Accounts: accounts, Devices: devices, SMS: messages, Channels: agents,
-		Webhooks: hooks, Billing: bill, Phones: hub, Analytics: st, Period: bill, Broker: broker, Logger: log, Now: clk.Now})
+		Webhooks: hooks, Media: files, Billing: bill, Phones: hub, Analytics: st, Period: bill, Broker: broker, Logger: log, Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
 	api, err := httpapi.New(httpapi.Config{GeneralRate: o.generalRate, AuthRate: o.authRate},
-		httpapi.Deps{Accounts: accounts, Devices: devices, SMS: messages, Channels: agents, Webhooks: hooks, Phones: hub, PhoneSocket: hub, Store: st,
+		httpapi.Deps{Accounts: accounts, Devices: devices, SMS: messages, Channels: agents, Webhooks: hooks, Media: files, Phones: hub, PhoneSocket: hub, Store: st,
 			Analytics: st, Period: bill, Billing: bill, Console: console.Handler(), ConsoleIdentity: console.Identity, Logger: log, Registry: reg, Gatherer: reg, Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)

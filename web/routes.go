@@ -57,6 +57,9 @@ func (c *Console) routes() {
 		http.ServeFileFS(w, r, staticFS, "static/favicon.ico")
 	})
 	c.authRoutes(mux)
+	if c.deps.Media != nil {
+		c.mediaRoutes(mux)
+	}
 	for _, s := range c.sections() {
 		if s.on {
 			s.routes(mux)

@@ -30,7 +30,7 @@ func BenchmarkPayload(b *testing.B) {
 	m := benchMessage()
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := eventBody(EventSMSReceived, m); err != nil {
+		if _, err := eventBody(EventSMSReceived, m, nil); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -39,7 +39,7 @@ func BenchmarkPayload(b *testing.B) {
 // payload is the body one delivery sends: the event's shared body with the
 // delivery's id in front, as the worker reads it from the store.
 func payload(deliveryID, eventType string, m store.Message) ([]byte, error) {
-	body, err := eventBody(eventType, m)
+	body, err := eventBody(eventType, m, nil)
 	if err != nil {
 		return nil, err
 	}

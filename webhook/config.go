@@ -103,6 +103,9 @@ type Config struct {
 	// LogAge and LogKeep bound the deliveries log; the defaults when 0.
 	LogAge  time.Duration
 	LogKeep int
+	// MediaURLs signs the links of the files in *.received payloads
+	// (media.Service); nil leaves the links out.
+	MediaURLs MediaURLs
 	// RootCAs, when set, replaces the system's roots for verifying receivers'
 	// certificates (tests trust their httptest server this way).
 	RootCAs *x509.CertPool

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"encoding/json"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -43,6 +44,24 @@ type InboundData struct {
 	ReceivedAt        string `json:"received_at"`
 	Channel           string `json:"channel"`
 	To                string `json:"to,omitempty"`
+	// Media are the files of a WhatsApp or iMessage message, each with a
+	// signed URL that works without a credential until url_expires_at.
+	Media []MediaData `json:"media,omitempty"`
+}
+
+// MediaData is one file of an inbound message.
+type MediaData struct {
+	ID           string `json:"id"`
+	ContentType  string `json:"content_type"`
+	Size         int64  `json:"size"`
+	Filename     string `json:"filename,omitempty"`
+	URL          string `json:"url,omitempty"`
+	URLExpiresAt string `json:"url_expires_at,omitempty"`
+}
+
+// MediaURLs signs the links of a payload's files (media.Service).
+type MediaURLs interface {
+	URL(id string) (string, time.Time)
 }
 
 // timeLayout is the contract's timestamp: RFC 3339, UTC, milliseconds.
@@ -67,7 +86,7 @@ type eventPayload struct {
 	Data      InboundData `json:"data"`
 }
 
-func eventBody(eventType string, m store.Message) ([]byte, error) {
+func eventBody(eventType string, m store.Message, urls MediaURLs) ([]byte, error) {
 	d := InboundData{
 		ID: m.ID, UUID: m.UUID, Phone: m.Phone, Message: m.Text, DeviceFingerprint: m.Device,
 		ReceivedAt: m.ReceivedAt, Channel: m.Channel,
@@ -76,6 +95,14 @@ func eventBody(eventType string, m store.Message) ([]byte, error) {
 		d.SIMSlot = m.SIMSlot
 	} else {
 		d.To = m.Account
+	}
+	for _, f := range m.Media {
+		md := MediaData{ID: f.ID, ContentType: f.ContentType, Size: f.Size, Filename: f.Filename}
+		if urls != nil {
+			u, exp := urls.URL(f.ID)
+			md.URL, md.URLExpiresAt = u, exp.UTC().Format(timeLayout)
+		}
+		d.Media = append(d.Media, md)
 	}
 	return json.Marshal(eventPayload{Type: eventType, CreatedAt: m.CreatedAt.UTC().Format(timeLayout), Data: d})
 }

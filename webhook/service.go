@@ -83,7 +83,7 @@ func (s *Service) OnInbound(tx store.WriteTx, m store.Message) error {
 				continue
 			}
 			if ev.ID == "" {
-				body, err := eventBody(eventType, m)
+				body, err := eventBody(eventType, m, s.cfg.MediaURLs)
 				if err != nil {
 					return ev, nil, err
 				}

@@ -12,6 +12,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"log/slog"
 	"net/url"
 	"os"
@@ -41,6 +43,13 @@ const DefaultPoll = 2 * time.Second
 // same hour.
 const DefaultRowTimeout = 10 * time.Minute
 
+// DefaultAttachmentWait is how long a received message waits for the
+// files of its attachments: Messages writes the row before it has
+// downloaded them, usually seconds before, longer for a big video on a
+// slow network. Messages behind the waiting one wait too (the order is
+// kept); past the wait the message goes without the missing files.
+const DefaultAttachmentWait = 2 * time.Minute
+
 // errNotDelivered is the failed report of a send Messages never recorded.
 const errNotDelivered = "not_delivered_by_messages"
 
@@ -64,8 +73,15 @@ type Config struct {
 	// RowTimeout is how long a send may go without its row in chat.db
 	// before it is failed not_delivered_by_messages (DefaultRowTimeout).
 	RowTimeout time.Duration
-	Media      agent.MediaFetcher
-	Logger     *slog.Logger
+	// AttachmentWait is how long a received message waits for its
+	// attachments' files (DefaultAttachmentWait).
+	AttachmentWait time.Duration
+	Media          agent.MediaFetcher
+	// MaxInboundMedia caps a received attachment the transport reads
+	// (agent.DefaultInboundMediaBytes when 0): a bigger one is announced
+	// with its size and no bytes, and the agent forwards the text alone.
+	MaxInboundMedia int64
+	Logger          *slog.Logger
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 }
@@ -77,6 +93,7 @@ type Transport struct {
 	tool    agent.Tool
 	db      *sql.DB
 	handles []string
+	waiting string // key of the message waiting for its attachments; Receive's goroutine only
 }
 
 // New returns the transport; it opens chat.db (lazily: nothing is read
@@ -91,8 +108,14 @@ func New(cfg Config) (*Transport, error) {
 	if cfg.RowTimeout <= 0 {
 		cfg.RowTimeout = DefaultRowTimeout
 	}
+	if cfg.AttachmentWait <= 0 {
+		cfg.AttachmentWait = DefaultAttachmentWait
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.MaxInboundMedia <= 0 {
+		cfg.MaxInboundMedia = agent.DefaultInboundMediaBytes
 	}
 	if cfg.ChatDB == "" {
 		home, err := os.UserHomeDir()
@@ -431,6 +454,7 @@ func (t *Transport) poll(ctx context.Context, sink agent.Sink) error {
 	}
 	defer rows.Close()
 	var got []agent.Received
+	var rowids []int64
 	last := after
 	for rows.Next() {
 		var (
@@ -449,15 +473,130 @@ func (t *Transport) poll(ctx context.Context, sink agent.Sink) error {
 		msg, ok := t.inbound(guid, text, body, date, fromMe, handle, account, service, itemType, assoc, login, style)
 		if ok {
 			got = append(got, msg)
+			rowids = append(rowids, rowid)
 		}
 	}
 	if err := rows.Err(); err != nil {
 		return err
 	}
+	rows.Close()
+	if last == after {
+		return nil
+	}
+	for i := range got {
+		files, pending, err := t.attachments(ctx, rowids[i], got[i].Key)
+		if err != nil {
+			return err
+		}
+		if pending && t.cfg.Now().Sub(got[i].At) < t.cfg.AttachmentWait {
+			// Messages writes the row before it has downloaded the file:
+			// take what came before and read this one again next poll.
+			if t.waiting != got[i].Key {
+				t.waiting = got[i].Key
+				t.log.Info("imessage: waiting for Messages to download an attachment", "key", got[i].Key, "wait", t.cfg.AttachmentWait)
+			}
+			got, last = got[:i], rowids[i]-1
+			break
+		}
+		if pending {
+			t.log.Warn("imessage: an attachment's file never appeared; the message is forwarded without it", "key", got[i].Key, "wait", t.cfg.AttachmentWait)
+		}
+		got[i].Media = files
+	}
 	if last == after {
 		return nil
 	}
 	return sink.Take(got, markKey, strconv.FormatInt(last, 10))
+}
+
+// attachments reads the files of a received message: chat.db's attachment
+// rows of the message, each file from the path Messages stored it at (~
+// is the home directory). One over MaxInboundMedia is announced with its
+// size and not read; a missing file (Messages has not finished
+// downloading it, or it was deleted) is logged and left out.
+func (t *Transport) attachments(ctx context.Context, rowid int64, key string) (files []agent.File, pending bool, err error) {
+	rows, err := t.db.QueryContext(ctx, `SELECT COALESCE(a.filename, ''), COALESCE(a.mime_type, ''), COALESCE(a.transfer_name, ''), COALESCE(a.total_bytes, 0)
+		FROM message_attachment_join j JOIN attachment a ON a.ROWID = j.attachment_id
+		WHERE j.message_id = ? ORDER BY a.ROWID`, rowid)
+	if err != nil {
+		return nil, false, err
+	}
+	type row struct {
+		path, mime, name string
+		size             int64
+	}
+	var list []row
+	for rows.Next() {
+		var r row
+		if err := rows.Scan(&r.path, &r.mime, &r.name, &r.size); err != nil {
+			rows.Close()
+			return nil, false, err
+		}
+		list = append(list, r)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, false, err
+	}
+	var out []agent.File
+	for _, r := range list {
+		f := agent.File{ContentType: r.mime, Filename: r.name, Size: r.size}
+		if f.Filename == "" {
+			f.Filename = filepath.Base(r.path)
+		}
+		path := r.path
+		if rest, ok := strings.CutPrefix(path, "~/"); ok {
+			home, err := os.UserHomeDir()
+			if err != nil {
+				t.log.Warn("imessage: no home directory for an attachment; the text is forwarded without it", "key", key, "err", err)
+				continue
+			}
+			path = filepath.Join(home, rest)
+		}
+		st, err := os.Stat(path)
+		if err == nil && st.Size() > f.Size {
+			f.Size = st.Size()
+		}
+		if f.Size > t.cfg.MaxInboundMedia {
+			out = append(out, f) // the agent logs it and forwards the text
+			continue
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			pending = true // not downloaded yet, or deleted: the caller decides
+			t.log.Debug("imessage: an attachment's file is not there", "key", key, "err", err)
+			continue
+		}
+		if err != nil {
+			t.log.Warn("imessage: an attachment's file cannot be read; the text is forwarded without it", "key", key, "err", err)
+			continue
+		}
+		data, err := readAtMost(path, t.cfg.MaxInboundMedia)
+		if err != nil {
+			t.log.Warn("imessage: an attachment's file cannot be read; the text is forwarded without it", "key", key, "err", err)
+			continue
+		}
+		f.Data, f.Size = data, int64(len(data))
+		out = append(out, f)
+	}
+	return out, pending, nil
+}
+
+// readAtMost reads a file of at most max bytes (one that grew past it is
+// an error: the agent never holds more than its cap).
+func readAtMost(path string, max int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > max {
+		return nil, fmt.Errorf("%s: more than %d bytes", path, max)
+	}
+	return data, nil
 }
 
 // groupStyle is chat.style of a group conversation (45 is one-to-one).
@@ -479,6 +618,10 @@ func (t *Transport) inbound(guid string, text sql.NullString, body []byte, date,
 		if s, ok := attributedText(body); ok {
 			msg = s
 		}
+	}
+	// Messages puts U+FFFC where each attachment sits in the text.
+	if strings.Contains(msg, "\uFFFC") {
+		msg = strings.TrimSpace(strings.ReplaceAll(msg, "\uFFFC", ""))
 	}
 	from, ok := normalize(handle)
 	if !ok {

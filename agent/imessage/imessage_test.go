@@ -30,6 +30,8 @@ func testDB(t *testing.T) (string, *sql.DB) {
 		`CREATE TABLE message (ROWID INTEGER PRIMARY KEY, guid TEXT, text TEXT, attributedBody BLOB, handle_id INTEGER, service TEXT, account TEXT, date INTEGER,
 			is_from_me INTEGER DEFAULT 0, is_delivered INTEGER DEFAULT 0, date_delivered INTEGER DEFAULT 0, error INTEGER DEFAULT 0, item_type INTEGER DEFAULT 0, associated_message_type INTEGER DEFAULT 0)`,
 		`CREATE TABLE chat_message_join (chat_id INTEGER, message_id INTEGER)`,
+		`CREATE TABLE attachment (ROWID INTEGER PRIMARY KEY, guid TEXT, filename TEXT, mime_type TEXT, transfer_name TEXT, total_bytes INTEGER)`,
+		`CREATE TABLE message_attachment_join (message_id INTEGER, attachment_id INTEGER)`,
 		`INSERT INTO handle VALUES (1, '+15557654321', 'iMessage'), (2, 'Friend@Example.com', 'iMessage')`,
 		`INSERT INTO chat VALUES (1, 'a', 45, 'E:me@icloud.com'), (2, 'b', 43, 'E:me@icloud.com'), (3, 'c', 45, 'P:+15550100002')`,
 	} {

@@ -35,6 +35,8 @@ type Client interface {
 	AddEventHandler(handler func(evt any))
 	// IsOnWhatsApp tells which E.164 numbers have an account.
 	IsOnWhatsApp(ctx context.Context, phones []string) ([]types.IsOnWhatsAppResponse, error)
+	// Download fetches and decrypts the media of a received message.
+	Download(ctx context.Context, msg whatsmeow.DownloadableMessage) ([]byte, error)
 	// Upload encrypts and uploads a media file.
 	Upload(ctx context.Context, data []byte, kind whatsmeow.MediaType) (whatsmeow.UploadResponse, error)
 	// SendMessage sends msg to to and returns the message id WhatsApp's
@@ -57,6 +59,9 @@ func (r adapter) Own() types.JID {
 func (r adapter) AddEventHandler(h func(any)) { r.c.AddEventHandler(func(evt any) { h(evt) }) }
 func (r adapter) IsOnWhatsApp(ctx context.Context, phones []string) ([]types.IsOnWhatsAppResponse, error) {
 	return r.c.IsOnWhatsApp(ctx, phones)
+}
+func (r adapter) Download(ctx context.Context, msg whatsmeow.DownloadableMessage) ([]byte, error) {
+	return r.c.Download(ctx, msg)
 }
 func (r adapter) Upload(ctx context.Context, data []byte, kind whatsmeow.MediaType) (whatsmeow.UploadResponse, error) {
 	return r.c.Upload(ctx, data, kind)

@@ -35,7 +35,11 @@ const DefaultReceiptMemory = 4096
 type Config struct {
 	Client Client
 	Media  agent.MediaFetcher
-	Logger *slog.Logger
+	// MaxInboundMedia caps a received file the transport downloads
+	// (agent.DefaultInboundMediaBytes when 0): a bigger one is announced
+	// with its size and no bytes, and the agent forwards the text alone.
+	MaxInboundMedia int64
+	Logger          *slog.Logger
 }
 
 // Transport is the WhatsApp transport.
@@ -59,6 +63,9 @@ type Transport struct {
 func New(cfg Config) *Transport {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.MaxInboundMedia <= 0 {
+		cfg.MaxInboundMedia = agent.DefaultInboundMediaBytes
 	}
 	t := &Transport{cfg: cfg, log: cfg.Logger, events: make(chan queued, 256), stop: make(chan struct{}),
 		receipts: map[string]agent.Delivery{}}
@@ -288,7 +295,7 @@ func (t *Transport) Receive(ctx context.Context, sink agent.Sink) error {
 			t.cfg.Client.Disconnect()
 			return nil
 		case q := <-t.events:
-			err := t.event(q.evt, sink)
+			err := t.event(ctx, q.evt, sink)
 			close(q.done)
 			if err != nil {
 				var fatal *agent.FatalError
@@ -304,13 +311,14 @@ func (t *Transport) Receive(ctx context.Context, sink agent.Sink) error {
 }
 
 // event handles one of whatsmeow's events.
-func (t *Transport) event(evt any, sink agent.Sink) error {
+func (t *Transport) event(ctx context.Context, evt any, sink agent.Sink) error {
 	switch e := evt.(type) {
 	case *events.Message:
 		msg, ok := Inbound(e, t.Own())
 		if !ok {
 			return nil
 		}
+		msg.Media = t.files(ctx, e.Message, msg.Key)
 		return sink.Take([]agent.Received{msg}, "", "")
 	case *events.Receipt:
 		d, ok := ReceiptDelivery(e)
@@ -425,6 +433,44 @@ func Inbound(e *events.Message, own string) (agent.Received, bool) {
 	}
 	return agent.Received{Key: "wa:" + string(e.Info.ID), Channel: proto.ChannelWhatsApp, From: "+" + from.User,
 		To: own, Text: text, At: at}, true
+}
+
+// files downloads the media of a received message (none for text): at
+// most MaxInboundMedia bytes, judged by the size the message announces
+// before anything is downloaded. A file that cannot be downloaded is
+// logged and left out; the text still goes.
+func (t *Transport) files(ctx context.Context, m *waE2E.Message, key string) []agent.File {
+	var (
+		d    whatsmeow.DownloadableMessage
+		f    agent.File
+		size uint64
+	)
+	switch {
+	case m.ImageMessage != nil:
+		d, f.ContentType, size = m.ImageMessage, m.ImageMessage.GetMimetype(), m.ImageMessage.GetFileLength()
+	case m.VideoMessage != nil:
+		d, f.ContentType, size = m.VideoMessage, m.VideoMessage.GetMimetype(), m.VideoMessage.GetFileLength()
+	case m.AudioMessage != nil:
+		d, f.ContentType, size = m.AudioMessage, m.AudioMessage.GetMimetype(), m.AudioMessage.GetFileLength()
+	case m.DocumentMessage != nil:
+		d, f.ContentType, size = m.DocumentMessage, m.DocumentMessage.GetMimetype(), m.DocumentMessage.GetFileLength()
+		f.Filename = m.DocumentMessage.GetFileName()
+	default:
+		return nil
+	}
+	f.Size = int64(min(size, uint64(1)<<62))
+	if f.Size > t.cfg.MaxInboundMedia {
+		return []agent.File{f} // the agent logs it and forwards the text
+	}
+	ctx, cancel := context.WithTimeout(ctx, agent.DefaultMediaTimeout)
+	defer cancel()
+	data, err := t.cfg.Client.Download(ctx, d)
+	if err != nil {
+		t.log.Warn("whatsapp: received media not downloaded; the text is forwarded without it", "key", key, "err", err)
+		return nil
+	}
+	f.Data = data
+	return []agent.File{f}
 }
 
 // messageText is a message's text, or a media's caption ("" when it has

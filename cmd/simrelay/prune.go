@@ -27,8 +27,12 @@ const (
 	storageCountersKeep = 24 * time.Hour
 )
 
+// pruneMediaBatch bounds the uploads one prune deletes, so its transaction
+// stays short; the next prune takes the rest.
+const pruneMediaBatch = 1000
+
 // pruneStore drops expired pairing codes, token families without tokens,
-// old mail and old storage counters, logging what it dropped.
+// old mail, old storage counters and media uploads no message took, logging what it dropped.
 func pruneStore(st *store.Store, now time.Time, log *slog.Logger) {
 	count := func(what string, n int, err error) {
 		if err != nil {
@@ -49,4 +53,6 @@ func pruneStore(st *store.Store, now time.Time, log *slog.Logger) {
 	}
 	n, err = st.PruneStorageCounters(now.Add(-storageCountersKeep))
 	count("daily storage counters", n, err)
+	n, err = st.PruneMedia(now.Add(-store.DefaultMediaOrphanAge), pruneMediaBatch)
+	count("media uploads no message named", n, err)
 }

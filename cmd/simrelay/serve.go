@@ -26,6 +26,7 @@ import (
 	"github.com/simrelay/simrelay/gateway"
 	"github.com/simrelay/simrelay/httpapi"
 	"github.com/simrelay/simrelay/mail"
+	"github.com/simrelay/simrelay/media"
 	"github.com/simrelay/simrelay/pacing"
 	"github.com/simrelay/simrelay/sms"
 	"github.com/simrelay/simrelay/smtpd"
@@ -288,7 +289,17 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 		return err
 	}
 	devices := device.New(device.Config{PublicURL: cfg.publicURL}, st, time.Now)
-	hooks, err := webhook.New(cfg.webhookConfig(), st, log.With("component", "webhook"), time.Now)
+	mediaKey, err := st.Secret("media-url-hmac", 32)
+	if err != nil {
+		return err
+	}
+	files, err := media.New(media.Config{PublicURL: cfg.publicURL, Key: mediaKey}, st, time.Now)
+	if err != nil {
+		return err
+	}
+	hookCfg := cfg.webhookConfig()
+	hookCfg.MediaURLs = files
+	hooks, err := webhook.New(hookCfg, st, log.With("component", "webhook"), time.Now)
 	if err != nil {
 		return err
 	}
@@ -326,7 +337,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	messages.SetWatcher(broker)
 	agents.SetWatcher(broker)
 	console, err := web.New(web.Config{PublicURL: cfg.publicURL, Email: consoleEmail(cfg.smtpIn, smtpLn)}, web.Deps{Accounts: accounts, Devices: devices, SMS: messages, Channels: agents,
-		Webhooks: hooks, Billing: bill, Phones: hub, Analytics: st, Period: bill, Broker: broker, Logger: log.With("component", "console"), Now: time.Now})
+		Webhooks: hooks, Media: files, Billing: bill, Phones: hub, Analytics: st, Period: bill, Broker: broker, Logger: log.With("component", "console"), Now: time.Now})
 	if err != nil {
 		return err
 	}
@@ -337,7 +348,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 			Help: "Message record writes saved by writing a job's status changes of one commit (an ack and its report) once.",
 		}, func() float64 { return float64(st.FoldedWrites()) }))
 	api, err := httpapi.New(httpapi.Config{GeneralRate: cfg.general, AuthRate: cfg.auth, TrustedProxies: cfg.trustedProxies, AdminToken: cfg.adminToken},
-		httpapi.Deps{Accounts: accounts, Devices: devices, SMS: messages, Channels: agents, Webhooks: hooks, Phones: hub, PhoneSocket: hub, Store: st, Analytics: st, Period: bill, Billing: bill, Console: console.Handler(), ConsoleIdentity: console.Identity, Logger: log, Registry: reg, Gatherer: reg, Now: time.Now})
+		httpapi.Deps{Accounts: accounts, Devices: devices, SMS: messages, Channels: agents, Webhooks: hooks, Media: files, Phones: hub, PhoneSocket: hub, Store: st, Analytics: st, Period: bill, Billing: bill, Console: console.Handler(), ConsoleIdentity: console.Identity, Logger: log, Registry: reg, Gatherer: reg, Now: time.Now})
 	if err != nil {
 		return err
 	}

@@ -256,6 +256,25 @@
   // WhatsApp and iMessage: a number's page lists its messages, newest first.
   var agentMsgs = document.getElementById("agent-msgs");
 
+  // mediaEl is a received file: an image shown inline, anything else a
+  // download link (the server decides which, from the sniffed type).
+  function mediaEl(f) {
+    var span = document.createElement("span");
+    span.className = "media";
+    var a = document.createElement("a");
+    a.href = f.url;
+    if (f.inline) {
+      var img = document.createElement("img");
+      img.src = f.url; img.alt = "Image received: " + f.label; img.loading = "lazy";
+      a.appendChild(img);
+    } else {
+      a.setAttribute("download", "");
+      a.textContent = f.label;
+    }
+    span.appendChild(a);
+    return span;
+  }
+
   function agentRow(m) {
     var tr = document.createElement("tr");
     tr.setAttribute("data-id", m.id);
@@ -264,7 +283,7 @@
     cells.forEach(function (v, i) {
       var td = document.createElement("td");
       if (i === 0) { td.appendChild(timeEl(v)); } else { td.textContent = v; }
-      if (i === 3) { td.className = "text"; }
+      if (i === 3) { td.className = "text"; (m.media || []).forEach(function (f) { td.appendChild(mediaEl(f)); }); }
       tr.appendChild(td);
     });
     var td = document.createElement("td");

@@ -25,6 +25,8 @@ type Fake struct {
 	sent          []FakeSent
 	uploads       [][]byte
 	n             int
+	media         map[string][]byte // direct path -> the decrypted file
+	downloads     int
 }
 
 // FakeSent is one message given to the fake's SendMessage.
@@ -72,6 +74,36 @@ func (f *Fake) SendMessage(ctx context.Context, to types.JID, msg *waE2E.Message
 	id := types.MessageID(fmt.Sprintf("3EB0FAKE%04d", f.n))
 	f.sent = append(f.sent, FakeSent{ID: id, To: to, Msg: msg})
 	return id, nil
+}
+
+// AddMedia makes Download answer data for a message whose media has this
+// direct path (as WhatsApp's servers would, decrypted).
+func (f *Fake) AddMedia(directPath string, data []byte) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.media == nil {
+		f.media = map[string][]byte{}
+	}
+	f.media[directPath] = data
+}
+
+// Download answers the media AddMedia set for the message's direct path.
+func (f *Fake) Download(ctx context.Context, msg whatsmeow.DownloadableMessage) ([]byte, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.downloads++
+	data, ok := f.media[msg.GetDirectPath()]
+	if !ok {
+		return nil, whatsmeow.ErrMediaDownloadFailedWith404
+	}
+	return data, nil
+}
+
+// Downloads is how many times Download was called.
+func (f *Fake) Downloads() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.downloads
 }
 
 // Sent is what SendMessage was given so far.

@@ -1,0 +1,113 @@
+package httpapi
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/simrelay/simrelay/account"
+	"github.com/simrelay/simrelay/device"
+	"github.com/simrelay/simrelay/media"
+	"github.com/simrelay/simrelay/problem"
+	"github.com/simrelay/simrelay/store"
+)
+
+// uploadMedia is POST /device/media: an agent stores one file of a message
+// it received, with its device token, before the inbound frame naming it.
+func (s *Server) uploadMedia(c echo.Context) error {
+	if s.deps.Media == nil {
+		return echo.ErrNotFound
+	}
+	r := c.Request()
+	scheme, token, _ := strings.Cut(r.Header.Get(echo.HeaderAuthorization), " ")
+	token = strings.TrimSpace(token)
+	if !strings.EqualFold(scheme, "Bearer") || !strings.HasPrefix(token, device.TokenPrefix) {
+		return problem.New(problem.Unauthorized, "This route needs Authorization: Bearer <device token>.")
+	}
+	dev, err := s.deps.Devices.Authenticate(r.Context(), token)
+	if err != nil {
+		return problem.New(problem.Unauthorized, "The device token is missing, invalid or revoked.")
+	}
+	q := c.QueryParams()
+	m, dup, err := s.deps.Media.Put(r.Context(), dev, media.Upload{
+		Key: q.Get("key"), Filename: q.Get("filename"), ContentType: r.Header.Get(echo.HeaderContentType),
+		Length: r.ContentLength, Body: r.Body,
+	})
+	if err != nil {
+		return err
+	}
+	code := http.StatusCreated
+	if dup {
+		code = http.StatusOK
+	}
+	return c.JSON(code, mediaOut(m))
+}
+
+type mediaJSON struct {
+	ID          string `json:"id"`
+	ContentType string `json:"content_type"`
+	Size        int64  `json:"size"`
+	Filename    string `json:"filename,omitempty"`
+}
+
+func mediaOut(m store.Media) mediaJSON {
+	return mediaJSON{ID: m.ID, ContentType: m.ContentType, Size: m.Size, Filename: m.Filename}
+}
+
+// getMedia is GET /media/{id}: a file of a received message, for a member
+// of its company (API key or access token), or for anyone holding a signed
+// link of a webhook payload (?expires=&signature=) until it expires.
+// Another company's file, like an unknown one, is 404.
+//
+// The file is a stranger's bytes served from the API's origin, so nothing in
+// it may run there: only images a browser shows are inline, everything else
+// is an attachment; the browser may not guess another type (nosniff); and a
+// sandbox CSP keeps even a file opened directly from running script.
+func (s *Server) getMedia(c echo.Context) error {
+	if s.deps.Media == nil {
+		return echo.ErrNotFound
+	}
+	id := c.Param("id")
+	var m store.Media
+	var err error
+	if sig := c.QueryParam("signature"); sig != "" || c.QueryParam("expires") != "" {
+		if err := s.deps.Media.Verify(id, c.QueryParam("expires"), sig); err != nil {
+			return problem.New(problem.Forbidden, "The link is not valid or has expired: ask for the message again (GET /whatsapp/messages/{id}) or use a credential.")
+		}
+		m, err = s.deps.Media.Get(0, id)
+	} else {
+		p, ok := c.Get(keyPrincipal).(account.Principal)
+		if !ok {
+			if err, ok := c.Get(keyAuthErr).(error); ok {
+				return err
+			}
+			return problem.New(problem.Unauthorized, "This route needs Authorization: Bearer <API key or access token>, or a signed link.")
+		}
+		m, err = s.deps.Media.Get(p.CompanyID, id)
+	}
+	if errors.Is(err, store.ErrNotFound) {
+		return problem.New(problem.NotFound, "No such media.")
+	}
+	if err != nil {
+		return err
+	}
+	h := c.Response().Header()
+	h.Set(echo.HeaderContentType, m.ContentType)
+	h.Set(echo.HeaderContentLength, strconv.FormatInt(m.Size, 10))
+	h.Set("Content-Disposition", media.Disposition(m))
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; sandbox")
+	h.Set("Cache-Control", "private, max-age=300")
+	c.Response().WriteHeader(http.StatusOK)
+	if c.Request().Method == http.MethodHead {
+		return nil
+	}
+	if _, err := s.deps.Media.Copy(c.Response(), m.ID); err != nil {
+		// The status is sent: the client sees a short body.
+		s.deps.Logger.Warn("media: copy failed", "media", m.ID, "err", err)
+	}
+	return nil
+}

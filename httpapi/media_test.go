@@ -1,0 +1,250 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/media"
+	"github.com/simrelay/simrelay/webhook/webhooktest"
+)
+
+// pngBytes is a real PNG header and some bytes: it sniffs as image/png.
+var pngBytes = append([]byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"), bytes.Repeat([]byte{7}, 3000)...)
+
+// upload is POST /device/media with a device token.
+func (e *env) upload(deviceToken, key, filename, contentType string, body []byte) resp {
+	e.t.Helper()
+	q := url.Values{"key": {key}}
+	if filename != "" {
+		q.Set("filename", filename)
+	}
+	return e.do(call{method: "POST", path: "/device/media?" + q.Encode(), token: deviceToken, body: string(body), header: map[string]string{"Content-Type": contentType}})
+}
+
+// get is a plain GET of a full URL without a credential.
+func get(t *testing.T, u string) (*http.Response, []byte) {
+	t.Helper()
+	res, err := http.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, b
+}
+
+// TestInboundMediaToAPIAndWebhook: an agent uploads an image and a
+// document, its inbound frame names them; the message lists them, GET
+// /media/{id} serves them to the company (404 to another), the webhook
+// carries signed links that work without a credential until they expire,
+// and nothing is served in a way a browser would run.
+func TestInboundMediaToAPIAndWebhook(t *testing.T) {
+	t.Parallel()
+	rc := webhooktest.NewReceiver(t, true, nil)
+	e := newWebhookEnv(t, whConfig(rc), roomy)
+	a := e.newCompany("Acme", "owner@acme.test")
+	b := e.newCompany("Other", "owner@other.test")
+	reg := e.pairPhone(a.apiKey, "agent-a")
+	ag := e.runAgent(reg, "agent-a", []string{waNumber}, nil, false)
+	wa := e.numberID(a.apiKey, "whatsapp", waNumber)
+	e.whPut(a.apiKey, map[string]any{"url": rc.URL + "/all"})
+
+	before, err := e.store.StorageUsed(uint64(a.id), e.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := e.upload(reg.DeviceToken, "wa-1/0", "", "image/png", pngBytes)
+	e.want(img, http.StatusCreated, "")
+	if again := e.upload(reg.DeviceToken, "wa-1/0", "", "image/png", pngBytes); again.Status != http.StatusOK || again.str("id") != img.str("id") {
+		t.Fatalf("a repeated key: got %d %s, want 200 with id %s", again.Status, again.Raw, img.str("id"))
+	}
+	pdf := []byte("%PDF-1.4\n" + strings.Repeat("x", 500))
+	doc := e.upload(reg.DeviceToken, "wa-1/1", "invoice 7.pdf", "application/pdf", pdf)
+	e.want(doc, http.StatusCreated, "")
+	// A page labelled as an image is stored as a download, never inline.
+	fake := e.upload(reg.DeviceToken, "wa-2/0", "x.png", "image/png", []byte("<html><script>alert(1)</script></html>"))
+	e.want(fake, http.StatusCreated, "")
+	if fake.str("content_type") != "application/octet-stream" || img.str("content_type") != "image/png" || doc.str("content_type") != "application/pdf" {
+		t.Fatalf("content types: got %s, %s, %s", fake.Raw, img.Raw, doc.Raw)
+	}
+	after, _ := e.store.StorageUsed(uint64(a.id), e.clock.Now())
+	if after-before < int64(len(pngBytes)+len(pdf)) {
+		t.Fatalf("storage budget counted %d bytes for the uploads, want at least %d", after-before, len(pngBytes)+len(pdf))
+	}
+
+	// Bad uploads: no device token, over the cap, no key.
+	e.want(e.upload(a.apiKey, "wa-9/0", "", "image/png", pngBytes), http.StatusUnauthorized, "unauthorized")
+	e.want(e.upload(reg.DeviceToken, "wa-9/0", "", "image/png", bytes.Repeat([]byte{1}, testMediaMax+1)), http.StatusRequestEntityTooLarge, "payload_too_large")
+	e.want(e.upload(reg.DeviceToken, "", "", "image/png", pngBytes), http.StatusBadRequest, "validation_failed")
+
+	// Not yet any message's: nobody reads it.
+	e.want(e.do(call{method: "GET", path: "/media/" + img.str("id"), token: a.apiKey}), http.StatusNotFound, "not_found")
+
+	ack := waitAck(t, ag.Receive(proto.Inbound{ClientID: "wa-1", Channel: "whatsapp", From: "+15557654321", To: waNumber,
+		Message: "the label", Media: []string{img.str("id"), doc.str("id")}}))
+	if ack.ID == 0 {
+		t.Fatal("no id in the ack")
+	}
+
+	// The message lists its files.
+	h := e.do(call{method: "GET", path: "/whatsapp/messages?number_id=" + wa, token: a.apiKey})
+	var hist struct {
+		Messages []struct {
+			Media []struct {
+				ID, ContentType, Filename string
+				Size                      int64
+			} `json:"media"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(h.Raw, &hist); err != nil || len(hist.Messages) != 1 || len(hist.Messages[0].Media) != 2 ||
+		hist.Messages[0].Media[0].ID != img.str("id") || hist.Messages[0].Media[1].Size != int64(len(pdf)) {
+		t.Fatalf("history: got %s", h.Raw)
+	}
+
+	// The company's export lists them (not their bytes).
+	if x := e.do(call{method: "GET", path: "/company/export", token: a.apiKey}); x.Status != http.StatusOK ||
+		!strings.Contains(string(x.Raw), `"media":[{"id":"`+img.str("id")+`","content_type":"image/png","size":`) || bytes.Contains(x.Raw, pngBytes[16:64]) {
+		t.Fatalf("export: got %d, want the message's media listed", x.Status)
+	}
+
+	// The company reads them with its credential; another company and no
+	// credential do not.
+	r := e.do(call{method: "GET", path: "/media/" + img.str("id"), token: a.access})
+	if r.Status != http.StatusOK || !bytes.Equal(r.Raw, pngBytes) || r.Header.Get("Content-Type") != "image/png" ||
+		!strings.HasPrefix(r.Header.Get("Content-Disposition"), "inline") || r.Header.Get("X-Content-Type-Options") != "nosniff" ||
+		!strings.Contains(r.Header.Get("Content-Security-Policy"), "sandbox") {
+		t.Fatalf("GET image: got %d %v", r.Status, r.Header)
+	}
+	r = e.do(call{method: "GET", path: "/media/" + doc.str("id"), token: a.apiKey})
+	if r.Status != http.StatusOK || !bytes.Equal(r.Raw, pdf) || r.Header.Get("Content-Type") != "application/pdf" ||
+		r.Header.Get("Content-Disposition") != `attachment; filename="invoice 7.pdf"` {
+		t.Fatalf("GET document: got %d %v", r.Status, r.Header)
+	}
+	e.want(e.do(call{method: "GET", path: "/media/" + img.str("id"), token: b.apiKey}), http.StatusNotFound, "not_found")
+	e.want(e.do(call{method: "GET", path: "/media/med_nope", token: a.apiKey}), http.StatusNotFound, "not_found")
+	e.want(e.do(call{method: "GET", path: "/media/" + img.str("id")}), http.StatusUnauthorized, "unauthorized")
+
+	// Another company's agent cannot claim A's upload for its message.
+	regB := e.pairPhone(b.apiKey, "agent-b")
+	agB := e.runAgent(regB, "agent-b", []string{"+15550003333"}, nil, false)
+	agB.Receive(proto.Inbound{ClientID: "b-1", Channel: "whatsapp", From: "+15557654321", To: "+15550003333", Message: "steal", Media: []string{fake.str("id")}})
+	waitAck(t, agB.Receive(proto.Inbound{ClientID: "b-2", Channel: "whatsapp", From: "+15557654321", To: "+15550003333", Message: "after"}))
+	bid := e.numberID(b.apiKey, "whatsapp", "+15550003333")
+	if h := e.do(call{method: "GET", path: "/whatsapp/messages?number_id=" + bid, token: b.apiKey}); h.Body["total"] != 1.0 {
+		t.Fatalf("B's messages: got %s, want only the one without media", h.Raw)
+	}
+
+	// The webhook carries the files with signed links.
+	e.eventually("the webhook delivery arrives", func() bool { return len(rc.Requests()) == 1 })
+	var body struct {
+		Data struct {
+			Media []struct {
+				ID, URL, ContentType string
+				URLExpiresAt         string `json:"url_expires_at"`
+				Size                 int64
+			} `json:"media"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(rc.Requests()[0].Body, &body); err != nil || len(body.Data.Media) != 2 {
+		t.Fatalf("webhook body: %s", rc.Requests()[0].Body)
+	}
+	link := body.Data.Media[1].URL
+	if body.Data.Media[0].ID != img.str("id") || body.Data.Media[1].Size != int64(len(pdf)) || !strings.HasPrefix(link, e.url+"/media/"+doc.str("id")+"?") ||
+		body.Data.Media[1].URLExpiresAt != e.clock.Now().Add(72*time.Hour).UTC().Format("2006-01-02T15:04:05.000Z") {
+		t.Fatalf("webhook media: got %+v", body.Data.Media)
+	}
+	res, got := get(t, link)
+	if res.StatusCode != http.StatusOK || !bytes.Equal(got, pdf) || !strings.HasPrefix(res.Header.Get("Content-Disposition"), "attachment") {
+		t.Fatalf("signed link: got %d %v", res.StatusCode, res.Header)
+	}
+	// Altered, pointed at another file, or expired: refused.
+	for name, u := range map[string]string{
+		"altered signature": strings.Replace(link, "signature=", "signature=0", 1),
+		"other file":        strings.Replace(link, doc.str("id"), img.str("id"), 1),
+	} {
+		if res, b := get(t, u); res.StatusCode != http.StatusForbidden {
+			t.Fatalf("%s: got %d %s, want 403", name, res.StatusCode, b)
+		}
+	}
+	e.clock.Advance(72*time.Hour + time.Second)
+	if res, b := get(t, link); res.StatusCode != http.StatusForbidden || !strings.Contains(string(b), `"error":"forbidden"`) {
+		t.Fatalf("expired link: got %d %s, want 403", res.StatusCode, b)
+	}
+}
+
+// TestMediaUploadsPerCompanyAreBounded: a company with its uploads under
+// way (slow agents) gets 429 with Retry-After for one more, while another
+// company still uploads; once the slow ones finish, they are stored.
+func TestMediaUploadsPerCompanyAreBounded(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, roomy)
+	a := e.newCompany("Acme", "owner@acme.test")
+	b := e.newCompany("Other", "owner@other.test")
+	regA, regB := e.pairPhone(a.apiKey, "agent-a"), e.pairPhone(b.apiKey, "agent-b")
+
+	type result struct {
+		status int
+		err    error
+	}
+	var writers []*io.PipeWriter
+	var results []chan result
+	for i := range media.DefaultUploadsPerCompany {
+		pr, pw := io.Pipe()
+		req, err := http.NewRequest("POST", e.url+"/device/media?key=slow/"+strconv.Itoa(i), pr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+regA.DeviceToken)
+		req.Header.Set("Content-Type", "image/png")
+		done := make(chan result, 1)
+		go func() {
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				done <- result{err: err}
+				return
+			}
+			res.Body.Close()
+			done <- result{status: res.StatusCode}
+		}()
+		// However the test ends, the upload ends: the server's Close waits for it.
+		t.Cleanup(func() { pw.CloseWithError(io.ErrUnexpectedEOF) })
+		if _, err := pw.Write(pngBytes[:100]); err != nil {
+			t.Fatal(err)
+		}
+		writers, results = append(writers, pw), append(results, done)
+	}
+	n := 0
+	e.eventually("one more upload of the company is refused for now", func() bool {
+		n++
+		r := e.upload(regA.DeviceToken, "quick/"+strconv.Itoa(n), "", "image/png", pngBytes)
+		if r.Status == http.StatusTooManyRequests {
+			if r.str("error") != "rate_limited" || r.Header.Get("Retry-After") != "5" {
+				t.Fatalf("refused upload: %v %s", r.Header, r.Raw)
+			}
+			return true
+		}
+		return false
+	})
+	e.want(e.upload(regB.DeviceToken, "other/0", "", "image/png", pngBytes), http.StatusCreated, "")
+	for i, pw := range writers {
+		if _, err := pw.Write(pngBytes[100:]); err != nil {
+			t.Fatal(err)
+		}
+		pw.Close()
+		if r := <-results[i]; r.err != nil || r.status != http.StatusCreated {
+			t.Fatalf("slow upload %d: %+v", i, r)
+		}
+	}
+	e.want(e.upload(regA.DeviceToken, "after/0", "", "image/png", pngBytes), http.StatusCreated, "")
+}

@@ -1,0 +1,316 @@
+package media
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+
+	"github.com/simrelay/simrelay/problem"
+	"github.com/simrelay/simrelay/sms"
+	"github.com/simrelay/simrelay/store"
+)
+
+// DefaultMaxBytes caps one file: WhatsApp's own cap for images, audio
+// and video is 16 MB; documents over it are refused by the agent (which
+// still forwards the text) rather than filling a company's storage budget
+// with one file.
+const DefaultMaxBytes = 16 << 20
+
+// DefaultUploads bounds the uploads under way at once, server-wide: each
+// spools at most MaxBytes to a temporary file, then commits it to the
+// store in one write transaction, which holds about four times the file in
+// memory while it commits (BenchmarkMediaPutAndCopy: 62 MB allocated for a
+// 16 MiB file). Two at once keep media's peak near 130 MB of memory and
+// 32 MiB of temporary disk.
+const DefaultUploads = 2
+
+// DefaultUploadsPerCompany bounds one company's uploads under way, so that
+// one tenant's slow agents never hold every slot: a further upload answers
+// 429 with a short Retry-After and the agent tries again (simrelay-agent
+// uploads one file at a time).
+const DefaultUploadsPerCompany = 1
+
+// uploadRetrySeconds is the Retry-After of an upload refused for a
+// company's slots: an upload in progress takes seconds.
+const uploadRetrySeconds = 5
+
+// DefaultURLLifetime is how long a signed URL of a webhook payload works:
+// longer than the webhook retry schedule (about two days), so the last
+// retry still carries a working link.
+const DefaultURLLifetime = 72 * time.Hour
+
+// MaxPerMessage is the most files one inbound message names.
+const MaxPerMessage = 10
+
+// MaxFilenameBytes bounds a file's name (UTF-8 bytes).
+const MaxFilenameBytes = 255
+
+// Store is what the service needs of the store.
+type Store interface {
+	PutMedia(m store.Media, src io.Reader, now time.Time) (store.Media, bool, error)
+	MediaByKey(companyID, deviceID uint64, key string) (store.Media, error)
+	MediaByID(companyID uint64, id string) (store.Media, error)
+	CopyMedia(w io.Writer, id string) (int64, error)
+}
+
+// Config configures the service. Zero values take their Default constants.
+type Config struct {
+	// PublicURL is the server's address, the base of signed URLs.
+	PublicURL string
+	// Key signs URLs (HMAC-SHA256): a server secret (store.Secret).
+	Key               []byte
+	MaxBytes          int64
+	Uploads           int
+	UploadsPerCompany int
+	URLLifetime       time.Duration
+	// TempDir holds uploads while they arrive (os.TempDir() when empty).
+	TempDir string
+}
+
+// Service stores and serves media.
+type Service struct {
+	cfg   Config
+	st    Store
+	now   func() time.Time
+	slots chan struct{} // one per upload under way
+
+	mu     sync.Mutex
+	active map[uint64]int // company id -> uploads under way; guarded by mu
+}
+
+// New returns the service.
+func New(cfg Config, st Store, now func() time.Time) (*Service, error) {
+	if len(cfg.Key) < 16 {
+		return nil, errors.New("media: the URL signing key must have at least 16 bytes")
+	}
+	if cfg.MaxBytes <= 0 {
+		cfg.MaxBytes = DefaultMaxBytes
+	}
+	if cfg.Uploads <= 0 {
+		cfg.Uploads = DefaultUploads
+	}
+	if cfg.UploadsPerCompany <= 0 {
+		cfg.UploadsPerCompany = DefaultUploadsPerCompany
+	}
+	if cfg.URLLifetime <= 0 {
+		cfg.URLLifetime = DefaultURLLifetime
+	}
+	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
+	return &Service{cfg: cfg, st: st, now: now, slots: make(chan struct{}, cfg.Uploads), active: map[uint64]int{}}, nil
+}
+
+// MaxBytes is the cap of one file.
+func (s *Service) MaxBytes() int64 { return s.cfg.MaxBytes }
+
+// Upload is one file an agent sends.
+type Upload struct {
+	// Key is the agent's name for it, 1 to 200 bytes: its inbound
+	// client_id and the file's place ("<client_id>/0"). A repeated key
+	// answers the first upload, so an agent that lost the answer simply
+	// uploads again.
+	Key         string
+	ContentType string
+	Filename    string
+	// Length is the request's Content-Length (-1 when unknown).
+	Length int64
+	Body   io.Reader
+}
+
+// Put stores an upload of the device. It answers the stored file and
+// whether the key was known already.
+func (s *Service) Put(ctx context.Context, dev store.Device, up Upload) (store.Media, bool, error) {
+	if up.Key == "" || len(up.Key) > 200 || !utf8.ValidString(up.Key) {
+		return store.Media{}, false, problem.Invalid("key", "is required: 1 to 200 bytes of UTF-8 naming the upload, such as the inbound client_id and the file's place")
+	}
+	if len(up.Filename) > MaxFilenameBytes || !utf8.ValidString(up.Filename) || strings.ContainsAny(up.Filename, "\x00\r\n/\\") {
+		return store.Media{}, false, problem.Invalid("filename", fmt.Sprintf("must be at most %d bytes of UTF-8, without slashes or line breaks", MaxFilenameBytes))
+	}
+	if m, err := s.st.MediaByKey(dev.CompanyID, dev.ID, up.Key); err == nil {
+		return m, true, nil
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return store.Media{}, false, err
+	}
+	if up.Length > s.cfg.MaxBytes {
+		return store.Media{}, false, tooLarge(s.cfg.MaxBytes)
+	}
+	if !s.enter(dev.CompanyID) {
+		return store.Media{}, false, &problem.Error{Code: problem.RateLimited, RetryAfter: uploadRetrySeconds,
+			Message: fmt.Sprintf("The company has %d uploads under way, the most at once; retry in %d seconds.", s.cfg.UploadsPerCompany, uploadRetrySeconds)}
+	}
+	defer s.leave(dev.CompanyID)
+	select {
+	case s.slots <- struct{}{}:
+		defer func() { <-s.slots }()
+	case <-ctx.Done():
+		return store.Media{}, false, ctx.Err()
+	}
+	f, err := os.CreateTemp(s.cfg.TempDir, "simrelay-upload-*")
+	if err != nil {
+		return store.Media{}, false, fmt.Errorf("media: spool: %w", err)
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	n, err := io.Copy(f, io.LimitReader(up.Body, s.cfg.MaxBytes+1))
+	if err != nil {
+		return store.Media{}, false, problem.New(problem.ValidationFailed, "The upload did not arrive whole: "+err.Error())
+	}
+	if n > s.cfg.MaxBytes {
+		return store.Media{}, false, tooLarge(s.cfg.MaxBytes)
+	}
+	if n == 0 {
+		return store.Media{}, false, problem.New(problem.ValidationFailed, "The upload is empty.")
+	}
+	head := make([]byte, 512)
+	k, _ := f.ReadAt(head, 0)
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return store.Media{}, false, fmt.Errorf("media: spool: %w", err)
+	}
+	m := store.Media{ID: "med_" + strings.ReplaceAll(uuid.NewString(), "-", ""), CompanyID: dev.CompanyID, DeviceID: dev.ID,
+		Key: up.Key, ContentType: ContentType(up.ContentType, head[:k]), Filename: up.Filename, Size: n}
+	stored, dup, err := s.st.PutMedia(m, f, s.now())
+	switch {
+	case errors.Is(err, store.ErrDeviceGone):
+		return store.Media{}, false, problem.New(problem.Unauthorized, "The device was deleted.")
+	case err != nil:
+		return store.Media{}, false, sms.Refusal(err, s.now())
+	}
+	return stored, dup, nil
+}
+
+// enter takes one of the company's upload slots, if it has one left.
+func (s *Service) enter(companyID uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.active[companyID] >= s.cfg.UploadsPerCompany {
+		return false
+	}
+	s.active[companyID]++
+	return true
+}
+
+func (s *Service) leave(companyID uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.active[companyID]--; s.active[companyID] <= 0 {
+		delete(s.active, companyID)
+	}
+}
+
+func tooLarge(max int64) error {
+	return problem.New(problem.PayloadTooLarge, fmt.Sprintf("A media file may have at most %d bytes.", max))
+}
+
+// Get returns the company's file (ErrNotFound for another company's).
+func (s *Service) Get(companyID uint64, id string) (store.Media, error) {
+	return s.st.MediaByID(companyID, id)
+}
+
+// Copy writes a file's bytes to w.
+func (s *Service) Copy(w io.Writer, id string) (int64, error) { return s.st.CopyMedia(w, id) }
+
+// URL is a link to the file that works without a credential until
+// expires: the base URL, the file's id and the expiry, signed.
+func (s *Service) URL(id string) (string, time.Time) {
+	exp := s.now().Add(s.cfg.URLLifetime).Truncate(time.Second).UTC()
+	e := strconv.FormatInt(exp.Unix(), 10)
+	q := url.Values{"expires": {e}, "signature": {s.sign(id, e)}}
+	return s.cfg.PublicURL + "/media/" + url.PathEscape(id) + "?" + q.Encode(), exp
+}
+
+func (s *Service) sign(id, expires string) string {
+	mac := hmac.New(sha256.New, s.cfg.Key)
+	mac.Write([]byte("media\x00" + id + "\x00" + expires))
+	return hex.EncodeToString(mac.Sum(nil))
+}
+
+// ErrBadSignature is a signed URL that is forged, altered or expired.
+var ErrBadSignature = errors.New("media: the link's signature is not valid or it has expired")
+
+// Verify checks a signed URL's expires and signature for the file id.
+func (s *Service) Verify(id, expires, signature string) error {
+	e, err := strconv.ParseInt(expires, 10, 64)
+	if err != nil || !hmac.Equal([]byte(signature), []byte(s.sign(id, expires))) {
+		return ErrBadSignature
+	}
+	if !s.now().Before(time.Unix(e, 0)) {
+		return ErrBadSignature
+	}
+	return nil
+}
+
+// allowed are the content types a file may be stored as; anything else
+// is application/octet-stream (a download).
+var allowed = map[string]bool{
+	"image/jpeg": true, "image/png": true, "image/gif": true, "image/webp": true, "image/heic": true, "image/heif": true,
+	"audio/ogg": true, "audio/mpeg": true, "audio/mp4": true, "audio/aac": true, "audio/amr": true, "audio/x-caf": true, "audio/wav": true,
+	"video/mp4": true, "video/3gpp": true, "video/quicktime": true, "video/webm": true,
+	"application/pdf": true, "text/plain": true, "text/csv": true, "application/zip": true, "application/octet-stream": true,
+	"application/msword": true, "application/vnd.ms-excel": true, "application/vnd.ms-powerpoint": true,
+	"application/vnd.openxmlformats-officedocument.wordprocessingml.document":   true,
+	"application/vnd.openxmlformats-officedocument.spreadsheetml.sheet":         true,
+	"application/vnd.openxmlformats-officedocument.presentationml.presentation": true,
+	"text/vcard": true,
+}
+
+// inline are the images a browser may show in a page: the bytes must
+// sniff as the same type, so a script labelled image/png stays a download.
+var inline = map[string]bool{"image/jpeg": true, "image/png": true, "image/gif": true, "image/webp": true}
+
+// ContentType is the type a file is stored and served as: the declared
+// type without parameters when it is on the allowed list, and for an image
+// shown inline only when its first bytes say the same; otherwise
+// application/octet-stream.
+func ContentType(declared string, head []byte) string {
+	mt, _, err := mime.ParseMediaType(declared)
+	if err != nil || !allowed[strings.ToLower(mt)] {
+		return "application/octet-stream"
+	}
+	mt = strings.ToLower(mt)
+	if inline[mt] {
+		sniffed, _, _ := mime.ParseMediaType(http.DetectContentType(head))
+		if sniffed != mt {
+			return "application/octet-stream"
+		}
+	}
+	if strings.HasPrefix(mt, "text/") {
+		// Served as text/plain's kin with a charset a browser never guesses.
+		return mt + "; charset=utf-8"
+	}
+	return mt
+}
+
+// Inline says whether a stored content type is shown in a page rather than
+// downloaded.
+func Inline(contentType string) bool { return inline[contentType] }
+
+// Disposition is the Content-Disposition of a file: inline for the images
+// a browser shows, attachment for everything else, with its name.
+func Disposition(m store.Media) string {
+	kind := "attachment"
+	if Inline(m.ContentType) {
+		kind = "inline"
+	}
+	name := m.Filename
+	if name == "" {
+		name = m.ID
+	}
+	if v := mime.FormatMediaType(kind, map[string]string{"filename": name}); v != "" {
+		return v
+	}
+	return kind + `; filename="` + m.ID + `"`
+}

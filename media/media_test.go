@@ -1,0 +1,48 @@
+package media
+
+import (
+	"testing"
+
+	"github.com/simrelay/simrelay/store"
+)
+
+func TestContentTypeAndDisposition(t *testing.T) {
+	t.Parallel()
+	png := []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")
+	html := []byte("<!DOCTYPE html><script>alert(1)</script>")
+	for _, c := range []struct {
+		declared string
+		head     []byte
+		want     string
+		inline   bool
+	}{
+		{"image/png", png, "image/png", true},
+		{"IMAGE/PNG; name=x", png, "image/png", true},
+		{"image/png", html, "application/octet-stream", false}, // a page labelled as an image
+		{"image/jpeg", png, "application/octet-stream", false}, // the bytes say otherwise
+		{"text/html", html, "application/octet-stream", false},
+		{"image/svg+xml", []byte("<svg onload=alert(1)>"), "application/octet-stream", false},
+		{"application/pdf", []byte("%PDF-1.4"), "application/pdf", false},
+		{"text/plain", []byte("hello"), "text/plain; charset=utf-8", false},
+		{"image/heic", []byte("....ftypheic"), "image/heic", false},
+		{"", png, "application/octet-stream", false},
+		{"not a type", png, "application/octet-stream", false},
+	} {
+		got := ContentType(c.declared, c.head)
+		if got != c.want || Inline(got) != c.inline {
+			t.Errorf("ContentType(%q): got %q inline %v, want %q inline %v", c.declared, got, Inline(got), c.want, c.inline)
+		}
+	}
+	for _, c := range []struct {
+		m    store.Media
+		want string
+	}{
+		{store.Media{ID: "med_1", ContentType: "image/png"}, "inline; filename=med_1"},
+		{store.Media{ID: "med_2", ContentType: "application/pdf", Filename: "Quote 7.pdf"}, `attachment; filename="Quote 7.pdf"`},
+		{store.Media{ID: "med_3", ContentType: "application/octet-stream", Filename: "résumé.doc"}, "attachment; filename*=utf-8''r%C3%A9sum%C3%A9.doc"},
+	} {
+		if got := Disposition(c.m); got != c.want {
+			t.Errorf("Disposition(%+v): got %q, want %q", c.m, got, c.want)
+		}
+	}
+}

@@ -1,0 +1,80 @@
+package web
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/simrelay/simrelay/media"
+	"github.com/simrelay/simrelay/problem"
+	"github.com/simrelay/simrelay/store"
+)
+
+// liveFile is a file of a received message as the pages draw it: images a
+// browser shows inline, everything else a download.
+type liveFile struct {
+	ID          string `json:"id"`
+	ContentType string `json:"content_type"`
+	Size        int64  `json:"size"`
+	Filename    string `json:"filename"`
+	URL         string `json:"url"`
+	Inline      bool   `json:"inline"`
+	// Label is the file's name and size, for the download link.
+	Label string `json:"label"`
+}
+
+func liveFiles(refs []store.MediaRef) []liveFile {
+	out := make([]liveFile, 0, len(refs))
+	for _, f := range refs {
+		name := f.Filename
+		if name == "" {
+			name = f.ContentType
+		}
+		out = append(out, liveFile{ID: f.ID, ContentType: f.ContentType, Size: f.Size, Filename: f.Filename,
+			URL: Prefix + "/media/" + f.ID, Inline: media.Inline(f.ContentType), Label: fmt.Sprintf("%s (%s)", name, sizeOf(f.Size))})
+	}
+	return out
+}
+
+// sizeOf is a byte count in words people read.
+func sizeOf(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// mediaRoutes serves the files of received messages to the signed-in
+// members of their company, under the console's own cookie (the API's GET
+// /media/{id} takes a bearer credential, which a page's <img> cannot send).
+func (c *Console) mediaRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("GET "+Prefix+"/media/{id}", c.page(member, c.mediaFile))
+}
+
+// mediaFile sends a file with the API's headers: inline only for images a
+// browser shows, nosniff, and a sandbox so that nothing in it runs.
+func (c *Console) mediaFile(w http.ResponseWriter, r *http.Request, q *req) error {
+	m, err := c.deps.Media.Get(q.p().CompanyID, r.PathValue("id"))
+	if errors.Is(err, store.ErrNotFound) {
+		return problem.New(problem.NotFound, "No such file.")
+	}
+	if err != nil {
+		return err
+	}
+	h := w.Header()
+	h.Set("Content-Type", m.ContentType)
+	h.Set("Content-Length", strconv.FormatInt(m.Size, 10))
+	h.Set("Content-Disposition", media.Disposition(m))
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; sandbox")
+	h.Set("Cache-Control", "private, max-age=300")
+	w.WriteHeader(http.StatusOK)
+	if _, err := c.deps.Media.Copy(w, m.ID); err != nil {
+		c.deps.Logger.Warn("console: media copy failed", "media", m.ID, "err", err)
+	}
+	return nil
+}

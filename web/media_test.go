@@ -1,0 +1,100 @@
+package web_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/android-protocol/client"
+	"github.com/simrelay/simrelay/channel"
+)
+
+// uploadMedia is an agent's POST /device/media; it returns the file's id.
+func (e *env) uploadMedia(token, key, filename, contentType string, body []byte) string {
+	e.t.Helper()
+	q := url.Values{"key": {key}, "filename": {filename}}
+	req, err := http.NewRequest("POST", e.url+"/device/media?"+q.Encode(), bytes.NewReader(body))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", contentType)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var out struct {
+		ID string `json:"id"`
+	}
+	if err := json.NewDecoder(res.Body).Decode(&out); err != nil || res.StatusCode != http.StatusCreated {
+		e.t.Fatalf("upload: %d %v", res.StatusCode, err)
+	}
+	return out.ID
+}
+
+// TestNumberPageShowsReceivedMedia: a received image is shown inline on
+// the number's page and a document is a download link, both served under
+// the console's session to the company and to no other.
+func TestNumberPageShowsReceivedMedia(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	keyA := e.company("Acme", "ada@acme.test", "Correct1horse")
+	e.company("Bolt", "bo@bolt.test", "Correct1horse")
+	reg, err := client.Register(context.Background(), nil, e.url, client.RegisterInput{
+		PairingCode: e.pairingCode(keyA), DeviceFingerprint: "agent-acme", DeviceName: "Agent", AppVersion: "agent-1", SIMs: []proto.SIM{{Slot: "SIM1"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const own = "+15550100001"
+	ph := e.runPhone(reg, proto.Hello{AppVersion: "agent-1", SIMs: []proto.SIM{{Slot: "SIM1"}}, WhatsApp: []proto.WhatsAppNumber{{Phone: own}}}, false)
+	wa := e.numberID(1, channel.WhatsApp, own)
+
+	png := append([]byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"), bytes.Repeat([]byte{3}, 500)...)
+	img := e.uploadMedia(reg.DeviceToken, "m1/0", "", "image/png", png)
+	doc := e.uploadMedia(reg.DeviceToken, "m1/1", "invoice.pdf", "application/pdf", []byte("%PDF-1.4 the invoice"))
+	select {
+	case <-ph.Receive(proto.Inbound{ClientID: "m1", Channel: "whatsapp", From: "+15557654321", To: own, Message: "photo and invoice", Media: []string{img, doc}}):
+	case <-time.After(10 * time.Second):
+		t.Fatal("no inbound_ack")
+	}
+
+	ada := e.browser()
+	ada.signIn("ada@acme.test", "Correct1horse")
+	p := ada.get("/console/numbers/whatsapp/" + wa)
+	if p.status != http.StatusOK || !strings.Contains(p.body, `<img src="/console/media/`+img+`" alt="Image received: image/png (516 bytes)"`) ||
+		!strings.Contains(p.body, `<a href="/console/media/`+doc+`" download>invoice.pdf (20 bytes)</a>`) {
+		t.Fatalf("number page: got %d, want the image inline and the document as a download:\n%s", p.status, p.body)
+	}
+	// The live list's reload carries the same files.
+	if j := ada.get("/console/numbers/whatsapp/" + wa + "/messages"); !strings.Contains(j.body, `"url":"/console/media/`+img+`","inline":true`) ||
+		!strings.Contains(j.body, `"url":"/console/media/`+doc+`","inline":false`) {
+		t.Fatalf("messages JSON: %s", j.body)
+	}
+	got := ada.get("/console/media/" + img)
+	if got.status != http.StatusOK || got.body != string(png) || got.header.Get("Content-Type") != "image/png" ||
+		!strings.HasPrefix(got.header.Get("Content-Disposition"), "inline") || !strings.Contains(got.header.Get("Content-Security-Policy"), "sandbox") {
+		t.Fatalf("image: got %d %v", got.status, got.header)
+	}
+	if got := ada.get("/console/media/" + doc); got.status != http.StatusOK || got.header.Get("Content-Disposition") != "attachment; filename=invoice.pdf" {
+		t.Fatalf("document: got %d %v", got.status, got.header)
+	}
+
+	bo := e.browser()
+	bo.signIn("bo@bolt.test", "Correct1horse")
+	for _, id := range []string{img, doc, "med_unknown"} {
+		if got := bo.get("/console/media/" + id); got.status != http.StatusNotFound {
+			t.Errorf("another company's file %s: got %d, want 404", id, got.status)
+		}
+	}
+	if got := e.browser().get("/console/media/" + img); got.status != http.StatusSeeOther {
+		t.Errorf("signed out: got %d, want the redirect to sign in", got.status)
+	}
+}
