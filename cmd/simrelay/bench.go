@@ -76,6 +76,7 @@ func printReport(w io.Writer, r bench.Report) {
 	fmt.Fprintf(tw, "Go stack per idle phone\t%.1f KB\t\n", r.StackPerPhoneKB)
 	fmt.Fprintf(tw, "server goroutines per idle phone\t%.2f\t\n", r.GoroutinesPerPhone)
 	fmt.Fprintf(tw, "durable sends, answered and acked by the phone\t%.0f /s\t>= 10000 /s\n", r.SendsPerSecond)
+	fmt.Fprintf(tw, "  answered, not on the phone at the phase's end / last on it after\t%d / %.0f ms\t0 / < 1000 ms\n", r.SendsBehind, r.SendsCatchUpMs)
 	if r.DrainJobs > 0 {
 		fmt.Fprintf(tw, "one phone draining %d jobs (ack, sent, delivered)\t%.0f jobs/s\t>= 1000 /s\n", r.DrainJobs, r.DrainPerSecond)
 		fmt.Fprintf(tw, "  as a ratio of the durable send rate\t%.2f\t>= 0.50\n", r.DrainRatio)
