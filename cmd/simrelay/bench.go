@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"text/tabwriter"
+	"time"
 
 	"github.com/simrelay/simrelay/bench"
 )
@@ -30,6 +31,8 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.IntVar(&cfg.DrainJobs, "drain-jobs", cfg.DrainJobs, "backlog of the one phone of the drain phase (0: skip it)")
 	fs.IntVar(&cfg.BulkRequests, "bulk-requests", cfg.BulkRequests, "bulk sends of 1,000 messages in the bulk phase (0: skip it)")
 	var pprofListen string
+	var slowSync time.Duration
+	fs.DurationVar(&slowSync, "slow-sync", 0, "make the server's disk look slower: each store commit holds its writer this much longer after the fsync (the server's --store-sync-delay)")
 	fs.StringVar(&pprofListen, "pprof-listen", "", "let the server serve pprof profiles on this loopback host:port, to profile it during the run")
 	fs.StringVar(&jsonPath, "json", "simrelay-bench.json", "where to write the figures as JSON (empty: nowhere)")
 	fs.Usage = flagUsage(fs, "Usage: simrelay bench [flags]\n\nStarts a server on loopback with a temporary store, connects virtual phones and measures it.\n\nFlags, each with its environment twin:\n")
@@ -48,6 +51,9 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	cfg.Binary, cfg.Log = bin, stderr
 	if pprofListen != "" {
 		cfg.ServerArgs = append(cfg.ServerArgs, "--pprof-listen", pprofListen)
+	}
+	if slowSync > 0 {
+		cfg.ServerArgs = append(cfg.ServerArgs, "--store-sync-delay", slowSync.String())
 	}
 	rep, err := bench.Run(ctx, cfg)
 	if err != nil {
