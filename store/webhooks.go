@@ -106,7 +106,7 @@ type WebhookJob struct {
 var (
 	bucketWebhookSets       = []byte("webhook_sets")       // company id -> WebhookSet; its sequence numbers entries
 	bucketWebhookDeliveries = []byte("webhook_deliveries") // delivery id -> WebhookDelivery, while pending
-	bucketWebhookDue        = []byte("webhook_due")        // next_attempt_at delivery id -> nil
+	bucketWebhookDue        = []byte("webhook_due")        // next_attempt_at delivery id -> webhook id company id (dueValue; empty in older rows)
 	bucketWebhookAttempts   = []byte("webhook_attempts")   // company id + attempt id -> WebhookAttempt
 	bucketWebhookLogSizes   = []byte("webhook_log_sizes")  // company id -> number of its attempts
 	webhookBuckets          = [][]byte{bucketWebhookSets, bucketWebhookDeliveries, bucketWebhookDue, bucketWebhookAttempts, bucketWebhookLogSizes,
@@ -114,6 +114,12 @@ var (
 )
 
 func dueKey(d WebhookDelivery) []byte { return append(timeKey(d.NextAttemptAt), itob(d.ID)...) }
+
+// dueValue is what the dispatcher needs of a due delivery besides its id,
+// its entry and company, kept in the due index so that a pass over the
+// index, which reads every due row while the entries' and companies' bounds
+// hold the rest back, decodes none of them.
+func dueValue(d WebhookDelivery) []byte { return append(itob(d.WebhookID), itob(d.CompanyID)...) }
 
 // WebhookSet returns the company's webhook set (empty when it has none).
 func (s *Store) WebhookSet(companyID uint64) (WebhookSet, error) {
@@ -188,7 +194,7 @@ func (s *Store) DueWebhookDeliveries(now time.Time, limit int, skip func(d Webho
 		end := timeKey(now)
 		deliveries := tx.Bucket(bucketWebhookDeliveries)
 		c := tx.Bucket(bucketWebhookDue).Cursor()
-		for k, _ := c.First(); k != nil; k, _ = c.Next() {
+		for k, v := c.First(); k != nil; k, v = c.Next() {
 			if bytes.Compare(k[:8], end) > 0 {
 				next = time.Unix(0, int64(btoi(k[:8]))).UTC()
 				return nil
@@ -197,9 +203,14 @@ func (s *Store) DueWebhookDeliveries(now time.Time, limit int, skip func(d Webho
 			if raw == nil {
 				continue // a key without its row, which no attempt could end
 			}
-			d, err := dueOf(raw)
-			if err != nil {
-				return err
+			var d WebhookDue
+			if len(v) == 16 {
+				d.WebhookID, d.CompanyID = btoi(v[:8]), btoi(v[8:])
+			} else { // a row indexed before dueValue
+				var err error
+				if d, err = dueOf(raw); err != nil {
+					return err
+				}
 			}
 			d.ID = btoi(k[8:])
 			if skip != nil && skip(d) {
@@ -369,7 +380,7 @@ func recordAttemptTx(tx *bolt.Tx, id uint64, keep int, decide func(d WebhookDeli
 		if err := putJSON(deliveries, itob(d.ID), d); err != nil {
 			return WebhookAttempt{}, err
 		}
-		if err := due.Put(dueKey(d), nil); err != nil {
+		if err := due.Put(dueKey(d), dueValue(d)); err != nil {
 			return WebhookAttempt{}, err
 		}
 	} else {
