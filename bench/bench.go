@@ -62,8 +62,13 @@ type Report struct {
 	SendsPerSecond     float64 `json:"durable_sends_per_second"`
 	SendsAnswered      int64   `json:"sends_answered"`
 	SendsReceived      int64   `json:"sends_received_and_acked"`
-	DrainJobs          int     `json:"drain_jobs"`
-	DrainPerSecond     float64 `json:"drain_jobs_per_second"`
+	// SendsBehind is how many answered sends had not reached their phones
+	// when the throughput phase ended; SendsCatchUpMs is how long after the
+	// end the last of them arrived (0 when none was behind).
+	SendsBehind    int64   `json:"sends_not_on_phones_at_phase_end"`
+	SendsCatchUpMs float64 `json:"sends_last_on_phone_after_phase_ms"`
+	DrainJobs      int     `json:"drain_jobs"`
+	DrainPerSecond float64 `json:"drain_jobs_per_second"`
 	// DrainRatio is one phone's drain rate over the durable sends per
 	// second of the same run (all phones).
 	DrainRatio         float64 `json:"drain_to_sends_ratio"`
@@ -169,8 +174,11 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 
 	// Durable send throughput: answered 2xx after fsync, each taken and acked by its phone.
 	logf("sending as fast as %d senders can for %s ...", cfg.Senders, cfg.SendFor)
-	rep.SendsAnswered, rep.SendsReceived, rep.SendsPerSecond = throughput(api, fleet, fps, cfg.Senders, cfg.SendFor)
-	logf("throughput: %.0f durable sends/s (%d answered, %d received and acked)", rep.SendsPerSecond, rep.SendsAnswered, rep.SendsReceived)
+	tp := throughput(api, fleet, fps, cfg.Senders, cfg.SendFor)
+	rep.SendsAnswered, rep.SendsReceived, rep.SendsPerSecond = tp.answered, tp.received, tp.perSecond
+	rep.SendsBehind, rep.SendsCatchUpMs = tp.behind, float64(tp.catchUp.Microseconds())/1000
+	logf("throughput: %.0f durable sends/s (%d answered, %d received and acked); %d not on their phones when the phase ended, the last %.0f ms later",
+		rep.SendsPerSecond, rep.SendsAnswered, rep.SendsReceived, rep.SendsBehind, rep.SendsCatchUpMs)
 
 	// The same through sender pools of 100 phones that choose the member.
 	if cfg.PoolFor > 0 {
@@ -348,7 +356,18 @@ func (f *fleet) stop() {
 	f.wg.Wait()
 }
 
-func throughput(api *apiClient, f *fleet, fps []string, senders int, d time.Duration) (answered, received int64, perSecond float64) {
+// sendPhase is what the throughput phase measured.
+type sendPhase struct {
+	answered, received int64
+	perSecond          float64
+	// behind is how many answered sends had not reached their phones when
+	// the last sender had its answer; catchUp is how long after that the
+	// last of them arrived.
+	behind  int64
+	catchUp time.Duration
+}
+
+func throughput(api *apiClient, f *fleet, fps []string, senders int, d time.Duration) sendPhase {
 	before := f.received.Load()
 	var ok atomic.Int64
 	var wg sync.WaitGroup
@@ -366,13 +385,20 @@ func throughput(api *apiClient, f *fleet, fps []string, senders int, d time.Dura
 		})
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
-	answered = ok.Load()
-	deadline := time.Now().Add(60 * time.Second)
-	for f.received.Load()-before < answered && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
+	end := time.Now()
+	var out sendPhase
+	out.answered = ok.Load()
+	out.perSecond = float64(out.answered) / end.Sub(start).Seconds()
+	out.behind = max(out.answered-(f.received.Load()-before), 0)
+	deadline := end.Add(60 * time.Second)
+	for f.received.Load()-before < out.answered && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
 	}
-	return answered, f.received.Load() - before, float64(answered) / elapsed.Seconds()
+	if out.behind > 0 {
+		out.catchUp = time.Since(end)
+	}
+	out.received = f.received.Load() - before
+	return out
 }
 
 func latency(api *apiClient, f *fleet, fps []string, rate int, d time.Duration) []time.Duration {

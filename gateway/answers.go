@@ -8,7 +8,8 @@ package gateway
 // nothing is acknowledged before it is durable, and answers keep the order
 // of the frames they answer (PROTOCOL.md 11.1): a frame whose answer is
 // ready at once (an inbound stored, a refusal) still waits behind the
-// answers queued before it.
+// answers queued before it. The places the answers free in the window are
+// refilled a half window at a time while more answers wait (refill).
 
 // reportsPerJob bounds the frames a link may have waiting for their answers,
 // per place of its window: an ack, sent and delivered for each job. The
@@ -71,5 +72,9 @@ func (c *conn) answerLoop() {
 		c.amu.Unlock()
 		a()
 		<-c.room
+		c.amu.Lock()
+		idle := len(c.answers) == 0
+		c.amu.Unlock()
+		c.refill(idle)
 	}
 }

@@ -16,12 +16,15 @@ import (
 // holdCommits stops the store's group commit until the returned func is
 // called: a send whose device check (run inside the commit) waits. It is
 // what a slow fsync looks like to everything queued behind it.
-func (r *rig) holdCommits() (release func()) {
+func (r *rig) holdCommits() (release func()) { return r.holdCommitsOf("pixel-1") }
+
+// holdCommitsOf is holdCommits with the held send's job for device.
+func (r *rig) holdCommitsOf(device string) (release func()) {
 	r.t.Helper()
 	entered, free, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
-		m := store.Message{UUID: "held-commit", CompanyID: r.company, Device: "pixel-1", Channel: proto.ChannelSMS, Phone: "+15550000000", Text: "held", SIMSlot: proto.SIM1}
+		m := store.Message{UUID: "held-commit-" + fmt.Sprint(r.holds.Add(1)), CompanyID: r.company, Device: device, Channel: proto.ChannelSMS, Phone: "+15550000000", Text: "held", SIMSlot: proto.SIM1}
 		_, _, _ = r.store.Enqueue(&m, store.IdempotencyKey{}, time.Now, func(store.Device, string) error { close(entered); <-free; return nil }, nil)
 	}()
 	<-entered
@@ -182,5 +185,75 @@ func TestALinkStopsReadingAtItsLimitOfUnansweredFrames(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatal("want three status_acks once the commit is done")
 		}
+	}
+}
+
+// A phone acking a backlog as fast as it comes has its window refilled a
+// half window at a time, not one read of the queue per ack: the acks of a
+// commit free their places together, and the refill reads them in one go.
+func TestWindowRefilledByHalves(t *testing.T) {
+	t.Parallel()
+	const window, rounds = 16, 4
+	r := newRig(t, Config{MaxInflight: window})
+	token := r.pair("pixel-1")
+	r.pair("pixel-2") // not linked: the held commit's job waits for it
+	for i := range window * rounds {
+		if _, _, err := r.sms.Send(context.Background(), sms.SendInput{CompanyID: r.company, Device: "pixel-1", Phone: "+15551234567", Message: fmt.Sprint("m", i)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ws := r.connect(token)
+	in := frames(t, ws)
+	next := func() string {
+		t.Helper()
+		select {
+		case f, ok := <-in:
+			s, isSend := f.(*proto.Send)
+			if !ok || !isSend {
+				t.Fatalf("got %#v, want a job", f)
+			}
+			return s.ID
+		case <-time.After(5 * time.Second):
+			t.Fatal("no job in 5 s")
+		}
+		return ""
+	}
+	ids := make([]string, window)
+	var all []string
+	for i := range ids {
+		ids[i] = next()
+	}
+	all = append(all, ids...)
+	before := r.reads.Load()
+	for round := range rounds {
+		// The round's acks share one commit, as a phone's stream of acks does.
+		release := r.holdCommitsOf("pixel-2")
+		for _, id := range ids {
+			writeFrame(t, ws, proto.Ack{ID: id})
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := ws.Ping(ctx) // the pong comes from the reader, behind the acks
+		cancel()
+		release()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if round < rounds-1 {
+			for i := range ids {
+				ids[i] = next()
+			}
+			all = append(all, ids...)
+		}
+	}
+	for _, id := range all {
+		eventually(t, "every job sending", func() bool {
+			m, err := r.store.MessageByUUID(r.company, id)
+			return err == nil && m.Status == store.MsgSending
+		})
+	}
+	// Two reads a round (a half window each), and one more at the end,
+	// which finds the queue empty; one read per ack would be 64.
+	if reads := r.reads.Load() - before; reads > 3*rounds {
+		t.Fatalf("refilling the window after %d acks took %d reads of the queue, want at most %d", window*rounds, reads, 3*rounds)
 	}
 }

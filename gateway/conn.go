@@ -59,6 +59,8 @@ type conn struct {
 	pumpMu    sync.Mutex          // serialises pumps, which read the store
 	inflight  map[string]struct{} // sends written to this link, not yet acked (nil when none); guarded by pumpMu
 	cursor    uint64              // seq of the last job this link took from the queue; guarded by pumpMu
+	owed      bool                // places freed in the window since the last pump (refill); guarded by pumpMu
+	queueEnd  bool                // the last read of the SMS queue reached its end, and no kick came since; guarded by pumpMu
 	pace      *rate.Limiter       // nil: no pacing; guarded by pumpMu
 	paceRate  int                 // the sends per minute pace was made for; guarded by pumpMu
 	paceTimer *time.Timer         // a pump waiting for the pace; guarded by pumpMu
@@ -634,6 +636,7 @@ func (c *conn) finish() {
 func (c *conn) pump() {
 	c.pumpMu.Lock()
 	defer c.pumpMu.Unlock()
+	c.owed = false // this pump fills whatever is free
 	c.pumpSMS()
 	c.pumpAgents()
 }
@@ -680,10 +683,19 @@ func (c *conn) pumpSMS() {
 		// A short batch was the end of the queue. A full one may have been
 		// expired jobs only, which filled no slot: read on, or the jobs
 		// behind them would wait for the next send or link.
-		if len(jobs) < room {
+		c.queueEnd = len(jobs) < room
+		if c.queueEnd {
 			return
 		}
 	}
+}
+
+// kick pumps for jobs just queued: the queue has jobs past its end again.
+func (c *conn) kick() {
+	c.pumpMu.Lock()
+	c.queueEnd = false
+	c.pumpMu.Unlock()
+	c.pump()
 }
 
 // take puts a send written to the link in the window; pumpMu held.
@@ -694,8 +706,8 @@ func (c *conn) take(id string) {
 	c.inflight[id] = struct{}{}
 }
 
-// settle frees a send's place in the window and refills it; it reports
-// whether the send was in the window.
+// settle frees a send's place in the window; it reports whether the send
+// was in the window. The answerer refills the places freed (refill).
 func (c *conn) settle(id string) bool {
 	c.pumpMu.Lock()
 	_, was := c.inflight[id]
@@ -703,11 +715,30 @@ func (c *conn) settle(id string) bool {
 	if len(c.inflight) == 0 {
 		c.inflight = nil // an idle link holds no map
 	}
+	c.owed = c.owed || was
 	c.pumpMu.Unlock()
-	if was {
+	return was
+}
+
+// refill writes jobs into the places of the window freed since the last
+// pump, once half the window is free or no other answer waits (idle): a
+// phone whose acks come in a stream has its window refilled in one read of
+// the queue per half window instead of one read per ack, and still never
+// holds fewer than half the window's jobs while it has a backlog. Answerer
+// goroutine only.
+func (c *conn) refill(idle bool) {
+	c.pumpMu.Lock()
+	// Once a read found the queue's end, only a kick (a new job) can
+	// bring SMS jobs; WhatsApp and iMessage jobs are read on every refill.
+	more := !c.queueEnd || len(c.lines) > 0
+	due := c.owed && more && (idle || len(c.inflight) <= c.hub.cfg.MaxInflight/2)
+	if due {
+		c.owed = false
+	}
+	c.pumpMu.Unlock()
+	if due {
 		c.pump()
 	}
-	return was
 }
 
 // frameType is the type a frame names, "" when it names none.

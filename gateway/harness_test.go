@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -36,6 +37,20 @@ type rig struct {
 	company uint64
 	admin   uint64          // the company's admin user
 	logs    *syncbuf.Buffer // the hub's log
+	reads   *atomic.Int64   // the hub's reads of the SMS queue (Intake.Pending)
+	holds   atomic.Int64    // commits held so far (holdCommitsOf)
+}
+
+// countedIntake is the SMS service as the hub's intake, counting the hub's
+// reads of the queue.
+type countedIntake struct {
+	*sms.Service
+	reads *atomic.Int64
+}
+
+func (c countedIntake) Pending(ctx context.Context, dev store.Device, after uint64, limit int) ([]sms.Job, error) {
+	c.reads.Add(1)
+	return c.Service.Pending(ctx, dev, after, limit)
 }
 
 // serverClosed waits for the hub's record that it closed the device's link
@@ -68,10 +83,11 @@ func newRigAt(t testing.TB, cfg Config, now func() time.Time) *rig {
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	devices := device.New(device.Config{PublicURL: "http://127.0.0.1"}, st, time.Now)
 	messages := sms.New(sms.Config{}, st, nil, log, now)
-	hub := New(cfg, devices, messages, log, time.Now)
+	reads := new(atomic.Int64)
+	hub := New(cfg, devices, countedIntake{messages, reads}, log, time.Now)
 	messages.SetDispatcher(hub)
 	srv := httptest.NewServer(hub)
-	r := &rig{t: t, hub: hub, store: st, devices: devices, sms: messages, url: "ws" + strings.TrimPrefix(srv.URL, "http"), company: c.ID, admin: admin.ID, logs: logs}
+	r := &rig{t: t, hub: hub, store: st, devices: devices, sms: messages, url: "ws" + strings.TrimPrefix(srv.URL, "http"), company: c.ID, admin: admin.ID, logs: logs, reads: reads}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

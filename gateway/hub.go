@@ -353,7 +353,7 @@ func (h *Hub) Pace(fingerprint string, perMinute int) {
 // Kick tells the hub that new jobs wait for the device.
 func (h *Hub) Kick(fingerprint string) {
 	if c := h.lookup(fingerprint); c != nil {
-		c.pump()
+		c.kick()
 	}
 }
 

@@ -164,12 +164,13 @@ func (s *Service) Inbound(_ context.Context, dev store.Device, in proto.Inbound)
 
 // Pending returns the device's next jobs after the one with seq after, oldest
 // first; ones whose TTL ended are left for the sweeper to mark expired, and
-// ones to a number that opted out since they were queued come back failed
-// (the store's Pending); neither is sent, but its seq still counts, so the
-// caller's cursor moves past it.
+// ones to a number that opted out since they were queued are failed in the
+// store's next shared commit (the store's Pending), which this does not
+// wait for; neither is sent, but its seq still counts, so the caller's
+// cursor moves past it.
 func (s *Service) Pending(_ context.Context, dev store.Device, after uint64, limit int) ([]Job, error) {
 	now := s.now()
-	msgs, err := s.store.Pending(dev.CompanyID, dev.ID, after, limit, now)
+	msgs, err := s.store.Pending(dev.CompanyID, dev.ID, after, limit, now, s.failedAtDispatch)
 	if err != nil {
 		return nil, err
 	}
@@ -177,14 +178,21 @@ func (s *Service) Pending(_ context.Context, dev store.Device, after uint64, lim
 	for _, m := range msgs {
 		j := Job{Seq: m.QueuePlace()}
 		switch {
-		case m.Status != store.MsgQueued:
-			s.changed(m)
+		case m.Status != store.MsgQueued: // failed in the next commit
 		case m.ExpiresAt.IsZero() || now.Before(m.ExpiresAt):
 			j.Send = &proto.Send{ID: m.UUID, Channel: proto.ChannelSMS, To: m.Phone, Message: m.Text, SIMSlot: m.SIMSlot, ExpiresAt: m.ExpiresAt.UTC().Format(timeLayout)}
 		}
 		out = append(out, j)
 	}
 	return out, nil
+}
+
+// failedAtDispatch hears of the jobs the store failed at dispatch, after
+// their commit.
+func (s *Service) failedAtDispatch(ms []store.Message) {
+	for _, m := range ms {
+		s.changed(m)
+	}
 }
 
 // Job is a queued message as the hub takes it: its place in the device's

@@ -56,7 +56,7 @@ func TestDailyStorageBudget(t *testing.T) {
 	if _, _, err := s.Enqueue(&out, IdempotencyKey{}, clock, nil, nil); !errors.Is(err, ErrStorageBudget) {
 		t.Fatalf("send over the budget: got %v, want ErrStorageBudget", err)
 	}
-	if pending, _ := s.Pending(c.ID, devA.ID, 0, 10, clock()); len(pending) != 0 {
+	if pending, _ := s.Pending(c.ID, devA.ID, 0, 10, clock(), nil); len(pending) != 0 {
 		t.Fatalf("got %d queued after a refused send, want 0", len(pending))
 	}
 	// Another company's budget is its own.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -23,6 +24,8 @@ var ErrClosed = errors.New("store: closed")
 type committer struct {
 	db   *bolt.DB
 	reqs chan *commitReq
+	// delay holds the writer after each commit (Options.SyncDelay).
+	delay time.Duration
 
 	// folded counts the record writes that folding saved (fold.go).
 	folded atomic.Uint64
@@ -43,8 +46,8 @@ type commitReq struct {
 	err   chan error
 }
 
-func newCommitter(db *bolt.DB) *committer {
-	c := &committer{db: db, reqs: make(chan *commitReq, maxGroup), done: make(chan struct{})}
+func newCommitter(db *bolt.DB, delay time.Duration) *committer {
+	c := &committer{db: db, reqs: make(chan *commitReq, maxGroup), delay: delay, done: make(chan struct{})}
 	go c.loop()
 	return c
 }
@@ -136,6 +139,9 @@ func (c *committer) run(batch []*commitReq) {
 			}
 			return nil
 		})
+		if c.delay > 0 {
+			time.Sleep(c.delay) // a slower disk's fsync, for measurement (Options.SyncDelay)
+		}
 		var me *memberErr
 		if !errors.As(err, &me) {
 			for _, r := range batch {

@@ -417,12 +417,17 @@ func (s *Store) transitionTx(tx *bolt.Tx, f *fold, t *Transit, companyID, device
 //
 // The opt-out list is read again here, one lookup per job in the same read:
 // an SMS to a number that opted out after it was queued (while the phone
-// was away) becomes failed (recipient_opted_out) at now, with its status
-// event, and comes back so (never queued), keeping its place so the
-// caller's cursor moves past it. Only then does a write follow.
-func (s *Store) Pending(companyID, deviceID uint64, after uint64, limit int, now time.Time) ([]Message, error) {
+// was away) comes back as it is about to be, failed (recipient_opted_out),
+// keeping its place so the caller's cursor moves past it, and is never
+// sent. Pending does not write: it queues that change for the store's next
+// shared commit and returns at once, so a dispatcher never waits for an
+// fsync. The write vets each job again; failed, when not nil, is called
+// after the commit with the jobs it failed, as they then are. Should that
+// write fail, the jobs stay queued and the next read of the queue (the
+// phone's next link) tries again; their time to live still ends them.
+func (s *Store) Pending(companyID, deviceID uint64, after uint64, limit int, now time.Time, failed func([]Message)) ([]Message, error) {
 	var out []Message
-	var stopped []int // indexes in out of jobs to opted-out numbers
+	var stopped []uint64 // ids of jobs to opted-out numbers
 	err := s.db.View(func(tx *bolt.Tx) error {
 		if _, err := liveDeviceRef(tx, companyID, deviceID); err != nil {
 			return nil // a device that is gone has nothing pending
@@ -448,62 +453,61 @@ func (s *Store) Pending(companyID, deviceID uint64, after uint64, limit int, now
 				continue
 			}
 			if s.optedOutTx(tx, companyID, m.Channel, m.Phone, -1) != nil {
-				stopped = append(stopped, len(out))
+				stopped = append(stopped, m.ID)
+				m.Status, m.Error, m.UpdatedAt = MsgFailed, errOptedOut, now.UTC()
 			}
 			out = append(out, m)
 		}
 		return nil
 	})
-	if err == nil && len(stopped) > 0 {
-		err = s.failOptedOut(out, stopped, now)
-	}
 	if err != nil {
 		return nil, fmt.Errorf("store: pending of device %d of company %d: %w", deviceID, companyID, err)
+	}
+	if len(stopped) > 0 && s.commit != nil {
+		s.commit.submit(func(tx *bolt.Tx) error { return s.failOptedOut(tx, stopped, now, failed) })
 	}
 	return out, nil
 }
 
-// failOptedOut makes the queued jobs out[i] (i in idx) failed with
+// errOptedOut is the error of a queued job failed because its number opted out.
+const errOptedOut = "recipient_opted_out"
+
+// failOptedOut makes the queued jobs with these ids failed with
 // recipient_opted_out, each vetted again in the write: one that moved on
-// meanwhile, or whose number came off the list, is left as it is now.
-func (s *Store) failOptedOut(out []Message, idx []int, now time.Time) error {
+// meanwhile, or whose number came off the list, is left as it is now. After
+// the commit, failed hears of the ones it failed.
+func (s *Store) failOptedOut(tx *bolt.Tx, ids []uint64, now time.Time, failed func([]Message)) error {
 	var done []Message
-	err := s.grouped(func(tx *bolt.Tx) error {
-		done = done[:0] // a batch that failed runs this again
-		msgs := tx.Bucket(bucketMessages)
-		for _, i := range idx {
-			var m Message
-			if err := getJSON(msgs, itob(out[i].ID), &m); err != nil {
-				return err
-			}
-			if m.Status == MsgQueued && s.optedOutTx(tx, m.CompanyID, m.Channel, m.Phone, -1) != nil {
-				if err := leaveQueue(tx, m); err != nil {
-					return err
-				}
-				m.Status, m.Error, m.UpdatedAt = MsgFailed, "recipient_opted_out", now.UTC()
-				d, err := liveDeviceRef(tx, m.CompanyID, m.DeviceID)
-				if err != nil && !errors.Is(err, ErrDeviceGone) {
-					return err
-				}
-				if err := countTransition(tx, m, MsgQueued, d.Label, now); err != nil {
-					return err
-				}
-				if err := s.statusEvent(tx, m, now); err != nil {
-					return err
-				}
-				if err := putJSON(msgs, itob(m.ID), m); err != nil {
-					return err
-				}
-			}
-			done = append(done, m)
+	msgs := tx.Bucket(bucketMessages)
+	for _, id := range ids {
+		var m Message
+		if err := getJSON(msgs, itob(id), &m); err != nil {
+			return err
 		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("fail jobs to opted-out numbers: %w", err)
+		if m.Status != MsgQueued || s.optedOutTx(tx, m.CompanyID, m.Channel, m.Phone, -1) == nil {
+			continue
+		}
+		if err := leaveQueue(tx, m); err != nil {
+			return err
+		}
+		m.Status, m.Error, m.UpdatedAt = MsgFailed, errOptedOut, now.UTC()
+		d, err := liveDeviceRef(tx, m.CompanyID, m.DeviceID)
+		if err != nil && !errors.Is(err, ErrDeviceGone) {
+			return err
+		}
+		if err := countTransition(tx, m, MsgQueued, d.Label, now); err != nil {
+			return err
+		}
+		if err := s.statusEvent(tx, m, now); err != nil {
+			return err
+		}
+		if err := putJSON(msgs, itob(m.ID), m); err != nil {
+			return err
+		}
+		done = append(done, m)
 	}
-	for j, i := range idx {
-		out[i] = done[j]
+	if failed != nil && len(done) > 0 {
+		tx.OnCommit(func() { failed(done) })
 	}
 	return nil
 }

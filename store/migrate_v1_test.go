@@ -328,12 +328,12 @@ func checkMigratedV1(t *testing.T, s *Store, old v1State) {
 				want = append(want, id)
 			}
 		}
-		got, err := s.Pending(d.CompanyID, d.ID, 0, 100, time.Now())
+		got, err := s.Pending(d.CompanyID, d.ID, 0, 100, time.Now(), nil)
 		if err != nil || len(got) != len(want) || len(want) != 1 || got[0].ID != want[0] {
 			t.Errorf("pending of %s (company %d): %+v (%v), want message %v", d.Fingerprint, d.CompanyID, got, err, want)
 		}
 	}
-	if got, err := s.Pending(compA, retiredA, 0, 100, time.Now()); err != nil || len(got) != 0 {
+	if got, err := s.Pending(compA, retiredA, 0, 100, time.Now(), nil); err != nil || len(got) != 0 {
 		t.Errorf("pending of A's deleted device: %+v (%v), want none", got, err)
 	}
 

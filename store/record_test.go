@@ -169,7 +169,7 @@ func TestJSONRecordsOfEarlierStoresRead(t *testing.T) {
 	if err != nil || len(export) != 2 || !reflect.DeepEqual(export[0], m) {
 		t.Fatalf("export: %+v (%v), want %+v first of 2", export, err, m)
 	}
-	pending, err := s.Pending(m.CompanyID, d.ID, 0, 10, t0)
+	pending, err := s.Pending(m.CompanyID, d.ID, 0, 10, t0, nil)
 	if err != nil || len(pending) != 2 || pending[0].UUID != m.UUID {
 		t.Fatalf("pending: %+v (%v)", pending, err)
 	}

@@ -122,7 +122,7 @@ func (s *Store) ReleaseDue(now time.Time, limit int) ([]Message, error) {
 			_, devErr := liveDeviceRef(tx, m.CompanyID, m.DeviceID)
 			switch {
 			case s.optedOutTx(tx, m.CompanyID, m.Channel, m.Phone, -1) != nil:
-				m.Status, m.Error = MsgFailed, "recipient_opted_out"
+				m.Status, m.Error = MsgFailed, errOptedOut
 			case errors.Is(devErr, ErrDeviceGone):
 				m.Status, m.Error = MsgFailed, "device_deleted"
 			case devErr != nil:

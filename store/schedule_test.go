@@ -47,7 +47,7 @@ func TestScheduleIndexAndQueuePlace(t *testing.T) {
 	if m, err := s.Cancel(c.ID, canceled.UUID, t0); err != nil || m.Status != MsgCanceled {
 		t.Fatalf("cancel: %v %v", m.Status, err)
 	}
-	pending, err := s.Pending(c.ID, 1, 0, 10, t0)
+	pending, err := s.Pending(c.ID, 1, 0, 10, t0, nil)
 	if err != nil || len(pending) != 1 || pending[0].ID != plain.ID {
 		t.Fatalf("pending before any send_at: %v %v", pending, err)
 	}
@@ -60,7 +60,7 @@ func TestScheduleIndexAndQueuePlace(t *testing.T) {
 	if len(released) != 1 || released[0].ID != first.ID || released[0].Status != MsgQueued || released[0].QueuePlace() <= plain.ID {
 		t.Fatalf("released %+v, want only the first, queued after id %d", released, plain.ID)
 	}
-	pending, err = s.Pending(c.ID, 1, cursor, 10, t0)
+	pending, err = s.Pending(c.ID, 1, cursor, 10, t0, nil)
 	if err != nil || len(pending) != 1 || pending[0].ID != first.ID {
 		t.Fatalf("pending after the cursor: %v %v, want the released message", pending, err)
 	}
@@ -74,7 +74,7 @@ func TestScheduleIndexAndQueuePlace(t *testing.T) {
 	if _, err := s.Cancel(c.ID, first.UUID, t0); err != nil {
 		t.Fatal(err)
 	}
-	if pending, _ := s.Pending(c.ID, 1, 0, 10, t0); len(pending) != 1 || pending[0].ID != plain.ID {
+	if pending, _ := s.Pending(c.ID, 1, 0, 10, t0, nil); len(pending) != 1 || pending[0].ID != plain.ID {
 		t.Fatalf("pending after canceling the released one: %v", pending)
 	}
 	// Sending or later cannot be canceled.

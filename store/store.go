@@ -71,6 +71,11 @@ type Options struct {
 	CompanyDailyStorage int64
 	// Logger, when set, hears about a zero-length data file being given a new store.
 	Logger *slog.Logger
+	// SyncDelay is for measurement only: each group commit holds the
+	// writer this much longer after its fsync, as a slower disk would
+	// (simrelay serve --store-sync-delay, simrelay bench --slow-sync). 0 in
+	// service.
+	SyncDelay time.Duration
 }
 
 // Store is the open data file.
@@ -123,7 +128,7 @@ func Open(dir string, opt Options) (*Store, error) {
 			_ = db.Close()
 			return nil, err
 		}
-		s.commit = newCommitter(db)
+		s.commit = newCommitter(db, max(opt.SyncDelay, 0))
 	}
 	return s, nil
 }

@@ -174,7 +174,7 @@ func (s *Store) addWebhookEvent(tx *bolt.Tx, companyID uint64, now time.Time, li
 		if err := putJSON(b, itob(d.ID), d); err != nil {
 			return out, err
 		}
-		if err := due.Put(dueKey(d), nil); err != nil {
+		if err := due.Put(dueKey(d), dueValue(d)); err != nil {
 			return out, err
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 // Webhook delivery states: what a delivery is after an attempt, as the
@@ -105,7 +106,7 @@ type WebhookJob struct {
 var (
 	bucketWebhookSets       = []byte("webhook_sets")       // company id -> WebhookSet; its sequence numbers entries
 	bucketWebhookDeliveries = []byte("webhook_deliveries") // delivery id -> WebhookDelivery, while pending
-	bucketWebhookDue        = []byte("webhook_due")        // next_attempt_at delivery id -> nil
+	bucketWebhookDue        = []byte("webhook_due")        // next_attempt_at delivery id -> webhook id company id (dueValue; empty in older rows)
 	bucketWebhookAttempts   = []byte("webhook_attempts")   // company id + attempt id -> WebhookAttempt
 	bucketWebhookLogSizes   = []byte("webhook_log_sizes")  // company id -> number of its attempts
 	webhookBuckets          = [][]byte{bucketWebhookSets, bucketWebhookDeliveries, bucketWebhookDue, bucketWebhookAttempts, bucketWebhookLogSizes,
@@ -113,6 +114,12 @@ var (
 )
 
 func dueKey(d WebhookDelivery) []byte { return append(timeKey(d.NextAttemptAt), itob(d.ID)...) }
+
+// dueValue is what the dispatcher needs of a due delivery besides its id,
+// its entry and company, kept in the due index so that a pass over the
+// index, which reads every due row while the entries' and companies' bounds
+// hold the rest back, decodes none of them.
+func dueValue(d WebhookDelivery) []byte { return append(itob(d.WebhookID), itob(d.CompanyID)...) }
 
 // WebhookSet returns the company's webhook set (empty when it has none).
 func (s *Store) WebhookSet(companyID uint64) (WebhookSet, error) {
@@ -187,7 +194,7 @@ func (s *Store) DueWebhookDeliveries(now time.Time, limit int, skip func(d Webho
 		end := timeKey(now)
 		deliveries := tx.Bucket(bucketWebhookDeliveries)
 		c := tx.Bucket(bucketWebhookDue).Cursor()
-		for k, _ := c.First(); k != nil; k, _ = c.Next() {
+		for k, v := c.First(); k != nil; k, v = c.Next() {
 			if bytes.Compare(k[:8], end) > 0 {
 				next = time.Unix(0, int64(btoi(k[:8]))).UTC()
 				return nil
@@ -196,9 +203,14 @@ func (s *Store) DueWebhookDeliveries(now time.Time, limit int, skip func(d Webho
 			if raw == nil {
 				continue // a key without its row, which no attempt could end
 			}
-			d, err := dueOf(raw)
-			if err != nil {
-				return err
+			var d WebhookDue
+			if len(v) == 16 {
+				d.WebhookID, d.CompanyID = btoi(v[:8]), btoi(v[8:])
+			} else { // a row indexed before dueValue
+				var err error
+				if d, err = dueOf(raw); err != nil {
+					return err
+				}
 			}
 			d.ID = btoi(k[8:])
 			if skip != nil && skip(d) {
@@ -288,68 +300,103 @@ func (s *Store) WebhookJob(id uint64) (WebhookJob, error) {
 // delivery to its next attempt; delivered or failed ends it, and only the log
 // keeps it. The company's log then keeps its newest keep lines (all when keep
 // is 0). decide may run more than once (group commit), so it must only
-// compute.
+// compute. It returns once the line is durable.
 func (s *Store) RecordWebhookAttempt(id uint64, keep int, decide func(d WebhookDelivery, e *WebhookEntry) WebhookAttempt) (WebhookAttempt, error) {
-	var out WebhookAttempt
-	err := s.grouped(func(tx *bolt.Tx) error {
-		deliveries := tx.Bucket(bucketWebhookDeliveries)
-		var d WebhookDelivery
-		if err := getJSON(deliveries, itob(id), &d); err != nil {
-			return err
-		}
-		set, err := loadWebhookSet(tx, d.CompanyID)
-		if err != nil {
-			return err
-		}
-		entry := set.Entry(d.WebhookID)
-		var before WebhookEntry
-		if entry != nil {
-			before = *entry
-		}
-		a := decide(d, entry)
-		if entry != nil && entryHealthChanged(before, *entry) {
-			if err := putJSON(tx.Bucket(bucketWebhookSets), itob(d.CompanyID), set); err != nil {
-				return err
-			}
-			if before.DisabledAt.IsZero() && !entry.DisabledAt.IsZero() {
-				if err := addActivity(tx, d.CompanyID, Activity{ActWebhookDisabled, entry.DisabledAt, fmt.Sprintf("Webhook %d disabled after failed deliveries", entry.ID)}); err != nil {
-					return err
-				}
-			}
-		}
-		due := tx.Bucket(bucketWebhookDue)
-		if err := due.Delete(dueKey(d)); err != nil {
-			return err
-		}
-		d.Attempts++
-		if a.State == WebhookPending {
-			d.NextAttemptAt = a.NextAttemptAt
-			if err := putJSON(deliveries, itob(d.ID), d); err != nil {
-				return err
-			}
-			if err := due.Put(dueKey(d), nil); err != nil {
-				return err
-			}
-		} else {
-			a.NextAttemptAt = time.Time{}
-			if err := deliveries.Delete(itob(d.ID)); err != nil {
-				return err
-			}
-			if err := endDelivery(tx, d); err != nil {
-				return err
-			}
-		}
-		a.CompanyID, a.WebhookID, a.EventID, a.DeliveryID, a.EventType, a.Attempt = d.CompanyID, d.WebhookID, d.EventID, d.UUID, d.EventType, d.Attempts
-		if err := appendAttempt(tx, &a, keep); err != nil {
-			return err
-		}
-		out = a
-		return nil
-	})
-	if err != nil {
-		return out, fmt.Errorf("store: record webhook attempt of delivery %d: %w", id, err)
+	return s.RecordWebhookAttemptLater(id, keep, decide).Wait()
+}
+
+// AttemptRecord is an attempt's line on its way through the group commit
+// (RecordWebhookAttemptLater).
+type AttemptRecord struct {
+	req *commitReq
+	id  uint64
+	out WebhookAttempt // set inside the transaction
+}
+
+// RecordWebhookAttemptLater queues the write of RecordWebhookAttempt for the
+// store's next shared commit and returns at once, so that the attempts of
+// many deliveries share one fsync; Wait gives the line once it is durable.
+func (s *Store) RecordWebhookAttemptLater(id uint64, keep int, decide func(d WebhookDelivery, e *WebhookEntry) WebhookAttempt) *AttemptRecord {
+	r := &AttemptRecord{id: id}
+	if s.commit == nil {
+		r.req = &commitReq{err: make(chan error, 1)}
+		r.req.err <- bolterrors.ErrDatabaseReadOnly
+		return r
 	}
-	return out, nil
+	r.req = s.commit.submit(func(tx *bolt.Tx) error {
+		r.out = WebhookAttempt{}
+		a, err := recordAttemptTx(tx, id, keep, decide)
+		if err == nil {
+			r.out = a
+		}
+		return err
+	})
+	return r
+}
+
+// Wait returns the attempt's line once it is durable, or the write's error;
+// call it once.
+func (r *AttemptRecord) Wait() (WebhookAttempt, error) {
+	if err := r.req.wait(); err != nil {
+		return r.out, fmt.Errorf("store: record webhook attempt of delivery %d: %w", r.id, err)
+	}
+	return r.out, nil
+}
+
+// recordAttemptTx is the write of RecordWebhookAttempt, inside the transaction.
+func recordAttemptTx(tx *bolt.Tx, id uint64, keep int, decide func(d WebhookDelivery, e *WebhookEntry) WebhookAttempt) (WebhookAttempt, error) {
+	deliveries := tx.Bucket(bucketWebhookDeliveries)
+	var d WebhookDelivery
+	if err := getJSON(deliveries, itob(id), &d); err != nil {
+		return WebhookAttempt{}, err
+	}
+	set, err := loadWebhookSet(tx, d.CompanyID)
+	if err != nil {
+		return WebhookAttempt{}, err
+	}
+	entry := set.Entry(d.WebhookID)
+	var before WebhookEntry
+	if entry != nil {
+		before = *entry
+	}
+	a := decide(d, entry)
+	if entry != nil && entryHealthChanged(before, *entry) {
+		if err := putJSON(tx.Bucket(bucketWebhookSets), itob(d.CompanyID), set); err != nil {
+			return WebhookAttempt{}, err
+		}
+		if before.DisabledAt.IsZero() && !entry.DisabledAt.IsZero() {
+			if err := addActivity(tx, d.CompanyID, Activity{ActWebhookDisabled, entry.DisabledAt, fmt.Sprintf("Webhook %d disabled after failed deliveries", entry.ID)}); err != nil {
+				return WebhookAttempt{}, err
+			}
+		}
+	}
+	due := tx.Bucket(bucketWebhookDue)
+	if err := due.Delete(dueKey(d)); err != nil {
+		return WebhookAttempt{}, err
+	}
+	d.Attempts++
+	if a.State == WebhookPending {
+		d.NextAttemptAt = a.NextAttemptAt
+		if err := putJSON(deliveries, itob(d.ID), d); err != nil {
+			return WebhookAttempt{}, err
+		}
+		if err := due.Put(dueKey(d), dueValue(d)); err != nil {
+			return WebhookAttempt{}, err
+		}
+	} else {
+		a.NextAttemptAt = time.Time{}
+		if err := deliveries.Delete(itob(d.ID)); err != nil {
+			return WebhookAttempt{}, err
+		}
+		if err := endDelivery(tx, d); err != nil {
+			return WebhookAttempt{}, err
+		}
+	}
+	a.CompanyID, a.WebhookID, a.EventID, a.DeliveryID, a.EventType, a.Attempt = d.CompanyID, d.WebhookID, d.EventID, d.UUID, d.EventType, d.Attempts
+	if err := appendAttempt(tx, &a, keep); err != nil {
+		return WebhookAttempt{}, err
+	}
+	return a, nil
 }
 
 // appendAttempt adds a line to the company's log and drops its oldest lines

@@ -21,7 +21,10 @@
 // afresh (X-Service-Timestamp, X-Service-Signature), any 2xx delivers, and
 // everything else is retried on the schedule, then failed. A 410 disables the
 // entry at once; so does failing without a success for DisableAfter. Every
-// attempt is one line of the deliveries log.
+// attempt is one line of the deliveries log, which the worker hands to the
+// store's group commit before it takes its next delivery; a recorder waits
+// for the lines (at most recordsPerWorker per worker) and only then lets
+// their deliveries be handed out again.
 //
 // The HTTP client refuses to connect to loopback, private, link-local,
 // CGNAT, multicast and other non-public addresses, checked on the address

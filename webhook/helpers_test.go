@@ -166,3 +166,23 @@ func (h *hanger) counts() (now, most int) {
 	defer h.mu.Unlock()
 	return h.now, h.most
 }
+
+// holdCommits keeps the store's group commit busy with an inbound message
+// whose hook waits, until the returned release is called: what a slow
+// fsync looks like to every write queued behind it.
+func (f *fixture) holdCommits() (release func()) {
+	f.t.Helper()
+	d, err := f.st.Device(f.device)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	entered, free, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		m := store.Message{UUID: "00000000-0000-7000-8000-999999999999", CompanyID: d.CompanyID, DeviceID: d.ID, Channel: "sms", Phone: "+15550100009",
+			Text: "held", SIMSlot: "SIM1", ClientID: "held", ReceivedAt: "2026-11-22T10:00:00.000Z"}
+		_, _, _ = f.st.StoreInbound(&m, time.Now, func(store.WriteTx, store.Message) error { close(entered); <-free; return nil })
+	}()
+	<-entered
+	return sync.OnceFunc(func() { close(free); <-done })
+}

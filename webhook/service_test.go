@@ -3,16 +3,18 @@ package webhook
 import (
 	"context"
 	"encoding/json"
-	"github.com/simrelay/simrelay/internal/testclock"
-	"github.com/simrelay/simrelay/webhook/webhooktest"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/simrelay/simrelay/internal/testclock"
 	"github.com/simrelay/simrelay/store"
+	"github.com/simrelay/simrelay/webhook/webhooktest"
 )
 
 // short is a schedule for tests: quick retries, the count of the real one.
@@ -431,5 +433,50 @@ func TestEventBodyIsThePayload(t *testing.T) {
 		Data: InboundData{ID: m.ID, UUID: m.UUID, Phone: m.Phone, Message: m.Text, SIMSlot: m.SIMSlot, DeviceFingerprint: m.Device, ReceivedAt: m.ReceivedAt, Channel: m.Channel}})
 	if string(got) != string(want) {
 		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+}
+
+// A worker does not wait for its attempt's line to be durable: while the
+// store's writer is held (a slow fsync), one entry's deliveries go on past
+// its bound of attempts under way, and their lines are written, each
+// delivery once, when the writer goes on.
+func TestAttemptsDoNotWaitForTheirLines(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	var posts atomic.Int64
+	rc := webhooktest.NewReceiver(t, true, func(int, *http.Request, http.ResponseWriter) int {
+		posts.Add(1)
+		return http.StatusOK
+	})
+	cfg := Config{AllowPrivate: true, RootCAs: rc.Pool(), Workers: 8}
+	// Stored before the service runs, so that every delivery waits for it.
+	setup, err := New(cfg, f.st, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.configure(setup, EntryInput{URL: rc.URL + "/a"})
+	const n = 12
+	for range n {
+		f.inbound(setup, f.device, "SIM1", time.Now())
+	}
+	if bound := cfg.withDefaults().entryBound(); n <= bound {
+		t.Fatalf("the test needs more deliveries (%d) than the entry's bound (%d)", n, bound)
+	}
+	release := f.holdCommits()
+	f.start(cfg, nil)
+	t.Cleanup(release) // before the service stops: it waits for its lines
+	eventually(t, "every delivery posted while the writer is held", func() bool { return posts.Load() == n })
+	if lines := f.lines(); len(lines) != 0 {
+		t.Fatalf("got %d lines before the commit, want none", len(lines))
+	}
+	release()
+	eventually(t, "every attempt logged", func() bool { return len(f.lines()) == n })
+	for _, l := range f.lines() {
+		if l.State != store.WebhookDelivered || l.Attempt != 1 {
+			t.Fatalf("got line %+v, want a first attempt delivered", l)
+		}
+	}
+	if got := posts.Load(); got != n {
+		t.Fatalf("the receiver got %d posts, want %d", got, n)
 	}
 }

@@ -38,8 +38,9 @@ const (
 var errRunning = errors.New("webhook: Run is already running for this service")
 
 // Run delivers until ctx ends: one dispatcher feeding cfg.Workers workers,
-// and the trimming of the deliveries log. Attempts under way when ctx ends
-// are finished (within the timeout) and recorded; whatever is still due waits
+// the recorder that waits for their attempts' lines to be durable, and the
+// trimming of the deliveries log. Attempts under way when ctx ends are
+// finished (within the timeout) and recorded; whatever is still due waits
 // in the store for the next start.
 func (s *Service) Run(ctx context.Context) error {
 	if !s.running.CompareAndSwap(false, true) {
@@ -47,15 +48,28 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	defer s.running.Store(false)
 	jobs := make(chan store.WebhookDue)
-	var wg sync.WaitGroup
+	records := make(chan recording, s.cfg.Workers*recordsPerWorker)
+	var wg, rec sync.WaitGroup
+	rec.Go(func() { s.recordLoop(records) })
 	for range s.cfg.Workers {
-		wg.Go(func() { s.work(ctx, jobs) })
+		wg.Go(func() { s.work(ctx, jobs, records) })
 	}
 	wg.Go(func() { s.prune(ctx) })
 	s.dispatch(ctx, jobs)
 	wg.Wait()
+	close(records)
+	rec.Wait()
 	return nil
 }
+
+// recordsPerWorker bounds the attempts made and waiting for their line's
+// commit, per worker: a worker hands the line to the store's group commit
+// and takes its next delivery at once, so on a slow disk the lines of many
+// attempts share one fsync instead of each worker waiting for its own. A
+// worker waits only while Workers x recordsPerWorker lines wait already.
+// Each holds one delivery (its body is the event's, at most an inbound
+// message's JSON) until its commit.
+const recordsPerWorker = 4
 
 // dispatch hands due deliveries to the workers, each at most once at a time,
 // and between due times sleeps until the next one or a Kick.
@@ -71,6 +85,7 @@ func (s *Service) dispatch(ctx context.Context, jobs chan<- store.WebhookDue) {
 			select {
 			case jobs <- d:
 			case <-ctx.Done():
+				s.done(d)
 				s.release(d)
 				return
 			}
@@ -82,12 +97,14 @@ func (s *Service) dispatch(ctx context.Context, jobs chan<- store.WebhookDue) {
 	}
 }
 
-// skipper passes over deliveries already handed out, over those of an
-// entry that already has cfg.entryBound() attempts under way, and over those of a
-// company that already has cfg.PerCompany under way (counting the ones this
-// read lets through): a slow or unreachable receiver holds at most that many
-// workers, one company's receivers never hold them all, and the others'
-// deliveries go on.
+// skipper passes over deliveries already handed out (until their attempt
+// is recorded), over those of an entry that already has cfg.entryBound()
+// attempts under way, and over those of a company that already has
+// cfg.PerCompany under way (counting the ones this read lets through): a
+// slow or unreachable receiver holds at most that many workers, one
+// company's receivers never hold them all, and the others' deliveries go
+// on. An attempt is under way from its hand-out until its answer (or
+// timeout), not while its line waits for the commit.
 func (s *Service) skipper() func(d store.WebhookDue) bool {
 	batch := map[uint64]int{}
 	companyBatch := map[uint64]int{}
@@ -104,6 +121,7 @@ func (s *Service) skipper() func(d store.WebhookDue) bool {
 	}
 }
 
+// take marks a delivery handed out and its attempt under way.
 func (s *Service) take(d store.WebhookDue) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -112,10 +130,11 @@ func (s *Service) take(d store.WebhookDue) {
 	s.perCompany[d.CompanyID]++
 }
 
-func (s *Service) release(d store.WebhookDue) {
+// done ends the attempt's time under way: its entry and company may start
+// another. The delivery stays handed out until release.
+func (s *Service) done(d store.WebhookDue) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.busy, d.ID)
 	if s.perEntry[d.WebhookID]--; s.perEntry[d.WebhookID] <= 0 {
 		delete(s.perEntry, d.WebhookID)
 	}
@@ -124,29 +143,73 @@ func (s *Service) release(d store.WebhookDue) {
 	}
 }
 
-func (s *Service) work(ctx context.Context, jobs <-chan store.WebhookDue) {
+// release lets the dispatcher hand the delivery out again (its next attempt,
+// once due): its last attempt is recorded, or could not be.
+func (s *Service) release(d store.WebhookDue) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.busy, d.ID)
+}
+
+// later releases a delivery whose attempt the store failed to read or
+// record after storeRetryDelay, rather than retrying it in a hot loop.
+func (s *Service) later(d store.WebhookDue) {
+	time.AfterFunc(storeRetryDelay, func() { s.release(d); s.Kick() })
+}
+
+// recording is an attempt made, its line on its way to the store.
+type recording struct {
+	d        store.WebhookDue
+	rec      *store.AttemptRecord
+	disabled *string // why the line's decision disabled the entry, set in the commit
+}
+
+func (s *Service) work(ctx context.Context, jobs <-chan store.WebhookDue, records chan<- recording) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case d := <-jobs:
-			id := d.ID
 			if ctx.Err() != nil {
+				s.done(d)
 				s.release(d)
 				return
 			}
 			// An attempt that started is finished and recorded even when
 			// shutdown begins, so the next start neither repeats a delivered
 			// attempt nor forgets a failed one; the timeout bounds the wait.
-			if ok := s.attempt(context.WithoutCancel(ctx), id); !ok {
-				// The store failed: keep the delivery out of the dispatcher's
-				// hands for a while rather than retrying it in a hot loop.
-				time.AfterFunc(storeRetryDelay, func() { s.release(d); s.Kick() })
-				continue
+			r, ok := s.attempt(context.WithoutCancel(ctx), d)
+			s.done(d)
+			switch {
+			case !ok:
+				s.later(d) // the store failed
+			case r.rec == nil: // nothing to record
+				s.release(d)
+			default:
+				records <- r
 			}
-			s.release(d)
-			s.Kick() // the delivery's next due time moved
+			s.Kick() // the entry and the company may start another attempt
 		}
+	}
+}
+
+// recordLoop waits for the attempts' lines, oldest first, logs each and
+// lets its delivery be handed out again; it ends when records is closed
+// and drained.
+func (s *Service) recordLoop(records <-chan recording) {
+	for r := range records {
+		rec, err := r.rec.Wait()
+		switch {
+		case errors.Is(err, store.ErrNotFound): // ended since the index was read
+		case err != nil:
+			s.log.Error("webhook outbox: record attempt", "delivery", r.d.ID, "err", err)
+			s.later(r.d)
+			continue
+		default:
+			s.logAttempt(rec, *r.disabled)
+		}
+		s.release(r.d)
+		s.Kick() // the delivery's next due time moved
 	}
 }
 
@@ -161,20 +224,23 @@ type outcome struct {
 
 func (o outcome) delivered() bool { return o.status >= 200 && o.status < 300 }
 
-// attempt makes one attempt at a delivery and records it. It returns false
-// when the store failed.
-func (s *Service) attempt(ctx context.Context, id uint64) bool {
+// attempt makes one attempt at a delivery and hands its line to the store's
+// group commit without waiting for it. It returns false when the store
+// failed; a recording without rec has nothing to record.
+func (s *Service) attempt(ctx context.Context, due store.WebhookDue) (recording, bool) {
+	r := recording{d: due}
+	id := due.ID
 	job, err := s.store.WebhookJob(id)
 	if errors.Is(err, store.ErrNotFound) {
-		return true // ended since the index was read
+		return r, true // ended since the index was read
 	}
 	if err != nil {
 		s.log.Error("webhook outbox", "delivery", id, "err", err)
-		return false
+		return r, false
 	}
 	d := job.Delivery
 	if d.NextAttemptAt.After(s.now()) {
-		return true // an attempt recorded since the index was read moved it
+		return r, true // an attempt recorded since the index was read moved it
 	}
 	var out outcome
 	switch {
@@ -193,25 +259,23 @@ func (s *Service) attempt(ctx context.Context, id uint64) bool {
 			set, err := s.Settings(ctx, d.CompanyID)
 			if err != nil {
 				s.log.Error("webhook signing secret", "company", d.CompanyID, "err", err)
-				return false
+				return r, false
 			}
 			secret = set.Secret
 		}
 		out = s.send(ctx, job.Entry.URL, secret, d)
 	}
-	var disabled string
-	rec, err := s.store.RecordWebhookAttempt(id, s.cfg.LogKeep, func(d store.WebhookDelivery, e *store.WebhookEntry) store.WebhookAttempt {
+	r.disabled = new(string)
+	r.rec = s.store.RecordWebhookAttemptLater(id, s.cfg.LogKeep, func(d store.WebhookDelivery, e *store.WebhookEntry) store.WebhookAttempt {
 		a, why := s.decide(d, e, out)
-		disabled = why
+		*r.disabled = why
 		return a
 	})
-	if errors.Is(err, store.ErrNotFound) {
-		return true
-	}
-	if err != nil {
-		s.log.Error("webhook outbox: record attempt", "delivery", d.UUID, "err", err)
-		return false
-	}
+	return r, true
+}
+
+// logAttempt logs a recorded attempt.
+func (s *Service) logAttempt(rec store.WebhookAttempt, disabled string) {
 	attrs := []any{"delivery", rec.DeliveryID, "webhook_id", rec.WebhookID, "company", rec.CompanyID, "attempt", rec.Attempt, "status", rec.StatusCode}
 	switch rec.State {
 	case store.WebhookDelivered:
@@ -224,7 +288,6 @@ func (s *Service) attempt(ctx context.Context, id uint64) bool {
 	if disabled != "" {
 		s.log.Warn("webhook entry disabled", "webhook_id", rec.WebhookID, "company", rec.CompanyID, "reason", disabled)
 	}
-	return true
 }
 
 // decide turns an outcome into the log line and updates the entry's health:

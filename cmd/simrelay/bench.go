@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"text/tabwriter"
+	"time"
 
 	"github.com/simrelay/simrelay/bench"
 )
@@ -31,6 +32,8 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.DurationVar(&cfg.PoolFor, "pool-for", cfg.PoolFor, "length of each pool phase, least_loaded and sticky (0: skip them)")
 	fs.IntVar(&cfg.BulkRequests, "bulk-requests", cfg.BulkRequests, "bulk sends of 1,000 messages in the bulk phase (0: skip it)")
 	var pprofListen string
+	var slowSync time.Duration
+	fs.DurationVar(&slowSync, "slow-sync", 0, "make the server's disk look slower: each store commit holds its writer this much longer after the fsync (the server's --store-sync-delay)")
 	fs.StringVar(&pprofListen, "pprof-listen", "", "let the server serve pprof profiles on this loopback host:port, to profile it during the run")
 	fs.StringVar(&jsonPath, "json", "simrelay-bench.json", "where to write the figures as JSON (empty: nowhere)")
 	fs.Usage = flagUsage(fs, "Usage: simrelay bench [flags]\n\nStarts a server on loopback with a temporary store, connects virtual phones and measures it.\n\nFlags, each with its environment twin:\n")
@@ -49,6 +52,9 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	cfg.Binary, cfg.Log = bin, stderr
 	if pprofListen != "" {
 		cfg.ServerArgs = append(cfg.ServerArgs, "--pprof-listen", pprofListen)
+	}
+	if slowSync > 0 {
+		cfg.ServerArgs = append(cfg.ServerArgs, "--store-sync-delay", slowSync.String())
 	}
 	rep, err := bench.Run(ctx, cfg)
 	if err != nil {
@@ -77,6 +83,7 @@ func printReport(w io.Writer, r bench.Report) {
 	fmt.Fprintf(tw, "Go stack per idle phone\t%.1f KB\t\n", r.StackPerPhoneKB)
 	fmt.Fprintf(tw, "server goroutines per idle phone\t%.2f\t\n", r.GoroutinesPerPhone)
 	fmt.Fprintf(tw, "durable sends, answered and acked by the phone\t%.0f /s\t>= 10000 /s\n", r.SendsPerSecond)
+	fmt.Fprintf(tw, "  answered, not on the phone at the phase's end / last on it after\t%d / %.0f ms\t0 / < 1000 ms\n", r.SendsBehind, r.SendsCatchUpMs)
 	if r.DrainJobs > 0 {
 		fmt.Fprintf(tw, "one phone draining %d jobs (ack, sent, delivered)\t%.0f jobs/s\t>= 1000 /s\n", r.DrainJobs, r.DrainPerSecond)
 		fmt.Fprintf(tw, "  as a ratio of the durable send rate\t%.2f\t>= 0.50\n", r.DrainRatio)

@@ -59,6 +59,7 @@ type serveConfig struct {
 	shutdownTimeout time.Duration
 	messageTTL      time.Duration
 	pprofListen     string
+	storeSyncDelay  time.Duration // measurement only: a slower disk (store.Options.SyncDelay)
 	// webhookAllowPrivate lets webhook URLs be http and reach private addresses.
 	webhookAllowPrivate bool
 	webhookWorkers      int
@@ -98,6 +99,7 @@ func (c *serveConfig) flags(fs *flag.FlagSet) {
 	fs.Var(&c.trustedProxies, "trusted-proxies", "comma-separated proxy addresses or CIDRs whose X-Forwarded-For is believed (default none: the socket peer is the client)")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "how long in-flight requests may finish on SIGTERM")
 	fs.StringVar(&c.pprofListen, "pprof-listen", "", "serve Go's pprof profiles on this host:port (keep it on loopback); empty: off")
+	fs.DurationVar(&c.storeSyncDelay, "store-sync-delay", 0, "for measurement only: hold the store's writer this long after each commit's fsync, as a slower disk would; 0 in service")
 	fs.DurationVar(&c.messageTTL, "message-ttl", sms.DefaultMessageTTL, "how long a queued SMS waits for its phone before it expires")
 	fs.BoolVar(&c.webhookAllowPrivate, "webhook-allow-private", false, "let webhook URLs use http and reach loopback, private and link-local addresses (self-hosted receivers, tests)")
 	fs.IntVar(&c.webhookWorkers, "webhook-workers", webhook.DefaultWorkers, "how many webhook deliveries run at once")
@@ -271,7 +273,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	if cfg.publicURL == "" {
 		cfg.publicURL = "http://" + ln.Addr().String()
 	}
-	st, err := store.Open(cfg.dataDir, store.Options{CompanyDailyStorage: int64(cfg.companyDailyStorage), Logger: log.With("component", "store")})
+	st, err := store.Open(cfg.dataDir, store.Options{CompanyDailyStorage: int64(cfg.companyDailyStorage), Logger: log.With("component", "store"), SyncDelay: cfg.storeSyncDelay})
 	if err != nil {
 		return err
 	}
