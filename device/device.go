@@ -214,7 +214,7 @@ func (s *Service) Register(_ context.Context, in RegisterInput) (dev store.Devic
 		d := store.Device{UserID: p.UserID, Name: name, Status: store.DeviceActive, SelectedSIM: "BOTH", SIMs: sims,
 			FCMToken: in.FCMToken, AppVersion: in.AppVersion, TokenHash: tokenHash(token), CreatedAt: now}
 		if old != nil {
-			d.CreatedAt, d.SelectedSIM, d.Status, d.LastSeenAt, d.SMSPerMinute = old.CreatedAt, old.SelectedSIM, old.Status, old.LastSeenAt, old.SMSPerMinute
+			d.CreatedAt, d.SelectedSIM, d.Status, d.LastSeenAt, d.SMSPerMinute, d.Health = old.CreatedAt, old.SelectedSIM, old.Status, old.LastSeenAt, old.SMSPerMinute, old.Health
 		}
 		return d, nil
 	})

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
 )
@@ -92,11 +93,12 @@ func (s *Service) Update(ctx context.Context, companyID uint64, fingerprint stri
 func ValidSelectedSIM(v string) bool { return v == "SIM1" || v == "SIM2" || v == "BOTH" }
 
 // Hello records what a phone announced on connecting: its chosen SIM (the
-// phone's user chose it, so it wins like any latest write), its SIMs and app
-// version, and that it was seen. dev is the device the link authenticated
+// phone's user chose it, so it wins like any latest write), its SIMs, app
+// version and health (nil: the phone sent none, the stored report stays),
+// and that it was seen. dev is the device the link authenticated
 // as; a registration deleted since then is store.ErrNotFound, even when its
 // fingerprint is paired again.
-func (s *Service) Hello(_ context.Context, dev store.Device, selectedSIM string, sims []store.SIM, appVersion string) (store.Device, error) {
+func (s *Service) Hello(_ context.Context, dev store.Device, selectedSIM string, sims []store.SIM, appVersion string, health *proto.Health) (store.Device, error) {
 	if selectedSIM != "" && !ValidSelectedSIM(selectedSIM) {
 		return store.Device{}, problem.Invalid("selected_sim", "must be SIM1, SIM2 or BOTH")
 	}
@@ -107,6 +109,13 @@ func (s *Service) Hello(_ context.Context, dev store.Device, selectedSIM string,
 	if len(appVersion) > 64 {
 		return store.Device{}, problem.Invalid("app_version", "must be at most 64 bytes")
 	}
+	var report store.DeviceHealth
+	if health != nil {
+		if report, err = ValidHealth(*health, "health."); err != nil {
+			return store.Device{}, err
+		}
+	}
+	now := s.now()
 	return s.store.UpdateDeviceByID(dev.CompanyID, dev.ID, func(d *store.Device) error {
 		if selectedSIM != "" {
 			d.SelectedSIM = selectedSIM
@@ -117,7 +126,10 @@ func (s *Service) Hello(_ context.Context, dev store.Device, selectedSIM string,
 		if appVersion != "" {
 			d.AppVersion = appVersion
 		}
-		d.LastSeenAt = s.now().UTC()
+		if health != nil {
+			applyHealth(d, report, now)
+		}
+		d.LastSeenAt = now.UTC()
 		return nil
 	})
 }

@@ -82,8 +82,11 @@ type Devices interface {
 	Get(ctx context.Context, companyID uint64, fingerprint string) (store.Device, error)
 	// Hello and Seen act on the registration the link authenticated as
 	// (company and device id), never on a later one of the same fingerprint.
-	Hello(ctx context.Context, dev store.Device, selectedSIM string, sims []store.SIM, appVersion string) (store.Device, error)
+	Hello(ctx context.Context, dev store.Device, selectedSIM string, sims []store.SIM, appVersion string, health *proto.Health) (store.Device, error)
 	Seen(ctx context.Context, dev store.Device, at time.Time) error
+	// Health stores a health frame as the device's last report; a report
+	// too soon after the last is a problem with a RetryAfter.
+	Health(ctx context.Context, dev store.Device, h proto.Health) error
 }
 
 // Intake takes what phones report. Ack and Status queue their store write

@@ -35,6 +35,44 @@ type deviceDetailJSON struct {
 	CreatedAt  string    `json:"created_at"`
 	// SMSPerMinute paces sends to the phone; 0 means no pacing by the server.
 	SMSPerMinute int `json:"sms_per_minute"`
+	// Health is the phone's last health report; null until it sends one.
+	Health *healthJSON `json:"health"`
+}
+
+// healthJSON is a device's last health report; a field the phone did not
+// report is null.
+type healthJSON struct {
+	Battery    *int            `json:"battery"`
+	Charging   *bool           `json:"charging"`
+	Signal     *int            `json:"signal"`
+	Network    *string         `json:"network"`
+	SIMs       []simHealthJSON `json:"sims"`
+	BatteryLow bool            `json:"battery_low"`
+	ReportedAt string          `json:"reported_at"`
+}
+
+type simHealthJSON struct {
+	Slot     string  `json:"slot"`
+	Operator *string `json:"operator"`
+}
+
+func healthOut(h *store.DeviceHealth) *healthJSON {
+	if h == nil {
+		return nil
+	}
+	out := &healthJSON{Battery: h.Battery, Charging: h.Charging, Signal: h.Signal, SIMs: make([]simHealthJSON, 0, len(h.SIMs)),
+		BatteryLow: h.BatteryLow, ReportedAt: ts(h.ReportedAt)}
+	if h.Network != "" {
+		out.Network = &h.Network
+	}
+	for _, sim := range h.SIMs {
+		one := simHealthJSON{Slot: sim.Slot}
+		if sim.Operator != "" {
+			one.Operator = &sim.Operator
+		}
+		out.SIMs = append(out.SIMs, one)
+	}
+	return out
 }
 
 func deviceOut(d store.Device) deviceJSON {
@@ -45,7 +83,7 @@ func deviceOut(d store.Device) deviceJSON {
 // than the stored last_seen_at, which is written when a link ends.
 func (s *Server) deviceDetail(d store.Device) deviceDetailJSON {
 	out := deviceDetailJSON{deviceJSON: deviceOut(d), UserID: d.UserID, FCMToken: d.FCMToken, AppVersion: d.AppVersion,
-		CreatedAt: ts(d.CreatedAt), SIMs: make([]simJSON, 0, len(d.SIMs)), SMSPerMinute: d.SMSPerMinute}
+		CreatedAt: ts(d.CreatedAt), SIMs: make([]simJSON, 0, len(d.SIMs)), SMSPerMinute: d.SMSPerMinute, Health: healthOut(d.Health)}
 	for _, sim := range d.SIMs {
 		out.SIMs = append(out.SIMs, simJSON(sim))
 	}

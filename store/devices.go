@@ -48,6 +48,31 @@ type Device struct {
 	LastSeenAt  time.Time `json:"last_seen_at,omitzero"`
 	// SMSPerMinute paces sends to this phone; 0 leaves pacing to Android's own quota.
 	SMSPerMinute int `json:"sms_per_minute,omitempty"`
+	// Health is the phone's last health report and the alerts raised from
+	// it; nil until the phone sends one. A pointer, so that a device without
+	// it (and the copy a link keeps) costs one word.
+	Health *DeviceHealth `json:"health,omitempty"`
+}
+
+// DeviceHealth is the newest health report of a phone (never a history,
+// so its size is bounded by the report's own limits), with the state of
+// the alerts raised from it.
+type DeviceHealth struct {
+	Battery    *int        `json:"battery,omitempty"`
+	Charging   *bool       `json:"charging,omitempty"`
+	Signal     *int        `json:"signal,omitempty"`
+	Network    string      `json:"network,omitempty"`
+	SIMs       []SIMHealth `json:"sims,omitempty"`
+	ReportedAt time.Time   `json:"reported_at,omitzero"`
+	// BatteryLow is set while the battery is under the low threshold and
+	// device.battery_low was raised for this crossing.
+	BatteryLow bool `json:"battery_low,omitempty"`
+}
+
+// SIMHealth is one SIM's operator as the phone last reported it.
+type SIMHealth struct {
+	Slot     string `json:"slot"`
+	Operator string `json:"operator,omitempty"`
 }
 
 // Pairing is a single-use code that lets a phone join a company.
