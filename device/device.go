@@ -49,6 +49,7 @@ type Store interface {
 	CompanyDevices(companyID uint64) ([]store.Device, error)
 	UpdateDevice(companyID uint64, fingerprint string, fn func(*store.Device) error) (store.Device, error)
 	UpdateDeviceByID(companyID, deviceID uint64, fn func(*store.Device) error) (store.Device, error)
+	UpdateDeviceWith(companyID, deviceID uint64, fn func(tx store.WriteTx, d *store.Device) error) (store.Device, error)
 	DeleteDevice(companyID uint64, fingerprint string, now time.Time) (store.Device, error)
 	ProvisionDevices(devs []store.Device) error
 	CompanyUsers(companyID uint64) ([]store.User, error)
@@ -56,9 +57,10 @@ type Store interface {
 
 // Service is the device domain.
 type Service struct {
-	cfg   Config
-	store Store
-	now   func() time.Time
+	cfg    Config
+	store  Store
+	now    func() time.Time
+	alerts Alerts // zero: no device events, no mail (alerts.go); set before serving
 }
 
 // New returns the service.

@@ -71,6 +71,9 @@ func validNetwork(v string) bool {
 // and says whether the report crossed under the battery threshold.
 func applyHealth(d *store.Device, h store.DeviceHealth, now time.Time) (batteryLow bool) {
 	wasLow := d.Health != nil && d.Health.BatteryLow
+	if d.Health != nil {
+		h.Presence, h.OfflineMailAt = d.Health.Presence, d.Health.OfflineMailAt
+	}
 	h.ReportedAt = now.UTC()
 	switch {
 	case h.Battery == nil:
@@ -91,14 +94,16 @@ func (s *Service) Health(_ context.Context, dev store.Device, h proto.Health) er
 		return err
 	}
 	now := s.now()
-	_, err = s.store.UpdateDeviceByID(dev.CompanyID, dev.ID, func(d *store.Device) error {
+	_, err = s.store.UpdateDeviceWith(dev.CompanyID, dev.ID, func(tx store.WriteTx, d *store.Device) error {
 		if d.Health != nil && !d.Health.ReportedAt.IsZero() {
 			if wait := d.Health.ReportedAt.Add(HealthInterval).Sub(now); wait > 0 {
 				return &problem.Error{Code: problem.RateLimited, RetryAfter: int((wait + time.Second - 1) / time.Second),
 					Message: fmt.Sprintf("a phone reports its health at most once every %d seconds; send the newest state after retry_after", proto.HealthIntervalSeconds)}
 			}
 		}
-		applyHealth(d, report, now)
+		if applyHealth(d, report, now) {
+			return s.raise(tx, *d, EventBatteryLow, now)
+		}
 		return nil
 	})
 	if pe, ok := problem.As(err); ok {

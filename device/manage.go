@@ -116,7 +116,7 @@ func (s *Service) Hello(_ context.Context, dev store.Device, selectedSIM string,
 		}
 	}
 	now := s.now()
-	return s.store.UpdateDeviceByID(dev.CompanyID, dev.ID, func(d *store.Device) error {
+	return s.store.UpdateDeviceWith(dev.CompanyID, dev.ID, func(tx store.WriteTx, d *store.Device) error {
 		if selectedSIM != "" {
 			d.SelectedSIM = selectedSIM
 		}
@@ -126,10 +126,10 @@ func (s *Service) Hello(_ context.Context, dev store.Device, selectedSIM string,
 		if appVersion != "" {
 			d.AppVersion = appVersion
 		}
-		if health != nil {
-			applyHealth(d, report, now)
-		}
 		d.LastSeenAt = now.UTC()
+		if health != nil && applyHealth(d, report, now) {
+			return s.raise(tx, *d, EventBatteryLow, now)
+		}
 		return nil
 	})
 }

@@ -116,6 +116,9 @@ func (c *conn) run() {
 		DeviceName:          fresh.Name,
 	})
 	h.pings.after(c, jitter(h.cfg.PingInterval))
+	if h.presence != nil {
+		h.presence.Up(fresh)
+	}
 	c.pump()
 	// The set-up above (store reads and writes) grew this goroutine's stack.
 	// The link's long, mostly idle life goes on in a fresh goroutine whose

@@ -108,15 +108,28 @@ type Intake interface {
 	Pending(ctx context.Context, dev store.Device, after uint64, limit int) ([]sms.Job, error)
 }
 
+// Presence is told when a device's link is registered and when its
+// registered link ends (device.Presence turns that into device.online and
+// device.offline). Up runs on the link's set-up goroutine, Down on its
+// reader as it ends; neither may block for long.
+type Presence interface {
+	Up(dev store.Device)
+	Down(dev store.Device)
+}
+
+// SetPresence wires the presence hook; call it before serving.
+func (h *Hub) SetPresence(p Presence) { h.presence = p }
+
 // Hub holds the phones' links.
 type Hub struct {
-	cfg     Config
-	devices Devices
-	intake  Intake
-	agents  Agents // nil: no WhatsApp or iMessage (agents.go); set before serving
-	log     *slog.Logger
-	now     func() time.Time
-	pings   *pinger
+	cfg      Config
+	devices  Devices
+	intake   Intake
+	agents   Agents   // nil: no WhatsApp or iMessage (agents.go); set before serving
+	presence Presence // nil: nobody is told of links coming and going; set before serving
+	log      *slog.Logger
+	now      func() time.Time
+	pings    *pinger
 
 	mu       sync.Mutex
 	conns    map[string]*conn   // registered links by fingerprint; guarded by mu
@@ -210,13 +223,18 @@ func (h *Hub) register(c *conn) (old *conn, ok bool) {
 	return old, true
 }
 
-// unregister drops c unless a newer link took its place already.
+// unregister drops c unless a newer link took its place already; the
+// presence hook hears of it only then.
 func (h *Hub) unregister(c *conn) {
 	h.mu.Lock()
-	if h.conns[c.dev.Fingerprint] == c {
+	was := h.conns[c.dev.Fingerprint] == c
+	if was {
 		delete(h.conns, c.dev.Fingerprint)
 	}
 	h.mu.Unlock()
+	if was && h.presence != nil {
+		h.presence.Down(c.dev)
+	}
 }
 
 // giveBack undoes the registration of c, refused right after it displaced

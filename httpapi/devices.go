@@ -57,7 +57,7 @@ type simHealthJSON struct {
 }
 
 func healthOut(h *store.DeviceHealth) *healthJSON {
-	if h == nil {
+	if h == nil || h.ReportedAt.IsZero() {
 		return nil
 	}
 	out := &healthJSON{Battery: h.Battery, Charging: h.Charging, Signal: h.Signal, SIMs: make([]simHealthJSON, 0, len(h.SIMs)),

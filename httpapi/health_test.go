@@ -4,7 +4,10 @@ import (
 	"context"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,29 +15,44 @@ import (
 
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/android-protocol/client"
+	"github.com/simrelay/simrelay/mail/mailtest"
+	"github.com/simrelay/simrelay/webhook/webhooktest"
 )
 
 func intp(v int) *int    { return &v }
 func boolp(v bool) *bool { return &v }
 
 // healthPhone is a reference-client phone whose hello carries health (nil:
-// none, as a phone of revision 1.4 sends it); the error frames it gets
-// come on errs.
-func (e *env) healthPhone(reg client.Registration, health *proto.Health) (*client.Phone, chan proto.Error) {
+// none, as a phone of revision 1.4 sends it), connected; the error frames
+// it gets come on errs, and each link up adds one to ups.
+type healthPhone struct {
+	*client.Phone
+	errs chan proto.Error
+	ups  atomic.Int32
+	stop func()
+}
+
+func (e *env) healthPhone(reg client.Registration, health *proto.Health) *healthPhone {
 	e.t.Helper()
-	errs := make(chan proto.Error, 16)
-	p := client.New(client.Config{
+	hp := &healthPhone{errs: make(chan proto.Error, 16)}
+	hp.Phone = client.New(client.Config{
 		WSURL: reg.WSURL, Token: reg.DeviceToken,
 		Hello:       proto.Hello{AppVersion: "test", SIMs: []proto.SIM{{Slot: "SIM1"}}, Health: health},
 		BackoffBase: 10 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
-		OnError: func(f proto.Error) { errs <- f },
+		OnError: func(f proto.Error) { hp.errs <- f },
+		OnState: func(up bool, _ error) {
+			if up {
+				hp.ups.Add(1)
+			}
+		},
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	e.t.Cleanup(func() { cancel(); <-done })
-	e.eventually("the phone connects", p.Connected)
-	return p, errs
+	go func() { done <- hp.Run(ctx) }()
+	hp.stop = sync.OnceFunc(func() { cancel(); <-done })
+	e.t.Cleanup(hp.stop)
+	e.eventually("the phone connects", hp.Connected)
+	return hp
 }
 
 // nextError waits for the phone's next error frame.
@@ -79,7 +97,7 @@ func TestDeviceHealthReachesList(t *testing.T) {
 		t.Errorf("old-phone: got health %v, want null", h)
 	}
 
-	p, errs := e.healthPhone(e.pairPhone(a.apiKey, "healthy"), &proto.Health{
+	p := e.healthPhone(e.pairPhone(a.apiKey, "healthy"), &proto.Health{
 		Battery: intp(87), Charging: boolp(true), Signal: intp(50), Network: "nr",
 		SIMs: []proto.SIMHealth{{Slot: "SIM1", Operator: "Acme Mobile"}},
 	})
@@ -94,7 +112,7 @@ func TestDeviceHealthReachesList(t *testing.T) {
 
 	// A report within the interval is refused with the wait, and not stored.
 	p.Health(proto.Health{Battery: intp(80)})
-	f := nextError(t, errs)
+	f := nextError(t, p.errs)
 	if f.Code != "rate_limited" || f.RetryAfter != proto.HealthIntervalSeconds || !strings.HasPrefix(f.Message, "health: ") {
 		t.Errorf("early report: got %+v, want rate_limited, retry_after %d, message starting \"health: \"", f, proto.HealthIntervalSeconds)
 	}
@@ -104,11 +122,11 @@ func TestDeviceHealthReachesList(t *testing.T) {
 
 	// A bad report is refused by field; the link stays up.
 	p.Health(proto.Health{Battery: intp(101)})
-	if f := nextError(t, errs); f.Code != "validation_failed" || f.Field != "battery" || !strings.HasPrefix(f.Message, "health: ") {
+	if f := nextError(t, p.errs); f.Code != "validation_failed" || f.Field != "battery" || !strings.HasPrefix(f.Message, "health: ") {
 		t.Errorf("battery 101: got %+v, want validation_failed on battery", f)
 	}
 	p.Health(proto.Health{Network: strings.Repeat("x", proto.MaxNetworkBytes+1)})
-	if f := nextError(t, errs); f.Code != "validation_failed" || f.Field != "network" {
+	if f := nextError(t, p.errs); f.Code != "validation_failed" || f.Field != "network" {
 		t.Errorf("long network: got %+v, want validation_failed on network", f)
 	}
 
@@ -172,5 +190,138 @@ func TestDeviceHealthInvalidHello(t *testing.T) {
 	}
 	if h := e.deviceHealth(a.apiKey, "bad-health"); h != nil {
 		t.Errorf("got health %v after refused hellos, want null", h)
+	}
+}
+
+// devEvents counts the device.* deliveries a receiver got, by type, and
+// returns the data of the last of each.
+func devEvents(t *testing.T, rc *webhooktest.Receiver, path string) (map[string]int, map[string]map[string]any) {
+	t.Helper()
+	n, last := map[string]int{}, map[string]map[string]any{}
+	for _, r := range rc.Requests() {
+		if r.Path != path {
+			continue
+		}
+		var body struct {
+			Type string         `json:"type"`
+			Data map[string]any `json:"data"`
+		}
+		mustJSON(t, r.Body, &body)
+		if r.Header.Get("X-Service-Event") != body.Type {
+			t.Errorf("X-Service-Event %q for a %s event", r.Header.Get("X-Service-Event"), body.Type)
+		}
+		n[body.Type]++
+		last[body.Type] = body.Data
+	}
+	return n, last
+}
+
+// offlineMails are the offline mails the inbox got for the address.
+func (e *env) offlineMails(to string) []mailtest.Received {
+	var out []mailtest.Received
+	for _, m := range e.inbox.Messages() {
+		if strings.Contains(m.Subject, "is offline") && slices.Contains(m.To, to) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// Health and the link reach the company's webhooks as opt-in device events:
+// online, offline after the grace (a reconnect within it is no event),
+// battery_low once per crossing; and the admins get one offline mail per
+// device an hour at most.
+func TestDeviceEventsAndOfflineMail(t *testing.T) {
+	t.Parallel()
+	rc := webhooktest.NewReceiver(t, true, nil)
+	e := newWebhookEnv(t, whConfig(rc), roomy)
+	a := e.newCompany("Acme", "owner@acme.test")
+	b := e.newCompany("Other", "owner@other.test")
+	all := []any{"device.online", "device.offline", "device.battery_low"}
+	e.whPut(a.apiKey, map[string]any{"url": rc.URL + "/a", "events": all}, map[string]any{"url": rc.URL + "/inbound-only"})
+	e.whPut(b.apiKey, map[string]any{"url": rc.URL + "/b", "events": all})
+	want := map[string]int{}
+	wantEvents := func(what string) map[string]map[string]any {
+		t.Helper()
+		var last map[string]map[string]any
+		e.eventually(what, func() bool {
+			var n map[string]int
+			n, last = devEvents(t, rc, "/a")
+			return reflect.DeepEqual(n, want)
+		})
+		return last
+	}
+
+	reg := e.pairPhone(a.apiKey, "events-phone")
+	p := e.healthPhone(reg, &proto.Health{Battery: intp(50), Charging: boolp(false), Network: "lte"})
+	want["device.online"] = 1
+	last := wantEvents("device.online")
+	if d := last["device.online"]; d["device_fingerprint"] != "events-phone" || d["device_name"] != "Phone events-phone" || d["online"] != true ||
+		d["battery"] != 50.0 || d["charging"] != false || d["network"] != "lte" || d["signal"] != nil {
+		t.Errorf("device.online data: got %v", d)
+	}
+
+	// A reconnect within the grace is no event.
+	e.hub.Disconnect("events-phone", proto.CloseRestarting, "server restarting")
+	e.eventually("the phone reconnects", func() bool { return p.ups.Load() == 2 && e.hub.Online("events-phone") })
+
+	// battery_low once per crossing of 15 %.
+	for _, level := range []int{10, 9, 40, 5} {
+		e.clock.Advance(proto.HealthIntervalSeconds * time.Second)
+		p.Health(proto.Health{Battery: intp(level)})
+		e.eventually("the report is stored", func() bool {
+			h, _ := e.deviceHealth(a.apiKey, "events-phone").(map[string]any)
+			return h["battery"] == float64(level)
+		})
+	}
+	want["device.battery_low"] = 2
+	last = wantEvents("two device.battery_low")
+	if d := last["device.battery_low"]; d["battery"] != 5.0 || d["online"] != true {
+		t.Errorf("device.battery_low data: got %v", d)
+	}
+
+	// Gone for longer than the grace: offline, and one mail to the admin.
+	p.stop()
+	want["device.offline"] = 1
+	last = wantEvents("device.offline")
+	if d := last["device.offline"]; d["online"] != false || d["device_fingerprint"] != "events-phone" {
+		t.Errorf("device.offline data: got %v", d)
+	}
+	e.eventually("the offline mail", func() bool { return len(e.offlineMails("owner@acme.test")) == 1 })
+	m := e.offlineMails("owner@acme.test")[0]
+	if !strings.Contains(m.Subject, "Phone events-phone") || !strings.Contains(m.Text, e.url+"/console/devices") {
+		t.Errorf("offline mail: subject %q, text:\n%s", m.Subject, m.Text)
+	}
+
+	// Back and gone again within the hour: the events, but no second mail.
+	p = e.healthPhone(reg, nil)
+	want["device.online"] = 2
+	wantEvents("device.online again")
+	p.stop()
+	want["device.offline"] = 2
+	wantEvents("device.offline again")
+
+	// An hour later the next offline mails again.
+	e.clock.Advance(time.Hour)
+	p = e.healthPhone(reg, nil)
+	want["device.online"] = 3
+	wantEvents("device.online a third time")
+	p.stop()
+	want["device.offline"] = 3
+	wantEvents("device.offline a third time")
+	e.eventually("the second offline mail", func() bool { return len(e.offlineMails("owner@acme.test")) >= 2 })
+	if n := len(e.offlineMails("owner@acme.test")); n != 2 {
+		t.Errorf("got %d offline mails for three offline spells within two hours, want 2", n)
+	}
+
+	// The entry without an events list and the other company get none of it.
+	if n, _ := devEvents(t, rc, "/inbound-only"); len(n) != 0 {
+		t.Errorf("an entry without events got device events: %v", n)
+	}
+	if n, _ := devEvents(t, rc, "/b"); len(n) != 0 {
+		t.Errorf("company B got company A's device events: %v", n)
+	}
+	if n := len(e.offlineMails("owner@other.test")); n != 0 {
+		t.Errorf("company B's admin got %d offline mails", n)
 	}
 }

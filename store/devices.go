@@ -55,8 +55,9 @@ type Device struct {
 }
 
 // DeviceHealth is the newest health report of a phone (never a history,
-// so its size is bounded by the report's own limits), with the state of
-// the alerts raised from it.
+// so its size is bounded by the report's own limits; ReportedAt is zero
+// before the first), with the state of the alerts raised from it and from
+// the phone's link.
 type DeviceHealth struct {
 	Battery    *int        `json:"battery,omitempty"`
 	Charging   *bool       `json:"charging,omitempty"`
@@ -67,7 +68,19 @@ type DeviceHealth struct {
 	// BatteryLow is set while the battery is under the low threshold and
 	// device.battery_low was raised for this crossing.
 	BatteryLow bool `json:"battery_low,omitempty"`
+	// Presence is what the last device.online or device.offline said:
+	// PresenceOnline, PresenceOffline, or "" before the first.
+	Presence string `json:"presence,omitempty"`
+	// OfflineMailAt is when the admins were last mailed that the phone is
+	// offline: at most one such mail an hour.
+	OfflineMailAt time.Time `json:"offline_mail_at,omitzero"`
 }
+
+// Presence values of DeviceHealth.
+const (
+	PresenceOnline  = "online"
+	PresenceOffline = "offline"
+)
 
 // SIMHealth is one SIM's operator as the phone last reported it.
 type SIMHealth struct {
@@ -284,7 +297,20 @@ func (s *Store) UpdateDeviceByID(companyID, deviceID uint64, fn func(*Device) er
 	}, fn)
 }
 
+// UpdateDeviceWith is UpdateDeviceByID whose fn also writes through the
+// transaction (a webhook event with AddWebhookEvent), so that the device's
+// new state and what it raised are durable together or not at all.
+func (s *Store) UpdateDeviceWith(companyID, deviceID uint64, fn func(tx WriteTx, d *Device) error) (Device, error) {
+	return s.updateDeviceTx(fmt.Sprintf("%d of company %d", deviceID, companyID), func(tx *bolt.Tx) (Device, error) {
+		return liveDeviceByID(tx, companyID, deviceID)
+	}, fn)
+}
+
 func (s *Store) updateDevice(name string, find func(*bolt.Tx) (Device, error), fn func(*Device) error) (Device, error) {
+	return s.updateDeviceTx(name, find, func(_ WriteTx, d *Device) error { return fn(d) })
+}
+
+func (s *Store) updateDeviceTx(name string, find func(*bolt.Tx) (Device, error), fn func(WriteTx, *Device) error) (Device, error) {
 	var d Device
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		var err error
@@ -295,7 +321,7 @@ func (s *Store) updateDevice(name string, find func(*bolt.Tx) (Device, error), f
 			return err
 		}
 		before := d
-		if err := fn(&d); err != nil {
+		if err := fn(WriteTx{tx}, &d); err != nil {
 			return err
 		}
 		d.ID, d.Fingerprint, d.CompanyID, d.TokenHash, d.CreatedAt = before.ID, before.Fingerprint, before.CompanyID, before.TokenHash, before.CreatedAt
