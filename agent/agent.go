@@ -18,6 +18,12 @@ import (
 // device nothing.
 const DefaultDeliveryPoll = 5 * time.Second
 
+// DefaultHealthEvery is how often the agent reports the device's health on
+// a live link (PROTOCOL.md 8.11): often enough for an alert on a battery
+// running down, rare enough to cost the phone nothing. The server takes at
+// most one report a minute, which is also the shortest interval allowed.
+const DefaultHealthEvery = 15 * time.Minute
+
 // DefaultToolTimeout bounds one send through the device's tool: a modem
 // on a poor network can take a minute; anything longer is stuck.
 const DefaultToolTimeout = 2 * time.Minute
@@ -43,6 +49,9 @@ type Options struct {
 	Pacer *Pacer
 	// DeliveryPoll is the interval of the delivery poller.
 	DeliveryPoll time.Duration
+	// HealthEvery is the interval of health reports on a live link, at
+	// least a minute (DefaultHealthEvery when zero).
+	HealthEvery time.Duration
 }
 
 // Agent is one device's agent. Run it once.
@@ -86,6 +95,10 @@ func New(opt Options) *Agent {
 	if opt.DeliveryPoll <= 0 {
 		opt.DeliveryPoll = DefaultDeliveryPoll
 	}
+	if opt.HealthEvery <= 0 {
+		opt.HealthEvery = DefaultHealthEvery
+	}
+	opt.HealthEvery = max(opt.HealthEvery, proto.HealthIntervalSeconds*time.Second)
 	return &Agent{opt: opt, log: opt.Logger, j: opt.Journal, tr: opt.Transport,
 		execWake: make(chan struct{}, 1), pumpWake: make(chan struct{}, 1), ackWake: make(chan struct{}, 1), known: make(chan struct{})}
 }
