@@ -18,6 +18,12 @@ func (s *Service) List(_ context.Context, companyID uint64) ([]store.Device, err
 	return s.store.CompanyDevices(companyID)
 }
 
+// QueueDepth counts the device's SMS waiting for the phone, up to
+// store.MaxQueueDepth.
+func (s *Service) QueueDepth(_ context.Context, d store.Device) (int, error) {
+	return s.store.QueueDepth(d.CompanyID, d.ID)
+}
+
 // Get returns a device of the company; another company's is not found.
 func (s *Service) Get(_ context.Context, companyID uint64, fingerprint string) (store.Device, error) {
 	d, err := s.store.CompanyDevice(companyID, fingerprint)

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -37,6 +38,8 @@ type deviceDetailJSON struct {
 	SMSPerMinute int `json:"sms_per_minute"`
 	// Health is the phone's last health report; null until it sends one.
 	Health *healthJSON `json:"health"`
+	// QueueDepth counts the SMS waiting for the phone, up to store.MaxQueueDepth.
+	QueueDepth int `json:"queue_depth"`
 }
 
 // healthJSON is a device's last health report; a field the phone did not
@@ -81,8 +84,12 @@ func deviceOut(d store.Device) deviceJSON {
 
 // deviceDetail adds what the hub knows: a live link's last activity is newer
 // than the stored last_seen_at, which is written when a link ends.
-func (s *Server) deviceDetail(d store.Device) deviceDetailJSON {
-	out := deviceDetailJSON{deviceJSON: deviceOut(d), UserID: d.UserID, FCMToken: d.FCMToken, AppVersion: d.AppVersion,
+func (s *Server) deviceDetail(ctx context.Context, d store.Device) (deviceDetailJSON, error) {
+	depth, err := s.deps.Devices.QueueDepth(ctx, d)
+	if err != nil {
+		return deviceDetailJSON{}, err
+	}
+	out := deviceDetailJSON{QueueDepth: depth, deviceJSON: deviceOut(d), UserID: d.UserID, FCMToken: d.FCMToken, AppVersion: d.AppVersion,
 		CreatedAt: ts(d.CreatedAt), SIMs: make([]simJSON, 0, len(d.SIMs)), SMSPerMinute: d.SMSPerMinute, Health: healthOut(d.Health)}
 	for _, sim := range d.SIMs {
 		out.SIMs = append(out.SIMs, simJSON(sim))
@@ -98,7 +105,7 @@ func (s *Server) deviceDetail(d store.Device) deviceDetailJSON {
 		v := ts(seen)
 		out.LastSeenAt = &v
 	}
-	return out
+	return out, nil
 }
 
 func (s *Server) createPairing(c echo.Context) error {
@@ -150,7 +157,11 @@ func (s *Server) registerDevice(c echo.Context) error {
 		s.deps.Phones.Disconnect(dev.Fingerprint, androidproto.CloseBadToken, "token replaced by a new registration")
 	}
 	c.Response().Header().Set("Cache-Control", "no-store")
-	return c.JSON(http.StatusCreated, map[string]any{"device_token": token, "ws_url": s.deps.Devices.WebSocketURL(), "device": s.deviceDetail(dev)})
+	out, err := s.deviceDetail(c.Request().Context(), dev)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, map[string]any{"device_token": token, "ws_url": s.deps.Devices.WebSocketURL(), "device": out})
 }
 
 func (s *Server) phoneSocket(c echo.Context) error {
@@ -177,7 +188,11 @@ func (s *Server) deviceList(c echo.Context) error {
 	}
 	out := make([]deviceDetailJSON, 0, len(devs))
 	for _, d := range devs {
-		out = append(out, s.deviceDetail(d))
+		one, err := s.deviceDetail(c.Request().Context(), d)
+		if err != nil {
+			return err
+		}
+		out = append(out, one)
 	}
 	return c.JSON(http.StatusOK, map[string]any{"devices": out})
 }
@@ -212,5 +227,9 @@ func (s *Server) patchDevice(c echo.Context) error {
 		s.deps.Phones.Configure(fp, androidproto.Config{SelectedSIM: d.SelectedSIM, DeviceName: d.Name, Status: d.Status})
 		s.deps.Phones.Pace(fp, d.SMSPerMinute)
 	}
-	return c.JSON(http.StatusOK, s.deviceDetail(d))
+	out, err := s.deviceDetail(c.Request().Context(), d)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, out)
 }

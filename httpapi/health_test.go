@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"reflect"
 	"slices"
@@ -324,4 +325,24 @@ func TestDeviceEventsAndOfflineMail(t *testing.T) {
 	if n := len(e.offlineMails("owner@other.test")); n != 0 {
 		t.Errorf("company B's admin got %d offline mails", n)
 	}
+}
+
+// The device list counts the SMS waiting for each phone; they leave the
+// count once the phone takes them.
+func TestDeviceListQueueDepth(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, roomy)
+	a := e.newCompany("Acme", "owner@acme.test")
+	reg := e.pairPhone(a.apiKey, "away-phone")
+	e.pairPhone(a.apiKey, "idle-phone")
+	for i := range 3 {
+		r := e.do(call{method: "POST", path: "/chat/send", token: a.apiKey, body: sendBody("away-phone", "+15557654321", fmt.Sprintf("waiting %d", i), "SIM1")})
+		e.want(r, http.StatusOK, "")
+	}
+	list := e.phonesList(a.apiKey)
+	if list["away-phone"]["queue_depth"] != 3.0 || list["idle-phone"]["queue_depth"] != 0.0 {
+		t.Errorf("got queue_depth %v and %v, want 3 and 0", list["away-phone"]["queue_depth"], list["idle-phone"]["queue_depth"])
+	}
+	e.runPhone(reg, "BOTH", true)
+	e.eventually("the phone takes its queue", func() bool { return e.phonesList(a.apiKey)["away-phone"]["queue_depth"] == 0.0 })
 }

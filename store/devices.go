@@ -382,3 +382,25 @@ func (s *Store) deleteDeviceTx(tx *bolt.Tx, companyID uint64, fingerprint string
 	}
 	return d, tx.Bucket(bucketDevices).Delete([]byte(fingerprint))
 }
+
+// MaxQueueDepth bounds what QueueDepth counts: a device list stays cheap
+// (a walk over at most this many keys a device) whatever a backlog holds.
+const MaxQueueDepth = 10000
+
+// QueueDepth counts the device's SMS waiting to be sent to the phone
+// (queued), up to MaxQueueDepth.
+func (s *Store) QueueDepth(companyID, deviceID uint64) (int, error) {
+	n := 0
+	err := s.db.View(func(tx *bolt.Tx) error {
+		prefix := devKey(companyID, deviceID)
+		c := tx.Bucket(bucketQueue).Cursor()
+		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && n < MaxQueueDepth; k, _ = c.Next() {
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("store: queue depth of device %d of company %d: %w", deviceID, companyID, err)
+	}
+	return n, nil
+}

@@ -34,7 +34,8 @@ type deviceRow struct {
 	LastSeen    time.Time   `json:"last_seen"`
 	SIMs        []store.SIM `json:"sims"`
 	AppVersion  string      `json:"app_version"`
-	Health      *healthView `json:"health"` // nil until the phone reports its health
+	Health      *healthView `json:"health"`      // nil until the phone reports its health
+	QueueDepth  int         `json:"queue_depth"` // SMS waiting for the phone, up to store.MaxQueueDepth
 }
 
 // healthView is a device's last health report as the cards show it; a
@@ -69,6 +70,9 @@ func (c *Console) deviceRows(r *http.Request, companyID uint64) ([]deviceRow, er
 	for _, d := range devs {
 		row := deviceRow{Fingerprint: d.Fingerprint, Name: d.Name, Status: d.Status, SelectedSIM: d.SelectedSIM,
 			LastSeen: d.LastSeenAt, SIMs: d.SIMs, AppVersion: d.AppVersion, Health: healthOf(d.Health)}
+		if row.QueueDepth, err = c.deps.Devices.QueueDepth(r.Context(), d); err != nil {
+			return nil, err
+		}
 		if c.deps.Phones != nil && c.deps.Phones.Online(d.Fingerprint) {
 			row.Online = true
 			if live := c.deps.Phones.LastSeen(d.Fingerprint); live.After(row.LastSeen) {

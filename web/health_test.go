@@ -2,6 +2,8 @@ package web_test
 
 import (
 	"context"
+	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -29,8 +31,19 @@ func TestDeviceCardsShowHealth(t *testing.T) {
 		SIMs: []proto.SIMHealth{{Slot: "SIM1", Operator: "Acme <Mobile>"}},
 	}}, false)
 
+	// Two SMS wait for a registered phone that never linked.
+	if _, err := client.Register(context.Background(), nil, e.url, client.RegisterInput{
+		PairingCode: e.pairingCode(key), DeviceFingerprint: "fp-away", DeviceName: "Phone fp-away", AppVersion: "1.5.0",
+	}); err != nil {
+		t.Fatal(err)
+	}
 	b := e.browser()
 	b.signIn("ada@acme.test", "Correct1horse")
+	for _, text := range []string{"one", "two"} {
+		if p := b.post("/console/messages/send", url.Values{"device_fingerprint": {"fp-away"}, "phone": {"+15550100000"}, "message": {text}, "sim_slot": {"SIM1"}}); p.status != http.StatusOK {
+			t.Fatalf("send: %d %s", p.status, p.body)
+		}
+	}
 	body := b.get("/console/devices").body
 	card := func(fp string) string {
 		i := strings.Index(body, `id="device-`+fp+`"`)
@@ -51,6 +64,12 @@ func TestDeviceCardsShowHealth(t *testing.T) {
 		if !strings.Contains(healthy, want) {
 			t.Errorf("fp-health's card: want %q in\n%s", want, healthy)
 		}
+	}
+	if away := card("fp-away"); !strings.Contains(away, "<dd data-queue>2 SMS waiting for the phone</dd>") {
+		t.Errorf("fp-away's card: want 2 SMS waiting in\n%s", away)
+	}
+	if !strings.Contains(healthy, "<dd data-queue>none</dd>") {
+		t.Errorf("fp-health's card: want none waiting in\n%s", healthy)
 	}
 	quiet := card("fp-quiet")
 	if !strings.Contains(quiet, "<dd data-health>not reported</dd>") || strings.Contains(quiet, "battery low") {
