@@ -94,8 +94,8 @@ func (s *Service) NewPresence(online func(fingerprint string) bool) *Presence {
 }
 
 // Up is called when a link of dev is registered (dev as read then): a
-// pending offline check is dropped, and a device last reported offline,
-// or never reported, is reported online.
+// pending offline check is dropped, and a device not reported online yet
+// (its hello reports it, so this is rare) is reported online.
 func (p *Presence) Up(dev store.Device) {
 	p.mu.Lock()
 	if t := p.pending[dev.ID]; t != nil {
@@ -106,23 +106,28 @@ func (p *Presence) Up(dev store.Device) {
 	}
 	p.mu.Unlock()
 	if dev.Health != nil && dev.Health.Presence == store.PresenceOnline {
-		return // nothing to tell: the blip was never reported
+		return // the hello reported it, or the blip was never reported
 	}
 	s := p.svc
 	now := s.now()
 	_, err := s.store.UpdateDeviceWith(dev.CompanyID, dev.ID, func(tx store.WriteTx, d *store.Device) error {
-		if d.Health == nil {
-			d.Health = &store.DeviceHealth{}
-		}
-		if d.Health.Presence == store.PresenceOnline {
-			return nil
-		}
-		d.Health.Presence = store.PresenceOnline
-		return s.raise(tx, *d, EventOnline, now)
+		return s.online(tx, d, now)
 	})
 	if err != nil {
 		s.alerts.Logger.Error("store device online", "device", dev.Fingerprint, "err", err)
 	}
+}
+
+// online reports d online in tx unless it is already.
+func (s *Service) online(tx store.WriteTx, d *store.Device, now time.Time) error {
+	if d.Health == nil {
+		d.Health = &store.DeviceHealth{}
+	}
+	if d.Health.Presence == store.PresenceOnline {
+		return nil
+	}
+	d.Health.Presence = store.PresenceOnline
+	return s.raise(tx, *d, EventOnline, now)
 }
 
 // Down is called when the registered link of dev ended: if no link of it

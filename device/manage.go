@@ -101,7 +101,8 @@ func ValidSelectedSIM(v string) bool { return v == "SIM1" || v == "SIM2" || v ==
 // Hello records what a phone announced on connecting: its chosen SIM (the
 // phone's user chose it, so it wins like any latest write), its SIMs, app
 // version and health (nil: the phone sent none, the stored report stays),
-// and that it was seen. dev is the device the link authenticated
+// and that it was seen; a device last reported offline (or never) is
+// reported online. dev is the device the link authenticated
 // as; a registration deleted since then is store.ErrNotFound, even when its
 // fingerprint is paired again.
 func (s *Service) Hello(_ context.Context, dev store.Device, selectedSIM string, sims []store.SIM, appVersion string, health *proto.Health) (store.Device, error) {
@@ -134,9 +135,14 @@ func (s *Service) Hello(_ context.Context, dev store.Device, selectedSIM string,
 		}
 		d.LastSeenAt = now.UTC()
 		if health != nil && applyHealth(d, report, now) {
-			return s.raise(tx, *d, EventBatteryLow, now)
+			if err := s.raise(tx, *d, EventBatteryLow, now); err != nil {
+				return err
+			}
 		}
-		return nil
+		// The link is coming up: device.online is raised here, in the
+		// write the hello makes anyway, rather than in one of its own. A
+		// link refused after its hello is reported down (Presence.Down).
+		return s.online(tx, d, now)
 	})
 }
 

@@ -96,6 +96,9 @@ func (c *conn) run() {
 	fresh, allowed := c.stillAllowed()
 	if !allowed {
 		h.giveBack(c, old)
+		if h.presence != nil {
+			h.presence.Down(c.dev) // its hello reported it online
+		}
 		c.finish()
 		return
 	}
