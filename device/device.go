@@ -51,6 +51,7 @@ type Store interface {
 	UpdateDeviceByID(companyID, deviceID uint64, fn func(*store.Device) error) (store.Device, error)
 	UpdateDeviceWith(companyID, deviceID uint64, fn func(tx store.WriteTx, d *store.Device) error) (store.Device, error)
 	QueueDepth(companyID, deviceID uint64) (int, error)
+	DeviceFailures(companyID, deviceID uint64) ([]store.DeviceFailure, error)
 	DeleteDevice(companyID uint64, fingerprint string, now time.Time) (store.Device, error)
 	ProvisionDevices(devs []store.Device) error
 	CompanyUsers(companyID uint64) ([]store.User, error)

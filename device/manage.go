@@ -24,6 +24,12 @@ func (s *Service) QueueDepth(_ context.Context, d store.Device) (int, error) {
 	return s.store.QueueDepth(d.CompanyID, d.ID)
 }
 
+// Failures returns the device's last failed or expired sends, newest
+// first, at most store.MaxDeviceFailures.
+func (s *Service) Failures(_ context.Context, d store.Device) ([]store.DeviceFailure, error) {
+	return s.store.DeviceFailures(d.CompanyID, d.ID)
+}
+
 // Get returns a device of the company; another company's is not found.
 func (s *Service) Get(_ context.Context, companyID uint64, fingerprint string) (store.Device, error) {
 	d, err := s.store.CompanyDevice(companyID, fingerprint)

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"net/http"
 
@@ -40,6 +41,16 @@ type deviceDetailJSON struct {
 	Health *healthJSON `json:"health"`
 	// QueueDepth counts the SMS waiting for the phone, up to store.MaxQueueDepth.
 	QueueDepth int `json:"queue_depth"`
+	// LastFailures are its last failed or expired sends, newest first.
+	LastFailures []failureJSON `json:"last_failures"`
+}
+
+type failureJSON struct {
+	At      string  `json:"at"`
+	Status  string  `json:"status"`
+	Error   *string `json:"error"`
+	QueueID string  `json:"queue_id"`
+	Channel string  `json:"channel"`
 }
 
 // healthJSON is a device's last health report; a field the phone did not
@@ -89,10 +100,21 @@ func (s *Server) deviceDetail(ctx context.Context, d store.Device) (deviceDetail
 	if err != nil {
 		return deviceDetailJSON{}, err
 	}
-	out := deviceDetailJSON{QueueDepth: depth, deviceJSON: deviceOut(d), UserID: d.UserID, FCMToken: d.FCMToken, AppVersion: d.AppVersion,
+	failures, err := s.deps.Devices.Failures(ctx, d)
+	if err != nil {
+		return deviceDetailJSON{}, err
+	}
+	out := deviceDetailJSON{QueueDepth: depth, LastFailures: make([]failureJSON, 0, len(failures)), deviceJSON: deviceOut(d), UserID: d.UserID, FCMToken: d.FCMToken, AppVersion: d.AppVersion,
 		CreatedAt: ts(d.CreatedAt), SIMs: make([]simJSON, 0, len(d.SIMs)), SMSPerMinute: d.SMSPerMinute, Health: healthOut(d.Health)}
 	for _, sim := range d.SIMs {
 		out.SIMs = append(out.SIMs, simJSON(sim))
+	}
+	for _, f := range failures {
+		one := failureJSON{At: ts(f.At), Status: f.Status, QueueID: f.QueueID, Channel: cmp.Or(f.Channel, androidproto.ChannelSMS)}
+		if f.Error != "" {
+			one.Error = &f.Error
+		}
+		out.LastFailures = append(out.LastFailures, one)
 	}
 	seen := d.LastSeenAt
 	if s.deps.Phones.Online(d.Fingerprint) {

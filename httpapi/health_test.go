@@ -327,22 +327,47 @@ func TestDeviceEventsAndOfflineMail(t *testing.T) {
 	}
 }
 
-// The device list counts the SMS waiting for each phone; they leave the
-// count once the phone takes them.
-func TestDeviceListQueueDepth(t *testing.T) {
+// The device list counts the SMS waiting for each phone (they leave the
+// count once the phone takes them) and shows its last three failures,
+// newest first.
+func TestDeviceListQueueAndFailures(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	reg := e.pairPhone(a.apiKey, "away-phone")
 	e.pairPhone(a.apiKey, "idle-phone")
-	for i := range 3 {
+	var ids []string
+	for i := range 4 {
 		r := e.do(call{method: "POST", path: "/chat/send", token: a.apiKey, body: sendBody("away-phone", "+15557654321", fmt.Sprintf("waiting %d", i), "SIM1")})
 		e.want(r, http.StatusOK, "")
+		ids = append(ids, r.str("queueId"))
 	}
 	list := e.phonesList(a.apiKey)
-	if list["away-phone"]["queue_depth"] != 3.0 || list["idle-phone"]["queue_depth"] != 0.0 {
-		t.Errorf("got queue_depth %v and %v, want 3 and 0", list["away-phone"]["queue_depth"], list["idle-phone"]["queue_depth"])
+	if list["away-phone"]["queue_depth"] != 4.0 || list["idle-phone"]["queue_depth"] != 0.0 {
+		t.Errorf("got queue_depth %v and %v, want 4 and 0", list["away-phone"]["queue_depth"], list["idle-phone"]["queue_depth"])
 	}
-	e.runPhone(reg, "BOTH", true)
-	e.eventually("the phone takes its queue", func() bool { return e.phonesList(a.apiKey)["away-phone"]["queue_depth"] == 0.0 })
+	if f, ok := list["away-phone"]["last_failures"].([]any); !ok || len(f) != 0 {
+		t.Errorf("got last_failures %v before any failure, want []", list["away-phone"]["last_failures"])
+	}
+
+	vp := e.runPhone(reg, "BOTH", false)
+	e.eventually("the phone takes its queue", func() bool { return len(vp.Jobs()) == 4 })
+	e.eventually("the queue is empty", func() bool { return e.phonesList(a.apiKey)["away-phone"]["queue_depth"] == 0.0 })
+	codes := []string{"generic_failure", "no_service", "radio_off", "null_pdu"}
+	for i, id := range ids {
+		vp.Report(id, proto.StatusFailed, codes[i])
+		e.eventually("the failure is stored", func() bool { return e.queueStatus(a.apiKey, id).str("status") == "failed" })
+	}
+	var got []string
+	for _, f := range e.phonesList(a.apiKey)["away-phone"]["last_failures"].([]any) {
+		m := f.(map[string]any)
+		if m["status"] != "failed" || m["channel"] != "sms" || m["at"] != e.clock.Now().UTC().Format(contractTime) {
+			t.Errorf("failure %v", m)
+		}
+		got = append(got, fmt.Sprint(m["queue_id"], " ", m["error"]))
+	}
+	want := []string{ids[3] + " null_pdu", ids[2] + " radio_off", ids[1] + " no_service"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("last_failures:\n got %v\nwant %v", got, want)
+	}
 }

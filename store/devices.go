@@ -380,6 +380,9 @@ func (s *Store) deleteDeviceTx(tx *bolt.Tx, companyID uint64, fingerprint string
 	if err := addActivity(tx, d.CompanyID, Activity{ActDeviceDeleted, now, "Device " + deviceLabel(d) + " deleted; its queued messages failed"}); err != nil {
 		return d, err
 	}
+	if err := tx.Bucket(bucketDeviceFailures).Delete(devKey(d.CompanyID, d.ID)); err != nil {
+		return d, err
+	}
 	return d, tx.Bucket(bucketDevices).Delete([]byte(fingerprint))
 }
 

@@ -53,7 +53,7 @@ func (s *Store) migrate() error {
 			}
 		}
 		lists := [][][]byte{allBuckets, messageBuckets, webhookBuckets, statsBuckets, billingBuckets,
-			{bucketCompanyUsage, bucketScheduleDue, bucketDevScheduled, bucketOptOuts}, agentBuckets, consoleBuckets}
+			{bucketCompanyUsage, bucketScheduleDue, bucketDevScheduled, bucketOptOuts, bucketDeviceFailures}, agentBuckets, consoleBuckets}
 		for _, name := range slices.Concat(lists...) {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return fmt.Errorf("create bucket %s: %w", name, err)

@@ -36,6 +36,8 @@ type deviceRow struct {
 	AppVersion  string      `json:"app_version"`
 	Health      *healthView `json:"health"`      // nil until the phone reports its health
 	QueueDepth  int         `json:"queue_depth"` // SMS waiting for the phone, up to store.MaxQueueDepth
+	// Failures are its last failed or expired sends, newest first.
+	Failures []store.DeviceFailure `json:"last_failures"`
 }
 
 // healthView is a device's last health report as the cards show it; a
@@ -71,6 +73,9 @@ func (c *Console) deviceRows(r *http.Request, companyID uint64) ([]deviceRow, er
 		row := deviceRow{Fingerprint: d.Fingerprint, Name: d.Name, Status: d.Status, SelectedSIM: d.SelectedSIM,
 			LastSeen: d.LastSeenAt, SIMs: d.SIMs, AppVersion: d.AppVersion, Health: healthOf(d.Health)}
 		if row.QueueDepth, err = c.deps.Devices.QueueDepth(r.Context(), d); err != nil {
+			return nil, err
+		}
+		if row.Failures, err = c.deps.Devices.Failures(r.Context(), d); err != nil {
 			return nil, err
 		}
 		if c.deps.Phones != nil && c.deps.Phones.Online(d.Fingerprint) {

@@ -4,11 +4,13 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/android-protocol/client"
+	"github.com/simrelay/simrelay/internal/poll"
 )
 
 // A device card shows the phone's last health report, with a badge while
@@ -26,7 +28,7 @@ func TestDeviceCardsShowHealth(t *testing.T) {
 		t.Fatal(err)
 	}
 	battery, charging, signal := 12, true, 75
-	e.runPhone(reg, proto.Hello{AppVersion: "1.5.0", SIMs: []proto.SIM{{Slot: "SIM1"}}, Health: &proto.Health{
+	ph := e.runPhone(reg, proto.Hello{AppVersion: "1.5.0", SIMs: []proto.SIM{{Slot: "SIM1"}}, Health: &proto.Health{
 		Battery: &battery, Charging: &charging, Signal: &signal, Network: "lte",
 		SIMs: []proto.SIMHealth{{Slot: "SIM1", Operator: "Acme <Mobile>"}},
 	}}, false)
@@ -44,6 +46,15 @@ func TestDeviceCardsShowHealth(t *testing.T) {
 			t.Fatalf("send: %d %s", p.status, p.body)
 		}
 	}
+	// The linked phone fails a send: its card names the failure.
+	p := b.post("/console/messages/send", url.Values{"device_fingerprint": {"fp-health"}, "phone": {"+15550100000"}, "message": {"doomed"}, "sim_slot": {"SIM1"}})
+	m := regexp.MustCompile(`"queue_id":"([^"]+)"`).FindStringSubmatch(p.body)
+	if p.status != http.StatusOK || m == nil {
+		t.Fatalf("send: %d %s", p.status, p.body)
+	}
+	poll.Until(t, "the phone takes the send", func() bool { return ph.Journaled(m[1]) })
+	ph.Report(m[1], proto.StatusFailed, "no_service")
+	poll.Until(t, "the failure is stored", func() bool { return ph.Pending() == 0 })
 	body := b.get("/console/devices").body
 	card := func(fp string) string {
 		i := strings.Index(body, `id="device-`+fp+`"`)
@@ -68,8 +79,11 @@ func TestDeviceCardsShowHealth(t *testing.T) {
 	if away := card("fp-away"); !strings.Contains(away, "<dd data-queue>2 SMS waiting for the phone</dd>") {
 		t.Errorf("fp-away's card: want 2 SMS waiting in\n%s", away)
 	}
-	if !strings.Contains(healthy, "<dd data-queue>none</dd>") {
-		t.Errorf("fp-health's card: want none waiting in\n%s", healthy)
+	if !strings.Contains(healthy, "<dd data-queue>none</dd>") || !regexp.MustCompile(`<dd data-failures><time datetime="[^"]+">[^<]+</time> failed \(no_service\)</dd>`).MatchString(healthy) {
+		t.Errorf("fp-health's card: want none waiting and its failure in\n%s", healthy)
+	}
+	if away := card("fp-away"); !strings.Contains(away, "<dd data-failures>none</dd>") {
+		t.Errorf("fp-away's card: want no failures in\n%s", away)
 	}
 	quiet := card("fp-quiet")
 	if !strings.Contains(quiet, "<dd data-health>not reported</dd>") || strings.Contains(quiet, "battery low") {
