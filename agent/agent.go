@@ -18,6 +18,12 @@ import (
 // device nothing.
 const DefaultDeliveryPoll = 5 * time.Second
 
+// DefaultHealthEvery is how often the agent reports the device's health on
+// a live link (PROTOCOL.md 8.11): often enough for an alert on a battery
+// running down, rare enough to cost the phone nothing. The server takes at
+// most one report a minute, which is also the shortest interval allowed.
+const DefaultHealthEvery = 15 * time.Minute
+
 // DefaultToolTimeout bounds one send through the device's tool: a modem
 // on a poor network can take a minute; anything longer is stuck.
 const DefaultToolTimeout = 2 * time.Minute
@@ -47,6 +53,9 @@ type Options struct {
 	// InboundMediaBytes caps a received file the agent forwards
 	// (DefaultInboundMediaBytes); transports skip the download of a bigger one.
 	InboundMediaBytes int64
+	// HealthEvery is the interval of health reports on a live link, at
+	// least a minute (DefaultHealthEvery when zero).
+	HealthEvery time.Duration
 }
 
 // Agent is one device's agent. Run it once.
@@ -94,6 +103,10 @@ func New(opt Options) *Agent {
 	if opt.InboundMediaBytes <= 0 {
 		opt.InboundMediaBytes = DefaultInboundMediaBytes
 	}
+	if opt.HealthEvery <= 0 {
+		opt.HealthEvery = DefaultHealthEvery
+	}
+	opt.HealthEvery = max(opt.HealthEvery, proto.HealthIntervalSeconds*time.Second)
 	return &Agent{opt: opt, log: opt.Logger, j: opt.Journal, tr: opt.Transport,
 		execWake: make(chan struct{}, 1), pumpWake: make(chan struct{}, 1), mediaWake: make(chan struct{}, 1), ackWake: make(chan struct{}, 1), known: make(chan struct{})}
 }

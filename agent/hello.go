@@ -74,6 +74,45 @@ func (a *Agent) checkHello(h proto.Hello) proto.Hello {
 		im = append(im, proto.IMessageHandle{Handle: handle})
 	}
 	h.IMessage = im
+	if h.Health != nil {
+		health := a.checkHealth(*h.Health)
+		h.Health = &health
+	}
+	return h
+}
+
+// checkHealth returns h with what the server would refuse left out (an
+// invalid hello.health would refuse the whole hello): percentages outside
+// 0-100, a network type that is not 16 lower-case letters, digits, dashes
+// or underscores, SIMs of unknown or repeated slots; operators are cut to
+// 64 bytes.
+func (a *Agent) checkHealth(h proto.Health) proto.Health {
+	percent := func(v *int, what string) *int {
+		if v != nil && (*v < 0 || *v > 100) {
+			a.log.Warn("health: left out, not a percentage", "field", what, "value", *v)
+			return nil
+		}
+		return v
+	}
+	h.Battery, h.Signal = percent(h.Battery, "battery"), percent(h.Signal, "signal")
+	h.Network = strings.ToLower(h.Network)
+	if len(h.Network) > proto.MaxNetworkBytes || strings.IndexFunc(h.Network, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_')
+	}) >= 0 {
+		a.log.Warn("health: network type left out", "network", h.Network)
+		h.Network = ""
+	}
+	var sims []proto.SIMHealth
+	seen := map[string]bool{}
+	for _, s := range h.SIMs {
+		if (s.Slot != proto.SIM1 && s.Slot != proto.SIM2) || seen[s.Slot] {
+			continue
+		}
+		seen[s.Slot] = true
+		s.Operator = cutBytes(s.Operator, proto.MaxOperatorBytes)
+		sims = append(sims, s)
+	}
+	h.SIMs = sims
 	return h
 }
 

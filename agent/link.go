@@ -152,7 +152,7 @@ func (a *Agent) session(ctx context.Context, upFor *time.Duration) error {
 	if sims == nil {
 		sims = []proto.SIM{} // an agent without SIMs says so (section 8.1)
 	}
-	hello := a.checkHello(proto.Hello{Protocol: proto.Version, AppVersion: a.opt.AppVersion, SIMs: sims, WhatsApp: inv.WhatsApp, IMessage: inv.IMessage})
+	hello := a.checkHello(proto.Hello{Protocol: proto.Version, AppVersion: a.opt.AppVersion, SIMs: sims, WhatsApp: inv.WhatsApp, IMessage: inv.IMessage, Health: inv.Health})
 	if err := l.write(ctx, hello); err != nil {
 		return err
 	}
@@ -175,6 +175,7 @@ func (a *Agent) session(ctx context.Context, upFor *time.Duration) error {
 	defer wg.Wait()
 	defer stop()
 	wg.Go(func() { a.pump(lctx, l) })
+	wg.Go(func() { a.reportHealth(lctx, l) })
 
 	// The link is dead after two ping intervals of silence (section 6).
 	defer silence.Watch(time.Duration(welcome.PingIntervalSeconds)*time.Second, func() { ws.CloseNow() })()
@@ -408,4 +409,30 @@ func (a *Agent) outbox() ([]proto.Frame, []string, error) {
 		keys = append(keys, "i:"+r.Frame.ClientID)
 	}
 	return frames, keys, err
+}
+
+// reportHealth sends the device's health every HealthEvery while the link
+// is up (the hello carried it at the start). A report the server refuses
+// (rate_limited after a reconnect) is simply followed by the next one.
+func (a *Agent) reportHealth(ctx context.Context, l *link) {
+	tick := time.NewTicker(a.opt.HealthEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		inv, err := a.tr.Inventory(ctx)
+		if err != nil {
+			a.log.Warn("health: the device did not answer", "err", err)
+			continue
+		}
+		if inv.Health == nil {
+			continue
+		}
+		if err := l.write(ctx, a.checkHealth(*inv.Health)); err != nil {
+			return // the link is ending; the reader sees it
+		}
+	}
 }

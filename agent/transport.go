@@ -54,6 +54,10 @@ type Inventory struct {
 	SIMs     []proto.SIM
 	WhatsApp []proto.WhatsAppNumber
 	IMessage []proto.IMessageHandle
+	// Health is the device's state now (battery, signal, network, each
+	// SIM's operator): sent in hello and, every Options.HealthEvery, as a
+	// health frame. nil: the transport cannot tell.
+	Health *proto.Health
 }
 
 // Job is one journaled send job as a transport sees it.

@@ -30,6 +30,7 @@ const (
 	TypeInboundAck = "inbound_ack"
 	TypeConfig     = "config"
 	TypeError      = "error"
+	TypeHealth     = "health"
 )
 
 // Channels of a send or inbound frame.
@@ -92,7 +93,46 @@ type Hello struct {
 	SIMs        []SIM            `json:"sims"`
 	WhatsApp    []WhatsAppNumber `json:"whatsapp,omitempty"`
 	IMessage    []IMessageHandle `json:"imessage,omitempty"`
+	// Health is the phone's state as it connects (revision 1.7); a phone
+	// that does not know it leaves it out and links as before.
+	Health *Health `json:"health,omitempty"`
 }
+
+// Health is what a phone tells about itself: the hello's health object,
+// and the periodic health frame (at most one per HealthInterval). Every
+// field is optional; an absent one is unknown.
+type Health struct {
+	// Battery is the charge in percent, 0 to 100.
+	Battery *int `json:"battery,omitempty"`
+	// Charging says the phone is on a charger.
+	Charging *bool `json:"charging,omitempty"`
+	// Signal is the cellular signal strength in percent, 0 to 100 (Android's
+	// level 0-4 times 25; ModemManager's signal quality as it is).
+	Signal *int `json:"signal,omitempty"`
+	// Network is the data network type in lower case, such as "lte", "nr",
+	// "umts", "gsm" or "wifi"; at most MaxNetworkBytes.
+	Network string `json:"network,omitempty"`
+	// SIMs carries, per SIM, the operator it is registered with.
+	SIMs []SIMHealth `json:"sims,omitempty"`
+}
+
+// SIMHealth is one SIM's part of a health report.
+type SIMHealth struct {
+	Slot     string `json:"slot"`
+	Operator string `json:"operator,omitempty"`
+}
+
+// Health limits (PROTOCOL.md section 18).
+const (
+	// HealthIntervalSeconds is the shortest time between two health reports the
+	// server stores: the state of a phone changes slowly, and a report a
+	// minute is plenty for a device list and an alert.
+	HealthIntervalSeconds = 60
+	// MaxNetworkBytes bounds health.network.
+	MaxNetworkBytes = 16
+	// MaxOperatorBytes bounds health.sims[].operator, as a SIM's carrier.
+	MaxOperatorBytes = 64
+)
 
 // Welcome answers hello: the link is up.
 type Welcome struct {
@@ -202,6 +242,7 @@ func (Inbound) FrameType() string    { return TypeInbound }
 func (InboundAck) FrameType() string { return TypeInboundAck }
 func (Config) FrameType() string     { return TypeConfig }
 func (Error) FrameType() string      { return TypeError }
+func (Health) FrameType() string     { return TypeHealth }
 
 // Encode returns the frame's JSON with its "type" field first.
 func Encode(f Frame) ([]byte, error) {
@@ -253,6 +294,8 @@ func Decode(data []byte) (Frame, error) {
 		f = &Config{}
 	case TypeError:
 		f = &Error{}
+	case TypeHealth:
+		f = &Health{}
 	case "":
 		return nil, errors.New(`androidproto: frame without "type"`)
 	default:

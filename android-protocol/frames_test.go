@@ -43,7 +43,7 @@ func TestGoldenFramesRoundTrip(t *testing.T) {
 			t.Errorf("%s:\n got %s\nwant %s", file, out, raw)
 		}
 	}
-	for _, typ := range []string{TypeHello, TypeWelcome, TypeSend, TypeAck, TypeStatus, TypeStatusAck, TypeInbound, TypeInboundAck, TypeConfig, TypeError} {
+	for _, typ := range []string{TypeHello, TypeWelcome, TypeSend, TypeAck, TypeStatus, TypeStatusAck, TypeInbound, TypeInboundAck, TypeConfig, TypeError, TypeHealth} {
 		if !seen[typ] {
 			t.Errorf("no golden example of %s in testdata/", typ)
 		}

@@ -49,6 +49,9 @@ type Store interface {
 	CompanyDevices(companyID uint64) ([]store.Device, error)
 	UpdateDevice(companyID uint64, fingerprint string, fn func(*store.Device) error) (store.Device, error)
 	UpdateDeviceByID(companyID, deviceID uint64, fn func(*store.Device) error) (store.Device, error)
+	UpdateDeviceWith(companyID, deviceID uint64, fn func(tx store.WriteTx, d *store.Device) error) (store.Device, error)
+	QueueDepth(companyID, deviceID uint64) (int, error)
+	DeviceFailures(companyID, deviceID uint64) ([]store.DeviceFailure, error)
 	DeleteDevice(companyID uint64, fingerprint string, now time.Time) (store.Device, error)
 	ProvisionDevices(devs []store.Device) error
 	CompanyUsers(companyID uint64) ([]store.User, error)
@@ -56,9 +59,10 @@ type Store interface {
 
 // Service is the device domain.
 type Service struct {
-	cfg   Config
-	store Store
-	now   func() time.Time
+	cfg    Config
+	store  Store
+	now    func() time.Time
+	alerts Alerts // zero: no device events, no mail (alerts.go); set before serving
 }
 
 // New returns the service.
@@ -214,7 +218,7 @@ func (s *Service) Register(_ context.Context, in RegisterInput) (dev store.Devic
 		d := store.Device{UserID: p.UserID, Name: name, Status: store.DeviceActive, SelectedSIM: "BOTH", SIMs: sims,
 			FCMToken: in.FCMToken, AppVersion: in.AppVersion, TokenHash: tokenHash(token), CreatedAt: now}
 		if old != nil {
-			d.CreatedAt, d.SelectedSIM, d.Status, d.LastSeenAt, d.SMSPerMinute = old.CreatedAt, old.SelectedSIM, old.Status, old.LastSeenAt, old.SMSPerMinute
+			d.CreatedAt, d.SelectedSIM, d.Status, d.LastSeenAt, d.SMSPerMinute, d.Health = old.CreatedAt, old.SelectedSIM, old.Status, old.LastSeenAt, old.SMSPerMinute, old.Health
 		}
 		return d, nil
 	})

@@ -74,10 +74,10 @@ func TestLengthLimitsCountUTF8Bytes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := svc.Hello(ctx, dev, "", nil, bytes(64)); err != nil {
+		if _, err := svc.Hello(ctx, dev, "", nil, bytes(64), nil); err != nil {
 			t.Fatalf("64 bytes: got %v, want it accepted", err)
 		}
-		if pe, ok := problem.As(errOf(svc.Hello(ctx, dev, "", nil, bytes(65)))); !ok || pe.Field != "app_version" {
+		if pe, ok := problem.As(errOf(svc.Hello(ctx, dev, "", nil, bytes(65), nil))); !ok || pe.Field != "app_version" {
 			t.Fatalf("65 bytes: got %v, want validation_failed on app_version", pe)
 		}
 	})

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
 )
@@ -15,6 +16,18 @@ var errNoDevice = problem.New(problem.NotFound, "No such device.")
 // List returns the company's devices.
 func (s *Service) List(_ context.Context, companyID uint64) ([]store.Device, error) {
 	return s.store.CompanyDevices(companyID)
+}
+
+// QueueDepth counts the device's SMS waiting for the phone, up to
+// store.MaxQueueDepth.
+func (s *Service) QueueDepth(_ context.Context, d store.Device) (int, error) {
+	return s.store.QueueDepth(d.CompanyID, d.ID)
+}
+
+// Failures returns the device's last failed or expired sends, newest
+// first, at most store.MaxDeviceFailures.
+func (s *Service) Failures(_ context.Context, d store.Device) ([]store.DeviceFailure, error) {
+	return s.store.DeviceFailures(d.CompanyID, d.ID)
 }
 
 // Get returns a device of the company; another company's is not found.
@@ -92,11 +105,13 @@ func (s *Service) Update(ctx context.Context, companyID uint64, fingerprint stri
 func ValidSelectedSIM(v string) bool { return v == "SIM1" || v == "SIM2" || v == "BOTH" }
 
 // Hello records what a phone announced on connecting: its chosen SIM (the
-// phone's user chose it, so it wins like any latest write), its SIMs and app
-// version, and that it was seen. dev is the device the link authenticated
+// phone's user chose it, so it wins like any latest write), its SIMs, app
+// version and health (nil: the phone sent none, the stored report stays),
+// and that it was seen; a device last reported offline (or never) is
+// reported online. dev is the device the link authenticated
 // as; a registration deleted since then is store.ErrNotFound, even when its
 // fingerprint is paired again.
-func (s *Service) Hello(_ context.Context, dev store.Device, selectedSIM string, sims []store.SIM, appVersion string) (store.Device, error) {
+func (s *Service) Hello(_ context.Context, dev store.Device, selectedSIM string, sims []store.SIM, appVersion string, health *proto.Health) (store.Device, error) {
 	if selectedSIM != "" && !ValidSelectedSIM(selectedSIM) {
 		return store.Device{}, problem.Invalid("selected_sim", "must be SIM1, SIM2 or BOTH")
 	}
@@ -107,7 +122,14 @@ func (s *Service) Hello(_ context.Context, dev store.Device, selectedSIM string,
 	if len(appVersion) > 64 {
 		return store.Device{}, problem.Invalid("app_version", "must be at most 64 bytes")
 	}
-	return s.store.UpdateDeviceByID(dev.CompanyID, dev.ID, func(d *store.Device) error {
+	var report store.DeviceHealth
+	if health != nil {
+		if report, err = ValidHealth(*health, "health."); err != nil {
+			return store.Device{}, err
+		}
+	}
+	now := s.now()
+	return s.store.UpdateDeviceWith(dev.CompanyID, dev.ID, func(tx store.WriteTx, d *store.Device) error {
 		if selectedSIM != "" {
 			d.SelectedSIM = selectedSIM
 		}
@@ -117,8 +139,16 @@ func (s *Service) Hello(_ context.Context, dev store.Device, selectedSIM string,
 		if appVersion != "" {
 			d.AppVersion = appVersion
 		}
-		d.LastSeenAt = s.now().UTC()
-		return nil
+		d.LastSeenAt = now.UTC()
+		if health != nil && applyHealth(d, report, now) {
+			if err := s.raise(tx, *d, EventBatteryLow, now); err != nil {
+				return err
+			}
+		}
+		// The link is coming up: device.online is raised here, in the
+		// write the hello makes anyway, rather than in one of its own. A
+		// link refused after its hello is reported down (Presence.Down).
+		return s.online(tx, d, now)
 	})
 }
 

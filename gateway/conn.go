@@ -119,6 +119,9 @@ func (c *conn) run() {
 	fresh, allowed := c.stillAllowed()
 	if !allowed {
 		h.giveBack(c, old)
+		if h.presence != nil {
+			h.presence.Down(c.dev) // its hello reported it online
+		}
 		c.finish()
 		return
 	}
@@ -139,6 +142,9 @@ func (c *conn) run() {
 		DeviceName:          fresh.Name,
 	})
 	h.pings.after(c, jitter(h.cfg.PingInterval))
+	if h.presence != nil {
+		h.presence.Up(fresh)
+	}
 	c.pump()
 	// The set-up above (store reads and writes) grew this goroutine's stack.
 	// The link's long, mostly idle life goes on in a fresh goroutine whose
@@ -187,7 +193,7 @@ func (c *conn) hello() bool {
 	if hello.SIMs == nil {
 		sims = nil
 	}
-	dev, err := h.devices.Hello(context.Background(), c.dev, hello.SelectedSIM, sims, hello.AppVersion)
+	dev, err := h.devices.Hello(context.Background(), c.dev, hello.SelectedSIM, sims, hello.AppVersion, hello.Health)
 	if pe, ok := problem.As(err); ok {
 		c.fail(proto.CloseProtocolError, "invalid_hello", "hello."+pe.Field+" "+pe.Message)
 		return false
@@ -201,6 +207,8 @@ func (c *conn) hello() bool {
 		c.closeWith(int(websocket.StatusInternalError), "server error")
 		return false
 	}
+	// The link needs none of the health report: it stays in the store.
+	dev.Health = nil
 	c.dev = dev
 	if h.agents != nil && (len(hello.WhatsApp) > 0 || len(hello.IMessage) > 0) {
 		ids, err := h.agents.Announce(context.Background(), dev, *hello)
@@ -359,6 +367,20 @@ func (c *conn) handle(ctx context.Context, f proto.Frame) bool {
 			if !c.refused(err, "inbound", proto.Error{ClientID: f.ClientID}) {
 				c.send(ack)
 			}
+		})
+		return !c.closed()
+	case *proto.Health:
+		// Unasked, so charged; the store refuses reports closer together
+		// than the health interval, so a phone cannot make it write more.
+		if !c.charge() {
+			return false
+		}
+		err := h.devices.Health(ctx, c.dev, *f)
+		c.answerNow(func() {
+			if errors.Is(err, store.ErrNotFound) || problem.Is(err, problem.NotFound) {
+				err = nil // deleted while connected: its close is on the way
+			}
+			c.refused(err, "health", proto.Error{})
 		})
 		return !c.closed()
 	default:

@@ -82,8 +82,11 @@ type Devices interface {
 	Get(ctx context.Context, companyID uint64, fingerprint string) (store.Device, error)
 	// Hello and Seen act on the registration the link authenticated as
 	// (company and device id), never on a later one of the same fingerprint.
-	Hello(ctx context.Context, dev store.Device, selectedSIM string, sims []store.SIM, appVersion string) (store.Device, error)
+	Hello(ctx context.Context, dev store.Device, selectedSIM string, sims []store.SIM, appVersion string, health *proto.Health) (store.Device, error)
 	Seen(ctx context.Context, dev store.Device, at time.Time) error
+	// Health stores a health frame as the device's last report; a report
+	// too soon after the last is a problem with a RetryAfter.
+	Health(ctx context.Context, dev store.Device, h proto.Health) error
 }
 
 // Intake takes what phones report. Ack and Status queue their store write
@@ -105,15 +108,28 @@ type Intake interface {
 	Pending(ctx context.Context, dev store.Device, after uint64, limit int) ([]sms.Job, error)
 }
 
+// Presence is told when a device's link is registered and when its
+// registered link ends, or a link whose hello was stored is refused after
+// all (device.Presence turns that into device.online and device.offline). Up runs on the link's set-up goroutine, Down on its
+// reader as it ends; neither may block for long.
+type Presence interface {
+	Up(dev store.Device)
+	Down(dev store.Device)
+}
+
+// SetPresence wires the presence hook; call it before serving.
+func (h *Hub) SetPresence(p Presence) { h.presence = p }
+
 // Hub holds the phones' links.
 type Hub struct {
-	cfg     Config
-	devices Devices
-	intake  Intake
-	agents  Agents // nil: no WhatsApp or iMessage (agents.go); set before serving
-	log     *slog.Logger
-	now     func() time.Time
-	pings   *pinger
+	cfg      Config
+	devices  Devices
+	intake   Intake
+	agents   Agents   // nil: no WhatsApp or iMessage (agents.go); set before serving
+	presence Presence // nil: nobody is told of links coming and going; set before serving
+	log      *slog.Logger
+	now      func() time.Time
+	pings    *pinger
 
 	mu       sync.Mutex
 	conns    map[string]*conn   // registered links by fingerprint; guarded by mu
@@ -222,14 +238,19 @@ func (h *Hub) register(c *conn) (old *conn, ok bool) {
 	return old, true
 }
 
-// unregister drops c unless a newer link took its place already.
+// unregister drops c unless a newer link took its place already; the
+// presence hook hears of it only then.
 func (h *Hub) unregister(c *conn) {
 	h.mu.Lock()
-	if h.conns[c.dev.Fingerprint] == c {
+	was := h.conns[c.dev.Fingerprint] == c
+	if was {
 		delete(h.conns, c.dev.Fingerprint)
 		h.endedAt[c.dev.Fingerprint] = h.now()
 	}
 	h.mu.Unlock()
+	if was && h.presence != nil {
+		h.presence.Down(c.dev)
+	}
 }
 
 // noteDispatch records that the job at queue place seq of the device is

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"net/http"
 
@@ -36,6 +37,56 @@ type deviceDetailJSON struct {
 	CreatedAt  string    `json:"created_at"`
 	// SMSPerMinute paces sends to the phone; 0 means no pacing by the server.
 	SMSPerMinute int `json:"sms_per_minute"`
+	// Health is the phone's last health report; null until it sends one.
+	Health *healthJSON `json:"health"`
+	// QueueDepth counts the SMS waiting for the phone, up to store.MaxQueueDepth.
+	QueueDepth int `json:"queue_depth"`
+	// LastFailures are its last failed or expired sends, newest first.
+	LastFailures []failureJSON `json:"last_failures"`
+}
+
+type failureJSON struct {
+	At      string  `json:"at"`
+	Status  string  `json:"status"`
+	Error   *string `json:"error"`
+	QueueID string  `json:"queue_id"`
+	Channel string  `json:"channel"`
+}
+
+// healthJSON is a device's last health report; a field the phone did not
+// report is null.
+type healthJSON struct {
+	Battery    *int            `json:"battery"`
+	Charging   *bool           `json:"charging"`
+	Signal     *int            `json:"signal"`
+	Network    *string         `json:"network"`
+	SIMs       []simHealthJSON `json:"sims"`
+	BatteryLow bool            `json:"battery_low"`
+	ReportedAt string          `json:"reported_at"`
+}
+
+type simHealthJSON struct {
+	Slot     string  `json:"slot"`
+	Operator *string `json:"operator"`
+}
+
+func healthOut(h *store.DeviceHealth) *healthJSON {
+	if h == nil || h.ReportedAt.IsZero() {
+		return nil
+	}
+	out := &healthJSON{Battery: h.Battery, Charging: h.Charging, Signal: h.Signal, SIMs: make([]simHealthJSON, 0, len(h.SIMs)),
+		BatteryLow: h.BatteryLow, ReportedAt: ts(h.ReportedAt)}
+	if h.Network != "" {
+		out.Network = &h.Network
+	}
+	for _, sim := range h.SIMs {
+		one := simHealthJSON{Slot: sim.Slot}
+		if sim.Operator != "" {
+			one.Operator = &sim.Operator
+		}
+		out.SIMs = append(out.SIMs, one)
+	}
+	return out
 }
 
 func deviceOut(d store.Device) deviceJSON {
@@ -44,11 +95,26 @@ func deviceOut(d store.Device) deviceJSON {
 
 // deviceDetail adds what the hub knows: a live link's last activity is newer
 // than the stored last_seen_at, which is written when a link ends.
-func (s *Server) deviceDetail(d store.Device) deviceDetailJSON {
-	out := deviceDetailJSON{deviceJSON: deviceOut(d), UserID: d.UserID, FCMToken: d.FCMToken, AppVersion: d.AppVersion,
-		CreatedAt: ts(d.CreatedAt), SIMs: make([]simJSON, 0, len(d.SIMs)), SMSPerMinute: d.SMSPerMinute}
+func (s *Server) deviceDetail(ctx context.Context, d store.Device) (deviceDetailJSON, error) {
+	depth, err := s.deps.Devices.QueueDepth(ctx, d)
+	if err != nil {
+		return deviceDetailJSON{}, err
+	}
+	failures, err := s.deps.Devices.Failures(ctx, d)
+	if err != nil {
+		return deviceDetailJSON{}, err
+	}
+	out := deviceDetailJSON{QueueDepth: depth, LastFailures: make([]failureJSON, 0, len(failures)), deviceJSON: deviceOut(d), UserID: d.UserID, FCMToken: d.FCMToken, AppVersion: d.AppVersion,
+		CreatedAt: ts(d.CreatedAt), SIMs: make([]simJSON, 0, len(d.SIMs)), SMSPerMinute: d.SMSPerMinute, Health: healthOut(d.Health)}
 	for _, sim := range d.SIMs {
 		out.SIMs = append(out.SIMs, simJSON(sim))
+	}
+	for _, f := range failures {
+		one := failureJSON{At: ts(f.At), Status: f.Status, QueueID: f.QueueID, Channel: cmp.Or(f.Channel, androidproto.ChannelSMS)}
+		if f.Error != "" {
+			one.Error = &f.Error
+		}
+		out.LastFailures = append(out.LastFailures, one)
 	}
 	seen := d.LastSeenAt
 	if s.deps.Phones.Online(d.Fingerprint) {
@@ -61,7 +127,7 @@ func (s *Server) deviceDetail(d store.Device) deviceDetailJSON {
 		v := ts(seen)
 		out.LastSeenAt = &v
 	}
-	return out
+	return out, nil
 }
 
 func (s *Server) createPairing(c echo.Context) error {
@@ -113,7 +179,11 @@ func (s *Server) registerDevice(c echo.Context) error {
 		s.deps.Phones.Disconnect(dev.Fingerprint, androidproto.CloseBadToken, "token replaced by a new registration")
 	}
 	c.Response().Header().Set("Cache-Control", "no-store")
-	return c.JSON(http.StatusCreated, map[string]any{"device_token": token, "ws_url": s.deps.Devices.WebSocketURL(), "device": s.deviceDetail(dev)})
+	out, err := s.deviceDetail(c.Request().Context(), dev)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, map[string]any{"device_token": token, "ws_url": s.deps.Devices.WebSocketURL(), "device": out})
 }
 
 func (s *Server) phoneSocket(c echo.Context) error {
@@ -150,7 +220,11 @@ func (s *Server) deviceDetails(ctx context.Context, companyID uint64) (map[strin
 	}
 	out := make([]deviceDetailJSON, 0, len(devs))
 	for _, d := range devs {
-		out = append(out, s.deviceDetail(d))
+		one, err := s.deviceDetail(ctx, d)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, one)
 	}
 	return map[string]any{"devices": out}, nil
 }
@@ -185,5 +259,9 @@ func (s *Server) patchDevice(c echo.Context) error {
 		s.deps.Phones.Configure(fp, androidproto.Config{SelectedSIM: d.SelectedSIM, DeviceName: d.Name, Status: d.Status})
 		s.deps.Phones.Pace(fp, d.SMSPerMinute)
 	}
-	return c.JSON(http.StatusOK, s.deviceDetail(d))
+	out, err := s.deviceDetail(c.Request().Context(), d)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, out)
 }

@@ -59,6 +59,10 @@ type envOption func(*httpapi.Config)
 // testHubConfig is the hub's configuration in tests: a short hello deadline.
 var testHubConfig = gateway.Config{HelloTimeout: 2 * time.Second}
 
+// testOfflineGrace is the devices' offline grace in tests: a reconnect of a
+// test phone (tens of milliseconds) stays well inside it.
+const testOfflineGrace = time.Second
+
 // newEnv starts a server on loopback; everything stops with the test.
 func newEnv(t *testing.T, opts ...envOption) *env {
 	t.Helper()
@@ -141,6 +145,9 @@ func newBillingEnv(t *testing.T, sopt store.Options, wcfg webhook.Config, bcfg b
 	if err := messages.SetFailoverHub(hub); err != nil {
 		t.Fatal(err)
 	}
+	devices.SetAlerts(device.Alerts{Events: hooks, Mailer: mailer, OfflineGrace: testOfflineGrace, DevicesURL: publicURL + web.Prefix + "/devices", Logger: log})
+	presence := devices.NewPresence(hub.Online)
+	hub.SetPresence(presence)
 	agents, err := channel.New(channel.Config{}, st, hooks.OnInbound, log, clk.Now, rand.NewPCG(1, 2))
 	if err != nil {
 		t.Fatal(err)
@@ -152,6 +159,7 @@ func newBillingEnv(t *testing.T, sopt store.Options, wcfg webhook.Config, bcfg b
 		defer cancel()
 		_ = hub.Shutdown(ctx)
 	})
+	t.Cleanup(presence.Stop) // first: the links the hub's shutdown ends are no news
 	bcfg.PublicURL = publicURL
 	bill, err := billing.New(bcfg, st, log, clk.Now)
 	if err != nil {

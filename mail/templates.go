@@ -99,6 +99,32 @@ func Invite(publicURL, firstName, companyName, inviterName, token string, validF
 	})
 }
 
+// DeviceOffline tells a company's admin that a phone has been offline for
+// longer than the grace; its link is the console's devices page. The
+// caller sends at most one per device an hour.
+func DeviceOffline(devicesURL, firstName, deviceName, fingerprint string, lastSeen time.Time, grace time.Duration) Message {
+	name := cleanName(deviceName)
+	if name == "" {
+		name = cleanName(fingerprint)
+	}
+	seen := "It has not connected since it was paired."
+	if !lastSeen.IsZero() {
+		seen = "It was last heard from at " + lastSeen.UTC().Format("2006-01-02 15:04 UTC") + "."
+	}
+	return render(content{
+		Subject:  fmt.Sprintf("Phone %s is offline", name),
+		Greeting: greeting(firstName),
+		Lines: []string{
+			fmt.Sprintf("The phone %s (%s) lost its link to simrelay and has not come back within %s.", name, cleanName(fingerprint), humanDuration(grace)),
+			seen,
+			"Messages for it wait in its queue until it connects again or they expire. Check that the phone is on, has a network and that the app is running.",
+		},
+		Action: "See your devices",
+		Link:   devicesURL,
+		Notes:  []string{"You get at most one such e-mail per phone an hour."},
+	})
+}
+
 // content is what every message is made of; one text and one HTML layout
 // render it, so the three messages cannot drift apart in tone or markup.
 type content struct {

@@ -48,6 +48,44 @@ type Device struct {
 	LastSeenAt  time.Time `json:"last_seen_at,omitzero"`
 	// SMSPerMinute paces sends to this phone; 0 leaves pacing to Android's own quota.
 	SMSPerMinute int `json:"sms_per_minute,omitempty"`
+	// Health is the phone's last health report and the alerts raised from
+	// it; nil until the phone sends one. A pointer, so that a device without
+	// it (and the copy a link keeps) costs one word.
+	Health *DeviceHealth `json:"health,omitempty"`
+}
+
+// DeviceHealth is the newest health report of a phone (never a history,
+// so its size is bounded by the report's own limits; ReportedAt is zero
+// before the first), with the state of the alerts raised from it and from
+// the phone's link.
+type DeviceHealth struct {
+	Battery    *int        `json:"battery,omitempty"`
+	Charging   *bool       `json:"charging,omitempty"`
+	Signal     *int        `json:"signal,omitempty"`
+	Network    string      `json:"network,omitempty"`
+	SIMs       []SIMHealth `json:"sims,omitempty"`
+	ReportedAt time.Time   `json:"reported_at,omitzero"`
+	// BatteryLow is set while the battery is under the low threshold and
+	// device.battery_low was raised for this crossing.
+	BatteryLow bool `json:"battery_low,omitempty"`
+	// Presence is what the last device.online or device.offline said:
+	// PresenceOnline, PresenceOffline, or "" before the first.
+	Presence string `json:"presence,omitempty"`
+	// OfflineMailAt is when the admins were last mailed that the phone is
+	// offline: at most one such mail an hour.
+	OfflineMailAt time.Time `json:"offline_mail_at,omitzero"`
+}
+
+// Presence values of DeviceHealth.
+const (
+	PresenceOnline  = "online"
+	PresenceOffline = "offline"
+)
+
+// SIMHealth is one SIM's operator as the phone last reported it.
+type SIMHealth struct {
+	Slot     string `json:"slot"`
+	Operator string `json:"operator,omitempty"`
 }
 
 // Pairing is a single-use code that lets a phone join a company.
@@ -259,7 +297,20 @@ func (s *Store) UpdateDeviceByID(companyID, deviceID uint64, fn func(*Device) er
 	}, fn)
 }
 
+// UpdateDeviceWith is UpdateDeviceByID whose fn also writes through the
+// transaction (a webhook event with AddWebhookEvent), so that the device's
+// new state and what it raised are durable together or not at all.
+func (s *Store) UpdateDeviceWith(companyID, deviceID uint64, fn func(tx WriteTx, d *Device) error) (Device, error) {
+	return s.updateDeviceTx(fmt.Sprintf("%d of company %d", deviceID, companyID), func(tx *bolt.Tx) (Device, error) {
+		return liveDeviceByID(tx, companyID, deviceID)
+	}, fn)
+}
+
 func (s *Store) updateDevice(name string, find func(*bolt.Tx) (Device, error), fn func(*Device) error) (Device, error) {
+	return s.updateDeviceTx(name, find, func(_ WriteTx, d *Device) error { return fn(d) })
+}
+
+func (s *Store) updateDeviceTx(name string, find func(*bolt.Tx) (Device, error), fn func(WriteTx, *Device) error) (Device, error) {
 	var d Device
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		var err error
@@ -270,7 +321,7 @@ func (s *Store) updateDevice(name string, find func(*bolt.Tx) (Device, error), f
 			return err
 		}
 		before := d
-		if err := fn(&d); err != nil {
+		if err := fn(WriteTx{tx}, &d); err != nil {
 			return err
 		}
 		d.ID, d.Fingerprint, d.CompanyID, d.TokenHash, d.CreatedAt = before.ID, before.Fingerprint, before.CompanyID, before.TokenHash, before.CreatedAt
@@ -329,5 +380,30 @@ func (s *Store) deleteDeviceTx(tx *bolt.Tx, companyID uint64, fingerprint string
 	if err := addActivity(tx, d.CompanyID, Activity{ActDeviceDeleted, now, "Device " + deviceLabel(d) + " deleted; its queued messages failed"}); err != nil {
 		return d, err
 	}
+	if err := tx.Bucket(bucketDeviceFailures).Delete(devKey(d.CompanyID, d.ID)); err != nil {
+		return d, err
+	}
 	return d, tx.Bucket(bucketDevices).Delete([]byte(fingerprint))
+}
+
+// MaxQueueDepth bounds what QueueDepth counts: a device list stays cheap
+// (a walk over at most this many keys a device) whatever a backlog holds.
+const MaxQueueDepth = 10000
+
+// QueueDepth counts the device's SMS waiting to be sent to the phone
+// (queued), up to MaxQueueDepth.
+func (s *Store) QueueDepth(companyID, deviceID uint64) (int, error) {
+	n := 0
+	err := s.db.View(func(tx *bolt.Tx) error {
+		prefix := devKey(companyID, deviceID)
+		c := tx.Bucket(bucketQueue).Cursor()
+		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && n < MaxQueueDepth; k, _ = c.Next() {
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("store: queue depth of device %d of company %d: %w", deviceID, companyID, err)
+	}
+	return n, nil
 }

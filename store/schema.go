@@ -61,7 +61,7 @@ func (s *Store) migrate() error {
 			}
 		}
 		lists := [][][]byte{allBuckets, messageBuckets, webhookBuckets, statsBuckets, billingBuckets,
-			{bucketCompanyUsage, bucketScheduleDue, bucketDevScheduled, bucketOptOuts}, agentBuckets, consoleBuckets, poolBuckets, simCapBuckets, failoverBuckets, mediaBuckets}
+			{bucketCompanyUsage, bucketScheduleDue, bucketDevScheduled, bucketOptOuts, bucketDeviceFailures}, agentBuckets, consoleBuckets, poolBuckets, simCapBuckets, failoverBuckets, mediaBuckets}
 		for _, name := range slices.Concat(lists...) {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return fmt.Errorf("create bucket %s: %w", name, err)

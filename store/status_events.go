@@ -42,6 +42,10 @@ var statusEventTypes = map[string]bool{MsgSent: true, MsgDelivered: true, MsgFai
 // It is charged after the fact (chargeAfter): refusing it would fail the
 // status change the phone already made.
 func (s *Store) statusEvent(tx *bolt.Tx, m Message, now time.Time) error {
+	// Every status change passes here: the device's last failures too.
+	if err := noteFailure(tx, m, now); err != nil {
+		return err
+	}
 	h := s.statusEvents
 	if h == nil || h.Build == nil || m.Direction != Outbound || !statusEventTypes[m.Status] {
 		return nil

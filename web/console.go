@@ -169,6 +169,8 @@ var funcs = template.FuncMap{
 	"channels":       func() []string { return []string{"sms", "whatsapp", "imessage"} },
 	"inboundEvents":  func() []string { return inboundEvents },
 	"statusEvents":   func() []string { return statusEvents },
+	"deviceEvents":   func() []string { return deviceEvents },
+	"maxQueueDepth":  func() int { return store.MaxQueueDepth },
 	"eventTicked":    eventTicked,
 	"dec":            func(n int) int { return n - 1 },
 	"cancelable":     func(status string) bool { return status == store.MsgScheduled || status == store.MsgQueued },

@@ -34,6 +34,33 @@ type deviceRow struct {
 	LastSeen    time.Time   `json:"last_seen"`
 	SIMs        []store.SIM `json:"sims"`
 	AppVersion  string      `json:"app_version"`
+	Health      *healthView `json:"health"`      // nil until the phone reports its health
+	QueueDepth  int         `json:"queue_depth"` // SMS waiting for the phone, up to store.MaxQueueDepth
+	// Failures are its last failed or expired sends, newest first.
+	Failures []store.DeviceFailure `json:"last_failures"`
+}
+
+// healthView is a device's last health report as the cards show it; a
+// field the phone did not report is nil (or "").
+type healthView struct {
+	Battery    *int              `json:"battery"`
+	Charging   *bool             `json:"charging"`
+	Signal     *int              `json:"signal"`
+	Network    string            `json:"network"`
+	SIMs       []store.SIMHealth `json:"sims"`
+	BatteryLow bool              `json:"battery_low"`
+	ReportedAt time.Time         `json:"reported_at"`
+}
+
+// IsCharging says the phone reported it is on a charger.
+func (h *healthView) IsCharging() bool { return h.Charging != nil && *h.Charging }
+
+func healthOf(h *store.DeviceHealth) *healthView {
+	if h == nil || h.ReportedAt.IsZero() {
+		return nil
+	}
+	return &healthView{Battery: h.Battery, Charging: h.Charging, Signal: h.Signal, Network: h.Network, SIMs: h.SIMs,
+		BatteryLow: h.BatteryLow, ReportedAt: h.ReportedAt}
 }
 
 func (c *Console) deviceRows(r *http.Request, companyID uint64) ([]deviceRow, error) {
@@ -44,7 +71,13 @@ func (c *Console) deviceRows(r *http.Request, companyID uint64) ([]deviceRow, er
 	out := make([]deviceRow, 0, len(devs))
 	for _, d := range devs {
 		row := deviceRow{Fingerprint: d.Fingerprint, Name: d.Name, Status: d.Status, SelectedSIM: d.SelectedSIM,
-			LastSeen: d.LastSeenAt, SIMs: d.SIMs, AppVersion: d.AppVersion}
+			LastSeen: d.LastSeenAt, SIMs: d.SIMs, AppVersion: d.AppVersion, Health: healthOf(d.Health)}
+		if row.QueueDepth, err = c.deps.Devices.QueueDepth(r.Context(), d); err != nil {
+			return nil, err
+		}
+		if row.Failures, err = c.deps.Devices.Failures(r.Context(), d); err != nil {
+			return nil, err
+		}
 		if c.deps.Phones != nil && c.deps.Phones.Online(d.Fingerprint) {
 			row.Online = true
 			if live := c.deps.Phones.LastSeen(d.Fingerprint); live.After(row.LastSeen) {

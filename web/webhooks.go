@@ -131,10 +131,11 @@ func (c *Console) rotateSecret(w http.ResponseWriter, r *http.Request, q *req) (
 }
 
 // Event types of the editor: the inbound ones an entry gets by default, and
-// the status events it may opt in to.
+// the status and device events it may opt in to.
 var (
 	inboundEvents = []string{"sms.received", "whatsapp.received", "imessage.received"}
 	statusEvents  = []string{"message.sent", "message.delivered", "message.failed", "message.expired"}
+	deviceEvents  = []string{"device.online", "device.offline", "device.battery_low"}
 )
 
 // eventsOf is the entry's events list from its boxes: exactly the inbound

@@ -43,7 +43,10 @@ func checkEventType(v string) (string, error) {
 			return v, nil
 		}
 	}
-	return "", fmt.Errorf("must be an event type: sms.received, whatsapp.received, imessage.received, message.sent, message.delivered, message.failed or message.expired")
+	if slices.Contains(deviceEventTypes, v) {
+		return v, nil
+	}
+	return "", fmt.Errorf("must be an event type: sms.received, whatsapp.received, imessage.received, message.sent, message.delivered, message.failed, message.expired, device.online, device.offline or device.battery_low")
 }
 
 // Wants reports whether the entry takes events of the type: those its

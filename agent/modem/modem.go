@@ -2,7 +2,7 @@
 // ModemManager, through mmcli and its JSON output (-J, ModemManager 1.10
 // and later):
 //
-//	mmcli -m any -J                                  the modem: operator, own number
+//	mmcli -m any -J                                  the modem: operator, own number, signal, access technology
 //	mmcli -m any --messaging-create-sms=PROPS        "Successfully created new SMS: PATH"
 //	mmcli -s PATH --send                             "successfully sent the SMS"
 //	mmcli -s PATH -J                                 {"sms":{"content":{...},"properties":{...}}}
@@ -24,6 +24,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
@@ -80,8 +81,12 @@ type modemInfo struct {
 			OperatorName string `json:"operator-name"`
 		} `json:"3gpp"`
 		Generic struct {
-			OwnNumbers []string `json:"own-numbers"`
-			State      string   `json:"state"`
+			OwnNumbers    []string `json:"own-numbers"`
+			State         string   `json:"state"`
+			AccessTech    []string `json:"access-technologies"`
+			SignalQuality struct {
+				Value string `json:"value"`
+			} `json:"signal-quality"`
 		} `json:"generic"`
 	} `json:"modem"`
 }
@@ -116,7 +121,30 @@ func (t *Transport) Inventory(ctx context.Context) (agent.Inventory, error) {
 			}
 		}
 	}
-	return agent.Inventory{SIMs: []proto.SIM{sim}}, nil
+	return agent.Inventory{SIMs: []proto.SIM{sim}, Health: health(info, sim.Carrier)}, nil
+}
+
+// health is the modem's state as mmcli tells it: its signal quality (a
+// percentage), its access technology and the operator it is registered
+// with. A modem has no battery: battery and charging stay unknown.
+func health(info modemInfo, operator string) *proto.Health {
+	h := &proto.Health{}
+	if q, err := strconv.Atoi(info.Modem.Generic.SignalQuality.Value); err == nil && q >= 0 && q <= 100 {
+		h.Signal = &q
+	}
+	if techs := info.Modem.Generic.AccessTech; len(techs) > 0 {
+		switch tech := strings.ToLower(techs[0]); tech {
+		case "5gnr":
+			h.Network = "nr"
+		case "--", "unknown":
+		default:
+			h.Network = tech
+		}
+	}
+	if operator != "" {
+		h.SIMs = []proto.SIMHealth{{Slot: proto.SIM1, Operator: operator}}
+	}
+	return h
 }
 
 // e164 keeps a hello valid: a number the server would refuse is left out.

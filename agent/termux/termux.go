@@ -1,7 +1,8 @@
 // Package termux is the agent's transport for an Android phone running
 // Termux with the Termux:API app: termux-sms-send sends (text on stdin,
-// never through a shell), termux-telephony-deviceinfo tells the SIM,
-// termux-sms-list polls the inbox and, after a crash, the sent box.
+// never through a shell), termux-telephony-deviceinfo tells the SIM and
+// the network, termux-battery-status the battery, termux-sms-list polls the
+// inbox and, after a crash, the sent box.
 //
 // Android gives Termux no delivery report and no sent result: a job is
 // reported "sent" once Android took it from termux-sms-send, never
@@ -47,6 +48,9 @@ var (
 	list = agent.Tool{Name: "termux-sms-list",
 		Install: send.Install,
 		Grant:   "allow the SMS permission of the Termux:API app (Android Settings > Apps > Termux:API > Permissions)"}
+	battery = agent.Tool{Name: "termux-battery-status",
+		Install: send.Install,
+		Grant:   "check that the Termux:API app is installed and may run in the background"}
 	deviceinfo = agent.Tool{Name: "termux-telephony-deviceinfo",
 		Install: send.Install,
 		Grant:   "allow the Phone permission of the Termux:API app, or name the SIMs with --sims"}
@@ -102,26 +106,44 @@ func (t *Transport) Check(context.Context) error {
 	return nil
 }
 
-// Inventory announces the configured SIMs, or the one Android reports.
-func (t *Transport) Inventory(ctx context.Context) (agent.Inventory, error) {
-	if t.cfg.SIMs != nil {
-		return agent.Inventory{SIMs: t.cfg.SIMs}, nil
-	}
+// deviceInfo is what the agent reads of termux-telephony-deviceinfo.
+type deviceInfo struct {
+	SIMState            string `json:"sim_state"`
+	SIMOperatorName     string `json:"sim_operator_name"`
+	PhoneCount          int    `json:"phone_count"`
+	NetworkType         string `json:"network_type"`
+	NetworkOperatorName string `json:"network_operator_name"`
+}
+
+func (t *Transport) deviceInfo(ctx context.Context) (deviceInfo, error) {
+	var info deviceInfo
 	out, err := deviceinfo.Run(ctx, "")
+	if err != nil {
+		return info, err
+	}
+	if err := json.Unmarshal([]byte(out), &info); err != nil {
+		return info, fmt.Errorf("termux-telephony-deviceinfo printed %.100q: %w", out, err)
+	}
+	return info, nil
+}
+
+// Inventory announces the configured SIMs, or the one Android reports,
+// and the phone's health.
+func (t *Transport) Inventory(ctx context.Context) (agent.Inventory, error) {
+	info, err := t.deviceInfo(ctx)
+	if t.cfg.SIMs != nil {
+		if err != nil {
+			t.cfg.Logger.Debug("no network type for the health report", "err", err)
+			return agent.Inventory{SIMs: t.cfg.SIMs, Health: t.health(ctx, nil)}, nil
+		}
+		return agent.Inventory{SIMs: t.cfg.SIMs, Health: t.health(ctx, &info)}, nil
+	}
 	if err != nil {
 		return agent.Inventory{}, err
 	}
-	var info struct {
-		SIMState        string `json:"sim_state"`
-		SIMOperatorName string `json:"sim_operator_name"`
-		PhoneCount      int    `json:"phone_count"`
-	}
-	if err := json.Unmarshal([]byte(out), &info); err != nil {
-		return agent.Inventory{}, fmt.Errorf("termux-telephony-deviceinfo printed %.100q: %w", out, err)
-	}
 	if !strings.EqualFold(info.SIMState, "ready") {
 		t.cfg.Logger.Warn("no SIM ready in the phone", "sim_state", info.SIMState)
-		return agent.Inventory{SIMs: []proto.SIM{}}, nil
+		return agent.Inventory{SIMs: []proto.SIM{}, Health: t.health(ctx, &info)}, nil
 	}
 	if info.PhoneCount > 1 {
 		t.cfg.Logger.Info("a dual-SIM phone: Termux:API describes one SIM; name both with --sims SIM1,SIM2")
@@ -132,7 +154,42 @@ func (t *Transport) Inventory(ctx context.Context) (agent.Inventory, error) {
 		_, size := utf8.DecodeLastRuneInString(carrier)
 		carrier = carrier[:len(carrier)-size]
 	}
-	return agent.Inventory{SIMs: []proto.SIM{{Slot: proto.SIM1, Carrier: carrier}}}, nil
+	return agent.Inventory{SIMs: []proto.SIM{{Slot: proto.SIM1, Carrier: carrier}}, Health: t.health(ctx, &info)}, nil
+}
+
+// health is the phone's state: battery and charger from
+// termux-battery-status, the network type and the operator the SIM is
+// registered with from termux-telephony-deviceinfo (info; nil when it did
+// not answer). Termux:API tells no signal strength without location
+// access, so signal stays unknown. What a tool does not tell is left out.
+func (t *Transport) health(ctx context.Context, info *deviceInfo) *proto.Health {
+	h := &proto.Health{}
+	if out, err := battery.Run(ctx, ""); err != nil {
+		t.cfg.Logger.Debug("no battery for the health report", "err", err)
+	} else {
+		var b struct {
+			Percentage *int   `json:"percentage"`
+			Plugged    string `json:"plugged"`
+		}
+		if err := json.Unmarshal([]byte(out), &b); err != nil {
+			t.cfg.Logger.Debug("termux-battery-status printed something else than JSON", "out", fmt.Sprintf("%.100q", out))
+		} else {
+			h.Battery = b.Percentage
+			if b.Plugged != "" {
+				charging := !strings.EqualFold(b.Plugged, "UNPLUGGED")
+				h.Charging = &charging
+			}
+		}
+	}
+	if info != nil {
+		if nt := strings.ToLower(info.NetworkType); nt != "" && nt != "unknown" {
+			h.Network = nt
+		}
+		if info.NetworkOperatorName != "" && strings.EqualFold(info.SIMState, "ready") {
+			h.SIMs = []proto.SIMHealth{{Slot: proto.SIM1, Operator: info.NetworkOperatorName}}
+		}
+	}
+	return h
 }
 
 // slotIndex is termux-sms-send's -s value: Android's logical slot index.

@@ -243,3 +243,19 @@ func (p *Phone) Journaled(id string) bool {
 	defer p.mu.Unlock()
 	return p.journal[id]
 }
+
+// Health makes h the phone's state: the hello of every later link carries
+// it, and a live link gets it now as a health frame. The server stores at
+// most one report per proto.HealthIntervalSeconds; an earlier one is
+// refused with retry_after (to OnError), and the phone's next report, with
+// its state then, takes its place.
+func (p *Phone) Health(h proto.Health) {
+	p.mu.Lock()
+	hello := h
+	p.cfg.Hello.Health = &hello
+	ws := p.ws
+	p.mu.Unlock()
+	if ws != nil {
+		_ = write(context.Background(), ws, h)
+	}
+}

@@ -484,7 +484,7 @@ func (s *server) register(t *testing.T, pairingCode, fingerprint, name string, s
 	}
 	dev := o.obj(t, "device")
 	dev.documented(t, "device_fingerprint", "device_name", "status", "selected_sim", "user_id", "fcm_token",
-		"online", "last_seen_at", "sims", "app_version", "created_at", "sms_per_minute")
+		"online", "last_seen_at", "sims", "app_version", "created_at", "sms_per_minute", "health", "queue_depth", "last_failures")
 	if got := dev.str(t, "device_fingerprint"); got != fingerprint {
 		t.Fatalf("device.device_fingerprint %q, want %q", got, fingerprint)
 	}

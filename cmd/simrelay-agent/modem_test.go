@@ -107,6 +107,10 @@ func TestModemSendsReportsAndReceives(t *testing.T) {
 		code, b, _ := s.call("GET", "/device/list", nil)
 		return code == 200 && strings.Contains(string(b), `"carrier":"Telekom.de"`) && strings.Contains(string(b), `"phone_number":"+491701234567"`)
 	})
+	// and the modem's health: its signal quality, access technology and operator; no battery.
+	if b := string(s.must("GET", "/device/list", nil, http.StatusOK)); !strings.Contains(b, `"health":{"battery":null,"charging":null,"signal":67,"network":"lte","sims":[{"slot":"SIM1","operator":"Telekom.de"}],"battery_low":false,`) {
+		t.Errorf("the device list shows no modem health: %s", b)
+	}
 
 	text := "It's 10:00, see you, ok?"
 	id := s.send("pi-modem", "+15551234567", text, "SIM1")

@@ -36,6 +36,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	perMinute := fs.Int("max-per-minute", agent.DefaultPerMinute, "SMS parts this agent sends per minute at most (Android asks the user beyond about 30); 0 = no pacing")
 	poll := fs.Duration("poll", agent.DefaultDeliveryPoll, "how often the inbox and delivery reports are read")
 	reconnectMax := fs.Duration("reconnect-max", agent.DefaultBackoffMax, "the longest wait between reconnects (PROTOCOL.md's CAP)")
+	healthEvery := fs.Duration("health-every", agent.DefaultHealthEvery, "how often the device's battery, signal and network are reported on a live link (at least 1m; each hello carries them too)")
 	session := fs.String("session", "", "whatsapp: the session file written by whatsapp link (default: whatsapp.session.db next to --config)")
 	handles := fs.String("handles", "", "imessage: the Mac's iMessage handles, e.g. me@icloud.com,+15550100002 (default: the accounts chat.db names)")
 	chatDB := fs.String("chat-db", "", "imessage: the Messages database (default: ~/Library/Messages/chat.db)")
@@ -149,7 +150,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	log.Info("starting", "version", buildVersion(), "transport", tr.Name(), "device", cfg.DeviceFingerprint, "server", cfg.Server)
 	a := agent.New(agent.Options{Config: cfg, Transport: tr, Journal: j, AppVersion: "simrelay-agent " + buildVersion(),
-		Logger: log, HTTPClient: httpClient(0), BackoffMax: *reconnectMax, Pacer: agent.NewPacer(*perMinute), DeliveryPoll: *poll})
+		Logger: log, HTTPClient: httpClient(0), BackoffMax: *reconnectMax, Pacer: agent.NewPacer(*perMinute), DeliveryPoll: *poll, HealthEvery: *healthEvery})
 	if err := a.Run(ctx); err != nil {
 		var fatal *agent.FatalError
 		if errors.As(err, &fatal) {

@@ -15,8 +15,9 @@ import (
 	"time"
 )
 
-// fakeTermux writes termux-sms-send, termux-sms-list and
-// termux-telephony-deviceinfo into dir/bin. termux-sms-send records each
+// fakeTermux writes termux-sms-send, termux-sms-list,
+// termux-telephony-deviceinfo and termux-battery-status (it prints
+// dir/battery.json) into dir/bin. termux-sms-send records each
 // call in dir/calls (NAME.args: one argument a line, NAME.text: its stdin,
 // NAME.when: the local time, as Android's sent box has it); when the file
 // dir/block exists it removes it and then waits for a line on dir/fifo,
@@ -67,6 +68,9 @@ for a in "$d"/calls/*.args; do
   sep=','
 done
 printf ']\n'
+`)
+	writeFile(t, filepath.Join(dir, "battery.json"), `{"health":"GOOD","percentage":87,"plugged":"PLUGGED_USB","status":"CHARGING","temperature":29.5,"current":350000}`+"\n")
+	writeScript(t, dir, "termux-battery-status", `cat "$FAKE_DIR/battery.json"
 `)
 	writeScript(t, dir, "termux-telephony-deviceinfo", `cat <<'EOF'
 {
@@ -356,4 +360,33 @@ func TestMissingToolIsNamed(t *testing.T) {
 			t.Errorf("%s without its tool: got %v %q, want an error containing %q", tc.transport, err, out, tc.want)
 		}
 	}
+}
+
+// TestTermuxReportsHealth: the agent's hello carries the phone's battery
+// and charger (termux-battery-status), its network type and the operator
+// (termux-telephony-deviceinfo); the device list shows them. A phone whose
+// battery tool fails still links, its battery unknown.
+func TestTermuxReportsHealth(t *testing.T) {
+	t.Parallel()
+	agentPath, serverPath := binaries(t)
+	s := newServer(t, serverPath)
+	fake := fakeTermux(t)
+	config := filepath.Join(t.TempDir(), "agent.json")
+	s.pair(agentPath, config, "health-phone")
+	a := startAgent(t, agentPath, fake, termuxArgs(config)...)
+	want := `"health":{"battery":87,"charging":true,"signal":null,"network":"lte","sims":[{"slot":"SIM1","operator":"T-Mobile"}],"battery_low":false,`
+	until(t, "the device list shows the phone's health", func() bool {
+		code, b, _ := s.call("GET", "/device/list", nil)
+		return code == http.StatusOK && strings.Contains(string(b), want)
+	})
+
+	a.kill()
+	writeScript(t, fake, "termux-battery-status", "echo broken >&2; exit 1\n")
+	writeFile(t, filepath.Join(fake, "battery.json"), "")
+	startAgent(t, agentPath, fake, termuxArgs(config)...)
+	want = `"health":{"battery":null,"charging":null,"signal":null,"network":"lte","sims":[{"slot":"SIM1","operator":"T-Mobile"}],"battery_low":false,`
+	until(t, "the phone links again with its battery unknown", func() bool {
+		code, b, _ := s.call("GET", "/device/list", nil)
+		return code == http.StatusOK && strings.Contains(string(b), want) && strings.Contains(string(b), `"online":true`)
+	})
 }

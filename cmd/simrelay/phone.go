@@ -19,6 +19,8 @@ import (
 
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/android-protocol/client"
+	"github.com/simrelay/simrelay/device"
+	"github.com/simrelay/simrelay/problem"
 )
 
 const phoneUsage = `Usage: simrelay phone [flags] [--inbound FROM TEXT]
@@ -58,6 +60,26 @@ type phoneConfig struct {
 	// whatsapp and imessage are announced in hello (phone_agents.go).
 	whatsapp, imessage stringList
 	inboundTo          string
+	// health, when any of it is set, rides in every hello (PROTOCOL.md 8.11).
+	battery, signal int // -1: not reported
+	charging        bool
+	network         string
+}
+
+// health is the hello's health object of the flags; nil when none is set.
+func (cfg phoneConfig) health() *proto.Health {
+	if cfg.battery < 0 && cfg.signal < 0 && !cfg.charging && cfg.network == "" {
+		return nil
+	}
+	h := &proto.Health{Network: cfg.network}
+	if cfg.battery >= 0 {
+		h.Battery = &cfg.battery
+	}
+	if cfg.signal >= 0 {
+		h.Signal = &cfg.signal
+	}
+	h.Charging = &cfg.charging
+	return h
 }
 
 func phoneCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -77,6 +99,10 @@ func phoneCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.Var(&cfg.imessage, "imessage", "an iMessage handle (E.164 or e-mail) to announce and send from; repeat for more")
 	fs.StringVar(&cfg.inboundTo, "inbound-to", "", "deliver the --inbound message on WhatsApp or iMessage to this --whatsapp number or --imessage handle")
 	fs.BoolVar(&cfg.fail, "fail", false, "report every job failed (generic_failure) instead of delivered")
+	fs.IntVar(&cfg.battery, "battery", -1, "report this battery level (percent, 0-100) in the hello's health; -1: none")
+	fs.BoolVar(&cfg.charging, "charging", false, "report the phone on a charger in the hello's health")
+	fs.IntVar(&cfg.signal, "signal", -1, "report this signal strength (percent, 0-100) in the hello's health; -1: none")
+	fs.StringVar(&cfg.network, "network", "", "report this network type (lte, nr, wifi...) in the hello's health")
 	fs.Usage = flagUsage(fs, phoneUsage)
 	if err := parseFlags(fs, args, 1); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -89,6 +115,13 @@ func phoneCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if cfg.inbound != "" && text == "" {
 		fmt.Fprintln(stderr, "simrelay phone: --inbound FROM needs the message text as an argument: --inbound +15551234567 \"hello\"")
 		return 2
+	}
+	if h := cfg.health(); h != nil {
+		if _, err := device.ValidHealth(*h, "--"); err != nil {
+			pe, _ := problem.As(err)
+			fmt.Fprintf(stderr, "simrelay phone: %s %s\n", pe.Field, pe.Message)
+			return 2
+		}
 	}
 	if _, err := inboundFrame(cfg, "", text); err != nil {
 		fmt.Fprintf(stderr, "simrelay phone: %v\n", err)
@@ -230,7 +263,7 @@ func linkPhone(ctx context.Context, cfg phoneConfig, reg client.Registration, cl
 	var phone *client.Phone
 	phone = client.New(client.Config{
 		WSURL: reg.WSURL, Token: reg.DeviceToken,
-		Hello: agentHello(proto.Hello{AppVersion: "simrelay-phone " + buildVersion(), SelectedSIM: cfg.selectedSIM, SIMs: []proto.SIM{{Slot: proto.SIM1}, {Slot: proto.SIM2}}}, cfg),
+		Hello: agentHello(proto.Hello{AppVersion: "simrelay-phone " + buildVersion(), SelectedSIM: cfg.selectedSIM, SIMs: []proto.SIM{{Slot: proto.SIM1}, {Slot: proto.SIM2}}, Health: cfg.health()}, cfg),
 		OnJob: func(s proto.Send) {
 			say("%s", jobLine(s))
 			go func() {

@@ -26,7 +26,7 @@ func TestVirtualPhone(t *testing.T) {
 	srv := startServer(t, bin, dir)
 
 	phone := exec.Command(bin, "phone", "--server", srv.url, "--api-key", apiKey, "--token-file", filepath.Join(t.TempDir(), "phone.json"),
-		"--inbound", "+15551234567", "hello from the phone")
+		"--battery", "12", "--charging", "--network", "lte", "--inbound", "+15551234567", "hello from the phone")
 	stdout := &syncbuf.Buffer{}
 	phone.Stdout, phone.Stderr = stdout, stdout
 	if err := phone.Start(); err != nil {
@@ -37,6 +37,16 @@ func TestVirtualPhone(t *testing.T) {
 
 	if code, body := get(t, srv.url+"/automation/latest-sms", apiKey); code != 200 || !strings.Contains(string(body), "hello from the phone") {
 		t.Fatalf("latest-sms: got %d %s", code, body)
+	}
+	// The health flags reach the device list through the hello.
+	if code, body := get(t, srv.url+"/device/list", apiKey); code != 200 ||
+		!strings.Contains(string(body), `"health":{"battery":12,"charging":true,"signal":null,"network":"lte","sims":[],"battery_low":true,`) {
+		t.Errorf("device list: got %d %s, want the phone's health", code, body)
+	}
+	// A health flag the server would refuse is refused before anything is sent.
+	out, err := exec.Command(bin, "phone", "--server", srv.url, "--token", "dt_x", "--battery", "101").CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "--battery must be a percentage from 0 to 100") {
+		t.Errorf("--battery 101: got %v, %s; want exit status 2 naming the flag", err, out)
 	}
 	req, _ := http.NewRequest("POST", srv.url+"/chat/send", strings.NewReader(`{"device_fingerprint":"virtual-phone","phone":"+15557654321","message":"hi there","sim_slot":"SIM1"}`))
 	req.Header.Set("Authorization", "Bearer "+apiKey)

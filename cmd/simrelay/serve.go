@@ -80,6 +80,8 @@ type serveConfig struct {
 	general, auth pacing.Rate
 	// agents is the anti-ban governor's defaults (serve_pacing.go).
 	agents channel.Config
+	// offlineGrace is how long a phone may be away before it is reported offline.
+	offlineGrace time.Duration
 	// streams bounds the console's live views (serve_console.go).
 	streams web.StreamConfig
 	// smtpIn is the e-mail to SMS listener (serve_smtp.go).
@@ -101,6 +103,7 @@ func (c *serveConfig) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.pprofListen, "pprof-listen", "", "serve Go's pprof profiles on this host:port (keep it on loopback); empty: off")
 	fs.DurationVar(&c.storeSyncDelay, "store-sync-delay", 0, "for measurement only: hold the store's writer this long after each commit's fsync, as a slower disk would; 0 in service")
 	fs.DurationVar(&c.messageTTL, "message-ttl", sms.DefaultMessageTTL, "how long a queued SMS waits for its phone before it expires")
+	fs.DurationVar(&c.offlineGrace, "device-offline-grace", device.DefaultOfflineGrace, "how long a phone may be without its link before device.offline and the admins' mail (a shorter reconnect is no event)")
 	fs.BoolVar(&c.webhookAllowPrivate, "webhook-allow-private", false, "let webhook URLs use http and reach loopback, private and link-local addresses (self-hosted receivers, tests)")
 	fs.IntVar(&c.webhookWorkers, "webhook-workers", webhook.DefaultWorkers, "how many webhook deliveries run at once")
 	fs.IntVar(&c.webhookPerCompany, "webhook-per-company", 0, "how many webhook deliveries of one company run at once (0: half of --webhook-workers, at least 1)")
@@ -315,6 +318,12 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	if err := messages.SetFailoverHub(hub); err != nil {
 		return fmt.Errorf("failover: %w", err)
 	}
+	// Devices raise device.* webhook events and mail their admins when offline.
+	devices.SetAlerts(device.Alerts{Events: hooks, Mailer: mailer, OfflineGrace: cfg.offlineGrace,
+		DevicesURL: cfg.publicURL + web.Prefix + "/devices", Logger: log.With("component", "device")})
+	presence := devices.NewPresence(hub.Online)
+	hub.SetPresence(presence)
+	defer presence.Stop() // before the store closes: an offline check may be writing
 	agentCfg := cfg.agents
 	agentCfg.MessageTTL = cfg.messageTTL
 	// 0s to 0s means no gap; the service reads a zero gap as "the default".

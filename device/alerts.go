@@ -1,0 +1,223 @@
+package device
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/simrelay/simrelay/mail"
+	"github.com/simrelay/simrelay/store"
+)
+
+// DefaultOfflineGrace is how long a phone may be without a link before it
+// is reported offline (device.offline and the admins' mail): longer than a
+// reconnect after a network change or a server restart (seconds) and than
+// the server's own detection of a silent phone (about 90 s), so that a
+// blip is never an event.
+const DefaultOfflineGrace = 2 * time.Minute
+
+// OfflineMailEvery is the least time between two offline mails about one
+// device: a phone that flaps all night sends its admins one an hour.
+const OfflineMailEvery = time.Hour
+
+// Device event types, as the webhook outbox names them.
+const (
+	EventOnline     = "device.online"
+	EventOffline    = "device.offline"
+	EventBatteryLow = "device.battery_low"
+)
+
+// Events writes a device event inside the transaction of the change that
+// raised it; *webhook.Service is one.
+type Events interface {
+	DeviceEvent(tx store.WriteTx, d store.Device, eventType string, at time.Time) error
+}
+
+// Mailer queues mail; *mail.Service is one.
+type Mailer interface {
+	Send(ctx context.Context, m mail.Message) error
+}
+
+// Alerts is what the service raises alerts through. A nil Events raises no
+// events and a nil Mailer sends no mail.
+type Alerts struct {
+	Events Events
+	Mailer Mailer
+	// OfflineGrace is DefaultOfflineGrace when zero.
+	OfflineGrace time.Duration
+	// DevicesURL is the console's devices page, the link of the offline mail.
+	DevicesURL string
+	Logger     *slog.Logger
+}
+
+// SetAlerts makes the service raise device events and offline mail; call
+// it before serving.
+func (s *Service) SetAlerts(a Alerts) {
+	if a.OfflineGrace <= 0 {
+		a.OfflineGrace = DefaultOfflineGrace
+	}
+	if a.Logger == nil {
+		a.Logger = slog.New(slog.DiscardHandler)
+	}
+	s.alerts = a
+}
+
+// raise writes an event of d in tx when events are on.
+func (s *Service) raise(tx store.WriteTx, d store.Device, eventType string, at time.Time) error {
+	if s.alerts.Events == nil {
+		return nil
+	}
+	return s.alerts.Events.DeviceEvent(tx, d, eventType, at)
+}
+
+// Presence turns the ends and starts of a device's links into
+// device.online and device.offline: a device whose link ends is reported
+// offline only when it has had none for the grace, and reported online
+// again only after that. The hub calls Up and Down; the only state kept in
+// memory is one timer per device whose link ended within the grace.
+type Presence struct {
+	svc    *Service
+	online func(fingerprint string) bool
+
+	mu      sync.Mutex
+	pending map[uint64]*time.Timer // by device id: offline checks due; guarded by mu
+	stopped bool                   // guarded by mu
+	wg      sync.WaitGroup         // running checks
+}
+
+// NewPresence returns the device presence of the service's alerts; online
+// says whether a device has a live link now (the hub's Online).
+func (s *Service) NewPresence(online func(fingerprint string) bool) *Presence {
+	return &Presence{svc: s, online: online, pending: map[uint64]*time.Timer{}}
+}
+
+// Up is called when a link of dev is registered (dev as read then): a
+// pending offline check is dropped, and a device not reported online yet
+// (its hello reports it, so this is rare) is reported online.
+func (p *Presence) Up(dev store.Device) {
+	p.mu.Lock()
+	if t := p.pending[dev.ID]; t != nil {
+		if t.Stop() {
+			p.wg.Done() // its function will not run
+		}
+		delete(p.pending, dev.ID)
+	}
+	p.mu.Unlock()
+	if dev.Health != nil && dev.Health.Presence == store.PresenceOnline {
+		return // the hello reported it, or the blip was never reported
+	}
+	s := p.svc
+	now := s.now()
+	_, err := s.store.UpdateDeviceWith(dev.CompanyID, dev.ID, func(tx store.WriteTx, d *store.Device) error {
+		return s.online(tx, d, now)
+	})
+	if err != nil {
+		s.alerts.Logger.Error("store device online", "device", dev.Fingerprint, "err", err)
+	}
+}
+
+// online reports d online in tx unless it is already.
+func (s *Service) online(tx store.WriteTx, d *store.Device, now time.Time) error {
+	if d.Health == nil {
+		d.Health = &store.DeviceHealth{}
+	}
+	if d.Health.Presence == store.PresenceOnline {
+		return nil
+	}
+	d.Health.Presence = store.PresenceOnline
+	return s.raise(tx, *d, EventOnline, now)
+}
+
+// Down is called when the registered link of dev ended: if no link of it
+// is up after the grace, it is reported offline.
+func (p *Presence) Down(dev store.Device) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopped {
+		return
+	}
+	var t *time.Timer
+	p.wg.Add(1)
+	t = time.AfterFunc(p.svc.alerts.OfflineGrace, func() {
+		defer p.wg.Done()
+		p.mu.Lock()
+		current := p.pending[dev.ID] == t
+		if current {
+			delete(p.pending, dev.ID)
+		}
+		p.mu.Unlock()
+		if current && !p.online(dev.Fingerprint) {
+			p.offline(dev)
+		}
+	})
+	if old := p.pending[dev.ID]; old != nil && old.Stop() {
+		p.wg.Done() // its function will not run
+	}
+	p.pending[dev.ID] = t
+}
+
+// Stop drops the pending checks and waits for running ones; Down does
+// nothing after it. A device whose check was dropped keeps its last
+// reported presence.
+func (p *Presence) Stop() {
+	p.mu.Lock()
+	p.stopped = true
+	for id, t := range p.pending {
+		if t.Stop() {
+			p.wg.Done()
+		}
+		delete(p.pending, id)
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+}
+
+// offline reports dev offline, and mails the company's admins unless they
+// were mailed about it within OfflineMailEvery.
+func (p *Presence) offline(dev store.Device) {
+	s := p.svc
+	now := s.now()
+	mailAdmins := false
+	d, err := s.store.UpdateDeviceWith(dev.CompanyID, dev.ID, func(tx store.WriteTx, d *store.Device) error {
+		mailAdmins = false // a retried transaction decides again
+		if d.Health == nil {
+			d.Health = &store.DeviceHealth{}
+		}
+		if d.Health.Presence == store.PresenceOffline {
+			return nil
+		}
+		d.Health.Presence = store.PresenceOffline
+		if s.alerts.Mailer != nil && now.Sub(d.Health.OfflineMailAt) >= OfflineMailEvery {
+			d.Health.OfflineMailAt = now.UTC()
+			mailAdmins = true
+		}
+		return s.raise(tx, *d, EventOffline, now)
+	})
+	if err != nil {
+		s.alerts.Logger.Error("store device offline", "device", dev.Fingerprint, "err", err)
+		return
+	}
+	if mailAdmins {
+		s.mailOffline(d)
+	}
+}
+
+func (s *Service) mailOffline(d store.Device) {
+	users, err := s.store.CompanyUsers(d.CompanyID)
+	if err != nil {
+		s.alerts.Logger.Error("offline mail: list admins", "device", d.Fingerprint, "err", err)
+		return
+	}
+	for _, u := range users {
+		if u.Role != store.RoleAdmin || !u.EmailVerified {
+			continue
+		}
+		m := mail.DeviceOffline(s.alerts.DevicesURL, u.FirstName, d.Name, d.Fingerprint, d.LastSeenAt, s.alerts.OfflineGrace)
+		m.To = u.Email
+		if err := s.alerts.Mailer.Send(context.Background(), m); err != nil {
+			s.alerts.Logger.Error("offline mail", "device", d.Fingerprint, "user", u.ID, "err", fmt.Sprint(err))
+		}
+	}
+}
