@@ -12,7 +12,7 @@ import (
 // report rewrites, and the activity events of reports, are kept in a
 // compact binary encoding; every other record is JSON. getJSON, putJSON and jsonUnmarshal choose by the type,
 // so no caller has to. A compact record starts with its tag byte; a JSON
-// one with '{', so records written before schema 7 (all JSON) are read as
+// JSON one with '{' (or '[' or another JSON value), so records written before schema 7 (all JSON) are read as
 // they are and become compact when next written.
 //
 // The layout: the tag, then each field in the order of appendRecord, an
@@ -52,7 +52,9 @@ func encodeRecord(v any) ([]byte, error) {
 // decodeRecord reads a stored record into v: a compact one into the type
 // it was written from, JSON into anything.
 func decodeRecord(raw []byte, v any) error {
-	if len(raw) == 0 || raw[0] == '{' {
+	if len(raw) == 0 || (raw[0] != tagMessage && raw[0] != tagConversation && raw[0] != tagActivity) {
+		// JSON: an object, or an array or any other value a record of
+		// another type holds. No JSON text starts with a tag byte.
 		return json.Unmarshal(raw, v)
 	}
 	switch r := v.(type) {

@@ -216,3 +216,19 @@ func TestActivityStoredCompact(t *testing.T) {
 		t.Fatalf("recent activity from JSON: %+v (%v), want %+v", summary.Recent, err, old)
 	}
 }
+
+// Records of other types stay JSON whatever JSON value they hold: a list
+// starts with '[', not a tag, and reads back as JSON.
+func TestJSONRecordsOfAnyShapeRead(t *testing.T) {
+	t.Parallel()
+	for _, in := range []any{[]int{1, 2}, "text", 42, map[string]int{"a": 1}} {
+		raw, err := encodeRecord(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := reflect.New(reflect.TypeOf(in))
+		if err := decodeRecord(raw, out.Interface()); err != nil || !reflect.DeepEqual(out.Elem().Interface(), in) {
+			t.Fatalf("%T %v stored as %q read back as %v (%v)", in, in, raw, out.Elem().Interface(), err)
+		}
+	}
+}
