@@ -20,6 +20,11 @@ type sendBody struct {
 	Message           string `json:"message"`
 	SIMSlot           string `json:"sim_slot"`
 	SendAt            string `json:"send_at"`
+	// Window, ExpiresAt and Validity are when the message may go out and
+	// until when (docs/routing.md).
+	Window    *windowJSON `json:"window"`
+	ExpiresAt string      `json:"expires_at"`
+	Validity  *int64      `json:"validity"`
 }
 
 type sendJSON struct {
@@ -79,6 +84,7 @@ func (s *Server) send(c echo.Context, shape func(store.Message) any) error {
 	m, prior, err := s.deps.SMS.Send(c.Request().Context(), sms.SendInput{
 		CompanyID: p.CompanyID, UserID: p.UserID, Device: in.DeviceFingerprint, Pool: in.Pool, Phone: in.Phone,
 		Message: in.Message, SIMSlot: in.SIMSlot, SendAt: in.SendAt, IdempotencyKey: key,
+		Window: in.Window.window(), ExpiresAt: in.ExpiresAt, Validity: in.Validity,
 	}, answer)
 	if err != nil {
 		return err
@@ -99,6 +105,11 @@ type queueJSON struct {
 	// SendAt is shown for a message sent with send_at only, so a company
 	// that never schedules sees the contract's shape unchanged.
 	SendAt string `json:"send_at,omitempty"`
+	// Window is the message's sending window (the send's or its pool's),
+	// and HeldUntil its next opening while the message waits for it; both
+	// only for a message with a window.
+	Window    *windowJSON `json:"window,omitempty"`
+	HeldUntil string      `json:"held_until,omitempty"`
 	// Where a pool sent the message, for a send through a pool only.
 	*routeJSON
 	// Attempts are the members a failover moved the message off, oldest
@@ -118,6 +129,10 @@ func queueItem(m store.Message) queueJSON {
 	q := queueJSON{QueueID: m.UUID, ID: m.ID, Status: m.Status, Error: m.Error, UpdatedAt: ts(m.UpdatedAt), routeJSON: routeOf(m)}
 	if !m.SendAt.IsZero() {
 		q.SendAt = ts(m.SendAt)
+	}
+	q.Window = windowOut(m.Window)
+	if m.Status == store.MsgQueued && !m.HeldUntil.IsZero() {
+		q.HeldUntil = ts(m.HeldUntil)
 	}
 	for _, a := range m.Attempts {
 		q.Attempts = append(q.Attempts, attemptJSON{DeviceFingerprint: a.Device, SIMSlot: a.SIMSlot, Reason: a.Reason, MovedAt: ts(a.MovedAt)})

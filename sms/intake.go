@@ -165,8 +165,9 @@ func (s *Service) Inbound(_ context.Context, dev store.Device, in proto.Inbound)
 // Pending returns the device's next jobs after the one with seq after, oldest
 // first; ones whose TTL ended are left for the sweeper to mark expired, and
 // ones to a number that opted out since they were queued come back failed
-// (the store's Pending); neither is sent, but its seq still counts, so the
-// caller's cursor moves past it.
+// (the store's Pending), as ones outside their window come back held;
+// none of them is sent, but its seq still counts, so the caller's cursor
+// moves past it.
 func (s *Service) Pending(_ context.Context, dev store.Device, after uint64, limit int) ([]Job, error) {
 	now := s.now()
 	msgs, err := s.store.Pending(dev.CompanyID, dev.ID, after, limit, now)
@@ -178,6 +179,11 @@ func (s *Service) Pending(_ context.Context, dev store.Device, after uint64, lim
 		j := Job{Seq: m.QueuePlace()}
 		switch {
 		case m.Status != store.MsgQueued:
+			s.changed(m)
+		case !m.HeldUntil.IsZero():
+			// Outside its window: the scheduler queues it again at the
+			// opening, which may be sooner than it sleeps.
+			s.sched.Kick()
 			s.changed(m)
 		case m.ExpiresAt.IsZero() || now.Before(m.ExpiresAt):
 			j.Send = &proto.Send{ID: m.UUID, Channel: proto.ChannelSMS, To: m.Phone, Message: m.Text, SIMSlot: m.SIMSlot, ExpiresAt: m.ExpiresAt.UTC().Format(timeLayout)}

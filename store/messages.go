@@ -8,6 +8,8 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
+
+	"github.com/simrelay/simrelay/window"
 )
 
 // Message directions and statuses.
@@ -75,6 +77,14 @@ type Message struct {
 	// Attempts are the members a pool's message was queued on before a
 	// failover moved it (failover.go), oldest first.
 	Attempts []Attempt `json:"attempts,omitempty"`
+	// Window is when the message may go out (the send's, or its pool's);
+	// HeldUntil, on a queued message, is the window's next opening while
+	// the message waits for it outside its device's queue (schedule.go).
+	Window    *window.Window `json:"window,omitempty"`
+	HeldUntil time.Time      `json:"held_until,omitzero"`
+	// ExpiresFixed says the send set ExpiresAt itself (expires_at): a
+	// pool's window does not move it. Input only.
+	ExpiresFixed bool `json:"-"`
 }
 
 // Conversation is the running summary of one device's exchange with one number.
@@ -252,17 +262,24 @@ func loadByUUID(tx *bolt.Tx, uuid string) (Message, error) {
 }
 
 // leaveQueue drops a message from the queue and expiry indexes, or, when
-// it is scheduled, from the schedule's.
+// it is scheduled, from the schedule's; a held one leaves both the
+// schedule's and the expiry index.
 func leaveQueue(tx *bolt.Tx, m Message) error {
 	if m.Status == MsgScheduled {
 		return leaveSchedule(tx, m)
 	}
-	queue, key := tx.Bucket(bucketQueue), msgDevKey(m, itob(m.QueuePlace()))
-	if IsAgentChannel(m.Channel) {
-		queue, key = tx.Bucket(bucketAgentQueue), agentMsgKey(m)
-	}
-	if err := queue.Delete(key); err != nil {
-		return err
+	if m.held() {
+		if err := leaveSchedule(tx, m); err != nil {
+			return err
+		}
+	} else {
+		queue, key := tx.Bucket(bucketQueue), msgDevKey(m, itob(m.QueuePlace()))
+		if IsAgentChannel(m.Channel) {
+			queue, key = tx.Bucket(bucketAgentQueue), agentMsgKey(m)
+		}
+		if err := queue.Delete(key); err != nil {
+			return err
+		}
 	}
 	if m.ExpiresAt.IsZero() {
 		return nil
@@ -417,10 +434,14 @@ func (s *Store) transitionTx(tx *bolt.Tx, f *fold, t *Transit, companyID, device
 // an SMS to a number that opted out after it was queued (while the phone
 // was away) becomes failed (recipient_opted_out) at now, with its status
 // event, and comes back so (never queued), keeping its place so the
-// caller's cursor moves past it. Only then does a write follow.
+// caller's cursor moves past it. A job whose window is closed at now comes
+// back held (HeldUntil set: not to be sent), the same way, and waits for
+// the scheduler to queue it again at the opening (schedule.go). Only then
+// does a write follow.
 func (s *Store) Pending(companyID, deviceID uint64, after uint64, limit int, now time.Time) ([]Message, error) {
 	var out []Message
 	var stopped []int // indexes in out of jobs to opted-out numbers
+	var closed []int  // and of jobs outside their window
 	err := s.db.View(func(tx *bolt.Tx) error {
 		if _, err := liveDeviceRef(tx, companyID, deviceID); err != nil {
 			return nil // a device that is gone has nothing pending
@@ -447,6 +468,8 @@ func (s *Store) Pending(companyID, deviceID uint64, after uint64, limit int, now
 			}
 			if s.optedOutTx(tx, companyID, m.Channel, m.Phone, -1) != nil {
 				stopped = append(stopped, len(out))
+			} else if m.Window != nil && !m.Window.Open(now) {
+				closed = append(closed, len(out))
 			}
 			out = append(out, m)
 		}
@@ -454,6 +477,9 @@ func (s *Store) Pending(companyID, deviceID uint64, after uint64, limit int, now
 	})
 	if err == nil && len(stopped) > 0 {
 		err = s.failOptedOut(out, stopped, now)
+	}
+	if err == nil && len(closed) > 0 {
+		err = s.holdClosed(out, closed, now)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("store: pending of device %d of company %d: %w", deviceID, companyID, err)
