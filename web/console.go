@@ -161,6 +161,7 @@ var funcs = template.FuncMap{
 	"list3":         func() []string { return []string{"SIM1", "SIM2", "BOTH"} },
 	// ferr is the place of a field's error message, filled by the server
 	// after a plain post or by the JavaScript after a fetch.
+	"windowDays": func() []string { return []string{"mon", "tue", "wed", "thu", "fri", "sat", "sun"} },
 	"ferr": func(f Flash, field string) template.HTML {
 		msg := ""
 		if f.Field == field {

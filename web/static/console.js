@@ -46,6 +46,10 @@
     if (!isNaN(d.getTime())) { t.title = localText(d) + " your time" + (zone ? " (" + zone + ")" : ""); }
   }
   document.querySelectorAll("time[datetime]").forEach(localTitle);
+  // A working-hours box starts in the person's own time zone.
+  document.querySelectorAll("[data-default-zone]").forEach(function (input) {
+    if (!input.value && zone) { input.value = zone; }
+  });
   document.querySelectorAll("[data-local-zone]").forEach(function (hint) {
     var input = document.getElementById(hint.id.replace(/-zone$/, ""));
     if (!input) { return; }
