@@ -566,10 +566,17 @@ func (c *conn) pumpSMS() {
 			c.hub.log.Error("load pending jobs", "device", c.dev.Fingerprint, "err", err)
 			return
 		}
+		progress := false
 		for _, j := range jobs {
-			if j.Send == nil { // expired (the sweeper marks it) or failed: not sent
-				c.cursor = j.Seq
+			if j.Send == nil { // expired (the sweeper marks it), held or failed: not sent, and out of the queue's way
+				if j.Seq != 0 {
+					c.cursor = j.Seq
+				}
+				progress = true
 				continue
+			}
+			if _, held := c.inflight[j.Send.ID]; held {
+				continue // a priority job this link has (Seq 0: read again each time)
 			}
 			if c.pace != nil {
 				r := c.pace.Reserve()
@@ -591,12 +598,17 @@ func (c *conn) pumpSMS() {
 				return
 			}
 			c.take(j.Send.ID)
-			c.cursor = j.Seq
+			if j.Seq != 0 {
+				c.cursor = j.Seq
+			}
+			progress = true
 		}
 		// A short batch was the end of the queue. A full one may have been
 		// expired jobs only, which filled no slot: read on, or the jobs
-		// behind them would wait for the next send or link.
-		if len(jobs) < room {
+		// behind them would wait for the next send or link. One that moved
+		// nothing (priority jobs this link has) would read the same again:
+		// their acks pump again.
+		if len(jobs) < room || !progress {
 			return
 		}
 	}

@@ -25,6 +25,8 @@ type sendBody struct {
 	Window    *windowJSON `json:"window"`
 	ExpiresAt string      `json:"expires_at"`
 	Validity  *int64      `json:"validity"`
+	// Priority orders the device's queue: 0 (default) to 9, higher first.
+	Priority int `json:"priority"`
 }
 
 type sendJSON struct {
@@ -84,7 +86,7 @@ func (s *Server) send(c echo.Context, shape func(store.Message) any) error {
 	m, prior, err := s.deps.SMS.Send(c.Request().Context(), sms.SendInput{
 		CompanyID: p.CompanyID, UserID: p.UserID, Device: in.DeviceFingerprint, Pool: in.Pool, Phone: in.Phone,
 		Message: in.Message, SIMSlot: in.SIMSlot, SendAt: in.SendAt, IdempotencyKey: key,
-		Window: in.Window.window(), ExpiresAt: in.ExpiresAt, Validity: in.Validity,
+		Window: in.Window.window(), ExpiresAt: in.ExpiresAt, Validity: in.Validity, Priority: in.Priority,
 	}, answer)
 	if err != nil {
 		return err
@@ -110,6 +112,8 @@ type queueJSON struct {
 	// only for a message with a window.
 	Window    *windowJSON `json:"window,omitempty"`
 	HeldUntil string      `json:"held_until,omitempty"`
+	// Priority is shown for a send made with one above 0.
+	Priority int `json:"priority,omitempty"`
 	// Where a pool sent the message, for a send through a pool only.
 	*routeJSON
 	// Attempts are the members a failover moved the message off, oldest
@@ -130,7 +134,7 @@ func queueItem(m store.Message) queueJSON {
 	if !m.SendAt.IsZero() {
 		q.SendAt = ts(m.SendAt)
 	}
-	q.Window = windowOut(m.Window)
+	q.Window, q.Priority = windowOut(m.Window), m.Priority
 	if m.Status == store.MsgQueued && !m.HeldUntil.IsZero() {
 		q.HeldUntil = ts(m.HeldUntil)
 	}

@@ -35,6 +35,7 @@ type BulkInput struct {
 	Window         *window.Window // as SendInput's, for every message
 	ExpiresAt      string
 	Validity       *int64
+	Priority       int
 	Messages       []BulkItem
 	IdempotencyKey store.IdempotencyKey // keys are scoped by company and route
 }
@@ -65,6 +66,9 @@ func (s *Service) SendBulk(_ context.Context, in BulkInput, answer BulkAnswer) (
 	if err := sendWindow(in.Window); err != nil {
 		return nil, nil, err
 	}
+	if err := sendPriority(in.Priority); err != nil {
+		return nil, nil, err
+	}
 	expires, fixed, err := s.expiry(now, sendAt, in.Window, in.ExpiresAt, in.Validity)
 	if err != nil {
 		return nil, nil, err
@@ -88,7 +92,7 @@ func (s *Service) SendBulk(_ context.Context, in BulkInput, answer BulkAnswer) (
 		ms[i] = store.Message{
 			UUID: newID(), CompanyID: in.CompanyID, UserID: in.UserID, Device: in.Device, Pool: in.Pool, Channel: proto.ChannelSMS,
 			Phone: to, Text: it.Message, SIMSlot: slot, Segments: Segments(it.Message), SendAt: sendAt, ExpiresAt: expires,
-			ExpiresFixed: fixed, Window: in.Window,
+			ExpiresFixed: fixed, Window: in.Window, Priority: in.Priority,
 		}
 	}
 	out, prior, err := s.store.EnqueueBulk(ms, in.IdempotencyKey, s.now, slotCheck, answer)

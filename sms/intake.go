@@ -177,6 +177,9 @@ func (s *Service) Pending(_ context.Context, dev store.Device, after uint64, lim
 	out := make([]Job, 0, len(msgs))
 	for _, m := range msgs {
 		j := Job{Seq: m.QueuePlace()}
+		if m.Priority > 0 {
+			j.Seq = 0 // outside the plain queue's order: the cursor does not move
+		}
 		switch {
 		case m.Status != store.MsgQueued:
 			s.changed(m)
@@ -194,8 +197,11 @@ func (s *Service) Pending(_ context.Context, dev store.Device, after uint64, lim
 }
 
 // Job is a queued message as the hub takes it: its place in the device's
-// queue, and its send frame (nil when it must be skipped: expired, or
-// failed because its recipient opted out).
+// queue, and its send frame (nil when it must be skipped: expired, held
+// outside its window, or failed because its recipient opted out). A job
+// with a priority has Seq 0: it is read from the head of the priority
+// queue every time, so a link skips those it holds already, and its
+// cursor stays where the plain queue is.
 type Job struct {
 	Seq  uint64
 	Send *proto.Send

@@ -107,6 +107,8 @@ type SendInput struct {
 	Window    *window.Window
 	ExpiresAt string
 	Validity  *int64
+	// Priority orders the device's queue: higher first (0 to 9, default 0).
+	Priority int
 }
 
 // Answer builds the HTTP answer of a stored send; it is kept with an
@@ -148,6 +150,9 @@ func (s *Service) Send(_ context.Context, in SendInput, answer Answer) (msg stor
 	if err := sendWindow(in.Window); err != nil {
 		return msg, nil, err
 	}
+	if err := sendPriority(in.Priority); err != nil {
+		return msg, nil, err
+	}
 	expires, fixed, err := s.expiry(now, sendAt, in.Window, in.ExpiresAt, in.Validity)
 	if err != nil {
 		return msg, nil, err
@@ -155,7 +160,7 @@ func (s *Service) Send(_ context.Context, in SendInput, answer Answer) (msg stor
 	m := store.Message{
 		UUID: newID(), CompanyID: in.CompanyID, UserID: in.UserID, Device: in.Device, Pool: in.Pool, Channel: proto.ChannelSMS,
 		Phone: to, Text: in.Message, SIMSlot: slot, Segments: Segments(in.Message), SendAt: sendAt,
-		ExpiresAt: expires, ExpiresFixed: fixed, Window: in.Window,
+		ExpiresAt: expires, ExpiresFixed: fixed, Window: in.Window, Priority: in.Priority,
 	}
 	msg, prior, err = s.store.Enqueue(&m, in.IdempotencyKey, s.now, slotCheck, answer)
 	if perr := poolRefusal(err); perr != nil {

@@ -1,9 +1,11 @@
 package sms
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/simrelay/simrelay/problem"
+	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/window"
 )
 
@@ -12,6 +14,15 @@ import (
 // maxValidity bounds validity: as far as send_at may be ahead, so no
 // message holds its place (and its plan credit) longer than a scheduled one.
 const maxValidity = int64(MaxScheduleAhead / time.Second)
+
+// sendPriority validates a send's priority: 0 (the default, today's
+// first-in first-out queue) to store.MaxPriority.
+func sendPriority(p int) error {
+	if p < 0 || p > store.MaxPriority {
+		return problem.Invalid("priority", fmt.Sprintf("must be 0 (the default) to %d; higher goes first", store.MaxPriority))
+	}
+	return nil
+}
 
 // sendWindow validates an optional window; errors name window.*.
 func sendWindow(w *window.Window) error {

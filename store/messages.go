@@ -85,6 +85,10 @@ type Message struct {
 	// ExpiresFixed says the send set ExpiresAt itself (expires_at): a
 	// pool's window does not move it. Input only.
 	ExpiresFixed bool `json:"-"`
+	// Priority, 0 (the default) to MaxPriority, orders a device's queue:
+	// a queued SMS above 0 waits in the priority queue, which links read
+	// before the plain one (schedule.go).
+	Priority int `json:"priority,omitempty"`
 }
 
 // Conversation is the running summary of one device's exchange with one number.
@@ -113,6 +117,7 @@ var (
 	bucketMessages       = []byte("messages")           // id -> Message
 	bucketMessageUUIDs   = []byte("message_uuids")      // uuid -> id
 	bucketQueue          = []byte("dev_queue")          // dev id -> nil: queued, in order
+	bucketPrioQueue      = []byte("dev_queue_priority") // dev (MaxPriority-priority) place -> id: queued above priority 0
 	bucketSendingIdx     = []byte("dev_sending")        // dev id -> nil: acked, no outcome yet
 	bucketQueueExpiry    = []byte("queue_expiry")       // expires_at id -> dev
 	bucketConvMessages   = []byte("dev_conv_messages")  // dev phone 0 id -> nil
@@ -122,7 +127,7 @@ var (
 	bucketInboundDevice  = []byte("dev_inbound")        // dev tag [slot] id -> nil
 	bucketInboundClient  = []byte("dev_inbound_client") // dev client id -> id
 	bucketIdempotency    = []byte("idempotency")        // company id 0 route 0 key -> Idempotent (older: company id + key)
-	messageBuckets       = [][]byte{bucketMessages, bucketMessageUUIDs, bucketQueue, bucketSendingIdx, bucketQueueExpiry, bucketConvMessages, bucketConversations, bucketConvOrder, bucketInboundCompany, bucketInboundDevice, bucketInboundClient, bucketIdempotency}
+	messageBuckets       = [][]byte{bucketMessages, bucketMessageUUIDs, bucketQueue, bucketPrioQueue, bucketSendingIdx, bucketQueueExpiry, bucketConvMessages, bucketConversations, bucketConvOrder, bucketInboundCompany, bucketInboundDevice, bucketInboundClient, bucketIdempotency}
 )
 
 // ErrDeviceGone is returned when a message names a device that does not exist (any more).
@@ -274,8 +279,11 @@ func leaveQueue(tx *bolt.Tx, m Message) error {
 		}
 	} else {
 		queue, key := tx.Bucket(bucketQueue), msgDevKey(m, itob(m.QueuePlace()))
-		if IsAgentChannel(m.Channel) {
+		switch {
+		case IsAgentChannel(m.Channel):
 			queue, key = tx.Bucket(bucketAgentQueue), agentMsgKey(m)
+		case m.Priority > 0:
+			queue, key = tx.Bucket(bucketPrioQueue), prioKey(m)
 		}
 		if err := queue.Delete(key); err != nil {
 			return err
@@ -438,6 +446,12 @@ func (s *Store) transitionTx(tx *bolt.Tx, f *fold, t *Transit, companyID, device
 // back held (HeldUntil set: not to be sent), the same way, and waits for
 // the scheduler to queue it again at the opening (schedule.go). Only then
 // does a write follow.
+//
+// Jobs with a priority come before all others, highest first, from the
+// head of the device's priority queue whatever after is: a higher
+// priority queued later goes before the jobs not yet handed out. The
+// caller skips those it holds already and keeps its cursor for the plain
+// queue; an expired one is left out for the sweeper.
 func (s *Store) Pending(companyID, deviceID uint64, after uint64, limit int, now time.Time) ([]Message, error) {
 	var out []Message
 	var stopped []int // indexes in out of jobs to opted-out numbers
@@ -448,11 +462,10 @@ func (s *Store) Pending(companyID, deviceID uint64, after uint64, limit int, now
 		}
 		msgs := tx.Bucket(bucketMessages)
 		prefix := devKey(companyID, deviceID)
-		c := tx.Bucket(bucketQueue).Cursor()
-		for k, v := c.Seek(devKey(companyID, deviceID, itob(after+1))); k != nil && bytes.HasPrefix(k, prefix) && len(out) < limit; k, v = c.Next() {
+		take := func(k, v []byte) error {
 			var m Message
 			id := k[len(prefix):]
-			if len(v) == 8 { // a queue entry placed after its id (queueEntry)
+			if len(v) == 8 { // a queue entry placed after its id (queueEntry), or a priority one
 				id = v
 			}
 			if err := getJSON(msgs, id, &m); err != nil {
@@ -464,7 +477,10 @@ func (s *Store) Pending(companyID, deviceID uint64, after uint64, limit int, now
 			if m.Status != MsgQueued {
 				// Every path that moves a message on takes it out of the queue;
 				// a stray entry must never send a message twice.
-				continue
+				return nil
+			}
+			if m.Priority > 0 && !m.ExpiresAt.IsZero() && !now.Before(m.ExpiresAt) {
+				return nil // the sweeper marks it; no cursor needs to move past it
 			}
 			if s.optedOutTx(tx, companyID, m.Channel, m.Phone, -1) != nil {
 				stopped = append(stopped, len(out))
@@ -472,6 +488,21 @@ func (s *Store) Pending(companyID, deviceID uint64, after uint64, limit int, now
 				closed = append(closed, len(out))
 			}
 			out = append(out, m)
+			return nil
+		}
+		// The priority queue first, always from its head: it holds only
+		// jobs no phone acked yet, and the cursor counts the plain queue.
+		pc := tx.Bucket(bucketPrioQueue).Cursor()
+		for k, v := pc.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && len(out) < limit; k, v = pc.Next() {
+			if err := take(k, v); err != nil {
+				return err
+			}
+		}
+		c := tx.Bucket(bucketQueue).Cursor()
+		for k, v := c.Seek(devKey(companyID, deviceID, itob(after+1))); k != nil && bytes.HasPrefix(k, prefix) && len(out) < limit; k, v = c.Next() {
+			if err := take(k, v); err != nil {
+				return err
+			}
 		}
 		return nil
 	})
@@ -577,7 +608,7 @@ func (s *Store) ExpireQueued(now time.Time, limit int) ([]Message, error) {
 func (s *Store) failDeviceMessages(tx *bolt.Tx, companyID, deviceID uint64, now time.Time) error {
 	msgs := tx.Bucket(bucketMessages)
 	prefix := devKey(companyID, deviceID)
-	for _, idx := range [][]byte{bucketDevScheduled, bucketQueue, bucketSendingIdx} {
+	for _, idx := range [][]byte{bucketDevScheduled, bucketQueue, bucketPrioQueue, bucketSendingIdx} {
 		b := tx.Bucket(idx)
 		var ids [][]byte
 		c := b.Cursor()

@@ -47,6 +47,10 @@ func placeOutbound(tx *bolt.Tx, m Message) error {
 		if m.Status == MsgScheduled {
 			return nil // its time to live starts at send_at
 		}
+	} else if m.Priority > 0 {
+		if err := tx.Bucket(bucketPrioQueue).Put(prioKey(m), itob(m.ID)); err != nil {
+			return err
+		}
 	} else {
 		var id []byte // the key names the message unless its place is another number
 		if m.QueueSeq != 0 {
@@ -60,6 +64,16 @@ func placeOutbound(tx *bolt.Tx, m Message) error {
 		return nil
 	}
 	return tx.Bucket(bucketQueueExpiry).Put(append(timeKey(m.ExpiresAt), itob(m.ID)...), msgDevKey(m))
+}
+
+// MaxPriority is the highest priority a send may carry (0 to 9): ten
+// levels are more than any company asked for, and one byte of key.
+const MaxPriority = 9
+
+// prioKey is a priority job's key in its device's priority queue: higher
+// priorities first, then by place, so the queue is FIFO within a priority.
+func prioKey(m Message) []byte {
+	return msgDevKey(m, []byte{byte(MaxPriority - m.Priority)}, itob(m.QueuePlace()))
 }
 
 // QueuePlace is the message's place in its device's queue: the order in
