@@ -561,7 +561,10 @@ func (c *conn) pumpSMS() {
 		if room <= 0 || c.closed() {
 			return
 		}
-		jobs, err := c.hub.intake.Pending(context.Background(), c.dev, c.cursor, room)
+		// Priority jobs come back at every read until acked, so read as
+		// many more as the link holds: they may be among them.
+		limit := room + len(c.inflight)
+		jobs, err := c.hub.intake.Pending(context.Background(), c.dev, c.cursor, limit)
 		if err != nil {
 			c.hub.log.Error("load pending jobs", "device", c.dev.Fingerprint, "err", err)
 			return
@@ -577,6 +580,9 @@ func (c *conn) pumpSMS() {
 			}
 			if _, held := c.inflight[j.Send.ID]; held {
 				continue // a priority job this link has (Seq 0: read again each time)
+			}
+			if len(c.inflight) >= c.hub.cfg.MaxInflight {
+				return // the window is full: the next ack pumps again
 			}
 			if c.pace != nil {
 				r := c.pace.Reserve()
@@ -608,7 +614,7 @@ func (c *conn) pumpSMS() {
 		// behind them would wait for the next send or link. One that moved
 		// nothing (priority jobs this link has) would read the same again:
 		// their acks pump again.
-		if len(jobs) < room || !progress {
+		if len(jobs) < limit || !progress {
 			return
 		}
 	}
