@@ -57,6 +57,7 @@ type conn struct {
 
 	pumpMu    sync.Mutex          // serialises pumps, which read the store
 	inflight  map[string]struct{} // sends written to this link, not yet acked (nil when none); guarded by pumpMu
+	priority  map[string]struct{} // those of them with a priority (nil when none); guarded by pumpMu
 	cursor    uint64              // seq of the last job this link took from the queue; guarded by pumpMu
 	pace      *rate.Limiter       // nil: no pacing; guarded by pumpMu
 	paceRate  int                 // the sends per minute pace was made for; guarded by pumpMu
@@ -562,8 +563,8 @@ func (c *conn) pumpSMS() {
 			return
 		}
 		// Priority jobs come back at every read until acked, so read as
-		// many more as the link holds: they may be among them.
-		limit := room + len(c.inflight)
+		// many more as the link holds.
+		limit := room + len(c.priority)
 		jobs, err := c.hub.intake.Pending(context.Background(), c.dev, c.cursor, limit)
 		if err != nil {
 			c.hub.log.Error("load pending jobs", "device", c.dev.Fingerprint, "err", err)
@@ -606,6 +607,11 @@ func (c *conn) pumpSMS() {
 			c.take(j.Send.ID)
 			if j.Seq != 0 {
 				c.cursor = j.Seq
+			} else {
+				if c.priority == nil {
+					c.priority = map[string]struct{}{}
+				}
+				c.priority[j.Send.ID] = struct{}{}
 			}
 			progress = true
 		}
@@ -636,6 +642,12 @@ func (c *conn) settle(id string) bool {
 	delete(c.inflight, id)
 	if len(c.inflight) == 0 {
 		c.inflight = nil // an idle link holds no map
+	}
+	if c.priority != nil {
+		delete(c.priority, id)
+		if len(c.priority) == 0 {
+			c.priority = nil
+		}
 	}
 	c.pumpMu.Unlock()
 	if was {
