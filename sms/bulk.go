@@ -66,11 +66,11 @@ func (s *Service) SendBulk(_ context.Context, in BulkInput, answer BulkAnswer) (
 	if err := sendWindow(in.Window); err != nil {
 		return nil, nil, err
 	}
-	if err := sendPriority(in.Priority); err != nil {
-		return nil, nil, err
-	}
 	expires, fixed, err := s.expiry(now, sendAt, in.Window, in.ExpiresAt, in.Validity)
 	if err != nil {
+		return nil, nil, err
+	}
+	if err := sendPriority(in.Priority); err != nil {
 		return nil, nil, err
 	}
 	ms := make([]store.Message, len(in.Messages))

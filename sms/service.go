@@ -150,11 +150,11 @@ func (s *Service) Send(_ context.Context, in SendInput, answer Answer) (msg stor
 	if err := sendWindow(in.Window); err != nil {
 		return msg, nil, err
 	}
-	if err := sendPriority(in.Priority); err != nil {
-		return msg, nil, err
-	}
 	expires, fixed, err := s.expiry(now, sendAt, in.Window, in.ExpiresAt, in.Validity)
 	if err != nil {
+		return msg, nil, err
+	}
+	if err := sendPriority(in.Priority); err != nil {
 		return msg, nil, err
 	}
 	m := store.Message{

@@ -156,7 +156,6 @@ func (s *Store) ReleaseDue(now time.Time, limit int) ([]Message, error) {
 				return err
 			}
 			from := m.Status
-			m.UpdatedAt = now.UTC()
 			_, devErr := liveDeviceRef(tx, m.CompanyID, m.DeviceID)
 			switch {
 			case s.optedOutTx(tx, m.CompanyID, m.Channel, m.Phone, -1) != nil:
@@ -184,6 +183,7 @@ func (s *Store) ReleaseDue(now time.Time, limit int) ([]Message, error) {
 				}
 			}
 			if m.Status != from { // a held message that goes back to its queue stays queued
+				m.UpdatedAt = now.UTC()
 				if err := countTransition(tx, m, from, "", now); err != nil {
 					return err
 				}
@@ -221,7 +221,7 @@ func (s *Store) holdClosed(out []Message, idx []int, now time.Time) error {
 				if err := leaveQueue(tx, m); err != nil {
 					return err
 				}
-				m.HeldUntil, m.UpdatedAt = m.Window.Next(now), now.UTC()
+				m.HeldUntil = m.Window.Next(now) // still queued: updated_at says when the status changed
 				if err := placeOutbound(tx, m); err != nil {
 					return err
 				}
