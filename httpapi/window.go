@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 
 	"github.com/simrelay/simrelay/window"
 )
@@ -43,5 +44,12 @@ func (f *windowField) UnmarshalJSON(b []byte) error {
 		return nil
 	}
 	f.w = new(windowJSON)
-	return json.Unmarshal(b, f.w)
+	err := json.Unmarshal(b, f.w)
+	var typ *json.UnmarshalTypeError
+	if errors.As(err, &typ) {
+		// Its offset counts from the window, not from the body that bind
+		// finds the path in: the decoder prefixes Field ("window.from").
+		typ.Offset = 0
+	}
+	return err
 }

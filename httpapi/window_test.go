@@ -163,13 +163,22 @@ func TestWindowAndExpiryValidation(t *testing.T) {
 	}
 	p := e.createPool(a.apiKey, map[string]any{"name": "p", "members": members("a-phone", "SIM1")})
 	id := strconv.Itoa(int(p.Body["id"].(float64)))
-	r := e.do(call{method: "PATCH", path: "/pools/" + id, token: a.apiKey, body: map[string]any{"window": with(weekdays(), "to", "25:00")}})
-	e.want(r, http.StatusBadRequest, "validation_failed")
-	if r.str("field") != "window.to" {
-		t.Errorf("pool window: got %s, want field window.to", r.Raw)
+	for _, c := range []struct {
+		window any
+		field  string
+	}{
+		{with(weekdays(), "to", "25:00"), "window.to"},
+		{with(weekdays(), "from", 9), "window.from"},
+		{"office hours", "window"},
+	} {
+		r := e.do(call{method: "PATCH", path: "/pools/" + id, token: a.apiKey, body: map[string]any{"window": c.window}})
+		e.want(r, http.StatusBadRequest, "")
+		if r.str("field") != c.field {
+			t.Errorf("pool window %v: got %s, want field %s", c.window, r.Raw, c.field)
+		}
 	}
 	e.want(e.do(call{method: "PATCH", path: "/pools/" + id, token: a.apiKey, body: map[string]any{"window": weekdays()}}), http.StatusOK, "")
-	r = e.do(call{method: "PATCH", path: "/pools/" + id, token: a.apiKey, body: map[string]any{"name": "q"}})
+	r := e.do(call{method: "PATCH", path: "/pools/" + id, token: a.apiKey, body: map[string]any{"name": "q"}})
 	if w, ok := r.Body["window"].(map[string]any); !ok || w["from"] != "09:00" {
 		t.Fatalf("a change without window: got %s, want the window kept", r.Raw)
 	}
