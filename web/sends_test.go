@@ -195,13 +195,28 @@ func TestSendBoxWorkingHours(t *testing.T) {
 	if p := send("17:00", "09:00", "UTC"); p.status != http.StatusBadRequest || !strings.Contains(p.body, `"field":"window.to"`) {
 		t.Errorf("until before from: got %d %s, want 400 naming window.to", p.status, p.body)
 	}
-	p := send("09:00", "17:00", "Europe/Berlin", "mon", "tue")
+	// Open only on the day after tomorrow, so closed by the test's clock, whatever the day.
+	day := strings.ToLower(e.clock.Now().AddDate(0, 0, 2).Weekday().String()[:3])
+	p := send("09:00", "17:00", "UTC", day)
 	if p.status != http.StatusOK {
 		t.Fatalf("send: %d %s", p.status, p.body)
 	}
 	m, err := e.sms.Queued(t.Context(), 1, queueIDOf.FindStringSubmatch(p.body)[1])
-	if err != nil || m.Window == nil || m.Window.TimeZone != "Europe/Berlin" || m.Window.From != "09:00" || !slices.Equal(m.Window.Days, []string{"mon", "tue"}) {
-		t.Fatalf("got window %+v (%v), want Monday and Tuesday 09:00-17:00 in Berlin", m.Window, err)
+	if err != nil || m.Window == nil || m.Window.TimeZone != "UTC" || m.Window.From != "09:00" || m.Window.To != "17:00" || !slices.Equal(m.Window.Days, []string{day}) {
+		t.Fatalf("got window %+v (%v), want %s 09:00-17:00 UTC", m.Window, err, day)
+	}
+	// Outside its hours a link's read holds it; the thread says until when.
+	dev, err := e.store.Device("fp-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.sms.Pending(t.Context(), dev, 0, 10); err != nil {
+		t.Fatal(err)
+	}
+	opens := m.Window.Next(e.clock.Now())
+	thread := b.get("/console/messages?device=fp-1&phone=%2B15550100000")
+	if !strings.Contains(thread.body, `outside its hours, until <time datetime="`+opens.Format(time.RFC3339)+`"`) {
+		t.Errorf("the thread does not say the held message waits until %s", opens)
 	}
 	p = send("", "", "Europe/Berlin")
 	m, err = e.sms.Queued(t.Context(), 1, queueIDOf.FindStringSubmatch(p.body)[1])

@@ -190,6 +190,12 @@
         when.appendChild(timeEl(m.send_at));
         meta.appendChild(when);
       }
+      if (m.status === "queued" && m.held_until) {
+        var held = document.createElement("span");
+        held.className = "when"; held.textContent = " outside its hours, until ";
+        held.appendChild(timeEl(m.held_until));
+        meta.appendChild(held);
+      }
       if (m.error) {
         var e = document.createElement("span");
         e.className = "error"; e.textContent = " " + m.error;
