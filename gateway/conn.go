@@ -58,6 +58,7 @@ type conn struct {
 
 	pumpMu    sync.Mutex          // serialises pumps, which read the store
 	inflight  map[string]struct{} // sends written to this link, not yet acked (nil when none); guarded by pumpMu
+	priority  map[string]struct{} // those of them with a priority (nil when none); guarded by pumpMu
 	cursor    uint64              // seq of the last job this link took from the queue; guarded by pumpMu
 	owed      bool                // places freed in the window since the last pump (refill); guarded by pumpMu
 	queueEnd  bool                // the last read of the SMS queue reached its end, and no kick came since; guarded by pumpMu
@@ -670,15 +671,28 @@ func (c *conn) pumpSMS() {
 		if room <= 0 || c.closed() {
 			return
 		}
-		jobs, err := c.hub.intake.Pending(context.Background(), c.dev, c.cursor, room)
+		// Priority jobs come back at every read until acked, so read as
+		// many more as the link holds.
+		limit := room + len(c.priority)
+		jobs, err := c.hub.intake.Pending(context.Background(), c.dev, c.cursor, limit)
 		if err != nil {
 			c.hub.log.Error("load pending jobs", "device", c.dev.Fingerprint, "err", err)
 			return
 		}
+		progress := false
 		for _, j := range jobs {
-			if j.Send == nil { // expired (the sweeper marks it) or failed: not sent
-				c.cursor = j.Seq
+			if j.Send == nil { // expired (the sweeper marks it), held or failed: not sent, and out of the queue's way
+				if j.Seq != 0 {
+					c.cursor = j.Seq
+				}
+				progress = true
 				continue
+			}
+			if _, held := c.inflight[j.Send.ID]; held {
+				continue // a priority job this link has (Seq 0: read again each time)
+			}
+			if len(c.inflight) >= c.hub.cfg.MaxInflight {
+				return // the window is full: the next ack pumps again
 			}
 			if c.pace != nil {
 				r := c.pace.Reserve()
@@ -700,13 +714,23 @@ func (c *conn) pumpSMS() {
 				return
 			}
 			c.take(j.Send.ID)
-			c.cursor = j.Seq
+			if j.Seq != 0 {
+				c.cursor = j.Seq
+			} else {
+				if c.priority == nil {
+					c.priority = map[string]struct{}{}
+				}
+				c.priority[j.Send.ID] = struct{}{}
+			}
+			progress = true
 		}
 		// A short batch was the end of the queue. A full one may have been
 		// expired jobs only, which filled no slot: read on, or the jobs
-		// behind them would wait for the next send or link.
-		c.queueEnd = len(jobs) < room
-		if c.queueEnd {
+		// behind them would wait for the next send or link. One that moved
+		// nothing (priority jobs this link has) would read the same again:
+		// their acks pump again.
+		c.queueEnd = len(jobs) < limit
+		if c.queueEnd || !progress {
 			return
 		}
 	}
@@ -736,6 +760,12 @@ func (c *conn) settle(id string) bool {
 	delete(c.inflight, id)
 	if len(c.inflight) == 0 {
 		c.inflight = nil // an idle link holds no map
+	}
+	if c.priority != nil {
+		delete(c.priority, id)
+		if len(c.priority) == 0 {
+			c.priority = nil
+		}
 	}
 	c.owed = c.owed || was
 	c.pumpMu.Unlock()

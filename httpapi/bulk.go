@@ -13,10 +13,14 @@ import (
 // Scheduled, cancelled and bulk sends.
 
 type bulkBody struct {
-	DeviceFingerprint string `json:"device_fingerprint"`
-	Pool              string `json:"pool"`
-	SIMSlot           string `json:"sim_slot"`
-	SendAt            string `json:"send_at"`
+	DeviceFingerprint string      `json:"device_fingerprint"`
+	Pool              string      `json:"pool"`
+	SIMSlot           string      `json:"sim_slot"`
+	SendAt            string      `json:"send_at"`
+	Window            *windowJSON `json:"window"`
+	ExpiresAt         string      `json:"expires_at"`
+	Validity          *int64      `json:"validity"`
+	Priority          int         `json:"priority"`
 	Messages          []struct {
 		Phone   string `json:"phone"`
 		Message string `json:"message"`
@@ -59,6 +63,7 @@ func (s *Server) chatSendBulk(c echo.Context) error {
 	}
 	ms, prior, err := s.deps.SMS.SendBulk(c.Request().Context(), sms.BulkInput{
 		CompanyID: p.CompanyID, UserID: p.UserID, Device: in.DeviceFingerprint, Pool: in.Pool, SIMSlot: in.SIMSlot, SendAt: in.SendAt,
+		Window: in.Window.window(), ExpiresAt: in.ExpiresAt, Validity: in.Validity, Priority: in.Priority,
 		Messages: items, IdempotencyKey: key,
 	}, answer)
 	if err != nil {

@@ -24,15 +24,17 @@ type poolJSON struct {
 	Strategy string `json:"strategy"`
 	Fallback string `json:"fallback,omitempty"`
 	// FailoverAfter is in seconds; 0: no failover.
-	FailoverAfter int64            `json:"failover_after"`
-	Members       []poolMemberJSON `json:"members"`
-	CreatedAt     string           `json:"created_at"`
-	UpdatedAt     string           `json:"updated_at"`
+	FailoverAfter int64 `json:"failover_after"`
+	// Window is when the pool's sends may go out; null: any time.
+	Window    *windowJSON      `json:"window"`
+	Members   []poolMemberJSON `json:"members"`
+	CreatedAt string           `json:"created_at"`
+	UpdatedAt string           `json:"updated_at"`
 }
 
 func poolOut(p store.Pool) poolJSON {
 	out := poolJSON{ID: p.ID, Name: p.Name, Strategy: p.Strategy, Fallback: p.Fallback, FailoverAfter: int64(p.FailoverAfter / time.Second),
-		Members: make([]poolMemberJSON, len(p.Members)), CreatedAt: ts(p.CreatedAt), UpdatedAt: ts(p.UpdatedAt)}
+		Window: windowOut(p.Window), Members: make([]poolMemberJSON, len(p.Members)), CreatedAt: ts(p.CreatedAt), UpdatedAt: ts(p.UpdatedAt)}
 	for i, m := range p.Members {
 		out.Members[i] = memberOut(m)
 	}
@@ -53,11 +55,13 @@ type poolBody struct {
 	Strategy      *string           `json:"strategy"`
 	Fallback      *string           `json:"fallback"`
 	FailoverAfter *int64            `json:"failover_after"`
+	Window        windowField       `json:"window"`
 	Members       *[]poolMemberBody `json:"members"`
 }
 
 func (b poolBody) input() sms.PoolInput {
-	in := sms.PoolInput{Name: b.Name, Strategy: b.Strategy, Fallback: b.Fallback, FailoverAfter: b.FailoverAfter}
+	in := sms.PoolInput{Name: b.Name, Strategy: b.Strategy, Fallback: b.Fallback, FailoverAfter: b.FailoverAfter,
+		WindowSet: b.Window.set, Window: b.Window.w.window()}
 	if b.Members != nil {
 		ms := make([]sms.PoolMemberInput, len(*b.Members))
 		for i, m := range *b.Members {

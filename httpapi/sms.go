@@ -22,6 +22,13 @@ type sendBody struct {
 	Message           string `json:"message"`
 	SIMSlot           string `json:"sim_slot"`
 	SendAt            string `json:"send_at"`
+	// Window, ExpiresAt and Validity are when the message may go out and
+	// until when (docs/routing.md).
+	Window    *windowJSON `json:"window"`
+	ExpiresAt string      `json:"expires_at"`
+	Validity  *int64      `json:"validity"`
+	// Priority orders the device's queue: 0 (default) to 9, higher first.
+	Priority int `json:"priority"`
 }
 
 type sendJSON struct {
@@ -104,6 +111,7 @@ func (s *Server) sendSMS(ctx context.Context, p account.Principal, in sendBody, 
 	m, prior, err := s.deps.SMS.Send(ctx, sms.SendInput{
 		CompanyID: p.CompanyID, UserID: p.UserID, Device: in.DeviceFingerprint, Pool: in.Pool, Phone: in.Phone,
 		Message: in.Message, SIMSlot: in.SIMSlot, SendAt: in.SendAt, IdempotencyKey: key,
+		Window: in.Window.window(), ExpiresAt: in.ExpiresAt, Validity: in.Validity, Priority: in.Priority,
 	}, answer)
 	if err != nil {
 		return sent{}, err
@@ -127,6 +135,13 @@ type queueJSON struct {
 	// SendAt is shown for a message sent with send_at only, so a company
 	// that never schedules sees the contract's shape unchanged.
 	SendAt string `json:"send_at,omitempty"`
+	// Window is the message's sending window (the send's or its pool's),
+	// and HeldUntil its next opening while the message waits for it; both
+	// only for a message with a window.
+	Window    *windowJSON `json:"window,omitempty"`
+	HeldUntil string      `json:"held_until,omitempty"`
+	// Priority is shown for a send made with one above 0.
+	Priority int `json:"priority,omitempty"`
 	// Where a pool sent the message, for a send through a pool only.
 	*routeJSON
 	// Attempts are the members a failover moved the message off, oldest
@@ -146,6 +161,10 @@ func queueItem(m store.Message) queueJSON {
 	q := queueJSON{QueueID: m.UUID, ID: m.ID, Status: m.Status, Error: m.Error, UpdatedAt: ts(m.UpdatedAt), routeJSON: routeOf(m)}
 	if !m.SendAt.IsZero() {
 		q.SendAt = ts(m.SendAt)
+	}
+	q.Window, q.Priority = windowOut(m.Window), m.Priority
+	if m.Status == store.MsgQueued && !m.HeldUntil.IsZero() {
+		q.HeldUntil = ts(m.HeldUntil)
 	}
 	for _, a := range m.Attempts {
 		q.Attempts = append(q.Attempts, attemptJSON{DeviceFingerprint: a.Device, SIMSlot: a.SIMSlot, Reason: a.Reason, MovedAt: ts(a.MovedAt)})

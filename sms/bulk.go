@@ -10,6 +10,7 @@ import (
 	"github.com/simrelay/simrelay/phone"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
+	"github.com/simrelay/simrelay/window"
 )
 
 // MaxBulk is how many messages one bulk send takes: a campaign's worth for
@@ -31,6 +32,10 @@ type BulkInput struct {
 	Pool           string // in place of Device (docs/routing.md)
 	SIMSlot        string
 	SendAt         string
+	Window         *window.Window // as SendInput's, for every message
+	ExpiresAt      string
+	Validity       *int64
+	Priority       int
 	Messages       []BulkItem
 	IdempotencyKey store.IdempotencyKey // keys are scoped by company and route
 }
@@ -58,7 +63,16 @@ func (s *Service) SendBulk(_ context.Context, in BulkInput, answer BulkAnswer) (
 	if len(in.Messages) == 0 || len(in.Messages) > MaxBulk {
 		return nil, nil, problem.Invalid("messages", fmt.Sprintf("must hold 1 to %d messages", MaxBulk))
 	}
-	expires := ttlStart(now, sendAt).Add(s.cfg.MessageTTL).UTC()
+	if err := sendWindow(in.Window); err != nil {
+		return nil, nil, err
+	}
+	expires, fixed, err := s.expiry(now, sendAt, in.Window, in.ExpiresAt, in.Validity)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := sendPriority(in.Priority); err != nil {
+		return nil, nil, err
+	}
 	ms := make([]store.Message, len(in.Messages))
 	for i, it := range in.Messages {
 		at := fmt.Sprintf("messages[%d]", i)
@@ -78,6 +92,7 @@ func (s *Service) SendBulk(_ context.Context, in BulkInput, answer BulkAnswer) (
 		ms[i] = store.Message{
 			UUID: newID(), CompanyID: in.CompanyID, UserID: in.UserID, Device: in.Device, Pool: in.Pool, Channel: proto.ChannelSMS,
 			Phone: to, Text: it.Message, SIMSlot: slot, Segments: Segments(it.Message), SendAt: sendAt, ExpiresAt: expires,
+			ExpiresFixed: fixed, Window: in.Window, Priority: in.Priority,
 		}
 	}
 	out, prior, err := s.store.EnqueueBulk(ms, in.IdempotencyKey, s.now, slotCheck, answer)

@@ -164,10 +164,10 @@ func (s *Service) Inbound(_ context.Context, dev store.Device, in proto.Inbound)
 
 // Pending returns the device's next jobs after the one with seq after, oldest
 // first; ones whose TTL ended are left for the sweeper to mark expired, and
-// ones to a number that opted out since they were queued are failed in the
-// store's next shared commit (the store's Pending), which this does not
-// wait for; neither is sent, but its seq still counts, so the caller's
-// cursor moves past it.
+// ones to a number that opted out since they were queued are failed, and
+// ones outside their window held, in the store's next shared commit (the
+// store's Pending), which this does not wait for; none of them is sent,
+// but its seq still counts, so the caller's cursor moves past it.
 func (s *Service) Pending(_ context.Context, dev store.Device, after uint64, limit int) ([]Job, error) {
 	now := s.now()
 	msgs, err := s.store.Pending(dev.CompanyID, dev.ID, after, limit, now, s.failedAtDispatch)
@@ -177,8 +177,12 @@ func (s *Service) Pending(_ context.Context, dev store.Device, after uint64, lim
 	out := make([]Job, 0, len(msgs))
 	for _, m := range msgs {
 		j := Job{Seq: m.QueuePlace()}
+		if m.Priority > 0 {
+			j.Seq = 0 // outside the plain queue's order: the cursor does not move
+		}
 		switch {
 		case m.Status != store.MsgQueued: // failed in the next commit
+		case !m.HeldUntil.IsZero(): // outside its window: held in the next commit
 		case m.ExpiresAt.IsZero() || now.Before(m.ExpiresAt):
 			j.Send = &proto.Send{ID: m.UUID, Channel: proto.ChannelSMS, To: m.Phone, Message: m.Text, SIMSlot: m.SIMSlot, ExpiresAt: m.ExpiresAt.UTC().Format(timeLayout)}
 		}
@@ -187,17 +191,24 @@ func (s *Service) Pending(_ context.Context, dev store.Device, after uint64, lim
 	return out, nil
 }
 
-// failedAtDispatch hears of the jobs the store failed at dispatch, after
-// their commit.
+// failedAtDispatch hears of the jobs the store failed or held at
+// dispatch, after their commit. A held job's opening may come sooner than
+// the scheduler sleeps: it looks again.
 func (s *Service) failedAtDispatch(ms []store.Message) {
 	for _, m := range ms {
+		if !m.HeldUntil.IsZero() {
+			s.sched.Kick()
+		}
 		s.changed(m)
 	}
 }
 
 // Job is a queued message as the hub takes it: its place in the device's
-// queue, and its send frame (nil when it must be skipped: expired, or
-// failed because its recipient opted out).
+// queue, and its send frame (nil when it must be skipped: expired, held
+// outside its window, or failed because its recipient opted out). A job
+// with a priority has Seq 0: it is read from the head of the priority
+// queue every time, so a link skips those it holds already, and its
+// cursor stays where the plain queue is.
 type Job struct {
 	Seq  uint64
 	Send *proto.Send

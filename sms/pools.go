@@ -12,6 +12,7 @@ import (
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
+	"github.com/simrelay/simrelay/window"
 )
 
 // Sender pools (docs/routing.md): a send may name a pool instead of a
@@ -97,7 +98,11 @@ type PoolInput struct {
 	Fallback *string
 	// FailoverAfter is in seconds: 0 (off) or 60 to 604,800.
 	FailoverAfter *int64
-	Members       *[]PoolMemberInput
+	// WindowSet says the request gave window: Window, or null (nil) to
+	// take the pool's window away.
+	WindowSet bool
+	Window    *window.Window
+	Members   *[]PoolMemberInput
 }
 
 // DefaultFailoverAfter is a new pool's failover_after: phones drop their
@@ -271,6 +276,12 @@ func poolDefinition(cur store.Pool, in PoolInput) (store.PoolInput, error) {
 			return def, problem.Invalid("failover_after", "must be 0 (no failover) or 60 to 604800 seconds")
 		}
 		def.FailoverAfter = d
+	}
+	if in.WindowSet {
+		if err := sendWindow(in.Window); err != nil {
+			return def, err
+		}
+		def.Window = in.Window
 	}
 	if in.Members != nil {
 		ms := *in.Members

@@ -15,6 +15,7 @@ import (
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/wakeup"
+	"github.com/simrelay/simrelay/window"
 )
 
 // Defaults, and why.
@@ -101,6 +102,13 @@ type SendInput struct {
 	IdempotencyKey store.IdempotencyKey // keys are scoped by company and route
 	// SendAt, when set, schedules the message (RFC 3339, schedule.go).
 	SendAt string
+	// Window, when set, is when the message may go out; ExpiresAt (RFC
+	// 3339) or Validity (seconds) when it expires unless taken (window.go).
+	Window    *window.Window
+	ExpiresAt string
+	Validity  *int64
+	// Priority orders the device's queue: higher first (0 to 9, default 0).
+	Priority int
 }
 
 // Answer builds the HTTP answer of a stored send; it is kept with an
@@ -139,10 +147,20 @@ func (s *Service) Send(_ context.Context, in SendInput, answer Answer) (msg stor
 	if err != nil {
 		return msg, nil, err
 	}
+	if err := sendWindow(in.Window); err != nil {
+		return msg, nil, err
+	}
+	expires, fixed, err := s.expiry(now, sendAt, in.Window, in.ExpiresAt, in.Validity)
+	if err != nil {
+		return msg, nil, err
+	}
+	if err := sendPriority(in.Priority); err != nil {
+		return msg, nil, err
+	}
 	m := store.Message{
 		UUID: newID(), CompanyID: in.CompanyID, UserID: in.UserID, Device: in.Device, Pool: in.Pool, Channel: proto.ChannelSMS,
 		Phone: to, Text: in.Message, SIMSlot: slot, Segments: Segments(in.Message), SendAt: sendAt,
-		ExpiresAt: ttlStart(now, sendAt).Add(s.cfg.MessageTTL).UTC(),
+		ExpiresAt: expires, ExpiresFixed: fixed, Window: in.Window, Priority: in.Priority,
 	}
 	msg, prior, err = s.store.Enqueue(&m, in.IdempotencyKey, s.now, slotCheck, answer)
 	if perr := poolRefusal(err); perr != nil {

@@ -24,6 +24,7 @@
 // registration of a handset:
 //
 //	dev_queue          dev + message id            -> nil (queued, in order)
+//	dev_queue_priority dev + (9 - priority) + place -> message id (queued with a priority)
 //	dev_sending        dev + message id            -> nil (acked, no outcome yet)
 //	dev_conv_messages  dev + phone + 0 + message id -> nil
 //	dev_conversations  dev + phone                 -> Conversation
@@ -31,6 +32,7 @@
 //	dev_inbound        dev + tag [+ slot] + id     -> nil
 //	dev_inbound_client dev + client id             -> message id
 //	queue_expiry       expires_at + message id     -> dev
+//	schedule_due       send_at or held_until + id  -> dev (scheduled, or held outside its window)
 //
 // Messages carry CompanyID and DeviceID (and the fingerprint, for display).
 // Every method that acts for a company or a phone's link checks, inside its

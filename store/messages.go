@@ -8,6 +8,8 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
+
+	"github.com/simrelay/simrelay/window"
 )
 
 // Message directions and statuses.
@@ -77,6 +79,18 @@ type Message struct {
 	Attempts []Attempt `json:"attempts,omitempty"`
 	// Media are the files of a received WhatsApp or iMessage message (media.go).
 	Media []MediaRef `json:"media,omitempty"`
+	// Window is when the message may go out (the send's, or its pool's);
+	// HeldUntil, on a queued message, is the window's next opening while
+	// the message waits for it outside its device's queue (schedule.go).
+	Window    *window.Window `json:"window,omitempty"`
+	HeldUntil time.Time      `json:"held_until,omitzero"`
+	// ExpiresFixed says the send set ExpiresAt itself (expires_at): a
+	// pool's window does not move it. Input only.
+	ExpiresFixed bool `json:"-"`
+	// Priority, 0 (the default) to MaxPriority, orders a device's queue:
+	// a queued SMS above 0 waits in the priority queue, which links read
+	// before the plain one (schedule.go).
+	Priority int `json:"priority,omitempty"`
 }
 
 // Conversation is the running summary of one device's exchange with one number.
@@ -105,6 +119,7 @@ var (
 	bucketMessages       = []byte("messages")           // id -> Message
 	bucketMessageUUIDs   = []byte("message_uuids")      // uuid -> id
 	bucketQueue          = []byte("dev_queue")          // dev id -> nil: queued, in order
+	bucketPrioQueue      = []byte("dev_queue_priority") // dev (MaxPriority-priority) place -> id: queued above priority 0
 	bucketSendingIdx     = []byte("dev_sending")        // dev id -> nil: acked, no outcome yet
 	bucketQueueExpiry    = []byte("queue_expiry")       // expires_at id -> dev
 	bucketConvMessages   = []byte("dev_conv_messages")  // dev phone 0 id -> nil
@@ -114,7 +129,7 @@ var (
 	bucketInboundDevice  = []byte("dev_inbound")        // dev tag [slot] id -> nil
 	bucketInboundClient  = []byte("dev_inbound_client") // dev client id -> id
 	bucketIdempotency    = []byte("idempotency")        // company id 0 route 0 key -> Idempotent (older: company id + key)
-	messageBuckets       = [][]byte{bucketMessages, bucketMessageUUIDs, bucketQueue, bucketSendingIdx, bucketQueueExpiry, bucketConvMessages, bucketConversations, bucketConvOrder, bucketInboundCompany, bucketInboundDevice, bucketInboundClient, bucketIdempotency}
+	messageBuckets       = [][]byte{bucketMessages, bucketMessageUUIDs, bucketQueue, bucketPrioQueue, bucketSendingIdx, bucketQueueExpiry, bucketConvMessages, bucketConversations, bucketConvOrder, bucketInboundCompany, bucketInboundDevice, bucketInboundClient, bucketIdempotency}
 )
 
 // ErrDeviceGone is returned when a message names a device that does not exist (any more).
@@ -254,17 +269,27 @@ func loadByUUID(tx *bolt.Tx, uuid string) (Message, error) {
 }
 
 // leaveQueue drops a message from the queue and expiry indexes, or, when
-// it is scheduled, from the schedule's.
+// it is scheduled, from the schedule's; a held one leaves both the
+// schedule's and the expiry index.
 func leaveQueue(tx *bolt.Tx, m Message) error {
 	if m.Status == MsgScheduled {
 		return leaveSchedule(tx, m)
 	}
-	queue, key := tx.Bucket(bucketQueue), msgDevKey(m, itob(m.QueuePlace()))
-	if IsAgentChannel(m.Channel) {
-		queue, key = tx.Bucket(bucketAgentQueue), agentMsgKey(m)
-	}
-	if err := queue.Delete(key); err != nil {
-		return err
+	if m.held() {
+		if err := leaveSchedule(tx, m); err != nil {
+			return err
+		}
+	} else {
+		queue, key := tx.Bucket(bucketQueue), msgDevKey(m, itob(m.QueuePlace()))
+		switch {
+		case IsAgentChannel(m.Channel):
+			queue, key = tx.Bucket(bucketAgentQueue), agentMsgKey(m)
+		case m.Priority > 0:
+			queue, key = tx.Bucket(bucketPrioQueue), prioKey(m)
+		}
+		if err := queue.Delete(key); err != nil {
+			return err
+		}
 	}
 	if m.ExpiresAt.IsZero() {
 		return nil
@@ -419,26 +444,35 @@ func (s *Store) transitionTx(tx *bolt.Tx, f *fold, t *Transit, companyID, device
 // an SMS to a number that opted out after it was queued (while the phone
 // was away) comes back as it is about to be, failed (recipient_opted_out),
 // keeping its place so the caller's cursor moves past it, and is never
-// sent. Pending does not write: it queues that change for the store's next
-// shared commit and returns at once, so a dispatcher never waits for an
-// fsync. The write vets each job again; failed, when not nil, is called
-// after the commit with the jobs it failed, as they then are. Should that
-// write fail, the jobs stay queued and the next read of the queue (the
-// phone's next link) tries again; their time to live still ends them.
-func (s *Store) Pending(companyID, deviceID uint64, after uint64, limit int, now time.Time, failed func([]Message)) ([]Message, error) {
+// sent. A job whose window is closed at now comes back held (HeldUntil set
+// to the next opening: not to be sent) the same way, and waits for the
+// scheduler to queue it again at the opening (schedule.go). Pending does
+// not write: it queues those changes for the store's next shared commit
+// and returns at once, so a dispatcher never waits for an fsync. The write
+// vets each job again; moved, when not nil, is called after the commit
+// with the jobs it failed or held, as they then are. Should that write
+// fail, the jobs stay queued and the next read of the queue (the phone's
+// next link) tries again; their time to live still ends them.
+//
+// Jobs with a priority come before all others, highest first, from the
+// head of the device's priority queue whatever after is: a higher
+// priority queued later goes before the jobs not yet handed out. The
+// caller skips those it holds already and keeps its cursor for the plain
+// queue; an expired one is left out for the sweeper.
+func (s *Store) Pending(companyID, deviceID uint64, after uint64, limit int, now time.Time, moved func([]Message)) ([]Message, error) {
 	var out []Message
 	var stopped []uint64 // ids of jobs to opted-out numbers
+	var closed []uint64  // and of jobs outside their window
 	err := s.db.View(func(tx *bolt.Tx) error {
 		if _, err := liveDeviceRef(tx, companyID, deviceID); err != nil {
 			return nil // a device that is gone has nothing pending
 		}
 		msgs := tx.Bucket(bucketMessages)
 		prefix := devKey(companyID, deviceID)
-		c := tx.Bucket(bucketQueue).Cursor()
-		for k, v := c.Seek(devKey(companyID, deviceID, itob(after+1))); k != nil && bytes.HasPrefix(k, prefix) && len(out) < limit; k, v = c.Next() {
+		take := func(k, v []byte) error {
 			var m Message
 			id := k[len(prefix):]
-			if len(v) == 8 { // a queue entry placed after its id (queueEntry)
+			if len(v) == 8 { // a queue entry placed after its id (queueEntry), or a priority one
 				id = v
 			}
 			if err := getJSON(msgs, id, &m); err != nil {
@@ -450,21 +484,47 @@ func (s *Store) Pending(companyID, deviceID uint64, after uint64, limit int, now
 			if m.Status != MsgQueued {
 				// Every path that moves a message on takes it out of the queue;
 				// a stray entry must never send a message twice.
-				continue
+				return nil
+			}
+			if m.Priority > 0 && !m.ExpiresAt.IsZero() && !now.Before(m.ExpiresAt) {
+				return nil // the sweeper marks it; no cursor needs to move past it
 			}
 			if s.optedOutTx(tx, companyID, m.Channel, m.Phone, -1) != nil {
 				stopped = append(stopped, m.ID)
 				m.Status, m.Error, m.UpdatedAt = MsgFailed, errOptedOut, now.UTC()
+			} else if m.Window != nil && !m.Window.Open(now) {
+				closed = append(closed, m.ID)
+				m.HeldUntil = m.Window.Next(now)
 			}
 			out = append(out, m)
+			return nil
+		}
+		// The priority queue first, always from its head: it holds only
+		// jobs no phone acked yet, and the cursor counts the plain queue.
+		pc := tx.Bucket(bucketPrioQueue).Cursor()
+		for k, v := pc.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && len(out) < limit; k, v = pc.Next() {
+			if err := take(k, v); err != nil {
+				return err
+			}
+		}
+		c := tx.Bucket(bucketQueue).Cursor()
+		for k, v := c.Seek(devKey(companyID, deviceID, itob(after+1))); k != nil && bytes.HasPrefix(k, prefix) && len(out) < limit; k, v = c.Next() {
+			if err := take(k, v); err != nil {
+				return err
+			}
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: pending of device %d of company %d: %w", deviceID, companyID, err)
 	}
-	if len(stopped) > 0 && s.commit != nil {
-		s.commit.submit(func(tx *bolt.Tx) error { return s.failOptedOut(tx, stopped, now, failed) })
+	if (len(stopped) > 0 || len(closed) > 0) && s.commit != nil {
+		s.commit.submit(func(tx *bolt.Tx) error {
+			if err := s.failOptedOut(tx, stopped, now, moved); err != nil {
+				return err
+			}
+			return s.holdClosed(tx, closed, now, moved)
+		})
 	}
 	return out, nil
 }
@@ -557,7 +617,7 @@ func (s *Store) ExpireQueued(now time.Time, limit int) ([]Message, error) {
 func (s *Store) failDeviceMessages(tx *bolt.Tx, companyID, deviceID uint64, now time.Time) error {
 	msgs := tx.Bucket(bucketMessages)
 	prefix := devKey(companyID, deviceID)
-	for _, idx := range [][]byte{bucketDevScheduled, bucketQueue, bucketSendingIdx} {
+	for _, idx := range [][]byte{bucketDevScheduled, bucketQueue, bucketPrioQueue, bucketSendingIdx} {
 		b := tx.Bucket(idx)
 		var ids [][]byte
 		c := b.Cursor()

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/simrelay/simrelay/window"
 )
 
 // Sender pools (docs/routing.md): a company's named set of (device, SIM)
@@ -60,10 +62,13 @@ type Pool struct {
 	// the pool's queued jobs on it move to other members; 0 turns failover
 	// off (failover.go).
 	FailoverAfter time.Duration `json:"failover_after,omitempty"`
-	Members       []PoolMember  `json:"members"`
-	MemberSeq     uint64        `json:"member_seq"` // the last member id given out
-	CreatedAt     time.Time     `json:"created_at"`
-	UpdatedAt     time.Time     `json:"updated_at"`
+	// Window, when set, is when the pool's sends may go out; a send's own
+	// window takes its place (docs/routing.md).
+	Window    *window.Window `json:"window,omitempty"`
+	Members   []PoolMember   `json:"members"`
+	MemberSeq uint64         `json:"member_seq"` // the last member id given out
+	CreatedAt time.Time      `json:"created_at"`
+	UpdatedAt time.Time      `json:"updated_at"`
 }
 
 // PoolInput is a pool's definition as a company writes it; members name
@@ -73,6 +78,7 @@ type PoolInput struct {
 	Strategy      string
 	Fallback      string
 	FailoverAfter time.Duration
+	Window        *window.Window
 	Members       []PoolMemberInput
 }
 
@@ -216,7 +222,7 @@ func (s *Store) PutPool(companyID, id uint64, now time.Time, edit func(cur Pool)
 				return err
 			}
 		}
-		p.Name, p.Strategy, p.Fallback, p.FailoverAfter, p.Members, p.UpdatedAt = in.Name, in.Strategy, in.Fallback, in.FailoverAfter, members, now.UTC()
+		p.Name, p.Strategy, p.Fallback, p.FailoverAfter, p.Window, p.Members, p.UpdatedAt = in.Name, in.Strategy, in.Fallback, in.FailoverAfter, in.Window, members, now.UTC()
 		if err := names.Put(poolNameKey(companyID, p.Name), itob(p.ID)); err != nil {
 			return err
 		}
@@ -231,7 +237,7 @@ func (s *Store) PutPool(companyID, id uint64, now time.Time, edit func(cur Pool)
 
 // Input is the pool's definition as PutPool takes it.
 func (p Pool) Input() PoolInput {
-	in := PoolInput{Name: p.Name, Strategy: p.Strategy, Fallback: p.Fallback, FailoverAfter: p.FailoverAfter, Members: make([]PoolMemberInput, len(p.Members))}
+	in := PoolInput{Name: p.Name, Strategy: p.Strategy, Fallback: p.Fallback, FailoverAfter: p.FailoverAfter, Window: p.Window, Members: make([]PoolMemberInput, len(p.Members))}
 	for i, m := range p.Members {
 		in.Members[i] = PoolMemberInput{Device: m.Device, SIMSlot: m.SIMSlot, DeviceID: m.DeviceID}
 	}
@@ -702,5 +708,18 @@ func (pp *poolPicker) pickFor(m *Message) (vettedDevice, error) {
 		return vettedDevice{}, err
 	}
 	m.Device, m.SIMSlot, m.PoolID = d.Fingerprint, mem.SIMSlot, pp.pool.ID
+	if m.Window == nil && pp.pool.Window != nil {
+		w := *pp.pool.Window
+		m.Window = &w
+		if !m.ExpiresFixed && !m.ExpiresAt.IsZero() {
+			// The time to live counts from the window's first opening, as
+			// for a send's own window (sms.Send).
+			start := pp.tally.now
+			if m.SendAt.After(start) {
+				start = m.SendAt
+			}
+			m.ExpiresAt = m.ExpiresAt.Add(w.Next(start).Sub(start))
+		}
+	}
 	return vettedDevice{Device: *d}, nil
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/simrelay/simrelay/window"
 )
 
 // Messages and conversations, the records every send writes and every
@@ -134,6 +136,19 @@ func (m *Message) appendRecord() []byte {
 		b = binary.AppendVarint(b, f.Size)
 		b = appendString(b, f.Filename)
 	}
+	if w := m.Window; w == nil {
+		b = append(b, 0)
+	} else {
+		b = binary.AppendUvarint(b, uint64(len(w.Days))+1)
+		for _, d := range w.Days {
+			b = appendString(b, d)
+		}
+		b = appendString(b, w.From)
+		b = appendString(b, w.To)
+		b = appendString(b, w.TimeZone)
+	}
+	b = appendTime(b, m.HeldUntil)
+	b = binary.AppendVarint(b, int64(m.Priority))
 	return b
 }
 
@@ -170,6 +185,22 @@ func (m *Message) readRecord(raw []byte) error {
 			m.Media[i] = MediaRef{ID: r.string(), ContentType: r.string(), Size: r.int(), Filename: r.string()}
 		}
 	}
+	if n := r.uint(); n > 0 && r.err == nil { // the window: its days + 1, 0 for none
+		if n-1 > uint64(len(raw)-r.off) {
+			return fmt.Errorf("store: %w", errBadRecord)
+		}
+		w := &window.Window{}
+		if n > 1 {
+			w.Days = make([]string, n-1)
+			for i := range w.Days {
+				w.Days[i] = r.string()
+			}
+		}
+		w.From, w.To, w.TimeZone = r.string(), r.string(), r.string()
+		m.Window = w
+	}
+	m.HeldUntil = r.time()
+	m.Priority = int(r.int())
 	return r.done()
 }
 

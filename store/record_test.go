@@ -22,6 +22,9 @@ func fillStruct(t *testing.T, rv reflect.Value) {
 	t.Helper()
 	for i := range rv.NumField() {
 		f := rv.Field(i)
+		if rv.Type().Field(i).Tag.Get("json") == "-" {
+			continue // not stored
+		}
 		switch f.Kind() {
 		case reflect.String:
 			f.SetString(fmt.Sprintf("%s-é-%d", rv.Type().Field(i).Name, i))
@@ -29,8 +32,17 @@ func fillStruct(t *testing.T, rv reflect.Value) {
 			f.SetUint(uint64(1)<<(i%64) + uint64(i))
 		case reflect.Int, reflect.Int64:
 			f.SetInt(int64(1000*i + 7))
-		case reflect.Slice:
+		case reflect.Pointer:
 			if f.Type().Elem().Kind() != reflect.Struct {
+				t.Fatalf("%s.%s is a %s: teach the compact encoding and this test about it", rv.Type(), rv.Type().Field(i).Name, f.Type())
+			}
+			f.Set(reflect.New(f.Type().Elem()))
+			fillStruct(t, f.Elem())
+		case reflect.Slice:
+			if k := f.Type().Elem().Kind(); k == reflect.String {
+				f.Set(reflect.ValueOf([]string{"a-é", "", "c"}).Convert(f.Type()))
+				continue
+			} else if k != reflect.Struct {
 				t.Fatalf("%s.%s is a %s: teach the compact encoding and this test about it", rv.Type(), rv.Type().Field(i).Name, f.Type())
 			}
 			f.Set(reflect.MakeSlice(f.Type(), 2, 2))

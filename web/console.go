@@ -179,6 +179,7 @@ var funcs = template.FuncMap{
 	"seconds":        func(d time.Duration) int64 { return int64(d / time.Second) },
 	// ferr is the place of a field's error message, filled by the server
 	// after a plain post or by the JavaScript after a fetch.
+	"windowDays": func() []string { return []string{"mon", "tue", "wed", "thu", "fri", "sat", "sun"} },
 	"ferr": func(f Flash, field string) template.HTML {
 		msg := ""
 		if f.Field == field {

@@ -211,8 +211,10 @@ type liveMessage struct {
 	NumberID    string `json:"number_id,omitempty"`
 	ContentType string `json:"content_type,omitempty"`
 	MediaURL    string `json:"media_url,omitempty"`
-	// SendAt is when a scheduled SMS is due.
-	SendAt string `json:"send_at,omitempty"`
+	// SendAt is when a scheduled SMS is due; HeldUntil when a queued one
+	// that waits outside its sending window goes to its phone.
+	SendAt    string `json:"send_at,omitempty"`
+	HeldUntil string `json:"held_until,omitempty"`
 	// Detail is what a delivered WhatsApp message's receipts added (read, played).
 	Detail string `json:"detail,omitempty"`
 	// Media are the files of a received WhatsApp or iMessage message.
@@ -228,6 +230,9 @@ func liveOut(m store.Message) liveMessage {
 	}
 	if !m.SendAt.IsZero() {
 		out.SendAt = m.SendAt.UTC().Format(time.RFC3339)
+	}
+	if m.Status == store.MsgQueued && !m.HeldUntil.IsZero() {
+		out.HeldUntil = m.HeldUntil.UTC().Format(time.RFC3339)
 	}
 	if m.Direction == store.Outbound {
 		out.QueueID = m.UUID

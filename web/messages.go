@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/simrelay/simrelay/sms"
+	"github.com/simrelay/simrelay/window"
 )
 
 // threadSize is how many messages of a conversation the page shows: the
@@ -113,7 +114,8 @@ func (c *Console) threadJSON(w http.ResponseWriter, r *http.Request, q *req) err
 func (c *Console) sendSMS(w http.ResponseWriter, r *http.Request, q *req) (outcome, error) {
 	f := r.PostFormValue
 	m, _, err := c.deps.SMS.Send(r.Context(), sms.SendInput{CompanyID: q.p().CompanyID, UserID: q.p().UserID,
-		Device: f("device_fingerprint"), Phone: f("phone"), Message: f("message"), SIMSlot: f("sim_slot"), SendAt: sendAtOf(f("send_at"))}, nil)
+		Device: f("device_fingerprint"), Phone: f("phone"), Message: f("message"), SIMSlot: f("sim_slot"), SendAt: sendAtOf(f("send_at")),
+		Window: windowOf(r)}, nil)
 	if err != nil {
 		return outcome{}, err
 	}
@@ -133,6 +135,18 @@ func sendAtOf(v string) string {
 		}
 	}
 	return v
+}
+
+// windowOf reads the send box's working hours: none when both times are
+// empty (the time zone is filled in by the page's script, so it alone says
+// nothing); otherwise the service validates them and names window.* in its
+// answer. Unticked days mean every day.
+func windowOf(r *http.Request) *window.Window {
+	f := func(k string) string { return strings.TrimSpace(r.PostFormValue(k)) }
+	if f("window_from") == "" && f("window_to") == "" {
+		return nil
+	}
+	return &window.Window{Days: r.PostForm["window_days"], From: f("window_from"), To: f("window_to"), TimeZone: f("window_zone")}
 }
 
 // cancelSMS takes back a scheduled or queued message, as DELETE

@@ -172,3 +172,55 @@ func TestWebhookEditorEvents(t *testing.T) {
 		t.Errorf("an unknown event: got %d %s", p.status, p.body)
 	}
 }
+
+// The send box's working hours reach the message as its window; a bad one
+// answers 400 naming the window's field, and empty times send at any hour.
+func TestSendBoxWorkingHours(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	key := e.company("Acme", "ada@acme.test", "Correct1horse")
+	e.pairPhone(e.pairingCode(key), "fp-1", false)
+	b := e.browser()
+	b.signIn("ada@acme.test", "Correct1horse")
+	if p := b.get("/console/messages?device=fp-1"); !strings.Contains(p.body, `name="window_from"`) || !strings.Contains(p.body, `name="window_days" value="mon"`) {
+		t.Fatal("the send box has no working hours")
+	}
+	send := func(from, to, zone string, days ...string) page {
+		return b.post("/console/messages/send", url.Values{"device_fingerprint": {"fp-1"}, "phone": {"+15550100000"}, "message": {"hours"}, "sim_slot": {"SIM1"},
+			"window_from": {from}, "window_to": {to}, "window_zone": {zone}, "window_days": days})
+	}
+	if p := send("09:00", "17:00", "Mars/Olympus"); p.status != http.StatusBadRequest || !strings.Contains(p.body, `"field":"window.time_zone"`) {
+		t.Errorf("a zone that is none: got %d %s, want 400 naming window.time_zone", p.status, p.body)
+	}
+	if p := send("17:00", "09:00", "UTC"); p.status != http.StatusBadRequest || !strings.Contains(p.body, `"field":"window.to"`) {
+		t.Errorf("until before from: got %d %s, want 400 naming window.to", p.status, p.body)
+	}
+	// Open only on the day after tomorrow, so closed by the test's clock, whatever the day.
+	day := strings.ToLower(e.clock.Now().AddDate(0, 0, 2).Weekday().String()[:3])
+	p := send("09:00", "17:00", "UTC", day)
+	if p.status != http.StatusOK {
+		t.Fatalf("send: %d %s", p.status, p.body)
+	}
+	m, err := e.sms.Queued(t.Context(), 1, queueIDOf.FindStringSubmatch(p.body)[1])
+	if err != nil || m.Window == nil || m.Window.TimeZone != "UTC" || m.Window.From != "09:00" || m.Window.To != "17:00" || !slices.Equal(m.Window.Days, []string{day}) {
+		t.Fatalf("got window %+v (%v), want %s 09:00-17:00 UTC", m.Window, err, day)
+	}
+	// Outside its hours a link's read holds it; the thread says until when.
+	dev, err := e.store.Device("fp-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.sms.Pending(t.Context(), dev, 0, 10); err != nil {
+		t.Fatal(err)
+	}
+	opens := m.Window.Next(e.clock.Now())
+	thread := b.get("/console/messages?device=fp-1&phone=%2B15550100000")
+	if !strings.Contains(thread.body, `outside its hours, until <time datetime="`+opens.Format(time.RFC3339)+`"`) {
+		t.Errorf("the thread does not say the held message waits until %s", opens)
+	}
+	p = send("", "", "Europe/Berlin")
+	m, err = e.sms.Queued(t.Context(), 1, queueIDOf.FindStringSubmatch(p.body)[1])
+	if err != nil || m.Window != nil {
+		t.Fatalf("empty times: got window %+v (%v), want none", m.Window, err)
+	}
+}

@@ -46,6 +46,10 @@
     if (!isNaN(d.getTime())) { t.title = localText(d) + " your time" + (zone ? " (" + zone + ")" : ""); }
   }
   document.querySelectorAll("time[datetime]").forEach(localTitle);
+  // A working-hours box starts in the person's own time zone.
+  document.querySelectorAll("[data-default-zone]").forEach(function (input) {
+    if (!input.value && zone) { input.value = zone; }
+  });
   document.querySelectorAll("[data-local-zone]").forEach(function (hint) {
     var input = document.getElementById(hint.id.replace(/-zone$/, ""));
     if (!input) { return; }
@@ -185,6 +189,12 @@
         when.className = "when"; when.textContent = " for ";
         when.appendChild(timeEl(m.send_at));
         meta.appendChild(when);
+      }
+      if (m.status === "queued" && m.held_until) {
+        var held = document.createElement("span");
+        held.className = "when"; held.textContent = " outside its hours, until ";
+        held.appendChild(timeEl(m.held_until));
+        meta.appendChild(held);
       }
       if (m.error) {
         var e = document.createElement("span");

@@ -1,0 +1,141 @@
+package window
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+	_ "time/tzdata" // zones do not depend on the host (doc.go)
+
+	"github.com/simrelay/simrelay/problem"
+)
+
+// Window is when messages may go out: on Days (none listed means every
+// day), from From up to To, both local "HH:MM" times in TimeZone; To is
+// after From and may be "24:00", the end of the day. A window never spans
+// midnight: the hours belong to the day they are on.
+type Window struct {
+	Days     []string `json:"days,omitempty"`
+	From     string   `json:"from"`
+	To       string   `json:"to"`
+	TimeZone string   `json:"time_zone"`
+}
+
+// dayNames are the accepted names of Days, in time.Weekday order.
+var dayNames = []string{"sun", "mon", "tue", "wed", "thu", "fri", "sat"}
+
+// Validate checks w; its errors are 400s naming the field under at (the
+// JSON path of the window, such as "window").
+func (w Window) Validate(at string) error {
+	if len(w.Days) > len(dayNames) {
+		return problem.Invalid(at+".days", "must list each day at most once")
+	}
+	seen := map[string]bool{}
+	for i, d := range w.Days {
+		field := fmt.Sprintf("%s.days[%d]", at, i)
+		if !slices.Contains(dayNames, d) {
+			return problem.Invalid(field, "must be one of mon, tue, wed, thu, fri, sat, sun")
+		}
+		if seen[d] {
+			return problem.Invalid(field, "names a day twice")
+		}
+		seen[d] = true
+	}
+	from, ok := minutes(w.From, false)
+	if !ok {
+		return problem.Invalid(at+".from", "must be a local time HH:MM from 00:00 to 23:59")
+	}
+	to, ok := minutes(w.To, true)
+	if !ok {
+		return problem.Invalid(at+".to", "must be a local time HH:MM from 00:01 to 24:00")
+	}
+	if to <= from {
+		return problem.Invalid(at+".to", "must be after from: a window does not span midnight")
+	}
+	switch {
+	case w.TimeZone == "":
+		return problem.Invalid(at+".time_zone", "is required, an IANA time zone such as Europe/Berlin or UTC")
+	case w.TimeZone == "Local" || strings.HasPrefix(w.TimeZone, "/"):
+		return problem.Invalid(at+".time_zone", "must be an IANA time zone such as Europe/Berlin or UTC")
+	}
+	if _, err := location(w.TimeZone); err != nil {
+		return problem.Invalid(at+".time_zone", "is not a known IANA time zone, such as Europe/Berlin or UTC")
+	}
+	return nil
+}
+
+// minutes reads "HH:MM" as minutes into the day; end allows "24:00".
+func minutes(s string, end bool) (int, bool) {
+	if len(s) != 5 || s[2] != ':' {
+		return 0, false
+	}
+	var h, m int
+	for _, c := range s[:2] + s[3:] {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+	}
+	h = int(s[0]-'0')*10 + int(s[1]-'0')
+	m = int(s[3]-'0')*10 + int(s[4]-'0')
+	switch {
+	case m > 59:
+		return 0, false
+	case end && h == 24 && m == 0:
+		return 24 * 60, true
+	case h > 23:
+		return 0, false
+	}
+	return h*60 + m, true
+}
+
+// locations caches loaded zones: a zone is read and parsed once per
+// process, and there are a few hundred names, so the cache is bounded.
+var locations sync.Map // name -> *time.Location
+
+func location(name string) (*time.Location, error) {
+	if l, ok := locations.Load(name); ok {
+		return l.(*time.Location), nil
+	}
+	l, err := time.LoadLocation(name)
+	if err != nil {
+		return nil, err
+	}
+	locations.Store(name, l)
+	return l, nil
+}
+
+// Next returns the earliest instant at or after t inside w: t itself when
+// w is open at t. A window that fails Validate is taken as always open,
+// since a stored message must never wait for a window that cannot open.
+func (w Window) Next(t time.Time) time.Time {
+	loc, err := location(w.TimeZone)
+	from, ok1 := minutes(w.From, false)
+	to, ok2 := minutes(w.To, true)
+	if err != nil || !ok1 || !ok2 || to <= from {
+		return t
+	}
+	y, m, d := t.In(loc).Date()
+	// Eight days: today's hours may be over, and the same weekday next
+	// week is the last that can be the first open one.
+	for i := range 8 {
+		day := time.Date(y, m, d+i, 0, 0, 0, 0, loc)
+		if len(w.Days) > 0 && !slices.Contains(w.Days, dayNames[day.Weekday()]) {
+			continue
+		}
+		// A local time that a daylight-saving change skips comes out as
+		// time.Date normalizes it, past the gap (02:30 becomes 03:30).
+		open := time.Date(y, m, d+i, from/60, from%60, 0, 0, loc)
+		end := time.Date(y, m, d+i, to/60, to%60, 0, 0, loc)
+		if t.Before(end) {
+			if t.Before(open) {
+				return open.UTC()
+			}
+			return t
+		}
+	}
+	return t
+}
+
+// Open says whether w is open at t.
+func (w Window) Open(t time.Time) bool { return !w.Next(t).After(t) }
