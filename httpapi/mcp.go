@@ -245,14 +245,18 @@ func tool[In any](name, title, description string, readOnly bool, run func(ctx c
 }
 
 const mcpInstructions = "simrelay sends SMS through the company's paired Android phones, and WhatsApp and iMessage " +
-	"through its agents. Find a device with list_devices, send with send_sms, follow a send with message_status, " +
+	"through its agents. Find a device with list_devices (or a sender pool, which chooses the phone and SIM, with " +
+	"list_pools), send with send_sms, follow a send with message_status, " +
 	"and read replies with latest_inbound or read_conversation. Phone numbers are E.164 (+ and 8 to 15 digits). " +
 	"A failed call answers the REST API's error body {error, message, field?} with its HTTP status."
 
-// mcpErrorJSON is a failed tool call: the REST error body and its status.
+// mcpErrorJSON is a failed tool call: the REST error body, its status and,
+// for a refusal that ends with time (a cap, a rate), the route's
+// Retry-After in seconds, which a tool result has no header for.
 type mcpErrorJSON struct {
 	*problem.Error
-	Status int `json:"status"`
+	Status     int `json:"status"`
+	RetryAfter int `json:"retry_after,omitempty"`
 }
 
 // mcpError turns a tool's failure into the REST route's error, as a tool
@@ -267,7 +271,7 @@ func (s *Server) mcpError(tool string, err error) *mcp.CallToolResult {
 	if out.Field == "Idempotency-Key" {
 		out.Field = "idempotency_key" // the tool's name for the header
 	}
-	body, _ := json.Marshal(mcpErrorJSON{Error: &out, Status: out.Status()})
+	body, _ := json.Marshal(mcpErrorJSON{Error: &out, Status: out.Status(), RetryAfter: out.RetryAfter})
 	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: string(body)}},
 		StructuredContent: json.RawMessage(body)}
 }

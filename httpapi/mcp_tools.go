@@ -9,7 +9,6 @@ import (
 	"github.com/simrelay/simrelay/channel"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/sms"
-	"github.com/simrelay/simrelay/store"
 )
 
 // The MCP tools (docs/mcp.md). Each is a member-level REST route, so an
@@ -17,13 +16,13 @@ import (
 // operations have no tool.
 
 type smsToolArgs struct {
-	// The device that sends. When sends take a sender pool, the pool joins
-	// here as an alternative to the device, mapped to the same field of
-	// sendBody.
-	DeviceFingerprint string `json:"device_fingerprint" jsonschema:"the fingerprint of the company's phone that sends it (list_devices names them)"`
+	// The device that sends, or the sender pool that chooses it and its SIM:
+	// one of the two, as in POST /chat/send's body.
+	DeviceFingerprint string `json:"device_fingerprint,omitempty" jsonschema:"the fingerprint of the company's phone that sends it (list_devices names them); give this or pool"`
+	Pool              string `json:"pool,omitempty" jsonschema:"the name of the company's sender pool that chooses the phone and SIM (list_pools names them); give this or device_fingerprint"`
 	Phone             string `json:"phone" jsonschema:"the recipient in E.164: + and 8 to 15 digits"`
 	Message           string `json:"message" jsonschema:"the text, at most 1600 characters"`
-	SIMSlot           string `json:"sim_slot,omitempty" jsonschema:"SIM1 or SIM2; SIM1 when left out"`
+	SIMSlot           string `json:"sim_slot,omitempty" jsonschema:"SIM1 or SIM2 of the device; SIM1 when left out; none with pool, which chooses the SIM"`
 	SendAt            string `json:"send_at,omitempty" jsonschema:"optional RFC 3339 time, in the future and at most 30 days ahead, to schedule the message"`
 	IdempotencyKey    string `json:"idempotency_key,omitempty" jsonschema:"optional; the same key from the company within 24 hours answers the first send again and sends nothing new (the REST API's Idempotency-Key header)"`
 }
@@ -80,12 +79,12 @@ type statusArgs struct {
 func (s *Server) newMCPTools() []mcpTool {
 	return []mcpTool{
 		tool("send_sms", "Send an SMS",
-			"Queue an SMS through one of the company's phones; answers {message:\"queued\"|\"scheduled\", queueId}. "+
-				"Follow it with message_status. Same rules as POST /chat/send.", false,
+			"Queue an SMS through one of the company's phones, named by device_fingerprint, or through a sender pool, "+
+				"which chooses the phone and SIM; answers {message:\"queued\"|\"scheduled\", queueId}, and through a pool "+
+				"also {pool, device_fingerprint, sim_slot}. Follow it with message_status. Same rules as POST /chat/send.", false,
 			func(ctx context.Context, p account.Principal, in smsToolArgs) (any, error) {
-				body := sendBody{DeviceFingerprint: in.DeviceFingerprint, Phone: in.Phone, Message: in.Message, SIMSlot: in.SIMSlot, SendAt: in.SendAt}
-				return mcpSent(s.sendSMS(ctx, p, body, newIdempotencyKey(in.IdempotencyKey, "/chat/send", body),
-					func(m store.Message) any { return sendJSON{Message: sendWord(m), QueueID: m.UUID} }))
+				body := sendBody{DeviceFingerprint: in.DeviceFingerprint, Pool: in.Pool, Phone: in.Phone, Message: in.Message, SIMSlot: in.SIMSlot, SendAt: in.SendAt}
+				return mcpSent(s.sendSMS(ctx, p, body, newIdempotencyKey(in.IdempotencyKey, "/chat/send", body), chatSendAnswer))
 			}),
 		agentSendTool[whatsAppToolArgs](s, waChannel, "send_whatsapp", "Send a WhatsApp message",
 			"Queue a WhatsApp message from one of the company's numbers (number_id from GET /whatsapp/numbers); answers {status:\"queued\", id}. Same rules and caps as POST /whatsapp/send."),
@@ -95,6 +94,20 @@ func (s *Server) newMCPTools() []mcpTool {
 			"The company's devices with their status, whether they are online, when they were last seen and their SIMs, as GET /device/list.", true,
 			func(ctx context.Context, p account.Principal, _ struct{}) (any, error) {
 				return s.deviceDetails(ctx, p.CompanyID)
+			}),
+		tool("list_pools", "List sender pools",
+			"The company's sender pools with their strategy, failover and members (device and SIM), as GET /pools; "+
+				"send_sms takes a pool's name in place of a device.", true,
+			func(ctx context.Context, p account.Principal, _ struct{}) (any, error) {
+				ps, err := s.deps.SMS.Pools(ctx, p.CompanyID)
+				if err != nil {
+					return nil, err
+				}
+				out := make([]poolJSON, len(ps))
+				for i, pl := range ps {
+					out[i] = poolOut(pl)
+				}
+				return map[string]any{"pools": out}, nil
 			}),
 		tool("list_conversations", "List conversations",
 			"One device's SMS conversations, the latest first, as GET /chat/conversations.", true,

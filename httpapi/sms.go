@@ -62,9 +62,13 @@ type aliasSendJSON struct {
 }
 
 func (s *Server) chatSend(c echo.Context) error {
-	return s.send(c, func(m store.Message) any {
-		return sendJSON{Message: sendWord(m), QueueID: m.UUID, routeJSON: routeOf(m)}
-	})
+	return s.send(c, chatSendAnswer)
+}
+
+// chatSendAnswer is the answer of POST /chat/send and of the MCP tool
+// send_sms, which share their idempotency keys and so their answers.
+func chatSendAnswer(m store.Message) any {
+	return sendJSON{Message: sendWord(m), QueueID: m.UUID, routeJSON: routeOf(m)}
 }
 
 func (s *Server) automationSend(c echo.Context) error {

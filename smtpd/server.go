@@ -30,9 +30,11 @@ type Devices interface {
 	Get(ctx context.Context, companyID uint64, fingerprint string) (store.Device, error)
 }
 
-// Sender queues an SMS with every rule of the API's sends (sms.Service).
+// Sender queues an SMS with every rule of the API's sends, and lists the
+// company's sender pools for the addresses that name one (sms.Service).
 type Sender interface {
 	Send(ctx context.Context, in sms.SendInput, answer sms.Answer) (store.Message, *store.Idempotent, error)
+	Pools(ctx context.Context, companyID uint64) ([]store.Pool, error)
 }
 
 // Limits are the API's rate-limit windows (httpapi.Server), so that sends

@@ -35,9 +35,11 @@ type session struct {
 	rcpts  []recipient
 }
 
-// recipient is an accepted RCPT: the number and the device that sends to it.
+// recipient is an accepted RCPT: the number and the device (and SIM) or
+// the sender pool that sends to it.
 type recipient struct {
 	phone, device, slot string
+	pool                string
 }
 
 var (
@@ -106,12 +108,20 @@ func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 	if err != nil {
 		return err
 	}
-	dev, err := ss.device(a)
-	if err != nil {
-		return err
+	rc := recipient{phone: a.Phone}
+	if a.Pool != "" {
+		if rc.pool, err = ss.pool(a.Pool); err != nil {
+			return err
+		}
+	} else {
+		dev, err := ss.device(a)
+		if err != nil {
+			return err
+		}
+		rc.device, rc.slot = dev.Fingerprint, slotOf(dev)
 	}
 	for _, r := range ss.rcpts {
-		if r.phone == a.Phone && r.device == dev.Fingerprint {
+		if r == rc {
 			return nil // the same SMS twice in one mail is sent once
 		}
 	}
@@ -119,8 +129,25 @@ func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 		return &smtp.SMTPError{Code: 452, EnhancedCode: smtp.EnhancedCode{4, 7, 0},
 			Message: fmt.Sprintf("Rate limit: %d sends in this window; retry after %d seconds", res.Limit, res.ResetSeconds())}
 	}
-	ss.rcpts = append(ss.rcpts, recipient{phone: a.Phone, device: dev.Fingerprint, slot: slotOf(dev)})
+	ss.rcpts = append(ss.rcpts, rc)
 	return nil
+}
+
+// pool is the name of the company's sender pool an address names, as the
+// pool spells it: names are matched without case, as the API matches them.
+// The pool chooses the device and SIM when the SMS is queued.
+func (ss *session) pool(name string) (string, error) {
+	pools, err := ss.s.deps.SMS.Pools(context.Background(), ss.p.CompanyID)
+	if err != nil {
+		ss.s.log.Error("smtp pools", "err", err)
+		return "", errUnavailable
+	}
+	for _, p := range pools {
+		if strings.EqualFold(p.Name, name) {
+			return p.Name, nil
+		}
+	}
+	return "", &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1}, Message: "The company has no sender pool named " + asciiLine(name)}
 }
 
 // device is the device a recipient's SMS goes through: the one its address
@@ -128,12 +155,6 @@ func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 // only device.
 func (ss *session) device(a Address) (store.Device, error) {
 	ctx := context.Background()
-	if a.Pool != "" {
-		// Sender pools are not in this server yet; their addresses are
-		// reserved so that they can be added without changing others.
-		return store.Device{}, &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1},
-			Message: "Sending through a pool is not supported by this server; name a device as +dev-FINGERPRINT"}
-	}
 	named := a.Device
 	if named == "" {
 		co, err := ss.s.deps.Accounts.Company(ctx, ss.p)
@@ -216,7 +237,12 @@ func (ss *session) Data(r io.Reader) error {
 func (ss *session) send(rc recipient, m Mail) error {
 	key := store.IdempotencyKey{Route: IdempotencyRoute}
 	if m.MessageID != "" {
-		sum := sha256.Sum256([]byte(m.MessageID + "\x00" + rc.device + "\x00" + rc.phone))
+		to := rc.device
+		if rc.pool != "" {
+			// Its own space: a pool and a device may share a name.
+			to = "pool\x00" + strings.ToLower(rc.pool)
+		}
+		sum := sha256.Sum256([]byte(m.MessageID + "\x00" + to + "\x00" + rc.phone))
 		key.Key = hex.EncodeToString(sum[:])
 		text := sha256.Sum256([]byte(m.Text))
 		key.Digest = hex.EncodeToString(text[:])
@@ -226,7 +252,7 @@ func (ss *session) send(rc recipient, m Mail) error {
 		return http.StatusAccepted, body
 	}
 	_, prior, err := ss.s.deps.SMS.Send(context.Background(), sms.SendInput{
-		CompanyID: ss.p.CompanyID, UserID: ss.p.UserID, Device: rc.device, Phone: rc.phone,
+		CompanyID: ss.p.CompanyID, UserID: ss.p.UserID, Device: rc.device, Pool: rc.pool, Phone: rc.phone,
 		Message: m.Text, SIMSlot: rc.slot, IdempotencyKey: key,
 	}, answer)
 	if err != nil {
@@ -243,10 +269,17 @@ func (ss *session) Reset() { ss.rcpts = nil }
 
 func (ss *session) Logout() error { return nil }
 
+// maxReplyReason bounds the refusal's own words in a reply, so that the
+// line, with the recipient, the retry hint and the (at most 9) recipients
+// queued before, stays within RFC 5321's 512 octets: a pool's refusal gives
+// the reason of each member, of up to 200.
+const maxReplyReason = 180
+
 // reply turns a refused send into the SMTP reply a mail client shows: 550
 // for what a retry cannot change, 452 for limits that renew, 451 for a
-// fault of the server. It names the recipient, and those queued before it
-// (a retry of the same mail does not queue them again).
+// fault of the server or a pool none of whose members can send now. It
+// names the recipient, and those queued before it (a retry of the same
+// mail does not queue them again).
 func reply(err error, to string, queued []string, log *slog.Logger) error {
 	var se *smtp.SMTPError
 	if errors.As(err, &se) {
@@ -258,12 +291,25 @@ func reply(err error, to string, queued []string, log *slog.Logger) error {
 		return errUnavailable
 	}
 	code, enh := 550, smtp.EnhancedCode{5, 0, 0}
-	msg := pe.Message
+	msg, hint := pe.Message, ""
 	switch pe.Code {
 	case problem.RecipientOptedOut:
 		enh = smtp.EnhancedCode{5, 7, 1}
 	case problem.RateLimited, problem.PlanLimitReached, problem.StorageBudgetExceeded:
 		code, enh = 452, smtp.EnhancedCode{4, 2, 2}
+	case problem.SIMCapped, problem.PoolCapped:
+		// A SIM's cap renews at midnight UTC (or with the month): the
+		// client's retry after the hint goes out.
+		code, enh = 452, smtp.EnhancedCode{4, 2, 2}
+		hint = fmt.Sprintf("; retry after %d seconds", pe.RetryAfter)
+	case problem.PoolUnavailable:
+		// No member can send now: its devices disabled or deleted, its SIMs
+		// not the ones they send from, or resting after carrier errors (15
+		// minutes). Each ends without the mail changing, by the company's
+		// hand or by time, and a mail server keeps a 4xx mail and retries
+		// it for days, safely (the Message-ID's key), where a 550 would
+		// drop the message at the first outage of the pool's phones.
+		code, enh = 451, smtp.EnhancedCode{4, 4, 4}
 	case problem.NotFound:
 		enh = smtp.EnhancedCode{5, 1, 1}
 	case problem.DeviceDisabled, problem.SIMMismatch:
@@ -276,7 +322,11 @@ func reply(err error, to string, queued []string, log *slog.Logger) error {
 	case problem.Internal, problem.Unavailable:
 		return errUnavailable
 	}
-	msg = "To " + to + ": " + strings.TrimSuffix(msg, ".")
+	msg = asciiLine(strings.TrimSuffix(msg, "."))
+	if len(msg) > maxReplyReason {
+		msg = msg[:maxReplyReason-4] + " ..."
+	}
+	msg = "To " + to + ": " + msg + hint
 	if len(queued) > 0 {
 		msg += "; already queued for " + strings.Join(queued, ", ") + " (a retry of this mail with its Message-ID does not queue them again)"
 	}

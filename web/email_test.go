@@ -16,7 +16,7 @@ func TestSettingsTellsOfEmailToSMS(t *testing.T) {
 	admin := on.browser()
 	admin.signIn("ada@acme.test", "Correct1horse")
 	page := admin.get("/console/settings").body
-	for _, want := range []string{"E-mail to SMS", "+15551234567@sms.acme.test", "+15551234567+dev-FINGERPRINT@sms.acme.test", "port <code>2525</code>, STARTTLS"} {
+	for _, want := range []string{"E-mail to SMS", "+15551234567@sms.acme.test", "+15551234567+dev-FINGERPRINT@sms.acme.test", "+15551234567+pool-NAME@sms.acme.test", "port <code>2525</code>, STARTTLS"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("settings page lacks %q", want)
 		}
