@@ -17,6 +17,9 @@ type CompanyPatch struct {
 	// EmailDevice sets the device of e-mail to SMS (a fingerprint of the
 	// company's); "" clears it.
 	EmailDevice *string
+	// Region sets the country of numbers written without their country
+	// code (phone.CheckRegion); "" clears it.
+	Region *string
 }
 
 // Company returns the caller's company.
@@ -29,7 +32,7 @@ func (s *Service) Company(_ context.Context, p Principal) (store.Company, error)
 // the optional fields are cleared with an empty string.
 func (s *Service) UpdateCompany(_ context.Context, p Principal, patch CompanyPatch) (store.Company, error) {
 	var v check
-	keywords, emailDevice := patch.OptOutKeywords, patch.EmailDevice
+	keywords, emailDevice, region := patch.OptOutKeywords, patch.EmailDevice, patch.Region
 	if emailDevice != nil && *emailDevice != "" {
 		if _, err := s.store.CompanyDevice(p.CompanyID, *emailDevice); errors.Is(err, store.ErrNotFound) {
 			return store.Company{}, problem.Invalid("emailDevice", "names no device of the company")
@@ -46,6 +49,7 @@ func (s *Service) UpdateCompany(_ context.Context, p Principal, patch CompanyPat
 		Country: v.patch(patch.Country, func(s string) string { return v.country("country", s) }),
 	}
 	patch.OptOutKeywords = keywords
+	patch.Region = v.patch(region, func(s string) string { return v.region("region", s) })
 	if v.err != nil {
 		return store.Company{}, v.err
 	}
@@ -60,6 +64,7 @@ func (s *Service) UpdateCompany(_ context.Context, p Principal, patch CompanyPat
 			c.OptOutKeywords = patch.OptOutKeywords
 		}
 		setIf(&c.EmailDevice, emailDevice)
+		setIf(&c.Region, patch.Region)
 		return nil
 	})
 	return c, mapStoreErr(err, "company")

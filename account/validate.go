@@ -149,6 +149,16 @@ func (c *check) country(field, v string) string {
 	return c.run(func() (string, error) { return validCountry(field, v) })
 }
 
+func (c *check) region(field, v string) string {
+	return c.run(func() (string, error) {
+		r, err := phone.CheckRegion(v)
+		if err != nil {
+			return "", problem.Invalid(field, err.Error())
+		}
+		return r, nil
+	})
+}
+
 func (c *check) password(field, pw string, strong bool) {
 	if c.err == nil {
 		c.err = validPassword(field, pw, strong)

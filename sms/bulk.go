@@ -65,13 +65,17 @@ func (s *Service) SendBulk(_ context.Context, in BulkInput, answer BulkAnswer) (
 		return nil, nil, problem.Invalid("messages", fmt.Sprintf("must hold 1 to %d messages", MaxBulk))
 	}
 	expires := ttlStart(now, sendAt).Add(s.cfg.MessageTTL).UTC()
+	region, err := s.region(in.CompanyID)
+	if err != nil {
+		return nil, nil, err
+	}
 	ms := make([]store.Message, len(in.Messages))
 	for i, it := range in.Messages {
 		at := fmt.Sprintf("messages[%d]", i)
 		if it.Phone == "" {
 			return nil, nil, problem.Invalid(at+".phone", "is required")
 		}
-		to, err := phone.Normalize(it.Phone)
+		to, err := phone.NormalizeIn(it.Phone, region)
 		if err != nil {
 			return nil, nil, problem.Invalid(at+".phone", err.Error())
 		}

@@ -111,7 +111,11 @@ func (s *Service) Send(_ context.Context, in SendInput, answer Answer) (msg stor
 	if strings.TrimSpace(in.Device) == "" {
 		return msg, nil, problem.Invalid("device_fingerprint", "is required")
 	}
-	to, err := phone.Normalize(in.Phone)
+	region, err := s.region(in.CompanyID)
+	if err != nil {
+		return msg, nil, err
+	}
+	to, err := phone.NormalizeIn(in.Phone, region)
 	if in.Phone == "" {
 		return msg, nil, problem.Invalid("phone", "is required")
 	}
@@ -185,6 +189,16 @@ func slotCheck(slot string) func(store.Device) error {
 		return &problem.Error{Code: problem.SIMMismatch, Field: "sim_slot",
 			Message: "The device has no SIM in " + slot + "; it announced " + strings.Join(have, " and ") + "."}
 	}
+}
+
+// region is the company's region for numbers written without their
+// country code ("" for none: the international form is required).
+func (s *Service) region(companyID uint64) (string, error) {
+	c, err := s.store.Company(companyID)
+	if err != nil {
+		return "", err
+	}
+	return c.Region, nil
 }
 
 // Run expires queued messages past their TTL, prunes old idempotency
