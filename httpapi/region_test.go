@@ -102,3 +102,30 @@ func TestCompanyRegionNationalNumbers(t *testing.T) {
 	}
 	e.want(e.do(call{method: "POST", path: "/chat/send", token: a.apiKey, body: sendBody("a-phone", "020 7946 0958", "x", "")}), http.StatusBadRequest, "validation_failed")
 }
+
+// WhatsApp and iMessage read numbers in the company's region too: the
+// numbers an agent announces and the recipients of sends.
+func TestCompanyRegionAgentNumbers(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, roomy)
+	a := e.newCompany("Acme", "owner@acme.test")
+	e.want(e.do(call{method: "PATCH", path: "/company", token: a.apiKey, body: map[string]any{"region": "GB"}}), http.StatusOK, "")
+	ag := e.runAgent(e.pairPhone(a.apiKey, "agent-a"), "agent-a", []string{"07400 654321"}, []string{"020 7946 0958"}, false)
+	wa := e.numberID(a.apiKey, "whatsapp", "+447400654321")
+	im := e.numberID(a.apiKey, "imessage", "+442079460958")
+	e.want(e.waSend(a.apiKey, wa, "07400 123456", "hi"), http.StatusAccepted, "")
+	e.want(e.do(call{method: "POST", path: "/imessage/send", token: a.apiKey, body: map[string]any{"handle_id": im, "to": "(020) 7946 0000", "content": "hi"}}), http.StatusAccepted, "")
+	e.eventually("the agent gets both jobs", func() bool { jobs, _ := ag.Jobs(); return len(jobs) == 2 })
+	jobs, _ := ag.Jobs()
+	got := map[string]bool{jobs[0].To: true, jobs[1].To: true}
+	if !got["+447400123456"] || !got["+442079460000"] {
+		t.Fatalf("jobs to %q and %q, want +447400123456 and +442079460000", jobs[0].To, jobs[1].To)
+	}
+	for _, bad := range []string{"07400 12", "07700 900123"} {
+		r := e.waSend(a.apiKey, wa, bad, "x")
+		e.want(r, http.StatusBadRequest, "validation_failed")
+		if r.str("field") != "to" {
+			t.Errorf("%q: got field %q", bad, r.str("field"))
+		}
+	}
+}

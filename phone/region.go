@@ -73,7 +73,7 @@ func NormalizeIn(s, region string) (string, error) {
 		return "", bad
 	}
 	if !phonenumbers.IsValidNumber(n) {
-		return "", errors.New("is no number in its country's numbering plan")
+		return "", errors.New("is not a number in its country's numbering plan")
 	}
 	out, err := Normalize(phonenumbers.Format(n, phonenumbers.E164))
 	if err != nil {
