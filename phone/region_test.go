@@ -99,3 +99,27 @@ func TestTypeAndDisplay(t *testing.T) {
 		}
 	}
 }
+
+func BenchmarkNormalizeIn(b *testing.B) {
+	for b.Loop() {
+		if _, err := NormalizeIn("07400 123456", "GB"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkType(b *testing.B) {
+	for b.Loop() {
+		if Type("+447400123456") != "mobile" {
+			b.Fatal("not mobile")
+		}
+	}
+}
+
+func BenchmarkNormalize(b *testing.B) {
+	for b.Loop() {
+		if _, err := Normalize("+44 7400 123456"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
