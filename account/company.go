@@ -18,7 +18,7 @@ type CompanyPatch struct {
 	// company's); "" clears it.
 	EmailDevice *string
 	// Region sets the country of numbers written without their country
-	// code (phone.CheckRegion); "" clears it.
+	// code (numplan.CheckRegion); "" clears it.
 	Region *string
 }
 

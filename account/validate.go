@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/simrelay/simrelay/phone"
+	"github.com/simrelay/simrelay/phone/numplan"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
 )
@@ -151,7 +152,7 @@ func (c *check) country(field, v string) string {
 
 func (c *check) region(field, v string) string {
 	return c.run(func() (string, error) {
-		r, err := phone.CheckRegion(v)
+		r, err := numplan.CheckRegion(v)
 		if err != nil {
 			return "", problem.Invalid(field, err.Error())
 		}

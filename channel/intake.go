@@ -9,7 +9,7 @@ import (
 	"unicode/utf8"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
-	"github.com/simrelay/simrelay/phone"
+	"github.com/simrelay/simrelay/phone/numplan"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/sms"
 	"github.com/simrelay/simrelay/store"
@@ -34,7 +34,7 @@ func (s *Service) Announce(_ context.Context, dev store.Device, hello proto.Hell
 	}
 	var wa, im []string
 	for i, n := range hello.WhatsApp {
-		v, err := phone.NormalizeIn(n.Phone, region)
+		v, err := numplan.Normalize(n.Phone, region)
 		if err != nil {
 			return nil, problem.Invalid(fmt.Sprintf("whatsapp[%d].phone", i), err.Error())
 		}
@@ -74,7 +74,7 @@ func normaliseHandle(v, region string) (string, error) {
 	if strings.Contains(v, "@") {
 		return normaliseEmail("handle", v)
 	}
-	return phone.NormalizeIn(v, region)
+	return numplan.Normalize(v, region)
 }
 
 // Pending returns the number's next job for the device after the one with
@@ -126,7 +126,7 @@ func (s *Service) Inbound(_ context.Context, dev store.Device, in proto.Inbound)
 	if in.Channel == IMessage {
 		to, err = normaliseHandle(in.To, region)
 	} else {
-		to, err = phone.NormalizeIn(in.To, region)
+		to, err = numplan.Normalize(in.To, region)
 	}
 	if err != nil {
 		return proto.InboundAck{}, problem.Invalid("to", "is required: the number or handle, as announced in hello, that received the message")

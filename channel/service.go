@@ -15,6 +15,7 @@ import (
 	"github.com/simrelay/simrelay/internal/egress"
 	"github.com/simrelay/simrelay/pacing"
 	"github.com/simrelay/simrelay/phone"
+	"github.com/simrelay/simrelay/phone/numplan"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/sms"
 	"github.com/simrelay/simrelay/store"
@@ -120,7 +121,7 @@ func idField(channel string) string {
 // byte-order mark) or a line or paragraph separator, which would show the
 // console and the API's answers another address than the agent is handed.
 //
-// A number is read in the company's region (phone.NormalizeIn): written
+// A number is read in the company's region (numplan.Normalize): written
 // without its country code there, it is still a number.
 func normaliseTo(channel, to, region string) (string, error) {
 	if fault := phone.RecipientFault(to); fault != "" {
@@ -133,7 +134,7 @@ func normaliseTo(channel, to, region string) (string, error) {
 	if channel == IMessage && strings.Contains(to, "@") {
 		return normaliseEmail("to", to)
 	}
-	n, err := phone.NormalizeIn(to, region)
+	n, err := numplan.Normalize(to, region)
 	if err != nil {
 		if channel == IMessage && region == "" {
 			return "", problem.Invalid("to", "must be a phone number in international format (+ then 8 to 15 digits) or an e-mail address")

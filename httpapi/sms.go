@@ -10,7 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/simrelay/simrelay/account"
-	"github.com/simrelay/simrelay/phone"
+	"github.com/simrelay/simrelay/phone/numplan"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/sms"
 	"github.com/simrelay/simrelay/store"
@@ -45,7 +45,7 @@ func (s *Server) chatSend(c echo.Context) error {
 func (s *Server) automationSend(c echo.Context) error {
 	return s.send(c, func(m store.Message) any {
 		return aliasSendJSON{ID: m.ID, Message: m.Text, Phone: m.Phone, DeviceFingerprint: m.Device, SIMSlot: m.SIMSlot,
-			NumberType: phone.Type(m.Phone)}
+			NumberType: numplan.Type(m.Phone)}
 	})
 }
 
@@ -141,13 +141,13 @@ type messageItemJSON struct {
 	Error     string `json:"error,omitempty"`
 	UpdatedAt string `json:"updated_at,omitempty"`
 	Segments  int    `json:"segments"`
-	// NumberType is phone.Type of Phone, where the numbering data knows it.
+	// NumberType is numplan.Type of Phone, where the numbering data knows it.
 	NumberType string `json:"number_type,omitempty"`
 }
 
 func messageItem(m store.Message) messageItemJSON {
 	out := messageItemJSON{ID: m.ID, Direction: m.Direction, Message: m.Text, Phone: m.Phone, SIMSlot: m.SIMSlot,
-		Status: m.Status, CreatedAt: ts(m.CreatedAt), Segments: m.Segments, NumberType: phone.Type(m.Phone)}
+		Status: m.Status, CreatedAt: ts(m.CreatedAt), Segments: m.Segments, NumberType: numplan.Type(m.Phone)}
 	if m.Direction == store.Outbound {
 		out.QueueID, out.Error, out.UpdatedAt = m.UUID, m.Error, ts(m.UpdatedAt)
 	}
@@ -247,7 +247,7 @@ type inboundJSON struct {
 
 func inboundOut(m store.Message) inboundJSON {
 	return inboundJSON{Phone: m.Phone, Message: m.Text, SIMSlot: m.SIMSlot, DeviceFingerprint: m.Device, ReceivedAt: m.ReceivedAt,
-		NumberType: phone.Type(m.Phone)}
+		NumberType: numplan.Type(m.Phone)}
 }
 
 func (s *Server) inboundList(c echo.Context) error {

@@ -8,7 +8,7 @@ import (
 	"unicode/utf8"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
-	"github.com/simrelay/simrelay/phone"
+	"github.com/simrelay/simrelay/phone/numplan"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
 )
@@ -75,7 +75,7 @@ func (s *Service) SendBulk(_ context.Context, in BulkInput, answer BulkAnswer) (
 		if it.Phone == "" {
 			return nil, nil, problem.Invalid(at+".phone", "is required")
 		}
-		to, err := phone.NormalizeIn(it.Phone, region)
+		to, err := numplan.Normalize(it.Phone, region)
 		if err != nil {
 			return nil, nil, problem.Invalid(at+".phone", err.Error())
 		}

@@ -9,6 +9,7 @@ import (
 
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/phone"
+	"github.com/simrelay/simrelay/phone/numplan"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
 )
@@ -129,7 +130,7 @@ func (s *Service) Inbound(_ context.Context, dev store.Device, in proto.Inbound)
 		if n, err := phone.Normalize(from); err == nil {
 			from = n
 		}
-	} else if n, ok := phone.SenderIn(from, region); ok {
+	} else if n, ok := numplan.Sender(from, region); ok {
 		from = n
 	}
 	if !utf8.ValidString(in.Message) {

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 
-	"github.com/simrelay/simrelay/phone"
+	"github.com/simrelay/simrelay/phone/numplan"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
 )
@@ -38,7 +38,7 @@ func (s *Service) AddOptOut(_ context.Context, companyID uint64, number string) 
 	if err != nil {
 		return store.OptOut{}, false, err
 	}
-	to, err := phone.NormalizeIn(number, region)
+	to, err := numplan.Normalize(number, region)
 	if err != nil {
 		return store.OptOut{}, false, problem.Invalid("phone", err.Error())
 	}
@@ -81,7 +81,7 @@ func listedForm(v, region, field string) (string, error) {
 	if len(v) > maxSender {
 		return "", problem.Invalid(field, "must be an E.164 number such as +14155550100, or an entry exactly as the list shows it")
 	}
-	if n, err := phone.NormalizeIn(v, region); err == nil {
+	if n, err := numplan.Normalize(v, region); err == nil {
 		return n, nil
 	}
 	return v, nil

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
-	"github.com/simrelay/simrelay/phone"
+	"github.com/simrelay/simrelay/phone/numplan"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
 )
@@ -101,7 +101,7 @@ func historyNumber(number, region string) (string, error) {
 	case number == "":
 		return "", problem.Invalid("phone", "is required")
 	case strings.HasPrefix(number, "+") || region != "" && !senderName(number):
-		n, err := phone.NormalizeIn(number, region)
+		n, err := numplan.Normalize(number, region)
 		if err != nil {
 			return "", problem.Invalid("phone", err.Error())
 		}

@@ -11,7 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
-	"github.com/simrelay/simrelay/phone"
+	"github.com/simrelay/simrelay/phone/numplan"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/wakeup"
@@ -115,7 +115,7 @@ func (s *Service) Send(_ context.Context, in SendInput, answer Answer) (msg stor
 	if err != nil {
 		return msg, nil, err
 	}
-	to, err := phone.NormalizeIn(in.Phone, region)
+	to, err := numplan.Normalize(in.Phone, region)
 	if in.Phone == "" {
 		return msg, nil, problem.Invalid("phone", "is required")
 	}

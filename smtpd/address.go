@@ -5,7 +5,7 @@ import (
 
 	"github.com/emersion/go-smtp"
 
-	"github.com/simrelay/simrelay/phone"
+	"github.com/simrelay/simrelay/phone/numplan"
 )
 
 // Selector prefixes of an address's second part: +15551234567+dev-pixel7@domain.
@@ -34,7 +34,7 @@ func ParseAddress(addr, domain string) (Address, error) {
 }
 
 // ParseAddressIn is ParseAddress for a company whose region is region: a
-// number without its + is read in it (phone.NormalizeIn), so
+// number without its + is read in it (numplan.Normalize), so
 // NATIONAL[+dev-...|+pool-...]@domain works too, "07400123456@domain" in GB
 // texting +447400123456. With region "" it is ParseAddress.
 func ParseAddressIn(addr, domain, region string) (Address, error) {
@@ -59,7 +59,7 @@ func ParseAddressIn(addr, domain, region string) (Address, error) {
 	default:
 		return Address{}, badAddress("The number must be in E.164 form with its +, e.g. +15551234567@" + domain + ".")
 	}
-	n, err := phone.NormalizeIn(number, region)
+	n, err := numplan.Normalize(number, region)
 	if err != nil && region != "" {
 		return Address{}, badAddress("The number " + err.Error() + " (read in " + region + ").")
 	}

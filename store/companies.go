@@ -30,7 +30,7 @@ type Company struct {
 	EmailDevice string `json:"email_device,omitempty"`
 	// Region is the country (ISO 3166 alpha-2, upper case) in which the
 	// company's numbers written without their country code are read
-	// (phone.NormalizeIn); "", as for every company that never set it,
+	// (numplan.Normalize); "", as for every company that never set it,
 	// keeps the international form required.
 	Region string `json:"region,omitempty"`
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/simrelay/simrelay/billing"
 	"github.com/simrelay/simrelay/channel"
 	"github.com/simrelay/simrelay/device"
-	"github.com/simrelay/simrelay/phone"
+	"github.com/simrelay/simrelay/phone/numplan"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/sms"
 	"github.com/simrelay/simrelay/store"
@@ -156,8 +156,8 @@ var funcs = template.FuncMap{
 	// number shows an E.164 number for reading ("+44 7700 900123") and
 	// numberType its kind (mobile, fixed_line, ...) where known; anything
 	// else (a short code, a name, an e-mail) is shown as it is.
-	"number":     phone.Display,
-	"numberType": phone.Type,
+	"number":     numplan.Display,
+	"numberType": numplan.Type,
 	// kind writes a number type in words: fixed_line is "fixed line".
 	"kind":   func(t string) string { return strings.ReplaceAll(t, "_", " ") },
 	"price":  price,

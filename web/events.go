@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/simrelay/simrelay/phone"
+	"github.com/simrelay/simrelay/phone/numplan"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
 )
@@ -200,7 +200,7 @@ type liveMessage struct {
 	QueueID string `json:"queue_id,omitempty"`
 	Device  string `json:"device"`
 	Phone   string `json:"phone"`
-	// PhoneDisplay is Phone formatted for reading (phone.Display).
+	// PhoneDisplay is Phone formatted for reading (numplan.Display).
 	PhoneDisplay string `json:"phone_display"`
 	Direction    string `json:"direction"`
 	Text         string `json:"text"`
@@ -221,7 +221,7 @@ type liveMessage struct {
 }
 
 func liveOut(m store.Message) liveMessage {
-	out := liveMessage{ID: m.ID, Device: m.Device, Phone: m.Phone, PhoneDisplay: phone.Display(m.Phone), Direction: m.Direction, Text: m.Text,
+	out := liveMessage{ID: m.ID, Device: m.Device, Phone: m.Phone, PhoneDisplay: numplan.Display(m.Phone), Direction: m.Direction, Text: m.Text,
 		SIMSlot: m.SIMSlot, Status: m.Status, Error: m.Error, CreatedAt: m.CreatedAt.UTC().Format(time.RFC3339),
 		Channel: m.Channel, NumberID: m.NumberRef, ContentType: m.ContentType, MediaURL: m.MediaURL, Detail: m.Detail}
 	if out.Channel == "" {

@@ -1,6 +1,10 @@
-package phone
+package numplan
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/simrelay/simrelay/phone"
+)
 
 func TestCheckRegion(t *testing.T) {
 	t.Parallel()
@@ -16,7 +20,7 @@ func TestCheckRegion(t *testing.T) {
 	}
 }
 
-func TestNormalizeIn(t *testing.T) {
+func TestNormalize(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		in, region, want string
@@ -40,22 +44,22 @@ func TestNormalizeIn(t *testing.T) {
 		{"", "GB", ""},
 	}
 	for _, c := range cases {
-		got, err := NormalizeIn(c.in, c.region)
+		got, err := Normalize(c.in, c.region)
 		if (err == nil) != (c.want != "") || got != c.want {
-			t.Errorf("NormalizeIn(%q, %q) = %q, %v; want %q", c.in, c.region, got, err, c.want)
+			t.Errorf("Normalize(%q, %q) = %q, %v; want %q", c.in, c.region, got, err, c.want)
 		}
 	}
 	// No region is Normalize, error included.
 	for _, in := range []string{"+1234567", "15551234567", " +1 (555) 123-4567 ", "+0123456789"} {
-		a, errA := NormalizeIn(in, "")
-		b, errB := Normalize(in)
+		a, errA := Normalize(in, "")
+		b, errB := phone.Normalize(in)
 		if a != b || (errA == nil) != (errB == nil) || (errA != nil && errA.Error() != errB.Error()) {
-			t.Errorf("NormalizeIn(%q, \"\") = %q, %v; Normalize gives %q, %v", in, a, errA, b, errB)
+			t.Errorf("Normalize(%q, \"\") = %q, %v; phone.Normalize gives %q, %v", in, a, errA, b, errB)
 		}
 	}
 }
 
-func TestSenderIn(t *testing.T) {
+func TestSender(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		in, region, want string
@@ -71,9 +75,9 @@ func TestSenderIn(t *testing.T) {
 		{"15551234567", "", "+15551234567", true},
 	}
 	for _, c := range cases {
-		got, ok := SenderIn(c.in, c.region)
+		got, ok := Sender(c.in, c.region)
 		if ok != c.ok || got != c.want {
-			t.Errorf("SenderIn(%q, %q) = %q, %v; want %q, %v", c.in, c.region, got, ok, c.want, c.ok)
+			t.Errorf("Sender(%q, %q) = %q, %v; want %q, %v", c.in, c.region, got, ok, c.want, c.ok)
 		}
 	}
 }
@@ -100,9 +104,9 @@ func TestTypeAndDisplay(t *testing.T) {
 	}
 }
 
-func BenchmarkNormalizeIn(b *testing.B) {
+func BenchmarkNormalize(b *testing.B) {
 	for b.Loop() {
-		if _, err := NormalizeIn("07400 123456", "GB"); err != nil {
+		if _, err := Normalize("07400 123456", "GB"); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -116,9 +120,9 @@ func BenchmarkType(b *testing.B) {
 	}
 }
 
-func BenchmarkNormalize(b *testing.B) {
+func BenchmarkPhoneNormalize(b *testing.B) {
 	for b.Loop() {
-		if _, err := Normalize("+44 7400 123456"); err != nil {
+		if _, err := phone.Normalize("+44 7400 123456"); err != nil {
 			b.Fatal(err)
 		}
 	}
