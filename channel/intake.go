@@ -34,7 +34,7 @@ func (s *Service) Announce(_ context.Context, dev store.Device, hello proto.Hell
 	}
 	var wa, im []string
 	for i, n := range hello.WhatsApp {
-		v, err := numplan.Normalize(n.Phone, region)
+		v, err := numplan.Reported(n.Phone, region)
 		if err != nil {
 			return nil, problem.Invalid(fmt.Sprintf("whatsapp[%d].phone", i), err.Error())
 		}
@@ -67,14 +67,14 @@ func (s *Service) Announce(_ context.Context, dev store.Device, hello proto.Hell
 	return ids, nil
 }
 
-// normaliseHandle is an iMessage handle: an E.164 number (read in the
-// company's region), or a lower-cased e-mail.
+// normaliseHandle is an iMessage handle an agent reports: an E.164 number
+// (read in the company's region, numplan.Reported), or a lower-cased e-mail.
 func normaliseHandle(v, region string) (string, error) {
 	v = strings.TrimSpace(v)
 	if strings.Contains(v, "@") {
 		return normaliseEmail("handle", v)
 	}
-	return numplan.Normalize(v, region)
+	return numplan.Reported(v, region)
 }
 
 // Pending returns the number's next job for the device after the one with
@@ -126,7 +126,7 @@ func (s *Service) Inbound(_ context.Context, dev store.Device, in proto.Inbound)
 	if in.Channel == IMessage {
 		to, err = normaliseHandle(in.To, region)
 	} else {
-		to, err = numplan.Normalize(in.To, region)
+		to, err = numplan.Reported(in.To, region)
 	}
 	if err != nil {
 		return proto.InboundAck{}, problem.Invalid("to", "is required: the number or handle, as announced in hello, that received the message")
@@ -137,6 +137,8 @@ func (s *Service) Inbound(_ context.Context, dev store.Device, in proto.Inbound)
 	}
 	if f, err := normaliseTo(in.Channel, from, region); err == nil {
 		from = f
+	} else if f, err := normaliseTo(in.Channel, from, ""); err == nil {
+		from = f // a number the numbering data does not know, as without a region
 	}
 	if !utf8.ValidString(in.Message) {
 		return proto.InboundAck{}, problem.Invalid("message", "must be UTF-8")

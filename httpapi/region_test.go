@@ -104,15 +104,17 @@ func TestCompanyRegionNationalNumbers(t *testing.T) {
 }
 
 // WhatsApp and iMessage read numbers in the company's region too: the
-// numbers an agent announces and the recipients of sends.
+// numbers an agent announces (one the numbering data does not know is
+// still taken as without a region) and the recipients of sends.
 func TestCompanyRegionAgentNumbers(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	e.want(e.do(call{method: "PATCH", path: "/company", token: a.apiKey, body: map[string]any{"region": "GB"}}), http.StatusOK, "")
-	ag := e.runAgent(e.pairPhone(a.apiKey, "agent-a"), "agent-a", []string{"07400 654321"}, []string{"020 7946 0958"}, false)
+	ag := e.runAgent(e.pairPhone(a.apiKey, "agent-a"), "agent-a", []string{"07400 654321", waNumber}, []string{"020 7946 0958"}, false)
 	wa := e.numberID(a.apiKey, "whatsapp", "+447400654321")
 	im := e.numberID(a.apiKey, "imessage", "+442079460958")
+	e.numberID(a.apiKey, "whatsapp", waNumber)
 	e.want(e.waSend(a.apiKey, wa, "07400 123456", "hi"), http.StatusAccepted, "")
 	e.want(e.do(call{method: "POST", path: "/imessage/send", token: a.apiKey, body: map[string]any{"handle_id": im, "to": "(020) 7946 0000", "content": "hi"}}), http.StatusAccepted, "")
 	e.eventually("the agent gets both jobs", func() bool { jobs, _ := ag.Jobs(); return len(jobs) == 2 })

@@ -105,6 +105,18 @@ func Sender(s, region string) (n string, ok bool) {
 	return phone.NormalizeSender(s)
 }
 
+// Reported reads a number a device reports (its own number, the number a
+// message reached): in region, as Normalize does, and when that fails by
+// phone.Normalize's rule, so that a device is never refused a number it
+// could report before its company set a region, whatever the numbering
+// data says of it.
+func Reported(s, region string) (string, error) {
+	if n, err := Normalize(s, region); err == nil {
+		return n, nil
+	}
+	return phone.Normalize(s)
+}
+
 // numberTypes names the library's number types in the API's words.
 var numberTypes = map[phonenumbers.PhoneNumberType]string{
 	phonenumbers.MOBILE:               "mobile",

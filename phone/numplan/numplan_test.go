@@ -82,6 +82,23 @@ func TestSender(t *testing.T) {
 	}
 }
 
+func TestReported(t *testing.T) {
+	t.Parallel()
+	cases := []struct{ in, region, want string }{
+		{"07400 654321", "GB", "+447400654321"},
+		{"+1 555 000 1111", "GB", "+15550001111"}, // unknown to the data: today's rule
+		{"+1 555 000 1111", "", "+15550001111"},
+		{"07400 654321", "", ""},
+		{"12345", "GB", ""},
+	}
+	for _, c := range cases {
+		got, err := Reported(c.in, c.region)
+		if (err == nil) != (c.want != "") || got != c.want {
+			t.Errorf("Reported(%q, %q) = %q, %v; want %q", c.in, c.region, got, err, c.want)
+		}
+	}
+}
+
 func TestTypeAndDisplay(t *testing.T) {
 	t.Parallel()
 	cases := []struct{ in, typ, display string }{
