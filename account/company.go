@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/simrelay/simrelay/phone/numplan"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
 )
@@ -20,6 +21,16 @@ type CompanyPatch struct {
 	// Region sets the country of numbers written without their country
 	// code (numplan.CheckRegion); "" clears it.
 	Region *string
+}
+
+// region is the company's region for numbers written without their
+// country code ("" for none).
+func (s *Service) region(companyID uint64) (string, error) {
+	c, err := s.store.Company(companyID)
+	if err != nil {
+		return "", mapStoreErr(err, "company")
+	}
+	return c.Region, nil
 }
 
 // Company returns the caller's company.
@@ -40,9 +51,20 @@ func (s *Service) UpdateCompany(_ context.Context, p Principal, patch CompanyPat
 			return store.Company{}, err
 		}
 	}
+	// The phone is read in the region the company will have: the one this
+	// patch sets when it is valid (else its error comes in its turn).
+	phoneRegion, err := s.region(p.CompanyID)
+	if err != nil {
+		return store.Company{}, err
+	}
+	if region != nil {
+		if r, err := numplan.CheckRegion(*region); err == nil {
+			phoneRegion = r
+		}
+	}
 	patch = CompanyPatch{
 		Name:    v.patch(patch.Name, func(s string) string { return v.required("name", s, maxTextLen) }),
-		Phone:   v.patch(patch.Phone, func(s string) string { return v.phone("phone", s, true) }),
+		Phone:   v.patch(patch.Phone, func(s string) string { return v.phone("phone", s, true, phoneRegion) }),
 		Address: v.patch(patch.Address, func(s string) string { return v.optional("address", s, maxTextLen) }),
 		City:    v.patch(patch.City, func(s string) string { return v.optional("city", s, maxTextLen) }),
 		State:   v.patch(patch.State, func(s string) string { return v.optional("state", s, maxTextLen) }),

@@ -6,7 +6,6 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/simrelay/simrelay/phone"
 	"github.com/simrelay/simrelay/phone/numplan"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
@@ -50,14 +49,16 @@ func validEmail(field, v string) (string, error) {
 	return v, nil
 }
 
-func validPhone(field, v string, isRequired bool) (string, error) {
+// validPhone reads a number in the company's region ("" for none: the
+// international form).
+func validPhone(field, v string, isRequired bool, region string) (string, error) {
 	if strings.TrimSpace(v) == "" {
 		if isRequired {
 			return "", problem.Invalid(field, "is required")
 		}
 		return "", nil
 	}
-	n, err := phone.Normalize(v)
+	n, err := numplan.Normalize(v, region)
 	if err != nil {
 		return "", problem.Invalid(field, err.Error())
 	}
@@ -138,8 +139,8 @@ func (c *check) email(field, v string) string {
 	return c.run(func() (string, error) { return validEmail(field, v) })
 }
 
-func (c *check) phone(field, v string, isRequired bool) string {
-	return c.run(func() (string, error) { return validPhone(field, v, isRequired) })
+func (c *check) phone(field, v string, isRequired bool, region string) string {
+	return c.run(func() (string, error) { return validPhone(field, v, isRequired, region) })
 }
 
 func (c *check) role(field, v string) string {

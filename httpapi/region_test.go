@@ -28,10 +28,22 @@ func TestCompanyRegionNationalNumbers(t *testing.T) {
 			t.Errorf("region %v: got field %q", bad, r.str("field"))
 		}
 	}
-	r := e.do(call{method: "PATCH", path: "/company", token: a.access, body: map[string]any{"region": "gb"}})
+	// The phone of the same patch is read in the region it sets.
+	r := e.do(call{method: "PATCH", path: "/company", token: a.access, body: map[string]any{"region": "gb", "phone": "020 7946 0958"}})
 	e.want(r, http.StatusOK, "")
-	if r.str("region") != "GB" {
+	if r.str("region") != "GB" || r.str("phone") != "+442079460958" {
 		t.Fatalf("PATCH region: %s", r.Raw)
+	}
+	// Users' phones are read in it too.
+	r = e.do(call{method: "POST", path: "/users", token: a.access, body: map[string]any{"firstName": "Ann", "lastName": "Lee", "email": "ann@acme.test", "phone": "07400 123456", "role": "member"}})
+	e.want(r, http.StatusCreated, "")
+	if r.str("phone") != "+447400123456" {
+		t.Fatalf("invite with a national phone: %s", r.Raw)
+	}
+	r = e.do(call{method: "PATCH", path: "/users/me", token: a.access, body: map[string]any{"phone": "07400 12"}})
+	e.want(r, http.StatusBadRequest, "validation_failed")
+	if r.str("field") != "phone" {
+		t.Errorf("a short national phone: got field %q", r.str("field"))
 	}
 	if r := e.do(call{method: "GET", path: "/company", token: b.apiKey}); r.Body["region"] != nil {
 		t.Errorf("a company without a region shows one: %s", r.Raw)
