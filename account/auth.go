@@ -45,7 +45,7 @@ func (s *Service) Signup(ctx context.Context, in SignupInput) (store.Company, st
 	var v check
 	c := store.Company{
 		Name:    v.required("company.name", in.Company.Name, maxTextLen),
-		Phone:   v.phone("company.phone", in.Company.Phone, true),
+		Phone:   v.phone("company.phone", in.Company.Phone, true, ""),
 		Address: v.optional("company.address", in.Company.Address, maxTextLen),
 		City:    v.optional("company.city", in.Company.City, maxTextLen),
 		State:   v.optional("company.state", in.Company.State, maxTextLen),
@@ -57,7 +57,7 @@ func (s *Service) Signup(ctx context.Context, in SignupInput) (store.Company, st
 		Email:     v.email("owner.email", in.Owner.Email),
 	}
 	v.password("owner.password", in.Owner.Password, true)
-	u.Phone = v.phone("owner.phone", in.Owner.Phone, false)
+	u.Phone = v.phone("owner.phone", in.Owner.Phone, false, "")
 	if v.err != nil {
 		return c, u, v.err
 	}
@@ -89,7 +89,7 @@ func (s *Service) CreateCompany(name string, admin OwnerInput) (store.Company, s
 	u.FirstName = v.required("first-name", first, maxNameLen)
 	u.LastName = v.optional("last-name", last, maxNameLen)
 	v.password("password", admin.Password, true)
-	u.Phone = v.phone("phone", admin.Phone, false)
+	u.Phone = v.phone("phone", admin.Phone, false, "")
 	if v.err != nil {
 		return c, u, "", v.err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/simrelay/simrelay/phone/numplan"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
 )
@@ -17,6 +18,19 @@ type CompanyPatch struct {
 	// EmailDevice sets the device of e-mail to SMS (a fingerprint of the
 	// company's); "" clears it.
 	EmailDevice *string
+	// Region sets the country of numbers written without their country
+	// code (numplan.CheckRegion); "" clears it.
+	Region *string
+}
+
+// region is the company's region for numbers written without their
+// country code ("" for none).
+func (s *Service) region(companyID uint64) (string, error) {
+	c, err := s.store.Company(companyID)
+	if err != nil {
+		return "", mapStoreErr(err, "company")
+	}
+	return c.Region, nil
 }
 
 // Company returns the caller's company.
@@ -29,7 +43,7 @@ func (s *Service) Company(_ context.Context, p Principal) (store.Company, error)
 // the optional fields are cleared with an empty string.
 func (s *Service) UpdateCompany(_ context.Context, p Principal, patch CompanyPatch) (store.Company, error) {
 	var v check
-	keywords, emailDevice := patch.OptOutKeywords, patch.EmailDevice
+	keywords, emailDevice, region := patch.OptOutKeywords, patch.EmailDevice, patch.Region
 	if emailDevice != nil && *emailDevice != "" {
 		if _, err := s.store.CompanyDevice(p.CompanyID, *emailDevice); errors.Is(err, store.ErrNotFound) {
 			return store.Company{}, problem.Invalid("emailDevice", "names no device of the company")
@@ -37,15 +51,27 @@ func (s *Service) UpdateCompany(_ context.Context, p Principal, patch CompanyPat
 			return store.Company{}, err
 		}
 	}
+	// The phone is read in the region the company will have: the one this
+	// patch sets when it is valid (else its error comes in its turn).
+	phoneRegion, err := s.region(p.CompanyID)
+	if err != nil {
+		return store.Company{}, err
+	}
+	if region != nil {
+		if r, err := numplan.CheckRegion(*region); err == nil {
+			phoneRegion = r
+		}
+	}
 	patch = CompanyPatch{
 		Name:    v.patch(patch.Name, func(s string) string { return v.required("name", s, maxTextLen) }),
-		Phone:   v.patch(patch.Phone, func(s string) string { return v.phone("phone", s, true) }),
+		Phone:   v.patch(patch.Phone, func(s string) string { return v.phone("phone", s, true, phoneRegion) }),
 		Address: v.patch(patch.Address, func(s string) string { return v.optional("address", s, maxTextLen) }),
 		City:    v.patch(patch.City, func(s string) string { return v.optional("city", s, maxTextLen) }),
 		State:   v.patch(patch.State, func(s string) string { return v.optional("state", s, maxTextLen) }),
 		Country: v.patch(patch.Country, func(s string) string { return v.country("country", s) }),
 	}
 	patch.OptOutKeywords = keywords
+	patch.Region = v.patch(region, func(s string) string { return v.region("region", s) })
 	if v.err != nil {
 		return store.Company{}, v.err
 	}
@@ -60,6 +86,7 @@ func (s *Service) UpdateCompany(_ context.Context, p Principal, patch CompanyPat
 			c.OptOutKeywords = patch.OptOutKeywords
 		}
 		setIf(&c.EmailDevice, emailDevice)
+		setIf(&c.Region, patch.Region)
 		return nil
 	})
 	return c, mapStoreErr(err, "company")

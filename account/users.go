@@ -34,7 +34,7 @@ func (s *Service) UpdateMe(ctx context.Context, p Principal, patch UserPatch) (s
 		return store.User{}, err
 	}
 	patch.Role = nil
-	return s.updateUser(p.UserID, patch)
+	return s.updateUser(p, p.UserID, patch)
 }
 
 // Users lists the company's users, oldest first.
@@ -53,13 +53,17 @@ func (s *Service) companyUser(p Principal, id uint64) (store.User, error) {
 
 // Invite adds a member without a password and mails a link to set one.
 func (s *Service) Invite(ctx context.Context, p Principal, in InviteInput) (store.User, error) {
+	region, err := s.region(p.CompanyID)
+	if err != nil {
+		return store.User{}, err
+	}
 	var v check
 	u := store.User{
 		CompanyID: p.CompanyID,
 		FirstName: v.required("firstName", in.FirstName, maxNameLen),
 		LastName:  v.required("lastName", in.LastName, maxNameLen),
 		Email:     v.email("email", in.Email),
-		Phone:     v.phone("phone", in.Phone, false),
+		Phone:     v.phone("phone", in.Phone, false, region),
 		Role:      v.role("role", in.Role),
 	}
 	if v.err != nil {
@@ -99,15 +103,21 @@ func (s *Service) UpdateUser(_ context.Context, p Principal, id uint64, patch Us
 	if _, err := s.companyUser(p, id); err != nil {
 		return store.User{}, err
 	}
-	return s.updateUser(id, patch)
+	return s.updateUser(p, id, patch)
 }
 
-func (s *Service) updateUser(id uint64, patch UserPatch) (store.User, error) {
+// updateUser changes a user of p's company; a phone is read in the
+// company's region.
+func (s *Service) updateUser(p Principal, id uint64, patch UserPatch) (store.User, error) {
+	region, err := s.region(p.CompanyID)
+	if err != nil {
+		return store.User{}, err
+	}
 	var v check
 	patch = UserPatch{
 		FirstName: v.patch(patch.FirstName, func(s string) string { return v.required("firstName", s, maxNameLen) }),
 		LastName:  v.patch(patch.LastName, func(s string) string { return v.required("lastName", s, maxNameLen) }),
-		Phone:     v.patch(patch.Phone, func(s string) string { return v.phone("phone", s, false) }),
+		Phone:     v.patch(patch.Phone, func(s string) string { return v.phone("phone", s, false, region) }),
 		Role:      v.patch(patch.Role, func(s string) string { return v.role("role", s) }),
 	}
 	if v.err != nil {

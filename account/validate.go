@@ -6,7 +6,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/simrelay/simrelay/phone"
+	"github.com/simrelay/simrelay/phone/numplan"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
 )
@@ -49,14 +49,16 @@ func validEmail(field, v string) (string, error) {
 	return v, nil
 }
 
-func validPhone(field, v string, isRequired bool) (string, error) {
+// validPhone reads a number in the company's region ("" for none: the
+// international form).
+func validPhone(field, v string, isRequired bool, region string) (string, error) {
 	if strings.TrimSpace(v) == "" {
 		if isRequired {
 			return "", problem.Invalid(field, "is required")
 		}
 		return "", nil
 	}
-	n, err := phone.Normalize(v)
+	n, err := numplan.Normalize(v, region)
 	if err != nil {
 		return "", problem.Invalid(field, err.Error())
 	}
@@ -137,8 +139,8 @@ func (c *check) email(field, v string) string {
 	return c.run(func() (string, error) { return validEmail(field, v) })
 }
 
-func (c *check) phone(field, v string, isRequired bool) string {
-	return c.run(func() (string, error) { return validPhone(field, v, isRequired) })
+func (c *check) phone(field, v string, isRequired bool, region string) string {
+	return c.run(func() (string, error) { return validPhone(field, v, isRequired, region) })
 }
 
 func (c *check) role(field, v string) string {
@@ -147,6 +149,16 @@ func (c *check) role(field, v string) string {
 
 func (c *check) country(field, v string) string {
 	return c.run(func() (string, error) { return validCountry(field, v) })
+}
+
+func (c *check) region(field, v string) string {
+	return c.run(func() (string, error) {
+		r, err := numplan.CheckRegion(v)
+		if err != nil {
+			return "", problem.Invalid(field, err.Error())
+		}
+		return r, nil
+	})
 }
 
 func (c *check) password(field, pw string, strong bool) {

@@ -10,7 +10,7 @@ import (
 	"unicode/utf8"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
-	"github.com/simrelay/simrelay/phone"
+	"github.com/simrelay/simrelay/phone/numplan"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/sms"
 	"github.com/simrelay/simrelay/store"
@@ -29,16 +29,20 @@ func (s *Service) Announce(_ context.Context, dev store.Device, hello proto.Hell
 	if len(hello.IMessage) > MaxAnnounced {
 		return nil, problem.Invalid("imessage", fmt.Sprintf("must hold at most %d handles", MaxAnnounced))
 	}
+	region, err := s.region(dev.CompanyID)
+	if err != nil {
+		return nil, err
+	}
 	var wa, im []string
 	for i, n := range hello.WhatsApp {
-		v, err := phone.Normalize(n.Phone)
+		v, err := numplan.Reported(n.Phone, region)
 		if err != nil {
 			return nil, problem.Invalid(fmt.Sprintf("whatsapp[%d].phone", i), err.Error())
 		}
 		wa = append(wa, v)
 	}
 	for i, h := range hello.IMessage {
-		v, err := normaliseHandle(h.Handle)
+		v, err := normaliseHandle(h.Handle, region)
 		if err != nil {
 			return nil, problem.Invalid(fmt.Sprintf("imessage[%d].handle", i), "must be an E.164 phone number or an e-mail address")
 		}
@@ -64,13 +68,14 @@ func (s *Service) Announce(_ context.Context, dev store.Device, hello proto.Hell
 	return ids, nil
 }
 
-// normaliseHandle is an iMessage handle: an E.164 number, or a lower-cased e-mail.
-func normaliseHandle(v string) (string, error) {
+// normaliseHandle is an iMessage handle an agent reports: an E.164 number
+// (read in the company's region, numplan.Reported), or a lower-cased e-mail.
+func normaliseHandle(v, region string) (string, error) {
 	v = strings.TrimSpace(v)
 	if strings.Contains(v, "@") {
 		return normaliseEmail("handle", v)
 	}
-	return phone.Normalize(v)
+	return numplan.Reported(v, region)
 }
 
 // Pending returns the number's next job for the device after the one with
@@ -114,12 +119,15 @@ func (s *Service) Inbound(_ context.Context, dev store.Device, in proto.Inbound)
 	}
 	// sim_slot means nothing here and is ignored (an agent that shares
 	// code with an SMS phone may send one).
+	region, err := s.region(dev.CompanyID)
+	if err != nil {
+		return proto.InboundAck{}, err
+	}
 	var to string
-	var err error
 	if in.Channel == IMessage {
-		to, err = normaliseHandle(in.To)
+		to, err = normaliseHandle(in.To, region)
 	} else {
-		to, err = phone.Normalize(in.To)
+		to, err = numplan.Reported(in.To, region)
 	}
 	if err != nil {
 		return proto.InboundAck{}, problem.Invalid("to", "is required: the number or handle, as announced in hello, that received the message")
@@ -128,8 +136,10 @@ func (s *Service) Inbound(_ context.Context, dev store.Device, in proto.Inbound)
 	if from == "" || len(from) > 254 {
 		return proto.InboundAck{}, problem.Invalid("from", "is required, at most 254 bytes of UTF-8")
 	}
-	if f, err := normaliseTo(in.Channel, from); err == nil {
+	if f, err := normaliseTo(in.Channel, from, region); err == nil {
 		from = f
+	} else if f, err := normaliseTo(in.Channel, from, ""); err == nil {
+		from = f // a number the numbering data does not know, as without a region
 	}
 	if !utf8.ValidString(in.Message) {
 		return proto.InboundAck{}, problem.Invalid("message", "must be UTF-8")

@@ -15,6 +15,7 @@ import (
 	"github.com/simrelay/simrelay/internal/egress"
 	"github.com/simrelay/simrelay/pacing"
 	"github.com/simrelay/simrelay/phone"
+	"github.com/simrelay/simrelay/phone/numplan"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/sms"
 	"github.com/simrelay/simrelay/store"
@@ -80,6 +81,16 @@ func (s *Service) changed(m store.Message) {
 // Config is the service's configuration with its defaults filled in.
 func (s *Service) Config() Config { return s.cfg }
 
+// region is the company's region for numbers written without their
+// country code ("" for none: the international form is required).
+func (s *Service) region(companyID uint64) (string, error) {
+	c, err := s.store.Company(companyID)
+	if err != nil {
+		return "", err
+	}
+	return c.Region, nil
+}
+
 // SendInput is one WhatsApp or iMessage send request.
 type SendInput struct {
 	CompanyID uint64
@@ -109,7 +120,10 @@ func idField(channel string) string {
 // a format character (a right-to-left override, a zero-width space, a
 // byte-order mark) or a line or paragraph separator, which would show the
 // console and the API's answers another address than the agent is handed.
-func normaliseTo(channel, to string) (string, error) {
+//
+// A number is read in the company's region (numplan.Normalize): written
+// without its country code there, it is still a number.
+func normaliseTo(channel, to, region string) (string, error) {
 	if fault := phone.RecipientFault(to); fault != "" {
 		return "", problem.Invalid("to", fault)
 	}
@@ -120,10 +134,13 @@ func normaliseTo(channel, to string) (string, error) {
 	if channel == IMessage && strings.Contains(to, "@") {
 		return normaliseEmail("to", to)
 	}
-	n, err := phone.Normalize(to)
+	n, err := numplan.Normalize(to, region)
 	if err != nil {
-		if channel == IMessage {
+		if channel == IMessage && region == "" {
 			return "", problem.Invalid("to", "must be a phone number in international format (+ then 8 to 15 digits) or an e-mail address")
+		}
+		if channel == IMessage {
+			return "", problem.Invalid("to", "must be an e-mail address or a phone number that "+err.Error())
 		}
 		return "", problem.Invalid("to", err.Error())
 	}
@@ -139,15 +156,16 @@ func normaliseEmail(field, v string) (string, error) {
 	return strings.ToLower(v), nil
 }
 
-// validate checks a send and returns its content type and recipient.
-func (in SendInput) validate() (contentType, to string, err error) {
+// validate checks a send and returns its content type and recipient, a
+// number read in the company's region.
+func (in SendInput) validate(region string) (contentType, to string, err error) {
 	if utf8.RuneCountInString(in.IdempotencyKey.Key) > maxIdempotencyKey {
 		return "", "", problem.Invalid("Idempotency-Key", "must be at most 255 characters")
 	}
 	if strings.TrimSpace(in.NumberID) == "" {
 		return "", "", problem.Invalid(idField(in.Channel), "is required")
 	}
-	if to, err = normaliseTo(in.Channel, in.To); err != nil {
+	if to, err = normaliseTo(in.Channel, in.To, region); err != nil {
 		return "", "", err
 	}
 	contentType = in.Type
@@ -200,7 +218,11 @@ func (s *Service) Send(_ context.Context, in SendInput, answer Answer) (msg stor
 	if in.Channel != WhatsApp && in.Channel != IMessage {
 		return msg, nil, problem.Invalid("channel", "must be whatsapp or imessage")
 	}
-	contentType, to, err := in.validate()
+	region, err := s.region(in.CompanyID)
+	if err != nil {
+		return msg, nil, err
+	}
+	contentType, to, err := in.validate(region)
 	if err != nil {
 		return msg, nil, err
 	}

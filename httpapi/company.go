@@ -30,6 +30,7 @@ func (s *Server) patchCompany(c echo.Context) error {
 		// OptOutKeywords is a boolean setting: true/false/1/0.
 		OptOutKeywords json.RawMessage `json:"optOutKeywords"`
 		EmailDevice    *string         `json:"emailDevice"`
+		Region         *string         `json:"region"`
 	}
 	if err := bind(c, &in); err != nil {
 		return err
@@ -40,7 +41,7 @@ func (s *Server) patchCompany(c echo.Context) error {
 	}
 	co, err := s.deps.Accounts.UpdateCompany(c.Request().Context(), principal(c), account.CompanyPatch{
 		Name: in.Name, Phone: in.Phone, Address: in.Address, City: in.City, State: in.State, Country: in.Country, OptOutKeywords: keywords,
-		EmailDevice: in.EmailDevice,
+		EmailDevice: in.EmailDevice, Region: in.Region,
 	})
 	if err != nil {
 		return err

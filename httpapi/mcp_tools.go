@@ -20,7 +20,7 @@ type smsToolArgs struct {
 	// one of the two, as in POST /chat/send's body.
 	DeviceFingerprint string `json:"device_fingerprint,omitempty" jsonschema:"the fingerprint of the company's phone that sends it (list_devices names them); give this or pool"`
 	Pool              string `json:"pool,omitempty" jsonschema:"the name of the company's sender pool that chooses the phone and SIM (list_pools names them); give this or device_fingerprint"`
-	Phone             string `json:"phone" jsonschema:"the recipient in E.164: + and 8 to 15 digits"`
+	Phone             string `json:"phone" jsonschema:"the recipient in E.164 (+ and 8 to 15 digits), or written as in the company's region when it has set one"`
 	Message           string `json:"message" jsonschema:"the text, at most 1600 characters"`
 	SIMSlot           string `json:"sim_slot,omitempty" jsonschema:"SIM1 or SIM2 of the device; SIM1 when left out; none with pool, which chooses the SIM"`
 	SendAt            string `json:"send_at,omitempty" jsonschema:"optional RFC 3339 time, in the future and at most 30 days ahead, to schedule the message"`
@@ -29,7 +29,7 @@ type smsToolArgs struct {
 
 type whatsAppToolArgs struct {
 	NumberID       string `json:"number_id" jsonschema:"the number_id of the company's WhatsApp number that sends it"`
-	To             string `json:"to" jsonschema:"the recipient in E.164: + and 8 to 15 digits"`
+	To             string `json:"to" jsonschema:"the recipient in E.164 (+ and 8 to 15 digits), or written as in the company's region when it has set one"`
 	Content        string `json:"content,omitempty" jsonschema:"the text; required for type text, a caption otherwise"`
 	Type           string `json:"type,omitempty" jsonschema:"text (the default), image, video, audio or document"`
 	MediaURL       string `json:"media_url,omitempty" jsonschema:"https URL of the media; required unless type is text"`
@@ -42,7 +42,7 @@ func (a whatsAppToolArgs) send() (agentSendBody, string) {
 
 type iMessageToolArgs struct {
 	HandleID       string `json:"handle_id" jsonschema:"the handle_id of the company's iMessage handle that sends it"`
-	To             string `json:"to" jsonschema:"the recipient: E.164 or an e-mail address"`
+	To             string `json:"to" jsonschema:"the recipient: E.164 (or as written in the company's region when it has set one) or an e-mail address"`
 	Content        string `json:"content,omitempty" jsonschema:"the text; required for type text, a caption otherwise"`
 	Type           string `json:"type,omitempty" jsonschema:"text (the default), image, video, audio or document"`
 	MediaURL       string `json:"media_url,omitempty" jsonschema:"https URL of the media; required unless type is text"`
@@ -59,7 +59,7 @@ type deviceArgs struct {
 
 type conversationArgs struct {
 	DeviceFingerprint string `json:"device_fingerprint" jsonschema:"the fingerprint of one of the company's devices (list_devices names them)"`
-	Phone             string `json:"phone" jsonschema:"the other party in E.164"`
+	Phone             string `json:"phone" jsonschema:"the other party in E.164, or as written in the company's region when it has set one"`
 	Page              *int   `json:"page,omitempty" jsonschema:"page number from 1 (the default)"`
 	Limit             *int   `json:"limit,omitempty" jsonschema:"messages per page, 1 to 100 (50 when left out)"`
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/simrelay/simrelay/phone/numplan"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/sms"
 	"github.com/simrelay/simrelay/store"
@@ -16,10 +17,12 @@ type optOutJSON struct {
 	Phone     string `json:"phone"`
 	Source    string `json:"source"`
 	CreatedAt string `json:"created_at"`
+	// NumberType is numplan.Type of Phone, where the numbering data knows it.
+	NumberType string `json:"number_type,omitempty"`
 }
 
 func optOutOut(o store.OptOut) optOutJSON {
-	return optOutJSON{Phone: o.Phone, Source: o.Source, CreatedAt: ts(o.CreatedAt)}
+	return optOutJSON{Phone: o.Phone, Source: o.Source, CreatedAt: ts(o.CreatedAt), NumberType: numplan.Type(o.Phone)}
 }
 
 // listOptOuts answers one page of the list in number order; ?after= is the

@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/simrelay/simrelay/account"
+	"github.com/simrelay/simrelay/phone/numplan"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/sms"
 	"github.com/simrelay/simrelay/store"
@@ -59,6 +60,7 @@ type aliasSendJSON struct {
 	Phone             string `json:"phone"`
 	DeviceFingerprint string `json:"device_fingerprint"`
 	SIMSlot           string `json:"sim_slot"`
+	NumberType        string `json:"number_type,omitempty"`
 }
 
 func (s *Server) chatSend(c echo.Context) error {
@@ -73,7 +75,8 @@ func chatSendAnswer(m store.Message) any {
 
 func (s *Server) automationSend(c echo.Context) error {
 	return s.send(c, func(m store.Message) any {
-		return aliasSendJSON{ID: m.ID, Message: m.Text, Phone: m.Phone, DeviceFingerprint: m.Device, SIMSlot: m.SIMSlot}
+		return aliasSendJSON{ID: m.ID, Message: m.Text, Phone: m.Phone, DeviceFingerprint: m.Device, SIMSlot: m.SIMSlot,
+			NumberType: numplan.Type(m.Phone)}
 	})
 }
 
@@ -196,11 +199,13 @@ type messageItemJSON struct {
 	Error     string `json:"error,omitempty"`
 	UpdatedAt string `json:"updated_at,omitempty"`
 	Segments  int    `json:"segments"`
+	// NumberType is numplan.Type of Phone, where the numbering data knows it.
+	NumberType string `json:"number_type,omitempty"`
 }
 
 func messageItem(m store.Message) messageItemJSON {
 	out := messageItemJSON{ID: m.ID, Direction: m.Direction, Message: m.Text, Phone: m.Phone, SIMSlot: m.SIMSlot,
-		Status: m.Status, CreatedAt: ts(m.CreatedAt), Segments: m.Segments}
+		Status: m.Status, CreatedAt: ts(m.CreatedAt), Segments: m.Segments, NumberType: numplan.Type(m.Phone)}
 	if m.Direction == store.Outbound {
 		out.QueueID, out.Error, out.UpdatedAt = m.UUID, m.Error, ts(m.UpdatedAt)
 	}
@@ -295,10 +300,12 @@ type inboundJSON struct {
 	SIMSlot           string `json:"sim_slot"`
 	DeviceFingerprint string `json:"device_fingerprint"`
 	ReceivedAt        string `json:"received_at"`
+	NumberType        string `json:"number_type,omitempty"`
 }
 
 func inboundOut(m store.Message) inboundJSON {
-	return inboundJSON{Phone: m.Phone, Message: m.Text, SIMSlot: m.SIMSlot, DeviceFingerprint: m.Device, ReceivedAt: m.ReceivedAt}
+	return inboundJSON{Phone: m.Phone, Message: m.Text, SIMSlot: m.SIMSlot, DeviceFingerprint: m.Device, ReceivedAt: m.ReceivedAt,
+		NumberType: numplan.Type(m.Phone)}
 }
 
 func (s *Server) inboundList(c echo.Context) error {

@@ -48,11 +48,14 @@ type companyJSON struct {
 	// EmailDevice is the device of e-mail to SMS (docs/email.md), shown
 	// once set, for the same reason.
 	EmailDevice string `json:"emailDevice,omitempty"`
+	// Region is the country of numbers written without their country code
+	// (docs/api.md), shown once set.
+	Region string `json:"region,omitempty"`
 }
 
 func companyOut(c store.Company) companyJSON {
 	return companyJSON{ID: c.ID, Name: c.Name, Phone: c.Phone, Address: c.Address, City: c.City,
-		State: c.State, Country: c.Country, CreatedAt: ts(c.CreatedAt), OptOutKeywords: c.OptOutKeywords, EmailDevice: c.EmailDevice}
+		State: c.State, Country: c.Country, CreatedAt: ts(c.CreatedAt), OptOutKeywords: c.OptOutKeywords, EmailDevice: c.EmailDevice, Region: c.Region}
 }
 
 type messageJSON struct {

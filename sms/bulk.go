@@ -7,7 +7,7 @@ import (
 	"unicode/utf8"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
-	"github.com/simrelay/simrelay/phone"
+	"github.com/simrelay/simrelay/phone/numplan"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/window"
@@ -73,13 +73,17 @@ func (s *Service) SendBulk(_ context.Context, in BulkInput, answer BulkAnswer) (
 	if err := sendPriority(in.Priority); err != nil {
 		return nil, nil, err
 	}
+	region, err := s.region(in.CompanyID)
+	if err != nil {
+		return nil, nil, err
+	}
 	ms := make([]store.Message, len(in.Messages))
 	for i, it := range in.Messages {
 		at := fmt.Sprintf("messages[%d]", i)
 		if it.Phone == "" {
 			return nil, nil, problem.Invalid(at+".phone", "is required")
 		}
-		to, err := phone.Normalize(it.Phone)
+		to, err := numplan.Normalize(it.Phone, region)
 		if err != nil {
 			return nil, nil, problem.Invalid(at+".phone", err.Error())
 		}

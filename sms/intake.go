@@ -9,6 +9,7 @@ import (
 
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/phone"
+	"github.com/simrelay/simrelay/phone/numplan"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
 )
@@ -119,8 +120,17 @@ func (s *Service) Inbound(_ context.Context, dev store.Device, in proto.Inbound)
 		return proto.InboundAck{}, problem.Invalid("from", "is required, at most 64 bytes of UTF-8")
 	}
 	// Senders are often short codes or names ("BANK"), which stay as given;
-	// numbers are stored in E.164 like everywhere else.
-	if n, err := phone.Normalize(from); err == nil {
+	// numbers are stored in E.164 like everywhere else. In a company's
+	// region a national sender ("07400123456" in GB) is a number too.
+	region, err := s.region(dev.CompanyID)
+	if err != nil {
+		return proto.InboundAck{}, err
+	}
+	if region == "" {
+		if n, err := phone.Normalize(from); err == nil {
+			from = n
+		}
+	} else if n, ok := numplan.Sender(from, region); ok {
 		from = n
 	}
 	if !utf8.ValidString(in.Message) {

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 
-	"github.com/simrelay/simrelay/phone"
+	"github.com/simrelay/simrelay/phone/numplan"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
 )
@@ -19,7 +19,7 @@ func (s *Service) OptOuts(_ context.Context, companyID uint64, after string, lim
 		return nil, problem.Invalid("limit", "must be from 1 to 1000")
 	}
 	if after != "" {
-		n, err := listedForm(after, "after")
+		n, err := listedForm(after, "", "after")
 		if err != nil {
 			return nil, err
 		}
@@ -34,7 +34,11 @@ func (s *Service) AddOptOut(_ context.Context, companyID uint64, number string) 
 	if number == "" {
 		return store.OptOut{}, false, problem.Invalid("phone", "is required")
 	}
-	to, err := phone.Normalize(number)
+	region, err := s.region(companyID)
+	if err != nil {
+		return store.OptOut{}, false, err
+	}
+	to, err := numplan.Normalize(number, region)
 	if err != nil {
 		return store.OptOut{}, false, problem.Invalid("phone", err.Error())
 	}
@@ -53,7 +57,11 @@ func (s *Service) RemoveOptOut(_ context.Context, companyID uint64, number strin
 	if number == "" {
 		return problem.Invalid("phone", "is required")
 	}
-	entry, err := listedForm(number, "phone")
+	region, err := s.region(companyID)
+	if err != nil {
+		return err
+	}
+	entry, err := listedForm(number, region, "phone")
 	if err != nil {
 		return err
 	}
@@ -66,14 +74,14 @@ func (s *Service) RemoveOptOut(_ context.Context, companyID uint64, number strin
 }
 
 // listedForm reads an entry of the list as a request names it: an E.164
-// number (spaces, dashes and brackets allowed) in its normalised form, and
-// any other name an entry can have (a keyword sender that is no number)
-// exactly as given.
-func listedForm(v, field string) (string, error) {
+// number (spaces, dashes and brackets allowed; a national one in the
+// company's region) in its normalised form, and any other name an entry can
+// have (a keyword sender that is no number) exactly as given.
+func listedForm(v, region, field string) (string, error) {
 	if len(v) > maxSender {
 		return "", problem.Invalid(field, "must be an E.164 number such as +14155550100, or an entry exactly as the list shows it")
 	}
-	if n, err := phone.Normalize(v); err == nil {
+	if n, err := numplan.Normalize(v, region); err == nil {
 		return n, nil
 	}
 	return v, nil

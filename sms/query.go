@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
-	"github.com/simrelay/simrelay/phone"
+	"github.com/simrelay/simrelay/phone/numplan"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
 )
@@ -53,7 +53,11 @@ func (s *Service) History(_ context.Context, companyID uint64, device, number st
 	if err := deviceRequired(device); err != nil {
 		return Page{}, err
 	}
-	n, badNumber := historyNumber(number)
+	region, err := s.region(companyID)
+	if err != nil {
+		return Page{}, err
+	}
+	n, badNumber := historyNumber(number, region)
 	if page < 1 {
 		return Page{}, problem.Invalid("page", "must be 1 or more")
 	}
@@ -90,13 +94,14 @@ func pages(total, limit int) int { return (total + limit - 1) / limit }
 // that cannot be a number, a name such as "BANK" or a short code of fewer
 // than 8 digits, is stored as the phone gave it and is matched as written;
 // so is any other value when a conversation exists under it (History).
-func historyNumber(number string) (string, error) {
+// In the company's region a national number is read as a send reads it.
+func historyNumber(number, region string) (string, error) {
 	number = strings.TrimSpace(number)
 	switch {
 	case number == "":
 		return "", problem.Invalid("phone", "is required")
-	case strings.HasPrefix(number, "+"):
-		n, err := phone.Normalize(number)
+	case strings.HasPrefix(number, "+") || region != "" && !senderName(number):
+		n, err := numplan.Normalize(number, region)
 		if err != nil {
 			return "", problem.Invalid("phone", err.Error())
 		}

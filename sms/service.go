@@ -11,7 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
-	"github.com/simrelay/simrelay/phone"
+	"github.com/simrelay/simrelay/phone/numplan"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/wakeup"
@@ -127,7 +127,11 @@ func (s *Service) Send(_ context.Context, in SendInput, answer Answer) (msg stor
 	if err != nil {
 		return msg, nil, err
 	}
-	to, err := phone.Normalize(in.Phone)
+	region, err := s.region(in.CompanyID)
+	if err != nil {
+		return msg, nil, err
+	}
+	to, err := numplan.Normalize(in.Phone, region)
 	if in.Phone == "" {
 		return msg, nil, problem.Invalid("phone", "is required")
 	}
@@ -204,6 +208,16 @@ func slotCheck(dev store.Device, slot string) error {
 	}
 	return &problem.Error{Code: problem.SIMMismatch, Field: "sim_slot",
 		Message: "The device has no SIM in " + slot + "; it announced " + strings.Join(have, " and ") + "."}
+}
+
+// region is the company's region for numbers written without their
+// country code ("" for none: the international form is required).
+func (s *Service) region(companyID uint64) (string, error) {
+	c, err := s.store.Company(companyID)
+	if err != nil {
+		return "", err
+	}
+	return c.Region, nil
 }
 
 // Run expires queued messages past their TTL, prunes old idempotency

@@ -5,7 +5,7 @@ import (
 
 	"github.com/emersion/go-smtp"
 
-	"github.com/simrelay/simrelay/phone"
+	"github.com/simrelay/simrelay/phone/numplan"
 )
 
 // Selector prefixes of an address's second part: +15551234567+dev-pixel7@domain.
@@ -27,8 +27,17 @@ type Address struct {
 
 // ParseAddress reads +E164[+dev-FINGERPRINT|+pool-NAME]@domain. Spaces,
 // dashes and dots in the number are allowed as phone.Normalize allows them;
-// a number without its + is refused, as on the API.
+// a number without its + is refused, as on the API. It is ParseAddressIn
+// for a company without a region.
 func ParseAddress(addr, domain string) (Address, error) {
+	return ParseAddressIn(addr, domain, "")
+}
+
+// ParseAddressIn is ParseAddress for a company whose region is region: a
+// number without its + is read in it (numplan.Normalize), so
+// NATIONAL[+dev-...|+pool-...]@domain works too, "07400123456@domain" in GB
+// texting +447400123456. With region "" it is ParseAddress.
+func ParseAddressIn(addr, domain, region string) (Address, error) {
 	if len(addr) > maxAddress {
 		return Address{}, badAddress("The address is too long.")
 	}
@@ -40,11 +49,20 @@ func ParseAddress(addr, domain string) (Address, error) {
 		return Address{}, &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 2},
 			Message: "This server takes mail for @" + domain + " only."}
 	}
-	if !strings.HasPrefix(local, "+") {
+	var number, selector string
+	switch {
+	case strings.HasPrefix(local, "+"):
+		number, selector, _ = strings.Cut(local[1:], "+")
+		number = "+" + number
+	case region != "":
+		number, selector, _ = strings.Cut(local, "+")
+	default:
 		return Address{}, badAddress("The number must be in E.164 form with its +, e.g. +15551234567@" + domain + ".")
 	}
-	number, selector, _ := strings.Cut(local[1:], "+")
-	n, err := phone.Normalize("+" + number)
+	n, err := numplan.Normalize(number, region)
+	if err != nil && region != "" {
+		return Address{}, badAddress("The number " + err.Error() + " (read in " + region + ").")
+	}
 	if err != nil {
 		return Address{}, badAddress("The number is not an E.164 number: + then 8 to 15 digits, e.g. +15551234567@" + domain + ".")
 	}

@@ -39,3 +39,32 @@ func TestParseAddress(t *testing.T) {
 		}
 	}
 }
+
+// In a company's region a number may be written without its +, as the
+// API takes it; a number the numbering plan has not is refused with 550.
+func TestParseAddressInRegion(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in   string
+		want Address
+		code int // 0: accepted
+	}{
+		{in: "07400123456@sms.test", want: Address{Phone: "+447400123456"}},
+		{in: "07400-123-456+dev-pixel7@sms.test", want: Address{Phone: "+447400123456", Device: "pixel7"}},
+		{in: "+447400123456+pool-sales@sms.test", want: Address{Phone: "+447400123456", Pool: "sales"}},
+		{in: "+15551234567@sms.test", code: 550}, // fictional: the library has no such number
+		{in: "0740012@sms.test", code: 550},
+		{in: "07400123456+pixel7@sms.test", code: 550},
+	} {
+		got, err := ParseAddressIn(tc.in, "sms.test", "GB")
+		var se *smtp.SMTPError
+		switch {
+		case tc.code == 0 && err != nil:
+			t.Errorf("%q: got %v, want %+v", tc.in, err, tc.want)
+		case tc.code == 0 && got != tc.want:
+			t.Errorf("%q: got %+v, want %+v", tc.in, got, tc.want)
+		case tc.code != 0 && (!errors.As(err, &se) || se.Code != tc.code):
+			t.Errorf("%q: got %+v, %v; want SMTP %d", tc.in, got, err, tc.code)
+		}
+	}
+}

@@ -326,3 +326,38 @@ func TestOneRefusedRecipientOfSeveral(t *testing.T) {
 		t.Errorf("the phone got a job to %s, want +15550000001", got)
 	}
 }
+
+// A company with a region may write the number without its +, as on the
+// API; a company without one keeps the international rule.
+func TestMailToANationalNumber(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, options{})
+	id, key := e.company("acme")
+	vp := e.phone(id, "pixel7")
+	other, otherKey := e.company("other")
+	e.phone(other, "pixel8")
+	req, _ := http.NewRequest(http.MethodPatch, e.url+"/company", strings.NewReader(`{"region":"GB"}`))
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("PATCH /company region: %d", res.StatusCode)
+	}
+	if err := e.send(e.mailer(key, "x"), "Table ready", "07400-123456@"+domain); err != nil {
+		t.Fatalf("send to a national number: %v", err)
+	}
+	poll.Until(t, "the phone gets the SMS", func() bool { return len(vp.Jobs()) == 1 })
+	if job := vp.Jobs()[0]; job.To != "+447400123456" {
+		t.Errorf("job to %q, want +447400123456", job.To)
+	}
+	if err := e.send(e.mailer(key, "x"), "hi", "074001@"+domain); smtpCode(err) != 550 || !strings.Contains(err.Error(), "too short") {
+		t.Errorf("a short national number: got %v, want 550 saying it is too short", err)
+	}
+	if err := e.send(e.mailer(otherKey, "x"), "hi", "07400123456@"+domain); smtpCode(err) != 550 {
+		t.Errorf("no region: got %v, want 550", err)
+	}
+}

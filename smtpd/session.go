@@ -104,7 +104,12 @@ func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 	if !ss.authed {
 		return errAuthRequired
 	}
-	a, err := ParseAddress(to, ss.s.cfg.Domain)
+	co, err := ss.s.deps.Accounts.Company(context.Background(), ss.p)
+	if err != nil {
+		ss.s.log.Error("smtp company", "err", err)
+		return errUnavailable
+	}
+	a, err := ParseAddressIn(to, ss.s.cfg.Domain, co.Region)
 	if err != nil {
 		return err
 	}

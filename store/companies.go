@@ -28,6 +28,11 @@ type Company struct {
 	// EmailDevice is the fingerprint of the device that e-mail to SMS sends
 	// through when the address names none; "" for the company's only device.
 	EmailDevice string `json:"email_device,omitempty"`
+	// Region is the country (ISO 3166 alpha-2, upper case) in which the
+	// company's numbers written without their country code are read
+	// (numplan.Normalize); "", as for every company that never set it,
+	// keeps the international form required.
+	Region string `json:"region,omitempty"`
 }
 
 // CreateCompany stores a new company with its first admin, giving both their

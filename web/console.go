@@ -16,6 +16,7 @@ import (
 	"github.com/simrelay/simrelay/channel"
 	"github.com/simrelay/simrelay/device"
 	"github.com/simrelay/simrelay/media"
+	"github.com/simrelay/simrelay/phone/numplan"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/sms"
 	"github.com/simrelay/simrelay/store"
@@ -154,7 +155,14 @@ var funcs = template.FuncMap{
 		}
 		return false
 	},
-	"join":   strings.Join,
+	"join": strings.Join,
+	// number shows an E.164 number for reading ("+44 7700 900123") and
+	// numberType its kind (mobile, fixed_line, ...) where known; anything
+	// else (a short code, a name, an e-mail) is shown as it is.
+	"number":     numplan.Display,
+	"numberType": numplan.Type,
+	// kind writes a number type in words: fixed_line is "fixed line".
+	"kind":   func(t string) string { return strings.ReplaceAll(t, "_", " ") },
 	"price":  price,
 	"count":  count,
 	"plural": plural,
@@ -164,6 +172,7 @@ var funcs = template.FuncMap{
 		return []struct{ Name, Label, Value string }{
 			{"name", "Name", co.Name}, {"phone", "Phone (E.164)", co.Phone}, {"address", "Address", co.Address},
 			{"city", "City", co.City}, {"state", "State", co.State}, {"country", "Country (two letters)", co.Country},
+			{"region", "Region of numbers written without + (two letters, e.g. GB; empty: + required)", co.Region},
 		}
 	},
 	"channels":       func() []string { return []string{"sms", "whatsapp", "imessage"} },

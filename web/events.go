@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/simrelay/simrelay/phone/numplan"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
 )
@@ -195,16 +196,18 @@ func (b *Broker) Streams() int {
 
 // liveMessage is a message as the pages' JavaScript draws it.
 type liveMessage struct {
-	ID        uint64 `json:"id"`
-	QueueID   string `json:"queue_id,omitempty"`
-	Device    string `json:"device"`
-	Phone     string `json:"phone"`
-	Direction string `json:"direction"`
-	Text      string `json:"text"`
-	SIMSlot   string `json:"sim_slot"`
-	Status    string `json:"status"`
-	Error     string `json:"error,omitempty"`
-	CreatedAt string `json:"created_at"`
+	ID      uint64 `json:"id"`
+	QueueID string `json:"queue_id,omitempty"`
+	Device  string `json:"device"`
+	Phone   string `json:"phone"`
+	// PhoneDisplay is Phone formatted for reading (numplan.Display).
+	PhoneDisplay string `json:"phone_display"`
+	Direction    string `json:"direction"`
+	Text         string `json:"text"`
+	SIMSlot      string `json:"sim_slot"`
+	Status       string `json:"status"`
+	Error        string `json:"error,omitempty"`
+	CreatedAt    string `json:"created_at"`
 	// Channel is sms, whatsapp or imessage; NumberID names the WhatsApp
 	// number or iMessage handle of the other two.
 	Channel     string `json:"channel"`
@@ -222,7 +225,7 @@ type liveMessage struct {
 }
 
 func liveOut(m store.Message) liveMessage {
-	out := liveMessage{ID: m.ID, Device: m.Device, Phone: m.Phone, Direction: m.Direction, Text: m.Text,
+	out := liveMessage{ID: m.ID, Device: m.Device, Phone: m.Phone, PhoneDisplay: numplan.Display(m.Phone), Direction: m.Direction, Text: m.Text,
 		SIMSlot: m.SIMSlot, Status: m.Status, Error: m.Error, CreatedAt: m.CreatedAt.UTC().Format(time.RFC3339),
 		Channel: m.Channel, NumberID: m.NumberRef, ContentType: m.ContentType, MediaURL: m.MediaURL, Detail: m.Detail}
 	if out.Channel == "" {

@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"bytes"
+	"html"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -114,5 +115,41 @@ func TestFaviconIsServed(t *testing.T) {
 	}
 	if signin := e.browser().get("/console/signin").body; !strings.Contains(signin, `<link rel="icon" href="/favicon.ico"`) {
 		t.Error("pages do not name their icon")
+	}
+}
+
+// The console writes numbers for reading, international format with the
+// country's grouping and the kind of number where it is known; the company's
+// region, set on the settings page, lets a send name a national number.
+func TestConsoleFormatsNumbers(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	key := e.company("Acme", "ada@acme.test", "Correct1horse")
+	b := e.browser()
+	b.signIn("ada@acme.test", "Correct1horse")
+	e.pairPhone(e.pairingCode(key), "fp-1", true)
+	if p := b.post("/console/settings/company", url.Values{"region": {"XX"}}); p.status != http.StatusBadRequest || !strings.Contains(p.body, `"field":"region"`) {
+		t.Fatalf("a bad region: %d %s", p.status, p.body)
+	}
+	if p := b.post("/console/settings/company", url.Values{"region": {"gb"}}); p.status != http.StatusOK {
+		t.Fatalf("region: %d %s", p.status, p.body)
+	}
+	if p := b.get("/console/settings"); !strings.Contains(p.body, `name="region" value="GB"`) {
+		t.Fatalf("the settings page does not show the region: %s", p.body)
+	}
+	if p := b.post("/console/messages/send", url.Values{"device_fingerprint": {"fp-1"}, "phone": {"07400 123456"}, "message": {"hi"}, "sim_slot": {"SIM1"}}); p.status != http.StatusOK {
+		t.Fatalf("send to a national number: %d %s", p.status, p.body)
+	}
+	if p := b.post("/console/opt-outs", url.Values{"phone": {"020 7946 0958"}}); p.status != http.StatusOK {
+		t.Fatalf("opt out a national number: %d %s", p.status, p.body)
+	}
+	thread := html.UnescapeString(b.get("/console/messages?device=fp-1&phone=%2B447400123456").body)
+	for _, want := range []string{`<strong>+44 7400 123456</strong>`, `<h2 id="thread-h">+44 7400 123456 <span class="ntype">mobile</span></h2>`} {
+		if !strings.Contains(thread, want) {
+			t.Errorf("the conversation page lacks %s", want)
+		}
+	}
+	if list := html.UnescapeString(b.get("/console/opt-outs").body); !strings.Contains(list, `<td>+44 20 7946 0958 <span class="ntype">fixed line</span></td>`) {
+		t.Errorf("the opt-out list does not format the number: %s", list)
 	}
 }

@@ -41,7 +41,7 @@ func (c *Console) settingsPage(w http.ResponseWriter, r *http.Request, q *req) e
 
 func (c *Console) saveCompany(w http.ResponseWriter, r *http.Request, q *req) (outcome, error) {
 	var p account.CompanyPatch
-	for name, dst := range map[string]**string{"name": &p.Name, "phone": &p.Phone, "address": &p.Address, "city": &p.City, "state": &p.State, "country": &p.Country} {
+	for name, dst := range map[string]**string{"name": &p.Name, "phone": &p.Phone, "address": &p.Address, "city": &p.City, "state": &p.State, "country": &p.Country, "region": &p.Region} {
 		if v, ok := r.PostForm[name]; ok && len(v) > 0 {
 			s := v[0]
 			*dst = &s

@@ -253,7 +253,7 @@
       item.setAttribute("data-phone", m.phone);
       var a = document.createElement("a");
       a.href = "/console/messages?device=" + encodeURIComponent(m.device) + "&phone=" + encodeURIComponent(m.phone);
-      var strong = document.createElement("strong"); strong.textContent = m.phone;
+      var strong = document.createElement("strong"); strong.textContent = m.phone_display || m.phone;
       var last = document.createElement("span"); last.className = "last";
       a.appendChild(strong); a.appendChild(last); item.appendChild(a);
       var none = document.getElementById("no-convs");

@@ -1,0 +1,166 @@
+// Package numplan reads phone numbers as people write them, in a country's
+// numbering plan, with github.com/nyaruka/phonenumbers (the Go port of
+// libphonenumber): a company's region, national numbers, a number's type
+// and its form for reading. It is apart from package phone so that what
+// needs only phone's E.164 rule (simrelay-agent) does not carry the
+// numbering data (about 2.6 MB of binary, 10 ms and 2.5 MB at start).
+package numplan
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/nyaruka/phonenumbers"
+
+	"github.com/simrelay/simrelay/phone"
+)
+
+// A region is a company's default country for numbers written without their
+// country code: an ISO 3166 alpha-2 code the numbering data knows ("GB").
+// The empty region is today's rule, phone.Normalize and phone.NormalizeSender exactly:
+// the server never guesses a country a company did not name.
+
+// ErrRegion explains the accepted form of a region.
+var ErrRegion = errors.New("must be a two-letter country code such as GB, or empty for none")
+
+// maxNumberLen bounds what is handed to the numbering library (which caps
+// its own input at 250 characters): no written number is longer.
+const maxNumberLen = 64
+
+// CheckRegion returns r upper-cased when the numbering data knows it, "" for
+// "" (no region), and ErrRegion otherwise.
+func CheckRegion(r string) (string, error) {
+	r = strings.ToUpper(strings.TrimSpace(r))
+	if r == "" {
+		return "", nil
+	}
+	if len(r) != 2 || !phonenumbers.GetSupportedRegions()[r] {
+		return "", ErrRegion
+	}
+	return r, nil
+}
+
+// Normalize returns s in E.164 form, reading a number written without its
+// country code in region: "07700 900123" in GB is +447700900123, and so is
+// "+44 7700 900123" or "0044 7700 900123". With region "" it is phone.Normalize.
+// With a region, the characters allowed are phone.Normalize's (digits, a leading
+// +, spaces, dashes, dots and brackets), and the number must be one the
+// numbering data calls valid: a wrong length is refused saying so, as is a
+// number in no range of its country's plan (the fictional ranges included:
+// Ofcom's drama numbers 07700 900xxx are refused, as North America's
+// 555-01xx are) and one whose E.164 form breaks phone.Normalize's rule.
+func Normalize(s, region string) (string, error) {
+	if region == "" {
+		return phone.Normalize(s)
+	}
+	s = strings.TrimSpace(s)
+	bad := fmt.Errorf("must be a phone number: national as written in %s, or + and the country code (spaces, dashes, dots and brackets are allowed)", region)
+	if s == "" || len(s) > maxNumberLen {
+		return "", bad
+	}
+	for i, r := range s {
+		switch {
+		case r >= '0' && r <= '9', r == '+' && i == 0:
+		case r == ' ' || r == '-' || r == '.' || r == '(' || r == ')':
+		default:
+			return "", bad
+		}
+	}
+	n, err := phonenumbers.Parse(s, region)
+	if err != nil {
+		return "", bad
+	}
+	switch phonenumbers.IsPossibleNumberWithReason(n) {
+	case phonenumbers.IS_POSSIBLE:
+	case phonenumbers.TOO_SHORT, phonenumbers.IS_POSSIBLE_LOCAL_ONLY:
+		return "", errors.New("is too short for a phone number of its country (write the area code, or + and the country code)")
+	case phonenumbers.TOO_LONG:
+		return "", errors.New("is too long for a phone number of its country")
+	default:
+		return "", bad
+	}
+	if !phonenumbers.IsValidNumber(n) {
+		return "", errors.New("is not a number in its country's numbering plan")
+	}
+	out, err := phone.Normalize(phonenumbers.Format(n, phonenumbers.E164))
+	if err != nil {
+		return "", bad
+	}
+	return out, nil
+}
+
+// Sender reads the sender a phone reports for a received message, as
+// phone.NormalizeSender does, reading first a national form in region: with GB,
+// "07700900123" is +447700900123, while "447700900123" (the + dropped) is
+// too long to be national and is read as phone.NormalizeSender reads it. With
+// region "" it is phone.NormalizeSender. ok is false for a sender that is no
+// number (a short code, a name), which callers keep as given.
+func Sender(s, region string) (n string, ok bool) {
+	if region != "" {
+		if n, err := Normalize(s, region); err == nil {
+			return n, true
+		}
+	}
+	return phone.NormalizeSender(s)
+}
+
+// Reported reads a number a device reports (its own number, the number a
+// message reached): in region, as Normalize does, and when that fails by
+// phone.Normalize's rule, so that a device is never refused a number it
+// could report before its company set a region, whatever the numbering
+// data says of it.
+func Reported(s, region string) (string, error) {
+	if n, err := Normalize(s, region); err == nil {
+		return n, nil
+	}
+	return phone.Normalize(s)
+}
+
+// numberTypes names the library's number types in the API's words.
+var numberTypes = map[phonenumbers.PhoneNumberType]string{
+	phonenumbers.MOBILE:               "mobile",
+	phonenumbers.FIXED_LINE:           "fixed_line",
+	phonenumbers.FIXED_LINE_OR_MOBILE: "fixed_line_or_mobile",
+	phonenumbers.TOLL_FREE:            "toll_free",
+	phonenumbers.PREMIUM_RATE:         "premium_rate",
+	phonenumbers.SHARED_COST:          "shared_cost",
+	phonenumbers.VOIP:                 "voip",
+	phonenumbers.PERSONAL_NUMBER:      "personal_number",
+	phonenumbers.PAGER:                "pager",
+	phonenumbers.UAN:                  "uan",
+	phonenumbers.VOICEMAIL:            "voicemail",
+}
+
+// Type names the kind of an E.164 number: mobile, fixed_line,
+// fixed_line_or_mobile (where the numbering plan does not tell them apart,
+// as in North America), toll_free, premium_rate, shared_cost, voip,
+// personal_number, pager, uan or voicemail; "" where the numbering data does
+// not know the number (a fictional one such as +15551234567 included) and
+// for anything that is not an E.164 number (a short code, a name, an e-mail).
+func Type(e164 string) string {
+	n, ok := parsed(e164)
+	if !ok {
+		return ""
+	}
+	return numberTypes[phonenumbers.GetNumberType(n)]
+}
+
+// Display formats an E.164 number for reading, in international format with
+// its country's grouping ("+44 7700 900123"); anything else comes back as
+// given.
+func Display(e164 string) string {
+	n, ok := parsed(e164)
+	if !ok {
+		return e164
+	}
+	return phonenumbers.Format(n, phonenumbers.INTERNATIONAL)
+}
+
+func parsed(e164 string) (*phonenumbers.PhoneNumber, bool) {
+	if v, err := phone.Normalize(e164); err != nil || v != e164 {
+		return nil, false
+	}
+	n, err := phonenumbers.Parse(e164, "")
+	return n, err == nil
+}

@@ -1,0 +1,146 @@
+package numplan
+
+import (
+	"testing"
+
+	"github.com/simrelay/simrelay/phone"
+)
+
+func TestCheckRegion(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{"GB": "GB", " gb ": "GB", "us": "US", "": ""} {
+		if got, err := CheckRegion(in); err != nil || got != want {
+			t.Errorf("CheckRegion(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"GBR", "XX", "ZZ", "G", "1"} {
+		if got, err := CheckRegion(in); err == nil {
+			t.Errorf("CheckRegion(%q) = %q, want an error", in, got)
+		}
+	}
+}
+
+func TestNormalize(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		in, region, want string
+	}{
+		{"07400 123456", "GB", "+447400123456"},
+		{"(020) 7946-0958", "GB", "+442079460958"},
+		{"0044 7400 123456", "GB", "+447400123456"},
+		{"+44 7400 123456", "GB", "+447400123456"},
+		{"+1 (415) 555-0100", "GB", "+14155550100"}, // another country's number, with its +
+		{"07700 900123", "GB", ""},                  // Ofcom's drama range: no number in use
+		{"+1 (555) 123-4567", "GB", ""},             // fictional too
+		{"07400 123456", "", ""},                    // no region: today's rule, no +
+		{"(415) 555-0100", "US", "+14155550100"},
+		{"07700 900123", "", ""}, // no region: today's rule, no +
+		{"+15551234567", "", "+15551234567"},
+		{"07700 9001", "GB", ""},       // too short
+		{"07700 9001234567", "GB", ""}, // too long
+		{"7946 0958", "GB", ""},        // a local number, no area code
+		{"07700 ABC123", "GB", ""},
+		{"07700 900123 ext. 5", "GB", ""},
+		{"", "GB", ""},
+	}
+	for _, c := range cases {
+		got, err := Normalize(c.in, c.region)
+		if (err == nil) != (c.want != "") || got != c.want {
+			t.Errorf("Normalize(%q, %q) = %q, %v; want %q", c.in, c.region, got, err, c.want)
+		}
+	}
+	// No region is Normalize, error included.
+	for _, in := range []string{"+1234567", "15551234567", " +1 (555) 123-4567 ", "+0123456789"} {
+		a, errA := Normalize(in, "")
+		b, errB := phone.Normalize(in)
+		if a != b || (errA == nil) != (errB == nil) || (errA != nil && errA.Error() != errB.Error()) {
+			t.Errorf("Normalize(%q, \"\") = %q, %v; phone.Normalize gives %q, %v", in, a, errA, b, errB)
+		}
+	}
+}
+
+func TestSender(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		in, region, want string
+		ok               bool
+	}{
+		{"07400123456", "GB", "+447400123456", true},  // national
+		{"447400123456", "GB", "+447400123456", true}, // the + dropped
+		{"15551234567", "GB", "+15551234567", true},   // the + dropped, as without a region
+		{"+15551234567", "GB", "+15551234567", true},
+		{"72345", "GB", "", false}, // a short code
+		{"BANK", "GB", "", false},
+		{"07400123456", "", "", false}, // no region: today's rule
+		{"15551234567", "", "+15551234567", true},
+	}
+	for _, c := range cases {
+		got, ok := Sender(c.in, c.region)
+		if ok != c.ok || got != c.want {
+			t.Errorf("Sender(%q, %q) = %q, %v; want %q, %v", c.in, c.region, got, ok, c.want, c.ok)
+		}
+	}
+}
+
+func TestReported(t *testing.T) {
+	t.Parallel()
+	cases := []struct{ in, region, want string }{
+		{"07400 654321", "GB", "+447400654321"},
+		{"+1 555 000 1111", "GB", "+15550001111"}, // unknown to the data: today's rule
+		{"+1 555 000 1111", "", "+15550001111"},
+		{"07400 654321", "", ""},
+		{"12345", "GB", ""},
+	}
+	for _, c := range cases {
+		got, err := Reported(c.in, c.region)
+		if (err == nil) != (c.want != "") || got != c.want {
+			t.Errorf("Reported(%q, %q) = %q, %v; want %q", c.in, c.region, got, err, c.want)
+		}
+	}
+}
+
+func TestTypeAndDisplay(t *testing.T) {
+	t.Parallel()
+	cases := []struct{ in, typ, display string }{
+		{"+442079460958", "fixed_line", "+44 20 7946 0958"},
+		{"+447400123456", "mobile", "+44 7400 123456"},
+		{"+14155550100", "fixed_line_or_mobile", "+1 415-555-0100"},
+		{"+15551234567", "", "+1 555-123-4567"}, // fictional: no type
+		{"BANK", "", "BANK"},
+		{"72345", "", "72345"},
+		{"ana@example.com", "", "ana@example.com"},
+		{"+44 20 7946 0958", "", "+44 20 7946 0958"}, // not E.164: as given
+	}
+	for _, c := range cases {
+		if got := Type(c.in); got != c.typ {
+			t.Errorf("Type(%q) = %q, want %q", c.in, got, c.typ)
+		}
+		if got := Display(c.in); got != c.display {
+			t.Errorf("Display(%q) = %q, want %q", c.in, got, c.display)
+		}
+	}
+}
+
+func BenchmarkNormalize(b *testing.B) {
+	for b.Loop() {
+		if _, err := Normalize("07400 123456", "GB"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkType(b *testing.B) {
+	for b.Loop() {
+		if Type("+447400123456") != "mobile" {
+			b.Fatal("not mobile")
+		}
+	}
+}
+
+func BenchmarkPhoneNormalize(b *testing.B) {
+	for b.Loop() {
+		if _, err := phone.Normalize("+44 7400 123456"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
