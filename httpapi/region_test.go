@@ -70,9 +70,13 @@ func TestCompanyRegionNationalNumbers(t *testing.T) {
 	e.want(e.do(call{method: "POST", path: "/chat/send-bulk", token: a.apiKey, body: map[string]any{"device_fingerprint": "a-phone",
 		"messages": []map[string]any{{"phone": "07400 123456", "message": "ok"}, {"phone": "+1 415 555 0100", "message": "ok"}}}}), http.StatusOK, "")
 
-	// What the numbering plan has not is 400 naming the field: a wrong
-	// length, Ofcom's drama range, letters.
-	for _, bad := range []string{"07400 12", "07400 1234567", "07700 900123", "07400 ABCDEF"} {
+	// A wrong length or letters are 400 naming the field; a national number
+	// of the right length need not be allocated (Ofcom's drama range is
+	// what integrators try first), and one with its + is today's rule.
+	for _, good := range []string{"07700 900123", "+1 555 123 4567"} {
+		e.want(e.do(call{method: "POST", path: "/chat/send", token: a.apiKey, body: sendBody("a-phone", good, "x", "")}), http.StatusOK, "")
+	}
+	for _, bad := range []string{"07400 12", "07400 1234567", "07700 9001", "07400 ABCDEF"} {
 		r := e.do(call{method: "POST", path: "/chat/send", token: a.apiKey, body: sendBody("a-phone", bad, "x", "")})
 		e.want(r, http.StatusBadRequest, "validation_failed")
 		if r.str("field") != "phone" || r.str("message") == "" {
@@ -135,7 +139,7 @@ func TestCompanyRegionAgentNumbers(t *testing.T) {
 	if !got["+447400123456"] || !got["+442079460000"] {
 		t.Fatalf("jobs to %q and %q, want +447400123456 and +442079460000", jobs[0].To, jobs[1].To)
 	}
-	for _, bad := range []string{"07400 12", "07700 900123"} {
+	for _, bad := range []string{"07400 12", "07700 9001"} {
 		r := e.waSend(a.apiKey, wa, bad, "x")
 		e.want(r, http.StatusBadRequest, "validation_failed")
 		if r.str("field") != "to" {

@@ -43,15 +43,17 @@ func CheckRegion(r string) (string, error) {
 
 // Normalize returns s in E.164 form, reading a number written without its
 // country code in region: "07700 900123" in GB is +447700900123, and so is
-// "+44 7700 900123" or "0044 7700 900123". With region "" it is phone.Normalize.
-// With a region, the characters allowed are phone.Normalize's (digits, a leading
-// +, spaces, dashes, dots and brackets), and the number must be one the
-// numbering data calls valid: a wrong length is refused saying so, as is a
-// number in no range of its country's plan (the fictional ranges included:
-// Ofcom's drama numbers 07700 900xxx are refused, as North America's
-// 555-01xx are) and one whose E.164 form breaks phone.Normalize's rule.
+// "0044 7700 900123". With region "" it is phone.Normalize, and a number
+// written with its + is read by phone.Normalize's rule whatever the region,
+// so naming a region never refuses an E.164 number that was taken before
+// (North America's fictional 555 numbers included). A national number must
+// use phone.Normalize's characters (digits, spaces, dashes, dots and
+// brackets) and have a length its country's numbering plan allows: a wrong
+// length is refused saying so. It need not be in a range the numbering data
+// knows as allocated: that data lags the regulators' new ranges, and test
+// ranges such as Ofcom's 07700 900xxx are what integrators try first.
 func Normalize(s, region string) (string, error) {
-	if region == "" {
+	if region == "" || strings.HasPrefix(strings.TrimSpace(s), "+") {
 		return phone.Normalize(s)
 	}
 	s = strings.TrimSpace(s)
@@ -80,8 +82,10 @@ func Normalize(s, region string) (string, error) {
 	default:
 		return "", bad
 	}
-	if !phonenumbers.IsValidNumber(n) {
-		return "", errors.New("is not a number in its country's numbering plan")
+	if n.GetItalianLeadingZero() && !phonenumbers.IsValidNumber(n) {
+		// The national prefix could not be taken off (what is left after
+		// it is too short), so the library kept the 0 in the number.
+		return "", errors.New("is too short for a phone number of its country (write the area code, or + and the country code)")
 	}
 	out, err := phone.Normalize(phonenumbers.Format(n, phonenumbers.E164))
 	if err != nil {

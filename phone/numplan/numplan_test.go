@@ -30,8 +30,8 @@ func TestNormalize(t *testing.T) {
 		{"0044 7400 123456", "GB", "+447400123456"},
 		{"+44 7400 123456", "GB", "+447400123456"},
 		{"+1 (415) 555-0100", "GB", "+14155550100"}, // another country's number, with its +
-		{"07700 900123", "GB", ""},                  // Ofcom's drama range: no number in use
-		{"+1 (555) 123-4567", "GB", ""},             // fictional too
+		{"07700 900123", "GB", "+447700900123"},     // Ofcom's drama range: a right length is enough
+		{"+1 (555) 123-4567", "GB", "+15551234567"}, // with its +: today's rule, fictional numbers included
 		{"07400 123456", "", ""},                    // no region: today's rule, no +
 		{"(415) 555-0100", "US", "+14155550100"},
 		{"07700 900123", "", ""}, // no region: today's rule, no +
