@@ -87,6 +87,16 @@ func TestInboundMediaToAPIAndWebhook(t *testing.T) {
 	e.want(e.upload(a.apiKey, "wa-9/0", "", "image/png", pngBytes), http.StatusUnauthorized, "unauthorized")
 	e.want(e.upload(reg.DeviceToken, "wa-9/0", "", "image/png", bytes.Repeat([]byte{1}, testMediaMax+1)), http.StatusRequestEntityTooLarge, "payload_too_large")
 	e.want(e.upload(reg.DeviceToken, "", "", "image/png", pngBytes), http.StatusBadRequest, "validation_failed")
+	// A name that would show as another (a right-to-left override turns
+	// "invoice\u202Efdp.exe" into "invoiceexe.pdf") or hide in a listing
+	// (control characters) is refused, naming the field.
+	for _, name := range []string{"invoice\u202Efdp.exe", "a\u2066b.pdf", "tab\tname.pdf", "bell\x07.pdf", "del\x7f.pdf", "c1\u0085.pdf"} {
+		r := e.upload(reg.DeviceToken, "wa-9/1", name, "application/pdf", pngBytes)
+		e.want(r, http.StatusBadRequest, "validation_failed")
+		if r.str("field") != "filename" {
+			t.Errorf("filename %q: got field %q, want filename", name, r.str("field"))
+		}
+	}
 
 	// Not yet any message's: nobody reads it.
 	e.want(e.do(call{method: "GET", path: "/media/" + img.str("id"), token: a.apiKey}), http.StatusNotFound, "not_found")

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -137,8 +138,8 @@ func (s *Service) Put(ctx context.Context, dev store.Device, up Upload) (store.M
 	if up.Key == "" || len(up.Key) > 200 || !utf8.ValidString(up.Key) {
 		return store.Media{}, false, problem.Invalid("key", "is required: 1 to 200 bytes of UTF-8 naming the upload, such as the inbound client_id and the file's place")
 	}
-	if len(up.Filename) > MaxFilenameBytes || !utf8.ValidString(up.Filename) || strings.ContainsAny(up.Filename, "\x00\r\n/\\") {
-		return store.Media{}, false, problem.Invalid("filename", fmt.Sprintf("must be at most %d bytes of UTF-8, without slashes or line breaks", MaxFilenameBytes))
+	if len(up.Filename) > MaxFilenameBytes || !utf8.ValidString(up.Filename) || strings.IndexFunc(up.Filename, badInName) >= 0 {
+		return store.Media{}, false, problem.Invalid("filename", fmt.Sprintf("must be at most %d bytes of UTF-8, without slashes, control characters or text-direction marks", MaxFilenameBytes))
 	}
 	if m, err := s.st.MediaByKey(dev.CompanyID, dev.ID, up.Key); err == nil {
 		return m, true, nil
@@ -190,6 +191,15 @@ func (s *Service) Put(ctx context.Context, dev store.Device, up Upload) (store.M
 		return store.Media{}, false, sms.Refusal(err, s.now())
 	}
 	return stored, dup, nil
+}
+
+// badInName are the characters a file's name may not hold: path
+// separators; control characters (line breaks included), which hide in a
+// listing; and the text-direction controls, with which
+// "invoice\u202Efdp.exe" shows as "invoiceexe.pdf" in the console and in a
+// browser's download.
+func badInName(r rune) bool {
+	return r == '/' || r == '\\' || unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r)
 }
 
 // enter takes one of the company's upload slots, if it has one left.
