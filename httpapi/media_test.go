@@ -258,3 +258,17 @@ func TestMediaUploadsPerCompanyAreBounded(t *testing.T) {
 	}
 	e.want(e.upload(regA.DeviceToken, "after/0", "", "image/png", pngBytes), http.StatusCreated, "")
 }
+
+// TestMediaUploadOfDisabledDevice: a disabled device (a lost phone, an
+// agent switched off by an admin) stores nothing, as its link is refused;
+// once enabled again it uploads.
+func TestMediaUploadOfDisabledDevice(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, roomy)
+	a := e.newCompany("Acme", "owner@acme.test")
+	reg := e.pairPhone(a.apiKey, "agent-a")
+	e.want(e.do(call{method: "PATCH", path: "/device/agent-a", token: a.apiKey, body: map[string]any{"status": "disabled"}}), http.StatusOK, "")
+	e.want(e.upload(reg.DeviceToken, "wa-1/0", "", "image/png", pngBytes), http.StatusForbidden, "device_disabled")
+	e.want(e.do(call{method: "PATCH", path: "/device/agent-a", token: a.apiKey, body: map[string]any{"status": "active"}}), http.StatusOK, "")
+	e.want(e.upload(reg.DeviceToken, "wa-1/0", "", "image/png", pngBytes), http.StatusCreated, "")
+}
