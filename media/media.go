@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -58,6 +59,9 @@ const DefaultURLLifetime = 72 * time.Hour
 // MaxPerMessage is the most files one inbound message names.
 const MaxPerMessage = 10
 
+// spoolPrefix starts the name of an upload's temporary file.
+const spoolPrefix = "simrelay-upload-"
+
 // MaxFilenameBytes bounds a file's name (UTF-8 bytes).
 const MaxFilenameBytes = 255
 
@@ -80,6 +84,9 @@ type Config struct {
 	UploadsPerCompany int
 	URLLifetime       time.Duration
 	// TempDir holds uploads while they arrive (os.TempDir() when empty).
+	// When set it is the server's own: New removes the spooled uploads a
+	// crash (kill -9, power loss) left there, up to Uploads times MaxBytes
+	// each time; os.TempDir() is never cleared.
 	TempDir string
 }
 
@@ -112,6 +119,17 @@ func New(cfg Config, st Store, now func() time.Time) (*Service, error) {
 		cfg.URLLifetime = DefaultURLLifetime
 	}
 	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
+	if cfg.TempDir != "" {
+		left, err := filepath.Glob(filepath.Join(cfg.TempDir, spoolPrefix+"*"))
+		if err != nil {
+			return nil, fmt.Errorf("media: spool: %w", err)
+		}
+		for _, f := range left {
+			if err := os.Remove(f); err != nil {
+				return nil, fmt.Errorf("media: spool: %w", err)
+			}
+		}
+	}
 	return &Service{cfg: cfg, st: st, now: now, slots: make(chan struct{}, cfg.Uploads), active: map[uint64]int{}}, nil
 }
 
@@ -160,7 +178,7 @@ func (s *Service) Put(ctx context.Context, dev store.Device, up Upload) (store.M
 	case <-ctx.Done():
 		return store.Media{}, false, ctx.Err()
 	}
-	f, err := os.CreateTemp(s.cfg.TempDir, "simrelay-upload-*")
+	f, err := os.CreateTemp(s.cfg.TempDir, spoolPrefix+"*")
 	if err != nil {
 		return store.Media{}, false, fmt.Errorf("media: spool: %w", err)
 	}

@@ -12,6 +12,8 @@ import (
 	"net/http"
 	netmail "net/mail"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -293,7 +295,14 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	if err != nil {
 		return err
 	}
-	files, err := media.New(media.Config{PublicURL: cfg.publicURL, Key: mediaKey}, st, time.Now)
+	// Uploads arrive beside the store, not in a shared /tmp (often memory):
+	// on the disk they end on, in a directory this server alone uses (the
+	// store's lock is held), so a start clears what a crash left there.
+	spool := filepath.Join(cfg.dataDir, "uploads")
+	if err := os.MkdirAll(spool, 0o700); err != nil {
+		return fmt.Errorf("media spool: %w", err)
+	}
+	files, err := media.New(media.Config{PublicURL: cfg.publicURL, Key: mediaKey, TempDir: spool}, st, time.Now)
 	if err != nil {
 		return err
 	}
