@@ -84,9 +84,10 @@ type Config struct {
 	UploadsPerCompany int
 	URLLifetime       time.Duration
 	// TempDir holds uploads while they arrive (os.TempDir() when empty).
-	// When set it is the server's own: New removes the spooled uploads a
-	// crash (kill -9, power loss) left there, up to Uploads times MaxBytes
-	// each time; os.TempDir() is never cleared.
+	// When set it is the server's own, made (0700) at the first upload:
+	// New removes the spooled uploads a crash (kill -9, power loss) left
+	// there, up to Uploads times MaxBytes each time; os.TempDir() is never
+	// cleared.
 	TempDir string
 }
 
@@ -177,6 +178,11 @@ func (s *Service) Put(ctx context.Context, dev store.Device, up Upload) (store.M
 		defer func() { <-s.slots }()
 	case <-ctx.Done():
 		return store.Media{}, false, ctx.Err()
+	}
+	if s.cfg.TempDir != "" {
+		if err := os.MkdirAll(s.cfg.TempDir, 0o700); err != nil {
+			return store.Media{}, false, fmt.Errorf("media: spool: %w", err)
+		}
 	}
 	f, err := os.CreateTemp(s.cfg.TempDir, spoolPrefix+"*")
 	if err != nil {

@@ -12,7 +12,6 @@ import (
 	"net/http"
 	netmail "net/mail"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -298,11 +297,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	// Uploads arrive beside the store, not in a shared /tmp (often memory):
 	// on the disk they end on, in a directory this server alone uses (the
 	// store's lock is held), so a start clears what a crash left there.
-	spool := filepath.Join(cfg.dataDir, "uploads")
-	if err := os.MkdirAll(spool, 0o700); err != nil {
-		return fmt.Errorf("media spool: %w", err)
-	}
-	files, err := media.New(media.Config{PublicURL: cfg.publicURL, Key: mediaKey, TempDir: spool}, st, time.Now)
+	files, err := media.New(media.Config{PublicURL: cfg.publicURL, Key: mediaKey, TempDir: filepath.Join(cfg.dataDir, "uploads")}, st, time.Now)
 	if err != nil {
 		return err
 	}
