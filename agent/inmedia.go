@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -93,9 +95,32 @@ func (a *Agent) spool(clientID string, files []File) ([]spooled, error) {
 		if err != nil {
 			return nil, fmt.Errorf("media spool: %w", err)
 		}
-		out = append(out, spooled{Path: p, ContentType: f.ContentType, Filename: f.Filename, Size: int64(len(f.Data))})
+		out = append(out, spooled{Path: p, ContentType: f.ContentType, Filename: safeFilename(f.Filename), Size: int64(len(f.Data))})
 	}
 	return out, nil
+}
+
+// maxFilenameBytes is the server's bound on a file's name (POST /device/media).
+const maxFilenameBytes = 255
+
+// safeFilename is the sender's name of a file as the server takes it: the
+// server refuses slashes, control characters and text-direction marks (a
+// right-to-left override shows "invoice\u202Efdp.exe" as "invoiceexe.pdf"),
+// and names over 255 bytes, and the agent would then forward the message
+// without the file. They become "_", invalid UTF-8 too, and a long name is
+// cut at a character's boundary.
+func safeFilename(name string) string {
+	name = strings.Map(func(r rune) rune {
+		if r == '/' || r == '\\' || unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) {
+			return '_'
+		}
+		return r
+	}, strings.ToValidUTF8(name, "_"))
+	for len(name) > maxFilenameBytes {
+		_, n := utf8.DecodeLastRuneInString(name)
+		name = name[:len(name)-n]
+	}
+	return name
 }
 
 func max64(a, b int64) int64 {
@@ -224,7 +249,10 @@ func (a *Agent) upload(ctx context.Context, clientID string, i int, f spooled) (
 	}
 	err = fmt.Errorf("POST /device/media: %s: %s", res.Status, bytes.TrimSpace(body))
 	switch {
-	case res.StatusCode == http.StatusTooManyRequests || res.StatusCode == http.StatusUnauthorized || res.StatusCode >= 500:
+	case res.StatusCode == http.StatusTooManyRequests || res.StatusCode == http.StatusUnauthorized ||
+		res.StatusCode == http.StatusForbidden || res.StatusCode >= 500:
+		// 403: the device is disabled for now; the file waits, as the
+		// message does, until it is enabled again.
 		wait := uploadRetry
 		if s, e := strconv.Atoi(res.Header.Get("Retry-After")); e == nil && s > 0 {
 			wait = time.Duration(s) * time.Second

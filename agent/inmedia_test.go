@@ -3,6 +3,7 @@ package agent
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,5 +48,46 @@ func TestReceivedFilesSpooledOncePerMessage(t *testing.T) {
 	left, _ := filepath.Glob(filepath.Join(j.mediaDir(), "*"))
 	if len(left) != len(got) {
 		t.Fatalf("spool holds %d files, want the %d journaled", len(left), len(got))
+	}
+}
+
+// A sender's file name the server would refuse (slashes, control
+// characters, text-direction marks, over 255 bytes, invalid UTF-8) is
+// journaled made safe, so the file is uploaded rather than dropped; an
+// ordinary name stays as it is.
+func TestReceivedFileNamesMadeSafe(t *testing.T) {
+	t.Parallel()
+	j, err := OpenJournal(filepath.Join(t.TempDir(), "j.db"), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	a := New(Options{Config: ConfigFile{Salt: "s1"}, Journal: j, InboundMediaBytes: 100})
+	names := map[string]string{
+		"Quote 7.pdf":            "Quote 7.pdf",
+		"résumé.doc":             "résumé.doc",
+		"invoice\u202Efdp.exe":   "invoice_fdp.exe",
+		"../etc/passwd":          ".._etc_passwd",
+		"a\\b\tc\x00d\r\n.pdf":   "a_b_c_d__.pdf",
+		"bad\xffutf8.txt":        "bad_utf8.txt",
+		strings.Repeat("é", 200): strings.Repeat("é", 127),
+	}
+	var files []File
+	var want []string
+	for in, out := range names {
+		files = append(files, File{ContentType: "application/pdf", Filename: in, Data: []byte("x")})
+		want = append(want, out)
+	}
+	if err := (sink{a}).Take([]Received{{Key: "wa:2", Channel: proto.ChannelWhatsApp, From: "+15557654321", To: "+15550100001", Media: files}}, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := j.inbound()
+	if err != nil || len(recs) != 1 || len(recs[0].Files) != len(want) {
+		t.Fatalf("journal: %+v %v, want one message with %d files", recs, err, len(want))
+	}
+	for i, f := range recs[0].Files {
+		if f.Filename != want[i] {
+			t.Errorf("file %d: journaled name %q, want %q", i, f.Filename, want[i])
+		}
 	}
 }

@@ -31,6 +31,10 @@ func (s *Server) uploadMedia(c echo.Context) error {
 	if err != nil {
 		return problem.New(problem.Unauthorized, "The device token is missing, invalid or revoked.")
 	}
+	if dev.Status == store.DeviceDisabled {
+		// As its link is refused: a disabled device stores nothing.
+		return problem.New(problem.DeviceDisabled, "This device is disabled. Set its status to active (PATCH /device/{device_fingerprint}) to upload again.")
+	}
 	q := c.QueryParams()
 	m, dup, err := s.deps.Media.Put(r.Context(), dev, media.Upload{
 		Key: q.Get("key"), Filename: q.Get("filename"), ContentType: r.Header.Get(echo.HeaderContentType),

@@ -87,6 +87,16 @@ func TestInboundMediaToAPIAndWebhook(t *testing.T) {
 	e.want(e.upload(a.apiKey, "wa-9/0", "", "image/png", pngBytes), http.StatusUnauthorized, "unauthorized")
 	e.want(e.upload(reg.DeviceToken, "wa-9/0", "", "image/png", bytes.Repeat([]byte{1}, testMediaMax+1)), http.StatusRequestEntityTooLarge, "payload_too_large")
 	e.want(e.upload(reg.DeviceToken, "", "", "image/png", pngBytes), http.StatusBadRequest, "validation_failed")
+	// A name that would show as another (a right-to-left override turns
+	// "invoice\u202Efdp.exe" into "invoiceexe.pdf") or hide in a listing
+	// (control characters) is refused, naming the field.
+	for _, name := range []string{"invoice\u202Efdp.exe", "a\u2066b.pdf", "tab\tname.pdf", "bell\x07.pdf", "del\x7f.pdf", "c1\u0085.pdf"} {
+		r := e.upload(reg.DeviceToken, "wa-9/1", name, "application/pdf", pngBytes)
+		e.want(r, http.StatusBadRequest, "validation_failed")
+		if r.str("field") != "filename" {
+			t.Errorf("filename %q: got field %q, want filename", name, r.str("field"))
+		}
+	}
 
 	// Not yet any message's: nobody reads it.
 	e.want(e.do(call{method: "GET", path: "/media/" + img.str("id"), token: a.apiKey}), http.StatusNotFound, "not_found")
@@ -247,4 +257,18 @@ func TestMediaUploadsPerCompanyAreBounded(t *testing.T) {
 		}
 	}
 	e.want(e.upload(regA.DeviceToken, "after/0", "", "image/png", pngBytes), http.StatusCreated, "")
+}
+
+// TestMediaUploadOfDisabledDevice: a disabled device (a lost phone, an
+// agent switched off by an admin) stores nothing, as its link is refused;
+// once enabled again it uploads.
+func TestMediaUploadOfDisabledDevice(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, roomy)
+	a := e.newCompany("Acme", "owner@acme.test")
+	reg := e.pairPhone(a.apiKey, "agent-a")
+	e.want(e.do(call{method: "PATCH", path: "/device/agent-a", token: a.apiKey, body: map[string]any{"status": "disabled"}}), http.StatusOK, "")
+	e.want(e.upload(reg.DeviceToken, "wa-1/0", "", "image/png", pngBytes), http.StatusForbidden, "device_disabled")
+	e.want(e.do(call{method: "PATCH", path: "/device/agent-a", token: a.apiKey, body: map[string]any{"status": "active"}}), http.StatusOK, "")
+	e.want(e.upload(reg.DeviceToken, "wa-1/0", "", "image/png", pngBytes), http.StatusCreated, "")
 }

@@ -59,6 +59,10 @@ func TestPoolDefinitionsAndTenancy(t *testing.T) {
 		{map[string]any{"name": "p", "members": members("a-1", "SIM1", "", "SIM1")}, "members[1].device_fingerprint"},
 		{map[string]any{"name": "p", "members": members("a-1", "SIM1", "a-1", "SIM1")}, "members[1]"},
 		{map[string]any{"name": 7, "members": members("a-1", "SIM1")}, "name"},
+		// Seconds whose nanoseconds overflow int64 are out of range, not a
+		// wrapped (negative) duration.
+		{map[string]any{"name": "p", "failover_after": int64(9223372037), "members": members("a-1", "SIM1")}, "failover_after"},
+		{map[string]any{"name": "p", "failover_after": int64(604801), "members": members("a-1", "SIM1")}, "failover_after"},
 	} {
 		r := e.do(call{method: "POST", path: "/pools", token: a.apiKey, body: c.body})
 		e.want(r, http.StatusBadRequest, "validation_failed")

@@ -12,10 +12,12 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -57,6 +59,9 @@ const DefaultURLLifetime = 72 * time.Hour
 // MaxPerMessage is the most files one inbound message names.
 const MaxPerMessage = 10
 
+// spoolPrefix starts the name of an upload's temporary file.
+const spoolPrefix = "simrelay-upload-"
+
 // MaxFilenameBytes bounds a file's name (UTF-8 bytes).
 const MaxFilenameBytes = 255
 
@@ -79,6 +84,10 @@ type Config struct {
 	UploadsPerCompany int
 	URLLifetime       time.Duration
 	// TempDir holds uploads while they arrive (os.TempDir() when empty).
+	// When set it is the server's own, made (0700) at the first upload:
+	// New removes the spooled uploads a crash (kill -9, power loss) left
+	// there, up to Uploads times MaxBytes each time; os.TempDir() is never
+	// cleared.
 	TempDir string
 }
 
@@ -111,6 +120,17 @@ func New(cfg Config, st Store, now func() time.Time) (*Service, error) {
 		cfg.URLLifetime = DefaultURLLifetime
 	}
 	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
+	if cfg.TempDir != "" {
+		left, err := filepath.Glob(filepath.Join(cfg.TempDir, spoolPrefix+"*"))
+		if err != nil {
+			return nil, fmt.Errorf("media: spool: %w", err)
+		}
+		for _, f := range left {
+			if err := os.Remove(f); err != nil {
+				return nil, fmt.Errorf("media: spool: %w", err)
+			}
+		}
+	}
 	return &Service{cfg: cfg, st: st, now: now, slots: make(chan struct{}, cfg.Uploads), active: map[uint64]int{}}, nil
 }
 
@@ -137,8 +157,8 @@ func (s *Service) Put(ctx context.Context, dev store.Device, up Upload) (store.M
 	if up.Key == "" || len(up.Key) > 200 || !utf8.ValidString(up.Key) {
 		return store.Media{}, false, problem.Invalid("key", "is required: 1 to 200 bytes of UTF-8 naming the upload, such as the inbound client_id and the file's place")
 	}
-	if len(up.Filename) > MaxFilenameBytes || !utf8.ValidString(up.Filename) || strings.ContainsAny(up.Filename, "\x00\r\n/\\") {
-		return store.Media{}, false, problem.Invalid("filename", fmt.Sprintf("must be at most %d bytes of UTF-8, without slashes or line breaks", MaxFilenameBytes))
+	if len(up.Filename) > MaxFilenameBytes || !utf8.ValidString(up.Filename) || strings.IndexFunc(up.Filename, badInName) >= 0 {
+		return store.Media{}, false, problem.Invalid("filename", fmt.Sprintf("must be at most %d bytes of UTF-8, without slashes, control characters or text-direction marks", MaxFilenameBytes))
 	}
 	if m, err := s.st.MediaByKey(dev.CompanyID, dev.ID, up.Key); err == nil {
 		return m, true, nil
@@ -159,7 +179,12 @@ func (s *Service) Put(ctx context.Context, dev store.Device, up Upload) (store.M
 	case <-ctx.Done():
 		return store.Media{}, false, ctx.Err()
 	}
-	f, err := os.CreateTemp(s.cfg.TempDir, "simrelay-upload-*")
+	if s.cfg.TempDir != "" {
+		if err := os.MkdirAll(s.cfg.TempDir, 0o700); err != nil {
+			return store.Media{}, false, fmt.Errorf("media: spool: %w", err)
+		}
+	}
+	f, err := os.CreateTemp(s.cfg.TempDir, spoolPrefix+"*")
 	if err != nil {
 		return store.Media{}, false, fmt.Errorf("media: spool: %w", err)
 	}
@@ -190,6 +215,15 @@ func (s *Service) Put(ctx context.Context, dev store.Device, up Upload) (store.M
 		return store.Media{}, false, sms.Refusal(err, s.now())
 	}
 	return stored, dup, nil
+}
+
+// badInName are the characters a file's name may not hold: path
+// separators; control characters (line breaks included), which hide in a
+// listing; and the text-direction controls, with which
+// "invoice\u202Efdp.exe" shows as "invoiceexe.pdf" in the console and in a
+// browser's download.
+func badInName(r rune) bool {
+	return r == '/' || r == '\\' || unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r)
 }
 
 // enter takes one of the company's upload slots, if it has one left.

@@ -1,8 +1,12 @@
 package media
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
+	"time"
 
+	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/store"
 )
 
@@ -44,5 +48,28 @@ func TestContentTypeAndDisposition(t *testing.T) {
 		if got := Disposition(c.m); got != c.want {
 			t.Errorf("Disposition(%+v): got %q, want %q", c.m, got, c.want)
 		}
+	}
+}
+
+// TestNewClearsSpoolsLeftByACrash: an upload's temporary file outlives a
+// server killed while it arrived; the next start removes it from the
+// server's own spool directory, and nothing else there.
+func TestNewClearsSpoolsLeftByACrash(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	left, other := filepath.Join(dir, "simrelay-upload-123"), filepath.Join(dir, "notes.txt")
+	for _, p := range []string{left, other} {
+		if err := os.WriteFile(p, []byte("partial"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := New(Config{Key: []byte("0123456789abcdef"), TempDir: dir}, storetest.Open(t), time.Now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(left); !os.IsNotExist(err) {
+		t.Errorf("the spool a crash left: %v, want it removed", err)
+	}
+	if _, err := os.Stat(other); err != nil {
+		t.Errorf("another file of the directory: %v, want it kept", err)
 	}
 }

@@ -271,11 +271,12 @@ func poolDefinition(cur store.Pool, in PoolInput) (store.PoolInput, error) {
 		def.FailoverAfter = DefaultFailoverAfter
 	}
 	if in.FailoverAfter != nil {
-		d := time.Duration(*in.FailoverAfter) * time.Second
-		if *in.FailoverAfter != 0 && (*in.FailoverAfter < 60 || d > maxFailoverAfter) {
+		// Compared in seconds, before the multiplication, which would wrap
+		// for a number past about 292 years.
+		if n := *in.FailoverAfter; n != 0 && (n < 60 || n > int64(maxFailoverAfter/time.Second)) {
 			return def, problem.Invalid("failover_after", "must be 0 (no failover) or 60 to 604800 seconds")
 		}
-		def.FailoverAfter = d
+		def.FailoverAfter = time.Duration(*in.FailoverAfter) * time.Second
 	}
 	if in.WindowSet {
 		if err := sendWindow(in.Window); err != nil {

@@ -43,16 +43,18 @@ func checkMailto(raw string) (string, error) {
 	return mailtoScheme + addr, nil
 }
 
-// companyAddress reports whether addr is the e-mail of a user of the
-// company. E-mail entries go only to the company's own people, so the
-// server's mail can never be pointed at a stranger's inbox.
+// companyAddress reports whether addr is the verified e-mail of a user of
+// the company. E-mail entries go only to the company's own people, so the
+// server's mail can never be pointed at a stranger's inbox: an invitee who
+// has not accepted (whose address is anyone's the company typed) is not
+// one yet. Each delivery asks again, so a user removed since gets nothing.
 func (s *Service) companyAddress(companyID uint64, addr string) (bool, error) {
 	users, err := s.store.CompanyUsers(companyID)
 	if err != nil {
 		return false, err
 	}
 	for _, u := range users {
-		if strings.EqualFold(u.Email, addr) {
+		if u.EmailVerified && strings.EqualFold(u.Email, addr) {
 			return true, nil
 		}
 	}
@@ -135,7 +137,14 @@ func (s *Service) sendMail(ctx context.Context, target string, d store.WebhookDe
 		return outcome{err: "not sent: e-mail is not wired into this server", notSent: true}
 	}
 	start := time.Now()
-	m, err := mailFor(strings.TrimPrefix(target, mailtoScheme), d)
+	addr := strings.TrimPrefix(target, mailtoScheme)
+	switch ok, err := s.companyAddress(d.CompanyID, addr); {
+	case err != nil:
+		return outcome{url: target, err: clip("the company's users could not be read: " + err.Error())}
+	case !ok:
+		return outcome{url: target, err: "not sent: the address is no longer the verified e-mail of a user of the company", notSent: true}
+	}
+	m, err := mailFor(addr, d)
 	if err != nil {
 		return outcome{url: target, err: clip(err.Error()), notSent: true}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/simrelay/simrelay/mail"
 	"github.com/simrelay/simrelay/mail/mailtest"
 	"github.com/simrelay/simrelay/problem"
+	"github.com/simrelay/simrelay/store"
 )
 
 // TestEmailEntry: an entry whose url is mailto: and the address of a user
@@ -59,5 +60,56 @@ func TestEmailEntry(t *testing.T) {
 	})
 	if n := len(inbox.Messages()); n != 1 {
 		t.Errorf("the inbox holds %d mails, want 1 (the other device is out of scope)", n)
+	}
+}
+
+// TestEmailEntryOnlyToVerifiedMembers: an address the company invited but
+// whose owner never accepted is a stranger's inbox, refused as any other;
+// an entry whose user is removed afterwards sends nothing more (its
+// deliveries are logged as not sent).
+func TestEmailEntryOnlyToVerifiedMembers(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	inbox := mailtest.NewInbox(t)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	mailer, err := mail.New(mail.Config{SMTPURL: inbox.URL()}, f.st, log, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := New(Config{}, f.st, log, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc.SetMailer(mailer)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = mailer.Run(ctx) })
+	wg.Go(func() { _ = svc.Run(ctx) })
+	t.Cleanup(func() { cancel(); wg.Wait() })
+
+	invited := store.User{CompanyID: f.company, Email: "victim@example.com", Role: store.RoleMember, CreatedAt: time.Now()}
+	if _, err := f.st.InviteUser(&invited, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	_, err = svc.Replace(context.Background(), f.company, []EntryInput{{URL: "mailto:victim@example.com"}})
+	if pe, ok := problem.As(err); !ok || pe.Field != "webhooks[0].url" {
+		t.Fatalf("mailto: of an invitee who never accepted: got %v, want a refusal of webhooks[0].url", err)
+	}
+
+	bob := store.User{CompanyID: f.company, FirstName: "Bob", Email: "bob@example.com", EmailVerified: true, PasswordHash: "x", Role: store.RoleMember}
+	if err := f.st.CreateUser(&bob); err != nil {
+		t.Fatal(err)
+	}
+	f.configure(svc, EntryInput{URL: "mailto:bob@example.com"})
+	if err := f.st.DeleteUser(bob.ID); err != nil {
+		t.Fatal(err)
+	}
+	f.inbound(svc, f.device, "SIM1", time.Now())
+	eventually(t, "the delivery is logged", func() bool { return len(f.lines()) == 1 })
+	if l := f.lines()[0]; l.StatusCode != 0 || !strings.Contains(l.Error, "not sent") {
+		t.Errorf("delivery to a removed user: status %d error %q, want not sent", l.StatusCode, l.Error)
+	}
+	if n := len(inbox.Messages()); n != 0 {
+		t.Errorf("the inbox holds %d mails, want none for a removed user", n)
 	}
 }

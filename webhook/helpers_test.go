@@ -36,7 +36,7 @@ func newFixture(t *testing.T) *fixture {
 	}
 	t.Cleanup(func() { st.Close() })
 	c := store.Company{Name: "Acme", APIKeyHash: []byte("k")}
-	u := store.User{FirstName: "Ana", Email: "ana@example.com", PasswordHash: "x"}
+	u := store.User{FirstName: "Ana", Email: "ana@example.com", EmailVerified: true, PasswordHash: "x"}
 	if err := st.CreateCompany(&c, &u); err != nil {
 		t.Fatal(err)
 	}

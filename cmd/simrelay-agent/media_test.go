@@ -275,3 +275,59 @@ func TestIMessageInboundMedia(t *testing.T) {
 	checkServed(t, srv, files[0], pngFile, "image/png", "inline")
 	checkServed(t, srv, files[1], pdfFile, "application/pdf", "attachment; filename=Quote.pdf")
 }
+
+// TestWhatsAppInboundMediaWaitsWhileDisabled: a file received while an
+// admin has the device disabled is refused by the server (403
+// device_disabled) and kept, to be uploaded once the device is enabled
+// again, rather than dropped from its message.
+func TestWhatsAppInboundMediaWaitsWhileDisabled(t *testing.T) {
+	t.Parallel()
+	agentBin, serverBin := binaries(t)
+	srv := newServer(t, serverBin)
+	config := filepath.Join(t.TempDir(), "agent.json")
+	srv.pair(agentBin, config, "wa-off")
+	cfg, err := agent.LoadConfig(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := agent.OpenJournal(agent.JournalPath(config), 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	const own = "+15550100001"
+	fake := wafake.New(own)
+	logs := &syncbuf.Buffer{}
+	log := slog.New(slog.NewTextHandler(logs, nil))
+	tr := whatsapp.New(whatsapp.Config{Client: fake, MaxInboundMedia: 64 << 10, Logger: log})
+	a := agent.New(agent.Options{Config: cfg, Transport: tr, Journal: j, HTTPClient: &http.Client{}, Logger: log, InboundMediaBytes: 64 << 10,
+		BackoffMax: 500 * time.Millisecond, DeliveryPoll: 50 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+		if t.Failed() {
+			t.Logf("agent log:\n%s", logs.String())
+		}
+	}()
+	until(t, "the number is listed online", func() bool { return srv.agentID("whatsapp", own) != "" })
+	srv.must("PATCH", "/device/wa-off", map[string]any{"status": "disabled"}, http.StatusOK)
+
+	customer := types.NewJID("15557654321", types.DefaultUserServer)
+	fake.AddMedia("/img/1", pngFile)
+	fake.Emit(&events.Message{Info: types.MessageInfo{MessageSource: types.MessageSource{Chat: customer, Sender: customer},
+		ID: "3EB0OFF1", Timestamp: time.Now()}, Message: &waE2E.Message{ImageMessage: &waE2E.ImageMessage{Caption: gproto.String("while off"),
+		Mimetype: gproto.String("image/png"), DirectPath: gproto.String("/img/1"), FileLength: gproto.Uint64(uint64(len(pngFile)))}}})
+	until(t, "the upload is refused for now", func() bool {
+		return strings.Contains(logs.String(), "device_disabled")
+	})
+	if strings.Contains(logs.String(), "refused by the server") || !strings.Contains(logs.String(), "received file not uploaded yet; retrying") {
+		t.Fatalf("the file of a disabled device was dropped, want it kept for a retry:\n%s", logs.String())
+	}
+	if left, _ := filepath.Glob(filepath.Join(agent.JournalPath(config)+".media", "*")); len(left) != 1 {
+		t.Fatalf("spool holds %d files, want the image kept", len(left))
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	netmail "net/mail"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -298,7 +299,10 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	if err != nil {
 		return err
 	}
-	files, err := media.New(media.Config{PublicURL: cfg.publicURL, Key: mediaKey}, st, time.Now)
+	// Uploads arrive beside the store, not in a shared /tmp (often memory):
+	// on the disk they end on, in a directory this server alone uses (the
+	// store's lock is held), so a start clears what a crash left there.
+	files, err := media.New(media.Config{PublicURL: cfg.publicURL, Key: mediaKey, TempDir: filepath.Join(cfg.dataDir, "uploads")}, st, time.Now)
 	if err != nil {
 		return err
 	}
