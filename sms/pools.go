@@ -235,8 +235,8 @@ func poolDefinition(cur store.Pool, in PoolInput) (store.PoolInput, error) {
 			return def, problem.Invalid("name", "is required")
 		case utf8.RuneCountInString(name) > maxPoolName:
 			return def, problem.Invalid("name", fmt.Sprintf("must be at most %d characters", maxPoolName))
-		case strings.TrimSpace(name) != name || strings.IndexFunc(name, func(r rune) bool { return unicode.IsControl(r) }) >= 0:
-			return def, problem.Invalid("name", "must not start or end with spaces or hold control characters")
+		case strings.TrimSpace(name) != name || strings.IndexFunc(name, func(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) }) >= 0:
+			return def, problem.Invalid("name", "must not start or end with spaces or hold control or text-direction characters")
 		}
 		def.Name = name
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -32,6 +33,10 @@ const (
 // carrierErrors are the phone's failure reasons that speak of the SIM's
 // network rather than of the message (PROTOCOL.md, section 9.6).
 var carrierErrors = map[string]bool{"generic_failure": true, "no_service": true, "radio_off": true, "null_pdu": true, "ril_network_err": true}
+
+// MaxAttempts bounds the moves a message keeps: a message that keeps moving
+// (its pool's phones keep dropping) shows its latest MaxAttempts.
+const MaxAttempts = 16
 
 // Attempt is a member a message was queued on before it moved.
 type Attempt struct {
@@ -232,6 +237,9 @@ func (s *Store) moveJob(tx *bolt.Tx, from Message, m *Message, d Device, reason 
 	}
 	m.DeviceID, m.QueueSeq, m.UpdatedAt = d.ID, seq, now.UTC()
 	m.Attempts = append(m.Attempts, Attempt{Device: from.Device, SIMSlot: from.SIMSlot, Reason: reason, MovedAt: now.UTC()})
+	if n := len(m.Attempts); n > MaxAttempts {
+		m.Attempts = slices.Delete(m.Attempts, 0, n-MaxAttempts) // the newest are kept
+	}
 	if err := joinConversation(tx, *m); err != nil {
 		return err
 	}
