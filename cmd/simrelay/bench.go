@@ -31,12 +31,17 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.IntVar(&cfg.BulkRequests, "bulk-requests", cfg.BulkRequests, "bulk sends of 1,000 messages in the bulk phase (0: skip it)")
 	var pprofListen string
 	fs.StringVar(&pprofListen, "pprof-listen", "", "let the server serve pprof profiles on this loopback host:port, to profile it during the run")
+	addDatabaseURL(fs)
 	fs.StringVar(&jsonPath, "json", "simrelay-bench.json", "where to write the figures as JSON (empty: nowhere)")
 	fs.Usage = flagUsage(fs, "Usage: simrelay bench [flags]\n\nStarts a server on loopback with a temporary store, connects virtual phones and measures it.\n\nFlags, each with its environment twin:\n")
 	if err := parseFlags(fs, args, 0); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
+		fmt.Fprintf(stderr, "simrelay bench: %v\n", err)
+		return 2
+	}
+	if err := refuseDatabaseURL(fs); err != nil {
 		fmt.Fprintf(stderr, "simrelay bench: %v\n", err)
 		return 2
 	}
