@@ -23,4 +23,6 @@
 // its cluster (a timeout, kill -9) takes the server down with it on Linux (the
 // server gets SIGQUIT when its parent dies), and the next run removes the
 // directory it left behind.
+//
+// The harness runs on Unix systems (Linux, macOS); elsewhere the package is empty.
 package pgtest
