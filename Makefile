@@ -8,7 +8,7 @@ STRIPE_MOCK_VERSION ?= v0.203.0
 
 .DEFAULT_GOAL := help
 
-.PHONY: help build agents run test lint bench check tools stripe-mock chromium
+.PHONY: help build agents run test lint bench check tools stripe-mock chromium postgresql
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -35,7 +35,7 @@ run: build ## run the server on 127.0.0.1:8080 with its store in ./data; flags i
 # its goroutine dump long before a CI job's own limit.
 TEST_TIMEOUT ?= 15m
 
-test: stripe-mock chromium ## run every test with the race detector (installs stripe-mock and chromium first when missing)
+test: stripe-mock chromium postgresql ## run every test with the race detector (installs stripe-mock, chromium and postgresql first when missing)
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 lint: tools ## gofmt, go vet and staticcheck
@@ -62,3 +62,14 @@ chromium: ## install Debian's chromium for the console's browser tests, when /us
 	  export DEBIAN_FRONTEND=noninteractive; \
 	  apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core >/dev/null; }
 	@test -x /usr/bin/chromium
+
+# PG_BINDIRS is where Debian's postgresql-NN packages put initdb and postgres,
+# outside PATH; internal/pgtest looks in the same places.
+PG_BINDIRS ?= /usr/lib/postgresql/*/bin
+HAVE_POSTGRESQL = command -v initdb >/dev/null 2>&1 || { found=; for f in $(addsuffix /initdb,$(PG_BINDIRS)); do test -x "$$f" && found=1; done; test -n "$$found"; }
+
+postgresql: ## install Debian's postgresql for the PostgreSQL tests, when initdb is neither in PATH nor in /usr/lib/postgresql/*/bin (needs root and apt-get)
+	@$(HAVE_POSTGRESQL) || { \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -qq && apt-get install -y -qq --no-install-recommends postgresql >/dev/null; }
+	@$(HAVE_POSTGRESQL) || { echo "make postgresql: no initdb in PATH or $(PG_BINDIRS) after the install"; exit 1; }

@@ -74,6 +74,7 @@ func adminFlags(name string, stderr io.Writer) (*flag.FlagSet, *string) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	dir := fs.String("data-dir", defaultDataDir, "directory of the embedded store")
+	addDatabaseURL(fs)
 	fs.Usage = flagUsage(fs, "Usage: simrelay admin "+name+" [flags]\n\n")
 	return fs, dir
 }
@@ -86,7 +87,7 @@ func adminCreateCompany(args []string, stdout, stderr io.Writer) error {
 	firstName := fs.String("first-name", "", "the admin's first name (default: read in the e-mail address, ana.lima@... is Ana)")
 	lastName := fs.String("last-name", "", "the admin's last name (default: read in the e-mail address, ana.lima@... is Lima)")
 	fs.Usage = flagUsage(fs, "Usage: simrelay admin create-company --company NAME --email E --password P [--first-name F] [--last-name L] [--data-dir D]\n\n")
-	if err := parseFlags(fs, args, 0); err != nil {
+	if err := parseAdminFlags(fs, args, 0); err != nil {
 		return usageOrHelp(err)
 	}
 	st, err := store.Open(*dir, store.Options{})
@@ -133,6 +134,18 @@ func openStore(dir string, opt store.Options) (*store.Store, error) {
 	return store.Open(dir, opt)
 }
 
+// parseAdminFlags is parseFlags for the admin commands, which refuse
+// --database-url until the PostgreSQL store exists.
+func parseAdminFlags(fs *flag.FlagSet, args []string, maxArgs int) error {
+	if err := parseFlags(fs, args, maxArgs); err != nil {
+		return err
+	}
+	if err := refuseDatabaseURL(fs); err != nil {
+		return usageError{err}
+	}
+	return nil
+}
+
 func usageOrHelp(err error) error {
 	if errors.Is(err, flag.ErrHelp) {
 		return err
@@ -143,7 +156,7 @@ func usageOrHelp(err error) error {
 func adminMail(args []string, stdout, stderr io.Writer) error {
 	fs, dir := adminFlags("mail", stderr)
 	asJSON := fs.Bool("json", false, "print the outbox as JSON lines")
-	if err := parseFlags(fs, args, 0); err != nil {
+	if err := parseAdminFlags(fs, args, 0); err != nil {
 		return usageOrHelp(err)
 	}
 	st, err := openStore(*dir, store.Options{ReadOnly: true})
@@ -191,7 +204,7 @@ func adminBackup(args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		file, args = args[0], args[1:]
 	}
-	if err := parseFlags(fs, args, 1); err != nil {
+	if err := parseAdminFlags(fs, args, 1); err != nil {
 		return usageOrHelp(err)
 	}
 	if fs.NArg() == 1 {

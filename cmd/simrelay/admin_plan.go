@@ -20,7 +20,7 @@ func adminSetPlan(args []string, stdout, stderr io.Writer) error {
 	plan := fs.String("plan", "", "the plan's id (required), e.g. free, starter, pro, unlimited")
 	plansFile := fs.String("plans", "", "the server's plans file, when it has one (default: the built-in plans)")
 	fs.Usage = flagUsage(fs, "Usage: simrelay admin set-plan --company ID --plan ID [--plans FILE] [--data-dir D]\n\n")
-	if err := parseFlags(fs, args, 0); err != nil {
+	if err := parseAdminFlags(fs, args, 0); err != nil {
 		return usageOrHelp(err)
 	}
 	if *company == 0 {

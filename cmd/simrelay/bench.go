@@ -35,12 +35,17 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	var slowSync time.Duration
 	fs.DurationVar(&slowSync, "slow-sync", 0, "make the server's disk look slower: each store commit holds its writer this much longer after the fsync (the server's --store-sync-delay)")
 	fs.StringVar(&pprofListen, "pprof-listen", "", "let the server serve pprof profiles on this loopback host:port, to profile it during the run")
+	addDatabaseURL(fs)
 	fs.StringVar(&jsonPath, "json", "simrelay-bench.json", "where to write the figures as JSON (empty: nowhere)")
 	fs.Usage = flagUsage(fs, "Usage: simrelay bench [flags]\n\nStarts a server on loopback with a temporary store, connects virtual phones and measures it.\n\nFlags, each with its environment twin:\n")
 	if err := parseFlags(fs, args, 0); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
+		fmt.Fprintf(stderr, "simrelay bench: %v\n", err)
+		return 2
+	}
+	if err := refuseDatabaseURL(fs); err != nil {
 		fmt.Fprintf(stderr, "simrelay bench: %v\n", err)
 		return 2
 	}

@@ -93,6 +93,7 @@ func (c *serveConfig) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.listen, "listen", defaultListen, "address to listen on, host:port")
 	fs.StringVar(&c.publicURL, "public-url", "", "the server's address as users and phones reach it, used in links, QR codes and e-mails (default http://<listen>)")
 	fs.StringVar(&c.dataDir, "data-dir", defaultDataDir, "directory of the embedded store")
+	addDatabaseURL(fs) // refused until the PostgreSQL store exists (flags.go)
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&c.smtpURL, "smtp-url", "", "SMTP server, smtp://[user:pass@]host:port (STARTTLS when offered) or smtps://...; empty writes mail to the log and the outbox")
@@ -243,6 +244,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
+		fmt.Fprintf(stderr, "simrelay serve: %v\n", err)
+		return 2
+	}
+	if err := refuseDatabaseURL(fs); err != nil {
 		fmt.Fprintf(stderr, "simrelay serve: %v\n", err)
 		return 2
 	}

@@ -66,7 +66,7 @@ func (e Env) Parse(fs *flag.FlagSet, args []string, maxArgs int) error {
 		}
 		if v, ok := os.LookupEnv(e.Name(f.Name)); ok {
 			if fs.Set(f.Name, v) != nil && bad != nil {
-				err = fmt.Errorf("%s=%q: --%s %s", e.Name(f.Name), v, f.Name, bad.want)
+				err = fmt.Errorf("%s=%q: --%s %s", e.Name(f.Name), bad.value, f.Name, bad.want)
 			}
 		}
 	})
@@ -105,7 +105,12 @@ type described struct {
 func (d *described) Set(s string) error {
 	err := d.Value.Set(s)
 	if err != nil {
-		*d.bad = &badValue{name: d.name, value: s, want: wants(d.Value, err)}
+		shown := s
+		// A value that may hold a secret (a URL's password) says how to mask it.
+		if r, ok := d.Value.(interface{ Redact(string) string }); ok {
+			shown = r.Redact(s)
+		}
+		*d.bad = &badValue{name: d.name, value: shown, want: wants(d.Value, err)}
 	}
 	return err
 }

@@ -1,0 +1,92 @@
+//go:build unix
+
+package pgtest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// The test binary's cluster, started by the first URL.
+var (
+	mainCalled atomic.Bool
+	once       sync.Once
+	shared     *cluster
+	admin      *pgxpool.Pool // the superuser on database postgres, for CREATE and DROP DATABASE
+	startErr   error
+	dbSeq      atomic.Uint64
+)
+
+// Main runs the tests, then stops the cluster (when a test started one) and
+// removes its directory, and exits with the tests' code. Call it from TestMain.
+func Main(m *testing.M) {
+	mainCalled.Store(true)
+	code := m.Run()
+	if shared != nil {
+		admin.Close()
+		if err := shared.stop(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			if code == 0 {
+				code = 1
+			}
+		}
+	}
+	os.Exit(code)
+}
+
+// URL creates a fresh, empty database for t in the binary's cluster
+// (starting it on first use), drops it when t ends, and answers its
+// connection URL. Without PostgreSQL it fails t, saying how to install it.
+func URL(t testing.TB) string {
+	t.Helper()
+	if !mainCalled.Load() {
+		t.Fatal("pgtest: call pgtest.Main(m) from the package's TestMain, so the cluster is stopped when the tests end")
+	}
+	once.Do(func() { shared, admin, startErr = start() })
+	if startErr != nil {
+		t.Fatal(startErr)
+	}
+	name := "t_" + strconv.FormatUint(dbSeq.Add(1), 10)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// template0 is never connected to, so concurrent creates from it never
+	// find their template busy.
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()+" TEMPLATE template0"); err != nil {
+		t.Fatalf("pgtest: create database %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		// FORCE ends the sessions a test left open (a pool not closed).
+		if _, err := admin.Exec(ctx, "DROP DATABASE "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+			t.Errorf("pgtest: drop database %s: %v", name, err)
+		}
+	})
+	return shared.url(name)
+}
+
+func start() (*cluster, *pgxpool.Pool, error) {
+	c, err := startCluster(context.Background())
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg, err := pgxpool.ParseConfig(c.url("postgres"))
+	if err == nil {
+		cfg.MaxConns = 4
+		var pool *pgxpool.Pool
+		if pool, err = pgxpool.NewWithConfig(context.Background(), cfg); err == nil {
+			return c, pool, nil
+		}
+	}
+	c.stop()
+	return nil, nil, fmt.Errorf("pgtest: connect to the test cluster: %w", err)
+}

@@ -1,0 +1,119 @@
+package postgres
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"regexp"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+)
+
+//go:embed migrations/*.sql
+var embedded embed.FS
+
+// migrationLock is the advisory lock key (a database-wide 64-bit number) a
+// node holds while it migrates: "simrelay" in ASCII, unlikely to be another
+// application's on the same database.
+const migrationLock int64 = 0x73696d72656c6179
+
+// ErrSchemaTooNew refuses a database migrated by a newer simrelay: this
+// binary would not know its tables.
+var ErrSchemaTooNew = errors.New("the database's schema is newer than this simrelay")
+
+// migration is one file of migrations/, NNNN_name.sql.
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+var migrationName = regexp.MustCompile(`^(\d{4})_([a-z0-9_]+)\.sql$`)
+
+// loadMigrations reads the migrations of fsys (*.sql in migrations/),
+// which must be numbered 1, 2, 3... without a gap.
+func loadMigrations(fsys fs.FS) ([]migration, error) {
+	files, err := fs.Glob(fsys, "migrations/*.sql")
+	if err != nil {
+		return nil, err
+	}
+	var ms []migration
+	for i, f := range files { // Glob sorts by name, so by number
+		m := migrationName.FindStringSubmatch(path.Base(f))
+		if m == nil {
+			return nil, fmt.Errorf("migration %s: want a name such as 0002_devices.sql", f)
+		}
+		v, _ := strconv.Atoi(m[1])
+		if v != i+1 {
+			return nil, fmt.Errorf("migration %s: want number %04d next", f, i+1)
+		}
+		sql, err := fs.ReadFile(fsys, f)
+		if err != nil {
+			return nil, err
+		}
+		ms = append(ms, migration{version: v, name: m[2], sql: string(sql)})
+	}
+	if len(ms) == 0 {
+		return nil, errors.New("no migrations")
+	}
+	return ms, nil
+}
+
+// migrate applies the migrations the database lacks, all in one
+// transaction under the advisory lock: nodes starting together wait for
+// the first one, then find its work done. It answers the schema version.
+func migrate(ctx context.Context, conn interface {
+	Begin(context.Context) (pgx.Tx, error)
+}, ms []migration) (int, error) {
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // after Commit it does nothing
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", migrationLock); err != nil {
+		return 0, fmt.Errorf("take the migration lock: %w", err)
+	}
+	current, err := schemaVersion(ctx, tx)
+	if err != nil {
+		return 0, err
+	}
+	latest := ms[len(ms)-1].version
+	if current > latest {
+		return current, fmt.Errorf("%w: it is at version %d, this simrelay knows up to %d: run the newer simrelay that migrated it (there is no going back)", ErrSchemaTooNew, current, latest)
+	}
+	for _, m := range ms[current:] {
+		if _, err := tx.Exec(ctx, m.sql); err != nil {
+			return current, fmt.Errorf("migration %04d_%s: %w", m.version, m.name, err)
+		}
+		if _, err := tx.Exec(ctx, "INSERT INTO schema_version (version, name) VALUES ($1, $2)", m.version, m.name); err != nil {
+			return current, fmt.Errorf("migration %04d_%s: record it: %w", m.version, m.name, err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return current, err
+	}
+	return latest, nil
+}
+
+// schemaVersion is the highest migration applied, 0 for a database without
+// the schema_version table (a new one).
+func schemaVersion(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}) (int, error) {
+	var exists bool
+	if err := q.QueryRow(ctx, "SELECT to_regclass('schema_version') IS NOT NULL").Scan(&exists); err != nil {
+		return 0, fmt.Errorf("read the schema version: %w", err)
+	}
+	if !exists {
+		return 0, nil
+	}
+	var v int
+	if err := q.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM schema_version").Scan(&v); err != nil {
+		return 0, fmt.Errorf("read the schema version: %w", err)
+	}
+	return v, nil
+}

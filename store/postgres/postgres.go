@@ -1,0 +1,90 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+const (
+	// MinServerVersion is the oldest PostgreSQL supported, as
+	// server_version_num counts (15.0): contract section 12.
+	MinServerVersion = 150000
+	// DefaultConnectTimeout bounds each connection attempt when the URL
+	// sets no connect_timeout, so a database that does not answer fails the
+	// start instead of hanging it.
+	DefaultConnectTimeout = 10 * time.Second
+)
+
+// Store is the PostgreSQL store: a pool of connections to one database.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+// Open connects to the database at url (postgres://... or postgresql://...,
+// libpq's keywords and pgx's pool_* settings included), checks that it is
+// PostgreSQL 15 or later, and migrates its schema to this binary's version.
+// Several nodes may open one database at once: each migration is applied
+// once. A database whose schema is newer than this binary is refused with
+// ErrSchemaTooNew.
+func Open(ctx context.Context, url string) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		// pgconn's error shows the URL with its password masked.
+		return nil, fmt.Errorf("store/postgres: %w", err)
+	}
+	if cfg.ConnConfig.ConnectTimeout == 0 { // the URL set no connect_timeout
+		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("store/postgres: %w", err)
+	}
+	s := &Store{pool: pool}
+	if err := s.start(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("store/postgres: %w", err)
+	}
+	return s, nil
+}
+
+func (s *Store) start(ctx context.Context) error {
+	var num string
+	if err := s.pool.QueryRow(ctx, "SELECT current_setting('server_version_num')").Scan(&num); err != nil {
+		return err
+	}
+	if v, _ := strconv.Atoi(num); v < MinServerVersion {
+		return fmt.Errorf("the server is PostgreSQL %d.%d: simrelay needs 15 or later", v/10000, v%10000)
+	}
+	ms, err := loadMigrations(embedded)
+	if err != nil {
+		return err
+	}
+	_, err = migrate(ctx, s.pool, ms)
+	return err
+}
+
+// Ping says whether the database answers: the readiness check.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("store/postgres: %w", err)
+	}
+	return nil
+}
+
+// SchemaVersion is the highest migration applied to the database.
+func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
+	v, err := schemaVersion(ctx, s.pool)
+	if err != nil {
+		return 0, fmt.Errorf("store/postgres: %w", err)
+	}
+	return v, nil
+}
+
+// Close closes every connection, waiting for those in use to be returned.
+func (s *Store) Close() {
+	s.pool.Close()
+}

@@ -1,0 +1,205 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"testing/fstest"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/simrelay/simrelay/internal/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+func open(t *testing.T, url string) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+func latest(t *testing.T) int {
+	t.Helper()
+	ms, err := loadMigrations(embedded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ms[len(ms)-1].version
+}
+
+// rows counts the rows of schema_version.
+func rows(t *testing.T, s *Store) int {
+	t.Helper()
+	var n int
+	if err := s.pool.QueryRow(context.Background(), "SELECT count(*) FROM schema_version").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// A new database gets the whole schema; opening it again changes nothing.
+func TestOpenMigrates(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.URL(t)
+	s := open(t, url)
+	if v, err := s.SchemaVersion(ctx); err != nil || v != latest(t) {
+		t.Fatalf("schema version: got %d, %v; want %d", v, err, latest(t))
+	}
+	if _, err := s.pool.Exec(ctx, "INSERT INTO meta (key, value) VALUES ('k', 'v')"); err != nil {
+		t.Fatalf("the meta table: %v", err)
+	}
+	if err := s.Ping(ctx); err != nil {
+		t.Fatalf("Ping: %v", err)
+	}
+	again := open(t, url)
+	if v, err := again.SchemaVersion(ctx); err != nil || v != latest(t) || rows(t, again) != latest(t) {
+		t.Errorf("after a second Open: version %d (%v), %d rows in schema_version; want %d and %d", v, err, rows(t, again), latest(t), latest(t))
+	}
+}
+
+// Nodes starting together on a new database all start, and the schema is
+// migrated once.
+func TestConcurrentOpens(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	const nodes = 8
+	var wg sync.WaitGroup
+	stores := make([]*Store, nodes)
+	errs := make([]error, nodes)
+	for i := range nodes {
+		wg.Go(func() { stores[i], errs[i] = Open(context.Background(), url) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("node %d: %v", i, err)
+			continue
+		}
+		defer stores[i].Close()
+	}
+	if t.Failed() {
+		return
+	}
+	if n := rows(t, stores[0]); n != latest(t) {
+		t.Errorf("schema_version has %d rows, want %d (one per migration)", n, latest(t))
+	}
+	for i, s := range stores {
+		if v, err := s.SchemaVersion(context.Background()); err != nil || v != latest(t) {
+			t.Errorf("node %d: schema version %d, %v; want %d", i, v, err, latest(t))
+		}
+	}
+}
+
+// Each migration runs once however many nodes migrate at once, the later
+// ones included: a migration that counts its runs finds one.
+func TestConcurrentMigrationsRunOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	first, err := embedded.ReadFile("migrations/0001_schema.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, err := loadMigrations(fstest.MapFS{
+		"migrations/0001_schema.sql": {Data: first},
+		"migrations/0002_count.sql": {Data: []byte(`INSERT INTO meta (key, value) VALUES ('runs', '1')
+			ON CONFLICT (key) DO UPDATE SET value = (meta.value::int + 1)::text`)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.New(ctx, pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	const nodes = 8
+	var wg sync.WaitGroup
+	errs := make(chan error, nodes)
+	for range nodes {
+		wg.Go(func() {
+			if v, err := migrate(ctx, pool, ms); err != nil || v != 2 {
+				errs <- fmt.Errorf("migrate: version %d, %v; want 2", v, err)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	var runs string
+	if err := pool.QueryRow(ctx, "SELECT value FROM meta WHERE key = 'runs'").Scan(&runs); err != nil || runs != "1" {
+		t.Errorf("the second migration ran %q times (%v), want 1", runs, err)
+	}
+}
+
+// A database migrated by a newer simrelay is refused, saying so.
+func TestRefusesNewerSchema(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.URL(t)
+	s := open(t, url)
+	if _, err := s.pool.Exec(ctx, "INSERT INTO schema_version (version, name) VALUES (99, 'from_the_future')"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(ctx, url)
+	if !errors.Is(err, ErrSchemaTooNew) {
+		t.Fatalf("got %v, want ErrSchemaTooNew", err)
+	}
+	want := fmt.Sprintf("version 99, this simrelay knows up to %d", latest(t))
+	if !strings.Contains(err.Error(), want) {
+		t.Errorf("%q does not say %q", err, want)
+	}
+	if n := rows(t, s); n != latest(t)+1 {
+		t.Errorf("the refused Open changed schema_version: %d rows, want %d", n, latest(t)+1)
+	}
+}
+
+// A URL that is not PostgreSQL's, or a server that does not answer, fails
+// Open with the reason and never the password.
+func TestOpenRefusals(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, tc := range []struct{ url, want string }{
+		{"mysql://u:s3cret@db/simrelay", "store/postgres:"},
+		{"postgres://u:s3cret@/simrelay?host=" + t.TempDir(), "store/postgres:"},
+	} {
+		s, err := Open(ctx, tc.url)
+		if err == nil {
+			s.Close()
+			t.Errorf("%s: opened, want an error", tc.url)
+			continue
+		}
+		if !strings.HasPrefix(err.Error(), tc.want) || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("%s: got %q, want an error starting %q without the password", tc.url, err, tc.want)
+		}
+	}
+}
+
+// The embedded migrations are numbered 1, 2, 3... and a gap or a bad name
+// is refused.
+func TestLoadMigrations(t *testing.T) {
+	t.Parallel()
+	if _, err := loadMigrations(embedded); err != nil {
+		t.Fatalf("embedded migrations: %v", err)
+	}
+	sql := &fstest.MapFile{Data: []byte("SELECT 1")}
+	for name, fsys := range map[string]fstest.MapFS{
+		"gap":      {"migrations/0001_a.sql": sql, "migrations/0003_c.sql": sql},
+		"bad name": {"migrations/0001_a.sql": sql, "migrations/2_b.sql": sql},
+		"none":     {},
+	} {
+		if _, err := loadMigrations(fsys); err == nil {
+			t.Errorf("%s: loaded, want an error", name)
+		}
+	}
+}
