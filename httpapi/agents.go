@@ -167,14 +167,7 @@ func (s *Server) sendAgent(ctx context.Context, ch agentChannel, p account.Princ
 	if err != nil {
 		return sent{}, err
 	}
-	if prior != nil {
-		if err := replayable(key, prior); err != nil {
-			return sent{}, err
-		}
-		return sent{status: prior.Status, body: prior.Body, replayed: true}, nil
-	}
-	status, body := answer(m)
-	return sent{status: status, body: body}, nil
+	return answered(key, m, prior, answer)
 }
 
 // agentMessageOut is one WhatsApp or iMessage message: the contract's

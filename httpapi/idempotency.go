@@ -53,3 +53,16 @@ func replayable(k store.IdempotencyKey, prior *store.Idempotent) error {
 	}
 	return nil
 }
+
+// answered is a send's answer: the one kept for a retry of the same
+// Idempotency-Key (prior), or answer's for m, the message just queued.
+func answered(key store.IdempotencyKey, m store.Message, prior *store.Idempotent, answer func(store.Message) (int, []byte)) (sent, error) {
+	if prior != nil {
+		if err := replayable(key, prior); err != nil {
+			return sent{}, err
+		}
+		return sent{status: prior.Status, body: prior.Body, replayed: true}, nil
+	}
+	status, body := answer(m)
+	return sent{status: status, body: body}, nil
+}

@@ -123,14 +123,7 @@ func (s *Server) sendSMS(ctx context.Context, p account.Principal, in sendBody, 
 	if err != nil {
 		return sent{}, err
 	}
-	if prior != nil {
-		if err := replayable(key, prior); err != nil {
-			return sent{}, err
-		}
-		return sent{status: prior.Status, body: prior.Body, replayed: true}, nil
-	}
-	status, body := answer(m)
-	return sent{status: status, body: body}, nil
+	return answered(key, m, prior, answer)
 }
 
 type queueJSON struct {
