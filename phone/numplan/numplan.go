@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/nyaruka/phonenumbers"
 
@@ -143,22 +144,59 @@ var numberTypes = map[phonenumbers.PhoneNumberType]string{
 // not know the number (a fictional one such as +15551234567 included) and
 // for anything that is not an E.164 number (a short code, a name, an e-mail).
 func Type(e164 string) string {
-	n, ok := parsed(e164)
-	if !ok {
-		return ""
-	}
-	return numberTypes[phonenumbers.GetNumberType(n)]
+	return types.get(e164, func() string {
+		n, ok := parsed(e164)
+		if !ok {
+			return ""
+		}
+		return numberTypes[phonenumbers.GetNumberType(n)]
+	})
 }
 
 // Display formats an E.164 number for reading, in international format with
 // its country's grouping ("+44 7700 900123"); anything else comes back as
 // given.
 func Display(e164 string) string {
-	n, ok := parsed(e164)
-	if !ok {
-		return e164
+	return displays.get(e164, func() string {
+		n, ok := parsed(e164)
+		if !ok {
+			return e164
+		}
+		return phonenumbers.Format(n, phonenumbers.INTERNATIONAL)
+	})
+}
+
+// maxMemo bounds each memo: an entry is a number and a short answer, under
+// 100 bytes, so at most about 6 MB each.
+const maxMemo = 1 << 16
+
+// Reading a number with the numbering data costs tens of microseconds, and
+// a page of history or of the console names the same few numbers again and
+// again (a history page is one conversation), so Type and Display keep
+// their answers by number. A memo that fills up starts over.
+var types, displays memo
+
+type memo struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+func (c *memo) get(key string, compute func() string) string {
+	c.mu.Lock()
+	v, ok := c.m[key]
+	c.mu.Unlock()
+	if ok {
+		return v
 	}
-	return phonenumbers.Format(n, phonenumbers.INTERNATIONAL)
+	v = compute()
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= maxMemo {
+		c.m = make(map[string]string)
+	}
+	// A clone: key may share the memory of a whole stored record.
+	c.m[strings.Clone(key)] = v
+	c.mu.Unlock()
+	return v
 }
 
 func parsed(e164 string) (*phonenumbers.PhoneNumber, bool) {

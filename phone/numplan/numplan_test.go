@@ -1,6 +1,7 @@
 package numplan
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/simrelay/simrelay/phone"
@@ -141,6 +142,29 @@ func BenchmarkPhoneNormalize(b *testing.B) {
 	for b.Loop() {
 		if _, err := phone.Normalize("+44 7400 123456"); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// The memo answers a number it read once without reading it again, and
+// holds at most maxMemo numbers.
+func TestMemoIsBounded(t *testing.T) {
+	t.Parallel()
+	var m memo
+	reads := 0
+	read := func() string { reads++; return "mobile" }
+	for range 3 {
+		if m.get("+447400123456", read) != "mobile" {
+			t.Fatal("wrong answer")
+		}
+	}
+	if reads != 1 {
+		t.Fatalf("one number read %d times, want once", reads)
+	}
+	for i := range maxMemo + 10 {
+		m.get(fmt.Sprint(i), read)
+		if len(m.m) > maxMemo {
+			t.Fatalf("the memo holds %d numbers, more than %d", len(m.m), maxMemo)
 		}
 	}
 }
