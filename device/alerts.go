@@ -158,6 +158,22 @@ func (p *Presence) Down(dev store.Device) {
 	p.pending[dev.ID] = t
 }
 
+// Resume is called once as the server starts, before it serves: every
+// device last reported online had its link end with the server that
+// stopped, so each gets the offline check a link's end gets (Down). One
+// that links within the grace raises nothing; one that does not is
+// reported offline and mailed about, as if it had dropped now.
+func (p *Presence) Resume() error {
+	devs, err := p.svc.store.DevicesReportedOnline()
+	if err != nil {
+		return err
+	}
+	for _, d := range devs {
+		p.Down(d)
+	}
+	return nil
+}
+
 // Stop drops the pending checks and waits for running ones; Down does
 // nothing after it. A device whose check was dropped keeps its last
 // reported presence.

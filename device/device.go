@@ -47,6 +47,7 @@ type Store interface {
 	CompanyDevice(companyID uint64, fingerprint string) (store.Device, error)
 	DeviceByTokenHash(hash []byte) (store.Device, error)
 	CompanyDevices(companyID uint64) ([]store.Device, error)
+	DevicesReportedOnline() ([]store.Device, error)
 	UpdateDevice(companyID uint64, fingerprint string, fn func(*store.Device) error) (store.Device, error)
 	UpdateDeviceByID(companyID, deviceID uint64, fn func(*store.Device) error) (store.Device, error)
 	UpdateDeviceWith(companyID, deviceID uint64, fn func(tx store.WriteTx, d *store.Device) error) (store.Device, error)

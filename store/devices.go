@@ -280,6 +280,29 @@ func (s *Store) CompanyDevices(companyID uint64) ([]Device, error) {
 	return out, nil
 }
 
+// DevicesReportedOnline lists every live device, of every company, whose
+// last reported presence is online: those whose link ended without an
+// offline report, as when the server stopped while they were linked.
+func (s *Store) DevicesReportedOnline() ([]Device, error) {
+	var out []Device
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketDevices).ForEach(func(_, v []byte) error {
+			var d Device
+			if err := jsonUnmarshal(v, &d); err != nil {
+				return err
+			}
+			if d.ID != 0 && d.Health != nil && d.Health.Presence == PresenceOnline {
+				out = append(out, d)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: devices reported online: %w", err)
+	}
+	return out, nil
+}
+
 // UpdateDevice applies fn to the company's device with this fingerprint and
 // stores it; identity and token stay. Another company's device is ErrNotFound.
 func (s *Store) UpdateDevice(companyID uint64, fingerprint string, fn func(*Device) error) (Device, error) {

@@ -333,6 +333,9 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	presence := devices.NewPresence(hub.Online)
 	hub.SetPresence(presence)
 	defer presence.Stop() // before the store closes: an offline check may be writing
+	if err := presence.Resume(); err != nil {
+		return fmt.Errorf("devices online when the server last stopped: %w", err)
+	}
 	agentCfg := cfg.agents
 	agentCfg.MessageTTL = cfg.messageTTL
 	// 0s to 0s means no gap; the service reads a zero gap as "the default".
