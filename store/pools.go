@@ -136,7 +136,7 @@ var (
 	bucketPools      = []byte("pools")       // company id + pool id -> Pool
 	bucketPoolNames  = []byte("pool_names")  // company id + lower-case name -> pool id
 	bucketPoolTurns  = []byte("pool_turns")  // company id + pool id -> round-robin turn
-	bucketPoolSticky = []byte("pool_sticky") // company id + pool id + phone -> device id + slot
+	bucketPoolSticky = []byte("pool_sticky") // company id + pool id + phone -> device id + written at (unix ns) + slot
 	poolBuckets      = [][]byte{bucketPools, bucketPoolNames, bucketPoolTurns, bucketPoolSticky}
 )
 
@@ -582,8 +582,8 @@ func (pp *poolPicker) stickyMember(phone string) (PoolMember, *Device, bool, err
 		return PoolMember{}, false
 	}
 	cid := pp.pool.CompanyID
-	if v := pp.tx.Bucket(bucketPoolSticky).Get(devKey(cid, pp.pool.ID, []byte(phone))); len(v) > 8 {
-		if m, ok := find(btoi(v[:8]), string(v[8:])); ok {
+	if v := pp.tx.Bucket(bucketPoolSticky).Get(devKey(cid, pp.pool.ID, []byte(phone))); len(v) > 16 && !stickyExpired(v, pp.tally.now) {
+		if m, ok := find(btoi(v[:8]), string(v[16:])); ok {
 			return pp.usableOr(m, phone)
 		}
 		return PoolMember{}, nil, false, nil
@@ -615,6 +615,36 @@ func (pp *poolPicker) stickyMember(phone string) (PoolMember, *Device, bool, err
 	return pp.usableOr(m, phone)
 }
 
+// StickyAge is how long a sticky entry (the member a recipient was last
+// sent to through a pool) is kept without a new send to the recipient.
+// Older ones are passed over and pruned: the recipient then goes to the
+// member whose conversation with it is the newest, as one never sent to.
+const StickyAge = 90 * 24 * time.Hour
+
+// stickyExpired says whether the sticky entry v was written more than
+// StickyAge before now.
+func stickyExpired(v []byte, now time.Time) bool {
+	return now.Sub(time.Unix(0, int64(btoi(v[8:16])))) > StickyAge
+}
+
+// PruneSticky removes the sticky entries of every pool written before
+// cutoff (now less StickyAge in service), so they hold at most the
+// recipients a pool sent to within StickyAge.
+func (s *Store) PruneSticky(cutoff time.Time) (int, error) {
+	var n int
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		var err error
+		n, err = deleteWhere(tx.Bucket(bucketPoolSticky), func(_, v []byte) (bool, error) {
+			return len(v) < 16 || time.Unix(0, int64(btoi(v[8:16]))).Before(cutoff), nil
+		})
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("store: prune sticky entries: %w", err)
+	}
+	return n, nil
+}
+
 // usableOr is usable for sticky's member: one that cannot send is no error.
 func (pp *poolPicker) usableOr(m PoolMember, phone string) (PoolMember, *Device, bool, error) {
 	d, ok, err := pp.usable(m, phone)
@@ -632,7 +662,8 @@ func (pp *poolPicker) commit() error {
 	}
 	b := pp.tx.Bucket(bucketPoolSticky)
 	for phone, m := range pp.sticky {
-		if err := b.Put(devKey(cid, pp.pool.ID, []byte(phone)), append(itob(m.DeviceID), m.SIMSlot...)); err != nil {
+		v := append(append(itob(m.DeviceID), itob(uint64(pp.tally.now.UnixNano()))...), m.SIMSlot...)
+		if err := b.Put(devKey(cid, pp.pool.ID, []byte(phone)), v); err != nil {
 			return err
 		}
 	}

@@ -32,7 +32,8 @@ const (
 const pruneMediaBatch = 1000
 
 // pruneStore drops expired pairing codes, token families without tokens,
-// old mail, old storage counters and media uploads no message took, logging what it dropped.
+// old mail, old storage counters, media uploads no message took and sticky pool
+// entries older than store.StickyAge, logging what it dropped.
 func pruneStore(st *store.Store, now time.Time, log *slog.Logger) {
 	count := func(what string, n int, err error) {
 		if err != nil {
@@ -55,4 +56,6 @@ func pruneStore(st *store.Store, now time.Time, log *slog.Logger) {
 	count("daily storage counters", n, err)
 	n, err = st.PruneMedia(now.Add(-store.DefaultMediaOrphanAge), pruneMediaBatch)
 	count("media uploads no message named", n, err)
+	n, err = st.PruneSticky(now.Add(-store.StickyAge))
+	count("sticky pool entries", n, err)
 }
