@@ -406,6 +406,9 @@ func (s *Store) deleteDeviceTx(tx *bolt.Tx, companyID uint64, fingerprint string
 	if err := tx.Bucket(bucketDeviceFailures).Delete(devKey(d.CompanyID, d.ID)); err != nil {
 		return d, err
 	}
+	if err := leavePools(tx, d.CompanyID, d.ID, now); err != nil {
+		return d, err
+	}
 	return d, tx.Bucket(bucketDevices).Delete([]byte(fingerprint))
 }
 

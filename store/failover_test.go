@@ -11,14 +11,7 @@ import (
 // record does not grow with every drop of its pool's phones.
 func TestMovesKeptAreBounded(t *testing.T) {
 	t.Parallel()
-	s := open(t, t.TempDir())
-	c, _ := newCompany(t, s, "a@example.com", "k")
-	if err := s.ProvisionDevices([]Device{
-		{Fingerprint: "fp-a", CompanyID: c.ID, Status: DeviceActive, SelectedSIM: "BOTH", TokenHash: []byte("a")},
-		{Fingerprint: "fp-b", CompanyID: c.ID, Status: DeviceActive, SelectedSIM: "BOTH", TokenHash: []byte("b")},
-	}); err != nil {
-		t.Fatal(err)
-	}
+	s, c := twoPhones(t)
 	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	m := Message{UUID: "u-moves", CompanyID: c.ID, Device: "fp-a", Channel: "sms", Phone: "+15551234567", Text: "x", SIMSlot: "SIM1"}
 	m, _, err := s.Enqueue(&m, IdempotencyKey{}, func() time.Time { return t0 }, nil, nil)

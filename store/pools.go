@@ -165,6 +165,37 @@ func (s *Store) Pools(companyID uint64) ([]Pool, error) {
 	return out, nil
 }
 
+// leavePools takes the deleted device deviceID out of every pool of its
+// company, in the deletion's transaction: a member never outlives its
+// device, so a pool lists only phones that exist, and a phone registered
+// again under the same fingerprint (a new device) joins no pool by itself.
+func leavePools(tx *bolt.Tx, companyID, deviceID uint64, now time.Time) error {
+	b := tx.Bucket(bucketPools)
+	var changed []Pool
+	var err error
+	walkPrefix(b, itob(companyID), func(_, v []byte) bool {
+		var p Pool
+		if err = jsonUnmarshal(v, &p); err != nil {
+			return false
+		}
+		kept := slices.DeleteFunc(slices.Clone(p.Members), func(m PoolMember) bool { return m.DeviceID == deviceID })
+		if len(kept) != len(p.Members) {
+			p.Members, p.UpdatedAt = kept, now.UTC()
+			changed = append(changed, p)
+		}
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	for _, p := range changed {
+		if err := putJSON(b, pair(companyID, p.ID), p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Pool returns one of the company's pools; another company's is ErrNotFound.
 func (s *Store) Pool(companyID, id uint64) (Pool, error) {
 	var p Pool

@@ -12,14 +12,7 @@ import (
 // (its newest conversation).
 func TestStickyEntriesAgeAndPrune(t *testing.T) {
 	t.Parallel()
-	s := open(t, t.TempDir())
-	c, _ := newCompany(t, s, "a@example.com", "k")
-	if err := s.ProvisionDevices([]Device{
-		{Fingerprint: "fp-a", CompanyID: c.ID, Status: DeviceActive, SelectedSIM: "BOTH", TokenHash: []byte("a")},
-		{Fingerprint: "fp-b", CompanyID: c.ID, Status: DeviceActive, SelectedSIM: "BOTH", TokenHash: []byte("b")},
-	}); err != nil {
-		t.Fatal(err)
-	}
+	s, c := twoPhones(t)
 	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	def := PoolInput{Name: "p", Strategy: PoolSticky, Fallback: PoolRoundRobin,
 		Members: []PoolMemberInput{{Device: "fp-a", SIMSlot: "SIM1"}, {Device: "fp-b", SIMSlot: "SIM1"}}}
@@ -66,5 +59,41 @@ func TestStickyEntriesAgeAndPrune(t *testing.T) {
 	}
 	if again := send("+15550000001", later); again != old {
 		t.Fatalf("the recipient whose entry was pruned went to %s, want %s, the member it last talked to", again, old)
+	}
+}
+
+// twoPhones is a store holding one company with two active phones, fp-a
+// and fp-b, for pool tests.
+func twoPhones(t *testing.T) (*Store, Company) {
+	t.Helper()
+	s := open(t, t.TempDir())
+	c, _ := newCompany(t, s, "a@example.com", "k")
+	if err := s.ProvisionDevices([]Device{
+		{Fingerprint: "fp-a", CompanyID: c.ID, Status: DeviceActive, SelectedSIM: "BOTH", TokenHash: []byte("a")},
+		{Fingerprint: "fp-b", CompanyID: c.ID, Status: DeviceActive, SelectedSIM: "BOTH", TokenHash: []byte("b")},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return s, c
+}
+
+// A deleted device leaves every pool it was in, in the deletion's
+// transaction; a phone registered again under its fingerprint is a new
+// device and joins none.
+func TestDeletedDeviceLeavesItsPools(t *testing.T) {
+	t.Parallel()
+	s, c := twoPhones(t)
+	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	def := PoolInput{Name: "p", Strategy: PoolRoundRobin, Members: []PoolMemberInput{{Device: "fp-a", SIMSlot: "SIM1"}, {Device: "fp-b", SIMSlot: "SIM1"}}}
+	p, err := s.PutPool(c.ID, 0, t0, func(Pool) (PoolInput, error) { return def, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DeleteDevice(c.ID, "fp-a", t0.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Pool(c.ID, p.ID)
+	if err != nil || len(got.Members) != 1 || got.Members[0].Device != "fp-b" || !got.UpdatedAt.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("pool after fp-a's deletion: %+v (%v), want fp-b alone", got, err)
 	}
 }
