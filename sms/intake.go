@@ -180,7 +180,7 @@ func (s *Service) Inbound(_ context.Context, dev store.Device, in proto.Inbound)
 // but its seq still counts, so the caller's cursor moves past it.
 func (s *Service) Pending(_ context.Context, dev store.Device, after uint64, limit int) ([]Job, error) {
 	now := s.now()
-	msgs, err := s.store.Pending(dev.CompanyID, dev.ID, after, limit, now, s.failedAtDispatch)
+	msgs, err := s.store.Pending(dev.CompanyID, dev.ID, after, limit, now, s.movedAtDispatch)
 	if err != nil {
 		return nil, err
 	}
@@ -201,10 +201,10 @@ func (s *Service) Pending(_ context.Context, dev store.Device, after uint64, lim
 	return out, nil
 }
 
-// failedAtDispatch hears of the jobs the store failed or held at
+// movedAtDispatch hears of the jobs the store failed or held at
 // dispatch, after their commit. A held job's opening may come sooner than
 // the scheduler sleeps: it looks again.
-func (s *Service) failedAtDispatch(ms []store.Message) {
+func (s *Service) movedAtDispatch(ms []store.Message) {
 	for _, m := range ms {
 		if !m.HeldUntil.IsZero() {
 			s.sched.Kick()

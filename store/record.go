@@ -167,28 +167,13 @@ func (m *Message) readRecord(raw []byte) error {
 		NumberID: r.uint(), NumberRef: r.string(), Account: r.string(), ContentType: r.string(), MediaURL: r.string(),
 		Pool: r.string(), PoolID: r.uint(),
 	}
-	if n := r.uint(); n > 0 && r.err == nil {
-		if n > uint64(len(raw)-r.off) { // each attempt takes at least 4 bytes
-			return fmt.Errorf("store: %w", errBadRecord)
-		}
-		m.Attempts = make([]Attempt, n)
-		for i := range m.Attempts {
-			m.Attempts[i] = Attempt{Device: r.string(), SIMSlot: r.string(), Reason: r.string(), MovedAt: r.time()}
-		}
-	}
-	if n := r.uint(); n > 0 && r.err == nil {
-		if n > uint64(len(raw)-r.off) { // each file takes at least 4 bytes
-			return fmt.Errorf("store: %w", errBadRecord)
-		}
-		m.Media = make([]MediaRef, n)
-		for i := range m.Media {
-			m.Media[i] = MediaRef{ID: r.string(), ContentType: r.string(), Size: r.int(), Filename: r.string()}
-		}
-	}
-	if n := r.uint(); n > 0 && r.err == nil { // the window: its days + 1, 0 for none
-		if n-1 > uint64(len(raw)-r.off) {
-			return fmt.Errorf("store: %w", errBadRecord)
-		}
+	m.Attempts = readList(&r, func() Attempt {
+		return Attempt{Device: r.string(), SIMSlot: r.string(), Reason: r.string(), MovedAt: r.time()}
+	})
+	m.Media = readList(&r, func() MediaRef {
+		return MediaRef{ID: r.string(), ContentType: r.string(), Size: r.int(), Filename: r.string()}
+	})
+	if n := r.count(); n > 0 { // the window: its days + 1, 0 for none
 		w := &window.Window{}
 		if n > 1 {
 			w.Days = make([]string, n-1)
@@ -319,6 +304,33 @@ func (r *recordReader) time() time.Time {
 		return time.Time{}
 	}
 	return time.Unix(sec, int64(ns-1)).UTC()
+}
+
+// count reads a list's length. Each element takes a byte at least, so a
+// length beyond the bytes left is a malformed record, never an allocation.
+func (r *recordReader) count() int {
+	n := r.uint()
+	if r.err == nil && n > uint64(len(r.raw)-r.off) {
+		r.err = errBadRecord
+	}
+	if r.err != nil {
+		return 0
+	}
+	return int(n)
+}
+
+// readList reads a list written as its length and then each element, nil
+// when empty.
+func readList[T any](r *recordReader, read func() T) []T {
+	n := r.count()
+	if n == 0 {
+		return nil
+	}
+	out := make([]T, n)
+	for i := range out {
+		out[i] = read()
+	}
+	return out
 }
 
 // done is the reader's fault, if any, or one for bytes left unread.
