@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/simrelay/simrelay/store"
+	"github.com/simrelay/simrelay/store/boltstore"
 )
 
 func TestPasswordHash(t *testing.T) {
@@ -39,7 +39,7 @@ func TestPasswordHash(t *testing.T) {
 // its Config names another cost (tests do), and a hash of either cost verifies.
 func TestPasswordCostFromConfig(t *testing.T) {
 	t.Parallel()
-	st, err := store.Open(t.TempDir(), store.Options{BulkLoad: true})
+	st, err := boltstore.Open(t.TempDir(), boltstore.Options{BulkLoad: true})
 	if err != nil {
 		t.Fatal(err)
 	}

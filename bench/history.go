@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/simrelay/simrelay/store"
+	"github.com/simrelay/simrelay/store/boltstore"
 )
 
 // The stored history: seedDevices devices, each talking with seedContacts
@@ -33,7 +34,7 @@ func contact(i int) string { return fmt.Sprintf("+1555%07d", i) }
 // seedHistory stores total finished messages through the store's import, in
 // created_at order, alternating outbound (delivered) and inbound.
 func seedHistory(dir string, devices []string, total int) error {
-	st, err := store.Open(dir, store.Options{BulkLoad: true})
+	st, err := boltstore.Open(dir, boltstore.Options{BulkLoad: true})
 	if err != nil {
 		return err
 	}

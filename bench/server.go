@@ -19,7 +19,7 @@ import (
 	"github.com/simrelay/simrelay/account"
 	"github.com/simrelay/simrelay/device"
 	"github.com/simrelay/simrelay/mail"
-	"github.com/simrelay/simrelay/store"
+	"github.com/simrelay/simrelay/store/boltstore"
 )
 
 // server is the simrelay process under test.
@@ -32,7 +32,7 @@ type server struct {
 // prepare creates the company and provisions the phones in a new store, and
 // returns the API key and the phones' tokens.
 func prepare(dir string, fingerprints []string) (apiKey string, tokens []string, companyID uint64, err error) {
-	st, err := store.Open(dir, store.Options{BulkLoad: true})
+	st, err := boltstore.Open(dir, boltstore.Options{BulkLoad: true})
 	if err != nil {
 		return "", nil, 0, err
 	}

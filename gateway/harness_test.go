@@ -23,6 +23,7 @@ import (
 	"github.com/simrelay/simrelay/internal/syncbuf"
 	"github.com/simrelay/simrelay/sms"
 	"github.com/simrelay/simrelay/store"
+	"github.com/simrelay/simrelay/store/boltstore"
 )
 
 // rig is a hub over a real store, with the real device and SMS services,
@@ -30,7 +31,7 @@ import (
 type rig struct {
 	t       testing.TB
 	hub     *Hub
-	store   *store.Store
+	store   *boltstore.Store
 	devices *device.Service
 	sms     *sms.Service
 	url     string // ws://127.0.0.1:PORT
@@ -70,7 +71,7 @@ func newRigAt(t testing.TB, cfg Config, now func() time.Time) *rig {
 	// The hub's tests are about the link, not about what survives a power
 	// cut (cmd/simrelay's crash tests are): the store skips each commit's
 	// fsync, which on a busy disk was most of a drain's time.
-	st, err := store.Open(t.TempDir(), store.Options{BulkLoad: true})
+	st, err := boltstore.Open(t.TempDir(), boltstore.Options{BulkLoad: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ const (
 )
 
 // answerCache keeps encoded analytics answers for as long as the store has
-// not been written since they were read (store.Store.Generation): a fleet's
+// not been written since they were read (boltstore.Store.Generation): a fleet's
 // answer takes milliseconds to read and encode, and a dashboard asks for the
 // same one again and again while nothing changes. Answers are kept by
 // company and request, so one company never gets another's; every write to

@@ -13,11 +13,12 @@ import (
 
 	"github.com/simrelay/simrelay/account"
 	"github.com/simrelay/simrelay/store"
+	"github.com/simrelay/simrelay/store/boltstore"
 )
 
 // readsCounted is the store, counting the analytics reads it answers.
 type readsCounted struct {
-	*store.Store
+	*boltstore.Store
 	stats atomic.Int64
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/simrelay/simrelay/httpapi"
 	"github.com/simrelay/simrelay/pacing"
 	"github.com/simrelay/simrelay/store"
+	"github.com/simrelay/simrelay/store/boltstore"
 )
 
 const testAdminToken = "op_0123456789abcdefghijklmnopqrstuvwxyz"
@@ -75,10 +76,10 @@ func TestBackupIsTheOperatorsAlone(t *testing.T) {
 		t.Errorf("Content-Length: got %q, want %d", got, len(r.Raw))
 	}
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, store.FileName), r.Raw, 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, boltstore.FileName), r.Raw, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	st, err := store.Open(dir, store.Options{ReadOnly: true})
+	st, err := boltstore.Open(dir, boltstore.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatalf("open the backup: got %v, want a valid store", err)
 	}
@@ -89,7 +90,7 @@ func TestBackupIsTheOperatorsAlone(t *testing.T) {
 	// The snapshot's temporary file is gone from the data directory.
 	entries, _ := os.ReadDir(filepath.Dir(e.store.Path()))
 	for _, de := range entries {
-		if de.Name() != store.FileName {
+		if de.Name() != boltstore.FileName {
 			t.Errorf("left in the data directory after the backup: %s", de.Name())
 		}
 	}

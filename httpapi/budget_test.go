@@ -14,7 +14,7 @@ import (
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/android-protocol/client"
 	"github.com/simrelay/simrelay/sms"
-	"github.com/simrelay/simrelay/store"
+	"github.com/simrelay/simrelay/store/boltstore"
 	"github.com/simrelay/simrelay/webhook"
 	"github.com/simrelay/simrelay/webhook/webhooktest"
 )
@@ -71,7 +71,7 @@ func TestInboundFloodIsBoundedByTheStorageBudget(t *testing.T) {
 	t.Parallel()
 	rc := webhooktest.NewReceiver(t, true, nil)
 	const budget = 1 << 20
-	e := newStoreEnv(t, store.Options{BulkLoad: true, CompanyDailyStorage: budget}, whConfig(rc), roomy)
+	e := newStoreEnv(t, boltstore.Options{BulkLoad: true, CompanyDailyStorage: budget}, whConfig(rc), roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	var entries []map[string]any
 	for i := range 20 {
@@ -165,7 +165,7 @@ func TestInboundTextBound(t *testing.T) {
 // while another company pairs and invites as before.
 func TestPairingAndInvitesCountAgainstTheBudget(t *testing.T) {
 	t.Parallel()
-	e := newStoreEnv(t, store.Options{BulkLoad: true, CompanyDailyStorage: 64 << 10}, webhook.Config{}, roomy)
+	e := newStoreEnv(t, boltstore.Options{BulkLoad: true, CompanyDailyStorage: 64 << 10}, webhook.Config{}, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	b := e.newCompany("Beta", "owner@beta.test")
 	var refused resp

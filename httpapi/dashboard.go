@@ -17,7 +17,7 @@ import (
 )
 
 // Analytics is what the dashboard and analytics routes read: counters kept
-// as messages change (store.Store), never a walk of the messages.
+// as messages change (boltstore.Store), never a walk of the messages.
 type Analytics interface {
 	Stats(q store.StatsQuery) (store.Stats, error)
 	DashboardSummary(companyID uint64, from, to time.Time, limit int) (store.Summary, error)

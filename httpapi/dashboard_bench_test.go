@@ -13,6 +13,7 @@ import (
 
 	"github.com/simrelay/simrelay/account"
 	"github.com/simrelay/simrelay/store"
+	"github.com/simrelay/simrelay/store/boltstore"
 )
 
 // BenchmarkAnalyticsByDevice merges the byDevice list of a fleet: 10,000
@@ -81,9 +82,9 @@ func processCPU() time.Duration {
 
 // benchFleet is a store with one company and n phones, each with an
 // outbound (delivered) and an inbound message on three of the last 90 days.
-func benchFleet(b testing.TB, n int) (*store.Store, uint64) {
+func benchFleet(b testing.TB, n int) (*boltstore.Store, uint64) {
 	b.Helper()
-	st, err := store.Open(b.TempDir(), store.Options{BulkLoad: true})
+	st, err := boltstore.Open(b.TempDir(), boltstore.Options{BulkLoad: true})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 )
 
 // Exporter reads one company's records for GET /company/export, the big ones
-// a page per short read transaction (store.Store).
+// a page per short read transaction (boltstore.Store).
 type Exporter interface {
 	Company(id uint64) (store.Company, error)
 	CompanyUsers(companyID uint64) ([]store.User, error)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"github.com/simrelay/simrelay/internal/testclock"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -14,6 +13,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/simrelay/simrelay/internal/testclock"
+	"github.com/simrelay/simrelay/store/boltstore"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -28,7 +30,6 @@ import (
 	"github.com/simrelay/simrelay/media"
 	"github.com/simrelay/simrelay/pacing"
 	"github.com/simrelay/simrelay/sms"
-	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/web"
 	"github.com/simrelay/simrelay/webhook"
 )
@@ -37,7 +38,7 @@ import (
 type env struct {
 	t     *testing.T
 	url   string
-	store *store.Store
+	store *boltstore.Store
 	inbox *mailtest.Inbox
 	clock *testclock.Clock
 	hub   *gateway.Hub
@@ -72,23 +73,23 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 // newWebhookEnv is newEnv with the webhook service's configuration.
 func newWebhookEnv(t *testing.T, wcfg webhook.Config, opts ...envOption) *env {
 	t.Helper()
-	return newStoreEnv(t, store.Options{BulkLoad: true}, wcfg, opts...)
+	return newStoreEnv(t, boltstore.Options{BulkLoad: true}, wcfg, opts...)
 }
 
 // newStoreEnv is newWebhookEnv with the store's options. The API's tests are
 // about answers, not about what survives a power cut (cmd/simrelay's crash
 // tests are), so they open their stores with BulkLoad: no fsync per commit,
 // which on a busy disk was much of their time. The soak test keeps the fsync.
-func newStoreEnv(t *testing.T, sopt store.Options, wcfg webhook.Config, opts ...envOption) *env {
+func newStoreEnv(t *testing.T, sopt boltstore.Options, wcfg webhook.Config, opts ...envOption) *env {
 	t.Helper()
 	return newBillingEnv(t, sopt, wcfg, billing.Config{}, opts...)
 }
 
 // newBillingEnv is newStoreEnv with billing's configuration (self-hosted
 // mode and the built-in plans by default).
-func newBillingEnv(t *testing.T, sopt store.Options, wcfg webhook.Config, bcfg billing.Config, opts ...envOption) *env {
+func newBillingEnv(t *testing.T, sopt boltstore.Options, wcfg webhook.Config, bcfg billing.Config, opts ...envOption) *env {
 	t.Helper()
-	st, err := store.Open(t.TempDir(), sopt)
+	st, err := boltstore.Open(t.TempDir(), sopt)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -76,7 +76,7 @@ type Deps struct {
 	// PhoneSocket serves GET /device/ws (gateway.Hub).
 	PhoneSocket http.Handler
 	Store       Backuper
-	// Analytics is the message counters and recent activity (store.Store).
+	// Analytics is the message counters and recent activity (boltstore.Store).
 	Analytics Analytics
 	// Period is the billing period creditsUsed counts over; nil is the UTC calendar month.
 	Period Period

@@ -2,24 +2,26 @@ package mail
 
 import (
 	"context"
-	"github.com/simrelay/simrelay/internal/syncbuf"
 	"log/slog"
 	"testing"
 	"time"
 
+	"github.com/simrelay/simrelay/internal/syncbuf"
+	"github.com/simrelay/simrelay/store/boltstore"
+
 	"github.com/simrelay/simrelay/store"
 )
 
-// *store.Store is the production Outbox.
-var _ Outbox = (*store.Store)(nil)
+// *boltstore.Store is the production Outbox.
+var _ Outbox = (*boltstore.Store)(nil)
 
 // waitTimeout bounds every wait in these tests. It is a deadline, not an
 // expectation: the waits end as soon as the condition holds.
 const waitTimeout = 10 * time.Second
 
-func openStore(t *testing.T, dir string) *store.Store {
+func openStore(t *testing.T, dir string) *boltstore.Store {
 	t.Helper()
-	st, err := store.Open(dir, store.Options{})
+	st, err := boltstore.Open(dir, boltstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/simrelay/simrelay/wakeup"
 )
 
-// Outbox is the durable queue the service works from; *store.Store is one.
+// Outbox is the durable queue the service works from; *boltstore.Store is one.
 type Outbox interface {
 	AppendMail(*store.Mail) error
 	UpdateMail(uint64, func(*store.Mail)) (store.Mail, error)

@@ -11,6 +11,7 @@ import (
 	"github.com/simrelay/simrelay/internal/poll"
 	"github.com/simrelay/simrelay/mail/mailtest"
 	"github.com/simrelay/simrelay/store"
+	"github.com/simrelay/simrelay/store/boltstore"
 )
 
 const publicURL = "https://sms.example.com"
@@ -131,7 +132,7 @@ func TestRestartDeliversPendingMail(t *testing.T) {
 	log, _ := newLogger()
 
 	// The first process queues a mail and stops before its worker runs.
-	st, err := store.Open(dir, store.Options{})
+	st, err := boltstore.Open(dir, boltstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

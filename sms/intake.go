@@ -59,7 +59,7 @@ func (s *Service) Status(_ context.Context, dev store.Device, st proto.Status) R
 // link queues one after another are applied in that order.
 type Report struct {
 	s   *Service
-	t   *store.Transit // nil when refused before reaching the store
+	t   store.Transit // nil when refused before reaching the store
 	err error
 }
 

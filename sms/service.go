@@ -14,6 +14,7 @@ import (
 	"github.com/simrelay/simrelay/phone/numplan"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
+	"github.com/simrelay/simrelay/store/boltstore"
 	"github.com/simrelay/simrelay/wakeup"
 	"github.com/simrelay/simrelay/window"
 )
@@ -53,7 +54,7 @@ type InboundHook = store.InboundHook
 // Service is the SMS domain.
 type Service struct {
 	cfg       Config
-	store     *store.Store
+	store     *boltstore.Store
 	dispatch  Dispatcher
 	watch     Watcher
 	onInbound InboundHook
@@ -68,7 +69,7 @@ type Service struct {
 
 // New returns the service. dispatch may be set later with SetDispatcher, as
 // the hub and the service need each other.
-func New(cfg Config, st *store.Store, onInbound InboundHook, log *slog.Logger, now func() time.Time) *Service {
+func New(cfg Config, st *boltstore.Store, onInbound InboundHook, log *slog.Logger, now func() time.Time) *Service {
 	if cfg.MessageTTL <= 0 {
 		cfg.MessageTTL = DefaultMessageTTL
 	}

@@ -29,7 +29,7 @@ import (
 	"github.com/simrelay/simrelay/pacing"
 	"github.com/simrelay/simrelay/sms"
 	"github.com/simrelay/simrelay/smtpd"
-	"github.com/simrelay/simrelay/store"
+	"github.com/simrelay/simrelay/store/boltstore"
 	"github.com/simrelay/simrelay/webhook"
 )
 
@@ -47,7 +47,7 @@ type env struct {
 	url       string // the HTTP API
 	smtpAddr  string
 	clientTLS *tls.Config
-	store     *store.Store
+	store     *boltstore.Store
 	accounts  *account.Service
 	devices   *device.Service
 	sms       *sms.Service
@@ -62,7 +62,7 @@ type options struct {
 
 func newEnv(t *testing.T, opt options) *env {
 	t.Helper()
-	st, err := store.Open(t.TempDir(), store.Options{BulkLoad: true})
+	st, err := boltstore.Open(t.TempDir(), boltstore.Options{BulkLoad: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,29 +2,11 @@ package store
 
 import (
 	"time"
-
-	bolt "go.etcd.io/bbolt"
 )
-
-// The recent activity of a company: a ring of its last ActivityKeep events,
-// written in the transaction of what they report, so the dashboard reads
-// them without walking anything. A description names the company's own
-// objects only (a masked number, a device's name, an address the company
-// typed) and never a message's text.
-//
-//	activity      company(8) slot(8) -> Activity
-//	activity_head company(8)         -> events written ever
-//	disabled_devices company(8) device id(8) -> nil (live and disabled)
 
 // ActivityKeep is how many events a company's ring holds: a few pages of the
 // dashboard's newest 10, bounded so a busy company writes in place.
 const ActivityKeep = 50
-
-var (
-	bucketActivity        = []byte("activity")
-	bucketActivityHead    = []byte("activity_head")
-	bucketDisabledDevices = []byte("disabled_devices")
-)
 
 // Activity types.
 const (
@@ -45,107 +27,4 @@ type Activity struct {
 	Type        string    `json:"type"`
 	At          time.Time `json:"at"`
 	Description string    `json:"description"`
-}
-
-// addActivity writes an event into the company's ring.
-func addActivity(tx *bolt.Tx, companyID uint64, a Activity) error {
-	heads := tx.Bucket(bucketActivityHead)
-	if heads == nil {
-		return nil // a migration step older than the ring
-	}
-	var n uint64
-	if v := heads.Get(itob(companyID)); len(v) == 8 {
-		n = btoi(v)
-	}
-	a.At = a.At.UTC()
-	if err := putJSON(tx.Bucket(bucketActivity), pair(companyID, n%ActivityKeep), a); err != nil {
-		return err
-	}
-	return heads.Put(itob(companyID), itob(n+1))
-}
-
-// recentActivity returns the company's newest events, newest first, at most limit.
-func recentActivity(tx *bolt.Tx, companyID uint64, limit int) ([]Activity, error) {
-	out := []Activity{}
-	var n uint64
-	if v := tx.Bucket(bucketActivityHead).Get(itob(companyID)); len(v) == 8 {
-		n = btoi(v)
-	}
-	b := tx.Bucket(bucketActivity)
-	for i := uint64(0); i < n && i < ActivityKeep && len(out) < limit; i++ {
-		var a Activity
-		if err := getJSON(b, pair(companyID, (n-1-i)%ActivityKeep), &a); err != nil {
-			return nil, err
-		}
-		out = append(out, a)
-	}
-	return out, nil
-}
-
-// maskPhone shows a number's country code and first digits only: enough to
-// recognise it on a dashboard, not to read it off a screen.
-func maskPhone(p string) string {
-	if len(p) <= 5 {
-		return p
-	}
-	return p[:5] + "…"
-}
-
-func deviceLabel(d Device) string {
-	if d.Name != "" {
-		return d.Name
-	}
-	return d.Fingerprint
-}
-
-func channelLabel(ch string) string {
-	switch ch {
-	case "whatsapp":
-		return "WhatsApp message"
-	case "imessage":
-		return "iMessage"
-	}
-	return "SMS"
-}
-
-// messageActivity is the event of an outbound message reaching status; device may be empty.
-func messageActivity(m Message, status, device string, at time.Time) (Activity, bool) {
-	what := channelLabel(m.Channel) + " to " + maskPhone(m.Phone)
-	via := ""
-	if device != "" {
-		via = " via " + device
-	}
-	switch status {
-	case MsgSent:
-		return Activity{ActMessageSent, at, what + " sent" + via}, true
-	case MsgDelivered:
-		return Activity{ActMessageDelivered, at, what + " delivered" + via}, true
-	case MsgFailed:
-		return Activity{ActMessageFailed, at, what + " failed" + via}, true
-	case MsgExpired:
-		return Activity{ActMessageExpired, at, what + " expired before a phone took it"}, true
-	}
-	return Activity{}, false
-}
-
-// syncDisabled keeps the disabled_devices index in step with a live device.
-func syncDisabled(tx *bolt.Tx, d Device) error {
-	b := tx.Bucket(bucketDisabledDevices)
-	if b == nil {
-		return nil // a migration step older than the index; the counters' migration builds it
-	}
-	if d.Status == DeviceDisabled {
-		return b.Put(pair(d.CompanyID, d.ID), nil)
-	}
-	return b.Delete(pair(d.CompanyID, d.ID))
-}
-
-// activeDevices counts the company's live devices whose status is active,
-// from two key-only indexes (no device record is read).
-func activeDevices(tx *bolt.Tx, companyID uint64) int {
-	n := 0
-	prefix := itob(companyID)
-	walkPrefix(tx.Bucket(bucketCompanyDeviceIDs), prefix, func(_, _ []byte) bool { n++; return true })
-	walkPrefix(tx.Bucket(bucketDisabledDevices), prefix, func(_, _ []byte) bool { n--; return true })
-	return max(n, 0)
 }

@@ -4,16 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
 )
-
-// The daily storage budget: what one company may add to the store per
-// calendar day (UTC), so that one tenant - a phone flooding inbound frames,
-// a script looping on sends - cannot fill the disk every tenant shares. The
-// bytes are counted in the transaction of the write they pay for, in one
-// small counter per company and day; a write that would go over is refused
-// whole and changes nothing.
 
 // DefaultCompanyDailyStorage is the budget `simrelay serve` sets unless told
 // otherwise: 256 MiB a day is about 250,000 ordinary messages (with their
@@ -25,22 +16,6 @@ const DefaultCompanyDailyStorage = 256 << 20
 // ErrStorageBudget is wrapped by a *BudgetError: the company's daily
 // storage budget is spent.
 var ErrStorageBudget = errors.New("store: the company's daily storage budget is spent")
-
-// What a write costs beyond the bytes of its text or body: the record's
-// other fields and its index keys. Estimates, rounded up, so that a flood of
-// tiny messages is paid for too.
-const (
-	// messageRowCost is a message's record (its JSON fields besides the
-	// text) and its five to seven index entries.
-	messageRowCost = 512
-	// deliveryRowCost is a webhook delivery's row and its due-index key.
-	deliveryRowCost = 320
-	// pairingCost is a pairing code's record, kept a day past its expiry.
-	pairingCost = 256
-	// invitationCost is an invited user's record, its set-password token
-	// and the invitation mail in the outbox.
-	invitationCost = 4096
-)
 
 // BudgetError says whose budget is spent and when it renews.
 type BudgetError struct {
@@ -58,70 +33,10 @@ func (e *BudgetError) Error() string {
 
 func (e *BudgetError) Unwrap() error { return ErrStorageBudget }
 
-var bucketCompanyUsage = []byte("company_usage") // company id + UTC day number -> bytes added that day
-
-// dayOf numbers UTC days since 1970-01-01.
-func dayOf(t time.Time) uint64 { return uint64(t.Unix() / 86400) }
-
 // NextDay is the start of the UTC day after t's: when a spent budget renews.
 func NextDay(t time.Time) time.Time {
-	return time.Unix(int64(dayOf(t)+1)*86400, 0).UTC()
+	return time.Unix((t.Unix()/86400+1)*86400, 0).UTC()
 }
-
-// charge adds cost to the company's bytes of now's day, or refuses with a
-// *BudgetError when that would go over the store's daily budget, having
-// written nothing: callers refuse before their first write, so a refusal
-// never fails the group-commit batch it shares. It counts even without a
-// budget, so the figure is there for the operator.
-func (s *Store) charge(tx *bolt.Tx, companyID uint64, now time.Time, cost int64) error {
-	return s.addUsage(tx, companyID, now, cost, true)
-}
-
-// chargeAfter counts what follows a write the budget already admitted (an
-// inbound message's webhook event) without refusing it: refusing the event
-// alone would lose the push of a stored message, and undoing the message
-// would fail the whole batch. So the budget may be overshot by one event,
-// and the company's next message is refused.
-func (s *Store) chargeAfter(tx *bolt.Tx, companyID uint64, now time.Time, cost int64) error {
-	return s.addUsage(tx, companyID, now, cost, false)
-}
-
-func (s *Store) addUsage(tx *bolt.Tx, companyID uint64, now time.Time, cost int64, mayRefuse bool) error {
-	b := tx.Bucket(bucketCompanyUsage)
-	key := pair(companyID, dayOf(now))
-	var used int64
-	if v := b.Get(key); len(v) == 8 {
-		used = int64(btoi(v))
-	}
-	if mayRefuse && s.dailyBudget > 0 && used+cost > s.dailyBudget {
-		return &BudgetError{CompanyID: companyID, Limit: s.dailyBudget, Used: used, Cost: cost, Reset: NextDay(now)}
-	}
-	return b.Put(key, itob(uint64(used+cost)))
-}
-
-// messageCost is what storing m counts against its company's budget.
-func messageCost(m Message) int64 {
-	return int64(len(m.Text)+len(m.Phone)+len(m.ClientID)+len(m.ReceivedAt)) + messageRowCost
-}
-
-// StorageUsed is how many bytes the company has added on t's UTC day.
-func (s *Store) StorageUsed(companyID uint64, t time.Time) (int64, error) {
-	var used int64
-	err := s.db.View(func(tx *bolt.Tx) error {
-		if v := tx.Bucket(bucketCompanyUsage).Get(pair(companyID, dayOf(t))); len(v) == 8 {
-			used = int64(btoi(v))
-		}
-		return nil
-	})
-	if err != nil {
-		return 0, fmt.Errorf("store: storage used by company %d: %w", companyID, err)
-	}
-	return used, nil
-}
-
-// DailyStorageBudget is the store's budget in bytes per company and day, 0
-// when there is none.
-func (s *Store) DailyStorageBudget() int64 { return s.dailyBudget }
 
 // RetryAfter is the whole seconds from now until the budget renews, at least 1.
 func (e *BudgetError) RetryAfter(now time.Time) int {

@@ -1,10 +1,7 @@
 package store
 
 import (
-	"fmt"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // Company is a tenant. Everything else a company owns hangs off its ID.
@@ -33,107 +30,4 @@ type Company struct {
 	// (numplan.Normalize); "", as for every company that never set it,
 	// keeps the international form required.
 	Region string `json:"region,omitempty"`
-}
-
-// CreateCompany stores a new company with its first admin, giving both their
-// IDs. The admin's e-mail must be unused (ErrConflict) and c must carry its API key.
-func (s *Store) CreateCompany(c *Company, admin *User) error {
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		companies := tx.Bucket(bucketCompanies)
-		id, err := companies.NextSequence()
-		if err != nil {
-			return err
-		}
-		c.ID = id
-		admin.CompanyID = id
-		admin.Role = RoleAdmin
-		if err := insertUser(tx, admin); err != nil {
-			return err
-		}
-		if err := tx.Bucket(bucketAPIKeys).Put(c.APIKeyHash, itob(id)); err != nil {
-			return err
-		}
-		return putJSON(companies, itob(id), c)
-	})
-	if err != nil {
-		return fmt.Errorf("store: create company: %w", err)
-	}
-	return nil
-}
-
-// Company returns one company.
-func (s *Store) Company(id uint64) (Company, error) {
-	var c Company
-	err := s.db.View(func(tx *bolt.Tx) error {
-		return getJSON(tx.Bucket(bucketCompanies), itob(id), &c)
-	})
-	if err != nil {
-		return c, fmt.Errorf("store: company %d: %w", id, err)
-	}
-	return c, nil
-}
-
-// CompanyByAPIKeyHash returns the company whose current API key has this hash.
-func (s *Store) CompanyByAPIKeyHash(hash []byte) (Company, error) {
-	var c Company
-	err := s.db.View(func(tx *bolt.Tx) error {
-		id := tx.Bucket(bucketAPIKeys).Get(hash)
-		if id == nil {
-			return ErrNotFound
-		}
-		return getJSON(tx.Bucket(bucketCompanies), id, &c)
-	})
-	if err != nil {
-		return c, fmt.Errorf("store: company by api key: %w", err)
-	}
-	return c, nil
-}
-
-// UpdateCompany applies fn to a company and stores the result. fn runs inside
-// the write transaction: it must only change the record. A changed API key hash
-// moves the key index with it, so the old key stops working in the same commit.
-func (s *Store) UpdateCompany(id uint64, fn func(*Company) error) (Company, error) {
-	var c Company
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketCompanies)
-		if err := getJSON(b, itob(id), &c); err != nil {
-			return err
-		}
-		oldHash := append([]byte(nil), c.APIKeyHash...)
-		if err := fn(&c); err != nil {
-			return err
-		}
-		c.ID = id
-		if string(oldHash) != string(c.APIKeyHash) {
-			keys := tx.Bucket(bucketAPIKeys)
-			if err := keys.Delete(oldHash); err != nil {
-				return err
-			}
-			if err := keys.Put(c.APIKeyHash, itob(id)); err != nil {
-				return err
-			}
-			if len(oldHash) > 0 {
-				if err := addActivity(tx, id, Activity{ActAPIKeyRotated, c.APIKeyCreatedAt, "The API key was rotated; the previous key no longer works"}); err != nil {
-					return err
-				}
-			}
-		}
-		return putJSON(b, itob(id), &c)
-	})
-	if err != nil {
-		return c, fmt.Errorf("store: update company %d: %w", id, err)
-	}
-	return c, nil
-}
-
-// CompanyIDs lists every company id, oldest first.
-func (s *Store) CompanyIDs() ([]uint64, error) {
-	var ids []uint64
-	err := s.db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketCompanies).ForEach(func(k, _ []byte) error {
-			ids = append(ids, btoi(k))
-			return nil
-		})
-	})
-	return ids, err
 }

@@ -63,7 +63,7 @@ type Phones interface {
 	Pace(fingerprint string, perMinute int)
 }
 
-// Analytics is what the overview reads (store.Store).
+// Analytics is what the overview reads (boltstore.Store).
 type Analytics interface {
 	Stats(q store.StatsQuery) (store.Stats, error)
 	DashboardSummary(companyID uint64, from, to time.Time, limit int) (store.Summary, error)

@@ -33,7 +33,7 @@ import (
 	"github.com/simrelay/simrelay/media"
 	"github.com/simrelay/simrelay/pacing"
 	"github.com/simrelay/simrelay/sms"
-	"github.com/simrelay/simrelay/store"
+	"github.com/simrelay/simrelay/store/boltstore"
 	"github.com/simrelay/simrelay/web"
 	"github.com/simrelay/simrelay/webhook"
 )
@@ -43,7 +43,7 @@ import (
 type env struct {
 	t        *testing.T
 	url      string
-	store    *store.Store
+	store    *boltstore.Store
 	inbox    *mailtest.Inbox
 	clock    *testclock.Clock
 	accounts *account.Service
@@ -74,7 +74,7 @@ func newEnv(t *testing.T, opts ...func(*envOptions)) *env {
 	}
 	// The console's tests are about pages, not about what survives a power
 	// cut (cmd/simrelay's crash tests are): the store skips each commit's fsync.
-	st, err := store.Open(t.TempDir(), store.Options{BulkLoad: true})
+	st, err := boltstore.Open(t.TempDir(), boltstore.Options{BulkLoad: true})
 	if err != nil {
 		t.Fatal(err)
 	}

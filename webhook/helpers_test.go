@@ -15,13 +15,14 @@ import (
 
 	"github.com/simrelay/simrelay/internal/poll"
 	"github.com/simrelay/simrelay/store"
+	"github.com/simrelay/simrelay/store/boltstore"
 )
 
 // fixture is a real store with one company and one paired device.
 type fixture struct {
 	t       *testing.T
 	dir     string
-	st      *store.Store
+	st      *boltstore.Store
 	company uint64
 	device  string
 	seq     int
@@ -30,7 +31,7 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	dir := t.TempDir()
-	st, err := store.Open(dir, store.Options{})
+	st, err := boltstore.Open(dir, boltstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
+	"github.com/simrelay/simrelay/store/boltstore"
 	"github.com/simrelay/simrelay/wakeup"
 )
 
@@ -28,7 +29,7 @@ const maxPerEntry = 2
 // Service is the webhook domain: configuration, outbox and delivery.
 type Service struct {
 	cfg    Config
-	store  *store.Store
+	store  *boltstore.Store
 	client *http.Client
 	mailer Mailer // e-mail entries (email.go); set before serving
 	log    *slog.Logger
@@ -45,7 +46,7 @@ type Service struct {
 }
 
 // New returns the service; Run delivers.
-func New(cfg Config, st *store.Store, log *slog.Logger, now func() time.Time) (*Service, error) {
+func New(cfg Config, st *boltstore.Store, log *slog.Logger, now func() time.Time) (*Service, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

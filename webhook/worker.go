@@ -160,7 +160,7 @@ func (s *Service) later(d store.WebhookDue) {
 // recording is an attempt made, its line on its way to the store.
 type recording struct {
 	d        store.WebhookDue
-	rec      *store.AttemptRecord
+	rec      store.AttemptRecord
 	disabled *string // why the line's decision disabled the entry, set in the commit
 }
 

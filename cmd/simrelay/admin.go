@@ -17,7 +17,7 @@ import (
 	"github.com/simrelay/simrelay/account"
 	"github.com/simrelay/simrelay/mail"
 	"github.com/simrelay/simrelay/problem"
-	"github.com/simrelay/simrelay/store"
+	"github.com/simrelay/simrelay/store/boltstore"
 )
 
 const adminUsage = `Usage:
@@ -90,7 +90,7 @@ func adminCreateCompany(args []string, stdout, stderr io.Writer) error {
 	if err := parseAdminFlags(fs, args, 0); err != nil {
 		return usageOrHelp(err)
 	}
-	st, err := store.Open(*dir, store.Options{})
+	st, err := boltstore.Open(*dir, boltstore.Options{})
 	if err != nil {
 		return err
 	}
@@ -121,17 +121,17 @@ func adminCreateCompany(args []string, stdout, stderr io.Writer) error {
 // openStore opens the store an admin command other than create-company
 // works on. Those refuse a data dir without a store, so a mistyped
 // --data-dir is said as such and nothing is created there, where
-// store.Open would start a new, empty store.
-func openStore(dir string, opt store.Options) (*store.Store, error) {
-	path := filepath.Join(dir, store.FileName)
+// boltstore.Open would start a new, empty store.
+func openStore(dir string, opt boltstore.Options) (*boltstore.Store, error) {
+	path := filepath.Join(dir, boltstore.FileName)
 	fi, err := os.Stat(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		return nil, fmt.Errorf("%s %q: no store there (no %s): give the server's data dir; simrelay serve and admin create-company start a new store", both("data-dir"), dir, store.FileName)
+		return nil, fmt.Errorf("%s %q: no store there (no %s): give the server's data dir; simrelay serve and admin create-company start a new store", both("data-dir"), dir, boltstore.FileName)
 	case err == nil && fi.Size() == 0:
-		return nil, fmt.Errorf("%s %q: no store there yet (%s is empty, as a first start that failed leaves it); simrelay serve and admin create-company write a new store into it", both("data-dir"), dir, store.FileName)
+		return nil, fmt.Errorf("%s %q: no store there yet (%s is empty, as a first start that failed leaves it); simrelay serve and admin create-company write a new store into it", both("data-dir"), dir, boltstore.FileName)
 	}
-	return store.Open(dir, opt)
+	return boltstore.Open(dir, opt)
 }
 
 // parseAdminFlags is parseFlags for the admin commands, which refuse
@@ -159,7 +159,7 @@ func adminMail(args []string, stdout, stderr io.Writer) error {
 	if err := parseAdminFlags(fs, args, 0); err != nil {
 		return usageOrHelp(err)
 	}
-	st, err := openStore(*dir, store.Options{ReadOnly: true})
+	st, err := openStore(*dir, boltstore.Options{ReadOnly: true})
 	if err != nil {
 		return err
 	}
@@ -216,7 +216,7 @@ func adminBackup(args []string, stdout, stderr io.Writer) error {
 	if file == "" {
 		return usageError{errors.New("name the FILE to write")}
 	}
-	st, err := openStore(*dir, store.Options{ReadOnly: true})
+	st, err := openStore(*dir, boltstore.Options{ReadOnly: true})
 	if err != nil {
 		return err
 	}

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/simrelay/simrelay/billing"
-	"github.com/simrelay/simrelay/store"
+	"github.com/simrelay/simrelay/store/boltstore"
 )
 
 // adminSetPlan puts a company on a plan, active, without a payment
@@ -36,7 +36,7 @@ func adminSetPlan(args []string, stdout, stderr io.Writer) error {
 			return usageError{fmt.Errorf("--plans: %v", err)}
 		}
 	}
-	st, err := openStore(*dir, store.Options{})
+	st, err := openStore(*dir, boltstore.Options{})
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/simrelay/simrelay/internal/poll"
 	"github.com/simrelay/simrelay/store"
+	"github.com/simrelay/simrelay/store/boltstore"
 )
 
 // testAdminToken is the operator token the binary tests start servers with.
@@ -27,7 +28,7 @@ const testAdminToken = "test-operator-token-0123456789abcdefghij"
 // the store in dir, with the server stopped, so a backup outgrows the socket buffers.
 func prefill(t *testing.T, dir, device string, mb int) {
 	t.Helper()
-	st, err := store.Open(dir, store.Options{BulkLoad: true})
+	st, err := boltstore.Open(dir, boltstore.Options{BulkLoad: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +145,7 @@ func TestStalledBackupHoldsNothing(t *testing.T) {
 	conn.Close()
 	poll.Until(t, "only the store file left in the data directory", func() bool {
 		entries, _ := os.ReadDir(dir)
-		return len(entries) == 1 && entries[0].Name() == store.FileName
+		return len(entries) == 1 && entries[0].Name() == boltstore.FileName
 	})
 	poll.Until(t, "the stalled download ends on the server", func() bool {
 		return strings.Contains(srv.stderr.String(), "backup download cut")

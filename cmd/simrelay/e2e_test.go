@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
-	"github.com/simrelay/simrelay/internal/syncbuf"
 	"io"
 	"net/http"
 	"os"
@@ -16,7 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/simrelay/simrelay/store"
+	"github.com/simrelay/simrelay/internal/syncbuf"
+	"github.com/simrelay/simrelay/store/boltstore"
 )
 
 // companyStore builds the binary and makes a data directory holding one
@@ -202,10 +202,10 @@ func TestQuickStart(t *testing.T) {
 		t.Fatalf("GET /admin/backup: got %d", code)
 	}
 	restored := t.TempDir()
-	if err := os.WriteFile(filepath.Join(restored, store.FileName), body, 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(restored, boltstore.FileName), body, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	st, err := store.Open(restored, store.Options{ReadOnly: true})
+	st, err := boltstore.Open(restored, boltstore.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatalf("the streamed backup does not open: %v", err)
 	}

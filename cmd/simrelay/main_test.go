@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/simrelay/simrelay/store"
+	"github.com/simrelay/simrelay/store/boltstore"
 )
 
 func runCmd(t *testing.T, args ...string) (int, string, string) {
@@ -272,10 +272,10 @@ func TestAdminCreateCompany(t *testing.T) {
 		t.Fatalf("backup: got %d %q %q", code, out, errOut)
 	}
 	restored := t.TempDir()
-	if err := os.Rename(backup, filepath.Join(restored, store.FileName)); err != nil {
+	if err := os.Rename(backup, filepath.Join(restored, boltstore.FileName)); err != nil {
 		t.Fatal(err)
 	}
-	st, err := store.Open(restored, store.Options{ReadOnly: true})
+	st, err := boltstore.Open(restored, boltstore.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,7 +311,7 @@ func TestAdminCreateCompanyNamesTheAdmin(t *testing.T) {
 		if err := json.Unmarshal([]byte(out), &got); err != nil {
 			t.Fatalf("%v: %q: %v", c.args, out, err)
 		}
-		st, err := store.Open(dir, store.Options{ReadOnly: true})
+		st, err := boltstore.Open(dir, boltstore.Options{ReadOnly: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -340,15 +340,15 @@ func TestAdminCreateCompanyNamesTheAdmin(t *testing.T) {
 func TestAdminRefusesADataDirWithoutAStore(t *testing.T) {
 	t.Parallel()
 	emptyFile := t.TempDir()
-	if err := os.WriteFile(filepath.Join(emptyFile, store.FileName), nil, 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(emptyFile, boltstore.FileName), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	for _, dc := range []struct {
 		name, dir, want string
 	}{
-		{"missing", filepath.Join(t.TempDir(), "typo"), "no store there (no " + store.FileName + ")"},
-		{"empty", t.TempDir(), "no store there (no " + store.FileName + ")"},
-		{"zero-length file", emptyFile, "no store there yet (" + store.FileName + " is empty"},
+		{"missing", filepath.Join(t.TempDir(), "typo"), "no store there (no " + boltstore.FileName + ")"},
+		{"empty", t.TempDir(), "no store there (no " + boltstore.FileName + ")"},
+		{"zero-length file", emptyFile, "no store there yet (" + boltstore.FileName + " is empty"},
 	} {
 		backup := filepath.Join(t.TempDir(), "copy")
 		for _, args := range [][]string{
@@ -369,7 +369,7 @@ func TestAdminRefusesADataDirWithoutAStore(t *testing.T) {
 		case dc.name == "empty" && len(entries) != 0:
 			t.Errorf("%s: %d files were created in the data dir", dc.name, len(entries))
 		}
-		if fi, err := os.Stat(filepath.Join(emptyFile, store.FileName)); err != nil || fi.Size() != 0 {
+		if fi, err := os.Stat(filepath.Join(emptyFile, boltstore.FileName)); err != nil || fi.Size() != 0 {
 			t.Errorf("%s: the zero-length file was written (%v)", dc.name, err)
 		}
 		if _, err := os.Stat(backup); !errors.Is(err, os.ErrNotExist) {
@@ -381,7 +381,7 @@ func TestAdminRefusesADataDirWithoutAStore(t *testing.T) {
 func TestAdminOnAHeldStoreFailsFast(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	held, err := store.Open(dir, store.Options{})
+	held, err := boltstore.Open(dir, boltstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,6 +32,7 @@ import (
 	"github.com/simrelay/simrelay/sms"
 	"github.com/simrelay/simrelay/smtpd"
 	"github.com/simrelay/simrelay/store"
+	"github.com/simrelay/simrelay/store/boltstore"
 	"github.com/simrelay/simrelay/web"
 	"github.com/simrelay/simrelay/webhook"
 )
@@ -60,7 +61,7 @@ type serveConfig struct {
 	shutdownTimeout time.Duration
 	messageTTL      time.Duration
 	pprofListen     string
-	storeSyncDelay  time.Duration // measurement only: a slower disk (store.Options.SyncDelay)
+	storeSyncDelay  time.Duration // measurement only: a slower disk (boltstore.Options.SyncDelay)
 	// webhookAllowPrivate lets webhook URLs be http and reach private addresses.
 	webhookAllowPrivate bool
 	webhookWorkers      int
@@ -282,7 +283,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	if cfg.publicURL == "" {
 		cfg.publicURL = "http://" + ln.Addr().String()
 	}
-	st, err := store.Open(cfg.dataDir, store.Options{CompanyDailyStorage: int64(cfg.companyDailyStorage), Logger: log.With("component", "store"), SyncDelay: cfg.storeSyncDelay})
+	st, err := boltstore.Open(cfg.dataDir, boltstore.Options{CompanyDailyStorage: int64(cfg.companyDailyStorage), Logger: log.With("component", "store"), SyncDelay: cfg.storeSyncDelay})
 	if err != nil {
 		return err
 	}
@@ -452,7 +453,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 
 // sweep returns memory of expired rate-limit windows and deletes long-expired
 // tokens; hourly it prunes the rest of the store (pruneStore).
-func sweep(ctx context.Context, api *httpapi.Server, st *store.Store, accounts *account.Service, log *slog.Logger) {
+func sweep(ctx context.Context, api *httpapi.Server, st *boltstore.Store, accounts *account.Service, log *slog.Logger) {
 	t := time.NewTicker(sweepEvery)
 	defer t.Stop()
 	var lastPrune time.Time

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/simrelay/simrelay/store"
+	"github.com/simrelay/simrelay/store/boltstore"
 )
 
 // TestDamagedStoreFileStopsClearly starts the real binary on data files that
@@ -52,7 +52,7 @@ func TestDamagedStoreFileStopsClearly(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			if err := os.WriteFile(filepath.Join(dir, store.FileName), tc.data, 0o600); err != nil {
+			if err := os.WriteFile(filepath.Join(dir, boltstore.FileName), tc.data, 0o600); err != nil {
 				t.Fatal(err)
 			}
 			for _, args := range [][]string{
@@ -66,7 +66,7 @@ func TestDamagedStoreFileStopsClearly(t *testing.T) {
 				if err == nil {
 					t.Fatalf("%s: exited 0, want a refusal:\n%s", args[0], text)
 				}
-				if !strings.Contains(text, tc.want) || !strings.Contains(text, "restore it from a backup") || !strings.Contains(text, store.FileName) {
+				if !strings.Contains(text, tc.want) || !strings.Contains(text, "restore it from a backup") || !strings.Contains(text, boltstore.FileName) {
 					t.Errorf("%s: got\n%s\nwant a message that the file %s and what to do", args[0], text, tc.want)
 				}
 				if strings.Contains(text, "SIGBUS") || strings.Contains(text, "goroutine ") || strings.Contains(text, "unexpected fault") {
@@ -78,7 +78,7 @@ func TestDamagedStoreFileStopsClearly(t *testing.T) {
 
 	// A zero-length file, as a first start on a full disk leaves it, is given a new store.
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, store.FileName), nil, 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, boltstore.FileName), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	srv := startServer(t, bin, dir)

@@ -7,12 +7,13 @@ import (
 	"testing"
 
 	"github.com/simrelay/simrelay/store"
+	"github.com/simrelay/simrelay/store/boltstore"
 )
 
 // Open opens a new store in t.TempDir and closes it at the test's end.
-func Open(t testing.TB) *store.Store {
+func Open(t testing.TB) *boltstore.Store {
 	t.Helper()
-	st, err := store.Open(t.TempDir(), store.Options{})
+	st, err := boltstore.Open(t.TempDir(), boltstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -21,7 +22,7 @@ func Open(t testing.TB) *store.Store {
 }
 
 // Company stores a company named name with an admin whose address is email.
-func Company(t testing.TB, st *store.Store, name, email string) store.Company {
+func Company(t testing.TB, st *boltstore.Store, name, email string) store.Company {
 	t.Helper()
 	c := store.Company{Name: name, APIKeyHash: []byte("key of " + name)}
 	if err := st.CreateCompany(&c, &store.User{Email: email, PasswordHash: "x", Role: store.RoleAdmin}); err != nil {

@@ -1,0 +1,319 @@
+package boltstore
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// WhatsApp and iMessage messages are Messages with Channel whatsapp or
+// imessage. They are queued per company and NUMBER, not per device, so a
+// number that moves to another agent keeps its queue; they share the
+// messages bucket, uuid index, expiry index, sending index (keyed by the
+// device that acked them), idempotency answers, plan limit, storage budget,
+// counters and status transitions (Transition) with SMS.
+
+func agentMsgKey(m Message) []byte {
+	return append(pair(m.CompanyID, m.NumberID), itob(m.ID)...)
+}
+
+// agentHolds reports whether deviceID holds the number of an agent message
+// now: a job acked or reported by the number's new agent is its own.
+func agentHolds(tx *bolt.Tx, m Message, deviceID uint64) bool {
+	if !IsAgentChannel(m.Channel) || m.NumberID == 0 {
+		return false
+	}
+	n, err := numberByRef(tx, m.CompanyID, m.NumberID)
+	return err == nil && n.DeviceID == deviceID
+}
+
+// EnqueueAgent stores a WhatsApp or iMessage send (queued) through group
+// commit, as Enqueue does for SMS: m names its number by NumberRef (the
+// public id) within m.CompanyID and m.Channel; an unknown one is
+// ErrNotFound, a paused one ErrNumberPaused. vet runs after those checks and
+// before the plan limit and storage budget; any later refusal, or a failed
+// commit, calls its undo.
+func (s *Store) EnqueueAgent(m *Message, idemKey IdempotencyKey, now func() time.Time, vet SendVet, answer func(Message) (int, []byte)) (Message, *Idempotent, error) {
+	var out Message
+	var prior *Idempotent
+	var refused error
+	var undo func()
+	giveBack := func() {
+		if undo != nil {
+			undo()
+			undo = nil
+		}
+	}
+	err := s.grouped(func(tx *bolt.Tx) error {
+		giveBack() // a batch that runs again takes its slot again
+		out, prior, refused = Message{}, nil, nil
+		var ik answerKey
+		if ik, prior = priorAnswer(tx, m.CompanyID, idemKey, now()); prior != nil {
+			return nil
+		}
+		n, _, err := numberByPublicID(tx, m.CompanyID, m.Channel, m.NumberRef)
+		if errors.Is(err, ErrNotFound) {
+			refused = ErrNotFound
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if n.Status == NumberPaused {
+			refused = ErrNumberPaused
+			return nil
+		}
+		msg := *m
+		msg.CreatedAt = now().UTC()
+		msg.UpdatedAt = msg.CreatedAt
+		if vet != nil {
+			u, err := vet(n, func(since time.Time) []time.Time { return agentSendTimes(tx, n.CompanyID, n.ID, since) })
+			if err != nil {
+				refused = err
+				return nil
+			}
+			undo = u
+		}
+		id, err := tx.Bucket(bucketMessages).NextSequence()
+		if err != nil {
+			return err
+		}
+		msg.ID, msg.NumberID, msg.Account, msg.Direction, msg.Status = id, n.ID, n.Address, Outbound, MsgQueued
+		msg.DeviceID, msg.Device = n.DeviceID, n.Device
+		usage, err := s.planAllows(tx, msg.CompanyID, msg.CreatedAt, limitMessages)
+		if err != nil {
+			if errors.As(err, new(*PlanLimitError)) {
+				refused = err
+				giveBack()
+				return nil
+			}
+			return err
+		}
+		if err := s.charge(tx, msg.CompanyID, msg.CreatedAt, messageCost(msg)+int64(len(msg.MediaURL))); err != nil {
+			if errors.As(err, new(*BudgetError)) {
+				refused = err
+				giveBack()
+				return nil
+			}
+			return err
+		}
+		if err := usage.add(tx); err != nil {
+			return err
+		}
+		if err := insertAgentMessage(tx, msg); err != nil {
+			return err
+		}
+		k := agentMsgKey(msg)
+		if err := tx.Bucket(bucketAgentQueue).Put(k, nil); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketAgentSends).Put(append(append(pair(msg.CompanyID, msg.NumberID), timeKey(msg.CreatedAt)...), itob(id)...), nil); err != nil {
+			return err
+		}
+		if !msg.ExpiresAt.IsZero() {
+			if err := tx.Bucket(bucketQueueExpiry).Put(append(timeKey(msg.ExpiresAt), itob(id)...), k); err != nil {
+				return err
+			}
+		}
+		if err := ik.keep(tx, msg.CreatedAt, func() (int, []byte) { return answer(msg) }); err != nil {
+			return err
+		}
+		out = msg
+		return nil
+	})
+	if err == nil {
+		err = refused
+	}
+	if err != nil {
+		giveBack()
+		return out, nil, fmt.Errorf("store: enqueue %s: %w", m.Channel, err)
+	}
+	return out, prior, nil
+}
+
+// insertAgentMessage writes a new agent message and its uuid and history
+// entries (not the SMS conversation and inbound indexes: those are SMS's).
+func insertAgentMessage(tx *bolt.Tx, m Message) error {
+	if err := putJSON(tx.Bucket(bucketMessages), itob(m.ID), m); err != nil {
+		return err
+	}
+	if err := tx.Bucket(bucketMessageUUIDs).Put([]byte(m.UUID), itob(m.ID)); err != nil {
+		return err
+	}
+	return tx.Bucket(bucketAgentMessages).Put(agentMsgKey(m), nil)
+}
+
+// AgentPending returns up to limit queued messages of the company's number
+// (store id) with ids above after, oldest first, when the device
+// registration holds the number; for any other device, nothing.
+func (s *Store) AgentPending(companyID, deviceID, numberID, after uint64, limit int) ([]Message, error) {
+	var out []Message
+	err := s.db.View(func(tx *bolt.Tx) error {
+		if _, err := liveDeviceRef(tx, companyID, deviceID); err != nil {
+			return nil
+		}
+		n, err := numberByRef(tx, companyID, numberID)
+		if err != nil || n.DeviceID != deviceID {
+			return nil // the number moved to another agent: its jobs go there
+		}
+		msgs := tx.Bucket(bucketMessages)
+		prefix := pair(companyID, numberID)
+		c := tx.Bucket(bucketAgentQueue).Cursor()
+		for k, _ := c.Seek(append(pair(companyID, numberID), itob(after+1)...)); k != nil && bytes.HasPrefix(k, prefix) && len(out) < limit; k, _ = c.Next() {
+			var m Message
+			if err := getJSON(msgs, k[16:], &m); err != nil {
+				return err
+			}
+			if m.CompanyID != companyID || m.NumberID != numberID {
+				return fmt.Errorf("number queue entry %x names message %d of another number", k, m.ID)
+			}
+			if m.Status != MsgQueued {
+				continue
+			}
+			out = append(out, m)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: pending of number %d of company %d: %w", numberID, companyID, err)
+	}
+	return out, nil
+}
+
+// AgentMessages returns one page (1-based) of the number's messages, both
+// directions, newest first, and how many there are.
+func (s *Store) AgentMessages(companyID, numberID uint64, page, limit int) ([]Message, int, error) {
+	var out []Message
+	total := 0
+	err := s.db.View(func(tx *bolt.Tx) error {
+		out, total = nil, 0
+		prefix := pair(companyID, numberID)
+		msgs := tx.Bucket(bucketMessages)
+		skip := math.MaxInt // a page past any possible count: empty
+		if page-1 <= math.MaxInt/limit {
+			skip = (page - 1) * limit // no overflow wrapping round to an early page
+		}
+		c := tx.Bucket(bucketAgentMessages).Cursor()
+		k, _ := c.Seek(append(pair(companyID, numberID), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff))
+		if k == nil {
+			k, _ = c.Last()
+		} else {
+			k, _ = c.Prev()
+		}
+		for ; k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Prev() {
+			total++
+			if total <= skip || len(out) >= limit {
+				continue
+			}
+			var m Message
+			if err := getJSON(msgs, k[16:], &m); err != nil {
+				return err
+			}
+			out = append(out, m)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("store: messages of number %d: %w", numberID, err)
+	}
+	return out, total, nil
+}
+
+// StoreAgentInbound stores a WhatsApp or iMessage message an agent received,
+// once per (device registration, channel, client_id), as StoreInbound does
+// for SMS. m carries CompanyID, DeviceID, Channel and Account (the address
+// it came to, normalised): an address the company has no number for is
+// ErrNotFound, one another agent of the company holds ErrNumberNotHeld
+// (unless the frame repeats one already stored). extra runs in the same
+// transaction for a new message.
+func (s *Store) StoreAgentInbound(m *Message, now func() time.Time, extra InboundHook) (Message, bool, error) {
+	var out Message
+	var dup bool
+	var refused error
+	err := s.grouped(func(tx *bolt.Tx) error {
+		out, dup, refused = Message{}, false, nil
+		d, err := liveDeviceRef(tx, m.CompanyID, m.DeviceID)
+		if err != nil {
+			refused = err
+			return nil
+		}
+		var n AgentNumber
+		if err := getJSON(tx.Bucket(bucketAgentNumbers), agentNumberKey(d.CompanyID, m.Channel, m.Account), &n); err != nil {
+			if errors.Is(err, ErrNotFound) {
+				refused = err
+				return nil
+			}
+			return err
+		}
+		msgs := tx.Bucket(bucketMessages)
+		ck := devKey(d.CompanyID, d.ID, []byte{ChannelByte(m.Channel)}, []byte(m.ClientID))
+		if id := tx.Bucket(bucketAgentInClient).Get(ck); id != nil {
+			dup = true // acked again even after the number moved on
+			return getJSON(msgs, id, &out)
+		}
+		if n.DeviceID != d.ID {
+			// Only the agent whose hello holds the number speaks for it:
+			// another agent of the company could otherwise put words in
+			// the mouths of the number's contacts (and in its webhooks).
+			refused = ErrNumberNotHeld
+			return nil
+		}
+		msg := *m
+		msg.Media = slices.Clone(m.Media) // attachMedia fills in its own copy
+		msg.CompanyID, msg.DeviceID, msg.Device, msg.Direction, msg.Status = d.CompanyID, d.ID, d.Fingerprint, Inbound, MsgReceived
+		msg.NumberID, msg.NumberRef = n.ID, n.PublicID
+		msg.CreatedAt = now().UTC()
+		msg.UpdatedAt = msg.CreatedAt
+		if err := checkMedia(tx, msg); err != nil {
+			if errors.Is(err, ErrMediaUnknown) {
+				refused = err
+				return nil
+			}
+			return err
+		}
+		if err := s.charge(tx, msg.CompanyID, msg.CreatedAt, messageCost(msg)); err != nil {
+			if errors.As(err, new(*BudgetError)) {
+				refused = err
+				return nil
+			}
+			return err
+		}
+		if msg.ID, err = msgs.NextSequence(); err != nil {
+			return err
+		}
+		if err := attachMedia(tx, &msg); err != nil {
+			return err
+		}
+		if err := insertAgentMessage(tx, msg); err != nil {
+			return err
+		}
+		if err := count(tx, msg, msg.CreatedAt, Counts{Received: 1}); err != nil {
+			return err
+		}
+		if err := addActivity(tx, msg.CompanyID, Activity{Type: ActMessageReceived, At: msg.CreatedAt, Description: channelLabel(msg.Channel) + " from " + maskPhone(msg.Phone) + " received on " + d.Label}); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketAgentInClient).Put(ck, itob(msg.ID)); err != nil {
+			return err
+		}
+		if extra != nil {
+			if err := extra(writeTx{tx}, msg); err != nil {
+				return err
+			}
+		}
+		out = msg
+		return nil
+	})
+	if err == nil {
+		err = refused
+	}
+	if err != nil {
+		return out, false, fmt.Errorf("store: %s inbound: %w", m.Channel, err)
+	}
+	return out, dup, nil
+}

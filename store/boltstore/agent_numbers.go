@@ -1,0 +1,341 @@
+package boltstore
+
+import (
+	"bytes"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// WhatsApp numbers and iMessage handles ("agent numbers"). Agents announce
+// them in hello; each gets a record per company, channel and address, so a
+// number that moves to another agent of the company keeps its id, its queue,
+// its caps and its history, and the same number announced by another company
+// gets a record of its own that never meets this one.
+//
+//	agent_numbers    company(8) channel(1) address        -> AgentNumber
+//	agent_number_ids public id                            -> company(8) channel(1) address
+//	agent_number_ref company(8) number id(8)              -> company(8) channel(1) address
+//
+//	agent_number_held company(8) device id(8) channel(1) address -> nil: what a registration holds
+//
+// Who holds a number: the device registration whose hello announced it last.
+// A hello that no longer announces a number the device held lets it go (an
+// agent whose WhatsApp session ended, say): the number is held by nobody,
+// shows offline, and its sends wait in its queue until an agent announces
+// it again, as they do while its agent is offline.
+
+var (
+	bucketAgentNumbers   = []byte("agent_numbers")
+	bucketAgentNumberIDs = []byte("agent_number_ids")
+	bucketAgentNumberRef = []byte("agent_number_ref")
+	bucketAgentQueue     = []byte("agent_queue")    // company(8) number id(8) message id(8) -> nil: queued, in order
+	bucketAgentMessages  = []byte("agent_messages") // company(8) number id(8) message id(8) -> nil: both directions
+	bucketAgentSends     = []byte("agent_sends")    // company(8) number id(8) created_at(8) message id(8) -> nil: accepted sends by time
+	bucketAgentInClient  = []byte("agent_inbound_client")
+	bucketAgentHeld      = []byte("agent_number_held")
+	agentBuckets         = [][]byte{bucketAgentNumbers, bucketAgentNumberIDs, bucketAgentNumberRef, bucketAgentQueue, bucketAgentMessages, bucketAgentSends, bucketAgentInClient, bucketAgentHeld}
+)
+
+func heldKey(companyID, deviceID uint64, channel, address string) []byte {
+	return devKey(companyID, deviceID, []byte{ChannelByte(channel)}, []byte(address))
+}
+
+func agentNumberKey(companyID uint64, channel, address string) []byte {
+	k := make([]byte, 0, 9+len(address))
+	k = append(k, itob(companyID)...)
+	k = append(k, ChannelByte(channel))
+	return append(k, address...)
+}
+
+// numberPrefix is the id prefix of a channel's public ids.
+func numberPrefix(channel string) string {
+	if channel == ChannelNameIMessage {
+		return "im_"
+	}
+	return "wa_"
+}
+
+const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+// newPublicID is the prefix and 20 random base62 characters: nothing in it
+// comes from the number, the company or another company's records.
+func newPublicID(channel string) (string, error) {
+	var raw [20]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", err
+	}
+	out := []byte(numberPrefix(channel))
+	for _, b := range raw {
+		out = append(out, base62[int(b)%len(base62)])
+	}
+	return string(out), nil
+}
+
+// AnnounceNumbers records that the device (a live registration of the
+// company) can send from these addresses (already normalised) on channel: a
+// new address gets a record, with its warm-up starting now; a known one
+// moves to this device; one the device held and no longer announces is
+// let go. It returns the records, in the order given. A new
+// record beyond limit records of the company on the channel is
+// ErrTooManyNumbers, and nothing is stored; limit 0 means no limit.
+func (s *Store) AnnounceNumbers(companyID, deviceID uint64, channel string, addresses []string, now time.Time, limit int) ([]AgentNumber, error) {
+	var out []AgentNumber
+	err := s.grouped(func(tx *bolt.Tx) error {
+		out = out[:0]
+		d, err := liveDeviceRef(tx, companyID, deviceID)
+		if err != nil {
+			return err
+		}
+		b, held := tx.Bucket(bucketAgentNumbers), tx.Bucket(bucketAgentHeld)
+		for _, addr := range addresses {
+			k := agentNumberKey(companyID, channel, addr)
+			var n AgentNumber
+			err := getJSON(b, k, &n)
+			switch {
+			case errors.Is(err, ErrNotFound):
+				if limit > 0 && countPrefix(b, agentNumberKey(companyID, channel, ""), limit) >= limit {
+					return ErrTooManyNumbers
+				}
+				if n.ID, err = b.NextSequence(); err != nil {
+					return err
+				}
+				if n.PublicID, err = newPublicID(channel); err != nil {
+					return err
+				}
+				n.CompanyID, n.Channel, n.Address, n.FirstSeen, n.Status = companyID, channel, addr, now.UTC(), NumberActive
+				if err := tx.Bucket(bucketAgentNumberIDs).Put([]byte(n.PublicID), k); err != nil {
+					return err
+				}
+				if err := tx.Bucket(bucketAgentNumberRef).Put(pair(companyID, n.ID), k); err != nil {
+					return err
+				}
+			case err != nil:
+				return err
+			case n.DeviceID == d.ID && n.Device == d.Fingerprint:
+				out = append(out, n)
+				continue // nothing changed: no write
+			}
+			if n.DeviceID != 0 {
+				if err := held.Delete(heldKey(companyID, n.DeviceID, channel, addr)); err != nil {
+					return err
+				}
+			}
+			n.DeviceID, n.Device, n.UpdatedAt = d.ID, d.Fingerprint, now.UTC()
+			if err := putJSON(b, k, n); err != nil {
+				return err
+			}
+			if err := held.Put(heldKey(companyID, d.ID, channel, addr), nil); err != nil {
+				return err
+			}
+			out = append(out, n)
+		}
+		return letGo(b, held, companyID, d.ID, channel, addresses, now)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: announce %s numbers of device %d: %w", channel, deviceID, err)
+	}
+	return out, nil
+}
+
+// letGo releases the numbers of channel the device holds and did not
+// announce now: held by nobody, until an agent announces them again.
+func letGo(b, held *bolt.Bucket, companyID, deviceID uint64, channel string, announced []string, now time.Time) error {
+	prefix := heldKey(companyID, deviceID, channel, "")
+	var gone [][]byte
+	c := held.Cursor()
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+		if !slices.Contains(announced, string(k[len(prefix):])) {
+			gone = append(gone, bytes.Clone(k))
+		}
+	}
+	for _, k := range gone {
+		if err := held.Delete(k); err != nil {
+			return err
+		}
+		nk := agentNumberKey(companyID, channel, string(k[len(prefix):]))
+		var n AgentNumber
+		if err := getJSON(b, nk, &n); err != nil {
+			if errors.Is(err, ErrNotFound) {
+				continue
+			}
+			return err
+		}
+		if n.DeviceID != deviceID {
+			continue
+		}
+		n.DeviceID, n.UpdatedAt = 0, now.UTC() // Device stays: the agent that held it last
+		if err := putJSON(b, nk, n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// AgentNumbers lists the company's numbers (or handles) of channel, by address.
+func (s *Store) AgentNumbers(companyID uint64, channel string) ([]AgentNumber, error) {
+	var out []AgentNumber
+	err := s.db.View(func(tx *bolt.Tx) error {
+		var err error
+		walkPrefix(tx.Bucket(bucketAgentNumbers), agentNumberKey(companyID, channel, ""), func(_, v []byte) bool {
+			var n AgentNumber
+			if err = jsonUnmarshal(v, &n); err != nil {
+				return false
+			}
+			out = append(out, n)
+			return true
+		})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: %s numbers of company %d: %w", channel, companyID, err)
+	}
+	return out, nil
+}
+
+// numberByPublicID finds the company's number of channel by its public id;
+// another company's id, or another channel's, is ErrNotFound.
+func numberByPublicID(tx *bolt.Tx, companyID uint64, channel, publicID string) (AgentNumber, []byte, error) {
+	var n AgentNumber
+	k := tx.Bucket(bucketAgentNumberIDs).Get([]byte(publicID))
+	if k == nil || !bytes.HasPrefix(k, agentNumberKey(companyID, channel, "")) {
+		return n, nil, ErrNotFound
+	}
+	k = append([]byte(nil), k...)
+	return n, k, getJSON(tx.Bucket(bucketAgentNumbers), k, &n)
+}
+
+// numberByRef finds the company's number by the store's id.
+// noteTaken records that an agent took one of the number's jobs now.
+func noteTaken(tx *bolt.Tx, companyID, numberID uint64, now time.Time) error {
+	k := tx.Bucket(bucketAgentNumberRef).Get(pair(companyID, numberID))
+	if k == nil {
+		return nil // the number is gone; its jobs may still report
+	}
+	b := tx.Bucket(bucketAgentNumbers)
+	var n AgentNumber
+	if err := getJSON(b, k, &n); err != nil {
+		return err
+	}
+	n.LastTakenAt = now.UTC()
+	return putJSON(b, k, n)
+}
+
+func numberByRef(tx *bolt.Tx, companyID, numberID uint64) (AgentNumber, error) {
+	var n AgentNumber
+	k := tx.Bucket(bucketAgentNumberRef).Get(pair(companyID, numberID))
+	if k == nil {
+		return n, ErrNotFound
+	}
+	return n, getJSON(tx.Bucket(bucketAgentNumbers), k, &n)
+}
+
+// AgentNumber returns the company's number of channel with this public id.
+func (s *Store) AgentNumber(companyID uint64, channel, publicID string) (AgentNumber, error) {
+	var n AgentNumber
+	err := s.db.View(func(tx *bolt.Tx) error {
+		var err error
+		n, _, err = numberByPublicID(tx, companyID, channel, publicID)
+		return err
+	})
+	if err != nil {
+		return n, fmt.Errorf("store: %s number %s: %w", channel, publicID, err)
+	}
+	return n, nil
+}
+
+// UpdateAgentNumber changes the company's number of channel through fn and stores it.
+func (s *Store) UpdateAgentNumber(companyID uint64, channel, publicID string, now time.Time, fn func(*AgentNumber) error) (AgentNumber, error) {
+	var out AgentNumber
+	err := s.grouped(func(tx *bolt.Tx) error {
+		n, k, err := numberByPublicID(tx, companyID, channel, publicID)
+		if err != nil {
+			return err
+		}
+		if err := fn(&n); err != nil {
+			return err
+		}
+		n.UpdatedAt = now.UTC()
+		out = n
+		return putJSON(tx.Bucket(bucketAgentNumbers), k, n)
+	})
+	if err != nil {
+		return out, fmt.Errorf("store: update %s number %s: %w", channel, publicID, err)
+	}
+	return out, nil
+}
+
+// agentSendTimes lists the number's accepted sends since since, from the
+// index of sends by time: what the governor rebuilds its windows from.
+func agentSendTimes(tx *bolt.Tx, companyID, numberID uint64, since time.Time) []time.Time {
+	var out []time.Time
+	prefix := pair(companyID, numberID)
+	c := tx.Bucket(bucketAgentSends).Cursor()
+	for k, _ := c.Seek(append(pair(companyID, numberID), timeKey(since)...)); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+		out = append(out, time.Unix(0, int64(btoi(k[16:24]))).UTC())
+	}
+	return out
+}
+
+// AgentSendsSince counts the number's accepted sends since since.
+func (s *Store) AgentSendsSince(companyID, numberID uint64, since time.Time) (int, error) {
+	n := 0
+	err := s.db.View(func(tx *bolt.Tx) error {
+		n = len(agentSendTimes(tx, companyID, numberID, since))
+		return nil
+	})
+	return n, err
+}
+
+// AgentSendTimes lists the number's accepted sends since since (for a
+// governor that has not seen the number since it started).
+func (s *Store) AgentSendTimes(companyID, numberID uint64, since time.Time) ([]time.Time, error) {
+	var out []time.Time
+	err := s.db.View(func(tx *bolt.Tx) error {
+		out = agentSendTimes(tx, companyID, numberID, since)
+		return nil
+	})
+	return out, err
+}
+
+// PruneAgentSends drops entries of the index of accepted sends older than
+// cutoff: the governor's longest window is a day.
+func (s *Store) PruneAgentSends(cutoff time.Time) (int, error) {
+	n := 0
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		var err error
+		n, err = deleteWhere(tx.Bucket(bucketAgentSends), func(k, _ []byte) (bool, error) {
+			return len(k) >= 24 && int64(btoi(k[16:24])) < cutoff.UnixNano(), nil
+		})
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("store: prune accepted sends: %w", err)
+	}
+	return n, nil
+}
+
+// AgentNumberByRef returns the company's number by the store's id.
+func (s *Store) AgentNumberByRef(companyID, numberID uint64) (AgentNumber, error) {
+	var n AgentNumber
+	err := s.db.View(func(tx *bolt.Tx) error {
+		var err error
+		n, err = numberByRef(tx, companyID, numberID)
+		return err
+	})
+	if err != nil {
+		return n, fmt.Errorf("store: number %d: %w", numberID, err)
+	}
+	return n, nil
+}
+
+// countPrefix counts the keys under prefix, stopping at upTo.
+func countPrefix(b *bolt.Bucket, prefix []byte, upTo int) int {
+	n := 0
+	walkPrefix(b, prefix, func(_, _ []byte) bool { n++; return n < upTo })
+	return n
+}

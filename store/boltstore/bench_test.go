@@ -1,0 +1,152 @@
+package boltstore
+
+import (
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+func benchStore(b *testing.B) (*Store, Company) {
+	b.Helper()
+	s, err := Open(b.TempDir(), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	c := Company{Name: "Bench", APIKeyHash: []byte("k")}
+	u := User{Email: "b@example.com", PasswordHash: "x"}
+	if err := s.CreateCompany(&c, &u); err != nil {
+		b.Fatal(err)
+	}
+	if err := s.ProvisionDevices([]Device{{Fingerprint: "bench", CompanyID: c.ID, Status: DeviceActive, SelectedSIM: "BOTH", TokenHash: []byte("t")}}); err != nil {
+		b.Fatal(err)
+	}
+	return s, c
+}
+
+// BenchmarkEnqueueGrouped is the send path: many concurrent sends, each
+// durable (fsync'd) before it returns, sharing commits.
+func BenchmarkEnqueueGrouped(b *testing.B) {
+	s, c := benchStore(b)
+	now := time.Now
+	b.SetParallelism(64) // 64 x GOMAXPROCS concurrent senders, as a busy API has
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			i++
+			m := Message{UUID: fmt.Sprintf("%p-%d", pb, i), CompanyID: c.ID, Device: "bench", Phone: "+15551234567", Text: "hello", SIMSlot: "SIM1", ExpiresAt: time.Now().Add(time.Hour)}
+			if _, _, err := s.Enqueue(&m, IdempotencyKey{}, now, nil, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+}
+
+// BenchmarkEnqueueOneTxEach is the same write with one transaction (and one
+// fsync) per record, for comparison.
+func BenchmarkEnqueueOneTxEach(b *testing.B) {
+	s, c := benchStore(b)
+	b.SetParallelism(64)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			i++
+			m := Message{ID: 0, UUID: fmt.Sprintf("%p-%d", pb, i), CompanyID: c.ID, DeviceID: 1, Device: "bench", Phone: "+15551234567", Text: "hello", SIMSlot: "SIM1", Direction: Outbound, Status: MsgQueued}
+			err := s.db.Update(func(tx *bolt.Tx) error {
+				id, err := tx.Bucket(bucketMessages).NextSequence()
+				if err != nil {
+					return err
+				}
+				m.ID, m.CreatedAt = id, time.Now()
+				if err := insertMessage(tx, &m); err != nil {
+					return err
+				}
+				return tx.Bucket(bucketQueue).Put(msgDevKey(m, itob(id)), nil)
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+}
+
+// BenchmarkHistoryPage reads page 2 of a 10,000-message conversation in a
+// store of 200,000 messages.
+func BenchmarkHistoryPage(b *testing.B) {
+	s, c := benchStore(b)
+	var batch []Message
+	at := time.Now().Add(-time.Hour)
+	for i := range 200000 {
+		phone := fmt.Sprintf("+1555%07d", i%20)
+		batch = append(batch, Message{UUID: fmt.Sprint("u", i), CompanyID: c.ID, Device: "bench", Direction: Outbound, Status: MsgDelivered, Phone: phone, Text: "x", CreatedAt: at})
+		at = at.Add(time.Millisecond)
+		if len(batch) == 20000 {
+			if err := s.ImportMessages(batch); err != nil {
+				b.Fatal(err)
+			}
+			batch = batch[:0]
+		}
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		msgs, total, err := s.History(c.ID, "bench", "+15550000007", 2, 50)
+		if err != nil || len(msgs) != 50 || total != 10000 {
+			b.Fatalf("got %d of %d: %v", len(msgs), total, err)
+		}
+	}
+}
+
+// BenchmarkSendAndAck is the throughput phase of simrelay bench in the
+// store: 64 x GOMAXPROCS concurrent senders, each op one send to one of
+// 1,000 devices and its phone's ack, both durable, sharing commits. Besides
+// time and allocations it reports what the commits wrote per op: bytes of
+// dirty pages and write calls (bbolt's TxStats).
+func BenchmarkSendAndAck(b *testing.B) {
+	s, c := benchStore(b)
+	const devices = 1000
+	ds := make([]Device, devices)
+	for i := range ds {
+		ds[i] = Device{Fingerprint: fmt.Sprintf("fp-%d", i), CompanyID: c.ID, Status: DeviceActive, SelectedSIM: "BOTH", TokenHash: []byte(fmt.Sprint("t", i))}
+	}
+	if err := s.ProvisionDevices(ds); err != nil {
+		b.Fatal(err)
+	}
+	ids := make([]uint64, devices)
+	for i := range ds {
+		d, err := s.Device(ds[i].Fingerprint)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ids[i] = d.ID
+	}
+	var n atomic.Uint64
+	before := s.db.Stats().TxStats
+	b.SetParallelism(64)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			i := n.Add(1)
+			dev := i % devices
+			m := Message{UUID: fmt.Sprintf("u-%d", i), CompanyID: c.ID, Device: ds[dev].Fingerprint, Channel: "sms", Phone: fmt.Sprintf("+1555%07d", i%5000), Text: "Your code is 123456", SIMSlot: "SIM1", Segments: 1, ExpiresAt: time.Now().Add(time.Hour)}
+			out, _, err := s.Enqueue(&m, IdempotencyKey{}, time.Now, nil, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, _, err := s.Transition(c.ID, ids[dev], out.UUID, MsgSending, "", "", time.Now()); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.StopTimer()
+	after := s.db.Stats().TxStats
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "sends/s")
+	b.ReportMetric(float64(after.GetPageAlloc()-before.GetPageAlloc())/float64(b.N), "pagebytes/op")
+	b.ReportMetric(float64(after.GetWrite()-before.GetWrite())/float64(b.N), "writes/op")
+}

@@ -1,0 +1,147 @@
+package boltstore
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// TestGroupCommitIsolatesAFailingWrite runs many concurrent grouped writes,
+// some of which fail after writing: every good one is stored, no bad one
+// leaves a trace, and each caller gets its own outcome.
+func TestGroupCommitIsolatesAFailingWrite(t *testing.T) {
+	t.Parallel()
+	s := open(t, t.TempDir())
+	boom := errors.New("boom")
+	var wg sync.WaitGroup
+	errs := make([]error, 200)
+	for i := range errs {
+		wg.Go(func() {
+			errs[i] = s.grouped(func(tx *bolt.Tx) error {
+				if err := tx.Bucket(bucketMeta).Put(fmt.Appendf(nil, "k%03d", i), []byte("v")); err != nil {
+					return err
+				}
+				if i%7 == 0 {
+					return boom // after its write: the write must not survive
+				}
+				return nil
+			})
+		})
+	}
+	wg.Wait()
+	err := s.db.View(func(tx *bolt.Tx) error {
+		for i, e := range errs {
+			stored := tx.Bucket(bucketMeta).Get(fmt.Appendf(nil, "k%03d", i)) != nil
+			switch {
+			case i%7 == 0 && !errors.Is(e, boom):
+				t.Errorf("write %d: got %v, want boom", i, e)
+			case i%7 == 0 && stored:
+				t.Errorf("write %d failed but is stored", i)
+			case i%7 != 0 && (e != nil || !stored):
+				t.Errorf("write %d: got %v, stored %v; want stored", i, e, stored)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestGroupedAfterCloseIsRefused(t *testing.T) {
+	t.Parallel()
+	s, err := Open(t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if err := s.grouped(func(*bolt.Tx) error { return nil }); !errors.Is(err, ErrClosed) {
+		t.Fatalf("got %v, want ErrClosed", err)
+	}
+}
+
+// TestSubmittedWritesRunInOrder queues writes one after another without
+// waiting, some failing on the way (which reruns their batch), and wants
+// each to run after the one queued before it, whatever the batches were:
+// what lets a phone's link queue its reports and apply them in order.
+func TestSubmittedWritesRunInOrder(t *testing.T) {
+	t.Parallel()
+	s := open(t, t.TempDir())
+	boom := errors.New("boom")
+	var order []int // the committer goroutine's only
+	reqs := make([]*commitReq, 300)
+	for i := range reqs {
+		reqs[i] = s.commit.submit(func(tx *bolt.Tx) error {
+			if i%50 == 49 {
+				return boom
+			}
+			// A batch that failed runs again: a write appears once, where it last ran.
+			if n := len(order); n > 0 && order[n-1] >= i {
+				for n > 0 && order[n-1] >= i {
+					n--
+				}
+				order = order[:n]
+			}
+			order = append(order, i)
+			return nil
+		})
+	}
+	for i, r := range reqs {
+		if err := r.wait(); (err != nil) != (i%50 == 49) {
+			t.Fatalf("write %d: got %v", i, err)
+		}
+	}
+	if len(order) != 294 {
+		t.Fatalf("got %d writes, want 294", len(order))
+	}
+	for k := 1; k < len(order); k++ {
+		if order[k] <= order[k-1] {
+			t.Fatalf("write %d ran after %d, want the order they were queued in", order[k], order[k-1])
+		}
+	}
+}
+
+// Records that are only ever added at the end of their bucket (messages by
+// id, UUIDv7s, expiries) fill their pages to appendFill, not to the half
+// that bbolt's default split leaves.
+func TestAppendedRecordsFillTheirPages(t *testing.T) {
+	t.Parallel()
+	s, d, _, t0 := foldFixture(t, 0)
+	var wg sync.WaitGroup
+	errs := make(chan error, 32)
+	for g := range 32 {
+		wg.Go(func() {
+			for i := range 64 {
+				m := Message{UUID: fmt.Sprintf("0190%04x-%04x-7000-8000-000000000000", g, i), CompanyID: d.CompanyID, Device: d.Fingerprint, Channel: "sms",
+					Phone: "+15551234567", Text: "Your code is 123456", SIMSlot: "SIM1", Segments: 1, ExpiresAt: t0.Add(time.Hour)}
+				if _, _, err := s.Enqueue(&m, IdempotencyKey{}, func() time.Time { return t0 }, nil, nil); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if err := s.db.View(func(tx *bolt.Tx) error {
+		st := tx.Bucket(bucketMessages).Stats()
+		if st.KeyN != 32*64 || st.LeafPageN < 10 {
+			t.Fatalf("%d messages on %d leaf pages", st.KeyN, st.LeafPageN)
+		}
+		fill := float64(st.LeafInuse) / float64(st.LeafAlloc)
+		t.Logf("%d messages on %d leaf pages, %.0f%% full", st.KeyN, st.LeafPageN, 100*fill)
+		if fill < 0.8 {
+			t.Errorf("the messages' leaf pages are %.0f%% full (%d of %d bytes on %d pages), want at least 80%%", 100*fill, st.LeafInuse, st.LeafAlloc, st.LeafPageN)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,56 @@
+package boltstore
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// bucketDeviceFailures keeps each device's last failed or expired sends,
+// so that the device list shows why a phone is in trouble without a walk
+// through its history: company id, device id -> JSON []DeviceFailure,
+// newest first, at most MaxDeviceFailures. A key of its own, not the
+// device record, so the failure path never decodes a device.
+var bucketDeviceFailures = []byte("dev_failures")
+
+// noteFailure records m, which has just become failed or expired, as its
+// device's newest failure, in the transaction of the change.
+func noteFailure(tx *bolt.Tx, m Message, now time.Time) error {
+	if m.Direction != Outbound || m.DeviceID == 0 || (m.Status != MsgFailed && m.Status != MsgExpired) {
+		return nil
+	}
+	b := tx.Bucket(bucketDeviceFailures)
+	key := devKey(m.CompanyID, m.DeviceID)
+	var list []DeviceFailure
+	if err := getJSON(b, key, &list); err != nil && !errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("device failures of %d: %w", m.DeviceID, err)
+	}
+	at := m.UpdatedAt
+	if at.IsZero() {
+		at = now
+	}
+	list = append([]DeviceFailure{{At: at.UTC(), Status: m.Status, Error: m.Error, QueueID: m.UUID, Channel: m.Channel}}, list...)
+	if len(list) > MaxDeviceFailures {
+		list = list[:MaxDeviceFailures]
+	}
+	return putJSON(b, key, list)
+}
+
+// DeviceFailures returns the device's last failed or expired sends,
+// newest first.
+func (s *Store) DeviceFailures(companyID, deviceID uint64) ([]DeviceFailure, error) {
+	var list []DeviceFailure
+	err := s.db.View(func(tx *bolt.Tx) error {
+		err := getJSON(tx.Bucket(bucketDeviceFailures), devKey(companyID, deviceID), &list)
+		if errors.Is(err, ErrNotFound) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: failures of device %d of company %d: %w", deviceID, companyID, err)
+	}
+	return list, nil
+}

@@ -1,0 +1,346 @@
+package boltstore
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// PutPairing stores a pairing code by its hash; it counts against the
+// company's daily storage budget (a *BudgetError when spent), since codes
+// are kept until a day after they expire.
+func (s *Store) PutPairing(hash []byte, p Pairing, now time.Time) error {
+	if err := s.db.Update(func(tx *bolt.Tx) error {
+		if err := s.charge(tx, p.CompanyID, now, pairingCost); err != nil {
+			return err
+		}
+		return putJSON(tx.Bucket(bucketPairings), hash, p)
+	}); err != nil {
+		return fmt.Errorf("store: put pairing: %w", err)
+	}
+	return nil
+}
+
+// Pairing returns a pairing code's record.
+func (s *Store) Pairing(hash []byte) (Pairing, error) {
+	var p Pairing
+	err := s.db.View(func(tx *bolt.Tx) error { return getJSON(tx.Bucket(bucketPairings), hash, &p) })
+	if err != nil {
+		return p, fmt.Errorf("store: pairing: %w", err)
+	}
+	return p, nil
+}
+
+// RegisterDevice spends a pairing code and stores the device with a new
+// token, in one transaction. A fingerprint owned by another company is
+// ErrConflict. Registering again within the same company keeps the device's
+// creation time and replaces its token; replaced reports that case. build
+// fills the record from the pairing (and the old record when there is one).
+func (s *Store) RegisterDevice(pairingHash []byte, now time.Time, fingerprint string, build func(p Pairing, old *Device) (Device, error)) (dev Device, replaced bool, err error) {
+	err = s.db.Update(func(tx *bolt.Tx) error {
+		pairings := tx.Bucket(bucketPairings)
+		var p Pairing
+		if err := getJSON(pairings, pairingHash, &p); err != nil {
+			return err
+		}
+		if !p.UsedAt.IsZero() {
+			return ErrPairingUsed
+		}
+		if !now.Before(p.ExpiresAt) {
+			return ErrTokenExpired
+		}
+		devices := tx.Bucket(bucketDevices)
+		tokens := tx.Bucket(bucketDeviceTokens)
+		var old *Device
+		var prev Device
+		if err := getJSON(devices, []byte(fingerprint), &prev); err == nil {
+			if prev.CompanyID != p.CompanyID {
+				return ErrConflict
+			}
+			old, replaced = &prev, true
+			if err := tokens.Delete(prev.TokenHash); err != nil {
+				return err
+			}
+		} else if !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		if old == nil {
+			if _, err := s.planAllows(tx, p.CompanyID, now, limitDevices); err != nil {
+				return err
+			}
+		}
+		d, err := build(p, old)
+		if err != nil {
+			return err
+		}
+		d.Fingerprint, d.CompanyID = fingerprint, p.CompanyID
+		if old != nil {
+			d.ID = old.ID
+		} else if d.ID, err = devices.NextSequence(); err != nil {
+			return err
+		}
+		p.UsedAt = now
+		if err := putJSON(pairings, pairingHash, p); err != nil {
+			return err
+		}
+		if err := putLiveDevice(tx, d); err != nil {
+			return err
+		}
+		if err := addActivity(tx, d.CompanyID, Activity{Type: ActDevicePaired, At: now, Description: "Device " + deviceLabel(d) + " paired"}); err != nil {
+			return err
+		}
+		dev = d
+		return nil
+	})
+	if err != nil {
+		return dev, false, fmt.Errorf("store: register device %s: %w", fingerprint, err)
+	}
+	return dev, replaced, nil
+}
+
+// putLiveDevice stores a live device with its token and company entries.
+func putLiveDevice(tx *bolt.Tx, d Device) error {
+	if err := tx.Bucket(bucketDeviceTokens).Put(d.TokenHash, tokenValue(d)); err != nil {
+		return err
+	}
+	if err := tx.Bucket(bucketCompanyDeviceIDs).Put(pair(d.CompanyID, d.ID), []byte(d.Fingerprint)); err != nil {
+		return err
+	}
+	if err := syncDisabled(tx, d); err != nil {
+		return err
+	}
+	if err := nameStatsDevice(tx, d); err != nil {
+		return err
+	}
+	return putJSON(tx.Bucket(bucketDevices), []byte(d.Fingerprint), d)
+}
+
+// Device returns the live device with this fingerprint, whichever company
+// holds it; callers acting for a company use CompanyDevice.
+func (s *Store) Device(fingerprint string) (Device, error) {
+	var d Device
+	err := s.db.View(func(tx *bolt.Tx) error { return getJSON(tx.Bucket(bucketDevices), []byte(fingerprint), &d) })
+	if err != nil {
+		return d, fmt.Errorf("store: device %s: %w", fingerprint, err)
+	}
+	return d, nil
+}
+
+// CompanyDevice returns the company's live device with this fingerprint;
+// another company's is ErrNotFound.
+func (s *Store) CompanyDevice(companyID uint64, fingerprint string) (Device, error) {
+	var d Device
+	err := s.db.View(func(tx *bolt.Tx) error {
+		var err error
+		d, err = liveDevice(tx, companyID, fingerprint)
+		if errors.Is(err, ErrDeviceGone) {
+			return ErrNotFound
+		}
+		return err
+	})
+	if err != nil {
+		return d, fmt.Errorf("store: device %s of company %d: %w", fingerprint, companyID, err)
+	}
+	return d, nil
+}
+
+// DeviceByTokenHash returns the device whose current token has this hash.
+func (s *Store) DeviceByTokenHash(hash []byte) (Device, error) {
+	var d Device
+	err := s.db.View(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bucketDeviceTokens).Get(hash)
+		if len(v) <= 8 {
+			return ErrNotFound
+		}
+		if err := getJSON(tx.Bucket(bucketDevices), v[8:], &d); err != nil {
+			return err
+		}
+		// The token must be the live registration's own.
+		if d.ID != btoi(v[:8]) || !bytes.Equal(d.TokenHash, hash) {
+			d = Device{}
+			return ErrNotFound
+		}
+		return nil
+	})
+	if err != nil {
+		return d, fmt.Errorf("store: device by token: %w", err)
+	}
+	return d, nil
+}
+
+// CompanyDevices lists a company's devices in fingerprint order.
+func (s *Store) CompanyDevices(companyID uint64) ([]Device, error) {
+	var out []Device
+	err := s.db.View(func(tx *bolt.Tx) error {
+		var err error
+		walkPrefix(tx.Bucket(bucketCompanyDeviceIDs), itob(companyID), func(k, _ []byte) bool {
+			var d Device
+			if d, err = liveDeviceByID(tx, companyID, btoi(k[8:])); err != nil {
+				return false
+			}
+			out = append(out, d)
+			return true
+		})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: devices of company %d: %w", companyID, err)
+	}
+	slices.SortFunc(out, func(a, b Device) int { return strings.Compare(a.Fingerprint, b.Fingerprint) })
+	return out, nil
+}
+
+// DevicesReportedOnline lists every live device, of every company, whose
+// last reported presence is online: those whose link ended without an
+// offline report, as when the server stopped while they were linked.
+func (s *Store) DevicesReportedOnline() ([]Device, error) {
+	var out []Device
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketDevices).ForEach(func(_, v []byte) error {
+			var d Device
+			if err := jsonUnmarshal(v, &d); err != nil {
+				return err
+			}
+			if d.ID != 0 && d.Health != nil && d.Health.Presence == PresenceOnline {
+				out = append(out, d)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: devices reported online: %w", err)
+	}
+	return out, nil
+}
+
+// UpdateDevice applies fn to the company's device with this fingerprint and
+// stores it; identity and token stay. Another company's device is ErrNotFound.
+func (s *Store) UpdateDevice(companyID uint64, fingerprint string, fn func(*Device) error) (Device, error) {
+	return s.updateDevice(fmt.Sprintf("%s of company %d", fingerprint, companyID), func(tx *bolt.Tx) (Device, error) {
+		return liveDevice(tx, companyID, fingerprint)
+	}, fn)
+}
+
+// UpdateDeviceByID applies fn to the company's device with this id, as a
+// phone's link knows it: a link of a deleted device, whose fingerprint
+// another registration may hold by now, finds ErrNotFound.
+func (s *Store) UpdateDeviceByID(companyID, deviceID uint64, fn func(*Device) error) (Device, error) {
+	return s.updateDevice(fmt.Sprintf("%d of company %d", deviceID, companyID), func(tx *bolt.Tx) (Device, error) {
+		return liveDeviceByID(tx, companyID, deviceID)
+	}, fn)
+}
+
+// UpdateDeviceWith is UpdateDeviceByID whose fn also writes through the
+// transaction (a webhook event with AddWebhookEvent), so that the device's
+// new state and what it raised are durable together or not at all.
+func (s *Store) UpdateDeviceWith(companyID, deviceID uint64, fn func(tx WriteTx, d *Device) error) (Device, error) {
+	return s.updateDeviceTx(fmt.Sprintf("%d of company %d", deviceID, companyID), func(tx *bolt.Tx) (Device, error) {
+		return liveDeviceByID(tx, companyID, deviceID)
+	}, fn)
+}
+
+func (s *Store) updateDevice(name string, find func(*bolt.Tx) (Device, error), fn func(*Device) error) (Device, error) {
+	return s.updateDeviceTx(name, find, func(_ WriteTx, d *Device) error { return fn(d) })
+}
+
+func (s *Store) updateDeviceTx(name string, find func(*bolt.Tx) (Device, error), fn func(WriteTx, *Device) error) (Device, error) {
+	var d Device
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		var err error
+		if d, err = find(tx); err != nil {
+			if errors.Is(err, ErrDeviceGone) {
+				return ErrNotFound
+			}
+			return err
+		}
+		before := d
+		if err := fn(writeTx{tx}, &d); err != nil {
+			return err
+		}
+		d.ID, d.Fingerprint, d.CompanyID, d.TokenHash, d.CreatedAt = before.ID, before.Fingerprint, before.CompanyID, before.TokenHash, before.CreatedAt
+		if err := syncDisabled(tx, d); err != nil {
+			return err
+		}
+		if err := nameStatsDevice(tx, d); err != nil {
+			return err
+		}
+		return putJSON(tx.Bucket(bucketDevices), []byte(d.Fingerprint), &d)
+	})
+	if err != nil {
+		return d, fmt.Errorf("store: update device %s: %w", name, err)
+	}
+	return d, nil
+}
+
+// DeleteDevice removes the company's device with this fingerprint, revokes
+// its token and fails its queued and sending messages (error
+// device_deleted), in one transaction. Its history keeps its id, which no
+// later registration of the fingerprint gets. Another company's device is
+// ErrNotFound.
+func (s *Store) DeleteDevice(companyID uint64, fingerprint string, now time.Time) (Device, error) {
+	var d Device
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		var err error
+		d, err = s.deleteDeviceTx(tx, companyID, fingerprint, now)
+		return err
+	})
+	if err != nil {
+		return d, fmt.Errorf("store: delete device %s of company %d: %w", fingerprint, companyID, err)
+	}
+	return d, nil
+}
+
+func (s *Store) deleteDeviceTx(tx *bolt.Tx, companyID uint64, fingerprint string, now time.Time) (Device, error) {
+	d, err := liveDevice(tx, companyID, fingerprint)
+	if err != nil {
+		if errors.Is(err, ErrDeviceGone) {
+			return d, ErrNotFound
+		}
+		return d, err
+	}
+	if err := tx.Bucket(bucketDeviceTokens).Delete(d.TokenHash); err != nil {
+		return d, err
+	}
+	if err := tx.Bucket(bucketCompanyDeviceIDs).Delete(pair(d.CompanyID, d.ID)); err != nil {
+		return d, err
+	}
+	if err := s.failDeviceMessages(tx, d.CompanyID, d.ID, now); err != nil {
+		return d, err
+	}
+	if err := tx.Bucket(bucketDisabledDevices).Delete(pair(d.CompanyID, d.ID)); err != nil {
+		return d, err
+	}
+	if err := addActivity(tx, d.CompanyID, Activity{Type: ActDeviceDeleted, At: now, Description: "Device " + deviceLabel(d) + " deleted; its queued messages failed"}); err != nil {
+		return d, err
+	}
+	if err := tx.Bucket(bucketDeviceFailures).Delete(devKey(d.CompanyID, d.ID)); err != nil {
+		return d, err
+	}
+	if err := leavePools(tx, d.CompanyID, d.ID, now); err != nil {
+		return d, err
+	}
+	return d, tx.Bucket(bucketDevices).Delete([]byte(fingerprint))
+}
+
+// QueueDepth counts the device's SMS waiting to be sent to the phone
+// (queued), up to MaxQueueDepth.
+func (s *Store) QueueDepth(companyID, deviceID uint64) (int, error) {
+	n := 0
+	err := s.db.View(func(tx *bolt.Tx) error {
+		prefix := devKey(companyID, deviceID)
+		c := tx.Bucket(bucketQueue).Cursor()
+		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && n < MaxQueueDepth; k, _ = c.Next() {
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("store: queue depth of device %d of company %d: %w", deviceID, companyID, err)
+	}
+	return n, nil
+}

@@ -1,0 +1,84 @@
+package boltstore
+
+import (
+	"bytes"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// exportScanLimit bounds how many message records one page of an export
+// looks at, matching or not, so each read transaction stays short even when
+// the company owns few of the store's messages.
+const exportScanLimit = 4096
+
+// CompanyMessagesAfter returns up to limit messages of the company with ids
+// above after, oldest first, in one short read transaction. next is the id to
+// continue after, and done says the store has no more messages. A page may be
+// empty without being the last: each looks at a bounded number of records.
+//
+// Messages are keyed by id across companies, so an export walks them all; that
+// costs one pass over the store, paged, and never holds a transaction between pages.
+func (s *Store) CompanyMessagesAfter(companyID, after uint64, limit int) (msgs []Message, next uint64, done bool, err error) {
+	next = after
+	err = s.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketMessages).Cursor()
+		scanned := 0
+		k, v := c.Seek(itob(after + 1))
+		for ; k != nil; k, v = c.Next() {
+			if len(msgs) >= limit || scanned >= exportScanLimit {
+				return nil
+			}
+			scanned++
+			next = btoi(k)
+			owner, err := messageCompany(v)
+			if err != nil {
+				return fmt.Errorf("message %d: %w", next, err)
+			}
+			if owner != companyID {
+				continue
+			}
+			var m Message
+			if err := jsonUnmarshal(v, &m); err != nil {
+				return fmt.Errorf("message %d: %w", next, err)
+			}
+			msgs = append(msgs, m)
+		}
+		done = true
+		return nil
+	})
+	if err != nil {
+		return nil, after, false, fmt.Errorf("store: messages of company %d: %w", companyID, err)
+	}
+	return msgs, next, done, nil
+}
+
+// ConversationsAfter returns up to limit of a device's conversations (company
+// and device id) whose number sorts after the given one ("" for the first
+// page), in number order.
+func (s *Store) ConversationsAfter(companyID, deviceID uint64, after string, limit int) ([]Conversation, error) {
+	var out []Conversation
+	err := s.db.View(func(tx *bolt.Tx) error {
+		prefix := devKey(companyID, deviceID)
+		c := tx.Bucket(bucketConversations).Cursor()
+		start := prefix
+		if after != "" {
+			start = convKey(companyID, deviceID, after)
+		}
+		for k, v := c.Seek(start); k != nil && bytes.HasPrefix(k, prefix) && len(out) < limit; k, v = c.Next() {
+			if after != "" && bytes.Equal(k, start) {
+				continue
+			}
+			var cv Conversation
+			if err := jsonUnmarshal(v, &cv); err != nil {
+				return err
+			}
+			out = append(out, cv)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: conversations of device %d: %w", deviceID, err)
+	}
+	return out, nil
+}

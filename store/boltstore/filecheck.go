@@ -1,0 +1,121 @@
+package boltstore
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"os"
+)
+
+// ErrBadFile is returned by Open for a data file that is not a whole bbolt
+// store: truncated (a first start on a full disk, a copy cut short) or
+// something else altogether. bbolt maps the file into memory and trusts its
+// header, so such a file would crash the process with SIGBUS instead of an error.
+var ErrBadFile = errors.New("store: the data file is damaged")
+
+// The bbolt file layout (go.etcd.io/bbolt internal/common: Page, Meta): pages
+// 0 and 1 are meta pages, each a 16-byte page header followed by the meta:
+// magic, version, page size, flags (uint32 each), root bucket (two uint64),
+// freelist page, high-water page id, txid (uint64 each), then an FNV-64a
+// checksum of the meta fields before it. Integers are in the machine's order.
+const (
+	boltMagic       = 0xED0CDAED
+	boltVersion     = 2
+	boltPageHeader  = 16
+	boltMetaSumLen  = 56 // bytes of the meta covered by its checksum
+	boltMinPages    = 4  // bbolt writes two metas, a freelist and a root leaf at init
+	boltMaxPageSize = 1 << 16
+)
+
+type boltMeta struct {
+	magic, version, pageSize uint32
+	pgid, txid               uint64
+	sumOK                    bool
+}
+
+func readBoltMeta(b []byte) boltMeta {
+	le := binary.NativeEndian
+	m := b[boltPageHeader:]
+	out := boltMeta{magic: le.Uint32(m[0:]), version: le.Uint32(m[4:]), pageSize: le.Uint32(m[8:]),
+		pgid: le.Uint64(m[40:]), txid: le.Uint64(m[48:])}
+	h := fnv.New64a()
+	_, _ = h.Write(m[:boltMetaSumLen])
+	out.sumOK = h.Sum64() == le.Uint64(m[boltMetaSumLen:])
+	return out
+}
+
+// checkFile looks at the data file with plain reads before bbolt maps it. It
+// answers empty for a zero-length file (bbolt writes a new store into it) and
+// an error wrapping ErrBadFile, saying what to do, for a file bbolt cannot
+// safely open. A missing file is fine: bbolt creates it.
+func checkFile(path string) (empty bool, err error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return false, fmt.Errorf("store: stat %s: %w", path, err)
+	}
+	size := info.Size()
+	if size == 0 {
+		return true, nil
+	}
+	advice := "restore it from a backup (simrelay admin backup, GET /admin/backup) or move it away to start with an empty store"
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s %s; %s", ErrBadFile, path, fmt.Sprintf(format, args...), advice)
+	}
+	const headLen = boltPageHeader + boltMetaSumLen + 8
+	head := make([]byte, headLen)
+	if _, err := f.ReadAt(head, 0); err != nil {
+		if errors.Is(err, io.EOF) {
+			return false, bad("is not a simrelay store (%d bytes, too short for a store header)", size)
+		}
+		return false, fmt.Errorf("store: read %s: %w", path, err)
+	}
+	m0 := readBoltMeta(head)
+	if m0.magic != boltMagic {
+		return false, bad("is not a simrelay store (no bbolt header)")
+	}
+	if m0.version != boltVersion {
+		return false, bad("has bbolt format version %d; this build reads version %d", m0.version, boltVersion)
+	}
+	pageSize := int64(m0.pageSize)
+	if !m0.sumOK || pageSize < 512 || pageSize > boltMaxPageSize || pageSize&(pageSize-1) != 0 {
+		// Meta page 0 is torn; bbolt then reads page 1 at the system's page size.
+		pageSize = int64(os.Getpagesize())
+	}
+	if need := boltMinPages * pageSize; size < need {
+		return false, bad("is truncated (%d bytes, needs at least %d)", size, need)
+	}
+	if size%pageSize != 0 {
+		return false, bad("is truncated (%d bytes, not a whole number of %d-byte pages)", size, pageSize)
+	}
+	if _, err := f.ReadAt(head, pageSize); err != nil {
+		return false, fmt.Errorf("store: read %s: %w", path, err)
+	}
+	m1 := readBoltMeta(head)
+	if m1.magic != boltMagic || m1.version != boltVersion {
+		return false, bad("is damaged (its second header page is not bbolt's)")
+	}
+	// bbolt uses the newer of the two metas whose checksum holds.
+	var use *boltMeta
+	for _, m := range []*boltMeta{&m0, &m1} {
+		if m.sumOK && (use == nil || m.txid > use.txid) {
+			use = m
+		}
+	}
+	if use == nil {
+		return false, bad("is damaged (both header pages fail their checksum)")
+	}
+	if need := int64(use.pgid) * pageSize; size < need {
+		return false, bad("is truncated (%d bytes, needs at least %d)", size, need)
+	}
+	return false, nil
+}

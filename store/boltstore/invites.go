@@ -1,0 +1,115 @@
+package boltstore
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// E-mail addresses and companies. Login names only an address, so an address
+// signs in to one account on the whole server: the users_by_email index holds
+// the addresses that accounts hold. An account holds its address once it has a
+// password: a signed-up owner (verified or not: signup's 409 for a used address
+// stays) or an invitee who accepted by setting one. A pending invitation is the
+// inviting company's business only and enters no server-wide index, so another
+// company's invitation never blocks a signup, and inviting answers alike
+// whether or not the address has an account elsewhere.
+
+// InviteUser stores a user invited into an existing company, without a
+// password and outside the e-mail index. Within the company an address is
+// there at most once (ErrConflict: a member or a pending invitee of the same
+// company, no cross-tenant oracle). heldElsewhere says whether another account
+// holds the address now; it chooses the wording of the invitation mail and
+// must not reach the inviting company.
+//
+// An invitation counts against the company's daily storage budget (a
+// *BudgetError when spent): the user record, its token and its mail.
+func (s *Store) InviteUser(u *User, now time.Time) (heldElsewhere bool, err error) {
+	err = s.db.Update(func(tx *bolt.Tx) error {
+		if tx.Bucket(bucketCompanies).Get(itob(u.CompanyID)) == nil {
+			return ErrNotFound
+		}
+		if err := s.charge(tx, u.CompanyID, now, invitationCost); err != nil {
+			return err
+		}
+		users := tx.Bucket(bucketUsers)
+		key := emailKey(u.Email)
+		for _, id := range companyUserIDs(tx, u.CompanyID) {
+			var other User
+			if err := getJSON(users, itob(id), &other); err != nil {
+				return err
+			}
+			if bytes.Equal(emailKey(other.Email), key) {
+				return ErrConflict
+			}
+		}
+		heldElsewhere = tx.Bucket(bucketUsersByEmail).Get(key) != nil
+		id, err := users.NextSequence()
+		if err != nil {
+			return err
+		}
+		u.ID = id
+		if err := tx.Bucket(bucketCompanyUsers).Put(pair(u.CompanyID, id), nil); err != nil {
+			return err
+		}
+		if err := addActivity(tx, u.CompanyID, Activity{Type: ActUserInvited, At: u.CreatedAt, Description: u.Email + " invited as " + u.Role}); err != nil {
+			return err
+		}
+		return putJSON(users, itob(id), u)
+	})
+	if err != nil {
+		return false, fmt.Errorf("store: invite user: %w", err)
+	}
+	return heldElsewhere, nil
+}
+
+// claimEmail makes u hold its address once it has a password: the address
+// enters the index, or the claim fails with ErrConflict when another account
+// took it first (an invitee whose address was signed up meanwhile).
+func claimEmail(tx *bolt.Tx, u User) error {
+	if u.PasswordHash == "" {
+		return nil
+	}
+	byEmail := tx.Bucket(bucketUsersByEmail)
+	key := emailKey(u.Email)
+	switch held := byEmail.Get(key); {
+	case held == nil:
+		return byEmail.Put(key, itob(u.ID))
+	case btoi(held) != u.ID:
+		return ErrConflict
+	}
+	return nil
+}
+
+// releaseEmail drops u's address from the index if u holds it; a pending
+// invitee of one company must never free the address of another's account.
+func releaseEmail(tx *bolt.Tx, u User) error {
+	byEmail := tx.Bucket(bucketUsersByEmail)
+	key := emailKey(u.Email)
+	if held := byEmail.Get(key); held != nil && btoi(held) == u.ID {
+		return byEmail.Delete(key)
+	}
+	return nil
+}
+
+// migratePendingInvitesOutOfEmailIndex takes invitees who never set a password
+// out of the e-mail index, which used to hold every user: their addresses no
+// longer block a signup or another company's invitation.
+func migratePendingInvitesOutOfEmailIndex(tx *bolt.Tx) error {
+	byEmail := tx.Bucket(bucketUsersByEmail)
+	users := tx.Bucket(bucketUsers)
+	_, err := deleteWhere(byEmail, func(_, v []byte) (bool, error) {
+		var u User
+		if err := getJSON(users, v, &u); err != nil {
+			if errors.Is(err, ErrNotFound) {
+				return true, nil // an index entry without its user: stale
+			}
+			return false, err
+		}
+		return u.PasswordHash == "", nil
+	})
+	return err
+}

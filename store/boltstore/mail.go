@@ -1,0 +1,64 @@
+package boltstore
+
+import (
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// AppendMail adds a mail to the outbox and gives it its ID.
+func (s *Store) AppendMail(m *Mail) error {
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketMailOutbox)
+		id, err := b.NextSequence()
+		if err != nil {
+			return err
+		}
+		m.ID = id
+		return putJSON(b, itob(id), m)
+	})
+	if err != nil {
+		return fmt.Errorf("store: append mail: %w", err)
+	}
+	return nil
+}
+
+// UpdateMail applies fn to one mail of the outbox and stores it.
+func (s *Store) UpdateMail(id uint64, fn func(*Mail)) (Mail, error) {
+	var m Mail
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketMailOutbox)
+		if err := getJSON(b, itob(id), &m); err != nil {
+			return err
+		}
+		fn(&m)
+		m.ID = id
+		return putJSON(b, itob(id), &m)
+	})
+	if err != nil {
+		return m, fmt.Errorf("store: update mail %d: %w", id, err)
+	}
+	return m, nil
+}
+
+// Mails lists the outbox, oldest first. With pendingOnly it lists only mails
+// still waiting for delivery.
+func (s *Store) Mails(pendingOnly bool) ([]Mail, error) {
+	var out []Mail
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketMailOutbox).ForEach(func(_, v []byte) error {
+			var m Mail
+			if err := jsonUnmarshal(v, &m); err != nil {
+				return err
+			}
+			if !pendingOnly || m.State == MailPending {
+				out = append(out, m)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: list mail: %w", err)
+	}
+	return out, nil
+}

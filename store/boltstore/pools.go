@@ -1,0 +1,657 @@
+package boltstore
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Sender pools (docs/routing.md): a company's named set of (device, SIM)
+// members that a send may name instead of one device. The member is chosen
+// inside the send's transaction, so what the choice reads (queues, turns,
+// sticky entries) and what the send writes commit together.
+
+// loadCountCap is how far least_loaded counts a device's queue: a device
+// with that many queued jobs or more counts as that many, so the choice
+// reads at most this many keys per member.
+const loadCountCap = 100
+
+var (
+	bucketPools      = []byte("pools")       // company id + pool id -> Pool
+	bucketPoolNames  = []byte("pool_names")  // company id + lower-case name -> pool id
+	bucketPoolTurns  = []byte("pool_turns")  // company id + pool id -> round-robin turn
+	bucketPoolSticky = []byte("pool_sticky") // company id + pool id + phone -> device id + written at (unix ns) + slot
+	poolBuckets      = [][]byte{bucketPools, bucketPoolNames, bucketPoolTurns, bucketPoolSticky}
+)
+
+func poolNameKey(companyID uint64, name string) []byte {
+	return append(itob(companyID), strings.ToLower(name)...)
+}
+
+// Pools returns the company's pools, oldest first.
+func (s *Store) Pools(companyID uint64) ([]Pool, error) {
+	var out []Pool
+	err := s.db.View(func(tx *bolt.Tx) error {
+		var err error
+		walkPrefix(tx.Bucket(bucketPools), itob(companyID), func(_, v []byte) bool {
+			var p Pool
+			if err = jsonUnmarshal(v, &p); err != nil {
+				return false
+			}
+			out = append(out, p)
+			return true
+		})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: pools of company %d: %w", companyID, err)
+	}
+	return out, nil
+}
+
+// leavePools takes the deleted device deviceID out of every pool of its
+// company, in the deletion's transaction: a member never outlives its
+// device, so a pool lists only phones that exist, and a phone registered
+// again under the same fingerprint (a new device) joins no pool by itself.
+func leavePools(tx *bolt.Tx, companyID, deviceID uint64, now time.Time) error {
+	b := tx.Bucket(bucketPools)
+	var changed []Pool
+	var err error
+	walkPrefix(b, itob(companyID), func(_, v []byte) bool {
+		var p Pool
+		if err = jsonUnmarshal(v, &p); err != nil {
+			return false
+		}
+		kept := slices.DeleteFunc(slices.Clone(p.Members), func(m PoolMember) bool { return m.DeviceID == deviceID })
+		if len(kept) != len(p.Members) {
+			p.Members, p.UpdatedAt = kept, now.UTC()
+			changed = append(changed, p)
+		}
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	for _, p := range changed {
+		if err := putJSON(b, pair(companyID, p.ID), p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Pool returns one of the company's pools; another company's is ErrNotFound.
+func (s *Store) Pool(companyID, id uint64) (Pool, error) {
+	var p Pool
+	err := s.db.View(func(tx *bolt.Tx) error { return getJSON(tx.Bucket(bucketPools), pair(companyID, id), &p) })
+	if err != nil {
+		return p, fmt.Errorf("store: pool %d: %w", id, err)
+	}
+	return p, nil
+}
+
+// PutPool creates (id 0) or changes the company's pool to what edit makes
+// of the pool as it is (the zero Pool for a new one), in one transaction;
+// edit's error is returned as it is. Members that name the same (device,
+// SIM) as before keep their ids. A name another pool of the company has is
+// ErrConflict; an unknown pool ErrNotFound; a member naming a device the
+// company does not have, or a (device, SIM) twice, a *PoolMemberError.
+func (s *Store) PutPool(companyID, id uint64, now time.Time, edit func(cur Pool) (PoolInput, error)) (Pool, error) {
+	var out Pool
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		pools, names := tx.Bucket(bucketPools), tx.Bucket(bucketPoolNames)
+		var p Pool
+		if id == 0 {
+			n := 0
+			walkPrefix(pools, itob(companyID), func(_, _ []byte) bool { n++; return n < MaxPools })
+			if n >= MaxPools {
+				return ErrTooManyPools
+			}
+			seq, err := pools.NextSequence()
+			if err != nil {
+				return err
+			}
+			p = Pool{ID: seq, CompanyID: companyID, CreatedAt: now.UTC()}
+		} else {
+			if err := getJSON(pools, pair(companyID, id), &p); err != nil {
+				return err
+			}
+			if err := names.Delete(poolNameKey(companyID, p.Name)); err != nil {
+				return err
+			}
+		}
+		in, err := edit(p)
+		if err != nil {
+			return err
+		}
+		if names.Get(poolNameKey(companyID, in.Name)) != nil {
+			return ErrConflict
+		}
+		members, err := resolveMembers(tx, companyID, &p, in.Members)
+		if err != nil {
+			return err
+		}
+		if p.Strategy != in.Strategy || !slices.Equal(p.Members, members) {
+			// Another order of members or strategy starts the turns afresh.
+			if err := tx.Bucket(bucketPoolTurns).Delete(pair(companyID, p.ID)); err != nil {
+				return err
+			}
+		}
+		p.Name, p.Strategy, p.Fallback, p.FailoverAfter, p.Window, p.Members, p.UpdatedAt = in.Name, in.Strategy, in.Fallback, in.FailoverAfter, in.Window, members, now.UTC()
+		if err := names.Put(poolNameKey(companyID, p.Name), itob(p.ID)); err != nil {
+			return err
+		}
+		out = p
+		return putJSON(pools, pair(companyID, p.ID), p)
+	})
+	if err != nil {
+		return out, fmt.Errorf("store: put pool: %w", err)
+	}
+	return out, nil
+}
+
+// resolveMembers turns the members a company names into p's members,
+// keeping the ids of those p had and numbering the new ones.
+func resolveMembers(tx *bolt.Tx, companyID uint64, p *Pool, in []PoolMemberInput) ([]PoolMember, error) {
+	type ds struct {
+		dev  uint64
+		slot string
+	}
+	had := map[ds]uint64{}
+	for _, m := range p.Members {
+		had[ds{m.DeviceID, m.SIMSlot}] = m.ID
+	}
+	seen := map[ds]bool{}
+	out := make([]PoolMember, 0, len(in))
+	for i, m := range in {
+		d, err := liveDevice(tx, companyID, m.Device)
+		if err != nil {
+			// A member the pool has stays though its device is gone (it is
+			// passed over); a new one must name a live device.
+			if _, ok := had[ds{m.DeviceID, m.SIMSlot}]; !ok || m.DeviceID == 0 || !errors.Is(err, ErrDeviceGone) {
+				return nil, &PoolMemberError{Index: i, Err: err}
+			}
+			d = Device{ID: m.DeviceID, Fingerprint: m.Device}
+		}
+		k := ds{d.ID, m.SIMSlot}
+		if seen[k] {
+			return nil, &PoolMemberError{Index: i, Err: ErrConflict}
+		}
+		seen[k] = true
+		id, ok := had[k]
+		if !ok {
+			p.MemberSeq++
+			id = p.MemberSeq
+		}
+		out = append(out, PoolMember{ID: id, DeviceID: d.ID, Device: d.Fingerprint, SIMSlot: m.SIMSlot})
+	}
+	return out, nil
+}
+
+// DeletePool removes the company's pool with its turns and sticky entries.
+// Messages sent through it keep their device and the pool's name.
+func (s *Store) DeletePool(companyID, id uint64) (Pool, error) {
+	var p Pool
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		if err := getJSON(tx.Bucket(bucketPools), pair(companyID, id), &p); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketPools).Delete(pair(companyID, id)); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketPoolNames).Delete(poolNameKey(companyID, p.Name)); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketPoolTurns).Delete(pair(companyID, id)); err != nil {
+			return err
+		}
+		return deletePrefix(tx.Bucket(bucketPoolSticky), pair(companyID, id))
+	})
+	if err != nil {
+		return p, fmt.Errorf("store: delete pool %d: %w", id, err)
+	}
+	return p, nil
+}
+
+// deletePrefix deletes every key of b under prefix.
+func deletePrefix(b *bolt.Bucket, prefix []byte) error {
+	c := b.Cursor()
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Seek(prefix) {
+		if err := c.Delete(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// poolPicker chooses members of one pool for the sends of one transaction:
+// it reads the pool, its turn and its members' state once and keeps what
+// its own picks add, so a bulk send spreads as single sends would.
+type poolPicker struct {
+	tx    *bolt.Tx
+	pool  Pool
+	check DeviceCheck
+	turn  uint64
+	// devices caches each member's device (nil: not live).
+	devices map[uint64]*Device
+	// load is each device's queued jobs (counted up to loadCountCap) plus
+	// this transaction's picks; nil until least_loaded needs it.
+	load map[uint64]int
+	// sticky is this transaction's picks by recipient, written at commit.
+	sticky map[string]PoolMember
+	// tally counts the sends per SIM against the SIMs' caps.
+	tally *simTally
+	// skip, when set, passes members over for a reason of the caller's.
+	skip func(PoolMember) string
+	// reasons says why members were passed over, for the refusal; capped
+	// is the soonest a member passed over at its cap may send again.
+	reasons []string
+	capped  time.Duration
+}
+
+// openPool starts choosing from the company's pool named name; a name the
+// company has no pool under is ErrPoolGone.
+func openPool(tx *bolt.Tx, companyID uint64, name string, check DeviceCheck, tally *simTally) (*poolPicker, error) {
+	id := tx.Bucket(bucketPoolNames).Get(poolNameKey(companyID, name))
+	if id == nil {
+		return nil, ErrPoolGone
+	}
+	p, err := decodedPools.get(companyID, btoi(id), tx.Bucket(bucketPools).Get(pair(companyID, btoi(id))))
+	if err != nil {
+		return nil, err
+	}
+	return newPicker(tx, p, check, tally), nil
+}
+
+// poolCache keeps the last decoded form of each pool record, by its
+// bytes: a send through a pool of 200 members would otherwise decode
+// their JSON, most of the choice's cost, each time. A record that changed
+// has other bytes and is decoded afresh. Pools are read only once
+// decoded; the cache holds at most poolCacheSize records (a few MiB with
+// the largest pools), and is emptied when full.
+type poolCache struct {
+	mu   sync.Mutex
+	byID map[[2]uint64]cachedPool
+}
+
+type cachedPool struct {
+	raw  []byte
+	pool Pool
+}
+
+const poolCacheSize = 256
+
+var decodedPools = &poolCache{byID: map[[2]uint64]cachedPool{}}
+
+func (c *poolCache) get(companyID, poolID uint64, raw []byte) (Pool, error) {
+	if raw == nil {
+		return Pool{}, ErrNotFound
+	}
+	k := [2]uint64{companyID, poolID}
+	c.mu.Lock()
+	v, ok := c.byID[k]
+	c.mu.Unlock()
+	if ok && bytes.Equal(v.raw, raw) {
+		return v.pool, nil
+	}
+	var p Pool
+	if err := jsonUnmarshal(raw, &p); err != nil {
+		return p, err
+	}
+	c.mu.Lock()
+	if len(c.byID) >= poolCacheSize {
+		clear(c.byID) // rare: hundreds of pools in use; start over
+	}
+	c.byID[k] = cachedPool{raw: bytes.Clone(raw), pool: p}
+	c.mu.Unlock()
+	return p, nil
+}
+
+// newPicker starts choosing from pool p, at its stored turn.
+func newPicker(tx *bolt.Tx, p Pool, check DeviceCheck, tally *simTally) *poolPicker {
+	pp := &poolPicker{tx: tx, pool: p, check: check, tally: tally, devices: map[uint64]*Device{}}
+	if v := tx.Bucket(bucketPoolTurns).Get(pair(p.CompanyID, p.ID)); len(v) == 8 {
+		pp.turn = btoi(v)
+	}
+	return pp
+}
+
+// usable says whether member m can take a send to phone now, noting why not.
+func (pp *poolPicker) usable(m PoolMember, phone string) (*Device, bool, error) {
+	d, ok := pp.devices[m.DeviceID]
+	if !ok {
+		dev, err := liveDeviceByID(pp.tx, pp.pool.CompanyID, m.DeviceID)
+		switch {
+		case err == nil:
+			d = &dev
+		case !errors.Is(err, ErrDeviceGone):
+			return nil, false, err
+		}
+		pp.devices[m.DeviceID] = d
+	}
+	why := ""
+	if pp.skip != nil {
+		why = pp.skip(m)
+	}
+	switch {
+	case why != "":
+	case d == nil:
+		why = "its device was deleted"
+	case d.Status == DeviceDisabled:
+		why = "its device is disabled"
+	case carrierFailing(pp.tx, pp.pool.CompanyID, m.DeviceID, m.SIMSlot, pp.tally.now):
+		why = fmt.Sprintf("its SIM failed %d sends in a row with carrier errors", CarrierErrorStreak)
+	case pp.check != nil:
+		if err := pp.check(*d, m.SIMSlot); err != nil {
+			why = err.Error()
+		}
+	}
+	if why != "" {
+		pp.note(m, why)
+		return nil, false, nil
+	}
+	capped, err := pp.tally.allows(pp.pool.CompanyID, m.DeviceID, m.SIMSlot, phone)
+	if err != nil {
+		return nil, false, err
+	}
+	if capped != nil {
+		pp.note(m, fmt.Sprintf("at its %s cap of %d", capped.What, capped.Limit))
+		if pp.capped == 0 || capped.RetryAfter < pp.capped {
+			pp.capped = capped.RetryAfter
+		}
+		return nil, false, nil
+	}
+	return d, true, nil
+}
+
+func (pp *poolPicker) note(m PoolMember, why string) {
+	if len(pp.reasons) < 10 {
+		pp.reasons = append(pp.reasons, fmt.Sprintf("member %d (%s %s): %s", m.ID, m.Device, m.SIMSlot, why))
+	}
+}
+
+// pick chooses the member for a send to phone and counts the send
+// against its SIM's caps.
+func (pp *poolPicker) pick(phone string) (PoolMember, *Device, error) {
+	pp.reasons, pp.capped = pp.reasons[:0], 0
+	n := len(pp.pool.Members)
+	if n == 0 {
+		return PoolMember{}, nil, &PoolUnavailableError{Pool: pp.pool.Name, Reasons: []string{"it has no members"}}
+	}
+	var m PoolMember
+	var d *Device
+	var ok bool
+	var err error
+	if pp.pool.Strategy == PoolSticky {
+		m, d, ok, err = pp.stickyMember(phone)
+	}
+	switch {
+	case err != nil || ok:
+	case pp.pool.Strategy == PoolLeastLoaded || (pp.pool.Strategy == PoolSticky && pp.pool.Fallback == PoolLeastLoaded):
+		m, d, ok, err = pp.leastLoaded(phone)
+	default:
+		m, d, ok, err = pp.roundRobin(phone)
+	}
+	if err != nil {
+		return PoolMember{}, nil, err
+	}
+	if !ok {
+		if pp.capped > 0 {
+			return PoolMember{}, nil, &PoolCappedError{Pool: pp.pool.Name, RetryAfter: pp.capped, Reasons: slices.Clone(pp.reasons)}
+		}
+		return PoolMember{}, nil, &PoolUnavailableError{Pool: pp.pool.Name, Reasons: slices.Clone(pp.reasons)}
+	}
+	if pp.load != nil {
+		pp.load[m.DeviceID]++
+	}
+	pp.remember(phone, m)
+	return m, d, pp.tally.take(pp.pool.CompanyID, m.DeviceID, m.SIMSlot, phone)
+}
+
+func (pp *poolPicker) remember(phone string, m PoolMember) {
+	if pp.pool.Strategy != PoolSticky {
+		return
+	}
+	if pp.sticky == nil {
+		pp.sticky = map[string]PoolMember{}
+	}
+	pp.sticky[phone] = m
+}
+
+// roundRobin takes the next usable member after the last one taken.
+func (pp *poolPicker) roundRobin(phone string) (PoolMember, *Device, bool, error) {
+	n := uint64(len(pp.pool.Members))
+	for i := range n {
+		m := pp.pool.Members[(pp.turn+i)%n]
+		d, ok, err := pp.usable(m, phone)
+		if err != nil || ok {
+			pp.turn += i + 1
+			return m, d, ok, err
+		}
+	}
+	return PoolMember{}, nil, false, nil
+}
+
+// leastLoaded takes the usable member whose device has the fewest queued
+// jobs; ties go in turn, so equal members share the sends evenly.
+func (pp *poolPicker) leastLoaded(phone string) (PoolMember, *Device, bool, error) {
+	if pp.load == nil {
+		pp.load = make(map[uint64]int, len(pp.pool.Members))
+		q := pp.tx.Bucket(bucketQueue)
+		for _, m := range pp.pool.Members {
+			if _, ok := pp.load[m.DeviceID]; ok {
+				continue
+			}
+			c := 0
+			walkPrefix(q, devKey(pp.pool.CompanyID, m.DeviceID), func(_, _ []byte) bool { c++; return c < loadCountCap })
+			pp.load[m.DeviceID] = c
+		}
+	}
+	n := len(pp.pool.Members)
+	order := make([]int, n)
+	for i := range order {
+		order[i] = int((pp.turn + uint64(i)) % uint64(n))
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		return pp.load[pp.pool.Members[a].DeviceID] - pp.load[pp.pool.Members[b].DeviceID]
+	})
+	for _, i := range order {
+		m := pp.pool.Members[i]
+		d, ok, err := pp.usable(m, phone)
+		if err != nil || ok {
+			pp.turn = uint64(i) + 1
+			return m, d, ok, err
+		}
+	}
+	return PoolMember{}, nil, false, nil
+}
+
+// stickyMember is the usable member that last talked to phone: this
+// transaction's pick, the pool's sticky entry, or else the member whose
+// device's conversation with phone is the newest (an inbound text counts).
+func (pp *poolPicker) stickyMember(phone string) (PoolMember, *Device, bool, error) {
+	if m, ok := pp.sticky[phone]; ok {
+		d, ok, err := pp.usable(m, phone)
+		return m, d, ok, err
+	}
+	find := func(dev uint64, slot string) (PoolMember, bool) {
+		for _, m := range pp.pool.Members {
+			if m.DeviceID == dev && (slot == "" || m.SIMSlot == slot) {
+				return m, true
+			}
+		}
+		return PoolMember{}, false
+	}
+	cid := pp.pool.CompanyID
+	if v := pp.tx.Bucket(bucketPoolSticky).Get(devKey(cid, pp.pool.ID, []byte(phone))); len(v) > 16 && !stickyExpired(v, pp.tally.now) {
+		if m, ok := find(btoi(v[:8]), string(v[16:])); ok {
+			return pp.usableOr(m, phone)
+		}
+		return PoolMember{}, nil, false, nil
+	}
+	var best Conversation
+	var bestDev uint64
+	seen := map[uint64]bool{}
+	for _, m := range pp.pool.Members {
+		if seen[m.DeviceID] {
+			continue
+		}
+		seen[m.DeviceID] = true
+		var c Conversation
+		if getJSON(pp.tx.Bucket(bucketConversations), convKey(cid, m.DeviceID, phone), &c) == nil && c.LastMessageAt.After(best.LastMessageAt) {
+			best, bestDev = c, m.DeviceID
+		}
+	}
+	if bestDev == 0 {
+		return PoolMember{}, nil, false, nil
+	}
+	var last Message
+	if err := getJSON(pp.tx.Bucket(bucketMessages), itob(best.LastID), &last); err != nil {
+		return PoolMember{}, nil, false, err
+	}
+	m, ok := find(bestDev, last.SIMSlot)
+	if !ok {
+		return PoolMember{}, nil, false, nil
+	}
+	return pp.usableOr(m, phone)
+}
+
+// stickyExpired says whether the sticky entry v was written more than
+// StickyAge before now.
+func stickyExpired(v []byte, now time.Time) bool {
+	return now.Sub(time.Unix(0, int64(btoi(v[8:16])))) > StickyAge
+}
+
+// PruneSticky removes the sticky entries of every pool written before
+// cutoff (now less StickyAge in service), so they hold at most the
+// recipients a pool sent to within StickyAge.
+func (s *Store) PruneSticky(cutoff time.Time) (int, error) {
+	var n int
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		var err error
+		n, err = deleteWhere(tx.Bucket(bucketPoolSticky), func(_, v []byte) (bool, error) {
+			return len(v) < 16 || time.Unix(0, int64(btoi(v[8:16]))).Before(cutoff), nil
+		})
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("store: prune sticky entries: %w", err)
+	}
+	return n, nil
+}
+
+// usableOr is usable for sticky's member: one that cannot send is no error.
+func (pp *poolPicker) usableOr(m PoolMember, phone string) (PoolMember, *Device, bool, error) {
+	d, ok, err := pp.usable(m, phone)
+	return m, d, ok, err
+}
+
+// commit writes the turn and the sticky entries of the transaction's picks.
+func (pp *poolPicker) commit() error {
+	if err := pp.tally.flush(); err != nil {
+		return err
+	}
+	cid := pp.pool.CompanyID
+	if err := pp.tx.Bucket(bucketPoolTurns).Put(pair(cid, pp.pool.ID), itob(pp.turn)); err != nil {
+		return err
+	}
+	b := pp.tx.Bucket(bucketPoolSticky)
+	for phone, m := range pp.sticky {
+		v := append(append(itob(m.DeviceID), itob(uint64(pp.tally.now.UnixNano()))...), m.SIMSlot...)
+		if err := b.Put(devKey(cid, pp.pool.ID, []byte(phone)), v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// router places the sends of one transaction: through the device they
+// name, or through the pool they name, and counts them against their
+// SIMs' caps.
+type router struct {
+	tally *simTally
+	pool  *poolPicker  // nil for a device send
+	dev   vettedDevice // the device of a device send
+}
+
+// route vets where a send goes inside its transaction: the device m names,
+// or, when m names a pool, the member the pool picks, whose device, SIM and
+// pool id it then sets on m. Call r.next for each further message of the
+// same request, and r.commit with the writes.
+func route(tx *bolt.Tx, devs *deviceCache, m *Message, check DeviceCheck, now time.Time) (vettedDevice, *router, error) {
+	r := &router{tally: newSIMTally(tx, now)}
+	if m.Pool == "" {
+		d, err := sendingDevice(tx, devs, m.CompanyID, m.Device, m.SIMSlot, check)
+		if err != nil || d.refused != nil {
+			return d, r, err
+		}
+		r.dev = d
+		d, err = r.next(m)
+		return d, r, err
+	}
+	pp, err := openPool(tx, m.CompanyID, m.Pool, check, r.tally)
+	if errors.Is(err, ErrPoolGone) {
+		return vettedDevice{refused: err}, r, nil
+	}
+	if err != nil {
+		return vettedDevice{}, nil, err
+	}
+	r.pool = pp
+	d, err := r.next(m)
+	return d, r, err
+}
+
+// next places one more message of the request.
+func (r *router) next(m *Message) (vettedDevice, error) {
+	if r.pool != nil {
+		return r.pool.pickFor(m)
+	}
+	capped, err := r.tally.allows(m.CompanyID, r.dev.ID, m.SIMSlot, m.Phone)
+	if err != nil || capped != nil {
+		return vettedDevice{refused: capped}, err
+	}
+	return r.dev, r.tally.take(m.CompanyID, r.dev.ID, m.SIMSlot, m.Phone)
+}
+
+// commit writes what the placing changed: the counts, and a pool's turn
+// and sticky entries.
+func (r *router) commit() error {
+	if r.pool != nil {
+		return r.pool.commit()
+	}
+	return r.tally.flush()
+}
+
+// pickFor picks the member for m and sets it on m.
+func (pp *poolPicker) pickFor(m *Message) (vettedDevice, error) {
+	mem, d, err := pp.pick(m.Phone)
+	if err != nil {
+		var pu *PoolUnavailableError
+		var pc *PoolCappedError
+		if errors.As(err, &pu) || errors.As(err, &pc) {
+			return vettedDevice{refused: err}, nil
+		}
+		return vettedDevice{}, err
+	}
+	m.Device, m.SIMSlot, m.PoolID = d.Fingerprint, mem.SIMSlot, pp.pool.ID
+	if m.Window == nil && pp.pool.Window != nil {
+		w := *pp.pool.Window
+		m.Window = &w
+		if !m.ExpiresFixed && !m.ExpiresAt.IsZero() {
+			// The time to live counts from the window's first opening, as
+			// for a send's own window (sms.Send).
+			start := pp.tally.now
+			if m.SendAt.After(start) {
+				start = m.SendAt
+			}
+			m.ExpiresAt = m.ExpiresAt.Add(w.Next(start).Sub(start))
+		}
+	}
+	return vettedDevice{Device: *d}, nil
+}

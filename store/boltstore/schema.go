@@ -1,0 +1,150 @@
+package boltstore
+
+import (
+	"fmt"
+	"slices"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// migrations bring a store from version i to i+1 (index i). A migration
+// runs as a series of steps, each in its own transaction. One that fits in a
+// single transaction commits together with the version bump. One too big for
+// that keeps its place (a cursor in the meta bucket) in each step's
+// transaction, so a crash resumes where the last step committed, and marks
+// the store as migrating from its first step on (keyMigrating), with the
+// version already the target's, so no older build opens it half way.
+// Append only; never edit a migration that has shipped.
+var migrations = []func(tx *bolt.Tx) (done bool, err error){
+	// 0 -> 1: the first schema; the buckets themselves are created at open.
+	func(*bolt.Tx) (bool, error) { return true, nil },
+	// 1 -> 2: devices get ids; per-device records move from the fingerprint
+	// to company id + device id (migrate_v2.go).
+	migrateDeviceIDs,
+	// 2 -> 3: one shared body per webhook event, and each company's outbox counted.
+	whole(migrateWebhookEvents),
+	// 3 -> 4: pending invitations hold no address server-wide (invites.go).
+	whole(migratePendingInvitesOutOfEmailIndex),
+	// 4 -> 5: message counters, recent activity and the disabled-device
+	// index, backfilled from what is stored (migrate_v5.go).
+	migrateStats,
+	// 5 -> 6: the counters' sums by company and by device per day, rolled
+	// up from the stored counters (migrate_v6.go).
+	migrateStatsSums,
+	// 6 -> 7: messages, conversations and activity events are written in a
+	// compact encoding (record.go). Records written before stay JSON, which
+	// this build reads, until they are next written; the version only keeps
+	// older builds, which read JSON alone, from opening the file.
+	whole(func(*bolt.Tx) error { return nil }),
+	// 7 -> 8: the counters' sums by user, device and day, rolled up from the
+	// stored counters (migrate_v8.go).
+	migrateStatsUserSums,
+}
+
+// whole makes a migration that fits in one transaction a one-step one.
+func whole(fn func(*bolt.Tx) error) func(*bolt.Tx) (bool, error) {
+	return func(tx *bolt.Tx) (bool, error) { return true, fn(tx) }
+}
+
+// SchemaVersion is the version this build writes.
+func SchemaVersion() uint64 { return uint64(len(migrations)) }
+
+func (s *Store) migrate() error {
+	if err := s.db.Update(func(tx *bolt.Tx) error {
+		// A bbolt file of another program has buckets but not ours: refuse
+		// it rather than write simrelay's buckets into its database.
+		if tx.Bucket(bucketMeta) == nil {
+			if err := tx.ForEach(func(name []byte, _ *bolt.Bucket) error {
+				return fmt.Errorf("%w: %s holds a bucket %q and no simrelay schema: it is another program's database; point --data-dir at another directory", ErrBadFile, s.path, name)
+			}); err != nil {
+				return err
+			}
+		}
+		lists := [][][]byte{allBuckets, messageBuckets, webhookBuckets, statsBuckets, billingBuckets,
+			{bucketCompanyUsage, bucketScheduleDue, bucketDevScheduled, bucketOptOuts, bucketDeviceFailures}, agentBuckets, consoleBuckets, poolBuckets, simCapBuckets, failoverBuckets, mediaBuckets}
+		for _, name := range slices.Concat(lists...) {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return fmt.Errorf("create bucket %s: %w", name, err)
+			}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	for {
+		var done bool
+		err := s.db.Update(func(tx *bolt.Tx) error {
+			var err error
+			done, err = migrateStep(tx, migrations)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("store: %w", err)
+		}
+		if done {
+			return nil
+		}
+	}
+}
+
+// keyMigrating holds, while a migration of several steps is under way, the
+// version it migrates from. The schema version names the target from the
+// first step on, so that an older build refuses a half-migrated file
+// ("newer than this build") instead of writing to indexes the migration
+// has already moved past.
+var keyMigrating = []byte("migrating_from")
+
+// migrateStep runs one step of the next migration in tx, and reports
+// whether the store is at the last version of steps.
+func migrateStep(tx *bolt.Tx, steps []func(*bolt.Tx) (bool, error)) (bool, error) {
+	meta := tx.Bucket(bucketMeta)
+	var v uint64
+	if raw := meta.Get(keySchemaVersion); raw != nil {
+		v = btoi(raw)
+	}
+	last := uint64(len(steps))
+	if raw := meta.Get(keyMigrating); raw != nil {
+		from := btoi(raw)
+		if from >= last {
+			return false, fmt.Errorf("the data file is half way through migration %d -> %d, which this build does not have: run a newer simrelay", from, from+1)
+		}
+		stepDone, err := steps[from](tx)
+		if err != nil {
+			return false, fmt.Errorf("migration %d -> %d: %w", from, from+1, err)
+		}
+		if stepDone {
+			return false, meta.Delete(keyMigrating)
+		}
+		return false, nil
+	}
+	if v > last {
+		return false, fmt.Errorf("the data file has schema version %d, newer than this build's %d: run a newer simrelay", v, last)
+	}
+	if v == last {
+		return true, nil
+	}
+	stepDone, err := steps[v](tx)
+	if err != nil {
+		return false, fmt.Errorf("migration %d -> %d: %w", v, v+1, err)
+	}
+	if !stepDone {
+		// More steps follow, each in its own transaction, keeping their place
+		// in the meta bucket.
+		if err := meta.Put(keyMigrating, itob(v)); err != nil {
+			return false, err
+		}
+	}
+	return false, meta.Put(keySchemaVersion, itob(v+1))
+}
+
+// Version is the schema version of the open file.
+func (s *Store) Version() (uint64, error) {
+	var v uint64
+	err := s.db.View(func(tx *bolt.Tx) error {
+		if raw := tx.Bucket(bucketMeta).Get(keySchemaVersion); raw != nil {
+			v = btoi(raw)
+		}
+		return nil
+	})
+	return v, err
+}

@@ -1,0 +1,240 @@
+package boltstore
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Per-SIM caps (docs/routing.md): messages per UTC day and month, and
+// distinct recipients per UTC day, counted in the send's transaction, so a
+// cap refuses at the exact count however many sends race for it.
+
+var (
+	bucketSIMCaps  = []byte("sim_caps")  // dev slot -> SIMCaps
+	bucketSIMUsage = []byte("sim_usage") // dev slot 'd' yyyymmdd | 'm' yyyymm | 'r' yyyymmdd -> count
+	bucketSIMRecip = []byte("sim_recip") // dev slot yyyymmdd phone -> nil, while the SIM has a recipients cap
+	simCapBuckets  = [][]byte{bucketSIMCaps, bucketSIMUsage, bucketSIMRecip}
+)
+
+func simKey(companyID, deviceID uint64, slot string, rest ...[]byte) []byte {
+	return devKey(companyID, deviceID, append([]byte(slot), 0), bytes.Join(rest, nil))
+}
+
+func dayStamp(t time.Time) []byte   { return []byte(t.UTC().Format("20060102")) }
+func monthStamp(t time.Time) []byte { return []byte(t.UTC().Format("200601")) }
+
+// simTally is the caps and counts of the SIMs one transaction sends from,
+// read once and written at its end, with this transaction's sends added.
+type simTally struct {
+	tx   *bolt.Tx
+	now  time.Time
+	sims map[string]*simCount // by simKey(company, device, slot)
+}
+
+type simCount struct {
+	cid, dev           uint64
+	slot               string
+	caps               SIMCaps
+	day, month, recips int64 // as stored
+	added              int64 // this transaction's sends
+	newRecips          map[string]bool
+}
+
+func newSIMTally(tx *bolt.Tx, now time.Time) *simTally {
+	return &simTally{tx: tx, now: now, sims: map[string]*simCount{}}
+}
+
+func readCount(b *bolt.Bucket, k []byte) int64 {
+	if v := b.Get(k); len(v) == 8 {
+		return int64(btoi(v))
+	}
+	return 0
+}
+
+func (t *simTally) sim(cid, dev uint64, slot string) (*simCount, error) {
+	k := string(simKey(cid, dev, slot))
+	if c, ok := t.sims[k]; ok {
+		return c, nil
+	}
+	c := &simCount{cid: cid, dev: dev, slot: slot}
+	if err := getJSON(t.tx.Bucket(bucketSIMCaps), []byte(k), &c.caps); err != nil && !errors.Is(err, ErrNotFound) {
+		return nil, err
+	}
+	u := t.tx.Bucket(bucketSIMUsage)
+	c.day = readCount(u, simKey(cid, dev, slot, []byte{'d'}, dayStamp(t.now)))
+	c.month = readCount(u, simKey(cid, dev, slot, []byte{'m'}, monthStamp(t.now)))
+	c.recips = readCount(u, simKey(cid, dev, slot, []byte{'r'}, dayStamp(t.now)))
+	t.sims[k] = c
+	return c, nil
+}
+
+// allows says whether one more send to phone fits the SIM's caps.
+func (t *simTally) allows(cid, dev uint64, slot, phone string) (*SIMCappedError, error) {
+	c, err := t.sim(cid, dev, slot)
+	if err != nil {
+		return nil, err
+	}
+	y, m, dd := t.now.UTC().Date()
+	nextDay := time.Date(y, m, dd+1, 0, 0, 0, 0, time.UTC).Sub(t.now)
+	nextMonth := time.Date(y, m+1, 1, 0, 0, 0, 0, time.UTC).Sub(t.now)
+	switch {
+	case c.caps.PerDay > 0 && c.day+c.added >= c.caps.PerDay:
+		return &SIMCappedError{Slot: slot, What: CapPerDay, Limit: c.caps.PerDay, RetryAfter: nextDay}, nil
+	case c.caps.PerMonth > 0 && c.month+c.added >= c.caps.PerMonth:
+		return &SIMCappedError{Slot: slot, What: CapPerMonth, Limit: c.caps.PerMonth, RetryAfter: nextMonth}, nil
+	case c.caps.RecipientsPerDay > 0 && c.recips+int64(len(c.newRecips)) >= c.caps.RecipientsPerDay:
+		if !c.known(t.tx, t.now, phone) {
+			return &SIMCappedError{Slot: slot, What: CapRecipientsPerDay, Limit: c.caps.RecipientsPerDay, RetryAfter: nextDay}, nil
+		}
+	}
+	return nil, nil
+}
+
+// known says whether the SIM sent to phone today already.
+func (c *simCount) known(tx *bolt.Tx, now time.Time, phone string) bool {
+	return c.newRecips[phone] || tx.Bucket(bucketSIMRecip).Get(simKey(c.cid, c.dev, c.slot, dayStamp(now), []byte(phone))) != nil
+}
+
+// take counts one send to phone from the SIM (allows said yes).
+func (t *simTally) take(cid, dev uint64, slot, phone string) error {
+	c, err := t.sim(cid, dev, slot)
+	if err != nil {
+		return err
+	}
+	c.added++
+	if c.caps.RecipientsPerDay > 0 && !c.known(t.tx, t.now, phone) {
+		if c.newRecips == nil {
+			c.newRecips = map[string]bool{}
+		}
+		c.newRecips[phone] = true
+	}
+	return nil
+}
+
+// flush writes the counts of the transaction's sends.
+func (t *simTally) flush() error {
+	u, r := t.tx.Bucket(bucketSIMUsage), t.tx.Bucket(bucketSIMRecip)
+	for _, c := range t.sims {
+		if c.added == 0 {
+			continue
+		}
+		put := func(kind byte, stamp []byte, v int64) error {
+			return u.Put(simKey(c.cid, c.dev, c.slot, []byte{kind}, stamp), itob(uint64(v)))
+		}
+		if err := put('d', dayStamp(t.now), c.day+c.added); err != nil {
+			return err
+		}
+		if err := put('m', monthStamp(t.now), c.month+c.added); err != nil {
+			return err
+		}
+		if len(c.newRecips) == 0 {
+			continue
+		}
+		if err := put('r', dayStamp(t.now), c.recips+int64(len(c.newRecips))); err != nil {
+			return err
+		}
+		for phone := range c.newRecips {
+			if err := r.Put(simKey(c.cid, c.dev, c.slot, dayStamp(t.now), []byte(phone)), nil); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// SIMUsages returns the caps and today's and this month's use of both SIM
+// slots of the company's device.
+func (s *Store) SIMUsages(companyID uint64, fingerprint string, now time.Time) ([]SIMUsage, error) {
+	var out []SIMUsage
+	err := s.db.View(func(tx *bolt.Tx) error {
+		d, err := liveDevice(tx, companyID, fingerprint)
+		if err != nil {
+			return err
+		}
+		out = simUsages(tx, d, now)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: sim caps of %s: %w", fingerprint, err)
+	}
+	return out, nil
+}
+
+func simUsages(tx *bolt.Tx, d Device, now time.Time) []SIMUsage {
+	t := newSIMTally(tx, now)
+	var out []SIMUsage
+	for _, slot := range []string{"SIM1", "SIM2"} {
+		c, err := t.sim(d.CompanyID, d.ID, slot)
+		if err != nil {
+			c = &simCount{}
+		}
+		out = append(out, SIMUsage{Slot: slot, Caps: c.caps, Day: c.day, Month: c.month, Recipients: c.recips})
+	}
+	return out
+}
+
+// SetSIMCaps replaces the caps of the slots given (the others keep
+// theirs) for the company's device, and returns both slots' usage. A
+// recipients cap counts distinct recipients from when it is set.
+func (s *Store) SetSIMCaps(companyID uint64, fingerprint string, caps map[string]SIMCaps, now time.Time) ([]SIMUsage, error) {
+	var out []SIMUsage
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		d, err := liveDevice(tx, companyID, fingerprint)
+		if err != nil {
+			return err
+		}
+		b := tx.Bucket(bucketSIMCaps)
+		for slot, c := range caps {
+			k := simKey(companyID, d.ID, slot)
+			if c == (SIMCaps{}) {
+				if err := b.Delete(k); err != nil {
+					return err
+				}
+				continue
+			}
+			if err := putJSON(b, k, c); err != nil {
+				return err
+			}
+		}
+		out = simUsages(tx, d, now)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: set sim caps of %s: %w", fingerprint, err)
+	}
+	return out, nil
+}
+
+// PruneSIMCounts drops the per-SIM counts of days and months before now's,
+// and the recipients of days before today: what the caps no longer read.
+func (s *Store) PruneSIMCounts(now time.Time) (int, error) {
+	today, month := dayStamp(now), monthStamp(now)
+	n := 0
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		var err error
+		n, err = deleteWhere(tx.Bucket(bucketSIMUsage), func(k, _ []byte) (bool, error) {
+			_, rest, ok := bytes.Cut(k[16:], []byte{0})
+			if !ok || len(rest) < 1 {
+				return false, nil
+			}
+			if rest[0] == 'm' {
+				return bytes.Compare(rest[1:], month) < 0, nil
+			}
+			return bytes.Compare(rest[1:], today) < 0, nil
+		})
+		if err != nil {
+			return err
+		}
+		m, err := deleteWhere(tx.Bucket(bucketSIMRecip), func(k, _ []byte) (bool, error) {
+			_, rest, ok := bytes.Cut(k[16:], []byte{0})
+			return ok && len(rest) >= 8 && bytes.Compare(rest[:8], today) < 0, nil
+		})
+		n += m
+		return err
+	})
+	return n, err
+}

@@ -1,0 +1,427 @@
+package boltstore
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
+)
+
+var (
+	bucketWebhookSets       = []byte("webhook_sets")       // company id -> WebhookSet; its sequence numbers entries
+	bucketWebhookDeliveries = []byte("webhook_deliveries") // delivery id -> WebhookDelivery, while pending
+	bucketWebhookDue        = []byte("webhook_due")        // next_attempt_at delivery id -> webhook id company id (dueValue; empty in older rows)
+	bucketWebhookAttempts   = []byte("webhook_attempts")   // company id + attempt id -> WebhookAttempt
+	bucketWebhookLogSizes   = []byte("webhook_log_sizes")  // company id -> number of its attempts
+	webhookBuckets          = [][]byte{bucketWebhookSets, bucketWebhookDeliveries, bucketWebhookDue, bucketWebhookAttempts, bucketWebhookLogSizes,
+		bucketWebhookEvents, bucketWebhookEventRefs, bucketWebhookOutbox}
+)
+
+func dueKey(d WebhookDelivery) []byte { return append(timeKey(d.NextAttemptAt), itob(d.ID)...) }
+
+// dueValue is what the dispatcher needs of a due delivery besides its id,
+// its entry and company, kept in the due index so that a pass over the
+// index, which reads every due row while the entries' and companies' bounds
+// hold the rest back, decodes none of them.
+func dueValue(d WebhookDelivery) []byte { return append(itob(d.WebhookID), itob(d.CompanyID)...) }
+
+// WebhookSet returns the company's webhook set (empty when it has none).
+func (s *Store) WebhookSet(companyID uint64) (WebhookSet, error) {
+	var set WebhookSet
+	err := s.db.View(func(tx *bolt.Tx) error {
+		var err error
+		set, err = loadWebhookSet(tx, companyID)
+		return err
+	})
+	if err != nil {
+		return set, fmt.Errorf("store: webhook set of company %d: %w", companyID, err)
+	}
+	return set, nil
+}
+
+func loadWebhookSet(tx *bolt.Tx, companyID uint64) (WebhookSet, error) {
+	set := WebhookSet{CompanyID: companyID}
+	raw := tx.Bucket(bucketWebhookSets).Get(itob(companyID))
+	if raw == nil {
+		return set, nil
+	}
+	err := jsonUnmarshal(raw, &set)
+	return set, err
+}
+
+// UpdateWebhookSet applies fn to the company's webhook set and stores it.
+// Entries that fn leaves with ID 0 get new ids and now as CreatedAt. fn runs
+// inside the write transaction; an error from it changes nothing.
+func (s *Store) UpdateWebhookSet(companyID uint64, now time.Time, fn func(*WebhookSet) error) (WebhookSet, error) {
+	var set WebhookSet
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		var err error
+		if set, err = loadWebhookSet(tx, companyID); err != nil {
+			return err
+		}
+		if err := fn(&set); err != nil {
+			return err
+		}
+		b := tx.Bucket(bucketWebhookSets)
+		for i := range set.Entries {
+			if set.Entries[i].ID != 0 {
+				continue
+			}
+			if set.Entries[i].ID, err = b.NextSequence(); err != nil {
+				return err
+			}
+			set.Entries[i].CreatedAt = now.UTC()
+		}
+		set.CompanyID = companyID
+		return putJSON(b, itob(companyID), set)
+	})
+	if err != nil {
+		return set, fmt.Errorf("store: update webhook set of company %d: %w", companyID, err)
+	}
+	return set, nil
+}
+
+// DueWebhookDeliveries returns up to limit deliveries due at now, the
+// longest due first, passing over those skip names (nil skips none; it sees
+// each candidate in order, so it may also count what it lets through). It
+// also returns when to look again: the due time of the first delivery still
+// waiting, now when more are due than limit, zero when nothing waits.
+func (s *Store) DueWebhookDeliveries(now time.Time, limit int, skip func(d WebhookDue) bool) ([]WebhookDue, time.Time, error) {
+	var due []WebhookDue
+	var next time.Time
+	err := s.db.View(func(tx *bolt.Tx) error {
+		end := timeKey(now)
+		deliveries := tx.Bucket(bucketWebhookDeliveries)
+		c := tx.Bucket(bucketWebhookDue).Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			if bytes.Compare(k[:8], end) > 0 {
+				next = time.Unix(0, int64(btoi(k[:8]))).UTC()
+				return nil
+			}
+			raw := deliveries.Get(k[8:])
+			if raw == nil {
+				continue // a key without its row, which no attempt could end
+			}
+			var d WebhookDue
+			if len(v) == 16 {
+				d.WebhookID, d.CompanyID = btoi(v[:8]), btoi(v[8:])
+			} else { // a row indexed before dueValue
+				var err error
+				if d, err = dueOf(raw); err != nil {
+					return err
+				}
+			}
+			d.ID = btoi(k[8:])
+			if skip != nil && skip(d) {
+				continue
+			}
+			if len(due) == limit {
+				next = now
+				return nil
+			}
+			due = append(due, d)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("store: due webhook deliveries: %w", err)
+	}
+	return due, next, nil
+}
+
+// dueOf reads a stored delivery's webhook_id and company_id without
+// decoding the rest: the dispatcher reads every due row on each pass, and
+// the scan stops as soon as it has both (rows written before events were
+// shared carry their body after them).
+func dueOf(raw []byte) (WebhookDue, error) {
+	var d WebhookDue
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if _, err := dec.Token(); err != nil { // {
+		return d, err
+	}
+	var haveWebhook, haveCompany bool
+	for dec.More() && !(haveWebhook && haveCompany) {
+		key, err := dec.Token()
+		if err != nil {
+			return d, err
+		}
+		switch key {
+		case "webhook_id":
+			err, haveWebhook = dec.Decode(&d.WebhookID), true
+		case "company_id":
+			err, haveCompany = dec.Decode(&d.CompanyID), true
+		default:
+			var skip json.RawMessage
+			err = dec.Decode(&skip)
+		}
+		if err != nil {
+			return d, err
+		}
+	}
+	if !haveWebhook {
+		return d, fmt.Errorf("store: webhook delivery without webhook_id")
+	}
+	return d, nil
+}
+
+// WebhookJob reads a pending delivery with its entry and the company's secret.
+func (s *Store) WebhookJob(id uint64) (WebhookJob, error) {
+	var job WebhookJob
+	err := s.db.View(func(tx *bolt.Tx) error {
+		if err := getJSON(tx.Bucket(bucketWebhookDeliveries), itob(id), &job.Delivery); err != nil {
+			return err
+		}
+		if err := deliveryBodyIn(tx, &job.Delivery); err != nil {
+			return err
+		}
+		set, err := loadWebhookSet(tx, job.Delivery.CompanyID)
+		if err != nil {
+			return err
+		}
+		job.Secret = set.Secret
+		if e := set.Entry(job.Delivery.WebhookID); e != nil {
+			entry := *e
+			job.Entry = &entry
+		}
+		return nil
+	})
+	if err != nil {
+		return job, fmt.Errorf("store: webhook delivery %d: %w", id, err)
+	}
+	return job, nil
+}
+
+// RecordWebhookAttempt writes the outcome of one attempt at a pending
+// delivery. decide runs inside the write transaction with the delivery and its
+// entry (nil when removed; changes to it are stored) and returns the log line:
+// its State, StatusCode, Error, DurationMS, CreatedAt and, when pending,
+// NextAttemptAt. The store fills in the rest. A pending line moves the
+// delivery to its next attempt; delivered or failed ends it, and only the log
+// keeps it. The company's log then keeps its newest keep lines (all when keep
+// is 0). decide may run more than once (group commit), so it must only
+// compute. It returns once the line is durable.
+func (s *Store) RecordWebhookAttempt(id uint64, keep int, decide func(d WebhookDelivery, e *WebhookEntry) WebhookAttempt) (WebhookAttempt, error) {
+	return s.RecordWebhookAttemptLater(id, keep, decide).Wait()
+}
+
+// attemptRecord is an attempt's line on its way through the group commit
+// (RecordWebhookAttemptLater).
+type attemptRecord struct {
+	req *commitReq
+	id  uint64
+	out WebhookAttempt // set inside the transaction
+}
+
+// RecordWebhookAttemptLater queues the write of RecordWebhookAttempt for the
+// store's next shared commit and returns at once, so that the attempts of
+// many deliveries share one fsync; Wait gives the line once it is durable.
+func (s *Store) RecordWebhookAttemptLater(id uint64, keep int, decide func(d WebhookDelivery, e *WebhookEntry) WebhookAttempt) AttemptRecord {
+	r := &attemptRecord{id: id}
+	if s.commit == nil {
+		r.req = &commitReq{err: make(chan error, 1)}
+		r.req.err <- bolterrors.ErrDatabaseReadOnly
+		return r
+	}
+	r.req = s.commit.submit(func(tx *bolt.Tx) error {
+		r.out = WebhookAttempt{}
+		a, err := recordAttemptTx(tx, id, keep, decide)
+		if err == nil {
+			r.out = a
+		}
+		return err
+	})
+	return r
+}
+
+// Wait returns the attempt's line once it is durable, or the write's error;
+// call it once.
+func (r *attemptRecord) Wait() (WebhookAttempt, error) {
+	if err := r.req.wait(); err != nil {
+		return r.out, fmt.Errorf("store: record webhook attempt of delivery %d: %w", r.id, err)
+	}
+	return r.out, nil
+}
+
+// recordAttemptTx is the write of RecordWebhookAttempt, inside the transaction.
+func recordAttemptTx(tx *bolt.Tx, id uint64, keep int, decide func(d WebhookDelivery, e *WebhookEntry) WebhookAttempt) (WebhookAttempt, error) {
+	deliveries := tx.Bucket(bucketWebhookDeliveries)
+	var d WebhookDelivery
+	if err := getJSON(deliveries, itob(id), &d); err != nil {
+		return WebhookAttempt{}, err
+	}
+	set, err := loadWebhookSet(tx, d.CompanyID)
+	if err != nil {
+		return WebhookAttempt{}, err
+	}
+	entry := set.Entry(d.WebhookID)
+	var before WebhookEntry
+	if entry != nil {
+		before = *entry
+	}
+	a := decide(d, entry)
+	if entry != nil && entryHealthChanged(before, *entry) {
+		if err := putJSON(tx.Bucket(bucketWebhookSets), itob(d.CompanyID), set); err != nil {
+			return WebhookAttempt{}, err
+		}
+		if before.DisabledAt.IsZero() && !entry.DisabledAt.IsZero() {
+			if err := addActivity(tx, d.CompanyID, Activity{Type: ActWebhookDisabled, At: entry.DisabledAt, Description: fmt.Sprintf("Webhook %d disabled after failed deliveries", entry.ID)}); err != nil {
+				return WebhookAttempt{}, err
+			}
+		}
+	}
+	due := tx.Bucket(bucketWebhookDue)
+	if err := due.Delete(dueKey(d)); err != nil {
+		return WebhookAttempt{}, err
+	}
+	d.Attempts++
+	if a.State == WebhookPending {
+		d.NextAttemptAt = a.NextAttemptAt
+		if err := putJSON(deliveries, itob(d.ID), d); err != nil {
+			return WebhookAttempt{}, err
+		}
+		if err := due.Put(dueKey(d), dueValue(d)); err != nil {
+			return WebhookAttempt{}, err
+		}
+	} else {
+		a.NextAttemptAt = time.Time{}
+		if err := deliveries.Delete(itob(d.ID)); err != nil {
+			return WebhookAttempt{}, err
+		}
+		if err := endDelivery(tx, d); err != nil {
+			return WebhookAttempt{}, err
+		}
+	}
+	a.CompanyID, a.WebhookID, a.EventID, a.DeliveryID, a.EventType, a.Attempt = d.CompanyID, d.WebhookID, d.EventID, d.UUID, d.EventType, d.Attempts
+	if err := appendAttempt(tx, &a, keep); err != nil {
+		return WebhookAttempt{}, err
+	}
+	return a, nil
+}
+
+// appendAttempt adds a line to the company's log and drops its oldest lines
+// beyond keep, so the log's size is bounded on every write, whatever the rate.
+func appendAttempt(tx *bolt.Tx, a *WebhookAttempt, keep int) error {
+	log := tx.Bucket(bucketWebhookAttempts)
+	var err error
+	if a.ID, err = log.NextSequence(); err != nil {
+		return err
+	}
+	if err := putJSON(log, pair(a.CompanyID, a.ID), a); err != nil {
+		return err
+	}
+	sizes := tx.Bucket(bucketWebhookLogSizes)
+	company := itob(a.CompanyID)
+	var n uint64 = 1
+	if v := sizes.Get(company); v != nil {
+		n += btoi(v)
+	}
+	c := log.Cursor()
+	for keep > 0 && n > uint64(keep) {
+		k, _ := c.Seek(company)
+		if k == nil || !bytes.HasPrefix(k, company) {
+			break
+		}
+		if err := c.Delete(); err != nil {
+			return err
+		}
+		n--
+	}
+	return sizes.Put(company, itob(n))
+}
+
+// entryHealthChanged reports whether delivery changed what it may change of
+// an entry, so an attempt rewrites the set only when it must.
+func entryHealthChanged(a, b WebhookEntry) bool {
+	return a.Active != b.Active || !a.FailingSince.Equal(b.FailingSince) || !a.DisabledAt.Equal(b.DisabledAt) || a.DisabledReason != b.DisabledReason
+}
+
+// WebhookAttempts returns up to limit lines of the company's deliveries log,
+// newest first; a webhookID other than 0 keeps only that entry's lines.
+func (s *Store) WebhookAttempts(companyID, webhookID uint64, limit int) ([]WebhookAttempt, error) {
+	var out []WebhookAttempt
+	err := s.db.View(func(tx *bolt.Tx) error {
+		var err error
+		reverse(tx.Bucket(bucketWebhookAttempts), itob(companyID), func(k []byte) bool {
+			var a WebhookAttempt
+			if err = getJSON(tx.Bucket(bucketWebhookAttempts), k, &a); err != nil {
+				return false
+			}
+			if webhookID == 0 || a.WebhookID == webhookID {
+				out = append(out, a)
+			}
+			return len(out) < limit
+		})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: webhook attempts of company %d: %w", companyID, err)
+	}
+	return out, nil
+}
+
+// PruneWebhookAttempts drops log lines created before cutoff and, per
+// company, all but the newest keep (as writes do), and recounts each
+// company's log. It returns how many lines it dropped.
+func (s *Store) PruneWebhookAttempts(cutoff time.Time, keep int) (int, error) {
+	n := 0
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketWebhookAttempts)
+		var drop [][]byte
+		sizes := map[uint64]uint64{}
+		var company []byte
+		seen := 0
+		c := b.Cursor()
+		for k, v := c.Last(); k != nil; k, v = c.Prev() {
+			if !bytes.Equal(k[:8], company) {
+				company, seen = append([]byte(nil), k[:8]...), 0
+			}
+			seen++
+			if keep <= 0 || seen <= keep {
+				var a WebhookAttempt
+				if err := jsonUnmarshal(v, &a); err != nil {
+					return err
+				}
+				if !a.CreatedAt.Before(cutoff) {
+					sizes[btoi(company)]++
+					continue
+				}
+			}
+			drop = append(drop, append([]byte(nil), k...))
+		}
+		for _, k := range drop {
+			if err := b.Delete(k); err != nil {
+				return err
+			}
+		}
+		// Recount from what is left: a count that ever drifted heals here.
+		sb := tx.Bucket(bucketWebhookLogSizes)
+		var stale [][]byte
+		if err := sb.ForEach(func(k, _ []byte) error {
+			if sizes[btoi(k)] == 0 {
+				stale = append(stale, append([]byte(nil), k...))
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		for _, k := range stale {
+			if err := sb.Delete(k); err != nil {
+				return err
+			}
+		}
+		for id, size := range sizes {
+			if err := sb.Put(itob(id), itob(size)); err != nil {
+				return err
+			}
+		}
+		n = len(drop)
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("store: prune webhook attempts: %w", err)
+	}
+	return n, nil
+}

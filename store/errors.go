@@ -1,0 +1,24 @@
+package store
+
+import "errors"
+
+var (
+	// ErrNotFound is returned when a record does not exist.
+	ErrNotFound = errors.New("store: not found")
+	// ErrNoStore is returned when a read-only open finds an empty data file.
+	ErrNoStore = errors.New("store: no store yet")
+	// ErrLocked is returned when another process holds the store.
+	ErrLocked = errors.New("store: the data file is in use by another process")
+	// ErrConflict is returned when a write would break a uniqueness rule.
+	ErrConflict = errors.New("store: conflict")
+	// ErrLastAdmin is returned when a change would leave a company without an admin.
+	ErrLastAdmin = errors.New("store: a company needs at least one admin")
+)
+
+// ErrClosed is returned for a write submitted after Close.
+var ErrClosed = errors.New("store: closed")
+
+// ErrForeignCustomer is returned by ApplyProviderEvent when the event's
+// customer is bound to another company, or the company to another customer:
+// the event belongs elsewhere and changes nothing.
+var ErrForeignCustomer = errors.New("store: the event's customer belongs to another company")

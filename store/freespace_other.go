@@ -1,6 +1,0 @@
-//go:build !unix
-
-package store
-
-// freeBytes cannot tell the free space here: snapshots are not refused for it.
-func freeBytes(string) (uint64, bool) { return 0, false }
