@@ -16,7 +16,6 @@ import (
 	"github.com/simrelay/simrelay/mail"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
-	"github.com/simrelay/simrelay/store/boltstore"
 )
 
 // Lifetimes of credentials, as the contract sets them.
@@ -88,7 +87,7 @@ type Mailer interface {
 // Service is the account domain.
 type Service struct {
 	cfg       Config
-	store     *boltstore.Store
+	store     Store
 	mailer    Mailer
 	log       *slog.Logger
 	now       func() time.Time
@@ -104,7 +103,7 @@ type Service struct {
 }
 
 // New returns the service; the server secrets are created in the store on first use.
-func New(cfg Config, st *boltstore.Store, mailer Mailer, log *slog.Logger, now func() time.Time) (*Service, error) {
+func New(cfg Config, st Store, mailer Mailer, log *slog.Logger, now func() time.Time) (*Service, error) {
 	cfg.defaults()
 	jwtKey, err := st.Secret("jwt-hs256", 32)
 	if err != nil {

@@ -19,7 +19,6 @@ import (
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/sms"
 	"github.com/simrelay/simrelay/store"
-	"github.com/simrelay/simrelay/store/boltstore"
 )
 
 // Channels.
@@ -43,7 +42,7 @@ type InboundHook = store.InboundHook
 // Service is WhatsApp and iMessage.
 type Service struct {
 	cfg       Config
-	store     *boltstore.Store
+	store     Store
 	gov       *pacing.Governor
 	dispatch  Dispatcher
 	watch     sms.Watcher
@@ -54,7 +53,7 @@ type Service struct {
 
 // New returns the service; rnd is the governor's random source for the
 // gap's jitter (injected, so tests can replay it).
-func New(cfg Config, st *boltstore.Store, onInbound InboundHook, log *slog.Logger, now func() time.Time, rnd rand.Source) (*Service, error) {
+func New(cfg Config, st Store, onInbound InboundHook, log *slog.Logger, now func() time.Time, rnd rand.Source) (*Service, error) {
 	cfg.Defaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err

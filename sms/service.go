@@ -14,7 +14,6 @@ import (
 	"github.com/simrelay/simrelay/phone/numplan"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
-	"github.com/simrelay/simrelay/store/boltstore"
 	"github.com/simrelay/simrelay/wakeup"
 	"github.com/simrelay/simrelay/window"
 )
@@ -54,7 +53,7 @@ type InboundHook = store.InboundHook
 // Service is the SMS domain.
 type Service struct {
 	cfg       Config
-	store     *boltstore.Store
+	store     Store
 	dispatch  Dispatcher
 	watch     Watcher
 	onInbound InboundHook
@@ -69,7 +68,7 @@ type Service struct {
 
 // New returns the service. dispatch may be set later with SetDispatcher, as
 // the hub and the service need each other.
-func New(cfg Config, st *boltstore.Store, onInbound InboundHook, log *slog.Logger, now func() time.Time) *Service {
+func New(cfg Config, st Store, onInbound InboundHook, log *slog.Logger, now func() time.Time) *Service {
 	if cfg.MessageTTL <= 0 {
 		cfg.MessageTTL = DefaultMessageTTL
 	}

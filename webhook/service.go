@@ -12,7 +12,6 @@ import (
 
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
-	"github.com/simrelay/simrelay/store/boltstore"
 	"github.com/simrelay/simrelay/wakeup"
 )
 
@@ -29,7 +28,7 @@ const maxPerEntry = 2
 // Service is the webhook domain: configuration, outbox and delivery.
 type Service struct {
 	cfg    Config
-	store  *boltstore.Store
+	store  Store
 	client *http.Client
 	mailer Mailer // e-mail entries (email.go); set before serving
 	log    *slog.Logger
@@ -46,7 +45,7 @@ type Service struct {
 }
 
 // New returns the service; Run delivers.
-func New(cfg Config, st *boltstore.Store, log *slog.Logger, now func() time.Time) (*Service, error) {
+func New(cfg Config, st Store, log *slog.Logger, now func() time.Time) (*Service, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

@@ -1,0 +1,24 @@
+package channel
+
+import (
+	"time"
+
+	"github.com/simrelay/simrelay/store"
+)
+
+// Store is what this package asks of the store; both backends answer it.
+type Store interface {
+	AgentMessages(companyID, numberID uint64, page, limit int) ([]store.Message, int, error)
+	AgentNumber(companyID uint64, channel, publicID string) (store.AgentNumber, error)
+	AgentNumberByRef(companyID, numberID uint64) (store.AgentNumber, error)
+	AgentNumbers(companyID uint64, channel string) ([]store.AgentNumber, error)
+	AgentPending(companyID, deviceID, numberID, after uint64, limit int) ([]store.Message, error)
+	AgentSendsSince(companyID, numberID uint64, since time.Time) (int, error)
+	AnnounceNumbers(companyID, deviceID uint64, channel string, addresses []string, now time.Time, limit int) ([]store.AgentNumber, error)
+	Company(id uint64) (store.Company, error)
+	EnqueueAgent(m *store.Message, idemKey store.IdempotencyKey, now func() time.Time, vet store.SendVet, answer func(store.Message) (int, []byte)) (store.Message, *store.Idempotent, error)
+	MessageByUUID(companyID uint64, uuid string) (store.Message, error)
+	PruneAgentSends(cutoff time.Time) (int, error)
+	StoreAgentInbound(m *store.Message, now func() time.Time, extra store.InboundHook) (store.Message, bool, error)
+	UpdateAgentNumber(companyID uint64, channel, publicID string, now time.Time, fn func(*store.AgentNumber) error) (store.AgentNumber, error)
+}

@@ -1,0 +1,20 @@
+package webhook
+
+import (
+	"time"
+
+	"github.com/simrelay/simrelay/store"
+)
+
+// Store is what this package asks of the store; both backends answer it.
+type Store interface {
+	AddWebhookEvent(tx store.WriteTx, companyID uint64, now time.Time, lim store.OutboxLimits, build func(store.WebhookSet) (store.WebhookEvent, []store.WebhookDelivery, error)) (store.OutboxAdd, error)
+	CompanyUsers(companyID uint64) ([]store.User, error)
+	DueWebhookDeliveries(now time.Time, limit int, skip func(d store.WebhookDue) bool) ([]store.WebhookDue, time.Time, error)
+	PruneWebhookAttempts(cutoff time.Time, keep int) (int, error)
+	RecordWebhookAttemptLater(id uint64, keep int, decide func(d store.WebhookDelivery, e *store.WebhookEntry) store.WebhookAttempt) store.AttemptRecord
+	UpdateWebhookSet(companyID uint64, now time.Time, fn func(*store.WebhookSet) error) (store.WebhookSet, error)
+	WebhookAttempts(companyID, webhookID uint64, limit int) ([]store.WebhookAttempt, error)
+	WebhookJob(id uint64) (store.WebhookJob, error)
+	WebhookSet(companyID uint64) (store.WebhookSet, error)
+}
