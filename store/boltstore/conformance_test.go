@@ -1,0 +1,19 @@
+package boltstore
+
+import (
+	"testing"
+
+	"github.com/simrelay/simrelay/store/conformance"
+)
+
+// openConformance opens a new store for one conformance case.
+func openConformance[S any](t *testing.T) S {
+	s := open(t, t.TempDir())
+	return any(s).(S)
+}
+
+// TestConformance runs every suite of package conformance on bbolt.
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	t.Run("Devices", func(t *testing.T) { t.Parallel(); conformance.Devices(t, openConformance[conformance.DevicesStore]) })
+}
