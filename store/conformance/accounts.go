@@ -180,8 +180,8 @@ func accountsKeyRotation(t *testing.T, s AccountsStore) {
 	}
 }
 
-// accountsKeyRotationRace: rotations of one company at once each see the
-// one before; afterwards only the last key opens the company.
+// accountsKeyRotationRace: updates of one company at once each see the
+// one before (none is lost); afterwards only the last key opens the company.
 func accountsKeyRotationRace(t *testing.T, s AccountsStore) {
 	c, _ := Company(t, s)
 	const n = 8
@@ -190,7 +190,10 @@ func accountsKeyRotationRace(t *testing.T, s AccountsStore) {
 	for i := range n {
 		keys[i] = []byte(fmt.Sprintf("race-%d-%d", c.ID, i))
 		wg.Go(func() {
-			if _, err := s.UpdateCompany(c.ID, func(c *store.Company) error { c.APIKeyHash = keys[i]; return nil }); err != nil {
+			if _, err := s.UpdateCompany(c.ID, func(c *store.Company) error {
+				c.APIKeyHash, c.Address = keys[i], c.Address+"+"
+				return nil
+			}); err != nil {
 				t.Error(err)
 			}
 		})
@@ -199,6 +202,9 @@ func accountsKeyRotationRace(t *testing.T, s AccountsStore) {
 	final, err := s.Company(c.ID)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if final.Address != strings.Repeat("+", n) {
+		t.Fatalf("after %d updates at once the company shows %q: an update was lost", n, final.Address)
 	}
 	for _, k := range append(keys, c.APIKeyHash) {
 		_, err := s.CompanyByAPIKeyHash(k)
