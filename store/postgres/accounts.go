@@ -29,8 +29,11 @@ package postgres
 // bug could collide, and then a spent token is never brought back
 // (ErrConflict). For the same reason an API key hash another company uses
 // is ErrConflict in UpdateCompany (boltstore would move that company's
-// lookup). Secrets live in the secrets table, made by the first node to
-// ask.
+// lookup). An address is there once per company whichever way the user
+// came (the unique index): CreateUser of a pending invitee's address in
+// the same company is ErrConflict, which boltstore, checking only in
+// InviteUser, would let through. Secrets live in the secrets table, made
+// by the first node to ask.
 
 import (
 	"bytes"
