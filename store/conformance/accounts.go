@@ -84,8 +84,8 @@ func InviteBudget(t *testing.T, open Opener[AccountsStore]) {
 	t.Run("Charge", func(t *testing.T) { t.Parallel(); inviteBudget(t, open(t)) })
 }
 
-// user makes a user record of the company with a fresh address.
-func user(companyID uint64, role string, password bool) store.User {
+// accountUser makes a user record of the company with a fresh address.
+func accountUser(companyID uint64, role string, password bool) store.User {
 	u := store.User{CompanyID: companyID, FirstName: "Bo", Email: fmt.Sprintf("user-%d@example.com", unique()), Role: role, CreatedAt: T0}
 	if password {
 		u.PasswordHash = "set"
@@ -228,16 +228,16 @@ func accountsUsers(t *testing.T, s AccountsStore) {
 	if _, err := s.UserByEmail("nobody@example.com"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("an unknown address: %v, want ErrNotFound", err)
 	}
-	dup := user(c.ID, store.RoleMember, true)
+	dup := accountUser(c.ID, store.RoleMember, true)
 	dup.Email = strings.ToUpper(otherAdmin.Email)
 	if err := s.CreateUser(&dup); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("an address in use in another company: %v, want ErrConflict", err)
 	}
-	lost := user(other.ID+1000, store.RoleMember, true)
+	lost := accountUser(other.ID+1000, store.RoleMember, true)
 	if err := s.CreateUser(&lost); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("a user of an unknown company: %v, want ErrNotFound", err)
 	}
-	m := user(c.ID, store.RoleMember, true)
+	m := accountUser(c.ID, store.RoleMember, true)
 	if err := s.CreateUser(&m); err != nil || m.ID == 0 {
 		t.Fatalf("CreateUser: %+v (%v)", m, err)
 	}
@@ -300,7 +300,7 @@ func accountsLastAdmin(t *testing.T, s AccountsStore) {
 	if err := s.DeleteUser(admin.ID); !errors.Is(err, store.ErrLastAdmin) {
 		t.Fatalf("delete the last admin: %v, want ErrLastAdmin", err)
 	}
-	invited := user(c.ID, store.RoleAdmin, false)
+	invited := accountUser(c.ID, store.RoleAdmin, false)
 	if err := s.CreateUser(&invited); err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +310,7 @@ func accountsLastAdmin(t *testing.T, s AccountsStore) {
 	if err := s.DeleteUser(invited.ID); err != nil {
 		t.Fatal(err)
 	}
-	second := user(c.ID, store.RoleAdmin, true)
+	second := accountUser(c.ID, store.RoleAdmin, true)
 	if err := s.CreateUser(&second); err != nil {
 		t.Fatal(err)
 	}
@@ -337,7 +337,7 @@ func accountsLastAdmin(t *testing.T, s AccountsStore) {
 func accountsLastAdminRace(t *testing.T, s AccountsStore) {
 	for _, del := range []bool{false, true} {
 		c, admin := Company(t, s)
-		second := user(c.ID, store.RoleAdmin, true)
+		second := accountUser(c.ID, store.RoleAdmin, true)
 		if err := s.CreateUser(&second); err != nil {
 			t.Fatal(err)
 		}
@@ -374,7 +374,7 @@ func accountsLastAdminRace(t *testing.T, s AccountsStore) {
 // refused as revoked and console sessions end.
 func accountsDeleteUser(t *testing.T, s AccountsStore) {
 	c, _ := Company(t, s)
-	m := user(c.ID, store.RoleMember, true)
+	m := accountUser(c.ID, store.RoleMember, true)
 	if err := s.CreateUser(&m); err != nil {
 		t.Fatal(err)
 	}
@@ -423,7 +423,7 @@ func accountsDeleteUser(t *testing.T, s AccountsStore) {
 func accountsInvites(t *testing.T, s AccountsStore) {
 	a, adminA := Company(t, s)
 	b, _ := Company(t, s)
-	inv := user(a.ID, store.RoleMember, false)
+	inv := accountUser(a.ID, store.RoleMember, false)
 	held, err := s.InviteUser(&inv, T0)
 	if err != nil || held || inv.ID == 0 {
 		t.Fatalf("invite: id %d held %v (%v), want an id and not held", inv.ID, held, err)
@@ -438,7 +438,7 @@ func accountsInvites(t *testing.T, s AccountsStore) {
 		t.Fatalf("a pending invitee by address: %v, want ErrNotFound", err)
 	}
 	for _, email := range []string{strings.ToUpper(inv.Email), adminA.Email} {
-		again := user(a.ID, store.RoleMember, false)
+		again := accountUser(a.ID, store.RoleMember, false)
 		again.Email = email
 		if _, err := s.InviteUser(&again, T0); !errors.Is(err, store.ErrConflict) {
 			t.Fatalf("invite %s again within the company: %v, want ErrConflict", email, err)
@@ -448,7 +448,7 @@ func accountsInvites(t *testing.T, s AccountsStore) {
 		t.Fatalf("an invitation into an unknown company: %v, want ErrNotFound", err)
 	}
 
-	inB := user(b.ID, store.RoleMember, false)
+	inB := accountUser(b.ID, store.RoleMember, false)
 	inB.Email = inv.Email
 	if held, err := s.InviteUser(&inB, T0); err != nil || held {
 		t.Fatalf("another company invites a pending invitee's address: held %v (%v), want allowed and not held", held, err)
@@ -458,7 +458,7 @@ func accountsInvites(t *testing.T, s AccountsStore) {
 	if err := s.CreateCompany(&c, &owner); err != nil {
 		t.Fatalf("a signup with a pending invitee's address: %v", err)
 	}
-	heldInv := user(b.ID, store.RoleMember, false)
+	heldInv := accountUser(b.ID, store.RoleMember, false)
 	heldInv.Email = " " + strings.ToUpper(adminA.Email)
 	if held, err := s.InviteUser(&heldInv, T0); err != nil || !held {
 		t.Fatalf("invite an address held in another company: held %v (%v), want allowed and held", held, err)
@@ -482,8 +482,8 @@ func accountsInvites(t *testing.T, s AccountsStore) {
 // user changes.
 func accountsInviteAccepted(t *testing.T, s AccountsStore) {
 	a, _ := Company(t, s)
-	inv := user(a.ID, store.RoleMember, false)
-	late := user(a.ID, store.RoleMember, false)
+	inv := accountUser(a.ID, store.RoleMember, false)
+	late := accountUser(a.ID, store.RoleMember, false)
 	for _, u := range []*store.User{&inv, &late} {
 		if _, err := s.InviteUser(u, T0); err != nil {
 			t.Fatal(err)
@@ -527,8 +527,8 @@ func accountsInviteAccepted(t *testing.T, s AccountsStore) {
 	}
 }
 
-// family starts a refresh-token family of the user and returns its first token's hash.
-func family(t *testing.T, s AccountsStore, userID uint64, expires time.Time) []byte {
+// refreshFamily starts a refresh-token family of the user and returns its first token's hash.
+func refreshFamily(t *testing.T, s AccountsStore, userID uint64, expires time.Time) []byte {
 	t.Helper()
 	h := []byte(fmt.Sprintf("rt-%d", unique()))
 	if err := s.StartRefreshFamily(h, store.RefreshToken{UserID: userID, Family: fmt.Sprintf("fam-%d", unique()), ExpiresAt: expires}, T0); err != nil {
@@ -537,7 +537,7 @@ func family(t *testing.T, s AccountsStore, userID uint64, expires time.Time) []b
 	return h
 }
 
-func newHash() []byte { return []byte(fmt.Sprintf("rt-%d", unique())) }
+func refreshHash() []byte { return []byte(fmt.Sprintf("rt-%d", unique())) }
 
 // accountsRefreshRotation: a refresh token is spent once for the next of
 // its family; presented again it revokes the family (ErrTokenReused, with
@@ -546,8 +546,8 @@ func newHash() []byte { return []byte(fmt.Sprintf("rt-%d", unique())) }
 // ErrNotFound.
 func accountsRefreshRotation(t *testing.T, s AccountsStore) {
 	_, u := Company(t, s)
-	t1 := family(t, s, u.ID, T0.Add(time.Hour))
-	t2, t3 := newHash(), newHash()
+	t1 := refreshFamily(t, s, u.ID, T0.Add(time.Hour))
+	t2, t3 := refreshHash(), refreshHash()
 	old, err := s.RotateRefreshToken(t1, t2, T0.Add(2*time.Hour), T0)
 	if err != nil || old.UserID != u.ID {
 		t.Fatalf("rotate: %+v (%v)", old, err)
@@ -556,25 +556,25 @@ func accountsRefreshRotation(t *testing.T, s AccountsStore) {
 	if _, err := s.RotateRefreshToken(t2, t3, T0.Add(3*time.Hour), T0.Add(90*time.Minute)); err != nil {
 		t.Fatalf("rotate the next token: %v", err)
 	}
-	old, err = s.RotateRefreshToken(t1, newHash(), T0.Add(time.Hour), T0)
+	old, err = s.RotateRefreshToken(t1, refreshHash(), T0.Add(time.Hour), T0)
 	if !errors.Is(err, store.ErrTokenReused) || old.UserID != u.ID {
 		t.Fatalf("reuse: %+v (%v), want ErrTokenReused naming the user", old, err)
 	}
-	if _, err := s.RotateRefreshToken(t3, newHash(), T0.Add(time.Hour), T0); !errors.Is(err, store.ErrTokenRevoked) {
+	if _, err := s.RotateRefreshToken(t3, refreshHash(), T0.Add(time.Hour), T0); !errors.Is(err, store.ErrTokenRevoked) {
 		t.Fatalf("after a reuse the family is revoked: %v, want ErrTokenRevoked", err)
 	}
-	if _, err := s.RotateRefreshToken(t1, newHash(), T0.Add(time.Hour), T0); !errors.Is(err, store.ErrTokenRevoked) {
+	if _, err := s.RotateRefreshToken(t1, refreshHash(), T0.Add(time.Hour), T0); !errors.Is(err, store.ErrTokenRevoked) {
 		t.Fatalf("the reused token again: %v, want ErrTokenRevoked", err)
 	}
 
-	live := family(t, s, u.ID, T0.Add(time.Hour))
-	if _, err := s.RotateRefreshToken(live, newHash(), T0.Add(2*time.Hour), T0.Add(time.Hour)); !errors.Is(err, store.ErrTokenExpired) {
+	live := refreshFamily(t, s, u.ID, T0.Add(time.Hour))
+	if _, err := s.RotateRefreshToken(live, refreshHash(), T0.Add(2*time.Hour), T0.Add(time.Hour)); !errors.Is(err, store.ErrTokenExpired) {
 		t.Fatalf("an expired token: %v, want ErrTokenExpired", err)
 	}
-	if _, err := s.RotateRefreshToken(live, newHash(), T0.Add(2*time.Hour), T0); err != nil {
+	if _, err := s.RotateRefreshToken(live, refreshHash(), T0.Add(2*time.Hour), T0); err != nil {
 		t.Fatalf("another family is untouched by the revocation: %v", err)
 	}
-	if _, err := s.RotateRefreshToken(newHash(), newHash(), T0.Add(time.Hour), T0); !errors.Is(err, store.ErrNotFound) {
+	if _, err := s.RotateRefreshToken(refreshHash(), refreshHash(), T0.Add(time.Hour), T0); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("an unknown token: %v, want ErrNotFound", err)
 	}
 }
@@ -583,13 +583,13 @@ func accountsRefreshRotation(t *testing.T, s AccountsStore) {
 // the others reuse it, which revokes the family, the winner's token too.
 func accountsRefreshRace(t *testing.T, s AccountsStore) {
 	_, u := Company(t, s)
-	tok := family(t, s, u.ID, T0.Add(time.Hour))
+	tok := refreshFamily(t, s, u.ID, T0.Add(time.Hour))
 	const n = 8
 	next := make([][]byte, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
-		next[i] = newHash()
+		next[i] = refreshHash()
 		wg.Go(func() { _, errs[i] = s.RotateRefreshToken(tok, next[i], T0.Add(time.Hour), T0) })
 	}
 	wg.Wait()
@@ -607,13 +607,13 @@ func accountsRefreshRace(t *testing.T, s AccountsStore) {
 	if winner < 0 {
 		t.Fatalf("no winner: %v", errs)
 	}
-	if _, err := s.RotateRefreshToken(next[winner], newHash(), T0.Add(time.Hour), T0); !errors.Is(err, store.ErrTokenRevoked) {
+	if _, err := s.RotateRefreshToken(next[winner], refreshHash(), T0.Add(time.Hour), T0); !errors.Is(err, store.ErrTokenRevoked) {
 		t.Fatalf("the winner's token after the reuses: %v, want ErrTokenRevoked", err)
 	}
 }
 
-// session stores a console session of the user and returns its hash.
-func session(t *testing.T, s AccountsStore, u store.User, seen, expires time.Time) []byte {
+// accountSession stores a console session of the user and returns its hash.
+func accountSession(t *testing.T, s AccountsStore, u store.User, seen, expires time.Time) []byte {
 	t.Helper()
 	h := []byte(fmt.Sprintf("cs-%d", unique()))
 	if err := s.PutConsoleSession(h, store.ConsoleSession{UserID: u.ID, CompanyID: u.CompanyID, CSRF: "csrf", CreatedAt: seen, SeenAt: seen, ExpiresAt: expires}); err != nil {
@@ -626,14 +626,14 @@ func session(t *testing.T, s AccountsStore, u store.User, seen, expires time.Tim
 // the user ends; another user's stay.
 func accountsRevokeUserSessions(t *testing.T, s AccountsStore) {
 	c, u := Company(t, s)
-	other := user(c.ID, store.RoleMember, true)
+	other := accountUser(c.ID, store.RoleMember, true)
 	if err := s.CreateUser(&other); err != nil {
 		t.Fatal(err)
 	}
-	mine := [][]byte{family(t, s, u.ID, T0.Add(time.Hour)), family(t, s, u.ID, T0.Add(time.Hour))}
-	theirs := family(t, s, other.ID, T0.Add(time.Hour))
-	myConsole := session(t, s, u, T0, T0.Add(time.Hour))
-	theirConsole := session(t, s, other, T0, T0.Add(time.Hour))
+	mine := [][]byte{refreshFamily(t, s, u.ID, T0.Add(time.Hour)), refreshFamily(t, s, u.ID, T0.Add(time.Hour))}
+	theirs := refreshFamily(t, s, other.ID, T0.Add(time.Hour))
+	myConsole := accountSession(t, s, u, T0, T0.Add(time.Hour))
+	theirConsole := accountSession(t, s, other, T0, T0.Add(time.Hour))
 	if err := s.RevokeUserSessions(u.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -641,14 +641,14 @@ func accountsRevokeUserSessions(t *testing.T, s AccountsStore) {
 		t.Fatalf("a second revocation: %v", err)
 	}
 	for _, h := range mine {
-		if _, err := s.RotateRefreshToken(h, newHash(), T0.Add(time.Hour), T0); !errors.Is(err, store.ErrTokenRevoked) {
+		if _, err := s.RotateRefreshToken(h, refreshHash(), T0.Add(time.Hour), T0); !errors.Is(err, store.ErrTokenRevoked) {
 			t.Fatalf("a revoked family's token: %v, want ErrTokenRevoked", err)
 		}
 	}
 	if _, err := s.ConsoleSession(myConsole); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("a revoked console session: %v, want ErrNotFound", err)
 	}
-	if _, err := s.RotateRefreshToken(theirs, newHash(), T0.Add(time.Hour), T0); err != nil {
+	if _, err := s.RotateRefreshToken(theirs, refreshHash(), T0.Add(time.Hour), T0); err != nil {
 		t.Fatalf("another user's family: %v", err)
 	}
 	if _, err := s.ConsoleSession(theirConsole); err != nil {
@@ -683,8 +683,8 @@ func accountsOneTimeTokens(t *testing.T, s AccountsStore) {
 	if got, _ := s.User(u.ID); got.EmailVerified {
 		t.Fatal("a failed fn's change was stored")
 	}
-	rt := family(t, s, u.ID, T0.Add(time.Hour))
-	cs := session(t, s, u, T0, T0.Add(time.Hour))
+	rt := refreshFamily(t, s, u.ID, T0.Add(time.Hour))
+	cs := accountSession(t, s, u, T0, T0.Add(time.Hour))
 	got, err := s.ConsumeOneTimeToken(v, []string{"verify"}, T0, false, verify)
 	if err != nil || got.ID != u.ID || !got.EmailVerified {
 		t.Fatalf("consume: %+v (%v)", got, err)
@@ -703,7 +703,7 @@ func accountsOneTimeTokens(t *testing.T, s AccountsStore) {
 	if _, err := s.ConsumeOneTimeToken(r, []string{"reset", "invite"}, T0, true, func(u *store.User) error { u.PasswordHash = "new"; return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.RotateRefreshToken(rt, newHash(), T0.Add(time.Hour), T0); !errors.Is(err, store.ErrTokenRevoked) {
+	if _, err := s.RotateRefreshToken(rt, refreshHash(), T0.Add(time.Hour), T0); !errors.Is(err, store.ErrTokenRevoked) {
 		t.Fatalf("a refresh token after a reset: %v, want ErrTokenRevoked", err)
 	}
 	if _, err := s.ConsoleSession(cs); !errors.Is(err, store.ErrNotFound) {
@@ -761,18 +761,18 @@ func accountsOneTimeTokenRace(t *testing.T, s AccountsStore) {
 // stays, revoked or not, so that token is still refused as its family says.
 func accountsPruneTokens(t *testing.T, s AccountsStore) {
 	c, u := Company(t, s)
-	v := user(c.ID, store.RoleMember, true)
+	v := accountUser(c.ID, store.RoleMember, true)
 	if err := s.CreateUser(&v); err != nil {
 		t.Fatal(err)
 	}
 	now := T0.Add(31 * 24 * time.Hour)
 	// done: its one token was used and expired long ago.
-	done := family(t, s, u.ID, T0.Add(time.Hour))
-	if _, err := s.RotateRefreshToken(done, newHash(), T0.Add(2*time.Hour), T0); err != nil {
+	done := refreshFamily(t, s, u.ID, T0.Add(time.Hour))
+	if _, err := s.RotateRefreshToken(done, refreshHash(), T0.Add(2*time.Hour), T0); err != nil {
 		t.Fatal(err)
 	}
-	live := family(t, s, u.ID, now.Add(time.Hour))
-	revoked := family(t, s, v.ID, now.Add(time.Hour))
+	live := refreshFamily(t, s, u.ID, now.Add(time.Hour))
+	revoked := refreshFamily(t, s, v.ID, now.Add(time.Hour))
 	if err := s.RevokeUserSessions(v.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -792,13 +792,13 @@ func accountsPruneTokens(t *testing.T, s AccountsStore) {
 	if n, err := s.PruneTokenFamilies(); err != nil || n != 0 {
 		t.Fatalf("PruneTokenFamilies again: %d (%v), want 0", n, err)
 	}
-	if _, err := s.RotateRefreshToken(done, newHash(), now.Add(time.Hour), now); !errors.Is(err, store.ErrNotFound) {
+	if _, err := s.RotateRefreshToken(done, refreshHash(), now.Add(time.Hour), now); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("a pruned token: %v, want ErrNotFound", err)
 	}
-	if _, err := s.RotateRefreshToken(revoked, newHash(), now.Add(time.Hour), now); !errors.Is(err, store.ErrTokenRevoked) {
+	if _, err := s.RotateRefreshToken(revoked, refreshHash(), now.Add(time.Hour), now); !errors.Is(err, store.ErrTokenRevoked) {
 		t.Fatalf("the revoked family's token: %v, want ErrTokenRevoked", err)
 	}
-	if _, err := s.RotateRefreshToken(live, newHash(), now.Add(time.Hour), now); err != nil {
+	if _, err := s.RotateRefreshToken(live, refreshHash(), now.Add(time.Hour), now); err != nil {
 		t.Fatalf("the live family's token: %v", err)
 	}
 	if _, err := s.ConsumeOneTimeToken([]byte(fmt.Sprintf("ott-%d-0", c.ID)), []string{"reset"}, now, false, func(*store.User) error { return nil }); !errors.Is(err, store.ErrNotFound) {
@@ -814,7 +814,7 @@ func accountsPruneTokens(t *testing.T, s AccountsStore) {
 // a session that is gone is no error.
 func accountsConsoleSessions(t *testing.T, s AccountsStore) {
 	_, u := Company(t, s)
-	h := session(t, s, u, T0, T0.Add(12*time.Hour))
+	h := accountSession(t, s, u, T0, T0.Add(12*time.Hour))
 	got, err := s.ConsoleSession(h)
 	if err != nil || got.UserID != u.ID || got.CompanyID != u.CompanyID || got.CSRF != "csrf" || !got.SeenAt.Equal(T0) || !got.ExpiresAt.Equal(T0.Add(12*time.Hour)) {
 		t.Fatalf("ConsoleSession: %+v (%v)", got, err)
@@ -825,7 +825,7 @@ func accountsConsoleSessions(t *testing.T, s AccountsStore) {
 	if got, err := s.ConsoleSession(h); err != nil || !got.SeenAt.Equal(T0.Add(time.Hour)) || !got.CreatedAt.Equal(T0) || got.CSRF != "csrf" || !got.ExpiresAt.Equal(T0.Add(12*time.Hour)) {
 		t.Fatalf("after a touch: %+v (%v)", got, err)
 	}
-	other := session(t, s, u, T0, T0.Add(12*time.Hour))
+	other := accountSession(t, s, u, T0, T0.Add(12*time.Hour))
 	if err := s.DeleteConsoleSession(h); err != nil {
 		t.Fatal(err)
 	}
@@ -851,13 +851,13 @@ func accountsConsoleSessions(t *testing.T, s AccountsStore) {
 func accountsPruneConsoleSessions(t *testing.T, s AccountsStore) {
 	_, u := Company(t, s)
 	now := T0.Add(24 * time.Hour)
-	idle := session(t, s, u, now.Add(-3*time.Hour), now.Add(time.Hour))
-	ended := session(t, s, u, now.Add(-time.Minute), now)
-	touched := session(t, s, u, now.Add(-3*time.Hour), now.Add(time.Hour))
+	idle := accountSession(t, s, u, now.Add(-3*time.Hour), now.Add(time.Hour))
+	ended := accountSession(t, s, u, now.Add(-time.Minute), now)
+	touched := accountSession(t, s, u, now.Add(-3*time.Hour), now.Add(time.Hour))
 	if err := s.TouchConsoleSession(touched, now.Add(-time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	live := session(t, s, u, now.Add(-2*time.Hour), now.Add(time.Second))
+	live := accountSession(t, s, u, now.Add(-2*time.Hour), now.Add(time.Second))
 	n, err := s.PruneConsoleSessions(now.Add(-2*time.Hour), now)
 	if err != nil || n != 2 {
 		t.Fatalf("pruned %d (%v), want 2", n, err)
@@ -914,12 +914,12 @@ func inviteBudget(t *testing.T, s AccountsStore) {
 	a, _ := Company(t, s)
 	b, _ := Company(t, s)
 	for range 2 {
-		u := user(a.ID, store.RoleMember, false)
+		u := accountUser(a.ID, store.RoleMember, false)
 		if _, err := s.InviteUser(&u, T0); err != nil {
 			t.Fatal(err)
 		}
 	}
-	u := user(a.ID, store.RoleMember, false)
+	u := accountUser(a.ID, store.RoleMember, false)
 	_, err := s.InviteUser(&u, T0)
 	var be *store.BudgetError
 	if !errors.As(err, &be) || be.CompanyID != a.ID || be.Limit != InviteBudgetBytes {
@@ -931,7 +931,7 @@ func inviteBudget(t *testing.T, s AccountsStore) {
 	if _, err := s.InviteUser(&u, T0.Add(24*time.Hour)); err != nil {
 		t.Fatalf("the next day's invitation: %v", err)
 	}
-	w := user(b.ID, store.RoleMember, false)
+	w := accountUser(b.ID, store.RoleMember, false)
 	if _, err := s.InviteUser(&w, T0); err != nil {
 		t.Fatalf("another company's invitation: %v", err)
 	}
