@@ -28,3 +28,51 @@ type Activity struct {
 	At          time.Time `json:"at"`
 	Description string    `json:"description"`
 }
+
+// MaskPhone shows a number's country code and first digits only: enough to
+// recognise it on a dashboard, not to read it off a screen.
+func MaskPhone(p string) string {
+	if len(p) <= 5 {
+		return p
+	}
+	return p[:5] + "…"
+}
+
+// DeviceLabel is how activity names a device: its name, else its fingerprint.
+func DeviceLabel(d Device) string {
+	if d.Name != "" {
+		return d.Name
+	}
+	return d.Fingerprint
+}
+
+// ChannelLabel is how activity names a message of the channel.
+func ChannelLabel(ch string) string {
+	switch ch {
+	case "whatsapp":
+		return "WhatsApp message"
+	case "imessage":
+		return "iMessage"
+	}
+	return "SMS"
+}
+
+// MessageActivity is the event of an outbound message reaching status; device may be empty.
+func MessageActivity(m Message, status, device string, at time.Time) (Activity, bool) {
+	what := ChannelLabel(m.Channel) + " to " + MaskPhone(m.Phone)
+	via := ""
+	if device != "" {
+		via = " via " + device
+	}
+	switch status {
+	case MsgSent:
+		return Activity{Type: ActMessageSent, At: at, Description: what + " sent" + via}, true
+	case MsgDelivered:
+		return Activity{Type: ActMessageDelivered, At: at, Description: what + " delivered" + via}, true
+	case MsgFailed:
+		return Activity{Type: ActMessageFailed, At: at, Description: what + " failed" + via}, true
+	case MsgExpired:
+		return Activity{Type: ActMessageExpired, At: at, Description: what + " expired before a phone took it"}, true
+	}
+	return Activity{}, false
+}

@@ -52,3 +52,17 @@ func (e *PlanLimitError) Error() string {
 }
 
 func (e *PlanLimitError) Unwrap() error { return ErrPlanLimit }
+
+// What a *PlanLimitError limits (its What).
+const (
+	LimitMessages = "messages"
+	LimitDevices  = "devices"
+)
+
+// CalendarMonth is the UTC calendar month around now: the plan period of a
+// company without a billing period of its own.
+func CalendarMonth(now time.Time) (time.Time, time.Time) {
+	now = now.UTC()
+	from := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
+	return from, from.AddDate(0, 1, 0)
+}

@@ -42,3 +42,24 @@ func NextDay(t time.Time) time.Time {
 func (e *BudgetError) RetryAfter(now time.Time) int {
 	return max(int((e.Reset.Sub(now)+time.Second-1)/time.Second), 1)
 }
+
+// What a write costs beyond the bytes of its text or body: the record's
+// other fields and its index keys. Estimates, rounded up, so that a flood of
+// tiny messages is paid for too.
+const (
+	// MessageRowCost is a message's record (its JSON fields besides the
+	// text) and its five to seven index entries.
+	MessageRowCost = 512
+	// DeliveryRowCost is a webhook delivery's row and its due-index key.
+	DeliveryRowCost = 320
+	// PairingCost is a pairing code's record, kept a day past its expiry.
+	PairingCost = 256
+	// InvitationCost is an invited user's record, its set-password token
+	// and the invitation mail in the outbox.
+	InvitationCost = 4096
+)
+
+// MessageCost is what storing m counts against its company's budget.
+func MessageCost(m Message) int64 {
+	return int64(len(m.Text)+len(m.Phone)+len(m.ClientID)+len(m.ReceivedAt)) + MessageRowCost
+}

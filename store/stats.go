@@ -51,3 +51,30 @@ func StatsDay(t time.Time) uint32 { return uint32(t.Unix() / 86400) }
 
 // StatsDate is the start (UTC) of a day number.
 func StatsDate(day uint32) time.Time { return time.Unix(int64(day)*86400, 0).UTC() }
+
+// StatusCounts is what moving an outbound message from one status to the
+// next counts.
+func StatusCounts(m Message, from, to string) Counts {
+	var c Counts
+	reached := func(s string) bool { return s == MsgSent || s == MsgDelivered }
+	if reached(to) && !reached(from) {
+		c.Sent, c.Segments = 1, uint64(max(m.Segments, 0))
+	}
+	switch to {
+	case MsgDelivered:
+		c.Delivered = 1
+	case MsgFailed:
+		c.Failed = 1
+	case MsgExpired:
+		c.Expired = 1
+	}
+	return c
+}
+
+// MessageUser is the counter user of a message.
+func MessageUser(m Message) uint64 {
+	if m.Direction == Inbound {
+		return StatsNoUser
+	}
+	return m.UserID
+}

@@ -1,8 +1,6 @@
 package boltstore
 
 import (
-	"time"
-
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -55,52 +53,6 @@ func recentActivity(tx *bolt.Tx, companyID uint64, limit int) ([]Activity, error
 		out = append(out, a)
 	}
 	return out, nil
-}
-
-// maskPhone shows a number's country code and first digits only: enough to
-// recognise it on a dashboard, not to read it off a screen.
-func maskPhone(p string) string {
-	if len(p) <= 5 {
-		return p
-	}
-	return p[:5] + "…"
-}
-
-func deviceLabel(d Device) string {
-	if d.Name != "" {
-		return d.Name
-	}
-	return d.Fingerprint
-}
-
-func channelLabel(ch string) string {
-	switch ch {
-	case "whatsapp":
-		return "WhatsApp message"
-	case "imessage":
-		return "iMessage"
-	}
-	return "SMS"
-}
-
-// messageActivity is the event of an outbound message reaching status; device may be empty.
-func messageActivity(m Message, status, device string, at time.Time) (Activity, bool) {
-	what := channelLabel(m.Channel) + " to " + maskPhone(m.Phone)
-	via := ""
-	if device != "" {
-		via = " via " + device
-	}
-	switch status {
-	case MsgSent:
-		return Activity{Type: ActMessageSent, At: at, Description: what + " sent" + via}, true
-	case MsgDelivered:
-		return Activity{Type: ActMessageDelivered, At: at, Description: what + " delivered" + via}, true
-	case MsgFailed:
-		return Activity{Type: ActMessageFailed, At: at, Description: what + " failed" + via}, true
-	case MsgExpired:
-		return Activity{Type: ActMessageExpired, At: at, Description: what + " expired before a phone took it"}, true
-	}
-	return Activity{}, false
 }
 
 // syncDisabled keeps the disabled_devices index in step with a live device.

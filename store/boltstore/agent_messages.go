@@ -1,6 +1,8 @@
 package boltstore
 
 import (
+	"github.com/simrelay/simrelay/store"
+
 	"bytes"
 	"errors"
 	"fmt"
@@ -85,7 +87,7 @@ func (s *Store) EnqueueAgent(m *Message, idemKey IdempotencyKey, now func() time
 		}
 		msg.ID, msg.NumberID, msg.Account, msg.Direction, msg.Status = id, n.ID, n.Address, Outbound, MsgQueued
 		msg.DeviceID, msg.Device = n.DeviceID, n.Device
-		usage, err := s.planAllows(tx, msg.CompanyID, msg.CreatedAt, limitMessages)
+		usage, err := s.planAllows(tx, msg.CompanyID, msg.CreatedAt, store.LimitMessages)
 		if err != nil {
 			if errors.As(err, new(*PlanLimitError)) {
 				refused = err
@@ -94,7 +96,7 @@ func (s *Store) EnqueueAgent(m *Message, idemKey IdempotencyKey, now func() time
 			}
 			return err
 		}
-		if err := s.charge(tx, msg.CompanyID, msg.CreatedAt, messageCost(msg)+int64(len(msg.MediaURL))); err != nil {
+		if err := s.charge(tx, msg.CompanyID, msg.CreatedAt, store.MessageCost(msg)+int64(len(msg.MediaURL))); err != nil {
 			if errors.As(err, new(*BudgetError)) {
 				refused = err
 				giveBack()
@@ -276,7 +278,7 @@ func (s *Store) StoreAgentInbound(m *Message, now func() time.Time, extra Inboun
 			}
 			return err
 		}
-		if err := s.charge(tx, msg.CompanyID, msg.CreatedAt, messageCost(msg)); err != nil {
+		if err := s.charge(tx, msg.CompanyID, msg.CreatedAt, store.MessageCost(msg)); err != nil {
 			if errors.As(err, new(*BudgetError)) {
 				refused = err
 				return nil
@@ -295,7 +297,7 @@ func (s *Store) StoreAgentInbound(m *Message, now func() time.Time, extra Inboun
 		if err := count(tx, msg, msg.CreatedAt, Counts{Received: 1}); err != nil {
 			return err
 		}
-		if err := addActivity(tx, msg.CompanyID, Activity{Type: ActMessageReceived, At: msg.CreatedAt, Description: channelLabel(msg.Channel) + " from " + maskPhone(msg.Phone) + " received on " + d.Label}); err != nil {
+		if err := addActivity(tx, msg.CompanyID, Activity{Type: ActMessageReceived, At: msg.CreatedAt, Description: store.ChannelLabel(msg.Channel) + " from " + store.MaskPhone(msg.Phone) + " received on " + d.Label}); err != nil {
 			return err
 		}
 		if err := tx.Bucket(bucketAgentInClient).Put(ck, itob(msg.ID)); err != nil {

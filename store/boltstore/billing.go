@@ -1,6 +1,8 @@
 package boltstore
 
 import (
+	"github.com/simrelay/simrelay/store"
+
 	"bytes"
 	"errors"
 	"fmt"
@@ -26,11 +28,6 @@ var (
 // nothing is limited and messages count per UTC calendar month.
 func (s *Store) SetPlans(p Plans) { s.plans = p }
 
-const (
-	limitMessages = "messages"
-	limitDevices  = "devices"
-)
-
 // usageSlot is one period's message counter, to add to once the write goes ahead.
 type usageSlot struct {
 	key  []byte
@@ -41,15 +38,9 @@ func (u usageSlot) add(tx *bolt.Tx) error {
 	return tx.Bucket(bucketPlanUsage).Put(u.key, itob(u.used+1))
 }
 
-func calendarMonth(now time.Time) (time.Time, time.Time) {
-	now = now.UTC()
-	from := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
-	return from, from.AddDate(0, 1, 0)
-}
-
 func (s *Store) limitsTx(tx *bolt.Tx, companyID uint64, now time.Time) (PlanLimits, error) {
 	if s.plans == nil {
-		from, to := calendarMonth(now)
+		from, to := store.CalendarMonth(now)
 		return PlanLimits{Messages: -1, Devices: -1, PeriodStart: from, PeriodEnd: to}, nil
 	}
 	var sub Subscription
@@ -68,7 +59,7 @@ func (s *Store) planAllows(tx *bolt.Tx, companyID uint64, now time.Time, what st
 	if err != nil {
 		return usageSlot{}, err
 	}
-	if what == limitDevices {
+	if what == store.LimitDevices {
 		if l.Devices < 0 {
 			return usageSlot{}, nil
 		}

@@ -14,22 +14,6 @@ import (
 // small counter per company and day; a write that would go over is refused
 // whole and changes nothing.
 
-// What a write costs beyond the bytes of its text or body: the record's
-// other fields and its index keys. Estimates, rounded up, so that a flood of
-// tiny messages is paid for too.
-const (
-	// messageRowCost is a message's record (its JSON fields besides the
-	// text) and its five to seven index entries.
-	messageRowCost = 512
-	// deliveryRowCost is a webhook delivery's row and its due-index key.
-	deliveryRowCost = 320
-	// pairingCost is a pairing code's record, kept a day past its expiry.
-	pairingCost = 256
-	// invitationCost is an invited user's record, its set-password token
-	// and the invitation mail in the outbox.
-	invitationCost = 4096
-)
-
 var bucketCompanyUsage = []byte("company_usage") // company id + UTC day number -> bytes added that day
 
 // dayOf numbers UTC days since 1970-01-01.
@@ -64,11 +48,6 @@ func (s *Store) addUsage(tx *bolt.Tx, companyID uint64, now time.Time, cost int6
 		return &BudgetError{CompanyID: companyID, Limit: s.dailyBudget, Used: used, Cost: cost, Reset: NextDay(now)}
 	}
 	return b.Put(key, itob(uint64(used+cost)))
-}
-
-// messageCost is what storing m counts against its company's budget.
-func messageCost(m Message) int64 {
-	return int64(len(m.Text)+len(m.Phone)+len(m.ClientID)+len(m.ReceivedAt)) + messageRowCost
 }
 
 // StorageUsed is how many bytes the company has added on t's UTC day.

@@ -1,6 +1,8 @@
 package boltstore
 
 import (
+	"github.com/simrelay/simrelay/store"
+
 	"errors"
 	"strings"
 	"testing"
@@ -16,7 +18,7 @@ func TestDailyStorageBudget(t *testing.T) {
 	at := time.Date(2026, 11, 22, 23, 59, 0, 0, time.UTC)
 	clock := func() time.Time { return at }
 	m := Message{Device: "fp-a@example.com", Channel: "sms", Phone: "+15550100001", Text: strings.Repeat("x", 1000), SIMSlot: "SIM1", ReceivedAt: "2026-11-22T10:00:00.000Z"}
-	cost := messageCost(Message{Text: m.Text, Phone: m.Phone, ClientID: "c1", ReceivedAt: m.ReceivedAt})
+	cost := store.MessageCost(Message{Text: m.Text, Phone: m.Phone, ClientID: "c1", ReceivedAt: m.ReceivedAt})
 	s, err := Open(dir, Options{CompanyDailyStorage: 2 * cost})
 	if err != nil {
 		t.Fatal(err)
@@ -105,8 +107,8 @@ func TestBudgetCountsWebhookEvents(t *testing.T) {
 	if err != nil || added.Queued != 2 {
 		t.Fatalf("the first message: got %+v, %v; want it stored with its 2 deliveries", added, err)
 	}
-	msgCost := messageCost(Message{Text: "hi", Phone: "+15550100001", ClientID: "c1"})
-	want := msgCost + int64(len(event)) + 2*deliveryRowCost
+	msgCost := store.MessageCost(Message{Text: "hi", Phone: "+15550100001", ClientID: "c1"})
+	want := msgCost + int64(len(event)) + 2*store.DeliveryRowCost
 	if used, _ := s.StorageUsed(c.ID, at); used != want || used <= 2000 {
 		t.Fatalf("got %d bytes counted, want %d (the message and its event, over the budget)", used, want)
 	}

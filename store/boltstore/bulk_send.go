@@ -1,6 +1,8 @@
 package boltstore
 
 import (
+	"github.com/simrelay/simrelay/store"
+
 	"errors"
 	"fmt"
 	"slices"
@@ -58,10 +60,10 @@ func (s *Store) EnqueueBulk(ms []Message, idemKey IdempotencyKey, now func() tim
 			if refused = s.optedOutTx(tx, companyID, m.Channel, m.Phone, i); refused != nil {
 				return nil
 			}
-			cost += messageCost(m)
+			cost += store.MessageCost(m)
 		}
 		at := now().UTC()
-		usage, err := s.planAllows(tx, companyID, at, limitMessages)
+		usage, err := s.planAllows(tx, companyID, at, store.LimitMessages)
 		if err == nil {
 			err = s.planAllowsMore(tx, companyID, at, usage, len(ms))
 		}
@@ -127,7 +129,7 @@ func (s *Store) planAllowsMore(tx *bolt.Tx, companyID uint64, now time.Time, usa
 		return err
 	}
 	if l.Messages >= 0 && int64(usage.used)+int64(n) > l.Messages {
-		return &PlanLimitError{What: limitMessages, Limit: l.Messages, PeriodEnd: l.PeriodEnd}
+		return &PlanLimitError{What: store.LimitMessages, Limit: l.Messages, PeriodEnd: l.PeriodEnd}
 	}
 	return nil
 }

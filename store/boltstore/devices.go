@@ -1,6 +1,8 @@
 package boltstore
 
 import (
+	"github.com/simrelay/simrelay/store"
+
 	"bytes"
 	"errors"
 	"fmt"
@@ -16,7 +18,7 @@ import (
 // are kept until a day after they expire.
 func (s *Store) PutPairing(hash []byte, p Pairing, now time.Time) error {
 	if err := s.db.Update(func(tx *bolt.Tx) error {
-		if err := s.charge(tx, p.CompanyID, now, pairingCost); err != nil {
+		if err := s.charge(tx, p.CompanyID, now, store.PairingCost); err != nil {
 			return err
 		}
 		return putJSON(tx.Bucket(bucketPairings), hash, p)
@@ -70,7 +72,7 @@ func (s *Store) RegisterDevice(pairingHash []byte, now time.Time, fingerprint st
 			return err
 		}
 		if old == nil {
-			if _, err := s.planAllows(tx, p.CompanyID, now, limitDevices); err != nil {
+			if _, err := s.planAllows(tx, p.CompanyID, now, store.LimitDevices); err != nil {
 				return err
 			}
 		}
@@ -91,7 +93,7 @@ func (s *Store) RegisterDevice(pairingHash []byte, now time.Time, fingerprint st
 		if err := putLiveDevice(tx, d); err != nil {
 			return err
 		}
-		if err := addActivity(tx, d.CompanyID, Activity{Type: ActDevicePaired, At: now, Description: "Device " + deviceLabel(d) + " paired"}); err != nil {
+		if err := addActivity(tx, d.CompanyID, Activity{Type: ActDevicePaired, At: now, Description: "Device " + store.DeviceLabel(d) + " paired"}); err != nil {
 			return err
 		}
 		dev = d
@@ -315,7 +317,7 @@ func (s *Store) deleteDeviceTx(tx *bolt.Tx, companyID uint64, fingerprint string
 	if err := tx.Bucket(bucketDisabledDevices).Delete(pair(d.CompanyID, d.ID)); err != nil {
 		return d, err
 	}
-	if err := addActivity(tx, d.CompanyID, Activity{Type: ActDeviceDeleted, At: now, Description: "Device " + deviceLabel(d) + " deleted; its queued messages failed"}); err != nil {
+	if err := addActivity(tx, d.CompanyID, Activity{Type: ActDeviceDeleted, At: now, Description: "Device " + store.DeviceLabel(d) + " deleted; its queued messages failed"}); err != nil {
 		return d, err
 	}
 	if err := tx.Bucket(bucketDeviceFailures).Delete(devKey(d.CompanyID, d.ID)); err != nil {

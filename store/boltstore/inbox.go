@@ -1,6 +1,8 @@
 package boltstore
 
 import (
+	"github.com/simrelay/simrelay/store"
+
 	"bytes"
 	"errors"
 	"fmt"
@@ -71,7 +73,7 @@ func (s *Store) StoreInbound(m *Message, now func() time.Time, extra InboundHook
 		msg.CompanyID, msg.DeviceID, msg.Device, msg.Direction, msg.Status = d.CompanyID, d.ID, d.Fingerprint, Inbound, MsgReceived
 		msg.CreatedAt = now().UTC()
 		msg.UpdatedAt = msg.CreatedAt
-		if err := s.charge(tx, msg.CompanyID, msg.CreatedAt, messageCost(msg)); err != nil {
+		if err := s.charge(tx, msg.CompanyID, msg.CreatedAt, store.MessageCost(msg)); err != nil {
 			if errors.As(err, new(*BudgetError)) {
 				refused = err
 				return nil
@@ -89,7 +91,7 @@ func (s *Store) StoreInbound(m *Message, now func() time.Time, extra InboundHook
 		if err := count(tx, msg, msg.CreatedAt, Counts{Received: 1}); err != nil {
 			return err
 		}
-		if err := addActivity(tx, msg.CompanyID, Activity{Type: ActMessageReceived, At: msg.CreatedAt, Description: channelLabel(msg.Channel) + " from " + maskPhone(msg.Phone) + " received on " + d.Label}); err != nil {
+		if err := addActivity(tx, msg.CompanyID, Activity{Type: ActMessageReceived, At: msg.CreatedAt, Description: store.ChannelLabel(msg.Channel) + " from " + store.MaskPhone(msg.Phone) + " received on " + d.Label}); err != nil {
 			return err
 		}
 		if err := tx.Bucket(bucketInboundClient).Put(ck, itob(id)); err != nil {

@@ -1,6 +1,8 @@
 package boltstore
 
 import (
+	"github.com/simrelay/simrelay/store"
+
 	"bytes"
 	"errors"
 	"fmt"
@@ -32,7 +34,7 @@ func (s *Store) InviteUser(u *User, now time.Time) (heldElsewhere bool, err erro
 		if tx.Bucket(bucketCompanies).Get(itob(u.CompanyID)) == nil {
 			return ErrNotFound
 		}
-		if err := s.charge(tx, u.CompanyID, now, invitationCost); err != nil {
+		if err := s.charge(tx, u.CompanyID, now, store.InvitationCost); err != nil {
 			return err
 		}
 		users := tx.Bucket(bucketUsers)

@@ -1,6 +1,8 @@
 package boltstore
 
 import (
+	"github.com/simrelay/simrelay/store"
+
 	"bytes"
 	"errors"
 	"fmt"
@@ -75,7 +77,7 @@ func (s *Store) Enqueue(m *Message, idemKey IdempotencyKey, now func() time.Time
 		}
 		msg.CreatedAt = now().UTC()
 		msg.UpdatedAt = msg.CreatedAt
-		usage, err := s.planAllows(tx, msg.CompanyID, msg.CreatedAt, limitMessages)
+		usage, err := s.planAllows(tx, msg.CompanyID, msg.CreatedAt, store.LimitMessages)
 		if err != nil {
 			if errors.As(err, new(*PlanLimitError)) {
 				refused = err // nothing written yet
@@ -83,7 +85,7 @@ func (s *Store) Enqueue(m *Message, idemKey IdempotencyKey, now func() time.Time
 			}
 			return err
 		}
-		if err := s.charge(tx, msg.CompanyID, msg.CreatedAt, messageCost(msg)); err != nil {
+		if err := s.charge(tx, msg.CompanyID, msg.CreatedAt, store.MessageCost(msg)); err != nil {
 			if errors.As(err, new(*BudgetError)) {
 				refused = err // nothing written yet: the batch need not run again
 				return nil
@@ -532,7 +534,7 @@ func (s *Store) failDeviceMessages(tx *bolt.Tx, companyID, deviceID uint64, now 
 			from := m.Status
 			m.Status, m.Error, m.UpdatedAt = MsgFailed, "device_deleted", now.UTC()
 			// Counted, but no event each: the device.deleted event says it.
-			if err := count(tx, m, now, statusCounts(m, from, MsgFailed)); err != nil {
+			if err := count(tx, m, now, store.StatusCounts(m, from, MsgFailed)); err != nil {
 				return err
 			}
 			if err := s.statusEvent(tx, m, now); err != nil {

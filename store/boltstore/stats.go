@@ -1,6 +1,8 @@
 package boltstore
 
 import (
+	"github.com/simrelay/simrelay/store"
+
 	"bytes"
 	"encoding/binary"
 	"time"
@@ -110,33 +112,6 @@ func addCounts(b *bolt.Bucket, k []byte, c Counts) error {
 	return b.Put(k, encodeCounts(cur))
 }
 
-// statusCounts is what moving an outbound message from one status to the
-// next counts.
-func statusCounts(m Message, from, to string) Counts {
-	var c Counts
-	reached := func(s string) bool { return s == MsgSent || s == MsgDelivered }
-	if reached(to) && !reached(from) {
-		c.Sent, c.Segments = 1, uint64(max(m.Segments, 0))
-	}
-	switch to {
-	case MsgDelivered:
-		c.Delivered = 1
-	case MsgFailed:
-		c.Failed = 1
-	case MsgExpired:
-		c.Expired = 1
-	}
-	return c
-}
-
-// messageUser is the counter user of a message.
-func messageUser(m Message) uint64 {
-	if m.Direction == Inbound {
-		return StatsNoUser
-	}
-	return m.UserID
-}
-
 // count adds c to the message's counters of at's day, to its company's, its
 // device's and its user's sums of that day, and to its company's all-time
 // totals.
@@ -149,10 +124,10 @@ func count(tx *bolt.Tx, m Message, at time.Time, c Counts) error {
 		bucket []byte
 		key    []byte
 	}{
-		{bucketStatsDays, statsDayKey(m.CompanyID, day, ChannelByte(m.Channel), m.DeviceID, messageUser(m))},
+		{bucketStatsDays, statsDayKey(m.CompanyID, day, ChannelByte(m.Channel), m.DeviceID, store.MessageUser(m))},
 		{bucketStatsCompanyDays, statsCompanyDayKey(m.CompanyID, day)},
 		{bucketStatsDeviceDays, statsDeviceDayKey(m.CompanyID, day, m.DeviceID)},
-		{bucketStatsUserDays, statsUserDayKey(m.CompanyID, messageUser(m), day, m.DeviceID)},
+		{bucketStatsUserDays, statsUserDayKey(m.CompanyID, store.MessageUser(m), day, m.DeviceID)},
 		{bucketStatsTotals, itob(m.CompanyID)},
 	} {
 		if err := addCounts(tx.Bucket(r.bucket), r.key, c); err != nil {
@@ -183,10 +158,10 @@ func nameStatsDevice(tx *bolt.Tx, d Device) error {
 // countTransition counts an outbound message that moved from one status to
 // m.Status and writes its activity event.
 func countTransition(tx *bolt.Tx, m Message, from, device string, at time.Time) error {
-	if err := count(tx, m, at, statusCounts(m, from, m.Status)); err != nil {
+	if err := count(tx, m, at, store.StatusCounts(m, from, m.Status)); err != nil {
 		return err
 	}
-	if a, ok := messageActivity(m, m.Status, device, at); ok {
+	if a, ok := store.MessageActivity(m, m.Status, device, at); ok {
 		return addActivity(tx, m.CompanyID, a)
 	}
 	return nil
@@ -205,5 +180,5 @@ func countStored(tx *bolt.Tx, m Message) error {
 	if at.IsZero() {
 		at = m.CreatedAt
 	}
-	return count(tx, m, at, statusCounts(m, MsgQueued, m.Status))
+	return count(tx, m, at, store.StatusCounts(m, MsgQueued, m.Status))
 }

@@ -1,6 +1,8 @@
 package boltstore
 
 import (
+	"github.com/simrelay/simrelay/store"
+
 	"bytes"
 	"fmt"
 	"time"
@@ -108,7 +110,7 @@ func (s *Store) addWebhookEvent(tx *bolt.Tx, companyID uint64, now time.Time, li
 	if ev.ID == "" || events.Get([]byte(ev.ID)) != nil {
 		return out, fmt.Errorf("%w: webhook event id %q is empty or taken", ErrConflict, ev.ID)
 	}
-	if err := s.chargeAfter(tx, companyID, now, int64(len(ev.Body))+int64(len(ds))*deliveryRowCost); err != nil {
+	if err := s.chargeAfter(tx, companyID, now, int64(len(ev.Body))+int64(len(ds))*store.DeliveryRowCost); err != nil {
 		return out, err
 	}
 	if err := events.Put([]byte(ev.ID), ev.Body); err != nil {

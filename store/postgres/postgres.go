@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/simrelay/simrelay/store"
 )
 
 const (
@@ -19,9 +20,25 @@ const (
 	DefaultConnectTimeout = 10 * time.Second
 )
 
+// Options are the store's settings beyond the database's URL.
+type Options struct {
+	// CompanyDailyStorage is how many bytes one company may add per UTC day
+	// (messages, webhook events, media; see charge); 0 means no limit.
+	CompanyDailyStorage int64
+}
+
 // Store is the PostgreSQL store: a pool of connections to one database.
 type Store struct {
 	pool *pgxpool.Pool
+	// ctx is every statement's context, cancelled by Close.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// dailyBudget is Options.CompanyDailyStorage.
+	dailyBudget int64
+	// plans prices a company's subscription into limits (SetPlans); nil: no limits.
+	plans store.Plans
+	// statusEvents builds outbound status events (SetStatusEvents); nil: none.
+	statusEvents *store.StatusEvents
 }
 
 // Open connects to the database at url (postgres://... or postgresql://...,
@@ -30,7 +47,7 @@ type Store struct {
 // Several nodes may open one database at once: each migration is applied
 // once. A database whose schema is newer than this binary is refused with
 // ErrSchemaTooNew.
-func Open(ctx context.Context, url string) (*Store, error) {
+func Open(ctx context.Context, url string, opt Options) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		// pgconn's error shows the URL with its password masked.
@@ -43,9 +60,10 @@ func Open(ctx context.Context, url string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store/postgres: %w", err)
 	}
-	s := &Store{pool: pool}
+	s := &Store{pool: pool, dailyBudget: opt.CompanyDailyStorage}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if err := s.start(ctx); err != nil {
-		pool.Close()
+		s.Close()
 		return nil, fmt.Errorf("store/postgres: %w", err)
 	}
 	return s, nil
@@ -84,7 +102,28 @@ func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
 	return v, nil
 }
 
-// Close closes every connection, waiting for those in use to be returned.
-func (s *Store) Close() {
+// Close cancels the statements in flight and closes every connection.
+func (s *Store) Close() error {
+	s.cancel()
 	s.pool.Close()
+	return nil
 }
+
+// Ready says whether the database answers: the readiness check (/readyz).
+func (s *Store) Ready() error {
+	ctx, cancel := context.WithTimeout(s.ctx, 2*time.Second)
+	defer cancel()
+	return s.Ping(ctx)
+}
+
+// SetPlans sets how subscriptions price into plan limits; call it before
+// the store is used.
+func (s *Store) SetPlans(p store.Plans) { s.plans = p }
+
+// SetStatusEvents sets the builder of outbound status events; call it
+// before the store is used.
+func (s *Store) SetStatusEvents(h store.StatusEvents) { s.statusEvents = &h }
+
+// DailyStorageBudget is the store's budget in bytes per company and day, 0
+// when there is none.
+func (s *Store) DailyStorageBudget() int64 { return s.dailyBudget }

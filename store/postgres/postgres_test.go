@@ -18,11 +18,11 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 
 func open(t *testing.T, url string) *Store {
 	t.Helper()
-	s, err := Open(context.Background(), url)
+	s, err := Open(context.Background(), url, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(s.Close)
+	t.Cleanup(func() { s.Close() })
 	return s
 }
 
@@ -76,7 +76,7 @@ func TestConcurrentOpens(t *testing.T) {
 	stores := make([]*Store, nodes)
 	errs := make([]error, nodes)
 	for i := range nodes {
-		wg.Go(func() { stores[i], errs[i] = Open(context.Background(), url) })
+		wg.Go(func() { stores[i], errs[i] = Open(context.Background(), url, Options{}) })
 	}
 	wg.Wait()
 	for i, err := range errs {
@@ -151,7 +151,7 @@ func TestRefusesNewerSchema(t *testing.T) {
 	if _, err := s.pool.Exec(ctx, "INSERT INTO schema_version (version, name) VALUES (99, 'from_the_future')"); err != nil {
 		t.Fatal(err)
 	}
-	_, err := Open(ctx, url)
+	_, err := Open(ctx, url, Options{})
 	if !errors.Is(err, ErrSchemaTooNew) {
 		t.Fatalf("got %v, want ErrSchemaTooNew", err)
 	}
@@ -173,7 +173,7 @@ func TestOpenRefusals(t *testing.T) {
 		{"mysql://u:s3cret@db/simrelay", "store/postgres:"},
 		{"postgres://u:s3cret@/simrelay?host=" + t.TempDir(), "store/postgres:"},
 	} {
-		s, err := Open(ctx, tc.url)
+		s, err := Open(ctx, tc.url, Options{})
 		if err == nil {
 			s.Close()
 			t.Errorf("%s: opened, want an error", tc.url)

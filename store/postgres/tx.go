@@ -1,0 +1,179 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/simrelay/simrelay/store"
+)
+
+// maxTries bounds how often a transaction runs when the database asks for
+// a retry (a serialization failure or a deadlock): the closures are written
+// to run more than once, as bbolt's group commit runs them.
+const maxTries = 10
+
+// txn is one transaction of the store: the pgx transaction, the store's
+// context, and what runs once it has committed. It is the store.WriteTx the
+// hooks of a write get.
+type txn struct {
+	pgx.Tx
+	ctx      context.Context
+	onCommit []func()
+}
+
+// OnCommit runs fn after the transaction commits; never if it does not (a
+// try that is run again drops the hooks of the failed try).
+func (t *txn) OnCommit(fn func()) { t.onCommit = append(t.onCommit, fn) }
+
+// exec runs a statement that returns no rows.
+func (t *txn) exec(sql string, args ...any) (pgconn.CommandTag, error) {
+	return t.Exec(t.ctx, sql, args...)
+}
+
+// query runs a statement that returns rows.
+func (t *txn) query(sql string, args ...any) (pgx.Rows, error) {
+	return t.Query(t.ctx, sql, args...)
+}
+
+// row runs a statement that returns at most one row.
+func (t *txn) row(sql string, args ...any) pgx.Row {
+	return t.QueryRow(t.ctx, sql, args...)
+}
+
+// write runs fn in a READ COMMITTED transaction and commits it, running it
+// again (up to maxTries) when the database answers with a serialization
+// failure or a deadlock. fn keeps every rule it checks true by locking
+// the row that guards it (SELECT ... FOR UPDATE), by a unique constraint,
+// or by one conditional statement: see doc.go. name says what the write
+// is, for errors.
+func (s *Store) write(name string, fn func(t *txn) error) error {
+	return s.run(name, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, fn)
+}
+
+// serializable runs fn as write does, in a SERIALIZABLE transaction: for
+// the rare rule that reads a set no single row guards.
+func (s *Store) serializable(name string, fn func(t *txn) error) error {
+	return s.run(name, pgx.TxOptions{IsoLevel: pgx.Serializable}, fn)
+}
+
+// read runs fn in a read-only REPEATABLE READ transaction: every statement
+// of fn sees the same snapshot, as a bbolt read transaction does.
+func (s *Store) read(name string, fn func(t *txn) error) error {
+	return s.run(name, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, fn)
+}
+
+func (s *Store) run(name string, opts pgx.TxOptions, fn func(t *txn) error) error {
+	var err error
+	for try := 0; try < maxTries; try++ {
+		if try > 0 {
+			// Back off a little, more each time, so the transactions that
+			// collided do not collide again in step.
+			select {
+			case <-time.After(time.Duration(try*try) * time.Millisecond):
+			case <-s.ctx.Done():
+				return fmt.Errorf("store: %s: %w", name, store.ErrClosed)
+			}
+		}
+		var hooks []func()
+		hooks, err = s.try(opts, fn)
+		if err == nil {
+			for _, h := range hooks {
+				h()
+			}
+			return nil
+		}
+		if !retryable(err) {
+			break
+		}
+	}
+	if errors.Is(err, context.Canceled) && s.ctx.Err() != nil {
+		err = store.ErrClosed
+	}
+	return fmt.Errorf("store: %s: %w", name, err)
+}
+
+func (s *Store) try(opts pgx.TxOptions, fn func(t *txn) error) ([]func(), error) {
+	ptx, err := s.pool.BeginTx(s.ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	t := &txn{Tx: ptx, ctx: s.ctx}
+	defer ptx.Rollback(s.ctx) //nolint:errcheck // after Commit it does nothing
+	if err := fn(t); err != nil {
+		return nil, mapErr(err)
+	}
+	if err := ptx.Commit(s.ctx); err != nil {
+		return nil, mapErr(err)
+	}
+	return t.onCommit, nil
+}
+
+// retryable says whether a transaction that failed with err may succeed if
+// run again: a serialization failure or a deadlock the database broke.
+func retryable(err error) bool {
+	if errors.Is(err, errAgain) {
+		return true
+	}
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
+}
+
+// mapErr turns the database's answers into the store's errors: a row not
+// found is store.ErrNotFound, a broken unique constraint store.ErrConflict.
+// Anything else is returned as it is.
+func mapErr(err error) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.ErrNotFound
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "23505" && !errors.Is(err, store.ErrConflict) {
+		return fmt.Errorf("%w (%s)", store.ErrConflict, pe.ConstraintName)
+	}
+	return err
+}
+
+// getRec reads the jsonb record the statement selects (one column, one
+// row) into v; no row is store.ErrNotFound.
+func getRec(t *txn, v any, sql string, args ...any) error {
+	var raw []byte
+	if err := t.row(sql, args...).Scan(&raw); err != nil {
+		return mapErr(err)
+	}
+	return json.Unmarshal(raw, v)
+}
+
+// getRecs reads the jsonb records the statement selects (one column) into
+// a slice, in the statement's order; none is an empty slice.
+func getRecs[T any](t *txn, sql string, args ...any) ([]T, error) {
+	rows, err := t.query(sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []T{}
+	for rows.Next() {
+		var raw []byte
+		if err := rows.Scan(&raw); err != nil {
+			return nil, err
+		}
+		var v T
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+// rec is the jsonb value of a record.
+func rec(v any) ([]byte, error) { return json.Marshal(v) }
+
+// id is a store id (uint64) as the database's bigint. Ids come from
+// identity columns, so they fit; store.StatsNoUser becomes -1.
+func id(v uint64) int64 { return int64(v) }
