@@ -16,4 +16,13 @@ func openConformance[S any](t *testing.T) S {
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	t.Run("Devices", func(t *testing.T) { t.Parallel(); conformance.Devices(t, openConformance[conformance.DevicesStore]) })
+	t.Run("DeviceSends", func(t *testing.T) {
+		t.Parallel()
+		conformance.DeviceSends(t, openConformance[conformance.DeviceSendsStore])
+	})
+	t.Run("Pools", func(t *testing.T) { t.Parallel(); conformance.Pools(t, openConformance[conformance.PoolsStore]) })
+	t.Run("PoolSends", func(t *testing.T) {
+		t.Parallel()
+		conformance.PoolSends(t, openConformance[conformance.PoolSendsStore])
+	})
 }

@@ -427,3 +427,107 @@ func provisionDevices(t *testing.T, s DevicesStore) {
 		}
 	}
 }
+
+// DeviceSendsStore is what the suite of a device's sends calls.
+type DeviceSendsStore interface {
+	Base
+	Enqueue(m *store.Message, idemKey store.IdempotencyKey, now func() time.Time, check store.DeviceCheck, answer func(store.Message) (int, []byte)) (store.Message, *store.Idempotent, error)
+	Transition(companyID, deviceID uint64, uuid, status, errText, statusAt string, now time.Time) (store.Message, bool, error)
+	MessageByUUID(companyID uint64, uuid string) (store.Message, error)
+	DeleteDevice(companyID uint64, fingerprint string, now time.Time) (store.Device, error)
+	DeviceFailures(companyID, deviceID uint64) ([]store.DeviceFailure, error)
+}
+
+// DeviceSends runs the suite of what a device's sends leave on it.
+func DeviceSends(t *testing.T, open Opener[DeviceSendsStore]) {
+	t.Run("DeleteFailsJobs", func(t *testing.T) { t.Parallel(); deleteFailsJobs(t, open(t)) })
+	t.Run("Failures", func(t *testing.T) { t.Parallel(); deviceFailures(t, open(t)) })
+}
+
+// sendTo queues an SMS from the company's device to phone at at.
+func sendTo(t testing.TB, s DeviceSendsStore, companyID uint64, fp, phone string, at time.Time, sendAt time.Time) store.Message {
+	t.Helper()
+	m := store.Message{UUID: fmt.Sprintf("ds-%d", unique()), CompanyID: companyID, Device: fp, SIMSlot: "SIM1", Channel: "sms", Phone: phone, Text: "hi", SendAt: sendAt}
+	out, _, err := s.Enqueue(&m, store.IdempotencyKey{}, func() time.Time { return at }, nil, nil)
+	if err != nil {
+		t.Fatalf("send from %s: %v", fp, err)
+	}
+	return out
+}
+
+// deleteFailsJobs: deleting a device fails its queued, scheduled and
+// sending jobs (device_deleted) in the same transaction; its finished jobs
+// and other devices' jobs stay as they are.
+func deleteFailsJobs(t *testing.T, s DeviceSendsStore) {
+	a, _ := Company(t, s)
+	da := Device(t, s, a.ID, "del-a")
+	Device(t, s, a.ID, "del-b")
+	queued := sendTo(t, s, a.ID, "del-a", "+15551000001", T0, time.Time{})
+	scheduled := sendTo(t, s, a.ID, "del-a", "+15551000002", T0, T0.Add(time.Hour))
+	sending := sendTo(t, s, a.ID, "del-a", "+15551000003", T0, time.Time{})
+	sent := sendTo(t, s, a.ID, "del-a", "+15551000004", T0, time.Time{})
+	other := sendTo(t, s, a.ID, "del-b", "+15551000001", T0, time.Time{})
+	if _, _, err := s.Transition(a.ID, da.ID, sending.UUID, store.MsgSending, "", "", T0); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Transition(a.ID, da.ID, sent.UUID, store.MsgSent, "", "", T0); err != nil {
+		t.Fatal(err)
+	}
+	at := T0.Add(time.Minute)
+	if _, err := s.DeleteDevice(a.ID, "del-a", at); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []store.Message{queued, scheduled, sending} {
+		got, err := s.MessageByUUID(a.ID, m.UUID)
+		if err != nil || got.Status != store.MsgFailed || got.Error != "device_deleted" || !got.UpdatedAt.Equal(at) {
+			t.Fatalf("a job of the deleted device: %+v (%v), want failed (device_deleted)", got, err)
+		}
+	}
+	if got, err := s.MessageByUUID(a.ID, sent.UUID); err != nil || got.Status != store.MsgSent {
+		t.Fatalf("a sent job of the deleted device: %+v (%v), want it kept sent", got, err)
+	}
+	if got, err := s.MessageByUUID(a.ID, other.UUID); err != nil || got.Status != store.MsgQueued {
+		t.Fatalf("another device's job: %+v (%v), want it queued", got, err)
+	}
+	if _, _, err := s.Transition(a.ID, da.ID, sending.UUID, store.MsgSent, "", "", at); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a report of the deleted device: %v, want ErrNotFound", err)
+	}
+}
+
+// deviceFailures: a device's last store.MaxDeviceFailures failed or
+// expired sends are kept, newest first; they are the device's own.
+func deviceFailures(t *testing.T, s DeviceSendsStore) {
+	a, _ := Company(t, s)
+	da := Device(t, s, a.ID, "fail-a")
+	db := Device(t, s, a.ID, "fail-b")
+	var uuids []string
+	for i := range store.MaxDeviceFailures + 1 {
+		at := T0.Add(time.Duration(i) * time.Minute)
+		m := sendTo(t, s, a.ID, "fail-a", fmt.Sprintf("+1555200000%d", i), at, time.Time{})
+		if _, _, err := s.Transition(a.ID, da.ID, m.UUID, store.MsgFailed, "no_service", "", at); err != nil {
+			t.Fatal(err)
+		}
+		uuids = append(uuids, m.UUID)
+	}
+	ok := sendTo(t, s, a.ID, "fail-a", "+15552000009", T0, time.Time{})
+	if _, _, err := s.Transition(a.ID, da.ID, ok.UUID, store.MsgSent, "", "", T0); err != nil {
+		t.Fatal(err)
+	}
+	fs, err := s.DeviceFailures(a.ID, da.ID)
+	if err != nil || len(fs) != store.MaxDeviceFailures {
+		t.Fatalf("failures: %+v (%v), want %d", fs, err, store.MaxDeviceFailures)
+	}
+	for i, f := range fs {
+		want := uuids[len(uuids)-1-i]
+		if f.QueueID != want || f.Status != store.MsgFailed || f.Error != "no_service" || f.Channel != "sms" {
+			t.Fatalf("failure %d: %+v, want %s failed (no_service), newest first", i, f, want)
+		}
+	}
+	if fs, err := s.DeviceFailures(a.ID, db.ID); err != nil || len(fs) != 0 {
+		t.Fatalf("another device's failures: %+v (%v), want none", fs, err)
+	}
+	b, _ := Company(t, s)
+	if fs, err := s.DeviceFailures(b.ID, da.ID); err != nil || len(fs) != 0 {
+		t.Fatalf("the failures as another company: %+v (%v), want none", fs, err)
+	}
+}
