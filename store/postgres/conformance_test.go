@@ -2,6 +2,8 @@ package postgres
 
 import (
 	"testing"
+
+	"github.com/simrelay/simrelay/store/conformance"
 )
 
 // openConformance opens a store on a new database for one conformance case.
@@ -13,4 +15,6 @@ func openConformance[S any](t *testing.T) S {
 // each registered once this backend answers all of its methods.
 func TestConformance(t *testing.T) {
 	t.Parallel()
+	t.Run("Devices", func(t *testing.T) { t.Parallel(); conformance.Devices(t, openConformance[conformance.DevicesStore]) })
+	t.Run("Pools", func(t *testing.T) { t.Parallel(); conformance.Pools(t, openConformance[conformance.PoolsStore]) })
 }
