@@ -12,7 +12,9 @@ import (
 // sets deleted_at and clears its token, so its id names it in history and
 // counters and no later registration gets it. What hangs off a
 // registration (its failures, its SIMs' caps and counts, pool members) is
-// keyed by the id.
+// keyed by the id. Unlike the embedded store, a delete also drops the
+// registration's SIM caps and carrier-error streak, which nothing reads
+// again once the id is dead.
 
 // Pairing returns a pairing code's record.
 func (s *Store) Pairing(hash []byte) (store.Pairing, error) {

@@ -11,6 +11,24 @@ import (
 	"github.com/simrelay/simrelay/store"
 )
 
+// Routing a send on PostgreSQL, against the embedded store's single writer:
+//
+//   - A SIM's caps are exact because its device's row is locked before its
+//     counts are read (route locks the named device; a pool locks each
+//     member's device the first time it looks at it), and held until the
+//     commit: sends from one device serialise there, on any node.
+//   - A pool's turn is a row of pool_turns, locked by the first send through
+//     the pool (INSERT ... ON CONFLICT ... RETURNING), so the sends through
+//     one pool take turns exactly, as on one node, and serialise on it.
+//     Sends through different pools, or to devices by name, do not.
+//   - Locks are taken pool turn first, then devices in the order the
+//     strategy looks at them; two sends that meet in another order are a
+//     deadlock the database breaks, and the loser runs again (write).
+//   - least_loaded counts the queue_place rows of each member's device (up
+//     to loadCountCap); sticky's fallback to "the member that last talked
+//     to the recipient" is the newest message, either way, between the
+//     recipient and a member's device.
+
 // router places the messages of one send request inside its transaction:
 // on the device they name, or on the member the pool they name picks, and
 // counts them against their SIMs' caps.
@@ -142,22 +160,19 @@ func newPicker(t *txn, p store.Pool, check store.DeviceCheck, tally *simTally) (
 	return pp, err
 }
 
-// usable says whether member m can take a send to phone now, noting why not.
+// usable says whether member m can take a send to phone now, noting why
+// not. It locks the member's device (once) unless skip passes it over.
 func (pp *poolPicker) usable(m store.PoolMember, phone string) (*store.Device, bool, error) {
-	d, ok := pp.devices[m.DeviceID]
-	if !ok {
-		dev, err := liveDeviceByID(pp.t, pp.pool.CompanyID, m.DeviceID, true)
-		switch {
-		case err == nil:
-			d = &dev
-		case !errors.Is(err, store.ErrDeviceGone):
-			return nil, false, err
-		}
-		pp.devices[m.DeviceID] = d
-	}
 	why := ""
 	if pp.skip != nil {
 		why = pp.skip(m)
+	}
+	var d *store.Device
+	if why == "" {
+		var err error
+		if d, err = pp.device(m.DeviceID); err != nil {
+			return nil, false, err
+		}
 	}
 	if why == "" && d != nil && d.Status != store.DeviceDisabled {
 		k := simKey{m.DeviceID, m.SIMSlot}
@@ -200,6 +215,24 @@ func (pp *poolPicker) usable(m store.PoolMember, phone string) (*store.Device, b
 		return nil, false, nil
 	}
 	return d, true, nil
+}
+
+// device is the member's live device, locked: its SIMs' counts are read
+// and written under the lock. nil is a device that is gone.
+func (pp *poolPicker) device(deviceID uint64) (*store.Device, error) {
+	if d, ok := pp.devices[deviceID]; ok {
+		return d, nil
+	}
+	dev, err := liveDeviceByID(pp.t, pp.pool.CompanyID, deviceID, true)
+	var d *store.Device
+	switch {
+	case err == nil:
+		d = &dev
+	case !errors.Is(err, store.ErrDeviceGone):
+		return nil, err
+	}
+	pp.devices[deviceID] = d
+	return d, nil
 }
 
 func (pp *poolPicker) note(m store.PoolMember, why string) {
