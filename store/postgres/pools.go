@@ -14,7 +14,8 @@ import (
 // pools with its record; its round-robin turn is a row of pool_turns and
 // its sticky entries rows of pool_sticky, both dropped with the pool. The
 // company's row lock guards how many pools it has; the unique (company,
-// lower-case name) its names; a pool's row lock its edits.
+// lower-case name) its names; a pool's row lock its edits (FOR NO KEY
+// UPDATE, which lets a send's foreign key to the pool pass).
 
 // Pools returns the company's pools, oldest first.
 func (s *Store) Pools(companyID uint64) ([]store.Pool, error) {
@@ -79,7 +80,7 @@ func (s *Store) PutPool(companyID, poolID uint64, now time.Time, edit func(cur s
 				return err
 			}
 			p = store.Pool{ID: pid, CompanyID: companyID, CreatedAt: now.UTC()}
-		} else if err := getRec(t, &p, "SELECT rec FROM pools WHERE company_id = $1 AND id = $2 FOR UPDATE", id(companyID), id(poolID)); err != nil {
+		} else if err := getRec(t, &p, "SELECT rec FROM pools WHERE company_id = $1 AND id = $2 FOR NO KEY UPDATE", id(companyID), id(poolID)); err != nil {
 			return err
 		}
 		in, err := edit(p)
@@ -198,7 +199,7 @@ func (s *Store) DeletePool(companyID, poolID uint64) (store.Pool, error) {
 // again under the same fingerprint (a new device) joins no pool by itself.
 func leavePools(t *txn, companyID, deviceID uint64, now time.Time) error {
 	pools, err := getRecs[store.Pool](t, `SELECT rec FROM pools WHERE company_id = $1
-		AND rec->'members' @> jsonb_build_array(jsonb_build_object('device_id', $2::bigint)) ORDER BY id FOR UPDATE`,
+		AND rec->'members' @> jsonb_build_array(jsonb_build_object('device_id', $2::bigint)) ORDER BY id FOR NO KEY UPDATE`,
 		id(companyID), id(deviceID))
 	if err != nil {
 		return err

@@ -146,26 +146,21 @@ func (st *simTally) take(dev uint64, slot, phone string) error {
 
 // flush adds the transaction's sends to the SIMs' counts.
 func (st *simTally) flush() error {
-	add := func(k simKey, kind string, period int32, n int64) error {
-		_, err := st.t.exec(`INSERT INTO sim_usage (device_id, sim_slot, kind, period, n) VALUES ($1, $2, $3, $4, $5)
-			ON CONFLICT (device_id, sim_slot, kind, period) DO UPDATE SET n = sim_usage.n + EXCLUDED.n`,
-			id(k.dev), k.slot, kind, period, n)
-		return err
-	}
 	for k, c := range st.sims {
 		if c.added == 0 {
 			continue
 		}
-		if err := add(k, usageDay, dayStamp(st.now), c.added); err != nil {
-			return err
-		}
-		if err := add(k, usageMonth, monthStamp(st.now), c.added); err != nil {
+		if _, err := st.t.exec(`INSERT INTO sim_usage (device_id, sim_slot, kind, period, n) VALUES ($1, $2, $3, $4, $7), ($1, $2, $5, $6, $7)
+			ON CONFLICT (device_id, sim_slot, kind, period) DO UPDATE SET n = sim_usage.n + EXCLUDED.n`,
+			id(k.dev), k.slot, usageDay, dayStamp(st.now), usageMonth, monthStamp(st.now), c.added); err != nil {
 			return err
 		}
 		if len(c.newRecips) == 0 {
 			continue
 		}
-		if err := add(k, usageRecipients, dayStamp(st.now), int64(len(c.newRecips))); err != nil {
+		if _, err := st.t.exec(`INSERT INTO sim_usage (device_id, sim_slot, kind, period, n) VALUES ($1, $2, $3, $4, $5)
+			ON CONFLICT (device_id, sim_slot, kind, period) DO UPDATE SET n = sim_usage.n + EXCLUDED.n`,
+			id(k.dev), k.slot, usageRecipients, dayStamp(st.now), int64(len(c.newRecips))); err != nil {
 			return err
 		}
 		phones := make([]string, 0, len(c.newRecips))

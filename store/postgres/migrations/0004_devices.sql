@@ -1,11 +1,14 @@
 -- Devices, sender pools and SIM caps (docs/routing.md). The devices and
 -- pairings tables are the core's (0002); what hangs off a device
--- registration here is keyed by its id, which is never reused.
+-- registration here is keyed by its id, which is never reused. These
+-- tables name devices without a foreign key: its check would take a share
+-- lock on the device's row, which every send to the device locks (route),
+-- so a report's write would queue behind the sends in flight.
 
 -- A device's last failed or expired sends, newest first by seq; reads
 -- take the newest store.MaxDeviceFailures, each failure drops the older.
 CREATE TABLE device_failures (
-	device_id  bigint NOT NULL REFERENCES devices (id),
+	device_id  bigint NOT NULL,
 	seq        bigint GENERATED ALWAYS AS IDENTITY,
 	company_id bigint NOT NULL,
 	rec        jsonb  NOT NULL,
@@ -44,7 +47,7 @@ CREATE INDEX pool_sticky_written ON pool_sticky (written_at);
 
 -- A SIM's caps (store.SIMCaps), per device registration and slot.
 CREATE TABLE sim_caps (
-	device_id  bigint NOT NULL REFERENCES devices (id),
+	device_id  bigint NOT NULL,
 	sim_slot   text   NOT NULL,
 	company_id bigint NOT NULL,
 	rec        jsonb  NOT NULL,
