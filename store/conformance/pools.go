@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/simrelay/simrelay/store"
+	"github.com/simrelay/simrelay/window"
 )
 
 // PoolsStore is what the pools suite calls: the pools a company defines and
@@ -412,6 +413,7 @@ func PoolSends(t *testing.T, open Opener[PoolSendsStore]) {
 	t.Run("CountsPruned", func(t *testing.T) { t.Parallel(); simCountsPruned(t, open(t)) })
 	t.Run("CarrierErrors", func(t *testing.T) { t.Parallel(); carrierErrors(t, open(t)) })
 	t.Run("Failover", func(t *testing.T) { t.Parallel(); poolFailover(t, open(t)) })
+	t.Run("Window", func(t *testing.T) { t.Parallel(); poolWindow(t, open(t)) })
 }
 
 // sender sends one SMS at a time through a store, each with a new uuid.
@@ -884,5 +886,36 @@ func poolFailover(t *testing.T, s PoolSendsStore) {
 	}
 	if moved, err := s.Failover(in, nil, at); err != nil || len(moved) != 0 {
 		t.Fatalf("a second sweep: %d moved (%v), want none", len(moved), err)
+	}
+}
+
+// poolWindow: a send through a pool with a window takes the pool's window
+// unless it has its own, and its time to live counts from the window's
+// first opening unless its end was fixed.
+func poolWindow(t *testing.T, s PoolSendsStore) {
+	a, _ := Company(t, s)
+	Device(t, s, a.ID, "pw")
+	noon := window.Window{From: "12:00", To: "13:00", TimeZone: "UTC"} // opens 2 hours after T0
+	putPool(t, s, a.ID, store.PoolInput{Name: "pw", Strategy: store.PoolRoundRobin, Window: &noon, Members: members("pw", "SIM1")})
+	x := sender{t, s, a.ID}
+	send := func(w *window.Window, fixed bool) store.Message {
+		t.Helper()
+		m := x.msg("+15559100001")
+		m.Pool, m.Window, m.ExpiresAt, m.ExpiresFixed = "pw", w, T0.Add(time.Hour), fixed
+		out, _, err := s.Enqueue(&m, store.IdempotencyKey{}, func() time.Time { return T0 }, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	if m := send(nil, false); m.Window == nil || m.Window.From != "12:00" || !m.ExpiresAt.Equal(T0.Add(3*time.Hour)) {
+		t.Fatalf("through the pool: window %+v, expires %v; want the pool's window, an hour after it opens", m.Window, m.ExpiresAt)
+	}
+	if m := send(nil, true); m.Window == nil || !m.ExpiresAt.Equal(T0.Add(time.Hour)) {
+		t.Fatalf("a fixed end: window %+v, expires %v; want the pool's window and the end kept", m.Window, m.ExpiresAt)
+	}
+	own := window.Window{From: "18:00", To: "19:00", TimeZone: "UTC"}
+	if m := send(&own, false); m.Window == nil || m.Window.From != "18:00" || !m.ExpiresAt.Equal(T0.Add(time.Hour)) {
+		t.Fatalf("a send's own window: %+v, expires %v; want it kept, as its end", m.Window, m.ExpiresAt)
 	}
 }
