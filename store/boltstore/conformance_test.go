@@ -12,14 +12,16 @@ func openConformance[S any](t *testing.T) S {
 	return any(s).(S)
 }
 
-// openBudgeted opens a new store with a daily storage budget per company.
-func openBudgeted[S any](t *testing.T, dailyStorage int64) S {
-	s, err := Open(t.TempDir(), Options{CompanyDailyStorage: dailyStorage})
-	if err != nil {
-		t.Fatal(err)
+// openBudgeted opens a new store whose companies may add budget bytes a day.
+func openBudgeted[S any](budget int64) conformance.Opener[S] {
+	return func(t *testing.T) S {
+		s, err := Open(t.TempDir(), Options{CompanyDailyStorage: budget})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return any(s).(S)
 	}
-	t.Cleanup(func() { s.Close() })
-	return any(s).(S)
 }
 
 // TestConformance runs every suite of package conformance on bbolt.
@@ -28,7 +30,11 @@ func TestConformance(t *testing.T) {
 	t.Run("Devices", func(t *testing.T) { t.Parallel(); conformance.Devices(t, openConformance[conformance.DevicesStore]) })
 	t.Run("Sends", func(t *testing.T) {
 		t.Parallel()
-		conformance.Sends(t, openConformance[conformance.SendsStore], openBudgeted[conformance.SendsStore])
+		conformance.Sends(t, openConformance[conformance.SendsStore])
+	})
+	t.Run("SendBudget", func(t *testing.T) {
+		t.Parallel()
+		conformance.SendBudget(t, openBudgeted[conformance.SendsStore](conformance.SendBudgetBytes))
 	})
 	t.Run("SendsQueue", func(t *testing.T) {
 		t.Parallel()
