@@ -2,7 +2,6 @@ package conformance
 
 import (
 	"errors"
-	"slices"
 	"testing"
 	"time"
 
@@ -20,12 +19,11 @@ type SendsQueueStore interface {
 }
 
 // SendsQueue runs the suite of what the send path's changes (scheduling,
-// release, windows, priority, cancel, expiry) mean to the device's queue
-// a link reads.
+// release, windows, cancel, expiry) mean to the device's queue a link
+// reads. (The priority queue's order is the Dispatch suite's.)
 func SendsQueue(t *testing.T, open Opener[SendsQueueStore]) {
 	t.Run("ScheduleAndCursor", func(t *testing.T) { t.Parallel(); queueSchedule(t, open(t)) })
 	t.Run("HeldJobs", func(t *testing.T) { t.Parallel(); queueHeld(t, open(t)) })
-	t.Run("Priority", func(t *testing.T) { t.Parallel(); queuePriority(t, open(t)) })
 }
 
 // pendingSettled is Pending that waits for the write holding (or failing)
@@ -182,68 +180,5 @@ func queueHeld(t *testing.T, s SendsQueueStore) {
 	}
 	if expired, _ := s.ExpireQueued(opens.Add(48*time.Hour), 10); len(expired) != 0 {
 		t.Fatalf("after the deletion: %d jobs expired, want none", len(expired))
-	}
-}
-
-// queuePriority: priority jobs come first, highest first and in order
-// within a priority, whatever the link's cursor in the plain queue; they
-// leave the priority queue when canceled, acked or failed with their
-// device, and an expired one is left for the sweeper.
-func queuePriority(t *testing.T, s SendsQueueStore) {
-	x := newSender(t, s)
-	enqueue := func(text string, priority int, expires time.Time) store.Message {
-		m := x.msg("+15551234567", text)
-		m.Priority, m.ExpiresAt = priority, expires
-		return x.mustSend(m)
-	}
-	texts := func(ms []store.Message) (out []string) {
-		for _, m := range ms {
-			out = append(out, m.Text)
-		}
-		return out
-	}
-	later := T0.Add(time.Hour)
-	enqueue("n1", 0, later)
-	enqueue("n2", 0, later)
-	enqueue("n3", 0, later)
-	first, _ := pendingSettled(t, s, x.c.ID, x.dev.ID, 0, 1, T0)
-	cursor := first[0].QueuePlace() // a link took n1
-	p3 := enqueue("p3", 3, later)
-	enqueue("p3b", 3, later)
-	enqueue("p7", 7, later)
-	enqueue("gone", 9, T0.Add(time.Minute))
-	got, err := pendingSettled(t, s, x.c.ID, x.dev.ID, cursor, 10, T0.Add(time.Minute))
-	if want := []string{"p7", "p3", "p3b", "n2", "n3"}; err != nil || !slices.Equal(texts(got), want) {
-		t.Fatalf("pending: %v (%v), want %v", texts(got), err, want)
-	}
-	if got, _ := pendingSettled(t, s, x.c.ID, x.dev.ID, cursor, 2, T0); !slices.Equal(texts(got), []string{"gone", "p7"}) {
-		t.Fatalf("pending, limit 2: %v, want gone and p7", texts(got))
-	}
-	if _, err := s.Cancel(x.c.ID, p3.UUID, T0); err != nil {
-		t.Fatal(err)
-	}
-	p7 := got[0]
-	if _, _, err := s.Transition(x.c.ID, x.dev.ID, p7.UUID, store.MsgSending, "", "", T0); err != nil {
-		t.Fatal(err)
-	}
-	if got, _ := pendingSettled(t, s, x.c.ID, x.dev.ID, cursor, 10, T0.Add(time.Minute)); !slices.Equal(texts(got), []string{"p3b", "n2", "n3"}) {
-		t.Fatalf("after a cancel and an ack: %v, want p3b, n2, n3", texts(got))
-	}
-	if expired, _ := s.ExpireQueued(T0.Add(2*time.Minute), 10); len(expired) != 1 || expired[0].Text != "gone" {
-		t.Fatalf("expire: %v, want gone", texts(expired))
-	}
-	if _, err := s.DeleteDevice(x.c.ID, x.dev.Fingerprint, T0); err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range []string{"p3b", "n2"} {
-		var uuid string
-		for _, g := range got {
-			if g.Text == m {
-				uuid = g.UUID
-			}
-		}
-		if got := x.stored(uuid); got.Status != store.MsgFailed {
-			t.Fatalf("%s of a deleted device: %s, want failed", m, got.Status)
-		}
 	}
 }
