@@ -424,3 +424,8 @@ func countTransition(t *txn, m store.Message, from, device string, at time.Time)
 	}
 	return nil
 }
+
+// Snapshot answers store.ErrBackupExternal: a database several nodes share
+// is backed up with pg_dump, not through one node (GET /admin/backup
+// answers 409 backup_external).
+func (s *Store) Snapshot(string) (*store.Snapshot, error) { return nil, store.ErrBackupExternal }

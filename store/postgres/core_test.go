@@ -172,3 +172,12 @@ func TestCoreActivityKept(t *testing.T) {
 		t.Fatalf("kept %d events, oldest %q; want %d from %q", n, oldest, store.ActivityKeep, string(rune('A'+5)))
 	}
 }
+
+// The operator's backup route is refused: pg_dump backs the database up.
+func TestCoreSnapshotIsExternal(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, Options{})
+	if snap, err := s.Snapshot(t.TempDir()); !errors.Is(err, store.ErrBackupExternal) || snap != nil {
+		t.Fatalf("Snapshot: %v, %v; want ErrBackupExternal", snap, err)
+	}
+}
