@@ -655,6 +655,9 @@ func (s *Store) ReleaseDue(now time.Time, limit int) ([]store.Message, error) {
 				if err := countTransition(t, m, from, "", now); err != nil {
 					return err
 				}
+				if err := noteFailure(t, m, now); err != nil { // a failure at its time
+					return err
+				}
 			}
 			if err := updateSend(t, m); err != nil {
 				return err
@@ -688,6 +691,9 @@ func (s *Store) ExpireQueued(now time.Time, limit int) ([]store.Message, error) 
 			m.Status, m.UpdatedAt = store.MsgExpired, now.UTC()
 			m.Error = "not taken by the phone within its time to live"
 			if err := countTransition(t, *m, from, "", now); err != nil {
+				return err
+			}
+			if err := noteFailure(t, *m, now); err != nil {
 				return err
 			}
 			if err := updateSend(t, *m); err != nil {
