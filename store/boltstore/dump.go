@@ -1,0 +1,319 @@
+package boltstore
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/simrelay/simrelay/store"
+)
+
+// The store read whole for a copy to another backend (store.Dumper;
+// simrelay admin copy-store). Both the dump and the counts read one
+// transaction each and write nothing, so they work on a store opened
+// read-only; a file whose schema is not this build's (an older file a
+// read-only open did not migrate) is refused, since its buckets are not
+// the ones read here.
+
+var _ store.Dumper = (*Store)(nil)
+
+// dumped are the kinds Dump gives, in store.Kinds' order.
+var dumped = []store.Kind{
+	store.KindCompanies, store.KindUsers, store.KindDevices, store.KindPairings, store.KindSubscriptions,
+	store.KindPlanUsage, store.KindStorageUsage, store.KindActivity, store.KindStats, store.KindTokenFamilies,
+	store.KindRefreshTokens, store.KindOneTimeTokens, store.KindConsoleSessions, store.KindSecrets,
+}
+
+// DumpKinds are the kinds Dump gives.
+func (s *Store) DumpKinds() []store.Kind { return dumped }
+
+// current refuses a file whose schema is not this build's or that is half
+// way through a migration.
+func current(tx *bolt.Tx) error {
+	meta := tx.Bucket(bucketMeta)
+	if meta == nil {
+		return errors.New("the data file holds no simrelay schema")
+	}
+	var v uint64
+	if raw := meta.Get(keySchemaVersion); raw != nil {
+		v = btoi(raw)
+	}
+	if v != SchemaVersion() || meta.Get(keyMigrating) != nil {
+		return fmt.Errorf("the data file has schema version %d (migrating: %t) where this build reads %d: run this build's simrelay serve on it once, so it migrates the file, then stop it and copy again",
+			v, meta.Get(keyMigrating) != nil, SchemaVersion())
+	}
+	return nil
+}
+
+// Dump passes every record of the kinds DumpKinds names to put, kind by kind
+// in store.Kinds' order, from one read transaction: first a
+// store.CopyLastIDs, then the records. A company's activity comes oldest
+// first.
+func (s *Store) Dump(put func(store.CopyRecord) error) error {
+	err := s.db.View(func(tx *bolt.Tx) error {
+		if err := current(tx); err != nil {
+			return err
+		}
+		if err := put(store.CopyLastIDs{
+			store.KindCompanies: tx.Bucket(bucketCompanies).Sequence(),
+			store.KindUsers:     tx.Bucket(bucketUsers).Sequence(),
+			store.KindDevices:   tx.Bucket(bucketDevices).Sequence(),
+			store.KindMessages:  tx.Bucket(bucketMessages).Sequence(),
+		}); err != nil {
+			return err
+		}
+		for _, dump := range []func(*bolt.Tx, func(store.CopyRecord) error) error{
+			dumpCompanies, dumpUsers, dumpDevices, dumpPairings, dumpSubscriptions, dumpPlanUsage, dumpStorageUsage,
+			dumpActivity, dumpStats, dumpTokenFamilies, dumpRefreshTokens, dumpOneTimeTokens, dumpConsoleSessions, dumpSecrets,
+		} {
+			if err := dump(tx, put); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("store: dump: %w", err)
+	}
+	return nil
+}
+
+// eachRecord decodes each value of a bucket into a T and passes it, with
+// its key, to fn.
+func eachRecord[T any](tx *bolt.Tx, bucket []byte, fn func(k []byte, v T) error) error {
+	return tx.Bucket(bucket).ForEach(func(k, raw []byte) error {
+		var v T
+		if err := decodeRecord(raw, &v); err != nil {
+			return fmt.Errorf("%s %x: %w", bucket, k, err)
+		}
+		return fn(k, v)
+	})
+}
+
+func dumpCompanies(tx *bolt.Tx, put func(store.CopyRecord) error) error {
+	return eachRecord(tx, bucketCompanies, func(_ []byte, c Company) error {
+		return put(store.CopyCompany{Company: c})
+	})
+}
+
+func dumpUsers(tx *bolt.Tx, put func(store.CopyRecord) error) error {
+	byEmail := tx.Bucket(bucketUsersByEmail)
+	return eachRecord(tx, bucketUsers, func(_ []byte, u User) error {
+		held := bytes.Equal(byEmail.Get(emailKey(u.Email)), itob(u.ID))
+		return put(store.CopyUser{User: u, Held: held})
+	})
+}
+
+// dumpDevices gives the live registrations, then the deleted ones the
+// counters' names keep (stats_devices): their id, company, fingerprint and
+// name are all that is left of them.
+func dumpDevices(tx *bolt.Tx, put func(store.CopyRecord) error) error {
+	live := map[[16]byte]bool{}
+	if err := eachRecord(tx, bucketDevices, func(_ []byte, d Device) error {
+		live[[16]byte(pair(d.CompanyID, d.ID))] = true
+		return put(store.CopyDevice{Device: d})
+	}); err != nil {
+		return err
+	}
+	return eachDeletedDevice(tx, live, func(d Device) error { return put(store.CopyDevice{Device: d, Deleted: true}) })
+}
+
+// eachDeletedDevice passes each registration the counters name that is not
+// live to fn.
+func eachDeletedDevice(tx *bolt.Tx, live map[[16]byte]bool, fn func(Device) error) error {
+	return tx.Bucket(bucketStatsDevices).ForEach(func(k, v []byte) error {
+		if len(k) != 16 || live[[16]byte(k)] {
+			return nil
+		}
+		fp, name, _ := bytes.Cut(v, []byte{0})
+		return fn(Device{ID: btoi(k[8:]), CompanyID: btoi(k[:8]), Fingerprint: string(fp), Name: string(name)})
+	})
+}
+
+func dumpPairings(tx *bolt.Tx, put func(store.CopyRecord) error) error {
+	return eachRecord(tx, bucketPairings, func(k []byte, p Pairing) error {
+		return put(store.CopyPairing{Hash: bytes.Clone(k), Pairing: p})
+	})
+}
+
+func dumpSubscriptions(tx *bolt.Tx, put func(store.CopyRecord) error) error {
+	return eachRecord(tx, bucketSubscriptions, func(k []byte, sub Subscription) error {
+		sub.CompanyID = btoi(k)
+		return put(store.CopySubscription{Subscription: sub})
+	})
+}
+
+func dumpPlanUsage(tx *bolt.Tx, put func(store.CopyRecord) error) error {
+	return tx.Bucket(bucketPlanUsage).ForEach(func(k, v []byte) error {
+		if len(k) != 16 || len(v) != 8 {
+			return fmt.Errorf("%s: malformed entry %x", bucketPlanUsage, k)
+		}
+		return put(store.CopyPlanUsage{CompanyID: btoi(k[:8]), PeriodStart: time.Unix(int64(btoi(k[8:])), 0).UTC(), Used: int64(btoi(v))})
+	})
+}
+
+func dumpStorageUsage(tx *bolt.Tx, put func(store.CopyRecord) error) error {
+	return tx.Bucket(bucketCompanyUsage).ForEach(func(k, v []byte) error {
+		if len(k) != 16 || len(v) != 8 {
+			return fmt.Errorf("%s: malformed entry %x", bucketCompanyUsage, k)
+		}
+		return put(store.CopyStorageUsage{CompanyID: btoi(k[:8]), Day: uint32(btoi(k[8:])), Used: int64(btoi(v))})
+	})
+}
+
+// activitySlots calls fn with each slot of the company's ring that holds an
+// event, oldest first.
+func activitySlots(tx *bolt.Tx, companyID uint64, fn func(slot uint64) error) error {
+	var n uint64
+	if v := tx.Bucket(bucketActivityHead).Get(itob(companyID)); len(v) == 8 {
+		n = btoi(v)
+	}
+	for i := n - min(n, ActivityKeep); i < n; i++ {
+		if err := fn(i % ActivityKeep); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func dumpActivity(tx *bolt.Tx, put func(store.CopyRecord) error) error {
+	ring := tx.Bucket(bucketActivity)
+	return tx.Bucket(bucketActivityHead).ForEach(func(k, _ []byte) error {
+		companyID := btoi(k)
+		return activitySlots(tx, companyID, func(slot uint64) error {
+			var a Activity
+			if err := getJSON(ring, pair(companyID, slot), &a); err != nil {
+				return fmt.Errorf("activity %d of company %d: %w", slot, companyID, err)
+			}
+			return put(store.CopyActivity{CompanyID: companyID, Activity: a})
+		})
+	})
+}
+
+func dumpStats(tx *bolt.Tx, put func(store.CopyRecord) error) error {
+	return tx.Bucket(bucketStatsDays).ForEach(func(k, v []byte) error {
+		if len(k) != 29 {
+			return fmt.Errorf("%s: malformed key %x", bucketStatsDays, k)
+		}
+		return put(store.CopyStats{
+			CompanyID: btoi(k[:8]), Day: uint32(btoi(append(make([]byte, 4), k[8:12]...))), Channel: k[12],
+			DeviceID: btoi(k[13:21]), UserID: btoi(k[21:29]), Counts: decodeCounts(v),
+		})
+	})
+}
+
+func dumpTokenFamilies(tx *bolt.Tx, put func(store.CopyRecord) error) error {
+	return eachRecord(tx, bucketTokenFamilies, func(k []byte, f TokenFamily) error {
+		return put(store.CopyTokenFamily{Family: string(k), Token: f})
+	})
+}
+
+func dumpRefreshTokens(tx *bolt.Tx, put func(store.CopyRecord) error) error {
+	return eachRecord(tx, bucketRefreshTokens, func(k []byte, t RefreshToken) error {
+		return put(store.CopyRefreshToken{Hash: bytes.Clone(k), Token: t})
+	})
+}
+
+func dumpOneTimeTokens(tx *bolt.Tx, put func(store.CopyRecord) error) error {
+	return eachRecord(tx, bucketOneTimeTokens, func(k []byte, t OneTimeToken) error {
+		return put(store.CopyOneTimeToken{Hash: bytes.Clone(k), Token: t})
+	})
+}
+
+func dumpConsoleSessions(tx *bolt.Tx, put func(store.CopyRecord) error) error {
+	return eachRecord(tx, bucketConsoleSessions, func(k []byte, sess ConsoleSession) error {
+		return put(store.CopyConsoleSession{Hash: bytes.Clone(k), Session: sess})
+	})
+}
+
+func dumpSecrets(tx *bolt.Tx, put func(store.CopyRecord) error) error {
+	var err error
+	walkPrefix(tx.Bucket(bucketMeta), []byte(secretPrefix), func(k, v []byte) bool {
+		err = put(store.CopySecret{Name: string(k[len(secretPrefix):]), Value: bytes.Clone(v)})
+		return err == nil
+	})
+	return err
+}
+
+// CopyCounts counts the store's records of every kind of store.Kinds, as a
+// dump gives them (a kind Dump does not give yet is counted all the same,
+// so a copy can refuse a store that holds it).
+func (s *Store) CopyCounts() (map[store.Kind]int64, error) {
+	counts := map[store.Kind]int64{}
+	err := s.db.View(func(tx *bolt.Tx) error {
+		if err := current(tx); err != nil {
+			return err
+		}
+		keys := func(buckets ...[]byte) int64 {
+			var n int64
+			for _, b := range buckets {
+				n += int64(tx.Bucket(b).Stats().KeyN)
+			}
+			return n
+		}
+		for k, buckets := range map[store.Kind][][]byte{
+			store.KindCompanies:         {bucketCompanies},
+			store.KindUsers:             {bucketUsers},
+			store.KindPairings:          {bucketPairings},
+			store.KindSubscriptions:     {bucketSubscriptions},
+			store.KindPlanUsage:         {bucketPlanUsage},
+			store.KindStorageUsage:      {bucketCompanyUsage},
+			store.KindStats:             {bucketStatsDays},
+			store.KindTokenFamilies:     {bucketTokenFamilies},
+			store.KindRefreshTokens:     {bucketRefreshTokens},
+			store.KindOneTimeTokens:     {bucketOneTimeTokens},
+			store.KindConsoleSessions:   {bucketConsoleSessions},
+			store.KindMessages:          {bucketMessages},
+			store.KindIdempotency:       {bucketIdempotency},
+			store.KindOptOuts:           {bucketOptOuts},
+			store.KindDeviceFailures:    {bucketDeviceFailures},
+			store.KindPools:             {bucketPools},
+			store.KindStickyEntries:     {bucketPoolSticky},
+			store.KindSIMCaps:           {bucketSIMCaps},
+			store.KindSIMCounts:         {bucketSIMUsage, bucketSIMRecip, bucketSIMStreak},
+			store.KindWebhookSets:       {bucketWebhookSets},
+			store.KindWebhookEvents:     {bucketWebhookEvents},
+			store.KindWebhookDeliveries: {bucketWebhookDeliveries},
+			store.KindWebhookAttempts:   {bucketWebhookAttempts},
+			store.KindMail:              {bucketMailOutbox},
+			store.KindMedia:             {bucketMedia},
+			store.KindBillingEvents:     {bucketBillingEvents},
+			store.KindAgentNumbers:      {bucketAgentNumbers},
+			store.KindAgentSends:        {bucketAgentSends},
+		} {
+			counts[k] = keys(buckets...)
+		}
+		live := map[[16]byte]bool{}
+		if err := tx.Bucket(bucketDevices).ForEach(func(_, raw []byte) error {
+			var d Device
+			if err := decodeRecord(raw, &d); err != nil {
+				return err
+			}
+			live[[16]byte(pair(d.CompanyID, d.ID))] = true
+			return nil
+		}); err != nil {
+			return err
+		}
+		counts[store.KindDevices] = int64(len(live))
+		if err := eachDeletedDevice(tx, live, func(Device) error { counts[store.KindDevices]++; return nil }); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketActivityHead).ForEach(func(k, v []byte) error {
+			if len(v) == 8 {
+				counts[store.KindActivity] += int64(min(btoi(v), ActivityKeep))
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		walkPrefix(tx.Bucket(bucketMeta), []byte(secretPrefix), func(_, _ []byte) bool { counts[store.KindSecrets]++; return true })
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: count records: %w", err)
+	}
+	return counts, nil
+}

@@ -1,0 +1,281 @@
+package postgres
+
+// Loading a copy of another store (store.Loader; simrelay admin
+// copy-store). The whole load is one transaction, so a copy that fails
+// leaves the database as it was and can simply be run again. It takes the
+// companies table's EXCLUSIVE lock first and refuses a database that holds
+// a company: a server started on the database meanwhile cannot create one
+// under the copy, and every other record hangs off a company, but for the
+// server's secrets, which a node makes at its start. Those the copy
+// overwrites with the source's: the source's API keys are sealed with its
+// secret, and the sessions it signed with its key, and a database without a
+// company has signed nothing.
+//
+// Records go in with their ids, by COPY in batches; the identity sequences
+// then move past the highest id the source ever handed out (its last ids,
+// used or since deleted), so no id is handed out twice. Split counters load
+// into their first shard. A deleted device registration keeps what the
+// source knows of it, with the copy's time as its deletion's.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/simrelay/simrelay/store"
+)
+
+var _ store.Loader = (*Store)(nil)
+
+// loaded are the kinds Load takes, in store.Kinds' order.
+var loaded = []store.Kind{
+	store.KindCompanies, store.KindUsers, store.KindDevices, store.KindPairings, store.KindSubscriptions,
+	store.KindPlanUsage, store.KindStorageUsage, store.KindActivity, store.KindStats, store.KindTokenFamilies,
+	store.KindRefreshTokens, store.KindOneTimeTokens, store.KindConsoleSessions, store.KindSecrets,
+}
+
+// LoadKinds are the kinds Load takes.
+func (s *Store) LoadKinds() []store.Kind { return loaded }
+
+// loadBatch is how many rows one COPY carries.
+const loadBatch = 1000
+
+// identities are the tables whose ids come from an identity column, by the
+// kind whose last id moves its sequence.
+var identities = map[store.Kind]string{
+	store.KindCompanies: "companies",
+	store.KindUsers:     "users",
+	store.KindDevices:   "devices",
+	store.KindMessages:  "messages",
+}
+
+// Load stores every record dump gives, keeping their ids, in one
+// transaction; see the top of this file.
+func (s *Store) Load(dump func(put func(store.CopyRecord) error) error) error {
+	if err := s.load(dump); err != nil {
+		return fmt.Errorf("store: load: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) load(dump func(put func(store.CopyRecord) error) error) error {
+	ctx := s.ctx
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // after Commit it does nothing
+	if _, err := tx.Exec(ctx, "LOCK TABLE companies IN EXCLUSIVE MODE"); err != nil {
+		return err
+	}
+	var held bool
+	if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM companies)").Scan(&held); err != nil {
+		return err
+	}
+	if held {
+		return store.ErrNotEmpty
+	}
+	l := &loader{ctx: ctx, tx: tx, now: time.Now().UTC(), last: store.CopyLastIDs{}}
+	if err := dump(l.put); err != nil {
+		return err
+	}
+	if err := l.flush(); err != nil {
+		return err
+	}
+	if err := l.moveSequences(); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+// loader buffers the rows of one table at a time and writes them by COPY.
+type loader struct {
+	ctx  context.Context
+	tx   pgx.Tx
+	now  time.Time
+	last store.CopyLastIDs
+
+	table string
+	cols  []string
+	rows  [][]any
+}
+
+// put adds one record to the load.
+func (l *loader) put(r store.CopyRecord) error {
+	if last, ok := r.(store.CopyLastIDs); ok {
+		for k, v := range last {
+			l.last[k] = max(l.last[k], v)
+		}
+		return nil
+	}
+	if sec, ok := r.(store.CopySecret); ok {
+		_, err := l.tx.Exec(l.ctx, "INSERT INTO secrets (name, value) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value", sec.Name, sec.Value)
+		return err
+	}
+	table, cols, row, err := l.row(r)
+	if err != nil {
+		return err
+	}
+	if table != l.table || len(l.rows) >= loadBatch {
+		if err := l.flush(); err != nil {
+			return err
+		}
+		l.table, l.cols = table, cols
+	}
+	l.rows = append(l.rows, row)
+	return nil
+}
+
+// flush writes the buffered rows.
+func (l *loader) flush() error {
+	if len(l.rows) == 0 {
+		return nil
+	}
+	n, err := l.tx.CopyFrom(l.ctx, pgx.Identifier{l.table}, l.cols, pgx.CopyFromRows(l.rows))
+	if err != nil {
+		return fmt.Errorf("%s: %w", l.table, mapErr(err))
+	}
+	if n != int64(len(l.rows)) {
+		return fmt.Errorf("%s: %d rows of %d written", l.table, n, len(l.rows))
+	}
+	l.rows = l.rows[:0]
+	return nil
+}
+
+// row is a record as its table's row: the table, its columns and their values.
+func (l *loader) row(r store.CopyRecord) (table string, cols []string, vals []any, err error) {
+	var raw []byte
+	switch r := r.(type) {
+	case store.CopyCompany:
+		c := r.Company
+		if raw, err = rec(c); err == nil {
+			return "companies", []string{"id", "api_key_hash", "rec"}, []any{id(c.ID), c.APIKeyHash, raw}, nil
+		}
+	case store.CopyUser:
+		u := r.User
+		if raw, err = rec(u); err == nil {
+			return "users", []string{"id", "company_id", "email", "held", "rec"}, []any{id(u.ID), id(u.CompanyID), emailKey(u.Email), r.Held, raw}, nil
+		}
+	case store.CopyDevice:
+		d := r.Device
+		var token []byte
+		var deleted *time.Time
+		if r.Deleted {
+			deleted = &l.now
+		} else {
+			token = d.TokenHash
+		}
+		if raw, err = rec(d); err == nil {
+			return "devices", []string{"id", "company_id", "fingerprint", "token_hash", "deleted_at", "rec"},
+				[]any{id(d.ID), id(d.CompanyID), d.Fingerprint, token, deleted, raw}, nil
+		}
+	case store.CopyPairing:
+		p := r.Pairing
+		if raw, err = rec(p); err == nil {
+			return "pairings", []string{"hash", "company_id", "expires_at", "rec"}, []any{r.Hash, id(p.CompanyID), p.ExpiresAt, raw}, nil
+		}
+	case store.CopySubscription:
+		sub := r.Subscription
+		var customer *string
+		if sub.CustomerID != "" {
+			customer = &sub.CustomerID
+		}
+		if raw, err = rec(sub); err == nil {
+			return "subscriptions", []string{"company_id", "customer_id", "rec"}, []any{id(sub.CompanyID), customer, raw}, nil
+		}
+	case store.CopyPlanUsage:
+		return "plan_usage", []string{"company_id", "period_start", "shard", "used"}, []any{id(r.CompanyID), r.PeriodStart, int16(0), r.Used}, nil
+	case store.CopyStorageUsage:
+		return "storage_usage", []string{"company_id", "day", "shard", "used"}, []any{id(r.CompanyID), int32(r.Day), int16(0), r.Used}, nil
+	case store.CopyActivity:
+		a := r.Activity
+		a.At = a.At.UTC()
+		if raw, err = rec(a); err == nil {
+			return "activity", []string{"company_id", "rec"}, []any{id(r.CompanyID), raw}, nil
+		}
+	case store.CopyStats:
+		c := r.Counts
+		return "stats_days", []string{"company_id", "day", "channel", "device_id", "user_id", "shard", "sent", "delivered", "failed", "received", "expired", "segments"},
+			[]any{id(r.CompanyID), int32(r.Day), int16(r.Channel), id(r.DeviceID), id(r.UserID), int16(0),
+				int64(c.Sent), int64(c.Delivered), int64(c.Failed), int64(c.Received), int64(c.Expired), int64(c.Segments)}, nil
+	case store.CopyTokenFamily:
+		f := r.Token
+		if raw, err = rec(f); err == nil {
+			return "token_families", []string{"family", "user_id", "revoked", "rec"}, []any{r.Family, id(f.UserID), f.Revoked, raw}, nil
+		}
+	case store.CopyRefreshToken:
+		tok := r.Token
+		if raw, err = rec(tok); err == nil {
+			return "refresh_tokens", []string{"hash", "family", "expires_at", "rec"}, []any{r.Hash, tok.Family, tok.ExpiresAt, raw}, nil
+		}
+	case store.CopyOneTimeToken:
+		tok := r.Token
+		if raw, err = rec(tok); err == nil {
+			return "one_time_tokens", []string{"hash", "expires_at", "rec"}, []any{r.Hash, tok.ExpiresAt, raw}, nil
+		}
+	case store.CopyConsoleSession:
+		sess := r.Session
+		if raw, err = rec(sess); err == nil {
+			return "console_sessions", []string{"hash", "user_id", "seen_at", "expires_at", "rec"}, []any{r.Hash, id(sess.UserID), sess.SeenAt, sess.ExpiresAt, raw}, nil
+		}
+	default:
+		return "", nil, nil, fmt.Errorf("%s (%T): this build cannot load that kind into PostgreSQL yet", r.CopyKind(), r)
+	}
+	return "", nil, nil, fmt.Errorf("%s: %w", r.CopyKind(), err)
+}
+
+// moveSequences moves each identity column's sequence past both the
+// highest id loaded and the highest the source handed out.
+func (l *loader) moveSequences() error {
+	for kind, table := range identities {
+		if _, err := l.tx.Exec(l.ctx, `SELECT setval(pg_get_serial_sequence($1, 'id'), greatest(top, 1), top > 0)
+				FROM (SELECT greatest(max(id), $2::bigint) AS top FROM `+pgx.Identifier{table}.Sanitize()+`) t`,
+			table, id(l.last[kind])); err != nil {
+			return fmt.Errorf("sequence of %s: %w", table, err)
+		}
+	}
+	return nil
+}
+
+// copyCounts are the statements that count each kind as a dump gives it:
+// split counters once per key, whatever their shards.
+var copyCounts = map[store.Kind]string{
+	store.KindCompanies:       "SELECT count(*) FROM companies",
+	store.KindUsers:           "SELECT count(*) FROM users",
+	store.KindDevices:         "SELECT count(*) FROM devices",
+	store.KindPairings:        "SELECT count(*) FROM pairings",
+	store.KindSubscriptions:   "SELECT count(*) FROM subscriptions",
+	store.KindPlanUsage:       "SELECT count(*) FROM (SELECT 1 FROM plan_usage GROUP BY company_id, period_start HAVING sum(used) > 0) k",
+	store.KindStorageUsage:    "SELECT count(*) FROM (SELECT DISTINCT company_id, day FROM storage_usage) k",
+	store.KindActivity:        "SELECT count(*) FROM activity",
+	store.KindStats:           "SELECT count(*) FROM (SELECT DISTINCT company_id, day, channel, device_id, user_id FROM stats_days) k",
+	store.KindTokenFamilies:   "SELECT count(*) FROM token_families",
+	store.KindRefreshTokens:   "SELECT count(*) FROM refresh_tokens",
+	store.KindOneTimeTokens:   "SELECT count(*) FROM one_time_tokens",
+	store.KindConsoleSessions: "SELECT count(*) FROM console_sessions",
+	store.KindSecrets:         "SELECT count(*) FROM secrets",
+}
+
+// CopyCounts counts the store's records of each kind Load takes, in one
+// snapshot.
+func (s *Store) CopyCounts() (map[store.Kind]int64, error) {
+	counts := map[store.Kind]int64{}
+	err := s.read("count records", func(t *txn) error {
+		for _, k := range loaded {
+			q, ok := copyCounts[k]
+			if !ok {
+				return errors.New("no count for " + string(k))
+			}
+			var n int64
+			if err := t.row(q).Scan(&n); err != nil {
+				return fmt.Errorf("%s: %w", k, err)
+			}
+			counts[k] = n
+		}
+		return nil
+	})
+	return counts, err
+}
