@@ -2,6 +2,7 @@ package boltstore
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
@@ -199,7 +200,7 @@ func dumpStats(tx *bolt.Tx, put func(store.CopyRecord) error) error {
 			return fmt.Errorf("%s: malformed key %x", bucketStatsDays, k)
 		}
 		return put(store.CopyStats{
-			CompanyID: btoi(k[:8]), Day: uint32(btoi(append(make([]byte, 4), k[8:12]...))), Channel: k[12],
+			CompanyID: btoi(k[:8]), Day: binary.BigEndian.Uint32(k[8:12]), Channel: k[12],
 			DeviceID: btoi(k[13:21]), UserID: btoi(k[21:29]), Counts: decodeCounts(v),
 		})
 	})
