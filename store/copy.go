@@ -41,7 +41,7 @@ const (
 	KindConsoleSessions Kind = "console sessions"
 	KindSecrets         Kind = "secrets"
 
-	KindMessages          Kind = "messages"
+	KindMessages          Kind = "messages" // SMS and MMS, either way (KindAgentMessages: the agents' channels)
 	KindIdempotency       Kind = "idempotency answers"
 	KindOptOuts           Kind = "opt-outs"
 	KindDeviceFailures    Kind = "device failures"
@@ -58,6 +58,7 @@ const (
 	KindBillingEvents     Kind = "billing events"
 	KindAgentNumbers      Kind = "agent numbers"
 	KindAgentSends        Kind = "agent sends"
+	KindAgentMessages     Kind = "agent messages" // WhatsApp and iMessage, either way
 )
 
 // Kinds lists every kind a store holds, in dump order.
@@ -66,7 +67,7 @@ var Kinds = []Kind{
 	KindActivity, KindStats, KindTokenFamilies, KindRefreshTokens, KindOneTimeTokens, KindConsoleSessions, KindSecrets,
 	KindMessages, KindIdempotency, KindOptOuts, KindDeviceFailures, KindPools, KindStickyEntries, KindSIMCaps, KindSIMCounts,
 	KindWebhookSets, KindWebhookEvents, KindWebhookDeliveries, KindWebhookAttempts, KindMail, KindMedia,
-	KindBillingEvents, KindAgentNumbers, KindAgentSends,
+	KindBillingEvents, KindAgentNumbers, KindAgentSends, KindAgentMessages,
 }
 
 // CopyRecord is one record of a copy: one of the Copy* types.
@@ -224,6 +225,93 @@ type CopySecret struct {
 	Value []byte
 }
 
+// CopyMessage is a message of any channel but the agents', either way
+// (KindMessages).
+type CopyMessage struct{ Message Message }
+
+// CopyIdempotency is the answer a company's Idempotency-Key got on a route
+// (KindIdempotency). An answer kept before keys had routes has Route "".
+type CopyIdempotency struct {
+	CompanyID uint64
+	Route     string
+	Key       string
+	Answer    Idempotent
+}
+
+// CopyOptOut is a number on a company's opt-out list (KindOptOuts).
+type CopyOptOut struct {
+	CompanyID uint64
+	OptOut    OptOut
+}
+
+// CopyDeviceFailure is one of a device registration's last failed or
+// expired sends (KindDeviceFailures); a dump gives a device's oldest first.
+type CopyDeviceFailure struct {
+	CompanyID uint64
+	DeviceID  uint64
+	Failure   DeviceFailure
+}
+
+// CopyPool is a sender pool with its round-robin turn (KindPools).
+type CopyPool struct {
+	Pool Pool
+	Turn uint64
+}
+
+// CopySticky is the member a sticky pool last sent to a recipient from
+// (KindStickyEntries).
+type CopySticky struct {
+	CompanyID uint64
+	PoolID    uint64
+	Phone     string
+	DeviceID  uint64
+	SIMSlot   string
+	WrittenAt time.Time
+}
+
+// CopySIMCaps is one SIM's caps (KindSIMCaps).
+type CopySIMCaps struct {
+	CompanyID uint64
+	DeviceID  uint64
+	Slot      string
+	Caps      SIMCaps
+}
+
+// SIM counts (KindSIMCounts): a SIM's sends per UTC day and month and
+// distinct recipients per day (CopySIMUsage), those recipients while its
+// caps count them (CopySIMRecipient), and its streak of carrier failures
+// (CopySIMStreak).
+
+// CopySIMUsage is one of a SIM's counts: Kind 'd' (sends of the UTC day
+// Period, yyyymmdd), 'm' (of the month, yyyymm) or 'r' (recipients of the
+// day).
+type CopySIMUsage struct {
+	CompanyID uint64
+	DeviceID  uint64
+	Slot      string
+	Kind      byte
+	Period    int32
+	N         int64
+}
+
+// CopySIMRecipient is a recipient a SIM sent to on a UTC day (yyyymmdd).
+type CopySIMRecipient struct {
+	CompanyID uint64
+	DeviceID  uint64
+	Slot      string
+	Day       int32
+	Phone     string
+}
+
+// CopySIMStreak is a SIM's streak of sends failed with carrier errors.
+type CopySIMStreak struct {
+	CompanyID uint64
+	DeviceID  uint64
+	Slot      string
+	N         int64
+	LastAt    time.Time
+}
+
 // CopyLastIDs is the highest id the source has handed out for each kind
 // that numbers its records, used or since deleted, so that the
 // destination never hands one out again. A dump gives it once, first; it
@@ -244,4 +332,14 @@ func (CopyRefreshToken) CopyKind() Kind   { return KindRefreshTokens }
 func (CopyOneTimeToken) CopyKind() Kind   { return KindOneTimeTokens }
 func (CopyConsoleSession) CopyKind() Kind { return KindConsoleSessions }
 func (CopySecret) CopyKind() Kind         { return KindSecrets }
+func (CopyMessage) CopyKind() Kind        { return KindMessages }
+func (CopyIdempotency) CopyKind() Kind    { return KindIdempotency }
+func (CopyOptOut) CopyKind() Kind         { return KindOptOuts }
+func (CopyDeviceFailure) CopyKind() Kind  { return KindDeviceFailures }
+func (CopyPool) CopyKind() Kind           { return KindPools }
+func (CopySticky) CopyKind() Kind         { return KindStickyEntries }
+func (CopySIMCaps) CopyKind() Kind        { return KindSIMCaps }
+func (CopySIMUsage) CopyKind() Kind       { return KindSIMCounts }
+func (CopySIMRecipient) CopyKind() Kind   { return KindSIMCounts }
+func (CopySIMStreak) CopyKind() Kind      { return KindSIMCounts }
 func (CopyLastIDs) CopyKind() Kind        { return "" }

@@ -35,6 +35,8 @@ var loaded = []store.Kind{
 	store.KindCompanies, store.KindUsers, store.KindDevices, store.KindPairings, store.KindSubscriptions,
 	store.KindPlanUsage, store.KindStorageUsage, store.KindActivity, store.KindStats, store.KindTokenFamilies,
 	store.KindRefreshTokens, store.KindOneTimeTokens, store.KindConsoleSessions, store.KindSecrets,
+	store.KindMessages, store.KindIdempotency, store.KindOptOuts, store.KindDeviceFailures, store.KindPools,
+	store.KindStickyEntries, store.KindSIMCaps, store.KindSIMCounts,
 }
 
 // LoadKinds are the kinds Load takes.
@@ -50,6 +52,7 @@ var identities = map[store.Kind]string{
 	store.KindUsers:     "users",
 	store.KindDevices:   "devices",
 	store.KindMessages:  "messages",
+	store.KindPools:     "pools",
 }
 
 // Load stores every record dump gives, keeping their ids, in one
@@ -85,7 +88,13 @@ func (s *Store) load(dump func(put func(store.CopyRecord) error) error) error {
 	if err := l.flush(); err != nil {
 		return err
 	}
+	if err := l.writeTurns(); err != nil {
+		return err
+	}
 	if err := l.moveSequences(); err != nil {
+		return err
+	}
+	if err := l.placeQueues(); err != nil {
 		return err
 	}
 	return tx.Commit(ctx)
@@ -101,6 +110,9 @@ type loader struct {
 	table string
 	cols  []string
 	rows  [][]any
+	// turns are the pools' round-robin turns (pool id, turn), written
+	// once the pools are.
+	turns [][2]int64
 }
 
 // put adds one record to the load.
@@ -118,6 +130,11 @@ func (l *loader) put(r store.CopyRecord) error {
 	table, cols, row, err := l.row(r)
 	if err != nil {
 		return err
+	}
+	if table != l.table && l.table == "pools" {
+		if err := l.writeTurns(); err != nil {
+			return err
+		}
 	}
 	if table != l.table || len(l.rows) >= loadBatch {
 		if err := l.flush(); err != nil {
@@ -142,6 +159,26 @@ func (l *loader) flush() error {
 		return fmt.Errorf("%s: %d rows of %d written", l.table, n, len(l.rows))
 	}
 	l.rows = l.rows[:0]
+	return nil
+}
+
+// writeTurns writes the pools' turns, the pools written.
+func (l *loader) writeTurns() error {
+	if err := l.flush(); err != nil {
+		return err
+	}
+	rows := make([][]any, len(l.turns))
+	for i, t := range l.turns {
+		rows[i] = []any{t[0], t[1]}
+	}
+	l.turns = nil
+	if len(rows) == 0 {
+		return nil
+	}
+	_, err := l.tx.CopyFrom(l.ctx, pgx.Identifier{"pool_turns"}, []string{"pool_id", "turn"}, pgx.CopyFromRows(rows))
+	if err != nil {
+		return fmt.Errorf("pool_turns: %w", err)
+	}
 	return nil
 }
 
@@ -221,7 +258,60 @@ func (l *loader) row(r store.CopyRecord) (table string, cols []string, vals []an
 		if raw, err = rec(sess); err == nil {
 			return "console_sessions", []string{"hash", "user_id", "seen_at", "expires_at", "rec"}, []any{r.Hash, id(sess.UserID), sess.SeenAt, sess.ExpiresAt, raw}, nil
 		}
-	default:
+	case store.CopyMessage:
+		m := r.Message
+		if store.IsAgentChannel(m.Channel) {
+			return "", nil, nil, fmt.Errorf("%s: this build cannot load them into PostgreSQL yet", store.KindAgentMessages)
+		}
+		var clientID any
+		if m.Direction == store.Inbound && m.ClientID != "" {
+			clientID = m.ClientID
+		}
+		var place, due, expires any
+		if m.Direction == store.Outbound {
+			place, due, expires = sendColumns(m)
+		}
+		if raw, err = rec(m); err == nil {
+			return "messages", []string{"id", "company_id", "device_id", "uuid", "direction", "channel", "phone", "status", "client_id",
+					"priority", "queue_place", "due_at", "expires_at", "created_at", "updated_at", "rec"},
+				[]any{id(m.ID), id(m.CompanyID), id(m.DeviceID), m.UUID, m.Direction, m.Channel, m.Phone, m.Status, clientID,
+					int16(m.Priority), place, due, expires, m.CreatedAt, m.UpdatedAt, raw}, nil
+		}
+	case store.CopyIdempotency:
+		if raw, err = rec(r.Answer); err == nil {
+			return "idempotency", []string{"company_id", "route", "key", "created_at", "rec"}, []any{id(r.CompanyID), r.Route, r.Key, r.Answer.CreatedAt, raw}, nil
+		}
+	case store.CopyOptOut:
+		o := r.OptOut
+		if raw, err = rec(o); err == nil {
+			return "opt_outs", []string{"company_id", "phone", "rec"}, []any{id(r.CompanyID), o.Phone, raw}, nil
+		}
+	case store.CopyDeviceFailure:
+		if raw, err = rec(r.Failure); err == nil {
+			return "device_failures", []string{"device_id", "company_id", "rec"}, []any{id(r.DeviceID), id(r.CompanyID), raw}, nil
+		}
+	case store.CopyPool:
+		p := r.Pool
+		if raw, err = rec(p); err == nil {
+			// The turn is written with the pools, once they are in (turns).
+			l.turns = append(l.turns, [2]int64{id(p.ID), id(r.Turn)})
+			return "pools", []string{"id", "company_id", "name_key", "rec"}, []any{id(p.ID), id(p.CompanyID), poolNameKey(p.Name), raw}, nil
+		}
+	case store.CopySticky:
+		return "pool_sticky", []string{"pool_id", "phone", "device_id", "sim_slot", "written_at"},
+			[]any{id(r.PoolID), r.Phone, id(r.DeviceID), r.SIMSlot, r.WrittenAt}, nil
+	case store.CopySIMCaps:
+		if raw, err = rec(r.Caps); err == nil {
+			return "sim_caps", []string{"device_id", "sim_slot", "company_id", "rec"}, []any{id(r.DeviceID), r.Slot, id(r.CompanyID), raw}, nil
+		}
+	case store.CopySIMUsage:
+		return "sim_usage", []string{"device_id", "sim_slot", "kind", "period", "n"}, []any{id(r.DeviceID), r.Slot, string(rune(r.Kind)), r.Period, r.N}, nil
+	case store.CopySIMRecipient:
+		return "sim_recipients", []string{"device_id", "sim_slot", "day", "phone"}, []any{id(r.DeviceID), r.Slot, r.Day, r.Phone}, nil
+	case store.CopySIMStreak:
+		return "sim_streaks", []string{"device_id", "sim_slot", "company_id", "n", "last_at"}, []any{id(r.DeviceID), r.Slot, id(r.CompanyID), r.N, r.LastAt}, nil
+	}
+	if err == nil {
 		return "", nil, nil, fmt.Errorf("%s (%T): this build cannot load that kind into PostgreSQL yet", r.CopyKind(), r)
 	}
 	return "", nil, nil, fmt.Errorf("%s: %w", r.CopyKind(), err)
@@ -238,6 +328,16 @@ func (l *loader) moveSequences() error {
 		}
 	}
 	return nil
+}
+
+// placeQueues moves each device's next queue place past the places of its
+// queued messages, which kept theirs (store.Message.QueuePlace), so a send
+// after the copy queues behind them.
+func (l *loader) placeQueues() error {
+	_, err := l.tx.Exec(l.ctx, `UPDATE devices d SET next_place = q.top
+		FROM (SELECT device_id, max(queue_place) AS top FROM messages WHERE queue_place IS NOT NULL GROUP BY device_id) q
+		WHERE d.id = q.device_id AND d.next_place < q.top`)
+	return err
 }
 
 // copyCounts are the statements that count each kind as a dump gives it:
@@ -257,6 +357,14 @@ var copyCounts = map[store.Kind]string{
 	store.KindOneTimeTokens:   "SELECT count(*) FROM one_time_tokens",
 	store.KindConsoleSessions: "SELECT count(*) FROM console_sessions",
 	store.KindSecrets:         "SELECT count(*) FROM secrets",
+	store.KindMessages:        "SELECT count(*) FROM messages WHERE channel NOT IN ('" + store.ChannelNameWhatsApp + "', '" + store.ChannelNameIMessage + "')",
+	store.KindIdempotency:     "SELECT count(*) FROM idempotency WHERE rec IS NOT NULL",
+	store.KindOptOuts:         "SELECT count(*) FROM opt_outs",
+	store.KindDeviceFailures:  "SELECT count(*) FROM device_failures",
+	store.KindPools:           "SELECT count(*) FROM pools",
+	store.KindStickyEntries:   "SELECT count(*) FROM pool_sticky",
+	store.KindSIMCaps:         "SELECT count(*) FROM sim_caps",
+	store.KindSIMCounts:       "SELECT (SELECT count(*) FROM sim_usage) + (SELECT count(*) FROM sim_recipients) + (SELECT count(*) FROM sim_streaks)",
 }
 
 // CopyCounts counts the store's records of each kind Load takes, in one

@@ -29,6 +29,10 @@ type copied struct {
 	invitation    []byte       // the pending invitee's one-time token's hash
 	session       []byte       // a console session's hash
 	apiKeyHash    []byte       // the rotated key of the first company
+	uuids         []string     // the first company's messages
+	idemKey       store.IdempotencyKey
+	queued        store.Message // a send waiting in phone-a's queue
+	pool          uint64
 	lastDeviceID  uint64
 	lastCompanyID uint64
 }
@@ -60,7 +64,7 @@ func copyFixture(t *testing.T) (string, copied) {
 	if _, err := b.InviteUser(&invitee, t0); err != nil {
 		t.Fatal(err)
 	}
-	conformance.Device(t, b, c1.ID, "phone-a")
+	phone := conformance.Device(t, b, c1.ID, "phone-a")
 	f.deleted = conformance.Device(t, b, c1.ID, "phone-gone")
 	_, err = b.DeleteDevice(c1.ID, "phone-gone", t0.Add(time.Minute))
 	must(err)
@@ -80,6 +84,50 @@ func copyFixture(t *testing.T) (string, copied) {
 		return nil
 	})
 	must(err)
+
+	// Messages: queued (one with an Idempotency-Key), scheduled, delivered
+	// (counted), inbound; an opt-out.
+	clock := func() time.Time { return t0 }
+	send := func(uuid string, sendAt time.Time, key store.IdempotencyKey) store.Message {
+		t.Helper()
+		m := store.Message{UUID: uuid, CompanyID: c1.ID, Device: "phone-a", Channel: "sms", Phone: "+15550001111", Text: "hello " + uuid, SIMSlot: "SIM1", Segments: 1, SendAt: sendAt}
+		out, _, err := b.Enqueue(&m, key, clock, nil, func(m store.Message) (int, []byte) { return 202, []byte(m.UUID) })
+		must(err)
+		f.uuids = append(f.uuids, uuid)
+		return out
+	}
+	f.idemKey = store.IdempotencyKey{Route: "POST /messages", Key: "key-1", Digest: "digest-1"}
+	f.queued = send("m-queued", time.Time{}, f.idemKey)
+	send("m-later", t0.Add(time.Hour), store.IdempotencyKey{})
+	send("m-done", time.Time{}, store.IdempotencyKey{})
+	_, _, err = b.Transition(c1.ID, phone.ID, "m-done", store.MsgDelivered, "", "", t0.Add(time.Minute))
+	must(err)
+	in, _, err := b.StoreInbound(&store.Message{CompanyID: c1.ID, DeviceID: phone.ID, Channel: "sms", Phone: "+15550002222", Text: "hi", SIMSlot: "SIM1", ClientID: "client-1", UUID: "m-in"}, clock, nil)
+	must(err)
+	f.uuids = append(f.uuids, in.UUID)
+	_, _, err = b.AddOptOut(c1.ID, "+15550003333", t0)
+	must(err)
+
+	// A sticky pool and a send through it, SIM caps, and a send failed
+	// with a carrier error (a device failure, a SIM's streak).
+	pool, err := b.PutPool(c1.ID, 0, t0, func(store.Pool) (store.PoolInput, error) {
+		return store.PoolInput{Name: "Sales", Strategy: store.PoolSticky, Fallback: store.PoolRoundRobin,
+			Members: []store.PoolMemberInput{{Device: "phone-a", SIMSlot: "SIM1"}}}, nil
+	})
+	must(err)
+	f.pool = pool.ID
+	_, err = b.SetSIMCaps(c1.ID, "phone-a", map[string]store.SIMCaps{"SIM1": {PerDay: 100, RecipientsPerDay: 10}}, t0)
+	must(err)
+	viaPool := store.Message{UUID: "m-pool", CompanyID: c1.ID, Pool: "Sales", Channel: "sms", Phone: "+15550004444", Text: "pooled", Segments: 1}
+	_, _, err = b.Enqueue(&viaPool, store.IdempotencyKey{}, clock, nil, nil)
+	must(err)
+	f.uuids = append(f.uuids, "m-pool")
+	for i := range store.CarrierErrorStreak {
+		uuid := fmt.Sprintf("m-failed-%d", i)
+		send(uuid, time.Time{}, store.IdempotencyKey{})
+		_, _, err = b.Transition(c1.ID, phone.ID, uuid, store.MsgFailed, "no_service", "", t0.Add(time.Minute))
+		must(err)
+	}
 
 	f.refresh = []byte("refresh-1")
 	must(b.StartRefreshFamily(f.refresh, store.RefreshToken{UserID: admin.ID, Family: "family-1", ExpiresAt: t0.Add(time.Hour)}, t0))
@@ -153,7 +201,8 @@ func TestLoadACopy(t *testing.T) {
 	}
 	for _, k := range []store.Kind{store.KindCompanies, store.KindUsers, store.KindDevices, store.KindPairings, store.KindSubscriptions,
 		store.KindStorageUsage, store.KindActivity, store.KindTokenFamilies, store.KindRefreshTokens, store.KindOneTimeTokens,
-		store.KindConsoleSessions, store.KindSecrets} {
+		store.KindConsoleSessions, store.KindSecrets, store.KindMessages, store.KindIdempotency, store.KindOptOuts, store.KindStats, store.KindPlanUsage,
+		store.KindDeviceFailures, store.KindPools, store.KindStickyEntries, store.KindSIMCaps, store.KindSIMCounts} {
 		if want[k] == 0 {
 			t.Errorf("the fixture holds no %s", k)
 		}
@@ -214,6 +263,84 @@ func TestLoadACopy(t *testing.T) {
 	}
 	if _, err := pg.CompanyDevice(f.deleted.CompanyID, f.deleted.Fingerprint); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("the deleted device: %v, want ErrNotFound", err)
+	}
+
+	c1 := f.companies[0]
+	for _, uuid := range f.uuids {
+		bm, _ := b.MessageByUUID(c1, uuid)
+		pm, err := pg.MessageByUUID(c1, uuid)
+		if err != nil {
+			t.Errorf("message %s: %v", uuid, err)
+		}
+		same(t, "message "+uuid, bm, pm)
+	}
+	bo, _ := b.OptOuts(c1, "", 10)
+	po, err := pg.OptOuts(c1, "", 10)
+	if err != nil {
+		t.Errorf("opt-outs: %v", err)
+	}
+	same(t, "opt-outs", bo, po)
+	bu, _ := b.StorageUsed(c1, t0)
+	pu, err := pg.StorageUsed(c1, t0)
+	if err != nil || bu != pu || bu == 0 {
+		t.Errorf("storage used: %d, %v; want the embedded store's %d", pu, err, bu)
+	}
+	from, _ := store.CalendarMonth(t0)
+	bn, bd, _ := b.Usage(c1, from)
+	pn, pd, err := pg.Usage(c1, from)
+	if err != nil || bn != pn || bd != pd {
+		t.Errorf("usage: %d messages, %d devices, %v; want %d and %d", pn, pd, err, bn, bd)
+	}
+	bdue, _, _ := b.NextDue()
+	pdue, ok, err := pg.NextDue()
+	if err != nil || !ok || !pdue.Equal(bdue) {
+		t.Errorf("next due: %v, %t, %v; want %v", pdue, ok, err, bdue)
+	}
+	bp, _ := b.Pools(c1)
+	pp, err := pg.Pools(c1)
+	if err != nil {
+		t.Errorf("pools: %v", err)
+	}
+	same(t, "pools", bp, pp)
+	phoneA, _ := b.CompanyDevice(c1, "phone-a")
+	bf, _ := b.DeviceFailures(c1, phoneA.ID)
+	pf, err := pg.DeviceFailures(c1, phoneA.ID)
+	if err != nil || len(pf) == 0 {
+		t.Errorf("device failures: %v, %v", pf, err)
+	}
+	same(t, "device failures", bf, pf)
+	bsim, _ := b.SIMUsages(c1, "phone-a", t0.Add(time.Minute))
+	psim, err := pg.SIMUsages(c1, "phone-a", t0.Add(time.Minute))
+	if err != nil {
+		t.Errorf("SIM usages: %v", err)
+	}
+	same(t, "SIM usages", bsim, psim)
+	bcf, _ := b.CarrierFailing(c1, t0.Add(2*time.Minute))
+	pcf, err := pg.CarrierFailing(c1, t0.Add(2*time.Minute))
+	if err != nil || len(pcf) == 0 {
+		t.Errorf("carrier failing: %v, %v", pcf, err)
+	}
+	same(t, "carrier failing", bcf, pcf)
+	// The pool passes over the failing SIM as the embedded store does, and
+	// after the cool-down sends from the member the recipient stuck to.
+	sticky := store.Message{UUID: "m-sticky", CompanyID: c1, Pool: "Sales", Channel: "sms", Phone: "+15550004444", Text: "again", Segments: 1}
+	if _, _, err := pg.Enqueue(&sticky, store.IdempotencyKey{}, func() time.Time { return t0.Add(2 * time.Minute) }, nil, nil); !errors.As(err, new(*store.PoolUnavailableError)) {
+		t.Errorf("a send through the copied pool while its SIM fails: %v, want a *PoolUnavailableError", err)
+	}
+	later := func() time.Time { return t0.Add(time.Minute + store.CarrierErrorCooldown) }
+	if m, _, err := pg.Enqueue(&sticky, store.IdempotencyKey{}, later, nil, nil); err != nil || m.Device != "phone-a" || m.PoolID != f.pool {
+		t.Errorf("a send through the copied pool: %+v, %v", m, err)
+	}
+
+	// The key's answer replays; a new send queues behind the copied one.
+	retry := store.Message{UUID: "m-retry", CompanyID: c1, Device: "phone-a", Channel: "sms", Phone: "+15550001111", Text: "again", SIMSlot: "SIM1", Segments: 1}
+	answer := func(m store.Message) (int, []byte) { return 202, []byte(m.UUID) }
+	if _, prior, err := pg.Enqueue(&retry, f.idemKey, func() time.Time { return t0.Add(time.Minute) }, nil, answer); err != nil || prior == nil || string(prior.Body) != "m-queued" {
+		t.Errorf("a retry with the copied key: %+v, %v; want the first answer", prior, err)
+	}
+	next := store.Message{UUID: "m-next", CompanyID: c1, Device: "phone-a", Channel: "sms", Phone: "+15550001111", Text: "next", SIMSlot: "SIM1", Segments: 1}
+	if m, _, err := pg.Enqueue(&next, store.IdempotencyKey{}, func() time.Time { return t0.Add(time.Minute) }, nil, answer); err != nil || m.QueuePlace() <= f.queued.QueuePlace() || m.ID <= f.queued.ID {
+		t.Errorf("a send after the copy: place %d, id %d, %v; want both above the copied send's %d and %d", m.QueuePlace(), m.ID, err, f.queued.QueuePlace(), f.queued.ID)
 	}
 
 	// The copied tokens work, once.
