@@ -225,8 +225,8 @@ type CopySecret struct {
 	Value []byte
 }
 
-// CopyMessage is a message of any channel but the agents', either way
-// (KindMessages).
+// CopyMessage is a message, either way: KindMessages, or
+// KindAgentMessages for the agents' channels (WhatsApp, iMessage).
 type CopyMessage struct{ Message Message }
 
 // CopyIdempotency is the answer a company's Idempotency-Key got on a route
@@ -312,34 +312,100 @@ type CopySIMStreak struct {
 	LastAt    time.Time
 }
 
+// CopyWebhookSet is a company's webhook entries and signing secret
+// (KindWebhookSets).
+type CopyWebhookSet struct{ Set WebhookSet }
+
+// CopyWebhookEvent is the body an event's pending deliveries send, stored
+// once, with how many of them are pending (KindWebhookEvents).
+type CopyWebhookEvent struct {
+	ID        string
+	CompanyID uint64
+	Body      []byte
+	Pending   int64
+}
+
+// CopyWebhookDelivery is a pending delivery of an event to a webhook entry
+// (KindWebhookDeliveries).
+type CopyWebhookDelivery struct{ Delivery WebhookDelivery }
+
+// CopyWebhookAttempt is a line of a company's deliveries log
+// (KindWebhookAttempts).
+type CopyWebhookAttempt struct{ Attempt WebhookAttempt }
+
+// CopyMail is a mail of the outbox (KindMail).
+type CopyMail struct{ Mail Mail }
+
+// CopyMedia is an uploaded file's record (KindMedia); its bytes follow it
+// as CopyMediaChunks, in order.
+type CopyMedia struct{ Media Media }
+
+// CopyMediaChunk is the N-th chunk of a file's bytes (part of KindMedia,
+// not counted apart).
+type CopyMediaChunk struct {
+	MediaID string
+	N       uint32
+	Data    []byte
+}
+
+// CopyBillingEvent is a payment provider's event already applied
+// (KindBillingEvents).
+type CopyBillingEvent struct {
+	ID        string
+	AppliedAt time.Time
+}
+
+// CopyAgentNumber is a WhatsApp number or iMessage handle of a company
+// (KindAgentNumbers).
+type CopyAgentNumber struct{ Number AgentNumber }
+
+// CopyAgentSend is a send a number accepted, by time, for its governor
+// (KindAgentSends).
+type CopyAgentSend struct {
+	CompanyID uint64
+	NumberID  uint64
+	SentAt    time.Time
+	MessageID uint64
+}
+
 // CopyLastIDs is the highest id the source has handed out for each kind
 // that numbers its records, used or since deleted, so that the
 // destination never hands one out again. A dump gives it once, first; it
 // is not a kind of its own and is not counted.
 type CopyLastIDs map[Kind]uint64
 
-func (CopyCompany) CopyKind() Kind        { return KindCompanies }
-func (CopyUser) CopyKind() Kind           { return KindUsers }
-func (CopyDevice) CopyKind() Kind         { return KindDevices }
-func (CopyPairing) CopyKind() Kind        { return KindPairings }
-func (CopySubscription) CopyKind() Kind   { return KindSubscriptions }
-func (CopyPlanUsage) CopyKind() Kind      { return KindPlanUsage }
-func (CopyStorageUsage) CopyKind() Kind   { return KindStorageUsage }
-func (CopyActivity) CopyKind() Kind       { return KindActivity }
-func (CopyStats) CopyKind() Kind          { return KindStats }
-func (CopyTokenFamily) CopyKind() Kind    { return KindTokenFamilies }
-func (CopyRefreshToken) CopyKind() Kind   { return KindRefreshTokens }
-func (CopyOneTimeToken) CopyKind() Kind   { return KindOneTimeTokens }
-func (CopyConsoleSession) CopyKind() Kind { return KindConsoleSessions }
-func (CopySecret) CopyKind() Kind         { return KindSecrets }
-func (CopyMessage) CopyKind() Kind        { return KindMessages }
-func (CopyIdempotency) CopyKind() Kind    { return KindIdempotency }
-func (CopyOptOut) CopyKind() Kind         { return KindOptOuts }
-func (CopyDeviceFailure) CopyKind() Kind  { return KindDeviceFailures }
-func (CopyPool) CopyKind() Kind           { return KindPools }
-func (CopySticky) CopyKind() Kind         { return KindStickyEntries }
-func (CopySIMCaps) CopyKind() Kind        { return KindSIMCaps }
-func (CopySIMUsage) CopyKind() Kind       { return KindSIMCounts }
-func (CopySIMRecipient) CopyKind() Kind   { return KindSIMCounts }
-func (CopySIMStreak) CopyKind() Kind      { return KindSIMCounts }
-func (CopyLastIDs) CopyKind() Kind        { return "" }
+func (CopyCompany) CopyKind() Kind         { return KindCompanies }
+func (CopyUser) CopyKind() Kind            { return KindUsers }
+func (CopyDevice) CopyKind() Kind          { return KindDevices }
+func (CopyPairing) CopyKind() Kind         { return KindPairings }
+func (CopySubscription) CopyKind() Kind    { return KindSubscriptions }
+func (CopyPlanUsage) CopyKind() Kind       { return KindPlanUsage }
+func (CopyStorageUsage) CopyKind() Kind    { return KindStorageUsage }
+func (CopyActivity) CopyKind() Kind        { return KindActivity }
+func (CopyStats) CopyKind() Kind           { return KindStats }
+func (CopyTokenFamily) CopyKind() Kind     { return KindTokenFamilies }
+func (CopyRefreshToken) CopyKind() Kind    { return KindRefreshTokens }
+func (CopyOneTimeToken) CopyKind() Kind    { return KindOneTimeTokens }
+func (CopyConsoleSession) CopyKind() Kind  { return KindConsoleSessions }
+func (CopySecret) CopyKind() Kind          { return KindSecrets }
+func (CopyMessage) CopyKind() Kind         { return KindMessages }
+func (CopyIdempotency) CopyKind() Kind     { return KindIdempotency }
+func (CopyOptOut) CopyKind() Kind          { return KindOptOuts }
+func (CopyDeviceFailure) CopyKind() Kind   { return KindDeviceFailures }
+func (CopyPool) CopyKind() Kind            { return KindPools }
+func (CopySticky) CopyKind() Kind          { return KindStickyEntries }
+func (CopySIMCaps) CopyKind() Kind         { return KindSIMCaps }
+func (CopySIMUsage) CopyKind() Kind        { return KindSIMCounts }
+func (CopySIMRecipient) CopyKind() Kind    { return KindSIMCounts }
+func (CopySIMStreak) CopyKind() Kind       { return KindSIMCounts }
+func (CopyWebhookSet) CopyKind() Kind      { return KindWebhookSets }
+func (CopyWebhookEvent) CopyKind() Kind    { return KindWebhookEvents }
+func (CopyWebhookDelivery) CopyKind() Kind { return KindWebhookDeliveries }
+func (CopyWebhookAttempt) CopyKind() Kind  { return KindWebhookAttempts }
+func (CopyMail) CopyKind() Kind            { return KindMail }
+func (CopyMedia) CopyKind() Kind           { return KindMedia }
+func (CopyMediaChunk) CopyKind() Kind      { return KindMedia }
+func (CopyBillingEvent) CopyKind() Kind    { return KindBillingEvents }
+func (CopyAgentNumber) CopyKind() Kind     { return KindAgentNumbers }
+func (CopyAgentSend) CopyKind() Kind       { return KindAgentSends }
+func (CopyLastIDs) CopyKind() Kind         { return "" }

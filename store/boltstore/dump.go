@@ -28,7 +28,9 @@ var dumped = []store.Kind{
 	store.KindPlanUsage, store.KindStorageUsage, store.KindActivity, store.KindStats, store.KindTokenFamilies,
 	store.KindRefreshTokens, store.KindOneTimeTokens, store.KindConsoleSessions, store.KindSecrets,
 	store.KindMessages, store.KindIdempotency, store.KindOptOuts, store.KindDeviceFailures, store.KindPools,
-	store.KindStickyEntries, store.KindSIMCaps, store.KindSIMCounts,
+	store.KindStickyEntries, store.KindSIMCaps, store.KindSIMCounts, store.KindWebhookSets, store.KindWebhookEvents,
+	store.KindWebhookDeliveries, store.KindWebhookAttempts, store.KindMail, store.KindMedia, store.KindBillingEvents,
+	store.KindAgentNumbers, store.KindAgentSends, store.KindAgentMessages,
 }
 
 // DumpKinds are the kinds Dump gives.
@@ -62,11 +64,16 @@ func (s *Store) Dump(put func(store.CopyRecord) error) error {
 			return err
 		}
 		if err := put(store.CopyLastIDs{
-			store.KindCompanies: tx.Bucket(bucketCompanies).Sequence(),
-			store.KindUsers:     tx.Bucket(bucketUsers).Sequence(),
-			store.KindDevices:   tx.Bucket(bucketDevices).Sequence(),
-			store.KindMessages:  tx.Bucket(bucketMessages).Sequence(),
-			store.KindPools:     tx.Bucket(bucketPools).Sequence(),
+			store.KindCompanies:         tx.Bucket(bucketCompanies).Sequence(),
+			store.KindUsers:             tx.Bucket(bucketUsers).Sequence(),
+			store.KindDevices:           tx.Bucket(bucketDevices).Sequence(),
+			store.KindMessages:          tx.Bucket(bucketMessages).Sequence(),
+			store.KindPools:             tx.Bucket(bucketPools).Sequence(),
+			store.KindWebhookSets:       tx.Bucket(bucketWebhookSets).Sequence(), // entry ids
+			store.KindWebhookDeliveries: tx.Bucket(bucketWebhookDeliveries).Sequence(),
+			store.KindWebhookAttempts:   tx.Bucket(bucketWebhookAttempts).Sequence(),
+			store.KindMail:              tx.Bucket(bucketMailOutbox).Sequence(),
+			store.KindAgentNumbers:      tx.Bucket(bucketAgentNumbers).Sequence(),
 		}); err != nil {
 			return err
 		}
@@ -74,6 +81,8 @@ func (s *Store) Dump(put func(store.CopyRecord) error) error {
 			dumpCompanies, dumpUsers, dumpDevices, dumpPairings, dumpSubscriptions, dumpPlanUsage, dumpStorageUsage,
 			dumpActivity, dumpStats, dumpTokenFamilies, dumpRefreshTokens, dumpOneTimeTokens, dumpConsoleSessions, dumpSecrets,
 			dumpMessages, dumpIdempotency, dumpOptOuts, dumpDeviceFailures, dumpPools, dumpSticky, dumpSIMCaps, dumpSIMCounts,
+			dumpWebhookSets, dumpWebhookEvents, dumpWebhookDeliveries, dumpWebhookAttempts, dumpMail, dumpMedia,
+			dumpBillingEvents, dumpAgentNumbers, dumpAgentSends, dumpAgentMessages,
 		} {
 			if err := dump(tx, put); err != nil {
 				return err
@@ -244,7 +253,8 @@ func dumpSecrets(tx *bolt.Tx, put func(store.CopyRecord) error) error {
 	return err
 }
 
-// dumpMessages gives the messages of every channel but the agents'.
+// dumpMessages gives the messages of every channel but the agents'
+// (dumpAgentMessages).
 func dumpMessages(tx *bolt.Tx, put func(store.CopyRecord) error) error {
 	return eachRecord(tx, bucketMessages, func(_ []byte, m Message) error {
 		if store.IsAgentChannel(m.Channel) {
@@ -400,6 +410,115 @@ func dumpSIMCounts(tx *bolt.Tx, put func(store.CopyRecord) error) error {
 			return fmt.Errorf("%s: malformed entry %x", bucketSIMStreak, k)
 		}
 		return put(store.CopySIMStreak{CompanyID: cid, DeviceID: dev, Slot: slot, N: int64(btoi(v[:8])), LastAt: time.Unix(0, int64(btoi(v[8:]))).UTC()})
+	})
+}
+
+func dumpWebhookSets(tx *bolt.Tx, put func(store.CopyRecord) error) error {
+	return eachRecord(tx, bucketWebhookSets, func(k []byte, set WebhookSet) error {
+		set.CompanyID = btoi(k)
+		return put(store.CopyWebhookSet{Set: set})
+	})
+}
+
+// dumpWebhookEvents gives each event's body with its pending deliveries'
+// count; its company is its deliveries'.
+func dumpWebhookEvents(tx *bolt.Tx, put func(store.CopyRecord) error) error {
+	owner := map[string]uint64{}
+	if err := eachRecord(tx, bucketWebhookDeliveries, func(_ []byte, d WebhookDelivery) error {
+		owner[d.EventID] = d.CompanyID
+		return nil
+	}); err != nil {
+		return err
+	}
+	refs := tx.Bucket(bucketWebhookEventRefs)
+	return tx.Bucket(bucketWebhookEvents).ForEach(func(k, v []byte) error {
+		var pending int64
+		if r := refs.Get(k); len(r) == 8 {
+			pending = int64(btoi(r))
+		}
+		return put(store.CopyWebhookEvent{ID: string(k), CompanyID: owner[string(k)], Body: bytes.Clone(v), Pending: pending})
+	})
+}
+
+func dumpWebhookDeliveries(tx *bolt.Tx, put func(store.CopyRecord) error) error {
+	return eachRecord(tx, bucketWebhookDeliveries, func(_ []byte, d WebhookDelivery) error {
+		return put(store.CopyWebhookDelivery{Delivery: d})
+	})
+}
+
+func dumpWebhookAttempts(tx *bolt.Tx, put func(store.CopyRecord) error) error {
+	return eachRecord(tx, bucketWebhookAttempts, func(_ []byte, a WebhookAttempt) error {
+		return put(store.CopyWebhookAttempt{Attempt: a})
+	})
+}
+
+func dumpMail(tx *bolt.Tx, put func(store.CopyRecord) error) error {
+	return eachRecord(tx, bucketMailOutbox, func(_ []byte, m Mail) error {
+		return put(store.CopyMail{Mail: m})
+	})
+}
+
+// dumpMedia gives each file's record, then its chunks in order.
+func dumpMedia(tx *bolt.Tx, put func(store.CopyRecord) error) error {
+	chunks := tx.Bucket(bucketMediaChunks)
+	return eachRecord(tx, bucketMedia, func(k []byte, m Media) error {
+		if err := put(store.CopyMedia{Media: m}); err != nil {
+			return err
+		}
+		prefix := append(bytes.Clone(k), 0)
+		var err error
+		walkPrefix(chunks, prefix, func(ck, v []byte) bool {
+			if len(ck) != len(prefix)+4 {
+				err = fmt.Errorf("%s: malformed key %x", bucketMediaChunks, ck)
+				return false
+			}
+			err = put(store.CopyMediaChunk{MediaID: m.ID, N: binary.BigEndian.Uint32(ck[len(prefix):]), Data: bytes.Clone(v)})
+			return err == nil
+		})
+		return err
+	})
+}
+
+// dumpBillingEvents gives the provider events applied: event id -> unix s.
+func dumpBillingEvents(tx *bolt.Tx, put func(store.CopyRecord) error) error {
+	return tx.Bucket(bucketBillingEvents).ForEach(func(k, v []byte) error {
+		if len(v) != 8 {
+			return fmt.Errorf("%s: malformed entry %q", bucketBillingEvents, k)
+		}
+		return put(store.CopyBillingEvent{ID: string(k), AppliedAt: time.Unix(int64(btoi(v)), 0).UTC()})
+	})
+}
+
+func dumpAgentNumbers(tx *bolt.Tx, put func(store.CopyRecord) error) error {
+	return eachRecord(tx, bucketAgentNumbers, func(_ []byte, n AgentNumber) error {
+		return put(store.CopyAgentNumber{Number: n})
+	})
+}
+
+// dumpAgentSends gives the accepted sends: company(8) number id(8)
+// created_at(8, unix ns) message id(8).
+func dumpAgentSends(tx *bolt.Tx, put func(store.CopyRecord) error) error {
+	return tx.Bucket(bucketAgentSends).ForEach(func(k, _ []byte) error {
+		if len(k) != 32 {
+			return fmt.Errorf("%s: malformed key %x", bucketAgentSends, k)
+		}
+		return put(store.CopyAgentSend{CompanyID: btoi(k[:8]), NumberID: btoi(k[8:16]), SentAt: time.Unix(0, int64(btoi(k[16:24]))).UTC(), MessageID: btoi(k[24:])})
+	})
+}
+
+// dumpAgentMessages gives the WhatsApp and iMessage messages, through
+// their numbers' index: company(8) number id(8) message id(8).
+func dumpAgentMessages(tx *bolt.Tx, put func(store.CopyRecord) error) error {
+	msgs := tx.Bucket(bucketMessages)
+	return tx.Bucket(bucketAgentMessages).ForEach(func(k, _ []byte) error {
+		if len(k) != 24 {
+			return fmt.Errorf("%s: malformed key %x", bucketAgentMessages, k)
+		}
+		var m Message
+		if err := getJSON(msgs, k[16:], &m); err != nil {
+			return fmt.Errorf("agent message %d: %w", btoi(k[16:]), err)
+		}
+		return put(store.CopyMessage{Message: m})
 	})
 }
 
