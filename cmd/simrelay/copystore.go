@@ -51,6 +51,11 @@ func adminCopyStore(ctx context.Context, args []string, stdout, stderr io.Writer
 	if missing := store.Uncopied(before, src, dst); len(missing) > 0 {
 		return fmt.Errorf("the store holds %s, which this build of simrelay cannot copy to PostgreSQL yet: nothing was copied", store.KindList(missing))
 	}
+	var total int64
+	for _, n := range before {
+		total += n
+	}
+	fmt.Fprintf(stdout, "Copying %s (%d records) into %s, in one transaction...\n\n", src.Path(), total, to)
 	if err := dst.Load(src.Dump); err != nil {
 		if errors.Is(err, store.ErrNotEmpty) {
 			return fmt.Errorf("%s: that database already holds a company; copy into a new, empty database (CREATE DATABASE), nothing was copied", to)
@@ -65,7 +70,7 @@ func adminCopyStore(ctx context.Context, args []string, stdout, stderr io.Writer
 	if len(differ) > 0 {
 		return fmt.Errorf("the copy is committed, but the counts of %s differ: do not start a server on %s before finding out why", store.KindList(differ), to)
 	}
-	fmt.Fprintf(stdout, "\nCopied %s into %s.\n", src.Path(), to)
+	fmt.Fprintf(stdout, "\nCopied: every count agrees.\n")
 	return nil
 }
 

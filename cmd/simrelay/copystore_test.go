@@ -56,7 +56,7 @@ func TestCopyStore(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("copy-store: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
-	for _, want := range []string{"KIND", "EMBEDDED", "POSTGRESQL", "companies  1  1", "users  1  1", "subscriptions  1  1", "Copied "} {
+	for _, want := range []string{"KIND", "EMBEDDED", "POSTGRESQL", "companies  1  1", "users  1  1", "subscriptions  1  1", "Copied:  every  count  agrees."} {
 		if !strings.Contains(squeeze(out), want) {
 			t.Errorf("the report lacks %q:\n%s", want, out)
 		}
