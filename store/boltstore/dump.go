@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -421,23 +422,50 @@ func dumpWebhookSets(tx *bolt.Tx, put func(store.CopyRecord) error) error {
 }
 
 // dumpWebhookEvents gives each event's body with its pending deliveries'
-// count; its company is its deliveries'.
+// count; its company is its deliveries'. A delivery written before events
+// were shared (schema 2) that carries its own body may name an event no
+// record holds: that event is given with no body and none pending on it, so
+// the delivery's event is there whatever the destination requires of it.
 func dumpWebhookEvents(tx *bolt.Tx, put func(store.CopyRecord) error) error {
-	owner := map[string]uint64{}
-	if err := eachRecord(tx, bucketWebhookDeliveries, func(_ []byte, d WebhookDelivery) error {
-		owner[d.EventID] = d.CompanyID
-		return nil
-	}); err != nil {
+	owner, bodiless, err := webhookEventOwners(tx)
+	if err != nil {
 		return err
 	}
 	refs := tx.Bucket(bucketWebhookEventRefs)
-	return tx.Bucket(bucketWebhookEvents).ForEach(func(k, v []byte) error {
+	if err := tx.Bucket(bucketWebhookEvents).ForEach(func(k, v []byte) error {
 		var pending int64
 		if r := refs.Get(k); len(r) == 8 {
 			pending = int64(btoi(r))
 		}
 		return put(store.CopyWebhookEvent{ID: string(k), CompanyID: owner[string(k)], Body: bytes.Clone(v), Pending: pending})
+	}); err != nil {
+		return err
+	}
+	for _, id := range bodiless {
+		if err := put(store.CopyWebhookEvent{ID: id, CompanyID: owner[id], Body: []byte{}}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// webhookEventOwners maps each event a pending delivery names to the
+// delivery's company, and lists, in order, the events named only by
+// deliveries with their own bodies that no record holds.
+func webhookEventOwners(tx *bolt.Tx) (owner map[string]uint64, bodiless []string, err error) {
+	owner = map[string]uint64{}
+	events := tx.Bucket(bucketWebhookEvents)
+	seen := map[string]bool{}
+	err = eachRecord(tx, bucketWebhookDeliveries, func(_ []byte, d WebhookDelivery) error {
+		owner[d.EventID] = d.CompanyID
+		if len(d.Body) > 0 && !seen[d.EventID] && events.Get([]byte(d.EventID)) == nil {
+			seen[d.EventID] = true
+			bodiless = append(bodiless, d.EventID)
+		}
+		return nil
 	})
+	slices.Sort(bodiless)
+	return owner, bodiless, err
 }
 
 func dumpWebhookDeliveries(tx *bolt.Tx, put func(store.CopyRecord) error) error {
@@ -581,6 +609,11 @@ func (s *Store) CopyCounts() (map[store.Kind]int64, error) {
 			return err
 		}
 		counts[store.KindMessages] = keys(bucketMessages) - counts[store.KindAgentMessages]
+		_, bodiless, err := webhookEventOwners(tx)
+		if err != nil {
+			return err
+		}
+		counts[store.KindWebhookEvents] += int64(len(bodiless))
 		counts[store.KindDevices] = int64(len(live))
 		if err := eachRecord(tx, bucketDeviceFailures, func(_ []byte, list []DeviceFailure) error {
 			counts[store.KindDeviceFailures] += int64(len(list))
