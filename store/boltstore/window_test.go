@@ -1,7 +1,6 @@
 package boltstore
 
 import (
-	"slices"
 	"testing"
 	"time"
 
@@ -108,71 +107,6 @@ func TestHeldJobsWaitForTheirWindow(t *testing.T) {
 	}
 	if expired, _ := s.ExpireQueued(opens.Add(48*time.Hour), 10); len(expired) != 0 {
 		t.Fatalf("after the deletion: %d expiry keys were left behind", len(expired))
-	}
-}
-
-// Priority jobs come first, highest first and in order within a priority,
-// whatever the link's cursor in the plain queue; they leave the priority
-// queue when canceled, acked or failed with their device, and an expired
-// one is left for the sweeper.
-func TestPriorityQueue(t *testing.T) {
-	t.Parallel()
-	s := open(t, t.TempDir())
-	c, _ := newCompany(t, s, "a@example.com", "k")
-	if err := s.ProvisionDevices([]Device{{Fingerprint: "fp", CompanyID: c.ID, Status: DeviceActive, SelectedSIM: "BOTH", TokenHash: []byte("t")}}); err != nil {
-		t.Fatal(err)
-	}
-	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
-	now := func() time.Time { return t0 }
-	enqueue := func(text string, priority int, expires time.Time) Message {
-		t.Helper()
-		m := Message{UUID: "u-" + text, CompanyID: c.ID, Device: "fp", Channel: "sms", Phone: "+15551234567", Text: text, SIMSlot: "SIM1", Priority: priority, ExpiresAt: expires}
-		out, _, err := s.Enqueue(&m, IdempotencyKey{}, now, nil, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return out
-	}
-	texts := func(ms []Message) (out []string) {
-		for _, m := range ms {
-			out = append(out, m.Text)
-		}
-		return out
-	}
-	later := t0.Add(time.Hour)
-	enqueue("n1", 0, later)
-	enqueue("n2", 0, later)
-	enqueue("n3", 0, later)
-	first, _ := pendingSettled(t, s, c.ID, 1, 0, 1, t0)
-	cursor := first[0].QueuePlace() // a link took n1
-	p3 := enqueue("p3", 3, later)
-	enqueue("p3b", 3, later)
-	enqueue("p7", 7, later)
-	enqueue("gone", 9, t0.Add(time.Minute))
-	got, err := pendingSettled(t, s, c.ID, 1, cursor, 10, t0.Add(time.Minute))
-	if want := []string{"p7", "p3", "p3b", "n2", "n3"}; err != nil || !slices.Equal(texts(got), want) {
-		t.Fatalf("pending: got %v %v, want %v", texts(got), err, want)
-	}
-	if got, _ := pendingSettled(t, s, c.ID, 1, cursor, 2, t0); !slices.Equal(texts(got), []string{"gone", "p7"}) {
-		t.Fatalf("pending, limit 2: got %v, want gone and p7", texts(got))
-	}
-	if _, err := s.Cancel(c.ID, p3.UUID, t0); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := s.Transition(c.ID, 1, "u-p7", MsgSending, "", "", t0); err != nil {
-		t.Fatal(err)
-	}
-	if got, _ := pendingSettled(t, s, c.ID, 1, cursor, 10, t0.Add(time.Minute)); !slices.Equal(texts(got), []string{"p3b", "n2", "n3"}) {
-		t.Fatalf("after a cancel and an ack: got %v, want p3b, n2, n3", texts(got))
-	}
-	if expired, _ := s.ExpireQueued(t0.Add(2*time.Minute), 10); len(expired) != 1 || expired[0].Text != "gone" {
-		t.Fatalf("expire: got %v, want gone", texts(expired))
-	}
-	if _, err := s.DeleteDevice(c.ID, "fp", t0); err != nil {
-		t.Fatal(err)
-	}
-	if m, _ := s.MessageByUUID(c.ID, "u-p3b"); m.Status != MsgFailed {
-		t.Fatalf("a priority job of a deleted device: got %s, want failed", m.Status)
 	}
 }
 
