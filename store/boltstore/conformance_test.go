@@ -17,4 +17,8 @@ func TestConformance(t *testing.T) {
 	t.Parallel()
 	t.Run("Devices", func(t *testing.T) { t.Parallel(); conformance.Devices(t, openConformance[conformance.DevicesStore]) })
 	t.Run("Dispatch", func(t *testing.T) { t.Parallel(); conformance.Dispatch(t, openConformance[conformance.DispatchStore]) })
+	t.Run("DispatchAgents", func(t *testing.T) {
+		t.Parallel()
+		conformance.DispatchAgents(t, openConformance[conformance.DispatchAgentsStore])
+	})
 }

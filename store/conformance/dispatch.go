@@ -1015,3 +1015,106 @@ func dispatchCompanyMessagesAfter(t *testing.T, s DispatchStore) {
 		t.Fatalf("after the last: %d (%v) done %v, want none, done", len(msgs), err, done)
 	}
 }
+
+// DispatchAgentsStore is what the suite of agent channels' reports calls.
+type DispatchAgentsStore interface {
+	Base
+	AnnounceNumbers(companyID, deviceID uint64, channel string, addresses []string, now time.Time, limit int) ([]store.AgentNumber, error)
+	EnqueueAgent(m *store.Message, idemKey store.IdempotencyKey, now func() time.Time, vet store.SendVet, answer func(store.Message) (int, []byte)) (store.Message, *store.Idempotent, error)
+	AgentNumberByRef(companyID, numberID uint64) (store.AgentNumber, error)
+	Transition(companyID, deviceID uint64, uuid, status, errText, statusAt string, now time.Time) (store.Message, bool, error)
+	TransitionDetail(companyID, deviceID uint64, uuid, status, errText, statusAt, detail string, now time.Time) (store.Message, bool, error)
+	MessageByUUID(companyID uint64, uuid string) (store.Message, error)
+}
+
+// DispatchAgents runs the suite of a WhatsApp or iMessage agent's reports.
+func DispatchAgents(t *testing.T, open Opener[DispatchAgentsStore]) {
+	t.Run("Details", func(t *testing.T) { t.Parallel(); dispatchAgentDetails(t, open(t)) })
+	t.Run("NumberMoves", func(t *testing.T) { t.Parallel(); dispatchAgentNumberMoves(t, open(t)) })
+}
+
+// dispatchAgentSend queues a WhatsApp message on the number.
+func dispatchAgentSend(t *testing.T, s DispatchAgentsStore, n store.AgentNumber, text string) store.Message {
+	t.Helper()
+	m := store.Message{UUID: fmt.Sprintf("u-%d", unique()), CompanyID: n.CompanyID, Channel: store.ChannelNameWhatsApp, NumberRef: n.PublicID,
+		Phone: "+15557654321", Text: text}
+	out, _, err := s.EnqueueAgent(&m, store.IdempotencyKey{}, dispatchClock, nil, nil)
+	if err != nil {
+		t.Fatalf("send %q: %v", text, err)
+	}
+	return out
+}
+
+// dispatchAgentDetails: an agent channel's delivered message keeps the
+// receipt's detail, moving it forwards only (played implies read), each
+// move a change of its own; the ack of a queued job is noted on its number.
+func dispatchAgentDetails(t *testing.T, s DispatchAgentsStore) {
+	c, _ := Company(t, s)
+	d := Device(t, s, c.ID, fmt.Sprintf("fp-%d", unique()))
+	nums, err := s.AnnounceNumbers(c.ID, d.ID, store.ChannelNameWhatsApp, []string{"+15550001111"}, T0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := dispatchAgentSend(t, s, nums[0], "hi")
+	if _, moved, err := s.Transition(c.ID, d.ID, m.UUID, store.MsgSending, "", "", T0.Add(time.Second)); err != nil || !moved {
+		t.Fatalf("ack: moved %v (%v)", moved, err)
+	}
+	if n, err := s.AgentNumberByRef(c.ID, nums[0].ID); err != nil || !n.LastTakenAt.Equal(T0.Add(time.Second)) {
+		t.Fatalf("the number after the ack: last taken %v (%v), want the ack's time", n.LastTakenAt, err)
+	}
+	for i, step := range []struct {
+		status, detail string
+		at             time.Time
+		want           string
+		moved          bool
+	}{
+		{store.MsgDelivered, store.DetailRead, T0.Add(2 * time.Second), store.DetailRead, true},
+		{store.MsgDelivered, store.DetailRead, T0.Add(3 * time.Second), store.DetailRead, false},
+		{store.MsgDelivered, store.DetailPlayed, T0.Add(4 * time.Second), store.DetailPlayed, true},
+		{store.MsgDelivered, store.DetailRead, T0.Add(5 * time.Second), store.DetailPlayed, false},
+		{store.MsgSent, store.DetailRead, T0.Add(6 * time.Second), store.DetailPlayed, false},
+	} {
+		got, moved, err := s.TransitionDetail(c.ID, d.ID, m.UUID, step.status, "", "", step.detail, step.at)
+		if err != nil || got.Status != store.MsgDelivered || got.Detail != step.want || moved != step.moved {
+			t.Fatalf("step %d: %s detail %q moved %v (%v), want delivered %q moved %v", i, got.Status, got.Detail, moved, err, step.want, step.moved)
+		}
+	}
+	if got, err := s.MessageByUUID(c.ID, m.UUID); err != nil || got.Detail != store.DetailPlayed || !got.UpdatedAt.Equal(T0.Add(4*time.Second)) {
+		t.Fatalf("stored: detail %q updated %v (%v), want played at the fourth second", got.Detail, got.UpdatedAt, err)
+	}
+}
+
+// dispatchAgentNumberMoves: a job queued while one agent held its number
+// may be reported by the agent that holds it now, and is that
+// registration's from then on; the former holder's reports, and another
+// agent's, are ErrNotFound.
+func dispatchAgentNumberMoves(t *testing.T, s DispatchAgentsStore) {
+	c, _ := Company(t, s)
+	first := Device(t, s, c.ID, fmt.Sprintf("fp-%d", unique()))
+	second := Device(t, s, c.ID, fmt.Sprintf("fp-%d", unique()))
+	stranger := Device(t, s, c.ID, fmt.Sprintf("fp-%d", unique()))
+	nums, err := s.AnnounceNumbers(c.ID, first.ID, store.ChannelNameWhatsApp, []string{"+15550001111"}, T0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := dispatchAgentSend(t, s, nums[0], "hi")
+	if m.DeviceID != first.ID {
+		t.Fatalf("queued on device %d, want the holder %d", m.DeviceID, first.ID)
+	}
+	if _, err := s.AnnounceNumbers(c.ID, second.ID, store.ChannelNameWhatsApp, []string{"+15550001111"}, T0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Transition(c.ID, stranger.ID, m.UUID, store.MsgSending, "", "", T0); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("an agent that never held the number: %v, want ErrNotFound", err)
+	}
+	got, moved, err := s.Transition(c.ID, second.ID, m.UUID, store.MsgSending, "", "", T0)
+	if err != nil || !moved || got.DeviceID != second.ID {
+		t.Fatalf("the new holder's ack: device %d moved %v (%v), want device %d", got.DeviceID, moved, err, second.ID)
+	}
+	if _, _, err := s.Transition(c.ID, first.ID, m.UUID, store.MsgSent, "", "", T0); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the former holder's report: %v, want ErrNotFound", err)
+	}
+	if got, _, err := s.Transition(c.ID, second.ID, m.UUID, store.MsgSent, "", "", T0); err != nil || got.Status != store.MsgSent {
+		t.Fatalf("the new holder's report: %s (%v)", got.Status, err)
+	}
+}
