@@ -59,6 +59,7 @@ func Dispatch(t *testing.T, open Opener[DispatchStore]) {
 		{"ReportsInOrder", dispatchReportsInOrder},
 		{"StatusEvents", dispatchStatusEvents},
 		{"Inbound", dispatchInbound},
+		{"InboundRepeatsRace", dispatchInboundRace},
 		{"InboundHook", dispatchInboundHook},
 		{"OptOutKeywords", dispatchOptOutKeywords},
 		{"InboundList", dispatchInboundList},
@@ -699,6 +700,41 @@ func dispatchInbound(t *testing.T, s DispatchStore) {
 	again2 := Device(t, s, c.ID, d.Fingerprint)
 	if m, dup, err := in(again2, c.ID, "c1", "new", T0); err != nil || dup || m.ID == first.ID {
 		t.Fatalf("client id c1 on the new registration: %+v dup %v (%v), want a new message", m, dup, err)
+	}
+}
+
+// dispatchInboundRace: repeats of one message that arrive at once (a phone
+// that resends before its ack) store it once; every other answers it, dup.
+func dispatchInboundRace(t *testing.T, s DispatchStore) {
+	c, _ := Company(t, s)
+	d := Device(t, s, c.ID, fmt.Sprintf("fp-%d", unique()))
+	const n = 6
+	var wg sync.WaitGroup
+	ids, dups, errs := make([]uint64, n), make([]bool, n), make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			m := store.Message{UUID: fmt.Sprintf("in-%d", unique()), CompanyID: c.ID, DeviceID: d.ID, Channel: "sms",
+				Phone: "+15557650001", Text: "hi", SIMSlot: "SIM1", ClientID: "c1"}
+			var out store.Message
+			out, dups[i], errs[i] = s.StoreInbound(&m, dispatchClock, nil)
+			ids[i] = out.ID
+		})
+	}
+	wg.Wait()
+	stored := 0
+	for i := range n {
+		if errs[i] != nil || ids[i] == 0 || ids[i] != ids[0] {
+			t.Fatalf("repeat %d: id %d (%v), want every repeat to answer id %d", i, ids[i], errs[i], ids[0])
+		}
+		if !dups[i] {
+			stored++
+		}
+	}
+	if stored != 1 {
+		t.Fatalf("%d repeats stored the message, want 1", stored)
+	}
+	if msgs, _ := s.InboundList(store.InboundQuery{CompanyID: c.ID, Limit: 10}); len(msgs) != 1 {
+		t.Fatalf("%d messages stored, want 1", len(msgs))
 	}
 }
 
