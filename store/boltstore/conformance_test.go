@@ -33,6 +33,15 @@ func TestConformance(t *testing.T) {
 		t.Parallel()
 		conformance.InviteBudget(t, openBudgeted[conformance.AccountsStore](conformance.InviteBudgetBytes))
 	})
+	t.Run("DeviceSends", func(t *testing.T) {
+		t.Parallel()
+		conformance.DeviceSends(t, openConformance[conformance.DeviceSendsStore])
+	})
+	t.Run("Pools", func(t *testing.T) { t.Parallel(); conformance.Pools(t, openConformance[conformance.PoolsStore]) })
+	t.Run("PoolSends", func(t *testing.T) {
+		t.Parallel()
+		conformance.PoolSends(t, openConformance[conformance.PoolSendsStore])
+	})
 	t.Run("Dispatch", func(t *testing.T) { t.Parallel(); conformance.Dispatch(t, openConformance[conformance.DispatchStore]) })
 	t.Run("DispatchAgents", func(t *testing.T) {
 		t.Parallel()

@@ -1,37 +1,9 @@
 package boltstore
 
 import (
-	"errors"
 	"testing"
 	"time"
 )
-
-func TestPrunePairings(t *testing.T) {
-	t.Parallel()
-	s := open(t, t.TempDir())
-	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
-	codes := map[string]Pairing{
-		"old":      {CompanyID: 1, ExpiresAt: now.Add(-2 * time.Hour)},
-		"old-used": {CompanyID: 1, ExpiresAt: now.Add(-2 * time.Hour), UsedAt: now.Add(-3 * time.Hour)},
-		"recent":   {CompanyID: 1, ExpiresAt: now.Add(-30 * time.Minute)},
-		"live":     {CompanyID: 1, ExpiresAt: now.Add(5 * time.Minute)},
-	}
-	for k, p := range codes {
-		if err := s.PutPairing([]byte(k), p, time.Now()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	n, err := s.PrunePairings(now.Add(-time.Hour))
-	if err != nil || n != 2 {
-		t.Fatalf("got %d pruned (%v), want 2", n, err)
-	}
-	for k := range codes {
-		_, err := s.Pairing([]byte(k))
-		if gone := errors.Is(err, ErrNotFound); gone != (k == "old" || k == "old-used") {
-			t.Errorf("code %s: gone %v", k, gone)
-		}
-	}
-}
 
 // PruneTokenFamilies takes the user_families entries of the families it
 // drops with them (the suite's PruneTokens case holds what it drops).
