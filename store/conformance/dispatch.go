@@ -20,6 +20,7 @@ type DispatchStore interface {
 	Enqueue(m *store.Message, idemKey store.IdempotencyKey, now func() time.Time, check store.DeviceCheck, answer func(store.Message) (int, []byte)) (store.Message, *store.Idempotent, error)
 	Cancel(companyID uint64, uuid string, now time.Time) (store.Message, error)
 	ExpireQueued(now time.Time, limit int) ([]store.Message, error)
+	ReleaseDue(now time.Time, limit int) ([]store.Message, error)
 	MessageByUUID(companyID uint64, uuid string) (store.Message, error)
 	AddOptOut(companyID uint64, phone string, now time.Time) (o store.OptOut, created bool, err error)
 	OptOuts(companyID uint64, after string, limit int) ([]store.OptOut, error)
@@ -592,7 +593,8 @@ func dispatchReportsInOrder(t *testing.T, s DispatchStore) {
 }
 
 // dispatchStatusEvents: each status change a receiver hears of (sent,
-// delivered, failed, expired, a job failed at dispatch) builds its
+// delivered, failed, expired; a job failed at dispatch, at its scheduled
+// time, or with its device) builds its
 // deliveries in the change's transaction, once, with the message as the
 // change left it; acks, repeats and refused reports build none.
 func dispatchStatusEvents(t *testing.T, s DispatchStore) {
@@ -641,13 +643,24 @@ func dispatchStatusEvents(t *testing.T, s DispatchStore) {
 	if _, err := s.ExpireQueued(T0.Add(2*time.Minute), 10); err != nil {
 		t.Fatal(err)
 	}
+	// A scheduled job to a number that opts out fails at its time.
+	dispatchSend(t, s, d, o.Phone, "at its time", func(m *store.Message) { m.SendAt = T0.Add(time.Hour) })
 	if _, _, err := s.AddOptOut(c.ID, o.Phone, T0); err != nil {
 		t.Fatal(err)
 	}
 	dispatchSettled(t, s, d, 0, 10, T0)
+	if _, err := s.ReleaseDue(T0.Add(time.Hour), 10); err != nil {
+		t.Fatal(err)
+	}
+	// A deleted device's jobs fail with it.
+	gone := Device(t, s, c.ID, fmt.Sprintf("fp-%d", unique()))
+	dispatchSend(t, s, gone, "+15551230005", "with its device", nil)
+	if _, err := s.DeleteDevice(c.ID, gone.Fingerprint, T0); err != nil {
+		t.Fatal(err)
+	}
 	mu.Lock()
 	defer mu.Unlock()
-	want := []string{"a sent 2", "a delivered 2", "f failed 2", "e expired 2", "o failed 2"}
+	want := []string{"a sent 2", "a delivered 2", "f failed 2", "e expired 2", "o failed 2", "at its time failed 2", "with its device failed 2"}
 	if !slices.Equal(heard, want) {
 		t.Fatalf("events committed: %q, want %q", heard, want)
 	}
