@@ -54,4 +54,9 @@ func TestConformance(t *testing.T) {
 		t.Parallel()
 		conformance.SendsQueue(t, openConformance[conformance.SendsQueueStore])
 	})
+	t.Run("Dispatch", func(t *testing.T) { t.Parallel(); conformance.Dispatch(t, openConformance[conformance.DispatchStore]) })
+	t.Run("DispatchAgents", func(t *testing.T) {
+		t.Parallel()
+		conformance.DispatchAgents(t, openConformance[conformance.DispatchAgentsStore])
+	})
 }

@@ -36,4 +36,17 @@ func TestConformance(t *testing.T) {
 		t.Parallel()
 		conformance.SendBudget(t, openBudgeted[conformance.SendsStore](conformance.SendBudgetBytes))
 	})
+	t.Run("DeviceSends", func(t *testing.T) {
+		t.Parallel()
+		conformance.DeviceSends(t, openConformance[conformance.DeviceSendsStore])
+	})
+	t.Run("PoolSends", func(t *testing.T) {
+		t.Parallel()
+		conformance.PoolSends(t, openConformance[conformance.PoolSendsStore])
+	})
+	t.Run("SendsQueue", func(t *testing.T) {
+		t.Parallel()
+		conformance.SendsQueue(t, openConformance[conformance.SendsQueueStore])
+	})
+	t.Run("Dispatch", func(t *testing.T) { t.Parallel(); conformance.Dispatch(t, openConformance[conformance.DispatchStore]) })
 }

@@ -45,11 +45,13 @@
 // it is not a price), the check reads the sum unlocked and may be overshot
 // by the writes in flight at once.
 //
-// The device queue. A queued message's queue_place is its device's
-// next_place, taken under the device row's lock (takePlace), so one
+// The device queue. A queued message's queue_place is drawn from one
+// sequence (queue_places) under the device row's lock (takePlace), so one
 // device's places rise in the order their transactions commit: a link that
 // read its queue up to a place never passes a job committed after its read,
-// which ids (a sequence, handed out before commit) would not promise.
+// which ids (a sequence, handed out before commit) would not promise. As
+// the places are one sequence's, no two jobs share one, and its last value
+// (MessageSequence) is above every place handed out, on every device.
 //
 // # The send path
 //
