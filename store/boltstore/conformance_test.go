@@ -16,4 +16,5 @@ func openConformance[S any](t *testing.T) S {
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	t.Run("Devices", func(t *testing.T) { t.Parallel(); conformance.Devices(t, openConformance[conformance.DevicesStore]) })
+	t.Run("Stats", func(t *testing.T) { t.Parallel(); conformance.Stats(t, openConformance[conformance.StatsStore]) })
 }
