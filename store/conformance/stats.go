@@ -186,18 +186,6 @@ func (x statsMixed) deviceName(id uint64) string {
 	return fmt.Sprintf("device %d", id)
 }
 
-func (x statsMixed) userName(id uint64) string {
-	switch id {
-	case x.ua.ID:
-		return "ua"
-	case 0:
-		return "key"
-	case store.StatsNoUser:
-		return "none"
-	}
-	return fmt.Sprintf("user %d", id)
-}
-
 // want is the answer to q over company A's counts of statsMix, as mixWant
 // spells them out.
 func (x statsMixed) want(q store.StatsQuery) store.Stats {
