@@ -10,18 +10,31 @@ import (
 	"github.com/simrelay/simrelay/store"
 )
 
-// The analytics and the dashboard read the message counters that count
-// writes (core.go) in stats_days, split in shards, and the sums a trigger
-// keeps of them (migrations/0007_stats.sql): a company's days
+// The analytics and the dashboard read the message counters that writes
+// count (count, core.go) in stats_days, split in shards, and the sums that
+// triggers keep of them (migrations/0007_stats.sql): a company's days
 // (stats_company_days) and its devices' days (stats_device_days). Each
-// question reads the rows it needs and no more:
+// question reads the rows it needs:
 //
 //   - no filter: the devices' day sums, which give the series and the
 //     totals too; under NoDevices, the company's day sums alone;
 //   - a devices filter: those devices' counters (index stats_days_device);
-//   - a users filter: those users' counters (index stats_days_user).
+//   - a users filter: those users' counters (index stats_days_user);
+//   - the all-time totals and the dashboard: the company's day sums.
 //
-// RecordsRead counts the rows summed.
+// Where this differs from the embedded store:
+//   - Generation moves with every transaction of the database server that
+//     ends, this store's or not (see Generation): the API's kept answers are
+//     dropped more often, never served stale.
+//   - RecordsRead counts the rows summed (counters or sums), not records.
+//   - StatsDevices lists every registration the company ever had: a deleted
+//     device keeps its row. The embedded store lists those paired or counted
+//     since its counters exist, which for a store made today is the same.
+//   - The sums are kept by triggers, not by the code that counts, so that
+//     whatever writes counters (a copy of an embedded store too) sums them.
+//   - The newest events come in the order they were written (activity.seq),
+//     which two transactions that commit at once may not share with their
+//     commits; the embedded store's single writer has no such two.
 
 // countsCols are the counter columns of the counter and sum tables, summed.
 const countsCols = "sum(sent)::bigint, sum(delivered)::bigint, sum(failed)::bigint, sum(received)::bigint, sum(expired)::bigint, sum(segments)::bigint"
@@ -208,13 +221,14 @@ func (s *Store) DashboardSummary(companyID uint64, from, to time.Time, limit int
 // of ended ones never falls and grows by one at least with every commit
 // that becomes visible; a commit of a transaction at or past xmax moves
 // xmax past it. Equal counts at two snapshots mean no commit became
-// visible between them.
+// visible between them. It is one statement outside a transaction: the
+// API asks it before every analytics answer, kept or not.
 func (s *Store) Generation() (uint64, error) {
 	var g int64
 	err := s.pool.QueryRow(s.ctx, `SELECT pg_snapshot_xmax(snap)::text::bigint - (SELECT count(*) FROM pg_snapshot_xip(snap))
 		FROM pg_current_snapshot() AS snap`).Scan(&g)
 	if err != nil {
-		return 0, fmt.Errorf("store: generation: %w", mapErr(err))
+		return 0, fmt.Errorf("store: generation: %w", s.closed(err))
 	}
 	return uint64(g), nil
 }
@@ -224,7 +238,16 @@ func (s *Store) Generation() (uint64, error) {
 func (s *Store) Version() (uint64, error) {
 	v, err := schemaVersion(s.ctx, s.pool)
 	if err != nil {
-		return 0, fmt.Errorf("store: schema version: %w", err)
+		return 0, fmt.Errorf("store: schema version: %w", s.closed(err))
 	}
 	return uint64(v), nil
+}
+
+// closed is err, or store.ErrClosed when the store was closed under the
+// statement (for the reads made outside a transaction).
+func (s *Store) closed(err error) error {
+	if s.ctx.Err() != nil {
+		return store.ErrClosed
+	}
+	return err
 }
