@@ -2,6 +2,8 @@ package postgres
 
 import (
 	"testing"
+
+	"github.com/simrelay/simrelay/store/conformance"
 )
 
 // openConformance opens a store on a new database for one conformance case.
@@ -9,8 +11,21 @@ func openConformance[S any](t *testing.T) S {
 	return any(openStore(t, Options{})).(S)
 }
 
+// openBudgeted opens a store on a new database whose companies may add
+// budget bytes a day.
+func openBudgeted[S any](budget int64) conformance.Opener[S] {
+	return func(t *testing.T) S { return any(openStore(t, Options{CompanyDailyStorage: budget})).(S) }
+}
+
 // TestConformance runs the suites of package conformance on PostgreSQL,
 // each registered once this backend answers all of its methods.
 func TestConformance(t *testing.T) {
 	t.Parallel()
+	t.Run("Accounts", func(t *testing.T) { t.Parallel(); conformance.Accounts(t, openConformance[conformance.AccountsStore]) })
+	t.Run("InviteBudget", func(t *testing.T) {
+		t.Parallel()
+		conformance.InviteBudget(t, openBudgeted[conformance.AccountsStore](conformance.InviteBudgetBytes))
+	})
+	t.Run("Devices", func(t *testing.T) { t.Parallel(); conformance.Devices(t, openConformance[conformance.DevicesStore]) })
+	t.Run("Pools", func(t *testing.T) { t.Parallel(); conformance.Pools(t, openConformance[conformance.PoolsStore]) })
 }
