@@ -43,4 +43,8 @@ func TestConformance(t *testing.T) {
 		conformance.PoolSends(t, openConformance[conformance.PoolSendsStore])
 	})
 	t.Run("Stats", func(t *testing.T) { t.Parallel(); conformance.Stats(t, openConformance[conformance.StatsStore]) })
+	t.Run("StatsRegistrations", func(t *testing.T) {
+		t.Parallel()
+		conformance.StatsRegistrations(t, openConformance[conformance.StatsRegistrationsStore])
+	})
 }

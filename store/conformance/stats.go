@@ -16,16 +16,21 @@ import (
 // and the writes that feed the counters and the recent activity as the
 // service makes them.
 type StatsStore interface {
-	Base
+	StatsRegistrationsStore
 	Enqueue(m *store.Message, idemKey store.IdempotencyKey, now func() time.Time, check store.DeviceCheck, answer func(store.Message) (int, []byte)) (store.Message, *store.Idempotent, error)
 	Transition(companyID, deviceID uint64, uuid, status, errText, statusAt string, now time.Time) (store.Message, bool, error)
 	StoreInbound(m *store.Message, now func() time.Time, extra store.InboundHook) (store.Message, bool, error)
 	ExpireQueued(now time.Time, limit int) ([]store.Message, error)
-	UpdateDevice(companyID uint64, fingerprint string, fn func(*store.Device) error) (store.Device, error)
-	DeleteDevice(companyID uint64, fingerprint string, now time.Time) (store.Device, error)
-
 	Stats(q store.StatsQuery) (store.Stats, error)
 	StatsTotals(companyID uint64) (store.Counts, error)
+}
+
+// StatsRegistrationsStore is what the suite of the registrations the
+// analytics name and the dashboard's devices and events calls.
+type StatsRegistrationsStore interface {
+	Base
+	UpdateDevice(companyID uint64, fingerprint string, fn func(*store.Device) error) (store.Device, error)
+	DeleteDevice(companyID uint64, fingerprint string, now time.Time) (store.Device, error)
 	StatsDevices(companyID uint64) ([]store.StatsDevice, error)
 	DashboardSummary(companyID uint64, from, to time.Time, limit int) (store.Summary, error)
 	Generation() (uint64, error)
@@ -33,15 +38,24 @@ type StatsStore interface {
 }
 
 // Stats runs the suite of the message counters, the analytics and the
-// dashboard.
+// dashboard's figures.
 func Stats(t *testing.T, open Opener[StatsStore]) {
 	t.Run("Counts", func(t *testing.T) { t.Parallel(); statsCounts(t, open(t)) })
 	t.Run("Filters", func(t *testing.T) { t.Parallel(); statsFilters(t, open(t)) })
 	t.Run("Ranges", func(t *testing.T) { t.Parallel(); statsRanges(t, open(t)) })
-	t.Run("Devices", func(t *testing.T) { t.Parallel(); statsDevices(t, open(t)) })
 	t.Run("Dashboard", func(t *testing.T) { t.Parallel(); statsDashboard(t, open(t)) })
 	t.Run("Concurrent", func(t *testing.T) { t.Parallel(); statsConcurrent(t, open(t)) })
 	t.Run("Generation", func(t *testing.T) { t.Parallel(); statsGeneration(t, open(t)) })
+}
+
+// StatsRegistrations runs the suite of what the analytics and the
+// dashboard read of devices: the registrations the counters name, the
+// active devices, the events of pairings and deletions, and the generation
+// their writes move.
+func StatsRegistrations(t *testing.T, open Opener[StatsRegistrationsStore]) {
+	t.Run("Listed", func(t *testing.T) { t.Parallel(); registrationsListed(t, open(t)) })
+	t.Run("Summary", func(t *testing.T) { t.Parallel(); registrationsSummary(t, open(t)) })
+	t.Run("Generation", func(t *testing.T) { t.Parallel(); registrationsGeneration(t, open(t)) })
 }
 
 // mixDay1 is the first day of statsMix, 09:00 UTC; it runs three days.
@@ -353,60 +367,25 @@ func statsRanges(t *testing.T, s StatsStore) {
 	}
 }
 
-// statsDevices: the registrations a company's counters name, in id order,
-// each with its fingerprint and the name it had when last written: a
-// device paired and never counted, a deleted registration (not live) and
-// its handset's registration after it (live); never another company's.
-func statsDevices(t *testing.T, s StatsStore) {
-	x := statsMix(t, s)
-	idle := Device(t, s, x.a.ID, fmt.Sprintf("stats-idle-%d", unique()))
-	if _, err := s.UpdateDevice(x.a.ID, x.a1.Fingerprint, func(d *store.Device) error { d.Name = "Front desk"; return nil }); err != nil {
-		t.Fatal(err)
-	}
-	got, err := s.StatsDevices(x.a.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []store.StatsDevice{
-		{ID: x.a1.ID, Fingerprint: x.a1.Fingerprint, Name: "Front desk", Live: true},
-		{ID: x.a2.ID, Fingerprint: x.a2.Fingerprint, Name: x.a2.Name, Live: false},
-		{ID: x.a2again.ID, Fingerprint: x.a2.Fingerprint, Name: x.a2again.Name, Live: true},
-		{ID: idle.ID, Fingerprint: idle.Fingerprint, Name: idle.Name, Live: true},
-	}
-	if !slices.Equal(got, want) {
-		t.Errorf("A's devices:\n got %+v\nwant %+v", got, want)
-	}
-	if got, err := s.StatsDevices(x.b.ID); err != nil || len(got) != 1 || got[0] != (store.StatsDevice{ID: x.b1.ID, Fingerprint: x.b1.Fingerprint, Name: x.b1.Name, Live: true}) {
-		t.Errorf("B's devices: %+v (%v), want b1 alone", got, err)
-	}
-	if got, err := s.StatsDevices(x.b.ID + 1000); err != nil || len(got) != 0 {
-		t.Errorf("a company that does not exist: %+v (%v), want none", got, err)
-	}
-}
-
-// statsDashboard: the dashboard's figures: the all-time totals, the live
-// active devices (not disabled, not deleted), the segments sent on the
-// days from from's day up to, not including, to's day, and the newest
-// events of the company, newest first, at most limit, none of another
-// company's and none telling a message's text or whole number.
+// statsDashboard: the dashboard's figures of counts and messages: the
+// all-time totals, the segments sent on the days from from's day up to,
+// not including, to's day, and the events of messages among the company's
+// newest, newest first, at most limit, none of another company's and none
+// telling a message's text or whole number.
 func statsDashboard(t *testing.T, s StatsStore) {
 	x := statsMix(t, s)
-	off := Device(t, s, x.a.ID, fmt.Sprintf("stats-off-%d", unique()))
-	if _, err := s.UpdateDevice(x.a.ID, off.Fingerprint, func(d *store.Device) error { d.Status = store.DeviceDisabled; return nil }); err != nil {
-		t.Fatal(err)
-	}
 	all := mixSum(func(countsKey) bool { return true })
 	sum, err := s.DashboardSummary(x.a.ID, mixDay1, mixDay1.Add(72*time.Hour), 10)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sum.Totals != all || sum.ActiveDevices != 2 || sum.PeriodSegments != all.Segments {
-		t.Errorf("A's summary: totals %+v, %d active devices, %d period segments; want %+v, 2 (a1 and a2again), %d",
-			sum.Totals, sum.ActiveDevices, sum.PeriodSegments, all, all.Segments)
+	if sum.Totals != all || sum.PeriodSegments != all.Segments {
+		t.Errorf("A's summary: totals %+v, %d period segments; want %+v, %d", sum.Totals, sum.PeriodSegments, all, all.Segments)
 	}
 	// The last events, newest first: a2again's inbound message, its send
-	// delivered and sent, its pairing, the disabled phone's pairing before.
-	wantTypes := []string{store.ActDevicePaired, store.ActMessageReceived, store.ActMessageDelivered, store.ActMessageSent, store.ActDevicePaired}
+	// delivered and sent, its pairing; before them, a2's deletion, the
+	// failures it made and the expiry.
+	wantTypes := []string{store.ActMessageReceived, store.ActMessageDelivered, store.ActMessageSent, store.ActDevicePaired}
 	if len(sum.Recent) != 10 {
 		t.Fatalf("A's recent activity: %d events, want 10: %+v", len(sum.Recent), sum.Recent)
 	}
@@ -423,11 +402,13 @@ func statsDashboard(t *testing.T, s StatsStore) {
 		}
 		types[a.Type] = true
 	}
-	if at := sum.Recent[1].At; !at.Equal(mixDay1.Add(48 * time.Hour)) {
-		t.Errorf("the inbound message's event at %v, want %v", at, mixDay1.Add(48*time.Hour))
+	if newest, want := sum.Recent[0], (store.Activity{Type: store.ActMessageReceived, At: mixDay1.Add(48 * time.Hour),
+		Description: "SMS from +1555… received on " + x.a2again.Name}); !sameActivity(newest, want) {
+		t.Errorf("the newest event %+v, want %+v", newest, want)
 	}
-	if want := "Device " + off.Name + " paired"; sum.Recent[0].Description != want {
-		t.Errorf("the newest event says %q, want %q", sum.Recent[0].Description, want)
+	if sent, want := sum.Recent[2], (store.Activity{Type: store.ActMessageSent, At: mixDay1.Add(48 * time.Hour),
+		Description: "SMS to +1555… sent via " + x.a2again.Name}); !sameActivity(sent, want) {
+		t.Errorf("the send's event %+v, want %+v", sent, want)
 	}
 	for _, want := range []string{store.ActDeviceDeleted, store.ActMessageFailed, store.ActMessageExpired} {
 		if !types[want] {
@@ -462,15 +443,12 @@ func statsDashboard(t *testing.T, s StatsStore) {
 
 	b, err := s.DashboardSummary(x.b.ID, mixDay1, mixDay1.Add(72*time.Hour), 50)
 	wantB := store.Counts{Sent: 1, Segments: 1, Delivered: 1, Received: 1}
-	if err != nil || b.Totals != wantB || b.ActiveDevices != 1 || b.PeriodSegments != 1 {
-		t.Errorf("B's summary %+v (%v), want its own counts and phone", b, err)
+	if err != nil || b.Totals != wantB || b.PeriodSegments != 1 {
+		t.Errorf("B's summary %+v (%v), want its own counts", b, err)
 	}
 	// B's pairing, its inbound message, its send delivered (sent at once).
 	if len(b.Recent) != 3 || b.Recent[0].Type != store.ActMessageDelivered || b.Recent[2].Type != store.ActDevicePaired {
 		t.Errorf("B's recent activity %+v, want its delivery, its inbound message and its pairing", b.Recent)
-	}
-	if none, err := s.DashboardSummary(x.b.ID+1000, mixDay1, mixDay1.Add(72*time.Hour), 10); err != nil || !none.Totals.IsZero() || none.ActiveDevices != 0 || len(none.Recent) != 0 {
-		t.Errorf("a company that does not exist: %+v (%v), want nothing", none, err)
 	}
 }
 
@@ -541,69 +519,177 @@ func statsConcurrent(t *testing.T, s StatsStore) {
 		t.Fatal(err)
 	}
 	sum, err := s.DashboardSummary(c.ID, at, at.Add(24*time.Hour), 2*store.ActivityKeep)
-	if err != nil || len(sum.Recent) != store.ActivityKeep || sum.Recent[0].Type != store.ActDeviceDeleted || sum.PeriodSegments != want.Segments || sum.ActiveDevices != 2 {
-		t.Fatalf("summary: %d events, the newest %+v, %d period segments, %d active (%v); want %d, the deletion, %d and 2",
-			len(sum.Recent), sum.Recent[:min(len(sum.Recent), 1)], sum.PeriodSegments, sum.ActiveDevices, err, store.ActivityKeep, want.Segments)
+	if err != nil || len(sum.Recent) != store.ActivityKeep || sum.Recent[0].Type != store.ActDeviceDeleted || sum.PeriodSegments != want.Segments {
+		t.Fatalf("summary: %d events, the newest %+v, %d period segments (%v); want %d, the deletion, and %d",
+			len(sum.Recent), sum.Recent[:min(len(sum.Recent), 1)], sum.PeriodSegments, err, store.ActivityKeep, want.Segments)
 	}
 }
 
 // statsGeneration: the generation the API keeps analytics answers by rises
-// with every write that can change an answer (a user added, a count, a
-// device paired, renamed or deleted), and never goes back; the schema version is set and
-// stays.
+// with every write that counts (a report, an inbound message), and never
+// goes back.
 func statsGeneration(t *testing.T, s StatsStore) {
-	last, err := s.Generation()
-	if err != nil {
-		t.Fatal(err)
-	}
-	step := func(what string) {
-		t.Helper()
-		g, err := s.Generation()
-		if err != nil || g <= last {
-			t.Fatalf("after %s: generation %d (%v), want more than %d", what, g, err, last)
-		}
-		last = g
-	}
 	c, _ := Company(t, s)
-	step("a new company")
 	fp := fmt.Sprintf("stats-g-%d", unique())
 	d := Device(t, s, c.ID, fp)
-	step("a device paired")
 	m := store.Message{UUID: fmt.Sprintf("stats-g-%d", unique()), CompanyID: c.ID, Device: fp, Channel: "sms", Phone: "+15550100001", Text: "hi", SIMSlot: "SIM1", Segments: 1}
 	out, _, err := s.Enqueue(&m, store.IdempotencyKey{}, func() time.Time { return T0 }, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g, err := s.Generation(); err != nil || g < last { // a queued send changes no answer: it may stay
-		t.Fatalf("after a send queued: generation %d (%v), want at least %d", g, err, last)
-	} else {
-		last = g
-	}
+	last := generation(t, s, 0)
 	if _, _, err := s.Transition(c.ID, d.ID, out.UUID, store.MsgDelivered, "", "", T0); err != nil {
 		t.Fatal(err)
 	}
-	step("a send delivered")
+	last = generation(t, s, last+1)
 	for range 3 { // reads only
 		if _, err := s.Stats(store.StatsQuery{CompanyID: c.ID, From: store.StatsDay(T0), To: store.StatsDay(T0)}); err != nil {
 			t.Fatal(err)
 		}
-		if g, err := s.Generation(); err != nil || g < last {
-			t.Fatalf("after a read: generation %d (%v), want at least %d", g, err, last)
-		}
+		last = generation(t, s, last)
 	}
 	in := store.Message{UUID: fmt.Sprintf("stats-g-in-%d", unique()), CompanyID: c.ID, DeviceID: d.ID, Channel: "sms", Phone: "+15550100002", Text: "hi", SIMSlot: "SIM1", ClientID: "g-1"}
 	if _, _, err := s.StoreInbound(&in, func() time.Time { return T0 }, nil); err != nil {
 		t.Fatal(err)
 	}
-	step("an inbound message")
+	generation(t, s, last+1)
+}
+
+// generation reads the store's generation and fails unless it is at least
+// atLeast.
+func generation(t *testing.T, s interface{ Generation() (uint64, error) }, atLeast uint64) uint64 {
+	t.Helper()
+	g, err := s.Generation()
+	if err != nil || g < atLeast {
+		t.Fatalf("generation %d (%v), want at least %d", g, err, atLeast)
+	}
+	return g
+}
+
+// registrationsListed: the registrations the analytics name, in id order,
+// each with its fingerprint and the name it had when last written: a
+// device renamed, one deleted after a rename (not live, its name kept),
+// its handset's registration after it (live), one paired and never used;
+// never another company's.
+func registrationsListed(t *testing.T, s StatsRegistrationsStore) {
+	a, _ := Company(t, s)
+	b, _ := Company(t, s)
+	n := unique()
+	fp := func(name string) string { return fmt.Sprintf("reg-%d-%s", n, name) }
+	a1, a2 := Device(t, s, a.ID, fp("a1")), Device(t, s, a.ID, fp("a2"))
+	b1 := Device(t, s, b.ID, fp("b1"))
+	rename := func(fp, name string) {
+		t.Helper()
+		if _, err := s.UpdateDevice(a.ID, fp, func(d *store.Device) error { d.Name = name; return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rename(a1.Fingerprint, "Front desk")
+	rename(a2.Fingerprint, "Back office")
+	if _, err := s.DeleteDevice(a.ID, a2.Fingerprint, T0); err != nil {
+		t.Fatal(err)
+	}
+	a2again := Device(t, s, a.ID, a2.Fingerprint)
+	idle := Device(t, s, a.ID, fp("idle"))
+	got, err := s.StatsDevices(a.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []store.StatsDevice{
+		{ID: a1.ID, Fingerprint: a1.Fingerprint, Name: "Front desk", Live: true},
+		{ID: a2.ID, Fingerprint: a2.Fingerprint, Name: "Back office", Live: false},
+		{ID: a2again.ID, Fingerprint: a2.Fingerprint, Name: a2again.Name, Live: true},
+		{ID: idle.ID, Fingerprint: idle.Fingerprint, Name: idle.Name, Live: true},
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("A's devices:\n got %+v\nwant %+v", got, want)
+	}
+	if got, err := s.StatsDevices(b.ID); err != nil || len(got) != 1 || got[0] != (store.StatsDevice{ID: b1.ID, Fingerprint: b1.Fingerprint, Name: b1.Name, Live: true}) {
+		t.Errorf("B's devices: %+v (%v), want b1 alone", got, err)
+	}
+	if got, err := s.StatsDevices(b.ID + 1000); err != nil || len(got) != 0 {
+		t.Errorf("a company that does not exist: %+v (%v), want none", got, err)
+	}
+}
+
+// registrationsSummary: the dashboard counts the company's live devices
+// that are not disabled (a device disabled, then enabled again, counts
+// again), and lists its pairings and deletions, newest first, at most
+// limit; a new company has nothing counted, another company sees none of
+// it.
+func registrationsSummary(t *testing.T, s StatsRegistrationsStore) {
+	a, _ := Company(t, s)
+	b, _ := Company(t, s)
+	n := unique()
+	fp := func(name string) string { return fmt.Sprintf("sum-%d-%s", n, name) }
+	Device(t, s, a.ID, fp("a1"))
+	off, gone := Device(t, s, a.ID, fp("off")), Device(t, s, a.ID, fp("gone"))
+	b1 := Device(t, s, b.ID, fp("b1"))
+	status := func(st string) {
+		t.Helper()
+		if _, err := s.UpdateDevice(a.ID, off.Fingerprint, func(d *store.Device) error { d.Status = st; return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	status(store.DeviceDisabled)
+	deletedAt := T0.Add(time.Hour)
+	if _, err := s.DeleteDevice(a.ID, gone.Fingerprint, deletedAt); err != nil {
+		t.Fatal(err)
+	}
+	from, to := T0.AddDate(0, 0, -1), T0.AddDate(0, 0, 1)
+	sum, err := s.DashboardSummary(a.ID, from, to, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []store.Activity{
+		{Type: store.ActDeviceDeleted, At: deletedAt, Description: "Device " + gone.Name + " deleted; its queued messages failed"},
+		{Type: store.ActDevicePaired, At: T0, Description: "Device " + gone.Name + " paired"},
+		{Type: store.ActDevicePaired, At: T0, Description: "Device " + off.Name + " paired"},
+	}
+	if sum.ActiveDevices != 1 || !sum.Totals.IsZero() || sum.PeriodSegments != 0 || !slices.EqualFunc(sum.Recent, want, sameActivity) {
+		t.Errorf("A's summary %+v, want 1 active device (a1), nothing counted, and the events %+v", sum, want)
+	}
+	status(store.DeviceActive)
+	if sum, err := s.DashboardSummary(a.ID, from, to, 10); err != nil || sum.ActiveDevices != 2 || len(sum.Recent) != 4 {
+		t.Errorf("with the device enabled again: %d active, %d events (%v), want 2 and 4", sum.ActiveDevices, len(sum.Recent), err)
+	}
+	if sum, err := s.DashboardSummary(a.ID, from, to, 0); err != nil || len(sum.Recent) != 0 {
+		t.Errorf("no events asked for: %+v (%v)", sum.Recent, err)
+	}
+	bs, err := s.DashboardSummary(b.ID, from, to, 10)
+	if wantB := (store.Activity{Type: store.ActDevicePaired, At: T0, Description: "Device " + b1.Name + " paired"}); err != nil || bs.ActiveDevices != 1 || len(bs.Recent) != 1 || !sameActivity(bs.Recent[0], wantB) {
+		t.Errorf("B's summary %+v (%v), want its own phone and pairing", bs, err)
+	}
+	if none, err := s.DashboardSummary(b.ID+1000, from, to, 10); err != nil || !none.Totals.IsZero() || none.ActiveDevices != 0 || len(none.Recent) != 0 {
+		t.Errorf("a company that does not exist: %+v (%v), want nothing", none, err)
+	}
+}
+
+// registrationsGeneration: the generation rises with every write that can
+// change what the analytics name (a user added with a company, a device
+// paired, renamed or deleted), and never goes back; the schema version is
+// set and stays.
+func registrationsGeneration(t *testing.T, s StatsRegistrationsStore) {
+	last := generation(t, s, 0)
+	c, _ := Company(t, s)
+	last = generation(t, s, last+1)
+	fp := fmt.Sprintf("reg-g-%d", unique())
+	Device(t, s, c.ID, fp)
+	last = generation(t, s, last+1)
+	for range 3 { // reads only
+		if _, err := s.StatsDevices(c.ID); err != nil {
+			t.Fatal(err)
+		}
+		last = generation(t, s, last)
+	}
 	if _, err := s.UpdateDevice(c.ID, fp, func(d *store.Device) error { d.Name = "Renamed"; return nil }); err != nil {
 		t.Fatal(err)
 	}
-	step("a device renamed")
+	last = generation(t, s, last+1)
 	if _, err := s.DeleteDevice(c.ID, fp, T0); err != nil {
 		t.Fatal(err)
 	}
-	step("a device deleted")
+	generation(t, s, last+1)
 
 	v, err := s.Version()
 	if err != nil || v == 0 {

@@ -28,4 +28,8 @@ func TestConformance(t *testing.T) {
 	})
 	t.Run("Devices", func(t *testing.T) { t.Parallel(); conformance.Devices(t, openConformance[conformance.DevicesStore]) })
 	t.Run("Pools", func(t *testing.T) { t.Parallel(); conformance.Pools(t, openConformance[conformance.PoolsStore]) })
+	t.Run("StatsRegistrations", func(t *testing.T) {
+		t.Parallel()
+		conformance.StatsRegistrations(t, openConformance[conformance.StatsRegistrationsStore])
+	})
 }

@@ -36,8 +36,10 @@ import (
 //     which two transactions that commit at once may not share with their
 //     commits; the embedded store's single writer has no such two.
 
-// countsCols are the counter columns of the counter and sum tables, summed.
-const countsCols = "sum(sent)::bigint, sum(delivered)::bigint, sum(failed)::bigint, sum(received)::bigint, sum(expired)::bigint, sum(segments)::bigint"
+// countsCols are the counter columns of the counter and sum tables, summed
+// (zero over no rows).
+const countsCols = "coalesce(sum(sent), 0)::bigint, coalesce(sum(delivered), 0)::bigint, coalesce(sum(failed), 0)::bigint, " +
+	"coalesce(sum(received), 0)::bigint, coalesce(sum(expired), 0)::bigint, coalesce(sum(segments), 0)::bigint"
 
 // scanCounts scans the six sums of countsCols, then the rest of dest.
 func scanCounts(row pgx.Row, c *store.Counts, dest ...any) error {

@@ -145,6 +145,9 @@ func TestStatsSumsFollowTheCounters(t *testing.T) {
 			t.Errorf("%s: no rows read", name)
 		}
 	}
+	if got, err := s.StatsTotals(b.ID + 1000); err != nil || !got.IsZero() {
+		t.Errorf("a company with nothing counted: %+v (%v), want zeros", got, err)
+	}
 	for _, c := range companies {
 		all := tally(store.StatsQuery{CompanyID: c.ID, From: day0, To: day0 + 4})
 		if got, err := s.StatsTotals(c.ID); err != nil || got != all.Totals {
