@@ -13,13 +13,14 @@ import (
 // The analytics and the dashboard read the message counters that writes
 // count (count, core.go) in stats_days, split in shards, and the sums that
 // triggers keep of them (migrations/0007_stats.sql): a company's days
-// (stats_company_days) and its devices' days (stats_device_days). Each
-// question reads the rows it needs:
+// (stats_company_days), its devices' days (stats_device_days) and its
+// users' days on each device (stats_user_days). Each question reads the
+// rows it needs:
 //
 //   - no filter: the devices' day sums, which give the series and the
 //     totals too; under NoDevices, the company's day sums alone;
 //   - a devices filter: those devices' counters (index stats_days_device);
-//   - a users filter: those users' counters (index stats_days_user);
+//   - a users filter: those users' day sums on each device;
 //   - the all-time totals and the dashboard: the company's day sums.
 //
 // Where this differs from the embedded store:
@@ -83,7 +84,7 @@ func (s *Store) Stats(q store.StatsQuery) (store.Stats, error) {
 	args := []any{id(q.CompanyID), int32(q.From), int32(q.To)}
 	switch {
 	case q.Users != nil:
-		sql = "FROM stats_days WHERE company_id = $1 AND day BETWEEN $2 AND $3 AND user_id = ANY($4)"
+		sql = "FROM stats_user_days WHERE company_id = $1 AND user_id = ANY($4) AND day BETWEEN $2 AND $3"
 		args = append(args, users)
 		if q.Devices != nil {
 			sql += " AND device_id = ANY($5)"

@@ -24,7 +24,7 @@ type statsKey struct {
 // TestStatsSumsFollowTheCounters: counts written at once by many
 // transactions (several counts each, over two companies, days, channels,
 // devices and users), then counters removed and moved as a copy or a prune
-// would: the company and device day sums the trigger keeps equal the sums
+// would: the company, device and user day sums the triggers keep equal the sums
 // of the counters, a company's day stays within its 8 rows, and every
 // question answers what was counted.
 func TestStatsSumsFollowTheCounters(t *testing.T) {
@@ -184,6 +184,15 @@ func checkStatsSums(t *testing.T, s *Store) {
 				WHERE sent + delivered + failed + received + expired + segments > 0
 			EXCEPT SELECT company_id, day, device_id, sum(sent), sum(delivered), sum(failed), sum(received), sum(expired), sum(segments)
 				FROM stats_days GROUP BY company_id, day, device_id)) AS differ`,
+		`SELECT count(*) FROM (
+			(SELECT company_id, user_id, day, device_id, sum(sent), sum(delivered), sum(failed), sum(received), sum(expired), sum(segments)
+				FROM stats_days GROUP BY company_id, user_id, day, device_id
+			EXCEPT SELECT company_id, user_id, day, device_id, sent, delivered, failed, received, expired, segments FROM stats_user_days)
+			UNION ALL
+			(SELECT company_id, user_id, day, device_id, sent, delivered, failed, received, expired, segments FROM stats_user_days
+				WHERE sent + delivered + failed + received + expired + segments > 0
+			EXCEPT SELECT company_id, user_id, day, device_id, sum(sent), sum(delivered), sum(failed), sum(received), sum(expired), sum(segments)
+				FROM stats_days GROUP BY company_id, user_id, day, device_id)) AS differ`,
 		`SELECT count(*) FROM (SELECT 1 FROM stats_company_days GROUP BY company_id, day HAVING count(*) > 8) AS crowded`,
 	} {
 		var n int
