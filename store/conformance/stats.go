@@ -111,7 +111,7 @@ func statsMix(t *testing.T, s StatsStore) statsMixed {
 	}
 	inbound := func(c store.Company, d store.Device, clientID string) {
 		t.Helper()
-		m := store.Message{UUID: fmt.Sprintf("stats-%d-in-%s-%d", n, clientID, d.ID), CompanyID: c.ID, DeviceID: d.ID, Channel: "sms",
+		m := store.Message{UUID: fmt.Sprintf("stats-%d-in-%d", n, unique()), CompanyID: c.ID, DeviceID: d.ID, Channel: "sms",
 			Phone: "+15550100002", Text: "secret reply", SIMSlot: "SIM1", ClientID: clientID}
 		if _, _, err := s.StoreInbound(&m, clock, nil); err != nil {
 			t.Fatalf("inbound %s: %v", clientID, err)
