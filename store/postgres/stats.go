@@ -103,7 +103,7 @@ func (s *Store) Stats(q store.StatsQuery) (store.Stats, error) {
 	} else {
 		sql = "SELECT " + countsCols + ", count(*), day, 0::bigint " + sql + " GROUP BY day"
 	}
-	err := s.read("stats", func(t *txn) error {
+	err := s.read(fmt.Sprintf("stats of company %d", q.CompanyID), func(t *txn) error {
 		out.Totals, out.RecordsRead = store.Counts{}, 0
 		clear(out.Days)
 		clear(out.ByDevice)
@@ -134,7 +134,7 @@ func (s *Store) Stats(q store.StatsQuery) (store.Stats, error) {
 		return rows.Err()
 	})
 	if err != nil {
-		return store.Stats{}, fmt.Errorf("store: stats of company %d: %w", q.CompanyID, err)
+		return store.Stats{}, err
 	}
 	return out, nil
 }
@@ -142,11 +142,11 @@ func (s *Store) Stats(q store.StatsQuery) (store.Stats, error) {
 // StatsTotals is the company's all-time counters: the sum of its days.
 func (s *Store) StatsTotals(companyID uint64) (store.Counts, error) {
 	var c store.Counts
-	err := s.read("stats totals", func(t *txn) error {
+	err := s.read(fmt.Sprintf("stats totals of company %d", companyID), func(t *txn) error {
 		return scanCounts(t.row("SELECT "+countsCols+" FROM stats_company_days WHERE company_id = $1", id(companyID)), &c)
 	})
 	if err != nil {
-		return store.Counts{}, fmt.Errorf("store: stats totals of company %d: %w", companyID, err)
+		return store.Counts{}, err
 	}
 	return c, nil
 }
@@ -156,7 +156,7 @@ func (s *Store) StatsTotals(companyID uint64) (store.Counts, error) {
 // written; a deleted one is not live.
 func (s *Store) StatsDevices(companyID uint64) ([]store.StatsDevice, error) {
 	var out []store.StatsDevice
-	err := s.read("counted devices", func(t *txn) error {
+	err := s.read(fmt.Sprintf("counted devices of company %d", companyID), func(t *txn) error {
 		out = nil
 		rows, err := t.query(`SELECT id, fingerprint, coalesce(rec->>'name', ''), deleted_at IS NULL
 			FROM devices WHERE company_id = $1 ORDER BY id`, id(companyID))
@@ -176,7 +176,7 @@ func (s *Store) StatsDevices(companyID uint64) ([]store.StatsDevice, error) {
 		return rows.Err()
 	})
 	if err != nil {
-		return nil, fmt.Errorf("store: counted devices of company %d: %w", companyID, err)
+		return nil, err
 	}
 	return out, nil
 }
@@ -188,7 +188,7 @@ func (s *Store) StatsDevices(companyID uint64) ([]store.StatsDevice, error) {
 func (s *Store) DashboardSummary(companyID uint64, from, to time.Time, limit int) (store.Summary, error) {
 	var out store.Summary
 	limit = max(min(limit, store.ActivityKeep), 0)
-	err := s.read("dashboard", func(t *txn) error {
+	err := s.read(fmt.Sprintf("dashboard of company %d", companyID), func(t *txn) error {
 		out = store.Summary{}
 		var period int64
 		if err := scanCounts(t.row("SELECT "+countsCols+", coalesce(sum(segments) FILTER (WHERE day >= $2 AND day < $3), 0)::bigint FROM stats_company_days WHERE company_id = $1",
@@ -205,7 +205,7 @@ func (s *Store) DashboardSummary(companyID uint64, from, to time.Time, limit int
 		return err
 	})
 	if err != nil {
-		return store.Summary{}, fmt.Errorf("store: dashboard of company %d: %w", companyID, err)
+		return store.Summary{}, err
 	}
 	return out, nil
 }
