@@ -42,6 +42,18 @@ func TestConformance(t *testing.T) {
 		t.Parallel()
 		conformance.PoolSends(t, openConformance[conformance.PoolSendsStore])
 	})
+	t.Run("Sends", func(t *testing.T) {
+		t.Parallel()
+		conformance.Sends(t, openConformance[conformance.SendsStore])
+	})
+	t.Run("SendBudget", func(t *testing.T) {
+		t.Parallel()
+		conformance.SendBudget(t, openBudgeted[conformance.SendsStore](conformance.SendBudgetBytes))
+	})
+	t.Run("SendsQueue", func(t *testing.T) {
+		t.Parallel()
+		conformance.SendsQueue(t, openConformance[conformance.SendsQueueStore])
+	})
 	t.Run("Stats", func(t *testing.T) { t.Parallel(); conformance.Stats(t, openConformance[conformance.StatsStore]) })
 	t.Run("StatsRegistrations", func(t *testing.T) {
 		t.Parallel()
