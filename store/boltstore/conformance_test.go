@@ -59,4 +59,9 @@ func TestConformance(t *testing.T) {
 		t.Parallel()
 		conformance.DispatchAgents(t, openConformance[conformance.DispatchAgentsStore])
 	})
+	t.Run("Stats", func(t *testing.T) { t.Parallel(); conformance.Stats(t, openConformance[conformance.StatsStore]) })
+	t.Run("StatsRegistrations", func(t *testing.T) {
+		t.Parallel()
+		conformance.StatsRegistrations(t, openConformance[conformance.StatsRegistrationsStore])
+	})
 }

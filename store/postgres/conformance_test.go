@@ -49,4 +49,8 @@ func TestConformance(t *testing.T) {
 		conformance.SendsQueue(t, openConformance[conformance.SendsQueueStore])
 	})
 	t.Run("Dispatch", func(t *testing.T) { t.Parallel(); conformance.Dispatch(t, openConformance[conformance.DispatchStore]) })
+	t.Run("StatsRegistrations", func(t *testing.T) {
+		t.Parallel()
+		conformance.StatsRegistrations(t, openConformance[conformance.StatsRegistrationsStore])
+	})
 }

@@ -95,4 +95,8 @@
 // PruneStorageCounters says how many company days it dropped, as bbolt
 // does, not how many shard rows. ReleaseDue and ExpireQueued skip the rows
 // another node's sweep holds rather than wait for them.
+// The analytics (stats.go): Generation moves with every transaction the
+// database server ends, this store's or not, so the API's kept answers are
+// dropped more often, never served stale; the counters' day sums are kept
+// by triggers on stats_days, so a copy writes the counters alone.
 package postgres
