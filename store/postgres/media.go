@@ -19,13 +19,15 @@ import (
 // live in the store, so a backup (pg_dump) holds them with the messages
 // that name them.
 //
-// Where this differs from bbolt, and why: PutMedia checks at its start that
-// the device is live (to refuse early) and again, with a share lock on the
-// device's row, just before its commit, so a device deleted during the
-// upload still refuses it while the device's own updates never wait for an
-// upload's bytes. A transaction the database asks to run again reads the
-// upload again from where it began when src is an io.Seeker (a spooled
-// file); any other src fails such a retry.
+// Where this differs from bbolt, and why: PutMedia holds no lock another
+// writer waits on while it writes the bytes. It checks the device and the
+// budget before reading the upload (to refuse early), then, once the bytes
+// are in, charges the budget and locks the device's row until the commit,
+// so a device deleted during the upload still refuses it. Uploads of one
+// key at once wait on the key's unique index: the later answers the first.
+// A transaction the database asks to run again reads the upload again from
+// where it began when src is an io.Seeker (a spooled file); any other src
+// fails such a retry.
 
 // mediaRowCost is a media record, its key and index entries, counted on
 // top of the file's bytes against the storage budget (as on bbolt).
@@ -63,7 +65,7 @@ func (s *Store) PutMedia(m store.Media, src io.Reader, now time.Time) (store.Med
 			start = pos
 		}
 	}
-	tries := 0
+	read := false // the upload was read from (by an earlier try)
 	err := s.write(fmt.Sprintf("put media %q", m.Key), func(t *txn) error {
 		out, dup = store.Media{}, false
 		err := getRec(t, &out, "SELECT rec FROM media WHERE company_id = $1 AND device_id = $2 AND key = $3", id(m.CompanyID), id(m.DeviceID), m.Key)
@@ -77,7 +79,7 @@ func (s *Store) PutMedia(m store.Media, src io.Reader, now time.Time) (store.Med
 		if _, err := liveDeviceByID(t, m.CompanyID, m.DeviceID, false); err != nil {
 			return err
 		}
-		if tries++; tries > 1 {
+		if read {
 			if start < 0 {
 				return errUploadChanged
 			}
@@ -91,9 +93,7 @@ func (s *Store) PutMedia(m store.Media, src io.Reader, now time.Time) (store.Med
 		if err != nil {
 			return err
 		}
-		// The key's unique index makes an upload of the same key made at
-		// once wait for this one, and this one wait for it: the later
-		// answers the first.
+		// An upload of the key made at once waits here for this one's end.
 		tag, err := t.exec(`INSERT INTO media (id, company_id, device_id, key, created_at, rec) VALUES ($1, $2, $3, $4, $5, $6)
 			ON CONFLICT (company_id, device_id, key) DO NOTHING`, put.ID, id(put.CompanyID), id(put.DeviceID), put.Key, put.CreatedAt, raw)
 		if err != nil {
@@ -103,21 +103,25 @@ func (s *Store) PutMedia(m store.Media, src io.Reader, now time.Time) (store.Med
 			dup = true
 			return getRec(t, &out, "SELECT rec FROM media WHERE company_id = $1 AND device_id = $2 AND key = $3", id(m.CompanyID), id(m.DeviceID), m.Key)
 		}
-		if err := s.charge(t, m.CompanyID, now, m.Size+mediaRowCost); err != nil {
+		// Refuse before reading what the budget will not take; the charge
+		// itself comes after the bytes, so that its counter's row is not
+		// held while they are written.
+		if err := s.budgetRoom(t, m.CompanyID, now, m.Size+mediaRowCost); err != nil {
 			return err
 		}
 		h := sha256.New()
 		buf := make([]byte, store.MediaChunkSize)
 		var total int64
-		var readErr error
+		eof := false
 		n := int32(0)
 		_, err = t.CopyFrom(t.ctx, pgx.Identifier{"media_chunks"}, []string{"media_id", "n", "data"}, pgx.CopyFromFunc(func() ([]any, error) {
-			if readErr != nil {
+			if eof {
 				return nil, nil
 			}
+			read = true
 			k, err := io.ReadFull(src, buf)
 			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-				readErr = io.EOF
+				eof = true
 			} else if err != nil {
 				return nil, fmt.Errorf("read upload: %w", err)
 			}
@@ -142,6 +146,9 @@ func (s *Store) PutMedia(m store.Media, src io.Reader, now time.Time) (store.Med
 		if _, err := t.exec("UPDATE media SET rec = $2 WHERE id = $1", put.ID, raw); err != nil {
 			return err
 		}
+		if err := s.charge(t, m.CompanyID, now, m.Size+mediaRowCost); err != nil {
+			return err
+		}
 		// Again, now locking the device's row until the commit: a delete
 		// made during the upload refuses it.
 		if _, err := liveDeviceByID(t, m.CompanyID, m.DeviceID, true); err != nil {
@@ -154,6 +161,22 @@ func (s *Store) PutMedia(m store.Media, src io.Reader, now time.Time) (store.Med
 		return store.Media{}, false, err
 	}
 	return out, dup, nil
+}
+
+// budgetRoom refuses, as charge would, a cost the company's day can no
+// longer take, writing nothing.
+func (s *Store) budgetRoom(t *txn, companyID uint64, now time.Time, cost int64) error {
+	if s.dailyBudget <= 0 {
+		return nil
+	}
+	var used int64
+	if err := t.row("SELECT coalesce(sum(used), 0) FROM storage_usage WHERE company_id = $1 AND day = $2", id(companyID), day(now)).Scan(&used); err != nil {
+		return err
+	}
+	if used+cost > s.dailyBudget {
+		return &store.BudgetError{CompanyID: companyID, Limit: s.dailyBudget, Used: used, Cost: cost, Reset: store.NextDay(now)}
+	}
+	return nil
 }
 
 // MediaByID returns a file's record within the company: another company's
