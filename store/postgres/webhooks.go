@@ -4,8 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/simrelay/simrelay/store"
 )
@@ -17,10 +18,14 @@ import (
 // webhook_attempts. See migrations/0008_webhooks.sql.
 //
 // Where this differs from bbolt, and why:
-//   - The outbox's counters are split (webhook_outboxes): an event written
-//     under limits locks its company's shard 0 and checks the sum, so the
-//     bound is exact; an ended delivery subtracts in another shard, so the
-//     attempts of a company never wait for its new events.
+//   - The outbox's counters are split (webhook_outboxes, summed on read),
+//     as every inbound message and status change of a company with webhooks
+//     adds to them and every ended delivery takes from them: none of these
+//     queue on one row. The bound (OutboxLimits) is checked against the sum
+//     read without a lock: like the daily storage budget it guards the disk
+//     and is not a price, so it may be overshot by the events in flight at
+//     once (at most one per connection of each node's pool). An event is
+//     refused only when the outbox was full by what had committed.
 //   - An attempt reads the company's set without a lock; only when decide
 //     changes the entry's health does it lock the set, read it again and
 //     decide again on what is stored, so a company's attempts do not queue
@@ -115,30 +120,11 @@ func outboxSize(t *txn, companyID uint64) (deliveries, bytes int64, err error) {
 	return deliveries, bytes, err
 }
 
-// lockOutbox locks the company's outbox guard (shard 0, made when missing)
-// and returns the company's outbox as every commit before the lock left it.
-func lockOutbox(t *txn, companyID uint64) (deliveries, bytes int64, err error) {
-	tag, err := t.exec("SELECT 1 FROM webhook_outboxes WHERE company_id = $1 AND shard = 0 FOR UPDATE", id(companyID))
-	if err != nil {
-		return 0, 0, err
-	}
-	if tag.RowsAffected() == 0 {
-		if _, err := t.exec("INSERT INTO webhook_outboxes (company_id, shard, deliveries, bytes) VALUES ($1, 0, 0, 0) ON CONFLICT DO NOTHING", id(companyID)); err != nil {
-			return 0, 0, err
-		}
-		if _, err := t.exec("SELECT 1 FROM webhook_outboxes WHERE company_id = $1 AND shard = 0 FOR UPDATE", id(companyID)); err != nil {
-			return 0, 0, err
-		}
-	}
-	// A new statement: it sees every commit made before the lock was taken.
-	return outboxSize(t, companyID)
-}
-
-// addOutbox adds to one shard of the company's outbox counters.
-func addOutbox(t *txn, companyID uint64, shard int, deliveries, bytes int64) error {
+// addOutbox adds to a random shard of the company's outbox counters.
+func addOutbox(t *txn, companyID uint64, deliveries, bytes int64) error {
 	_, err := t.exec(`INSERT INTO webhook_outboxes (company_id, shard, deliveries, bytes) VALUES ($1, $2, $3, $4)
 		ON CONFLICT (company_id, shard) DO UPDATE SET deliveries = webhook_outboxes.deliveries + EXCLUDED.deliveries, bytes = webhook_outboxes.bytes + EXCLUDED.bytes`,
-		id(companyID), shard, deliveries, bytes)
+		id(companyID), shard(), deliveries, bytes)
 	return err
 }
 
@@ -183,30 +169,25 @@ func (s *Store) addWebhookEvent(t *txn, companyID uint64, now time.Time, lim sto
 		return out, err
 	}
 	n, size := int64(len(ds)), int64(len(ev.Body))
-	bounded := lim.MaxDeliveries > 0 || lim.MaxBytes > 0
-	shard := 1 + rand.IntN(shards-1)
-	var pending, pendingBytes int64
-	if bounded {
-		if pending, pendingBytes, err = lockOutbox(t, companyID); err != nil {
-			return out, err
-		}
-		out.Pending, out.PendingBytes = int(pending), pendingBytes
-		if lim.MaxDeliveries > 0 && pending+n > int64(lim.MaxDeliveries) || lim.MaxBytes > 0 && pendingBytes+size > lim.MaxBytes {
-			for _, d := range ds {
-				a := store.WebhookAttempt{
-					CompanyID: companyID, WebhookID: d.WebhookID, EventID: ev.ID, DeliveryID: d.UUID, EventType: d.EventType,
-					State: store.WebhookFailed, CreatedAt: now.UTC(),
-					Error: fmt.Sprintf("not queued: the company's webhook outbox is full (%d deliveries pending, %d bytes; the limits are %d and %d)",
-						pending, pendingBytes, lim.MaxDeliveries, lim.MaxBytes),
-				}
-				if err := appendAttempt(t, &a, lim.LogKeep); err != nil {
-					return out, err
-				}
+	pending, pendingBytes, err := outboxSize(t, companyID)
+	if err != nil {
+		return out, err
+	}
+	out.Pending, out.PendingBytes = int(pending), pendingBytes
+	if lim.MaxDeliveries > 0 && pending+n > int64(lim.MaxDeliveries) || lim.MaxBytes > 0 && pendingBytes+size > lim.MaxBytes {
+		for _, d := range ds {
+			a := store.WebhookAttempt{
+				CompanyID: companyID, WebhookID: d.WebhookID, EventID: ev.ID, DeliveryID: d.UUID, EventType: d.EventType,
+				State: store.WebhookFailed, CreatedAt: now.UTC(),
+				Error: fmt.Sprintf("not queued: the company's webhook outbox is full (%d deliveries pending, %d bytes; the limits are %d and %d)",
+					pending, pendingBytes, lim.MaxDeliveries, lim.MaxBytes),
 			}
-			out.Refused = len(ds)
-			return out, nil
+			if err := appendAttempt(t, &a, lim.LogKeep); err != nil {
+				return out, err
+			}
 		}
-		shard = 0
+		out.Refused = len(ds)
+		return out, nil
 	}
 	if ev.ID == "" {
 		return out, fmt.Errorf("%w: webhook event id is empty", store.ErrConflict)
@@ -223,21 +204,12 @@ func (s *Store) addWebhookEvent(t *txn, companyID uint64, now time.Time, lim sto
 	if err := s.chargeAfter(t, companyID, now, size+n*store.DeliveryRowCost); err != nil {
 		return out, err
 	}
-	ids := make([]int64, 0, len(ds))
 	rows, err := t.query("SELECT nextval(pg_get_serial_sequence('webhook_deliveries', 'id')) FROM generate_series(1, $1)", n)
 	if err != nil {
 		return out, err
 	}
-	for rows.Next() {
-		var v int64
-		if err := rows.Scan(&v); err != nil {
-			rows.Close()
-			return out, err
-		}
-		ids = append(ids, v)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
 		return out, err
 	}
 	webhooks := make([]int64, len(ds))
@@ -256,15 +228,10 @@ func (s *Store) addWebhookEvent(t *txn, companyID uint64, now time.Time, lim sto
 		ids, id(companyID), ev.ID, webhooks, due, recs); err != nil {
 		return out, err
 	}
-	if err := addOutbox(t, companyID, shard, n, size); err != nil {
+	if err := addOutbox(t, companyID, n, size); err != nil {
 		return out, err
 	}
-	if bounded {
-		pending, pendingBytes = pending+n, pendingBytes+size
-	} else if pending, pendingBytes, err = outboxSize(t, companyID); err != nil {
-		return out, err
-	}
-	out.Queued, out.Pending, out.PendingBytes = len(ds), int(pending), pendingBytes
+	out.Queued, out.Pending, out.PendingBytes = len(ds), int(pending+n), pendingBytes+size
 	return out, nil
 }
 
@@ -515,7 +482,7 @@ func endDelivery(t *txn, d store.WebhookDelivery) error {
 			bytes = size
 		}
 	}
-	return addOutbox(t, d.CompanyID, 1+rand.IntN(shards-1), -1, -bytes)
+	return addOutbox(t, d.CompanyID, -1, -bytes)
 }
 
 // appendAttempt adds a line to the company's log, giving it its id, and

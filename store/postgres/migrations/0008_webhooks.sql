@@ -36,10 +36,9 @@ CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at, id) 
 CREATE INDEX webhook_deliveries_event ON webhook_deliveries (event_id);
 
 -- A company's pending deliveries and their events' bytes, in shards summed
--- on read. Shard 0 is the guard of the outbox bound: an event written under
--- limits locks it, reads the sum and adds to it, so events written at once
--- never take the outbox over; an end subtracts in another shard and waits
--- for no event.
+-- on read: an event adds to a random one and an ended delivery subtracts
+-- from a random one, so neither queues on one row (a shard may go
+-- negative; the sum is what counts).
 CREATE TABLE webhook_outboxes (
 	company_id bigint   NOT NULL,
 	shard      smallint NOT NULL,
