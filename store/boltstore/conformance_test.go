@@ -12,25 +12,44 @@ func openConformance[S any](t *testing.T) S {
 	return any(s).(S)
 }
 
-// openBudgeted opens a new store with the media suites' daily storage budget.
-func openBudgeted[S any](t *testing.T) S {
-	s, err := Open(t.TempDir(), Options{CompanyDailyStorage: conformance.MediaBudget})
-	if err != nil {
-		t.Fatal(err)
+// openBudgeted opens a new store whose companies may add budget bytes a day.
+func openBudgeted[S any](budget int64) conformance.Opener[S] {
+	return func(t *testing.T) S {
+		s, err := Open(t.TempDir(), Options{CompanyDailyStorage: budget})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return any(s).(S)
 	}
-	t.Cleanup(func() { s.Close() })
-	return any(s).(S)
 }
 
 // TestConformance runs every suite of package conformance on bbolt.
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	t.Run("Devices", func(t *testing.T) { t.Parallel(); conformance.Devices(t, openConformance[conformance.DevicesStore]) })
+	t.Run("Accounts", func(t *testing.T) { t.Parallel(); conformance.Accounts(t, openConformance[conformance.AccountsStore]) })
+	t.Run("InviteBudget", func(t *testing.T) {
+		t.Parallel()
+		conformance.InviteBudget(t, openBudgeted[conformance.AccountsStore](conformance.InviteBudgetBytes))
+	})
+	t.Run("DeviceSends", func(t *testing.T) {
+		t.Parallel()
+		conformance.DeviceSends(t, openConformance[conformance.DeviceSendsStore])
+	})
+	t.Run("Pools", func(t *testing.T) { t.Parallel(); conformance.Pools(t, openConformance[conformance.PoolsStore]) })
+	t.Run("PoolSends", func(t *testing.T) {
+		t.Parallel()
+		conformance.PoolSends(t, openConformance[conformance.PoolSendsStore])
+	})
 	t.Run("Webhooks", func(t *testing.T) { t.Parallel(); conformance.Webhooks(t, openConformance[conformance.WebhooksStore]) })
 	t.Run("Mail", func(t *testing.T) { t.Parallel(); conformance.Mail(t, openConformance[conformance.MailStore]) })
-	t.Run("Media", func(t *testing.T) { t.Parallel(); conformance.Media(t, openBudgeted[conformance.MediaStore]) })
+	t.Run("Media", func(t *testing.T) {
+		t.Parallel()
+		conformance.Media(t, openBudgeted[conformance.MediaStore](conformance.MediaBudget))
+	})
 	t.Run("MediaMessages", func(t *testing.T) {
 		t.Parallel()
-		conformance.MediaMessages(t, openBudgeted[conformance.MediaMessagesStore])
+		conformance.MediaMessages(t, openBudgeted[conformance.MediaMessagesStore](conformance.MediaBudget))
 	})
 }

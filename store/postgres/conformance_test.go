@@ -3,7 +3,6 @@ package postgres
 import (
 	"testing"
 
-	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/store/conformance"
 )
 
@@ -12,37 +11,27 @@ func openConformance[S any](t *testing.T) S {
 	return any(openStore(t, Options{})).(S)
 }
 
-// openBudgeted opens a store with the media suites' daily storage budget.
-func openBudgeted[S any](t *testing.T) S {
-	return any(openStore(t, Options{CompanyDailyStorage: conformance.MediaBudget})).(S)
+// openBudgeted opens a store on a new database whose companies may add
+// budget bytes a day.
+func openBudgeted[S any](budget int64) conformance.Opener[S] {
+	return func(t *testing.T) S { return any(openStore(t, Options{CompanyDailyStorage: budget})).(S) }
 }
 
 // TestConformance runs the suites of package conformance on PostgreSQL,
 // each registered once this backend answers all of its methods.
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	t.Run("Webhooks", func(t *testing.T) {
+	t.Run("Accounts", func(t *testing.T) { t.Parallel(); conformance.Accounts(t, openConformance[conformance.AccountsStore]) })
+	t.Run("InviteBudget", func(t *testing.T) {
 		t.Parallel()
-		conformance.Webhooks(t, func(t *testing.T) conformance.WebhooksStore { return deviceTx{openStore(t, Options{})} })
+		conformance.InviteBudget(t, openBudgeted[conformance.AccountsStore](conformance.InviteBudgetBytes))
 	})
+	t.Run("Devices", func(t *testing.T) { t.Parallel(); conformance.Devices(t, openConformance[conformance.DevicesStore]) })
+	t.Run("Pools", func(t *testing.T) { t.Parallel(); conformance.Pools(t, openConformance[conformance.PoolsStore]) })
+	t.Run("Webhooks", func(t *testing.T) { t.Parallel(); conformance.Webhooks(t, openConformance[conformance.WebhooksStore]) })
 	t.Run("Mail", func(t *testing.T) { t.Parallel(); conformance.Mail(t, openConformance[conformance.MailStore]) })
-	t.Run("Media", func(t *testing.T) { t.Parallel(); conformance.Media(t, openBudgeted[conformance.MediaStore]) })
-}
-
-// deviceTx lends the webhooks suite the transaction its events join, a
-// write that locks the device's row as UpdateDeviceWith does, until the
-// devices' UpdateDeviceWith is on this backend: then the suite takes the
-// store itself and this goes.
-type deviceTx struct{ *Store }
-
-func (s deviceTx) UpdateDeviceWith(companyID, deviceID uint64, fn func(tx store.WriteTx, d *store.Device) error) (store.Device, error) {
-	var d store.Device
-	err := s.write("update device", func(t *txn) error {
-		var err error
-		if d, err = liveDeviceByID(t, companyID, deviceID, true); err != nil {
-			return err
-		}
-		return fn(t, &d)
+	t.Run("Media", func(t *testing.T) {
+		t.Parallel()
+		conformance.Media(t, openBudgeted[conformance.MediaStore](conformance.MediaBudget))
 	})
-	return d, err
 }
