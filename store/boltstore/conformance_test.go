@@ -42,6 +42,18 @@ func TestConformance(t *testing.T) {
 		t.Parallel()
 		conformance.PoolSends(t, openConformance[conformance.PoolSendsStore])
 	})
+	t.Run("Sends", func(t *testing.T) {
+		t.Parallel()
+		conformance.Sends(t, openConformance[conformance.SendsStore])
+	})
+	t.Run("SendBudget", func(t *testing.T) {
+		t.Parallel()
+		conformance.SendBudget(t, openBudgeted[conformance.SendsStore](conformance.SendBudgetBytes))
+	})
+	t.Run("SendsQueue", func(t *testing.T) {
+		t.Parallel()
+		conformance.SendsQueue(t, openConformance[conformance.SendsQueueStore])
+	})
 	t.Run("Webhooks", func(t *testing.T) { t.Parallel(); conformance.Webhooks(t, openConformance[conformance.WebhooksStore]) })
 	t.Run("Mail", func(t *testing.T) { t.Parallel(); conformance.Mail(t, openConformance[conformance.MailStore]) })
 	t.Run("Media", func(t *testing.T) {

@@ -416,19 +416,19 @@ func PoolSends(t *testing.T, open Opener[PoolSendsStore]) {
 	t.Run("Window", func(t *testing.T) { t.Parallel(); poolWindow(t, open(t)) })
 }
 
-// sender sends one SMS at a time through a store, each with a new uuid.
-type sender struct {
+// poolSender sends one SMS at a time through a store, each with a new uuid.
+type poolSender struct {
 	t       testing.TB
 	s       PoolSendsStore
 	company uint64
 }
 
-func (x sender) msg(to string) store.Message {
+func (x poolSender) msg(to string) store.Message {
 	return store.Message{UUID: fmt.Sprintf("ps-%d", unique()), CompanyID: x.company, Channel: "sms", Phone: to, Text: "hi"}
 }
 
 // pool sends to phone through the pool at at; the error is the store's.
-func (x sender) pool(name, to string, at time.Time) (store.Message, error) {
+func (x poolSender) pool(name, to string, at time.Time) (store.Message, error) {
 	m := x.msg(to)
 	m.Pool = name
 	out, _, err := x.s.Enqueue(&m, store.IdempotencyKey{}, func() time.Time { return at }, nil, nil)
@@ -436,7 +436,7 @@ func (x sender) pool(name, to string, at time.Time) (store.Message, error) {
 }
 
 // via sends through the pool and returns "fingerprint/slot" of the member.
-func (x sender) via(name, to string, at time.Time) string {
+func (x poolSender) via(name, to string, at time.Time) string {
 	x.t.Helper()
 	out, err := x.pool(name, to, at)
 	if err != nil {
@@ -449,7 +449,7 @@ func (x sender) via(name, to string, at time.Time) string {
 }
 
 // direct sends to phone from the device's slot at at.
-func (x sender) direct(fp, slot, to string, at time.Time) (store.Message, error) {
+func (x poolSender) direct(fp, slot, to string, at time.Time) (store.Message, error) {
 	m := x.msg(to)
 	m.Device, m.SIMSlot = fp, slot
 	out, _, err := x.s.Enqueue(&m, store.IdempotencyKey{}, func() time.Time { return at }, nil, nil)
@@ -466,7 +466,7 @@ func poolRoundRobin(t *testing.T, s PoolSendsStore) {
 	Device(t, s, a.ID, "rr-a")
 	Device(t, s, a.ID, "rr-b")
 	p := putPool(t, s, a.ID, store.PoolInput{Name: "rr", Strategy: store.PoolRoundRobin, Members: members("rr-a", "SIM1", "rr-b", "SIM1", "rr-b", "SIM2")})
-	x := sender{t, s, a.ID}
+	x := poolSender{t, s, a.ID}
 	var got []string
 	for i := range 6 {
 		got = append(got, x.via("rr", fmt.Sprintf("+1555000%04d", i), T0))
@@ -522,7 +522,7 @@ func poolLeastLoaded(t *testing.T, s PoolSendsStore) {
 	a, _ := Company(t, s)
 	Device(t, s, a.ID, "ll-a")
 	Device(t, s, a.ID, "ll-b")
-	x := sender{t, s, a.ID}
+	x := poolSender{t, s, a.ID}
 	for i := range 2 {
 		if _, err := x.direct("ll-a", "SIM1", fmt.Sprintf("+1555100%04d", i), T0); err != nil {
 			t.Fatal(err)
@@ -552,7 +552,7 @@ func poolSticky(t *testing.T, s PoolSendsStore) {
 	}
 	putPool(t, s, a.ID, store.PoolInput{Name: "keep", Strategy: store.PoolSticky, Fallback: store.PoolRoundRobin,
 		Members: members("st-0", "SIM1", "st-1", "SIM1", "st-2", "SIM2")})
-	x := sender{t, s, a.ID}
+	x := poolSender{t, s, a.ID}
 	first := map[string]string{}
 	for i := range 3 {
 		to := fmt.Sprintf("+1555200000%d", i)
@@ -579,7 +579,7 @@ func poolStickyAgeAndPrune(t *testing.T, s PoolSendsStore) {
 	Device(t, s, a.ID, "sa-a")
 	Device(t, s, a.ID, "sa-b")
 	putPool(t, s, a.ID, store.PoolInput{Name: "p", Strategy: store.PoolSticky, Fallback: store.PoolRoundRobin, Members: members("sa-a", "SIM1", "sa-b", "SIM1")})
-	x := sender{t, s, a.ID}
+	x := poolSender{t, s, a.ID}
 	old := x.via("p", "+15553000001", T0)
 	later := T0.Add(store.StickyAge + 24*time.Hour)
 	x.via("p", "+15553000002", later)
@@ -608,7 +608,7 @@ func simCapsExact(t *testing.T, s PoolSendsStore) {
 	if _, err := s.SetSIMCaps(a.ID, "cap", map[string]store.SIMCaps{"SIM1": {PerDay: 10, PerMonth: 12}}, T0); err != nil {
 		t.Fatal(err)
 	}
-	x := sender{t, s, a.ID}
+	x := poolSender{t, s, a.ID}
 	race := func(n int, at time.Time) (ok int, capped []*store.SIMCappedError) {
 		errs := make([]error, n)
 		var wg sync.WaitGroup
@@ -692,7 +692,7 @@ func simRecipientsCap(t *testing.T, s PoolSendsStore) {
 	if _, err := s.SetSIMCaps(a.ID, "rc", map[string]store.SIMCaps{"SIM1": {RecipientsPerDay: 2}}, T0); err != nil {
 		t.Fatal(err)
 	}
-	x := sender{t, s, a.ID}
+	x := poolSender{t, s, a.ID}
 	for _, to := range []string{"+15555000001", "+15555000002", "+15555000001"} {
 		if _, err := x.direct("rc", "SIM1", to, T0); err != nil {
 			t.Fatalf("send to %s: %v", to, err)
@@ -726,7 +726,7 @@ func poolCapped(t *testing.T, s PoolSendsStore) {
 		}
 	}
 	putPool(t, s, a.ID, store.PoolInput{Name: "pc", Strategy: store.PoolRoundRobin, Members: members("pc-a", "SIM1", "pc-b", "SIM1")})
-	x := sender{t, s, a.ID}
+	x := poolSender{t, s, a.ID}
 	got := map[string]bool{}
 	for i := range 2 {
 		got[x.via("pc", fmt.Sprintf("+1555600000%d", i), T0)] = true
@@ -752,7 +752,7 @@ func simCountsPruned(t *testing.T, s PoolSendsStore) {
 	if _, err := s.SetSIMCaps(a.ID, "pr", map[string]store.SIMCaps{"SIM1": {PerDay: 5, RecipientsPerDay: 5}}, day1); err != nil {
 		t.Fatal(err)
 	}
-	x := sender{t, s, a.ID}
+	x := poolSender{t, s, a.ID}
 	send := func(at time.Time, to string) {
 		t.Helper()
 		if _, err := x.direct("pr", "SIM1", to, at); err != nil {
@@ -784,7 +784,7 @@ func carrierErrors(t *testing.T, s PoolSendsStore) {
 	da := Device(t, s, a.ID, "ce-a")
 	Device(t, s, a.ID, "ce-b")
 	putPool(t, s, a.ID, store.PoolInput{Name: "ce", Strategy: store.PoolRoundRobin, Members: members("ce-a", "SIM1", "ce-b", "SIM1")})
-	x := sender{t, s, a.ID}
+	x := poolSender{t, s, a.ID}
 	report := func(status, errText string, at time.Time) {
 		t.Helper()
 		m, err := x.direct("ce-a", "SIM1", "+15558000001", at)
@@ -837,7 +837,7 @@ func poolFailover(t *testing.T, s PoolSendsStore) {
 	db := Device(t, s, a.ID, "fo-b")
 	Device(t, s, a.ID, "fo-c")
 	p := putPool(t, s, a.ID, store.PoolInput{Name: "fo", Strategy: store.PoolRoundRobin, FailoverAfter: time.Minute, Members: members("fo-a", "SIM1", "fo-b", "SIM1")})
-	x := sender{t, s, a.ID}
+	x := poolSender{t, s, a.ID}
 	var onA []string
 	for i := range 6 {
 		m, err := x.pool("fo", fmt.Sprintf("+155590000%02d", i), T0)
@@ -897,7 +897,7 @@ func poolWindow(t *testing.T, s PoolSendsStore) {
 	Device(t, s, a.ID, "pw")
 	noon := window.Window{From: "12:00", To: "13:00", TimeZone: "UTC"} // opens 2 hours after T0
 	putPool(t, s, a.ID, store.PoolInput{Name: "pw", Strategy: store.PoolRoundRobin, Window: &noon, Members: members("pw", "SIM1")})
-	x := sender{t, s, a.ID}
+	x := poolSender{t, s, a.ID}
 	send := func(w *window.Window, fixed bool) store.Message {
 		t.Helper()
 		m := x.msg("+15559100001")

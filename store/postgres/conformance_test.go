@@ -28,6 +28,14 @@ func TestConformance(t *testing.T) {
 	})
 	t.Run("Devices", func(t *testing.T) { t.Parallel(); conformance.Devices(t, openConformance[conformance.DevicesStore]) })
 	t.Run("Pools", func(t *testing.T) { t.Parallel(); conformance.Pools(t, openConformance[conformance.PoolsStore]) })
+	t.Run("Sends", func(t *testing.T) {
+		t.Parallel()
+		conformance.Sends(t, openConformance[conformance.SendsStore])
+	})
+	t.Run("SendBudget", func(t *testing.T) {
+		t.Parallel()
+		conformance.SendBudget(t, openBudgeted[conformance.SendsStore](conformance.SendBudgetBytes))
+	})
 	t.Run("Webhooks", func(t *testing.T) { t.Parallel(); conformance.Webhooks(t, openConformance[conformance.WebhooksStore]) })
 	t.Run("Mail", func(t *testing.T) { t.Parallel(); conformance.Mail(t, openConformance[conformance.MailStore]) })
 	t.Run("Media", func(t *testing.T) {
