@@ -53,4 +53,10 @@ func TestConformance(t *testing.T) {
 		t.Parallel()
 		conformance.StatsRegistrations(t, openConformance[conformance.StatsRegistrationsStore])
 	})
+	t.Run("Webhooks", func(t *testing.T) { t.Parallel(); conformance.Webhooks(t, openConformance[conformance.WebhooksStore]) })
+	t.Run("Mail", func(t *testing.T) { t.Parallel(); conformance.Mail(t, openConformance[conformance.MailStore]) })
+	t.Run("Media", func(t *testing.T) {
+		t.Parallel()
+		conformance.Media(t, openBudgeted[conformance.MediaStore](conformance.MediaBudget))
+	})
 }
