@@ -113,6 +113,9 @@ func (s *Server) streamSnapshot(c echo.Context) (n, size int64, err error) {
 		return 0, -1, &problem.Error{Code: problem.Unavailable, RetryAfter: 300,
 			Message: "The server has too little free disk space for a backup copy; free some, or stop the server and run simrelay admin backup."}
 	}
+	if errors.Is(err, store.ErrBackupExternal) {
+		return 0, -1, problem.New(problem.BackupExternal, "This server keeps its store in PostgreSQL: back it up with pg_dump (docs/operations.md).")
+	}
 	if err != nil {
 		return 0, -1, err
 	}

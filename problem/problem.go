@@ -47,9 +47,11 @@ const (
 	// SIMCapped: the SIM is at one of its caps (per day, per month, recipients per day) (429).
 	SIMCapped Code = "sim_capped"
 	// PoolCapped: every member of the pool that could send is at a cap of its SIM (429).
-	PoolCapped  Code = "pool_capped"
-	Unavailable Code = "unavailable" // the server is shutting down or not ready
-	Internal    Code = "internal"    // a server fault; the cause is logged, not sent
+	PoolCapped Code = "pool_capped"
+	// BackupExternal: the store is in PostgreSQL, backed up with pg_dump, not GET /admin/backup (409).
+	BackupExternal Code = "backup_external"
+	Unavailable    Code = "unavailable" // the server is shutting down or not ready
+	Internal       Code = "internal"    // a server fault; the cause is logged, not sent
 )
 
 var statuses = map[Code]int{
@@ -79,6 +81,7 @@ var statuses = map[Code]int{
 	PoolUnavailable:       http.StatusConflict,
 	SIMCapped:             http.StatusTooManyRequests,
 	PoolCapped:            http.StatusTooManyRequests,
+	BackupExternal:        http.StatusConflict,
 	Unavailable:           http.StatusServiceUnavailable,
 	Internal:              http.StatusInternalServerError,
 }

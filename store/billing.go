@@ -59,6 +59,8 @@ const (
 	LimitDevices  = "devices"
 )
 
+// CalendarMonth is the UTC calendar month around now: the plan period of a
+// company without a billing period of its own.
 func CalendarMonth(now time.Time) (time.Time, time.Time) {
 	now = now.UTC()
 	from := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)

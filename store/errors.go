@@ -11,6 +11,9 @@ var (
 	ErrLocked = errors.New("store: the data file is in use by another process")
 	// ErrConflict is returned when a write would break a uniqueness rule.
 	ErrConflict = errors.New("store: conflict")
+	// ErrBackupExternal is returned by Snapshot of a store the operator
+	// backs up with the database's own tools (PostgreSQL: pg_dump).
+	ErrBackupExternal = errors.New("store: this store is backed up with its database's own tools")
 	// ErrLastAdmin is returned when a change would leave a company without an admin.
 	ErrLastAdmin = errors.New("store: a company needs at least one admin")
 )

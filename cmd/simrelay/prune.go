@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/simrelay/simrelay/store"
-	"github.com/simrelay/simrelay/store/boltstore"
 )
 
 // How long the store keeps what has done its job; the sweep drops the rest.
@@ -35,7 +34,7 @@ const pruneMediaBatch = 1000
 // pruneStore drops expired pairing codes, token families without tokens,
 // old mail, old storage counters, media uploads no message took and sticky pool
 // entries older than store.StickyAge, logging what it dropped.
-func pruneStore(st *boltstore.Store, now time.Time, log *slog.Logger) {
+func pruneStore(st backend, now time.Time, log *slog.Logger) {
 	count := func(what string, n int, err error) {
 		if err != nil {
 			log.Error("prune "+what, "err", err)

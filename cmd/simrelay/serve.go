@@ -453,7 +453,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 
 // sweep returns memory of expired rate-limit windows and deletes long-expired
 // tokens; hourly it prunes the rest of the store (pruneStore).
-func sweep(ctx context.Context, api *httpapi.Server, st *boltstore.Store, accounts *account.Service, log *slog.Logger) {
+func sweep(ctx context.Context, api *httpapi.Server, st backend, accounts *account.Service, log *slog.Logger) {
 	t := time.NewTicker(sweepEvery)
 	defer t.Stop()
 	var lastPrune time.Time

@@ -178,3 +178,5 @@ var (
 	StatsDate          = store.StatsDate
 	StatsDay           = store.StatsDay
 )
+
+var _ store.Backend = (*Store)(nil)

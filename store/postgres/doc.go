@@ -1,7 +1,59 @@
 // Package postgres is the store on PostgreSQL (15 or later), for several
-// nodes sharing one database (contract section 12). This is its groundwork:
-// Open with a connection pool, the schema in versioned SQL migrations that
-// every node applies at start under an advisory lock, and Ping for
-// readiness. The tables of companies, messages and the rest follow the
-// store interfaces the domain packages declare.
+// nodes sharing one database (contract section 12). It keeps the records of
+// package store with the same behaviour as store/boltstore, behind the same
+// methods, so every domain package's store interface is met by either; the
+// suites of store/conformance hold both to it.
+//
+// # Conventions
+//
+// Tables. Each table keeps its record whole in a jsonb column `rec` (the
+// record's JSON, as package store declares it) beside the columns that key
+// it, index it or guard a rule; both are written from the same record, so
+// they never disagree. Ids are bigint identity columns; a record that
+// carries its id takes it first (nextID) so that `rec` holds it from its
+// first write. Ids and counters are uint64 in Go and bigint here (id()).
+// The schema is in migrations/NNNN_name.sql, applied in order at Open under
+// an advisory lock; a migration is never edited once released, only added
+// to.
+//
+// Transactions. Every method is one transaction: write (READ COMMITTED),
+// serializable, or read (a REPEATABLE READ snapshot, read only). The closure
+// may run more than once (a serialization failure, a deadlock, errAgain), so
+// it only sets what it returns from scratch and calls nothing outside the
+// store. Hooks that must follow the commit use txn.OnCommit (the txn is the
+// store.WriteTx a hook gets). Each rule a method keeps holds inside its
+// transaction by one of:
+//   - a row lock on the row that guards it, taken before the check
+//     (SELECT ... FOR UPDATE): the company's row for rules that count a
+//     company's rows (devices against the plan, the last admin), the
+//     device's row for its queue and its SIMs' caps, a number's row for the
+//     governor;
+//   - a unique constraint (e-mail addresses, API key hashes, idempotency
+//     keys, single-use codes and tokens, a phone's inbound client ids); its
+//     violation is store.ErrConflict (mapErr) unless the method turns it
+//     into its own answer;
+//   - one conditional statement (UPDATE ... WHERE, INSERT ... ON CONFLICT).
+//
+// Never a check in one transaction and the write in another.
+//
+// Counters. A counter every send of a company touches is split into shards
+// (storage_usage, plan_usage, stats_days: a random one of 8 rows per key),
+// summed on read, so a company's concurrent sends do not queue on one row.
+// Where a limit must be exact (a plan that caps messages, a SIM's caps) the
+// write locks the row that guards it and the company's sends serialise
+// there; where it need not be (the daily storage budget guards the disk,
+// it is not a price), the check reads the sum unlocked and may be overshot
+// by the writes in flight at once.
+//
+// The device queue. A queued message's queue_place is its device's
+// next_place, taken under the device row's lock (takePlace), so one
+// device's places rise in the order their transactions commit: a link that
+// read its queue up to a place never passes a job committed after its read,
+// which ids (a sequence, handed out before commit) would not promise.
+//
+// # Versus the embedded store
+//
+// The budget may be overshot by concurrent writes of one company (above).
+// A company's sends serialise on its plan_usage row only while its plan caps
+// its messages, and sends to one device on the device's row.
 package postgres

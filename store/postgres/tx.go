@@ -117,6 +117,9 @@ func (s *Store) try(opts pgx.TxOptions, fn func(t *txn) error) ([]func(), error)
 // retryable says whether a transaction that failed with err may succeed if
 // run again: a serialization failure or a deadlock the database broke.
 func retryable(err error) bool {
+	if errors.Is(err, errAgain) {
+		return true
+	}
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
 }

@@ -1,0 +1,16 @@
+package postgres
+
+import (
+	"testing"
+)
+
+// openConformance opens a store on a new database for one conformance case.
+func openConformance[S any](t *testing.T) S {
+	return any(openStore(t, Options{})).(S)
+}
+
+// TestConformance runs the suites of package conformance on PostgreSQL,
+// each registered once this backend answers all of its methods.
+func TestConformance(t *testing.T) {
+	t.Parallel()
+}
