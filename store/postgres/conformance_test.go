@@ -2,6 +2,8 @@ package postgres
 
 import (
 	"testing"
+
+	"github.com/simrelay/simrelay/store/conformance"
 )
 
 // openConformance opens a store on a new database for one conformance case.
@@ -13,4 +15,5 @@ func openConformance[S any](t *testing.T) S {
 // each registered once this backend answers all of its methods.
 func TestConformance(t *testing.T) {
 	t.Parallel()
+	t.Run("Billing", func(t *testing.T) { t.Parallel(); conformance.Billing(t, openConformance[conformance.BillingStore]) })
 }
