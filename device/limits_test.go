@@ -84,3 +84,6 @@ func TestLengthLimitsCountUTF8Bytes(t *testing.T) {
 }
 
 func errOf(_ store.Device, err error) error { return err }
+
+// TestMain stops the PostgreSQL cluster of a run on it (storetest.EnvStore).
+func TestMain(m *testing.M) { storetest.Main(m) }

@@ -20,10 +20,10 @@ import (
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/device"
 	"github.com/simrelay/simrelay/internal/poll"
+	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/internal/syncbuf"
 	"github.com/simrelay/simrelay/sms"
 	"github.com/simrelay/simrelay/store"
-	"github.com/simrelay/simrelay/store/boltstore"
 )
 
 // rig is a hub over a real store, with the real device and SMS services,
@@ -31,7 +31,7 @@ import (
 type rig struct {
 	t       testing.TB
 	hub     *Hub
-	store   *boltstore.Store
+	store   store.Backend
 	devices *device.Service
 	sms     *sms.Service
 	url     string // ws://127.0.0.1:PORT
@@ -71,10 +71,7 @@ func newRigAt(t testing.TB, cfg Config, now func() time.Time) *rig {
 	// The hub's tests are about the link, not about what survives a power
 	// cut (cmd/simrelay's crash tests are): the store skips each commit's
 	// fsync, which on a busy disk was most of a drain's time.
-	st, err := boltstore.Open(t.TempDir(), boltstore.Options{BulkLoad: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := storetest.OpenWith(t, storetest.Options{})
 	c := store.Company{Name: "Acme", APIKeyHash: []byte("k")}
 	admin := store.User{Email: "a@acme.test", PasswordHash: "x"}
 	if err := st.CreateCompany(&c, &admin); err != nil {
@@ -94,7 +91,6 @@ func newRigAt(t testing.TB, cfg Config, now func() time.Time) *rig {
 		defer cancel()
 		_ = hub.Shutdown(ctx)
 		srv.Close()
-		st.Close()
 	})
 	return r
 }
@@ -236,3 +232,6 @@ func tinyReceiveBuffer() *http.Client {
 }
 
 func devicePatchStatus(status string) device.Patch { return device.Patch{Status: &status} }
+
+// TestMain stops the PostgreSQL cluster of a run on it (storetest.EnvStore).
+func TestMain(m *testing.M) { storetest.Main(m) }

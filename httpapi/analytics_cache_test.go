@@ -13,18 +13,17 @@ import (
 
 	"github.com/simrelay/simrelay/account"
 	"github.com/simrelay/simrelay/store"
-	"github.com/simrelay/simrelay/store/boltstore"
 )
 
 // readsCounted is the store, counting the analytics reads it answers.
 type readsCounted struct {
-	*boltstore.Store
+	store.Backend
 	stats atomic.Int64
 }
 
 func (r *readsCounted) Stats(q store.StatsQuery) (store.Stats, error) {
 	r.stats.Add(1)
-	return r.Store.Stats(q)
+	return r.Backend.Stats(q)
 }
 
 // TestAnalyticsAnswersAreKeptUntilTheStoreIsWritten: asked again with
@@ -43,7 +42,7 @@ func TestAnalyticsAnswersAreKeptUntilTheStoreIsWritten(t *testing.T) {
 	if err := st.ProvisionDevices([]store.Device{{Fingerprint: "other-1", CompanyID: other.ID, Status: store.DeviceActive, TokenHash: []byte("t-o")}}); err != nil {
 		t.Fatal(err)
 	}
-	reads := &readsCounted{Store: st}
+	reads := &readsCounted{Backend: st}
 	srv := &Server{deps: Deps{Analytics: reads, Now: time.Now}}
 	e := echo.New()
 	get := func(companyID uint64, query string) []byte {

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/simrelay/simrelay/billing"
-	"github.com/simrelay/simrelay/store/boltstore"
+	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/webhook"
 )
 
@@ -117,7 +117,7 @@ func tinyPlans(t *testing.T) []billing.Plan {
 // The device limit refuses the registration after the last allowed device.
 func TestBillingLimitsAtTheirBoundaries(t *testing.T) {
 	t.Parallel()
-	e := newBillingEnv(t, boltstore.Options{BulkLoad: true}, webhook.Config{}, billing.Config{Plans: tinyPlans(t), DefaultPlan: "tiny"})
+	e := newBillingEnv(t, storetest.Options{}, webhook.Config{}, billing.Config{Plans: tinyPlans(t), DefaultPlan: "tiny"})
 	a := e.newCompany("Acme", "ana@acme.example")
 	b := e.newCompany("Beta", "bo@beta.example")
 	e.pairPhone(a.apiKey, "a-phone-1")

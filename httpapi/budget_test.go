@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,8 +12,8 @@ import (
 
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/android-protocol/client"
+	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/sms"
-	"github.com/simrelay/simrelay/store/boltstore"
 	"github.com/simrelay/simrelay/webhook"
 	"github.com/simrelay/simrelay/webhook/webhooktest"
 )
@@ -71,7 +70,7 @@ func TestInboundFloodIsBoundedByTheStorageBudget(t *testing.T) {
 	t.Parallel()
 	rc := webhooktest.NewReceiver(t, true, nil)
 	const budget = 1 << 20
-	e := newStoreEnv(t, boltstore.Options{BulkLoad: true, CompanyDailyStorage: budget}, whConfig(rc), roomy)
+	e := newStoreEnv(t, storetest.Options{CompanyDailyStorage: budget}, whConfig(rc), roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	var entries []map[string]any
 	for i := range 20 {
@@ -79,11 +78,7 @@ func TestInboundFloodIsBoundedByTheStorageBudget(t *testing.T) {
 	}
 	e.whPut(a.apiKey, entries...)
 	bp := e.runBudgetPhone(e.pairPhone(a.apiKey, "flood-phone"))
-	info, err := os.Stat(e.store.Path())
-	if err != nil {
-		t.Fatal(err)
-	}
-	sizeBefore := info.Size()
+	sizeBefore := e.storeFileSize()
 
 	// As large as the server takes: 10,000 characters of 4 bytes each.
 	text := strings.Repeat("😀", sms.MaxInboundChars)
@@ -115,9 +110,8 @@ func TestInboundFloodIsBoundedByTheStorageBudget(t *testing.T) {
 	if err != nil || used > budget || used < budget/2 {
 		t.Fatalf("the company added %d bytes today (%v), want at most the budget %d (and most of it)", used, err, budget)
 	}
-	info, _ = os.Stat(e.store.Path())
 	t.Logf("%d frames of %d bytes × 20 webhook entries: %d acknowledged, %d refused; the company's budget counter shows %d bytes; the store file grew by %d bytes",
-		frames, len(text), acks, len(errs), used, info.Size()-sizeBefore)
+		frames, len(text), acks, len(errs), used, e.storeFileSize()-sizeBefore)
 
 	// Sends through the API count against the same budget: what little is
 	// left goes, then they are refused.
@@ -165,7 +159,7 @@ func TestInboundTextBound(t *testing.T) {
 // while another company pairs and invites as before.
 func TestPairingAndInvitesCountAgainstTheBudget(t *testing.T) {
 	t.Parallel()
-	e := newStoreEnv(t, boltstore.Options{BulkLoad: true, CompanyDailyStorage: 64 << 10}, webhook.Config{}, roomy)
+	e := newStoreEnv(t, storetest.Options{CompanyDailyStorage: 64 << 10}, webhook.Config{}, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	b := e.newCompany("Beta", "owner@beta.test")
 	var refused resp

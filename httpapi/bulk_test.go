@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/simrelay/simrelay/billing"
-	"github.com/simrelay/simrelay/store/boltstore"
+	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/webhook"
 )
 
@@ -133,7 +133,7 @@ func TestBulkSend(t *testing.T) {
 // does not fit whole stores nothing; one that fits is stored whole.
 func TestBulkSendPlanLimitAllOrNone(t *testing.T) {
 	t.Parallel()
-	e := newBillingEnv(t, boltstore.Options{BulkLoad: true}, webhook.Config{}, billing.Config{Plans: tinyPlans(t), DefaultPlan: "tiny"}, roomy)
+	e := newBillingEnv(t, storetest.Options{}, webhook.Config{}, billing.Config{Plans: tinyPlans(t), DefaultPlan: "tiny"}, roomy)
 	a := e.newCompany("Acme", "ana@acme.example")
 	e.pairPhone(a.apiKey, "a-phone")
 	e.want(e.do(call{method: "POST", path: "/chat/send", token: a.apiKey, body: sendBody("a-phone", "+15551234567", "one", "")}), http.StatusOK, "")
@@ -154,7 +154,7 @@ func TestBulkSendPlanLimitAllOrNone(t *testing.T) {
 // The daily storage budget counts a bulk send's sum: over it, nothing is stored.
 func TestBulkSendStorageBudgetAllOrNone(t *testing.T) {
 	t.Parallel()
-	e := newStoreEnv(t, boltstore.Options{BulkLoad: true, CompanyDailyStorage: 200 << 10}, webhook.Config{}, roomy)
+	e := newStoreEnv(t, storetest.Options{CompanyDailyStorage: 200 << 10}, webhook.Config{}, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	e.pairPhone(a.apiKey, "a-phone")
 	used, err := e.store.StorageUsed(uint64(a.id), e.clock.Now())

@@ -12,8 +12,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/simrelay/simrelay/account"
+	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/store"
-	"github.com/simrelay/simrelay/store/boltstore"
 )
 
 // BenchmarkAnalyticsByDevice merges the byDevice list of a fleet: 10,000
@@ -82,13 +82,9 @@ func processCPU() time.Duration {
 
 // benchFleet is a store with one company and n phones, each with an
 // outbound (delivered) and an inbound message on three of the last 90 days.
-func benchFleet(b testing.TB, n int) (*boltstore.Store, uint64) {
+func benchFleet(b testing.TB, n int) (store.Backend, uint64) {
 	b.Helper()
-	st, err := boltstore.Open(b.TempDir(), boltstore.Options{BulkLoad: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { st.Close() })
+	st := storetest.OpenWith(b, storetest.Options{})
 	c := store.Company{Name: "Fleet", APIKeyHash: []byte("k")}
 	if err := st.CreateCompany(&c, &store.User{Email: "fleet@example.com", PasswordHash: "x"}); err != nil {
 		b.Fatal(err)

@@ -9,13 +9,15 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/internal/testclock"
-	"github.com/simrelay/simrelay/store/boltstore"
+	"github.com/simrelay/simrelay/store"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -38,7 +40,7 @@ import (
 type env struct {
 	t     *testing.T
 	url   string
-	store *boltstore.Store
+	store store.Backend
 	inbox *mailtest.Inbox
 	clock *testclock.Clock
 	hub   *gateway.Hub
@@ -73,27 +75,23 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 // newWebhookEnv is newEnv with the webhook service's configuration.
 func newWebhookEnv(t *testing.T, wcfg webhook.Config, opts ...envOption) *env {
 	t.Helper()
-	return newStoreEnv(t, boltstore.Options{BulkLoad: true}, wcfg, opts...)
+	return newStoreEnv(t, storetest.Options{}, wcfg, opts...)
 }
 
 // newStoreEnv is newWebhookEnv with the store's options. The API's tests are
 // about answers, not about what survives a power cut (cmd/simrelay's crash
 // tests are), so they open their stores with BulkLoad: no fsync per commit,
 // which on a busy disk was much of their time. The soak test keeps the fsync.
-func newStoreEnv(t *testing.T, sopt boltstore.Options, wcfg webhook.Config, opts ...envOption) *env {
+func newStoreEnv(t *testing.T, sopt storetest.Options, wcfg webhook.Config, opts ...envOption) *env {
 	t.Helper()
 	return newBillingEnv(t, sopt, wcfg, billing.Config{}, opts...)
 }
 
 // newBillingEnv is newStoreEnv with billing's configuration (self-hosted
 // mode and the built-in plans by default).
-func newBillingEnv(t *testing.T, sopt boltstore.Options, wcfg webhook.Config, bcfg billing.Config, opts ...envOption) *env {
+func newBillingEnv(t *testing.T, sopt storetest.Options, wcfg webhook.Config, bcfg billing.Config, opts ...envOption) *env {
 	t.Helper()
-	st, err := boltstore.Open(t.TempDir(), sopt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := storetest.OpenWith(t, sopt)
 	inbox := mailtest.NewInbox(t)
 	log := slog.New(slog.DiscardHandler)
 	clk := testclock.New(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
@@ -295,3 +293,19 @@ func (e *env) login(email, password string) (access, refresh string) {
 	e.want(r, http.StatusOK, "")
 	return r.str("accessToken"), r.str("refreshToken")
 }
+
+// storeFileSize is the size of the test's bbolt file; 0 on PostgreSQL.
+func (e *env) storeFileSize() int64 {
+	f, ok := e.store.(interface{ Path() string })
+	if !ok {
+		return 0
+	}
+	info, err := os.Stat(f.Path())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return info.Size()
+}
+
+// TestMain stops the PostgreSQL cluster of a run on it (storetest.EnvStore).
+func TestMain(m *testing.M) { storetest.Main(m) }

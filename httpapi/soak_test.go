@@ -12,8 +12,8 @@ import (
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/android-protocol/client"
 	"github.com/simrelay/simrelay/device"
+	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/sms"
-	"github.com/simrelay/simrelay/store/boltstore"
 	"github.com/simrelay/simrelay/webhook/webhooktest"
 )
 
@@ -36,7 +36,7 @@ const (
 // logged rate is docs/performance.md's.
 func TestSoakFleetDrainsABacklog(t *testing.T) {
 	rc := webhooktest.NewReceiver(t, true, nil)
-	e := newStoreEnv(t, boltstore.Options{}, whConfig(rc), roomy)
+	e := newStoreEnv(t, storetest.Options{Durable: true}, whConfig(rc), roomy)
 	acme := e.newCompany("Acme", "owner@acme.test")
 	other := e.newCompany("Other", "owner@other.test")
 	ctx := context.Background()

@@ -16,8 +16,8 @@ import (
 
 	"github.com/simrelay/simrelay/billing"
 	"github.com/simrelay/simrelay/internal/poll"
+	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/store"
-	"github.com/simrelay/simrelay/store/boltstore"
 	"github.com/simrelay/simrelay/webhook"
 )
 
@@ -77,7 +77,7 @@ func stripePlans() []billing.Plan {
 
 func newStripeEnv(t *testing.T, apiURL string) *env {
 	t.Helper()
-	return newBillingEnv(t, boltstore.Options{BulkLoad: true}, webhook.Config{}, billing.Config{
+	return newBillingEnv(t, storetest.Options{}, webhook.Config{}, billing.Config{
 		Plans: stripePlans(), WebhookSecret: testWebhookSecret,
 		Provider: billing.NewStripe(billing.StripeConfig{Key: "sk_test_123", APIURL: apiURL, Timeout: 10 * time.Second}),
 	})

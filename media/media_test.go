@@ -73,3 +73,6 @@ func TestNewClearsSpoolsLeftByACrash(t *testing.T) {
 		t.Errorf("another file of the directory: %v, want it kept", err)
 	}
 }
+
+// TestMain stops the PostgreSQL cluster of a run on it (storetest.EnvStore).
+func TestMain(m *testing.M) { storetest.Main(m) }

@@ -48,3 +48,6 @@ func TestInboundLimitsCountUTF8Bytes(t *testing.T) {
 		t.Fatalf("from of 65 bytes (33 characters): got %v, want validation_failed on from", pe)
 	}
 }
+
+// TestMain stops the PostgreSQL cluster of a run on it (storetest.EnvStore).
+func TestMain(m *testing.M) { storetest.Main(m) }

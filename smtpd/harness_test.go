@@ -24,12 +24,13 @@ import (
 	"github.com/simrelay/simrelay/gateway"
 	"github.com/simrelay/simrelay/httpapi"
 	"github.com/simrelay/simrelay/internal/poll"
+	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/mail"
 	"github.com/simrelay/simrelay/mail/mailtest"
 	"github.com/simrelay/simrelay/pacing"
 	"github.com/simrelay/simrelay/sms"
 	"github.com/simrelay/simrelay/smtpd"
-	"github.com/simrelay/simrelay/store/boltstore"
+	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/webhook"
 )
 
@@ -47,7 +48,7 @@ type env struct {
 	url       string // the HTTP API
 	smtpAddr  string
 	clientTLS *tls.Config
-	store     *boltstore.Store
+	store     store.Backend
 	accounts  *account.Service
 	devices   *device.Service
 	sms       *sms.Service
@@ -62,11 +63,7 @@ type options struct {
 
 func newEnv(t *testing.T, opt options) *env {
 	t.Helper()
-	st, err := boltstore.Open(t.TempDir(), boltstore.Options{BulkLoad: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := storetest.OpenWith(t, storetest.Options{})
 	log := slog.New(slog.DiscardHandler)
 	srv := httptest.NewUnstartedServer(nil)
 	publicURL := "http://" + srv.Listener.Addr().String()
@@ -245,3 +242,6 @@ func smtpCode(err error) int {
 	}
 	return 0
 }
+
+// TestMain stops the PostgreSQL cluster of a run on it (storetest.EnvStore).
+func TestMain(m *testing.M) { storetest.Main(m) }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/simrelay/simrelay/internal/storetest"
 )
 
 // chromiumPath is Debian's chromium, which `make chromium` installs.
@@ -33,7 +34,7 @@ var chromium struct {
 }
 
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := storetest.Run(m)
 	if chromium.cancel != nil {
 		chromium.cancel()
 	}

@@ -27,13 +27,14 @@ import (
 	"github.com/simrelay/simrelay/gateway"
 	"github.com/simrelay/simrelay/httpapi"
 	"github.com/simrelay/simrelay/internal/poll"
+	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/internal/testclock"
 	"github.com/simrelay/simrelay/mail"
 	"github.com/simrelay/simrelay/mail/mailtest"
 	"github.com/simrelay/simrelay/media"
 	"github.com/simrelay/simrelay/pacing"
 	"github.com/simrelay/simrelay/sms"
-	"github.com/simrelay/simrelay/store/boltstore"
+	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/web"
 	"github.com/simrelay/simrelay/webhook"
 )
@@ -43,7 +44,7 @@ import (
 type env struct {
 	t        *testing.T
 	url      string
-	store    *boltstore.Store
+	store    store.Backend
 	inbox    *mailtest.Inbox
 	clock    *testclock.Clock
 	accounts *account.Service
@@ -74,11 +75,7 @@ func newEnv(t *testing.T, opts ...func(*envOptions)) *env {
 	}
 	// The console's tests are about pages, not about what survives a power
 	// cut (cmd/simrelay's crash tests are): the store skips each commit's fsync.
-	st, err := boltstore.Open(t.TempDir(), boltstore.Options{BulkLoad: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := storetest.OpenWith(t, storetest.Options{})
 	inbox := mailtest.NewInbox(t)
 	log := slog.New(slog.DiscardHandler)
 	clk := testclock.New(time.Now().UTC().Truncate(time.Second))

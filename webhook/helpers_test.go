@@ -14,15 +14,15 @@ import (
 	"time"
 
 	"github.com/simrelay/simrelay/internal/poll"
+	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/store"
-	"github.com/simrelay/simrelay/store/boltstore"
 )
 
 // fixture is a real store with one company and one paired device.
 type fixture struct {
 	t       *testing.T
 	dir     string
-	st      *boltstore.Store
+	st      store.Backend
 	company uint64
 	device  string
 	seq     int
@@ -31,11 +31,7 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	dir := t.TempDir()
-	st, err := boltstore.Open(dir, boltstore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := storetest.Open(t)
 	c := store.Company{Name: "Acme", APIKeyHash: []byte("k")}
 	u := store.User{FirstName: "Ana", Email: "ana@example.com", EmailVerified: true, PasswordHash: "x"}
 	if err := st.CreateCompany(&c, &u); err != nil {
@@ -187,3 +183,6 @@ func (f *fixture) holdCommits() (release func()) {
 	<-entered
 	return sync.OnceFunc(func() { close(free); <-done })
 }
+
+// TestMain stops the PostgreSQL cluster of a run on it (storetest.EnvStore).
+func TestMain(m *testing.M) { storetest.Main(m) }

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/internal/syncbuf"
 	"github.com/simrelay/simrelay/store/boltstore"
 )
@@ -44,7 +45,7 @@ var built struct {
 }
 
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := storetest.Run(m)
 	if built.dir != "" {
 		os.RemoveAll(built.dir)
 	}

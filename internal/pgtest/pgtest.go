@@ -28,7 +28,11 @@ var (
 
 // Main runs the tests, then stops the cluster (when a test started one) and
 // removes its directory, and exits with the tests' code. Call it from TestMain.
-func Main(m *testing.M) {
+func Main(m *testing.M) { os.Exit(Run(m)) }
+
+// Run is Main for a TestMain that has more to do after the tests: it
+// returns the code instead of exiting.
+func Run(m *testing.M) int {
 	mainCalled.Store(true)
 	code := m.Run()
 	if shared != nil {
@@ -40,7 +44,7 @@ func Main(m *testing.M) {
 			}
 		}
 	}
-	os.Exit(code)
+	return code
 }
 
 // URL creates a fresh, empty database for t in the binary's cluster

@@ -1,30 +1,84 @@
 // Package storetest gives the tests of the packages above the store a real
-// store file to work on: opened in the test's temporary directory, closed
-// when the test ends, with a company when the test needs one.
+// store to work on, opened for the test and closed when it ends, with a
+// company when the test needs one. The backend is bbolt (a file in the
+// test's temporary directory) unless SIMRELAY_TEST_STORE=postgres, which
+// gives each test a fresh database of a PostgreSQL cluster the test binary
+// starts (internal/pgtest): `make test` runs the server's suites both ways.
+// A package whose tests open stores calls storetest.Main (or Run) from its
+// TestMain, so that cluster is stopped when its tests end.
 package storetest
 
 import (
+	"context"
+	"fmt"
+	"os"
 	"testing"
 
+	"github.com/simrelay/simrelay/internal/pgtest"
 	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/store/boltstore"
+	"github.com/simrelay/simrelay/store/postgres"
 )
 
-// Open opens a new store in t.TempDir and closes it at the test's end.
-func Open(t testing.TB) *boltstore.Store {
+// EnvStore names the backend the tests run on: "postgres", or "" (bbolt).
+const EnvStore = "SIMRELAY_TEST_STORE"
+
+// Postgres says whether the tests run on PostgreSQL.
+func Postgres() bool { return os.Getenv(EnvStore) == "postgres" }
+
+// Main runs the package's tests and exits with their code; call it from
+// TestMain.
+func Main(m *testing.M) { pgtest.Main(m) }
+
+// Run is Main for a TestMain with more to do after the tests.
+func Run(m *testing.M) int { return pgtest.Run(m) }
+
+// Options are the settings a test's store opens with.
+type Options struct {
+	// CompanyDailyStorage is each company's daily storage budget in bytes; 0: none.
+	CompanyDailyStorage int64
+	// Durable keeps bbolt's fsync per commit, for the tests of what survives
+	// a crash or of the store's pace under load; the others skip it.
+	Durable bool
+}
+
+// Open opens a new, durable store for t.
+func Open(t testing.TB) store.Backend { return OpenWith(t, Options{Durable: true}) }
+
+// OpenWith opens a new store for t with opt; it closes when t ends.
+func OpenWith(t testing.TB, opt Options) store.Backend {
 	t.Helper()
-	st, err := boltstore.Open(t.TempDir(), boltstore.Options{})
-	if err != nil {
-		t.Fatal(err)
+	var st store.Backend
+	if Postgres() {
+		pg, err := postgres.Open(context.Background(), pgtest.URL(t), postgres.Options{CompanyDailyStorage: opt.CompanyDailyStorage})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, ok := any(pg).(store.Backend)
+		if !ok {
+			pg.Close()
+			t.Fatalf("storetest: %s=postgres: the PostgreSQL store does not answer every method of store.Backend yet", EnvStore)
+		}
+		st = b
+	} else {
+		b, err := boltstore.Open(t.TempDir(), boltstore.Options{CompanyDailyStorage: opt.CompanyDailyStorage, BulkLoad: !opt.Durable})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st = b
 	}
-	t.Cleanup(func() { st.Close() })
+	t.Cleanup(func() {
+		if err := st.Close(); err != nil {
+			t.Errorf("storetest: close the store: %v", err)
+		}
+	})
 	return st
 }
 
 // Company stores a company named name with an admin whose address is email.
-func Company(t testing.TB, st *boltstore.Store, name, email string) store.Company {
+func Company(t testing.TB, st store.Backend, name, email string) store.Company {
 	t.Helper()
-	c := store.Company{Name: name, APIKeyHash: []byte("key of " + name)}
+	c := store.Company{Name: name, APIKeyHash: []byte(fmt.Sprintf("key of %s", name))}
 	if err := st.CreateCompany(&c, &store.User{Email: email, PasswordHash: "x", Role: store.RoleAdmin}); err != nil {
 		t.Fatal(err)
 	}
