@@ -50,7 +50,7 @@ import (
 func (s *Store) AnnounceNumbers(companyID, deviceID uint64, channel string, addresses []string, now time.Time, limit int) ([]store.AgentNumber, error) {
 	var out []store.AgentNumber
 	now = now.UTC()
-	err := s.write("announce numbers", func(t *txn) error {
+	err := s.write(fmt.Sprintf("announce %s numbers of device %d", channel, deviceID), func(t *txn) error {
 		out = out[:0]
 		d, err := liveDeviceByID(t, companyID, deviceID, false)
 		if err != nil {
@@ -113,7 +113,7 @@ func (s *Store) AnnounceNumbers(companyID, deviceID uint64, channel string, addr
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("store: announce %s numbers of device %d: %w", channel, deviceID, err)
+		return nil, err
 	}
 	return out, nil
 }
@@ -195,13 +195,13 @@ func newPublicID(channel string) (string, error) {
 // AgentNumbers lists the company's numbers (or handles) of channel, by address.
 func (s *Store) AgentNumbers(companyID uint64, channel string) ([]store.AgentNumber, error) {
 	var out []store.AgentNumber
-	err := s.read("agent numbers", func(t *txn) error {
+	err := s.read(fmt.Sprintf("%s numbers of company %d", channel, companyID), func(t *txn) error {
 		var err error
 		out, err = getRecs[store.AgentNumber](t, `SELECT rec FROM agent_numbers WHERE company_id = $1 AND channel = $2 ORDER BY address COLLATE "C"`, id(companyID), channel)
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("store: %s numbers of company %d: %w", channel, companyID, err)
+		return nil, err
 	}
 	return out, nil
 }
@@ -227,13 +227,13 @@ func numberByRef(t *txn, companyID, numberID uint64) (store.AgentNumber, error) 
 // AgentNumber returns the company's number of channel with this public id.
 func (s *Store) AgentNumber(companyID uint64, channel, publicID string) (store.AgentNumber, error) {
 	var n store.AgentNumber
-	err := s.read("agent number", func(t *txn) error {
+	err := s.read(fmt.Sprintf("%s number %s", channel, publicID), func(t *txn) error {
 		var err error
 		n, err = numberByPublicID(t, companyID, channel, publicID, false)
 		return err
 	})
 	if err != nil {
-		return n, fmt.Errorf("store: %s number %s: %w", channel, publicID, err)
+		return n, err
 	}
 	return n, nil
 }
@@ -241,13 +241,13 @@ func (s *Store) AgentNumber(companyID uint64, channel, publicID string) (store.A
 // AgentNumberByRef returns the company's number by the store's id.
 func (s *Store) AgentNumberByRef(companyID, numberID uint64) (store.AgentNumber, error) {
 	var n store.AgentNumber
-	err := s.read("agent number", func(t *txn) error {
+	err := s.read(fmt.Sprintf("number %d", numberID), func(t *txn) error {
 		var err error
 		n, err = numberByRef(t, companyID, numberID)
 		return err
 	})
 	if err != nil {
-		return n, fmt.Errorf("store: number %d: %w", numberID, err)
+		return n, err
 	}
 	return n, nil
 }
@@ -255,7 +255,7 @@ func (s *Store) AgentNumberByRef(companyID, numberID uint64) (store.AgentNumber,
 // UpdateAgentNumber changes the company's number of channel through fn and stores it.
 func (s *Store) UpdateAgentNumber(companyID uint64, channel, publicID string, now time.Time, fn func(*store.AgentNumber) error) (store.AgentNumber, error) {
 	var out store.AgentNumber
-	err := s.write("update agent number", func(t *txn) error {
+	err := s.write(fmt.Sprintf("update %s number %s", channel, publicID), func(t *txn) error {
 		n, err := numberByPublicID(t, companyID, channel, publicID, true)
 		if err != nil {
 			return err
@@ -268,7 +268,7 @@ func (s *Store) UpdateAgentNumber(companyID uint64, channel, publicID string, no
 		return putNumber(t, n)
 	})
 	if err != nil {
-		return out, fmt.Errorf("store: update %s number %s: %w", channel, publicID, err)
+		return out, err
 	}
 	return out, nil
 }
@@ -323,7 +323,7 @@ func sendTimes(t *txn, companyID, numberID uint64, since time.Time) ([]time.Time
 // AgentSendsSince counts the number's accepted sends since since.
 func (s *Store) AgentSendsSince(companyID, numberID uint64, since time.Time) (int, error) {
 	n := 0
-	err := s.read("agent sends", func(t *txn) error {
+	err := s.read("accepted sends", func(t *txn) error {
 		return t.row("SELECT count(*) FROM agent_sends WHERE company_id = $1 AND number_id = $2 AND sent_at >= $3",
 			id(companyID), id(numberID), since).Scan(&n)
 	})
@@ -334,7 +334,7 @@ func (s *Store) AgentSendsSince(companyID, numberID uint64, since time.Time) (in
 // governor that has not seen the number since it started).
 func (s *Store) AgentSendTimes(companyID, numberID uint64, since time.Time) ([]time.Time, error) {
 	var out []time.Time
-	err := s.read("agent send times", func(t *txn) error {
+	err := s.read("accepted sends", func(t *txn) error {
 		var err error
 		out, err = sendTimes(t, companyID, numberID, since)
 		return err
@@ -346,13 +346,13 @@ func (s *Store) AgentSendTimes(companyID, numberID uint64, since time.Time) ([]t
 // cutoff: the governor's longest window is a day.
 func (s *Store) PruneAgentSends(cutoff time.Time) (int, error) {
 	n := 0
-	err := s.write("prune agent sends", func(t *txn) error {
+	err := s.write("prune accepted sends", func(t *txn) error {
 		tag, err := t.exec("DELETE FROM agent_sends WHERE sent_at < $1", cutoff)
 		n = int(tag.RowsAffected())
 		return err
 	})
 	if err != nil {
-		return 0, fmt.Errorf("store: prune accepted sends: %w", err)
+		return 0, err
 	}
 	return n, nil
 }
@@ -362,8 +362,11 @@ func (s *Store) PruneAgentSends(cutoff time.Time) (int, error) {
 // registration holds the number; for any other device, nothing.
 func (s *Store) AgentPending(companyID, deviceID, numberID, after uint64, limit int) ([]store.Message, error) {
 	var out []store.Message
-	err := s.read("agent pending", func(t *txn) error {
+	err := s.read(fmt.Sprintf("pending of number %d of company %d", numberID, companyID), func(t *txn) error {
 		out = nil
+		if limit <= 0 {
+			return nil
+		}
 		if _, err := liveDeviceByID(t, companyID, deviceID, false); err != nil {
 			if errors.Is(err, store.ErrDeviceGone) {
 				return nil
@@ -382,7 +385,7 @@ func (s *Store) AgentPending(companyID, deviceID, numberID, after uint64, limit 
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("store: pending of number %d of company %d: %w", numberID, companyID, err)
+		return nil, err
 	}
 	return out, nil
 }
@@ -392,7 +395,7 @@ func (s *Store) AgentPending(companyID, deviceID, numberID, after uint64, limit 
 func (s *Store) AgentMessages(companyID, numberID uint64, page, limit int) ([]store.Message, int, error) {
 	var out []store.Message
 	total := 0
-	err := s.read("agent messages", func(t *txn) error {
+	err := s.read(fmt.Sprintf("messages of number %d", numberID), func(t *txn) error {
 		out = nil
 		if err := t.row("SELECT count(*) FROM messages WHERE company_id = $1 AND number_id = $2", id(companyID), id(numberID)).Scan(&total); err != nil {
 			return err
@@ -406,7 +409,7 @@ func (s *Store) AgentMessages(companyID, numberID uint64, page, limit int) ([]st
 		return err
 	})
 	if err != nil {
-		return nil, 0, fmt.Errorf("store: messages of number %d: %w", numberID, err)
+		return nil, 0, err
 	}
 	return out, total, nil
 }

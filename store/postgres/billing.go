@@ -24,7 +24,7 @@ import (
 // Subscription returns the company's stored subscription; found is false
 // before the first change of plan.
 func (s *Store) Subscription(companyID uint64) (sub store.Subscription, found bool, err error) {
-	err = s.read("subscription", func(t *txn) error {
+	err = s.read(fmt.Sprintf("subscription of company %d", companyID), func(t *txn) error {
 		sub, found = store.Subscription{}, false
 		err := getRec(t, &sub, "SELECT rec FROM subscriptions WHERE company_id = $1", id(companyID))
 		if errors.Is(err, store.ErrNotFound) {
@@ -34,7 +34,7 @@ func (s *Store) Subscription(companyID uint64) (sub store.Subscription, found bo
 		return err
 	})
 	if err != nil {
-		return store.Subscription{}, false, fmt.Errorf("store: subscription of company %d: %w", companyID, err)
+		return store.Subscription{}, false, err
 	}
 	if !found {
 		return store.Subscription{CompanyID: companyID}, false, nil
@@ -47,7 +47,7 @@ func (s *Store) Subscription(companyID uint64) (sub store.Subscription, found bo
 // does not exist is ErrNotFound.
 func (s *Store) UpdateSubscription(companyID uint64, fn func(*store.Subscription) error) (store.Subscription, error) {
 	var out store.Subscription
-	err := s.write("update subscription", func(t *txn) error {
+	err := s.write(fmt.Sprintf("update subscription of company %d", companyID), func(t *txn) error {
 		sub, err := lockSubscription(t, companyID)
 		if err != nil {
 			return err
@@ -59,7 +59,7 @@ func (s *Store) UpdateSubscription(companyID uint64, fn func(*store.Subscription
 		return putSubscription(t, companyID, &out)
 	})
 	if err != nil {
-		return out, fmt.Errorf("store: update subscription of company %d: %w", companyID, err)
+		return out, err
 	}
 	return out, nil
 }
@@ -111,7 +111,7 @@ func putSubscription(t *txn, companyID uint64, sub *store.Subscription) error {
 // ErrNotFound and records nothing.
 func (s *Store) ApplyProviderEvent(eventID string, companyID uint64, customer string, created int64, ordered bool, now time.Time, fn func(sub *store.Subscription, stale bool) bool) (applied bool, err error) {
 	var foreign bool
-	err = s.write("apply provider event", func(t *txn) error {
+	err = s.write(fmt.Sprintf("apply provider event %q to company %d", eventID, companyID), func(t *txn) error {
 		applied, foreign = false, false
 		sub, err := lockSubscription(t, companyID)
 		if err != nil {
@@ -150,7 +150,7 @@ func (s *Store) ApplyProviderEvent(eventID string, companyID uint64, customer st
 		return err
 	})
 	if err != nil {
-		return false, fmt.Errorf("store: apply provider event %q to company %d: %w", eventID, companyID, err)
+		return false, err
 	}
 	if foreign {
 		return false, store.ErrForeignCustomer
@@ -161,7 +161,7 @@ func (s *Store) ApplyProviderEvent(eventID string, companyID uint64, customer st
 // CompanyByCustomer finds the company whose subscription holds the
 // provider's customer id.
 func (s *Store) CompanyByCustomer(customerID string) (companyID uint64, found bool, err error) {
-	err = s.read("company by customer", func(t *txn) error {
+	err = s.read(fmt.Sprintf("company of customer %q", customerID), func(t *txn) error {
 		var cid int64
 		err := t.row("SELECT company_id FROM subscriptions WHERE customer_id = $1", customerID).Scan(&cid)
 		companyID, found = uint64(cid), err == nil
@@ -171,7 +171,7 @@ func (s *Store) CompanyByCustomer(customerID string) (companyID uint64, found bo
 		return err
 	})
 	if err != nil {
-		return 0, false, fmt.Errorf("store: company of customer %q: %w", customerID, err)
+		return 0, false, err
 	}
 	return companyID, found, nil
 }
