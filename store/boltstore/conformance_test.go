@@ -18,8 +18,4 @@ func TestConformance(t *testing.T) {
 	t.Run("Devices", func(t *testing.T) { t.Parallel(); conformance.Devices(t, openConformance[conformance.DevicesStore]) })
 	t.Run("Billing", func(t *testing.T) { t.Parallel(); conformance.Billing(t, openConformance[conformance.BillingStore]) })
 	t.Run("Agents", func(t *testing.T) { t.Parallel(); conformance.Agents(t, openConformance[conformance.AgentsStore]) })
-	t.Run("AgentReports", func(t *testing.T) {
-		t.Parallel()
-		conformance.AgentReports(t, openConformance[conformance.AgentReportsStore])
-	})
 }
