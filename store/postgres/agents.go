@@ -31,10 +31,10 @@ import (
 //
 // WhatsApp and iMessage messages are rows of messages with number_id set
 // and queue_place NULL (they wait in their number's queue, not a device's).
-// What the send path and the reports need of them: a queued one's expiry
-// (messages_number_expiry), a job acked by the number's new agent
-// (agentHolds, in Transition's check of the device), and the time an agent
-// last took one of the number's jobs (noteTaken, on the ack).
+// The send path's expiry finds them as it finds SMS (status and
+// expires_at); the reports need agentHolds (a job acked by the number's new
+// agent is its own) and noteTaken (when an agent last took one of the
+// number's jobs, on the ack).
 //
 // Versus the embedded store: none in behaviour. An agent's inbound client
 // id is unique per registration and channel through its own column

@@ -47,5 +47,4 @@ ALTER TABLE messages ADD COLUMN number_id bigint;
 ALTER TABLE messages ADD COLUMN agent_client text;
 CREATE INDEX messages_number ON messages (company_id, number_id, id) WHERE number_id IS NOT NULL;
 CREATE INDEX messages_number_queue ON messages (company_id, number_id, id) WHERE number_id IS NOT NULL AND status = 'queued';
-CREATE INDEX messages_number_expiry ON messages (expires_at, id) WHERE number_id IS NOT NULL AND status = 'queued' AND expires_at IS NOT NULL;
 CREATE UNIQUE INDEX messages_agent_client ON messages (company_id, device_id, channel, agent_client) WHERE agent_client IS NOT NULL;
