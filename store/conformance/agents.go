@@ -58,16 +58,16 @@ const (
 	waZ = "+15550003333"
 )
 
-// early is before any send of the suite.
-var early = T0.AddDate(0, 0, -1)
+// beforeSends is before any send of the suite.
+var beforeSends = T0.AddDate(0, 0, -1)
 
-// fingerprint is a device fingerprint no other fixture uses.
-func fingerprint() string { return fmt.Sprintf("fp-%d", unique()) }
+// newFingerprint is a device fingerprint no other fixture uses.
+func newFingerprint() string { return fmt.Sprintf("fp-%d", unique()) }
 
 // announce announces addresses for the device, failing the test on an error.
-func announce(t *testing.T, s AgentsStore, d store.Device, channel string, at time.Time, addrs ...string) []store.AgentNumber {
+func announce(t *testing.T, s AgentsStore, d store.Device, channel string, when time.Time, addrs ...string) []store.AgentNumber {
 	t.Helper()
-	nums, err := s.AnnounceNumbers(d.CompanyID, d.ID, channel, addrs, at, 0)
+	nums, err := s.AnnounceNumbers(d.CompanyID, d.ID, channel, addrs, when, 0)
 	if err != nil || len(nums) != len(addrs) {
 		t.Fatalf("announce %v on %s by device %d: %+v (%v)", addrs, channel, d.ID, nums, err)
 	}
@@ -82,31 +82,31 @@ func agentSend(companyID uint64, n store.AgentNumber, text string) store.Message
 	}
 }
 
-// at is a clock stopped at t.
-func at(t time.Time) func() time.Time { return func() time.Time { return t } }
+// stoppedAt is a clock stopped at t.
+func stoppedAt(t time.Time) func() time.Time { return func() time.Time { return t } }
 
 // noVet takes a slot that needs no giving back.
 func noVet(store.AgentNumber, func(time.Time) []time.Time) (func(), error) { return func() {}, nil }
 
-// enqueue queues the send at now, failing the test on an error.
-func enqueue(t *testing.T, s AgentsStore, m store.Message, now time.Time) store.Message {
+// enqueueAt queues the send at now, failing the test on an error.
+func enqueueAt(t *testing.T, s AgentsStore, m store.Message, now time.Time) store.Message {
 	t.Helper()
-	out, _, err := s.EnqueueAgent(&m, store.IdempotencyKey{}, at(now), noVet, nil)
+	out, _, err := s.EnqueueAgent(&m, store.IdempotencyKey{}, stoppedAt(now), noVet, nil)
 	if err != nil {
 		t.Fatalf("enqueue through %s: %v", m.NumberRef, err)
 	}
 	return out
 }
 
-// inbound is a WhatsApp message the device received on the address.
-func inbound(d store.Device, address, clientID string) store.Message {
+// inboundTo is a WhatsApp message the device received on the address.
+func inboundTo(d store.Device, address, clientID string) store.Message {
 	return store.Message{
 		UUID: fmt.Sprintf("agent-in-%d", unique()), CompanyID: d.CompanyID, DeviceID: d.ID, Channel: store.ChannelNameWhatsApp,
 		Phone: "+15557654321", Account: address, Text: "hi " + clientID, ContentType: "text", Segments: 1, ClientID: clientID,
 	}
 }
 
-func ids(ms []store.Message) []uint64 {
+func msgIDs(ms []store.Message) []uint64 {
 	out := make([]uint64, len(ms))
 	for i, m := range ms {
 		out[i] = m.ID
@@ -122,9 +122,9 @@ func ids(ms []store.Message) []uint64 {
 func announceNumbers(t *testing.T, s AgentsStore) {
 	a, _ := Company(t, s)
 	b, _ := Company(t, s)
-	d1 := Device(t, s, a.ID, fingerprint())
-	d2 := Device(t, s, a.ID, fingerprint())
-	db := Device(t, s, b.ID, fingerprint())
+	d1 := Device(t, s, a.ID, newFingerprint())
+	d2 := Device(t, s, a.ID, newFingerprint())
+	db := Device(t, s, b.ID, newFingerprint())
 
 	nums := announce(t, s, d1, store.ChannelNameWhatsApp, T0, waY, waX)
 	for i, addr := range []string{waY, waX} {
@@ -187,10 +187,10 @@ func announceNumbers(t *testing.T, s AgentsStore) {
 		t.Fatalf("company b's numbers: %+v", list)
 	}
 	for name, err := range map[string]error{
-		"another company's public id": errOf(s.AgentNumber(b.ID, store.ChannelNameWhatsApp, x.PublicID)),
-		"another channel's public id": errOf(s.AgentNumber(a.ID, store.ChannelNameIMessage, x.PublicID)),
-		"an unknown public id":        errOf(s.AgentNumber(a.ID, store.ChannelNameWhatsApp, "wa_nothing")),
-		"another company's ref":       errOf(s.AgentNumberByRef(b.ID, x.ID)),
+		"another company's public id": errOnly(s.AgentNumber(b.ID, store.ChannelNameWhatsApp, x.PublicID)),
+		"another channel's public id": errOnly(s.AgentNumber(a.ID, store.ChannelNameIMessage, x.PublicID)),
+		"an unknown public id":        errOnly(s.AgentNumber(a.ID, store.ChannelNameWhatsApp, "wa_nothing")),
+		"another company's ref":       errOnly(s.AgentNumberByRef(b.ID, x.ID)),
 	} {
 		if !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("%s: %v, want ErrNotFound", name, err)
@@ -204,15 +204,15 @@ func announceNumbers(t *testing.T, s AgentsStore) {
 	}
 }
 
-func errOf[T any](_ T, err error) error { return err }
+func errOnly[T any](_ T, err error) error { return err }
 
 // announceLimit: a company's new numbers stop at the limit, and a hello
 // that would go over it stores nothing (not even the rest of the hello);
 // known numbers still move between its agents; channels count apart.
 func announceLimit(t *testing.T, s AgentsStore) {
 	c, _ := Company(t, s)
-	d1 := Device(t, s, c.ID, fingerprint())
-	d2 := Device(t, s, c.ID, fingerprint())
+	d1 := Device(t, s, c.ID, newFingerprint())
+	d2 := Device(t, s, c.ID, newFingerprint())
 	if _, err := s.AnnounceNumbers(c.ID, d1.ID, store.ChannelNameWhatsApp, []string{waX, waY}, T0, 2); err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +241,7 @@ func announceLimitConcurrent(t *testing.T, s AgentsStore) {
 	const agents, limit = 8, 3
 	devs := make([]store.Device, agents)
 	for i := range devs {
-		devs[i] = Device(t, s, c.ID, fingerprint())
+		devs[i] = Device(t, s, c.ID, newFingerprint())
 	}
 	var wg sync.WaitGroup
 	var ok, refused atomic.Int32
@@ -271,31 +271,31 @@ func announceLimitConcurrent(t *testing.T, s AgentsStore) {
 func updateNumber(t *testing.T, s AgentsStore) {
 	a, _ := Company(t, s)
 	b, _ := Company(t, s)
-	d := Device(t, s, a.ID, fingerprint())
+	d := Device(t, s, a.ID, newFingerprint())
 	n := announce(t, s, d, store.ChannelNameWhatsApp, T0, waX)[0]
-	at := T0.Add(time.Hour)
+	changed := T0.Add(time.Hour)
 	caps := store.NumberCaps{PerMinute: 2, PerHour: 30, PerDay: 200}
-	got, err := s.UpdateAgentNumber(a.ID, store.ChannelNameWhatsApp, n.PublicID, at, func(n *store.AgentNumber) error {
+	got, err := s.UpdateAgentNumber(a.ID, store.ChannelNameWhatsApp, n.PublicID, changed, func(n *store.AgentNumber) error {
 		n.Status, n.Caps, n.GapMin, n.GapMax = store.NumberPaused, caps, 5*time.Second, 20*time.Second
 		return nil
 	})
-	if err != nil || got.Status != store.NumberPaused || got.Caps != caps || got.GapMax != 20*time.Second || !got.UpdatedAt.Equal(at) || got.ID != n.ID {
+	if err != nil || got.Status != store.NumberPaused || got.Caps != caps || got.GapMax != 20*time.Second || !got.UpdatedAt.Equal(changed) || got.ID != n.ID {
 		t.Fatalf("update: %+v (%v)", got, err)
 	}
 	refused := errors.New("refused")
-	if _, err := s.UpdateAgentNumber(a.ID, store.ChannelNameWhatsApp, n.PublicID, at.Add(time.Hour), func(n *store.AgentNumber) error {
+	if _, err := s.UpdateAgentNumber(a.ID, store.ChannelNameWhatsApp, n.PublicID, changed.Add(time.Hour), func(n *store.AgentNumber) error {
 		n.Status = store.NumberActive
 		return refused
 	}); !errors.Is(err, refused) {
 		t.Fatalf("fn's refusal: %v, want it returned", err)
 	}
-	announce(t, s, d, store.ChannelNameWhatsApp, at.Add(2*time.Hour), waX)
-	if n, err := s.AgentNumber(a.ID, store.ChannelNameWhatsApp, n.PublicID); err != nil || n.Status != store.NumberPaused || n.Caps != caps || n.GapMin != 5*time.Second || !n.UpdatedAt.Equal(at) {
+	announce(t, s, d, store.ChannelNameWhatsApp, changed.Add(2*time.Hour), waX)
+	if n, err := s.AgentNumber(a.ID, store.ChannelNameWhatsApp, n.PublicID); err != nil || n.Status != store.NumberPaused || n.Caps != caps || n.GapMin != 5*time.Second || !n.UpdatedAt.Equal(changed) {
 		t.Fatalf("after a refused change and a hello: %+v (%v), want the change kept", n, err)
 	}
 	for name, err := range map[string]error{
-		"another company's": errOf(s.UpdateAgentNumber(b.ID, store.ChannelNameWhatsApp, n.PublicID, at, func(*store.AgentNumber) error { return nil })),
-		"another channel's": errOf(s.UpdateAgentNumber(a.ID, store.ChannelNameIMessage, n.PublicID, at, func(*store.AgentNumber) error { return nil })),
+		"another company's": errOnly(s.UpdateAgentNumber(b.ID, store.ChannelNameWhatsApp, n.PublicID, changed, func(*store.AgentNumber) error { return nil })),
+		"another channel's": errOnly(s.UpdateAgentNumber(a.ID, store.ChannelNameIMessage, n.PublicID, changed, func(*store.AgentNumber) error { return nil })),
 	} {
 		if !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("%s number: %v, want ErrNotFound", name, err)
@@ -307,9 +307,9 @@ func updateNumber(t *testing.T, s AgentsStore) {
 // the device holding it; the vet sees the number and its accepted sends.
 func enqueueAgent(t *testing.T, s AgentsStore) {
 	c, u := Company(t, s)
-	d := Device(t, s, c.ID, fingerprint())
+	d := Device(t, s, c.ID, newFingerprint())
 	n := announce(t, s, d, store.ChannelNameWhatsApp, T0, waX)[0]
-	first := enqueue(t, s, agentSend(c.ID, n, "one"), T0)
+	first := enqueueAt(t, s, agentSend(c.ID, n, "one"), T0)
 	var seen store.AgentNumber
 	var history []time.Time
 	vet := func(n store.AgentNumber, h func(time.Time) []time.Time) (func(), error) {
@@ -319,7 +319,7 @@ func enqueueAgent(t *testing.T, s AgentsStore) {
 	m := agentSend(c.ID, n, "two")
 	m.UserID, m.ExpiresAt = u.ID, T0.Add(25*time.Hour)
 	now := T0.Add(time.Minute)
-	out, prior, err := s.EnqueueAgent(&m, store.IdempotencyKey{}, at(now), vet, nil)
+	out, prior, err := s.EnqueueAgent(&m, store.IdempotencyKey{}, stoppedAt(now), vet, nil)
 	if err != nil || prior != nil {
 		t.Fatalf("enqueue: %v (prior %v)", err, prior)
 	}
@@ -339,7 +339,7 @@ func enqueueAgent(t *testing.T, s AgentsStore) {
 	if _, err := s.AnnounceNumbers(c.ID, d.ID, store.ChannelNameWhatsApp, nil, now, 0); err != nil {
 		t.Fatal(err)
 	}
-	waiting := enqueue(t, s, agentSend(c.ID, n, "three"), now)
+	waiting := enqueueAt(t, s, agentSend(c.ID, n, "three"), now)
 	if waiting.DeviceID != 0 || waiting.Status != store.MsgQueued {
 		t.Fatalf("a send through a number held by nobody: %+v, want queued for no device", waiting)
 	}
@@ -351,13 +351,13 @@ func enqueueAgent(t *testing.T, s AgentsStore) {
 func enqueueAgentRefusals(t *testing.T, s AgentsStore) {
 	a, _ := Company(t, s)
 	b, _ := Company(t, s)
-	d := Device(t, s, a.ID, fingerprint())
+	d := Device(t, s, a.ID, newFingerprint())
 	n := announce(t, s, d, store.ChannelNameWhatsApp, T0, waX)[0]
 	h := announce(t, s, d, store.ChannelNameIMessage, T0, "ana@example.com")[0]
 	asked := 0
 	vet := func(store.AgentNumber, func(time.Time) []time.Time) (func(), error) { asked++; return func() {}, nil }
 	try := func(m store.Message) error {
-		_, _, err := s.EnqueueAgent(&m, store.IdempotencyKey{}, at(T0), vet, nil)
+		_, _, err := s.EnqueueAgent(&m, store.IdempotencyKey{}, stoppedAt(T0), vet, nil)
 		return err
 	}
 	wrongChannel := agentSend(a.ID, h, "x")
@@ -377,7 +377,7 @@ func enqueueAgentRefusals(t *testing.T, s AgentsStore) {
 		t.Fatalf("the vet was asked %d times for numbers not found", asked)
 	}
 	capped := errors.New("capped")
-	if _, _, err := s.EnqueueAgent(new(agentSend(a.ID, n, "x")), store.IdempotencyKey{}, at(T0), func(store.AgentNumber, func(time.Time) []time.Time) (func(), error) {
+	if _, _, err := s.EnqueueAgent(new(agentSend(a.ID, n, "x")), store.IdempotencyKey{}, stoppedAt(T0), func(store.AgentNumber, func(time.Time) []time.Time) (func(), error) {
 		return nil, capped
 	}, nil); !errors.Is(err, capped) {
 		t.Fatalf("the vet's refusal: %v, want it returned", err)
@@ -391,7 +391,7 @@ func enqueueAgentRefusals(t *testing.T, s AgentsStore) {
 	if _, total, _ := s.AgentMessages(a.ID, n.ID, 1, 10); total != 0 {
 		t.Fatalf("refused sends stored %d messages", total)
 	}
-	if sent, err := s.AgentSendsSince(a.ID, n.ID, early); err != nil || sent != 0 {
+	if sent, err := s.AgentSendsSince(a.ID, n.ID, beforeSends); err != nil || sent != 0 {
 		t.Fatalf("refused sends counted %d accepted sends (%v)", sent, err)
 	}
 }
@@ -402,7 +402,7 @@ func enqueueAgentRefusals(t *testing.T, s AgentsStore) {
 func enqueueAgentGivesBack(t *testing.T, s AgentsStore) {
 	s.SetPlans(&limitsByPlan{})
 	c, _ := Company(t, s)
-	d := Device(t, s, c.ID, fingerprint())
+	d := Device(t, s, c.ID, newFingerprint())
 	n := announce(t, s, d, store.ChannelNameWhatsApp, T0, waX)[0]
 	var mu sync.Mutex
 	taken, given := 0, 0
@@ -414,7 +414,7 @@ func enqueueAgentGivesBack(t *testing.T, s AgentsStore) {
 	}
 	send := func() error {
 		m := agentSend(c.ID, n, "hi")
-		_, _, err := s.EnqueueAgent(&m, store.IdempotencyKey{}, at(T0), vet, nil)
+		_, _, err := s.EnqueueAgent(&m, store.IdempotencyKey{}, stoppedAt(T0), vet, nil)
 		return err
 	}
 	if err := send(); err != nil {
@@ -439,19 +439,19 @@ func enqueueAgentGivesBack(t *testing.T, s AgentsStore) {
 // the first answer back and stores nothing more, without asking the vet.
 func enqueueAgentIdempotent(t *testing.T, s AgentsStore) {
 	c, _ := Company(t, s)
-	d := Device(t, s, c.ID, fingerprint())
+	d := Device(t, s, c.ID, newFingerprint())
 	n := announce(t, s, d, store.ChannelNameWhatsApp, T0, waX)[0]
 	key := store.IdempotencyKey{Key: "k-1", Route: "/whatsapp/send", Digest: "d-1"}
 	vets, answers := 0, 0
 	vet := func(store.AgentNumber, func(time.Time) []time.Time) (func(), error) { vets++; return func() {}, nil }
 	answer := func(m store.Message) (int, []byte) { answers++; return 202, []byte(`{"id":"` + m.UUID + `"}`) }
 	m := agentSend(c.ID, n, "hi")
-	first, prior, err := s.EnqueueAgent(&m, key, at(T0), vet, answer)
+	first, prior, err := s.EnqueueAgent(&m, key, stoppedAt(T0), vet, answer)
 	if err != nil || prior != nil || first.ID == 0 {
 		t.Fatalf("the first send: %+v prior %v (%v)", first, prior, err)
 	}
 	again := agentSend(c.ID, n, "hi")
-	_, prior, err = s.EnqueueAgent(&again, key, at(T0.Add(time.Minute)), vet, answer)
+	_, prior, err = s.EnqueueAgent(&again, key, stoppedAt(T0.Add(time.Minute)), vet, answer)
 	if err != nil || prior == nil || prior.Status != 202 || string(prior.Body) != `{"id":"`+first.UUID+`"}` {
 		t.Fatalf("the repeat: prior %+v (%v), want the first answer", prior, err)
 	}
@@ -468,7 +468,7 @@ func enqueueAgentIdempotent(t *testing.T, s AgentsStore) {
 // allows five in an hour lets exactly five through.
 func enqueueAgentVetExact(t *testing.T, s AgentsStore) {
 	c, _ := Company(t, s)
-	d := Device(t, s, c.ID, fingerprint())
+	d := Device(t, s, c.ID, newFingerprint())
 	n := announce(t, s, d, store.ChannelNameWhatsApp, T0, waX)[0]
 	capped := errors.New("capped")
 	var inside atomic.Int32
@@ -488,7 +488,7 @@ func enqueueAgentVetExact(t *testing.T, s AgentsStore) {
 	for i := range senders {
 		wg.Go(func() {
 			m := agentSend(c.ID, n, "hi")
-			_, _, err := s.EnqueueAgent(&m, store.IdempotencyKey{}, at(T0.Add(time.Duration(i)*time.Second)), vet, nil)
+			_, _, err := s.EnqueueAgent(&m, store.IdempotencyKey{}, stoppedAt(T0.Add(time.Duration(i)*time.Second)), vet, nil)
 			switch {
 			case err == nil:
 				ok.Add(1)
@@ -510,48 +510,48 @@ func enqueueAgentVetExact(t *testing.T, s AgentsStore) {
 func agentPending(t *testing.T, s AgentsStore) {
 	a, _ := Company(t, s)
 	b, _ := Company(t, s)
-	d1 := Device(t, s, a.ID, fingerprint())
-	d2 := Device(t, s, a.ID, fingerprint())
-	db := Device(t, s, b.ID, fingerprint())
+	d1 := Device(t, s, a.ID, newFingerprint())
+	d2 := Device(t, s, a.ID, newFingerprint())
+	db := Device(t, s, b.ID, newFingerprint())
 	x := announce(t, s, d1, store.ChannelNameWhatsApp, T0, waX)[0]
 	y := announce(t, s, d2, store.ChannelNameWhatsApp, T0, waY)[0]
 	var sent []uint64
 	for i := range 4 {
-		sent = append(sent, enqueue(t, s, agentSend(a.ID, x, fmt.Sprint(i)), T0.Add(time.Duration(i)*time.Second)).ID)
+		sent = append(sent, enqueueAt(t, s, agentSend(a.ID, x, fmt.Sprint(i)), T0.Add(time.Duration(i)*time.Second)).ID)
 	}
-	enqueue(t, s, agentSend(a.ID, y, "y"), T0)
+	enqueueAt(t, s, agentSend(a.ID, y, "y"), T0)
 	if !slices.IsSorted(sent) {
 		t.Fatalf("one number's sends got ids %v, want them rising", sent)
 	}
 	got, err := s.AgentPending(a.ID, d1.ID, x.ID, 0, 10)
-	if err != nil || !slices.Equal(ids(got), sent) || got[0].Text != "0" || got[0].Status != store.MsgQueued {
-		t.Fatalf("pending: %v (%v), want %v", ids(got), err, sent)
+	if err != nil || !slices.Equal(msgIDs(got), sent) || got[0].Text != "0" || got[0].Status != store.MsgQueued {
+		t.Fatalf("pending: %v (%v), want %v", msgIDs(got), err, sent)
 	}
-	if got, _ := s.AgentPending(a.ID, d1.ID, x.ID, sent[1], 1); !slices.Equal(ids(got), sent[2:3]) {
-		t.Fatalf("after %d, one: %v, want %v", sent[1], ids(got), sent[2:3])
+	if got, _ := s.AgentPending(a.ID, d1.ID, x.ID, sent[1], 1); !slices.Equal(msgIDs(got), sent[2:3]) {
+		t.Fatalf("after %d, one: %v, want %v", sent[1], msgIDs(got), sent[2:3])
 	}
 	for name, got := range map[string][]store.Message{
-		"another device of the company": must(s.AgentPending(a.ID, d2.ID, x.ID, 0, 10)),
-		"another company":               must(s.AgentPending(b.ID, db.ID, x.ID, 0, 10)),
-		"another company's device":      must(s.AgentPending(a.ID, db.ID, x.ID, 0, 10)),
+		"another device of the company": noErr(s.AgentPending(a.ID, d2.ID, x.ID, 0, 10)),
+		"another company":               noErr(s.AgentPending(b.ID, db.ID, x.ID, 0, 10)),
+		"another company's device":      noErr(s.AgentPending(a.ID, db.ID, x.ID, 0, 10)),
 	} {
 		if len(got) != 0 {
-			t.Errorf("%s reads %v, want nothing", name, ids(got))
+			t.Errorf("%s reads %v, want nothing", name, msgIDs(got))
 		}
 	}
 	if got, _ := s.AgentPending(a.ID, d2.ID, y.ID, 0, 10); len(got) != 1 || got[0].Text != "y" {
 		t.Fatalf("device 2's own number: %+v", got)
 	}
 	announce(t, s, d2, store.ChannelNameWhatsApp, T0.Add(time.Hour), waX, waY)
-	if got, _ := s.AgentPending(a.ID, d2.ID, x.ID, 0, 10); !slices.Equal(ids(got), sent) {
-		t.Fatalf("the number's new agent: %v, want its queue %v", ids(got), sent)
+	if got, _ := s.AgentPending(a.ID, d2.ID, x.ID, 0, 10); !slices.Equal(msgIDs(got), sent) {
+		t.Fatalf("the number's new agent: %v, want its queue %v", msgIDs(got), sent)
 	}
 	if got, _ := s.AgentPending(a.ID, d1.ID, x.ID, 0, 10); len(got) != 0 {
-		t.Fatalf("the number's former agent: %v, want nothing", ids(got))
+		t.Fatalf("the number's former agent: %v, want nothing", msgIDs(got))
 	}
 }
 
-func must[T any](v T, err error) T {
+func noErr[T any](v T, err error) T {
 	if err != nil {
 		panic(err)
 	}
@@ -566,8 +566,8 @@ func must[T any](v T, err error) T {
 func agentInbound(t *testing.T, s AgentsStore) {
 	a, _ := Company(t, s)
 	b, _ := Company(t, s)
-	d := Device(t, s, a.ID, fingerprint())
-	db := Device(t, s, b.ID, fingerprint())
+	d := Device(t, s, a.ID, newFingerprint())
+	db := Device(t, s, b.ID, newFingerprint())
 	n := announce(t, s, d, store.ChannelNameWhatsApp, T0, waX)[0]
 	var hooked []store.Message
 	var committed atomic.Int32
@@ -577,9 +577,9 @@ func agentInbound(t *testing.T, s AgentsStore) {
 		return nil
 	}
 	now := T0.Add(time.Minute)
-	m := inbound(d, waX, "c-1")
+	m := inboundTo(d, waX, "c-1")
 	m.ReceivedAt = "2026-11-19T09:59:58Z"
-	got, dup, err := s.StoreAgentInbound(&m, at(now), extra)
+	got, dup, err := s.StoreAgentInbound(&m, stoppedAt(now), extra)
 	if err != nil || dup || got.ID == 0 || got.Direction != store.Inbound || got.Status != store.MsgReceived || got.NumberID != n.ID ||
 		got.NumberRef != n.PublicID || got.DeviceID != d.ID || got.Device != d.Fingerprint || got.Account != waX || got.Phone != m.Phone ||
 		!got.CreatedAt.Equal(now) || got.ClientID != "c-1" || got.ReceivedAt != m.ReceivedAt || got.Text != m.Text {
@@ -588,31 +588,31 @@ func agentInbound(t *testing.T, s AgentsStore) {
 	if len(hooked) != 1 || hooked[0].ID != got.ID || committed.Load() != 1 {
 		t.Fatalf("extra ran %d times (%d commits heard), want once with the stored message", len(hooked), committed.Load())
 	}
-	repeat := inbound(d, waX, "c-1")
-	again, dup, err := s.StoreAgentInbound(&repeat, at(now.Add(time.Minute)), extra)
+	repeat := inboundTo(d, waX, "c-1")
+	again, dup, err := s.StoreAgentInbound(&repeat, stoppedAt(now.Add(time.Minute)), extra)
 	if err != nil || !dup || again.ID != got.ID || again.UUID != got.UUID || len(hooked) != 1 {
 		t.Fatalf("the repeat: %+v dup %v (%v), extra ran %d times; want the first message, extra once", again, dup, err, len(hooked))
 	}
 	fail := errors.New("hook failed")
-	if _, _, err := s.StoreAgentInbound(new(inbound(d, waX, "c-2")), at(now), func(store.WriteTx, store.Message) error { return fail }); !errors.Is(err, fail) {
+	if _, _, err := s.StoreAgentInbound(new(inboundTo(d, waX, "c-2")), stoppedAt(now), func(store.WriteTx, store.Message) error { return fail }); !errors.Is(err, fail) {
 		t.Fatalf("extra's error: %v, want it returned", err)
 	}
-	withMedia := inbound(d, waX, "c-3")
+	withMedia := inboundTo(d, waX, "c-3")
 	withMedia.Media = []store.MediaRef{{ID: "never-uploaded"}}
 	for name, tc := range map[string]struct {
 		m    store.Message
 		want error
 	}{
-		"an address of no number": {inbound(d, waY, "c-4"), store.ErrNotFound},
-		"a handle, on WhatsApp":   {inbound(d, "ana@example.com", "c-5"), store.ErrNotFound},
+		"an address of no number": {inboundTo(d, waY, "c-4"), store.ErrNotFound},
+		"a handle, on WhatsApp":   {inboundTo(d, "ana@example.com", "c-5"), store.ErrNotFound},
 		"another company's device": {func() store.Message {
-			m := inbound(db, waX, "c-6")
+			m := inboundTo(db, waX, "c-6")
 			m.CompanyID = a.ID
 			return m
 		}(), store.ErrDeviceGone},
 		"a media id never uploaded": {withMedia, store.ErrMediaUnknown},
 	} {
-		if _, _, err := s.StoreAgentInbound(&tc.m, at(now), extra); !errors.Is(err, tc.want) {
+		if _, _, err := s.StoreAgentInbound(&tc.m, stoppedAt(now), extra); !errors.Is(err, tc.want) {
 			t.Errorf("%s: %v, want %v", name, err, tc.want)
 		}
 	}
@@ -631,12 +631,12 @@ func agentInbound(t *testing.T, s AgentsStore) {
 // message it stored is acknowledged, its new ones refused.
 func agentInboundHolder(t *testing.T, s AgentsStore) {
 	c, _ := Company(t, s)
-	holder := Device(t, s, c.ID, fingerprint())
-	other := Device(t, s, c.ID, fingerprint())
+	holder := Device(t, s, c.ID, newFingerprint())
+	other := Device(t, s, c.ID, newFingerprint())
 	n := announce(t, s, holder, store.ChannelNameWhatsApp, T0, waX)[0]
 	in := func(d store.Device, clientID string) error {
-		m := inbound(d, waX, clientID)
-		_, _, err := s.StoreAgentInbound(&m, at(T0), nil)
+		m := inboundTo(d, waX, clientID)
+		_, _, err := s.StoreAgentInbound(&m, stoppedAt(T0), nil)
 		return err
 	}
 	if err := in(other, "forged-1"); !errors.Is(err, store.ErrNumberNotHeld) {
@@ -670,24 +670,24 @@ func agentInboundHolder(t *testing.T, s AgentsStore) {
 func agentMessages(t *testing.T, s AgentsStore) {
 	a, _ := Company(t, s)
 	b, _ := Company(t, s)
-	d := Device(t, s, a.ID, fingerprint())
+	d := Device(t, s, a.ID, newFingerprint())
 	nums := announce(t, s, d, store.ChannelNameWhatsApp, T0, waX, waY)
 	x, y := nums[0], nums[1]
 	var want []uint64
 	for i := range 5 {
 		now := T0.Add(time.Duration(i) * time.Minute)
 		if i%2 == 0 {
-			want = append(want, enqueue(t, s, agentSend(a.ID, x, fmt.Sprint(i)), now).ID)
+			want = append(want, enqueueAt(t, s, agentSend(a.ID, x, fmt.Sprint(i)), now).ID)
 			continue
 		}
-		m := inbound(d, waX, fmt.Sprint(i))
-		got, _, err := s.StoreAgentInbound(&m, at(now), nil)
+		m := inboundTo(d, waX, fmt.Sprint(i))
+		got, _, err := s.StoreAgentInbound(&m, stoppedAt(now), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		want = append(want, got.ID)
 	}
-	enqueue(t, s, agentSend(a.ID, y, "y"), T0)
+	enqueueAt(t, s, agentSend(a.ID, y, "y"), T0)
 	slices.Reverse(want)
 	var got []uint64
 	for page := 1; page <= 3; page++ {
@@ -695,7 +695,7 @@ func agentMessages(t *testing.T, s AgentsStore) {
 		if err != nil || total != 5 {
 			t.Fatalf("page %d: total %d (%v), want 5", page, total, err)
 		}
-		got = append(got, ids(msgs)...)
+		got = append(got, msgIDs(msgs)...)
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("three pages of two: %v, want %v", got, want)
@@ -720,41 +720,41 @@ func agentMessages(t *testing.T, s AgentsStore) {
 func agentSends(t *testing.T, s AgentsStore) {
 	a, _ := Company(t, s)
 	b, _ := Company(t, s)
-	d := Device(t, s, a.ID, fingerprint())
-	db := Device(t, s, b.ID, fingerprint())
+	d := Device(t, s, a.ID, newFingerprint())
+	db := Device(t, s, b.ID, newFingerprint())
 	nums := announce(t, s, d, store.ChannelNameWhatsApp, T0, waX, waY)
 	x, y := nums[0], nums[1]
 	bx := announce(t, s, db, store.ChannelNameWhatsApp, T0, waX)[0]
 	times := []time.Time{T0, T0.Add(10 * time.Minute), T0.Add(2 * time.Hour)}
-	for _, at := range times {
-		enqueue(t, s, agentSend(a.ID, x, "x"), at)
+	for _, stoppedAt := range times {
+		enqueueAt(t, s, agentSend(a.ID, x, "x"), stoppedAt)
 	}
-	enqueue(t, s, agentSend(a.ID, y, "y"), T0.Add(time.Hour))
-	enqueue(t, s, agentSend(b.ID, bx, "b"), T0)
+	enqueueAt(t, s, agentSend(a.ID, y, "y"), T0.Add(time.Hour))
+	enqueueAt(t, s, agentSend(b.ID, bx, "b"), T0)
 	if n, err := s.AgentSendsSince(a.ID, x.ID, T0.Add(5*time.Minute)); err != nil || n != 2 {
 		t.Fatalf("sends since T0+5m: %d (%v), want 2", n, err)
 	}
 	if n, _ := s.AgentSendsSince(a.ID, x.ID, T0.Add(10*time.Minute)); n != 2 {
 		t.Fatalf("sends since the second one's time: %d, want 2 (since includes it)", n)
 	}
-	got, err := s.AgentSendTimes(a.ID, x.ID, early)
+	got, err := s.AgentSendTimes(a.ID, x.ID, beforeSends)
 	if err != nil || !slices.EqualFunc(got, times, time.Time.Equal) {
 		t.Fatalf("send times: %v (%v), want %v", got, err, times)
 	}
-	if got, _ := s.AgentSendTimes(a.ID, y.ID, early); len(got) != 1 || !got[0].Equal(T0.Add(time.Hour)) {
+	if got, _ := s.AgentSendTimes(a.ID, y.ID, beforeSends); len(got) != 1 || !got[0].Equal(T0.Add(time.Hour)) {
 		t.Fatalf("the other number's send times: %v", got)
 	}
-	if n, _ := s.AgentSendsSince(b.ID, x.ID, early); n != 0 {
+	if n, _ := s.AgentSendsSince(b.ID, x.ID, beforeSends); n != 0 {
 		t.Fatalf("another company's view of the number: %d sends, want 0", n)
 	}
 	pruned, err := s.PruneAgentSends(T0.Add(90 * time.Minute))
 	if err != nil || pruned != 4 {
 		t.Fatalf("prune before T0+90m: %d (%v), want 4 (two of x, y's, company b's)", pruned, err)
 	}
-	if got, _ := s.AgentSendTimes(a.ID, x.ID, early); len(got) != 1 || !got[0].Equal(times[2]) {
+	if got, _ := s.AgentSendTimes(a.ID, x.ID, beforeSends); len(got) != 1 || !got[0].Equal(times[2]) {
 		t.Fatalf("after pruning: %v, want only %v", got, times[2])
 	}
-	if n, _ := s.AgentSendsSince(b.ID, bx.ID, early); n != 0 {
+	if n, _ := s.AgentSendsSince(b.ID, bx.ID, beforeSends); n != 0 {
 		t.Fatalf("company b's sends after pruning: %d, want 0", n)
 	}
 	if _, total, _ := s.AgentMessages(a.ID, x.ID, 1, 10); total != 3 {
