@@ -39,6 +39,7 @@ func Agents(t *testing.T, open Opener[AgentsStore]) {
 	t.Run("Announce", func(t *testing.T) { t.Parallel(); announceNumbers(t, open(t)) })
 	t.Run("AnnounceLimit", func(t *testing.T) { t.Parallel(); announceLimit(t, open(t)) })
 	t.Run("AnnounceLimitConcurrent", func(t *testing.T) { t.Parallel(); announceLimitConcurrent(t, open(t)) })
+	t.Run("AnnounceSameConcurrent", func(t *testing.T) { t.Parallel(); announceSameConcurrent(t, open(t)) })
 	t.Run("UpdateNumber", func(t *testing.T) { t.Parallel(); updateNumber(t, open(t)) })
 	t.Run("Enqueue", func(t *testing.T) { t.Parallel(); enqueueAgent(t, open(t)) })
 	t.Run("EnqueueRefusals", func(t *testing.T) { t.Parallel(); enqueueAgentRefusals(t, open(t)) })
@@ -48,6 +49,7 @@ func Agents(t *testing.T, open Opener[AgentsStore]) {
 	t.Run("Pending", func(t *testing.T) { t.Parallel(); agentPending(t, open(t)) })
 	t.Run("Inbound", func(t *testing.T) { t.Parallel(); agentInbound(t, open(t)) })
 	t.Run("InboundHolder", func(t *testing.T) { t.Parallel(); agentInboundHolder(t, open(t)) })
+	t.Run("InboundOnceConcurrent", func(t *testing.T) { t.Parallel(); agentInboundOnceConcurrent(t, open(t)) })
 	t.Run("Messages", func(t *testing.T) { t.Parallel(); agentMessages(t, open(t)) })
 	t.Run("Sends", func(t *testing.T) { t.Parallel(); agentSends(t, open(t)) })
 }
@@ -262,6 +264,35 @@ func announceLimitConcurrent(t *testing.T, s AgentsStore) {
 	nums, err := s.AgentNumbers(c.ID, store.ChannelNameWhatsApp)
 	if err != nil || ok.Load() != limit || refused.Load() != agents-limit || len(nums) != limit {
 		t.Fatalf("%d agents at once, limit %d: %d accepted, %d refused, %d stored (%v)", agents, limit, ok.Load(), refused.Load(), len(nums), err)
+	}
+}
+
+// announceSameConcurrent: hellos announcing the same new address at once
+// all succeed and make one record of it.
+func announceSameConcurrent(t *testing.T, s AgentsStore) {
+	c, _ := Company(t, s)
+	d := Device(t, s, c.ID, newFingerprint())
+	const hellos = 6
+	got := make([]store.AgentNumber, hellos)
+	var wg sync.WaitGroup
+	for i := range hellos {
+		wg.Go(func() {
+			nums, err := s.AnnounceNumbers(c.ID, d.ID, store.ChannelNameWhatsApp, []string{waX}, T0, 0)
+			if err != nil || len(nums) != 1 {
+				t.Errorf("hello %d: %+v (%v)", i, nums, err)
+				return
+			}
+			got[i] = nums[0]
+		})
+	}
+	wg.Wait()
+	for i, n := range got {
+		if n.ID != got[0].ID || n.PublicID != got[0].PublicID || n.DeviceID != d.ID {
+			t.Fatalf("hello %d: %+v, want %+v like the first", i, n, got[0])
+		}
+	}
+	if nums, err := s.AgentNumbers(c.ID, store.ChannelNameWhatsApp); err != nil || len(nums) != 1 {
+		t.Fatalf("the company's numbers: %+v (%v), want one", nums, err)
 	}
 }
 
@@ -660,6 +691,44 @@ func agentInboundHolder(t *testing.T, s AgentsStore) {
 	}
 	if _, total, _ := s.AgentMessages(c.ID, n.ID, 1, 10); total != 2 {
 		t.Fatalf("%d stored messages, want 2", total)
+	}
+}
+
+// agentInboundOnceConcurrent: the same frame delivered several times at
+// once is stored once; every delivery is answered with that message.
+func agentInboundOnceConcurrent(t *testing.T, s AgentsStore) {
+	c, _ := Company(t, s)
+	d := Device(t, s, c.ID, newFingerprint())
+	n := announce(t, s, d, store.ChannelNameWhatsApp, T0, waX)[0]
+	const deliveries = 6
+	got := make([]store.Message, deliveries)
+	var fresh atomic.Int32
+	var wg sync.WaitGroup
+	for i := range deliveries {
+		wg.Go(func() {
+			m := inboundTo(d, waX, "c-1")
+			out, dup, err := s.StoreAgentInbound(&m, stoppedAt(T0), nil)
+			if err != nil {
+				t.Errorf("delivery %d: %v", i, err)
+				return
+			}
+			if !dup {
+				fresh.Add(1)
+			}
+			got[i] = out
+		})
+	}
+	wg.Wait()
+	if fresh.Load() != 1 {
+		t.Fatalf("%d deliveries at once: %d stored as new, want 1", deliveries, fresh.Load())
+	}
+	for i, m := range got {
+		if m.ID == 0 || m.ID != got[0].ID {
+			t.Fatalf("delivery %d answered with message %d, want %d like the first", i, m.ID, got[0].ID)
+		}
+	}
+	if _, total, _ := s.AgentMessages(c.ID, n.ID, 1, 10); total != 1 {
+		t.Fatalf("%d messages stored, want 1", total)
 	}
 }
 
