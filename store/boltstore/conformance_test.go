@@ -12,10 +12,27 @@ func openConformance[S any](t *testing.T) S {
 	return any(s).(S)
 }
 
+// openBudgeted opens a new store whose companies may add budget bytes a day.
+func openBudgeted[S any](budget int64) conformance.Opener[S] {
+	return func(t *testing.T) S {
+		s, err := Open(t.TempDir(), Options{CompanyDailyStorage: budget})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return any(s).(S)
+	}
+}
+
 // TestConformance runs every suite of package conformance on bbolt.
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	t.Run("Devices", func(t *testing.T) { t.Parallel(); conformance.Devices(t, openConformance[conformance.DevicesStore]) })
+	t.Run("Accounts", func(t *testing.T) { t.Parallel(); conformance.Accounts(t, openConformance[conformance.AccountsStore]) })
+	t.Run("InviteBudget", func(t *testing.T) {
+		t.Parallel()
+		conformance.InviteBudget(t, openBudgeted[conformance.AccountsStore](conformance.InviteBudgetBytes))
+	})
 	t.Run("Billing", func(t *testing.T) { t.Parallel(); conformance.Billing(t, openConformance[conformance.BillingStore]) })
 	t.Run("Agents", func(t *testing.T) { t.Parallel(); conformance.Agents(t, openConformance[conformance.AgentsStore]) })
 }

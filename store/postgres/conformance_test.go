@@ -11,9 +11,20 @@ func openConformance[S any](t *testing.T) S {
 	return any(openStore(t, Options{})).(S)
 }
 
+// openBudgeted opens a store on a new database whose companies may add
+// budget bytes a day.
+func openBudgeted[S any](budget int64) conformance.Opener[S] {
+	return func(t *testing.T) S { return any(openStore(t, Options{CompanyDailyStorage: budget})).(S) }
+}
+
 // TestConformance runs the suites of package conformance on PostgreSQL,
 // each registered once this backend answers all of its methods.
 func TestConformance(t *testing.T) {
 	t.Parallel()
+	t.Run("Accounts", func(t *testing.T) { t.Parallel(); conformance.Accounts(t, openConformance[conformance.AccountsStore]) })
+	t.Run("InviteBudget", func(t *testing.T) {
+		t.Parallel()
+		conformance.InviteBudget(t, openBudgeted[conformance.AccountsStore](conformance.InviteBudgetBytes))
+	})
 	t.Run("Billing", func(t *testing.T) { t.Parallel(); conformance.Billing(t, openConformance[conformance.BillingStore]) })
 }
