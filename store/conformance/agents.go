@@ -833,3 +833,68 @@ func agentSends(t *testing.T, s AgentsStore) {
 		t.Fatalf("pruning again: %d (%v), want 0", pruned, err)
 	}
 }
+
+// AgentsBudgetBytes is the daily storage budget of the stores the
+// AgentsBudget suite opens.
+const AgentsBudgetBytes = 4000
+
+// AgentsBudget runs the suite of the agent channels' storage charge; open
+// must give a store whose companies may add AgentsBudgetBytes a day.
+func AgentsBudget(t *testing.T, open Opener[AgentsStore]) {
+	t.Run("Charge", func(t *testing.T) { t.Parallel(); agentsBudget(t, open(t)) })
+}
+
+// agentsBudget: a WhatsApp send and an inbound message are charged to the
+// company's daily storage budget; a send over it, refused after the vet
+// took its slot, gives the slot back and stores nothing; an inbound message
+// over it is refused and stored nowhere; another company, or the next day,
+// has a budget of its own.
+func agentsBudget(t *testing.T, s AgentsStore) {
+	a, _ := Company(t, s)
+	b, _ := Company(t, s)
+	d := Device(t, s, a.ID, newFingerprint())
+	db := Device(t, s, b.ID, newFingerprint())
+	n := announce(t, s, d, store.ChannelNameWhatsApp, T0, waX)[0]
+	bn := announce(t, s, db, store.ChannelNameWhatsApp, T0, waX)[0]
+	taken, given := 0, 0
+	vet := func(store.AgentNumber, func(time.Time) []time.Time) (func(), error) {
+		taken++
+		return func() { given++ }, nil
+	}
+	send := func(n store.AgentNumber, text string, at time.Time) error {
+		m := agentSend(n.CompanyID, n, text)
+		_, _, err := s.EnqueueAgent(&m, store.IdempotencyKey{}, stoppedAt(at), vet, nil)
+		return err
+	}
+	if err := send(n, "short text", T0); err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("x", AgentsBudgetBytes)
+	var be *store.BudgetError
+	if err := send(n, long, T0); !errors.As(err, &be) || !errors.Is(err, store.ErrStorageBudget) || be.CompanyID != a.ID || be.Limit != AgentsBudgetBytes {
+		t.Fatalf("a send over the budget: %v, want a *BudgetError of company %d", err, a.ID)
+	}
+	if taken != 2 || given != 1 {
+		t.Fatalf("slots taken %d, given back %d; want 2 and 1", taken, given)
+	}
+	in := inboundTo(d, waX, "c-1")
+	in.Text = long
+	if _, _, err := s.StoreAgentInbound(&in, stoppedAt(T0), nil); !errors.Is(err, store.ErrStorageBudget) {
+		t.Fatalf("an inbound message over the budget: %v, want the budget's refusal", err)
+	}
+	if _, total, _ := s.AgentMessages(a.ID, n.ID, 1, 10); total != 1 {
+		t.Fatalf("%d messages stored, want only the short send", total)
+	}
+	if sent, _ := s.AgentSendsSince(a.ID, n.ID, beforeSends); sent != 1 {
+		t.Fatalf("%d accepted sends recorded, want 1", sent)
+	}
+	if err := send(bn, long[:AgentsBudgetBytes/2], T0); err != nil {
+		t.Fatalf("another company's send: %v", err)
+	}
+	if err := send(n, long[:AgentsBudgetBytes/2], T0.Add(24*time.Hour)); err != nil {
+		t.Fatalf("the next day's send: %v", err)
+	}
+	if _, _, err := s.StoreAgentInbound(new(inboundTo(d, waX, "c-2")), stoppedAt(T0.Add(24*time.Hour)), nil); err != nil {
+		t.Fatalf("the next day's inbound message: %v", err)
+	}
+}
