@@ -24,7 +24,17 @@ var (
 	admin      *pgxpool.Pool // the superuser on database postgres, for CREATE and DROP DATABASE
 	startErr   error
 	dbSeq      atomic.Uint64
+	// templates are the prepared databases of URLFrom, by key.
+	templates sync.Map // key -> *template
 )
+
+// template is a database prepared once per test binary, which URLFrom
+// copies for each test.
+type template struct {
+	once sync.Once
+	name string
+	err  error
+}
 
 // Main runs the tests, then stops the cluster (when a test started one) and
 // removes its directory, and exits with the tests' code. Call it from TestMain.
@@ -59,12 +69,53 @@ func URL(t testing.TB) string {
 	if startErr != nil {
 		t.Fatal(startErr)
 	}
+	return create(t, "template0")
+}
+
+// URLFrom is URL for a database that starts as a copy of one prepare made:
+// the first call with key creates a database, calls prepare with its URL
+// (a schema's migrations, say; prepare must close every connection it
+// opened), and keeps it as a template; every call copies it, which costs a
+// file copy instead of running prepare again.
+func URLFrom(t testing.TB, key string, prepare func(url string) error) string {
+	t.Helper()
+	if !mainCalled.Load() {
+		t.Fatal("pgtest: call pgtest.Main(m) from the package's TestMain, so the cluster is stopped when the tests end")
+	}
+	once.Do(func() { shared, admin, startErr = start() })
+	if startErr != nil {
+		t.Fatal(startErr)
+	}
+	v, _ := templates.LoadOrStore(key, &template{})
+	tm := v.(*template)
+	tm.once.Do(func() {
+		tm.name = "tmpl_" + strconv.FormatUint(dbSeq.Add(1), 10)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{tm.name}.Sanitize()+" TEMPLATE template0"); err != nil {
+			tm.err = fmt.Errorf("pgtest: create template %s: %w", tm.name, err)
+			return
+		}
+		if err := prepare(shared.url(tm.name)); err != nil {
+			tm.err = fmt.Errorf("pgtest: prepare template %s: %w", key, err)
+		}
+	})
+	if tm.err != nil {
+		t.Fatal(tm.err)
+	}
+	return create(t, tm.name)
+}
+
+// create makes a new database for t, a copy of tmpl, dropped when t ends.
+func create(t testing.TB, tmpl string) string {
+	t.Helper()
 	name := "t_" + strconv.FormatUint(dbSeq.Add(1), 10)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	// template0 is never connected to, so concurrent creates from it never
-	// find their template busy.
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()+" TEMPLATE template0"); err != nil {
+	// Nothing stays connected to a template (template0 is never connected
+	// to; a prepared one only while prepare runs), so concurrent creates
+	// from it never find it busy.
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()+" TEMPLATE "+pgx.Identifier{tmpl}.Sanitize()); err != nil {
 		t.Fatalf("pgtest: create database %s: %v", name, err)
 	}
 	t.Cleanup(func() {

@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -223,5 +224,35 @@ func TestKilledRunLeavesNothingBehind(t *testing.T) {
 	URL(t)
 	if _, err := os.Stat(shared.dir); err != nil {
 		t.Errorf("the sweep touched a running binary's cluster: %v", err)
+	}
+}
+
+// URLFrom prepares its template once per key, and each database starts as
+// a copy of it, apart from the others.
+func TestDatabasesFromATemplate(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var prepared atomic.Int32
+	prepare := func(url string) error {
+		prepared.Add(1)
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			return err
+		}
+		defer conn.Close(ctx)
+		_, err = conn.Exec(ctx, "CREATE TABLE prepared (id int); INSERT INTO prepared VALUES (7)")
+		return err
+	}
+	a := connect(t, URLFrom(t, "test-template", prepare))
+	b := connect(t, URLFrom(t, "test-template", prepare))
+	if n := prepared.Load(); n != 1 {
+		t.Fatalf("prepare ran %d times, want once", n)
+	}
+	if _, err := a.Exec(ctx, "INSERT INTO prepared VALUES (8)"); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := b.QueryRow(ctx, "SELECT count(*) FROM prepared").Scan(&n); err != nil || n != 1 {
+		t.Fatalf("the second copy has %d rows (%v), want the template's one", n, err)
 	}
 }

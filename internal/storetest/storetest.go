@@ -50,7 +50,7 @@ func OpenWith(t testing.TB, opt Options) store.Backend {
 	t.Helper()
 	var st store.Backend
 	if Postgres() {
-		pg, err := postgres.Open(context.Background(), pgtest.URL(t), postgres.Options{CompanyDailyStorage: opt.CompanyDailyStorage})
+		pg, err := postgres.Open(context.Background(), migrated(t), postgres.Options{CompanyDailyStorage: opt.CompanyDailyStorage})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,6 +73,18 @@ func OpenWith(t testing.TB, opt Options) store.Backend {
 		}
 	})
 	return st
+}
+
+// migrated is a new database with the store's schema: a copy of one the
+// test binary migrated once.
+func migrated(t testing.TB) string {
+	return pgtest.URLFrom(t, "simrelay-schema", func(url string) error {
+		s, err := postgres.Open(context.Background(), url, postgres.Options{})
+		if err != nil {
+			return err
+		}
+		return s.Close()
+	})
 }
 
 // Company stores a company named name with an admin whose address is email.

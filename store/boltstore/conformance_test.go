@@ -33,6 +33,27 @@ func TestConformance(t *testing.T) {
 		t.Parallel()
 		conformance.InviteBudget(t, openBudgeted[conformance.AccountsStore](conformance.InviteBudgetBytes))
 	})
+	t.Run("DeviceSends", func(t *testing.T) {
+		t.Parallel()
+		conformance.DeviceSends(t, openConformance[conformance.DeviceSendsStore])
+	})
+	t.Run("Pools", func(t *testing.T) { t.Parallel(); conformance.Pools(t, openConformance[conformance.PoolsStore]) })
+	t.Run("PoolSends", func(t *testing.T) {
+		t.Parallel()
+		conformance.PoolSends(t, openConformance[conformance.PoolSendsStore])
+	})
+	t.Run("Sends", func(t *testing.T) {
+		t.Parallel()
+		conformance.Sends(t, openConformance[conformance.SendsStore])
+	})
+	t.Run("SendBudget", func(t *testing.T) {
+		t.Parallel()
+		conformance.SendBudget(t, openBudgeted[conformance.SendsStore](conformance.SendBudgetBytes))
+	})
+	t.Run("SendsQueue", func(t *testing.T) {
+		t.Parallel()
+		conformance.SendsQueue(t, openConformance[conformance.SendsQueueStore])
+	})
 	t.Run("Billing", func(t *testing.T) { t.Parallel(); conformance.Billing(t, openConformance[conformance.BillingStore]) })
 	t.Run("Agents", func(t *testing.T) { t.Parallel(); conformance.Agents(t, openConformance[conformance.AgentsStore]) })
 	t.Run("AgentsBudget", func(t *testing.T) {

@@ -48,3 +48,18 @@ func TestMovesKeptAreBounded(t *testing.T) {
 		t.Fatalf("after %d moves: %d attempts kept, the last at %v; want %d, the newest last", moves, len(got.Attempts), got.Attempts[len(got.Attempts)-1].MovedAt, MaxAttempts)
 	}
 }
+
+// twoPhones is a store holding one company with two active phones, fp-a
+// and fp-b, for pool tests.
+func twoPhones(t *testing.T) (*Store, Company) {
+	t.Helper()
+	s := open(t, t.TempDir())
+	c, _ := newCompany(t, s, "a@example.com", "k")
+	if err := s.ProvisionDevices([]Device{
+		{Fingerprint: "fp-a", CompanyID: c.ID, Status: DeviceActive, SelectedSIM: "BOTH", TokenHash: []byte("a")},
+		{Fingerprint: "fp-b", CompanyID: c.ID, Status: DeviceActive, SelectedSIM: "BOTH", TokenHash: []byte("b")},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return s, c
+}

@@ -1,37 +1,9 @@
 package boltstore
 
 import (
-	"errors"
 	"testing"
 	"time"
 )
-
-func TestPrunePairings(t *testing.T) {
-	t.Parallel()
-	s := open(t, t.TempDir())
-	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
-	codes := map[string]Pairing{
-		"old":      {CompanyID: 1, ExpiresAt: now.Add(-2 * time.Hour)},
-		"old-used": {CompanyID: 1, ExpiresAt: now.Add(-2 * time.Hour), UsedAt: now.Add(-3 * time.Hour)},
-		"recent":   {CompanyID: 1, ExpiresAt: now.Add(-30 * time.Minute)},
-		"live":     {CompanyID: 1, ExpiresAt: now.Add(5 * time.Minute)},
-	}
-	for k, p := range codes {
-		if err := s.PutPairing([]byte(k), p, time.Now()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	n, err := s.PrunePairings(now.Add(-time.Hour))
-	if err != nil || n != 2 {
-		t.Fatalf("got %d pruned (%v), want 2", n, err)
-	}
-	for k := range codes {
-		_, err := s.Pairing([]byte(k))
-		if gone := errors.Is(err, ErrNotFound); gone != (k == "old" || k == "old-used") {
-			t.Errorf("code %s: gone %v", k, gone)
-		}
-	}
-}
 
 // PruneTokenFamilies takes the user_families entries of the families it
 // drops with them (the suite's PruneTokens case holds what it drops).
@@ -81,30 +53,5 @@ func TestPruneMail(t *testing.T) {
 	left, _ := s.Mails(false)
 	if len(left) != 3 {
 		t.Fatalf("got %d mails left, want 3", len(left))
-	}
-}
-
-func TestPruneStorageCounters(t *testing.T) {
-	t.Parallel()
-	s := open(t, t.TempDir())
-	c, _ := webhookFixture(t, s, "a@example.com", 0)
-	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
-	dev := deviceOf(t, s, c.ID, "fp-a@example.com")
-	for d := range 3 {
-		at := now.Add(-time.Duration(d) * 24 * time.Hour)
-		m := Message{UUID: "u" + at.String(), CompanyID: c.ID, DeviceID: dev.ID, Channel: "sms", Phone: "+15550100001", Text: "hi", SIMSlot: "SIM1", ClientID: at.String()}
-		if _, _, err := s.StoreInbound(&m, func() time.Time { return at }, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	n, err := s.PruneStorageCounters(now.Add(-24 * time.Hour))
-	if err != nil || n != 1 {
-		t.Fatalf("got %d pruned (%v), want 1 (the day before yesterday)", n, err)
-	}
-	for d, want := range []bool{true, true, false} {
-		used, _ := s.StorageUsed(c.ID, now.Add(-time.Duration(d)*24*time.Hour))
-		if (used > 0) != want {
-			t.Errorf("%d days ago: %d bytes counted, want kept %v", d, used, want)
-		}
 	}
 }

@@ -132,36 +132,6 @@ func TestMailOutbox(t *testing.T) {
 	}
 }
 
-func TestPruneIdempotency(t *testing.T) {
-	t.Parallel()
-	s := open(t, t.TempDir())
-	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
-	if err := s.db.Update(func(tx *bolt.Tx) error {
-		for i, age := range []time.Duration{0, 23 * time.Hour, 25 * time.Hour, 48 * time.Hour} {
-			if err := putJSON(tx.Bucket(bucketIdempotency), pair(1, uint64(i)), Idempotent{Status: 202, CreatedAt: t0.Add(-age)}); err != nil {
-				return err
-			}
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	n, err := s.PruneIdempotency(t0.Add(-24 * time.Hour))
-	if err != nil || n != 2 {
-		t.Fatalf("got %d dropped (%v), want the 2 older than a day", n, err)
-	}
-	var left []uint64
-	_ = s.db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketIdempotency).ForEach(func(k, _ []byte) error {
-			left = append(left, btoi(k[8:]))
-			return nil
-		})
-	})
-	if len(left) != 2 || left[0] != 0 || left[1] != 1 {
-		t.Fatalf("left %v, want the answers 0 and 1", left)
-	}
-}
-
 // A bbolt database of another program is refused, not adopted.
 func TestForeignBoltFileIsRefused(t *testing.T) {
 	t.Parallel()

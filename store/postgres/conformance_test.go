@@ -26,5 +26,15 @@ func TestConformance(t *testing.T) {
 		t.Parallel()
 		conformance.InviteBudget(t, openBudgeted[conformance.AccountsStore](conformance.InviteBudgetBytes))
 	})
+	t.Run("Devices", func(t *testing.T) { t.Parallel(); conformance.Devices(t, openConformance[conformance.DevicesStore]) })
+	t.Run("Pools", func(t *testing.T) { t.Parallel(); conformance.Pools(t, openConformance[conformance.PoolsStore]) })
+	t.Run("Sends", func(t *testing.T) {
+		t.Parallel()
+		conformance.Sends(t, openConformance[conformance.SendsStore])
+	})
+	t.Run("SendBudget", func(t *testing.T) {
+		t.Parallel()
+		conformance.SendBudget(t, openBudgeted[conformance.SendsStore](conformance.SendBudgetBytes))
+	})
 	t.Run("Billing", func(t *testing.T) { t.Parallel(); conformance.Billing(t, openConformance[conformance.BillingStore]) })
 }

@@ -12,10 +12,22 @@ import (
 	"github.com/simrelay/simrelay/store/conformance"
 )
 
+// migrated is a database of the test's cluster with the schema in place:
+// a copy of one migrated once per test binary.
+func migrated(t *testing.T) string {
+	return pgtest.URLFrom(t, "schema", func(url string) error {
+		s, err := Open(context.Background(), url, Options{})
+		if err != nil {
+			return err
+		}
+		return s.Close()
+	})
+}
+
 // openStore opens a store on a new database of the test's cluster.
 func openStore(t *testing.T, opt Options) *Store {
 	t.Helper()
-	s, err := Open(context.Background(), pgtest.URL(t), opt)
+	s, err := Open(context.Background(), migrated(t), opt)
 	if err != nil {
 		t.Fatal(err)
 	}

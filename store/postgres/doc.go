@@ -51,9 +51,46 @@
 // read its queue up to a place never passes a job committed after its read,
 // which ids (a sequence, handed out before commit) would not promise.
 //
+// # The send path
+//
+// The key columns of an outbound message, as every write that moves one
+// sets them from its record (sends.go: sendColumns, updateSend):
+//   - status is the record's;
+//   - queue_place is its place (the record's QueueSeq, from takePlace)
+//     while it waits in its device's queue: queued and not held; NULL
+//     otherwise (scheduled, held, sending and on). So on this backend a
+//     queued message's QueueSeq is always set and QueuePlace is the place,
+//     never the id;
+//   - due_at is send_at while scheduled and held_until while held (queued
+//     outside its window); NULL otherwise. NextDue reads its minimum,
+//     ReleaseDue the rows due;
+//   - expires_at is the record's ExpiresAt while queued (held or not),
+//     NULL otherwise; ExpireQueued ends the queued rows whose expires_at
+//     is before now.
+//
+// Any write that moves a message off queued or scheduled (a report, a
+// cancel, an expiry, a deletion of its device) writes the record with
+// updateSend or sets queue_place and due_at NULL itself.
+//
+// Idempotency keys: a send claims its key's row (idempotency) first, with
+// INSERT ... ON CONFLICT DO NOTHING and then the row's lock, so a retry
+// racing the send waits for its commit and replays its answer; a refused
+// send rolls its claim back and keeps no answer. Opt-outs are the
+// opt_outs table, read by optOutRefusal inside each send (and by whatever
+// else must refuse or fail an SMS to a listed number).
+//
+// ReleaseDue and ExpireQueued lock the rows they take with SKIP LOCKED:
+// nodes sweeping at once take disjoint rows, so each message is released
+// or expired once.
+//
 // # Versus the embedded store
 //
 // The budget may be overshot by concurrent writes of one company (above).
 // A company's sends serialise on its plan_usage row only while its plan caps
 // its messages, and sends to one device on the device's row.
+// Idempotency answers kept by bbolt before keys had routes (company and
+// key alone) have no equivalent here: every key is a route's.
+// PruneStorageCounters says how many company days it dropped, as bbolt
+// does, not how many shard rows. ReleaseDue and ExpireQueued skip the rows
+// another node's sweep holds rather than wait for them.
 package postgres

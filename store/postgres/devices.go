@@ -1,0 +1,264 @@
+package postgres
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/simrelay/simrelay/store"
+)
+
+// Devices: a registration is a row of devices (0002_core.sql); deleting it
+// sets deleted_at and clears its token, so its id names it in history and
+// counters and no later registration gets it. What hangs off a
+// registration (its failures, its SIMs' caps and counts, pool members) is
+// keyed by the id. Unlike the embedded store, a delete also drops the
+// registration's SIM caps and carrier-error streak, which nothing reads
+// again once the id is dead.
+
+// Pairing returns a pairing code's record.
+func (s *Store) Pairing(hash []byte) (store.Pairing, error) {
+	var p store.Pairing
+	err := s.read("pairing", func(t *txn) error {
+		return getRec(t, &p, "SELECT rec FROM pairings WHERE hash = $1", hash)
+	})
+	return p, err
+}
+
+// PrunePairings drops pairing codes that expired before cutoff, used or not.
+func (s *Store) PrunePairings(cutoff time.Time) (int, error) {
+	var n int
+	err := s.write("prune pairing codes", func(t *txn) error {
+		tag, err := t.exec("DELETE FROM pairings WHERE expires_at < $1", cutoff)
+		n = int(tag.RowsAffected())
+		return err
+	})
+	return n, err
+}
+
+// Device returns the live device with this fingerprint, whichever company
+// holds it; callers acting for a company use CompanyDevice.
+func (s *Store) Device(fingerprint string) (store.Device, error) {
+	var d store.Device
+	err := s.read("device "+fingerprint, func(t *txn) error {
+		return getRec(t, &d, "SELECT rec FROM devices WHERE fingerprint = $1 AND deleted_at IS NULL", fingerprint)
+	})
+	return d, err
+}
+
+// DeviceByTokenHash returns the live device whose current token has this hash.
+func (s *Store) DeviceByTokenHash(hash []byte) (store.Device, error) {
+	var d store.Device
+	err := s.read("device by token", func(t *txn) error {
+		return getRec(t, &d, "SELECT rec FROM devices WHERE token_hash = $1 AND deleted_at IS NULL", hash)
+	})
+	return d, err
+}
+
+// CompanyDevices lists a company's live devices in fingerprint order (by
+// bytes, as the embedded store orders them).
+func (s *Store) CompanyDevices(companyID uint64) ([]store.Device, error) {
+	var out []store.Device
+	err := s.read(fmt.Sprintf("devices of company %d", companyID), func(t *txn) error {
+		var err error
+		out, err = getRecs[store.Device](t, `SELECT rec FROM devices WHERE company_id = $1 AND deleted_at IS NULL
+			ORDER BY fingerprint COLLATE "C"`, id(companyID))
+		return err
+	})
+	return out, err
+}
+
+// DevicesReportedOnline lists every live device, of every company, whose
+// last reported presence is online: those whose link ended without an
+// offline report, as when the server stopped while they were linked.
+func (s *Store) DevicesReportedOnline() ([]store.Device, error) {
+	var out []store.Device
+	err := s.read("devices reported online", func(t *txn) error {
+		var err error
+		out, err = getRecs[store.Device](t, `SELECT rec FROM devices
+			WHERE deleted_at IS NULL AND rec->'health'->>'presence' = $1 ORDER BY id`, store.PresenceOnline)
+		return err
+	})
+	return out, err
+}
+
+// UpdateDevice applies fn to the company's device with this fingerprint and
+// stores it; identity and token stay. Another company's device is ErrNotFound.
+func (s *Store) UpdateDevice(companyID uint64, fingerprint string, fn func(*store.Device) error) (store.Device, error) {
+	return s.updateDevice(fmt.Sprintf("update device %s of company %d", fingerprint, companyID), func(t *txn) (store.Device, error) {
+		return liveDevice(t, companyID, fingerprint, true)
+	}, func(_ *txn, d *store.Device) error { return fn(d) })
+}
+
+// UpdateDeviceByID applies fn to the company's device with this id, as a
+// phone's link knows it: a link of a deleted device, whose fingerprint
+// another registration may hold by now, finds ErrNotFound.
+func (s *Store) UpdateDeviceByID(companyID, deviceID uint64, fn func(*store.Device) error) (store.Device, error) {
+	return s.updateDevice(fmt.Sprintf("update device %d of company %d", deviceID, companyID), func(t *txn) (store.Device, error) {
+		return liveDeviceByID(t, companyID, deviceID, true)
+	}, func(_ *txn, d *store.Device) error { return fn(d) })
+}
+
+// UpdateDeviceWith is UpdateDeviceByID whose fn also writes through the
+// transaction (a webhook event with AddWebhookEvent), so that the device's
+// new state and what it raised are durable together or not at all; fn may
+// run more than once, and only the try that commits runs its OnCommit hooks.
+func (s *Store) UpdateDeviceWith(companyID, deviceID uint64, fn func(tx store.WriteTx, d *store.Device) error) (store.Device, error) {
+	return s.updateDevice(fmt.Sprintf("update device %d of company %d", deviceID, companyID), func(t *txn) (store.Device, error) {
+		return liveDeviceByID(t, companyID, deviceID, true)
+	}, func(t *txn, d *store.Device) error { return fn(t, d) })
+}
+
+// updateDevice reads the device find locks, applies fn and stores the
+// result with the device's identity as it was.
+func (s *Store) updateDevice(name string, find func(*txn) (store.Device, error), fn func(*txn, *store.Device) error) (store.Device, error) {
+	var d store.Device
+	err := s.write(name, func(t *txn) error {
+		var err error
+		if d, err = find(t); err != nil {
+			if errors.Is(err, store.ErrDeviceGone) {
+				return store.ErrNotFound
+			}
+			return err
+		}
+		before := d
+		if err := fn(t, &d); err != nil {
+			return err
+		}
+		d.ID, d.Fingerprint, d.CompanyID, d.TokenHash, d.CreatedAt = before.ID, before.Fingerprint, before.CompanyID, before.TokenHash, before.CreatedAt
+		return putDevice(t, d)
+	})
+	return d, err
+}
+
+// DeleteDevice removes the company's device with this fingerprint, revokes
+// its token, fails its scheduled, queued and sending messages (error
+// device_deleted) and takes it out of its company's pools, in one
+// transaction. Its history keeps its id, which no later registration of the
+// fingerprint gets. Another company's device is ErrNotFound.
+func (s *Store) DeleteDevice(companyID uint64, fingerprint string, now time.Time) (store.Device, error) {
+	var d store.Device
+	err := s.write(fmt.Sprintf("delete device %s of company %d", fingerprint, companyID), func(t *txn) error {
+		var err error
+		if d, err = liveDevice(t, companyID, fingerprint, true); err != nil {
+			if errors.Is(err, store.ErrDeviceGone) {
+				return store.ErrNotFound
+			}
+			return err
+		}
+		if _, err := t.exec("UPDATE devices SET deleted_at = $2, token_hash = NULL WHERE id = $1", id(d.ID), now); err != nil {
+			return err
+		}
+		if err := failDeviceMessages(t, d, now); err != nil {
+			return err
+		}
+		for _, q := range []string{
+			"DELETE FROM device_failures WHERE device_id = $1",
+			"DELETE FROM sim_caps WHERE device_id = $1",
+			"DELETE FROM sim_streaks WHERE device_id = $1",
+		} {
+			if _, err := t.exec(q, id(d.ID)); err != nil {
+				return err
+			}
+		}
+		if err := leavePools(t, d.CompanyID, d.ID, now); err != nil {
+			return err
+		}
+		return addActivity(t, d.CompanyID, store.Activity{Type: store.ActDeviceDeleted, At: now, Description: "Device " + store.DeviceLabel(d) + " deleted; its queued messages failed"})
+	})
+	return d, err
+}
+
+// failDeviceMessages fails the deleted device's messages that have not
+// gone out (scheduled, queued, held or sending), counting each.
+func failDeviceMessages(t *txn, d store.Device, now time.Time) error {
+	msgs, err := getRecs[store.Message](t, `SELECT rec FROM messages
+		WHERE company_id = $1 AND device_id = $2 AND status = ANY($3) ORDER BY id FOR UPDATE`,
+		id(d.CompanyID), id(d.ID), []string{store.MsgScheduled, store.MsgQueued, store.MsgSending})
+	if err != nil {
+		return err
+	}
+	for _, m := range msgs {
+		from := m.Status
+		m.Status, m.Error, m.UpdatedAt = store.MsgFailed, "device_deleted", now.UTC()
+		raw, err := rec(m)
+		if err != nil {
+			return err
+		}
+		if _, err := t.exec(`UPDATE messages SET status = $2, queue_place = NULL, due_at = NULL, expires_at = NULL, updated_at = $3, rec = $4
+			WHERE id = $1`, id(m.ID), m.Status, m.UpdatedAt, raw); err != nil {
+			return err
+		}
+		// Counted, but no failure noted: the device's failures go with it.
+		if err := count(t, m, now, store.StatusCounts(m, from, store.MsgFailed)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// noteFailure records m, which has just become failed or expired, as its
+// device's newest failure, in the transaction of the change; the device
+// keeps its newest store.MaxDeviceFailures. Every status change of an
+// outbound message calls it.
+func noteFailure(t *txn, m store.Message, now time.Time) error {
+	if m.Direction != store.Outbound || m.DeviceID == 0 || (m.Status != store.MsgFailed && m.Status != store.MsgExpired) {
+		return nil
+	}
+	at := m.UpdatedAt
+	if at.IsZero() {
+		at = now
+	}
+	raw, err := rec(store.DeviceFailure{At: at.UTC(), Status: m.Status, Error: m.Error, QueueID: m.UUID, Channel: m.Channel})
+	if err != nil {
+		return err
+	}
+	if _, err := t.exec("INSERT INTO device_failures (device_id, company_id, rec) VALUES ($1, $2, $3)", id(m.DeviceID), id(m.CompanyID), raw); err != nil {
+		return err
+	}
+	_, err = t.exec(`DELETE FROM device_failures WHERE device_id = $1 AND seq < (
+		SELECT min(seq) FROM (SELECT seq FROM device_failures WHERE device_id = $1 ORDER BY seq DESC LIMIT $2) newest)`,
+		id(m.DeviceID), store.MaxDeviceFailures)
+	return err
+}
+
+// DeviceFailures returns the device's last failed or expired sends,
+// newest first.
+func (s *Store) DeviceFailures(companyID, deviceID uint64) ([]store.DeviceFailure, error) {
+	var out []store.DeviceFailure
+	err := s.read(fmt.Sprintf("failures of device %d of company %d", deviceID, companyID), func(t *txn) error {
+		var err error
+		out, err = getRecs[store.DeviceFailure](t, `SELECT rec FROM device_failures WHERE device_id = $1 AND company_id = $2
+			ORDER BY seq DESC LIMIT $3`, id(deviceID), id(companyID), store.MaxDeviceFailures)
+		return err
+	})
+	return out, err
+}
+
+// ProvisionDevices stores many new devices in one transaction, for fleets
+// set up ahead of time (and the load harness), giving each its id. Each
+// carries its token hash; a fingerprint that lives already is ErrConflict
+// and nothing is stored.
+func (s *Store) ProvisionDevices(devs []store.Device) error {
+	return s.write("provision devices", func(t *txn) error {
+		for _, d := range devs {
+			var err error
+			if d.ID, err = nextID(t, "devices"); err != nil {
+				return err
+			}
+			raw, err := rec(d)
+			if err != nil {
+				return err
+			}
+			_, err = t.exec("INSERT INTO devices (id, company_id, fingerprint, token_hash, rec) VALUES ($1, $2, $3, $4, $5)",
+				id(d.ID), id(d.CompanyID), d.Fingerprint, d.TokenHash, raw)
+			if err = mapErr(err); errors.Is(err, store.ErrConflict) {
+				return fmt.Errorf("%w: device %s exists", err, d.Fingerprint)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}

@@ -1,0 +1,129 @@
+package postgres
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/simrelay/simrelay/store"
+)
+
+// Failover moves the jobs in names to another member of their pool, chosen
+// as the pool chooses for a send (the device's members and the down
+// devices passed over, caps counted), recording the member they leave in
+// their attempts, and returns them as they now are. A job no other member
+// can take stays where it is. The jobs are those of the device's queue
+// (queued, not held, priority 0, as the embedded store's) placed above
+// in.After, locked as they are read (the caller holds the device's links
+// meanwhile, so none is handed out); each job takes the next place in its
+// new device's queue under that device's lock, so no link's cursor passes
+// it. in.After is a place in the device's queue (messages.queue_place,
+// numbered per device), as a link's cursor is: a number of the messages'
+// id sequence means nothing to it.
+func (s *Store) Failover(in store.FailoverInput, check store.DeviceCheck, now time.Time) ([]store.Message, error) {
+	var moved []store.Message
+	err := s.write(fmt.Sprintf("failover of device %d", in.DeviceID), func(t *txn) error {
+		moved = nil
+		pools := make([]int64, 0, len(in.Pools))
+		for p, ok := range in.Pools {
+			if ok {
+				pools = append(pools, id(p))
+			}
+		}
+		if len(pools) == 0 || in.Limit <= 0 {
+			return nil
+		}
+		jobs, err := getRecs[store.Message](t, `SELECT rec FROM messages
+			WHERE company_id = $1 AND device_id = $2 AND status = $3 AND queue_place IS NOT NULL AND queue_place > $4 AND priority = 0
+				AND (rec->>'pool_id')::bigint = ANY($5) AND ($6 = '' OR rec->>'sim_slot' = $6)
+			ORDER BY queue_place LIMIT $7 FOR UPDATE`,
+			id(in.CompanyID), id(in.DeviceID), store.MsgQueued, id(in.After), pools, in.Slot, in.Limit)
+		if err != nil {
+			return err
+		}
+		tally := newSIMTally(t, now)
+		pickers := map[uint64]*poolPicker{}
+		for _, m := range jobs {
+			pp, ok := pickers[m.PoolID]
+			if !ok {
+				var p store.Pool
+				err := getRec(t, &p, "SELECT rec FROM pools WHERE company_id = $1 AND id = $2", id(m.CompanyID), id(m.PoolID))
+				if errors.Is(err, store.ErrNotFound) {
+					pickers[m.PoolID] = nil // the pool is gone: its jobs stay
+					continue
+				}
+				if err != nil {
+					return err
+				}
+				if pp, err = newPicker(t, p, check, tally); errors.Is(err, store.ErrPoolGone) {
+					pickers[m.PoolID] = nil
+					continue
+				} else if err != nil {
+					return err
+				}
+				pp.skip = func(mem store.PoolMember) string {
+					switch {
+					case mem.DeviceID == in.DeviceID && (in.Slot == "" || mem.SIMSlot == in.Slot):
+						return "the member the job leaves"
+					case in.Down[mem.DeviceID]:
+						return "its device is offline"
+					}
+					return ""
+				}
+				pickers[m.PoolID] = pp
+			}
+			if pp == nil {
+				continue
+			}
+			from := m
+			d, err := pp.pickFor(&m)
+			var pu *store.PoolUnavailableError
+			var pc *store.PoolCappedError
+			if errors.As(err, &pu) || errors.As(err, &pc) {
+				continue // no other member can take it now
+			}
+			if err != nil {
+				return err
+			}
+			if err := moveJob(t, from, &m, d, in.Reason, now); err != nil {
+				return err
+			}
+			moved = append(moved, m)
+		}
+		for _, pp := range pickers {
+			if pp != nil {
+				if err := pp.commit(); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return moved, nil
+}
+
+// moveJob moves the queued job from (as stored) to m's new device d, at
+// the end of d's queue, with the member it left in its attempts (the
+// newest store.MaxAttempts kept).
+func moveJob(t *txn, from store.Message, m *store.Message, d store.Device, reason string, now time.Time) error {
+	place, err := takePlace(t, d.ID)
+	if err != nil {
+		return err
+	}
+	m.DeviceID, m.QueueSeq, m.UpdatedAt = d.ID, place, now.UTC()
+	m.Attempts = append(m.Attempts, store.Attempt{Device: from.Device, SIMSlot: from.SIMSlot, Reason: reason, MovedAt: now.UTC()})
+	if n := len(m.Attempts); n > store.MaxAttempts {
+		m.Attempts = slices.Delete(m.Attempts, 0, n-store.MaxAttempts)
+	}
+	raw, err := rec(m)
+	if err != nil {
+		return err
+	}
+	_, err = t.exec("UPDATE messages SET device_id = $2, queue_place = $3, updated_at = $4, rec = $5 WHERE id = $1",
+		id(m.ID), id(d.ID), id(place), m.UpdatedAt, raw)
+	return err
+}

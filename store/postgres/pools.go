@@ -1,0 +1,232 @@
+package postgres
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/simrelay/simrelay/store"
+)
+
+// Sender pools (docs/routing.md): a company's named set of (device, SIM)
+// members that a send may name instead of one device. A pool is a row of
+// pools with its record; its round-robin turn is a row of pool_turns and
+// its sticky entries rows of pool_sticky, both dropped with the pool. The
+// company's row lock guards how many pools it has; the unique (company,
+// lower-case name) its names; a pool's row lock its edits (FOR NO KEY
+// UPDATE, which lets a send's foreign key to the pool pass).
+
+// Pools returns the company's pools, oldest first.
+func (s *Store) Pools(companyID uint64) ([]store.Pool, error) {
+	var out []store.Pool
+	err := s.read(fmt.Sprintf("pools of company %d", companyID), func(t *txn) error {
+		var err error
+		out, err = getRecs[store.Pool](t, "SELECT rec FROM pools WHERE company_id = $1 ORDER BY id", id(companyID))
+		return err
+	})
+	return out, err
+}
+
+// AllPools returns every company's pools (the failover sweep's list;
+// bounded by store.MaxPools per company).
+func (s *Store) AllPools() ([]store.Pool, error) {
+	var out []store.Pool
+	err := s.read("all pools", func(t *txn) error {
+		var err error
+		out, err = getRecs[store.Pool](t, "SELECT rec FROM pools ORDER BY id")
+		return err
+	})
+	return out, err
+}
+
+// Pool returns one of the company's pools; another company's is ErrNotFound.
+func (s *Store) Pool(companyID, poolID uint64) (store.Pool, error) {
+	var p store.Pool
+	err := s.read(fmt.Sprintf("pool %d", poolID), func(t *txn) error {
+		return getRec(t, &p, "SELECT rec FROM pools WHERE company_id = $1 AND id = $2", id(companyID), id(poolID))
+	})
+	return p, err
+}
+
+// poolNameKey is a pool's name as pools.name_key keys it.
+func poolNameKey(name string) string { return strings.ToLower(name) }
+
+// PutPool creates (id 0) or changes the company's pool to what edit makes
+// of the pool as it is (the zero Pool for a new one), in one transaction;
+// edit's error is returned as it is, and edit may run more than once.
+// Members that name the same (device, SIM) as before keep their ids. A name
+// another pool of the company has is ErrConflict; an unknown pool
+// ErrNotFound; more than store.MaxPools store.ErrTooManyPools; a member
+// naming a device the company does not have, or a (device, SIM) twice, a
+// *store.PoolMemberError.
+func (s *Store) PutPool(companyID, poolID uint64, now time.Time, edit func(cur store.Pool) (store.PoolInput, error)) (store.Pool, error) {
+	var out store.Pool
+	err := s.write("put pool", func(t *txn) error {
+		var p store.Pool
+		if poolID == 0 {
+			if err := lockCompany(t, companyID); err != nil {
+				return err
+			}
+			var n int
+			if err := t.row("SELECT count(*) FROM pools WHERE company_id = $1", id(companyID)).Scan(&n); err != nil {
+				return err
+			}
+			if n >= store.MaxPools {
+				return store.ErrTooManyPools
+			}
+			pid, err := nextID(t, "pools")
+			if err != nil {
+				return err
+			}
+			p = store.Pool{ID: pid, CompanyID: companyID, CreatedAt: now.UTC()}
+		} else if err := getRec(t, &p, "SELECT rec FROM pools WHERE company_id = $1 AND id = $2 FOR NO KEY UPDATE", id(companyID), id(poolID)); err != nil {
+			return err
+		}
+		in, err := edit(p)
+		if err != nil {
+			return err
+		}
+		var taken bool
+		if err := t.row("SELECT EXISTS (SELECT 1 FROM pools WHERE company_id = $1 AND name_key = $2 AND id <> $3)",
+			id(companyID), poolNameKey(in.Name), id(p.ID)).Scan(&taken); err != nil {
+			return err
+		}
+		if taken {
+			return store.ErrConflict
+		}
+		members, err := resolveMembers(t, companyID, &p, in.Members)
+		if err != nil {
+			return err
+		}
+		if poolID != 0 && (p.Strategy != in.Strategy || !slices.Equal(p.Members, members)) {
+			// Another order of members or strategy starts the turns afresh.
+			if _, err := t.exec("DELETE FROM pool_turns WHERE pool_id = $1", id(p.ID)); err != nil {
+				return err
+			}
+		}
+		p.Name, p.Strategy, p.Fallback, p.FailoverAfter, p.Window, p.Members, p.UpdatedAt = in.Name, in.Strategy, in.Fallback, in.FailoverAfter, in.Window, members, now.UTC()
+		raw, err := rec(p)
+		if err != nil {
+			return err
+		}
+		// A name taken by a pool committed since the check above breaks
+		// the unique constraint: ErrConflict too.
+		if poolID == 0 {
+			_, err = t.exec("INSERT INTO pools (id, company_id, name_key, rec) VALUES ($1, $2, $3, $4)", id(p.ID), id(companyID), poolNameKey(p.Name), raw)
+		} else {
+			_, err = t.exec("UPDATE pools SET name_key = $2, rec = $3 WHERE id = $1", id(p.ID), poolNameKey(p.Name), raw)
+		}
+		out = p
+		return err
+	})
+	return out, err
+}
+
+// resolveMembers turns the members a company names into p's members,
+// keeping the ids of those p had and numbering the new ones.
+func resolveMembers(t *txn, companyID uint64, p *store.Pool, in []store.PoolMemberInput) ([]store.PoolMember, error) {
+	type ds struct {
+		dev  uint64
+		slot string
+	}
+	had := map[ds]uint64{}
+	for _, m := range p.Members {
+		had[ds{m.DeviceID, m.SIMSlot}] = m.ID
+	}
+	fps := make([]string, 0, len(in))
+	for _, m := range in {
+		fps = append(fps, m.Device)
+	}
+	live := map[string]uint64{}
+	rows, err := t.query("SELECT fingerprint, id FROM devices WHERE company_id = $1 AND fingerprint = ANY($2) AND deleted_at IS NULL", id(companyID), fps)
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var fp string
+		var dev int64
+		if err := rows.Scan(&fp, &dev); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		live[fp] = uint64(dev)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	seen := map[ds]bool{}
+	out := make([]store.PoolMember, 0, len(in))
+	for i, m := range in {
+		dev, ok := live[m.Device]
+		if !ok {
+			// A member the pool has stays though its device is gone (it is
+			// passed over); a new one must name a live device.
+			if _, had := had[ds{m.DeviceID, m.SIMSlot}]; !had || m.DeviceID == 0 {
+				return nil, &store.PoolMemberError{Index: i, Err: store.ErrDeviceGone}
+			}
+			dev = m.DeviceID
+		}
+		k := ds{dev, m.SIMSlot}
+		if seen[k] {
+			return nil, &store.PoolMemberError{Index: i, Err: store.ErrConflict}
+		}
+		seen[k] = true
+		mid, ok := had[k]
+		if !ok {
+			p.MemberSeq++
+			mid = p.MemberSeq
+		}
+		out = append(out, store.PoolMember{ID: mid, DeviceID: dev, Device: m.Device, SIMSlot: m.SIMSlot})
+	}
+	return out, nil
+}
+
+// DeletePool removes the company's pool with its turn and sticky entries.
+// Messages sent through it keep their device and the pool's name.
+func (s *Store) DeletePool(companyID, poolID uint64) (store.Pool, error) {
+	var p store.Pool
+	err := s.write(fmt.Sprintf("delete pool %d", poolID), func(t *txn) error {
+		return getRec(t, &p, "DELETE FROM pools WHERE company_id = $1 AND id = $2 RETURNING rec", id(companyID), id(poolID))
+	})
+	return p, err
+}
+
+// leavePools takes the deleted device deviceID out of every pool of its
+// company, in the deletion's transaction: a member never outlives its
+// device, so a pool lists only phones that exist, and a phone registered
+// again under the same fingerprint (a new device) joins no pool by itself.
+func leavePools(t *txn, companyID, deviceID uint64, now time.Time) error {
+	pools, err := getRecs[store.Pool](t, `SELECT rec FROM pools WHERE company_id = $1
+		AND rec->'members' @> jsonb_build_array(jsonb_build_object('device_id', $2::bigint)) ORDER BY id FOR NO KEY UPDATE`,
+		id(companyID), id(deviceID))
+	if err != nil {
+		return err
+	}
+	for _, p := range pools {
+		p.Members = slices.DeleteFunc(p.Members, func(m store.PoolMember) bool { return m.DeviceID == deviceID })
+		p.UpdatedAt = now.UTC()
+		raw, err := rec(p)
+		if err != nil {
+			return err
+		}
+		if _, err := t.exec("UPDATE pools SET rec = $2 WHERE id = $1", id(p.ID), raw); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// PruneSticky removes the sticky entries of every pool written before
+// cutoff (now less store.StickyAge in service), so they hold at most the
+// recipients a pool sent to within StickyAge.
+func (s *Store) PruneSticky(cutoff time.Time) (int, error) {
+	var n int
+	err := s.write("prune sticky entries", func(t *txn) error {
+		tag, err := t.exec("DELETE FROM pool_sticky WHERE written_at < $1", cutoff)
+		n = int(tag.RowsAffected())
+		return err
+	})
+	return n, err
+}

@@ -1,0 +1,652 @@
+package postgres
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/simrelay/simrelay/store"
+)
+
+// The send path: Enqueue and EnqueueBulk keep every rule of a send in its
+// one transaction (the idempotency key, the device, the opt-outs, the
+// plan's message limit, the daily storage budget), and the sweeps move
+// what waits: ReleaseDue (scheduled and held messages), ExpireQueued and
+// Cancel. doc.go says which key columns of messages each status sets.
+
+// idempotencyTTL is how long a company's Idempotency-Key keeps its answer.
+const idempotencyTTL = 24 * time.Hour
+
+// failedOptedOut is the error of a scheduled job failed at its release
+// because its number opted out since it was stored.
+const failedOptedOut = "recipient_opted_out"
+
+// optOutCost is what one stored opt-out counts against the daily budget.
+const optOutCost = 128
+
+// answerKey is one send request's Idempotency-Key inside its transaction,
+// claimed (its row written and locked) by priorAnswer; a zero Key is none.
+type answerKey struct {
+	companyID uint64
+	key       store.IdempotencyKey
+}
+
+// priorAnswer looks the company's key up on its route. When the key answered
+// within the last day, that answer comes back and the caller returns it
+// instead of storing anything (the caller compares its Digest with its
+// own). Otherwise the key's row is claimed for this transaction: inserted,
+// or taken over from an expired answer, and locked until the commit, so a
+// retry racing this send waits for it and then replays its answer.
+func priorAnswer(t *txn, companyID uint64, key store.IdempotencyKey, now time.Time) (answerKey, *store.Idempotent, error) {
+	if key.Key == "" {
+		return answerKey{}, nil, nil
+	}
+	k := answerKey{companyID: companyID, key: key}
+	tag, err := t.exec(`INSERT INTO idempotency (company_id, route, key, created_at) VALUES ($1, $2, $3, $4)
+		ON CONFLICT DO NOTHING`, id(companyID), key.Route, key.Key, now)
+	if err != nil {
+		return k, nil, err
+	}
+	if tag.RowsAffected() == 1 {
+		return k, nil, nil
+	}
+	// The key's row exists and is committed (the insert waited for its
+	// writer): replay its answer, or take the row over once expired.
+	var created time.Time
+	var raw []byte
+	err = t.row("SELECT created_at, rec FROM idempotency WHERE company_id = $1 AND route = $2 AND key = $3 FOR UPDATE",
+		id(companyID), key.Route, key.Key).Scan(&created, &raw)
+	if errors.Is(mapErr(err), store.ErrNotFound) {
+		return k, nil, errAgain // pruned since the insert: claim it again
+	}
+	if err != nil {
+		return k, nil, err
+	}
+	if raw != nil && now.Sub(created) < idempotencyTTL {
+		var prior store.Idempotent
+		if err := json.Unmarshal(raw, &prior); err != nil {
+			return k, nil, err
+		}
+		return k, &prior, nil
+	}
+	_, err = t.exec("UPDATE idempotency SET created_at = $4, rec = NULL WHERE company_id = $1 AND route = $2 AND key = $3",
+		id(companyID), key.Route, key.Key, now)
+	return k, nil, err
+}
+
+// keep records the answer of the request that claimed the key, in the
+// transaction that stores what it sent; without a key it does nothing
+// (and builds no answer).
+func (k answerKey) keep(t *txn, at time.Time, answer func() (int, []byte)) error {
+	if k.key.Key == "" {
+		return nil
+	}
+	status, body := answer()
+	raw, err := rec(store.Idempotent{Status: status, Body: body, CreatedAt: at, Route: k.key.Route, Digest: k.key.Digest})
+	if err != nil {
+		return err
+	}
+	_, err = t.exec("UPDATE idempotency SET created_at = $4, rec = $5 WHERE company_id = $1 AND route = $2 AND key = $3",
+		id(k.companyID), k.key.Route, k.key.Key, at, raw)
+	return err
+}
+
+// optOutRefusal refuses an SMS (channel sms or unset) to a number on the
+// company's list with an *store.OptOutError naming index (-1 for a single
+// send); other channels are not SMS and pass.
+func optOutRefusal(t *txn, companyID uint64, channel, phone string, index int) error {
+	if channel != "" && channel != "sms" {
+		return nil
+	}
+	var listed bool
+	if err := t.row("SELECT EXISTS (SELECT 1 FROM opt_outs WHERE company_id = $1 AND phone = $2)", id(companyID), phone).Scan(&listed); err != nil {
+		return err
+	}
+	if listed {
+		return &store.OptOutError{Phone: phone, Index: index}
+	}
+	return nil
+}
+
+// sendColumns are the key columns of an outbound message as its status
+// says it waits (doc.go): its queue place while queued in its device's
+// queue, its due time while scheduled or held, and its end while queued
+// (held or not).
+func sendColumns(m store.Message) (queuePlace, dueAt, expiresAt any) {
+	switch {
+	case m.Status == store.MsgScheduled || m.Held():
+		dueAt = m.DueAt()
+	case m.Status == store.MsgQueued:
+		queuePlace = id(m.QueuePlace())
+	}
+	if m.Status == store.MsgQueued && !m.ExpiresAt.IsZero() {
+		expiresAt = m.ExpiresAt
+	}
+	return queuePlace, dueAt, expiresAt
+}
+
+// queueIn gives a message about to wait in its device's queue (queued,
+// not held) the device's next place, behind every place handed out.
+func queueIn(t *txn, m *store.Message) error {
+	if m.Status != store.MsgQueued || m.Held() {
+		return nil
+	}
+	place, err := takePlace(t, m.DeviceID)
+	if err != nil {
+		return err
+	}
+	m.QueueSeq = place
+	return nil
+}
+
+// insertSend writes a new message (its ID taken from the table's
+// sequence) with its key columns.
+func insertSend(t *txn, m store.Message) error {
+	raw, err := rec(m)
+	if err != nil {
+		return err
+	}
+	var clientID any
+	if m.Direction == store.Inbound && m.ClientID != "" {
+		clientID = m.ClientID
+	}
+	place, due, expires := sendColumns(m)
+	_, err = t.exec(`INSERT INTO messages (id, company_id, device_id, uuid, direction, channel, phone, status, client_id,
+			priority, queue_place, due_at, expires_at, created_at, updated_at, rec)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
+		id(m.ID), id(m.CompanyID), id(m.DeviceID), m.UUID, m.Direction, m.Channel, m.Phone, m.Status, clientID,
+		int16(m.Priority), place, due, expires, m.CreatedAt, m.UpdatedAt, raw)
+	return err
+}
+
+// updateSend writes a stored outbound message's record and key columns.
+func updateSend(t *txn, m store.Message) error {
+	raw, err := rec(m)
+	if err != nil {
+		return err
+	}
+	place, due, expires := sendColumns(m)
+	_, err = t.exec(`UPDATE messages SET status = $2, queue_place = $3, due_at = $4, expires_at = $5, updated_at = $6, rec = $7
+		WHERE id = $1`, id(m.ID), m.Status, place, due, expires, m.UpdatedAt, raw)
+	return err
+}
+
+// newOutbound makes m a new outbound message of the device at at: its id,
+// status (scheduled with a send_at ahead, else queued) and times.
+func newOutbound(t *txn, m *store.Message, deviceID uint64, at time.Time) error {
+	msgID, err := nextID(t, "messages")
+	if err != nil {
+		return err
+	}
+	m.ID, m.DeviceID, m.Direction, m.Status = msgID, deviceID, store.Outbound, store.MsgQueued
+	if !m.SendAt.IsZero() {
+		m.Status = store.MsgScheduled
+	}
+	m.CreatedAt, m.UpdatedAt = at, at
+	return nil
+}
+
+// Enqueue stores an outbound message (queued, or scheduled with a send_at)
+// and, with an idempotency key, the answer to give for it; the key's
+// earlier answer comes back instead when the company used the key on the
+// route within a day (and nothing is queued). answer builds the response
+// from the stored message. check vets the device inside the transaction;
+// its error, like every refusal (a device gone or disabled, an opted-out
+// recipient, the plan's limit, the budget), is the send's error and
+// nothing is written.
+func (s *Store) Enqueue(m *store.Message, idemKey store.IdempotencyKey, now func() time.Time, check store.DeviceCheck, answer func(store.Message) (int, []byte)) (store.Message, *store.Idempotent, error) {
+	var out store.Message
+	var prior *store.Idempotent
+	err := s.write("enqueue", func(t *txn) error {
+		out, prior = store.Message{}, nil
+		at := now().UTC()
+		ik, p, err := priorAnswer(t, m.CompanyID, idemKey, at)
+		if err != nil || p != nil {
+			prior = p
+			return err
+		}
+		msg := *m
+		d, r, err := route(t, &msg, check, at)
+		if err != nil {
+			return err
+		}
+		if err := optOutRefusal(t, msg.CompanyID, msg.Channel, msg.Phone, -1); err != nil {
+			return err
+		}
+		usage, err := s.planAllows(t, msg.CompanyID, at, store.LimitMessages)
+		if err != nil {
+			return err
+		}
+		if err := newOutbound(t, &msg, d.ID, at); err != nil {
+			return err
+		}
+		if err := s.charge(t, msg.CompanyID, at, store.MessageCost(msg)); err != nil {
+			return err
+		}
+		if err := usage.add(t, 1); err != nil {
+			return err
+		}
+		if err := r.commit(); err != nil {
+			return err
+		}
+		if err := queueIn(t, &msg); err != nil {
+			return err
+		}
+		if err := insertSend(t, msg); err != nil {
+			return err
+		}
+		if err := ik.keep(t, at, func() (int, []byte) { return answer(msg) }); err != nil {
+			return err
+		}
+		out = msg
+		return nil
+	})
+	if err != nil {
+		return out, nil, err
+	}
+	return out, prior, nil
+}
+
+// EnqueueBulk stores many outbound messages of one company (ms[0]'s) for
+// the device ms[0] names, each with its own phone, text and uuid, in one
+// transaction: all of them or, on any refusal, none. The plan's message
+// limit counts each message, the budget their sum, and an opted-out
+// recipient refuses the whole request with an *store.OptOutError naming
+// its index. With an idempotency key, the key's first answer comes back
+// instead as prior. answer builds the response from the stored messages,
+// in input order.
+func (s *Store) EnqueueBulk(ms []store.Message, idemKey store.IdempotencyKey, now func() time.Time, check store.DeviceCheck, answer func([]store.Message) (int, []byte)) ([]store.Message, *store.Idempotent, error) {
+	if len(ms) == 0 {
+		return nil, nil, errors.New("store: bulk enqueue of no messages")
+	}
+	var out []store.Message
+	var prior *store.Idempotent
+	companyID := ms[0].CompanyID
+	err := s.write("bulk enqueue", func(t *txn) error {
+		out, prior = nil, nil
+		at := now().UTC()
+		ik, p, err := priorAnswer(t, companyID, idemKey, at)
+		if err != nil || p != nil {
+			prior = p
+			return err
+		}
+		routed := make([]store.Message, len(ms))
+		copy(routed, ms)
+		routed[0].CompanyID = companyID
+		d, r, err := route(t, &routed[0], check, at)
+		if err != nil {
+			return err
+		}
+		devs := make([]uint64, len(ms))
+		devs[0] = d.ID
+		for i := 1; i < len(routed); i++ {
+			routed[i].CompanyID = companyID
+			di, err := r.next(&routed[i])
+			if err != nil {
+				return err
+			}
+			devs[i] = di.ID
+		}
+		var cost int64
+		for i, m := range routed {
+			if err := optOutRefusal(t, companyID, m.Channel, m.Phone, i); err != nil {
+				return err
+			}
+			cost += store.MessageCost(m)
+		}
+		usage, err := s.planAllows(t, companyID, at, store.LimitMessages)
+		if err != nil {
+			return err
+		}
+		if err := usage.room(int64(len(ms))); err != nil {
+			return err
+		}
+		if err := s.charge(t, companyID, at, cost); err != nil {
+			return err
+		}
+		if err := usage.add(t, int64(len(ms))); err != nil {
+			return err
+		}
+		if err := r.commit(); err != nil {
+			return err
+		}
+		for i := range routed {
+			m := &routed[i]
+			if err := newOutbound(t, m, devs[i], at); err != nil {
+				return err
+			}
+			if err := queueIn(t, m); err != nil {
+				return err
+			}
+			if err := insertSend(t, *m); err != nil {
+				return err
+			}
+		}
+		if err := ik.keep(t, at, func() (int, []byte) { return answer(routed) }); err != nil {
+			return err
+		}
+		out = routed
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return out, prior, nil
+}
+
+// ImportMessages stores finished history (delivered, failed or received
+// messages, with their UUIDs and times set) in one transaction, counting
+// them in the stats as they stand. Device names the fingerprint of a live
+// device of the message's company, whose id the message takes; any other
+// is store.ErrDeviceGone and nothing is stored. IDs and DeviceIDs are set
+// in msgs.
+func (s *Store) ImportMessages(msgs []store.Message) error {
+	type devName struct {
+		companyID   uint64
+		fingerprint string
+	}
+	return s.write("import messages", func(t *txn) error {
+		ids := map[devName]uint64{}
+		for i := range msgs {
+			m := &msgs[i]
+			name := devName{m.CompanyID, m.Device}
+			if ids[name] == 0 {
+				d, err := liveDevice(t, m.CompanyID, m.Device, false)
+				if err != nil {
+					return fmt.Errorf("message %s: device %s: %w", m.UUID, m.Device, err)
+				}
+				ids[name] = d.ID
+			}
+			msgID, err := nextID(t, "messages")
+			if err != nil {
+				return err
+			}
+			m.ID, m.DeviceID = msgID, ids[name]
+			if err := insertSend(t, *m); err != nil {
+				return err
+			}
+			if m.Direction == store.Inbound {
+				err = count(t, *m, m.CreatedAt, store.Counts{Received: 1})
+			} else {
+				at := m.UpdatedAt
+				if at.IsZero() {
+					at = m.CreatedAt
+				}
+				err = count(t, *m, at, store.StatusCounts(*m, store.MsgQueued, m.Status))
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// MessageByUUID returns a message of the company by its uuid (the queue
+// id of an outbound one); another company's is store.ErrNotFound.
+func (s *Store) MessageByUUID(companyID uint64, uuid string) (store.Message, error) {
+	var m store.Message
+	err := s.read("message "+uuid, func(t *txn) error {
+		return getRec(t, &m, "SELECT rec FROM messages WHERE company_id = $1 AND uuid = $2", id(companyID), uuid)
+	})
+	return m, err
+}
+
+// Cancel takes back a scheduled or queued (held or not) outbound SMS of
+// the company by its uuid: it leaves the queue or the schedule in the same
+// transaction, so no dispatch reads it afterwards, and becomes canceled.
+// Another company's message, an inbound one, a WhatsApp or iMessage one,
+// or an unknown uuid is store.ErrNotFound; one past queued is
+// store.ErrNotCancelable, with the message as it is.
+func (s *Store) Cancel(companyID uint64, uuid string, now time.Time) (store.Message, error) {
+	var out store.Message
+	err := s.write("cancel message "+uuid, func(t *txn) error {
+		out = store.Message{}
+		var m store.Message
+		if err := getRec(t, &m, "SELECT rec FROM messages WHERE company_id = $1 AND uuid = $2 FOR UPDATE", id(companyID), uuid); err != nil {
+			return err
+		}
+		// The SMS queue's route cancels SMS only, as it reads SMS only.
+		if m.Direction != store.Outbound || store.IsAgentChannel(m.Channel) {
+			return store.ErrNotFound
+		}
+		out = m
+		if m.Status != store.MsgScheduled && m.Status != store.MsgQueued {
+			return store.ErrNotCancelable
+		}
+		from := m.Status
+		m.Status, m.Error, m.UpdatedAt = store.MsgCanceled, "", now.UTC()
+		if err := countTransition(t, m, from, "", now); err != nil {
+			return err
+		}
+		if err := updateSend(t, m); err != nil {
+			return err
+		}
+		out = m
+		return nil
+	})
+	return out, err
+}
+
+// PruneIdempotency drops idempotency answers kept before cutoff.
+func (s *Store) PruneIdempotency(cutoff time.Time) (int, error) {
+	var n int
+	err := s.write("prune idempotency answers", func(t *txn) error {
+		tag, err := t.exec("DELETE FROM idempotency WHERE created_at < $1", cutoff)
+		n = int(tag.RowsAffected())
+		return err
+	})
+	return n, err
+}
+
+// AddOptOut puts phone (E.164) on the company's list, counting it against
+// the daily budget; created is false when it was there already (and the
+// stored entry comes back unchanged, costing nothing).
+func (s *Store) AddOptOut(companyID uint64, phone string, now time.Time) (o store.OptOut, created bool, err error) {
+	err = s.write("add opt-out", func(t *txn) error {
+		o, created = store.OptOut{Phone: phone, Source: store.OptOutAPI, CreatedAt: now.UTC()}, true
+		raw, err := rec(o)
+		if err != nil {
+			return err
+		}
+		tag, err := t.exec("INSERT INTO opt_outs (company_id, phone, rec) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING", id(companyID), phone, raw)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			created = false
+			return getRec(t, &o, "SELECT rec FROM opt_outs WHERE company_id = $1 AND phone = $2", id(companyID), phone)
+		}
+		return s.charge(t, companyID, now, optOutCost)
+	})
+	if err != nil {
+		return store.OptOut{}, false, err
+	}
+	return o, created, nil
+}
+
+// RemoveOptOut takes phone off the company's list; store.ErrNotFound when
+// it is not on it.
+func (s *Store) RemoveOptOut(companyID uint64, phone string) error {
+	return s.write("remove opt-out", func(t *txn) error {
+		tag, err := t.exec("DELETE FROM opt_outs WHERE company_id = $1 AND phone = $2", id(companyID), phone)
+		if err == nil && tag.RowsAffected() == 0 {
+			return store.ErrNotFound
+		}
+		return err
+	})
+}
+
+// OptOuts returns one page of the company's list in number order (after
+// the number after, "" for the first page), at most limit entries.
+func (s *Store) OptOuts(companyID uint64, after string, limit int) ([]store.OptOut, error) {
+	var out []store.OptOut
+	err := s.read("opt-outs", func(t *txn) error {
+		var err error
+		out, err = getRecs[store.OptOut](t, "SELECT rec FROM opt_outs WHERE company_id = $1 AND phone > $2 ORDER BY phone LIMIT $3",
+			id(companyID), after, max(limit, 0))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// StorageUsed is how many bytes the company has added on t's UTC day.
+func (s *Store) StorageUsed(companyID uint64, t time.Time) (int64, error) {
+	var used int64
+	err := s.read("storage used", func(tx *txn) error {
+		return tx.row("SELECT coalesce(sum(used), 0) FROM storage_usage WHERE company_id = $1 AND day = $2", id(companyID), day(t)).Scan(&used)
+	})
+	return used, err
+}
+
+// PruneStorageCounters drops the daily storage counters of UTC days before
+// the one of cutoff (only today's is ever consulted) and says how many
+// company days it dropped, whatever the shards they were split in.
+func (s *Store) PruneStorageCounters(cutoff time.Time) (int, error) {
+	var n int
+	err := s.write("prune storage counters", func(t *txn) error {
+		return t.row(`WITH gone AS (DELETE FROM storage_usage WHERE day < $1 RETURNING company_id, day)
+			SELECT count(*) FROM (SELECT DISTINCT company_id, day FROM gone) d`, day(cutoff)).Scan(&n)
+	})
+	return n, err
+}
+
+// Usage is what a company has used of its plan: messages queued in the
+// period starting at periodStart, and its live devices.
+func (s *Store) Usage(companyID uint64, periodStart time.Time) (messages int64, devices int, err error) {
+	err = s.read("usage", func(t *txn) error {
+		if err := t.row("SELECT coalesce(sum(used), 0) FROM plan_usage WHERE company_id = $1 AND period_start = $2",
+			id(companyID), periodStart).Scan(&messages); err != nil {
+			return err
+		}
+		return t.row("SELECT count(*) FROM devices WHERE company_id = $1 AND deleted_at IS NULL", id(companyID)).Scan(&devices)
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	return messages, devices, nil
+}
+
+// NextDue returns the send_at of the earliest scheduled message, or the
+// opening of the earliest held one's window; ok is false when none waits.
+func (s *Store) NextDue() (at time.Time, ok bool, err error) {
+	err = s.read("next scheduled message", func(t *txn) error {
+		var due *time.Time
+		if err := t.row("SELECT min(due_at) FROM messages WHERE due_at IS NOT NULL").Scan(&due); err != nil {
+			return err
+		}
+		if due != nil {
+			at, ok = due.UTC(), true
+		}
+		return nil
+	})
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	return at, ok, nil
+}
+
+// ReleaseDue moves up to limit scheduled messages whose send_at is not
+// after now, and held ones whose window opened, into their device's queue
+// (behind every place handed out), and returns them as they now are. It
+// vets each again in the same transaction: a recipient who opted out
+// since makes it failed (recipient_opted_out), and so does a device that
+// is gone (device_deleted). One whose window is closed now is held until
+// it opens. Nodes sweeping at once release each message once: each takes
+// the due rows no other holds (SKIP LOCKED).
+func (s *Store) ReleaseDue(now time.Time, limit int) ([]store.Message, error) {
+	var out []store.Message
+	err := s.write("release scheduled messages", func(t *txn) error {
+		out = nil
+		due, err := getRecs[store.Message](t, `SELECT rec FROM messages WHERE due_at <= $1
+			ORDER BY due_at, id LIMIT $2 FOR UPDATE SKIP LOCKED`, now, max(limit, 0))
+		if err != nil {
+			return err
+		}
+		for _, m := range due {
+			if m.Status != store.MsgScheduled && !m.Held() {
+				// Every move off scheduled or held clears due_at; a row
+				// that kept it is left out of the schedule, as it is.
+				if _, err := t.exec("UPDATE messages SET due_at = NULL WHERE id = $1", id(m.ID)); err != nil {
+					return err
+				}
+				continue
+			}
+			from := m.Status
+			refusal := optOutRefusal(t, m.CompanyID, m.Channel, m.Phone, -1)
+			var opted *store.OptOutError
+			if refusal != nil && !errors.As(refusal, &opted) {
+				return refusal
+			}
+			// The device's row lock guards its queue place (queueIn).
+			_, devErr := liveDeviceByID(t, m.CompanyID, m.DeviceID, true)
+			switch {
+			case opted != nil:
+				m.Status, m.Error = store.MsgFailed, failedOptedOut
+			case errors.Is(devErr, store.ErrDeviceGone):
+				m.Status, m.Error = store.MsgFailed, "device_deleted"
+			case devErr != nil:
+				return devErr
+			case m.Window != nil && !m.Window.Open(now):
+				m.Status, m.HeldUntil = store.MsgQueued, m.Window.Next(now)
+			default:
+				m.Status, m.HeldUntil = store.MsgQueued, time.Time{}
+				if err := queueIn(t, &m); err != nil {
+					return err
+				}
+			}
+			if m.Status != from { // a held message that goes back to its queue stays queued
+				m.UpdatedAt = now.UTC()
+				if err := countTransition(t, m, from, "", now); err != nil {
+					return err
+				}
+			}
+			if err := updateSend(t, m); err != nil {
+				return err
+			}
+			out = append(out, m)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ExpireQueued marks queued messages (held ones too) whose time to live
+// ended before now as expired, at most limit of them, earliest end first,
+// and returns them as they now are. Nodes sweeping at once expire each
+// message once.
+func (s *Store) ExpireQueued(now time.Time, limit int) ([]store.Message, error) {
+	var out []store.Message
+	err := s.write("expire queued messages", func(t *txn) error {
+		var err error
+		out, err = getRecs[store.Message](t, `SELECT rec FROM messages WHERE status = 'queued' AND expires_at < $1
+			ORDER BY expires_at, id LIMIT $2 FOR UPDATE SKIP LOCKED`, now, max(limit, 0))
+		if err != nil {
+			return err
+		}
+		for i := range out {
+			m := &out[i]
+			from := m.Status
+			m.Status, m.UpdatedAt = store.MsgExpired, now.UTC()
+			m.Error = "not taken by the phone within its time to live"
+			if err := countTransition(t, *m, from, "", now); err != nil {
+				return err
+			}
+			if err := updateSend(t, *m); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}

@@ -1,0 +1,334 @@
+package postgres
+
+import (
+	"encoding/json"
+	"errors"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/simrelay/simrelay/store"
+)
+
+// Per-SIM caps (docs/routing.md): messages per UTC day and month, and
+// distinct recipients per UTC day. A send reads its SIM's caps and counts
+// and adds to them with its device's row locked (route locks it), so a cap
+// refuses at the exact count however many sends race, on one node or many.
+// The counts are rows of sim_usage, the day's recipients rows of
+// sim_recipients (only while the SIM has a recipients cap).
+
+// Kinds of sim_usage rows.
+const (
+	usageDay        = "d" // sends of a UTC day, period yyyymmdd
+	usageMonth      = "m" // sends of a UTC month, period yyyymm
+	usageRecipients = "r" // distinct recipients of a UTC day, period yyyymmdd
+)
+
+func dayStamp(t time.Time) int32 {
+	y, m, d := t.UTC().Date()
+	return int32(y*10000 + int(m)*100 + d)
+}
+
+func monthStamp(t time.Time) int32 {
+	y, m, _ := t.UTC().Date()
+	return int32(y*100 + int(m))
+}
+
+// simTally is the caps and counts of the SIMs one transaction sends from,
+// read once (under their device's row lock) and written at its end, with
+// this transaction's sends added.
+type simTally struct {
+	t    *txn
+	now  time.Time
+	sims map[simKey]*simCount
+}
+
+type simKey struct {
+	dev  uint64
+	slot string
+}
+
+type simCount struct {
+	caps               store.SIMCaps
+	day, month, recips int64 // as stored
+	added              int64 // this transaction's sends
+	newRecips          map[string]bool
+}
+
+func newSIMTally(t *txn, now time.Time) *simTally {
+	return &simTally{t: t, now: now, sims: map[simKey]*simCount{}}
+}
+
+// sim reads the SIM's caps and counts; the caller holds its device's row
+// lock when it will count a send.
+func (st *simTally) sim(dev uint64, slot string) (*simCount, error) {
+	k := simKey{dev, slot}
+	if c, ok := st.sims[k]; ok {
+		return c, nil
+	}
+	c := &simCount{}
+	var caps []byte
+	err := st.t.row(`SELECT (SELECT rec FROM sim_caps WHERE device_id = $1 AND sim_slot = $2),
+		coalesce((SELECT n FROM sim_usage WHERE device_id = $1 AND sim_slot = $2 AND kind = 'd' AND period = $3), 0),
+		coalesce((SELECT n FROM sim_usage WHERE device_id = $1 AND sim_slot = $2 AND kind = 'm' AND period = $4), 0),
+		coalesce((SELECT n FROM sim_usage WHERE device_id = $1 AND sim_slot = $2 AND kind = 'r' AND period = $3), 0)`,
+		id(dev), slot, dayStamp(st.now), monthStamp(st.now)).Scan(&caps, &c.day, &c.month, &c.recips)
+	if err != nil {
+		return nil, err
+	}
+	if caps != nil {
+		if err := json.Unmarshal(caps, &c.caps); err != nil {
+			return nil, err
+		}
+	}
+	st.sims[k] = c
+	return c, nil
+}
+
+// allows says whether one more send to phone fits the SIM's caps.
+func (st *simTally) allows(dev uint64, slot, phone string) (*store.SIMCappedError, error) {
+	c, err := st.sim(dev, slot)
+	if err != nil {
+		return nil, err
+	}
+	y, m, dd := st.now.UTC().Date()
+	nextDay := time.Date(y, m, dd+1, 0, 0, 0, 0, time.UTC).Sub(st.now)
+	nextMonth := time.Date(y, m+1, 1, 0, 0, 0, 0, time.UTC).Sub(st.now)
+	switch {
+	case c.caps.PerDay > 0 && c.day+c.added >= c.caps.PerDay:
+		return &store.SIMCappedError{Slot: slot, What: store.CapPerDay, Limit: c.caps.PerDay, RetryAfter: nextDay}, nil
+	case c.caps.PerMonth > 0 && c.month+c.added >= c.caps.PerMonth:
+		return &store.SIMCappedError{Slot: slot, What: store.CapPerMonth, Limit: c.caps.PerMonth, RetryAfter: nextMonth}, nil
+	case c.caps.RecipientsPerDay > 0 && c.recips+int64(len(c.newRecips)) >= c.caps.RecipientsPerDay:
+		known, err := st.known(dev, slot, c, phone)
+		if err != nil {
+			return nil, err
+		}
+		if !known {
+			return &store.SIMCappedError{Slot: slot, What: store.CapRecipientsPerDay, Limit: c.caps.RecipientsPerDay, RetryAfter: nextDay}, nil
+		}
+	}
+	return nil, nil
+}
+
+// known says whether the SIM sent to phone today already.
+func (st *simTally) known(dev uint64, slot string, c *simCount, phone string) (bool, error) {
+	if c.newRecips[phone] {
+		return true, nil
+	}
+	var ok bool
+	err := st.t.row("SELECT EXISTS (SELECT 1 FROM sim_recipients WHERE device_id = $1 AND sim_slot = $2 AND day = $3 AND phone = $4)",
+		id(dev), slot, dayStamp(st.now), phone).Scan(&ok)
+	return ok, err
+}
+
+// take counts one send to phone from the SIM (allows said yes).
+func (st *simTally) take(dev uint64, slot, phone string) error {
+	c, err := st.sim(dev, slot)
+	if err != nil {
+		return err
+	}
+	c.added++
+	if c.caps.RecipientsPerDay > 0 {
+		known, err := st.known(dev, slot, c, phone)
+		if err != nil {
+			return err
+		}
+		if !known {
+			if c.newRecips == nil {
+				c.newRecips = map[string]bool{}
+			}
+			c.newRecips[phone] = true
+		}
+	}
+	return nil
+}
+
+// flush adds the transaction's sends to the SIMs' counts.
+func (st *simTally) flush() error {
+	for k, c := range st.sims {
+		if c.added == 0 {
+			continue
+		}
+		if _, err := st.t.exec(`INSERT INTO sim_usage (device_id, sim_slot, kind, period, n) VALUES ($1, $2, $3, $4, $7), ($1, $2, $5, $6, $7)
+			ON CONFLICT (device_id, sim_slot, kind, period) DO UPDATE SET n = sim_usage.n + EXCLUDED.n`,
+			id(k.dev), k.slot, usageDay, dayStamp(st.now), usageMonth, monthStamp(st.now), c.added); err != nil {
+			return err
+		}
+		if len(c.newRecips) == 0 {
+			continue
+		}
+		if _, err := st.t.exec(`INSERT INTO sim_usage (device_id, sim_slot, kind, period, n) VALUES ($1, $2, $3, $4, $5)
+			ON CONFLICT (device_id, sim_slot, kind, period) DO UPDATE SET n = sim_usage.n + EXCLUDED.n`,
+			id(k.dev), k.slot, usageRecipients, dayStamp(st.now), int64(len(c.newRecips))); err != nil {
+			return err
+		}
+		phones := make([]string, 0, len(c.newRecips))
+		for p := range c.newRecips {
+			phones = append(phones, p)
+		}
+		if _, err := st.t.exec(`INSERT INTO sim_recipients (device_id, sim_slot, day, phone)
+			SELECT $1, $2, $3, unnest($4::text[]) ON CONFLICT DO NOTHING`, id(k.dev), k.slot, dayStamp(st.now), phones); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// simUsages are both slots' caps and use of the device now.
+func simUsages(t *txn, d store.Device, now time.Time) ([]store.SIMUsage, error) {
+	st := newSIMTally(t, now)
+	var out []store.SIMUsage
+	for _, slot := range []string{"SIM1", "SIM2"} {
+		c, err := st.sim(d.ID, slot)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, store.SIMUsage{Slot: slot, Caps: c.caps, Day: c.day, Month: c.month, Recipients: c.recips})
+	}
+	return out, nil
+}
+
+// SIMUsages returns the caps and today's and this month's use of both SIM
+// slots of the company's device; another company's is store.ErrDeviceGone.
+func (s *Store) SIMUsages(companyID uint64, fingerprint string, now time.Time) ([]store.SIMUsage, error) {
+	var out []store.SIMUsage
+	err := s.read("sim caps of "+fingerprint, func(t *txn) error {
+		d, err := liveDevice(t, companyID, fingerprint, false)
+		if err != nil {
+			return err
+		}
+		out, err = simUsages(t, d, now)
+		return err
+	})
+	return out, err
+}
+
+// SetSIMCaps replaces the caps of the slots given (the others keep
+// theirs) for the company's device, and returns both slots' usage. A
+// recipients cap counts distinct recipients from when it is set.
+func (s *Store) SetSIMCaps(companyID uint64, fingerprint string, caps map[string]store.SIMCaps, now time.Time) ([]store.SIMUsage, error) {
+	var out []store.SIMUsage
+	err := s.write("set sim caps of "+fingerprint, func(t *txn) error {
+		d, err := liveDevice(t, companyID, fingerprint, true)
+		if err != nil {
+			return err
+		}
+		for slot, c := range caps {
+			if c == (store.SIMCaps{}) {
+				if _, err := t.exec("DELETE FROM sim_caps WHERE device_id = $1 AND sim_slot = $2", id(d.ID), slot); err != nil {
+					return err
+				}
+				continue
+			}
+			raw, err := rec(c)
+			if err != nil {
+				return err
+			}
+			if _, err := t.exec(`INSERT INTO sim_caps (device_id, sim_slot, company_id, rec) VALUES ($1, $2, $3, $4)
+				ON CONFLICT (device_id, sim_slot) DO UPDATE SET rec = EXCLUDED.rec`, id(d.ID), slot, id(companyID), raw); err != nil {
+				return err
+			}
+		}
+		out, err = simUsages(t, d, now)
+		return err
+	})
+	return out, err
+}
+
+// PruneSIMCounts drops the per-SIM counts of days and months before now's,
+// and the recipients of days before today: what the caps no longer read.
+func (s *Store) PruneSIMCounts(now time.Time) (int, error) {
+	var n int
+	err := s.write("prune sim counts", func(t *txn) error {
+		n = 0
+		tag, err := t.exec(`DELETE FROM sim_usage WHERE (kind = 'm' AND period < $1) OR (kind <> 'm' AND period < $2)`,
+			monthStamp(now), dayStamp(now))
+		if err != nil {
+			return err
+		}
+		n += int(tag.RowsAffected())
+		tag, err = t.exec("DELETE FROM sim_recipients WHERE day < $1", dayStamp(now))
+		n += int(tag.RowsAffected())
+		return err
+	})
+	return n, err
+}
+
+// Carrier-error streaks (failover): a report of a send's outcome keeps its
+// SIM's streak in sim_streaks, in the report's transaction.
+
+// carrierErrors are the phone's failure reasons that speak of the SIM's
+// network rather than of the message (PROTOCOL.md, section 9.6).
+var carrierErrors = map[string]bool{"generic_failure": true, "no_service": true, "radio_off": true, "null_pdu": true, "ril_network_err": true}
+
+// noteOutcome keeps the SIM's carrier-error streak as a report of m's
+// outcome comes in: a carrier error adds one, a send that went out ends
+// it. The transition of an outbound message to status calls it.
+func noteOutcome(t *txn, m store.Message, status, errText string, now time.Time) error {
+	if m.Channel != "" && m.Channel != "sms" {
+		return nil
+	}
+	switch {
+	case status == store.MsgFailed && carrierErrors[errText]:
+		_, err := t.exec(`INSERT INTO sim_streaks (device_id, sim_slot, company_id, n, last_at) VALUES ($1, $2, $3, 1, $4)
+			ON CONFLICT (device_id, sim_slot) DO UPDATE SET n = sim_streaks.n + 1, last_at = EXCLUDED.last_at`,
+			id(m.DeviceID), m.SIMSlot, id(m.CompanyID), now)
+		return err
+	case status == store.MsgSent || status == store.MsgDelivered:
+		_, err := t.exec("DELETE FROM sim_streaks WHERE device_id = $1 AND sim_slot = $2", id(m.DeviceID), m.SIMSlot)
+		return err
+	}
+	return nil
+}
+
+// failing says whether a streak of n carrier errors, the last at last, is
+// one the SIM's pools pass over at now.
+func failing(n int64, last, now time.Time) bool {
+	return n >= store.CarrierErrorStreak && now.Sub(last) < store.CarrierErrorCooldown
+}
+
+// carrierFailing says whether the SIM is in a carrier-error streak now.
+func carrierFailing(t *txn, deviceID uint64, slot string, now time.Time) (bool, error) {
+	var n int64
+	var last time.Time
+	err := t.row("SELECT n, last_at FROM sim_streaks WHERE device_id = $1 AND sim_slot = $2", id(deviceID), slot).Scan(&n, &last)
+	if errors.Is(mapErr(err), store.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil && failing(n, last, now), err
+}
+
+// CarrierFailing lists the (device id, slot) SIMs of the company that are
+// in a carrier-error streak now.
+func (s *Store) CarrierFailing(companyID uint64, now time.Time) (map[uint64][]string, error) {
+	out := map[uint64][]string{}
+	err := s.read("carrier errors of company "+strconv.FormatUint(companyID, 10), func(t *txn) error {
+		clear(out)
+		rows, err := t.query(`SELECT device_id, sim_slot, n, last_at FROM sim_streaks WHERE company_id = $1 AND n >= $2`,
+			id(companyID), store.CarrierErrorStreak)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var dev, n int64
+			var slot string
+			var last time.Time
+			if err := rows.Scan(&dev, &slot, &n, &last); err != nil {
+				return err
+			}
+			if failing(n, last, now) {
+				out[uint64(dev)] = append(out[uint64(dev)], slot)
+			}
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, slots := range out {
+		slices.Sort(slots)
+	}
+	return out, nil
+}
