@@ -146,7 +146,7 @@ func (s *Store) newNumber(t *txn, companyID uint64, channel, addr string, now ti
 	}
 	_, err = t.exec("INSERT INTO agent_numbers (id, company_id, channel, address, public_id, rec) VALUES ($1, $2, $3, $4, $5, $6)",
 		id(nid), id(companyID), channel, addr, pub, raw)
-	if errors.Is(mapErr(err), store.ErrConflict) {
+	if violates(err, "agent_numbers_company_id_channel_address_key") || violates(err, "agent_numbers_public_id_key") {
 		// Another hello of the company stored the address since the read
 		// (or, once in an age, drew the same public id): read again.
 		return n, errAgain
@@ -432,6 +432,95 @@ func insertAgentMessage(t *txn, m store.Message) error {
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
 		id(m.ID), id(m.CompanyID), id(m.DeviceID), m.UUID, m.Direction, m.Channel, m.Phone, m.Status, expires, m.CreatedAt, m.UpdatedAt, raw, id(m.NumberID), client)
 	return err
+}
+
+// EnqueueAgent stores a WhatsApp or iMessage send (queued): m names its
+// number by NumberRef (the public id) within m.CompanyID and m.Channel; an
+// unknown one is ErrNotFound, a paused one ErrNumberPaused. vet runs after
+// those checks, under the number's row lock, and before the plan limit and
+// storage budget; any later refusal, or a failed commit, calls its undo. A
+// key used before by the company on the route (within 24 h) returns the
+// first answer as prior and stores nothing.
+func (s *Store) EnqueueAgent(m *store.Message, idemKey store.IdempotencyKey, now func() time.Time, vet store.SendVet, answer func(store.Message) (int, []byte)) (store.Message, *store.Idempotent, error) {
+	var out store.Message
+	var prior *store.Idempotent
+	var undo func()
+	giveBack := func() {
+		if undo != nil {
+			undo()
+			undo = nil
+		}
+	}
+	err := s.write("enqueue "+m.Channel, func(t *txn) error {
+		giveBack() // a transaction that runs again takes its slot again
+		out, prior = store.Message{}, nil
+		at := now().UTC()
+		ik, p, err := priorAnswer(t, m.CompanyID, idemKey, at)
+		if err != nil || p != nil {
+			prior = p
+			return err
+		}
+		n, err := numberByPublicID(t, m.CompanyID, m.Channel, m.NumberRef, true)
+		if err != nil {
+			return err
+		}
+		if n.Status == store.NumberPaused {
+			return store.ErrNumberPaused
+		}
+		msg := *m
+		msg.CreatedAt, msg.UpdatedAt = at, at
+		if vet != nil {
+			var failed error
+			u, err := vet(n, func(since time.Time) []time.Time {
+				ts, err := sendTimes(t, n.CompanyID, n.ID, since)
+				if err != nil && failed == nil {
+					failed = err
+				}
+				return ts
+			})
+			if err != nil {
+				return err
+			}
+			undo = u
+			if failed != nil {
+				return failed
+			}
+		}
+		// The id is taken under the number's row lock: one number's ids
+		// rise in commit order (the queue's places).
+		if msg.ID, err = nextID(t, "messages"); err != nil {
+			return err
+		}
+		msg.NumberID, msg.Account, msg.Direction, msg.Status = n.ID, n.Address, store.Outbound, store.MsgQueued
+		msg.DeviceID, msg.Device = n.DeviceID, n.Device
+		usage, err := s.planAllows(t, msg.CompanyID, msg.CreatedAt, store.LimitMessages)
+		if err != nil {
+			return err
+		}
+		if err := s.charge(t, msg.CompanyID, msg.CreatedAt, store.MessageCost(msg)+int64(len(msg.MediaURL))); err != nil {
+			return err
+		}
+		if err := usage.add(t, 1); err != nil {
+			return err
+		}
+		if err := insertAgentMessage(t, msg); err != nil {
+			return err
+		}
+		if _, err := t.exec("INSERT INTO agent_sends (company_id, number_id, sent_at, message_id) VALUES ($1, $2, $3, $4)",
+			id(msg.CompanyID), id(msg.NumberID), msg.CreatedAt, id(msg.ID)); err != nil {
+			return err
+		}
+		if err := ik.keep(t, msg.CreatedAt, func() (int, []byte) { return answer(msg) }); err != nil {
+			return err
+		}
+		out = msg
+		return nil
+	})
+	if err != nil {
+		giveBack()
+		return store.Message{}, nil, err
+	}
+	return out, prior, nil
 }
 
 // violates says whether err is a broken unique constraint of that name.
