@@ -592,8 +592,9 @@ func noErr[T any](v T, err error) T {
 // agentInbound: a message an agent received is stored once per client id
 // (a repeat is acknowledged with the stored one), on the company's number
 // of that address, running extra in its transaction; an address of no
-// number is ErrNotFound; a device of another company ErrDeviceGone; a
-// media id never uploaded ErrMediaUnknown; extra's error stores nothing.
+// number is ErrNotFound; a device of another company ErrDeviceGone;
+// extra's error stores nothing. (The files a message takes are the Media
+// suite's.)
 func agentInbound(t *testing.T, s AgentsStore) {
 	a, _ := Company(t, s)
 	b, _ := Company(t, s)
@@ -628,8 +629,6 @@ func agentInbound(t *testing.T, s AgentsStore) {
 	if _, _, err := s.StoreAgentInbound(new(inboundTo(d, waX, "c-2")), stoppedAt(now), func(store.WriteTx, store.Message) error { return fail }); !errors.Is(err, fail) {
 		t.Fatalf("extra's error: %v, want it returned", err)
 	}
-	withMedia := inboundTo(d, waX, "c-3")
-	withMedia.Media = []store.MediaRef{{ID: "never-uploaded"}}
 	for name, tc := range map[string]struct {
 		m    store.Message
 		want error
@@ -641,7 +640,6 @@ func agentInbound(t *testing.T, s AgentsStore) {
 			m.CompanyID = a.ID
 			return m
 		}(), store.ErrDeviceGone},
-		"a media id never uploaded": {withMedia, store.ErrMediaUnknown},
 	} {
 		if _, _, err := s.StoreAgentInbound(&tc.m, stoppedAt(now), extra); !errors.Is(err, tc.want) {
 			t.Errorf("%s: %v, want %v", name, err, tc.want)
