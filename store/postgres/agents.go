@@ -65,9 +65,9 @@ func (s *Store) AnnounceNumbers(companyID, deviceID uint64, channel string, addr
 			if slices.ContainsFunc(addresses, func(a string) bool {
 				return !slices.ContainsFunc(known, func(n store.AgentNumber) bool { return n.Address == a })
 			}) {
-				// A new number counts the company's: its row lock, taken
-				// before the numbers' (the order every write keeps), makes
-				// the count exact.
+				// A new number counts the company's: its row lock makes
+				// the count exact. It is taken before the numbers' rows,
+				// and nothing takes them the other way round.
 				if err := lockCompany(t, companyID); err != nil {
 					return err
 				}
@@ -85,9 +85,12 @@ func (s *Store) AnnounceNumbers(companyID, deviceID uint64, channel string, addr
 			n, ok := byAddr[addr]
 			switch {
 			case !ok:
-				if n, err = s.newNumber(t, companyID, channel, addr, now, limit); err != nil {
+				if n, err = newNumber(t, d, channel, addr, now, limit); err != nil {
 					return err
 				}
+				byAddr[addr] = n
+				out = append(out, n)
+				continue
 			case n.DeviceID == d.ID && n.Device == d.Fingerprint:
 				out = append(out, n)
 				continue // nothing changed: no write
@@ -118,10 +121,12 @@ func (s *Store) AnnounceNumbers(companyID, deviceID uint64, channel string, addr
 	return out, nil
 }
 
-// newNumber stores a new number of the company, held by nobody yet, or
-// refuses it with ErrTooManyNumbers when the company has limit of the
-// channel (limit 0: no limit; the caller holds the company's row lock).
-func (s *Store) newNumber(t *txn, companyID uint64, channel, addr string, now time.Time, limit int) (store.AgentNumber, error) {
+// newNumber stores a new number of the device's company, held by the
+// device, or refuses it with ErrTooManyNumbers when the company has limit
+// of the channel (limit 0: no limit; the caller holds the company's row
+// lock).
+func newNumber(t *txn, d store.Device, channel, addr string, now time.Time, limit int) (store.AgentNumber, error) {
+	companyID := d.CompanyID
 	if limit > 0 {
 		var have int
 		if err := t.row("SELECT count(*) FROM agent_numbers WHERE company_id = $1 AND channel = $2", id(companyID), channel).Scan(&have); err != nil {
@@ -139,13 +144,14 @@ func (s *Store) newNumber(t *txn, companyID uint64, channel, addr string, now ti
 	if err != nil {
 		return store.AgentNumber{}, err
 	}
-	n := store.AgentNumber{ID: nid, PublicID: pub, CompanyID: companyID, Channel: channel, Address: addr, FirstSeen: now, Status: store.NumberActive, UpdatedAt: now}
+	n := store.AgentNumber{ID: nid, PublicID: pub, CompanyID: companyID, Channel: channel, Address: addr, FirstSeen: now,
+		DeviceID: d.ID, Device: d.Fingerprint, Status: store.NumberActive, UpdatedAt: now}
 	raw, err := rec(n)
 	if err != nil {
 		return n, err
 	}
-	_, err = t.exec("INSERT INTO agent_numbers (id, company_id, channel, address, public_id, rec) VALUES ($1, $2, $3, $4, $5, $6)",
-		id(nid), id(companyID), channel, addr, pub, raw)
+	_, err = t.exec("INSERT INTO agent_numbers (id, company_id, channel, address, public_id, device_id, rec) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+		id(nid), id(companyID), channel, addr, pub, id(d.ID), raw)
 	if violates(err, "agent_numbers_company_id_channel_address_key") || violates(err, "agent_numbers_public_id_key") {
 		// Another hello of the company stored the address since the read
 		// (or, once in an age, drew the same public id): read again.
