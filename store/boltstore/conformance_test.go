@@ -74,4 +74,10 @@ func TestConformance(t *testing.T) {
 		t.Parallel()
 		conformance.MediaMessages(t, openBudgeted[conformance.MediaMessagesStore](conformance.MediaBudget))
 	})
+	t.Run("Billing", func(t *testing.T) { t.Parallel(); conformance.Billing(t, openConformance[conformance.BillingStore]) })
+	t.Run("Agents", func(t *testing.T) { t.Parallel(); conformance.Agents(t, openConformance[conformance.AgentsStore]) })
+	t.Run("AgentsBudget", func(t *testing.T) {
+		t.Parallel()
+		conformance.AgentsBudget(t, openBudgeted[conformance.AgentsStore](conformance.AgentsBudgetBytes))
+	})
 }

@@ -59,4 +59,5 @@ func TestConformance(t *testing.T) {
 		t.Parallel()
 		conformance.Media(t, openBudgeted[conformance.MediaStore](conformance.MediaBudget))
 	})
+	t.Run("Billing", func(t *testing.T) { t.Parallel(); conformance.Billing(t, openConformance[conformance.BillingStore]) })
 }
