@@ -54,4 +54,30 @@ func TestConformance(t *testing.T) {
 		t.Parallel()
 		conformance.SendsQueue(t, openConformance[conformance.SendsQueueStore])
 	})
+	t.Run("Dispatch", func(t *testing.T) { t.Parallel(); conformance.Dispatch(t, openConformance[conformance.DispatchStore]) })
+	t.Run("DispatchAgents", func(t *testing.T) {
+		t.Parallel()
+		conformance.DispatchAgents(t, openConformance[conformance.DispatchAgentsStore])
+	})
+	t.Run("Stats", func(t *testing.T) { t.Parallel(); conformance.Stats(t, openConformance[conformance.StatsStore]) })
+	t.Run("StatsRegistrations", func(t *testing.T) {
+		t.Parallel()
+		conformance.StatsRegistrations(t, openConformance[conformance.StatsRegistrationsStore])
+	})
+	t.Run("Webhooks", func(t *testing.T) { t.Parallel(); conformance.Webhooks(t, openConformance[conformance.WebhooksStore]) })
+	t.Run("Mail", func(t *testing.T) { t.Parallel(); conformance.Mail(t, openConformance[conformance.MailStore]) })
+	t.Run("Media", func(t *testing.T) {
+		t.Parallel()
+		conformance.Media(t, openBudgeted[conformance.MediaStore](conformance.MediaBudget))
+	})
+	t.Run("MediaMessages", func(t *testing.T) {
+		t.Parallel()
+		conformance.MediaMessages(t, openBudgeted[conformance.MediaMessagesStore](conformance.MediaBudget))
+	})
+	t.Run("Billing", func(t *testing.T) { t.Parallel(); conformance.Billing(t, openConformance[conformance.BillingStore]) })
+	t.Run("Agents", func(t *testing.T) { t.Parallel(); conformance.Agents(t, openConformance[conformance.AgentsStore]) })
+	t.Run("AgentsBudget", func(t *testing.T) {
+		t.Parallel()
+		conformance.AgentsBudget(t, openBudgeted[conformance.AgentsStore](conformance.AgentsBudgetBytes))
+	})
 }
