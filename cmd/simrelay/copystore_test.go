@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/simrelay/simrelay/internal/pgtest"
 	"github.com/simrelay/simrelay/store"
@@ -188,11 +189,19 @@ type copyReader interface {
 	MessageByUUID(companyID uint64, uuid string) (store.Message, error)
 	OptOuts(companyID uint64, after string, limit int) ([]store.OptOut, error)
 	Pools(companyID uint64) ([]store.Pool, error)
+	Conversations(companyID uint64, device string, limit int) ([]store.Conversation, error)
+	WebhookSet(companyID uint64) (store.WebhookSet, error)
+	WebhookOutboxSize(companyID uint64) (deliveries int, bytes int64, err error)
+	DueWebhookDeliveries(now time.Time, limit int, skip func(d store.WebhookDue) bool) ([]store.WebhookDue, time.Time, error)
+	WebhookJob(deliveryID uint64) (store.WebhookJob, error)
+	StatsTotals(companyID uint64) (store.Counts, error)
+	StatsDevices(companyID uint64) ([]store.StatsDevice, error)
 }
 
 // sameAnswers fails t unless the copy in the database at url answers as
-// the embedded store in dir does: every company, its users, devices and
-// their failures, every message, opt-outs and pools.
+// the embedded store in dir does: every company, its users, devices, their
+// failures and conversations, every message, opt-outs, pools, counters,
+// webhooks and each pending delivery as an attempt would send it.
 func sameAnswers(t *testing.T, dir, url string) {
 	t.Helper()
 	b, err := boltstore.Open(dir, boltstore.Options{ReadOnly: true})
@@ -226,9 +235,17 @@ func sameAnswers(t *testing.T, dir, url string) {
 		same(fmt.Sprintf("devices of company %d", cid), func(s copyReader) (any, error) { return s.CompanyDevices(cid) })
 		same(fmt.Sprintf("opt-outs of company %d", cid), func(s copyReader) (any, error) { return s.OptOuts(cid, "", 1000) })
 		same(fmt.Sprintf("pools of company %d", cid), func(s copyReader) (any, error) { return s.Pools(cid) })
+		same(fmt.Sprintf("webhook set of company %d", cid), func(s copyReader) (any, error) { return s.WebhookSet(cid) })
+		same(fmt.Sprintf("webhook outbox of company %d", cid), func(s copyReader) (any, error) {
+			n, size, err := s.WebhookOutboxSize(cid)
+			return []any{n, size}, err
+		})
+		same(fmt.Sprintf("counters of company %d", cid), func(s copyReader) (any, error) { return s.StatsTotals(cid) })
+		same(fmt.Sprintf("counted devices of company %d", cid), func(s copyReader) (any, error) { return s.StatsDevices(cid) })
 		devs, _ := b.CompanyDevices(cid)
 		for _, d := range devs {
 			same("failures of device "+d.Fingerprint, func(s copyReader) (any, error) { return s.DeviceFailures(cid, d.ID) })
+			same("conversations of device "+d.Fingerprint, func(s copyReader) (any, error) { return s.Conversations(cid, d.Fingerprint, 100) })
 		}
 		for after, done := uint64(0), false; !done; {
 			var page []store.Message
@@ -244,5 +261,17 @@ func sameAnswers(t *testing.T, dir, url string) {
 	}
 	if messages == 0 {
 		t.Error("the store holds no message to compare")
+	}
+	far := time.Now().Add(24 * time.Hour)
+	same("due deliveries", func(s copyReader) (any, error) {
+		due, next, err := s.DueWebhookDeliveries(far, 1000, nil)
+		return []any{due, next}, err
+	})
+	due, _, err := b.DueWebhookDeliveries(far, 1000, nil)
+	if err != nil || len(due) == 0 {
+		t.Errorf("the store holds no delivery to compare: %v", err)
+	}
+	for _, d := range due {
+		same(fmt.Sprintf("delivery %d", d.ID), func(s copyReader) (any, error) { return s.WebhookJob(d.ID) })
 	}
 }

@@ -13,14 +13,30 @@ package postgres
 //
 // Records go in with their ids, by COPY in batches; the identity sequences
 // then move past the highest id the source ever handed out (its last ids,
-// used or since deleted), so no id is handed out twice. Split counters load
-// into their first shard. A deleted device registration keeps what the
-// source knows of it, with the copy's time as its deletion's.
+// used or since deleted), so no id is handed out twice, and the queue
+// places' sequence past every copied place and id (placeQueues). Split
+// counters load into their first shard; what the tables' triggers keep
+// (conversations, the counters' day sums) they build as the rows go in, and
+// the webhook outbox's counters are summed from what was loaded.
+//
+// Where the records differ from what this backend writes itself:
+//   - a deleted device registration keeps what the source knows of it (id,
+//     company, fingerprint, name), with the copy's time as its deletion's;
+//   - a webhook delivery written before events were shared carries its own
+//     body and names an event the dump gives without one (the delivery
+//     sends its own body; endDelivery leaves such an event in place);
+//   - an Idempotency-Key answer kept before keys had routes has the route
+//     "", which no request has: it no longer replays (it is a day old at
+//     most, and pruned with the others);
+//   - a provider customer binds the company whose subscription names it;
+//     the embedded store's bindings of customers a company no longer has
+//     are not kept.
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -36,7 +52,9 @@ var loaded = []store.Kind{
 	store.KindPlanUsage, store.KindStorageUsage, store.KindActivity, store.KindStats, store.KindTokenFamilies,
 	store.KindRefreshTokens, store.KindOneTimeTokens, store.KindConsoleSessions, store.KindSecrets,
 	store.KindMessages, store.KindIdempotency, store.KindOptOuts, store.KindDeviceFailures, store.KindPools,
-	store.KindStickyEntries, store.KindSIMCaps, store.KindSIMCounts,
+	store.KindStickyEntries, store.KindSIMCaps, store.KindSIMCounts, store.KindWebhookSets, store.KindWebhookEvents,
+	store.KindWebhookDeliveries, store.KindWebhookAttempts, store.KindMail, store.KindMedia, store.KindBillingEvents,
+	store.KindAgentNumbers, store.KindAgentSends, store.KindAgentMessages,
 }
 
 // LoadKinds are the kinds Load takes.
@@ -48,11 +66,15 @@ const loadBatch = 1000
 // identities are the tables whose ids come from an identity column, by the
 // kind whose last id moves its sequence.
 var identities = map[store.Kind]string{
-	store.KindCompanies: "companies",
-	store.KindUsers:     "users",
-	store.KindDevices:   "devices",
-	store.KindMessages:  "messages",
-	store.KindPools:     "pools",
+	store.KindCompanies:         "companies",
+	store.KindUsers:             "users",
+	store.KindDevices:           "devices",
+	store.KindMessages:          "messages",
+	store.KindPools:             "pools",
+	store.KindWebhookDeliveries: "webhook_deliveries",
+	store.KindWebhookAttempts:   "webhook_attempts",
+	store.KindMail:              "mail_outbox",
+	store.KindAgentNumbers:      "agent_numbers",
 }
 
 // Load stores every record dump gives, keeping their ids, in one
@@ -81,7 +103,7 @@ func (s *Store) load(dump func(put func(store.CopyRecord) error) error) error {
 	if held {
 		return store.ErrNotEmpty
 	}
-	l := &loader{ctx: ctx, tx: tx, now: time.Now().UTC(), last: store.CopyLastIDs{}}
+	l := &loader{ctx: ctx, tx: tx, now: time.Now().UTC(), last: store.CopyLastIDs{}, ownBodies: map[uint64]int64{}}
 	if err := dump(l.put); err != nil {
 		return err
 	}
@@ -95,6 +117,9 @@ func (s *Store) load(dump func(put func(store.CopyRecord) error) error) error {
 		return err
 	}
 	if err := l.placeQueues(); err != nil {
+		return err
+	}
+	if err := l.sumOutboxes(); err != nil {
 		return err
 	}
 	return tx.Commit(ctx)
@@ -113,6 +138,9 @@ type loader struct {
 	// turns are the pools' round-robin turns (pool id, turn), written
 	// once the pools are.
 	turns [][2]int64
+	// ownBodies are, by company, the bytes of the pending deliveries that
+	// carry their own bodies, for the outbox counters.
+	ownBodies map[uint64]int64
 }
 
 // put adds one record to the load.
@@ -136,7 +164,7 @@ func (l *loader) put(r store.CopyRecord) error {
 			return err
 		}
 	}
-	if table != l.table || len(l.rows) >= loadBatch {
+	if table != l.table || !slices.Equal(cols, l.cols) || len(l.rows) >= loadBatch {
 		if err := l.flush(); err != nil {
 			return err
 		}
@@ -160,6 +188,27 @@ func (l *loader) flush() error {
 	}
 	l.rows = l.rows[:0]
 	return nil
+}
+
+// agentMessage is a WhatsApp or iMessage message as its row: it waits in
+// its number's queue (number_id), not a device's, and an inbound one keeps
+// its agent's client id (agent_client), as insertAgentMessage writes them.
+func (l *loader) agentMessage(m store.Message) (table string, cols []string, vals []any, err error) {
+	raw, err := rec(m)
+	if err != nil {
+		return "", nil, nil, fmt.Errorf("%s: %w", store.KindAgentMessages, err)
+	}
+	var expires, client any
+	if !m.ExpiresAt.IsZero() {
+		expires = m.ExpiresAt
+	}
+	if m.Direction == store.Inbound && m.ClientID != "" {
+		client = m.ClientID
+	}
+	return "messages", []string{"id", "company_id", "device_id", "uuid", "direction", "channel", "phone", "status", "expires_at",
+			"created_at", "updated_at", "rec", "number_id", "agent_client"},
+		[]any{id(m.ID), id(m.CompanyID), id(m.DeviceID), m.UUID, m.Direction, m.Channel, m.Phone, m.Status, expires,
+			m.CreatedAt, m.UpdatedAt, raw, id(m.NumberID), client}, nil
 }
 
 // writeTurns writes the pools' turns, the pools written.
@@ -261,7 +310,7 @@ func (l *loader) row(r store.CopyRecord) (table string, cols []string, vals []an
 	case store.CopyMessage:
 		m := r.Message
 		if store.IsAgentChannel(m.Channel) {
-			return "", nil, nil, fmt.Errorf("%s: this build cannot load them into PostgreSQL yet", store.KindAgentMessages)
+			return l.agentMessage(m)
 		}
 		var clientID any
 		if m.Direction == store.Inbound && m.ClientID != "" {
@@ -310,6 +359,57 @@ func (l *loader) row(r store.CopyRecord) (table string, cols []string, vals []an
 		return "sim_recipients", []string{"device_id", "sim_slot", "day", "phone"}, []any{id(r.DeviceID), r.Slot, r.Day, r.Phone}, nil
 	case store.CopySIMStreak:
 		return "sim_streaks", []string{"device_id", "sim_slot", "company_id", "n", "last_at"}, []any{id(r.DeviceID), r.Slot, id(r.CompanyID), r.N, r.LastAt}, nil
+	case store.CopyWebhookSet:
+		if raw, err = rec(r.Set); err == nil {
+			return "webhook_sets", []string{"company_id", "rec"}, []any{id(r.Set.CompanyID), raw}, nil
+		}
+	case store.CopyWebhookEvent:
+		return "webhook_events", []string{"id", "company_id", "pending", "body"}, []any{r.ID, id(r.CompanyID), r.Pending, r.Body}, nil
+	case store.CopyWebhookDelivery:
+		d := r.Delivery
+		if len(d.Body) > 0 { // written before events were shared: its bytes are its own
+			l.ownBodies[d.CompanyID] += int64(len(d.Body))
+		}
+		if raw, err = rec(d); err == nil {
+			return "webhook_deliveries", []string{"id", "company_id", "webhook_id", "event_id", "next_attempt_at", "rec"},
+				[]any{id(d.ID), id(d.CompanyID), id(d.WebhookID), d.EventID, d.NextAttemptAt, raw}, nil
+		}
+	case store.CopyWebhookAttempt:
+		a := r.Attempt
+		if raw, err = rec(a); err == nil {
+			return "webhook_attempts", []string{"id", "company_id", "webhook_id", "created_at", "rec"}, []any{id(a.ID), id(a.CompanyID), id(a.WebhookID), a.CreatedAt, raw}, nil
+		}
+	case store.CopyMail:
+		m := r.Mail
+		if raw, err = rec(m); err == nil {
+			return "mail_outbox", []string{"id", "state", "created_at", "rec"}, []any{id(m.ID), m.State, m.CreatedAt, raw}, nil
+		}
+	case store.CopyMedia:
+		m := r.Media
+		var msg any
+		if m.MessageID != 0 {
+			msg = id(m.MessageID)
+		}
+		if raw, err = rec(m); err == nil {
+			return "media", []string{"id", "company_id", "device_id", "key", "message_id", "created_at", "rec"},
+				[]any{m.ID, id(m.CompanyID), id(m.DeviceID), m.Key, msg, m.CreatedAt, raw}, nil
+		}
+	case store.CopyBillingEvent:
+		return "billing_events", []string{"event_id", "applied_at"}, []any{r.ID, r.AppliedAt}, nil
+	case store.CopyAgentNumber:
+		n := r.Number
+		var holder any
+		if n.DeviceID != 0 {
+			holder = id(n.DeviceID)
+		}
+		if raw, err = rec(n); err == nil {
+			return "agent_numbers", []string{"id", "company_id", "channel", "address", "public_id", "device_id", "rec"},
+				[]any{id(n.ID), id(n.CompanyID), n.Channel, n.Address, n.PublicID, holder, raw}, nil
+		}
+	case store.CopyAgentSend:
+		return "agent_sends", []string{"company_id", "number_id", "sent_at", "message_id"}, []any{id(r.CompanyID), id(r.NumberID), r.SentAt, id(r.MessageID)}, nil
+	case store.CopyMediaChunk:
+		return "media_chunks", []string{"media_id", "n", "data"}, []any{r.MediaID, int32(r.N), r.Data}, nil
 	}
 	if err == nil {
 		return "", nil, nil, fmt.Errorf("%s (%T): this build cannot load that kind into PostgreSQL yet", r.CopyKind(), r)
@@ -330,41 +430,86 @@ func (l *loader) moveSequences() error {
 	return nil
 }
 
-// placeQueues moves each device's next queue place past the places of its
-// queued messages, which kept theirs (store.Message.QueuePlace), so a send
-// after the copy queues behind them.
+// placeQueues moves the queue places past the copied ones: queued messages
+// keep their places (store.Message.QueuePlace, drawn from the source's
+// message ids), so the places' sequence (queue_places, which
+// MessageSequence reads) goes past both them and the source's last id, as
+// each device's next_place goes past its own queue: a send after the copy
+// queues behind every job copied, and a link's cursor never meets a place
+// twice.
 func (l *loader) placeQueues() error {
+	if _, err := l.tx.Exec(l.ctx, `SELECT setval('queue_places', greatest(top, 1), top > 0)
+		FROM (SELECT greatest(max(queue_place), $1::bigint) AS top FROM messages) t`, id(l.last[store.KindMessages])); err != nil {
+		return fmt.Errorf("queue places: %w", err)
+	}
 	_, err := l.tx.Exec(l.ctx, `UPDATE devices d SET next_place = q.top
 		FROM (SELECT device_id, max(queue_place) AS top FROM messages WHERE queue_place IS NOT NULL GROUP BY device_id) q
 		WHERE d.id = q.device_id AND d.next_place < q.top`)
 	return err
 }
 
+// sumOutboxes writes each company's webhook outbox counters (its pending
+// deliveries, the bytes of their events and of the deliveries that carry
+// their own) from what was loaded, and moves the webhook entries' ids past
+// the source's.
+func (l *loader) sumOutboxes() error {
+	companies, own := make([]int64, 0, len(l.ownBodies)), make([]int64, 0, len(l.ownBodies))
+	for c, n := range l.ownBodies {
+		companies, own = append(companies, id(c)), append(own, n)
+	}
+	if _, err := l.tx.Exec(l.ctx, `INSERT INTO webhook_outboxes (company_id, shard, deliveries, bytes)
+		SELECT company_id, 0, sum(deliveries), sum(bytes) FROM (
+			SELECT company_id, count(*) AS deliveries, 0 AS bytes FROM webhook_deliveries GROUP BY company_id
+			UNION ALL
+			SELECT company_id, 0, sum(length(body)) FROM webhook_events GROUP BY company_id
+			UNION ALL
+			SELECT company_id, 0, bytes FROM unnest($1::bigint[], $2::bigint[]) AS own (company_id, bytes)) o
+		GROUP BY company_id`, companies, own); err != nil {
+		return fmt.Errorf("webhook outboxes: %w", err)
+	}
+	if last := l.last[store.KindWebhookSets]; last > 0 {
+		if _, err := l.tx.Exec(l.ctx, "SELECT setval('webhook_entry_ids', $1)", id(last)); err != nil {
+			return fmt.Errorf("webhook entry ids: %w", err)
+		}
+	}
+	return nil
+}
+
 // copyCounts are the statements that count each kind as a dump gives it:
 // split counters once per key, whatever their shards.
 var copyCounts = map[store.Kind]string{
-	store.KindCompanies:       "SELECT count(*) FROM companies",
-	store.KindUsers:           "SELECT count(*) FROM users",
-	store.KindDevices:         "SELECT count(*) FROM devices",
-	store.KindPairings:        "SELECT count(*) FROM pairings",
-	store.KindSubscriptions:   "SELECT count(*) FROM subscriptions",
-	store.KindPlanUsage:       "SELECT count(*) FROM (SELECT 1 FROM plan_usage GROUP BY company_id, period_start HAVING sum(used) > 0) k",
-	store.KindStorageUsage:    "SELECT count(*) FROM (SELECT DISTINCT company_id, day FROM storage_usage) k",
-	store.KindActivity:        "SELECT count(*) FROM activity",
-	store.KindStats:           "SELECT count(*) FROM (SELECT DISTINCT company_id, day, channel, device_id, user_id FROM stats_days) k",
-	store.KindTokenFamilies:   "SELECT count(*) FROM token_families",
-	store.KindRefreshTokens:   "SELECT count(*) FROM refresh_tokens",
-	store.KindOneTimeTokens:   "SELECT count(*) FROM one_time_tokens",
-	store.KindConsoleSessions: "SELECT count(*) FROM console_sessions",
-	store.KindSecrets:         "SELECT count(*) FROM secrets",
-	store.KindMessages:        "SELECT count(*) FROM messages WHERE channel NOT IN ('" + store.ChannelNameWhatsApp + "', '" + store.ChannelNameIMessage + "')",
-	store.KindIdempotency:     "SELECT count(*) FROM idempotency WHERE rec IS NOT NULL",
-	store.KindOptOuts:         "SELECT count(*) FROM opt_outs",
-	store.KindDeviceFailures:  "SELECT count(*) FROM device_failures",
-	store.KindPools:           "SELECT count(*) FROM pools",
-	store.KindStickyEntries:   "SELECT count(*) FROM pool_sticky",
-	store.KindSIMCaps:         "SELECT count(*) FROM sim_caps",
-	store.KindSIMCounts:       "SELECT (SELECT count(*) FROM sim_usage) + (SELECT count(*) FROM sim_recipients) + (SELECT count(*) FROM sim_streaks)",
+	store.KindCompanies:         "SELECT count(*) FROM companies",
+	store.KindUsers:             "SELECT count(*) FROM users",
+	store.KindDevices:           "SELECT count(*) FROM devices",
+	store.KindPairings:          "SELECT count(*) FROM pairings",
+	store.KindSubscriptions:     "SELECT count(*) FROM subscriptions",
+	store.KindPlanUsage:         "SELECT count(*) FROM (SELECT 1 FROM plan_usage GROUP BY company_id, period_start HAVING sum(used) > 0) k",
+	store.KindStorageUsage:      "SELECT count(*) FROM (SELECT DISTINCT company_id, day FROM storage_usage) k",
+	store.KindActivity:          "SELECT count(*) FROM activity",
+	store.KindStats:             "SELECT count(*) FROM (SELECT DISTINCT company_id, day, channel, device_id, user_id FROM stats_days) k",
+	store.KindTokenFamilies:     "SELECT count(*) FROM token_families",
+	store.KindRefreshTokens:     "SELECT count(*) FROM refresh_tokens",
+	store.KindOneTimeTokens:     "SELECT count(*) FROM one_time_tokens",
+	store.KindConsoleSessions:   "SELECT count(*) FROM console_sessions",
+	store.KindSecrets:           "SELECT count(*) FROM secrets",
+	store.KindMessages:          "SELECT count(*) FROM messages WHERE channel NOT IN ('" + store.ChannelNameWhatsApp + "', '" + store.ChannelNameIMessage + "')",
+	store.KindAgentMessages:     "SELECT count(*) FROM messages WHERE channel IN ('" + store.ChannelNameWhatsApp + "', '" + store.ChannelNameIMessage + "')",
+	store.KindBillingEvents:     "SELECT count(*) FROM billing_events",
+	store.KindAgentNumbers:      "SELECT count(*) FROM agent_numbers",
+	store.KindAgentSends:        "SELECT count(*) FROM agent_sends",
+	store.KindIdempotency:       "SELECT count(*) FROM idempotency WHERE rec IS NOT NULL",
+	store.KindOptOuts:           "SELECT count(*) FROM opt_outs",
+	store.KindDeviceFailures:    "SELECT count(*) FROM device_failures",
+	store.KindPools:             "SELECT count(*) FROM pools",
+	store.KindStickyEntries:     "SELECT count(*) FROM pool_sticky",
+	store.KindSIMCaps:           "SELECT count(*) FROM sim_caps",
+	store.KindSIMCounts:         "SELECT (SELECT count(*) FROM sim_usage) + (SELECT count(*) FROM sim_recipients) + (SELECT count(*) FROM sim_streaks)",
+	store.KindWebhookSets:       "SELECT count(*) FROM webhook_sets",
+	store.KindWebhookEvents:     "SELECT count(*) FROM webhook_events",
+	store.KindWebhookDeliveries: "SELECT count(*) FROM webhook_deliveries",
+	store.KindWebhookAttempts:   "SELECT count(*) FROM webhook_attempts",
+	store.KindMail:              "SELECT count(*) FROM mail_outbox",
+	store.KindMedia:             "SELECT count(*) FROM media",
 }
 
 // CopyCounts counts the store's records of each kind Load takes, in one
