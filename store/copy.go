@@ -388,7 +388,6 @@ func (CopyRefreshToken) CopyKind() Kind    { return KindRefreshTokens }
 func (CopyOneTimeToken) CopyKind() Kind    { return KindOneTimeTokens }
 func (CopyConsoleSession) CopyKind() Kind  { return KindConsoleSessions }
 func (CopySecret) CopyKind() Kind          { return KindSecrets }
-func (CopyMessage) CopyKind() Kind         { return KindMessages }
 func (CopyIdempotency) CopyKind() Kind     { return KindIdempotency }
 func (CopyOptOut) CopyKind() Kind          { return KindOptOuts }
 func (CopyDeviceFailure) CopyKind() Kind   { return KindDeviceFailures }
@@ -409,3 +408,10 @@ func (CopyBillingEvent) CopyKind() Kind    { return KindBillingEvents }
 func (CopyAgentNumber) CopyKind() Kind     { return KindAgentNumbers }
 func (CopyAgentSend) CopyKind() Kind       { return KindAgentSends }
 func (CopyLastIDs) CopyKind() Kind         { return "" }
+
+func (r CopyMessage) CopyKind() Kind {
+	if IsAgentChannel(r.Message.Channel) {
+		return KindAgentMessages
+	}
+	return KindMessages
+}
