@@ -16,8 +16,8 @@
 // an advisory lock; a migration is never edited once released, only added
 // to.
 //
-// Transactions. Every method is one transaction: write (READ COMMITTED),
-// serializable, or read (a REPEATABLE READ snapshot, read only). The closure
+// Transactions. Every method is one transaction: write (READ COMMITTED)
+// or read (a REPEATABLE READ snapshot, read only). The closure
 // may run more than once (a serialization failure, a deadlock, errAgain), so
 // it only sets what it returns from scratch and calls nothing outside the
 // store. Hooks that must follow the commit use txn.OnCommit (the txn is the
