@@ -11,13 +11,15 @@
 // it, index it or guard a rule; both are written from the same record, so
 // they never disagree. Ids are bigint identity columns; a record that
 // carries its id takes it first (nextID) so that `rec` holds it from its
-// first write. Ids and counters are uint64 in Go and bigint here (id()).
+// first write (a send's message takes it inside its INSERT, which sets the
+// id in rec too: insertNewSend). Ids and counters are uint64 in Go and
+// bigint here (id()).
 // The schema is in migrations/NNNN_name.sql, applied in order at Open under
 // an advisory lock; a migration is never edited once released, only added
 // to.
 //
-// Transactions. Every method is one transaction: write (READ COMMITTED),
-// serializable, or read (a REPEATABLE READ snapshot, read only). The closure
+// Transactions. Every method is one transaction: write (READ COMMITTED)
+// or read (a REPEATABLE READ snapshot, read only). The closure
 // may run more than once (a serialization failure, a deadlock, errAgain), so
 // it only sets what it returns from scratch and calls nothing outside the
 // store. Hooks that must follow the commit use txn.OnCommit (the txn is the
@@ -73,6 +75,12 @@
 // Any write that moves a message off queued or scheduled (a report, a
 // cancel, an expiry, a deletion of its device) writes the record with
 // updateSend or sets queue_place and due_at NULL itself.
+//
+// What a send checks of its company that no lock guards (its plan's
+// limits, the opt-out list, the day's storage use) is read in one
+// statement before it locks its device (readSendFacts); the plan's exact
+// count is then read under its usage row's lock, with the lock, in one
+// statement (lockPlanUsage). BenchmarkEnqueue counts a send's statements.
 //
 // Idempotency keys: a send claims its key's row (idempotency) first, with
 // INSERT ... ON CONFLICT DO NOTHING and then the row's lock, so a retry

@@ -106,6 +106,33 @@ func optOutRefusal(t *txn, companyID uint64, channel, phone string, index int) e
 	return nil
 }
 
+// sendFacts are what a send checks of its company that no row lock guards
+// (the opt-out list and the storage budget never were; the plan's limits
+// are read, the exact count is locked later by planAllowsUnder), read in
+// one statement before the send locks its device: the company's plan
+// limits, whether the recipient opted out (for an SMS), and the bytes the
+// company added today (when a budget is set).
+type sendFacts struct {
+	limits   store.PlanLimits
+	optedOut bool
+	stored   int64
+}
+
+func (s *Store) readSendFacts(t *txn, companyID uint64, channel, phone string, now time.Time) (sendFacts, error) {
+	var f sendFacts
+	var sub []byte
+	sms := channel == "" || channel == "sms"
+	err := t.row(`SELECT CASE WHEN $4 THEN (SELECT rec FROM subscriptions WHERE company_id = $1) END,
+			$5 AND EXISTS (SELECT 1 FROM opt_outs WHERE company_id = $1 AND phone = $2),
+			CASE WHEN $6 THEN (SELECT coalesce(sum(used), 0) FROM storage_usage WHERE company_id = $1 AND day = $3) ELSE 0 END`,
+		id(companyID), phone, day(now), s.plans != nil, sms, s.dailyBudget > 0).Scan(&sub, &f.optedOut, &f.stored)
+	if err != nil {
+		return f, err
+	}
+	f.limits, err = s.limitsOf(sub, now)
+	return f, err
+}
+
 // sendColumns are the key columns of an outbound message as its status
 // says it waits (doc.go): its queue place while queued in its device's
 // queue, its due time while scheduled or held, and its end while queued
@@ -157,6 +184,34 @@ func insertSend(t *txn, m store.Message) error {
 	return err
 }
 
+// insertNewSend writes a new message as insertSend does, its id (m.ID,
+// and the id in rec) taken from the table's sequence in the same statement.
+func insertNewSend(t *txn, m *store.Message) error {
+	m.ID = 0
+	raw, err := rec(m)
+	if err != nil {
+		return err
+	}
+	var clientID any
+	if m.Direction == store.Inbound && m.ClientID != "" {
+		clientID = m.ClientID
+	}
+	place, due, expires := sendColumns(*m)
+	var msgID int64
+	err = t.row(`WITH n AS (SELECT nextval(pg_get_serial_sequence('messages', 'id')) AS id)
+		INSERT INTO messages (id, company_id, device_id, uuid, direction, channel, phone, status, client_id,
+			priority, queue_place, due_at, expires_at, created_at, updated_at, rec)
+		SELECT n.id, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, jsonb_set($15::jsonb, '{id}', to_jsonb(n.id)) FROM n
+		RETURNING id`,
+		id(m.CompanyID), id(m.DeviceID), m.UUID, m.Direction, m.Channel, m.Phone, m.Status, clientID,
+		int16(m.Priority), place, due, expires, m.CreatedAt, m.UpdatedAt, raw).Scan(&msgID)
+	if err != nil {
+		return err
+	}
+	m.ID = uint64(msgID)
+	return nil
+}
+
 // updateSend writes a stored outbound message's record and key columns,
 // its device's too (a WhatsApp or iMessage job taken by its number's new
 // agent becomes that registration's).
@@ -172,19 +227,15 @@ func updateSend(t *txn, m store.Message) error {
 	return err
 }
 
-// newOutbound makes m a new outbound message of the device at at: its id,
-// status (scheduled with a send_at ahead, else queued) and times.
-func newOutbound(t *txn, m *store.Message, deviceID uint64, at time.Time) error {
-	msgID, err := nextID(t, "messages")
-	if err != nil {
-		return err
-	}
-	m.ID, m.DeviceID, m.Direction, m.Status = msgID, deviceID, store.Outbound, store.MsgQueued
+// newOutbound makes m a new outbound message of the device at at: its
+// status (scheduled with a send_at ahead, else queued) and times. Its id
+// comes when it is stored (insertNewSend).
+func newOutbound(m *store.Message, deviceID uint64, at time.Time) {
+	m.ID, m.DeviceID, m.Direction, m.Status = 0, deviceID, store.Outbound, store.MsgQueued
 	if !m.SendAt.IsZero() {
 		m.Status = store.MsgScheduled
 	}
 	m.CreatedAt, m.UpdatedAt = at, at
-	return nil
 }
 
 // Enqueue stores an outbound message (queued, or scheduled with a send_at)
@@ -207,21 +258,23 @@ func (s *Store) Enqueue(m *store.Message, idemKey store.IdempotencyKey, now func
 			return err
 		}
 		msg := *m
+		facts, err := s.readSendFacts(t, msg.CompanyID, msg.Channel, msg.Phone, at)
+		if err != nil {
+			return err
+		}
 		d, r, err := route(t, &msg, check, at)
 		if err != nil {
 			return err
 		}
-		if err := optOutRefusal(t, msg.CompanyID, msg.Channel, msg.Phone, -1); err != nil {
-			return err
+		if facts.optedOut {
+			return &store.OptOutError{Phone: msg.Phone, Index: -1}
 		}
-		usage, err := s.planAllows(t, msg.CompanyID, at, store.LimitMessages)
+		usage, err := planAllowsUnder(t, msg.CompanyID, facts.limits, store.LimitMessages)
 		if err != nil {
 			return err
 		}
-		if err := newOutbound(t, &msg, d.ID, at); err != nil {
-			return err
-		}
-		if err := s.charge(t, msg.CompanyID, at, store.MessageCost(msg)); err != nil {
+		newOutbound(&msg, d.ID, at)
+		if err := s.addUsed(t, msg.CompanyID, at, store.MessageCost(msg), facts.stored, true); err != nil {
 			return err
 		}
 		if err := usage.add(t, 1); err != nil {
@@ -233,7 +286,7 @@ func (s *Store) Enqueue(m *store.Message, idemKey store.IdempotencyKey, now func
 		if err := queueIn(t, &msg); err != nil {
 			return err
 		}
-		if err := insertSend(t, msg); err != nil {
+		if err := insertNewSend(t, &msg); err != nil {
 			return err
 		}
 		if err := ik.keep(t, at, func() (int, []byte) { return answer(msg) }); err != nil {
@@ -313,13 +366,11 @@ func (s *Store) EnqueueBulk(ms []store.Message, idemKey store.IdempotencyKey, no
 		}
 		for i := range routed {
 			m := &routed[i]
-			if err := newOutbound(t, m, devs[i], at); err != nil {
-				return err
-			}
+			newOutbound(m, devs[i], at)
 			if err := queueIn(t, m); err != nil {
 				return err
 			}
-			if err := insertSend(t, *m); err != nil {
+			if err := insertNewSend(t, m); err != nil {
 				return err
 			}
 		}
