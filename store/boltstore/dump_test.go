@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/simrelay/simrelay/store"
 )
 
@@ -90,4 +92,43 @@ func indexOf(k store.Kind) int {
 		}
 	}
 	return -1
+}
+
+// Every bucket of a store is either dumped, as a kind or a part of one, or
+// an index the destination derives; and every kind has a bucket.
+func TestEveryBucketCopied(t *testing.T) {
+	t.Parallel()
+	s, err := Open(t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	kinds := map[store.Kind]bool{}
+	if err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.ForEach(func(name []byte, _ *bolt.Bucket) error {
+			k, ok := bucketKinds[string(name)]
+			if !ok {
+				t.Errorf("bucket %s: no kind, nor said to be derived (bucketKinds in dump.go)", name)
+			}
+			kinds[k] = true
+			return nil
+		})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range store.Kinds {
+		if !kinds[k] {
+			t.Errorf("kind %q has no bucket", k)
+		}
+	}
+	for name := range bucketKinds {
+		if err := s.db.View(func(tx *bolt.Tx) error {
+			if tx.Bucket([]byte(name)) == nil {
+				t.Errorf("bucketKinds names %s, which the store has not", name)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
