@@ -383,6 +383,14 @@ func sameReads(t *testing.T, b *boltstore.Store, pg *postgres.Store, f copied) {
 		st.RecordsRead = 0 // how each backend reads, not what
 		return st, err
 	})
+	answers("stats of the API key's sends and inbound", func(s copyReader) (any, error) {
+		st, err := s.Stats(store.StatsQuery{CompanyID: c1, From: day - 1, To: day + 1, Users: map[uint64]bool{0: true, store.StatsNoUser: true}})
+		st.RecordsRead = 0
+		if st.Totals.IsZero() {
+			return nil, errors.New("nothing counted")
+		}
+		return st, err
+	})
 	answers("stats devices", func(s copyReader) (any, error) { return s.StatsDevices(c1) })
 	answers("dashboard", func(s copyReader) (any, error) {
 		return s.DashboardSummary(c1, t0.Add(-time.Hour), t0.Add(time.Hour), 100)
