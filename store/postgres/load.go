@@ -82,8 +82,12 @@ var tableKinds = map[string]store.Kind{
 // LoadKinds are the kinds Load takes.
 func (s *Store) LoadKinds() []store.Kind { return loaded }
 
-// loadBatch is how many rows one COPY carries.
-const loadBatch = 1000
+// loadBatch is how many rows one COPY carries at most, and loadBatchBytes
+// about how many bytes: a batch of media chunks is held in memory whole.
+const (
+	loadBatch      = 1000
+	loadBatchBytes = 16 << 20
+)
 
 // identities are the tables whose ids come from an identity column, by the
 // kind whose last id moves its sequence.
@@ -157,6 +161,7 @@ type loader struct {
 	table string
 	cols  []string
 	rows  [][]any
+	size  int // the rows' bytes and strings
 	// turns are the pools' round-robin turns (pool id, turn), written
 	// once the pools are.
 	turns [][2]int64
@@ -186,13 +191,21 @@ func (l *loader) put(r store.CopyRecord) error {
 			return err
 		}
 	}
-	if table != l.table || !slices.Equal(cols, l.cols) || len(l.rows) >= loadBatch {
+	if table != l.table || !slices.Equal(cols, l.cols) || len(l.rows) >= loadBatch || l.size >= loadBatchBytes {
 		if err := l.flush(); err != nil {
 			return err
 		}
 		l.table, l.cols = table, cols
 	}
 	l.rows = append(l.rows, row)
+	for _, v := range row {
+		switch v := v.(type) {
+		case []byte:
+			l.size += len(v)
+		case string:
+			l.size += len(v)
+		}
+	}
 	return nil
 }
 
@@ -208,7 +221,7 @@ func (l *loader) flush() error {
 	if n != int64(len(l.rows)) {
 		return fmt.Errorf("%s: %d rows of %d written", l.table, n, len(l.rows))
 	}
-	l.rows = l.rows[:0]
+	l.rows, l.size = l.rows[:0], 0
 	return nil
 }
 
