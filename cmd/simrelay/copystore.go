@@ -18,7 +18,7 @@ const copyStoreUsage = "Usage: simrelay admin copy-store --to postgres://USER:PA
 	"Copies the embedded store in --data-dir (its server stopped) into an empty PostgreSQL\n" +
 	"database, in one transaction, keeping every id; then prints how many records of each\n" +
 	"kind both sides hold, and fails when they differ. A database that holds a company is\n" +
-	"refused, and so is a store holding a kind of record this build cannot copy yet.\n\n"
+	"refused, and so is a store holding a kind of record this build cannot copy.\n\n"
 
 // adminCopyStore is simrelay admin copy-store (contract section 12).
 func adminCopyStore(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -58,7 +58,7 @@ func adminCopyStore(ctx context.Context, args []string, stdout, stderr io.Writer
 	fmt.Fprintf(stdout, "Copying %s (%d records) into %s, in one transaction...\n\n", src.Path(), total, to)
 	if err := dst.Load(src.Dump); err != nil {
 		if errors.Is(err, store.ErrNotEmpty) {
-			return fmt.Errorf("%s: that database already holds a company; copy into a new, empty database (CREATE DATABASE), nothing was copied", to)
+			return fmt.Errorf("%s already holds a company, so nothing was copied: copy into a new, empty database (CREATE DATABASE)", to)
 		}
 		return fmt.Errorf("nothing was copied: %w", err)
 	}
@@ -70,7 +70,7 @@ func adminCopyStore(ctx context.Context, args []string, stdout, stderr io.Writer
 	if len(differ) > 0 {
 		return fmt.Errorf("the copy is committed, but the counts of %s differ: do not start a server on %s before finding out why", store.KindList(differ), to)
 	}
-	fmt.Fprintf(stdout, "\nCopied: every count agrees.\n")
+	fmt.Fprintln(stdout, "\nCopied: every count agrees.")
 	return nil
 }
 
