@@ -1,7 +1,7 @@
 package store
 
 import (
-	"fmt"
+	"errors"
 	"slices"
 	"strings"
 	"time"
@@ -104,7 +104,7 @@ type Loader interface {
 }
 
 // ErrNotEmpty refuses a copy into a store that already holds data.
-var ErrNotEmpty = fmt.Errorf("store: the destination already holds a company: a copy goes into an empty store only")
+var ErrNotEmpty = errors.New("store: the destination already holds a company: a copy goes into an empty store only")
 
 // Uncopied lists, in Kinds' order, the kinds of which the source holds
 // records (counts) that src cannot dump or dst cannot load: a copy that
