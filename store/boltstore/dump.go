@@ -40,31 +40,92 @@ var dumped = []store.Kind{
 // triggers). A bucket added without a line here fails TestEveryBucketCopied,
 // so no data is left behind by a copy unseen.
 var bucketKinds = map[string]store.Kind{
-	"meta":      store.KindSecrets, // and the schema's version, which is the file's own
-	"companies": store.KindCompanies, "api_keys": "",
-	"users": store.KindUsers, "users_by_email": store.KindUsers /* Held */, "company_users": "",
-	"refresh_tokens": store.KindRefreshTokens, "token_families": store.KindTokenFamilies, "user_families": "",
-	"onetime_tokens": store.KindOneTimeTokens, "mail_outbox": store.KindMail, "pairings": store.KindPairings,
-	"devices": store.KindDevices, "device_tokens": "", "company_device_ids": "",
-	"messages": store.KindMessages, "message_uuids": "", "dev_queue": "", "dev_queue_priority": "", "dev_sending": "",
-	"queue_expiry": "", "dev_conv_messages": "", "dev_conversations": "", "dev_conv_order": "", "inbound_company": "",
-	"dev_inbound": "", "dev_inbound_client": "", "idempotency": store.KindIdempotency,
-	"webhook_sets": store.KindWebhookSets, "webhook_deliveries": store.KindWebhookDeliveries, "webhook_due": "",
-	"webhook_attempts": store.KindWebhookAttempts, "webhook_log_sizes": "", "webhook_events": store.KindWebhookEvents,
-	"webhook_event_refs": store.KindWebhookEvents /* pending */, "webhook_outbox_sizes": "",
-	"stats_days": store.KindStats, "stats_company_days": "", "stats_device_days": "", "stats_user_days": "", "stats_totals": "",
-	"stats_devices": store.KindDevices /* deleted registrations */, "activity": store.KindActivity, "activity_head": store.KindActivity,
-	"disabled_devices": "",
-	"subscriptions":    store.KindSubscriptions, "plan_usage": store.KindPlanUsage, "billing_events": store.KindBillingEvents,
+	// the server's own
+	"meta": store.KindSecrets, // and the schema's version, the file's own
+	// accounts
+	"companies":             store.KindCompanies,
+	"api_keys":              "",
+	"users":                 store.KindUsers,
+	"users_by_email":        store.KindUsers, // CopyUser.Held
+	"company_users":         "",
+	"refresh_tokens":        store.KindRefreshTokens,
+	"token_families":        store.KindTokenFamilies,
+	"user_families":         "",
+	"onetime_tokens":        store.KindOneTimeTokens,
+	"console_sessions":      store.KindConsoleSessions,
+	"user_console_sessions": "",
+	// devices
+	"pairings":           store.KindPairings,
+	"devices":            store.KindDevices,
+	"device_tokens":      "",
+	"company_device_ids": "",
+	"disabled_devices":   "",
+	"dev_failures":       store.KindDeviceFailures,
+	// messages
+	"messages":           store.KindMessages, // and store.KindAgentMessages
+	"message_uuids":      "",
+	"dev_queue":          "",
+	"dev_queue_priority": "",
+	"dev_sending":        "",
+	"queue_expiry":       "",
+	"schedule_due":       "",
+	"dev_scheduled":      "",
+	"dev_conv_messages":  "",
+	"dev_conversations":  "",
+	"dev_conv_order":     "",
+	"inbound_company":    "",
+	"dev_inbound":        "",
+	"dev_inbound_client": "",
+	"idempotency":        store.KindIdempotency,
+	"opt_outs":           store.KindOptOuts,
+	// counters and activity
+	"stats_days":         store.KindStats,
+	"stats_company_days": "",
+	"stats_device_days":  "",
+	"stats_user_days":    "",
+	"stats_totals":       "",
+	"stats_devices":      store.KindDevices, // the deleted registrations
+	"activity":           store.KindActivity,
+	"activity_head":      store.KindActivity,
+	"company_usage":      store.KindStorageUsage,
+	// billing
+	"subscriptions":    store.KindSubscriptions,
+	"plan_usage":       store.KindPlanUsage,
+	"billing_events":   store.KindBillingEvents,
 	"billing_customer": "", // the subscription's customer id
-	"company_usage":    store.KindStorageUsage, "schedule_due": "", "dev_scheduled": "", "opt_outs": store.KindOptOuts,
-	"dev_failures":  store.KindDeviceFailures,
-	"agent_numbers": store.KindAgentNumbers, "agent_number_ids": "", "agent_number_ref": "", "agent_queue": "",
-	"agent_messages": store.KindAgentMessages, "agent_sends": store.KindAgentSends, "agent_inbound_client": "", "agent_number_held": "",
-	"console_sessions": store.KindConsoleSessions, "user_console_sessions": "",
-	"pools": store.KindPools, "pool_names": "", "pool_turns": store.KindPools, "pool_sticky": store.KindStickyEntries,
-	"sim_caps": store.KindSIMCaps, "sim_usage": store.KindSIMCounts, "sim_recip": store.KindSIMCounts, "sim_streak": store.KindSIMCounts,
-	"media": store.KindMedia, "media_chunks": store.KindMedia, "media_keys": "", "media_orphans": "",
+	// webhooks and mail
+	"webhook_sets":         store.KindWebhookSets,
+	"webhook_events":       store.KindWebhookEvents,
+	"webhook_event_refs":   store.KindWebhookEvents, // CopyWebhookEvent.Pending
+	"webhook_deliveries":   store.KindWebhookDeliveries,
+	"webhook_due":          "",
+	"webhook_outbox_sizes": "",
+	"webhook_attempts":     store.KindWebhookAttempts,
+	"webhook_log_sizes":    "",
+	"mail_outbox":          store.KindMail,
+	// media
+	"media":         store.KindMedia,
+	"media_chunks":  store.KindMedia, // CopyMediaChunk
+	"media_keys":    "",
+	"media_orphans": "",
+	// pools and SIMs
+	"pools":       store.KindPools,
+	"pool_names":  "",
+	"pool_turns":  store.KindPools, // CopyPool.Turn
+	"pool_sticky": store.KindStickyEntries,
+	"sim_caps":    store.KindSIMCaps,
+	"sim_usage":   store.KindSIMCounts,
+	"sim_recip":   store.KindSIMCounts,
+	"sim_streak":  store.KindSIMCounts,
+	// agents
+	"agent_numbers":        store.KindAgentNumbers,
+	"agent_number_ids":     "",
+	"agent_number_ref":     "",
+	"agent_number_held":    "",
+	"agent_queue":          "",
+	"agent_messages":       store.KindAgentMessages, // the dump's way to them
+	"agent_sends":          store.KindAgentSends,
+	"agent_inbound_client": "",
 }
 
 // DumpKinds are the kinds Dump gives.

@@ -63,20 +63,54 @@ var loaded = []store.Kind{
 // for itself. A table added without a line here fails
 // TestEveryTableLoaded, so a copy never leaves one empty unseen.
 var tableKinds = map[string]store.Kind{
-	"schema_version": "", "meta": "",
-	"companies": store.KindCompanies, "users": store.KindUsers, "devices": store.KindDevices, "pairings": store.KindPairings,
-	"subscriptions": store.KindSubscriptions, "plan_usage": store.KindPlanUsage, "storage_usage": store.KindStorageUsage,
-	"activity": store.KindActivity, "stats_days": store.KindStats, "messages": store.KindMessages, // and store.KindAgentMessages
-	"token_families": store.KindTokenFamilies, "refresh_tokens": store.KindRefreshTokens, "one_time_tokens": store.KindOneTimeTokens,
-	"console_sessions": store.KindConsoleSessions, "secrets": store.KindSecrets,
-	"device_failures": store.KindDeviceFailures, "pools": store.KindPools, "pool_turns": store.KindPools, "pool_sticky": store.KindStickyEntries,
-	"sim_caps": store.KindSIMCaps, "sim_usage": store.KindSIMCounts, "sim_recipients": store.KindSIMCounts, "sim_streaks": store.KindSIMCounts,
-	"idempotency": store.KindIdempotency, "opt_outs": store.KindOptOuts,
-	"conversations": "", "stats_company_days": "", "stats_device_days": "", "stats_user_days": "", // triggers
-	"webhook_sets": store.KindWebhookSets, "webhook_events": store.KindWebhookEvents, "webhook_deliveries": store.KindWebhookDeliveries,
-	"webhook_outboxes": "", // sumOutboxes
-	"webhook_attempts": store.KindWebhookAttempts, "mail_outbox": store.KindMail, "media": store.KindMedia, "media_chunks": store.KindMedia,
-	"billing_events": store.KindBillingEvents, "agent_numbers": store.KindAgentNumbers, "agent_sends": store.KindAgentSends,
+	// the schema's own
+	"schema_version": "",
+	"meta":           "",
+	// core and accounts
+	"companies":        store.KindCompanies,
+	"users":            store.KindUsers,
+	"devices":          store.KindDevices,
+	"pairings":         store.KindPairings,
+	"subscriptions":    store.KindSubscriptions,
+	"plan_usage":       store.KindPlanUsage,
+	"storage_usage":    store.KindStorageUsage,
+	"activity":         store.KindActivity,
+	"stats_days":       store.KindStats,
+	"messages":         store.KindMessages, // and store.KindAgentMessages
+	"token_families":   store.KindTokenFamilies,
+	"refresh_tokens":   store.KindRefreshTokens,
+	"one_time_tokens":  store.KindOneTimeTokens,
+	"console_sessions": store.KindConsoleSessions,
+	"secrets":          store.KindSecrets,
+	// devices, pools and SIMs
+	"device_failures": store.KindDeviceFailures,
+	"pools":           store.KindPools,
+	"pool_turns":      store.KindPools, // CopyPool.Turn
+	"pool_sticky":     store.KindStickyEntries,
+	"sim_caps":        store.KindSIMCaps,
+	"sim_usage":       store.KindSIMCounts,
+	"sim_recipients":  store.KindSIMCounts,
+	"sim_streaks":     store.KindSIMCounts,
+	// the send path, dispatch and the counters
+	"idempotency":        store.KindIdempotency,
+	"opt_outs":           store.KindOptOuts,
+	"conversations":      "", // its triggers
+	"stats_company_days": "", // its triggers
+	"stats_device_days":  "", // its triggers
+	"stats_user_days":    "", // its triggers
+	// webhooks, mail and media
+	"webhook_sets":       store.KindWebhookSets,
+	"webhook_events":     store.KindWebhookEvents,
+	"webhook_deliveries": store.KindWebhookDeliveries,
+	"webhook_outboxes":   "", // sumOutboxes
+	"webhook_attempts":   store.KindWebhookAttempts,
+	"mail_outbox":        store.KindMail,
+	"media":              store.KindMedia,
+	"media_chunks":       store.KindMedia, // CopyMediaChunk
+	// billing and agents
+	"billing_events": store.KindBillingEvents,
+	"agent_numbers":  store.KindAgentNumbers,
+	"agent_sends":    store.KindAgentSends,
 }
 
 // LoadKinds are the kinds Load takes.
