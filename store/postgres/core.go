@@ -249,9 +249,12 @@ func (s *Store) CompanyDevice(companyID uint64, fingerprint string) (store.Devic
 // device row's lock (held until the transaction ends): the places of one
 // device rise in commit order, so a link that read up to a place never
 // misses a job that commits after its read. See messages.queue_place.
+// Places come from one sequence (queue_places), drawn once the lock is
+// held, so none is shared and MessageSequence is above every place handed
+// out, on every device.
 func takePlace(t *txn, deviceID uint64) (uint64, error) {
 	var n int64
-	err := t.row("UPDATE devices SET next_place = next_place + 1 WHERE id = $1 AND deleted_at IS NULL RETURNING next_place", id(deviceID)).Scan(&n)
+	err := t.row("UPDATE devices SET next_place = nextval('queue_places') WHERE id = $1 AND deleted_at IS NULL RETURNING next_place", id(deviceID)).Scan(&n)
 	if errors.Is(mapErr(err), store.ErrNotFound) {
 		return 0, store.ErrDeviceGone
 	}

@@ -18,8 +18,8 @@
 // an advisory lock; a migration is never edited once released, only added
 // to.
 //
-// Transactions. Every method is one transaction: write (READ COMMITTED),
-// serializable, or read (a REPEATABLE READ snapshot, read only). The closure
+// Transactions. Every method is one transaction: write (READ COMMITTED)
+// or read (a REPEATABLE READ snapshot, read only). The closure
 // may run more than once (a serialization failure, a deadlock, errAgain), so
 // it only sets what it returns from scratch and calls nothing outside the
 // store. Hooks that must follow the commit use txn.OnCommit (the txn is the
@@ -47,11 +47,13 @@
 // it is not a price), the check reads the sum unlocked and may be overshot
 // by the writes in flight at once.
 //
-// The device queue. A queued message's queue_place is its device's
-// next_place, taken under the device row's lock (takePlace), so one
+// The device queue. A queued message's queue_place is drawn from one
+// sequence (queue_places) under the device row's lock (takePlace), so one
 // device's places rise in the order their transactions commit: a link that
 // read its queue up to a place never passes a job committed after its read,
-// which ids (a sequence, handed out before commit) would not promise.
+// which ids (a sequence, handed out before commit) would not promise. As
+// the places are one sequence's, no two jobs share one, and its last value
+// (MessageSequence) is above every place handed out, on every device.
 //
 // # The send path
 //
@@ -101,4 +103,8 @@
 // PruneStorageCounters says how many company days it dropped, as bbolt
 // does, not how many shard rows. ReleaseDue and ExpireQueued skip the rows
 // another node's sweep holds rather than wait for them.
+// The analytics (stats.go): Generation moves with every transaction the
+// database server ends, this store's or not, so the API's kept answers are
+// dropped more often, never served stale; the counters' day sums are kept
+// by triggers on stats_days, so a copy writes the counters alone.
 package postgres

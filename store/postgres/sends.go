@@ -22,9 +22,6 @@ const idempotencyTTL = 24 * time.Hour
 // because its number opted out since it was stored.
 const failedOptedOut = "recipient_opted_out"
 
-// optOutCost is what one stored opt-out counts against the daily budget.
-const optOutCost = 128
-
 // answerKey is one send request's Idempotency-Key inside its transaction,
 // claimed (its row written and locked) by priorAnswer; a zero Key is none.
 type answerKey struct {
@@ -295,15 +292,18 @@ func insertOutbound(t *txn, ms []store.Message) error {
 	return err
 }
 
-// updateSend writes a stored outbound message's record and key columns.
+// updateSend writes a stored outbound message's record and key columns,
+// its device's too (a WhatsApp or iMessage job taken by its number's new
+// agent becomes that registration's).
 func updateSend(t *txn, m store.Message) error {
 	raw, err := rec(m)
 	if err != nil {
 		return err
 	}
 	place, due, expires := sendColumns(m)
-	_, err = t.exec(`UPDATE messages SET status = $2, queue_place = $3, due_at = $4, expires_at = $5, updated_at = $6, rec = $7
-		WHERE id = $1`, id(m.ID), m.Status, place, due, expires, m.UpdatedAt, raw)
+	_, err = t.exec(`UPDATE messages SET status = $2, queue_place = $3, due_at = $4, expires_at = $5, updated_at = $6, rec = $7,
+			device_id = $8
+		WHERE id = $1`, id(m.ID), m.Status, place, due, expires, m.UpdatedAt, raw, id(m.DeviceID))
 	return err
 }
 
@@ -599,7 +599,7 @@ func (s *Store) AddOptOut(companyID uint64, phone string, now time.Time) (o stor
 			created = false
 			return getRec(t, &o, "SELECT rec FROM opt_outs WHERE company_id = $1 AND phone = $2", id(companyID), phone)
 		}
-		return s.charge(t, companyID, now, optOutCost)
+		return s.charge(t, companyID, now, store.OptOutCost)
 	})
 	if err != nil {
 		return store.OptOut{}, false, err
@@ -745,7 +745,7 @@ func (s *Store) ReleaseDue(now time.Time, limit int) ([]store.Message, error) {
 				if err := countTransition(t, m, from, "", now); err != nil {
 					return err
 				}
-				if err := noteFailure(t, m, now); err != nil { // a failure at its time
+				if err := s.statusEvent(t, m, now); err != nil { // a failure at its time
 					return err
 				}
 			}
@@ -783,7 +783,7 @@ func (s *Store) ExpireQueued(now time.Time, limit int) ([]store.Message, error) 
 			if err := countTransition(t, *m, from, "", now); err != nil {
 				return err
 			}
-			if err := noteFailure(t, *m, now); err != nil {
+			if err := s.statusEvent(t, *m, now); err != nil {
 				return err
 			}
 			if err := updateSend(t, *m); err != nil {
