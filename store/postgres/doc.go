@@ -80,7 +80,10 @@
 // limits, the opt-out list, the day's storage use) is read in one
 // statement before it locks its device (readSendFacts); the plan's exact
 // count is then read under its usage row's lock, with the lock, in one
-// statement (lockPlanUsage). BenchmarkEnqueue counts a send's statements.
+// statement (lockPlanUsage). BenchmarkEnqueue counts a send's statements. A bulk send
+// reads its recipients' opt-outs with those facts, takes its ids in one
+// statement and writes its rows in one (insertOutbound); each message
+// still takes its queue place alone (takePlace).
 //
 // Idempotency keys: a send claims its key's row (idempotency) first, with
 // INSERT ... ON CONFLICT DO NOTHING and then the row's lock, so a retry

@@ -110,24 +110,44 @@ func optOutRefusal(t *txn, companyID uint64, channel, phone string, index int) e
 // (the opt-out list and the storage budget never were; the plan's limits
 // are read, the exact count is locked later by planAllowsUnder), read in
 // one statement before the send locks its device: the company's plan
-// limits, whether the recipient opted out (for an SMS), and the bytes the
+// limits, which of the recipients of its SMS opted out, and the bytes the
 // company added today (when a budget is set).
 type sendFacts struct {
 	limits   store.PlanLimits
-	optedOut bool
+	optedOut map[string]bool
 	stored   int64
 }
 
-func (s *Store) readSendFacts(t *txn, companyID uint64, channel, phone string, now time.Time) (sendFacts, error) {
-	var f sendFacts
+// optOut refuses the send's SMS (channel sms or unset) to a listed number
+// with an *store.OptOutError naming index (-1 for a single send), as
+// optOutRefusal does.
+func (f sendFacts) optOut(m store.Message, index int) error {
+	if (m.Channel == "" || m.Channel == "sms") && f.optedOut[m.Phone] {
+		return &store.OptOutError{Phone: m.Phone, Index: index}
+	}
+	return nil
+}
+
+// readSendFacts reads the facts of a send of the company's messages ms.
+func (s *Store) readSendFacts(t *txn, companyID uint64, ms []store.Message, now time.Time) (sendFacts, error) {
+	f := sendFacts{optedOut: map[string]bool{}}
+	phones := make([]string, 0, len(ms))
+	for _, m := range ms {
+		if m.Channel == "" || m.Channel == "sms" {
+			phones = append(phones, m.Phone)
+		}
+	}
 	var sub []byte
-	sms := channel == "" || channel == "sms"
+	var listed []string
 	err := t.row(`SELECT CASE WHEN $4 THEN (SELECT rec FROM subscriptions WHERE company_id = $1) END,
-			$5 AND EXISTS (SELECT 1 FROM opt_outs WHERE company_id = $1 AND phone = $2),
-			CASE WHEN $6 THEN (SELECT coalesce(sum(used), 0) FROM storage_usage WHERE company_id = $1 AND day = $3) ELSE 0 END`,
-		id(companyID), phone, day(now), s.plans != nil, sms, s.dailyBudget > 0).Scan(&sub, &f.optedOut, &f.stored)
+			(SELECT coalesce(array_agg(phone), '{}') FROM opt_outs WHERE company_id = $1 AND phone = ANY($2)),
+			CASE WHEN $5 THEN (SELECT coalesce(sum(used), 0) FROM storage_usage WHERE company_id = $1 AND day = $3) ELSE 0 END`,
+		id(companyID), phones, day(now), s.plans != nil, s.dailyBudget > 0).Scan(&sub, &listed, &f.stored)
 	if err != nil {
 		return f, err
+	}
+	for _, p := range listed {
+		f.optedOut[p] = true
 	}
 	f.limits, err = s.limitsOf(sub, now)
 	return f, err
@@ -212,6 +232,66 @@ func insertNewSend(t *txn, m *store.Message) error {
 	return nil
 }
 
+// nextIDs takes n ids of a table's identity column, rising.
+func nextIDs(t *txn, table string, n int) ([]uint64, error) {
+	rows, err := t.query("SELECT nextval(pg_get_serial_sequence($1, 'id')) AS n FROM generate_series(1, $2) ORDER BY n", table, n)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	ids := make([]uint64, 0, n)
+	for rows.Next() {
+		var v int64
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
+		}
+		ids = append(ids, uint64(v))
+	}
+	return ids, rows.Err()
+}
+
+// insertOutbound writes new outbound messages of one company, their ids
+// set, with their key columns, in one statement.
+func insertOutbound(t *txn, ms []store.Message) error {
+	n := len(ms)
+	var (
+		ids, devs               = make([]int64, n), make([]int64, n)
+		uuids, channels, phones = make([]string, n), make([]string, n), make([]string, n)
+		statuses, recs          = make([]string, n), make([]string, n)
+		priorities              = make([]int16, n)
+		places                  = make([]*int64, n)
+		dues, expires           = make([]*time.Time, n), make([]*time.Time, n)
+		created, updated        = make([]time.Time, n), make([]time.Time, n)
+	)
+	for i, m := range ms {
+		raw, err := rec(m)
+		if err != nil {
+			return err
+		}
+		ids[i], devs[i], uuids[i], channels[i], phones[i], statuses[i], recs[i] = id(m.ID), id(m.DeviceID), m.UUID, m.Channel, m.Phone, m.Status, string(raw)
+		priorities[i], created[i], updated[i] = int16(m.Priority), m.CreatedAt, m.UpdatedAt
+		place, due, expiresAt := sendColumns(m)
+		if v, ok := place.(int64); ok {
+			places[i] = &v
+		}
+		if v, ok := due.(time.Time); ok {
+			dues[i] = &v
+		}
+		if v, ok := expiresAt.(time.Time); ok {
+			expires[i] = &v
+		}
+	}
+	_, err := t.exec(`INSERT INTO messages (id, company_id, device_id, uuid, direction, channel, phone, status,
+			priority, queue_place, due_at, expires_at, created_at, updated_at, rec)
+		SELECT m.id, $1, m.device_id, m.uuid, $2, m.channel, m.phone, m.status, m.priority, m.queue_place, m.due_at, m.expires_at,
+			m.created_at, m.updated_at, m.rec::jsonb
+		FROM unnest($3::bigint[], $4::bigint[], $5::text[], $6::text[], $7::text[], $8::text[], $9::smallint[], $10::bigint[],
+			$11::timestamptz[], $12::timestamptz[], $13::timestamptz[], $14::timestamptz[], $15::text[])
+			AS m (id, device_id, uuid, channel, phone, status, priority, queue_place, due_at, expires_at, created_at, updated_at, rec)`,
+		id(ms[0].CompanyID), store.Outbound, ids, devs, uuids, channels, phones, statuses, priorities, places, dues, expires, created, updated, recs)
+	return err
+}
+
 // updateSend writes a stored outbound message's record and key columns,
 // its device's too (a WhatsApp or iMessage job taken by its number's new
 // agent becomes that registration's).
@@ -258,7 +338,7 @@ func (s *Store) Enqueue(m *store.Message, idemKey store.IdempotencyKey, now func
 			return err
 		}
 		msg := *m
-		facts, err := s.readSendFacts(t, msg.CompanyID, msg.Channel, msg.Phone, at)
+		facts, err := s.readSendFacts(t, msg.CompanyID, []store.Message{msg}, at)
 		if err != nil {
 			return err
 		}
@@ -266,8 +346,8 @@ func (s *Store) Enqueue(m *store.Message, idemKey store.IdempotencyKey, now func
 		if err != nil {
 			return err
 		}
-		if facts.optedOut {
-			return &store.OptOutError{Phone: msg.Phone, Index: -1}
+		if err := facts.optOut(msg, -1); err != nil {
+			return err
 		}
 		usage, err := planAllowsUnder(t, msg.CompanyID, facts.limits, store.LimitMessages)
 		if err != nil {
@@ -326,7 +406,13 @@ func (s *Store) EnqueueBulk(ms []store.Message, idemKey store.IdempotencyKey, no
 		}
 		routed := make([]store.Message, len(ms))
 		copy(routed, ms)
-		routed[0].CompanyID = companyID
+		for i := range routed {
+			routed[i].CompanyID = companyID
+		}
+		facts, err := s.readSendFacts(t, companyID, routed, at)
+		if err != nil {
+			return err
+		}
 		d, r, err := route(t, &routed[0], check, at)
 		if err != nil {
 			return err
@@ -334,7 +420,6 @@ func (s *Store) EnqueueBulk(ms []store.Message, idemKey store.IdempotencyKey, no
 		devs := make([]uint64, len(ms))
 		devs[0] = d.ID
 		for i := 1; i < len(routed); i++ {
-			routed[i].CompanyID = companyID
 			di, err := r.next(&routed[i])
 			if err != nil {
 				return err
@@ -343,19 +428,19 @@ func (s *Store) EnqueueBulk(ms []store.Message, idemKey store.IdempotencyKey, no
 		}
 		var cost int64
 		for i, m := range routed {
-			if err := optOutRefusal(t, companyID, m.Channel, m.Phone, i); err != nil {
+			if err := facts.optOut(m, i); err != nil {
 				return err
 			}
 			cost += store.MessageCost(m)
 		}
-		usage, err := s.planAllows(t, companyID, at, store.LimitMessages)
+		usage, err := planAllowsUnder(t, companyID, facts.limits, store.LimitMessages)
 		if err != nil {
 			return err
 		}
 		if err := usage.room(int64(len(ms))); err != nil {
 			return err
 		}
-		if err := s.charge(t, companyID, at, cost); err != nil {
+		if err := s.addUsed(t, companyID, at, cost, facts.stored, true); err != nil {
 			return err
 		}
 		if err := usage.add(t, int64(len(ms))); err != nil {
@@ -364,15 +449,20 @@ func (s *Store) EnqueueBulk(ms []store.Message, idemKey store.IdempotencyKey, no
 		if err := r.commit(); err != nil {
 			return err
 		}
+		ids, err := nextIDs(t, "messages", len(routed))
+		if err != nil {
+			return err
+		}
 		for i := range routed {
 			m := &routed[i]
 			newOutbound(m, devs[i], at)
+			m.ID = ids[i]
 			if err := queueIn(t, m); err != nil {
 				return err
 			}
-			if err := insertNewSend(t, m); err != nil {
-				return err
-			}
+		}
+		if err := insertOutbound(t, routed); err != nil {
+			return err
 		}
 		if err := ik.keep(t, at, func() (int, []byte) { return answer(routed) }); err != nil {
 			return err
