@@ -149,7 +149,7 @@ func (s *Store) DeleteDevice(companyID uint64, fingerprint string, now time.Time
 		if _, err := t.exec("UPDATE devices SET deleted_at = $2, token_hash = NULL WHERE id = $1", id(d.ID), now); err != nil {
 			return err
 		}
-		if err := failDeviceMessages(t, d, now); err != nil {
+		if err := s.failDeviceMessages(t, d, now); err != nil {
 			return err
 		}
 		for _, q := range []string{
@@ -170,8 +170,9 @@ func (s *Store) DeleteDevice(companyID uint64, fingerprint string, now time.Time
 }
 
 // failDeviceMessages fails the deleted device's messages that have not
-// gone out (scheduled, queued, held or sending), counting each.
-func failDeviceMessages(t *txn, d store.Device, now time.Time) error {
+// gone out (scheduled, queued, held or sending), counting each and writing
+// its status event.
+func (s *Store) failDeviceMessages(t *txn, d store.Device, now time.Time) error {
 	msgs, err := getRecs[store.Message](t, `SELECT rec FROM messages
 		WHERE company_id = $1 AND device_id = $2 AND status = ANY($3) ORDER BY id FOR UPDATE`,
 		id(d.CompanyID), id(d.ID), []string{store.MsgScheduled, store.MsgQueued, store.MsgSending})
@@ -189,8 +190,11 @@ func failDeviceMessages(t *txn, d store.Device, now time.Time) error {
 			WHERE id = $1`, id(m.ID), m.Status, m.UpdatedAt, raw); err != nil {
 			return err
 		}
-		// Counted, but no failure noted: the device's failures go with it.
+		// Counted, with no activity line each: the deletion's line says it.
 		if err := count(t, m, now, store.StatusCounts(m, from, store.MsgFailed)); err != nil {
+			return err
+		}
+		if err := s.statusEvent(t, m, now); err != nil { // the failure it notes goes with the device's
 			return err
 		}
 	}

@@ -56,6 +56,12 @@ func Open(ctx context.Context, url string, opt Options) (*Store, error) {
 	if cfg.ConnConfig.ConnectTimeout == 0 { // the URL set no connect_timeout
 		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
 	}
+	return openConfig(ctx, cfg, opt)
+}
+
+// openConfig is Open with the pool's settings parsed (and, in tests, a
+// tracer set on them).
+func openConfig(ctx context.Context, cfg *pgxpool.Config, opt Options) (*Store, error) {
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("store/postgres: %w", err)
