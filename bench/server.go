@@ -21,6 +21,7 @@ import (
 	"github.com/simrelay/simrelay/mail"
 	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/store/boltstore"
+	"github.com/simrelay/simrelay/store/postgres"
 )
 
 // server is the simrelay process under test.
@@ -38,7 +39,7 @@ func openStore(ctx context.Context, dir, databaseURL string) (store.Backend, err
 	if databaseURL == "" {
 		return boltstore.Open(dir, boltstore.Options{BulkLoad: true})
 	}
-	st, err := openPostgres(ctx, databaseURL)
+	st, err := postgres.Open(ctx, databaseURL, postgres.Options{})
 	if err != nil {
 		return nil, err
 	}

@@ -44,6 +44,7 @@ var (
 	_ web.Analytics     = backend(nil)
 
 	_ backend = (*boltstore.Store)(nil)
+	_ backend = (*postgres.Store)(nil)
 )
 
 // storeConfig says where a command's store is and how it opens.
@@ -94,7 +95,7 @@ func openBackend(ctx context.Context, c storeConfig) (backend, error) {
 		if err != nil {
 			return nil, fmt.Errorf("the database %s: %w", c.databaseURL, err)
 		}
-		return pgBackend(pg)
+		return pg, nil
 	}
 	if c.existing {
 		if err := storeFileExists(c.dataDir); err != nil {

@@ -54,12 +54,7 @@ func OpenWith(t testing.TB, opt Options) store.Backend {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, ok := any(pg).(store.Backend)
-		if !ok {
-			pg.Close()
-			t.Fatalf("storetest: %s=postgres: the PostgreSQL store does not answer every method of store.Backend yet", EnvStore)
-		}
-		st = b
+		st = pg
 	} else {
 		b, err := boltstore.Open(t.TempDir(), boltstore.Options{CompanyDailyStorage: opt.CompanyDailyStorage, BulkLoad: !opt.Durable})
 		if err != nil {
