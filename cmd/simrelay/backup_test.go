@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/simrelay/simrelay/internal/poll"
+	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/store/boltstore"
 )
@@ -61,7 +62,7 @@ func prefill(t *testing.T, dir, device string, mb int) {
 // streamed from inside a read transaction blocked bbolt's remap, so every
 // write, and then every read, waited for that client.
 func TestStalledBackupHoldsNothing(t *testing.T) {
-	bboltOnly(t, "GET /admin/backup streams the store file (on PostgreSQL it answers 409 backup_external, TestQuickStart)")
+	storetest.EmbeddedOnly(t, "GET /admin/backup streams the store file (on PostgreSQL it answers 409 backup_external, TestQuickStart)")
 	t.Parallel()
 	bin, st, apiKey := companyStore(t)
 	prefill(t, st.dir, "stall-phone", 16)

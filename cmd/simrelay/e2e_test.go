@@ -76,15 +76,6 @@ func readUser(t *testing.T, st testStore, id uint64) store.User {
 	return u
 }
 
-// bboltOnly skips a test about the embedded store's own file on the
-// PostgreSQL run: the bbolt run of `make test` holds it.
-func bboltOnly(t *testing.T, why string) {
-	t.Helper()
-	if storetest.Postgres() {
-		t.Skip("about the embedded store only: " + why)
-	}
-}
-
 // companyStore builds the binary and makes a store holding one company,
 // through the README's admin create-company; it returns the binary, the
 // store and the company's API key. Tests that run the binary are skipped

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/store/boltstore"
 )
 
@@ -408,7 +409,7 @@ func TestAdminCreateCompanyNamesTheAdmin(t *testing.T) {
 // data dir without one (a typo, the wrong working directory) is refused
 // with the reason, and nothing is created there.
 func TestAdminRefusesADataDirWithoutAStore(t *testing.T) {
-	bboltOnly(t, "a data dir without a store file")
+	storetest.EmbeddedOnly(t, "a data dir without a store file")
 	t.Parallel()
 	emptyFile := t.TempDir()
 	if err := os.WriteFile(filepath.Join(emptyFile, boltstore.FileName), nil, 0o600); err != nil {
@@ -450,7 +451,7 @@ func TestAdminRefusesADataDirWithoutAStore(t *testing.T) {
 }
 
 func TestAdminOnAHeldStoreFailsFast(t *testing.T) {
-	bboltOnly(t, "the store file's lock")
+	storetest.EmbeddedOnly(t, "the store file's lock")
 	t.Parallel()
 	dir := t.TempDir()
 	held, err := boltstore.Open(dir, boltstore.Options{})

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/store/boltstore"
 )
 
@@ -17,7 +18,7 @@ import (
 // are not whole stores: it must stop with a message saying what the file is
 // and what to do, never with SIGBUS and a goroutine dump.
 func TestDamagedStoreFileStopsClearly(t *testing.T) {
-	bboltOnly(t, "damaged store files")
+	storetest.EmbeddedOnly(t, "damaged store files")
 	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
