@@ -25,6 +25,7 @@ const adminUsage = `Usage:
   simrelay admin mail [--data-dir D | --database-url URL] [--json]
   simrelay admin backup FILE [--data-dir D]
   simrelay admin set-plan --company ID --plan ID [--plans FILE] [--data-dir D | --database-url URL]
+  simrelay admin copy-store --to postgres://... [--data-dir D]
 
 Admin commands work on the store directly. The embedded store (--data-dir)
 is one process's at a time, so its server must be stopped; a running
@@ -52,6 +53,8 @@ func admin(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = adminBackup(args[1:], stdout, stderr)
 	case "set-plan":
 		err = adminSetPlan(ctx, args[1:], stdout, stderr)
+	case "copy-store":
+		err = adminCopyStore(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, adminUsage)
 		return 0
@@ -201,10 +204,7 @@ func adminBackup(args []string, stdout, stderr io.Writer) error {
 	if file == "" {
 		return usageError{errors.New("name the FILE to write")}
 	}
-	if err := storeFileExists(where.dataDir); err != nil {
-		return err
-	}
-	st, err := boltstore.Open(where.dataDir, boltstore.Options{ReadOnly: true})
+	st, err := openStore(where.dataDir, boltstore.Options{ReadOnly: true})
 	if err != nil {
 		return err
 	}

@@ -97,12 +97,20 @@ func openBackend(ctx context.Context, c storeConfig) (backend, error) {
 		}
 		return pg, nil
 	}
+	opt := boltstore.Options{ReadOnly: c.readOnly, CompanyDailyStorage: c.companyDailyStorage, Logger: c.logger, SyncDelay: c.syncDelay}
 	if c.existing {
-		if err := storeFileExists(c.dataDir); err != nil {
-			return nil, err
-		}
+		return openStore(c.dataDir, opt)
 	}
-	return boltstore.Open(c.dataDir, boltstore.Options{ReadOnly: c.readOnly, CompanyDailyStorage: c.companyDailyStorage, Logger: c.logger, SyncDelay: c.syncDelay})
+	return boltstore.Open(c.dataDir, opt)
+}
+
+// openStore opens the embedded store in dir for an admin command that works
+// on an existing one, refusing a dir without one (storeFileExists).
+func openStore(dir string, opt boltstore.Options) (*boltstore.Store, error) {
+	if err := storeFileExists(dir); err != nil {
+		return nil, err
+	}
+	return boltstore.Open(dir, opt)
 }
 
 // storeFileExists refuses a data dir without a store, so a mistyped
