@@ -36,7 +36,8 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	var slowSync time.Duration
 	fs.DurationVar(&slowSync, "slow-sync", 0, "make the server's disk look slower: each store commit holds its writer this much longer after the fsync (the server's --store-sync-delay)")
 	fs.StringVar(&pprofListen, "pprof-listen", "", "let the server serve pprof profiles on this loopback host:port, to profile it during the run")
-	databaseURL := addDatabaseURL(fs)
+	databaseURL := new(cliflag.DatabaseURL)
+	fs.Var(databaseURL, cliflag.DatabaseURLFlag, "run the server on this PostgreSQL database, postgres://USER:PASSWORD@HOST:5432/DB, which must hold no company (the bench fills it and leaves it filled); empty: a temporary embedded store")
 	fs.StringVar(&jsonPath, "json", "simrelay-bench.json", "where to write the figures as JSON (empty: nowhere)")
 	fs.Usage = flagUsage(fs, "Usage: simrelay bench [flags]\n\nStarts a server on loopback with a temporary store (or, with --database-url, an empty PostgreSQL database of its own), connects virtual phones and measures it.\n\nFlags, each with its environment twin:\n")
 	if err := parseFlags(fs, args, 0); err != nil {
