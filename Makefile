@@ -35,8 +35,15 @@ run: build ## run the server on 127.0.0.1:8080 with its store in ./data; flags i
 # its goroutine dump long before a CI job's own limit.
 TEST_TIMEOUT ?= 15m
 
-test: stripe-mock chromium postgresql ## run every test with the race detector (installs stripe-mock, chromium and postgresql first when missing)
+# PG_SUITES are the packages whose tests run the server over a real store
+# (internal/storetest, or the binary with --database-url): make test runs
+# them a second time with the store in PostgreSQL. The store's own suites
+# (store/...) run on both backends in the first pass already.
+PG_SUITES ?= ./httpapi ./web ./gateway ./smtpd ./webhook ./sms ./device ./media ./cmd/...
+
+test: stripe-mock chromium postgresql ## run every test with the race detector, then the server's suites again on PostgreSQL (installs stripe-mock, chromium and postgresql first when missing)
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	SIMRELAY_TEST_STORE=postgres $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PG_SUITES)
 
 lint: tools ## gofmt, go vet and staticcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

@@ -39,6 +39,9 @@ type Config struct {
 	Log          io.Writer     // progress lines
 	// ServerArgs are extra flags for the server (e.g. --pprof-listen to profile it).
 	ServerArgs []string
+	// DatabaseURL puts the store in this PostgreSQL database, which must
+	// hold no company; empty: a new embedded store in a temporary directory.
+	DatabaseURL string
 }
 
 // Defaults of a run.
@@ -51,6 +54,7 @@ func Defaults() Config {
 // Report is what a run measured.
 type Report struct {
 	Machine            string  `json:"machine"`
+	Store              string  `json:"store"` // bbolt or postgres
 	Phones             int     `json:"phones"`
 	PhonesNote         string  `json:"phones_note,omitempty"`
 	RSSPerPhoneKB      float64 `json:"rss_per_idle_phone_kb"`
@@ -99,7 +103,10 @@ type Report struct {
 
 // Run measures one server.
 func Run(ctx context.Context, cfg Config) (Report, error) {
-	rep := Report{Machine: fmt.Sprintf("%s/%s, %d CPUs", runtime.GOOS, runtime.GOARCH, runtime.NumCPU())}
+	rep := Report{Machine: fmt.Sprintf("%s/%s, %d CPUs", runtime.GOOS, runtime.GOARCH, runtime.NumCPU()), Store: "bbolt"}
+	if cfg.DatabaseURL != "" {
+		rep.Store = "postgres"
+	}
 	logf := func(format string, args ...any) {
 		if cfg.Log != nil {
 			fmt.Fprintf(cfg.Log, format+"\n", args...)
@@ -122,19 +129,29 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	}
 	seedDevices := seedFingerprints()
 	logf("preparing a store with %d phones and %d stored messages ...", n, cfg.SeedMessages)
-	key, tokens, _, err := prepare(dir, append(append(append([]string(nil), fps...), drainFingerprint), seedDevices...))
+	st, err := openStore(ctx, dir, cfg.DatabaseURL)
 	if err != nil {
+		return rep, err
+	}
+	key, tokens, _, err := prepare(st, append(append(append([]string(nil), fps...), drainFingerprint), seedDevices...))
+	if err != nil {
+		st.Close()
 		return rep, err
 	}
 	drainToken := tokens[n]
 	tokens = tokens[:n]
 	start := time.Now()
-	if err := seedHistory(dir, seedDevices, cfg.SeedMessages); err != nil {
+	if err := seedHistory(st, seedDevices, cfg.SeedMessages); err != nil {
+		st.Close()
+		return rep, err
+	}
+	// The embedded store is one process's at a time: the server's next.
+	if err := st.Close(); err != nil {
 		return rep, err
 	}
 	rep.StoredMessages, rep.SeedSeconds = cfg.SeedMessages, time.Since(start).Seconds()
 
-	srv, err := startServer(ctx, cfg.Binary, dir, os.Stderr, cfg.ServerArgs...)
+	srv, err := startServer(ctx, cfg.Binary, dir, cfg.DatabaseURL, os.Stderr, cfg.ServerArgs...)
 	if err != nil {
 		return rep, err
 	}

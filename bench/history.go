@@ -10,7 +10,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/simrelay/simrelay/store"
-	"github.com/simrelay/simrelay/store/boltstore"
 )
 
 // The stored history: seedDevices devices, each talking with seedContacts
@@ -33,12 +32,7 @@ func contact(i int) string { return fmt.Sprintf("+1555%07d", i) }
 
 // seedHistory stores total finished messages through the store's import, in
 // created_at order, alternating outbound (delivered) and inbound.
-func seedHistory(dir string, devices []string, total int) error {
-	st, err := boltstore.Open(dir, boltstore.Options{BulkLoad: true})
-	if err != nil {
-		return err
-	}
-	defer st.Close()
+func seedHistory(st store.Backend, devices []string, total int) error {
 	c, err := st.CompanyIDs()
 	if err != nil || len(c) == 0 {
 		return fmt.Errorf("bench: no company to seed: %v", err)

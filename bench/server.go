@@ -19,7 +19,9 @@ import (
 	"github.com/simrelay/simrelay/account"
 	"github.com/simrelay/simrelay/device"
 	"github.com/simrelay/simrelay/mail"
+	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/store/boltstore"
+	"github.com/simrelay/simrelay/store/postgres"
 )
 
 // server is the simrelay process under test.
@@ -29,14 +31,32 @@ type server struct {
 	pprof string // host:port of the server's pprof listener
 }
 
+// openStore opens the store the bench fills before its server starts: a new
+// embedded store in dir, or the PostgreSQL database at databaseURL, which
+// must hold no company yet (the bench adds one, its phones and its history,
+// and never writes where someone's data is).
+func openStore(ctx context.Context, dir, databaseURL string) (store.Backend, error) {
+	if databaseURL == "" {
+		return boltstore.Open(dir, boltstore.Options{BulkLoad: true})
+	}
+	st, err := postgres.Open(ctx, databaseURL, postgres.Options{})
+	if err != nil {
+		return nil, err
+	}
+	ids, err := st.CompanyIDs()
+	if err == nil && len(ids) > 0 {
+		err = fmt.Errorf("bench: the database holds %d companies already: give the bench an empty database of its own (it adds a company, its phones and a history of messages)", len(ids))
+	}
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	return st, nil
+}
+
 // prepare creates the company and provisions the phones in a new store, and
 // returns the API key and the phones' tokens.
-func prepare(dir string, fingerprints []string) (apiKey string, tokens []string, companyID uint64, err error) {
-	st, err := boltstore.Open(dir, boltstore.Options{BulkLoad: true})
-	if err != nil {
-		return "", nil, 0, err
-	}
-	defer st.Close()
+func prepare(st store.Backend, fingerprints []string) (apiKey string, tokens []string, companyID uint64, err error) {
 	quiet := slog.New(slog.DiscardHandler)
 	mailer, err := mail.New(mail.Config{}, st, quiet, time.Now)
 	if err != nil {
@@ -62,8 +82,10 @@ func prepare(dir string, fingerprints []string) (apiKey string, tokens []string,
 	return key, tokens, c.ID, nil
 }
 
-// startServer runs `simrelay serve` on a free loopback port.
-func startServer(ctx context.Context, bin, dir string, stderr io.Writer, extra ...string) (*server, error) {
+// startServer runs `simrelay serve` on a free loopback port, over the
+// embedded store in dir or, when databaseURL is set, that database (given
+// through the environment, where other users cannot read it).
+func startServer(ctx context.Context, bin, dir, databaseURL string, stderr io.Writer, extra ...string) (*server, error) {
 	args := []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dir, "--log-level", "warn",
 		"--rate-general", "1000000000/1m", "--rate-auth", "1000000000/1m",
 		// The bench's webhook receiver is on loopback.
@@ -86,6 +108,7 @@ func startServer(ctx context.Context, bin, dir string, stderr io.Writer, extra .
 		args = append(args, "--pprof-listen", pprofAddr)
 	}
 	cmd := exec.CommandContext(ctx, bin, append(args, extra...)...)
+	cmd.Env = append(os.Environ(), "SIMRELAY_DATABASE_URL="+databaseURL)
 	cmd.Stderr = stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {

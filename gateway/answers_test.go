@@ -9,6 +9,7 @@ import (
 	"github.com/coder/websocket"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/sms"
 	"github.com/simrelay/simrelay/store"
 )
@@ -55,6 +56,7 @@ func frames(t *testing.T, ws *websocket.Conn) <-chan proto.Frame {
 // commit, answers none of them before it is durable, and then answers them
 // in the order they came.
 func TestReportsArePipelinedAndAnsweredAfterTheirCommit(t *testing.T) {
+	storetest.EmbeddedOnly(t, "holdCommits holds the single writer every commit queues behind; PostgreSQL's commits do not queue")
 	t.Parallel()
 	r := newRig(t, Config{})
 	token := r.pair("pixel-1")
@@ -131,6 +133,7 @@ func TestReportsArePipelinedAndAnsweredAfterTheirCommit(t *testing.T) {
 // While three frames per place of its window wait for their answers, a
 // link reads no more: what a phone can make the server hold is bounded.
 func TestALinkStopsReadingAtItsLimitOfUnansweredFrames(t *testing.T) {
+	storetest.EmbeddedOnly(t, "holdCommits holds the single writer every commit queues behind; PostgreSQL's commits do not queue")
 	t.Parallel()
 	r := newRig(t, Config{MaxInflight: 1}) // room for 3 unanswered frames
 	token := r.pair("pixel-1")
@@ -192,6 +195,7 @@ func TestALinkStopsReadingAtItsLimitOfUnansweredFrames(t *testing.T) {
 // half window at a time, not one read of the queue per ack: the acks of a
 // commit free their places together, and the refill reads them in one go.
 func TestWindowRefilledByHalves(t *testing.T) {
+	storetest.EmbeddedOnly(t, "a round's acks share one commit behind the held single writer; PostgreSQL commits each on its own")
 	t.Parallel()
 	const window, rounds = 16, 4
 	r := newRig(t, Config{MaxInflight: window})

@@ -81,6 +81,10 @@ func (s *Server) backup(c echo.Context) error {
 	h := c.Response().Header()
 	h.Set("Cache-Control", "no-store")
 	if c.Request().Method == http.MethodHead {
+		// HEAD answers what GET would without taking a copy.
+		if ext, ok := s.deps.Store.(interface{ BackupExternal() bool }); ok && ext.BackupExternal() {
+			return errBackupExternal()
+		}
 		h.Set(echo.HeaderContentType, "application/octet-stream")
 		return c.NoContent(http.StatusOK)
 	}
@@ -104,6 +108,12 @@ func (s *Server) backup(c echo.Context) error {
 	return nil
 }
 
+// errBackupExternal answers a backup of a store kept in a database, which
+// its operator backs up with the database's own tools.
+func errBackupExternal() error {
+	return problem.New(problem.BackupExternal, "This server keeps its store in PostgreSQL: back it up with pg_dump (docs/operations.md).")
+}
+
 // streamSnapshot takes the snapshot and sends it; size is -1 when it failed
 // before anything was sent. The temporary copy is gone when it returns.
 func (s *Server) streamSnapshot(c echo.Context) (n, size int64, err error) {
@@ -114,7 +124,7 @@ func (s *Server) streamSnapshot(c echo.Context) (n, size int64, err error) {
 			Message: "The server has too little free disk space for a backup copy; free some, or stop the server and run simrelay admin backup."}
 	}
 	if errors.Is(err, store.ErrBackupExternal) {
-		return 0, -1, problem.New(problem.BackupExternal, "This server keeps its store in PostgreSQL: back it up with pg_dump (docs/operations.md).")
+		return 0, -1, errBackupExternal()
 	}
 	if err != nil {
 		return 0, -1, err

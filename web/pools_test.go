@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -55,7 +56,14 @@ func TestPoolsPage(t *testing.T) {
 	if err != nil || len(pools) != 1 || pools[0].Strategy != "sticky" || pools[0].Fallback != "least_loaded" || len(pools[0].Members) != 2 {
 		t.Fatalf("stored pools %+v (%v), want the sticky pool of two", pools, err)
 	}
-	id := "1"
+	// Ids as the store gave them: PostgreSQL's sequences are the
+	// database's, and a refused form above may have taken one.
+	id, firstMember := fmt.Sprint(pools[0].ID), ""
+	for _, m := range pools[0].Members {
+		if m.Device == "fp-1" && m.SIMSlot == "SIM1" {
+			firstMember = fmt.Sprint(m.ID)
+		}
+	}
 	if p := b.post("/console/pools/"+id+"/members", url.Values{"member": {"fp-2/SIM2"}}); p.status != http.StatusOK {
 		t.Fatalf("add a member: %d %s", p.status, p.body)
 	}
@@ -68,7 +76,7 @@ func TestPoolsPage(t *testing.T) {
 			t.Errorf("the page lacks %s", want)
 		}
 	}
-	if p := b.post("/console/pools/"+id+"/members/1/remove", nil); p.status != http.StatusOK {
+	if p := b.post("/console/pools/"+id+"/members/"+firstMember+"/remove", nil); p.status != http.StatusOK {
 		t.Fatalf("remove a member: %d %s", p.status, p.body)
 	}
 	if strings.Contains(b.get("/console/pools").body, `data-member="fp-1/SIM1"`) {

@@ -17,7 +17,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simrelay/simrelay/internal/pgtest"
 	"github.com/simrelay/simrelay/internal/poll"
+	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/internal/syncbuf"
 )
 
@@ -32,9 +34,10 @@ var (
 	buildErr           error
 )
 
-// TestMain removes the binaries the tests built once for all of them.
+// TestMain removes the binaries the tests built once for all of them (and
+// stops the PostgreSQL cluster of SIMRELAY_TEST_STORE=postgres).
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := storetest.Run(m)
 	if buildDir != "" {
 		os.RemoveAll(buildDir)
 	}
@@ -68,9 +71,12 @@ func binaries(t *testing.T) (agentPath, serverPath string) {
 
 // server is a running simrelay serve.
 type server struct {
-	t      *testing.T
-	bin    string
-	dir    string
+	t   *testing.T
+	bin string
+	dir string
+	// store names the store to the binary: --data-dir, and with
+	// SIMRELAY_TEST_STORE=postgres a database of the test's own.
+	store  []string
 	cmd    *exec.Cmd
 	url    string
 	stderr *syncbuf.Buffer
@@ -82,7 +88,11 @@ type server struct {
 func newServer(t *testing.T, bin string) *server {
 	t.Helper()
 	s := &server{t: t, bin: bin, dir: t.TempDir()}
-	out, err := exec.Command(bin, "admin", "create-company", "--company", "Acme", "--email", "you@example.com", "--password", "Change-me-123", "--data-dir", s.dir).Output()
+	s.store = []string{"--data-dir", s.dir}
+	if storetest.Postgres() {
+		s.store = append(s.store, "--database-url", pgtest.URL(t))
+	}
+	out, err := exec.Command(bin, append([]string{"admin", "create-company", "--company", "Acme", "--email", "you@example.com", "--password", "Change-me-123"}, s.store...)...).Output()
 	if err != nil {
 		t.Fatalf("create-company: %v", err)
 	}
@@ -101,7 +111,7 @@ func newServer(t *testing.T, bin string) *server {
 func (s *server) start(listen string) {
 	t := s.t
 	t.Helper()
-	cmd := exec.Command(s.bin, "serve", "--listen", listen, "--data-dir", s.dir, "--webhook-allow-private", "--rate-general", "1000000/1m")
+	cmd := exec.Command(s.bin, append(append([]string{"serve", "--listen", listen}, s.store...), "--webhook-allow-private", "--rate-general", "1000000/1m")...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

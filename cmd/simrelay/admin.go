@@ -21,16 +21,21 @@ import (
 )
 
 const adminUsage = `Usage:
-  simrelay admin create-company --company NAME --email E --password P [--first-name F] [--last-name L] [--data-dir D]
-  simrelay admin mail [--data-dir D] [--json]
+  simrelay admin create-company --company NAME --email E --password P [--first-name F] [--last-name L] [--data-dir D | --database-url URL]
+  simrelay admin mail [--data-dir D | --database-url URL] [--json]
   simrelay admin backup FILE [--data-dir D]
-  simrelay admin set-plan --company ID --plan ID [--plans FILE] [--data-dir D]
+  simrelay admin set-plan --company ID --plan ID [--plans FILE] [--data-dir D | --database-url URL]
   simrelay admin copy-store --to postgres://... [--data-dir D]
 
-Admin commands work on the store directly, so the server must be stopped; a
-running server's store is refused within 2 seconds. Back up a running server
-with GET /admin/backup instead. Only create-company starts a new store; the
+Admin commands work on the store directly. The embedded store (--data-dir)
+is one process's at a time, so its server must be stopped; a running
+server's store is refused within 2 seconds. Back up a running server with
+GET /admin/backup instead. Only create-company starts a new store; the
 others refuse a --data-dir that holds none.
+
+A store in PostgreSQL (--database-url, or SIMRELAY_DATABASE_URL) is shared:
+the commands run beside its servers, each in its own transactions. Back it
+up with pg_dump: admin backup copies the embedded store only.
 `
 
 func admin(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -41,13 +46,13 @@ func admin(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var err error
 	switch args[0] {
 	case "create-company":
-		err = adminCreateCompany(args[1:], stdout, stderr)
+		err = adminCreateCompany(ctx, args[1:], stdout, stderr)
 	case "mail":
-		err = adminMail(args[1:], stdout, stderr)
+		err = adminMail(ctx, args[1:], stdout, stderr)
 	case "backup":
 		err = adminBackup(args[1:], stdout, stderr)
 	case "set-plan":
-		err = adminSetPlan(args[1:], stdout, stderr)
+		err = adminSetPlan(ctx, args[1:], stdout, stderr)
 	case "copy-store":
 		err = adminCopyStore(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
@@ -73,27 +78,30 @@ func admin(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 type usageError struct{ error }
 
-func adminFlags(name string, stderr io.Writer) (*flag.FlagSet, *string) {
+// adminFlags is the flag set of an admin command, with the flags that say
+// where its store is; the command fills in the rest of the store's settings.
+func adminFlags(name string, stderr io.Writer) (*flag.FlagSet, *storeConfig) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	dir := fs.String("data-dir", defaultDataDir, "directory of the embedded store")
-	addDatabaseURL(fs)
+	sc := &storeConfig{}
+	fs.StringVar(&sc.dataDir, "data-dir", defaultDataDir, "directory of the embedded store")
+	sc.databaseURL = addDatabaseURL(fs)
 	fs.Usage = flagUsage(fs, "Usage: simrelay admin "+name+" [flags]\n\n")
-	return fs, dir
+	return fs, sc
 }
 
-func adminCreateCompany(args []string, stdout, stderr io.Writer) error {
-	fs, dir := adminFlags("create-company", stderr)
+func adminCreateCompany(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, where := adminFlags("create-company", stderr)
 	name := fs.String("company", "", "company name (required)")
 	email := fs.String("email", "", "e-mail of the company's first admin (required)")
 	password := fs.String("password", "", "the admin's password: 8 or more characters with an upper-case letter and a number (required)")
 	firstName := fs.String("first-name", "", "the admin's first name (default: read in the e-mail address, ana.lima@... is Ana)")
 	lastName := fs.String("last-name", "", "the admin's last name (default: read in the e-mail address, ana.lima@... is Lima)")
-	fs.Usage = flagUsage(fs, "Usage: simrelay admin create-company --company NAME --email E --password P [--first-name F] [--last-name L] [--data-dir D]\n\n")
-	if err := parseAdminFlags(fs, args, 0); err != nil {
+	fs.Usage = flagUsage(fs, "Usage: simrelay admin create-company --company NAME --email E --password P [--first-name F] [--last-name L] [--data-dir D | --database-url URL]\n\n")
+	if err := parseFlags(fs, args, 0); err != nil {
 		return usageOrHelp(err)
 	}
-	st, err := boltstore.Open(*dir, boltstore.Options{})
+	st, err := openBackend(ctx, *where)
 	if err != nil {
 		return err
 	}
@@ -121,34 +129,6 @@ func adminCreateCompany(args []string, stdout, stderr io.Writer) error {
 	return json.NewEncoder(stdout).Encode(map[string]any{"companyId": c.ID, "userId": u.ID, "apiKey": key})
 }
 
-// openStore opens the store an admin command other than create-company
-// works on. Those refuse a data dir without a store, so a mistyped
-// --data-dir is said as such and nothing is created there, where
-// boltstore.Open would start a new, empty store.
-func openStore(dir string, opt boltstore.Options) (*boltstore.Store, error) {
-	path := filepath.Join(dir, boltstore.FileName)
-	fi, err := os.Stat(path)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		return nil, fmt.Errorf("%s %q: no store there (no %s): give the server's data dir; simrelay serve and admin create-company start a new store", both("data-dir"), dir, boltstore.FileName)
-	case err == nil && fi.Size() == 0:
-		return nil, fmt.Errorf("%s %q: no store there yet (%s is empty, as a first start that failed leaves it); simrelay serve and admin create-company write a new store into it", both("data-dir"), dir, boltstore.FileName)
-	}
-	return boltstore.Open(dir, opt)
-}
-
-// parseAdminFlags is parseFlags for the admin commands, which refuse
-// --database-url until the PostgreSQL store exists.
-func parseAdminFlags(fs *flag.FlagSet, args []string, maxArgs int) error {
-	if err := parseFlags(fs, args, maxArgs); err != nil {
-		return err
-	}
-	if err := refuseDatabaseURL(fs); err != nil {
-		return usageError{err}
-	}
-	return nil
-}
-
 func usageOrHelp(err error) error {
 	if errors.Is(err, flag.ErrHelp) {
 		return err
@@ -156,13 +136,14 @@ func usageOrHelp(err error) error {
 	return usageError{err}
 }
 
-func adminMail(args []string, stdout, stderr io.Writer) error {
-	fs, dir := adminFlags("mail", stderr)
+func adminMail(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, where := adminFlags("mail", stderr)
 	asJSON := fs.Bool("json", false, "print the outbox as JSON lines")
-	if err := parseAdminFlags(fs, args, 0); err != nil {
+	if err := parseFlags(fs, args, 0); err != nil {
 		return usageOrHelp(err)
 	}
-	st, err := openStore(*dir, boltstore.Options{ReadOnly: true})
+	where.existing, where.readOnly = true, true
+	st, err := openBackend(ctx, *where)
 	if err != nil {
 		return err
 	}
@@ -200,15 +181,19 @@ func adminMail(args []string, stdout, stderr io.Writer) error {
 }
 
 func adminBackup(args []string, stdout, stderr io.Writer) error {
-	fs, dir := adminFlags("backup", stderr)
+	fs, where := adminFlags("backup", stderr)
 	fs.Usage = flagUsage(fs, "Usage: simrelay admin backup FILE [--data-dir D]\n\n")
 	// FILE may come before or after the flags.
 	var file string
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		file, args = args[0], args[1:]
 	}
-	if err := parseAdminFlags(fs, args, 1); err != nil {
+	if err := parseFlags(fs, args, 1); err != nil {
 		return usageOrHelp(err)
+	}
+	if where.postgres() {
+		// As GET /admin/backup answers 409 backup_external there.
+		return usageError{fmt.Errorf("the store is in the PostgreSQL database %s: back it up with pg_dump (docs/operations.md); admin backup copies the embedded store of --data-dir only", where.databaseURL)}
 	}
 	if fs.NArg() == 1 {
 		if file != "" {
@@ -219,7 +204,7 @@ func adminBackup(args []string, stdout, stderr io.Writer) error {
 	if file == "" {
 		return usageError{errors.New("name the FILE to write")}
 	}
-	st, err := openStore(*dir, boltstore.Options{ReadOnly: true})
+	st, err := openStore(where.dataDir, boltstore.Options{ReadOnly: true})
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -8,19 +9,18 @@ import (
 	"time"
 
 	"github.com/simrelay/simrelay/billing"
-	"github.com/simrelay/simrelay/store/boltstore"
 )
 
 // adminSetPlan puts a company on a plan, active, without a payment
 // provider: how a self-hosted operator grants or changes plans, hidden
 // ones (unlimited) included.
-func adminSetPlan(args []string, stdout, stderr io.Writer) error {
-	fs, dir := adminFlags("set-plan", stderr)
+func adminSetPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, where := adminFlags("set-plan", stderr)
 	company := fs.Uint64("company", 0, "the company's id (required)")
 	plan := fs.String("plan", "", "the plan's id (required), e.g. free, starter, pro, unlimited")
 	plansFile := fs.String("plans", "", "the server's plans file, when it has one (default: the built-in plans)")
-	fs.Usage = flagUsage(fs, "Usage: simrelay admin set-plan --company ID --plan ID [--plans FILE] [--data-dir D]\n\n")
-	if err := parseAdminFlags(fs, args, 0); err != nil {
+	fs.Usage = flagUsage(fs, "Usage: simrelay admin set-plan --company ID --plan ID [--plans FILE] [--data-dir D | --database-url URL]\n\n")
+	if err := parseFlags(fs, args, 0); err != nil {
 		return usageOrHelp(err)
 	}
 	if *company == 0 {
@@ -36,7 +36,8 @@ func adminSetPlan(args []string, stdout, stderr io.Writer) error {
 			return usageError{fmt.Errorf("--plans: %v", err)}
 		}
 	}
-	st, err := openStore(*dir, boltstore.Options{})
+	where.existing = true
+	st, err := openBackend(ctx, *where)
 	if err != nil {
 		return err
 	}

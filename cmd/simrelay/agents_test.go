@@ -22,8 +22,8 @@ import (
 // fifth still answers 429 number_capped with a Retry-After within the minute.
 func TestGovernorSurvivesRestart(t *testing.T) {
 	t.Parallel()
-	bin, dir, apiKey := companyStore(t)
-	srv := startServer(t, bin, dir)
+	bin, st, apiKey := companyStore(t)
+	srv := startServer(t, bin, st)
 	code, err := pairingCode(context.Background(), srv.url, apiKey)
 	if err != nil {
 		t.Fatal(err)
@@ -47,7 +47,7 @@ func TestGovernorSurvivesRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = srv.cmd.Wait()
-	srv = startServer(t, bin, dir)
+	srv = startServer(t, bin, st)
 	res := send(srv.url)
 	ra, _ := strconv.Atoi(res.Header.Get("Retry-After"))
 	if res.StatusCode != http.StatusTooManyRequests || ra < 1 || ra > 60 {
@@ -60,8 +60,8 @@ func TestGovernorSurvivesRestart(t *testing.T) {
 // and iMessage jobs like SMS.
 func TestVirtualAgent(t *testing.T) {
 	t.Parallel()
-	bin, dir, apiKey := companyStore(t)
-	srv := startServer(t, bin, dir)
+	bin, st, apiKey := companyStore(t)
+	srv := startServer(t, bin, st)
 	phone := exec.Command(bin, "phone", "--server", srv.url, "--api-key", apiKey, "--token-file", filepath.Join(t.TempDir(), "phone.json"),
 		"--whatsapp", "+15550001111", "--imessage", "Ana@Example.com", "--inbound", "+15557654321", "hello on WhatsApp", "--inbound-to", "+15550001111") // flags after the text, as the README writes them
 	stdout := &syncbuf.Buffer{}

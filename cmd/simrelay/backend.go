@@ -1,15 +1,26 @@
 package main
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
 	"github.com/simrelay/simrelay/account"
 	"github.com/simrelay/simrelay/billing"
 	"github.com/simrelay/simrelay/channel"
 	"github.com/simrelay/simrelay/device"
 	"github.com/simrelay/simrelay/httpapi"
+	"github.com/simrelay/simrelay/internal/cliflag"
 	"github.com/simrelay/simrelay/mail"
 	"github.com/simrelay/simrelay/media"
 	"github.com/simrelay/simrelay/sms"
 	"github.com/simrelay/simrelay/store"
+	"github.com/simrelay/simrelay/store/boltstore"
+	"github.com/simrelay/simrelay/store/postgres"
 	"github.com/simrelay/simrelay/web"
 	"github.com/simrelay/simrelay/webhook"
 )
@@ -17,7 +28,8 @@ import (
 // backend is the server's store, whichever backend keeps it.
 type backend = store.Backend
 
-// Every domain's store interface is a part of the backend.
+// Every domain's store interface is a part of the backend, and both
+// backends are one.
 var (
 	_ account.Store     = backend(nil)
 	_ billing.Store     = backend(nil)
@@ -30,4 +42,88 @@ var (
 	_ httpapi.Backuper  = backend(nil)
 	_ httpapi.Analytics = backend(nil)
 	_ web.Analytics     = backend(nil)
+
+	_ backend = (*boltstore.Store)(nil)
+	_ backend = (*postgres.Store)(nil)
 )
+
+// storeConfig says where a command's store is and how it opens.
+type storeConfig struct {
+	// dataDir holds the embedded store when databaseURL is empty.
+	dataDir string
+	// databaseURL is --database-url: the store in that PostgreSQL database.
+	databaseURL *cliflag.DatabaseURL
+	// companyDailyStorage is each company's budget of bytes per UTC day; 0: none.
+	companyDailyStorage int64
+	// existing refuses a data dir without a store file instead of starting
+	// one there (the admin commands but create-company).
+	existing bool
+	// readOnly opens the embedded store with a shared lock (admin mail).
+	readOnly bool
+	// syncDelay is boltstore.Options.SyncDelay (measurement only).
+	syncDelay time.Duration
+	// logger hears what the embedded store says at its start; nil: nothing.
+	logger *slog.Logger
+}
+
+// postgres says whether the store is in PostgreSQL.
+func (c storeConfig) postgres() bool { return c.databaseURL != nil && c.databaseURL.URL() != "" }
+
+// where names the store for logs and messages: the data dir's file, or the
+// database's URL with its password masked.
+func (c storeConfig) where() string {
+	if c.postgres() {
+		return c.databaseURL.String()
+	}
+	return filepath.Join(c.dataDir, boltstore.FileName)
+}
+
+// kind names the backend for logs.
+func (c storeConfig) kind() string {
+	if c.postgres() {
+		return "postgres"
+	}
+	return "bbolt"
+}
+
+// openBackend opens the store of c: PostgreSQL when a database URL is
+// given (its schema created or migrated at once), else the embedded store
+// in the data dir.
+func openBackend(ctx context.Context, c storeConfig) (backend, error) {
+	if c.postgres() {
+		pg, err := postgres.Open(ctx, c.databaseURL.URL(), postgres.Options{CompanyDailyStorage: c.companyDailyStorage})
+		if err != nil {
+			return nil, fmt.Errorf("the database %s: %w", c.databaseURL, err)
+		}
+		return pg, nil
+	}
+	opt := boltstore.Options{ReadOnly: c.readOnly, CompanyDailyStorage: c.companyDailyStorage, Logger: c.logger, SyncDelay: c.syncDelay}
+	if c.existing {
+		return openStore(c.dataDir, opt)
+	}
+	return boltstore.Open(c.dataDir, opt)
+}
+
+// openStore opens the embedded store in dir for an admin command that works
+// on an existing one, refusing a dir without one (storeFileExists).
+func openStore(dir string, opt boltstore.Options) (*boltstore.Store, error) {
+	if err := storeFileExists(dir); err != nil {
+		return nil, err
+	}
+	return boltstore.Open(dir, opt)
+}
+
+// storeFileExists refuses a data dir without a store, so a mistyped
+// --data-dir is said as such and nothing is created there, where
+// boltstore.Open would start a new, empty store.
+func storeFileExists(dir string) error {
+	path := filepath.Join(dir, boltstore.FileName)
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("%s %q: no store there (no %s): give the server's data dir; simrelay serve and admin create-company start a new store", both("data-dir"), dir, boltstore.FileName)
+	case err == nil && fi.Size() == 0:
+		return fmt.Errorf("%s %q: no store there yet (%s is empty, as a first start that failed leaves it); simrelay serve and admin create-company write a new store into it", both("data-dir"), dir, boltstore.FileName)
+	}
+	return nil
+}

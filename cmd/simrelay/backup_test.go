@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/simrelay/simrelay/internal/poll"
+	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/store/boltstore"
 )
@@ -61,10 +62,11 @@ func prefill(t *testing.T, dir, device string, mb int) {
 // streamed from inside a read transaction blocked bbolt's remap, so every
 // write, and then every read, waited for that client.
 func TestStalledBackupHoldsNothing(t *testing.T) {
+	storetest.EmbeddedOnly(t, "GET /admin/backup streams the store file (on PostgreSQL it answers 409 backup_external, TestQuickStart)")
 	t.Parallel()
-	bin, dir, apiKey := companyStore(t)
-	prefill(t, dir, "stall-phone", 16)
-	srv := startServer(t, bin, dir, "--admin-token", testAdminToken, "--rate-general", "1000000/1m")
+	bin, st, apiKey := companyStore(t)
+	prefill(t, st.dir, "stall-phone", 16)
+	srv := startServer(t, bin, st, "--admin-token", testAdminToken, "--rate-general", "1000000/1m")
 	u, _ := url.Parse(srv.url)
 
 	// The stalled client: a small receive buffer, read the head, then stop.
@@ -144,7 +146,7 @@ func TestStalledBackupHoldsNothing(t *testing.T) {
 	// The stalled client goes away: its temporary copy is gone, nothing is left in the data directory.
 	conn.Close()
 	poll.Until(t, "only the store file left in the data directory", func() bool {
-		entries, _ := os.ReadDir(dir)
+		entries, _ := os.ReadDir(st.dir)
 		return len(entries) == 1 && entries[0].Name() == boltstore.FileName
 	})
 	poll.Until(t, "the stalled download ends on the server", func() bool {

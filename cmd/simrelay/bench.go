@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/simrelay/simrelay/bench"
+	"github.com/simrelay/simrelay/internal/cliflag"
 )
 
 func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -35,9 +36,10 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	var slowSync time.Duration
 	fs.DurationVar(&slowSync, "slow-sync", 0, "make the server's disk look slower: each store commit holds its writer this much longer after the fsync (the server's --store-sync-delay)")
 	fs.StringVar(&pprofListen, "pprof-listen", "", "let the server serve pprof profiles on this loopback host:port, to profile it during the run")
-	addDatabaseURL(fs)
+	databaseURL := new(cliflag.DatabaseURL)
+	fs.Var(databaseURL, cliflag.DatabaseURLFlag, "run the server on this PostgreSQL database, postgres://USER:PASSWORD@HOST:5432/DB, which must hold no company (the bench fills it and leaves it filled); empty: a temporary embedded store")
 	fs.StringVar(&jsonPath, "json", "simrelay-bench.json", "where to write the figures as JSON (empty: nowhere)")
-	fs.Usage = flagUsage(fs, "Usage: simrelay bench [flags]\n\nStarts a server on loopback with a temporary store, connects virtual phones and measures it.\n\nFlags, each with its environment twin:\n")
+	fs.Usage = flagUsage(fs, "Usage: simrelay bench [flags]\n\nStarts a server on loopback with a temporary store (or, with --database-url, an empty PostgreSQL database of its own), connects virtual phones and measures it.\n\nFlags, each with its environment twin:\n")
 	if err := parseFlags(fs, args, 0); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -45,10 +47,11 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "simrelay bench: %v\n", err)
 		return 2
 	}
-	if err := refuseDatabaseURL(fs); err != nil {
-		fmt.Fprintf(stderr, "simrelay bench: %v\n", err)
+	if databaseURL.URL() != "" && slowSync > 0 {
+		fmt.Fprintf(stderr, "simrelay bench: %s slows the embedded store's writer: it has no meaning with %s\n", both("slow-sync"), both(cliflag.DatabaseURLFlag))
 		return 2
 	}
+	cfg.DatabaseURL = databaseURL.URL()
 	bin, err := os.Executable()
 	if err != nil {
 		fmt.Fprintf(stderr, "simrelay bench: %v\n", err)
@@ -79,7 +82,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 }
 
 func printReport(w io.Writer, r bench.Report) {
-	fmt.Fprintf(w, "simrelay bench %s on %s\n\n", buildVersion(), r.Machine)
+	fmt.Fprintf(w, "simrelay bench %s on %s, store %s\n\n", buildVersion(), r.Machine, r.Store)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "measure\tresult\ttarget")
 	fmt.Fprintf(tw, "RSS per idle phone (%d phones)\t%.1f KB\t<= 10 KB\n", r.Phones, r.RSSPerPhoneKB)

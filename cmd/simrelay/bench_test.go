@@ -13,7 +13,9 @@ import (
 // drain phase: one phone's backlog drained (every job acked and reported
 // sent and delivered, every report answered), its rate, and that rate as a
 // ratio of the same run's durable sends, in the table and the JSON; and its
-// pool phases: durable sends through a least_loaded and a sticky pool.
+// pool phases: durable sends through a least_loaded and a sticky pool. On
+// the PostgreSQL run the bench's server keeps its store in a database of
+// the test's own (--database-url).
 func TestBenchDrainPhase(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
@@ -21,10 +23,15 @@ func TestBenchDrainPhase(t *testing.T) {
 	t.Parallel()
 	bin := buildBinary(t)
 	out := filepath.Join(t.TempDir(), "bench.json")
-	cmd := exec.Command(bin, "bench", "--phones", "4", "--messages", "50", "--queries", "5",
+	args := []string{"bench", "--phones", "4", "--messages", "50", "--queries", "5",
 		"--send-for", "500ms", "--senders", "4", "--rate", "20", "--rate-for", "500ms",
 		"--inbound-rate", "10", "--inbound-for", "500ms", "--bulk-requests", "0",
-		"--drain-jobs", "300", "--pool-for", "300ms", "--json", out)
+		"--drain-jobs", "300", "--pool-for", "300ms", "--json", out}
+	store := "bbolt"
+	if st := newTestStore(t); st.databaseURL != "" {
+		args, store = append(args, "--database-url", st.databaseURL), "postgres"
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.Dir = t.TempDir()
 	stdout, err := cmd.Output()
 	if err != nil {
@@ -44,7 +51,11 @@ func TestBenchDrainPhase(t *testing.T) {
 	if !strings.Contains(string(stdout), "durable sends through a pool of 4 phones: least_loaded / sticky") {
 		t.Errorf("the table has no pool row:\n%s", stdout)
 	}
+	if !strings.Contains(string(stdout), ", store "+store+"\n") {
+		t.Errorf("the report does not name the store %s:\n%s", store, stdout)
+	}
 	var rep struct {
+		Store  string  `json:"store"`
 		Least  float64 `json:"pool_least_loaded_sends_per_second"`
 		Sticky float64 `json:"pool_sticky_sends_per_second"`
 		Sends  float64 `json:"durable_sends_per_second"`
@@ -54,6 +65,9 @@ func TestBenchDrainPhase(t *testing.T) {
 	}
 	if err := json.Unmarshal(raw, &rep); err != nil {
 		t.Fatal(err)
+	}
+	if rep.Store != store {
+		t.Errorf("the JSON's store is %q, want %q", rep.Store, store)
 	}
 	if rep.Jobs != 300 || rep.Rate <= 0 || rep.Sends <= 0 {
 		t.Fatalf("got drain_jobs %d at %.0f/s with %.0f sends/s, want 300 drained at some rate", rep.Jobs, rep.Rate, rep.Sends)

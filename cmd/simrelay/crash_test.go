@@ -23,14 +23,14 @@ import (
 // reach the phone (an agent holding a WhatsApp number and an iMessage handle).
 func TestCrashLosesNoAnsweredSend(t *testing.T) {
 	t.Parallel()
-	bin, dir, apiKey := companyStore(t)
+	bin, st, apiKey := companyStore(t)
 	// The limits would refuse a burst and the gap slow the drain; this test
 	// is about durability.
 	limits := []string{"--rate-general", "1000000/1m"}
 	for _, ch := range []string{"whatsapp", "imessage"} {
 		limits = append(limits, "--"+ch+"-per-minute", "65535", "--"+ch+"-per-hour", "65535", "--"+ch+"-per-day", "65535", "--"+ch+"-gap-min", "0s", "--"+ch+"-gap-max", "0s")
 	}
-	srv := startServer(t, bin, dir, limits...)
+	srv := startServer(t, bin, st, limits...)
 	code, err := pairingCode(context.Background(), srv.url, apiKey)
 	if err != nil {
 		t.Fatal(err)
@@ -104,7 +104,7 @@ func TestCrashLosesNoAnsweredSend(t *testing.T) {
 	}
 
 	// Back on the same data: the phone must get every answered send.
-	srv = startServer(t, bin, dir, limits...)
+	srv = startServer(t, bin, st, limits...)
 	var got sync.Map
 	var received atomic.Int64
 	// The restarted server has a new port: the phone follows it.

@@ -3,80 +3,99 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/simrelay/simrelay/internal/storetest"
+	"github.com/simrelay/simrelay/store/boltstore"
 )
 
-// Until the PostgreSQL store is in the binary, every command that works on
-// the store refuses --database-url (or its twin) before touching anything,
-// so nobody believes their data is in PostgreSQL when it is not; a value
-// that is not a PostgreSQL URL is refused naming the flag. No refusal shows
-// the password.
-func TestDatabaseURLIsRefusedUntilAvailable(t *testing.T) {
+// unreachableDB is a PostgreSQL URL with a password where nothing listens.
+const unreachableDB = "postgres://simrelay:s3cret@127.0.0.1:1/simrelay?connect_timeout=5"
+
+// Every command that works on the store takes --database-url: given a
+// database that does not answer, each stops naming it, its password masked,
+// and writes no store file in --data-dir; a value that is not a PostgreSQL
+// URL is refused naming the flag.
+func TestDatabaseURLReachesEveryCommand(t *testing.T) {
 	t.Parallel()
-	const url = "postgres://simrelay:s3cret@db.example:5432/simrelay"
-	for _, args := range [][]string{
-		{"serve", "--listen", "127.0.0.1:0", "--data-dir", "DIR"},
-		{"bench", "--json", "DIR/bench.json"}, // bench's servers use stores of their own
-		{"admin", "create-company", "--company", "Acme", "--email", "you@example.com", "--password", "Change-me-123", "--data-dir", "DIR"},
-		{"admin", "mail", "--data-dir", "DIR"},
-		{"admin", "backup", "DIR/copy.db", "--data-dir", "DIR"},
-		{"admin", "set-plan", "--company", "1", "--plan", "pro", "--data-dir", "DIR"},
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", "DIR"}, 1, `the database postgres://simrelay:xxxxx@127.0.0.1:1/simrelay`},
+		{[]string{"admin", "create-company", "--company", "Acme", "--email", "you@example.com", "--password", "Change-me-123", "--data-dir", "DIR"}, 1, `the database postgres://simrelay:xxxxx@127.0.0.1:1/simrelay`},
+		{[]string{"admin", "mail", "--data-dir", "DIR"}, 1, `the database postgres://simrelay:xxxxx@127.0.0.1:1/simrelay`},
+		{[]string{"admin", "set-plan", "--company", "1", "--plan", "pro", "--data-dir", "DIR"}, 1, `the database postgres://simrelay:xxxxx@127.0.0.1:1/simrelay`},
+		{[]string{"admin", "backup", "DIR/copy.db", "--data-dir", "DIR"}, 2, `back it up with pg_dump`},
+		{[]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", "DIR", "--store-sync-delay", "1ms"}, 2, `--store-sync-delay (SIMRELAY_STORE_SYNC_DELAY) slows the embedded store's writer: it has no meaning with --database-url`},
+		{[]string{"bench", "--slow-sync", "1ms", "--json", "DIR/bench.json"}, 2, `--slow-sync (SIMRELAY_SLOW_SYNC) slows the embedded store's writer`},
 	} {
-		t.Run(strings.Join(args[:2], " "), func(t *testing.T) {
+		t.Run(strings.Join(c.args[:2], " "), func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
 			with := func(more ...string) []string {
 				var a []string
-				for _, arg := range append(slices.Clone(args), more...) {
+				for _, arg := range append(slices.Clone(c.args), more...) {
 					a = append(a, strings.ReplaceAll(arg, "DIR", dir))
 				}
 				return a
 			}
-			for _, given := range [][]string{
-				with("--database-url", url),
-				with("--database-url=postgresql:///simrelay?host=/run/postgresql&password=s3cret"),
-			} {
-				code, out, errOut := runCmd(t, given...)
-				want := `--database-url (SIMRELAY_DATABASE_URL) "postgres`
-				if code != 2 || !strings.Contains(errOut, want) || !strings.Contains(errOut, "PostgreSQL is not yet available in this build") || out != "" {
-					t.Errorf("%v: got %d %q %q; want 2 and that PostgreSQL is not yet available", given, code, out, errOut)
-				}
-				if strings.Contains(errOut, "s3cret") {
-					t.Errorf("the refusal shows the password: %q", errOut)
-				}
+			code, out, errOut := runCmd(t, with("--database-url", unreachableDB)...)
+			if code != c.code || !strings.Contains(errOut, c.want) || out != "" {
+				t.Errorf("got %d %q %q; want %d and %q", code, out, errOut, c.code, c.want)
 			}
-			code, _, errOut := runCmd(t, with("--database-url", "mysql://root:s3cret@db/simrelay")...)
+			if strings.Contains(errOut, "s3cret") {
+				t.Errorf("the message shows the password: %q", errOut)
+			}
+			code, _, errOut = runCmd(t, with("--database-url", "mysql://root:s3cret@db/simrelay")...)
 			if code != 2 || !strings.Contains(errOut, `--database-url (SIMRELAY_DATABASE_URL) "mysql://root:xxxxx@db/simrelay": wants a PostgreSQL URL`) {
 				t.Errorf("a MySQL URL: got %d %q, want 2 and the flag named", code, errOut)
 			}
-			if entries, _ := os.ReadDir(dir); len(entries) != 0 {
-				t.Errorf("a refused command wrote %d files in --data-dir", len(entries))
+			if _, err := os.Stat(filepath.Join(dir, boltstore.FileName)); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("a command given --database-url made a store file in --data-dir (%v)", err)
 			}
 		})
 	}
 }
 
-// The environment twin is refused as the flag is.
-func TestDatabaseURLTwinIsRefused(t *testing.T) {
-	t.Setenv("SIMRELAY_DATABASE_URL", "postgres://simrelay:s3cret@db.example/simrelay")
+// The environment twin is read as the flag is.
+func TestDatabaseURLTwin(t *testing.T) {
+	t.Setenv("SIMRELAY_DATABASE_URL", unreachableDB)
 	dir := t.TempDir()
-	// Cancelled already: a server that took the embedded store instead
-	// stops at once rather than running until the test's deadline.
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
 	var out, errBuf bytes.Buffer
-	code := run(ctx, []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dir}, &out, &errBuf)
+	code := run(context.Background(), []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dir}, &out, &errBuf)
 	errOut := errBuf.String()
-	if code != 2 || !strings.Contains(errOut, `"postgres://simrelay:xxxxx@db.example/simrelay": PostgreSQL is not yet available`) {
-		t.Errorf("got %d %q, want 2 and the refusal", code, errOut)
+	if code != 1 || !strings.Contains(errOut, "the database postgres://simrelay:xxxxx@127.0.0.1:1/simrelay") || strings.Contains(errOut, "s3cret") {
+		t.Errorf("got %d %q, want 1 naming the database, its password masked", code, errOut)
 	}
-	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
-		t.Errorf("the refused server wrote %d files in --data-dir", len(entries))
+	if _, err := os.Stat(filepath.Join(dir, boltstore.FileName)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a server given SIMRELAY_DATABASE_URL made a store file in --data-dir (%v)", err)
+	}
+}
+
+// A server on PostgreSQL keeps its uploads spool in --data-dir, which it
+// clears at its start: a second server given the same data dir is refused
+// at once, naming it, and the first keeps running.
+func TestDataDirIsOneServers(t *testing.T) {
+	if !storetest.Postgres() {
+		t.Skip("the embedded store's own lock keeps a data dir one server's (TestAdminOnAHeldStoreFailsFast); this is the PostgreSQL run's")
+	}
+	t.Parallel()
+	bin, st, _ := companyStore(t)
+	first := startServer(t, bin, st)
+	out, err := exec.Command(bin, append([]string{"serve", "--listen", "127.0.0.1:0"}, st.args()...)...).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "another simrelay server uses it") || !strings.Contains(string(out), st.dir) {
+		t.Fatalf("a second server on the same data dir: got %v %q, want a refusal naming the dir", err, out)
+	}
+	if code, body := get(t, first.url+"/readyz", ""); code != 200 {
+		t.Fatalf("the first server after the second was refused: /readyz %d %s", code, body)
 	}
 }
 

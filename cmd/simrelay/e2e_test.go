@@ -2,7 +2,9 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,23 +17,77 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simrelay/simrelay/internal/pgtest"
 	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/internal/syncbuf"
+	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/store/boltstore"
+	"github.com/simrelay/simrelay/store/postgres"
 )
 
-// companyStore builds the binary and makes a data directory holding one
-// company, through the README's admin create-company; it returns the
-// binary, the directory and the company's API key. Tests that run the
-// binary are skipped with -short.
-func companyStore(t *testing.T) (bin, dir, apiKey string) {
+// testStore is where a test's servers keep their store: the data dir, and
+// with SIMRELAY_TEST_STORE=postgres a database of the test's own in the
+// test binary's PostgreSQL cluster (internal/pgtest), so `make test` runs
+// these tests on both backends.
+type testStore struct {
+	dir         string
+	databaseURL string // "": the embedded store in dir
+}
+
+// newTestStore is a new, empty store for t.
+func newTestStore(t *testing.T) testStore {
+	t.Helper()
+	s := testStore{dir: t.TempDir()}
+	if storetest.Postgres() {
+		s.databaseURL = pgtest.URL(t)
+	}
+	return s
+}
+
+// args are the flags that name the store to a command.
+func (s testStore) args() []string {
+	if s.databaseURL == "" {
+		return []string{"--data-dir", s.dir}
+	}
+	return []string{"--data-dir", s.dir, "--database-url", s.databaseURL}
+}
+
+// readUser reads a user of st back, with no server running on it.
+func readUser(t *testing.T, st testStore, id uint64) store.User {
+	t.Helper()
+	var users interface {
+		User(id uint64) (store.User, error)
+		Close() error
+	}
+	var err error
+	if st.databaseURL != "" {
+		users, err = postgres.Open(context.Background(), st.databaseURL, postgres.Options{})
+	} else {
+		users, err = boltstore.Open(st.dir, boltstore.Options{ReadOnly: true})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer users.Close()
+	u, err := users.User(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// companyStore builds the binary and makes a store holding one company,
+// through the README's admin create-company; it returns the binary, the
+// store and the company's API key. Tests that run the binary are skipped
+// with -short.
+func companyStore(t *testing.T) (bin string, st testStore, apiKey string) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
 	bin = buildBinary(t)
-	dir = t.TempDir()
-	return bin, dir, createCompany(t, bin, dir)
+	st = newTestStore(t)
+	return bin, st, createCompany(t, bin, st)
 }
 
 // built is the simrelay binary the tests share: linking it is the costly
@@ -82,9 +138,10 @@ type server struct {
 
 // startServer runs `simrelay serve` on a free loopback port and waits for its
 // "listening" line.
-func startServer(t *testing.T, bin, dataDir string, extra ...string) *server {
+func startServer(t *testing.T, bin string, st testStore, extra ...string) *server {
 	t.Helper()
-	cmd := exec.Command(bin, append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir}, extra...)...)
+	args := append(append([]string{"serve", "--listen", "127.0.0.1:0"}, st.args()...), extra...)
+	cmd := exec.Command(bin, args...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -145,11 +202,12 @@ func post(t *testing.T, url, key, body string) (*http.Response, []byte) {
 	return res, raw
 }
 
-// createCompany runs the README's `admin create-company` on dir and returns
+// createCompany runs the README's `admin create-company` on st and returns
 // the API key it prints.
-func createCompany(t *testing.T, bin, dir string) string {
+func createCompany(t *testing.T, bin string, st testStore) string {
 	t.Helper()
-	out, err := exec.Command(bin, "admin", "create-company", "--company", "Acme", "--email", "you@example.com", "--password", "Change-me-123", "--data-dir", dir).Output()
+	args := append([]string{"admin", "create-company", "--company", "Acme", "--email", "you@example.com", "--password", "Change-me-123"}, st.args()...)
+	out, err := exec.Command(bin, args...).Output()
 	if err != nil {
 		t.Fatalf("create-company: %v", err)
 	}
@@ -167,9 +225,9 @@ func createCompany(t *testing.T, bin, dir string) string {
 // running server and stop it with SIGTERM.
 func TestQuickStart(t *testing.T) {
 	t.Parallel()
-	bin, dir, apiKey := companyStore(t)
+	bin, st, apiKey := companyStore(t)
 
-	srv := startServer(t, bin, dir, "--admin-token", testAdminToken)
+	srv := startServer(t, bin, st, "--admin-token", testAdminToken)
 	code, body := get(t, srv.url+"/company", apiKey)
 	if code != 200 || !strings.Contains(string(body), `"name":"Acme"`) {
 		t.Fatalf("GET /company: got %d %s", code, body)
@@ -189,31 +247,13 @@ func TestQuickStart(t *testing.T) {
 		t.Fatalf("login: got %d", res.StatusCode)
 	}
 
-	// The admin command refuses the running server's store, and says why.
-	backupOut, err := exec.Command(bin, "admin", "backup", filepath.Join(t.TempDir(), "b.db"), "--data-dir", dir).CombinedOutput()
-	if err == nil || !strings.Contains(string(backupOut), "GET /admin/backup") {
-		t.Fatalf("admin backup on a running server: got %v %q, want a refusal pointing to GET /admin/backup", err, backupOut)
+	if st.databaseURL != "" {
+		checkBackupExternal(t, bin, st, srv, apiKey)
+	} else {
+		checkBackup(t, bin, st, srv, apiKey)
 	}
-	// The server streams one instead, to its operator only, and it is a whole store.
-	if code, _ := get(t, srv.url+"/admin/backup", apiKey); code != http.StatusNotFound {
-		t.Fatalf("GET /admin/backup with the company's API key: got %d, want 404", code)
-	}
-	code, body = get(t, srv.url+"/admin/backup", testAdminToken)
-	if code != 200 {
-		t.Fatalf("GET /admin/backup: got %d", code)
-	}
-	restored := t.TempDir()
-	if err := os.WriteFile(filepath.Join(restored, boltstore.FileName), body, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	st, err := boltstore.Open(restored, boltstore.Options{ReadOnly: true})
-	if err != nil {
-		t.Fatalf("the streamed backup does not open: %v", err)
-	}
-	ids, _ := st.CompanyIDs()
-	st.Close()
-	if len(ids) != 1 {
-		t.Fatalf("the backup holds %d companies, want 1", len(ids))
+	if code, body := get(t, srv.url+"/readyz", ""); code != 200 {
+		t.Fatalf("GET /readyz: got %d %s", code, body)
 	}
 
 	if err := srv.cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -230,5 +270,61 @@ func TestQuickStart(t *testing.T) {
 	}
 	if strings.Contains(srv.stderr.String(), testAdminToken) {
 		t.Error("the admin token appears in the server log")
+	}
+}
+
+// checkBackup: the admin command refuses the running server's embedded
+// store, and says why; the server streams a backup instead, to its operator
+// only, and it is a whole store.
+func checkBackup(t *testing.T, bin string, st testStore, srv *server, apiKey string) {
+	t.Helper()
+	backupOut, err := exec.Command(bin, "admin", "backup", filepath.Join(t.TempDir(), "b.db"), "--data-dir", st.dir).CombinedOutput()
+	if err == nil || !strings.Contains(string(backupOut), "GET /admin/backup") {
+		t.Fatalf("admin backup on a running server: got %v %q, want a refusal pointing to GET /admin/backup", err, backupOut)
+	}
+	if code, _ := get(t, srv.url+"/admin/backup", apiKey); code != http.StatusNotFound {
+		t.Fatalf("GET /admin/backup with the company's API key: got %d, want 404", code)
+	}
+	code, body := get(t, srv.url+"/admin/backup", testAdminToken)
+	if code != 200 {
+		t.Fatalf("GET /admin/backup: got %d", code)
+	}
+	restored := t.TempDir()
+	if err := os.WriteFile(filepath.Join(restored, boltstore.FileName), body, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b, err := boltstore.Open(restored, boltstore.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatalf("the streamed backup does not open: %v", err)
+	}
+	ids, _ := b.CompanyIDs()
+	b.Close()
+	if len(ids) != 1 {
+		t.Fatalf("the backup holds %d companies, want 1", len(ids))
+	}
+}
+
+// checkBackupExternal: a store in PostgreSQL is backed up with pg_dump, so
+// GET /admin/backup answers 409 backup_external to the operator and admin
+// backup refuses (exit 2), pointing to pg_dump; --data-dir holds only the
+// server's own lock, no store file.
+func checkBackupExternal(t *testing.T, bin string, st testStore, srv *server, apiKey string) {
+	t.Helper()
+	out, err := exec.Command(bin, append([]string{"admin", "backup", filepath.Join(t.TempDir(), "b.db")}, st.args()...)...).CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(string(out), "pg_dump") {
+		t.Fatalf("admin backup on PostgreSQL: got %v %q, want exit 2 pointing to pg_dump", err, out)
+	}
+	if code, _ := get(t, srv.url+"/admin/backup", apiKey); code != http.StatusNotFound {
+		t.Fatalf("GET /admin/backup with the company's API key: got %d, want 404", code)
+	}
+	if code, body := get(t, srv.url+"/admin/backup", testAdminToken); code != http.StatusConflict || !strings.Contains(string(body), "backup_external") {
+		t.Fatalf("GET /admin/backup on PostgreSQL: got %d %s, want 409 backup_external", code, body)
+	}
+	if _, err := os.Stat(filepath.Join(st.dir, boltstore.FileName)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a server on PostgreSQL made a store file in --data-dir: %v", err)
+	}
+	if !strings.Contains(srv.stderr.String(), "store=postgres") {
+		t.Errorf("the log does not name the store:\n%s", srv.stderr.String())
 	}
 }

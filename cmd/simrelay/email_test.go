@@ -25,7 +25,7 @@ import (
 // delivered.
 func TestEmailToSMS(t *testing.T) {
 	t.Parallel()
-	bin, dir, apiKey := companyStore(t)
+	bin, st, apiKey := companyStore(t)
 	serverTLS, clientTLS, err := mailtest.SelfSigned()
 	if err != nil {
 		t.Fatal(err)
@@ -43,7 +43,7 @@ func TestEmailToSMS(t *testing.T) {
 		t.Fatal(err)
 	}
 	smtpAddr := freeAddr(t)
-	srv := startServer(t, bin, dir, "--smtp-listen", smtpAddr, "--smtp-domain", "sms.test", "--smtp-cert", certFile, "--smtp-key", keyFile)
+	srv := startServer(t, bin, st, "--smtp-listen", smtpAddr, "--smtp-domain", "sms.test", "--smtp-cert", certFile, "--smtp-key", keyFile)
 
 	phone := exec.Command(bin, "phone", "--server", srv.url, "--api-key", apiKey, "--token-file", filepath.Join(t.TempDir(), "phone.json"))
 	out := &syncbuf.Buffer{}

@@ -20,23 +20,8 @@ func parseFlags(fs *flag.FlagSet, args []string, maxArgs int) error {
 	return envTwins.Parse(fs, args, maxArgs)
 }
 
-// databaseNotYet ends the usage of --database-url in this build.
-const databaseNotYet = ". Not yet available in this build: given, the command refuses to run (docs/operations.md)"
-
 // addDatabaseURL defines --database-url on a command that works on the store.
-func addDatabaseURL(fs *flag.FlagSet) { cliflag.AddDatabaseURL(fs, databaseNotYet) }
-
-// refuseDatabaseURL refuses --database-url while the PostgreSQL store is
-// not in the binary: running on the embedded store instead would let an
-// operator believe the data is in PostgreSQL. It takes the flag's value as
-// the flag set shows it (the password masked).
-func refuseDatabaseURL(fs *flag.FlagSet) error {
-	shown := fs.Lookup(cliflag.DatabaseURLFlag).Value.String()
-	if shown == "" {
-		return nil
-	}
-	return fmt.Errorf("%s %q: PostgreSQL is not yet available in this build of simrelay, so it stops here rather than use the embedded store. Leave it empty to keep the embedded store in %s", both(cliflag.DatabaseURLFlag), shown, both("data-dir"))
-}
+func addDatabaseURL(fs *flag.FlagSet) *cliflag.DatabaseURL { return cliflag.AddDatabaseURL(fs, "") }
 
 // flagUsage prints a flag set's flags with their environment twins.
 func flagUsage(fs *flag.FlagSet, intro string) func() { return envTwins.Usage(fs, intro) }

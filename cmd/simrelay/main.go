@@ -1,6 +1,7 @@
 // Command simrelay is the whole product in one binary: `simrelay serve` runs
-// the REST API, the phone hub and the workers over one embedded store;
-// `simrelay admin` works on a stopped server's store.
+// the REST API, the phone hub and the workers over one store, embedded
+// (bbolt in --data-dir) or in PostgreSQL (--database-url); `simrelay admin`
+// works on the store directly (an embedded one with its server stopped).
 package main
 
 import (
@@ -30,7 +31,7 @@ Usage:
   simrelay serve [flags]            run the server (simrelay serve -h lists every flag)
   simrelay admin create-company     create a company with a verified admin and print its API key
   simrelay admin mail               list the mail outbox
-  simrelay admin backup FILE        write a consistent copy of the store to FILE
+  simrelay admin backup FILE        write a consistent copy of the embedded store to FILE
   simrelay admin set-plan           put a company on a plan, without a payment provider
   simrelay admin copy-store         copy the store into an empty PostgreSQL database
   simrelay phone [flags]            run a virtual phone (simrelay phone -h)

@@ -6,13 +6,16 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/store/boltstore"
 )
 
@@ -176,21 +179,76 @@ func TestMakeTestBoundsEachPackage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var recipe, timeout string
+	var recipe, again, timeout string
 	lines := strings.Split(string(mk), "\n")
 	for i, line := range lines {
 		if v, ok := strings.CutPrefix(line, "TEST_TIMEOUT ?= "); ok {
 			timeout = strings.TrimSpace(v)
 		}
-		if strings.HasPrefix(line, "test:") && i+1 < len(lines) {
-			recipe = lines[i+1]
+		if strings.HasPrefix(line, "test:") && i+2 < len(lines) {
+			recipe, again = lines[i+1], lines[i+2]
 		}
 	}
 	if !strings.Contains(recipe, "test -race -count=1 -timeout $(TEST_TIMEOUT) ./...") {
 		t.Fatalf("make test runs %q, want go test -race -count=1 -timeout $(TEST_TIMEOUT) ./...", strings.TrimSpace(recipe))
 	}
+	if !strings.Contains(again, "SIMRELAY_TEST_STORE=postgres $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PG_SUITES)") {
+		t.Fatalf("make test then runs %q, want the server's suites again on PostgreSQL, bounded as the first pass", strings.TrimSpace(again))
+	}
 	if d, err := time.ParseDuration(timeout); err != nil || d <= 10*time.Minute {
 		t.Fatalf("TEST_TIMEOUT is %q, want a duration above go test's default 10m", timeout)
+	}
+}
+
+// TestMakeTestRunsEveryStoreSuiteOnPostgreSQL: every package whose tests
+// open the server's store through internal/storetest is in PG_SUITES, so
+// make test runs it on PostgreSQL too.
+func TestMakeTestRunsEveryStoreSuiteOnPostgreSQL(t *testing.T) {
+	t.Parallel()
+	mk, err := os.ReadFile("../../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var suites []string
+	for _, line := range strings.Split(string(mk), "\n") {
+		if v, ok := strings.CutPrefix(line, "PG_SUITES ?= "); ok {
+			suites = strings.Fields(v)
+		}
+	}
+	if len(suites) == 0 {
+		t.Fatal("the Makefile sets no PG_SUITES")
+	}
+	covered := func(pkg string) bool {
+		for _, s := range suites {
+			if s == pkg || (strings.HasSuffix(s, "/...") && strings.HasPrefix(pkg+"/", strings.TrimSuffix(s, "..."))) {
+				return true
+			}
+		}
+		return false
+	}
+	root := filepath.Join("..", "..")
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "store" || d.Name() == "internal" || strings.HasPrefix(d.Name(), ".")) && path != root {
+			return filepath.SkipDir // the store's suites run on both backends by themselves
+		}
+		if d.IsDir() || !strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, filepath.Dir(path))
+		if pkg := "./" + filepath.ToSlash(rel); bytes.Contains(src, []byte(`"github.com/simrelay/simrelay/internal/storetest"`)) && !covered(pkg) {
+			t.Errorf("%s opens stores through internal/storetest, and PG_SUITES lacks %s", path, pkg)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -235,8 +293,11 @@ func TestEnvTwinsAndFlagPrecedence(t *testing.T) {
 
 func TestAdminCreateCompany(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	code, out, errOut := runCmd(t, "admin", "create-company", "--company", "Acme", "--email", "you@example.com", "--password", "Change-me-123", "--data-dir", dir)
+	st := newTestStore(t)
+	admin := func(args ...string) (int, string, string) {
+		return runCmd(t, append(append([]string{"admin"}, args...), st.args()...)...)
+	}
+	code, out, errOut := admin("create-company", "--company", "Acme", "--email", "you@example.com", "--password", "Change-me-123")
 	if code != 0 {
 		t.Fatalf("got exit %d: %s", code, errOut)
 	}
@@ -249,25 +310,42 @@ func TestAdminCreateCompany(t *testing.T) {
 		t.Fatalf("got %q (%v), want {companyId, userId, apiKey}", out, err)
 	}
 	// The same address again, and a weak password, are clear usage errors.
-	code, _, errOut = runCmd(t, "admin", "create-company", "--company", "Acme", "--email", "you@example.com", "--password", "Change-me-123", "--data-dir", dir)
+	code, _, errOut = admin("create-company", "--company", "Acme", "--email", "you@example.com", "--password", "Change-me-123")
 	if code == 0 || !strings.Contains(errOut, "already exists") {
 		t.Fatalf("duplicate: got %d %q", code, errOut)
 	}
-	code, _, errOut = runCmd(t, "admin", "create-company", "--company", "B", "--email", "b@example.com", "--password", "weak", "--data-dir", dir)
+	code, _, errOut = admin("create-company", "--company", "B", "--email", "b@example.com", "--password", "weak")
 	if code != 2 || !strings.Contains(errOut, "--password") {
 		t.Fatalf("weak password: got %d %q", code, errOut)
 	}
-	code, _, errOut = runCmd(t, "admin", "create-company", "--data-dir", dir)
+	code, _, errOut = admin("create-company")
 	if code != 2 || !strings.Contains(errOut, "--company") {
 		t.Fatalf("missing flags: got %d %q", code, errOut)
 	}
 
-	code, out, _ = runCmd(t, "admin", "mail", "--data-dir", dir)
+	code, out, _ = admin("mail")
 	if code != 0 || !strings.Contains(out, "empty") {
 		t.Fatalf("admin mail: got %d %q", code, out)
 	}
+	code, out, errOut = admin("set-plan", "--company", fmt.Sprint(got.CompanyID), "--plan", "pro")
+	if code != 0 || !strings.Contains(out, `"planId":"pro"`) {
+		t.Fatalf("set-plan: got %d %q %q", code, out, errOut)
+	}
 	backup := filepath.Join(t.TempDir(), "copy")
-	code, out, errOut = runCmd(t, "admin", "backup", backup, "--data-dir", dir)
+	code, out, errOut = admin("backup", backup)
+	if st.databaseURL != "" {
+		// A database is backed up with pg_dump; nothing was written.
+		if code != 2 || !strings.Contains(errOut, "pg_dump") || out != "" {
+			t.Fatalf("backup on PostgreSQL: got %d %q %q, want 2 pointing to pg_dump", code, out, errOut)
+		}
+		if _, err := os.Stat(backup); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("backup on PostgreSQL wrote %s (%v)", backup, err)
+		}
+		if entries, _ := os.ReadDir(st.dir); len(entries) != 0 {
+			t.Fatalf("admin commands on PostgreSQL wrote %d files in --data-dir", len(entries))
+		}
+		return
+	}
 	if code != 0 || !strings.Contains(out, "wrote") {
 		t.Fatalf("backup: got %d %q %q", code, out, errOut)
 	}
@@ -275,12 +353,12 @@ func TestAdminCreateCompany(t *testing.T) {
 	if err := os.Rename(backup, filepath.Join(restored, boltstore.FileName)); err != nil {
 		t.Fatal(err)
 	}
-	st, err := boltstore.Open(restored, boltstore.Options{ReadOnly: true})
+	b, err := boltstore.Open(restored, boltstore.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
-	if _, err := st.Company(got.CompanyID); err != nil {
+	defer b.Close()
+	if _, err := b.Company(got.CompanyID); err != nil {
 		t.Fatalf("the backup lacks the company: %v", err)
 	}
 }
@@ -290,7 +368,8 @@ func TestAdminCreateCompany(t *testing.T) {
 // everyone "Admin".
 func TestAdminCreateCompanyNamesTheAdmin(t *testing.T) {
 	t.Parallel()
-	dir := filepath.Join(t.TempDir(), "new") // create-company starts a store where there is none
+	st := newTestStore(t)
+	st.dir = filepath.Join(st.dir, "new") // create-company starts a store where there is none
 	cases := []struct {
 		args        []string
 		first, last string
@@ -300,7 +379,7 @@ func TestAdminCreateCompanyNamesTheAdmin(t *testing.T) {
 		{[]string{"--email", "cy@acme.example", "--last-name", "Okafor"}, "Cy", "Okafor"},
 	}
 	for _, c := range cases {
-		args := append([]string{"admin", "create-company", "--company", "Acme", "--password", "Change-me-123", "--data-dir", dir}, c.args...)
+		args := append(append([]string{"admin", "create-company", "--company", "Acme", "--password", "Change-me-123"}, st.args()...), c.args...)
 		code, out, errOut := runCmd(t, args...)
 		if code != 0 {
 			t.Fatalf("%v: exit %d: %s", c.args, code, errOut)
@@ -311,21 +390,13 @@ func TestAdminCreateCompanyNamesTheAdmin(t *testing.T) {
 		if err := json.Unmarshal([]byte(out), &got); err != nil {
 			t.Fatalf("%v: %q: %v", c.args, out, err)
 		}
-		st, err := boltstore.Open(dir, boltstore.Options{ReadOnly: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		u, err := st.User(got.UserID)
-		st.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
+		u := readUser(t, st, got.UserID)
 		if u.FirstName != c.first || u.LastName != c.last {
 			t.Errorf("%v: got %q %q, want %q %q", c.args, u.FirstName, u.LastName, c.first, c.last)
 		}
 	}
-	code, _, errOut := runCmd(t, "admin", "create-company", "--company", "B", "--email", "b@example.com", "--password", "Change-me-123",
-		"--last-name", strings.Repeat("x", 101), "--data-dir", dir)
+	code, _, errOut := runCmd(t, append([]string{"admin", "create-company", "--company", "B", "--email", "b@example.com", "--password", "Change-me-123",
+		"--last-name", strings.Repeat("x", 101)}, st.args()...)...)
 	if code != 2 || !strings.Contains(errOut, "--last-name: is too long") {
 		t.Errorf("a long name: got %d %q, want 2 naming --last-name", code, errOut)
 	}
@@ -338,6 +409,7 @@ func TestAdminCreateCompanyNamesTheAdmin(t *testing.T) {
 // data dir without one (a typo, the wrong working directory) is refused
 // with the reason, and nothing is created there.
 func TestAdminRefusesADataDirWithoutAStore(t *testing.T) {
+	storetest.EmbeddedOnly(t, "a data dir without a store file")
 	t.Parallel()
 	emptyFile := t.TempDir()
 	if err := os.WriteFile(filepath.Join(emptyFile, boltstore.FileName), nil, 0o600); err != nil {
@@ -379,6 +451,7 @@ func TestAdminRefusesADataDirWithoutAStore(t *testing.T) {
 }
 
 func TestAdminOnAHeldStoreFailsFast(t *testing.T) {
+	storetest.EmbeddedOnly(t, "the store file's lock")
 	t.Parallel()
 	dir := t.TempDir()
 	held, err := boltstore.Open(dir, boltstore.Options{})

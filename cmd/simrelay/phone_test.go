@@ -22,8 +22,8 @@ import (
 // phone reports delivered.
 func TestVirtualPhone(t *testing.T) {
 	t.Parallel()
-	bin, dir, apiKey := companyStore(t)
-	srv := startServer(t, bin, dir)
+	bin, st, apiKey := companyStore(t)
+	srv := startServer(t, bin, st)
 
 	phone := exec.Command(bin, "phone", "--server", srv.url, "--api-key", apiKey, "--token-file", filepath.Join(t.TempDir(), "phone.json"),
 		"--battery", "12", "--charging", "--network", "lte", "--inbound", "+15551234567", "hello from the phone")
@@ -90,8 +90,8 @@ func waitOutput(t *testing.T, b *syncbuf.Buffer, want string) {
 // it waits for a server that does not answer.
 func TestVirtualPhoneKeepsItsToken(t *testing.T) {
 	t.Parallel()
-	bin, dir, apiKey := companyStore(t)
-	srv := startServer(t, bin, dir)
+	bin, st, apiKey := companyStore(t)
+	srv := startServer(t, bin, st)
 	tokenFile := filepath.Join(t.TempDir(), "phones", "virtual-phone.json")
 	// authRemaining spends one request of the authentication scope and
 	// returns what is left of it.
@@ -165,7 +165,7 @@ func TestVirtualPhoneKeepsItsToken(t *testing.T) {
 // included, as the README says, and pairs once the server is up.
 func TestVirtualPhoneWaitsForTheServerToPair(t *testing.T) {
 	t.Parallel()
-	bin, dir, apiKey := companyStore(t)
+	bin, st, apiKey := companyStore(t)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -180,7 +180,7 @@ func TestVirtualPhoneWaitsForTheServerToPair(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	waitOutput(t, out, "waiting for the server at http://"+addr+": connection refused; retrying in 1s")
-	startServer(t, bin, dir, "--listen", addr)
+	startServer(t, bin, st, "--listen", addr)
 	waitOutput(t, out, "paired as virtual-phone")
 }
 

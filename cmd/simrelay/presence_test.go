@@ -20,10 +20,10 @@ import (
 // raises nothing.
 func TestDeviceOfflineAcrossARestart(t *testing.T) {
 	t.Parallel()
-	bin, dir, apiKey := companyStore(t)
+	bin, st, apiKey := companyStore(t)
 	rc := webhooktest.NewReceiver(t, false, nil)
 	flags := []string{"--webhook-allow-private", "--device-offline-grace", "2s"}
-	srv := startServer(t, bin, dir, flags...)
+	srv := startServer(t, bin, st, flags...)
 
 	body, _ := json.Marshal(map[string]any{"webhooks": []map[string]any{{"url": rc.URL + "/events", "events": []string{"device.online", "device.offline"}}}})
 	req, _ := http.NewRequest("PUT", srv.url+"/webhooks/inbound-sms", bytes.NewReader(body))
@@ -85,7 +85,7 @@ func TestDeviceOfflineAcrossARestart(t *testing.T) {
 	stops["back-phone"]()
 
 	// On the restart one phone comes back at once, the other never.
-	srv = startServer(t, bin, dir, flags...)
+	srv = startServer(t, bin, st, flags...)
 	link(srv.url, "back-phone")
 	poll.Until(t, "device.offline for the phone that did not come back", func() bool { return events("device.offline")["gone-phone"] == 1 })
 	// Both graces began at the start and have ended: nothing for the one that came back.

@@ -16,6 +16,7 @@ import (
 func TestPruneStore(t *testing.T) {
 	t.Parallel()
 	st := storetest.Open(t)
+	c := storetest.Company(t, st, "Acme", "admin@acme.test")
 	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	old := now.Add(-mailKeepUnsent - time.Hour)
 	if err := st.AppendMail(&store.Mail{To: "lost@x.test", Subject: "Verify", State: store.MailFailed, CreatedAt: old}); err != nil {
@@ -24,7 +25,7 @@ func TestPruneStore(t *testing.T) {
 	if err := st.AppendMail(&store.Mail{To: "ok@x.test", State: store.MailSent, CreatedAt: now.Add(-mailKeepDone - time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.PutPairing([]byte("h"), store.Pairing{CompanyID: 1, ExpiresAt: now.Add(-pairingKeep - time.Hour)}, now); err != nil {
+	if err := st.PutPairing([]byte("h"), store.Pairing{CompanyID: c.ID, ExpiresAt: now.Add(-pairingKeep - time.Hour)}, now); err != nil {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer

@@ -91,9 +91,9 @@ func (h *hookSink) events() map[string]int {
 // by a report repeated after the restart.
 func TestStatusEventsAcrossACrash(t *testing.T) {
 	t.Parallel()
-	bin, dir, apiKey := companyStore(t)
+	bin, st, apiKey := companyStore(t)
 	const n = 200
-	r := startStatusRun(t, bin, dir, apiKey, "crash-phone", n)
+	r := startStatusRun(t, bin, st, apiKey, "crash-phone", n)
 	srv, addr, flags, sink, reg, ids := r.srv, r.addr, r.flags, r.sink, r.reg, r.ids
 
 	// The phone reports every job sent, then delivered; its reports are
@@ -117,7 +117,7 @@ func TestStatusEventsAcrossACrash(t *testing.T) {
 	_ = srv.cmd.Wait()
 	before := len(sink.events())
 
-	srv = startServer(t, bin, dir, flags...)
+	srv = startServer(t, bin, st, flags...)
 	poll.Within(t, 90*time.Second, "every message delivered and its two events received", func() bool {
 		return len(sink.events()) == 2*n
 	})
@@ -146,9 +146,9 @@ func TestStatusEventsAcrossACrash(t *testing.T) {
 // message canceled before the kill is never sent.
 func TestScheduledSendSurvivesRestart(t *testing.T) {
 	t.Parallel()
-	bin, dir, apiKey := companyStore(t)
+	bin, st, apiKey := companyStore(t)
 	addr := freeAddr(t)
-	srv := startServer(t, bin, dir, "--listen", addr)
+	srv := startServer(t, bin, st, "--listen", addr)
 	code, err := pairingCode(context.Background(), srv.url, apiKey)
 	if err != nil {
 		t.Fatal(err)
@@ -176,7 +176,7 @@ func TestScheduledSendSurvivesRestart(t *testing.T) {
 	}
 	_ = srv.cmd.Wait()
 
-	srv = startServer(t, bin, dir, "--listen", addr)
+	srv = startServer(t, bin, st, "--listen", addr)
 	var mu sync.Mutex
 	var jobs []string
 	phone := client.New(client.Config{WSURL: "ws://" + addr + "/device/ws", Token: reg.DeviceToken, BackoffBase: 10 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
@@ -213,13 +213,13 @@ type statusRun struct {
 	ids   []string // queue ids, in the order sent
 }
 
-func startStatusRun(t *testing.T, bin, dir, apiKey, fingerprint string, n int) statusRun {
+func startStatusRun(t *testing.T, bin string, st testStore, apiKey, fingerprint string, n int) statusRun {
 	t.Helper()
 	r := statusRun{sink: &hookSink{deliveries: map[string]string{}}, addr: freeAddr(t)}
 	hook := httptest.NewServer(r.sink)
 	t.Cleanup(hook.Close)
 	r.flags = []string{"--listen", r.addr, "--rate-general", "1000000/1m", "--webhook-allow-private"}
-	r.srv = startServer(t, bin, dir, r.flags...)
+	r.srv = startServer(t, bin, st, r.flags...)
 	if st, body := call(t, "PUT", r.srv.url+"/webhooks/inbound-sms", apiKey, map[string]any{"webhooks": []map[string]any{
 		{"url": hook.URL + "/status", "events": []string{"message.sent", "message.delivered"}},
 	}}); st != 200 {

@@ -26,6 +26,7 @@ import (
 	"github.com/simrelay/simrelay/device"
 	"github.com/simrelay/simrelay/gateway"
 	"github.com/simrelay/simrelay/httpapi"
+	"github.com/simrelay/simrelay/internal/cliflag"
 	"github.com/simrelay/simrelay/mail"
 	"github.com/simrelay/simrelay/media"
 	"github.com/simrelay/simrelay/pacing"
@@ -51,6 +52,7 @@ type serveConfig struct {
 	listen          string
 	publicURL       string
 	dataDir         string
+	databaseURL     *cliflag.DatabaseURL
 	logFormat       string
 	logLevel        string
 	smtpURL         string
@@ -93,8 +95,8 @@ type serveConfig struct {
 func (c *serveConfig) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.listen, "listen", defaultListen, "address to listen on, host:port")
 	fs.StringVar(&c.publicURL, "public-url", "", "the server's address as users and phones reach it, used in links, QR codes and e-mails (default http://<listen>)")
-	fs.StringVar(&c.dataDir, "data-dir", defaultDataDir, "directory of the embedded store")
-	addDatabaseURL(fs) // refused until the PostgreSQL store exists (flags.go)
+	fs.StringVar(&c.dataDir, "data-dir", defaultDataDir, "directory of the embedded store; with --database-url, of what this server keeps for itself (uploads while they arrive)")
+	c.databaseURL = addDatabaseURL(fs)
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&c.smtpURL, "smtp-url", "", "SMTP server, smtp://[user:pass@]host:port (STARTTLS when offered) or smtps://...; empty writes mail to the log and the outbox")
@@ -104,7 +106,7 @@ func (c *serveConfig) flags(fs *flag.FlagSet) {
 	fs.Var(&c.trustedProxies, "trusted-proxies", "comma-separated proxy addresses or CIDRs whose X-Forwarded-For is believed (default none: the socket peer is the client)")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "how long in-flight requests may finish on SIGTERM")
 	fs.StringVar(&c.pprofListen, "pprof-listen", "", "serve Go's pprof profiles on this host:port (keep it on loopback); empty: off")
-	fs.DurationVar(&c.storeSyncDelay, "store-sync-delay", 0, "for measurement only: hold the store's writer this long after each commit's fsync, as a slower disk would; 0 in service")
+	fs.DurationVar(&c.storeSyncDelay, "store-sync-delay", 0, "for measurement only: hold the embedded store's writer this long after each commit's fsync, as a slower disk would; 0 in service")
 	fs.DurationVar(&c.messageTTL, "message-ttl", sms.DefaultMessageTTL, "how long a queued SMS waits for its phone before it expires")
 	fs.DurationVar(&c.offlineGrace, "device-offline-grace", device.DefaultOfflineGrace, "how long a phone may be without its link before device.offline and the admins' mail (a shorter reconnect is no event)")
 	fs.BoolVar(&c.webhookAllowPrivate, "webhook-allow-private", false, "let webhook URLs use http and reach loopback, private and link-local addresses (self-hosted receivers, tests)")
@@ -148,6 +150,12 @@ func (c *serveConfig) validate() error {
 	}
 	if c.dataDir == "" {
 		return fmt.Errorf("%s must not be empty", both("data-dir"))
+	}
+	if c.storeSyncDelay < 0 {
+		return fmt.Errorf("%s %s: must not be negative", both("store-sync-delay"), c.storeSyncDelay)
+	}
+	if c.storeSyncDelay > 0 && c.store().postgres() {
+		return fmt.Errorf("%s slows the embedded store's writer: it has no meaning with %s", both("store-sync-delay"), both(cliflag.DatabaseURLFlag))
 	}
 	if c.logFormat != "text" && c.logFormat != "json" {
 		return fmt.Errorf("%s %q: want text or json", both("log-format"), c.logFormat)
@@ -210,6 +218,11 @@ func (c *serveConfig) validate() error {
 	return c.webhookConfig().Validate()
 }
 
+// store is where the server's store is, and how it opens.
+func (c *serveConfig) store() storeConfig {
+	return storeConfig{dataDir: c.dataDir, databaseURL: c.databaseURL, companyDailyStorage: int64(c.companyDailyStorage), syncDelay: c.storeSyncDelay}
+}
+
 func (c *serveConfig) billingConfig() billing.Config {
 	cfg := billing.Config{Plans: c.plans, DefaultPlan: c.defaultPlan, PublicURL: c.publicURL}
 	if c.stripeKey != "" {
@@ -248,10 +261,6 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "simrelay serve: %v\n", err)
 		return 2
 	}
-	if err := refuseDatabaseURL(fs); err != nil {
-		fmt.Fprintf(stderr, "simrelay serve: %v\n", err)
-		return 2
-	}
 	if err := cfg.validate(); err != nil {
 		fmt.Fprintf(stderr, "simrelay serve: %v\n", err)
 		return 2
@@ -283,7 +292,18 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	if cfg.publicURL == "" {
 		cfg.publicURL = "http://" + ln.Addr().String()
 	}
-	st, err := boltstore.Open(cfg.dataDir, boltstore.Options{CompanyDailyStorage: int64(cfg.companyDailyStorage), Logger: log.With("component", "store"), SyncDelay: cfg.storeSyncDelay})
+	where := cfg.store()
+	where.logger = log.With("component", "store")
+	// A node on PostgreSQL keeps its uploads spool in --data-dir, which
+	// no store file locks: the node's own lock keeps a second server out.
+	if where.postgres() {
+		unlock, err := lockDataDir(cfg.dataDir)
+		if err != nil {
+			return err
+		}
+		defer unlock()
+	}
+	st, err := openBackend(ctx, where)
 	if err != nil {
 		return err
 	}
@@ -305,9 +325,10 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	if err != nil {
 		return err
 	}
-	// Uploads arrive beside the store, not in a shared /tmp (often memory):
-	// on the disk they end on, in a directory this server alone uses (the
-	// store's lock is held), so a start clears what a crash left there.
+	// Uploads arrive in the data dir, not in a shared /tmp (often memory):
+	// beside the embedded store, on the disk they end on, in a directory
+	// this server alone uses (the store's lock, or on PostgreSQL the data
+	// dir's, is held), so a start clears what a crash left there.
 	files, err := media.New(media.Config{PublicURL: cfg.publicURL, Key: mediaKey, TempDir: filepath.Join(cfg.dataDir, "uploads")}, st, time.Now)
 	if err != nil {
 		return err
@@ -366,11 +387,13 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 		return err
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if bolt, ok := st.(*boltstore.Store); ok {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "simrelay_store_folded_writes_total",
 			Help: "Message record writes saved by writing a job's status changes of one commit (an ack and its report) once.",
-		}, func() float64 { return float64(st.FoldedWrites()) }))
+		}, func() float64 { return float64(bolt.FoldedWrites()) }))
+	}
 	api, err := httpapi.New(httpapi.Config{GeneralRate: cfg.general, AuthRate: cfg.auth, TrustedProxies: cfg.trustedProxies, AdminToken: cfg.adminToken},
 		httpapi.Deps{Accounts: accounts, Devices: devices, SMS: messages, Channels: agents, Webhooks: hooks, Media: files, Phones: hub, PhoneSocket: hub, Store: st, Analytics: st, Period: bill, Billing: bill, Console: console.Handler(), ConsoleIdentity: console.Identity, Logger: log, Registry: reg, Gatherer: reg, Now: time.Now})
 	if err != nil {
@@ -420,7 +443,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	log.Info("simrelay listening", "addr", ln.Addr().String(), "public_url", cfg.publicURL, "data_dir", cfg.dataDir,
+	log.Info("simrelay listening", "addr", ln.Addr().String(), "public_url", cfg.publicURL, "store", where.kind(), "store_at", where.where(), "data_dir", cfg.dataDir,
 		"version", buildVersion(), "smtp", cfg.mailConfig().Redacted(), "admin_backup", onOff(cfg.adminToken != ""),
 		"stripe", onOff(cfg.stripeKey != ""), "stripe_api_url", cfg.stripeAPIURL)
 	fmt.Fprintf(stdout, "simrelay %s listening on http://%s\n", buildVersion(), ln.Addr())

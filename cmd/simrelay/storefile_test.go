@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/store/boltstore"
 )
 
@@ -17,13 +18,14 @@ import (
 // are not whole stores: it must stop with a message saying what the file is
 // and what to do, never with SIGBUS and a goroutine dump.
 func TestDamagedStoreFileStopsClearly(t *testing.T) {
+	storetest.EmbeddedOnly(t, "damaged store files")
 	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
 	bin := buildBinary(t)
 	src := t.TempDir()
-	createCompany(t, bin, src)
+	createCompany(t, bin, testStore{dir: src})
 	prefill(t, src, "file-phone", 2)
 	backup := filepath.Join(t.TempDir(), "whole.db")
 	if out, err := exec.Command(bin, "admin", "backup", backup, "--data-dir", src).CombinedOutput(); err != nil {
@@ -81,7 +83,7 @@ func TestDamagedStoreFileStopsClearly(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, boltstore.FileName), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	srv := startServer(t, bin, dir)
+	srv := startServer(t, bin, testStore{dir: dir})
 	if code, _ := get(t, srv.url+"/readyz", ""); code != 200 {
 		t.Fatalf("/readyz on a re-initialised store: got %d", code)
 	}

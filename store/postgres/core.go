@@ -479,3 +479,7 @@ func countTransition(t *txn, m store.Message, from, device string, at time.Time)
 // is backed up with pg_dump, not through one node (GET /admin/backup
 // answers 409 backup_external).
 func (s *Store) Snapshot(string) (*store.Snapshot, error) { return nil, store.ErrBackupExternal }
+
+// BackupExternal says that Snapshot never makes a copy here, so HEAD
+// /admin/backup can answer as GET does without asking for one.
+func (s *Store) BackupExternal() bool { return true }

@@ -1,0 +1,39 @@
+//go:build unix
+
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+)
+
+// nodeLockName is the file in --data-dir whose lock a server on PostgreSQL
+// holds while it runs (the embedded store locks its own file instead).
+const nodeLockName = "node.lock"
+
+// lockDataDir takes the data dir for this server alone: what a node keeps
+// for itself there (the uploads spool, which a start clears) is no other
+// server's. A second server given the same dir is refused at once, as one
+// on the same embedded store is. The lock goes with the process, a crash
+// included; unlock releases it sooner.
+func lockDataDir(dir string) (unlock func(), err error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("%s %q: %w", both("data-dir"), dir, err)
+	}
+	path := filepath.Join(dir, nodeLockName)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("%s %q: %w", both("data-dir"), dir, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%s %q: another simrelay server uses it (%s is locked): give each server on one machine a data dir of its own", both("data-dir"), dir, path)
+		}
+		return nil, fmt.Errorf("%s %q: lock %s: %w", both("data-dir"), dir, path, err)
+	}
+	return func() { f.Close() }, nil
+}
