@@ -31,7 +31,7 @@ func TestAgentInboundNeedsTheHolder(t *testing.T) {
 	in := func(d Device, clientID string) (Message, error) {
 		m := Message{UUID: "u-" + clientID, CompanyID: c.ID, DeviceID: d.ID, Channel: ChannelNameWhatsApp,
 			Phone: "+15557654321", Account: "+15550001111", Text: "hi", ClientID: clientID}
-		out, _, err := s.StoreAgentInbound(&m, clock, nil)
+		out, _, err := s.StoreAgentInbound(&m, clock)
 		return out, err
 	}
 	if _, err := in(other, "forged-1"); !errors.Is(err, ErrNumberNotHeld) {

@@ -54,4 +54,9 @@ func TestConformance(t *testing.T) {
 		t.Parallel()
 		conformance.SendsQueue(t, openConformance[conformance.SendsQueueStore])
 	})
+	t.Run("Events", func(t *testing.T) { t.Parallel(); conformance.Events(t, openConformance[conformance.EventsStore]) })
+	t.Run("EventsBudget", func(t *testing.T) {
+		t.Parallel()
+		conformance.EventsBudget(t, openBudgeted[conformance.EventsStore](conformance.EventsBudgetBytes))
+	})
 }

@@ -61,7 +61,7 @@ func TestMediaStoredAttachedAndPruned(t *testing.T) {
 		for _, id := range ids {
 			msg.Media = append(msg.Media, MediaRef{ID: id})
 		}
-		out, _, err := s.StoreAgentInbound(&msg, func() time.Time { return now }, nil)
+		out, _, err := s.StoreAgentInbound(&msg, func() time.Time { return now })
 		return out, err
 	}
 	if _, err := in("m-x", "med_others"); !errors.Is(err, ErrMediaUnknown) {

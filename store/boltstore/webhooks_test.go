@@ -87,63 +87,6 @@ func TestWebhookSetKeepsAndAssignsIDs(t *testing.T) {
 	}
 }
 
-func TestWebhookOutboxShareTheInboundTransaction(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	s := open(t, dir)
-	c, _ := webhookFixture(t, s, "a@example.com", 2)
-	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
-	clock := func() time.Time { return now }
-
-	// The hook fails: neither the message nor any delivery is stored.
-	boom := errors.New("disk says no")
-	d, err := s.CompanyDevice(c.ID, "fp-a@example.com")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := Message{UUID: "u1", CompanyID: c.ID, DeviceID: d.ID, Channel: "sms", Phone: "+15550100001", Text: "hi", SIMSlot: "SIM1", ClientID: "c1"}
-	_, _, err = s.StoreInbound(&m, clock, func(tx WriteTx, m Message) error {
-		if _, err := addDeliveries(s, tx.(writeTx).tx, m.CompanyID, now); err != nil {
-			return err
-		}
-		return boom
-	})
-	if !errors.Is(err, boom) {
-		t.Fatalf("got %v, want the hook's error", err)
-	}
-	if ids, _, _ := dueIDs(s, now.Add(time.Hour), 10, nil); len(ids) != 0 {
-		t.Fatalf("got %d deliveries after a failed transaction, want 0", len(ids))
-	}
-	if msgs, _ := s.InboundList(InboundQuery{CompanyID: c.ID, Limit: 10}); len(msgs) != 0 {
-		t.Fatalf("got %d messages after a failed transaction, want 0", len(msgs))
-	}
-
-	// It succeeds: both are stored, and a repeat of the message adds nothing.
-	var added int
-	for range 2 {
-		if _, _, err := s.StoreInbound(&m, clock, func(tx WriteTx, m Message) error {
-			n, err := addDeliveries(s, tx.(writeTx).tx, m.CompanyID, now)
-			added += n
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if added != 2 {
-		t.Fatalf("got %d deliveries added, want 2 (one per entry, once)", added)
-	}
-	s.Close()
-	s = open(t, dir)
-	ids, next, err := dueIDs(s, now, 10, nil)
-	if err != nil || len(ids) != 2 || !next.IsZero() {
-		t.Fatalf("after a reopen: got %v, next %v (%v), want 2 due deliveries and nothing later", ids, next, err)
-	}
-	job, err := s.WebhookJob(ids[0])
-	if err != nil || job.Delivery.CompanyID != c.ID || job.Entry == nil || job.Secret != "whsec_test" || string(job.Delivery.Body) != `{"id":"`+job.Delivery.UUID+`","type":"sms.received"}` {
-		t.Fatalf("got job %+v (%v), want the delivery with its entry and secret", job, err)
-	}
-}
-
 func TestWebhookDueIndexAndAttempts(t *testing.T) {
 	t.Parallel()
 	s := open(t, t.TempDir())

@@ -99,16 +99,6 @@ func (s *Store) UpdateDeviceByID(companyID, deviceID uint64, fn func(*store.Devi
 	}, func(_ *txn, d *store.Device) error { return fn(d) })
 }
 
-// UpdateDeviceWith is UpdateDeviceByID whose fn also writes through the
-// transaction (a webhook event with AddWebhookEvent), so that the device's
-// new state and what it raised are durable together or not at all; fn may
-// run more than once, and only the try that commits runs its OnCommit hooks.
-func (s *Store) UpdateDeviceWith(companyID, deviceID uint64, fn func(tx store.WriteTx, d *store.Device) error) (store.Device, error) {
-	return s.updateDevice(fmt.Sprintf("update device %d of company %d", deviceID, companyID), func(t *txn) (store.Device, error) {
-		return liveDeviceByID(t, companyID, deviceID, true)
-	}, func(t *txn, d *store.Device) error { return fn(t, d) })
-}
-
 // updateDevice reads the device find locks, applies fn and stores the
 // result with the device's identity as it was.
 func (s *Store) updateDevice(name string, find func(*txn) (store.Device, error), fn func(*txn, *store.Device) error) (store.Device, error) {
