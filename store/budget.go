@@ -57,6 +57,8 @@ const (
 	// InvitationCost is an invited user's record, its set-password token
 	// and the invitation mail in the outbox.
 	InvitationCost = 4096
+	// OptOutCost is one number's entry on a company's opt-out list.
+	OptOutCost = 128
 )
 
 // MessageCost is what storing m counts against its company's budget.

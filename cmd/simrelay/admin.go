@@ -25,6 +25,7 @@ const adminUsage = `Usage:
   simrelay admin mail [--data-dir D] [--json]
   simrelay admin backup FILE [--data-dir D]
   simrelay admin set-plan --company ID --plan ID [--plans FILE] [--data-dir D]
+  simrelay admin copy-store --to postgres://... [--data-dir D]
 
 Admin commands work on the store directly, so the server must be stopped; a
 running server's store is refused within 2 seconds. Back up a running server
@@ -47,6 +48,8 @@ func admin(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = adminBackup(args[1:], stdout, stderr)
 	case "set-plan":
 		err = adminSetPlan(args[1:], stdout, stderr)
+	case "copy-store":
+		err = adminCopyStore(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, adminUsage)
 		return 0

@@ -32,6 +32,7 @@ Usage:
   simrelay admin mail               list the mail outbox
   simrelay admin backup FILE        write a consistent copy of the store to FILE
   simrelay admin set-plan           put a company on a plan, without a payment provider
+  simrelay admin copy-store         copy the store into an empty PostgreSQL database
   simrelay phone [flags]            run a virtual phone (simrelay phone -h)
   simrelay bench [flags]            measure a server on loopback (simrelay bench -h)
   simrelay version                  print the version

@@ -167,13 +167,13 @@ func TestDeviceDeletedBetweenAckAndReportFailsTheJob(t *testing.T) {
 }
 
 // Taking jobs never waits for a write: a job whose number opted out while it
-// waited comes back from Pending as it is about to be (failed, never sent)
-// while the committer is busy, and its failure is written by the next
-// shared commit, counted once, the caller told after it.
+// waited comes back from Pending failed while the committer is busy, and
+// its failure is written by the next shared commit. (What Pending answers
+// and writes is the dispatch suite's, store/conformance.)
 func TestPendingDoesNotWaitToFailOptedOutJobs(t *testing.T) {
 	t.Parallel()
 	s, d, msgs, t0 := foldFixture(t, 2)
-	stopped, kept := msgs[0], msgs[1]
+	stopped := msgs[0]
 	if _, _, err := s.AddOptOut(d.CompanyID, stopped.Phone, t0); err != nil {
 		t.Fatal(err)
 	}
@@ -195,32 +195,24 @@ func TestPendingDoesNotWaitToFailOptedOutJobs(t *testing.T) {
 		release()
 		t.Fatal("Pending waited for the held commit")
 	}
-	release()
-	if r.err != nil || len(r.got) != 2 {
-		t.Fatalf("Pending = %d jobs, %v; want both", len(r.got), r.err)
+	if r.err != nil || len(r.got) != 2 || r.got[0].Status != MsgFailed {
+		t.Fatalf("Pending = %+v, %v; want the opted-out job failed and the other", r.got, r.err)
 	}
-	if g := r.got[0]; g.ID != stopped.ID || g.Status != MsgFailed || g.Error != "recipient_opted_out" {
-		t.Fatalf("the opted-out job came back %s %q, want failed recipient_opted_out", g.Status, g.Error)
-	}
-	if g := r.got[1]; g.ID != kept.ID || g.Status != MsgQueued {
-		t.Fatalf("the other job came back %s, want queued", g.Status)
-	}
-	var ms []Message
 	select {
-	case ms = <-told:
+	case <-told:
+		t.Fatal("the failure was told before its commit")
+	default:
+	}
+	release()
+	select {
+	case ms := <-told:
+		if len(ms) != 1 || ms[0].ID != stopped.ID {
+			t.Fatalf("told of %+v, want the opted-out job", ms)
+		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the failure was never committed")
 	}
-	if len(ms) != 1 || ms[0].ID != stopped.ID || ms[0].Status != MsgFailed {
-		t.Fatalf("told of %+v, want the opted-out job failed", ms)
-	}
-	if m, err := s.MessageByUUID(d.CompanyID, stopped.UUID); err != nil || m.Status != MsgFailed || m.Error != "recipient_opted_out" {
-		t.Fatalf("stored %s %q (%v), want failed recipient_opted_out", m.Status, m.Error, err)
-	}
 	if queued, _ := indexed(t, s, stopped); queued {
 		t.Fatal("the failed job is still in the queue")
-	}
-	if got, _ := s.Pending(d.CompanyID, d.ID, 0, 10, t0, nil); len(got) != 1 || got[0].ID != kept.ID {
-		t.Fatalf("pending after the commit: %d jobs, want only the other one", len(got))
 	}
 }

@@ -10,6 +10,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/simrelay/simrelay/phone"
+	"github.com/simrelay/simrelay/store"
 )
 
 // Opt-outs: the numbers a company must not send SMS to. A recipient puts
@@ -19,9 +20,6 @@ import (
 // becomes due, so no send slips between a STOP and the check.
 
 var bucketOptOuts = []byte("opt_outs") // company id + phone -> OptOut
-
-// optOutCost is what one stored opt-out counts against the daily budget.
-const optOutCost = 128
 
 // The keywords, as carriers and the peer gateways read them: the whole text,
 // trimmed, in any case.
@@ -76,7 +74,7 @@ func (s *Store) applyOptOutKeyword(tx *bolt.Tx, m Message) error {
 	if b.Get(key) != nil {
 		return nil
 	}
-	if err := s.chargeAfter(tx, m.CompanyID, m.CreatedAt, optOutCost); err != nil {
+	if err := s.chargeAfter(tx, m.CompanyID, m.CreatedAt, store.OptOutCost); err != nil {
 		return err
 	}
 	return putJSON(b, key, OptOut{Phone: who, Source: OptOutKeyword, CreatedAt: m.CreatedAt})
@@ -105,7 +103,7 @@ func (s *Store) AddOptOut(companyID uint64, phone string, now time.Time) (o OptO
 		} else if !errors.Is(err, ErrNotFound) {
 			return err
 		}
-		if err := s.charge(tx, companyID, now, optOutCost); err != nil {
+		if err := s.charge(tx, companyID, now, store.OptOutCost); err != nil {
 			return err
 		}
 		o, created = OptOut{Phone: phone, Source: OptOutAPI, CreatedAt: now.UTC()}, true

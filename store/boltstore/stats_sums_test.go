@@ -474,45 +474,6 @@ func TestMigrateV8SumsAStoreOfSchema7(t *testing.T) {
 	checkStatsAnswers(t, s, company, from, to, devices, user)
 }
 
-// TestStatsDevicesTellTheLiveOnes: the counted registrations of each
-// company, a deleted one and its handset's new registration among them, say
-// live exactly for the company's live registrations, read from one walk of
-// the live index beside the names.
-func TestStatsDevicesTellTheLiveOnes(t *testing.T) {
-	t.Parallel()
-	s := open(t, t.TempDir())
-	company, _, devices, _, _ := statsMix(t, s)
-	companies, err := s.CompanyIDs()
-	if err != nil || len(companies) != 2 {
-		t.Fatalf("companies %v (%v), want two", companies, err)
-	}
-	for _, c := range companies {
-		regs, err := s.StatsDevices(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		live := 0
-		for _, r := range regs {
-			var want bool
-			if err := s.db.View(func(tx *bolt.Tx) error {
-				want = string(tx.Bucket(bucketCompanyDeviceIDs).Get(pair(c, r.ID))) == r.Fingerprint
-				return nil
-			}); err != nil {
-				t.Fatal(err)
-			}
-			if r.Live != want {
-				t.Errorf("company %d, registration %d (%s): live %v, want %v", c, r.ID, r.Fingerprint, r.Live, want)
-			}
-			if r.Live {
-				live++
-			}
-		}
-		if c == company && (len(regs) != 3 || live != 2 || regs[1].ID != devices[0] || regs[1].Live) {
-			t.Errorf("company %d lists %+v, want its two live phones and the deleted registration %d", c, regs, devices[0])
-		}
-	}
-}
-
 // TestStatsWithoutDevicesReadsTheCompanyDays: a question that needs only
 // the totals and the series (the console's overview) reads one record a
 // day, whatever the number of devices, and gets what the full answer says;
@@ -551,9 +512,5 @@ func TestStatsWithoutDevicesReadsTheCompanyDays(t *testing.T) {
 	if got.RecordsRead > days || len(got.ByDevice) != 0 || got.Totals != full.Totals || !slices.Equal(got.Days, full.Days) {
 		t.Errorf("without devices: read %d records (want at most %d), %d devices (want none), totals %+v and days %v (want %+v and %v)",
 			got.RecordsRead, days, len(got.ByDevice), got.Totals, got.Days, full.Totals, full.Days)
-	}
-	dev, err := s.Stats(StatsQuery{CompanyID: c.ID, From: from, To: to, Devices: map[uint64]bool{3: true}, NoDevices: true})
-	if err != nil || dev.Totals.Sent != 2 || len(dev.ByDevice) != 0 {
-		t.Errorf("one device, without devices: %+v (%v), want its 2 sent and no sums by device", dev, err)
 	}
 }

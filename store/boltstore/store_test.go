@@ -115,23 +115,6 @@ func TestBackupIsAStore(t *testing.T) {
 	}
 }
 
-func TestMailOutbox(t *testing.T) {
-	t.Parallel()
-	s := open(t, t.TempDir())
-	m := Mail{To: "a@example.com", Subject: "hi", State: MailPending}
-	if err := s.AppendMail(&m); err != nil || m.ID == 0 {
-		t.Fatalf("append: id %d, %v", m.ID, err)
-	}
-	if _, err := s.UpdateMail(m.ID, func(m *Mail) { m.State = MailSent }); err != nil {
-		t.Fatal(err)
-	}
-	pending, _ := s.Mails(true)
-	all, _ := s.Mails(false)
-	if len(pending) != 0 || len(all) != 1 || all[0].State != MailSent {
-		t.Fatalf("got pending %d all %+v", len(pending), all)
-	}
-}
-
 // A bbolt database of another program is refused, not adopted.
 func TestForeignBoltFileIsRefused(t *testing.T) {
 	t.Parallel()

@@ -35,6 +35,7 @@ type SendsStore interface {
 	NextDue() (at time.Time, ok bool, err error)
 	ReleaseDue(now time.Time, limit int) ([]store.Message, error)
 	ExpireQueued(now time.Time, limit int) ([]store.Message, error)
+	DeviceFailures(companyID, deviceID uint64) ([]store.DeviceFailure, error)
 }
 
 // Sends runs the suite of the send path: what every send keeps in its one
@@ -56,6 +57,7 @@ func Sends(t *testing.T, open Opener[SendsStore]) {
 	t.Run("ReleaseVets", func(t *testing.T) { t.Parallel(); sendReleaseVets(t, open(t)) })
 	t.Run("Windows", func(t *testing.T) { t.Parallel(); sendWindows(t, open(t)) })
 	t.Run("Expiry", func(t *testing.T) { t.Parallel(); sendExpiry(t, open(t)) })
+	t.Run("SweepFailures", func(t *testing.T) { t.Parallel(); sendSweepFailures(t, open(t)) })
 	t.Run("Cancel", func(t *testing.T) { t.Parallel(); sendCancel(t, open(t)) })
 	t.Run("Import", func(t *testing.T) { t.Parallel(); sendImport(t, open(t)) })
 }
@@ -913,6 +915,43 @@ func sendExpiry(t *testing.T, s SendsStore) {
 	}
 	if got, err := s.ExpireQueued(T0.Add(48*time.Hour), 10); err != nil || len(got) != 0 {
 		t.Fatalf("expire at last: %+v (%v), want none (the one without an end stays)", got, err)
+	}
+}
+
+// sendSweepFailures: a message the sweeps end is one of its device's
+// failures, as a failed report is: expired by ExpireQueued, failed at its
+// release by ReleaseDue (its recipient opted out since). A canceled one is
+// not.
+func sendSweepFailures(t *testing.T, s SendsStore) {
+	x := newSender(t, s)
+	expiring := x.msg("+15551230001", "expiring")
+	expiring.ExpiresAt = T0.Add(time.Minute)
+	expiring = x.mustSend(expiring)
+	opted := x.msg("+15551230002", "opted out since")
+	opted.SendAt = T0.Add(time.Hour)
+	opted = x.mustSend(opted)
+	canceled := x.mustSend(x.msg("+15551230003", "canceled"))
+	if _, err := s.Cancel(x.c.ID, canceled.UUID, T0); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.ExpireQueued(T0.Add(2*time.Minute), 10); err != nil || len(got) != 1 {
+		t.Fatalf("expire: %+v (%v), want one", got, err)
+	}
+	if _, _, err := s.AddOptOut(x.c.ID, opted.Phone, T0); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.ReleaseDue(T0.Add(time.Hour), 10); err != nil || len(got) != 1 || got[0].Status != store.MsgFailed {
+		t.Fatalf("release: %+v (%v), want one failed", got, err)
+	}
+	fs, err := s.DeviceFailures(x.c.ID, x.dev.ID)
+	if err != nil || len(fs) != 2 {
+		t.Fatalf("failures: %+v (%v), want the released and the expired one", fs, err)
+	}
+	if f := fs[0]; f.QueueID != opted.UUID || f.Status != store.MsgFailed || f.Error != "recipient_opted_out" || !f.At.Equal(T0.Add(time.Hour)) {
+		t.Fatalf("newest failure: %+v, want %s failed (recipient_opted_out) at its release", f, opted.UUID)
+	}
+	if f := fs[1]; f.QueueID != expiring.UUID || f.Status != store.MsgExpired || !f.At.Equal(T0.Add(2*time.Minute)) {
+		t.Fatalf("older failure: %+v, want %s expired at the sweep", f, expiring.UUID)
 	}
 }
 

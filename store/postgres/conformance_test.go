@@ -3,37 +3,17 @@ package postgres
 import (
 	"testing"
 
+	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/store/conformance"
 )
 
-// openConformance opens a store on a new database for one conformance case.
-func openConformance[S any](t *testing.T) S {
-	return any(openStore(t, Options{})).(S)
-}
+// Every method the server asks of a store, PostgreSQL answers.
+var _ store.Backend = (*Store)(nil)
 
-// openBudgeted opens a store on a new database whose companies may add
-// budget bytes a day.
-func openBudgeted[S any](budget int64) conformance.Opener[S] {
-	return func(t *testing.T) S { return any(openStore(t, Options{CompanyDailyStorage: budget})).(S) }
-}
-
-// TestConformance runs the suites of package conformance on PostgreSQL,
-// each registered once this backend answers all of its methods.
+// TestConformance runs every suite of package conformance on PostgreSQL.
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	t.Run("Accounts", func(t *testing.T) { t.Parallel(); conformance.Accounts(t, openConformance[conformance.AccountsStore]) })
-	t.Run("InviteBudget", func(t *testing.T) {
-		t.Parallel()
-		conformance.InviteBudget(t, openBudgeted[conformance.AccountsStore](conformance.InviteBudgetBytes))
-	})
-	t.Run("Devices", func(t *testing.T) { t.Parallel(); conformance.Devices(t, openConformance[conformance.DevicesStore]) })
-	t.Run("Pools", func(t *testing.T) { t.Parallel(); conformance.Pools(t, openConformance[conformance.PoolsStore]) })
-	t.Run("Sends", func(t *testing.T) {
-		t.Parallel()
-		conformance.Sends(t, openConformance[conformance.SendsStore])
-	})
-	t.Run("SendBudget", func(t *testing.T) {
-		t.Parallel()
-		conformance.SendBudget(t, openBudgeted[conformance.SendsStore](conformance.SendBudgetBytes))
+	conformance.All(t, func(t *testing.T, budget int64) store.Backend {
+		return openStore(t, Options{CompanyDailyStorage: budget})
 	})
 }

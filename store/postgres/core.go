@@ -1,10 +1,13 @@
 package postgres
 
 import (
+	"encoding/json"
 	"errors"
 	"math/rand/v2"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/simrelay/simrelay/store"
 )
@@ -246,9 +249,12 @@ func (s *Store) CompanyDevice(companyID uint64, fingerprint string) (store.Devic
 // device row's lock (held until the transaction ends): the places of one
 // device rise in commit order, so a link that read up to a place never
 // misses a job that commits after its read. See messages.queue_place.
+// Places come from one sequence (queue_places), drawn once the lock is
+// held, so none is shared and MessageSequence is above every place handed
+// out, on every device.
 func takePlace(t *txn, deviceID uint64) (uint64, error) {
 	var n int64
-	err := t.row("UPDATE devices SET next_place = next_place + 1 WHERE id = $1 AND deleted_at IS NULL RETURNING next_place", id(deviceID)).Scan(&n)
+	err := t.row("UPDATE devices SET next_place = nextval('queue_places') WHERE id = $1 AND deleted_at IS NULL RETURNING next_place", id(deviceID)).Scan(&n)
 	if errors.Is(mapErr(err), store.ErrNotFound) {
 		return 0, store.ErrDeviceGone
 	}
@@ -272,34 +278,54 @@ func (s *Store) chargeAfter(t *txn, companyID uint64, now time.Time, cost int64)
 }
 
 func (s *Store) addUsage(t *txn, companyID uint64, now time.Time, cost int64, mayRefuse bool) error {
-	d := day(now)
+	var used int64
 	if mayRefuse && s.dailyBudget > 0 {
-		var used int64
-		if err := t.row("SELECT coalesce(sum(used), 0) FROM storage_usage WHERE company_id = $1 AND day = $2", id(companyID), d).Scan(&used); err != nil {
+		if err := t.row("SELECT coalesce(sum(used), 0) FROM storage_usage WHERE company_id = $1 AND day = $2", id(companyID), day(now)).Scan(&used); err != nil {
 			return err
 		}
-		if used+cost > s.dailyBudget {
-			return &store.BudgetError{CompanyID: companyID, Limit: s.dailyBudget, Used: used, Cost: cost, Reset: store.NextDay(now)}
-		}
+	}
+	return s.addUsed(t, companyID, now, cost, used, mayRefuse)
+}
+
+// addUsed is addUsage for a caller that read the day's use (used) itself,
+// earlier in the transaction.
+func (s *Store) addUsed(t *txn, companyID uint64, now time.Time, cost, used int64, mayRefuse bool) error {
+	if mayRefuse && s.dailyBudget > 0 && used+cost > s.dailyBudget {
+		return &store.BudgetError{CompanyID: companyID, Limit: s.dailyBudget, Used: used, Cost: cost, Reset: store.NextDay(now)}
 	}
 	_, err := t.exec(`INSERT INTO storage_usage (company_id, day, shard, used) VALUES ($1, $2, $3, $4)
 		ON CONFLICT (company_id, day, shard) DO UPDATE SET used = storage_usage.used + EXCLUDED.used`,
-		id(companyID), d, shard(), cost)
+		id(companyID), day(now), shard(), cost)
 	return err
 }
 
 // limits are the company's plan limits at now.
 func (s *Store) limits(t *txn, companyID uint64, now time.Time) (store.PlanLimits, error) {
 	if s.plans == nil {
+		return s.limitsOf(nil, now)
+	}
+	var raw []byte
+	err := t.row("SELECT rec FROM subscriptions WHERE company_id = $1", id(companyID)).Scan(&raw)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return store.PlanLimits{}, err
+	}
+	return s.limitsOf(raw, now)
+}
+
+// limitsOf are the plan limits at now of the company whose subscription's
+// record is sub (nil: it has none).
+func (s *Store) limitsOf(sub []byte, now time.Time) (store.PlanLimits, error) {
+	if s.plans == nil {
 		from, to := store.CalendarMonth(now)
 		return store.PlanLimits{Messages: -1, Devices: -1, PeriodStart: from, PeriodEnd: to}, nil
 	}
-	var sub store.Subscription
-	err := getRec(t, &sub, "SELECT rec FROM subscriptions WHERE company_id = $1", id(companyID))
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return store.PlanLimits{}, err
+	var rec store.Subscription
+	if sub != nil {
+		if err := json.Unmarshal(sub, &rec); err != nil {
+			return store.PlanLimits{}, err
+		}
 	}
-	return s.plans.Limits(sub, err == nil, now), nil
+	return s.plans.Limits(rec, sub != nil, now), nil
 }
 
 // usageSlot is a send's place in its company's plan usage: what the period
@@ -344,6 +370,11 @@ func (s *Store) planAllows(t *txn, companyID uint64, now time.Time, what string)
 	if err != nil {
 		return usageSlot{}, err
 	}
+	return planAllowsUnder(t, companyID, l, what)
+}
+
+// planAllowsUnder is planAllows for a caller that read the limits itself.
+func planAllowsUnder(t *txn, companyID uint64, l store.PlanLimits, what string) (usageSlot, error) {
 	u := usageSlot{companyID: companyID, limits: l}
 	if what == store.LimitDevices {
 		if l.Devices < 0 {
@@ -364,18 +395,37 @@ func (s *Store) planAllows(t *txn, companyID uint64, now time.Time, what string)
 	if l.Messages < 0 {
 		return u, nil
 	}
-	if _, err := t.exec(`INSERT INTO plan_usage (company_id, period_start, shard, used) VALUES ($1, $2, 0, 0)
-		ON CONFLICT DO NOTHING`, id(companyID), l.PeriodStart); err != nil {
-		return u, err
-	}
-	var locked int64
-	if err := t.row("SELECT used FROM plan_usage WHERE company_id = $1 AND period_start = $2 AND shard = 0 FOR UPDATE", id(companyID), l.PeriodStart).Scan(&locked); err != nil {
-		return u, err
-	}
-	if err := t.row("SELECT coalesce(sum(used), 0) FROM plan_usage WHERE company_id = $1 AND period_start = $2", id(companyID), l.PeriodStart).Scan(&u.used); err != nil {
+	var err error
+	if u.used, err = lockPlanUsage(t, companyID, l.PeriodStart); err != nil {
 		return u, err
 	}
 	return u, u.room(1)
+}
+
+// lockPlanUsage takes the lock of the company's shard 0 of the period's
+// plan usage (making the row for the period's first send) and reads the
+// period's use, in one statement: shard 0 as it stands once locked, the
+// other shards as the statement's snapshot has them. While the plan caps
+// messages every send adds to shard 0 alone (usageSlot.add), so the other
+// shards hold only what was sent before the cap, and the sum is exact.
+func lockPlanUsage(t *txn, companyID uint64, period time.Time) (int64, error) {
+	for range 2 {
+		var used int64
+		err := t.row(`SELECT u.used + (SELECT coalesce(sum(o.used), 0) FROM plan_usage o
+				WHERE o.company_id = $1 AND o.period_start = $2 AND o.shard <> 0)
+			FROM plan_usage u WHERE u.company_id = $1 AND u.period_start = $2 AND u.shard = 0 FOR UPDATE OF u`,
+			id(companyID), period).Scan(&used)
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return used, err
+		}
+		// The period's first send: make shard 0 (or wait for the send
+		// making it), then lock it.
+		if _, err := t.exec(`INSERT INTO plan_usage (company_id, period_start, shard, used) VALUES ($1, $2, 0, 0)
+			ON CONFLICT DO NOTHING`, id(companyID), period); err != nil {
+			return 0, err
+		}
+	}
+	return 0, errors.New("store: plan usage: shard 0 made but not found")
 }
 
 // addActivity adds an event to the company's feed and drops what falls

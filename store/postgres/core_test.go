@@ -14,7 +14,7 @@ import (
 
 // migrated is a database of the test's cluster with the schema in place:
 // a copy of one migrated once per test binary.
-func migrated(t *testing.T) string {
+func migrated(t testing.TB) string {
 	return pgtest.URLFrom(t, "schema", func(url string) error {
 		s, err := Open(context.Background(), url, Options{})
 		if err != nil {

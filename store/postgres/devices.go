@@ -87,7 +87,7 @@ func (s *Store) DevicesReportedOnline() ([]store.Device, error) {
 func (s *Store) UpdateDevice(companyID uint64, fingerprint string, fn func(*store.Device) error) (store.Device, error) {
 	return s.updateDevice(fmt.Sprintf("update device %s of company %d", fingerprint, companyID), func(t *txn) (store.Device, error) {
 		return liveDevice(t, companyID, fingerprint, true)
-	}, func(_ *txn, d *store.Device) error { return fn(d) })
+	}, func(d *store.Device) ([]store.DeviceEvent, error) { return nil, fn(d) })
 }
 
 // UpdateDeviceByID applies fn to the company's device with this id, as a
@@ -96,12 +96,23 @@ func (s *Store) UpdateDevice(companyID uint64, fingerprint string, fn func(*stor
 func (s *Store) UpdateDeviceByID(companyID, deviceID uint64, fn func(*store.Device) error) (store.Device, error) {
 	return s.updateDevice(fmt.Sprintf("update device %d of company %d", deviceID, companyID), func(t *txn) (store.Device, error) {
 		return liveDeviceByID(t, companyID, deviceID, true)
-	}, func(_ *txn, d *store.Device) error { return fn(d) })
+	}, func(d *store.Device) ([]store.DeviceEvent, error) { return nil, fn(d) })
+}
+
+// UpdateDeviceWith is UpdateDeviceByID whose fn also returns the events
+// its change raises (device.online, ...): their webhook events
+// (SetDeviceEvents) are written in the same transaction, so that the
+// device's new state and what it raised are durable together or not at
+// all. fn may run more than once; each run says afresh what it raises.
+func (s *Store) UpdateDeviceWith(companyID, deviceID uint64, fn func(d *store.Device) ([]store.DeviceEvent, error)) (store.Device, error) {
+	return s.updateDevice(fmt.Sprintf("update device %d of company %d", deviceID, companyID), func(t *txn) (store.Device, error) {
+		return liveDeviceByID(t, companyID, deviceID, true)
+	}, fn)
 }
 
 // updateDevice reads the device find locks, applies fn and stores the
-// result with the device's identity as it was.
-func (s *Store) updateDevice(name string, find func(*txn) (store.Device, error), fn func(*txn, *store.Device) error) (store.Device, error) {
+// result with the device's identity as it was, with the events fn raised.
+func (s *Store) updateDevice(name string, find func(*txn) (store.Device, error), fn func(*store.Device) ([]store.DeviceEvent, error)) (store.Device, error) {
 	var d store.Device
 	err := s.write(name, func(t *txn) error {
 		var err error
@@ -112,11 +123,15 @@ func (s *Store) updateDevice(name string, find func(*txn) (store.Device, error),
 			return err
 		}
 		before := d
-		if err := fn(t, &d); err != nil {
+		events, err := fn(&d)
+		if err != nil {
 			return err
 		}
 		d.ID, d.Fingerprint, d.CompanyID, d.TokenHash, d.CreatedAt = before.ID, before.Fingerprint, before.CompanyID, before.TokenHash, before.CreatedAt
-		return putDevice(t, d)
+		if err := putDevice(t, d); err != nil {
+			return err
+		}
+		return s.writeDeviceEvents(t, d, events)
 	})
 	return d, err
 }
@@ -139,7 +154,7 @@ func (s *Store) DeleteDevice(companyID uint64, fingerprint string, now time.Time
 		if _, err := t.exec("UPDATE devices SET deleted_at = $2, token_hash = NULL WHERE id = $1", id(d.ID), now); err != nil {
 			return err
 		}
-		if err := failDeviceMessages(t, d, now); err != nil {
+		if err := s.failDeviceMessages(t, d, now); err != nil {
 			return err
 		}
 		for _, q := range []string{
@@ -160,8 +175,9 @@ func (s *Store) DeleteDevice(companyID uint64, fingerprint string, now time.Time
 }
 
 // failDeviceMessages fails the deleted device's messages that have not
-// gone out (scheduled, queued, held or sending), counting each.
-func failDeviceMessages(t *txn, d store.Device, now time.Time) error {
+// gone out (scheduled, queued, held or sending), counting each and writing
+// its status event.
+func (s *Store) failDeviceMessages(t *txn, d store.Device, now time.Time) error {
 	msgs, err := getRecs[store.Message](t, `SELECT rec FROM messages
 		WHERE company_id = $1 AND device_id = $2 AND status = ANY($3) ORDER BY id FOR UPDATE`,
 		id(d.CompanyID), id(d.ID), []string{store.MsgScheduled, store.MsgQueued, store.MsgSending})
@@ -179,8 +195,11 @@ func failDeviceMessages(t *txn, d store.Device, now time.Time) error {
 			WHERE id = $1`, id(m.ID), m.Status, m.UpdatedAt, raw); err != nil {
 			return err
 		}
-		// Counted, but no failure noted: the device's failures go with it.
+		// Counted, with no activity line each: the deletion's line says it.
 		if err := count(t, m, now, store.StatusCounts(m, from, store.MsgFailed)); err != nil {
+			return err
+		}
+		if err := s.statusEvent(t, m, now); err != nil { // the failure it notes goes with the device's
 			return err
 		}
 	}

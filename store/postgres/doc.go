@@ -11,13 +11,15 @@
 // it, index it or guard a rule; both are written from the same record, so
 // they never disagree. Ids are bigint identity columns; a record that
 // carries its id takes it first (nextID) so that `rec` holds it from its
-// first write. Ids and counters are uint64 in Go and bigint here (id()).
+// first write (a send's message takes it inside its INSERT, which sets the
+// id in rec too: insertNewSend). Ids and counters are uint64 in Go and
+// bigint here (id()).
 // The schema is in migrations/NNNN_name.sql, applied in order at Open under
 // an advisory lock; a migration is never edited once released, only added
 // to.
 //
-// Transactions. Every method is one transaction: write (READ COMMITTED),
-// serializable, or read (a REPEATABLE READ snapshot, read only). The closure
+// Transactions. Every method is one transaction: write (READ COMMITTED)
+// or read (a REPEATABLE READ snapshot, read only). The closure
 // may run more than once (a serialization failure, a deadlock, errAgain), so
 // it only sets what it returns from scratch and calls nothing outside the
 // store. What must follow the commit (an event builder's Committed) is put
@@ -45,11 +47,13 @@
 // it is not a price), the check reads the sum unlocked and may be overshot
 // by the writes in flight at once.
 //
-// The device queue. A queued message's queue_place is its device's
-// next_place, taken under the device row's lock (takePlace), so one
+// The device queue. A queued message's queue_place is drawn from one
+// sequence (queue_places) under the device row's lock (takePlace), so one
 // device's places rise in the order their transactions commit: a link that
 // read its queue up to a place never passes a job committed after its read,
-// which ids (a sequence, handed out before commit) would not promise.
+// which ids (a sequence, handed out before commit) would not promise. As
+// the places are one sequence's, no two jobs share one, and its last value
+// (MessageSequence) is above every place handed out, on every device.
 //
 // # The send path
 //
@@ -72,6 +76,12 @@
 // cancel, an expiry, a deletion of its device) writes the record with
 // updateSend or sets queue_place and due_at NULL itself.
 //
+// What a send checks of its company that no lock guards (its plan's
+// limits, the opt-out list, the day's storage use) is read in one
+// statement before it locks its device (readSendFacts); the plan's exact
+// count is then read under its usage row's lock, with the lock, in one
+// statement (lockPlanUsage). BenchmarkEnqueue counts a send's statements.
+//
 // Idempotency keys: a send claims its key's row (idempotency) first, with
 // INSERT ... ON CONFLICT DO NOTHING and then the row's lock, so a retry
 // racing the send waits for its commit and replays its answer; a refused
@@ -93,4 +103,8 @@
 // PruneStorageCounters says how many company days it dropped, as bbolt
 // does, not how many shard rows. ReleaseDue and ExpireQueued skip the rows
 // another node's sweep holds rather than wait for them.
+// The analytics (stats.go): Generation moves with every transaction the
+// database server ends, this store's or not, so the API's kept answers are
+// dropped more often, never served stale; the counters' day sums are kept
+// by triggers on stats_days, so a copy writes the counters alone.
 package postgres

@@ -19,8 +19,9 @@ import (
 // meanwhile, so none is handed out); each job takes the next place in its
 // new device's queue under that device's lock, so no link's cursor passes
 // it. in.After is a place in the device's queue (messages.queue_place,
-// numbered per device), as a link's cursor is: a number of the messages'
-// id sequence means nothing to it.
+// drawn from one sequence under the device's lock; see takePlace), as a
+// link's cursor and MessageSequence are: a number of the messages' id
+// sequence means nothing to it.
 func (s *Store) Failover(in store.FailoverInput, check store.DeviceCheck, now time.Time) ([]store.Message, error) {
 	var moved []store.Message
 	err := s.write(fmt.Sprintf("failover of device %d", in.DeviceID), func(t *txn) error {

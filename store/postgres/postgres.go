@@ -39,6 +39,10 @@ type Store struct {
 	plans store.Plans
 	// statusEvents builds outbound status events (SetStatusEvents); nil: none.
 	statusEvents *store.StatusEvents
+	// inboundEvents builds new inbound messages' events (SetInboundEvents); nil: none.
+	inboundEvents *store.InboundEvents
+	// deviceEvents builds device events (SetDeviceEvents); nil: none.
+	deviceEvents *store.DeviceEvents
 }
 
 // Open connects to the database at url (postgres://... or postgresql://...,
@@ -56,6 +60,12 @@ func Open(ctx context.Context, url string, opt Options) (*Store, error) {
 	if cfg.ConnConfig.ConnectTimeout == 0 { // the URL set no connect_timeout
 		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
 	}
+	return openConfig(ctx, cfg, opt)
+}
+
+// openConfig is Open with the pool's settings parsed (and, in tests, a
+// tracer set on them).
+func openConfig(ctx context.Context, cfg *pgxpool.Config, opt Options) (*Store, error) {
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("store/postgres: %w", err)

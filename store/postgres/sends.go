@@ -22,9 +22,6 @@ const idempotencyTTL = 24 * time.Hour
 // because its number opted out since it was stored.
 const failedOptedOut = "recipient_opted_out"
 
-// optOutCost is what one stored opt-out counts against the daily budget.
-const optOutCost = 128
-
 // answerKey is one send request's Idempotency-Key inside its transaction,
 // claimed (its row written and locked) by priorAnswer; a zero Key is none.
 type answerKey struct {
@@ -109,6 +106,33 @@ func optOutRefusal(t *txn, companyID uint64, channel, phone string, index int) e
 	return nil
 }
 
+// sendFacts are what a send checks of its company that no row lock guards
+// (the opt-out list and the storage budget never were; the plan's limits
+// are read, the exact count is locked later by planAllowsUnder), read in
+// one statement before the send locks its device: the company's plan
+// limits, whether the recipient opted out (for an SMS), and the bytes the
+// company added today (when a budget is set).
+type sendFacts struct {
+	limits   store.PlanLimits
+	optedOut bool
+	stored   int64
+}
+
+func (s *Store) readSendFacts(t *txn, companyID uint64, channel, phone string, now time.Time) (sendFacts, error) {
+	var f sendFacts
+	var sub []byte
+	sms := channel == "" || channel == "sms"
+	err := t.row(`SELECT CASE WHEN $4 THEN (SELECT rec FROM subscriptions WHERE company_id = $1) END,
+			$5 AND EXISTS (SELECT 1 FROM opt_outs WHERE company_id = $1 AND phone = $2),
+			CASE WHEN $6 THEN (SELECT coalesce(sum(used), 0) FROM storage_usage WHERE company_id = $1 AND day = $3) ELSE 0 END`,
+		id(companyID), phone, day(now), s.plans != nil, sms, s.dailyBudget > 0).Scan(&sub, &f.optedOut, &f.stored)
+	if err != nil {
+		return f, err
+	}
+	f.limits, err = s.limitsOf(sub, now)
+	return f, err
+}
+
 // sendColumns are the key columns of an outbound message as its status
 // says it waits (doc.go): its queue place while queued in its device's
 // queue, its due time while scheduled or held, and its end while queued
@@ -160,31 +184,58 @@ func insertSend(t *txn, m store.Message) error {
 	return err
 }
 
-// updateSend writes a stored outbound message's record and key columns.
+// insertNewSend writes a new message as insertSend does, its id (m.ID,
+// and the id in rec) taken from the table's sequence in the same statement.
+func insertNewSend(t *txn, m *store.Message) error {
+	m.ID = 0
+	raw, err := rec(m)
+	if err != nil {
+		return err
+	}
+	var clientID any
+	if m.Direction == store.Inbound && m.ClientID != "" {
+		clientID = m.ClientID
+	}
+	place, due, expires := sendColumns(*m)
+	var msgID int64
+	err = t.row(`WITH n AS (SELECT nextval(pg_get_serial_sequence('messages', 'id')) AS id)
+		INSERT INTO messages (id, company_id, device_id, uuid, direction, channel, phone, status, client_id,
+			priority, queue_place, due_at, expires_at, created_at, updated_at, rec)
+		SELECT n.id, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, jsonb_set($15::jsonb, '{id}', to_jsonb(n.id)) FROM n
+		RETURNING id`,
+		id(m.CompanyID), id(m.DeviceID), m.UUID, m.Direction, m.Channel, m.Phone, m.Status, clientID,
+		int16(m.Priority), place, due, expires, m.CreatedAt, m.UpdatedAt, raw).Scan(&msgID)
+	if err != nil {
+		return err
+	}
+	m.ID = uint64(msgID)
+	return nil
+}
+
+// updateSend writes a stored outbound message's record and key columns,
+// its device's too (a WhatsApp or iMessage job taken by its number's new
+// agent becomes that registration's).
 func updateSend(t *txn, m store.Message) error {
 	raw, err := rec(m)
 	if err != nil {
 		return err
 	}
 	place, due, expires := sendColumns(m)
-	_, err = t.exec(`UPDATE messages SET status = $2, queue_place = $3, due_at = $4, expires_at = $5, updated_at = $6, rec = $7
-		WHERE id = $1`, id(m.ID), m.Status, place, due, expires, m.UpdatedAt, raw)
+	_, err = t.exec(`UPDATE messages SET status = $2, queue_place = $3, due_at = $4, expires_at = $5, updated_at = $6, rec = $7,
+			device_id = $8
+		WHERE id = $1`, id(m.ID), m.Status, place, due, expires, m.UpdatedAt, raw, id(m.DeviceID))
 	return err
 }
 
-// newOutbound makes m a new outbound message of the device at at: its id,
-// status (scheduled with a send_at ahead, else queued) and times.
-func newOutbound(t *txn, m *store.Message, deviceID uint64, at time.Time) error {
-	msgID, err := nextID(t, "messages")
-	if err != nil {
-		return err
-	}
-	m.ID, m.DeviceID, m.Direction, m.Status = msgID, deviceID, store.Outbound, store.MsgQueued
+// newOutbound makes m a new outbound message of the device at at: its
+// status (scheduled with a send_at ahead, else queued) and times. Its id
+// comes when it is stored (insertNewSend).
+func newOutbound(m *store.Message, deviceID uint64, at time.Time) {
+	m.ID, m.DeviceID, m.Direction, m.Status = 0, deviceID, store.Outbound, store.MsgQueued
 	if !m.SendAt.IsZero() {
 		m.Status = store.MsgScheduled
 	}
 	m.CreatedAt, m.UpdatedAt = at, at
-	return nil
 }
 
 // Enqueue stores an outbound message (queued, or scheduled with a send_at)
@@ -207,21 +258,23 @@ func (s *Store) Enqueue(m *store.Message, idemKey store.IdempotencyKey, now func
 			return err
 		}
 		msg := *m
+		facts, err := s.readSendFacts(t, msg.CompanyID, msg.Channel, msg.Phone, at)
+		if err != nil {
+			return err
+		}
 		d, r, err := route(t, &msg, check, at)
 		if err != nil {
 			return err
 		}
-		if err := optOutRefusal(t, msg.CompanyID, msg.Channel, msg.Phone, -1); err != nil {
-			return err
+		if facts.optedOut {
+			return &store.OptOutError{Phone: msg.Phone, Index: -1}
 		}
-		usage, err := s.planAllows(t, msg.CompanyID, at, store.LimitMessages)
+		usage, err := planAllowsUnder(t, msg.CompanyID, facts.limits, store.LimitMessages)
 		if err != nil {
 			return err
 		}
-		if err := newOutbound(t, &msg, d.ID, at); err != nil {
-			return err
-		}
-		if err := s.charge(t, msg.CompanyID, at, store.MessageCost(msg)); err != nil {
+		newOutbound(&msg, d.ID, at)
+		if err := s.addUsed(t, msg.CompanyID, at, store.MessageCost(msg), facts.stored, true); err != nil {
 			return err
 		}
 		if err := usage.add(t, 1); err != nil {
@@ -233,7 +286,7 @@ func (s *Store) Enqueue(m *store.Message, idemKey store.IdempotencyKey, now func
 		if err := queueIn(t, &msg); err != nil {
 			return err
 		}
-		if err := insertSend(t, msg); err != nil {
+		if err := insertNewSend(t, &msg); err != nil {
 			return err
 		}
 		if err := ik.keep(t, at, func() (int, []byte) { return answer(msg) }); err != nil {
@@ -313,13 +366,11 @@ func (s *Store) EnqueueBulk(ms []store.Message, idemKey store.IdempotencyKey, no
 		}
 		for i := range routed {
 			m := &routed[i]
-			if err := newOutbound(t, m, devs[i], at); err != nil {
-				return err
-			}
+			newOutbound(m, devs[i], at)
 			if err := queueIn(t, m); err != nil {
 				return err
 			}
-			if err := insertSend(t, *m); err != nil {
+			if err := insertNewSend(t, m); err != nil {
 				return err
 			}
 		}
@@ -458,7 +509,7 @@ func (s *Store) AddOptOut(companyID uint64, phone string, now time.Time) (o stor
 			created = false
 			return getRec(t, &o, "SELECT rec FROM opt_outs WHERE company_id = $1 AND phone = $2", id(companyID), phone)
 		}
-		return s.charge(t, companyID, now, optOutCost)
+		return s.charge(t, companyID, now, store.OptOutCost)
 	})
 	if err != nil {
 		return store.OptOut{}, false, err
@@ -604,6 +655,9 @@ func (s *Store) ReleaseDue(now time.Time, limit int) ([]store.Message, error) {
 				if err := countTransition(t, m, from, "", now); err != nil {
 					return err
 				}
+				if err := s.statusEvent(t, m, now); err != nil { // a failure at its time
+					return err
+				}
 			}
 			if err := updateSend(t, m); err != nil {
 				return err
@@ -637,6 +691,9 @@ func (s *Store) ExpireQueued(now time.Time, limit int) ([]store.Message, error) 
 			m.Status, m.UpdatedAt = store.MsgExpired, now.UTC()
 			m.Error = "not taken by the phone within its time to live"
 			if err := countTransition(t, *m, from, "", now); err != nil {
+				return err
+			}
+			if err := s.statusEvent(t, *m, now); err != nil {
 				return err
 			}
 			if err := updateSend(t, *m); err != nil {

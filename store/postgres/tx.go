@@ -55,12 +55,6 @@ func (s *Store) write(name string, fn func(t *txn) error) error {
 	return s.run(name, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, fn)
 }
 
-// serializable runs fn as write does, in a SERIALIZABLE transaction: for
-// the rare rule that reads a set no single row guards.
-func (s *Store) serializable(name string, fn func(t *txn) error) error {
-	return s.run(name, pgx.TxOptions{IsoLevel: pgx.Serializable}, fn)
-}
-
 // read runs fn in a read-only REPEATABLE READ transaction: every statement
 // of fn sees the same snapshot, as a bbolt read transaction does.
 func (s *Store) read(name string, fn func(t *txn) error) error {

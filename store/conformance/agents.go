@@ -1,0 +1,914 @@
+package conformance
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/simrelay/simrelay/store"
+)
+
+// AgentsStore is what the agents suite calls: WhatsApp numbers and
+// iMessage handles, and the messages queued and received through them.
+type AgentsStore interface {
+	Base
+	SetPlans(p store.Plans)
+	UpdateSubscription(companyID uint64, fn func(*store.Subscription) error) (store.Subscription, error)
+	AnnounceNumbers(companyID, deviceID uint64, channel string, addresses []string, now time.Time, limit int) ([]store.AgentNumber, error)
+	AgentNumbers(companyID uint64, channel string) ([]store.AgentNumber, error)
+	AgentNumber(companyID uint64, channel, publicID string) (store.AgentNumber, error)
+	AgentNumberByRef(companyID, numberID uint64) (store.AgentNumber, error)
+	UpdateAgentNumber(companyID uint64, channel, publicID string, now time.Time, fn func(*store.AgentNumber) error) (store.AgentNumber, error)
+	EnqueueAgent(m *store.Message, idemKey store.IdempotencyKey, now func() time.Time, vet store.SendVet, answer func(store.Message) (int, []byte)) (store.Message, *store.Idempotent, error)
+	AgentPending(companyID, deviceID, numberID, after uint64, limit int) ([]store.Message, error)
+	AgentMessages(companyID, numberID uint64, page, limit int) ([]store.Message, int, error)
+	StoreAgentInbound(m *store.Message, now func() time.Time) (store.Message, bool, error)
+	SetInboundEvents(h store.InboundEvents)
+	UpdateWebhookSet(companyID uint64, now time.Time, fn func(*store.WebhookSet) error) (store.WebhookSet, error)
+	AgentSendsSince(companyID, numberID uint64, since time.Time) (int, error)
+	AgentSendTimes(companyID, numberID uint64, since time.Time) ([]time.Time, error)
+	PruneAgentSends(cutoff time.Time) (int, error)
+}
+
+// Agents runs the suite of the agent channels (WhatsApp, iMessage).
+func Agents(t *testing.T, open Opener[AgentsStore]) {
+	t.Run("Announce", func(t *testing.T) { t.Parallel(); announceNumbers(t, open(t)) })
+	t.Run("AnnounceLimit", func(t *testing.T) { t.Parallel(); announceLimit(t, open(t)) })
+	t.Run("AnnounceLimitConcurrent", func(t *testing.T) { t.Parallel(); announceLimitConcurrent(t, open(t)) })
+	t.Run("AnnounceSameConcurrent", func(t *testing.T) { t.Parallel(); announceSameConcurrent(t, open(t)) })
+	t.Run("UpdateNumber", func(t *testing.T) { t.Parallel(); updateNumber(t, open(t)) })
+	t.Run("Enqueue", func(t *testing.T) { t.Parallel(); enqueueAgent(t, open(t)) })
+	t.Run("EnqueueRefusals", func(t *testing.T) { t.Parallel(); enqueueAgentRefusals(t, open(t)) })
+	t.Run("EnqueueGivesTheSlotBack", func(t *testing.T) { t.Parallel(); enqueueAgentGivesBack(t, open(t)) })
+	t.Run("EnqueueIdempotent", func(t *testing.T) { t.Parallel(); enqueueAgentIdempotent(t, open(t)) })
+	t.Run("EnqueueVetExact", func(t *testing.T) { t.Parallel(); enqueueAgentVetExact(t, open(t)) })
+	t.Run("Pending", func(t *testing.T) { t.Parallel(); agentPending(t, open(t)) })
+	t.Run("Inbound", func(t *testing.T) { t.Parallel(); agentInbound(t, open(t)) })
+	t.Run("InboundHolder", func(t *testing.T) { t.Parallel(); agentInboundHolder(t, open(t)) })
+	t.Run("InboundOnceConcurrent", func(t *testing.T) { t.Parallel(); agentInboundOnceConcurrent(t, open(t)) })
+	t.Run("Messages", func(t *testing.T) { t.Parallel(); agentMessages(t, open(t)) })
+	t.Run("Sends", func(t *testing.T) { t.Parallel(); agentSends(t, open(t)) })
+}
+
+const (
+	waX = "+15550001111"
+	waY = "+15550002222"
+	waZ = "+15550003333"
+)
+
+// beforeSends is before any send of the suite.
+var beforeSends = T0.AddDate(0, 0, -1)
+
+// newFingerprint is a device fingerprint no other fixture uses.
+func newFingerprint() string { return fmt.Sprintf("fp-%d", unique()) }
+
+// announce announces addresses for the device, failing the test on an error.
+func announce(t *testing.T, s AgentsStore, d store.Device, channel string, when time.Time, addrs ...string) []store.AgentNumber {
+	t.Helper()
+	nums, err := s.AnnounceNumbers(d.CompanyID, d.ID, channel, addrs, when, 0)
+	if err != nil || len(nums) != len(addrs) {
+		t.Fatalf("announce %v on %s by device %d: %+v (%v)", addrs, channel, d.ID, nums, err)
+	}
+	return nums
+}
+
+// agentSend is a WhatsApp send through the number.
+func agentSend(companyID uint64, n store.AgentNumber, text string) store.Message {
+	return store.Message{
+		UUID: fmt.Sprintf("agent-%d", unique()), CompanyID: companyID, Channel: n.Channel, NumberRef: n.PublicID,
+		Phone: "+15557654321", Text: text, ContentType: "text", Segments: 1,
+	}
+}
+
+// stoppedAt is a clock stopped at t.
+func stoppedAt(t time.Time) func() time.Time { return func() time.Time { return t } }
+
+// noVet takes a slot that needs no giving back.
+func noVet(store.AgentNumber, func(time.Time) []time.Time) (func(), error) { return func() {}, nil }
+
+// enqueueAt queues the send at now, failing the test on an error.
+func enqueueAt(t *testing.T, s AgentsStore, m store.Message, now time.Time) store.Message {
+	t.Helper()
+	out, _, err := s.EnqueueAgent(&m, store.IdempotencyKey{}, stoppedAt(now), noVet, nil)
+	if err != nil {
+		t.Fatalf("enqueue through %s: %v", m.NumberRef, err)
+	}
+	return out
+}
+
+// inboundTo is a WhatsApp message the device received on the address.
+func inboundTo(d store.Device, address, clientID string) store.Message {
+	return store.Message{
+		UUID: fmt.Sprintf("agent-in-%d", unique()), CompanyID: d.CompanyID, DeviceID: d.ID, Channel: store.ChannelNameWhatsApp,
+		Phone: "+15557654321", Account: address, Text: "hi " + clientID, ContentType: "text", Segments: 1, ClientID: clientID,
+	}
+}
+
+func msgIDs(ms []store.Message) []uint64 {
+	out := make([]uint64, len(ms))
+	for i, m := range ms {
+		out[i] = m.ID
+	}
+	return out
+}
+
+// announceNumbers: a new address gets a record (ids, public id of its
+// channel, warm-up from now, held by the device); announced again it keeps
+// them; another agent of the company takes it over; an agent that stops
+// announcing it lets it go; another company's same address is a record of
+// its own that never meets this one.
+func announceNumbers(t *testing.T, s AgentsStore) {
+	a, _ := Company(t, s)
+	b, _ := Company(t, s)
+	d1 := Device(t, s, a.ID, newFingerprint())
+	d2 := Device(t, s, a.ID, newFingerprint())
+	db := Device(t, s, b.ID, newFingerprint())
+
+	nums := announce(t, s, d1, store.ChannelNameWhatsApp, T0, waY, waX)
+	for i, addr := range []string{waY, waX} {
+		n := nums[i]
+		if n.ID == 0 || !strings.HasPrefix(n.PublicID, "wa_") || len(n.PublicID) < 20 || n.CompanyID != a.ID ||
+			n.Channel != store.ChannelNameWhatsApp || n.Address != addr || !n.FirstSeen.Equal(T0) ||
+			n.DeviceID != d1.ID || n.Device != d1.Fingerprint || n.Status != store.NumberActive {
+			t.Fatalf("new number %d: %+v, want %s held by device %d, active, first seen at T0", i, n, addr, d1.ID)
+		}
+	}
+	y, x := nums[0], nums[1]
+	if x.ID == y.ID || x.PublicID == y.PublicID || strings.Contains(x.PublicID, "5550001111") {
+		t.Fatalf("two numbers share an id, or the public id shows the number: %+v %+v", x, y)
+	}
+	im := announce(t, s, d1, store.ChannelNameIMessage, T0, "ana@example.com")[0]
+	if !strings.HasPrefix(im.PublicID, "im_") || im.Channel != store.ChannelNameIMessage {
+		t.Fatalf("an iMessage handle: %+v, want an im_ id", im)
+	}
+
+	again := announce(t, s, d1, store.ChannelNameWhatsApp, T0.Add(time.Hour), waX, waY)
+	if again[0].ID != x.ID || again[0].PublicID != x.PublicID || !again[0].FirstSeen.Equal(T0) || again[1].ID != y.ID || again[0].DeviceID != d1.ID {
+		t.Fatalf("announced again: %+v, want %+v and %+v kept, in the order given", again, x, y)
+	}
+
+	later := T0.Add(2 * time.Hour)
+	moved := announce(t, s, d2, store.ChannelNameWhatsApp, later, waX)[0]
+	if moved.ID != x.ID || moved.PublicID != x.PublicID || moved.DeviceID != d2.ID || moved.Device != d2.Fingerprint || !moved.FirstSeen.Equal(T0) || !moved.UpdatedAt.Equal(later) {
+		t.Fatalf("taken over by device %d: %+v, want %+v moved, its warm-up kept", d2.ID, moved, x)
+	}
+	// Device 1 stops announcing both: y is let go, x (device 2's now) stays.
+	if nums, err := s.AnnounceNumbers(a.ID, d1.ID, store.ChannelNameWhatsApp, nil, later, 0); err != nil || len(nums) != 0 {
+		t.Fatalf("an empty hello: %+v (%v)", nums, err)
+	}
+	if n, err := s.AgentNumber(a.ID, store.ChannelNameWhatsApp, y.PublicID); err != nil || n.DeviceID != 0 || n.Device != d1.Fingerprint {
+		t.Fatalf("a number let go: %+v (%v), want held by nobody, its last agent kept", n, err)
+	}
+	if n, err := s.AgentNumberByRef(a.ID, x.ID); err != nil || n.DeviceID != d2.ID || n.PublicID != x.PublicID {
+		t.Fatalf("the number device 2 holds: %+v (%v)", n, err)
+	}
+	if n, err := s.AgentNumber(a.ID, store.ChannelNameIMessage, im.PublicID); err != nil || n.DeviceID != d1.ID {
+		t.Fatalf("the handle of another channel: %+v (%v), want still held by device %d", n, err, d1.ID)
+	}
+
+	list, err := s.AgentNumbers(a.ID, store.ChannelNameWhatsApp)
+	if err != nil || len(list) != 2 || list[0].Address != waX || list[1].Address != waY {
+		t.Fatalf("the company's numbers: %+v (%v), want %s and %s by address", list, err, waX, waY)
+	}
+	if list, err := s.AgentNumbers(a.ID, store.ChannelNameIMessage); err != nil || len(list) != 1 || list[0].ID != im.ID {
+		t.Fatalf("the company's handles: %+v (%v)", list, err)
+	}
+
+	theirs := announce(t, s, db, store.ChannelNameWhatsApp, later, waX)[0]
+	if theirs.ID == x.ID || theirs.PublicID == x.PublicID || theirs.CompanyID != b.ID || !theirs.FirstSeen.Equal(later) {
+		t.Fatalf("company b's record of the same number: %+v, want its own", theirs)
+	}
+	if n, _ := s.AgentNumberByRef(a.ID, x.ID); n.DeviceID != d2.ID {
+		t.Fatalf("company a's number after company b announced it: %+v", n)
+	}
+	if list, _ := s.AgentNumbers(b.ID, store.ChannelNameWhatsApp); len(list) != 1 || list[0].ID != theirs.ID {
+		t.Fatalf("company b's numbers: %+v", list)
+	}
+	for name, err := range map[string]error{
+		"another company's public id": errOnly(s.AgentNumber(b.ID, store.ChannelNameWhatsApp, x.PublicID)),
+		"another channel's public id": errOnly(s.AgentNumber(a.ID, store.ChannelNameIMessage, x.PublicID)),
+		"an unknown public id":        errOnly(s.AgentNumber(a.ID, store.ChannelNameWhatsApp, "wa_nothing")),
+		"another company's ref":       errOnly(s.AgentNumberByRef(b.ID, x.ID)),
+	} {
+		if !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("%s: %v, want ErrNotFound", name, err)
+		}
+	}
+	if _, err := s.AnnounceNumbers(a.ID, db.ID, store.ChannelNameWhatsApp, []string{waZ}, later, 0); !errors.Is(err, store.ErrDeviceGone) {
+		t.Fatalf("a hello naming another company's device: %v, want ErrDeviceGone", err)
+	}
+	if list, _ := s.AgentNumbers(a.ID, store.ChannelNameWhatsApp); len(list) != 2 {
+		t.Fatalf("after the refused hello: %d numbers, want 2", len(list))
+	}
+}
+
+func errOnly[T any](_ T, err error) error { return err }
+
+// announceLimit: a company's new numbers stop at the limit, and a hello
+// that would go over it stores nothing (not even the rest of the hello);
+// known numbers still move between its agents; channels count apart.
+func announceLimit(t *testing.T, s AgentsStore) {
+	c, _ := Company(t, s)
+	d1 := Device(t, s, c.ID, newFingerprint())
+	d2 := Device(t, s, c.ID, newFingerprint())
+	if _, err := s.AnnounceNumbers(c.ID, d1.ID, store.ChannelNameWhatsApp, []string{waX, waY}, T0, 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AnnounceNumbers(c.ID, d2.ID, store.ChannelNameWhatsApp, []string{waX, waZ}, T0, 2); !errors.Is(err, store.ErrTooManyNumbers) {
+		t.Fatalf("a third number: %v, want ErrTooManyNumbers", err)
+	}
+	nums, _ := s.AgentNumbers(c.ID, store.ChannelNameWhatsApp)
+	if len(nums) != 2 || nums[0].DeviceID != d1.ID {
+		t.Fatalf("after the refused hello: %+v, want 2 numbers, %s still held by device %d", nums, waX, d1.ID)
+	}
+	if nums, err := s.AnnounceNumbers(c.ID, d2.ID, store.ChannelNameWhatsApp, []string{waY, waX}, T0, 2); err != nil || len(nums) != 2 || nums[1].DeviceID != d2.ID {
+		t.Fatalf("known numbers at the limit: %+v (%v), want them moved to device %d", nums, err, d2.ID)
+	}
+	if _, err := s.AnnounceNumbers(c.ID, d1.ID, store.ChannelNameIMessage, []string{"ana@example.com", "bo@example.com"}, T0, 2); err != nil {
+		t.Fatalf("handles count apart: %v", err)
+	}
+	if _, err := s.AnnounceNumbers(c.ID, d1.ID, store.ChannelNameWhatsApp, []string{waZ, "+15550004444", "+15550005555"}, T0, 0); err != nil {
+		t.Fatalf("limit 0: %v, want no limit", err)
+	}
+}
+
+// announceLimitConcurrent: agents of a company announcing new numbers at
+// once never take it past its limit.
+func announceLimitConcurrent(t *testing.T, s AgentsStore) {
+	c, _ := Company(t, s)
+	const agents, limit = 8, 3
+	devs := make([]store.Device, agents)
+	for i := range devs {
+		devs[i] = Device(t, s, c.ID, newFingerprint())
+	}
+	var wg sync.WaitGroup
+	var ok, refused atomic.Int32
+	for i, d := range devs {
+		wg.Go(func() {
+			_, err := s.AnnounceNumbers(c.ID, d.ID, store.ChannelNameWhatsApp, []string{fmt.Sprintf("+1555100%04d", i)}, T0, limit)
+			switch {
+			case err == nil:
+				ok.Add(1)
+			case errors.Is(err, store.ErrTooManyNumbers):
+				refused.Add(1)
+			default:
+				t.Errorf("agent %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	nums, err := s.AgentNumbers(c.ID, store.ChannelNameWhatsApp)
+	if err != nil || ok.Load() != limit || refused.Load() != agents-limit || len(nums) != limit {
+		t.Fatalf("%d agents at once, limit %d: %d accepted, %d refused, %d stored (%v)", agents, limit, ok.Load(), refused.Load(), len(nums), err)
+	}
+}
+
+// announceSameConcurrent: hellos announcing the same new address at once
+// all succeed and make one record of it.
+func announceSameConcurrent(t *testing.T, s AgentsStore) {
+	c, _ := Company(t, s)
+	d := Device(t, s, c.ID, newFingerprint())
+	const hellos = 6
+	got := make([]store.AgentNumber, hellos)
+	var wg sync.WaitGroup
+	for i := range hellos {
+		wg.Go(func() {
+			nums, err := s.AnnounceNumbers(c.ID, d.ID, store.ChannelNameWhatsApp, []string{waX}, T0, 0)
+			if err != nil || len(nums) != 1 {
+				t.Errorf("hello %d: %+v (%v)", i, nums, err)
+				return
+			}
+			got[i] = nums[0]
+		})
+	}
+	wg.Wait()
+	for i, n := range got {
+		if n.ID != got[0].ID || n.PublicID != got[0].PublicID || n.DeviceID != d.ID {
+			t.Fatalf("hello %d: %+v, want %+v like the first", i, n, got[0])
+		}
+	}
+	if nums, err := s.AgentNumbers(c.ID, store.ChannelNameWhatsApp); err != nil || len(nums) != 1 {
+		t.Fatalf("the company's numbers: %+v (%v), want one", nums, err)
+	}
+}
+
+// updateNumber: a change is stored with its time and read back; a later
+// hello keeps it; fn's refusal stores nothing; another company's number,
+// or another channel's, is ErrNotFound.
+func updateNumber(t *testing.T, s AgentsStore) {
+	a, _ := Company(t, s)
+	b, _ := Company(t, s)
+	d := Device(t, s, a.ID, newFingerprint())
+	n := announce(t, s, d, store.ChannelNameWhatsApp, T0, waX)[0]
+	changed := T0.Add(time.Hour)
+	caps := store.NumberCaps{PerMinute: 2, PerHour: 30, PerDay: 200}
+	got, err := s.UpdateAgentNumber(a.ID, store.ChannelNameWhatsApp, n.PublicID, changed, func(n *store.AgentNumber) error {
+		n.Status, n.Caps, n.GapMin, n.GapMax = store.NumberPaused, caps, 5*time.Second, 20*time.Second
+		return nil
+	})
+	if err != nil || got.Status != store.NumberPaused || got.Caps != caps || got.GapMax != 20*time.Second || !got.UpdatedAt.Equal(changed) || got.ID != n.ID {
+		t.Fatalf("update: %+v (%v)", got, err)
+	}
+	refused := errors.New("refused")
+	if _, err := s.UpdateAgentNumber(a.ID, store.ChannelNameWhatsApp, n.PublicID, changed.Add(time.Hour), func(n *store.AgentNumber) error {
+		n.Status = store.NumberActive
+		return refused
+	}); !errors.Is(err, refused) {
+		t.Fatalf("fn's refusal: %v, want it returned", err)
+	}
+	announce(t, s, d, store.ChannelNameWhatsApp, changed.Add(2*time.Hour), waX)
+	if n, err := s.AgentNumber(a.ID, store.ChannelNameWhatsApp, n.PublicID); err != nil || n.Status != store.NumberPaused || n.Caps != caps || n.GapMin != 5*time.Second || !n.UpdatedAt.Equal(changed) {
+		t.Fatalf("after a refused change and a hello: %+v (%v), want the change kept", n, err)
+	}
+	for name, err := range map[string]error{
+		"another company's": errOnly(s.UpdateAgentNumber(b.ID, store.ChannelNameWhatsApp, n.PublicID, changed, func(*store.AgentNumber) error { return nil })),
+		"another channel's": errOnly(s.UpdateAgentNumber(a.ID, store.ChannelNameIMessage, n.PublicID, changed, func(*store.AgentNumber) error { return nil })),
+	} {
+		if !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("%s number: %v, want ErrNotFound", name, err)
+		}
+	}
+}
+
+// enqueueAgent: a send is stored queued, from the number's address, for
+// the device holding it; the vet sees the number and its accepted sends.
+func enqueueAgent(t *testing.T, s AgentsStore) {
+	c, u := Company(t, s)
+	d := Device(t, s, c.ID, newFingerprint())
+	n := announce(t, s, d, store.ChannelNameWhatsApp, T0, waX)[0]
+	first := enqueueAt(t, s, agentSend(c.ID, n, "one"), T0)
+	var seen store.AgentNumber
+	var history []time.Time
+	vet := func(n store.AgentNumber, h func(time.Time) []time.Time) (func(), error) {
+		seen, history = n, h(T0.Add(-time.Hour))
+		return func() {}, nil
+	}
+	m := agentSend(c.ID, n, "two")
+	m.UserID, m.ExpiresAt = u.ID, T0.Add(25*time.Hour)
+	now := T0.Add(time.Minute)
+	out, prior, err := s.EnqueueAgent(&m, store.IdempotencyKey{}, stoppedAt(now), vet, nil)
+	if err != nil || prior != nil {
+		t.Fatalf("enqueue: %v (prior %v)", err, prior)
+	}
+	if seen.ID != n.ID || seen.PublicID != n.PublicID || len(history) != 1 || !history[0].Equal(T0) {
+		t.Fatalf("the vet saw number %+v and history %v, want number %d and the first send at T0", seen, history, n.ID)
+	}
+	if out.ID == 0 || out.ID == first.ID || out.UUID != m.UUID || out.NumberID != n.ID || out.NumberRef != n.PublicID || out.Account != waX ||
+		out.Direction != store.Outbound || out.Status != store.MsgQueued || out.DeviceID != d.ID || out.Device != d.Fingerprint ||
+		!out.CreatedAt.Equal(now) || !out.UpdatedAt.Equal(now) || out.UserID != u.ID || out.Text != "two" || !out.ExpiresAt.Equal(m.ExpiresAt) {
+		t.Fatalf("stored: %+v", out)
+	}
+	msgs, total, err := s.AgentMessages(c.ID, n.ID, 1, 10)
+	if err != nil || total != 2 || len(msgs) != 2 || msgs[0].ID != out.ID || msgs[0].UUID != out.UUID || msgs[0].Account != waX || msgs[1].ID != first.ID {
+		t.Fatalf("the number's messages: %+v of %d (%v), want the two sends, newest first", msgs, total, err)
+	}
+	// A number held by nobody still takes sends: they wait for its next agent.
+	if _, err := s.AnnounceNumbers(c.ID, d.ID, store.ChannelNameWhatsApp, nil, now, 0); err != nil {
+		t.Fatal(err)
+	}
+	waiting := enqueueAt(t, s, agentSend(c.ID, n, "three"), now)
+	if waiting.DeviceID != 0 || waiting.Status != store.MsgQueued {
+		t.Fatalf("a send through a number held by nobody: %+v, want queued for no device", waiting)
+	}
+}
+
+// enqueueAgentRefusals: a number of another company or channel, or none,
+// is ErrNotFound; a paused one ErrNumberPaused before the vet is asked; the
+// vet's refusal is the error; a refused send stores nothing.
+func enqueueAgentRefusals(t *testing.T, s AgentsStore) {
+	a, _ := Company(t, s)
+	b, _ := Company(t, s)
+	d := Device(t, s, a.ID, newFingerprint())
+	n := announce(t, s, d, store.ChannelNameWhatsApp, T0, waX)[0]
+	h := announce(t, s, d, store.ChannelNameIMessage, T0, "ana@example.com")[0]
+	asked := 0
+	vet := func(store.AgentNumber, func(time.Time) []time.Time) (func(), error) { asked++; return func() {}, nil }
+	try := func(m store.Message) error {
+		_, _, err := s.EnqueueAgent(&m, store.IdempotencyKey{}, stoppedAt(T0), vet, nil)
+		return err
+	}
+	wrongChannel := agentSend(a.ID, h, "x")
+	wrongChannel.Channel = store.ChannelNameWhatsApp
+	unknown := agentSend(a.ID, n, "x")
+	unknown.NumberRef = "wa_nothing"
+	for name, m := range map[string]store.Message{
+		"another company's number": agentSend(b.ID, n, "x"),
+		"another channel's handle": wrongChannel,
+		"an unknown number":        unknown,
+	} {
+		if err := try(m); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("%s: %v, want ErrNotFound", name, err)
+		}
+	}
+	if asked != 0 {
+		t.Fatalf("the vet was asked %d times for numbers not found", asked)
+	}
+	capped := errors.New("capped")
+	if _, _, err := s.EnqueueAgent(new(agentSend(a.ID, n, "x")), store.IdempotencyKey{}, stoppedAt(T0), func(store.AgentNumber, func(time.Time) []time.Time) (func(), error) {
+		return nil, capped
+	}, nil); !errors.Is(err, capped) {
+		t.Fatalf("the vet's refusal: %v, want it returned", err)
+	}
+	if _, err := s.UpdateAgentNumber(a.ID, store.ChannelNameWhatsApp, n.PublicID, T0, func(n *store.AgentNumber) error { n.Status = store.NumberPaused; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := try(agentSend(a.ID, n, "x")); !errors.Is(err, store.ErrNumberPaused) || asked != 0 {
+		t.Fatalf("a paused number: %v after %d vets, want ErrNumberPaused before the vet", err, asked)
+	}
+	if _, total, _ := s.AgentMessages(a.ID, n.ID, 1, 10); total != 0 {
+		t.Fatalf("refused sends stored %d messages", total)
+	}
+	if sent, err := s.AgentSendsSince(a.ID, n.ID, beforeSends); err != nil || sent != 0 {
+		t.Fatalf("refused sends counted %d accepted sends (%v)", sent, err)
+	}
+}
+
+// enqueueAgentGivesBack: a send the store refuses after the vet took its
+// slot (here, over the plan's message limit) gives the slot back, once;
+// an accepted send keeps it.
+func enqueueAgentGivesBack(t *testing.T, s AgentsStore) {
+	s.SetPlans(&limitsByPlan{})
+	c, _ := Company(t, s)
+	d := Device(t, s, c.ID, newFingerprint())
+	n := announce(t, s, d, store.ChannelNameWhatsApp, T0, waX)[0]
+	var mu sync.Mutex
+	taken, given := 0, 0
+	vet := func(store.AgentNumber, func(time.Time) []time.Time) (func(), error) {
+		mu.Lock()
+		taken++
+		mu.Unlock()
+		return func() { mu.Lock(); given++; mu.Unlock() }, nil
+	}
+	send := func() error {
+		m := agentSend(c.ID, n, "hi")
+		_, _, err := s.EnqueueAgent(&m, store.IdempotencyKey{}, stoppedAt(T0), vet, nil)
+		return err
+	}
+	if err := send(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.UpdateSubscription(c.ID, func(sub *store.Subscription) error { sub.PlanID = "solo"; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := send(); err != nil {
+		t.Fatal(err)
+	}
+	var pl *store.PlanLimitError
+	if err := send(); !errors.As(err, &pl) || pl.What != store.LimitMessages || pl.Limit != 2 {
+		t.Fatalf("a third send on plan solo: %v, want the plan's message limit of 2", err)
+	}
+	if taken != 3 || given != 1 {
+		t.Fatalf("slots taken %d, given back %d; want 3 and 1", taken, given)
+	}
+}
+
+// enqueueAgentIdempotent: a send repeated with its idempotency key gets
+// the first answer back and stores nothing more, without asking the vet.
+func enqueueAgentIdempotent(t *testing.T, s AgentsStore) {
+	c, _ := Company(t, s)
+	d := Device(t, s, c.ID, newFingerprint())
+	n := announce(t, s, d, store.ChannelNameWhatsApp, T0, waX)[0]
+	key := store.IdempotencyKey{Key: "k-1", Route: "/whatsapp/send", Digest: "d-1"}
+	vets, answers := 0, 0
+	vet := func(store.AgentNumber, func(time.Time) []time.Time) (func(), error) { vets++; return func() {}, nil }
+	answer := func(m store.Message) (int, []byte) { answers++; return 202, []byte(`{"id":"` + m.UUID + `"}`) }
+	m := agentSend(c.ID, n, "hi")
+	first, prior, err := s.EnqueueAgent(&m, key, stoppedAt(T0), vet, answer)
+	if err != nil || prior != nil || first.ID == 0 {
+		t.Fatalf("the first send: %+v prior %v (%v)", first, prior, err)
+	}
+	again := agentSend(c.ID, n, "hi")
+	_, prior, err = s.EnqueueAgent(&again, key, stoppedAt(T0.Add(time.Minute)), vet, answer)
+	if err != nil || prior == nil || prior.Status != 202 || string(prior.Body) != `{"id":"`+first.UUID+`"}` {
+		t.Fatalf("the repeat: prior %+v (%v), want the first answer", prior, err)
+	}
+	if vets != 1 || answers != 1 {
+		t.Fatalf("vet asked %d times, answer built %d times; want once each", vets, answers)
+	}
+	if _, total, _ := s.AgentMessages(c.ID, n.ID, 1, 10); total != 1 {
+		t.Fatalf("%d messages stored, want 1", total)
+	}
+}
+
+// enqueueAgentVetExact: concurrent sends through one number are vetted one
+// at a time, each seeing every send accepted before it, so a vet that
+// allows five in an hour lets exactly five through.
+func enqueueAgentVetExact(t *testing.T, s AgentsStore) {
+	c, _ := Company(t, s)
+	d := Device(t, s, c.ID, newFingerprint())
+	n := announce(t, s, d, store.ChannelNameWhatsApp, T0, waX)[0]
+	capped := errors.New("capped")
+	var inside atomic.Int32
+	vet := func(_ store.AgentNumber, h func(time.Time) []time.Time) (func(), error) {
+		if inside.Add(1) != 1 {
+			t.Error("two vets of one number at once")
+		}
+		defer inside.Add(-1)
+		if len(h(T0.Add(-time.Hour))) >= 5 {
+			return nil, capped
+		}
+		return func() {}, nil
+	}
+	const senders = 16
+	var wg sync.WaitGroup
+	var ok atomic.Int32
+	for i := range senders {
+		wg.Go(func() {
+			m := agentSend(c.ID, n, "hi")
+			_, _, err := s.EnqueueAgent(&m, store.IdempotencyKey{}, stoppedAt(T0.Add(time.Duration(i)*time.Second)), vet, nil)
+			switch {
+			case err == nil:
+				ok.Add(1)
+			case !errors.Is(err, capped):
+				t.Errorf("sender %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	sent, err := s.AgentSendsSince(c.ID, n.ID, T0.Add(-time.Hour))
+	if ok.Load() != 5 || sent != 5 || err != nil {
+		t.Fatalf("%d racing sends, 5 allowed: %d accepted, %d recorded (%v)", senders, ok.Load(), sent, err)
+	}
+}
+
+// agentPending: the device holding a number reads its queued sends, oldest
+// first, after a place and up to a limit; any other device reads nothing;
+// the queue follows the number to its next agent.
+func agentPending(t *testing.T, s AgentsStore) {
+	a, _ := Company(t, s)
+	b, _ := Company(t, s)
+	d1 := Device(t, s, a.ID, newFingerprint())
+	d2 := Device(t, s, a.ID, newFingerprint())
+	db := Device(t, s, b.ID, newFingerprint())
+	x := announce(t, s, d1, store.ChannelNameWhatsApp, T0, waX)[0]
+	y := announce(t, s, d2, store.ChannelNameWhatsApp, T0, waY)[0]
+	var sent []uint64
+	for i := range 4 {
+		sent = append(sent, enqueueAt(t, s, agentSend(a.ID, x, fmt.Sprint(i)), T0.Add(time.Duration(i)*time.Second)).ID)
+	}
+	enqueueAt(t, s, agentSend(a.ID, y, "y"), T0)
+	if !slices.IsSorted(sent) {
+		t.Fatalf("one number's sends got ids %v, want them rising", sent)
+	}
+	got, err := s.AgentPending(a.ID, d1.ID, x.ID, 0, 10)
+	if err != nil || !slices.Equal(msgIDs(got), sent) || got[0].Text != "0" || got[0].Status != store.MsgQueued {
+		t.Fatalf("pending: %v (%v), want %v", msgIDs(got), err, sent)
+	}
+	if got, _ := s.AgentPending(a.ID, d1.ID, x.ID, sent[1], 1); !slices.Equal(msgIDs(got), sent[2:3]) {
+		t.Fatalf("after %d, one: %v, want %v", sent[1], msgIDs(got), sent[2:3])
+	}
+	for name, got := range map[string][]store.Message{
+		"another device of the company": noErr(s.AgentPending(a.ID, d2.ID, x.ID, 0, 10)),
+		"another company":               noErr(s.AgentPending(b.ID, db.ID, x.ID, 0, 10)),
+		"another company's device":      noErr(s.AgentPending(a.ID, db.ID, x.ID, 0, 10)),
+	} {
+		if len(got) != 0 {
+			t.Errorf("%s reads %v, want nothing", name, msgIDs(got))
+		}
+	}
+	if got, _ := s.AgentPending(a.ID, d2.ID, y.ID, 0, 10); len(got) != 1 || got[0].Text != "y" {
+		t.Fatalf("device 2's own number: %+v", got)
+	}
+	announce(t, s, d2, store.ChannelNameWhatsApp, T0.Add(time.Hour), waX, waY)
+	if got, _ := s.AgentPending(a.ID, d2.ID, x.ID, 0, 10); !slices.Equal(msgIDs(got), sent) {
+		t.Fatalf("the number's new agent: %v, want its queue %v", msgIDs(got), sent)
+	}
+	if got, _ := s.AgentPending(a.ID, d1.ID, x.ID, 0, 10); len(got) != 0 {
+		t.Fatalf("the number's former agent: %v, want nothing", msgIDs(got))
+	}
+}
+
+func noErr[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// agentInbound: a message an agent received is stored once per client id
+// (a repeat is acknowledged with the stored one), on the company's number
+// of that address, its inbound event built in its transaction; an address
+// of no number is ErrNotFound; a device of another company ErrDeviceGone;
+// the event builder's error stores nothing. (The files a message takes are the Media
+// suite's.)
+func agentInbound(t *testing.T, s AgentsStore) {
+	a, _ := Company(t, s)
+	b, _ := Company(t, s)
+	d := Device(t, s, a.ID, newFingerprint())
+	db := Device(t, s, b.ID, newFingerprint())
+	n := announce(t, s, d, store.ChannelNameWhatsApp, T0, waX)[0]
+	if _, err := s.UpdateWebhookSet(a.ID, T0, func(w *store.WebhookSet) error {
+		w.Entries = []store.WebhookEntry{{URL: "https://hooks.example.com/in", Active: true}}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var hooked []store.Message
+	var committed atomic.Int32
+	var fail error
+	s.SetInboundEvents(store.InboundEvents{
+		Build: func(set store.WebhookSet, m store.Message) (store.WebhookEvent, []store.WebhookDelivery, error) {
+			if fail != nil {
+				return store.WebhookEvent{}, nil, fail
+			}
+			hooked = append(hooked, m)
+			return store.WebhookEvent{ID: fmt.Sprintf("ev-%d", unique()), Body: []byte("{}")},
+				[]store.WebhookDelivery{{UUID: fmt.Sprintf("d-%d", unique()), EventType: "whatsapp.received", WebhookID: set.Entries[0].ID, CreatedAt: T0, NextAttemptAt: T0}}, nil
+		},
+		Committed: func(store.Message, store.OutboxAdd) { committed.Add(1) },
+	})
+	now := T0.Add(time.Minute)
+	m := inboundTo(d, waX, "c-1")
+	m.ReceivedAt = "2026-11-19T09:59:58Z"
+	got, dup, err := s.StoreAgentInbound(&m, stoppedAt(now))
+	if err != nil || dup || got.ID == 0 || got.Direction != store.Inbound || got.Status != store.MsgReceived || got.NumberID != n.ID ||
+		got.NumberRef != n.PublicID || got.DeviceID != d.ID || got.Device != d.Fingerprint || got.Account != waX || got.Phone != m.Phone ||
+		!got.CreatedAt.Equal(now) || got.ClientID != "c-1" || got.ReceivedAt != m.ReceivedAt || got.Text != m.Text {
+		t.Fatalf("stored: %+v dup %v (%v)", got, dup, err)
+	}
+	if len(hooked) != 1 || hooked[0].ID != got.ID || committed.Load() != 1 {
+		t.Fatalf("extra ran %d times (%d commits heard), want once with the stored message", len(hooked), committed.Load())
+	}
+	repeat := inboundTo(d, waX, "c-1")
+	again, dup, err := s.StoreAgentInbound(&repeat, stoppedAt(now.Add(time.Minute)))
+	if err != nil || !dup || again.ID != got.ID || again.UUID != got.UUID || len(hooked) != 1 {
+		t.Fatalf("the repeat: %+v dup %v (%v), extra ran %d times; want the first message, extra once", again, dup, err, len(hooked))
+	}
+	fail = errors.New("the builder failed")
+	if _, _, err := s.StoreAgentInbound(new(inboundTo(d, waX, "c-2")), stoppedAt(now)); !errors.Is(err, fail) {
+		t.Fatalf("the builder's error: %v, want it returned", err)
+	}
+	fail = nil
+	for name, tc := range map[string]struct {
+		m    store.Message
+		want error
+	}{
+		"an address of no number": {inboundTo(d, waY, "c-4"), store.ErrNotFound},
+		"a handle, on WhatsApp":   {inboundTo(d, "ana@example.com", "c-5"), store.ErrNotFound},
+		"another company's device": {func() store.Message {
+			m := inboundTo(db, waX, "c-6")
+			m.CompanyID = a.ID
+			return m
+		}(), store.ErrDeviceGone},
+	} {
+		if _, _, err := s.StoreAgentInbound(&tc.m, stoppedAt(now)); !errors.Is(err, tc.want) {
+			t.Errorf("%s: %v, want %v", name, err, tc.want)
+		}
+	}
+	if msgs, total, _ := s.AgentMessages(a.ID, n.ID, 1, 10); total != 1 || msgs[0].ID != got.ID {
+		t.Fatalf("the number's messages: %d (%+v), want only the first", total, msgs)
+	}
+	if len(hooked) != 1 {
+		t.Fatalf("extra ran for refused messages: %d", len(hooked))
+	}
+}
+
+// agentInboundHolder: an agent's inbound message counts only on a number
+// that agent holds (its latest hello announced it). Another agent of the
+// company naming it is refused and nothing is stored; once the number
+// moves to it, the same frame passes; the former holder's repeat of a
+// message it stored is acknowledged, its new ones refused.
+func agentInboundHolder(t *testing.T, s AgentsStore) {
+	c, _ := Company(t, s)
+	holder := Device(t, s, c.ID, newFingerprint())
+	other := Device(t, s, c.ID, newFingerprint())
+	n := announce(t, s, holder, store.ChannelNameWhatsApp, T0, waX)[0]
+	in := func(d store.Device, clientID string) error {
+		m := inboundTo(d, waX, clientID)
+		_, _, err := s.StoreAgentInbound(&m, stoppedAt(T0))
+		return err
+	}
+	if err := in(other, "forged-1"); !errors.Is(err, store.ErrNumberNotHeld) {
+		t.Fatalf("inbound from an agent that does not hold the number: %v, want ErrNumberNotHeld", err)
+	}
+	if msgs, total, _ := s.AgentMessages(c.ID, n.ID, 1, 10); total != 0 {
+		t.Fatalf("%d stored messages (%v), want none", total, msgs)
+	}
+	if err := in(holder, "real-1"); err != nil {
+		t.Fatalf("inbound from the holder: %v", err)
+	}
+	announce(t, s, other, store.ChannelNameWhatsApp, T0, waX)
+	if err := in(other, "forged-1"); err != nil {
+		t.Fatalf("inbound from the new holder: %v", err)
+	}
+	if err := in(holder, "real-1"); err != nil {
+		t.Fatalf("a repeat of a stored message from the former holder: %v", err)
+	}
+	if err := in(holder, "real-2"); !errors.Is(err, store.ErrNumberNotHeld) {
+		t.Fatalf("inbound from the former holder: %v, want ErrNumberNotHeld", err)
+	}
+	if _, total, _ := s.AgentMessages(c.ID, n.ID, 1, 10); total != 2 {
+		t.Fatalf("%d stored messages, want 2", total)
+	}
+}
+
+// agentInboundOnceConcurrent: the same frame delivered several times at
+// once is stored once; every delivery is answered with that message.
+func agentInboundOnceConcurrent(t *testing.T, s AgentsStore) {
+	c, _ := Company(t, s)
+	d := Device(t, s, c.ID, newFingerprint())
+	n := announce(t, s, d, store.ChannelNameWhatsApp, T0, waX)[0]
+	const deliveries = 6
+	got := make([]store.Message, deliveries)
+	var fresh atomic.Int32
+	var wg sync.WaitGroup
+	for i := range deliveries {
+		wg.Go(func() {
+			m := inboundTo(d, waX, "c-1")
+			out, dup, err := s.StoreAgentInbound(&m, stoppedAt(T0))
+			if err != nil {
+				t.Errorf("delivery %d: %v", i, err)
+				return
+			}
+			if !dup {
+				fresh.Add(1)
+			}
+			got[i] = out
+		})
+	}
+	wg.Wait()
+	if fresh.Load() != 1 {
+		t.Fatalf("%d deliveries at once: %d stored as new, want 1", deliveries, fresh.Load())
+	}
+	for i, m := range got {
+		if m.ID == 0 || m.ID != got[0].ID {
+			t.Fatalf("delivery %d answered with message %d, want %d like the first", i, m.ID, got[0].ID)
+		}
+	}
+	if _, total, _ := s.AgentMessages(c.ID, n.ID, 1, 10); total != 1 {
+		t.Fatalf("%d messages stored, want 1", total)
+	}
+}
+
+// agentMessages: a number's messages, both directions, newest first, one
+// page at a time with their total; another number's, or another company's
+// view, are apart; a page past the end is empty, even one whose offset
+// would overflow.
+func agentMessages(t *testing.T, s AgentsStore) {
+	a, _ := Company(t, s)
+	b, _ := Company(t, s)
+	d := Device(t, s, a.ID, newFingerprint())
+	nums := announce(t, s, d, store.ChannelNameWhatsApp, T0, waX, waY)
+	x, y := nums[0], nums[1]
+	var want []uint64
+	for i := range 5 {
+		now := T0.Add(time.Duration(i) * time.Minute)
+		if i%2 == 0 {
+			want = append(want, enqueueAt(t, s, agentSend(a.ID, x, fmt.Sprint(i)), now).ID)
+			continue
+		}
+		m := inboundTo(d, waX, fmt.Sprint(i))
+		got, _, err := s.StoreAgentInbound(&m, stoppedAt(now))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, got.ID)
+	}
+	enqueueAt(t, s, agentSend(a.ID, y, "y"), T0)
+	slices.Reverse(want)
+	var got []uint64
+	for page := 1; page <= 3; page++ {
+		msgs, total, err := s.AgentMessages(a.ID, x.ID, page, 2)
+		if err != nil || total != 5 {
+			t.Fatalf("page %d: total %d (%v), want 5", page, total, err)
+		}
+		got = append(got, msgIDs(msgs)...)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("three pages of two: %v, want %v", got, want)
+	}
+	for _, tc := range []struct{ page, limit int }{{4, 2}, {math.MaxInt, 100}, {math.MaxInt/2 + 1, 2}} {
+		msgs, total, err := s.AgentMessages(a.ID, x.ID, tc.page, tc.limit)
+		if err != nil || total != 5 || len(msgs) != 0 {
+			t.Errorf("page %d of %d: %d messages of %d (%v), want 0 of 5", tc.page, tc.limit, len(msgs), total, err)
+		}
+	}
+	if msgs, total, _ := s.AgentMessages(a.ID, y.ID, 1, 10); total != 1 || msgs[0].Text != "y" {
+		t.Fatalf("the other number: %+v of %d", msgs, total)
+	}
+	if msgs, total, err := s.AgentMessages(b.ID, x.ID, 1, 10); err != nil || total != 0 || len(msgs) != 0 {
+		t.Fatalf("another company's view: %d of %d (%v), want none", len(msgs), total, err)
+	}
+}
+
+// agentSends: a number's accepted sends by time, for the governor: counted
+// and listed since a time, apart per number; pruning drops those before
+// the cutoff, every company's, and leaves the messages.
+func agentSends(t *testing.T, s AgentsStore) {
+	a, _ := Company(t, s)
+	b, _ := Company(t, s)
+	d := Device(t, s, a.ID, newFingerprint())
+	db := Device(t, s, b.ID, newFingerprint())
+	nums := announce(t, s, d, store.ChannelNameWhatsApp, T0, waX, waY)
+	x, y := nums[0], nums[1]
+	bx := announce(t, s, db, store.ChannelNameWhatsApp, T0, waX)[0]
+	times := []time.Time{T0, T0.Add(10 * time.Minute), T0.Add(2 * time.Hour)}
+	for _, stoppedAt := range times {
+		enqueueAt(t, s, agentSend(a.ID, x, "x"), stoppedAt)
+	}
+	enqueueAt(t, s, agentSend(a.ID, y, "y"), T0.Add(time.Hour))
+	enqueueAt(t, s, agentSend(b.ID, bx, "b"), T0)
+	if n, err := s.AgentSendsSince(a.ID, x.ID, T0.Add(5*time.Minute)); err != nil || n != 2 {
+		t.Fatalf("sends since T0+5m: %d (%v), want 2", n, err)
+	}
+	if n, _ := s.AgentSendsSince(a.ID, x.ID, T0.Add(10*time.Minute)); n != 2 {
+		t.Fatalf("sends since the second one's time: %d, want 2 (since includes it)", n)
+	}
+	got, err := s.AgentSendTimes(a.ID, x.ID, beforeSends)
+	if err != nil || !slices.EqualFunc(got, times, time.Time.Equal) {
+		t.Fatalf("send times: %v (%v), want %v", got, err, times)
+	}
+	if got, _ := s.AgentSendTimes(a.ID, y.ID, beforeSends); len(got) != 1 || !got[0].Equal(T0.Add(time.Hour)) {
+		t.Fatalf("the other number's send times: %v", got)
+	}
+	if n, _ := s.AgentSendsSince(b.ID, x.ID, beforeSends); n != 0 {
+		t.Fatalf("another company's view of the number: %d sends, want 0", n)
+	}
+	pruned, err := s.PruneAgentSends(T0.Add(90 * time.Minute))
+	if err != nil || pruned != 4 {
+		t.Fatalf("prune before T0+90m: %d (%v), want 4 (two of x, y's, company b's)", pruned, err)
+	}
+	if got, _ := s.AgentSendTimes(a.ID, x.ID, beforeSends); len(got) != 1 || !got[0].Equal(times[2]) {
+		t.Fatalf("after pruning: %v, want only %v", got, times[2])
+	}
+	if n, _ := s.AgentSendsSince(b.ID, bx.ID, beforeSends); n != 0 {
+		t.Fatalf("company b's sends after pruning: %d, want 0", n)
+	}
+	if _, total, _ := s.AgentMessages(a.ID, x.ID, 1, 10); total != 3 {
+		t.Fatalf("pruning left %d messages of 3", total)
+	}
+	if pruned, err := s.PruneAgentSends(T0.Add(90 * time.Minute)); err != nil || pruned != 0 {
+		t.Fatalf("pruning again: %d (%v), want 0", pruned, err)
+	}
+}
+
+// AgentsBudgetBytes is the daily storage budget of the stores the
+// AgentsBudget suite opens.
+const AgentsBudgetBytes = 4000
+
+// AgentsBudget runs the suite of the agent channels' storage charge; open
+// must give a store whose companies may add AgentsBudgetBytes a day.
+func AgentsBudget(t *testing.T, open Opener[AgentsStore]) {
+	t.Run("Charge", func(t *testing.T) { t.Parallel(); agentsBudget(t, open(t)) })
+}
+
+// agentsBudget: a WhatsApp send and an inbound message are charged to the
+// company's daily storage budget; a send over it, refused after the vet
+// took its slot, gives the slot back and stores nothing; an inbound message
+// over it is refused and stored nowhere; another company, or the next day,
+// has a budget of its own.
+func agentsBudget(t *testing.T, s AgentsStore) {
+	a, _ := Company(t, s)
+	b, _ := Company(t, s)
+	d := Device(t, s, a.ID, newFingerprint())
+	db := Device(t, s, b.ID, newFingerprint())
+	n := announce(t, s, d, store.ChannelNameWhatsApp, T0, waX)[0]
+	bn := announce(t, s, db, store.ChannelNameWhatsApp, T0, waX)[0]
+	taken, given := 0, 0
+	vet := func(store.AgentNumber, func(time.Time) []time.Time) (func(), error) {
+		taken++
+		return func() { given++ }, nil
+	}
+	send := func(n store.AgentNumber, text string, at time.Time) error {
+		m := agentSend(n.CompanyID, n, text)
+		_, _, err := s.EnqueueAgent(&m, store.IdempotencyKey{}, stoppedAt(at), vet, nil)
+		return err
+	}
+	if err := send(n, "short text", T0); err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("x", AgentsBudgetBytes)
+	var be *store.BudgetError
+	if err := send(n, long, T0); !errors.As(err, &be) || !errors.Is(err, store.ErrStorageBudget) || be.CompanyID != a.ID || be.Limit != AgentsBudgetBytes {
+		t.Fatalf("a send over the budget: %v, want a *BudgetError of company %d", err, a.ID)
+	}
+	if taken != 2 || given != 1 {
+		t.Fatalf("slots taken %d, given back %d; want 2 and 1", taken, given)
+	}
+	in := inboundTo(d, waX, "c-1")
+	in.Text = long
+	if _, _, err := s.StoreAgentInbound(&in, stoppedAt(T0)); !errors.Is(err, store.ErrStorageBudget) {
+		t.Fatalf("an inbound message over the budget: %v, want the budget's refusal", err)
+	}
+	if _, total, _ := s.AgentMessages(a.ID, n.ID, 1, 10); total != 1 {
+		t.Fatalf("%d messages stored, want only the short send", total)
+	}
+	if sent, _ := s.AgentSendsSince(a.ID, n.ID, beforeSends); sent != 1 {
+		t.Fatalf("%d accepted sends recorded, want 1", sent)
+	}
+	if err := send(bn, long[:AgentsBudgetBytes/2], T0); err != nil {
+		t.Fatalf("another company's send: %v", err)
+	}
+	if err := send(n, long[:AgentsBudgetBytes/2], T0.Add(24*time.Hour)); err != nil {
+		t.Fatalf("the next day's send: %v", err)
+	}
+	if _, _, err := s.StoreAgentInbound(new(inboundTo(d, waX, "c-2")), stoppedAt(T0.Add(24*time.Hour))); err != nil {
+		t.Fatalf("the next day's inbound message: %v", err)
+	}
+}

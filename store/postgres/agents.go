@@ -1,0 +1,536 @@
+package postgres
+
+import (
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/simrelay/simrelay/store"
+)
+
+// WhatsApp numbers and iMessage handles ("agent numbers") and the messages
+// that go through them (migrations/0009_billing_agents.sql).
+//
+// A number is a row of agent_numbers per company, channel and address;
+// device_id is the registration whose hello announced it last (NULL: let
+// go, held by nobody). The number's row is its guard: a send through it
+// locks it before the governor's vet, so one number's sends are vetted one
+// at a time, each seeing every send accepted before it (agent_sends), and
+// take their message ids under the lock, so the ids of one number's sends
+// rise in the order they commit. A number's queue is its messages still
+// queued, read by id: a link that read up to an id never passes a send
+// that commits later. A hello that adds a number to a company under a
+// limit takes the company's row lock first, so agents announcing at once
+// never take it past the limit.
+//
+// WhatsApp and iMessage messages are rows of messages with number_id set
+// and queue_place NULL (they wait in their number's queue, not a device's).
+// The send path's expiry finds them as it finds SMS (status and
+// expires_at); the reports need agentHolds (a job acked by the number's new
+// agent is its own) and noteTaken (when an agent last took one of the
+// number's jobs, on the ack).
+//
+// Versus the embedded store: none in behaviour. An agent's inbound client
+// id is unique per registration and channel through its own column
+// (agent_client), as bbolt keys it apart from SMS's.
+
+// AnnounceNumbers records that the device (a live registration of the
+// company) can send from these addresses (already normalised) on channel: a
+// new address gets a record, with its warm-up starting now; a known one
+// moves to this device; one the device held and no longer announces is
+// let go. It returns the records, in the order given. A new record beyond
+// limit records of the company on the channel is ErrTooManyNumbers, and
+// nothing is stored; limit 0 means no limit.
+func (s *Store) AnnounceNumbers(companyID, deviceID uint64, channel string, addresses []string, now time.Time, limit int) ([]store.AgentNumber, error) {
+	var out []store.AgentNumber
+	now = now.UTC()
+	err := s.write(fmt.Sprintf("announce %s numbers of device %d", channel, deviceID), func(t *txn) error {
+		out = out[:0]
+		d, err := liveDeviceByID(t, companyID, deviceID, false)
+		if err != nil {
+			return err
+		}
+		const mine = `SELECT rec FROM agent_numbers WHERE company_id = $1 AND channel = $2 AND (address = ANY($3) OR device_id = $4) ORDER BY id`
+		if limit > 0 {
+			known, err := getRecs[store.AgentNumber](t, mine, id(companyID), channel, addresses, id(deviceID))
+			if err != nil {
+				return err
+			}
+			if slices.ContainsFunc(addresses, func(a string) bool {
+				return !slices.ContainsFunc(known, func(n store.AgentNumber) bool { return n.Address == a })
+			}) {
+				// A new number counts the company's: its row lock makes
+				// the count exact. It is taken before the numbers' rows,
+				// and nothing takes them the other way round.
+				if err := lockCompany(t, companyID); err != nil {
+					return err
+				}
+			}
+		}
+		locked, err := getRecs[store.AgentNumber](t, mine+" FOR UPDATE", id(companyID), channel, addresses, id(deviceID))
+		if err != nil {
+			return err
+		}
+		byAddr := make(map[string]store.AgentNumber, len(locked))
+		for _, n := range locked {
+			byAddr[n.Address] = n
+		}
+		for _, addr := range addresses {
+			n, ok := byAddr[addr]
+			switch {
+			case !ok:
+				if n, err = newNumber(t, d, channel, addr, now, limit); err != nil {
+					return err
+				}
+				byAddr[addr] = n
+				out = append(out, n)
+				continue
+			case n.DeviceID == d.ID && n.Device == d.Fingerprint:
+				out = append(out, n)
+				continue // nothing changed: no write
+			}
+			n.DeviceID, n.Device, n.UpdatedAt = d.ID, d.Fingerprint, now
+			if err := putNumber(t, n); err != nil {
+				return err
+			}
+			byAddr[addr] = n
+			out = append(out, n)
+		}
+		// Let go what the device held and did not announce now: held by
+		// nobody until an agent announces it again.
+		for _, n := range locked {
+			if n.DeviceID != d.ID || slices.Contains(addresses, n.Address) {
+				continue
+			}
+			n.DeviceID, n.UpdatedAt = 0, now // Device stays: the agent that held it last
+			if err := putNumber(t, n); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// newNumber stores a new number of the device's company, held by the
+// device, or refuses it with ErrTooManyNumbers when the company has limit
+// of the channel (limit 0: no limit; the caller holds the company's row
+// lock).
+func newNumber(t *txn, d store.Device, channel, addr string, now time.Time, limit int) (store.AgentNumber, error) {
+	companyID := d.CompanyID
+	if limit > 0 {
+		var have int
+		if err := t.row("SELECT count(*) FROM agent_numbers WHERE company_id = $1 AND channel = $2", id(companyID), channel).Scan(&have); err != nil {
+			return store.AgentNumber{}, err
+		}
+		if have >= limit {
+			return store.AgentNumber{}, store.ErrTooManyNumbers
+		}
+	}
+	nid, err := nextID(t, "agent_numbers")
+	if err != nil {
+		return store.AgentNumber{}, err
+	}
+	pub, err := newPublicID(channel)
+	if err != nil {
+		return store.AgentNumber{}, err
+	}
+	n := store.AgentNumber{ID: nid, PublicID: pub, CompanyID: companyID, Channel: channel, Address: addr, FirstSeen: now,
+		DeviceID: d.ID, Device: d.Fingerprint, Status: store.NumberActive, UpdatedAt: now}
+	raw, err := rec(n)
+	if err != nil {
+		return n, err
+	}
+	_, err = t.exec("INSERT INTO agent_numbers (id, company_id, channel, address, public_id, device_id, rec) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+		id(nid), id(companyID), channel, addr, pub, id(d.ID), raw)
+	if violates(err, "agent_numbers_company_id_channel_address_key") || violates(err, "agent_numbers_public_id_key") {
+		// Another hello of the company stored the address since the read
+		// (or, once in an age, drew the same public id): read again.
+		return n, errAgain
+	}
+	return n, err
+}
+
+// putNumber writes a number's record and its holder.
+func putNumber(t *txn, n store.AgentNumber) error {
+	raw, err := rec(n)
+	if err != nil {
+		return err
+	}
+	var holder *int64
+	if n.DeviceID != 0 {
+		holder = new(id(n.DeviceID))
+	}
+	_, err = t.exec("UPDATE agent_numbers SET device_id = $2, rec = $3 WHERE id = $1", id(n.ID), holder, raw)
+	return err
+}
+
+// numberPrefix is the id prefix of a channel's public ids.
+func numberPrefix(channel string) string {
+	if channel == store.ChannelNameIMessage {
+		return "im_"
+	}
+	return "wa_"
+}
+
+const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+// newPublicID is the prefix and 20 random base62 characters: nothing in it
+// comes from the number, the company or another company's records.
+func newPublicID(channel string) (string, error) {
+	var raw [20]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", err
+	}
+	out := []byte(numberPrefix(channel))
+	for _, b := range raw {
+		out = append(out, base62[int(b)%len(base62)])
+	}
+	return string(out), nil
+}
+
+// AgentNumbers lists the company's numbers (or handles) of channel, by address.
+func (s *Store) AgentNumbers(companyID uint64, channel string) ([]store.AgentNumber, error) {
+	var out []store.AgentNumber
+	err := s.read(fmt.Sprintf("%s numbers of company %d", channel, companyID), func(t *txn) error {
+		var err error
+		out, err = getRecs[store.AgentNumber](t, `SELECT rec FROM agent_numbers WHERE company_id = $1 AND channel = $2 ORDER BY address COLLATE "C"`, id(companyID), channel)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// numberByPublicID finds the company's number of channel by its public id,
+// lock taking its row lock; another company's id, or another channel's, is
+// ErrNotFound.
+func numberByPublicID(t *txn, companyID uint64, channel, publicID string, lock bool) (store.AgentNumber, error) {
+	var n store.AgentNumber
+	q := "SELECT rec FROM agent_numbers WHERE public_id = $1 AND company_id = $2 AND channel = $3"
+	if lock {
+		q += " FOR UPDATE"
+	}
+	return n, getRec(t, &n, q, publicID, id(companyID), channel)
+}
+
+// numberByRef finds the company's number by the store's id.
+func numberByRef(t *txn, companyID, numberID uint64) (store.AgentNumber, error) {
+	var n store.AgentNumber
+	return n, getRec(t, &n, "SELECT rec FROM agent_numbers WHERE id = $1 AND company_id = $2", id(numberID), id(companyID))
+}
+
+// AgentNumber returns the company's number of channel with this public id.
+func (s *Store) AgentNumber(companyID uint64, channel, publicID string) (store.AgentNumber, error) {
+	var n store.AgentNumber
+	err := s.read(fmt.Sprintf("%s number %s", channel, publicID), func(t *txn) error {
+		var err error
+		n, err = numberByPublicID(t, companyID, channel, publicID, false)
+		return err
+	})
+	if err != nil {
+		return n, err
+	}
+	return n, nil
+}
+
+// AgentNumberByRef returns the company's number by the store's id.
+func (s *Store) AgentNumberByRef(companyID, numberID uint64) (store.AgentNumber, error) {
+	var n store.AgentNumber
+	err := s.read(fmt.Sprintf("number %d", numberID), func(t *txn) error {
+		var err error
+		n, err = numberByRef(t, companyID, numberID)
+		return err
+	})
+	if err != nil {
+		return n, err
+	}
+	return n, nil
+}
+
+// UpdateAgentNumber changes the company's number of channel through fn and stores it.
+func (s *Store) UpdateAgentNumber(companyID uint64, channel, publicID string, now time.Time, fn func(*store.AgentNumber) error) (store.AgentNumber, error) {
+	var out store.AgentNumber
+	err := s.write(fmt.Sprintf("update %s number %s", channel, publicID), func(t *txn) error {
+		n, err := numberByPublicID(t, companyID, channel, publicID, true)
+		if err != nil {
+			return err
+		}
+		if err := fn(&n); err != nil {
+			return err
+		}
+		n.UpdatedAt = now.UTC()
+		out = n
+		return putNumber(t, n)
+	})
+	if err != nil {
+		return out, err
+	}
+	return out, nil
+}
+
+// agentHolds reports whether deviceID holds the number of an agent message
+// now: a job acked or reported by the number's new agent is its own.
+func agentHolds(t *txn, m store.Message, deviceID uint64) (bool, error) {
+	if !store.IsAgentChannel(m.Channel) || m.NumberID == 0 {
+		return false, nil
+	}
+	var one int
+	err := t.row("SELECT 1 FROM agent_numbers WHERE id = $1 AND company_id = $2 AND device_id = $3", id(m.NumberID), id(m.CompanyID), id(deviceID)).Scan(&one)
+	if errors.Is(mapErr(err), store.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// noteTaken records on the number that an agent took one of its jobs at
+// now (the ack of a queued job): after a restart the governor's gap between
+// dispatches counts from it. A number that is gone is no error.
+func noteTaken(t *txn, companyID, numberID uint64, now time.Time) error {
+	at, err := json.Marshal(now.UTC())
+	if err != nil {
+		return err
+	}
+	_, err = t.exec(`UPDATE agent_numbers SET rec = jsonb_set(rec, '{last_taken_at}', $3::jsonb) WHERE id = $1 AND company_id = $2`,
+		id(numberID), id(companyID), string(at))
+	return err
+}
+
+// sendTimes lists the number's accepted sends since since, oldest first:
+// what the governor rebuilds its windows from.
+func sendTimes(t *txn, companyID, numberID uint64, since time.Time) ([]time.Time, error) {
+	rows, err := t.query("SELECT sent_at FROM agent_sends WHERE company_id = $1 AND number_id = $2 AND sent_at >= $3 ORDER BY sent_at, message_id",
+		id(companyID), id(numberID), since)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []time.Time
+	for rows.Next() {
+		var at time.Time
+		if err := rows.Scan(&at); err != nil {
+			return nil, err
+		}
+		out = append(out, at.UTC())
+	}
+	return out, rows.Err()
+}
+
+// AgentSendsSince counts the number's accepted sends since since.
+func (s *Store) AgentSendsSince(companyID, numberID uint64, since time.Time) (int, error) {
+	n := 0
+	err := s.read("accepted sends", func(t *txn) error {
+		return t.row("SELECT count(*) FROM agent_sends WHERE company_id = $1 AND number_id = $2 AND sent_at >= $3",
+			id(companyID), id(numberID), since).Scan(&n)
+	})
+	return n, err
+}
+
+// AgentSendTimes lists the number's accepted sends since since (for a
+// governor that has not seen the number since it started).
+func (s *Store) AgentSendTimes(companyID, numberID uint64, since time.Time) ([]time.Time, error) {
+	var out []time.Time
+	err := s.read("accepted sends", func(t *txn) error {
+		var err error
+		out, err = sendTimes(t, companyID, numberID, since)
+		return err
+	})
+	return out, err
+}
+
+// PruneAgentSends drops entries of the index of accepted sends older than
+// cutoff: the governor's longest window is a day.
+func (s *Store) PruneAgentSends(cutoff time.Time) (int, error) {
+	n := 0
+	err := s.write("prune accepted sends", func(t *txn) error {
+		tag, err := t.exec("DELETE FROM agent_sends WHERE sent_at < $1", cutoff)
+		n = int(tag.RowsAffected())
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// AgentPending returns up to limit queued messages of the company's number
+// (store id) with ids above after, oldest first, when the device
+// registration holds the number; for any other device, nothing.
+func (s *Store) AgentPending(companyID, deviceID, numberID, after uint64, limit int) ([]store.Message, error) {
+	var out []store.Message
+	err := s.read(fmt.Sprintf("pending of number %d of company %d", numberID, companyID), func(t *txn) error {
+		out = nil
+		if limit <= 0 {
+			return nil
+		}
+		if _, err := liveDeviceByID(t, companyID, deviceID, false); err != nil {
+			if errors.Is(err, store.ErrDeviceGone) {
+				return nil
+			}
+			return err
+		}
+		n, err := numberByRef(t, companyID, numberID)
+		if errors.Is(err, store.ErrNotFound) || err == nil && n.DeviceID != deviceID {
+			return nil // the number moved to another agent: its jobs go there
+		}
+		if err != nil {
+			return err
+		}
+		out, err = getRecs[store.Message](t, `SELECT rec FROM messages WHERE company_id = $1 AND number_id = $2 AND status = 'queued' AND id > $3
+			ORDER BY id LIMIT $4`, id(companyID), id(numberID), id(after), limit)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// AgentMessages returns one page (1-based) of the number's messages, both
+// directions, newest first, and how many there are.
+func (s *Store) AgentMessages(companyID, numberID uint64, page, limit int) ([]store.Message, int, error) {
+	var out []store.Message
+	total := 0
+	err := s.read(fmt.Sprintf("messages of number %d", numberID), func(t *txn) error {
+		out = nil
+		if err := t.row("SELECT count(*) FROM messages WHERE company_id = $1 AND number_id = $2", id(companyID), id(numberID)).Scan(&total); err != nil {
+			return err
+		}
+		if limit <= 0 || page < 1 || page-1 > (math.MaxInt64-1)/limit {
+			return nil // a page past any possible count: empty, never an early page by overflow
+		}
+		var err error
+		out, err = getRecs[store.Message](t, `SELECT rec FROM messages WHERE company_id = $1 AND number_id = $2
+			ORDER BY id DESC OFFSET $3 LIMIT $4`, id(companyID), id(numberID), int64(page-1)*int64(limit), limit)
+		return err
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	return out, total, nil
+}
+
+// insertAgentMessage writes a new WhatsApp or iMessage message (its id set).
+func insertAgentMessage(t *txn, m store.Message) error {
+	raw, err := rec(m)
+	if err != nil {
+		return err
+	}
+	var expires *time.Time
+	if !m.ExpiresAt.IsZero() {
+		expires = &m.ExpiresAt
+	}
+	var client *string
+	if m.Direction == store.Inbound {
+		client = &m.ClientID
+	}
+	_, err = t.exec(`INSERT INTO messages (id, company_id, device_id, uuid, direction, channel, phone, status, expires_at, created_at, updated_at, rec, number_id, agent_client)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
+		id(m.ID), id(m.CompanyID), id(m.DeviceID), m.UUID, m.Direction, m.Channel, m.Phone, m.Status, expires, m.CreatedAt, m.UpdatedAt, raw, id(m.NumberID), client)
+	return err
+}
+
+// EnqueueAgent stores a WhatsApp or iMessage send (queued): m names its
+// number by NumberRef (the public id) within m.CompanyID and m.Channel; an
+// unknown one is ErrNotFound, a paused one ErrNumberPaused. vet runs after
+// those checks, under the number's row lock, and before the plan limit and
+// storage budget; any later refusal, or a failed commit, calls its undo. A
+// key used before by the company on the route (within 24 h) returns the
+// first answer as prior and stores nothing.
+func (s *Store) EnqueueAgent(m *store.Message, idemKey store.IdempotencyKey, now func() time.Time, vet store.SendVet, answer func(store.Message) (int, []byte)) (store.Message, *store.Idempotent, error) {
+	var out store.Message
+	var prior *store.Idempotent
+	var undo func()
+	giveBack := func() {
+		if undo != nil {
+			undo()
+			undo = nil
+		}
+	}
+	err := s.write("enqueue "+m.Channel, func(t *txn) error {
+		giveBack() // a transaction that runs again takes its slot again
+		out, prior = store.Message{}, nil
+		at := now().UTC()
+		ik, p, err := priorAnswer(t, m.CompanyID, idemKey, at)
+		if err != nil || p != nil {
+			prior = p
+			return err
+		}
+		n, err := numberByPublicID(t, m.CompanyID, m.Channel, m.NumberRef, true)
+		if err != nil {
+			return err
+		}
+		if n.Status == store.NumberPaused {
+			return store.ErrNumberPaused
+		}
+		msg := *m
+		msg.CreatedAt, msg.UpdatedAt = at, at
+		if vet != nil {
+			var failed error
+			u, err := vet(n, func(since time.Time) []time.Time {
+				ts, err := sendTimes(t, n.CompanyID, n.ID, since)
+				if err != nil && failed == nil {
+					failed = err
+				}
+				return ts
+			})
+			if err != nil {
+				return err
+			}
+			undo = u
+			if failed != nil {
+				return failed
+			}
+		}
+		// The id is taken under the number's row lock: one number's ids
+		// rise in commit order (the queue's places).
+		if msg.ID, err = nextID(t, "messages"); err != nil {
+			return err
+		}
+		msg.NumberID, msg.Account, msg.Direction, msg.Status = n.ID, n.Address, store.Outbound, store.MsgQueued
+		msg.DeviceID, msg.Device = n.DeviceID, n.Device
+		usage, err := s.planAllows(t, msg.CompanyID, msg.CreatedAt, store.LimitMessages)
+		if err != nil {
+			return err
+		}
+		if err := s.charge(t, msg.CompanyID, msg.CreatedAt, store.MessageCost(msg)+int64(len(msg.MediaURL))); err != nil {
+			return err
+		}
+		if err := usage.add(t, 1); err != nil {
+			return err
+		}
+		if err := insertAgentMessage(t, msg); err != nil {
+			return err
+		}
+		if _, err := t.exec("INSERT INTO agent_sends (company_id, number_id, sent_at, message_id) VALUES ($1, $2, $3, $4)",
+			id(msg.CompanyID), id(msg.NumberID), msg.CreatedAt, id(msg.ID)); err != nil {
+			return err
+		}
+		if err := ik.keep(t, msg.CreatedAt, func() (int, []byte) { return answer(msg) }); err != nil {
+			return err
+		}
+		out = msg
+		return nil
+	})
+	if err != nil {
+		giveBack()
+		return store.Message{}, nil, err
+	}
+	return out, prior, nil
+}
+
+// violates says whether err is a broken unique constraint of that name.
+func violates(err error, constraint string) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == constraint
+}

@@ -1,0 +1,100 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/simrelay/simrelay/store"
+	"github.com/simrelay/simrelay/store/conformance"
+)
+
+// statements counts the statements a store sends to the database (BEGIN
+// and COMMIT included): a tracer on every connection of its pool.
+type statements struct{ n atomic.Int64 }
+
+func (c *statements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+
+func (c *statements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// openCounted opens a store on a new database whose statements are counted.
+func openCounted(tb testing.TB, opt Options) (*Store, *statements) {
+	tb.Helper()
+	cfg, err := pgxpool.ParseConfig(migrated(tb))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	c := &statements{}
+	cfg.ConnConfig.Tracer = c
+	s, err := openConfig(context.Background(), cfg, opt)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { s.Close() })
+	return s, c
+}
+
+// benchPlans caps every company's messages far above what a benchmark
+// sends: the server's plans cap messages, and a capped plan is the path
+// whose count is exact.
+type benchPlans struct{}
+
+func (benchPlans) Limits(_ store.Subscription, _ bool, now time.Time) store.PlanLimits {
+	from, to := store.CalendarMonth(now)
+	return store.PlanLimits{Devices: -1, Messages: 1 << 40, PeriodStart: from, PeriodEnd: to}
+}
+
+// BenchmarkEnqueue measures single sends as the server makes them (a plan
+// that caps messages, the default daily storage budget): from one device,
+// one at a time, and from 8 devices of one company at once. It reports
+// sends/s and the statements each send costs, BEGIN and COMMIT included.
+func BenchmarkEnqueue(b *testing.B) {
+	run := func(b *testing.B, devices int, parallel bool) {
+		s, stmts := openCounted(b, Options{CompanyDailyStorage: store.DefaultCompanyDailyStorage})
+		s.SetPlans(benchPlans{})
+		c, _ := conformance.Company(b, s)
+		fps := make([]string, devices)
+		for i := range fps {
+			fps[i] = fmt.Sprintf("bench-%d", i)
+			conformance.Device(b, s, c.ID, fps[i])
+		}
+		var seq, dev atomic.Uint64
+		send := func(fp string) {
+			m := store.Message{UUID: fmt.Sprintf("bench-%d", seq.Add(1)), CompanyID: c.ID, Device: fp, SIMSlot: "SIM1",
+				Channel: "sms", Phone: "+15550100000", Text: "Your code is 123456"}
+			if _, _, err := s.Enqueue(&m, store.IdempotencyKey{}, time.Now, nil, nil); err != nil {
+				b.Error(err)
+			}
+		}
+		stmts.n.Store(0)
+		b.ResetTimer()
+		if parallel {
+			b.RunParallel(func(pb *testing.PB) {
+				fp := fps[int(dev.Add(1)-1)%len(fps)]
+				for pb.Next() {
+					send(fp)
+				}
+			})
+		} else {
+			for range b.N {
+				send(fps[0])
+			}
+		}
+		b.StopTimer()
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "sends/s")
+		b.ReportMetric(float64(stmts.n.Load())/float64(b.N), "stmts/op")
+	}
+	b.Run("OneDevice", func(b *testing.B) { run(b, 1, false) })
+	b.Run("EightDevices", func(b *testing.B) {
+		b.SetParallelism(8) // goroutines per GOMAXPROCS: at least one per device
+		run(b, 8, true)
+	})
+}

@@ -1,0 +1,723 @@
+package postgres
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/simrelay/simrelay/phone"
+	"github.com/simrelay/simrelay/store"
+)
+
+// Dispatch, reports and inbound: a phone link's read of its device's queue
+// (Pending), the acks and reports that move a job on (Transition), the
+// messages phones receive (StoreInbound), and the reads of a device's
+// exchange (history, conversations, the export's pages).
+//
+// Where this differs from the embedded store:
+//   - Pending writes what it fails or holds before it returns, in its own
+//     transaction after the read, instead of queueing the write for a
+//     shared commit: a commit here costs a round trip, not a place in one
+//     writer's queue. moved still hears of the jobs after that commit; a
+//     failed write leaves them queued for the next read, as there.
+//   - TransitionLater makes its change before it returns (Wait answers at
+//     once), so one goroutine's reports apply in the order it made them; a
+//     link reads its next frame once a report has committed (a round trip)
+//     instead of while it waits in the writer's queue.
+//   - A report locks its message's row first and then reads its device, so
+//     a device deleted meanwhile is found gone, and a report never waits on
+//     the device's row, which every send to the device locks.
+//   - Conversations are kept by triggers on messages (0006_dispatch.sql), so
+//     every path that stores or moves a message counts it.
+
+// agentChannels are the channels whose messages are read by number, not in
+// a device's conversations, history or inbound list (channel NOT IN
+// agentChannels in the statements and indexes below).
+const agentChannels = "('" + store.ChannelNameWhatsApp + "', '" + store.ChannelNameIMessage + "')"
+
+// rank orders outbound statuses so a late or repeated report never moves a
+// message backwards.
+var rank = map[string]int{store.MsgScheduled: -1, store.MsgQueued: 0, store.MsgExpired: 1, store.MsgCanceled: 1,
+	store.MsgSending: 2, store.MsgSent: 3, store.MsgDelivered: 4, store.MsgFailed: 4}
+
+// detailRank orders details so a late or repeated receipt never moves one
+// backwards: played implies read.
+var detailRank = map[string]int{"": 0, store.DetailRead: 1, store.DetailPlayed: 2}
+
+// Pending returns up to limit jobs of a device (company and device id): its
+// priority queue first, from its head (highest first, then in place
+// order), then its plain queue after the place after, in place order. A
+// place is taken under the device row's lock, so places rise in commit
+// order and a link that remembers the last place it handed out never
+// misses a job committed after its read. A device that is gone has nothing
+// pending.
+//
+// A job to a number that opted out after it was queued comes back failed
+// (recipient_opted_out), and one whose window is closed at now comes back
+// held (HeldUntil set to the next opening); neither is to be sent, and
+// both keep their place so the cursor moves past them. Pending then writes
+// those changes, each vetted again, and calls moved with the jobs it
+// changed, after the commit; should that write fail, they stay queued and
+// the next read tries again. An expired priority job is left out for the
+// sweeper.
+func (s *Store) Pending(companyID, deviceID uint64, after uint64, limit int, now time.Time, moved func([]store.Message)) ([]store.Message, error) {
+	var out []store.Message
+	var stopped, closed []uint64
+	err := s.read(fmt.Sprintf("pending of device %d of company %d", deviceID, companyID), func(t *txn) error {
+		out, stopped, closed = nil, nil, nil
+		var live bool
+		if err := t.row("SELECT EXISTS (SELECT 1 FROM devices WHERE company_id = $1 AND id = $2 AND deleted_at IS NULL)",
+			id(companyID), id(deviceID)).Scan(&live); err != nil || !live {
+			return err
+		}
+		prio, err := readQueue(t, `WHERE m.company_id = $1 AND m.device_id = $2 AND m.priority > 0 AND m.queue_place IS NOT NULL
+				AND m.channel NOT IN `+agentChannels+` AND (m.expires_at IS NULL OR m.expires_at > $3)
+			ORDER BY m.priority DESC, m.queue_place LIMIT $4`, id(companyID), id(deviceID), now, limit)
+		if err != nil {
+			return err
+		}
+		plain, err := readQueue(t, `WHERE m.company_id = $1 AND m.device_id = $2 AND m.priority = 0 AND m.queue_place > $3
+				AND m.channel NOT IN `+agentChannels+`
+			ORDER BY m.queue_place LIMIT $4`, id(companyID), id(deviceID), id(after), limit-len(prio))
+		if err != nil {
+			return err
+		}
+		for _, j := range append(prio, plain...) {
+			m := j.Message
+			if j.optedOut {
+				stopped = append(stopped, m.ID)
+				m.Status, m.Error, m.UpdatedAt = store.MsgFailed, failedOptedOut, now.UTC()
+			} else if m.Window != nil && !m.Window.Open(now) {
+				closed = append(closed, m.ID)
+				m.HeldUntil = m.Window.Next(now)
+			}
+			out = append(out, m)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(stopped) > 0 || len(closed) > 0 {
+		// The jobs come back as they are about to be either way; a write that
+		// fails leaves them queued, and the link's next read tries again.
+		_ = s.write("jobs failed or held at dispatch", func(t *txn) error {
+			var done []store.Message
+			if err := s.failOptedOut(t, stopped, now, &done); err != nil {
+				return err
+			}
+			if err := holdClosed(t, closed, now, &done); err != nil {
+				return err
+			}
+			if moved != nil && len(done) > 0 {
+				t.OnCommit(func() { moved(done) })
+			}
+			return nil
+		})
+	}
+	return out, nil
+}
+
+// queuedJob is a queued message as Pending reads it: with its place, and
+// whether its number is on the company's opt-out list now.
+type queuedJob struct {
+	store.Message
+	optedOut bool
+}
+
+// readQueue reads the queued jobs of messages m that the clause (WHERE ...
+// ORDER BY ... LIMIT) picks, each with its place and its opt-out, in one
+// statement.
+func readQueue(t *txn, clause string, args ...any) ([]queuedJob, error) {
+	rows, err := t.query(`SELECT m.queue_place, m.rec, m.channel IN ('', 'sms') AND EXISTS (
+			SELECT 1 FROM opt_outs o WHERE o.company_id = m.company_id AND o.phone = m.phone)
+		FROM messages m `+clause, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []queuedJob
+	for rows.Next() {
+		var j queuedJob
+		var place int64
+		var raw []byte
+		if err := rows.Scan(&place, &raw, &j.optedOut); err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal(raw, &j.Message); err != nil {
+			return nil, err
+		}
+		j.QueueSeq = uint64(place)
+		out = append(out, j)
+	}
+	return out, rows.Err()
+}
+
+// lockMessage reads a message by id with its row lock.
+func lockMessage(t *txn, msgID uint64) (store.Message, error) {
+	var m store.Message
+	err := getRec(t, &m, "SELECT rec FROM messages WHERE id = $1 FOR UPDATE", id(msgID))
+	return m, err
+}
+
+// failOptedOut makes the queued jobs with these ids failed with
+// recipient_opted_out, each vetted again under its row lock: one that
+// moved on meanwhile, or whose number came off the list, is left as it is.
+// It appends the ones it failed to done.
+func (s *Store) failOptedOut(t *txn, ids []uint64, now time.Time, done *[]store.Message) error {
+	for _, msgID := range ids {
+		m, err := lockMessage(t, msgID)
+		if err != nil {
+			return err
+		}
+		if m.Status != store.MsgQueued {
+			continue
+		}
+		refusal := optOutRefusal(t, m.CompanyID, m.Channel, m.Phone, -1)
+		if refusal == nil {
+			continue // taken off the list since the read
+		}
+		if !errors.As(refusal, new(*store.OptOutError)) {
+			return refusal
+		}
+		m.Status, m.Error, m.UpdatedAt = store.MsgFailed, failedOptedOut, now.UTC()
+		label, err := deviceLabel(t, m)
+		if err != nil {
+			return err
+		}
+		if err := countTransition(t, m, store.MsgQueued, label, now); err != nil {
+			return err
+		}
+		if err := s.statusEvent(t, m, now); err != nil {
+			return err
+		}
+		if err := updateSend(t, m); err != nil {
+			return err
+		}
+		*done = append(*done, m)
+	}
+	return nil
+}
+
+// holdClosed takes the queued jobs with these ids whose window is closed
+// at now out of their device's queue until it opens (HeldUntil; the
+// scheduler queues them again then), each vetted again under its row
+// lock. It appends the ones it held to done.
+func holdClosed(t *txn, ids []uint64, now time.Time, done *[]store.Message) error {
+	for _, msgID := range ids {
+		m, err := lockMessage(t, msgID)
+		if err != nil {
+			return err
+		}
+		if m.Status != store.MsgQueued || m.Held() || m.Window == nil || m.Window.Open(now) {
+			continue
+		}
+		m.HeldUntil = m.Window.Next(now) // still queued: updated_at says when the status changed
+		if err := updateSend(t, m); err != nil {
+			return err
+		}
+		*done = append(*done, m)
+	}
+	return nil
+}
+
+// deviceLabel names the message's device in activity lines: its name, or
+// its fingerprint; "" when the registration is gone.
+func deviceLabel(t *txn, m store.Message) (string, error) {
+	var d store.Device
+	err := getRec(t, &d, "SELECT rec FROM devices WHERE id = $1 AND deleted_at IS NULL", id(m.DeviceID))
+	if errors.Is(err, store.ErrNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return store.DeviceLabel(d), nil
+}
+
+// QueueDepth counts the device's SMS waiting in its plain queue for the
+// phone (queued, not held), up to store.MaxQueueDepth.
+func (s *Store) QueueDepth(companyID, deviceID uint64) (int, error) {
+	n := 0
+	err := s.read(fmt.Sprintf("queue depth of device %d of company %d", deviceID, companyID), func(t *txn) error {
+		return t.row(`SELECT count(*) FROM (SELECT 1 FROM messages
+			WHERE company_id = $1 AND device_id = $2 AND priority = 0 AND queue_place IS NOT NULL AND channel NOT IN `+agentChannels+`
+			LIMIT $3) q`, id(companyID), id(deviceID), store.MaxQueueDepth).Scan(&n)
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// MessageSequence is the last queue place handed out, on any device (see
+// takePlace): a failover run takes it at its start, since jobs at or below
+// it may have been handed to a phone by an earlier run, and every job
+// placed after it is placed above it. It may count places of transactions
+// that did not commit, which only makes it safer.
+func (s *Store) MessageSequence() (uint64, error) {
+	var n int64
+	err := s.read("message sequence", func(t *txn) error {
+		return t.row("SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM queue_places").Scan(&n)
+	})
+	return uint64(n), err
+}
+
+// Transition moves an outbound message of the device (company and device
+// id, as the phone's link knows them) to status (sending on an ack; sent,
+// delivered or failed on a report). A report that would move it backwards,
+// or repeats what is stored, changes nothing and is no error. A message of
+// another device, of another registration of the same handset, or of a
+// device that is gone, is ErrNotFound. moved says whether the report
+// changed the stored status.
+func (s *Store) Transition(companyID, deviceID uint64, uuid, status, errText, statusAt string, now time.Time) (store.Message, bool, error) {
+	return s.TransitionDetail(companyID, deviceID, uuid, status, errText, statusAt, "", now)
+}
+
+// transit is a change TransitionLater has made.
+type transit struct {
+	m     store.Message
+	moved bool
+	err   error
+}
+
+func (t transit) Wait() (store.Message, bool, error) { return t.m, t.moved, t.err }
+
+// TransitionLater makes the change TransitionDetail makes and returns its
+// outcome for Wait. Here the change is made before it returns, so changes
+// one goroutine makes one after another apply in that order.
+func (s *Store) TransitionLater(companyID, deviceID uint64, uuid, status, errText, statusAt, detail string, now time.Time) store.Transit {
+	m, moved, err := s.TransitionDetail(companyID, deviceID, uuid, status, errText, statusAt, detail, now)
+	return transit{m, moved, err}
+}
+
+// TransitionDetail is Transition with a delivered report's detail. On an
+// agent channel's message the detail is kept with the move to delivered
+// or, when the message is already delivered, moves on its own (only
+// forwards): the detail and updated_at change, nothing else. moved is true
+// for either change. On SMS the detail is ignored.
+func (s *Store) TransitionDetail(companyID, deviceID uint64, uuid, status, errText, statusAt, detail string, now time.Time) (store.Message, bool, error) {
+	var out store.Message
+	var moved bool
+	err := s.write("message "+uuid+" to "+status, func(t *txn) error {
+		var err error
+		out, moved, err = s.transition(t, companyID, deviceID, uuid, status, errText, statusAt, detail, now)
+		return err
+	})
+	if err != nil {
+		return out, false, err
+	}
+	return out, moved, nil
+}
+
+func (s *Store) transition(t *txn, companyID, deviceID uint64, uuid, status, errText, statusAt, detail string, now time.Time) (store.Message, bool, error) {
+	var m store.Message
+	// The message's row first: a device deleted meanwhile has failed the
+	// job under this lock, or waits for it.
+	if err := getRec(t, &m, "SELECT rec FROM messages WHERE company_id = $1 AND uuid = $2 FOR UPDATE", id(companyID), uuid); err != nil {
+		return store.Message{}, false, err
+	}
+	d, err := liveDeviceByID(t, companyID, deviceID, false)
+	if errors.Is(err, store.ErrDeviceGone) {
+		return store.Message{}, false, store.ErrNotFound
+	}
+	if err != nil {
+		return store.Message{}, false, err
+	}
+	if m.Direction != store.Outbound {
+		return store.Message{}, false, store.ErrNotFound
+	}
+	if m.DeviceID != deviceID {
+		// A WhatsApp or iMessage job may be reported by the agent that
+		// holds its number now.
+		holds, err := agentHolds(t, m, deviceID)
+		if err != nil {
+			return store.Message{}, false, err
+		}
+		if !holds {
+			return store.Message{}, false, store.ErrNotFound
+		}
+	}
+	if rank[status] <= rank[m.Status] {
+		// A repeat, or late news of an earlier step; delivered and failed
+		// are final. Only a delivered message's detail may still move.
+		if !applyDetail(&m, status, detail, now) {
+			return m, false, nil
+		}
+		return m, true, updateSend(t, m)
+	}
+	if m.Status == store.MsgScheduled {
+		return m, false, nil // never dispatched: no phone has this job
+	}
+	if (m.Status == store.MsgExpired || m.Status == store.MsgCanceled) && status == store.MsgSending {
+		return m, false, nil // a late ack does not revive an expired or canceled job; only an outcome can
+	}
+	if m.DeviceID != deviceID {
+		m.DeviceID = deviceID // taken by the number's new agent: that registration's job from now on
+	}
+	from := m.Status
+	if status == store.MsgSending && from == store.MsgQueued && store.IsAgentChannel(m.Channel) {
+		if err := noteTaken(t, m.CompanyID, m.NumberID, now); err != nil {
+			return m, false, err
+		}
+	}
+	m.Status, m.UpdatedAt = status, now.UTC()
+	m.Error = "" // an expiry note does not outlive a later report
+	if status == store.MsgFailed {
+		m.Error = errText
+	}
+	if statusAt != "" {
+		m.StatusAt = statusAt
+	}
+	if status == store.MsgDelivered && keepsDetail(m) {
+		m.Detail = detail
+	}
+	if err := noteOutcome(t, m, status, errText, now); err != nil {
+		return m, false, err
+	}
+	if err := countTransition(t, m, from, store.DeviceLabel(d), now); err != nil {
+		return m, false, err
+	}
+	if err := s.statusEvent(t, m, now); err != nil {
+		return m, false, err
+	}
+	return m, true, updateSend(t, m)
+}
+
+// keepsDetail says whether a message's channel stores details: the agent
+// channels, whose receipts carry them. SMS has no read receipts.
+func keepsDetail(m store.Message) bool { return store.IsAgentChannel(m.Channel) }
+
+// applyDetail moves a delivered message's detail forwards; changed says
+// it did, and that m must be written.
+func applyDetail(m *store.Message, status, detail string, now time.Time) (changed bool) {
+	if detail == "" || status != store.MsgDelivered || m.Status != store.MsgDelivered || !keepsDetail(*m) {
+		return false
+	}
+	if detailRank[detail] <= detailRank[m.Detail] {
+		return false
+	}
+	m.Detail, m.UpdatedAt = detail, now.UTC()
+	return true
+}
+
+// statusEventTypes are the statuses that make an event.
+var statusEventTypes = map[string]bool{store.MsgSent: true, store.MsgDelivered: true, store.MsgFailed: true, store.MsgExpired: true}
+
+// statusEvent writes the webhook deliveries of m's move to its current
+// status into the outbox, in the change's transaction, so the outbox holds
+// the event exactly when the change is stored. It is charged after the
+// fact: refusing it would fail the change the phone already made.
+func (s *Store) statusEvent(t *txn, m store.Message, now time.Time) error {
+	// Every status change passes here: the device's last failures too.
+	if err := noteFailure(t, m, now); err != nil {
+		return err
+	}
+	h := s.statusEvents
+	if h == nil || h.Build == nil || m.Direction != store.Outbound || !statusEventTypes[m.Status] {
+		return nil
+	}
+	res, err := s.addWebhookEvent(t, m.CompanyID, now, h.Limits, func(set store.WebhookSet) (store.WebhookEvent, []store.WebhookDelivery, error) {
+		return h.Build(set, m)
+	})
+	if err != nil {
+		return fmt.Errorf("status event of message %d: %w", m.ID, err)
+	}
+	if h.Committed != nil && (res.Queued > 0 || res.Refused > 0) {
+		t.OnCommit(func() { h.Committed(m, res) })
+	}
+	return nil
+}
+
+// StoreInbound stores a message a phone received, once per (device,
+// client_id): a repeat answers the message stored the first time, with dup
+// true. m names its device by CompanyID and DeviceID, as the phone's link
+// knows them; a device that is gone is ErrDeviceGone, and client_ids of
+// another registration of the same handset never match. A new message's
+// webhook event (SetInboundEvents) is written in the same transaction, so
+// both are durable together or not at all. A new message counts against its
+// company's daily storage budget (a *BudgetError over it, nothing stored).
+// A stop or start keyword puts its sender on the company's opt-out list or
+// takes it off, in the same transaction.
+func (s *Store) StoreInbound(m *store.Message, now func() time.Time) (store.Message, bool, error) {
+	var out store.Message
+	var dup bool
+	err := s.write("inbound", func(t *txn) error {
+		out, dup = store.Message{}, false
+		d, err := liveDeviceByID(t, m.CompanyID, m.DeviceID, false)
+		if err != nil {
+			return err
+		}
+		err = getRec(t, &out, "SELECT rec FROM messages WHERE company_id = $1 AND device_id = $2 AND client_id = $3",
+			id(d.CompanyID), id(d.ID), m.ClientID)
+		if err == nil {
+			dup = true
+			return nil
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		msg := *m
+		msg.CompanyID, msg.DeviceID, msg.Device, msg.Direction, msg.Status = d.CompanyID, d.ID, d.Fingerprint, store.Inbound, store.MsgReceived
+		msg.CreatedAt = now().UTC()
+		msg.UpdatedAt = msg.CreatedAt
+		if err := s.charge(t, msg.CompanyID, msg.CreatedAt, store.MessageCost(msg)); err != nil {
+			return err
+		}
+		if msg.ID, err = nextID(t, "messages"); err != nil {
+			return err
+		}
+		raw, err := rec(msg)
+		if err != nil {
+			return err
+		}
+		_, err = t.exec(`INSERT INTO messages (id, company_id, device_id, uuid, direction, channel, phone, status, client_id, created_at, updated_at, rec)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+			id(msg.ID), id(msg.CompanyID), id(msg.DeviceID), msg.UUID, msg.Direction, msg.Channel, msg.Phone, msg.Status, msg.ClientID,
+			msg.CreatedAt, msg.UpdatedAt, raw)
+		if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "messages_inbound_client" {
+			return errAgain // the same client id stored meanwhile: answer it as a repeat
+		}
+		if err != nil {
+			return err
+		}
+		if err := count(t, msg, msg.CreatedAt, store.Counts{Received: 1}); err != nil {
+			return err
+		}
+		if err := addActivity(t, msg.CompanyID, store.Activity{Type: store.ActMessageReceived, At: msg.CreatedAt,
+			Description: store.ChannelLabel(msg.Channel) + " from " + store.MaskPhone(msg.Phone) + " received on " + store.DeviceLabel(d)}); err != nil {
+			return err
+		}
+		if err := s.applyOptOutKeyword(t, msg); err != nil {
+			return err
+		}
+		if err := s.inboundEvent(t, msg); err != nil {
+			return err
+		}
+		out = msg
+		return nil
+	})
+	if err != nil {
+		return store.Message{}, false, err
+	}
+	return out, dup, nil
+}
+
+// The keywords, as carriers and the peer gateways read them: the whole text,
+// trimmed, in any case.
+var (
+	stopKeywords  = map[string]bool{"STOP": true, "STOPALL": true, "UNSUBSCRIBE": true, "CANCEL": true, "END": true, "QUIT": true}
+	startKeywords = map[string]bool{"START": true, "UNSTOP": true}
+)
+
+// applyOptOutKeyword reads a new inbound SMS for a stop or start keyword
+// and updates the sender's entry on the company's list, unless the company
+// turned keywords off. The entry names the sender as sends name
+// recipients: its E.164 form when it is a number. A new entry is charged
+// after the message that brought it.
+func (s *Store) applyOptOutKeyword(t *txn, m store.Message) error {
+	if m.Channel != "" && m.Channel != "sms" {
+		return nil
+	}
+	word := strings.ToUpper(strings.TrimSpace(m.Text))
+	stop, start := stopKeywords[word], startKeywords[word]
+	if !stop && !start {
+		return nil
+	}
+	var c store.Company
+	if err := getRec(t, &c, "SELECT rec FROM companies WHERE id = $1", id(m.CompanyID)); err != nil {
+		return fmt.Errorf("opt-out keyword: company %d: %w", m.CompanyID, err)
+	}
+	if c.OptOutKeywords != nil && !*c.OptOutKeywords {
+		return nil
+	}
+	who := m.Phone
+	if n, ok := phone.NormalizeSender(m.Phone); ok {
+		who = n
+	}
+	if start {
+		_, err := t.exec("DELETE FROM opt_outs WHERE company_id = $1 AND phone = $2", id(m.CompanyID), who)
+		return err
+	}
+	raw, err := rec(store.OptOut{Phone: who, Source: store.OptOutKeyword, CreatedAt: m.CreatedAt})
+	if err != nil {
+		return err
+	}
+	tag, err := t.exec("INSERT INTO opt_outs (company_id, phone, rec) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING", id(m.CompanyID), who, raw)
+	if err != nil || tag.RowsAffected() == 0 {
+		return err
+	}
+	return s.chargeAfter(t, m.CompanyID, m.CreatedAt, store.OptOutCost)
+}
+
+// InboundList returns the newest inbound SMS matching q, newest first, each
+// filter read through its own index. A device filter names the company's
+// live device; it lists that registration's messages only, and any other
+// fingerprint (unknown, another company's) is ErrDeviceGone.
+func (s *Store) InboundList(q store.InboundQuery) ([]store.Message, error) {
+	var out []store.Message
+	err := s.read("inbound list", func(t *txn) error {
+		where, args := "company_id = $1", []any{id(q.CompanyID)}
+		if q.Device != "" {
+			d, err := liveDevice(t, q.CompanyID, q.Device, false)
+			if err != nil {
+				return err
+			}
+			args = append(args, id(d.ID))
+			where += fmt.Sprintf(" AND device_id = $%d", len(args))
+		}
+		if q.SIMSlot != "" {
+			args = append(args, q.SIMSlot)
+			where += fmt.Sprintf(" AND rec->>'sim_slot' = $%d", len(args))
+		}
+		args = append(args, q.Limit)
+		var err error
+		out, err = getRecs[store.Message](t, `SELECT rec FROM messages WHERE `+where+`
+			AND direction = 'inbound' AND channel NOT IN `+agentChannels+fmt.Sprintf(` ORDER BY id DESC LIMIT $%d`, len(args)), args...)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// pageOffset is how many entries come before page (from 1) of limit each,
+// and whether the page has any of total.
+func pageOffset(page, limit, total int) (skip int, ok bool) {
+	if page < 1 || limit < 1 || total <= 0 {
+		return 0, false
+	}
+	if pages := (total-1)/limit + 1; page > pages {
+		return 0, false
+	}
+	return (page - 1) * limit, true
+}
+
+// History is one page of the exchange of the company's live device
+// (fingerprint) with one number, newest first, with the conversation's
+// total. It shows that registration's messages only; a fingerprint that is
+// unknown or another company's is ErrDeviceGone. A page past the end is
+// empty, however large its number.
+func (s *Store) History(companyID uint64, device, phone string, page, limit int) ([]store.Message, int, error) {
+	var out []store.Message
+	total := 0
+	err := s.read("history", func(t *txn) error {
+		out, total = nil, 0
+		d, err := liveDevice(t, companyID, device, false)
+		if err != nil {
+			return err
+		}
+		err = t.row("SELECT messages FROM conversations WHERE company_id = $1 AND device_id = $2 AND phone = $3",
+			id(companyID), id(d.ID), phone).Scan(&total)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		skip, ok := pageOffset(page, limit, total)
+		if !ok {
+			return nil
+		}
+		out, err = getRecs[store.Message](t, `SELECT rec FROM messages
+			WHERE company_id = $1 AND device_id = $2 AND phone = $3 AND channel NOT IN `+agentChannels+`
+			ORDER BY id DESC OFFSET $4 LIMIT $5`, id(companyID), id(d.ID), phone, skip, limit)
+		return err
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	return out, total, nil
+}
+
+// conversationsOf reads conversations of a device registration with their
+// newest messages, in the order and bounds the clause gives.
+func conversationsOf(t *txn, clause string, args ...any) ([]store.Conversation, error) {
+	rows, err := t.query(`SELECT c.phone, c.messages, m.rec FROM conversations c JOIN messages m ON m.id = c.last_id `+clause, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.Conversation
+	for rows.Next() {
+		var c store.Conversation
+		var raw []byte
+		if err := rows.Scan(&c.Phone, &c.MessageCount, &raw); err != nil {
+			return nil, err
+		}
+		var last store.Message
+		if err := json.Unmarshal(raw, &last); err != nil {
+			return nil, err
+		}
+		c.LastMessage, c.LastMessageAt, c.Direction, c.LastID = last.Text, last.CreatedAt, last.Direction, last.ID
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// Conversations lists the conversations of the company's live device
+// (fingerprint), the latest message first, at most limit (all when limit
+// <= 0): that registration's only. A fingerprint that is unknown or
+// another company's is ErrDeviceGone.
+func (s *Store) Conversations(companyID uint64, device string, limit int) ([]store.Conversation, error) {
+	var out []store.Conversation
+	err := s.read("conversations", func(t *txn) error {
+		d, err := liveDevice(t, companyID, device, false)
+		if err != nil {
+			return err
+		}
+		bound := any(nil) // LIMIT NULL: all
+		if limit > 0 {
+			bound = limit
+		}
+		out, err = conversationsOf(t, "WHERE c.company_id = $1 AND c.device_id = $2 ORDER BY c.last_id DESC LIMIT $3", id(companyID), id(d.ID), bound)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ConversationsAfter returns up to limit of a device's conversations (company
+// and device id) whose number sorts after the given one ("" for the first
+// page), in number order.
+func (s *Store) ConversationsAfter(companyID, deviceID uint64, after string, limit int) ([]store.Conversation, error) {
+	var out []store.Conversation
+	err := s.read(fmt.Sprintf("conversations of device %d", deviceID), func(t *txn) error {
+		var err error
+		out, err = conversationsOf(t, "WHERE c.company_id = $1 AND c.device_id = $2 AND c.phone > $3 ORDER BY c.phone LIMIT $4",
+			id(companyID), id(deviceID), after, limit)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// CompanyMessagesAfter returns up to limit messages of the company with ids
+// above after, oldest first. next is the id to continue after, and done
+// says the company has no more messages.
+func (s *Store) CompanyMessagesAfter(companyID, after uint64, limit int) (msgs []store.Message, next uint64, done bool, err error) {
+	err = s.read(fmt.Sprintf("messages of company %d", companyID), func(t *txn) error {
+		var err error
+		msgs, err = getRecs[store.Message](t, "SELECT rec FROM messages WHERE company_id = $1 AND id > $2 ORDER BY id LIMIT $3",
+			id(companyID), id(after), limit)
+		return err
+	})
+	if err != nil {
+		return nil, after, false, err
+	}
+	next = after
+	if len(msgs) > 0 {
+		next = msgs[len(msgs)-1].ID
+	}
+	return msgs, next, len(msgs) < limit, nil
+}

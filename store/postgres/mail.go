@@ -1,0 +1,111 @@
+package postgres
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/simrelay/simrelay/store"
+)
+
+// The e-mail outbox (mail_outbox): one row per mail, its state and
+// creation time beside the record for the pending list and the prune.
+
+// AppendMail adds a mail to the outbox and gives it its ID.
+func (s *Store) AppendMail(m *store.Mail) error {
+	out := *m
+	err := s.write("append mail", func(t *txn) error {
+		var err error
+		if out.ID, err = nextID(t, "mail_outbox"); err != nil {
+			return err
+		}
+		raw, err := rec(out)
+		if err != nil {
+			return err
+		}
+		_, err = t.exec("INSERT INTO mail_outbox (id, state, created_at, rec) VALUES ($1, $2, $3, $4)", id(out.ID), out.State, out.CreatedAt, raw)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	m.ID = out.ID
+	return nil
+}
+
+// UpdateMail applies fn to one mail of the outbox and stores it, in one
+// transaction that locks its row (fn may run more than once).
+func (s *Store) UpdateMail(mailID uint64, fn func(*store.Mail)) (store.Mail, error) {
+	var m store.Mail
+	err := s.write(fmt.Sprintf("update mail %d", mailID), func(t *txn) error {
+		m = store.Mail{}
+		if err := getRec(t, &m, "SELECT rec FROM mail_outbox WHERE id = $1 FOR UPDATE", id(mailID)); err != nil {
+			return err
+		}
+		fn(&m)
+		m.ID = mailID
+		raw, err := rec(m)
+		if err != nil {
+			return err
+		}
+		_, err = t.exec("UPDATE mail_outbox SET state = $2, created_at = $3, rec = $4 WHERE id = $1", id(mailID), m.State, m.CreatedAt, raw)
+		return err
+	})
+	return m, err
+}
+
+// Mails lists the outbox, oldest first. With pendingOnly it lists only mails
+// still waiting for delivery.
+func (s *Store) Mails(pendingOnly bool) ([]store.Mail, error) {
+	var out []store.Mail
+	err := s.read("list mail", func(t *txn) error {
+		var err error
+		if pendingOnly {
+			out, err = getRecs[store.Mail](t, "SELECT rec FROM mail_outbox WHERE state = $1 ORDER BY id", store.MailPending)
+		} else {
+			out, err = getRecs[store.Mail](t, "SELECT rec FROM mail_outbox ORDER BY id")
+		}
+		return err
+	})
+	if err != nil || len(out) == 0 {
+		return nil, err
+	}
+	return out, nil
+}
+
+// PruneMail drops mails the outbox is done with: sent or logged ones created
+// before doneCutoff, and any other (pending or failed) created before
+// unsentCutoff, which it returns too, oldest first and without their text
+// (the caller logs them; the links stay out of the log).
+func (s *Store) PruneMail(doneCutoff, unsentCutoff time.Time) (done int, unsent []store.Mail, err error) {
+	err = s.write("prune mail outbox", func(t *txn) error {
+		done, unsent = 0, nil
+		rows, err := t.query(`DELETE FROM mail_outbox
+			WHERE (state IN ($1, $2) AND created_at < $3) OR (state NOT IN ($1, $2) AND created_at < $4)
+			RETURNING state IN ($1, $2), rec`, store.MailSent, store.MailLogged, doneCutoff, unsentCutoff)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var isDone bool
+			var m store.Mail
+			if err := rows.Scan(&isDone, &m); err != nil {
+				return err
+			}
+			if isDone {
+				done++
+				continue
+			}
+			m.Text, m.HTML = "", ""
+			unsent = append(unsent, m)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	slices.SortFunc(unsent, func(a, b store.Mail) int { return cmp.Compare(a.ID, b.ID) })
+	return done, unsent, nil
+}
