@@ -170,7 +170,7 @@ func (s *Service) Inbound(_ context.Context, dev store.Device, in proto.Inbound)
 		UUID:  newID(), CompanyID: dev.CompanyID, DeviceID: dev.ID, Channel: in.Channel, Phone: from, Account: to, Text: in.Message,
 		ContentType: "text", Segments: 1, ClientID: in.ClientID, ReceivedAt: at.UTC().Format(timeLayout),
 	}
-	stored, dup, err := s.store.StoreAgentInbound(&m, s.now, s.onInbound)
+	stored, dup, err := s.store.StoreAgentInbound(&m, s.now)
 	switch {
 	case errors.Is(err, store.ErrDeviceGone):
 		return proto.InboundAck{}, problem.New(problem.NotFound, "The device was deleted.")

@@ -35,30 +35,25 @@ type Dispatcher interface {
 	Kick(fingerprint string)
 }
 
-// InboundHook runs inside the transaction that stores a new inbound message
-// (the webhook outbox), as sms.InboundHook does.
-type InboundHook = store.InboundHook
-
 // Service is WhatsApp and iMessage.
 type Service struct {
-	cfg       Config
-	store     Store
-	gov       *pacing.Governor
-	dispatch  Dispatcher
-	watch     sms.Watcher
-	onInbound InboundHook
-	log       *slog.Logger
-	now       func() time.Time
+	cfg      Config
+	store    Store
+	gov      *pacing.Governor
+	dispatch Dispatcher
+	watch    sms.Watcher
+	log      *slog.Logger
+	now      func() time.Time
 }
 
 // New returns the service; rnd is the governor's random source for the
 // gap's jitter (injected, so tests can replay it).
-func New(cfg Config, st Store, onInbound InboundHook, log *slog.Logger, now func() time.Time, rnd rand.Source) (*Service, error) {
+func New(cfg Config, st Store, log *slog.Logger, now func() time.Time, rnd rand.Source) (*Service, error) {
 	cfg.Defaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Service{cfg: cfg, store: st, gov: pacing.NewGovernor(rnd), onInbound: onInbound, log: log, now: now}, nil
+	return &Service{cfg: cfg, store: st, gov: pacing.NewGovernor(rnd), log: log, now: now}, nil
 }
 
 // SetDispatcher wires the hub; call it before serving.

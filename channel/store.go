@@ -19,6 +19,6 @@ type Store interface {
 	EnqueueAgent(m *store.Message, idemKey store.IdempotencyKey, now func() time.Time, vet store.SendVet, answer func(store.Message) (int, []byte)) (store.Message, *store.Idempotent, error)
 	MessageByUUID(companyID uint64, uuid string) (store.Message, error)
 	PruneAgentSends(cutoff time.Time) (int, error)
-	StoreAgentInbound(m *store.Message, now func() time.Time, extra store.InboundHook) (store.Message, bool, error)
+	StoreAgentInbound(m *store.Message, now func() time.Time) (store.Message, bool, error)
 	UpdateAgentNumber(companyID uint64, channel, publicID string, now time.Time, fn func(*store.AgentNumber) error) (store.AgentNumber, error)
 }

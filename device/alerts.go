@@ -29,21 +29,16 @@ const (
 	EventBatteryLow = "device.battery_low"
 )
 
-// Events writes a device event inside the transaction of the change that
-// raised it; *webhook.Service is one.
-type Events interface {
-	DeviceEvent(tx store.WriteTx, d store.Device, eventType string, at time.Time) error
-}
-
 // Mailer queues mail; *mail.Service is one.
 type Mailer interface {
 	Send(ctx context.Context, m mail.Message) error
 }
 
-// Alerts is what the service raises alerts through. A nil Events raises no
-// events and a nil Mailer sends no mail.
+// Alerts is what the service raises alerts through. A nil Mailer sends no
+// mail. The device events a change raises are handed to the store with the
+// change (UpdateDeviceWith), which writes them with the builder registered
+// with it (store.SetDeviceEvents; *webhook.Service's DeviceEvents).
 type Alerts struct {
-	Events Events
 	Mailer Mailer
 	// OfflineGrace is DefaultOfflineGrace when zero.
 	OfflineGrace time.Duration
@@ -52,8 +47,8 @@ type Alerts struct {
 	Logger     *slog.Logger
 }
 
-// SetAlerts makes the service raise device events and offline mail; call
-// it before serving.
+// SetAlerts sets the offline mail and the presence's grace; call it before
+// serving.
 func (s *Service) SetAlerts(a Alerts) {
 	if a.OfflineGrace <= 0 {
 		a.OfflineGrace = DefaultOfflineGrace
@@ -64,12 +59,9 @@ func (s *Service) SetAlerts(a Alerts) {
 	s.alerts = a
 }
 
-// raise writes an event of d in tx when events are on.
-func (s *Service) raise(tx store.WriteTx, d store.Device, eventType string, at time.Time) error {
-	if s.alerts.Events == nil {
-		return nil
-	}
-	return s.alerts.Events.DeviceEvent(tx, d, eventType, at)
+// raised is the one event of the type at a change of a device.
+func raised(eventType string, at time.Time) []store.DeviceEvent {
+	return []store.DeviceEvent{{Type: eventType, At: at}}
 }
 
 // Presence turns the ends and starts of a device's links into
@@ -110,16 +102,17 @@ func (p *Presence) Up(dev store.Device) {
 	}
 	s := p.svc
 	now := s.now()
-	_, err := s.store.UpdateDeviceWith(dev.CompanyID, dev.ID, func(tx store.WriteTx, d *store.Device) error {
-		return s.online(tx, d, now)
+	_, err := s.store.UpdateDeviceWith(dev.CompanyID, dev.ID, func(d *store.Device) ([]store.DeviceEvent, error) {
+		return s.online(d, now), nil
 	})
 	if err != nil {
 		s.alerts.Logger.Error("store device online", "device", dev.Fingerprint, "err", err)
 	}
 }
 
-// online reports d online in tx unless it is already.
-func (s *Service) online(tx store.WriteTx, d *store.Device, now time.Time) error {
+// online reports d online unless it is already, and returns the event
+// that raises.
+func (s *Service) online(d *store.Device, now time.Time) []store.DeviceEvent {
 	if d.Health == nil {
 		d.Health = &store.DeviceHealth{}
 	}
@@ -127,7 +120,7 @@ func (s *Service) online(tx store.WriteTx, d *store.Device, now time.Time) error
 		return nil
 	}
 	d.Health.Presence = store.PresenceOnline
-	return s.raise(tx, *d, EventOnline, now)
+	return raised(EventOnline, now)
 }
 
 // Down is called when the registered link of dev ended: if no link of it
@@ -196,20 +189,20 @@ func (p *Presence) offline(dev store.Device) {
 	s := p.svc
 	now := s.now()
 	mailAdmins := false
-	d, err := s.store.UpdateDeviceWith(dev.CompanyID, dev.ID, func(tx store.WriteTx, d *store.Device) error {
+	d, err := s.store.UpdateDeviceWith(dev.CompanyID, dev.ID, func(d *store.Device) ([]store.DeviceEvent, error) {
 		mailAdmins = false // a retried transaction decides again
 		if d.Health == nil {
 			d.Health = &store.DeviceHealth{}
 		}
 		if d.Health.Presence == store.PresenceOffline {
-			return nil
+			return nil, nil
 		}
 		d.Health.Presence = store.PresenceOffline
 		if s.alerts.Mailer != nil && now.Sub(d.Health.OfflineMailAt) >= OfflineMailEvery {
 			d.Health.OfflineMailAt = now.UTC()
 			mailAdmins = true
 		}
-		return s.raise(tx, *d, EventOffline, now)
+		return raised(EventOffline, now), nil
 	})
 	if err != nil {
 		s.alerts.Logger.Error("store device offline", "device", dev.Fingerprint, "err", err)

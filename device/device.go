@@ -50,7 +50,7 @@ type Store interface {
 	DevicesReportedOnline() ([]store.Device, error)
 	UpdateDevice(companyID uint64, fingerprint string, fn func(*store.Device) error) (store.Device, error)
 	UpdateDeviceByID(companyID, deviceID uint64, fn func(*store.Device) error) (store.Device, error)
-	UpdateDeviceWith(companyID, deviceID uint64, fn func(tx store.WriteTx, d *store.Device) error) (store.Device, error)
+	UpdateDeviceWith(companyID, deviceID uint64, fn func(d *store.Device) ([]store.DeviceEvent, error)) (store.Device, error)
 	QueueDepth(companyID, deviceID uint64) (int, error)
 	DeviceFailures(companyID, deviceID uint64) ([]store.DeviceFailure, error)
 	DeleteDevice(companyID uint64, fingerprint string, now time.Time) (store.Device, error)

@@ -94,17 +94,17 @@ func (s *Service) Health(_ context.Context, dev store.Device, h proto.Health) er
 		return err
 	}
 	now := s.now()
-	_, err = s.store.UpdateDeviceWith(dev.CompanyID, dev.ID, func(tx store.WriteTx, d *store.Device) error {
+	_, err = s.store.UpdateDeviceWith(dev.CompanyID, dev.ID, func(d *store.Device) ([]store.DeviceEvent, error) {
 		if d.Health != nil && !d.Health.ReportedAt.IsZero() {
 			if wait := d.Health.ReportedAt.Add(HealthInterval).Sub(now); wait > 0 {
-				return &problem.Error{Code: problem.RateLimited, RetryAfter: int((wait + time.Second - 1) / time.Second),
+				return nil, &problem.Error{Code: problem.RateLimited, RetryAfter: int((wait + time.Second - 1) / time.Second),
 					Message: fmt.Sprintf("a phone reports its health at most once every %d seconds; send the newest state after retry_after", proto.HealthIntervalSeconds)}
 			}
 		}
 		if applyHealth(d, report, now) {
-			return s.raise(tx, *d, EventBatteryLow, now)
+			return raised(EventBatteryLow, now), nil
 		}
-		return nil
+		return nil, nil
 	})
 	if pe, ok := problem.As(err); ok {
 		return pe

@@ -129,7 +129,7 @@ func (s *Service) Hello(_ context.Context, dev store.Device, selectedSIM string,
 		}
 	}
 	now := s.now()
-	return s.store.UpdateDeviceWith(dev.CompanyID, dev.ID, func(tx store.WriteTx, d *store.Device) error {
+	return s.store.UpdateDeviceWith(dev.CompanyID, dev.ID, func(d *store.Device) ([]store.DeviceEvent, error) {
 		if selectedSIM != "" {
 			d.SelectedSIM = selectedSIM
 		}
@@ -140,15 +140,14 @@ func (s *Service) Hello(_ context.Context, dev store.Device, selectedSIM string,
 			d.AppVersion = appVersion
 		}
 		d.LastSeenAt = now.UTC()
+		var events []store.DeviceEvent
 		if health != nil && applyHealth(d, report, now) {
-			if err := s.raise(tx, *d, EventBatteryLow, now); err != nil {
-				return err
-			}
+			events = raised(EventBatteryLow, now)
 		}
 		// The link is coming up: device.online is raised here, in the
 		// write the hello makes anyway, rather than in one of its own. A
 		// link refused after its hello is reported down (Presence.Down).
-		return s.online(tx, d, now)
+		return append(events, s.online(d, now)...), nil
 	})
 }
 

@@ -80,7 +80,7 @@ func newRigAt(t testing.TB, cfg Config, now func() time.Time) *rig {
 	logs := &syncbuf.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	devices := device.New(device.Config{PublicURL: "http://127.0.0.1"}, st, time.Now)
-	messages := sms.New(sms.Config{}, st, nil, log, now)
+	messages := sms.New(sms.Config{}, st, log, now)
 	reads := new(atomic.Int64)
 	hub := New(cfg, devices, countedIntake{messages, reads}, log, time.Now)
 	messages.SetDispatcher(hub)

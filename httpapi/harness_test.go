@@ -138,16 +138,18 @@ func newBillingEnv(t *testing.T, sopt storetest.Options, wcfg webhook.Config, bc
 	stopWebhooks := sync.OnceFunc(func() { wcancel(); <-wdone })
 	t.Cleanup(stopWebhooks)
 	st.SetStatusEvents(hooks.StatusEvents())
-	messages := sms.New(sms.Config{}, st, hooks.OnInbound, log, clk.Now)
+	st.SetInboundEvents(hooks.InboundEvents())
+	st.SetDeviceEvents(hooks.DeviceEvents())
+	messages := sms.New(sms.Config{}, st, log, clk.Now)
 	hub := gateway.New(testHubConfig, devices, messages, log, clk.Now)
 	messages.SetDispatcher(hub)
 	if err := messages.SetFailoverHub(hub); err != nil {
 		t.Fatal(err)
 	}
-	devices.SetAlerts(device.Alerts{Events: hooks, Mailer: mailer, OfflineGrace: testOfflineGrace, DevicesURL: publicURL + web.Prefix + "/devices", Logger: log})
+	devices.SetAlerts(device.Alerts{Mailer: mailer, OfflineGrace: testOfflineGrace, DevicesURL: publicURL + web.Prefix + "/devices", Logger: log})
 	presence := devices.NewPresence(hub.Online)
 	hub.SetPresence(presence)
-	agents, err := channel.New(channel.Config{}, st, hooks.OnInbound, log, clk.Now, rand.NewPCG(1, 2))
+	agents, err := channel.New(channel.Config{}, st, log, clk.Now, rand.NewPCG(1, 2))
 	if err != nil {
 		t.Fatal(err)
 	}

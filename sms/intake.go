@@ -159,7 +159,7 @@ func (s *Service) Inbound(_ context.Context, dev store.Device, in proto.Inbound)
 		UUID: newID(), CompanyID: dev.CompanyID, DeviceID: dev.ID, Device: dev.Fingerprint, Channel: proto.ChannelSMS, Phone: from, Text: in.Message,
 		SIMSlot: slot, Segments: Segments(in.Message), ClientID: in.ClientID, ReceivedAt: receivedAt,
 	}
-	stored, dup, err := s.store.StoreInbound(&m, s.now, s.onInbound)
+	stored, dup, err := s.store.StoreInbound(&m, s.now)
 	if errors.Is(err, store.ErrDeviceGone) {
 		return proto.InboundAck{}, problem.New(problem.NotFound, "The device was deleted.")
 	}

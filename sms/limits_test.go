@@ -29,7 +29,7 @@ func TestInboundLimitsCountUTF8Bytes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := sms.New(sms.Config{}, st, nil, slog.New(slog.DiscardHandler), time.Now)
+	svc := sms.New(sms.Config{}, st, slog.New(slog.DiscardHandler), time.Now)
 	bytes := func(n int) string { return strings.Repeat("é", n/2) + strings.Repeat("a", n%2) }
 	inbound := func(clientID, from string) error {
 		_, err := svc.Inbound(context.Background(), dev, proto.Inbound{ClientID: clientID, Channel: "sms", From: from, Message: "hi"})

@@ -46,20 +46,15 @@ type Watcher interface {
 	MessageChanged(m store.Message)
 }
 
-// InboundHook runs inside the transaction that stores a new inbound message
-// (the webhook outbox), so both are durable together.
-type InboundHook = store.InboundHook
-
 // Service is the SMS domain.
 type Service struct {
-	cfg       Config
-	store     Store
-	dispatch  Dispatcher
-	watch     Watcher
-	onInbound InboundHook
-	log       *slog.Logger
-	now       func() time.Time
-	sched     *wakeup.Signal // wakes the scheduler when a scheduled message is stored (schedule.go)
+	cfg      Config
+	store    Store
+	dispatch Dispatcher
+	watch    Watcher
+	log      *slog.Logger
+	now      func() time.Time
+	sched    *wakeup.Signal // wakes the scheduler when a scheduled message is stored (schedule.go)
 	// hub, startSeq and started serve the failover sweep (failover.go).
 	hub      FailoverHub
 	startSeq uint64
@@ -68,11 +63,11 @@ type Service struct {
 
 // New returns the service. dispatch may be set later with SetDispatcher, as
 // the hub and the service need each other.
-func New(cfg Config, st Store, onInbound InboundHook, log *slog.Logger, now func() time.Time) *Service {
+func New(cfg Config, st Store, log *slog.Logger, now func() time.Time) *Service {
 	if cfg.MessageTTL <= 0 {
 		cfg.MessageTTL = DefaultMessageTTL
 	}
-	return &Service{cfg: cfg, store: st, onInbound: onInbound, sched: wakeup.NewSignal(), log: log, now: now}
+	return &Service{cfg: cfg, store: st, sched: wakeup.NewSignal(), log: log, now: now}
 }
 
 // SetDispatcher wires the hub; call it before serving.

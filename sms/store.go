@@ -35,6 +35,6 @@ type Store interface {
 	RemoveOptOut(companyID uint64, phone string) error
 	SIMUsages(companyID uint64, fingerprint string, now time.Time) ([]store.SIMUsage, error)
 	SetSIMCaps(companyID uint64, fingerprint string, caps map[string]store.SIMCaps, now time.Time) ([]store.SIMUsage, error)
-	StoreInbound(m *store.Message, now func() time.Time, extra store.InboundHook) (store.Message, bool, error)
+	StoreInbound(m *store.Message, now func() time.Time) (store.Message, bool, error)
 	TransitionLater(companyID, deviceID uint64, uuid, status, errText, statusAt, detail string, now time.Time) store.Transit
 }

@@ -81,7 +81,8 @@ func newEnv(t *testing.T, opt options) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	messages := sms.New(sms.Config{}, st, hooks.OnInbound, log, time.Now)
+	st.SetInboundEvents(hooks.InboundEvents())
+	messages := sms.New(sms.Config{}, st, log, time.Now)
 	hub := gateway.New(gateway.Config{HelloTimeout: 2 * time.Second}, devices, messages, log, time.Now)
 	messages.SetDispatcher(hub)
 	t.Cleanup(func() {

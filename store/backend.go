@@ -12,7 +12,6 @@ import (
 // declares the narrow interface of what it calls (sms.Store, ...).
 type Backend interface {
 	AddOptOut(companyID uint64, phone string, now time.Time) (o OptOut, created bool, err error)
-	AddWebhookEvent(tx WriteTx, companyID uint64, now time.Time, lim OutboxLimits, build func(WebhookSet) (WebhookEvent, []WebhookDelivery, error)) (OutboxAdd, error)
 	AgentMessages(companyID, numberID uint64, page, limit int) ([]Message, int, error)
 	AgentNumber(companyID uint64, channel, publicID string) (AgentNumber, error)
 	AgentNumberByRef(companyID, numberID uint64) (AgentNumber, error)
@@ -103,6 +102,8 @@ type Backend interface {
 	RotateRefreshToken(oldHash, newHash []byte, newExpiry, now time.Time) (RefreshToken, error)
 	SIMUsages(companyID uint64, fingerprint string, now time.Time) ([]SIMUsage, error)
 	Secret(name string, size int) ([]byte, error)
+	SetDeviceEvents(h DeviceEvents)
+	SetInboundEvents(h InboundEvents)
 	SetPlans(p Plans)
 	SetSIMCaps(companyID uint64, fingerprint string, caps map[string]SIMCaps, now time.Time) ([]SIMUsage, error)
 	SetStatusEvents(h StatusEvents)
@@ -112,8 +113,8 @@ type Backend interface {
 	StatsDevices(companyID uint64) ([]StatsDevice, error)
 	StatsTotals(companyID uint64) (Counts, error)
 	StorageUsed(companyID uint64, t time.Time) (int64, error)
-	StoreAgentInbound(m *Message, now func() time.Time, extra InboundHook) (Message, bool, error)
-	StoreInbound(m *Message, now func() time.Time, extra InboundHook) (Message, bool, error)
+	StoreAgentInbound(m *Message, now func() time.Time) (Message, bool, error)
+	StoreInbound(m *Message, now func() time.Time) (Message, bool, error)
 	Subscription(companyID uint64) (sub Subscription, found bool, err error)
 	TouchConsoleSession(hash []byte, at time.Time) error
 	Transition(companyID, deviceID uint64, uuid, status, errText, statusAt string, now time.Time) (out Message, moved bool, err error)
@@ -123,7 +124,7 @@ type Backend interface {
 	UpdateCompany(id uint64, fn func(*Company) error) (Company, error)
 	UpdateDevice(companyID uint64, fingerprint string, fn func(*Device) error) (Device, error)
 	UpdateDeviceByID(companyID, deviceID uint64, fn func(*Device) error) (Device, error)
-	UpdateDeviceWith(companyID, deviceID uint64, fn func(tx WriteTx, d *Device) error) (Device, error)
+	UpdateDeviceWith(companyID, deviceID uint64, fn func(d *Device) ([]DeviceEvent, error)) (Device, error)
 	UpdateMail(id uint64, fn func(*Mail)) (Mail, error)
 	UpdateSubscription(companyID uint64, fn func(*Subscription) error) (Subscription, error)
 	UpdateUser(id uint64, fn func(*User) error) (User, error)

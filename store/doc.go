@@ -1,6 +1,7 @@
 // Package store names what simrelay keeps: the records (Message, Device,
 // Company, WebhookDelivery, ...), the errors a backend answers with, and the
-// hooks a write runs inside its transaction. It holds no storage itself.
+// builders of the webhook events a write stores with its change
+// (StatusEvents, InboundEvents, DeviceEvents). It holds no storage itself.
 //
 // Two backends keep these records: boltstore, one embedded bbolt file (the
 // default, for one machine), and postgres, a PostgreSQL database that several

@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"encoding/json"
+	"time"
 )
 
 // WebhookEvent is what every delivery of one event shares.
@@ -43,7 +44,7 @@ type OutboxLimits struct {
 	LogKeep int
 }
 
-// OutboxAdd is what AddWebhookEvent did.
+// OutboxAdd is what the write of one event to the outbox did.
 type OutboxAdd struct {
 	// Queued is how many deliveries were stored.
 	Queued int
@@ -55,16 +56,61 @@ type OutboxAdd struct {
 	PendingBytes int64
 }
 
-// StatusEvents builds the webhook deliveries of a status change. The store
-// calls Build with the company's webhook set and the message as it now is;
-// Build returns the event and one delivery per entry that takes it (none
-// for a company that asked for no status events). It runs inside a write
-// transaction: it must not call the store.
+// The store writes the webhook events of a change in the transaction that
+// stores the change, so the change and its outbox entries are durable
+// together or not at all; a receiver is never told of a change that did
+// not commit, and a committed change never loses its event. The webhook
+// domain registers one builder per kind of change before the store serves
+// (SetStatusEvents, SetInboundEvents, SetDeviceEvents); without one, that
+// kind of change writes no event.
+//
+// For each change the store hands Build the company's webhook set (a
+// company without entries costs one lookup and no call); Build returns the
+// event and one delivery per entry that takes it, none when no entry does.
+// Build runs inside the store's write transaction, which may run more than
+// once: it must not call the store, and it only makes what it returns. The
+// event's body counts against the company's daily storage budget after the
+// fact: it is never refused for it (the change it belongs to was admitted).
+// When the company's outbox would go over Limits, none of the event's
+// deliveries is queued: each gets a failed line in the deliveries log
+// instead (OutboxAdd.Refused). Committed runs once the transaction has
+// committed, and only when the event queued or refused deliveries: the
+// dispatcher's wake-up and the operator's log line. A Build error refuses
+// the change with it.
+
+// StatusEvents builds the webhook deliveries of an outbound message's
+// change of status (a report of the phone or the agent, an expiry, a
+// deletion of its device, a scheduled message failing at its time), given
+// the message as it now is.
 type StatusEvents struct {
-	Limits OutboxLimits
-	Build  func(set WebhookSet, m Message) (WebhookEvent, []WebhookDelivery, error)
-	// Committed runs after a commit that queued or refused deliveries (a
-	// refusal is an outbox over its limits): the dispatcher's wake-up and
-	// the operator's log line.
+	Limits    OutboxLimits
+	Build     func(set WebhookSet, m Message) (WebhookEvent, []WebhookDelivery, error)
 	Committed func(m Message, res OutboxAdd)
+}
+
+// InboundEvents builds the webhook deliveries of a new inbound message
+// (StoreInbound, StoreAgentInbound), given the message as stored; a repeat
+// of a stored message builds nothing. Its event counts on the day the
+// message is stored.
+type InboundEvents struct {
+	Limits    OutboxLimits
+	Build     func(set WebhookSet, m Message) (WebhookEvent, []WebhookDelivery, error)
+	Committed func(m Message, res OutboxAdd)
+}
+
+// DeviceEvent is an event a change of a device raises (UpdateDeviceWith):
+// its type, as the webhook outbox names it (device.online, ...), and when
+// it happened, which is the day its event counts on.
+type DeviceEvent struct {
+	Type string
+	At   time.Time
+}
+
+// DeviceEvents builds the webhook deliveries of the events a change of a
+// device raises, one event at a time in the order raised, given the device
+// as the change left it.
+type DeviceEvents struct {
+	Limits    OutboxLimits
+	Build     func(set WebhookSet, d Device, ev DeviceEvent) (WebhookEvent, []WebhookDelivery, error)
+	Committed func(d Device, ev DeviceEvent, res OutboxAdd)
 }

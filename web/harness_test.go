@@ -101,7 +101,8 @@ func newEnv(t *testing.T, opts ...func(*envOptions)) *env {
 		t.Fatal(err)
 	}
 	wg.Go(func() { _ = hooks.Run(ctx) })
-	messages := sms.New(sms.Config{}, st, hooks.OnInbound, log, clk.Now)
+	st.SetInboundEvents(hooks.InboundEvents())
+	messages := sms.New(sms.Config{}, st, log, clk.Now)
 	hub := gateway.New(gateway.Config{HelloTimeout: 2 * time.Second}, devices, messages, log, clk.Now)
 	messages.SetDispatcher(hub)
 	t.Cleanup(func() {
@@ -114,7 +115,7 @@ func newEnv(t *testing.T, opts ...func(*envOptions)) *env {
 		t.Fatal(err)
 	}
 	st.SetPlans(bill)
-	agents, err := channel.New(channel.Config{}, st, hooks.OnInbound, log, clk.Now, rand.NewPCG(1, 2))
+	agents, err := channel.New(channel.Config{}, st, log, clk.Now, rand.NewPCG(1, 2))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,18 +2,17 @@ package webhook
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/simrelay/simrelay/store"
 )
 
 // Device events: opt-in per entry through its events list, like the status
-// events. The device domain raises them inside the transaction that
-// records the change (DeviceEvent), so the device's state and the event
-// are durable together.
+// events. The device domain says which events a change raises
+// (store.UpdateDeviceWith) and the store writes them, with DeviceEvents,
+// inside the transaction that records the change, so the device's state
+// and the event are durable together.
 const (
 	EventDeviceOnline     = "device.online"
 	EventDeviceOffline    = "device.offline"
@@ -53,50 +52,47 @@ func deviceData(d store.Device, eventType string) DeviceData {
 	return out
 }
 
-// DeviceEvent writes a device.* event of d, inside tx, for every active
+// DeviceEvents is the store's builder of device events
+// (store.SetDeviceEvents): a device.* event of the device as its change
+// left it, inside the transaction that stores the change, for every active
 // entry that asked for its type and whose devices scope takes the device
 // (the other scope lists name messages, not devices, and do not narrow
-// device events). A spent storage budget drops the event with a log line
-// rather than refuse the device's own update.
-func (s *Service) DeviceEvent(tx store.WriteTx, d store.Device, eventType string, at time.Time) error {
-	if !slices.Contains(deviceEventTypes, eventType) {
-		return fmt.Errorf("webhook: %q is not a device event", eventType)
-	}
-	now := s.now().UTC()
-	res, err := s.store.AddWebhookEvent(tx, d.CompanyID, at, s.outboxLimits(), func(set store.WebhookSet) (store.WebhookEvent, []store.WebhookDelivery, error) {
-		var ev store.WebhookEvent
-		var out []store.WebhookDelivery
-		for _, e := range set.Entries {
-			if !e.Active || !Wants(e, eventType) || (len(e.Devices) > 0 && !slices.Contains(e.Devices, d.Fingerprint)) {
-				continue
+// device events). A type that is not a device event's refuses the change.
+func (s *Service) DeviceEvents() store.DeviceEvents {
+	return store.DeviceEvents{
+		Limits: s.outboxLimits(),
+		Build: func(set store.WebhookSet, d store.Device, de store.DeviceEvent) (store.WebhookEvent, []store.WebhookDelivery, error) {
+			eventType, at := de.Type, de.At
+			if !slices.Contains(deviceEventTypes, eventType) {
+				return store.WebhookEvent{}, nil, fmt.Errorf("webhook: %q is not a device event", eventType)
 			}
-			if ev.ID == "" {
-				body, err := json.Marshal(devicePayload{Type: eventType, CreatedAt: at.UTC().Format(timeLayout), Data: deviceData(d, eventType)})
-				if err != nil {
-					return ev, nil, err
+			now := s.now().UTC()
+			var ev store.WebhookEvent
+			var out []store.WebhookDelivery
+			for _, e := range set.Entries {
+				if !e.Active || !Wants(e, eventType) || (len(e.Devices) > 0 && !slices.Contains(e.Devices, d.Fingerprint)) {
+					continue
 				}
-				ev = store.WebhookEvent{ID: newID(), Body: body}
+				if ev.ID == "" {
+					body, err := json.Marshal(devicePayload{Type: eventType, CreatedAt: at.UTC().Format(timeLayout), Data: deviceData(d, eventType)})
+					if err != nil {
+						return ev, nil, err
+					}
+					ev = store.WebhookEvent{ID: newID(), Body: body}
+				}
+				out = append(out, store.WebhookDelivery{UUID: newID(), EventType: eventType, WebhookID: e.ID, CreatedAt: now, NextAttemptAt: now})
 			}
-			out = append(out, store.WebhookDelivery{UUID: newID(), EventType: eventType, WebhookID: e.ID, CreatedAt: now, NextAttemptAt: now})
-		}
-		return ev, out, nil
-	})
-	if errors.Is(err, store.ErrStorageBudget) {
-		s.log.Warn("storage budget spent: device event not queued", "company", d.CompanyID, "device", d.Fingerprint, "event", eventType)
-		return nil
+			return ev, out, nil
+		},
+		Committed: func(d store.Device, de store.DeviceEvent, res store.OutboxAdd) {
+			if res.Queued > 0 {
+				s.Kick()
+			}
+			if res.Refused > 0 {
+				s.log.Warn("webhook outbox full: the device event's deliveries are logged as failed, not queued",
+					"company", d.CompanyID, "device", d.Fingerprint, "event", de.Type, "deliveries", res.Refused,
+					"pending", res.Pending, "pending_bytes", res.PendingBytes)
+			}
+		},
 	}
-	if err != nil {
-		return fmt.Errorf("webhook: outbox of %s for device %s: %w", eventType, d.Fingerprint, err)
-	}
-	if res.Queued > 0 {
-		tx.OnCommit(s.Kick)
-	}
-	if res.Refused > 0 {
-		tx.OnCommit(func() {
-			s.log.Warn("webhook outbox full: the device event's deliveries are logged as failed, not queued",
-				"company", d.CompanyID, "device", d.Fingerprint, "event", eventType, "deliveries", res.Refused,
-				"pending", res.Pending, "pending_bytes", res.PendingBytes)
-		})
-	}
-	return nil
 }

@@ -2,7 +2,7 @@
 // signed, through a durable outbox.
 //
 // The outbox is written in the same store transaction as the inbound message
-// (OnInbound is the sms.InboundHook): a message the phone saw acknowledged
+// (InboundEvents is the builder the store calls there): a message the phone saw acknowledged
 // always has its deliveries, and a message that was not stored has none. Each
 // delivery is one event for one matching webhook entry, with its body fixed
 // at that moment (the event's body is stored once and shared by its

@@ -26,6 +26,8 @@ type fixture struct {
 	company uint64
 	device  string
 	seq     int
+	// events is the service whose inbound events the store writes.
+	events *Service
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -84,9 +86,13 @@ func (f *fixture) configure(svc *Service, entries ...EntryInput) []store.Webhook
 }
 
 // inbound stores an SMS the device (of whichever company holds it) received,
-// with the service's hook.
+// with the service's inbound events.
 func (f *fixture) inbound(svc *Service, device, slot string, now time.Time) store.Message {
 	f.t.Helper()
+	if f.events != svc {
+		f.st.SetInboundEvents(svc.InboundEvents())
+		f.events = svc
+	}
 	f.seq++
 	d, err := f.st.Device(device)
 	if err != nil {
@@ -94,7 +100,7 @@ func (f *fixture) inbound(svc *Service, device, slot string, now time.Time) stor
 	}
 	m := store.Message{UUID: fmt.Sprintf("00000000-0000-7000-8000-%012d", f.seq), CompanyID: d.CompanyID, DeviceID: d.ID, Channel: "sms", Phone: "+15550100001",
 		Text: fmt.Sprintf("hello %d", f.seq), SIMSlot: slot, ClientID: fmt.Sprintf("c%d", f.seq), ReceivedAt: "2026-11-22T10:00:00.000Z"}
-	stored, _, err := f.st.StoreInbound(&m, func() time.Time { return now }, svc.OnInbound)
+	stored, _, err := f.st.StoreInbound(&m, func() time.Time { return now })
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -165,8 +171,10 @@ func (h *hanger) counts() (now, most int) {
 }
 
 // holdCommits keeps the store's group commit busy with an inbound message
-// whose hook waits, until the returned release is called: what a slow
-// fsync looks like to every write queued behind it.
+// whose event builder waits, until the returned release is called: what a
+// slow fsync looks like to every write queued behind it. The builder stands
+// in for a service's and writes no event; the store calls it only for a
+// company with webhook entries, so the fixture's company needs one.
 func (f *fixture) holdCommits() (release func()) {
 	f.t.Helper()
 	d, err := f.st.Device(f.device)
@@ -174,11 +182,18 @@ func (f *fixture) holdCommits() (release func()) {
 		f.t.Fatal(err)
 	}
 	entered, free, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	enter := sync.OnceFunc(func() { close(entered) }) // a transaction tried again builds again
+	f.st.SetInboundEvents(store.InboundEvents{Build: func(store.WebhookSet, store.Message) (store.WebhookEvent, []store.WebhookDelivery, error) {
+		enter()
+		<-free
+		return store.WebhookEvent{}, nil, nil
+	}})
+	f.events = nil
 	go func() {
 		defer close(done)
 		m := store.Message{UUID: "00000000-0000-7000-8000-999999999999", CompanyID: d.CompanyID, DeviceID: d.ID, Channel: "sms", Phone: "+15550100009",
 			Text: "held", SIMSlot: "SIM1", ClientID: "held", ReceivedAt: "2026-11-22T10:00:00.000Z"}
-		_, _, _ = f.st.StoreInbound(&m, time.Now, func(store.WriteTx, store.Message) error { close(entered); <-free; return nil })
+		_, _, _ = f.st.StoreInbound(&m, time.Now)
 	}()
 	<-entered
 	return sync.OnceFunc(func() { close(free); <-done })

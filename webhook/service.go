@@ -59,59 +59,53 @@ func New(cfg Config, st Store, log *slog.Logger, now func() time.Time) (*Service
 // Kick wakes the dispatcher to look for due deliveries now. It never blocks.
 func (s *Service) Kick() { s.wake.Kick() }
 
-// OnInbound is the sms.InboundHook: inside the transaction that stores a new
-// inbound message it writes the event's body once and one delivery for each
-// active entry whose scope takes the message. Once that transaction commits,
-// the dispatcher is woken. When the company's outbox is full the event's
+// InboundEvents is the store's builder of inbound events
+// (store.SetInboundEvents): inside the transaction that stores a new
+// inbound message, the event's body once and one delivery for each active
+// entry whose scope takes the message. Once that transaction commits, the
+// dispatcher is woken. When the company's outbox is full the event's
 // deliveries are logged as failed instead, and the operator log says so.
-func (s *Service) OnInbound(tx store.WriteTx, m store.Message) error {
-	if m.Direction != store.Inbound {
-		return nil
-	}
-	eventType, ok := eventTypes[m.Channel]
-	if !ok {
-		return nil
-	}
-	now := s.now().UTC() // due at once by the clock that dispatches it
-	// The event counts on the day its message is stored, by the clock that stored it.
-	res, err := s.store.AddWebhookEvent(tx, m.CompanyID, m.CreatedAt, s.outboxLimits(), func(set store.WebhookSet) (store.WebhookEvent, []store.WebhookDelivery, error) {
-		in := inboundOf(m)
-		var ev store.WebhookEvent
-		var out []store.WebhookDelivery
-		for _, e := range set.Entries {
-			if !e.Active || !Wants(e, eventType) || !Matches(e, in) {
-				continue
+func (s *Service) InboundEvents() store.InboundEvents {
+	return store.InboundEvents{
+		Limits: s.outboxLimits(),
+		Build: func(set store.WebhookSet, m store.Message) (store.WebhookEvent, []store.WebhookDelivery, error) {
+			eventType, ok := eventTypes[m.Channel]
+			if m.Direction != store.Inbound || !ok {
+				return store.WebhookEvent{}, nil, nil
 			}
-			if ev.ID == "" {
-				body, err := eventBody(eventType, m, s.cfg.MediaURLs)
-				if err != nil {
-					return ev, nil, err
+			now := s.now().UTC() // due at once by the clock that dispatches it
+			in := inboundOf(m)
+			var ev store.WebhookEvent
+			var out []store.WebhookDelivery
+			for _, e := range set.Entries {
+				if !e.Active || !Wants(e, eventType) || !Matches(e, in) {
+					continue
 				}
-				ev = store.WebhookEvent{ID: newID(), Body: body}
+				if ev.ID == "" {
+					body, err := eventBody(eventType, m, s.cfg.MediaURLs)
+					if err != nil {
+						return ev, nil, err
+					}
+					ev = store.WebhookEvent{ID: newID(), Body: body}
+				}
+				out = append(out, store.WebhookDelivery{
+					UUID: newID(), EventType: eventType, WebhookID: e.ID, CreatedAt: now, NextAttemptAt: now,
+				})
 			}
-			out = append(out, store.WebhookDelivery{
-				UUID: newID(), EventType: eventType, WebhookID: e.ID, CreatedAt: now, NextAttemptAt: now,
-			})
-		}
-		return ev, out, nil
-	})
-	if err != nil {
-		return fmt.Errorf("webhook: outbox of message %d: %w", m.ID, err)
+			return ev, out, nil
+		},
+		Committed: func(m store.Message, res store.OutboxAdd) {
+			if res.Queued > 0 {
+				s.Kick()
+			}
+			if res.Refused > 0 {
+				s.log.Warn("webhook outbox full: the event's deliveries are logged as failed, not queued",
+					"company", m.CompanyID, "message", m.ID, "deliveries", res.Refused,
+					"pending", res.Pending, "pending_bytes", res.PendingBytes,
+					"max_pending", s.cfg.MaxPending, "max_pending_bytes", s.cfg.MaxPendingBytes)
+			}
+		},
 	}
-	if res.Queued > 0 {
-		// The hook cannot know whether its transaction commits (group commit
-		// may retry it); bbolt can, and runs this only after a durable commit.
-		tx.OnCommit(s.Kick)
-	}
-	if res.Refused > 0 {
-		tx.OnCommit(func() {
-			s.log.Warn("webhook outbox full: the event's deliveries are logged as failed, not queued",
-				"company", m.CompanyID, "message", m.ID, "deliveries", res.Refused,
-				"pending", res.Pending, "pending_bytes", res.PendingBytes,
-				"max_pending", s.cfg.MaxPending, "max_pending_bytes", s.cfg.MaxPendingBytes)
-		})
-	}
-	return nil
 }
 
 func (s *Service) outboxLimits() store.OutboxLimits {

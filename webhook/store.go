@@ -8,7 +8,6 @@ import (
 
 // Store is what this package asks of the store; both backends answer it.
 type Store interface {
-	AddWebhookEvent(tx store.WriteTx, companyID uint64, now time.Time, lim store.OutboxLimits, build func(store.WebhookSet) (store.WebhookEvent, []store.WebhookDelivery, error)) (store.OutboxAdd, error)
 	CompanyUsers(companyID uint64) ([]store.User, error)
 	DueWebhookDeliveries(now time.Time, limit int, skip func(d store.WebhookDue) bool) ([]store.WebhookDue, time.Time, error)
 	PruneWebhookAttempts(cutoff time.Time, keep int) (int, error)

@@ -339,18 +339,21 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	if err != nil {
 		return err
 	}
-	// Status changes of outbound messages write their webhook events in their own transaction.
+	// Status changes of outbound messages, new inbound messages and the
+	// changes of devices write their webhook events in their own transaction.
 	st.SetStatusEvents(hooks.StatusEvents())
+	st.SetInboundEvents(hooks.InboundEvents())
+	st.SetDeviceEvents(hooks.DeviceEvents())
 	// Entries with a mailto: url are delivered through the mail outbox.
 	hooks.SetMailer(mailer)
-	messages := sms.New(sms.Config{MessageTTL: cfg.messageTTL}, st, hooks.OnInbound, log.With("component", "sms"), time.Now)
+	messages := sms.New(sms.Config{MessageTTL: cfg.messageTTL}, st, log.With("component", "sms"), time.Now)
 	hub := gateway.New(gateway.Config{}, devices, messages, log.With("component", "gateway"), time.Now)
 	messages.SetDispatcher(hub)
 	if err := messages.SetFailoverHub(hub); err != nil {
 		return fmt.Errorf("failover: %w", err)
 	}
-	// Devices raise device.* webhook events and mail their admins when offline.
-	devices.SetAlerts(device.Alerts{Events: hooks, Mailer: mailer, OfflineGrace: cfg.offlineGrace,
+	// Devices mail their admins when offline.
+	devices.SetAlerts(device.Alerts{Mailer: mailer, OfflineGrace: cfg.offlineGrace,
 		DevicesURL: cfg.publicURL + web.Prefix + "/devices", Logger: log.With("component", "device")})
 	presence := devices.NewPresence(hub.Online)
 	hub.SetPresence(presence)
@@ -366,7 +369,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 			g.Max = time.Nanosecond
 		}
 	}
-	agents, err := channel.New(agentCfg, st, hooks.OnInbound, log.With("component", "channel"), time.Now, rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	agents, err := channel.New(agentCfg, st, log.With("component", "channel"), time.Now, rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	if err != nil {
 		return err
 	}

@@ -231,9 +231,9 @@ func (s *Store) AgentMessages(companyID, numberID uint64, page, limit int) ([]Me
 // for SMS. m carries CompanyID, DeviceID, Channel and Account (the address
 // it came to, normalised): an address the company has no number for is
 // ErrNotFound, one another agent of the company holds ErrNumberNotHeld
-// (unless the frame repeats one already stored). extra runs in the same
-// transaction for a new message.
-func (s *Store) StoreAgentInbound(m *Message, now func() time.Time, extra InboundHook) (Message, bool, error) {
+// (unless the frame repeats one already stored). A new message's webhook
+// event is written in the same transaction.
+func (s *Store) StoreAgentInbound(m *Message, now func() time.Time) (Message, bool, error) {
 	var out Message
 	var dup bool
 	var refused error
@@ -303,10 +303,8 @@ func (s *Store) StoreAgentInbound(m *Message, now func() time.Time, extra Inboun
 		if err := tx.Bucket(bucketAgentInClient).Put(ck, itob(msg.ID)); err != nil {
 			return err
 		}
-		if extra != nil {
-			if err := extra(writeTx{tx}, msg); err != nil {
-				return err
-			}
+		if err := s.inboundEvent(tx, msg); err != nil {
+			return err
 		}
 		out = msg
 		return nil

@@ -17,12 +17,14 @@ type (
 	Counts               = store.Counts
 	Device               = store.Device
 	DeviceCheck          = store.DeviceCheck
+	DeviceEvent          = store.DeviceEvent
+	DeviceEvents         = store.DeviceEvents
 	DeviceFailure        = store.DeviceFailure
 	DeviceHealth         = store.DeviceHealth
 	FailoverInput        = store.FailoverInput
 	IdempotencyKey       = store.IdempotencyKey
 	Idempotent           = store.Idempotent
-	InboundHook          = store.InboundHook
+	InboundEvents        = store.InboundEvents
 	InboundQuery         = store.InboundQuery
 	Mail                 = store.Mail
 	Media                = store.Media
@@ -69,7 +71,6 @@ type (
 	WebhookEvent         = store.WebhookEvent
 	WebhookJob           = store.WebhookJob
 	WebhookSet           = store.WebhookSet
-	WriteTx              = store.WriteTx
 )
 
 const (

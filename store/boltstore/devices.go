@@ -237,20 +237,22 @@ func (s *Store) UpdateDeviceByID(companyID, deviceID uint64, fn func(*Device) er
 	}, fn)
 }
 
-// UpdateDeviceWith is UpdateDeviceByID whose fn also writes through the
-// transaction (a webhook event with AddWebhookEvent), so that the device's
-// new state and what it raised are durable together or not at all.
-func (s *Store) UpdateDeviceWith(companyID, deviceID uint64, fn func(tx WriteTx, d *Device) error) (Device, error) {
+// UpdateDeviceWith is UpdateDeviceByID whose fn also returns the events
+// its change raises (device.online, ...): their webhook events
+// (SetDeviceEvents) are written in the same transaction, so that the
+// device's new state and what it raised are durable together or not at
+// all. fn may run more than once; each run says afresh what it raises.
+func (s *Store) UpdateDeviceWith(companyID, deviceID uint64, fn func(d *Device) ([]DeviceEvent, error)) (Device, error) {
 	return s.updateDeviceTx(fmt.Sprintf("%d of company %d", deviceID, companyID), func(tx *bolt.Tx) (Device, error) {
 		return liveDeviceByID(tx, companyID, deviceID)
 	}, fn)
 }
 
 func (s *Store) updateDevice(name string, find func(*bolt.Tx) (Device, error), fn func(*Device) error) (Device, error) {
-	return s.updateDeviceTx(name, find, func(_ WriteTx, d *Device) error { return fn(d) })
+	return s.updateDeviceTx(name, find, func(d *Device) ([]DeviceEvent, error) { return nil, fn(d) })
 }
 
-func (s *Store) updateDeviceTx(name string, find func(*bolt.Tx) (Device, error), fn func(WriteTx, *Device) error) (Device, error) {
+func (s *Store) updateDeviceTx(name string, find func(*bolt.Tx) (Device, error), fn func(*Device) ([]DeviceEvent, error)) (Device, error) {
 	var d Device
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		var err error
@@ -261,7 +263,8 @@ func (s *Store) updateDeviceTx(name string, find func(*bolt.Tx) (Device, error),
 			return err
 		}
 		before := d
-		if err := fn(writeTx{tx}, &d); err != nil {
+		events, err := fn(&d)
+		if err != nil {
 			return err
 		}
 		d.ID, d.Fingerprint, d.CompanyID, d.TokenHash, d.CreatedAt = before.ID, before.Fingerprint, before.CompanyID, before.TokenHash, before.CreatedAt
@@ -271,7 +274,10 @@ func (s *Store) updateDeviceTx(name string, find func(*bolt.Tx) (Device, error),
 		if err := nameStatsDevice(tx, d); err != nil {
 			return err
 		}
-		return putJSON(tx.Bucket(bucketDevices), []byte(d.Fingerprint), &d)
+		if err := putJSON(tx.Bucket(bucketDevices), []byte(d.Fingerprint), &d); err != nil {
+			return err
+		}
+		return s.writeDeviceEvents(tx, d, events)
 	})
 	if err != nil {
 		return d, fmt.Errorf("store: update device %s: %w", name, err)

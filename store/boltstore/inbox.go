@@ -39,12 +39,12 @@ func inboundDeviceKeys(m Message) [][]byte {
 // client_id): a repeat answers the message stored the first time, with dup
 // true. m names its device by CompanyID and DeviceID, as the phone's link
 // knows them; a device that is gone is ErrDeviceGone, and client_ids of
-// another registration of the same handset never match. extra runs in the
-// same transaction for a new message (the webhook outbox), so both are
-// durable together or not at all. A new message counts against its
+// another registration of the same handset never match. A new message's
+// webhook event (SetInboundEvents) is written in the same transaction, so
+// both are durable together or not at all. A new message counts against its
 // company's daily storage budget: over it, nothing is stored and the error
 // wraps ErrStorageBudget (a *BudgetError).
-func (s *Store) StoreInbound(m *Message, now func() time.Time, extra InboundHook) (Message, bool, error) {
+func (s *Store) StoreInbound(m *Message, now func() time.Time) (Message, bool, error) {
 	var out Message
 	var dup bool
 	var refused error
@@ -110,10 +110,8 @@ func (s *Store) StoreInbound(m *Message, now func() time.Time, extra InboundHook
 		if err := s.applyOptOutKeyword(tx, msg); err != nil {
 			return err
 		}
-		if extra != nil {
-			if err := extra(writeTx{tx}, msg); err != nil {
-				return err
-			}
+		if err := s.inboundEvent(tx, msg); err != nil {
+			return err
 		}
 		out = msg
 		return nil

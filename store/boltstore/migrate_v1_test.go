@@ -376,7 +376,7 @@ func checkMigratedV1(t *testing.T, s *Store, old v1State) {
 		t.Helper()
 		m := Message{UUID: "new-" + d.Fingerprint + "-" + clientID, CompanyID: d.CompanyID, DeviceID: d.ID, Channel: "sms",
 			Phone: v1Peer, Text: "again", SIMSlot: "SIM1", ClientID: clientID}
-		got, dup, err := s.StoreInbound(&m, clock, nil)
+		got, dup, err := s.StoreInbound(&m, clock)
 		if err != nil {
 			t.Fatalf("inbound %s on %s: %v", clientID, d.Fingerprint, err)
 		}

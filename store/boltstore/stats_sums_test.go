@@ -200,7 +200,7 @@ func statsMix(t *testing.T, s *Store) (company, user uint64, devices []uint64, f
 	inbound := func(c Company, d Device, clientID string) {
 		t.Helper()
 		m := Message{UUID: "sums-in-" + clientID, CompanyID: c.ID, DeviceID: d.ID, Channel: "sms", Phone: "+15550100002", Text: "hi", SIMSlot: "SIM1", ClientID: clientID}
-		if _, _, err := s.StoreInbound(&m, clock, nil); err != nil {
+		if _, _, err := s.StoreInbound(&m, clock); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -76,6 +76,10 @@ type Store struct {
 	plans Plans
 	// statusEvents builds outbound status events (SetStatusEvents); nil: none.
 	statusEvents *StatusEvents
+	// inboundEvents builds new inbound messages' events (SetInboundEvents); nil: none.
+	inboundEvents *InboundEvents
+	// deviceEvents builds device events (SetDeviceEvents); nil: none.
+	deviceEvents *DeviceEvents
 }
 
 // Open opens (creating when needed) the store in dir and brings its schema up to date.

@@ -58,25 +58,16 @@ func (s *Store) WebhookOutboxSize(companyID uint64) (deliveries int, bytes int64
 	return deliveries, bytes, err
 }
 
-// AddWebhookEvent is the outbox write of an event. It runs inside the
-// caller's transaction (the one that stores the inbound message), hands the
-// company's webhook set to build, and stores the event's body once and the
-// deliveries build returns, due at their NextAttemptAt. A company without
-// webhooks costs one lookup.
+// addWebhookEvent is the outbox write of an event, in the transaction of
+// the change it tells of (a status change, an inbound message, a device's
+// change: events.go). It hands the company's webhook set to build, and
+// stores the event's body once and the deliveries build returns, due at
+// their NextAttemptAt. A company without webhooks costs one lookup.
 //
-// The body counts against the company's daily storage budget (an error
-// wrapping ErrStorageBudget refuses the whole transaction). When the
-// company's outbox would go over lim, nothing of the event is queued:
-// each of its deliveries gets a failed line in the deliveries log instead,
-// and the result says how many were refused.
-func (s *Store) AddWebhookEvent(tx WriteTx, companyID uint64, now time.Time, lim OutboxLimits, build func(WebhookSet) (WebhookEvent, []WebhookDelivery, error)) (OutboxAdd, error) {
-	wt, ok := tx.(writeTx)
-	if !ok {
-		return OutboxAdd{}, fmt.Errorf("store: a webhook event added in a %T, not this store's transaction", tx)
-	}
-	return s.addWebhookEvent(wt.tx, companyID, now, lim, build)
-}
-
+// The body counts against the company's daily storage budget after the
+// fact (chargeAfter). When the company's outbox would go over lim, nothing
+// of the event is queued: each of its deliveries gets a failed line in the
+// deliveries log instead, and the result says how many were refused.
 func (s *Store) addWebhookEvent(tx *bolt.Tx, companyID uint64, now time.Time, lim OutboxLimits, build func(WebhookSet) (WebhookEvent, []WebhookDelivery, error)) (OutboxAdd, error) {
 	var out OutboxAdd
 	set, err := loadWebhookSet(tx, companyID)

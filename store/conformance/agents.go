@@ -28,7 +28,9 @@ type AgentsStore interface {
 	EnqueueAgent(m *store.Message, idemKey store.IdempotencyKey, now func() time.Time, vet store.SendVet, answer func(store.Message) (int, []byte)) (store.Message, *store.Idempotent, error)
 	AgentPending(companyID, deviceID, numberID, after uint64, limit int) ([]store.Message, error)
 	AgentMessages(companyID, numberID uint64, page, limit int) ([]store.Message, int, error)
-	StoreAgentInbound(m *store.Message, now func() time.Time, extra store.InboundHook) (store.Message, bool, error)
+	StoreAgentInbound(m *store.Message, now func() time.Time) (store.Message, bool, error)
+	SetInboundEvents(h store.InboundEvents)
+	UpdateWebhookSet(companyID uint64, now time.Time, fn func(*store.WebhookSet) error) (store.WebhookSet, error)
 	AgentSendsSince(companyID, numberID uint64, since time.Time) (int, error)
 	AgentSendTimes(companyID, numberID uint64, since time.Time) ([]time.Time, error)
 	PruneAgentSends(cutoff time.Time) (int, error)
@@ -591,9 +593,9 @@ func noErr[T any](v T, err error) T {
 
 // agentInbound: a message an agent received is stored once per client id
 // (a repeat is acknowledged with the stored one), on the company's number
-// of that address, running extra in its transaction; an address of no
-// number is ErrNotFound; a device of another company ErrDeviceGone;
-// extra's error stores nothing. (The files a message takes are the Media
+// of that address, its inbound event built in its transaction; an address
+// of no number is ErrNotFound; a device of another company ErrDeviceGone;
+// the event builder's error stores nothing. (The files a message takes are the Media
 // suite's.)
 func agentInbound(t *testing.T, s AgentsStore) {
 	a, _ := Company(t, s)
@@ -601,17 +603,30 @@ func agentInbound(t *testing.T, s AgentsStore) {
 	d := Device(t, s, a.ID, newFingerprint())
 	db := Device(t, s, b.ID, newFingerprint())
 	n := announce(t, s, d, store.ChannelNameWhatsApp, T0, waX)[0]
+	if _, err := s.UpdateWebhookSet(a.ID, T0, func(w *store.WebhookSet) error {
+		w.Entries = []store.WebhookEntry{{URL: "https://hooks.example.com/in", Active: true}}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 	var hooked []store.Message
 	var committed atomic.Int32
-	extra := func(tx store.WriteTx, m store.Message) error {
-		hooked = append(hooked, m)
-		tx.OnCommit(func() { committed.Add(1) })
-		return nil
-	}
+	var fail error
+	s.SetInboundEvents(store.InboundEvents{
+		Build: func(set store.WebhookSet, m store.Message) (store.WebhookEvent, []store.WebhookDelivery, error) {
+			if fail != nil {
+				return store.WebhookEvent{}, nil, fail
+			}
+			hooked = append(hooked, m)
+			return store.WebhookEvent{ID: fmt.Sprintf("ev-%d", unique()), Body: []byte("{}")},
+				[]store.WebhookDelivery{{UUID: fmt.Sprintf("d-%d", unique()), EventType: "whatsapp.received", WebhookID: set.Entries[0].ID, CreatedAt: T0, NextAttemptAt: T0}}, nil
+		},
+		Committed: func(store.Message, store.OutboxAdd) { committed.Add(1) },
+	})
 	now := T0.Add(time.Minute)
 	m := inboundTo(d, waX, "c-1")
 	m.ReceivedAt = "2026-11-19T09:59:58Z"
-	got, dup, err := s.StoreAgentInbound(&m, stoppedAt(now), extra)
+	got, dup, err := s.StoreAgentInbound(&m, stoppedAt(now))
 	if err != nil || dup || got.ID == 0 || got.Direction != store.Inbound || got.Status != store.MsgReceived || got.NumberID != n.ID ||
 		got.NumberRef != n.PublicID || got.DeviceID != d.ID || got.Device != d.Fingerprint || got.Account != waX || got.Phone != m.Phone ||
 		!got.CreatedAt.Equal(now) || got.ClientID != "c-1" || got.ReceivedAt != m.ReceivedAt || got.Text != m.Text {
@@ -621,14 +636,15 @@ func agentInbound(t *testing.T, s AgentsStore) {
 		t.Fatalf("extra ran %d times (%d commits heard), want once with the stored message", len(hooked), committed.Load())
 	}
 	repeat := inboundTo(d, waX, "c-1")
-	again, dup, err := s.StoreAgentInbound(&repeat, stoppedAt(now.Add(time.Minute)), extra)
+	again, dup, err := s.StoreAgentInbound(&repeat, stoppedAt(now.Add(time.Minute)))
 	if err != nil || !dup || again.ID != got.ID || again.UUID != got.UUID || len(hooked) != 1 {
 		t.Fatalf("the repeat: %+v dup %v (%v), extra ran %d times; want the first message, extra once", again, dup, err, len(hooked))
 	}
-	fail := errors.New("hook failed")
-	if _, _, err := s.StoreAgentInbound(new(inboundTo(d, waX, "c-2")), stoppedAt(now), func(store.WriteTx, store.Message) error { return fail }); !errors.Is(err, fail) {
-		t.Fatalf("extra's error: %v, want it returned", err)
+	fail = errors.New("the builder failed")
+	if _, _, err := s.StoreAgentInbound(new(inboundTo(d, waX, "c-2")), stoppedAt(now)); !errors.Is(err, fail) {
+		t.Fatalf("the builder's error: %v, want it returned", err)
 	}
+	fail = nil
 	for name, tc := range map[string]struct {
 		m    store.Message
 		want error
@@ -641,7 +657,7 @@ func agentInbound(t *testing.T, s AgentsStore) {
 			return m
 		}(), store.ErrDeviceGone},
 	} {
-		if _, _, err := s.StoreAgentInbound(&tc.m, stoppedAt(now), extra); !errors.Is(err, tc.want) {
+		if _, _, err := s.StoreAgentInbound(&tc.m, stoppedAt(now)); !errors.Is(err, tc.want) {
 			t.Errorf("%s: %v, want %v", name, err, tc.want)
 		}
 	}
@@ -665,7 +681,7 @@ func agentInboundHolder(t *testing.T, s AgentsStore) {
 	n := announce(t, s, holder, store.ChannelNameWhatsApp, T0, waX)[0]
 	in := func(d store.Device, clientID string) error {
 		m := inboundTo(d, waX, clientID)
-		_, _, err := s.StoreAgentInbound(&m, stoppedAt(T0), nil)
+		_, _, err := s.StoreAgentInbound(&m, stoppedAt(T0))
 		return err
 	}
 	if err := in(other, "forged-1"); !errors.Is(err, store.ErrNumberNotHeld) {
@@ -705,7 +721,7 @@ func agentInboundOnceConcurrent(t *testing.T, s AgentsStore) {
 	for i := range deliveries {
 		wg.Go(func() {
 			m := inboundTo(d, waX, "c-1")
-			out, dup, err := s.StoreAgentInbound(&m, stoppedAt(T0), nil)
+			out, dup, err := s.StoreAgentInbound(&m, stoppedAt(T0))
 			if err != nil {
 				t.Errorf("delivery %d: %v", i, err)
 				return
@@ -748,7 +764,7 @@ func agentMessages(t *testing.T, s AgentsStore) {
 			continue
 		}
 		m := inboundTo(d, waX, fmt.Sprint(i))
-		got, _, err := s.StoreAgentInbound(&m, stoppedAt(now), nil)
+		got, _, err := s.StoreAgentInbound(&m, stoppedAt(now))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -877,7 +893,7 @@ func agentsBudget(t *testing.T, s AgentsStore) {
 	}
 	in := inboundTo(d, waX, "c-1")
 	in.Text = long
-	if _, _, err := s.StoreAgentInbound(&in, stoppedAt(T0), nil); !errors.Is(err, store.ErrStorageBudget) {
+	if _, _, err := s.StoreAgentInbound(&in, stoppedAt(T0)); !errors.Is(err, store.ErrStorageBudget) {
 		t.Fatalf("an inbound message over the budget: %v, want the budget's refusal", err)
 	}
 	if _, total, _ := s.AgentMessages(a.ID, n.ID, 1, 10); total != 1 {
@@ -892,7 +908,7 @@ func agentsBudget(t *testing.T, s AgentsStore) {
 	if err := send(n, long[:AgentsBudgetBytes/2], T0.Add(24*time.Hour)); err != nil {
 		t.Fatalf("the next day's send: %v", err)
 	}
-	if _, _, err := s.StoreAgentInbound(new(inboundTo(d, waX, "c-2")), stoppedAt(T0.Add(24*time.Hour)), nil); err != nil {
+	if _, _, err := s.StoreAgentInbound(new(inboundTo(d, waX, "c-2")), stoppedAt(T0.Add(24*time.Hour))); err != nil {
 		t.Fatalf("the next day's inbound message: %v", err)
 	}
 }

@@ -18,6 +18,14 @@ func All(t *testing.T, open func(t *testing.T, budget int64) store.Backend) {
 		t.Parallel()
 		Accounts(t, func(t *testing.T) AccountsStore { return open(t, 0) })
 	})
+	t.Run("Events", func(t *testing.T) {
+		t.Parallel()
+		Events(t, func(t *testing.T) EventsStore { return open(t, 0) })
+	})
+	t.Run("EventsBudget", func(t *testing.T) {
+		t.Parallel()
+		EventsBudget(t, func(t *testing.T) EventsStore { return open(t, EventsBudgetBytes) })
+	})
 	t.Run("InviteBudget", func(t *testing.T) {
 		t.Parallel()
 		InviteBudget(t, func(t *testing.T) AccountsStore { return open(t, InviteBudgetBytes) })

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,7 +20,6 @@ type DevicesStore interface {
 	DevicesReportedOnline() ([]store.Device, error)
 	UpdateDevice(companyID uint64, fingerprint string, fn func(*store.Device) error) (store.Device, error)
 	UpdateDeviceByID(companyID, deviceID uint64, fn func(*store.Device) error) (store.Device, error)
-	UpdateDeviceWith(companyID, deviceID uint64, fn func(tx store.WriteTx, d *store.Device) error) (store.Device, error)
 	DeviceFailures(companyID, deviceID uint64) ([]store.DeviceFailure, error)
 	Pairing(hash []byte) (store.Pairing, error)
 	PrunePairings(cutoff time.Time) (int, error)
@@ -33,7 +31,6 @@ func Devices(t *testing.T, open Opener[DevicesStore]) {
 	t.Run("IDs", func(t *testing.T) { t.Parallel(); deviceIDs(t, open(t)) })
 	t.Run("Lookups", func(t *testing.T) { t.Parallel(); deviceLookups(t, open(t)) })
 	t.Run("Updates", func(t *testing.T) { t.Parallel(); deviceUpdates(t, open(t)) })
-	t.Run("UpdateWithCommit", func(t *testing.T) { t.Parallel(); deviceUpdateWithCommit(t, open(t)) })
 	t.Run("ReportedOnline", func(t *testing.T) { t.Parallel(); devicesReportedOnline(t, open(t)) })
 	t.Run("Pairings", func(t *testing.T) { t.Parallel(); pairings(t, open(t)) })
 	t.Run("PrunePairings", func(t *testing.T) { t.Parallel(); prunePairings(t, open(t)) })
@@ -210,48 +207,6 @@ func deviceUpdates(t *testing.T, s DevicesStore) {
 	got, err = s.UpdateDeviceByID(a.ID, d.ID, func(x *store.Device) error { x.Status = store.DeviceActive; return nil })
 	if err != nil || got.Status != store.DeviceActive || got.Name != "Renamed" {
 		t.Fatalf("update by id: %+v (%v)", got, err)
-	}
-}
-
-// deviceUpdateWithCommit: UpdateDeviceWith's fn learns of the commit
-// through its transaction's OnCommit, once, with the change durable by
-// then; a refused change never calls it.
-func deviceUpdateWithCommit(t *testing.T, s DevicesStore) {
-	a, _ := Company(t, s)
-	b, _ := Company(t, s)
-	d := Device(t, s, a.ID, "with")
-	var calls atomic.Int32
-	var seen string
-	got, err := s.UpdateDeviceWith(a.ID, d.ID, func(tx store.WriteTx, x *store.Device) error {
-		x.Name = "Committed"
-		tx.OnCommit(func() {
-			calls.Add(1)
-			if cur, err := s.Device("with"); err == nil {
-				seen = cur.Name
-			}
-		})
-		return nil
-	})
-	if err != nil || got.Name != "Committed" {
-		t.Fatalf("update with: %+v (%v)", got, err)
-	}
-	if n := calls.Load(); n != 1 || seen != "Committed" {
-		t.Fatalf("OnCommit ran %d times and read %q, want once, after the change", n, seen)
-	}
-	refuse := errors.New("refused")
-	_, err = s.UpdateDeviceWith(a.ID, d.ID, func(tx store.WriteTx, x *store.Device) error {
-		x.Name = "Rolled back"
-		tx.OnCommit(func() { calls.Add(1) })
-		return refuse
-	})
-	if !errors.Is(err, refuse) || calls.Load() != 1 {
-		t.Fatalf("a refused update: %v, OnCommit ran %d times; want the error and no call", err, calls.Load()-1)
-	}
-	if cur, _ := s.Device("with"); cur.Name != "Committed" {
-		t.Fatalf("a refused update stored %q", cur.Name)
-	}
-	if _, err := s.UpdateDeviceWith(b.ID, d.ID, func(store.WriteTx, *store.Device) error { return nil }); !errors.Is(err, store.ErrNotFound) {
-		t.Fatalf("another company's device: %v, want ErrNotFound", err)
 	}
 }
 

@@ -34,7 +34,7 @@ type DispatchStore interface {
 	TransitionLater(companyID, deviceID uint64, uuid, status, errText, statusAt, detail string, now time.Time) store.Transit
 	TransitionDetail(companyID, deviceID uint64, uuid, status, errText, statusAt, detail string, now time.Time) (store.Message, bool, error)
 	MessageSequence() (uint64, error)
-	StoreInbound(m *store.Message, now func() time.Time, extra store.InboundHook) (store.Message, bool, error)
+	StoreInbound(m *store.Message, now func() time.Time) (store.Message, bool, error)
 	InboundList(q store.InboundQuery) ([]store.Message, error)
 	History(companyID uint64, device, phone string, page, limit int) ([]store.Message, int, error)
 	Conversations(companyID uint64, device string, limit int) ([]store.Conversation, error)
@@ -61,7 +61,6 @@ func Dispatch(t *testing.T, open Opener[DispatchStore]) {
 		{"StatusEvents", dispatchStatusEvents},
 		{"Inbound", dispatchInbound},
 		{"InboundRepeatsRace", dispatchInboundRace},
-		{"InboundHook", dispatchInboundHook},
 		{"OptOutKeywords", dispatchOptOutKeywords},
 		{"InboundList", dispatchInboundList},
 		{"History", dispatchHistory},
@@ -96,7 +95,7 @@ func dispatchReceive(t testing.TB, s DispatchStore, d store.Device, phone, text,
 	t.Helper()
 	m := store.Message{UUID: fmt.Sprintf("in-%d", unique()), CompanyID: d.CompanyID, DeviceID: d.ID, Channel: "sms",
 		Phone: phone, Text: text, SIMSlot: "SIM1", Segments: 1, ClientID: clientID}
-	out, _, err := s.StoreInbound(&m, func() time.Time { return at }, nil)
+	out, _, err := s.StoreInbound(&m, func() time.Time { return at })
 	if err != nil {
 		t.Fatalf("inbound %q: %v", text, err)
 	}
@@ -679,7 +678,7 @@ func dispatchInbound(t *testing.T, s DispatchStore) {
 	in := func(dev store.Device, companyID uint64, clientID, text string, at time.Time) (store.Message, bool, error) {
 		m := store.Message{UUID: fmt.Sprintf("in-%d", unique()), CompanyID: companyID, DeviceID: dev.ID, Channel: "sms",
 			Phone: "+15557650001", Text: text, SIMSlot: "SIM2", Segments: 1, ClientID: clientID, ReceivedAt: "2026-11-19T09:59:59.000Z"}
-		return s.StoreInbound(&m, func() time.Time { return at }, nil)
+		return s.StoreInbound(&m, func() time.Time { return at })
 	}
 	first, dup, err := in(d, c.ID, "c1", "hello", T0)
 	if err != nil || dup || first.ID == 0 {
@@ -729,7 +728,7 @@ func dispatchInboundRace(t *testing.T, s DispatchStore) {
 			m := store.Message{UUID: fmt.Sprintf("in-%d", unique()), CompanyID: c.ID, DeviceID: d.ID, Channel: "sms",
 				Phone: "+15557650001", Text: "hi", SIMSlot: "SIM1", ClientID: "c1"}
 			var out store.Message
-			out, dups[i], errs[i] = s.StoreInbound(&m, dispatchClock, nil)
+			out, dups[i], errs[i] = s.StoreInbound(&m, dispatchClock)
 			ids[i] = out.ID
 		})
 	}
@@ -748,52 +747,6 @@ func dispatchInboundRace(t *testing.T, s DispatchStore) {
 	}
 	if msgs, _ := s.InboundList(store.InboundQuery{CompanyID: c.ID, Limit: 10}); len(msgs) != 1 {
 		t.Fatalf("%d messages stored, want 1", len(msgs))
-	}
-}
-
-// dispatchInboundHook: the hook runs in the message's transaction, for a
-// new message only: its error refuses the message (nothing stored, the
-// same client id is new again after), and what it asked to run after the
-// commit runs once the message is stored, never for a refused one.
-func dispatchInboundHook(t *testing.T, s DispatchStore) {
-	c, _ := Company(t, s)
-	d := Device(t, s, c.ID, fmt.Sprintf("fp-%d", unique()))
-	m := store.Message{UUID: fmt.Sprintf("in-%d", unique()), CompanyID: c.ID, DeviceID: d.ID, Channel: "sms", Phone: "+15557650001", Text: "hi", SIMSlot: "SIM1", ClientID: "c1"}
-	boom := errors.New("refused by the hook")
-	var committed, runs int
-	_, _, err := s.StoreInbound(&m, dispatchClock, func(tx store.WriteTx, got store.Message) error {
-		tx.OnCommit(func() { committed++ })
-		return boom
-	})
-	if !errors.Is(err, boom) || committed != 0 {
-		t.Fatalf("a failing hook: %v with %d after-commit calls, want the hook's error and none", err, committed)
-	}
-	if msgs, _ := s.InboundList(store.InboundQuery{CompanyID: c.ID, Limit: 10}); len(msgs) != 0 {
-		t.Fatalf("after a refused message: %d stored, want none", len(msgs))
-	}
-	if convs, _ := s.Conversations(c.ID, d.Fingerprint, 10); len(convs) != 0 {
-		t.Fatalf("after a refused message: %d conversations, want none", len(convs))
-	}
-	hook := func(tx store.WriteTx, got store.Message) error {
-		runs++
-		if got.ID == 0 || got.Status != store.MsgReceived || got.CompanyID != c.ID {
-			return fmt.Errorf("the hook got %+v, want the message as stored", got)
-		}
-		tx.OnCommit(func() { committed++ })
-		return nil
-	}
-	stored, dup, err := s.StoreInbound(&m, dispatchClock, hook)
-	if err != nil || dup || committed != 1 {
-		t.Fatalf("the message again: dup %v (%v), %d after-commit calls; want it stored, one call", dup, err, committed)
-	}
-	if _, dup, err := s.StoreInbound(&m, dispatchClock, hook); err != nil || !dup || committed != 1 {
-		t.Fatalf("a repeat: dup %v (%v), %d after-commit calls; want dup, no new call", dup, err, committed)
-	}
-	if runs < 1 {
-		t.Fatal("the hook never ran")
-	}
-	if msgs, _ := s.InboundList(store.InboundQuery{CompanyID: c.ID, Limit: 10}); len(msgs) != 1 || msgs[0].ID != stored.ID {
-		t.Fatalf("stored: %d messages, want the one", len(msgs))
 	}
 }
 
@@ -853,7 +806,7 @@ func dispatchInboundList(t *testing.T, s DispatchStore) {
 	receive := func(dev store.Device, slot, text string) {
 		m := store.Message{UUID: fmt.Sprintf("in-%d", unique()), CompanyID: dev.CompanyID, DeviceID: dev.ID, Channel: "sms",
 			Phone: "+15557650001", Text: text, SIMSlot: slot, ClientID: text}
-		if _, _, err := s.StoreInbound(&m, dispatchClock, nil); err != nil {
+		if _, _, err := s.StoreInbound(&m, dispatchClock); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -42,7 +42,7 @@ func Media(t *testing.T, open Opener[MediaStore]) {
 type MediaMessagesStore interface {
 	MediaStore
 	AnnounceNumbers(companyID, deviceID uint64, channel string, addresses []string, now time.Time, limit int) ([]store.AgentNumber, error)
-	StoreAgentInbound(m *store.Message, now func() time.Time, extra store.InboundHook) (store.Message, bool, error)
+	StoreAgentInbound(m *store.Message, now func() time.Time) (store.Message, bool, error)
 }
 
 // MediaMessages runs the suite of files taken by the inbound messages that
@@ -310,7 +310,7 @@ func mediaTaken(t *testing.T, s MediaMessagesStore) {
 		for _, id := range ids {
 			msg.Media = append(msg.Media, store.MediaRef{ID: id})
 		}
-		out, _, err := s.StoreAgentInbound(&msg, func() time.Time { return T0 }, nil)
+		out, _, err := s.StoreAgentInbound(&msg, func() time.Time { return T0 })
 		return out, err
 	}
 	if _, err := in("m-x", others.ID); !errors.Is(err, store.ErrMediaUnknown) {

@@ -19,7 +19,7 @@ type StatsStore interface {
 	StatsRegistrationsStore
 	Enqueue(m *store.Message, idemKey store.IdempotencyKey, now func() time.Time, check store.DeviceCheck, answer func(store.Message) (int, []byte)) (store.Message, *store.Idempotent, error)
 	Transition(companyID, deviceID uint64, uuid, status, errText, statusAt string, now time.Time) (store.Message, bool, error)
-	StoreInbound(m *store.Message, now func() time.Time, extra store.InboundHook) (store.Message, bool, error)
+	StoreInbound(m *store.Message, now func() time.Time) (store.Message, bool, error)
 	ExpireQueued(now time.Time, limit int) ([]store.Message, error)
 	Stats(q store.StatsQuery) (store.Stats, error)
 	StatsTotals(companyID uint64) (store.Counts, error)
@@ -113,7 +113,7 @@ func statsMix(t *testing.T, s StatsStore) statsMixed {
 		t.Helper()
 		m := store.Message{UUID: fmt.Sprintf("stats-%d-in-%d", n, unique()), CompanyID: c.ID, DeviceID: d.ID, Channel: "sms",
 			Phone: "+15550100002", Text: "secret reply", SIMSlot: "SIM1", ClientID: clientID}
-		if _, _, err := s.StoreInbound(&m, clock, nil); err != nil {
+		if _, _, err := s.StoreInbound(&m, clock); err != nil {
 			t.Fatalf("inbound %s: %v", clientID, err)
 		}
 	}
@@ -490,7 +490,7 @@ func statsConcurrent(t *testing.T, s StatsStore) {
 			for i := range inbound {
 				m := store.Message{UUID: fmt.Sprintf("stats-c-%d-in-%d-%d", n, w, i), CompanyID: c.ID, DeviceID: d.ID, Channel: "sms",
 					Phone: "+15550100002", Text: "hi", SIMSlot: "SIM1", ClientID: fmt.Sprintf("in-%d-%d", w, i)}
-				if _, _, err := s.StoreInbound(&m, clock, nil); err != nil {
+				if _, _, err := s.StoreInbound(&m, clock); err != nil {
 					errs <- err
 					return
 				}
@@ -549,7 +549,7 @@ func statsGeneration(t *testing.T, s StatsStore) {
 		last = generation(t, s, last)
 	}
 	in := store.Message{UUID: fmt.Sprintf("stats-g-in-%d", unique()), CompanyID: c.ID, DeviceID: d.ID, Channel: "sms", Phone: "+15550100002", Text: "hi", SIMSlot: "SIM1", ClientID: "g-1"}
-	if _, _, err := s.StoreInbound(&in, func() time.Time { return T0 }, nil); err != nil {
+	if _, _, err := s.StoreInbound(&in, func() time.Time { return T0 }); err != nil {
 		t.Fatal(err)
 	}
 	generation(t, s, last+1)

@@ -16,10 +16,10 @@ import (
 // write transaction the suite's events join, as a device event's does.
 type WebhooksStore interface {
 	Base
-	UpdateDeviceWith(companyID, deviceID uint64, fn func(tx store.WriteTx, d *store.Device) error) (store.Device, error)
+	UpdateDeviceWith(companyID, deviceID uint64, fn func(d *store.Device) ([]store.DeviceEvent, error)) (store.Device, error)
+	SetDeviceEvents(h store.DeviceEvents)
 	WebhookSet(companyID uint64) (store.WebhookSet, error)
 	UpdateWebhookSet(companyID uint64, now time.Time, fn func(*store.WebhookSet) error) (store.WebhookSet, error)
-	AddWebhookEvent(tx store.WriteTx, companyID uint64, now time.Time, lim store.OutboxLimits, build func(store.WebhookSet) (store.WebhookEvent, []store.WebhookDelivery, error)) (store.OutboxAdd, error)
 	WebhookOutboxSize(companyID uint64) (deliveries int, bytes int64, err error)
 	DueWebhookDeliveries(now time.Time, limit int, skip func(d store.WebhookDue) bool) ([]store.WebhookDue, time.Time, error)
 	WebhookJob(id uint64) (store.WebhookJob, error)
@@ -86,15 +86,76 @@ func perEntry(at time.Time, body string) func(store.WebhookSet) (store.WebhookEv
 	}
 }
 
-// addEvent writes an event in a transaction of the tenant's device, as a
-// device event does.
-func addEvent(s WebhooksStore, w webhookTenant, at time.Time, lim store.OutboxLimits, build func(store.WebhookSet) (store.WebhookEvent, []store.WebhookDelivery, error)) (store.OutboxAdd, error) {
-	var res store.OutboxAdd
-	_, err := s.UpdateDeviceWith(w.company.ID, w.device.ID, func(tx store.WriteTx, _ *store.Device) error {
-		var err error
-		res, err = s.AddWebhookEvent(tx, w.company.ID, at, lim, build)
-		return err
+// webhookRouter is the device events builder the suite registers with a
+// store: each write of the suite raises one event whose type names its
+// call, and the router hands that call's build the set and its result back,
+// so writes at once each get their own.
+type webhookRouter struct {
+	mu    sync.Mutex
+	set   bool
+	lim   store.OutboxLimits
+	calls map[string]*webhookCall
+}
+
+type webhookCall struct {
+	build     func(store.WebhookSet) (store.WebhookEvent, []store.WebhookDelivery, error)
+	res       store.OutboxAdd
+	committed bool
+}
+
+var webhookRouters sync.Map // WebhooksStore -> *webhookRouter
+
+// webhookRoute registers the store's router with the limits lim (again
+// when they changed: only between writes, never while one is under way).
+func webhookRoute(s WebhooksStore, lim store.OutboxLimits) *webhookRouter {
+	v, _ := webhookRouters.LoadOrStore(s, &webhookRouter{calls: map[string]*webhookCall{}})
+	r := v.(*webhookRouter)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.set || r.lim != lim {
+		r.set, r.lim = true, lim
+		s.SetDeviceEvents(store.DeviceEvents{
+			Limits: lim,
+			Build: func(set store.WebhookSet, _ store.Device, ev store.DeviceEvent) (store.WebhookEvent, []store.WebhookDelivery, error) {
+				r.mu.Lock()
+				c := r.calls[ev.Type]
+				r.mu.Unlock()
+				return c.build(set)
+			},
+			Committed: func(_ store.Device, ev store.DeviceEvent, res store.OutboxAdd) {
+				r.mu.Lock()
+				defer r.mu.Unlock()
+				c := r.calls[ev.Type]
+				c.res, c.committed = res, true
+			},
+		})
+	}
+	return r
+}
+
+// routeEvent writes an event built by build in a change of the tenant's
+// device that fails with fail (nil: commits), as a device event is
+// written, and says what the store reported after the commit.
+func routeEvent(s WebhooksStore, w webhookTenant, at time.Time, lim store.OutboxLimits, build func(store.WebhookSet) (store.WebhookEvent, []store.WebhookDelivery, error), fail error) (res store.OutboxAdd, committed bool, err error) {
+	r := webhookRoute(s, lim)
+	key := fmt.Sprintf("call-%d", unique())
+	c := &webhookCall{build: build}
+	r.mu.Lock()
+	r.calls[key] = c
+	r.mu.Unlock()
+	_, err = s.UpdateDeviceWith(w.company.ID, w.device.ID, func(*store.Device) ([]store.DeviceEvent, error) {
+		return []store.DeviceEvent{{Type: key, At: at}}, fail
 	})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.calls, key)
+	return c.res, c.committed, err
+}
+
+// addEvent writes an event in a change of the tenant's device, as a device
+// event is written.
+func addEvent(s WebhooksStore, w webhookTenant, at time.Time, lim store.OutboxLimits, build func(store.WebhookSet) (store.WebhookEvent, []store.WebhookDelivery, error)) (store.OutboxAdd, error) {
+	res, _, err := routeEvent(s, w, at, lim, build, nil)
 	return res, err
 }
 
@@ -205,17 +266,9 @@ func webhookSet(t *testing.T, s WebhooksStore) {
 func webhookJoinsTx(t *testing.T, s WebhooksStore) {
 	w := webhookCompany(t, s, 2)
 	boom := errors.New("the device's write failed")
-	committed := 0
-	_, err := s.UpdateDeviceWith(w.company.ID, w.device.ID, func(tx store.WriteTx, _ *store.Device) error {
-		res, err := s.AddWebhookEvent(tx, w.company.ID, T0, store.OutboxLimits{}, perEntry(T0, eventBody))
-		if err != nil || res.Queued != 2 {
-			t.Errorf("inside the failing transaction: %+v (%v), want 2 queued", res, err)
-		}
-		tx.OnCommit(func() { committed++ })
-		return boom
-	})
-	if !errors.Is(err, boom) || committed != 0 {
-		t.Fatalf("a failing transaction: %v with %d commit hooks run, want its error and none", err, committed)
+	res, committed, err := routeEvent(s, w, T0, store.OutboxLimits{}, perEntry(T0, eventBody), boom)
+	if !errors.Is(err, boom) || committed || res != (store.OutboxAdd{}) {
+		t.Fatalf("a failing transaction: %v, committed %v (%+v), want its error and no commit", err, committed, res)
 	}
 	if ids, next := dueIDs(t, s, T0.Add(time.Hour), 10, nil); len(ids) != 0 || !next.IsZero() {
 		t.Fatalf("after a failed transaction: due %v, next %v; want nothing", ids, next)
@@ -225,23 +278,17 @@ func webhookJoinsTx(t *testing.T, s WebhooksStore) {
 	}
 
 	var ev store.WebhookEvent
-	_, err = s.UpdateDeviceWith(w.company.ID, w.device.ID, func(tx store.WriteTx, _ *store.Device) error {
-		res, err := s.AddWebhookEvent(tx, w.company.ID, T0, store.OutboxLimits{}, func(set store.WebhookSet) (store.WebhookEvent, []store.WebhookDelivery, error) {
-			if set.CompanyID != w.company.ID || len(set.Entries) != 2 || set.Secret != w.set.Secret {
-				t.Errorf("build got %+v, want the company's set", set)
-			}
-			var ds []store.WebhookDelivery
-			ev, ds, err = perEntry(T0, eventBody)(set)
-			return ev, ds, err
-		})
-		if err != nil || res.Queued != 2 || res.Refused != 0 || res.Pending != 2 || res.PendingBytes != int64(len(eventBody)) {
-			t.Errorf("add: %+v (%v), want 2 queued, 2 pending of %d bytes", res, err, len(eventBody))
+	res, committed, err = routeEvent(s, w, T0, store.OutboxLimits{}, func(set store.WebhookSet) (store.WebhookEvent, []store.WebhookDelivery, error) {
+		if set.CompanyID != w.company.ID || len(set.Entries) != 2 || set.Secret != w.set.Secret {
+			t.Errorf("build got %+v, want the company's set", set)
 		}
-		tx.OnCommit(func() { committed++ })
-		return err
-	})
-	if err != nil || committed != 1 {
-		t.Fatalf("a committed transaction: %v, %d commit hooks run, want 1", err, committed)
+		var ds []store.WebhookDelivery
+		var err error
+		ev, ds, err = perEntry(T0, eventBody)(set)
+		return ev, ds, err
+	}, nil)
+	if err != nil || !committed || res.Queued != 2 || res.Refused != 0 || res.Pending != 2 || res.PendingBytes != int64(len(eventBody)) {
+		t.Fatalf("a committed transaction: %+v (%v), committed %v; want 2 queued, 2 pending of %d bytes, after the commit", res, err, committed, len(eventBody))
 	}
 	ids, next := dueIDs(t, s, T0, 10, nil)
 	if len(ids) != 2 || !next.IsZero() {
@@ -299,15 +346,7 @@ func webhookJoinsTx(t *testing.T, s WebhooksStore) {
 	if n, _, _ := s.WebhookOutboxSize(w.company.ID); n != 2 {
 		t.Errorf("outbox: %d deliveries, want the 2 first ones only", n)
 	}
-	if _, err := s.AddWebhookEvent(foreignTx{}, w.company.ID, T0, store.OutboxLimits{}, perEntry(T0, eventBody)); err == nil {
-		t.Error("an event added in a transaction of another kind: no error")
-	}
 }
-
-// foreignTx is a store.WriteTx of no store.
-type foreignTx struct{}
-
-func (foreignTx) OnCommit(func()) {}
 
 // webhookEventShared: every delivery of an event sends its whole body with
 // its own id first; the outbox counts the body once, until the last of its

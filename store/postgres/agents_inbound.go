@@ -13,9 +13,9 @@ import (
 // for SMS. m carries CompanyID, DeviceID, Channel and Account (the address
 // it came to, normalised): an address the company has no number for is
 // ErrNotFound, one another agent of the company holds ErrNumberNotHeld
-// (unless the frame repeats one already stored). extra runs in the same
-// transaction for a new message.
-func (s *Store) StoreAgentInbound(m *store.Message, now func() time.Time, extra store.InboundHook) (store.Message, bool, error) {
+// (unless the frame repeats one already stored). A new message's webhook
+// event (SetInboundEvents) is written in the same transaction.
+func (s *Store) StoreAgentInbound(m *store.Message, now func() time.Time) (store.Message, bool, error) {
 	var out store.Message
 	var dup bool
 	err := s.write(m.Channel+" inbound", func(t *txn) error {
@@ -75,10 +75,8 @@ func (s *Store) StoreAgentInbound(m *store.Message, now func() time.Time, extra 
 			Description: store.ChannelLabel(msg.Channel) + " from " + store.MaskPhone(msg.Phone) + " received on " + store.DeviceLabel(d)}); err != nil {
 			return err
 		}
-		if extra != nil {
-			if err := extra(t, msg); err != nil {
-				return err
-			}
+		if err := s.inboundEvent(t, msg); err != nil {
+			return err
 		}
 		out = msg
 		return nil

@@ -87,7 +87,7 @@ func (s *Store) DevicesReportedOnline() ([]store.Device, error) {
 func (s *Store) UpdateDevice(companyID uint64, fingerprint string, fn func(*store.Device) error) (store.Device, error) {
 	return s.updateDevice(fmt.Sprintf("update device %s of company %d", fingerprint, companyID), func(t *txn) (store.Device, error) {
 		return liveDevice(t, companyID, fingerprint, true)
-	}, func(_ *txn, d *store.Device) error { return fn(d) })
+	}, func(d *store.Device) ([]store.DeviceEvent, error) { return nil, fn(d) })
 }
 
 // UpdateDeviceByID applies fn to the company's device with this id, as a
@@ -96,22 +96,23 @@ func (s *Store) UpdateDevice(companyID uint64, fingerprint string, fn func(*stor
 func (s *Store) UpdateDeviceByID(companyID, deviceID uint64, fn func(*store.Device) error) (store.Device, error) {
 	return s.updateDevice(fmt.Sprintf("update device %d of company %d", deviceID, companyID), func(t *txn) (store.Device, error) {
 		return liveDeviceByID(t, companyID, deviceID, true)
-	}, func(_ *txn, d *store.Device) error { return fn(d) })
+	}, func(d *store.Device) ([]store.DeviceEvent, error) { return nil, fn(d) })
 }
 
-// UpdateDeviceWith is UpdateDeviceByID whose fn also writes through the
-// transaction (a webhook event with AddWebhookEvent), so that the device's
-// new state and what it raised are durable together or not at all; fn may
-// run more than once, and only the try that commits runs its OnCommit hooks.
-func (s *Store) UpdateDeviceWith(companyID, deviceID uint64, fn func(tx store.WriteTx, d *store.Device) error) (store.Device, error) {
+// UpdateDeviceWith is UpdateDeviceByID whose fn also returns the events
+// its change raises (device.online, ...): their webhook events
+// (SetDeviceEvents) are written in the same transaction, so that the
+// device's new state and what it raised are durable together or not at
+// all. fn may run more than once; each run says afresh what it raises.
+func (s *Store) UpdateDeviceWith(companyID, deviceID uint64, fn func(d *store.Device) ([]store.DeviceEvent, error)) (store.Device, error) {
 	return s.updateDevice(fmt.Sprintf("update device %d of company %d", deviceID, companyID), func(t *txn) (store.Device, error) {
 		return liveDeviceByID(t, companyID, deviceID, true)
-	}, func(t *txn, d *store.Device) error { return fn(t, d) })
+	}, fn)
 }
 
 // updateDevice reads the device find locks, applies fn and stores the
-// result with the device's identity as it was.
-func (s *Store) updateDevice(name string, find func(*txn) (store.Device, error), fn func(*txn, *store.Device) error) (store.Device, error) {
+// result with the device's identity as it was, with the events fn raised.
+func (s *Store) updateDevice(name string, find func(*txn) (store.Device, error), fn func(*store.Device) ([]store.DeviceEvent, error)) (store.Device, error) {
 	var d store.Device
 	err := s.write(name, func(t *txn) error {
 		var err error
@@ -122,11 +123,15 @@ func (s *Store) updateDevice(name string, find func(*txn) (store.Device, error),
 			return err
 		}
 		before := d
-		if err := fn(t, &d); err != nil {
+		events, err := fn(&d)
+		if err != nil {
 			return err
 		}
 		d.ID, d.Fingerprint, d.CompanyID, d.TokenHash, d.CreatedAt = before.ID, before.Fingerprint, before.CompanyID, before.TokenHash, before.CreatedAt
-		return putDevice(t, d)
+		if err := putDevice(t, d); err != nil {
+			return err
+		}
+		return s.writeDeviceEvents(t, d, events)
 	})
 	return d, err
 }

@@ -422,7 +422,7 @@ func (s *Store) statusEvent(t *txn, m store.Message, now time.Time) error {
 	if h == nil || h.Build == nil || m.Direction != store.Outbound || !statusEventTypes[m.Status] {
 		return nil
 	}
-	res, err := s.AddWebhookEvent(t, m.CompanyID, now, h.Limits, func(set store.WebhookSet) (store.WebhookEvent, []store.WebhookDelivery, error) {
+	res, err := s.addWebhookEvent(t, m.CompanyID, now, h.Limits, func(set store.WebhookSet) (store.WebhookEvent, []store.WebhookDelivery, error) {
 		return h.Build(set, m)
 	})
 	if err != nil {
@@ -438,13 +438,13 @@ func (s *Store) statusEvent(t *txn, m store.Message, now time.Time) error {
 // client_id): a repeat answers the message stored the first time, with dup
 // true. m names its device by CompanyID and DeviceID, as the phone's link
 // knows them; a device that is gone is ErrDeviceGone, and client_ids of
-// another registration of the same handset never match. extra runs in the
-// same transaction for a new message (the webhook outbox), so both are
-// durable together or not at all. A new message counts against its
+// another registration of the same handset never match. A new message's
+// webhook event (SetInboundEvents) is written in the same transaction, so
+// both are durable together or not at all. A new message counts against its
 // company's daily storage budget (a *BudgetError over it, nothing stored).
 // A stop or start keyword puts its sender on the company's opt-out list or
 // takes it off, in the same transaction.
-func (s *Store) StoreInbound(m *store.Message, now func() time.Time, extra store.InboundHook) (store.Message, bool, error) {
+func (s *Store) StoreInbound(m *store.Message, now func() time.Time) (store.Message, bool, error) {
 	var out store.Message
 	var dup bool
 	err := s.write("inbound", func(t *txn) error {
@@ -496,10 +496,8 @@ func (s *Store) StoreInbound(m *store.Message, now func() time.Time, extra store
 		if err := s.applyOptOutKeyword(t, msg); err != nil {
 			return err
 		}
-		if extra != nil {
-			if err := extra(t, msg); err != nil {
-				return err
-			}
+		if err := s.inboundEvent(t, msg); err != nil {
+			return err
 		}
 		out = msg
 		return nil

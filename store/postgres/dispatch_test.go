@@ -22,7 +22,7 @@ func TestConversationFollowsAMovedMessage(t *testing.T) {
 	receive := func(d store.Device, phone, clientID string) store.Message {
 		t.Helper()
 		m := store.Message{UUID: "u-" + clientID, CompanyID: c.ID, DeviceID: d.ID, Channel: "sms", Phone: phone, Text: clientID, ClientID: clientID}
-		out, _, err := s.StoreInbound(&m, func() time.Time { return at }, nil)
+		out, _, err := s.StoreInbound(&m, func() time.Time { return at })
 		if err != nil {
 			t.Fatal(err)
 		}

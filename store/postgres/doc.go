@@ -22,8 +22,8 @@
 // or read (a REPEATABLE READ snapshot, read only). The closure
 // may run more than once (a serialization failure, a deadlock, errAgain), so
 // it only sets what it returns from scratch and calls nothing outside the
-// store. Hooks that must follow the commit use txn.OnCommit (the txn is the
-// store.WriteTx a hook gets). Each rule a method keeps holds inside its
+// store. What must follow the commit (an event builder's Committed) is put
+// off with txn.OnCommit. Each rule a method keeps holds inside its
 // transaction by one of:
 //   - a row lock on the row that guards it, taken before the check
 //     (SELECT ... FOR UPDATE): the company's row for rules that count a

@@ -106,7 +106,7 @@ func copyFixture(t *testing.T) (string, copied) {
 	send("m-done", time.Time{}, store.IdempotencyKey{})
 	_, _, err = b.Transition(c1.ID, phone.ID, "m-done", store.MsgDelivered, "", "", t0.Add(time.Minute))
 	must(err)
-	in, _, err := b.StoreInbound(&store.Message{CompanyID: c1.ID, DeviceID: phone.ID, Channel: "sms", Phone: "+15550002222", Text: "hi", SIMSlot: "SIM1", ClientID: "client-1", UUID: "m-in"}, clock, nil)
+	in, _, err := b.StoreInbound(&store.Message{CompanyID: c1.ID, DeviceID: phone.ID, Channel: "sms", Phone: "+15550002222", Text: "hi", SIMSlot: "SIM1", ClientID: "client-1", UUID: "m-in"}, clock)
 	must(err)
 	f.uuids = append(f.uuids, in.UUID)
 	_, _, err = b.AddOptOut(c1.ID, "+15550003333", t0)
@@ -141,17 +141,17 @@ func copyFixture(t *testing.T) (string, copied) {
 		return nil
 	})
 	must(err)
-	event := func(tx store.WriteTx, m store.Message) error {
-		_, err := b.AddWebhookEvent(tx, c1.ID, t0, store.OutboxLimits{}, func(set store.WebhookSet) (store.WebhookEvent, []store.WebhookDelivery, error) {
-			var ds []store.WebhookDelivery
-			for i, e := range set.Entries {
-				ds = append(ds, store.WebhookDelivery{UUID: fmt.Sprintf("dl-%d", i), EventType: "sms:received", WebhookID: e.ID, CreatedAt: t0, NextAttemptAt: t0})
-			}
-			return store.WebhookEvent{ID: "ev-1", Body: []byte(`{"event":"sms:received"}`)}, ds, nil
-		})
-		return err
-	}
-	hooked, _, err := b.StoreInbound(&store.Message{CompanyID: c1.ID, DeviceID: phone.ID, Channel: "sms", Phone: "+15550002222", Text: "hooked", SIMSlot: "SIM1", ClientID: "client-2", UUID: "m-hooked"}, clock, event)
+	b.SetInboundEvents(store.InboundEvents{Build: func(set store.WebhookSet, m store.Message) (store.WebhookEvent, []store.WebhookDelivery, error) {
+		if m.ClientID != "client-2" {
+			return store.WebhookEvent{}, nil, nil
+		}
+		var ds []store.WebhookDelivery
+		for i, e := range set.Entries {
+			ds = append(ds, store.WebhookDelivery{UUID: fmt.Sprintf("dl-%d", i), EventType: "sms:received", WebhookID: e.ID, CreatedAt: t0, NextAttemptAt: t0})
+		}
+		return store.WebhookEvent{ID: "ev-1", Body: []byte(`{"event":"sms:received"}`)}, ds, nil
+	}})
+	hooked, _, err := b.StoreInbound(&store.Message{CompanyID: c1.ID, DeviceID: phone.ID, Channel: "sms", Phone: "+15550002222", Text: "hooked", SIMSlot: "SIM1", ClientID: "client-2", UUID: "m-hooked"}, clock)
 	must(err)
 	f.uuids = append(f.uuids, hooked.UUID)
 	f.webhook = set.Entries[0].ID
@@ -174,7 +174,7 @@ func copyFixture(t *testing.T) (string, copied) {
 	_, _, err = b.EnqueueAgent(&wa, store.IdempotencyKey{}, clock, noVet, nil)
 	must(err)
 	waIn := store.Message{UUID: "wa-in", CompanyID: c2.ID, DeviceID: agent.ID, Channel: store.ChannelNameWhatsApp, Phone: "+15557654321", Account: "+15550005555", Text: "hi", ContentType: "text", Segments: 1, ClientID: "wa-client-1"}
-	_, _, err = b.StoreAgentInbound(&waIn, clock, nil)
+	_, _, err = b.StoreAgentInbound(&waIn, clock)
 	must(err)
 	f.agentUUIDs = []string{"wa-out", "wa-in"}
 	_, err = b.ApplyProviderEvent("evt_1", c2.ID, "cus_123", t0.Unix(), true, t0, func(sub *store.Subscription, stale bool) bool { return true })

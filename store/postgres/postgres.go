@@ -39,6 +39,10 @@ type Store struct {
 	plans store.Plans
 	// statusEvents builds outbound status events (SetStatusEvents); nil: none.
 	statusEvents *store.StatusEvents
+	// inboundEvents builds new inbound messages' events (SetInboundEvents); nil: none.
+	inboundEvents *store.InboundEvents
+	// deviceEvents builds device events (SetDeviceEvents); nil: none.
+	deviceEvents *store.DeviceEvents
 }
 
 // Open connects to the database at url (postgres://... or postgresql://...,

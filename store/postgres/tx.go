@@ -19,8 +19,7 @@ import (
 const maxTries = 10
 
 // txn is one transaction of the store: the pgx transaction, the store's
-// context, and what runs once it has committed. It is the store.WriteTx the
-// hooks of a write get.
+// context, and what runs once it has committed.
 type txn struct {
 	pgx.Tx
 	ctx      context.Context

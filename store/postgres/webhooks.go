@@ -139,25 +139,16 @@ func (s *Store) WebhookOutboxSize(companyID uint64) (deliveries int, bytes int64
 	return deliveries, bytes, err
 }
 
-// AddWebhookEvent is the outbox write of an event, inside the caller's
-// transaction (tx must be this store's): it hands the company's webhook set
-// to build, and stores the event's body once and the deliveries build
-// returns, due at their NextAttemptAt. A company without webhooks costs one
-// lookup. The body is counted against the company's daily storage budget
-// without being refused (chargeAfter). When the company's outbox would go
-// over lim, nothing of the event is queued: each of its deliveries gets a
-// failed line in the deliveries log instead, and the result says how many
-// were refused. An event id that is empty or still pending is ErrConflict.
-func (s *Store) AddWebhookEvent(tx store.WriteTx, companyID uint64, now time.Time, lim store.OutboxLimits, build func(store.WebhookSet) (store.WebhookEvent, []store.WebhookDelivery, error)) (store.OutboxAdd, error) {
-	t, ok := tx.(*txn)
-	if !ok {
-		return store.OutboxAdd{}, fmt.Errorf("store: a webhook event added in a %T, not this store's transaction", tx)
-	}
-	return s.addWebhookEvent(t, companyID, now, lim, build)
-}
-
-// addWebhookEvent is AddWebhookEvent in the store's transaction t: the
-// status events of a message's change call it too.
+// addWebhookEvent is the outbox write of an event, in the transaction t of
+// the change it tells of (a status change, an inbound message, a device's
+// change: events.go): it hands the company's webhook set to build, and
+// stores the event's body once and the deliveries build returns, due at
+// their NextAttemptAt. A company without webhooks costs one lookup. The
+// body is counted against the company's daily storage budget without being
+// refused (chargeAfter). When the company's outbox would go over lim,
+// nothing of the event is queued: each of its deliveries gets a failed line
+// in the deliveries log instead, and the result says how many were
+// refused. An event id that is empty or still pending is ErrConflict.
 func (s *Store) addWebhookEvent(t *txn, companyID uint64, now time.Time, lim store.OutboxLimits, build func(store.WebhookSet) (store.WebhookEvent, []store.WebhookDelivery, error)) (store.OutboxAdd, error) {
 	var out store.OutboxAdd
 	set, err := loadWebhookSet(t, companyID, false)
