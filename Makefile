@@ -52,7 +52,7 @@ lint: tools ## gofmt, go vet and staticcheck
 	$(STATICCHECK) ./...
 
 bench: build ## measure: Go benchmarks of the hot paths, then simrelay bench (about a minute)
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime 1s ./android-protocol ./store ./pacing ./sms ./webhook
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 1s ./android-protocol ./store/... ./pacing ./sms ./webhook
 	./$(BIN) bench
 
 check: lint test ## everything CI runs
