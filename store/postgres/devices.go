@@ -178,9 +178,11 @@ func (s *Store) DeleteDevice(companyID uint64, fingerprint string, now time.Time
 // gone out (scheduled, queued, held or sending), counting each and writing
 // its status event.
 func (s *Store) failDeviceMessages(t *txn, d store.Device, now time.Time) error {
+	// The statuses are written out, as messages_unfinished (0010) lists
+	// them, so that the planner reads that index, not the device's history.
 	msgs, err := getRecs[store.Message](t, `SELECT rec FROM messages
-		WHERE company_id = $1 AND device_id = $2 AND status = ANY($3) ORDER BY id FOR UPDATE`,
-		id(d.CompanyID), id(d.ID), []string{store.MsgScheduled, store.MsgQueued, store.MsgSending})
+		WHERE company_id = $1 AND device_id = $2 AND status IN ('scheduled', 'queued', 'sending') ORDER BY id FOR UPDATE`,
+		id(d.CompanyID), id(d.ID))
 	if err != nil {
 		return err
 	}

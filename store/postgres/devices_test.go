@@ -3,6 +3,7 @@ package postgres
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,5 +51,48 @@ func TestOutcomeNotes(t *testing.T) {
 	}
 	if fs, _ := s.DeviceFailures(c.ID, d.ID); len(fs) != store.MaxDeviceFailures || fs[0].Channel != "whatsapp" {
 		t.Fatalf("a sent message was noted as a failure: %+v", fs)
+	}
+}
+
+// Deleting a device reads its unfinished messages through
+// messages_unfinished, never the device's whole history.
+func TestDeleteDeviceReadsTheUnfinishedOnly(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, Options{})
+	c, _ := conformance.Company(t, s)
+	d := conformance.Device(t, s, c.ID, "fp-history")
+	if err := s.write("history", func(t *txn) error {
+		_, err := t.exec(`INSERT INTO messages (company_id, device_id, uuid, direction, channel, phone, status, created_at, updated_at, rec)
+			SELECT $1, $2, 'h-' || g, 'outbound', 'sms', '+15550000000', 'delivered', now(), now(), '{}'::jsonb FROM generate_series(1, 5000) g`,
+			id(c.ID), id(d.ID))
+		if err != nil {
+			return err
+		}
+		_, err = t.exec("ANALYZE messages")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var plan string
+	if err := s.read("plan", func(t *txn) error {
+		rows, err := t.query(`EXPLAIN SELECT rec FROM messages
+			WHERE company_id = $1 AND device_id = $2 AND status IN ('scheduled', 'queued', 'sending') ORDER BY id`, id(c.ID), id(d.ID))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var line string
+			if err := rows.Scan(&line); err != nil {
+				return err
+			}
+			plan += line + "\n"
+		}
+		return rows.Err()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(plan, "messages_unfinished") {
+		t.Fatalf("the plan does not read messages_unfinished:\n%s", plan)
 	}
 }
