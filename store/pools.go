@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -138,3 +139,20 @@ type DeviceCheck func(d Device, slot string) error
 // Older ones are passed over and pruned: the recipient then goes to the
 // member whose conversation with it is the newest, as one never sent to.
 const StickyAge = 90 * 24 * time.Hour
+
+// MemberOrder is the order a pool tries its n members in, starting from
+// turn (the member after the one last taken): in turn for round_robin (load
+// nil), or fewest queued jobs first for least_loaded (load gives member i's
+// count), ties in turn so equal members share the sends. Both backends
+// take the first usable member of the order, i, and store i+1 as the
+// pool's next turn.
+func MemberOrder(n int, turn uint64, load func(i int) int) []int {
+	order := make([]int, n)
+	for i := range order {
+		order[i] = int((turn + uint64(i)) % uint64(n))
+	}
+	if load != nil {
+		slices.SortStableFunc(order, func(a, b int) int { return load(a) - load(b) })
+	}
+	return order
+}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/simrelay/simrelay/store"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -426,16 +427,7 @@ func (pp *poolPicker) remember(phone string, m PoolMember) {
 
 // roundRobin takes the next usable member after the last one taken.
 func (pp *poolPicker) roundRobin(phone string) (PoolMember, *Device, bool, error) {
-	n := uint64(len(pp.pool.Members))
-	for i := range n {
-		m := pp.pool.Members[(pp.turn+i)%n]
-		d, ok, err := pp.usable(m, phone)
-		if err != nil || ok {
-			pp.turn += i + 1
-			return m, d, ok, err
-		}
-	}
-	return PoolMember{}, nil, false, nil
+	return pp.first(store.MemberOrder(len(pp.pool.Members), pp.turn, nil), phone)
 }
 
 // leastLoaded takes the usable member whose device has the fewest queued
@@ -453,14 +445,12 @@ func (pp *poolPicker) leastLoaded(phone string) (PoolMember, *Device, bool, erro
 			pp.load[m.DeviceID] = c
 		}
 	}
-	n := len(pp.pool.Members)
-	order := make([]int, n)
-	for i := range order {
-		order[i] = int((pp.turn + uint64(i)) % uint64(n))
-	}
-	slices.SortStableFunc(order, func(a, b int) int {
-		return pp.load[pp.pool.Members[a].DeviceID] - pp.load[pp.pool.Members[b].DeviceID]
-	})
+	return pp.first(store.MemberOrder(len(pp.pool.Members), pp.turn, func(i int) int { return pp.load[pp.pool.Members[i].DeviceID] }), phone)
+}
+
+// first takes the first usable member of order (indexes of the pool's
+// members) and makes the one after it the pool's next turn.
+func (pp *poolPicker) first(order []int, phone string) (PoolMember, *Device, bool, error) {
 	for _, i := range order {
 		m := pp.pool.Members[i]
 		d, ok, err := pp.usable(m, phone)
