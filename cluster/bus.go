@@ -1,0 +1,213 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// Defaults, and why.
+const (
+	// DefaultPrefix begins every subject of the cluster.
+	DefaultPrefix = "simrelay"
+	// DefaultConnectTimeout bounds the first connection at start-up: a
+	// node that cannot reach its bus refuses to start rather than run deaf.
+	DefaultConnectTimeout = 10 * time.Second
+	// reconnectWait is the pause between reconnection attempts once
+	// connected; the client tries forever, and meanwhile /readyz says
+	// the bus is down.
+	reconnectWait = time.Second
+	// reconnectBuffer is what the client keeps of messages published
+	// while it reconnects (8 MiB, the client's default). Past it
+	// Publish fails and the signal is dropped: each consumer's sweep
+	// covers it.
+	reconnectBuffer = 8 << 20
+	// readyTimeout bounds a readiness round trip that has no deadline of its own.
+	readyTimeout = 2 * time.Second
+)
+
+// Config says how a node joins the bus.
+type Config struct {
+	// URL is one or more NATS servers, comma-separated:
+	// nats://host:port[,nats://host:port]. Credentials may be in the URL.
+	URL string
+	// Node is this node's name, unique in the cluster; it names the NATS
+	// connection, so the server's monitoring shows which node is which.
+	Node string
+	// Prefix begins every subject (default DefaultPrefix).
+	Prefix string
+	// ConnectTimeout bounds the first connection (default DefaultConnectTimeout).
+	ConnectTimeout time.Duration
+	Logger         *slog.Logger
+}
+
+// Validate checks the configuration without connecting.
+func (c Config) Validate() error {
+	if strings.TrimSpace(c.URL) == "" {
+		return errors.New("no NATS server: want nats://host:port")
+	}
+	for _, s := range strings.Split(c.URL, ",") {
+		u, err := url.Parse(strings.TrimSpace(s))
+		if err != nil || u.Host == "" || (u.Scheme != "nats" && u.Scheme != "tls") {
+			return fmt.Errorf("%q: want nats://host:port or tls://host:port", s)
+		}
+	}
+	if c.Node == "" || strings.ContainsAny(c.Node, " \t\r\n.*>") {
+		return fmt.Errorf("node name %q: want a non-empty name without spaces, dots, * or >", c.Node)
+	}
+	if c.Prefix != "" && strings.ContainsAny(c.Prefix, " \t\r\n*>") {
+		return fmt.Errorf("subject prefix %q: no spaces, * or >", c.Prefix)
+	}
+	return nil
+}
+
+// Message is what a subscriber hears.
+type Message struct {
+	// Topic is the subject without the prefix and its dot.
+	Topic string
+	Data  []byte
+}
+
+// Bus is one node's connection to the others.
+type Bus struct {
+	nc     *nats.Conn
+	node   string
+	prefix string
+	log    *slog.Logger
+
+	mu   sync.Mutex
+	subs []*nats.Subscription // guarded by mu
+}
+
+// Connect joins the bus. It fails when no server answers within the
+// connect timeout; once connected it reconnects by itself for ever.
+func Connect(ctx context.Context, cfg Config) (*Bus, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = DefaultPrefix
+	}
+	if cfg.ConnectTimeout <= 0 {
+		cfg.ConnectTimeout = DefaultConnectTimeout
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	opts := []nats.Option{
+		nats.Name("simrelay " + cfg.Node),
+		nats.NoEcho(),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(reconnectWait),
+		nats.ReconnectBufSize(reconnectBuffer),
+		nats.Timeout(cfg.ConnectTimeout),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			log.Warn("bus disconnected; signals to other nodes wait for the reconnection", "err", err)
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("bus reconnected", "server", nc.ConnectedUrlRedacted()) }),
+		nats.ErrorHandler(func(_ *nats.Conn, s *nats.Subscription, err error) {
+			subject := ""
+			if s != nil {
+				subject = s.Subject
+			}
+			log.Error("bus", "subject", subject, "err", err)
+		}),
+	}
+	type result struct {
+		nc  *nats.Conn
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		nc, err := nats.Connect(cfg.URL, opts...)
+		done <- result{nc, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			return nil, fmt.Errorf("bus: connect to %s: %w", redact(cfg.URL), r.err)
+		}
+		return &Bus{nc: r.nc, node: cfg.Node, prefix: cfg.Prefix, log: log}, nil
+	case <-ctx.Done():
+		go func() {
+			if r := <-done; r.nc != nil {
+				r.nc.Close()
+			}
+		}()
+		return nil, ctx.Err()
+	}
+}
+
+// Node is this node's name.
+func (b *Bus) Node() string { return b.node }
+
+// Publish sends data to every other node subscribed to topic. It never
+// waits on the network: the message is buffered, and dropped with a log
+// line when the connection is closed or its buffer is full.
+func (b *Bus) Publish(topic string, data []byte) {
+	if err := b.nc.Publish(b.prefix+"."+topic, data); err != nil {
+		b.log.Warn("bus: signal dropped", "topic", topic, "err", err)
+	}
+}
+
+// Subscribe calls fn with every message of topic (which may end in the
+// NATS wildcards * or >) published by another node. fn runs on one
+// goroutine per subscription, in the order messages arrived; it must not
+// block for long, or the client drops messages of this subscription
+// (logged) once its pending buffer is full.
+func (b *Bus) Subscribe(topic string, fn func(Message)) error {
+	strip := len(b.prefix) + 1
+	sub, err := b.nc.Subscribe(b.prefix+"."+topic, func(m *nats.Msg) {
+		fn(Message{Topic: m.Subject[strip:], Data: m.Data})
+	})
+	if err != nil {
+		return fmt.Errorf("bus: subscribe %s: %w", topic, err)
+	}
+	b.mu.Lock()
+	b.subs = append(b.subs, sub)
+	b.mu.Unlock()
+	return nil
+}
+
+// Ready answers nil when the bus is connected and a round trip to the
+// server completes within ctx (within readyTimeout when ctx has no deadline).
+func (b *Bus) Ready(ctx context.Context) error {
+	if !b.nc.IsConnected() {
+		return fmt.Errorf("bus: %s", strings.ToLower(b.nc.Status().String()))
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, readyTimeout)
+		defer cancel()
+	}
+	if err := b.nc.FlushWithContext(ctx); err != nil {
+		return fmt.Errorf("bus: %w", err)
+	}
+	return nil
+}
+
+// Close sends what is buffered (within a second) and leaves the bus.
+func (b *Bus) Close() {
+	_ = b.nc.FlushTimeout(time.Second)
+	b.nc.Close()
+}
+
+// redact hides credentials of a server list in messages.
+func redact(urls string) string {
+	parts := strings.Split(urls, ",")
+	for i, s := range parts {
+		if u, err := url.Parse(strings.TrimSpace(s)); err == nil && u.User != nil {
+			u.User = url.User("xxx")
+			parts[i] = u.String()
+		}
+	}
+	return strings.Join(parts, ",")
+}

@@ -1,0 +1,111 @@
+package cluster_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/simrelay/simrelay/cluster"
+	"github.com/simrelay/simrelay/internal/natstest"
+)
+
+func connect(t *testing.T, url, node string) *cluster.Bus {
+	t.Helper()
+	b, err := cluster.Connect(context.Background(), cluster.Config{URL: url, Node: node})
+	if err != nil {
+		t.Fatalf("connect %s: %v", node, err)
+	}
+	t.Cleanup(b.Close)
+	return b
+}
+
+func TestBusCarriesToOtherNodesOnly(t *testing.T) {
+	t.Parallel()
+	url := natstest.Start(t)
+	a, b := connect(t, url, "a"), connect(t, url, "b")
+	got := make(chan cluster.Message, 4)
+	for _, n := range []*cluster.Bus{a, b} {
+		name := n.Node()
+		if err := n.Subscribe("kick.>", func(m cluster.Message) {
+			got <- cluster.Message{Topic: name + " " + m.Topic, Data: m.Data}
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.Ready(context.Background()); err != nil {
+		t.Fatalf("ready: %v", err)
+	}
+	if err := b.Ready(context.Background()); err != nil { // its subscription is on the server
+		t.Fatalf("ready: %v", err)
+	}
+	a.Publish("kick.dev.7", []byte("x"))
+	select {
+	case m := <-got:
+		if m.Topic != "b kick.dev.7" || string(m.Data) != "x" {
+			t.Fatalf("got %q %q, want b hearing kick.dev.7 x", m.Topic, m.Data)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("b heard nothing within 10s")
+	}
+	// a does not hear itself: a second message from b arrives at a, and
+	// nothing else is queued before it.
+	b.Publish("kick.dev.8", nil)
+	select {
+	case m := <-got:
+		if m.Topic != "a kick.dev.8" {
+			t.Fatalf("got %q, want a hearing kick.dev.8 (a must not hear its own kick.dev.7)", m.Topic)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a heard nothing within 10s")
+	}
+}
+
+func TestBusRefusesToStartWithoutServer(t *testing.T) {
+	t.Parallel()
+	s := natstest.New(t)
+	url := s.ClientURL()
+	s.Shutdown()
+	_, err := cluster.Connect(context.Background(), cluster.Config{URL: url, Node: "a", ConnectTimeout: 2 * time.Second})
+	if err == nil {
+		t.Fatal("connected to a stopped server")
+	}
+}
+
+func TestBusReadyFollowsTheServer(t *testing.T) {
+	t.Parallel()
+	s := natstest.New(t)
+	b := connect(t, s.ClientURL(), "a")
+	if err := b.Ready(context.Background()); err != nil {
+		t.Fatalf("ready: %v", err)
+	}
+	s.Shutdown()
+	deadline := time.Now().Add(10 * time.Second)
+	for b.Ready(context.Background()) == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("still ready 10s after the server stopped")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		cfg  cluster.Config
+		want string
+	}{
+		{cluster.Config{URL: "", Node: "a"}, "no NATS server"},
+		{cluster.Config{URL: "http://x:4222", Node: "a"}, "want nats://"},
+		{cluster.Config{URL: "nats://x:4222", Node: "a.b"}, "node name"},
+		{cluster.Config{URL: "nats://x:4222,nats://y:4222", Node: "a", Prefix: "p>"}, "prefix"},
+	} {
+		err := c.cfg.Validate()
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: got %v, want an error with %q", c.cfg, err, c.want)
+		}
+	}
+	if err := (cluster.Config{URL: "nats://u:p@127.0.0.1:4222, nats://127.0.0.1:4223", Node: "node-1"}).Validate(); err != nil {
+		t.Errorf("valid config refused: %v", err)
+	}
+}
