@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"math"
@@ -52,6 +53,11 @@ type Backuper interface {
 	Exporter
 }
 
+// Bus is the cluster's bus as /readyz asks it (cluster.Bus).
+type Bus interface {
+	Ready(ctx context.Context) error
+}
+
 // Phones is the connection hub as the API uses it (gateway.Hub).
 type Phones interface {
 	Online(fingerprint string) bool
@@ -76,6 +82,9 @@ type Deps struct {
 	// PhoneSocket serves GET /device/ws (gateway.Hub).
 	PhoneSocket http.Handler
 	Store       Backuper
+	// Bus is the bus between the nodes of a cluster; nil on one node.
+	// /readyz is ready only while it answers.
+	Bus Bus
 	// Analytics is the message counters and recent activity (boltstore.Store).
 	Analytics Analytics
 	// Period is the billing period creditsUsed counts over; nil is the UTC calendar month.

@@ -90,6 +90,8 @@ type serveConfig struct {
 	streams web.StreamConfig
 	// smtpIn is the e-mail to SMS listener (serve_smtp.go).
 	smtpIn smtpInConfig
+	// cluster is how the node joins the others on its database (serve_cluster.go).
+	cluster clusterConfig
 }
 
 func (c *serveConfig) flags(fs *flag.FlagSet) {
@@ -122,6 +124,7 @@ func (c *serveConfig) flags(fs *flag.FlagSet) {
 	pacingFlags(fs, &c.agents)
 	consoleFlags(fs, &c.streams)
 	smtpInFlags(fs, &c.smtpIn)
+	clusterFlags(fs, &c.cluster)
 	fs.StringVar(&c.adminToken, "admin-token", "", fmt.Sprintf("the operator's secret for GET /admin/backup (Authorization: Bearer TOKEN), at least %d characters; empty: that route answers 404", httpapi.MinAdminTokenLen))
 }
 
@@ -146,6 +149,9 @@ func (c *serveConfig) validate() error {
 		return err
 	}
 	if err := c.smtpIn.validate(); err != nil {
+		return err
+	}
+	if err := c.cluster.validate(c.store().postgres()); err != nil {
 		return err
 	}
 	if c.dataDir == "" {
@@ -312,6 +318,12 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 			log.Error("close store", "err", err)
 		}
 	}()
+	node, err := joinCluster(ctx, cfg.cluster, ln.Addr(), st, log.With("component", "cluster"))
+	if err != nil {
+		return err
+	}
+	defer node.leave() // before the store closes, after the links and workers stopped
+	log = node.logger(log)
 	mailer, err := mail.New(cfg.mailConfig(), st, log.With("component", "mail"), time.Now)
 	if err != nil {
 		return err
@@ -391,6 +403,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	node.metrics(reg)
 	if bolt, ok := st.(*boltstore.Store); ok {
 		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "simrelay_store_folded_writes_total",
@@ -398,7 +411,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 		}, func() float64 { return float64(bolt.FoldedWrites()) }))
 	}
 	api, err := httpapi.New(httpapi.Config{GeneralRate: cfg.general, AuthRate: cfg.auth, TrustedProxies: cfg.trustedProxies, AdminToken: cfg.adminToken},
-		httpapi.Deps{Accounts: accounts, Devices: devices, SMS: messages, Channels: agents, Webhooks: hooks, Media: files, Phones: hub, PhoneSocket: hub, Store: st, Analytics: st, Period: bill, Billing: bill, Console: console.Handler(), ConsoleIdentity: console.Identity, Logger: log, Registry: reg, Gatherer: reg, Now: time.Now})
+		httpapi.Deps{Accounts: accounts, Devices: devices, SMS: messages, Channels: agents, Webhooks: hooks, Media: files, Phones: hub, PhoneSocket: hub, Store: st, Bus: node.readiness(), Analytics: st, Period: bill, Billing: bill, Console: console.Handler(), ConsoleIdentity: console.Identity, Logger: log, Registry: reg, Gatherer: reg, Now: time.Now})
 	if err != nil {
 		return err
 	}
@@ -436,6 +449,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 		}
 	})
 	wg.Go(func() { sweep(workers, api, st, accounts, log) })
+	wg.Go(func() { node.run(workers) })
 	wg.Go(func() { messages.Run(workers) })
 	wg.Go(func() { agents.Run(workers) })
 	wg.Go(func() {
@@ -444,9 +458,25 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 		}
 	})
 
+	// shutdown stops in order: stop accepting, finish requests, tell the
+	// phones to come back.
+	shutdown := func() {
+		log.Info("shutting down")
+		api.Drain()
+		sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
+		defer cancel()
+		if e := srv.Shutdown(sctx); e != nil {
+			log.Warn("requests still running at the shutdown deadline were cut", "err", e)
+		}
+		stopSMTP(sctx)
+		// Hijacked phone links are not the HTTP server's: tell them to come back.
+		if e := hub.Shutdown(sctx); e != nil {
+			log.Warn("phone links still closing at the shutdown deadline were cut", "err", e)
+		}
+	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	log.Info("simrelay listening", "addr", ln.Addr().String(), "public_url", cfg.publicURL, "store", where.kind(), "store_at", where.where(), "data_dir", cfg.dataDir,
+	log.Info("simrelay listening", "addr", ln.Addr().String(), "public_url", cfg.publicURL, "store", where.kind(), "node", node.name, "bus", onOff(node.bus != nil), "store_at", where.where(), "data_dir", cfg.dataDir,
 		"version", buildVersion(), "smtp", cfg.mailConfig().Redacted(), "admin_backup", onOff(cfg.adminToken != ""),
 		"stripe", onOff(cfg.stripeKey != ""), "stripe_api_url", cfg.stripeAPIURL)
 	fmt.Fprintf(stdout, "simrelay %s listening on http://%s\n", buildVersion(), ln.Addr())
@@ -457,19 +487,11 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 		sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
 		stopSMTP(sctx)
 		cancel()
+	case <-node.lost:
+		err = errors.New("this node's name was taken over in the cluster's registry")
+		shutdown()
 	case <-ctx.Done():
-		log.Info("shutting down")
-		api.Drain()
-		sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
-		if e := srv.Shutdown(sctx); e != nil {
-			log.Warn("requests still running at the shutdown deadline were cut", "err", e)
-		}
-		stopSMTP(sctx)
-		// Hijacked phone links are not the HTTP server's: tell them to come back.
-		if e := hub.Shutdown(sctx); e != nil {
-			log.Warn("phone links still closing at the shutdown deadline were cut", "err", e)
-		}
-		cancel()
+		shutdown()
 	}
 	stopWorkers()
 	wg.Wait()
