@@ -23,6 +23,7 @@ import (
 	"github.com/simrelay/simrelay/account"
 	"github.com/simrelay/simrelay/billing"
 	"github.com/simrelay/simrelay/channel"
+	"github.com/simrelay/simrelay/cluster"
 	"github.com/simrelay/simrelay/device"
 	"github.com/simrelay/simrelay/gateway"
 	"github.com/simrelay/simrelay/httpapi"
@@ -361,8 +362,17 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	if err := presence.Resume(); err != nil {
 		return fmt.Errorf("devices online when the server last stopped: %w", err)
 	}
+	// bus joins the other nodes of a cluster (--nats-url, serve_cluster.go);
+	// nil on one node.
+	var bus *cluster.Bus
+	shared, err := shareLimits(bus, st, accounts, log.With("component", "cluster"))
+	if err != nil {
+		return err
+	}
 	agentCfg := cfg.agents
 	agentCfg.MessageTTL = cfg.messageTTL
+	// In a cluster a number's caps count every node's sends (channel.Config.Shared).
+	agentCfg.Shared = bus != nil
 	// 0s to 0s means no gap; the service reads a zero gap as "the default".
 	for _, g := range []*pacing.Gap{&agentCfg.WhatsApp.Gap, &agentCfg.IMessage.Gap} {
 		if g.Max == 0 {
@@ -398,7 +408,8 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 		}, func() float64 { return float64(bolt.FoldedWrites()) }))
 	}
 	api, err := httpapi.New(httpapi.Config{GeneralRate: cfg.general, AuthRate: cfg.auth, TrustedProxies: cfg.trustedProxies, AdminToken: cfg.adminToken},
-		httpapi.Deps{Accounts: accounts, Devices: devices, SMS: messages, Channels: agents, Webhooks: hooks, Media: files, Phones: hub, PhoneSocket: hub, Store: st, Analytics: st, Period: bill, Billing: bill, Console: console.Handler(), ConsoleIdentity: console.Identity, Logger: log, Registry: reg, Gatherer: reg, Now: time.Now})
+		httpapi.Deps{Accounts: accounts, Devices: devices, SMS: messages, Channels: agents, Webhooks: hooks, Media: files, Phones: hub, PhoneSocket: hub, Store: st, Analytics: st, Period: bill, Billing: bill, Console: console.Handler(), ConsoleIdentity: console.Identity, Logger: log, Registry: reg, Gatherer: reg, Now: time.Now,
+			Limiters: shared.limiters})
 	if err != nil {
 		return err
 	}
@@ -436,6 +447,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 		}
 	})
 	wg.Go(func() { sweep(workers, api, st, accounts, log) })
+	wg.Go(func() { shared.run(workers) })
 	wg.Go(func() { messages.Run(workers) })
 	wg.Go(func() { agents.Run(workers) })
 	wg.Go(func() {
