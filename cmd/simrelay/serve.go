@@ -392,6 +392,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	st.SetPlans(bill)
 	// The console's live updates hear of every message change after its commit.
 	broker := web.NewBroker(cfg.streams)
+	shared.shareStreams(broker)
 	messages.SetWatcher(broker)
 	agents.SetWatcher(broker)
 	console, err := web.New(web.Config{PublicURL: cfg.publicURL, Email: consoleEmail(cfg.smtpIn, smtpLn)}, web.Deps{Accounts: accounts, Devices: devices, SMS: messages, Channels: agents,

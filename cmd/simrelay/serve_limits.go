@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"time"
 
 	"github.com/simrelay/simrelay/account"
 	"github.com/simrelay/simrelay/cluster"
 	"github.com/simrelay/simrelay/httpapi"
 	"github.com/simrelay/simrelay/pacing"
 	"github.com/simrelay/simrelay/store/postgres"
+	"github.com/simrelay/simrelay/web"
 )
 
 // sharedLimits is what a node of a cluster shares with the others beyond
@@ -22,6 +24,9 @@ type sharedLimits struct {
 	limiters httpapi.Limiters
 	// peers is the census of the nodes on the bus; nil on one node.
 	peers *cluster.Peers
+	// streams are the console's live views of every node; nil on one node.
+	streams *postgres.StreamLeases
+	log     *slog.Logger
 }
 
 // shareLimits makes this node's limits and caches the cluster's when bus is
@@ -42,17 +47,46 @@ func shareLimits(bus *cluster.Bus, st backend, accounts *account.Service, log *s
 	if err := accounts.SetPeers(cluster.NewCaches(bus, peers, 0), cluster.DefaultCacheTTL); err != nil {
 		return sharedLimits{}, err
 	}
-	log.Info("limits and caches shared with the cluster", "cache_ttl", cluster.DefaultCacheTTL)
+	streams, err := pg.StreamLeases(bus.Node())
+	if err != nil {
+		return sharedLimits{}, err
+	}
+	log.Info("limits and caches shared with the cluster", "cache_ttl", cluster.DefaultCacheTTL, "stream_lease_ttl", postgres.StreamLeaseTTL)
 	return sharedLimits{
 		limiters: func(scope string, rate pacing.Rate) (httpapi.Limiter, error) { return pg.Windows(scope, rate) },
 		peers:    peers,
+		streams:  streams,
+		log:      log,
 	}, nil
 }
 
-// run makes this node heard by the others until ctx ends; on one node it
-// returns at once.
+// shareStreams makes the broker count the live views of every node; on one
+// node it does nothing.
+func (s sharedLimits) shareStreams(b *web.Broker) {
+	if s.streams != nil {
+		b.ShareStreams(s.streams, s.log)
+	}
+}
+
+// run makes this node heard by the others and renews its stream leases
+// until ctx ends; on one node it returns at once.
 func (s sharedLimits) run(ctx context.Context) {
-	if s.peers != nil {
-		s.peers.Run(ctx)
+	if s.peers == nil {
+		return
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); s.peers.Run(ctx) }()
+	defer func() { <-done }()
+	t := time.NewTicker(postgres.StreamLeaseRenew)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := s.streams.Renew(); err != nil {
+				s.log.Warn("console live views: leases not renewed; they expire unless the next renewal succeeds", "err", err)
+			}
+		}
 	}
 }

@@ -17,3 +17,19 @@ CREATE UNLOGGED TABLE rate_windows (
 );
 -- Pruning deletes the windows that ended.
 CREATE INDEX rate_windows_end ON rate_windows (window_end);
+
+-- The console's live views open on every node (streams.go): one lease per
+-- open stream, renewed by its node while the stream lives, deleted when it
+-- ends, and dead once expires_at passes (a node that died renews nothing).
+-- The per-session, per-user and per-company caps count the live leases.
+-- UNLOGGED for the same reason as rate_windows: a lease lives a minute.
+CREATE UNLOGGED TABLE stream_leases (
+	id         bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	node       text        NOT NULL,
+	company_id bigint      NOT NULL,
+	user_id    bigint      NOT NULL,
+	session    text        NOT NULL,
+	expires_at timestamptz NOT NULL
+);
+CREATE INDEX stream_leases_company ON stream_leases (company_id, expires_at);
+CREATE INDEX stream_leases_node ON stream_leases (node);
