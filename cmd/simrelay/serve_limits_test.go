@@ -29,6 +29,7 @@ import (
 // account service and the API, served on loopback.
 type limitsNode struct {
 	url      string
+	store    *postgres.Store
 	accounts *account.Service
 	shared   sharedLimits
 }
@@ -66,7 +67,7 @@ func startLimitsNode(t *testing.T, dbURL, natsURL, name string, rate pacing.Rate
 	}
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
-	return &limitsNode{url: srv.URL, accounts: accounts, shared: shared}
+	return &limitsNode{url: srv.URL, store: st, accounts: accounts, shared: shared}
 }
 
 // nodeCall makes a request with the API key and returns its status and headers.
@@ -160,5 +161,25 @@ func TestClusterRotatedKeyRefusedEverywhere(t *testing.T) {
 	}
 	if status, _, body := nodeCall(t, http.MethodGet, b.url+"/company", rotated.APIKey); status != http.StatusOK {
 		t.Errorf("b with the new key: %d %s, want 200", status, body)
+	}
+}
+
+// When the database does not answer, a request is let through uncounted
+// with a full window's headers, not refused with 429 for the server's fault.
+func TestClusterRateLimitWithoutItsDatabase(t *testing.T) {
+	t.Parallel()
+	a, _ := twoNodes(t, pacing.Rate{Limit: 3, Window: time.Hour})
+	for i := range 3 {
+		if status, h, _ := nodeCall(t, http.MethodGet, a.url+"/no-such-route", ""); status != http.StatusNotFound || h.Get("RateLimit-Remaining") != strconv.Itoa(2-i) {
+			t.Fatalf("request %d with the database up: %d, remaining %q; want 404 with %d left", i+1, status, h.Get("RateLimit-Remaining"), 2-i)
+		}
+	}
+	if status, _, _ := nodeCall(t, http.MethodGet, a.url+"/no-such-route", ""); status != http.StatusTooManyRequests {
+		t.Fatalf("request 4 with the database up: %d, want 429", status)
+	}
+	a.store.Close()
+	status, h, _ := nodeCall(t, http.MethodGet, a.url+"/no-such-route", "")
+	if status != http.StatusNotFound || h.Get("RateLimit-Remaining") != "3" || h.Get("RateLimit-Limit") != "3" {
+		t.Fatalf("with the database gone: %d, remaining %q of %q; want the route's 404 with a full window", status, h.Get("RateLimit-Remaining"), h.Get("RateLimit-Limit"))
 	}
 }
