@@ -96,9 +96,9 @@ type Service struct {
 	dummyHash string // verified against when a login names no known user, to keep timing even
 	// keys caches API key hash -> cachedKey. On one node this process is the
 	// store's only writer and RotateAPIKey clears it, so a rotated key stops
-	// at once. In a cluster a rotation on another node clears it through
-	// ForgetKey before that node answers (SetPeers), and keyTTL bounds what
-	// a node that missed the signal keeps.
+	// at once. In a cluster a rotation on another node clears it through the
+	// bus before that node answers (SetPeers, cluster.go), and keyTTL bounds
+	// what a node that missed the signal keeps.
 	keys sync.Map
 	// keysGen moves on every rotation; a lookup caches its answer only if no
 	// rotation happened while it read the store, so it cannot revive a dead key.
