@@ -373,8 +373,14 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	if err := presence.Resume(); err != nil {
 		return fmt.Errorf("devices online when the server last stopped: %w", err)
 	}
+	shared, err := shareLimits(node.bus, st, accounts, log.With("component", "cluster"))
+	if err != nil {
+		return err
+	}
 	agentCfg := cfg.agents
 	agentCfg.MessageTTL = cfg.messageTTL
+	// In a cluster a number's caps count every node's sends (channel.Config.Shared).
+	agentCfg.Shared = node.bus != nil
 	// 0s to 0s means no gap; the service reads a zero gap as "the default".
 	for _, g := range []*pacing.Gap{&agentCfg.WhatsApp.Gap, &agentCfg.IMessage.Gap} {
 		if g.Max == 0 {
@@ -394,6 +400,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	st.SetPlans(bill)
 	// The console's live updates hear of every message change after its commit.
 	broker := web.NewBroker(cfg.streams)
+	shared.shareStreams(broker)
 	messages.SetWatcher(broker)
 	agents.SetWatcher(broker)
 	console, err := web.New(web.Config{PublicURL: cfg.publicURL, Email: consoleEmail(cfg.smtpIn, smtpLn)}, web.Deps{Accounts: accounts, Devices: devices, SMS: messages, Channels: agents,
@@ -411,7 +418,8 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 		}, func() float64 { return float64(bolt.FoldedWrites()) }))
 	}
 	api, err := httpapi.New(httpapi.Config{GeneralRate: cfg.general, AuthRate: cfg.auth, TrustedProxies: cfg.trustedProxies, AdminToken: cfg.adminToken},
-		httpapi.Deps{Accounts: accounts, Devices: devices, SMS: messages, Channels: agents, Webhooks: hooks, Media: files, Phones: hub, PhoneSocket: hub, Store: st, Bus: node.readiness(), Analytics: st, Period: bill, Billing: bill, Console: console.Handler(), ConsoleIdentity: console.Identity, Logger: log, Registry: reg, Gatherer: reg, Now: time.Now})
+		httpapi.Deps{Accounts: accounts, Devices: devices, SMS: messages, Channels: agents, Webhooks: hooks, Media: files, Phones: hub, PhoneSocket: hub, Store: st, Bus: node.readiness(), Analytics: st, Period: bill, Billing: bill, Console: console.Handler(), ConsoleIdentity: console.Identity, Logger: log, Registry: reg, Gatherer: reg, Now: time.Now,
+			Limiters: shared.limiters})
 	if err != nil {
 		return err
 	}
@@ -450,6 +458,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	})
 	wg.Go(func() { sweep(workers, api, st, accounts, log) })
 	wg.Go(func() { node.run(workers) })
+	wg.Go(func() { shared.run(workers) })
 	wg.Go(func() { messages.Run(workers) })
 	wg.Go(func() { agents.Run(workers) })
 	wg.Go(func() {
