@@ -71,11 +71,12 @@ func (s *Service) Run(ctx context.Context) error {
 // message's JSON) until its commit.
 const recordsPerWorker = 4
 
-// dispatch hands due deliveries to the workers, each at most once at a time,
-// and between due times sleeps until the next one or a Kick.
+// dispatch claims due deliveries and hands them to the workers, each at
+// most once at a time, and between due times sleeps until the next one, a
+// Kick or (on a cluster) the end of cfg.Poll.
 func (s *Service) dispatch(ctx context.Context, jobs chan<- store.WebhookDue) {
 	for ctx.Err() == nil {
-		ready, next, err := s.store.DueWebhookDeliveries(s.now(), dispatchBatch, s.skipper())
+		ready, next, err := s.store.ClaimWebhookDeliveries(s.now(), dispatchBatch, s.skipper())
 		if err != nil {
 			s.log.Error("webhook outbox", "err", err)
 			next = s.now().Add(storeRetryDelay)
@@ -93,6 +94,11 @@ func (s *Service) dispatch(ctx context.Context, jobs chan<- store.WebhookDue) {
 		if len(ready) > 0 {
 			continue // handing out took time: more may be due now
 		}
+		if s.cfg.Poll > 0 {
+			if poll := s.now().Add(s.cfg.Poll); next.IsZero() || poll.Before(next) {
+				next = poll
+			}
+		}
 		s.wake.Wait(ctx, next, s.now)
 	}
 }
@@ -100,7 +106,8 @@ func (s *Service) dispatch(ctx context.Context, jobs chan<- store.WebhookDue) {
 // skipper passes over deliveries already handed out (until their attempt
 // is recorded), over those of an entry that already has cfg.entryBound()
 // attempts under way, and over those of a company that already has
-// cfg.PerCompany under way (counting the ones this read lets through): a
+// cfg.PerCompany under way (counting the ones this read lets through, and
+// on a cluster the company's deliveries other nodes hold leased): a
 // slow or unreachable receiver holds at most that many workers, one
 // company's receivers never hold them all, and the others' deliveries go
 // on. An attempt is under way from its hand-out until its answer (or
@@ -112,7 +119,7 @@ func (s *Service) skipper() func(d store.WebhookDue) bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if s.busy[d.ID] || s.perEntry[d.WebhookID]+batch[d.WebhookID] >= s.cfg.entryBound() ||
-			s.perCompany[d.CompanyID]+companyBatch[d.CompanyID] >= s.cfg.PerCompany {
+			d.CompanyLeased+s.perCompany[d.CompanyID]+companyBatch[d.CompanyID] >= s.cfg.PerCompany {
 			return true
 		}
 		batch[d.WebhookID]++

@@ -347,6 +347,11 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	}
 	hookCfg := cfg.webhookConfig()
 	hookCfg.MediaURLs = files
+	if node.bus != nil {
+		// Other nodes enqueue deliveries and leave expired leases without
+		// kicking this one's dispatcher: it looks at the outbox every poll.
+		hookCfg.Poll = webhook.DefaultClusterPoll
+	}
 	hooks, err := webhook.New(hookCfg, st, log.With("component", "webhook"), time.Now)
 	if err != nil {
 		return err
