@@ -324,7 +324,12 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	}
 	defer node.leave() // before the store closes, after the links and workers stopped
 	log = node.logger(log)
-	mailer, err := mail.New(cfg.mailConfig(), st, log.With("component", "mail"), time.Now)
+	mailCfg := cfg.mailConfig()
+	if node.bus != nil {
+		// A mail another node left when it died is this one's to find.
+		mailCfg.Poll = mail.DefaultClusterPoll
+	}
+	mailer, err := mail.New(mailCfg, st, log.With("component", "mail"), time.Now)
 	if err != nil {
 		return err
 	}

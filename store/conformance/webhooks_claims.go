@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 // ClaimsStore is one node's store in the webhook claims suite.
 type ClaimsStore interface {
 	WebhooksStore
+	MailStore
 	Close() error
 }
 
@@ -31,6 +33,8 @@ func WebhookClaims(t *testing.T, nodes ClaimNodes) {
 	t.Run("DeadNodeTakenOver", func(t *testing.T) { t.Parallel(); claimsTakeover(t, nodes) })
 	t.Run("RecordEndsLease", func(t *testing.T) { t.Parallel(); claimsRecordEnds(t, nodes) })
 	t.Run("CompanyLeasesCounted", func(t *testing.T) { t.Parallel(); claimsCompanyLeases(t, nodes) })
+	t.Run("MailClaimedOnce", func(t *testing.T) { t.Parallel(); claimsMailOnce(t, nodes) })
+	t.Run("MailDeadNodeTakenOver", func(t *testing.T) { t.Parallel(); claimsMailTakeover(t, nodes) })
 }
 
 // webhookClaim: on one node a claim answers what DueWebhookDeliveries
@@ -203,5 +207,102 @@ func claimsCompanyLeases(t *testing.T, nodes ClaimNodes) {
 	got := claimIDs(t, b, T0, 10)
 	if len(got) != 1 || got[0].CompanyLeased != 4 {
 		t.Fatalf("the other node's claim: %+v, want one delivery with 4 leased elsewhere", got)
+	}
+}
+
+// claimsMailOnce: two nodes claiming every pending mail at once each get
+// a mail the other does not, until it is recorded.
+func claimsMailOnce(t *testing.T, nodes ClaimNodes) {
+	open := nodes(t)
+	a, b := open(time.Minute), open(time.Minute)
+	const mails = 20
+	for i := range mails {
+		m := store.Mail{To: fmt.Sprintf("u%d@example.com", i), Subject: "Welcome", Text: "Hi", State: store.MailPending, CreatedAt: T0, NextAttemptAt: T0}
+		if err := a.AppendMail(&m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pending, err := a.Mails(true)
+	if err != nil || len(pending) != mails {
+		t.Fatalf("pending: %d (%v)", len(pending), err)
+	}
+	var mu sync.Mutex
+	sent := map[uint64]int{}
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	for _, s := range []ClaimsStore{a, b} {
+		wg.Go(func() {
+			for _, m := range pending { // each node walks the whole list, as its worker does
+				_, ok, err := s.ClaimMail(m.ID)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if !ok {
+					continue
+				}
+				mu.Lock()
+				sent[m.ID]++
+				mu.Unlock()
+				if _, err := s.UpdateMail(m.ID, func(r *store.Mail) { r.State, r.Attempts = store.MailSent, r.Attempts+1 }); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if len(sent) != mails {
+		t.Fatalf("%d mails sent, want %d", len(sent), mails)
+	}
+	for id, n := range sent {
+		if n != 1 {
+			t.Fatalf("mail %d sent %d times, want once", id, n)
+		}
+	}
+}
+
+// claimsMailTakeover: a mail claimed by a node that dies is claimed by
+// another once the lease runs out; a recorded attempt's lease
+// ends at once.
+func claimsMailTakeover(t *testing.T, nodes ClaimNodes) {
+	open := nodes(t)
+	a, b := open(500*time.Millisecond), open(time.Hour)
+	m := store.Mail{To: "a@example.com", Subject: "Welcome", Text: "Hi", State: store.MailPending, CreatedAt: T0, NextAttemptAt: T0}
+	if err := a.AppendMail(&m); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := a.ClaimMail(m.ID); err != nil || !ok {
+		t.Fatalf("the first node's claim: %v (%v)", ok, err)
+	}
+	if err := a.Close(); err != nil { // dies mid-attempt
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	taken := false
+	for !taken && time.Now().Before(deadline) {
+		_, ok, err := b.ClaimMail(m.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if taken = ok; !taken {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	if !taken {
+		t.Fatal("the dead node's mail was not taken over within 10 s")
+	}
+	// b failed the attempt and retries later: its lease (an hour) ends with
+	// the record, so any node may claim the retry.
+	if _, err := b.UpdateMail(m.ID, func(r *store.Mail) { r.Attempts++; r.NextAttemptAt = T0.Add(time.Minute) }); err != nil {
+		t.Fatal(err)
+	}
+	c := open(time.Minute)
+	if _, ok, err := c.ClaimMail(m.ID); err != nil || !ok {
+		t.Fatalf("a retry claimed after the record: %v (%v), want true", ok, err)
 	}
 }

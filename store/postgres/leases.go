@@ -9,7 +9,8 @@ import (
 )
 
 // Leases: with several nodes on one database, each webhook delivery attempt
-// is made by one node. A node claims due rows of the outbox with
+// and each e-mail attempt is made by one node. (E-mails are claimed one at a
+// time by ClaimMail, in mail.go, the same way.) A node claims due rows of the outbox with
 // FOR UPDATE SKIP LOCKED (nodes claiming at once take disjoint rows, none
 // waits for another) and leases them for Options.Lease: leased_until and
 // leased_by on the row (migrations/0013_leases.sql). Recording the attempt

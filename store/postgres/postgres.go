@@ -25,15 +25,17 @@ type Options struct {
 	// CompanyDailyStorage is how many bytes one company may add per UTC day
 	// (messages, webhook events, media; see charge); 0 means no limit.
 	CompanyDailyStorage int64
-	// Lease is how long a claimed webhook delivery stays this store's
-	// (ClaimWebhookDeliveries) before another node may claim it again;
+	// Lease is how long a claimed webhook delivery or e-mail stays this
+	// store's (ClaimWebhookDeliveries, ClaimMail) before another node may
+	// claim it again;
 	// DefaultLease when 0. It must outlast an attempt and its record.
 	Lease time.Duration
 }
 
 // DefaultLease is Options.Lease: six times the webhook attempt's 10 s
-// timeout, so a live node's claim never runs out under it, and short enough
-// that a dead node's claims are taken over within a minute or so.
+// timeout and twice an SMTP attempt's 30 s, so a live node's claim never
+// runs out under its attempt, and short enough that a dead node's claims
+// are taken over within a minute or so.
 const DefaultLease = time.Minute
 
 // Store is the PostgreSQL store: a pool of connections to one database.
