@@ -459,6 +459,10 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	if err != nil {
 		return err
 	}
+	prunes, err := pruner(node, where, st, accounts, log)
+	if err != nil {
+		return err
+	}
 	workers, stopWorkers := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -466,7 +470,8 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 			log.Error("mail worker stopped", "err", err)
 		}
 	})
-	wg.Go(func() { sweep(workers, api, st, accounts, log) })
+	wg.Go(func() { sweep(workers, api) })
+	wg.Go(func() { prunes(workers) })
 	wg.Go(func() { node.run(workers) })
 	wg.Go(func() { shared.run(workers) })
 	wg.Go(func() { messages.Run(workers) })
@@ -518,32 +523,16 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	return err
 }
 
-// sweep returns memory of expired rate-limit windows and deletes long-expired
-// tokens; hourly it prunes the rest of the store (pruneStore).
-func sweep(ctx context.Context, api *httpapi.Server, st backend, accounts *account.Service, log *slog.Logger) {
+// sweep returns memory of expired rate-limit windows, the node's own.
+func sweep(ctx context.Context, api *httpapi.Server) {
 	t := time.NewTicker(sweepEvery)
 	defer t.Stop()
-	var lastPrune time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case now := <-t.C:
+		case <-t.C:
 			api.Sweep()
-			if now.Sub(lastPrune) >= pruneStoreEvery {
-				pruneStore(st, now, log)
-				lastPrune = now
-			}
-			if n, err := st.PruneTokens(now.Add(-24 * time.Hour)); err != nil {
-				log.Error("prune expired tokens", "err", err)
-			} else if n > 0 {
-				log.Debug("pruned expired tokens", "count", n)
-			}
-			if n, err := accounts.PruneConsoleSessions(); err != nil {
-				log.Error("prune console sessions", "err", err)
-			} else if n > 0 {
-				log.Debug("pruned console sessions", "count", n)
-			}
 		}
 	}
 }
