@@ -23,6 +23,7 @@ import (
 	"github.com/simrelay/simrelay/account"
 	"github.com/simrelay/simrelay/billing"
 	"github.com/simrelay/simrelay/channel"
+	"github.com/simrelay/simrelay/cluster"
 	"github.com/simrelay/simrelay/device"
 	"github.com/simrelay/simrelay/gateway"
 	"github.com/simrelay/simrelay/httpapi"
@@ -380,10 +381,19 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 		return err
 	}
 	st.SetPlans(bill)
-	// The console's live updates hear of every message change after its commit.
+	// The console's live updates hear of every message change after its
+	// commit, on a cluster those of every node (serve_live.go).
 	broker := web.NewBroker(cfg.streams)
-	messages.SetWatcher(broker)
-	agents.SetWatcher(broker)
+	// The bus between nodes: nil on a single node. The cluster's wiring
+	// (--nats-url, serve_cluster.go) connects it before this point.
+	var bus *cluster.Bus
+	live, err := startLive(bus, broker, log.With("component", "live"))
+	if err != nil {
+		return err
+	}
+	defer live.Close()
+	messages.SetWatcher(live)
+	agents.SetWatcher(live)
 	console, err := web.New(web.Config{PublicURL: cfg.publicURL, Email: consoleEmail(cfg.smtpIn, smtpLn)}, web.Deps{Accounts: accounts, Devices: devices, SMS: messages, Channels: agents,
 		Webhooks: hooks, Media: files, Billing: bill, Phones: hub, Analytics: st, Period: bill, Broker: broker, Logger: log.With("component", "console"), Now: time.Now})
 	if err != nil {
@@ -391,6 +401,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	live.register(reg)
 	if bolt, ok := st.(*boltstore.Store); ok {
 		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "simrelay_store_folded_writes_total",
