@@ -106,7 +106,7 @@ func (s *Service) APIKey(_ context.Context, p Principal) (string, time.Time, err
 }
 
 // RotateAPIKey replaces the company's key; the old one stops working in the same commit.
-func (s *Service) RotateAPIKey(_ context.Context, p Principal) (string, time.Time, error) {
+func (s *Service) RotateAPIKey(ctx context.Context, p Principal) (string, time.Time, error) {
 	key := newAPIKey()
 	now := s.now().UTC()
 	var oldHash []byte
@@ -116,11 +116,11 @@ func (s *Service) RotateAPIKey(_ context.Context, p Principal) (string, time.Tim
 		return nil
 	})
 	// The store no longer knows the old key; neither may the cache.
-	s.keysGen.Add(1)
-	s.keys.Delete(string(oldHash))
+	s.forgetKey(oldHash)
 	if err != nil {
 		return "", time.Time{}, mapStoreErr(err, "company")
 	}
+	s.forgetKeyElsewhere(ctx, oldHash)
 	s.log.Info("api key rotated", "company_id", p.CompanyID)
 	return key, now, nil
 }

@@ -94,12 +94,24 @@ type Service struct {
 	jwtKey    []byte
 	sealer    *sealer
 	dummyHash string // verified against when a login names no known user, to keep timing even
-	// keys caches API key hash -> company id. This process is the store's only
-	// writer and RotateAPIKey clears it, so a rotated key stops at once.
+	// keys caches API key hash -> cachedKey. On one node this process is the
+	// store's only writer and RotateAPIKey clears it, so a rotated key stops
+	// at once. In a cluster a rotation on another node clears it through the
+	// bus before that node answers (SetPeers, cluster.go), and keyTTL bounds
+	// what a node that missed the signal keeps.
 	keys sync.Map
 	// keysGen moves on every rotation; a lookup caches its answer only if no
 	// rotation happened while it read the store, so it cannot revive a dead key.
 	keysGen atomic.Uint64
+	// peers and keyTTL are set by SetPeers before serving; nil and 0 on one node.
+	peers  Peers
+	keyTTL time.Duration
+}
+
+// cachedKey is a cached API key's company, and when it was read.
+type cachedKey struct {
+	company uint64
+	read    time.Time
 }
 
 // New returns the service; the server secrets are created in the store on first use.
@@ -161,8 +173,11 @@ func (s *Service) Authenticate(ctx context.Context, token string) (Principal, er
 	}
 	if strings.HasPrefix(token, APIKeyPrefix) {
 		hash := tokenHash(token)
-		if id, ok := s.keys.Load(string(hash)); ok {
-			return Principal{CompanyID: id.(uint64), Role: store.RoleAdmin, ViaAPIKey: true}, nil
+		if v, ok := s.keys.Load(string(hash)); ok {
+			k := v.(cachedKey)
+			if s.keyTTL <= 0 || s.now().Sub(k.read) < s.keyTTL {
+				return Principal{CompanyID: k.company, Role: store.RoleAdmin, ViaAPIKey: true}, nil
+			}
 		}
 		gen := s.keysGen.Load()
 		c, err := s.store.CompanyByAPIKeyHash(hash)
@@ -173,7 +188,7 @@ func (s *Service) Authenticate(ctx context.Context, token string) (Principal, er
 			return Principal{}, err
 		}
 		if s.keysGen.Load() == gen {
-			s.keys.Store(string(hash), c.ID)
+			s.keys.Store(string(hash), cachedKey{company: c.ID, read: s.now()})
 			if s.keysGen.Load() != gen { // a rotation raced the store: forget it
 				s.keys.Delete(string(hash))
 			}

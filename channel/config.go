@@ -24,6 +24,14 @@ type Config struct {
 	Warmup time.Duration
 	// MessageTTL is how long a send may wait for its agent (the SMS TTL).
 	MessageTTL time.Duration
+	// Shared says other nodes send through the same store (a cluster): a
+	// number's caps are then counted from the sends the store holds, under
+	// the number's row lock, at every send (pacing.Check), not from this
+	// process's memory, which would miss the other nodes' sends. The gap
+	// between dispatches stays in memory: only the node holding the
+	// number's agent link dispatches, and a link that moves starts from the
+	// store's last dispatch (Governor.Dispatch's lastTaken).
+	Shared bool
 }
 
 // Limits of the input, and why.

@@ -230,6 +230,13 @@ func (s *Service) Send(_ context.Context, in SendInput, answer Answer) (msg stor
 	var retry time.Duration
 	vet := func(n store.AgentNumber, history func(time.Time) []time.Time) (func(), error) {
 		at := s.now()
+		if s.cfg.Shared {
+			if wait := pacing.Check(s.caps(n, at), at, history); wait > 0 {
+				retry = wait
+				return nil, errCapped
+			}
+			return func() {}, nil
+		}
 		r, wait := s.gov.Reserve(n.ID, s.caps(n, at), at, history)
 		if r == nil {
 			retry = wait

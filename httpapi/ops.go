@@ -25,6 +25,12 @@ func (s *Server) readyz(c echo.Context) error {
 		s.deps.Logger.Error("readiness check failed", "err", err)
 		return problem.New(problem.Unavailable, "The store is not ready.")
 	}
+	if s.deps.Bus != nil {
+		if err := s.deps.Bus.Ready(c.Request().Context()); err != nil {
+			s.deps.Logger.Error("readiness check failed", "err", err)
+			return problem.New(problem.Unavailable, "The bus between the nodes is not ready.")
+		}
+	}
 	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
 }
 

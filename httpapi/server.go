@@ -1,9 +1,9 @@
 package httpapi
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
-	"math"
 	"net"
 	"net/http"
 	"sync"
@@ -52,6 +52,11 @@ type Backuper interface {
 	Exporter
 }
 
+// Bus is the cluster's bus as /readyz asks it (cluster.Bus).
+type Bus interface {
+	Ready(ctx context.Context) error
+}
+
 // Phones is the connection hub as the API uses it (gateway.Hub).
 type Phones interface {
 	Online(fingerprint string) bool
@@ -76,6 +81,9 @@ type Deps struct {
 	// PhoneSocket serves GET /device/ws (gateway.Hub).
 	PhoneSocket http.Handler
 	Store       Backuper
+	// Bus is the bus between the nodes of a cluster; nil on one node.
+	// /readyz is ready only while it answers.
+	Bus Bus
 	// Analytics is the message counters and recent activity (boltstore.Store).
 	Analytics Analytics
 	// Period is the billing period creditsUsed counts over; nil is the UTC calendar month.
@@ -89,10 +97,13 @@ type Deps struct {
 	// session cookie) for the rate limits, so that people behind one office
 	// address do not share its window; nil counts console requests by address.
 	ConsoleIdentity func(r *http.Request) (string, bool)
-	Logger          *slog.Logger
-	Registry        prometheus.Registerer
-	Gatherer        prometheus.Gatherer
-	Now             func() time.Time
+	// Limiters makes the rate-limit windows shared by the nodes of a
+	// cluster; nil keeps them in this process's memory (one node).
+	Limiters Limiters
+	Logger   *slog.Logger
+	Registry prometheus.Registerer
+	Gatherer prometheus.Gatherer
+	Now      func() time.Time
 }
 
 // Server is the HTTP API.
@@ -105,11 +116,13 @@ type Server struct {
 	// with a credential count in members, which the store's accounts and
 	// devices bound, so that a flood of addresses never pushes an API key
 	// or a user into the capped map's shared overflow window.
-	general  *pacing.Windows
-	members  *pacing.Windows
-	auth     *pacing.Windows
-	metrics  *metrics
-	draining atomic.Bool
+	general Limiter
+	members Limiter
+	auth    Limiter
+	// limiterLogged is when a failing limiter was last logged (UnixNano).
+	limiterLogged atomic.Int64
+	metrics       *metrics
+	draining      atomic.Bool
 	// backups holds a slot per running GET /admin/backup.
 	backups chan struct{}
 	// exports counts the running GET /company/export streams, by company
@@ -136,11 +149,11 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	s := &Server{
 		cfg:     cfg,
 		deps:    deps,
-		general: pacing.NewCapped(cfg.GeneralRate, deps.Now, cfg.MaxAddresses),
-		members: pacing.NewCapped(cfg.GeneralRate, deps.Now, math.MaxInt32),
-		auth:    pacing.NewCapped(cfg.AuthRate, deps.Now, cfg.MaxAddresses),
 		backups: make(chan struct{}, cfg.Backup.AtOnce),
 		exports: map[uint64]int{},
+	}
+	if err := s.newLimiters(); err != nil {
+		return nil, fmt.Errorf("httpapi: rate limits: %w", err)
 	}
 	m, err := newMetrics(deps.Registry)
 	if err != nil {
@@ -182,9 +195,11 @@ func (s *Server) Drain() { s.draining.Store(true) }
 
 // Sweep drops expired rate-limit windows; the owner calls it now and then.
 func (s *Server) Sweep() {
-	s.general.Sweep()
-	s.members.Sweep()
-	s.auth.Sweep()
+	for _, l := range []Limiter{s.general, s.members, s.auth} {
+		if err := l.Sweep(); err != nil {
+			s.deps.Logger.Warn("rate limits: prune the windows that ended", "err", err)
+		}
+	}
 }
 
 // RouteKeys lists "METHOD /path" of every registered route, in OpenAPI path

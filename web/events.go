@@ -3,6 +3,7 @@ package web
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"sync"
 	"time"
@@ -96,6 +97,11 @@ type Broker struct {
 	total      int
 	closed     bool
 	stop       chan struct{} // closed by Close
+
+	// leases count the streams of every node of a cluster; nil on one node
+	// (stream_leases.go). Set before serving.
+	leases StreamLeases
+	log    *slog.Logger
 }
 
 // subscriber is one tab's stream. events is written by publishers (never
@@ -308,6 +314,13 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer b.release(sub)
+	giveBack, err := b.lease(r.Context(), sub)
+	if err != nil {
+		pe := c.toProblem(r, err)
+		writeJSON(w, pe.Status(), pe)
+		return
+	}
+	defer giveBack()
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")

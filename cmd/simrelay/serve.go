@@ -23,7 +23,6 @@ import (
 	"github.com/simrelay/simrelay/account"
 	"github.com/simrelay/simrelay/billing"
 	"github.com/simrelay/simrelay/channel"
-	"github.com/simrelay/simrelay/cluster"
 	"github.com/simrelay/simrelay/device"
 	"github.com/simrelay/simrelay/gateway"
 	"github.com/simrelay/simrelay/httpapi"
@@ -91,6 +90,8 @@ type serveConfig struct {
 	streams web.StreamConfig
 	// smtpIn is the e-mail to SMS listener (serve_smtp.go).
 	smtpIn smtpInConfig
+	// cluster is how the node joins the others on its database (serve_cluster.go).
+	cluster clusterConfig
 }
 
 func (c *serveConfig) flags(fs *flag.FlagSet) {
@@ -123,6 +124,7 @@ func (c *serveConfig) flags(fs *flag.FlagSet) {
 	pacingFlags(fs, &c.agents)
 	consoleFlags(fs, &c.streams)
 	smtpInFlags(fs, &c.smtpIn)
+	clusterFlags(fs, &c.cluster)
 	fs.StringVar(&c.adminToken, "admin-token", "", fmt.Sprintf("the operator's secret for GET /admin/backup (Authorization: Bearer TOKEN), at least %d characters; empty: that route answers 404", httpapi.MinAdminTokenLen))
 }
 
@@ -147,6 +149,9 @@ func (c *serveConfig) validate() error {
 		return err
 	}
 	if err := c.smtpIn.validate(); err != nil {
+		return err
+	}
+	if err := c.cluster.validate(c.store().postgres()); err != nil {
 		return err
 	}
 	if c.dataDir == "" {
@@ -313,6 +318,12 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 			log.Error("close store", "err", err)
 		}
 	}()
+	node, err := joinCluster(ctx, cfg.cluster, ln.Addr(), st, log.With("component", "cluster"))
+	if err != nil {
+		return err
+	}
+	defer node.leave() // before the store closes, after the links and workers stopped
+	log = node.logger(log)
 	mailer, err := mail.New(cfg.mailConfig(), st, log.With("component", "mail"), time.Now)
 	if err != nil {
 		return err
@@ -362,8 +373,14 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	if err := presence.Resume(); err != nil {
 		return fmt.Errorf("devices online when the server last stopped: %w", err)
 	}
+	shared, err := shareLimits(node.bus, st, accounts, log.With("component", "cluster"))
+	if err != nil {
+		return err
+	}
 	agentCfg := cfg.agents
 	agentCfg.MessageTTL = cfg.messageTTL
+	// In a cluster a number's caps count every node's sends (channel.Config.Shared).
+	agentCfg.Shared = node.bus != nil
 	// 0s to 0s means no gap; the service reads a zero gap as "the default".
 	for _, g := range []*pacing.Gap{&agentCfg.WhatsApp.Gap, &agentCfg.IMessage.Gap} {
 		if g.Max == 0 {
@@ -384,14 +401,12 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	// The console's live updates hear of every message change after its
 	// commit, on a cluster those of every node (serve_live.go).
 	broker := web.NewBroker(cfg.streams)
-	// The bus between nodes: nil on a single node. The cluster's wiring
-	// (--nats-url, serve_cluster.go) connects it before this point.
-	var bus *cluster.Bus
-	live, err := startLive(bus, broker, log.With("component", "live"))
+	shared.shareStreams(broker)
+	live, err := startLive(node.bus, broker, log.With("component", "live"))
 	if err != nil {
 		return err
 	}
-	defer live.Close()
+	defer live.Close() // before node.leave closes the bus
 	messages.SetWatcher(live)
 	agents.SetWatcher(live)
 	console, err := web.New(web.Config{PublicURL: cfg.publicURL, Email: consoleEmail(cfg.smtpIn, smtpLn)}, web.Deps{Accounts: accounts, Devices: devices, SMS: messages, Channels: agents,
@@ -401,6 +416,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	node.metrics(reg)
 	live.register(reg)
 	if bolt, ok := st.(*boltstore.Store); ok {
 		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
@@ -409,7 +425,8 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 		}, func() float64 { return float64(bolt.FoldedWrites()) }))
 	}
 	api, err := httpapi.New(httpapi.Config{GeneralRate: cfg.general, AuthRate: cfg.auth, TrustedProxies: cfg.trustedProxies, AdminToken: cfg.adminToken},
-		httpapi.Deps{Accounts: accounts, Devices: devices, SMS: messages, Channels: agents, Webhooks: hooks, Media: files, Phones: hub, PhoneSocket: hub, Store: st, Analytics: st, Period: bill, Billing: bill, Console: console.Handler(), ConsoleIdentity: console.Identity, Logger: log, Registry: reg, Gatherer: reg, Now: time.Now})
+		httpapi.Deps{Accounts: accounts, Devices: devices, SMS: messages, Channels: agents, Webhooks: hooks, Media: files, Phones: hub, PhoneSocket: hub, Store: st, Bus: node.readiness(), Analytics: st, Period: bill, Billing: bill, Console: console.Handler(), ConsoleIdentity: console.Identity, Logger: log, Registry: reg, Gatherer: reg, Now: time.Now,
+			Limiters: shared.limiters})
 	if err != nil {
 		return err
 	}
@@ -447,6 +464,8 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 		}
 	})
 	wg.Go(func() { sweep(workers, api, st, accounts, log) })
+	wg.Go(func() { node.run(workers) })
+	wg.Go(func() { shared.run(workers) })
 	wg.Go(func() { messages.Run(workers) })
 	wg.Go(func() { agents.Run(workers) })
 	wg.Go(func() {
@@ -455,9 +474,25 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 		}
 	})
 
+	// shutdown stops in order: stop accepting, finish requests, tell the
+	// phones to come back.
+	shutdown := func() {
+		log.Info("shutting down")
+		api.Drain()
+		sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
+		defer cancel()
+		if e := srv.Shutdown(sctx); e != nil {
+			log.Warn("requests still running at the shutdown deadline were cut", "err", e)
+		}
+		stopSMTP(sctx)
+		// Hijacked phone links are not the HTTP server's: tell them to come back.
+		if e := hub.Shutdown(sctx); e != nil {
+			log.Warn("phone links still closing at the shutdown deadline were cut", "err", e)
+		}
+	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	log.Info("simrelay listening", "addr", ln.Addr().String(), "public_url", cfg.publicURL, "store", where.kind(), "store_at", where.where(), "data_dir", cfg.dataDir,
+	log.Info("simrelay listening", "addr", ln.Addr().String(), "public_url", cfg.publicURL, "store", where.kind(), "node", node.name, "bus", onOff(node.bus != nil), "store_at", where.where(), "data_dir", cfg.dataDir,
 		"version", buildVersion(), "smtp", cfg.mailConfig().Redacted(), "admin_backup", onOff(cfg.adminToken != ""),
 		"stripe", onOff(cfg.stripeKey != ""), "stripe_api_url", cfg.stripeAPIURL)
 	fmt.Fprintf(stdout, "simrelay %s listening on http://%s\n", buildVersion(), ln.Addr())
@@ -468,19 +503,11 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 		sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
 		stopSMTP(sctx)
 		cancel()
+	case <-node.lost:
+		err = errors.New("this node's name was taken over in the cluster's registry")
+		shutdown()
 	case <-ctx.Done():
-		log.Info("shutting down")
-		api.Drain()
-		sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
-		if e := srv.Shutdown(sctx); e != nil {
-			log.Warn("requests still running at the shutdown deadline were cut", "err", e)
-		}
-		stopSMTP(sctx)
-		// Hijacked phone links are not the HTTP server's: tell them to come back.
-		if e := hub.Shutdown(sctx); e != nil {
-			log.Warn("phone links still closing at the shutdown deadline were cut", "err", e)
-		}
-		cancel()
+		shutdown()
 	}
 	stopWorkers()
 	wg.Wait()

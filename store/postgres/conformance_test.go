@@ -17,3 +17,14 @@ func TestConformance(t *testing.T) {
 		return openStore(t, Options{CompanyDailyStorage: budget})
 	})
 }
+
+// TestConformanceTwoNodes runs the rules that hold across nodes with two
+// stores (two pools) on one database.
+func TestConformanceTwoNodes(t *testing.T) {
+	t.Parallel()
+	conformance.Nodes(t, func(t *testing.T, budget int64) (conformance.SendsStore, conformance.SendsStore) {
+		url := migrated(t)
+		opt := Options{CompanyDailyStorage: budget}
+		return openURL(t, url, opt), openURL(t, url, opt)
+	})
+}

@@ -27,7 +27,13 @@ func migrated(t testing.TB) string {
 // openStore opens a store on a new database of the test's cluster.
 func openStore(t *testing.T, opt Options) *Store {
 	t.Helper()
-	s, err := Open(context.Background(), migrated(t), opt)
+	return openURL(t, migrated(t), opt)
+}
+
+// openURL opens a store on the database at url; it closes with the test.
+func openURL(t *testing.T, url string, opt Options) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), url, opt)
 	if err != nil {
 		t.Fatal(err)
 	}

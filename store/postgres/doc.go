@@ -110,4 +110,14 @@
 // database server ends, this store's or not, so the API's kept answers are
 // dropped more often, never served stale; the counters' day sums are kept
 // by triggers on stats_days, so a copy writes the counters alone.
+//
+// # What only a cluster uses
+//
+// The API's rate-limit windows (windows.go) and the console's stream leases
+// (streams.go) are UNLOGGED tables: rows that live a minute or a quarter of
+// an hour, written on every request or stream, are not worth a WAL record
+// each, and losing them in a crash of the database server costs at most one
+// fresh window or a minute of uncounted streams. A window is one
+// INSERT ... ON CONFLICT DO UPDATE; a stream's lease is taken under its
+// company's row lock. Both are timed by the database's clock.
 package postgres

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"net/http"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/simrelay/simrelay/internal/natstest"
+	"github.com/simrelay/simrelay/internal/pgtest"
+	"github.com/simrelay/simrelay/internal/poll"
+	"github.com/simrelay/simrelay/internal/storetest"
+)
+
+// The start-up rules of contract section 12 with real processes: a second
+// node on one database without a bus is refused with a message naming the
+// first; nodes with a bus each start, name themselves in logs and metrics,
+// and a node's /readyz follows its bus.
+func TestClusterStartRules(t *testing.T) {
+	t.Parallel()
+	if storetest.Postgres() {
+		t.Skip("a cluster is on PostgreSQL whatever the pass: this test runs once, in the first pass of make test")
+	}
+	bin := buildBinary(t)
+	db := pgtest.URL(t)
+	st := testStore{dir: t.TempDir(), databaseURL: db}
+
+	alone := startServer(t, bin, st, "--node-name", "alone")
+	out, err := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--data-dir", t.TempDir(), "--database-url", db, "--node-name", "second").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), `alone\" runs on this database without a bus, and so would this one: two nodes on one database need --nats-url each`) {
+		t.Fatalf("second node without a bus: err %v, output:\n%s", err, out)
+	}
+	stopServer(t, alone)
+
+	nats := natstest.New(t)
+	t.Cleanup(nats.Shutdown)
+	a := startServer(t, bin, st, "--node-name", "a", "--nats-url", nats.ClientURL())
+	b := startServer(t, bin, testStore{dir: t.TempDir(), databaseURL: db}, "--node-name", "b", "--nats-url", nats.ClientURL())
+	out, err = exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--data-dir", t.TempDir(), "--database-url", db, "--node-name", "c").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "runs on this database with a bus, and this one has none: give this node the cluster's --nats-url") {
+		t.Fatalf("third node without a bus: err %v, output:\n%s", err, out)
+	}
+	if !strings.Contains(b.stderr.String(), "node=b") {
+		t.Errorf("b's log does not name it:\n%s", b.stderr.String())
+	}
+	if code, body := get(t, b.url+"/metrics", ""); code != http.StatusOK || !strings.Contains(string(body), `simrelay_node_info{bus="on",node="b"} 1`) {
+		t.Errorf("b's metrics: %d, no simrelay_node_info for b", code)
+	}
+	for _, s := range []*server{a, b} {
+		if code, body := get(t, s.url+"/readyz", ""); code != http.StatusOK {
+			t.Fatalf("readyz %d %s, want ready", code, body)
+		}
+	}
+	nats.Shutdown()
+	poll.Within(t, 15*time.Second, "b unready once its bus is gone", func() bool {
+		code, _ := get(t, b.url+"/readyz", "")
+		return code == http.StatusServiceUnavailable
+	})
+}
+
+// stopServer stops a server with SIGTERM and waits for it to exit.
+func stopServer(t *testing.T, s *server) {
+	t.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the server did not stop within 30s:\n%s", s.stderr.String())
+	}
+}
+
+// A node killed and started again at once sees its own last beat: it waits
+// for the beat to age instead of refusing its own name, and a second
+// process given a live node's name is refused.
+func TestClusterNodeRestartsUnderItsName(t *testing.T) {
+	t.Parallel()
+	if storetest.Postgres() {
+		t.Skip("a cluster is on PostgreSQL whatever the pass: this test runs once, in the first pass of make test")
+	}
+	bin := buildBinary(t)
+	db := pgtest.URL(t)
+	nats := natstest.Start(t)
+	a := startServer(t, bin, testStore{dir: t.TempDir(), databaseURL: db}, "--node-name", "a", "--nats-url", nats)
+	out, err := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--data-dir", t.TempDir(), "--database-url", db, "--node-name", "a", "--nats-url", nats).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), `a live node is named \"a\" already`) {
+		t.Fatalf("a second process named a: err %v, output:\n%s", err, out)
+	}
+	if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = a.cmd.Wait()
+	again := startServer(t, bin, testStore{dir: t.TempDir(), databaseURL: db}, "--node-name", "a", "--nats-url", nats)
+	if code, _ := get(t, again.url+"/readyz", ""); code != http.StatusOK {
+		t.Fatalf("a restarted: readyz %d", code)
+	}
+}

@@ -1,0 +1,235 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/simrelay/simrelay/cluster"
+	"github.com/simrelay/simrelay/internal/cliflag"
+	"github.com/simrelay/simrelay/store/postgres"
+)
+
+// The node registry's timing (docs/cluster.md).
+const (
+	// nodeBeatEvery is how often a node on PostgreSQL says it is alive.
+	nodeBeatEvery = 2 * time.Second
+	// nodeLiveWithin is how recent a node's beat must be for it to count as
+	// live: five beats, so a node slowed by a busy database for a few
+	// seconds is not taken for dead.
+	nodeLiveWithin = 10 * time.Second
+)
+
+// clusterConfig is how a node joins a cluster (contract section 12).
+type clusterConfig struct {
+	natsURL  string
+	nodeName string
+}
+
+func clusterFlags(fs *flag.FlagSet, c *clusterConfig) {
+	fs.StringVar(&c.natsURL, "nats-url", "", "the bus between the nodes of a cluster, nats://host:port[,nats://host:port]; needs --database-url; empty: one node")
+	fs.StringVar(&c.nodeName, "node-name", "", "this node's name, unique in the cluster, in logs and metrics (default the short host name and the listen port, e.g. web1-8080)")
+}
+
+func (c clusterConfig) validate(postgresStore bool) error {
+	if c.natsURL != "" && !postgresStore {
+		return fmt.Errorf("%s joins a cluster, whose nodes share one PostgreSQL database: give %s too (the embedded store serves one node)", both("nats-url"), both(cliflag.DatabaseURLFlag))
+	}
+	if c.natsURL != "" {
+		if err := (cluster.Config{URL: c.natsURL, Node: "x"}).Validate(); err != nil {
+			return fmt.Errorf("%s: %v", both("nats-url"), err)
+		}
+	}
+	if c.nodeName != "" {
+		if err := (cluster.Config{URL: "nats://x:1", Node: c.nodeName}).Validate(); err != nil {
+			return fmt.Errorf("%s: %v", both("node-name"), err)
+		}
+	}
+	return nil
+}
+
+// defaultNodeName is the short host name and the port the node listens on:
+// unique for nodes on one machine, readable in logs.
+func defaultNodeName(addr net.Addr) string {
+	host, _ := os.Hostname()
+	host, _, _ = strings.Cut(host, ".")
+	host = strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' {
+			return r
+		}
+		return '-'
+	}, host)
+	if host == "" {
+		host = "node"
+	}
+	port := "0"
+	if tcp, ok := addr.(*net.TCPAddr); ok {
+		port = fmt.Sprint(tcp.Port)
+	}
+	return host + "-" + port
+}
+
+// clusterNode is this server's place among the nodes on its database. On
+// the embedded store it is empty: one node, no registry, no bus.
+type clusterNode struct {
+	name     string
+	instance string
+	// pg is the store when on PostgreSQL; nil on the embedded store.
+	pg *postgres.Store
+	// bus is the bus to the other nodes; nil without --nats-url.
+	bus *cluster.Bus
+	log *slog.Logger
+	// lost is closed when the registry gave this node's name to another
+	// process (this one stopped beating for too long): the node stops.
+	lost chan struct{}
+}
+
+// joinCluster registers the node on its database (refusing to start where
+// the rules of section 12 say so) and connects the bus. Call leave when
+// the node stops.
+func joinCluster(ctx context.Context, cfg clusterConfig, addr net.Addr, st backend, log *slog.Logger) (*clusterNode, error) {
+	pg, ok := st.(*postgres.Store)
+	if !ok {
+		return &clusterNode{}, nil
+	}
+	n := &clusterNode{name: cfg.nodeName, instance: uuid.NewString(), pg: pg, log: log, lost: make(chan struct{})}
+	if n.name == "" {
+		n.name = defaultNodeName(addr)
+	}
+	if cfg.natsURL != "" {
+		bus, err := cluster.Connect(ctx, cluster.Config{URL: cfg.natsURL, Node: n.name, Logger: log.With("component", "bus")})
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w (a node with a bus refuses to start without it)", both("nats-url"), err)
+		}
+		n.bus = bus
+	}
+	if err := n.register(ctx); err != nil {
+		if n.bus != nil {
+			n.bus.Close()
+		}
+		return nil, err
+	}
+	return n, nil
+}
+
+// register writes the node into the registry. A live node of the same name
+// may be this node's own previous run, killed a moment ago: the node waits
+// until that beat is older than nodeLiveWithin, and is refused only if the
+// beat moves meanwhile (a second process really runs under the name).
+func (n *clusterNode) register(ctx context.Context) error {
+	me := postgres.Node{Name: n.name, Bus: n.bus != nil, Instance: n.instance}
+	err := n.pg.RegisterNode(me, nodeLiveWithin)
+	if !errors.Is(err, postgres.ErrNodeNameLive) {
+		return nodeRefusal(err)
+	}
+	first, _, e := n.pg.NodeSeen(n.name)
+	if e != nil {
+		return e
+	}
+	n.log.Warn("a node of this name beat a moment ago: waiting to see whether it still runs", "node", n.name, "wait", nodeLiveWithin)
+	deadline := time.Now().Add(nodeLiveWithin + nodeBeatEvery)
+	for time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(nodeBeatEvery):
+		}
+		seen, now, e := n.pg.NodeSeen(n.name)
+		if e != nil {
+			return e
+		}
+		if seen.After(first) {
+			return nodeRefusal(err) // it beats: a second process has the name
+		}
+		if now.Sub(seen) > nodeLiveWithin {
+			break
+		}
+	}
+	return nodeRefusal(n.pg.RegisterNode(me, nodeLiveWithin))
+}
+
+func nodeRefusal(err error) error {
+	if errors.Is(err, postgres.ErrNodeRefused) {
+		_, why, _ := strings.Cut(err.Error(), "node refused: ")
+		why = strings.TrimPrefix(why, "store/postgres: node name live: ")
+		return fmt.Errorf("this node cannot join the database's nodes: %s", why)
+	}
+	return err
+}
+
+// logger names the node in every log line of a node on PostgreSQL.
+func (n *clusterNode) logger(log *slog.Logger) *slog.Logger {
+	if n.name == "" {
+		return log
+	}
+	return log.With("node", n.name)
+}
+
+// metrics registers simrelay_node_info{node="..."} 1, so a scrape of every
+// node's /metrics tells the nodes apart.
+func (n *clusterNode) metrics(reg prometheus.Registerer) {
+	if n.name == "" {
+		return
+	}
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name:        "simrelay_node_info",
+		Help:        "This node's name in the cluster (--node-name), and whether it has a bus (--nats-url); always 1.",
+		ConstLabels: prometheus.Labels{"node": n.name, "bus": onOff(n.bus != nil)},
+	}, func() float64 { return 1 }))
+}
+
+// readiness is the bus as /readyz asks it; nil without a bus.
+func (n *clusterNode) readiness() interface{ Ready(context.Context) error } {
+	if n.bus == nil {
+		return nil
+	}
+	return n.bus
+}
+
+// run beats the node's row until ctx ends. A beat that finds the row taken
+// by another instance (this node was silent for longer than the live
+// window, and another process took the name) closes lost.
+func (n *clusterNode) run(ctx context.Context) {
+	if n.pg == nil {
+		return
+	}
+	t := time.NewTicker(nodeBeatEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			ok, err := n.pg.NodeBeat(n.name, n.instance)
+			switch {
+			case err != nil:
+				n.log.Warn("node beat not written; other nodes take this one for dead after the live window", "err", err, "live_window", nodeLiveWithin)
+			case !ok:
+				n.log.Error("another process took this node's name in the registry while this one was silent: stopping", "node", n.name)
+				close(n.lost)
+				return
+			}
+		}
+	}
+}
+
+// leave removes the node from the registry and closes the bus.
+func (n *clusterNode) leave() {
+	if n.pg != nil {
+		if err := n.pg.LeaveNode(n.name, n.instance); err != nil {
+			n.log.Warn("leave the node registry", "err", err)
+		}
+	}
+	if n.bus != nil {
+		n.bus.Close()
+	}
+}

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/simrelay/simrelay/account"
+	"github.com/simrelay/simrelay/cluster"
+	"github.com/simrelay/simrelay/httpapi"
+	"github.com/simrelay/simrelay/pacing"
+	"github.com/simrelay/simrelay/store/postgres"
+	"github.com/simrelay/simrelay/web"
+)
+
+// sharedLimits is what a node of a cluster shares with the others beyond
+// the store's own rules (contract section 12, docs/cluster.md "What is
+// shared between nodes"): the API's rate-limit windows, through the
+// database, and the API key cache, invalidated on every node over the bus.
+// On one node (no bus) it is empty and nothing of it runs.
+type sharedLimits struct {
+	// limiters are the API's shared windows; nil on one node.
+	limiters httpapi.Limiters
+	// peers is the census of the nodes on the bus; nil on one node.
+	peers *cluster.Peers
+	// streams are the console's live views of every node; nil on one node.
+	streams *postgres.StreamLeases
+	log     *slog.Logger
+}
+
+// shareLimits makes this node's limits and caches the cluster's when bus is
+// set (a node of a cluster, on PostgreSQL), and returns the zero
+// sharedLimits otherwise.
+func shareLimits(bus *cluster.Bus, st backend, accounts *account.Service, log *slog.Logger) (sharedLimits, error) {
+	if bus == nil {
+		return sharedLimits{}, nil
+	}
+	pg, ok := st.(*postgres.Store)
+	if !ok {
+		return sharedLimits{}, errors.New("a cluster (--nats-url) needs its store in PostgreSQL (--database-url)")
+	}
+	peers, err := cluster.NewPeers(bus, 0, nil)
+	if err != nil {
+		return sharedLimits{}, err
+	}
+	if err := accounts.SetPeers(cluster.NewCaches(bus, peers, 0), cluster.DefaultCacheTTL); err != nil {
+		return sharedLimits{}, err
+	}
+	streams, err := pg.StreamLeases(bus.Node())
+	if err != nil {
+		return sharedLimits{}, err
+	}
+	log.Info("limits and caches shared with the cluster", "cache_ttl", cluster.DefaultCacheTTL, "stream_lease_ttl", postgres.StreamLeaseTTL)
+	return sharedLimits{
+		limiters: func(scope string, rate pacing.Rate) (httpapi.Limiter, error) { return pg.Windows(scope, rate) },
+		peers:    peers,
+		streams:  streams,
+		log:      log,
+	}, nil
+}
+
+// shareStreams makes the broker count the live views of every node; on one
+// node it does nothing.
+func (s sharedLimits) shareStreams(b *web.Broker) {
+	if s.streams != nil {
+		b.ShareStreams(s.streams, s.log)
+	}
+}
+
+// run makes this node heard by the others and renews its stream leases
+// until ctx ends; on one node it returns at once.
+func (s sharedLimits) run(ctx context.Context) {
+	if s.peers == nil {
+		return
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); s.peers.Run(ctx) }()
+	defer func() { <-done }()
+	t := time.NewTicker(postgres.StreamLeaseRenew)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := s.streams.Renew(); err != nil {
+				s.log.Warn("console live views: leases not renewed; they expire unless the next renewal succeeds", "err", err)
+			}
+		}
+	}
+}

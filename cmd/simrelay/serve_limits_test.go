@@ -1,0 +1,185 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/simrelay/simrelay/account"
+	"github.com/simrelay/simrelay/cluster"
+	"github.com/simrelay/simrelay/httpapi"
+	"github.com/simrelay/simrelay/internal/natstest"
+	"github.com/simrelay/simrelay/internal/pgtest"
+	"github.com/simrelay/simrelay/internal/poll"
+	"github.com/simrelay/simrelay/pacing"
+	"github.com/simrelay/simrelay/store/postgres"
+)
+
+// limitsNode is one node of a two-node cluster in a test: its own store
+// handle (its own pool) on the shared database, its own bus connection, an
+// account service and the API, served on loopback.
+type limitsNode struct {
+	url      string
+	store    *postgres.Store
+	accounts *account.Service
+	shared   sharedLimits
+}
+
+func startLimitsNode(t *testing.T, dbURL, natsURL, name string, rate pacing.Rate) *limitsNode {
+	t.Helper()
+	log := slog.New(slog.DiscardHandler)
+	st, err := postgres.Open(context.Background(), dbURL, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	bus, err := cluster.Connect(context.Background(), cluster.Config{URL: natsURL, Node: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(bus.Close)
+	accounts, err := account.New(account.Config{PublicURL: "http://localhost", PasswordTime: 1, PasswordMemory: 64}, st, nil, log, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared, err := shareLimits(bus, st, accounts, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); shared.run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	reg := prometheus.NewRegistry()
+	api, err := httpapi.New(httpapi.Config{GeneralRate: rate, AuthRate: rate},
+		httpapi.Deps{Accounts: accounts, Logger: log, Registry: reg, Gatherer: reg, Now: time.Now, Limiters: shared.limiters})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(api.Handler())
+	t.Cleanup(srv.Close)
+	return &limitsNode{url: srv.URL, store: st, accounts: accounts, shared: shared}
+}
+
+// nodeCall makes a request with the API key and returns its status and headers.
+func nodeCall(t *testing.T, method, url, key string) (int, http.Header, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var body json.RawMessage
+	_ = json.NewDecoder(res.Body).Decode(&body)
+	return res.StatusCode, res.Header, body
+}
+
+// twoNodes starts two nodes on one fresh database and one bus, and waits
+// until each knows the other.
+func twoNodes(t *testing.T, rate pacing.Rate) (a, b *limitsNode) {
+	t.Helper()
+	dbURL, natsURL := pgtest.URL(t), natstest.Start(t)
+	a = startLimitsNode(t, dbURL, natsURL, "a", rate)
+	b = startLimitsNode(t, dbURL, natsURL, "b", rate)
+	poll.Until(t, "the nodes know each other", func() bool {
+		return slices.Equal(a.shared.peers.Live(), []string{"b"}) && slices.Equal(b.shared.peers.Live(), []string{"a"})
+	})
+	return a, b
+}
+
+// A key's requests split over two nodes are refused at the count one node
+// refuses them at, with the headers one node sends.
+func TestClusterRateLimitCountsOnce(t *testing.T) {
+	t.Parallel()
+	const limit = 6
+	a, b := twoNodes(t, pacing.Rate{Limit: limit, Window: time.Hour})
+	_, _, key, err := a.accounts.CreateCompany("Acme", account.OwnerInput{FirstName: "A", LastName: "B", Email: "a@acme.test", Password: "Correct horse battery 9"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= limit+2; i++ {
+		node := a
+		if i%2 == 0 {
+			node = b
+		}
+		status, h, body := nodeCall(t, http.MethodGet, node.url+"/company", key)
+		wantStatus, wantRemaining := http.StatusOK, max(limit-i, 0)
+		if i > limit {
+			wantStatus = http.StatusTooManyRequests
+		}
+		if status != wantStatus || h.Get("RateLimit-Remaining") != strconv.Itoa(wantRemaining) || h.Get("RateLimit-Limit") != strconv.Itoa(limit) {
+			t.Fatalf("request %d: got %d remaining %q limit %q, want %d remaining %d limit %d (%s)",
+				i, status, h.Get("RateLimit-Remaining"), h.Get("RateLimit-Limit"), wantStatus, wantRemaining, limit, body)
+		}
+		if status == http.StatusTooManyRequests {
+			if h.Get("Retry-After") == "" || h.Get("Retry-After") != h.Get("RateLimit-Reset") || !strings.Contains(string(body), `"rate_limited"`) {
+				t.Errorf("the refusal: Retry-After %q, RateLimit-Reset %q, body %s; want both set and equal, and the rate_limited body",
+					h.Get("Retry-After"), h.Get("RateLimit-Reset"), body)
+			}
+		}
+	}
+}
+
+// A key rotated on one node is refused on the other as soon as the
+// rotation answered, although the other had it cached.
+func TestClusterRotatedKeyRefusedEverywhere(t *testing.T) {
+	t.Parallel()
+	a, b := twoNodes(t, pacing.Rate{Limit: 1000, Window: time.Hour})
+	_, _, oldKey, err := a.accounts.CreateCompany("Acme", account.OwnerInput{FirstName: "A", LastName: "B", Email: "a@acme.test", Password: "Correct horse battery 9"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status, _, body := nodeCall(t, http.MethodGet, b.url+"/company", oldKey); status != http.StatusOK { // b caches the key
+		t.Fatalf("b with the key: %d %s", status, body)
+	}
+	status, _, body := nodeCall(t, http.MethodPost, a.url+"/account/api-key/rotate", oldKey)
+	if status != http.StatusOK {
+		t.Fatalf("rotate on a: %d %s", status, body)
+	}
+	var rotated struct {
+		APIKey string `json:"apiKey"`
+	}
+	if err := json.Unmarshal(body, &rotated); err != nil || rotated.APIKey == "" {
+		t.Fatalf("rotate answer %s: %v", body, err)
+	}
+	if status, _, body := nodeCall(t, http.MethodGet, b.url+"/company", oldKey); status != http.StatusUnauthorized {
+		t.Errorf("b with the old key right after the rotation: %d %s, want 401", status, body)
+	}
+	if status, _, body := nodeCall(t, http.MethodGet, b.url+"/company", rotated.APIKey); status != http.StatusOK {
+		t.Errorf("b with the new key: %d %s, want 200", status, body)
+	}
+}
+
+// When the database does not answer, a request is let through uncounted
+// with a full window's headers, not refused with 429 for the server's fault.
+func TestClusterRateLimitWithoutItsDatabase(t *testing.T) {
+	t.Parallel()
+	a, _ := twoNodes(t, pacing.Rate{Limit: 3, Window: time.Hour})
+	for i := range 3 {
+		if status, h, _ := nodeCall(t, http.MethodGet, a.url+"/no-such-route", ""); status != http.StatusNotFound || h.Get("RateLimit-Remaining") != strconv.Itoa(2-i) {
+			t.Fatalf("request %d with the database up: %d, remaining %q; want 404 with %d left", i+1, status, h.Get("RateLimit-Remaining"), 2-i)
+		}
+	}
+	if status, _, _ := nodeCall(t, http.MethodGet, a.url+"/no-such-route", ""); status != http.StatusTooManyRequests {
+		t.Fatalf("request 4 with the database up: %d, want 429", status)
+	}
+	a.store.Close()
+	status, h, _ := nodeCall(t, http.MethodGet, a.url+"/no-such-route", "")
+	if status != http.StatusNotFound || h.Get("RateLimit-Remaining") != "3" || h.Get("RateLimit-Limit") != "3" {
+		t.Fatalf("with the database gone: %d, remaining %q of %q; want the route's 404 with a full window", status, h.Get("RateLimit-Remaining"), h.Get("RateLimit-Limit"))
+	}
+}

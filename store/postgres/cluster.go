@@ -1,0 +1,220 @@
+package postgres
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// nodeLock serializes the start-up checks of nodes starting together
+// ("simrelan": next to the migration lock).
+const nodeLock int64 = 0x73696d72656c616e
+
+// Node is a row of the cluster's registry.
+type Node struct {
+	Name      string
+	StartedAt time.Time
+	SeenAt    time.Time
+	Bus       bool
+	Instance  string
+}
+
+// ErrNodeRefused is wrapped by RegisterNode's refusals; the message says
+// why. ErrNodeNameLive is wrapped too when the refusal is a live node of
+// the same name: a restart right after a crash sees its own last beat.
+var (
+	ErrNodeRefused  = errors.New("store/postgres: node refused")
+	ErrNodeNameLive = errors.New("store/postgres: node name live")
+)
+
+// RegisterNode writes this node into the registry, or refuses it (an error
+// wrapping ErrNodeRefused) when the cluster's rules forbid it:
+//   - another live node (a beat within live) has the same name and another
+//     instance: two processes would share one name;
+//   - another live node is on the database and this node or that one has no
+//     bus: the two would not hear each other's signals.
+//
+// The checks and the write are one transaction under an advisory lock, so
+// nodes starting together are checked one after the other.
+func (s *Store) RegisterNode(n Node, live time.Duration) error {
+	return s.write("register node", func(t *txn) error {
+		if _, err := t.exec("SELECT pg_advisory_xact_lock($1)", nodeLock); err != nil {
+			return err
+		}
+		rows, err := t.query(`SELECT name, bus, instance FROM cluster_nodes
+			WHERE seen_at > now() - make_interval(secs => $1) AND NOT (name = $2 AND instance = $3)`, live.Seconds(), n.Name, n.Instance)
+		if err != nil {
+			return err
+		}
+		others, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Node, error) {
+			var o Node
+			return o, r.Scan(&o.Name, &o.Bus, &o.Instance)
+		})
+		if err != nil {
+			return err
+		}
+		for _, o := range others {
+			switch {
+			case o.Name == n.Name:
+				return fmt.Errorf("%w: %w: a live node is named %q already (its last beat is within %s): give each node its own --node-name", ErrNodeRefused, ErrNodeNameLive, n.Name, live)
+			case !n.Bus && !o.Bus:
+				return fmt.Errorf("%w: node %q runs on this database without a bus, and so would this one: two nodes on one database need --nats-url each", ErrNodeRefused, o.Name)
+			case !n.Bus:
+				return fmt.Errorf("%w: node %q runs on this database with a bus, and this one has none: give this node the cluster's --nats-url", ErrNodeRefused, o.Name)
+			case !o.Bus:
+				return fmt.Errorf("%w: node %q runs on this database without a bus: restart it with --nats-url before adding nodes", ErrNodeRefused, o.Name)
+			}
+		}
+		_, err = t.exec(`INSERT INTO cluster_nodes (name, started_at, seen_at, bus, instance) VALUES ($1, now(), now(), $2, $3)
+			ON CONFLICT (name) DO UPDATE SET started_at = now(), seen_at = now(), bus = $2, instance = $3`, n.Name, n.Bus, n.Instance)
+		return err
+	})
+}
+
+// NodeSeen is the last beat of the named node (zero when it has no row)
+// and the database's time now.
+func (s *Store) NodeSeen(name string) (seen, now time.Time, err error) {
+	err = s.read("node seen", func(t *txn) error {
+		var at *time.Time
+		if err := t.row(`SELECT (SELECT seen_at FROM cluster_nodes WHERE name = $1), now()`, name).Scan(&at, &now); err != nil {
+			return err
+		}
+		if at != nil {
+			seen = *at
+		}
+		return nil
+	})
+	return seen, now, err
+}
+
+// NodeBeat says the node is alive. It answers false when the node's row
+// belongs to another instance now (a process that took the name over after
+// this one stopped beating): this node must stop.
+func (s *Store) NodeBeat(name, instance string) (bool, error) {
+	var ok bool
+	err := s.write("node beat", func(t *txn) error {
+		tag, err := t.exec(`UPDATE cluster_nodes SET seen_at = now() WHERE name = $1 AND instance = $2`, name, instance)
+		ok = tag.RowsAffected() == 1
+		return err
+	})
+	return ok, err
+}
+
+// LeaveNode removes the node from the registry, and ends the links it still
+// records (a clean shutdown closed them all).
+func (s *Store) LeaveNode(name, instance string) error {
+	return s.write("leave node", func(t *txn) error {
+		if _, err := t.exec(`UPDATE device_links SET ended_at = now() WHERE node = $1 AND ended_at IS NULL`, name); err != nil {
+			return err
+		}
+		_, err := t.exec(`DELETE FROM cluster_nodes WHERE name = $1 AND instance = $2`, name, instance)
+		return err
+	})
+}
+
+// LiveNodes are the nodes whose last beat is within live, by name.
+func (s *Store) LiveNodes(live time.Duration) ([]Node, error) {
+	var nodes []Node
+	err := s.read("live nodes", func(t *txn) error {
+		rows, err := t.query(`SELECT name, started_at, seen_at, bus, instance FROM cluster_nodes
+			WHERE seen_at > now() - make_interval(secs => $1) ORDER BY name`, live.Seconds())
+		if err != nil {
+			return err
+		}
+		nodes, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Node, error) {
+			var n Node
+			return n, r.Scan(&n.Name, &n.StartedAt, &n.SeenAt, &n.Bus, &n.Instance)
+		})
+		return err
+	})
+	return nodes, err
+}
+
+// ClaimLink makes the node the holder of the device's link and answers the
+// link's epoch: one more than any before, so every older link of the
+// device, on any node, is fenced out.
+func (s *Store) ClaimLink(deviceID uint64, node string) (uint64, error) {
+	var epoch int64
+	err := s.write("claim link", func(t *txn) error {
+		return t.row(`INSERT INTO device_links (device_id, epoch, node, linked_at) VALUES ($1, 1, $2, now())
+			ON CONFLICT (device_id) DO UPDATE SET epoch = device_links.epoch + 1, node = $2, linked_at = now(), ended_at = NULL
+			RETURNING epoch`, int64(deviceID), node).Scan(&epoch)
+	})
+	return uint64(epoch), err
+}
+
+// LinkEpochs answers the newest epoch of each device that has one.
+func (s *Store) LinkEpochs(deviceIDs []uint64) (map[uint64]uint64, error) {
+	out := make(map[uint64]uint64, len(deviceIDs))
+	if len(deviceIDs) == 0 {
+		return out, nil
+	}
+	ids := make([]int64, len(deviceIDs))
+	for i, id := range deviceIDs {
+		ids[i] = int64(id)
+	}
+	err := s.read("link epochs", func(t *txn) error {
+		rows, err := t.query(`SELECT device_id, epoch FROM device_links WHERE device_id = ANY($1)`, ids)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id, epoch int64
+			if err := rows.Scan(&id, &epoch); err != nil {
+				return err
+			}
+			out[uint64(id)] = uint64(epoch)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+// EndLink records that the device's link of that epoch ended; a newer
+// link's row is left as it is.
+func (s *Store) EndLink(deviceID, epoch uint64) error {
+	return s.write("end link", func(t *txn) error {
+		_, err := t.exec(`UPDATE device_links SET ended_at = now() WHERE device_id = $1 AND epoch = $2 AND ended_at IS NULL`, int64(deviceID), int64(epoch))
+		return err
+	})
+}
+
+// Linked answers the node holding the device's link when that link has not
+// ended and its node is live (a beat within live).
+func (s *Store) Linked(deviceID uint64, live time.Duration) (node string, ok bool, err error) {
+	err = s.read("linked", func(t *txn) error {
+		e := t.row(`SELECT l.node FROM device_links l JOIN cluster_nodes n ON n.name = l.node
+			WHERE l.device_id = $1 AND l.ended_at IS NULL AND n.seen_at > now() - make_interval(secs => $2)`, int64(deviceID), live.Seconds()).Scan(&node)
+		if errors.Is(e, pgx.ErrNoRows) {
+			return nil
+		}
+		ok = e == nil
+		return e
+	})
+	return node, ok, err
+}
+
+// OrphanLinks answers the devices whose link has not ended but whose node
+// is not live (it died without closing them): their presence is checked
+// again by a live node.
+func (s *Store) OrphanLinks(live time.Duration) ([]uint64, error) {
+	var ids []uint64
+	err := s.read("orphan links", func(t *txn) error {
+		rows, err := t.query(`SELECT l.device_id FROM device_links l LEFT JOIN cluster_nodes n ON n.name = l.node
+			WHERE l.ended_at IS NULL AND (n.name IS NULL OR n.seen_at <= now() - make_interval(secs => $1))
+			ORDER BY l.device_id LIMIT 1000`, live.Seconds())
+		if err != nil {
+			return err
+		}
+		ids, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (uint64, error) {
+			var id int64
+			err := r.Scan(&id)
+			return uint64(id), err
+		})
+		return err
+	})
+	return ids, err
+}

@@ -1,0 +1,118 @@
+package postgres
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/simrelay/simrelay/internal/pgtest"
+	"github.com/simrelay/simrelay/pacing"
+)
+
+// Two nodes (two stores, two pools) on one database count a key's requests
+// in one window: the requests split between them are refused at the count
+// one pacing.Windows refuses them at, with the same Remaining on the way.
+func TestWindowsSharedByTwoNodes(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	a, b := open(t, url), open(t, url)
+	rate := pacing.Rate{Limit: 5, Window: time.Hour}
+	wa, err := a.Windows("general", rate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wb, err := b.Windows("general", rate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	one := pacing.New(rate, nil)
+	for i := range 8 {
+		w := wa
+		if i%2 == 1 {
+			w = wb
+		}
+		got, err := w.Take("company:1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := one.Take("company:1")
+		if got.Allowed != want.Allowed || got.Remaining != want.Remaining || got.Limit != want.Limit {
+			t.Errorf("request %d: got allowed %v remaining %d limit %d, want %v %d %d", i+1, got.Allowed, got.Remaining, got.Limit, want.Allowed, want.Remaining, want.Limit)
+		}
+		if got.Reset <= 0 || got.Reset > rate.Window {
+			t.Errorf("request %d: reset %v, want within (0, %v]", i+1, got.Reset, rate.Window)
+		}
+	}
+	// Another key, and the same key in another scope, have windows of their own.
+	if got, _ := wb.Take("company:2"); !got.Allowed || got.Remaining != 4 {
+		t.Errorf("another key: got %+v, want allowed with 4 left", got)
+	}
+	wauth, err := b.Windows("auth", rate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := wauth.Take("company:1"); !got.Allowed {
+		t.Errorf("the key in another scope was refused: %+v", got)
+	}
+	// Spent answers on either node, counting nothing.
+	for _, w := range []*Windows{wa, wb} {
+		spent, wait, err := w.Spent("company:1")
+		if err != nil || !spent || wait <= 0 || wait > rate.Window {
+			t.Errorf("spent: got %v %v %v, want true within the window", spent, wait, err)
+		}
+		if spent, _, _ := w.Spent("company:2"); spent {
+			t.Error("a key with requests left reads as spent")
+		}
+	}
+}
+
+// A window that ended starts afresh at the next request, and Sweep deletes
+// ended windows of its scope only.
+func TestWindowsEndAndSweep(t *testing.T) {
+	t.Parallel()
+	s := open(t, pgtest.URL(t))
+	rate := pacing.Rate{Limit: 1, Window: time.Hour}
+	w, err := s.Windows("general", rate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := s.Windows("auth", rate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range []*Windows{w, other} {
+		x.Take("ip:a") //nolint:errcheck // checked below
+		if got, err := x.Take("ip:a"); err != nil || got.Allowed {
+			t.Fatalf("the second request of a 1/1h window: got %+v, %v, want refused", got, err)
+		}
+	}
+	// End both windows as time would.
+	if _, err := s.pool.Exec(context.Background(), "UPDATE rate_windows SET window_end = now() - interval '1 second'"); err != nil {
+		t.Fatal(err)
+	}
+	if spent, _, _ := w.Spent("ip:a"); spent {
+		t.Error("an ended window reads as spent")
+	}
+	if err := w.Sweep(); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := s.pool.QueryRow(context.Background(), "SELECT count(*) FROM rate_windows WHERE scope = 'auth'").Scan(&n); err != nil || n != 1 {
+		t.Errorf("windows of another scope after a sweep: %d (%v), want 1", n, err)
+	}
+	if got, err := other.Take("ip:a"); err != nil || !got.Allowed || got.Remaining != 0 {
+		t.Errorf("the first request after the window ended: got %+v, %v, want allowed", got, err)
+	}
+}
+
+// A bad rate or an empty scope is refused when the windows are made.
+func TestWindowsRefuseBadRate(t *testing.T) {
+	t.Parallel()
+	s := open(t, pgtest.URL(t))
+	if _, err := s.Windows("general", pacing.Rate{Limit: 0, Window: time.Minute}); err == nil {
+		t.Error("a limit of 0 was taken")
+	}
+	if _, err := s.Windows("", pacing.Rate{Limit: 1, Window: time.Minute}); err == nil {
+		t.Error("an empty scope was taken")
+	}
+}
