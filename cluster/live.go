@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // DefaultLiveQueue is how many live events wait for the bus. Events come
@@ -20,6 +21,13 @@ const DefaultLiveQueue = 1024
 // liveTopic begins the topic of a company's live events: "live.<company>".
 const liveTopic = "live."
 
+// liveGapCheck is how often Live looks whether the bus reconnected: core
+// NATS keeps nothing for a node while it is away, so the tabs of a node
+// that came back may have missed events, and onGap makes them reload.
+// Once a second adds at most a second to the three the browser waits
+// before it reconnects (the stream's "retry: 3000").
+const liveGapCheck = time.Second
+
 // Live carries the console's live events between nodes, one topic per
 // company. Offer never blocks the committing path that calls it: events
 // wait in a bounded queue that one goroutine, owned by Live and ended by
@@ -29,6 +37,7 @@ const liveTopic = "live."
 type Live struct {
 	bus     *Bus
 	log     *slog.Logger
+	onGap   func()
 	queue   chan liveEvent
 	dropped atomic.Uint64
 	stop    chan struct{}
@@ -44,15 +53,20 @@ type liveEvent struct {
 // StartLive subscribes to every company's live events of the other nodes,
 // handing each to deliver (on the bus's goroutine for the subscription:
 // deliver must not block), and starts the publisher of Offer's queue
-// (queue <= 0: DefaultLiveQueue). The subscription ends with the bus.
-func StartLive(bus *Bus, queue int, deliver func(company uint64, body []byte) error, log *slog.Logger) (*Live, error) {
+// (queue <= 0: DefaultLiveQueue). After the bus reconnected it calls onGap
+// (nil: nothing), from the publisher's goroutine: what the other nodes
+// published meanwhile never arrives. The subscription ends with the bus.
+func StartLive(bus *Bus, queue int, deliver func(company uint64, body []byte) error, onGap func(), log *slog.Logger) (*Live, error) {
 	if queue <= 0 {
 		queue = DefaultLiveQueue
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	l := &Live{bus: bus, log: log, queue: make(chan liveEvent, queue), stop: make(chan struct{}), done: make(chan struct{})}
+	if onGap == nil {
+		onGap = func() {}
+	}
+	l := &Live{bus: bus, log: log, onGap: onGap, queue: make(chan liveEvent, queue), stop: make(chan struct{}), done: make(chan struct{})}
 	err := bus.Subscribe(liveTopic+"*", func(m Message) {
 		company, err := strconv.ParseUint(strings.TrimPrefix(m.Topic, liveTopic), 10, 64)
 		if err == nil {
@@ -100,8 +114,17 @@ func (l *Live) Close() {
 
 func (l *Live) run() {
 	defer close(l.done)
+	check := time.NewTicker(liveGapCheck)
+	defer check.Stop()
+	reconnects := l.bus.nc.Stats().Reconnects
 	for {
 		select {
+		case <-check.C:
+			if n := l.bus.nc.Stats().Reconnects; n != reconnects {
+				reconnects = n
+				l.log.Info("bus reconnected: this node's live views reload, they may have missed events")
+				l.onGap()
+			}
 		case ev := <-l.queue:
 			l.publish(ev)
 		case <-l.stop:

@@ -2,8 +2,11 @@ package cluster_test
 
 import (
 	"context"
+	"net"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/simrelay/simrelay/cluster"
 	"github.com/simrelay/simrelay/internal/natstest"
@@ -20,7 +23,7 @@ func startLive(t *testing.T, bus *cluster.Bus, queue int) (*cluster.Live, chan l
 	l, err := cluster.StartLive(bus, queue, func(company uint64, body []byte) error {
 		got <- liveGot{company, string(body)}
 		return nil
-	}, nil)
+	}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,5 +81,37 @@ func TestLiveDropsAndCountsWhatItCannotSend(t *testing.T) {
 	}
 	if n := l.Dropped(); n != 3 {
 		t.Fatalf("dropped: got %d, want 3", n)
+	}
+}
+
+// TestLiveReportsAGapAfterTheBusReconnects: the NATS server goes away and
+// comes back on its address; the node's bus reconnects by itself, and Live
+// calls onGap (the broker's Resync), since what other nodes published
+// meanwhile is gone.
+func TestLiveReportsAGapAfterTheBusReconnects(t *testing.T) {
+	t.Parallel()
+	first := natstest.New(t)
+	port := first.Addr().(*net.TCPAddr).Port
+	bus := connect(t, first.ClientURL(), "a")
+	gaps := make(chan struct{}, 4)
+	l, err := cluster.StartLive(bus, 0, func(uint64, []byte) error { return nil }, func() { gaps <- struct{}{} }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Close)
+	first.Shutdown()
+	again, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go again.Start()
+	t.Cleanup(again.Shutdown)
+	if !again.ReadyForConnections(10 * time.Second) {
+		t.Fatal("the NATS server did not come back")
+	}
+	select {
+	case <-gaps:
+	case <-time.After(15 * time.Second):
+		t.Fatal("no gap reported after the bus reconnected")
 	}
 }

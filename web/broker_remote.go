@@ -42,3 +42,21 @@ func (b *Broker) Deliver(company uint64, body []byte) error {
 	b.publish(company, body)
 	return nil
 }
+
+// Resync ends every stream of this node, as if each had fallen behind:
+// their browsers reconnect within seconds and reload what they show. A
+// cluster calls it when this node may have missed other nodes' events
+// (its bus connection came back).
+func (b *Broker) Resync() {
+	b.mu.Lock()
+	var all []*subscriber
+	for _, subs := range b.subs {
+		for s := range subs {
+			all = append(all, s)
+		}
+	}
+	b.mu.Unlock()
+	for _, s := range all {
+		b.drop(s)
+	}
+}

@@ -26,7 +26,7 @@ func TestLiveEventReachesATabOnAnotherNode(t *testing.T) {
 		}
 		t.Cleanup(bus.Close)
 		brokers[node] = NewBroker(StreamConfig{})
-		l, err := cluster.StartLive(bus, 0, brokers[node].Deliver, nil)
+		l, err := cluster.StartLive(bus, 0, brokers[node].Deliver, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,4 +81,24 @@ func TestDeliverRefusesWhatWouldBreakAStream(t *testing.T) {
 	if len(tab.events) != 0 {
 		t.Fatalf("a refused body reached a tab")
 	}
+}
+
+func TestResyncEndsEveryStreamOfTheNode(t *testing.T) {
+	t.Parallel()
+	b := NewBroker(StreamConfig{})
+	one, _ := b.subscribe(1, 1, "s1")
+	two, _ := b.subscribe(2, 2, "s2")
+	b.Resync()
+	for i, s := range []*subscriber{one, two} {
+		select {
+		case <-s.gone:
+		default:
+			t.Fatalf("stream %d still open after Resync", i+1)
+		}
+	}
+	// Their slots are their handlers' to give back, as with any drop.
+	if got := b.Streams(); got != 2 {
+		t.Fatalf("streams before the handlers return: got %d, want 2", got)
+	}
+	b.Resync() // nothing left to end
 }

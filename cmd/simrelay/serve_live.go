@@ -29,7 +29,7 @@ func startLive(bus *cluster.Bus, broker *web.Broker, log *slog.Logger) (*liveVie
 	if bus == nil {
 		return l, nil
 	}
-	relay, err := cluster.StartLive(bus, cluster.DefaultLiveQueue, broker.Deliver, log)
+	relay, err := cluster.StartLive(bus, cluster.DefaultLiveQueue, broker.Deliver, broker.Resync, log)
 	if err != nil {
 		return nil, fmt.Errorf("console live views: %w", err)
 	}
