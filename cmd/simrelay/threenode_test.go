@@ -27,7 +27,6 @@ import (
 
 // cluster3 is the running cluster of one test.
 type cluster3 struct {
-	bin    string
 	apiKey string
 	nodes  map[string]*server // "a", "b", "c"
 	phone  *vphone
@@ -73,7 +72,7 @@ func startCluster3(t *testing.T) *cluster3 {
 	bin := buildBinary(t)
 	db := pgtest.URL(t)
 	bus := natstest.Start(t)
-	c := &cluster3{bin: bin, nodes: map[string]*server{}}
+	c := &cluster3{nodes: map[string]*server{}}
 	c.apiKey = createCompany(t, bin, testStore{dir: t.TempDir(), databaseURL: db})
 	for _, n := range []string{"a", "b", "c"} {
 		// Each node has its own data dir (held by it alone) and one database.
