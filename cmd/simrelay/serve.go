@@ -398,11 +398,17 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 		return err
 	}
 	st.SetPlans(bill)
-	// The console's live updates hear of every message change after its commit.
+	// The console's live updates hear of every message change after its
+	// commit, on a cluster those of every node (serve_live.go).
 	broker := web.NewBroker(cfg.streams)
 	shared.shareStreams(broker)
-	messages.SetWatcher(broker)
-	agents.SetWatcher(broker)
+	live, err := startLive(node.bus, broker, log.With("component", "live"))
+	if err != nil {
+		return err
+	}
+	defer live.Close() // before node.leave closes the bus
+	messages.SetWatcher(live)
+	agents.SetWatcher(live)
 	console, err := web.New(web.Config{PublicURL: cfg.publicURL, Email: consoleEmail(cfg.smtpIn, smtpLn)}, web.Deps{Accounts: accounts, Devices: devices, SMS: messages, Channels: agents,
 		Webhooks: hooks, Media: files, Billing: bill, Phones: hub, Analytics: st, Period: bill, Broker: broker, Logger: log.With("component", "console"), Now: time.Now})
 	if err != nil {
@@ -411,6 +417,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	node.metrics(reg)
+	live.register(reg)
 	if bolt, ok := st.(*boltstore.Store); ok {
 		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "simrelay_store_folded_writes_total",
