@@ -110,11 +110,11 @@ type Gateway struct {
 	presence interface{ Down(store.Device) }
 
 	mu       sync.Mutex
-	outKicks map[string]struct{}  // kicks to publish; guarded by mu
-	inKicks  map[string]struct{}  // kicks heard, to run here; guarded by mu
-	inCtls   []ctl                // controls heard, to run here; guarded by mu
-	orphans  map[string]orphan    // fingerprint -> the dead node's link this node ended; guarded by mu
-	out, in  chan struct{}        // wake the publisher and the runner
+	outKicks map[string]struct{} // kicks to publish; guarded by mu
+	inKicks  map[string]struct{} // kicks heard, to run here; guarded by mu
+	inCtls   []ctl               // controls heard, to run here; guarded by mu
+	orphans  map[string]orphan   // fingerprint -> the dead node's link this node ended; guarded by mu
+	out, in  chan struct{}       // wake the publisher and the runner
 
 	sweeps chan struct{} // a sweep finished (tests)
 }
