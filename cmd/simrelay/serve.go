@@ -157,6 +157,9 @@ func (c *serveConfig) validate() error {
 	if err := c.cluster.validate(c.store().postgres()); err != nil {
 		return err
 	}
+	if err := validateLinkSweep(c.linkSweep); err != nil {
+		return err
+	}
 	if c.dataDir == "" {
 		return fmt.Errorf("%s must not be empty", both("data-dir"))
 	}

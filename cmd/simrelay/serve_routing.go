@@ -17,6 +17,16 @@ func routingFlags(fs *flag.FlagSet, every *time.Duration) {
 	fs.DurationVar(every, "link-sweep", cluster.DefaultSweepEvery, "in a cluster, how often each node re-pumps its phone links and re-checks they are their device's newest: the bound on how late a signal the bus lost is covered")
 }
 
+// minLinkSweep keeps the sweep from turning into a busy loop of queue reads.
+const minLinkSweep = 100 * time.Millisecond
+
+func validateLinkSweep(every time.Duration) error {
+	if every < minLinkSweep {
+		return fmt.Errorf("%s %s: want at least %s (each sweep reads every linked phone's queue once)", both("link-sweep"), every, minLinkSweep)
+	}
+	return nil
+}
+
 // phoneRoutes is the phones' links as the other services reach them: the
 // hub itself on one node; in a cluster, the hub behind a cluster.Gateway
 // that routes kicks and controls to the node holding the link.
