@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 	"github.com/simrelay/simrelay/internal/pgtest"
 	"github.com/simrelay/simrelay/internal/poll"
 	"github.com/simrelay/simrelay/internal/storetest"
+	"github.com/simrelay/simrelay/webhook/webhooktest"
 )
 
 // routedPhone is a phone of a routing test: the jobs it took and the close
@@ -162,4 +165,83 @@ func TestRoutingAcrossNodes(t *testing.T) {
 	nats.Shutdown()
 	id = send(t, b.url, apiKey, "quiet-phone", "no bus")
 	poll.Within(t, 15*time.Second, "the send on b reaches the phone on a without a bus", func() bool { return other.got(id) })
+}
+
+// A node killed with its phones linked: a live node's sweep ends its links
+// once its beat is older than the live window, and device presence reports
+// offline the phone that linked nowhere within the grace, not the one that
+// linked again on the live node.
+func TestDeadNodesPhonesReportedOffline(t *testing.T) {
+	t.Parallel()
+	if storetest.Postgres() {
+		t.Skip("a cluster is on PostgreSQL whatever the pass: this test runs once, in the first pass of make test")
+	}
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	db := pgtest.URL(t)
+	st := testStore{dir: t.TempDir(), databaseURL: db}
+	apiKey := createCompany(t, bin, st)
+	nats := natstest.New(t)
+	t.Cleanup(nats.Shutdown)
+	rc := webhooktest.NewReceiver(t, false, nil)
+	node := func(name string, st testStore) *server {
+		return startServer(t, bin, st, "--node-name", name, "--nats-url", nats.ClientURL(), "--link-sweep", "300ms",
+			"--webhook-allow-private", "--device-offline-grace", "2s")
+	}
+	a := node("a", st)
+	b := node("b", testStore{dir: t.TempDir(), databaseURL: db})
+	if code, body := call(t, "PUT", b.url+"/webhooks/inbound-sms", apiKey, map[string]any{"webhooks": []map[string]any{{"url": rc.URL + "/events", "events": []string{"device.online", "device.offline"}}}}); code != 200 {
+		t.Fatalf("PUT /webhooks/inbound-sms: %d %v", code, body)
+	}
+	events := func(typ string) map[string]int {
+		n := map[string]int{}
+		for _, r := range rc.Requests() {
+			var ev struct {
+				Event string `json:"type"`
+				Data  struct {
+					Device string `json:"device_fingerprint"`
+				} `json:"data"`
+			}
+			if json.Unmarshal(r.Body, &ev) == nil && ev.Event == typ {
+				n[ev.Data.Device]++
+			}
+		}
+		return n
+	}
+	tokens := map[string]string{}
+	phones := map[string]*routedPhone{}
+	for _, fp := range []string{"gone-phone", "moved-phone"} {
+		code, err := pairingCode(context.Background(), a.url, apiKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reg, err := client.Register(context.Background(), nil, a.url, client.RegisterInput{PairingCode: code, DeviceFingerprint: fp})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tokens[fp] = reg.DeviceToken
+		phones[fp] = linkRouted(t, a.url, reg.DeviceToken)
+	}
+	poll.Within(t, 15*time.Second, "both phones reported online", func() bool {
+		n := events("device.online")
+		return n["gone-phone"] >= 1 && n["moved-phone"] >= 1
+	})
+
+	if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = a.cmd.Wait()
+	phones["gone-phone"].stop()
+	phones["moved-phone"].stop()
+	linkRouted(t, b.url, tokens["moved-phone"])
+
+	poll.Within(t, 30*time.Second, "device.offline for the phone of the dead node", func() bool { return events("device.offline")["gone-phone"] >= 1 })
+	if code, body := get(t, b.url+"/device/list", apiKey); code != 200 || strings.Count(string(body), `"online":true`) != 1 {
+		t.Errorf("b's device list: %d %s, want one phone online", code, body)
+	}
+	if n := events("device.offline")["moved-phone"]; n != 0 {
+		t.Errorf("the phone linked again on b was reported offline %d times", n)
+	}
 }
