@@ -73,6 +73,7 @@ func TestServeRefusesBadSettings(t *testing.T) {
 		{[]string{"--rate-general", "0/1m"}, nil, "--rate-general"},
 		{[]string{"--rate-auth", "15"}, nil, "--rate-auth"},
 		{[]string{"--log-format", "xml"}, nil, "--log-format"},
+		{[]string{"--link-sweep", "10ms"}, nil, "--link-sweep"},
 		{[]string{"--log-level", "loud"}, nil, "--log-level"},
 		{[]string{"--public-url", "ftp://x"}, nil, "--public-url"},
 		{[]string{"--smtp-url", "http://mail:25"}, nil, "smtp-url"},
