@@ -1,0 +1,76 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/simrelay/simrelay/cluster"
+	"github.com/simrelay/simrelay/store"
+	"github.com/simrelay/simrelay/web"
+)
+
+// liveViews feeds the console's live streams (sms.Watcher and
+// channel's): every committed message change goes to this node's tabs and,
+// on a cluster, through the bus to the tabs of every other node, so a tab
+// shows what any node committed. On a single node it is the broker alone,
+// exactly as before: nothing is rendered twice, nothing queued.
+type liveViews struct {
+	broker *web.Broker
+	relay  *cluster.Live // nil on a single node
+	log    *slog.Logger
+}
+
+// startLive wires the broker to the bus; bus nil is a single node. Close
+// the result before the bus.
+func startLive(bus *cluster.Bus, broker *web.Broker, log *slog.Logger) (*liveViews, error) {
+	l := &liveViews{broker: broker, log: log}
+	if bus == nil {
+		return l, nil
+	}
+	relay, err := cluster.StartLive(bus, cluster.DefaultLiveQueue, broker.Deliver, broker.Resync, log)
+	if err != nil {
+		return nil, fmt.Errorf("console live views: %w", err)
+	}
+	l.relay = relay
+	return l, nil
+}
+
+// MessageChanged hands a committed change to the local tabs, then offers
+// it to the other nodes; neither waits (a full queue drops the event for
+// the other nodes, counted in simrelay_live_events_dropped_total).
+func (l *liveViews) MessageChanged(m store.Message) {
+	if l.relay == nil {
+		l.broker.MessageChanged(m)
+		return
+	}
+	company, body, err := web.RenderLive(m)
+	if err != nil {
+		l.log.Error("console live view", "err", err)
+		return
+	}
+	if err := l.broker.Deliver(company, body); err != nil {
+		l.log.Error("console live view", "err", err)
+		return
+	}
+	l.relay.Offer(company, body)
+}
+
+// register adds the cluster's live-view counter to the node's metrics.
+func (l *liveViews) register(reg prometheus.Registerer) {
+	if l.relay == nil {
+		return
+	}
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "simrelay_live_events_dropped_total",
+		Help: "Console live events of this node that never reached the bus (its queue was full); other nodes' tabs show those changes when they next load.",
+	}, func() float64 { return float64(l.relay.Dropped()) }))
+}
+
+// Close publishes what is queued and stops the relay.
+func (l *liveViews) Close() {
+	if l.relay != nil {
+		l.relay.Close()
+	}
+}

@@ -1,0 +1,305 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/android-protocol/client"
+)
+
+// The cases of TestThreeNodes past the phone's first link.
+
+var csrfInput = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+// consoleSignIn signs the company's admin in to the console through node s
+// and answers a client holding the session: the session is the cluster's,
+// so the client's cookie works on every node.
+func consoleSignIn(t *testing.T, s *server) *http.Client {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	hc := &http.Client{Jar: jar, Timeout: clusterWait}
+	res, err := hc.Get(s.url + "/console/signin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	m := csrfInput.FindSubmatch(page)
+	if m == nil {
+		t.Fatalf("no csrf field on the sign-in page (status %d)", res.StatusCode)
+	}
+	form := url.Values{"csrf": {string(m[1])}, "email": {"you@example.com"}, "password": {"Change-me-123"}}
+	req, _ := http.NewRequest("POST", s.url+"/console/signin", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Accept", "application/json")
+	if res, err = hc.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("sign in: %d %s", res.StatusCode, body)
+	}
+	return hc
+}
+
+func testLiveViewAcrossNodes(t *testing.T, c *cluster3) {
+	hc := consoleSignIn(t, c.nodes["a"])
+	ctx, cancel := context.WithTimeout(context.Background(), clusterWait)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", c.nodes["c"].url+"/console/events", nil)
+	stream := &http.Client{Jar: hc.Jar} // the context bounds it
+	res, err := stream.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("the live view on C: %d", res.StatusCode)
+	}
+	lines := make(chan string, 256)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(res.Body)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	// The stream's first frame says it is subscribed.
+	if l := <-lines; !strings.HasPrefix(l, "retry:") {
+		t.Fatalf("the stream began with %q", l)
+	}
+	l := c.phone.linkTo(t, c.nodes["a"])
+	defer l.stop()
+	// Sent on A too: this case is about the live view alone, not routing.
+	id := c.sendSMS(t, c.nodes["a"], "watched on c", nil)
+	for line := range lines {
+		if strings.Contains(line, `"queue_id":"`+id+`"`) && strings.Contains(line, `"status":"delivered"`) {
+			return
+		}
+	}
+	t.Fatalf("the live view on C never showed %s delivered (reported through A) within %s", id, clusterWait)
+}
+
+// A new WhatsApp number may send four a minute (the caps start halved, see
+// TestGovernorSurvivesRestart): of nine sends at once, three on each node,
+// four are accepted and five refused.
+func testCapAcrossNodes(t *testing.T, c *cluster3) {
+	code, err := pairingCode(context.Background(), c.nodes["b"].url, c.apiKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := client.Register(context.Background(), nil, c.nodes["b"].url, client.RegisterInput{PairingCode: code, DeviceFingerprint: "cluster-agent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waID, _ := announce(t, c.nodes["b"].url, reg, c.apiKey, proto.Hello{WhatsApp: []proto.WhatsAppNumber{{Phone: "+15550002222"}}, IMessage: []proto.IMessageHandle{{Handle: "cluster@example.com"}}})
+	var accepted, capped atomic.Int32
+	var wg sync.WaitGroup
+	for i := range 9 {
+		s := c.nodes[string(rune('a'+i%3))]
+		wg.Go(func() {
+			res, body := post(t, s.url+"/whatsapp/send", c.apiKey, `{"number_id":"`+waID+`","to":"+15551234567","content":"hi"}`)
+			switch {
+			case res.StatusCode == http.StatusAccepted:
+				accepted.Add(1)
+			case res.StatusCode == http.StatusTooManyRequests && strings.Contains(string(body), "number_capped"):
+				capped.Add(1)
+			default:
+				t.Errorf("send %d: %d %s", i, res.StatusCode, body)
+			}
+		})
+	}
+	wg.Wait()
+	if accepted.Load() != 4 || capped.Load() != 5 {
+		t.Fatalf("nine sends over three nodes: %d accepted, %d capped; want 4 and 5", accepted.Load(), capped.Load())
+	}
+}
+
+// deliverySink counts each webhook delivery id, and the events they carry.
+type deliverySink struct {
+	mu     sync.Mutex
+	ids    map[string]int      // X-Service-Delivery -> arrivals
+	events map[string][]string // type:queue id -> delivery ids
+}
+
+func (h *deliverySink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Type string         `json:"type"`
+		Data map[string]any `json:"data"`
+	}
+	_ = json.NewDecoder(r.Body).Decode(&body)
+	id := r.Header.Get("X-Service-Delivery")
+	h.mu.Lock()
+	h.ids[id]++
+	if h.ids[id] == 1 {
+		ev := fmt.Sprint(body.Type, ":", body.Data["queue_id"])
+		h.events[ev] = append(h.events[ev], id)
+	}
+	h.mu.Unlock()
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func testWebhooksOnce(t *testing.T, c *cluster3) {
+	sink := &deliverySink{ids: map[string]int{}, events: map[string][]string{}}
+	hook := httptest.NewServer(sink)
+	defer hook.Close()
+	if st, body := call(t, "PUT", c.nodes["a"].url+"/webhooks/inbound-sms", c.apiKey, map[string]any{"webhooks": []map[string]any{
+		{"url": hook.URL + "/status", "events": []string{"message.sent", "message.delivered"}},
+	}}); st != http.StatusOK {
+		t.Fatalf("PUT webhooks: %d %v", st, body)
+	}
+	defer call(t, "PUT", c.nodes["a"].url+"/webhooks/inbound-sms", c.apiKey, map[string]any{"webhooks": []map[string]any{}})
+	l := c.phone.linkTo(t, c.nodes["c"])
+	defer l.stop()
+	var want []string
+	for i := range 12 {
+		id := c.sendSMS(t, c.nodes[string(rune('a'+i%3))], fmt.Sprint("hooked ", i), nil)
+		want = append(want, "message.sent:"+id, "message.delivered:"+id)
+	}
+	arrived := func() bool {
+		sink.mu.Lock()
+		defer sink.mu.Unlock()
+		for _, ev := range want {
+			if len(sink.events[ev]) == 0 {
+				return false
+			}
+		}
+		return true
+	}
+	waitFor(t, "a delivery of every event", arrived)
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	for id, n := range sink.ids {
+		if n != 1 {
+			t.Errorf("delivery %s arrived %d times", id, n)
+		}
+	}
+	for _, ev := range want {
+		if ids := sink.events[ev]; len(ids) != 1 {
+			t.Errorf("event %s came in %d deliveries %v", ev, len(ids), ids)
+		}
+	}
+}
+
+func testKeyRotation(t *testing.T, c *cluster3) {
+	old := c.apiKey
+	st, out := call(t, "POST", c.nodes["a"].url+"/account/api-key/rotate", old, nil)
+	key, _ := out["apiKey"].(string)
+	if st != http.StatusOK || key == "" {
+		t.Fatalf("rotate on A: %d %v", st, out)
+	}
+	c.apiKey = key
+	// At once: no wait, no retry.
+	if st, _ := get(t, c.nodes["c"].url+"/whatsapp/numbers", old); st != http.StatusUnauthorized {
+		t.Errorf("the old key on C right after the rotation: %d, want 401", st)
+	}
+	if st, _ := get(t, c.nodes["c"].url+"/whatsapp/numbers", key); st != http.StatusOK {
+		t.Errorf("the new key on C: %d, want 200", st)
+	}
+}
+
+// testKillPhoneNode: the phone is on C; six senders spread a burst over the
+// three nodes; C dies (SIGKILL) after 100 answered sends, the senders go on
+// on A and B for 100 more; the phone comes back through A (as through a
+// load balancer) and must get every answered send. The phone's journal
+// dedupes by id: distinct ids are what it sends as SMS, and a job repeated
+// on the wire (a job C handed out whose ack died with it) is only logged.
+func testKillPhoneNode(t *testing.T, c *cluster3) {
+	onC := c.phone.linkTo(t, c.nodes["c"])
+	defer onC.stop()
+	var answered sync.Map
+	var before, after, tries atomic.Int64
+	killed, stop := make(chan struct{}), make(chan struct{})
+	hc := &http.Client{Timeout: 10 * time.Second}
+	var wg sync.WaitGroup
+	for w := range 6 {
+		wg.Go(func() {
+			for i := 0; tries.Add(1) <= 3000; i++ {
+				names := "abc"
+				select {
+				case <-stop:
+					return
+				case <-killed:
+					names = "ab"
+				default:
+				}
+				s := c.nodes[string(names[(w+i)%len(names)])]
+				body := fmt.Sprintf(`{"device_fingerprint":"cluster-phone","phone":"+15551234567","message":"burst %d-%d"}`, w, i)
+				req, _ := http.NewRequest("POST", s.url+"/chat/send", strings.NewReader(body))
+				req.Header.Set("Authorization", "Bearer "+c.apiKey)
+				req.Header.Set("Content-Type", "application/json")
+				res, err := hc.Do(req)
+				if err != nil {
+					continue // C died under this send: not answered, not counted
+				}
+				var ans struct{ QueueID string }
+				_ = json.NewDecoder(res.Body).Decode(&ans)
+				res.Body.Close()
+				if (res.StatusCode == http.StatusOK || res.StatusCode == http.StatusAccepted) && ans.QueueID != "" {
+					answered.Store(ans.QueueID, s.url)
+					select {
+					case <-killed:
+						after.Add(1)
+					default:
+						before.Add(1)
+					}
+				}
+			}
+		})
+	}
+	halt := sync.OnceFunc(func() { close(stop); wg.Wait() })
+	defer halt()
+	waitFor(t, "100 answered sends before the kill", func() bool { return before.Load() >= 100 })
+	if err := c.nodes["c"].cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	close(killed)
+	_ = c.nodes["c"].cmd.Wait()
+	waitFor(t, "100 answered sends after the kill", func() bool { return after.Load() >= 100 })
+	halt()
+	onC.stop()
+
+	onA := c.phone.linkTo(t, c.nodes["a"])
+	defer onA.stop()
+	missing := func() (ids []string) {
+		for id := range answered.Range {
+			if !c.phone.got(id.(string)) {
+				ids = append(ids, id.(string))
+			}
+		}
+		return ids
+	}
+	deadline := time.Now().Add(2 * clusterWait)
+	for len(missing()) > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	n := 0
+	answered.Range(func(_, _ any) bool { n++; return true })
+	c.phone.mu.Lock()
+	dups := 0
+	for _, k := range c.phone.wire {
+		dups += k - 1
+	}
+	c.phone.mu.Unlock()
+	t.Logf("kill -9: %d sends answered (%d before the kill), %d jobs repeated on the wire (absorbed by the phone's journal)", n, before.Load(), dups)
+	if m := missing(); len(m) > 0 {
+		first, _ := answered.Load(m[0])
+		t.Fatalf("%d of %d answered sends never reached the phone after the kill (e.g. %s, answered by %s)", len(m), n, m[0], first)
+	}
+}

@@ -1,0 +1,62 @@
+package web
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/simrelay/simrelay/store"
+)
+
+// A cluster's nodes share their live events: each renders a change once,
+// hands it to its own tabs (Deliver) and sends the same bytes to the other
+// nodes, whose tabs get them through Deliver too. The bytes are the event
+// exactly as a tab receives it, so a tab cannot tell which node committed
+// the change.
+
+// RenderLive is a committed message change as its company's tabs draw it:
+// the company and the JSON of one "message" event.
+func RenderLive(m store.Message) (company uint64, body []byte, err error) {
+	body, err = json.Marshal(liveOut(m))
+	if err != nil {
+		return 0, nil, fmt.Errorf("live event of message %d: %w", m.ID, err)
+	}
+	return m.CompanyID, body, nil
+}
+
+// Deliver fans an event rendered by RenderLive (on this node or another)
+// out to the company's tabs on this node. It never blocks: a tab that
+// cannot take it is dropped, as with MessageChanged.
+//
+// The body goes into an SSE data line as it is, so Deliver takes only one
+// JSON value without line breaks: a broken or hostile body from the bus can
+// neither add frames to a stream nor reach a tab.
+func (b *Broker) Deliver(company uint64, body []byte) error {
+	if company == 0 {
+		return errors.New("live event without a company")
+	}
+	if bytes.ContainsAny(body, "\r\n") || !json.Valid(body) {
+		return fmt.Errorf("live event for company %d: not one line of JSON", company)
+	}
+	b.publish(company, body)
+	return nil
+}
+
+// Resync ends every stream of this node, as if each had fallen behind:
+// their browsers reconnect within seconds and reload what they show. A
+// cluster calls it when this node may have missed other nodes' events
+// (its bus connection came back).
+func (b *Broker) Resync() {
+	b.mu.Lock()
+	var all []*subscriber
+	for _, subs := range b.subs {
+		for s := range subs {
+			all = append(all, s)
+		}
+	}
+	b.mu.Unlock()
+	for _, s := range all {
+		b.drop(s)
+	}
+}
