@@ -374,7 +374,12 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	st.SetDeviceEvents(hooks.DeviceEvents())
 	// Entries with a mailto: url are delivered through the mail outbox.
 	hooks.SetMailer(mailer)
-	messages := sms.New(sms.Config{MessageTTL: cfg.messageTTL}, st, log.With("component", "sms"), time.Now)
+	smsCfg := sms.Config{MessageTTL: cfg.messageTTL}
+	if node.bus != nil {
+		// Messages scheduled on a node that died are released by the others.
+		smsCfg.SchedulePoll = sms.DefaultClusterSchedulePoll
+	}
+	messages := sms.New(smsCfg, st, log.With("component", "sms"), time.Now)
 	hub := gateway.New(gateway.Config{}, devices, messages, log.With("component", "gateway"), time.Now)
 	// In a cluster the services reach the phones through the routes.
 	routes, err := routePhones(node, hub, cfg.linkSweep, log.With("component", "gateway"))
