@@ -114,7 +114,9 @@ type Config struct {
 	// every delivery is enqueued by this process, which kicks its own
 	// dispatcher. On a cluster (DefaultClusterPoll) deliveries enqueued,
 	// retried or left by a dead node's expired lease elsewhere are seen
-	// within Poll, without a signal between the nodes.
+	// within Poll, without a signal between the nodes. With Poll set the
+	// dispatcher also claims no more deliveries than it has idle workers
+	// (claimLimit), so no lease runs out while its delivery waits.
 	Poll time.Duration
 }
 

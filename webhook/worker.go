@@ -76,7 +76,12 @@ const recordsPerWorker = 4
 // Kick or (on a cluster) the end of cfg.Poll.
 func (s *Service) dispatch(ctx context.Context, jobs chan<- store.WebhookDue) {
 	for ctx.Err() == nil {
-		ready, next, err := s.store.ClaimWebhookDeliveries(s.now(), dispatchBatch, s.skipper())
+		limit := s.claimLimit()
+		if limit == 0 {
+			s.wake.Wait(ctx, s.now().Add(s.cfg.Poll), s.now) // a worker's end kicks
+			continue
+		}
+		ready, next, err := s.store.ClaimWebhookDeliveries(s.now(), limit, s.skipper())
 		if err != nil {
 			s.log.Error("webhook outbox", "err", err)
 			next = s.now().Add(storeRetryDelay)
@@ -101,6 +106,24 @@ func (s *Service) dispatch(ctx context.Context, jobs chan<- store.WebhookDue) {
 		}
 		s.wake.Wait(ctx, next, s.now)
 	}
+}
+
+// claimLimit is how many deliveries the dispatcher claims at once:
+// dispatchBatch on one node; on a cluster (cfg.Poll set) only as many as
+// it has idle workers, since a claimed delivery's lease runs while it
+// waits for a worker, and one that waited out its lease behind slow
+// receivers could be claimed and attempted by a second node.
+func (s *Service) claimLimit() int {
+	if s.cfg.Poll == 0 {
+		return dispatchBatch
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	busy := 0
+	for _, n := range s.perCompany {
+		busy += n
+	}
+	return min(max(s.cfg.Workers-busy, 0), dispatchBatch)
 }
 
 // skipper passes over deliveries already handed out (until their attempt
