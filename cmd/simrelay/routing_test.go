@@ -28,7 +28,19 @@ type routedPhone struct {
 	mu     sync.Mutex
 	jobs   map[string]bool // guarded by mu
 	closes []int           // guarded by mu
+	names  []string        // device names of the config frames; guarded by mu
 	stop   func()
+}
+
+func (r *routedPhone) named(name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, n := range r.names {
+		if n == name {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *routedPhone) got(id string) bool {
@@ -57,6 +69,11 @@ func linkRouted(t *testing.T, url, token string) *routedPhone {
 		OnJob: func(s proto.Send) {
 			r.mu.Lock()
 			r.jobs[s.ID] = true
+			r.mu.Unlock()
+		},
+		OnConfig: func(c proto.Config) {
+			r.mu.Lock()
+			r.names = append(r.names, c.DeviceName)
 			r.mu.Unlock()
 		},
 		OnRetry: func(err error, _ time.Duration) {
@@ -100,8 +117,8 @@ func send(t *testing.T, url, apiKey, fp, text string) string {
 
 // The gateway across three nodes on one database and one bus: a send on
 // node B reaches the phone linked on A; the phone linking again on C closes
-// its link on A with 4009; B lists it online; disabling it on B closes its
-// link on C with 4503; and with the bus gone, a send on B still reaches a
+// its link on A with 4009; B lists it online; a rename on B reaches the
+// phone on C as config; disabling it on B closes its link on C with 4503; and with the bus gone, a send on B still reaches a
 // phone on A through A's sweep.
 func TestRoutingAcrossNodes(t *testing.T) {
 	t.Parallel()
@@ -150,6 +167,10 @@ func TestRoutingAcrossNodes(t *testing.T) {
 		t.Errorf("b's device list: %d %s, want the phone online", code, body)
 	}
 
+	if code, body := call(t, "PATCH", b.url+"/device/moving-phone", apiKey, map[string]string{"device_name": "renamed on b"}); code != 200 {
+		t.Fatalf("rename on b: %d %v", code, body)
+	}
+	poll.Within(t, 10*time.Second, "the phone on c gets the config of b's change", func() bool { return onC.named("renamed on b") })
 	if code, body := call(t, "PATCH", b.url+"/device/moving-phone", apiKey, map[string]string{"status": "disabled"}); code != 200 {
 		t.Fatalf("disable on b: %d %v", code, body)
 	}
