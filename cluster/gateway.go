@@ -70,7 +70,7 @@ type LinkStore interface {
 	EndLink(deviceID, epoch uint64) error
 	LinkedSince(fingerprint string, live time.Duration) (time.Time, bool, error)
 	EndOrphanLinks(live time.Duration, limit int, node string) ([]store.Device, error)
-	HoldLink(deviceID uint64, fn func(node string, open bool) error) error
+	HoldLink(deviceID uint64, live time.Duration, fn func(node string, open, nodeLive bool) error) error
 	// MessageSequence is the highest queue place given to a job yet.
 	MessageSequence() (uint64, error)
 }
