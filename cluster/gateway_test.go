@@ -2,7 +2,10 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +15,7 @@ import (
 	"github.com/simrelay/simrelay/gateway"
 	"github.com/simrelay/simrelay/internal/natstest"
 	"github.com/simrelay/simrelay/internal/pgtest"
+	"github.com/simrelay/simrelay/internal/poll"
 	"github.com/simrelay/simrelay/sms"
 	"github.com/simrelay/simrelay/store/conformance"
 	"github.com/simrelay/simrelay/store/postgres"
@@ -100,4 +104,66 @@ func TestFailoverHoldAcrossNodes(t *testing.T) {
 	if !moves(gone.Fingerprint, gone.ID) || g.OfflineSince(gone.Fingerprint).IsZero() {
 		t.Error("a device last linked on a node gone is not taken over")
 	}
+}
+
+// Kicks for devices linked elsewhere travel coalesced: a burst of sends
+// for many devices costs the bus a few messages, and every device is in one.
+func TestKicksCoalesce(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	url := natstest.Start(t)
+	a, err := Connect(ctx, Config{URL: url, Node: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Close)
+	b, err := Connect(ctx, Config{URL: url, Node: "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	var mu sync.Mutex
+	messages, heard := 0, map[string]bool{}
+	if err := b.Subscribe(topicKick, func(m Message) {
+		mu.Lock()
+		defer mu.Unlock()
+		messages++
+		for _, fp := range strings.Split(string(m.Data), "\n") {
+			heard[fp] = true
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Ready(ctx); err != nil { // the subscription is on the server
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	// A hub with no links: every device is linked elsewhere. Kicks use
+	// neither the store nor the hub's services.
+	hub := gateway.New(gateway.Config{}, nil, nil, log, time.Now)
+	g, err := NewGateway(GatewayConfig{Bus: a, Hub: hub, Live: time.Second, SweepEvery: time.Hour, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); g.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	const devices, rounds = 500, 4
+	for range rounds {
+		for i := range devices {
+			g.Kick(fmt.Sprintf("phone-%d", i))
+		}
+	}
+	poll.Within(t, 10*time.Second, "every device's kick heard on b", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(heard) == devices
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if messages >= devices {
+		t.Errorf("%d kicks of %d devices took %d messages, want them coalesced", devices*rounds, devices, messages)
+	}
+	t.Logf("%d kicks of %d devices: %d messages", devices*rounds, devices, messages)
 }

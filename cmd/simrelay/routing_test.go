@@ -186,6 +186,12 @@ func TestRoutingAcrossNodes(t *testing.T) {
 	nats.Shutdown()
 	id = send(t, b.url, apiKey, "quiet-phone", "no bus")
 	poll.Within(t, 15*time.Second, "the send on b reaches the phone on a without a bus", func() bool { return other.got(id) })
+	// No bus: the link signal is lost, and a's sweep closes the older link.
+	other.stop()
+	fenced := register("fenced-phone").DeviceToken
+	older := linkRouted(t, a.url, fenced)
+	linkRouted(t, b.url, fenced)
+	poll.Within(t, 15*time.Second, "a's sweep closes the older link with 4009 without a bus", func() bool { return older.closedWith(proto.CloseReplaced) })
 }
 
 // A node killed with its phones linked: a live node's sweep ends its links
