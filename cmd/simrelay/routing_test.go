@@ -60,11 +60,16 @@ func (r *routedPhone) closedWith(code int) bool {
 	return false
 }
 
-// linkRouted links a phone of token to the server at url until the test ends.
-func linkRouted(t *testing.T, url, token string) *routedPhone {
+// linkRouted links a phone of token to the server at url until the test
+// ends, with the hello's agent numbers if one is given.
+func linkRouted(t *testing.T, url, token string, hello ...proto.Hello) *routedPhone {
 	t.Helper()
 	r := &routedPhone{jobs: map[string]bool{}}
-	r.p = client.New(client.Config{WSURL: "ws" + strings.TrimPrefix(url, "http") + "/device/ws", Token: token,
+	var h proto.Hello
+	if len(hello) > 0 {
+		h = hello[0]
+	}
+	r.p = client.New(client.Config{WSURL: "ws" + strings.TrimPrefix(url, "http") + "/device/ws", Token: token, Hello: h,
 		BackoffBase: 10 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
 		OnJob: func(s proto.Send) {
 			r.mu.Lock()
@@ -118,7 +123,7 @@ func send(t *testing.T, url, apiKey, fp, text string) string {
 // The gateway across three nodes on one database and one bus: a send on
 // node B reaches the phone linked on A; the phone linking again on C closes
 // its link on A with 4009; B lists it online; a rename on B reaches the
-// phone on C as config; disabling it on B closes its link on C with 4503; and with the bus gone, a send on B still reaches a
+// phone on C as config; a WhatsApp send on B reaches the agent on A; disabling it on B closes its link on C with 4503; and with the bus gone, a send on B still reaches a
 // phone on A through A's sweep.
 func TestRoutingAcrossNodes(t *testing.T) {
 	t.Parallel()
@@ -180,6 +185,24 @@ func TestRoutingAcrossNodes(t *testing.T) {
 		_, body := get(t, b.url+"/device/list", apiKey)
 		return !strings.Contains(string(body), `"online":true`)
 	})
+
+	// A WhatsApp agent on a gets the send made on b.
+	agent := linkRouted(t, a.url, register("wa-agent").DeviceToken, proto.Hello{WhatsApp: []proto.WhatsAppNumber{{Phone: "+15550001111"}}})
+	var numbers struct {
+		Numbers []struct {
+			NumberID string `json:"number_id"`
+		}
+	}
+	_, body := get(t, b.url+"/whatsapp/numbers", apiKey)
+	if err := json.Unmarshal(body, &numbers); err != nil || len(numbers.Numbers) != 1 {
+		t.Fatalf("b's WhatsApp numbers: %s", body)
+	}
+	code, sent := call(t, "POST", b.url+"/whatsapp/send", apiKey, map[string]string{"number_id": numbers.Numbers[0].NumberID, "to": "+15551234567", "content": "hi from b"})
+	waID, _ := sent["id"].(string)
+	if code != 202 || waID == "" {
+		t.Fatalf("WhatsApp send on b: %d %v", code, sent)
+	}
+	poll.Within(t, 10*time.Second, "the WhatsApp send on b reaches the agent on a", func() bool { return agent.got(waID) })
 
 	// No bus: the kick is lost, and a's sweep pumps the job.
 	other := linkRouted(t, a.url, register("quiet-phone").DeviceToken)
