@@ -1,9 +1,0 @@
-package cluster
-
-import (
-	"testing"
-
-	"github.com/simrelay/simrelay/internal/pgtest"
-)
-
-func TestMain(m *testing.M) { pgtest.Main(m) }
