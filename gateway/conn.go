@@ -67,6 +67,9 @@ type conn struct {
 	paceTimer *time.Timer         // a pump waiting for the pace; guarded by pumpMu
 	lines     []line              // WhatsApp numbers and iMessage handles of the hello (agents.go); guarded by pumpMu
 	gapTimer  *time.Timer         // a pump waiting for a number's gap; guarded by pumpMu
+
+	epoch    atomic.Uint64 // the link's fencing epoch in a cluster (links.go); 0 on one node or until claimed
+	fencedBy atomic.Uint64 // the newest epoch of the device heard of from other nodes
 }
 
 func newConn(h *Hub, ws *websocket.Conn, sock net.Conn, dev store.Device, token string) *conn {
@@ -123,6 +126,15 @@ func (c *conn) run() {
 		if h.presence != nil {
 			h.presence.Down(c.dev) // its hello reported it online
 		}
+		c.finish()
+		return
+	}
+	if !c.claim() {
+		h.giveBack(c, old)
+		if h.presence != nil {
+			h.presence.Down(c.dev)
+		}
+		c.closeWith(proto.CloseRestarting, "server restarting")
 		c.finish()
 		return
 	}

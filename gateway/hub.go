@@ -127,6 +127,7 @@ type Hub struct {
 	intake   Intake
 	agents   Agents   // nil: no WhatsApp or iMessage (agents.go); set before serving
 	presence Presence // nil: nobody is told of links coming and going; set before serving
+	epochs   Epochs   // nil: one node; the cluster's fencing of links (links.go); set before serving
 	log      *slog.Logger
 	now      func() time.Time
 	pings    *pinger
@@ -248,6 +249,9 @@ func (h *Hub) unregister(c *conn) {
 		h.endedAt[c.dev.Fingerprint] = h.now()
 	}
 	h.mu.Unlock()
+	if was {
+		c.ended()
+	}
 	if was && h.presence != nil {
 		h.presence.Down(c.dev)
 	}

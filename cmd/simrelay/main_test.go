@@ -73,6 +73,7 @@ func TestServeRefusesBadSettings(t *testing.T) {
 		{[]string{"--rate-general", "0/1m"}, nil, "--rate-general"},
 		{[]string{"--rate-auth", "15"}, nil, "--rate-auth"},
 		{[]string{"--log-format", "xml"}, nil, "--log-format"},
+		{[]string{"--link-sweep", "10ms"}, nil, "--link-sweep"},
 		{[]string{"--log-level", "loud"}, nil, "--log-level"},
 		{[]string{"--public-url", "ftp://x"}, nil, "--public-url"},
 		{[]string{"--smtp-url", "http://mail:25"}, nil, "smtp-url"},
@@ -90,7 +91,8 @@ func TestServeRefusesBadSettings(t *testing.T) {
 		{[]string{"--smtp-domain", "sms.test"}, nil, "need --smtp-listen"},
 		{[]string{"--nats-url", "nats://127.0.0.1:4222"}, nil, "--nats-url (SIMRELAY_NATS_URL) joins a cluster, whose nodes share one PostgreSQL database"},
 		{[]string{"--nats-url", "http://x:1", "--database-url", "postgres://x@/y"}, nil, "--nats-url (SIMRELAY_NATS_URL): \"http://x:1\": want nats://"},
-		{[]string{"--node-name", "a.b"}, nil, "--node-name (SIMRELAY_NODE_NAME): node name \"a.b\""},
+		{[]string{"--node-name", "a.b", "--database-url", "postgres://x@/y"}, nil, "--node-name (SIMRELAY_NODE_NAME): node name \"a.b\""},
+		{[]string{"--node-name", "n1"}, nil, "--node-name (SIMRELAY_NODE_NAME) names a node among those sharing one PostgreSQL database"},
 	}
 	for _, c := range cases {
 		t.Run(c.want, func(t *testing.T) {

@@ -92,6 +92,8 @@ type serveConfig struct {
 	smtpIn smtpInConfig
 	// cluster is how the node joins the others on its database (serve_cluster.go).
 	cluster clusterConfig
+	// linkSweep is the period of the gateway's sweep in a cluster.
+	linkSweep time.Duration
 }
 
 func (c *serveConfig) flags(fs *flag.FlagSet) {
@@ -125,6 +127,7 @@ func (c *serveConfig) flags(fs *flag.FlagSet) {
 	consoleFlags(fs, &c.streams)
 	smtpInFlags(fs, &c.smtpIn)
 	clusterFlags(fs, &c.cluster)
+	routingFlags(fs, &c.linkSweep)
 	fs.StringVar(&c.adminToken, "admin-token", "", fmt.Sprintf("the operator's secret for GET /admin/backup (Authorization: Bearer TOKEN), at least %d characters; empty: that route answers 404", httpapi.MinAdminTokenLen))
 }
 
@@ -152,6 +155,9 @@ func (c *serveConfig) validate() error {
 		return err
 	}
 	if err := c.cluster.validate(c.store().postgres()); err != nil {
+		return err
+	}
+	if err := validateLinkSweep(c.linkSweep); err != nil {
 		return err
 	}
 	if c.dataDir == "" {
@@ -360,15 +366,23 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	hooks.SetMailer(mailer)
 	messages := sms.New(sms.Config{MessageTTL: cfg.messageTTL}, st, log.With("component", "sms"), time.Now)
 	hub := gateway.New(gateway.Config{}, devices, messages, log.With("component", "gateway"), time.Now)
-	messages.SetDispatcher(hub)
-	if err := messages.SetFailoverHub(hub); err != nil {
+	// In a cluster the services reach the phones through the routes.
+	routes, err := routePhones(node, hub, cfg.linkSweep, log.With("component", "gateway"))
+	if err != nil {
+		return err
+	}
+	messages.SetDispatcher(routes)
+	if err := messages.SetFailoverHub(routes); err != nil {
 		return fmt.Errorf("failover: %w", err)
 	}
 	// Devices mail their admins when offline.
 	devices.SetAlerts(device.Alerts{Mailer: mailer, OfflineGrace: cfg.offlineGrace,
 		DevicesURL: cfg.publicURL + web.Prefix + "/devices", Logger: log.With("component", "device")})
-	presence := devices.NewPresence(hub.Online)
+	presence := devices.NewPresence(routes.presenceOnline)
 	hub.SetPresence(presence)
+	if routes.gw != nil {
+		routes.gw.SetPresence(presence)
+	}
 	defer presence.Stop() // before the store closes: an offline check may be writing
 	if err := presence.Resume(); err != nil {
 		return fmt.Errorf("devices online when the server last stopped: %w", err)
@@ -391,7 +405,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	if err != nil {
 		return err
 	}
-	agents.SetDispatcher(hub)
+	agents.SetDispatcher(routes)
 	hub.SetAgents(agents)
 	bill, err := billing.New(cfg.billingConfig(), st, log.With("component", "billing"), time.Now)
 	if err != nil {
@@ -410,7 +424,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	messages.SetWatcher(live)
 	agents.SetWatcher(live)
 	console, err := web.New(web.Config{PublicURL: cfg.publicURL, Email: consoleEmail(cfg.smtpIn, smtpLn)}, web.Deps{Accounts: accounts, Devices: devices, SMS: messages, Channels: agents,
-		Webhooks: hooks, Media: files, Billing: bill, Phones: hub, Analytics: st, Period: bill, Broker: broker, Logger: log.With("component", "console"), Now: time.Now})
+		Webhooks: hooks, Media: files, Billing: bill, Phones: routes, Analytics: st, Period: bill, Broker: broker, Logger: log.With("component", "console"), Now: time.Now})
 	if err != nil {
 		return err
 	}
@@ -425,7 +439,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 		}, func() float64 { return float64(bolt.FoldedWrites()) }))
 	}
 	api, err := httpapi.New(httpapi.Config{GeneralRate: cfg.general, AuthRate: cfg.auth, TrustedProxies: cfg.trustedProxies, AdminToken: cfg.adminToken},
-		httpapi.Deps{Accounts: accounts, Devices: devices, SMS: messages, Channels: agents, Webhooks: hooks, Media: files, Phones: hub, PhoneSocket: hub, Store: st, Bus: node.readiness(), Analytics: st, Period: bill, Billing: bill, Console: console.Handler(), ConsoleIdentity: console.Identity, Logger: log, Registry: reg, Gatherer: reg, Now: time.Now,
+		httpapi.Deps{Accounts: accounts, Devices: devices, SMS: messages, Channels: agents, Webhooks: hooks, Media: files, Phones: routes, PhoneSocket: hub, Store: st, Bus: node.readiness(), Analytics: st, Period: bill, Billing: bill, Console: console.Handler(), ConsoleIdentity: console.Identity, Logger: log, Registry: reg, Gatherer: reg, Now: time.Now,
 			Limiters: shared.limiters})
 	if err != nil {
 		return err
@@ -466,6 +480,9 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	wg.Go(func() { sweep(workers, api, st, accounts, log) })
 	wg.Go(func() { node.run(workers) })
 	wg.Go(func() { shared.run(workers) })
+	if routes.gw != nil {
+		wg.Go(func() { routes.gw.Run(workers) })
+	}
 	wg.Go(func() { messages.Run(workers) })
 	wg.Go(func() { agents.Run(workers) })
 	wg.Go(func() {

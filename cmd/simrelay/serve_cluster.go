@@ -41,6 +41,9 @@ func clusterFlags(fs *flag.FlagSet, c *clusterConfig) {
 }
 
 func (c clusterConfig) validate(postgresStore bool) error {
+	if c.nodeName != "" && !postgresStore {
+		return fmt.Errorf("%s names a node among those sharing one PostgreSQL database: give %s too (the embedded store serves one node)", both("node-name"), both(cliflag.DatabaseURLFlag))
+	}
 	if c.natsURL != "" && !postgresStore {
 		return fmt.Errorf("%s joins a cluster, whose nodes share one PostgreSQL database: give %s too (the embedded store serves one node)", both("nats-url"), both(cliflag.DatabaseURLFlag))
 	}
@@ -128,7 +131,7 @@ func joinCluster(ctx context.Context, cfg clusterConfig, addr net.Addr, st backe
 func (n *clusterNode) register(ctx context.Context) error {
 	me := postgres.Node{Name: n.name, Bus: n.bus != nil, Instance: n.instance}
 	err := n.pg.RegisterNode(me, nodeLiveWithin)
-	if !errors.Is(err, postgres.ErrNodeNameLive) {
+	if refused := (*postgres.NodeRefused)(nil); !errors.As(err, &refused) || !refused.NameLive {
 		return nodeRefusal(err)
 	}
 	first, _, e := n.pg.NodeSeen(n.name)
@@ -158,10 +161,8 @@ func (n *clusterNode) register(ctx context.Context) error {
 }
 
 func nodeRefusal(err error) error {
-	if errors.Is(err, postgres.ErrNodeRefused) {
-		_, why, _ := strings.Cut(err.Error(), "node refused: ")
-		why = strings.TrimPrefix(why, "store/postgres: node name live: ")
-		return fmt.Errorf("this node cannot join the database's nodes: %s", why)
+	if refused := (*postgres.NodeRefused)(nil); errors.As(err, &refused) {
+		return fmt.Errorf("this node cannot join the database's nodes: %s", refused.Reason)
 	}
 	return err
 }

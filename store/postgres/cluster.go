@@ -21,16 +21,18 @@ type Node struct {
 	Instance  string
 }
 
-// ErrNodeRefused is wrapped by RegisterNode's refusals; the message says
-// why. ErrNodeNameLive is wrapped too when the refusal is a live node of
-// the same name: a restart right after a crash sees its own last beat.
-var (
-	ErrNodeRefused  = errors.New("store/postgres: node refused")
-	ErrNodeNameLive = errors.New("store/postgres: node name live")
-)
+// NodeRefused is RegisterNode's refusal: Reason says why, for the
+// operator; NameLive says a live node has the node's name (a restart right
+// after a crash sees its own last beat).
+type NodeRefused struct {
+	Reason   string
+	NameLive bool
+}
 
-// RegisterNode writes this node into the registry, or refuses it (an error
-// wrapping ErrNodeRefused) when the cluster's rules forbid it:
+func (e *NodeRefused) Error() string { return "store/postgres: node refused: " + e.Reason }
+
+// RegisterNode writes this node into the registry, or refuses it (a
+// *NodeRefused) when the cluster's rules forbid it:
 //   - another live node (a beat within live) has the same name and another
 //     instance: two processes would share one name;
 //   - another live node is on the database and this node or that one has no
@@ -58,13 +60,13 @@ func (s *Store) RegisterNode(n Node, live time.Duration) error {
 		for _, o := range others {
 			switch {
 			case o.Name == n.Name:
-				return fmt.Errorf("%w: %w: a live node is named %q already (its last beat is within %s): give each node its own --node-name", ErrNodeRefused, ErrNodeNameLive, n.Name, live)
+				return &NodeRefused{NameLive: true, Reason: fmt.Sprintf("a live node is named %q already (its last beat is within %s): give each node its own --node-name", n.Name, live)}
 			case !n.Bus && !o.Bus:
-				return fmt.Errorf("%w: node %q runs on this database without a bus, and so would this one: two nodes on one database need --nats-url each", ErrNodeRefused, o.Name)
+				return &NodeRefused{Reason: fmt.Sprintf("node %q runs on this database without a bus, and so would this one: two nodes on one database need --nats-url each", o.Name)}
 			case !n.Bus:
-				return fmt.Errorf("%w: node %q runs on this database with a bus, and this one has none: give this node the cluster's --nats-url", ErrNodeRefused, o.Name)
+				return &NodeRefused{Reason: fmt.Sprintf("node %q runs on this database with a bus, and this one has none: give this node the cluster's --nats-url", o.Name)}
 			case !o.Bus:
-				return fmt.Errorf("%w: node %q runs on this database without a bus: restart it with --nats-url before adding nodes", ErrNodeRefused, o.Name)
+				return &NodeRefused{Reason: fmt.Sprintf("node %q runs on this database without a bus: restart it with --nats-url before adding nodes", o.Name)}
 			}
 		}
 		_, err = t.exec(`INSERT INTO cluster_nodes (name, started_at, seen_at, bus, instance) VALUES ($1, now(), now(), $2, $3)

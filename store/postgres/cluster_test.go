@@ -28,15 +28,17 @@ func TestRegisterNodeRules(t *testing.T) {
 		{Node{Name: "a", Instance: "a2", Bus: true}, `a live node is named "a" already`},
 	} {
 		err := b.RegisterNode(c.n, live)
-		if !errors.Is(err, ErrNodeRefused) || !strings.Contains(err.Error(), c.want) {
+		var refused *NodeRefused
+		if !errors.As(err, &refused) || !strings.Contains(refused.Reason, c.want) {
 			t.Errorf("register %+v: got %v, want a refusal saying %q", c.n, err, c.want)
 		}
 	}
 	if err := a.RegisterNode(Node{Name: "a", Instance: "a1"}, live); err != nil {
 		t.Errorf("the same instance registering again: %v", err)
 	}
-	if err := b.RegisterNode(Node{Name: "a", Instance: "a2"}, live); !errors.Is(err, ErrNodeNameLive) {
-		t.Errorf("another instance of a live name: got %v, want ErrNodeNameLive", err)
+	var refused *NodeRefused
+	if err := b.RegisterNode(Node{Name: "a", Instance: "a2"}, live); !errors.As(err, &refused) || !refused.NameLive {
+		t.Errorf("another instance of a live name: got %v, want a refusal with NameLive", err)
 	}
 	if err := a.LeaveNode("a", "a1"); err != nil {
 		t.Fatal(err)
@@ -48,7 +50,7 @@ func TestRegisterNodeRules(t *testing.T) {
 		}
 	}
 	err := b.RegisterNode(Node{Name: "n4", Instance: "n4"}, live)
-	if !errors.Is(err, ErrNodeRefused) || !strings.Contains(err.Error(), "this one has none") {
+	if !errors.As(err, &refused) || refused.NameLive || !strings.Contains(refused.Reason, "this one has none") {
 		t.Errorf("a node without a bus beside nodes with one: got %v", err)
 	}
 	nodes, err := b.LiveNodes(live)

@@ -1,0 +1,383 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/gateway"
+	"github.com/simrelay/simrelay/store"
+)
+
+// The gateway across nodes (docs/cluster.md, "How nodes share the work:
+// routing"). A phone's link lives on one node; sends, disconnects and
+// settings changes happen on any. The node acting does its part locally,
+// then tells the others over the bus; the node holding the link acts on
+// it. Every signal is a hint: the database is the truth, and each node's
+// sweep (SweepEvery) re-pumps its links and re-checks their epochs, so a
+// lost signal delays a send or a 4009 by at most one sweep.
+
+// Defaults, and why.
+const (
+	// DefaultSweepEvery bounds how late a lost kick or link signal is
+	// covered; each sweep costs one query for the node's epochs and one
+	// queue read per link.
+	DefaultSweepEvery = 5 * time.Second
+	// kickCoalesce is how long kicks for devices linked elsewhere gather
+	// before one message carries them all: at high send rates a node
+	// publishes at most 1/kickCoalesce kick messages a second, whatever
+	// the rate, and each node looks every fingerprint up in its own map.
+	kickCoalesce = 5 * time.Millisecond
+	// kickBatch bounds the fingerprints of one kick message (far below
+	// NATS's 1 MiB payload limit).
+	kickBatch = 2000
+	// orphanBatch bounds the dead node's links one sweep ends.
+	orphanBatch = 1000
+)
+
+// Topics of the gateway.
+const (
+	topicKick = "gw.kick" // fingerprints, one a line, with new jobs
+	topicLink = "gw.link" // "fingerprint epoch": a link registered
+	topicCtl  = "gw.ctl"  // a control (ctl) for the device's link
+)
+
+// Hub is the node's phone links as the gateway uses them (gateway.Hub).
+type Hub interface {
+	Online(fingerprint string) bool
+	LastSeen(fingerprint string) time.Time
+	OfflineSince(fingerprint string) time.Time
+	HoldDevice(fingerprint string, deviceID uint64, fn func(dispatchedUpTo uint64, online bool) error) error
+	Kick(fingerprint string)
+	Disconnect(fingerprint string, code int, reason string)
+	Configure(fingerprint string, cfg proto.Config)
+	Pace(fingerprint string, perMinute int)
+	Links() []gateway.Link
+	Fence(fingerprint string, newest uint64)
+}
+
+// LinkStore is the database's record of the devices' links
+// (*postgres.Store, table device_links).
+type LinkStore interface {
+	ClaimLink(deviceID uint64, node string) (uint64, error)
+	LinkEpochs(deviceIDs []uint64) (map[uint64]uint64, error)
+	EndLink(deviceID, epoch uint64) error
+	LinkedSince(fingerprint string, live time.Duration) (time.Time, bool, error)
+	EndOrphanLinks(live time.Duration, limit int, node string) ([]store.Device, error)
+	HoldLink(deviceID uint64, fn func(node string, open bool) error) error
+	// MessageSequence is the highest queue place given to a job yet.
+	MessageSequence() (uint64, error)
+}
+
+// GatewayConfig wires a Gateway.
+type GatewayConfig struct {
+	Bus   *Bus
+	Store LinkStore
+	Hub   Hub
+	// Live is how recent a node's beat must be for its links to count.
+	Live time.Duration
+	// SweepEvery is the sweep's period (DefaultSweepEvery when 0).
+	SweepEvery time.Duration
+	Logger     *slog.Logger
+}
+
+// ctl is a control of a device's link, for the node that holds it.
+type ctl struct {
+	Op          string        `json:"op"` // disconnect, configure, pace
+	Fingerprint string        `json:"fp"`
+	Code        int           `json:"code,omitempty"`
+	Reason      string        `json:"reason,omitempty"`
+	Config      *proto.Config `json:"config,omitempty"`
+	PerMinute   int           `json:"per_minute,omitempty"`
+}
+
+// Gateway routes the gateway's work across the nodes: it is the node's
+// Dispatcher (sms, channel), Phones (httpapi, web), failover hub (sms) and
+// the hub's Epochs. Build it with NewGateway, run it with Run.
+type Gateway struct {
+	cfg      GatewayConfig
+	hub      Hub
+	st       LinkStore
+	bus      *Bus
+	node     string
+	log      *slog.Logger
+	presence interface{ Down(store.Device) }
+
+	mu       sync.Mutex
+	outKicks map[string]struct{} // kicks to publish; guarded by mu
+	inKicks  map[string]struct{} // kicks heard, to run here; guarded by mu
+	inCtls   []ctl               // controls heard, to run here; guarded by mu
+	orphans  map[string]orphan   // fingerprint -> the dead node's link this node ended; guarded by mu
+	out, in  chan struct{}       // wake the publisher and the runner
+
+	sweeps chan struct{} // a sweep finished (tests)
+}
+
+// NewGateway subscribes the node to the gateway's topics; Run starts it.
+func NewGateway(cfg GatewayConfig) (*Gateway, error) {
+	if cfg.SweepEvery <= 0 {
+		cfg.SweepEvery = DefaultSweepEvery
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	g := &Gateway{cfg: cfg, hub: cfg.Hub, st: cfg.Store, bus: cfg.Bus, node: cfg.Bus.Node(), log: cfg.Logger,
+		outKicks: map[string]struct{}{}, inKicks: map[string]struct{}{}, orphans: map[string]orphan{},
+		out: make(chan struct{}, 1), in: make(chan struct{}, 1), sweeps: make(chan struct{}, 1)}
+	subs := map[string]func(Message){topicKick: g.heardKicks, topicLink: g.heardLink, topicCtl: g.heardCtl}
+	for topic, fn := range subs {
+		if err := g.bus.Subscribe(topic, fn); err != nil {
+			return nil, fmt.Errorf("cluster: gateway: %w", err)
+		}
+	}
+	return g, nil
+}
+
+// SetPresence wires the device presence that hears of the links a dead
+// node left (device.Presence); call it before Run.
+func (g *Gateway) SetPresence(p interface{ Down(store.Device) }) { g.presence = p }
+
+// Run publishes and runs signals and sweeps until ctx ends.
+func (g *Gateway) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Go(func() { g.publishKicks(ctx) })
+	wg.Go(func() { g.runHeard(ctx) })
+	wg.Go(func() { g.sweepLoop(ctx) })
+	wg.Wait()
+}
+
+func wake(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// Kick tells the node holding the device's link that new jobs wait. A
+// link here is kicked at once and nobody else is told: it is the device's
+// only live link unless a newer one just registered elsewhere, which
+// pumps on registering.
+func (g *Gateway) Kick(fingerprint string) {
+	if g.hub.Online(fingerprint) {
+		g.hub.Kick(fingerprint)
+		return
+	}
+	g.mu.Lock()
+	g.outKicks[fingerprint] = struct{}{}
+	g.mu.Unlock()
+	wake(g.out)
+}
+
+// publishKicks sends the gathered kicks, at most one batch per kickCoalesce.
+func (g *Gateway) publishKicks(ctx context.Context) {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-g.out:
+		}
+		g.mu.Lock()
+		kicks := g.outKicks
+		g.outKicks = map[string]struct{}{}
+		g.mu.Unlock()
+		batch := make([]string, 0, min(len(kicks), kickBatch))
+		for fp := range kicks {
+			if batch = append(batch, fp); len(batch) == kickBatch {
+				g.bus.Publish(topicKick, []byte(strings.Join(batch, "\n")))
+				batch = batch[:0]
+			}
+		}
+		if len(batch) > 0 {
+			g.bus.Publish(topicKick, []byte(strings.Join(batch, "\n")))
+		}
+		t.Reset(kickCoalesce)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// heardKicks keeps the kicks for devices linked here; the runner pumps
+// them (a pump reads the database, too long for the bus's goroutine).
+func (g *Gateway) heardKicks(m Message) {
+	n := 0
+	g.mu.Lock()
+	for _, fp := range strings.Split(string(m.Data), "\n") {
+		if fp != "" && g.hub.Online(fp) {
+			g.inKicks[fp] = struct{}{}
+			n++
+		}
+	}
+	g.mu.Unlock()
+	if n > 0 {
+		wake(g.in)
+	}
+}
+
+func (g *Gateway) heardCtl(m Message) {
+	var c ctl
+	if err := json.Unmarshal(m.Data, &c); err != nil || c.Fingerprint == "" {
+		g.log.Warn("gateway: malformed control from another node", "err", err)
+		return
+	}
+	if !g.hub.Online(c.Fingerprint) {
+		return
+	}
+	g.mu.Lock()
+	g.inCtls = append(g.inCtls, c)
+	g.mu.Unlock()
+	wake(g.in)
+}
+
+// heardLink fences out an older link of the device here.
+func (g *Gateway) heardLink(m Message) {
+	fp, e, ok := strings.Cut(string(m.Data), " ")
+	epoch, err := strconv.ParseUint(e, 10, 64)
+	if !ok || err != nil || fp == "" {
+		g.log.Warn("gateway: malformed link signal from another node", "data", string(m.Data))
+		return
+	}
+	g.hub.Fence(fp, epoch) // closes without waiting
+}
+
+// runHeard runs the kicks and controls other nodes sent.
+func (g *Gateway) runHeard(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-g.in:
+		}
+		g.mu.Lock()
+		kicks, ctls := g.inKicks, g.inCtls
+		g.inKicks, g.inCtls = map[string]struct{}{}, nil
+		g.mu.Unlock()
+		for _, c := range ctls {
+			g.local(c)
+		}
+		for fp := range kicks {
+			g.hub.Kick(fp)
+		}
+	}
+}
+
+func (g *Gateway) local(c ctl) {
+	switch c.Op {
+	case "disconnect":
+		g.hub.Disconnect(c.Fingerprint, c.Code, c.Reason)
+	case "configure":
+		if c.Config != nil {
+			g.hub.Configure(c.Fingerprint, *c.Config)
+		}
+	case "pace":
+		g.hub.Pace(c.Fingerprint, c.PerMinute)
+	}
+}
+
+// control acts on the device's link here and tells the other nodes: a
+// link elsewhere, or an older one about to be fenced, gets it too.
+func (g *Gateway) control(c ctl) {
+	g.local(c)
+	data, err := json.Marshal(c)
+	if err != nil {
+		g.log.Error("gateway: encode control", "err", err)
+		return
+	}
+	g.bus.Publish(topicCtl, data)
+}
+
+// Disconnect closes the device's link on whichever node holds it.
+func (g *Gateway) Disconnect(fingerprint string, code int, reason string) {
+	g.control(ctl{Op: "disconnect", Fingerprint: fingerprint, Code: code, Reason: reason})
+}
+
+// Configure pushes settings to the device's link on whichever node holds it.
+func (g *Gateway) Configure(fingerprint string, cfg proto.Config) {
+	g.control(ctl{Op: "configure", Fingerprint: fingerprint, Config: &cfg})
+}
+
+// Pace changes the device's pace on whichever node holds its link.
+func (g *Gateway) Pace(fingerprint string, perMinute int) {
+	g.control(ctl{Op: "pace", Fingerprint: fingerprint, PerMinute: perMinute})
+}
+
+// Claim takes the next epoch of the device's link for this node and
+// fences out every older link (gateway.Epochs).
+func (g *Gateway) Claim(dev store.Device) (uint64, error) {
+	epoch, err := g.st.ClaimLink(dev.ID, g.node)
+	if err != nil {
+		return 0, fmt.Errorf("cluster: claim link of %s: %w", dev.Fingerprint, err)
+	}
+	g.bus.Publish(topicLink, []byte(dev.Fingerprint+" "+strconv.FormatUint(epoch, 10)))
+	return epoch, nil
+}
+
+// Ended records that the device's link of epoch ended (gateway.Epochs).
+func (g *Gateway) Ended(dev store.Device, epoch uint64) {
+	if err := g.st.EndLink(dev.ID, epoch); err != nil {
+		// The row stays open: once this node stops beating, a live node's
+		// sweep ends it; until then other nodes take the device for linked.
+		g.log.Error("gateway: end link", "device", dev.Fingerprint, "err", err)
+	}
+}
+
+// linkedElsewhere answers when the node holding the device's link on
+// another live node last beat.
+func (g *Gateway) linkedElsewhere(fingerprint string) (time.Time, bool, error) {
+	seen, ok, err := g.st.LinkedSince(fingerprint, g.cfg.Live)
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("cluster: where is %s linked: %w", fingerprint, err)
+	}
+	return seen, ok, nil
+}
+
+// Online reports whether the device is linked on any live node.
+func (g *Gateway) Online(fingerprint string) bool {
+	if g.hub.Online(fingerprint) {
+		return true
+	}
+	_, ok, err := g.linkedElsewhere(fingerprint)
+	if err != nil {
+		g.log.Error("gateway: online", "err", err)
+	}
+	return ok
+}
+
+// LastSeen is when the device's link last carried anything: exact for a
+// link here; for a link on another node, that node's last beat (the link
+// was live then). Zero when offline.
+func (g *Gateway) LastSeen(fingerprint string) time.Time {
+	if t := g.hub.LastSeen(fingerprint); !t.IsZero() {
+		return t
+	}
+	seen, _, err := g.linkedElsewhere(fingerprint)
+	if err != nil {
+		g.log.Error("gateway: last seen", "err", err)
+	}
+	return seen.UTC()
+}
+
+// PresenceOnline is Online for the offline check of device presence: when
+// the database does not answer it says online, so that no device is
+// reported offline (and mailed about) for the database's trouble.
+func (g *Gateway) PresenceOnline(fingerprint string) bool {
+	if g.hub.Online(fingerprint) {
+		return true
+	}
+	_, ok, err := g.linkedElsewhere(fingerprint)
+	if err != nil {
+		g.log.Warn("gateway: offline check skipped, the database did not answer", "device", fingerprint, "err", err)
+		return true
+	}
+	return ok
+}

@@ -1,0 +1,121 @@
+package cluster
+
+import (
+	"context"
+	"time"
+)
+
+// sweepLoop sweeps every SweepEvery until ctx ends.
+func (g *Gateway) sweepLoop(ctx context.Context) {
+	t := time.NewTicker(g.cfg.SweepEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			g.sweep()
+		}
+	}
+}
+
+// sweep covers the signals the bus lost. Each link here whose epoch is no
+// longer its device's newest (the link signal of a newer link elsewhere
+// was lost) is closed with 4009; every other link pumps (a lost kick). One
+// query answers the epochs of all the node's links. Then the open links of
+// dead nodes are ended, and device presence hears of them as of a link's
+// end: a device that links nowhere within the grace is reported offline.
+func (g *Gateway) sweep() {
+	defer wake(g.sweeps)
+	if links := g.hub.Links(); len(links) > 0 {
+		ids := make([]uint64, len(links))
+		for i, l := range links {
+			ids[i] = l.DeviceID
+		}
+		epochs, err := g.st.LinkEpochs(ids)
+		if err != nil {
+			g.log.Error("gateway sweep: link epochs", "err", err)
+		} else {
+			for _, l := range links {
+				if newest := epochs[l.DeviceID]; newest > l.Epoch {
+					g.hub.Fence(l.Fingerprint, newest)
+				} else {
+					g.hub.Kick(l.Fingerprint)
+				}
+			}
+		}
+	}
+	devs, err := g.st.EndOrphanLinks(g.cfg.Live, orphanBatch, g.node)
+	if err != nil {
+		g.log.Error("gateway sweep: links of dead nodes", "err", err)
+		return
+	}
+	if len(devs) == 0 {
+		return
+	}
+	// Every job the dead links can have handed to a phone has a place at
+	// or below the sequence read now, after they ended.
+	place, err := g.st.MessageSequence()
+	if err != nil {
+		g.log.Error("gateway sweep: links of dead nodes: queue place", "err", err)
+		place = ^uint64(0) // nothing of these devices moves until they link again
+	}
+	now := time.Now()
+	for _, d := range devs {
+		g.mu.Lock()
+		g.orphans[d.Fingerprint] = orphan{at: now, place: place}
+		g.mu.Unlock()
+		g.log.Info("gateway sweep: the device's node is dead; its link counts as ended", "device", d.Fingerprint)
+		if g.presence != nil {
+			g.presence.Down(d)
+		}
+	}
+}
+
+// The failover sweep (sms) in a cluster. Each node runs it; what keeps it
+// from moving a job that a link already handed to a phone is this node's
+// hub, which knows what its own links dispatched (HoldDevice's
+// dispatchedUpTo) and holds their pumps. So a device's jobs move only on
+// the node that holds or last held its link (device_links.node), or on any
+// node when it never had one; and the device's row stays locked while they
+// move, so a link of the device registering on any node meanwhile waits
+// (ClaimLink) and reads its queue after the move.
+
+// OfflineSince is when the device's last link here ended, or when this
+// node ended the link a dead node left; zero otherwise.
+func (g *Gateway) OfflineSince(fingerprint string) time.Time {
+	if t := g.hub.OfflineSince(fingerprint); !t.IsZero() {
+		return t
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.orphans[fingerprint].at
+}
+
+// orphan is a link of a dead node that this node ended: when, and the
+// queue place then (the dead link handed nothing above it to the phone).
+// Kept for the node's life, one per device at most.
+type orphan struct {
+	at    time.Time
+	place uint64
+}
+
+// HoldDevice runs fn as the hub's HoldDevice does when this node may move
+// the device's jobs (above), with the device's link row locked; otherwise
+// it does nothing: the node that may will.
+func (g *Gateway) HoldDevice(fingerprint string, deviceID uint64, fn func(dispatchedUpTo uint64, online bool) error) error {
+	return g.st.HoldLink(deviceID, func(node string, _ bool) error {
+		if node != "" && node != g.node {
+			return nil
+		}
+		g.mu.Lock()
+		o, took := g.orphans[fingerprint]
+		g.mu.Unlock()
+		if node == "" || !took {
+			return g.hub.HoldDevice(fingerprint, deviceID, fn)
+		}
+		return g.hub.HoldDevice(fingerprint, deviceID, func(upTo uint64, online bool) error {
+			return fn(max(upTo, o.place), online)
+		})
+	})
+}

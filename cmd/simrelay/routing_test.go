@@ -1,0 +1,247 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/android-protocol/client"
+	"github.com/simrelay/simrelay/internal/natstest"
+	"github.com/simrelay/simrelay/internal/pgtest"
+	"github.com/simrelay/simrelay/internal/poll"
+	"github.com/simrelay/simrelay/internal/storetest"
+	"github.com/simrelay/simrelay/webhook/webhooktest"
+)
+
+// routedPhone is a phone of a routing test: the jobs it took and the close
+// codes that ended its links.
+type routedPhone struct {
+	p      *client.Phone
+	mu     sync.Mutex
+	jobs   map[string]bool // guarded by mu
+	closes []int           // guarded by mu
+	stop   func()
+}
+
+func (r *routedPhone) got(id string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.jobs[id]
+}
+
+func (r *routedPhone) closedWith(code int) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range r.closes {
+		if c == code {
+			return true
+		}
+	}
+	return false
+}
+
+// linkRouted links a phone of token to the server at url until the test ends.
+func linkRouted(t *testing.T, url, token string) *routedPhone {
+	t.Helper()
+	r := &routedPhone{jobs: map[string]bool{}}
+	r.p = client.New(client.Config{WSURL: "ws" + strings.TrimPrefix(url, "http") + "/device/ws", Token: token,
+		BackoffBase: 10 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
+		OnJob: func(s proto.Send) {
+			r.mu.Lock()
+			r.jobs[s.ID] = true
+			r.mu.Unlock()
+		},
+		OnRetry: func(err error, _ time.Duration) {
+			var ce websocket.CloseError
+			if errors.As(err, &ce) {
+				r.mu.Lock()
+				r.closes = append(r.closes, int(ce.Code))
+				r.mu.Unlock()
+			}
+		},
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		// A close the phone must not retry (4503) ends Run.
+		err := r.p.Run(ctx)
+		var ce *client.ClosedError
+		if errors.As(err, &ce) {
+			r.mu.Lock()
+			r.closes = append(r.closes, ce.Code)
+			r.mu.Unlock()
+		}
+		done <- err
+	}()
+	r.stop = sync.OnceFunc(func() { cancel(); <-done })
+	t.Cleanup(r.stop)
+	poll.Until(t, "the phone links to "+url, r.p.Connected)
+	return r
+}
+
+// send queues an SMS for the device through the server at url; its queue id.
+func send(t *testing.T, url, apiKey, fp, text string) string {
+	t.Helper()
+	code, body := call(t, "POST", url+"/chat/send", apiKey, map[string]string{"device_fingerprint": fp, "phone": "+15551234567", "message": text})
+	id, _ := body["queueId"].(string)
+	if code != 200 && code != 201 && code != 202 || id == "" {
+		t.Fatalf("send through %s: %d %v", url, code, body)
+	}
+	return id
+}
+
+// The gateway across three nodes on one database and one bus: a send on
+// node B reaches the phone linked on A; the phone linking again on C closes
+// its link on A with 4009; B lists it online; disabling it on B closes its
+// link on C with 4503; and with the bus gone, a send on B still reaches a
+// phone on A through A's sweep.
+func TestRoutingAcrossNodes(t *testing.T) {
+	t.Parallel()
+	if storetest.Postgres() {
+		t.Skip("a cluster is on PostgreSQL whatever the pass: this test runs once, in the first pass of make test")
+	}
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	db := pgtest.URL(t)
+	st := testStore{dir: t.TempDir(), databaseURL: db}
+	apiKey := createCompany(t, bin, st)
+	nats := natstest.New(t)
+	t.Cleanup(nats.Shutdown)
+	node := func(name string, st testStore) *server {
+		return startServer(t, bin, st, "--node-name", name, "--nats-url", nats.ClientURL(), "--link-sweep", "300ms")
+	}
+	a := node("a", st)
+	b := node("b", testStore{dir: t.TempDir(), databaseURL: db})
+	c := node("c", testStore{dir: t.TempDir(), databaseURL: db})
+
+	register := func(fp string) client.Registration {
+		t.Helper()
+		code, err := pairingCode(context.Background(), a.url, apiKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reg, err := client.Register(context.Background(), nil, a.url, client.RegisterInput{PairingCode: code, DeviceFingerprint: fp})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return reg
+	}
+	reg := register("moving-phone")
+	onA := linkRouted(t, a.url, reg.DeviceToken)
+	id := send(t, b.url, apiKey, "moving-phone", "from b")
+	poll.Within(t, 10*time.Second, "the send on b reaches the phone on a", func() bool { return onA.got(id) })
+
+	onC := linkRouted(t, c.url, reg.DeviceToken)
+	poll.Within(t, 10*time.Second, "the phone's link on a closed with 4009", func() bool { return onA.closedWith(proto.CloseReplaced) })
+	onA.stop()
+	id = send(t, b.url, apiKey, "moving-phone", "to c")
+	poll.Within(t, 10*time.Second, "the send on b reaches the phone on c", func() bool { return onC.got(id) })
+	if code, body := get(t, b.url+"/device/list", apiKey); code != 200 || !strings.Contains(string(body), `"online":true`) {
+		t.Errorf("b's device list: %d %s, want the phone online", code, body)
+	}
+
+	if code, body := call(t, "PATCH", b.url+"/device/moving-phone", apiKey, map[string]string{"status": "disabled"}); code != 200 {
+		t.Fatalf("disable on b: %d %v", code, body)
+	}
+	poll.Within(t, 10*time.Second, "the phone's link on c closed with 4503", func() bool { return onC.closedWith(proto.CloseDeviceGone) })
+	onC.stop()
+	poll.Within(t, 15*time.Second, "b lists the disabled phone offline", func() bool {
+		_, body := get(t, b.url+"/device/list", apiKey)
+		return !strings.Contains(string(body), `"online":true`)
+	})
+
+	// No bus: the kick is lost, and a's sweep pumps the job.
+	other := linkRouted(t, a.url, register("quiet-phone").DeviceToken)
+	nats.Shutdown()
+	id = send(t, b.url, apiKey, "quiet-phone", "no bus")
+	poll.Within(t, 15*time.Second, "the send on b reaches the phone on a without a bus", func() bool { return other.got(id) })
+}
+
+// A node killed with its phones linked: a live node's sweep ends its links
+// once its beat is older than the live window, and device presence reports
+// offline the phone that linked nowhere within the grace, not the one that
+// linked again on the live node.
+func TestDeadNodesPhonesReportedOffline(t *testing.T) {
+	t.Parallel()
+	if storetest.Postgres() {
+		t.Skip("a cluster is on PostgreSQL whatever the pass: this test runs once, in the first pass of make test")
+	}
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	db := pgtest.URL(t)
+	st := testStore{dir: t.TempDir(), databaseURL: db}
+	apiKey := createCompany(t, bin, st)
+	nats := natstest.New(t)
+	t.Cleanup(nats.Shutdown)
+	rc := webhooktest.NewReceiver(t, false, nil)
+	node := func(name string, st testStore) *server {
+		return startServer(t, bin, st, "--node-name", name, "--nats-url", nats.ClientURL(), "--link-sweep", "300ms",
+			"--webhook-allow-private", "--device-offline-grace", "2s")
+	}
+	a := node("a", st)
+	b := node("b", testStore{dir: t.TempDir(), databaseURL: db})
+	if code, body := call(t, "PUT", b.url+"/webhooks/inbound-sms", apiKey, map[string]any{"webhooks": []map[string]any{{"url": rc.URL + "/events", "events": []string{"device.online", "device.offline"}}}}); code != 200 {
+		t.Fatalf("PUT /webhooks/inbound-sms: %d %v", code, body)
+	}
+	events := func(typ string) map[string]int {
+		n := map[string]int{}
+		for _, r := range rc.Requests() {
+			var ev struct {
+				Event string `json:"type"`
+				Data  struct {
+					Device string `json:"device_fingerprint"`
+				} `json:"data"`
+			}
+			if json.Unmarshal(r.Body, &ev) == nil && ev.Event == typ {
+				n[ev.Data.Device]++
+			}
+		}
+		return n
+	}
+	tokens := map[string]string{}
+	phones := map[string]*routedPhone{}
+	for _, fp := range []string{"gone-phone", "moved-phone"} {
+		code, err := pairingCode(context.Background(), a.url, apiKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reg, err := client.Register(context.Background(), nil, a.url, client.RegisterInput{PairingCode: code, DeviceFingerprint: fp})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tokens[fp] = reg.DeviceToken
+		phones[fp] = linkRouted(t, a.url, reg.DeviceToken)
+	}
+	poll.Within(t, 15*time.Second, "both phones reported online", func() bool {
+		n := events("device.online")
+		return n["gone-phone"] >= 1 && n["moved-phone"] >= 1
+	})
+
+	if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = a.cmd.Wait()
+	phones["gone-phone"].stop()
+	phones["moved-phone"].stop()
+	linkRouted(t, b.url, tokens["moved-phone"])
+
+	poll.Within(t, 30*time.Second, "device.offline for the phone of the dead node", func() bool { return events("device.offline")["gone-phone"] >= 1 })
+	if code, body := get(t, b.url+"/device/list", apiKey); code != 200 || strings.Count(string(body), `"online":true`) != 1 {
+		t.Errorf("b's device list: %d %s, want one phone online", code, body)
+	}
+	if n := events("device.offline")["moved-phone"]; n != 0 {
+		t.Errorf("the phone linked again on b was reported offline %d times", n)
+	}
+}

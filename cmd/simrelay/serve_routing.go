@@ -1,0 +1,65 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log/slog"
+	"time"
+
+	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/cluster"
+	"github.com/simrelay/simrelay/gateway"
+)
+
+// routingFlags adds the gateway's cluster knob: the period of the sweep
+// that covers lost kicks and link signals (docs/cluster.md).
+func routingFlags(fs *flag.FlagSet, every *time.Duration) {
+	fs.DurationVar(every, "link-sweep", cluster.DefaultSweepEvery, "in a cluster, how often each node re-pumps its phone links and re-checks they are their device's newest: the bound on how late a signal the bus lost is covered")
+}
+
+// minLinkSweep keeps the sweep from turning into a busy loop of queue reads.
+const minLinkSweep = 100 * time.Millisecond
+
+func validateLinkSweep(every time.Duration) error {
+	if every < minLinkSweep {
+		return fmt.Errorf("%s %s: want at least %s (each sweep reads every linked phone's queue once)", both("link-sweep"), every, minLinkSweep)
+	}
+	return nil
+}
+
+// phoneRoutes is the phones' links as the other services reach them: the
+// hub itself on one node; in a cluster, the hub behind a cluster.Gateway
+// that routes kicks and controls to the node holding the link.
+type phoneRoutes interface {
+	Kick(fingerprint string)
+	Online(fingerprint string) bool
+	LastSeen(fingerprint string) time.Time
+	OfflineSince(fingerprint string) time.Time
+	HoldDevice(fingerprint string, deviceID uint64, fn func(dispatchedUpTo uint64, online bool) error) error
+	Disconnect(fingerprint string, code int, reason string)
+	Configure(fingerprint string, cfg proto.Config)
+	Pace(fingerprint string, perMinute int)
+}
+
+// routing is the node's phone routes; gw is nil on one node.
+type routing struct {
+	phoneRoutes
+	gw *cluster.Gateway
+	// presenceOnline is what device presence asks before it reports a
+	// device offline.
+	presenceOnline func(fingerprint string) bool
+}
+
+// routePhones puts the hub behind the cluster's gateway when the node has
+// a bus; without one (bbolt, or PostgreSQL alone) nothing of it runs.
+func routePhones(node *clusterNode, hub *gateway.Hub, sweepEvery time.Duration, log *slog.Logger) (*routing, error) {
+	if node.bus == nil {
+		return &routing{phoneRoutes: hub, presenceOnline: hub.Online}, nil
+	}
+	gw, err := cluster.NewGateway(cluster.GatewayConfig{Bus: node.bus, Store: node.pg, Hub: hub, Live: nodeLiveWithin, SweepEvery: sweepEvery, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("phone routing: %w", err)
+	}
+	hub.SetEpochs(gw)
+	return &routing{phoneRoutes: gw, gw: gw, presenceOnline: gw.PresenceOnline}, nil
+}

@@ -1,0 +1,88 @@
+package gateway
+
+import (
+	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/store"
+)
+
+// Epochs fences a device's links across the nodes of a cluster
+// (cluster.Gateway): each link registered takes the device's next epoch,
+// and a link whose epoch is no longer the newest is closed with 4009 by
+// the node that holds it (Fence). Nil on one node, where the hub's own
+// map is the only place a link can be.
+type Epochs interface {
+	// Claim makes a link just registered the device's newest across the
+	// cluster, tells the other nodes, and answers its epoch. It runs on
+	// the link's set-up goroutine before the link's first pump.
+	Claim(dev store.Device) (epoch uint64, err error)
+	// Ended says the device's registered link of that epoch ended. It runs
+	// on the link's reader as it ends.
+	Ended(dev store.Device, epoch uint64)
+}
+
+// SetEpochs wires the cluster's fencing; call it before serving.
+func (h *Hub) SetEpochs(e Epochs) { h.epochs = e }
+
+// Link is a registered link as the cluster's sweep sees it.
+type Link struct {
+	Fingerprint string
+	DeviceID    uint64
+	Epoch       uint64
+}
+
+// Links lists the registered links whose epoch is claimed.
+func (h *Hub) Links() []Link {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]Link, 0, len(h.conns))
+	for fp, c := range h.conns {
+		if e := c.epoch.Load(); e != 0 {
+			out = append(out, Link{Fingerprint: fp, DeviceID: c.dev.ID, Epoch: e})
+		}
+	}
+	return out
+}
+
+// Fence closes the device's link here with 4009 when its epoch is older
+// than newest: a newer link of the device registered on another node. A
+// link still claiming its epoch keeps newest and checks it once it has one.
+func (h *Hub) Fence(fingerprint string, newest uint64) {
+	if c := h.lookup(fingerprint); c != nil {
+		for cur := c.fencedBy.Load(); newest > cur && !c.fencedBy.CompareAndSwap(cur, newest); cur = c.fencedBy.Load() {
+		}
+		c.checkFence()
+	}
+}
+
+// checkFence closes the link if a newer epoch than its own was heard of.
+// Fence stores before it loads, and claim the other way round, so a fence
+// arriving while the link claims is seen by one of the two.
+func (c *conn) checkFence() {
+	if e := c.epoch.Load(); e != 0 && e < c.fencedBy.Load() {
+		c.closeWith(proto.CloseReplaced, "replaced by a newer connection")
+	}
+}
+
+// claim takes the link's epoch in a cluster; false when the database did
+// not answer (the link is refused: it could not be fenced).
+func (c *conn) claim() bool {
+	h := c.hub
+	if h.epochs == nil {
+		return true
+	}
+	e, err := h.epochs.Claim(c.dev)
+	if err != nil {
+		h.log.Error("claim the device's link in the cluster", "device", c.dev.Fingerprint, "err", err)
+		return false
+	}
+	c.epoch.Store(e)
+	c.checkFence()
+	return true
+}
+
+// ended tells the cluster that the link, registered until now, ended.
+func (c *conn) ended() {
+	if e := c.epoch.Load(); e != 0 && c.hub.epochs != nil {
+		c.hub.epochs.Ended(c.dev, e)
+	}
+}

@@ -1,0 +1,76 @@
+package postgres
+
+import (
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/simrelay/simrelay/store"
+)
+
+// The gateway's reads of device_links (cluster.Gateway): where a device is
+// linked, answered by fingerprint because that is how the API and the
+// console name a device.
+
+// LinkedSince answers when the node holding the device's open link last
+// beat, when the device (by fingerprint) has an open link on a node live
+// within live; ok is false otherwise.
+func (s *Store) LinkedSince(fingerprint string, live time.Duration) (seen time.Time, ok bool, err error) {
+	err = s.read("linked "+fingerprint, func(t *txn) error {
+		e := t.row(`SELECT n.seen_at FROM devices d
+			JOIN device_links l ON l.device_id = d.id AND l.ended_at IS NULL
+			JOIN cluster_nodes n ON n.name = l.node AND n.seen_at > now() - make_interval(secs => $2)
+			WHERE d.fingerprint = $1 AND d.deleted_at IS NULL`, fingerprint, live.Seconds()).Scan(&seen)
+		if errors.Is(e, pgx.ErrNoRows) {
+			return nil
+		}
+		ok = e == nil
+		return e
+	})
+	return seen, ok, err
+}
+
+// EndOrphanLinks ends the open links held by nodes not live within live
+// (they died without closing them), names node (the sweeping one) as the
+// holder of their last link, and answers the devices they were of, at most
+// limit. One conditional statement: of nodes sweeping at once, one ends
+// each link and hears of it.
+func (s *Store) EndOrphanLinks(live time.Duration, limit int, node string) ([]store.Device, error) {
+	var out []store.Device
+	err := s.write("end orphan links", func(t *txn) error {
+		var err error
+		out, err = getRecs[store.Device](t, `WITH ended AS (
+				UPDATE device_links SET ended_at = now(), node = $3 WHERE device_id IN (
+					SELECT l.device_id FROM device_links l LEFT JOIN cluster_nodes n ON n.name = l.node
+					WHERE l.ended_at IS NULL AND (n.name IS NULL OR n.seen_at <= now() - make_interval(secs => $1))
+					ORDER BY l.device_id LIMIT $2 FOR UPDATE OF l SKIP LOCKED)
+				AND ended_at IS NULL
+				RETURNING device_id)
+			SELECT d.rec FROM devices d JOIN ended e ON e.device_id = d.id WHERE d.deleted_at IS NULL ORDER BY d.id`, live.Seconds(), limit, node)
+		return err
+	})
+	return out, err
+}
+
+// HoldLink runs fn while the device's row of device_links is locked: a
+// link of the device registering on any node meanwhile (ClaimLink) waits
+// until fn returns. fn hears which node holds or last held the device's
+// link ("" when it never had one in the cluster) and whether that link is
+// still open. fn does its own writes, in their own transactions.
+func (s *Store) HoldLink(deviceID uint64, fn func(node string, open bool) error) error {
+	return s.write("hold link", func(t *txn) error {
+		// A device never linked has no row to lock: insert an ended one of
+		// epoch 0 (the first claim makes it 1), so a claim waits on it too.
+		if _, err := t.exec(`INSERT INTO device_links (device_id, epoch, node, linked_at, ended_at)
+			VALUES ($1, 0, '', now(), now()) ON CONFLICT (device_id) DO NOTHING`, int64(deviceID)); err != nil {
+			return err
+		}
+		var node string
+		var open bool
+		if err := t.row(`SELECT node, ended_at IS NULL FROM device_links WHERE device_id = $1 FOR UPDATE`, int64(deviceID)).Scan(&node, &open); err != nil {
+			return err
+		}
+		return fn(node, open)
+	})
+}

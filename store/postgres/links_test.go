@@ -1,0 +1,102 @@
+package postgres
+
+import (
+	"testing"
+	"time"
+
+	"github.com/simrelay/simrelay/internal/poll"
+	"github.com/simrelay/simrelay/store/conformance"
+)
+
+// The gateway's reads of device_links: linked by fingerprint only through
+// a live node; a dead node's links ended once, by one sweeping node, which
+// takes them over; and a held row makes a claim on another store wait
+// until the hold ends.
+func TestGatewayLinks(t *testing.T) {
+	t.Parallel()
+	url := migrated(t)
+	s, other := openURL(t, url, Options{}), openURL(t, url, Options{})
+	const live = 10 * time.Second
+	c, _ := conformance.Company(t, s)
+	d := conformance.Device(t, s, c.ID, "gw-phone")
+	for _, n := range []string{"a", "b"} {
+		if err := s.RegisterNode(Node{Name: n, Instance: n, Bus: true}, live); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, ok, err := s.LinkedSince("gw-phone", live); err != nil || ok {
+		t.Fatalf("never linked: ok %v (%v)", ok, err)
+	}
+	if _, err := s.ClaimLink(d.ID, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if seen, ok, err := s.LinkedSince("gw-phone", live); err != nil || !ok || seen.IsZero() {
+		t.Fatalf("linked on a: %v %v (%v)", seen, ok, err)
+	}
+	if devs, err := s.EndOrphanLinks(live, 10, "b"); err != nil || len(devs) != 0 {
+		t.Fatalf("no dead node yet: %v (%v)", devs, err)
+	}
+
+	// a dies: b ends its link, once, and holds it.
+	if _, err := s.pool.Exec(s.ctx, `UPDATE cluster_nodes SET seen_at = now() - interval '1 minute' WHERE name = 'a'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := s.LinkedSince("gw-phone", live); ok {
+		t.Error("linked through a dead node")
+	}
+	devs, err := s.EndOrphanLinks(live, 10, "b")
+	if err != nil || len(devs) != 1 || devs[0].Fingerprint != "gw-phone" {
+		t.Fatalf("orphans ended: %v (%v), want gw-phone", devs, err)
+	}
+	if devs, err := other.EndOrphanLinks(live, 10, "a"); err != nil || len(devs) != 0 {
+		t.Fatalf("ended twice: %v (%v)", devs, err)
+	}
+	if err := s.HoldLink(d.ID, func(node string, open bool) error {
+		if node != "b" || open {
+			t.Errorf("held: node %q open %v, want b's ended link", node, open)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	// A device never linked: its hold inserts a row that a claim waits on.
+	d2 := conformance.Device(t, s, c.ID, "gw-new")
+	claimed := make(chan uint64, 1)
+	err = s.HoldLink(d2.ID, func(node string, open bool) error {
+		if node != "" || open {
+			t.Errorf("never linked: node %q open %v", node, open)
+		}
+		go func() {
+			e, err := other.ClaimLink(d2.ID, "a")
+			if err != nil {
+				t.Error(err)
+			}
+			claimed <- e
+		}()
+		// The claim waits on the held row's lock.
+		poll.Within(t, 10*time.Second, "the claim waits on the held row", func() bool {
+			var n int
+			_ = s.pool.QueryRow(s.ctx, `SELECT count(*) FROM pg_stat_activity
+				WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'INSERT INTO device_links%'`).Scan(&n)
+			return n == 1
+		})
+		select {
+		case e := <-claimed:
+			t.Errorf("claimed epoch %d while held", e)
+		default:
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case e := <-claimed:
+		if e != 1 {
+			t.Errorf("first claim after the hold: epoch %d, want 1", e)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the claim still waits after the hold ended")
+	}
+}
