@@ -48,6 +48,10 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "simrelay bench: %v\n", err)
 		return 2
 	}
+	if cl.nodes < 1 {
+		fmt.Fprintf(stderr, "simrelay bench: %s %d: want 1 (one server) or more\n", both("nodes"), cl.nodes)
+		return 2
+	}
 	if cl.nodes > 1 {
 		return benchCluster(ctx, fs, cl, cfg, databaseURL.URL(), jsonPath, stdout, stderr)
 	}

@@ -149,6 +149,7 @@ func TestBenchClusterFlags(t *testing.T) {
 		{[]string{"--nodes", "3", "--database-url", "postgres://x@/y"}, "need a bus: give --nats-url"},
 		{[]string{"--nats-url", "nats://127.0.0.1:1"}, "measure a cluster: give --nodes (SIMRELAY_NODES) too"},
 		{[]string{"--nodes", "2", "--drain-jobs", "5"}, "--drain-jobs (SIMRELAY_DRAIN_JOBS) sizes a phase of the single-node bench"},
+		{[]string{"--nodes", "0"}, "--nodes (SIMRELAY_NODES) 0: want 1 (one server) or more"},
 	} {
 		var stdout, stderr strings.Builder
 		code := benchCmd(t.Context(), append(c.args, "--json", ""), &stdout, &stderr)
