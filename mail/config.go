@@ -50,13 +50,28 @@ type Config struct {
 	// it explicitly; it sits here so that one Config describes the mail setup
 	// and Validate checks the link base together with the rest.
 	PublicURL string
+	// Poll, when set, is the longest the worker sleeps between looks at the
+	// outbox. On one node 0: every mail is appended by this process, whose
+	// Send wakes the worker. On a cluster (DefaultClusterPoll) a mail whose
+	// node died mid-attempt is claimed by another node within its lease and
+	// one Poll.
+	Poll time.Duration
 }
+
+// DefaultClusterPoll is Poll on a cluster. A mail is sent by the node that
+// appended it, woken at once; the poll only finds mails a dead node left,
+// whose lease (a minute) bounds the takeover anyway, so a few seconds more
+// cost nothing and spare the outbox's read.
+const DefaultClusterPoll = 5 * time.Second
 
 // Validate checks the configuration; errors name the flag at fault and never
 // show the SMTP password.
 func (c Config) Validate() error {
 	if _, err := parseSMTPURL(c.SMTPURL); err != nil {
 		return err
+	}
+	if c.Poll < 0 {
+		return fmt.Errorf("mail poll %s: must be positive", c.Poll)
 	}
 	from := c.from()
 	if a, err := netmail.ParseAddress(from); err != nil || !strings.Contains(a.Address, "@") {

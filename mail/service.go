@@ -20,6 +20,9 @@ type Outbox interface {
 	AppendMail(*store.Mail) error
 	UpdateMail(uint64, func(*store.Mail)) (store.Mail, error)
 	Mails(bool) ([]store.Mail, error)
+	// ClaimMail takes a pending mail for one attempt: false when it is no
+	// longer pending or (on a cluster) another node attempts it.
+	ClaimMail(uint64) (store.Mail, bool, error)
 }
 
 // ErrInvalidMessage is wrapped by Send when a message cannot be sent as

@@ -39,6 +39,11 @@ func (s *Service) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
+		if s.cfg.Poll > 0 {
+			if poll := s.now().Add(s.cfg.Poll); next.IsZero() || poll.Before(next) {
+				next = poll
+			}
+		}
 		if err != nil {
 			// A record that could not be updated is still due: waiting at
 			// least storeRetryDelay keeps a broken store from becoming a hot
@@ -70,9 +75,18 @@ func (s *Service) deliverDue(ctx context.Context) (time.Time, error) {
 		}
 		at := m.NextAttemptAt
 		if !at.After(s.now()) {
-			var err error
-			if at, err = s.deliver(ctx, m); err != nil {
-				errs = append(errs, err)
+			claimed, ok, err := s.outbox.ClaimMail(m.ID)
+			switch {
+			case err != nil:
+				errs = append(errs, fmt.Errorf("mail: claim %d: %w", m.ID, err))
+			case !ok:
+				// Sent meanwhile, or another node's: that node records it,
+				// or its lease runs out and a later look (cfg.Poll) takes it.
+				continue
+			default:
+				if at, err = s.deliver(ctx, claimed); err != nil {
+					errs = append(errs, err)
+				}
 			}
 		}
 		if !at.IsZero() && (next.IsZero() || at.Before(next)) {

@@ -74,7 +74,9 @@ func (s *Service) queued(m store.Message) {
 // runScheduler queues scheduled messages at their send_at until ctx ends.
 // It sleeps until the earliest send_at in the store's due-time index, or
 // until a new scheduled message wakes it to read that index again, so a
-// restart resumes from the index and nothing scans the messages.
+// restart resumes from the index and nothing scans the messages. On a
+// cluster it also wakes every cfg.SchedulePoll, for messages scheduled on
+// other nodes.
 func (s *Service) runScheduler(ctx context.Context) {
 	for ctx.Err() == nil {
 		var until time.Time // zero: nothing scheduled, sleep until woken
@@ -85,6 +87,11 @@ func (s *Service) runScheduler(ctx context.Context) {
 			until = s.now().Add(expireEvery)
 		} else if ok {
 			until = at
+		}
+		if p := s.cfg.SchedulePoll; p > 0 {
+			if poll := s.now().Add(p); until.IsZero() || poll.Before(until) {
+				until = poll
+			}
 		}
 		s.sched.Wait(ctx, until, s.now)
 	}

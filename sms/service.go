@@ -33,7 +33,20 @@ const (
 // Config tunes the service.
 type Config struct {
 	MessageTTL time.Duration
+	// SchedulePoll, when set, is the longest the scheduler sleeps before it
+	// reads the next send_at again. On one node 0: every scheduled message
+	// is stored by this process, which wakes its scheduler. On a cluster
+	// (DefaultClusterSchedulePoll) a message scheduled on another node is
+	// released by that node's scheduler, woken by its send; if that node
+	// died, every other node finds the message within one poll of its
+	// send_at. The store releases each message once (ReleaseDue takes its
+	// rows with SKIP LOCKED), whichever nodes look at once.
+	SchedulePoll time.Duration
 }
+
+// DefaultClusterSchedulePoll is SchedulePoll on a cluster: a scheduled send
+// whose node died goes at most this late; each poll is one indexed read.
+const DefaultClusterSchedulePoll = 5 * time.Second
 
 // Dispatcher is told when a device has new jobs (gateway.Hub).
 type Dispatcher interface {

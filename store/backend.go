@@ -51,6 +51,8 @@ type Backend interface {
 	DeviceByTokenHash(hash []byte) (Device, error)
 	DeviceFailures(companyID, deviceID uint64) ([]DeviceFailure, error)
 	DevicesReportedOnline() ([]Device, error)
+	ClaimMail(id uint64) (Mail, bool, error)
+	ClaimWebhookDeliveries(now time.Time, limit int, skip func(d WebhookDue) bool) ([]WebhookDue, time.Time, error)
 	DueWebhookDeliveries(now time.Time, limit int, skip func(d WebhookDue) bool) ([]WebhookDue, time.Time, error)
 	Enqueue(m *Message, idemKey IdempotencyKey, now func() time.Time, check DeviceCheck, answer func(Message) (int, []byte)) (Message, *Idempotent, error)
 	EnqueueAgent(m *Message, idemKey IdempotencyKey, now func() time.Time, vet SendVet, answer func(Message) (int, []byte)) (Message, *Idempotent, error)

@@ -100,4 +100,9 @@ type WebhookJob struct {
 // WebhookDue names a due delivery, the entry it goes to and its company.
 type WebhookDue struct {
 	ID, WebhookID, CompanyID uint64
+	// CompanyLeased is how many of the company's deliveries other nodes
+	// held under a live lease when this one was claimed
+	// (ClaimWebhookDeliveries on PostgreSQL), so that a per-company bound
+	// holds across a cluster; always 0 on the embedded store.
+	CompanyLeased int
 }

@@ -9,7 +9,7 @@ import (
 // Store is what this package asks of the store; both backends answer it.
 type Store interface {
 	CompanyUsers(companyID uint64) ([]store.User, error)
-	DueWebhookDeliveries(now time.Time, limit int, skip func(d store.WebhookDue) bool) ([]store.WebhookDue, time.Time, error)
+	ClaimWebhookDeliveries(now time.Time, limit int, skip func(d store.WebhookDue) bool) ([]store.WebhookDue, time.Time, error)
 	PruneWebhookAttempts(cutoff time.Time, keep int) (int, error)
 	RecordWebhookAttemptLater(id uint64, keep int, decide func(d store.WebhookDelivery, e *store.WebhookEntry) store.WebhookAttempt) store.AttemptRecord
 	UpdateWebhookSet(companyID uint64, now time.Time, fn func(*store.WebhookSet) error) (store.WebhookSet, error)

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"context"
 	"log/slog"
 	"time"
 
+	"github.com/simrelay/simrelay/account"
+	"github.com/simrelay/simrelay/cluster"
 	"github.com/simrelay/simrelay/store"
 )
 
@@ -58,4 +61,56 @@ func pruneStore(st backend, now time.Time, log *slog.Logger) {
 	count("media uploads no message named", n, err)
 	n, err = st.PruneSticky(now.Add(-store.StickyAge))
 	count("sticky pool entries", n, err)
+}
+
+// pruneLeaderKey is the advisory lock key whose holder prunes the store on
+// a cluster ("simr" in ASCII: a key no other lock of the schema uses).
+const pruneLeaderKey int64 = 0x73696d72
+
+// pruner returns the store's pruning loop (pruneLoop) as this node runs it:
+// on one node at once; on a cluster under the leadership of pruneLeaderKey,
+// so that one node prunes at a time. Every prune is a conditional delete
+// that is harmless twice, so the moment two nodes may overlap when a
+// leader's connection is lost costs nothing; the leader keeps the cluster
+// from each node scanning the same tables every minute.
+func pruner(node *clusterNode, where storeConfig, st backend, accounts *account.Service, log *slog.Logger) (func(ctx context.Context), error) {
+	loop := func(ctx context.Context) { pruneLoop(ctx, st, accounts, log) }
+	if node.bus == nil || !where.postgres() {
+		return loop, nil
+	}
+	leader, err := cluster.NewLeader(cluster.LeaderConfig{URL: where.databaseURL.URL(), Key: pruneLeaderKey, Logger: log.With("component", "prune")})
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) { leader.Run(ctx, loop) }, nil
+}
+
+// pruneLoop deletes long-expired tokens and console sessions every
+// sweepEvery and hourly prunes the rest of the store (pruneStore), until ctx
+// ends.
+func pruneLoop(ctx context.Context, st backend, accounts *account.Service, log *slog.Logger) {
+	t := time.NewTicker(sweepEvery)
+	defer t.Stop()
+	var lastPrune time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			if now.Sub(lastPrune) >= pruneStoreEvery {
+				pruneStore(st, now, log)
+				lastPrune = now
+			}
+			if n, err := st.PruneTokens(now.Add(-24 * time.Hour)); err != nil {
+				log.Error("prune expired tokens", "err", err)
+			} else if n > 0 {
+				log.Debug("pruned expired tokens", "count", n)
+			}
+			if n, err := accounts.PruneConsoleSessions(); err != nil {
+				log.Error("prune console sessions", "err", err)
+			} else if n > 0 {
+				log.Debug("pruned console sessions", "count", n)
+			}
+		}
+	}
 }

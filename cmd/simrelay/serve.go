@@ -330,7 +330,12 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	}
 	defer node.leave() // before the store closes, after the links and workers stopped
 	log = node.logger(log)
-	mailer, err := mail.New(cfg.mailConfig(), st, log.With("component", "mail"), time.Now)
+	mailCfg := cfg.mailConfig()
+	if node.bus != nil {
+		// A mail another node left when it died is this one's to find.
+		mailCfg.Poll = mail.DefaultClusterPoll
+	}
+	mailer, err := mail.New(mailCfg, st, log.With("component", "mail"), time.Now)
 	if err != nil {
 		return err
 	}
@@ -353,6 +358,11 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	}
 	hookCfg := cfg.webhookConfig()
 	hookCfg.MediaURLs = files
+	if node.bus != nil {
+		// Other nodes enqueue deliveries and leave expired leases without
+		// kicking this one's dispatcher: it looks at the outbox every poll.
+		hookCfg.Poll = webhook.DefaultClusterPoll
+	}
 	hooks, err := webhook.New(hookCfg, st, log.With("component", "webhook"), time.Now)
 	if err != nil {
 		return err
@@ -364,7 +374,12 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	st.SetDeviceEvents(hooks.DeviceEvents())
 	// Entries with a mailto: url are delivered through the mail outbox.
 	hooks.SetMailer(mailer)
-	messages := sms.New(sms.Config{MessageTTL: cfg.messageTTL}, st, log.With("component", "sms"), time.Now)
+	smsCfg := sms.Config{MessageTTL: cfg.messageTTL}
+	if node.bus != nil {
+		// Messages scheduled on a node that died are released by the others.
+		smsCfg.SchedulePoll = sms.DefaultClusterSchedulePoll
+	}
+	messages := sms.New(smsCfg, st, log.With("component", "sms"), time.Now)
 	hub := gateway.New(gateway.Config{}, devices, messages, log.With("component", "gateway"), time.Now)
 	// In a cluster the services reach the phones through the routes.
 	routes, err := routePhones(node, hub, cfg.linkSweep, log.With("component", "gateway"))
@@ -470,6 +485,10 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	if err != nil {
 		return err
 	}
+	prunes, err := pruner(node, where, st, accounts, log)
+	if err != nil {
+		return err
+	}
 	workers, stopWorkers := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -477,7 +496,8 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 			log.Error("mail worker stopped", "err", err)
 		}
 	})
-	wg.Go(func() { sweep(workers, api, st, accounts, log) })
+	wg.Go(func() { sweep(workers, api) })
+	wg.Go(func() { prunes(workers) })
 	wg.Go(func() { node.run(workers) })
 	wg.Go(func() { shared.run(workers) })
 	if routes.gw != nil {
@@ -532,32 +552,16 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	return err
 }
 
-// sweep returns memory of expired rate-limit windows and deletes long-expired
-// tokens; hourly it prunes the rest of the store (pruneStore).
-func sweep(ctx context.Context, api *httpapi.Server, st backend, accounts *account.Service, log *slog.Logger) {
+// sweep returns memory of expired rate-limit windows, the node's own.
+func sweep(ctx context.Context, api *httpapi.Server) {
 	t := time.NewTicker(sweepEvery)
 	defer t.Stop()
-	var lastPrune time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case now := <-t.C:
+		case <-t.C:
 			api.Sweep()
-			if now.Sub(lastPrune) >= pruneStoreEvery {
-				pruneStore(st, now, log)
-				lastPrune = now
-			}
-			if n, err := st.PruneTokens(now.Add(-24 * time.Hour)); err != nil {
-				log.Error("prune expired tokens", "err", err)
-			} else if n > 0 {
-				log.Debug("pruned expired tokens", "count", n)
-			}
-			if n, err := accounts.PruneConsoleSessions(); err != nil {
-				log.Error("prune console sessions", "err", err)
-			} else if n > 0 {
-				log.Debug("pruned console sessions", "count", n)
-			}
 		}
 	}
 }

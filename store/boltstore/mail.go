@@ -1,6 +1,7 @@
 package boltstore
 
 import (
+	"errors"
 	"fmt"
 
 	bolt "go.etcd.io/bbolt"
@@ -21,6 +22,23 @@ func (s *Store) AppendMail(m *Mail) error {
 		return fmt.Errorf("store: append mail: %w", err)
 	}
 	return nil
+}
+
+// ClaimMail returns the mail for one attempt, and whether it is still
+// pending (false too when it is gone): the embedded store has one process, whose one mail worker is the
+// claim, so nothing is written. (PostgreSQL's leases the mail to the node.)
+func (s *Store) ClaimMail(id uint64) (Mail, bool, error) {
+	var m Mail
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return getJSON(tx.Bucket(bucketMailOutbox), itob(id), &m)
+	})
+	if errors.Is(err, ErrNotFound) { // pruned since the worker listed it
+		return Mail{}, false, nil
+	}
+	if err != nil {
+		return Mail{}, false, fmt.Errorf("store: claim mail %d: %w", id, err)
+	}
+	return m, m.State == MailPending, nil
 }
 
 // UpdateMail applies fn to one mail of the outbox and stores it.

@@ -84,6 +84,14 @@ func (s *Store) UpdateWebhookSet(companyID uint64, now time.Time, fn func(*Webho
 	return set, nil
 }
 
+// ClaimWebhookDeliveries is DueWebhookDeliveries: the embedded store has
+// one process, whose dispatcher already hands each delivery out once until
+// its attempt is recorded, so a claim needs nothing written. (PostgreSQL's
+// leases each claimed row for the node that claims it.)
+func (s *Store) ClaimWebhookDeliveries(now time.Time, limit int, skip func(d WebhookDue) bool) ([]WebhookDue, time.Time, error) {
+	return s.DueWebhookDeliveries(now, limit, skip)
+}
+
 // DueWebhookDeliveries returns up to limit deliveries due at now, the
 // longest due first, passing over those skip names (nil skips none; it sees
 // each candidate in order, so it may also count what it lets through). It

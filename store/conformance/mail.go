@@ -15,6 +15,7 @@ type MailStore interface {
 	AppendMail(m *store.Mail) error
 	UpdateMail(id uint64, fn func(*store.Mail)) (store.Mail, error)
 	Mails(pendingOnly bool) ([]store.Mail, error)
+	ClaimMail(id uint64) (store.Mail, bool, error)
 	PruneMail(doneCutoff, unsentCutoff time.Time) (done int, unsent []store.Mail, err error)
 }
 
@@ -23,6 +24,28 @@ func Mail(t *testing.T, open Opener[MailStore]) {
 	t.Run("Outbox", func(t *testing.T) { t.Parallel(); mailOutbox(t, open(t)) })
 	t.Run("UpdatesConcurrent", func(t *testing.T) { t.Parallel(); mailUpdatesConcurrent(t, open(t)) })
 	t.Run("Prune", func(t *testing.T) { t.Parallel(); mailPrune(t, open(t)) })
+	t.Run("Claim", func(t *testing.T) { t.Parallel(); mailClaim(t, open(t)) })
+}
+
+// mailClaim: a pending mail is claimed as stored; a sent one, or one that
+// is gone, is not (and is no error).
+func mailClaim(t *testing.T, s MailStore) {
+	m := store.Mail{To: "a@example.com", Subject: "Welcome", Text: "Hi", State: store.MailPending, CreatedAt: T0, NextAttemptAt: T0}
+	if err := s.AppendMail(&m); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok, err := s.ClaimMail(m.ID); err != nil || !ok || got.ID != m.ID || got.Text != "Hi" {
+		t.Fatalf("claim a pending mail: %+v, %v (%v)", got, ok, err)
+	}
+	if _, err := s.UpdateMail(m.ID, func(r *store.Mail) { r.State = store.MailSent }); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := s.ClaimMail(m.ID); err != nil || ok {
+		t.Fatalf("claim a sent mail: %v (%v), want false", ok, err)
+	}
+	if _, ok, err := s.ClaimMail(m.ID + 1000); err != nil || ok {
+		t.Fatalf("claim an unknown mail: %v (%v), want false", ok, err)
+	}
 }
 
 // mailOutbox: appended mails get rising ids and read back whole, oldest

@@ -22,6 +22,7 @@ type WebhooksStore interface {
 	UpdateWebhookSet(companyID uint64, now time.Time, fn func(*store.WebhookSet) error) (store.WebhookSet, error)
 	WebhookOutboxSize(companyID uint64) (deliveries int, bytes int64, err error)
 	DueWebhookDeliveries(now time.Time, limit int, skip func(d store.WebhookDue) bool) ([]store.WebhookDue, time.Time, error)
+	ClaimWebhookDeliveries(now time.Time, limit int, skip func(d store.WebhookDue) bool) ([]store.WebhookDue, time.Time, error)
 	WebhookJob(id uint64) (store.WebhookJob, error)
 	RecordWebhookAttempt(id uint64, keep int, decide func(d store.WebhookDelivery, e *store.WebhookEntry) store.WebhookAttempt) (store.WebhookAttempt, error)
 	RecordWebhookAttemptLater(id uint64, keep int, decide func(d store.WebhookDelivery, e *store.WebhookEntry) store.WebhookAttempt) store.AttemptRecord
@@ -37,6 +38,7 @@ func Webhooks(t *testing.T, open Opener[WebhooksStore]) {
 	t.Run("OutboxBound", func(t *testing.T) { t.Parallel(); webhookOutboxBound(t, open(t)) })
 	t.Run("OutboxBoundConcurrent", func(t *testing.T) { t.Parallel(); webhookOutboxBoundConcurrent(t, open(t)) })
 	t.Run("Due", func(t *testing.T) { t.Parallel(); webhookDue(t, open(t)) })
+	t.Run("Claim", func(t *testing.T) { t.Parallel(); webhookClaim(t, open(t)) })
 	t.Run("Attempts", func(t *testing.T) { t.Parallel(); webhookAttempts(t, open(t)) })
 	t.Run("AttemptsConcurrent", func(t *testing.T) { t.Parallel(); webhookAttemptsConcurrent(t, open(t)) })
 	t.Run("LogCappedOnWrite", func(t *testing.T) { t.Parallel(); webhookLogCapped(t, open(t)) })

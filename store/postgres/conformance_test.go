@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"testing"
+	"time"
 
 	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/store/conformance"
@@ -26,5 +27,15 @@ func TestConformanceTwoNodes(t *testing.T) {
 		url := migrated(t)
 		opt := Options{CompanyDailyStorage: budget}
 		return openURL(t, url, opt), openURL(t, url, opt)
+	})
+}
+
+// TestWebhookClaims runs the webhook claims of two (or three) nodes, each a
+// store (a pool) on one database.
+func TestWebhookClaims(t *testing.T) {
+	t.Parallel()
+	conformance.WebhookClaims(t, func(t *testing.T) func(lease time.Duration) conformance.ClaimsStore {
+		url := migrated(t)
+		return func(lease time.Duration) conformance.ClaimsStore { return openURL(t, url, Options{Lease: lease}) }
 	})
 }

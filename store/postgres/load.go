@@ -111,6 +111,11 @@ var tableKinds = map[string]store.Kind{
 	"billing_events": store.KindBillingEvents,
 	"agent_numbers":  store.KindAgentNumbers,
 	"agent_sends":    store.KindAgentSends,
+	// the cluster's own, about running nodes: an embedded store has none of it
+	"cluster_nodes": "", // nodes register at start
+	"device_links":  "", // links claim their epochs as phones connect
+	"rate_windows":  "", // windows start with a node's first request
+	"stream_leases": "", // leases of open console streams
 }
 
 // LoadKinds are the kinds Load takes.

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -34,6 +35,32 @@ func (s *Store) AppendMail(m *store.Mail) error {
 	return nil
 }
 
+// ClaimMail leases the mail to this store for one attempt (Options.Lease;
+// see leases.go) and returns it as stored, when it is still pending and no
+// other node's live lease holds it; false otherwise (another node sends it,
+// or sent it, or it is gone). UpdateMail, recording the attempt, ends the lease; a lease
+// left by a dead node runs out and the mail is claimed again.
+func (s *Store) ClaimMail(mailID uint64) (store.Mail, bool, error) {
+	var m store.Mail
+	claimed := false
+	err := s.write(fmt.Sprintf("claim mail %d", mailID), func(t *txn) error {
+		m, claimed = store.Mail{}, false
+		err := getRec(t, &m, `UPDATE mail_outbox
+			SET leased_until = clock_timestamp() + $2 * interval '1 millisecond', leased_by = $3
+			WHERE id = $1 AND state = 'pending' AND (leased_until IS NULL OR leased_until <= clock_timestamp())
+			RETURNING rec`, id(mailID), s.lease.Milliseconds(), s.holder)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		claimed = err == nil
+		return err
+	})
+	if err != nil {
+		return store.Mail{}, false, err
+	}
+	return m, claimed, nil
+}
+
 // UpdateMail applies fn to one mail of the outbox and stores it, in one
 // transaction that locks its row (fn may run more than once).
 func (s *Store) UpdateMail(mailID uint64, fn func(*store.Mail)) (store.Mail, error) {
@@ -49,7 +76,8 @@ func (s *Store) UpdateMail(mailID uint64, fn func(*store.Mail)) (store.Mail, err
 		if err != nil {
 			return err
 		}
-		_, err = t.exec("UPDATE mail_outbox SET state = $2, created_at = $3, rec = $4 WHERE id = $1", id(mailID), m.State, m.CreatedAt, raw)
+		// Recording an attempt ends its lease (ClaimMail).
+		_, err = t.exec("UPDATE mail_outbox SET state = $2, created_at = $3, rec = $4, leased_until = NULL, leased_by = NULL WHERE id = $1", id(mailID), m.State, m.CreatedAt, raw)
 		return err
 	})
 	return m, err

@@ -25,7 +25,18 @@ type Options struct {
 	// CompanyDailyStorage is how many bytes one company may add per UTC day
 	// (messages, webhook events, media; see charge); 0 means no limit.
 	CompanyDailyStorage int64
+	// Lease is how long a claimed webhook delivery or e-mail stays this
+	// store's (ClaimWebhookDeliveries, ClaimMail) before another node may
+	// claim it again;
+	// DefaultLease when 0. It must outlast an attempt and its record.
+	Lease time.Duration
 }
+
+// DefaultLease is Options.Lease: six times the webhook attempt's 10 s
+// timeout and twice an SMTP attempt's 30 s, so a live node's claim never
+// runs out under its attempt, and short enough that a dead node's claims
+// are taken over within a minute or so.
+const DefaultLease = time.Minute
 
 // Store is the PostgreSQL store: a pool of connections to one database.
 type Store struct {
@@ -35,6 +46,9 @@ type Store struct {
 	cancel context.CancelFunc
 	// dailyBudget is Options.CompanyDailyStorage.
 	dailyBudget int64
+	// lease is Options.Lease; holder names this store's leases (leases.go).
+	lease  time.Duration
+	holder string
 	// plans prices a company's subscription into limits (SetPlans); nil: no limits.
 	plans store.Plans
 	// statusEvents builds outbound status events (SetStatusEvents); nil: none.
@@ -70,7 +84,14 @@ func openConfig(ctx context.Context, cfg *pgxpool.Config, opt Options) (*Store, 
 	if err != nil {
 		return nil, fmt.Errorf("store/postgres: %w", err)
 	}
-	s := &Store{pool: pool, dailyBudget: opt.CompanyDailyStorage}
+	if opt.Lease < 0 {
+		pool.Close()
+		return nil, fmt.Errorf("store/postgres: lease %s: must be positive", opt.Lease)
+	}
+	if opt.Lease == 0 {
+		opt.Lease = DefaultLease
+	}
+	s := &Store{pool: pool, dailyBudget: opt.CompanyDailyStorage, lease: opt.Lease, holder: newHolder()}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if err := s.start(ctx); err != nil {
 		s.Close()

@@ -36,6 +36,8 @@ import (
 //     next write or prune. No per-company line count is kept.
 //   - RecordWebhookAttemptLater runs the write in its own transaction at
 //     once, on a goroutine: there is no group commit to join.
+//   - The dispatcher claims deliveries with a lease (leases.go), so that
+//     several nodes make each attempt once; recording the attempt ends it.
 
 // loadWebhookSet reads the company's set (empty when it has none); with
 // lock, it locks the set's row for the transaction, making it first.
@@ -428,7 +430,7 @@ func (s *Store) recordAttempt(t *txn, deliveryID uint64, keep int, decide func(d
 		if err != nil {
 			return store.WebhookAttempt{}, err
 		}
-		if _, err := t.exec("UPDATE webhook_deliveries SET next_attempt_at = $2, rec = $3 WHERE id = $1", id(d.ID), d.NextAttemptAt, raw); err != nil {
+		if _, err := t.exec("UPDATE webhook_deliveries SET next_attempt_at = $2, rec = $3, leased_until = NULL, leased_by = NULL WHERE id = $1", id(d.ID), d.NextAttemptAt, raw); err != nil {
 			return store.WebhookAttempt{}, err
 		}
 	} else {

@@ -1,0 +1,105 @@
+package cluster
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/simrelay/simrelay/internal/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// leaders records which leaders' work runs.
+type leaders struct {
+	mu      sync.Mutex
+	running map[string]bool
+	started map[string]int
+}
+
+func (r *leaders) work(name string) func(ctx context.Context) {
+	return func(ctx context.Context) {
+		r.mu.Lock()
+		r.running[name] = true
+		r.started[name]++
+		r.mu.Unlock()
+		<-ctx.Done()
+		r.mu.Lock()
+		r.running[name] = false
+		r.mu.Unlock()
+	}
+}
+
+// wait polls until cond holds under r's lock, for at most 10 s.
+func (r *leaders) wait(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		r.mu.Lock()
+		ok := cond()
+		r.mu.Unlock()
+		if ok {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("not within 10 s: %s", what)
+}
+
+// Two nodes: one leads and the other waits; when the leader's session dies
+// (its backend terminated, as when its machine goes), the other takes over
+// and the old leader stops its work; a clean stop hands over too.
+func TestLeaderMovesOnDeath(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	const key = 42
+	r := &leaders{running: map[string]bool{}, started: map[string]int{}}
+	start := func(name string) (stop func()) {
+		l, err := NewLeader(LeaderConfig{URL: url, Key: key, Poll: 100 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); l.Run(ctx, r.work(name)) }()
+		stop = func() { cancel(); <-done }
+		t.Cleanup(stop)
+		return stop
+	}
+	start("a")
+	r.wait(t, "a leads", func() bool { return r.running["a"] })
+	stopB := start("b")
+	// b tries several times while a holds the lock, and never runs.
+	time.Sleep(500 * time.Millisecond) // five of b's tries; the check below is what counts
+	r.mu.Lock()
+	if r.started["b"] != 0 {
+		r.mu.Unlock()
+		t.Fatal("b ran while a led")
+	}
+	r.mu.Unlock()
+
+	// a's session dies: PostgreSQL releases its lock at once.
+	admin, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	var killed bool
+	if err := admin.QueryRow(context.Background(), `SELECT pg_terminate_backend(pid) FROM pg_locks
+		WHERE locktype = 'advisory' AND objid = $1 AND granted`, key).Scan(&killed); err != nil || !killed {
+		t.Fatalf("terminate the leader's session: %v (%v)", killed, err)
+	}
+	r.wait(t, "b takes over and a stops", func() bool { return r.running["b"] && !r.running["a"] })
+
+	// A clean stop lets go too: a, still running, takes over from b.
+	stopB()
+	r.wait(t, "a leads again after b stopped", func() bool { return r.running["a"] && !r.running["b"] })
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.started["a"] != 2 || r.started["b"] != 1 {
+		t.Fatalf("work started %v times, want a twice and b once", r.started)
+	}
+}

@@ -1,0 +1,145 @@
+package postgres
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"time"
+
+	"github.com/simrelay/simrelay/store"
+)
+
+// Leases: with several nodes on one database, each webhook delivery attempt
+// and each e-mail attempt is made by one node. (E-mails are claimed one at a
+// time by ClaimMail, in mail.go, the same way.) A node claims due rows of the outbox with
+// FOR UPDATE SKIP LOCKED (nodes claiming at once take disjoint rows, none
+// waits for another) and leases them for Options.Lease: leased_until and
+// leased_by on the row (migrations/0013_leases.sql). Recording the attempt
+// ends the lease (RecordWebhookAttempt clears it, or deletes the row); a
+// lease that ran out, its node dead mid-attempt, lets any node claim the
+// row again. So an attempt is made once, and at least once across a crash:
+// a node killed after the receiver answered but before the record commits
+// leaves its delivery to be attempted again after the lease.
+//
+// Leases are timed by the database's clock (clock_timestamp()), one clock
+// for every node, not by the caller's now, which says only what is due.
+//
+// A lease is held by a holder name drawn at Open, not by the node's name: a
+// node restarted under the same name is a new holder, so the leases of the
+// process that died are not taken for its own (it waits for them to run
+// out like any node).
+
+// newHolder names this store's leases: random, so unique per process.
+func newHolder() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24)
+	return hex.EncodeToString(b[:])
+}
+
+// ClaimWebhookDeliveries is DueWebhookDeliveries for a node of a cluster:
+// it returns up to limit deliveries due at now that no live lease holds,
+// the longest due first, passing over those skip names, and leases the ones
+// it returns to this store until their attempt is recorded or the lease runs
+// out. Each one's CompanyLeased counts the company's deliveries other holders
+// lease, so a per-company bound holds across the nodes. Rows another node is
+// claiming at this moment are passed over, not waited for. It also returns
+// when to look again, as DueWebhookDeliveries does; a delivery another node
+// leases is not in it (the caller looks again on a cluster's poll).
+func (s *Store) ClaimWebhookDeliveries(now time.Time, limit int, skip func(d store.WebhookDue) bool) ([]store.WebhookDue, time.Time, error) {
+	const page = 256
+	var due []store.WebhookDue
+	var next time.Time
+	err := s.write("claim webhook deliveries", func(t *txn) error {
+		due, next = nil, time.Time{}
+		leased, err := companyLeases(t, s.holder)
+		if err != nil {
+			return err
+		}
+		after, afterID := time.Time{}, int64(0)
+		full := false
+		for !full {
+			rows, err := t.query(`SELECT id, webhook_id, company_id, next_attempt_at FROM webhook_deliveries
+				WHERE next_attempt_at <= $1 AND (next_attempt_at, id) > ($2, $3)
+				AND (leased_until IS NULL OR leased_until <= clock_timestamp())
+				ORDER BY next_attempt_at, id LIMIT $4 FOR UPDATE SKIP LOCKED`,
+				now, after, afterID, page)
+			if err != nil {
+				return err
+			}
+			n := 0
+			for rows.Next() {
+				var d store.WebhookDue
+				var did, wid, cid int64
+				if err := rows.Scan(&did, &wid, &cid, &after); err != nil {
+					rows.Close()
+					return err
+				}
+				n, afterID = n+1, did
+				d.ID, d.WebhookID, d.CompanyID = uint64(did), uint64(wid), uint64(cid)
+				d.CompanyLeased = leased[d.CompanyID]
+				if skip != nil && skip(d) {
+					continue
+				}
+				if len(due) == limit {
+					full = true
+					break
+				}
+				due = append(due, d)
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return err
+			}
+			if n < page {
+				break
+			}
+		}
+		if len(due) > 0 {
+			ids := make([]int64, len(due))
+			for i, d := range due {
+				ids[i] = id(d.ID)
+			}
+			if _, err := t.exec(`UPDATE webhook_deliveries
+				SET leased_until = clock_timestamp() + $2 * interval '1 millisecond', leased_by = $3
+				WHERE id = ANY($1)`, ids, s.lease.Milliseconds(), s.holder); err != nil {
+				return err
+			}
+		}
+		if full {
+			next = now
+			return nil
+		}
+		var first *time.Time
+		if err := t.row("SELECT min(next_attempt_at) FROM webhook_deliveries WHERE next_attempt_at > $1", now).Scan(&first); err != nil {
+			return err
+		}
+		if first != nil {
+			next = first.UTC()
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	return due, next, nil
+}
+
+// companyLeases counts each company's deliveries under a live lease of a
+// holder other than this one.
+func companyLeases(t *txn, holder string) (map[uint64]int, error) {
+	rows, err := t.query(`SELECT company_id, count(*) FROM webhook_deliveries
+		WHERE leased_by IS NOT NULL AND leased_by <> $1 AND leased_until > clock_timestamp()
+		GROUP BY company_id`, holder)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[uint64]int{}
+	for rows.Next() {
+		var cid, n int64
+		if err := rows.Scan(&cid, &n); err != nil {
+			return nil, err
+		}
+		out[uint64(cid)] = int(n)
+	}
+	return out, rows.Err()
+}
