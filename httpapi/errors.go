@@ -66,6 +66,12 @@ func (s *Server) domainProblem(err error) (*problem.Error, bool) {
 	if pe, ok := problem.As(err); ok {
 		return pe, true
 	}
+	if errors.Is(err, store.ErrUnavailable) {
+		// The client may try again; the operator must know the database is away.
+		s.deps.Logger.Error("store unavailable", "err", err)
+		return &problem.Error{Code: problem.Unavailable, RetryAfter: unavailableRetry,
+			Message: "The server cannot reach its database; nothing was done. Try again shortly."}, true
+	}
 	var be *store.BudgetError
 	if errors.As(err, &be) {
 		wait := be.RetryAfter(s.deps.Now())
@@ -74,6 +80,10 @@ func (s *Server) domainProblem(err error) (*problem.Error, bool) {
 	}
 	return nil, false
 }
+
+// unavailableRetry is the Retry-After of a 503 for a database out of reach:
+// long enough not to hammer it, short enough for a restart or failover.
+const unavailableRetry = 5
 
 var errTooLarge = problem.Newf(problem.PayloadTooLarge, "The request body is over the %d MiB limit.", maxBodyBytes>>20)
 

@@ -18,6 +18,11 @@ var (
 	ErrLastAdmin = errors.New("store: a company needs at least one admin")
 )
 
+// ErrUnavailable is returned when the store's database does not answer
+// (PostgreSQL down or out of reach): nothing was done, and the same call
+// may succeed later. The API answers it 503.
+var ErrUnavailable = errors.New("store: the database does not answer")
+
 // ErrClosed is returned for a write submitted after Close.
 var ErrClosed = errors.New("store: closed")
 

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -88,6 +90,9 @@ func (s *Store) run(name string, opts pgx.TxOptions, fn func(t *txn) error) erro
 	if errors.Is(err, context.Canceled) && s.ctx.Err() != nil {
 		err = store.ErrClosed
 	}
+	if unreachable(err) {
+		return fmt.Errorf("store: %s: %w: %w", name, store.ErrUnavailable, err)
+	}
 	return fmt.Errorf("store: %s: %w", name, err)
 }
 
@@ -105,6 +110,18 @@ func (s *Store) try(opts pgx.TxOptions, fn func(t *txn) error) ([]func(), error)
 		return nil, mapErr(err)
 	}
 	return t.onCommit, nil
+}
+
+// unreachable says whether err means the database could not be reached or
+// the connection broke, rather than an answer of the database.
+func unreachable(err error) bool {
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code == "57P01" || pe.Code == "57P03" // admin shutdown, cannot connect now
+	}
+	return errors.As(err, &ce) || errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || pgconn.Timeout(err)
 }
 
 // retryable says whether a transaction that failed with err may succeed if

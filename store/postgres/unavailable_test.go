@@ -1,0 +1,76 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/url"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/simrelay/simrelay/store"
+	"github.com/simrelay/simrelay/store/conformance"
+)
+
+// A database that stops answering makes the store's calls fail with
+// store.ErrUnavailable (the API's 503), not an unnamed error (a 500).
+func TestDatabaseGoneIsUnavailable(t *testing.T) {
+	t.Parallel()
+	u, err := url.Parse(migrated(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	socket := filepath.Join(q.Get("host"), ".s.PGSQL."+q.Get("port"))
+	// A relay on a socket of its own stands for the network to the
+	// database: closing it is the database going away.
+	dir := t.TempDir()
+	ln, err := net.Listen("unix", filepath.Join(dir, ".s.PGSQL."+q.Get("port")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			db, err := net.Dial("unix", socket)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, c, db)
+			mu.Unlock()
+			go func() { _, _ = io.Copy(db, c); db.Close() }()
+			go func() { _, _ = io.Copy(c, db); c.Close() }()
+		}
+	}()
+	q.Set("host", dir)
+	u.RawQuery = q.Encode()
+	s, err := Open(context.Background(), u.String(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	c, _ := conformance.Company(t, s)
+	ln.Close()
+	mu.Lock()
+	for _, c := range conns {
+		c.Close()
+	}
+	mu.Unlock()
+	for i := 0; i < 2; i++ { // a broken pooled connection, then a refused new one
+		if _, err := s.Company(c.ID); !errors.Is(err, store.ErrUnavailable) {
+			t.Fatalf("read %d with the database gone: got %v, want store.ErrUnavailable", i, err)
+		}
+	}
+	if err := s.Ready(); err == nil {
+		t.Error("ready with the database gone")
+	}
+}
