@@ -49,12 +49,13 @@ func newHolder() string {
 // it returns up to limit deliveries due at now that no live lease holds,
 // the longest due first, passing over those skip names, and leases the ones
 // it returns to this store until their attempt is recorded or the lease runs
-// out. Each one's CompanyLeased counts the company's deliveries other holders
-// lease, so a per-company bound holds across the nodes: the claims of all
-// nodes take turns (claimLock), so each counts the leases of those before
-// it. Rows whose attempt is being recorded are passed over, not waited for. It also returns
-// when to look again, as DueWebhookDeliveries does; a delivery another node
-// leases is not in it (the caller looks again on a cluster's poll).
+// out. Each one's CompanyLeased and EntryLeased count the company's and the
+// entry's deliveries other holders lease, so the bounds hold across nodes:
+// the claims of all nodes take turns (claimLock), so each counts the leases
+// of those before it. Rows whose attempt is being recorded are passed over,
+// not waited for. It also returns when to look again, as
+// DueWebhookDeliveries does; a delivery another node leases is not in it
+// (the caller looks again on a cluster's poll).
 func (s *Store) ClaimWebhookDeliveries(now time.Time, limit int, skip func(d store.WebhookDue) bool) ([]store.WebhookDue, time.Time, error) {
 	const page = 256
 	var due []store.WebhookDue
@@ -92,7 +93,7 @@ func (s *Store) ClaimWebhookDeliveries(now time.Time, limit int, skip func(d sto
 				}
 				n, afterID = n+1, did
 				d.ID, d.WebhookID, d.CompanyID = uint64(did), uint64(wid), uint64(cid)
-				d.CompanyLeased = leased[d.CompanyID]
+				d.CompanyLeased, d.EntryLeased = leased.company[d.CompanyID], leased.entry[d.WebhookID]
 				if skip != nil && skip(d) {
 					continue
 				}
@@ -134,23 +135,29 @@ func (s *Store) ClaimWebhookDeliveries(now time.Time, limit int, skip func(d sto
 	return due, next, nil
 }
 
-// companyLeases counts each company's deliveries under a live lease of a
-// holder other than this one.
-func companyLeases(t *txn, holder string) (map[uint64]int, error) {
-	rows, err := t.query(`SELECT company_id, count(*) FROM webhook_deliveries
+// otherLeases is the live leases of other holders: by company and by entry.
+type otherLeases struct {
+	company, entry map[uint64]int
+}
+
+// companyLeases counts each company's and each entry's deliveries under a
+// live lease of a holder other than this one.
+func companyLeases(t *txn, holder string) (otherLeases, error) {
+	out := otherLeases{company: map[uint64]int{}, entry: map[uint64]int{}}
+	rows, err := t.query(`SELECT company_id, webhook_id, count(*) FROM webhook_deliveries
 		WHERE leased_by IS NOT NULL AND leased_by <> $1 AND leased_until > clock_timestamp()
-		GROUP BY company_id`, holder)
+		GROUP BY company_id, webhook_id`, holder)
 	if err != nil {
-		return nil, err
+		return out, err
 	}
 	defer rows.Close()
-	out := map[uint64]int{}
 	for rows.Next() {
-		var cid, n int64
-		if err := rows.Scan(&cid, &n); err != nil {
-			return nil, err
+		var cid, wid, n int64
+		if err := rows.Scan(&cid, &wid, &n); err != nil {
+			return out, err
 		}
-		out[uint64(cid)] = int(n)
+		out.company[uint64(cid)] += int(n)
+		out.entry[uint64(wid)] += int(n)
 	}
 	return out, rows.Err()
 }
