@@ -70,7 +70,7 @@ type LinkStore interface {
 	EndLink(deviceID, epoch uint64) error
 	LinkedSince(fingerprint string, live time.Duration) (time.Time, bool, error)
 	EndOrphanLinks(live time.Duration, limit int, node string) ([]store.Device, error)
-	HoldLink(deviceID uint64, fn func(node string, open bool) error) error
+	HoldLink(deviceID uint64, live time.Duration, fn func(node string, open, nodeLive bool) error) error
 	// MessageSequence is the highest queue place given to a job yet.
 	MessageSequence() (uint64, error)
 }
@@ -210,18 +210,21 @@ func (g *Gateway) publishKicks(ctx context.Context) {
 // heardKicks keeps the kicks for devices linked here; the runner pumps
 // them (a pump reads the database, too long for the bus's goroutine).
 func (g *Gateway) heardKicks(m Message) {
-	n := 0
-	g.mu.Lock()
+	var here []string
 	for _, fp := range strings.Split(string(m.Data), "\n") {
 		if fp != "" && g.hub.Online(fp) {
-			g.inKicks[fp] = struct{}{}
-			n++
+			here = append(here, fp)
 		}
 	}
-	g.mu.Unlock()
-	if n > 0 {
-		wake(g.in)
+	if len(here) == 0 {
+		return
 	}
+	g.mu.Lock()
+	for _, fp := range here {
+		g.inKicks[fp] = struct{}{}
+	}
+	g.mu.Unlock()
+	wake(g.in)
 }
 
 func (g *Gateway) heardCtl(m Message) {
@@ -329,55 +332,4 @@ func (g *Gateway) Ended(dev store.Device, epoch uint64) {
 		// sweep ends it; until then other nodes take the device for linked.
 		g.log.Error("gateway: end link", "device", dev.Fingerprint, "err", err)
 	}
-}
-
-// linkedElsewhere answers when the node holding the device's link on
-// another live node last beat.
-func (g *Gateway) linkedElsewhere(fingerprint string) (time.Time, bool, error) {
-	seen, ok, err := g.st.LinkedSince(fingerprint, g.cfg.Live)
-	if err != nil {
-		return time.Time{}, false, fmt.Errorf("cluster: where is %s linked: %w", fingerprint, err)
-	}
-	return seen, ok, nil
-}
-
-// Online reports whether the device is linked on any live node.
-func (g *Gateway) Online(fingerprint string) bool {
-	if g.hub.Online(fingerprint) {
-		return true
-	}
-	_, ok, err := g.linkedElsewhere(fingerprint)
-	if err != nil {
-		g.log.Error("gateway: online", "err", err)
-	}
-	return ok
-}
-
-// LastSeen is when the device's link last carried anything: exact for a
-// link here; for a link on another node, that node's last beat (the link
-// was live then). Zero when offline.
-func (g *Gateway) LastSeen(fingerprint string) time.Time {
-	if t := g.hub.LastSeen(fingerprint); !t.IsZero() {
-		return t
-	}
-	seen, _, err := g.linkedElsewhere(fingerprint)
-	if err != nil {
-		g.log.Error("gateway: last seen", "err", err)
-	}
-	return seen.UTC()
-}
-
-// PresenceOnline is Online for the offline check of device presence: when
-// the database does not answer it says online, so that no device is
-// reported offline (and mailed about) for the database's trouble.
-func (g *Gateway) PresenceOnline(fingerprint string) bool {
-	if g.hub.Online(fingerprint) {
-		return true
-	}
-	_, ok, err := g.linkedElsewhere(fingerprint)
-	if err != nil {
-		g.log.Warn("gateway: offline check skipped, the database did not answer", "device", fingerprint, "err", err)
-		return true
-	}
-	return ok
 }

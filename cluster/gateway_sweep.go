@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -104,18 +105,51 @@ type orphan struct {
 // the device's jobs (above), with the device's link row locked; otherwise
 // it does nothing: the node that may will.
 func (g *Gateway) HoldDevice(fingerprint string, deviceID uint64, fn func(dispatchedUpTo uint64, online bool) error) error {
-	return g.st.HoldLink(deviceID, func(node string, _ bool) error {
-		if node != "" && node != g.node {
+	return g.st.HoldLink(deviceID, g.cfg.Live, func(node string, open, nodeLive bool) error {
+		switch {
+		case node == "" || node == g.node:
+		case nodeLive || open:
+			// The node holding or last holding the link moves its jobs;
+			// a dead node's open link is first ended by a sweep, whose
+			// node takes it over.
 			return nil
+		default:
+			// The last link was on a node gone since: any live node
+			// takes the device over, moving only what was queued after
+			// it first found the node gone.
+			if err := g.takeOver(fingerprint); err != nil {
+				return err
+			}
 		}
 		g.mu.Lock()
 		o, took := g.orphans[fingerprint]
 		g.mu.Unlock()
-		if node == "" || !took {
+		if !took {
 			return g.hub.HoldDevice(fingerprint, deviceID, fn)
 		}
 		return g.hub.HoldDevice(fingerprint, deviceID, func(upTo uint64, online bool) error {
 			return fn(max(upTo, o.place), online)
 		})
 	})
+}
+
+// takeOver records, once, the queue place now for a device whose last
+// link was on a node gone: that node handed nothing above it to the phone.
+func (g *Gateway) takeOver(fingerprint string) error {
+	g.mu.Lock()
+	_, took := g.orphans[fingerprint]
+	g.mu.Unlock()
+	if took {
+		return nil
+	}
+	place, err := g.st.MessageSequence()
+	if err != nil {
+		return fmt.Errorf("cluster: take over %s: %w", fingerprint, err)
+	}
+	g.mu.Lock()
+	if _, took := g.orphans[fingerprint]; !took {
+		g.orphans[fingerprint] = orphan{at: time.Now(), place: place}
+	}
+	g.mu.Unlock()
+	return nil
 }

@@ -28,7 +28,19 @@ type routedPhone struct {
 	mu     sync.Mutex
 	jobs   map[string]bool // guarded by mu
 	closes []int           // guarded by mu
+	names  []string        // device names of the config frames; guarded by mu
 	stop   func()
+}
+
+func (r *routedPhone) named(name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, n := range r.names {
+		if n == name {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *routedPhone) got(id string) bool {
@@ -48,15 +60,25 @@ func (r *routedPhone) closedWith(code int) bool {
 	return false
 }
 
-// linkRouted links a phone of token to the server at url until the test ends.
-func linkRouted(t *testing.T, url, token string) *routedPhone {
+// linkRouted links a phone of token to the server at url until the test
+// ends, with the hello's agent numbers if one is given.
+func linkRouted(t *testing.T, url, token string, hello ...proto.Hello) *routedPhone {
 	t.Helper()
 	r := &routedPhone{jobs: map[string]bool{}}
-	r.p = client.New(client.Config{WSURL: "ws" + strings.TrimPrefix(url, "http") + "/device/ws", Token: token,
+	var h proto.Hello
+	if len(hello) > 0 {
+		h = hello[0]
+	}
+	r.p = client.New(client.Config{WSURL: "ws" + strings.TrimPrefix(url, "http") + "/device/ws", Token: token, Hello: h,
 		BackoffBase: 10 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
 		OnJob: func(s proto.Send) {
 			r.mu.Lock()
 			r.jobs[s.ID] = true
+			r.mu.Unlock()
+		},
+		OnConfig: func(c proto.Config) {
+			r.mu.Lock()
+			r.names = append(r.names, c.DeviceName)
 			r.mu.Unlock()
 		},
 		OnRetry: func(err error, _ time.Duration) {
@@ -100,8 +122,8 @@ func send(t *testing.T, url, apiKey, fp, text string) string {
 
 // The gateway across three nodes on one database and one bus: a send on
 // node B reaches the phone linked on A; the phone linking again on C closes
-// its link on A with 4009; B lists it online; disabling it on B closes its
-// link on C with 4503; and with the bus gone, a send on B still reaches a
+// its link on A with 4009; B lists it online; a rename on B reaches the
+// phone on C as config; a WhatsApp send on B reaches the agent on A; disabling it on B closes its link on C with 4503; and with the bus gone, a send on B still reaches a
 // phone on A through A's sweep.
 func TestRoutingAcrossNodes(t *testing.T) {
 	t.Parallel()
@@ -150,6 +172,10 @@ func TestRoutingAcrossNodes(t *testing.T) {
 		t.Errorf("b's device list: %d %s, want the phone online", code, body)
 	}
 
+	if code, body := call(t, "PATCH", b.url+"/device/moving-phone", apiKey, map[string]string{"device_name": "renamed on b"}); code != 200 {
+		t.Fatalf("rename on b: %d %v", code, body)
+	}
+	poll.Within(t, 10*time.Second, "the phone on c gets the config of b's change", func() bool { return onC.named("renamed on b") })
 	if code, body := call(t, "PATCH", b.url+"/device/moving-phone", apiKey, map[string]string{"status": "disabled"}); code != 200 {
 		t.Fatalf("disable on b: %d %v", code, body)
 	}
@@ -160,11 +186,35 @@ func TestRoutingAcrossNodes(t *testing.T) {
 		return !strings.Contains(string(body), `"online":true`)
 	})
 
+	// A WhatsApp agent on a gets the send made on b.
+	agent := linkRouted(t, a.url, register("wa-agent").DeviceToken, proto.Hello{WhatsApp: []proto.WhatsAppNumber{{Phone: "+15550001111"}}})
+	var numbers struct {
+		Numbers []struct {
+			NumberID string `json:"number_id"`
+		}
+	}
+	_, body := get(t, b.url+"/whatsapp/numbers", apiKey)
+	if err := json.Unmarshal(body, &numbers); err != nil || len(numbers.Numbers) != 1 {
+		t.Fatalf("b's WhatsApp numbers: %s", body)
+	}
+	code, sent := call(t, "POST", b.url+"/whatsapp/send", apiKey, map[string]string{"number_id": numbers.Numbers[0].NumberID, "to": "+15551234567", "content": "hi from b"})
+	waID, _ := sent["id"].(string)
+	if code != 202 || waID == "" {
+		t.Fatalf("WhatsApp send on b: %d %v", code, sent)
+	}
+	poll.Within(t, 10*time.Second, "the WhatsApp send on b reaches the agent on a", func() bool { return agent.got(waID) })
+
 	// No bus: the kick is lost, and a's sweep pumps the job.
 	other := linkRouted(t, a.url, register("quiet-phone").DeviceToken)
 	nats.Shutdown()
 	id = send(t, b.url, apiKey, "quiet-phone", "no bus")
 	poll.Within(t, 15*time.Second, "the send on b reaches the phone on a without a bus", func() bool { return other.got(id) })
+	// No bus: the link signal is lost, and a's sweep closes the older link.
+	other.stop()
+	fenced := register("fenced-phone").DeviceToken
+	older := linkRouted(t, a.url, fenced)
+	linkRouted(t, b.url, fenced)
+	poll.Within(t, 15*time.Second, "a's sweep closes the older link with 4009 without a bus", func() bool { return older.closedWith(proto.CloseReplaced) })
 }
 
 // A node killed with its phones linked: a live node's sweep ends its links

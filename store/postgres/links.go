@@ -56,9 +56,10 @@ func (s *Store) EndOrphanLinks(live time.Duration, limit int, node string) ([]st
 // HoldLink runs fn while the device's row of device_links is locked: a
 // link of the device registering on any node meanwhile (ClaimLink) waits
 // until fn returns. fn hears which node holds or last held the device's
-// link ("" when it never had one in the cluster) and whether that link is
-// still open. fn does its own writes, in their own transactions.
-func (s *Store) HoldLink(deviceID uint64, fn func(node string, open bool) error) error {
+// link ("" when it never had one in the cluster), whether that link is
+// still open, and whether that node is live (a beat within live). fn does
+// its own writes, in their own transactions.
+func (s *Store) HoldLink(deviceID uint64, live time.Duration, fn func(node string, open, nodeLive bool) error) error {
 	return s.write("hold link", func(t *txn) error {
 		// A device never linked has no row to lock: insert an ended one of
 		// epoch 0 (the first claim makes it 1), so a claim waits on it too.
@@ -67,10 +68,12 @@ func (s *Store) HoldLink(deviceID uint64, fn func(node string, open bool) error)
 			return err
 		}
 		var node string
-		var open bool
-		if err := t.row(`SELECT node, ended_at IS NULL FROM device_links WHERE device_id = $1 FOR UPDATE`, int64(deviceID)).Scan(&node, &open); err != nil {
+		var open, nodeLive bool
+		if err := t.row(`SELECT l.node, l.ended_at IS NULL, EXISTS (SELECT 1 FROM cluster_nodes n
+				WHERE n.name = l.node AND n.seen_at > now() - make_interval(secs => $2))
+			FROM device_links l WHERE l.device_id = $1 FOR UPDATE OF l`, int64(deviceID), live.Seconds()).Scan(&node, &open, &nodeLive); err != nil {
 			return err
 		}
-		return fn(node, open)
+		return fn(node, open, nodeLive)
 	})
 }

@@ -51,9 +51,9 @@ func TestGatewayLinks(t *testing.T) {
 	if devs, err := other.EndOrphanLinks(live, 10, "a"); err != nil || len(devs) != 0 {
 		t.Fatalf("ended twice: %v (%v)", devs, err)
 	}
-	if err := s.HoldLink(d.ID, func(node string, open bool) error {
-		if node != "b" || open {
-			t.Errorf("held: node %q open %v, want b's ended link", node, open)
+	if err := s.HoldLink(d.ID, live, func(node string, open, nodeLive bool) error {
+		if node != "b" || open || !nodeLive {
+			t.Errorf("held: node %q open %v live %v, want b's ended link", node, open, nodeLive)
 		}
 		return nil
 	}); err != nil {
@@ -63,7 +63,7 @@ func TestGatewayLinks(t *testing.T) {
 	// A device never linked: its hold inserts a row that a claim waits on.
 	d2 := conformance.Device(t, s, c.ID, "gw-new")
 	claimed := make(chan uint64, 1)
-	err = s.HoldLink(d2.ID, func(node string, open bool) error {
+	err = s.HoldLink(d2.ID, live, func(node string, open, _ bool) error {
 		if node != "" || open {
 			t.Errorf("never linked: node %q open %v", node, open)
 		}

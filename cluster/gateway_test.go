@@ -1,0 +1,169 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/simrelay/simrelay/device"
+	"github.com/simrelay/simrelay/gateway"
+	"github.com/simrelay/simrelay/internal/natstest"
+	"github.com/simrelay/simrelay/internal/pgtest"
+	"github.com/simrelay/simrelay/internal/poll"
+	"github.com/simrelay/simrelay/sms"
+	"github.com/simrelay/simrelay/store/conformance"
+	"github.com/simrelay/simrelay/store/postgres"
+)
+
+// The failover's hold in a cluster: a device's jobs move on the node that
+// holds or last held its link, or on any node when it never had one; not
+// while another live node holds it, nor while a dead node's link is open;
+// after this node's sweep ended that link, here, counting offline from
+// then; and a device whose last link ended on a node since gone, here too.
+func TestFailoverHoldAcrossNodes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.URL(t)
+	st, err := postgres.Open(ctx, url, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	const live = 10 * time.Second
+	for _, n := range []string{"a", "b"} {
+		if err := st.RegisterNode(postgres.Node{Name: n, Instance: n, Bus: true}, live); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bus, err := Connect(ctx, Config{URL: natstest.Start(t), Node: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(bus.Close)
+	log := slog.New(slog.DiscardHandler)
+	hub := gateway.New(gateway.Config{}, device.New(device.Config{}, st, time.Now), sms.New(sms.Config{}, st, log, time.Now), log, time.Now)
+	g, err := NewGateway(GatewayConfig{Bus: bus, Store: st, Hub: hub, Live: live, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub.SetEpochs(g)
+	c, _ := conformance.Company(t, st)
+	moves := func(fp string, id uint64) bool {
+		t.Helper()
+		ran := false
+		if err := g.HoldDevice(fp, id, func(uint64, bool) error { ran = true; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return ran
+	}
+
+	d := conformance.Device(t, st, c.ID, "fo-phone")
+	if !moves(d.Fingerprint, d.ID) {
+		t.Error("a device never linked: its jobs do not move")
+	}
+	if _, err := st.ClaimLink(d.ID, "b"); err != nil {
+		t.Fatal(err)
+	}
+	if moves(d.Fingerprint, d.ID) {
+		t.Error("moved while b holds the link")
+	}
+	// b dies: its beat ages past the live window.
+	db, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(ctx)
+	if _, err := db.Exec(ctx, `UPDATE cluster_nodes SET seen_at = now() - interval '1 minute' WHERE name = 'b'`); err != nil {
+		t.Fatal(err)
+	}
+	if moves(d.Fingerprint, d.ID) {
+		t.Error("moved while the dead node's link is open")
+	}
+	g.sweep()
+	if g.OfflineSince(d.Fingerprint).IsZero() {
+		t.Error("the sweep ended b's link, yet the device is not offline since then")
+	}
+	if !moves(d.Fingerprint, d.ID) {
+		t.Error("the sweep took b's link over, yet its jobs do not move here")
+	}
+
+	gone := conformance.Device(t, st, c.ID, "fo-gone")
+	e, err := st.ClaimLink(gone.ID, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.EndLink(gone.ID, e); err != nil {
+		t.Fatal(err)
+	}
+	if !moves(gone.Fingerprint, gone.ID) || g.OfflineSince(gone.Fingerprint).IsZero() {
+		t.Error("a device last linked on a node gone is not taken over")
+	}
+}
+
+// Kicks for devices linked elsewhere travel coalesced: a burst of sends
+// for many devices costs the bus a few messages, and every device is in one.
+func TestKicksCoalesce(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	url := natstest.Start(t)
+	a, err := Connect(ctx, Config{URL: url, Node: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Close)
+	b, err := Connect(ctx, Config{URL: url, Node: "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	var mu sync.Mutex
+	messages, heard := 0, map[string]bool{}
+	if err := b.Subscribe(topicKick, func(m Message) {
+		mu.Lock()
+		defer mu.Unlock()
+		messages++
+		for _, fp := range strings.Split(string(m.Data), "\n") {
+			heard[fp] = true
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Ready(ctx); err != nil { // the subscription is on the server
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	// A hub with no links: every device is linked elsewhere. Kicks use
+	// neither the store nor the hub's services.
+	hub := gateway.New(gateway.Config{}, nil, nil, log, time.Now)
+	g, err := NewGateway(GatewayConfig{Bus: a, Hub: hub, Live: time.Second, SweepEvery: time.Hour, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); g.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	const devices, rounds = 500, 4
+	for range rounds {
+		for i := range devices {
+			g.Kick(fmt.Sprintf("phone-%d", i))
+		}
+	}
+	poll.Within(t, 10*time.Second, "every device's kick heard on b", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(heard) == devices
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if messages >= devices {
+		t.Errorf("%d kicks of %d devices took %d messages, want them coalesced", devices*rounds, devices, messages)
+	}
+	t.Logf("%d kicks of %d devices: %d messages", devices*rounds, devices, messages)
+}
