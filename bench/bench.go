@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"runtime"
@@ -16,9 +15,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-
-	proto "github.com/simrelay/simrelay/android-protocol"
-	"github.com/simrelay/simrelay/android-protocol/client"
 )
 
 // Config sets the sizes of a run; the defaults finish in about a minute.
@@ -168,7 +164,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	gr0, _ := srv.metric("go_goroutines")
 	stack0, _ := srv.metric("go_memstats_stack_inuse_bytes")
 	logf("connecting %d phones from 127.0.0.x ...", n)
-	fleet, err := connect(ctx, srv.url, fps, tokens)
+	fleet, err := connect(ctx, []string{srv.url}, fps, tokens)
 	if err != nil {
 		return rep, err
 	}
@@ -191,7 +187,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 
 	// Durable send throughput: answered 2xx after fsync, each taken and acked by its phone.
 	logf("sending as fast as %d senders can for %s ...", cfg.Senders, cfg.SendFor)
-	tp := throughput(api, fleet, fps, cfg.Senders, cfg.SendFor)
+	tp := throughput([]*apiClient{api}, fleet, fps, cfg.Senders, cfg.SendFor)
 	rep.SendsAnswered, rep.SendsReceived, rep.SendsPerSecond = tp.answered, tp.received, tp.perSecond
 	rep.SendsBehind, rep.SendsCatchUpMs = tp.behind, float64(tp.catchUp.Microseconds())/1000
 	logf("throughput: %.0f durable sends/s (%d answered, %d received and acked); %d not on their phones when the phase ended, the last %.0f ms later",
@@ -228,7 +224,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 
 	// Send -> frame on the phone at a fixed rate.
 	rep.SendRate = cfg.Rate
-	lat := latency(api, fleet, fps, cfg.Rate, cfg.RateFor)
+	lat := latency(func(int) *apiClient { return api }, fleet, fps, cfg.Rate, cfg.RateFor)
 	rep.SendP50ms, rep.SendP99ms = pct(lat, 50), pct(lat, 99)
 	logf("send -> phone at %d/s: p50 %.2f ms, p99 %.2f ms (%d samples)", cfg.Rate, rep.SendP50ms, rep.SendP99ms, len(lat))
 
@@ -307,72 +303,6 @@ func (a *apiClient) do(method, path string, body any) (int, []byte, error) {
 	return res.StatusCode, out, err
 }
 
-// fleet is the connected phones.
-type fleet struct {
-	phones   []*client.Phone
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
-	received atomic.Int64
-	sent     sync.Map // message text -> time the send started
-	lat      chan time.Duration
-}
-
-func connect(ctx context.Context, base string, fps, tokens []string) (*fleet, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	f := &fleet{cancel: cancel, lat: make(chan time.Duration, 1<<20)}
-	wsURL := "ws" + base[len("http"):] + "/device/ws"
-	clients := make([]*http.Client, 200)
-	for i := range clients {
-		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(1+i))}}
-		clients[i] = &http.Client{Transport: &http.Transport{DialContext: d.DialContext}}
-	}
-	var up atomic.Int64
-	for i := range fps {
-		p := client.New(client.Config{
-			WSURL: wsURL, Token: tokens[i], HTTPClient: clients[i%len(clients)],
-			BackoffBase: 100 * time.Millisecond, BackoffMax: 2 * time.Second,
-			Hello: proto.Hello{AppVersion: "bench", SelectedSIM: "BOTH", SIMs: []proto.SIM{{Slot: "SIM1"}}},
-			OnJob: func(s proto.Send) {
-				f.received.Add(1)
-				if t, ok := f.sent.LoadAndDelete(s.Message); ok {
-					select {
-					case f.lat <- time.Since(t.(time.Time)):
-					default:
-					}
-				}
-			},
-			OnState: func(ok bool, _ error) {
-				if ok {
-					up.Add(1)
-				}
-			},
-		})
-		f.phones = append(f.phones, p)
-		f.wg.Go(func() { _ = p.Run(ctx) })
-		// Connect in waves so that the accept queue never overflows.
-		if (i+1)%500 == 0 {
-			deadline := time.Now().Add(60 * time.Second)
-			for up.Load() < int64(i+1) && time.Now().Before(deadline) {
-				time.Sleep(10 * time.Millisecond)
-			}
-		}
-	}
-	deadline := time.Now().Add(120 * time.Second)
-	for up.Load() < int64(len(fps)) {
-		if time.Now().After(deadline) {
-			f.stop()
-			return nil, fmt.Errorf("bench: only %d of %d phones connected", up.Load(), len(fps))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return f, nil
-}
-
-func (f *fleet) stop() {
-	f.cancel()
-	f.wg.Wait()
-}
-
 // sendPhase is what the throughput phase measured.
 type sendPhase struct {
 	answered, received int64
@@ -384,13 +314,16 @@ type sendPhase struct {
 	catchUp time.Duration
 }
 
-func throughput(api *apiClient, f *fleet, fps []string, senders int, d time.Duration) sendPhase {
+// throughput sends as fast as the senders can, sender w through
+// apis[w%len(apis)].
+func throughput(apis []*apiClient, f *fleet, fps []string, senders int, d time.Duration) sendPhase {
 	before := f.received.Load()
 	var ok atomic.Int64
 	var wg sync.WaitGroup
 	start := time.Now()
 	stop := start.Add(d)
 	for w := range senders {
+		api := apis[w%len(apis)]
 		wg.Go(func() {
 			for i := 0; time.Now().Before(stop); i++ {
 				fp := fps[(w*7919+i)%len(fps)]
@@ -418,7 +351,12 @@ func throughput(api *apiClient, f *fleet, fps []string, senders int, d time.Dura
 	return out
 }
 
-func latency(api *apiClient, f *fleet, fps []string, rate int, d time.Duration) []time.Duration {
+// latencySeq numbers the latency phases' messages.
+var latencySeq atomic.Int64
+
+// latency sends at a fixed rate to random phones, each through via(phone
+// index), and gives the time from each send to its frame on the phone.
+func latency(via func(phone int) *apiClient, f *fleet, fps []string, rate int, d time.Duration) []time.Duration {
 	total := int(float64(rate) * d.Seconds())
 	for len(f.lat) > 0 {
 		<-f.lat
@@ -427,10 +365,13 @@ func latency(api *apiClient, f *fleet, fps []string, rate int, d time.Duration) 
 	var wg sync.WaitGroup
 	for range 64 {
 		wg.Go(func() {
-			for i := range jobs {
-				text := fmt.Sprintf("latency %d", i)
+			for range jobs {
+				// Unique across phases: a phone's frames are matched to
+				// their sends by text.
+				text := fmt.Sprintf("latency %d", latencySeq.Add(1))
+				phone := rand.IntN(len(fps))
 				f.sent.Store(text, time.Now())
-				_, _, _ = api.do("POST", "/chat/send", map[string]string{"device_fingerprint": fps[rand.IntN(len(fps))], "phone": "+15551234567", "message": text})
+				_, _, _ = via(phone).do("POST", "/chat/send", map[string]string{"device_fingerprint": fps[phone], "phone": "+15551234567", "message": text})
 			}
 		})
 	}

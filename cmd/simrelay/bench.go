@@ -39,12 +39,24 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	databaseURL := new(cliflag.DatabaseURL)
 	fs.Var(databaseURL, cliflag.DatabaseURLFlag, "run the server on this PostgreSQL database, postgres://USER:PASSWORD@HOST:5432/DB, which must hold no company (the bench fills it and leaves it filled); empty: a temporary embedded store")
 	fs.StringVar(&jsonPath, "json", "simrelay-bench.json", "where to write the figures as JSON (empty: nowhere)")
-	fs.Usage = flagUsage(fs, "Usage: simrelay bench [flags]\n\nStarts a server on loopback with a temporary store (or, with --database-url, an empty PostgreSQL database of its own), connects virtual phones and measures it.\n\nFlags, each with its environment twin:\n")
+	cl := addBenchNodesFlags(fs)
+	fs.Usage = flagUsage(fs, "Usage: simrelay bench [flags]\n\nStarts a server on loopback with a temporary store (or, with --database-url, an empty PostgreSQL database of its own), connects virtual phones and measures it.\nWith --nodes N (2 or more), --database-url and --nats-url it starts N nodes on that database and bus instead and measures the cluster (docs/cluster.md).\n\nFlags, each with its environment twin:\n")
 	if err := parseFlags(fs, args, 0); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		fmt.Fprintf(stderr, "simrelay bench: %v\n", err)
+		return 2
+	}
+	if cl.nodes < 1 {
+		fmt.Fprintf(stderr, "simrelay bench: %s %d: want 1 (one server) or more\n", both("nodes"), cl.nodes)
+		return 2
+	}
+	if cl.nodes > 1 {
+		return benchCluster(ctx, fs, cl, cfg, databaseURL.URL(), jsonPath, stdout, stderr)
+	}
+	if cl.natsURL != "" || cl.failover != benchNodes0.failover {
+		fmt.Fprintf(stderr, "simrelay bench: %s and %s measure a cluster: give %s too\n", both("nats-url"), both("failover-phones"), both("nodes"))
 		return 2
 	}
 	if databaseURL.URL() != "" && slowSync > 0 {

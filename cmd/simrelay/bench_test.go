@@ -7,6 +7,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/simrelay/simrelay/bench"
+	"github.com/simrelay/simrelay/internal/natstest"
+	"github.com/simrelay/simrelay/internal/pgtest"
+	"github.com/simrelay/simrelay/internal/storetest"
 )
 
 // TestBenchDrainPhase runs `simrelay bench` at a tiny size and wants its
@@ -77,5 +82,79 @@ func TestBenchDrainPhase(t *testing.T) {
 	}
 	if got, want := rep.Ratio, rep.Rate/rep.Sends; got < want*0.999 || got > want*1.001 {
 		t.Errorf("got ratio %.4f, want drain over sends %.4f", got, want)
+	}
+}
+
+// TestBenchCluster runs `simrelay bench --nodes 3` at a tiny size on a
+// database of the test's own and an embedded NATS server: sends on one node
+// and on three, send -> phone with the phone on the same and on another
+// node, and a node killed under its phones, each in the table and the JSON;
+// every send made after the kill reaches its phone.
+func TestBenchCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	if storetest.Postgres() {
+		t.Skip("a cluster is on PostgreSQL whatever the pass: this test runs once, in the first pass of make test")
+	}
+	t.Parallel()
+	bin := buildBinary(t)
+	out := filepath.Join(t.TempDir(), "bench.json")
+	cmd := exec.Command(bin, "bench", "--nodes", "3", "--database-url", pgtest.URL(t), "--nats-url", natstest.Start(t),
+		"--phones", "6", "--send-for", "500ms", "--senders", "4", "--rate", "20", "--rate-for", "500ms",
+		"--failover-phones", "2", "--json", out)
+	cmd.Dir = t.TempDir()
+	stdout, err := cmd.Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("simrelay bench --nodes 3: %v\n%s\n%s", err, stdout, stderr)
+	}
+	for _, row := range []string{"durable sends, answered and acked by the phone: 1 node / 3 nodes", "phone on the same node, p50 / p99",
+		"phone on another node, p50 / p99", "kill -9 of a node -> its 2 phones' new links", "kill -9 -> a send made at once on another node"} {
+		if !strings.Contains(string(stdout), row) {
+			t.Errorf("the table has no row %q:\n%s", row, stdout)
+		}
+	}
+	raw, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep bench.ClusterReport
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Nodes != 3 || rep.Phones != 6 || rep.OneNodeSendsPerSec <= 0 || rep.NodesSendsPerSec <= 0 {
+		t.Errorf("got %d nodes, %d phones, %.0f and %.0f sends/s; want 3 nodes, 6 phones, both rates measured", rep.Nodes, rep.Phones, rep.OneNodeSendsPerSec, rep.NodesSendsPerSec)
+	}
+	if rep.SameNodeP50ms <= 0 || rep.OtherNodeP50ms <= 0 {
+		t.Errorf("send -> phone: same node p50 %.2f ms, other node p50 %.2f ms; want both measured", rep.SameNodeP50ms, rep.OtherNodeP50ms)
+	}
+	if rep.FailoverPhones != 2 || rep.FailoverLinkP50ms <= 0 || rep.FailoverSendP50ms <= 0 || rep.FailoverSendsLost != 0 {
+		t.Errorf("failover: %d phones, new link p50 %.0f ms, send p50 %.0f ms, %d lost; want 2 phones, both measured, none lost",
+			rep.FailoverPhones, rep.FailoverLinkP50ms, rep.FailoverSendP50ms, rep.FailoverSendsLost)
+	}
+}
+
+// The cluster bench refuses what it cannot run with a message that says
+// what to give.
+func TestBenchClusterFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--nodes", "3", "--nats-url", "nats://127.0.0.1:1"}, "share one PostgreSQL database: give --database-url"},
+		{[]string{"--nodes", "3", "--database-url", "postgres://x@/y"}, "need a bus: give --nats-url"},
+		{[]string{"--nats-url", "nats://127.0.0.1:1"}, "measure a cluster: give --nodes (SIMRELAY_NODES) too"},
+		{[]string{"--nodes", "2", "--drain-jobs", "5"}, "--drain-jobs (SIMRELAY_DRAIN_JOBS) sizes a phase of the single-node bench"},
+		{[]string{"--nodes", "0"}, "--nodes (SIMRELAY_NODES) 0: want 1 (one server) or more"},
+	} {
+		var stdout, stderr strings.Builder
+		code := benchCmd(t.Context(), append(c.args, "--json", ""), &stdout, &stderr)
+		if code == 0 || !strings.Contains(stderr.String(), c.want) {
+			t.Errorf("bench %v: exit %d, stderr %q; want it to say %q", c.args, code, stderr.String(), c.want)
+		}
 	}
 }

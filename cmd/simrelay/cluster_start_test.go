@@ -76,8 +76,9 @@ func stopServer(t *testing.T, s *server) {
 }
 
 // A node killed and started again at once sees its own last beat: it waits
-// for the beat to age instead of refusing its own name, and a second
-// process given a live node's name is refused.
+// for the beat to age instead of refusing its own name (or, for a node
+// without a bus, the dead node's), and a second process given a live
+// node's name is refused.
 func TestClusterNodeRestartsUnderItsName(t *testing.T) {
 	t.Parallel()
 	if storetest.Postgres() {
@@ -98,5 +99,16 @@ func TestClusterNodeRestartsUnderItsName(t *testing.T) {
 	again := startServer(t, bin, testStore{dir: t.TempDir(), databaseURL: db}, "--node-name", "a", "--nats-url", nats)
 	if code, _ := get(t, again.url+"/readyz", ""); code != http.StatusOK {
 		t.Fatalf("a restarted: readyz %d", code)
+	}
+	// A single node killed and replaced by one under another name and
+	// without a bus (a restart on another port, say) starts too, once the
+	// dead node's beat has aged.
+	if err := again.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = again.cmd.Wait()
+	other := startServer(t, bin, testStore{dir: t.TempDir(), databaseURL: db}, "--node-name", "b")
+	if code, _ := get(t, other.url+"/readyz", ""); code != http.StatusOK {
+		t.Fatalf("b after a died: readyz %d", code)
 	}
 }

@@ -124,40 +124,56 @@ func joinCluster(ctx context.Context, cfg clusterConfig, addr net.Addr, st backe
 	return n, nil
 }
 
-// register writes the node into the registry. A live node of the same name
-// may be this node's own previous run, killed a moment ago: the node waits
-// until that beat is older than nodeLiveWithin, and is refused only if the
-// beat moves meanwhile (a second process really runs under the name).
+// register writes the node into the registry. The live node in the way
+// of a refusal may be a node killed a moment ago (this node's own previous
+// run, or another single node the operator replaced): its last beat counts
+// for nodeLiveWithin. So the node waits, up to that window and a beat,
+// to see whether the other's beat moves: refused if it does (the other
+// really runs), registered once the beat has aged.
 func (n *clusterNode) register(ctx context.Context) error {
 	me := postgres.Node{Name: n.name, Bus: n.bus != nil, Instance: n.instance}
-	err := n.pg.RegisterNode(me, nodeLiveWithin)
-	if refused := (*postgres.NodeRefused)(nil); !errors.As(err, &refused) || !refused.NameLive {
-		return nodeRefusal(err)
+	for tries := 0; ; tries++ {
+		err := n.pg.RegisterNode(me, nodeLiveWithin)
+		refused := (*postgres.NodeRefused)(nil)
+		if !errors.As(err, &refused) || tries == 3 {
+			return nodeRefusal(err)
+		}
+		if alive, e := n.stillBeats(ctx, refused.Other); e != nil || alive {
+			if e != nil {
+				return e
+			}
+			return nodeRefusal(err)
+		}
 	}
-	first, _, e := n.pg.NodeSeen(n.name)
-	if e != nil {
-		return e
+}
+
+// stillBeats watches the named node's beat for up to the live window and
+// a beat: true as soon as it moves, false once it is older than the window.
+func (n *clusterNode) stillBeats(ctx context.Context, other string) (bool, error) {
+	first, _, err := n.pg.NodeSeen(other)
+	if err != nil {
+		return false, err
 	}
-	n.log.Warn("a node of this name beat a moment ago: waiting to see whether it still runs", "node", n.name, "wait", nodeLiveWithin)
+	n.log.Warn("another node on the database beat a moment ago: waiting to see whether it still runs", "other", other, "wait", nodeLiveWithin)
 	deadline := time.Now().Add(nodeLiveWithin + nodeBeatEvery)
 	for time.Now().Before(deadline) {
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(nodeBeatEvery):
+			return false, ctx.Err()
+		case <-time.After(nodeBeatEvery / 2):
 		}
-		seen, now, e := n.pg.NodeSeen(n.name)
-		if e != nil {
-			return e
+		seen, now, err := n.pg.NodeSeen(other)
+		if err != nil {
+			return false, err
 		}
 		if seen.After(first) {
-			return nodeRefusal(err) // it beats: a second process has the name
+			return true, nil
 		}
 		if now.Sub(seen) > nodeLiveWithin {
-			break
+			return false, nil
 		}
 	}
-	return nodeRefusal(n.pg.RegisterNode(me, nodeLiveWithin))
+	return true, nil
 }
 
 func nodeRefusal(err error) error {

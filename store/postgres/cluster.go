@@ -22,10 +22,11 @@ type Node struct {
 }
 
 // NodeRefused is RegisterNode's refusal: Reason says why, for the
-// operator; NameLive says a live node has the node's name (a restart right
-// after a crash sees its own last beat).
+// operator; Other is the live node in the way (the node's own name when
+// NameLive: a restart right after a crash sees its own last beat).
 type NodeRefused struct {
 	Reason   string
+	Other    string
 	NameLive bool
 }
 
@@ -60,13 +61,13 @@ func (s *Store) RegisterNode(n Node, live time.Duration) error {
 		for _, o := range others {
 			switch {
 			case o.Name == n.Name:
-				return &NodeRefused{NameLive: true, Reason: fmt.Sprintf("a live node is named %q already (its last beat is within %s): give each node its own --node-name", n.Name, live)}
+				return &NodeRefused{NameLive: true, Other: o.Name, Reason: fmt.Sprintf("a live node is named %q already (its last beat is within %s): give each node its own --node-name", n.Name, live)}
 			case !n.Bus && !o.Bus:
-				return &NodeRefused{Reason: fmt.Sprintf("node %q runs on this database without a bus, and so would this one: two nodes on one database need --nats-url each", o.Name)}
+				return &NodeRefused{Other: o.Name, Reason: fmt.Sprintf("node %q runs on this database without a bus, and so would this one: two nodes on one database need --nats-url each", o.Name)}
 			case !n.Bus:
-				return &NodeRefused{Reason: fmt.Sprintf("node %q runs on this database with a bus, and this one has none: give this node the cluster's --nats-url", o.Name)}
+				return &NodeRefused{Other: o.Name, Reason: fmt.Sprintf("node %q runs on this database with a bus, and this one has none: give this node the cluster's --nats-url", o.Name)}
 			case !o.Bus:
-				return &NodeRefused{Reason: fmt.Sprintf("node %q runs on this database without a bus: restart it with --nats-url before adding nodes", o.Name)}
+				return &NodeRefused{Other: o.Name, Reason: fmt.Sprintf("node %q runs on this database without a bus: restart it with --nats-url before adding nodes", o.Name)}
 			}
 		}
 		_, err = t.exec(`INSERT INTO cluster_nodes (name, started_at, seen_at, bus, instance) VALUES ($1, now(), now(), $2, $3)
