@@ -71,9 +71,21 @@ func NewLeader(cfg LeaderConfig) (*Leader, error) {
 func (l *Leader) Run(ctx context.Context, work func(ctx context.Context)) {
 	t := time.NewTicker(l.cfg.Poll)
 	defer t.Stop()
+	// conn is the session that tries for the lock, kept between tries: a
+	// follower costs the database one idle session, not a new connection
+	// (a backend started, TLS, authentication) every Poll.
+	var conn *pgx.Conn
+	defer func() {
+		if conn != nil {
+			l.close(conn)
+		}
+	}()
 	for {
-		if conn := l.acquire(ctx); conn != nil {
-			l.lead(ctx, conn, t.C, work)
+		var got bool
+		conn, got = l.acquire(ctx, conn)
+		if got {
+			l.lead(ctx, conn, t.C, work) // closes conn, releasing the lock
+			conn = nil
 		}
 		select {
 		case <-ctx.Done():
@@ -83,27 +95,30 @@ func (l *Leader) Run(ctx context.Context, work func(ctx context.Context)) {
 	}
 }
 
-// acquire connects and tries for the lock: the connection holding it, or
-// nil (another node leads, or the database did not answer: a try later).
-func (l *Leader) acquire(ctx context.Context) *pgx.Conn {
+// acquire tries for the lock on conn (connecting first when conn is nil)
+// and returns the session to keep, and whether it holds the lock; nil when
+// the database did not answer (closed: a try later connects again).
+func (l *Leader) acquire(ctx context.Context, conn *pgx.Conn) (*pgx.Conn, bool) {
 	cctx, cancel := context.WithTimeout(ctx, l.cfg.Poll)
 	defer cancel()
-	conn, err := pgx.Connect(cctx, l.cfg.URL)
-	if err != nil {
-		if ctx.Err() == nil {
-			l.log.Warn("leadership: connect", "err", err)
+	if conn == nil {
+		var err error
+		if conn, err = pgx.Connect(cctx, l.cfg.URL); err != nil {
+			if ctx.Err() == nil {
+				l.log.Warn("leadership: connect", "err", err)
+			}
+			return nil, false
 		}
-		return nil
 	}
 	var got bool
-	if err := conn.QueryRow(cctx, "SELECT pg_try_advisory_lock($1)", l.cfg.Key).Scan(&got); err != nil || !got {
-		if err != nil && ctx.Err() == nil {
+	if err := conn.QueryRow(cctx, "SELECT pg_try_advisory_lock($1)", l.cfg.Key).Scan(&got); err != nil {
+		if ctx.Err() == nil {
 			l.log.Warn("leadership: try the lock", "err", err)
 		}
 		l.close(conn)
-		return nil
+		return nil, false
 	}
-	return conn
+	return conn, got
 }
 
 // lead runs work while conn answers each tick, then stops it, waits for it

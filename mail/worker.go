@@ -83,6 +83,14 @@ func (s *Service) deliverDue(ctx context.Context) (time.Time, error) {
 				// Sent meanwhile, or another node's: that node records it,
 				// or its lease runs out and a later look (cfg.Poll) takes it.
 				continue
+			case claimed.NextAttemptAt.After(s.now()):
+				// Another node made the attempt since the list was read,
+				// and it failed: the next one waits for its time. Recording
+				// nothing new gives the claim back.
+				at = claimed.NextAttemptAt
+				if _, err := s.outbox.UpdateMail(m.ID, func(*store.Mail) {}); err != nil {
+					errs = append(errs, fmt.Errorf("mail: give back the claim of %d: %w", m.ID, err))
+				}
 			default:
 				if at, err = s.deliver(ctx, claimed); err != nil {
 					errs = append(errs, err)

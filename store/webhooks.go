@@ -105,4 +105,8 @@ type WebhookDue struct {
 	// (ClaimWebhookDeliveries on PostgreSQL), so that a per-company bound
 	// holds across a cluster; always 0 on the embedded store.
 	CompanyLeased int
+	// EntryLeased is the same count for the delivery's entry, so that one
+	// hanging entry leaves room for its company's other entries across a
+	// cluster too; always 0 on the embedded store.
+	EntryLeased int
 }

@@ -66,7 +66,8 @@ func (s *Service) claimLimit() int {
 // is recorded), over those of an entry that already has cfg.entryBound()
 // attempts under way, and over those of a company that already has
 // cfg.PerCompany under way (counting the ones this read lets through, and
-// on a cluster the company's deliveries other nodes hold leased): a
+// on a cluster the entry's and the company's deliveries other nodes hold
+// leased): a
 // slow or unreachable receiver holds at most that many workers, one
 // company's receivers never hold them all, and the others' deliveries go
 // on. An attempt is under way from its hand-out until its answer (or
@@ -77,7 +78,7 @@ func (s *Service) skipper() func(d store.WebhookDue) bool {
 	return func(d store.WebhookDue) bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if s.busy[d.ID] || s.perEntry[d.WebhookID]+batch[d.WebhookID] >= s.cfg.entryBound() ||
+		if s.busy[d.ID] || d.EntryLeased+s.perEntry[d.WebhookID]+batch[d.WebhookID] >= s.cfg.entryBound() ||
 			d.CompanyLeased+s.perCompany[d.CompanyID]+companyBatch[d.CompanyID] >= s.cfg.PerCompany {
 			return true
 		}

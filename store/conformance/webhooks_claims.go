@@ -33,6 +33,7 @@ func WebhookClaims(t *testing.T, nodes ClaimNodes) {
 	t.Run("DeadNodeTakenOver", func(t *testing.T) { t.Parallel(); claimsTakeover(t, nodes) })
 	t.Run("RecordEndsLease", func(t *testing.T) { t.Parallel(); claimsRecordEnds(t, nodes) })
 	t.Run("CompanyLeasesCounted", func(t *testing.T) { t.Parallel(); claimsCompanyLeases(t, nodes) })
+	t.Run("EntryLeasesCounted", func(t *testing.T) { t.Parallel(); claimsEntryLeases(t, nodes) })
 	t.Run("MailClaimedOnce", func(t *testing.T) { t.Parallel(); claimsMailOnce(t, nodes) })
 	t.Run("MailDeadNodeTakenOver", func(t *testing.T) { t.Parallel(); claimsMailTakeover(t, nodes) })
 }
@@ -207,6 +208,35 @@ func claimsCompanyLeases(t *testing.T, nodes ClaimNodes) {
 	got := claimIDs(t, b, T0, 10)
 	if len(got) != 1 || got[0].CompanyLeased != 4 {
 		t.Fatalf("the other node's claim: %+v, want one delivery with 4 leased elsewhere", got)
+	}
+}
+
+// claimsEntryLeases: a node's claim says how many of the entry's
+// deliveries other nodes lease, apart from the rest of the company's.
+func claimsEntryLeases(t *testing.T, nodes ClaimNodes) {
+	open := nodes(t)
+	a, b := open(time.Hour), open(time.Hour)
+	w := webhookCompany(t, a, 2)
+	mustAdd(t, a, w, T0)
+	mustAdd(t, a, w, T0) // two deliveries per entry
+	first := w.set.Entries[0].ID
+	got, _, err := a.ClaimWebhookDeliveries(T0, 1, func(d store.WebhookDue) bool { return d.WebhookID != first })
+	if err != nil || len(got) != 1 || got[0].EntryLeased != 0 {
+		t.Fatalf("first claim: %+v (%v), want one of the first entry with no other lease", got, err)
+	}
+	rest := claimIDs(t, b, T0, 10)
+	if len(rest) != 3 {
+		t.Fatalf("the other node claimed %+v, want the other 3", rest)
+	}
+	for _, d := range rest {
+		want := 0
+		if d.WebhookID == first {
+			want = 1
+		}
+		if d.EntryLeased != want || d.CompanyLeased != 1 {
+			t.Errorf("delivery %d of entry %d: %d of its entry and %d of its company leased elsewhere, want %d and 1",
+				d.ID, d.WebhookID, d.EntryLeased, d.CompanyLeased, want)
+		}
 	}
 }
 

@@ -5,15 +5,18 @@ import (
 	"encoding/hex"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/simrelay/simrelay/store"
 )
 
 // Leases: with several nodes on one database, each webhook delivery attempt
 // and each e-mail attempt is made by one node. (E-mails are claimed one at a
-// time by ClaimMail, in mail.go, the same way.) A node claims due rows of the outbox with
-// FOR UPDATE SKIP LOCKED (nodes claiming at once take disjoint rows, none
-// waits for another) and leases them for Options.Lease: leased_until and
-// leased_by on the row (migrations/0013_leases.sql). Recording the attempt
+// time by ClaimMail, in mail.go, the same way.) A node claims due rows of
+// the outbox under a lock that makes the nodes' claims take turns
+// (claimLock), takes them FOR UPDATE SKIP LOCKED (a row being recorded is
+// passed over, not waited for) and leases them for Options.Lease:
+// leased_until and leased_by on the row (migrations/0013_leases.sql). Recording the attempt
 // ends the lease (RecordWebhookAttempt clears it, or deletes the row); a
 // lease that ran out, its node dead mid-attempt, lets any node claim the
 // row again. So an attempt is made once, and at least once across a crash:
@@ -28,6 +31,13 @@ import (
 // process that died are not taken for its own (it waits for them to run
 // out like any node).
 
+// claimLock serialises the claims of webhook deliveries of every node
+// ("simrelaw"): a claim counts the leases other nodes hold and leases up to
+// the per-company bound less those, so two claims at once would each count
+// without the other's and together pass the bound. A claim is a few
+// statements; one per node per poll.
+const claimLock int64 = 0x73696d72656c6177
+
 // newHolder names this store's leases: random, so unique per process.
 func newHolder() string {
 	var b [8]byte
@@ -39,17 +49,22 @@ func newHolder() string {
 // it returns up to limit deliveries due at now that no live lease holds,
 // the longest due first, passing over those skip names, and leases the ones
 // it returns to this store until their attempt is recorded or the lease runs
-// out. Each one's CompanyLeased counts the company's deliveries other holders
-// lease, so a per-company bound holds across the nodes. Rows another node is
-// claiming at this moment are passed over, not waited for. It also returns
-// when to look again, as DueWebhookDeliveries does; a delivery another node
-// leases is not in it (the caller looks again on a cluster's poll).
+// out. Each one's CompanyLeased and EntryLeased count the company's and the
+// entry's deliveries other holders lease, so the bounds hold across nodes:
+// the claims of all nodes take turns (claimLock), so each counts the leases
+// of those before it. Rows whose attempt is being recorded are passed over,
+// not waited for. It also returns when to look again, as
+// DueWebhookDeliveries does; a delivery another node leases is not in it
+// (the caller looks again on a cluster's poll).
 func (s *Store) ClaimWebhookDeliveries(now time.Time, limit int, skip func(d store.WebhookDue) bool) ([]store.WebhookDue, time.Time, error) {
 	const page = 256
 	var due []store.WebhookDue
 	var next time.Time
 	err := s.write("claim webhook deliveries", func(t *txn) error {
 		due, next = nil, time.Time{}
+		if _, err := t.exec("SELECT pg_advisory_xact_lock($1)", claimLock); err != nil {
+			return err
+		}
 		leased, err := companyLeases(t, s.holder)
 		if err != nil {
 			return err
@@ -57,10 +72,13 @@ func (s *Store) ClaimWebhookDeliveries(now time.Time, limit int, skip func(d sto
 		after, afterID := time.Time{}, int64(0)
 		full := false
 		for !full {
+			// The scan locks nothing: the rows skip passes over (a company
+			// at its bound may have thousands due) are not written to;
+			// only the ones taken are locked, below.
 			rows, err := t.query(`SELECT id, webhook_id, company_id, next_attempt_at FROM webhook_deliveries
 				WHERE next_attempt_at <= $1 AND (next_attempt_at, id) > ($2, $3)
 				AND (leased_until IS NULL OR leased_until <= clock_timestamp())
-				ORDER BY next_attempt_at, id LIMIT $4 FOR UPDATE SKIP LOCKED`,
+				ORDER BY next_attempt_at, id LIMIT $4`,
 				now, after, afterID, page)
 			if err != nil {
 				return err
@@ -75,7 +93,7 @@ func (s *Store) ClaimWebhookDeliveries(now time.Time, limit int, skip func(d sto
 				}
 				n, afterID = n+1, did
 				d.ID, d.WebhookID, d.CompanyID = uint64(did), uint64(wid), uint64(cid)
-				d.CompanyLeased = leased[d.CompanyID]
+				d.CompanyLeased, d.EntryLeased = leased.company[d.CompanyID], leased.entry[d.WebhookID]
 				if skip != nil && skip(d) {
 					continue
 				}
@@ -94,13 +112,7 @@ func (s *Store) ClaimWebhookDeliveries(now time.Time, limit int, skip func(d sto
 			}
 		}
 		if len(due) > 0 {
-			ids := make([]int64, len(due))
-			for i, d := range due {
-				ids[i] = id(d.ID)
-			}
-			if _, err := t.exec(`UPDATE webhook_deliveries
-				SET leased_until = clock_timestamp() + $2 * interval '1 millisecond', leased_by = $3
-				WHERE id = ANY($1)`, ids, s.lease.Milliseconds(), s.holder); err != nil {
+			if err := s.leaseDeliveries(t, &due); err != nil {
 				return err
 			}
 		}
@@ -123,23 +135,65 @@ func (s *Store) ClaimWebhookDeliveries(now time.Time, limit int, skip func(d sto
 	return due, next, nil
 }
 
-// companyLeases counts each company's deliveries under a live lease of a
-// holder other than this one.
-func companyLeases(t *txn, holder string) (map[uint64]int, error) {
-	rows, err := t.query(`SELECT company_id, count(*) FROM webhook_deliveries
+// otherLeases is the live leases of other holders: by company and by entry.
+type otherLeases struct {
+	company, entry map[uint64]int
+}
+
+// companyLeases counts each company's and each entry's deliveries under a
+// live lease of a holder other than this one.
+func companyLeases(t *txn, holder string) (otherLeases, error) {
+	out := otherLeases{company: map[uint64]int{}, entry: map[uint64]int{}}
+	rows, err := t.query(`SELECT company_id, webhook_id, count(*) FROM webhook_deliveries
 		WHERE leased_by IS NOT NULL AND leased_by <> $1 AND leased_until > clock_timestamp()
-		GROUP BY company_id`, holder)
+		GROUP BY company_id, webhook_id`, holder)
 	if err != nil {
-		return nil, err
+		return out, err
 	}
 	defer rows.Close()
-	out := map[uint64]int{}
 	for rows.Next() {
-		var cid, n int64
-		if err := rows.Scan(&cid, &n); err != nil {
-			return nil, err
+		var cid, wid, n int64
+		if err := rows.Scan(&cid, &wid, &n); err != nil {
+			return out, err
 		}
-		out[uint64(cid)] = int(n)
+		out.company[uint64(cid)] += int(n)
+		out.entry[uint64(wid)] += int(n)
 	}
 	return out, rows.Err()
+}
+
+// leaseDeliveries leases the deliveries a claim took to this store, and
+// drops from due those it could not: a row whose attempt another node is
+// recording right now (its lease ran out meanwhile) is locked by that
+// record, and passed over (SKIP LOCKED) rather than waited for; the lease
+// condition is read again under the row's lock.
+func (s *Store) leaseDeliveries(t *txn, due *[]store.WebhookDue) error {
+	ids := make([]int64, len(*due))
+	for i, d := range *due {
+		ids[i] = id(d.ID)
+	}
+	rows, err := t.query(`UPDATE webhook_deliveries d
+		SET leased_until = clock_timestamp() + $2 * interval '1 millisecond', leased_by = $3
+		FROM (SELECT id FROM webhook_deliveries WHERE id = ANY($1)
+			AND (leased_until IS NULL OR leased_until <= clock_timestamp()) FOR UPDATE SKIP LOCKED) c
+		WHERE d.id = c.id RETURNING d.id`, ids, s.lease.Milliseconds(), s.holder)
+	if err != nil {
+		return err
+	}
+	leased, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil || len(leased) == len(ids) {
+		return err
+	}
+	got := make(map[uint64]bool, len(leased))
+	for _, l := range leased {
+		got[uint64(l)] = true
+	}
+	kept := (*due)[:0]
+	for _, d := range *due {
+		if got[d.ID] {
+			kept = append(kept, d)
+		}
+	}
+	*due = kept
+	return nil
 }

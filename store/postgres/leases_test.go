@@ -1,0 +1,118 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/simrelay/simrelay/internal/pgtest"
+	"github.com/simrelay/simrelay/store"
+)
+
+// leaseTenant stores a company with entries webhook entries and events
+// events due now, one delivery per entry each.
+func leaseTenant(t *testing.T, s *Store, entries, events int) store.WebhookSet {
+	t.Helper()
+	c := store.Company{Name: "Acme", APIKeyHash: []byte("leases")}
+	if err := s.CreateCompany(&c, &store.User{Email: "a@acme.test", PasswordHash: "x", Role: store.RoleAdmin}); err != nil {
+		t.Fatal(err)
+	}
+	set, err := s.UpdateWebhookSet(c.ID, time.Now(), func(w *store.WebhookSet) error {
+		for i := range entries {
+			w.Entries = append(w.Entries, store.WebhookEntry{URL: fmt.Sprintf("https://hooks.example.com/%d", i), Active: true})
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now().Add(-time.Second)
+	for i := range events {
+		err := s.write("test event", func(tx *txn) error {
+			_, err := s.addWebhookEvent(tx, c.ID, at, store.OutboxLimits{}, func(set store.WebhookSet) (store.WebhookEvent, []store.WebhookDelivery, error) {
+				ev := store.WebhookEvent{ID: fmt.Sprintf("ev-%d", i), Body: []byte(`{"type":"sms.received"}`)}
+				var ds []store.WebhookDelivery
+				for _, e := range set.Entries {
+					ds = append(ds, store.WebhookDelivery{UUID: fmt.Sprintf("%s-%d", ev.ID, e.ID), EventType: "sms.received", WebhookID: e.ID, CreatedAt: at, NextAttemptAt: at})
+				}
+				return ev, ds, nil
+			})
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return set
+}
+
+// bounded is a dispatcher's skip for one claim: a company takes deliveries
+// while its leases elsewhere and those taken by this claim are under bound.
+func bounded(bound int, inside func()) func(d store.WebhookDue) bool {
+	taken := 0
+	return func(d store.WebhookDue) bool {
+		if inside != nil {
+			inside()
+			inside = nil
+		}
+		if d.CompanyLeased+taken >= bound {
+			return true
+		}
+		taken++
+		return false
+	}
+}
+
+// Two nodes claiming one company's deliveries at the same moment take no
+// more than its bound between them: the second claim counts the first's
+// leases. Node a's claim is held open (inside its skip) until node b's
+// claim either finished or waits for a's to end.
+func TestClaimsKeepTheCompanyBoundWhenConcurrent(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	a, b := openURL(t, url, Options{}), openURL(t, url, Options{})
+	// More deliveries due than a claim reads in one page (256), so that
+	// rows one claim has not reached yet are free to the other.
+	leaseTenant(t, a, 4, 70)
+	const bound = 2
+
+	bDone := make(chan []store.WebhookDue, 1)
+	startB := func() {
+		go func() {
+			got, _, err := b.ClaimWebhookDeliveries(time.Now(), 10, bounded(bound, nil))
+			if err != nil {
+				t.Error(err)
+			}
+			bDone <- got
+		}()
+		// b either ends or waits for a's claim, seen as an advisory lock
+		// not granted in this test's database (the server is shared).
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			if len(bDone) > 0 {
+				return
+			}
+			var waiting bool
+			if err := a.pool.QueryRow(context.Background(),
+				`SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
+					AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))`).Scan(&waiting); err != nil {
+				t.Error(err)
+				return
+			}
+			if waiting {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		t.Error("node b's claim neither ended nor waited within 10 s")
+	}
+	byA, _, err := a.ClaimWebhookDeliveries(time.Now(), 10, bounded(bound, startB))
+	if err != nil {
+		t.Fatal(err)
+	}
+	byB := <-bDone
+	if len(byA)+len(byB) != bound {
+		t.Fatalf("node a took %d and node b %d at once, want %d between them", len(byA), len(byB), bound)
+	}
+}
