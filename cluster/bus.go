@@ -109,7 +109,10 @@ func Connect(ctx context.Context, cfg Config) (*Bus, error) {
 		nats.ReconnectWait(reconnectWait),
 		nats.ReconnectBufSize(reconnectBuffer),
 		nats.Timeout(cfg.ConnectTimeout),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
+			if nc.IsClosed() {
+				return // the node's own Close, at shutdown
+			}
 			log.Warn("bus disconnected; signals to other nodes wait for the reconnection", "err", err)
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("bus reconnected", "server", nc.ConnectedUrlRedacted()) }),
