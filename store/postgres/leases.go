@@ -120,14 +120,8 @@ func (s *Store) ClaimWebhookDeliveries(now time.Time, limit int, skip func(d sto
 			next = now
 			return nil
 		}
-		var first *time.Time
-		if err := t.row("SELECT min(next_attempt_at) FROM webhook_deliveries WHERE next_attempt_at > $1", now).Scan(&first); err != nil {
-			return err
-		}
-		if first != nil {
-			next = first.UTC()
-		}
-		return nil
+		next, err = nextAttempt(t, now)
+		return err
 	})
 	if err != nil {
 		return nil, time.Time{}, err

@@ -279,19 +279,24 @@ func (s *Store) DueWebhookDeliveries(now time.Time, limit int, skip func(d store
 				break
 			}
 		}
-		var first *time.Time
-		if err := t.row("SELECT min(next_attempt_at) FROM webhook_deliveries WHERE next_attempt_at > $1", now).Scan(&first); err != nil {
-			return err
-		}
-		if first != nil {
-			next = first.UTC()
-		}
-		return nil
+		var err error
+		next, err = nextAttempt(t, now)
+		return err
 	})
 	if err != nil {
 		return nil, time.Time{}, err
 	}
 	return due, next, nil
+}
+
+// nextAttempt is when the first delivery due after now is due; zero when
+// none is.
+func nextAttempt(t *txn, now time.Time) (time.Time, error) {
+	var first *time.Time
+	if err := t.row("SELECT min(next_attempt_at) FROM webhook_deliveries WHERE next_attempt_at > $1", now).Scan(&first); err != nil || first == nil {
+		return time.Time{}, err
+	}
+	return first.UTC(), nil
 }
 
 // WebhookJob reads a pending delivery with its body, its entry and the
