@@ -121,6 +121,19 @@ func joinCluster(ctx context.Context, cfg clusterConfig, addr net.Addr, st backe
 		}
 		return nil, err
 	}
+	if n.bus == nil {
+		// Alone on the database (the registry refuses a second node
+		// without a bus): every lease on the outboxes was left by a
+		// process that died, so its webhooks and mails go now rather than
+		// after their lease. A cluster waits out a dead node's leases.
+		released, err := pg.ReleaseLeases()
+		if err != nil {
+			return nil, err
+		}
+		if released > 0 {
+			log.Info("webhook deliveries and e-mails leased by a server that stopped without finishing them are due again", "count", released)
+		}
+	}
 	return n, nil
 }
 
