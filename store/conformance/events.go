@@ -48,33 +48,8 @@ func EventsBudget(t *testing.T, open Opener[EventsStore]) {
 	t.Run("ChargedAfter", func(t *testing.T) { t.Parallel(); eventsChargedAfter(t, open(t)) })
 }
 
-// eventsTenant is a company with a device and a webhook set of n active
-// entries.
-type eventsTenant struct {
-	company store.Company
-	device  store.Device
-	set     store.WebhookSet
-}
-
-func eventsCompany(t *testing.T, s EventsStore, n int) eventsTenant {
-	t.Helper()
-	c, _ := Company(t, s)
-	d := Device(t, s, c.ID, fmt.Sprintf("fp-%d", unique()))
-	set, err := s.UpdateWebhookSet(c.ID, T0, func(w *store.WebhookSet) error {
-		w.Secret = fmt.Sprintf("whsec_%d", c.ID)
-		for i := range n {
-			w.Entries = append(w.Entries, store.WebhookEntry{URL: fmt.Sprintf("https://hooks.example.com/%d", i), Active: true})
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return eventsTenant{company: c, device: d, set: set}
-}
-
 // inbound is a new SMS the tenant's device received.
-func (w eventsTenant) inbound(clientID string) store.Message {
+func (w webhookTenant) inbound(clientID string) store.Message {
 	return store.Message{UUID: fmt.Sprintf("in-%d", unique()), CompanyID: w.company.ID, DeviceID: w.device.ID, Channel: "sms",
 		Phone: "+15557650001", Text: "hi", SIMSlot: "SIM1", ClientID: clientID}
 }
@@ -135,8 +110,8 @@ const eventsBody = `{"type":"sms.received"}`
 // company without entries is not built for; an error of Build refuses the
 // message, and nothing of it is stored.
 func eventsInbound(t *testing.T, s EventsStore) {
-	w := eventsCompany(t, s, 2)
-	bare := eventsCompany(t, s, 0)
+	w := webhookCompany(t, s, 2)
+	bare := webhookCompany(t, s, 0)
 	var log eventsLog
 	boom := errors.New("the builder failed")
 	fail := false
@@ -215,8 +190,8 @@ func eventsInbound(t *testing.T, s EventsStore) {
 // eventsInboundRefused: an inbound message the store refuses (its device
 // gone, its company's budget spent) never reaches the builder.
 func eventsInboundRefused(t *testing.T, s EventsStore) {
-	w := eventsCompany(t, s, 1)
-	other := eventsCompany(t, s, 1)
+	w := webhookCompany(t, s, 1)
+	other := webhookCompany(t, s, 1)
 	var log eventsLog
 	s.SetInboundEvents(store.InboundEvents{
 		Build: func(set store.WebhookSet, m store.Message) (store.WebhookEvent, []store.WebhookDelivery, error) {
@@ -234,7 +209,7 @@ func eventsInboundRefused(t *testing.T, s EventsStore) {
 	if built, committed := log.counts(); built != 0 || committed != 0 {
 		t.Fatalf("a refused message: built %d times, %d commits heard; want none", built, committed)
 	}
-	for _, tn := range []eventsTenant{w, other} {
+	for _, tn := range []webhookTenant{w, other} {
 		if n, _, _ := s.WebhookOutboxSize(tn.company.ID); n != 0 {
 			t.Fatalf("company %d: %d deliveries, want none", tn.company.ID, n)
 		}
@@ -245,7 +220,7 @@ func eventsInboundRefused(t *testing.T, s EventsStore) {
 // not queued, yet its message is stored: each delivery gets a failed line
 // in the deliveries log, and Committed hears how many were refused.
 func eventsInboundOutboxFull(t *testing.T, s EventsStore) {
-	w := eventsCompany(t, s, 2)
+	w := webhookCompany(t, s, 2)
 	var log eventsLog
 	s.SetInboundEvents(store.InboundEvents{
 		Limits: store.OutboxLimits{MaxDeliveries: 3, LogKeep: 10},
@@ -286,7 +261,7 @@ func eventsInboundOutboxFull(t *testing.T, s EventsStore) {
 // transaction; each counts on its own time's day, and Committed runs for
 // each, after the commit. A change that raises nothing builds nothing.
 func eventsDevice(t *testing.T, s EventsStore) {
-	w := eventsCompany(t, s, 2)
+	w := webhookCompany(t, s, 2)
 	var log eventsLog
 	s.SetDeviceEvents(store.DeviceEvents{
 		Build: func(set store.WebhookSet, d store.Device, ev store.DeviceEvent) (store.WebhookEvent, []store.WebhookDelivery, error) {
@@ -344,8 +319,8 @@ func eventsDevice(t *testing.T, s EventsStore) {
 // fails, stores neither the device's change nor any event; another
 // company's device is ErrNotFound.
 func eventsDeviceRefused(t *testing.T, s EventsStore) {
-	w := eventsCompany(t, s, 1)
-	other := eventsCompany(t, s, 1)
+	w := webhookCompany(t, s, 1)
+	other := webhookCompany(t, s, 1)
 	var log eventsLog
 	boom := errors.New("the builder failed")
 	s.SetDeviceEvents(store.DeviceEvents{
@@ -401,7 +376,7 @@ func eventsDeviceRefused(t *testing.T, s EventsStore) {
 // (refusing it alone would lose the push of a stored message); the
 // company's next message is refused, and its builder never called.
 func eventsChargedAfter(t *testing.T, s EventsStore) {
-	w := eventsCompany(t, s, 2)
+	w := webhookCompany(t, s, 2)
 	body := `{"data":"` + strings.Repeat("y", 1500) + `"}`
 	var log eventsLog
 	s.SetInboundEvents(store.InboundEvents{

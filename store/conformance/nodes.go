@@ -2,9 +2,7 @@ package conformance
 
 import (
 	"errors"
-	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -36,29 +34,12 @@ func nodesPlanLimitRace(t *testing.T, open TwoNodes) {
 	xa := newSender(t, a)
 	xb := *xa
 	xb.s = b
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	accepted, refused := 0, 0
-	for i := range senders {
-		x := xa
+	accepted, refused := raceSends(t, senders, func(i int) *sender {
 		if i%2 == 1 {
-			x = &xb
+			return &xb
 		}
-		wg.Go(func() {
-			_, _, err := x.send(x.msg("+15551230001", fmt.Sprint("race ", i)), store.IdempotencyKey{})
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case err == nil:
-				accepted++
-			case errors.Is(err, store.ErrPlanLimit):
-				refused++
-			default:
-				t.Errorf("send %d: %v", i, err)
-			}
-		})
-	}
-	wg.Wait()
+		return xa
+	})
 	if accepted != limit || refused != senders-limit {
 		t.Fatalf("%d accepted, %d refused of %d sends racing over two nodes, want exactly %d accepted", accepted, refused, senders, limit)
 	}

@@ -509,16 +509,13 @@ func sendPlanLimit(t *testing.T, s SendsStore) {
 	x.mustSend(x.msg("+15551230001", "next month"))
 }
 
-// sendPlanLimitRace: sends racing for the last of the plan's messages are
-// counted exactly: as many are stored as the plan allows.
-func sendPlanLimitRace(t *testing.T, s SendsStore) {
-	const limit, senders = 10, 30
-	s.SetPlans(messagePlan(limit))
-	x := newSender(t, s)
+// raceSends makes n sends at once, send i through pick(i), and counts those
+// stored and those the plan refused; any other error fails the test.
+func raceSends(t *testing.T, n int, pick func(i int) *sender) (accepted, refused int) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	accepted, refused := 0, 0
-	for i := range senders {
+	for i := range n {
+		x := pick(i)
 		wg.Go(func() {
 			_, _, err := x.send(x.msg("+15551230001", fmt.Sprint("race ", i)), store.IdempotencyKey{})
 			mu.Lock()
@@ -534,6 +531,16 @@ func sendPlanLimitRace(t *testing.T, s SendsStore) {
 		})
 	}
 	wg.Wait()
+	return accepted, refused
+}
+
+// sendPlanLimitRace: sends racing for the last of the plan's messages are
+// counted exactly: as many are stored as the plan allows.
+func sendPlanLimitRace(t *testing.T, s SendsStore) {
+	const limit, senders = 10, 30
+	s.SetPlans(messagePlan(limit))
+	x := newSender(t, s)
+	accepted, refused := raceSends(t, senders, func(int) *sender { return x })
 	if accepted != limit || refused != senders-limit {
 		t.Fatalf("%d accepted, %d refused of %d racing sends, want exactly %d accepted", accepted, refused, senders, limit)
 	}

@@ -52,9 +52,15 @@ type webhookTenant struct {
 	set     store.WebhookSet
 }
 
+// webhookSetter is what webhookCompany needs of a store.
+type webhookSetter interface {
+	Base
+	UpdateWebhookSet(companyID uint64, now time.Time, fn func(*store.WebhookSet) error) (store.WebhookSet, error)
+}
+
 // webhookCompany makes a company with a device and a set of n active
 // entries signed with a secret.
-func webhookCompany(t *testing.T, s WebhooksStore, n int) webhookTenant {
+func webhookCompany(t *testing.T, s webhookSetter, n int) webhookTenant {
 	t.Helper()
 	c, _ := Company(t, s)
 	d := Device(t, s, c.ID, fmt.Sprintf("fp-%d", unique()))
