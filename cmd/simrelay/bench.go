@@ -82,14 +82,21 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return 1
 	}
 	printReport(stdout, rep)
-	if jsonPath != "" {
-		raw, _ := json.MarshalIndent(rep, "", "  ")
-		if err := os.WriteFile(jsonPath, append(raw, '\n'), 0o644); err != nil {
-			fmt.Fprintf(stderr, "simrelay bench: %v\n", err)
-			return 1
-		}
-		fmt.Fprintf(stdout, "\nwrote %s\n", jsonPath)
+	return writeReport(rep, jsonPath, stdout, stderr)
+}
+
+// writeReport writes a bench's report as JSON to path (none when empty)
+// and answers the command's exit code.
+func writeReport(rep any, path string, stdout, stderr io.Writer) int {
+	if path == "" {
+		return 0
 	}
+	raw, _ := json.MarshalIndent(rep, "", "  ")
+	if err := os.WriteFile(path, append(raw, '\n'), 0o644); err != nil {
+		fmt.Fprintf(stderr, "simrelay bench: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "\nwrote %s\n", path)
 	return 0
 }
 

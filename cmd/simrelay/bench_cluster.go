@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -67,15 +66,7 @@ func benchCluster(ctx context.Context, fs *flag.FlagSet, cl *benchNodesFlags, si
 		return 1
 	}
 	printClusterReport(stdout, rep)
-	if jsonPath != "" {
-		raw, _ := json.MarshalIndent(rep, "", "  ")
-		if err := os.WriteFile(jsonPath, append(raw, '\n'), 0o644); err != nil {
-			fmt.Fprintf(stderr, "simrelay bench: %v\n", err)
-			return 1
-		}
-		fmt.Fprintf(stdout, "\nwrote %s\n", jsonPath)
-	}
-	return 0
+	return writeReport(rep, jsonPath, stdout, stderr)
 }
 
 func printClusterReport(w io.Writer, r bench.ClusterReport) {
