@@ -57,7 +57,6 @@ func newHolder() string {
 // DueWebhookDeliveries does; a delivery another node leases is not in it
 // (the caller looks again on a cluster's poll).
 func (s *Store) ClaimWebhookDeliveries(now time.Time, limit int, skip func(d store.WebhookDue) bool) ([]store.WebhookDue, time.Time, error) {
-	const page = 256
 	var due []store.WebhookDue
 	var next time.Time
 	err := s.write("claim webhook deliveries", func(t *txn) error {
@@ -69,47 +68,15 @@ func (s *Store) ClaimWebhookDeliveries(now time.Time, limit int, skip func(d sto
 		if err != nil {
 			return err
 		}
-		after, afterID := time.Time{}, int64(0)
-		full := false
-		for !full {
-			// The scan locks nothing: the rows skip passes over (a company
-			// at its bound may have thousands due) are not written to;
-			// only the ones taken are locked, below.
-			rows, err := t.query(`SELECT id, webhook_id, company_id, next_attempt_at FROM webhook_deliveries
-				WHERE next_attempt_at <= $1 AND (next_attempt_at, id) > ($2, $3)
-				AND (leased_until IS NULL OR leased_until <= clock_timestamp())
-				ORDER BY next_attempt_at, id LIMIT $4`,
-				now, after, afterID, page)
-			if err != nil {
-				return err
-			}
-			n := 0
-			for rows.Next() {
-				var d store.WebhookDue
-				var did, wid, cid int64
-				if err := rows.Scan(&did, &wid, &cid, &after); err != nil {
-					rows.Close()
-					return err
-				}
-				n, afterID = n+1, did
-				d.ID, d.WebhookID, d.CompanyID = uint64(did), uint64(wid), uint64(cid)
-				d.CompanyLeased, d.EntryLeased = leased.company[d.CompanyID], leased.entry[d.WebhookID]
-				if skip != nil && skip(d) {
-					continue
-				}
-				if len(due) == limit {
-					full = true
-					break
-				}
-				due = append(due, d)
-			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
-				return err
-			}
-			if n < page {
-				break
-			}
+		// The scan locks nothing: the rows skip passes over (a company at
+		// its bound may have thousands due) are not written to; only the
+		// ones taken are locked, by leaseDeliveries.
+		var full bool
+		due, full, err = scanDue(t, now, limit, true, func(d *store.WebhookDue) {
+			d.CompanyLeased, d.EntryLeased = leased.company[d.CompanyID], leased.entry[d.WebhookID]
+		}, skip)
+		if err != nil {
+			return err
 		}
 		if len(due) > 0 {
 			if err := s.leaseDeliveries(t, &due); err != nil {

@@ -235,51 +235,16 @@ func (s *Store) addWebhookEvent(t *txn, companyID uint64, now time.Time, lim sto
 // waiting, now when more are due than limit, zero when nothing waits. The
 // whole pass reads one snapshot.
 func (s *Store) DueWebhookDeliveries(now time.Time, limit int, skip func(d store.WebhookDue) bool) ([]store.WebhookDue, time.Time, error) {
-	const page = 256
 	var due []store.WebhookDue
 	var next time.Time
 	err := s.read("due webhook deliveries", func(t *txn) error {
-		due, next = nil, time.Time{}
-		after, afterID := time.Time{}, int64(0)
-		for {
-			rows, err := t.query(`SELECT id, webhook_id, company_id, next_attempt_at FROM webhook_deliveries
-				WHERE next_attempt_at <= $1 AND (next_attempt_at, id) > ($2, $3) ORDER BY next_attempt_at, id LIMIT $4`,
-				now, after, afterID, page)
-			if err != nil {
-				return err
-			}
-			n, full := 0, false
-			for rows.Next() {
-				var d store.WebhookDue
-				var did, wid, cid int64
-				if err := rows.Scan(&did, &wid, &cid, &after); err != nil {
-					rows.Close()
-					return err
-				}
-				n, afterID = n+1, did
-				d.ID, d.WebhookID, d.CompanyID = uint64(did), uint64(wid), uint64(cid)
-				if skip != nil && skip(d) {
-					continue
-				}
-				if len(due) == limit {
-					full = true
-					break
-				}
-				due = append(due, d)
-			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
-				return err
-			}
-			if full {
-				next = now
-				return nil
-			}
-			if n < page {
-				break
-			}
-		}
+		var full bool
 		var err error
+		due, full, err = scanDue(t, now, limit, false, nil, skip)
+		if err != nil || full {
+			next = now
+			return err
+		}
 		next, err = nextAttempt(t, now)
 		return err
 	})
@@ -287,6 +252,51 @@ func (s *Store) DueWebhookDeliveries(now time.Time, limit int, skip func(d store
 		return nil, time.Time{}, err
 	}
 	return due, next, nil
+}
+
+// scanDue reads, a page at a time, the deliveries due at now, the longest
+// due first (those under a live lease left out when unleased), fills each
+// with note (nil: nothing) and passes over those skip names, until it has
+// limit of them (full) or none is left.
+func scanDue(t *txn, now time.Time, limit int, unleased bool, note func(d *store.WebhookDue), skip func(d store.WebhookDue) bool) (due []store.WebhookDue, full bool, err error) {
+	const page = 256
+	after, afterID := time.Time{}, int64(0)
+	for {
+		rows, err := t.query(`SELECT id, webhook_id, company_id, next_attempt_at FROM webhook_deliveries
+			WHERE next_attempt_at <= $1 AND (next_attempt_at, id) > ($2, $3)
+			AND (NOT $5 OR leased_until IS NULL OR leased_until <= clock_timestamp())
+			ORDER BY next_attempt_at, id LIMIT $4`,
+			now, after, afterID, page, unleased)
+		if err != nil {
+			return nil, false, err
+		}
+		n := 0
+		for rows.Next() {
+			var d store.WebhookDue
+			var did, wid, cid int64
+			if err := rows.Scan(&did, &wid, &cid, &after); err != nil {
+				rows.Close()
+				return nil, false, err
+			}
+			n, afterID = n+1, did
+			d.ID, d.WebhookID, d.CompanyID = uint64(did), uint64(wid), uint64(cid)
+			if note != nil {
+				note(&d)
+			}
+			if skip != nil && skip(d) {
+				continue
+			}
+			if len(due) == limit {
+				rows.Close()
+				return due, true, rows.Err()
+			}
+			due = append(due, d)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil || n < page {
+			return due, false, err
+		}
+	}
 }
 
 // nextAttempt is when the first delivery due after now is due; zero when
