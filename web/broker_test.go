@@ -46,3 +46,22 @@ func TestBrokerDropsASlowTabWithoutBlocking(t *testing.T) {
 		t.Error("a closed broker took a new stream")
 	}
 }
+
+// TestBrokerRendersOnlyForOpenTabs: a change of a company with no tab
+// open costs no rendering (every send and report passes here); one with a
+// tab open reaches it.
+func TestBrokerRendersOnlyForOpenTabs(t *testing.T) {
+	b := NewBroker(StreamConfig{Buffer: 4})
+	m := store.Message{ID: 1, CompanyID: 1, UUID: "u", Phone: "+15551234567", Text: "hello", Direction: store.Outbound, Status: store.MsgQueued}
+	if n := testing.AllocsPerRun(100, func() { b.MessageChanged(m) }); n != 0 {
+		t.Errorf("a change nobody watches allocated %.0f times, want 0", n)
+	}
+	s, err := b.subscribe(1, 1, "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.MessageChanged(m)
+	if got := len(s.events); got != 1 {
+		t.Fatalf("events for the open tab: got %d, want 1", got)
+	}
+}

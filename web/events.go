@@ -255,11 +255,24 @@ func liveOut(m store.Message) liveMessage {
 // MessageChanged publishes a committed change to the company's tabs
 // (sms.Watcher). It never blocks.
 func (b *Broker) MessageChanged(m store.Message) {
+	// Every send and every report of every company passes here, and most
+	// companies have no console tab open: render only for a tab that can
+	// take it. A tab that opens meanwhile loads the page after subscribing.
+	if !b.watched(m.CompanyID) {
+		return
+	}
 	body, err := json.Marshal(liveOut(m))
 	if err != nil {
 		return
 	}
 	b.publish(m.CompanyID, body)
+}
+
+// watched says whether any tab of the company has a stream open.
+func (b *Broker) watched(company uint64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.subs[company]) > 0
 }
 
 func (b *Broker) publish(company uint64, body []byte) {
