@@ -279,23 +279,6 @@ func (s *Store) Transition(companyID, deviceID uint64, uuid, status, errText, st
 	return s.TransitionDetail(companyID, deviceID, uuid, status, errText, statusAt, "", now)
 }
 
-// transit is a change TransitionLater has made.
-type transit struct {
-	m     store.Message
-	moved bool
-	err   error
-}
-
-func (t transit) Wait() (store.Message, bool, error) { return t.m, t.moved, t.err }
-
-// TransitionLater makes the change TransitionDetail makes and returns its
-// outcome for Wait. Here the change is made before it returns, so changes
-// one goroutine makes one after another apply in that order.
-func (s *Store) TransitionLater(companyID, deviceID uint64, uuid, status, errText, statusAt, detail string, now time.Time) store.Transit {
-	m, moved, err := s.TransitionDetail(companyID, deviceID, uuid, status, errText, statusAt, detail, now)
-	return transit{m, moved, err}
-}
-
 // TransitionDetail is Transition with a delivered report's detail. On an
 // agent channel's message the detail is kept with the move to delivered
 // or, when the message is already delivered, moves on its own (only

@@ -38,6 +38,13 @@
 //
 // Never a check in one transaction and the write in another.
 //
+// The one exception to one transaction a method is a phone's reports:
+// TransitionLater queues the change for a worker that makes what queued
+// meanwhile in one transaction (reports.go), so a link reads on while its
+// reports wait for a commit, and a backlog's acks and reports share
+// commits. A device's reports keep their order (one worker a device), and
+// a change that fails is made again alone, so it fails as it would have.
+//
 // Counters. A counter every send of a company touches is split into shards
 // (storage_usage, plan_usage, stats_days: a random one of 8 rows per key),
 // summed on read, so a company's concurrent sends do not queue on one row.

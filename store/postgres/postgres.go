@@ -57,6 +57,8 @@ type Store struct {
 	inboundEvents *store.InboundEvents
 	// deviceEvents builds device events (SetDeviceEvents); nil: none.
 	deviceEvents *store.DeviceEvents
+	// reports are the workers that make TransitionLater's changes (reports.go).
+	reports reporters
 }
 
 // Open connects to the database at url (postgres://... or postgresql://...,
@@ -97,6 +99,7 @@ func openConfig(ctx context.Context, cfg *pgxpool.Config, opt Options) (*Store, 
 		s.Close()
 		return nil, fmt.Errorf("store/postgres: %w", err)
 	}
+	s.startReporters()
 	return s, nil
 }
 
@@ -136,6 +139,7 @@ func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
 // Close cancels the statements in flight and closes every connection.
 func (s *Store) Close() error {
 	s.cancel()
+	s.stopReporters() // the changes queued fail with ErrClosed
 	s.pool.Close()
 	return nil
 }

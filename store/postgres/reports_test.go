@@ -1,0 +1,101 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/simrelay/simrelay/store"
+	"github.com/simrelay/simrelay/store/conformance"
+)
+
+// commits counts the transactions a store commits.
+type commits struct{ n atomic.Int64 }
+
+func (c *commits) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	if strings.EqualFold(strings.TrimSpace(d.SQL), "commit") {
+		c.n.Add(1)
+	}
+	return ctx
+}
+
+func (c *commits) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// TestReportsShareTransactions: a phone's reports queued one after another
+// (acks, then sent reports, an unknown job among them) apply in their
+// order, each with its own outcome, in far fewer transactions than
+// changes; after Close a report fails with ErrClosed.
+func TestReportsShareTransactions(t *testing.T) {
+	t.Parallel()
+	cfg, err := pgxpool.ParseConfig(migrated(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	counted := &commits{}
+	cfg.ConnConfig.Tracer = counted
+	s, err := openConfig(context.Background(), cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	c, _ := conformance.Company(t, s)
+	conformance.Device(t, s, c.ID, "fp")
+	const jobs = 20
+	msgs := make([]store.Message, jobs)
+	for i := range msgs {
+		m := store.Message{UUID: fmt.Sprintf("job-%d", i), CompanyID: c.ID, Device: "fp", SIMSlot: "SIM1", Channel: "sms", Phone: "+15550100000", Text: "hi"}
+		if msgs[i], _, err = s.Enqueue(&m, store.IdempotencyKey{}, time.Now, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dev, now := msgs[0].DeviceID, time.Now()
+	before := counted.n.Load()
+	var acks, sents []store.Transit
+	for i, m := range msgs {
+		acks = append(acks, s.TransitionLater(c.ID, dev, m.UUID, store.MsgSending, "", "", "", now))
+		if i == jobs/2 {
+			acks = append(acks, s.TransitionLater(c.ID, dev, "no-such-job", store.MsgSending, "", "", "", now))
+		}
+	}
+	for _, m := range msgs {
+		sents = append(sents, s.TransitionLater(c.ID, dev, m.UUID, store.MsgSent, "", "", "", now))
+	}
+	for i, tr := range acks {
+		m, moved, err := tr.Wait()
+		if i == jobs/2+1 {
+			if !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("the unknown job's ack: %v, want ErrNotFound", err)
+			}
+			continue
+		}
+		if err != nil || !moved || m.Status != store.MsgSending {
+			t.Errorf("ack %d: %s moved %v (%v), want sending and moved", i, m.Status, moved, err)
+		}
+	}
+	for i, tr := range sents {
+		if m, moved, err := tr.Wait(); err != nil || !moved || m.Status != store.MsgSent {
+			t.Errorf("sent report %d: %s moved %v (%v), want sent and moved", i, m.Status, moved, err)
+		}
+	}
+	changes := int64(len(acks) + len(sents))
+	if n := counted.n.Load() - before; n >= changes/2 {
+		t.Errorf("%d changes took %d transactions, want them to share", changes, n)
+	}
+	for _, m := range msgs {
+		if got, err := s.MessageByUUID(c.ID, m.UUID); err != nil || got.Status != store.MsgSent {
+			t.Errorf("%s is %s (%v) after its reports, want sent", m.UUID, got.Status, err)
+		}
+	}
+
+	s.Close()
+	if _, _, err := s.TransitionLater(c.ID, dev, msgs[0].UUID, store.MsgDelivered, "", "", "", now).Wait(); !errors.Is(err, store.ErrClosed) {
+		t.Errorf("a report after Close: %v, want ErrClosed", err)
+	}
+}
