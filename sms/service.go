@@ -135,9 +135,13 @@ func (s *Service) Send(_ context.Context, in SendInput, answer Answer) (msg stor
 	if err != nil {
 		return msg, nil, err
 	}
-	region, err := s.region(in.CompanyID)
-	if err != nil {
-		return msg, nil, err
+	// A number written with + reads the same in every region: the company's
+	// record (every send would decode it) is read for the others only.
+	region := ""
+	if !strings.HasPrefix(strings.TrimSpace(in.Phone), "+") {
+		if region, err = s.region(in.CompanyID); err != nil {
+			return msg, nil, err
+		}
 	}
 	to, err := numplan.Normalize(in.Phone, region)
 	if in.Phone == "" {
