@@ -45,8 +45,10 @@ type conn struct {
 	pingPrev, pingNext *conn                    // the other links of that slot; guarded by hub.pings.mu
 	ping               atomic.Pointer[pingWait] // the ping waiting for its pong; nil between pings
 
-	state    atomic.Int32 // linkOpen until the link ends, once
-	lastSeen atomic.Int64 // unix nanoseconds of the last frame or pong
+	state    atomic.Int32  // linkOpen until the link ends, once
+	frames   atomic.Uint32 // frames read from the phone, counted (wrapping) to tell a live phone from a silent one (heard)
+	handling atomic.Bool   // the reader is taking a frame, not reading: it may wait on the store
+	lastSeen atomic.Int64  // unix nanoseconds of the last frame or pong
 
 	flood   *rate.Limiter // what the phone sends unasked (flood.go), from its first such frame; guarded by floodMu
 	floodMu sync.Mutex    // the reader and the answerer both charge
@@ -315,6 +317,7 @@ func (c *conn) readFrame() bool {
 		return false // the answerer may have closed the link (flood, a store fault)
 	}
 	c.touch()
+	c.frames.Add(1)
 	f, err := proto.Decode(data)
 	if errors.Is(err, proto.ErrUnknownType) {
 		if !c.charge() {
@@ -328,6 +331,8 @@ func (c *conn) readFrame() bool {
 		c.fail(proto.CloseProtocolError, "protocol_error", "A frame could not be read: "+frameProblem(err))
 		return false
 	}
+	c.handling.Store(true)
+	defer c.handling.Store(false)
 	return c.handle(ctx, f)
 }
 
@@ -526,6 +531,7 @@ func (c *conn) writeLoop() {
 // connection is closed under it, as the library does when a write's
 // context ends.
 func (c *conn) cut() {
+	c.lost("a write waited " + c.hub.cfg.WriteTimeout.String() + " for the phone to read")
 	if c.sock != nil {
 		_ = c.sock.Close()
 		return
@@ -554,7 +560,15 @@ func (c *conn) pingOnce() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.hub.cfg.PongTimeout)
 	defer cancel()
+	read := c.frames.Load()
 	if err := c.ws.Ping(ctx); err != nil {
+		if ctx.Err() != nil {
+			if c.heard(read) && !c.closed() {
+				c.hub.pings.after(c, jitter(c.hub.cfg.PingInterval))
+				return
+			}
+			c.lost("no pong within " + c.hub.cfg.PongTimeout.String())
+		}
 		c.end()
 		return
 	}
@@ -573,6 +587,7 @@ func (c *conn) pingOwn(l *linkIO) (sent, ok bool) {
 	if c.closed() {
 		return false, false
 	}
+	read := c.frames.Load()
 	sent, err := l.ping(c.hub.cfg.PongTimeout)
 	if err != nil {
 		c.end()
@@ -587,6 +602,10 @@ func (c *conn) pingOwn(l *linkIO) (sent, ok bool) {
 	case <-w.done:
 		return true, !c.closed()
 	case <-t.C:
+		if c.heard(read) {
+			return true, !c.closed() // the next ping asks again
+		}
+		c.lost("no pong within " + c.hub.cfg.PongTimeout.String())
 		c.end()
 		return true, false
 	}
@@ -631,6 +650,25 @@ func (c *conn) closeWithFrame(code int, reason string, errFrame *proto.Error) {
 		}
 		_ = c.ws.Close(websocket.StatusCode(code), reason)
 	}()
+}
+
+// heard says whether the phone proved itself alive since the reader had
+// read read frames: a frame came in since, or the reader is not reading at
+// all (it waits for the store to take a report, and a pong it would take is
+// waiting behind), so a missing pong is the server's delay, not a silent
+// phone's.
+func (c *conn) heard(read uint32) bool {
+	return c.frames.Load() != read || c.handling.Load()
+}
+
+// lost logs why the server is dropping a link it could not get through to
+// (the phone answered no ping, or read none of a write), for the operator:
+// there is no close handshake, and the phone only sees its connection end.
+func (c *conn) lost(why string) {
+	if c.closed() {
+		return
+	}
+	c.hub.log.Info("phone link dropped by the server", "device", c.dev.Fingerprint, "reason", why)
 }
 
 // end drops a link whose network failed: there is nobody to say goodbye to.

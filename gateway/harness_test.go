@@ -71,7 +71,13 @@ func newRigAt(t testing.TB, cfg Config, now func() time.Time) *rig {
 	// The hub's tests are about the link, not about what survives a power
 	// cut (cmd/simrelay's crash tests are): the store skips each commit's
 	// fsync, which on a busy disk was most of a drain's time.
-	st := storetest.OpenWith(t, storetest.Options{})
+	return newRigStore(t, cfg, now, storetest.Options{})
+}
+
+// newRigStore is newRigAt over a store opened with opt.
+func newRigStore(t testing.TB, cfg Config, now func() time.Time, opt storetest.Options) *rig {
+	t.Helper()
+	st := storetest.OpenWith(t, opt)
 	c := store.Company{Name: "Acme", APIKeyHash: []byte("k")}
 	admin := store.User{Email: "a@acme.test", PasswordHash: "x"}
 	if err := st.CreateCompany(&c, &admin); err != nil {

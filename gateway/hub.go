@@ -184,12 +184,19 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Phones are not browsers and authenticate with a bearer token, never a
 	// cookie, so cross-origin checks protect nothing here.
 	sw := smallBuffers(w)
-	ws, err := websocket.Accept(sw, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
+	var c *conn // set before its reader starts, the only goroutine that reads pongs
+	ws, err := websocket.Accept(sw, r, &websocket.AcceptOptions{
+		InsecureSkipVerify: true,
+		// The reader takes pongs between frames (awaitFrame); one that comes
+		// while the library is reading a frame is the library's to read, and
+		// answers the link's ping all the same.
+		OnPongReceived: func(context.Context, []byte) { c.ponged() },
+	})
 	if err != nil {
 		return // Accept has answered the client
 	}
 	ws.SetReadLimit(proto.MaxFrameBytes)
-	c := newConn(h, ws, hijacked(sw), dev, token)
+	c = newConn(h, ws, hijacked(sw), dev, token)
 	h.mu.Lock()
 	if h.draining {
 		h.mu.Unlock()

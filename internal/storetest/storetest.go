@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/simrelay/simrelay/internal/pgtest"
 	"github.com/simrelay/simrelay/store"
@@ -51,6 +52,10 @@ type Options struct {
 	// Durable keeps bbolt's fsync per commit, for the tests of what survives
 	// a crash or of the store's pace under load; the others skip it.
 	Durable bool
+	// SyncDelay holds the embedded store's writer this long after each
+	// commit (boltstore.Options.SyncDelay), standing in for a slow disk;
+	// tests that set it are EmbeddedOnly.
+	SyncDelay time.Duration
 }
 
 // Open opens a new, durable store for t.
@@ -67,7 +72,7 @@ func OpenWith(t testing.TB, opt Options) store.Backend {
 		}
 		st = pg
 	} else {
-		b, err := boltstore.Open(t.TempDir(), boltstore.Options{CompanyDailyStorage: opt.CompanyDailyStorage, BulkLoad: !opt.Durable})
+		b, err := boltstore.Open(t.TempDir(), boltstore.Options{CompanyDailyStorage: opt.CompanyDailyStorage, BulkLoad: !opt.Durable, SyncDelay: opt.SyncDelay})
 		if err != nil {
 			t.Fatal(err)
 		}
