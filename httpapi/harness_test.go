@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -51,6 +52,9 @@ type env struct {
 	// stopWebhooks, which the test may call early to "restart" it.
 	webhooks     *webhook.Service
 	stopWebhooks func()
+	// uploads is the media service's spool: an upload under way has a file
+	// there from when it holds its company's slot until it ends.
+	uploads string
 }
 
 // testMediaMax is the media cap of the tests' servers: small, so that a
@@ -121,7 +125,8 @@ func newBillingEnv(t *testing.T, sopt storetest.Options, wcfg webhook.Config, bc
 		o(&cfg)
 	}
 	devices := device.New(device.Config{PublicURL: publicURL}, st, clk.Now)
-	files, err := media.New(media.Config{PublicURL: publicURL, Key: []byte("media-url-key-of-the-tests-0123"), MaxBytes: testMediaMax}, st, clk.Now)
+	uploads := filepath.Join(t.TempDir(), "uploads")
+	files, err := media.New(media.Config{PublicURL: publicURL, Key: []byte("media-url-key-of-the-tests-0123"), MaxBytes: testMediaMax, TempDir: uploads}, st, clk.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +185,7 @@ func newBillingEnv(t *testing.T, sopt storetest.Options, wcfg webhook.Config, bc
 	srv.Config.Handler = api.Handler()
 	srv.Start()
 	t.Cleanup(srv.Close)
-	return &env{t: t, url: srv.URL, store: st, inbox: inbox, clock: clk, hub: hub, sms: messages, agents: agents, webhooks: hooks, stopWebhooks: stopWebhooks}
+	return &env{t: t, url: srv.URL, store: st, inbox: inbox, clock: clk, hub: hub, sms: messages, agents: agents, webhooks: hooks, stopWebhooks: stopWebhooks, uploads: uploads}
 }
 
 // resp is an answer with its decoded JSON body.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -234,18 +235,18 @@ func TestMediaUploadsPerCompanyAreBounded(t *testing.T) {
 		}
 		writers, results = append(writers, pw), append(results, done)
 	}
-	n := 0
-	e.eventually("one more upload of the company is refused for now", func() bool {
-		n++
-		r := e.upload(regA.DeviceToken, "quick/"+strconv.Itoa(n), "", "image/png", pngBytes)
-		if r.Status == http.StatusTooManyRequests {
-			if r.str("error") != "rate_limited" || r.Header.Get("Retry-After") != "5" {
-				t.Fatalf("refused upload: %v %s", r.Header, r.Raw)
-			}
-			return true
-		}
-		return false
+	// An upload holds its company's place from before its spool file is
+	// made until it ends: once every slow one has its file, no other upload
+	// of the company can start. (An upload tried earlier could take a place
+	// before a slow one's request reached it, and leave the slow one refused.)
+	e.eventually("every slow upload under way", func() bool {
+		spooled, _ := os.ReadDir(e.uploads)
+		return len(spooled) == media.DefaultUploadsPerCompany
 	})
+	r := e.upload(regA.DeviceToken, "quick/0", "", "image/png", pngBytes)
+	if r.Status != http.StatusTooManyRequests || r.str("error") != "rate_limited" || r.Header.Get("Retry-After") != "5" {
+		t.Fatalf("an upload beyond the company's places: %d %v %s, want 429 rate_limited with Retry-After 5", r.Status, r.Header, r.Raw)
+	}
 	e.want(e.upload(regB.DeviceToken, "other/0", "", "image/png", pngBytes), http.StatusCreated, "")
 	for i, pw := range writers {
 		if _, err := pw.Write(pngBytes[100:]); err != nil {
