@@ -56,6 +56,16 @@ func TestReportsShareTransactions(t *testing.T) {
 		}
 	}
 	dev, now := msgs[0].DeviceID, time.Now()
+	// The first job's row locked elsewhere holds the worker in its first
+	// transaction while the rest queue, however slow this goroutine is.
+	hold, err := s.pool.Begin(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Rollback(context.Background()) //nolint:errcheck // released below
+	if _, err := hold.Exec(context.Background(), "SELECT 1 FROM messages WHERE company_id = $1 AND uuid = $2 FOR UPDATE", int64(c.ID), msgs[0].UUID); err != nil {
+		t.Fatal(err)
+	}
 	before := counted.n.Load()
 	var acks, sents []store.Transit
 	for i, m := range msgs {
@@ -66,6 +76,9 @@ func TestReportsShareTransactions(t *testing.T) {
 	}
 	for _, m := range msgs {
 		sents = append(sents, s.TransitionLater(c.ID, dev, m.UUID, store.MsgSent, "", "", "", now))
+	}
+	if err := hold.Rollback(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 	for i, tr := range acks {
 		m, moved, err := tr.Wait()
