@@ -28,6 +28,11 @@ const (
 	// storageCountersKeep keeps yesterday's storage counters for a look by
 	// the operator; only today's is consulted.
 	storageCountersKeep = 24 * time.Hour
+	// billingEventsKeep keeps the ids of the payment provider's events
+	// applied, against a second delivery of one, for 45 days: Stripe
+	// retries a webhook for up to 3 days and lets an event be resent by hand
+	// for 30, so no copy of an event comes after its id is gone.
+	billingEventsKeep = 45 * 24 * time.Hour
 )
 
 // pruneMediaBatch bounds the uploads one prune deletes, so its transaction
@@ -35,8 +40,9 @@ const (
 const pruneMediaBatch = 1000
 
 // pruneStore drops expired pairing codes, token families without tokens,
-// old mail, old storage counters, media uploads no message took and sticky pool
-// entries older than store.StickyAge, logging what it dropped.
+// old mail, old storage counters, media uploads no message took, sticky pool
+// entries older than store.StickyAge and the ids of old payment-provider
+// events, logging what it dropped.
 func pruneStore(st backend, now time.Time, log *slog.Logger) {
 	count := func(what string, n int, err error) {
 		if err != nil {
@@ -61,6 +67,8 @@ func pruneStore(st backend, now time.Time, log *slog.Logger) {
 	count("media uploads no message named", n, err)
 	n, err = st.PruneSticky(now.Add(-store.StickyAge))
 	count("sticky pool entries", n, err)
+	n, err = st.PruneBillingEvents(now.Add(-billingEventsKeep))
+	count("applied payment-provider event ids", n, err)
 }
 
 // pruneLeaderKey is the advisory lock key whose holder prunes the store on

@@ -85,3 +85,21 @@ func (s *Store) CompanyByCustomer(customerID string) (companyID uint64, found bo
 	}
 	return companyID, found, nil
 }
+
+// PruneBillingEvents forgets the ids of the provider's events applied
+// before cutoff (the server keeps them longer than the provider resends an
+// event), so the record of applied events does not grow for ever.
+func (s *Store) PruneBillingEvents(cutoff time.Time) (int, error) {
+	n := 0
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		var err error
+		n, err = deleteWhere(tx.Bucket(bucketBillingEvents), func(_, v []byte) (bool, error) {
+			return len(v) == 8 && int64(btoi(v)) < cutoff.Unix(), nil
+		})
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("store: prune billing events: %w", err)
+	}
+	return n, nil
+}

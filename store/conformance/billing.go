@@ -19,6 +19,7 @@ type BillingStore interface {
 	UpdateSubscription(companyID uint64, fn func(*store.Subscription) error) (store.Subscription, error)
 	ApplyProviderEvent(eventID string, companyID uint64, customer string, created int64, ordered bool, now time.Time, fn func(sub *store.Subscription, stale bool) bool) (applied bool, err error)
 	CompanyByCustomer(customerID string) (companyID uint64, found bool, err error)
+	PruneBillingEvents(cutoff time.Time) (int, error)
 }
 
 // Billing runs the suite of subscriptions, the payment provider's events
@@ -29,6 +30,7 @@ func Billing(t *testing.T, open Opener[BillingStore]) {
 	t.Run("EventsOnce", func(t *testing.T) { t.Parallel(); providerEventsOnce(t, open(t)) })
 	t.Run("ForeignCustomer", func(t *testing.T) { t.Parallel(); providerForeignCustomer(t, open(t)) })
 	t.Run("OrderedEvents", func(t *testing.T) { t.Parallel(); providerOrderedEvents(t, open(t)) })
+	t.Run("PruneEvents", func(t *testing.T) { t.Parallel(); providerEventsPruned(t, open(t)) })
 	t.Run("PlanLimits", func(t *testing.T) { t.Parallel(); planLimits(t, open(t)) })
 }
 
@@ -325,4 +327,35 @@ func planLimits(t *testing.T, s BillingStore) {
 	other, _ := Company(t, s)
 	Device(t, s, other.ID, fmt.Sprintf("fp-%d", unique()))
 	Device(t, s, other.ID, fmt.Sprintf("fp-%d", unique()))
+}
+
+// providerEventsPruned: pruning forgets the ids of events applied before
+// the cutoff and keeps the later ones, so a retry of a recent event still
+// changes nothing; a forgotten id applies again (the server keeps ids
+// longer than the provider resends an event).
+func providerEventsPruned(t *testing.T, s BillingStore) {
+	c, _ := Company(t, s)
+	calls := 0
+	fn := func(sub *store.Subscription, _ bool) bool { calls++; sub.Status = "active"; return true }
+	old, recent := T0, T0.Add(48*time.Hour)
+	if ok, err := s.ApplyProviderEvent("evt_old", c.ID, "", 100, false, old, fn); err != nil || !ok {
+		t.Fatalf("the old event: applied %v (%v)", ok, err)
+	}
+	if ok, err := s.ApplyProviderEvent("evt_recent", c.ID, "", 101, false, recent, fn); err != nil || !ok {
+		t.Fatalf("the recent event: applied %v (%v)", ok, err)
+	}
+	n, err := s.PruneBillingEvents(T0.Add(24 * time.Hour))
+	if err != nil || n != 1 {
+		t.Fatalf("pruned %d event ids (%v), want 1", n, err)
+	}
+	if n, err := s.PruneBillingEvents(T0.Add(24 * time.Hour)); err != nil || n != 0 {
+		t.Fatalf("a second prune dropped %d (%v), want 0", n, err)
+	}
+	calls = 0
+	if ok, err := s.ApplyProviderEvent("evt_recent", c.ID, "", 101, false, recent.Add(time.Hour), fn); err != nil || ok || calls != 0 {
+		t.Fatalf("a retry of the kept event: applied %v, fn called %d times (%v), want neither", ok, calls, err)
+	}
+	if ok, err := s.ApplyProviderEvent("evt_old", c.ID, "", 100, false, recent.Add(time.Hour), fn); err != nil || !ok || calls != 1 {
+		t.Fatalf("the pruned event's id: applied %v, fn called %d times (%v), want applied once", ok, calls, err)
+	}
 }
