@@ -53,7 +53,8 @@ type env struct {
 	webhooks     *webhook.Service
 	stopWebhooks func()
 	// uploads is the media service's spool: an upload under way has a file
-	// there from when it holds its company's slot until it ends.
+	// there from after it took its company's place (and a server slot)
+	// until it ends.
 	uploads string
 }
 
