@@ -77,6 +77,7 @@ type Backend interface {
 	Pools(companyID uint64) ([]Pool, error)
 	ProvisionDevices(devs []Device) error
 	PruneAgentSends(cutoff time.Time) (int, error)
+	PruneBillingEvents(cutoff time.Time) (int, error)
 	PruneConsoleSessions(idleCutoff, now time.Time) (int, error)
 	PruneIdempotency(cutoff time.Time) (int, error)
 	PruneMail(doneCutoff, unsentCutoff time.Time) (done int, unsent []Mail, err error)

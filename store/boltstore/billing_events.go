@@ -85,3 +85,24 @@ func (s *Store) CompanyByCustomer(customerID string) (companyID uint64, found bo
 	}
 	return companyID, found, nil
 }
+
+// PruneBillingEvents drops the ids of provider events applied before
+// cutoff: the provider delivers no event again that long after (see
+// cmd/simrelay/prune.go for the bound), so the id has done its job.
+func (s *Store) PruneBillingEvents(cutoff time.Time) (int, error) {
+	var n int
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		var err error
+		n, err = deleteWhere(tx.Bucket(bucketBillingEvents), func(k, v []byte) (bool, error) {
+			if len(v) != 8 {
+				return false, fmt.Errorf("%s: malformed entry %q", bucketBillingEvents, k)
+			}
+			return int64(btoi(v)) < cutoff.Unix(), nil
+		})
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("store: prune billing events: %w", err)
+	}
+	return n, nil
+}
