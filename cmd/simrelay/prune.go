@@ -28,14 +28,11 @@ const (
 	// storageCountersKeep keeps yesterday's storage counters for a look by
 	// the operator; only today's is consulted.
 	storageCountersKeep = 24 * time.Hour
-	// billingEventsKeep keeps the id of a payment provider's event 30 days
-	// after it was applied: the id is kept only so that a delivery of the
-	// same event again is applied once (docs/billing.md). Stripe retries a
-	// delivery for up to 3 days, and an event can be resent by hand (from
-	// its dashboard or CLI) only while Stripe keeps it, 30 days from its
-	// creation; an event is applied after it was created, so its id
-	// outlives every delivery Stripe can still make.
-	billingEventsKeep = 30 * 24 * time.Hour
+	// billingEventsKeep keeps the ids of the payment provider's events
+	// applied, against a second delivery of one, for 45 days: Stripe
+	// retries a webhook for up to 3 days and lets an event be resent by hand
+	// for 30, so no copy of an event comes after its id is gone.
+	billingEventsKeep = 45 * 24 * time.Hour
 )
 
 // pruneMediaBatch bounds the uploads one prune deletes, so its transaction
@@ -44,7 +41,7 @@ const pruneMediaBatch = 1000
 
 // pruneStore drops expired pairing codes, token families without tokens,
 // old mail, old storage counters, media uploads no message took, sticky pool
-// entries older than store.StickyAge and the ids of old payment provider
+// entries older than store.StickyAge and the ids of old payment-provider
 // events, logging what it dropped.
 func pruneStore(st backend, now time.Time, log *slog.Logger) {
 	count := func(what string, n int, err error) {
@@ -71,7 +68,7 @@ func pruneStore(st backend, now time.Time, log *slog.Logger) {
 	n, err = st.PruneSticky(now.Add(-store.StickyAge))
 	count("sticky pool entries", n, err)
 	n, err = st.PruneBillingEvents(now.Add(-billingEventsKeep))
-	count("payment provider event ids", n, err)
+	count("applied payment-provider event ids", n, err)
 }
 
 // pruneLeaderKey is the advisory lock key whose holder prunes the store on

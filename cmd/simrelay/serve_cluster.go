@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/simrelay/simrelay/cluster"
@@ -104,7 +103,9 @@ func joinCluster(ctx context.Context, cfg clusterConfig, addr net.Addr, st backe
 	if !ok {
 		return &clusterNode{}, nil
 	}
-	n := &clusterNode{name: cfg.nodeName, instance: uuid.NewString(), pg: pg, log: log, lost: make(chan struct{})}
+	// The instance is the store's lease holder: the other nodes end the
+	// outbox leases of an instance whose beat stopped (EndDeadLeases).
+	n := &clusterNode{name: cfg.nodeName, instance: pg.Holder(), pg: pg, log: log, lost: make(chan struct{})}
 	if n.name == "" {
 		n.name = defaultNodeName(addr)
 	}
@@ -247,6 +248,14 @@ func (n *clusterNode) run(ctx context.Context) {
 				n.log.Error("another process took this node's name in the registry while this one was silent: stopping", "node", n.name)
 				close(n.lost)
 				return
+			default:
+				// This node is live: the leases of nodes that are not go
+				// back to the outboxes now, not after their lease.
+				if ended, err := n.pg.EndDeadLeases(nodeLiveWithin); err != nil {
+					n.log.Warn("end the outbox leases of dead nodes", "err", err)
+				} else if ended > 0 {
+					n.log.Info("ended the outbox leases of nodes that are gone; their webhooks and mails go again", "leases", ended)
+				}
 			}
 		}
 	}

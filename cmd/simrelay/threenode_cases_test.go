@@ -214,13 +214,55 @@ func testKeyRotation(t *testing.T, c *cluster3) {
 	}
 }
 
+// hangingSink holds every webhook delivery that arrives before cut closes
+// (until its sender goes away), and answers the ones after.
+type hangingSink struct {
+	cut          chan struct{}
+	mu           sync.Mutex
+	held, served map[string]bool // by X-Service-Delivery
+}
+
+func (h *hangingSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	id := r.Header.Get("X-Service-Delivery")
+	select {
+	case <-h.cut:
+		h.mu.Lock()
+		h.served[id] = true
+		h.mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	default:
+		h.mu.Lock()
+		h.held[id] = true
+		h.mu.Unlock()
+		select {
+		case <-r.Context().Done(): // its node died
+		case <-time.After(time.Minute):
+		}
+	}
+}
+
 // testKillPhoneNode: the phone is on C; six senders spread a burst over the
 // three nodes; C dies (SIGKILL) after 100 answered sends, the senders go on
 // on A and B for 100 more; the phone comes back through A (as through a
 // load balancer) and must get every answered send. The phone's journal
 // dedupes by id: distinct ids are what it sends as SMS, and a job repeated
 // on the wire (a job C handed out whose ack died with it) is only logged.
+//
+// Meanwhile the company's status webhook hangs every attempt made before
+// the kill, so C dies holding leases on deliveries: A and B must deliver
+// them within half the 60 s lease (the live nodes end a dead node's
+// leases once its beat is 10 s old).
 func testKillPhoneNode(t *testing.T, c *cluster3) {
+	sink := &hangingSink{cut: make(chan struct{}), held: map[string]bool{}, served: map[string]bool{}}
+	hook := httptest.NewServer(sink)
+	defer hook.Close()
+	if st, body := call(t, "PUT", c.nodes["a"].url+"/webhooks/inbound-sms", c.apiKey, map[string]any{"webhooks": []map[string]any{
+		{"url": hook.URL + "/status", "events": []string{"message.sent"}},
+	}}); st != http.StatusOK {
+		t.Fatalf("PUT webhooks: %d %v", st, body)
+	}
+	defer call(t, "PUT", c.nodes["a"].url+"/webhooks/inbound-sms", c.apiKey, map[string]any{"webhooks": []map[string]any{}})
 	onC := c.phone.linkTo(t, c.nodes["c"])
 	defer onC.stop()
 	var answered sync.Map
@@ -271,6 +313,12 @@ func testKillPhoneNode(t *testing.T, c *cluster3) {
 	}
 	close(killed)
 	_ = c.nodes["c"].cmd.Wait()
+	killedAt := time.Now()
+	// Attempts that started before the kill but reach the sink after it
+	// are served; what C held is what it dies with.
+	sink.mu.Lock()
+	close(sink.cut)
+	sink.mu.Unlock()
 	waitFor(t, "100 answered sends after the kill", func() bool { return after.Load() >= 100 })
 	halt()
 	onC.stop()
@@ -302,4 +350,28 @@ func testKillPhoneNode(t *testing.T, c *cluster3) {
 		first, _ := answered.Load(m[0])
 		t.Fatalf("%d of %d answered sends never reached the phone after the kill (e.g. %s, answered by %s)", len(m), n, m[0], first)
 	}
+
+	unserved := func() (ids []string) {
+		sink.mu.Lock()
+		defer sink.mu.Unlock()
+		for id := range sink.held {
+			if !sink.served[id] {
+				ids = append(ids, id)
+			}
+		}
+		return ids
+	}
+	for len(unserved()) > 0 && time.Since(killedAt) < 30*time.Second {
+		time.Sleep(50 * time.Millisecond)
+	}
+	sink.mu.Lock()
+	held := len(sink.held)
+	sink.mu.Unlock()
+	if held == 0 {
+		t.Fatal("no webhook attempt was under way at the kill: the lease check saw nothing")
+	}
+	if u := unserved(); len(u) > 0 {
+		t.Fatalf("%d of the %d deliveries held at the kill were not delivered by the live nodes within 30 s (the lease is 60 s): %v", len(u), held, u)
+	}
+	t.Logf("kill -9: %d webhook deliveries held by the dead node delivered %s after the kill", held, time.Since(killedAt).Round(100*time.Millisecond))
 }

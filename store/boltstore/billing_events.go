@@ -86,18 +86,15 @@ func (s *Store) CompanyByCustomer(customerID string) (companyID uint64, found bo
 	return companyID, found, nil
 }
 
-// PruneBillingEvents drops the ids of provider events applied before
-// cutoff: the provider delivers no event again that long after (see
-// cmd/simrelay/prune.go for the bound), so the id has done its job.
+// PruneBillingEvents forgets the ids of the provider's events applied
+// before cutoff (the server keeps them longer than the provider resends an
+// event), so the record of applied events does not grow for ever.
 func (s *Store) PruneBillingEvents(cutoff time.Time) (int, error) {
-	var n int
+	n := 0
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		var err error
-		n, err = deleteWhere(tx.Bucket(bucketBillingEvents), func(k, v []byte) (bool, error) {
-			if len(v) != 8 {
-				return false, fmt.Errorf("%s: malformed entry %q", bucketBillingEvents, k)
-			}
-			return int64(btoi(v)) < cutoff.Unix(), nil
+		n, err = deleteWhere(tx.Bucket(bucketBillingEvents), func(_, v []byte) (bool, error) {
+			return len(v) == 8 && int64(btoi(v)) < cutoff.Unix(), nil
 		})
 		return err
 	})

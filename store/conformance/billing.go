@@ -30,7 +30,7 @@ func Billing(t *testing.T, open Opener[BillingStore]) {
 	t.Run("EventsOnce", func(t *testing.T) { t.Parallel(); providerEventsOnce(t, open(t)) })
 	t.Run("ForeignCustomer", func(t *testing.T) { t.Parallel(); providerForeignCustomer(t, open(t)) })
 	t.Run("OrderedEvents", func(t *testing.T) { t.Parallel(); providerOrderedEvents(t, open(t)) })
-	t.Run("EventsPruned", func(t *testing.T) { t.Parallel(); providerEventsPruned(t, open(t)) })
+	t.Run("PruneEvents", func(t *testing.T) { t.Parallel(); providerEventsPruned(t, open(t)) })
 	t.Run("PlanLimits", func(t *testing.T) { t.Parallel(); planLimits(t, open(t)) })
 }
 
@@ -266,44 +266,6 @@ func providerOrderedEvents(t *testing.T, s BillingStore) {
 	newest(250, "status-6")
 }
 
-// providerEventsPruned: a prune drops the ids of events applied before its
-// cutoff, and only those (a foreign customer's refused event too); a recent
-// event delivered again is still applied once, while a pruned id is new to
-// the store.
-func providerEventsPruned(t *testing.T, s BillingStore) {
-	a, _ := Company(t, s)
-	b, _ := Company(t, s)
-	var calls int
-	fn := func(sub *store.Subscription, _ bool) bool { calls++; sub.Status = "active"; return true }
-	deliver := func(id string, companyID uint64, customer string, at time.Time) (bool, error) {
-		return s.ApplyProviderEvent(id, companyID, customer, 100, false, at, fn)
-	}
-	old, recent := T0, T0.AddDate(0, 0, 20)
-	if ok, err := deliver("evt_old", a.ID, "cus_a", old); err != nil || !ok {
-		t.Fatalf("the old event: applied %v (%v)", ok, err)
-	}
-	if ok, err := deliver("evt_foreign", b.ID, "cus_a", old); !errors.Is(err, store.ErrForeignCustomer) || ok {
-		t.Fatalf("the old foreign event: applied %v (%v), want ErrForeignCustomer", ok, err)
-	}
-	if ok, err := deliver("evt_recent", a.ID, "", recent); err != nil || !ok {
-		t.Fatalf("the recent event: applied %v (%v)", ok, err)
-	}
-	n, err := s.PruneBillingEvents(T0.AddDate(0, 0, 10))
-	if err != nil || n != 2 {
-		t.Fatalf("prune: %d (%v), want the 2 events applied before the cutoff", n, err)
-	}
-	calls = 0
-	if ok, err := deliver("evt_recent", a.ID, "", recent.Add(time.Hour)); err != nil || ok || calls != 0 {
-		t.Fatalf("the recent event again after the prune: applied %v (%v), fn called %d times; want acknowledged, not applied", ok, err, calls)
-	}
-	if ok, err := deliver("evt_old", a.ID, "", recent.Add(time.Hour)); err != nil || !ok || calls != 1 {
-		t.Fatalf("the pruned event again: applied %v (%v), fn called %d times; want its id forgotten", ok, err, calls)
-	}
-	if n, err := s.PruneBillingEvents(T0.AddDate(0, 0, 10)); err != nil || n != 0 {
-		t.Fatalf("the same prune again: %d (%v), want nothing left to drop", n, err)
-	}
-}
-
 // limitsByPlan prices a subscription: plan "solo" allows one device and
 // two messages a month; no subscription, or another plan, nothing limited.
 type limitsByPlan struct {
@@ -365,4 +327,35 @@ func planLimits(t *testing.T, s BillingStore) {
 	other, _ := Company(t, s)
 	Device(t, s, other.ID, fmt.Sprintf("fp-%d", unique()))
 	Device(t, s, other.ID, fmt.Sprintf("fp-%d", unique()))
+}
+
+// providerEventsPruned: pruning forgets the ids of events applied before
+// the cutoff and keeps the later ones, so a retry of a recent event still
+// changes nothing; a forgotten id applies again (the server keeps ids
+// longer than the provider resends an event).
+func providerEventsPruned(t *testing.T, s BillingStore) {
+	c, _ := Company(t, s)
+	calls := 0
+	fn := func(sub *store.Subscription, _ bool) bool { calls++; sub.Status = "active"; return true }
+	old, recent := T0, T0.Add(48*time.Hour)
+	if ok, err := s.ApplyProviderEvent("evt_old", c.ID, "", 100, false, old, fn); err != nil || !ok {
+		t.Fatalf("the old event: applied %v (%v)", ok, err)
+	}
+	if ok, err := s.ApplyProviderEvent("evt_recent", c.ID, "", 101, false, recent, fn); err != nil || !ok {
+		t.Fatalf("the recent event: applied %v (%v)", ok, err)
+	}
+	n, err := s.PruneBillingEvents(T0.Add(24 * time.Hour))
+	if err != nil || n != 1 {
+		t.Fatalf("pruned %d event ids (%v), want 1", n, err)
+	}
+	if n, err := s.PruneBillingEvents(T0.Add(24 * time.Hour)); err != nil || n != 0 {
+		t.Fatalf("a second prune dropped %d (%v), want 0", n, err)
+	}
+	calls = 0
+	if ok, err := s.ApplyProviderEvent("evt_recent", c.ID, "", 101, false, recent.Add(time.Hour), fn); err != nil || ok || calls != 0 {
+		t.Fatalf("a retry of the kept event: applied %v, fn called %d times (%v), want neither", ok, calls, err)
+	}
+	if ok, err := s.ApplyProviderEvent("evt_old", c.ID, "", 100, false, recent.Add(time.Hour), fn); err != nil || !ok || calls != 1 {
+		t.Fatalf("the pruned event's id: applied %v, fn called %d times (%v), want applied once", ok, calls, err)
+	}
 }

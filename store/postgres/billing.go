@@ -176,11 +176,9 @@ func (s *Store) CompanyByCustomer(customerID string) (companyID uint64, found bo
 	return companyID, found, nil
 }
 
-// PruneBillingEvents drops the ids of provider events applied before
-// cutoff: the provider delivers no event again that long after (see
-// cmd/simrelay/prune.go for the bound), so the id has done its job. The
-// table holds only those few weeks of events, so the hourly delete scans
-// it without an index of applied_at.
+// PruneBillingEvents forgets the ids of the provider's events applied
+// before cutoff (the server keeps them longer than the provider resends an
+// event), so the record of applied events does not grow for ever.
 func (s *Store) PruneBillingEvents(cutoff time.Time) (int, error) {
 	var n int
 	err := s.write("prune billing events", func(t *txn) error {

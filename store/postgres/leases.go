@@ -28,8 +28,10 @@ import (
 //
 // A lease is held by a holder name drawn at Open, not by the node's name: a
 // node restarted under the same name is a new holder, so the leases of the
-// process that died are not taken for its own (it waits for them to run
-// out like any node).
+// process that died are not taken for its own. A node registers its
+// holder as its instance in the node registry (Holder), so the live nodes
+// end the leases of a process whose beat stopped (EndDeadLeases) instead of
+// waiting for them to run out.
 
 // claimLock serialises the claims of webhook deliveries of every node
 // ("simrelaw"): a claim counts the leases other nodes hold and leases up to
@@ -157,6 +159,35 @@ func (s *Store) leaseDeliveries(t *txn, due *[]store.WebhookDue) error {
 	}
 	*due = kept
 	return nil
+}
+
+// Holder is the name this store's leases carry. A node registers it as its
+// instance (RegisterNode), which tells its leases from a dead process's.
+func (s *Store) Holder() string { return s.holder }
+
+// EndDeadLeases ends the leases on the webhook and e-mail outboxes held by
+// no live node: their holder is not the instance of a node whose last beat
+// is within live (it was killed, or stopped without handing them back, or
+// a restart under its name replaced it). Never this store's own. It answers
+// how many it ended; their deliveries and mails are then claimed as due.
+// Called by a live node after each of its own beats.
+func (s *Store) EndDeadLeases(live time.Duration) (int, error) {
+	var n int
+	err := s.write("end the leases of dead nodes", func(t *txn) error {
+		n = 0
+		for _, table := range []string{"webhook_deliveries", "mail_outbox"} {
+			tag, err := t.exec(`UPDATE `+table+` SET leased_until = NULL, leased_by = NULL
+				WHERE leased_by IS NOT NULL AND leased_by <> $1 AND leased_until > clock_timestamp()
+				AND leased_by NOT IN (SELECT instance FROM cluster_nodes WHERE seen_at > now() - make_interval(secs => $2))`,
+				s.holder, live.Seconds())
+			if err != nil {
+				return err
+			}
+			n += int(tag.RowsAffected())
+		}
+		return nil
+	})
+	return n, err
 }
 
 // ReleaseLeases ends every lease of the webhook and e-mail outboxes held by

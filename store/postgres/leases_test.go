@@ -154,3 +154,68 @@ func TestReleaseLeasesOfTheDead(t *testing.T) {
 		t.Fatal("the release ended the living holder's own lease")
 	}
 }
+
+// TestEndDeadLeases: the live nodes end the outbox leases of a node whose
+// beat stopped, and of a process replaced by a restart under the same
+// name, at once instead of after the lease; a live node's leases, and the
+// caller's own, stay.
+func TestEndDeadLeases(t *testing.T) {
+	t.Parallel()
+	url := migrated(t)
+	const live = 10 * time.Second
+	a, b, c := open(t, url), open(t, url), open(t, url)
+	for _, n := range []struct {
+		s    *Store
+		name string
+	}{{a, "node-a"}, {b, "node-b"}, {c, "node-c"}} {
+		if err := n.s.RegisterNode(Node{Name: n.name, Bus: true, Instance: n.s.Holder()}, live); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := time.Now().UTC()
+	var ids []uint64
+	for _, to := range []string{"a@x.test", "b@x.test", "c@x.test"} {
+		m := store.Mail{To: to, Subject: "s", Text: "t", State: store.MailPending, CreatedAt: now, NextAttemptAt: now}
+		if err := a.AppendMail(&m); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, m.ID)
+	}
+	for i, s := range []*Store{a, b, c} {
+		if _, ok, err := s.ClaimMail(ids[i]); err != nil || !ok {
+			t.Fatalf("claim %d: %v %v", i, ok, err)
+		}
+	}
+	if n, err := b.EndDeadLeases(live); err != nil || n != 0 {
+		t.Fatalf("ended %d leases (%v) while every node beats, want none", n, err)
+	}
+	// Node a stops beating (killed); node c is replaced by a new process
+	// under its name, whose instance differs.
+	if _, err := a.pool.Exec(context.Background(), "UPDATE cluster_nodes SET seen_at = now() - interval '1 minute' WHERE name = 'node-a'"); err != nil {
+		t.Fatal(err)
+	}
+	c2 := open(t, url)
+	if err := c2.RegisterNode(Node{Name: "node-c", Bus: true, Instance: c2.Holder()}, live); err == nil {
+		t.Fatal("a second process took node-c's name while its beat is live")
+	}
+	if _, err := a.pool.Exec(context.Background(), "UPDATE cluster_nodes SET seen_at = now() - interval '1 minute' WHERE name = 'node-c'"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c2.RegisterNode(Node{Name: "node-c", Bus: true, Instance: c2.Holder()}, live); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := b.EndDeadLeases(live); err != nil || n != 2 {
+		t.Fatalf("ended %d leases (%v), want node a's and node c's first process's", n, err)
+	}
+	for _, id := range []uint64{ids[0], ids[2]} {
+		if _, ok, err := c2.ClaimMail(id); err != nil || !ok {
+			t.Fatalf("mail %d after its holder died: claimed %v (%v), want it free", id, ok, err)
+		}
+	}
+	if _, ok, _ := c2.ClaimMail(ids[1]); ok {
+		t.Fatal("a live node's lease was ended")
+	}
+	if n, err := c2.EndDeadLeases(live); err != nil || n != 0 {
+		t.Fatalf("the restarted node ended %d leases (%v), want none: its own and b's are live", n, err)
+	}
+}
