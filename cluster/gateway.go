@@ -52,6 +52,7 @@ const (
 type Hub interface {
 	Online(fingerprint string) bool
 	LastSeen(fingerprint string) time.Time
+	Presence(fingerprints []string) map[string]time.Time
 	OfflineSince(fingerprint string) time.Time
 	HoldDevice(fingerprint string, deviceID uint64, fn func(dispatchedUpTo uint64, online bool) error) error
 	Kick(fingerprint string)
@@ -69,6 +70,7 @@ type LinkStore interface {
 	LinkEpochs(deviceIDs []uint64) (map[uint64]uint64, error)
 	EndLink(deviceID, epoch uint64) error
 	LinkedSince(fingerprint string, live time.Duration) (time.Time, bool, error)
+	LinkedSinceMany(fingerprints []string, live time.Duration) (map[string]time.Time, error)
 	EndOrphanLinks(live time.Duration, limit int, node string) ([]store.Device, error)
 	HoldLink(deviceID uint64, live time.Duration, fn func(node string, open, nodeLive bool) error) error
 	// MessageSequence is the highest queue place given to a job yet.

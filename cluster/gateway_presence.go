@@ -45,6 +45,34 @@ func (g *Gateway) LastSeen(fingerprint string) time.Time {
 	return seen.UTC()
 }
 
+// Presence is Online and LastSeen of many devices at once, for a list of
+// them (GET /device/list, the console's devices page): the devices online,
+// each with when it was last seen, as those two say. The node's own links
+// answer first; the others are asked of the database in one statement, not
+// two per device. When the database does not answer, they are offline, as
+// Online says then.
+func (g *Gateway) Presence(fingerprints []string) map[string]time.Time {
+	out := g.hub.Presence(fingerprints)
+	rest := make([]string, 0, len(fingerprints)-len(out))
+	for _, fp := range fingerprints {
+		if _, here := out[fp]; !here {
+			rest = append(rest, fp)
+		}
+	}
+	if len(rest) == 0 {
+		return out
+	}
+	seen, err := g.st.LinkedSinceMany(rest, g.cfg.Live)
+	if err != nil {
+		g.log.Error("gateway: presence", "err", fmt.Errorf("cluster: where are %d devices linked: %w", len(rest), err))
+		return out
+	}
+	for fp, t := range seen {
+		out[fp] = t.UTC()
+	}
+	return out
+}
+
 // PresenceOnline is Online for the offline check of device presence: when
 // the database does not answer it says online, so that no device is
 // reported offline (and mailed about) for the database's trouble.

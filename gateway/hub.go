@@ -351,6 +351,25 @@ func (h *Hub) LastSeen(fingerprint string) time.Time {
 	return time.Time{}
 }
 
+// Presence is Online and LastSeen of many devices at once, for a list of
+// them: the devices with a live link, each with when it last carried
+// anything.
+func (h *Hub) Presence(fingerprints []string) map[string]time.Time {
+	out := make(map[string]time.Time)
+	h.mu.Lock()
+	live := make(map[string]*conn)
+	for _, fp := range fingerprints {
+		if c := h.conns[fp]; c != nil {
+			live[fp] = c
+		}
+	}
+	h.mu.Unlock()
+	for fp, c := range live {
+		out[fp] = time.Unix(0, c.lastSeen.Load()).UTC()
+	}
+	return out
+}
+
 // Count is the number of live links.
 func (h *Hub) Count() int {
 	h.mu.Lock()

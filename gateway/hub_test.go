@@ -33,12 +33,18 @@ func TestHelloWelcomeAndPresence(t *testing.T) {
 		t.Errorf("server_time %q: %v", w.ServerTime, err)
 	}
 	eventually(t, "online", func() bool { return r.hub.Online("pixel-1") })
+	if got := r.hub.Presence([]string{"pixel-1", "absent"}); len(got) != 1 || !got["pixel-1"].Equal(r.hub.LastSeen("pixel-1")) {
+		t.Errorf("presence of pixel-1 and an absent phone: %v, want pixel-1 alone, last seen %v", got, r.hub.LastSeen("pixel-1"))
+	}
 	d, _ := r.store.Device("pixel-1")
 	if d.SelectedSIM != "SIM2" || d.AppVersion != "2.0.1" || len(d.SIMs) != 1 || d.SIMs[0].PhoneNumber != "+15550102222" {
 		t.Errorf("hello was not recorded: %+v", d)
 	}
 	ws.Close(websocket.StatusNormalClosure, "bye")
 	eventually(t, "offline", func() bool { return !r.hub.Online("pixel-1") })
+	if got := r.hub.Presence([]string{"pixel-1"}); len(got) != 0 {
+		t.Errorf("presence after the link ended: %v, want none", got)
+	}
 	d, _ = r.store.Device("pixel-1")
 	if d.LastSeenAt.IsZero() {
 		t.Error("last_seen_at was not stored when the link ended")

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"net/http"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	qrcode "github.com/skip2/go-qrcode"
@@ -94,8 +95,9 @@ func deviceOut(d store.Device) deviceJSON {
 }
 
 // deviceDetail adds what the hub knows: a live link's last activity is newer
-// than the stored last_seen_at, which is written when a link ends.
-func (s *Server) deviceDetail(ctx context.Context, d store.Device) (deviceDetailJSON, error) {
+// than the stored last_seen_at, which is written when a link ends. presence
+// is Phones.Presence of the devices being answered, asked once for them all.
+func (s *Server) deviceDetail(ctx context.Context, d store.Device, presence map[string]time.Time) (deviceDetailJSON, error) {
 	depth, err := s.deps.Devices.QueueDepth(ctx, d)
 	if err != nil {
 		return deviceDetailJSON{}, err
@@ -117,9 +119,9 @@ func (s *Server) deviceDetail(ctx context.Context, d store.Device) (deviceDetail
 		out.LastFailures = append(out.LastFailures, one)
 	}
 	seen := d.LastSeenAt
-	if s.deps.Phones.Online(d.Fingerprint) {
+	if live, online := presence[d.Fingerprint]; online {
 		out.Online = true
-		if live := s.deps.Phones.LastSeen(d.Fingerprint); live.After(seen) {
+		if live.After(seen) {
 			seen = live
 		}
 	}
@@ -179,7 +181,7 @@ func (s *Server) registerDevice(c echo.Context) error {
 		s.deps.Phones.Disconnect(dev.Fingerprint, androidproto.CloseBadToken, "token replaced by a new registration")
 	}
 	c.Response().Header().Set("Cache-Control", "no-store")
-	out, err := s.deviceDetail(c.Request().Context(), dev)
+	out, err := s.deviceDetail(c.Request().Context(), dev, s.deps.Phones.Presence([]string{dev.Fingerprint}))
 	if err != nil {
 		return err
 	}
@@ -218,9 +220,16 @@ func (s *Server) deviceDetails(ctx context.Context, companyID uint64) (map[strin
 	if err != nil {
 		return nil, err
 	}
+	fps := make([]string, len(devs))
+	for i, d := range devs {
+		fps[i] = d.Fingerprint
+	}
+	// One question for the page: on a cluster, the devices linked on other
+	// nodes are one query, not two per device.
+	presence := s.deps.Phones.Presence(fps)
 	out := make([]deviceDetailJSON, 0, len(devs))
 	for _, d := range devs {
-		one, err := s.deviceDetail(ctx, d)
+		one, err := s.deviceDetail(ctx, d, presence)
 		if err != nil {
 			return nil, err
 		}
@@ -259,7 +268,7 @@ func (s *Server) patchDevice(c echo.Context) error {
 		s.deps.Phones.Configure(fp, androidproto.Config{SelectedSIM: d.SelectedSIM, DeviceName: d.Name, Status: d.Status})
 		s.deps.Phones.Pace(fp, d.SMSPerMinute)
 	}
-	out, err := s.deviceDetail(c.Request().Context(), d)
+	out, err := s.deviceDetail(c.Request().Context(), d, s.deps.Phones.Presence([]string{d.Fingerprint}))
 	if err != nil {
 		return err
 	}

@@ -60,7 +60,10 @@ type Bus interface {
 // Phones is the connection hub as the API uses it (gateway.Hub).
 type Phones interface {
 	Online(fingerprint string) bool
-	LastSeen(fingerprint string) time.Time
+	// Presence answers, of many devices at once, those online, each with
+	// when it was last seen: a live link's last activity (on a cluster, for
+	// a link on another node, that node's last beat).
+	Presence(fingerprints []string) map[string]time.Time
 	Disconnect(fingerprint string, code int, reason string)
 	Configure(fingerprint string, cfg androidproto.Config)
 	Pace(fingerprint string, perMinute int)

@@ -57,7 +57,10 @@ type EmailToSMS struct {
 // Phones is the connection hub as the console uses it (gateway.Hub).
 type Phones interface {
 	Online(fingerprint string) bool
-	LastSeen(fingerprint string) time.Time
+	// Presence answers, of many devices at once, those online, each with
+	// when it was last seen: a live link's last activity (on a cluster, for
+	// a link on another node, that node's last beat).
+	Presence(fingerprints []string) map[string]time.Time
 	Disconnect(fingerprint string, code int, reason string)
 	Configure(fingerprint string, cfg androidproto.Config)
 	Pace(fingerprint string, perMinute int)

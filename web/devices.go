@@ -68,6 +68,16 @@ func (c *Console) deviceRows(r *http.Request, companyID uint64) ([]deviceRow, er
 	if err != nil {
 		return nil, err
 	}
+	// One question for the page: on a cluster, the devices linked on other
+	// nodes are one query, not two per device.
+	var presence map[string]time.Time
+	if c.deps.Phones != nil {
+		fps := make([]string, len(devs))
+		for i, d := range devs {
+			fps[i] = d.Fingerprint
+		}
+		presence = c.deps.Phones.Presence(fps)
+	}
 	out := make([]deviceRow, 0, len(devs))
 	for _, d := range devs {
 		row := deviceRow{Fingerprint: d.Fingerprint, Name: d.Name, Status: d.Status, SelectedSIM: d.SelectedSIM,
@@ -78,9 +88,9 @@ func (c *Console) deviceRows(r *http.Request, companyID uint64) ([]deviceRow, er
 		if row.Failures, err = c.deps.Devices.Failures(r.Context(), d); err != nil {
 			return nil, err
 		}
-		if c.deps.Phones != nil && c.deps.Phones.Online(d.Fingerprint) {
+		if live, online := presence[d.Fingerprint]; online {
 			row.Online = true
-			if live := c.deps.Phones.LastSeen(d.Fingerprint); live.After(row.LastSeen) {
+			if live.After(row.LastSeen) {
 				row.LastSeen = live
 			}
 		}

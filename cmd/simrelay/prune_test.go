@@ -28,6 +28,12 @@ func TestPruneStore(t *testing.T) {
 	if err := st.PutPairing([]byte("h"), store.Pairing{CompanyID: c.ID, ExpiresAt: now.Add(-pairingKeep - time.Hour)}, now); err != nil {
 		t.Fatal(err)
 	}
+	noop := func(*store.Subscription, bool) bool { return false }
+	for id, at := range map[string]time.Time{"evt_old": now.Add(-billingEventsKeep - time.Hour), "evt_recent": now.Add(-billingEventsKeep + time.Hour)} {
+		if _, err := st.ApplyProviderEvent(id, c.ID, "", 1, false, at, noop); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var buf bytes.Buffer
 	pruneStore(st, now, slog.New(slog.NewTextHandler(&buf, nil)))
 	if mails, _ := st.Mails(false); len(mails) != 0 {
@@ -35,6 +41,12 @@ func TestPruneStore(t *testing.T) {
 	}
 	if _, err := st.Pairing([]byte("h")); err == nil {
 		t.Fatal("the expired pairing code is still there")
+	}
+	if applied, err := st.ApplyProviderEvent("evt_old", c.ID, "", 1, false, now, noop); err != nil || !applied {
+		t.Fatalf("the old provider event again: applied %v (%v), want its id pruned", applied, err)
+	}
+	if applied, err := st.ApplyProviderEvent("evt_recent", c.ID, "", 1, false, now, noop); err != nil || applied {
+		t.Fatalf("the recent provider event again: applied %v (%v), want its id kept", applied, err)
 	}
 	if log := buf.String(); !strings.Contains(log, "never sent") || !strings.Contains(log, "lost@x.test") {
 		t.Fatalf("got log %q, want a warning naming the unsent mail", log)

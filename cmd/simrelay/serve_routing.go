@@ -34,6 +34,7 @@ type phoneRoutes interface {
 	Kick(fingerprint string)
 	Online(fingerprint string) bool
 	LastSeen(fingerprint string) time.Time
+	Presence(fingerprints []string) map[string]time.Time
 	OfflineSince(fingerprint string) time.Time
 	HoldDevice(fingerprint string, deviceID uint64, fn func(dispatchedUpTo uint64, online bool) error) error
 	Disconnect(fingerprint string, code int, reason string)

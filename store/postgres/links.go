@@ -31,6 +31,41 @@ func (s *Store) LinkedSince(fingerprint string, live time.Duration) (seen time.T
 	return seen, ok, err
 }
 
+// LinkedSinceMany is LinkedSince of many devices in one statement, for a
+// list of devices (GET /device/list, the console's devices page): it
+// answers, of each fingerprint with an open link on a node live within
+// live, when that node last beat; the others are absent.
+func (s *Store) LinkedSinceMany(fingerprints []string, live time.Duration) (map[string]time.Time, error) {
+	out := make(map[string]time.Time)
+	if len(fingerprints) == 0 {
+		return out, nil
+	}
+	err := s.read("linked devices", func(t *txn) error {
+		clear(out) // a retried read starts over
+		rows, err := t.query(`SELECT d.fingerprint, n.seen_at FROM devices d
+			JOIN device_links l ON l.device_id = d.id AND l.ended_at IS NULL
+			JOIN cluster_nodes n ON n.name = l.node AND n.seen_at > now() - make_interval(secs => $2)
+			WHERE d.fingerprint = ANY($1) AND d.deleted_at IS NULL`, fingerprints, live.Seconds())
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var fp string
+			var seen time.Time
+			if err := rows.Scan(&fp, &seen); err != nil {
+				return err
+			}
+			out[fp] = seen
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // EndOrphanLinks ends the open links held by nodes not live within live
 // (they died without closing them), names node (the sweeping one) as the
 // holder of their last link, and answers the devices they were of, at most

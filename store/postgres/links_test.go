@@ -9,7 +9,7 @@ import (
 )
 
 // The gateway's reads of device_links: linked by fingerprint only through
-// a live node; a dead node's links ended once, by one sweeping node, which
+// a live node, one device or many at once; a dead node's links ended once, by one sweeping node, which
 // takes them over; and a held row makes a claim on another store wait
 // until the hold ends.
 func TestGatewayLinks(t *testing.T) {
@@ -33,6 +33,10 @@ func TestGatewayLinks(t *testing.T) {
 	if seen, ok, err := s.LinkedSince("gw-phone", live); err != nil || !ok || seen.IsZero() {
 		t.Fatalf("linked on a: %v %v (%v)", seen, ok, err)
 	}
+	never := conformance.Device(t, s, c.ID, "gw-never")
+	if many, err := s.LinkedSinceMany([]string{"gw-phone", never.Fingerprint, "gw-unknown"}, live); err != nil || len(many) != 1 || many["gw-phone"].IsZero() {
+		t.Fatalf("linked of three, one on a: %v (%v), want gw-phone alone", many, err)
+	}
 	if devs, err := s.EndOrphanLinks(live, 10, "b"); err != nil || len(devs) != 0 {
 		t.Fatalf("no dead node yet: %v (%v)", devs, err)
 	}
@@ -43,6 +47,9 @@ func TestGatewayLinks(t *testing.T) {
 	}
 	if _, ok, _ := s.LinkedSince("gw-phone", live); ok {
 		t.Error("linked through a dead node")
+	}
+	if many, err := s.LinkedSinceMany([]string{"gw-phone"}, live); err != nil || len(many) != 0 {
+		t.Errorf("linked of the device on a dead node: %v (%v), want none", many, err)
 	}
 	devs, err := s.EndOrphanLinks(live, 10, "b")
 	if err != nil || len(devs) != 1 || devs[0].Fingerprint != "gw-phone" {
