@@ -2,20 +2,13 @@ package cluster
 
 import (
 	"context"
-	"log/slog"
 	"maps"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/simrelay/simrelay/device"
-	"github.com/simrelay/simrelay/gateway"
-	"github.com/simrelay/simrelay/internal/natstest"
-	"github.com/simrelay/simrelay/internal/pgtest"
-	"github.com/simrelay/simrelay/sms"
 	"github.com/simrelay/simrelay/store/conformance"
-	"github.com/simrelay/simrelay/store/postgres"
 )
 
 // Presence, asked of node a for a page of devices, answers what Online and
@@ -25,30 +18,8 @@ import (
 func TestPresenceAcrossNodes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := pgtest.URL(t)
-	st, err := postgres.Open(ctx, url, postgres.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
 	const live = 10 * time.Second
-	for _, n := range []string{"a", "b", "c"} {
-		if err := st.RegisterNode(postgres.Node{Name: n, Instance: n, Bus: true}, live); err != nil {
-			t.Fatal(err)
-		}
-	}
-	bus, err := Connect(ctx, Config{URL: natstest.Start(t), Node: "a"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(bus.Close)
-	log := slog.New(slog.DiscardHandler)
-	hub := gateway.New(gateway.Config{}, device.New(device.Config{}, st, time.Now), sms.New(sms.Config{}, st, log, time.Now), log, time.Now)
-	g, err := NewGateway(GatewayConfig{Bus: bus, Store: st, Hub: hub, Live: live, SweepEvery: time.Hour, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hub.SetEpochs(g)
+	st, g, url := gatewayOnNodes(t, live, time.Hour, "a", "b", "c")
 
 	c, _ := conformance.Company(t, st)
 	other, _ := conformance.Company(t, st)

@@ -28,31 +28,9 @@ import (
 // then; and a device whose last link ended on a node since gone, here too.
 func TestFailoverHoldAcrossNodes(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	url := pgtest.URL(t)
-	st, err := postgres.Open(ctx, url, postgres.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
 	const live = 10 * time.Second
-	for _, n := range []string{"a", "b"} {
-		if err := st.RegisterNode(postgres.Node{Name: n, Instance: n, Bus: true}, live); err != nil {
-			t.Fatal(err)
-		}
-	}
-	bus, err := Connect(ctx, Config{URL: natstest.Start(t), Node: "a"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(bus.Close)
-	log := slog.New(slog.DiscardHandler)
-	hub := gateway.New(gateway.Config{}, device.New(device.Config{}, st, time.Now), sms.New(sms.Config{}, st, log, time.Now), log, time.Now)
-	g, err := NewGateway(GatewayConfig{Bus: bus, Store: st, Hub: hub, Live: live, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hub.SetEpochs(g)
+	ctx := context.Background()
+	st, g, url := gatewayOnNodes(t, live, 0, "a", "b")
 	c, _ := conformance.Company(t, st)
 	moves := func(fp string, id uint64) bool {
 		t.Helper()
@@ -166,4 +144,36 @@ func TestKicksCoalesce(t *testing.T) {
 		t.Errorf("%d kicks of %d devices took %d messages, want them coalesced", devices*rounds, devices, messages)
 	}
 	t.Logf("%d kicks of %d devices: %d messages", devices*rounds, devices, messages)
+}
+
+// gatewayOnNodes registers the nodes named on a new database and answers
+// its store and the gateway of the first of them (its bus, hub and store),
+// and the database's URL. sweep is its link sweep's period (0: the default).
+func gatewayOnNodes(t *testing.T, live, sweep time.Duration, nodes ...string) (*postgres.Store, *Gateway, string) {
+	t.Helper()
+	ctx := context.Background()
+	url := pgtest.URL(t)
+	st, err := postgres.Open(ctx, url, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	for _, n := range nodes {
+		if err := st.RegisterNode(postgres.Node{Name: n, Instance: n, Bus: true}, live); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bus, err := Connect(ctx, Config{URL: natstest.Start(t), Node: nodes[0]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(bus.Close)
+	log := slog.New(slog.DiscardHandler)
+	hub := gateway.New(gateway.Config{}, device.New(device.Config{}, st, time.Now), sms.New(sms.Config{}, st, log, time.Now), log, time.Now)
+	g, err := NewGateway(GatewayConfig{Bus: bus, Store: st, Hub: hub, Live: live, SweepEvery: sweep, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub.SetEpochs(g)
+	return st, g, url
 }

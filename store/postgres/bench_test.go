@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,11 +16,15 @@ import (
 )
 
 // statements counts the statements a store sends to the database (BEGIN
-// and COMMIT included): a tracer on every connection of its pool.
-type statements struct{ n atomic.Int64 }
+// and COMMIT included), and the commits among them: a tracer on every
+// connection of its pool.
+type statements struct{ n, commits atomic.Int64 }
 
-func (c *statements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+func (c *statements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
 	c.n.Add(1)
+	if strings.EqualFold(strings.TrimSpace(d.SQL), "commit") {
+		c.commits.Add(1)
+	}
 	return ctx
 }
 

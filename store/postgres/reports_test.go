@@ -4,29 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/store/conformance"
 )
-
-// commits counts the transactions a store commits.
-type commits struct{ n atomic.Int64 }
-
-func (c *commits) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	if strings.EqualFold(strings.TrimSpace(d.SQL), "commit") {
-		c.n.Add(1)
-	}
-	return ctx
-}
-
-func (c *commits) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
 // TestReportsShareTransactions: a phone's reports queued one after another
 // (acks, then sent reports, an unknown job among them) apply in their
@@ -34,23 +17,14 @@ func (c *commits) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndDat
 // changes; after Close a report fails with ErrClosed.
 func TestReportsShareTransactions(t *testing.T) {
 	t.Parallel()
-	cfg, err := pgxpool.ParseConfig(migrated(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	counted := &commits{}
-	cfg.ConnConfig.Tracer = counted
-	s, err := openConfig(context.Background(), cfg, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s, counted := openCounted(t, Options{})
 	c, _ := conformance.Company(t, s)
 	conformance.Device(t, s, c.ID, "fp")
 	const jobs = 20
 	msgs := make([]store.Message, jobs)
 	for i := range msgs {
 		m := store.Message{UUID: fmt.Sprintf("job-%d", i), CompanyID: c.ID, Device: "fp", SIMSlot: "SIM1", Channel: "sms", Phone: "+15550100000", Text: "hi"}
+		var err error
 		if msgs[i], _, err = s.Enqueue(&m, store.IdempotencyKey{}, time.Now, nil, nil); err != nil {
 			t.Fatal(err)
 		}
@@ -66,7 +40,7 @@ func TestReportsShareTransactions(t *testing.T) {
 	if _, err := hold.Exec(context.Background(), "SELECT 1 FROM messages WHERE company_id = $1 AND uuid = $2 FOR UPDATE", int64(c.ID), msgs[0].UUID); err != nil {
 		t.Fatal(err)
 	}
-	before := counted.n.Load()
+	before := counted.commits.Load()
 	var acks, sents []store.Transit
 	for i, m := range msgs {
 		acks = append(acks, s.TransitionLater(c.ID, dev, m.UUID, store.MsgSending, "", "", "", now))
@@ -98,7 +72,7 @@ func TestReportsShareTransactions(t *testing.T) {
 		}
 	}
 	changes := int64(len(acks) + len(sents))
-	if n := counted.n.Load() - before; n >= changes/2 {
+	if n := counted.commits.Load() - before; n >= changes/2 {
 		t.Errorf("%d changes took %d transactions, want them to share", changes, n)
 	}
 	for _, m := range msgs {
