@@ -109,18 +109,7 @@ func claimsOnce(t *testing.T, nodes ClaimNodes) {
 		})
 	}
 	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
-	if len(attempts) != want {
-		t.Fatalf("%d deliveries attempted, want %d", len(attempts), want)
-	}
-	for id, n := range attempts {
-		if n != 1 {
-			t.Fatalf("delivery %d attempted %d times, want once", id, n)
-		}
-	}
+	onceEach(t, "delivery", attempts, want, errs)
 	if left := claimIDs(t, b, T0.Add(time.Hour), 100); len(left) != 0 {
 		t.Fatalf("%d deliveries left after every one was delivered", len(left))
 	}
@@ -282,18 +271,7 @@ func claimsMailOnce(t *testing.T, nodes ClaimNodes) {
 		})
 	}
 	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
-	if len(sent) != mails {
-		t.Fatalf("%d mails sent, want %d", len(sent), mails)
-	}
-	for id, n := range sent {
-		if n != 1 {
-			t.Fatalf("mail %d sent %d times, want once", id, n)
-		}
-	}
+	onceEach(t, "mail", sent, mails, errs)
 }
 
 // claimsMailTakeover: a mail claimed by a node that dies is claimed by
@@ -334,5 +312,24 @@ func claimsMailTakeover(t *testing.T, nodes ClaimNodes) {
 	c := open(time.Minute)
 	if _, ok, err := c.ClaimMail(m.ID); err != nil || !ok {
 		t.Fatalf("a retry claimed after the record: %v (%v), want true", ok, err)
+	}
+}
+
+// onceEach fails t with the first error the racing nodes sent on errs (which
+// it closes), unless want things were done, each exactly once (done counts
+// them by id).
+func onceEach(t *testing.T, what string, done map[uint64]int, want int, errs chan error) {
+	t.Helper()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if len(done) != want {
+		t.Fatalf("%d %ss done, want %d", len(done), what, want)
+	}
+	for id, n := range done {
+		if n != 1 {
+			t.Fatalf("%s %d done %d times, want once", what, id, n)
+		}
 	}
 }
