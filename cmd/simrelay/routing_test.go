@@ -3,14 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/coder/websocket"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/android-protocol/client"
@@ -20,94 +16,6 @@ import (
 	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/webhook/webhooktest"
 )
-
-// routedPhone is a phone of a routing test: the jobs it took and the close
-// codes that ended its links.
-type routedPhone struct {
-	p      *client.Phone
-	mu     sync.Mutex
-	jobs   map[string]bool // guarded by mu
-	closes []int           // guarded by mu
-	names  []string        // device names of the config frames; guarded by mu
-	stop   func()
-}
-
-func (r *routedPhone) named(name string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, n := range r.names {
-		if n == name {
-			return true
-		}
-	}
-	return false
-}
-
-func (r *routedPhone) got(id string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.jobs[id]
-}
-
-func (r *routedPhone) closedWith(code int) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, c := range r.closes {
-		if c == code {
-			return true
-		}
-	}
-	return false
-}
-
-// linkRouted links a phone of token to the server at url until the test
-// ends, with the hello's agent numbers if one is given.
-func linkRouted(t *testing.T, url, token string, hello ...proto.Hello) *routedPhone {
-	t.Helper()
-	r := &routedPhone{jobs: map[string]bool{}}
-	var h proto.Hello
-	if len(hello) > 0 {
-		h = hello[0]
-	}
-	r.p = client.New(client.Config{WSURL: "ws" + strings.TrimPrefix(url, "http") + "/device/ws", Token: token, Hello: h,
-		BackoffBase: 10 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
-		OnJob: func(s proto.Send) {
-			r.mu.Lock()
-			r.jobs[s.ID] = true
-			r.mu.Unlock()
-		},
-		OnConfig: func(c proto.Config) {
-			r.mu.Lock()
-			r.names = append(r.names, c.DeviceName)
-			r.mu.Unlock()
-		},
-		OnRetry: func(err error, _ time.Duration) {
-			var ce websocket.CloseError
-			if errors.As(err, &ce) {
-				r.mu.Lock()
-				r.closes = append(r.closes, int(ce.Code))
-				r.mu.Unlock()
-			}
-		},
-	})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		// A close the phone must not retry (4503) ends Run.
-		err := r.p.Run(ctx)
-		var ce *client.ClosedError
-		if errors.As(err, &ce) {
-			r.mu.Lock()
-			r.closes = append(r.closes, ce.Code)
-			r.mu.Unlock()
-		}
-		done <- err
-	}()
-	r.stop = sync.OnceFunc(func() { cancel(); <-done })
-	t.Cleanup(r.stop)
-	poll.Until(t, "the phone links to "+url, r.p.Connected)
-	return r
-}
 
 // send queues an SMS for the device through the server at url; its queue id.
 func send(t *testing.T, url, apiKey, fp, text string) string {
@@ -261,7 +169,7 @@ func TestDeadNodesPhonesReportedOffline(t *testing.T) {
 		return n
 	}
 	tokens := map[string]string{}
-	phones := map[string]*routedPhone{}
+	phones := map[string]*link{}
 	for _, fp := range []string{"gone-phone", "moved-phone"} {
 		code, err := pairingCode(context.Background(), a.url, apiKey)
 		if err != nil {

@@ -2,14 +2,9 @@ package main
 
 import (
 	"context"
-	"errors"
 	"net/http"
-	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/coder/websocket"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/android-protocol/client"
@@ -88,91 +83,8 @@ func startCluster3(t *testing.T) *cluster3 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.phone = &vphone{reg: reg, wire: map[string]int{}}
+	c.phone = &vphone{token: reg.DeviceToken, wire: map[string]int{}}
 	return c
-}
-
-// vphone is one paired phone whose links may go to any node; it counts
-// each job id it received over all its links (the phone's journal dedupes
-// by id, so distinct ids are what reached it as SMS; more than one on the
-// wire is a duplicate the journal absorbed).
-type vphone struct {
-	reg  client.Registration
-	mu   sync.Mutex
-	wire map[string]int // job id -> times received on the wire
-}
-
-// link is one link of the phone to one node, until stop.
-type link struct {
-	ph     *client.Phone
-	cancel context.CancelFunc
-	done   chan error
-	mu     sync.Mutex
-	closes []int // close codes that ended links
-}
-
-func wsURL(s *server) string { return "ws" + strings.TrimPrefix(s.url, "http") + "/device/ws" }
-
-// linkTo links the phone to node s. Each job is counted, acked, then
-// reported sent and delivered, as a real phone does.
-func (v *vphone) linkTo(t *testing.T, s *server) *link {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	l := &link{done: make(chan error, 1), cancel: cancel}
-	l.ph = client.New(client.Config{WSURL: wsURL(s), Token: v.reg.DeviceToken,
-		BackoffBase: 10 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
-		OnJob: func(job proto.Send) {
-			v.mu.Lock()
-			v.wire[job.ID]++
-			v.mu.Unlock()
-			l.ph.Report(job.ID, proto.StatusSent, "")
-			l.ph.Report(job.ID, proto.StatusDelivered, "")
-		},
-		OnRetry: func(err error, _ time.Duration) {
-			var ce websocket.CloseError
-			if errors.As(err, &ce) {
-				l.mu.Lock()
-				l.closes = append(l.closes, int(ce.Code))
-				l.mu.Unlock()
-				if int(ce.Code) == proto.CloseReplaced {
-					// The phone moved to another node: this link stays
-					// down rather than take the device back after its wait.
-					cancel()
-				}
-			}
-		},
-	})
-	go func() { l.done <- l.ph.Run(ctx) }()
-	t.Cleanup(l.stop)
-	waitFor(t, "the phone's link", func() bool { return l.ph.Connected() })
-	return l
-}
-
-// stop ends the link and waits for its goroutine.
-func (l *link) stop() {
-	if l.cancel != nil {
-		l.cancel()
-		<-l.done
-		l.cancel = nil
-	}
-}
-
-func (l *link) closedWith(code int) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, c := range l.closes {
-		if c == code {
-			return true
-		}
-	}
-	return false
-}
-
-// got says whether the phone received job id.
-func (v *vphone) got(id string) bool {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return v.wire[id] > 0
 }
 
 // waitFor polls cond until it holds, failing t after clusterWait.
