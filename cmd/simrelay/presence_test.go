@@ -59,21 +59,7 @@ func TestDeviceOfflineAcrossARestart(t *testing.T) {
 		}
 		link(srv.url, fp)
 	}
-	events := func(typ string) map[string]int {
-		n := map[string]int{}
-		for _, r := range rc.Requests() {
-			var ev struct {
-				Event string `json:"type"`
-				Data  struct {
-					Device string `json:"device_fingerprint"`
-				} `json:"data"`
-			}
-			if json.Unmarshal(r.Body, &ev) == nil && ev.Event == typ {
-				n[ev.Data.Device]++
-			}
-		}
-		return n
-	}
+	events := func(typ string) map[string]int { return deviceEvents(rc, typ) }
 	poll.Until(t, "both phones reported online", func() bool { n := events("device.online"); return n["gone-phone"] == 1 && n["back-phone"] == 1 })
 
 	// The server dies with both linked; the phones stop trying.
@@ -92,4 +78,22 @@ func TestDeviceOfflineAcrossARestart(t *testing.T) {
 	if n := events("device.offline")["back-phone"]; n != 0 {
 		t.Errorf("the phone back within the grace was reported offline %d times", n)
 	}
+}
+
+// deviceEvents counts the device events of type typ the receiver got, by
+// device fingerprint.
+func deviceEvents(rc *webhooktest.Receiver, typ string) map[string]int {
+	n := map[string]int{}
+	for _, r := range rc.Requests() {
+		var ev struct {
+			Event string `json:"type"`
+			Data  struct {
+				Device string `json:"device_fingerprint"`
+			} `json:"data"`
+		}
+		if json.Unmarshal(r.Body, &ev) == nil && ev.Event == typ {
+			n[ev.Data.Device]++
+		}
+	}
+	return n
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	natsd "github.com/nats-io/nats-server/v2/server"
+
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/android-protocol/client"
 	"github.com/simrelay/simrelay/internal/natstest"
@@ -41,12 +43,7 @@ func TestRoutingAcrossNodes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	bin := buildBinary(t)
-	db := pgtest.URL(t)
-	st := testStore{dir: t.TempDir(), databaseURL: db}
-	apiKey := createCompany(t, bin, st)
-	nats := natstest.New(t)
-	t.Cleanup(nats.Shutdown)
+	bin, db, st, apiKey, nats := clusterParts(t)
 	node := func(name string, st testStore) *server {
 		return startServer(t, bin, st, "--node-name", name, "--nats-url", nats.ClientURL(), "--link-sweep", "300ms")
 	}
@@ -137,12 +134,7 @@ func TestDeadNodesPhonesReportedOffline(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	bin := buildBinary(t)
-	db := pgtest.URL(t)
-	st := testStore{dir: t.TempDir(), databaseURL: db}
-	apiKey := createCompany(t, bin, st)
-	nats := natstest.New(t)
-	t.Cleanup(nats.Shutdown)
+	bin, db, st, apiKey, nats := clusterParts(t)
 	rc := webhooktest.NewReceiver(t, false, nil)
 	node := func(name string, st testStore) *server {
 		return startServer(t, bin, st, "--node-name", name, "--nats-url", nats.ClientURL(), "--link-sweep", "300ms",
@@ -153,21 +145,7 @@ func TestDeadNodesPhonesReportedOffline(t *testing.T) {
 	if code, body := call(t, "PUT", b.url+"/webhooks/inbound-sms", apiKey, map[string]any{"webhooks": []map[string]any{{"url": rc.URL + "/events", "events": []string{"device.online", "device.offline"}}}}); code != 200 {
 		t.Fatalf("PUT /webhooks/inbound-sms: %d %v", code, body)
 	}
-	events := func(typ string) map[string]int {
-		n := map[string]int{}
-		for _, r := range rc.Requests() {
-			var ev struct {
-				Event string `json:"type"`
-				Data  struct {
-					Device string `json:"device_fingerprint"`
-				} `json:"data"`
-			}
-			if json.Unmarshal(r.Body, &ev) == nil && ev.Event == typ {
-				n[ev.Data.Device]++
-			}
-		}
-		return n
-	}
+	events := func(typ string) map[string]int { return deviceEvents(rc, typ) }
 	tokens := map[string]string{}
 	phones := map[string]*link{}
 	for _, fp := range []string{"gone-phone", "moved-phone"} {
@@ -202,4 +180,18 @@ func TestDeadNodesPhonesReportedOffline(t *testing.T) {
 	if n := events("device.offline")["moved-phone"]; n != 0 {
 		t.Errorf("the phone linked again on b was reported offline %d times", n)
 	}
+}
+
+// clusterParts builds the binary and makes what the nodes of a cluster test
+// share: a database with a company (its API key), the first node's store
+// and a bus.
+func clusterParts(t *testing.T) (bin, db string, st testStore, apiKey string, nats *natsd.Server) {
+	t.Helper()
+	bin = buildBinary(t)
+	db = pgtest.URL(t)
+	st = testStore{dir: t.TempDir(), databaseURL: db}
+	apiKey = createCompany(t, bin, st)
+	nats = natstest.New(t)
+	t.Cleanup(nats.Shutdown)
+	return bin, db, st, apiKey, nats
 }
