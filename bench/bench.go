@@ -119,10 +119,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	}
 	defer os.RemoveAll(dir)
 
-	fps := make([]string, n)
-	for i := range fps {
-		fps[i] = fmt.Sprintf("phone-%05d", i)
-	}
+	fps := phoneFingerprints(n)
 	seedDevices := seedFingerprints()
 	logf("preparing a store with %d phones and %d stored messages ...", n, cfg.SeedMessages)
 	st, err := openStore(ctx, dir, cfg.DatabaseURL)
@@ -406,4 +403,13 @@ func pct(ds []time.Duration, p float64) float64 {
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
 	idx := int(float64(len(s)-1) * p / 100)
 	return float64(s[idx].Microseconds()) / 1000
+}
+
+// phoneFingerprints names the bench's n phones.
+func phoneFingerprints(n int) []string {
+	fps := make([]string, n)
+	for i := range fps {
+		fps[i] = fmt.Sprintf("phone-%05d", i)
+	}
+	return fps
 }

@@ -96,10 +96,7 @@ func RunCluster(ctx context.Context, cfg ClusterConfig) (ClusterReport, error) {
 	}
 	defer os.RemoveAll(dir)
 
-	fps := make([]string, n)
-	for i := range fps {
-		fps[i] = fmt.Sprintf("phone-%05d", i)
-	}
+	fps := phoneFingerprints(n)
 	logf("preparing the database with %d phones ...", n)
 	st, err := openStore(ctx, dir, cfg.DatabaseURL)
 	if err != nil {

@@ -37,15 +37,7 @@ func TestBenchDrainPhase(t *testing.T) {
 		args, store = append(args, "--database-url", st.databaseURL), "postgres"
 	}
 	cmd := exec.Command(bin, args...)
-	cmd.Dir = t.TempDir()
-	stdout, err := cmd.Output()
-	if err != nil {
-		var stderr []byte
-		if ee, ok := err.(*exec.ExitError); ok {
-			stderr = ee.Stderr
-		}
-		t.Fatalf("simrelay bench: %v\n%s\n%s", err, stdout, stderr)
-	}
+	stdout := runBench(t, cmd)
 	if !strings.Contains(string(stdout), "one phone draining 300 jobs (ack, sent, delivered)") || !strings.Contains(string(stdout), "as a ratio of the durable send rate") {
 		t.Errorf("the table has no drain rows:\n%s", stdout)
 	}
@@ -103,15 +95,7 @@ func TestBenchCluster(t *testing.T) {
 	cmd := exec.Command(bin, "bench", "--nodes", "3", "--database-url", pgtest.URL(t), "--nats-url", natstest.Start(t),
 		"--phones", "6", "--send-for", "500ms", "--senders", "4", "--rate", "20", "--rate-for", "500ms",
 		"--failover-phones", "2", "--json", out)
-	cmd.Dir = t.TempDir()
-	stdout, err := cmd.Output()
-	if err != nil {
-		var stderr []byte
-		if ee, ok := err.(*exec.ExitError); ok {
-			stderr = ee.Stderr
-		}
-		t.Fatalf("simrelay bench --nodes 3: %v\n%s\n%s", err, stdout, stderr)
-	}
+	stdout := runBench(t, cmd)
 	for _, row := range []string{"durable sends, answered and acked by the phone: 1 node / 3 nodes", "phone on the same node, p50 / p99",
 		"phone on another node, p50 / p99", "kill -9 of a node -> its 2 phones' new links", "kill -9 -> a send made at once on another node"} {
 		if !strings.Contains(string(stdout), row) {
@@ -157,4 +141,20 @@ func TestBenchClusterFlags(t *testing.T) {
 			t.Errorf("bench %v: exit %d, stderr %q; want it to say %q", c.args, code, stderr.String(), c.want)
 		}
 	}
+}
+
+// runBench runs the bench command in a directory of its own and answers its
+// output, failing t with its output and errors when it fails.
+func runBench(t *testing.T, cmd *exec.Cmd) []byte {
+	t.Helper()
+	cmd.Dir = t.TempDir()
+	stdout, err := cmd.Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("%s: %v\n%s\n%s", strings.Join(cmd.Args[1:], " "), err, stdout, stderr)
+	}
+	return stdout
 }
