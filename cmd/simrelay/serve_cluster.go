@@ -122,20 +122,21 @@ func joinCluster(ctx context.Context, cfg clusterConfig, addr net.Addr, st backe
 		}
 		return nil, err
 	}
-	if n.bus == nil {
-		// Alone on the database (the registry refuses a second node
-		// without a bus): every lease on the outboxes was left by a
-		// process that died, so its webhooks and mails go now rather than
-		// after their lease. A cluster waits out a dead node's leases.
-		released, err := pg.ReleaseLeases()
-		if err != nil {
-			return nil, err
-		}
-		if released > 0 {
-			log.Info("webhook deliveries and e-mails leased by a server that stopped without finishing them are due again", "count", released)
-		}
-	}
+	// Leases of processes that died (this node's previous run among them)
+	// go back at once, not at the first beat; run does it after each beat.
+	n.endDeadLeases()
 	return n, nil
+}
+
+// endDeadLeases gives the outbox leases of nodes that are not live back to
+// the outboxes, so their webhooks and mails go now rather than after their
+// lease (60 s).
+func (n *clusterNode) endDeadLeases() {
+	if ended, err := n.pg.EndDeadLeases(nodeLiveWithin); err != nil {
+		n.log.Warn("end the outbox leases of dead nodes", "err", err)
+	} else if ended > 0 {
+		n.log.Info("ended the outbox leases of nodes that are gone; their webhooks and mails go again", "leases", ended)
+	}
 }
 
 // register writes the node into the registry. The live node in the way
@@ -248,14 +249,8 @@ func (n *clusterNode) run(ctx context.Context) {
 				n.log.Error("another process took this node's name in the registry while this one was silent: stopping", "node", n.name)
 				close(n.lost)
 				return
-			default:
-				// This node is live: the leases of nodes that are not go
-				// back to the outboxes now, not after their lease.
-				if ended, err := n.pg.EndDeadLeases(nodeLiveWithin); err != nil {
-					n.log.Warn("end the outbox leases of dead nodes", "err", err)
-				} else if ended > 0 {
-					n.log.Info("ended the outbox leases of nodes that are gone; their webhooks and mails go again", "leases", ended)
-				}
+			default: // this node is live: it may judge the others
+				n.endDeadLeases()
 			}
 		}
 	}

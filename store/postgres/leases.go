@@ -189,25 +189,3 @@ func (s *Store) EndDeadLeases(live time.Duration) (int, error) {
 	})
 	return n, err
 }
-
-// ReleaseLeases ends every lease of the webhook and e-mail outboxes held by
-// another holder than this store, and answers how many it ended. Only for a
-// node alone on its database (no bus: the registry refuses a second one):
-// every such lease was left by a process that died, and its deliveries and
-// mails need not wait the lease out after a restart.
-func (s *Store) ReleaseLeases() (int, error) {
-	var n int
-	err := s.write("release leases", func(t *txn) error {
-		n = 0
-		for _, table := range []string{"webhook_deliveries", "mail_outbox"} {
-			tag, err := t.exec(`UPDATE `+table+` SET leased_until = NULL, leased_by = NULL
-				WHERE leased_by IS NOT NULL AND leased_by <> $1`, s.holder)
-			if err != nil {
-				return err
-			}
-			n += int(tag.RowsAffected())
-		}
-		return nil
-	})
-	return n, err
-}

@@ -117,44 +117,6 @@ func TestClaimsKeepTheCompanyBoundWhenConcurrent(t *testing.T) {
 	}
 }
 
-// A node alone on its database releases at start the leases a dead
-// process left; its own stay.
-func TestReleaseLeasesOfTheDead(t *testing.T) {
-	t.Parallel()
-	url := migrated(t)
-	dead, alive := open(t, url), open(t, url)
-	now := time.Now().UTC()
-	for _, to := range []string{"a@x.test", "b@x.test"} {
-		m := store.Mail{To: to, Subject: "s", Text: "t", State: store.MailPending, CreatedAt: now, NextAttemptAt: now}
-		if err := dead.AppendMail(&m); err != nil {
-			t.Fatal(err)
-		}
-	}
-	mails, err := dead.Mails(true)
-	if err != nil || len(mails) != 2 {
-		t.Fatalf("mails %v (%v)", mails, err)
-	}
-	if _, ok, err := dead.ClaimMail(mails[0].ID); err != nil || !ok {
-		t.Fatalf("claim by the dead: %v %v", ok, err)
-	}
-	if _, ok, err := alive.ClaimMail(mails[1].ID); err != nil || !ok {
-		t.Fatalf("claim by the living: %v %v", ok, err)
-	}
-	if _, ok, _ := alive.ClaimMail(mails[0].ID); ok {
-		t.Fatal("claimed a mail the other holder leases")
-	}
-	n, err := alive.ReleaseLeases()
-	if err != nil || n != 1 {
-		t.Fatalf("released %d (%v), want the dead holder's one lease", n, err)
-	}
-	if _, ok, err := alive.ClaimMail(mails[0].ID); err != nil || !ok {
-		t.Fatalf("claim after the release: %v %v", ok, err)
-	}
-	if _, ok, _ := dead.ClaimMail(mails[1].ID); ok {
-		t.Fatal("the release ended the living holder's own lease")
-	}
-}
-
 // TestEndDeadLeases: the live nodes end the outbox leases of a node whose
 // beat stopped, and of a process replaced by a restart under the same
 // name, at once instead of after the lease; a live node's leases, and the
