@@ -15,6 +15,7 @@ import (
 	stripewebhook "github.com/stripe/stripe-go/v76/webhook"
 
 	"github.com/simrelay/simrelay/billing"
+	"github.com/simrelay/simrelay/internal/freeport"
 	"github.com/simrelay/simrelay/internal/poll"
 	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/store"
@@ -22,18 +23,6 @@ import (
 )
 
 const testWebhookSecret = "whsec_test_0123456789abcdef"
-
-// freeLoopbackAddr is a loopback address no one listens on right now.
-func freeLoopbackAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
 
 // startStripeMock runs stripe-mock on loopback for the test and returns its URL.
 func startStripeMock(t *testing.T) string {
@@ -47,7 +36,7 @@ func startStripeMock(t *testing.T) string {
 		}
 		bin = cand
 	}
-	httpAddr, httpsAddr := freeLoopbackAddr(t), freeLoopbackAddr(t)
+	httpAddr, httpsAddr := freeport.Addr(t), freeport.Addr(t)
 	cmd := exec.Command(bin, "-http-addr", httpAddr, "-https-addr", httpsAddr)
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start stripe-mock: %v", err)
@@ -147,7 +136,7 @@ func TestStripeSubscribeAndPortal(t *testing.T) {
 // metadata, then by the stored customer; a bad signature is 400.
 func TestStripeWebhookTransitions(t *testing.T) {
 	t.Parallel()
-	e := newStripeEnv(t, "http://"+freeLoopbackAddr(t))
+	e := newStripeEnv(t, "http://"+freeport.Addr(t))
 	a := e.newCompany("Acme", "ana@acme.example")
 	b := e.newCompany("Beta", "bo@beta.example")
 	cid := fmt.Sprint(uint64(a.id))
@@ -230,7 +219,7 @@ func TestStripeWebhookTransitions(t *testing.T) {
 // without Stripe's own words.
 func TestStripeUnreachable(t *testing.T) {
 	t.Parallel()
-	e := newStripeEnv(t, "http://"+freeLoopbackAddr(t))
+	e := newStripeEnv(t, "http://"+freeport.Addr(t))
 	a := e.newCompany("Acme", "ana@acme.example")
 	r := e.do(call{method: "POST", path: "/billing/subscribe", token: a.access, body: map[string]any{"plan_id": "starter"}})
 	e.want(r, http.StatusBadGateway, "payment_provider_error")
@@ -255,7 +244,7 @@ func TestStripeUnreachable(t *testing.T) {
 // follows the subscription's price (a change made in the Billing Portal).
 func TestStripeEventsStayWithTheirCompany(t *testing.T) {
 	t.Parallel()
-	e := newStripeEnv(t, "http://"+freeLoopbackAddr(t))
+	e := newStripeEnv(t, "http://"+freeport.Addr(t))
 	a := e.newCompany("Acme", "ana@acme.example")
 	b := e.newCompany("Beta", "bo@beta.example")
 	mark := billing.InstanceMark(e.url)

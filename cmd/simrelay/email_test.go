@@ -15,6 +15,7 @@ import (
 
 	gomail "github.com/wneessen/go-mail"
 
+	"github.com/simrelay/simrelay/internal/freeport"
 	"github.com/simrelay/simrelay/internal/syncbuf"
 	"github.com/simrelay/simrelay/mail/mailtest"
 )
@@ -42,7 +43,7 @@ func TestEmailToSMS(t *testing.T) {
 	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	smtpAddr := freeAddr(t)
+	smtpAddr := freeport.Addr(t)
 	srv := startServer(t, bin, st, "--smtp-listen", smtpAddr, "--smtp-domain", "sms.test", "--smtp-cert", certFile, "--smtp-key", keyFile)
 
 	phone := exec.Command(bin, "phone", "--server", srv.url, "--api-key", apiKey, "--token-file", filepath.Join(t.TempDir(), "phone.json"))

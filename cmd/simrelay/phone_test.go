@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -14,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simrelay/simrelay/internal/freeport"
 	"github.com/simrelay/simrelay/internal/syncbuf"
 )
 
@@ -166,12 +166,7 @@ func TestVirtualPhoneKeepsItsToken(t *testing.T) {
 func TestVirtualPhoneWaitsForTheServerToPair(t *testing.T) {
 	t.Parallel()
 	bin, st, apiKey := companyStore(t)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close() // nothing listens there until the server starts
+	addr := freeport.Addr(t) // nothing listens there until the server starts
 	cmd := exec.Command(bin, "phone", "--server", "http://"+addr, "--api-key", apiKey, "--token-file", filepath.Join(t.TempDir(), "phone.json"))
 	out := &syncbuf.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
@@ -188,12 +183,7 @@ func TestVirtualPhoneWaitsForTheServerToPair(t *testing.T) {
 // exits 0 and prints no error.
 func TestVirtualPhoneStopsQuietlyWhileWaiting(t *testing.T) {
 	t.Parallel()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close() // nothing listens there
+	addr := freeport.Addr(t) // nothing listens there
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	stdout, stderr := &syncbuf.Buffer{}, &syncbuf.Buffer{}

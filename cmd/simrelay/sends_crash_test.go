@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -16,24 +15,10 @@ import (
 
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/android-protocol/client"
+	"github.com/simrelay/simrelay/internal/freeport"
 	"github.com/simrelay/simrelay/internal/poll"
 )
 
-// freeAddr is a loopback address with a port free at the time of the call,
-// so a restarted server listens where its phones reconnect.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
-}
-
-// within polls cond until it holds or d has passed (a restart and a
-// backlog take longer than poll.Timeout on a loaded machine).
 // call sends a JSON request with the API key and decodes the answer.
 func call(t *testing.T, method, url, key string, body any) (int, map[string]any) {
 	t.Helper()
@@ -147,7 +132,7 @@ func TestStatusEventsAcrossACrash(t *testing.T) {
 func TestScheduledSendSurvivesRestart(t *testing.T) {
 	t.Parallel()
 	bin, st, apiKey := companyStore(t)
-	addr := freeAddr(t)
+	addr := freeport.Addr(t)
 	srv := startServer(t, bin, st, "--listen", addr)
 	code, err := pairingCode(context.Background(), srv.url, apiKey)
 	if err != nil {
@@ -215,7 +200,7 @@ type statusRun struct {
 
 func startStatusRun(t *testing.T, bin string, st testStore, apiKey, fingerprint string, n int) statusRun {
 	t.Helper()
-	r := statusRun{sink: &hookSink{deliveries: map[string]string{}}, addr: freeAddr(t)}
+	r := statusRun{sink: &hookSink{deliveries: map[string]string{}}, addr: freeport.Addr(t)}
 	hook := httptest.NewServer(r.sink)
 	t.Cleanup(hook.Close)
 	r.flags = []string{"--listen", r.addr, "--rate-general", "1000000/1m", "--webhook-allow-private"}
