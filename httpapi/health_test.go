@@ -195,24 +195,29 @@ func TestDeviceHealthInvalidHello(t *testing.T) {
 }
 
 // devEvents counts the device.* deliveries a receiver got, by type, and
-// returns the data of the last of each.
+// returns the data of the newest of each.
 func devEvents(t *testing.T, rc *webhooktest.Receiver, path string) (map[string]int, map[string]map[string]any) {
 	t.Helper()
-	n, last := map[string]int{}, map[string]map[string]any{}
+	n, last, lastAt := map[string]int{}, map[string]map[string]any{}, map[string]time.Time{}
 	for _, r := range rc.Requests() {
 		if r.Path != path {
 			continue
 		}
 		var body struct {
-			Type string         `json:"type"`
-			Data map[string]any `json:"data"`
+			Type      string         `json:"type"`
+			CreatedAt time.Time      `json:"created_at"`
+			Data      map[string]any `json:"data"`
 		}
 		mustJSON(t, r.Body, &body)
 		if r.Header.Get("X-Service-Event") != body.Type {
 			t.Errorf("X-Service-Event %q for a %s event", r.Header.Get("X-Service-Event"), body.Type)
 		}
 		n[body.Type]++
-		last[body.Type] = body.Data
+		// Deliveries run side by side and may arrive out of order
+		// (docs/webhooks.md): the newest is the one created last.
+		if !body.CreatedAt.Before(lastAt[body.Type]) {
+			last[body.Type], lastAt[body.Type] = body.Data, body.CreatedAt
+		}
 	}
 	return n, last
 }
