@@ -48,9 +48,11 @@ func TestDeviceListStatementsDoNotGrowWithDevices(t *testing.T) {
 	e.want(e.do(call{method: "POST", path: "/chat/send", token: a.apiKey, body: sendBody("cost-phone-0", "+15557654321", "waiting", "SIM1")}), http.StatusOK, "")
 	few := cost(2)
 	pair(2, 12)
-	if many := cost(12); many != few {
+	many := cost(12)
+	if many != few {
 		t.Fatalf("/device/list: %d statements for 12 devices, %d for 2; want the same", many, few)
 	}
+	t.Logf("/device/list: %d statements, for 2 devices as for 12", many)
 }
 
 // The number and handle lists ask the hub once which agents are online, as
