@@ -33,9 +33,10 @@ func send(t *testing.T, url, apiKey, fp, text string) string {
 // The gateway across three nodes on one database and one bus: a send on
 // node B reaches the phone linked on A; the phone linking again on C closes
 // its link on A with 4009; B lists it online; a rename on B reaches the
-// phone on C as config; B lists the number of the agent on A online (presence asked once for the
-// list), and a WhatsApp send on B reaches the agent; disabling it on B closes its link on C with 4503; and with the bus gone, a send on B still reaches a
-// phone on A through A's sweep.
+// phone on C as config; B lists the number of the agent on A online, and a
+// WhatsApp send on B reaches the agent; disabling it on B closes its link on
+// C with 4503; and with the bus gone, a send on B still reaches a phone on A
+// through A's sweep.
 func TestRoutingAcrossNodes(t *testing.T) {
 	t.Parallel()
 	if storetest.Postgres() {
