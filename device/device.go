@@ -51,8 +51,7 @@ type Store interface {
 	UpdateDevice(companyID uint64, fingerprint string, fn func(*store.Device) error) (store.Device, error)
 	UpdateDeviceByID(companyID, deviceID uint64, fn func(*store.Device) error) (store.Device, error)
 	UpdateDeviceWith(companyID, deviceID uint64, fn func(d *store.Device) ([]store.DeviceEvent, error)) (store.Device, error)
-	QueueDepth(companyID, deviceID uint64) (int, error)
-	DeviceFailures(companyID, deviceID uint64) ([]store.DeviceFailure, error)
+	DeviceSummaries(companyID uint64, deviceIDs []uint64) (map[uint64]store.DeviceSummary, error)
 	DeleteDevice(companyID uint64, fingerprint string, now time.Time) (store.Device, error)
 	ProvisionDevices(devs []store.Device) error
 	CompanyUsers(companyID uint64) ([]store.User, error)

@@ -18,16 +18,17 @@ func (s *Service) List(_ context.Context, companyID uint64) ([]store.Device, err
 	return s.store.CompanyDevices(companyID)
 }
 
-// QueueDepth counts the device's SMS waiting for the phone, up to
-// store.MaxQueueDepth.
-func (s *Service) QueueDepth(_ context.Context, d store.Device) (int, error) {
-	return s.store.QueueDepth(d.CompanyID, d.ID)
-}
-
-// Failures returns the device's last failed or expired sends, newest
-// first, at most store.MaxDeviceFailures.
-func (s *Service) Failures(_ context.Context, d store.Device) ([]store.DeviceFailure, error) {
-	return s.store.DeviceFailures(d.CompanyID, d.ID)
+// Summaries answers, of the company's devices devs, each one's SMS waiting
+// for the phone (up to store.MaxQueueDepth) and its last failed or expired
+// sends (newest first, at most store.MaxDeviceFailures), by device id: one
+// store read for a whole list, not two per device. A device absent from
+// the answer has neither; a device of another company in devs is absent.
+func (s *Service) Summaries(_ context.Context, companyID uint64, devs []store.Device) (map[uint64]store.DeviceSummary, error) {
+	ids := make([]uint64, len(devs))
+	for i, d := range devs {
+		ids[i] = d.ID
+	}
+	return s.store.DeviceSummaries(companyID, ids)
 }
 
 // Get returns a device of the company; another company's is not found.

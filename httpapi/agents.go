@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -49,13 +50,15 @@ func (s *Server) channels() (*channel.Service, error) {
 }
 
 // numberOut is one number (or handle) of the list: the contract's fields
-// plus its warm-up, gap and first sighting.
-func (s *Server) numberOut(ch agentChannel, n channel.Number) map[string]any {
+// plus its warm-up, gap and first sighting. presence is what
+// numbersPresence answered for the numbers being answered.
+func numberOut(ch agentChannel, n channel.Number, presence map[string]time.Time) map[string]any {
+	_, online := presence[n.Device]
 	return map[string]any{
 		ch.idField:           n.PublicID,
 		ch.addr:              n.Address,
 		"device_fingerprint": n.Device,
-		"online":             n.DeviceID != 0 && s.deps.Phones.Online(n.Device),
+		"online":             n.DeviceID != 0 && online,
 		"status":             n.Status,
 		"caps":               capsJSON{n.Caps.PerMinute, n.Caps.PerHour, n.Caps.PerDay},
 		"sent_today":         n.SentToday,
@@ -63,6 +66,19 @@ func (s *Server) numberOut(ch agentChannel, n channel.Number) map[string]any {
 		"gap_seconds":        gapJSON{n.Gap.Min.Seconds(), n.Gap.Max.Seconds()},
 		"first_seen_at":      ts(n.FirstSeen),
 	}
+}
+
+// numbersPresence asks the hub once which of the numbers' devices are
+// online: on a cluster one query for the devices linked on other nodes, not
+// one per number.
+func (s *Server) numbersPresence(list ...channel.Number) map[string]time.Time {
+	fps := make([]string, 0, len(list))
+	for _, n := range list {
+		if n.DeviceID != 0 {
+			fps = append(fps, n.Device)
+		}
+	}
+	return s.deps.Phones.Presence(fps)
 }
 
 func (s *Server) listNumbers(ch agentChannel) echo.HandlerFunc {
@@ -75,9 +91,10 @@ func (s *Server) listNumbers(ch agentChannel) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
+		presence := s.numbersPresence(list...)
 		out := make([]map[string]any, 0, len(list))
 		for _, n := range list {
-			out = append(out, s.numberOut(ch, n))
+			out = append(out, numberOut(ch, n, presence))
 		}
 		return c.JSON(http.StatusOK, map[string]any{ch.listName: out})
 	}
@@ -115,7 +132,7 @@ func (s *Server) patchNumber(ch agentChannel) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		return c.JSON(http.StatusOK, s.numberOut(ch, n))
+		return c.JSON(http.StatusOK, numberOut(ch, n, s.numbersPresence(n)))
 	}
 }
 

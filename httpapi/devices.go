@@ -94,24 +94,18 @@ func deviceOut(d store.Device) deviceJSON {
 	return deviceJSON{DeviceFingerprint: d.Fingerprint, DeviceName: d.Name, Status: d.Status, SelectedSIM: d.SelectedSIM}
 }
 
-// deviceDetail adds what the hub knows: a live link's last activity is newer
-// than the stored last_seen_at, which is written when a link ends. presence
-// is Phones.Presence of the devices being answered, asked once for them all.
-func (s *Server) deviceDetail(ctx context.Context, d store.Device, presence map[string]time.Time) (deviceDetailJSON, error) {
-	depth, err := s.deps.Devices.QueueDepth(ctx, d)
-	if err != nil {
-		return deviceDetailJSON{}, err
-	}
-	failures, err := s.deps.Devices.Failures(ctx, d)
-	if err != nil {
-		return deviceDetailJSON{}, err
-	}
-	out := deviceDetailJSON{QueueDepth: depth, LastFailures: make([]failureJSON, 0, len(failures)), deviceJSON: deviceOut(d), UserID: d.UserID, FCMToken: d.FCMToken, AppVersion: d.AppVersion,
+// deviceDetail is d as the API answers it, with what the hub knows and the
+// store's summary of it: a live link's last activity is newer than the
+// stored last_seen_at, which is written when a link ends. presence is
+// Phones.Presence and sum the device's Devices.Summaries entry, both asked
+// once for all the devices being answered (detailsOf).
+func deviceDetail(d store.Device, presence map[string]time.Time, sum store.DeviceSummary) deviceDetailJSON {
+	out := deviceDetailJSON{QueueDepth: sum.QueueDepth, LastFailures: make([]failureJSON, 0, len(sum.Failures)), deviceJSON: deviceOut(d), UserID: d.UserID, FCMToken: d.FCMToken, AppVersion: d.AppVersion,
 		CreatedAt: ts(d.CreatedAt), SIMs: make([]simJSON, 0, len(d.SIMs)), SMSPerMinute: d.SMSPerMinute, Health: healthOut(d.Health)}
 	for _, sim := range d.SIMs {
 		out.SIMs = append(out.SIMs, simJSON(sim))
 	}
-	for _, f := range failures {
+	for _, f := range sum.Failures {
 		one := failureJSON{At: ts(f.At), Status: f.Status, QueueID: f.QueueID, Channel: cmp.Or(f.Channel, androidproto.ChannelSMS)}
 		if f.Error != "" {
 			one.Error = &f.Error
@@ -129,7 +123,37 @@ func (s *Server) deviceDetail(ctx context.Context, d store.Device, presence map[
 		v := ts(seen)
 		out.LastSeenAt = &v
 	}
+	return out
+}
+
+// detailsOf answers devs, devices of the company, in their order. Two
+// questions for them all, whatever their number: the hub's presence (on a
+// cluster, one query for the devices linked on other nodes) and the store's
+// summaries (one read), not one of each per device.
+func (s *Server) detailsOf(ctx context.Context, companyID uint64, devs []store.Device) ([]deviceDetailJSON, error) {
+	fps := make([]string, len(devs))
+	for i, d := range devs {
+		fps[i] = d.Fingerprint
+	}
+	sums, err := s.deps.Devices.Summaries(ctx, companyID, devs)
+	if err != nil {
+		return nil, err
+	}
+	presence := s.deps.Phones.Presence(fps)
+	out := make([]deviceDetailJSON, 0, len(devs))
+	for _, d := range devs {
+		out = append(out, deviceDetail(d, presence, sums[d.ID]))
+	}
 	return out, nil
+}
+
+// detailOf is detailsOf of one device.
+func (s *Server) detailOf(ctx context.Context, d store.Device) (deviceDetailJSON, error) {
+	out, err := s.detailsOf(ctx, d.CompanyID, []store.Device{d})
+	if err != nil {
+		return deviceDetailJSON{}, err
+	}
+	return out[0], nil
 }
 
 func (s *Server) createPairing(c echo.Context) error {
@@ -181,7 +205,7 @@ func (s *Server) registerDevice(c echo.Context) error {
 		s.deps.Phones.Disconnect(dev.Fingerprint, androidproto.CloseBadToken, "token replaced by a new registration")
 	}
 	c.Response().Header().Set("Cache-Control", "no-store")
-	out, err := s.deviceDetail(c.Request().Context(), dev, s.deps.Phones.Presence([]string{dev.Fingerprint}))
+	out, err := s.detailOf(c.Request().Context(), dev)
 	if err != nil {
 		return err
 	}
@@ -220,20 +244,9 @@ func (s *Server) deviceDetails(ctx context.Context, companyID uint64) (map[strin
 	if err != nil {
 		return nil, err
 	}
-	fps := make([]string, len(devs))
-	for i, d := range devs {
-		fps[i] = d.Fingerprint
-	}
-	// One question for the page: on a cluster, the devices linked on other
-	// nodes are one query, not two per device.
-	presence := s.deps.Phones.Presence(fps)
-	out := make([]deviceDetailJSON, 0, len(devs))
-	for _, d := range devs {
-		one, err := s.deviceDetail(ctx, d, presence)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, one)
+	out, err := s.detailsOf(ctx, companyID, devs)
+	if err != nil {
+		return nil, err
 	}
 	return map[string]any{"devices": out}, nil
 }
@@ -268,7 +281,7 @@ func (s *Server) patchDevice(c echo.Context) error {
 		s.deps.Phones.Configure(fp, androidproto.Config{SelectedSIM: d.SelectedSIM, DeviceName: d.Name, Status: d.Status})
 		s.deps.Phones.Pace(fp, d.SMSPerMinute)
 	}
-	out, err := s.deviceDetail(c.Request().Context(), d, s.deps.Phones.Presence([]string{d.Fingerprint}))
+	out, err := s.detailOf(c.Request().Context(), d)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -45,7 +46,9 @@ type env struct {
 	inbox *mailtest.Inbox
 	clock *testclock.Clock
 	hub   *gateway.Hub
-	sms   *sms.Service
+	// phones is the hub as the API holds it, counting its questions.
+	phones *askedPhones
+	sms    *sms.Service
 	// agents is WhatsApp and iMessage; its gap's jitter comes from a seeded source.
 	agents *channel.Service
 	// webhooks runs on the real clock (retries must come due) until
@@ -63,6 +66,19 @@ type env struct {
 const testMediaMax = 256 << 10
 
 type envOption func(*httpapi.Config)
+
+// askedPhones is the hub as the API holds it, counting the Presence
+// questions: on a cluster each is a query to the database for the devices
+// linked on other nodes, so a list asks once for its page.
+type askedPhones struct {
+	*gateway.Hub
+	presence atomic.Int64
+}
+
+func (p *askedPhones) Presence(fingerprints []string) map[string]time.Time {
+	p.presence.Add(1)
+	return p.Hub.Presence(fingerprints)
+}
 
 // testHubConfig is the hub's configuration in tests: a short hello deadline.
 var testHubConfig = gateway.Config{HelloTimeout: 2 * time.Second}
@@ -179,14 +195,15 @@ func newBillingEnv(t *testing.T, sopt storetest.Options, wcfg webhook.Config, bc
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	api, err := httpapi.New(cfg, httpapi.Deps{Accounts: accounts, Devices: devices, SMS: messages, Channels: agents, Phones: hub, PhoneSocket: hub, Store: st, Analytics: st, Period: bill, Billing: bill, Console: console.Handler(), ConsoleIdentity: console.Identity, Logger: log, Registry: reg, Gatherer: reg, Now: clk.Now, Webhooks: hooks, Media: files})
+	phones := &askedPhones{Hub: hub}
+	api, err := httpapi.New(cfg, httpapi.Deps{Accounts: accounts, Devices: devices, SMS: messages, Channels: agents, Phones: phones, PhoneSocket: hub, Store: st, Analytics: st, Period: bill, Billing: bill, Console: console.Handler(), ConsoleIdentity: console.Identity, Logger: log, Registry: reg, Gatherer: reg, Now: clk.Now, Webhooks: hooks, Media: files})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv.Config.Handler = api.Handler()
 	srv.Start()
 	t.Cleanup(srv.Close)
-	return &env{t: t, url: srv.URL, store: st, inbox: inbox, clock: clk, hub: hub, sms: messages, agents: agents, webhooks: hooks, stopWebhooks: stopWebhooks, uploads: uploads}
+	return &env{t: t, url: srv.URL, store: st, inbox: inbox, clock: clk, hub: hub, phones: phones, sms: messages, agents: agents, webhooks: hooks, stopWebhooks: stopWebhooks, uploads: uploads}
 }
 
 // resp is an answer with its decoded JSON body.

@@ -50,6 +50,7 @@ type Backend interface {
 	Device(fingerprint string) (Device, error)
 	DeviceByTokenHash(hash []byte) (Device, error)
 	DeviceFailures(companyID, deviceID uint64) ([]DeviceFailure, error)
+	DeviceSummaries(companyID uint64, deviceIDs []uint64) (map[uint64]DeviceSummary, error)
 	DevicesReportedOnline() ([]Device, error)
 	ClaimMail(id uint64) (Mail, bool, error)
 	ClaimWebhookDeliveries(now time.Time, limit int, skip func(d WebhookDue) bool) ([]WebhookDue, time.Time, error)

@@ -105,3 +105,11 @@ type DeviceFailure struct {
 	QueueID string    `json:"queue_id"`
 	Channel string    `json:"channel,omitempty"`
 }
+
+// DeviceSummary is what a device list shows of a device beside its record,
+// read for many devices at once (DeviceSummaries): one read for a page, not
+// two per device.
+type DeviceSummary struct {
+	QueueDepth int             // SMS waiting for the phone, as QueueDepth counts them
+	Failures   []DeviceFailure // its last failed or expired sends, newest first, as DeviceFailures
+}

@@ -56,7 +56,6 @@ type EmailToSMS struct {
 
 // Phones is the connection hub as the console uses it (gateway.Hub).
 type Phones interface {
-	Online(fingerprint string) bool
 	// Presence answers, of many devices at once, those online, each with
 	// when it was last seen: a live link's last activity (on a cluster, for
 	// a link on another node, that node's last beat).

@@ -78,16 +78,17 @@ func (c *Console) deviceRows(r *http.Request, companyID uint64) ([]deviceRow, er
 		}
 		presence = c.deps.Phones.Presence(fps)
 	}
+	// And one read of the store for the queue depths and failures.
+	sums, err := c.deps.Devices.Summaries(r.Context(), companyID, devs)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]deviceRow, 0, len(devs))
 	for _, d := range devs {
+		sum := sums[d.ID]
 		row := deviceRow{Fingerprint: d.Fingerprint, Name: d.Name, Status: d.Status, SelectedSIM: d.SelectedSIM,
-			LastSeen: d.LastSeenAt, SIMs: d.SIMs, AppVersion: d.AppVersion, Health: healthOf(d.Health)}
-		if row.QueueDepth, err = c.deps.Devices.QueueDepth(r.Context(), d); err != nil {
-			return nil, err
-		}
-		if row.Failures, err = c.deps.Devices.Failures(r.Context(), d); err != nil {
-			return nil, err
-		}
+			LastSeen: d.LastSeenAt, SIMs: d.SIMs, AppVersion: d.AppVersion, Health: healthOf(d.Health),
+			QueueDepth: sum.QueueDepth, Failures: sum.Failures}
 		if live, online := presence[d.Fingerprint]; online {
 			row.Online = true
 			if live.After(row.LastSeen) {

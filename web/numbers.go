@@ -69,7 +69,9 @@ func channelOf(r *http.Request) (string, error) {
 	return "", errNoChannel
 }
 
-func (c *Console) numberRow(n channel.Number, names map[string]string) numberRow {
+// rowOf draws n; names are the company's devices' names and presence
+// what numbersPresence answered (nil for a row drawn only for its Path).
+func rowOf(n channel.Number, names map[string]string, presence map[string]time.Time) numberRow {
 	row := numberRow{Number: n, Channel: n.Channel, Noun: nounOf(n.Channel), DeviceName: n.Device, IDField: "number_id",
 		Path: Prefix + "/numbers/" + n.Channel + "/" + n.PublicID}
 	if n.Channel == channel.IMessage {
@@ -78,8 +80,25 @@ func (c *Console) numberRow(n channel.Number, names map[string]string) numberRow
 	if name := names[n.Device]; name != "" {
 		row.DeviceName = name
 	}
-	row.Online = n.DeviceID != 0 && c.deps.Phones != nil && c.deps.Phones.Online(n.Device)
+	_, online := presence[n.Device]
+	row.Online = n.DeviceID != 0 && online
 	return row
+}
+
+// numbersPresence asks the hub once which of the numbers' devices are
+// online: on a cluster one query for the devices linked on other nodes, not
+// one per number.
+func (c *Console) numbersPresence(list ...channel.Number) map[string]time.Time {
+	if c.deps.Phones == nil {
+		return nil
+	}
+	fps := make([]string, 0, len(list))
+	for _, n := range list {
+		if n.DeviceID != 0 {
+			fps = append(fps, n.Device)
+		}
+	}
+	return c.deps.Phones.Presence(fps)
 }
 
 func (c *Console) deviceNames(r *http.Request, companyID uint64) (map[string]string, error) {
@@ -101,13 +120,20 @@ func (c *Console) numbersPage(w http.ResponseWriter, r *http.Request, q *req) er
 		return err
 	}
 	var data numbersData
-	for ch, dst := range map[string]*[]numberRow{channel.WhatsApp: &data.WhatsApp, channel.IMessage: &data.IMessage} {
+	lists := map[string][]channel.Number{}
+	var all []channel.Number
+	for _, ch := range []string{channel.WhatsApp, channel.IMessage} {
 		list, err := c.deps.Channels.Numbers(r.Context(), company, ch)
 		if err != nil {
 			return err
 		}
-		for _, n := range list {
-			*dst = append(*dst, c.numberRow(n, names))
+		lists[ch] = list
+		all = append(all, list...)
+	}
+	presence := c.numbersPresence(all...)
+	for ch, dst := range map[string]*[]numberRow{channel.WhatsApp: &data.WhatsApp, channel.IMessage: &data.IMessage} {
+		for _, n := range lists[ch] {
+			*dst = append(*dst, rowOf(n, names, presence))
 		}
 	}
 	c.render(w, r, http.StatusOK, "numbers", c.viewFor(q, numbersTitle, data))
@@ -140,7 +166,7 @@ func (c *Console) numberPage(w http.ResponseWriter, r *http.Request, q *req) err
 	if err != nil {
 		return err
 	}
-	data := numberData{N: c.numberRow(n, names), Messages: msgs, Types: []string{"text", "image", "video", "audio", "document"}}
+	data := numberData{N: rowOf(n, names, c.numbersPresence(n)), Messages: msgs, Types: []string{"text", "image", "video", "audio", "document"}}
 	c.render(w, r, http.StatusOK, "number", c.viewFor(q, numbersTitle, data))
 	return nil
 }
@@ -187,7 +213,7 @@ func (c *Console) setNumberStatus(w http.ResponseWriter, r *http.Request, q *req
 	if n.Status == store.NumberPaused {
 		verb = "paused: sends through it are refused until it is resumed"
 	}
-	return outcome{Redirect: c.numberRow(n, nil).Path, Notice: n.Address + " " + verb + "."}, nil
+	return outcome{Redirect: rowOf(n, nil, nil).Path, Notice: n.Address + " " + verb + "."}, nil
 }
 
 // setNumberPacing sets the caps and the gap as PATCH does, with the same
@@ -225,7 +251,7 @@ func (c *Console) setNumberPacing(w http.ResponseWriter, r *http.Request, q *req
 	if err != nil {
 		return outcome{}, err
 	}
-	return outcome{Redirect: c.numberRow(n, nil).Path, Notice: "Caps and gap of " + n.Address + " saved."}, nil
+	return outcome{Redirect: rowOf(n, nil, nil).Path, Notice: "Caps and gap of " + n.Address + " saved."}, nil
 }
 
 func formInt(r *http.Request, field string) (int, error) {

@@ -33,8 +33,10 @@ func send(t *testing.T, url, apiKey, fp, text string) string {
 // The gateway across three nodes on one database and one bus: a send on
 // node B reaches the phone linked on A; the phone linking again on C closes
 // its link on A with 4009; B lists it online; a rename on B reaches the
-// phone on C as config; a WhatsApp send on B reaches the agent on A; disabling it on B closes its link on C with 4503; and with the bus gone, a send on B still reaches a
-// phone on A through A's sweep.
+// phone on C as config; B lists the number of the agent on A online, and a
+// WhatsApp send on B reaches the agent; disabling it on B closes its link on
+// C with 4503; and with the bus gone, a send on B still reaches a phone on A
+// through A's sweep.
 func TestRoutingAcrossNodes(t *testing.T) {
 	t.Parallel()
 	if storetest.Postgres() {
@@ -96,11 +98,15 @@ func TestRoutingAcrossNodes(t *testing.T) {
 	var numbers struct {
 		Numbers []struct {
 			NumberID string `json:"number_id"`
+			Online   bool   `json:"online"`
 		}
 	}
 	_, body := get(t, b.url+"/whatsapp/numbers", apiKey)
 	if err := json.Unmarshal(body, &numbers); err != nil || len(numbers.Numbers) != 1 {
 		t.Fatalf("b's WhatsApp numbers: %s", body)
+	}
+	if !numbers.Numbers[0].Online {
+		t.Errorf("b's WhatsApp numbers: %s, want the number of the agent linked on a online", body)
 	}
 	code, sent := call(t, "POST", b.url+"/whatsapp/send", apiKey, map[string]string{"number_id": numbers.Numbers[0].NumberID, "to": "+15551234567", "content": "hi from b"})
 	waID, _ := sent["id"].(string)

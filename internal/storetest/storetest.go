@@ -12,8 +12,11 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/simrelay/simrelay/internal/pgtest"
 	"github.com/simrelay/simrelay/store"
@@ -56,7 +59,28 @@ type Options struct {
 	// commit (boltstore.Options.SyncDelay), standing in for a slow disk;
 	// tests that set it are EmbeddedOnly.
 	SyncDelay time.Duration
+	// Statements, when set, counts the statements a PostgreSQL store sends;
+	// on bbolt it stays at zero.
+	Statements *Statements
 }
+
+// Statements counts the SQL statements a store sends to PostgreSQL, BEGIN
+// and COMMIT included (a pgx.QueryTracer on every connection of its pool):
+// a test proves with it that a request's cost does not grow with the rows
+// it answers. Safe for concurrent use.
+type Statements struct{ n atomic.Int64 }
+
+// TraceQueryStart counts one statement.
+func (c *Statements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+
+// TraceQueryEnd does nothing: a statement counts when it starts.
+func (c *Statements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// Count is how many statements were sent so far.
+func (c *Statements) Count() int64 { return c.n.Load() }
 
 // Open opens a new, durable store for t.
 func Open(t testing.TB) store.Backend { return OpenWith(t, Options{Durable: true}) }
@@ -66,7 +90,11 @@ func OpenWith(t testing.TB, opt Options) store.Backend {
 	t.Helper()
 	var st store.Backend
 	if Postgres() {
-		pg, err := postgres.Open(context.Background(), migrated(t), postgres.Options{CompanyDailyStorage: opt.CompanyDailyStorage})
+		popt := postgres.Options{CompanyDailyStorage: opt.CompanyDailyStorage}
+		if opt.Statements != nil {
+			popt.Tracer = opt.Statements
+		}
+		pg, err := postgres.Open(context.Background(), migrated(t), popt)
 		if err != nil {
 			t.Fatal(err)
 		}

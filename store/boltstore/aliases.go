@@ -20,6 +20,7 @@ type (
 	DeviceEvent          = store.DeviceEvent
 	DeviceEvents         = store.DeviceEvents
 	DeviceFailure        = store.DeviceFailure
+	DeviceSummary        = store.DeviceSummary
 	DeviceHealth         = store.DeviceHealth
 	FailoverInput        = store.FailoverInput
 	IdempotencyKey       = store.IdempotencyKey

@@ -43,14 +43,51 @@ func noteFailure(tx *bolt.Tx, m Message, now time.Time) error {
 func (s *Store) DeviceFailures(companyID, deviceID uint64) ([]DeviceFailure, error) {
 	var list []DeviceFailure
 	err := s.db.View(func(tx *bolt.Tx) error {
-		err := getJSON(tx.Bucket(bucketDeviceFailures), devKey(companyID, deviceID), &list)
-		if errors.Is(err, ErrNotFound) {
-			return nil
-		}
+		var err error
+		list, err = deviceFailures(tx, companyID, deviceID)
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: failures of device %d of company %d: %w", deviceID, companyID, err)
 	}
 	return list, nil
+}
+
+// deviceFailures is DeviceFailures in tx; the key starts with the company
+// id, so another company's device has none.
+func deviceFailures(tx *bolt.Tx, companyID, deviceID uint64) ([]DeviceFailure, error) {
+	var list []DeviceFailure
+	err := getJSON(tx.Bucket(bucketDeviceFailures), devKey(companyID, deviceID), &list)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	return list, err
+}
+
+// DeviceSummaries is QueueDepth and DeviceFailures of many devices of the
+// company, in one read transaction, for a list of devices (GET
+// /device/list, the console's devices page). A device with nothing waiting
+// and no failures is absent, and so is an id that is not the company's:
+// absent reads as the zero summary.
+func (s *Store) DeviceSummaries(companyID uint64, deviceIDs []uint64) (map[uint64]DeviceSummary, error) {
+	out := make(map[uint64]DeviceSummary)
+	if len(deviceIDs) == 0 {
+		return out, nil
+	}
+	err := s.db.View(func(tx *bolt.Tx) error {
+		for _, id := range deviceIDs {
+			failures, err := deviceFailures(tx, companyID, id)
+			if err != nil {
+				return fmt.Errorf("failures of device %d: %w", id, err)
+			}
+			if sum := (DeviceSummary{QueueDepth: queueDepth(tx, companyID, id), Failures: failures}); sum.QueueDepth > 0 || len(failures) > 0 {
+				out[id] = sum
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: summaries of %d devices of company %d: %w", len(deviceIDs), companyID, err)
+	}
+	return out, nil
 }

@@ -340,15 +340,23 @@ func (s *Store) deleteDeviceTx(tx *bolt.Tx, companyID uint64, fingerprint string
 func (s *Store) QueueDepth(companyID, deviceID uint64) (int, error) {
 	n := 0
 	err := s.db.View(func(tx *bolt.Tx) error {
-		prefix := devKey(companyID, deviceID)
-		c := tx.Bucket(bucketQueue).Cursor()
-		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && n < MaxQueueDepth; k, _ = c.Next() {
-			n++
-		}
+		n = queueDepth(tx, companyID, deviceID)
 		return nil
 	})
 	if err != nil {
 		return 0, fmt.Errorf("store: queue depth of device %d of company %d: %w", deviceID, companyID, err)
 	}
 	return n, nil
+}
+
+// queueDepth is QueueDepth in tx. The queue's keys start with the company
+// id, so another company's device has none.
+func queueDepth(tx *bolt.Tx, companyID, deviceID uint64) int {
+	n := 0
+	prefix := devKey(companyID, deviceID)
+	c := tx.Bucket(bucketQueue).Cursor()
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && n < MaxQueueDepth; k, _ = c.Next() {
+		n++
+	}
+	return n
 }

@@ -34,6 +34,10 @@ func All(t *testing.T, open func(t *testing.T, budget int64) store.Backend) {
 		t.Parallel()
 		DeviceSends(t, func(t *testing.T) DeviceSendsStore { return open(t, 0) })
 	})
+	t.Run("DeviceSummaries", func(t *testing.T) {
+		t.Parallel()
+		DeviceSummaries(t, func(t *testing.T) DeviceSummariesStore { return open(t, 0) })
+	})
 	t.Run("Pools", func(t *testing.T) {
 		t.Parallel()
 		Pools(t, func(t *testing.T) PoolsStore { return open(t, 0) })

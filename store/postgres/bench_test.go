@@ -38,7 +38,7 @@ func openCounted(tb testing.TB, opt Options) (*Store, *statements) {
 		tb.Fatal(err)
 	}
 	c := &statements{}
-	cfg.ConnConfig.Tracer = c
+	opt.Tracer = c
 	s, err := openConfig(context.Background(), cfg, opt)
 	if err != nil {
 		tb.Fatal(err)

@@ -245,8 +245,8 @@ func deviceLabel(t *txn, m store.Message) (string, error) {
 func (s *Store) QueueDepth(companyID, deviceID uint64) (int, error) {
 	n := 0
 	err := s.read(fmt.Sprintf("queue depth of device %d of company %d", deviceID, companyID), func(t *txn) error {
-		return t.row(`SELECT count(*) FROM (SELECT 1 FROM messages
-			WHERE company_id = $1 AND device_id = $2 AND priority = 0 AND queue_place IS NOT NULL AND channel NOT IN `+agentChannels+`
+		return t.row(`SELECT count(*) FROM (SELECT 1 FROM messages m
+			WHERE m.company_id = $1 AND m.device_id = $2 AND `+plainQueued+`
 			LIMIT $3) q`, id(companyID), id(deviceID), store.MaxQueueDepth).Scan(&n)
 	})
 	if err != nil {

@@ -117,6 +117,10 @@
 // database server ends, this store's or not, so the API's kept answers are
 // dropped more often, never served stale; the counters' day sums are kept
 // by triggers on stats_days, so a copy writes the counters alone.
+// What a list shows of each of its rows is read for the page at once, in
+// one statement, never one transaction per row: DeviceSummaries (queue
+// depths and failures) and LinkedSinceMany (presence on other nodes);
+// httpapi's TestDeviceListStatementsDoNotGrowWithDevices counts them.
 //
 // # What only a cluster uses
 //
