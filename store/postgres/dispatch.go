@@ -25,10 +25,9 @@ import (
 //     shared commit: a commit here costs a round trip, not a place in one
 //     writer's queue. moved still hears of the jobs after that commit; a
 //     failed write leaves them queued for the next read, as there.
-//   - TransitionLater makes its change before it returns (Wait answers at
-//     once), so one goroutine's reports apply in the order it made them; a
-//     link reads its next frame once a report has committed (a round trip)
-//     instead of while it waits in the writer's queue.
+//   - TransitionLater queues its change for its device's worker, which
+//     makes what queued meanwhile in one transaction (reports.go), as the
+//     embedded store's writer folds them into one commit.
 //   - A report locks its message's row first and then reads its device, so
 //     a device deleted meanwhile is found gone, and a report never waits on
 //     the device's row, which every send to the device locks.

@@ -19,11 +19,16 @@ import (
 //
 // Each device's reports go to one worker (by device id), in the order they
 // were queued, so a job's ack, sent and delivered apply in that order. A
-// change that fails takes the transaction down with it: the changes before
-// it commit without it, it is made alone (so its error is the one
-// TransitionDetail gives), and the rest follow. Wait returns once the
-// change's transaction has committed, never before, so the link's
-// status_ack still follows a durable write.
+// batch also shares its statements: it reads and locks all its messages at
+// once, works the changes out in Go, one after another on the state the
+// ones before left, and writes each table once (reports_plan.go,
+// reports_write.go), so a batch of 60 changes costs the statements of one
+// (TestReportBatchCost). TransitionDetail is a batch of one, so a change
+// made alone and one made in a batch are worked out by the same code
+// (TestReportBatchAsAlone holds them to the same result). A change that
+// fails writes nothing and answers the error it would alone; the others
+// commit. Wait returns once the change's transaction has committed, never
+// before, so the link's status_ack still follows a durable write.
 
 // reportWorkers is how many transactions of reports may be open at once.
 const reportWorkers = 4

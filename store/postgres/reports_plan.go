@@ -2,8 +2,6 @@ package postgres
 
 import (
 	"encoding/json"
-	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -232,48 +230,4 @@ func (p *reportPlan) apply(f *reportFacts, r *report) (store.Message, bool, erro
 	p.addEvent(f, ev)
 	p.setMessage(stored, m)
 	return m, true, nil
-}
-
-// statusEvent builds the webhook deliveries of m's move to its current
-// status, as addWebhookEvent does for a lone change, against the company's
-// outbox as the batch's earlier events left it; nothing is added to the
-// plan yet (addEvent).
-func (p *reportPlan) statusEvent(f *reportFacts, m store.Message, now time.Time) (*plannedEvent, error) {
-	h := p.events
-	if h == nil || h.Build == nil || m.Direction != store.Outbound || !statusEventTypes[m.Status] {
-		return nil, nil
-	}
-	set, ok := f.sets[m.CompanyID]
-	if !ok || len(set.Entries) == 0 {
-		return nil, nil
-	}
-	ev, ds, err := h.Build(set, m)
-	if err != nil {
-		return nil, fmt.Errorf("status event of message %d: %w", m.ID, err)
-	}
-	if len(ds) == 0 {
-		return nil, nil
-	}
-	use := f.outbox[m.CompanyID]
-	n, size := int64(len(ds)), int64(len(ev.Body))
-	e := &plannedEvent{m: m, ev: ev, ds: ds, now: now}
-	e.res.Pending, e.res.PendingBytes = int(use.deliveries), use.bytes
-	lim := h.Limits
-	if lim.MaxDeliveries > 0 && use.deliveries+n > int64(lim.MaxDeliveries) || lim.MaxBytes > 0 && use.bytes+size > lim.MaxBytes {
-		for _, d := range ds {
-			e.refused = append(e.refused, store.WebhookAttempt{
-				CompanyID: m.CompanyID, WebhookID: d.WebhookID, EventID: ev.ID, DeliveryID: d.UUID, EventType: d.EventType,
-				State: store.WebhookFailed, CreatedAt: now.UTC(),
-				Error: fmt.Sprintf("not queued: the company's webhook outbox is full (%d deliveries pending, %d bytes; the limits are %d and %d)",
-					use.deliveries, use.bytes, lim.MaxDeliveries, lim.MaxBytes),
-			})
-		}
-		e.res.Refused = len(ds)
-		return e, nil
-	}
-	if ev.ID == "" {
-		return nil, fmt.Errorf("status event of message %d: %w: webhook event id is empty", m.ID, store.ErrConflict)
-	}
-	e.res.Queued, e.res.Pending, e.res.PendingBytes = len(ds), int(use.deliveries+n), use.bytes+size
-	return e, nil
 }

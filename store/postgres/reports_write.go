@@ -2,8 +2,6 @@ package postgres
 
 import (
 	"encoding/json"
-	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -69,18 +67,6 @@ type failureRow struct {
 	f                   store.DeviceFailure
 }
 
-// plannedEvent is a status event a change makes: its deliveries queued,
-// or refused with a line each in the deliveries log (refused) when the
-// company's outbox is full.
-type plannedEvent struct {
-	m       store.Message
-	ev      store.WebhookEvent
-	ds      []store.WebhookDelivery
-	refused []store.WebhookAttempt
-	res     store.OutboxAdd
-	now     time.Time
-}
-
 // setMessage makes m the state of the batch's message stored, to write.
 func (p *reportPlan) setMessage(stored *store.Message, m store.Message) {
 	*stored = m
@@ -90,8 +76,9 @@ func (p *reportPlan) setMessage(stored *store.Message, m store.Message) {
 	}
 }
 
-// noteOutcome keeps the SIM's carrier-error streak as noteOutcome
-// (simcaps.go) does for a lone report.
+// noteOutcome keeps the SIM's carrier-error streak (simcaps.go) as a report
+// of m's outcome comes in: a carrier error adds one, a send that went out
+// ends it. SMS only: the agents' channels have no SIM.
 func (p *reportPlan) noteOutcome(m store.Message, status, errText string, now time.Time) {
 	if m.Channel != "" && m.Channel != "sms" {
 		return
@@ -141,20 +128,6 @@ func (p *reportPlan) noteFailure(m store.Message, now time.Time) {
 		store.DeviceFailure{At: at.UTC(), Status: m.Status, Error: m.Error, QueueID: m.UUID, Channel: m.Channel}})
 }
 
-// addEvent adds a built event to the plan and its deliveries to its
-// company's outbox, as the next event of the batch will find it.
-func (p *reportPlan) addEvent(f *reportFacts, e *plannedEvent) {
-	if e == nil {
-		return
-	}
-	p.evs = append(p.evs, e)
-	if e.res.Queued > 0 {
-		use := f.outbox[e.m.CompanyID]
-		use.deliveries += int64(len(e.ds))
-		use.bytes += int64(len(e.ev.Body))
-	}
-}
-
 // write makes the plan's writes: one round trip for the ids of the
 // deliveries and log lines its events add (only when they add any), one
 // for everything else, and the events' Committed hooks once it commits.
@@ -185,32 +158,6 @@ func (p *reportPlan) write(t *txn) error {
 		}
 	}
 	return nil
-}
-
-// eventIDs takes the ids of the deliveries and the deliveries log's lines
-// the plan's events add, in the order they are added.
-func (p *reportPlan) eventIDs(t *txn) (deliveries, attempts []uint64, err error) {
-	var nd, na int
-	for _, e := range p.evs {
-		if e.res.Queued > 0 {
-			nd += len(e.ds)
-		}
-		na += len(e.refused)
-	}
-	if nd+na == 0 {
-		return nil, nil, nil
-	}
-	if nd > 0 {
-		if deliveries, err = nextIDs(t, "webhook_deliveries", nd); err != nil {
-			return nil, nil, err
-		}
-	}
-	if na > 0 {
-		if attempts, err = nextIDs(t, "webhook_attempts", na); err != nil {
-			return nil, nil, err
-		}
-	}
-	return deliveries, attempts, nil
 }
 
 // queueNotes queues the writes beside the messages' and the events': the
@@ -332,107 +279,6 @@ func (p *reportPlan) queueCounts(b *pgx.Batch) {
 			sent = s.sent + EXCLUDED.sent, delivered = s.delivered + EXCLUDED.delivered, failed = s.failed + EXCLUDED.failed,
 			received = s.received + EXCLUDED.received, expired = s.expired + EXCLUDED.expired, segments = s.segments + EXCLUDED.segments`,
 		companies, days, channels, devs, users, shards, sent, delivered, failed, received, expired, segments)
-}
-
-// queueEvents queues the plan's events as addWebhookEvent writes one: the
-// bodies, the deliveries, the bodies charged after the fact to the day's
-// storage, the outbox counters; refused deliveries as lines of the
-// deliveries log, trimmed to its length.
-func (p *reportPlan) queueEvents(b *pgx.Batch, deliveryIDs, attemptIDs []uint64) error {
-	type dayKey struct {
-		companyID uint64
-		day       int32
-	}
-	var evIDs []string
-	var evCompanies, evPending []int64
-	var bodies [][]byte
-	var dIDs, dCompanies, dWebhooks []int64
-	var dEvents, dRecs, aRecs []string
-	var dDue, aAt []time.Time
-	var aIDs, aCompanies, aWebhooks []int64
-	charges, outbox := map[dayKey]int64{}, map[uint64][2]int64{}
-	var trim []int64
-	trimmed := map[uint64]bool{}
-	for _, e := range p.evs {
-		c := e.m.CompanyID
-		for _, a := range e.refused {
-			a.ID, attemptIDs = attemptIDs[0], attemptIDs[1:]
-			raw, err := json.Marshal(a)
-			if err != nil {
-				return err
-			}
-			aIDs, aCompanies, aWebhooks, aAt, aRecs = append(aIDs, id(a.ID)), append(aCompanies, id(c)), append(aWebhooks, id(a.WebhookID)),
-				append(aAt, a.CreatedAt), append(aRecs, string(raw))
-			if !trimmed[c] {
-				trimmed[c] = true
-				trim = append(trim, id(c))
-			}
-		}
-		if e.res.Queued == 0 {
-			continue
-		}
-		n, size := int64(len(e.ds)), int64(len(e.ev.Body))
-		evIDs, evCompanies, evPending, bodies = append(evIDs, e.ev.ID), append(evCompanies, id(c)), append(evPending, n), append(bodies, e.ev.Body)
-		charges[dayKey{c, day(e.now)}] += size + n*store.DeliveryRowCost
-		o := outbox[c]
-		outbox[c] = [2]int64{o[0] + n, o[1] + size}
-		for _, d := range e.ds {
-			d.ID, deliveryIDs = deliveryIDs[0], deliveryIDs[1:]
-			d.CompanyID, d.EventID, d.Body = c, e.ev.ID, nil
-			raw, err := json.Marshal(d)
-			if err != nil {
-				return err
-			}
-			dIDs, dCompanies, dWebhooks, dEvents = append(dIDs, id(d.ID)), append(dCompanies, id(c)), append(dWebhooks, id(d.WebhookID)), append(dEvents, e.ev.ID)
-			dDue, dRecs = append(dDue, d.NextAttemptAt), append(dRecs, string(raw))
-		}
-	}
-	if len(aIDs) > 0 {
-		b.Queue(`INSERT INTO webhook_attempts (id, company_id, webhook_id, created_at, rec)
-			SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::timestamptz[], $5::jsonb[])`,
-			aIDs, aCompanies, aWebhooks, aAt, aRecs)
-		if keep := p.events.Limits.LogKeep; keep > 0 {
-			b.Queue(`DELETE FROM webhook_attempts w USING unnest($1::bigint[]) AS c (id) WHERE w.company_id = c.id AND w.id <= (
-				SELECT id FROM webhook_attempts WHERE company_id = c.id ORDER BY id DESC OFFSET $2 LIMIT 1)`, trim, keep)
-		}
-	}
-	if len(evIDs) == 0 {
-		return nil
-	}
-	// DO NOTHING, then the ids it stored: a taken id fails the batch with
-	// the error addWebhookEvent gives, naming the message whose event it is.
-	b.Queue(`INSERT INTO webhook_events (id, company_id, pending, body)
-		SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bytea[]) ON CONFLICT (id) DO NOTHING RETURNING id`,
-		evIDs, evCompanies, evPending, bodies).Query(func(rows pgx.Rows) error {
-		stored, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil || len(stored) == len(evIDs) {
-			return err
-		}
-		for _, e := range p.evs {
-			if e.res.Queued > 0 && !slices.Contains(stored, e.ev.ID) {
-				return fmt.Errorf("status event of message %d: %w: webhook event id %q is taken", e.m.ID, store.ErrConflict, e.ev.ID)
-			}
-		}
-		return fmt.Errorf("%w: a webhook event id of the batch is taken", store.ErrConflict) // one id twice in the batch
-	})
-	var uCompanies, oCompanies, oDeliveries, oBytes, used []int64
-	var uDays []int32
-	var uShards, oShards []int16
-	for k, cost := range charges {
-		uCompanies, uDays, uShards, used = append(uCompanies, id(k.companyID)), append(uDays, k.day), append(uShards, shard()), append(used, cost)
-	}
-	for c, o := range outbox {
-		oCompanies, oShards, oDeliveries, oBytes = append(oCompanies, id(c)), append(oShards, shard()), append(oDeliveries, o[0]), append(oBytes, o[1])
-	}
-	b.Queue(`INSERT INTO storage_usage (company_id, day, shard, used) SELECT * FROM unnest($1::bigint[], $2::int[], $3::smallint[], $4::bigint[])
-		ON CONFLICT (company_id, day, shard) DO UPDATE SET used = storage_usage.used + EXCLUDED.used`, uCompanies, uDays, uShards, used)
-	b.Queue(`INSERT INTO webhook_deliveries (id, company_id, webhook_id, event_id, next_attempt_at, rec)
-		SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[], $5::timestamptz[], $6::jsonb[])`,
-		dIDs, dCompanies, dWebhooks, dEvents, dDue, dRecs)
-	b.Queue(`INSERT INTO webhook_outboxes (company_id, shard, deliveries, bytes) SELECT * FROM unnest($1::bigint[], $2::smallint[], $3::bigint[], $4::bigint[])
-		ON CONFLICT (company_id, shard) DO UPDATE SET deliveries = webhook_outboxes.deliveries + EXCLUDED.deliveries, bytes = webhook_outboxes.bytes + EXCLUDED.bytes`,
-		oCompanies, oShards, oDeliveries, oBytes)
-	return nil
 }
 
 // queueMessages queues the write of the batch's messages, each once as the
