@@ -187,3 +187,55 @@ func joinLines(lines []string) string {
 	}
 	return out
 }
+
+// TestReportBatchEventTaken: a change whose status event's id is taken
+// fails alone, with ErrConflict, as it would made alone; the changes
+// around it in its batch commit.
+func TestReportBatchEventTaken(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, Options{})
+	s.SetStatusEvents(store.StatusEvents{Build: func(set store.WebhookSet, m store.Message) (store.WebhookEvent, []store.WebhookDelivery, error) {
+		ev := store.WebhookEvent{ID: "ev-" + m.UUID + "-" + m.Status, Body: []byte(`{}`)}
+		return ev, []store.WebhookDelivery{{UUID: "d-" + m.UUID + "-" + m.Status, EventType: "message." + m.Status, WebhookID: set.Entries[0].ID,
+			CreatedAt: m.UpdatedAt, NextAttemptAt: m.UpdatedAt}}, nil
+	}})
+	c, _ := conformance.Company(t, s)
+	conformance.Device(t, s, c.ID, "fp")
+	if _, err := s.UpdateWebhookSet(c.ID, conformance.T0, func(set *store.WebhookSet) error {
+		set.Entries = append(set.Entries, store.WebhookEntry{URL: "https://hooks.example/in", Active: true, Events: []string{"message.sent"}})
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var batch []*report
+	for i := range 5 {
+		m := store.Message{UUID: fmt.Sprintf("j%d", i), CompanyID: c.ID, Device: "fp", SIMSlot: "SIM1", Channel: "sms", Phone: "+15550100000", Text: "hi"}
+		got, _, err := s.Enqueue(&m, store.IdempotencyKey{}, func() time.Time { return conformance.T0 }, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		batch = append(batch, newReport(c.ID, got.DeviceID, got.UUID, store.MsgSent, "", "", "", conformance.T0))
+	}
+	if _, err := s.pool.Exec(s.ctx, "INSERT INTO webhook_events (id, company_id, pending, body) VALUES ('ev-j3-sent', $1, 1, '')", id(c.ID)); err != nil {
+		t.Fatal(err)
+	}
+	s.applyReports(batch)
+	for i, r := range batch {
+		m, moved, err := r.Wait()
+		if i == 3 {
+			if !errors.Is(err, store.ErrConflict) || moved {
+				t.Errorf("the change whose event id is taken: moved %v (%v), want ErrConflict", moved, err)
+			}
+			continue
+		}
+		if err != nil || !moved || m.Status != store.MsgSent {
+			t.Errorf("change %d: %s moved %v (%v), want sent", i, m.Status, moved, err)
+		}
+	}
+	if m, err := s.MessageByUUID(c.ID, "j3"); err != nil || m.Status != store.MsgQueued {
+		t.Errorf("j3 is %s (%v), want queued still", m.Status, err)
+	}
+	if n, _, err := s.WebhookOutboxSize(c.ID); err != nil || n != 4 {
+		t.Errorf("outbox: %d deliveries (%v), want the 4 of the changes that committed", n, err)
+	}
+}
