@@ -1,7 +1,12 @@
 // Package pgtest gives tests a real PostgreSQL: one cluster per test binary,
 // started on first use in a temporary directory, listening only on a unix
 // socket there (no TCP), with fsync off and small buffers; each test gets a
-// fresh database of its own, dropped when the test ends.
+// fresh database of its own, dropped when the test ends. A database copied
+// from a prepared template (URLFrom) is instead made new again when its test
+// ends, if nothing but rows and sequences changed in it, and handed to the
+// next test of the same template: copying a template costs a fifth of a
+// second of CPU, resetting one a few milliseconds (reuse.go says when a copy
+// is dropped rather than reused).
 //
 // A package whose tests use it calls Main from TestMain, which stops the
 // cluster and removes its directory when the tests are done:

@@ -31,9 +31,11 @@ var (
 // template is a database prepared once per test binary, which URLFrom
 // copies for each test.
 type template struct {
-	once sync.Once
-	name string
-	err  error
+	once   sync.Once
+	name   string
+	err    error
+	snap   *snapshot // what a copy must match to be reused (reuse.go)
+	spares spares    // copies made new again, ready for the next test
 }
 
 // Main runs the tests, then stops the cluster (when a test started one) and
@@ -69,7 +71,7 @@ func URL(t testing.TB) string {
 	if startErr != nil {
 		t.Fatal(startErr)
 	}
-	return create(t, "template0")
+	return create(t, "template0", nil)
 }
 
 // URLFrom is URL for a database that starts as a copy of one prepare made:
@@ -98,17 +100,32 @@ func URLFrom(t testing.TB, key string, prepare func(url string) error) string {
 		}
 		if err := prepare(shared.url(tm.name)); err != nil {
 			tm.err = fmt.Errorf("pgtest: prepare template %s: %w", key, err)
+			return
 		}
+		snap, err := takeSnapshot(ctx, shared.url(tm.name))
+		if err != nil {
+			tm.err = fmt.Errorf("pgtest: read template %s: %w", key, err)
+		}
+		tm.snap = snap
 	})
 	if tm.err != nil {
 		t.Fatal(tm.err)
 	}
-	return create(t, tm.name)
+	return create(t, tm.name, tm)
 }
 
 // create makes a new database for t, a copy of tmpl, dropped when t ends.
-func create(t testing.TB, tmpl string) string {
+// With tm (a prepared template) the database may be a spare copy another
+// test was done with, made new again, and is given back as a spare when t
+// ends if it can be made new again (reuse.go).
+func create(t testing.TB, tmpl string, tm *template) string {
 	t.Helper()
+	if tm != nil {
+		if name, ok := tm.spares.take(); ok {
+			t.Cleanup(func() { recycle(t, name, tm) })
+			return shared.url(name)
+		}
+	}
 	name := "t_" + strconv.FormatUint(dbSeq.Add(1), 10)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -118,15 +135,34 @@ func create(t testing.TB, tmpl string) string {
 	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()+" TEMPLATE "+pgx.Identifier{tmpl}.Sanitize()); err != nil {
 		t.Fatalf("pgtest: create database %s: %v", name, err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		// FORCE ends the sessions a test left open (a pool not closed).
-		if _, err := admin.Exec(ctx, "DROP DATABASE "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
-			t.Errorf("pgtest: drop database %s: %v", name, err)
-		}
-	})
+	if tm != nil {
+		t.Cleanup(func() { recycle(t, name, tm) })
+	} else {
+		t.Cleanup(func() { drop(t, name) })
+	}
 	return shared.url(name)
+}
+
+// recycle gives a test's copy of tm back as a spare, or drops it when it
+// cannot be made new again.
+func recycle(t testing.TB, name string, tm *template) {
+	ctx, cancel := context.WithTimeout(context.Background(), resetTimeout)
+	defer cancel()
+	if err := reset(ctx, name, tm.snap); err != nil {
+		drop(t, name)
+		return
+	}
+	tm.spares.put(name)
+}
+
+// drop drops a test's database.
+func drop(t testing.TB, name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// FORCE ends the sessions a test left open (a pool not closed).
+	if _, err := admin.Exec(ctx, "DROP DATABASE "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+		t.Errorf("pgtest: drop database %s: %v", name, err)
+	}
 }
 
 func start() (*cluster, *pgxpool.Pool, error) {
