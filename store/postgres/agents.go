@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"crypto/rand"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -277,33 +276,6 @@ func (s *Store) UpdateAgentNumber(companyID uint64, channel, publicID string, no
 		return out, err
 	}
 	return out, nil
-}
-
-// agentHolds reports whether deviceID holds the number of an agent message
-// now: a job acked or reported by the number's new agent is its own.
-func agentHolds(t *txn, m store.Message, deviceID uint64) (bool, error) {
-	if !store.IsAgentChannel(m.Channel) || m.NumberID == 0 {
-		return false, nil
-	}
-	var one int
-	err := t.row("SELECT 1 FROM agent_numbers WHERE id = $1 AND company_id = $2 AND device_id = $3", id(m.NumberID), id(m.CompanyID), id(deviceID)).Scan(&one)
-	if errors.Is(mapErr(err), store.ErrNotFound) {
-		return false, nil
-	}
-	return err == nil, err
-}
-
-// noteTaken records on the number that an agent took one of its jobs at
-// now (the ack of a queued job): after a restart the governor's gap between
-// dispatches counts from it. A number that is gone is no error.
-func noteTaken(t *txn, companyID, numberID uint64, now time.Time) error {
-	at, err := json.Marshal(now.UTC())
-	if err != nil {
-		return err
-	}
-	_, err = t.exec(`UPDATE agent_numbers SET rec = jsonb_set(rec, '{last_taken_at}', $3::jsonb) WHERE id = $1 AND company_id = $2`,
-		id(numberID), id(companyID), string(at))
-	return err
 }
 
 // sendTimes lists the number's accepted sends since since, oldest first:

@@ -16,12 +16,14 @@ import (
 )
 
 // statements counts the statements a store sends to the database (BEGIN
-// and COMMIT included), and the commits among them: a tracer on every
+// and COMMIT included), the round trips they take (a pgx.Batch is one,
+// whatever it holds) and the commits among them: a tracer on every
 // connection of its pool.
-type statements struct{ n, commits atomic.Int64 }
+type statements struct{ n, trips, commits atomic.Int64 }
 
 func (c *statements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
 	c.n.Add(1)
+	c.trips.Add(1)
 	if strings.EqualFold(strings.TrimSpace(d.SQL), "commit") {
 		c.commits.Add(1)
 	}
@@ -29,6 +31,15 @@ func (c *statements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.Tra
 }
 
 func (c *statements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (c *statements) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	c.trips.Add(1)
+	return ctx
+}
+
+func (c *statements) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) { c.n.Add(1) }
+
+func (c *statements) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
 // openCounted opens a store on a new database whose statements are counted.
 func openCounted(tb testing.TB, opt Options) (*Store, *statements) {

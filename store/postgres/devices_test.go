@@ -11,8 +11,9 @@ import (
 	"github.com/simrelay/simrelay/store/conformance"
 )
 
-// The helpers a report's transition calls: noteFailure keeps a device's
-// newest failures, noteOutcome its SIMs' carrier-error streaks.
+// What a report writes beside its message: its device's newest failures
+// and its SIM's carrier-error streak (reportPlan's noteFailure and
+// noteOutcome).
 func TestOutcomeNotes(t *testing.T) {
 	t.Parallel()
 	s := openStore(t, Options{})
@@ -24,10 +25,10 @@ func TestOutcomeNotes(t *testing.T) {
 		m := store.Message{UUID: fmt.Sprintf("n-%d", at.UnixNano()), CompanyID: c.ID, DeviceID: d.ID, Direction: store.Outbound,
 			Channel: channel, SIMSlot: "SIM1", Status: status, Error: errText, UpdatedAt: at}
 		if err := s.write("report", func(tx *txn) error {
-			if err := noteOutcome(tx, m, status, errText, at); err != nil {
-				return err
-			}
-			return noteFailure(tx, m, at)
+			p := newReportPlan(nil)
+			p.noteOutcome(m, status, errText, at)
+			p.noteFailure(m, at)
+			return p.write(tx)
 		}); err != nil {
 			t.Fatal(err)
 		}

@@ -25,10 +25,9 @@ import (
 //     shared commit: a commit here costs a round trip, not a place in one
 //     writer's queue. moved still hears of the jobs after that commit; a
 //     failed write leaves them queued for the next read, as there.
-//   - TransitionLater makes its change before it returns (Wait answers at
-//     once), so one goroutine's reports apply in the order it made them; a
-//     link reads its next frame once a report has committed (a round trip)
-//     instead of while it waits in the writer's queue.
+//   - TransitionLater queues its change for its device's worker, which
+//     makes what queued meanwhile in one transaction (reports.go), as the
+//     embedded store's writer folds them into one commit.
 //   - A report locks its message's row first and then reads its device, so
 //     a device deleted meanwhile is found gone, and a report never waits on
 //     the device's row, which every send to the device locks.
@@ -285,91 +284,9 @@ func (s *Store) Transition(companyID, deviceID uint64, uuid, status, errText, st
 // forwards): the detail and updated_at change, nothing else. moved is true
 // for either change. On SMS the detail is ignored.
 func (s *Store) TransitionDetail(companyID, deviceID uint64, uuid, status, errText, statusAt, detail string, now time.Time) (store.Message, bool, error) {
-	var out store.Message
-	var moved bool
-	err := s.write("message "+uuid+" to "+status, func(t *txn) error {
-		var err error
-		out, moved, err = s.transition(t, companyID, deviceID, uuid, status, errText, statusAt, detail, now)
-		return err
-	})
-	if err != nil {
-		return out, false, err
-	}
-	return out, moved, nil
-}
-
-func (s *Store) transition(t *txn, companyID, deviceID uint64, uuid, status, errText, statusAt, detail string, now time.Time) (store.Message, bool, error) {
-	var m store.Message
-	// The message's row first: a device deleted meanwhile has failed the
-	// job under this lock, or waits for it.
-	if err := getRec(t, &m, "SELECT rec FROM messages WHERE company_id = $1 AND uuid = $2 FOR UPDATE", id(companyID), uuid); err != nil {
-		return store.Message{}, false, err
-	}
-	d, err := liveDeviceByID(t, companyID, deviceID, false)
-	if errors.Is(err, store.ErrDeviceGone) {
-		return store.Message{}, false, store.ErrNotFound
-	}
-	if err != nil {
-		return store.Message{}, false, err
-	}
-	if m.Direction != store.Outbound {
-		return store.Message{}, false, store.ErrNotFound
-	}
-	if m.DeviceID != deviceID {
-		// A WhatsApp or iMessage job may be reported by the agent that
-		// holds its number now.
-		holds, err := agentHolds(t, m, deviceID)
-		if err != nil {
-			return store.Message{}, false, err
-		}
-		if !holds {
-			return store.Message{}, false, store.ErrNotFound
-		}
-	}
-	if rank[status] <= rank[m.Status] {
-		// A repeat, or late news of an earlier step; delivered and failed
-		// are final. Only a delivered message's detail may still move.
-		if !applyDetail(&m, status, detail, now) {
-			return m, false, nil
-		}
-		return m, true, updateSend(t, m)
-	}
-	if m.Status == store.MsgScheduled {
-		return m, false, nil // never dispatched: no phone has this job
-	}
-	if (m.Status == store.MsgExpired || m.Status == store.MsgCanceled) && status == store.MsgSending {
-		return m, false, nil // a late ack does not revive an expired or canceled job; only an outcome can
-	}
-	if m.DeviceID != deviceID {
-		m.DeviceID = deviceID // taken by the number's new agent: that registration's job from now on
-	}
-	from := m.Status
-	if status == store.MsgSending && from == store.MsgQueued && store.IsAgentChannel(m.Channel) {
-		if err := noteTaken(t, m.CompanyID, m.NumberID, now); err != nil {
-			return m, false, err
-		}
-	}
-	m.Status, m.UpdatedAt = status, now.UTC()
-	m.Error = "" // an expiry note does not outlive a later report
-	if status == store.MsgFailed {
-		m.Error = errText
-	}
-	if statusAt != "" {
-		m.StatusAt = statusAt
-	}
-	if status == store.MsgDelivered && keepsDetail(m) {
-		m.Detail = detail
-	}
-	if err := noteOutcome(t, m, status, errText, now); err != nil {
-		return m, false, err
-	}
-	if err := countTransition(t, m, from, store.DeviceLabel(d), now); err != nil {
-		return m, false, err
-	}
-	if err := s.statusEvent(t, m, now); err != nil {
-		return m, false, err
-	}
-	return m, true, updateSend(t, m)
+	r := newReport(companyID, deviceID, uuid, status, errText, statusAt, detail, now)
+	s.applyReports([]*report{r}) // a batch of one: the same steps as a phone's reports (reports_plan.go)
+	return r.Wait()
 }
 
 // keepsDetail says whether a message's channel stores details: the agent

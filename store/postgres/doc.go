@@ -43,7 +43,12 @@
 // meanwhile in one transaction (reports.go), so a link reads on while its
 // reports wait for a commit, and a backlog's acks and reports share
 // commits. A device's reports keep their order (one worker a device), and
-// a change that fails is made again alone, so it fails as it would have.
+// a change that fails writes nothing and fails as it would have alone.
+// The batch shares its statements too: one round trip reads and locks its
+// messages (in id order) and what its changes look at, the changes are
+// worked out in Go in order, and one round trip writes every table's rows
+// in one statement, the counters' increments summed per row first
+// (reports_plan.go): a batch costs the same statements whatever its size.
 //
 // Counters. A counter every send of a company touches is split into shards
 // (storage_usage, plan_usage, stats_days: a random one of 8 rows per key),

@@ -1,7 +1,7 @@
 package postgres
 
 import (
-	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -19,11 +19,16 @@ import (
 //
 // Each device's reports go to one worker (by device id), in the order they
 // were queued, so a job's ack, sent and delivered apply in that order. A
-// change that fails takes the transaction down with it: the changes before
-// it commit without it, it is made alone (so its error is the one
-// TransitionDetail gives), and the rest follow. Wait returns once the
-// change's transaction has committed, never before, so the link's
-// status_ack still follows a durable write.
+// batch also shares its statements: it reads and locks all its messages at
+// once, works the changes out in Go, one after another on the state the
+// ones before left, and writes each table once (reports_plan.go,
+// reports_write.go), so a batch of 60 changes costs the statements of one
+// (TestReportBatchCost). TransitionDetail is a batch of one, so a change
+// made alone and one made in a batch are worked out by the same code
+// (TestReportBatchAsAlone holds them to the same result). A change that
+// fails writes nothing and answers the error it would alone; the others
+// commit. Wait returns once the change's transaction has committed, never
+// before, so the link's status_ack still follows a durable write.
 
 // reportWorkers is how many transactions of reports may be open at once.
 const reportWorkers = 4
@@ -46,10 +51,18 @@ type report struct {
 	done                                    chan struct{}
 }
 
+func newReport(companyID, deviceID uint64, uuid, status, errText, statusAt, detail string, now time.Time) *report {
+	return &report{companyID: companyID, deviceID: deviceID, uuid: uuid, status: status, errText: errText, statusAt: statusAt,
+		detail: detail, now: now, done: make(chan struct{})}
+}
+
 func (r *report) Wait() (store.Message, bool, error) {
 	<-r.done
 	return r.m, r.moved, r.err
 }
+
+// name is what a lone change's transaction is called, for its errors.
+func (r *report) name() string { return "message " + r.uuid + " to " + r.status }
 
 func (r *report) finish(m store.Message, moved bool, err error) {
 	r.m, r.moved, r.err = m, moved, err
@@ -95,7 +108,7 @@ func (s *Store) stopReporters() {
 // committed. Changes queued one after another for one device apply in
 // that order.
 func (s *Store) TransitionLater(companyID, deviceID uint64, uuid, status, errText, statusAt, detail string, now time.Time) store.Transit {
-	r := &report{companyID: companyID, deviceID: deviceID, uuid: uuid, status: status, errText: errText, statusAt: statusAt, detail: detail, now: now, done: make(chan struct{})}
+	r := newReport(companyID, deviceID, uuid, status, errText, statusAt, detail, now)
 	s.reports.mu.RLock()
 	defer s.reports.mu.RUnlock()
 	if s.reports.closed || s.reports.queues[0] == nil {
@@ -126,54 +139,55 @@ func (s *Store) reportWorker(q chan *report) {
 	}
 }
 
-// errReportFailed aborts a shared transaction when one of its changes
-// fails (applyReports' failedAt says which).
-var errReportFailed = errors.New("a report of the batch failed")
-
-// applyReports makes the batch's changes in one transaction, in order.
+// applyReports makes the batch's changes in one transaction, in order,
+// each on the state the ones before it left (reports_plan.go). A change
+// that fails writes nothing and answers its error as it would alone; the
+// others commit. When a write of the batch fails (an event id taken), the
+// batch is made again in two halves, so that the change at fault is
+// finally made alone and fails alone, and the rest commit. A batch that
+// cannot commit at all (the database unreachable, the store closed, retries
+// spent) fails together.
 func (s *Store) applyReports(batch []*report) {
-	for len(batch) > 0 {
-		if len(batch) == 1 {
-			r := batch[0]
-			r.finish(s.TransitionDetail(r.companyID, r.deviceID, r.uuid, r.status, r.errText, r.statusAt, r.detail, r.now))
-			return
-		}
-		type outcome struct {
-			m     store.Message
-			moved bool
-		}
-		outs := make([]outcome, len(batch))
-		failedAt := -1
-		err := s.write("reports", func(t *txn) error {
-			failedAt = -1
-			for i, r := range batch {
-				m, moved, err := s.transition(t, r.companyID, r.deviceID, r.uuid, r.status, r.errText, r.statusAt, r.detail, r.now)
-				if err != nil {
-					if retryable(err) || unreachable(err) || s.ctx.Err() != nil {
-						return err // the whole batch: tried again, or failed, together
-					}
-					failedAt = i
-					return errReportFailed
-				}
-				outs[i] = outcome{m, moved}
-			}
-			return nil
-		})
-		if errors.Is(err, errReportFailed) && failedAt >= 0 {
-			// The changes before the failed one commit without it, it is
-			// made alone, and the rest go on in order.
-			s.applyReports(batch[:failedAt])
-			s.applyReports(batch[failedAt : failedAt+1])
-			batch = batch[failedAt+1:]
-			continue
-		}
-		for i, r := range batch {
-			if err != nil {
-				r.finish(store.Message{}, false, err)
-				continue
-			}
-			r.finish(outs[i].m, outs[i].moved, nil)
-		}
+	if len(batch) == 0 {
 		return
+	}
+	type outcome struct {
+		m     store.Message
+		moved bool
+		err   error
+	}
+	outs := make([]outcome, len(batch))
+	name := "reports"
+	if len(batch) == 1 {
+		name = batch[0].name()
+	}
+	err := s.write(name, func(t *txn) error {
+		f, err := s.readReports(t, batch)
+		if err != nil {
+			return err
+		}
+		p := newReportPlan(s.statusEvents)
+		for i, r := range batch {
+			m, moved, err := p.apply(f, r)
+			outs[i] = outcome{m, moved, err}
+		}
+		return p.write(t)
+	})
+	if err != nil && len(batch) > 1 && !retryable(err) && !unreachable(err) && s.ctx.Err() == nil {
+		half := len(batch) / 2
+		s.applyReports(batch[:half])
+		s.applyReports(batch[half:])
+		return
+	}
+	for i, r := range batch {
+		switch o := outs[i]; {
+		case err != nil:
+			r.finish(store.Message{}, false, err)
+		case o.err != nil:
+			// As a lone change's transaction would name it (run).
+			r.finish(o.m, false, fmt.Errorf("store: %s: %w", r.name(), o.err))
+		default:
+			r.finish(o.m, o.moved, nil)
+		}
 	}
 }

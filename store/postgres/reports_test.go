@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -84,5 +85,83 @@ func TestReportsShareTransactions(t *testing.T) {
 	s.Close()
 	if _, _, err := s.TransitionLater(c.ID, dev, msgs[0].UUID, store.MsgDelivered, "", "", "", now).Wait(); !errors.Is(err, store.ErrClosed) {
 		t.Errorf("a report after Close: %v, want ErrClosed", err)
+	}
+}
+
+// TestReportBatchCost: what a batch of reports costs the database does not
+// grow with the batch: 12 changes and 60 (each job's ack, its sent report,
+// then delivered or failed with a carrier error; a webhook that wants every
+// outcome, so each outcome writes an event) take as many statements and
+// round trips as each other.
+func TestReportBatchCost(t *testing.T) {
+	t.Parallel()
+	s, counted := openCounted(t, Options{})
+	var seq atomic.Int64
+	s.SetStatusEvents(store.StatusEvents{Build: func(set store.WebhookSet, m store.Message) (store.WebhookEvent, []store.WebhookDelivery, error) {
+		n := seq.Add(1)
+		ev := store.WebhookEvent{ID: fmt.Sprintf("ev-%d", n), Body: []byte(`{"type":"message.` + m.Status + `"}`)}
+		var ds []store.WebhookDelivery
+		for _, e := range set.Entries {
+			ds = append(ds, store.WebhookDelivery{UUID: fmt.Sprintf("d-%d-%d", n, e.ID), EventType: "message." + m.Status,
+				WebhookID: e.ID, CreatedAt: m.UpdatedAt, NextAttemptAt: m.UpdatedAt})
+		}
+		return ev, ds, nil
+	}})
+	c, _ := conformance.Company(t, s)
+	conformance.Device(t, s, c.ID, "fp")
+	if _, err := s.UpdateWebhookSet(c.ID, time.Now(), func(set *store.WebhookSet) error {
+		set.Entries = append(set.Entries, store.WebhookEntry{URL: "https://hooks.example/in", Active: true,
+			Events: []string{"message.sent", "message.delivered", "message.failed"}})
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	cost := func(jobs int) (stmts, trips int64) {
+		t.Helper()
+		var dev uint64
+		var uuids []string
+		for i := range jobs {
+			m := store.Message{UUID: fmt.Sprintf("job-%d-%d", jobs, i), CompanyID: c.ID, Device: "fp", SIMSlot: "SIM1", Channel: "sms", Phone: "+15550100000", Text: "hi"}
+			got, _, err := s.Enqueue(&m, store.IdempotencyKey{}, time.Now, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dev = got.DeviceID
+			uuids = append(uuids, got.UUID)
+		}
+		now := time.Now()
+		var batch []*report
+		add := func(uuid, status, errText string) {
+			batch = append(batch, &report{companyID: c.ID, deviceID: dev, uuid: uuid, status: status, errText: errText, now: now, done: make(chan struct{})})
+		}
+		for _, u := range uuids {
+			add(u, store.MsgSending, "")
+		}
+		for _, u := range uuids {
+			add(u, store.MsgSent, "")
+		}
+		for i, u := range uuids {
+			if i%2 == 0 {
+				add(u, store.MsgDelivered, "")
+			} else {
+				add(u, store.MsgFailed, "generic_failure")
+			}
+		}
+		n0, t0 := counted.n.Load(), counted.trips.Load()
+		s.applyReports(batch)
+		stmts, trips = counted.n.Load()-n0, counted.trips.Load()-t0
+		for i, r := range batch {
+			if _, moved, err := r.Wait(); err != nil || !moved {
+				t.Fatalf("change %d of %d (%s to %s): moved %v (%v), want moved", i, len(batch), r.uuid, r.status, moved, err)
+			}
+		}
+		return stmts, trips
+	}
+	small, smallTrips := cost(4)
+	large, largeTrips := cost(20)
+	t.Logf("12 changes: %d statements, %d round trips; 60 changes: %d statements, %d round trips", small, smallTrips, large, largeTrips)
+	if large > small || largeTrips > smallTrips {
+		t.Errorf("60 changes cost %d statements in %d round trips, 12 cost %d in %d: want no more for more changes",
+			large, largeTrips, small, smallTrips)
 	}
 }

@@ -256,31 +256,12 @@ func (s *Store) PruneSIMCounts(now time.Time) (int, error) {
 }
 
 // Carrier-error streaks (failover): a report of a send's outcome keeps its
-// SIM's streak in sim_streaks, in the report's transaction.
+// SIM's streak in sim_streaks, in the report's transaction (reportPlan's
+// noteOutcome: a carrier error adds one, a send that went out ends it).
 
 // carrierErrors are the phone's failure reasons that speak of the SIM's
 // network rather than of the message (PROTOCOL.md, section 9.6).
 var carrierErrors = map[string]bool{"generic_failure": true, "no_service": true, "radio_off": true, "null_pdu": true, "ril_network_err": true}
-
-// noteOutcome keeps the SIM's carrier-error streak as a report of m's
-// outcome comes in: a carrier error adds one, a send that went out ends
-// it. The transition of an outbound message to status calls it.
-func noteOutcome(t *txn, m store.Message, status, errText string, now time.Time) error {
-	if m.Channel != "" && m.Channel != "sms" {
-		return nil
-	}
-	switch {
-	case status == store.MsgFailed && carrierErrors[errText]:
-		_, err := t.exec(`INSERT INTO sim_streaks (device_id, sim_slot, company_id, n, last_at) VALUES ($1, $2, $3, 1, $4)
-			ON CONFLICT (device_id, sim_slot) DO UPDATE SET n = sim_streaks.n + 1, last_at = EXCLUDED.last_at`,
-			id(m.DeviceID), m.SIMSlot, id(m.CompanyID), now)
-		return err
-	case status == store.MsgSent || status == store.MsgDelivered:
-		_, err := t.exec("DELETE FROM sim_streaks WHERE device_id = $1 AND sim_slot = $2", id(m.DeviceID), m.SIMSlot)
-		return err
-	}
-	return nil
-}
 
 // failing says whether a streak of n carrier errors, the last at last, is
 // one the SIM's pools pass over at now.
