@@ -31,7 +31,7 @@ type deviceRow struct {
 	Status      string      `json:"status"`
 	SelectedSIM string      `json:"selected_sim"`
 	Online      bool        `json:"online"`
-	LastSeen    time.Time   `json:"last_seen"`
+	LastSeen    time.Time   `json:"last_seen,omitzero"` // absent for a phone never seen
 	SIMs        []store.SIM `json:"sims"`
 	AppVersion  string      `json:"app_version"`
 	Health      *healthView `json:"health"`      // nil until the phone reports its health
@@ -89,6 +89,9 @@ func (c *Console) deviceRows(r *http.Request, companyID uint64) ([]deviceRow, er
 		row := deviceRow{Fingerprint: d.Fingerprint, Name: d.Name, Status: d.Status, SelectedSIM: d.SelectedSIM,
 			LastSeen: d.LastSeenAt, SIMs: d.SIMs, AppVersion: d.AppVersion, Health: healthOf(d.Health),
 			QueueDepth: sum.QueueDepth, Failures: sum.Failures}
+		if row.Failures == nil {
+			row.Failures = []store.DeviceFailure{} // [] in the JSON, never null
+		}
 		if live, online := presence[d.Fingerprint]; online {
 			row.Online = true
 			if live.After(row.LastSeen) {
