@@ -94,11 +94,7 @@ func TestDatabaseDroppedAtCleanup(t *testing.T) {
 		}
 		_ = leaked
 	})
-	var exists bool
-	if err := admin.QueryRow(context.Background(), "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", name).Scan(&exists); err != nil {
-		t.Fatal(err)
-	}
-	if exists {
+	if exists(t, name) {
 		t.Errorf("database %s still exists after its test ended", name)
 	}
 }
