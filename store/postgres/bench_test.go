@@ -71,7 +71,8 @@ func (benchPlans) Limits(_ store.Subscription, _ bool, now time.Time) store.Plan
 // BenchmarkEnqueue measures single sends as the server makes them (a plan
 // that caps messages, the default daily storage budget): from one device,
 // one at a time, and from 8 devices of one company at once. It reports
-// sends/s and the statements each send costs, BEGIN and COMMIT included.
+// sends/s and the statements and round trips each send costs, BEGIN and
+// COMMIT included.
 func BenchmarkEnqueue(b *testing.B) {
 	run := func(b *testing.B, devices int, parallel bool) {
 		s, stmts := openCounted(b, Options{CompanyDailyStorage: store.DefaultCompanyDailyStorage})
@@ -91,6 +92,7 @@ func BenchmarkEnqueue(b *testing.B) {
 			}
 		}
 		stmts.n.Store(0)
+		stmts.trips.Store(0)
 		b.ResetTimer()
 		if parallel {
 			b.RunParallel(func(pb *testing.PB) {
@@ -107,6 +109,7 @@ func BenchmarkEnqueue(b *testing.B) {
 		b.StopTimer()
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "sends/s")
 		b.ReportMetric(float64(stmts.n.Load())/float64(b.N), "stmts/op")
+		b.ReportMetric(float64(stmts.trips.Load())/float64(b.N), "trips/op")
 	}
 	b.Run("OneDevice", func(b *testing.B) { run(b, 1, false) })
 	b.Run("EightDevices", func(b *testing.B) {

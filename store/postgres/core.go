@@ -290,13 +290,31 @@ func (s *Store) addUsage(t *txn, companyID uint64, now time.Time, cost int64, ma
 // addUsed is addUsage for a caller that read the day's use (used) itself,
 // earlier in the transaction.
 func (s *Store) addUsed(t *txn, companyID uint64, now time.Time, cost, used int64, mayRefuse bool) error {
-	if mayRefuse && s.dailyBudget > 0 && used+cost > s.dailyBudget {
+	if mayRefuse {
+		if err := s.overBudget(companyID, now, cost, used); err != nil {
+			return err
+		}
+	}
+	_, err := t.exec(storageAddSQL, storageAddArgs(companyID, now, cost)...)
+	return err
+}
+
+// overBudget refuses with a *store.BudgetError when adding cost to the
+// day's use (used) would go over the daily budget.
+func (s *Store) overBudget(companyID uint64, now time.Time, cost, used int64) error {
+	if s.dailyBudget > 0 && used+cost > s.dailyBudget {
 		return &store.BudgetError{CompanyID: companyID, Limit: s.dailyBudget, Used: used, Cost: cost, Reset: store.NextDay(now)}
 	}
-	_, err := t.exec(`INSERT INTO storage_usage (company_id, day, shard, used) VALUES ($1, $2, $3, $4)
-		ON CONFLICT (company_id, day, shard) DO UPDATE SET used = storage_usage.used + EXCLUDED.used`,
-		id(companyID), day(now), shard(), cost)
-	return err
+	return nil
+}
+
+// storageAddSQL adds bytes to a company's use of a day, in a random shard
+// (storageAddArgs).
+const storageAddSQL = `INSERT INTO storage_usage (company_id, day, shard, used) VALUES ($1, $2, $3, $4)
+	ON CONFLICT (company_id, day, shard) DO UPDATE SET used = storage_usage.used + EXCLUDED.used`
+
+func storageAddArgs(companyID uint64, now time.Time, cost int64) []any {
+	return []any{id(companyID), day(now), shard(), cost}
 }
 
 // limits are the company's plan limits at now.
@@ -352,10 +370,36 @@ func (u usageSlot) add(t *txn, n int64) error {
 	if u.limits.Messages >= 0 {
 		sh = 0 // the row planAllows locked
 	}
-	_, err := t.exec(`INSERT INTO plan_usage (company_id, period_start, shard, used) VALUES ($1, $2, $3, $4)
-		ON CONFLICT (company_id, period_start, shard) DO UPDATE SET used = plan_usage.used + EXCLUDED.used`,
-		id(u.companyID), u.limits.PeriodStart, sh, n)
+	_, err := t.exec(planAddSQL, id(u.companyID), u.limits.PeriodStart, sh, n)
 	return err
+}
+
+const planAddSQL = `INSERT INTO plan_usage (company_id, period_start, shard, used) VALUES ($1, $2, $3, $4)
+	ON CONFLICT (company_id, period_start, shard) DO UPDATE SET used = plan_usage.used + EXCLUDED.used`
+
+// queueAllowAdd queues planAllowsUnder and add for n messages as one
+// statement, for a send that writes in one round trip: an uncapped plan
+// adds to a random shard; a capped one adds to shard 0, which locks it
+// (the row lockPlanUsage locks, making it for the period's first send),
+// and returns the period's use, shard 0 as it stands once locked, the
+// other shards as the statement's snapshot has them, as lockPlanUsage
+// reads it. Going over the plan is the batch's error, a
+// *store.PlanLimitError: the transaction then rolls back what it added.
+func (u usageSlot) queueAllowAdd(b *pgx.Batch, n int64) {
+	if u.limits.Messages < 0 {
+		b.Queue(planAddSQL, id(u.companyID), u.limits.PeriodStart, shard(), n)
+		return
+	}
+	b.Queue(planAddSQL+` RETURNING plan_usage.used + (SELECT coalesce(sum(o.used), 0) FROM plan_usage o
+		WHERE o.company_id = $1 AND o.period_start = $2 AND o.shard <> 0)`,
+		id(u.companyID), u.limits.PeriodStart, 0, n).QueryRow(func(row pgx.Row) error {
+		var total int64
+		if err := row.Scan(&total); err != nil {
+			return err
+		}
+		u.used = total - n
+		return u.room(n)
+	})
 }
 
 // planAllows refuses with a *store.PlanLimitError, having written nothing,

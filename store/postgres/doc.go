@@ -12,7 +12,7 @@
 // they never disagree. Ids are bigint identity columns; a record that
 // carries its id takes it first (nextID) so that `rec` holds it from its
 // first write (a send's message takes it inside its INSERT, which sets the
-// id in rec too: insertNewSend). Ids and counters are uint64 in Go and
+// id in rec too: queueNewSend). Ids and counters are uint64 in Go and
 // bigint here (id()).
 // The schema is in migrations/NNNN_name.sql, applied in order at Open under
 // an advisory lock; a migration is never edited once released, only added

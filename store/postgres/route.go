@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/simrelay/simrelay/store"
@@ -60,20 +61,27 @@ func route(t *txn, m *store.Message, check store.DeviceCheck, now time.Time) (st
 		return d, r, err
 	}
 	d, err := liveDevice(t, m.CompanyID, m.Device, true)
+	d, err = r.onDevice(m, check, d, err)
+	return d, r, err
+}
+
+// onDevice routes a device send m to d, the device it names as liveDevice
+// read and locked it (err its error): route's checks of a device send, for
+// a send that read the device itself.
+func (r *router) onDevice(m *store.Message, check store.DeviceCheck, d store.Device, err error) (store.Device, error) {
 	if err != nil {
-		return d, nil, err
+		return d, err
 	}
 	if d.Status == store.DeviceDisabled {
-		return d, nil, store.ErrDeviceDisabled
+		return d, store.ErrDeviceDisabled
 	}
 	if check != nil {
 		if err := check(d, m.SIMSlot); err != nil {
-			return d, nil, err
+			return d, err
 		}
 	}
 	r.dev = d
-	d, err = r.next(m)
-	return d, r, err
+	return r.next(m)
 }
 
 // next places one more message of the request.
@@ -94,10 +102,18 @@ func (r *router) next(m *store.Message) (store.Device, error) {
 // commit writes what the placing changed: the SIMs' counts, and a pool's
 // turn and sticky entries.
 func (r *router) commit() error {
+	b := &pgx.Batch{}
+	r.queueCommit(b)
+	return r.tally.t.sendBatch(b)
+}
+
+// queueCommit queues commit's writes.
+func (r *router) queueCommit(b *pgx.Batch) {
 	if r.pool != nil {
-		return r.pool.commit()
+		r.pool.queueCommit(b)
+		return
 	}
-	return r.tally.flush()
+	r.tally.queueFlush(b)
 }
 
 // loadCountCap is how far least_loaded counts a device's queue: a device
@@ -390,20 +406,20 @@ func (pp *poolPicker) stickyMember(phone string) (store.PoolMember, *store.Devic
 // commit writes the SIMs' counts, the turn and the sticky entries of the
 // transaction's picks.
 func (pp *poolPicker) commit() error {
-	if err := pp.tally.flush(); err != nil {
-		return err
-	}
-	if _, err := pp.t.exec("UPDATE pool_turns SET turn = $2 WHERE pool_id = $1", id(pp.pool.ID), id(pp.turn)); err != nil {
-		return err
-	}
+	b := &pgx.Batch{}
+	pp.queueCommit(b)
+	return pp.t.sendBatch(b)
+}
+
+// queueCommit queues commit's writes.
+func (pp *poolPicker) queueCommit(b *pgx.Batch) {
+	pp.tally.queueFlush(b)
+	b.Queue("UPDATE pool_turns SET turn = $2 WHERE pool_id = $1", id(pp.pool.ID), id(pp.turn))
 	for phone, m := range pp.sticky {
-		if _, err := pp.t.exec(`INSERT INTO pool_sticky (pool_id, phone, device_id, sim_slot, written_at) VALUES ($1, $2, $3, $4, $5)
+		b.Queue(`INSERT INTO pool_sticky (pool_id, phone, device_id, sim_slot, written_at) VALUES ($1, $2, $3, $4, $5)
 			ON CONFLICT (pool_id, phone) DO UPDATE SET device_id = EXCLUDED.device_id, sim_slot = EXCLUDED.sim_slot, written_at = EXCLUDED.written_at`,
-			id(pp.pool.ID), phone, id(m.DeviceID), m.SIMSlot, pp.tally.now); err != nil {
-			return err
-		}
+			id(pp.pool.ID), phone, id(m.DeviceID), m.SIMSlot, pp.tally.now)
 	}
-	return nil
 }
 
 // pickFor picks the member for m and sets it on m; a pool none of whose

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/simrelay/simrelay/store"
 )
 
@@ -40,36 +42,48 @@ func priorAnswer(t *txn, companyID uint64, key store.IdempotencyKey, now time.Ti
 		return answerKey{}, nil, nil
 	}
 	k := answerKey{companyID: companyID, key: key}
-	tag, err := t.exec(`INSERT INTO idempotency (company_id, route, key, created_at) VALUES ($1, $2, $3, $4)
-		ON CONFLICT DO NOTHING`, id(companyID), key.Route, key.Key, now)
+	tag, err := t.exec(claimSQL, k.claimArgs(now)...)
 	if err != nil {
 		return k, nil, err
 	}
 	if tag.RowsAffected() == 1 {
 		return k, nil, nil
 	}
-	// The key's row exists and is committed (the insert waited for its
-	// writer): replay its answer, or take the row over once expired.
+	p, err := k.settle(t, now)
+	return k, p, err
+}
+
+// claimSQL claims a key's row when no answer holds it (claimArgs).
+const claimSQL = `INSERT INTO idempotency (company_id, route, key, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`
+
+func (k answerKey) claimArgs(now time.Time) []any {
+	return []any{id(k.companyID), k.key.Route, k.key.Key, now}
+}
+
+// settle is priorAnswer once the claim found the key's row there: the row
+// is committed (the claim waited for its writer), so its answer is
+// replayed, or the row taken over once expired.
+func (k answerKey) settle(t *txn, now time.Time) (*store.Idempotent, error) {
 	var created time.Time
 	var raw []byte
-	err = t.row("SELECT created_at, rec FROM idempotency WHERE company_id = $1 AND route = $2 AND key = $3 FOR UPDATE",
-		id(companyID), key.Route, key.Key).Scan(&created, &raw)
+	err := t.row("SELECT created_at, rec FROM idempotency WHERE company_id = $1 AND route = $2 AND key = $3 FOR UPDATE",
+		id(k.companyID), k.key.Route, k.key.Key).Scan(&created, &raw)
 	if errors.Is(mapErr(err), store.ErrNotFound) {
-		return k, nil, errAgain // pruned since the insert: claim it again
+		return nil, errAgain // pruned since the insert: claim it again
 	}
 	if err != nil {
-		return k, nil, err
+		return nil, err
 	}
 	if raw != nil && now.Sub(created) < idempotencyTTL {
 		var prior store.Idempotent
 		if err := json.Unmarshal(raw, &prior); err != nil {
-			return k, nil, err
+			return nil, err
 		}
-		return k, &prior, nil
+		return &prior, nil
 	}
 	_, err = t.exec("UPDATE idempotency SET created_at = $4, rec = NULL WHERE company_id = $1 AND route = $2 AND key = $3",
-		id(companyID), key.Route, key.Key, now)
-	return k, nil, err
+		id(k.companyID), k.key.Route, k.key.Key, now)
+	return nil, err
 }
 
 // keep records the answer of the request that claimed the key, in the
@@ -130,25 +144,36 @@ func (f sendFacts) optOut(m store.Message, index int) error {
 
 // readSendFacts reads the facts of a send of the company's messages ms.
 func (s *Store) readSendFacts(t *txn, companyID uint64, ms []store.Message, now time.Time) (sendFacts, error) {
-	f := sendFacts{optedOut: map[string]bool{}}
+	sql, args := s.sendFactsQuery(companyID, ms, now)
+	return s.scanSendFacts(t.row(sql, args...), now)
+}
+
+// sendFactsQuery is the statement that reads the facts of a send of the
+// company's messages ms (scanSendFacts reads its row).
+func (s *Store) sendFactsQuery(companyID uint64, ms []store.Message, now time.Time) (string, []any) {
 	phones := make([]string, 0, len(ms))
 	for _, m := range ms {
 		if m.Channel == "" || m.Channel == "sms" {
 			phones = append(phones, m.Phone)
 		}
 	}
-	var sub []byte
-	var listed []string
-	err := t.row(`SELECT CASE WHEN $4 THEN (SELECT rec FROM subscriptions WHERE company_id = $1) END,
+	return `SELECT CASE WHEN $4 THEN (SELECT rec FROM subscriptions WHERE company_id = $1) END,
 			(SELECT coalesce(array_agg(phone), '{}') FROM opt_outs WHERE company_id = $1 AND phone = ANY($2)),
 			CASE WHEN $5 THEN (SELECT coalesce(sum(used), 0) FROM storage_usage WHERE company_id = $1 AND day = $3) ELSE 0 END`,
-		id(companyID), phones, day(now), s.plans != nil, s.dailyBudget > 0).Scan(&sub, &listed, &f.stored)
-	if err != nil {
+		[]any{id(companyID), phones, day(now), s.plans != nil, s.dailyBudget > 0}
+}
+
+func (s *Store) scanSendFacts(row pgx.Row, now time.Time) (sendFacts, error) {
+	f := sendFacts{optedOut: map[string]bool{}}
+	var sub []byte
+	var listed []string
+	if err := row.Scan(&sub, &listed, &f.stored); err != nil {
 		return f, err
 	}
 	for _, p := range listed {
 		f.optedOut[p] = true
 	}
+	var err error
 	f.limits, err = s.limitsOf(sub, now)
 	return f, err
 }
@@ -202,34 +227,6 @@ func insertSend(t *txn, m store.Message) error {
 		id(m.ID), id(m.CompanyID), id(m.DeviceID), m.UUID, m.Direction, m.Channel, m.Phone, m.Status, clientID,
 		int16(m.Priority), place, due, expires, m.CreatedAt, m.UpdatedAt, raw)
 	return err
-}
-
-// insertNewSend writes a new message as insertSend does, its id (m.ID,
-// and the id in rec) taken from the table's sequence in the same statement.
-func insertNewSend(t *txn, m *store.Message) error {
-	m.ID = 0
-	raw, err := rec(m)
-	if err != nil {
-		return err
-	}
-	var clientID any
-	if m.Direction == store.Inbound && m.ClientID != "" {
-		clientID = m.ClientID
-	}
-	place, due, expires := sendColumns(*m)
-	var msgID int64
-	err = t.row(`WITH n AS (SELECT nextval(pg_get_serial_sequence('messages', 'id')) AS id)
-		INSERT INTO messages (id, company_id, device_id, uuid, direction, channel, phone, status, client_id,
-			priority, queue_place, due_at, expires_at, created_at, updated_at, rec)
-		SELECT n.id, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, jsonb_set($15::jsonb, '{id}', to_jsonb(n.id)) FROM n
-		RETURNING id`,
-		id(m.CompanyID), id(m.DeviceID), m.UUID, m.Direction, m.Channel, m.Phone, m.Status, clientID,
-		int16(m.Priority), place, due, expires, m.CreatedAt, m.UpdatedAt, raw).Scan(&msgID)
-	if err != nil {
-		return err
-	}
-	m.ID = uint64(msgID)
-	return nil
 }
 
 // nextIDs takes n ids of a table's identity column, rising.
@@ -309,76 +306,13 @@ func updateSend(t *txn, m store.Message) error {
 
 // newOutbound makes m a new outbound message of the device at at: its
 // status (scheduled with a send_at ahead, else queued) and times. Its id
-// comes when it is stored (insertNewSend).
+// comes when it is stored (queueNewSend).
 func newOutbound(m *store.Message, deviceID uint64, at time.Time) {
 	m.ID, m.DeviceID, m.Direction, m.Status = 0, deviceID, store.Outbound, store.MsgQueued
 	if !m.SendAt.IsZero() {
 		m.Status = store.MsgScheduled
 	}
 	m.CreatedAt, m.UpdatedAt = at, at
-}
-
-// Enqueue stores an outbound message (queued, or scheduled with a send_at)
-// and, with an idempotency key, the answer to give for it; the key's
-// earlier answer comes back instead when the company used the key on the
-// route within a day (and nothing is queued). answer builds the response
-// from the stored message. check vets the device inside the transaction;
-// its error, like every refusal (a device gone or disabled, an opted-out
-// recipient, the plan's limit, the budget), is the send's error and
-// nothing is written.
-func (s *Store) Enqueue(m *store.Message, idemKey store.IdempotencyKey, now func() time.Time, check store.DeviceCheck, answer func(store.Message) (int, []byte)) (store.Message, *store.Idempotent, error) {
-	var out store.Message
-	var prior *store.Idempotent
-	err := s.write("enqueue", func(t *txn) error {
-		out, prior = store.Message{}, nil
-		at := now().UTC()
-		ik, p, err := priorAnswer(t, m.CompanyID, idemKey, at)
-		if err != nil || p != nil {
-			prior = p
-			return err
-		}
-		msg := *m
-		facts, err := s.readSendFacts(t, msg.CompanyID, []store.Message{msg}, at)
-		if err != nil {
-			return err
-		}
-		d, r, err := route(t, &msg, check, at)
-		if err != nil {
-			return err
-		}
-		if err := facts.optOut(msg, -1); err != nil {
-			return err
-		}
-		usage, err := planAllowsUnder(t, msg.CompanyID, facts.limits, store.LimitMessages)
-		if err != nil {
-			return err
-		}
-		newOutbound(&msg, d.ID, at)
-		if err := s.addUsed(t, msg.CompanyID, at, store.MessageCost(msg), facts.stored, true); err != nil {
-			return err
-		}
-		if err := usage.add(t, 1); err != nil {
-			return err
-		}
-		if err := r.commit(); err != nil {
-			return err
-		}
-		if err := queueIn(t, &msg); err != nil {
-			return err
-		}
-		if err := insertNewSend(t, &msg); err != nil {
-			return err
-		}
-		if err := ik.keep(t, at, func() (int, []byte) { return answer(msg) }); err != nil {
-			return err
-		}
-		out = msg
-		return nil
-	})
-	if err != nil {
-		return out, nil, err
-	}
-	return out, prior, nil
 }
 
 // EnqueueBulk stores many outbound messages of one company (ms[0]'s) for

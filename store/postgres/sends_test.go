@@ -46,3 +46,50 @@ func TestBulkStatements(t *testing.T) {
 		}
 	}
 }
+
+// TestSendCost: a single send to a device reads in one round trip and
+// writes in one, besides BEGIN and COMMIT (enqueue.go); with an
+// idempotency key it claims the key in the read and keeps its answer in
+// one more. The plan caps messages and the daily budget is set, as on the
+// server, so every check runs.
+func TestSendCost(t *testing.T) {
+	t.Parallel()
+	s, counted := openCounted(t, Options{CompanyDailyStorage: store.DefaultCompanyDailyStorage})
+	s.SetPlans(benchPlans{})
+	c, _ := conformance.Company(t, s)
+	conformance.Device(t, s, c.ID, "cost")
+	for i, tc := range []struct {
+		key          string
+		stmts, trips int64
+	}{
+		{"", 9, 4},
+		{"cost-key", 11, 5},
+	} {
+		m := store.Message{UUID: fmt.Sprintf("cost-%d", i), CompanyID: c.ID, Device: "cost", SIMSlot: "SIM1",
+			Channel: "sms", Phone: "+15550100000", Text: "Your code is 123456"}
+		key := store.IdempotencyKey{Key: tc.key, Route: "POST /chat/send", Digest: "d"}
+		n0, t0 := counted.n.Load(), counted.trips.Load()
+		out, prior, err := s.Enqueue(&m, key, time.Now, nil, func(m store.Message) (int, []byte) {
+			return 202, []byte(fmt.Sprintf(`{"id":%d,"place":%d}`, m.ID, m.QueueSeq))
+		})
+		if err != nil || prior != nil {
+			t.Fatalf("send %d: prior %v, err %v", i, prior, err)
+		}
+		stmts, trips := counted.n.Load()-n0, counted.trips.Load()-t0
+		t.Logf("key %q: %d statements, %d round trips", tc.key, stmts, trips)
+		if stmts > tc.stmts || trips > tc.trips {
+			t.Errorf("a send (key %q) took %d statements in %d round trips, want at most %d in %d", tc.key, stmts, trips, tc.stmts, tc.trips)
+		}
+		got, err := s.MessageByUUID(c.ID, m.UUID)
+		if err != nil || got.ID != out.ID || got.ID == 0 || got.QueueSeq != out.QueueSeq || got.QueueSeq == 0 || got.Status != store.MsgQueued {
+			t.Fatalf("send %d read back: %+v (%v), want %+v", i, got, err, out)
+		}
+		if tc.key == "" {
+			continue
+		}
+		_, prior, err = s.Enqueue(&m, key, time.Now, nil, nil)
+		if want := fmt.Sprintf(`{"id":%d,"place":%d}`, out.ID, out.QueueSeq); err != nil || prior == nil || string(prior.Body) != want {
+			t.Fatalf("replay: %+v (%v), want the body %s", prior, err, want)
+		}
+	}
+}

@@ -3,9 +3,12 @@ package postgres
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/simrelay/simrelay/store"
 )
@@ -67,22 +70,57 @@ func (st *simTally) sim(dev uint64, slot string) (*simCount, error) {
 		return c, nil
 	}
 	c := &simCount{}
-	var caps []byte
-	err := st.t.row(`SELECT (SELECT rec FROM sim_caps WHERE device_id = $1 AND sim_slot = $2),
-		coalesce((SELECT n FROM sim_usage WHERE device_id = $1 AND sim_slot = $2 AND kind = 'd' AND period = $3), 0),
-		coalesce((SELECT n FROM sim_usage WHERE device_id = $1 AND sim_slot = $2 AND kind = 'm' AND period = $4), 0),
-		coalesce((SELECT n FROM sim_usage WHERE device_id = $1 AND sim_slot = $2 AND kind = 'r' AND period = $3), 0)`,
-		id(dev), slot, dayStamp(st.now), monthStamp(st.now)).Scan(&caps, &c.day, &c.month, &c.recips)
-	if err != nil {
+	row := st.t.row(`SELECT `+simCountsOf("$1", "$2", "$3", "$4"), id(dev), slot, dayStamp(st.now), monthStamp(st.now))
+	if err := c.scan(row); err != nil {
 		return nil, err
-	}
-	if caps != nil {
-		if err := json.Unmarshal(caps, &c.caps); err != nil {
-			return nil, err
-		}
 	}
 	st.sims[k] = c
 	return c, nil
+}
+
+// simCountsOf are the columns of a SIM's caps and counts (simCount.scan):
+// dev, slot, day and month are the SQL of its device id, its slot and the
+// day's and month's stamps.
+func simCountsOf(dev, slot, day, month string) string {
+	return fmt.Sprintf(`(SELECT rec FROM sim_caps WHERE device_id = %[1]s AND sim_slot = %[2]s),
+		coalesce((SELECT n FROM sim_usage WHERE device_id = %[1]s AND sim_slot = %[2]s AND kind = 'd' AND period = %[3]s), 0),
+		coalesce((SELECT n FROM sim_usage WHERE device_id = %[1]s AND sim_slot = %[2]s AND kind = 'm' AND period = %[4]s), 0),
+		coalesce((SELECT n FROM sim_usage WHERE device_id = %[1]s AND sim_slot = %[2]s AND kind = 'r' AND period = %[3]s), 0)`,
+		dev, slot, day, month)
+}
+
+// scan reads the columns of simCountsOf, the scanned values first (dest).
+func (c *simCount) scan(row pgx.Row, dest ...any) error {
+	var caps []byte
+	if err := row.Scan(append(dest, &caps, &c.day, &c.month, &c.recips)...); err != nil {
+		return err
+	}
+	if caps != nil {
+		return json.Unmarshal(caps, &c.caps)
+	}
+	return nil
+}
+
+// queueSIM queues the read of the caps and counts of the slot of the
+// company's live device with this fingerprint, for a send whose batch
+// locks the device in the statement before (so the counts are read under
+// its lock, as sim reads them). The tally keeps what it read for the
+// device it found; none (the device is gone) leaves the tally to read.
+func (st *simTally) queueSIM(b *pgx.Batch, companyID uint64, fingerprint, slot string) {
+	b.Queue(`SELECT d.id, `+simCountsOf("d.id", "$3", "$4", "$5")+`
+		FROM devices d WHERE d.company_id = $1 AND d.fingerprint = $2 AND d.deleted_at IS NULL`,
+		id(companyID), fingerprint, slot, dayStamp(st.now), monthStamp(st.now)).QueryRow(func(row pgx.Row) error {
+		c := &simCount{}
+		var dev int64
+		err := c.scan(row, &dev)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err == nil {
+			st.sims[simKey{uint64(dev), slot}] = c
+		}
+		return err
+	})
 }
 
 // allows says whether one more send to phone fits the SIM's caps.
@@ -144,35 +182,29 @@ func (st *simTally) take(dev uint64, slot, phone string) error {
 	return nil
 }
 
-// flush adds the transaction's sends to the SIMs' counts.
-func (st *simTally) flush() error {
+// queueFlush queues the writes that add the transaction's sends to the
+// SIMs' counts.
+func (st *simTally) queueFlush(b *pgx.Batch) {
 	for k, c := range st.sims {
 		if c.added == 0 {
 			continue
 		}
-		if _, err := st.t.exec(`INSERT INTO sim_usage (device_id, sim_slot, kind, period, n) VALUES ($1, $2, $3, $4, $7), ($1, $2, $5, $6, $7)
+		b.Queue(`INSERT INTO sim_usage (device_id, sim_slot, kind, period, n) VALUES ($1, $2, $3, $4, $7), ($1, $2, $5, $6, $7)
 			ON CONFLICT (device_id, sim_slot, kind, period) DO UPDATE SET n = sim_usage.n + EXCLUDED.n`,
-			id(k.dev), k.slot, usageDay, dayStamp(st.now), usageMonth, monthStamp(st.now), c.added); err != nil {
-			return err
-		}
+			id(k.dev), k.slot, usageDay, dayStamp(st.now), usageMonth, monthStamp(st.now), c.added)
 		if len(c.newRecips) == 0 {
 			continue
 		}
-		if _, err := st.t.exec(`INSERT INTO sim_usage (device_id, sim_slot, kind, period, n) VALUES ($1, $2, $3, $4, $5)
+		b.Queue(`INSERT INTO sim_usage (device_id, sim_slot, kind, period, n) VALUES ($1, $2, $3, $4, $5)
 			ON CONFLICT (device_id, sim_slot, kind, period) DO UPDATE SET n = sim_usage.n + EXCLUDED.n`,
-			id(k.dev), k.slot, usageRecipients, dayStamp(st.now), int64(len(c.newRecips))); err != nil {
-			return err
-		}
+			id(k.dev), k.slot, usageRecipients, dayStamp(st.now), int64(len(c.newRecips)))
 		phones := make([]string, 0, len(c.newRecips))
 		for p := range c.newRecips {
 			phones = append(phones, p)
 		}
-		if _, err := st.t.exec(`INSERT INTO sim_recipients (device_id, sim_slot, day, phone)
-			SELECT $1, $2, $3, unnest($4::text[]) ON CONFLICT DO NOTHING`, id(k.dev), k.slot, dayStamp(st.now), phones); err != nil {
-			return err
-		}
+		b.Queue(`INSERT INTO sim_recipients (device_id, sim_slot, day, phone)
+			SELECT $1, $2, $3, unnest($4::text[]) ON CONFLICT DO NOTHING`, id(k.dev), k.slot, dayStamp(st.now), phones)
 	}
-	return nil
 }
 
 // simUsages are both slots' caps and use of the device now.

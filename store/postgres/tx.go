@@ -148,6 +148,16 @@ func mapErr(err error) error {
 	return err
 }
 
+// sendBatch sends the batch's statements in one round trip (none: no
+// trip) and runs their callbacks in order; the first error is its error,
+// and the transaction is then rolled back, what the batch wrote with it.
+func (t *txn) sendBatch(b *pgx.Batch) error {
+	if b.Len() == 0 {
+		return nil
+	}
+	return t.SendBatch(t.ctx, b).Close()
+}
+
 // getRec reads the jsonb record the statement selects (one column, one
 // row) into v; no row is store.ErrNotFound.
 func getRec(t *txn, v any, sql string, args ...any) error {
