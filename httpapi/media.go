@@ -18,6 +18,18 @@ import (
 // uploadMedia is POST /device/media: an agent stores one file of a message
 // it received, with its device token, before the inbound frame naming it.
 func (s *Server) uploadMedia(c echo.Context) error {
+	err := s.storeUpload(c)
+	if err != nil {
+		// A refused upload's body is unread, or read in part. net/http
+		// would read up to 256 KiB more of a chunked one before it answered,
+		// to keep the connection: the answer goes out at once instead, and
+		// the connection closes after it.
+		c.Response().Header().Set(echo.HeaderConnection, "close")
+	}
+	return err
+}
+
+func (s *Server) storeUpload(c echo.Context) error {
 	if s.deps.Media == nil {
 		return echo.ErrNotFound
 	}

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/device"
+	"github.com/simrelay/simrelay/internal/poll"
 	"github.com/simrelay/simrelay/media"
 	"github.com/simrelay/simrelay/webhook/webhooktest"
 )
@@ -272,4 +274,56 @@ func TestMediaUploadOfDisabledDevice(t *testing.T) {
 	e.want(e.upload(reg.DeviceToken, "wa-1/0", "", "image/png", pngBytes), http.StatusForbidden, "device_disabled")
 	e.want(e.do(call{method: "PATCH", path: "/device/agent-a", token: a.apiKey, body: map[string]any{"status": "active"}}), http.StatusOK, "")
 	e.want(e.upload(reg.DeviceToken, "wa-1/0", "", "image/png", pngBytes), http.StatusCreated, "")
+}
+
+// A refused upload is answered while its chunked body is still open: the
+// server does not read on (net/http would read up to 256 KiB of it first,
+// so a slow agent would wait for its own refusal), and closes the
+// connection after the answer.
+func TestRefusedUploadAnsweredWhileItsBodyIsOpen(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, roomy)
+	a := e.newCompany("Acme", "owner@acme.test")
+	reg := e.pairPhone(a.apiKey, "agent-a")
+	e.want(e.do(call{method: "PATCH", path: "/device/agent-a", token: a.apiKey, body: map[string]any{"status": "disabled"}}), http.StatusOK, "")
+	for _, c := range []struct {
+		name, token string
+		status      int
+	}{
+		{"unknown token", device.TokenPrefix + strings.Repeat("x", 40), http.StatusUnauthorized},
+		{"disabled device", reg.DeviceToken, http.StatusForbidden},
+	} {
+		pr, pw := io.Pipe()
+		req, err := http.NewRequest("POST", e.url+"/device/media?key=open/0", pr) // no length: chunked
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+c.token)
+		req.Header.Set("Content-Type", "image/png")
+		got := make(chan *http.Response, 1)
+		go func() {
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Errorf("%s: %v", c.name, err)
+				got <- nil
+				return
+			}
+			got <- res
+		}()
+		if _, err := pw.Write(pngBytes[:100]); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case res := <-got:
+			if res != nil {
+				res.Body.Close()
+				if res.StatusCode != c.status || !res.Close {
+					t.Errorf("%s: %d, connection closed after it: %v; want %d and closed", c.name, res.StatusCode, res.Close, c.status)
+				}
+			}
+		case <-time.After(poll.Timeout):
+			t.Errorf("%s: no answer within %s while the body stayed open", c.name, poll.Timeout)
+		}
+		pw.Close()
+	}
 }
