@@ -90,17 +90,29 @@
 //
 // What a send checks of its company that no lock guards (its plan's
 // limits, the opt-out list, the day's storage use) is read in one
-// statement before it locks its device (readSendFacts); the plan's exact
-// count is then read under its usage row's lock, with the lock, in one
-// statement (lockPlanUsage). BenchmarkEnqueue counts a send's statements. A bulk send
-// reads its recipients' opt-outs with those facts, takes its ids in one
-// statement and writes its rows in one (insertOutbound); each message
-// still takes its queue place alone (takePlace).
+// statement before it locks its device (readSendFacts). A single send
+// (Enqueue, enqueue.go) costs four round trips and nine statements, BEGIN
+// and COMMIT included: one pgx.Batch claims its idempotency key, reads
+// those facts, locks its device and reads its SIM's caps and counts under
+// the lock; its checks then run in Go in the order they always did; one
+// batch writes the plan's usage (locking its row and reading the period's
+// use back in the same statement when the plan caps messages: over the
+// plan is then the batch's error and the rollback undoes the rest), the
+// storage use, the SIM's counts and the message, whose id and queue place
+// its INSERT takes. A key's answer is one more round trip, a send through
+// a pool its lookups. TestSendCost and BenchmarkEnqueue count them. A bulk
+// send reads its recipients' opt-outs with those facts, locks its plan row
+// alone (lockPlanUsage), takes its ids in one statement and writes its
+// rows in one (insertOutbound); each message still takes its queue place
+// alone (takePlace).
 //
 // Idempotency keys: a send claims its key's row (idempotency) first, with
 // INSERT ... ON CONFLICT DO NOTHING and then the row's lock, so a retry
 // racing the send waits for its commit and replays its answer; a refused
-// send rolls its claim back and keeps no answer. Opt-outs are the
+// send rolls its claim back and keeps no answer. (A single send claims in
+// its read batch, so when the key's row was there already it takes the
+// row's lock after its device's; a deadlock this order may meet with
+// another writer is broken by the database and run again, write.) Opt-outs are the
 // opt_outs table, read by optOutRefusal inside each send (and by whatever
 // else must refuse or fail an SMS to a listed number).
 //
