@@ -1,7 +1,9 @@
 package postgres
 
 import (
+	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -91,5 +93,82 @@ func TestSendCost(t *testing.T) {
 		if want := fmt.Sprintf(`{"id":%d,"place":%d}`, out.ID, out.QueueSeq); err != nil || prior == nil || string(prior.Body) != want {
 			t.Fatalf("replay: %+v (%v), want the body %s", prior, err, want)
 		}
+	}
+}
+
+// varPlan caps every company's messages at what limit holds.
+type varPlan struct{ limit *atomic.Int64 }
+
+func (p varPlan) Limits(_ store.Subscription, _ bool, now time.Time) store.PlanLimits {
+	from, to := store.CalendarMonth(now)
+	return store.PlanLimits{Devices: -1, Messages: p.limit.Load(), PeriodStart: from, PeriodEnd: to}
+}
+
+// TestSendRefusals: a single send's refusals found in its write batch or
+// after it leave nothing behind, and when the plan and the budget both
+// refuse, the plan's refusal wins, as it was checked first.
+func TestSendRefusals(t *testing.T) {
+	t.Parallel()
+	day := conformance.T0.Add(72 * time.Hour) // a day the setup charged nothing to
+	send := func(n int) store.Message {
+		return store.Message{UUID: fmt.Sprintf("refused-%d", n), CompanyID: 0, Device: "refusals", SIMSlot: "SIM1",
+			Channel: "sms", Phone: "+15550100000", Text: "Your code is 123456"}
+	}
+	cost := store.MessageCost(send(0))
+	s, _ := openCounted(t, Options{CompanyDailyStorage: 3*cost - 1})
+	var limit atomic.Int64
+	s.SetPlans(varPlan{&limit})
+	c, _ := conformance.Company(t, s)
+	conformance.Device(t, s, c.ID, "refusals")
+	enqueue := func(n int) error {
+		m := send(n)
+		m.CompanyID = c.ID
+		_, _, err := s.Enqueue(&m, store.IdempotencyKey{}, func() time.Time { return day }, nil, nil)
+		return err
+	}
+	state := func() (used, msgs int64) {
+		t.Helper()
+		used, err := s.StorageUsed(c.ID, day)
+		if err != nil {
+			t.Fatal(err)
+		}
+		from, _ := store.CalendarMonth(day)
+		if msgs, _, err = s.Usage(c.ID, from); err != nil {
+			t.Fatal(err)
+		}
+		return used, msgs
+	}
+	var pe *store.PlanLimitError
+	var be *store.BudgetError
+	limit.Store(1)
+	if err := enqueue(1); err != nil {
+		t.Fatal(err)
+	}
+	// The plan refuses in the write batch, the budget having room.
+	if err := enqueue(2); !errors.As(err, &pe) || pe.Limit != 1 {
+		t.Fatalf("a send past the plan: %v, want a *PlanLimitError of 1", err)
+	}
+	if used, msgs := state(); used != cost || msgs != 1 {
+		t.Fatalf("after the plan's refusal: %d bytes and %d messages used, want %d and 1", used, msgs, cost)
+	}
+	if _, err := s.MessageByUUID(c.ID, "refused-2"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the refused send was stored: %v", err)
+	}
+	limit.Store(10)
+	if err := enqueue(2); err != nil {
+		t.Fatal(err)
+	}
+	// The third send goes over the budget; at the plan's limit too, the
+	// plan's refusal wins.
+	limit.Store(2)
+	if err := enqueue(3); !errors.As(err, &pe) || pe.Limit != 2 {
+		t.Fatalf("a send past the plan and the budget: %v, want a *PlanLimitError of 2", err)
+	}
+	limit.Store(10)
+	if err := enqueue(3); !errors.As(err, &be) || be.Used != 2*cost {
+		t.Fatalf("a send past the budget: %v, want a *BudgetError at %d bytes", err, 2*cost)
+	}
+	if used, msgs := state(); used != 2*cost || msgs != 2 {
+		t.Fatalf("after the refusals: %d bytes and %d messages used, want %d and 2", used, msgs, 2*cost)
 	}
 }
