@@ -374,6 +374,8 @@ func (u usageSlot) add(t *txn, n int64) error {
 	return err
 }
 
+// planAddSQL adds n messages to a shard of a company's plan usage of a
+// period (company, period start, shard, n).
 const planAddSQL = `INSERT INTO plan_usage (company_id, period_start, shard, used) VALUES ($1, $2, $3, $4)
 	ON CONFLICT (company_id, period_start, shard) DO UPDATE SET used = plan_usage.used + EXCLUDED.used`
 

@@ -31,7 +31,9 @@ import (
 //     INSERT (queueNewSend).
 //
 // The locks are taken in the order they always were (the key's row, the
-// device's row, the plan's row), so sends still meet in one order.
+// device's row, the plan's row), so sends still meet in one order. A send
+// that replays its key's earlier answer writes nothing, as before, but has
+// read and locked its device in the same batch until it commits.
 // Rare paths keep their own round trips: a key that was used before
 // (settle), a send through a pool (its members are looked at one by one),
 // a SIM with a recipients cap (known), a send the budget refuses (the plan
