@@ -51,6 +51,9 @@ func Sends(t *testing.T, open Opener[SendsStore]) {
 	t.Run("PruneIdempotency", func(t *testing.T) { t.Parallel(); sendPruneIdempotency(t, open(t)) })
 	t.Run("PlanLimit", func(t *testing.T) { t.Parallel(); sendPlanLimit(t, open(t)) })
 	t.Run("PlanLimitRace", func(t *testing.T) { t.Parallel(); sendPlanLimitRace(t, open(t)) })
+	t.Run("PlanLimitAcrossDevices", func(t *testing.T) { t.Parallel(); sendPlanLimitAcrossDevices(t, open(t)) })
+	t.Run("IdempotencyRounds", func(t *testing.T) { t.Parallel(); sendIdempotencyRounds(t, open(t)) })
+	t.Run("IdempotencyAcrossCompanies", func(t *testing.T) { t.Parallel(); sendIdempotencyAcrossCompanies(t, open(t)) })
 	t.Run("PruneStorageCounters", func(t *testing.T) { t.Parallel(); sendPruneStorageCounters(t, open(t)) })
 	t.Run("OptOuts", func(t *testing.T) { t.Parallel(); sendOptOuts(t, open(t)) })
 	t.Run("Schedule", func(t *testing.T) { t.Parallel(); sendSchedule(t, open(t)) })
@@ -562,6 +565,7 @@ const (
 // store opened with a budget of SendBudgetBytes.
 func SendBudget(t *testing.T, open Opener[SendsStore]) {
 	t.Run("Refusals", func(t *testing.T) { t.Parallel(); sendBudget(t, open(t)) })
+	t.Run("Race", func(t *testing.T) { t.Parallel(); sendBudgetRace(t, open(t)) })
 }
 
 // sendBudget: a send that brings the day's bytes exactly to the budget
