@@ -49,6 +49,10 @@
 // worked out in Go in order, and one round trip writes every table's rows
 // in one statement, the counters' increments summed per row first
 // (reports_plan.go): a batch costs the same statements whatever its size.
+// The workers' batches mix companies and share their counters' rows, so
+// each statement lists its rows sorted by key, never in a map's order: all
+// batches lock in one order and never deadlock on each other
+// (reports_write.go, TestReportPlanLocksInOrder).
 //
 // Counters. A counter every send of a company touches is split into shards
 // (storage_usage, plan_usage, stats_days: a random one of 8 rows per key),

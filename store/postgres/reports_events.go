@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -165,6 +166,7 @@ func (p *reportPlan) queueEvents(b *pgx.Batch, deliveryIDs, attemptIDs []uint64)
 		}
 	}
 	if len(aIDs) > 0 {
+		slices.Sort(trim)
 		b.Queue(`INSERT INTO webhook_attempts (id, company_id, webhook_id, created_at, rec)
 			SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::timestamptz[], $5::jsonb[])`,
 			aIDs, aCompanies, aWebhooks, aAt, aRecs)
@@ -192,13 +194,18 @@ func (p *reportPlan) queueEvents(b *pgx.Batch, deliveryIDs, attemptIDs []uint64)
 		}
 		return fmt.Errorf("%w: a webhook event id of the batch is taken", store.ErrConflict) // one id twice in the batch
 	})
+	// In one order, by company, as every batch locks them (sortedKeys).
 	var uCompanies, oCompanies, oDeliveries, oBytes, used []int64
 	var uDays []int32
 	var uShards, oShards []int16
-	for k, cost := range charges {
+	for _, k := range sortedKeys(charges, func(a, b dayKey) int {
+		return cmp.Or(cmp.Compare(a.companyID, b.companyID), cmp.Compare(a.day, b.day))
+	}) {
+		cost := charges[k]
 		uCompanies, uDays, uShards, used = append(uCompanies, id(k.companyID)), append(uDays, k.day), append(uShards, shard()), append(used, cost)
 	}
-	for c, o := range outbox {
+	for _, c := range sortedKeys(outbox, cmp.Compare[uint64]) {
+		o := outbox[c]
 		oCompanies, oShards, oDeliveries, oBytes = append(oCompanies, id(c)), append(oShards, shard()), append(oDeliveries, o[0]), append(oBytes, o[1])
 	}
 	b.Queue(`INSERT INTO storage_usage (company_id, day, shard, used) SELECT * FROM unnest($1::bigint[], $2::int[], $3::smallint[], $4::bigint[])

@@ -1,7 +1,10 @@
 package postgres
 
 import (
+	"cmp"
 	"encoding/json"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -30,13 +33,37 @@ func newReportPlan(events *store.StatusEvents) *reportPlan {
 		streaks: map[streakKey]*streakNote{}, counts: map[countKey]*store.Counts{}}
 }
 
+// Concurrent batches (one a worker, each of devices of any company) share
+// rows: a company's storage, outbox and plan counters, its activity feed,
+// its deliveries log. A multi-row statement locks its rows in the order it
+// lists them, so two batches listing two companies' rows in opposite
+// orders would each hold one and wait for the other; the database breaks
+// such a deadlock by failing one batch, which is then made again (write).
+// So every statement lists its rows in one order, by key (sortedKeys,
+// slices.Sort), never in a map's: all batches lock in one order and never
+// deadlock on each other (TestReportBatchesInterleaved,
+// TestReportPlanLocksInOrder).
+
+// sortedKeys are m's keys in the order by.
+func sortedKeys[K comparable, V any](m map[K]V, by func(a, b K) int) []K {
+	return slices.SortedFunc(maps.Keys(m), by)
+}
+
 // numKey names an agent number of a company.
 type numKey struct{ companyID, numberID uint64 }
+
+func (a numKey) cmp(b numKey) int {
+	return cmp.Or(cmp.Compare(a.companyID, b.companyID), cmp.Compare(a.numberID, b.numberID))
+}
 
 // streakKey names a SIM's carrier-error streak.
 type streakKey struct {
 	deviceID uint64
 	slot     string
+}
+
+func (a streakKey) cmp(b streakKey) int {
+	return cmp.Or(cmp.Compare(a.deviceID, b.deviceID), cmp.Compare(a.slot, b.slot))
 }
 
 // streakNote is what the batch does to a streak: reset says a send went out
@@ -55,6 +82,11 @@ type countKey struct {
 	day              int32
 	channel          int16
 	deviceID, userID uint64
+}
+
+func (a countKey) cmp(b countKey) int {
+	return cmp.Or(cmp.Compare(a.companyID, b.companyID), cmp.Compare(a.day, b.day), cmp.Compare(a.channel, b.channel),
+		cmp.Compare(a.deviceID, b.deviceID), cmp.Compare(a.userID, b.userID))
 }
 
 type activityRow struct {
@@ -167,8 +199,8 @@ func (p *reportPlan) queueNotes(b *pgx.Batch) {
 	if len(p.taken) > 0 {
 		var nums, companies []int64
 		var ats []string
-		for k, at := range p.taken {
-			raw, _ := json.Marshal(at.UTC()) // a time always marshals
+		for _, k := range sortedKeys(p.taken, numKey.cmp) {
+			raw, _ := json.Marshal(p.taken[k].UTC()) // a time always marshals
 			nums, companies, ats = append(nums, id(k.numberID)), append(companies, id(k.companyID)), append(ats, string(raw))
 		}
 		b.Queue(`UPDATE agent_numbers a SET rec = jsonb_set(a.rec, '{last_taken_at}', u.at)
@@ -188,6 +220,7 @@ func (p *reportPlan) queueNotes(b *pgx.Batch) {
 				trim = append(trim, id(a.companyID))
 			}
 		}
+		slices.Sort(trim)
 		b.Queue(`INSERT INTO activity (company_id, rec)
 			SELECT company_id, rec FROM unnest($1::bigint[], $2::jsonb[]) WITH ORDINALITY AS a (company_id, rec, ord) ORDER BY ord`, ids, recs)
 		b.Queue(`DELETE FROM activity a USING unnest($1::bigint[]) AS c (id) WHERE a.company_id = c.id AND a.seq < (
@@ -205,6 +238,7 @@ func (p *reportPlan) queueNotes(b *pgx.Batch) {
 				trim = append(trim, id(f.deviceID))
 			}
 		}
+		slices.Sort(trim)
 		b.Queue(`INSERT INTO device_failures (device_id, company_id, rec)
 			SELECT device_id, company_id, rec FROM unnest($1::bigint[], $2::bigint[], $3::jsonb[]) WITH ORDINALITY AS f (device_id, company_id, rec, ord)
 			ORDER BY ord`, devs, companies, recs)
@@ -226,7 +260,8 @@ func (p *reportPlan) queueStreaks(b *pgx.Batch) {
 		lasts                   []time.Time
 	}
 	var again, more rows
-	for k, n := range p.streaks {
+	for _, k := range sortedKeys(p.streaks, streakKey.cmp) {
+		n := p.streaks[k]
 		if n.n == 0 {
 			gone, goneSlots = append(gone, id(k.deviceID)), append(goneSlots, k.slot)
 			continue
@@ -265,7 +300,8 @@ func (p *reportPlan) queueCounts(b *pgx.Batch) {
 	var companies, devs, users, sent, delivered, failed, received, expired, segments []int64
 	var days []int32
 	var channels, shards []int16
-	for k, c := range p.counts {
+	for _, k := range sortedKeys(p.counts, countKey.cmp) {
+		c := p.counts[k]
 		companies, days, channels, devs, users = append(companies, id(k.companyID)), append(days, k.day), append(channels, k.channel),
 			append(devs, id(k.deviceID)), append(users, id(k.userID))
 		shards = append(shards, shard())
