@@ -36,6 +36,8 @@ type SendsStore interface {
 	ReleaseDue(now time.Time, limit int) ([]store.Message, error)
 	ExpireQueued(now time.Time, limit int) ([]store.Message, error)
 	DeviceFailures(companyID, deviceID uint64) ([]store.DeviceFailure, error)
+	SIMUsages(companyID uint64, fingerprint string, now time.Time) ([]store.SIMUsage, error)
+	SetSIMCaps(companyID uint64, fingerprint string, caps map[string]store.SIMCaps, now time.Time) ([]store.SIMUsage, error)
 }
 
 // Sends runs the suite of the send path: what every send keeps in its one
@@ -54,6 +56,7 @@ func Sends(t *testing.T, open Opener[SendsStore]) {
 	t.Run("PlanLimitAcrossDevices", func(t *testing.T) { t.Parallel(); sendPlanLimitAcrossDevices(t, open(t)) })
 	t.Run("IdempotencyRounds", func(t *testing.T) { t.Parallel(); sendIdempotencyRounds(t, open(t)) })
 	t.Run("IdempotencyAcrossCompanies", func(t *testing.T) { t.Parallel(); sendIdempotencyAcrossCompanies(t, open(t)) })
+	t.Run("SIMCapRace", func(t *testing.T) { t.Parallel(); sendSIMCapRace(t, open(t)) })
 	t.Run("PruneStorageCounters", func(t *testing.T) { t.Parallel(); sendPruneStorageCounters(t, open(t)) })
 	t.Run("OptOuts", func(t *testing.T) { t.Parallel(); sendOptOuts(t, open(t)) })
 	t.Run("Schedule", func(t *testing.T) { t.Parallel(); sendSchedule(t, open(t)) })

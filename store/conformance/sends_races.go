@@ -49,10 +49,15 @@ func raceKey(x *sender, n int, key store.IdempotencyKey, round int) keyRace {
 
 // sendIdempotencyRounds: rounds of 16 sends racing on one key each store
 // exactly one message a round; every caller gets that message's answer;
-// the plan's usage and the day's bytes count each stored message once.
+// the plan's usage, the day's bytes and the SIM's counts count each stored
+// message once.
 func sendIdempotencyRounds(t *testing.T, s SendsStore) {
 	x := newSender(t, s)
 	const rounds, n = 4, 16
+	// Caps far above the race, so that the SIM's use is counted.
+	if _, err := s.SetSIMCaps(x.c.ID, x.dev.Fingerprint, map[string]store.SIMCaps{"SIM1": {PerDay: 1000, PerMonth: 1000, RecipientsPerDay: 1000}}, T0); err != nil {
+		t.Fatal(err)
+	}
 	base, err := s.StorageUsed(x.c.ID, T0)
 	if err != nil {
 		t.Fatal(err)
@@ -83,6 +88,50 @@ func sendIdempotencyRounds(t *testing.T, s SendsStore) {
 		if used, err := s.StorageUsed(x.c.ID, T0); err != nil || used != base+cost {
 			t.Fatalf("round %d: storage used %d (%v), want %d (each stored message once)", round, used, err, base+cost)
 		}
+		us, err := s.SIMUsages(x.c.ID, x.dev.Fingerprint, T0)
+		if err != nil || len(us) == 0 || us[0].Slot != "SIM1" || us[0].Day != int64(round+1) || us[0].Month != int64(round+1) || us[0].Recipients != 1 {
+			t.Fatalf("round %d: the SIM's use %+v (%v), want %d today and this month, 1 recipient", round, us, err, round+1)
+		}
+	}
+}
+
+// sendSIMCapRace: sends racing for a SIM's last messages of the day are
+// counted exactly: as many stored as the cap allows, the rest refused with
+// the cap's error.
+func sendSIMCapRace(t *testing.T, s SendsStore) {
+	const limit, senders = 5, 16
+	x := newSender(t, s)
+	if _, err := s.SetSIMCaps(x.c.ID, x.dev.Fingerprint, map[string]store.SIMCaps{"SIM1": {PerDay: limit}}, T0); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var accepted, refused int
+	for i := range senders {
+		wg.Go(func() {
+			_, _, err := x.send(x.msg(fmt.Sprintf("+1555123%04d", i), "race"), store.IdempotencyKey{})
+			var ce *store.SIMCappedError
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				accepted++
+			case errors.As(err, &ce) && ce.What == store.CapPerDay && ce.Limit == limit:
+				refused++
+			default:
+				t.Errorf("send %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	if accepted != limit || refused != senders-limit {
+		t.Fatalf("%d accepted, %d refused of %d sends racing for a SIM's cap of %d", accepted, refused, senders, limit)
+	}
+	if us, err := s.SIMUsages(x.c.ID, x.dev.Fingerprint, T0); err != nil || us[0].Day != limit {
+		t.Fatalf("the SIM's use: %+v (%v), want %d today", us, err, limit)
+	}
+	if n := x.usage(); n != limit {
+		t.Fatalf("usage: %d, want %d", n, limit)
 	}
 }
 
