@@ -284,3 +284,102 @@ func TestReportPlanLocksInOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestReportBatchRepeatsAndStrangers: one batch holding a job's reports
+// twice each, and reports naming the job's uuid with another company (whose
+// own job has that uuid) or with another company's device: each repeat
+// moves nothing and writes nothing again (one event, one count, one
+// activity line a step), each stranger's report fails with ErrNotFound and
+// leaves the job as its own reports made it.
+func TestReportBatchRepeatsAndStrangers(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, Options{})
+	var events atomic.Int64
+	s.SetStatusEvents(store.StatusEvents{Build: func(set store.WebhookSet, m store.Message) (store.WebhookEvent, []store.WebhookDelivery, error) {
+		n := events.Add(1)
+		return store.WebhookEvent{ID: fmt.Sprintf("ev-%d", n), Body: []byte("{}")},
+			[]store.WebhookDelivery{{UUID: fmt.Sprintf("d-%d", n), EventType: "message." + m.Status, WebhookID: set.Entries[0].ID, NextAttemptAt: m.UpdatedAt}}, nil
+	}})
+	type side struct {
+		c   uint64
+		dev uint64
+	}
+	var sides []side
+	for i := range 2 {
+		c, _ := conformance.Company(t, s)
+		fp := fmt.Sprint("fp-", i)
+		conformance.Device(t, s, c.ID, fp)
+		if _, err := s.UpdateWebhookSet(c.ID, time.Now(), func(set *store.WebhookSet) error {
+			set.Entries = append(set.Entries, store.WebhookEntry{URL: "https://hooks.example/in", Active: true,
+				Events: []string{"message.sent", "message.delivered"}})
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		m := store.Message{UUID: "job", CompanyID: c.ID, Device: fp, SIMSlot: "SIM1", Channel: "sms", Phone: "+15550100000", Text: "hi", Segments: 1}
+		got, _, err := s.Enqueue(&m, store.IdempotencyKey{}, time.Now, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sides = append(sides, side{c.ID, got.DeviceID})
+	}
+	a, b := sides[0], sides[1]
+	ctx := context.Background()
+	activityBefore := map[uint64]int64{}
+	for _, x := range sides {
+		var n int64
+		if err := s.pool.QueryRow(ctx, "SELECT count(*) FROM activity WHERE company_id = $1", int64(x.c)).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		activityBefore[x.c] = n // the device's pairing
+	}
+	now := time.Now()
+	var batch []*report
+	add := func(companyID, deviceID uint64, status string) *report {
+		r := newReport(companyID, deviceID, "job", status, "", "", "", now)
+		batch = append(batch, r)
+		return r
+	}
+	var repeats, strangers []*report
+	for _, st := range []string{store.MsgSending, store.MsgSent, store.MsgDelivered} {
+		add(a.c, a.dev, st)
+		repeats = append(repeats, add(a.c, a.dev, st))
+		strangers = append(strangers, add(b.c, a.dev, st), add(a.c, b.dev, st))
+	}
+	s.applyReports(batch)
+	for i, r := range repeats {
+		if m, moved, err := r.Wait(); err != nil || moved || m.Status != []string{store.MsgSending, store.MsgSent, store.MsgDelivered}[i] {
+			t.Errorf("repeat %d: %s moved %v (%v), want no move", i, m.Status, moved, err)
+		}
+	}
+	for i, r := range strangers {
+		if _, moved, err := r.Wait(); !errors.Is(err, store.ErrNotFound) || moved {
+			t.Errorf("stranger's report %d: moved %v (%v), want ErrNotFound", i, moved, err)
+		}
+	}
+	if m, err := s.MessageByUUID(a.c, "job"); err != nil || m.Status != store.MsgDelivered || m.DeviceID != a.dev {
+		t.Errorf("the job is %s on device %d (%v), want delivered on %d", m.Status, m.DeviceID, err, a.dev)
+	}
+	if m, err := s.MessageByUUID(b.c, "job"); err != nil || m.Status != store.MsgQueued {
+		t.Errorf("the other company's job is %s (%v), want queued", m.Status, err)
+	}
+	for _, c := range []struct {
+		side                                       side
+		sent, delivered, activity, outbox, evCount int64
+	}{{a, 1, 1, 2, 2, 2}, {b, 0, 0, 0, 0, 0}} {
+		var sent, delivered, activity, outbox, evs int64
+		if err := s.pool.QueryRow(ctx, `SELECT
+			(SELECT coalesce(sum(sent), 0)::bigint FROM stats_days WHERE company_id = $1),
+			(SELECT coalesce(sum(delivered), 0)::bigint FROM stats_days WHERE company_id = $1),
+			(SELECT count(*) FROM activity WHERE company_id = $1),
+			(SELECT coalesce(sum(deliveries), 0)::bigint FROM webhook_outboxes WHERE company_id = $1),
+			(SELECT count(*) FROM webhook_events WHERE company_id = $1)`, int64(c.side.c)).Scan(&sent, &delivered, &activity, &outbox, &evs); err != nil {
+			t.Fatal(err)
+		}
+		activity -= activityBefore[c.side.c]
+		if sent != c.sent || delivered != c.delivered || activity != c.activity || outbox != c.outbox || evs != c.evCount {
+			t.Errorf("company %d: %d sent, %d delivered, %d activity lines, %d deliveries pending, %d events; want %d, %d, %d, %d, %d",
+				c.side.c, sent, delivered, activity, outbox, evs, c.sent, c.delivered, c.activity, c.outbox, c.evCount)
+		}
+	}
+}
