@@ -50,10 +50,13 @@ func raceKey(x *sender, n int, key store.IdempotencyKey, round int) keyRace {
 // sendIdempotencyRounds: rounds of 16 sends racing on one key each store
 // exactly one message a round; every caller gets that message's answer;
 // the plan's usage, the day's bytes and the SIM's counts count each stored
-// message once.
+// message once. The plan allows as many messages as there are rounds, so
+// the last round's replays come back with the plan full, and a new key
+// after the rounds is refused.
 func sendIdempotencyRounds(t *testing.T, s SendsStore) {
-	x := newSender(t, s)
 	const rounds, n = 4, 16
+	s.SetPlans(messagePlan(rounds))
+	x := newSender(t, s)
 	// Caps far above the race, so that the SIM's use is counted.
 	if _, err := s.SetSIMCaps(x.c.ID, x.dev.Fingerprint, map[string]store.SIMCaps{"SIM1": {PerDay: 1000, PerMonth: 1000, RecipientsPerDay: 1000}}, T0); err != nil {
 		t.Fatal(err)
@@ -92,6 +95,12 @@ func sendIdempotencyRounds(t *testing.T, s SendsStore) {
 		if err != nil || len(us) == 0 || us[0].Slot != "SIM1" || us[0].Day != int64(round+1) || us[0].Month != int64(round+1) || us[0].Recipients != 1 {
 			t.Fatalf("round %d: the SIM's use %+v (%v), want %d today and this month, 1 recipient", round, us, err, round+1)
 		}
+	}
+	if _, _, err := x.send(x.msg("+15551230001", "past the plan"), store.IdempotencyKey{Key: "new", Route: "/chat/send"}); !errors.Is(err, store.ErrPlanLimit) {
+		t.Fatalf("a new key with the plan full: %v, want the plan's refusal", err)
+	}
+	if _, prior, err := x.send(x.msg("+15551230001", "again"), store.IdempotencyKey{Key: "rounds-0", Route: "/chat/send", Digest: "d"}); err != nil || prior == nil {
+		t.Fatalf("a retry of the first round's key with the plan full: prior %+v (%v), want its answer", prior, err)
 	}
 }
 
