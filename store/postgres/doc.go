@@ -52,7 +52,8 @@
 // The workers' batches mix companies and share their counters' rows, so
 // each statement lists its rows sorted by key, never in a map's order: all
 // batches lock in one order and never deadlock on each other
-// (reports_write.go, TestReportPlanLocksInOrder).
+// (reports_write.go, TestReportPlanLocksInOrder,
+// TestReportBatchesTrimInOneOrder).
 //
 // Counters. A counter every send of a company touches is split into shards
 // (storage_usage, plan_usage, stats_days: a random one of 8 rows per key),

@@ -40,9 +40,10 @@ func newReportPlan(events *store.StatusEvents) *reportPlan {
 // orders would each hold one and wait for the other; the database breaks
 // such a deadlock by failing one batch, which is then made again (write).
 // So every statement lists its rows in one order, by key (sortedKeys,
-// slices.Sort), never in a map's: all batches lock in one order and never
-// deadlock on each other (TestReportBatchesInterleaved,
-// TestReportPlanLocksInOrder).
+// slices.Sort), never in a map's or its changes': all batches lock in one
+// order and never deadlock on each other (TestReportPlanLocksInOrder;
+// TestReportBatchesTrimInOneOrder makes two batches meet on the activity
+// feeds' trims, which deadlocked in the changes' order).
 
 // sortedKeys are m's keys in the order by.
 func sortedKeys[K comparable, V any](m map[K]V, by func(a, b K) int) []K {
