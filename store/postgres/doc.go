@@ -53,7 +53,11 @@
 // each statement lists its rows sorted by key, never in a map's order: all
 // batches lock in one order and never deadlock on each other
 // (reports_write.go, TestReportPlanLocksInOrder,
-// TestReportBatchesTrimInOneOrder).
+// TestReportBatchesTrimInOneOrder). A feed's trim (the activity, a
+// device's failures) sees the lines committed before its statement, as a
+// lone change's does: batches that commit together may each leave the
+// others' newest lines past the feed's length until the next trim; the
+// feeds are read newest first and limited, so no reader sees more.
 //
 // Counters. A counter every send of a company touches is split into shards
 // (storage_usage, plan_usage, stats_days: a random one of 8 rows per key),
