@@ -414,6 +414,7 @@ func PoolSends(t *testing.T, open Opener[PoolSendsStore]) {
 	t.Run("CarrierErrors", func(t *testing.T) { t.Parallel(); carrierErrors(t, open(t)) })
 	t.Run("Failover", func(t *testing.T) { t.Parallel(); poolFailover(t, open(t)) })
 	t.Run("Window", func(t *testing.T) { t.Parallel(); poolWindow(t, open(t)) })
+	t.Run("PoolOfAnotherCompany", func(t *testing.T) { t.Parallel(); poolOfAnotherCompany(t, open(t)) })
 }
 
 // poolSender sends one SMS at a time through a store, each with a new uuid.
