@@ -65,8 +65,12 @@
 // Where a limit must be exact (a plan that caps messages, a SIM's caps) the
 // write locks the row that guards it and the company's sends serialise
 // there; where it need not be (the daily storage budget guards the disk,
-// it is not a price), the check reads the sum unlocked and may be overshot
-// by the writes in flight at once.
+// it is not a price; the webhook outbox's bounds, webhook_outboxes, guard
+// it too), the check reads the sum unlocked and may be overshot by the
+// writes in flight at once, a lone write's as a batch of reports' (whose
+// changes each see the outbox as the batch's earlier ones left it). Either
+// way the counters themselves stay exact: every write adds what it stored
+// (TestReportBatchesInterleaved, conformance's SendBudget/Race).
 //
 // The device queue. A queued message's queue_place is drawn from one
 // sequence (queue_places) under the device row's lock (takePlace), so one
