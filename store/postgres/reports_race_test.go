@@ -54,7 +54,8 @@ func (d *deadlocks) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndD
 // TestReportBatchesInterleaved: the reports of devices of two companies,
 // queued at once so that the workers' batches mix the companies, each
 // job's ack, its sent report twice and its outcome (every outcome a status
-// event), and reports naming the other company's jobs. Afterwards every
+// event), and reports naming the other company's jobs, while new sends to
+// the same devices are made. Afterwards every
 // count is exact (the daily counters, the webhook outboxes' counters
 // against the deliveries they count), the activity feeds are trimmed, the
 // other company's reports failed with ErrNotFound and changed nothing, no
@@ -78,6 +79,7 @@ func TestReportBatchesInterleaved(t *testing.T) {
 	const devices, jobs, rounds = 4, 16, 4
 	type phone struct {
 		companyID, deviceID uint64
+		fp                  string
 		uuids               []string
 	}
 	var companies []uint64
@@ -95,7 +97,7 @@ func TestReportBatchesInterleaved(t *testing.T) {
 		for d := range devices {
 			fp := fmt.Sprintf("fp-%d-%d", ci, d)
 			conformance.Device(t, s, c.ID, fp)
-			p := &phone{companyID: c.ID}
+			p := &phone{companyID: c.ID, fp: fp}
 			for r := range rounds {
 				for j := range jobs {
 					// Both companies have jobs of these uuids: a report
@@ -140,6 +142,16 @@ func TestReportBatchesInterleaved(t *testing.T) {
 						ts = append(ts, s.TransitionLater(p.companyID, p.deviceID, u, store.MsgDelivered, "", "", "", now))
 					} else {
 						ts = append(ts, s.TransitionLater(p.companyID, p.deviceID, u, store.MsgFailed, "generic_failure", "", "", now))
+					}
+				}
+				// New sends to the device meanwhile: they lock the device's
+				// row and add to the company's counters too.
+				for j := range 2 {
+					m := store.Message{UUID: fmt.Sprintf("new-%d-%d-%d", pi, r, j), CompanyID: p.companyID, Device: p.fp, SIMSlot: "SIM1",
+						Channel: "sms", Phone: "+15550100000", Text: "hi", Segments: 1}
+					if _, _, err := s.Enqueue(&m, store.IdempotencyKey{Key: m.UUID, Route: "/chat/send"}, time.Now, nil,
+						func(m store.Message) (int, []byte) { return 202, []byte(m.UUID) }); err != nil {
+						t.Errorf("phone %d: a send during the reports: %v", pi, err)
 					}
 				}
 				if p.companyID == companies[1] {
