@@ -415,6 +415,7 @@ func PoolSends(t *testing.T, open Opener[PoolSendsStore]) {
 	t.Run("Failover", func(t *testing.T) { t.Parallel(); poolFailover(t, open(t)) })
 	t.Run("Window", func(t *testing.T) { t.Parallel(); poolWindow(t, open(t)) })
 	t.Run("PoolOfAnotherCompany", func(t *testing.T) { t.Parallel(); poolOfAnotherCompany(t, open(t)) })
+	t.Run("IdempotencyRace", func(t *testing.T) { t.Parallel(); poolIdempotencyRace(t, open(t)) })
 }
 
 // poolSender sends one SMS at a time through a store, each with a new uuid.

@@ -10,6 +10,8 @@ import (
 	"github.com/simrelay/simrelay/store"
 )
 
+// Pool sends racing each other, or another company's.
+
 // poolOfAnotherCompany: a send through a pool name only another company
 // has is ErrPoolGone and stores nothing; two companies' pools of one name,
 // sent through at once, each take only their own company's sends, on their
@@ -53,4 +55,63 @@ func poolOfAnotherCompany(t *testing.T, s PoolSendsStore) {
 		}
 	}
 	wg.Wait()
+}
+
+// poolIdempotencyRace: sends through a pool racing on one key store one
+// message, on one member; every caller gets its answer; the member's SIM
+// counts it once.
+func poolIdempotencyRace(t *testing.T, s PoolSendsStore) {
+	a, _ := Company(t, s)
+	d1, d2 := Device(t, s, a.ID, fmt.Sprintf("fp-%d", unique())), Device(t, s, a.ID, fmt.Sprintf("fp-%d", unique()))
+	putPool(t, s, a.ID, store.PoolInput{Name: "p", Strategy: store.PoolRoundRobin, Members: members(d1.Fingerprint, "SIM1", d2.Fingerprint, "SIM1")})
+	for _, d := range []store.Device{d1, d2} {
+		if _, err := s.SetSIMCaps(a.ID, d.Fingerprint, map[string]store.SIMCaps{"SIM1": {PerDay: 1000}}, T0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	x := poolSender{t, s, a.ID}
+	const n = 16
+	key := store.IdempotencyKey{Key: "pool-race", Route: "/chat/send", Digest: "d"}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var stored []store.Message
+	var answers []string
+	for i := range n {
+		wg.Go(func() {
+			m := x.msg(fmt.Sprintf("+1555000%04d", i))
+			m.Pool = "p"
+			out, prior, err := s.Enqueue(&m, key, func() time.Time { return T0 }, nil, func(m store.Message) (int, []byte) { return 202, []byte(m.UUID) })
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil:
+				t.Errorf("send %d: %v", i, err)
+			case prior != nil:
+				answers = append(answers, string(prior.Body))
+			default:
+				stored = append(stored, out)
+				answers = append(answers, out.UUID)
+			}
+		})
+	}
+	wg.Wait()
+	if len(stored) != 1 || len(answers) != n {
+		t.Fatalf("%d stored, %d answered of %d sends racing on one key through a pool, want 1 and %d", len(stored), len(answers), n, n)
+	}
+	for i, got := range answers {
+		if got != stored[0].UUID {
+			t.Fatalf("caller %d got %q, want %q", i, got, stored[0].UUID)
+		}
+	}
+	var day int64
+	for _, d := range []store.Device{d1, d2} {
+		us, err := s.SIMUsages(a.ID, d.Fingerprint, T0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		day += us[0].Day
+	}
+	if day != 1 {
+		t.Fatalf("the pool's SIMs counted %d sends today, want 1", day)
+	}
 }
