@@ -116,8 +116,9 @@
 // a pool its lookups. TestSendCost and BenchmarkEnqueue count them. A bulk
 // send reads its recipients' opt-outs with those facts, locks its plan row
 // alone (lockPlanUsage), takes its ids in one statement and writes its
-// rows in one (insertOutbound); each message still takes its queue place
-// alone (takePlace).
+// rows in one (insertOutbound), and the places of all its queued messages
+// in one more (takePlaces), its devices locked already as takePlace needs:
+// a request costs the same whatever its size (TestBulkStatements).
 //
 // Idempotency keys: a send claims its key's row (idempotency) first, with
 // INSERT ... ON CONFLICT DO NOTHING and then the row's lock, so a retry

@@ -388,12 +388,11 @@ func (s *Store) EnqueueBulk(ms []store.Message, idemKey store.IdempotencyKey, no
 			return err
 		}
 		for i := range routed {
-			m := &routed[i]
-			newOutbound(m, devs[i], at)
-			m.ID = ids[i]
-			if err := queueIn(t, m); err != nil {
-				return err
-			}
+			newOutbound(&routed[i], devs[i], at)
+			routed[i].ID = ids[i]
+		}
+		if err := queueAllIn(t, routed); err != nil {
+			return err
 		}
 		if err := insertOutbound(t, routed); err != nil {
 			return err

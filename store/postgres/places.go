@@ -1,0 +1,80 @@
+package postgres
+
+import (
+	"fmt"
+
+	"github.com/simrelay/simrelay/store"
+)
+
+// queueAllIn is queueIn for the messages of one request, their places
+// taken in one statement (takePlaces).
+func queueAllIn(t *txn, ms []store.Message) error {
+	var waiting []int
+	var devs []int64
+	for i, m := range ms {
+		if m.Status == store.MsgQueued && !m.Held() {
+			waiting = append(waiting, i)
+			devs = append(devs, id(m.DeviceID))
+		}
+	}
+	if len(waiting) == 0 {
+		return nil
+	}
+	places, err := takePlaces(t, devs)
+	if err != nil {
+		return err
+	}
+	for k, i := range waiting {
+		ms[i].QueueSeq = places[k]
+	}
+	return nil
+}
+
+// takePlaces is takePlace for many jobs (devs[i] the device of job i) in
+// one statement, their devices locked already (route, r.next): it draws
+// one place per job from queue_places, hands them out rising in input
+// order, so the jobs of one device queue in the order they came, and moves
+// each device's next_place to its last. As with takePlace, every place is
+// drawn while each device's row lock is held, and the lock is held until
+// the commit, so a device's places still rise in commit order. The UPDATE
+// takes no lock the transaction does not hold (the devices were locked
+// FOR UPDATE), so it adds nothing to the lock order. A device gone is
+// store.ErrDeviceGone.
+func takePlaces(t *txn, devs []int64) ([]uint64, error) {
+	rows, err := t.query(`WITH drawn AS (
+			SELECT p.place, row_number() OVER (ORDER BY p.place) AS ord
+			FROM (SELECT nextval('queue_places') AS place FROM generate_series(1, cardinality($1::bigint[]))) p
+		), placed AS (
+			SELECT j.ord, j.dev, drawn.place FROM unnest($1::bigint[]) WITH ORDINALITY AS j (dev, ord) JOIN drawn USING (ord)
+		), moved AS (
+			UPDATE devices d SET next_place = top.place
+			FROM (SELECT dev, max(place) AS place FROM placed GROUP BY dev) top
+			WHERE d.id = top.dev AND d.deleted_at IS NULL
+			RETURNING d.id
+		)
+		SELECT placed.place, (SELECT count(*) FROM moved) = (SELECT count(DISTINCT dev) FROM placed)
+		FROM placed ORDER BY placed.ord`, devs)
+	if err != nil {
+		return nil, fmt.Errorf("take %d queue places: %w", len(devs), err)
+	}
+	defer rows.Close()
+	places := make([]uint64, 0, len(devs))
+	live := true
+	for rows.Next() {
+		var place int64
+		if err := rows.Scan(&place, &live); err != nil {
+			return nil, fmt.Errorf("take %d queue places: %w", len(devs), err)
+		}
+		places = append(places, uint64(place))
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("take %d queue places: %w", len(devs), err)
+	}
+	if !live {
+		return nil, store.ErrDeviceGone // as takePlace says it
+	}
+	if len(places) != len(devs) {
+		return nil, fmt.Errorf("store: %d queue places taken for %d jobs", len(places), len(devs))
+	}
+	return places, nil
+}
