@@ -23,6 +23,19 @@ type Number struct {
 	SentToday int
 }
 
+// Devices are the fingerprints of the devices the numbers are on (a number
+// whose agent device is gone has none): what a list asks the hub's
+// presence about, once for all its numbers.
+func Devices(list ...Number) []string {
+	fps := make([]string, 0, len(list))
+	for _, n := range list {
+		if n.DeviceID != 0 {
+			fps = append(fps, n.Device)
+		}
+	}
+	return fps
+}
+
 func (s *Service) view(n store.AgentNumber, now time.Time) (Number, error) {
 	day := now.UTC().Truncate(24 * time.Hour)
 	sent, err := s.store.AgentSendsSince(n.CompanyID, n.ID, day)

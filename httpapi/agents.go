@@ -72,13 +72,7 @@ func numberOut(ch agentChannel, n channel.Number, presence map[string]time.Time)
 // online: on a cluster one query for the devices linked on other nodes, not
 // one per number.
 func (s *Server) numbersPresence(list ...channel.Number) map[string]time.Time {
-	fps := make([]string, 0, len(list))
-	for _, n := range list {
-		if n.DeviceID != 0 {
-			fps = append(fps, n.Device)
-		}
-	}
-	return s.deps.Phones.Presence(fps)
+	return s.deps.Phones.Presence(channel.Devices(list...))
 }
 
 func (s *Server) listNumbers(ch agentChannel) echo.HandlerFunc {

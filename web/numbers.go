@@ -70,10 +70,10 @@ func channelOf(r *http.Request) (string, error) {
 }
 
 // rowOf draws n; names are the company's devices' names and presence
-// what numbersPresence answered (nil for a row drawn only for its Path).
+// what numbersPresence answered.
 func rowOf(n channel.Number, names map[string]string, presence map[string]time.Time) numberRow {
 	row := numberRow{Number: n, Channel: n.Channel, Noun: nounOf(n.Channel), DeviceName: n.Device, IDField: "number_id",
-		Path: Prefix + "/numbers/" + n.Channel + "/" + n.PublicID}
+		Path: numberPath(n)}
 	if n.Channel == channel.IMessage {
 		row.IDField = "handle_id"
 	}
@@ -85,6 +85,9 @@ func rowOf(n channel.Number, names map[string]string, presence map[string]time.T
 	return row
 }
 
+// numberPath is the console page of n.
+func numberPath(n channel.Number) string { return Prefix + "/numbers/" + n.Channel + "/" + n.PublicID }
+
 // numbersPresence asks the hub once which of the numbers' devices are
 // online: on a cluster one query for the devices linked on other nodes, not
 // one per number.
@@ -92,13 +95,7 @@ func (c *Console) numbersPresence(list ...channel.Number) map[string]time.Time {
 	if c.deps.Phones == nil {
 		return nil
 	}
-	fps := make([]string, 0, len(list))
-	for _, n := range list {
-		if n.DeviceID != 0 {
-			fps = append(fps, n.Device)
-		}
-	}
-	return c.deps.Phones.Presence(fps)
+	return c.deps.Phones.Presence(channel.Devices(list...))
 }
 
 func (c *Console) deviceNames(r *http.Request, companyID uint64) (map[string]string, error) {
@@ -213,7 +210,7 @@ func (c *Console) setNumberStatus(w http.ResponseWriter, r *http.Request, q *req
 	if n.Status == store.NumberPaused {
 		verb = "paused: sends through it are refused until it is resumed"
 	}
-	return outcome{Redirect: rowOf(n, nil, nil).Path, Notice: n.Address + " " + verb + "."}, nil
+	return outcome{Redirect: numberPath(n), Notice: n.Address + " " + verb + "."}, nil
 }
 
 // setNumberPacing sets the caps and the gap as PATCH does, with the same
@@ -251,7 +248,7 @@ func (c *Console) setNumberPacing(w http.ResponseWriter, r *http.Request, q *req
 	if err != nil {
 		return outcome{}, err
 	}
-	return outcome{Redirect: rowOf(n, nil, nil).Path, Notice: "Caps and gap of " + n.Address + " saved."}, nil
+	return outcome{Redirect: numberPath(n), Notice: "Caps and gap of " + n.Address + " saved."}, nil
 }
 
 func formInt(r *http.Request, field string) (int, error) {
