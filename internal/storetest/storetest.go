@@ -65,9 +65,9 @@ type Options struct {
 }
 
 // Statements counts the SQL statements a store sends to PostgreSQL, BEGIN
-// and COMMIT included (a pgx.QueryTracer on every connection of its pool):
-// a test proves with it that a request's cost does not grow with the rows
-// it answers. Safe for concurrent use.
+// and COMMIT included, each statement of a pgx.Batch too (a pgx tracer on
+// every connection of its pool): a test proves with it that a request's
+// cost does not grow with the rows it answers. Safe for concurrent use.
 type Statements struct{ n atomic.Int64 }
 
 // TraceQueryStart counts one statement.
@@ -78,6 +78,17 @@ func (c *Statements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.Tra
 
 // TraceQueryEnd does nothing: a statement counts when it starts.
 func (c *Statements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// TraceBatchStart does nothing: a batch's statements count one by one.
+func (c *Statements) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+
+// TraceBatchQuery counts one statement of a batch.
+func (c *Statements) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) { c.n.Add(1) }
+
+// TraceBatchEnd does nothing.
+func (c *Statements) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
 // Count is how many statements were sent so far.
 func (c *Statements) Count() int64 { return c.n.Load() }

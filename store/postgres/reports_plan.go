@@ -150,7 +150,7 @@ func (s *Store) readReports(t *txn, batch []*report) (*reportFacts, error) {
 			return rows.Err()
 		})
 	}
-	if err := t.SendBatch(t.ctx, b).Close(); err != nil {
+	if err := t.sendBatch(b); err != nil {
 		return nil, err
 	}
 	for _, c := range companies {

@@ -177,10 +177,8 @@ func (p *reportPlan) write(t *txn) error {
 	if err := p.queueMessages(b); err != nil {
 		return err
 	}
-	if b.Len() > 0 {
-		if err := t.SendBatch(t.ctx, b).Close(); err != nil {
-			return err
-		}
+	if err := t.sendBatch(b); err != nil {
+		return err
 	}
 	if h := p.events; h != nil && h.Committed != nil {
 		for _, e := range p.evs {
