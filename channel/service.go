@@ -176,6 +176,10 @@ func (in SendInput) validate(region string) (contentType, to string, err error) 
 	if utf8.RuneCountInString(in.Content) > MaxContentChars {
 		return "", "", problem.Invalid("content", "must be at most 4096 characters")
 	}
+	if strings.IndexByte(in.Content, 0) >= 0 {
+		// As for SMS (sms.errNUL): PostgreSQL cannot hold it.
+		return "", "", problem.Invalid("content", `must not hold the NUL character (\u0000)`)
+	}
 	if contentType == "text" {
 		if strings.TrimSpace(in.Content) == "" {
 			return "", "", problem.Invalid("content", "is required for a text message")

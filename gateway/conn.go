@@ -187,7 +187,7 @@ func (c *conn) hello() bool {
 	if err != nil {
 		return false
 	}
-	f, err := proto.Decode(data)
+	f, err := proto.Decode(withoutNUL(data))
 	hello, isHello := f.(*proto.Hello)
 	switch {
 	case frameType(data) != proto.TypeHello:
@@ -318,7 +318,7 @@ func (c *conn) readFrame() bool {
 	}
 	c.touch()
 	c.frames.Add(1)
-	f, err := proto.Decode(data)
+	f, err := proto.Decode(withoutNUL(data))
 	if errors.Is(err, proto.ErrUnknownType) {
 		if !c.charge() {
 			return false

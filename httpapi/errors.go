@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -104,8 +105,8 @@ func readBody(c echo.Context) ([]byte, error) {
 }
 
 // bind decodes the JSON body into v. Unknown fields are ignored; an empty,
-// malformed or trailing-garbage body is invalid_json, a wrong type names the
-// field at fault.
+// malformed or trailing-garbage body is invalid_json, a wrong type or a
+// string holding U+0000 names the field at fault.
 func bind(c echo.Context, v any) error {
 	data, err := readBody(c)
 	if err != nil {
@@ -122,6 +123,9 @@ func decodeJSON(data []byte, v any) error {
 	if err == nil {
 		if _, extra := dec.Token(); extra != io.EOF {
 			return problem.New(problem.InvalidJSON, "The request body must hold exactly one JSON object.")
+		}
+		if field, ok := nulField(data); ok && holdsNUL(reflect.ValueOf(v)) {
+			return problem.Invalid(field, `must not hold the NUL character (\u0000)`)
 		}
 		return nil
 	}

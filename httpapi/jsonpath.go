@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
 	"strconv"
 	"strings"
 )
@@ -11,6 +12,73 @@ import (
 // the value that ends at offset in data: where encoding/json reports a
 // value of the wrong type. It returns "" when it cannot tell.
 func jsonPath(data []byte, offset int64) string {
+	path := ""
+	walkJSON(data, func(at func() string, _ json.Token, end int64) bool {
+		if end >= offset {
+			path = at()
+			return false
+		}
+		return true
+	})
+	return path
+}
+
+// nulField returns the JSON path of the first string in data that holds
+// U+0000, and whether there is one. The NUL character means nothing in a
+// message, a name or an address, and PostgreSQL's jsonb (the store of a
+// cluster) cannot hold it at all: refused here, it is the client's clear
+// 400 on either store, not a 500 on one of them.
+func nulField(data []byte) (string, bool) {
+	if !bytes.Contains(data, []byte(`\u0000`)) {
+		return "", false // the only way a valid JSON text can carry a NUL
+	}
+	path, found := "", false
+	walkJSON(data, func(at func() string, tok json.Token, _ int64) bool {
+		if s, ok := tok.(string); ok && strings.IndexByte(s, 0) >= 0 {
+			path, found = at(), true
+			return false
+		}
+		return true
+	})
+	return path, found
+}
+
+// holdsNUL reports whether a decoded body holds U+0000 in any string: a
+// NUL in a field the body's type does not know was ignored with the field,
+// as every unknown field is.
+func holdsNUL(v reflect.Value) bool {
+	switch v.Kind() {
+	case reflect.String:
+		return strings.IndexByte(v.String(), 0) >= 0
+	case reflect.Pointer, reflect.Interface:
+		return !v.IsNil() && holdsNUL(v.Elem())
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if v.Type().Field(i).IsExported() && holdsNUL(v.Field(i)) {
+				return true
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		for i := range v.Len() {
+			if holdsNUL(v.Index(i)) {
+				return true
+			}
+		}
+	case reflect.Map:
+		for it := v.MapRange(); it.Next(); {
+			if holdsNUL(it.Key()) || holdsNUL(it.Value()) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// walkJSON calls visit with each value (or the start of one) in data, its
+// path and the offset where its token ends. Keys are not visited: a key is
+// a field's name, and an unknown one is ignored. It stops when visit
+// answers false or at the first token it cannot read.
+func walkJSON(data []byte, visit func(at func() string, tok json.Token, end int64) bool) {
 	type level struct {
 		array   bool
 		index   int
@@ -46,11 +114,11 @@ func jsonPath(data []byte, offset int64) string {
 	for {
 		tok, err := dec.Token()
 		if err != nil {
-			return ""
+			return
 		}
 		if d, ok := tok.(json.Delim); ok && (d == '}' || d == ']') {
 			if len(stack) == 0 {
-				return ""
+				return
 			}
 			stack = stack[:len(stack)-1]
 			advance()
@@ -62,8 +130,8 @@ func jsonPath(data []byte, offset int64) string {
 			continue
 		}
 		// tok is a value (or the start of one) at the current path.
-		if dec.InputOffset() >= offset {
-			return render()
+		if !visit(render, tok, dec.InputOffset()) {
+			return
 		}
 		if d, ok := tok.(json.Delim); ok {
 			stack = append(stack, &level{array: d == '[', wantKey: d == '{'})

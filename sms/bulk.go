@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"unicode/utf8"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
@@ -92,6 +93,9 @@ func (s *Service) SendBulk(_ context.Context, in BulkInput, answer BulkAnswer) (
 		}
 		if utf8.RuneCountInString(it.Message) > MaxMessageChars {
 			return nil, nil, problem.Invalid(at+".message", "must be at most 1600 characters")
+		}
+		if strings.IndexByte(it.Message, 0) >= 0 {
+			return nil, nil, errNUL(at + ".message")
 		}
 		ms[i] = store.Message{
 			UUID: newID(), CompanyID: in.CompanyID, UserID: in.UserID, Device: in.Device, Pool: in.Pool, Channel: proto.ChannelSMS,

@@ -30,6 +30,14 @@ const (
 	maxIdempotencyKey = 255
 )
 
+// errNUL refuses a text holding U+0000. It means nothing in an SMS, and
+// PostgreSQL (the store of a cluster) cannot hold it: refused here, every
+// way in (the API, the console, e-mail to SMS) answers the sender's clear
+// error on either store, where the store would have failed the request.
+func errNUL(field string) error {
+	return problem.Invalid(field, `must not hold the NUL character (\u0000)`)
+}
+
 // Config tunes the service.
 type Config struct {
 	MessageTTL time.Duration
@@ -155,6 +163,9 @@ func (s *Service) Send(_ context.Context, in SendInput, answer Answer) (msg stor
 	}
 	if n := utf8.RuneCountInString(in.Message); n > MaxMessageChars {
 		return msg, nil, problem.Invalid("message", "must be at most 1600 characters")
+	}
+	if strings.IndexByte(in.Message, 0) >= 0 {
+		return msg, nil, errNUL("message")
 	}
 	// The device is vetted inside the commit: one read, and no window in
 	// which it could change between the check and the write.

@@ -361,3 +361,26 @@ func TestMailToANationalNumber(t *testing.T) {
 		t.Errorf("no region: got %v, want 550", err)
 	}
 }
+
+// TestNULInTheTextIsRefused: a mail whose text holds U+0000 is refused as
+// a text the API refuses (550 5.6.0), on either store, and queues nothing.
+// PostgreSQL cannot hold U+0000, so it used to be 451 there: a fault of the
+// server, which a mail server retries for days.
+func TestNULInTheTextIsRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, options{})
+	id, key := e.company("acme")
+	vp := e.phone(id, "pixel7")
+	c := e.mailer(key, "x")
+	err := e.send(c, "code\x00 4711", "+15551234567@"+domain)
+	if smtpCode(err) != 550 || !strings.Contains(err.Error(), "NUL") {
+		t.Fatalf("text with NUL: got %v (code %d), want 550 naming the NUL", err, smtpCode(err))
+	}
+	if err := e.send(c, "code 4711", "+15551234567@"+domain); err != nil {
+		t.Fatalf("the next mail: %v", err)
+	}
+	poll.Until(t, "the phone gets the one SMS", func() bool { return len(vp.Jobs()) == 1 })
+	if got := vp.Jobs()[0].Message; got != "code 4711" {
+		t.Errorf("the phone got %q", got)
+	}
+}
