@@ -8,6 +8,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/simrelay/simrelay/account"
@@ -187,6 +188,10 @@ func (c *Console) action(lv level, back string, fn func(w http.ResponseWriter, r
 				return
 			}
 		}
+		if err := formNUL(r); err != nil {
+			c.answerErr(w, r, lv, q, back, err)
+			return
+		}
 		out, err := fn(w, r, q)
 		if err != nil {
 			if tok := r.PostFormValue("token"); lv == anyone && tok != "" {
@@ -301,4 +306,26 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// formNUL refuses a form whose fields hold U+0000, naming the first one,
+// as the API refuses it in a JSON body: it means nothing in a name, a
+// number or a message, and PostgreSQL (the store of a cluster) cannot hold
+// it, so an action would store it on one store and fail on the other.
+func formNUL(r *http.Request) error {
+	keys := make([]string, 0, len(r.Form))
+	for k := range r.Form {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys) // the same field named every time
+	for _, k := range keys {
+		bad := strings.IndexByte(k, 0) >= 0
+		for _, v := range r.Form[k] {
+			bad = bad || strings.IndexByte(v, 0) >= 0
+		}
+		if bad {
+			return problem.Invalid(strings.ReplaceAll(k, "\x00", ""), `must not hold the NUL character (\u0000)`)
+		}
+	}
+	return nil
 }
