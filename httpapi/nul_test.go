@@ -80,3 +80,19 @@ func TestPhoneInboundNULIsStoredReplaced(t *testing.T) {
 		t.Fatalf("inbound list: %s", r.Raw)
 	}
 }
+
+// TestMediaKeyWithNULIsAFieldError: an upload's key holding U+0000 is 400
+// naming key, on either store (a 500 on PostgreSQL before); other bytes of
+// UTF-8 stay a key as before.
+func TestMediaKeyWithNULIsAFieldError(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a := e.newCompany("Acme", "owner@acme.test")
+	reg := e.pairPhone(a.apiKey, "a-phone")
+	r := e.upload(reg.DeviceToken, "c1/\x00", "", "text/plain", []byte("hi"))
+	e.want(r, http.StatusBadRequest, "validation_failed")
+	if r.str("field") != "key" {
+		t.Fatalf("field %q, want key: %s", r.str("field"), r.Raw)
+	}
+	e.want(e.upload(reg.DeviceToken, "c1/\u00e9", "", "text/plain", []byte("hi")), http.StatusCreated, "")
+}
