@@ -23,8 +23,29 @@
 // may run more than once (a serialization failure, a deadlock, errAgain), so
 // it only sets what it returns from scratch and calls nothing outside the
 // store. What must follow the commit (an event builder's Committed) is put
-// off with txn.OnCommit. Each rule a method keeps holds inside its
-// transaction by one of:
+// off with txn.OnCommit.
+//
+// A transaction (txn.go) takes a connection of the pool and sends nothing
+// until its first statement, which carries the BEGIN (with the
+// transaction's isolation level and access mode) in the same pgx.Batch and
+// round trip: a BEGIN inside a batch makes the batch's implicit
+// transaction an ordinary one that outlives its Sync
+// (TestBeginInBatchOutlivesSync). A lone statement (exec, row, query) goes
+// as a batch of two, whose Row (when scanned) or Rows (at their end or
+// Close) read the batch to its end; a batch (sendBatch) gets the BEGIN
+// queued first; COPY, which no batch carries, sends BEGIN alone first.
+// The transaction reads the first batch to its end before it commits or
+// rolls back, whatever its closure read of it. A transaction that sent
+// nothing sends no COMMIT either. A failed statement aborts the
+// transaction even where the closure ignored its error: PostgreSQL answers
+// its COMMIT with ROLLBACK, which pgx.Tx.Commit turns into
+// pgx.ErrTxCommitRollback, so it fails. Whatever was not committed is
+// rolled back, also when the closure panics; a ROLLBACK that cannot be
+// sent (the store closed, the connection broken) closes the connection, so
+// none goes back to the pool inside a transaction (pgxpool, which destroys
+// a connection released busy or not idle, is the last guard). A connection
+// broken under the first batch is store.ErrUnavailable, as a failed BEGIN
+// was. Each rule a method keeps holds inside its transaction by one of:
 //   - a row lock on the row that guards it, taken before the check
 //     (SELECT ... FOR UPDATE): the company's row for rules that count a
 //     company's rows (devices against the plan, the last admin), the
@@ -104,11 +125,11 @@
 // What a send checks of its company that no lock guards (its plan's
 // limits, the opt-out list, the day's storage use) is read in one
 // statement before it locks its device (readSendFacts). A single send
-// (Enqueue, enqueue.go) costs four round trips and nine statements, BEGIN
-// and COMMIT included: one pgx.Batch claims its idempotency key, reads
-// those facts, locks its device and reads its SIM's caps and counts under
-// the lock; its checks then run in Go in the order they always did; one
-// batch writes the plan's usage (locking its row and reading the period's
+// (Enqueue, enqueue.go) costs three round trips and nine statements, BEGIN
+// and COMMIT included: one pgx.Batch, BEGIN first, claims its idempotency
+// key, reads those facts, locks its device and reads its SIM's caps and
+// counts under the lock; its checks then run in Go in the order they
+// always did; one batch writes the plan's usage (locking its row and reading the period's
 // use back in the same statement when the plan caps messages: over the
 // plan is then the batch's error and the rollback undoes the rest), the
 // storage use, the SIM's counts and the message, whose id and queue place

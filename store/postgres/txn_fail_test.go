@@ -142,7 +142,8 @@ func TestTxRetried(t *testing.T) {
 }
 
 // A transaction that runs no statement sends none, BEGIN and COMMIT
-// included, and still commits: its hooks run.
+// included, and still commits: its hooks run. One of one statement sends
+// three in two round trips.
 func TestTxEmptySendsNothing(t *testing.T) {
 	t.Parallel()
 	s, counted := openCounted(t, Options{})
@@ -157,6 +158,17 @@ func TestTxEmptySendsNothing(t *testing.T) {
 		}
 		if n, trips := counted.n.Load()-n0, counted.trips.Load()-t0; n != 0 || trips != 0 {
 			t.Errorf("an empty transaction sent %d statements in %d round trips, want none", n, trips)
+		}
+	}
+	// One statement: BEGIN goes with it, then COMMIT.
+	for _, run := range []func(string, func(*txn) error) error{s.write, s.read} {
+		n0, t0 := counted.n.Load(), counted.trips.Load()
+		var one int
+		if err := run("one", func(t *txn) error { return t.row("SELECT 1").Scan(&one) }); err != nil || one != 1 {
+			t.Fatalf("one statement: %d (%v)", one, err)
+		}
+		if n, trips := counted.n.Load()-n0, counted.trips.Load()-t0; n != 3 || trips != 2 {
+			t.Errorf("a transaction of one statement sent %d statements in %d round trips, want 3 in 2", n, trips)
 		}
 	}
 }
