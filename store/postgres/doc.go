@@ -45,7 +45,9 @@
 // none goes back to the pool inside a transaction (pgxpool, which destroys
 // a connection released busy or not idle, is the last guard). A connection
 // broken under the first batch is store.ErrUnavailable, as a failed BEGIN
-// was. Each rule a method keeps holds inside its transaction by one of:
+// was.
+//
+// Each rule a method keeps holds inside its transaction by one of:
 //   - a row lock on the row that guards it, taken before the check
 //     (SELECT ... FOR UPDATE): the company's row for rules that count a
 //     company's rows (devices against the plan, the last admin), the
