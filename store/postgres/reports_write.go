@@ -26,6 +26,7 @@ type reportPlan struct {
 	activity []activityRow
 	failures []failureRow
 	evs      []*plannedEvent
+	stale    []int64 // messages left out of the schedule, whose due_at a sweep clears (ReleaseDue)
 }
 
 func newReportPlan(events *store.StatusEvents) *reportPlan {
@@ -319,6 +320,9 @@ func (p *reportPlan) queueCounts(b *pgx.Batch) {
 // queueMessages queues the write of the batch's messages, each once as the
 // batch leaves it, with its key columns as updateSend (sends.go) sets them.
 func (p *reportPlan) queueMessages(b *pgx.Batch) error {
+	if len(p.stale) > 0 {
+		b.Queue("UPDATE messages SET due_at = NULL WHERE id = ANY($1)", p.stale)
+	}
 	if len(p.msgs) == 0 {
 		return nil
 	}
