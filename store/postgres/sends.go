@@ -13,9 +13,9 @@ import (
 
 // The send path: Enqueue and EnqueueBulk keep every rule of a send in its
 // one transaction (the idempotency key, the device, the opt-outs, the
-// plan's message limit, the daily storage budget), and the sweeps move
-// what waits: ReleaseDue (scheduled and held messages), ExpireQueued and
-// Cancel. doc.go says which key columns of messages each status sets.
+// plan's message limit, the daily storage budget), and Cancel takes a
+// waiting message back; the sweeps (ReleaseDue, ExpireQueued) are in
+// sweeps.go. doc.go says which key columns of messages each status sets.
 
 // idempotencyTTL is how long a company's Idempotency-Key keeps its answer.
 const idempotencyTTL = 24 * time.Hour
@@ -193,20 +193,6 @@ func sendColumns(m store.Message) (queuePlace, dueAt, expiresAt any) {
 		expiresAt = m.ExpiresAt
 	}
 	return queuePlace, dueAt, expiresAt
-}
-
-// queueIn gives a message about to wait in its device's queue (queued,
-// not held) the device's next place, behind every place handed out.
-func queueIn(t *txn, m *store.Message) error {
-	if m.Status != store.MsgQueued || m.Held() {
-		return nil
-	}
-	place, err := takePlace(t, m.DeviceID)
-	if err != nil {
-		return err
-	}
-	m.QueueSeq = place
-	return nil
 }
 
 // insertSend writes a new message (its ID taken from the table's

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,11 +16,32 @@ import (
 // TestSweepStatements: a sweep's statements and round trips do not grow
 // with what it moves: a release of 100 due messages (some opted out since,
 // some held by a closed window, the rest queued, over 5 devices) costs
-// what one of 10 does, and so does an expiry of 100.
+// what one of 10 does, and so does an expiry of 100, each failure and
+// expiry a status event to the company's two webhooks.
 func TestSweepStatements(t *testing.T) {
 	t.Parallel()
 	s, stmts := openCounted(t, Options{})
+	var events atomic.Int64
+	s.SetStatusEvents(store.StatusEvents{
+		Build: func(set store.WebhookSet, m store.Message) (store.WebhookEvent, []store.WebhookDelivery, error) {
+			ev := store.WebhookEvent{ID: fmt.Sprintf("ev-%d", m.ID), Body: []byte(`{"type":"sms.` + m.Status + `"}`)}
+			var out []store.WebhookDelivery
+			for _, e := range set.Entries {
+				out = append(out, store.WebhookDelivery{UUID: fmt.Sprintf("d-%d-%d", m.ID, e.ID), EventType: "sms." + m.Status,
+					WebhookID: e.ID, CreatedAt: m.UpdatedAt, NextAttemptAt: m.UpdatedAt})
+			}
+			return ev, out, nil
+		},
+		Committed: func(store.Message, store.OutboxAdd) { events.Add(1) },
+	})
 	c, _ := conformance.Company(t, s)
+	if _, err := s.UpdateWebhookSet(c.ID, conformance.T0, func(w *store.WebhookSet) error {
+		w.Secret = "whsec_test"
+		w.Entries = []store.WebhookEntry{{URL: "https://hooks.example.com/a", Active: true}, {URL: "https://hooks.example.com/b", Active: true}}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 	fps := devicesOf(t, s, c.ID, 5)
 	closed := &window.Window{Days: []string{"mon"}, From: "09:00", To: "10:00", TimeZone: "UTC"} // T0 is a Thursday
 	cost := func(sweep func() (int, error), want int) [2]int64 {
@@ -67,6 +89,15 @@ func TestSweepStatements(t *testing.T) {
 			got, err := s.ExpireQueued(end.Add(time.Second), n)
 			return len(got), err
 		}, n))
+	}
+	if n := events.Load(); n < 110 {
+		t.Errorf("%d status events committed, want the expiries' 110 and the releases' failures", n)
+	}
+	var deliveries int64
+	if err := s.pool.QueryRow(context.Background(), "SELECT count(*) FROM webhook_deliveries WHERE company_id = $1", int64(c.ID)).Scan(&deliveries); err != nil {
+		t.Fatal(err)
+	} else if deliveries != 2*events.Load() {
+		t.Errorf("%d deliveries queued for %d events to two webhooks", deliveries, events.Load())
 	}
 	t.Logf("release of 10, 100: %v (statements, round trips); expiry: %v", releases, expiries)
 	if releases[1] != releases[0] {
