@@ -95,8 +95,7 @@ func (s *Store) ReleaseDue(now time.Time, limit int) ([]store.Message, error) {
 					return err
 				}
 			}
-			vetted[i] = m
-			p.setMessage(&vetted[i], m)
+			p.setMessage(&vetted[i], m) // written even when it stays held: its HeldUntil moves
 		}
 		p.stale = stale
 		if err := p.write(t); err != nil {
@@ -143,7 +142,6 @@ func (s *Store) ExpireQueued(now time.Time, limit int) ([]store.Message, error) 
 			if err := p.sweepMove(&f.reportFacts, m, from, now); err != nil {
 				return err
 			}
-			out[i] = m
 			p.setMessage(&out[i], m)
 		}
 		return p.write(t)
