@@ -155,7 +155,20 @@
 //
 // ReleaseDue and ExpireQueued lock the rows they take with SKIP LOCKED:
 // nodes sweeping at once take disjoint rows, so each message is released
-// or expired once.
+// or expired once. A sweep costs a few round trips whatever it moves
+// (sweeps.go): one takes its rows, one locks their devices (a release's
+// only) and reads their opt-outs and webhook sets, one takes the released
+// jobs' queue places (takePlaces), and one writes its moves through a
+// report batch's plan, a statement a table. The devices are locked in one
+// statement in id order (SELECT ... ORDER BY id FOR UPDATE), never in due
+// order, and every shared row the write touches is listed by key, as a
+// report batch lists it: two nodes sweeping at once on the same devices
+// never wait on each other in a circle (TestSweepsLockDevicesInOrder).
+// The order is messages, then devices, as before; a device deletion
+// locks its device and then its jobs, so it can still meet a release of
+// that device's jobs in a deadlock the database breaks (rare: a deleted
+// device's scheduled jobs coming due that very moment), and a send
+// through a pool locks its members as it looks at them, not in id order.
 //
 // # Versus the embedded store
 //
