@@ -100,6 +100,13 @@ func TestSweepStatements(t *testing.T) {
 		t.Errorf("%d deliveries queued for %d events to two webhooks", deliveries, events.Load())
 	}
 	t.Logf("release of 10, 100: %v (statements, round trips); expiry: %v", releases, expiries)
+	// BEGIN goes with the first statement, the rows' SELECT (txn.go).
+	if most := [2]int64{19, 6}; releases[0][0] > most[0] || releases[0][1] > most[1] {
+		t.Errorf("a release took %v statements and round trips, want at most %v", releases[0], most)
+	}
+	if most := [2]int64{16, 5}; expiries[0][0] > most[0] || expiries[0][1] > most[1] {
+		t.Errorf("an expiry took %v statements and round trips, want at most %v", expiries[0], most)
+	}
 	if releases[1] != releases[0] {
 		t.Errorf("a release of 100 took %v statements and round trips, one of 10 %v: want the same", releases[1], releases[0])
 	}
