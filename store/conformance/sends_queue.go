@@ -24,6 +24,7 @@ type SendsQueueStore interface {
 func SendsQueue(t *testing.T, open Opener[SendsQueueStore]) {
 	t.Run("ScheduleAndCursor", func(t *testing.T) { t.Parallel(); queueSchedule(t, open(t)) })
 	t.Run("HeldJobs", func(t *testing.T) { t.Parallel(); queueHeld(t, open(t)) })
+	t.Run("MixedRelease", func(t *testing.T) { t.Parallel(); queueMixedRelease(t, open(t)) })
 }
 
 // pendingSettled is Pending that waits for the write holding (or failing)

@@ -23,8 +23,31 @@
 // may run more than once (a serialization failure, a deadlock, errAgain), so
 // it only sets what it returns from scratch and calls nothing outside the
 // store. What must follow the commit (an event builder's Committed) is put
-// off with txn.OnCommit. Each rule a method keeps holds inside its
-// transaction by one of:
+// off with txn.OnCommit.
+//
+// A transaction (txn.go) takes a connection of the pool and sends nothing
+// until its first statement, which carries the BEGIN (with the
+// transaction's isolation level and access mode) in the same pgx.Batch and
+// round trip: a BEGIN inside a batch makes the batch's implicit
+// transaction an ordinary one that outlives its Sync
+// (TestBeginInBatchOutlivesSync). A lone statement (exec, row, query) goes
+// as a batch of two, whose Row (when scanned) or Rows (at their end or
+// Close) read the batch to its end; a batch (sendBatch) gets the BEGIN
+// queued first; COPY, which no batch carries, sends BEGIN alone first.
+// The transaction reads the first batch to its end before it commits or
+// rolls back, whatever its closure read of it. A transaction that sent
+// nothing sends no COMMIT either. A failed statement aborts the
+// transaction even where the closure ignored its error: PostgreSQL answers
+// its COMMIT with ROLLBACK, which pgx.Tx.Commit turns into
+// pgx.ErrTxCommitRollback, so it fails. Whatever was not committed is
+// rolled back, also when the closure panics; a ROLLBACK that cannot be
+// sent (the store closed, the connection broken) closes the connection, so
+// none goes back to the pool inside a transaction (pgxpool, which destroys
+// a connection released busy or not idle, is the last guard). A connection
+// broken under the first batch is store.ErrUnavailable, as a failed BEGIN
+// was.
+//
+// Each rule a method keeps holds inside its transaction by one of:
 //   - a row lock on the row that guards it, taken before the check
 //     (SELECT ... FOR UPDATE): the company's row for rules that count a
 //     company's rows (devices against the plan, the last admin), the
@@ -104,11 +127,11 @@
 // What a send checks of its company that no lock guards (its plan's
 // limits, the opt-out list, the day's storage use) is read in one
 // statement before it locks its device (readSendFacts). A single send
-// (Enqueue, enqueue.go) costs four round trips and nine statements, BEGIN
-// and COMMIT included: one pgx.Batch claims its idempotency key, reads
-// those facts, locks its device and reads its SIM's caps and counts under
-// the lock; its checks then run in Go in the order they always did; one
-// batch writes the plan's usage (locking its row and reading the period's
+// (Enqueue, enqueue.go) costs three round trips and nine statements, BEGIN
+// and COMMIT included: one pgx.Batch, BEGIN first, claims its idempotency
+// key, reads those facts, locks its device and reads its SIM's caps and
+// counts under the lock; its checks then run in Go in the order they
+// always did; one batch writes the plan's usage (locking its row and reading the period's
 // use back in the same statement when the plan caps messages: over the
 // plan is then the batch's error and the rollback undoes the rest), the
 // storage use, the SIM's counts and the message, whose id and queue place
@@ -132,7 +155,20 @@
 //
 // ReleaseDue and ExpireQueued lock the rows they take with SKIP LOCKED:
 // nodes sweeping at once take disjoint rows, so each message is released
-// or expired once.
+// or expired once. A sweep costs a few round trips whatever it moves
+// (sweeps.go): one takes its rows, one locks their devices (a release's
+// only) and reads their opt-outs and webhook sets, one takes the released
+// jobs' queue places (takePlaces), and one writes its moves through a
+// report batch's plan, a statement a table. The devices are locked in one
+// statement in id order (SELECT ... ORDER BY id FOR UPDATE), never in due
+// order, and every shared row the write touches is listed by key, as a
+// report batch lists it: two nodes sweeping at once on the same devices
+// never wait on each other in a circle (TestSweepsLockDevicesInOrder).
+// The order is messages, then devices, as before; a device deletion
+// locks its device and then its jobs, so it can still meet a release of
+// that device's jobs in a deadlock the database breaks (rare: a deleted
+// device's scheduled jobs coming due that very moment), and a send
+// through a pool locks its members as it looks at them, not in id order.
 //
 // # Versus the embedded store
 //

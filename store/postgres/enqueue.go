@@ -14,8 +14,8 @@ import (
 // A single send (Enqueue, what POST /chat/send and each durable send make)
 // is the path a cluster's throughput rests on: every node's sends share one
 // database, and a send's round trips, not its work there, are most of its
-// time. So it reads in one round trip and writes in one, besides BEGIN and
-// COMMIT (TestSendCost):
+// time. So it reads in one round trip, the transaction's BEGIN going with
+// it (txn.go), and writes in one, then COMMIT (TestSendCost):
 //
 //   - readSend's batch claims the idempotency key, reads the send's facts
 //     (readSendFacts), and for a send to a device locks the device and then

@@ -114,7 +114,7 @@ func (s *Store) PutMedia(m store.Media, src io.Reader, now time.Time) (store.Med
 		var total int64
 		eof := false
 		n := int32(0)
-		_, err = t.CopyFrom(t.ctx, pgx.Identifier{"media_chunks"}, []string{"media_id", "n", "data"}, pgx.CopyFromFunc(func() ([]any, error) {
+		_, err = t.copyFrom(pgx.Identifier{"media_chunks"}, []string{"media_id", "n", "data"}, pgx.CopyFromFunc(func() ([]any, error) {
 			if eof {
 				return nil, nil
 			}

@@ -6,8 +6,9 @@ import (
 	"github.com/simrelay/simrelay/store"
 )
 
-// queueAllIn is queueIn for the messages of one request, their places
-// taken in one statement (takePlaces).
+// queueAllIn gives the messages of one request that are about to wait in
+// their devices' queues (queued, not held) their devices' next places,
+// behind every place handed out, taken in one statement (takePlaces).
 func queueAllIn(t *txn, ms []store.Message) error {
 	var waiting []int
 	var devs []int64

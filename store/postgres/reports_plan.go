@@ -122,42 +122,12 @@ func (s *Store) readReports(t *txn, batch []*report) (*reportFacts, error) {
 		return rows.Err()
 	})
 	if s.eventsWanted(batch) {
-		b.Queue("SELECT company_id, rec FROM webhook_sets WHERE company_id = ANY($1)", companies).Query(func(rows pgx.Rows) error {
-			for rows.Next() {
-				var c int64
-				var raw []byte
-				if err := rows.Scan(&c, &raw); err != nil {
-					return err
-				}
-				set := store.WebhookSet{CompanyID: uint64(c)}
-				if err := json.Unmarshal(raw, &set); err != nil {
-					return err
-				}
-				f.sets[uint64(c)] = set
-			}
-			return rows.Err()
-		})
-		b.Queue(`SELECT company_id, sum(deliveries)::bigint, sum(bytes)::bigint FROM webhook_outboxes
-			WHERE company_id = ANY($1) GROUP BY company_id`, companies).Query(func(rows pgx.Rows) error {
-			for rows.Next() {
-				var c int64
-				var u outboxUse
-				if err := rows.Scan(&c, &u.deliveries, &u.bytes); err != nil {
-					return err
-				}
-				f.outbox[uint64(c)] = &u
-			}
-			return rows.Err()
-		})
+		f.queueOutboxReads(b, companies)
 	}
 	if err := t.sendBatch(b); err != nil {
 		return nil, err
 	}
-	for _, c := range companies {
-		if f.outbox[uint64(c)] == nil {
-			f.outbox[uint64(c)] = &outboxUse{}
-		}
-	}
+	f.outboxesRead(companies)
 	return f, nil
 }
 
@@ -230,4 +200,47 @@ func (p *reportPlan) apply(f *reportFacts, r *report) (store.Message, bool, erro
 	p.addEvent(f, ev)
 	p.setMessage(stored, m)
 	return m, true, nil
+}
+
+// queueOutboxReads queues the reads a status event of the companies' looks
+// at: their webhook sets and what their outboxes hold (outboxesRead once
+// the batch is sent).
+func (f *reportFacts) queueOutboxReads(b *pgx.Batch, companies []int64) {
+	b.Queue("SELECT company_id, rec FROM webhook_sets WHERE company_id = ANY($1)", companies).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var c int64
+			var raw []byte
+			if err := rows.Scan(&c, &raw); err != nil {
+				return err
+			}
+			set := store.WebhookSet{CompanyID: uint64(c)}
+			if err := json.Unmarshal(raw, &set); err != nil {
+				return err
+			}
+			f.sets[uint64(c)] = set
+		}
+		return rows.Err()
+	})
+	b.Queue(`SELECT company_id, sum(deliveries)::bigint, sum(bytes)::bigint FROM webhook_outboxes
+		WHERE company_id = ANY($1) GROUP BY company_id`, companies).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var c int64
+			var u outboxUse
+			if err := rows.Scan(&c, &u.deliveries, &u.bytes); err != nil {
+				return err
+			}
+			f.outbox[uint64(c)] = &u
+		}
+		return rows.Err()
+	})
+}
+
+// outboxesRead counts an outbox the reads did not find (none written yet)
+// as empty.
+func (f *reportFacts) outboxesRead(companies []int64) {
+	for _, c := range companies {
+		if f.outbox[uint64(c)] == nil {
+			f.outbox[uint64(c)] = &outboxUse{}
+		}
+	}
 }

@@ -15,7 +15,8 @@ import (
 // reportPlan is what a batch's changes write, gathered as they are worked
 // out (apply) and written together (write): each table's rows in one
 // statement, the counters' increments summed per row first, since one
-// multi-row upsert may not touch a row twice.
+// multi-row upsert may not touch a row twice. The sweeps (sweeps.go) write
+// their moves through it too.
 type reportPlan struct {
 	events   *store.StatusEvents
 	msgs     []*store.Message // the messages to write, each once, as the batch leaves them
@@ -26,6 +27,7 @@ type reportPlan struct {
 	activity []activityRow
 	failures []failureRow
 	evs      []*plannedEvent
+	stale    []int64 // messages left out of the schedule, whose due_at a sweep clears (ReleaseDue)
 }
 
 func newReportPlan(events *store.StatusEvents) *reportPlan {
@@ -317,8 +319,12 @@ func (p *reportPlan) queueCounts(b *pgx.Batch) {
 }
 
 // queueMessages queues the write of the batch's messages, each once as the
-// batch leaves it, with its key columns as updateSend (sends.go) sets them.
+// batch leaves it, with its key columns as updateSend (sends.go) sets them,
+// and a sweep's clearing of the due_at its stale rows kept.
 func (p *reportPlan) queueMessages(b *pgx.Batch) error {
+	if len(p.stale) > 0 {
+		b.Queue("UPDATE messages SET due_at = NULL WHERE id = ANY($1)", p.stale)
+	}
 	if len(p.msgs) == 0 {
 		return nil
 	}

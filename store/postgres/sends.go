@@ -13,9 +13,9 @@ import (
 
 // The send path: Enqueue and EnqueueBulk keep every rule of a send in its
 // one transaction (the idempotency key, the device, the opt-outs, the
-// plan's message limit, the daily storage budget), and the sweeps move
-// what waits: ReleaseDue (scheduled and held messages), ExpireQueued and
-// Cancel. doc.go says which key columns of messages each status sets.
+// plan's message limit, the daily storage budget), and Cancel takes a
+// waiting message back; the sweeps (ReleaseDue, ExpireQueued) are in
+// sweeps.go. doc.go says which key columns of messages each status sets.
 
 // idempotencyTTL is how long a company's Idempotency-Key keeps its answer.
 const idempotencyTTL = 24 * time.Hour
@@ -193,20 +193,6 @@ func sendColumns(m store.Message) (queuePlace, dueAt, expiresAt any) {
 		expiresAt = m.ExpiresAt
 	}
 	return queuePlace, dueAt, expiresAt
-}
-
-// queueIn gives a message about to wait in its device's queue (queued,
-// not held) the device's next place, behind every place handed out.
-func queueIn(t *txn, m *store.Message) error {
-	if m.Status != store.MsgQueued || m.Held() {
-		return nil
-	}
-	place, err := takePlace(t, m.DeviceID)
-	if err != nil {
-		return err
-	}
-	m.QueueSeq = place
-	return nil
 }
 
 // insertSend writes a new message (its ID taken from the table's
@@ -622,111 +608,4 @@ func (s *Store) NextDue() (at time.Time, ok bool, err error) {
 		return time.Time{}, false, err
 	}
 	return at, ok, nil
-}
-
-// ReleaseDue moves up to limit scheduled messages whose send_at is not
-// after now, and held ones whose window opened, into their device's queue
-// (behind every place handed out), and returns them as they now are. It
-// vets each again in the same transaction: a recipient who opted out
-// since makes it failed (recipient_opted_out), and so does a device that
-// is gone (device_deleted). One whose window is closed now is held until
-// it opens. Nodes sweeping at once release each message once: each takes
-// the due rows no other holds (SKIP LOCKED).
-func (s *Store) ReleaseDue(now time.Time, limit int) ([]store.Message, error) {
-	var out []store.Message
-	err := s.write("release scheduled messages", func(t *txn) error {
-		out = nil
-		due, err := getRecs[store.Message](t, `SELECT rec FROM messages WHERE due_at <= $1
-			ORDER BY due_at, id LIMIT $2 FOR UPDATE SKIP LOCKED`, now, max(limit, 0))
-		if err != nil {
-			return err
-		}
-		for _, m := range due {
-			if m.Status != store.MsgScheduled && !m.Held() {
-				// Every move off scheduled or held clears due_at; a row
-				// that kept it is left out of the schedule, as it is.
-				if _, err := t.exec("UPDATE messages SET due_at = NULL WHERE id = $1", id(m.ID)); err != nil {
-					return err
-				}
-				continue
-			}
-			from := m.Status
-			refusal := optOutRefusal(t, m.CompanyID, m.Channel, m.Phone, -1)
-			var opted *store.OptOutError
-			if refusal != nil && !errors.As(refusal, &opted) {
-				return refusal
-			}
-			// The device's row lock guards its queue place (queueIn).
-			_, devErr := liveDeviceByID(t, m.CompanyID, m.DeviceID, true)
-			switch {
-			case opted != nil:
-				m.Status, m.Error = store.MsgFailed, failedOptedOut
-			case errors.Is(devErr, store.ErrDeviceGone):
-				m.Status, m.Error = store.MsgFailed, "device_deleted"
-			case devErr != nil:
-				return devErr
-			case m.Window != nil && !m.Window.Open(now):
-				m.Status, m.HeldUntil = store.MsgQueued, m.Window.Next(now)
-			default:
-				m.Status, m.HeldUntil = store.MsgQueued, time.Time{}
-				if err := queueIn(t, &m); err != nil {
-					return err
-				}
-			}
-			if m.Status != from { // a held message that goes back to its queue stays queued
-				m.UpdatedAt = now.UTC()
-				if err := countTransition(t, m, from, "", now); err != nil {
-					return err
-				}
-				if err := s.statusEvent(t, m, now); err != nil { // a failure at its time
-					return err
-				}
-			}
-			if err := updateSend(t, m); err != nil {
-				return err
-			}
-			out = append(out, m)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-// ExpireQueued marks queued messages (held ones too) whose time to live
-// ended before now as expired, at most limit of them, earliest end first,
-// and returns them as they now are. Nodes sweeping at once expire each
-// message once.
-func (s *Store) ExpireQueued(now time.Time, limit int) ([]store.Message, error) {
-	var out []store.Message
-	err := s.write("expire queued messages", func(t *txn) error {
-		var err error
-		out, err = getRecs[store.Message](t, `SELECT rec FROM messages WHERE status = 'queued' AND expires_at < $1
-			ORDER BY expires_at, id LIMIT $2 FOR UPDATE SKIP LOCKED`, now, max(limit, 0))
-		if err != nil {
-			return err
-		}
-		for i := range out {
-			m := &out[i]
-			from := m.Status
-			m.Status, m.UpdatedAt = store.MsgExpired, now.UTC()
-			m.Error = "not taken by the phone within its time to live"
-			if err := countTransition(t, *m, from, "", now); err != nil {
-				return err
-			}
-			if err := s.statusEvent(t, *m, now); err != nil {
-				return err
-			}
-			if err := updateSend(t, *m); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
 }

@@ -20,33 +20,6 @@ import (
 // to run more than once, as bbolt's group commit runs them.
 const maxTries = 10
 
-// txn is one transaction of the store: the pgx transaction, the store's
-// context, and what runs once it has committed.
-type txn struct {
-	pgx.Tx
-	ctx      context.Context
-	onCommit []func()
-}
-
-// OnCommit runs fn after the transaction commits; never if it does not (a
-// try that is run again drops the hooks of the failed try).
-func (t *txn) OnCommit(fn func()) { t.onCommit = append(t.onCommit, fn) }
-
-// exec runs a statement that returns no rows.
-func (t *txn) exec(sql string, args ...any) (pgconn.CommandTag, error) {
-	return t.Exec(t.ctx, sql, args...)
-}
-
-// query runs a statement that returns rows.
-func (t *txn) query(sql string, args ...any) (pgx.Rows, error) {
-	return t.Query(t.ctx, sql, args...)
-}
-
-// row runs a statement that returns at most one row.
-func (t *txn) row(sql string, args ...any) pgx.Row {
-	return t.QueryRow(t.ctx, sql, args...)
-}
-
 // write runs fn in a READ COMMITTED transaction and commits it, running it
 // again (up to maxTries) when the database answers with a serialization
 // failure or a deadlock. fn keeps every rule it checks true by locking
@@ -96,18 +69,20 @@ func (s *Store) run(name string, opts pgx.TxOptions, fn func(t *txn) error) erro
 	return fmt.Errorf("store: %s: %w", name, err)
 }
 
+// try runs fn once in a transaction on a connection of the pool: the
+// transaction's BEGIN goes out with fn's first statement (txn.go).
 func (s *Store) try(opts pgx.TxOptions, fn func(t *txn) error) ([]func(), error) {
-	ptx, err := s.pool.BeginTx(s.ctx, opts)
+	conn, err := s.pool.Acquire(s.ctx)
 	if err != nil {
 		return nil, err
 	}
-	t := &txn{Tx: ptx, ctx: s.ctx}
-	defer ptx.Rollback(s.ctx) //nolint:errcheck // after Commit it does nothing
+	t := &txn{ctx: s.ctx, conn: conn, opts: opts}
+	defer t.end() // rolls back unless committed, also when fn panics
 	if err := fn(t); err != nil {
-		return nil, mapErr(err)
+		return nil, mapErr(t.cause(err))
 	}
-	if err := ptx.Commit(s.ctx); err != nil {
-		return nil, mapErr(err)
+	if err := t.commit(); err != nil {
+		return nil, mapErr(t.cause(err))
 	}
 	return t.onCommit, nil
 }
@@ -146,16 +121,6 @@ func mapErr(err error) error {
 		return fmt.Errorf("%w (%s)", store.ErrConflict, pe.ConstraintName)
 	}
 	return err
-}
-
-// sendBatch sends the batch's statements in one round trip (none: no
-// trip) and runs their callbacks in order; the first error is its error,
-// and the transaction is then rolled back, what the batch wrote with it.
-func (t *txn) sendBatch(b *pgx.Batch) error {
-	if b.Len() == 0 {
-		return nil
-	}
-	return t.SendBatch(t.ctx, b).Close()
 }
 
 // getRec reads the jsonb record the statement selects (one column, one

@@ -18,14 +18,54 @@ import (
 // store.ErrUnavailable (the API's 503), not an unnamed error (a 500).
 func TestDatabaseGoneIsUnavailable(t *testing.T) {
 	t.Parallel()
+	s, cut := relayedStore(t)
+	c, _ := conformance.Company(t, s)
+	cut()
+	for i := 0; i < 2; i++ { // a broken pooled connection, then a refused new one
+		if _, err := s.Company(c.ID); !errors.Is(err, store.ErrUnavailable) {
+			t.Fatalf("read %d with the database gone: got %v, want store.ErrUnavailable", i, err)
+		}
+	}
+	if err := s.Ready(); err == nil {
+		t.Error("ready with the database gone")
+	}
+}
+
+// A connection that breaks under a transaction's first batch (its BEGIN
+// and first statement) fails the transaction with store.ErrUnavailable,
+// as a failed BEGIN did, even where the closure turns the statement's
+// error into one of its own.
+func TestFirstBatchBrokenIsUnavailable(t *testing.T) {
+	t.Parallel()
+	s, cut := relayedStore(t)
+	var one int
+	if err := s.read("warm", func(t *txn) error { return t.row("SELECT 1").Scan(&one) }); err != nil {
+		t.Fatal(err)
+	}
+	cut()
+	own := errors.New("no answer")
+	err := s.read("swallowed", func(t *txn) error {
+		if err := t.row("SELECT 1").Scan(&one); err != nil {
+			return own
+		}
+		return nil
+	})
+	if !errors.Is(err, store.ErrUnavailable) || !errors.Is(err, own) {
+		t.Fatalf("a read whose connection broke: %v, want store.ErrUnavailable and the closure's error", err)
+	}
+}
+
+// relayedStore opens a store on a new database through a relay on a socket
+// of its own, which stands for the network to the database: cut closes the
+// relay and every connection through it, the database going away.
+func relayedStore(t *testing.T) (s *Store, cut func()) {
+	t.Helper()
 	u, err := url.Parse(migrated(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	q := u.Query()
 	socket := filepath.Join(q.Get("host"), ".s.PGSQL."+q.Get("port"))
-	// A relay on a socket of its own stands for the network to the
-	// database: closing it is the database going away.
 	dir := t.TempDir()
 	ln, err := net.Listen("unix", filepath.Join(dir, ".s.PGSQL."+q.Get("port")))
 	if err != nil {
@@ -53,24 +93,17 @@ func TestDatabaseGoneIsUnavailable(t *testing.T) {
 	}()
 	q.Set("host", dir)
 	u.RawQuery = q.Encode()
-	s, err := Open(context.Background(), u.String(), Options{})
+	s, err = Open(context.Background(), u.String(), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	c, _ := conformance.Company(t, s)
-	ln.Close()
-	mu.Lock()
-	for _, c := range conns {
-		c.Close()
-	}
-	mu.Unlock()
-	for i := 0; i < 2; i++ { // a broken pooled connection, then a refused new one
-		if _, err := s.Company(c.ID); !errors.Is(err, store.ErrUnavailable) {
-			t.Fatalf("read %d with the database gone: got %v, want store.ErrUnavailable", i, err)
+	return s, func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
 		}
-	}
-	if err := s.Ready(); err == nil {
-		t.Error("ready with the database gone")
+		mu.Unlock()
 	}
 }
