@@ -1,5 +1,5 @@
 // Package postgres is the store on PostgreSQL (15 or later), for several
-// nodes sharing one database (contract section 12). It keeps the records of
+// nodes sharing one database (docs/cluster.md). It keeps the records of
 // package store with the same behaviour as store/boltstore, behind the same
 // methods, so every domain package's store interface is met by either; the
 // suites of store/conformance hold both to it.
