@@ -144,6 +144,9 @@ func adminMail(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	where.existing, where.readOnly = true, true
 	st, err := openBackend(ctx, *where)
+	if errors.Is(err, boltstore.ErrLocked) {
+		return fmt.Errorf("%w; a running server writes each mail to its log as well (no --smtp-url)", err)
+	}
 	if err != nil {
 		return err
 	}
@@ -205,6 +208,9 @@ func adminBackup(args []string, stdout, stderr io.Writer) error {
 		return usageError{errors.New("name the FILE to write")}
 	}
 	st, err := openStore(where.dataDir, boltstore.Options{ReadOnly: true})
+	if errors.Is(err, boltstore.ErrLocked) {
+		return fmt.Errorf("%w; or fetch a copy from the running server: GET /admin/backup with its --admin-token", err)
+	}
 	if err != nil {
 		return err
 	}

@@ -464,14 +464,20 @@ func TestAdminOnAHeldStoreFailsFast(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer held.Close()
-	for _, args := range [][]string{
-		{"admin", "mail", "--data-dir", dir},
-		{"admin", "backup", filepath.Join(t.TempDir(), "b"), "--data-dir", dir},
-		{"admin", "create-company", "--company", "A", "--email", "a@example.com", "--password", "Change-me-123", "--data-dir", dir},
+	// Each command says what to do instead that fits it: only a backup can be
+	// had from the running server.
+	for _, tc := range []struct {
+		args          []string
+		hint, notHint string
+	}{
+		{[]string{"admin", "mail", "--data-dir", dir}, "writes each mail to its log", "/admin/backup"},
+		{[]string{"admin", "backup", filepath.Join(t.TempDir(), "b"), "--data-dir", dir}, "GET /admin/backup", ""},
+		{[]string{"admin", "create-company", "--company", "A", "--email", "a@example.com", "--password", "Change-me-123", "--data-dir", dir}, "stop it first", "/admin/backup"},
 	} {
-		code, _, errOut := runCmd(t, args...)
-		if code != 1 || !strings.Contains(errOut, "in use by another process") {
-			t.Errorf("%v: got %d %q, want 1 and a locked-store message", args[:2], code, errOut)
+		code, _, errOut := runCmd(t, tc.args...)
+		if code != 1 || !strings.Contains(errOut, "in use by another process") || !strings.Contains(errOut, tc.hint) ||
+			(tc.notHint != "" && strings.Contains(errOut, tc.notHint)) {
+			t.Errorf("%v: got %d %q, want 1 and a locked-store message saying %q (and not %q)", tc.args[:2], code, errOut, tc.hint, tc.notHint)
 		}
 	}
 }

@@ -107,7 +107,9 @@ func Open(dir string, opt Options) (*Store, error) {
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opt.Timeout, ReadOnly: opt.ReadOnly})
 	if errors.Is(err, bolterrors.ErrTimeout) {
-		return nil, fmt.Errorf("%w: %s is locked (is a simrelay server running on it? stop it, or use the server's GET /admin/backup)", ErrLocked, path)
+		// What to do instead depends on the caller (a backup can be fetched
+		// from the running server, a mail read in its log), so the caller says it.
+		return nil, fmt.Errorf("%w: %s is locked (is a simrelay server running on it? stop it first)", ErrLocked, path)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
