@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
@@ -29,6 +30,7 @@ const IdempotencyRoute = "smtp"
 // connection's goroutine only.
 type session struct {
 	s      *Server
+	conn   *smtp.Conn // its connection, for a mail that stops arriving (unread)
 	ip     string
 	p      account.Principal
 	authed bool
@@ -219,7 +221,7 @@ func slotOf(d store.Device) string {
 func (ss *session) Data(r io.Reader) error {
 	raw, err := io.ReadAll(r) // bounded by MaxMessageBytes: go-smtp answers 552 beyond it
 	if err != nil {
-		return err
+		return ss.unread(err)
 	}
 	if len(ss.rcpts) == 0 {
 		return &smtp.SMTPError{Code: 554, EnhancedCode: smtp.EnhancedCode{5, 5, 1}, Message: "No valid recipients"}
@@ -237,6 +239,33 @@ func (ss *session) Data(r io.Reader) error {
 	}
 	ss.s.log.Info("mail queued as sms", "company_id", ss.p.CompanyID, "recipients", len(queued))
 	return nil
+}
+
+// unreadReply is the answer to a mail whose text stopped arriving.
+const unreadReply = "421 4.4.2 The mail's text did not arrive in time; closing, send it again\r\n"
+
+// unread answers a mail whose text did not arrive whole. Over the size
+// limit is go-smtp's own 552. Otherwise the connection failed in the middle
+// of the text, most often at the read deadline (the whole text must come
+// within Config.Timeout of DATA): the client gets 421 4.4.2, a temporary
+// failure that its retry (safe with the Message-ID) gets past, and the
+// connection is closed, as RFC 5321 has it after a timeout; left open, the
+// rest of a late text would be read as commands. go-smtp's answer was 554
+// 5.0.0 with the socket's addresses in it: permanent, so a mail server
+// bounced the mail of a client on a slow link.
+func (ss *session) unread(err error) error {
+	var se *smtp.SMTPError
+	if errors.As(err, &se) {
+		return se
+	}
+	nc := ss.conn.Conn()
+	// The kernel's buffer takes the line without the client reading; the
+	// deadline only guards against a full one.
+	_ = nc.SetWriteDeadline(time.Now().Add(time.Second))
+	_, _ = io.WriteString(nc, unreadReply)
+	_ = nc.Close() // go-smtp's own answer then goes nowhere, and its next read ends the session
+	ss.s.log.Info("mail text did not arrive whole; connection closed", "company_id", ss.p.CompanyID, "err", err)
+	return errUnavailable
 }
 
 func (ss *session) send(rc recipient, m Mail) error {
