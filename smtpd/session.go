@@ -241,28 +241,38 @@ func (ss *session) Data(r io.Reader) error {
 	return nil
 }
 
-// unreadReply is the answer to a mail whose text stopped arriving.
-const unreadReply = "421 4.4.2 The mail's text did not arrive in time; closing, send it again\r\n"
+// The answers to a mail whose text did not arrive whole; the connection is
+// closed after either.
+const (
+	unreadReply   = "421 4.4.2 The mail's text did not arrive in time; closing, send it again\r\n"
+	longLineReply = "500 5.4.0 A line of the mail is longer than 2000 bytes (mail clients wrap lines at 998); closing\r\n"
+)
 
 // unread answers a mail whose text did not arrive whole. Over the size
-// limit is go-smtp's own 552. Otherwise the connection failed in the middle
-// of the text, most often at the read deadline (the whole text must come
-// within Config.Timeout of DATA): the client gets 421 4.4.2, a temporary
-// failure that its retry (safe with the Message-ID) gets past, and the
-// connection is closed, as RFC 5321 has it after a timeout; left open, the
-// rest of a late text would be read as commands. go-smtp's answer was 554
-// 5.0.0 with the socket's addresses in it: permanent, so a mail server
-// bounced the mail of a client on a slow link.
+// limit is go-smtp's own 552. A line over the limit is refused for good
+// (the same mail fails again). Otherwise the connection failed in the
+// middle of the text, most often at the read deadline (the whole text must
+// come within Config.Timeout of DATA): the client gets 421 4.4.2, a
+// temporary failure that its retry (safe with the Message-ID) gets past.
+// Either way the connection is closed, as RFC 5321 has it after a timeout:
+// left open, the rest of the text would be read as commands. go-smtp's
+// answer was 554 5.0.0 with its error (for a timeout, the socket's
+// addresses): permanent, so a mail server bounced the mail of a client on
+// a slow link, and followed by a second reply for a long line.
 func (ss *session) unread(err error) error {
 	var se *smtp.SMTPError
 	if errors.As(err, &se) {
 		return se
 	}
+	answer := unreadReply
+	if errors.Is(err, smtp.ErrTooLongLine) {
+		answer = longLineReply
+	}
 	nc := ss.conn.Conn()
 	// The kernel's buffer takes the line without the client reading; the
 	// deadline only guards against a full one.
 	_ = nc.SetWriteDeadline(time.Now().Add(time.Second))
-	_, _ = io.WriteString(nc, unreadReply)
+	_, _ = io.WriteString(nc, answer)
 	_ = nc.Close() // go-smtp's own answer then goes nowhere, and its next read ends the session
 	ss.s.log.Info("mail text did not arrive whole; connection closed", "company_id", ss.p.CompanyID, "err", err)
 	return errUnavailable
