@@ -106,6 +106,14 @@ func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 	if !ss.authed {
 		return errAuthRequired
 	}
+	// Every recipient is one request in the key's window, counted before it
+	// is read, as every API request counts whatever its answer: a refused
+	// address costs the store reads below too, and was free before, so one
+	// connection could name unknown pools without end.
+	if res := ss.s.deps.Limits.CountRequest(ss.p.Identity()); !res.Allowed {
+		return &smtp.SMTPError{Code: 452, EnhancedCode: smtp.EnhancedCode{4, 7, 0},
+			Message: fmt.Sprintf("Rate limit: %d requests in this window; retry after %d seconds", res.Limit, res.ResetSeconds())}
+	}
 	co, err := ss.s.deps.Accounts.Company(context.Background(), ss.p)
 	if err != nil {
 		ss.s.log.Error("smtp company", "err", err)
@@ -131,10 +139,6 @@ func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 		if r == rc {
 			return nil // the same SMS twice in one mail is sent once
 		}
-	}
-	if res := ss.s.deps.Limits.CountRequest(ss.p.Identity()); !res.Allowed {
-		return &smtp.SMTPError{Code: 452, EnhancedCode: smtp.EnhancedCode{4, 7, 0},
-			Message: fmt.Sprintf("Rate limit: %d sends in this window; retry after %d seconds", res.Limit, res.ResetSeconds())}
 	}
 	ss.rcpts = append(ss.rcpts, rc)
 	return nil

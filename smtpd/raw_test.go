@@ -4,18 +4,20 @@ import (
 	"bufio"
 	"crypto/tls"
 	"encoding/base64"
+	"fmt"
 	"io"
 	"net"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/simrelay/simrelay/pacing"
 	"github.com/simrelay/simrelay/smtpd"
 )
 
-// dataSession is a raw SMTP client past STARTTLS, AUTH, MAIL, RCPT and
-// DATA: write sends bytes of the mail's text, reply reads the next reply,
-// and closed tells whether the server then closed the connection.
+// dataSession is a raw SMTP client (past STARTTLS, AUTH, MAIL, RCPT and
+// DATA when made by dataSession): write sends bytes, reply reads the next
+// reply, and closed tells whether the server then closed the connection.
 type dataSession struct {
 	t *testing.T
 	c net.Conn
@@ -24,30 +26,39 @@ type dataSession struct {
 
 func (e *env) dataSession(key string) *dataSession {
 	e.t.Helper()
+	d := e.rawSession(key)
+	d.say("MAIL FROM:<monitor@example.com>", "250")
+	d.say("RCPT TO:<+15551234567@"+domain+">", "250")
+	d.say("DATA", "354")
+	return d
+}
+
+// rawSession is a raw SMTP client past STARTTLS and AUTH.
+func (e *env) rawSession(key string) *dataSession {
+	e.t.Helper()
 	raw, err := net.DialTimeout("tcp", e.smtpAddr, 5*time.Second)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	e.t.Cleanup(func() { raw.Close() })
 	d := &dataSession{t: e.t, c: raw, r: bufio.NewReader(raw)}
-	say := func(cmd, want string) {
-		d.t.Helper()
-		d.write(cmd + "\r\n")
-		if got := d.reply(); !strings.HasPrefix(got, want) {
-			d.t.Fatalf("%s: got %q, want %s", cmd, got, want)
-		}
-	}
 	d.reply() // greeting
-	say("EHLO client.test", "250")
-	say("STARTTLS", "220")
+	d.say("EHLO client.test", "250")
+	d.say("STARTTLS", "220")
 	tc := tls.Client(raw, e.clientTLS)
 	d.c, d.r = tc, bufio.NewReader(tc)
-	say("EHLO client.test", "250")
-	say("AUTH PLAIN "+base64.StdEncoding.EncodeToString([]byte("\x00"+key+"\x00x")), "235")
-	say("MAIL FROM:<monitor@example.com>", "250")
-	say("RCPT TO:<+15551234567@"+domain+">", "250")
-	say("DATA", "354")
+	d.say("EHLO client.test", "250")
+	d.say("AUTH PLAIN "+base64.StdEncoding.EncodeToString([]byte("\x00"+key+"\x00x")), "235")
 	return d
+}
+
+// say sends a command and checks its reply's start.
+func (d *dataSession) say(cmd, want string) {
+	d.t.Helper()
+	d.write(cmd + "\r\n")
+	if got := d.reply(); !strings.HasPrefix(got, want) {
+		d.t.Fatalf("%s: got %q, want %s", cmd, got, want)
+	}
 }
 
 func (d *dataSession) write(s string) {
@@ -122,4 +133,23 @@ func TestMailWithALineTooLong(t *testing.T) {
 	if n := len(vp.Jobs()); n != 0 {
 		t.Fatalf("the phone got %d jobs, want none", n)
 	}
+}
+
+// TestRefusedRecipientsCountInTheRateLimit: every RCPT is a request in the
+// API key's general window, refused ones too, as every API request counts
+// whatever its answer; past the window RCPT answers 452 before it reads
+// anything. Refused recipients were free: one connection named unknown
+// pools without end, each a read of the company and its pools.
+func TestRefusedRecipientsCountInTheRateLimit(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, options{general: pacing.Rate{Limit: 5, Window: time.Hour}})
+	id, key := e.company("acme")
+	e.phone(id, "pixel7")
+	d := e.rawSession(key)
+	d.say("MAIL FROM:<monitor@example.com>", "250")
+	for i := range 5 {
+		d.say(fmt.Sprintf("RCPT TO:<+15551234567+pool-nope%d@%s>", i, domain), "550 5.1.1")
+	}
+	d.say("RCPT TO:<+15551234567+pool-nope5@"+domain+">", "452 4.7.0")
+	d.say("RCPT TO:<+15551234567@"+domain+">", "452 4.7.0")
 }
