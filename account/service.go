@@ -249,6 +249,8 @@ func mapStoreErr(err error, what string) error {
 		return problem.New(problem.Conflict, "The company must keep at least one admin.")
 	case errors.Is(err, store.ErrConflict):
 		return problem.New(problem.Conflict, "A user with this e-mail address already exists.")
+	case errors.Is(err, store.ErrTooManyUsers):
+		return problem.Newf(problem.Conflict, "A company may have at most %d users, invitations not yet accepted included; remove one first.", store.MaxUsers)
 	}
 	return err
 }

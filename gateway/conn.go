@@ -52,6 +52,7 @@ type conn struct {
 
 	flood   *rate.Limiter // what the phone sends unasked (flood.go), from its first such frame; guarded by floodMu
 	floodMu sync.Mutex    // the reader and the answerer both charge
+	pings   *rate.Limiter // the phone's own WebSocket pings (flood.go), from its first; guarded by floodMu
 
 	room      chan struct{} // a token per frame waiting for its answer (answers.go); made by the reader
 	amu       sync.Mutex

@@ -16,7 +16,18 @@ import (
 // backlog sends three of them per job as fast as it can. Everything else is
 // charged: inbound, unknown frame types, reports for unknown ids or another
 // device's, refused reports, and repeats that move nothing. Pings and pongs
-// never reach the reader.
+// never reach the reader, and do not count toward that limit; the phone's
+// own pings have a bound of their own (pinged).
+
+// PhonePingRate and PhonePingBurst bound the WebSocket pings a phone sends
+// (PROTOCOL.md: at most one every 15 s): the server answers each with a
+// pong, so without a bound one phone pinging as fast as it could kept a
+// core of the server busy answering, unpunished. A phone that pings on
+// every reconnect and on its own timer stays far within them.
+const (
+	PhonePingRate  = 1 // a second, on average
+	PhonePingBurst = 10
+)
 
 // charge counts one unasked frame against the phone's flood limit, closing
 // the link with 4029 once it is over; false means the link is closing.
@@ -36,6 +47,23 @@ func (c *conn) charge() bool {
 		return true
 	}
 	c.failFlood()
+	return false
+}
+
+// pinged takes one of the phone's own pings: true answers it with a pong;
+// over PhonePingRate it closes the link with 4029 and answers nothing. The
+// library calls it while it reads (the reader's, or the close handshake's).
+func (c *conn) pinged() bool {
+	c.floodMu.Lock()
+	if c.pings == nil {
+		c.pings = rate.NewLimiter(PhonePingRate, PhonePingBurst)
+	}
+	pings := c.pings
+	c.floodMu.Unlock()
+	if pings.Allow() {
+		return true
+	}
+	c.fail(proto.CloseFlood, "flood", "Too many pings; ping at most every 15 seconds.")
 	return false
 }
 

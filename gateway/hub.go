@@ -191,6 +191,9 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// while the library is reading a frame is the library's to read, and
 		// answers the link's ping all the same.
 		OnPongReceived: func(context.Context, []byte) { c.ponged() },
+		// The phone's own pings are answered only within their bound
+		// (flood.go): each costs the server a pong written.
+		OnPingReceived: func(context.Context, []byte) bool { return c.pinged() },
 	})
 	if err != nil {
 		return // Accept has answered the client

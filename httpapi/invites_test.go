@@ -1,14 +1,17 @@
 package httpapi_test
 
 import (
+	"fmt"
 	"net/http"
 	"reflect"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/simrelay/simrelay/internal/poll"
 	"github.com/simrelay/simrelay/mail/mailtest"
+	"github.com/simrelay/simrelay/store"
 )
 
 // invitesMails returns the mails to addr once there are at least n, oldest first.
@@ -104,5 +107,38 @@ func TestInvitationHoldsNoAddress(t *testing.T) {
 	}
 	if co := e.do(call{method: "GET", path: "/company", token: access}); co.str("name") != "Acme" {
 		t.Fatalf("the invitee who accepted A's invitation belongs to %q, want Acme", co.str("name"))
+	}
+}
+
+// TestInvitesStopAtTheUserLimit: a company holds at most store.MaxUsers
+// users, pending invitations included; the invitation over it answers 409
+// conflict and sends no mail, and another company still invites.
+func TestInvitesStopAtTheUserLimit(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a := e.newCompany("Acme", "owner@acme.test")
+	b := e.newCompany("Beta", "owner@beta.test")
+	for i := range store.MaxUsers - 1 { // the admin is the first
+		u := store.User{CompanyID: uint64(a.id), FirstName: "Bo", Email: fmt.Sprintf("bo%d@acme.test", i), Role: store.RoleMember, CreatedAt: time.Now()}
+		if _, err := e.store.InviteUser(&u, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	invite := func(token, email string) resp {
+		return e.do(call{method: "POST", path: "/users", token: token, body: map[string]any{"firstName": "Ivy", "lastName": "Ng", "email": email, "role": "member"}})
+	}
+	r := invite(a.apiKey, "ivy@acme.test")
+	e.want(r, http.StatusConflict, "conflict")
+	if !strings.Contains(r.str("message"), "at most 1000 users") {
+		t.Errorf("message %q does not name the limit", r.str("message"))
+	}
+	e.want(invite(b.apiKey, "ivy@beta.test"), http.StatusCreated, "")
+	invitesMails(t, e, "ivy@beta.test", 1)
+	for _, m := range e.inbox.Messages() {
+		for _, to := range m.To {
+			if strings.EqualFold(to, "ivy@acme.test") {
+				t.Fatal("the refused invitation was mailed")
+			}
+		}
 	}
 }

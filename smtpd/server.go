@@ -145,7 +145,7 @@ func (s *Server) Open() int {
 }
 
 func (s *Server) newSession(c *smtp.Conn) (smtp.Session, error) {
-	return &session{s: s, ip: hostOf(c.Conn().RemoteAddr())}, nil
+	return &session{s: s, conn: c, ip: hostOf(c.Conn().RemoteAddr())}, nil
 }
 
 // slogPrinter is go-smtp's error log on the server's logger.

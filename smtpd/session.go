@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
@@ -29,6 +30,7 @@ const IdempotencyRoute = "smtp"
 // connection's goroutine only.
 type session struct {
 	s      *Server
+	conn   *smtp.Conn // its connection, for a mail that stops arriving (unread)
 	ip     string
 	p      account.Principal
 	authed bool
@@ -104,6 +106,14 @@ func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 	if !ss.authed {
 		return errAuthRequired
 	}
+	// Every recipient is one request in the key's window, counted before it
+	// is read, as every API request counts whatever its answer: a refused
+	// address costs the store reads below too, and was free before, so one
+	// connection could name unknown pools without end.
+	if res := ss.s.deps.Limits.CountRequest(ss.p.Identity()); !res.Allowed {
+		return &smtp.SMTPError{Code: 452, EnhancedCode: smtp.EnhancedCode{4, 7, 0},
+			Message: fmt.Sprintf("Rate limit: %d requests in this window; retry after %d seconds", res.Limit, res.ResetSeconds())}
+	}
 	co, err := ss.s.deps.Accounts.Company(context.Background(), ss.p)
 	if err != nil {
 		ss.s.log.Error("smtp company", "err", err)
@@ -129,10 +139,6 @@ func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 		if r == rc {
 			return nil // the same SMS twice in one mail is sent once
 		}
-	}
-	if res := ss.s.deps.Limits.CountRequest(ss.p.Identity()); !res.Allowed {
-		return &smtp.SMTPError{Code: 452, EnhancedCode: smtp.EnhancedCode{4, 7, 0},
-			Message: fmt.Sprintf("Rate limit: %d sends in this window; retry after %d seconds", res.Limit, res.ResetSeconds())}
 	}
 	ss.rcpts = append(ss.rcpts, rc)
 	return nil
@@ -219,7 +225,7 @@ func slotOf(d store.Device) string {
 func (ss *session) Data(r io.Reader) error {
 	raw, err := io.ReadAll(r) // bounded by MaxMessageBytes: go-smtp answers 552 beyond it
 	if err != nil {
-		return err
+		return ss.unread(err)
 	}
 	if len(ss.rcpts) == 0 {
 		return &smtp.SMTPError{Code: 554, EnhancedCode: smtp.EnhancedCode{5, 5, 1}, Message: "No valid recipients"}
@@ -237,6 +243,43 @@ func (ss *session) Data(r io.Reader) error {
 	}
 	ss.s.log.Info("mail queued as sms", "company_id", ss.p.CompanyID, "recipients", len(queued))
 	return nil
+}
+
+// The answers to a mail whose text did not arrive whole; the connection is
+// closed after either.
+const (
+	unreadReply   = "421 4.4.2 The mail's text did not arrive in time; closing, send it again\r\n"
+	longLineReply = "500 5.4.0 A line of the mail is longer than 2000 bytes (mail clients wrap lines at 998); closing\r\n"
+)
+
+// unread answers a mail whose text did not arrive whole. Over the size
+// limit is go-smtp's own 552. A line over the limit is refused for good
+// (the same mail fails again). Otherwise the connection failed in the
+// middle of the text, most often at the read deadline (the whole text must
+// come within Config.Timeout of DATA): the client gets 421 4.4.2, a
+// temporary failure that its retry (safe with the Message-ID) gets past.
+// Either way the connection is closed, as RFC 5321 has it after a timeout:
+// left open, the rest of the text would be read as commands. go-smtp's
+// answer was 554 5.0.0 with its error (for a timeout, the socket's
+// addresses): permanent, so a mail server bounced the mail of a client on
+// a slow link, and followed by a second reply for a long line.
+func (ss *session) unread(err error) error {
+	var se *smtp.SMTPError
+	if errors.As(err, &se) {
+		return se
+	}
+	answer := unreadReply
+	if errors.Is(err, smtp.ErrTooLongLine) {
+		answer = longLineReply
+	}
+	nc := ss.conn.Conn()
+	// The kernel's buffer takes the line without the client reading; the
+	// deadline only guards against a full one.
+	_ = nc.SetWriteDeadline(time.Now().Add(time.Second))
+	_, _ = io.WriteString(nc, answer)
+	_ = nc.Close() // go-smtp's own answer then goes nowhere, and its next read ends the session
+	ss.s.log.Info("mail text did not arrive whole; connection closed", "company_id", ss.p.CompanyID, "err", err)
+	return errUnavailable
 }
 
 func (ss *session) send(rc recipient, m Mail) error {

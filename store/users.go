@@ -1,6 +1,7 @@
 package store
 
 import (
+	"errors"
 	"time"
 )
 
@@ -9,6 +10,17 @@ const (
 	RoleAdmin  = "admin"
 	RoleMember = "member"
 )
+
+// MaxUsers is how many users one company may have, invitations not yet
+// accepted included. Each is a record the company's user list, the console's
+// team page and the company export carry whole, so the count is bounded
+// rather than left to the daily storage budget alone, which would let a
+// company grow it by thousands a day without end.
+const MaxUsers = 1000
+
+// ErrTooManyUsers is returned when an invitation would give a company more
+// than MaxUsers users.
+var ErrTooManyUsers = errors.New("store: too many users")
 
 // User is a person who signs in to a company.
 type User struct {

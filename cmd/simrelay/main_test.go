@@ -78,6 +78,7 @@ func TestServeRefusesBadSettings(t *testing.T) {
 		{[]string{"--public-url", "ftp://x"}, nil, "--public-url"},
 		{[]string{"--smtp-url", "http://mail:25"}, nil, "smtp-url"},
 		{[]string{"--trusted-proxies", "not-an-ip"}, nil, "trusted-proxies"},
+		{[]string{"--max-conns-per-ip", "-1"}, nil, "--max-conns-per-ip (SIMRELAY_MAX_CONNS_PER_IP) -1: must not be negative"},
 		{nil, map[string]string{"SIMRELAY_RATE_GENERAL": "lots"}, "SIMRELAY_RATE_GENERAL"},
 		{nil, map[string]string{"SIMRELAY_SHUTDOWN_TIMEOUT": "soon"}, "SIMRELAY_SHUTDOWN_TIMEOUT"},
 		{[]string{"extra"}, nil, `unexpected argument "extra"`},

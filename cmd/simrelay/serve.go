@@ -23,6 +23,7 @@ import (
 	"github.com/simrelay/simrelay/device"
 	"github.com/simrelay/simrelay/gateway"
 	"github.com/simrelay/simrelay/httpapi"
+	"github.com/simrelay/simrelay/internal/connlimit"
 	"github.com/simrelay/simrelay/mail"
 	"github.com/simrelay/simrelay/media"
 	"github.com/simrelay/simrelay/pacing"
@@ -226,6 +227,14 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 			Help: "Message record writes saved by writing a job's status changes of one commit (an ack and its report) once.",
 		}, func() float64 { return float64(bolt.FoldedWrites()) }))
 	}
+	// One client address holds at most its share of the connections (the
+	// server's timeouts bound each one's life, not their number); a trusted
+	// proxy carries many clients and is not counted.
+	limited := connlimit.New(ln, cfg.connsPerIP, cfg.trustedProxies)
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "simrelay_http_conns_refused_total",
+		Help: "HTTP connections refused because their client address held --max-conns-per-ip already.",
+	}, func() float64 { return float64(limited.Refused()) }))
 	api, err := httpapi.New(httpapi.Config{GeneralRate: cfg.general, AuthRate: cfg.auth, TrustedProxies: cfg.trustedProxies, AdminToken: cfg.adminToken},
 		httpapi.Deps{Accounts: accounts, Devices: devices, SMS: messages, Channels: agents, Webhooks: hooks, Media: files, Phones: routes, PhoneSocket: hub, Store: st, Bus: node.readiness(), Analytics: st, Period: bill, Billing: bill, Console: console.Handler(), ConsoleIdentity: console.Identity, Logger: log, Registry: reg, Gatherer: reg, Now: time.Now,
 			Limiters: shared.limiters})
@@ -301,7 +310,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 		}
 	}
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+	go func() { serveErr <- srv.Serve(limited) }()
 	log.Info("simrelay listening", "addr", ln.Addr().String(), "public_url", cfg.publicURL, "store", where.kind(), "node", node.name, "bus", onOff(node.bus != nil), "store_at", where.where(), "data_dir", cfg.dataDir,
 		"version", buildVersion(), "smtp", cfg.mailConfig().Redacted(), "admin_backup", onOff(cfg.adminToken != ""),
 		"stripe", onOff(cfg.stripeKey != ""), "stripe_api_url", cfg.stripeAPIURL)

@@ -15,6 +15,7 @@ import (
 	"github.com/simrelay/simrelay/device"
 	"github.com/simrelay/simrelay/httpapi"
 	"github.com/simrelay/simrelay/internal/cliflag"
+	"github.com/simrelay/simrelay/internal/connlimit"
 	"github.com/simrelay/simrelay/mail"
 	"github.com/simrelay/simrelay/pacing"
 	"github.com/simrelay/simrelay/sms"
@@ -34,17 +35,20 @@ const (
 )
 
 type serveConfig struct {
-	listen          string
-	publicURL       string
-	dataDir         string
-	databaseURL     *cliflag.DatabaseURL
-	logFormat       string
-	logLevel        string
-	smtpURL         string
-	smtpFrom        string
-	rateGeneral     string
-	rateAuth        string
-	trustedProxies  cidrList
+	listen         string
+	publicURL      string
+	dataDir        string
+	databaseURL    *cliflag.DatabaseURL
+	logFormat      string
+	logLevel       string
+	smtpURL        string
+	smtpFrom       string
+	rateGeneral    string
+	rateAuth       string
+	trustedProxies cidrList
+	// connsPerIP bounds the HTTP connections one client address holds open
+	// (internal/connlimit); 0 bounds nothing.
+	connsPerIP      int
 	shutdownTimeout time.Duration
 	messageTTL      time.Duration
 	pprofListen     string
@@ -93,6 +97,7 @@ func (c *serveConfig) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.rateGeneral, "rate-general", "100/1m", "API rate limit per API key, user or client IP, COUNT/WINDOW")
 	fs.StringVar(&c.rateAuth, "rate-auth", "15/15m", "rate limit of the credential routes per client IP, COUNT/WINDOW")
 	fs.Var(&c.trustedProxies, "trusted-proxies", "comma-separated proxy addresses or CIDRs whose X-Forwarded-For is believed (default none: the socket peer is the client)")
+	fs.IntVar(&c.connsPerIP, "max-conns-per-ip", connlimit.DefaultPerClient, "HTTP connections one client address (an IPv6 client is its /64) holds open at once, phone links included; the --trusted-proxies are not counted; 0: no limit")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "how long in-flight requests may finish on SIGTERM")
 	fs.StringVar(&c.pprofListen, "pprof-listen", "", "serve Go's pprof profiles on this host:port (keep it on loopback); empty: off")
 	fs.DurationVar(&c.storeSyncDelay, "store-sync-delay", 0, "for measurement only: hold the embedded store's writer this long after each commit's fsync, as a slower disk would; 0 in service")
@@ -147,6 +152,9 @@ func (c *serveConfig) validate() error {
 	}
 	if c.dataDir == "" {
 		return fmt.Errorf("%s must not be empty", both("data-dir"))
+	}
+	if c.connsPerIP < 0 {
+		return fmt.Errorf("%s %d: must not be negative (0: no limit)", both("max-conns-per-ip"), c.connsPerIP)
 	}
 	if c.storeSyncDelay < 0 {
 		return fmt.Errorf("%s %s: must not be negative", both("store-sync-delay"), c.storeSyncDelay)

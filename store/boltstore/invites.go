@@ -28,18 +28,23 @@ import (
 // must not reach the inviting company.
 //
 // An invitation counts against the company's daily storage budget (a
-// *BudgetError when spent): the user record, its token and its mail.
+// *BudgetError when spent): the user record, its token and its mail. A
+// company that has store.MaxUsers users gets ErrTooManyUsers.
 func (s *Store) InviteUser(u *User, now time.Time) (heldElsewhere bool, err error) {
 	err = s.db.Update(func(tx *bolt.Tx) error {
 		if tx.Bucket(bucketCompanies).Get(itob(u.CompanyID)) == nil {
 			return ErrNotFound
+		}
+		ids := companyUserIDs(tx, u.CompanyID)
+		if len(ids) >= store.MaxUsers {
+			return store.ErrTooManyUsers
 		}
 		if err := s.charge(tx, u.CompanyID, now, store.InvitationCost); err != nil {
 			return err
 		}
 		users := tx.Bucket(bucketUsers)
 		key := emailKey(u.Email)
-		for _, id := range companyUserIDs(tx, u.CompanyID) {
+		for _, id := range ids {
 			var other User
 			if err := getJSON(users, itob(id), &other); err != nil {
 				return err

@@ -58,6 +58,7 @@ func Accounts(t *testing.T, open Opener[AccountsStore]) {
 		{"LastAdminRace", accountsLastAdminRace},
 		{"DeleteUser", accountsDeleteUser},
 		{"Invites", accountsInvites},
+		{"UserLimit", accountsUserLimit},
 		{"InviteAccepted", accountsInviteAccepted},
 		{"RefreshRotation", accountsRefreshRotation},
 		{"RefreshRace", accountsRefreshRace},

@@ -260,11 +260,21 @@ func (s *Store) DeleteUser(userID uint64) error {
 // heldElsewhere says whether another account holds the address now; it
 // chooses the invitation mail's wording and must not reach the inviting
 // company. The invitation counts against the company's daily storage
-// budget (a *store.BudgetError when spent) and enters its activity.
+// budget (a *store.BudgetError when spent) and enters its activity. A
+// company that has store.MaxUsers users gets store.ErrTooManyUsers.
 func (s *Store) InviteUser(u *store.User, now time.Time) (heldElsewhere bool, err error) {
 	err = s.write("invite user", func(t *txn) error {
 		if err := lockCompany(t, u.CompanyID); err != nil {
 			return err
+		}
+		// The company's row lock above orders invitations of one company, so
+		// the count cannot be passed by two at once.
+		var n int
+		if err := t.row("SELECT count(*) FROM users WHERE company_id = $1", id(u.CompanyID)).Scan(&n); err != nil {
+			return err
+		}
+		if n >= store.MaxUsers {
+			return store.ErrTooManyUsers
 		}
 		if err := s.charge(t, u.CompanyID, now, store.InvitationCost); err != nil {
 			return err

@@ -1,0 +1,152 @@
+// Package connlimit bounds the connections one client address holds open on
+// a listener. The HTTP server's timeouts bound how long each connection
+// lives (10 s for a request's header, a minute for its body, two minutes
+// idle between requests), but not how many one client opens: without a
+// bound, one address could hold every file descriptor the process may open
+// with idle keep-alive connections, and no phone, browser or API client
+// could connect any more.
+package connlimit
+
+import (
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/simrelay/simrelay/pacing"
+)
+
+// DefaultPerClient is the default bound of connections from one address:
+// far above what a browser (6 per host), an API client's pool or the phones
+// of one office behind a NAT (one link each) hold, far below the process's
+// file descriptors.
+const DefaultPerClient = 1000
+
+// refusalBody is the contract's error body of the refusal.
+const refusalBody = `{"error":"rate_limited","message":"Too many connections from this address at once; close some and try again."}`
+
+// refusal is written to a connection over the bound before it is closed.
+// It is a whole HTTP answer, since the connection is refused before any
+// request is read: a client sees 429 rate_limited rather than a reset.
+var refusal = []byte("HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: " +
+	strconv.Itoa(len(refusalBody)) + "\r\n\r\n" + refusalBody)
+
+// Listener accepts at most PerClient open connections from one client
+// address (an IPv6 client is its /64, as in the rate limits); connections
+// from an exempt network (the trusted proxies, which carry many clients
+// each) are not counted.
+type Listener struct {
+	net.Listener
+	perClient int
+	exempt    []*net.IPNet
+
+	mu   sync.Mutex // guards open; held only for map updates
+	open map[string]int
+
+	refused atomic.Uint64
+}
+
+// New bounds ln to perClient connections per client address; perClient <= 0
+// bounds nothing and returns ln's connections as they are.
+func New(ln net.Listener, perClient int, exempt []*net.IPNet) *Listener {
+	return &Listener{Listener: ln, perClient: perClient, exempt: exempt, open: map[string]int{}}
+}
+
+// Accept returns the next connection within the bound. One over it is
+// answered 429 and closed here, and Accept waits for the next.
+func (l *Listener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if l.perClient <= 0 {
+			return c, nil
+		}
+		ip := hostOf(c.RemoteAddr())
+		if l.exempted(ip) {
+			return c, nil
+		}
+		key := pacing.ClientKey(ip.String())
+		l.mu.Lock()
+		if l.open[key] >= l.perClient {
+			l.mu.Unlock()
+			l.refused.Add(1)
+			// The kernel's send buffer takes the answer without the client
+			// reading; the deadline only guards against a full one, so
+			// Accept never waits on a client.
+			_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+			_, _ = c.Write(refusal)
+			_ = c.Close()
+			continue
+		}
+		l.open[key]++
+		l.mu.Unlock()
+		return &conn{Conn: c, l: l, key: key}, nil
+	}
+}
+
+// Refused is how many connections were refused over the bound.
+func (l *Listener) Refused() uint64 { return l.refused.Load() }
+
+// Open is how many counted connections key (a client address as
+// pacing.ClientKey writes it) holds now.
+func (l *Listener) Open(key string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.open[key]
+}
+
+func (l *Listener) exempted(ip net.IP) bool {
+	for _, n := range l.exempt {
+		if n.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+func (l *Listener) release(key string) {
+	l.mu.Lock()
+	if l.open[key]--; l.open[key] <= 0 {
+		delete(l.open, key)
+	}
+	l.mu.Unlock()
+}
+
+// conn gives its place back once, on its first Close (the HTTP server may
+// close a connection more than once).
+type conn struct {
+	net.Conn
+	l    *Listener
+	key  string
+	once sync.Once
+}
+
+func (c *conn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() { c.l.release(c.key) })
+	return err
+}
+
+// CloseWrite keeps the TCP connection's half-close, with which the HTTP
+// server lets a client read an error answer before the connection ends.
+func (c *conn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
+// hostOf is the IP of a connection's remote address.
+func hostOf(a net.Addr) net.IP {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		return ta.IP
+	}
+	host, _, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return net.ParseIP(a.String())
+	}
+	return net.ParseIP(host)
+}

@@ -1,0 +1,155 @@
+package smtpd_test
+
+import (
+	"bufio"
+	"crypto/tls"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/simrelay/simrelay/pacing"
+	"github.com/simrelay/simrelay/smtpd"
+)
+
+// dataSession is a raw SMTP client (past STARTTLS, AUTH, MAIL, RCPT and
+// DATA when made by dataSession): write sends bytes, reply reads the next
+// reply, and closed tells whether the server then closed the connection.
+type dataSession struct {
+	t *testing.T
+	c net.Conn
+	r *bufio.Reader
+}
+
+func (e *env) dataSession(key string) *dataSession {
+	e.t.Helper()
+	d := e.rawSession(key)
+	d.say("MAIL FROM:<monitor@example.com>", "250")
+	d.say("RCPT TO:<+15551234567@"+domain+">", "250")
+	d.say("DATA", "354")
+	return d
+}
+
+// rawSession is a raw SMTP client past STARTTLS and AUTH.
+func (e *env) rawSession(key string) *dataSession {
+	e.t.Helper()
+	raw, err := net.DialTimeout("tcp", e.smtpAddr, 5*time.Second)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { raw.Close() })
+	d := &dataSession{t: e.t, c: raw, r: bufio.NewReader(raw)}
+	d.reply() // greeting
+	d.say("EHLO client.test", "250")
+	d.say("STARTTLS", "220")
+	tc := tls.Client(raw, e.clientTLS)
+	d.c, d.r = tc, bufio.NewReader(tc)
+	d.say("EHLO client.test", "250")
+	d.say("AUTH PLAIN "+base64.StdEncoding.EncodeToString([]byte("\x00"+key+"\x00x")), "235")
+	return d
+}
+
+// say sends a command and checks its reply's start.
+func (d *dataSession) say(cmd, want string) {
+	d.t.Helper()
+	d.write(cmd + "\r\n")
+	if got := d.reply(); !strings.HasPrefix(got, want) {
+		d.t.Fatalf("%s: got %q, want %s", cmd, got, want)
+	}
+}
+
+func (d *dataSession) write(s string) {
+	d.t.Helper()
+	if _, err := io.WriteString(d.c, s); err != nil {
+		d.t.Fatal(err)
+	}
+}
+
+func (d *dataSession) reply() string {
+	d.t.Helper()
+	_ = d.c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var last string
+	for {
+		line, err := d.r.ReadString('\n')
+		if err != nil {
+			d.t.Fatalf("read after %q: %v", last, err)
+		}
+		if last = line; len(line) < 4 || line[3] != '-' {
+			return last
+		}
+	}
+}
+
+func (d *dataSession) closed() bool {
+	_ = d.c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, err := d.r.ReadString('\n')
+	return err != nil
+}
+
+// TestMailThatStopsArrivingIsTemporary: a client that stops in the middle
+// of a mail's text is answered 421 4.4.2 once the read deadline passes (a
+// temporary failure: its retry sends the mail), with nothing of the
+// server's socket in the reply, and the connection is closed; nothing is
+// queued. go-smtp answered 554 5.0.0 "transaction failed: read tcp
+// ...: i/o timeout", which made a mail server bounce the mail for good.
+func TestMailThatStopsArrivingIsTemporary(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, options{cfg: smtpd.Config{Timeout: time.Second}})
+	id, key := e.company("acme")
+	vp := e.phone(id, "pixel7")
+	d := e.dataSession(key)
+	d.write("Subject: disk full\r\n\r\nThe disk is")
+	got := d.reply() // the client stalls; the deadline passes
+	if !strings.HasPrefix(got, "421 4.4.2 ") || strings.Contains(got, "127.0.0.1") {
+		t.Fatalf("a mail that stopped arriving: got %q, want 421 4.4.2 without the socket's addresses", got)
+	}
+	if !d.closed() {
+		t.Fatal("the connection stays open after the 421")
+	}
+	if n := len(vp.Jobs()); n != 0 { // the text never came whole, so no send was made
+		t.Fatalf("the phone got %d jobs, want none", n)
+	}
+}
+
+// TestMailWithALineTooLong: a line of the text over 2,000 bytes is refused
+// for good with one reply that says so, and the connection closed (the
+// rest of the text cannot be read as the mail's).
+func TestMailWithALineTooLong(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, options{})
+	id, key := e.company("acme")
+	vp := e.phone(id, "pixel7")
+	d := e.dataSession(key)
+	d.write("Subject: x\r\n\r\n" + strings.Repeat("a", 2500) + "\r\n.\r\n")
+	if got := d.reply(); !strings.HasPrefix(got, "500 5.4.0 ") || !strings.Contains(got, "longer than 2000 bytes") {
+		t.Fatalf("a line too long: got %q, want 500 5.4.0 naming the limit", got)
+	}
+	if !d.closed() {
+		t.Fatal("the connection stays open, or a second reply came")
+	}
+	if n := len(vp.Jobs()); n != 0 {
+		t.Fatalf("the phone got %d jobs, want none", n)
+	}
+}
+
+// TestRefusedRecipientsCountInTheRateLimit: every RCPT is a request in the
+// API key's general window, refused ones too, as every API request counts
+// whatever its answer; past the window RCPT answers 452 before it reads
+// anything. Refused recipients were free: one connection named unknown
+// pools without end, each a read of the company and its pools.
+func TestRefusedRecipientsCountInTheRateLimit(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, options{general: pacing.Rate{Limit: 5, Window: time.Hour}})
+	id, key := e.company("acme")
+	e.phone(id, "pixel7")
+	d := e.rawSession(key)
+	d.say("MAIL FROM:<monitor@example.com>", "250")
+	for i := range 5 {
+		d.say(fmt.Sprintf("RCPT TO:<+15551234567+pool-nope%d@%s>", i, domain), "550 5.1.1")
+	}
+	d.say("RCPT TO:<+15551234567+pool-nope5@"+domain+">", "452 4.7.0")
+	d.say("RCPT TO:<+15551234567@"+domain+">", "452 4.7.0")
+}
