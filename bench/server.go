@@ -89,9 +89,7 @@ func startServer(ctx context.Context, bin, dir, databaseURL string, stderr io.Wr
 	args := []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dir, "--log-level", "warn",
 		"--rate-general", "1000000000/1m", "--rate-auth", "1000000000/1m",
 		// The bench's webhook receiver is on loopback.
-		"--webhook-allow-private",
-		// The cluster's balancer links every phone from one address.
-		"--max-conns-per-ip", "0"}
+		"--webhook-allow-private"}
 	// Profiles on loopback: the memory readings run the server's GC through
 	// them first, so they count live memory, not garbage awaiting collection.
 	pprofAddr := ""

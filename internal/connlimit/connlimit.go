@@ -8,10 +8,12 @@
 package connlimit
 
 import (
+	"errors"
 	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/simrelay/simrelay/pacing"
@@ -128,6 +130,18 @@ func (c *conn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(func() { c.l.release(c.key) })
 	return err
+}
+
+// SyscallConn gives the socket's descriptor, as the TCP connection does:
+// the phone links' reader waits for data on it directly, outside the
+// WebSocket library and without a buffer (gateway's linkIO), and without
+// it every link would fall back to the library's buffers and deep waits.
+func (c *conn) SyscallConn() (syscall.RawConn, error) {
+	sc, ok := c.Conn.(syscall.Conn)
+	if !ok {
+		return nil, errors.ErrUnsupported
+	}
+	return sc.SyscallConn()
 }
 
 // CloseWrite keeps the TCP connection's half-close, with which the HTTP
