@@ -118,6 +118,20 @@ type linkIO struct {
 	unsynced atomic.Bool          // writes left the frame boundaries: pass them on as they come, and write no ping
 }
 
+// uncount gives a registered link's connection its place back in the
+// listener's bound of connections per client address (internal/connlimit),
+// when the connection is counted there: a registered link is its device's
+// one link, bounded by the company's devices, and a fleet behind one NAT
+// address must not meet a bound meant for anonymous connections.
+func uncount(sock net.Conn) {
+	if l, ok := sock.(*linkIO); ok {
+		sock = l.Conn
+	}
+	if u, ok := sock.(interface{ Uncount() }); ok {
+		u.Uncount()
+	}
+}
+
 // newLinkIO wraps conn, or returns nil when conn gives no raw access to its
 // socket (one that reads through TLS, say).
 func newLinkIO(conn net.Conn) *linkIO {

@@ -144,6 +144,7 @@ func (c *conn) run() {
 	if old != nil {
 		old.closeWith(proto.CloseReplaced, "replaced by a newer connection")
 	}
+	uncount(c.sock) // before the welcome: the phone's next connection finds its place free
 	// The device as read after registering: a settings change made since
 	// the hello is in it, and any later one reaches this link as config.
 	c.setPace(fresh.SMSPerMinute)

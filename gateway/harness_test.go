@@ -77,6 +77,13 @@ func newRigAt(t testing.TB, cfg Config, now func() time.Time) *rig {
 // newRigStore is newRigAt over a store opened with opt.
 func newRigStore(t testing.TB, cfg Config, now func() time.Time, opt storetest.Options) *rig {
 	t.Helper()
+	return newRigServed(t, cfg, now, opt, nil)
+}
+
+// newRigServed is newRigStore served through wrap's listener (nil: the
+// loopback listener as it is).
+func newRigServed(t testing.TB, cfg Config, now func() time.Time, opt storetest.Options, wrap func(net.Listener) net.Listener) *rig {
+	t.Helper()
 	st := storetest.OpenWith(t, opt)
 	c := store.Company{Name: "Acme", APIKeyHash: []byte("k")}
 	admin := store.User{Email: "a@acme.test", PasswordHash: "x"}
@@ -90,7 +97,11 @@ func newRigStore(t testing.TB, cfg Config, now func() time.Time, opt storetest.O
 	reads := new(atomic.Int64)
 	hub := New(cfg, devices, countedIntake{messages, reads}, log, time.Now)
 	messages.SetDispatcher(hub)
-	srv := httptest.NewServer(hub)
+	srv := httptest.NewUnstartedServer(hub)
+	if wrap != nil {
+		srv.Listener = wrap(srv.Listener)
+	}
+	srv.Start()
 	r := &rig{t: t, hub: hub, store: st, devices: devices, sms: messages, url: "ws" + strings.TrimPrefix(srv.URL, "http"), company: c.ID, admin: admin.ID, logs: logs, reads: reads}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

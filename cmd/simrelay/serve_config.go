@@ -97,7 +97,7 @@ func (c *serveConfig) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.rateGeneral, "rate-general", "100/1m", "API rate limit per API key, user or client IP, COUNT/WINDOW")
 	fs.StringVar(&c.rateAuth, "rate-auth", "15/15m", "rate limit of the credential routes per client IP, COUNT/WINDOW")
 	fs.Var(&c.trustedProxies, "trusted-proxies", "comma-separated proxy addresses or CIDRs whose X-Forwarded-For is believed (default none: the socket peer is the client)")
-	fs.IntVar(&c.connsPerIP, "max-conns-per-ip", connlimit.DefaultPerClient, "HTTP connections one client address (an IPv6 client is its /64) holds open at once, phone links included; the --trusted-proxies are not counted; 0: no limit")
+	fs.IntVar(&c.connsPerIP, "max-conns-per-ip", connlimit.DefaultPerClient, "HTTP connections one client address (an IPv6 client is its /64) holds open at once (a phone link only until its device token is checked and it is registered); the --trusted-proxies are not counted; 0: no limit")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "how long in-flight requests may finish on SIGTERM")
 	fs.StringVar(&c.pprofListen, "pprof-listen", "", "serve Go's pprof profiles on this host:port (keep it on loopback); empty: off")
 	fs.DurationVar(&c.storeSyncDelay, "store-sync-delay", 0, "for measurement only: hold the embedded store's writer this long after each commit's fsync, as a slower disk would; 0 in service")

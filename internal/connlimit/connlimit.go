@@ -21,7 +21,8 @@ import (
 
 // DefaultPerClient is the default bound of connections from one address:
 // far above what a browser (6 per host), an API client's pool or the phones
-// of one office behind a NAT (one link each) hold, far below the process's
+// of one office reconnecting at once behind a NAT hold (a registered link
+// gives its place back: Uncount), far below the process's
 // file descriptors.
 const DefaultPerClient = 1000
 
@@ -130,6 +131,17 @@ func (c *conn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(func() { c.l.release(c.key) })
 	return err
+}
+
+// Uncount gives the connection's place back while it stays open: the
+// phone hub calls it once a link's device token is checked and the link
+// registered. Such a link is the device's one link (a newer one replaces
+// it), so what a company's links hold is bounded by its devices, not by
+// this bound; without it, more phones than the bound behind one NAT
+// address could not all connect. Anonymous and unregistered connections
+// stay counted.
+func (c *conn) Uncount() {
+	c.once.Do(func() { c.l.release(c.key) })
 }
 
 // SyscallConn gives the socket's descriptor, as the TCP connection does:
