@@ -30,6 +30,11 @@ const (
 	// DefaultTimeout bounds each read and write of a connection: RFC 5321
 	// asks servers for minutes; a client silent this long is cut.
 	DefaultTimeout = time.Minute
+	// DefaultMaxSession bounds a connection's whole life: Timeout alone
+	// lets a client that sends a command (a NOOP) just within it keep its
+	// place among MaxConns for ever. Half an hour is many mails' worth for
+	// a mail server on one connection; cut, it gets 421 and connects again.
+	DefaultMaxSession = 30 * time.Minute
 )
 
 // Config tunes the listener; zero fields take their defaults.
@@ -50,6 +55,9 @@ type Config struct {
 	MaxConnsPerIP int
 	// Timeout bounds each read and write.
 	Timeout time.Duration
+	// MaxSession bounds a connection's life: no read waits past it, and
+	// the client is then answered 421 4.4.2 and the connection closed.
+	MaxSession time.Duration
 	// Logger logs refusals and faults; nil discards.
 	Logger *slog.Logger
 }
@@ -69,6 +77,9 @@ func (c *Config) defaults() {
 	}
 	if c.Timeout <= 0 {
 		c.Timeout = DefaultTimeout
+	}
+	if c.MaxSession <= 0 {
+		c.MaxSession = DefaultMaxSession
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

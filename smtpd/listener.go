@@ -17,6 +17,7 @@ const tooMany = "421 4.7.0 Too many connections; try again later\r\n"
 type limitListener struct {
 	net.Listener
 	total, perIP int
+	life         time.Duration // a connection's longest life (Config.MaxSession)
 
 	mu    sync.Mutex // guards the fields below
 	conns map[*limitedConn]struct{}
@@ -24,8 +25,8 @@ type limitListener struct {
 	down  bool
 }
 
-func newLimitListener(ln net.Listener, total, perIP int) *limitListener {
-	return &limitListener{Listener: ln, total: total, perIP: perIP, conns: map[*limitedConn]struct{}{}, byIP: map[string]int{}}
+func newLimitListener(ln net.Listener, total, perIP int, life time.Duration) *limitListener {
+	return &limitListener{Listener: ln, total: total, perIP: perIP, life: life, conns: map[*limitedConn]struct{}{}, byIP: map[string]int{}}
 }
 
 // Accept returns the next connection within the limits; those over a limit
@@ -52,10 +53,11 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			c.Close()
 			continue
 		}
-		lc := &limitedConn{Conn: c, l: l, ip: ip}
+		lc := &limitedConn{Conn: c, l: l, ip: ip, end: time.Now().Add(l.life)}
 		l.conns[lc] = struct{}{}
 		l.byIP[ip]++
 		l.mu.Unlock()
+		_ = lc.SetReadDeadline(time.Time{}) // the session's end, until go-smtp sets its own
 		return lc, nil
 	}
 }
@@ -92,7 +94,28 @@ type limitedConn struct {
 	net.Conn
 	l    *limitListener
 	ip   string
+	end  time.Time // no read waits past it
 	once sync.Once
+}
+
+// SetReadDeadline keeps every read within the connection's life: go-smtp
+// sets a deadline of Config.Timeout before each command, and a client that
+// sends one just within it would otherwise never be cut. At the end the
+// read times out and go-smtp answers 421 4.4.2 (a mail's text cut short:
+// session.unread); writes keep their own deadlines, so that answer goes out.
+func (c *limitedConn) SetReadDeadline(t time.Time) error {
+	if t.IsZero() || t.After(c.end) {
+		t = c.end
+	}
+	return c.Conn.SetReadDeadline(t)
+}
+
+// SetDeadline is SetReadDeadline's bound for reads, t for writes.
+func (c *limitedConn) SetDeadline(t time.Time) error {
+	if err := c.Conn.SetWriteDeadline(t); err != nil {
+		return err
+	}
+	return c.SetReadDeadline(t)
 }
 
 func (c *limitedConn) Close() error {

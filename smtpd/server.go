@@ -100,7 +100,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		s.mu.Unlock()
 		return ln.Close()
 	}
-	lim := newLimitListener(ln, s.cfg.MaxConns, s.cfg.MaxConnsPerIP)
+	lim := newLimitListener(ln, s.cfg.MaxConns, s.cfg.MaxConnsPerIP, s.cfg.MaxSession)
 	s.ln = lim
 	s.mu.Unlock()
 	err := s.srv.Serve(lim)
