@@ -47,24 +47,6 @@ func TestReportBatchesTrimInOneOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waiting := func(n int) {
-		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			var got int
-			if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-				WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&got); err != nil {
-				t.Fatal(err)
-			}
-			if got >= n {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%d transactions wait for a lock after 30s, want %d", got, n)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
 	hold, err := s.pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -81,9 +63,9 @@ func TestReportBatchesTrimInOneOrder(t *testing.T) {
 	second := []*report{sent(jobs["11"], "job-1"), sent(jobs["01"], "job-1")}
 	var wg sync.WaitGroup
 	wg.Go(func() { s.applyReports(first) })
-	waiting(1)
+	waitLocks(t, s, 1)
 	wg.Go(func() { s.applyReports(second) })
-	waiting(2)
+	waitLocks(t, s, 2)
 	if err := hold.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
