@@ -79,13 +79,7 @@ func TestReportBatchAsAlone(t *testing.T) {
 	setUp := func(prefix string) world {
 		c, _ := conformance.Company(t, s)
 		conformance.Device(t, s, c.ID, "fp-"+prefix)
-		if _, err := s.UpdateWebhookSet(c.ID, conformance.T0, func(set *store.WebhookSet) error {
-			set.Entries = append(set.Entries, store.WebhookEntry{URL: "https://hooks.example/in", Active: true,
-				Events: []string{"message.sent", "message.delivered", "message.failed"}})
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
+		statusWebhook(t, s, c.ID, conformance.T0)
 		w := world{prefix: prefix, c: c}
 		for i := range 6 {
 			m := store.Message{UUID: fmt.Sprintf("%s-%d", prefix, i), CompanyID: c.ID, Device: "fp-" + prefix, SIMSlot: "SIM1",

@@ -87,13 +87,7 @@ func TestReportBatchesInterleaved(t *testing.T) {
 	for ci := range 2 {
 		c, _ := conformance.Company(t, s)
 		companies = append(companies, c.ID)
-		if _, err := s.UpdateWebhookSet(c.ID, time.Now(), func(set *store.WebhookSet) error {
-			set.Entries = append(set.Entries, store.WebhookEntry{URL: "https://hooks.example/in", Active: true,
-				Events: []string{"message.sent", "message.delivered", "message.failed"}})
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
+		statusWebhook(t, s, c.ID, time.Now())
 		for d := range devices {
 			fp := fmt.Sprintf("fp-%d-%d", ci, d)
 			conformance.Device(t, s, c.ID, fp)

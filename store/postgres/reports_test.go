@@ -109,13 +109,7 @@ func TestReportBatchCost(t *testing.T) {
 	}})
 	c, _ := conformance.Company(t, s)
 	conformance.Device(t, s, c.ID, "fp")
-	if _, err := s.UpdateWebhookSet(c.ID, time.Now(), func(set *store.WebhookSet) error {
-		set.Entries = append(set.Entries, store.WebhookEntry{URL: "https://hooks.example/in", Active: true,
-			Events: []string{"message.sent", "message.delivered", "message.failed"}})
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	statusWebhook(t, s, c.ID, time.Now())
 	cost := func(jobs int) (stmts, trips int64) {
 		t.Helper()
 		var dev uint64
@@ -167,5 +161,18 @@ func TestReportBatchCost(t *testing.T) {
 	if large > small || largeTrips > smallTrips {
 		t.Errorf("60 changes cost %d statements in %d round trips, 12 cost %d in %d: want no more for more changes",
 			large, largeTrips, small, smallTrips)
+	}
+}
+
+// statusWebhook gives the company a webhook that wants every outcome of a
+// send (sent, delivered, failed), so that its changes make status events.
+func statusWebhook(t *testing.T, s *Store, companyID uint64, at time.Time) {
+	t.Helper()
+	if _, err := s.UpdateWebhookSet(companyID, at, func(set *store.WebhookSet) error {
+		set.Entries = append(set.Entries, store.WebhookEntry{URL: "https://hooks.example/in", Active: true,
+			Events: []string{"message.sent", "message.delivered", "message.failed"}})
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 }
