@@ -247,6 +247,11 @@ func pairPhone(ctx context.Context, cfg phoneConfig, say func(string, ...any), f
 		PairingCode: code, DeviceFingerprint: cfg.fingerprint, DeviceName: cfg.name, AppVersion: "simrelay-phone " + buildVersion(),
 		SIMs: []proto.SIM{{Slot: proto.SIM1, Carrier: "Virtual", PhoneNumber: "+15550100001"}, {Slot: proto.SIM2, Carrier: "Virtual", PhoneNumber: "+15550100002"}},
 	})
+	// The pairing's requests are the phone's last on plain HTTP: their idle
+	// keep-alive connection would otherwise stay open beside the link, a
+	// place in the server's bound of connections per address (a fleet of
+	// virtual phones from one address would fill it with idle ones).
+	http.DefaultClient.CloseIdleConnections()
 	if err != nil {
 		return reg, err
 	}
