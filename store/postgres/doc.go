@@ -164,11 +164,20 @@
 // order, and every shared row the write touches is listed by key, as a
 // report batch lists it: two nodes sweeping at once on the same devices
 // never wait on each other in a circle (TestSweepsLockDevicesInOrder).
-// The order is messages, then devices, as before; a device deletion
-// locks its device and then its jobs, so it can still meet a release of
-// that device's jobs in a deadlock the database breaks (rare: a deleted
-// device's scheduled jobs coming due that very moment), and a send
-// through a pool locks its members as it looks at them, not in id order.
+//
+// Lock order: messages, then pool turns, then devices, several devices
+// in one statement in id order. A report batch locks its messages (its
+// devices it reads unlocked); a sweep its messages, then their devices; a
+// failover its jobs, then the turns of their pools (in pool id order),
+// then all their members' devices (TestFailoverTakesPoolTurnsFirst); a
+// device deletion its device's unfinished jobs (in id order), then the
+// device, then those jobs again with any a send queued in between
+// (TestDeviceDeletionLocksAfterItsJobs). A send locks no message that
+// exists already: a send by name locks its device, a send through a pool
+// the pool's turn and then the device of every member its strategy may
+// look at, before it looks at any (route.go,
+// TestPoolSendsLockDevicesInOrder). So no two of them wait on each other
+// in a circle over messages, turns and devices.
 //
 // # Versus the embedded store
 //

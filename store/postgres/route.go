@@ -15,16 +15,25 @@ import (
 // Routing a send on PostgreSQL, against the embedded store's single writer:
 //
 //   - A SIM's caps are exact because its device's row is locked before its
-//     counts are read (route locks the named device; a pool locks each
-//     member's device the first time it looks at it), and held until the
-//     commit: sends from one device serialise there, on any node.
+//     counts are read (route locks the named device; a pool locks the
+//     devices of all its members before it looks at one: lockMembers), and
+//     held until the commit: sends from one device serialise there, on any
+//     node.
 //   - A pool's turn is a row of pool_turns, locked by the first send through
 //     the pool (INSERT ... ON CONFLICT ... RETURNING), so the sends through
 //     one pool take turns exactly, as on one node, and serialise on it.
 //     Sends through different pools, or to devices by name, do not.
-//   - Locks are taken pool turn first, then devices in the order the
-//     strategy looks at them; two sends that meet in another order are a
-//     deadlock the database breaks, and the loser runs again (write).
+//   - Locks are taken pool turn first, then the members' devices in one
+//     statement in id order, whatever order the strategy then looks at
+//     them in: two sends through pools that share devices take the shared
+//     ones in the same order, so neither holds one the other waits for
+//     (TestPoolSendsLockDevicesInOrder). The cost: a send through a pool
+//     holds every member's device until its commit, not only those it
+//     looked at, so a send by name to a member device, or through another
+//     pool that shares one, waits for it (a send's few round trips; sends
+//     through one pool wait for each other on its turn anyway); and one
+//     statement locks them all, where the strategy's first look took one
+//     statement for one device (at most store.MaxPoolMembers members).
 //   - least_loaded counts the queue_place rows of each member's device (up
 //     to loadCountCap); sticky's fallback to "the member that last talked
 //     to the recipient" is the newest message, either way, between the
@@ -123,16 +132,18 @@ const loadCountCap = 100
 // poolPicker chooses members of one pool for the sends of one transaction:
 // it reads the pool and its turn (locked: the sends through one pool take
 // turns, as on one node) once and keeps what its own picks add, so a bulk
-// send spreads as single sends would. A member's device is locked when the
-// picker first looks at it, so what it reads of the device's SIMs' caps is
-// what the send counts against.
+// send spreads as single sends would. Its members' devices are locked
+// before its first pick looks at any (lockMembers), so what it reads of
+// the devices' SIMs' caps is what the send counts against.
 type poolPicker struct {
 	t     *txn
 	pool  store.Pool
 	check store.DeviceCheck
 	turn  uint64
-	// devices caches each member's device (nil: not live).
+	// devices holds each member's device, locked (nil: not live), once
+	// locked is set (lockMembers).
 	devices map[uint64]*store.Device
+	locked  bool
 	// failing caches whether each member's SIM is in a carrier-error streak.
 	failing map[simKey]bool
 	// load is each device's queued jobs (counted up to loadCountCap) plus
@@ -233,22 +244,59 @@ func (pp *poolPicker) usable(m store.PoolMember, phone string) (*store.Device, b
 	return d, true, nil
 }
 
-// device is the member's live device, locked: its SIMs' counts are read
-// and written under the lock. nil is a device that is gone.
+// device is the member's live device, locked by lockMembers: its SIMs'
+// counts are read and written under the lock. nil is a device that is
+// gone.
 func (pp *poolPicker) device(deviceID uint64) (*store.Device, error) {
-	if d, ok := pp.devices[deviceID]; ok {
-		return d, nil
+	if !pp.locked {
+		return nil, fmt.Errorf("store: pool %d looked at device %d before locking its members", pp.pool.ID, deviceID)
 	}
-	dev, err := liveDeviceByID(pp.t, pp.pool.CompanyID, deviceID, true)
-	var d *store.Device
-	switch {
-	case err == nil:
-		d = &dev
-	case !errors.Is(err, store.ErrDeviceGone):
-		return nil, err
+	return pp.devices[deviceID], nil
+}
+
+// lockMembers locks the live devices of every member the pickers pps (of
+// one company) may look at, all but those their skip passes over, in one
+// statement in id order, and keeps them for device. A pick does it for its
+// picker before it looks at any member (a failover for all its pickers at
+// once). The strategies look at members in orders of their own (a turn,
+// the loads, a recipient's last member), so a device locked as it is
+// looked at would let two sends through pools that share devices each
+// hold one the other waits for; in id order, as the sweeps lock theirs,
+// every writer takes the devices it shares with another in one order.
+func lockMembers(t *txn, pps ...*poolPicker) error {
+	if len(pps) == 0 {
+		return nil
 	}
-	pp.devices[deviceID] = d
-	return d, nil
+	var ids []int64
+	for _, pp := range pps {
+		for _, m := range pp.pool.Members {
+			if pp.skip != nil && pp.skip(m) != "" {
+				continue
+			}
+			ids = append(ids, id(m.DeviceID))
+			pp.devices[m.DeviceID] = nil // gone unless read below
+		}
+	}
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	if len(ids) > 0 {
+		devs, err := getRecs[store.Device](t, `SELECT rec FROM devices
+			WHERE company_id = $1 AND id = ANY($2) AND deleted_at IS NULL ORDER BY id FOR UPDATE`, id(pps[0].pool.CompanyID), ids)
+		if err != nil {
+			return fmt.Errorf("lock %d devices of pool %d: %w", len(ids), pps[0].pool.ID, err)
+		}
+		for _, pp := range pps {
+			for i := range devs {
+				if _, ok := pp.devices[devs[i].ID]; ok {
+					pp.devices[devs[i].ID] = &devs[i]
+				}
+			}
+		}
+	}
+	for _, pp := range pps {
+		pp.locked = true
+	}
+	return nil
 }
 
 func (pp *poolPicker) note(m store.PoolMember, why string) {
@@ -263,6 +311,11 @@ func (pp *poolPicker) pick(phone string) (store.PoolMember, *store.Device, error
 	pp.reasons, pp.capped = pp.reasons[:0], 0
 	if len(pp.pool.Members) == 0 {
 		return store.PoolMember{}, nil, &store.PoolUnavailableError{Pool: pp.pool.Name, Reasons: []string{"it has no members"}}
+	}
+	if !pp.locked {
+		if err := lockMembers(pp.t, pp); err != nil {
+			return store.PoolMember{}, nil, err
+		}
 	}
 	var m store.PoolMember
 	var d *store.Device

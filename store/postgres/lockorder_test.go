@@ -1,0 +1,263 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/simrelay/simrelay/store"
+	"github.com/simrelay/simrelay/store/conformance"
+)
+
+// TestPoolSendsLockDevicesInOrder: two sends through different pools that
+// share devices A and B (ids rising A, B, C) look at them in opposite
+// orders: the first, a single send through pool one (A, C, B), is refused
+// A's and C's SIM by its check and takes B; the second, a bulk send
+// through pool two (B, A), is refused B's SIM and takes A. A held lock on
+// C makes the first wait there while the second runs on. Locking each
+// device as its strategy looks at it, the first would hold A and wait for
+// C, then for B, which the second holds while it waits for A, and the
+// database would break the deadlock; locked in id order before the
+// strategy looks, both take A first and the database breaks none.
+func TestPoolSendsLockDevicesInOrder(t *testing.T) {
+	t.Parallel()
+	dl := &deadlocks{}
+	url := migrated(t)
+	s, other := openURL(t, url, Options{Tracer: dl}), openURL(t, url, Options{Tracer: dl}) // two nodes
+	ctx := context.Background()
+	c, _ := conformance.Company(t, s)
+	devs := map[string]store.Device{}
+	for _, fp := range []string{"pool-a", "pool-b", "pool-c"} {
+		devs[fp] = conformance.Device(t, s, c.ID, fp)
+	}
+	if a, b, cc := devs["pool-a"].ID, devs["pool-b"].ID, devs["pool-c"].ID; a >= b || b >= cc {
+		t.Fatalf("device ids %d, %d, %d: want them rising", a, b, cc)
+	}
+	pool := func(name, slot string, fps ...string) {
+		t.Helper()
+		var members []store.PoolMemberInput
+		for _, fp := range fps {
+			members = append(members, store.PoolMemberInput{Device: fp, SIMSlot: slot})
+		}
+		if _, err := s.PutPool(c.ID, 0, conformance.T0, func(store.Pool) (store.PoolInput, error) {
+			return store.PoolInput{Name: name, Strategy: store.PoolRoundRobin, Members: members}, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pool("one", "SIM1", "pool-a", "pool-c", "pool-b")
+	pool("two", "SIM2", "pool-b", "pool-a")
+	refused := map[string]bool{"pool-a/SIM1": true, "pool-c/SIM1": true, "pool-b/SIM2": true}
+	check := func(d store.Device, slot string) error {
+		if refused[d.Fingerprint+"/"+slot] {
+			return errors.New("refused by the test")
+		}
+		return nil
+	}
+	hold, err := s.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Rollback(ctx) //nolint:errcheck // released below
+	if _, err := hold.Exec(ctx, "SELECT 1 FROM devices WHERE id = $1 FOR UPDATE", int64(devs["pool-c"].ID)); err != nil {
+		t.Fatal(err)
+	}
+	msg := func(poolName string) store.Message {
+		return store.Message{UUID: "via-" + poolName, CompanyID: c.ID, Pool: poolName, Channel: "sms", Phone: "+15550100000", Text: "hi"}
+	}
+	clock := func() time.Time { return conformance.T0 }
+	var wg sync.WaitGroup
+	var got [2]store.Message
+	var errs [2]error
+	wg.Go(func() {
+		m := msg("one")
+		got[0], _, errs[0] = s.Enqueue(&m, store.IdempotencyKey{}, clock, check, nil)
+	})
+	waitLocks(t, s, 1)
+	wg.Go(func() {
+		out, _, err := other.EnqueueBulk([]store.Message{msg("two")}, store.IdempotencyKey{}, clock, check, nil)
+		if errs[1] = err; len(out) == 1 {
+			got[1] = out[0]
+		}
+	})
+	waitLocks(t, s, 2)
+	if err := hold.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	for i, want := range []string{"pool-b/SIM1", "pool-a/SIM2"} {
+		if errs[i] != nil || got[i].Device+"/"+got[i].SIMSlot != want || got[i].Status != store.MsgQueued {
+			t.Errorf("send %d: %s/%s %s (%v), want queued on %s", i, got[i].Device, got[i].SIMSlot, got[i].Status, errs[i], want)
+		}
+	}
+	if n := dl.n.Load(); n != 0 {
+		t.Errorf("the database broke %d deadlocks between the sends, in %q", n, dl.sql)
+	}
+}
+
+// TestDeviceDeletionLocksAfterItsJobs: a release of due jobs of devices E
+// and D (ids rising) beside the deletion of D. The release has locked both
+// jobs and waits for E, held by another transaction; the deletion then
+// starts. Locking D first and its jobs after, the deletion would hold D
+// and wait for D's job, which the release holds while it waits for D once
+// it has E, and the database would break the deadlock; locking D's jobs
+// first, as every writer that takes jobs and devices does, the deletion
+// waits behind the release and the database breaks none.
+func TestDeviceDeletionLocksAfterItsJobs(t *testing.T) {
+	t.Parallel()
+	dl := &deadlocks{}
+	url := migrated(t)
+	s, other := openURL(t, url, Options{Tracer: dl}), openURL(t, url, Options{Tracer: dl}) // two nodes
+	ctx := context.Background()
+	c, _ := conformance.Company(t, s)
+	fps := devicesOf(t, s, c.ID, 2) // E, D
+	var jobs []store.Message
+	for i, fp := range fps {
+		m := store.Message{UUID: fmt.Sprintf("due-%d", i), CompanyID: c.ID, Device: fp, SIMSlot: "SIM1", Channel: "sms",
+			Phone: "+15550100000", Text: "hi", SendAt: conformance.T0.Add(time.Minute)}
+		got, _, err := s.Enqueue(&m, store.IdempotencyKey{}, func() time.Time { return conformance.T0 }, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		jobs = append(jobs, got)
+	}
+	if jobs[0].DeviceID >= jobs[1].DeviceID {
+		t.Fatalf("device ids %d, %d: want E's below D's", jobs[0].DeviceID, jobs[1].DeviceID)
+	}
+	hold, err := s.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Rollback(ctx) //nolint:errcheck // released below
+	if _, err := hold.Exec(ctx, "SELECT 1 FROM devices WHERE id = $1 FOR UPDATE", int64(jobs[0].DeviceID)); err != nil {
+		t.Fatal(err)
+	}
+	now := conformance.T0.Add(time.Hour)
+	var wg sync.WaitGroup
+	var released []store.Message
+	var relErr, delErr error
+	wg.Go(func() { released, relErr = s.ReleaseDue(now, 10) })
+	waitLocks(t, s, 1)
+	wg.Go(func() { _, delErr = other.DeleteDevice(c.ID, fps[1], now) })
+	waitLocks(t, s, 2)
+	if err := hold.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if relErr != nil || len(released) != 2 {
+		t.Fatalf("the release moved %d jobs (%v), want both", len(released), relErr)
+	}
+	if delErr != nil {
+		t.Fatalf("delete device: %v", delErr)
+	}
+	for i, want := range []string{store.MsgQueued, store.MsgFailed} {
+		m, err := s.MessageByUUID(c.ID, jobs[i].UUID)
+		if err != nil || m.Status != want {
+			t.Errorf("job %d: %s %s (%v), want %s", i, m.Status, m.Error, err, want)
+		}
+	}
+	if n := dl.n.Load(); n != 0 {
+		t.Errorf("the database broke %d deadlocks between the release and the deletion, in %q", n, dl.sql)
+	}
+}
+
+// TestFailoverTakesPoolTurnsFirst: a failover moves jobs of two pools off
+// device X (ids rising X, B, A; pool one X and A, pool two X, B and A)
+// beside a send through pool two, which takes pool two's turn and then
+// waits for B, held by another transaction. Opening each pool as its first
+// job came, the failover would take pool one's turn, lock A for the job of
+// pool one, and wait for pool two's turn, which the send holds while it
+// waits for A once it has B (its check refuses B), and the database would
+// break the deadlock; taking both pools' turns first, in pool id order,
+// and their devices after, the failover waits behind the send for pool
+// two's turn holding no device, and the database breaks none.
+func TestFailoverTakesPoolTurnsFirst(t *testing.T) {
+	t.Parallel()
+	dl := &deadlocks{}
+	url := migrated(t)
+	s, other := openURL(t, url, Options{Tracer: dl}), openURL(t, url, Options{Tracer: dl}) // two nodes
+	ctx := context.Background()
+	c, _ := conformance.Company(t, s)
+	devs := map[string]store.Device{}
+	for _, fp := range []string{"fo-x", "fo-b", "fo-a"} {
+		devs[fp] = conformance.Device(t, s, c.ID, fp)
+	}
+	if x, b, a := devs["fo-x"].ID, devs["fo-b"].ID, devs["fo-a"].ID; x >= b || b >= a {
+		t.Fatalf("device ids %d, %d, %d: want them rising", x, b, a)
+	}
+	pools := map[string]uint64{}
+	for _, p := range []struct {
+		name string
+		fps  []string
+	}{{"one", []string{"fo-x", "fo-a"}}, {"two", []string{"fo-x", "fo-b", "fo-a"}}} {
+		var members []store.PoolMemberInput
+		for _, fp := range p.fps {
+			members = append(members, store.PoolMemberInput{Device: fp, SIMSlot: "SIM1"})
+		}
+		got, err := s.PutPool(c.ID, 0, conformance.T0, func(store.Pool) (store.PoolInput, error) {
+			return store.PoolInput{Name: p.name, Strategy: store.PoolRoundRobin, Members: members}, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pools[p.name] = got.ID
+	}
+	clock := func() time.Time { return conformance.T0 }
+	send := func(st *Store, poolName string, check store.DeviceCheck) (store.Message, error) {
+		m := store.Message{UUID: fmt.Sprintf("fo-%s-%d", poolName, time.Now().UnixNano()), CompanyID: c.ID, Pool: poolName,
+			Channel: "sms", Phone: "+15550100000", Text: "hi"}
+		out, _, err := st.Enqueue(&m, store.IdempotencyKey{}, clock, check, nil)
+		return out, err
+	}
+	for _, p := range []string{"one", "two"} { // each pool's first turn: X
+		if m, err := send(s, p, nil); err != nil || m.Device != "fo-x" {
+			t.Fatalf("send through %s: %s (%v), want it on fo-x", p, m.Device, err)
+		}
+	}
+	hold, err := s.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Rollback(ctx) //nolint:errcheck // released below
+	if _, err := hold.Exec(ctx, "SELECT 1 FROM devices WHERE id = $1 FOR UPDATE", int64(devs["fo-b"].ID)); err != nil {
+		t.Fatal(err)
+	}
+	notB := func(d store.Device, _ string) error {
+		if d.Fingerprint == "fo-b" {
+			return errors.New("refused by the test")
+		}
+		return nil
+	}
+	var wg sync.WaitGroup
+	var sent store.Message
+	var moved []store.Message
+	var sendErr, moveErr error
+	wg.Go(func() { sent, sendErr = send(s, "two", notB) })
+	waitLocks(t, s, 1)
+	wg.Go(func() {
+		moved, moveErr = other.Failover(store.FailoverInput{CompanyID: c.ID, DeviceID: devs["fo-x"].ID, Reason: store.FailoverOffline,
+			Pools: map[uint64]bool{pools["one"]: true, pools["two"]: true}, Limit: 10}, notB, conformance.T0)
+	})
+	waitLocks(t, s, 2)
+	if err := hold.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if sendErr != nil || sent.Device != "fo-a" {
+		t.Errorf("the send through two: %s (%v), want it on fo-a", sent.Device, sendErr)
+	}
+	if moveErr != nil || len(moved) != 2 {
+		t.Fatalf("the failover moved %d jobs (%v), want both", len(moved), moveErr)
+	}
+	for _, m := range moved {
+		if m.Device != "fo-a" || m.Status != store.MsgQueued {
+			t.Errorf("job %s moved to %s, %s: want queued on fo-a", m.UUID, m.Device, m.Status)
+		}
+	}
+	if n := dl.n.Load(); n != 0 {
+		t.Errorf("the database broke %d deadlocks between the failover and the send, in %q", n, dl.sql)
+	}
+}
