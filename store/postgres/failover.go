@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -35,14 +36,21 @@ func (s *Store) Failover(in store.FailoverInput, check store.DeviceCheck, now ti
 		if len(pools) == 0 || in.Limit <= 0 {
 			return nil
 		}
-		jobs, err := getRecs[store.Message](t, `SELECT rec FROM messages
-			WHERE company_id = $1 AND device_id = $2 AND status = $3 AND queue_place IS NOT NULL AND queue_place > $4 AND priority = 0
-				AND (rec->>'pool_id')::bigint = ANY($5) AND ($6 = '' OR rec->>'sim_slot' = $6)
-			ORDER BY queue_place LIMIT $7 FOR UPDATE`,
+		// The first jobs in queue order, locked in id order, as a
+		// deletion of the device or a batch of reports locks them: the
+		// places of a device's jobs need not rise with their ids (a
+		// released or moved job takes its place late). The conditions are
+		// checked again on a row another transaction changed meanwhile.
+		const job = `company_id = $1 AND device_id = $2 AND status = $3 AND queue_place IS NOT NULL AND queue_place > $4
+			AND priority = 0 AND (rec->>'pool_id')::bigint = ANY($5) AND ($6 = '' OR rec->>'sim_slot' = $6)`
+		jobs, err := getRecs[store.Message](t, `SELECT rec FROM messages WHERE `+job+` AND id IN (
+				SELECT id FROM messages WHERE `+job+` ORDER BY queue_place LIMIT $7)
+			ORDER BY id FOR UPDATE`,
 			id(in.CompanyID), id(in.DeviceID), store.MsgQueued, id(in.After), pools, in.Slot, in.Limit)
 		if err != nil {
 			return err
 		}
+		slices.SortFunc(jobs, func(a, b store.Message) int { return cmp.Compare(a.QueueSeq, b.QueueSeq) })
 		tally := newSIMTally(t, now)
 		pickers, err := failoverPickers(t, in, jobs, check, tally)
 		if err != nil {

@@ -261,3 +261,98 @@ func TestFailoverTakesPoolTurnsFirst(t *testing.T) {
 		t.Errorf("the database broke %d deadlocks between the failover and the send, in %q", n, dl.sql)
 	}
 }
+
+// TestFailoverLocksJobsInIDOrder: a failover moves device X's three jobs
+// of a pool beside the deletion of X. The jobs' queue places run against
+// their ids (the two older ones were scheduled and released later, the
+// oldest last), and a held lock on the middle job makes both wait there,
+// the failover first. Locking the jobs in queue order, the failover would
+// hold the newest and then the middle one and wait for the oldest, which
+// the deletion holds (its jobs in id order) while it waits for the middle
+// one, and the database would break the deadlock; locked in id order,
+// the deletion waits behind the failover and the database breaks none.
+func TestFailoverLocksJobsInIDOrder(t *testing.T) {
+	t.Parallel()
+	dl := &deadlocks{}
+	url := migrated(t)
+	s, other := openURL(t, url, Options{Tracer: dl}), openURL(t, url, Options{Tracer: dl}) // two nodes
+	ctx := context.Background()
+	c, _ := conformance.Company(t, s)
+	x, y := conformance.Device(t, s, c.ID, "jobs-x"), conformance.Device(t, s, c.ID, "jobs-y")
+	p, err := s.PutPool(c.ID, 0, conformance.T0, func(store.Pool) (store.PoolInput, error) {
+		return store.PoolInput{Name: "jobs", Strategy: store.PoolRoundRobin, Members: []store.PoolMemberInput{
+			{Device: "jobs-x", SIMSlot: "SIM1"}, {Device: "jobs-y", SIMSlot: "SIM1"}}}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	onX := func(d store.Device, _ string) error {
+		if d.ID != x.ID {
+			return errors.New("refused by the test")
+		}
+		return nil
+	}
+	var jobs []store.Message
+	for i, due := range []time.Duration{2 * time.Minute, time.Minute, 0} { // oldest due last, newest queued now
+		m := store.Message{UUID: fmt.Sprintf("job-%d", i), CompanyID: c.ID, Pool: "jobs", Channel: "sms", Phone: "+15550100000", Text: "hi"}
+		if due > 0 {
+			m.SendAt = conformance.T0.Add(due)
+		}
+		got, _, err := s.Enqueue(&m, store.IdempotencyKey{}, func() time.Time { return conformance.T0 }, onX, nil)
+		if err != nil || got.DeviceID != x.ID {
+			t.Fatalf("job %d on device %d (%v), want it on X", i, got.DeviceID, err)
+		}
+		jobs = append(jobs, got)
+	}
+	for _, at := range []time.Duration{time.Minute, 2 * time.Minute} {
+		if got, err := s.ReleaseDue(conformance.T0.Add(at), 10); err != nil || len(got) != 1 {
+			t.Fatalf("release at +%s: %d jobs (%v), want one", at, len(got), err)
+		}
+	}
+	places := make([]int64, len(jobs))
+	for i, m := range jobs {
+		if err := s.pool.QueryRow(ctx, "SELECT queue_place FROM messages WHERE id = $1", int64(m.ID)).Scan(&places[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if places[0] <= places[1] || places[1] <= places[2] {
+		t.Fatalf("queue places %v of jobs in id order: want them falling", places)
+	}
+	hold, err := s.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Rollback(ctx) //nolint:errcheck // released below
+	if _, err := hold.Exec(ctx, "SELECT 1 FROM messages WHERE id = $1 FOR UPDATE", int64(jobs[1].ID)); err != nil {
+		t.Fatal(err)
+	}
+	now := conformance.T0.Add(time.Hour)
+	var wg sync.WaitGroup
+	var moved []store.Message
+	var moveErr, delErr error
+	wg.Go(func() {
+		moved, moveErr = s.Failover(store.FailoverInput{CompanyID: c.ID, DeviceID: x.ID, Reason: store.FailoverOffline,
+			Pools: map[uint64]bool{p.ID: true}, Limit: 10}, nil, now)
+	})
+	waitLocks(t, s, 1)
+	wg.Go(func() { _, delErr = other.DeleteDevice(c.ID, "jobs-x", now) })
+	waitLocks(t, s, 2)
+	if err := hold.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if moveErr != nil || len(moved) != 3 {
+		t.Fatalf("the failover moved %d jobs (%v), want all three", len(moved), moveErr)
+	}
+	for i, m := range moved {
+		if m.DeviceID != y.ID || m.Status != store.MsgQueued || (i > 0 && m.QueueSeq <= moved[i-1].QueueSeq) {
+			t.Errorf("job %s moved to device %d, %s at place %d: want queued on Y, in queue order", m.UUID, m.DeviceID, m.Status, m.QueueSeq)
+		}
+	}
+	if delErr != nil {
+		t.Fatalf("delete device: %v", delErr)
+	}
+	if n := dl.n.Load(); n != 0 {
+		t.Errorf("the database broke %d deadlocks between the failover and the deletion, in %q", n, dl.sql)
+	}
+}
