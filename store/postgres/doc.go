@@ -165,21 +165,22 @@
 // report batch lists it: two nodes sweeping at once on the same devices
 // never wait on each other in a circle (TestSweepsLockDevicesInOrder).
 //
-// Lock order: messages, then pool turns, then devices; rows of one kind
-// in id order, several devices in one statement (a sweep takes its
-// messages in due order, but skips locked ones rather than wait). A
-// report batch locks its messages (its devices it reads unlocked); a
-// sweep its messages, then their devices; a failover its jobs
-// (TestFailoverLocksJobsInIDOrder), then the turns of their pools, then
-// all their members' devices (TestFailoverTakesPoolTurnsFirst); a device
-// deletion its device's unfinished jobs, then the device, then those jobs
-// again with any a send queued in between
-// (TestDeviceDeletionLocksAfterItsJobs). A send locks no message that
-// exists already: a send by name locks its device, a send through a pool
-// the pool's turn and then the device of every member its strategy may
-// look at, before it looks at any (route.go,
-// TestPoolSendsLockDevicesInOrder). So none of them waits on another in
-// a circle over messages, turns and devices.
+// Lock order: messages, then pools, then pool turns, then devices; rows
+// of one kind in id order, several devices in one statement (a sweep
+// takes its messages in due order, but skips locked ones rather than
+// wait). A report batch locks its messages (its devices it reads
+// unlocked); a sweep its messages, then their devices; a failover its
+// jobs (TestFailoverLocksJobsInIDOrder), then the turns of their pools,
+// then all their members' devices (TestFailoverTakesPoolTurnsFirst); an
+// edit or deletion of a pool its row, then its turn; a device deletion
+// its device's unfinished jobs and the pools it leaves, then the device,
+// then those again with any a send queued or an edit added in between
+// (TestDeviceDeletionLocksAfterItsJobs, TestDeviceDeletionLocksPoolsFirst).
+// A send locks no message or pool row that exists already: a send by
+// name locks its device, a send through a pool the pool's turn and then
+// the device of every member its strategy may look at, before it looks
+// at any (route.go, TestPoolSendsLockDevicesInOrder). So none of them
+// waits on another in a circle over these rows.
 //
 // # Versus the embedded store
 //
