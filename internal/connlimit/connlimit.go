@@ -86,7 +86,7 @@ func (l *Listener) Accept() (net.Conn, error) {
 		}
 		l.open[key]++
 		l.mu.Unlock()
-		return &conn{Conn: c, l: l, key: key}, nil
+		return &conn{Conn: c, l: l, key: key, counted: true}, nil
 	}
 }
 
@@ -118,18 +118,28 @@ func (l *Listener) release(key string) {
 	l.mu.Unlock()
 }
 
-// conn gives its place back once, on its first Close (the HTTP server may
-// close a connection more than once).
+// conn holds a place in its address's count from Accept until its first
+// Close (the HTTP server may close a connection more than once), except
+// while Uncount has given it back.
 type conn struct {
 	net.Conn
-	l    *Listener
-	key  string
-	once sync.Once
+	l   *Listener
+	key string
+
+	mu      sync.Mutex
+	counted bool // the connection holds a place; guarded by mu
+	settled bool // Recount or Close was called: Uncount no longer gives the place back; guarded by mu
 }
 
 func (c *conn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(func() { c.l.release(c.key) })
+	c.mu.Lock()
+	counted := c.counted
+	c.counted, c.settled = false, true
+	c.mu.Unlock()
+	if counted {
+		c.l.release(c.key)
+	}
 	return err
 }
 
@@ -139,9 +149,37 @@ func (c *conn) Close() error {
 // it), so what a company's links hold is bounded by its devices, not by
 // this bound; without it, more phones than the bound behind one NAT
 // address could not all connect. Anonymous and unregistered connections
-// stay counted.
+// stay counted. After Recount or Close it does nothing.
 func (c *conn) Uncount() {
-	c.once.Do(func() { c.l.release(c.key) })
+	c.mu.Lock()
+	give := c.counted && !c.settled
+	c.counted = false
+	c.mu.Unlock()
+	if give {
+		c.l.release(c.key)
+	}
+}
+
+// Recount takes the connection's place back, over the bound if need be
+// (the connection is open already): the phone hub calls it when a link
+// stops being its device's one link (replaced by a newer one, or closed by
+// the server), since the close handshake that follows can keep the
+// connection open for seconds. Without it, a client opening link after
+// link with one device token, each replacing the last and none answering
+// its close, held connections from one address far past the bound.
+// Connections from the address are refused until the count falls below
+// the bound again. It is final: a later Uncount gives nothing back.
+func (c *conn) Recount() {
+	c.mu.Lock()
+	take := !c.counted && !c.settled
+	c.counted = c.counted || take
+	c.settled = true
+	c.mu.Unlock()
+	if take {
+		c.l.mu.Lock()
+		c.l.open[c.key]++
+		c.l.mu.Unlock()
+	}
 }
 
 // SyscallConn gives the socket's descriptor, as the TCP connection does:
