@@ -153,7 +153,9 @@ func (c *conn) Close() error {
 func (c *conn) Uncount() {
 	c.mu.Lock()
 	give := c.counted && !c.settled
-	c.counted = false
+	if give {
+		c.counted = false
+	}
 	c.mu.Unlock()
 	if give {
 		c.l.release(c.key)
@@ -172,7 +174,9 @@ func (c *conn) Uncount() {
 func (c *conn) Recount() {
 	c.mu.Lock()
 	take := !c.counted && !c.settled
-	c.counted = c.counted || take
+	if take {
+		c.counted = true
+	}
 	c.settled = true
 	c.mu.Unlock()
 	if take {
