@@ -26,7 +26,7 @@ func TestRegisteredLinksLeaveTheAddressBound(t *testing.T) {
 	t.Parallel()
 	const bound = 2
 	r := newRigServed(t, Config{}, time.Now, storetest.Options{}, func(ln net.Listener) net.Listener {
-		return connlimit.New(ln, bound, nil)
+		return connlimit.New(ln, connlimit.Config{PerClient: bound, Refuse: refuse429})
 	})
 	for i := range 2 * bound {
 		r.connect(r.pair(fmt.Sprintf("fp-bound-%d", i)))
@@ -62,6 +62,12 @@ func TestRegisteredLinksLeaveTheAddressBound(t *testing.T) {
 	}
 }
 
+// refuse429 answers a connection over the bound as the server does (its body
+// is httpapi's, which this package does not import).
+func refuse429(c net.Conn) {
+	_, _ = io.WriteString(c, "HTTP/1.1 429 Too Many Requests\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+}
+
 // TestReplacedLinksCountAgain: a link replaced by its device's newer one is
 // no longer that device's one link, and counts against its address again
 // until its connection is closed. Without that, one device token opening
@@ -72,7 +78,7 @@ func TestReplacedLinksCountAgain(t *testing.T) {
 	t.Parallel()
 	ln := new(*connlimit.Listener)
 	r := newRigServed(t, Config{}, time.Now, storetest.Options{}, func(l net.Listener) net.Listener {
-		*ln = connlimit.New(l, 1, nil)
+		*ln = connlimit.New(l, connlimit.Config{PerClient: 1, Refuse: refuse429})
 		return *ln
 	})
 	addr := strings.TrimPrefix(r.url, "ws://")
