@@ -15,6 +15,8 @@ import (
 
 	"golang.org/x/net/html"
 	"golang.org/x/net/html/charset"
+	"golang.org/x/text/encoding/unicode"
+	"golang.org/x/text/transform"
 )
 
 // Bounds of reading one mail's structure: real clients nest two or three
@@ -133,7 +135,14 @@ func decode(body io.Reader, encoding, cs string) (string, error) {
 	case "base64":
 		body = base64.NewDecoder(base64.StdEncoding, &newlineSkipper{r: body})
 	}
-	if cs != "" && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "us-ascii") {
+	switch {
+	case strings.EqualFold(strings.TrimSpace(cs), "utf-16"):
+		// The WHATWG table that charset reads labels by makes "utf-16"
+		// little-endian and keeps a byte-order mark as text, which turns
+		// big-endian text (Java's "UTF-16") into CJK soup. RFC 2781: the
+		// mark says the order, and text without one is big-endian.
+		body = transform.NewReader(body, unicode.UTF16(unicode.BigEndian, unicode.UseBOM).NewDecoder())
+	case cs != "" && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "us-ascii"):
 		r, err := charset.NewReaderLabel(cs, body)
 		if err != nil {
 			return "", fmt.Errorf("the charset %q is not known", cs)
@@ -144,7 +153,10 @@ func decode(body io.Reader, encoding, cs string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("a text part cannot be decoded: %v", err)
 	}
-	return strings.ToValidUTF8(string(raw), "\uFFFD"), nil
+	// U+FEFF is a byte-order mark (Windows editors start UTF-8 with one) or
+	// the deprecated zero-width no-break space: invisible either way, and
+	// kept it would make the SMS UCS-2, 70 characters a part instead of 160.
+	return strings.ReplaceAll(strings.ToValidUTF8(string(raw), "\uFFFD"), "\uFEFF", ""), nil
 }
 
 // newlineSkipper drops the line breaks of base64 text, which the standard

@@ -17,6 +17,13 @@ func TestReadMail(t *testing.T) {
 		{"outlook thread cut", "Subject: x\n\nOK.\n\n-----Original Message-----\nFrom: Bob\nQuestion\n", "OK."},
 		{"blank lines collapsed", "Subject: x\n\nOne\n\n\n\nTwo\n", "One\n\nTwo"},
 		{"empty body takes the subject", "Subject: =?UTF-8?Q?Caf=C3=A9_at_8?=\n\n\n", "Café at 8"},
+		// A byte-order mark is no text: kept, its U+FEFF would make every
+		// such SMS UCS-2, at 70 characters a part instead of 160.
+		{"utf-8 with a byte-order mark", "Subject: x\nContent-Type: text/plain; charset=utf-8\n\n\xef\xbb\xbfCafé at 8\n", "Café at 8"},
+		{"html with a byte-order mark", "Subject: x\nContent-Type: text/html; charset=utf-8\nContent-Transfer-Encoding: quoted-printable\n\n=EF=BB=BF<p>Hi</p>\n", "Hi"},
+		{"utf-16, little-endian by its mark", "Subject: x\nContent-Type: text/plain; charset=utf-16\nContent-Transfer-Encoding: base64\n\n//5oAOkAbABsAG8A\n", "héllo"},
+		{"utf-16, big-endian by its mark", "Subject: x\nContent-Type: text/plain; charset=UTF-16\nContent-Transfer-Encoding: base64\n\n/v8AaADpAGwAbABv\n", "héllo"},
+		{"utf-16 without a mark is big-endian (RFC 2781)", "Subject: x\nContent-Type: text/plain; charset=utf-16\nContent-Transfer-Encoding: base64\n\nAGgA6QBsAGwAbw==\n", "héllo"},
 		{"alternative prefers plain", "Subject: x\nMIME-Version: 1.0\nContent-Type: multipart/alternative; boundary=b\n\n--b\nContent-Type: text/html\n\n<p>HTML</p>\n--b\nContent-Type: text/plain; charset=utf-8\nContent-Transfer-Encoding: quoted-printable\n\nCaf=C3=A9 plain\n--b--\n", "Café plain"},
 		{"html only, quote container and script cut", "Subject: x\nContent-Type: text/html; charset=utf-8\n\n<html><head><style>p{}</style></head><body><p>Line &amp; one</p><div>two<br>three</div><script>x()</script><div class=\"gmail_quote\">On Mon wrote:<blockquote>old</blockquote></div></body></html>\n", "Line & one\n\ntwo\nthree"},
 		{"base64 in a mixed mail, attachment skipped", "Subject: x\nContent-Type: multipart/mixed; boundary=m\n\n--m\nContent-Type: text/plain; name=a.txt\nContent-Disposition: attachment\n\nnot me\n--m\nContent-Type: text/plain; charset=utf-8\nContent-Transfer-Encoding: base64\n\nSGVsbG8g\nd29ybGQ=\n--m--\n", "Hello world"},
