@@ -60,12 +60,15 @@ func ReadMail(raw []byte) (Mail, error) {
 	}
 	text = Clean(text)
 	if text == "" {
-		dec := new(mime.WordDecoder)
+		// The subject's encoded words in the charsets a body is read in
+		// (the standard decoder knows only UTF-8, Latin-1 and ASCII, and
+		// left ISO-2022-JP or windows-1252 as its raw =?...?= text).
+		dec := &mime.WordDecoder{CharsetReader: charsetReader}
 		subject, err := dec.DecodeHeader(msg.Header.Get("Subject"))
 		if err != nil {
 			subject = msg.Header.Get("Subject")
 		}
-		text = strings.TrimSpace(subject)
+		text = strings.TrimSpace(withoutBOM(subject))
 	}
 	return Mail{Text: text, MessageID: strings.TrimSpace(msg.Header.Get("Message-ID"))}, nil
 }
@@ -135,17 +138,10 @@ func decode(body io.Reader, encoding, cs string) (string, error) {
 	case "base64":
 		body = base64.NewDecoder(base64.StdEncoding, &newlineSkipper{r: body})
 	}
-	switch {
-	case strings.EqualFold(strings.TrimSpace(cs), "utf-16"):
-		// The WHATWG table that charset reads labels by makes "utf-16"
-		// little-endian and keeps a byte-order mark as text, which turns
-		// big-endian text (Java's "UTF-16") into CJK soup. RFC 2781: the
-		// mark says the order, and text without one is big-endian.
-		body = transform.NewReader(body, unicode.UTF16(unicode.BigEndian, unicode.UseBOM).NewDecoder())
-	case cs != "" && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "us-ascii"):
-		r, err := charset.NewReaderLabel(cs, body)
+	if cs != "" && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "us-ascii") {
+		r, err := charsetReader(cs, body)
 		if err != nil {
-			return "", fmt.Errorf("the charset %q is not known", cs)
+			return "", err
 		}
 		body = r
 	}
@@ -153,11 +149,31 @@ func decode(body io.Reader, encoding, cs string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("a text part cannot be decoded: %v", err)
 	}
-	// U+FEFF is a byte-order mark (Windows editors start UTF-8 with one) or
-	// the deprecated zero-width no-break space: invisible either way, and
-	// kept it would make the SMS UCS-2, 70 characters a part instead of 160.
-	return strings.ReplaceAll(strings.ToValidUTF8(string(raw), "\uFFFD"), "\uFEFF", ""), nil
+	return withoutBOM(strings.ToValidUTF8(string(raw), "\uFFFD")), nil
 }
+
+// charsetReader reads text in the charset cs as UTF-8: the labels mail
+// clients write, by the WHATWG table browsers use.
+func charsetReader(cs string, r io.Reader) (io.Reader, error) {
+	if strings.EqualFold(strings.TrimSpace(cs), "utf-16") {
+		// The WHATWG table makes "utf-16" little-endian and keeps a
+		// byte-order mark as text, which turns big-endian text (Java's
+		// "UTF-16") into CJK soup. RFC 2781: the mark says the order, and
+		// text without one is big-endian.
+		return transform.NewReader(r, unicode.UTF16(unicode.BigEndian, unicode.UseBOM).NewDecoder()), nil
+	}
+	out, err := charset.NewReaderLabel(cs, r)
+	if err != nil {
+		return nil, fmt.Errorf("the charset %q is not known", cs)
+	}
+	return out, nil
+}
+
+// withoutBOM drops U+FEFF: a byte-order mark (Windows editors start UTF-8
+// with one) or the deprecated zero-width no-break space, invisible either
+// way, and kept it would make the SMS UCS-2, 70 characters a part instead
+// of 160.
+func withoutBOM(s string) string { return strings.ReplaceAll(s, "\uFEFF", "") }
 
 // newlineSkipper drops the line breaks of base64 text, which the standard
 // decoder refuses.

@@ -23,6 +23,14 @@ func TestReadMail(t *testing.T) {
 		{"html with a byte-order mark", "Subject: x\nContent-Type: text/html; charset=utf-8\nContent-Transfer-Encoding: quoted-printable\n\n=EF=BB=BF<p>Hi</p>\n", "Hi"},
 		{"utf-16, little-endian by its mark", "Subject: x\nContent-Type: text/plain; charset=utf-16\nContent-Transfer-Encoding: base64\n\n//5oAOkAbABsAG8A\n", "héllo"},
 		{"utf-16, big-endian by its mark", "Subject: x\nContent-Type: text/plain; charset=UTF-16\nContent-Transfer-Encoding: base64\n\n/v8AaADpAGwAbABv\n", "héllo"},
+		// A subject in an encoded word is read in the charsets a body is:
+		// Japanese mail writes ISO-2022-JP, Outlook windows-1252. It used to
+		// go out as its raw =?charset?...?= text.
+		{"subject in iso-2022-jp", "Subject: =?ISO-2022-JP?B?GyRCJDMkcyRLJEEkTxsoQg==?=\n\n\n", "こんにちは"},
+		{"subject in windows-1252", "Subject: =?windows-1252?q?Gr=FC=DFe?= =?koi8-r?b?8NLJ18XU?=\n\n\n", "GrüßeПривет"},
+		{"subject with a byte-order mark", "Subject: =?utf-8?b?77u/aGk=?=\n\n\n", "hi"},
+		{"subject in utf-16", "Subject: =?utf-16?b?//5oAGkA?=\n\n\n", "hi"},
+		{"subject in an unknown charset stays as written", "Subject: =?x-bogus?q?hi?=\n\n\n", "=?x-bogus?q?hi?="},
 		{"utf-16 without a mark is big-endian (RFC 2781)", "Subject: x\nContent-Type: text/plain; charset=utf-16\nContent-Transfer-Encoding: base64\n\nAGgA6QBsAGwAbw==\n", "héllo"},
 		{"alternative prefers plain", "Subject: x\nMIME-Version: 1.0\nContent-Type: multipart/alternative; boundary=b\n\n--b\nContent-Type: text/html\n\n<p>HTML</p>\n--b\nContent-Type: text/plain; charset=utf-8\nContent-Transfer-Encoding: quoted-printable\n\nCaf=C3=A9 plain\n--b--\n", "Café plain"},
 		{"html only, quote container and script cut", "Subject: x\nContent-Type: text/html; charset=utf-8\n\n<html><head><style>p{}</style></head><body><p>Line &amp; one</p><div>two<br>three</div><script>x()</script><div class=\"gmail_quote\">On Mon wrote:<blockquote>old</blockquote></div></body></html>\n", "Line & one\n\ntwo\nthree"},
