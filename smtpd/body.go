@@ -123,6 +123,9 @@ func (r *partReader) walk(h header, body io.Reader, depth int) error {
 		return err
 	}
 	if media == "text/plain" {
+		if strings.EqualFold(params["format"], "flowed") {
+			text = unflow(text, strings.EqualFold(params["delsp"], "yes"))
+		}
 		r.plain = &text
 	} else {
 		r.html = &text

@@ -31,6 +31,13 @@ func TestReadMail(t *testing.T) {
 		{"subject with a byte-order mark", "Subject: =?utf-8?b?77u/aGk=?=\n\n\n", "hi"},
 		{"subject in utf-16", "Subject: =?utf-16?b?//5oAGkA?=\n\n\n", "hi"},
 		{"subject in an unknown charset stays as written", "Subject: =?x-bogus?q?hi?=\n\n\n", "=?x-bogus?q?hi?="},
+		// format=flowed (RFC 3676, Thunderbird's and Apple Mail's plain
+		// text): a line ending in a space goes on in the next, so a
+		// paragraph wrapped at 72 columns is one line of the SMS again.
+		{"format=flowed joins soft breaks", "Subject: x\nContent-Type: text/plain; charset=utf-8; format=flowed\n\nHello, this is a long message that the mail client \nwrapped at seventy-two columns.\nA hard break stays.\n \n  Stuffed line.\n-- \nAnn \n", "Hello, this is a long message that the mail client wrapped at seventy-two columns.\nA hard break stays.\n\n Stuffed line."},
+		{"format=flowed with delsp", "Subject: x\nContent-Type: text/plain; charset=utf-8; format=\"flowed\"; delsp=yes\n\nこんにちは \n世界\n", "こんにちは世界"},
+		{"format=flowed, quoted lines keep their own flow", "Subject: x\nContent-Type: text/plain; format=flowed\n\nYes \nplease.\n\nOn Mon, Bob wrote:\n> Shall \n> we?\n", "Yes please."},
+		{"no format=flowed: a trailing space is no join", "Subject: x\n\nOne \nTwo\n", "One\nTwo"},
 		{"utf-16 without a mark is big-endian (RFC 2781)", "Subject: x\nContent-Type: text/plain; charset=utf-16\nContent-Transfer-Encoding: base64\n\nAGgA6QBsAGwAbw==\n", "héllo"},
 		{"alternative prefers plain", "Subject: x\nMIME-Version: 1.0\nContent-Type: multipart/alternative; boundary=b\n\n--b\nContent-Type: text/html\n\n<p>HTML</p>\n--b\nContent-Type: text/plain; charset=utf-8\nContent-Transfer-Encoding: quoted-printable\n\nCaf=C3=A9 plain\n--b--\n", "Café plain"},
 		{"html only, quote container and script cut", "Subject: x\nContent-Type: text/html; charset=utf-8\n\n<html><head><style>p{}</style></head><body><p>Line &amp; one</p><div>two<br>three</div><script>x()</script><div class=\"gmail_quote\">On Mon wrote:<blockquote>old</blockquote></div></body></html>\n", "Line & one\n\ntwo\nthree"},
