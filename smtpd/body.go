@@ -58,7 +58,7 @@ func ReadMail(raw []byte) (Mail, error) {
 	case r.html != nil:
 		text = HTMLText(*r.html)
 	}
-	text = Clean(text)
+	text = Clean(noBreakSpaces.Replace(text))
 	if text == "" {
 		// The subject's encoded words in the charsets a body is read in
 		// (the standard decoder knows only UTF-8, Latin-1 and ASCII, and
@@ -68,7 +68,7 @@ func ReadMail(raw []byte) (Mail, error) {
 		if err != nil {
 			subject = msg.Header.Get("Subject")
 		}
-		text = strings.TrimSpace(withoutBOM(subject))
+		text = strings.TrimSpace(noBreakSpaces.Replace(withoutBOM(subject)))
 	}
 	return Mail{Text: text, MessageID: strings.TrimSpace(msg.Header.Get("Message-ID"))}, nil
 }
@@ -171,6 +171,13 @@ func charsetReader(cs string, r io.Reader) (io.Reader, error) {
 	}
 	return out, nil
 }
+
+// noBreakSpaces turns no-break spaces into spaces. In mail they are layout:
+// HTML is full of &nbsp;, Outlook carries them into its plain part, macOS
+// writes U+202F before AM and PM. None is in the GSM alphabet, so one of
+// them made the whole SMS UCS-2, 70 characters a part instead of 160; an
+// SMS has no line to keep together.
+var noBreakSpaces = strings.NewReplacer("\u00a0", " ", "\u202f", " ", "\u2007", " ")
 
 // withoutBOM drops U+FEFF: a byte-order mark (Windows editors start UTF-8
 // with one) or the deprecated zero-width no-break space, invisible either

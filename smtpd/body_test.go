@@ -38,6 +38,11 @@ func TestReadMail(t *testing.T) {
 		{"format=flowed with delsp", "Subject: x\nContent-Type: text/plain; charset=utf-8; format=\"flowed\"; delsp=yes\n\nこんにちは \n世界\n", "こんにちは世界"},
 		{"format=flowed, quoted lines keep their own flow", "Subject: x\nContent-Type: text/plain; format=flowed\n\nYes \nplease.\n\nOn Mon, Bob wrote:\n> Shall \n> we?\n", "Yes please."},
 		{"no format=flowed: a trailing space is no join", "Subject: x\n\nOne \nTwo\n", "One\nTwo"},
+		// No-break spaces are layout: HTML mail is full of &nbsp;, Outlook
+		// carries them into its plain part, macOS puts U+202F before AM/PM.
+		// None is in the GSM alphabet, so one made the whole SMS UCS-2.
+		{"no-break spaces in html are spaces", "Subject: x\nContent-Type: text/html; charset=utf-8\n\n<p>Hello&nbsp;there,&nbsp;&nbsp;Ann</p><p>&nbsp;</p><p>See you at 10:00&#x202F;AM</p>\n", "Hello there,  Ann\n\nSee you at 10:00 AM"},
+		{"no-break spaces in plain text are spaces", "Subject: x\nContent-Type: text/plain; charset=utf-8\n\nTotal:\u00a042\u2007EUR\u00a0\n", "Total: 42 EUR"},
 		{"utf-16 without a mark is big-endian (RFC 2781)", "Subject: x\nContent-Type: text/plain; charset=utf-16\nContent-Transfer-Encoding: base64\n\nAGgA6QBsAGwAbw==\n", "héllo"},
 		{"alternative prefers plain", "Subject: x\nMIME-Version: 1.0\nContent-Type: multipart/alternative; boundary=b\n\n--b\nContent-Type: text/html\n\n<p>HTML</p>\n--b\nContent-Type: text/plain; charset=utf-8\nContent-Transfer-Encoding: quoted-printable\n\nCaf=C3=A9 plain\n--b--\n", "Café plain"},
 		{"html only, quote container and script cut", "Subject: x\nContent-Type: text/html; charset=utf-8\n\n<html><head><style>p{}</style></head><body><p>Line &amp; one</p><div>two<br>three</div><script>x()</script><div class=\"gmail_quote\">On Mon wrote:<blockquote>old</blockquote></div></body></html>\n", "Line & one\n\ntwo\nthree"},
