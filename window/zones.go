@@ -2,7 +2,7 @@
 
 package window
 
-// zoneNames are the 598 zones of the embedded database (go1.26.8), space-separated and sorted.
+// zoneNames are the 598 zones of the embedded database (the toolchain's lib/time/zoneinfo.zip), space-separated and sorted.
 const zoneNames = "" +
 	"Africa/Abidjan Africa/Accra Africa/Addis_Ababa Africa/Algiers Africa/Asmara Africa/Asmera Africa/Bamako Africa/Bangui " +
 	"Africa/Banjul Africa/Bissau Africa/Blantyre Africa/Brazzaville Africa/Bujumbura Africa/Cairo Africa/Casablanca Africa/Ceuta " +
