@@ -12,11 +12,14 @@ import (
 	"net/mail"
 	"regexp"
 	"strings"
+	"unicode/utf8"
 
 	"golang.org/x/net/html"
 	"golang.org/x/net/html/charset"
 	"golang.org/x/text/encoding/unicode"
 	"golang.org/x/text/transform"
+
+	"github.com/simrelay/simrelay/sms"
 )
 
 // Bounds of reading one mail's structure: real clients nest two or three
@@ -54,11 +57,15 @@ func ReadMail(raw []byte) (Mail, error) {
 	var text string
 	switch {
 	case r.plain != nil:
-		text = *r.plain
+		text = Clean(noBreakSpaces.Replace(*r.plain))
 	case r.html != nil:
-		text = HTMLText(*r.html)
+		text = Clean(noBreakSpaces.Replace(HTMLText(*r.html)))
+		if utf8.RuneCountInString(text) > sms.MaxMessageChars {
+			// The links' addresses made it too long for an SMS: the text
+			// alone may fit, and is better than a refused mail.
+			text = Clean(noBreakSpaces.Replace(htmlText(*r.html, false)))
+		}
 	}
-	text = Clean(noBreakSpaces.Replace(text))
 	if text == "" {
 		// The subject's encoded words in the charsets a body is read in
 		// (the standard decoder knows only UTF-8, Latin-1 and ASCII, and
@@ -212,13 +219,19 @@ var blocks = map[string]bool{"p": true, "div": true, "tr": true, "li": true, "ul
 var spaces = regexp.MustCompile(`[ \t\r\n\f]+`)
 
 // HTMLText renders HTML as plain text: the text of the elements, a line
-// break for <br> and around block elements, nothing of scripts, styles and
-// blockquotes (quoted replies), and Gmail's and Outlook's quote containers
-// (gmail_quote, divRplyFwdMsg) with all that follows them.
-func HTMLText(src string) string {
+// break for <br> and around block elements, a web link's address after its
+// text, nothing of scripts, styles and blockquotes (quoted replies), and
+// Gmail's and Outlook's quote containers (gmail_quote, divRplyFwdMsg) with
+// all that follows them.
+func HTMLText(src string) string { return htmlText(src, true) }
+
+// htmlText is HTMLText, with the addresses of links when links is set.
+func htmlText(src string, links bool) string {
 	z := html.NewTokenizer(strings.NewReader(src))
 	var b strings.Builder
 	skip := 0 // depth inside skipped elements
+	// The open link: its address, and where its text starts in b.
+	href, linkAt := "", 0
 	for {
 		tt := z.Next()
 		switch tt {
@@ -231,8 +244,12 @@ func HTMLText(src string) string {
 		case html.StartTagToken, html.SelfClosingTagToken:
 			name, hasAttr := z.TagName()
 			tag := string(name)
-			if quoteContainer(z, hasAttr) {
+			attrs := tagAttrs(z, hasAttr)
+			if quoteContainer(attrs) {
 				return lineTrimmed(b.String())
+			}
+			if links && tag == "a" && skip == 0 && tt == html.StartTagToken && webAddress(attrs["href"]) {
+				href, linkAt = attrs["href"], b.Len()
 			}
 			if skipped[tag] && tt == html.StartTagToken {
 				skip++
@@ -244,6 +261,16 @@ func HTMLText(src string) string {
 			name, _ := z.TagName()
 			if skipped[string(name)] && skip > 0 {
 				skip--
+			}
+			if string(name) == "a" && href != "" {
+				// A link's address is what an SMS reader can act on ("View
+				// dashboard" is no use without it): it follows the link's
+				// text, unless that text is the address, or the link shows
+				// no text (a logo).
+				if text := strings.TrimSpace(b.String()[linkAt:]); text != "" && bareURL(text) != bareURL(href) {
+					b.WriteString(" (" + href + ")")
+				}
+				href = ""
 			}
 			if blocks[string(name)] {
 				b.WriteByte('\n')
@@ -261,18 +288,40 @@ func lineTrimmed(s string) string {
 	return strings.Join(lines, "\n")
 }
 
-// quoteContainer reports whether the tag just read opens a mail client's
-// quoted thread: Gmail's class gmail_quote, Outlook's id divRplyFwdMsg.
-func quoteContainer(z *html.Tokenizer, hasAttr bool) bool {
+// tagAttrs reads the attributes of the tag just read (the first of a name).
+func tagAttrs(z *html.Tokenizer, hasAttr bool) map[string]string {
+	attrs := map[string]string{}
 	for hasAttr {
 		var k, v []byte
 		k, v, hasAttr = z.TagAttr()
-		key, val := string(k), string(v)
-		if key == "class" && strings.Contains(val, "gmail_quote") || key == "id" && val == "divRplyFwdMsg" {
-			return true
+		if _, seen := attrs[string(k)]; !seen {
+			attrs[string(k)] = string(v)
 		}
 	}
-	return false
+	return attrs
+}
+
+// quoteContainer reports whether a tag with these attributes opens a mail
+// client's quoted thread: Gmail's class gmail_quote, Outlook's id divRplyFwdMsg.
+func quoteContainer(attrs map[string]string) bool {
+	return strings.Contains(attrs["class"], "gmail_quote") || attrs["id"] == "divRplyFwdMsg"
+}
+
+// webAddress reports whether a link's href is an http or https address,
+// the links worth an SMS's characters (not mailto:, tel:, javascript:...).
+func webAddress(href string) bool {
+	l := strings.ToLower(href)
+	return strings.HasPrefix(l, "https://") || strings.HasPrefix(l, "http://")
+}
+
+// bareURL is an address without its scheme and trailing slash, to tell
+// whether a link's text already shows its address.
+func bareURL(s string) string {
+	l := strings.ToLower(s)
+	for _, p := range []string{"https://", "http://"} {
+		l = strings.TrimPrefix(l, p)
+	}
+	return strings.TrimSuffix(l, "/")
 }
 
 // attribution is the line a client writes above a quoted reply

@@ -43,6 +43,12 @@ func TestReadMail(t *testing.T) {
 		// None is in the GSM alphabet, so one made the whole SMS UCS-2.
 		{"no-break spaces in html are spaces", "Subject: x\nContent-Type: text/html; charset=utf-8\n\n<p>Hello&nbsp;there,&nbsp;&nbsp;Ann</p><p>&nbsp;</p><p>See you at 10:00&#x202F;AM</p>\n", "Hello there,  Ann\n\nSee you at 10:00 AM"},
 		{"no-break spaces in plain text are spaces", "Subject: x\nContent-Type: text/plain; charset=utf-8\n\nTotal:\u00a042\u2007EUR\u00a0\n", "Total: 42 EUR"},
+		// A link's address is the part an SMS reader can act on: an alert
+		// mail's "View dashboard" is no use without it.
+		{"html link keeps its address", "Subject: x\nContent-Type: text/html\n\n<p>Disk full. <a href=\"https://grafana.example.com/d/1?x=1&amp;y=2\">View <b>dashboard</b></a></p>\n", "Disk full. View dashboard (https://grafana.example.com/d/1?x=1&y=2)"},
+		{"html link that shows its address, once", "Subject: x\nContent-Type: text/html\n\n<a href=\"https://example.com/a\">https://example.com/a</a> and <a href=\"http://example.com/b/\">example.com/b</a>\n", "https://example.com/a and example.com/b"},
+		{"html links that are no web address, or show nothing", "Subject: x\nContent-Type: text/html\n\n<a href=\"mailto:a@example.com\">Write</a> <a href=\"javascript:x()\">us</a><a href=\"https://example.com/logo\"><img src=\"logo.png\"></a>\n", "Write us"},
+		{"links' addresses left out when they would pass 1,600 characters", "Subject: x\nContent-Type: text/html\n\n<p>" + strings.Repeat("a", 1500) + " <a href=\"https://example.com/" + strings.Repeat("t", 200) + "\">link</a></p>\n", strings.Repeat("a", 1500) + " link"},
 		{"utf-16 without a mark is big-endian (RFC 2781)", "Subject: x\nContent-Type: text/plain; charset=utf-16\nContent-Transfer-Encoding: base64\n\nAGgA6QBsAGwAbw==\n", "héllo"},
 		{"alternative prefers plain", "Subject: x\nMIME-Version: 1.0\nContent-Type: multipart/alternative; boundary=b\n\n--b\nContent-Type: text/html\n\n<p>HTML</p>\n--b\nContent-Type: text/plain; charset=utf-8\nContent-Transfer-Encoding: quoted-printable\n\nCaf=C3=A9 plain\n--b--\n", "Café plain"},
 		{"html only, quote container and script cut", "Subject: x\nContent-Type: text/html; charset=utf-8\n\n<html><head><style>p{}</style></head><body><p>Line &amp; one</p><div>two<br>three</div><script>x()</script><div class=\"gmail_quote\">On Mon wrote:<blockquote>old</blockquote></div></body></html>\n", "Line & one\n\ntwo\nthree"},
