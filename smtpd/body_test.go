@@ -35,6 +35,7 @@ func TestReadMail(t *testing.T) {
 		// text): a line ending in a space goes on in the next, so a
 		// paragraph wrapped at 72 columns is one line of the SMS again.
 		{"format=flowed joins soft breaks", "Subject: x\nContent-Type: text/plain; charset=utf-8; format=flowed\n\nHello, this is a long message that the mail client \nwrapped at seventy-two columns.\nA hard break stays.\n \n  Stuffed line.\n-- \nAnn \n", "Hello, this is a long message that the mail client wrapped at seventy-two columns.\nA hard break stays.\n\n Stuffed line."},
+		{"format=flowed, a signature after a soft break is cut", "Subject: x\nContent-Type: text/plain; format=flowed\n\nThanks, \n-- \nAnn \nAcme\n", "Thanks,"},
 		{"format=flowed with delsp", "Subject: x\nContent-Type: text/plain; charset=utf-8; format=\"flowed\"; delsp=yes\n\nこんにちは \n世界\n", "こんにちは世界"},
 		{"format=flowed, quoted lines keep their own flow", "Subject: x\nContent-Type: text/plain; format=flowed\n\nYes \nplease.\n\nOn Mon, Bob wrote:\n> Shall \n> we?\n", "Yes please."},
 		{"no format=flowed: a trailing space is no join", "Subject: x\n\nOne \nTwo\n", "One\nTwo"},

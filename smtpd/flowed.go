@@ -28,6 +28,12 @@ func unflow(text string, delsp bool) string {
 			continue
 		}
 		line = strings.TrimPrefix(line, " ")
+		if line == "-- " && open {
+			// The signature separator starts a line of its own, even after
+			// a soft break (RFC 3676 section 4.3).
+			out, open = append(out, para.String()), false
+			para.Reset()
+		}
 		if line != "-- " && strings.HasSuffix(line, " ") {
 			if delsp {
 				line = line[:len(line)-1]
