@@ -9,19 +9,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simrelay/simrelay/httpapi"
 	"github.com/simrelay/simrelay/internal/connlimit"
 	"github.com/simrelay/simrelay/internal/poll"
 )
 
 // serve runs an HTTP server with the server's timeouts on a loopback
-// listener bounded by l, answering every request 200 "ok".
+// listener bounded as cmd/simrelay bounds it, answering every request 200 "ok".
 func serve(t *testing.T, perClient int, exempt []*net.IPNet) (*connlimit.Listener, string) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := connlimit.New(ln, perClient, exempt)
+	l := connlimit.New(ln, connlimit.Config{PerClient: perClient, Exempt: exempt, Refuse: httpapi.RefuseConnection})
 	srv := &http.Server{
 		Handler:           http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") }),
 		ReadHeaderTimeout: 10 * time.Second,
