@@ -3,6 +3,8 @@ package sms
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 
 	"github.com/simrelay/simrelay/phone/numplan"
 	"github.com/simrelay/simrelay/problem"
@@ -69,6 +71,34 @@ func (s *Service) RemoveOptOut(_ context.Context, companyID uint64, number strin
 		return problem.New(problem.NotFound, "The number is not on the opt-out list.")
 	} else if err != nil {
 		return err
+	}
+	return nil
+}
+
+// CheckOptOut answers what a send to number would answer for its place on
+// the company's opt-out list: the same RecipientOptedOut problem, or nil
+// when it is not listed. A send checks the list again in its own commit
+// (an opt-out may arrive in between); this is for a caller that learns the
+// recipient before the message, as a mail's RCPT does (docs/email.md), and
+// can refuse that one recipient alone.
+func (s *Service) CheckOptOut(_ context.Context, companyID uint64, number string) error {
+	region := ""
+	if !strings.HasPrefix(strings.TrimSpace(number), "+") {
+		var err error
+		if region, err = s.region(companyID); err != nil {
+			return err
+		}
+	}
+	to, err := numplan.Normalize(number, region)
+	if err != nil {
+		return problem.Invalid("phone", err.Error())
+	}
+	listed, err := s.store.OptedOut(companyID, to)
+	if err != nil {
+		return fmt.Errorf("opt-out of %s: %w", to, err)
+	}
+	if listed {
+		return optedOut(&store.OptOutError{Phone: to, Index: -1})
 	}
 	return nil
 }

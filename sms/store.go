@@ -25,6 +25,7 @@ type Store interface {
 	MessageSequence() (uint64, error)
 	NextDue() (at time.Time, ok bool, err error)
 	OptOuts(companyID uint64, after string, limit int) ([]store.OptOut, error)
+	OptedOut(companyID uint64, phone string) (bool, error)
 	Pending(companyID, deviceID uint64, after uint64, limit int, now time.Time, moved func([]store.Message)) ([]store.Message, error)
 	Pool(companyID, id uint64) (store.Pool, error)
 	Pools(companyID uint64) ([]store.Pool, error)

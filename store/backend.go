@@ -72,6 +72,7 @@ type Backend interface {
 	MessageSequence() (uint64, error)
 	NextDue() (at time.Time, ok bool, err error)
 	OptOuts(companyID uint64, after string, limit int) ([]OptOut, error)
+	OptedOut(companyID uint64, phone string) (bool, error)
 	Pairing(hash []byte) (Pairing, error)
 	Pending(companyID, deviceID uint64, after uint64, limit int, now time.Time, moved func([]Message)) ([]Message, error)
 	Pool(companyID, id uint64) (Pool, error)

@@ -131,6 +131,21 @@ func (s *Store) RemoveOptOut(companyID uint64, phone string) error {
 	return nil
 }
 
+// OptedOut reports whether phone (E.164, or a keyword sender's form) is on
+// the company's list. A send reads the list again in its own transaction;
+// this read is for a caller that wants to know before it sends.
+func (s *Store) OptedOut(companyID uint64, phone string) (bool, error) {
+	var listed bool
+	err := s.db.View(func(tx *bolt.Tx) error {
+		listed = tx.Bucket(bucketOptOuts).Get(optOutKey(companyID, phone)) != nil
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("store: opt-out of company %d: %w", companyID, err)
+	}
+	return listed, nil
+}
+
 // OptOuts returns one page of the company's list in number order (after the
 // number after, "" for the first page), at most limit entries.
 func (s *Store) OptOuts(companyID uint64, after string, limit int) ([]OptOut, error) {

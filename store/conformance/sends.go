@@ -28,6 +28,7 @@ type SendsStore interface {
 	AddOptOut(companyID uint64, phone string, now time.Time) (o store.OptOut, created bool, err error)
 	RemoveOptOut(companyID uint64, phone string) error
 	OptOuts(companyID uint64, after string, limit int) ([]store.OptOut, error)
+	OptedOut(companyID uint64, phone string) (bool, error)
 	StorageUsed(companyID uint64, t time.Time) (int64, error)
 	DailyStorageBudget() int64
 	PruneStorageCounters(cutoff time.Time) (int, error)
@@ -656,9 +657,9 @@ func sendPruneStorageCounters(t *testing.T, s SendsStore) {
 
 // sendOptOuts: an opt-out is the company's: adding it again answers the
 // entry stored (created false), removing one not listed is ErrNotFound,
-// the list pages in number order; a send to a listed number is an
-// *OptOutError (index -1) storing nothing, to any other number or of
-// another company it passes.
+// the list pages in number order, OptedOut reads one number of it; a send
+// to a listed number is an *OptOutError (index -1) storing nothing, to any
+// other number or of another company it passes.
 func sendOptOuts(t *testing.T, s SendsStore) {
 	x := newSender(t, s)
 	y := newSender(t, s)
@@ -697,6 +698,15 @@ func sendOptOuts(t *testing.T, s SendsStore) {
 	if list, err := s.OptOuts(y.c.ID, "", 10); err != nil || list == nil || len(list) != 0 {
 		t.Fatalf("another company's list: %v (%v), want an empty list", phones(list), err)
 	}
+	optedOut := func(c uint64, p string, want bool) {
+		t.Helper()
+		if got, err := s.OptedOut(c, p); err != nil || got != want {
+			t.Fatalf("OptedOut(%d, %s) = %v (%v), want %v", c, p, got, err, want)
+		}
+	}
+	optedOut(x.c.ID, "+15551230002", true)
+	optedOut(x.c.ID, "+15551230009", false)
+	optedOut(y.c.ID, "+15551230002", false) // another company's list
 
 	stopped := x.msg("+15551230002", "stopped")
 	_, _, err = x.send(stopped, store.IdempotencyKey{})
@@ -720,6 +730,7 @@ func sendOptOuts(t *testing.T, s SendsStore) {
 	if err := s.RemoveOptOut(x.c.ID, "+15551230002"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("a second removal: %v, want ErrNotFound", err)
 	}
+	optedOut(x.c.ID, "+15551230002", false)
 	x.mustSend(x.msg("+15551230002", "allowed again"))
 	if o, created, err := s.AddOptOut(x.c.ID, "+15551230002", T0.Add(2*time.Hour)); err != nil || !created || !o.CreatedAt.Equal(T0.Add(2*time.Hour)) {
 		t.Fatalf("listed again: %+v created %v (%v), want a new entry", o, created, err)

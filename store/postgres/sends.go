@@ -554,6 +554,17 @@ func (s *Store) OptOuts(companyID uint64, after string, limit int) ([]store.OptO
 	return out, nil
 }
 
+// OptedOut reports whether phone (E.164, or a keyword sender's form) is on
+// the company's list. A send reads the list again in its own transaction;
+// this read is for a caller that wants to know before it sends.
+func (s *Store) OptedOut(companyID uint64, phone string) (bool, error) {
+	var listed bool
+	err := s.read("opt-out", func(t *txn) error {
+		return t.row("SELECT EXISTS (SELECT 1 FROM opt_outs WHERE company_id = $1 AND phone = $2)", id(companyID), phone).Scan(&listed)
+	})
+	return listed, err
+}
+
 // StorageUsed is how many bytes the company has added on t's UTC day.
 func (s *Store) StorageUsed(companyID uint64, t time.Time) (int64, error) {
 	var used int64
