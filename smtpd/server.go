@@ -31,11 +31,15 @@ type Devices interface {
 	Get(ctx context.Context, companyID uint64, fingerprint string) (store.Device, error)
 }
 
-// Sender queues an SMS with every rule of the API's sends, and lists the
-// company's sender pools for the addresses that name one (sms.Service).
+// Sender queues an SMS with every rule of the API's sends, lists the
+// company's sender pools for the addresses that name one, and reads the
+// company's opt-out list for a recipient at RCPT (sms.Service).
 type Sender interface {
 	Send(ctx context.Context, in sms.SendInput, answer sms.Answer) (store.Message, *store.Idempotent, error)
 	Pools(ctx context.Context, companyID uint64) ([]store.Pool, error)
+	// CheckOptOut answers the send's own refusal (RecipientOptedOut) for a
+	// number on the list, nil for one that is not.
+	CheckOptOut(ctx context.Context, companyID uint64, phone string) error
 }
 
 // Limits are the API's rate-limit windows (httpapi.Server), so that sends

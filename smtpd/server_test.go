@@ -307,26 +307,6 @@ func TestMailOverTheSizeIsRefused(t *testing.T) {
 	}
 }
 
-// TestOneRefusedRecipientOfSeveral: the reply names the refused recipient
-// and those queued before it, which stay queued.
-func TestOneRefusedRecipientOfSeveral(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t, options{})
-	id, key := e.company("acme")
-	vp := e.phone(id, "pixel7")
-	if _, _, err := e.sms.AddOptOut(context.Background(), id, "+15550000002"); err != nil {
-		t.Fatal(err)
-	}
-	err := e.send(e.mailer(key, "x"), "hello", "+15550000001@"+domain, "+15550000002@"+domain)
-	if smtpCode(err) != 550 || !strings.Contains(err.Error(), "To +15550000002") || !strings.Contains(err.Error(), "already queued for +15550000001") {
-		t.Errorf("got %v, want 550 naming +15550000002 and the queued +15550000001", err)
-	}
-	poll.Until(t, "the first recipient's SMS reaches the phone", func() bool { return len(vp.Jobs()) == 1 })
-	if got := vp.Jobs()[0].To; got != "+15550000001" {
-		t.Errorf("the phone got a job to %s, want +15550000001", got)
-	}
-}
-
 // A company with a region may write the number without its +, as on the
 // API; a company without one keeps the international rule.
 func TestMailToANationalNumber(t *testing.T) {

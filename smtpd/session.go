@@ -100,8 +100,9 @@ func (ss *session) Mail(_ string, _ *smtp.MailOptions) error {
 	return nil
 }
 
-// Rcpt reads the address, finds the device and counts the send in the
-// credential's rate limit, as a POST /chat/send would count.
+// Rcpt reads the address, finds the device, refuses a number on the
+// company's opt-out list and counts the send in the credential's rate
+// limit, as a POST /chat/send would count.
 func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 	if !ss.authed {
 		return errAuthRequired
@@ -134,6 +135,13 @@ func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 			return err
 		}
 		rc.device, rc.slot = dev.Fingerprint, slotOf(dev)
+	}
+	// An opted-out number is refused here, for itself alone: at DATA its
+	// refusal would stop the recipients after it, and the sending server
+	// would bounce the whole mail. The send checks the list again in its
+	// commit, for a STOP that arrives between RCPT and DATA.
+	if err := ss.s.deps.SMS.CheckOptOut(context.Background(), ss.p.CompanyID, rc.phone); err != nil {
+		return reply(err, rc.phone, nil, ss.s.log)
 	}
 	for _, r := range ss.rcpts {
 		if r == rc {
