@@ -16,15 +16,15 @@ import (
 // the phone or its token, and the operator's log names the database.
 func TestLinkWhileTheDatabaseIsGoneAnswers503(t *testing.T) {
 	t.Parallel()
-	relayed, cut := pgtest.Relay(t, pgtest.URL(t))
-	st, err := postgres.Open(context.Background(), relayed, postgres.Options{})
+	relay := pgtest.Relay(t, pgtest.URL(t))
+	st, err := postgres.Open(context.Background(), relay.URL, postgres.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
 	r := newRigOn(t, st, Config{}, time.Now, nil)
 	token := r.pair("db-gone-1")
-	cut()
+	relay.Cut()
 	_, res, err := r.dial(token, nil)
 	if err == nil || res == nil {
 		t.Fatalf("linked with the database gone: %v", err)

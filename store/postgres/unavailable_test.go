@@ -56,11 +56,11 @@ func TestFirstBatchBrokenIsUnavailable(t *testing.T) {
 // relay and every connection through it, the database going away.
 func relayedStore(t *testing.T) (s *Store, cut func()) {
 	t.Helper()
-	relayed, cut := pgtest.Relay(t, migrated(t))
-	s, err := Open(context.Background(), relayed, Options{})
+	relay := pgtest.Relay(t, migrated(t))
+	s, err := Open(context.Background(), relay.URL, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	return s, cut
+	return s, relay.Cut
 }
