@@ -132,6 +132,20 @@ func uncount(sock net.Conn) {
 	}
 }
 
+// recount takes a link's place in that bound again once it is no longer
+// its device's one link (replaced, or closed by the server): its close
+// handshake may keep the connection open for up to 10 s, and a client
+// replacing its link again and again would otherwise hold any number of
+// such connections from one address.
+func recount(sock net.Conn) {
+	if l, ok := sock.(*linkIO); ok {
+		sock = l.Conn
+	}
+	if r, ok := sock.(interface{ Recount() }); ok {
+		r.Recount()
+	}
+}
+
 // newLinkIO wraps conn, or returns nil when conn gives no raw access to its
 // socket (one that reads through TLS, say).
 func newLinkIO(conn net.Conn) *linkIO {

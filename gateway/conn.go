@@ -626,6 +626,7 @@ func (c *conn) closeWithFrame(code int, reason string, errFrame *proto.Error) {
 	if !c.state.CompareAndSwap(linkOpen, linkClosing) {
 		return
 	}
+	recount(c.sock) // no longer the device's one link, though open for the handshake
 	if len(reason) > 120 {
 		reason = reason[:120] // the close frame allows 123 bytes
 	}

@@ -212,6 +212,12 @@ func TestMCPTenantsAndAccess(t *testing.T) {
 	}
 	body, isErr = callTool(t, cs, "message_status", map[string]any{"id": queueID, "channel": "fax"})
 	wantToolError(t, body, isErr, http.StatusBadRequest, "validation_failed", "channel")
+	// A missing id is a bad argument, as every tool's required argument is,
+	// not a message that is not there.
+	for _, ch := range []string{"", "sms", "whatsapp", "imessage"} {
+		body, isErr = callTool(t, cs, "message_status", map[string]any{"channel": ch})
+		wantToolError(t, body, isErr, http.StatusBadRequest, "validation_failed", "id")
+	}
 
 	// A member of Acme sees Acme's device and message: every tool is a member's route.
 	_, memberAccess := e.phonesInviteMember(a, "mcp-tm@example.com")

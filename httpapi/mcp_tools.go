@@ -154,6 +154,12 @@ func (s *Server) newMCPTools() []mcpTool {
 			"The status of one sent message: queued, scheduled, sending, sent, delivered, failed (with error), expired or canceled. "+
 				"For sms as GET /chat/queue/{queueId}; for whatsapp and imessage the message as GET /whatsapp/messages/{id}.", true,
 			func(ctx context.Context, p account.Principal, in statusArgs) (any, error) {
+				// The route takes the id from its path, where it cannot be
+				// empty; a tool's caller can leave it out, and is told so
+				// as for every other required argument, not "no such message".
+				if in.ID == "" {
+					return nil, problem.Invalid("id", "is required")
+				}
 				switch in.Channel {
 				case "", "sms":
 					m, err := s.deps.SMS.Queued(ctx, p.CompanyID, in.ID)

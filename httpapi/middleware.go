@@ -2,9 +2,11 @@ package httpapi
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -279,4 +281,31 @@ func (s *Server) access(level access) echo.MiddlewareFunc {
 func principal(c echo.Context) account.Principal {
 	p, _ := c.Get(keyPrincipal).(account.Principal)
 	return p
+}
+
+// refuseNUL answers a request whose path or query holds U+0000 (%00)
+// before a handler looks the value up: no id, name or number the API stores
+// holds it, and PostgreSQL (the store of a cluster) cannot even compare a
+// text with it, so every route that looked one up answered 500 there. A
+// path id is what no object has (404, as bbolt answered); a query
+// parameter gets the 400 a body holding it gets, naming the parameter.
+func refuseNUL(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		for _, v := range c.ParamValues() {
+			if strings.IndexByte(v, 0) >= 0 {
+				return problem.New(problem.NotFound, "No such resource: no id holds the NUL character (%00).")
+			}
+		}
+		q := c.QueryParams()
+		for _, k := range slices.Sorted(maps.Keys(q)) { // the same parameter named every time
+			bad := strings.IndexByte(k, 0) >= 0
+			for _, v := range q[k] {
+				bad = bad || strings.IndexByte(v, 0) >= 0
+			}
+			if bad {
+				return problem.Invalid(strings.ReplaceAll(k, "\x00", ""), `must not hold the NUL character (\u0000)`)
+			}
+		}
+		return next(c)
+	}
 }

@@ -2,8 +2,11 @@ package httpapi_test
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
@@ -307,4 +310,74 @@ func TestPoolStickyKeepsRecipients(t *testing.T) {
 	if got := e.poolSend(a.apiKey, "keep", "+15559990000", "once more").str("device_fingerprint"); got != moved {
 		t.Fatalf("after the move the recipient went from %s, want %s", got, moved)
 	}
+}
+
+// documentedCodes are the error codes the served OpenAPI document shows as
+// examples of one operation's answer with the given status; nil when the
+// operation does not list that status.
+func (e *env) documentedCodes(method, path string, status int) []string {
+	e.t.Helper()
+	r := e.do(call{method: "GET", path: "/openapi.json"})
+	e.want(r, http.StatusOK, "")
+	resolve := func(v any) map[string]any {
+		m, _ := v.(map[string]any)
+		if ref, ok := m["$ref"].(string); ok {
+			var node any = r.Body
+			for _, part := range strings.Split(strings.TrimPrefix(ref, "#/"), "/") {
+				node = node.(map[string]any)[part]
+			}
+			m, _ = node.(map[string]any)
+		}
+		return m
+	}
+	paths, _ := r.Body["paths"].(map[string]any)
+	op, _ := resolve(paths[path])[strings.ToLower(method)].(map[string]any)
+	answers, _ := op["responses"].(map[string]any)
+	answer, ok := answers[strconv.Itoa(status)]
+	if !ok {
+		return nil
+	}
+	codes := []string{}
+	content, _ := resolve(answer)["content"].(map[string]any)
+	media, _ := content["application/json"].(map[string]any)
+	examples, _ := media["examples"].(map[string]any)
+	for _, ex := range examples {
+		value, _ := resolve(ex)["value"].(map[string]any)
+		if code, ok := value["error"].(string); ok {
+			codes = append(codes, code)
+		}
+	}
+	return codes
+}
+
+// Every route that sends through a pool answers the pool's refusals
+// (409 pool_unavailable, 429 pool_capped), and the OpenAPI document lists
+// them under that route: POST /automation/send-sms, which takes the same
+// body as /chat/send, listed neither.
+func TestPoolRefusalsAreInTheOpenAPIDocument(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, roomy)
+	a := e.newCompany("Acme", "owner@acme.test")
+	e.pairPhone(a.apiKey, "doc-1")
+	e.setCaps(a.apiKey, "doc-1", map[string]any{"slot": "SIM1", "per_day": 1})
+	e.createPool(a.apiKey, map[string]any{"name": "solo", "members": members("doc-1", "SIM1")})
+	e.poolSend(a.apiKey, "solo", "+15559100000", "the day's one")
+
+	bodies := map[string]map[string]any{
+		"/chat/send":           {"pool": "solo", "phone": "+15559100001", "message": "x"},
+		"/automation/send-sms": {"pool": "solo", "phone": "+15559100001", "message": "x"},
+		"/chat/send-bulk":      {"pool": "solo", "messages": []any{map[string]any{"phone": "+15559100001", "message": "x"}}},
+	}
+	check := func(status int, code string) {
+		t.Helper()
+		for _, path := range slices.Sorted(maps.Keys(bodies)) {
+			e.want(e.do(call{method: "POST", path: path, token: a.apiKey, body: bodies[path]}), status, code)
+			if codes := e.documentedCodes("POST", path, status); !slices.Contains(codes, code) {
+				t.Errorf("POST %s answers %d %s; the OpenAPI document shows %v under %d", path, status, code, codes, status)
+			}
+		}
+	}
+	check(http.StatusTooManyRequests, "pool_capped")
+	e.want(e.do(call{method: "PATCH", path: "/device/doc-1", token: a.apiKey, body: map[string]any{"status": "disabled"}}), http.StatusOK, "")
+	check(http.StatusConflict, "pool_unavailable")
 }

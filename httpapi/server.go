@@ -175,7 +175,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		e.IPExtractor = echo.ExtractIPFromXFFHeader(opts...)
 	}
 	e.Pre(canonicalPath, hideOperatorRoutes)
-	e.Use(s.observe, s.recoverPanics, s.identify, s.limit)
+	e.Use(s.observe, s.recoverPanics, s.identify, s.limit, refuseNUL)
 	for _, r := range s.routes() {
 		e.Add(r.method, r.path, r.handler, s.access(r.access))
 		// HEAD answers wherever GET does (uptime monitors use it); net/http

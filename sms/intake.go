@@ -36,9 +36,7 @@ func (s *Service) Status(_ context.Context, dev store.Device, st proto.Status) R
 	default:
 		return Report{err: problem.Invalid("status", "must be sent, delivered or failed")}
 	}
-	if len(st.Error) > 200 {
-		st.Error = st.Error[:200]
-	}
+	st.Error = cutError(st.Error)
 	if err := checkDetail(st); err != nil {
 		return Report{err: err}
 	}
@@ -225,3 +223,24 @@ type Job struct {
 }
 
 const timeLayout = "2006-01-02T15:04:05.000Z"
+
+// maxErrorBytes is how much of a failed job's error text the phone reports
+// is kept: a reason, not a log.
+const maxErrorBytes = 200
+
+// cutError keeps the first maxErrorBytes bytes of an error text, cut at the
+// start of the character that would be split: a cut inside one left bytes
+// that are not UTF-8, which bbolt kept as they were and PostgreSQL stored
+// as U+FFFD, so the two stores showed different texts.
+func cutError(s string) string {
+	if len(s) <= maxErrorBytes {
+		return s
+	}
+	n := maxErrorBytes
+	// Back to the start of the rune that would be cut; invalid UTF-8 is cut
+	// anywhere after at most three steps.
+	for i := 0; i < utf8.UTFMax-1 && !utf8.RuneStart(s[n]); i++ {
+		n--
+	}
+	return s[:n]
+}

@@ -2,6 +2,7 @@ package smtpd
 
 import (
 	"strings"
+	"unicode"
 
 	"github.com/emersion/go-smtp"
 
@@ -40,6 +41,12 @@ func ParseAddress(addr, domain string) (Address, error) {
 func ParseAddressIn(addr, domain, region string) (Address, error) {
 	if len(addr) > maxAddress {
 		return Address{}, badAddress("The address is too long.")
+	}
+	// No number, fingerprint or pool name holds a control character; one
+	// looked up would be a fault on PostgreSQL (it cannot compare a text
+	// holding U+0000), and 451 has a mail server retry for days.
+	if strings.ContainsFunc(addr, unicode.IsControl) {
+		return Address{}, badAddress("The address holds a control character.")
 	}
 	local, dom, ok := cutLast(addr, "@")
 	if !ok || local == "" {

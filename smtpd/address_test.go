@@ -26,6 +26,12 @@ func TestParseAddress(t *testing.T) {
 		{in: "+15551234567@other.test", code: 550},
 		{in: "@sms.test", code: 550},
 		{in: "+15551234567", code: 550},
+		// A control character names no device or pool: refused here, not
+		// looked up (PostgreSQL cannot compare a text holding U+0000, so
+		// the lookup answered 451, a fault a mail server retries for days).
+		{in: "+15551234567+dev-pix\x00el7@sms.test", code: 550},
+		{in: "+15551234567+pool-sa\x00les@sms.test", code: 550},
+		{in: "+15551234567+dev-pixel\x7f@sms.test", code: 550},
 	} {
 		got, err := ParseAddress(tc.in, "sms.test")
 		var se *smtp.SMTPError

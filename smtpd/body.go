@@ -12,9 +12,14 @@ import (
 	"net/mail"
 	"regexp"
 	"strings"
+	"unicode/utf8"
 
 	"golang.org/x/net/html"
 	"golang.org/x/net/html/charset"
+	"golang.org/x/text/encoding/unicode"
+	"golang.org/x/text/transform"
+
+	"github.com/simrelay/simrelay/sms"
 )
 
 // Bounds of reading one mail's structure: real clients nest two or three
@@ -52,18 +57,25 @@ func ReadMail(raw []byte) (Mail, error) {
 	var text string
 	switch {
 	case r.plain != nil:
-		text = *r.plain
+		text = Clean(noBreakSpaces.Replace(*r.plain))
 	case r.html != nil:
-		text = HTMLText(*r.html)
+		text = Clean(noBreakSpaces.Replace(HTMLText(*r.html)))
+		if utf8.RuneCountInString(text) > sms.MaxMessageChars {
+			// The links' addresses made it too long for an SMS: the text
+			// alone may fit, and is better than a refused mail.
+			text = Clean(noBreakSpaces.Replace(htmlText(*r.html, false)))
+		}
 	}
-	text = Clean(text)
 	if text == "" {
-		dec := new(mime.WordDecoder)
+		// The subject's encoded words in the charsets a body is read in
+		// (the standard decoder knows only UTF-8, Latin-1 and ASCII, and
+		// left ISO-2022-JP or windows-1252 as its raw =?...?= text).
+		dec := &mime.WordDecoder{CharsetReader: charsetReader}
 		subject, err := dec.DecodeHeader(msg.Header.Get("Subject"))
 		if err != nil {
 			subject = msg.Header.Get("Subject")
 		}
-		text = strings.TrimSpace(subject)
+		text = strings.TrimSpace(noBreakSpaces.Replace(withoutBOM(subject)))
 	}
 	return Mail{Text: text, MessageID: strings.TrimSpace(msg.Header.Get("Message-ID"))}, nil
 }
@@ -118,6 +130,9 @@ func (r *partReader) walk(h header, body io.Reader, depth int) error {
 		return err
 	}
 	if media == "text/plain" {
+		if strings.EqualFold(params["format"], "flowed") {
+			text = unflow(text, strings.EqualFold(params["delsp"], "yes"))
+		}
 		r.plain = &text
 	} else {
 		r.html = &text
@@ -134,9 +149,9 @@ func decode(body io.Reader, encoding, cs string) (string, error) {
 		body = base64.NewDecoder(base64.StdEncoding, &newlineSkipper{r: body})
 	}
 	if cs != "" && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "us-ascii") {
-		r, err := charset.NewReaderLabel(cs, body)
+		r, err := charsetReader(cs, body)
 		if err != nil {
-			return "", fmt.Errorf("the charset %q is not known", cs)
+			return "", err
 		}
 		body = r
 	}
@@ -144,8 +159,38 @@ func decode(body io.Reader, encoding, cs string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("a text part cannot be decoded: %v", err)
 	}
-	return strings.ToValidUTF8(string(raw), "\uFFFD"), nil
+	return withoutBOM(strings.ToValidUTF8(string(raw), "\uFFFD")), nil
 }
+
+// charsetReader reads text in the charset cs as UTF-8: the labels mail
+// clients write, by the WHATWG table browsers use.
+func charsetReader(cs string, r io.Reader) (io.Reader, error) {
+	if strings.EqualFold(strings.TrimSpace(cs), "utf-16") {
+		// The WHATWG table makes "utf-16" little-endian and keeps a
+		// byte-order mark as text, which turns big-endian text (Java's
+		// "UTF-16") into CJK soup. RFC 2781: the mark says the order, and
+		// text without one is big-endian.
+		return transform.NewReader(r, unicode.UTF16(unicode.BigEndian, unicode.UseBOM).NewDecoder()), nil
+	}
+	out, err := charset.NewReaderLabel(cs, r)
+	if err != nil {
+		return nil, fmt.Errorf("the charset %q is not known", cs)
+	}
+	return out, nil
+}
+
+// noBreakSpaces turns no-break spaces into spaces. In mail they are layout:
+// HTML is full of &nbsp;, Outlook carries them into its plain part, macOS
+// writes U+202F before AM and PM. None is in the GSM alphabet, so one of
+// them made the whole SMS UCS-2, 70 characters a part instead of 160; an
+// SMS has no line to keep together.
+var noBreakSpaces = strings.NewReplacer("\u00a0", " ", "\u202f", " ", "\u2007", " ")
+
+// withoutBOM drops U+FEFF: a byte-order mark (Windows editors start UTF-8
+// with one) or the deprecated zero-width no-break space, invisible either
+// way, and kept it would make the SMS UCS-2, 70 characters a part instead
+// of 160.
+func withoutBOM(s string) string { return strings.ReplaceAll(s, "\uFEFF", "") }
 
 // newlineSkipper drops the line breaks of base64 text, which the standard
 // decoder refuses.
@@ -174,13 +219,19 @@ var blocks = map[string]bool{"p": true, "div": true, "tr": true, "li": true, "ul
 var spaces = regexp.MustCompile(`[ \t\r\n\f]+`)
 
 // HTMLText renders HTML as plain text: the text of the elements, a line
-// break for <br> and around block elements, nothing of scripts, styles and
-// blockquotes (quoted replies), and Gmail's and Outlook's quote containers
-// (gmail_quote, divRplyFwdMsg) with all that follows them.
-func HTMLText(src string) string {
+// break for <br> and around block elements, a web link's address after its
+// text, nothing of scripts, styles and blockquotes (quoted replies), and
+// Gmail's and Outlook's quote containers (gmail_quote, divRplyFwdMsg) with
+// all that follows them.
+func HTMLText(src string) string { return htmlText(src, true) }
+
+// htmlText is HTMLText, with the addresses of links when links is set.
+func htmlText(src string, links bool) string {
 	z := html.NewTokenizer(strings.NewReader(src))
 	var b strings.Builder
 	skip := 0 // depth inside skipped elements
+	// The open link: its address, and where its text starts in b.
+	href, linkAt := "", 0
 	for {
 		tt := z.Next()
 		switch tt {
@@ -193,8 +244,12 @@ func HTMLText(src string) string {
 		case html.StartTagToken, html.SelfClosingTagToken:
 			name, hasAttr := z.TagName()
 			tag := string(name)
-			if quoteContainer(z, hasAttr) {
+			attrs := tagAttrs(z, hasAttr)
+			if quoteContainer(attrs) {
 				return lineTrimmed(b.String())
+			}
+			if links && tag == "a" && skip == 0 && tt == html.StartTagToken && webAddress(attrs["href"]) {
+				href, linkAt = attrs["href"], b.Len()
 			}
 			if skipped[tag] && tt == html.StartTagToken {
 				skip++
@@ -206,6 +261,16 @@ func HTMLText(src string) string {
 			name, _ := z.TagName()
 			if skipped[string(name)] && skip > 0 {
 				skip--
+			}
+			if string(name) == "a" && href != "" {
+				// A link's address is what an SMS reader can act on ("View
+				// dashboard" is no use without it): it follows the link's
+				// text, unless that text is the address, or the link shows
+				// no text (a logo).
+				if text := strings.TrimSpace(b.String()[linkAt:]); text != "" && bareURL(text) != bareURL(href) {
+					b.WriteString(" (" + href + ")")
+				}
+				href = ""
 			}
 			if blocks[string(name)] {
 				b.WriteByte('\n')
@@ -223,18 +288,40 @@ func lineTrimmed(s string) string {
 	return strings.Join(lines, "\n")
 }
 
-// quoteContainer reports whether the tag just read opens a mail client's
-// quoted thread: Gmail's class gmail_quote, Outlook's id divRplyFwdMsg.
-func quoteContainer(z *html.Tokenizer, hasAttr bool) bool {
+// tagAttrs reads the attributes of the tag just read (the first of a name).
+func tagAttrs(z *html.Tokenizer, hasAttr bool) map[string]string {
+	attrs := map[string]string{}
 	for hasAttr {
 		var k, v []byte
 		k, v, hasAttr = z.TagAttr()
-		key, val := string(k), string(v)
-		if key == "class" && strings.Contains(val, "gmail_quote") || key == "id" && val == "divRplyFwdMsg" {
-			return true
+		if _, seen := attrs[string(k)]; !seen {
+			attrs[string(k)] = string(v)
 		}
 	}
-	return false
+	return attrs
+}
+
+// quoteContainer reports whether a tag with these attributes opens a mail
+// client's quoted thread: Gmail's class gmail_quote, Outlook's id divRplyFwdMsg.
+func quoteContainer(attrs map[string]string) bool {
+	return strings.Contains(attrs["class"], "gmail_quote") || attrs["id"] == "divRplyFwdMsg"
+}
+
+// webAddress reports whether a link's href is an http or https address,
+// the links worth an SMS's characters (not mailto:, tel:, javascript:...).
+func webAddress(href string) bool {
+	l := strings.ToLower(href)
+	return strings.HasPrefix(l, "https://") || strings.HasPrefix(l, "http://")
+}
+
+// bareURL is an address without its scheme and trailing slash, to tell
+// whether a link's text already shows its address.
+func bareURL(s string) string {
+	l := strings.ToLower(s)
+	for _, p := range []string{"https://", "http://"} {
+		l = strings.TrimPrefix(l, p)
+	}
+	return strings.TrimSuffix(l, "/")
 }
 
 // attribution is the line a client writes above a quoted reply

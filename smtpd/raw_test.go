@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simrelay/simrelay/internal/poll"
 	"github.com/simrelay/simrelay/pacing"
 	"github.com/simrelay/simrelay/smtpd"
 )
@@ -152,4 +153,34 @@ func TestRefusedRecipientsCountInTheRateLimit(t *testing.T) {
 	}
 	d.say("RCPT TO:<+15551234567+pool-nope5@"+domain+">", "452 4.7.0")
 	d.say("RCPT TO:<+15551234567@"+domain+">", "452 4.7.0")
+}
+
+// TestMailClientsTextLeavesAsWritten: what common mail clients send reaches
+// the phone as the text their user wrote, in the GSM alphabet when that is
+// what was written: Thunderbird's format=flowed paragraph joined again, an
+// Outlook HTML mail's &nbsp; a space, a BOM-led UTF-8 text without it, a
+// Japanese subject decoded. Each used to leave broken, as UCS-2, or as its
+// raw encoded word.
+func TestMailClientsTextLeavesAsWritten(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, options{})
+	id, key := e.company("acme")
+	vp := e.phone(id, "pixel7")
+	mails := []struct{ raw, want string }{
+		{"Subject: x\r\nContent-Type: text/plain; charset=UTF-8; format=flowed\r\n\r\nThe server room is above 30 degrees since 10:12, please check the \r\ncooling unit.\r\n", "The server room is above 30 degrees since 10:12, please check the cooling unit."},
+		{"Subject: x\r\nContent-Type: text/html; charset=utf-8\r\n\r\n<p>Your&nbsp;order&nbsp;shipped.</p><p>&nbsp;</p>\r\n", "Your order shipped."},
+		{"Subject: x\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n\xef\xbb\xbfBackup done.\r\n", "Backup done."},
+		{"Subject: =?ISO-2022-JP?B?GyRCJDMkcyRLJEEkTxsoQg==?=\r\n\r\n\r\n", "こんにちは"},
+	}
+	for i, m := range mails {
+		d := e.dataSession(key)
+		d.write(m.raw + ".\r\n")
+		if got := d.reply(); !strings.HasPrefix(got, "250 ") {
+			t.Fatalf("mail %d: got %q, want 250", i, got)
+		}
+		poll.Until(t, "the phone gets the SMS", func() bool { return len(vp.Jobs()) == i+1 })
+		if got := vp.Jobs()[i].Message; got != m.want {
+			t.Errorf("mail %d: the SMS is %q, want %q", i, got, m.want)
+		}
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/emersion/go-smtp"
 
 	"github.com/simrelay/simrelay/account"
+	"github.com/simrelay/simrelay/internal/connlimit"
 	"github.com/simrelay/simrelay/pacing"
 	"github.com/simrelay/simrelay/sms"
 	"github.com/simrelay/simrelay/store"
@@ -64,9 +65,9 @@ type Server struct {
 	srv  *smtp.Server
 	done chan struct{} // closed when Serve returns
 
-	mu     sync.Mutex     // guards ln and closed
-	ln     *limitListener // set by Serve
-	closed bool           // Shutdown was called
+	mu     sync.Mutex          // guards ln and closed
+	ln     *connlimit.Listener // set by Serve
+	closed bool                // Shutdown was called
 }
 
 // New builds the listener; Serve starts it.
@@ -100,10 +101,10 @@ func (s *Server) Serve(ln net.Listener) error {
 		s.mu.Unlock()
 		return ln.Close()
 	}
-	lim := newLimitListener(ln, s.cfg.MaxConns, s.cfg.MaxConnsPerIP, s.cfg.MaxSession)
+	lim := bound(ln, s.cfg)
 	s.ln = lim
 	s.mu.Unlock()
-	err := s.srv.Serve(lim)
+	err := s.srv.Serve(lifeListener{lim, s.cfg.MaxSession})
 	if errors.Is(err, net.ErrClosed) {
 		return nil
 	}
@@ -121,10 +122,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if ln == nil {
 		return nil
 	}
-	ln.shut()
+	_ = ln.Close() // later accepts fail
 	err := s.srv.Shutdown(ctx)
 	if err != nil {
-		ln.cut()
+		ln.CloseAll()
 	}
 	<-s.done
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
@@ -141,7 +142,7 @@ func (s *Server) Open() int {
 	if ln == nil {
 		return 0
 	}
-	return ln.open()
+	return ln.Live()
 }
 
 func (s *Server) newSession(c *smtp.Conn) (smtp.Session, error) {

@@ -65,8 +65,8 @@ type Message struct {
 	Account     string `json:"account,omitempty"`
 	ContentType string `json:"content_type,omitempty"`
 	MediaURL    string `json:"media_url,omitempty"`
-	// Pool is the name of the sender pool a send named (pools.go), and
-	// PoolID its id; the pool chose Device and SIMSlot.
+	// Pool is the name of the sender pool a send named (pools.go), as the
+	// pool spells it, and PoolID its id; the pool chose Device and SIMSlot.
 	Pool   string `json:"pool,omitempty"`
 	PoolID uint64 `json:"pool_id,omitempty"`
 	// Attempts are the members a pool's message was queued on before a

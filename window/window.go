@@ -89,13 +89,38 @@ func minutes(s string, end bool) (int, bool) {
 	return h*60 + m, true
 }
 
+//go:generate go run genzones.go
+
+// zoneSet holds the names of zoneNames (zones.go).
+var zoneSet = sync.OnceValue(func() map[string]bool {
+	set := map[string]bool{}
+	for _, n := range zoneList() {
+		set[n] = true
+	}
+	return set
+})
+
+func zoneList() []string { return strings.Fields(zoneNames) }
+
 // locations caches loaded zones: a zone is read and parsed once per
-// process, and there are a few hundred names, so the cache is bounded.
+// process, and only the names of zoneNames load, so the cache is bounded.
 var locations sync.Map // name -> *time.Location
 
+// location loads a zone of the embedded database by its name. The name is
+// checked against that database's list first: time.LoadLocation reads the
+// host's zoneinfo directory before the embedded copy, and that directory
+// also answers to "./UTC", "America//New_York", "localtime" (the host's own
+// zone), "posixrules" and "right/..." (leap-second clocks). Such a name,
+// accepted on one host, would not load on a host without those files (a
+// slim container, another node of a cluster), where a stored window that
+// cannot load is taken as always open; and each spelling of a path would
+// be one more cache entry.
 func location(name string) (*time.Location, error) {
 	if l, ok := locations.Load(name); ok {
 		return l.(*time.Location), nil
+	}
+	if !zoneSet()[name] {
+		return nil, fmt.Errorf("window: %q is not a zone of the embedded database", name)
 	}
 	l, err := time.LoadLocation(name)
 	if err != nil {

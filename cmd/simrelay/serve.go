@@ -229,8 +229,9 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	}
 	// One client address holds at most its share of the connections (the
 	// server's timeouts bound each one's life, not their number); a trusted
-	// proxy carries many clients and is not counted.
-	limited := connlimit.New(ln, cfg.connsPerIP, cfg.trustedProxies)
+	// proxy carries many clients and is not counted. One over the bound is
+	// answered 429 before its request is read.
+	limited := connlimit.New(ln, connlimit.Config{PerClient: cfg.connsPerIP, Exempt: cfg.trustedProxies, Refuse: httpapi.RefuseConnection})
 	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "simrelay_http_conns_refused_total",
 		Help: "HTTP connections refused because their client address held --max-conns-per-ip already.",

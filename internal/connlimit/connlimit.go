@@ -1,96 +1,140 @@
-// Package connlimit bounds the connections one client address holds open on
-// a listener. The HTTP server's timeouts bound how long each connection
-// lives (10 s for a request's header, a minute for its body, two minutes
-// idle between requests), but not how many one client opens: without a
-// bound, one address could hold every file descriptor the process may open
-// with idle keep-alive connections, and no phone, browser or API client
-// could connect any more.
 package connlimit
 
 import (
-	"errors"
 	"net"
-	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/simrelay/simrelay/pacing"
 )
 
-// DefaultPerClient is the default bound of connections from one address:
-// far above what a browser (6 per host), an API client's pool or the phones
-// of one office reconnecting at once behind a NAT hold (a registered link
-// gives its place back: Uncount), far below the process's
-// file descriptors.
+// DefaultPerClient is the HTTP server's default bound of connections from
+// one address (--max-conns-per-ip): far above what a browser (6 per host),
+// an API client's pool or the phones of one office reconnecting at once
+// behind a NAT hold (a registered link gives its place back: Uncount), far
+// below the process's file descriptors.
 const DefaultPerClient = 1000
 
-// refusalBody is the contract's error body of the refusal.
-const refusalBody = `{"error":"rate_limited","message":"Too many connections from this address at once; close some and try again."}`
+// refuseWithin bounds the write of a refusal. The kernel's send buffer takes
+// a short answer without the client reading; the deadline only guards
+// against a full one, so that Accept never waits on a client.
+const refuseWithin = time.Second
 
-// refusal is written to a connection over the bound before it is closed.
-// It is a whole HTTP answer, since the connection is refused before any
-// request is read: a client sees 429 rate_limited rather than a reset.
-var refusal = []byte("HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: " +
-	strconv.Itoa(len(refusalBody)) + "\r\n\r\n" + refusalBody)
+// Config says what a Listener bounds; the zero Config bounds nothing.
+type Config struct {
+	// PerClient bounds the connections one client address holds open at
+	// once (an IPv6 client is its /64); <= 0 bounds nothing.
+	PerClient int
+	// Exempt are networks whose connections are not counted per address:
+	// a trusted proxy carries many clients on its connections. They still
+	// count in Total, which guards the process, not fairness.
+	Exempt []*net.IPNet
+	// Total bounds the connections held open at once, in all; <= 0 bounds
+	// nothing.
+	Total int
+	// Refuse answers a connection over a bound before the listener closes
+	// it (HTTP's 429, SMTP's 421). It runs on the accepting goroutine with a
+	// write deadline a second away, so it must only write. nil: the
+	// connection is closed without a word.
+	Refuse func(net.Conn)
+	// Track remembers every open connection, so that CloseAll can cut those
+	// still open at a shutdown's deadline (go-smtp's Shutdown only waits for
+	// them). It costs a map entry per connection: the HTTP server, whose
+	// http.Server tracks its own, goes without.
+	Track bool
+}
 
-// Listener accepts at most PerClient open connections from one client
-// address (an IPv6 client is its /64, as in the rate limits); connections
-// from an exempt network (the trusted proxies, which carry many clients
-// each) are not counted.
+// Listener accepts connections within its Config's bounds.
 type Listener struct {
 	net.Listener
-	perClient int
-	exempt    []*net.IPNet
+	cfg Config
 
-	mu   sync.Mutex // guards open; held only for map updates
-	open map[string]int
+	mu     sync.Mutex         // guards the fields below; held only for map and counter updates
+	open   map[string]int     // connections counted per client key
+	held   int                // connections counted in cfg.Total
+	live   map[*conn]struct{} // open connections, with cfg.Track
+	closed bool               // Close was called
 
 	refused atomic.Uint64
 }
 
-// New bounds ln to perClient connections per client address; perClient <= 0
-// bounds nothing and returns ln's connections as they are.
-func New(ln net.Listener, perClient int, exempt []*net.IPNet) *Listener {
-	return &Listener{Listener: ln, perClient: perClient, exempt: exempt, open: map[string]int{}}
+// New bounds ln as cfg says.
+func New(ln net.Listener, cfg Config) *Listener {
+	l := &Listener{Listener: ln, cfg: cfg, open: map[string]int{}}
+	if cfg.Track {
+		l.live = map[*conn]struct{}{}
+	}
+	return l
 }
 
-// Accept returns the next connection within the bound. One over it is
-// answered 429 and closed here, and Accept waits for the next.
+// Accept returns the next connection within the bounds. One over a bound is
+// answered (Config.Refuse) and closed here, and Accept waits for the next.
+// A connection that counts in nothing and is not tracked is returned as it
+// is; the others are wrapped to give their places back on Close.
 func (l *Listener) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()
 		if err != nil {
 			return nil, err
 		}
-		if l.perClient <= 0 {
+		key := l.keyOf(c)
+		if key == "" && l.cfg.Total <= 0 && !l.cfg.Track {
 			return c, nil
 		}
-		ip := hostOf(c.RemoteAddr())
-		if l.exempted(ip) {
-			return c, nil
-		}
-		key := pacing.ClientKey(ip.String())
 		l.mu.Lock()
-		if l.open[key] >= l.perClient {
+		if l.cfg.Track && l.closed {
+			// Taken from the socket as the listener closed: handed out, it
+			// would escape a CloseAll already under way.
 			l.mu.Unlock()
-			l.refused.Add(1)
-			// The kernel's send buffer takes the answer without the client
-			// reading; the deadline only guards against a full one, so
-			// Accept never waits on a client.
-			_ = c.SetWriteDeadline(time.Now().Add(time.Second))
-			_, _ = c.Write(refusal)
 			_ = c.Close()
+			return nil, net.ErrClosed
+		}
+		if (key != "" && l.open[key] >= l.cfg.PerClient) || (l.cfg.Total > 0 && l.held >= l.cfg.Total) {
+			l.mu.Unlock()
+			l.refuse(c)
 			continue
 		}
-		l.open[key]++
+		lc := &conn{Conn: c, l: l, key: key, counted: true}
+		if key != "" {
+			l.open[key]++
+		}
+		if l.cfg.Total > 0 {
+			l.held++
+		}
+		if l.cfg.Track {
+			l.live[lc] = struct{}{}
+		}
 		l.mu.Unlock()
-		return &conn{Conn: c, l: l, key: key}, nil
+		return lc, nil
 	}
 }
 
-// Refused is how many connections were refused over the bound.
+// Close closes the listener; with Config.Track, a connection it takes from
+// the socket from then on is closed rather than handed out.
+func (l *Listener) Close() error {
+	l.mu.Lock()
+	l.closed = true
+	l.mu.Unlock()
+	return l.Listener.Close()
+}
+
+// CloseAll closes every open connection (with Config.Track; without, it
+// knows of none): a shutdown's last step, for those still open at its
+// deadline. Call it after Close, so that no new one arrives.
+func (l *Listener) CloseAll() {
+	l.mu.Lock()
+	conns := make([]*conn, 0, len(l.live))
+	for c := range l.live {
+		conns = append(conns, c)
+	}
+	l.mu.Unlock()
+	for _, c := range conns {
+		_ = c.Close()
+	}
+}
+
+// Refused is how many connections were refused over a bound.
 func (l *Listener) Refused() uint64 { return l.refused.Load() }
 
 // Open is how many counted connections key (a client address as
@@ -101,78 +145,71 @@ func (l *Listener) Open(key string) int {
 	return l.open[key]
 }
 
-func (l *Listener) exempted(ip net.IP) bool {
-	for _, n := range l.exempt {
-		if n.Contains(ip) {
-			return true
-		}
-	}
-	return false
+// Live is how many connections are open now (with Config.Track; 0 without).
+func (l *Listener) Live() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.live)
 }
 
-func (l *Listener) release(key string) {
+// keyOf is the key c counts under per client address; "" when it is not
+// counted per address (no PerClient bound, or an exempt network).
+func (l *Listener) keyOf(c net.Conn) string {
+	if l.cfg.PerClient <= 0 {
+		return ""
+	}
+	ip, host := clientOf(c.RemoteAddr())
+	for _, n := range l.cfg.Exempt {
+		if n.Contains(ip) {
+			return ""
+		}
+	}
+	return pacing.ClientKey(host)
+}
+
+func (l *Listener) refuse(c net.Conn) {
+	l.refused.Add(1)
+	if l.cfg.Refuse != nil {
+		_ = c.SetWriteDeadline(time.Now().Add(refuseWithin))
+		l.cfg.Refuse(c)
+	}
+	_ = c.Close()
+}
+
+// release gives c's places back in the bounds, once, and with closed, forgets
+// it; without closed (Uncount), only until Recount or Close settled it.
+func (l *Listener) release(c *conn, closed bool) {
 	l.mu.Lock()
-	if l.open[key]--; l.open[key] <= 0 {
-		delete(l.open, key)
+	if c.counted && (closed || !c.settled) {
+		c.counted = false
+		if c.key != "" {
+			if l.open[c.key]--; l.open[c.key] <= 0 {
+				delete(l.open, c.key)
+			}
+		}
+		if l.cfg.Total > 0 {
+			l.held--
+		}
+	}
+	if closed {
+		c.settled = true
+		if l.live != nil {
+			delete(l.live, c)
+		}
 	}
 	l.mu.Unlock()
 }
 
-// conn gives its place back once, on its first Close (the HTTP server may
-// close a connection more than once).
-type conn struct {
-	net.Conn
-	l    *Listener
-	key  string
-	once sync.Once
-}
-
-func (c *conn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(func() { c.l.release(c.key) })
-	return err
-}
-
-// Uncount gives the connection's place back while it stays open: the
-// phone hub calls it once a link's device token is checked and the link
-// registered. Such a link is the device's one link (a newer one replaces
-// it), so what a company's links hold is bounded by its devices, not by
-// this bound; without it, more phones than the bound behind one NAT
-// address could not all connect. Anonymous and unregistered connections
-// stay counted.
-func (c *conn) Uncount() {
-	c.once.Do(func() { c.l.release(c.key) })
-}
-
-// SyscallConn gives the socket's descriptor, as the TCP connection does:
-// the phone links' reader waits for data on it directly, outside the
-// WebSocket library and without a buffer (gateway's linkIO), and without
-// it every link would fall back to the library's buffers and deep waits.
-func (c *conn) SyscallConn() (syscall.RawConn, error) {
-	sc, ok := c.Conn.(syscall.Conn)
-	if !ok {
-		return nil, errors.ErrUnsupported
-	}
-	return sc.SyscallConn()
-}
-
-// CloseWrite keeps the TCP connection's half-close, with which the HTTP
-// server lets a client read an error answer before the connection ends.
-func (c *conn) CloseWrite() error {
-	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
-		return cw.CloseWrite()
-	}
-	return nil
-}
-
-// hostOf is the IP of a connection's remote address.
-func hostOf(a net.Addr) net.IP {
+// clientOf is the IP of a connection's remote address and the text it is
+// counted under: the IP of a TCP address, the host (or the whole string) of
+// any other.
+func clientOf(a net.Addr) (net.IP, string) {
 	if ta, ok := a.(*net.TCPAddr); ok {
-		return ta.IP
+		return ta.IP, ta.IP.String()
 	}
 	host, _, err := net.SplitHostPort(a.String())
 	if err != nil {
-		return net.ParseIP(a.String())
+		host = a.String()
 	}
-	return net.ParseIP(host)
+	return net.ParseIP(host), host
 }

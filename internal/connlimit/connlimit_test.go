@@ -9,19 +9,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simrelay/simrelay/httpapi"
 	"github.com/simrelay/simrelay/internal/connlimit"
 	"github.com/simrelay/simrelay/internal/poll"
+	"github.com/simrelay/simrelay/pacing"
 )
 
 // serve runs an HTTP server with the server's timeouts on a loopback
-// listener bounded by l, answering every request 200 "ok".
+// listener bounded as cmd/simrelay bounds it, answering every request 200 "ok".
 func serve(t *testing.T, perClient int, exempt []*net.IPNet) (*connlimit.Listener, string) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := connlimit.New(ln, perClient, exempt)
+	l := connlimit.New(ln, connlimit.Config{PerClient: perClient, Exempt: exempt, Refuse: httpapi.RefuseConnection})
 	srv := &http.Server{
 		Handler:           http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") }),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -119,6 +121,48 @@ func TestZeroBoundsNothing(t *testing.T) {
 	for i := range 3 {
 		if st, _ := get(t, dial(t, addr)); st != http.StatusOK {
 			t.Fatalf("connection %d: %d", i, st)
+		}
+	}
+}
+
+// TestRecountTakesThePlaceBackForGood: a connection given back (Uncount)
+// and taken again (Recount) holds its place until it is closed, whatever
+// Uncount says after that, and gives it back once however often it is
+// closed.
+func TestRecountTakesThePlaceBackForGood(t *testing.T) {
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := connlimit.New(raw, connlimit.Config{PerClient: 1})
+	t.Cleanup(func() { _ = l.Close() })
+	dial(t, raw.Addr().String())
+	c, err := l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := pacing.ClientKey("127.0.0.1")
+	type counter interface {
+		Uncount()
+		Recount()
+	}
+	steps := []struct {
+		name string
+		do   func()
+		want int
+	}{
+		{"accepted", func() {}, 1},
+		{"uncounted", c.(counter).Uncount, 0},
+		{"recounted", c.(counter).Recount, 1},
+		{"uncounted after recount", c.(counter).Uncount, 1},
+		{"closed", func() { _ = c.Close() }, 0},
+		{"closed twice", func() { _ = c.Close() }, 0},
+		{"recounted after close", c.(counter).Recount, 0},
+	}
+	for _, s := range steps {
+		s.do()
+		if got := l.Open(key); got != s.want {
+			t.Fatalf("%s: open %d, want %d", s.name, got, s.want)
 		}
 	}
 }

@@ -22,7 +22,7 @@ func TestCountedConnectionsKeepTheirSocket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := connlimit.New(ln, 10, nil)
+	l := connlimit.New(ln, connlimit.Config{PerClient: 10})
 	t.Cleanup(func() { _ = l.Close() })
 	client := dial(t, ln.Addr().String())
 	c, err := l.Accept()

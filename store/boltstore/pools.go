@@ -629,7 +629,9 @@ func (pp *poolPicker) pickFor(m *Message) (vettedDevice, error) {
 		}
 		return vettedDevice{}, err
 	}
-	m.Device, m.SIMSlot, m.PoolID = d.Fingerprint, mem.SIMSlot, pp.pool.ID
+	// The pool's own name, not the request's spelling of it (names are
+	// matched without regard to case): what GET /pools lists.
+	m.Device, m.SIMSlot, m.Pool, m.PoolID = d.Fingerprint, mem.SIMSlot, pp.pool.Name, pp.pool.ID
 	if m.Window == nil && pp.pool.Window != nil {
 		w := *pp.pool.Window
 		m.Window = &w

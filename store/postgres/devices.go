@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/simrelay/simrelay/store"
 )
 
@@ -144,6 +146,25 @@ func (s *Store) updateDevice(name string, find func(*txn) (store.Device, error),
 func (s *Store) DeleteDevice(companyID uint64, fingerprint string, now time.Time) (store.Device, error) {
 	var d store.Device
 	err := s.write(fmt.Sprintf("delete device %s of company %d", fingerprint, companyID), func(t *txn) error {
+		// Its unfinished jobs and the pools it leaves are locked before the
+		// device, each in id order, as every writer that takes them and
+		// devices takes them (doc.go: lock order): taken after, a release
+		// of the device's due jobs holding them would wait for the device
+		// while this waits for them, and so would an edit of one of its
+		// pools behind a send through it. failDeviceMessages and
+		// leavePools take them again under the device's lock, with any a
+		// send queued or an edit added in between. One round trip.
+		b := &pgx.Batch{}
+		b.Queue(`SELECT m.id FROM messages m JOIN devices d ON d.id = m.device_id
+			WHERE d.company_id = $1 AND d.fingerprint = $2 AND d.deleted_at IS NULL
+				AND m.company_id = $1 AND m.status IN ('scheduled', 'queued', 'sending')
+			ORDER BY m.id FOR UPDATE OF m`, id(companyID), fingerprint)
+		b.Queue(`SELECT p.id FROM pools p JOIN devices d ON p.rec->'members' @> jsonb_build_array(jsonb_build_object('device_id', d.id))
+			WHERE d.company_id = $1 AND d.fingerprint = $2 AND d.deleted_at IS NULL AND p.company_id = $1
+			ORDER BY p.id FOR NO KEY UPDATE OF p`, id(companyID), fingerprint)
+		if err := t.sendBatch(b); err != nil {
+			return fmt.Errorf("lock the jobs and pools of device %s: %w", fingerprint, err)
+		}
 		var err error
 		if d, err = liveDevice(t, companyID, fingerprint, true); err != nil {
 			if errors.Is(err, store.ErrDeviceGone) {

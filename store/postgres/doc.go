@@ -164,11 +164,23 @@
 // order, and every shared row the write touches is listed by key, as a
 // report batch lists it: two nodes sweeping at once on the same devices
 // never wait on each other in a circle (TestSweepsLockDevicesInOrder).
-// The order is messages, then devices, as before; a device deletion
-// locks its device and then its jobs, so it can still meet a release of
-// that device's jobs in a deadlock the database breaks (rare: a deleted
-// device's scheduled jobs coming due that very moment), and a send
-// through a pool locks its members as it looks at them, not in id order.
+//
+// Lock order: messages, then pools, then pool turns, then devices; rows
+// of one kind in id order, several devices in one statement (a sweep
+// takes its messages in due order, but skips locked ones rather than
+// wait). A report batch locks its messages (its devices it reads
+// unlocked); a sweep its messages, then their devices; a failover its
+// jobs (TestFailoverLocksJobsInIDOrder), then the turns of their pools,
+// then all their members' devices (TestFailoverTakesPoolTurnsFirst); an
+// edit or deletion of a pool its row, then its turn; a device deletion
+// its device's unfinished jobs and the pools it leaves, then the device,
+// then those again with any a send queued or an edit added in between
+// (TestDeviceDeletionLocksAfterItsJobs, TestDeviceDeletionLocksPoolsFirst).
+// A send locks no message or pool row that exists already: a send by
+// name locks its device, a send through a pool the pool's turn and then
+// the device of every member its strategy may look at, before it looks
+// at any (route.go, TestPoolSendsLockDevicesInOrder). So none of them
+// waits on another in a circle over these rows.
 //
 // # Versus the embedded store
 //

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -35,47 +36,30 @@ func (s *Store) Failover(in store.FailoverInput, check store.DeviceCheck, now ti
 		if len(pools) == 0 || in.Limit <= 0 {
 			return nil
 		}
-		jobs, err := getRecs[store.Message](t, `SELECT rec FROM messages
-			WHERE company_id = $1 AND device_id = $2 AND status = $3 AND queue_place IS NOT NULL AND queue_place > $4 AND priority = 0
-				AND (rec->>'pool_id')::bigint = ANY($5) AND ($6 = '' OR rec->>'sim_slot' = $6)
-			ORDER BY queue_place LIMIT $7 FOR UPDATE`,
+		// The first jobs in queue order, locked in id order, as a
+		// deletion of the device or a batch of reports locks them: the
+		// places of a device's jobs need not rise with their ids (a
+		// released or moved job takes its place late). The conditions are
+		// checked again on a row another transaction changed meanwhile.
+		const job = `company_id = $1 AND device_id = $2 AND status = $3 AND queue_place IS NOT NULL AND queue_place > $4
+			AND priority = 0 AND (rec->>'pool_id')::bigint = ANY($5) AND ($6 = '' OR rec->>'sim_slot' = $6)`
+		jobs, err := getRecs[store.Message](t, `SELECT rec FROM messages WHERE `+job+` AND id IN (
+				SELECT id FROM messages WHERE `+job+` ORDER BY queue_place LIMIT $7)
+			ORDER BY id FOR UPDATE`,
 			id(in.CompanyID), id(in.DeviceID), store.MsgQueued, id(in.After), pools, in.Slot, in.Limit)
 		if err != nil {
 			return err
 		}
+		slices.SortFunc(jobs, func(a, b store.Message) int { return cmp.Compare(a.QueueSeq, b.QueueSeq) })
 		tally := newSIMTally(t, now)
-		pickers := map[uint64]*poolPicker{}
+		pickers, err := failoverPickers(t, in, jobs, check, tally)
+		if err != nil {
+			return err
+		}
 		for _, m := range jobs {
-			pp, ok := pickers[m.PoolID]
-			if !ok {
-				var p store.Pool
-				err := getRec(t, &p, "SELECT rec FROM pools WHERE company_id = $1 AND id = $2", id(m.CompanyID), id(m.PoolID))
-				if errors.Is(err, store.ErrNotFound) {
-					pickers[m.PoolID] = nil // the pool is gone: its jobs stay
-					continue
-				}
-				if err != nil {
-					return err
-				}
-				if pp, err = newPicker(t, p, check, tally); errors.Is(err, store.ErrPoolGone) {
-					pickers[m.PoolID] = nil
-					continue
-				} else if err != nil {
-					return err
-				}
-				pp.skip = func(mem store.PoolMember) string {
-					switch {
-					case mem.DeviceID == in.DeviceID && (in.Slot == "" || mem.SIMSlot == in.Slot):
-						return "the member the job leaves"
-					case in.Down[mem.DeviceID]:
-						return "its device is offline"
-					}
-					return ""
-				}
-				pickers[m.PoolID] = pp
-			}
+			pp := pickers[m.PoolID]
 			if pp == nil {
-				continue
+				continue // the pool is gone: its jobs stay
 			}
 			from := m
 			d, err := pp.pickFor(&m)
@@ -93,10 +77,8 @@ func (s *Store) Failover(in store.FailoverInput, check store.DeviceCheck, now ti
 			moved = append(moved, m)
 		}
 		for _, pp := range pickers {
-			if pp != nil {
-				if err := pp.commit(); err != nil {
-					return err
-				}
+			if err := pp.commit(); err != nil {
+				return err
 			}
 		}
 		return nil
@@ -105,6 +87,52 @@ func (s *Store) Failover(in store.FailoverInput, check store.DeviceCheck, now ti
 		return nil, err
 	}
 	return moved, nil
+}
+
+// failoverPickers opens a picker for each pool of the jobs that still
+// exists, passing over the member the jobs leave and the devices down: the
+// pools' turns in pool id order, then the devices of all their members in
+// one statement in id order (lockMembers), before any pick looks at one.
+// Opened as each pool's first job came, a failover would hold one pool's
+// members while it waits for the next pool's turn, which a send through
+// that pool may hold while it waits for those very devices.
+func failoverPickers(t *txn, in store.FailoverInput, jobs []store.Message, check store.DeviceCheck, tally *simTally) (map[uint64]*poolPicker, error) {
+	if len(jobs) == 0 {
+		return nil, nil
+	}
+	var ids []int64
+	for _, m := range jobs {
+		ids = append(ids, id(m.PoolID))
+	}
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	pools, err := getRecs[store.Pool](t, "SELECT rec FROM pools WHERE company_id = $1 AND id = ANY($2) ORDER BY id", id(in.CompanyID), ids)
+	if err != nil {
+		return nil, err
+	}
+	pickers := map[uint64]*poolPicker{}
+	var open []*poolPicker
+	for _, p := range pools {
+		pp, err := newPicker(t, p, check, tally)
+		if errors.Is(err, store.ErrPoolGone) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		pp.skip = func(mem store.PoolMember) string {
+			switch {
+			case mem.DeviceID == in.DeviceID && (in.Slot == "" || mem.SIMSlot == in.Slot):
+				return "the member the job leaves"
+			case in.Down[mem.DeviceID]:
+				return "its device is offline"
+			}
+			return ""
+		}
+		pickers[p.ID] = pp
+		open = append(open, pp)
+	}
+	return pickers, lockMembers(t, open...)
 }
 
 // moveJob moves the queued job from (as stored) to m's new device d, at

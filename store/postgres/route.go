@@ -1,13 +1,9 @@
 package postgres
 
 import (
-	"errors"
-	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/simrelay/simrelay/store"
 )
@@ -15,16 +11,25 @@ import (
 // Routing a send on PostgreSQL, against the embedded store's single writer:
 //
 //   - A SIM's caps are exact because its device's row is locked before its
-//     counts are read (route locks the named device; a pool locks each
-//     member's device the first time it looks at it), and held until the
-//     commit: sends from one device serialise there, on any node.
+//     counts are read (route locks the named device; a pool locks the
+//     devices of all its members before it looks at one: lockMembers), and
+//     held until the commit: sends from one device serialise there, on any
+//     node.
 //   - A pool's turn is a row of pool_turns, locked by the first send through
 //     the pool (INSERT ... ON CONFLICT ... RETURNING), so the sends through
 //     one pool take turns exactly, as on one node, and serialise on it.
 //     Sends through different pools, or to devices by name, do not.
-//   - Locks are taken pool turn first, then devices in the order the
-//     strategy looks at them; two sends that meet in another order are a
-//     deadlock the database breaks, and the loser runs again (write).
+//   - Locks are taken pool turn first, then the members' devices in one
+//     statement in id order, whatever order the strategy then looks at
+//     them in: two sends through pools that share devices take the shared
+//     ones in the same order, so neither holds one the other waits for
+//     (TestPoolSendsLockDevicesInOrder). The cost: a send through a pool
+//     holds every member's device until its commit, not only those it
+//     looked at, so a send by name to a member device, or through another
+//     pool that shares one, waits for it (a send's few round trips; sends
+//     through one pool wait for each other on its turn anyway); and one
+//     statement locks them all, where the strategy's first look took one
+//     statement for one device (at most store.MaxPoolMembers members).
 //   - least_loaded counts the queue_place rows of each member's device (up
 //     to loadCountCap); sticky's fallback to "the member that last talked
 //     to the recipient" is the newest message, either way, between the
@@ -114,341 +119,4 @@ func (r *router) queueCommit(b *pgx.Batch) {
 		return
 	}
 	r.tally.queueFlush(b)
-}
-
-// loadCountCap is how far least_loaded counts a device's queue: a device
-// with that many queued jobs or more counts as that many.
-const loadCountCap = 100
-
-// poolPicker chooses members of one pool for the sends of one transaction:
-// it reads the pool and its turn (locked: the sends through one pool take
-// turns, as on one node) once and keeps what its own picks add, so a bulk
-// send spreads as single sends would. A member's device is locked when the
-// picker first looks at it, so what it reads of the device's SIMs' caps is
-// what the send counts against.
-type poolPicker struct {
-	t     *txn
-	pool  store.Pool
-	check store.DeviceCheck
-	turn  uint64
-	// devices caches each member's device (nil: not live).
-	devices map[uint64]*store.Device
-	// failing caches whether each member's SIM is in a carrier-error streak.
-	failing map[simKey]bool
-	// load is each device's queued jobs (counted up to loadCountCap) plus
-	// this transaction's picks; nil until least_loaded needs it.
-	load map[uint64]int
-	// sticky is this transaction's picks by recipient, written at commit.
-	sticky map[string]store.PoolMember
-	tally  *simTally
-	// skip, when set, passes members over for a reason of the caller's.
-	skip func(store.PoolMember) string
-	// reasons says why members were passed over, for the refusal; capped
-	// is the soonest a member passed over at its cap may send again.
-	reasons []string
-	capped  time.Duration
-}
-
-// openPool starts choosing from the company's pool named name; a name the
-// company has no pool under is store.ErrPoolGone.
-func openPool(t *txn, companyID uint64, name string, check store.DeviceCheck, tally *simTally) (*poolPicker, error) {
-	var p store.Pool
-	err := getRec(t, &p, "SELECT rec FROM pools WHERE company_id = $1 AND name_key = $2", id(companyID), poolNameKey(name))
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, store.ErrPoolGone
-	}
-	if err != nil {
-		return nil, err
-	}
-	return newPicker(t, p, check, tally)
-}
-
-// newPicker starts choosing from pool p at its turn, which it locks.
-func newPicker(t *txn, p store.Pool, check store.DeviceCheck, tally *simTally) (*poolPicker, error) {
-	pp := &poolPicker{t: t, pool: p, check: check, tally: tally, devices: map[uint64]*store.Device{}, failing: map[simKey]bool{}}
-	var turn int64
-	err := t.row(`INSERT INTO pool_turns (pool_id) VALUES ($1)
-		ON CONFLICT (pool_id) DO UPDATE SET turn = pool_turns.turn RETURNING turn`, id(p.ID)).Scan(&turn)
-	if errors.Is(mapErr(err), store.ErrNotFound) || isForeignKey(err) {
-		return nil, store.ErrPoolGone // deleted since it was read
-	}
-	pp.turn = uint64(turn)
-	return pp, err
-}
-
-// usable says whether member m can take a send to phone now, noting why
-// not. It locks the member's device (once) unless skip passes it over.
-func (pp *poolPicker) usable(m store.PoolMember, phone string) (*store.Device, bool, error) {
-	why := ""
-	if pp.skip != nil {
-		why = pp.skip(m)
-	}
-	var d *store.Device
-	if why == "" {
-		var err error
-		if d, err = pp.device(m.DeviceID); err != nil {
-			return nil, false, err
-		}
-	}
-	if why == "" && d != nil && d.Status != store.DeviceDisabled {
-		k := simKey{m.DeviceID, m.SIMSlot}
-		f, ok := pp.failing[k]
-		if !ok {
-			var err error
-			if f, err = carrierFailing(pp.t, m.DeviceID, m.SIMSlot, pp.tally.now); err != nil {
-				return nil, false, err
-			}
-			pp.failing[k] = f
-		}
-		if f {
-			why = fmt.Sprintf("its SIM failed %d sends in a row with carrier errors", store.CarrierErrorStreak)
-		}
-	}
-	switch {
-	case why != "":
-	case d == nil:
-		why = "its device was deleted"
-	case d.Status == store.DeviceDisabled:
-		why = "its device is disabled"
-	case pp.check != nil:
-		if err := pp.check(*d, m.SIMSlot); err != nil {
-			why = err.Error()
-		}
-	}
-	if why != "" {
-		pp.note(m, why)
-		return nil, false, nil
-	}
-	capped, err := pp.tally.allows(m.DeviceID, m.SIMSlot, phone)
-	if err != nil {
-		return nil, false, err
-	}
-	if capped != nil {
-		pp.note(m, fmt.Sprintf("at its %s cap of %d", capped.What, capped.Limit))
-		if pp.capped == 0 || capped.RetryAfter < pp.capped {
-			pp.capped = capped.RetryAfter
-		}
-		return nil, false, nil
-	}
-	return d, true, nil
-}
-
-// device is the member's live device, locked: its SIMs' counts are read
-// and written under the lock. nil is a device that is gone.
-func (pp *poolPicker) device(deviceID uint64) (*store.Device, error) {
-	if d, ok := pp.devices[deviceID]; ok {
-		return d, nil
-	}
-	dev, err := liveDeviceByID(pp.t, pp.pool.CompanyID, deviceID, true)
-	var d *store.Device
-	switch {
-	case err == nil:
-		d = &dev
-	case !errors.Is(err, store.ErrDeviceGone):
-		return nil, err
-	}
-	pp.devices[deviceID] = d
-	return d, nil
-}
-
-func (pp *poolPicker) note(m store.PoolMember, why string) {
-	if len(pp.reasons) < 10 {
-		pp.reasons = append(pp.reasons, fmt.Sprintf("member %d (%s %s): %s", m.ID, m.Device, m.SIMSlot, why))
-	}
-}
-
-// pick chooses the member for a send to phone and counts the send
-// against its SIM's caps.
-func (pp *poolPicker) pick(phone string) (store.PoolMember, *store.Device, error) {
-	pp.reasons, pp.capped = pp.reasons[:0], 0
-	if len(pp.pool.Members) == 0 {
-		return store.PoolMember{}, nil, &store.PoolUnavailableError{Pool: pp.pool.Name, Reasons: []string{"it has no members"}}
-	}
-	var m store.PoolMember
-	var d *store.Device
-	var ok bool
-	var err error
-	if pp.pool.Strategy == store.PoolSticky {
-		m, d, ok, err = pp.stickyMember(phone)
-	}
-	switch {
-	case err != nil || ok:
-	case pp.pool.Strategy == store.PoolLeastLoaded || (pp.pool.Strategy == store.PoolSticky && pp.pool.Fallback == store.PoolLeastLoaded):
-		m, d, ok, err = pp.leastLoaded(phone)
-	default:
-		m, d, ok, err = pp.roundRobin(phone)
-	}
-	if err != nil {
-		return store.PoolMember{}, nil, err
-	}
-	if !ok {
-		if pp.capped > 0 {
-			return store.PoolMember{}, nil, &store.PoolCappedError{Pool: pp.pool.Name, RetryAfter: pp.capped, Reasons: slices.Clone(pp.reasons)}
-		}
-		return store.PoolMember{}, nil, &store.PoolUnavailableError{Pool: pp.pool.Name, Reasons: slices.Clone(pp.reasons)}
-	}
-	if pp.load != nil {
-		pp.load[m.DeviceID]++
-	}
-	if pp.pool.Strategy == store.PoolSticky {
-		if pp.sticky == nil {
-			pp.sticky = map[string]store.PoolMember{}
-		}
-		pp.sticky[phone] = m
-	}
-	return m, d, pp.tally.take(m.DeviceID, m.SIMSlot, phone)
-}
-
-// roundRobin takes the next usable member after the last one taken.
-func (pp *poolPicker) roundRobin(phone string) (store.PoolMember, *store.Device, bool, error) {
-	return pp.first(store.MemberOrder(len(pp.pool.Members), pp.turn, nil), phone)
-}
-
-// leastLoaded takes the usable member whose device has the fewest queued
-// jobs; ties go in turn, so equal members share the sends evenly.
-func (pp *poolPicker) leastLoaded(phone string) (store.PoolMember, *store.Device, bool, error) {
-	if pp.load == nil {
-		devs := make([]int64, 0, len(pp.pool.Members))
-		for _, m := range pp.pool.Members {
-			devs = append(devs, id(m.DeviceID))
-		}
-		pp.load = make(map[uint64]int, len(devs))
-		rows, err := pp.t.query(`SELECT d, (SELECT count(*) FROM (SELECT 1 FROM messages
-				WHERE company_id = $1 AND device_id = d AND queue_place IS NOT NULL LIMIT $3) q)
-			FROM unnest($2::bigint[]) AS d`, id(pp.pool.CompanyID), devs, loadCountCap)
-		if err != nil {
-			return store.PoolMember{}, nil, false, err
-		}
-		for rows.Next() {
-			var dev, n int64
-			if err := rows.Scan(&dev, &n); err != nil {
-				rows.Close()
-				return store.PoolMember{}, nil, false, err
-			}
-			pp.load[uint64(dev)] = int(n)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return store.PoolMember{}, nil, false, err
-		}
-	}
-	return pp.first(store.MemberOrder(len(pp.pool.Members), pp.turn, func(i int) int { return pp.load[pp.pool.Members[i].DeviceID] }), phone)
-}
-
-// first takes the first usable member of order (indexes of the pool's
-// members) and makes the one after it the pool's next turn.
-func (pp *poolPicker) first(order []int, phone string) (store.PoolMember, *store.Device, bool, error) {
-	for _, i := range order {
-		m := pp.pool.Members[i]
-		d, ok, err := pp.usable(m, phone)
-		if err != nil || ok {
-			pp.turn = uint64(i) + 1
-			return m, d, ok, err
-		}
-	}
-	return store.PoolMember{}, nil, false, nil
-}
-
-// stickyMember is the usable member that last talked to phone: this
-// transaction's pick, the pool's sticky entry (written within
-// store.StickyAge), or else the member whose device's conversation with
-// phone is the newest (an inbound text counts).
-func (pp *poolPicker) stickyMember(phone string) (store.PoolMember, *store.Device, bool, error) {
-	if m, ok := pp.sticky[phone]; ok {
-		d, ok, err := pp.usable(m, phone)
-		return m, d, ok, err
-	}
-	find := func(dev uint64, slot string) (store.PoolMember, bool) {
-		for _, m := range pp.pool.Members {
-			if m.DeviceID == dev && (slot == "" || m.SIMSlot == slot) {
-				return m, true
-			}
-		}
-		return store.PoolMember{}, false
-	}
-	var dev int64
-	var slot string
-	var written time.Time
-	err := pp.t.row("SELECT device_id, sim_slot, written_at FROM pool_sticky WHERE pool_id = $1 AND phone = $2",
-		id(pp.pool.ID), phone).Scan(&dev, &slot, &written)
-	switch err = mapErr(err); {
-	case err == nil && pp.tally.now.Sub(written) <= store.StickyAge:
-		m, ok := find(uint64(dev), slot)
-		if !ok {
-			return store.PoolMember{}, nil, false, nil
-		}
-		d, ok, err := pp.usable(m, phone)
-		return m, d, ok, err
-	case err != nil && !errors.Is(err, store.ErrNotFound):
-		return store.PoolMember{}, nil, false, err
-	}
-	devs := make([]int64, 0, len(pp.pool.Members))
-	for _, m := range pp.pool.Members {
-		devs = append(devs, id(m.DeviceID))
-	}
-	err = pp.t.row(`SELECT device_id, rec->>'sim_slot' FROM messages
-		WHERE company_id = $1 AND device_id = ANY($2) AND phone = $3 ORDER BY created_at DESC, id DESC LIMIT 1`,
-		id(pp.pool.CompanyID), devs, phone).Scan(&dev, &slot)
-	if err = mapErr(err); err != nil {
-		if errors.Is(err, store.ErrNotFound) {
-			return store.PoolMember{}, nil, false, nil
-		}
-		return store.PoolMember{}, nil, false, err
-	}
-	m, ok := find(uint64(dev), slot)
-	if !ok {
-		return store.PoolMember{}, nil, false, nil
-	}
-	d, ok, err := pp.usable(m, phone)
-	return m, d, ok, err
-}
-
-// commit writes the SIMs' counts, the turn and the sticky entries of the
-// transaction's picks.
-func (pp *poolPicker) commit() error {
-	b := &pgx.Batch{}
-	pp.queueCommit(b)
-	return pp.t.sendBatch(b)
-}
-
-// queueCommit queues commit's writes.
-func (pp *poolPicker) queueCommit(b *pgx.Batch) {
-	pp.tally.queueFlush(b)
-	b.Queue("UPDATE pool_turns SET turn = $2 WHERE pool_id = $1", id(pp.pool.ID), id(pp.turn))
-	for phone, m := range pp.sticky {
-		b.Queue(`INSERT INTO pool_sticky (pool_id, phone, device_id, sim_slot, written_at) VALUES ($1, $2, $3, $4, $5)
-			ON CONFLICT (pool_id, phone) DO UPDATE SET device_id = EXCLUDED.device_id, sim_slot = EXCLUDED.sim_slot, written_at = EXCLUDED.written_at`,
-			id(pp.pool.ID), phone, id(m.DeviceID), m.SIMSlot, pp.tally.now)
-	}
-}
-
-// pickFor picks the member for m and sets it on m; a pool none of whose
-// members can take it is its error.
-func (pp *poolPicker) pickFor(m *store.Message) (store.Device, error) {
-	mem, d, err := pp.pick(m.Phone)
-	if err != nil {
-		return store.Device{}, err
-	}
-	m.Device, m.SIMSlot, m.PoolID = d.Fingerprint, mem.SIMSlot, pp.pool.ID
-	if m.Window == nil && pp.pool.Window != nil {
-		w := *pp.pool.Window
-		m.Window = &w
-		if !m.ExpiresFixed && !m.ExpiresAt.IsZero() {
-			// The time to live counts from the window's first opening, as
-			// for a send's own window (sms.Send).
-			start := pp.tally.now
-			if m.SendAt.After(start) {
-				start = m.SendAt
-			}
-			m.ExpiresAt = m.ExpiresAt.Add(w.Next(start).Sub(start))
-		}
-	}
-	return *d, nil
-}
-
-// isForeignKey says whether err is a broken foreign key: a row that names
-// one deleted since it was read.
-func isForeignKey(err error) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) && pe.Code == "23503"
 }

@@ -1,0 +1,55 @@
+package httpapi_test
+
+import (
+	"net/http"
+	"testing"
+)
+
+// TestNULInPathsAndQueries: U+0000 (%00) in a query parameter is the
+// client's 400 naming it, on either store, as in a body; in a path id it is
+// the 404 of an id that names nothing. PostgreSQL cannot compare a text with
+// it, so every route that looks such a value up answered 500 there (and 404
+// or 200 on bbolt).
+func TestNULInPathsAndQueries(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, roomy)
+	a := e.newCompany("Acme", "owner@acme.test")
+	e.pairPhone(a.apiKey, "a-phone")
+	for _, c := range []struct {
+		method, path, field string
+		body                any
+	}{
+		{"GET", "/opt-outs?after=%2B1555%00", "after", nil},
+		{"DELETE", "/opt-outs?phone=%00", "phone", nil},
+		{"DELETE", "/opt-outs/a%00b", "", nil},
+		{"GET", "/chat/messages?device_fingerprint=a-phone&phone=%2B1555%00", "phone", nil},
+		{"GET", "/chat/messages?device_fingerprint=a%00&phone=%2B15551234567", "device_fingerprint", nil},
+		{"GET", "/chat/conversations?device_fingerprint=a%00", "device_fingerprint", nil},
+		{"GET", "/automation/inbound-sms?device_fingerprint=a%00", "device_fingerprint", nil},
+		{"GET", "/automation/latest-sms?device_fingerprint=a%00", "device_fingerprint", nil},
+		{"GET", "/chat/queue/a%00", "", nil},
+		{"DELETE", "/chat/queue/a%00", "", nil},
+		{"GET", "/media/a%00", "", nil},
+		{"GET", "/device/a%00/caps", "", nil},
+		{"PATCH", "/device/a%00", "", map[string]any{"device_name": "x"}},
+		{"DELETE", "/device/delete/a%00", "", nil},
+		{"GET", "/whatsapp/messages/a%00", "", nil},
+		{"GET", "/whatsapp/messages?number_id=a%00", "number_id", nil},
+		{"PATCH", "/whatsapp/numbers/a%00", "", map[string]any{"status": "paused"}},
+		{"GET", "/analytics?devices=a%00", "devices", nil},
+		{"GET", "/chat/devices?x%00=1", "x", nil},
+	} {
+		r := e.do(call{method: c.method, path: c.path, token: a.apiKey, body: c.body})
+		if c.field == "" { // a path id
+			e.want(r, http.StatusNotFound, "not_found")
+			continue
+		}
+		e.want(r, http.StatusBadRequest, "validation_failed")
+		if got := r.str("field"); got != c.field {
+			t.Errorf("%s %s: field %q, want %q; body %s", c.method, c.path, got, c.field, r.Raw)
+		}
+	}
+	// A route that does not exist stays a 404, and %00 as text is only text.
+	e.want(e.do(call{method: "GET", path: "/nope/a%00", token: a.apiKey}), http.StatusNotFound, "not_found")
+	e.want(e.do(call{method: "GET", path: "/chat/queue/a%2500", token: a.apiKey}), http.StatusNotFound, "not_found")
+}
