@@ -15,6 +15,17 @@ import (
 // message holds its place (and its plan credit) longer than a scheduled one.
 const maxValidity = int64(MaxScheduleAhead / time.Second)
 
+// MaxQueuedLife is the longest a job may stay queued after a link handed it
+// to a phone, ttl being the service's time to live (Config.MessageTTL): a
+// job expires at most its time to live (ttl, or validity or expires_at, each
+// at most MaxScheduleAhead) after it may first go out, and no link hands it
+// out sooner; the expiry sweep then takes it out of the queue, for which a
+// day is left even past a store outage. The hub remembers what it handed
+// to a device's links that long (gateway.Config.JobLife).
+func MaxQueuedLife(ttl time.Duration) time.Duration {
+	return max(ttl, MaxScheduleAhead) + 24*time.Hour
+}
+
 // sendPriority validates a send's priority: 0 (the default, today's
 // first-in first-out queue) to store.MaxPriority.
 func sendPriority(p int) error {
