@@ -151,7 +151,7 @@ func (s *Service) Inbound(_ context.Context, dev store.Device, in proto.Inbound)
 	if receivedAt == "" {
 		receivedAt = s.now().UTC().Format(timeLayout)
 	}
-	at, err := time.Parse(time.RFC3339Nano, receivedAt)
+	at, err := sms.ParseTime(receivedAt)
 	if err != nil {
 		return proto.InboundAck{}, problem.Invalid("received_at", "must be an RFC 3339 time such as 2026-11-22T10:04:05.123Z")
 	}

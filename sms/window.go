@@ -64,7 +64,7 @@ func (s *Service) expiry(now, sendAt time.Time, w *window.Window, expiresAt stri
 	case expiresAt == "":
 		return start.Add(s.cfg.MessageTTL).UTC(), false, nil
 	}
-	t, err := time.Parse(time.RFC3339Nano, expiresAt)
+	t, err := ParseTime(expiresAt)
 	switch {
 	case err != nil:
 		return at, false, problem.Invalid("expires_at", "must be an RFC 3339 time such as 2026-11-22T10:04:05.123Z")
