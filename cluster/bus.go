@@ -54,9 +54,13 @@ func (c Config) Validate() error {
 		return errors.New("no NATS server: want nats://host:port")
 	}
 	for _, s := range strings.Split(c.URL, ",") {
-		u, err := url.Parse(strings.TrimSpace(s))
+		s = strings.TrimSpace(s)
+		if s == "" {
+			return errors.New("an empty server in the list: want nats://host:port[,nats://host:port]")
+		}
+		u, err := url.Parse(s)
 		if err != nil || u.Host == "" || (u.Scheme != "nats" && u.Scheme != "tls") {
-			return fmt.Errorf("%q: want nats://host:port or tls://host:port", s)
+			return fmt.Errorf("%q: want nats://host:port or tls://host:port", hideUser(s))
 		}
 	}
 	if c.Node == "" || strings.ContainsAny(c.Node, " \t\r\n.*>") {
@@ -201,6 +205,16 @@ func (b *Bus) Ready(ctx context.Context) error {
 func (b *Bus) Close() {
 	_ = b.nc.FlushTimeout(time.Second)
 	b.nc.Close()
+}
+
+// hideUser hides what may be a user and password in a server's URL that
+// does not parse as one (a refused URL is shown to the operator, often
+// into a log): everything before its last @.
+func hideUser(s string) string {
+	if i := strings.LastIndex(s, "@"); i >= 0 {
+		return "xxx" + s[i:]
+	}
+	return s
 }
 
 // redact hides credentials of a server list in messages.

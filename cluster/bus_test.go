@@ -109,3 +109,19 @@ func TestConfigValidate(t *testing.T) {
 		t.Errorf("valid config refused: %v", err)
 	}
 }
+
+// A refused --nats-url is shown without the password it may hold (the
+// operator passes it through the environment so that it stays out of logs),
+// and an empty server in the list is named as such.
+func TestConfigValidateHidesPasswords(t *testing.T) {
+	t.Parallel()
+	for _, u := range []string{"nats//simrelay:s3cret@127.0.0.1:4222", "nats://simrelay:s3cret@a:4222,http://simrelay:s3cret@b:4222", "tcp://s3cret@c:4222"} {
+		err := (cluster.Config{URL: u, Node: "a"}).Validate()
+		if err == nil || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "want nats://") {
+			t.Errorf("%s: got %v, want a refusal without the password", u, err)
+		}
+	}
+	if err := (cluster.Config{URL: "nats://a:4222,,nats://b:4222", Node: "a"}).Validate(); err == nil || !strings.Contains(err.Error(), "empty server") {
+		t.Errorf("an empty server in the list: got %v, want it named", err)
+	}
+}

@@ -86,7 +86,11 @@ type GatewayConfig struct {
 	Live time.Duration
 	// SweepEvery is the sweep's period (DefaultSweepEvery when 0).
 	SweepEvery time.Duration
-	Logger     *slog.Logger
+	// Steady says whether this node's own beats have reached the database
+	// unbroken for the live window (Beats.Steady): the sweep ends the links
+	// of silent nodes only then. Nil: always.
+	Steady func() bool
+	Logger *slog.Logger
 }
 
 // ctl is a control of a device's link, for the node that holds it.

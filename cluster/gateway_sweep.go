@@ -23,9 +23,11 @@ func (g *Gateway) sweepLoop(ctx context.Context) {
 // sweep covers the signals the bus lost. Each link here whose epoch is no
 // longer its device's newest (the link signal of a newer link elsewhere
 // was lost) is closed with 4009; every other link pumps (a lost kick). One
-// query answers the epochs of all the node's links. Then the open links of
-// dead nodes are ended, and device presence hears of them as of a link's
-// end: a device that links nowhere within the grace is reported offline.
+// query answers the epochs of all the node's links. Then, when this node's
+// own beats show the database answered through the live window (Steady),
+// the open links of dead nodes are ended, and device presence hears of them
+// as of a link's end: a device that links nowhere within the grace is
+// reported offline.
 func (g *Gateway) sweep() {
 	defer wake(g.sweeps)
 	if links := g.hub.Links(); len(links) > 0 {
@@ -45,6 +47,12 @@ func (g *Gateway) sweep() {
 				}
 			}
 		}
+	}
+	if g.cfg.Steady != nil && !g.cfg.Steady() {
+		// This node's own beats broke within the live window: the database
+		// may have been gone for everyone, and the other nodes' silence
+		// says nothing of their death (Beats).
+		return
 	}
 	devs, err := g.st.EndOrphanLinks(g.cfg.Live, orphanBatch, g.node)
 	if err != nil {

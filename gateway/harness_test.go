@@ -84,7 +84,12 @@ func newRigStore(t testing.TB, cfg Config, now func() time.Time, opt storetest.O
 // loopback listener as it is).
 func newRigServed(t testing.TB, cfg Config, now func() time.Time, opt storetest.Options, wrap func(net.Listener) net.Listener) *rig {
 	t.Helper()
-	st := storetest.OpenWith(t, opt)
+	return newRigOn(t, storetest.OpenWith(t, opt), cfg, now, wrap)
+}
+
+// newRigOn is newRigServed on the store st.
+func newRigOn(t testing.TB, st store.Backend, cfg Config, now func() time.Time, wrap func(net.Listener) net.Listener) *rig {
+	t.Helper()
 	c := store.Company{Name: "Acme", APIKeyHash: []byte("k")}
 	admin := store.User{Email: "a@acme.test", PasswordHash: "x"}
 	if err := st.CreateCompany(&c, &admin); err != nil {

@@ -175,6 +175,13 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, store.ErrNotFound):
 		writeError(w, http.StatusUnauthorized, "unauthorized", "The device token is missing, invalid or revoked. Pair the phone again.")
 		return
+	case errors.Is(err, store.ErrUnavailable):
+		// PostgreSQL out of reach: the phone is told to come back, as any
+		// route tells its client, not that the server failed.
+		h.log.Error("device authentication failed: the database does not answer", "err", err)
+		w.Header().Set("Retry-After", "5")
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "The server cannot reach its database; connect again shortly.")
+		return
 	case err != nil:
 		h.log.Error("device authentication failed", "err", err)
 		writeError(w, http.StatusInternalServerError, "internal", "The server failed to check the device token; it has been logged.")

@@ -112,7 +112,7 @@ func (s *Service) deliver(ctx context.Context, m store.Mail) (time.Time, error) 
 		// links and all, because that is how the admin reads them.
 		s.log.Info("e-mail (no --smtp-url set, so it is written here)",
 			"mail_id", m.ID, "to", m.To, "subject", m.Subject, "text", m.Text)
-		_, err := s.outbox.UpdateMail(m.ID, func(r *store.Mail) {
+		_, err := s.record(ctx, m.ID, func(r *store.Mail) {
 			r.State = store.MailLogged
 			r.NextAttemptAt = time.Time{}
 		})
@@ -130,7 +130,7 @@ func (s *Service) deliver(ctx context.Context, m store.Mail) (time.Time, error) 
 	}
 	now := s.now()
 	var next time.Time
-	rec, err := s.outbox.UpdateMail(m.ID, func(r *store.Mail) {
+	rec, err := s.record(ctx, m.ID, func(r *store.Mail) {
 		r.Attempts++
 		if sendErr == nil {
 			// The links in the body are live tokens; once the relay has the
@@ -164,6 +164,30 @@ func (s *Service) deliver(ctx context.Context, m store.Mail) (time.Time, error) 
 			"attempts", rec.Attempts, "next_attempt_at", next, "err", rec.LastError)
 	}
 	return next, nil
+}
+
+// recordRetryEvery is how often an attempt's outcome that the database did
+// not take, because it did not answer, is written again (record).
+const recordRetryEvery = 500 * time.Millisecond
+
+// record writes an attempt's outcome into the mail's record. An outcome the
+// database did not take because it did not answer (PostgreSQL away for a
+// moment: a restart, a failover) is written again every recordRetryEvery
+// for up to half the send timeout, unless the worker stops. The mail went
+// out: left unrecorded under its claim's lease, it would go out again once
+// the lease ran out, by this node or another, without any crash. The lease
+// (postgres.Options.Lease, 60 s) outlasts the attempt and the retries.
+func (s *Service) record(ctx context.Context, id uint64, fn func(*store.Mail)) (store.Mail, error) {
+	rec, err := s.outbox.UpdateMail(id, fn)
+	for until := time.Now().Add(s.sendTimeout / 2); errors.Is(err, store.ErrUnavailable) && time.Now().Before(until); {
+		select {
+		case <-ctx.Done():
+			return rec, err
+		case <-time.After(recordRetryEvery):
+		}
+		rec, err = s.outbox.UpdateMail(id, fn)
+	}
+	return rec, err
 }
 
 // sendSMTP makes one SMTP delivery of m under the send timeout.

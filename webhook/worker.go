@@ -33,6 +33,9 @@ const (
 	maxErrorText = 300
 	// snippetBytes is how much of a failing receiver's answer the error shows.
 	snippetBytes = 120
+	// recordRetryEvery is how often an attempt's line that the database did
+	// not take, because it did not answer, is written again (recorded).
+	recordRetryEvery = 500 * time.Millisecond
 )
 
 var errRunning = errors.New("webhook: Run is already running for this service")
@@ -76,6 +79,9 @@ type recording struct {
 	d        store.WebhookDue
 	rec      store.AttemptRecord
 	disabled *string // why the line's decision disabled the entry, set in the commit
+	// decide makes the line from the attempt's outcome, in the commit; kept
+	// to write the line again when the database did not answer.
+	decide func(store.WebhookDelivery, *store.WebhookEntry) store.WebhookAttempt
 }
 
 func (s *Service) work(ctx context.Context, jobs <-chan store.WebhookDue, records chan<- recording) {
@@ -112,7 +118,7 @@ func (s *Service) work(ctx context.Context, jobs <-chan store.WebhookDue, record
 // and drained.
 func (s *Service) recordLoop(records <-chan recording) {
 	for r := range records {
-		rec, err := r.rec.Wait()
+		rec, err := s.recorded(r)
 		switch {
 		case errors.Is(err, store.ErrNotFound): // ended since the index was read
 		case err != nil:
@@ -125,6 +131,24 @@ func (s *Service) recordLoop(records <-chan recording) {
 		s.release(r.d)
 		s.Kick() // the delivery's next due time moved
 	}
+}
+
+// recorded waits for the attempt's line. A line the database did not take
+// because it did not answer (PostgreSQL away for a moment: a restart, a
+// failover) is written again every recordRetryEvery for up to twice the
+// attempt's timeout. The attempt was made, and the receiver may have it: a
+// line not written leaves the delivery under its claim's lease, and once the
+// lease runs out this node or another attempts it again, a second attempt
+// without any crash. The lease (postgres.Options.Lease) is six times the
+// timeout, so the line is written well within it; past the retries the
+// delivery goes on as before (at least once).
+func (s *Service) recorded(r recording) (store.WebhookAttempt, error) {
+	rec, err := r.rec.Wait()
+	for until := time.Now().Add(2 * s.cfg.Timeout); errors.Is(err, store.ErrUnavailable) && time.Now().Before(until); {
+		time.Sleep(recordRetryEvery)
+		rec, err = s.store.RecordWebhookAttemptLater(r.d.ID, s.cfg.LogKeep, r.decide).Wait()
+	}
+	return rec, err
 }
 
 // outcome is what one attempt did.
@@ -180,11 +204,12 @@ func (s *Service) attempt(ctx context.Context, due store.WebhookDue) (recording,
 		out = s.send(ctx, job.Entry.URL, secret, d)
 	}
 	r.disabled = new(string)
-	r.rec = s.store.RecordWebhookAttemptLater(id, s.cfg.LogKeep, func(d store.WebhookDelivery, e *store.WebhookEntry) store.WebhookAttempt {
+	r.decide = func(d store.WebhookDelivery, e *store.WebhookEntry) store.WebhookAttempt {
 		a, why := s.decide(d, e, out)
 		*r.disabled = why
 		return a
-	})
+	}
+	r.rec = s.store.RecordWebhookAttemptLater(id, s.cfg.LogKeep, r.decide)
 	return r, true
 }
 

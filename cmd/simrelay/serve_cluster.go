@@ -89,7 +89,10 @@ type clusterNode struct {
 	pg *postgres.Store
 	// bus is the bus to the other nodes; nil without --nats-url.
 	bus *cluster.Bus
-	log *slog.Logger
+	// beats records whether this node's beats reach the database unbroken:
+	// it judges other nodes dead by their silence only while they do.
+	beats *cluster.Beats
+	log   *slog.Logger
 	// lost is closed when the registry gave this node's name to another
 	// process (this one stopped beating for too long): the node stops.
 	lost chan struct{}
@@ -105,7 +108,8 @@ func joinCluster(ctx context.Context, cfg clusterConfig, addr net.Addr, st backe
 	}
 	// The instance is the store's lease holder: the other nodes end the
 	// outbox leases of an instance whose beat stopped (EndDeadLeases).
-	n := &clusterNode{name: cfg.nodeName, instance: pg.Holder(), pg: pg, log: log, lost: make(chan struct{})}
+	n := &clusterNode{name: cfg.nodeName, instance: pg.Holder(), pg: pg, log: log, lost: make(chan struct{}),
+		beats: cluster.NewBeats(nodeLiveWithin, nodeBeatEvery, time.Now)}
 	if n.name == "" {
 		n.name = defaultNodeName(addr)
 	}
@@ -123,7 +127,12 @@ func joinCluster(ctx context.Context, cfg clusterConfig, addr net.Addr, st backe
 		return nil, err
 	}
 	// Leases of processes that died (this node's previous run among them)
-	// go back at once, not at the first beat; run does it after each beat.
+	// go back at once, not at the first beat; run does it after each beat
+	// once the node's beats are steady. The database answered the
+	// registration just now; a node starting the moment it comes back from
+	// an outage may give back the leases of live nodes, whose deliveries
+	// are then attempted again (at least once, as across a crash).
+	n.beats.Beat(true)
 	n.endDeadLeases()
 	return n, nil
 }
@@ -242,6 +251,7 @@ func (n *clusterNode) run(ctx context.Context) {
 			return
 		case <-t.C:
 			ok, err := n.pg.NodeBeat(n.name, n.instance)
+			n.beats.Beat(err == nil && ok)
 			switch {
 			case err != nil:
 				n.log.Warn("node beat not written; other nodes take this one for dead after the live window", "err", err, "live_window", nodeLiveWithin)
@@ -249,7 +259,11 @@ func (n *clusterNode) run(ctx context.Context) {
 				n.log.Error("another process took this node's name in the registry while this one was silent: stopping", "node", n.name)
 				close(n.lost)
 				return
-			default: // this node is live: it may judge the others
+			case !n.beats.Steady():
+				// Beats broke within the live window: the database may have
+				// been gone for every node, whose beats then aged with this
+				// one's. Their silence says nothing yet (cluster.Beats).
+			default: // this node is live and was all along: it may judge the others
 				n.endDeadLeases()
 			}
 		}

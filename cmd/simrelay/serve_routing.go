@@ -57,7 +57,7 @@ func routePhones(node *clusterNode, hub *gateway.Hub, sweepEvery time.Duration, 
 	if node.bus == nil {
 		return &routing{phoneRoutes: hub, presenceOnline: hub.Online}, nil
 	}
-	gw, err := cluster.NewGateway(cluster.GatewayConfig{Bus: node.bus, Store: node.pg, Hub: hub, Live: nodeLiveWithin, SweepEvery: sweepEvery, Logger: log})
+	gw, err := cluster.NewGateway(cluster.GatewayConfig{Bus: node.bus, Store: node.pg, Hub: hub, Live: nodeLiveWithin, SweepEvery: sweepEvery, Steady: node.beats.Steady, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("phone routing: %w", err)
 	}

@@ -60,15 +60,21 @@ func (u *DatabaseURL) String() string {
 // never prints it.
 func (u *DatabaseURL) Redact(s string) string { return RedactURL(s) }
 
-var passwordParam = regexp.MustCompile(`(?i)([?&]password=)[^&#]*`)
+var passwordParam = regexp.MustCompile(`(?i)((?:^|[?&\s])password=)[^&#\s]*`)
 
 // RedactURL masks the password of scheme://user:password@host...: the part
 // between the first ':' and the last '@' of the authority, and a
-// password=... parameter.
+// password=... parameter (of a URL, or of a key=value string given in its
+// place). A value without :// is no URL this can read (postgres//u:p@db,
+// u:p@db:5432/x): everything before its last '@' is masked, as it may be
+// a user and password; it is shown only to say it was refused.
 func RedactURL(s string) string {
 	s = passwordParam.ReplaceAllString(s, "${1}xxxxx")
 	scheme, rest, ok := strings.Cut(s, "://")
 	if !ok {
+		if at := strings.LastIndex(s, "@"); at >= 0 {
+			return "xxxxx" + s[at:]
+		}
 		return s
 	}
 	end := strings.IndexAny(rest, "/?#")

@@ -70,3 +70,19 @@ func TestRedactURL(t *testing.T) {
 		t.Errorf("String: got %q, %v; want the password masked", u.String(), err)
 	}
 }
+
+// A value refused as no URL is shown without what may be its password: a
+// URL missing its "://", or libpq's key=value string.
+func TestRedactWhatIsNoURL(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"postgres//u:s3cret@db/x":          "xxxxx@db/x",
+		"u:s3cret@db:5432/x":               "xxxxx@db:5432/x",
+		"host=db user=u password=s3cret":   "host=db user=u password=xxxxx",
+		"password=s3cret host=db dbname=x": "password=xxxxx host=db dbname=x",
+	} {
+		if got := RedactURL(in); got != want {
+			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

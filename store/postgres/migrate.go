@@ -9,6 +9,7 @@ import (
 	"path"
 	"regexp"
 	"strconv"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -24,6 +25,21 @@ const migrationLock int64 = 0x73696d72656c6179
 // ErrSchemaTooNew refuses a database migrated by a newer simrelay: this
 // binary would not know its tables.
 var ErrSchemaTooNew = errors.New("the database's schema is newer than this simrelay")
+
+// ErrNodesRunning refuses to migrate a schema that live nodes use: they run
+// an older simrelay (a node migrates at its start, so one running on an
+// older schema started with an older binary), which knows nothing of the
+// new schema, and nodes of two versions sharing the work are not tested
+// (docs/cluster.md, Upgrading the nodes).
+var ErrNodesRunning = errors.New("nodes of an older simrelay run on this database")
+
+// migrateLiveWithin is how recent a node's beat in the registry
+// (cluster_nodes) must be for a migration to take it as running: the
+// registry's live window (cmd/simrelay's nodeLiveWithin).
+const migrateLiveWithin = 10
+
+// clusterSchema is the first schema version with the registry of nodes.
+const clusterSchema = 11
 
 // migration is one file of migrations/, NNNN_name.sql.
 type migration struct {
@@ -85,6 +101,11 @@ func migrate(ctx context.Context, conn interface {
 	if current > latest {
 		return current, fmt.Errorf("%w: it is at version %d, this simrelay knows up to %d: run the newer simrelay that migrated it (there is no going back)", ErrSchemaTooNew, current, latest)
 	}
+	if current < latest && current >= clusterSchema {
+		if err := noLiveNodes(ctx, tx, current, latest); err != nil {
+			return current, err
+		}
+	}
 	for _, m := range ms[current:] {
 		if _, err := tx.Exec(ctx, m.sql); err != nil {
 			return current, fmt.Errorf("migration %04d_%s: %w", m.version, m.name, err)
@@ -97,6 +118,26 @@ func migrate(ctx context.Context, conn interface {
 		return current, err
 	}
 	return latest, nil
+}
+
+// noLiveNodes refuses the migration from current to latest while nodes beat
+// in the registry: stop them all first. A node stopped cleanly has left it;
+// one killed a moment ago counts until its last beat is migrateLiveWithin
+// seconds old.
+func noLiveNodes(ctx context.Context, tx pgx.Tx, current, latest int) error {
+	rows, err := tx.Query(ctx, "SELECT name FROM cluster_nodes WHERE seen_at > now() - make_interval(secs => $1) ORDER BY name", migrateLiveWithin)
+	if err != nil {
+		return fmt.Errorf("read the nodes before migrating: %w", err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("read the nodes before migrating: %w", err)
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: this simrelay migrates the schema from version %d to %d, which the running nodes (%s) do not know: stop every node, then start the new version (a node killed a moment ago counts for %d s after its last beat)",
+		ErrNodesRunning, current, latest, strings.Join(names, ", "), migrateLiveWithin)
 }
 
 // schemaVersion is the highest migration applied, 0 for a database without

@@ -3,13 +3,9 @@ package postgres
 import (
 	"context"
 	"errors"
-	"io"
-	"net"
-	"net/url"
-	"path/filepath"
-	"sync"
 	"testing"
 
+	"github.com/simrelay/simrelay/internal/pgtest"
 	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/store/conformance"
 )
@@ -60,50 +56,11 @@ func TestFirstBatchBrokenIsUnavailable(t *testing.T) {
 // relay and every connection through it, the database going away.
 func relayedStore(t *testing.T) (s *Store, cut func()) {
 	t.Helper()
-	u, err := url.Parse(migrated(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	socket := filepath.Join(q.Get("host"), ".s.PGSQL."+q.Get("port"))
-	dir := t.TempDir()
-	ln, err := net.Listen("unix", filepath.Join(dir, ".s.PGSQL."+q.Get("port")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			db, err := net.Dial("unix", socket)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			mu.Lock()
-			conns = append(conns, c, db)
-			mu.Unlock()
-			go func() { _, _ = io.Copy(db, c); db.Close() }()
-			go func() { _, _ = io.Copy(c, db); c.Close() }()
-		}
-	}()
-	q.Set("host", dir)
-	u.RawQuery = q.Encode()
-	s, err = Open(context.Background(), u.String(), Options{})
+	relay := pgtest.Relay(t, migrated(t))
+	s, err := Open(context.Background(), relay.URL, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	return s, func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-	}
+	return s, relay.Cut
 }

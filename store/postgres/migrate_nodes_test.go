@@ -1,0 +1,55 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/simrelay/simrelay/internal/pgtest"
+)
+
+// A newer simrelay does not migrate a schema that nodes of the older one
+// run on (a rolling upgrade): it refuses, naming them, and the schema stays
+// as they know it. Once their beats are older than the live window (they
+// were stopped, or killed a while ago), it migrates.
+func TestMigrationRefusedWhileOlderNodesRun(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.URL(t)
+	ms, err := loadMigrations(embedded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	older := len(ms) - 1 // the schema of the release before this one
+	if _, err := migrate(ctx, conn, ms[:older]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `INSERT INTO cluster_nodes (name, started_at, seen_at, bus, instance)
+		VALUES ('old-1', now(), now(), true, 'a'), ('old-2', now(), now(), true, 'b'), ('gone', now(), now() - interval '1 minute', true, 'c')`); err != nil {
+		t.Fatal(err)
+	}
+
+	_, err = Open(ctx, url, Options{})
+	if !errors.Is(err, ErrNodesRunning) || !strings.Contains(err.Error(), "old-1, old-2") || strings.Contains(err.Error(), "gone") {
+		t.Fatalf("opened with older nodes running: %v; want ErrNodesRunning naming old-1 and old-2 only", err)
+	}
+	if v, err := schemaVersion(ctx, conn); err != nil || v != older {
+		t.Fatalf("schema version after the refusal: %d (%v), want %d", v, err, older)
+	}
+
+	if _, err := conn.Exec(ctx, `UPDATE cluster_nodes SET seen_at = now() - interval '1 minute'`); err != nil {
+		t.Fatal(err)
+	}
+	s := open(t, url)
+	if v, err := s.SchemaVersion(ctx); err != nil || v != latest(t) {
+		t.Fatalf("schema version once the nodes stopped: %d (%v), want %d", v, err, latest(t))
+	}
+}

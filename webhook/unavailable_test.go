@@ -1,0 +1,77 @@
+package webhook
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/simrelay/simrelay/internal/pgtest"
+	"github.com/simrelay/simrelay/store"
+	"github.com/simrelay/simrelay/store/postgres"
+	"github.com/simrelay/simrelay/webhook/webhooktest"
+)
+
+// An attempt whose line the database did not take, because it was away for
+// a moment just after the receiver answered, is recorded once it is back:
+// the delivery ends, and the other node, which would claim it once the
+// lease ran out, never attempts it again. Nothing crashed, so the receiver
+// gets it once (contract section 12: never twice but across a crash).
+func TestAttemptRecordedWhenTheDatabaseReturns(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	relay := pgtest.Relay(t, url)
+	// A short lease, so the other node would claim the delivery again
+	// within the test; the attempt's timeout stays well within it.
+	const lease = 3 * time.Second
+	node := func(url string) *postgres.Store {
+		st, err := postgres.Open(context.Background(), url, postgres.Options{Lease: lease})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		return st
+	}
+	a, b := node(relay.URL), node(url)
+	f := &fixture{t: t, dir: t.TempDir(), st: a, device: "phone-1"}
+	c := store.Company{Name: "Acme", APIKeyHash: []byte("k")}
+	u := store.User{FirstName: "Ana", Email: "ana@example.com", EmailVerified: true, PasswordHash: "x"}
+	if err := a.CreateCompany(&c, &u); err != nil {
+		t.Fatal(err)
+	}
+	f.company = c.ID
+	f.addDevice(f.device)
+	fb := &fixture{t: t, dir: f.dir, st: b, company: c.ID, device: f.device, seq: 1000}
+
+	// The database goes away as the receiver answers the first attempt,
+	// and comes back a moment later.
+	answered := make(chan struct{})
+	first := sync.OnceFunc(func() {
+		relay.Cut()
+		time.AfterFunc(300*time.Millisecond, relay.Resume)
+		close(answered)
+	})
+	recv := webhooktest.NewReceiver(t, true, func(int, *http.Request, http.ResponseWriter) int {
+		first()
+		return http.StatusNoContent
+	})
+	cfg := Config{AllowPrivate: true, RootCAs: recv.Pool(), Workers: 2, Poll: 50 * time.Millisecond, Timeout: time.Second}
+	svcA, _ := f.start(cfg, nil)
+	f.configure(svcA, EntryInput{URL: recv.URL + "/a"})
+	f.inbound(svcA, f.device, "SIM1", time.Now())
+	select {
+	case <-answered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no attempt within 10 s")
+	}
+	fb.start(cfg, nil) // the other node, claiming what has no live lease
+
+	eventually(t, "the delivery ended", func() bool {
+		due, _, err := b.DueWebhookDeliveries(time.Now().Add(time.Hour), 10, nil)
+		return err == nil && len(due) == 0
+	})
+	if n := len(recv.Requests()); n != 1 {
+		t.Fatalf("the receiver got the delivery %d times, want once", n)
+	}
+}
