@@ -151,7 +151,7 @@ func (s *Service) Inbound(_ context.Context, dev store.Device, in proto.Inbound)
 	if receivedAt == "" {
 		receivedAt = s.now().UTC().Format(timeLayout)
 	}
-	at, err := time.Parse(time.RFC3339Nano, receivedAt)
+	at, err := sms.ParseTime(receivedAt)
 	if err != nil {
 		return proto.InboundAck{}, problem.Invalid("received_at", "must be an RFC 3339 time such as 2026-11-22T10:04:05.123Z")
 	}
@@ -175,7 +175,7 @@ func (s *Service) Inbound(_ context.Context, dev store.Device, in proto.Inbound)
 	case errors.Is(err, store.ErrDeviceGone):
 		return proto.InboundAck{}, problem.New(problem.NotFound, "The device was deleted.")
 	case errors.Is(err, store.ErrNotFound):
-		return proto.InboundAck{}, problem.Invalid("to", "is not a "+noun(in.Channel)+" of this company: announce it in hello first")
+		return proto.InboundAck{}, problem.Invalid("to", "is not "+aNoun(in.Channel)+" of this company: announce it in hello first")
 	case errors.Is(err, store.ErrMediaUnknown):
 		return proto.InboundAck{}, problem.Invalid("media", "names a file this device did not upload (POST /device/media), or one another message took: upload it again and send its new id")
 	case errors.Is(err, store.ErrNumberNotHeld):

@@ -279,6 +279,14 @@ func noun(channel string) string {
 	return "WhatsApp number"
 }
 
+// aNoun is noun with its article: "an iMessage handle", "a WhatsApp number".
+func aNoun(channel string) string {
+	if channel == IMessage {
+		return "an " + noun(channel)
+	}
+	return "a " + noun(channel)
+}
+
 // caps are the number's effective caps at now: its own or the channel's,
 // halved during its warm-up.
 func (s *Service) caps(n store.AgentNumber, now time.Time) pacing.Caps {

@@ -55,6 +55,10 @@ type Config struct {
 	MaxInflight  int
 	FrameRate    float64 // unasked frames per second a phone may send on average
 	FrameBurst   int
+	// JobLife is the longest a job handed to a phone may stay queued
+	// (sms.MaxQueuedLife): how long the hub remembers a device's links
+	// after they end (forget.go).
+	JobLife time.Duration
 }
 
 func (c *Config) defaults() {
@@ -67,6 +71,7 @@ func (c *Config) defaults() {
 	orDefault(&c.MaxInflight, DefaultMaxInflight)
 	orDefault(&c.FrameRate, DefaultFrameRate)
 	orDefault(&c.FrameBurst, DefaultFrameBurst)
+	orDefault(&c.JobLife, sms.MaxQueuedLife(sms.DefaultMessageTTL))
 }
 
 // orDefault replaces a zero or negative setting with its default.
@@ -139,10 +144,12 @@ type Hub struct {
 	// dispatched is, per device id, the highest queue place written to any
 	// of its links since the hub started; holds are the devices whose
 	// queued jobs a failover is moving (HoldDevice); endedAt is when each
-	// device's last link ended. All guarded by mu.
-	dispatched map[uint64]uint64
+	// device's last link ended; forgotAt is when the last two were last
+	// pruned (forget.go). All guarded by mu.
+	dispatched map[uint64]dispatchMark
 	holds      map[string]chan struct{}
 	endedAt    map[string]time.Time
+	forgotAt   time.Time
 
 	wg sync.WaitGroup // every goroutine of every link
 }
@@ -151,7 +158,7 @@ type Hub struct {
 func New(cfg Config, devices Devices, intake Intake, log *slog.Logger, now func() time.Time) *Hub {
 	cfg.defaults()
 	return &Hub{cfg: cfg, devices: devices, intake: intake, log: log, now: now, pings: newPinger(cfg.PingInterval), conns: map[string]*conn{}, links: map[*conn]struct{}{},
-		dispatched: map[uint64]uint64{}, holds: map[string]chan struct{}{}, endedAt: map[string]time.Time{}}
+		dispatched: map[uint64]dispatchMark{}, holds: map[string]chan struct{}{}, endedAt: map[string]time.Time{}}
 }
 
 // ServeHTTP is GET /device/ws: check the device token, upgrade, and hand the
@@ -259,12 +266,14 @@ func (h *Hub) register(c *conn) (old *conn, ok bool) {
 // unregister drops c unless a newer link took its place already; the
 // presence hook hears of it only then.
 func (h *Hub) unregister(c *conn) {
+	now := h.now()
 	h.mu.Lock()
 	was := h.conns[c.dev.Fingerprint] == c
 	if was {
 		delete(h.conns, c.dev.Fingerprint)
-		h.endedAt[c.dev.Fingerprint] = h.now()
+		h.endedAt[c.dev.Fingerprint] = now
 	}
+	h.forgetOld(now)
 	h.mu.Unlock()
 	if was {
 		c.ended()
@@ -277,10 +286,9 @@ func (h *Hub) unregister(c *conn) {
 // noteDispatch records that the job at queue place seq of the device is
 // about to be written to a link.
 func (h *Hub) noteDispatch(deviceID, seq uint64) {
+	now := h.now()
 	h.mu.Lock()
-	if seq > h.dispatched[deviceID] {
-		h.dispatched[deviceID] = seq
-	}
+	h.dispatched[deviceID] = dispatchMark{upTo: max(seq, h.dispatched[deviceID].upTo), at: now}
 	h.mu.Unlock()
 }
 
@@ -322,7 +330,7 @@ func (h *Hub) HoldDevice(fingerprint string, deviceID uint64, fn func(dispatched
 		defer c.pumpMu.Unlock()
 	}
 	h.mu.Lock()
-	upTo := h.dispatched[deviceID]
+	upTo := h.dispatched[deviceID].upTo
 	h.mu.Unlock()
 	return fn(upTo, c != nil)
 }

@@ -249,6 +249,9 @@ func TestMediaUploadsPerCompanyAreBounded(t *testing.T) {
 	if r.Status != http.StatusTooManyRequests || r.str("error") != "rate_limited" || r.Header.Get("Retry-After") != "5" {
 		t.Fatalf("an upload beyond the company's places: %d %v %s, want 429 rate_limited with Retry-After 5", r.Status, r.Header, r.Raw)
 	}
+	if want := "The company has 1 upload under way, the most at once; retry in 5 seconds."; r.str("message") != want {
+		t.Errorf("message %q, want %q", r.str("message"), want)
+	}
 	e.want(e.upload(regB.DeviceToken, "other/0", "", "image/png", pngBytes), http.StatusCreated, "")
 	for i, pw := range writers {
 		if _, err := pw.Write(pngBytes[100:]); err != nil {

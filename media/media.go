@@ -41,6 +41,15 @@ const DefaultMaxBytes = 16 << 20
 // 32 MiB of temporary disk.
 const DefaultUploads = 2
 
+// busyMessage is the refusal of an upload beyond the company's n under way.
+func busyMessage(n int) string {
+	uploads := "uploads"
+	if n == 1 {
+		uploads = "upload"
+	}
+	return fmt.Sprintf("The company has %d %s under way, the most at once; retry in %d seconds.", n, uploads, uploadRetrySeconds)
+}
+
 // DefaultUploadsPerCompany bounds one company's uploads under way, so that
 // one tenant's slow agents never hold every slot: a further upload answers
 // 429 with a short Retry-After and the agent tries again (simrelay-agent
@@ -175,7 +184,7 @@ func (s *Service) Put(ctx context.Context, dev store.Device, up Upload) (store.M
 	}
 	if !s.enter(dev.CompanyID) {
 		return store.Media{}, false, &problem.Error{Code: problem.RateLimited, RetryAfter: uploadRetrySeconds,
-			Message: fmt.Sprintf("The company has %d uploads under way, the most at once; retry in %d seconds.", s.cfg.UploadsPerCompany, uploadRetrySeconds)}
+			Message: busyMessage(s.cfg.UploadsPerCompany)}
 	}
 	defer s.leave(dev.CompanyID)
 	select {

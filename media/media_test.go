@@ -76,3 +76,15 @@ func TestNewClearsSpoolsLeftByACrash(t *testing.T) {
 
 // TestMain stops the PostgreSQL cluster of a run on it (storetest.EnvStore).
 func TestMain(m *testing.M) { storetest.Main(m) }
+
+// The refusal counts its uploads right, one or many.
+func TestBusyMessageCountsRight(t *testing.T) {
+	for n, want := range map[int]string{
+		1: "The company has 1 upload under way, the most at once; retry in 5 seconds.",
+		3: "The company has 3 uploads under way, the most at once; retry in 5 seconds.",
+	} {
+		if got := busyMessage(n); got != want {
+			t.Errorf("busyMessage(%d) = %q, want %q", n, got, want)
+		}
+	}
+}

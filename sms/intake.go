@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
@@ -41,7 +40,7 @@ func (s *Service) Status(_ context.Context, dev store.Device, st proto.Status) R
 		return Report{err: err}
 	}
 	if st.At != "" {
-		at, err := time.Parse(time.RFC3339Nano, st.At)
+		at, err := ParseTime(st.At)
 		if err != nil {
 			return Report{err: problem.Invalid("at", "must be an RFC 3339 time such as 2026-11-22T10:04:05.123Z")}
 		}
@@ -148,7 +147,7 @@ func (s *Service) Inbound(_ context.Context, dev store.Device, in proto.Inbound)
 	if receivedAt == "" {
 		receivedAt = s.now().UTC().Format(timeLayout)
 	}
-	at, err := time.Parse(time.RFC3339Nano, receivedAt)
+	at, err := ParseTime(receivedAt)
 	if err != nil {
 		return proto.InboundAck{}, problem.Invalid("received_at", "must be an RFC 3339 time such as 2026-11-22T10:04:05.123Z")
 	}

@@ -26,7 +26,7 @@ func parseSendAt(v, field string, now time.Time) (time.Time, error) {
 	if v == "" {
 		return time.Time{}, nil
 	}
-	t, err := time.Parse(time.RFC3339Nano, v)
+	t, err := ParseTime(v)
 	if err != nil {
 		return time.Time{}, problem.Invalid(field, "must be an RFC 3339 time such as 2026-11-22T10:04:05.123Z")
 	}

@@ -15,6 +15,17 @@ import (
 // message holds its place (and its plan credit) longer than a scheduled one.
 const maxValidity = int64(MaxScheduleAhead / time.Second)
 
+// MaxQueuedLife is the longest a job may stay queued after a link handed it
+// to a phone, ttl being the service's time to live (Config.MessageTTL): a
+// job expires at most its time to live (ttl, or validity or expires_at, each
+// at most MaxScheduleAhead) after it may first go out, and no link hands it
+// out sooner; the expiry sweep then takes it out of the queue, for which a
+// day is left even past a store outage. The hub remembers what it handed
+// to a device's links that long (gateway.Config.JobLife).
+func MaxQueuedLife(ttl time.Duration) time.Duration {
+	return max(ttl, MaxScheduleAhead) + 24*time.Hour
+}
+
 // sendPriority validates a send's priority: 0 (the default, today's
 // first-in first-out queue) to store.MaxPriority.
 func sendPriority(p int) error {
@@ -53,7 +64,7 @@ func (s *Service) expiry(now, sendAt time.Time, w *window.Window, expiresAt stri
 	case expiresAt == "":
 		return start.Add(s.cfg.MessageTTL).UTC(), false, nil
 	}
-	t, err := time.Parse(time.RFC3339Nano, expiresAt)
+	t, err := ParseTime(expiresAt)
 	switch {
 	case err != nil:
 		return at, false, problem.Invalid("expires_at", "must be an RFC 3339 time such as 2026-11-22T10:04:05.123Z")

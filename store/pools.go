@@ -129,6 +129,22 @@ func (p Pool) Input() PoolInput {
 	return in
 }
 
+// SameDefinition says whether p and q define the pool alike: name,
+// strategy, fallback, failover_after, window and members in order. An edit
+// that leaves the definition as it was (PATCH with {}, or with the values
+// the pool has) leaves updated_at as it was too.
+func (p Pool) SameDefinition(q Pool) bool {
+	return p.Name == q.Name && p.Strategy == q.Strategy && p.Fallback == q.Fallback && p.FailoverAfter == q.FailoverAfter &&
+		sameWindow(p.Window, q.Window) && slices.Equal(p.Members, q.Members)
+}
+
+func sameWindow(a, b *window.Window) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return slices.Equal(a.Days, b.Days) && a.From == b.From && a.To == b.To && a.TimeZone == b.TimeZone
+}
+
 // DeviceCheck vets a device for a send from slot inside the send's
 // transaction; its error refuses the send (or, in a pool, passes the member
 // over).

@@ -144,7 +144,11 @@ func (s *Store) PutPool(companyID, id uint64, now time.Time, edit func(cur Pool)
 				return err
 			}
 		}
-		p.Name, p.Strategy, p.Fallback, p.FailoverAfter, p.Window, p.Members, p.UpdatedAt = in.Name, in.Strategy, in.Fallback, in.FailoverAfter, in.Window, members, now.UTC()
+		was := p
+		p.Name, p.Strategy, p.Fallback, p.FailoverAfter, p.Window, p.Members = in.Name, in.Strategy, in.Fallback, in.FailoverAfter, in.Window, members
+		if id == 0 || !p.SameDefinition(was) {
+			p.UpdatedAt = now.UTC() // an edit that changes nothing leaves it
+		}
 		if err := names.Put(poolNameKey(companyID, p.Name), itob(p.ID)); err != nil {
 			return err
 		}

@@ -315,6 +315,14 @@ func updateNumber(t *testing.T, s AgentsStore) {
 	if err != nil || got.Status != store.NumberPaused || got.Caps != caps || got.GapMax != 20*time.Second || !got.UpdatedAt.Equal(changed) || got.ID != n.ID {
 		t.Fatalf("update: %+v (%v)", got, err)
 	}
+	// A change that changes nothing (PATCH with {}, or with the values the
+	// number has) leaves updated_at as it was.
+	if same, err := s.UpdateAgentNumber(a.ID, store.ChannelNameWhatsApp, n.PublicID, changed.Add(time.Minute), func(n *store.AgentNumber) error {
+		n.Status, n.Caps = store.NumberPaused, caps
+		return nil
+	}); err != nil || same != got {
+		t.Fatalf("an update that changes nothing: %+v (%v), want %+v as it was", same, err, got)
+	}
 	refused := errors.New("refused")
 	if _, err := s.UpdateAgentNumber(a.ID, store.ChannelNameWhatsApp, n.PublicID, changed.Add(time.Hour), func(n *store.AgentNumber) error {
 		n.Status = store.NumberActive

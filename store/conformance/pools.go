@@ -40,6 +40,7 @@ func Pools(t *testing.T, open Opener[PoolsStore]) {
 	t.Run("DeletedDeviceLeaves", func(t *testing.T) { t.Parallel(); poolDeletedDeviceLeaves(t, open(t)) })
 	t.Run("SIMCaps", func(t *testing.T) { t.Parallel(); simCaps(t, open(t)) })
 	t.Run("NothingToPrune", func(t *testing.T) { t.Parallel(); poolNothingToPrune(t, open(t)) })
+	t.Run("UnchangedEdit", func(t *testing.T) { t.Parallel(); poolUnchangedEdit(t, open(t)) })
 }
 
 // members names (device, SIM) pairs: fingerprint, slot, fingerprint, slot...

@@ -105,7 +105,11 @@ func (s *Store) PutPool(companyID, poolID uint64, now time.Time, edit func(cur s
 				return err
 			}
 		}
-		p.Name, p.Strategy, p.Fallback, p.FailoverAfter, p.Window, p.Members, p.UpdatedAt = in.Name, in.Strategy, in.Fallback, in.FailoverAfter, in.Window, members, now.UTC()
+		was := p
+		p.Name, p.Strategy, p.Fallback, p.FailoverAfter, p.Window, p.Members = in.Name, in.Strategy, in.Fallback, in.FailoverAfter, in.Window, members
+		if poolID == 0 || !p.SameDefinition(was) {
+			p.UpdatedAt = now.UTC() // an edit that changes nothing leaves it
+		}
 		raw, err := rec(p)
 		if err != nil {
 			return err

@@ -1,0 +1,65 @@
+package sms_test
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/internal/storetest"
+	"github.com/simrelay/simrelay/sms"
+	"github.com/simrelay/simrelay/store"
+)
+
+// ParseTime takes RFC 3339 with the lower-case "t" and "z" of its section
+// 5.6, and nothing Go's RFC 3339 layout refuses besides.
+func TestParseTimeTakesLowerCase(t *testing.T) {
+	t.Parallel()
+	want := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		in string
+		ok bool
+	}{
+		{"2026-12-01T09:00:00Z", true},
+		{"2026-12-01t09:00:00z", true},
+		{"2026-12-01t09:00:00Z", true},
+		{"2026-12-01T09:00:00z", true},
+		{"2026-12-01t09:00:00.000z", true},
+		{"2026-12-01t10:00:00+01:00", true},
+		{"2026-12-01 09:00:00Z", false},
+		{"2026-12-01x09:00:00Z", false},
+		{"2026-12-01t09:00:00", false},
+		{"2026-12-01t09:00:00zz", false},
+		{"2026-12-01", false},
+		{"z", false},
+		{"", false},
+	} {
+		got, err := sms.ParseTime(c.in)
+		switch {
+		case c.ok && (err != nil || !got.Equal(want)):
+			t.Errorf("%q: got %v, %v; want %v", c.in, got, err, want)
+		case !c.ok && err == nil:
+			t.Errorf("%q: got %v, want an error", c.in, got)
+		}
+	}
+}
+
+// A phone's received_at in lower case is stored as the phone's time.
+func TestInboundReceivedAtInLowerCase(t *testing.T) {
+	t.Parallel()
+	st := storetest.Open(t)
+	c := storetest.Company(t, st, "Acme", "a@acme.test")
+	dev := store.Device{Fingerprint: "pixel-1", CompanyID: c.ID, Name: "P", Status: store.DeviceActive, SelectedSIM: "BOTH", TokenHash: []byte("t"), CreatedAt: time.Now()}
+	if err := st.ProvisionDevices([]store.Device{dev}); err != nil {
+		t.Fatal(err)
+	}
+	dev, err := st.CompanyDevice(c.ID, dev.Fingerprint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := sms.New(sms.Config{}, st, slog.New(slog.DiscardHandler), time.Now)
+	if _, err := svc.Inbound(context.Background(), dev, proto.Inbound{ClientID: "c1", Channel: "sms", From: "+15550100000", Message: "hi", ReceivedAt: "2026-11-22t10:04:05.123z"}); err != nil {
+		t.Fatalf("received_at in lower case: %v", err)
+	}
+}
