@@ -49,26 +49,16 @@ const limiterLogEvery = 10 * time.Second
 // the route then meets the same database and answers for itself, whereas
 // refusing every client with 429 would blame them for the server's fault.
 func (s *Server) take(l Limiter, key string) pacing.Result {
-	if res, ok := s.count(l, key); ok {
-		return res
-	}
-	rate := s.cfg.GeneralRate
-	if l == s.auth {
-		rate = s.cfg.AuthRate
-	}
-	return pacing.Result{Limit: rate.Limit, Remaining: rate.Limit, Reset: rate.Window, Allowed: true}
-}
-
-// count counts a request of key in l; false when l failed (logged), which
-// leaves the key's figures unknown: the request was not counted, and what
-// the shared window holds could not be read.
-func (s *Server) count(l Limiter, key string) (pacing.Result, bool) {
 	res, err := l.Take(key)
 	if err != nil {
 		s.limiterFailed(err)
-		return pacing.Result{}, false
+		rate := s.cfg.GeneralRate
+		if l == s.auth {
+			rate = s.cfg.AuthRate
+		}
+		return pacing.Result{Limit: rate.Limit, Remaining: rate.Limit, Reset: rate.Window, Allowed: true}
 	}
-	return res, true
+	return res
 }
 
 // limiterFailed logs a limiter's failure, at most once per limiterLogEvery.

@@ -205,8 +205,7 @@ func (s *Server) identify(next echo.HandlerFunc) echo.HandlerFunc {
 }
 
 // limit applies the rate limits and sets the RateLimit-* headers on every
-// counted response, refusals included; a request that no window could count
-// has none.
+// counted response, refusals included.
 func (s *Server) limit(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		if uncounted[c.Path()] {
@@ -223,22 +222,9 @@ func (s *Server) limit(next echo.HandlerFunc) echo.HandlerFunc {
 		} else if c.Get(keyOperator) == true {
 			windows, id = s.members, "operator"
 		}
-		res, counted := s.count(windows, id)
+		res := s.take(windows, id)
 		if authScope[c.Path()] || c.Request().Method == http.MethodPost && consoleCredentialPosts[c.Path()] {
-			if ares, ok := s.count(s.auth, ip); !counted {
-				res, counted = ares, ok
-			} else if ok {
-				res = pacing.Nearer(res, ares)
-			}
-		}
-		if !counted {
-			// No window could count the request (a cluster whose database
-			// does not answer): it goes through uncounted, as take explains,
-			// and carries no RateLimit-* headers, since no figure is known. A
-			// full budget would be a lie to a client that spent most of it;
-			// the route's own answer (503 with Retry-After) says when to come
-			// back. docs/api.md, "Rate limits".
-			return next(c)
+			res = pacing.Nearer(res, s.take(s.auth, ip))
 		}
 		h := c.Response().Header()
 		h.Set("RateLimit-Limit", fmt.Sprint(res.Limit))
