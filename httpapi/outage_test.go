@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -135,5 +136,38 @@ func TestReadinessLossLoggedOnceAnOutage(t *testing.T) {
 	}
 	if failed := n.lines("readiness check failed"); len(failed) != 2 {
 		t.Fatalf("the log has %d lines of failed checks, want 2", len(failed))
+	}
+}
+
+// A request the shared windows could not count, because PostgreSQL does not
+// answer, counts in the node's own window: its 503 carries the RateLimit-*
+// headers every counted answer carries, with that window's figures, never a
+// made-up full budget. Once the database is back the shared count goes on
+// where it was, the outage's requests not in it.
+func TestOutageCountsInTheNodesWindow(t *testing.T) {
+	t.Parallel()
+	n := newOutageNode(t)
+	for i := 1; i <= 3; i++ {
+		status, h := n.get(t, "/company")
+		if status != http.StatusOK || h.Get("RateLimit-Remaining") != strconv.Itoa(100-i) {
+			t.Fatalf("request %d: %d, RateLimit-Remaining %q; want 200 and %d", i, status, h.Get("RateLimit-Remaining"), 100-i)
+		}
+	}
+	n.relay.Cut()
+	for i := 1; i <= 2; i++ {
+		status, h := n.get(t, "/company")
+		if status != http.StatusServiceUnavailable || h.Get("Retry-After") == "" {
+			t.Fatalf("with the database cut: %d, Retry-After %q; want 503 with Retry-After", status, h.Get("Retry-After"))
+		}
+		if h.Get("RateLimit-Limit") != "100" || h.Get("RateLimit-Remaining") != strconv.Itoa(100-i) || h.Get("RateLimit-Reset") == "" {
+			t.Fatalf("503 number %d: RateLimit-Limit %q, -Remaining %q, -Reset %q; want 100, %d and a reset: the node's own count",
+				i, h.Get("RateLimit-Limit"), h.Get("RateLimit-Remaining"), h.Get("RateLimit-Reset"), 100-i)
+		}
+	}
+	n.relay.Resume()
+	poll.Until(t, "the database answers again", func() bool { status, _ := n.get(t, "/readyz"); return status == http.StatusOK })
+	status, h := n.get(t, "/company")
+	if status != http.StatusOK || h.Get("RateLimit-Remaining") != "96" {
+		t.Fatalf("after the outage: %d, RateLimit-Remaining %q; want 200 and 96 (the outage's requests counted on the node only)", status, h.Get("RateLimit-Remaining"))
 	}
 }
