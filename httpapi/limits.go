@@ -44,10 +44,11 @@ func (m memoryWindows) Sweep() error { m.w.Sweep(); return nil }
 // database away every request fails to count, and one line says as much.
 const limiterLogEvery = 10 * time.Second
 
-// take counts a request of key in l. A limiter that fails (the database of
-// a cluster does not answer) lets the request through with a full window:
-// the route then meets the same database and answers for itself, whereas
-// refusing every client with 429 would blame them for the server's fault.
+// take counts a request of key in l. A cluster's windows fall back to this
+// node's memory while the database does not answer (fallbackWindows), so
+// they count every request; a limiter that fails all the same lets the
+// request through with a full window rather than refuse it with 429 for
+// the server's fault.
 func (s *Server) take(l Limiter, key string) pacing.Result {
 	res, err := l.Take(key)
 	if err != nil {
@@ -68,7 +69,7 @@ func (s *Server) limiterFailed(err error) {
 	if now-last < int64(limiterLogEvery) || !s.limiterLogged.CompareAndSwap(last, now) {
 		return
 	}
-	s.deps.Logger.Error("rate limits: a request was let through uncounted", "err", err)
+	s.deps.Logger.Error("rate limits: the shared windows do not answer; requests count in this node's memory meanwhile", "err", err)
 }
 
 // addressKey is a client address's key in the windows, as limit counts it.
@@ -106,13 +107,61 @@ func (s *Server) newLimiters() error {
 		s.auth = memoryWindows{pacing.NewCapped(s.cfg.AuthRate, s.deps.Now, s.cfg.MaxAddresses)}
 		return nil
 	}
+	shared := func(scope string, rate pacing.Rate, addresses int) (Limiter, error) {
+		l, err := s.deps.Limiters(scope, rate)
+		if err != nil {
+			return nil, err
+		}
+		local := memoryWindows{pacing.NewCapped(rate, s.deps.Now, addresses)}
+		return &fallbackWindows{shared: l, local: local, failed: s.limiterFailed}, nil
+	}
 	var err error
-	if s.general, err = s.deps.Limiters("general", s.cfg.GeneralRate); err != nil {
+	if s.general, err = shared("general", s.cfg.GeneralRate, s.cfg.MaxAddresses); err != nil {
 		return err
 	}
-	if s.members, err = s.deps.Limiters("members", s.cfg.GeneralRate); err != nil {
+	if s.members, err = shared("members", s.cfg.GeneralRate, math.MaxInt32); err != nil {
 		return err
 	}
-	s.auth, err = s.deps.Limiters("auth", s.cfg.AuthRate)
+	s.auth, err = shared("auth", s.cfg.AuthRate, s.cfg.MaxAddresses)
 	return err
+}
+
+// fallbackWindows are a cluster's shared windows (postgres.Windows) with
+// this node's own beside them. While the database does not answer, a
+// request counts in the node's memory instead, as on one node: its
+// RateLimit-* headers tell that count (every counted response carries
+// them, contract section 4), a client over the limit on this node is
+// refused with 429 as it would be anywhere, and nobody is refused for the
+// server's fault. The price of an outage is that a client may spend one
+// window on each node (and the local figures start afresh); the shared
+// windows count again from the database's answer on. The memory windows
+// hold only what an outage counted and are swept with the shared ones. A
+// pointer: take tells the scopes apart by comparing them.
+type fallbackWindows struct {
+	shared Limiter
+	local  memoryWindows
+	failed func(error) // logs the shared windows' failure, spaced
+}
+
+func (f *fallbackWindows) Take(key string) (pacing.Result, error) {
+	res, err := f.shared.Take(key)
+	if err != nil {
+		f.failed(err)
+		return f.local.Take(key)
+	}
+	return res, nil
+}
+
+func (f *fallbackWindows) Spent(key string) (bool, time.Duration, error) {
+	spent, wait, err := f.shared.Spent(key)
+	if err != nil {
+		f.failed(err)
+		return f.local.Spent(key)
+	}
+	return spent, wait, nil
+}
+
+func (f *fallbackWindows) Sweep() error {
+	_ = f.local.Sweep()
+	return f.shared.Sweep()
 }

@@ -22,15 +22,16 @@ func (s *Server) readyz(c echo.Context) error {
 		return problem.New(problem.Unavailable, "The server is shutting down.")
 	}
 	if err := s.deps.Store.Ready(); err != nil {
-		s.deps.Logger.Error("readiness check failed", "err", err)
+		s.readinessLost("store", err)
 		return problem.New(problem.Unavailable, "The store is not ready.")
 	}
 	if s.deps.Bus != nil {
 		if err := s.deps.Bus.Ready(c.Request().Context()); err != nil {
-			s.deps.Logger.Error("readiness check failed", "err", err)
+			s.readinessLost("bus", err)
 			return problem.New(problem.Unavailable, "The bus between the nodes is not ready.")
 		}
 	}
+	s.readinessOK()
 	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
 }
 

@@ -137,6 +137,8 @@ type Server struct {
 	mcpHandler http.Handler
 	// answers keeps analytics answers while the store is not written.
 	answers answerCache
+	// readiness is what /readyz last found, for its log (readiness.go).
+	readiness readiness
 }
 
 // New builds the API and its route table.

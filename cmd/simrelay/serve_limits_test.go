@@ -164,8 +164,9 @@ func TestClusterRotatedKeyRefusedEverywhere(t *testing.T) {
 	}
 }
 
-// When the database does not answer, a request is let through uncounted
-// with a full window's headers, not refused with 429 for the server's fault.
+// When the database does not answer, a request counts in the node's own
+// window, not refused with 429 for the server's fault: its headers tell that
+// count, and a client over the limit on the node is refused as anywhere.
 func TestClusterRateLimitWithoutItsDatabase(t *testing.T) {
 	t.Parallel()
 	a, _ := twoNodes(t, pacing.Rate{Limit: 3, Window: time.Hour})
@@ -178,8 +179,14 @@ func TestClusterRateLimitWithoutItsDatabase(t *testing.T) {
 		t.Fatalf("request 4 with the database up: %d, want 429", status)
 	}
 	a.store.Close()
-	status, h, _ := nodeCall(t, http.MethodGet, a.url+"/no-such-route", "")
-	if status != http.StatusNotFound || h.Get("RateLimit-Remaining") != "3" || h.Get("RateLimit-Limit") != "3" {
-		t.Fatalf("with the database gone: %d, remaining %q of %q; want the route's 404 with a full window", status, h.Get("RateLimit-Remaining"), h.Get("RateLimit-Limit"))
+	for i := range 3 {
+		status, h, _ := nodeCall(t, http.MethodGet, a.url+"/no-such-route", "")
+		if status != http.StatusNotFound || h.Get("RateLimit-Remaining") != strconv.Itoa(2-i) || h.Get("RateLimit-Limit") != "3" || h.Get("RateLimit-Reset") == "" {
+			t.Fatalf("request %d with the database gone: %d, remaining %q of %q, reset %q; want the route's 404 counted in the node's window, %d left",
+				i+1, status, h.Get("RateLimit-Remaining"), h.Get("RateLimit-Limit"), h.Get("RateLimit-Reset"), 2-i)
+		}
+	}
+	if status, h, _ := nodeCall(t, http.MethodGet, a.url+"/no-such-route", ""); status != http.StatusTooManyRequests || h.Get("Retry-After") == "" {
+		t.Fatalf("request 4 with the database gone: %d, Retry-After %q; want 429 from the node's window", status, h.Get("Retry-After"))
 	}
 }

@@ -17,12 +17,21 @@ func routingFlags(fs *flag.FlagSet, every *time.Duration) {
 	fs.DurationVar(every, "link-sweep", cluster.DefaultSweepEvery, "in a cluster, how often each node re-pumps its phone links and re-checks they are their device's newest: the bound on how late a signal the bus lost is covered")
 }
 
-// minLinkSweep keeps the sweep from turning into a busy loop of queue reads.
-const minLinkSweep = 100 * time.Millisecond
+// The range of --link-sweep. Below minLinkSweep the sweep turns into a busy
+// loop of queue reads. Above maxLinkSweep it stops keeping contract
+// section 12's promise that a signal the bus lost delays a send "at most a
+// few seconds": the sweep is that bound. maxLinkSweep is the live window of
+// a node (nodeLiveWithin), the other "few seconds" of the cluster: a lost
+// signal then waits no longer than a dead node takes to be known dead.
+const (
+	minLinkSweep = 100 * time.Millisecond
+	maxLinkSweep = nodeLiveWithin
+)
 
 func validateLinkSweep(every time.Duration) error {
-	if every < minLinkSweep {
-		return fmt.Errorf("%s %s: want at least %s (each sweep reads every linked phone's queue once)", both("link-sweep"), every, minLinkSweep)
+	if every < minLinkSweep || every > maxLinkSweep {
+		return fmt.Errorf("%s %s: want %s to %s (the longest a send waits when the bus lost its signal; each sweep reads every linked phone's queue once)",
+			both("link-sweep"), every, minLinkSweep, maxLinkSweep)
 	}
 	return nil
 }

@@ -1,0 +1,173 @@
+package httpapi_test
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/simrelay/simrelay/account"
+	"github.com/simrelay/simrelay/httpapi"
+	"github.com/simrelay/simrelay/internal/pgtest"
+	"github.com/simrelay/simrelay/internal/poll"
+	"github.com/simrelay/simrelay/internal/syncbuf"
+	"github.com/simrelay/simrelay/internal/testclock"
+	"github.com/simrelay/simrelay/pacing"
+	"github.com/simrelay/simrelay/store/postgres"
+)
+
+// outageNode is the API of one cluster node whose way to PostgreSQL a
+// test cuts and restores: its store and its shared rate-limit windows go
+// through relay; logs is what it logged.
+type outageNode struct {
+	url   string
+	relay *pgtest.Relayed
+	logs  *syncbuf.Buffer
+	clock *testclock.Clock
+	key   string // Acme's API key
+}
+
+func newOutageNode(t *testing.T) *outageNode {
+	t.Helper()
+	relay := pgtest.Relay(t, pgtest.URL(t))
+	st, err := postgres.Open(context.Background(), relay.URL, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	logs := &syncbuf.Buffer{}
+	log := slog.New(slog.NewTextHandler(logs, nil))
+	clk := testclock.New(time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC))
+	accounts, err := account.New(account.Config{PublicURL: "http://localhost", PasswordTime: 1, PasswordMemory: 64}, st, nil, log, clk.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, key, err := accounts.CreateCompany("Acme", account.OwnerInput{FirstName: "A", LastName: "B", Email: "a@acme.test", Password: "Correct horse battery 9"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	rate := pacing.Rate{Limit: 100, Window: time.Hour}
+	api, err := httpapi.New(httpapi.Config{GeneralRate: rate, AuthRate: rate}, httpapi.Deps{
+		Accounts: accounts, Store: st, Logger: log, Registry: reg, Gatherer: reg, Now: clk.Now,
+		Limiters: func(scope string, rate pacing.Rate) (httpapi.Limiter, error) { return st.Windows(scope, rate) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(api.Handler())
+	t.Cleanup(srv.Close)
+	return &outageNode{url: srv.URL, relay: relay, logs: logs, clock: clk, key: key}
+}
+
+// get makes a GET with the API key and returns its status and headers.
+func (n *outageNode) get(t *testing.T, path string) (int, http.Header) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, n.url+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+n.key)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	return res.StatusCode, res.Header
+}
+
+// lines are the log's lines that hold msg.
+func (n *outageNode) lines(msg string) []string {
+	var out []string
+	for _, l := range strings.Split(n.logs.String(), "\n") {
+		if strings.Contains(l, "msg=\""+msg+"\"") {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// A balancer asks /readyz every second; while PostgreSQL does not answer
+// the node logs the loss once, with its cause, a reminder a minute, and
+// one line when it is ready again saying how long it was not: an hour's
+// outage is some sixty lines, not 3,600.
+func TestReadinessLossLoggedOnceAnOutage(t *testing.T) {
+	t.Parallel()
+	n := newOutageNode(t)
+	if status, _ := n.get(t, "/readyz"); status != http.StatusOK {
+		t.Fatalf("/readyz: %d before the cut, want 200", status)
+	}
+	n.relay.Cut()
+	poll.Until(t, "/readyz answers 503", func() bool { status, _ := n.get(t, "/readyz"); return status == http.StatusServiceUnavailable })
+	for range 5 { // five more probes, a second apart on the node's clock
+		n.clock.Advance(time.Second)
+		if status, _ := n.get(t, "/readyz"); status != http.StatusServiceUnavailable {
+			t.Fatalf("/readyz: %d with the database cut, want 503", status)
+		}
+	}
+	failed := n.lines("readiness check failed")
+	if len(failed) != 1 || !strings.Contains(failed[0], "level=ERROR") || !strings.Contains(failed[0], "cause=store") || !strings.Contains(failed[0], "err=") {
+		t.Fatalf("after six failed checks the log has %d lines of them, want one ERROR naming the store and its error:\n%s", len(failed), strings.Join(failed, "\n"))
+	}
+	// A minute into the outage: one reminder, saying for how long.
+	n.clock.Advance(time.Minute - 5*time.Second)
+	for range 3 {
+		n.get(t, "/readyz")
+	}
+	failed = n.lines("readiness check failed")
+	if len(failed) != 2 || !strings.Contains(failed[1], "not_ready_for=1m0s") {
+		t.Fatalf("a minute into the outage the log has %d lines of failed checks, want the first and one reminder (not_ready_for=1m0s):\n%s", len(failed), strings.Join(failed, "\n"))
+	}
+	n.clock.Advance(30 * time.Second)
+	n.relay.Resume()
+	poll.Until(t, "/readyz answers 200 again", func() bool { status, _ := n.get(t, "/readyz"); return status == http.StatusOK })
+	for range 3 {
+		n.get(t, "/readyz")
+	}
+	back := n.lines("ready again")
+	if len(back) != 1 || !strings.Contains(back[0], "level=INFO") || !strings.Contains(back[0], "not_ready_for=1m30s") {
+		t.Fatalf("the log has %d lines of the return, want one INFO with not_ready_for=1m30s:\n%s", len(back), n.logs.String())
+	}
+	if failed := n.lines("readiness check failed"); len(failed) != 2 {
+		t.Fatalf("the log has %d lines of failed checks, want 2", len(failed))
+	}
+}
+
+// A request the shared windows could not count, because PostgreSQL does not
+// answer, counts in the node's own window: its 503 carries the RateLimit-*
+// headers every counted answer carries, with that window's figures, never a
+// made-up full budget. Once the database is back the shared count goes on
+// where it was, the outage's requests not in it.
+func TestOutageCountsInTheNodesWindow(t *testing.T) {
+	t.Parallel()
+	n := newOutageNode(t)
+	for i := 1; i <= 3; i++ {
+		status, h := n.get(t, "/company")
+		if status != http.StatusOK || h.Get("RateLimit-Remaining") != strconv.Itoa(100-i) {
+			t.Fatalf("request %d: %d, RateLimit-Remaining %q; want 200 and %d", i, status, h.Get("RateLimit-Remaining"), 100-i)
+		}
+	}
+	n.relay.Cut()
+	for i := 1; i <= 2; i++ {
+		status, h := n.get(t, "/company")
+		if status != http.StatusServiceUnavailable || h.Get("Retry-After") == "" {
+			t.Fatalf("with the database cut: %d, Retry-After %q; want 503 with Retry-After", status, h.Get("Retry-After"))
+		}
+		if h.Get("RateLimit-Limit") != "100" || h.Get("RateLimit-Remaining") != strconv.Itoa(100-i) || h.Get("RateLimit-Reset") == "" {
+			t.Fatalf("503 number %d: RateLimit-Limit %q, -Remaining %q, -Reset %q; want 100, %d and a reset: the node's own count",
+				i, h.Get("RateLimit-Limit"), h.Get("RateLimit-Remaining"), h.Get("RateLimit-Reset"), 100-i)
+		}
+	}
+	n.relay.Resume()
+	poll.Until(t, "the database answers again", func() bool { status, _ := n.get(t, "/readyz"); return status == http.StatusOK })
+	status, h := n.get(t, "/company")
+	if status != http.StatusOK || h.Get("RateLimit-Remaining") != "96" {
+		t.Fatalf("after the outage: %d, RateLimit-Remaining %q; want 200 and 96 (the outage's requests counted on the node only)", status, h.Get("RateLimit-Remaining"))
+	}
+}
