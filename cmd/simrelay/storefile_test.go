@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,6 +41,16 @@ func TestDamagedStoreFileStopsClearly(t *testing.T) {
 	random := make([]byte, 64<<10)
 	_, _ = rand.Read(random)
 
+	// The pages the newer header names: the root bucket's and the
+	// freelist's. Overwritten, the file keeps its size and its headers, so
+	// only a walk of its pages finds the damage.
+	root, freelist := liveBoltPages(t, whole)
+	overwrite := func(pgid uint64) []byte {
+		b := append([]byte(nil), whole...)
+		copy(b[int(pgid)*page:int(pgid+1)*page], random)
+		return b
+	}
+
 	cases := []struct {
 		name string
 		data []byte
@@ -49,6 +60,8 @@ func TestDamagedStoreFileStopsClearly(t *testing.T) {
 		{"cut mid-page", whole[:half+100], "is truncated"},
 		{"only the first page", whole[:page], "is truncated"},
 		{"random bytes", random, "is not a simrelay store"},
+		{"its root page overwritten", overwrite(root), "has damaged pages"},
+		{"its freelist page overwritten", overwrite(freelist), "has damaged pages"},
 		{"a text file", []byte("name,phone\nAna,+15550100000\n"), "is not a simrelay store"},
 	}
 	for _, tc := range cases {
@@ -90,4 +103,24 @@ func TestDamagedStoreFileStopsClearly(t *testing.T) {
 	if !strings.Contains(srv.stderr.String(), "the data file is empty") {
 		t.Errorf("no word in the log about the empty file:\n%s", srv.stderr.String())
 	}
+}
+
+// liveBoltPages reads the root bucket's and the freelist's page ids from the
+// newer of a bbolt file's two headers (page header 16 bytes, then magic,
+// version, page size, flags, root bucket (pgid, sequence), freelist, high
+// water mark, txid; machine byte order).
+func liveBoltPages(t *testing.T, file []byte) (root, freelist uint64) {
+	t.Helper()
+	page := os.Getpagesize()
+	var txid uint64
+	for i := range 2 {
+		m := file[i*page+16:]
+		if tx := binary.NativeEndian.Uint64(m[48:]); i == 0 || tx > txid {
+			txid, root, freelist = tx, binary.NativeEndian.Uint64(m[16:]), binary.NativeEndian.Uint64(m[32:])
+		}
+	}
+	if root < 2 || freelist < 2 || int(max(root, freelist)+1)*page > len(file) {
+		t.Fatalf("header names root page %d and freelist page %d in a file of %d bytes", root, freelist, len(file))
+	}
+	return root, freelist
 }

@@ -105,14 +105,23 @@ func Open(dir string, opt Options) (*Store, error) {
 	if empty && opt.Logger != nil {
 		opt.Logger.Warn("the data file is empty (0 bytes), as a first start that failed leaves it: writing a new store into it", "path", path)
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opt.Timeout, ReadOnly: opt.ReadOnly})
+	db, err := openBolt(path, &bolt.Options{Timeout: opt.Timeout, ReadOnly: opt.ReadOnly})
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		// What to do instead depends on the caller (a backup can be fetched
 		// from the running server, a mail read in its log), so the caller says it.
 		return nil, fmt.Errorf("%w: %s is locked (is a simrelay server running on it? stop it first)", ErrLocked, path)
 	}
+	if errors.Is(err, ErrBadFile) {
+		return nil, err
+	}
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	if !empty {
+		if err := checkPages(db, path); err != nil {
+			_ = db.Close()
+			return nil, err
+		}
 	}
 	db.NoSync = opt.BulkLoad
 	s := &Store{db: db, path: path, dailyBudget: max(opt.CompanyDailyStorage, 0)}
