@@ -311,7 +311,7 @@ func (s *Store) AgentSendTimes(companyID, numberID uint64, since time.Time) ([]t
 // cutoff: the governor's longest window is a day.
 func (s *Store) PruneAgentSends(cutoff time.Time) (int, error) {
 	n := 0
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		var err error
 		n, err = deleteWhere(tx.Bucket(bucketAgentSends), func(k, _ []byte) (bool, error) {
 			return len(k) >= 24 && int64(btoi(k[16:24])) < cutoff.UnixNano(), nil

@@ -124,7 +124,7 @@ func (s *Store) Subscription(companyID uint64) (sub Subscription, found bool, er
 // does not exist is ErrNotFound.
 func (s *Store) UpdateSubscription(companyID uint64, fn func(*Subscription) error) (Subscription, error) {
 	var out Subscription
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		if tx.Bucket(bucketCompanies).Get(itob(companyID)) == nil {
 			return ErrNotFound
 		}

@@ -22,7 +22,7 @@ import (
 // does the event become the newest. A
 // company that does not exist is ErrNotFound and records nothing.
 func (s *Store) ApplyProviderEvent(eventID string, companyID uint64, customer string, created int64, ordered bool, now time.Time, fn func(sub *Subscription, stale bool) bool) (applied bool, err error) {
-	err = s.db.Update(func(tx *bolt.Tx) error {
+	err = s.update(func(tx *bolt.Tx) error {
 		if tx.Bucket(bucketCompanies).Get(itob(companyID)) == nil {
 			return ErrNotFound
 		}
@@ -59,7 +59,7 @@ func (s *Store) ApplyProviderEvent(eventID string, companyID uint64, customer st
 	if errors.Is(err, errForeign) {
 		// The event id stays recorded (its transaction is rolled back, so
 		// record it again): a retry is answered the same way at once.
-		_ = s.db.Update(func(tx *bolt.Tx) error {
+		_ = s.update(func(tx *bolt.Tx) error {
 			return tx.Bucket(bucketBillingEvents).Put([]byte(eventID), itob(uint64(now.Unix())))
 		})
 		return false, ErrForeignCustomer
@@ -91,7 +91,7 @@ func (s *Store) CompanyByCustomer(customerID string) (companyID uint64, found bo
 // event), so the record of applied events does not grow for ever.
 func (s *Store) PruneBillingEvents(cutoff time.Time) (int, error) {
 	n := 0
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		var err error
 		n, err = deleteWhere(tx.Bucket(bucketBillingEvents), func(_, v []byte) (bool, error) {
 			return len(v) == 8 && int64(btoi(v)) < cutoff.Unix(), nil

@@ -11,7 +11,7 @@ import (
 // its token hash; a fingerprint that exists already is ErrConflict and
 // nothing is stored.
 func (s *Store) ProvisionDevices(devs []Device) error {
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		devices := tx.Bucket(bucketDevices)
 		for _, d := range devs {
 			if devices.Get([]byte(d.Fingerprint)) != nil {
@@ -39,7 +39,7 @@ func (s *Store) ProvisionDevices(devs []Device) error {
 // order. Device names the fingerprint of a live device of the message's
 // company, whose id the message takes; any other is ErrDeviceGone.
 func (s *Store) ImportMessages(msgs []Message) error {
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketMessages)
 		ids := map[devName]uint64{}
 		for i := range msgs {

@@ -23,6 +23,9 @@ type committer struct {
 	reqs chan *commitReq
 	// delay holds the writer after each commit (Options.SyncDelay).
 	delay time.Duration
+	// fileThere is checked before each batch: a write to a data file no
+	// path names any more is refused (fileguard.go).
+	fileThere func() error
 
 	// folded counts the record writes that folding saved (fold.go).
 	folded atomic.Uint64
@@ -43,8 +46,8 @@ type commitReq struct {
 	err   chan error
 }
 
-func newCommitter(db *bolt.DB, delay time.Duration) *committer {
-	c := &committer{db: db, reqs: make(chan *commitReq, maxGroup), delay: delay, done: make(chan struct{})}
+func newCommitter(db *bolt.DB, delay time.Duration, fileThere func() error) *committer {
+	c := &committer{db: db, reqs: make(chan *commitReq, maxGroup), delay: delay, fileThere: fileThere, done: make(chan struct{})}
 	go c.loop()
 	return c
 }
@@ -107,6 +110,12 @@ func (c *committer) loop() {
 }
 
 func (c *committer) run(batch []*commitReq) {
+	if err := c.fileThere(); err != nil {
+		for _, r := range batch {
+			r.err <- err
+		}
+		return
+	}
 	for len(batch) > 0 {
 		err := c.db.Update(func(tx *bolt.Tx) error {
 			var f fold // afresh for each try: a failed one rolled back

@@ -9,7 +9,7 @@ import (
 // CreateCompany stores a new company with its first admin, giving both their
 // IDs. The admin's e-mail must be unused (ErrConflict) and c must carry its API key.
 func (s *Store) CreateCompany(c *Company, admin *User) error {
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		companies := tx.Bucket(bucketCompanies)
 		id, err := companies.NextSequence()
 		if err != nil {
@@ -65,7 +65,7 @@ func (s *Store) CompanyByAPIKeyHash(hash []byte) (Company, error) {
 // moves the key index with it, so the old key stops working in the same commit.
 func (s *Store) UpdateCompany(id uint64, fn func(*Company) error) (Company, error) {
 	var c Company
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketCompanies)
 		if err := getJSON(b, itob(id), &c); err != nil {
 			return err

@@ -19,7 +19,7 @@ var (
 
 // PutConsoleSession stores a new session under the hash of its id.
 func (s *Store) PutConsoleSession(hash []byte, sess ConsoleSession) error {
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		if err := tx.Bucket(bucketUserConsoleSess).Put(append(itob(sess.UserID), hash...), nil); err != nil {
 			return err
 		}
@@ -44,7 +44,7 @@ func (s *Store) ConsoleSession(hash []byte) (ConsoleSession, error) {
 
 // TouchConsoleSession moves a session's last activity to at.
 func (s *Store) TouchConsoleSession(hash []byte, at time.Time) error {
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketConsoleSessions)
 		var sess ConsoleSession
 		if err := getJSON(b, hash, &sess); err != nil {
@@ -61,7 +61,7 @@ func (s *Store) TouchConsoleSession(hash []byte, at time.Time) error {
 
 // DeleteConsoleSession signs one browser out.
 func (s *Store) DeleteConsoleSession(hash []byte) error {
-	err := s.db.Update(func(tx *bolt.Tx) error { return deleteConsoleSession(tx, hash) })
+	err := s.update(func(tx *bolt.Tx) error { return deleteConsoleSession(tx, hash) })
 	if err != nil {
 		return fmt.Errorf("store: delete console session: %w", err)
 	}
@@ -117,7 +117,7 @@ func (s *Store) PruneConsoleSessions(idleCutoff, now time.Time) (int, error) {
 		})
 	})
 	if err == nil && len(dead) > 0 {
-		err = s.db.Update(func(tx *bolt.Tx) error {
+		err = s.update(func(tx *bolt.Tx) error {
 			for _, h := range dead {
 				if err := deleteConsoleSession(tx, h); err != nil {
 					return err

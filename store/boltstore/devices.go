@@ -17,7 +17,7 @@ import (
 // company's daily storage budget (a *BudgetError when spent), since codes
 // are kept until a day after they expire.
 func (s *Store) PutPairing(hash []byte, p Pairing, now time.Time) error {
-	if err := s.db.Update(func(tx *bolt.Tx) error {
+	if err := s.update(func(tx *bolt.Tx) error {
 		if err := s.charge(tx, p.CompanyID, now, store.PairingCost); err != nil {
 			return err
 		}
@@ -44,7 +44,7 @@ func (s *Store) Pairing(hash []byte) (Pairing, error) {
 // creation time and replaces its token; replaced reports that case. build
 // fills the record from the pairing (and the old record when there is one).
 func (s *Store) RegisterDevice(pairingHash []byte, now time.Time, fingerprint string, build func(p Pairing, old *Device) (Device, error)) (dev Device, replaced bool, err error) {
-	err = s.db.Update(func(tx *bolt.Tx) error {
+	err = s.update(func(tx *bolt.Tx) error {
 		pairings := tx.Bucket(bucketPairings)
 		var p Pairing
 		if err := getJSON(pairings, pairingHash, &p); err != nil {
@@ -254,7 +254,7 @@ func (s *Store) updateDevice(name string, find func(*bolt.Tx) (Device, error), f
 
 func (s *Store) updateDeviceTx(name string, find func(*bolt.Tx) (Device, error), fn func(*Device) ([]DeviceEvent, error)) (Device, error) {
 	var d Device
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		var err error
 		if d, err = find(tx); err != nil {
 			if errors.Is(err, ErrDeviceGone) {
@@ -292,7 +292,7 @@ func (s *Store) updateDeviceTx(name string, find func(*bolt.Tx) (Device, error),
 // ErrNotFound.
 func (s *Store) DeleteDevice(companyID uint64, fingerprint string, now time.Time) (Device, error) {
 	var d Device
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		var err error
 		d, err = s.deleteDeviceTx(tx, companyID, fingerprint, now)
 		return err

@@ -31,7 +31,7 @@ import (
 // *BudgetError when spent): the user record, its token and its mail. A
 // company that has store.MaxUsers users gets ErrTooManyUsers.
 func (s *Store) InviteUser(u *User, now time.Time) (heldElsewhere bool, err error) {
-	err = s.db.Update(func(tx *bolt.Tx) error {
+	err = s.update(func(tx *bolt.Tx) error {
 		if tx.Bucket(bucketCompanies).Get(itob(u.CompanyID)) == nil {
 			return ErrNotFound
 		}

@@ -9,7 +9,7 @@ import (
 
 // AppendMail adds a mail to the outbox and gives it its ID.
 func (s *Store) AppendMail(m *Mail) error {
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketMailOutbox)
 		id, err := b.NextSequence()
 		if err != nil {
@@ -44,7 +44,7 @@ func (s *Store) ClaimMail(id uint64) (Mail, bool, error) {
 // UpdateMail applies fn to one mail of the outbox and stores it.
 func (s *Store) UpdateMail(id uint64, fn func(*Mail)) (Mail, error) {
 	var m Mail
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketMailOutbox)
 		if err := getJSON(b, itob(id), &m); err != nil {
 			return err

@@ -70,7 +70,7 @@ func (s *Store) PutMedia(m Media, src io.Reader, now time.Time) (Media, bool, er
 	var out Media
 	var dup bool
 	var refused error
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		if _, err := liveDeviceRef(tx, m.CompanyID, m.DeviceID); err != nil {
 			refused = err
 			return nil
@@ -254,7 +254,7 @@ func deleteMedia(tx *bolt.Tx, md Media) error {
 // how many.
 func (s *Store) PruneMedia(cutoff time.Time, limit int) (int, error) {
 	n := 0
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		n = 0
 		end := timeKey(cutoff)
 		c := tx.Bucket(bucketMediaOrphans).Cursor()

@@ -568,7 +568,7 @@ func (s *Store) MessageByUUID(companyID uint64, uuid string) (Message, error) {
 // PruneIdempotency drops idempotency answers older than cutoff.
 func (s *Store) PruneIdempotency(cutoff time.Time) (int, error) {
 	n := 0
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		var err error
 		n, err = deleteWhere(tx.Bucket(bucketIdempotency), func(_, v []byte) (bool, error) {
 			var rec Idempotent

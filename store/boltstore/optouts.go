@@ -94,7 +94,7 @@ func optOutSender(from string) string {
 // AddOptOut puts phone (E.164) on the company's list; created is false when
 // it was there already (and the stored entry comes back unchanged).
 func (s *Store) AddOptOut(companyID uint64, phone string, now time.Time) (o OptOut, created bool, err error) {
-	err = s.db.Update(func(tx *bolt.Tx) error {
+	err = s.update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketOptOuts)
 		key := optOutKey(companyID, phone)
 		if err := getJSON(b, key, &o); err == nil {
@@ -117,7 +117,7 @@ func (s *Store) AddOptOut(companyID uint64, phone string, now time.Time) (o OptO
 
 // RemoveOptOut takes phone off the company's list; ErrNotFound when it is not on it.
 func (s *Store) RemoveOptOut(companyID uint64, phone string) error {
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketOptOuts)
 		key := optOutKey(companyID, phone)
 		if b.Get(key) == nil {

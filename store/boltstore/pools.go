@@ -105,7 +105,7 @@ func (s *Store) Pool(companyID, id uint64) (Pool, error) {
 // company does not have, or a (device, SIM) twice, a *PoolMemberError.
 func (s *Store) PutPool(companyID, id uint64, now time.Time, edit func(cur Pool) (PoolInput, error)) (Pool, error) {
 	var out Pool
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		pools, names := tx.Bucket(bucketPools), tx.Bucket(bucketPoolNames)
 		var p Pool
 		if id == 0 {
@@ -203,7 +203,7 @@ func resolveMembers(tx *bolt.Tx, companyID uint64, p *Pool, in []PoolMemberInput
 // Messages sent through it keep their device and the pool's name.
 func (s *Store) DeletePool(companyID, id uint64) (Pool, error) {
 	var p Pool
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		if err := getJSON(tx.Bucket(bucketPools), pair(companyID, id), &p); err != nil {
 			return err
 		}
@@ -527,7 +527,7 @@ func stickyExpired(v []byte, now time.Time) bool {
 // recipients a pool sent to within StickyAge.
 func (s *Store) PruneSticky(cutoff time.Time) (int, error) {
 	var n int
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		var err error
 		n, err = deleteWhere(tx.Bucket(bucketPoolSticky), func(_, v []byte) (bool, error) {
 			return len(v) < 16 || time.Unix(0, int64(btoi(v[8:16]))).Before(cutoff), nil

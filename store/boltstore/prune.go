@@ -15,7 +15,7 @@ import (
 // PrunePairings drops pairing codes that expired before cutoff, used or not.
 func (s *Store) PrunePairings(cutoff time.Time) (int, error) {
 	var n int
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		var err error
 		n, err = deleteWhere(tx.Bucket(bucketPairings), func(_, v []byte) (bool, error) {
 			var p Pairing
@@ -37,7 +37,7 @@ func (s *Store) PrunePairings(cutoff time.Time) (int, error) {
 // token must still be recognised, and refused as its family says.
 func (s *Store) PruneTokenFamilies() (int, error) {
 	var n int
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		live := map[string]bool{}
 		if err := tx.Bucket(bucketRefreshTokens).ForEach(func(_, v []byte) error {
 			var t RefreshToken
@@ -69,7 +69,7 @@ func (s *Store) PruneTokenFamilies() (int, error) {
 // before doneCutoff, and any other (pending or failed) created before
 // unsentCutoff, which it returns too so the caller can log them.
 func (s *Store) PruneMail(doneCutoff, unsentCutoff time.Time) (done int, unsent []Mail, err error) {
-	err = s.db.Update(func(tx *bolt.Tx) error {
+	err = s.update(func(tx *bolt.Tx) error {
 		done, unsent = 0, nil
 		_, err := deleteWhere(tx.Bucket(bucketMailOutbox), func(_, v []byte) (bool, error) {
 			var m Mail
@@ -104,7 +104,7 @@ func (s *Store) PruneMail(doneCutoff, unsentCutoff time.Time) (done int, unsent 
 func (s *Store) PruneStorageCounters(cutoff time.Time) (int, error) {
 	first := dayOf(cutoff)
 	var n int
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		var err error
 		n, err = deleteWhere(tx.Bucket(bucketCompanyUsage), func(k, _ []byte) (bool, error) {
 			return len(k) == 16 && btoi(k[8:]) < first, nil

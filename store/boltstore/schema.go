@@ -50,7 +50,7 @@ func whole(fn func(*bolt.Tx) error) func(*bolt.Tx) (bool, error) {
 func SchemaVersion() uint64 { return uint64(len(migrations)) }
 
 func (s *Store) migrate() error {
-	if err := s.db.Update(func(tx *bolt.Tx) error {
+	if err := s.update(func(tx *bolt.Tx) error {
 		// A bbolt file of another program has buckets but not ours: refuse
 		// it rather than write simrelay's buckets into its database.
 		if tx.Bucket(bucketMeta) == nil {
@@ -73,7 +73,7 @@ func (s *Store) migrate() error {
 	}
 	for {
 		var done bool
-		err := s.db.Update(func(tx *bolt.Tx) error {
+		err := s.update(func(tx *bolt.Tx) error {
 			var err error
 			done, err = migrateStep(tx, migrations)
 			return err

@@ -182,7 +182,7 @@ func simUsages(tx *bolt.Tx, d Device, now time.Time) []SIMUsage {
 // recipients cap counts distinct recipients from when it is set.
 func (s *Store) SetSIMCaps(companyID uint64, fingerprint string, caps map[string]SIMCaps, now time.Time) ([]SIMUsage, error) {
 	var out []SIMUsage
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		d, err := liveDevice(tx, companyID, fingerprint)
 		if err != nil {
 			return err
@@ -214,7 +214,7 @@ func (s *Store) SetSIMCaps(companyID uint64, fingerprint string, caps map[string
 func (s *Store) PruneSIMCounts(now time.Time) (int, error) {
 	today, month := dayStamp(now), monthStamp(now)
 	n := 0
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		var err error
 		n, err = deleteWhere(tx.Bucket(bucketSIMUsage), func(k, _ []byte) (bool, error) {
 			_, rest, ok := bytes.Cut(k[16:], []byte{0})

@@ -70,6 +70,9 @@ type Store struct {
 	db     *bolt.DB
 	path   string
 	commit *committer // nil when read-only
+	// guard refuses writes once path no longer names the opened file
+	// (fileguard.go); it guards nothing on a read-only store.
+	guard fileGuard
 	// dailyBudget is Options.CompanyDailyStorage; set once at Open.
 	dailyBudget int64
 	// plans prices a company's subscription into limits (SetPlans); nil: no limits.
@@ -126,11 +129,15 @@ func Open(dir string, opt Options) (*Store, error) {
 	db.NoSync = opt.BulkLoad
 	s := &Store{db: db, path: path, dailyBudget: max(opt.CompanyDailyStorage, 0)}
 	if !opt.ReadOnly {
+		if s.guard, err = newFileGuard(path); err != nil {
+			_ = db.Close()
+			return nil, err
+		}
 		if err := s.migrate(); err != nil {
 			_ = db.Close()
 			return nil, err
 		}
-		s.commit = newCommitter(db, max(opt.SyncDelay, 0))
+		s.commit = newCommitter(db, max(opt.SyncDelay, 0), s.guard.check)
 	}
 	return s, nil
 }
@@ -163,6 +170,9 @@ func (s *Store) grouped(fn func(*bolt.Tx) error) error {
 
 // Ready reports whether the store answers a read.
 func (s *Store) Ready() error {
+	if err := s.guard.check(); err != nil {
+		return err
+	}
 	return s.db.View(func(tx *bolt.Tx) error {
 		if tx.Bucket(bucketMeta) == nil {
 			return errors.New("store: schema missing")
@@ -194,7 +204,7 @@ func (s *Store) BackupSize() int64 {
 func (s *Store) Secret(name string, size int) ([]byte, error) {
 	key := []byte(secretPrefix + name)
 	var out []byte
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketMeta)
 		if v := b.Get(key); v != nil {
 			out = append([]byte(nil), v...)

@@ -11,7 +11,7 @@ import (
 
 // StartRefreshFamily stores the first refresh token of a new login.
 func (s *Store) StartRefreshFamily(hash []byte, t RefreshToken, now time.Time) error {
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		if err := putJSON(tx.Bucket(bucketTokenFamilies), []byte(t.Family), TokenFamily{UserID: t.UserID, CreatedAt: now}); err != nil {
 			return err
 		}
@@ -32,7 +32,7 @@ func (s *Store) StartRefreshFamily(hash []byte, t RefreshToken, now time.Time) e
 func (s *Store) RotateRefreshToken(oldHash, newHash []byte, newExpiry, now time.Time) (RefreshToken, error) {
 	var old RefreshToken
 	var outcome error
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		tokens := tx.Bucket(bucketRefreshTokens)
 		if err := getJSON(tokens, oldHash, &old); err != nil {
 			return err
@@ -98,7 +98,7 @@ func revokeUserFamilies(tx *bolt.Tx, userID uint64) error {
 
 // RevokeUserSessions revokes every refresh token family of a user.
 func (s *Store) RevokeUserSessions(userID uint64) error {
-	if err := s.db.Update(func(tx *bolt.Tx) error { return revokeUserFamilies(tx, userID) }); err != nil {
+	if err := s.update(func(tx *bolt.Tx) error { return revokeUserFamilies(tx, userID) }); err != nil {
 		return fmt.Errorf("store: revoke sessions of user %d: %w", userID, err)
 	}
 	return nil
@@ -106,7 +106,7 @@ func (s *Store) RevokeUserSessions(userID uint64) error {
 
 // PutOneTimeToken stores an e-mailed token.
 func (s *Store) PutOneTimeToken(hash []byte, t OneTimeToken) error {
-	if err := s.db.Update(func(tx *bolt.Tx) error {
+	if err := s.update(func(tx *bolt.Tx) error {
 		return putJSON(tx.Bucket(bucketOneTimeTokens), hash, t)
 	}); err != nil {
 		return fmt.Errorf("store: put one-time token: %w", err)
@@ -120,7 +120,7 @@ func (s *Store) PutOneTimeToken(hash []byte, t OneTimeToken) error {
 // An unknown, used, expired or other-kind token answers ErrNotFound or ErrTokenExpired.
 func (s *Store) ConsumeOneTimeToken(hash []byte, kinds []string, now time.Time, revokeSessions bool, fn func(*User) error) (User, error) {
 	var u User
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		tokens := tx.Bucket(bucketOneTimeTokens)
 		var t OneTimeToken
 		if err := getJSON(tokens, hash, &t); err != nil {
@@ -168,7 +168,7 @@ func (s *Store) ConsumeOneTimeToken(hash []byte, kinds []string, now time.Time, 
 // and returns how many it removed.
 func (s *Store) PruneTokens(cutoff time.Time) (int, error) {
 	n := 0
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		for _, name := range [][]byte{bucketRefreshTokens, bucketOneTimeTokens} {
 			dropped, err := deleteWhere(tx.Bucket(name), func(_, v []byte) (bool, error) {
 				var t struct {

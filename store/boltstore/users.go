@@ -32,7 +32,7 @@ func insertUser(tx *bolt.Tx, u *User) error {
 
 // CreateUser stores a new user of an existing company; the e-mail must be unused (ErrConflict).
 func (s *Store) CreateUser(u *User) error {
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		if tx.Bucket(bucketCompanies).Get(itob(u.CompanyID)) == nil {
 			return ErrNotFound
 		}
@@ -127,7 +127,7 @@ func countAdmins(tx *bolt.Tx, companyID, except uint64) (int, error) {
 // admin fails with ErrLastAdmin; the e-mail and ids cannot change here.
 func (s *Store) UpdateUser(id uint64, fn func(*User) error) (User, error) {
 	var u User
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketUsers)
 		if err := getJSON(b, itob(id), &u); err != nil {
 			return err
@@ -157,7 +157,7 @@ func (s *Store) UpdateUser(id uint64, fn func(*User) error) (User, error) {
 // DeleteUser removes a user, their e-mail index entry and their sessions.
 // Removing the last admin of a company fails with ErrLastAdmin.
 func (s *Store) DeleteUser(id uint64) error {
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketUsers)
 		var u User
 		if err := getJSON(b, itob(id), &u); err != nil {

@@ -57,7 +57,7 @@ func loadWebhookSet(tx *bolt.Tx, companyID uint64) (WebhookSet, error) {
 // inside the write transaction; an error from it changes nothing.
 func (s *Store) UpdateWebhookSet(companyID uint64, now time.Time, fn func(*WebhookSet) error) (WebhookSet, error) {
 	var set WebhookSet
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		var err error
 		if set, err = loadWebhookSet(tx, companyID); err != nil {
 			return err
@@ -375,7 +375,7 @@ func (s *Store) WebhookAttempts(companyID, webhookID uint64, limit int) ([]Webho
 // company's log. It returns how many lines it dropped.
 func (s *Store) PruneWebhookAttempts(cutoff time.Time, keep int) (int, error) {
 	n := 0
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketWebhookAttempts)
 		var drop [][]byte
 		sizes := map[uint64]uint64{}
