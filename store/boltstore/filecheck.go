@@ -137,6 +137,8 @@ func checkFile(path string) (empty bool, err error) {
 func checkPages(db *bolt.DB, path string) error {
 	var first error
 	problems := 0
+	// A read transaction, with no writer yet: bbolt's check is cheapest
+	// there, and safe because nothing writes until Open returns.
 	err := db.View(func(tx *bolt.Tx) error {
 		// Check reports on the channel until its walk ends (a panic of
 		// the walk included, as an error), so it is read to the end.
