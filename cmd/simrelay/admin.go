@@ -24,14 +24,15 @@ const adminUsage = `Usage:
   simrelay admin create-company --company NAME --email E --password P [--first-name F] [--last-name L] [--data-dir D | --database-url URL]
   simrelay admin mail [--data-dir D | --database-url URL] [--json]
   simrelay admin backup FILE [--data-dir D]
+  simrelay admin restore FILE [--data-dir D]
   simrelay admin set-plan --company ID --plan ID [--plans FILE] [--data-dir D | --database-url URL]
   simrelay admin copy-store --to postgres://... [--data-dir D]
 
 Admin commands work on the store directly. The embedded store (--data-dir)
 is one process's at a time, so its server must be stopped; a running
 server's store is refused within 2 seconds. Back up a running server with
-GET /admin/backup instead. Only create-company starts a new store; the
-others refuse a --data-dir that holds none.
+GET /admin/backup instead. Only create-company and restore start a new
+store; the others refuse a --data-dir that holds none.
 
 A store in PostgreSQL (--database-url, or SIMRELAY_DATABASE_URL) is shared:
 the commands run beside its servers, each in its own transactions. Back it
@@ -51,6 +52,8 @@ func admin(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = adminMail(ctx, args[1:], stdout, stderr)
 	case "backup":
 		err = adminBackup(args[1:], stdout, stderr)
+	case "restore":
+		err = adminRestore(args[1:], stdout, stderr)
 	case "set-plan":
 		err = adminSetPlan(ctx, args[1:], stdout, stderr)
 	case "copy-store":

@@ -37,3 +37,22 @@ func lockDataDir(dir string) (unlock func(), err error) {
 	}
 	return func() { f.Close() }, nil
 }
+
+// lockStoreFile takes the lock a server (or an admin command) holds on the
+// embedded store's file while it has it open, without reading the file:
+// admin restore replaces a file that may be damaged, which an open would
+// refuse. errStoreInUse when another process holds it.
+func lockStoreFile(path string) (unlock func(), err error) {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%w: %s is locked", errStoreInUse, path)
+		}
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	return func() { f.Close() }, nil
+}

@@ -32,6 +32,7 @@ Usage:
   simrelay admin create-company     create a company with a verified admin and print its API key
   simrelay admin mail               list the mail outbox
   simrelay admin backup FILE        write a consistent copy of the embedded store to FILE
+  simrelay admin restore FILE       put a backup in place as the embedded store, the server stopped
   simrelay admin set-plan           put a company on a plan, without a payment provider
   simrelay admin copy-store         copy the store into an empty PostgreSQL database
   simrelay phone [flags]            run a virtual phone (simrelay phone -h)

@@ -51,11 +51,14 @@ func readBoltMeta(b []byte) boltMeta {
 	return out
 }
 
+// checkFile (and checkPages, openBolt) end an ErrBadFile message with
+// advice: what to do about the file (badFileAdvice for the store's own).
+//
 // checkFile looks at the data file with plain reads before bbolt maps it. It
 // answers empty for a zero-length file (bbolt writes a new store into it) and
 // an error wrapping ErrBadFile, saying what to do, for a file bbolt cannot
 // safely open. A missing file is fine: bbolt creates it.
-func checkFile(path string) (empty bool, err error) {
+func checkFile(path, advice string) (empty bool, err error) {
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return false, nil
@@ -73,7 +76,7 @@ func checkFile(path string) (empty bool, err error) {
 		return true, nil
 	}
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: %s %s; %s", ErrBadFile, path, fmt.Sprintf(format, args...), badFileAdvice)
+		return fmt.Errorf("%w: %s %s; %s", ErrBadFile, path, fmt.Sprintf(format, args...), advice)
 	}
 	const headLen = boltPageHeader + boltMetaSumLen + 8
 	head := make([]byte, headLen)
@@ -134,7 +137,7 @@ func checkFile(path string) (empty bool, err error) {
 // message naming it and what to do. The walk reads the whole file once:
 // about a second per GB of store from the page cache (docs/operations.md),
 // the price of never serving from a damaged file.
-func checkPages(db *bolt.DB, path string) error {
+func checkPages(db *bolt.DB, path, advice string) error {
 	var first error
 	problems := 0
 	// A read transaction, with no writer yet: bbolt's check is cheapest
@@ -154,17 +157,17 @@ func checkPages(db *bolt.DB, path string) error {
 		return fmt.Errorf("store: check %s: %w", path, err)
 	}
 	if first != nil {
-		return fmt.Errorf("%w: %s has damaged pages (%v; %d problem(s) in all); %s", ErrBadFile, path, first, problems, badFileAdvice)
+		return fmt.Errorf("%w: %s has damaged pages (%v; %d problem(s) in all); %s", ErrBadFile, path, first, problems, advice)
 	}
 	return nil
 }
 
 // openBolt is bolt.Open, with a panic turned into an error: bbolt reads the
 // freelist page at open and panics on one that is not a freelist.
-func openBolt(path string, opt *bolt.Options) (db *bolt.DB, err error) {
+func openBolt(path string, opt *bolt.Options, advice string) (db *bolt.DB, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			db, err = nil, fmt.Errorf("%w: %s has damaged pages (%v); %s", ErrBadFile, path, r, badFileAdvice)
+			db, err = nil, fmt.Errorf("%w: %s has damaged pages (%v); %s", ErrBadFile, path, r, advice)
 		}
 	}()
 	return bolt.Open(path, 0o600, opt)

@@ -98,7 +98,7 @@ func Open(dir string, opt Options) (*Store, error) {
 	} else if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("store: create data dir: %w", err)
 	}
-	empty, err := checkFile(path)
+	empty, err := checkFile(path, badFileAdvice)
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +108,7 @@ func Open(dir string, opt Options) (*Store, error) {
 	if empty && opt.Logger != nil {
 		opt.Logger.Warn("the data file is empty (0 bytes), as a first start that failed leaves it: writing a new store into it", "path", path)
 	}
-	db, err := openBolt(path, &bolt.Options{Timeout: opt.Timeout, ReadOnly: opt.ReadOnly})
+	db, err := openBolt(path, &bolt.Options{Timeout: opt.Timeout, ReadOnly: opt.ReadOnly}, badFileAdvice)
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		// What to do instead depends on the caller (a backup can be fetched
 		// from the running server, a mail read in its log), so the caller says it.
@@ -121,7 +121,7 @@ func Open(dir string, opt Options) (*Store, error) {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
 	if !empty {
-		if err := checkPages(db, path); err != nil {
+		if err := checkPages(db, path, badFileAdvice); err != nil {
 			_ = db.Close()
 			return nil, err
 		}

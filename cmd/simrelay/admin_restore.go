@@ -1,0 +1,118 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/simrelay/simrelay/store/boltstore"
+)
+
+const restoreUsage = "Usage: simrelay admin restore FILE [--data-dir D]\n\n" +
+	"Puts a backup (simrelay admin backup, GET /admin/backup) in place as the\n" +
+	"embedded store of --data-dir, with the server stopped: a store a running\n" +
+	"server holds is refused. The backup is checked first (a truncated or\n" +
+	"damaged one is refused, nothing changed); the store it replaces is kept\n" +
+	"beside it as simrelay.db.before-restore-TIME.\n\n"
+
+// errStoreInUse is a store file another process holds (lockStoreFile).
+var errStoreInUse = errors.New("the data file is in use by another process")
+
+// adminRestore is simrelay admin restore. Copying a backup over a running
+// server's file by hand rewrites pages under the server, and moving one
+// over it leaves the server on a file no path names (boltstore's
+// fileguard refuses its writes then); the command refuses both by taking
+// the file's lock, which the server holds while it runs, before anything.
+func adminRestore(args []string, stdout, stderr io.Writer) error {
+	fs, where := adminFlags("restore", stderr)
+	fs.Usage = flagUsage(fs, restoreUsage)
+	// FILE may come before or after the flags, as with admin backup.
+	var file string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		file, args = args[0], args[1:]
+	}
+	if err := parseFlags(fs, args, 1); err != nil {
+		return usageOrHelp(err)
+	}
+	if where.postgres() {
+		return usageError{fmt.Errorf("the store is in the PostgreSQL database %s: restore a pg_dump with pg_restore (docs/operations.md); admin restore puts back the embedded store of --data-dir only", where.databaseURL)}
+	}
+	if fs.NArg() == 1 {
+		if file != "" {
+			return usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
+		}
+		file = fs.Arg(0)
+	}
+	if file == "" {
+		return usageError{errors.New("name the backup FILE to restore")}
+	}
+	if err := boltstore.Verify(file); err != nil {
+		return fmt.Errorf("the backup %s: %w", file, err)
+	}
+	if err := os.MkdirAll(where.dataDir, 0o700); err != nil {
+		return fmt.Errorf("data dir %s: %w", where.dataDir, err)
+	}
+	live := filepath.Join(where.dataDir, boltstore.FileName)
+	kept := ""
+	if _, err := os.Stat(live); err == nil {
+		unlock, err := lockStoreFile(live)
+		if errors.Is(err, errStoreInUse) {
+			return fmt.Errorf("%w (is a simrelay server running on it? stop it first: a restore replaces the file under it); nothing was changed", err)
+		}
+		if err != nil {
+			return err
+		}
+		defer unlock()
+		kept = live + ".before-restore-" + time.Now().UTC().Format("20060102T150405Z")
+	}
+	// The copy goes next to the store, so the rename that puts it in place
+	// is atomic: the data dir holds the old store or the whole backup.
+	n, err := writeFileAtomic(filepath.Join(where.dataDir, ".simrelay-restore"), func(w io.Writer) (int64, error) {
+		src, err := os.Open(file)
+		if err != nil {
+			return 0, err
+		}
+		defer src.Close()
+		return io.Copy(w, src)
+	})
+	staged := filepath.Join(where.dataDir, ".simrelay-restore")
+	if err != nil {
+		_ = os.Remove(staged)
+		return fmt.Errorf("copy %s into %s: %w; nothing was changed", file, where.dataDir, err)
+	}
+	if kept != "" {
+		if err := os.Link(live, kept); err != nil {
+			_ = os.Remove(staged)
+			return fmt.Errorf("keep the current store as %s: %w; nothing was changed", kept, err)
+		}
+	}
+	if err := os.Rename(staged, live); err != nil {
+		_ = os.Remove(staged)
+		return fmt.Errorf("put the backup in place as %s: %w; nothing was changed", live, err)
+	}
+	if err := syncDir(where.dataDir); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "restored %s (%d bytes) as %s\n", file, n, live)
+	if kept != "" {
+		fmt.Fprintf(stdout, "the store it replaced is kept as %s: delete it once the server runs well on the backup\n", kept)
+	}
+	return nil
+}
+
+// syncDir makes a rename in dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	return nil
+}
