@@ -268,7 +268,8 @@ func (s *Service) ForgotPassword(ctx context.Context, email string) error {
 }
 
 // ResetPassword spends a reset or invite token, sets the password and signs
-// out every session of the user. Following an e-mailed link proves the
+// out every session of the user: refresh tokens, console sessions and the
+// access tokens issued before it. Following an e-mailed link proves the
 // address, so it also marks the e-mail verified.
 func (s *Service) ResetPassword(_ context.Context, token, password string) error {
 	var v check
@@ -284,6 +285,9 @@ func (s *Service) ResetPassword(_ context.Context, token, password string) error
 	_, err = s.store.ConsumeOneTimeToken(tokenHash(token), []string{tokenReset, tokenInvite}, s.now(), true, func(u *store.User) error {
 		u.PasswordHash = hash
 		u.EmailVerified = true
+		// Access tokens cannot be listed and revoked one by one, so every
+		// one issued before now is refused from here (Authenticate).
+		u.TokenGeneration++
 		return nil
 	})
 	if errors.Is(err, store.ErrConflict) {

@@ -159,6 +159,9 @@ func (p Principal) Identity() string {
 type accessClaims struct {
 	CompanyID uint64 `json:"cid"`
 	Role      string `json:"role"`
+	// Generation is the user's TokenGeneration at issue; a token issued
+	// before a password reset no longer matches it.
+	Generation uint64 `json:"gen,omitempty"`
 	jwt.RegisteredClaims
 }
 
@@ -166,7 +169,8 @@ var errBadCredential = problem.New(problem.Unauthorized, "The API key or access 
 
 // Authenticate resolves a bearer token: an API key (sk_...) or an access token.
 // The role comes from the store, not the token, so a demotion or removal takes
-// effect at once.
+// effect at once, and a token issued before the user's latest password reset
+// is refused (TokenGeneration).
 func (s *Service) Authenticate(ctx context.Context, token string) (Principal, error) {
 	if token == "" {
 		return Principal{}, errBadCredential
@@ -213,7 +217,7 @@ func (s *Service) Authenticate(ctx context.Context, token string) (Principal, er
 	if err != nil {
 		return Principal{}, err
 	}
-	if u.CompanyID != claims.CompanyID {
+	if u.CompanyID != claims.CompanyID || u.TokenGeneration != claims.Generation {
 		return Principal{}, errBadCredential
 	}
 	return Principal{CompanyID: u.CompanyID, UserID: u.ID, Role: u.Role}, nil
@@ -222,8 +226,9 @@ func (s *Service) Authenticate(ctx context.Context, token string) (Principal, er
 func (s *Service) issueAccess(u store.User) (string, error) {
 	now := s.now()
 	claims := accessClaims{
-		CompanyID: u.CompanyID,
-		Role:      u.Role,
+		CompanyID:  u.CompanyID,
+		Role:       u.Role,
+		Generation: u.TokenGeneration,
 		RegisteredClaims: jwt.RegisteredClaims{
 			Subject:   strconv.FormatUint(u.ID, 10),
 			IssuedAt:  jwt.NewNumericDate(now),

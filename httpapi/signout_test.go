@@ -1,0 +1,39 @@
+package httpapi_test
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/simrelay/simrelay/mail/mailtest"
+)
+
+// A reset is what a user does when someone else may hold their session:
+// every access token issued before it stops, not only the refresh tokens,
+// while the tokens of a login after it work.
+func TestResetEndsEarlierAccessTokens(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, roomy)
+	c := e.newCompany("Acme", "owner@acme.test")
+	r := e.do(call{method: "POST", path: "/auth/refresh", body: map[string]any{"refreshToken": c.refresh}})
+	e.want(r, http.StatusOK, "")
+	refreshed := r.str("accessToken")
+	e.want(e.do(call{method: "GET", path: "/users/me", token: c.access}), http.StatusOK, "")
+
+	e.want(e.do(call{method: "POST", path: "/auth/forgot-password", body: map[string]any{"email": c.email}}), http.StatusOK, "")
+	tok := mailtest.LinkToken(waitForNth(t, e, c.email, 2).Text, "/reset-password")
+	if tok == "" {
+		t.Fatal("no reset link")
+	}
+	e.want(e.do(call{method: "POST", path: "/auth/reset-password", body: map[string]any{"token": tok, "password": "new password 2"}}), http.StatusOK, "")
+
+	for name, old := range map[string]string{"login's": c.access, "refreshed": refreshed} {
+		if r := e.do(call{method: "GET", path: "/users/me", token: old}); r.Status != http.StatusUnauthorized || r.str("error") != "unauthorized" {
+			t.Errorf("%s access token after the reset: got %d %s, want 401 unauthorized", name, r.Status, r.Raw)
+		}
+	}
+	access, refresh := e.login(c.email, "new password 2")
+	e.want(e.do(call{method: "GET", path: "/users/me", token: access}), http.StatusOK, "")
+	r = e.do(call{method: "POST", path: "/auth/refresh", body: map[string]any{"refreshToken": refresh}})
+	e.want(r, http.StatusOK, "")
+	e.want(e.do(call{method: "GET", path: "/users/me", token: r.str("accessToken")}), http.StatusOK, "")
+}
