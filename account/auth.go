@@ -134,7 +134,7 @@ func (s *Service) createCompany(c *store.Company, u *store.User, password string
 // sendToken stores a one-time token for u and mails it.
 func (s *Service) sendToken(ctx context.Context, u store.User, kind string, ttl time.Duration, msg func(token string) mail.Message) error {
 	tok := randomToken(32)
-	if err := s.store.PutOneTimeToken(tokenHash(tok), store.OneTimeToken{Kind: kind, UserID: u.ID, ExpiresAt: s.now().Add(ttl)}); err != nil {
+	if err := s.store.PutOneTimeToken(tokenHash(tok), store.OneTimeToken{Kind: kind, UserID: u.ID, ExpiresAt: s.now().Add(ttl), Generation: u.TokenGeneration}); err != nil {
 		return err
 	}
 	m := msg(tok)

@@ -37,3 +37,28 @@ func TestResetEndsEarlierAccessTokens(t *testing.T) {
 	e.want(r, http.StatusOK, "")
 	e.want(e.do(call{method: "GET", path: "/users/me", token: r.str("accessToken")}), http.StatusOK, "")
 }
+
+// A user who asked twice and set the password through one link leaves no
+// other live link in the mailbox: the earlier links are spent with it, and
+// a link asked for after the reset works.
+func TestResetEndsEarlierResetLinks(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, roomy)
+	c := e.newCompany("Acme", "owner@acme.test")
+	forgot := func(n int) string {
+		t.Helper()
+		e.want(e.do(call{method: "POST", path: "/auth/forgot-password", body: map[string]any{"email": c.email}}), http.StatusOK, "")
+		tok := mailtest.LinkToken(waitForNth(t, e, c.email, n).Text, "/reset-password")
+		if tok == "" {
+			t.Fatal("no reset link")
+		}
+		return tok
+	}
+	first, second := forgot(2), forgot(3)
+	e.want(e.do(call{method: "POST", path: "/auth/reset-password", body: map[string]any{"token": second, "password": "new password 2"}}), http.StatusOK, "")
+	e.want(e.do(call{method: "POST", path: "/auth/reset-password", body: map[string]any{"token": first, "password": "new password 3"}}), http.StatusBadRequest, "invalid_token")
+	e.login(c.email, "new password 2")
+
+	e.want(e.do(call{method: "POST", path: "/auth/reset-password", body: map[string]any{"token": forgot(4), "password": "new password 4"}}), http.StatusOK, "")
+	e.login(c.email, "new password 4")
+}

@@ -36,4 +36,8 @@ type OneTimeToken struct {
 	UserID    uint64    `json:"user_id"`
 	ExpiresAt time.Time `json:"expires_at"`
 	UsedAt    time.Time `json:"used_at,omitzero"`
+	// Generation is the user's TokenGeneration when the token was mailed.
+	// ConsumeOneTimeToken refuses a token of an earlier generation: once a
+	// password was set through one link, the links mailed before it are dead.
+	Generation uint64 `json:"generation,omitempty"`
 }

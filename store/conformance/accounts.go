@@ -714,6 +714,24 @@ func accountsOneTimeTokens(t *testing.T, s AccountsStore) {
 		t.Fatalf("the reset's password: %+v", got)
 	}
 
+	// A token mailed under an earlier TokenGeneration is dead once a reset
+	// moved it on; one mailed under the current generation works.
+	earlier, reset := put("reset", u.ID, T0.Add(time.Hour)), put("reset", u.ID, T0.Add(time.Hour))
+	next := func(u *store.User) error { u.TokenGeneration++; return nil }
+	if got, err := s.ConsumeOneTimeToken(reset, []string{"reset"}, T0, true, next); err != nil || got.TokenGeneration != 1 {
+		t.Fatalf("reset moving the generation on: %+v (%v)", got, err)
+	}
+	if _, err := s.ConsumeOneTimeToken(earlier, []string{"reset"}, T0, true, next); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a token of an earlier generation: %v, want ErrNotFound", err)
+	}
+	current := []byte(fmt.Sprintf("ott-%d", unique()))
+	if err := s.PutOneTimeToken(current, store.OneTimeToken{Kind: "reset", UserID: u.ID, ExpiresAt: T0.Add(time.Hour), Generation: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ConsumeOneTimeToken(current, []string{"reset"}, T0, true, next); err != nil {
+		t.Fatalf("a token of the current generation: %v", err)
+	}
+
 	if _, err := s.ConsumeOneTimeToken([]byte("no such token"), []string{"verify"}, T0, false, verify); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("an unknown token: %v, want ErrNotFound", err)
 	}

@@ -431,6 +431,9 @@ func (s *Store) ConsumeOneTimeToken(hash []byte, kinds []string, now time.Time, 
 		if u, err = lockUser(t, tok.UserID); err != nil {
 			return err
 		}
+		if tok.Generation != u.TokenGeneration {
+			return store.ErrNotFound // mailed before the user's latest password reset
+		}
 		before := u
 		if err := fn(&u); err != nil {
 			return err
