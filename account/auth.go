@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -249,7 +250,8 @@ func (s *Service) Refresh(_ context.Context, token string) (Session, error) {
 }
 
 // ForgotPassword mails a reset link when the address belongs to a user, and
-// answers the same either way.
+// answers the same either way, also once the account had its
+// ResetMailsPerHour.
 func (s *Service) ForgotPassword(ctx context.Context, email string) error {
 	email, err := validEmail("email", email)
 	if err != nil {
@@ -261,6 +263,10 @@ func (s *Service) ForgotPassword(ctx context.Context, email string) error {
 	}
 	if err != nil {
 		return err
+	}
+	if !s.resetMails.Take(strconv.FormatUint(u.ID, 10)).Allowed {
+		s.log.Warn("reset mail not sent: the account had its reset mails of the hour", "user_id", u.ID, "limit", ResetMailsPerHour)
+		return nil
 	}
 	return s.sendToken(ctx, u, tokenReset, s.cfg.ResetTTL, func(tok string) mail.Message {
 		return mail.ResetPassword(s.cfg.PublicURL, u.FirstName, tok)

@@ -3,7 +3,9 @@ package httpapi_test
 import (
 	"net/http"
 	"testing"
+	"time"
 
+	"github.com/simrelay/simrelay/account"
 	"github.com/simrelay/simrelay/mail/mailtest"
 )
 
@@ -61,4 +63,36 @@ func TestResetEndsEarlierResetLinks(t *testing.T) {
 
 	e.want(e.do(call{method: "POST", path: "/auth/reset-password", body: map[string]any{"token": forgot(4), "password": "new password 4"}}), http.StatusOK, "")
 	e.login(c.email, "new password 4")
+}
+
+// The credential routes count per client address, and addresses are
+// cheap: an account gets at most account.ResetMailsPerHour reset mails an
+// hour, whoever asks (the test's limits are lifted, as if each request came
+// from another address), and the answer over it is the same.
+func TestResetMailsPerAccountAreBounded(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, roomy)
+	c := e.newCompany("Acme", "owner@acme.test") // its verification mail is the first
+	forgot := func() resp {
+		t.Helper()
+		r := e.do(call{method: "POST", path: "/auth/forgot-password", body: map[string]any{"email": c.email}})
+		e.want(r, http.StatusOK, "")
+		return r
+	}
+	first := forgot()
+	for i := 2; i <= account.ResetMailsPerHour; i++ {
+		forgot()
+	}
+	waitForNth(t, e, c.email, 1+account.ResetMailsPerHour)
+	if over := forgot(); over.str("message") != first.str("message") {
+		t.Errorf("the answer over the bound: %s, want the same as %s", over.Raw, first.Raw)
+	}
+
+	// An hour later the account gets mail again. The links of the hour
+	// before have expired by then, so the next mail's link working shows it
+	// is the new one: the request over the bound sent nothing.
+	e.clock.Advance(time.Hour + time.Second)
+	forgot()
+	tok := mailtest.LinkToken(waitForNth(t, e, c.email, 2+account.ResetMailsPerHour).Text, "/reset-password")
+	e.want(e.do(call{method: "POST", path: "/auth/reset-password", body: map[string]any{"token": tok, "password": "new password 2"}}), http.StatusOK, "")
 }
