@@ -177,7 +177,7 @@ func (s *Service) Login(_ context.Context, email, password string) (Session, err
 	}
 	refresh := "rt_" + randomToken(32)
 	now := s.now()
-	if err := s.store.StartRefreshFamily(tokenHash(refresh), store.RefreshToken{UserID: u.ID, Family: randomToken(12), ExpiresAt: now.Add(s.cfg.RefreshTTL)}, now); err != nil {
+	if err := s.store.StartRefreshFamily(tokenHash(refresh), store.RefreshToken{UserID: u.ID, Family: randomToken(12), ExpiresAt: now.Add(s.cfg.RefreshTTL), Generation: u.TokenGeneration}, now); err != nil {
 		return Session{}, err
 	}
 	return s.session(u, refresh)
@@ -245,6 +245,11 @@ func (s *Service) Refresh(_ context.Context, token string) (Session, error) {
 	}
 	if err != nil {
 		return Session{}, err
+	}
+	if old.Generation != u.TokenGeneration {
+		// The login checked a password that a reset has replaced since: it
+		// raced the reset and started its family after the revocation.
+		return Session{}, problem.New(problem.Unauthorized, "The refresh token is invalid, expired or revoked. Log in again.")
 	}
 	return s.session(u, next)
 }

@@ -21,6 +21,11 @@ type RefreshToken struct {
 	Family    string    `json:"family"`
 	ExpiresAt time.Time `json:"expires_at"`
 	UsedAt    time.Time `json:"used_at,omitzero"`
+	// Generation is the user's TokenGeneration when the family's login
+	// checked the password; RotateRefreshToken hands it down the family.
+	// A login that raced a password reset started its family after the
+	// reset's revocation, and this is how it is told apart.
+	Generation uint64 `json:"generation,omitempty"`
 }
 
 // TokenFamily groups the refresh tokens descending from one login.

@@ -58,7 +58,7 @@ func (s *Store) RotateRefreshToken(oldHash, newHash []byte, newExpiry, now time.
 		if err := putJSON(tokens, oldHash, old); err != nil {
 			return err
 		}
-		return putJSON(tokens, newHash, RefreshToken{UserID: old.UserID, Family: old.Family, ExpiresAt: newExpiry})
+		return putJSON(tokens, newHash, RefreshToken{UserID: old.UserID, Family: old.Family, ExpiresAt: newExpiry, Generation: old.Generation})
 	})
 	if err == nil {
 		err = outcome

@@ -578,6 +578,18 @@ func accountsRefreshRotation(t *testing.T, s AccountsStore) {
 	if _, err := s.RotateRefreshToken(refreshHash(), refreshHash(), T0.Add(time.Hour), T0); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("an unknown token: %v, want ErrNotFound", err)
 	}
+
+	// The family's password generation is handed down every rotation.
+	g1, g2, g3 := refreshHash(), refreshHash(), refreshHash()
+	if err := s.StartRefreshFamily(g1, store.RefreshToken{UserID: u.ID, Family: fmt.Sprintf("fam-%d", unique()), ExpiresAt: T0.Add(time.Hour), Generation: 3}, T0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RotateRefreshToken(g1, g2, T0.Add(time.Hour), T0); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.RotateRefreshToken(g2, g3, T0.Add(time.Hour), T0); err != nil || got.Generation != 3 {
+		t.Fatalf("a rotated token: %+v (%v), want generation 3", got, err)
+	}
 }
 
 // accountsRefreshRace: one token refreshed by many at once has one winner;
