@@ -22,6 +22,13 @@ type resetDuringLogin struct {
 	reset func()
 }
 
+func (s resetDuringLogin) PutConsoleSession(hash []byte, sess store.ConsoleSession) error {
+	if s.reset != nil {
+		s.reset()
+	}
+	return s.Store.PutConsoleSession(hash, sess)
+}
+
 func (s resetDuringLogin) StartRefreshFamily(hash []byte, t store.RefreshToken, now time.Time) error {
 	if s.reset != nil {
 		s.reset()
@@ -29,11 +36,17 @@ func (s resetDuringLogin) StartRefreshFamily(hash []byte, t store.RefreshToken, 
 	return s.Store.StartRefreshFamily(hash, t, now)
 }
 
-// Whoever knows the old password and logs in while the owner resets it
-// gets nothing that outlives the reset: neither the login's access token
-// nor its refresh token, which the reset's revocation came too early for.
-func TestLoginRacingAResetKeepsNothing(t *testing.T) {
-	t.Parallel()
+// raceFixture is an account service on a real store whose owner's reset
+// link is spent inside the next sign-in (login or console).
+type raceFixture struct {
+	svc *account.Service
+	st  *resetDuringLogin
+}
+
+const raceEmail, raceOld, raceNew = "owner@acme.test", "Old password 1", "New password 2"
+
+func newRaceFixture(t *testing.T) raceFixture {
+	t.Helper()
 	bolt, err := boltstore.Open(t.TempDir(), boltstore.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -45,13 +58,11 @@ func TestLoginRacingAResetKeepsNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	const old, email = "Old password 1", "owner@acme.test"
-	_, u, _, err := svc.CreateCompany("Acme", account.OwnerInput{FirstName: "Ana", Email: email, Password: old})
+	_, u, _, err := svc.CreateCompany("Acme", account.OwnerInput{FirstName: "Ana", Email: raceEmail, Password: raceOld})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The owner's reset link, as ForgotPassword stores it (by its SHA-256).
+	// The owner's reset link, stored as ForgotPassword stores one (by its SHA-256).
 	const link = "reset-link-token-of-the-owner-0123456789"
 	h := sha256.Sum256([]byte(link))
 	if err := bolt.PutOneTimeToken(h[:], store.OneTimeToken{Kind: "reset", UserID: u.ID, ExpiresAt: clk.Now().Add(time.Hour)}); err != nil {
@@ -59,35 +70,67 @@ func TestLoginRacingAResetKeepsNothing(t *testing.T) {
 	}
 	st.reset = func() {
 		st.reset = nil
-		if err := svc.ResetPassword(ctx, link, "New password 2"); err != nil {
+		if err := svc.ResetPassword(context.Background(), link, raceNew); err != nil {
 			t.Errorf("reset: %v", err)
 		}
 	}
+	return raceFixture{svc: svc, st: st}
+}
 
-	raced, err := svc.Login(ctx, email, old)
+// Whoever knows the old password and logs in while the owner resets it
+// gets nothing that outlives the reset: neither the login's access token
+// nor its refresh token, which the reset's revocation came too early for.
+func TestLoginRacingAResetKeepsNothing(t *testing.T) {
+	t.Parallel()
+	f, ctx := newRaceFixture(t), context.Background()
+	raced, err := f.svc.Login(ctx, raceEmail, raceOld)
 	if err != nil {
 		t.Fatalf("the racing login: %v", err)
 	}
-	if st.reset != nil {
+	if f.st.reset != nil {
 		t.Fatal("the reset did not run inside the login")
 	}
-	if _, err := svc.Authenticate(ctx, raced.AccessToken); !isUnauthorized(err) {
+	if _, err := f.svc.Authenticate(ctx, raced.AccessToken); !isUnauthorized(err) {
 		t.Errorf("the racing login's access token: %v, want unauthorized", err)
 	}
-	if _, err := svc.Refresh(ctx, raced.RefreshToken); !isUnauthorized(err) {
+	if _, err := f.svc.Refresh(ctx, raced.RefreshToken); !isUnauthorized(err) {
 		t.Errorf("the racing login's refresh token: %v, want unauthorized", err)
 	}
 
-	fresh, err := svc.Login(ctx, email, "New password 2")
+	fresh, err := f.svc.Login(ctx, raceEmail, raceNew)
 	if err != nil {
 		t.Fatal(err)
 	}
-	next, err := svc.Refresh(ctx, fresh.RefreshToken)
+	next, err := f.svc.Refresh(ctx, fresh.RefreshToken)
 	if err != nil {
 		t.Fatalf("a login after the reset: %v", err)
 	}
-	if _, err := svc.Authenticate(ctx, next.AccessToken); err != nil {
+	if _, err := f.svc.Authenticate(ctx, next.AccessToken); err != nil {
 		t.Fatalf("a login after the reset, refreshed: %v", err)
+	}
+}
+
+// The same race in the console: the session of a sign-in that checked the
+// old password is refused, one signed in after the reset works.
+func TestConsoleSignInRacingAResetKeepsNothing(t *testing.T) {
+	t.Parallel()
+	f, ctx := newRaceFixture(t), context.Background()
+	raced, err := f.svc.ConsoleSignIn(ctx, raceEmail, raceOld)
+	if err != nil {
+		t.Fatalf("the racing sign-in: %v", err)
+	}
+	if f.st.reset != nil {
+		t.Fatal("the reset did not run inside the sign-in")
+	}
+	if _, err := f.svc.ConsoleAuthenticate(ctx, raced.ID); !isUnauthorized(err) {
+		t.Errorf("the racing sign-in's session: %v, want unauthorized", err)
+	}
+	fresh, err := f.svc.ConsoleSignIn(ctx, raceEmail, raceNew)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.ConsoleAuthenticate(ctx, fresh.ID); err != nil {
+		t.Fatalf("a sign-in after the reset: %v", err)
 	}
 }
 

@@ -53,4 +53,8 @@ type ConsoleSession struct {
 	SeenAt    time.Time `json:"seen_at"`
 	// ExpiresAt is the absolute end, whatever the activity.
 	ExpiresAt time.Time `json:"expires_at"`
+	// Generation is the user's TokenGeneration when the sign-in checked the
+	// password: a sign-in that raced a reset stored its session after the
+	// reset's revocation, and is refused by this.
+	Generation uint64 `json:"generation,omitempty"`
 }

@@ -629,7 +629,7 @@ func accountsRefreshRace(t *testing.T, s AccountsStore) {
 func accountSession(t *testing.T, s AccountsStore, u store.User, seen, expires time.Time) []byte {
 	t.Helper()
 	h := []byte(fmt.Sprintf("cs-%d", unique()))
-	if err := s.PutConsoleSession(h, store.ConsoleSession{UserID: u.ID, CompanyID: u.CompanyID, CSRF: "csrf", CreatedAt: seen, SeenAt: seen, ExpiresAt: expires}); err != nil {
+	if err := s.PutConsoleSession(h, store.ConsoleSession{UserID: u.ID, CompanyID: u.CompanyID, CSRF: "csrf", CreatedAt: seen, SeenAt: seen, ExpiresAt: expires, Generation: 2}); err != nil {
 		t.Fatal(err)
 	}
 	return h
@@ -853,7 +853,7 @@ func accountsConsoleSessions(t *testing.T, s AccountsStore) {
 	if err := s.TouchConsoleSession(h, T0.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s.ConsoleSession(h); err != nil || !got.SeenAt.Equal(T0.Add(time.Hour)) || !got.CreatedAt.Equal(T0) || got.CSRF != "csrf" || !got.ExpiresAt.Equal(T0.Add(12*time.Hour)) {
+	if got, err := s.ConsoleSession(h); err != nil || !got.SeenAt.Equal(T0.Add(time.Hour)) || !got.CreatedAt.Equal(T0) || got.CSRF != "csrf" || !got.ExpiresAt.Equal(T0.Add(12*time.Hour)) || got.Generation != 2 {
 		t.Fatalf("after a touch: %+v (%v)", got, err)
 	}
 	other := accountSession(t, s, u, T0, T0.Add(12*time.Hour))
