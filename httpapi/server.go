@@ -123,8 +123,11 @@ type Server struct {
 	auth    Limiter
 	// limiterLogged is when a failing limiter was last logged (UnixNano).
 	limiterLogged atomic.Int64
-	metrics       *metrics
-	draining      atomic.Bool
+	// unavailable spaces the lines of requests that found the database
+	// out of reach (errors.go).
+	unavailable unavailableLog
+	metrics     *metrics
+	draining    atomic.Bool
 	// backups holds a slot per running GET /admin/backup.
 	backups chan struct{}
 	// exports counts the running GET /company/export streams, by company
