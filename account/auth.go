@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -134,7 +135,7 @@ func (s *Service) createCompany(c *store.Company, u *store.User, password string
 // sendToken stores a one-time token for u and mails it.
 func (s *Service) sendToken(ctx context.Context, u store.User, kind string, ttl time.Duration, msg func(token string) mail.Message) error {
 	tok := randomToken(32)
-	if err := s.store.PutOneTimeToken(tokenHash(tok), store.OneTimeToken{Kind: kind, UserID: u.ID, ExpiresAt: s.now().Add(ttl)}); err != nil {
+	if err := s.store.PutOneTimeToken(tokenHash(tok), store.OneTimeToken{Kind: kind, UserID: u.ID, ExpiresAt: s.now().Add(ttl), Generation: u.TokenGeneration}); err != nil {
 		return err
 	}
 	m := msg(tok)
@@ -176,7 +177,7 @@ func (s *Service) Login(_ context.Context, email, password string) (Session, err
 	}
 	refresh := "rt_" + randomToken(32)
 	now := s.now()
-	if err := s.store.StartRefreshFamily(tokenHash(refresh), store.RefreshToken{UserID: u.ID, Family: randomToken(12), ExpiresAt: now.Add(s.cfg.RefreshTTL)}, now); err != nil {
+	if err := s.store.StartRefreshFamily(tokenHash(refresh), store.RefreshToken{UserID: u.ID, Family: randomToken(12), ExpiresAt: now.Add(s.cfg.RefreshTTL), Generation: u.TokenGeneration}, now); err != nil {
 		return Session{}, err
 	}
 	return s.session(u, refresh)
@@ -245,11 +246,17 @@ func (s *Service) Refresh(_ context.Context, token string) (Session, error) {
 	if err != nil {
 		return Session{}, err
 	}
+	if old.Generation != u.TokenGeneration {
+		// The login checked a password that a reset has replaced since: it
+		// raced the reset and started its family after the revocation.
+		return Session{}, problem.New(problem.Unauthorized, "The refresh token is invalid, expired or revoked. Log in again.")
+	}
 	return s.session(u, next)
 }
 
 // ForgotPassword mails a reset link when the address belongs to a user, and
-// answers the same either way.
+// answers the same either way, also once the account had its
+// ResetMailsPerHour.
 func (s *Service) ForgotPassword(ctx context.Context, email string) error {
 	email, err := validEmail("email", email)
 	if err != nil {
@@ -262,13 +269,18 @@ func (s *Service) ForgotPassword(ctx context.Context, email string) error {
 	if err != nil {
 		return err
 	}
+	if !s.resetMails.Take(strconv.FormatUint(u.ID, 10)).Allowed {
+		s.log.Warn("reset mail not sent: the account had its reset mails of the hour", "user_id", u.ID, "limit", ResetMailsPerHour)
+		return nil
+	}
 	return s.sendToken(ctx, u, tokenReset, s.cfg.ResetTTL, func(tok string) mail.Message {
 		return mail.ResetPassword(s.cfg.PublicURL, u.FirstName, tok)
 	})
 }
 
 // ResetPassword spends a reset or invite token, sets the password and signs
-// out every session of the user. Following an e-mailed link proves the
+// out every session of the user: refresh tokens, console sessions and the
+// access tokens issued before it. Following an e-mailed link proves the
 // address, so it also marks the e-mail verified.
 func (s *Service) ResetPassword(_ context.Context, token, password string) error {
 	var v check
@@ -284,6 +296,9 @@ func (s *Service) ResetPassword(_ context.Context, token, password string) error
 	_, err = s.store.ConsumeOneTimeToken(tokenHash(token), []string{tokenReset, tokenInvite}, s.now(), true, func(u *store.User) error {
 		u.PasswordHash = hash
 		u.EmailVerified = true
+		// Access tokens cannot be listed and revoked one by one, so every
+		// one issued before now is refused from here (Authenticate).
+		u.TokenGeneration++
 		return nil
 	})
 	if errors.Is(err, store.ErrConflict) {

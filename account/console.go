@@ -42,7 +42,7 @@ func (s *Service) ConsoleSignIn(_ context.Context, email, password string) (Cons
 	id, csrf := "cs_"+randomToken(32), randomToken(24)
 	now := s.now()
 	if err := s.store.PutConsoleSession(tokenHash(id), store.ConsoleSession{UserID: u.ID, CompanyID: u.CompanyID, CSRF: csrf,
-		CreatedAt: now, SeenAt: now, ExpiresAt: now.Add(s.cfg.ConsoleLifetime)}); err != nil {
+		CreatedAt: now, SeenAt: now, ExpiresAt: now.Add(s.cfg.ConsoleLifetime), Generation: u.TokenGeneration}); err != nil {
 		return ConsoleSession{}, err
 	}
 	return ConsoleSession{ID: id, CSRF: csrf, Principal: Principal{CompanyID: u.CompanyID, UserID: u.ID, Role: u.Role}}, nil
@@ -71,7 +71,8 @@ func (s *Service) ConsoleAuthenticate(_ context.Context, id string) (ConsoleSess
 		return ConsoleSession{}, errConsoleSession
 	}
 	u, err := s.store.User(sess.UserID)
-	if errors.Is(err, store.ErrNotFound) || err == nil && u.CompanyID != sess.CompanyID {
+	if errors.Is(err, store.ErrNotFound) || err == nil && (u.CompanyID != sess.CompanyID || u.TokenGeneration != sess.Generation) {
+		// Gone, or signed in with a password a reset has replaced since.
 		return ConsoleSession{}, errConsoleSession
 	}
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/simrelay/simrelay/mail"
+	"github.com/simrelay/simrelay/pacing"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
 )
@@ -27,6 +28,14 @@ const (
 	// DefaultInviteTTL is longer than a reset: an invitee may not read mail within the hour.
 	DefaultInviteTTL = 7 * 24 * time.Hour
 )
+
+// ResetMailsPerHour bounds the reset mails one account gets. The credential
+// routes are limited per client address only, and addresses are cheap (an
+// IPv6 /48 holds 65,536 clients of the limits): without it, anyone could have
+// the server send a victim's mailbox, and its own outbox, mail without end.
+// A request over it is answered as any other and sends nothing, so the
+// answer still does not tell whether the address has an account.
+const ResetMailsPerHour = 5
 
 // Kinds of e-mailed one-time tokens.
 const (
@@ -103,6 +112,10 @@ type Service struct {
 	// keysGen moves on every rotation; a lookup caches its answer only if no
 	// rotation happened while it read the store, so it cannot revive a dead key.
 	keysGen atomic.Uint64
+	// resetMails counts each account's reset mails (ResetMailsPerHour). It
+	// lives in this process: in a cluster each node counts its own, so an
+	// account gets at most that many an hour from each node.
+	resetMails *pacing.Windows
 	// peers and keyTTL are set by SetPeers before serving; nil and 0 on one node.
 	peers  Peers
 	keyTTL time.Duration
@@ -133,7 +146,8 @@ func New(cfg Config, st Store, mailer Mailer, log *slog.Logger, now func() time.
 	if err != nil {
 		return nil, err
 	}
-	return &Service{cfg: cfg, store: st, mailer: mailer, log: log, now: now, jwtKey: jwtKey, sealer: sl, dummyHash: dummy}, nil
+	return &Service{cfg: cfg, store: st, mailer: mailer, log: log, now: now, jwtKey: jwtKey, sealer: sl, dummyHash: dummy,
+		resetMails: pacing.New(pacing.Rate{Limit: ResetMailsPerHour, Window: time.Hour}, now)}, nil
 }
 
 // Principal is who a request acts as.
@@ -159,6 +173,9 @@ func (p Principal) Identity() string {
 type accessClaims struct {
 	CompanyID uint64 `json:"cid"`
 	Role      string `json:"role"`
+	// Generation is the user's TokenGeneration at issue; a token issued
+	// before a password reset no longer matches it.
+	Generation uint64 `json:"gen,omitempty"`
 	jwt.RegisteredClaims
 }
 
@@ -166,7 +183,8 @@ var errBadCredential = problem.New(problem.Unauthorized, "The API key or access 
 
 // Authenticate resolves a bearer token: an API key (sk_...) or an access token.
 // The role comes from the store, not the token, so a demotion or removal takes
-// effect at once.
+// effect at once, and a token issued before the user's latest password reset
+// is refused (TokenGeneration).
 func (s *Service) Authenticate(ctx context.Context, token string) (Principal, error) {
 	if token == "" {
 		return Principal{}, errBadCredential
@@ -213,7 +231,7 @@ func (s *Service) Authenticate(ctx context.Context, token string) (Principal, er
 	if err != nil {
 		return Principal{}, err
 	}
-	if u.CompanyID != claims.CompanyID {
+	if u.CompanyID != claims.CompanyID || u.TokenGeneration != claims.Generation {
 		return Principal{}, errBadCredential
 	}
 	return Principal{CompanyID: u.CompanyID, UserID: u.ID, Role: u.Role}, nil
@@ -222,8 +240,9 @@ func (s *Service) Authenticate(ctx context.Context, token string) (Principal, er
 func (s *Service) issueAccess(u store.User) (string, error) {
 	now := s.now()
 	claims := accessClaims{
-		CompanyID: u.CompanyID,
-		Role:      u.Role,
+		CompanyID:  u.CompanyID,
+		Role:       u.Role,
+		Generation: u.TokenGeneration,
 		RegisteredClaims: jwt.RegisteredClaims{
 			Subject:   strconv.FormatUint(u.ID, 10),
 			IssuedAt:  jwt.NewNumericDate(now),

@@ -12,6 +12,7 @@ import (
 
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/gateway"
+	"github.com/simrelay/simrelay/sms"
 	"github.com/simrelay/simrelay/store"
 )
 
@@ -72,7 +73,7 @@ type LinkStore interface {
 	LinkedSince(fingerprint string, live time.Duration) (time.Time, bool, error)
 	LinkedSinceMany(fingerprints []string, live time.Duration) (map[string]time.Time, error)
 	EndOrphanLinks(live time.Duration, limit int, node string) ([]store.Device, error)
-	HoldLink(deviceID uint64, live time.Duration, fn func(node string, open, nodeLive bool) error) error
+	HoldLink(deviceID uint64, live time.Duration, fn func(node string, open, nodeLive bool, endedAgo time.Duration) error) error
 	// MessageSequence is the highest queue place given to a job yet.
 	MessageSequence() (uint64, error)
 }
@@ -90,6 +91,13 @@ type GatewayConfig struct {
 	// unbroken for the live window (Beats.Steady): the sweep ends the links
 	// of silent nodes only then. Nil: always.
 	Steady func() bool
+	// JobLife is the longest a job handed to a phone may stay queued
+	// (sms.MaxQueuedLife, as the hub's gateway.Config.JobLife): how long
+	// the node remembers the links of dead nodes it took over
+	// (gateway_forget.go). Zero: that of the default time to live.
+	JobLife time.Duration
+	// Now is the clock (time.Now when nil).
+	Now    func() time.Time
 	Logger *slog.Logger
 }
 
@@ -119,7 +127,8 @@ type Gateway struct {
 	outKicks map[string]struct{} // kicks to publish; guarded by mu
 	inKicks  map[string]struct{} // kicks heard, to run here; guarded by mu
 	inCtls   []ctl               // controls heard, to run here; guarded by mu
-	orphans  map[string]orphan   // fingerprint -> the dead node's link this node ended; guarded by mu
+	orphans  map[string]orphan   // fingerprint -> the dead node's link this node took over; guarded by mu
+	forgotAt time.Time           // when orphans was last pruned (gateway_forget.go); guarded by mu
 	out, in  chan struct{}       // wake the publisher and the runner
 
 	sweeps chan struct{} // a sweep finished (tests)
@@ -129,6 +138,12 @@ type Gateway struct {
 func NewGateway(cfg GatewayConfig) (*Gateway, error) {
 	if cfg.SweepEvery <= 0 {
 		cfg.SweepEvery = DefaultSweepEvery
+	}
+	if cfg.JobLife <= 0 {
+		cfg.JobLife = sms.MaxQueuedLife(sms.DefaultMessageTTL)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

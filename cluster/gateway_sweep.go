@@ -30,6 +30,9 @@ func (g *Gateway) sweepLoop(ctx context.Context) {
 // reported offline.
 func (g *Gateway) sweep() {
 	defer wake(g.sweeps)
+	g.mu.Lock()
+	g.forgetOld(g.cfg.Now())
+	g.mu.Unlock()
 	if links := g.hub.Links(); len(links) > 0 {
 		ids := make([]uint64, len(links))
 		for i, l := range links {
@@ -69,7 +72,7 @@ func (g *Gateway) sweep() {
 		g.log.Error("gateway sweep: links of dead nodes: queue place", "err", err)
 		place = ^uint64(0) // nothing of these devices moves until they link again
 	}
-	now := time.Now()
+	now := g.cfg.Now()
 	for _, d := range devs {
 		g.mu.Lock()
 		g.orphans[d.Fingerprint] = orphan{at: now, place: place}
@@ -101,19 +104,11 @@ func (g *Gateway) OfflineSince(fingerprint string) time.Time {
 	return g.orphans[fingerprint].at
 }
 
-// orphan is a link of a dead node that this node ended: when, and the
-// queue place then (the dead link handed nothing above it to the phone).
-// Kept for the node's life, one per device at most.
-type orphan struct {
-	at    time.Time
-	place uint64
-}
-
 // HoldDevice runs fn as the hub's HoldDevice does when this node may move
 // the device's jobs (above), with the device's link row locked; otherwise
 // it does nothing: the node that may will.
 func (g *Gateway) HoldDevice(fingerprint string, deviceID uint64, fn func(dispatchedUpTo uint64, online bool) error) error {
-	return g.st.HoldLink(deviceID, g.cfg.Live, func(node string, open, nodeLive bool) error {
+	return g.st.HoldLink(deviceID, g.cfg.Live, func(node string, open, nodeLive bool, endedAgo time.Duration) error {
 		switch {
 		case node == "" || node == g.node:
 		case nodeLive || open:
@@ -121,6 +116,11 @@ func (g *Gateway) HoldDevice(fingerprint string, deviceID uint64, fn func(dispat
 			// a dead node's open link is first ended by a sweep, whose
 			// node takes it over.
 			return nil
+		case endedAgo >= g.cfg.JobLife:
+			// The last link was on a node gone since and ended so long
+			// ago that every job it handed to the phone has left the
+			// queue: any live node moves every job, nothing to take over
+			// (gateway_forget.go).
 		default:
 			// The last link was on a node gone since: any live node
 			// takes the device over, moving only what was queued after
@@ -156,7 +156,7 @@ func (g *Gateway) takeOver(fingerprint string) error {
 	}
 	g.mu.Lock()
 	if _, took := g.orphans[fingerprint]; !took {
-		g.orphans[fingerprint] = orphan{at: time.Now(), place: place}
+		g.orphans[fingerprint] = orphan{at: g.cfg.Now(), place: place}
 	}
 	g.mu.Unlock()
 	return nil

@@ -151,6 +151,14 @@ func TestKicksCoalesce(t *testing.T) {
 // and the database's URL. sweep is its link sweep's period (0: the default).
 func gatewayOnNodes(t *testing.T, live, sweep time.Duration, nodes ...string) (*postgres.Store, *Gateway, string) {
 	t.Helper()
+	return gatewayWith(t, GatewayConfig{Live: live, SweepEvery: sweep}, nodes...)
+}
+
+// gatewayWith is gatewayOnNodes with more of the gateway's settings (Bus,
+// Store, Hub and Logger are the test's).
+func gatewayWith(t *testing.T, cfg GatewayConfig, nodes ...string) (*postgres.Store, *Gateway, string) {
+	t.Helper()
+	live := cfg.Live
 	ctx := context.Background()
 	url := pgtest.URL(t)
 	st, err := postgres.Open(ctx, url, postgres.Options{})
@@ -170,7 +178,8 @@ func gatewayOnNodes(t *testing.T, live, sweep time.Duration, nodes ...string) (*
 	t.Cleanup(bus.Close)
 	log := slog.New(slog.DiscardHandler)
 	hub := gateway.New(gateway.Config{}, device.New(device.Config{}, st, time.Now), sms.New(sms.Config{}, st, log, time.Now), log, time.Now)
-	g, err := NewGateway(GatewayConfig{Bus: bus, Store: st, Hub: hub, Live: live, SweepEvery: sweep, Logger: log})
+	cfg.Bus, cfg.Store, cfg.Hub, cfg.Logger = bus, st, hub, log
+	g, err := NewGateway(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

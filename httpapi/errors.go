@@ -10,6 +10,8 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -69,7 +71,7 @@ func (s *Server) domainProblem(err error) (*problem.Error, bool) {
 	}
 	if errors.Is(err, store.ErrUnavailable) {
 		// The client may try again; the operator must know the database is away.
-		s.deps.Logger.Error("store unavailable", "err", err)
+		s.storeUnavailable(err)
 		return &problem.Error{Code: problem.Unavailable, RetryAfter: unavailableRetry,
 			Message: "The server cannot reach its database; nothing was done. Try again shortly."}, true
 	}
@@ -80,6 +82,39 @@ func (s *Server) domainProblem(err error) (*problem.Error, bool) {
 			Message: fmt.Sprintf("The company has used its storage budget of %d bytes for today (UTC); it renews in %d seconds.", be.Limit, wait)}, true
 	}
 	return nil, false
+}
+
+// unavailableLogEvery spaces the log lines of requests that found the
+// database out of reach, as limiterLogEvery does a failing limiter's: an
+// outage under load meets thousands of requests a second, and a line each
+// would bury everything else the node says. /readyz logs the outage's
+// start and end (readiness.go); these lines say requests are refused.
+const unavailableLogEvery = 10 * time.Second
+
+// unavailableLog is when a request that found the database out of reach
+// was last logged, and how many such requests went unlogged since.
+type unavailableLog struct {
+	mu       sync.Mutex
+	at       time.Time
+	unlogged int
+}
+
+// storeUnavailable logs a request that found the database out of reach, at
+// most once per unavailableLogEvery; each line counts the requests left
+// out since the one before (suppressed).
+func (s *Server) storeUnavailable(err error) {
+	now := s.deps.Now()
+	u := &s.unavailable
+	u.mu.Lock()
+	if !u.at.IsZero() && now.Sub(u.at) < unavailableLogEvery {
+		u.unlogged++
+		u.mu.Unlock()
+		return
+	}
+	suppressed := u.unlogged
+	u.at, u.unlogged = now, 0
+	u.mu.Unlock()
+	s.deps.Logger.Error("store unavailable", "err", err, "suppressed", suppressed)
 }
 
 // unavailableRetry is the Retry-After of a 503 for a database out of reach:

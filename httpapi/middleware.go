@@ -289,8 +289,13 @@ func principal(c echo.Context) account.Principal {
 // text with it, so every route that looked one up answered 500 there. A
 // path id is what no object has (404, as bbolt answered); a query
 // parameter gets the 400 a body holding it gets, naming the parameter.
+// The console's paths are left to the console (Deps.Console), which
+// refuses the same with its own error page for a person in a browser.
 func refuseNUL(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
+		if consolePaths[c.Path()] {
+			return next(c)
+		}
 		for _, v := range c.ParamValues() {
 			if strings.IndexByte(v, 0) >= 0 {
 				return problem.New(problem.NotFound, "No such resource: no id holds the NUL character (%00).")

@@ -171,3 +171,34 @@ func TestOutageCountsInTheNodesWindow(t *testing.T) {
 		t.Fatalf("after the outage: %d, RateLimit-Remaining %q; want 200 and 96 (the outage's requests counted on the node only)", status, h.Get("RateLimit-Remaining"))
 	}
 }
+
+// Every request that meets the database out of reach answers 503, but the
+// node logs it at most once per 10 s, each line counting the requests it
+// left out since the one before: an outage under load is thousands of
+// requests a second, not thousands of lines.
+func TestStoreUnavailableLoggedAtMostEvery10s(t *testing.T) {
+	t.Parallel()
+	n := newOutageNode(t)
+	n.relay.Cut()
+	refused := func(count int) {
+		t.Helper()
+		for range count {
+			if status, _ := n.get(t, "/company"); status != http.StatusServiceUnavailable {
+				t.Fatalf("with the database cut: %d, want 503", status)
+			}
+		}
+	}
+	refused(5)
+	n.clock.Advance(9 * time.Second)
+	refused(2)
+	lines := n.lines("store unavailable")
+	if len(lines) != 1 || !strings.Contains(lines[0], "level=ERROR") || !strings.Contains(lines[0], "err=") {
+		t.Fatalf("after 7 refused requests within 10 s the log has %d lines of them, want one ERROR with its error:\n%s", len(lines), strings.Join(lines, "\n"))
+	}
+	n.clock.Advance(time.Second)
+	refused(1)
+	lines = n.lines("store unavailable")
+	if len(lines) != 2 || !strings.Contains(lines[1], "suppressed=6") {
+		t.Fatalf("10 s after the first line the log has %d lines of refused requests, want a second saying suppressed=6:\n%s", len(lines), strings.Join(lines, "\n"))
+	}
+}

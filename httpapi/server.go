@@ -93,7 +93,9 @@ type Deps struct {
 	// Billing is plans, subscriptions and limits; nil leaves the billing routes answering 404.
 	Billing *billing.Service
 	// Console serves the web console (web.Console): /, /console/*, and the
-	// pages that e-mailed links open (/verify-email, /reset-password).
+	// pages that e-mailed links open (/verify-email, /reset-password). It
+	// refuses a NUL (%00) in their paths and queries itself, with its own
+	// error page: the API's refuseNUL leaves them to it.
 	Console http.Handler
 	// ConsoleIdentity names the signed-in user of a console request (by its
 	// session cookie) for the rate limits, so that people behind one office
@@ -123,8 +125,11 @@ type Server struct {
 	auth    Limiter
 	// limiterLogged is when a failing limiter was last logged (UnixNano).
 	limiterLogged atomic.Int64
-	metrics       *metrics
-	draining      atomic.Bool
+	// unavailable spaces the lines of requests that found the database
+	// out of reach (errors.go).
+	unavailable unavailableLog
+	metrics     *metrics
+	draining    atomic.Bool
 	// backups holds a slot per running GET /admin/backup.
 	backups chan struct{}
 	// exports counts the running GET /company/export streams, by company

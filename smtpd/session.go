@@ -235,9 +235,8 @@ func (ss *session) Data(r io.Reader) error {
 	if err != nil {
 		return ss.unread(err)
 	}
-	if len(ss.rcpts) == 0 {
-		return &smtp.SMTPError{Code: 554, EnhancedCode: smtp.EnhancedCode{5, 5, 1}, Message: "No valid recipients"}
-	}
+	// ss.rcpts holds at least one recipient: go-smtp answers a DATA with no
+	// accepted RCPT 502 5.5.1 itself, without calling Data (optout_test.go).
 	m, err := ReadMail(raw)
 	if err != nil {
 		return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 6, 0}, Message: "The mail cannot be read: " + asciiLine(err.Error())}

@@ -21,6 +21,11 @@ type RefreshToken struct {
 	Family    string    `json:"family"`
 	ExpiresAt time.Time `json:"expires_at"`
 	UsedAt    time.Time `json:"used_at,omitzero"`
+	// Generation is the user's TokenGeneration when the family's login
+	// checked the password; RotateRefreshToken hands it down the family.
+	// A login that raced a password reset started its family after the
+	// reset's revocation, and this is how it is told apart.
+	Generation uint64 `json:"generation,omitempty"`
 }
 
 // TokenFamily groups the refresh tokens descending from one login.
@@ -36,4 +41,8 @@ type OneTimeToken struct {
 	UserID    uint64    `json:"user_id"`
 	ExpiresAt time.Time `json:"expires_at"`
 	UsedAt    time.Time `json:"used_at,omitzero"`
+	// Generation is the user's TokenGeneration when the token was mailed.
+	// ConsumeOneTimeToken refuses a token of an earlier generation: once a
+	// password was set through one link, the links mailed before it are dead.
+	Generation uint64 `json:"generation,omitempty"`
 }

@@ -35,6 +35,11 @@ type User struct {
 	PasswordHash  string    `json:"password_hash,omitempty"`
 	EmailVerified bool      `json:"email_verified"`
 	CreatedAt     time.Time `json:"created_at"`
+	// TokenGeneration moves on when a password is set through an e-mailed
+	// link. Access tokens carry the generation they were issued under and
+	// are refused once it moved: a reset signs out the tokens an attacker
+	// may hold, not only the refresh tokens (account.Authenticate).
+	TokenGeneration uint64 `json:"token_generation,omitempty"`
 }
 
 // ConsoleSession is one signed-in browser.
@@ -48,4 +53,8 @@ type ConsoleSession struct {
 	SeenAt    time.Time `json:"seen_at"`
 	// ExpiresAt is the absolute end, whatever the activity.
 	ExpiresAt time.Time `json:"expires_at"`
+	// Generation is the user's TokenGeneration when the sign-in checked the
+	// password: a sign-in that raced a reset stored its session after the
+	// reset's revocation, and is refused by this.
+	Generation uint64 `json:"generation,omitempty"`
 }

@@ -35,3 +35,52 @@ func TestConsoleFormsRefuseNUL(t *testing.T) {
 		t.Errorf("the company's name changed: %s", p.body)
 	}
 }
+
+// TestConsolePagesRefuseNULAsPages: a NUL (%00) in a console page's query
+// or path is the console's own error page, 400 or 404, for a person in a
+// browser (the JSON error body the console's script gets when it asks for
+// JSON), before any lookup; the API's routes keep their JSON answers.
+func TestConsolePagesRefuseNULAsPages(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	key := e.company("Acme", "ada@acme.test", "Correct1horse")
+	b := e.browser()
+	b.signIn("ada@acme.test", "Correct1horse")
+	for _, c := range []struct {
+		path   string
+		status int
+		says   string
+	}{
+		{"/console/messages?phone=%2B1555%00", http.StatusBadRequest, "phone"},
+		{"/console/opt-outs?after=%00", http.StatusBadRequest, "after"},
+		{"/verify-email?token=a%00", http.StatusBadRequest, "token"},
+		{"/console/devices/a%00", http.StatusNotFound, "There is no such page."},
+	} {
+		p := b.get(c.path)
+		if p.status != c.status || !strings.HasPrefix(p.header.Get("Content-Type"), "text/html") ||
+			!strings.Contains(p.body, "Back to the console") || !strings.Contains(p.body, c.says) {
+			t.Errorf("GET %s: %d %s, want the console's %d error page naming %q:\n%s", c.path, p.status, p.header.Get("Content-Type"), c.status, c.says, p.body)
+		}
+	}
+	// The console's script asks for JSON and gets the API's error body.
+	req, _ := http.NewRequest(http.MethodGet, e.url+"/console/messages?phone=%00", nil)
+	req.Header.Set("Accept", "application/json")
+	res, err := b.c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := read(t, res); p.status != http.StatusBadRequest || !strings.Contains(p.body, `"field":"phone"`) {
+		t.Errorf("GET /console/messages?phone=%%00 asking for JSON: %d %s, want 400 naming phone", p.status, p.body)
+	}
+	// The API's route still answers its JSON 400.
+	req, _ = http.NewRequest(http.MethodGet, e.url+"/opt-outs?after=%00", nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	res, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := read(t, res); p.status != http.StatusBadRequest || !strings.HasPrefix(p.header.Get("Content-Type"), "application/json") ||
+		!strings.Contains(p.body, `"error":"validation_failed"`) || !strings.Contains(p.body, `"field":"after"`) {
+		t.Errorf("GET /opt-outs?after=%%00: %d %s %s, want the API's JSON 400 naming after", p.status, p.header.Get("Content-Type"), p.body)
+	}
+}

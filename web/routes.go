@@ -2,8 +2,15 @@ package web
 
 import (
 	"context"
+	"fmt"
 	"io/fs"
+	"maps"
 	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/simrelay/simrelay/problem"
 )
 
 // navItem is one entry of the console's navigation.
@@ -70,6 +77,52 @@ func (c *Console) routes() {
 	mux.HandleFunc(Prefix+"/", func(w http.ResponseWriter, r *http.Request) {
 		c.render(w, r, http.StatusNotFound, "error", view{Title: "Not found", Flash: Flash{Message: "There is no such page."}})
 	})
+}
+
+// refuseNUL answers a request whose path or query holds U+0000 (%00) with
+// the console's own error page, as the API's refuseNUL answers its routes
+// (which leaves the console's paths to this): no page, fingerprint, number
+// or token holds it, and PostgreSQL (the store of a cluster) cannot even
+// compare a text with it, so a page that looked it up would fail with a
+// 500. A path is no page (404); a query parameter is the person's 400,
+// naming it. The console's script, asking for JSON, gets the API's body.
+func (c *Console) refuseNUL(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var pe *problem.Error
+		if strings.IndexByte(r.URL.Path, 0) >= 0 {
+			pe = problem.New(problem.NotFound, "There is no such page.")
+		} else if k, ok := nulParam(r.URL.Query()); ok {
+			pe = problem.Invalid(k, fmt.Sprintf("The address's parameter %q holds the NUL character (%%00), which no page takes.", k))
+		}
+		if pe == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if wantsJSON(r) {
+			writeJSON(w, pe.Status(), pe)
+			return
+		}
+		v := view{Title: "Error", Flash: Flash{Message: pe.Message}}
+		if pe.Code == problem.NotFound {
+			v.Title = "Not found"
+		}
+		c.render(w, r, pe.Status(), "error", v)
+	})
+}
+
+// nulParam is the first parameter, by name, whose name or values hold
+// U+0000, its NULs left out.
+func nulParam(q url.Values) (string, bool) {
+	for _, k := range slices.Sorted(maps.Keys(q)) { // the same parameter named every time
+		bad := strings.IndexByte(k, 0) >= 0
+		for _, v := range q[k] {
+			bad = bad || strings.IndexByte(v, 0) >= 0
+		}
+		if bad {
+			return strings.ReplaceAll(k, "\x00", ""), true
+		}
+	}
+	return "", false
 }
 
 // viewFor starts the view of a signed-in page.

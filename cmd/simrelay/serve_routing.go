@@ -62,11 +62,13 @@ type routing struct {
 
 // routePhones puts the hub behind the cluster's gateway when the node has
 // a bus; without one (bbolt, or PostgreSQL alone) nothing of it runs.
-func routePhones(node *clusterNode, hub *gateway.Hub, sweepEvery time.Duration, log *slog.Logger) (*routing, error) {
+// jobLife is the hub's (gateway.Config.JobLife).
+func routePhones(node *clusterNode, hub *gateway.Hub, sweepEvery, jobLife time.Duration, log *slog.Logger) (*routing, error) {
 	if node.bus == nil {
 		return &routing{phoneRoutes: hub, presenceOnline: hub.Online}, nil
 	}
-	gw, err := cluster.NewGateway(cluster.GatewayConfig{Bus: node.bus, Store: node.pg, Hub: hub, Live: nodeLiveWithin, SweepEvery: sweepEvery, Steady: node.beats.Steady, Logger: log})
+	gw, err := cluster.NewGateway(cluster.GatewayConfig{Bus: node.bus, Store: node.pg, Hub: hub, Live: nodeLiveWithin, SweepEvery: sweepEvery, Steady: node.beats.Steady,
+		JobLife: jobLife, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("phone routing: %w", err)
 	}

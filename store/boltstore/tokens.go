@@ -58,7 +58,7 @@ func (s *Store) RotateRefreshToken(oldHash, newHash []byte, newExpiry, now time.
 		if err := putJSON(tokens, oldHash, old); err != nil {
 			return err
 		}
-		return putJSON(tokens, newHash, RefreshToken{UserID: old.UserID, Family: old.Family, ExpiresAt: newExpiry})
+		return putJSON(tokens, newHash, RefreshToken{UserID: old.UserID, Family: old.Family, ExpiresAt: newExpiry, Generation: old.Generation})
 	})
 	if err == nil {
 		err = outcome
@@ -117,7 +117,8 @@ func (s *Store) PutOneTimeToken(hash []byte, t OneTimeToken) error {
 // ConsumeOneTimeToken spends a token of one of the given kinds and applies fn
 // to its user, in one transaction: the token is spent only if the change is
 // stored. With revokeSessions the user's refresh tokens are revoked as well.
-// An unknown, used, expired or other-kind token answers ErrNotFound or ErrTokenExpired.
+// An unknown, used, expired or other-kind token, or one mailed under an earlier
+// TokenGeneration of its user, answers ErrNotFound or ErrTokenExpired.
 func (s *Store) ConsumeOneTimeToken(hash []byte, kinds []string, now time.Time, revokeSessions bool, fn func(*User) error) (User, error) {
 	var u User
 	err := s.update(func(tx *bolt.Tx) error {
@@ -139,6 +140,9 @@ func (s *Store) ConsumeOneTimeToken(hash []byte, kinds []string, now time.Time, 
 		users := tx.Bucket(bucketUsers)
 		if err := getJSON(users, itob(t.UserID), &u); err != nil {
 			return err
+		}
+		if t.Generation != u.TokenGeneration {
+			return ErrNotFound // mailed before the user's latest password reset
 		}
 		if err := fn(&u); err != nil {
 			return err

@@ -578,6 +578,18 @@ func accountsRefreshRotation(t *testing.T, s AccountsStore) {
 	if _, err := s.RotateRefreshToken(refreshHash(), refreshHash(), T0.Add(time.Hour), T0); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("an unknown token: %v, want ErrNotFound", err)
 	}
+
+	// The family's password generation is handed down every rotation.
+	g1, g2, g3 := refreshHash(), refreshHash(), refreshHash()
+	if err := s.StartRefreshFamily(g1, store.RefreshToken{UserID: u.ID, Family: fmt.Sprintf("fam-%d", unique()), ExpiresAt: T0.Add(time.Hour), Generation: 3}, T0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RotateRefreshToken(g1, g2, T0.Add(time.Hour), T0); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.RotateRefreshToken(g2, g3, T0.Add(time.Hour), T0); err != nil || got.Generation != 3 {
+		t.Fatalf("a rotated token: %+v (%v), want generation 3", got, err)
+	}
 }
 
 // accountsRefreshRace: one token refreshed by many at once has one winner;
@@ -617,7 +629,7 @@ func accountsRefreshRace(t *testing.T, s AccountsStore) {
 func accountSession(t *testing.T, s AccountsStore, u store.User, seen, expires time.Time) []byte {
 	t.Helper()
 	h := []byte(fmt.Sprintf("cs-%d", unique()))
-	if err := s.PutConsoleSession(h, store.ConsoleSession{UserID: u.ID, CompanyID: u.CompanyID, CSRF: "csrf", CreatedAt: seen, SeenAt: seen, ExpiresAt: expires}); err != nil {
+	if err := s.PutConsoleSession(h, store.ConsoleSession{UserID: u.ID, CompanyID: u.CompanyID, CSRF: "csrf", CreatedAt: seen, SeenAt: seen, ExpiresAt: expires, Generation: 2}); err != nil {
 		t.Fatal(err)
 	}
 	return h
@@ -712,6 +724,24 @@ func accountsOneTimeTokens(t *testing.T, s AccountsStore) {
 	}
 	if got, _ := s.UserByEmail(u.Email); got.PasswordHash != "new" {
 		t.Fatalf("the reset's password: %+v", got)
+	}
+
+	// A token mailed under an earlier TokenGeneration is dead once a reset
+	// moved it on; one mailed under the current generation works.
+	earlier, reset := put("reset", u.ID, T0.Add(time.Hour)), put("reset", u.ID, T0.Add(time.Hour))
+	next := func(u *store.User) error { u.TokenGeneration++; return nil }
+	if got, err := s.ConsumeOneTimeToken(reset, []string{"reset"}, T0, true, next); err != nil || got.TokenGeneration != 1 {
+		t.Fatalf("reset moving the generation on: %+v (%v)", got, err)
+	}
+	if _, err := s.ConsumeOneTimeToken(earlier, []string{"reset"}, T0, true, next); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a token of an earlier generation: %v, want ErrNotFound", err)
+	}
+	current := []byte(fmt.Sprintf("ott-%d", unique()))
+	if err := s.PutOneTimeToken(current, store.OneTimeToken{Kind: "reset", UserID: u.ID, ExpiresAt: T0.Add(time.Hour), Generation: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ConsumeOneTimeToken(current, []string{"reset"}, T0, true, next); err != nil {
+		t.Fatalf("a token of the current generation: %v", err)
 	}
 
 	if _, err := s.ConsumeOneTimeToken([]byte("no such token"), []string{"verify"}, T0, false, verify); !errors.Is(err, store.ErrNotFound) {
@@ -823,7 +853,7 @@ func accountsConsoleSessions(t *testing.T, s AccountsStore) {
 	if err := s.TouchConsoleSession(h, T0.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s.ConsoleSession(h); err != nil || !got.SeenAt.Equal(T0.Add(time.Hour)) || !got.CreatedAt.Equal(T0) || got.CSRF != "csrf" || !got.ExpiresAt.Equal(T0.Add(12*time.Hour)) {
+	if got, err := s.ConsoleSession(h); err != nil || !got.SeenAt.Equal(T0.Add(time.Hour)) || !got.CreatedAt.Equal(T0) || got.CSRF != "csrf" || !got.ExpiresAt.Equal(T0.Add(12*time.Hour)) || got.Generation != 2 {
 		t.Fatalf("after a touch: %+v (%v)", got, err)
 	}
 	other := accountSession(t, s, u, T0, T0.Add(12*time.Hour))

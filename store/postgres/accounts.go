@@ -363,7 +363,7 @@ func (s *Store) RotateRefreshToken(oldHash, newHash []byte, newExpiry, now time.
 		if _, err := t.exec("UPDATE refresh_tokens SET rec = $2 WHERE hash = $1", oldHash, raw); err != nil {
 			return err
 		}
-		next := store.RefreshToken{UserID: old.UserID, Family: old.Family, ExpiresAt: newExpiry}
+		next := store.RefreshToken{UserID: old.UserID, Family: old.Family, ExpiresAt: newExpiry, Generation: old.Generation}
 		if raw, err = rec(next); err != nil {
 			return err
 		}
@@ -430,6 +430,9 @@ func (s *Store) ConsumeOneTimeToken(hash []byte, kinds []string, now time.Time, 
 		var err error
 		if u, err = lockUser(t, tok.UserID); err != nil {
 			return err
+		}
+		if tok.Generation != u.TokenGeneration {
+			return store.ErrNotFound // mailed before the user's latest password reset
 		}
 		before := u
 		if err := fn(&u); err != nil {

@@ -92,9 +92,10 @@ func (s *Store) EndOrphanLinks(live time.Duration, limit int, node string) ([]st
 // link of the device registering on any node meanwhile (ClaimLink) waits
 // until fn returns. fn hears which node holds or last held the device's
 // link ("" when it never had one in the cluster), whether that link is
-// still open, and whether that node is live (a beat within live). fn does
-// its own writes, in their own transactions.
-func (s *Store) HoldLink(deviceID uint64, live time.Duration, fn func(node string, open, nodeLive bool) error) error {
+// still open, whether that node is live (a beat within live), and how long
+// ago, by the database's clock, the link ended (0 while open). fn does its
+// own writes, in their own transactions.
+func (s *Store) HoldLink(deviceID uint64, live time.Duration, fn func(node string, open, nodeLive bool, endedAgo time.Duration) error) error {
 	return s.write("hold link", func(t *txn) error {
 		// A device never linked has no row to lock: insert an ended one of
 		// epoch 0 (the first claim makes it 1), so a claim waits on it too.
@@ -104,11 +105,13 @@ func (s *Store) HoldLink(deviceID uint64, live time.Duration, fn func(node strin
 		}
 		var node string
 		var open, nodeLive bool
+		var endedSecs float64
 		if err := t.row(`SELECT l.node, l.ended_at IS NULL, EXISTS (SELECT 1 FROM cluster_nodes n
-				WHERE n.name = l.node AND n.seen_at > now() - make_interval(secs => $2))
-			FROM device_links l WHERE l.device_id = $1 FOR UPDATE OF l`, int64(deviceID), live.Seconds()).Scan(&node, &open, &nodeLive); err != nil {
+				WHERE n.name = l.node AND n.seen_at > now() - make_interval(secs => $2)),
+				COALESCE(EXTRACT(EPOCH FROM now() - l.ended_at), 0)::float8
+			FROM device_links l WHERE l.device_id = $1 FOR UPDATE OF l`, int64(deviceID), live.Seconds()).Scan(&node, &open, &nodeLive, &endedSecs); err != nil {
 			return err
 		}
-		return fn(node, open, nodeLive)
+		return fn(node, open, nodeLive, time.Duration(max(endedSecs, 0)*float64(time.Second)))
 	})
 }

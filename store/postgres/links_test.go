@@ -58,9 +58,15 @@ func TestGatewayLinks(t *testing.T) {
 	if devs, err := other.EndOrphanLinks(live, 10, "a"); err != nil || len(devs) != 0 {
 		t.Fatalf("ended twice: %v (%v)", devs, err)
 	}
-	if err := s.HoldLink(d.ID, live, func(node string, open, nodeLive bool) error {
+	if _, err := s.pool.Exec(s.ctx, `UPDATE device_links SET ended_at = now() - interval '1 hour' WHERE device_id = $1`, int64(d.ID)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.HoldLink(d.ID, live, func(node string, open, nodeLive bool, endedAgo time.Duration) error {
 		if node != "b" || open || !nodeLive {
 			t.Errorf("held: node %q open %v live %v, want b's ended link", node, open, nodeLive)
+		}
+		if endedAgo < time.Hour || endedAgo > 2*time.Hour {
+			t.Errorf("held: the link ended %v ago, want an hour", endedAgo)
 		}
 		return nil
 	}); err != nil {
@@ -70,7 +76,7 @@ func TestGatewayLinks(t *testing.T) {
 	// A device never linked: its hold inserts a row that a claim waits on.
 	d2 := conformance.Device(t, s, c.ID, "gw-new")
 	claimed := make(chan uint64, 1)
-	err = s.HoldLink(d2.ID, live, func(node string, open, _ bool) error {
+	err = s.HoldLink(d2.ID, live, func(node string, open, _ bool, _ time.Duration) error {
 		if node != "" || open {
 			t.Errorf("never linked: node %q open %v", node, open)
 		}
