@@ -25,6 +25,7 @@ const adminUsage = `Usage:
   simrelay admin mail [--data-dir D | --database-url URL] [--json]
   simrelay admin backup FILE [--data-dir D]
   simrelay admin restore FILE [--data-dir D]
+  simrelay admin check [--data-dir D]
   simrelay admin set-plan --company ID --plan ID [--plans FILE] [--data-dir D | --database-url URL]
   simrelay admin copy-store --to postgres://... [--data-dir D]
 
@@ -54,6 +55,8 @@ func admin(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = adminBackup(args[1:], stdout, stderr)
 	case "restore":
 		err = adminRestore(args[1:], stdout, stderr)
+	case "check":
+		err = adminCheck(args[1:], stdout, stderr)
 	case "set-plan":
 		err = adminSetPlan(ctx, args[1:], stdout, stderr)
 	case "copy-store":

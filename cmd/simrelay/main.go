@@ -33,6 +33,7 @@ Usage:
   simrelay admin mail               list the mail outbox
   simrelay admin backup FILE        write a consistent copy of the embedded store to FILE
   simrelay admin restore FILE       put a backup in place as the embedded store, the server stopped
+  simrelay admin check              walk every page of the embedded store, the server stopped
   simrelay admin set-plan           put a company on a plan, without a payment provider
   simrelay admin copy-store         copy the store into an empty PostgreSQL database
   simrelay phone [flags]            run a virtual phone (simrelay phone -h)

@@ -121,7 +121,7 @@ func Open(dir string, opt Options) (*Store, error) {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
 	if !empty {
-		if err := checkPages(db, path, badFileAdvice); err != nil {
+		if err := checkRoots(db, path, badFileAdvice); err != nil {
 			_ = db.Close()
 			return nil, err
 		}
