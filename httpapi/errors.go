@@ -69,6 +69,14 @@ func (s *Server) domainProblem(err error) (*problem.Error, bool) {
 	if pe, ok := problem.As(err); ok {
 		return pe, true
 	}
+	if errors.Is(err, store.ErrDiskFull) {
+		// A state of the node, not of the request: the store logs when it
+		// starts and ends, and /readyz fails meanwhile, so the requests it
+		// refuses are not logged. The client may try again: another node,
+		// or this one once the operator has freed space.
+		return &problem.Error{Code: problem.Unavailable, RetryAfter: unavailableRetry,
+			Message: "The server's disk is full, so it cannot store anything now; nothing was done. Try again shortly."}, true
+	}
 	if errors.Is(err, store.ErrUnavailable) {
 		// The client may try again; the operator must know the database is away.
 		s.storeUnavailable(err)

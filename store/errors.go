@@ -1,6 +1,9 @@
 package store
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 var (
 	// ErrNotFound is returned when a record does not exist.
@@ -22,6 +25,13 @@ var (
 // (PostgreSQL down or out of reach): nothing was done, and the same call
 // may succeed later. The API answers it 503.
 var ErrUnavailable = errors.New("store: the database does not answer")
+
+// ErrDiskFull is returned when a write failed because the store's disk (or
+// the user's quota, or the process's file size limit) left it no room:
+// nothing was written, and the same call succeeds once there is room again.
+// It wraps ErrUnavailable, so whatever retries or answers 503 for a store
+// out of reach does the same for a full disk.
+var ErrDiskFull = fmt.Errorf("%w: its disk is full", ErrUnavailable)
 
 // ErrClosed is returned for a write submitted after Close.
 var ErrClosed = errors.New("store: closed")

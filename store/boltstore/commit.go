@@ -26,6 +26,9 @@ type committer struct {
 	// fileThere is checked before each batch: a write to a data file no
 	// path names any more is refused (fileguard.go).
 	fileThere func() error
+	// space sees each commit's outcome: one that found no room is
+	// store.ErrDiskFull for every writer of the batch (diskfull.go).
+	space *space
 
 	// folded counts the record writes that folding saved (fold.go).
 	folded atomic.Uint64
@@ -46,8 +49,8 @@ type commitReq struct {
 	err   chan error
 }
 
-func newCommitter(db *bolt.DB, delay time.Duration, fileThere func() error) *committer {
-	c := &committer{db: db, reqs: make(chan *commitReq, maxGroup), delay: delay, fileThere: fileThere, done: make(chan struct{})}
+func newCommitter(db *bolt.DB, delay time.Duration, fileThere func() error, sp *space) *committer {
+	c := &committer{db: db, reqs: make(chan *commitReq, maxGroup), delay: delay, fileThere: fileThere, space: sp, done: make(chan struct{})}
 	go c.loop()
 	return c
 }
@@ -150,8 +153,14 @@ func (c *committer) run(batch []*commitReq) {
 		}
 		var me *memberErr
 		if !errors.As(err, &me) {
+			// The commit's outcome, success or a rollback, is every
+			// writer's: none of them is answered before it is known.
+			err, full := c.space.committed(err)
 			for _, r := range batch {
 				r.err <- err
+			}
+			if full && err == nil {
+				c.space.probe() // this commit fit: see whether writes fit again
 			}
 			return
 		}

@@ -53,11 +53,16 @@ func (g fileGuard) check() error {
 	return nil
 }
 
-// update is db.Update behind the file check: every write of the store but
+// update is db.Update behind the file check, its commit seen by the
+// disk-full watch (diskfull.go): every write of the store but
 // the group commit's (which checks per batch) goes through it.
 func (s *Store) update(fn func(*bolt.Tx) error) error {
 	if err := s.guard.check(); err != nil {
 		return err
 	}
-	return s.db.Update(fn)
+	err, full := s.space.committed(s.db.Update(fn))
+	if full && err == nil {
+		s.space.probe()
+	}
+	return err
 }

@@ -73,6 +73,9 @@ type Store struct {
 	// guard refuses writes once path no longer names the opened file
 	// (fileguard.go); it guards nothing on a read-only store.
 	guard fileGuard
+	// space turns a commit that found no room into store.ErrDiskFull and
+	// fails Ready until a probe finds room again (diskfull.go).
+	space *space
 	// dailyBudget is Options.CompanyDailyStorage; set once at Open.
 	dailyBudget int64
 	// plans prices a company's subscription into limits (SetPlans); nil: no limits.
@@ -127,7 +130,7 @@ func Open(dir string, opt Options) (*Store, error) {
 		}
 	}
 	db.NoSync = opt.BulkLoad
-	s := &Store{db: db, path: path, dailyBudget: max(opt.CompanyDailyStorage, 0)}
+	s := &Store{db: db, path: path, space: &space{db: db, log: opt.Logger}, dailyBudget: max(opt.CompanyDailyStorage, 0)}
 	if !opt.ReadOnly {
 		if s.guard, err = newFileGuard(path); err != nil {
 			_ = db.Close()
@@ -137,7 +140,7 @@ func Open(dir string, opt Options) (*Store, error) {
 			_ = db.Close()
 			return nil, err
 		}
-		s.commit = newCommitter(db, max(opt.SyncDelay, 0), s.guard.check)
+		s.commit = newCommitter(db, max(opt.SyncDelay, 0), s.guard.check, s.space)
 	}
 	return s, nil
 }
@@ -168,9 +171,12 @@ func (s *Store) grouped(fn func(*bolt.Tx) error) error {
 	return s.commit.do(fn)
 }
 
-// Ready reports whether the store answers a read.
+// Ready reports whether the store answers a read and takes writes.
 func (s *Store) Ready() error {
 	if err := s.guard.check(); err != nil {
+		return err
+	}
+	if err := s.space.ready(); err != nil {
 		return err
 	}
 	return s.db.View(func(tx *bolt.Tx) error {
