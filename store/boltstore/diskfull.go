@@ -157,9 +157,8 @@ func (sp *space) probe() {
 		err = sp.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Delete(keySpaceProbe) })
 	}
 	if err != nil {
-		if !noSpace(err) && sp.log != nil {
-			sp.log.Error("the store's disk probe failed", "err", err)
-		}
+		// Still full (or failing otherwise): the state stays, said once
+		// already; a line a probe would be a line a second.
 		return
 	}
 	sp.mu.Lock()
