@@ -2,6 +2,8 @@ package store
 
 import (
 	"time"
+
+	"github.com/simrelay/simrelay/internal/bidi"
 )
 
 // ActivityKeep is how many events a company's ring holds: a few pages of the
@@ -76,3 +78,10 @@ func MessageActivity(m Message, status, device string, at time.Time) (Activity, 
 	}
 	return Activity{}, false
 }
+
+// ActivityName is a device's label as an activity line says it: isolated
+// (U+2068...U+2069) when it holds right-to-left letters or directional
+// controls, so that a name cannot reorder the rest of the line ("Device X
+// paired") wherever the line is shown as plain text. Other names are
+// written as they are. The reports' device_name stays DeviceLabel, as written.
+func ActivityName(label string) string { return bidi.Isolate(label) }

@@ -23,6 +23,14 @@
   // Moments are written one way across the console, as the server writes
   // them: "2026-11-26 14:33 UTC". The person's own time shows on hover and
   // beside the one field where they type a local time.
+  // isolated holds a text a user, a phone or a stranger wrote, set as text,
+  // in a <bdi>: its direction controls stay inside it (console.css).
+  function isolated(text) {
+    var b = document.createElement("bdi");
+    b.textContent = text;
+    return b;
+  }
+
   function pad(n) { return (n < 10 ? "0" : "") + n; }
   function utcText(iso) {
     var d = new Date(iso);
@@ -174,7 +182,7 @@
     li.className = "msg " + m.direction;
     li.setAttribute("data-id", m.id);
     var p = document.createElement("p");
-    p.className = "text"; p.textContent = m.text;
+    p.className = "text"; p.dir = "auto"; p.textContent = m.text;
     var meta = document.createElement("p");
     meta.className = "meta";
     meta.appendChild(timeEl(m.created_at));
@@ -198,7 +206,8 @@
       }
       if (m.error) {
         var e = document.createElement("span");
-        e.className = "error"; e.textContent = " " + m.error;
+        e.className = "error"; e.textContent = " ";
+        e.appendChild(isolated(m.error));
         meta.appendChild(e);
       }
     }
@@ -253,8 +262,8 @@
       item.setAttribute("data-phone", m.phone);
       var a = document.createElement("a");
       a.href = "/console/messages?device=" + encodeURIComponent(m.device) + "&phone=" + encodeURIComponent(m.phone);
-      var strong = document.createElement("strong"); strong.textContent = m.phone_display || m.phone;
-      var last = document.createElement("span"); last.className = "last";
+      var strong = document.createElement("strong"); strong.appendChild(isolated(m.phone_display || m.phone));
+      var last = document.createElement("span"); last.className = "last"; last.dir = "auto";
       a.appendChild(strong); a.appendChild(last); item.appendChild(a);
       var none = document.getElementById("no-convs");
       if (none) { none.remove(); }
@@ -279,7 +288,7 @@
       a.appendChild(img);
     } else {
       a.setAttribute("download", "");
-      a.textContent = f.label;
+      a.appendChild(isolated(f.label));
     }
     span.appendChild(a);
     return span;
@@ -288,12 +297,19 @@
   function agentRow(m) {
     var tr = document.createElement("tr");
     tr.setAttribute("data-id", m.id);
-    var cells = [m.created_at, m.direction, m.phone,
-      (m.content_type && m.content_type !== "text" ? "[" + m.content_type + "] " + (m.media_url || "") + " " : "") + m.text];
-    cells.forEach(function (v, i) {
+    [m.created_at, m.direction, m.phone, m.text].forEach(function (v, i) {
       var td = document.createElement("td");
-      if (i === 0) { td.appendChild(timeEl(v)); } else { td.textContent = v; }
-      if (i === 3) { td.className = "text"; (m.media || []).forEach(function (f) { td.appendChild(mediaEl(f)); }); }
+      if (i === 0) { td.appendChild(timeEl(v)); } else if (i === 2) { td.appendChild(isolated(v)); } else if (i === 1) { td.textContent = v; }
+      if (i === 3) {
+        td.className = "text"; td.dir = "auto";
+        if (m.content_type && m.content_type !== "text") {
+          td.appendChild(document.createTextNode("[" + m.content_type + "] "));
+          td.appendChild(isolated(m.media_url || ""));
+          td.appendChild(document.createTextNode(" "));
+        }
+        td.appendChild(document.createTextNode(v));
+        (m.media || []).forEach(function (f) { td.appendChild(mediaEl(f)); });
+      }
       tr.appendChild(td);
     });
     var td = document.createElement("td");
@@ -303,12 +319,14 @@
       td.appendChild(st);
       if (m.detail) {
         var d = document.createElement("span");
-        d.className = "detail"; d.textContent = " (" + m.detail + ")";
+        d.className = "detail"; d.textContent = " (";
+        d.appendChild(isolated(m.detail)); d.appendChild(document.createTextNode(")"));
         td.appendChild(d);
       }
       if (m.error) {
         var e = document.createElement("span");
-        e.className = "error"; e.textContent = " " + m.error;
+        e.className = "error"; e.textContent = " ";
+        e.appendChild(isolated(m.error));
         td.appendChild(e);
       }
     }
