@@ -87,10 +87,17 @@ func TestBrowserBidiControlsStayInTheirName(t *testing.T) {
 	do(t, ctx, "open the conversation", chromedp.Navigate(e.url+"/console/messages?device=fp-1&phone=%2B15550100999"), chromedp.WaitReady(chromedp.CSS(`#thread`)))
 	waitFor(t, ctx, "the stream opens", `document.getElementById("chat").dataset.live === "true"`)
 	<-ph.Receive(proto.Inbound{ClientID: "in-2", From: "+15550100999", Message: "Again" + rtlOverride, SIMSlot: "SIM1"})
-	waitFor(t, ctx, "the live message", `document.querySelectorAll("#thread .msg").length === 2`)
+	<-ph.Receive(proto.Inbound{ClientID: "in-3", From: "+15550100999", Message: "مرحبا 42", SIMSlot: "SIM1"})
+	waitFor(t, ctx, "the live messages", `document.querySelectorAll("#thread .msg").length === 3`)
+	// Each body, server-drawn or live, is a paragraph of its own whose
+	// direction comes from its first letter: the Arabic one reads right to
+	// left (the conversation list's last text comes first in the page).
+	if got := eval[[]string](t, ctx, `Array.from(document.querySelectorAll("#convs .last, #thread .text")).map(function (p) { var s = getComputedStyle(p); return s.unicodeBidi + " " + s.direction; })`); fmt.Sprint(got) != "[plaintext rtl plaintext ltr plaintext ltr plaintext rtl]" {
+		t.Errorf("the message bodies and the conversation's last text are drawn as %v", got)
+	}
 	for _, c := range []struct{ sel, want string }{
 		{"#thread .msg:first-child .meta", "SIM1"},
-		{"#thread .msg:last-child .meta", "SIM1"},
+		{"#thread .msg:nth-child(2) .meta", "SIM1"},
 		{"#thread-h", "+1 555"},
 		{"#convs li", "+1 555"},
 	} {
@@ -99,7 +106,7 @@ func TestBrowserBidiControlsStayInTheirName(t *testing.T) {
 		}
 	}
 	// The texts themselves are kept as written, override and all.
-	if got := eval[string](t, ctx, `document.querySelector("#thread .msg:last-child .text").textContent`); got != "Again"+rtlOverride {
+	if got := eval[string](t, ctx, `document.querySelector("#thread .msg:nth-child(2) .text").textContent`); got != "Again"+rtlOverride {
 		t.Errorf("the live message reads %q", got)
 	}
 }

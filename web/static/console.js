@@ -30,6 +30,12 @@
     b.textContent = text;
     return b;
   }
+  function span(cls) { var s = document.createElement("span"); s.className = cls; return s; }
+  // put appends each part to el, a string as text (never as markup), and returns el.
+  function put(el, parts) {
+    parts.forEach(function (p) { el.appendChild(typeof p === "string" ? document.createTextNode(p) : p); });
+    return el;
+  }
 
   function pad(n) { return (n < 10 ? "0" : "") + n; }
   function utcText(iso) {
@@ -204,12 +210,7 @@
         held.appendChild(timeEl(m.held_until));
         meta.appendChild(held);
       }
-      if (m.error) {
-        var e = document.createElement("span");
-        e.className = "error"; e.textContent = " ";
-        e.appendChild(isolated(m.error));
-        meta.appendChild(e);
-      }
+      if (m.error) { meta.appendChild(put(span("error"), [" ", isolated(m.error)])); }
     }
     li.appendChild(p); li.appendChild(meta);
     if (m.direction === "outbound" && (m.status === "scheduled" || m.status === "queued") && m.queue_id) {
@@ -297,38 +298,18 @@
   function agentRow(m) {
     var tr = document.createElement("tr");
     tr.setAttribute("data-id", m.id);
-    [m.created_at, m.direction, m.phone, m.text].forEach(function (v, i) {
-      var td = document.createElement("td");
-      if (i === 0) { td.appendChild(timeEl(v)); } else if (i === 2) { td.appendChild(isolated(v)); } else if (i === 1) { td.textContent = v; }
-      if (i === 3) {
-        td.className = "text"; td.dir = "auto";
-        if (m.content_type && m.content_type !== "text") {
-          td.appendChild(document.createTextNode("[" + m.content_type + "] "));
-          td.appendChild(isolated(m.media_url || ""));
-          td.appendChild(document.createTextNode(" "));
-        }
-        td.appendChild(document.createTextNode(v));
-        (m.media || []).forEach(function (f) { td.appendChild(mediaEl(f)); });
-      }
-      tr.appendChild(td);
-    });
+    [timeEl(m.created_at), m.direction, isolated(m.phone)].forEach(function (v) { tr.appendChild(put(document.createElement("td"), [v])); });
+    var text = document.createElement("td");
+    text.className = "text"; text.dir = "auto";
+    if (m.content_type && m.content_type !== "text") { put(text, ["[" + m.content_type + "] ", isolated(m.media_url || ""), " "]); }
+    tr.appendChild(put(text, [m.text || ""].concat((m.media || []).map(function (f) { return mediaEl(f); }))));
     var td = document.createElement("td");
     if (m.direction === "outbound") {
-      var st = document.createElement("span");
-      st.className = "status"; st.setAttribute("data-status", m.status); st.textContent = m.status;
+      var st = span("status");
+      st.setAttribute("data-status", m.status); st.textContent = m.status;
       td.appendChild(st);
-      if (m.detail) {
-        var d = document.createElement("span");
-        d.className = "detail"; d.textContent = " (";
-        d.appendChild(isolated(m.detail)); d.appendChild(document.createTextNode(")"));
-        td.appendChild(d);
-      }
-      if (m.error) {
-        var e = document.createElement("span");
-        e.className = "error"; e.textContent = " ";
-        e.appendChild(isolated(m.error));
-        td.appendChild(e);
-      }
+      if (m.detail) { td.appendChild(put(span("detail"), [" (", isolated(m.detail), ")"])); }
+      if (m.error) { td.appendChild(put(span("error"), [" ", isolated(m.error)])); }
     }
     tr.appendChild(td);
     return tr;
