@@ -64,7 +64,7 @@ func MessageActivity(m Message, status, device string, at time.Time) (Activity, 
 	what := ChannelLabel(m.Channel) + " to " + MaskPhone(m.Phone)
 	via := ""
 	if device != "" {
-		via = " via " + device
+		via = " via " + ActivityName(device)
 	}
 	switch status {
 	case MsgSent:
@@ -79,9 +79,10 @@ func MessageActivity(m Message, status, device string, at time.Time) (Activity, 
 	return Activity{}, false
 }
 
-// ActivityName is a device's label as an activity line says it: isolated
-// (U+2068...U+2069) when it holds right-to-left letters or directional
-// controls, so that a name cannot reorder the rest of the line ("Device X
-// paired") wherever the line is shown as plain text. Other names are
-// written as they are. The reports' device_name stays DeviceLabel, as written.
+// ActivityName is a name (a device's label, a user's e-mail) as an activity
+// line says it: isolated (U+2068...U+2069) when it holds right-to-left
+// letters or directional controls, so that it cannot reorder the rest of the
+// line ("Device X paired") wherever the line is shown as plain text. Other
+// names are written as they are. The reports' device_name stays DeviceLabel,
+// as written.
 func ActivityName(label string) string { return bidi.Isolate(label) }
