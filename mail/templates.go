@@ -9,6 +9,8 @@ import (
 	texttemplate "text/template"
 	"time"
 	"unicode"
+
+	"github.com/simrelay/simrelay/internal/bidi"
 )
 
 // Message is one e-mail to send. The templates leave To empty: the caller
@@ -209,8 +211,15 @@ func greeting(firstName string) string {
 // cleanName makes a user-supplied name safe to put in a subject or a line of
 // text: control characters (a newline would start a header or a paragraph of
 // the sender's choosing) become spaces, runs of space collapse, and the
-// length is capped.
+// length is capped. Its direction stays its own: explicit directional
+// controls (U+202A-U+202E, U+2066-U+2069) are dropped, since a subject is
+// shown in notification banners and mail lists that may not honour isolates,
+// where an override would run on into "is offline" and read it backwards;
+// and a name with right-to-left letters is isolated (U+2068...U+2069) so that
+// it does not pull the words and digits beside it to its side. A name of
+// left-to-right text comes out as it went in (docs/security.md).
 func cleanName(s string) string {
+	s = bidi.StripControls(s)
 	s = strings.Map(func(r rune) rune {
 		if unicode.IsControl(r) || unicode.IsSpace(r) {
 			return ' '
@@ -221,7 +230,7 @@ func cleanName(s string) string {
 	if r := []rune(s); len(r) > maxNameLen {
 		s = strings.TrimSpace(string(r[:maxNameLen-1])) + "…"
 	}
-	return s
+	return bidi.Isolate(s)
 }
 
 // humanDuration says d the way a person would: "24 hours", "7 days",

@@ -105,6 +105,31 @@ func TestTemplatesTameNames(t *testing.T) {
 	}
 }
 
+// TestTemplatesKeepNamesDirection: a device name that ends in a
+// right-to-left override must not turn "is offline" around in the subject or
+// the body, and a right-to-left name is isolated from the words beside it.
+func TestTemplatesKeepNamesDirection(t *testing.T) {
+	t.Parallel()
+	seen := time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC)
+	m := DeviceOffline("https://sms.example.com/console/devices", "Ana", "Evil\u202e", "fp-1", seen, time.Hour)
+	if want := "Phone Evil is offline"; m.Subject != want {
+		t.Errorf("subject: got %q, want %q", m.Subject, want)
+	}
+	for part, body := range map[string]string{"text": m.Text, "HTML": m.HTML} {
+		if strings.ContainsRune(body, '\u202e') {
+			t.Errorf("%s body keeps the override: %q", part, body)
+		}
+	}
+	rtl := DeviceOffline("https://sms.example.com/console/devices", "Ana", "هاتف 2", "fp-1", seen, time.Hour)
+	if want := "Phone \u2068هاتف 2\u2069 is offline"; rtl.Subject != want {
+		t.Errorf("subject: got %q, want %q", rtl.Subject, want)
+	}
+	inv := Invite("https://sms.example.com", "Bo", "\u2067Acme", "Ana\u202b", "tok", time.Hour)
+	if want := "Ana invited you to Acme on simrelay"; inv.Subject != want {
+		t.Errorf("invitation subject: got %q, want %q", inv.Subject, want)
+	}
+}
+
 func TestHumanDuration(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

@@ -2,6 +2,8 @@ package store
 
 import (
 	"time"
+
+	"github.com/simrelay/simrelay/internal/bidi"
 )
 
 // ActivityKeep is how many events a company's ring holds: a few pages of the
@@ -62,7 +64,7 @@ func MessageActivity(m Message, status, device string, at time.Time) (Activity, 
 	what := ChannelLabel(m.Channel) + " to " + MaskPhone(m.Phone)
 	via := ""
 	if device != "" {
-		via = " via " + device
+		via = " via " + ActivityName(device)
 	}
 	switch status {
 	case MsgSent:
@@ -76,3 +78,11 @@ func MessageActivity(m Message, status, device string, at time.Time) (Activity, 
 	}
 	return Activity{}, false
 }
+
+// ActivityName is a name (a device's label, a user's e-mail) as an activity
+// line says it: isolated (U+2068...U+2069) when it holds right-to-left
+// letters or directional controls, so that it cannot reorder the rest of the
+// line ("Device X paired") wherever the line is shown as plain text. Other
+// names are written as they are. The reports' device_name stays DeviceLabel,
+// as written.
+func ActivityName(label string) string { return bidi.Isolate(label) }

@@ -212,7 +212,7 @@ func TestNumberMessagesAreLive(t *testing.T) {
 	}
 	ag.ReportDetail(sent.QueueID, "read")
 	waitEventAll(t, events, `"queue_id":"`+sent.QueueID+`"`, `"status":"delivered"`, `"detail":"read"`)
-	if p := b.get("/console/numbers/whatsapp/" + wa); !strings.Contains(p.body, `<span class="detail"> (read)</span>`) {
+	if p := b.get("/console/numbers/whatsapp/" + wa); !strings.Contains(p.body, `<span class="detail"> (<bdi>read</bdi>)</span>`) {
 		t.Errorf("the number's page does not show the read detail:\n%s", p.body)
 	}
 	<-ag.Receive(proto.Inbound{ClientID: "wa-in-1", Channel: proto.ChannelWhatsApp, From: "+15550100999", To: "+15550100001", Message: "hi back"})

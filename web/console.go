@@ -15,6 +15,7 @@ import (
 	"github.com/simrelay/simrelay/billing"
 	"github.com/simrelay/simrelay/channel"
 	"github.com/simrelay/simrelay/device"
+	"github.com/simrelay/simrelay/internal/bidi"
 	"github.com/simrelay/simrelay/media"
 	"github.com/simrelay/simrelay/phone/numplan"
 	"github.com/simrelay/simrelay/problem"
@@ -143,6 +144,10 @@ func (c *Console) Shutdown() { c.deps.Broker.Close() }
 var funcs = template.FuncMap{
 	"ts":  ts,
 	"iso": iso,
+	// fsi isolates a user's text with U+2068...U+2069 where markup cannot:
+	// an attribute (title, data-confirm, aria-label) or an <option>. Inline
+	// text takes the "bdi" template of layout.html instead.
+	"fsi": bidi.Isolate,
 	"day": func(t time.Time) string { return t.UTC().Format(dayLayout) },
 	"fieldError": func(f Flash, field string) string {
 		if f.Field == field {

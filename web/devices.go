@@ -12,6 +12,7 @@ import (
 
 	androidproto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/device"
+	"github.com/simrelay/simrelay/internal/bidi"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
 )
@@ -153,7 +154,7 @@ func (c *Console) devicesState(w http.ResponseWriter, r *http.Request, q *req) e
 	}
 	out := make([]stateRow, len(rows))
 	for i, d := range rows {
-		msg := d.Name + " is paired."
+		msg := bidi.Isolate(d.Name) + " is paired."
 		out[i] = stateRow{deviceRow: d, Paired: msg, PairedSig: c.flash.sign(q.sess.CSRF, "ok", msg, "")}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"devices": out})
@@ -190,7 +191,7 @@ func (c *Console) updateDevice(w http.ResponseWriter, r *http.Request, q *req) (
 			c.deps.Phones.Pace(fp, d.SMSPerMinute)
 		}
 	}
-	return outcome{Notice: fmt.Sprintf("%s saved.", d.Name)}, nil
+	return outcome{Notice: bidi.Isolate(d.Name) + " saved."}, nil
 }
 
 func (c *Console) deleteDevice(w http.ResponseWriter, r *http.Request, q *req) (outcome, error) {

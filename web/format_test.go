@@ -144,12 +144,12 @@ func TestConsoleFormatsNumbers(t *testing.T) {
 		t.Fatalf("opt out a national number: %d %s", p.status, p.body)
 	}
 	thread := html.UnescapeString(b.get("/console/messages?device=fp-1&phone=%2B447400123456").body)
-	for _, want := range []string{`<strong>+44 7400 123456</strong>`, `<h2 id="thread-h">+44 7400 123456 <span class="ntype">mobile</span></h2>`} {
+	for _, want := range []string{`<strong><bdi>+44 7400 123456</bdi></strong>`, `<h2 id="thread-h"><bdi>+44 7400 123456</bdi> <span class="ntype">mobile</span></h2>`} {
 		if !strings.Contains(thread, want) {
 			t.Errorf("the conversation page lacks %s", want)
 		}
 	}
-	if list := html.UnescapeString(b.get("/console/opt-outs").body); !strings.Contains(list, `<td>+44 20 7946 0958 <span class="ntype">fixed line</span></td>`) {
+	if list := html.UnescapeString(b.get("/console/opt-outs").body); !strings.Contains(list, `<td><bdi>+44 20 7946 0958</bdi> <span class="ntype">fixed line</span></td>`) {
 		t.Errorf("the opt-out list does not format the number: %s", list)
 	}
 }

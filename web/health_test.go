@@ -69,7 +69,7 @@ func TestDeviceCardsShowHealth(t *testing.T) {
 	}
 	healthy := card("fp-health")
 	for _, want := range []string{
-		"<dd data-health>battery 12 %, charging; signal 75 %; lte; SIM1: Acme &lt;Mobile&gt; ",
+		"<dd data-health>battery 12 %, charging; signal 75 %; <bdi>lte</bdi>; SIM1: <bdi>Acme &lt;Mobile&gt;</bdi> ",
 		"<span class=\"badge off\" data-battery-low>battery low</span>",
 	} {
 		if !strings.Contains(healthy, want) {
@@ -79,7 +79,7 @@ func TestDeviceCardsShowHealth(t *testing.T) {
 	if away := card("fp-away"); !strings.Contains(away, "<dd data-queue>2 SMS waiting for the phone</dd>") {
 		t.Errorf("fp-away's card: want 2 SMS waiting in\n%s", away)
 	}
-	if !strings.Contains(healthy, "<dd data-queue>none</dd>") || !regexp.MustCompile(`<dd data-failures><time datetime="[^"]+">[^<]+</time> failed \(no_service\)</dd>`).MatchString(healthy) {
+	if !strings.Contains(healthy, "<dd data-queue>none</dd>") || !regexp.MustCompile(`<dd data-failures><time datetime="[^"]+">[^<]+</time> failed \(<bdi>no_service</bdi>\)</dd>`).MatchString(healthy) {
 		t.Errorf("fp-health's card: want none waiting and its failure in\n%s", healthy)
 	}
 	if away := card("fp-away"); !strings.Contains(away, "<dd data-failures>none</dd>") {

@@ -70,7 +70,7 @@ func TestNumberPageShowsReceivedMedia(t *testing.T) {
 	ada.signIn("ada@acme.test", "Correct1horse")
 	p := ada.get("/console/numbers/whatsapp/" + wa)
 	if p.status != http.StatusOK || !strings.Contains(p.body, `<img src="/console/media/`+img+`" alt="Image received: image/png (516 bytes)"`) ||
-		!strings.Contains(p.body, `<a href="/console/media/`+doc+`" download>invoice.pdf (20 bytes)</a>`) {
+		!strings.Contains(p.body, `<a href="/console/media/`+doc+`" download><bdi>invoice.pdf (20 bytes)</bdi></a>`) {
 		t.Fatalf("number page: got %d, want the image inline and the document as a download:\n%s", p.status, p.body)
 	}
 	// The live list's reload carries the same files.

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/simrelay/simrelay/internal/bidi"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/sms"
 	"github.com/simrelay/simrelay/store"
@@ -105,7 +106,7 @@ func (c *Console) createPool(w http.ResponseWriter, r *http.Request, q *req) (ou
 	if err != nil {
 		return outcome{}, err
 	}
-	return outcome{Notice: "Pool " + p.Name + " is defined: sends may name it in pool."}, nil
+	return outcome{Notice: "Pool " + bidi.Isolate(p.Name) + " is defined: sends may name it in pool."}, nil
 }
 
 func poolID(r *http.Request, name string) (uint64, error) {
@@ -129,7 +130,7 @@ func (c *Console) updatePool(w http.ResponseWriter, r *http.Request, q *req) (ou
 	if err != nil {
 		return outcome{}, err
 	}
-	return outcome{Notice: "Pool " + p.Name + " is saved."}, nil
+	return outcome{Notice: "Pool " + bidi.Isolate(p.Name) + " is saved."}, nil
 }
 
 func (c *Console) deletePool(w http.ResponseWriter, r *http.Request, q *req) (outcome, error) {
@@ -141,7 +142,7 @@ func (c *Console) deletePool(w http.ResponseWriter, r *http.Request, q *req) (ou
 	if err != nil {
 		return outcome{}, err
 	}
-	return outcome{Notice: "Pool " + p.Name + " is deleted."}, nil
+	return outcome{Notice: "Pool " + bidi.Isolate(p.Name) + " is deleted."}, nil
 }
 
 func (c *Console) addPoolMember(w http.ResponseWriter, r *http.Request, q *req) (outcome, error) {

@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/simrelay/simrelay/account"
+	"github.com/simrelay/simrelay/internal/bidi"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
 )
@@ -32,7 +33,7 @@ func (c *Console) invite(w http.ResponseWriter, r *http.Request, q *req) (outcom
 	if err != nil {
 		return outcome{}, err
 	}
-	return outcome{Notice: "Invitation sent to " + u.Email + "."}, nil
+	return outcome{Notice: "Invitation sent to " + bidi.Isolate(u.Email) + "."}, nil
 }
 
 func userID(r *http.Request) (uint64, error) {

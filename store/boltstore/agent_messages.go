@@ -297,7 +297,7 @@ func (s *Store) StoreAgentInbound(m *Message, now func() time.Time) (Message, bo
 		if err := count(tx, msg, msg.CreatedAt, Counts{Received: 1}); err != nil {
 			return err
 		}
-		if err := addActivity(tx, msg.CompanyID, Activity{Type: ActMessageReceived, At: msg.CreatedAt, Description: store.ChannelLabel(msg.Channel) + " from " + store.MaskPhone(msg.Phone) + " received on " + d.Label}); err != nil {
+		if err := addActivity(tx, msg.CompanyID, Activity{Type: ActMessageReceived, At: msg.CreatedAt, Description: store.ChannelLabel(msg.Channel) + " from " + store.MaskPhone(msg.Phone) + " received on " + store.ActivityName(d.Label)}); err != nil {
 			return err
 		}
 		if err := tx.Bucket(bucketAgentInClient).Put(ck, itob(msg.ID)); err != nil {

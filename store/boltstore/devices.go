@@ -93,7 +93,7 @@ func (s *Store) RegisterDevice(pairingHash []byte, now time.Time, fingerprint st
 		if err := putLiveDevice(tx, d); err != nil {
 			return err
 		}
-		if err := addActivity(tx, d.CompanyID, Activity{Type: ActDevicePaired, At: now, Description: "Device " + store.DeviceLabel(d) + " paired"}); err != nil {
+		if err := addActivity(tx, d.CompanyID, Activity{Type: ActDevicePaired, At: now, Description: "Device " + store.ActivityName(store.DeviceLabel(d)) + " paired"}); err != nil {
 			return err
 		}
 		dev = d
@@ -323,7 +323,7 @@ func (s *Store) deleteDeviceTx(tx *bolt.Tx, companyID uint64, fingerprint string
 	if err := tx.Bucket(bucketDisabledDevices).Delete(pair(d.CompanyID, d.ID)); err != nil {
 		return d, err
 	}
-	if err := addActivity(tx, d.CompanyID, Activity{Type: ActDeviceDeleted, At: now, Description: "Device " + store.DeviceLabel(d) + " deleted; its queued messages failed"}); err != nil {
+	if err := addActivity(tx, d.CompanyID, Activity{Type: ActDeviceDeleted, At: now, Description: "Device " + store.ActivityName(store.DeviceLabel(d)) + " deleted; its queued messages failed"}); err != nil {
 		return d, err
 	}
 	if err := tx.Bucket(bucketDeviceFailures).Delete(devKey(d.CompanyID, d.ID)); err != nil {

@@ -91,7 +91,7 @@ func (s *Store) StoreInbound(m *Message, now func() time.Time) (Message, bool, e
 		if err := count(tx, msg, msg.CreatedAt, Counts{Received: 1}); err != nil {
 			return err
 		}
-		if err := addActivity(tx, msg.CompanyID, Activity{Type: ActMessageReceived, At: msg.CreatedAt, Description: store.ChannelLabel(msg.Channel) + " from " + store.MaskPhone(msg.Phone) + " received on " + d.Label}); err != nil {
+		if err := addActivity(tx, msg.CompanyID, Activity{Type: ActMessageReceived, At: msg.CreatedAt, Description: store.ChannelLabel(msg.Channel) + " from " + store.MaskPhone(msg.Phone) + " received on " + store.ActivityName(d.Label)}); err != nil {
 			return err
 		}
 		if err := tx.Bucket(bucketInboundClient).Put(ck, itob(id)); err != nil {

@@ -62,7 +62,7 @@ func (s *Store) InviteUser(u *User, now time.Time) (heldElsewhere bool, err erro
 		if err := tx.Bucket(bucketCompanyUsers).Put(pair(u.CompanyID, id), nil); err != nil {
 			return err
 		}
-		if err := addActivity(tx, u.CompanyID, Activity{Type: ActUserInvited, At: u.CreatedAt, Description: u.Email + " invited as " + u.Role}); err != nil {
+		if err := addActivity(tx, u.CompanyID, Activity{Type: ActUserInvited, At: u.CreatedAt, Description: store.ActivityName(u.Email) + " invited as " + u.Role}); err != nil {
 			return err
 		}
 		return putJSON(users, itob(id), u)

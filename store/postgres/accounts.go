@@ -295,7 +295,7 @@ func (s *Store) InviteUser(u *store.User, now time.Time) (heldElsewhere bool, er
 		if _, err := t.exec("INSERT INTO users (id, company_id, email, held, rec) VALUES ($1, $2, $3, false, $4)", id(uid), id(u.CompanyID), key, raw); err != nil {
 			return err
 		}
-		return addActivity(t, u.CompanyID, store.Activity{Type: store.ActUserInvited, At: u.CreatedAt, Description: u.Email + " invited as " + u.Role})
+		return addActivity(t, u.CompanyID, store.Activity{Type: store.ActUserInvited, At: u.CreatedAt, Description: store.ActivityName(u.Email) + " invited as " + u.Role})
 	})
 	if err != nil {
 		u.ID = 0

@@ -72,7 +72,7 @@ func (s *Store) StoreAgentInbound(m *store.Message, now func() time.Time) (store
 			return err
 		}
 		if err := addActivity(t, msg.CompanyID, store.Activity{Type: store.ActMessageReceived, At: msg.CreatedAt,
-			Description: store.ChannelLabel(msg.Channel) + " from " + store.MaskPhone(msg.Phone) + " received on " + store.DeviceLabel(d)}); err != nil {
+			Description: store.ChannelLabel(msg.Channel) + " from " + store.MaskPhone(msg.Phone) + " received on " + store.ActivityName(store.DeviceLabel(d))}); err != nil {
 			return err
 		}
 		if err := s.inboundEvent(t, msg); err != nil {

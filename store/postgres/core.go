@@ -178,7 +178,7 @@ func (s *Store) RegisterDevice(pairingHash []byte, now time.Time, fingerprint st
 			return err
 		}
 		dev = d
-		return addActivity(t, d.CompanyID, store.Activity{Type: store.ActDevicePaired, At: now, Description: "Device " + store.DeviceLabel(d) + " paired"})
+		return addActivity(t, d.CompanyID, store.Activity{Type: store.ActDevicePaired, At: now, Description: "Device " + store.ActivityName(store.DeviceLabel(d)) + " paired"})
 	})
 	if err != nil {
 		return store.Device{}, false, err

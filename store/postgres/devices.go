@@ -190,7 +190,7 @@ func (s *Store) DeleteDevice(companyID uint64, fingerprint string, now time.Time
 		if err := leavePools(t, d.CompanyID, d.ID, now); err != nil {
 			return err
 		}
-		return addActivity(t, d.CompanyID, store.Activity{Type: store.ActDeviceDeleted, At: now, Description: "Device " + store.DeviceLabel(d) + " deleted; its queued messages failed"})
+		return addActivity(t, d.CompanyID, store.Activity{Type: store.ActDeviceDeleted, At: now, Description: "Device " + store.ActivityName(store.DeviceLabel(d)) + " deleted; its queued messages failed"})
 	})
 	return d, err
 }

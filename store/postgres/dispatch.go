@@ -390,7 +390,7 @@ func (s *Store) StoreInbound(m *store.Message, now func() time.Time) (store.Mess
 			return err
 		}
 		if err := addActivity(t, msg.CompanyID, store.Activity{Type: store.ActMessageReceived, At: msg.CreatedAt,
-			Description: store.ChannelLabel(msg.Channel) + " from " + store.MaskPhone(msg.Phone) + " received on " + store.DeviceLabel(d)}); err != nil {
+			Description: store.ChannelLabel(msg.Channel) + " from " + store.MaskPhone(msg.Phone) + " received on " + store.ActivityName(store.DeviceLabel(d))}); err != nil {
 			return err
 		}
 		if err := s.applyOptOutKeyword(t, msg); err != nil {

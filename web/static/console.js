@@ -23,6 +23,20 @@
   // Moments are written one way across the console, as the server writes
   // them: "2026-11-26 14:33 UTC". The person's own time shows on hover and
   // beside the one field where they type a local time.
+  // isolated holds a text a user, a phone or a stranger wrote, set as text,
+  // in a <bdi>: its direction controls stay inside it (console.css).
+  function isolated(text) {
+    var b = document.createElement("bdi");
+    b.textContent = text;
+    return b;
+  }
+  function span(cls) { var s = document.createElement("span"); s.className = cls; return s; }
+  // put appends each part to el, a string as text (never as markup), and returns el.
+  function put(el, parts) {
+    parts.forEach(function (p) { el.appendChild(typeof p === "string" ? document.createTextNode(p) : p); });
+    return el;
+  }
+
   function pad(n) { return (n < 10 ? "0" : "") + n; }
   function utcText(iso) {
     var d = new Date(iso);
@@ -174,7 +188,7 @@
     li.className = "msg " + m.direction;
     li.setAttribute("data-id", m.id);
     var p = document.createElement("p");
-    p.className = "text"; p.textContent = m.text;
+    p.className = "text"; p.dir = "auto"; p.textContent = m.text;
     var meta = document.createElement("p");
     meta.className = "meta";
     meta.appendChild(timeEl(m.created_at));
@@ -196,11 +210,7 @@
         held.appendChild(timeEl(m.held_until));
         meta.appendChild(held);
       }
-      if (m.error) {
-        var e = document.createElement("span");
-        e.className = "error"; e.textContent = " " + m.error;
-        meta.appendChild(e);
-      }
+      if (m.error) { meta.appendChild(put(span("error"), [" ", isolated(m.error)])); }
     }
     li.appendChild(p); li.appendChild(meta);
     if (m.direction === "outbound" && (m.status === "scheduled" || m.status === "queued") && m.queue_id) {
@@ -253,8 +263,8 @@
       item.setAttribute("data-phone", m.phone);
       var a = document.createElement("a");
       a.href = "/console/messages?device=" + encodeURIComponent(m.device) + "&phone=" + encodeURIComponent(m.phone);
-      var strong = document.createElement("strong"); strong.textContent = m.phone_display || m.phone;
-      var last = document.createElement("span"); last.className = "last";
+      var strong = document.createElement("strong"); strong.appendChild(isolated(m.phone_display || m.phone));
+      var last = document.createElement("span"); last.className = "last"; last.dir = "auto";
       a.appendChild(strong); a.appendChild(last); item.appendChild(a);
       var none = document.getElementById("no-convs");
       if (none) { none.remove(); }
@@ -279,7 +289,7 @@
       a.appendChild(img);
     } else {
       a.setAttribute("download", "");
-      a.textContent = f.label;
+      a.appendChild(isolated(f.label));
     }
     span.appendChild(a);
     return span;
@@ -288,29 +298,18 @@
   function agentRow(m) {
     var tr = document.createElement("tr");
     tr.setAttribute("data-id", m.id);
-    var cells = [m.created_at, m.direction, m.phone,
-      (m.content_type && m.content_type !== "text" ? "[" + m.content_type + "] " + (m.media_url || "") + " " : "") + m.text];
-    cells.forEach(function (v, i) {
-      var td = document.createElement("td");
-      if (i === 0) { td.appendChild(timeEl(v)); } else { td.textContent = v; }
-      if (i === 3) { td.className = "text"; (m.media || []).forEach(function (f) { td.appendChild(mediaEl(f)); }); }
-      tr.appendChild(td);
-    });
+    [timeEl(m.created_at), m.direction, isolated(m.phone)].forEach(function (v) { tr.appendChild(put(document.createElement("td"), [v])); });
+    var text = document.createElement("td");
+    text.className = "text"; text.dir = "auto";
+    if (m.content_type && m.content_type !== "text") { put(text, ["[" + m.content_type + "] ", isolated(m.media_url || ""), " "]); }
+    tr.appendChild(put(text, [m.text || ""].concat((m.media || []).map(function (f) { return mediaEl(f); }))));
     var td = document.createElement("td");
     if (m.direction === "outbound") {
-      var st = document.createElement("span");
-      st.className = "status"; st.setAttribute("data-status", m.status); st.textContent = m.status;
+      var st = span("status");
+      st.setAttribute("data-status", m.status); st.textContent = m.status;
       td.appendChild(st);
-      if (m.detail) {
-        var d = document.createElement("span");
-        d.className = "detail"; d.textContent = " (" + m.detail + ")";
-        td.appendChild(d);
-      }
-      if (m.error) {
-        var e = document.createElement("span");
-        e.className = "error"; e.textContent = " " + m.error;
-        td.appendChild(e);
-      }
+      if (m.detail) { td.appendChild(put(span("detail"), [" (", isolated(m.detail), ")"])); }
+      if (m.error) { td.appendChild(put(span("error"), [" ", isolated(m.error)])); }
     }
     tr.appendChild(td);
     return tr;
