@@ -182,6 +182,32 @@
 // at any (route.go, TestPoolSendsLockDevicesInOrder). So none of them
 // waits on another in a circle over these rows.
 //
+// # Resources
+//
+// PostgreSQL answers that it ran out of a resource with SQLSTATE class 53;
+// each such error aborts the transaction, so nothing was written, and is a
+// state of the database server rather than of the request (exhausted,
+// tx.go). 53100 disk_full (a table or index could not grow its file) is
+// store.ErrDiskFull, which the API answers as it answers the embedded
+// store's full disk: 503, the disk is full, nothing was done. 53000
+// insufficient_resources, 53200 out_of_memory and 53300
+// too_many_connections (max_connections taken, by this pool and whatever
+// else connects; it comes at connect, inside pgconn.ConnectError) are
+// store.ErrUnavailable, as a database out of reach is: a 500 would say the
+// request itself failed and is worth no retry, while the same call
+// succeeds once the server has memory, connections or room again, and
+// the client's retry after Retry-After is the right one. 53400
+// configuration_limit_exceeded (temp_file_limit) stays an error as it
+// is: the statement is over the limit again when run again. None of
+// them is run again inside the store (retryable: serialization failures
+// and deadlocks only), nor split as a report batch is (reports.go): each
+// try would fail as the first did, and keep a connection busy doing it.
+// Unlike the embedded store, this store keeps no full-disk state and
+// Ready does not fail on it: Ready asks whether the database answers, and
+// it does; its disk is shared by every node, so failing them all would
+// take the whole service out of its balancer (docs/operations.md,
+// "PostgreSQL on a full disk").
+//
 // # Versus the embedded store
 //
 // The budget may be overshot by concurrent writes of one company (above).

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -145,8 +146,9 @@ func (s *Store) reportWorker(q chan *report) {
 // others commit. When a write of the batch fails (an event id taken), the
 // batch is made again in two halves, so that the change at fault is
 // finally made alone and fails alone, and the rest commit. A batch that
-// cannot commit at all (the database unreachable, the store closed, retries
-// spent) fails together.
+// cannot commit at all (the database unreachable or out of room or another
+// resource, the store closed, retries spent) fails together: halves would
+// fail as the whole did, a full disk's once a change.
 func (s *Store) applyReports(batch []*report) {
 	if len(batch) == 0 {
 		return
@@ -173,7 +175,7 @@ func (s *Store) applyReports(batch []*report) {
 		}
 		return p.write(t)
 	})
-	if err != nil && len(batch) > 1 && !retryable(err) && !unreachable(err) && s.ctx.Err() == nil {
+	if err != nil && len(batch) > 1 && !retryable(err) && !unreachable(err) && !errors.Is(err, store.ErrUnavailable) && s.ctx.Err() == nil {
 		half := len(batch) / 2
 		s.applyReports(batch[:half])
 		s.applyReports(batch[half:])

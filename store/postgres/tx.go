@@ -63,6 +63,18 @@ func (s *Store) run(name string, opts pgx.TxOptions, fn func(t *txn) error) erro
 	if errors.Is(err, context.Canceled) && s.ctx.Err() != nil {
 		err = store.ErrClosed
 	}
+	return failed(name, err)
+}
+
+// failed is the error a transaction named name returns when it failed
+// with err: a database out of reach is store.ErrUnavailable, one out of
+// room or of another resource store.ErrDiskFull or store.ErrUnavailable
+// (exhausted), anything else err as it is. The database's own error stays
+// in the chain.
+func failed(name string, err error) error {
+	if cause := exhausted(err); cause != nil {
+		return fmt.Errorf("store: %s: %w: %w", name, cause, err)
+	}
 	if unreachable(err) {
 		return fmt.Errorf("store: %s: %w: %w", name, store.ErrUnavailable, err)
 	}
@@ -97,6 +109,34 @@ func unreachable(err error) bool {
 		return pe.Code == "57P01" || pe.Code == "57P03" // admin shutdown, cannot connect now
 	}
 	return errors.As(err, &ce) || errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || pgconn.Timeout(err)
+}
+
+// exhausted is the store's error for a database that answered it ran out
+// of a resource (SQLSTATE class 53), nil for any other error. Each of
+// them aborted the transaction, so nothing was written, and each is a
+// state of the database server, not of the request: the same call
+// succeeds once the server has what it lacked (doc.go, "Resources").
+//   - 53100 disk_full: a table or index could not grow its file. It is
+//     store.ErrDiskFull, as the embedded store's full disk is.
+//   - 53000 insufficient_resources, 53200 out_of_memory, 53300
+//     too_many_connections (its server's max_connections taken, by this
+//     pool and whatever else connects): store.ErrUnavailable, as a
+//     database out of reach is.
+//
+// 53400 configuration_limit_exceeded is not among them: a statement over
+// temp_file_limit is over it again when run again.
+func exhausted(err error) error {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return nil
+	}
+	switch pe.Code {
+	case "53100":
+		return store.ErrDiskFull
+	case "53000", "53200", "53300":
+		return store.ErrUnavailable
+	}
+	return nil
 }
 
 // retryable says whether a transaction that failed with err may succeed if
