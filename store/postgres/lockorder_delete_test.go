@@ -1,10 +1,8 @@
 package postgres
 
 import (
-	"context"
 	"fmt"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,7 +23,6 @@ func TestDeviceDeletionLocksAfterItsJobs(t *testing.T) {
 	dl := &deadlocks{}
 	url := migrated(t)
 	s, other := openURL(t, url, Options{Tracer: dl}), openURL(t, url, Options{Tracer: dl}) // two nodes
-	ctx := context.Background()
 	c, _ := conformance.Company(t, s)
 	fps := devicesOf(t, s, c.ID, 2) // E, D
 	var jobs []store.Message
@@ -41,26 +38,12 @@ func TestDeviceDeletionLocksAfterItsJobs(t *testing.T) {
 	if jobs[0].DeviceID >= jobs[1].DeviceID {
 		t.Fatalf("device ids %d, %d: want E's below D's", jobs[0].DeviceID, jobs[1].DeviceID)
 	}
-	hold, err := s.pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hold.Rollback(ctx) //nolint:errcheck // released below
-	if _, err := hold.Exec(ctx, "SELECT 1 FROM devices WHERE id = $1 FOR UPDATE", int64(jobs[0].DeviceID)); err != nil {
-		t.Fatal(err)
-	}
 	now := conformance.T0.Add(time.Hour)
-	var wg sync.WaitGroup
 	var released []store.Message
 	var relErr, delErr error
-	wg.Go(func() { released, relErr = s.ReleaseDue(now, 10) })
-	waitLocks(t, s, 1)
-	wg.Go(func() { _, delErr = other.DeleteDevice(c.ID, fps[1], now) })
-	waitLocks(t, s, 2)
-	if err := hold.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
-	wg.Wait()
+	raceBehindLock(t, s, lockDevice, jobs[0].DeviceID,
+		func() { released, relErr = s.ReleaseDue(now, 10) },
+		func() { _, delErr = other.DeleteDevice(c.ID, fps[1], now) })
 	if relErr != nil || len(released) != 2 {
 		t.Fatalf("the release moved %d jobs (%v), want both", len(released), relErr)
 	}
@@ -93,7 +76,6 @@ func TestDeviceDeletionLocksPoolsFirst(t *testing.T) {
 	dl := &deadlocks{}
 	url := migrated(t)
 	s, other, third := openURL(t, url, Options{Tracer: dl}), openURL(t, url, Options{Tracer: dl}), openURL(t, url, Options{Tracer: dl}) // three nodes
-	ctx := context.Background()
 	c, _ := conformance.Company(t, s)
 	e, d := conformance.Device(t, s, c.ID, "leave-e"), conformance.Device(t, s, c.ID, "leave-d")
 	if e.ID >= d.ID {
@@ -115,33 +97,18 @@ func TestDeviceDeletionLocksPoolsFirst(t *testing.T) {
 	if m, err := send("first"); err != nil || m.Device != "leave-e" { // the pool's turn row is there from now on
 		t.Fatalf("first send through the pool: %s (%v), want it on leave-e", m.Device, err)
 	}
-	hold, err := s.pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hold.Rollback(ctx) //nolint:errcheck // released below
-	if _, err := hold.Exec(ctx, "SELECT 1 FROM devices WHERE id = $1 FOR UPDATE", int64(e.ID)); err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
 	var sent store.Message
 	var sendErr, editErr, delErr error
-	wg.Go(func() { sent, sendErr = send("second") })
-	waitLocks(t, s, 1)
-	wg.Go(func() {
-		_, editErr = other.PutPool(c.ID, p.ID, now, func(cur store.Pool) (store.PoolInput, error) {
-			in := cur.Input()
-			slices.Reverse(in.Members)
-			return in, nil
-		})
-	})
-	waitLocks(t, s, 2)
-	wg.Go(func() { _, delErr = third.DeleteDevice(c.ID, "leave-d", now) })
-	waitLocks(t, s, 3)
-	if err := hold.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
-	wg.Wait()
+	raceBehindLock(t, s, lockDevice, e.ID,
+		func() { sent, sendErr = send("second") },
+		func() {
+			_, editErr = other.PutPool(c.ID, p.ID, now, func(cur store.Pool) (store.PoolInput, error) {
+				in := cur.Input()
+				slices.Reverse(in.Members)
+				return in, nil
+			})
+		},
+		func() { _, delErr = third.DeleteDevice(c.ID, "leave-d", now) })
 	if sendErr != nil || sent.Device != "leave-d" {
 		t.Errorf("the second send through the pool: %s (%v), want it on leave-d, the pool's turn", sent.Device, sendErr)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,7 +26,6 @@ func TestPoolSendsLockDevicesInOrder(t *testing.T) {
 	dl := &deadlocks{}
 	url := migrated(t)
 	s, other := openURL(t, url, Options{Tracer: dl}), openURL(t, url, Options{Tracer: dl}) // two nodes
-	ctx := context.Background()
 	c, _ := conformance.Company(t, s)
 	devs := map[string]store.Device{}
 	for _, fp := range []string{"pool-a", "pool-b", "pool-c"} {
@@ -57,37 +55,23 @@ func TestPoolSendsLockDevicesInOrder(t *testing.T) {
 		}
 		return nil
 	}
-	hold, err := s.pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hold.Rollback(ctx) //nolint:errcheck // released below
-	if _, err := hold.Exec(ctx, "SELECT 1 FROM devices WHERE id = $1 FOR UPDATE", int64(devs["pool-c"].ID)); err != nil {
-		t.Fatal(err)
-	}
 	msg := func(poolName string) store.Message {
 		return store.Message{UUID: "via-" + poolName, CompanyID: c.ID, Pool: poolName, Channel: "sms", Phone: "+15550100000", Text: "hi"}
 	}
 	clock := func() time.Time { return conformance.T0 }
-	var wg sync.WaitGroup
 	var got [2]store.Message
 	var errs [2]error
-	wg.Go(func() {
-		m := msg("one")
-		got[0], _, errs[0] = s.Enqueue(&m, store.IdempotencyKey{}, clock, check, nil)
-	})
-	waitLocks(t, s, 1)
-	wg.Go(func() {
-		out, _, err := other.EnqueueBulk([]store.Message{msg("two")}, store.IdempotencyKey{}, clock, check, nil)
-		if errs[1] = err; len(out) == 1 {
-			got[1] = out[0]
-		}
-	})
-	waitLocks(t, s, 2)
-	if err := hold.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
-	wg.Wait()
+	raceBehindLock(t, s, lockDevice, devs["pool-c"].ID,
+		func() {
+			m := msg("one")
+			got[0], _, errs[0] = s.Enqueue(&m, store.IdempotencyKey{}, clock, check, nil)
+		},
+		func() {
+			out, _, err := other.EnqueueBulk([]store.Message{msg("two")}, store.IdempotencyKey{}, clock, check, nil)
+			if errs[1] = err; len(out) == 1 {
+				got[1] = out[0]
+			}
+		})
 	for i, want := range []string{"pool-b/SIM1", "pool-a/SIM2"} {
 		if errs[i] != nil || got[i].Device+"/"+got[i].SIMSlot != want || got[i].Status != store.MsgQueued {
 			t.Errorf("send %d: %s/%s %s (%v), want queued on %s", i, got[i].Device, got[i].SIMSlot, got[i].Status, errs[i], want)
@@ -113,7 +97,6 @@ func TestFailoverTakesPoolTurnsFirst(t *testing.T) {
 	dl := &deadlocks{}
 	url := migrated(t)
 	s, other := openURL(t, url, Options{Tracer: dl}), openURL(t, url, Options{Tracer: dl}) // two nodes
-	ctx := context.Background()
 	c, _ := conformance.Company(t, s)
 	devs := map[string]store.Device{}
 	for _, fp := range []string{"fo-x", "fo-b", "fo-a"} {
@@ -151,35 +134,21 @@ func TestFailoverTakesPoolTurnsFirst(t *testing.T) {
 			t.Fatalf("send through %s: %s (%v), want it on fo-x", p, m.Device, err)
 		}
 	}
-	hold, err := s.pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hold.Rollback(ctx) //nolint:errcheck // released below
-	if _, err := hold.Exec(ctx, "SELECT 1 FROM devices WHERE id = $1 FOR UPDATE", int64(devs["fo-b"].ID)); err != nil {
-		t.Fatal(err)
-	}
 	notB := func(d store.Device, _ string) error {
 		if d.Fingerprint == "fo-b" {
 			return errors.New("refused by the test")
 		}
 		return nil
 	}
-	var wg sync.WaitGroup
 	var sent store.Message
 	var moved []store.Message
 	var sendErr, moveErr error
-	wg.Go(func() { sent, sendErr = send(s, "two", notB) })
-	waitLocks(t, s, 1)
-	wg.Go(func() {
-		moved, moveErr = other.Failover(store.FailoverInput{CompanyID: c.ID, DeviceID: devs["fo-x"].ID, Reason: store.FailoverOffline,
-			Pools: map[uint64]bool{pools["one"]: true, pools["two"]: true}, Limit: 10}, notB, conformance.T0)
-	})
-	waitLocks(t, s, 2)
-	if err := hold.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
-	wg.Wait()
+	raceBehindLock(t, s, lockDevice, devs["fo-b"].ID,
+		func() { sent, sendErr = send(s, "two", notB) },
+		func() {
+			moved, moveErr = other.Failover(store.FailoverInput{CompanyID: c.ID, DeviceID: devs["fo-x"].ID, Reason: store.FailoverOffline,
+				Pools: map[uint64]bool{pools["one"]: true, pools["two"]: true}, Limit: 10}, notB, conformance.T0)
+		})
 	if sendErr != nil || sent.Device != "fo-a" {
 		t.Errorf("the send through two: %s (%v), want it on fo-a", sent.Device, sendErr)
 	}
@@ -252,29 +221,15 @@ func TestFailoverLocksJobsInIDOrder(t *testing.T) {
 	if places[0] <= places[1] || places[1] <= places[2] {
 		t.Fatalf("queue places %v of jobs in id order: want them falling", places)
 	}
-	hold, err := s.pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hold.Rollback(ctx) //nolint:errcheck // released below
-	if _, err := hold.Exec(ctx, "SELECT 1 FROM messages WHERE id = $1 FOR UPDATE", int64(jobs[1].ID)); err != nil {
-		t.Fatal(err)
-	}
 	now := conformance.T0.Add(time.Hour)
-	var wg sync.WaitGroup
 	var moved []store.Message
 	var moveErr, delErr error
-	wg.Go(func() {
-		moved, moveErr = s.Failover(store.FailoverInput{CompanyID: c.ID, DeviceID: x.ID, Reason: store.FailoverOffline,
-			Pools: map[uint64]bool{p.ID: true}, Limit: 10}, nil, now)
-	})
-	waitLocks(t, s, 1)
-	wg.Go(func() { _, delErr = other.DeleteDevice(c.ID, "jobs-x", now) })
-	waitLocks(t, s, 2)
-	if err := hold.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
-	wg.Wait()
+	raceBehindLock(t, s, "SELECT 1 FROM messages WHERE id = $1 FOR UPDATE", jobs[1].ID,
+		func() {
+			moved, moveErr = s.Failover(store.FailoverInput{CompanyID: c.ID, DeviceID: x.ID, Reason: store.FailoverOffline,
+				Pools: map[uint64]bool{p.ID: true}, Limit: 10}, nil, now)
+		},
+		func() { _, delErr = other.DeleteDevice(c.ID, "jobs-x", now) })
 	if moveErr != nil || len(moved) != 3 {
 		t.Fatalf("the failover moved %d jobs (%v), want all three", len(moved), moveErr)
 	}

@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -47,29 +46,15 @@ func TestReportBatchesTrimInOneOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	hold, err := s.pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hold.Rollback(ctx) //nolint:errcheck // released below
-	if _, err := hold.Exec(ctx, "SELECT 1 FROM activity WHERE company_id = $1 ORDER BY seq LIMIT 1 FOR UPDATE", int64(companies[0])); err != nil {
-		t.Fatal(err)
-	}
 	now := time.Now()
 	sent := func(j job, uuid string) *report {
 		return newReport(j.companyID, j.deviceID, uuid, store.MsgSent, "", "", "", now)
 	}
 	first := []*report{sent(jobs["00"], "job-0"), sent(jobs["10"], "job-0")}
 	second := []*report{sent(jobs["11"], "job-1"), sent(jobs["01"], "job-1")}
-	var wg sync.WaitGroup
-	wg.Go(func() { s.applyReports(first) })
-	waitLocks(t, s, 1)
-	wg.Go(func() { s.applyReports(second) })
-	waitLocks(t, s, 2)
-	if err := hold.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
-	wg.Wait()
+	raceBehindLock(t, s, "SELECT 1 FROM activity WHERE company_id = $1 ORDER BY seq LIMIT 1 FOR UPDATE", companies[0],
+		func() { s.applyReports(first) },
+		func() { s.applyReports(second) })
 	for i, r := range append(first, second...) {
 		if m, moved, err := r.Wait(); err != nil || !moved || m.Status != store.MsgSent {
 			t.Errorf("change %d: %s moved %v (%v), want sent", i, m.Status, moved, err)

@@ -128,7 +128,6 @@ func TestSweepsLockDevicesInOrder(t *testing.T) {
 	dl := &deadlocks{}
 	url := migrated(t)
 	s, other := openURL(t, url, Options{Tracer: dl}), openURL(t, url, Options{Tracer: dl}) // two nodes
-	ctx := context.Background()
 	c, _ := conformance.Company(t, s)
 	fps := devicesOf(t, s, c.ID, 2)
 	at := func(d, min int) store.Message {
@@ -147,26 +146,12 @@ func TestSweepsLockDevicesInOrder(t *testing.T) {
 	if devA >= devB {
 		t.Fatalf("device ids %d, %d: want A's below B's", devA, devB)
 	}
-	hold, err := s.pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hold.Rollback(ctx) //nolint:errcheck // released below
-	if _, err := hold.Exec(ctx, "SELECT 1 FROM devices WHERE id = $1 FOR UPDATE", int64(devB)); err != nil {
-		t.Fatal(err)
-	}
 	now := conformance.T0.Add(time.Hour)
-	var wg sync.WaitGroup
 	var got [2][]store.Message
 	var errs [2]error
-	wg.Go(func() { got[0], errs[0] = s.ReleaseDue(now, 2) })
-	waitLocks(t, s, 1)
-	wg.Go(func() { got[1], errs[1] = other.ReleaseDue(now, 2) })
-	waitLocks(t, s, 2)
-	if err := hold.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
-	wg.Wait()
+	raceBehindLock(t, s, lockDevice, devB,
+		func() { got[0], errs[0] = s.ReleaseDue(now, 2) },
+		func() { got[1], errs[1] = other.ReleaseDue(now, 2) })
 	for i, want := range [][]store.Message{first, second} {
 		if errs[i] != nil || len(got[i]) != 2 || got[i][0].ID != want[0].ID || got[i][1].ID != want[1].ID {
 			t.Fatalf("sweep %d released %+v (%v), want its two", i, got[i], errs[i])
@@ -181,6 +166,36 @@ func TestSweepsLockDevicesInOrder(t *testing.T) {
 		t.Errorf("the database broke %d deadlocks between the sweeps, in %q", n, dl.sql)
 	}
 }
+
+// raceBehindLock holds the row lockSQL locks (a SELECT ... FOR UPDATE of
+// id) in a transaction of its own, starts each writer once those before it
+// wait for a lock, and, once all of them wait, lets the row go and waits
+// for them to finish: the writers meet in the order the test sets up, not
+// the order the scheduler happens to pick.
+func raceBehindLock(t *testing.T, s *Store, lockSQL string, id uint64, writers ...func()) {
+	t.Helper()
+	ctx := context.Background()
+	hold, err := s.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Rollback(ctx) //nolint:errcheck // released below; this lets the writers go on a failure
+	if _, err := hold.Exec(ctx, lockSQL, int64(id)); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i, w := range writers {
+		wg.Go(w)
+		waitLocks(t, s, i+1)
+	}
+	if err := hold.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+}
+
+// lockDevice is raceBehindLock's statement for a device's row.
+const lockDevice = "SELECT 1 FROM devices WHERE id = $1 FOR UPDATE"
 
 // waitLocks waits until n transactions of the store's database wait for a
 // lock (30s at most).
