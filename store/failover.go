@@ -44,3 +44,16 @@ type FailoverInput struct {
 	Pools               map[uint64]bool // the pools whose jobs move
 	Limit               int
 }
+
+// PassOver says why a failover under in passes the pool member mem over,
+// or "" when a job may move to it: the member the job leaves, and members
+// of devices that are down. Both backends' pickers ask it.
+func (in FailoverInput) PassOver(mem PoolMember) string {
+	switch {
+	case mem.DeviceID == in.DeviceID && (in.Slot == "" || mem.SIMSlot == in.Slot):
+		return "the member the job leaves"
+	case in.Down[mem.DeviceID]:
+		return "its device is offline"
+	}
+	return ""
+}

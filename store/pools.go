@@ -172,3 +172,26 @@ func MemberOrder(n int, turn uint64, load func(i int) int) []int {
 	}
 	return order
 }
+
+// SetPoolMember sets on m the member of p it was picked for (the device's
+// fingerprint and the slot) and, when m has no window of its own, p's
+// window; now is when the send is made. Both backends' pickers call it.
+func (m *Message) SetPoolMember(p Pool, device, slot string, now time.Time) {
+	// The pool's own name, not the request's spelling of it (names are
+	// matched without regard to case): what GET /pools lists.
+	m.Device, m.SIMSlot, m.Pool, m.PoolID = device, slot, p.Name, p.ID
+	if m.Window != nil || p.Window == nil {
+		return
+	}
+	w := *p.Window
+	m.Window = &w
+	if !m.ExpiresFixed && !m.ExpiresAt.IsZero() {
+		// The time to live counts from the window's first opening, as for
+		// a send's own window (sms.Send).
+		start := now
+		if m.SendAt.After(start) {
+			start = m.SendAt
+		}
+		m.ExpiresAt = m.ExpiresAt.Add(w.Next(start).Sub(start))
+	}
+}

@@ -132,15 +132,7 @@ func (s *Store) Failover(in FailoverInput, check DeviceCheck, now time.Time) ([]
 					return err
 				}
 				pp = newPicker(tx, p, check, tally)
-				pp.skip = func(mem PoolMember) string {
-					switch {
-					case mem.DeviceID == in.DeviceID && (in.Slot == "" || mem.SIMSlot == in.Slot):
-						return "the member the job leaves"
-					case in.Down[mem.DeviceID]:
-						return "its device is offline"
-					}
-					return ""
-				}
+				pp.skip = in.PassOver
 				pickers[m.PoolID] = pp
 			}
 			if pp == nil {

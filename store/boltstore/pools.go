@@ -633,21 +633,6 @@ func (pp *poolPicker) pickFor(m *Message) (vettedDevice, error) {
 		}
 		return vettedDevice{}, err
 	}
-	// The pool's own name, not the request's spelling of it (names are
-	// matched without regard to case): what GET /pools lists.
-	m.Device, m.SIMSlot, m.Pool, m.PoolID = d.Fingerprint, mem.SIMSlot, pp.pool.Name, pp.pool.ID
-	if m.Window == nil && pp.pool.Window != nil {
-		w := *pp.pool.Window
-		m.Window = &w
-		if !m.ExpiresFixed && !m.ExpiresAt.IsZero() {
-			// The time to live counts from the window's first opening, as
-			// for a send's own window (sms.Send).
-			start := pp.tally.now
-			if m.SendAt.After(start) {
-				start = m.SendAt
-			}
-			m.ExpiresAt = m.ExpiresAt.Add(w.Next(start).Sub(start))
-		}
-	}
+	m.SetPoolMember(pp.pool, d.Fingerprint, mem.SIMSlot, pp.tally.now)
 	return vettedDevice{Device: *d}, nil
 }

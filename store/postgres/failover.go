@@ -120,15 +120,7 @@ func failoverPickers(t *txn, in store.FailoverInput, jobs []store.Message, check
 		if err != nil {
 			return nil, err
 		}
-		pp.skip = func(mem store.PoolMember) string {
-			switch {
-			case mem.DeviceID == in.DeviceID && (in.Slot == "" || mem.SIMSlot == in.Slot):
-				return "the member the job leaves"
-			case in.Down[mem.DeviceID]:
-				return "its device is offline"
-			}
-			return ""
-		}
+		pp.skip = in.PassOver
 		pickers[p.ID] = pp
 		open = append(open, pp)
 	}
