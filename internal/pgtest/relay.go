@@ -47,21 +47,26 @@ func Relay(t testing.TB, dbURL string) *Relayed {
 			if err != nil {
 				return
 			}
-			r.mu.Lock()
-			refused := r.refused
-			r.mu.Unlock()
-			if refused {
-				c.Close()
-				continue
-			}
 			db, err := net.Dial("unix", socket)
 			if err != nil {
 				c.Close()
 				continue
 			}
+			// Refused is read where the connection is recorded, in one hold
+			// of mu: a Cut between a check and the record would leave this
+			// connection open through the cut (and, at the test's end, its
+			// copies running past wg.Wait's wait).
 			r.mu.Lock()
-			r.conns = append(r.conns, c, db)
+			refused := r.refused
+			if !refused {
+				r.conns = append(r.conns, c, db)
+			}
 			r.mu.Unlock()
+			if refused {
+				c.Close()
+				db.Close()
+				continue
+			}
 			wg.Go(func() { _, _ = io.Copy(db, c); db.Close() })
 			wg.Go(func() { _, _ = io.Copy(c, db); c.Close() })
 		}
