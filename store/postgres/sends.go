@@ -110,14 +110,20 @@ func optOutRefusal(t *txn, companyID uint64, channel, phone string, index int) e
 	if channel != "" && channel != "sms" {
 		return nil
 	}
-	var listed bool
-	if err := t.row("SELECT EXISTS (SELECT 1 FROM opt_outs WHERE company_id = $1 AND phone = $2)", id(companyID), phone).Scan(&listed); err != nil {
+	listed, err := onOptOutList(t, companyID, phone)
+	if err != nil {
 		return err
 	}
 	if listed {
 		return &store.OptOutError{Phone: phone, Index: index}
 	}
 	return nil
+}
+
+// onOptOutList says whether phone is on the company's list.
+func onOptOutList(t *txn, companyID uint64, phone string) (listed bool, err error) {
+	err = t.row("SELECT EXISTS (SELECT 1 FROM opt_outs WHERE company_id = $1 AND phone = $2)", id(companyID), phone).Scan(&listed)
+	return listed, err
 }
 
 // sendFacts are what a send checks of its company that no row lock guards
@@ -559,8 +565,9 @@ func (s *Store) OptOuts(companyID uint64, after string, limit int) ([]store.OptO
 // this read is for a caller that wants to know before it sends.
 func (s *Store) OptedOut(companyID uint64, phone string) (bool, error) {
 	var listed bool
-	err := s.read("opt-out", func(t *txn) error {
-		return t.row("SELECT EXISTS (SELECT 1 FROM opt_outs WHERE company_id = $1 AND phone = $2)", id(companyID), phone).Scan(&listed)
+	err := s.read("opt-out", func(t *txn) (err error) {
+		listed, err = onOptOutList(t, companyID, phone)
+		return err
 	})
 	return listed, err
 }
