@@ -1,14 +1,12 @@
 package webhook
 
 import (
-	"context"
 	"net/http"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/simrelay/simrelay/internal/pgtest"
-	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/store/postgres"
 	"github.com/simrelay/simrelay/webhook/webhooktest"
 )
@@ -25,24 +23,8 @@ func TestAttemptRecordedWhenTheDatabaseReturns(t *testing.T) {
 	// A short lease, so the other node would claim the delivery again
 	// within the test; the attempt's timeout stays well within it.
 	const lease = 3 * time.Second
-	node := func(url string) *postgres.Store {
-		st, err := postgres.Open(context.Background(), url, postgres.Options{Lease: lease})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
-		return st
-	}
-	a, b := node(relay.URL), node(url)
-	f := &fixture{t: t, dir: t.TempDir(), st: a, device: "phone-1"}
-	c := store.Company{Name: "Acme", APIKeyHash: []byte("k")}
-	u := store.User{FirstName: "Ana", Email: "ana@example.com", EmailVerified: true, PasswordHash: "x"}
-	if err := a.CreateCompany(&c, &u); err != nil {
-		t.Fatal(err)
-	}
-	f.company = c.ID
-	f.addDevice(f.device)
-	fb := &fixture{t: t, dir: f.dir, st: b, company: c.ID, device: f.device, seq: 1000}
+	a, b := pgNode(t, relay.URL, postgres.Options{Lease: lease}), pgNode(t, url, postgres.Options{Lease: lease})
+	f, fb := twoNodes(t, a, b)
 
 	// The database goes away as the receiver answers the first attempt,
 	// and comes back a moment later.
