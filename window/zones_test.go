@@ -61,7 +61,7 @@ func TestZoneListIsTheToolchains(t *testing.T) {
 	}
 	slices.Sort(names)
 	if !slices.Equal(names, zoneList()) {
-		t.Fatalf("zoneNames differs from %s (%d names, the list has %d): run go generate ./window", r.File[0].Name, len(names), len(zoneList()))
+		t.Fatalf("zoneNames differs from %s (%d names, the list has %d): run go generate ./window", path, len(names), len(zoneList()))
 	}
 	for _, n := range names {
 		if _, err := location(n); err != nil {
