@@ -1,8 +1,6 @@
 package gateway
 
 import (
-	"unicode/utf8"
-
 	"golang.org/x/time/rate"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
@@ -80,15 +78,4 @@ func (c *conn) answerError(e proto.Error) bool {
 
 // echo cuts a value from the phone's frame to proto.MaxEchoBytes, on a
 // UTF-8 boundary, before it goes back in an error frame.
-func echo(s string) string {
-	if len(s) <= proto.MaxEchoBytes {
-		return s
-	}
-	n := proto.MaxEchoBytes
-	// Back to the start of the rune that would be cut; invalid UTF-8 (the
-	// JSON encoder replaces it) is cut anywhere after at most three steps.
-	for i := 0; i < utf8.UTFMax-1 && !utf8.RuneStart(s[n]); i++ {
-		n--
-	}
-	return s[:n]
-}
+func echo(s string) string { return proto.CutBytes(s, proto.MaxEchoBytes) }

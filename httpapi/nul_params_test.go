@@ -14,7 +14,7 @@ func TestNULInPathsAndQueries(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
-	e.pairPhone(a.apiKey, "a-phone")
+	reg := e.pairPhone(a.apiKey, "a-phone")
 	for _, c := range []struct {
 		method, path, field string
 		body                any
@@ -48,6 +48,12 @@ func TestNULInPathsAndQueries(t *testing.T) {
 		if got := r.str("field"); got != c.field {
 			t.Errorf("%s %s: field %q, want %q; body %s", c.method, c.path, got, c.field, r.Raw)
 		}
+	}
+	// An agent's upload names its file in the query too (POST /device/media).
+	up := e.upload(reg.DeviceToken, "wa-1\x00/0", "", "image/png", pngBytes)
+	e.want(up, http.StatusBadRequest, "validation_failed")
+	if got := up.str("field"); got != "key" {
+		t.Errorf("an upload key holding NUL: field %q, want key; body %s", got, up.Raw)
 	}
 	// A route that does not exist stays a 404, and %00 as text is only text.
 	e.want(e.do(call{method: "GET", path: "/nope/a%00", token: a.apiKey}), http.StatusNotFound, "not_found")

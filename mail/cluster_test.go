@@ -18,9 +18,12 @@ import (
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // node opens a PostgreSQL store on url: one node's outbox.
-func node(t *testing.T, url string) *postgres.Store {
+func node(t *testing.T, url string) *postgres.Store { return nodeWith(t, url, postgres.Options{}) }
+
+// nodeWith is node with the store's options.
+func nodeWith(t *testing.T, url string, opt postgres.Options) *postgres.Store {
 	t.Helper()
-	s, err := postgres.Open(context.Background(), url, postgres.Options{})
+	s, err := postgres.Open(context.Background(), url, opt)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package mail
 
 import (
-	"context"
 	"sync"
 	"testing"
 	"time"
@@ -38,15 +37,8 @@ func TestMailRecordedWhenTheDatabaseReturns(t *testing.T) {
 	relay := pgtest.Relay(t, url)
 	// A short lease, so the other node would claim the mail again within
 	// the test.
-	open := func(url string) *postgres.Store {
-		s, err := postgres.Open(context.Background(), url, postgres.Options{Lease: 3 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
-	a, b := open(relay.URL), open(url)
+	opt := postgres.Options{Lease: 3 * time.Second}
+	a, b := nodeWith(t, relay.URL, opt), nodeWith(t, url, opt)
 	m := store.Mail{To: "u@example.com", Subject: "Hi", Text: "hello", State: store.MailPending, CreatedAt: time.Now()}
 	if err := a.AppendMail(&m); err != nil {
 		t.Fatal(err)

@@ -166,11 +166,6 @@ func (s *Service) Put(ctx context.Context, dev store.Device, up Upload) (store.M
 	if up.Key == "" || len(up.Key) > 200 || !utf8.ValidString(up.Key) {
 		return store.Media{}, false, problem.Invalid("key", "is required: 1 to 200 bytes of UTF-8 naming the upload, such as the inbound client_id and the file's place")
 	}
-	if strings.IndexByte(up.Key, 0) >= 0 {
-		// PostgreSQL (the store of a cluster) cannot hold U+0000: refused
-		// here on either store, where that one would fail the upload.
-		return store.Media{}, false, problem.Invalid("key", `must not hold the NUL character (\u0000)`)
-	}
 	if len(up.Filename) > MaxFilenameBytes || !utf8.ValidString(up.Filename) || strings.IndexFunc(up.Filename, badInName) >= 0 {
 		return store.Media{}, false, problem.Invalid("filename", fmt.Sprintf("must be at most %d bytes of UTF-8, without slashes, control characters or text-direction marks", MaxFilenameBytes))
 	}

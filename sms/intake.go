@@ -35,7 +35,7 @@ func (s *Service) Status(_ context.Context, dev store.Device, st proto.Status) R
 	default:
 		return Report{err: problem.Invalid("status", "must be sent, delivered or failed")}
 	}
-	st.Error = cutError(st.Error)
+	st.Error = proto.CutBytes(st.Error, maxErrorBytes)
 	if err := checkDetail(st); err != nil {
 		return Report{err: err}
 	}
@@ -224,22 +224,6 @@ type Job struct {
 const timeLayout = "2006-01-02T15:04:05.000Z"
 
 // maxErrorBytes is how much of a failed job's error text the phone reports
-// is kept: a reason, not a log.
+// is kept: a reason, not a log. The cut falls before the character that
+// would cross it (proto.CutBytes), so both stores keep the same text.
 const maxErrorBytes = 200
-
-// cutError keeps the first maxErrorBytes bytes of an error text, cut at the
-// start of the character that would be split: a cut inside one left bytes
-// that are not UTF-8, which bbolt kept as they were and PostgreSQL stored
-// as U+FFFD, so the two stores showed different texts.
-func cutError(s string) string {
-	if len(s) <= maxErrorBytes {
-		return s
-	}
-	n := maxErrorBytes
-	// Back to the start of the rune that would be cut; invalid UTF-8 is cut
-	// anywhere after at most three steps.
-	for i := 0; i < utf8.UTFMax-1 && !utf8.RuneStart(s[n]); i++ {
-		n--
-	}
-	return s[:n]
-}

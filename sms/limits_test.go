@@ -21,14 +21,7 @@ func TestInboundLimitsCountUTF8Bytes(t *testing.T) {
 	t.Parallel()
 	st := storetest.Open(t)
 	c := storetest.Company(t, st, "Acme", "a@acme.test")
-	dev := store.Device{Fingerprint: "pixel-1", CompanyID: c.ID, Name: "P", Status: store.DeviceActive, SelectedSIM: "BOTH", TokenHash: []byte("t"), CreatedAt: time.Now()}
-	if err := st.ProvisionDevices([]store.Device{dev}); err != nil {
-		t.Fatal(err)
-	}
-	dev, err := st.CompanyDevice(c.ID, dev.Fingerprint)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dev := activeDevice(t, st, c.ID)
 	svc := sms.New(sms.Config{}, st, slog.New(slog.DiscardHandler), time.Now)
 	bytes := func(n int) string { return strings.Repeat("é", n/2) + strings.Repeat("a", n%2) }
 	inbound := func(clientID, from string) error {
@@ -47,6 +40,21 @@ func TestInboundLimitsCountUTF8Bytes(t *testing.T) {
 	if pe, ok := problem.As(inbound("c3", bytes(65))); !ok || pe.Field != "from" {
 		t.Fatalf("from of 65 bytes (33 characters): got %v, want validation_failed on from", pe)
 	}
+}
+
+// activeDevice provisions an active device, pixel-1, in the company and
+// returns it as the store holds it.
+func activeDevice(t *testing.T, st store.Backend, companyID uint64) store.Device {
+	t.Helper()
+	dev := store.Device{Fingerprint: "pixel-1", CompanyID: companyID, Name: "P", Status: store.DeviceActive, SelectedSIM: "BOTH", TokenHash: []byte("t"), CreatedAt: time.Now()}
+	if err := st.ProvisionDevices([]store.Device{dev}); err != nil {
+		t.Fatal(err)
+	}
+	dev, err := st.CompanyDevice(companyID, dev.Fingerprint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dev
 }
 
 // TestMain stops the PostgreSQL cluster of a run on it (storetest.EnvStore).

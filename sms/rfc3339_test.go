@@ -9,7 +9,6 @@ import (
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/sms"
-	"github.com/simrelay/simrelay/store"
 )
 
 // ParseTime takes RFC 3339 with the lower-case "t" and "z" of its section
@@ -50,14 +49,7 @@ func TestInboundReceivedAtInLowerCase(t *testing.T) {
 	t.Parallel()
 	st := storetest.Open(t)
 	c := storetest.Company(t, st, "Acme", "a@acme.test")
-	dev := store.Device{Fingerprint: "pixel-1", CompanyID: c.ID, Name: "P", Status: store.DeviceActive, SelectedSIM: "BOTH", TokenHash: []byte("t"), CreatedAt: time.Now()}
-	if err := st.ProvisionDevices([]store.Device{dev}); err != nil {
-		t.Fatal(err)
-	}
-	dev, err := st.CompanyDevice(c.ID, dev.Fingerprint)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dev := activeDevice(t, st, c.ID)
 	svc := sms.New(sms.Config{}, st, slog.New(slog.DiscardHandler), time.Now)
 	if _, err := svc.Inbound(context.Background(), dev, proto.Inbound{ClientID: "c1", Channel: "sms", From: "+15550100000", Message: "hi", ReceivedAt: "2026-11-22t10:04:05.123z"}); err != nil {
 		t.Fatalf("received_at in lower case: %v", err)

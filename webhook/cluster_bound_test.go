@@ -15,10 +15,10 @@ import (
 	"github.com/simrelay/simrelay/webhook/webhooktest"
 )
 
-// boundNode opens a PostgreSQL store on url: one node of a cluster.
-func boundNode(t *testing.T, url string) *postgres.Store {
+// pgNode opens a PostgreSQL store on url: one node of a cluster.
+func pgNode(t *testing.T, url string, opt postgres.Options) *postgres.Store {
 	t.Helper()
-	s, err := postgres.Open(context.Background(), url, postgres.Options{})
+	s, err := postgres.Open(context.Background(), url, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func TestClusterHangingEntryWithinItsBound(t *testing.T) {
 func hangAcrossNodes(t *testing.T, entries, perCompany, want int) {
 	t.Helper()
 	url := pgtest.URL(t)
-	a, b := boundNode(t, url), boundNode(t, url)
+	a, b := pgNode(t, url, postgres.Options{}), pgNode(t, url, postgres.Options{})
 	c := store.Company{Name: "Acme", APIKeyHash: []byte("k")}
 	if err := a.CreateCompany(&c, &store.User{FirstName: "Ana", Email: "ana@example.com", EmailVerified: true, PasswordHash: "x"}); err != nil {
 		t.Fatal(err)

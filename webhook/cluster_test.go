@@ -1,7 +1,6 @@
 package webhook
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -11,23 +10,11 @@ import (
 	"github.com/simrelay/simrelay/webhook/webhooktest"
 )
 
-// Two nodes (two stores on one PostgreSQL database, a dispatcher each, on a
-// cluster's poll) deliver the events enqueued on both: each delivery id
-// reaches the receiver once, including those enqueued on one node and
-// claimed by the other.
-func TestTwoNodesDeliverEachOnce(t *testing.T) {
-	t.Parallel()
-	url := pgtest.URL(t)
-	node := func() *postgres.Store {
-		st, err := postgres.Open(context.Background(), url, postgres.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
-		return st
-	}
-	a, b := node(), node()
-	f := &fixture{t: t, dir: t.TempDir(), st: a, device: "phone-1"}
+// twoNodes are the fixtures of two nodes, a and b, on one database: a
+// company with one device, phone-1, made through a.
+func twoNodes(t *testing.T, a, b *postgres.Store) (f, fb *fixture) {
+	t.Helper()
+	f = &fixture{t: t, dir: t.TempDir(), st: a, device: "phone-1"}
 	c := store.Company{Name: "Acme", APIKeyHash: []byte("k")}
 	u := store.User{FirstName: "Ana", Email: "ana@example.com", EmailVerified: true, PasswordHash: "x"}
 	if err := a.CreateCompany(&c, &u); err != nil {
@@ -35,7 +22,18 @@ func TestTwoNodesDeliverEachOnce(t *testing.T) {
 	}
 	f.company = c.ID
 	f.addDevice(f.device)
-	fb := &fixture{t: t, dir: f.dir, st: b, company: c.ID, device: f.device, seq: 1000}
+	return f, &fixture{t: t, dir: f.dir, st: b, company: c.ID, device: f.device, seq: 1000}
+}
+
+// Two nodes (two stores on one PostgreSQL database, a dispatcher each, on a
+// cluster's poll) deliver the events enqueued on both: each delivery id
+// reaches the receiver once, including those enqueued on one node and
+// claimed by the other.
+func TestTwoNodesDeliverEachOnce(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	a, b := pgNode(t, url, postgres.Options{}), pgNode(t, url, postgres.Options{})
+	f, fb := twoNodes(t, a, b)
 
 	recv := webhooktest.NewReceiver(t, true, nil)
 	cfg := Config{AllowPrivate: true, RootCAs: recv.Pool(), Workers: 2, Poll: 50 * time.Millisecond}

@@ -1,9 +1,11 @@
 package webhook
 
 import (
-	"context"
+	"errors"
+	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,24 +27,8 @@ func TestAttemptRecordedWhenTheDatabaseReturns(t *testing.T) {
 	// A short lease, so the other node would claim the delivery again
 	// within the test; the attempt's timeout stays well within it.
 	const lease = 3 * time.Second
-	node := func(url string) *postgres.Store {
-		st, err := postgres.Open(context.Background(), url, postgres.Options{Lease: lease})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
-		return st
-	}
-	a, b := node(relay.URL), node(url)
-	f := &fixture{t: t, dir: t.TempDir(), st: a, device: "phone-1"}
-	c := store.Company{Name: "Acme", APIKeyHash: []byte("k")}
-	u := store.User{FirstName: "Ana", Email: "ana@example.com", EmailVerified: true, PasswordHash: "x"}
-	if err := a.CreateCompany(&c, &u); err != nil {
-		t.Fatal(err)
-	}
-	f.company = c.ID
-	f.addDevice(f.device)
-	fb := &fixture{t: t, dir: f.dir, st: b, company: c.ID, device: f.device, seq: 1000}
+	a, b := pgNode(t, relay.URL, postgres.Options{Lease: lease}), pgNode(t, url, postgres.Options{Lease: lease})
+	f, fb := twoNodes(t, a, b)
 
 	// The database goes away as the receiver answers the first attempt,
 	// and comes back a moment later.
@@ -73,5 +59,44 @@ func TestAttemptRecordedWhenTheDatabaseReturns(t *testing.T) {
 	})
 	if n := len(recv.Requests()); n != 1 {
 		t.Fatalf("the receiver got the delivery %d times, want once", n)
+	}
+}
+
+// countedLines is one node's real store that counts the attempt lines
+// handed to it.
+type countedLines struct {
+	*postgres.Store
+	lines atomic.Int64
+}
+
+func (c *countedLines) RecordWebhookAttemptLater(id uint64, keep int, decide func(store.WebhookDelivery, *store.WebhookEntry) store.WebhookAttempt) store.AttemptRecord {
+	c.lines.Add(1)
+	return c.Store.RecordWebhookAttemptLater(id, keep, decide)
+}
+
+// A line that waited its turn behind others past its retries (twice the
+// attempt's timeout since it was handed over) is not written again when
+// the database is still away: the retries are timed from the attempt, so a
+// queue of lines during an outage ends within one retry span, not one span
+// per line (at shutdown too).
+func TestLineRetriesTimedFromTheAttempt(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	relay := pgtest.Relay(t, url)
+	st := &countedLines{Store: pgNode(t, relay.URL, postgres.Options{})}
+	const timeout = time.Second
+	svc, err := New(Config{Timeout: timeout}, st, slog.New(slog.DiscardHandler), time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	relay.Cut()
+	decide := func(store.WebhookDelivery, *store.WebhookEntry) store.WebhookAttempt { return store.WebhookAttempt{} }
+	r := recording{d: store.WebhookDue{ID: 1}, decide: decide, disabled: new(string),
+		rec: st.Store.RecordWebhookAttemptLater(1, 10, decide), made: time.Now().Add(-3 * timeout)}
+	if _, err := svc.recorded(r); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("the line with the database away: got %v, want store.ErrUnavailable", err)
+	}
+	if n := st.lines.Load(); n != 0 {
+		t.Fatalf("the line was written again %d times past its retries, want none", n)
 	}
 }

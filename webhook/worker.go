@@ -82,6 +82,7 @@ type recording struct {
 	// decide makes the line from the attempt's outcome, in the commit; kept
 	// to write the line again when the database did not answer.
 	decide func(store.WebhookDelivery, *store.WebhookEntry) store.WebhookAttempt
+	made   time.Time // when the line was handed to the store: its retries' clock
 }
 
 func (s *Service) work(ctx context.Context, jobs <-chan store.WebhookDue, records chan<- recording) {
@@ -135,16 +136,20 @@ func (s *Service) recordLoop(records <-chan recording) {
 
 // recorded waits for the attempt's line. A line the database did not take
 // because it did not answer (PostgreSQL away for a moment: a restart, a
-// failover) is written again every recordRetryEvery for up to twice the
-// attempt's timeout. The attempt was made, and the receiver may have it: a
-// line not written leaves the delivery under its claim's lease, and once the
-// lease runs out this node or another attempts it again, a second attempt
-// without any crash. The lease (postgres.Options.Lease) is six times the
-// timeout, so the line is written well within it; past the retries the
-// delivery goes on as before (at least once).
+// failover) is written again every recordRetryEvery until twice the
+// attempt's timeout after the line was first handed over. The attempt was
+// made, and the receiver may have it: a line not written leaves the
+// delivery under its claim's lease, and once the lease runs out this node
+// or another attempts it again, a second attempt without any crash. The
+// lease (postgres.Options.Lease) is six times the timeout, so the line is
+// written well within it; past the retries the delivery goes on as before
+// (at least once). The retries are timed from the line's own hand-over,
+// not from when the loop reaches it: the lines wait their turn behind each
+// other, and timed from the turn, a database that stays away would hold
+// each waiting line for its full retries in turn, shutdown included.
 func (s *Service) recorded(r recording) (store.WebhookAttempt, error) {
 	rec, err := r.rec.Wait()
-	for until := time.Now().Add(2 * s.cfg.Timeout); errors.Is(err, store.ErrUnavailable) && time.Now().Before(until); {
+	for until := r.made.Add(2 * s.cfg.Timeout); errors.Is(err, store.ErrUnavailable) && time.Now().Before(until); {
 		time.Sleep(recordRetryEvery)
 		rec, err = s.store.RecordWebhookAttemptLater(r.d.ID, s.cfg.LogKeep, r.decide).Wait()
 	}
@@ -209,7 +214,7 @@ func (s *Service) attempt(ctx context.Context, due store.WebhookDue) (recording,
 		*r.disabled = why
 		return a
 	}
-	r.rec = s.store.RecordWebhookAttemptLater(id, s.cfg.LogKeep, r.decide)
+	r.rec, r.made = s.store.RecordWebhookAttemptLater(id, s.cfg.LogKeep, r.decide), time.Now()
 	return r, true
 }
 

@@ -114,7 +114,8 @@ var locations sync.Map // name -> *time.Location
 // accepted on one host, would not load on a host without those files (a
 // slim container, another node of a cluster), where a stored window that
 // cannot load is taken as always open; and each spelling of a path would
-// be one more cache entry.
+// be one more cache entry. A window stored before this check is read with
+// storedLocation.
 func location(name string) (*time.Location, error) {
 	if l, ok := locations.Load(name); ok {
 		return l.(*time.Location), nil
@@ -130,11 +131,37 @@ func location(name string) (*time.Location, error) {
 	return l, nil
 }
 
+// storedLocations caches the zones of storedLocation, apart from locations:
+// a name loaded here must still fail Validate.
+var storedLocations sync.Map // name -> *time.Location
+
+// storedLocation loads a zone that is not a name of the embedded database
+// the way Validate loaded it before it checked the list (zones.go): from
+// the host's zoneinfo, which also answers to "localtime", "posix/..." or
+// "America//New_York". A window stored then with such a name keeps its
+// hours on the host that took it, where taken as always open it would send
+// at any hour; a new window is held to the list. Only stored windows reach
+// Next with such a name, so the cache holds the few names stored then.
+func storedLocation(name string) (*time.Location, error) {
+	if l, ok := storedLocations.Load(name); ok {
+		return l.(*time.Location), nil
+	}
+	l, err := time.LoadLocation(name)
+	if err != nil {
+		return nil, err
+	}
+	storedLocations.Store(name, l)
+	return l, nil
+}
+
 // Next returns the earliest instant at or after t inside w: t itself when
 // w is open at t. A window that fails Validate is taken as always open,
 // since a stored message must never wait for a window that cannot open.
 func (w Window) Next(t time.Time) time.Time {
 	loc, err := location(w.TimeZone)
+	if err != nil {
+		loc, err = storedLocation(w.TimeZone)
+	}
 	from, ok1 := minutes(w.From, false)
 	to, ok2 := minutes(w.To, true)
 	if err != nil || !ok1 || !ok2 || to <= from {

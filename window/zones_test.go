@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/simrelay/simrelay/problem"
 )
@@ -61,7 +62,7 @@ func TestZoneListIsTheToolchains(t *testing.T) {
 	}
 	slices.Sort(names)
 	if !slices.Equal(names, zoneList()) {
-		t.Fatalf("zoneNames differs from %s (%d names, the list has %d): run go generate ./window", r.File[0].Name, len(names), len(zoneList()))
+		t.Fatalf("zoneNames differs from %s (%d names, the list has %d): run go generate ./window", path, len(names), len(zoneList()))
 	}
 	for _, n := range names {
 		if _, err := location(n); err != nil {
@@ -77,4 +78,28 @@ func zoneinfoZip() (string, error) {
 		return "", err
 	}
 	return filepath.Join(strings.TrimSpace(string(out)), "lib", "time", "zoneinfo.zip"), nil
+}
+
+// TestStoredWindowOfAHostZoneKeepsItsHours: a window stored before zone
+// names were held to the embedded database, with a name the host's
+// zoneinfo answered (here posix/Europe/Berlin), still opens at its hours on
+// that host, though a new window may no longer name that zone. Taken as
+// always open, its messages went out at any hour after an upgrade.
+func TestStoredWindowOfAHostZoneKeepsItsHours(t *testing.T) {
+	t.Parallel()
+	const tz = "posix/Europe/Berlin"
+	if _, err := time.LoadLocation(tz); err != nil {
+		t.Skipf("this host's zoneinfo has no %s: %v", tz, err)
+	}
+	w := Window{From: "09:00", To: "17:00", TimeZone: tz}
+	if w.Validate("window") == nil {
+		t.Fatalf("a new window in %s was accepted", tz)
+	}
+	night := time.Date(2026, 11, 27, 2, 0, 0, 0, time.UTC) // 03:00 in Berlin
+	if got, want := w.Next(night), time.Date(2026, 11, 27, 8, 0, 0, 0, time.UTC); !got.Equal(want) {
+		t.Fatalf("Next(%v) = %v, want %v (09:00 in Berlin)", night, got, want)
+	}
+	if w.Validate("window") == nil {
+		t.Fatalf("a new window in %s was accepted once a stored one loaded it", tz)
+	}
 }
