@@ -40,8 +40,9 @@ func (m memoryWindows) Spent(key string) (bool, time.Duration, error) {
 }
 func (m memoryWindows) Sweep() error { m.w.Sweep(); return nil }
 
-// limiterLogEvery spaces the log lines of a failing limiter: with the
-// database away every request fails to count, and one line says as much.
+// limiterLogEvery spaces the log lines of a failing limiter (spacedLog):
+// with the database away every request fails to count, and one line says
+// as much.
 const limiterLogEvery = 10 * time.Second
 
 // take counts a request of key in l. A cluster's windows fall back to this
@@ -62,14 +63,12 @@ func (s *Server) take(l Limiter, key string) pacing.Result {
 	return res
 }
 
-// limiterFailed logs a limiter's failure, at most once per limiterLogEvery.
+// limiterFailed logs a limiter's failure, at most once per limiterLogEvery;
+// each line counts the failures left out since the one before.
 func (s *Server) limiterFailed(err error) {
-	now := time.Now().UnixNano()
-	last := s.limiterLogged.Load()
-	if now-last < int64(limiterLogEvery) || !s.limiterLogged.CompareAndSwap(last, now) {
-		return
+	if suppressed, ok := s.limiterLog.due(s.deps.Now(), limiterLogEvery); ok {
+		s.deps.Logger.Error("rate limits: the shared windows do not answer; requests count in this node's memory meanwhile", "err", err, "suppressed", suppressed)
 	}
-	s.deps.Logger.Error("rate limits: the shared windows do not answer; requests count in this node's memory meanwhile", "err", err)
 }
 
 // addressKey is a client address's key in the windows, as limit counts it.

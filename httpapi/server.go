@@ -123,11 +123,11 @@ type Server struct {
 	general Limiter
 	members Limiter
 	auth    Limiter
-	// limiterLogged is when a failing limiter was last logged (UnixNano).
-	limiterLogged atomic.Int64
+	// limiterLog spaces the lines of a failing limiter (limits.go).
+	limiterLog spacedLog
 	// unavailable spaces the lines of requests that found the database
 	// out of reach (errors.go).
-	unavailable unavailableLog
+	unavailable spacedLog
 	metrics     *metrics
 	draining    atomic.Bool
 	// backups holds a slot per running GET /admin/backup.
