@@ -92,7 +92,7 @@ func (s *Server) domainProblem(err error) (*problem.Error, bool) {
 }
 
 // unavailableLogEvery spaces the log lines of requests that found the
-// database out of reach (spacedLog), as limiterLogEvery does a failing
+// database out of reach (logspacing), as limiterLogEvery does a failing
 // limiter's. /readyz logs the outage's start and end (readiness.go); these
 // lines say requests are refused.
 const unavailableLogEvery = 10 * time.Second
@@ -101,7 +101,7 @@ const unavailableLogEvery = 10 * time.Second
 // most once per unavailableLogEvery; each line counts the requests left
 // out since the one before (suppressed).
 func (s *Server) storeUnavailable(err error) {
-	if suppressed, ok := s.unavailable.due(s.deps.Now(), unavailableLogEvery); ok {
+	if suppressed, ok := s.unavailable.Due(s.deps.Now(), unavailableLogEvery); ok {
 		s.deps.Logger.Error("store unavailable", "err", err, "suppressed", suppressed)
 	}
 }

@@ -40,7 +40,7 @@ func (m memoryWindows) Spent(key string) (bool, time.Duration, error) {
 }
 func (m memoryWindows) Sweep() error { m.w.Sweep(); return nil }
 
-// limiterLogEvery spaces the log lines of a failing limiter (spacedLog):
+// limiterLogEvery spaces the log lines of a failing limiter (logspacing):
 // with the database away every request fails to count, and one line says
 // as much.
 const limiterLogEvery = 10 * time.Second
@@ -66,7 +66,7 @@ func (s *Server) take(l Limiter, key string) pacing.Result {
 // limiterFailed logs a limiter's failure, at most once per limiterLogEvery;
 // each line counts the failures left out since the one before.
 func (s *Server) limiterFailed(err error) {
-	if suppressed, ok := s.limiterLog.due(s.deps.Now(), limiterLogEvery); ok {
+	if suppressed, ok := s.limiterLog.Due(s.deps.Now(), limiterLogEvery); ok {
 		s.deps.Logger.Error("rate limits: the shared windows do not answer; requests count in this node's memory meanwhile", "err", err, "suppressed", suppressed)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/simrelay/simrelay/billing"
 	"github.com/simrelay/simrelay/channel"
 	"github.com/simrelay/simrelay/device"
+	"github.com/simrelay/simrelay/internal/logspacing"
 	"github.com/simrelay/simrelay/media"
 	"github.com/simrelay/simrelay/pacing"
 	"github.com/simrelay/simrelay/sms"
@@ -124,10 +125,10 @@ type Server struct {
 	members Limiter
 	auth    Limiter
 	// limiterLog spaces the lines of a failing limiter (limits.go).
-	limiterLog spacedLog
+	limiterLog logspacing.Spacer
 	// unavailable spaces the lines of requests that found the database
 	// out of reach (errors.go).
-	unavailable spacedLog
+	unavailable logspacing.Spacer
 	metrics     *metrics
 	draining    atomic.Bool
 	// backups holds a slot per running GET /admin/backup.
