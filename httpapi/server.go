@@ -121,9 +121,9 @@ type Server struct {
 	// with a credential count in members, which the store's accounts and
 	// devices bound, so that a flood of addresses never pushes an API key
 	// or a user into the capped map's shared overflow window.
-	general Limiter
-	members Limiter
-	auth    Limiter
+	general scopeWindows
+	members scopeWindows
+	auth    scopeWindows
 	// limiterLog spaces the lines of a failing limiter (limits.go).
 	limiterLog logspacing.Spacer
 	// unavailable spaces the lines of requests that found the database
@@ -205,7 +205,7 @@ func (s *Server) Drain() { s.draining.Store(true) }
 
 // Sweep drops expired rate-limit windows; the owner calls it now and then.
 func (s *Server) Sweep() {
-	for _, l := range []Limiter{s.general, s.members, s.auth} {
+	for _, l := range []scopeWindows{s.general, s.members, s.auth} {
 		if err := l.Sweep(); err != nil {
 			s.deps.Logger.Warn("rate limits: prune the windows that ended", "err", err)
 		}
