@@ -13,6 +13,7 @@ import (
 	"github.com/coder/websocket"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/internal/logspacing"
 	"github.com/simrelay/simrelay/sms"
 	"github.com/simrelay/simrelay/store"
 )
@@ -136,6 +137,9 @@ type Hub struct {
 	log      *slog.Logger
 	now      func() time.Time
 	pings    *pinger
+	// unavailable spaces the lines of links refused while the database
+	// does not answer (ServeHTTP).
+	unavailable logspacing.Spacer
 
 	mu       sync.Mutex
 	conns    map[string]*conn   // registered links by fingerprint; guarded by mu
@@ -161,6 +165,11 @@ func New(cfg Config, devices Devices, intake Intake, log *slog.Logger, now func(
 		dispatched: map[uint64]dispatchMark{}, holds: map[string]chan struct{}{}, endedAt: map[string]time.Time{}}
 }
 
+// unavailableLogEvery spaces the log lines of links refused while the
+// database does not answer, as the API spaces those of its requests: a
+// fleet of phones reconnecting through an outage is thousands of refusals.
+const unavailableLogEvery = 10 * time.Second
+
 // ServeHTTP is GET /device/ws: check the device token, upgrade, and hand the
 // link to its own goroutines. The handler goroutine returns at once, so its
 // (large) stack does not stay pinned for the days a phone stays connected.
@@ -178,7 +187,11 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, store.ErrUnavailable):
 		// PostgreSQL out of reach: the phone is told to come back, as any
 		// route tells its client, not that the server failed.
-		h.log.Error("device authentication failed: the database does not answer", "err", err)
+		// Every phone reconnecting meets it: one line per unavailableLogEvery
+		// says so, with how many were left out, not one line per phone.
+		if suppressed, ok := h.unavailable.Due(h.now(), unavailableLogEvery); ok {
+			h.log.Error("device authentication failed: the database does not answer", "err", err, "suppressed", suppressed)
+		}
 		w.Header().Set("Retry-After", "5")
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "The server cannot reach its database; connect again shortly.")
 		return

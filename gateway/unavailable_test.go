@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,5 +32,15 @@ func TestLinkWhileTheDatabaseIsGoneAnswers503(t *testing.T) {
 	}
 	if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") != "5" || apiError(t, res) != "unavailable" {
 		t.Fatalf("with the database gone: HTTP %d, Retry-After %q; want 503 unavailable with Retry-After 5", res.StatusCode, res.Header.Get("Retry-After"))
+	}
+	// A fleet reconnecting through the outage is one line per 10 s, not one
+	// per phone (the hub's clock is the real one: these dials take far less).
+	for range 3 {
+		if _, res, _ := r.dial(token, nil); res == nil || res.StatusCode != http.StatusServiceUnavailable {
+			t.Fatalf("another link with the database gone: %v, want 503", res)
+		}
+	}
+	if n := strings.Count(r.logs.String(), `msg="device authentication failed`); n != 1 {
+		t.Fatalf("4 links refused within 10 s logged %d lines, want 1:\n%s", n, r.logs.String())
 	}
 }

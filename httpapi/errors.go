@@ -10,7 +10,6 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -93,36 +92,18 @@ func (s *Server) domainProblem(err error) (*problem.Error, bool) {
 }
 
 // unavailableLogEvery spaces the log lines of requests that found the
-// database out of reach, as limiterLogEvery does a failing limiter's: an
-// outage under load meets thousands of requests a second, and a line each
-// would bury everything else the node says. /readyz logs the outage's
-// start and end (readiness.go); these lines say requests are refused.
+// database out of reach (logspacing), as limiterLogEvery does a failing
+// limiter's. /readyz logs the outage's start and end (readiness.go); these
+// lines say requests are refused.
 const unavailableLogEvery = 10 * time.Second
-
-// unavailableLog is when a request that found the database out of reach
-// was last logged, and how many such requests went unlogged since.
-type unavailableLog struct {
-	mu       sync.Mutex
-	at       time.Time
-	unlogged int
-}
 
 // storeUnavailable logs a request that found the database out of reach, at
 // most once per unavailableLogEvery; each line counts the requests left
 // out since the one before (suppressed).
 func (s *Server) storeUnavailable(err error) {
-	now := s.deps.Now()
-	u := &s.unavailable
-	u.mu.Lock()
-	if !u.at.IsZero() && now.Sub(u.at) < unavailableLogEvery {
-		u.unlogged++
-		u.mu.Unlock()
-		return
+	if suppressed, ok := s.unavailable.Due(s.deps.Now(), unavailableLogEvery); ok {
+		s.deps.Logger.Error("store unavailable", "err", err, "suppressed", suppressed)
 	}
-	suppressed := u.unlogged
-	u.at, u.unlogged = now, 0
-	u.mu.Unlock()
-	s.deps.Logger.Error("store unavailable", "err", err, "suppressed", suppressed)
 }
 
 // unavailableRetry is the Retry-After of a 503 for a database out of reach:

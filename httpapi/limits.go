@@ -30,46 +30,33 @@ type Limiter interface {
 // "auth") at a rate (Deps.Limiters).
 type Limiters func(scope string, rate pacing.Rate) (Limiter, error)
 
+// scopeWindows are a scope's windows as the server counts in them: they cannot
+// fail, since a cluster's fall back to this node's memory while its
+// database does not answer (fallbackWindows).
+type scopeWindows interface {
+	Take(key string) pacing.Result
+	Spent(key string) (bool, time.Duration)
+	Sweep() error
+}
+
 // memoryWindows are one node's windows, which cannot fail.
 type memoryWindows struct{ w *pacing.Windows }
 
-func (m memoryWindows) Take(key string) (pacing.Result, error) { return m.w.Take(key), nil }
-func (m memoryWindows) Spent(key string) (bool, time.Duration, error) {
-	spent, wait := m.w.Spent(key)
-	return spent, wait, nil
-}
-func (m memoryWindows) Sweep() error { m.w.Sweep(); return nil }
+func (m memoryWindows) Take(key string) pacing.Result          { return m.w.Take(key) }
+func (m memoryWindows) Spent(key string) (bool, time.Duration) { return m.w.Spent(key) }
+func (m memoryWindows) Sweep() error                           { m.w.Sweep(); return nil }
 
-// limiterLogEvery spaces the log lines of a failing limiter: with the
-// database away every request fails to count, and one line says as much.
+// limiterLogEvery spaces the log lines of a failing limiter (logspacing):
+// with the database away every request fails to count, and one line says
+// as much.
 const limiterLogEvery = 10 * time.Second
 
-// take counts a request of key in l. A cluster's windows fall back to this
-// node's memory while the database does not answer (fallbackWindows), so
-// they count every request; a limiter that fails all the same lets the
-// request through with a full window rather than refuse it with 429 for
-// the server's fault.
-func (s *Server) take(l Limiter, key string) pacing.Result {
-	res, err := l.Take(key)
-	if err != nil {
-		s.limiterFailed(err)
-		rate := s.cfg.GeneralRate
-		if l == s.auth {
-			rate = s.cfg.AuthRate
-		}
-		return pacing.Result{Limit: rate.Limit, Remaining: rate.Limit, Reset: rate.Window, Allowed: true}
-	}
-	return res
-}
-
-// limiterFailed logs a limiter's failure, at most once per limiterLogEvery.
+// limiterFailed logs a limiter's failure, at most once per limiterLogEvery;
+// each line counts the failures left out since the one before.
 func (s *Server) limiterFailed(err error) {
-	now := time.Now().UnixNano()
-	last := s.limiterLogged.Load()
-	if now-last < int64(limiterLogEvery) || !s.limiterLogged.CompareAndSwap(last, now) {
-		return
+	if suppressed, ok := s.limiterLog.Due(s.deps.Now(), limiterLogEvery); ok {
+		s.deps.Logger.Error("rate limits: the shared windows do not answer; requests count in this node's memory meanwhile", "err", err, "suppressed", suppressed)
 	}
-	s.deps.Logger.Error("rate limits: the shared windows do not answer; requests count in this node's memory meanwhile", "err", err)
 }
 
 // addressKey is a client address's key in the windows, as limit counts it.
@@ -78,24 +65,19 @@ func addressKey(ip string) string { return "ip:" + pacing.ClientKey(ip) }
 // CountRequest counts one request of a credential's identity
 // (account.Principal.Identity) in the general window, as a call to a
 // counted route would.
-func (s *Server) CountRequest(identity string) pacing.Result { return s.take(s.members, identity) }
+func (s *Server) CountRequest(identity string) pacing.Result { return s.members.Take(identity) }
 
 // CredentialsSpent reports whether the client address has no credential
 // try left in the auth scope's window (--rate-auth), and until when; it
-// counts nothing. A limiter that fails answers "not spent", as take does.
+// counts nothing.
 func (s *Server) CredentialsSpent(ip string) (bool, time.Duration) {
-	spent, wait, err := s.auth.Spent(addressKey(ip))
-	if err != nil {
-		s.limiterFailed(err)
-		return false, 0
-	}
-	return spent, wait
+	return s.auth.Spent(addressKey(ip))
 }
 
 // CountCredentialFailure counts a failed credential try of the client
 // address in the auth scope's window.
 func (s *Server) CountCredentialFailure(ip string) pacing.Result {
-	return s.take(s.auth, addressKey(ip))
+	return s.auth.Take(addressKey(ip))
 }
 
 // newLimiters builds the three scopes' windows: in memory, or through
@@ -107,13 +89,13 @@ func (s *Server) newLimiters() error {
 		s.auth = memoryWindows{pacing.NewCapped(s.cfg.AuthRate, s.deps.Now, s.cfg.MaxAddresses)}
 		return nil
 	}
-	shared := func(scope string, rate pacing.Rate, addresses int) (Limiter, error) {
+	shared := func(scope string, rate pacing.Rate, addresses int) (scopeWindows, error) {
 		l, err := s.deps.Limiters(scope, rate)
 		if err != nil {
 			return nil, err
 		}
 		local := memoryWindows{pacing.NewCapped(rate, s.deps.Now, addresses)}
-		return &fallbackWindows{shared: l, local: local, failed: s.limiterFailed}, nil
+		return fallbackWindows{shared: l, local: local, failed: s.limiterFailed}, nil
 	}
 	var err error
 	if s.general, err = shared("general", s.cfg.GeneralRate, s.cfg.MaxAddresses); err != nil {
@@ -135,33 +117,32 @@ func (s *Server) newLimiters() error {
 // server's fault. The price of an outage is that a client may spend one
 // window on each node (and the local figures start afresh); the shared
 // windows count again from the database's answer on. The memory windows
-// hold only what an outage counted and are swept with the shared ones. A
-// pointer: take tells the scopes apart by comparing them.
+// hold only what an outage counted and are swept with the shared ones.
 type fallbackWindows struct {
 	shared Limiter
 	local  memoryWindows
 	failed func(error) // logs the shared windows' failure, spaced
 }
 
-func (f *fallbackWindows) Take(key string) (pacing.Result, error) {
+func (f fallbackWindows) Take(key string) pacing.Result {
 	res, err := f.shared.Take(key)
 	if err != nil {
 		f.failed(err)
 		return f.local.Take(key)
 	}
-	return res, nil
+	return res
 }
 
-func (f *fallbackWindows) Spent(key string) (bool, time.Duration, error) {
+func (f fallbackWindows) Spent(key string) (bool, time.Duration) {
 	spent, wait, err := f.shared.Spent(key)
 	if err != nil {
 		f.failed(err)
 		return f.local.Spent(key)
 	}
-	return spent, wait, nil
+	return spent, wait
 }
 
-func (f *fallbackWindows) Sweep() error {
+func (f fallbackWindows) Sweep() error {
 	_ = f.local.Sweep()
 	return f.shared.Sweep()
 }

@@ -222,9 +222,9 @@ func (s *Server) limit(next echo.HandlerFunc) echo.HandlerFunc {
 		} else if c.Get(keyOperator) == true {
 			windows, id = s.members, "operator"
 		}
-		res := s.take(windows, id)
+		res := windows.Take(id)
 		if authScope[c.Path()] || c.Request().Method == http.MethodPost && consoleCredentialPosts[c.Path()] {
-			res = pacing.Nearer(res, s.take(s.auth, ip))
+			res = pacing.Nearer(res, s.auth.Take(ip))
 		}
 		h := c.Response().Header()
 		h.Set("RateLimit-Limit", fmt.Sprint(res.Limit))

@@ -173,9 +173,10 @@ func TestOutageCountsInTheNodesWindow(t *testing.T) {
 }
 
 // Every request that meets the database out of reach answers 503, but the
-// node logs it at most once per 10 s, each line counting the requests it
-// left out since the one before: an outage under load is thousands of
-// requests a second, not thousands of lines.
+// node logs it at most once per 10 s of its clock, each line counting the
+// requests it left out since the one before: an outage under load is
+// thousands of requests a second, not thousands of lines. The same holds of
+// the shared rate-limit windows that the outage leaves unanswered.
 func TestStoreUnavailableLoggedAtMostEvery10s(t *testing.T) {
 	t.Parallel()
 	n := newOutageNode(t)
@@ -188,6 +189,7 @@ func TestStoreUnavailableLoggedAtMostEvery10s(t *testing.T) {
 			}
 		}
 	}
+	const windows = "rate limits: the shared windows do not answer; requests count in this node's memory meanwhile"
 	refused(5)
 	n.clock.Advance(9 * time.Second)
 	refused(2)
@@ -195,10 +197,16 @@ func TestStoreUnavailableLoggedAtMostEvery10s(t *testing.T) {
 	if len(lines) != 1 || !strings.Contains(lines[0], "level=ERROR") || !strings.Contains(lines[0], "err=") {
 		t.Fatalf("after 7 refused requests within 10 s the log has %d lines of them, want one ERROR with its error:\n%s", len(lines), strings.Join(lines, "\n"))
 	}
+	if lines := n.lines(windows); len(lines) != 1 || !strings.Contains(lines[0], "level=ERROR") {
+		t.Fatalf("after 7 requests uncounted by the shared windows within 10 s the log has %d lines of them, want one ERROR:\n%s", len(lines), strings.Join(lines, "\n"))
+	}
 	n.clock.Advance(time.Second)
 	refused(1)
 	lines = n.lines("store unavailable")
 	if len(lines) != 2 || !strings.Contains(lines[1], "suppressed=6") {
 		t.Fatalf("10 s after the first line the log has %d lines of refused requests, want a second saying suppressed=6:\n%s", len(lines), strings.Join(lines, "\n"))
+	}
+	if lines := n.lines(windows); len(lines) != 2 || !strings.Contains(lines[1], "suppressed=") {
+		t.Fatalf("10 s after the first line the log has %d lines of the shared windows, want a second counting those left out:\n%s", len(lines), strings.Join(lines, "\n"))
 	}
 }

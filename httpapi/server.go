@@ -18,6 +18,7 @@ import (
 	"github.com/simrelay/simrelay/billing"
 	"github.com/simrelay/simrelay/channel"
 	"github.com/simrelay/simrelay/device"
+	"github.com/simrelay/simrelay/internal/logspacing"
 	"github.com/simrelay/simrelay/media"
 	"github.com/simrelay/simrelay/pacing"
 	"github.com/simrelay/simrelay/sms"
@@ -120,14 +121,14 @@ type Server struct {
 	// with a credential count in members, which the store's accounts and
 	// devices bound, so that a flood of addresses never pushes an API key
 	// or a user into the capped map's shared overflow window.
-	general Limiter
-	members Limiter
-	auth    Limiter
-	// limiterLogged is when a failing limiter was last logged (UnixNano).
-	limiterLogged atomic.Int64
+	general scopeWindows
+	members scopeWindows
+	auth    scopeWindows
+	// limiterLog spaces the lines of a failing limiter (limits.go).
+	limiterLog logspacing.Spacer
 	// unavailable spaces the lines of requests that found the database
 	// out of reach (errors.go).
-	unavailable unavailableLog
+	unavailable logspacing.Spacer
 	metrics     *metrics
 	draining    atomic.Bool
 	// backups holds a slot per running GET /admin/backup.
@@ -204,7 +205,7 @@ func (s *Server) Drain() { s.draining.Store(true) }
 
 // Sweep drops expired rate-limit windows; the owner calls it now and then.
 func (s *Server) Sweep() {
-	for _, l := range []Limiter{s.general, s.members, s.auth} {
+	for _, l := range []scopeWindows{s.general, s.members, s.auth} {
 		if err := l.Sweep(); err != nil {
 			s.deps.Logger.Warn("rate limits: prune the windows that ended", "err", err)
 		}

@@ -111,7 +111,8 @@ func (c *Console) refuseNUL(next http.Handler) http.Handler {
 }
 
 // nulParam is the first parameter, by name, whose name or values hold
-// U+0000, its NULs left out.
+// U+0000, its NULs left out: of an address's query (refuseNUL) or of a
+// form (formNUL).
 func nulParam(q url.Values) (string, bool) {
 	for _, k := range slices.Sorted(maps.Keys(q)) { // the same parameter named every time
 		bad := strings.IndexByte(k, 0) >= 0

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 
 	"github.com/simrelay/simrelay/account"
@@ -313,19 +312,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // number or a message, and PostgreSQL (the store of a cluster) cannot hold
 // it, so an action would store it on one store and fail on the other.
 func formNUL(r *http.Request) error {
-	keys := make([]string, 0, len(r.Form))
-	for k := range r.Form {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys) // the same field named every time
-	for _, k := range keys {
-		bad := strings.IndexByte(k, 0) >= 0
-		for _, v := range r.Form[k] {
-			bad = bad || strings.IndexByte(v, 0) >= 0
-		}
-		if bad {
-			return problem.Invalid(strings.ReplaceAll(k, "\x00", ""), `must not hold the NUL character (\u0000)`)
-		}
+	if k, ok := nulParam(r.Form); ok {
+		return problem.Invalid(k, `must not hold the NUL character (\u0000)`)
 	}
 	return nil
 }

@@ -142,6 +142,27 @@ func usageOrHelp(err error) error {
 	return usageError{err}
 }
 
+// parseFileFlags parses the flags of a command that takes one FILE, which
+// may come before or after them (admin backup, admin restore). It returns
+// the FILE, or "" when none was named: the caller says what is missing, after
+// what it refuses first.
+func parseFileFlags(fs *flag.FlagSet, args []string) (string, error) {
+	var file string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		file, args = args[0], args[1:]
+	}
+	if err := parseFlags(fs, args, 1); err != nil {
+		return "", usageOrHelp(err)
+	}
+	if fs.NArg() == 1 {
+		if file != "" {
+			return "", usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
+		}
+		file = fs.Arg(0)
+	}
+	return file, nil
+}
+
 func adminMail(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs, where := adminFlags("mail", stderr)
 	asJSON := fs.Bool("json", false, "print the outbox as JSON lines")
@@ -192,23 +213,13 @@ func adminMail(ctx context.Context, args []string, stdout, stderr io.Writer) err
 func adminBackup(args []string, stdout, stderr io.Writer) error {
 	fs, where := adminFlags("backup", stderr)
 	fs.Usage = flagUsage(fs, "Usage: simrelay admin backup FILE [--data-dir D]\n\n")
-	// FILE may come before or after the flags.
-	var file string
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		file, args = args[0], args[1:]
-	}
-	if err := parseFlags(fs, args, 1); err != nil {
-		return usageOrHelp(err)
+	file, err := parseFileFlags(fs, args)
+	if err != nil {
+		return err
 	}
 	if where.postgres() {
 		// As GET /admin/backup answers 409 backup_external there.
 		return usageError{fmt.Errorf("the store is in the PostgreSQL database %s: back it up with pg_dump (docs/operations.md); admin backup copies the embedded store of --data-dir only", where.databaseURL)}
-	}
-	if fs.NArg() == 1 {
-		if file != "" {
-			return usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
-		}
-		file = fs.Arg(0)
 	}
 	if file == "" {
 		return usageError{errors.New("name the FILE to write")}

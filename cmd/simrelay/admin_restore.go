@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/simrelay/simrelay/store/boltstore"
@@ -30,22 +29,12 @@ var errStoreInUse = errors.New("the data file is in use by another process")
 func adminRestore(args []string, stdout, stderr io.Writer) error {
 	fs, where := adminFlags("restore", stderr)
 	fs.Usage = flagUsage(fs, restoreUsage)
-	// FILE may come before or after the flags, as with admin backup.
-	var file string
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		file, args = args[0], args[1:]
-	}
-	if err := parseFlags(fs, args, 1); err != nil {
-		return usageOrHelp(err)
+	file, err := parseFileFlags(fs, args)
+	if err != nil {
+		return err
 	}
 	if where.postgres() {
 		return usageError{fmt.Errorf("the store is in the PostgreSQL database %s: restore a pg_dump with pg_restore (docs/operations.md); admin restore puts back the embedded store of --data-dir only", where.databaseURL)}
-	}
-	if fs.NArg() == 1 {
-		if file != "" {
-			return usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
-		}
-		file = fs.Arg(0)
 	}
 	if file == "" {
 		return usageError{errors.New("name the backup FILE to restore")}

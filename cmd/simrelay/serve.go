@@ -154,9 +154,10 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 		smsCfg.SchedulePoll = sms.DefaultClusterSchedulePoll
 	}
 	messages := sms.New(smsCfg, st, log.With("component", "sms"), time.Now)
-	hub := gateway.New(gateway.Config{JobLife: sms.MaxQueuedLife(cfg.messageTTL)}, devices, messages, log.With("component", "gateway"), time.Now)
+	jobLife := sms.MaxQueuedLife(cfg.messageTTL)
+	hub := gateway.New(gateway.Config{JobLife: jobLife}, devices, messages, log.With("component", "gateway"), time.Now)
 	// In a cluster the services reach the phones through the routes.
-	routes, err := routePhones(node, hub, cfg.linkSweep, sms.MaxQueuedLife(cfg.messageTTL), log.With("component", "gateway"))
+	routes, err := routePhones(node, hub, cfg.linkSweep, jobLife, log.With("component", "gateway"))
 	if err != nil {
 		return err
 	}
