@@ -47,7 +47,12 @@ func adminRestore(args []string, stdout, stderr io.Writer) error {
 	}
 	live := filepath.Join(where.dataDir, boltstore.FileName)
 	kept := ""
-	if _, err := os.Stat(live); err == nil {
+	if fi, err := os.Stat(live); err == nil {
+		// The store itself given as its backup would be copied onto itself
+		// and a needless copy kept beside it.
+		if bi, err := os.Stat(file); err == nil && os.SameFile(fi, bi) {
+			return usageError{fmt.Errorf("%s is the store of --data-dir %s itself, not a backup of it; nothing was changed", file, where.dataDir)}
+		}
 		unlock, err := lockStoreFile(live)
 		if errors.Is(err, errStoreInUse) {
 			return fmt.Errorf("%w (is a simrelay server running on it? stop it first: a restore replaces the file under it); nothing was changed", err)

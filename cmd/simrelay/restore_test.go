@@ -73,6 +73,11 @@ func TestAdminRestore(t *testing.T) {
 		}
 	}
 
+	live := filepath.Join(st.dir, boltstore.FileName)
+	if out, err := restore(live); err == nil || !strings.Contains(out, "itself, not a backup") || !strings.Contains(out, "nothing was changed") {
+		t.Fatalf("restore of the store onto itself: %v\n%s\nwant a refusal", err, out)
+	}
+
 	out, err := restore(file)
 	if err != nil || !strings.Contains(out, "restored "+file) {
 		t.Fatalf("restore: %v\n%s", err, out)
