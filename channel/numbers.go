@@ -170,9 +170,11 @@ type Page struct {
 	Total, Page, Pages int
 }
 
-// DefaultPageLimit and MaxPageLimit are /chat/messages' page sizes.
+// DefaultPageLimit and MaxPageLimit are /chat/messages' page sizes (the
+// specification's default 50, at most 100): the contract pages a number's
+// messages as /chat/messages does, so a client's paging code serves both.
 const (
-	DefaultPageLimit = 20
+	DefaultPageLimit = 50
 	MaxPageLimit     = 100
 )
 
@@ -188,6 +190,12 @@ func (s *Service) Messages(ctx context.Context, companyID uint64, channel, id st
 		return Page{}, problem.Invalid("limit", "must be 1 to 100")
 	}
 	n, err := s.Number(ctx, companyID, channel, id)
+	var pe *problem.Error
+	if errors.As(err, &pe) && pe.Code == problem.NotFound {
+		// The id is a query parameter here: name it, as /chat/messages
+		// names its device_fingerprint.
+		return Page{}, &problem.Error{Code: problem.NotFound, Field: idField(channel), Message: pe.Message}
+	}
 	if err != nil {
 		return Page{}, err
 	}

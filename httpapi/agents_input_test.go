@@ -152,3 +152,41 @@ func TestAgentSendRefusesInvisibleRecipientCharacters(t *testing.T) {
 		t.Fatalf("refused sends were stored: %s", h.Raw)
 	}
 }
+
+// TestAgentMessageListsPageAsChatMessages: a number's or handle's message
+// list pages as GET /chat/messages does (contract section 11): without
+// limit a page holds 50, and a number or handle that is unknown, or another
+// company's, is 404 naming the query parameter, as /chat/messages names
+// device_fingerprint.
+func TestAgentMessageListsPageAsChatMessages(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, roomy)
+	a := e.newCompany("Acme", "owner@acme.test")
+	b := e.newCompany("Beta", "owner@beta.test")
+	e.runAgent(e.pairPhone(a.apiKey, "agent-a"), "agent-a", []string{waNumber}, []string{imHandle}, false)
+	wa := e.numberID(a.apiKey, "whatsapp", waNumber)
+	im := e.numberID(a.apiKey, "imessage", imHandle)
+	// Caps above the 21 sends below, even halved by the warm-up.
+	caps := map[string]any{"caps": map[string]any{"per_minute": 100, "per_hour": 100, "per_day": 100}}
+	e.want(e.do(call{method: "PATCH", path: "/whatsapp/numbers/" + wa, token: a.apiKey, body: caps}), 200, "")
+	for i := 0; i < 21; i++ {
+		e.want(e.waSend(a.apiKey, wa, "+15557654321", "hi"), 202, "")
+	}
+	h := e.do(call{method: "GET", path: "/whatsapp/messages?number_id=" + wa, token: a.apiKey})
+	e.want(h, 200, "")
+	if items, _ := h.Body["messages"].([]any); len(items) != 21 || h.Body["total"] != 21.0 || h.Body["pages"] != 1.0 {
+		t.Fatalf("default page: got %d messages, total %v, pages %v; want 21, 21, 1", len(items), h.Body["total"], h.Body["pages"])
+	}
+	for _, c := range []struct{ path, field, id, token string }{
+		{"/whatsapp/messages?number_id=", "number_id", "wa_unknown", a.apiKey},
+		{"/whatsapp/messages?number_id=", "number_id", wa, b.apiKey},
+		{"/whatsapp/messages?number_id=", "number_id", im, a.apiKey},
+		{"/imessage/messages?handle_id=", "handle_id", im, b.apiKey},
+		{"/imessage/messages?handle_id=", "handle_id", "im_unknown", a.apiKey},
+	} {
+		r := e.do(call{method: "GET", path: c.path + c.id, token: c.token})
+		if r.Status != 404 || r.str("error") != "not_found" || r.str("field") != c.field || r.str("message") == "" {
+			t.Errorf("GET %s%s: got %d %s, want 404 not_found field %s", c.path, c.id, r.Status, r.Raw, c.field)
+		}
+	}
+}
