@@ -82,7 +82,7 @@ func (s *Server) cancelQueued(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, queueItem(m))
+	return c.JSON(http.StatusOK, queueItem(m, s.deps.Now()))
 }
 
 // sendWord is /chat/send's message: what became of the send.

@@ -166,7 +166,7 @@ func (s *Server) newMCPTools() []mcpTool {
 					if err != nil {
 						return nil, err
 					}
-					return queueItem(m), nil
+					return queueItem(m, s.deps.Now()), nil
 				case channel.WhatsApp, channel.IMessage:
 					ch := waChannel
 					if in.Channel == channel.IMessage {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -156,15 +157,24 @@ type attemptJSON struct {
 	MovedAt           string `json:"moved_at"`
 }
 
-// queueItem is a send's queue item.
-func queueItem(m store.Message) queueJSON {
+// queueItem is a send's queue item at now.
+func queueItem(m store.Message, now time.Time) queueJSON {
 	q := queueJSON{QueueID: m.UUID, ID: m.ID, Status: m.Status, Error: m.Error, UpdatedAt: ts(m.UpdatedAt), routeJSON: routeOf(m)}
 	if !m.SendAt.IsZero() {
 		q.SendAt = ts(m.SendAt)
 	}
 	q.Window, q.Priority = windowOut(m.Window), m.Priority
-	if m.Status == store.MsgQueued && !m.HeldUntil.IsZero() {
+	switch {
+	case m.Status != store.MsgQueued:
+	case !m.HeldUntil.IsZero():
 		q.HeldUntil = ts(m.HeldUntil)
+	case m.Window != nil:
+		// A link holds a job outside its window only when it comes to read
+		// it, so a phone that is offline has not held it yet; the window
+		// decides all the same, and the client is told its next opening.
+		if next := m.Window.Next(now); next.After(now) {
+			q.HeldUntil = ts(next)
+		}
 	}
 	for _, a := range m.Attempts {
 		q.Attempts = append(q.Attempts, attemptJSON{DeviceFingerprint: a.Device, SIMSlot: a.SIMSlot, Reason: a.Reason, MovedAt: ts(a.MovedAt)})
@@ -177,7 +187,7 @@ func (s *Server) queueStatus(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, queueItem(m))
+	return c.JSON(http.StatusOK, queueItem(m, s.deps.Now()))
 }
 
 type messageItemJSON struct {

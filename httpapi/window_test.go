@@ -187,3 +187,26 @@ func TestWindowAndExpiryValidation(t *testing.T) {
 		t.Fatalf("window null: got %s, want none", r.Raw)
 	}
 }
+
+// A send outside its window shows held_until from its answer on, whether
+// or not a phone's link has come to hold it yet: a phone that is offline
+// (or has not read its queue yet) leaves the job in its queue, but the
+// window decides when it may go, and the client reads that in its queue
+// item. Once the window is open there is no held_until.
+func TestHeldUntilShownForAnOfflinePhone(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, roomy)
+	a := e.newCompany("Acme", "owner@acme.test")
+	e.pairPhone(a.apiKey, "idle-phone")
+
+	body := sendBody("idle-phone", "+15551234567", "office hours", "")
+	body["window"] = weekdays()
+	id := e.do(call{method: "POST", path: "/chat/send", token: a.apiKey, body: body}).str("queueId")
+	if q := e.queueStatus(a.apiKey, id); q.str("status") != "queued" || q.str("held_until") != mondayOpening {
+		t.Fatalf("offline phone: got %s, want queued and held_until %s", q.Raw, mondayOpening)
+	}
+	e.clock.Advance(28 * time.Hour)
+	if q := e.queueStatus(a.apiKey, id); q.str("status") != "queued" || q.str("held_until") != "" {
+		t.Fatalf("window open: got %s, want queued without held_until", q.Raw)
+	}
+}
