@@ -1,6 +1,6 @@
 // Package linebreak keeps a one-line text one line. A name a person or a
 // device gives (a company's, a user's, a device's, a pool's, a SIM's
-// carrier) is written into log lines, CSV exports, e-mail subjects and
+// carrier) is written into log lines, exports, e-mail subjects and
 // activity lines; a line break inside it (CR, LF, NEL, U+2028, U+2029)
 // starts a forged line or record there, and the other control characters
 // (NUL, ESC, DEL, the C1 block) corrupt or colour what they meet.
