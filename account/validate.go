@@ -46,6 +46,17 @@ func optional(field, v string, max int) (string, error) {
 	return v, nil
 }
 
+// keptAsStored drops a patch's value that equals the stored one (spaces
+// around it aside): the console's forms send every field, and a name stored
+// before a rule tightened (a line break, say) must not refuse the save of
+// another field. A value that changes is checked in full.
+func keptAsStored(v *string, stored string) *string {
+	if v != nil && strings.TrimSpace(*v) == stored {
+		return nil
+	}
+	return v
+}
+
 func validEmail(field, v string) (string, error) {
 	v = strings.TrimSpace(v)
 	if v == "" {

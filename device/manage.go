@@ -63,8 +63,14 @@ const MaxSMSPerMinute = 600
 
 // Update applies a patch to a device of the company.
 func (s *Service) Update(ctx context.Context, companyID uint64, fingerprint string, p Patch) (store.Device, error) {
-	if _, err := s.Get(ctx, companyID, fingerprint); err != nil {
+	cur, err := s.Get(ctx, companyID, fingerprint)
+	if err != nil {
 		return store.Device{}, err
+	}
+	// The console's form sends the name with every change: a name stored
+	// before line breaks were refused must not refuse the save of another field.
+	if p.DeviceName != nil && strings.TrimSpace(*p.DeviceName) == cur.Name {
+		p.DeviceName = nil
 	}
 	if p.DeviceName != nil {
 		n := strings.TrimSpace(*p.DeviceName)

@@ -11,6 +11,7 @@ import (
 
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/android-protocol/client"
+	"github.com/simrelay/simrelay/store"
 )
 
 // breakingNames are names that break a line or a record: each is refused
@@ -159,4 +160,62 @@ func TestPhoneReportedNamesAreMended(t *testing.T) {
 	if want := `"operator":"Op Two"`; err != nil || !strings.Contains(string(raw), want) {
 		t.Errorf("health %s, want %s", raw, want)
 	}
+}
+
+// TestNamesStoredBeforeTheRuleKeepFormsWorking: the console's forms send
+// every field, so a name stored before line breaks were refused (here
+// written into the store as an older server would have) must not refuse a
+// change of another field; the same name sent back is kept, not checked.
+// Changing the name itself is checked in full.
+func TestNamesStoredBeforeTheRuleKeepFormsWorking(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, roomy)
+	a := e.newCompany("Acme", "owner@oldnames.test")
+	e.pairPhone(a.apiKey, "o-1")
+	pool := e.createPool(a.apiKey, map[string]any{"name": "sales", "members": members("o-1", "SIM1")})
+	e.want(pool, http.StatusCreated, "")
+	poolID := uint64(pool.Body["id"].(float64))
+	poolPath := "/pools/" + strconv.FormatUint(poolID, 10)
+
+	const old = "Old\tname"
+	if _, err := e.store.UpdateCompany(uint64(a.id), func(c *store.Company) error { c.Name, c.City = old, old; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.store.UpdateUser(uint64(a.adminID), func(u *store.User) error { u.FirstName = old; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.store.UpdateDevice(uint64(a.id), "o-1", func(d *store.Device) error { d.Name = old; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.store.PutPool(uint64(a.id), poolID, time.Now(), func(cur store.Pool) (store.PoolInput, error) {
+		in := cur.Input()
+		in.Name = "sales\u2028old"
+		return in, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, c := range []struct {
+		path, token string
+		body        map[string]any
+	}{
+		{"/company", a.access, map[string]any{"name": old, "city": old, "state": "CA"}},
+		{"/users/me", a.access, map[string]any{"firstName": old, "lastName": "Ng"}},
+		{"/device/o-1", a.apiKey, map[string]any{"device_name": old, "sms_per_minute": 20}},
+		{poolPath, a.apiKey, map[string]any{"name": "sales\u2028old", "strategy": "least_loaded"}},
+	} {
+		r := e.do(call{method: "PATCH", path: c.path, token: c.token, body: c.body})
+		if r.Status != http.StatusOK {
+			t.Errorf("PATCH %s sending back the stored name with another change: %d %s, want 200", c.path, r.Status, r.Raw)
+		}
+	}
+	r := e.do(call{method: "GET", path: "/company", token: a.access})
+	if r.str("name") != old || r.str("state") != "CA" {
+		t.Errorf("company after the save: name %q state %q, want the old name kept and state CA", r.str("name"), r.str("state"))
+	}
+	// A new name with a line break is still refused.
+	r = e.do(call{method: "PATCH", path: "/company", token: a.access, body: map[string]any{"name": "New\tname"}})
+	e.want(r, http.StatusBadRequest, "validation_failed")
+	r = e.do(call{method: "PATCH", path: "/device/o-1", token: a.apiKey, body: map[string]any{"device_name": "New\nname"}})
+	e.want(r, http.StatusBadRequest, "validation_failed")
 }

@@ -229,7 +229,9 @@ func poolError(err error) error {
 // poolDefinition is cur changed by in, validated; errors name the field.
 func poolDefinition(cur store.Pool, in PoolInput) (store.PoolInput, error) {
 	def := cur.Input()
-	if in.Name != nil {
+	// The console's form sends the name with every change: a name stored
+	// before a rule tightened must not refuse the save of another field.
+	if in.Name != nil && (cur.Name == "" || *in.Name != cur.Name) {
 		name := *in.Name
 		switch {
 		case strings.TrimSpace(name) == "":
