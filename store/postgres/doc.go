@@ -206,7 +206,9 @@
 // Ready does not fail on it: Ready asks whether the database answers, and
 // it does; its disk is shared by every node, so failing them all would
 // take the whole service out of its balancer (docs/operations.md,
-// "PostgreSQL on a full disk").
+// "PostgreSQL on a full disk"). This store has no logger: the API logs the
+// requests it refuses for either error, spaced (httpapi's storeDiskFull
+// and storeUnavailable).
 //
 // # Versus the embedded store
 //
