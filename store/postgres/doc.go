@@ -206,7 +206,12 @@
 // Ready does not fail on it: Ready asks whether the database answers, and
 // it does; its disk is shared by every node, so failing them all would
 // take the whole service out of its balancer (docs/operations.md,
-// "PostgreSQL on a full disk"). This store has no logger: the API logs the
+// "PostgreSQL on a full disk"). One function classifies (classified,
+// tx.go): a transaction's error through failed, and the statements run
+// outside the transaction helper call it themselves (the rate-limit
+// windows, the stream leases' drop, give-back and renewal, the import's
+// own transaction: TestWindowsErrorsClassified,
+// TestStreamLeasesErrorsClassified, TestLoadErrorsClassified). This store has no logger: the API logs the
 // requests it refuses for either error, spaced (httpapi's storeDiskFull
 // and storeUnavailable).
 //
