@@ -243,4 +243,10 @@
 // fresh window or a minute of uncounted streams. A window is one
 // INSERT ... ON CONFLICT DO UPDATE; a stream's lease is taken under its
 // company's row lock. Both are timed by the database's clock.
+//
+// The registry of nodes (cluster_nodes, cluster.go) keeps each node's
+// name, bus, instance and build (version, migration 0015): every node reads
+// the live nodes' builds at its beats and warns of builds other than its
+// own (docs/cluster.md, Upgrading the nodes). A migration itself refuses to
+// run while nodes beat (migrate.go), so only builds on one schema meet.
 package postgres
