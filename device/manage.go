@@ -7,6 +7,7 @@ import (
 	"time"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/internal/linebreak"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
 )
@@ -70,6 +71,11 @@ func (s *Service) Update(ctx context.Context, companyID uint64, fingerprint stri
 		if n == "" || len(n) > 100 {
 			return store.Device{}, problem.Invalid("device_name", "must be 1 to 100 bytes of UTF-8")
 		}
+		// A person's rename is refused where the phone's own name is mended
+		// (Register): the person can retype it.
+		if fault := linebreak.Fault(n); fault != "" {
+			return store.Device{}, problem.Invalid("device_name", fault)
+		}
 		p.DeviceName = &n
 	}
 	if p.SelectedSIM != nil && !ValidSelectedSIM(*p.SelectedSIM) {
@@ -120,6 +126,7 @@ func (s *Service) Hello(_ context.Context, dev store.Device, selectedSIM string,
 	if err != nil {
 		return store.Device{}, err
 	}
+	appVersion = linebreak.Replace(appVersion) // mended, as in Register
 	if len(appVersion) > 64 {
 		return store.Device{}, problem.Invalid("app_version", "must be at most 64 bytes")
 	}
