@@ -16,7 +16,7 @@ const Mask = "xxxxx"
 var passwordParam = regexp.MustCompile(`(?i)((?:^|[?&\s])password=)[^&#\s]*`)
 
 // URL masks the password of scheme://user:password@host...: the part
-// between the first ':' and the last '@' of the authority, and a
+// between the first ':' and the last '@' before the query, and a
 // password=... parameter (of a URL, or of a key=value string given in its
 // place). A value without :// is no URL this can read (postgres//u:p@db,
 // u:p@db:5432/x): everything before its last '@' is masked, as it may be
@@ -37,7 +37,11 @@ func mask(s string, user bool) string {
 		}
 		return s
 	}
-	end := strings.IndexAny(rest, "/?#")
+	// The user info ends at the last '@' before the query: a password
+	// may hold an unescaped '/' (which url.Parse reads as the path), and
+	// an '@' in the path, rare in a server's URL, masks too much, never
+	// too little.
+	end := strings.IndexAny(rest, "?#")
 	if end < 0 {
 		end = len(rest)
 	}

@@ -11,6 +11,7 @@ func TestURL(t *testing.T) {
 		"postgres:///x?host=/tmp&password=s3cret": "postgres:///x?host=/tmp&password=xxxxx",
 		"postgres://db/x?PASSWORD=s3cret&a=b":     "postgres://db/x?PASSWORD=xxxxx&a=b",
 		"not a url":                               "not a url",
+		"postgres://u:p/ss@db/x":                  "postgres://u:xxxxx@db/x",
 	} {
 		if got := URL(in); got != want {
 			t.Errorf("URL(%q) = %q, want %q", in, got, want)
