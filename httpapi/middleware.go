@@ -2,11 +2,9 @@ package httpapi
 
 import (
 	"fmt"
-	"maps"
 	"net/http"
 	"net/url"
 	"path"
-	"slices"
 	"strings"
 	"time"
 
@@ -14,6 +12,7 @@ import (
 
 	"github.com/simrelay/simrelay/account"
 	"github.com/simrelay/simrelay/device"
+	"github.com/simrelay/simrelay/internal/nulchar"
 	"github.com/simrelay/simrelay/pacing"
 	"github.com/simrelay/simrelay/problem"
 )
@@ -301,15 +300,8 @@ func refuseNUL(next echo.HandlerFunc) echo.HandlerFunc {
 				return problem.New(problem.NotFound, "No such resource: no id holds the NUL character (%00).")
 			}
 		}
-		q := c.QueryParams()
-		for _, k := range slices.Sorted(maps.Keys(q)) { // the same parameter named every time
-			bad := strings.IndexByte(k, 0) >= 0
-			for _, v := range q[k] {
-				bad = bad || strings.IndexByte(v, 0) >= 0
-			}
-			if bad {
-				return problem.Invalid(strings.ReplaceAll(k, "\x00", ""), `must not hold the NUL character (\u0000)`)
-			}
+		if k, ok := nulchar.Param(c.QueryParams()); ok {
+			return problem.Invalid(k, `must not hold the NUL character (\u0000)`)
 		}
 		return next(c)
 	}
