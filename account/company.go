@@ -53,21 +53,22 @@ func (s *Service) UpdateCompany(_ context.Context, p Principal, patch CompanyPat
 	}
 	// The phone is read in the region the company will have: the one this
 	// patch sets when it is valid (else its error comes in its turn).
-	phoneRegion, err := s.region(p.CompanyID)
+	stored, err := s.store.Company(p.CompanyID)
 	if err != nil {
-		return store.Company{}, err
+		return store.Company{}, mapStoreErr(err, "company")
 	}
+	phoneRegion := stored.Region
 	if region != nil {
 		if r, err := numplan.CheckRegion(*region); err == nil {
 			phoneRegion = r
 		}
 	}
 	patch = CompanyPatch{
-		Name:    v.patch(patch.Name, func(s string) string { return v.required("name", s, maxTextLen) }),
+		Name:    v.patch(keptAsStored(patch.Name, stored.Name), func(s string) string { return v.required("name", s, maxTextLen) }),
 		Phone:   v.patch(patch.Phone, func(s string) string { return v.phone("phone", s, true, phoneRegion) }),
-		Address: v.patch(patch.Address, func(s string) string { return v.optional("address", s, maxTextLen) }),
-		City:    v.patch(patch.City, func(s string) string { return v.optional("city", s, maxTextLen) }),
-		State:   v.patch(patch.State, func(s string) string { return v.optional("state", s, maxTextLen) }),
+		Address: v.patch(keptAsStored(patch.Address, stored.Address), func(s string) string { return v.optional("address", s, maxTextLen) }),
+		City:    v.patch(keptAsStored(patch.City, stored.City), func(s string) string { return v.optional("city", s, maxTextLen) }),
+		State:   v.patch(keptAsStored(patch.State, stored.State), func(s string) string { return v.optional("state", s, maxTextLen) }),
 		Country: v.patch(patch.Country, func(s string) string { return v.country("country", s) }),
 	}
 	patch.OptOutKeywords = keywords

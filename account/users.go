@@ -113,10 +113,14 @@ func (s *Service) updateUser(p Principal, id uint64, patch UserPatch) (store.Use
 	if err != nil {
 		return store.User{}, err
 	}
+	stored, err := s.store.User(id)
+	if err != nil {
+		return store.User{}, mapStoreErr(err, "user")
+	}
 	var v check
 	patch = UserPatch{
-		FirstName: v.patch(patch.FirstName, func(s string) string { return v.required("firstName", s, maxNameLen) }),
-		LastName:  v.patch(patch.LastName, func(s string) string { return v.required("lastName", s, maxNameLen) }),
+		FirstName: v.patch(keptAsStored(patch.FirstName, stored.FirstName), func(s string) string { return v.required("firstName", s, maxNameLen) }),
+		LastName:  v.patch(keptAsStored(patch.LastName, stored.LastName), func(s string) string { return v.required("lastName", s, maxNameLen) }),
 		Phone:     v.patch(patch.Phone, func(s string) string { return v.phone("phone", s, false, region) }),
 		Role:      v.patch(patch.Role, func(s string) string { return v.role("role", s) }),
 	}

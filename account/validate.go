@@ -6,6 +6,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/simrelay/simrelay/internal/linebreak"
 	"github.com/simrelay/simrelay/phone/numplan"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
@@ -29,12 +30,31 @@ func required(field, v string, max int) (string, error) {
 	return optional(field, v, max)
 }
 
+// optional also refuses a line break or another control character: every
+// text field here (names, a company's address, city and state) is one line
+// in a log line, an e-mail's subject or an activity line (linebreak). It is
+// asked after the trim, so a stray newline at the end of a pasted name is
+// forgiven, as the spaces around it are.
 func optional(field, v string, max int) (string, error) {
 	v = strings.TrimSpace(v)
 	if utf8.RuneCountInString(v) > max {
 		return "", problem.Invalid(field, "is too long")
 	}
+	if fault := linebreak.Fault(v); fault != "" {
+		return "", problem.Invalid(field, fault)
+	}
 	return v, nil
+}
+
+// keptAsStored drops a patch's value that equals the stored one (spaces
+// around it aside): the console's forms send every field, and a name stored
+// before a rule tightened (a line break, say) must not refuse the save of
+// another field. A value that changes is checked in full.
+func keptAsStored(v *string, stored string) *string {
+	if v != nil && strings.TrimSpace(*v) == stored {
+		return nil
+	}
+	return v
 }
 
 func validEmail(field, v string) (string, error) {

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/simrelay/simrelay/internal/linebreak"
 	"github.com/simrelay/simrelay/phone"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
@@ -195,7 +196,11 @@ func (s *Service) Register(_ context.Context, in RegisterInput) (dev store.Devic
 	if !fingerprintRE.MatchString(in.DeviceFingerprint) {
 		return dev, "", false, problem.Invalid("device_fingerprint", "must be 1 to 128 letters, digits, dots, dashes, underscores or colons")
 	}
-	name := strings.TrimSpace(in.DeviceName)
+	// The phone names itself (its model, or what its user called it): a line
+	// break or another control character in it is mended to a space, not
+	// refused, so that no phone fails its pairing over its own name
+	// (linebreak; PROTOCOL.md). A person renaming it is refused (Update).
+	name := strings.TrimSpace(linebreak.Replace(in.DeviceName))
 	if len(name) > 100 {
 		return dev, "", false, problem.Invalid("device_name", "must be at most 100 bytes of UTF-8")
 	}
@@ -209,6 +214,7 @@ func (s *Service) Register(_ context.Context, in RegisterInput) (dev store.Devic
 	if len(in.FCMToken) > 4096 {
 		return dev, "", false, problem.Invalid("fcm_token", "must be at most 4096 bytes")
 	}
+	in.AppVersion = linebreak.Replace(in.AppVersion)
 	if len(in.AppVersion) > 64 {
 		return dev, "", false, problem.Invalid("app_version", "must be at most 64 bytes")
 	}
@@ -260,6 +266,9 @@ func validSIMs(in []store.SIM) ([]store.SIM, error) {
 			}
 			sim.PhoneNumber = n
 		}
+		// The phone reads the carrier's name off the network: mended, as
+		// the device's name in Register is.
+		sim.Carrier = linebreak.Replace(sim.Carrier)
 		if len(sim.Carrier) > 64 {
 			return nil, problem.Invalid(field+".carrier", "must be at most 64 bytes of UTF-8")
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/internal/linebreak"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
 )
@@ -47,6 +48,7 @@ func ValidHealth(h proto.Health, prefix string) (store.DeviceHealth, error) {
 			return out, problem.Invalid(field+".slot", "names a slot twice")
 		}
 		seen[sim.Slot] = true
+		sim.Operator = linebreak.Replace(sim.Operator) // mended, as a SIM's carrier is
 		if len(sim.Operator) > proto.MaxOperatorBytes {
 			return out, problem.Invalid(field+".operator", fmt.Sprintf("must be at most %d bytes of UTF-8", proto.MaxOperatorBytes))
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/internal/linebreak"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
 )
@@ -62,13 +63,24 @@ const MaxSMSPerMinute = 600
 
 // Update applies a patch to a device of the company.
 func (s *Service) Update(ctx context.Context, companyID uint64, fingerprint string, p Patch) (store.Device, error) {
-	if _, err := s.Get(ctx, companyID, fingerprint); err != nil {
+	cur, err := s.Get(ctx, companyID, fingerprint)
+	if err != nil {
 		return store.Device{}, err
+	}
+	// The console's form sends the name with every change: a name stored
+	// before line breaks were refused must not refuse the save of another field.
+	if p.DeviceName != nil && strings.TrimSpace(*p.DeviceName) == cur.Name {
+		p.DeviceName = nil
 	}
 	if p.DeviceName != nil {
 		n := strings.TrimSpace(*p.DeviceName)
 		if n == "" || len(n) > 100 {
 			return store.Device{}, problem.Invalid("device_name", "must be 1 to 100 bytes of UTF-8")
+		}
+		// A person's rename is refused where the phone's own name is mended
+		// (Register): the person can retype it.
+		if fault := linebreak.Fault(n); fault != "" {
+			return store.Device{}, problem.Invalid("device_name", fault)
 		}
 		p.DeviceName = &n
 	}
@@ -120,6 +132,7 @@ func (s *Service) Hello(_ context.Context, dev store.Device, selectedSIM string,
 	if err != nil {
 		return store.Device{}, err
 	}
+	appVersion = linebreak.Replace(appVersion) // mended, as in Register
 	if len(appVersion) > 64 {
 		return store.Device{}, problem.Invalid("app_version", "must be at most 64 bytes")
 	}

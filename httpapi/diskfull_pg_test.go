@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -16,7 +17,10 @@ import (
 // embedded store's full disk: 503 unavailable saying the disk is full,
 // with Retry-After, nothing of the database's words in the body; reads go
 // on, and /readyz stays ready (the database answers; its disk is not this
-// node's). It answered a 500 internal before.
+// node's). It answered a 500 internal before. The node logs the refusals
+// at ERROR, naming the full disk, at most once per 10 s of its clock with
+// the count left out since the line before: PostgreSQL's store logs
+// nothing of its own, so the log said nothing before.
 func TestPostgresDiskFullAnswers503(t *testing.T) {
 	t.Parallel()
 	n := newOutageNode(t)
@@ -33,7 +37,8 @@ END $$;
 CREATE TRIGGER disk_full BEFORE UPDATE ON companies FOR EACH ROW EXECUTE FUNCTION disk_full();`); err != nil {
 		t.Fatal(err)
 	}
-	for i := range 3 {
+	write := func(i int) {
+		t.Helper()
 		req, err := http.NewRequest(http.MethodPatch, n.url+"/company", strings.NewReader(`{"name":"Renamed"}`))
 		if err != nil {
 			t.Fatal(err)
@@ -59,6 +64,21 @@ CREATE TRIGGER disk_full BEFORE UPDATE ON companies FOR EACH ROW EXECUTE FUNCTIO
 		if strings.Contains(b, "No space left") || strings.Contains(b, "53100") || strings.Contains(b, "base/1/2") {
 			t.Fatalf("the 503 shows the database's internals: %s", b)
 		}
+	}
+	for i := range 3 {
+		write(i)
+	}
+	lines := n.lines("store disk full: writes refused")
+	if len(lines) != 1 || !strings.Contains(lines[0], "level=ERROR") || !strings.Contains(lines[0], "disk is full") || !strings.Contains(lines[0], "No space left on device") {
+		t.Fatalf("after 3 writes refused within 10 s the log has %d lines of them, want one ERROR naming the full disk and the database's error:\n%s", len(lines), n.logs.String())
+	}
+	if lines := n.lines("store unavailable"); len(lines) != 0 {
+		t.Fatalf("a full disk logged as a database out of reach:\n%s", strings.Join(lines, "\n"))
+	}
+	n.clock.Advance(10 * time.Second)
+	write(3)
+	if lines = n.lines("store disk full: writes refused"); len(lines) != 2 || !strings.Contains(lines[1], "suppressed=2") {
+		t.Fatalf("10 s after the first line the log has %d lines of refused writes, want a second saying suppressed=2:\n%s", len(lines), n.logs.String())
 	}
 	if status, _ := n.get(t, "/company"); status != http.StatusOK {
 		t.Fatalf("a read on the database's full disk: %d, want 200", status)

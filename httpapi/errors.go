@@ -69,10 +69,12 @@ func (s *Server) domainProblem(err error) (*problem.Error, bool) {
 		return pe, true
 	}
 	if errors.Is(err, store.ErrDiskFull) {
-		// A state of the node, not of the request: the store logs when it
-		// starts and ends, and /readyz fails meanwhile, so the requests it
-		// refuses are not logged. The client may try again: another node,
-		// or this one once the operator has freed space.
+		// A state of the store's disk, not of the request: the client may
+		// try again, on another node or once the operator has freed space.
+		// The operator must know writes are refused: PostgreSQL's store
+		// keeps no state of it and logs nothing (its /readyz stays ready),
+		// and the embedded store says only when it starts and ends.
+		s.storeDiskFull(err)
 		return &problem.Error{Code: problem.Unavailable, RetryAfter: unavailableRetry,
 			Message: "The server's disk is full, so it cannot store anything now; nothing was done. Try again shortly."}, true
 	}
@@ -92,7 +94,7 @@ func (s *Server) domainProblem(err error) (*problem.Error, bool) {
 }
 
 // unavailableLogEvery spaces the log lines of requests that found the
-// database out of reach (logspacing), as limiterLogEvery does a failing
+// database out of reach or its disk full (logspacing), as limiterLogEvery does a failing
 // limiter's. /readyz logs the outage's start and end (readiness.go); these
 // lines say requests are refused.
 const unavailableLogEvery = 10 * time.Second
@@ -103,6 +105,17 @@ const unavailableLogEvery = 10 * time.Second
 func (s *Server) storeUnavailable(err error) {
 	if suppressed, ok := s.unavailable.Due(s.deps.Now(), unavailableLogEvery); ok {
 		s.deps.Logger.Error("store unavailable", "err", err, "suppressed", suppressed)
+	}
+}
+
+// storeDiskFull logs a request refused because the store's disk is full,
+// at most once per unavailableLogEvery, each line counting the requests
+// left out since the one before (suppressed). Its spacing is its own, not
+// storeUnavailable's: a full disk and a database out of reach ask the
+// operator for different things, and neither's line may hide the other's.
+func (s *Server) storeDiskFull(err error) {
+	if suppressed, ok := s.diskFull.Due(s.deps.Now(), unavailableLogEvery); ok {
+		s.deps.Logger.Error("store disk full: writes refused", "err", err, "suppressed", suppressed)
 	}
 }
 

@@ -129,8 +129,11 @@ type Server struct {
 	// unavailable spaces the lines of requests that found the database
 	// out of reach (errors.go).
 	unavailable logspacing.Spacer
-	metrics     *metrics
-	draining    atomic.Bool
+	// diskFull spaces the lines of requests refused because the store's
+	// disk is full (errors.go).
+	diskFull logspacing.Spacer
+	metrics  *metrics
+	draining atomic.Bool
 	// backups holds a slot per running GET /admin/backup.
 	backups chan struct{}
 	// exports counts the running GET /company/export streams, by company

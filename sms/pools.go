@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/internal/linebreak"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/window"
@@ -228,14 +229,19 @@ func poolError(err error) error {
 // poolDefinition is cur changed by in, validated; errors name the field.
 func poolDefinition(cur store.Pool, in PoolInput) (store.PoolInput, error) {
 	def := cur.Input()
-	if in.Name != nil {
+	// The console's form sends the name with every change: a name stored
+	// before a rule tightened must not refuse the save of another field.
+	if in.Name != nil && (cur.Name == "" || *in.Name != cur.Name) {
 		name := *in.Name
 		switch {
 		case strings.TrimSpace(name) == "":
 			return def, problem.Invalid("name", "is required")
 		case utf8.RuneCountInString(name) > maxPoolName:
 			return def, problem.Invalid("name", fmt.Sprintf("must be at most %d characters", maxPoolName))
-		case strings.TrimSpace(name) != name || strings.IndexFunc(name, func(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) }) >= 0:
+		// Stricter than other names (linebreak alone): a pool's name is an
+		// identifier a send repeats byte for byte, so a direction mark,
+		// invisible, would make two names that read alike differ.
+		case strings.TrimSpace(name) != name || strings.IndexFunc(name, func(r rune) bool { return linebreak.Is(r) || unicode.Is(unicode.Bidi_Control, r) }) >= 0:
 			return def, problem.Invalid("name", "must not start or end with spaces or hold control or text-direction characters")
 		}
 		def.Name = name

@@ -93,6 +93,15 @@ type clusterNode struct {
 	// it judges other nodes dead by their silence only while they do.
 	beats *cluster.Beats
 	log   *slog.Logger
+	// version is this node's build (buildVersion), as the registry records
+	// it for the other nodes.
+	version string
+	// versions logs the live nodes that run another build; nodesByVersion
+	// counts the live nodes by build for /metrics, and shown are the
+	// versions it has a series for. The beat loop (run) owns all three.
+	versions       *cluster.Versions
+	nodesByVersion *prometheus.GaugeVec
+	shown          map[string]bool
 	// lost is closed when the registry gave this node's name to another
 	// process (this one stopped beating for too long): the node stops.
 	lost chan struct{}
@@ -109,7 +118,12 @@ func joinCluster(ctx context.Context, cfg clusterConfig, addr net.Addr, st backe
 	// The instance is the store's lease holder: the other nodes end the
 	// outbox leases of an instance whose beat stopped (EndDeadLeases).
 	n := &clusterNode{name: cfg.nodeName, instance: pg.Holder(), pg: pg, log: log, lost: make(chan struct{}),
-		beats: cluster.NewBeats(nodeLiveWithin, nodeBeatEvery, time.Now)}
+		beats: cluster.NewBeats(nodeLiveWithin, nodeBeatEvery, time.Now), version: buildVersion(),
+		versions: cluster.NewVersions(buildVersion(), log), shown: map[string]bool{},
+		nodesByVersion: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "simrelay_cluster_nodes",
+			Help: "The live nodes on this node's database (their beat within the live window), by the simrelay version each runs, as this node last read the registry; more than one version is a mixed cluster (docs/cluster.md, Upgrading the nodes).",
+		}, []string{"version"})}
 	if n.name == "" {
 		n.name = defaultNodeName(addr)
 	}
@@ -155,7 +169,7 @@ func (n *clusterNode) endDeadLeases() {
 // to see whether the other's beat moves: refused if it does (the other
 // really runs), registered once the beat has aged.
 func (n *clusterNode) register(ctx context.Context) error {
-	me := postgres.Node{Name: n.name, Bus: n.bus != nil, Instance: n.instance}
+	me := postgres.Node{Name: n.name, Bus: n.bus != nil, Instance: n.instance, Version: n.version}
 	for tries := 0; ; tries++ {
 		err := n.pg.RegisterNode(me, nodeLiveWithin)
 		refused := (*postgres.NodeRefused)(nil)
@@ -226,6 +240,7 @@ func (n *clusterNode) metrics(reg prometheus.Registerer) {
 		Help:        "This node's name in the cluster (--node-name), and whether it has a bus (--nats-url); always 1.",
 		ConstLabels: prometheus.Labels{"node": n.name, "bus": onOff(n.bus != nil)},
 	}, func() float64 { return 1 }))
+	reg.MustRegister(n.nodesByVersion)
 }
 
 // readiness is the bus as /readyz asks it; nil without a bus.
@@ -265,8 +280,39 @@ func (n *clusterNode) run(ctx context.Context) {
 				// one's. Their silence says nothing yet (cluster.Beats).
 			default: // this node is live and was all along: it may judge the others
 				n.endDeadLeases()
+				n.checkVersions()
 			}
 		}
+	}
+}
+
+// checkVersions reads the live nodes' builds: it logs those that differ
+// from this node's (cluster.Versions) and counts the nodes by build for
+// /metrics. It runs after a steady beat only, as endDeadLeases does: after
+// a break every node's beat may have aged at once, and the others would
+// seem gone. A mixed cluster is not refused (docs/cluster.md).
+func (n *clusterNode) checkVersions() {
+	nodes, err := n.pg.LiveNodes(nodeLiveWithin)
+	if err != nil {
+		n.log.Warn("read the live nodes' versions", "err", err)
+		return
+	}
+	seen := make([]cluster.NodeVersion, len(nodes))
+	count := map[string]int{}
+	for i, o := range nodes {
+		seen[i] = cluster.NodeVersion{Name: o.Name, Version: o.Version}
+		count[o.Version]++
+	}
+	n.versions.Observe(time.Now(), seen)
+	for v := range n.shown {
+		if count[v] == 0 {
+			n.nodesByVersion.DeleteLabelValues(v)
+			delete(n.shown, v)
+		}
+	}
+	for v, c := range count {
+		n.nodesByVersion.WithLabelValues(v).Set(float64(c))
+		n.shown[v] = true
 	}
 }
 

@@ -19,6 +19,9 @@ type Node struct {
 	SeenAt    time.Time
 	Bus       bool
 	Instance  string
+	// Version is the simrelay build the node runs (its start line's
+	// version=); "" in a row written before nodes recorded it.
+	Version string
 }
 
 // NodeRefused is RegisterNode's refusal: Reason says why, for the
@@ -70,8 +73,8 @@ func (s *Store) RegisterNode(n Node, live time.Duration) error {
 				return &NodeRefused{Other: o.Name, Reason: fmt.Sprintf("node %q runs on this database without a bus: restart it with --nats-url before adding nodes", o.Name)}
 			}
 		}
-		_, err = t.exec(`INSERT INTO cluster_nodes (name, started_at, seen_at, bus, instance) VALUES ($1, now(), now(), $2, $3)
-			ON CONFLICT (name) DO UPDATE SET started_at = now(), seen_at = now(), bus = $2, instance = $3`, n.Name, n.Bus, n.Instance)
+		_, err = t.exec(`INSERT INTO cluster_nodes (name, started_at, seen_at, bus, instance, version) VALUES ($1, now(), now(), $2, $3, $4)
+			ON CONFLICT (name) DO UPDATE SET started_at = now(), seen_at = now(), bus = $2, instance = $3, version = $4`, n.Name, n.Bus, n.Instance, n.Version)
 		return err
 	})
 }
@@ -121,14 +124,14 @@ func (s *Store) LeaveNode(name, instance string) error {
 func (s *Store) LiveNodes(live time.Duration) ([]Node, error) {
 	var nodes []Node
 	err := s.read("live nodes", func(t *txn) error {
-		rows, err := t.query(`SELECT name, started_at, seen_at, bus, instance FROM cluster_nodes
+		rows, err := t.query(`SELECT name, started_at, seen_at, bus, instance, version FROM cluster_nodes
 			WHERE seen_at > now() - make_interval(secs => $1) ORDER BY name`, live.Seconds())
 		if err != nil {
 			return err
 		}
 		nodes, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Node, error) {
 			var n Node
-			return n, r.Scan(&n.Name, &n.StartedAt, &n.SeenAt, &n.Bus, &n.Instance)
+			return n, r.Scan(&n.Name, &n.StartedAt, &n.SeenAt, &n.Bus, &n.Instance, &n.Version)
 		})
 		return err
 	})

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -44,8 +45,8 @@ func TestRegisterNodeRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	// With buses, three nodes share the database; a fourth without one is refused.
-	for _, n := range []string{"n1", "n2", "n3"} {
-		if err := a.RegisterNode(Node{Name: n, Instance: n, Bus: true}, live); err != nil {
+	for i, n := range []string{"n1", "n2", "n3"} {
+		if err := a.RegisterNode(Node{Name: n, Instance: n, Bus: true, Version: fmt.Sprintf("v1.%d", i)}, live); err != nil {
 			t.Fatalf("node %s with a bus: %v", n, err)
 		}
 	}
@@ -54,8 +55,8 @@ func TestRegisterNodeRules(t *testing.T) {
 		t.Errorf("a node without a bus beside nodes with one: got %v", err)
 	}
 	nodes, err := b.LiveNodes(live)
-	if err != nil || len(nodes) != 3 || nodes[0].Name != "n1" || !nodes[2].Bus {
-		t.Fatalf("live nodes %+v (%v), want n1..n3 with buses", nodes, err)
+	if err != nil || len(nodes) != 3 || nodes[0].Name != "n1" || !nodes[2].Bus || nodes[0].Version != "v1.0" || nodes[2].Version != "v1.2" {
+		t.Fatalf("live nodes %+v (%v), want n1..n3 with buses and the versions they registered", nodes, err)
 	}
 	// A beat of another instance is refused; a node silent for longer
 	// than the window stops counting.

@@ -206,7 +206,14 @@
 // Ready does not fail on it: Ready asks whether the database answers, and
 // it does; its disk is shared by every node, so failing them all would
 // take the whole service out of its balancer (docs/operations.md,
-// "PostgreSQL on a full disk").
+// "PostgreSQL on a full disk"). One function classifies (classified,
+// tx.go): a transaction's error through failed, and the statements run
+// outside the transaction helper call it themselves (the rate-limit
+// windows, the stream leases' drop, give-back and renewal, the import's
+// own transaction: TestWindowsErrorsClassified,
+// TestStreamLeasesErrorsClassified, TestLoadErrorsClassified). This store has no logger: the API logs the
+// requests it refuses for either error, spaced (httpapi's storeDiskFull
+// and storeUnavailable).
 //
 // # Versus the embedded store
 //
@@ -236,4 +243,10 @@
 // fresh window or a minute of uncounted streams. A window is one
 // INSERT ... ON CONFLICT DO UPDATE; a stream's lease is taken under its
 // company's row lock. Both are timed by the database's clock.
+//
+// The registry of nodes (cluster_nodes, cluster.go) keeps each node's
+// name, bus, instance and build (version, migration 0015): every node reads
+// the live nodes' builds at its beats and warns of builds other than its
+// own (docs/cluster.md, Upgrading the nodes). A migration itself refuses to
+// run while nodes beat (migrate.go), so only builds on one schema meet.
 package postgres

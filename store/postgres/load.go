@@ -151,7 +151,18 @@ func (s *Store) Load(dump func(put func(store.CopyRecord) error) error) error {
 	return nil
 }
 
-func (s *Store) load(dump func(put func(store.CopyRecord) error) error) error {
+func (s *Store) load(dump func(put func(store.CopyRecord) error) error) (err error) {
+	// The load's statements run outside the transaction helper, so their
+	// errors are classified here as a transaction's are (a full disk is
+	// store.ErrDiskFull): put's as they come, the others on the way out.
+	// The source's own errors (dump's, not put's) are not the database's
+	// and are returned as they are.
+	fromSource := false
+	defer func() {
+		if !fromSource {
+			err = classified(err)
+		}
+	}()
 	ctx := s.ctx
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	if err != nil {
@@ -169,7 +180,9 @@ func (s *Store) load(dump func(put func(store.CopyRecord) error) error) error {
 		return store.ErrNotEmpty
 	}
 	l := &loader{ctx: ctx, tx: tx, now: time.Now().UTC(), last: store.CopyLastIDs{}, ownBodies: map[uint64]int64{}}
-	if err := dump(l.put); err != nil {
+	put := func(r store.CopyRecord) error { return classified(l.put(r)) }
+	if err := dump(put); err != nil {
+		fromSource = true // put's errors are classified already
 		return err
 	}
 	if err := l.flush(); err != nil {

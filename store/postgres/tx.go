@@ -67,18 +67,32 @@ func (s *Store) run(name string, opts pgx.TxOptions, fn func(t *txn) error) erro
 }
 
 // failed is the error a transaction named name returns when it failed
-// with err: a database out of reach is store.ErrUnavailable, one out of
-// room or of another resource store.ErrDiskFull or store.ErrUnavailable
-// (exhausted), anything else err as it is. The database's own error stays
-// in the chain.
+// with err: err as classified says.
 func failed(name string, err error) error {
+	return fmt.Errorf("store: %s: %w", name, classified(err))
+}
+
+// classified is err, an error of the database or of the way to it, with
+// the store's error for it in front: a database out of reach is
+// store.ErrUnavailable, one out of room or of another resource
+// store.ErrDiskFull or store.ErrUnavailable (exhausted); anything else is
+// err as it is. The database's own error stays in the chain. It is the one
+// classifier of the store: transactions get it through failed, and the
+// statements that run outside one (the rate-limit windows, the stream
+// leases' renewals, the import) call it themselves, so that the API and
+// the log tell the same state whichever path met it. An error classified
+// already is returned as it is.
+func classified(err error) error {
+	if err == nil || errors.Is(err, store.ErrUnavailable) {
+		return err
+	}
 	if cause := exhausted(err); cause != nil {
-		return fmt.Errorf("store: %s: %w: %w", name, cause, err)
+		return fmt.Errorf("%w: %w", cause, err)
 	}
 	if unreachable(err) {
-		return fmt.Errorf("store: %s: %w: %w", name, store.ErrUnavailable, err)
+		return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
 	}
-	return fmt.Errorf("store: %s: %w", name, err)
+	return err
 }
 
 // try runs fn once in a transaction on a connection of the pool: the
