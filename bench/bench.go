@@ -13,7 +13,6 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 )
 
@@ -254,23 +253,6 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		logf("bulk: %.0f messages stored/s, %.0f dispatched/s (%d messages)", rep.BulkStoredPerSec, rep.BulkDispatchPerSec, rep.BulkStored)
 	}
 	return rep, nil
-}
-
-// phonesWithinLimit raises the open-file limit as far as allowed and caps
-// the phones to fit: the bench holds one descriptor a phone, the server another.
-func phonesWithinLimit(want int) (int, string) {
-	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
-		return want, ""
-	}
-	lim.Cur = lim.Max
-	_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
-	_ = syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim)
-	room := int(lim.Cur) - 1000
-	if room >= want {
-		return want, ""
-	}
-	return max(room, 1), fmt.Sprintf("the open-file limit (%d) allows %d phones, not %d: raise it with `ulimit -n %d` (and the hard limit in /etc/security/limits.conf) and run again", lim.Cur, max(room, 1), want, want+1000)
 }
 
 // apiClient calls the REST API with the company's key.

@@ -86,8 +86,11 @@ func RunCluster(ctx context.Context, cfg ClusterConfig) (ClusterReport, error) {
 		}
 	}
 	n, note := phonesWithinLimit(cfg.Phones)
-	if note != "" {
+	if n < cfg.Phones {
 		return rep, errors.New("bench: " + note)
+	}
+	if note != "" {
+		logf("%s", note)
 	}
 	rep.Phones = n
 	dir, err := os.MkdirTemp("", "simrelay-bench-cluster-")

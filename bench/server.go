@@ -140,9 +140,13 @@ func startServer(ctx context.Context, bin, dir, databaseURL string, stderr io.Wr
 	}
 }
 
-// stop ends the server with SIGTERM and waits.
+// stop ends the server with SIGTERM and waits. Where the system has no
+// SIGTERM to send (Windows), the server is killed at once rather than
+// waited for in vain.
 func (s *server) stop() {
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		_ = s.cmd.Process.Kill()
+	}
 	done := make(chan struct{})
 	go func() { _ = s.cmd.Wait(); close(done) }()
 	select {

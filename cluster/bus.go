@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/simrelay/simrelay/internal/redact"
 )
 
 // Defaults, and why.
@@ -60,7 +62,7 @@ func (c Config) Validate() error {
 		}
 		u, err := url.Parse(s)
 		if err != nil || u.Host == "" || (u.Scheme != "nats" && u.Scheme != "tls") {
-			return fmt.Errorf("%q: want nats://host:port or tls://host:port", hideUser(s))
+			return fmt.Errorf("%q: want nats://host:port or tls://host:port", redact.Userinfo(s))
 		}
 	}
 	if c.Node == "" || strings.ContainsAny(c.Node, " \t\r\n.*>") {
@@ -140,7 +142,7 @@ func Connect(ctx context.Context, cfg Config) (*Bus, error) {
 	select {
 	case r := <-done:
 		if r.err != nil {
-			return nil, fmt.Errorf("bus: connect to %s: %w", redact(cfg.URL), r.err)
+			return nil, fmt.Errorf("bus: connect to %s: %w", redactList(cfg.URL), r.err)
 		}
 		return &Bus{nc: r.nc, node: cfg.Node, prefix: cfg.Prefix, log: log}, nil
 	case <-ctx.Done():
@@ -207,24 +209,12 @@ func (b *Bus) Close() {
 	b.nc.Close()
 }
 
-// hideUser hides what may be a user and password in a server's URL that
-// does not parse as one (a refused URL is shown to the operator, often
-// into a log): everything before its last @.
-func hideUser(s string) string {
-	if i := strings.LastIndex(s, "@"); i >= 0 {
-		return "xxx" + s[i:]
-	}
-	return s
-}
-
-// redact hides credentials of a server list in messages.
-func redact(urls string) string {
+// redactList hides the credentials of a server list in messages: all of
+// each URL's user info, as a NATS user name may be a token.
+func redactList(urls string) string {
 	parts := strings.Split(urls, ",")
 	for i, s := range parts {
-		if u, err := url.Parse(strings.TrimSpace(s)); err == nil && u.User != nil {
-			u.User = url.User("xxx")
-			parts[i] = u.String()
-		}
+		parts[i] = redact.Userinfo(s)
 	}
 	return strings.Join(parts, ",")
 }

@@ -12,6 +12,7 @@ import (
 
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/gateway"
+	"github.com/simrelay/simrelay/internal/retention"
 	"github.com/simrelay/simrelay/sms"
 	"github.com/simrelay/simrelay/store"
 )
@@ -128,7 +129,7 @@ type Gateway struct {
 	inKicks  map[string]struct{} // kicks heard, to run here; guarded by mu
 	inCtls   []ctl               // controls heard, to run here; guarded by mu
 	orphans  map[string]orphan   // fingerprint -> the dead node's link this node took over; guarded by mu
-	forgotAt time.Time           // when orphans was last pruned (gateway_forget.go); guarded by mu
+	forgot   retention.Sweep     // when orphans was last pruned, and how long they keep (gateway_forget.go); guarded by mu
 	out, in  chan struct{}       // wake the publisher and the runner
 
 	sweeps chan struct{} // a sweep finished (tests)
@@ -149,7 +150,7 @@ func NewGateway(cfg GatewayConfig) (*Gateway, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	g := &Gateway{cfg: cfg, hub: cfg.Hub, st: cfg.Store, bus: cfg.Bus, node: cfg.Bus.Node(), log: cfg.Logger,
-		outKicks: map[string]struct{}{}, inKicks: map[string]struct{}{}, orphans: map[string]orphan{},
+		outKicks: map[string]struct{}{}, inKicks: map[string]struct{}{}, orphans: map[string]orphan{}, forgot: retention.Sweep{Life: cfg.JobLife},
 		out: make(chan struct{}, 1), in: make(chan struct{}, 1), sweeps: make(chan struct{}, 1)}
 	subs := map[string]func(Message){topicKick: g.heardKicks, topicLink: g.heardLink, topicCtl: g.heardCtl}
 	for topic, fn := range subs {

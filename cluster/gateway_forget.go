@@ -1,9 +1,14 @@
 package cluster
 
-import "time"
+import (
+	"time"
+
+	"github.com/simrelay/simrelay/internal/retention"
+)
 
 // What the node remembers of the links of dead nodes it took over, and for
-// how long: the hub's rule (gateway/forget.go), for the same reasons.
+// how long: the hub's rule (gateway/forget.go, internal/retention), for the
+// same reasons.
 //
 // An orphan entry is written when this node's sweep ends the open link of a
 // dead node, or when its failover first finds a device whose last link
@@ -18,7 +23,8 @@ import "time"
 // failover_after (a week, well below JobLife) the failover counts a device
 // it has no end time for as offline since the server started, which decides
 // the same as at. So an entry is dropped once JobLife has passed since it
-// was written; the scan runs from the sweep at most once per forgetEvery.
+// was written; the scan runs from the sweep at most once per
+// retention.ScanEvery.
 //
 // A dropped entry is not taken again: HoldDevice takes a device over only
 // while its last link ended less than JobLife ago by the database's clock
@@ -28,11 +34,6 @@ import "time"
 // So the map holds the devices taken over in about the last JobLife, not
 // every device whose node died since the start, deleted ones included.
 
-// forgetEvery is how often at most the entries are scanned, as the hub's
-// (gateway/forget.go): what is dropped is dropped within the hour, and a
-// scan of many devices under g.mu is nothing in its time.
-const forgetEvery = time.Hour
-
 // orphan is a link of a dead node that this node took over: when, and the
 // queue place then (the dead link handed nothing above it to the phone).
 type orphan struct {
@@ -41,15 +42,9 @@ type orphan struct {
 }
 
 // forgetOld drops the orphan entries older than the jobs' life, at most
-// once per forgetEvery; g.mu held.
+// once per retention.ScanEvery; g.mu held.
 func (g *Gateway) forgetOld(now time.Time) {
-	if now.Sub(g.forgotAt) < forgetEvery {
-		return
-	}
-	g.forgotAt = now
-	for fp, o := range g.orphans {
-		if now.Sub(o.at) >= g.cfg.JobLife {
-			delete(g.orphans, fp)
-		}
+	if g.forgot.Due(now) {
+		retention.Prune(&g.forgot, g.orphans, now, func(o orphan) time.Time { return o.at })
 	}
 }

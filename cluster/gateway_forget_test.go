@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/simrelay/simrelay/internal/retention"
 	"github.com/simrelay/simrelay/internal/testclock"
 	"github.com/simrelay/simrelay/store/conformance"
 )
@@ -94,7 +95,7 @@ func TestTakenOverLinksForgottenAfterJobLife(t *testing.T) {
 	if n := remembered(); n != 2 {
 		t.Fatalf("remembered %d links within the hour of the last scan, want 2", n)
 	}
-	clock.Advance(forgetEvery)
+	clock.Advance(retention.ScanEvery)
 	g.sweep()
 	if n := remembered(); n != 0 {
 		t.Fatalf("remembered %d links past the jobs' life, want none", n)

@@ -1,6 +1,10 @@
 package gateway
 
-import "time"
+import (
+	"time"
+
+	"github.com/simrelay/simrelay/internal/retention"
+)
 
 // What the hub remembers of a device after its links end, and for how long.
 //
@@ -16,16 +20,10 @@ import "time"
 // dispatch; by then every job it covers was sent, failed or expired.
 //
 // So both entries are dropped once Config.JobLife (a month or more, well
-// past a week) has passed since they were last written. The scan of both
-// maps runs from unregister at most once per forgetEvery: the maps grow
-// only as links carry jobs and end, so they hold the devices of about the
-// last JobLife, not every device linked since the start, deleted ones
-// included.
-
-// forgetEvery is how often at most the maps are scanned: often enough that
-// what is dropped is dropped within the hour, rare enough that a scan of
-// many devices under the hub's lock is nothing in its time.
-const forgetEvery = time.Hour
+// past a week) has passed since they were last written: the rule of
+// internal/retention, which the cluster's gateway applies to its own map.
+// The scan of both maps runs from unregister at most once per
+// retention.ScanEvery.
 
 // dispatchMark is the highest queue place written to any of a device's
 // links, and when a job was last written to one.
@@ -35,20 +33,11 @@ type dispatchMark struct {
 }
 
 // forgetOld drops the entries of endedAt and dispatched older than the
-// jobs' life, at most once per forgetEvery; mu held.
+// jobs' life, at most once per retention.ScanEvery; mu held.
 func (h *Hub) forgetOld(now time.Time) {
-	if now.Sub(h.forgotAt) < forgetEvery {
+	if !h.forgot.Due(now) {
 		return
 	}
-	h.forgotAt = now
-	for fp, at := range h.endedAt {
-		if now.Sub(at) >= h.cfg.JobLife {
-			delete(h.endedAt, fp)
-		}
-	}
-	for id, d := range h.dispatched {
-		if now.Sub(d.at) >= h.cfg.JobLife {
-			delete(h.dispatched, id)
-		}
-	}
+	retention.Prune(&h.forgot, h.endedAt, now, func(at time.Time) time.Time { return at })
+	retention.Prune(&h.forgot, h.dispatched, now, func(d dispatchMark) time.Time { return d.at })
 }

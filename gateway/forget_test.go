@@ -7,6 +7,7 @@ import (
 	"time"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/internal/retention"
 	"github.com/simrelay/simrelay/sms"
 )
 
@@ -64,7 +65,7 @@ func TestHubForgetsDevicesOnceTheirJobsAreGone(t *testing.T) {
 	}
 
 	// Past it, the next link to end takes them away.
-	skew.Store(int64(life + forgetEvery))
+	skew.Store(int64(life + retention.ScanEvery))
 	endLink()
 	ended, dispatched, n := r.hub.remembered("pixel-1", dev.ID)
 	if ended || dispatched || n != 1 {

@@ -2,11 +2,9 @@ package httpapi
 
 import (
 	"fmt"
-	"maps"
 	"net/http"
 	"net/url"
 	"path"
-	"slices"
 	"strings"
 	"time"
 
@@ -14,6 +12,7 @@ import (
 
 	"github.com/simrelay/simrelay/account"
 	"github.com/simrelay/simrelay/device"
+	"github.com/simrelay/simrelay/internal/nulchar"
 	"github.com/simrelay/simrelay/pacing"
 	"github.com/simrelay/simrelay/problem"
 )
@@ -287,8 +286,9 @@ func principal(c echo.Context) account.Principal {
 // before a handler looks the value up: no id, name or number the API stores
 // holds it, and PostgreSQL (the store of a cluster) cannot even compare a
 // text with it, so every route that looked one up answered 500 there. A
-// path id is what no object has (404, as bbolt answered); a query
-// parameter gets the 400 a body holding it gets, naming the parameter.
+// path id is what no object has (404, as bbolt answered), whether or not
+// the route takes the method; a query parameter gets the 400 a body
+// holding it gets, naming the parameter.
 // The console's paths are left to the console (Deps.Console), which
 // refuses the same with its own error page for a person in a browser.
 func refuseNUL(next echo.HandlerFunc) echo.HandlerFunc {
@@ -296,20 +296,15 @@ func refuseNUL(next echo.HandlerFunc) echo.HandlerFunc {
 		if consolePaths[c.Path()] {
 			return next(c)
 		}
-		for _, v := range c.ParamValues() {
-			if strings.IndexByte(v, 0) >= 0 {
-				return problem.New(problem.NotFound, "No such resource: no id holds the NUL character (%00).")
-			}
+		// The path, not its parameters: a route's own segments never hold
+		// a NUL, and a path a route does not take with this method (405)
+		// or no route takes (404) has no parameters to read, yet its
+		// answer would echo the path, NUL and all.
+		if strings.IndexByte(c.Request().URL.Path, 0) >= 0 {
+			return problem.New(problem.NotFound, "No such resource: no id holds the NUL character (%00).")
 		}
-		q := c.QueryParams()
-		for _, k := range slices.Sorted(maps.Keys(q)) { // the same parameter named every time
-			bad := strings.IndexByte(k, 0) >= 0
-			for _, v := range q[k] {
-				bad = bad || strings.IndexByte(v, 0) >= 0
-			}
-			if bad {
-				return problem.Invalid(strings.ReplaceAll(k, "\x00", ""), `must not hold the NUL character (\u0000)`)
-			}
+		if k, ok := nulchar.Param(c.QueryParams()); ok {
+			return problem.Invalid(k, `must not hold the NUL character (\u0000)`)
 		}
 		return next(c)
 	}

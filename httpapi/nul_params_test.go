@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 )
 
@@ -58,4 +59,22 @@ func TestNULInPathsAndQueries(t *testing.T) {
 	// A route that does not exist stays a 404, and %00 as text is only text.
 	e.want(e.do(call{method: "GET", path: "/nope/a%00", token: a.apiKey}), http.StatusNotFound, "not_found")
 	e.want(e.do(call{method: "GET", path: "/chat/queue/a%2500", token: a.apiKey}), http.StatusNotFound, "not_found")
+}
+
+// TestNULInAPathAMethodDoesNotTake: a route that does not take the method
+// answers 405 naming the path; a path holding U+0000 is refused as the other
+// paths holding it are (404, no id names it), not echoed back as \u0000.
+func TestNULInAPathAMethodDoesNotTake(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, roomy)
+	a := e.newCompany("Acme", "owner@acme.test")
+	for _, path := range []string{"/chat/queue/a%00", "/device/a%00/caps"} {
+		r := e.do(call{method: "PUT", path: path, token: a.apiKey})
+		e.want(r, http.StatusNotFound, "not_found")
+		if strings.Contains(string(r.Raw), `\u0000`) {
+			t.Errorf("PUT %s: the answer echoes the NUL: %s", path, r.Raw)
+		}
+	}
+	// Without a NUL the 405 stands.
+	e.want(e.do(call{method: "PUT", path: "/chat/queue/a", token: a.apiKey}), http.StatusMethodNotAllowed, "method_not_allowed")
 }

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/simrelay/simrelay/internal/redact"
 )
 
 // DefaultFrom is the From address when none is configured. A "localhost"
@@ -32,9 +34,9 @@ func DefaultSchedule() []time.Duration {
 	}
 }
 
-// redactedPassword replaces the password wherever a URL is shown; the same
-// mask as net/url's URL.Redacted.
-const redactedPassword = "xxxxx"
+// redactedPassword replaces the password wherever it is shown: the mask
+// redact.URL puts in a URL.
+const redactedPassword = redact.Mask
 
 // Config says where mail goes. The zero value is valid: no SMTP server, mail
 // is written to the log and kept in the outbox.
@@ -88,7 +90,7 @@ func (c Config) Validate() error {
 
 // Redacted returns the SMTP URL with its password masked, "" when SMTP is off.
 func (c Config) Redacted() string {
-	return redactURL(c.SMTPURL)
+	return redact.URL(c.SMTPURL)
 }
 
 // String describes the configuration for logs and errors, password masked.
@@ -133,7 +135,7 @@ func parseSMTPURL(raw string) (*smtpTarget, error) {
 		return nil, nil
 	}
 	bad := func(why string) error {
-		return fmt.Errorf("--smtp-url %q: %s; want smtp://[user:pass@]host:port (STARTTLS when offered) or smtps://[user:pass@]host:port (implicit TLS)", redactURL(raw), why)
+		return fmt.Errorf("--smtp-url %q: %s; want smtp://[user:pass@]host:port (STARTTLS when offered) or smtps://[user:pass@]host:port (implicit TLS)", redact.URL(raw), why)
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -172,31 +174,4 @@ func parseSMTPURL(raw string) (*smtpTarget, error) {
 		}
 	}
 	return t, nil
-}
-
-// redactURL masks the password of a URL, even one url.Parse rejects, so that
-// a typo in the port does not print the password in the error about it.
-func redactURL(raw string) string {
-	if u, err := url.Parse(raw); err == nil {
-		return u.Redacted()
-	}
-	scheme, rest, ok := strings.Cut(raw, "://")
-	if !ok {
-		scheme, rest = "", raw
-	}
-	// The last "@" ends the user info: an unescaped "@" in a password would
-	// otherwise leave its tail visible.
-	at := strings.LastIndex(rest, "@")
-	if at < 0 {
-		return raw
-	}
-	user, _, hasPass := strings.Cut(rest[:at], ":")
-	if !hasPass {
-		return raw
-	}
-	out := user + ":" + redactedPassword + rest[at:]
-	if ok {
-		out = scheme + "://" + out
-	}
-	return out
 }

@@ -70,6 +70,7 @@ func TestConfigHidesPassword(t *testing.T) {
 		// url.Parse refuses these; the password must stay hidden anyway.
 		{"smtp://ana:s3cret@mail.example.com:port", "smtp://ana:xxxxx@mail.example.com:port"},
 		{"smtp://ana:s3cr@et@mail example:25", "smtp://ana:xxxxx@mail example:25"},
+		{"smtp://ana:s3/cret@mail.example.com:587", "smtp://ana:xxxxx@mail.example.com:587"},
 	}
 	for _, tt := range tests {
 		cfg := Config{SMTPURL: tt.url}

@@ -4,12 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
-	"maps"
 	"net/http"
-	"net/url"
-	"slices"
 	"strings"
 
+	"github.com/simrelay/simrelay/internal/nulchar"
 	"github.com/simrelay/simrelay/problem"
 )
 
@@ -91,7 +89,7 @@ func (c *Console) refuseNUL(next http.Handler) http.Handler {
 		var pe *problem.Error
 		if strings.IndexByte(r.URL.Path, 0) >= 0 {
 			pe = problem.New(problem.NotFound, "There is no such page.")
-		} else if k, ok := nulParam(r.URL.Query()); ok {
+		} else if k, ok := nulchar.Param(r.URL.Query()); ok {
 			pe = problem.Invalid(k, fmt.Sprintf("The address's parameter %q holds the NUL character (%%00), which no page takes.", k))
 		}
 		if pe == nil {
@@ -108,22 +106,6 @@ func (c *Console) refuseNUL(next http.Handler) http.Handler {
 		}
 		c.render(w, r, pe.Status(), "error", v)
 	})
-}
-
-// nulParam is the first parameter, by name, whose name or values hold
-// U+0000, its NULs left out: of an address's query (refuseNUL) or of a
-// form (formNUL).
-func nulParam(q url.Values) (string, bool) {
-	for _, k := range slices.Sorted(maps.Keys(q)) { // the same parameter named every time
-		bad := strings.IndexByte(k, 0) >= 0
-		for _, v := range q[k] {
-			bad = bad || strings.IndexByte(v, 0) >= 0
-		}
-		if bad {
-			return strings.ReplaceAll(k, "\x00", ""), true
-		}
-	}
-	return "", false
 }
 
 // viewFor starts the view of a signed-in page.

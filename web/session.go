@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/simrelay/simrelay/account"
+	"github.com/simrelay/simrelay/internal/nulchar"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
 )
@@ -312,7 +313,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // number or a message, and PostgreSQL (the store of a cluster) cannot hold
 // it, so an action would store it on one store and fail on the other.
 func formNUL(r *http.Request) error {
-	if k, ok := nulParam(r.Form); ok {
+	if k, ok := nulchar.Param(r.Form); ok {
 		return problem.Invalid(k, `must not hold the NUL character (\u0000)`)
 	}
 	return nil

@@ -4,8 +4,9 @@ import (
 	"errors"
 	"flag"
 	"net/url"
-	"regexp"
 	"strings"
+
+	"github.com/simrelay/simrelay/internal/redact"
 )
 
 // DatabaseURLFlag is the flag that names a PostgreSQL database for the
@@ -53,41 +54,9 @@ func (u *DatabaseURL) String() string {
 	if u == nil {
 		return ""
 	}
-	return RedactURL(u.url)
+	return redact.URL(u.url)
 }
 
 // Redact masks the password of a value given to the flag, so that a refusal
 // never prints it.
-func (u *DatabaseURL) Redact(s string) string { return RedactURL(s) }
-
-var passwordParam = regexp.MustCompile(`(?i)((?:^|[?&\s])password=)[^&#\s]*`)
-
-// RedactURL masks the password of scheme://user:password@host...: the part
-// between the first ':' and the last '@' of the authority, and a
-// password=... parameter (of a URL, or of a key=value string given in its
-// place). A value without :// is no URL this can read (postgres//u:p@db,
-// u:p@db:5432/x): everything before its last '@' is masked, as it may be
-// a user and password; it is shown only to say it was refused.
-func RedactURL(s string) string {
-	s = passwordParam.ReplaceAllString(s, "${1}xxxxx")
-	scheme, rest, ok := strings.Cut(s, "://")
-	if !ok {
-		if at := strings.LastIndex(s, "@"); at >= 0 {
-			return "xxxxx" + s[at:]
-		}
-		return s
-	}
-	end := strings.IndexAny(rest, "/?#")
-	if end < 0 {
-		end = len(rest)
-	}
-	at := strings.LastIndex(rest[:end], "@")
-	if at < 0 {
-		return s
-	}
-	user, _, hasPassword := strings.Cut(rest[:at], ":")
-	if !hasPassword {
-		return s
-	}
-	return scheme + "://" + user + ":xxxxx" + rest[at:]
-}
+func (u *DatabaseURL) Redact(s string) string { return redact.URL(s) }

@@ -1,0 +1,95 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/coder/websocket"
+
+	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/store"
+)
+
+// unavailableLogEvery spaces the log lines of links refused while the
+// database does not answer, as the API spaces those of its requests: a
+// fleet of phones reconnecting through an outage is thousands of refusals.
+const unavailableLogEvery = 10 * time.Second
+
+// ServeHTTP is GET /device/ws: check the device token, upgrade, and hand the
+// link to its own goroutines. The handler goroutine returns at once, so its
+// (large) stack does not stay pinned for the days a phone stays connected.
+func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !strings.EqualFold(scheme, "Bearer") {
+		token = "" // no scheme, or another one: no credential
+	}
+	token = strings.TrimSpace(token)
+	dev, err := h.devices.Authenticate(r.Context(), token)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		writeError(w, http.StatusUnauthorized, "unauthorized", "The device token is missing, invalid or revoked. Pair the phone again.")
+		return
+	case errors.Is(err, store.ErrUnavailable):
+		// PostgreSQL out of reach: the phone is told to come back, as any
+		// route tells its client, not that the server failed.
+		// Every phone reconnecting meets it: one line per unavailableLogEvery
+		// says so, with how many were left out, not one line per phone.
+		if suppressed, ok := h.unavailable.Due(h.now(), unavailableLogEvery); ok {
+			h.log.Error("device authentication failed: the database does not answer", "err", err, "suppressed", suppressed)
+		}
+		w.Header().Set("Retry-After", "5")
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "The server cannot reach its database; connect again shortly.")
+		return
+	case err != nil:
+		h.log.Error("device authentication failed", "err", err)
+		writeError(w, http.StatusInternalServerError, "internal", "The server failed to check the device token; it has been logged.")
+		return
+	case dev.Status == store.DeviceDisabled:
+		writeError(w, http.StatusForbidden, "device_disabled", "This device is disabled. Set its status to active (PATCH /device/{device_fingerprint}) to connect it again.")
+		return
+	}
+	if h.isDraining() {
+		w.Header().Set("Retry-After", "5")
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "The server is restarting; connect again shortly.")
+		return
+	}
+	// Phones are not browsers and authenticate with a bearer token, never a
+	// cookie, so cross-origin checks protect nothing here.
+	sw := smallBuffers(w)
+	var c *conn // set before its reader starts, the only goroutine that reads pongs
+	ws, err := websocket.Accept(sw, r, &websocket.AcceptOptions{
+		InsecureSkipVerify: true,
+		// The reader takes pongs between frames (awaitFrame); one that comes
+		// while the library is reading a frame is the library's to read, and
+		// answers the link's ping all the same.
+		OnPongReceived: func(context.Context, []byte) { c.ponged() },
+		// The phone's own pings are answered only within their bound
+		// (flood.go): each costs the server a pong written.
+		OnPingReceived: func(context.Context, []byte) bool { return c.pinged() },
+	})
+	if err != nil {
+		return // Accept has answered the client
+	}
+	ws.SetReadLimit(proto.MaxFrameBytes)
+	c = newConn(h, ws, hijacked(sw), dev, token)
+	h.mu.Lock()
+	if h.draining {
+		h.mu.Unlock()
+		ws.Close(proto.CloseRestarting, "server restarting")
+		return
+	}
+	h.links[c] = struct{}{}
+	h.wg.Add(1)
+	h.mu.Unlock()
+	go c.run()
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]string{"error": code, "message": msg})
+}

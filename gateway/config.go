@@ -1,0 +1,71 @@
+package gateway
+
+import (
+	"time"
+
+	"github.com/simrelay/simrelay/sms"
+)
+
+// Defaults, and why.
+const (
+	DefaultHelloTimeout = 10 * time.Second // the contract's hello deadline
+	// DefaultPingInterval keeps NAT mappings of mobile carriers (often 60-120 s) alive.
+	DefaultPingInterval = 45 * time.Second
+	// DefaultPongTimeout with the ping interval makes a silent phone offline after about 90 s.
+	DefaultPongTimeout  = 45 * time.Second
+	DefaultWriteTimeout = 10 * time.Second
+	// DefaultQueueLen bounds frames waiting for one phone; a phone that lets
+	// this many pile up is too slow and is closed (4008).
+	DefaultQueueLen = 64
+	// DefaultQueueBytes bounds the same queue in bytes, so that what a phone
+	// that never reads can make the server hold is known: a few frames near
+	// the 64 KiB frame limit would otherwise fill memory long before the
+	// frame count. 256 KiB holds the 64 frames of ordinary traffic (sends
+	// of a long SMS are about 7 KB) with room to spare.
+	DefaultQueueBytes = 256 << 10
+	// DefaultMaxInflight is the contract's window of un-acked sends per link.
+	DefaultMaxInflight = 16
+	// DefaultFrameRate and DefaultFrameBurst bound what one phone sends
+	// unasked (inbound, unknown frames, reports that answer nothing); a burst
+	// of inbound SMS after a reconnect fits easily. Answers to the server's
+	// own sends are not counted: they are bounded by what it sent.
+	DefaultFrameRate  = 50
+	DefaultFrameBurst = 200
+)
+
+// Config tunes the hub.
+type Config struct {
+	HelloTimeout time.Duration
+	PingInterval time.Duration
+	PongTimeout  time.Duration
+	WriteTimeout time.Duration
+	QueueLen     int
+	QueueBytes   int // bytes of frames waiting for one phone; one frame always fits an empty queue
+	MaxInflight  int
+	FrameRate    float64 // unasked frames per second a phone may send on average
+	FrameBurst   int
+	// JobLife is the longest a job handed to a phone may stay queued
+	// (sms.MaxQueuedLife): how long the hub remembers a device's links
+	// after they end (forget.go).
+	JobLife time.Duration
+}
+
+func (c *Config) defaults() {
+	orDefault(&c.HelloTimeout, DefaultHelloTimeout)
+	orDefault(&c.PingInterval, DefaultPingInterval)
+	orDefault(&c.PongTimeout, DefaultPongTimeout)
+	orDefault(&c.WriteTimeout, DefaultWriteTimeout)
+	orDefault(&c.QueueLen, DefaultQueueLen)
+	orDefault(&c.QueueBytes, DefaultQueueBytes)
+	orDefault(&c.MaxInflight, DefaultMaxInflight)
+	orDefault(&c.FrameRate, DefaultFrameRate)
+	orDefault(&c.FrameBurst, DefaultFrameBurst)
+	orDefault(&c.JobLife, sms.MaxQueuedLife(sms.DefaultMessageTTL))
+}
+
+// orDefault replaces a zero or negative setting with its default.
+func orDefault[T int | float64 | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
+}

@@ -1,0 +1,36 @@
+package gateway
+
+import proto "github.com/simrelay/simrelay/android-protocol"
+
+// What the rest of the server tells a device's live link.
+
+// Disconnect closes the device's link, if any, with code (4501 token
+// revoked, 4503 deleted or disabled).
+func (h *Hub) Disconnect(fingerprint string, code int, reason string) {
+	if c := h.lookup(fingerprint); c != nil {
+		c.closeWith(code, reason)
+	}
+}
+
+// Configure pushes changed settings to the device's link, if any.
+func (h *Hub) Configure(fingerprint string, cfg proto.Config) {
+	if c := h.lookup(fingerprint); c != nil {
+		c.send(cfg)
+	}
+}
+
+// Pace changes how many sends a minute the device's link may carry (0: no
+// pacing); it takes effect at once on a live link.
+func (h *Hub) Pace(fingerprint string, perMinute int) {
+	if c := h.lookup(fingerprint); c != nil {
+		c.setPace(perMinute)
+		c.pump()
+	}
+}
+
+// Kick tells the hub that new jobs wait for the device.
+func (h *Hub) Kick(fingerprint string) {
+	if c := h.lookup(fingerprint); c != nil {
+		c.kick()
+	}
+}

@@ -1,0 +1,157 @@
+package gateway
+
+import "time"
+
+// Which link is each device's: registration, its undoing, and what the
+// rest of the server asks of it.
+
+// register makes c the device's link, returning the link it replaces.
+func (h *Hub) register(c *conn) (old *conn, ok bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for hold := h.holds[c.dev.Fingerprint]; hold != nil; hold = h.holds[c.dev.Fingerprint] {
+		// A failover is moving the device's queued jobs: the new link
+		// reads its queue once they are gone.
+		h.mu.Unlock()
+		<-hold
+		h.mu.Lock()
+	}
+	if h.draining || c.closed() {
+		return nil, false
+	}
+	old = h.conns[c.dev.Fingerprint]
+	h.conns[c.dev.Fingerprint] = c
+	return old, true
+}
+
+// unregister drops c unless a newer link took its place already; the
+// presence hook hears of it only then.
+func (h *Hub) unregister(c *conn) {
+	now := h.now()
+	h.mu.Lock()
+	was := h.conns[c.dev.Fingerprint] == c
+	if was {
+		delete(h.conns, c.dev.Fingerprint)
+		h.endedAt[c.dev.Fingerprint] = now
+	}
+	h.forgetOld(now)
+	h.mu.Unlock()
+	if was {
+		c.ended()
+	}
+	if was && h.presence != nil {
+		h.presence.Down(c.dev)
+	}
+}
+
+// noteDispatch records that the job at queue place seq of the device is
+// about to be written to a link.
+func (h *Hub) noteDispatch(deviceID, seq uint64) {
+	now := h.now()
+	h.mu.Lock()
+	h.dispatched[deviceID] = dispatchMark{upTo: max(seq, h.dispatched[deviceID].upTo), at: now}
+	h.mu.Unlock()
+}
+
+// OfflineSince is when the device's last link ended since the hub
+// started; zero when it is online or had no link since.
+func (h *Hub) OfflineSince(fingerprint string) time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.conns[fingerprint] != nil {
+		return time.Time{}
+	}
+	return h.endedAt[fingerprint]
+}
+
+// HoldDevice runs fn while no link of the device can write a job: a live
+// link's pump waits, and a new link's registration waits until fn
+// returns. fn gets the highest queue place written to any of the
+// device's links since the hub started (jobs above it were never handed
+// to a phone by this process) and whether a link is live.
+func (h *Hub) HoldDevice(fingerprint string, deviceID uint64, fn func(dispatchedUpTo uint64, online bool) error) error {
+	h.mu.Lock()
+	for hold := h.holds[fingerprint]; hold != nil; hold = h.holds[fingerprint] {
+		h.mu.Unlock()
+		<-hold
+		h.mu.Lock()
+	}
+	hold := make(chan struct{})
+	h.holds[fingerprint] = hold
+	c := h.conns[fingerprint]
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		delete(h.holds, fingerprint)
+		h.mu.Unlock()
+		close(hold)
+	}()
+	if c != nil {
+		c.pumpMu.Lock()
+		defer c.pumpMu.Unlock()
+	}
+	h.mu.Lock()
+	upTo := h.dispatched[deviceID].upTo
+	h.mu.Unlock()
+	return fn(upTo, c != nil)
+}
+
+// giveBack undoes the registration of c, refused right after it displaced
+// old: old, if still open, gets its place back and the jobs queued meanwhile.
+func (h *Hub) giveBack(c, old *conn) {
+	h.mu.Lock()
+	back := h.conns[c.dev.Fingerprint] == c && old != nil && !old.closed()
+	switch {
+	case back:
+		h.conns[c.dev.Fingerprint] = old
+	case h.conns[c.dev.Fingerprint] == c:
+		delete(h.conns, c.dev.Fingerprint)
+	}
+	h.mu.Unlock()
+	if back {
+		old.pump()
+	}
+}
+
+func (h *Hub) lookup(fingerprint string) *conn {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.conns[fingerprint]
+}
+
+// Online reports whether the device has a live link.
+func (h *Hub) Online(fingerprint string) bool { return h.lookup(fingerprint) != nil }
+
+// LastSeen is when the device's live link last carried anything; zero when offline.
+func (h *Hub) LastSeen(fingerprint string) time.Time {
+	if c := h.lookup(fingerprint); c != nil {
+		return time.Unix(0, c.lastSeen.Load()).UTC()
+	}
+	return time.Time{}
+}
+
+// Presence is Online and LastSeen of many devices at once, for a list of
+// them: the devices with a live link, each with when it last carried
+// anything.
+func (h *Hub) Presence(fingerprints []string) map[string]time.Time {
+	out := make(map[string]time.Time)
+	h.mu.Lock()
+	live := make(map[string]*conn)
+	for _, fp := range fingerprints {
+		if c := h.conns[fp]; c != nil {
+			live[fp] = c
+		}
+	}
+	h.mu.Unlock()
+	for fp, c := range live {
+		out[fp] = time.Unix(0, c.lastSeen.Load()).UTC()
+	}
+	return out
+}
+
+// Count is the number of live links.
+func (h *Hub) Count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.conns)
+}

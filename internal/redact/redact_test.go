@@ -1,0 +1,43 @@
+package redact
+
+import "testing"
+
+func TestRedact(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name  string
+		fn    func(string) string
+		cases map[string]string
+	}{
+		{"URL", URL, map[string]string{
+			"postgres://u:s3cret@db/x":                "postgres://u:xxxxx@db/x",
+			"postgres://u:p@ss@db:5432/x?a=b":         "postgres://u:xxxxx@db:5432/x?a=b",
+			"postgres://u@db/x":                       "postgres://u@db/x",
+			"postgres:///x?host=/tmp&password=s3cret": "postgres:///x?host=/tmp&password=xxxxx",
+			"postgres://db/x?PASSWORD=s3cret&a=b":     "postgres://db/x?PASSWORD=xxxxx&a=b",
+			"not a url":                               "not a url",
+			"postgres://u:p/ss@db/x":                  "postgres://u:xxxxx@db/x",
+			// A value refused as no URL is shown without what may be its
+			// password: a URL missing its "://", or libpq's key=value string.
+			"postgres//u:s3cret@db/x":          "xxxxx@db/x",
+			"u:s3cret@db:5432/x":               "xxxxx@db:5432/x",
+			"host=db user=u password=s3cret":   "host=db user=u password=xxxxx",
+			"password=s3cret host=db dbname=x": "password=xxxxx host=db dbname=x",
+		}},
+		// Userinfo hides the user name too: in a NATS URL it may be the token.
+		{"Userinfo", Userinfo, map[string]string{
+			"nats://s3cret@bus:4222":     "nats://xxxxx@bus:4222",
+			"nats://u:s3cret@bus:4222":   "nats://xxxxx@bus:4222",
+			"tls://u:s3c@ret@bus:4222/x": "tls://xxxxx@bus:4222/x",
+			"nats://bus:4222":            "nats://bus:4222",
+			"nats//s3cret@bus:4222":      "xxxxx@bus:4222",
+			"http://u:s3cret@bus:bad":    "http://xxxxx@bus:bad",
+		}},
+	} {
+		for in, want := range tt.cases {
+			if got := tt.fn(in); got != want {
+				t.Errorf("%s(%q) = %q, want %q", tt.name, in, got, want)
+			}
+		}
+	}
+}
