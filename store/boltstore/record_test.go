@@ -13,12 +13,12 @@ import (
 // filled sets every field of the struct v points to to a value of its own,
 // so that a field the compact encoding leaves out (one added to the type
 // later, say) fails the round trip.
-func filled(t *testing.T, v any) {
+func filled(t testing.TB, v any) {
 	t.Helper()
 	fillStruct(t, reflect.ValueOf(v).Elem())
 }
 
-func fillStruct(t *testing.T, rv reflect.Value) {
+func fillStruct(t testing.TB, rv reflect.Value) {
 	t.Helper()
 	for i := range rv.NumField() {
 		f := rv.Field(i)
