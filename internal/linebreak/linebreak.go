@@ -16,6 +16,7 @@ package linebreak
 import (
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // Is reports a rune that breaks a line or a record: the C0 controls
@@ -42,15 +43,23 @@ func Fault(s string) string {
 
 // Replace returns s with each rune Is reports replaced by a space, for a
 // text that must be kept whatever it holds. Each replaced rune becomes one
-// space byte, so s never grows and a byte bound checked before still holds.
+// space byte and every other byte stays as it is (bytes that are not UTF-8
+// included: strings.Map wrote each as the 3 bytes of U+FFFD), so s never
+// grows and a byte bound checked before still holds.
 func Replace(s string) string {
 	if !strings.ContainsFunc(s, Is) {
 		return s
 	}
-	return strings.Map(func(r rune) rune {
+	var b strings.Builder
+	b.Grow(len(s))
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
 		if Is(r) {
-			return ' '
+			b.WriteByte(' ')
+		} else {
+			b.WriteString(s[i : i+size])
 		}
-		return r
-	}, s)
+		i += size
+	}
+	return b.String()
 }
