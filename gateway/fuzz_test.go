@@ -10,6 +10,9 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
+
+	proto "github.com/simrelay/simrelay/android-protocol"
 )
 
 // FuzzWithoutNUL reads a phone's frame as withoutNUL rewrites it: the
@@ -77,4 +80,39 @@ func tokens(t *testing.T, data []byte) []json.Token {
 		}
 		out = append(out, tok)
 	}
+}
+
+// FuzzFrameProblem reads what the server answers a frame it cannot decode
+// with: the sentence of frameProblem and the echo of an unknown type stay
+// short whatever the frame held (a 64 KiB number is never repeated), and
+// the sentence is ASCII, so the close reason it becomes (cut at 120
+// bytes) is UTF-8 wherever it is cut.
+func FuzzFrameProblem(f *testing.F) {
+	for _, s := range []string{`{"type":"ack","id":5}`, `{"type":"hello","protocol":"1"}`, `{"type":"hello","protocol":1e400}`,
+		`{"type":"inbound_ack","id":-1}`, `{"type":"hello","sims":[{"slot":7}]}`, `{"type":"health","battery":true}`,
+		`{"type":"teleport€€€"}`, `{"type":5}`, `nope`, `{"type":"status","at":{}}`, `{"type":"hello","health":{"sims":"x"}}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		data = withoutNUL(data)
+		_, err := proto.Decode(data)
+		switch {
+		case err == nil:
+			return
+		case errors.Is(err, proto.ErrUnknownType):
+			if typ := echo(frameType(data)); len(typ) > proto.MaxEchoBytes || !utf8.ValidString(typ) {
+				t.Fatalf("%q: the unknown type is echoed as %q", data, typ)
+			}
+			return
+		}
+		msg := frameProblem(err)
+		if len(msg) > 200 {
+			t.Fatalf("%q: a problem of %d bytes: %q", data, len(msg), msg)
+		}
+		for i := range len(msg) {
+			if msg[i] >= utf8.RuneSelf {
+				t.Fatalf("%q: the problem %q is not ASCII", data, msg)
+			}
+		}
+	})
 }
