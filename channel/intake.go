@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/phone"
 	"github.com/simrelay/simrelay/phone/numplan"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/sms"
@@ -42,9 +43,13 @@ func (s *Service) Announce(_ context.Context, dev store.Device, hello proto.Hell
 		wa = append(wa, v)
 	}
 	for i, h := range hello.IMessage {
+		field := fmt.Sprintf("imessage[%d].handle", i)
+		if fault := phone.RecipientFault(h.Handle); fault != "" {
+			return nil, problem.Invalid(field, fault)
+		}
 		v, err := normaliseHandle(h.Handle, region)
 		if err != nil {
-			return nil, problem.Invalid(fmt.Sprintf("imessage[%d].handle", i), "must be an E.164 phone number or an e-mail address")
+			return nil, problem.Invalid(field, "must be an E.164 phone number or an e-mail address")
 		}
 		im = append(im, v)
 	}
@@ -70,7 +75,14 @@ func (s *Service) Announce(_ context.Context, dev store.Device, hello proto.Hell
 
 // normaliseHandle is an iMessage handle an agent reports: an E.164 number
 // (read in the company's region, numplan.Reported), or a lower-cased e-mail.
+// A handle is held to a recipient's rule (phone.RecipientFault): it is shown
+// in the console and the API as the number's address, and handed back to
+// the agent's tool as send.from, so a control or invisible character, or a
+// leading '-', is refused as it is in a recipient.
 func normaliseHandle(v, region string) (string, error) {
+	if fault := phone.RecipientFault(v); fault != "" {
+		return "", problem.Invalid("handle", fault)
+	}
 	v = strings.TrimSpace(v)
 	if strings.Contains(v, "@") {
 		return normaliseEmail("handle", v)

@@ -144,11 +144,14 @@ func normaliseTo(channel, to, region string) (string, error) {
 
 // normaliseEmail is a handle's e-mail address, lower-cased.
 func normaliseEmail(field, v string) (string, error) {
+	// Lower-cased first, so that the length bound holds for what is kept:
+	// a few capitals take more bytes in lower case ("Ⱥ" is 2 bytes, "ⱥ" 3).
+	v = strings.ToLower(v)
 	local, domain, ok := strings.Cut(v, "@")
 	if !ok || local == "" || domain == "" || strings.ContainsAny(v, " \t\r\n<>,;\"") || strings.Count(v, "@") != 1 || !strings.Contains(domain, ".") || len(v) > 254 {
 		return "", problem.Invalid(field, "must be an e-mail address such as ana@example.com")
 	}
-	return strings.ToLower(v), nil
+	return v, nil
 }
 
 // validate checks a send and returns its content type and recipient, a

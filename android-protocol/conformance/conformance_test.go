@@ -1304,6 +1304,8 @@ func linkErrors(t *testing.T, s *server) {
 		{"national SIM number", `{"type":"hello","protocol":1,"app_version":"1","selected_sim":"","sims":[{"slot":"SIM1","phone_number":"5550100001"}]}`, "invalid_hello", 4000, "hello.sims[0].phone_number"},
 		{"bad selected_sim", `{"type":"hello","protocol":1,"app_version":"1","selected_sim":"SIM3"}`, "invalid_hello", 4000, "hello.selected_sim"},
 		{"slot twice", `{"type":"hello","protocol":1,"app_version":"1","selected_sim":"","sims":[{"slot":"SIM1"},{"slot":"SIM1"}]}`, "invalid_hello", 4000, "hello.sims"},
+		{"iMessage handle beginning with -", `{"type":"hello","protocol":1,"app_version":"1","selected_sim":"","imessage":[{"handle":"-x@example.com"}]}`, "invalid_hello", 4000, "hello.imessage[0].handle must not begin with -"},
+		{"iMessage handle with a direction override", `{"type":"hello","protocol":1,"app_version":"1","selected_sim":"","imessage":[{"handle":"ana\u202e@example.com"}]}`, "invalid_hello", 4000, "hello.imessage[0].handle must not contain invisible characters"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
