@@ -40,12 +40,18 @@ func mask(s string, user bool) string {
 	// The user info ends at the last '@' before the query: a password
 	// may hold an unescaped '/' (which url.Parse reads as the path), and
 	// an '@' in the path, rare in a server's URL, masks too much, never
-	// too little.
+	// too little. With no '@' before the first '?' or '#', the password
+	// may hold that '?' or '#' unescaped (u:pa?ss@db): the last '@' of
+	// all ends it then, so an '@' in a query without user info masks too
+	// much, again never too little.
 	end := strings.IndexAny(rest, "?#")
 	if end < 0 {
 		end = len(rest)
 	}
 	at := strings.LastIndex(rest[:end], "@")
+	if at < 0 {
+		at = strings.LastIndex(rest, "@")
+	}
 	if at < 0 {
 		return s
 	}
