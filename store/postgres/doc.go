@@ -211,7 +211,10 @@
 // outside the transaction helper call it themselves (the rate-limit
 // windows, the stream leases' drop, give-back and renewal, the import's
 // own transaction: TestWindowsErrorsClassified,
-// TestStreamLeasesErrorsClassified, TestLoadErrorsClassified). This store has no logger: the API logs the
+// TestStreamLeasesErrorsClassified, TestLoadErrorsClassified), and so do
+// the reads outside one (the analytics' generation, the schema version, a
+// file's chunks: closed, stats.go; TestReadsOutsideTransactionsUnavailable).
+// This store has no logger: the API logs the
 // requests it refuses for either error, spaced (httpapi's storeDiskFull
 // and storeUnavailable).
 //
