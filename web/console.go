@@ -118,7 +118,7 @@ func New(cfg Config, deps Deps) (*Console, error) {
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
 	if deps.Broker == nil {
-		deps.Broker = NewBroker(cfg.Streams)
+		deps.Broker = NewBroker(cfg.Streams, deps.Now) // one clock for the pages and their live events
 	}
 	flash, err := newFlashSigner()
 	if err != nil {

@@ -204,7 +204,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	st.SetPlans(bill)
 	// The console's live updates hear of every message change after its
 	// commit, on a cluster those of every node (serve_live.go).
-	broker := web.NewBroker(cfg.streams)
+	broker := web.NewBroker(cfg.streams, time.Now)
 	shared.shareStreams(broker)
 	live, err := startLive(node.bus, broker, log.With("component", "live"))
 	if err != nil {
