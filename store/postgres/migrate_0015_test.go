@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/simrelay/simrelay/internal/pgtest"
 )
 
 // Migration 0015 (cluster_nodes.version) on a database of 0014, and the
@@ -27,19 +25,10 @@ import (
 func TestMigration0015OnA0014Database(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := pgtest.URL(t)
-	ms, err := loadMigrations(embedded)
-	if err != nil {
-		t.Fatal(err)
-	}
+	url, ms, conn := migrationDB(t)
 	if len(ms) < 15 || ms[13].version != 14 || ms[14].name != "node_versions" {
 		t.Fatalf("migrations 0014 and 0015 are not where this test reads them: %d migrations", len(ms))
 	}
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
 	// The 0014 binary's registry statements, as it runs them (store/postgres/cluster.go then).
 	const (
 		register0014 = `INSERT INTO cluster_nodes (name, started_at, seen_at, bus, instance) VALUES ($1, now(), now(), $2, $3)
@@ -65,7 +54,7 @@ func TestMigration0015OnA0014Database(t *testing.T) {
 		t.Fatalf("a row of 0014 after 0015: version %q (%v), want kept with ''", version, err)
 	}
 
-	_, err = migrate(ctx, conn, ms[:14])
+	_, err := migrate(ctx, conn, ms[:14])
 	if !errors.Is(err, ErrSchemaTooNew) || !strings.Contains(err.Error(), "it is at version 15, this simrelay knows up to 14") {
 		t.Fatalf("the 0014 binary starting on 0015: %v, want ErrSchemaTooNew naming both versions", err)
 	}

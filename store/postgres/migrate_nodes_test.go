@@ -18,16 +18,7 @@ import (
 func TestMigrationRefusedWhileOlderNodesRun(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := pgtest.URL(t)
-	ms, err := loadMigrations(embedded)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	url, ms, conn := migrationDB(t)
 	older := len(ms) - 1 // the schema of the release before this one
 	if _, err := migrate(ctx, conn, ms[:older]); err != nil {
 		t.Fatal(err)
@@ -37,7 +28,7 @@ func TestMigrationRefusedWhileOlderNodesRun(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	_, err = Open(ctx, url, Options{})
+	_, err := Open(ctx, url, Options{})
 	if !errors.Is(err, ErrNodesRunning) || !strings.Contains(err.Error(), "old-1, old-2") || strings.Contains(err.Error(), "gone") {
 		t.Fatalf("opened with older nodes running: %v; want ErrNodesRunning naming old-1 and old-2 only", err)
 	}
@@ -52,4 +43,22 @@ func TestMigrationRefusedWhileOlderNodesRun(t *testing.T) {
 	if v, err := s.SchemaVersion(ctx); err != nil || v != latest(t) {
 		t.Fatalf("schema version once the nodes stopped: %d (%v), want %d", v, err, latest(t))
 	}
+}
+
+// migrationDB is a new database without a schema, the embedded migrations
+// and a connection to the database, closed when the test ends: for tests
+// that migrate it step by step.
+func migrationDB(t *testing.T) (url string, ms []migration, conn *pgx.Conn) {
+	t.Helper()
+	url = pgtest.URL(t)
+	ms, err := loadMigrations(embedded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err = pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return url, ms, conn
 }
