@@ -3,8 +3,10 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -61,4 +63,23 @@ func migrationDB(t *testing.T) (url string, ms []migration, conn *pgx.Conn) {
 	}
 	t.Cleanup(func() { conn.Close(context.Background()) })
 	return url, ms, conn
+}
+
+// A node that opened the store before a newer simrelay migrated the schema
+// (the migration found no beat of it yet, so it did not wait) is refused
+// when it registers, saying so, and never beats on a schema it does not
+// know. It registered and ran on before.
+func TestRegisterRefusedOnASchemaMigratedSinceOpen(t *testing.T) {
+	t.Parallel()
+	s := openURL(t, migrated(t), Options{})
+	if _, err := s.pool.Exec(context.Background(), "INSERT INTO schema_version (version, name) VALUES ($1, 'from_a_newer_simrelay')", latest(t)+1); err != nil {
+		t.Fatal(err)
+	}
+	err := s.RegisterNode(Node{Name: "late", Instance: "i", Bus: true, Version: "v-old"}, 10*time.Second)
+	if !errors.Is(err, ErrSchemaTooNew) || !strings.Contains(err.Error(), fmt.Sprintf("migrated to version %d since this node opened it at %d", latest(t)+1, latest(t))) {
+		t.Fatalf("registering on a schema migrated since Open: %v, want ErrSchemaTooNew naming both versions", err)
+	}
+	if nodes, err := s.LiveNodes(10 * time.Second); err != nil || len(nodes) != 0 {
+		t.Fatalf("live nodes after the refusal: %+v (%v), want none", nodes, err)
+	}
 }
