@@ -20,7 +20,8 @@ func TestRedact(t *testing.T) {
 			// A '?' or '#' in the password, unescaped, is no query.
 			"postgres://u:pa?ss@db/x":         "postgres://u:xxxxx@db/x",
 			"postgres://u:pa#ss@db/x?a=b":     "postgres://u:xxxxx@db/x?a=b",
-			"postgres://u:p@db/x?a=b@c":       "postgres://u:xxxxx@db/x?a=b@c",
+			"postgres://u:p@a?b@db/x":         "postgres://u:xxxxx@db/x",
+			"postgres://u:p@db/x?a=b@c":       "postgres://u:xxxxx@c", // too much, never too little
 			"postgres://db/x?application=a@b": "postgres://db/x?application=a@b",
 			// A value refused as no URL is shown without what may be its
 			// password: a URL missing its "://", or libpq's key=value string.
