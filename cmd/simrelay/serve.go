@@ -313,7 +313,10 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(limited) }()
-	log.Info("simrelay listening", "addr", ln.Addr().String(), "public_url", cfg.publicURL, "store", where.kind(), "node", node.name, "bus", onOff(node.bus != nil), "store_at", where.where(), "data_dir", cfg.dataDir,
+	// No "node" here: on PostgreSQL the logger names the node in every line
+	// already (node.logger), and a second node= would be a duplicate key, in
+	// JSON too; an embedded store has no node to name.
+	log.Info("simrelay listening", "addr", ln.Addr().String(), "public_url", cfg.publicURL, "store", where.kind(), "bus", onOff(node.bus != nil), "store_at", where.where(), "data_dir", cfg.dataDir,
 		"version", buildVersion(), "smtp", cfg.mailConfig().Redacted(), "admin_backup", onOff(cfg.adminToken != ""),
 		"stripe", onOff(cfg.stripeKey != ""), "stripe_api_url", cfg.stripeAPIURL)
 	fmt.Fprintf(stdout, "simrelay %s listening on http://%s\n", buildVersion(), ln.Addr())
