@@ -37,15 +37,13 @@ func mask(s string, user bool) string {
 		}
 		return s
 	}
-	// The user info ends at the last '@' before the query: a password
-	// may hold an unescaped '/' (which url.Parse reads as the path), and
-	// an '@' in the path, rare in a server's URL, masks too much, never
+	// The user info ends at the last '@' of all: a password may hold an
+	// unescaped '/', '?' or '#' (which url.Parse reads as the path, the
+	// query or the fragment) and '@' too (u:p@a?b@db), so no '@' after
+	// one of those can be told from the password's own. An '@' in the
+	// path or the query, rare in a server's URL, masks too much, never
 	// too little.
-	end := strings.IndexAny(rest, "?#")
-	if end < 0 {
-		end = len(rest)
-	}
-	at := strings.LastIndex(rest[:end], "@")
+	at := strings.LastIndex(rest, "@")
 	if at < 0 {
 		return s
 	}
