@@ -79,7 +79,9 @@ var nonPublic = []struct {
 	{netip.MustParsePrefix("64:ff9b:1::/48"), "local-use NAT64"},
 	{netip.MustParsePrefix("2001::/32"), "Teredo"},
 	{netip.MustParsePrefix("100::/64"), "discard"},
+	{netip.MustParsePrefix("2001:2::/48"), "benchmarking"},
 	{netip.MustParsePrefix("2001:db8::/32"), "documentation"},
+	{netip.MustParsePrefix("3fff::/20"), "documentation"}, // RFC 9637, beside 2001:db8::/32
 	{netip.MustParsePrefix("fc00::/7"), "private"},
 	{netip.MustParsePrefix("fe80::/10"), "link-local"},
 	{netip.MustParsePrefix("fec0::/10"), "site-local"},
