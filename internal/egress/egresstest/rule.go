@@ -14,6 +14,18 @@ import (
 	"golang.org/x/net/idna"
 )
 
+// Addresses are addresses of every range the documents name, and public
+// ones beside them: seeds for fuzz tests.
+var Addresses = []string{
+	"8.8.8.8", "1.1.1.1", "0.0.0.0", "0.1.2.3", "10.1.2.3", "100.64.0.1", "100.127.255.254", "127.0.0.1",
+	"169.254.169.254", "172.16.0.1", "172.31.255.255", "192.0.0.8", "192.0.2.1", "192.168.1.1", "198.18.0.1",
+	"198.51.100.7", "203.0.113.9", "224.0.0.1", "239.255.255.250", "240.0.0.1", "255.255.255.255",
+	"::", "::1", "::127.0.0.1", "::8.8.8.8", "::ffff:127.0.0.1", "::ffff:8.8.8.8", "::ffff:0:7f00:1",
+	"64:ff9b::7f00:1", "64:ff9b::808:808", "64:ff9b:1::a00:1", "2002:a9fe:a9fe::1", "2002:808:808::1",
+	"2001:0:4136:e378::1", "2001:2::1", "2001:db8::1", "3fff::1", "100::1", "fc00::1", "fd12:3456::1",
+	"fe80::1", "fe80::1%eth0", "fec0::1", "ff02::1", "2606:4700:4700::1111", "2a00:1450:4001::200e",
+}
+
 // Public reports whether the documents let a connect to a: a unicast
 // address of the public Internet, also when written in an IPv6 form that
 // carries an IPv4 address.
