@@ -123,8 +123,9 @@ func NonPublic(a netip.Addr) (string, bool) {
 
 // Host refuses, with a *HostError, a URL's host (url.URL.Hostname) that
 // is not public by itself, before any DNS lookup: localhost and its
-// subdomains, a non-public IP address, and a number some resolvers read as
-// an IPv4 address (127.1, 2130706433, 0x7f.1). Other names pass: Control
+// subdomains, a non-public IP address, a number some resolvers read as
+// an IPv4 address (127.1, 2130706433, 0x7f.1), and a zone (%) on anything
+// but an IPv6 address. Other names pass: Control
 // checks what they resolve to.
 //
 // A host with non-ASCII characters is first mapped as net/http maps it
@@ -148,9 +149,11 @@ func Host(host string) error {
 		return nil
 	}
 	// A top-level label of digits only is no DNS name but an IP address in a
-	// form some resolvers read: refuse the ambiguity.
+	// form some resolvers read: refuse the ambiguity. So is a zone on
+	// anything but an IPv6 address (127.0.0.1%eth0): no DNS name holds a
+	// '%', and a resolver that drops the zone dials the address.
 	labels := strings.Split(host, ".")
-	if last := labels[len(labels)-1]; strings.Trim(last, "0123456789") == "" || strings.HasPrefix(last, "0x") {
+	if last := labels[len(labels)-1]; strings.Trim(last, "0123456789") == "" || strings.HasPrefix(last, "0x") || strings.Contains(host, "%") {
 		return &HostError{Host: host}
 	}
 	return nil

@@ -81,6 +81,8 @@ func TestHost(t *testing.T) {
 		{"127.1", ""},
 		{"2130706433", ""},
 		{"0x7f.1", ""},
+		{"127.0.0.1%eth0", ""},
+		{"example.com%eth0", ""},
 		// Hosts that net/http's IDNA mapping (UTS #46) turns into a
 		// literal non-public address before it dials: ideographic and
 		// fullwidth full stops, fullwidth digits.

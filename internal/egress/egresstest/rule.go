@@ -107,7 +107,8 @@ func allZero(b []byte) bool {
 // RefusedHost says why the documents refuse a URL's host (url.URL.Hostname)
 // before any DNS lookup, or "" when they do not: localhost in any spelling,
 // a literal non-public IP address, or a bare number a resolver reads as an
-// IPv4 address (inet_aton's forms: 127.1, 2130706433, 0x7f.1, 0177.0.0.1).
+// IPv4 address (inet_aton's forms: 127.1, 2130706433, 0x7f.1, 0177.0.0.1),
+// or a zone (%) on anything but an IPv6 address (127.0.0.1%eth0).
 // A non-ASCII host is judged as net/http dials it, after IDNA mapping
 // (UTS #46, the lookup profile); upper case and trailing dots change
 // nothing.
@@ -127,6 +128,8 @@ func RefusedHost(host string) string {
 		}
 	case inetAton(host):
 		return "a bare number"
+	case strings.Contains(host, "%"):
+		return "a zone on no IPv6 address"
 	}
 	return ""
 }
