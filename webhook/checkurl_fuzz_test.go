@@ -14,8 +14,9 @@ import (
 // as an https URL of at most maxURLLength bytes, without credentials, with
 // a port from 1 to 65535 if any, whose host, read as net/http dials it, is
 // neither localhost nor a literal non-public address nor a bare number
-// (egresstest's statement of docs/webhooks.md); and it is taken again as
-// itself.
+// (egresstest's statement of docs/webhooks.md); deliveries take it for
+// https (isHTTPS), whatever the case of its scheme; and it is taken again
+// as itself.
 func FuzzCheckURL(f *testing.F) {
 	for _, s := range []string{"https://hooks.example.com/sms", "https://hooks.example.com:8443/sms?x=1", "HTTPS://Hooks.Example.com/",
 		"https://8.8.8.8/hook", "https://[2606:4700:4700::1111]/hook", "http://hooks.example.com/sms", "https://localhost/hook",
@@ -35,8 +36,8 @@ func FuzzCheckURL(f *testing.F) {
 		switch {
 		case err != nil:
 			t.Fatalf("CheckURL(%q) = %q, which does not parse: %v", raw, out, err)
-		case u.Scheme != "https":
-			t.Fatalf("CheckURL(%q) = %q, scheme %q", raw, out, u.Scheme)
+		case u.Scheme != "https" || !isHTTPS(out):
+			t.Fatalf("CheckURL(%q) = %q, scheme %q, which deliveries take for https: %v", raw, out, u.Scheme, isHTTPS(out))
 		case u.User != nil:
 			t.Fatalf("CheckURL(%q) = %q, with credentials", raw, out)
 		case len(out) > maxURLLength:

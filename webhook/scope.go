@@ -185,6 +185,14 @@ func scopeList(in []string, field string, check func(string) (string, error)) ([
 	return out, nil
 }
 
+// isHTTPS reports whether a stored receiver URL is https. The scheme is
+// matched in any case, as CheckURL (net/url) takes it: an entry saved as
+// HTTPS://... is an https entry.
+func isHTTPS(raw string) bool {
+	const scheme = "https://"
+	return len(raw) >= len(scheme) && strings.EqualFold(raw[:len(scheme)], scheme)
+}
+
 // CheckURL validates a receiver URL as PUT takes it and returns it trimmed.
 // It must be absolute https (http too with allowPrivate). Without
 // allowPrivate, a host that is a literal non-public IP address, or

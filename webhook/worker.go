@@ -193,7 +193,7 @@ func (s *Service) attempt(ctx context.Context, due store.WebhookDue) (recording,
 		out = outcome{err: "not sent: the webhook entry is inactive", notSent: true}
 	case isMailto(job.Entry.URL):
 		out = s.sendMail(ctx, job.Entry.URL, d)
-	case !s.cfg.AllowPrivate && !strings.HasPrefix(job.Entry.URL, "https://"):
+	case !s.cfg.AllowPrivate && !isHTTPS(job.Entry.URL):
 		// Stored while --webhook-allow-private was on; now it is off.
 		out = outcome{err: "not sent: http URLs need the server to run with --webhook-allow-private", notSent: true}
 	default:
