@@ -2,6 +2,7 @@ package channel
 
 import (
 	"net/url"
+	"strconv"
 	"testing"
 
 	"github.com/simrelay/simrelay/internal/egress/egresstest"
@@ -9,7 +10,8 @@ import (
 
 // FuzzMediaURL checks a send's media_url against docs/api.md's "Send
 // checks": what validate takes parses again with net/url as an https URL of
-// at most MaxMediaURL characters, without credentials, whose host, read as
+// at most MaxMediaURL characters, without credentials, with a port from 1
+// to 65535 if any, whose host, read as
 // the agent's HTTP client dials it, is neither localhost nor a literal
 // non-public address nor a bare number (egresstest's statement of the
 // rule).
@@ -40,6 +42,11 @@ func FuzzMediaURL(f *testing.F) {
 			t.Fatalf("media_url %q taken, %d bytes", raw, len(raw))
 		case u.Hostname() == "":
 			t.Fatalf("media_url %q taken, no host", raw)
+		}
+		if p := u.Port(); p != "" {
+			if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+				t.Fatalf("media_url %q taken, port %q", raw, p)
+			}
 		}
 		if why := egresstest.RefusedHost(u.Hostname()); why != "" {
 			t.Fatalf("media_url %q taken, whose host %q is %s", raw, u.Hostname(), why)
