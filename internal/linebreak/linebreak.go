@@ -16,6 +16,7 @@ package linebreak
 import (
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // Is reports a rune that breaks a line or a record: the C0 controls
@@ -42,15 +43,23 @@ func Fault(s string) string {
 
 // Replace returns s with each rune Is reports replaced by a space, for a
 // text that must be kept whatever it holds. Each replaced rune becomes one
-// space byte, so s never grows and a byte bound checked before still holds.
+// space byte, and every other byte, one that is not UTF-8 included, is
+// kept, so s never grows and a byte bound checked before still holds.
 func Replace(s string) string {
 	if !strings.ContainsFunc(s, Is) {
 		return s
 	}
-	return strings.Map(func(r rune) rune {
+	// By hand: strings.Map writes each byte that is not UTF-8 as U+FFFD,
+	// three bytes, so a text holding such bytes grew.
+	out := make([]byte, 0, len(s))
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
 		if Is(r) {
-			return ' '
+			out = append(out, ' ')
+		} else {
+			out = append(out, s[i:i+n]...)
 		}
-		return r
-	}, s)
+		i += n
+	}
+	return string(out)
 }

@@ -17,6 +17,7 @@ func TestRedact(t *testing.T) {
 			"postgres://db/x?PASSWORD=s3cret&a=b":     "postgres://db/x?PASSWORD=xxxxx&a=b",
 			"not a url":                               "not a url",
 			"postgres://u:p/ss@db/x":                  "postgres://u:xxxxx@db/x",
+			"postgres://u:s3cret&password=x@db/x":     "postgres://u:xxxxx@db/x", // a parameter's form inside the password
 			// A value refused as no URL is shown without what may be its
 			// password: a URL missing its "://", or libpq's key=value string.
 			"postgres//u:s3cret@db/x":          "xxxxx@db/x",
