@@ -10,10 +10,10 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/simrelay/simrelay/internal/outage"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
 )
@@ -68,21 +68,16 @@ func (s *Server) domainProblem(err error) (*problem.Error, bool) {
 	if pe, ok := problem.As(err); ok {
 		return pe, true
 	}
-	if errors.Is(err, store.ErrDiskFull) {
-		// A state of the store's disk, not of the request: the client may
-		// try again, on another node or once the operator has freed space.
-		// The operator must know writes are refused: PostgreSQL's store
-		// keeps no state of it and logs nothing (its /readyz stays ready),
-		// and the embedded store says only when it starts and ends.
-		s.storeDiskFull(err)
-		return &problem.Error{Code: problem.Unavailable, RetryAfter: unavailableRetry,
-			Message: "The server's disk is full, so it cannot store anything now; nothing was done. Try again shortly."}, true
-	}
-	if errors.Is(err, store.ErrUnavailable) {
-		// The client may try again; the operator must know the database is away.
-		s.storeUnavailable(err)
-		return &problem.Error{Code: problem.Unavailable, RetryAfter: unavailableRetry,
-			Message: "The server cannot reach its database; nothing was done. Try again shortly."}, true
+	// A store that cannot take the request now (its disk full, its
+	// database out of reach) is a state of the server, not of the request:
+	// the client may try again, on another node or once the operator has
+	// freed space or the database is back. The operator must know requests
+	// are refused: PostgreSQL's store keeps no state of a full disk and
+	// logs nothing (its /readyz stays ready), and the embedded store says
+	// only when it starts and ends.
+	if kind, pe := outage.Of(err); kind != outage.None {
+		s.storeRefused(kind, err)
+		return pe, true
 	}
 	var be *store.BudgetError
 	if errors.As(err, &be) {
@@ -93,35 +88,20 @@ func (s *Server) domainProblem(err error) (*problem.Error, bool) {
 	return nil, false
 }
 
-// unavailableLogEvery spaces the log lines of requests that found the
-// database out of reach or its disk full (logspacing), as limiterLogEvery does a failing
-// limiter's. /readyz logs the outage's start and end (readiness.go); these
-// lines say requests are refused.
-const unavailableLogEvery = 10 * time.Second
-
-// storeUnavailable logs a request that found the database out of reach, at
-// most once per unavailableLogEvery; each line counts the requests left
-// out since the one before (suppressed).
-func (s *Server) storeUnavailable(err error) {
-	if suppressed, ok := s.unavailable.Due(s.deps.Now(), unavailableLogEvery); ok {
-		s.deps.Logger.Error("store unavailable", "err", err, "suppressed", suppressed)
+// storeRefused logs a request the store refused (outage), at most once per
+// outage.LogEvery for each kind, each line counting the requests left out
+// since the one before (suppressed). A full disk and a database out of
+// reach are spaced each on its own: they ask the operator for different
+// things, and neither's line may hide the other's.
+func (s *Server) storeRefused(kind outage.Kind, err error) {
+	spacer := &s.unavailable
+	if kind == outage.DiskFull {
+		spacer = &s.diskFull
+	}
+	if suppressed, ok := spacer.Due(s.deps.Now(), outage.LogEvery); ok {
+		s.deps.Logger.Error(kind.Line(), "err", err, "suppressed", suppressed)
 	}
 }
-
-// storeDiskFull logs a request refused because the store's disk is full,
-// at most once per unavailableLogEvery, each line counting the requests
-// left out since the one before (suppressed). Its spacing is its own, not
-// storeUnavailable's: a full disk and a database out of reach ask the
-// operator for different things, and neither's line may hide the other's.
-func (s *Server) storeDiskFull(err error) {
-	if suppressed, ok := s.diskFull.Due(s.deps.Now(), unavailableLogEvery); ok {
-		s.deps.Logger.Error("store disk full: writes refused", "err", err, "suppressed", suppressed)
-	}
-}
-
-// unavailableRetry is the Retry-After of a 503 for a database out of reach:
-// long enough not to hammer it, short enough for a restart or failover.
-const unavailableRetry = 5
 
 var errTooLarge = problem.Newf(problem.PayloadTooLarge, "The request body is over the %d MiB limit.", maxBodyBytes>>20)
 

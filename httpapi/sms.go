@@ -164,17 +164,12 @@ func queueItem(m store.Message, now time.Time) queueJSON {
 		q.SendAt = ts(m.SendAt)
 	}
 	q.Window, q.Priority = windowOut(m.Window), m.Priority
-	switch {
-	case m.Status != store.MsgQueued:
-	case !m.HeldUntil.IsZero():
-		q.HeldUntil = ts(m.HeldUntil)
-	case m.Window != nil:
-		// A link holds a job outside its window only when it comes to read
-		// it, so a phone that is offline has not held it yet; the window
-		// decides all the same, and the client is told its next opening.
-		if next := m.Window.Next(now); next.After(now) {
-			q.HeldUntil = ts(next)
-		}
+	// A link holds a job outside its window only when it comes to read it,
+	// so a phone that is offline has not held it yet; the window decides
+	// all the same, and the client is told its next opening (WaitsUntil,
+	// which the console shows too).
+	if until := m.WaitsUntil(now); !until.IsZero() {
+		q.HeldUntil = ts(until)
 	}
 	for _, a := range m.Attempts {
 		q.Attempts = append(q.Attempts, attemptJSON{DeviceFingerprint: a.Device, SIMSlot: a.SIMSlot, Reason: a.Reason, MovedAt: ts(a.MovedAt)})

@@ -88,6 +88,26 @@ type Message struct {
 	Priority int `json:"priority,omitempty"`
 }
 
+// WaitsUntil is when a queued message outside its window may next go, as
+// the API's queue item and the console show it (held_until): HeldUntil
+// once a link has held it, else, while it is still in its device's queue
+// (its phone offline, or its link has not read it yet), its window's next
+// opening after now. Zero for a message not queued, or one its window
+// lets go now.
+func (m Message) WaitsUntil(now time.Time) time.Time {
+	switch {
+	case m.Status != MsgQueued:
+		return time.Time{}
+	case !m.HeldUntil.IsZero():
+		return m.HeldUntil
+	case m.Window != nil:
+		if next := m.Window.Next(now); next.After(now) {
+			return next
+		}
+	}
+	return time.Time{}
+}
+
 // Conversation is the running summary of one device's exchange with one number.
 type Conversation struct {
 	Phone         string    `json:"phone"`

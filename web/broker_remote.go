@@ -15,10 +15,11 @@ import (
 // exactly as a tab receives it, so a tab cannot tell which node committed
 // the change.
 
-// RenderLive is a committed message change as its company's tabs draw it:
-// the company and the JSON of one "message" event.
-func RenderLive(m store.Message) (company uint64, body []byte, err error) {
-	body, err = json.Marshal(liveOut(m))
+// RenderLive is a committed message change as its company's tabs draw it
+// now (by the broker's clock): the company and the JSON of one "message"
+// event.
+func (b *Broker) RenderLive(m store.Message) (company uint64, body []byte, err error) {
+	body, err = json.Marshal(liveOut(m, b.now()))
 	if err != nil {
 		return 0, nil, fmt.Errorf("live event of message %d: %w", m.ID, err)
 	}

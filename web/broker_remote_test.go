@@ -25,7 +25,7 @@ func TestLiveEventReachesATabOnAnotherNode(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(bus.Close)
-		brokers[node] = NewBroker(StreamConfig{})
+		brokers[node] = NewBroker(StreamConfig{}, nil)
 		l, err := cluster.StartLive(bus, 0, brokers[node].Deliver, nil, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -43,7 +43,7 @@ func TestLiveEventReachesATabOnAnotherNode(t *testing.T) {
 	other, _ := brokers["b"].subscribe(8, 2, "s2")
 	local, _ := brokers["a"].subscribe(7, 3, "s3")
 
-	company, body, err := RenderLive(store.Message{ID: 42, CompanyID: 7, Direction: store.Outbound, UUID: "q-42", Status: store.MsgDelivered, Text: "line one\nline two"})
+	company, body, err := brokers["a"].RenderLive(store.Message{ID: 42, CompanyID: 7, Direction: store.Outbound, UUID: "q-42", Status: store.MsgDelivered, Text: "line one\nline two"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func TestLiveEventReachesATabOnAnotherNode(t *testing.T) {
 
 func TestDeliverRefusesWhatWouldBreakAStream(t *testing.T) {
 	t.Parallel()
-	b := NewBroker(StreamConfig{})
+	b := NewBroker(StreamConfig{}, nil)
 	tab, _ := b.subscribe(1, 1, "s")
 	for _, body := range []string{"{\"a\":1}\n\nevent: signedout", "{\"a\":\n1}", "not json", ""} {
 		if err := b.Deliver(1, []byte(body)); err == nil {
@@ -85,7 +85,7 @@ func TestDeliverRefusesWhatWouldBreakAStream(t *testing.T) {
 
 func TestResyncEndsEveryStreamOfTheNode(t *testing.T) {
 	t.Parallel()
-	b := NewBroker(StreamConfig{})
+	b := NewBroker(StreamConfig{}, nil)
 	one, _ := b.subscribe(1, 1, "s1")
 	two, _ := b.subscribe(2, 2, "s2")
 	b.Resync()

@@ -8,7 +8,7 @@ import (
 
 func TestBrokerDropsASlowTabWithoutBlocking(t *testing.T) {
 	t.Parallel()
-	b := NewBroker(StreamConfig{Buffer: 2})
+	b := NewBroker(StreamConfig{Buffer: 2}, nil)
 	slow, err := b.subscribe(1, 1, "s1")
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +51,7 @@ func TestBrokerDropsASlowTabWithoutBlocking(t *testing.T) {
 // open costs no rendering (every send and report passes here); one with a
 // tab open reaches it.
 func TestBrokerRendersOnlyForOpenTabs(t *testing.T) {
-	b := NewBroker(StreamConfig{Buffer: 4})
+	b := NewBroker(StreamConfig{Buffer: 4}, nil)
 	m := store.Message{ID: 1, CompanyID: 1, UUID: "u", Phone: "+15551234567", Text: "hello", Direction: store.Outbound, Status: store.MsgQueued}
 	if n := testing.AllocsPerRun(100, func() { b.MessageChanged(m) }); n != 0 {
 		t.Errorf("a change nobody watches allocated %.0f times, want 0", n)

@@ -16,6 +16,7 @@ import (
 	"github.com/simrelay/simrelay/channel"
 	"github.com/simrelay/simrelay/device"
 	"github.com/simrelay/simrelay/internal/bidi"
+	"github.com/simrelay/simrelay/internal/logspacing"
 	"github.com/simrelay/simrelay/media"
 	"github.com/simrelay/simrelay/phone/numplan"
 	"github.com/simrelay/simrelay/problem"
@@ -107,6 +108,9 @@ type Console struct {
 	secure bool
 	mux    *http.ServeMux
 	flash  *flashSigner
+	// unavailable and diskFull space the lines of requests the store
+	// refused (unavailable.go).
+	unavailable, diskFull logspacing.Spacer
 }
 
 // New parses the embedded templates and builds the routes.
@@ -118,7 +122,7 @@ func New(cfg Config, deps Deps) (*Console, error) {
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
 	if deps.Broker == nil {
-		deps.Broker = NewBroker(cfg.Streams)
+		deps.Broker = NewBroker(cfg.Streams, deps.Now) // one clock for the pages and their live events
 	}
 	flash, err := newFlashSigner()
 	if err != nil {

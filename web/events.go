@@ -102,6 +102,9 @@ type Broker struct {
 	// (stream_leases.go). Set before serving.
 	leases StreamLeases
 	log    *slog.Logger
+	// now is the clock a live event reads a queued message's held_until
+	// by (store.Message.WaitsUntil).
+	now func() time.Time
 }
 
 // subscriber is one tab's stream. events is written by publishers (never
@@ -115,10 +118,14 @@ type subscriber struct {
 	released      bool // guarded by Broker.mu
 }
 
-// NewBroker returns a broker with the given bounds.
-func NewBroker(cfg StreamConfig) *Broker {
+// NewBroker returns a broker with the given bounds; now (time.Now when nil)
+// is the clock its events read a held message's opening by.
+func NewBroker(cfg StreamConfig, now func() time.Time) *Broker {
 	cfg.defaults()
-	return &Broker{cfg: cfg, subs: map[uint64]map[*subscriber]struct{}{}, perSession: map[string]int{},
+	if now == nil {
+		now = time.Now
+	}
+	return &Broker{cfg: cfg, now: now, subs: map[uint64]map[*subscriber]struct{}{}, perSession: map[string]int{},
 		perUser: map[uint64]int{}, perCompany: map[uint64]int{}, stop: make(chan struct{})}
 }
 
@@ -230,7 +237,10 @@ type liveMessage struct {
 	Media []liveFile `json:"media,omitempty"`
 }
 
-func liveOut(m store.Message) liveMessage {
+// liveOut is m as a tab draws it at now: a queued SMS outside its window
+// shows when it may go (held_until) as the API's queue item does, whether
+// or not a phone's link has held it yet.
+func liveOut(m store.Message, now time.Time) liveMessage {
 	out := liveMessage{ID: m.ID, Device: m.Device, Phone: m.Phone, PhoneDisplay: numplan.Display(m.Phone), Direction: m.Direction, Text: m.Text,
 		SIMSlot: m.SIMSlot, Status: m.Status, Error: m.Error, CreatedAt: m.CreatedAt.UTC().Format(time.RFC3339),
 		Channel: m.Channel, NumberID: m.NumberRef, ContentType: m.ContentType, MediaURL: m.MediaURL, Detail: m.Detail}
@@ -240,8 +250,8 @@ func liveOut(m store.Message) liveMessage {
 	if !m.SendAt.IsZero() {
 		out.SendAt = m.SendAt.UTC().Format(time.RFC3339)
 	}
-	if m.Status == store.MsgQueued && !m.HeldUntil.IsZero() {
-		out.HeldUntil = m.HeldUntil.UTC().Format(time.RFC3339)
+	if until := m.WaitsUntil(now); !until.IsZero() {
+		out.HeldUntil = until.UTC().Format(time.RFC3339)
 	}
 	if m.Direction == store.Outbound {
 		out.QueueID = m.UUID
@@ -261,7 +271,7 @@ func (b *Broker) MessageChanged(m store.Message) {
 	if !b.watched(m.CompanyID) {
 		return
 	}
-	body, err := json.Marshal(liveOut(m))
+	body, err := json.Marshal(liveOut(m, b.now()))
 	if err != nil {
 		return
 	}

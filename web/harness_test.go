@@ -125,7 +125,7 @@ func newEnv(t *testing.T, opts ...func(*envOptions)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	broker := web.NewBroker(o.streams)
+	broker := web.NewBroker(o.streams, clk.Now)
 	messages.SetWatcher(broker)
 	agents.SetWatcher(broker)
 	console, err := web.New(web.Config{PublicURL: publicURL, Email: o.email}, web.Deps{Accounts: accounts, Devices: devices, SMS: messages, Channels: agents,

@@ -91,8 +91,9 @@ func (c *Console) thread(r *http.Request, q *req, fp, phone string) ([]liveMessa
 		return nil, err
 	}
 	out := make([]liveMessage, 0, len(page.Messages))
+	now := c.deps.Now()
 	for _, m := range page.Messages {
-		out = append(out, liveOut(m))
+		out = append(out, liveOut(m, now))
 	}
 	slices.Reverse(out) // newest at the bottom, as people read a conversation
 	return out, nil
@@ -120,7 +121,7 @@ func (c *Console) sendSMS(w http.ResponseWriter, r *http.Request, q *req) (outco
 		return outcome{}, err
 	}
 	back := withQuery(withQuery(Prefix+"/messages", "device", m.Device), "phone", m.Phone)
-	return outcome{Redirect: back, Data: liveOut(m)}, nil
+	return outcome{Redirect: back, Data: liveOut(m, c.deps.Now())}, nil
 }
 
 // sendAtOf reads the send box's "send at": RFC 3339 (the page's script turns
@@ -158,5 +159,5 @@ func (c *Console) cancelSMS(w http.ResponseWriter, r *http.Request, q *req) (out
 		return outcome{}, err
 	}
 	back := withQuery(withQuery(Prefix+"/messages", "device", m.Device), "phone", m.Phone)
-	return outcome{Redirect: back, Data: liveOut(m)}, nil
+	return outcome{Redirect: back, Data: liveOut(m, c.deps.Now())}, nil
 }

@@ -177,7 +177,7 @@ func (c *Console) numberMessages(r *http.Request, q *req, n channel.Number) ([]l
 	}
 	out := make([]liveMessage, 0, len(page.Messages))
 	for _, m := range page.Messages {
-		out = append(out, liveOut(m))
+		out = append(out, liveOut(m, c.deps.Now()))
 	}
 	return out, nil
 }
@@ -298,7 +298,7 @@ func (c *Console) sendAgent(w http.ResponseWriter, r *http.Request, q *req) (out
 	if err != nil {
 		return outcome{}, err
 	}
-	return outcome{Redirect: Prefix + "/numbers/" + ch + "/" + m.NumberRef, Data: liveOut(m)}, nil
+	return outcome{Redirect: Prefix + "/numbers/" + ch + "/" + m.NumberRef, Data: liveOut(m, c.deps.Now())}, nil
 }
 
 // inWords says a wait the way a person would: "45 seconds", "3 minutes",

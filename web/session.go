@@ -251,10 +251,14 @@ func withQuery(path, k, v string) string {
 	return u.String()
 }
 
-// toProblem is the API's rule: a *problem.Error goes out as it is, anything
-// else is a logged 500 with a generic message.
+// toProblem is the API's rule: a *problem.Error goes out as it is, a store
+// that cannot take the request now is a 503 (storeProblem), anything else
+// is a logged 500 with a generic message.
 func (c *Console) toProblem(r *http.Request, err error) *problem.Error {
 	if pe, ok := problem.As(err); ok {
+		return pe
+	}
+	if pe, ok := c.storeProblem(err); ok {
 		return pe
 	}
 	var be *store.BudgetError

@@ -37,7 +37,7 @@ func TestStreamCapsCountEveryNode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b := NewBroker(StreamConfig{PerCompany: 3, PerUser: 2, PerSession: 2})
+		b := NewBroker(StreamConfig{PerCompany: 3, PerUser: 2, PerSession: 2}, nil)
 		b.ShareStreams(leases, slog.New(slog.DiscardHandler))
 		brokers = append(brokers, b)
 	}

@@ -28,6 +28,16 @@ func TestClusterStartRules(t *testing.T) {
 	st := testStore{dir: t.TempDir(), databaseURL: db}
 
 	alone := startServer(t, bin, st, "--node-name", "alone")
+	// Its stderr reaches the buffer through a pipe, so the log line may come
+	// after the stdout line startServer waited for.
+	var line string
+	poll.Within(t, 10*time.Second, "the start's log line", func() bool {
+		line = listeningLine(alone.stderr.String())
+		return line != ""
+	})
+	if strings.Count(line, "node=") != 1 {
+		t.Errorf("the start's log line should name the node once: %s", line)
+	}
 	out, err := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--data-dir", t.TempDir(), "--database-url", db, "--node-name", "second").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), `alone\" runs on this database without a bus, and so would this one: two nodes on one database need --nats-url each`) {
 		t.Fatalf("second node without a bus: err %v, output:\n%s", err, out)
@@ -111,4 +121,14 @@ func TestClusterNodeRestartsUnderItsName(t *testing.T) {
 	if code, _ := get(t, other.url+"/readyz", ""); code != http.StatusOK {
 		t.Fatalf("b after a died: readyz %d", code)
 	}
+}
+
+// listeningLine is the server's "simrelay listening" log line, or "".
+func listeningLine(log string) string {
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, `msg="simrelay listening"`) {
+			return line
+		}
+	}
+	return ""
 }

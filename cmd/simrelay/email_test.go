@@ -16,6 +16,7 @@ import (
 	gomail "github.com/wneessen/go-mail"
 
 	"github.com/simrelay/simrelay/internal/freeport"
+	"github.com/simrelay/simrelay/internal/poll"
 	"github.com/simrelay/simrelay/internal/syncbuf"
 	"github.com/simrelay/simrelay/mail/mailtest"
 )
@@ -45,6 +46,15 @@ func TestEmailToSMS(t *testing.T) {
 	}
 	smtpAddr := freeport.Addr(t)
 	srv := startServer(t, bin, st, "--smtp-listen", smtpAddr, "--smtp-domain", "sms.test", "--smtp-cert", certFile, "--smtp-key", keyFile)
+	// The start's line names the listener apart from the outgoing mail.
+	var line string
+	poll.Within(t, 10*time.Second, "the start's log line", func() bool {
+		line = listeningLine(srv.stderr.String())
+		return line != ""
+	})
+	if !strings.Contains(line, "smtp_listen="+smtpAddr) || !strings.Contains(line, "mail_out=") {
+		t.Errorf("the start's log line should name the e-mail listener (smtp_listen=%s) and the outgoing mail (mail_out=): %s", smtpAddr, line)
+	}
 
 	phone := exec.Command(bin, "phone", "--server", srv.url, "--api-key", apiKey, "--token-file", filepath.Join(t.TempDir(), "phone.json"))
 	out := &syncbuf.Buffer{}

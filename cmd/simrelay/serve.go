@@ -204,7 +204,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	st.SetPlans(bill)
 	// The console's live updates hear of every message change after its
 	// commit, on a cluster those of every node (serve_live.go).
-	broker := web.NewBroker(cfg.streams)
+	broker := web.NewBroker(cfg.streams, time.Now)
 	shared.shareStreams(broker)
 	live, err := startLive(node.bus, broker, log.With("component", "live"))
 	if err != nil {
@@ -313,8 +313,11 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(limited) }()
-	log.Info("simrelay listening", "addr", ln.Addr().String(), "public_url", cfg.publicURL, "store", where.kind(), "node", node.name, "bus", onOff(node.bus != nil), "store_at", where.where(), "data_dir", cfg.dataDir,
-		"version", buildVersion(), "smtp", cfg.mailConfig().Redacted(), "admin_backup", onOff(cfg.adminToken != ""),
+	// No "node" here: on PostgreSQL the logger names the node in every line
+	// already (node.logger), and a second node= would be a duplicate key, in
+	// JSON too; an embedded store has no node to name.
+	log.Info("simrelay listening", "addr", ln.Addr().String(), "public_url", cfg.publicURL, "store", where.kind(), "bus", onOff(node.bus != nil), "store_at", where.where(), "data_dir", cfg.dataDir,
+		"version", buildVersion(), "mail_out", cfg.mailConfig().Redacted(), "smtp_listen", smtpListening(smtpLn), "admin_backup", onOff(cfg.adminToken != ""),
 		"stripe", onOff(cfg.stripeKey != ""), "stripe_api_url", cfg.stripeAPIURL)
 	fmt.Fprintf(stdout, "simrelay %s listening on http://%s\n", buildVersion(), ln.Addr())
 
@@ -356,4 +359,14 @@ func onOff(set bool) string {
 		return "on"
 	}
 	return "off"
+}
+
+// smtpListening is where the e-mail-to-SMS listener takes mail, or "off":
+// the listening line names it beside the outgoing mail (mail_out), which
+// the two share nothing with.
+func smtpListening(ln net.Listener) string {
+	if ln == nil {
+		return "off"
+	}
+	return ln.Addr().String()
 }

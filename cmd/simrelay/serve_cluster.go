@@ -303,7 +303,9 @@ func (n *clusterNode) checkVersions() {
 		seen[i] = cluster.NodeVersion{Name: o.Name, Version: o.Version}
 		count[o.Version]++
 	}
-	n.versions.Observe(time.Now(), seen)
+	// The gauges first, then the log: whoever reads the log's line (an
+	// operator, TestClusterNoticesMixedVersions) finds /metrics saying the
+	// same already.
 	for v := range n.shown {
 		if count[v] == 0 {
 			n.nodesByVersion.DeleteLabelValues(v)
@@ -314,6 +316,7 @@ func (n *clusterNode) checkVersions() {
 		n.nodesByVersion.WithLabelValues(v).Set(float64(c))
 		n.shown[v] = true
 	}
+	n.versions.Observe(time.Now(), seen)
 }
 
 // leave removes the node from the registry and closes the bus.

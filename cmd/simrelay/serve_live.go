@@ -45,7 +45,7 @@ func (l *liveViews) MessageChanged(m store.Message) {
 		l.broker.MessageChanged(m)
 		return
 	}
-	company, body, err := web.RenderLive(m)
+	company, body, err := l.broker.RenderLive(m)
 	if err != nil {
 		l.log.Error("console live view", "err", err)
 		return

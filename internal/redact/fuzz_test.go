@@ -31,9 +31,9 @@ func FuzzURL(f *testing.F) {
 		}{{"URL", URL, false}, {"Userinfo", Userinfo, true}} {
 			out := c.fn(s)
 			m, err := url.Parse(out)
-			if err != nil && (u.Scheme == "" || strings.Contains(u.Path, "@")) {
-				// No URL this can read, or an '@' in the path: all before
-				// the last '@' is masked, too much, never too little.
+			if err != nil && (u.Scheme == "" || strings.Contains(u.Path+u.RawQuery+u.Fragment, "@")) {
+				// No URL this can read, or an '@' after the user info: all
+				// before the last '@' is masked, too much, never too little.
 				continue
 			}
 			if err != nil {

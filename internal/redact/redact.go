@@ -16,9 +16,9 @@ const Mask = "xxxxx"
 var passwordParam = regexp.MustCompile(`(?i)((?:^|[?&\s])password=)[^&#\s]*`)
 
 // URL masks the password of scheme://user:password@host...: the part
-// between the first ':' and the last '@' before the query, and a
-// password=... parameter (in a URL's query, or in a key=value string
-// given in its place). A value without scheme:// is no URL this can
+// between the first ':' and the last '@', and a password=... parameter
+// (in what follows a URL's user info, or in a key=value string given in
+// its place). A value without scheme:// is no URL this can
 // read (postgres//u:p@db, u:p@db:5432/x): everything before its last '@'
 // is masked, as it may be a user and password; it is shown only to say it
 // was refused.
@@ -38,15 +38,12 @@ func mask(s string, user bool) string {
 		}
 		return s
 	}
-	rest = maskUserinfo(rest, user)
-	// A password=... parameter is read in the query only. Read in the
-	// whole URL before the user info, one inside a password
-	// (u:s3cret&password=x@db) took the '@' as its value, and the user
-	// info was then left as it was, s3cret shown.
-	if q := strings.IndexByte(rest, '?'); q >= 0 {
-		rest = rest[:q] + passwordParam.ReplaceAllString(rest[q:], "${1}"+Mask)
-	}
-	return scheme + "://" + rest
+	rest, after := maskUserinfo(rest, user)
+	// A password=... parameter is masked after the user info, and only in
+	// what follows it: masked first, one inside a password
+	// (u:s3cret&password=x@db) took the '@' as its value, so the user
+	// info was left as it was and s3cret shown.
+	return scheme + "://" + rest[:after] + passwordParam.ReplaceAllString(rest[after:], "${1}"+Mask)
 }
 
 // isScheme reports whether s is a URL's scheme (RFC 3986: a letter, then
@@ -64,26 +61,26 @@ func isScheme(s string) bool {
 	return s != ""
 }
 
-// maskUserinfo masks the user info of what follows a URL's "://".
-func maskUserinfo(rest string, user bool) string {
-	// The user info ends at the last '@' before the query: a password
-	// may hold an unescaped '/' (which url.Parse reads as the path), and
-	// an '@' in the path, rare in a server's URL, masks too much, never
+// maskUserinfo masks the user info of what follows a URL's "://", and
+// says where the text after the user info starts (0 when none is masked).
+func maskUserinfo(rest string, user bool) (masked string, after int) {
+	// The user info ends at the last '@' of all: a password may hold an
+	// unescaped '/', '?' or '#' (which url.Parse reads as the path, the
+	// query or the fragment) and '@' too (u:p@a?b@db), so no '@' after
+	// one of those can be told from the password's own. An '@' in the
+	// path or the query, rare in a server's URL, masks too much, never
 	// too little.
-	end := strings.IndexAny(rest, "?#")
-	if end < 0 {
-		end = len(rest)
-	}
-	at := strings.LastIndex(rest[:end], "@")
+	at := strings.LastIndex(rest, "@")
 	if at < 0 {
-		return rest
+		return rest, 0
 	}
 	if user {
-		return Mask + rest[at:]
+		return Mask + rest[at:], len(Mask) + 1
 	}
 	name, _, hasPassword := strings.Cut(rest[:at], ":")
 	if !hasPassword {
-		return rest
+		return rest, 0
 	}
-	return name + ":" + Mask + rest[at:]
+	masked = name + ":" + Mask + rest[at:]
+	return masked, len(masked) - len(rest[at+1:])
 }

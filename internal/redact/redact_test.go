@@ -18,6 +18,13 @@ func TestRedact(t *testing.T) {
 			"not a url":                               "not a url",
 			"postgres://u:p/ss@db/x":                  "postgres://u:xxxxx@db/x",
 			"postgres://u:s3cret&password=x@db/x":     "postgres://u:xxxxx@db/x", // a parameter's form inside the password
+			// A '?' or '#' in the password, unescaped, is no query.
+			"postgres://u:pa?ss@db/x":         "postgres://u:xxxxx@db/x",
+			"postgres://u:pa#ss@db/x?a=b":     "postgres://u:xxxxx@db/x?a=b",
+			"postgres://u:p@a?b@db/x":         "postgres://u:xxxxx@db/x",
+			"postgres://u:p@db/x?a=b@c":       "postgres://u:xxxxx@c", // too much, never too little
+			"postgres://db/x?application=a@b": "postgres://db/x?application=a@b",
+			"postgres://db/x?password=a@b":    "postgres://db/x?password=xxxxx",
 			// A value refused as no URL is shown without what may be its
 			// password: a URL missing its "://", or libpq's key=value string.
 			"postgres//u:s3cret@db/x":          "xxxxx@db/x",
@@ -31,6 +38,7 @@ func TestRedact(t *testing.T) {
 			"nats://u:s3cret@bus:4222":   "nats://xxxxx@bus:4222",
 			"tls://u:s3c@ret@bus:4222/x": "tls://xxxxx@bus:4222/x",
 			"nats://bus:4222":            "nats://bus:4222",
+			"nats://to?ken@bus:4222":     "nats://xxxxx@bus:4222",
 			"nats//s3cret@bus:4222":      "xxxxx@bus:4222",
 			"http://u:s3cret@bus:bad":    "http://xxxxx@bus:bad",
 		}},

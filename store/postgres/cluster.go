@@ -44,10 +44,29 @@ func (e *NodeRefused) Error() string { return "store/postgres: node refused: " +
 //
 // The checks and the write are one transaction under an advisory lock, so
 // nodes starting together are checked one after the other.
+//
+// It also refuses (ErrSchemaTooNew) a schema migrated past this binary's
+// since Open checked it: a newer node migrates only while no node beats
+// (migrate.go), and a node that opened the store before that migration
+// but registers after it would beat in the registry unseen by it and run
+// on a schema it does not know. Both take the migration's advisory lock,
+// so one of them sees the other: the migration this node's beat, or this
+// node the migrated schema.
 func (s *Store) RegisterNode(n Node, live time.Duration) error {
 	return s.write("register node", func(t *txn) error {
 		if _, err := t.exec("SELECT pg_advisory_xact_lock($1)", nodeLock); err != nil {
 			return err
+		}
+		// After the node lock, as migrate takes none: no two wait on each other.
+		if _, err := t.exec("SELECT pg_advisory_xact_lock($1)", migrationLock); err != nil {
+			return err
+		}
+		var schema int
+		if err := t.row("SELECT coalesce(max(version), 0) FROM schema_version").Scan(&schema); err != nil {
+			return err
+		}
+		if schema > s.schema {
+			return fmt.Errorf("%w: it was migrated to version %d since this node opened it at %d: run the newer simrelay that migrated it", ErrSchemaTooNew, schema, s.schema)
 		}
 		rows, err := t.query(`SELECT name, bus, instance FROM cluster_nodes
 			WHERE seen_at > now() - make_interval(secs => $1) AND NOT (name = $2 AND instance = $3)`, live.Seconds(), n.Name, n.Instance)

@@ -211,7 +211,10 @@
 // outside the transaction helper call it themselves (the rate-limit
 // windows, the stream leases' drop, give-back and renewal, the import's
 // own transaction: TestWindowsErrorsClassified,
-// TestStreamLeasesErrorsClassified, TestLoadErrorsClassified). This store has no logger: the API logs the
+// TestStreamLeasesErrorsClassified, TestLoadErrorsClassified), and so do
+// the reads outside one (the analytics' generation, the schema version, a
+// file's chunks: closed, stats.go; TestReadsOutsideTransactionsUnavailable).
+// This store has no logger: the API logs the
 // requests it refuses for either error, spaced (httpapi's storeDiskFull
 // and storeUnavailable).
 //
@@ -248,5 +251,7 @@
 // name, bus, instance and build (version, migration 0015): every node reads
 // the live nodes' builds at its beats and warns of builds other than its
 // own (docs/cluster.md, Upgrading the nodes). A migration itself refuses to
-// run while nodes beat (migrate.go), so only builds on one schema meet.
+// run while nodes beat (migrate.go), and a node refuses to join the
+// registry on a schema migrated since it opened the store (RegisterNode,
+// under the migration's lock), so only builds on one schema meet.
 package postgres

@@ -206,10 +206,7 @@ func (s *Store) CopyMedia(w io.Writer, mediaID string) (int64, error) {
 			return total, nil
 		}
 		if err != nil {
-			if s.ctx.Err() != nil {
-				err = store.ErrClosed
-			}
-			return total, fmt.Errorf("store: read media %q: %w", mediaID, err)
+			return total, fmt.Errorf("store: read media %q: %w", mediaID, s.closed(err))
 		}
 		k, err := w.Write(chunk)
 		total += int64(k)

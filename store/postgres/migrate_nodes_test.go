@@ -3,8 +3,10 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -18,16 +20,7 @@ import (
 func TestMigrationRefusedWhileOlderNodesRun(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := pgtest.URL(t)
-	ms, err := loadMigrations(embedded)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	url, ms, conn := migrationDB(t)
 	older := len(ms) - 1 // the schema of the release before this one
 	if _, err := migrate(ctx, conn, ms[:older]); err != nil {
 		t.Fatal(err)
@@ -37,7 +30,7 @@ func TestMigrationRefusedWhileOlderNodesRun(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	_, err = Open(ctx, url, Options{})
+	_, err := Open(ctx, url, Options{})
 	if !errors.Is(err, ErrNodesRunning) || !strings.Contains(err.Error(), "old-1, old-2") || strings.Contains(err.Error(), "gone") {
 		t.Fatalf("opened with older nodes running: %v; want ErrNodesRunning naming old-1 and old-2 only", err)
 	}
@@ -51,5 +44,42 @@ func TestMigrationRefusedWhileOlderNodesRun(t *testing.T) {
 	s := open(t, url)
 	if v, err := s.SchemaVersion(ctx); err != nil || v != latest(t) {
 		t.Fatalf("schema version once the nodes stopped: %d (%v), want %d", v, err, latest(t))
+	}
+}
+
+// migrationDB is a new database without a schema, the embedded migrations
+// and a connection to the database, closed when the test ends: for tests
+// that migrate it step by step.
+func migrationDB(t *testing.T) (url string, ms []migration, conn *pgx.Conn) {
+	t.Helper()
+	url = pgtest.URL(t)
+	ms, err := loadMigrations(embedded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err = pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return url, ms, conn
+}
+
+// A node that opened the store before a newer simrelay migrated the schema
+// (the migration found no beat of it yet, so it did not wait) is refused
+// when it registers, saying so, and never beats on a schema it does not
+// know. It registered and ran on before.
+func TestRegisterRefusedOnASchemaMigratedSinceOpen(t *testing.T) {
+	t.Parallel()
+	s := openURL(t, migrated(t), Options{})
+	if _, err := s.pool.Exec(context.Background(), "INSERT INTO schema_version (version, name) VALUES ($1, 'from_a_newer_simrelay')", latest(t)+1); err != nil {
+		t.Fatal(err)
+	}
+	err := s.RegisterNode(Node{Name: "late", Instance: "i", Bus: true, Version: "v-old"}, 10*time.Second)
+	if !errors.Is(err, ErrSchemaTooNew) || !strings.Contains(err.Error(), fmt.Sprintf("migrated to version %d since this node opened it at %d", latest(t)+1, latest(t))) {
+		t.Fatalf("registering on a schema migrated since Open: %v, want ErrSchemaTooNew naming both versions", err)
+	}
+	if nodes, err := s.LiveNodes(10 * time.Second); err != nil || len(nodes) != 0 {
+		t.Fatalf("live nodes after the refusal: %+v (%v), want none", nodes, err)
 	}
 }

@@ -64,6 +64,9 @@ type Store struct {
 	deviceEvents *store.DeviceEvents
 	// reports are the workers that make TransitionLater's changes (reports.go).
 	reports reporters
+	// schema is the schema version this binary migrated to or found at
+	// Open, the highest it knows (RegisterNode checks it again).
+	schema int
 }
 
 // Open connects to the database at url (postgres://... or postgresql://...,
@@ -122,7 +125,7 @@ func (s *Store) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	_, err = migrate(ctx, s.pool, ms)
+	s.schema, err = migrate(ctx, s.pool, ms)
 	return err
 }
 

@@ -79,7 +79,7 @@ func failed(name string, err error) error {
 // err as it is. The database's own error stays in the chain. It is the one
 // classifier of the store: transactions get it through failed, and the
 // statements that run outside one (the rate-limit windows, the stream
-// leases' renewals, the import) call it themselves, so that the API and
+// leases' renewals, the import, the reads through closed) call it themselves, so that the API and
 // the log tell the same state whichever path met it. An error classified
 // already is returned as it is.
 func classified(err error) error {

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"io"
 	"testing"
 
 	"github.com/simrelay/simrelay/internal/pgtest"
@@ -63,4 +64,29 @@ func relayedStore(t *testing.T) (s *Store, cut func()) {
 	}
 	t.Cleanup(func() { s.Close() })
 	return s, relay.Cut
+}
+
+// The reads made outside a transaction (the analytics' generation, the
+// schema version, a file's chunks) fail with store.ErrUnavailable too when
+// the database is gone, as a transaction's reads do: they were the
+// database's bare errors, which the API answers 500 where every other
+// call answers 503 (GET /analytics asks the generation first).
+func TestReadsOutsideTransactionsUnavailable(t *testing.T) {
+	t.Parallel()
+	s, cut := relayedStore(t)
+	if _, err := s.Generation(); err != nil {
+		t.Fatal(err)
+	}
+	cut()
+	for i := 0; i < 2; i++ { // a broken pooled connection, then a refused new one
+		if _, err := s.Generation(); !errors.Is(err, store.ErrUnavailable) {
+			t.Errorf("generation %d with the database gone: got %v, want store.ErrUnavailable", i, err)
+		}
+	}
+	if _, err := s.Version(); !errors.Is(err, store.ErrUnavailable) {
+		t.Errorf("schema version with the database gone: got %v, want store.ErrUnavailable", err)
+	}
+	if _, err := s.CopyMedia(io.Discard, "m-1"); !errors.Is(err, store.ErrUnavailable) {
+		t.Errorf("a file's chunks with the database gone: got %v, want store.ErrUnavailable", err)
+	}
 }
