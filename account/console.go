@@ -79,7 +79,11 @@ func (s *Service) ConsoleAuthenticate(_ context.Context, id string) (ConsoleSess
 		return ConsoleSession{}, err
 	}
 	if now.Sub(sess.SeenAt) >= consoleTouchEvery {
-		if err := s.store.TouchConsoleSession(hash, now); err != nil {
+		// A store that cannot write now (its disk full) still reads: the
+		// session stays good, and a later request refreshes its idle clock.
+		// Refusing would turn every console page into a 503 while the
+		// pages themselves only read.
+		if err := s.store.TouchConsoleSession(hash, now); err != nil && !errors.Is(err, store.ErrUnavailable) {
 			return ConsoleSession{}, err
 		}
 	}

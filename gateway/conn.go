@@ -626,7 +626,7 @@ func (c *conn) closeWithFrame(code int, reason string, errFrame *proto.Error) {
 	if !c.state.CompareAndSwap(linkOpen, linkClosing) {
 		return
 	}
-	recount(c.sock) // no longer the device's one link, though open for the handshake
+	recount(c.sock)                      // no longer the device's one link, though open for the handshake
 	reason = proto.CutBytes(reason, 120) // the close frame allows 123 bytes; never half a character
 	// The operator's record of why the server ended a link: a phone that
 	// does not read may never see the close frame (PROTOCOL.md, section 9).

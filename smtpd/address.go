@@ -3,6 +3,7 @@ package smtpd
 import (
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/emersion/go-smtp"
 
@@ -47,6 +48,11 @@ func ParseAddressIn(addr, domain, region string) (Address, error) {
 	// holding U+0000), and 451 has a mail server retry for days.
 	if strings.ContainsFunc(addr, unicode.IsControl) {
 		return Address{}, badAddress("The address holds a control character.")
+	}
+	// Nor bytes that are not UTF-8, which PostgreSQL refuses to read as
+	// text: the same fault.
+	if !utf8.ValidString(addr) {
+		return Address{}, badAddress("The address is not UTF-8.")
 	}
 	local, dom, ok := cutLast(addr, "@")
 	if !ok || local == "" {

@@ -32,6 +32,8 @@ func TestParseAddress(t *testing.T) {
 		{in: "+15551234567+dev-pix\x00el7@sms.test", code: 550},
 		{in: "+15551234567+pool-sa\x00les@sms.test", code: 550},
 		{in: "+15551234567+dev-pixel\x7f@sms.test", code: 550},
+		// Nor bytes that are not UTF-8, the same fault (found fuzzing).
+		{in: "+15551234567+dev-pix\xd5el7@sms.test", code: 550},
 	} {
 		got, err := ParseAddress(tc.in, "sms.test")
 		var se *smtp.SMTPError

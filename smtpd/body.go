@@ -57,13 +57,13 @@ func ReadMail(raw []byte) (Mail, error) {
 	var text string
 	switch {
 	case r.plain != nil:
-		text = Clean(noBreakSpaces.Replace(*r.plain))
+		text = Clean(layout.Replace(*r.plain))
 	case r.html != nil:
-		text = Clean(noBreakSpaces.Replace(HTMLText(*r.html)))
+		text = Clean(layout.Replace(HTMLText(*r.html)))
 		if utf8.RuneCountInString(text) > sms.MaxMessageChars {
 			// The links' addresses made it too long for an SMS: the text
 			// alone may fit, and is better than a refused mail.
-			text = Clean(noBreakSpaces.Replace(htmlText(*r.html, false)))
+			text = Clean(layout.Replace(htmlText(*r.html, false)))
 		}
 	}
 	if text == "" {
@@ -75,7 +75,12 @@ func ReadMail(raw []byte) (Mail, error) {
 		if err != nil {
 			subject = msg.Header.Get("Subject")
 		}
-		text = strings.TrimSpace(noBreakSpaces.Replace(withoutBOM(subject)))
+		// A header is the bytes as sent, which need not be UTF-8 (8-bit
+		// text, or an encoded word said to be UTF-8 that is not): they
+		// read as U+FFFD, as in a body.
+		// The SMS text is stored and sent as UTF-8, and PostgreSQL refuses
+		// anything else (a fault, 451, that a mail server retries for days).
+		text = strings.TrimSpace(layout.Replace(strings.ToValidUTF8(subject, "\uFFFD")))
 	}
 	return Mail{Text: text, MessageID: strings.TrimSpace(msg.Header.Get("Message-ID"))}, nil
 }
@@ -179,12 +184,13 @@ func charsetReader(cs string, r io.Reader) (io.Reader, error) {
 	return out, nil
 }
 
-// noBreakSpaces turns no-break spaces into spaces. In mail they are layout:
-// HTML is full of &nbsp;, Outlook carries them into its plain part, macOS
-// writes U+202F before AM and PM. None is in the GSM alphabet, so one of
-// them made the whole SMS UCS-2, 70 characters a part instead of 160; an
-// SMS has no line to keep together.
-var noBreakSpaces = strings.NewReplacer("\u00a0", " ", "\u202f", " ", "\u2007", " ")
+// layout turns no-break spaces into spaces and drops U+FEFF. In mail they
+// are layout: HTML is full of &nbsp;, Outlook carries them into its plain
+// part, macOS writes U+202F before AM and PM. None is in the GSM alphabet,
+// so one of them made the whole SMS UCS-2, 70 characters a part instead of
+// 160; an SMS has no line to keep together. U+FEFF is withoutBOM's: a part
+// decoded without one can still make one, as HTML's &#xFEFF;.
+var layout = strings.NewReplacer("\u00a0", " ", "\u202f", " ", "\u2007", " ", "\uFEFF", "")
 
 // withoutBOM drops U+FEFF: a byte-order mark (Windows editors start UTF-8
 // with one) or the deprecated zero-width no-break space, invisible either
@@ -329,11 +335,12 @@ func bareURL(s string) string {
 var attribution = regexp.MustCompile(`(?i)^(on\s.*\swrote:|.*\s(wrote|schrieb|a écrit|escribió)\s?:)$`)
 
 // Clean cuts what is not the message from a mail's text: the signature
-// (from a line that is "-- " or "--"), an Outlook quoted thread (from
-// "-----Original Message-----" or a line "From: ..." after a line of
-// underscores), quoted lines (starting with ">") with the attribution line
-// above them; then it trims trailing space from lines, the whole text, and
-// runs of blank lines to one.
+// (from a line that is "-- " or "--", white space around it aside), an
+// Outlook quoted thread (from "-----Original Message-----" or a line
+// "From: ..." after a line of underscores), quoted lines (starting with
+// ">") with the attribution line above them; then it trims trailing space
+// from lines, the whole text, and runs of blank lines to one. What it
+// returns is message only: Clean of it is itself.
 func Clean(text string) string {
 	text = strings.ReplaceAll(text, "\r\n", "\n")
 	lines := strings.Split(text, "\n")
@@ -341,7 +348,11 @@ func Clean(text string) string {
 	for i := 0; i < len(lines); i++ {
 		l := strings.TrimRight(lines[i], " \t\r")
 		trim := strings.TrimSpace(l)
-		if lines[i] == "-- " || lines[i] == "--" || lines[i] == "-- \r" ||
+		// The separator is read without the white space around it, as the
+		// other marks are. As written, "--\t" (or " --" starting the text)
+		// was no separator but came out as "--", which is one: cleaning the
+		// text again cut what the first pass had kept as message.
+		if trim == "--" ||
 			strings.HasPrefix(trim, "-----Original Message-----") || strings.HasPrefix(trim, "________________________________") {
 			break
 		}

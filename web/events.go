@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/simrelay/simrelay/phone/numplan"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
 )
@@ -207,61 +206,6 @@ func (b *Broker) Streams() int {
 	return b.total
 }
 
-// liveMessage is a message as the pages' JavaScript draws it.
-type liveMessage struct {
-	ID      uint64 `json:"id"`
-	QueueID string `json:"queue_id,omitempty"`
-	Device  string `json:"device"`
-	Phone   string `json:"phone"`
-	// PhoneDisplay is Phone formatted for reading (numplan.Display).
-	PhoneDisplay string `json:"phone_display"`
-	Direction    string `json:"direction"`
-	Text         string `json:"text"`
-	SIMSlot      string `json:"sim_slot"`
-	Status       string `json:"status"`
-	Error        string `json:"error,omitempty"`
-	CreatedAt    string `json:"created_at"`
-	// Channel is sms, whatsapp or imessage; NumberID names the WhatsApp
-	// number or iMessage handle of the other two.
-	Channel     string `json:"channel"`
-	NumberID    string `json:"number_id,omitempty"`
-	ContentType string `json:"content_type,omitempty"`
-	MediaURL    string `json:"media_url,omitempty"`
-	// SendAt is when a scheduled SMS is due; HeldUntil when a queued one
-	// that waits outside its sending window goes to its phone.
-	SendAt    string `json:"send_at,omitempty"`
-	HeldUntil string `json:"held_until,omitempty"`
-	// Detail is what a delivered WhatsApp message's receipts added (read, played).
-	Detail string `json:"detail,omitempty"`
-	// Media are the files of a received WhatsApp or iMessage message.
-	Media []liveFile `json:"media,omitempty"`
-}
-
-// liveOut is m as a tab draws it at now: a queued SMS outside its window
-// shows when it may go (held_until) as the API's queue item does, whether
-// or not a phone's link has held it yet.
-func liveOut(m store.Message, now time.Time) liveMessage {
-	out := liveMessage{ID: m.ID, Device: m.Device, Phone: m.Phone, PhoneDisplay: numplan.Display(m.Phone), Direction: m.Direction, Text: m.Text,
-		SIMSlot: m.SIMSlot, Status: m.Status, Error: m.Error, CreatedAt: m.CreatedAt.UTC().Format(time.RFC3339),
-		Channel: m.Channel, NumberID: m.NumberRef, ContentType: m.ContentType, MediaURL: m.MediaURL, Detail: m.Detail}
-	if out.Channel == "" {
-		out.Channel = "sms"
-	}
-	if !m.SendAt.IsZero() {
-		out.SendAt = m.SendAt.UTC().Format(time.RFC3339)
-	}
-	if until := m.WaitsUntil(now); !until.IsZero() {
-		out.HeldUntil = until.UTC().Format(time.RFC3339)
-	}
-	if m.Direction == store.Outbound {
-		out.QueueID = m.UUID
-	}
-	if len(m.Media) > 0 {
-		out.Media = liveFiles(m.Media)
-	}
-	return out
-}
-
 // MessageChanged publishes a committed change to the company's tabs
 // (sms.Watcher). It never blocks.
 func (b *Broker) MessageChanged(m store.Message) {
@@ -316,9 +260,13 @@ func (b *Broker) Close() {
 func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 	q, err := c.authenticate(r)
 	if err != nil {
-		// EventSource cannot read a body; 401 ends its retries, and the page
-		// tells the user the session expired.
-		writeJSON(w, http.StatusUnauthorized, c.toProblem(r, err))
+		// Any status but 200 ends an EventSource's retries, and it reads
+		// neither the status nor the body: the page asks this URL again with
+		// fetch to learn why (console.js), so the answer is the one every
+		// console page gives, 401 for a session that ended, 503 for a store
+		// that cannot answer (storeProblem), never "expired" for both.
+		pe := c.toProblem(r, err)
+		writeJSON(w, pe.Status(), pe)
 		return
 	}
 	b := c.deps.Broker
@@ -380,8 +328,16 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 		case <-sub.gone:
 			return
 		case <-tick.C:
-			// A signed-out or revoked session loses its stream here.
+			// A signed-out or revoked session loses its stream here; a
+			// session the store cannot check now is not signed out: the
+			// page is told the server is unavailable and comes back.
 			if _, aerr := c.deps.Accounts.ConsoleAuthenticate(r.Context(), q.sess.ID); aerr != nil {
+				if pe := c.toProblem(r, aerr); pe.Code != problem.Unauthorized {
+					if body, merr := json.Marshal(pe); merr == nil {
+						_ = send("event: unavailable\ndata: %s\n\n", body)
+					}
+					return
+				}
 				_ = send("event: signedout\ndata: {}\n\n")
 				return
 			}

@@ -26,6 +26,7 @@ import (
 	"github.com/simrelay/simrelay/device"
 	"github.com/simrelay/simrelay/gateway"
 	"github.com/simrelay/simrelay/httpapi"
+	"github.com/simrelay/simrelay/internal/pgtest"
 	"github.com/simrelay/simrelay/internal/poll"
 	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/internal/testclock"
@@ -65,6 +66,9 @@ type envOptions struct {
 	connState func(net.Conn, http.ConnState)
 	// email is the e-mail to SMS listener the settings page tells of.
 	email web.EmailToSMS
+	// relayed, when set, gets the relay the PostgreSQL store is opened
+	// through (storetest.Options.Relayed).
+	relayed func(*pgtest.Relayed)
 }
 
 func newEnv(t *testing.T, opts ...func(*envOptions)) *env {
@@ -75,7 +79,7 @@ func newEnv(t *testing.T, opts ...func(*envOptions)) *env {
 	}
 	// The console's tests are about pages, not about what survives a power
 	// cut (cmd/simrelay's crash tests are): the store skips each commit's fsync.
-	st := storetest.OpenWith(t, storetest.Options{})
+	st := storetest.OpenWith(t, storetest.Options{Relayed: o.relayed})
 	inbox := mailtest.NewInbox(t)
 	log := slog.New(slog.DiscardHandler)
 	clk := testclock.New(time.Now().UTC().Truncate(time.Second))

@@ -146,6 +146,12 @@ func storedLocation(name string) (*time.Location, error) {
 	if l, ok := storedLocations.Load(name); ok {
 		return l.(*time.Location), nil
 	}
+	if name == "" || name == "Local" {
+		// Never stored (Validate refused both from the first), and
+		// time.LoadLocation reads them as UTC and the host's own zone: a
+		// window refused for its zone would keep hours after all.
+		return nil, fmt.Errorf("window: %q is no zone", name)
+	}
 	l, err := time.LoadLocation(name)
 	if err != nil {
 		return nil, err
@@ -156,7 +162,8 @@ func storedLocation(name string) (*time.Location, error) {
 
 // Next returns the earliest instant at or after t inside w: t itself when
 // w is open at t. A window that fails Validate is taken as always open,
-// since a stored message must never wait for a window that cannot open.
+// since a stored message must never wait for a window that cannot open;
+// only a day named twice is no such fault, and counts once.
 func (w Window) Next(t time.Time) time.Time {
 	loc, err := location(w.TimeZone)
 	if err != nil {
@@ -171,14 +178,16 @@ func (w Window) Next(t time.Time) time.Time {
 	// Eight days: today's hours may be over, and the same weekday next
 	// week is the last that can be the first open one.
 	for i := range 8 {
-		day := time.Date(y, m, d+i, 0, 0, 0, 0, loc)
+		// The weekday of the date, not of its midnight in loc: where the
+		// clock springs forward from midnight, time.Date may put that
+		// midnight on the day before (clockAt), and Sunday was taken for
+		// Saturday.
+		day := time.Date(y, m, d+i, 0, 0, 0, 0, time.UTC)
 		if len(w.Days) > 0 && !slices.Contains(w.Days, dayNames[day.Weekday()]) {
 			continue
 		}
-		// A local time that a daylight-saving change skips comes out as
-		// time.Date normalizes it, past the gap (02:30 becomes 03:30).
-		open := time.Date(y, m, d+i, from/60, from%60, 0, 0, loc)
-		end := time.Date(y, m, d+i, to/60, to%60, 0, 0, loc)
+		open := clockAt(y, m, d+i, from, loc)
+		end := clockAt(y, m, d+i, to, loc)
 		if t.Before(end) {
 			if t.Before(open) {
 				return open.UTC()
@@ -187,6 +196,27 @@ func (w Window) Next(t time.Time) time.Time {
 		}
 	}
 	return t
+}
+
+// clockAt is the instant loc's clock reads min minutes into the day y-m-d
+// (1440: the next midnight). A time that a daylight-saving change skips
+// comes out past the gap, as far as it is into it (02:30 in a gap from
+// 02:00 to 03:00 becomes 03:30). time.Date answers so east of Greenwich,
+// but west of it puts such a time before the gap: in America/New_York a
+// window from 02:30 opened at 01:30 that day, outside its hours, and where
+// the clock springs forward from midnight (America/Santiago,
+// America/Havana) a window from 00:00 opened at 23:00 the day before, and
+// one to 24:00 closed an hour early.
+func clockAt(y int, m time.Month, d, min int, loc *time.Location) time.Time {
+	at := time.Date(y, m, d, min/60, min%60, 0, 0, loc)
+	want := time.Date(y, m, d, min/60, min%60, 0, 0, time.UTC)
+	read := time.Date(at.Year(), at.Month(), at.Day(), at.Hour(), at.Minute(), 0, 0, time.UTC)
+	if read.Before(want) {
+		// Read by the offset before the gap, which at still has.
+		_, offset := at.Zone()
+		return want.Add(-time.Duration(offset) * time.Second)
+	}
+	return at
 }
 
 // Open says whether w is open at t.

@@ -16,6 +16,7 @@ package bidi
 
 import (
 	"strings"
+	"unicode/utf8"
 
 	xbidi "golang.org/x/text/unicode/bidi"
 )
@@ -57,7 +58,8 @@ func Reorders(s string) bool {
 
 // StripControls removes the explicit embeddings, overrides and isolates
 // (U+202A-U+202E, U+2066-U+2069) from s and keeps everything else, marks
-// (U+200E, U+200F) and right-to-left letters included. It is for the places
+// (U+200E, U+200F), right-to-left letters and bytes that are not UTF-8
+// included. It is for the places
 // where a name is shown by a reader that may not honour isolates, such as
 // an e-mail subject in a phone's notification: there a control cannot be
 // contained, and a name never needs one.
@@ -65,12 +67,18 @@ func StripControls(s string) string {
 	if !strings.ContainsFunc(s, isControl) {
 		return s
 	}
-	return strings.Map(func(r rune) rune {
-		if isControl(r) {
-			return -1
+	// By hand: strings.Map writes each byte that is not UTF-8 as U+FFFD,
+	// which is not keeping it.
+	var out strings.Builder
+	out.Grow(len(s))
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if !isControl(r) {
+			out.WriteString(s[i : i+n])
 		}
-		return r
-	}, s)
+		i += n
+	}
+	return out.String()
 }
 
 func isControl(r rune) bool {

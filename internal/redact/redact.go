@@ -16,11 +16,12 @@ const Mask = "xxxxx"
 var passwordParam = regexp.MustCompile(`(?i)((?:^|[?&\s])password=)[^&#\s]*`)
 
 // URL masks the password of scheme://user:password@host...: the part
-// between the first ':' and the last '@' before the query, and a
-// password=... parameter (of a URL, or of a key=value string given in its
-// place). A value without :// is no URL this can read (postgres//u:p@db,
-// u:p@db:5432/x): everything before its last '@' is masked, as it may be
-// a user and password; it is shown only to say it was refused.
+// between the first ':' and the last '@', and a password=... parameter
+// (in what follows a URL's user info, or in a key=value string given in
+// its place). A value without scheme:// is no URL this can
+// read (postgres//u:p@db, u:p@db:5432/x): everything before its last '@'
+// is masked, as it may be a user and password; it is shown only to say it
+// was refused.
 func URL(s string) string { return mask(s, false) }
 
 // Userinfo is URL for servers whose user name may itself be the secret
@@ -29,14 +30,40 @@ func URL(s string) string { return mask(s, false) }
 func Userinfo(s string) string { return mask(s, true) }
 
 func mask(s string, user bool) string {
-	s = passwordParam.ReplaceAllString(s, "${1}"+Mask)
 	scheme, rest, ok := strings.Cut(s, "://")
-	if !ok {
+	if !ok || !isScheme(scheme) {
+		s = passwordParam.ReplaceAllString(s, "${1}"+Mask)
 		if at := strings.LastIndex(s, "@"); at >= 0 {
 			return Mask + s[at:]
 		}
 		return s
 	}
+	rest, after := maskUserinfo(rest, user)
+	// A password=... parameter is masked after the user info, and only in
+	// what follows it: masked first, one inside a password
+	// (u:s3cret&password=x@db) took the '@' as its value, so the user
+	// info was left as it was and s3cret shown.
+	return scheme + "://" + rest[:after] + passwordParam.ReplaceAllString(rest[after:], "${1}"+Mask)
+}
+
+// isScheme reports whether s is a URL's scheme (RFC 3986: a letter, then
+// letters, digits, '+', '-' and '.'). Without one, "://" is no URL's: in
+// //token@host:// the token was read as the scheme and shown.
+func isScheme(s string) bool {
+	for i, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z':
+		case i > 0 && (r >= '0' && r <= '9' || r == '+' || r == '-' || r == '.'):
+		default:
+			return false
+		}
+	}
+	return s != ""
+}
+
+// maskUserinfo masks the user info of what follows a URL's "://", and
+// says where the text after the user info starts (0 when none is masked).
+func maskUserinfo(rest string, user bool) (masked string, after int) {
 	// The user info ends at the last '@' of all: a password may hold an
 	// unescaped '/', '?' or '#' (which url.Parse reads as the path, the
 	// query or the fragment) and '@' too (u:p@a?b@db), so no '@' after
@@ -45,14 +72,15 @@ func mask(s string, user bool) string {
 	// too little.
 	at := strings.LastIndex(rest, "@")
 	if at < 0 {
-		return s
+		return rest, 0
 	}
 	if user {
-		return scheme + "://" + Mask + rest[at:]
+		return Mask + rest[at:], len(Mask) + 1
 	}
 	name, _, hasPassword := strings.Cut(rest[:at], ":")
 	if !hasPassword {
-		return s
+		return rest, 0
 	}
-	return scheme + "://" + name + ":" + Mask + rest[at:]
+	masked = name + ":" + Mask + rest[at:]
+	return masked, len(masked) - len(rest[at+1:])
 }

@@ -17,12 +17,14 @@ func TestRedact(t *testing.T) {
 			"postgres://db/x?PASSWORD=s3cret&a=b":     "postgres://db/x?PASSWORD=xxxxx&a=b",
 			"not a url":                               "not a url",
 			"postgres://u:p/ss@db/x":                  "postgres://u:xxxxx@db/x",
+			"postgres://u:s3cret&password=x@db/x":     "postgres://u:xxxxx@db/x", // a parameter's form inside the password
 			// A '?' or '#' in the password, unescaped, is no query.
 			"postgres://u:pa?ss@db/x":         "postgres://u:xxxxx@db/x",
 			"postgres://u:pa#ss@db/x?a=b":     "postgres://u:xxxxx@db/x?a=b",
 			"postgres://u:p@a?b@db/x":         "postgres://u:xxxxx@db/x",
 			"postgres://u:p@db/x?a=b@c":       "postgres://u:xxxxx@c", // too much, never too little
 			"postgres://db/x?application=a@b": "postgres://db/x?application=a@b",
+			"postgres://db/x?password=a@b":    "postgres://db/x?password=xxxxx",
 			// A value refused as no URL is shown without what may be its
 			// password: a URL missing its "://", or libpq's key=value string.
 			"postgres//u:s3cret@db/x":          "xxxxx@db/x",

@@ -62,6 +62,11 @@ type Options struct {
 	// Statements, when set, counts the statements a PostgreSQL store sends;
 	// on bbolt it stays at zero.
 	Statements *Statements
+	// Relayed, when set, opens the PostgreSQL store through a relay
+	// (pgtest.Relay) and hands the relay to it, so a test can take the
+	// database out of reach (Cut) and bring it back (Resume); the bbolt run
+	// never calls it.
+	Relayed func(*pgtest.Relayed)
 }
 
 // Statements counts the SQL statements a store sends to PostgreSQL, BEGIN
@@ -105,7 +110,13 @@ func OpenWith(t testing.TB, opt Options) store.Backend {
 		if opt.Statements != nil {
 			popt.Tracer = opt.Statements
 		}
-		pg, err := postgres.Open(context.Background(), migrated(t), popt)
+		url := migrated(t)
+		if opt.Relayed != nil {
+			relay := pgtest.Relay(t, url)
+			url = relay.URL
+			opt.Relayed(relay)
+		}
+		pg, err := postgres.Open(context.Background(), url, popt)
 		if err != nil {
 			t.Fatal(err)
 		}

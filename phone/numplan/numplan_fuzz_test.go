@@ -1,16 +1,14 @@
 package numplan
 
 import (
-	"regexp"
 	"slices"
 	"testing"
 
 	"github.com/nyaruka/phonenumbers"
 )
 
-var e164 = regexp.MustCompile(`^\+[1-9][0-9]{7,14}$`)
-
-// FuzzNumbers reads numbers as a phone reports them (a sender, its own
+// FuzzNumbers (beside FuzzNormalize, which fuzzes the region's spelling)
+// reads numbers as a phone reports them (a sender, its own
 // number) in a company's region, through the numbering library: never a
 // panic, and what Normalize, Reported and Sender take is E.164 that reads
 // again as itself. region picks one of the regions the numbering data

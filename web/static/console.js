@@ -368,30 +368,53 @@
   var live = chat || agentMsgs;
   if (live && window.EventSource) {
     var opened = false;
+    // wait is the delay before the next try while the server refuses the
+    // stream: from 1 s, doubled each time, never over 30 s, back to 1 s once
+    // a stream opens; so a long outage costs one request per half minute.
+    var wait = 1000;
+    var again = function () { setTimeout(connect, wait); wait = Math.min(wait * 2, 30000); };
+    // why asks the stream's own URL why it was refused: an EventSource reads
+    // no status, fetch does, and the stream's own answer cannot disagree
+    // with the stream (401 for a session that ended, 503 for a store the
+    // server cannot reach, 429 for too many tabs) as another page's could.
+    // An answer of 200 is a stream: it is dropped at once and the next try
+    // opens one as usual.
+    var why = function () {
+      var ctl = new AbortController();
+      fetch("/console/events", {credentials: "same-origin", headers: {"Accept": "application/json"}, signal: ctl.signal})
+        .then(function (r) {
+          if (r.status === 401) { ctl.abort(); sessionExpired(); return null; } // no retry: sign-in first
+          if (r.status === 503) { say("err live", "The server cannot reach its store; live updates resume when it is back."); }
+          if (r.ok || r.status === 503) { ctl.abort(); again(); return null; }
+          return r.json().catch(function () { return {}; }).then(function (p) {
+            say("err live", p.message || "The live view was refused; it tries again shortly.");
+            again();
+          });
+        })
+        .catch(function () {
+          say("err live", "The server could not be reached; live updates resume when it is back.");
+          again();
+        });
+    };
     var connect = function () {
       var es = new EventSource("/console/events");
       es.addEventListener("open", function () {
         if (opened) { reloadThread(); } // events may have been missed while away
         opened = true;
+        wait = 1000;
         live.setAttribute("data-live", "true");
         if (banner && banner.classList.contains("live")) { banner.hidden = true; }
       });
       es.addEventListener("message", function (ev) { upsert(JSON.parse(ev.data)); });
       es.addEventListener("signedout", function () { es.close(); sessionExpired(); });
+      // The server could not check the session (its store is out of
+      // reach): nothing says it ended, so ask why and come back.
+      es.addEventListener("unavailable", function () { es.close(); live.setAttribute("data-live", "false"); why(); });
       es.addEventListener("error", function () {
         live.setAttribute("data-live", "false");
-        if (es.readyState === EventSource.CLOSED) {
-          // Refused (session gone) or the server is down: check which, retry.
-          fetch("/console/devices/state", {credentials: "same-origin", headers: {"Accept": "application/json"}})
-            .then(function (r) {
-              if (r.redirected || r.status === 401) { sessionExpired(); return; }
-              setTimeout(connect, 3000);
-            })
-            .catch(function () {
-              say("err live", "The server could not be reached; live updates resume when it is back.");
-              setTimeout(connect, 5000);
-            });
-        }
+        // Refused (CLOSED): ask why, then try again. A server that is down
+        // leaves it CONNECTING, and it retries by itself.
+        if (es.readyState === EventSource.CLOSED) { why(); }
       });
     };
     connect();
