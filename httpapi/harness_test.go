@@ -40,7 +40,7 @@ import (
 
 // env is one running server: a real store file, a real SMTP inbox and real HTTP.
 type env struct {
-	t     *testing.T
+	t     testing.TB
 	url   string
 	store store.Backend
 	inbox *mailtest.Inbox
@@ -88,13 +88,13 @@ var testHubConfig = gateway.Config{HelloTimeout: 2 * time.Second}
 const testOfflineGrace = time.Second
 
 // newEnv starts a server on loopback; everything stops with the test.
-func newEnv(t *testing.T, opts ...envOption) *env {
+func newEnv(t testing.TB, opts ...envOption) *env {
 	t.Helper()
 	return newWebhookEnv(t, webhook.Config{}, opts...)
 }
 
 // newWebhookEnv is newEnv with the webhook service's configuration.
-func newWebhookEnv(t *testing.T, wcfg webhook.Config, opts ...envOption) *env {
+func newWebhookEnv(t testing.TB, wcfg webhook.Config, opts ...envOption) *env {
 	t.Helper()
 	return newStoreEnv(t, storetest.Options{}, wcfg, opts...)
 }
@@ -103,14 +103,14 @@ func newWebhookEnv(t *testing.T, wcfg webhook.Config, opts ...envOption) *env {
 // about answers, not about what survives a power cut (cmd/simrelay's crash
 // tests are), so they open their stores with BulkLoad: no fsync per commit,
 // which on a busy disk was much of their time. The soak test keeps the fsync.
-func newStoreEnv(t *testing.T, sopt storetest.Options, wcfg webhook.Config, opts ...envOption) *env {
+func newStoreEnv(t testing.TB, sopt storetest.Options, wcfg webhook.Config, opts ...envOption) *env {
 	t.Helper()
 	return newBillingEnv(t, sopt, wcfg, billing.Config{}, opts...)
 }
 
 // newBillingEnv is newStoreEnv with billing's configuration (self-hosted
 // mode and the built-in plans by default).
-func newBillingEnv(t *testing.T, sopt storetest.Options, wcfg webhook.Config, bcfg billing.Config, opts ...envOption) *env {
+func newBillingEnv(t testing.TB, sopt storetest.Options, wcfg webhook.Config, bcfg billing.Config, opts ...envOption) *env {
 	t.Helper()
 	st := storetest.OpenWith(t, sopt)
 	inbox := mailtest.NewInbox(t)

@@ -472,7 +472,7 @@ func waitAck(t *testing.T, ch <-chan proto.InboundAck) proto.InboundAck {
 	return proto.InboundAck{}
 }
 
-func mustJSON(t *testing.T, raw []byte, v any) {
+func mustJSON(t testing.TB, raw []byte, v any) {
 	t.Helper()
 	if err := json.Unmarshal(raw, v); err != nil {
 		t.Fatalf("%v: %s", err, raw)
