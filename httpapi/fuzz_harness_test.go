@@ -48,11 +48,13 @@ func newFuzzEnv(f *testing.F) *fuzzEnv {
 	return &fuzzEnv{env: e, key: a.apiKey, poolID: strconv.FormatFloat(p.Body["id"].(float64), 'f', -1, 64)}
 }
 
-// fuzzReq is one request of an exec; body is sent as it is.
+// fuzzReq is one request of an exec; body is sent as it is. op is the
+// route's path as the OpenAPI document writes it ("/pools/{id}"): a 2xx
+// answer is checked against the document's schema for it.
 type fuzzReq struct {
-	method, path string
-	body         []byte
-	header       map[string]string
+	method, path, op string
+	body             []byte
+	header           map[string]string
 }
 
 // send makes the request and checks the answer's shape: never a 5xx, a
@@ -98,6 +100,9 @@ func (fe *fuzzEnv) send(t *testing.T, r fuzzReq) (int, map[string]any) {
 	var obj map[string]any
 	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
 		t.Fatalf("%s %s %q: status %d, body not a JSON object (%v): %s", r.method, r.path, r.body, res.StatusCode, err, raw)
+	}
+	if r.op != "" {
+		checkAnswerSchema(t, r.method, r.op, res.StatusCode, obj)
 	}
 	return res.StatusCode, obj
 }

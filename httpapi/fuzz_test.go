@@ -41,7 +41,7 @@ func FuzzChatSend(f *testing.F) {
 		if key != "" {
 			h["Idempotency-Key"] = key
 		}
-		status, obj := fe.send(t, fuzzReq{method: "POST", path: "/chat/send", body: body, header: h})
+		status, obj := fe.send(t, fuzzReq{method: "POST", path: "/chat/send", op: "/chat/send", body: body, header: h})
 		if status/100 == 2 {
 			fe.cancel(t, wantString(t, obj, "queueId"))
 		}
@@ -52,7 +52,7 @@ func FuzzChatSend(f *testing.F) {
 // replayed Idempotency-Key answers the first send's id).
 func (fe *fuzzEnv) cancel(t *testing.T, queueID string) {
 	t.Helper()
-	fe.send(t, fuzzReq{method: "DELETE", path: "/chat/queue/" + url.PathEscape(queueID)})
+	fe.send(t, fuzzReq{method: "DELETE", path: "/chat/queue/" + url.PathEscape(queueID), op: "/chat/queue/{queueId}"})
 }
 
 // FuzzSendSchedule puts fuzzed strings into a send's schedule and window
@@ -92,7 +92,7 @@ func FuzzSendSchedule(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		status, obj := fe.send(t, fuzzReq{method: "POST", path: "/chat/send", body: raw})
+		status, obj := fe.send(t, fuzzReq{method: "POST", path: "/chat/send", op: "/chat/send", body: raw})
 		if status/100 == 2 {
 			fe.cancel(t, wantString(t, obj, "queueId"))
 		}
@@ -117,7 +117,7 @@ func FuzzChatBulk(f *testing.F) {
 		if key != "" {
 			h["Idempotency-Key"] = key
 		}
-		status, obj := fe.send(t, fuzzReq{method: "POST", path: "/chat/send-bulk", body: body, header: h})
+		status, obj := fe.send(t, fuzzReq{method: "POST", path: "/chat/send-bulk", op: "/chat/send-bulk", body: body, header: h})
 		if status/100 != 2 {
 			return
 		}
@@ -154,7 +154,7 @@ func FuzzPools(f *testing.F) {
 	f.Add([]byte(`{"name":"x"}`), "99999999999999999999999", true)
 	f.Fuzz(func(t *testing.T, body []byte, id string, patch bool) {
 		if !patch {
-			status, obj := fe.send(t, fuzzReq{method: "POST", path: "/pools", body: body})
+			status, obj := fe.send(t, fuzzReq{method: "POST", path: "/pools", op: "/pools", body: body})
 			if status/100 == 2 {
 				fe.send(t, fuzzReq{method: "DELETE", path: "/pools/" + url.PathEscape(wantID(t, obj, "id"))})
 			}
@@ -163,7 +163,7 @@ func FuzzPools(f *testing.F) {
 		if id == "" {
 			id = fe.poolID
 		}
-		status, obj := fe.send(t, fuzzReq{method: "PATCH", path: "/pools/" + url.PathEscape(id), body: body})
+		status, obj := fe.send(t, fuzzReq{method: "PATCH", path: "/pools/" + url.PathEscape(id), op: "/pools/{id}", body: body})
 		if status/100 == 2 {
 			wantID(t, obj, "id")
 		}
@@ -182,7 +182,7 @@ func FuzzCompanyPatch(f *testing.F) {
 	fields := []string{"name", "phone", "address", "city", "state", "country", "optOutKeywords", "emailDevice", "region"}
 	addBodies(valid, fields, func(b string) { f.Add([]byte(b)) })
 	f.Fuzz(func(t *testing.T, body []byte) {
-		status, obj := fe.send(t, fuzzReq{method: "PATCH", path: "/company", body: body})
+		status, obj := fe.send(t, fuzzReq{method: "PATCH", path: "/company", op: "/company", body: body})
 		if status/100 == 2 {
 			wantID(t, obj, "id")
 		}
@@ -202,7 +202,7 @@ func FuzzWebhooksPut(f *testing.F) {
 	f.Add([]byte(`{"webhooks":[{"url":"https://hooks.example.com/a","devices":[null,1,{}],"channels":["\u0000"]}]}`))
 	f.Add([]byte(`{"webhooks":[{"url":"https://user:pass@[fe80::1%25eth0]:0/x?y#z"}]}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		status, obj := fe.send(t, fuzzReq{method: "PUT", path: "/webhooks/inbound-sms", body: body})
+		status, obj := fe.send(t, fuzzReq{method: "PUT", path: "/webhooks/inbound-sms", op: "/webhooks/inbound-sms", body: body})
 		if status/100 == 2 {
 			if _, ok := obj["webhooks"].([]any); !ok {
 				t.Fatalf("webhooks answer without its list: %v", obj)
@@ -224,7 +224,7 @@ func FuzzOptOuts(f *testing.F) {
 	f.Add([]byte(`{"phone":"+15551112222"}`), "phone=+1%20555%20111%202222;x=1")
 	f.Add([]byte(`{"phone":"+1555111222\u0000"}`), "+1 555 111 2222 ext. 5")
 	f.Fuzz(func(t *testing.T, body []byte, phone string) {
-		status, obj := fe.send(t, fuzzReq{method: "POST", path: "/opt-outs", body: body})
+		status, obj := fe.send(t, fuzzReq{method: "POST", path: "/opt-outs", op: "/opt-outs", body: body})
 		if status/100 == 2 {
 			wantString(t, obj, "phone")
 		}
@@ -259,7 +259,7 @@ func FuzzDevicePatch(f *testing.F) {
 		if fp == "" {
 			fp = "fz-phone"
 		}
-		status, obj := fe.send(t, fuzzReq{method: "PATCH", path: "/device/" + url.PathEscape(fp), body: body})
+		status, obj := fe.send(t, fuzzReq{method: "PATCH", path: "/device/" + url.PathEscape(fp), op: "/device/{device_fingerprint}", body: body})
 		if status/100 == 2 {
 			wantString(t, obj, "device_fingerprint")
 		}
@@ -293,7 +293,7 @@ func FuzzAgentSend(f *testing.F) {
 		if key != "" {
 			h["Idempotency-Key"] = key
 		}
-		status, obj := fe.send(t, fuzzReq{method: "POST", path: path, body: body, header: h})
+		status, obj := fe.send(t, fuzzReq{method: "POST", path: path, op: path, body: body, header: h})
 		if status/100 == 2 {
 			if status != http.StatusAccepted {
 				t.Fatalf("send answered %d, want 202: %v", status, obj)
