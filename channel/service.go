@@ -158,6 +158,11 @@ func normaliseEmail(field, v string) (string, error) {
 // validate checks a send and returns its content type and recipient, a
 // number read in the company's region.
 func (in SendInput) validate(region string) (contentType, to string, err error) {
+	// A header may carry any bytes; PostgreSQL refuses a text that is not
+	// UTF-8 (a 500 there), so the key is refused here as the client's.
+	if !utf8.ValidString(in.IdempotencyKey.Key) {
+		return "", "", problem.Invalid("Idempotency-Key", "must be UTF-8 text")
+	}
 	if utf8.RuneCountInString(in.IdempotencyKey.Key) > maxIdempotencyKey {
 		return "", "", problem.Invalid("Idempotency-Key", "must be at most 255 characters")
 	}

@@ -2,11 +2,14 @@ package httpapi
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"path"
+	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
@@ -282,16 +285,17 @@ func principal(c echo.Context) account.Principal {
 	return p
 }
 
-// refuseNUL answers a request whose path or query holds U+0000 (%00)
-// before a handler looks the value up: no id, name or number the API stores
-// holds it, and PostgreSQL (the store of a cluster) cannot even compare a
-// text with it, so every route that looked one up answered 500 there. A
-// path id is what no object has (404, as bbolt answered), whether or not
-// the route takes the method; a query parameter gets the 400 a body
-// holding it gets, naming the parameter.
+// refuseUnstorable answers a request whose path or query holds U+0000
+// (%00) or bytes that are not UTF-8 (%FF) before a handler looks the value
+// up: no id, name or number the API stores holds either (a JSON body's bad
+// bytes are decoded as U+FFFD), and PostgreSQL (the store of a cluster)
+// cannot even compare a text with them, so every route that looked one up
+// answered 500 there. A path id is what no object has (404, as bbolt
+// answered), whether or not the route takes the method; a query parameter
+// gets the 400 a body holding a NUL gets, naming the parameter.
 // The console's paths are left to the console (Deps.Console), which
-// refuses the same with its own error page for a person in a browser.
-func refuseNUL(next echo.HandlerFunc) echo.HandlerFunc {
+// refuses a NUL with its own error page for a person in a browser.
+func refuseUnstorable(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		if consolePaths[c.Path()] {
 			return next(c)
@@ -303,9 +307,32 @@ func refuseNUL(next echo.HandlerFunc) echo.HandlerFunc {
 		if strings.IndexByte(c.Request().URL.Path, 0) >= 0 {
 			return problem.New(problem.NotFound, "No such resource: no id holds the NUL character (%00).")
 		}
+		if !utf8.ValidString(c.Request().URL.Path) {
+			return problem.New(problem.NotFound, "No such resource: every id is UTF-8 text.")
+		}
 		if k, ok := nulchar.Param(c.QueryParams()); ok {
 			return problem.Invalid(k, `must not hold the NUL character (\u0000)`)
 		}
+		if k, ok := notUTF8Param(c.QueryParams()); ok {
+			return problem.Invalid(k, "must be UTF-8 text")
+		}
 		return next(c)
 	}
+}
+
+// notUTF8Param is the first query parameter, by name (as nulchar.Param
+// takes them, so that the same one is named every time), whose name or
+// values are not UTF-8; its name's bad bytes become U+FFFD, so that the
+// refusal can name it.
+func notUTF8Param(q url.Values) (name string, ok bool) {
+	for _, k := range slices.Sorted(maps.Keys(q)) {
+		bad := !utf8.ValidString(k)
+		for _, v := range q[k] {
+			bad = bad || !utf8.ValidString(v)
+		}
+		if bad {
+			return strings.ToValidUTF8(k, "\uFFFD"), true
+		}
+	}
+	return "", false
 }

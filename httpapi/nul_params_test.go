@@ -78,3 +78,60 @@ func TestNULInAPathAMethodDoesNotTake(t *testing.T) {
 	// Without a NUL the 405 stands.
 	e.want(e.do(call{method: "PUT", path: "/chat/queue/a", token: a.apiKey}), http.StatusMethodNotAllowed, "method_not_allowed")
 }
+
+// TestNotUTF8InPathsQueriesAndKeys: bytes that are not UTF-8 (%FF) in a
+// path id are the 404 of an id that names nothing, in a query parameter the
+// client's 400 naming it, and in an Idempotency-Key (a header may carry any
+// bytes) the 400 naming the header, on either store. PostgreSQL refuses
+// such a text, so each answered 500 there; bbolt queued the sends.
+func TestNotUTF8InPathsQueriesAndKeys(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, roomy)
+	a := e.newCompany("Acme", "owner@acme.test")
+	e.pairPhone(a.apiKey, "a-phone")
+	for _, c := range []struct {
+		method, path, field string
+		body                any
+	}{
+		{"DELETE", "/opt-outs/%FF%FE", "", nil},
+		{"PATCH", "/device/a%FF", "", map[string]any{"device_name": "x"}},
+		{"GET", "/chat/queue/a%FF", "", nil},
+		{"PUT", "/chat/queue/a%FF", "", nil}, // a method the route does not take
+		{"DELETE", "/opt-outs?phone=%FF%FE", "phone", nil},
+		{"GET", "/chat/messages?device_fingerprint=a%C3%28&phone=%2B15551234567", "device_fingerprint", nil},
+		{"GET", "/chat/devices?x%FF=1", "x\uFFFD", nil},
+	} {
+		r := e.do(call{method: c.method, path: c.path, token: a.apiKey, body: c.body})
+		if c.field == "" { // a path id
+			e.want(r, http.StatusNotFound, "not_found")
+			continue
+		}
+		e.want(r, http.StatusBadRequest, "validation_failed")
+		if got := r.str("field"); got != c.field {
+			t.Errorf("%s %s: field %q, want %q; body %s", c.method, c.path, got, c.field, r.Raw)
+		}
+	}
+	wa := e.runAgentNumber(a.apiKey)
+	for _, c := range []struct {
+		path string
+		body any
+	}{
+		{"/chat/send", sendBody("a-phone", "+15551234567", "hi", "")},
+		{"/chat/send-bulk", bulkBody("a-phone", 2)},
+		{"/whatsapp/send", map[string]any{"number_id": wa, "to": "+15551234567", "content": "hi"}},
+	} {
+		r := e.do(call{method: "POST", path: c.path, token: a.apiKey, body: c.body, header: map[string]string{"Idempotency-Key": "k\xff\xfe"}})
+		e.want(r, http.StatusBadRequest, "validation_failed")
+		if got := r.str("field"); got != "Idempotency-Key" {
+			t.Errorf("POST %s: field %q, want Idempotency-Key; body %s", c.path, got, r.Raw)
+		}
+	}
+}
+
+// runAgentNumber links an agent with one WhatsApp number and answers the
+// number's id.
+func (e *env) runAgentNumber(key string) string {
+	e.t.Helper()
+	e.runAgent(e.pairPhone(key, "utf8-agent"), "utf8-agent", []string{"+15550107777"}, nil, true)
+	return e.numberID(key, "whatsapp", "+15550107777")
+}

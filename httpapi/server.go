@@ -96,7 +96,7 @@ type Deps struct {
 	// Console serves the web console (web.Console): /, /console/*, and the
 	// pages that e-mailed links open (/verify-email, /reset-password). It
 	// refuses a NUL (%00) in their paths and queries itself, with its own
-	// error page: the API's refuseNUL leaves them to it.
+	// error page: the API's refuseUnstorable leaves them to it.
 	Console http.Handler
 	// ConsoleIdentity names the signed-in user of a console request (by its
 	// session cookie) for the rate limits, so that people behind one office
@@ -186,7 +186,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		e.IPExtractor = echo.ExtractIPFromXFFHeader(opts...)
 	}
 	e.Pre(canonicalPath, hideOperatorRoutes)
-	e.Use(s.observe, s.recoverPanics, s.identify, s.limit, refuseNUL)
+	e.Use(s.observe, s.recoverPanics, s.identify, s.limit, refuseUnstorable)
 	for _, r := range s.routes() {
 		e.Add(r.method, r.path, r.handler, s.access(r.access))
 		// HEAD answers wherever GET does (uptime monitors use it); net/http

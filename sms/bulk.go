@@ -49,8 +49,8 @@ type BulkAnswer func([]store.Message) (status int, body []byte)
 // in one durable commit or none (plan limit, storage budget, an opted-out
 // recipient), and wakes the device's link once.
 func (s *Service) SendBulk(_ context.Context, in BulkInput, answer BulkAnswer) ([]store.Message, *store.Idempotent, error) {
-	if utf8.RuneCountInString(in.IdempotencyKey.Key) > maxIdempotencyKey {
-		return nil, nil, problem.Invalid("Idempotency-Key", "must be at most 255 characters")
+	if err := checkIdempotencyKey(in.IdempotencyKey.Key); err != nil {
+		return nil, nil, err
 	}
 	slot, err := routeInput(in.Device, in.Pool, in.SIMSlot)
 	if err != nil {

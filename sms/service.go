@@ -127,6 +127,19 @@ type SendInput struct {
 	Priority int
 }
 
+// checkIdempotencyKey refuses a key that cannot be stored: one over 255
+// characters, or one that is not UTF-8 (a header may carry any bytes, and
+// PostgreSQL refuses such a text, which was a 500 there).
+func checkIdempotencyKey(key string) error {
+	if !utf8.ValidString(key) {
+		return problem.Invalid("Idempotency-Key", "must be UTF-8 text")
+	}
+	if utf8.RuneCountInString(key) > maxIdempotencyKey {
+		return problem.Invalid("Idempotency-Key", "must be at most 255 characters")
+	}
+	return nil
+}
+
 // Answer builds the HTTP answer of a stored send; it is kept with an
 // idempotency key and replayed for the key's repeats.
 type Answer func(store.Message) (status int, body []byte)
@@ -136,8 +149,8 @@ type Answer func(store.Message) (status int, body []byte)
 // 24 h), the first answer comes back as prior and nothing new is queued; the
 // caller compares prior's Digest with its request's.
 func (s *Service) Send(_ context.Context, in SendInput, answer Answer) (msg store.Message, prior *store.Idempotent, err error) {
-	if utf8.RuneCountInString(in.IdempotencyKey.Key) > maxIdempotencyKey {
-		return msg, nil, problem.Invalid("Idempotency-Key", "must be at most 255 characters")
+	if err := checkIdempotencyKey(in.IdempotencyKey.Key); err != nil {
+		return msg, nil, err
 	}
 	slot, err := routeInput(in.Device, in.Pool, in.SIMSlot)
 	if err != nil {

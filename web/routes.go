@@ -78,7 +78,7 @@ func (c *Console) routes() {
 }
 
 // refuseNUL answers a request whose path or query holds U+0000 (%00) with
-// the console's own error page, as the API's refuseNUL answers its routes
+// the console's own error page, as the API's refuseUnstorable (httpapi) answers its routes
 // (which leaves the console's paths to this): no page, fingerprint, number
 // or token holds it, and PostgreSQL (the store of a cluster) cannot even
 // compare a text with it, so a page that looked it up would fail with a
