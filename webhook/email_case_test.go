@@ -2,15 +2,10 @@ package webhook
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"net/http"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/simrelay/simrelay/mail"
-	"github.com/simrelay/simrelay/mail/mailtest"
 	"github.com/simrelay/simrelay/store"
 )
 
@@ -23,22 +18,7 @@ import (
 func TestEmailEntrySchemeInAnyCase(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	inbox := mailtest.NewInbox(t)
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	mailer, err := mail.New(mail.Config{SMTPURL: inbox.URL()}, f.st, log, time.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc, err := New(Config{}, f.st, log, time.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc.SetMailer(mailer)
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() { _ = mailer.Run(ctx) })
-	wg.Go(func() { _ = svc.Run(ctx) })
-	t.Cleanup(func() { cancel(); wg.Wait() })
+	svc, inbox := f.mailing()
 
 	for _, url := range []string{"MAILTO:ana@example.com", "Mailto:ana@example.com", " mailTO:ana@example.com "} {
 		got, err := svc.Replace(context.Background(), f.company, []EntryInput{{URL: url}})
