@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/simrelay/simrelay/internal/egress"
+	"github.com/simrelay/simrelay/internal/redact"
 )
 
 // DefaultMediaMaxBytes caps a media download: WhatsApp itself refuses
@@ -69,9 +70,13 @@ func (f MediaFetcher) Fetch(ctx context.Context, raw string) (Media, error) {
 	fail := func(format string, a ...any) (Media, error) {
 		return Media{}, fmt.Errorf("%w: %s", ErrMediaUnavailable, fmt.Sprintf(format, a...))
 	}
+	// The link as errors show it: a media_url may be a signed link whose
+	// key is in its query, or carry a user and password. The server
+	// refuses credentials, but the agent does not count on it.
+	link := redact.Link(raw)
 	u, err := url.Parse(raw)
 	if err != nil || u.Scheme != "https" || u.Host == "" {
-		return fail("media_url %q: only https URLs are downloaded", raw)
+		return fail("media_url %q: only https URLs are downloaded", link)
 	}
 	max, timeout := f.MaxBytes, f.Timeout
 	if max <= 0 {
@@ -86,30 +91,30 @@ func (f MediaFetcher) Fetch(ctx context.Context, raw string) (Media, error) {
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, raw, nil)
 	if err != nil {
-		return fail("%v", err)
+		return fail("%v", maskLink(err))
 	}
 	res, err := c.Do(req)
 	if err != nil {
 		var ae *egress.AddressError
 		if errors.As(err, &ae) {
 			return Media{}, fmt.Errorf("%w: GET %s: the host resolves to a %s address, not downloaded (allowed only with --media-allow-private): %w",
-				ErrMediaUnavailable, u.Redacted(), ae.Range, ae)
+				ErrMediaUnavailable, link, ae.Range, ae)
 		}
-		return fail("%v", err)
+		return fail("%v", maskLink(err))
 	}
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK {
-		return fail("GET %s: %s", u.Redacted(), res.Status)
+		return fail("GET %s: %s", link, res.Status)
 	}
 	if res.ContentLength > max {
-		return fail("GET %s: %d bytes, more than the %d allowed", u.Redacted(), res.ContentLength, max)
+		return fail("GET %s: %d bytes, more than the %d allowed", link, res.ContentLength, max)
 	}
 	data, err := io.ReadAll(io.LimitReader(res.Body, max+1))
 	if err != nil {
-		return fail("GET %s: %v", u.Redacted(), err)
+		return fail("GET %s: %v", link, err)
 	}
 	if int64(len(data)) > max {
-		return fail("GET %s: more than the %d bytes allowed", u.Redacted(), max)
+		return fail("GET %s: more than the %d bytes allowed", link, max)
 	}
 	mt, _, _ := mime.ParseMediaType(res.Header.Get("Content-Type"))
 	if mt == "" {
@@ -120,6 +125,16 @@ func (f MediaFetcher) Fetch(ctx context.Context, raw string) (Media, error) {
 		name = "file"
 	}
 	return Media{Data: data, MIME: mt, Name: name}, nil
+}
+
+// maskLink masks the link a *url.Error names: net/http's masks only a
+// password, and after a redirect it names the redirect's link.
+func maskLink(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		ue.URL = redact.Link(ue.URL)
+	}
+	return err
 }
 
 // client is the HTTP client of one download: its own transport (media

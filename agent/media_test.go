@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/x509"
 	"errors"
+	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -54,5 +56,45 @@ func TestMediaFetchRefusesNonPublicAddresses(t *testing.T) {
 	m, err := f.Fetch(context.Background(), media.URL+"/label.png")
 	if err != nil || string(m.Data) != "PNGDATA" || m.MIME != "image/png" || m.Name != "label.png" {
 		t.Fatalf("with AllowPrivate: got %+v %v, want the file", m, err)
+	}
+}
+
+// A media_url may be a signed link whose key is in its query, or carry a
+// user and password (the server refuses those, but the agent does not count
+// on it): no error of a download shows them, whether the link is refused
+// before a request, its address refused at connect time, the TLS handshake
+// fails, or a redirect (whose link net/http's error names) is refused.
+func TestMediaFetchErrorsMaskTheLink(t *testing.T) {
+	t.Parallel()
+	media := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "http://cdn.example.com/next.png?sig=s3cret-redirect", http.StatusFound)
+	}))
+	media.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshake is expected
+	media.StartTLS()
+	defer media.Close()
+	roots := x509.NewCertPool()
+	roots.AddCert(media.Certificate())
+	host := strings.TrimPrefix(media.URL, "https://")
+	signed := "https://user:s3cret-password@" + host + "/label.png?X-Amz-Signature=s3cret-query&X-Amz-Expires=60#s3cret-fragment"
+
+	for _, c := range []struct {
+		name  string
+		f     MediaFetcher
+		url   string
+		shows string // the host the error names
+	}{
+		{"not https", MediaFetcher{}, strings.Replace(signed, "https:", "http:", 1), host},
+		{"a loopback address", MediaFetcher{RootCAs: roots, Timeout: 10 * time.Second}, signed, host},
+		{"an unknown certificate", MediaFetcher{AllowPrivate: true, Timeout: 10 * time.Second}, signed, host},
+		{"a redirect to http", MediaFetcher{AllowPrivate: true, RootCAs: roots, Timeout: 10 * time.Second}, signed, "cdn.example.com"},
+	} {
+		_, err := c.f.Fetch(context.Background(), c.url)
+		if !errors.Is(err, ErrMediaUnavailable) {
+			t.Errorf("%s: got %v, want media_unavailable", c.name, err)
+			continue
+		}
+		if msg := err.Error(); strings.Contains(msg, "s3cret") || !strings.Contains(msg, c.shows) {
+			t.Errorf("%s: the error %q shows a secret of the link, or not its host %s", c.name, msg, c.shows)
+		}
 	}
 }

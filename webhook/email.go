@@ -29,13 +29,22 @@ type Mailer interface {
 // through; call it before serving. Without one, they are not sent.
 func (s *Service) SetMailer(m Mailer) { s.mailer = m }
 
-// isMailto reports whether an entry's URL is an e-mail address.
-func isMailto(u string) bool { return strings.HasPrefix(u, mailtoScheme) }
+// isMailto reports whether an entry's URL is an e-mail address. A
+// scheme's case means nothing (RFC 3986 3.1): MAILTO: is mailto: too, at
+// PUT and at delivery alike, so no entry can pass the check as one kind
+// and be delivered as the other.
+func isMailto(u string) bool {
+	return len(u) >= len(mailtoScheme) && strings.EqualFold(u[:len(mailtoScheme)], mailtoScheme)
+}
 
-// checkMailto reads a mailto: URL as one plain address (no name, no
-// headers, no second recipient) and returns it in its stored form.
+// mailtoAddress is the address of an entry's URL that isMailto accepts.
+func mailtoAddress(u string) string { return u[len(mailtoScheme):] }
+
+// checkMailto reads a mailto: URL (its scheme in any case) as one plain
+// address (no name, no headers, no second recipient) and returns it in its
+// stored form: the scheme in lower case, the address as written.
 func checkMailto(raw string) (string, error) {
-	addr := strings.TrimSpace(raw[len(mailtoScheme):])
+	addr := strings.TrimSpace(mailtoAddress(raw))
 	a, err := netmail.ParseAddress(addr)
 	if err != nil || a.Address != addr || a.Name != "" || strings.ContainsAny(addr, "?,;") {
 		return "", fmt.Errorf("must be mailto: and one e-mail address, e.g. mailto:ops@example.com")
@@ -137,7 +146,7 @@ func (s *Service) sendMail(ctx context.Context, target string, d store.WebhookDe
 		return outcome{err: "not sent: e-mail is not wired into this server", notSent: true}
 	}
 	start := time.Now()
-	addr := strings.TrimPrefix(target, mailtoScheme)
+	addr := mailtoAddress(target)
 	switch ok, err := s.companyAddress(d.CompanyID, addr); {
 	case err != nil:
 		return outcome{url: target, err: clip("the company's users could not be read: " + err.Error())}

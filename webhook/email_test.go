@@ -24,22 +24,7 @@ func TestEmailEntry(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.addDevice("phone-2")
-	inbox := mailtest.NewInbox(t)
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	mailer, err := mail.New(mail.Config{SMTPURL: inbox.URL()}, f.st, log, time.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc, err := New(Config{}, f.st, log, time.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc.SetMailer(mailer)
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() { _ = mailer.Run(ctx) })
-	wg.Go(func() { _ = svc.Run(ctx) })
-	t.Cleanup(func() { cancel(); wg.Wait() })
+	svc, inbox := f.mailing()
 
 	for _, url := range []string{"mailto:stranger@example.com", "mailto:ana@example.com,bob@example.com", "mailto:Ana <ana@example.com>", "mailto:ana@example.com?subject=x"} {
 		_, err := svc.Replace(context.Background(), f.company, []EntryInput{{URL: url}})
@@ -70,28 +55,13 @@ func TestEmailEntry(t *testing.T) {
 func TestEmailEntryOnlyToVerifiedMembers(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	inbox := mailtest.NewInbox(t)
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	mailer, err := mail.New(mail.Config{SMTPURL: inbox.URL()}, f.st, log, time.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc, err := New(Config{}, f.st, log, time.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc.SetMailer(mailer)
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() { _ = mailer.Run(ctx) })
-	wg.Go(func() { _ = svc.Run(ctx) })
-	t.Cleanup(func() { cancel(); wg.Wait() })
+	svc, inbox := f.mailing()
 
 	invited := store.User{CompanyID: f.company, Email: "victim@example.com", Role: store.RoleMember, CreatedAt: time.Now()}
 	if _, err := f.st.InviteUser(&invited, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	_, err = svc.Replace(context.Background(), f.company, []EntryInput{{URL: "mailto:victim@example.com"}})
+	_, err := svc.Replace(context.Background(), f.company, []EntryInput{{URL: "mailto:victim@example.com"}})
 	if pe, ok := problem.As(err); !ok || pe.Field != "webhooks[0].url" {
 		t.Fatalf("mailto: of an invitee who never accepted: got %v, want a refusal of webhooks[0].url", err)
 	}
@@ -112,4 +82,29 @@ func TestEmailEntryOnlyToVerifiedMembers(t *testing.T) {
 	if n := len(inbox.Messages()); n != 0 {
 		t.Errorf("the inbox holds %d mails, want none for a removed user", n)
 	}
+}
+
+// mailing is a webhook service of f's store that sends its e-mail entries
+// through the server's mail outbox to a real SMTP inbox, both running
+// until the test ends.
+func (f *fixture) mailing() (*Service, *mailtest.Inbox) {
+	t := f.t
+	t.Helper()
+	inbox := mailtest.NewInbox(t)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	mailer, err := mail.New(mail.Config{SMTPURL: inbox.URL()}, f.st, log, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := New(Config{}, f.st, log, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc.SetMailer(mailer)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = mailer.Run(ctx) })
+	wg.Go(func() { _ = svc.Run(ctx) })
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	return svc, inbox
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -158,7 +157,7 @@ func (s *Service) Replace(_ context.Context, companyID uint64, entries []EntryIn
 			return nil, err
 		}
 		if isMailto(e.URL) {
-			ok, err := s.companyAddress(companyID, strings.TrimPrefix(e.URL, mailtoScheme))
+			ok, err := s.companyAddress(companyID, mailtoAddress(e.URL))
 			if err != nil {
 				return nil, err
 			}

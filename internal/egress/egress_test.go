@@ -49,6 +49,28 @@ func TestNonPublic(t *testing.T) {
 		{"::127.0.0.1", true},
 		{"64:ff9b::7f00:1", true},   // NAT64 of 127.0.0.1
 		{"2002:a9fe:a9fe::1", true}, // 6to4 of 169.254.169.254
+		{"2002:808:808::1", false},  // 6to4 of a public address
+		// Every block of the special-purpose registries, the globally
+		// reachable ones included (anycast services, identifiers).
+		{"192.0.0.9", true},       // PCP anycast
+		{"192.0.0.171", true},     // NAT64 discovery
+		{"192.31.196.1", true},    // AS112
+		{"192.52.193.1", true},    // AMT
+		{"192.88.99.2", true},     // 6a44 relay
+		{"192.175.48.1", true},    // AS112 direct delegation
+		{"2001:1::3", true},       // DNS-SD anycast
+		{"2001:3::1", true},       // AMT
+		{"2001:4:112::1", true},   // AS112-v6
+		{"2001:20::1", true},      // ORCHIDv2
+		{"2001:30::1", true},      // drone tags
+		{"2620:4f:8000::1", true}, // AS112 direct delegation
+		{"100:0:0:1::1", true},    // dummy prefix
+		{"5f00::1", true},         // SRv6 SIDs
+		{"4000::1", true},         // outside 2000::/3
+		{"::2:1", true},           // ::/8, no IPv4 form
+		{"2001:200::1", false},    // just past 2001::/23
+		{"2620:4f:8001::1", false},
+		{"192.31.197.1", false},
 	}
 	for _, tt := range tests {
 		a := netip.MustParseAddr(tt.addr)

@@ -52,3 +52,45 @@ func FuzzURL(f *testing.F) {
 		}
 	})
 }
+
+// FuzzLink checks that what Link shows of a link that net/url reads holds
+// no user name or password, no query value but the mask, and no fragment
+// but the mask, and is still a URL.
+func FuzzLink(f *testing.F) {
+	for _, s := range []string{
+		"https://cdn.example.com/cat.png", "https://u:s3cret@cdn.example.com/cat.png?sig=s3cret#t",
+		"https://b.s3.example/c.png?X-Amz-Signature=s&X-Amz-Expires=60", "https://h/c?tok&a=&=b#",
+		"https://u:pa?ss@h/c", "https://h/c?to=a@b&k=s", "//u:p@h/c?k=v", "h/c?k=v;s=t", "https://h/p@x?k=v",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		u, err := url.Parse(s)
+		if err != nil || u.Scheme == "" || !strings.HasPrefix(s[len(u.Scheme)+1:], "//") {
+			return // no scheme://: masked as text, not read as a link
+		}
+		out := Link(s)
+		m, err := url.Parse(out)
+		if err != nil && strings.Contains(u.Path, "@") {
+			return // all before the path's '@' is masked: too much, never too little
+		}
+		if err != nil {
+			t.Fatalf("Link(%q) = %q: no longer a URL: %v", s, out, err)
+		}
+		if m.User != nil {
+			if _, has := m.User.Password(); has || m.User.Username() != Mask {
+				t.Fatalf("Link(%q) = %q: user info shown", s, out)
+			}
+		}
+		if m.RawQuery != "" {
+			for _, p := range strings.Split(m.RawQuery, "&") {
+				if _, v, ok := strings.Cut(p, "="); ok && v != Mask || !ok && p != Mask && p != "" {
+					t.Fatalf("Link(%q) = %q: the query shows %q", s, out, p)
+				}
+			}
+		}
+		if f := m.EscapedFragment(); f != "" && f != Mask {
+			t.Fatalf("Link(%q) = %q: the fragment %q is shown", s, out, f)
+		}
+	})
+}

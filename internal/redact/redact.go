@@ -1,5 +1,6 @@
 // Package redact masks the credentials in a server's URL wherever one is
-// shown: usage lines, logs, and the error that refuses it. A URL that does
+// shown: usage lines, logs, and the error that refuses it; and the secrets
+// of a link a customer gave (Link). A URL that does
 // not parse is masked too, since a typo in the port must not print the
 // password in the error about it.
 package redact
@@ -83,4 +84,62 @@ func maskUserinfo(rest string, user bool) (masked string, after int) {
 	}
 	masked = name + ":" + Mask + rest[at:]
 	return masked, len(masked) - len(rest[at+1:])
+}
+
+// Link masks a link a customer gave (a media_url) for an error or a log:
+// its user info whole (a user name may be a token), and the value of every
+// query parameter and the fragment, since a signed link carries its key
+// there (X-Amz-Signature=..., sig=..., token=...). The scheme, the host,
+// the path and the parameters' names stay, so the reader sees which file
+// was meant. A link with an '@' after its first '?' or '#' cannot say
+// where its user info ends (a password may hold either): all of it after
+// the scheme is masked. A text without scheme:// is read as what follows
+// one.
+func Link(s string) string {
+	prefix, rest := "", s
+	if scheme, r, ok := strings.Cut(s, "://"); ok && isScheme(scheme) {
+		prefix, rest = scheme+"://", r
+	}
+	cut := strings.IndexAny(rest, "?#")
+	if cut < 0 {
+		cut = len(rest)
+	}
+	head, tail := rest[:cut], rest[cut:]
+	if strings.Contains(tail, "@") {
+		return prefix + Mask
+	}
+	if at := strings.LastIndex(head, "@"); at >= 0 {
+		head = Mask + head[at:]
+	}
+	return prefix + head + maskQuery(tail)
+}
+
+// maskQuery masks the values of a link's "?query#fragment" (either may be
+// absent): a parameter keeps its name, one without '=' is masked whole.
+func maskQuery(tail string) string {
+	query, fragment, hasFragment := tail, "", false
+	if i := strings.IndexByte(tail, '#'); i >= 0 {
+		query, fragment, hasFragment = tail[:i], tail[i+1:], true
+	}
+	var b strings.Builder
+	if query != "" {
+		b.WriteByte('?')
+		for i, p := range strings.Split(query[1:], "&") {
+			if i > 0 {
+				b.WriteByte('&')
+			}
+			if name, _, ok := strings.Cut(p, "="); ok {
+				b.WriteString(name + "=" + Mask)
+			} else if p != "" {
+				b.WriteString(Mask)
+			}
+		}
+	}
+	if hasFragment {
+		b.WriteByte('#')
+		if fragment != "" {
+			b.WriteString(Mask)
+		}
+	}
+	return b.String()
 }

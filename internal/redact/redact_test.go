@@ -42,6 +42,24 @@ func TestRedact(t *testing.T) {
 			"nats//s3cret@bus:4222":      "xxxxx@bus:4222",
 			"http://u:s3cret@bus:bad":    "http://xxxxx@bus:bad",
 		}},
+		// Link hides the user info and every query value and the fragment:
+		// a signed media link carries its key there.
+		{"Link", Link, map[string]string{
+			"https://cdn.example.com/a/cat.png":                                    "https://cdn.example.com/a/cat.png",
+			"https://u:s3cret@cdn.example.com/cat.png":                             "https://xxxxx@cdn.example.com/cat.png",
+			"https://t0ken@cdn.example.com/cat.png":                                "https://xxxxx@cdn.example.com/cat.png",
+			"https://b.s3.example/cat.png?X-Amz-Signature=s3cret&X-Amz-Expires=60": "https://b.s3.example/cat.png?X-Amz-Signature=xxxxx&X-Amz-Expires=xxxxx",
+			"https://cdn.example.com/cat.png?s3cret&a=":                            "https://cdn.example.com/cat.png?xxxxx&a=xxxxx",
+			"https://cdn.example.com/cat.png#access_token=s3cret":                  "https://cdn.example.com/cat.png#xxxxx",
+			"https://cdn.example.com/cat.png?#":                                    "https://cdn.example.com/cat.png?#",
+			"https://u:p/ss@cdn.example.com/cat.png?sig=s3cret":                    "https://xxxxx@cdn.example.com/cat.png?sig=xxxxx",
+			// An '@' after the query starts: the user info's end is unknown.
+			"https://u:pa?ss@cdn.example.com/cat.png":  "https://xxxxx",
+			"https://cdn.example.com/c.png?to=a@b&k=s": "https://xxxxx",
+			"http://u:s3cret@cdn.example.com/c?k=s":    "http://xxxxx@cdn.example.com/c?k=xxxxx",
+			"cdn.example.com/c.png?k=s3cret":           "cdn.example.com/c.png?k=xxxxx",
+			"//u:s3cret@cdn.example.com/c.png":         "xxxxx@cdn.example.com/c.png",
+		}},
 	} {
 		for in, want := range tt.cases {
 			if got := tt.fn(in); got != want {

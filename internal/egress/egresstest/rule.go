@@ -24,11 +24,20 @@ var Addresses = []string{
 	"64:ff9b::7f00:1", "64:ff9b::808:808", "64:ff9b:1::a00:1", "2002:a9fe:a9fe::1", "2002:808:808::1",
 	"2001:0:4136:e378::1", "2001:2::1", "2001:db8::1", "3fff::1", "100::1", "fc00::1", "fd12:3456::1",
 	"fe80::1", "fe80::1%eth0", "fec0::1", "ff02::1", "2606:4700:4700::1111", "2a00:1450:4001::200e",
+	// Blocks the registries mark globally reachable, refused all the same,
+	// and public neighbours of the refused blocks.
+	"192.0.0.9", "192.0.0.10", "192.0.0.170", "192.31.196.1", "192.52.193.1", "192.88.99.2", "192.175.48.1",
+	"2001:1::1", "2001:1::3", "2001:3::1", "2001:4:112::1", "2001:10::1", "2001:20::1", "2001:30::1",
+	"2620:4f:8000::1", "100:0:0:1::1", "5f00::1", "4000::1", "::2:1", "2001:200::1", "2620:4f:8001::1",
 }
 
 // Public reports whether the documents let a connect to a: a unicast
 // address of the public Internet, also when written in an IPv6 form that
-// carries an IPv4 address.
+// carries an IPv4 address. Every block of IANA's special-purpose
+// registries is refused, the ones marked globally reachable too, but for
+// NAT64 (64:ff9b::/96) and 6to4 (2002::/16), which are judged by the IPv4
+// address they carry; and for IPv6, only the global unicast space
+// (2000::/3) is public.
 func Public(a netip.Addr) bool {
 	a = a.WithZone("")
 	if !a.IsValid() {
@@ -37,34 +46,23 @@ func Public(a netip.Addr) bool {
 	if a.Is4() || a.Is4In6() {
 		return public4(a.Unmap().As4())
 	}
-	if !a.IsGlobalUnicast() || a.IsPrivate() { // loopback, ::, link-local, multicast; fc00::/7
-		return false
-	}
 	b := a.As16()
 	word := func(i int) uint16 { return uint16(b[i])<<8 | uint16(b[i+1]) }
 	var v4 [4]byte
 	switch {
-	case b[0] == 0xfe && b[1]&0xc0 == 0xc0: // fec0::/10, site-local
-		return false
-	case allZero(b[:12]): // ::/96, IPv4-compatible (and ::, ::1)
-		return false
-	case allZero(b[:8]) && word(8) == 0xffff && word(10) == 0: // ::ffff:0:a.b.c.d, IPv4-translated
-		return false
-	case word(0) == 0x0100 && allZero(b[2:8]): // 100::/64, discard
-		return false
-	case word(0) == 0x2001 && word(2) == 0: // 2001::/32, Teredo
-		return false
-	case word(0) == 0x2001 && word(2) == 2 && word(4) == 0: // 2001:2::/48, benchmarking
-		return false
-	case word(0) == 0x2001 && word(2) == 0x0db8: // 2001:db8::/32, documentation
-		return false
-	case word(0) == 0x3fff && b[2]&0xf0 == 0: // 3fff::/20, documentation
-		return false
-	case word(0) == 0x64 && word(2) == 0xff9b && word(4) == 1: // 64:ff9b:1::/48, local-use NAT64
-		return false
 	case word(0) == 0x64 && word(2) == 0xff9b && allZero(b[4:12]): // 64:ff9b::/96, NAT64
 		copy(v4[:], b[12:])
 		return public4(v4)
+	case b[0]>>5 != 1: // outside 2000::/3: ::/8 with its IPv4 forms, 100::/8, 5f00::/16, fc00::/7, fe80::/10, ff00::/8, the reserved rest
+		return false
+	case word(0) == 0x2001 && word(2) < 0x0200: // 2001::/23, IETF protocol assignments: Teredo, benchmarking, anycast, AMT, AS112, ORCHID, DETs
+		return false
+	case word(0) == 0x2001 && word(2) == 0x0db8: // 2001:db8::/32, documentation
+		return false
+	case word(0) == 0x2620 && word(2) == 0x004f && word(4) == 0x8000: // 2620:4f:8000::/48, AS112 direct delegation
+		return false
+	case word(0) == 0x3fff && b[2] < 0x10: // 3fff::/20, documentation
+		return false
 	case word(0) == 0x2002: // 2002::/16, 6to4
 		copy(v4[:], b[2:6])
 		return public4(v4)
@@ -85,7 +83,13 @@ func public4(b [4]byte) bool {
 		return false
 	case b[0] == 100 && b[1]&0xc0 == 64: // 100.64/10, carrier-grade NAT
 		return false
-	case b[0] == 192 && b[1] == 0 && (b[2] == 0 || b[2] == 2): // 192.0.0/24 protocol assignments, 192.0.2/24 documentation
+	case b[0] == 192 && b[1] == 0 && (b[2] == 0 || b[2] == 2): // 192.0.0/24 protocol assignments (.9 and .10 anycast too), 192.0.2/24 documentation
+		return false
+	case b[0] == 192 && (b[1] == 31 && b[2] == 196 || b[1] == 175 && b[2] == 48): // AS112 DNS sinks
+		return false
+	case b[0] == 192 && b[1] == 52 && b[2] == 193: // AMT relays
+		return false
+	case b[0] == 192 && b[1] == 88 && b[2] == 99: // 6to4 relay anycast (deprecated), 6a44 relay
 		return false
 	case b[0] == 198 && b[1]&0xfe == 18: // 198.18/15, benchmarking
 		return false
