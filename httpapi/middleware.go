@@ -2,11 +2,9 @@ package httpapi
 
 import (
 	"fmt"
-	"maps"
 	"net/http"
 	"net/url"
 	"path"
-	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -313,26 +311,9 @@ func refuseUnstorable(next echo.HandlerFunc) echo.HandlerFunc {
 		if k, ok := nulchar.Param(c.QueryParams()); ok {
 			return problem.Invalid(k, `must not hold the NUL character (\u0000)`)
 		}
-		if k, ok := notUTF8Param(c.QueryParams()); ok {
+		if k, ok := nulchar.NotUTF8(c.QueryParams()); ok {
 			return problem.Invalid(k, "must be UTF-8 text")
 		}
 		return next(c)
 	}
-}
-
-// notUTF8Param is the first query parameter, by name (as nulchar.Param
-// takes them, so that the same one is named every time), whose name or
-// values are not UTF-8; its name's bad bytes become U+FFFD, so that the
-// refusal can name it.
-func notUTF8Param(q url.Values) (name string, ok bool) {
-	for _, k := range slices.Sorted(maps.Keys(q)) {
-		bad := !utf8.ValidString(k)
-		for _, v := range q[k] {
-			bad = bad || !utf8.ValidString(v)
-		}
-		if bad {
-			return strings.ToValidUTF8(k, "\uFFFD"), true
-		}
-	}
-	return "", false
 }

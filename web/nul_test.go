@@ -25,6 +25,9 @@ func TestConsoleFormsRefuseNUL(t *testing.T) {
 	}{
 		{"/console/settings/company", url.Values{"name": {"Acme\x00"}}, "name"},
 		{"/console/messages/send", url.Values{"device_fingerprint": {"fp-1"}, "phone": {"+15551234567"}, "message": {"a\x00b"}, "sim_slot": {"SIM1"}}, "message"},
+		// Bytes that are not UTF-8 (%FF) are as unstorable on PostgreSQL.
+		{"/console/settings/company", url.Values{"name": {"Acme\xff"}}, "name"},
+		{"/console/messages/send", url.Values{"device_fingerprint": {"fp-1\xff"}, "phone": {"+15551234567"}, "message": {"hi"}, "sim_slot": {"SIM1"}}, "device_fingerprint"},
 	} {
 		p := b.post(c.path, c.form)
 		if p.status != http.StatusBadRequest || !strings.Contains(p.body, `"field":"`+c.field+`"`) {
@@ -55,6 +58,9 @@ func TestConsolePagesRefuseNULAsPages(t *testing.T) {
 		{"/console/opt-outs?after=%00", http.StatusBadRequest, "after"},
 		{"/verify-email?token=a%00", http.StatusBadRequest, "token"},
 		{"/console/devices/a%00", http.StatusNotFound, "There is no such page."},
+		{"/console/messages?phone=%2B1555%FF", http.StatusBadRequest, "phone"},
+		{"/console/messages?device=%FF", http.StatusBadRequest, "device"},
+		{"/console/devices/a%FF", http.StatusNotFound, "There is no such page."},
 	} {
 		p := b.get(c.path)
 		if p.status != c.status || !strings.HasPrefix(p.header.Get("Content-Type"), "text/html") ||

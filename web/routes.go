@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"net/http"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/simrelay/simrelay/internal/nulchar"
 	"github.com/simrelay/simrelay/problem"
@@ -87,10 +88,12 @@ func (c *Console) routes() {
 func (c *Console) refuseNUL(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var pe *problem.Error
-		if strings.IndexByte(r.URL.Path, 0) >= 0 {
+		if strings.IndexByte(r.URL.Path, 0) >= 0 || !utf8.ValidString(r.URL.Path) {
 			pe = problem.New(problem.NotFound, "There is no such page.")
 		} else if k, ok := nulchar.Param(r.URL.Query()); ok {
 			pe = problem.Invalid(k, fmt.Sprintf("The address's parameter %q holds the NUL character (%%00), which no page takes.", k))
+		} else if k, ok := nulchar.NotUTF8(r.URL.Query()); ok {
+			pe = problem.Invalid(k, fmt.Sprintf("The address's parameter %q is not UTF-8 text, which no page takes.", k))
 		}
 		if pe == nil {
 			next.ServeHTTP(w, r)

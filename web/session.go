@@ -320,5 +320,8 @@ func formNUL(r *http.Request) error {
 	if k, ok := nulchar.Param(r.Form); ok {
 		return problem.Invalid(k, `must not hold the NUL character (\u0000)`)
 	}
+	if k, ok := nulchar.NotUTF8(r.Form); ok {
+		return problem.Invalid(k, "must be UTF-8 text")
+	}
 	return nil
 }
