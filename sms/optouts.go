@@ -56,7 +56,7 @@ func (s *Service) AddOptOut(_ context.Context, companyID uint64, number string) 
 // shows it: a keyword entry whose sender is no number (a short code, a
 // name) is listed as the phone reported it and is removed by that form.
 func (s *Service) RemoveOptOut(_ context.Context, companyID uint64, number string) error {
-	if number == "" {
+	if strings.TrimSpace(number) == "" { // spaces alone name no entry: every entry is trimmed
 		return problem.Invalid("phone", "is required")
 	}
 	region, err := s.region(companyID)
