@@ -33,9 +33,7 @@ func (s *Service) SetMailer(m Mailer) { s.mailer = m }
 // scheme's case means nothing (RFC 3986 3.1): MAILTO: is mailto: too, at
 // PUT and at delivery alike, so no entry can pass the check as one kind
 // and be delivered as the other.
-func isMailto(u string) bool {
-	return len(u) >= len(mailtoScheme) && strings.EqualFold(u[:len(mailtoScheme)], mailtoScheme)
-}
+func isMailto(u string) bool { return hasSchemeFold(u, mailtoScheme) }
 
 // mailtoAddress is the address of an entry's URL that isMailto accepts.
 func mailtoAddress(u string) string { return u[len(mailtoScheme):] }

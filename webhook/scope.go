@@ -188,8 +188,11 @@ func scopeList(in []string, field string, check func(string) (string, error)) ([
 // isHTTPS reports whether a stored receiver URL is https. The scheme is
 // matched in any case, as CheckURL (net/url) takes it: an entry saved as
 // HTTPS://... is an https entry.
-func isHTTPS(raw string) bool {
-	const scheme = "https://"
+func isHTTPS(raw string) bool { return hasSchemeFold(raw, "https://") }
+
+// hasSchemeFold reports whether raw starts with scheme, in any case: the
+// one test behind isHTTPS and isMailto.
+func hasSchemeFold(raw, scheme string) bool {
 	return len(raw) >= len(scheme) && strings.EqualFold(raw[:len(scheme)], scheme)
 }
 
