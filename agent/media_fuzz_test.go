@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net"
 	"net/http"
-	"net/netip"
 	"syscall"
 	"testing"
 	"time"
@@ -21,11 +20,7 @@ import (
 // dialer of its own. Public addresses are not dialled: the test reaches no
 // network.
 func FuzzMediaDial(f *testing.F) {
-	for _, s := range egresstest.Addresses {
-		a := netip.MustParseAddr(s)
-		b := a.As16()
-		f.Add(b[:], a.Is4())
-	}
+	egresstest.AddDialSeeds(f)
 	// A dialer of the caller's with a ControlContext, which net.Dialer
 	// would prefer to Control.
 	own := &net.Dialer{Timeout: 5 * time.Second, ControlContext: func(context.Context, string, string, syscall.RawConn) error { return nil }}
@@ -34,12 +29,7 @@ func FuzzMediaDial(f *testing.F) {
 		MediaFetcher{Dialer: own}.client(5 * time.Second).Transport.(*http.Transport),
 	}
 	f.Fuzz(func(t *testing.T, raw []byte, is4 bool) {
-		var b [16]byte
-		copy(b[:], raw)
-		a := netip.AddrFrom16(b)
-		if is4 {
-			a = netip.AddrFrom4([4]byte(b[:4]))
-		}
+		a := egresstest.DialAddr(raw, is4)
 		if egresstest.Public(a) {
 			return
 		}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net"
 	"net/http"
-	"net/netip"
 	"testing"
 	"time"
 
@@ -19,19 +18,10 @@ import (
 // before a packet leaves (Control runs before connect). Public addresses
 // are not dialled: the test reaches no network.
 func FuzzClientDial(f *testing.F) {
-	for _, s := range egresstest.Addresses {
-		a := netip.MustParseAddr(s)
-		b := a.As16()
-		f.Add(b[:], a.Is4())
-	}
+	egresstest.AddDialSeeds(f)
 	tr := NewClient(Config{Timeout: 5 * time.Second}).Transport.(*http.Transport)
 	f.Fuzz(func(t *testing.T, raw []byte, is4 bool) {
-		var b [16]byte
-		copy(b[:], raw)
-		a := netip.AddrFrom16(b)
-		if is4 {
-			a = netip.AddrFrom4([4]byte(b[:4]))
-		}
+		a := egresstest.DialAddr(raw, is4)
 		if egresstest.Public(a) {
 			return
 		}
