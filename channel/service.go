@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -205,12 +204,8 @@ func (in SendInput) validate(region string) (contentType, to string, err error) 
 	if err != nil || u.Scheme != "https" || u.Hostname() == "" || len(in.MediaURL) > MaxMediaURL || u.User != nil {
 		return "", "", problem.Invalid("media_url", "must be an https URL of at most 2048 characters, without credentials")
 	}
-	if port := u.Port(); port != "" {
-		// As for a webhook URL: a port no connection can use is a mistake
-		// to name now, not a download that fails later.
-		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-			return "", "", problem.Invalid("media_url", "has an invalid port: want 1 to 65535")
-		}
+	if err := egress.Port(u.Port()); err != nil {
+		return "", "", problem.Invalid("media_url", err.Error())
 	}
 	// The agent fetches it from inside its owner's network: a host that is
 	// an internal address by itself is refused here, and the agent checks

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
@@ -231,10 +230,8 @@ func CheckURL(raw string, allowPrivate bool) (string, error) {
 	if host == "" {
 		return "", fmt.Errorf("must name a host")
 	}
-	if port := u.Port(); port != "" {
-		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-			return "", fmt.Errorf("has an invalid port: want 1 to 65535")
-		}
+	if err := egress.Port(u.Port()); err != nil {
+		return "", err
 	}
 	if allowPrivate {
 		return raw, nil
