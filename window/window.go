@@ -133,7 +133,7 @@ func location(name string) (*time.Location, error) {
 
 // storedLocations caches the zones of storedLocation, apart from locations:
 // a name loaded here must still fail Validate.
-var storedLocations sync.Map // name -> *time.Location
+var storedLocations sync.Map // name -> *time.Location, or the error loading it gave
 
 // storedLocation loads a zone that is not a name of the embedded database
 // the way Validate loaded it before it checked the list (zones.go): from
@@ -141,10 +141,15 @@ var storedLocations sync.Map // name -> *time.Location
 // "America//New_York". A window stored then with such a name keeps its
 // hours on the host that took it, where taken as always open it would send
 // at any hour; a new window is held to the list. Only stored windows reach
-// Next with such a name, so the cache holds the few names stored then.
+// Next with such a name, so the cache holds the few names stored then;
+// a name the host cannot load is remembered too, so that dispatch and the
+// sweeps do not look for it on disk at every call.
 func storedLocation(name string) (*time.Location, error) {
-	if l, ok := storedLocations.Load(name); ok {
-		return l.(*time.Location), nil
+	if v, ok := storedLocations.Load(name); ok {
+		if err, failed := v.(error); failed {
+			return nil, err
+		}
+		return v.(*time.Location), nil
 	}
 	if name == "" || name == "Local" {
 		// Never stored (Validate refused both from the first), and
@@ -154,6 +159,7 @@ func storedLocation(name string) (*time.Location, error) {
 	}
 	l, err := time.LoadLocation(name)
 	if err != nil {
+		storedLocations.Store(name, err)
 		return nil, err
 	}
 	storedLocations.Store(name, l)
