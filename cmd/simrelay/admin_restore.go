@@ -86,6 +86,9 @@ func adminRestore(args []string, stdout, stderr io.Writer) error {
 	}
 	if err := os.Rename(staged, live); err != nil {
 		_ = os.Remove(staged)
+		if kept != "" {
+			_ = os.Remove(kept) // a second name of the store left in place
+		}
 		return fmt.Errorf("put the backup in place as %s: %w; nothing was changed", live, err)
 	}
 	if err := syncDir(where.dataDir); err != nil {
