@@ -65,7 +65,8 @@ func adminRestore(args []string, stdout, stderr io.Writer) error {
 	}
 	// The copy goes next to the store, so the rename that puts it in place
 	// is atomic: the data dir holds the old store or the whole backup.
-	n, err := writeFileAtomic(filepath.Join(where.dataDir, ".simrelay-restore"), func(w io.Writer) (int64, error) {
+	staged := filepath.Join(where.dataDir, ".simrelay-restore")
+	n, err := writeFileAtomic(staged, func(w io.Writer) (int64, error) {
 		src, err := os.Open(file)
 		if err != nil {
 			return 0, err
@@ -73,7 +74,6 @@ func adminRestore(args []string, stdout, stderr io.Writer) error {
 		defer src.Close()
 		return io.Copy(w, src)
 	})
-	staged := filepath.Join(where.dataDir, ".simrelay-restore")
 	if err != nil {
 		_ = os.Remove(staged)
 		return fmt.Errorf("copy %s into %s: %w; nothing was changed", file, where.dataDir, err)
@@ -86,6 +86,9 @@ func adminRestore(args []string, stdout, stderr io.Writer) error {
 	}
 	if err := os.Rename(staged, live); err != nil {
 		_ = os.Remove(staged)
+		if kept != "" {
+			_ = os.Remove(kept) // a second name of the store left in place
+		}
 		return fmt.Errorf("put the backup in place as %s: %w; nothing was changed", live, err)
 	}
 	if err := syncDir(where.dataDir); err != nil {

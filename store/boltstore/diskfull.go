@@ -60,6 +60,10 @@ type space struct {
 	probing atomic.Bool // one probe at a time
 }
 
+// noSpaceErrnos are the errnos of a write that found no room: the disk
+// full, the user's quota reached, the file size limit reached.
+var noSpaceErrnos = []syscall.Errno{syscall.ENOSPC, syscall.EDQUOT, syscall.EFBIG}
+
 // noSpace reports whether err is a write that found no room. bbolt hands a
 // failed page write on as the *os.PathError it got, so errors.Is finds the
 // errno; but a failed growth of the file (ftruncate, which a file size
@@ -70,7 +74,7 @@ func noSpace(err error) bool {
 	if err == nil {
 		return false
 	}
-	for _, e := range []syscall.Errno{syscall.ENOSPC, syscall.EDQUOT, syscall.EFBIG} {
+	for _, e := range noSpaceErrnos {
 		if errors.Is(err, e) {
 			return true
 		}
@@ -83,7 +87,7 @@ func noSpace(err error) bool {
 	if !strings.HasPrefix(msg, "file resize error: ") && !strings.HasPrefix(msg, "file sync error: ") {
 		return false
 	}
-	for _, e := range []syscall.Errno{syscall.ENOSPC, syscall.EDQUOT, syscall.EFBIG} {
+	for _, e := range noSpaceErrnos {
 		if strings.HasSuffix(msg, e.Error()) {
 			return true
 		}

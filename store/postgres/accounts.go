@@ -413,7 +413,8 @@ func (s *Store) PutOneTimeToken(hash []byte, tok store.OneTimeToken) error {
 // were. A user who has a password afterwards holds its address (an
 // accepted invitation): ErrConflict when another account took it. With
 // revokeSessions the user's sessions end too. An unknown, used or
-// other-kind token is ErrNotFound, an expired one ErrTokenExpired.
+// other-kind token, or one mailed under an earlier TokenGeneration of its
+// user, is ErrNotFound, an expired one ErrTokenExpired.
 func (s *Store) ConsumeOneTimeToken(hash []byte, kinds []string, now time.Time, revokeSessions bool, fn func(*store.User) error) (store.User, error) {
 	var u store.User
 	err := s.write("consume token", func(t *txn) error {

@@ -3,6 +3,8 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"testing"
 	"time"
 
@@ -113,7 +115,9 @@ func TestLoadErrorsClassified(t *testing.T) {
 		return put(store.CopySecret{Name: "jwt", Value: []byte("secret")})
 	})
 	wantDiskFull(t, "loading a secret", err)
-	boom := errors.New("the source failed")
+	// A source cut short fails with io.ErrUnexpectedEOF, which from the
+	// database would be a connection lost: it stays the source's error.
+	boom := fmt.Errorf("read the source: %w", io.ErrUnexpectedEOF)
 	err = s.Load(func(put func(store.CopyRecord) error) error { return boom })
 	if !errors.Is(err, boom) || errors.Is(err, store.ErrUnavailable) {
 		t.Errorf("a source that failed: %v, want its own error alone", err)

@@ -175,7 +175,9 @@ func (s *Store) applyReports(batch []*report) {
 		}
 		return p.write(t)
 	})
-	if err != nil && len(batch) > 1 && !retryable(err) && !unreachable(err) && !errors.Is(err, store.ErrUnavailable) && s.ctx.Err() == nil {
+	// write classified err (tx.go): a database out of reach or out of a
+	// resource is store.ErrUnavailable by then.
+	if err != nil && len(batch) > 1 && !retryable(err) && !errors.Is(err, store.ErrUnavailable) && s.ctx.Err() == nil {
 		half := len(batch) / 2
 		s.applyReports(batch[:half])
 		s.applyReports(batch[half:])
