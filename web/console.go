@@ -137,9 +137,9 @@ func New(cfg Config, deps Deps) (*Console, error) {
 	return c, nil
 }
 
-// Handler serves the console. It refuses a NUL in the address itself
-// (refuseNUL), before any page looks a value up.
-func (c *Console) Handler() http.Handler { return c.refuseNUL(c.mux) }
+// Handler serves the console. It refuses a NUL or bytes that are not UTF-8
+// in the address itself (refuseUnstorable), before any page looks a value up.
+func (c *Console) Handler() http.Handler { return c.refuseUnstorable(c.mux) }
 
 // Shutdown ends the open live-update streams, which would otherwise hold the
 // HTTP server's graceful shutdown until its deadline.
