@@ -19,6 +19,7 @@ import (
 	"github.com/simrelay/simrelay/channel"
 	"github.com/simrelay/simrelay/device"
 	"github.com/simrelay/simrelay/internal/logspacing"
+	"github.com/simrelay/simrelay/internal/outage"
 	"github.com/simrelay/simrelay/media"
 	"github.com/simrelay/simrelay/pacing"
 	"github.com/simrelay/simrelay/sms"
@@ -126,12 +127,8 @@ type Server struct {
 	auth    scopeWindows
 	// limiterLog spaces the lines of a failing limiter (limits.go).
 	limiterLog logspacing.Spacer
-	// unavailable spaces the lines of requests that found the database
-	// out of reach (errors.go).
-	unavailable logspacing.Spacer
-	// diskFull spaces the lines of requests refused because the store's
-	// disk is full (errors.go).
-	diskFull logspacing.Spacer
+	// refusals answers and logs the requests the store refused (errors.go).
+	refusals outage.Refusals
 	metrics  *metrics
 	draining atomic.Bool
 	// backups holds a slot per running GET /admin/backup.

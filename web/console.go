@@ -16,7 +16,7 @@ import (
 	"github.com/simrelay/simrelay/channel"
 	"github.com/simrelay/simrelay/device"
 	"github.com/simrelay/simrelay/internal/bidi"
-	"github.com/simrelay/simrelay/internal/logspacing"
+	"github.com/simrelay/simrelay/internal/outage"
 	"github.com/simrelay/simrelay/media"
 	"github.com/simrelay/simrelay/phone/numplan"
 	"github.com/simrelay/simrelay/problem"
@@ -108,9 +108,9 @@ type Console struct {
 	secure bool
 	mux    *http.ServeMux
 	flash  *flashSigner
-	// unavailable and diskFull space the lines of requests the store
-	// refused (unavailable.go).
-	unavailable, diskFull logspacing.Spacer
+	// refusals answers and logs the requests the store refused
+	// (unavailable.go).
+	refusals outage.Refusals
 }
 
 // New parses the embedded templates and builds the routes.
