@@ -30,11 +30,12 @@ func (s *Service) Me(_ context.Context, p Principal) (store.User, error) {
 
 // UpdateMe changes the caller's name and phone; the role is not theirs to change here.
 func (s *Service) UpdateMe(ctx context.Context, p Principal, patch UserPatch) (store.User, error) {
-	if _, err := s.Me(ctx, p); err != nil {
+	me, err := s.Me(ctx, p)
+	if err != nil {
 		return store.User{}, err
 	}
 	patch.Role = nil
-	return s.updateUser(p, p.UserID, patch)
+	return s.updateUser(p, me, patch)
 }
 
 // Users lists the company's users, oldest first.
@@ -100,22 +101,19 @@ func (s *Service) Invite(ctx context.Context, p Principal, in InviteInput) (stor
 
 // UpdateUser changes a user of the caller's company.
 func (s *Service) UpdateUser(_ context.Context, p Principal, id uint64, patch UserPatch) (store.User, error) {
-	if _, err := s.companyUser(p, id); err != nil {
+	stored, err := s.companyUser(p, id)
+	if err != nil {
 		return store.User{}, err
 	}
-	return s.updateUser(p, id, patch)
+	return s.updateUser(p, stored, patch)
 }
 
-// updateUser changes a user of p's company; a phone is read in the
-// company's region.
-func (s *Service) updateUser(p Principal, id uint64, patch UserPatch) (store.User, error) {
+// updateUser changes stored, a user of p's company as its caller read it;
+// a phone is read in the company's region.
+func (s *Service) updateUser(p Principal, stored store.User, patch UserPatch) (store.User, error) {
 	region, err := s.region(p.CompanyID)
 	if err != nil {
 		return store.User{}, err
-	}
-	stored, err := s.store.User(id)
-	if err != nil {
-		return store.User{}, mapStoreErr(err, "user")
 	}
 	var v check
 	patch = UserPatch{
@@ -127,7 +125,7 @@ func (s *Service) updateUser(p Principal, id uint64, patch UserPatch) (store.Use
 	if v.err != nil {
 		return store.User{}, v.err
 	}
-	u, err := s.store.UpdateUser(id, func(u *store.User) error {
+	u, err := s.store.UpdateUser(stored.ID, func(u *store.User) error {
 		setIf(&u.FirstName, patch.FirstName)
 		setIf(&u.LastName, patch.LastName)
 		setIf(&u.Phone, patch.Phone)

@@ -13,7 +13,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/simrelay/simrelay/internal/outage"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
 )
@@ -75,8 +74,7 @@ func (s *Server) domainProblem(err error) (*problem.Error, bool) {
 	// are refused: PostgreSQL's store keeps no state of a full disk and
 	// logs nothing (its /readyz stays ready), and the embedded store says
 	// only when it starts and ends.
-	if kind, pe := outage.Of(err); kind != outage.None {
-		s.storeRefused(kind, err)
+	if pe, ok := s.refusals.Answer(err, s.deps.Now(), s.deps.Logger); ok {
 		return pe, true
 	}
 	var be *store.BudgetError
@@ -86,21 +84,6 @@ func (s *Server) domainProblem(err error) (*problem.Error, bool) {
 			Message: fmt.Sprintf("The company has used its storage budget of %d bytes for today (UTC); it renews in %d seconds.", be.Limit, wait)}, true
 	}
 	return nil, false
-}
-
-// storeRefused logs a request the store refused (outage), at most once per
-// outage.LogEvery for each kind, each line counting the requests left out
-// since the one before (suppressed). A full disk and a database out of
-// reach are spaced each on its own: they ask the operator for different
-// things, and neither's line may hide the other's.
-func (s *Server) storeRefused(kind outage.Kind, err error) {
-	spacer := &s.unavailable
-	if kind == outage.DiskFull {
-		spacer = &s.diskFull
-	}
-	if suppressed, ok := spacer.Due(s.deps.Now(), outage.LogEvery); ok {
-		s.deps.Logger.Error(kind.Line(), "err", err, "suppressed", suppressed)
-	}
 }
 
 var errTooLarge = problem.Newf(problem.PayloadTooLarge, "The request body is over the %d MiB limit.", maxBodyBytes>>20)

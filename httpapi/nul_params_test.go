@@ -16,10 +16,7 @@ func TestNULInPathsAndQueries(t *testing.T) {
 	e := newEnv(t, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	reg := e.pairPhone(a.apiKey, "a-phone")
-	for _, c := range []struct {
-		method, path, field string
-		body                any
-	}{
+	wantRefused(t, e, a.apiKey, []refused{
 		{"GET", "/opt-outs?after=%2B1555%00", "after", nil},
 		{"DELETE", "/opt-outs?phone=%00", "phone", nil},
 		{"DELETE", "/opt-outs/a%00b", "", nil},
@@ -39,17 +36,7 @@ func TestNULInPathsAndQueries(t *testing.T) {
 		{"PATCH", "/whatsapp/numbers/a%00", "", map[string]any{"status": "paused"}},
 		{"GET", "/analytics?devices=a%00", "devices", nil},
 		{"GET", "/chat/devices?x%00=1", "x", nil},
-	} {
-		r := e.do(call{method: c.method, path: c.path, token: a.apiKey, body: c.body})
-		if c.field == "" { // a path id
-			e.want(r, http.StatusNotFound, "not_found")
-			continue
-		}
-		e.want(r, http.StatusBadRequest, "validation_failed")
-		if got := r.str("field"); got != c.field {
-			t.Errorf("%s %s: field %q, want %q; body %s", c.method, c.path, got, c.field, r.Raw)
-		}
-	}
+	})
 	// An agent's upload names its file in the query too (POST /device/media).
 	up := e.upload(reg.DeviceToken, "wa-1\x00/0", "", "image/png", pngBytes)
 	e.want(up, http.StatusBadRequest, "validation_failed")
@@ -89,10 +76,7 @@ func TestNotUTF8InPathsQueriesAndKeys(t *testing.T) {
 	e := newEnv(t, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	e.pairPhone(a.apiKey, "a-phone")
-	for _, c := range []struct {
-		method, path, field string
-		body                any
-	}{
+	wantRefused(t, e, a.apiKey, []refused{
 		{"DELETE", "/opt-outs/%FF%FE", "", nil},
 		{"PATCH", "/device/a%FF", "", map[string]any{"device_name": "x"}},
 		{"GET", "/chat/queue/a%FF", "", nil},
@@ -100,17 +84,7 @@ func TestNotUTF8InPathsQueriesAndKeys(t *testing.T) {
 		{"DELETE", "/opt-outs?phone=%FF%FE", "phone", nil},
 		{"GET", "/chat/messages?device_fingerprint=a%C3%28&phone=%2B15551234567", "device_fingerprint", nil},
 		{"GET", "/chat/devices?x%FF=1", "x\uFFFD", nil},
-	} {
-		r := e.do(call{method: c.method, path: c.path, token: a.apiKey, body: c.body})
-		if c.field == "" { // a path id
-			e.want(r, http.StatusNotFound, "not_found")
-			continue
-		}
-		e.want(r, http.StatusBadRequest, "validation_failed")
-		if got := r.str("field"); got != c.field {
-			t.Errorf("%s %s: field %q, want %q; body %s", c.method, c.path, got, c.field, r.Raw)
-		}
-	}
+	})
 	wa := e.runAgentNumber(a.apiKey)
 	for _, c := range []struct {
 		path string
@@ -134,4 +108,28 @@ func (e *env) runAgentNumber(key string) string {
 	e.t.Helper()
 	e.runAgent(e.pairPhone(key, "utf8-agent"), "utf8-agent", []string{"+15550107777"}, nil, true)
 	return e.numberID(key, "whatsapp", "+15550107777")
+}
+
+// refused is a request whose path or query holds what no id or parameter
+// holds: field names the query parameter of its 400; empty, it is a path
+// id, the 404 of an id that names nothing.
+type refused struct {
+	method, path, field string
+	body                any
+}
+
+// wantRefused checks each request is refused as its case says.
+func wantRefused(t *testing.T, e *env, token string, cases []refused) {
+	t.Helper()
+	for _, c := range cases {
+		r := e.do(call{method: c.method, path: c.path, token: token, body: c.body})
+		if c.field == "" {
+			e.want(r, http.StatusNotFound, "not_found")
+			continue
+		}
+		e.want(r, http.StatusBadRequest, "validation_failed")
+		if got := r.str("field"); got != c.field {
+			t.Errorf("%s %s: field %q, want %q; body %s", c.method, c.path, got, c.field, r.Raw)
+		}
+	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/simrelay/simrelay/channel"
 	"github.com/simrelay/simrelay/device"
 	"github.com/simrelay/simrelay/internal/logspacing"
+	"github.com/simrelay/simrelay/internal/outage"
 	"github.com/simrelay/simrelay/media"
 	"github.com/simrelay/simrelay/pacing"
 	"github.com/simrelay/simrelay/sms"
@@ -95,8 +96,8 @@ type Deps struct {
 	Billing *billing.Service
 	// Console serves the web console (web.Console): /, /console/*, and the
 	// pages that e-mailed links open (/verify-email, /reset-password). It
-	// refuses a NUL (%00) in their paths and queries itself, with its own
-	// error page: the API's refuseUnstorable leaves them to it.
+	// refuses a NUL (%00) or bytes that are not UTF-8 in their paths and
+	// queries itself, with its own error page: the API's refuseUnstorable leaves them to it.
 	Console http.Handler
 	// ConsoleIdentity names the signed-in user of a console request (by its
 	// session cookie) for the rate limits, so that people behind one office
@@ -126,12 +127,8 @@ type Server struct {
 	auth    scopeWindows
 	// limiterLog spaces the lines of a failing limiter (limits.go).
 	limiterLog logspacing.Spacer
-	// unavailable spaces the lines of requests that found the database
-	// out of reach (errors.go).
-	unavailable logspacing.Spacer
-	// diskFull spaces the lines of requests refused because the store's
-	// disk is full (errors.go).
-	diskFull logspacing.Spacer
+	// refusals answers and logs the requests the store refused (errors.go).
+	refusals outage.Refusals
 	metrics  *metrics
 	draining atomic.Bool
 	// backups holds a slot per running GET /admin/backup.

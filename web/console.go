@@ -16,7 +16,7 @@ import (
 	"github.com/simrelay/simrelay/channel"
 	"github.com/simrelay/simrelay/device"
 	"github.com/simrelay/simrelay/internal/bidi"
-	"github.com/simrelay/simrelay/internal/logspacing"
+	"github.com/simrelay/simrelay/internal/outage"
 	"github.com/simrelay/simrelay/media"
 	"github.com/simrelay/simrelay/phone/numplan"
 	"github.com/simrelay/simrelay/problem"
@@ -108,9 +108,9 @@ type Console struct {
 	secure bool
 	mux    *http.ServeMux
 	flash  *flashSigner
-	// unavailable and diskFull space the lines of requests the store
-	// refused (unavailable.go).
-	unavailable, diskFull logspacing.Spacer
+	// refusals answers and logs the requests the store refused
+	// (unavailable.go).
+	refusals outage.Refusals
 }
 
 // New parses the embedded templates and builds the routes.
@@ -137,9 +137,9 @@ func New(cfg Config, deps Deps) (*Console, error) {
 	return c, nil
 }
 
-// Handler serves the console. It refuses a NUL in the address itself
-// (refuseNUL), before any page looks a value up.
-func (c *Console) Handler() http.Handler { return c.refuseNUL(c.mux) }
+// Handler serves the console. It refuses a NUL or bytes that are not UTF-8
+// in the address itself (refuseUnstorable), before any page looks a value up.
+func (c *Console) Handler() http.Handler { return c.refuseUnstorable(c.mux) }
 
 // Shutdown ends the open live-update streams, which would otherwise hold the
 // HTTP server's graceful shutdown until its deadline.

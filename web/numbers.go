@@ -176,8 +176,9 @@ func (c *Console) numberMessages(r *http.Request, q *req, n channel.Number) ([]l
 		return nil, err
 	}
 	out := make([]liveMessage, 0, len(page.Messages))
+	now := c.deps.Now() // one instant for the whole list
 	for _, m := range page.Messages {
-		out = append(out, liveOut(m, c.deps.Now()))
+		out = append(out, liveOut(m, now))
 	}
 	return out, nil
 }

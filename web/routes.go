@@ -78,14 +78,15 @@ func (c *Console) routes() {
 	})
 }
 
-// refuseNUL answers a request whose path or query holds U+0000 (%00) with
-// the console's own error page, as the API's refuseUnstorable (httpapi) answers its routes
-// (which leaves the console's paths to this): no page, fingerprint, number
-// or token holds it, and PostgreSQL (the store of a cluster) cannot even
+// refuseUnstorable answers a request whose path or query holds U+0000
+// (%00) or bytes that are not UTF-8 (%FF) with the console's own error
+// page, as the API's refuseUnstorable (httpapi) answers its routes (which
+// leaves the console's paths to this): no page, fingerprint, number or
+// token holds either, and PostgreSQL (the store of a cluster) cannot even
 // compare a text with it, so a page that looked it up would fail with a
 // 500. A path is no page (404); a query parameter is the person's 400,
 // naming it. The console's script, asking for JSON, gets the API's body.
-func (c *Console) refuseNUL(next http.Handler) http.Handler {
+func (c *Console) refuseUnstorable(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var pe *problem.Error
 		if strings.IndexByte(r.URL.Path, 0) >= 0 || !utf8.ValidString(r.URL.Path) {
