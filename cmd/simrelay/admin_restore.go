@@ -62,6 +62,10 @@ func adminRestore(args []string, stdout, stderr io.Writer) error {
 		}
 		defer unlock()
 		kept = live + ".before-restore-" + time.Now().UTC().Format("20060102T150405Z")
+	} else if !errors.Is(err, os.ErrNotExist) {
+		// A store that is there but cannot be looked at must not be
+		// replaced unlocked and without its copy kept.
+		return fmt.Errorf("look at the store %s: %w; nothing was changed", live, err)
 	}
 	// The copy goes next to the store, so the rename that puts it in place
 	// is atomic: the data dir holds the old store or the whole backup.
