@@ -58,9 +58,13 @@ type Report struct {
 	GoroutinesPerPhone float64 `json:"server_goroutines_per_phone"`
 	StackPerPhoneKB    float64 `json:"stack_per_idle_phone_kb"`
 	ServerRSSMB        float64 `json:"server_rss_mb_with_phones"`
-	SendsPerSecond     float64 `json:"durable_sends_per_second"`
-	SendsAnswered      int64   `json:"sends_answered"`
-	SendsReceived      int64   `json:"sends_received_and_acked"`
+	// ConnectSeconds is how long the phones took to come online from
+	// nothing (each hello a durable device write), as after a restart.
+	ConnectSeconds   float64 `json:"connect_seconds"`
+	ConnectPerSecond float64 `json:"phones_connected_per_second"`
+	SendsPerSecond   float64 `json:"durable_sends_per_second"`
+	SendsAnswered    int64   `json:"sends_answered"`
+	SendsReceived    int64   `json:"sends_received_and_acked"`
 	// SendsBehind is how many answered sends had not reached their phones
 	// when the throughput phase ended; SendsCatchUpMs is how long after the
 	// end the last of them arrived (0 when none was behind).
@@ -160,11 +164,15 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	gr0, _ := srv.metric("go_goroutines")
 	stack0, _ := srv.metric("go_memstats_stack_inuse_bytes")
 	logf("connecting %d phones from 127.0.0.x ...", n)
+	connectStart := time.Now()
 	fleet, err := connect(ctx, []string{srv.url}, fps, tokens)
 	if err != nil {
 		return rep, err
 	}
 	defer fleet.stop()
+	rep.ConnectSeconds = time.Since(connectStart).Seconds()
+	rep.ConnectPerSecond = float64(n) / rep.ConnectSeconds
+	logf("connected: %d phones online in %.1f s (%.0f/s)", n, rep.ConnectSeconds, rep.ConnectPerSecond)
 	time.Sleep(3 * time.Second) // idle
 	if err := srv.gc(); err != nil {
 		return rep, fmt.Errorf("bench: collect the server's garbage: %w", err)

@@ -109,6 +109,7 @@ func printReport(w io.Writer, r bench.Report) {
 	fmt.Fprintf(tw, "Go live heap per idle phone (after a GC)\t%.1f KB\t\n", r.HeapPerPhoneKB)
 	fmt.Fprintf(tw, "Go stack per idle phone\t%.1f KB\t\n", r.StackPerPhoneKB)
 	fmt.Fprintf(tw, "server goroutines per idle phone\t%.2f\t\n", r.GoroutinesPerPhone)
+	fmt.Fprintf(tw, "%d phones online from none (a hello each)\t%.1f s, %.0f /s\t\n", r.Phones, r.ConnectSeconds, r.ConnectPerSecond)
 	fmt.Fprintf(tw, "durable sends, answered and acked by the phone\t%.0f /s\t>= 10000 /s\n", r.SendsPerSecond)
 	fmt.Fprintf(tw, "  answered, not on the phone at the phase's end / last on it after\t%d / %.0f ms\t0 / < 1000 ms\n", r.SendsBehind, r.SendsCatchUpMs)
 	if r.DrainJobs > 0 {
