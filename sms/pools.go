@@ -230,8 +230,9 @@ func poolError(err error) error {
 func poolDefinition(cur store.Pool, in PoolInput) (store.PoolInput, error) {
 	def := cur.Input()
 	// The console's form sends the name with every change: a name stored
-	// before a rule tightened must not refuse the save of another field.
-	if in.Name != nil && (cur.Name == "" || *in.Name != cur.Name) {
+	// before a rule tightened must not refuse the save of another field
+	// (linebreak.SentBack). A new pool (no name yet) is checked in full.
+	if in.Name != nil && (cur.Name == "" || !linebreak.SentBack(*in.Name, cur.Name)) {
 		name := *in.Name
 		switch {
 		case strings.TrimSpace(name) == "":
