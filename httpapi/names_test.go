@@ -113,6 +113,15 @@ func TestNamesRefuseLineBreaks(t *testing.T) {
 	// pool's name, an identifier (docs/api.md "Sender pools").
 	r := e.do(call{method: "PATCH", path: "/company", token: a.access, body: map[string]any{"name": "\u05d0\u05e7\u05de\u05d4 \u200f2"}})
 	e.want(r, http.StatusOK, "")
+	// A pool's name refuses the marks (RLM, ALM) as well as the overrides
+	// and isolates package bidi strips: every Bidi_Control (sms.badInPoolName).
+	for _, name := range []string{"\u05d0\u05e7\u05de\u05d4 \u200f2", "sales\u061c2", "sales\u202e2", "sales\u20662"} {
+		r := e.do(call{method: "PATCH", path: poolPath, token: a.apiKey, body: map[string]any{"name": name}})
+		e.want(r, http.StatusBadRequest, "validation_failed")
+		if got := r.str("field"); got != "name" {
+			t.Errorf("PATCH %s name %q: field %q, want name", poolPath, name, got)
+		}
+	}
 }
 
 // TestPhoneReportedNamesAreMended: a phone's own name, SIM carriers and
