@@ -34,7 +34,8 @@ type Windows struct {
 }
 
 // Windows returns the shared windows of scope (the API names its scopes
-// "general", "members" and "auth") at rate. Nodes that pass the same scope
+// "general", "members" and "auth", the reset mails theirs "reset-mail") at
+// rate. Nodes that pass the same scope
 // count in the same windows, so every node must be given the same rate.
 func (s *Store) Windows(scope string, rate pacing.Rate) (*Windows, error) {
 	if err := rate.Validate(); err != nil {
