@@ -171,6 +171,18 @@ func (e *Error) Refield(field string) *Error {
 	return &out
 }
 
+// Named is e with its message naming the field as name rather than by its
+// path: a form for people says "Password must be at least 8 characters."
+// where the API says "owner.password must be at least 8 characters.". Field
+// stays; a message given whole is kept.
+func (e *Error) Named(name string) *Error {
+	out := *e
+	if e.predicate != "" {
+		out.Message = sentence(name, e.predicate)
+	}
+	return &out
+}
+
 // predicate says whether msg is a predicate for a field's name rather than
 // a sentence: it starts with a lower-case letter.
 func predicate(msg string) bool {
