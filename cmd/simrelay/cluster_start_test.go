@@ -68,6 +68,26 @@ func TestClusterStartRules(t *testing.T) {
 		code, _ := get(t, b.url+"/readyz", "")
 		return code == http.StatusServiceUnavailable
 	})
+	// The bus's own lines name the node too, and their component once: a
+	// bus lost by one node of three must be told apart in the logs.
+	var lost string
+	poll.Within(t, 10*time.Second, "b's log of the lost bus", func() bool {
+		lost = logLine(b.stderr.String(), "bus disconnected")
+		return lost != ""
+	})
+	if !strings.Contains(lost, "node=b") || strings.Count(lost, "component=") != 1 {
+		t.Errorf("b's line of the lost bus should name b and its component once: %s", lost)
+	}
+}
+
+// logLine is the first line of a server's log holding msg, or "".
+func logLine(log, msg string) string {
+	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(l, msg) {
+			return l
+		}
+	}
+	return ""
 }
 
 // stopServer stops a server with SIGTERM and waits for it to exit.

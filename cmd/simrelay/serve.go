@@ -98,7 +98,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 			log.Error("close store", "err", err)
 		}
 	}()
-	node, err := joinCluster(ctx, cfg.cluster, ln.Addr(), st, log.With("component", "cluster"))
+	node, err := joinCluster(ctx, cfg.cluster, ln.Addr(), st, log)
 	if err != nil {
 		return err
 	}

@@ -115,18 +115,23 @@ func joinCluster(ctx context.Context, cfg clusterConfig, addr net.Addr, st backe
 	if !ok {
 		return &clusterNode{}, nil
 	}
+	name := cfg.nodeName
+	if name == "" {
+		name = defaultNodeName(addr)
+	}
+	// Every line of the registry and of the bus names the node, as the
+	// server's own lines do (logger): a bus lost by one node of three is
+	// otherwise a line that no node's log can be told from.
+	log = log.With("node", name)
 	// The instance is the store's lease holder: the other nodes end the
 	// outbox leases of an instance whose beat stopped (EndDeadLeases).
-	n := &clusterNode{name: cfg.nodeName, instance: pg.Holder(), pg: pg, log: log, lost: make(chan struct{}),
+	n := &clusterNode{name: name, instance: pg.Holder(), pg: pg, log: log.With("component", "cluster"), lost: make(chan struct{}),
 		beats: cluster.NewBeats(nodeLiveWithin, nodeBeatEvery, time.Now), version: buildVersion(),
-		versions: cluster.NewVersions(buildVersion(), log), shown: map[string]bool{},
+		versions: cluster.NewVersions(buildVersion(), log.With("component", "cluster")), shown: map[string]bool{},
 		nodesByVersion: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "simrelay_cluster_nodes",
 			Help: "The live nodes on this node's database (their beat within the live window), by the simrelay version each runs, as this node last read the registry; more than one version is a mixed cluster (docs/cluster.md, Upgrading the nodes).",
 		}, []string{"version"})}
-	if n.name == "" {
-		n.name = defaultNodeName(addr)
-	}
 	if cfg.natsURL != "" {
 		bus, err := cluster.Connect(ctx, cluster.Config{URL: cfg.natsURL, Node: n.name, Logger: log.With("component", "bus")})
 		if err != nil {
