@@ -181,6 +181,9 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	if err != nil {
 		return err
 	}
+	if shared.peers != nil {
+		node.hear(shared.peers)
+	}
 	agentCfg := cfg.agents
 	agentCfg.MessageTTL = cfg.messageTTL
 	// In a cluster a number's caps count every node's sends (channel.Config.Shared).
