@@ -55,7 +55,11 @@ func (g *Gateway) sweep() {
 		// This node's own beats broke within the live window: the database
 		// may have been gone for everyone, and the other nodes' silence
 		// says nothing of their death (Beats).
+		g.broke.Store(true)
 		return
+	}
+	if g.broke.Swap(false) {
+		g.reopen()
 	}
 	devs, err := g.st.EndOrphanLinks(g.cfg.Live, orphanBatch, g.node)
 	if err != nil {
@@ -82,6 +86,50 @@ func (g *Gateway) sweep() {
 			g.presence.Down(d)
 		}
 	}
+}
+
+// reopen records as open again the links of this node that another node
+// ended while this one was silent for the live window but alive (paused,
+// or cut from the database alone): its phones stayed linked here, and
+// would otherwise read offline on every other node, be reported offline
+// after the grace and have their pool jobs moved by the other node, until
+// they linked again. It runs once this node's beats are steady again, so
+// the others take it for live and do not end the links again. A link that
+// closed here while its row was reopened is ended again (EndLink), as its
+// own end would have left it. Only a node whose beats broke can have been
+// taken for dead (a pause shows as a gap between its beats), so it runs at
+// the first steady sweep after a break (or after the start), not at every
+// sweep: one indexed statement over the node's links.
+func (g *Gateway) reopen() {
+	links := g.hub.Links()
+	if len(links) == 0 {
+		return
+	}
+	held := make(map[uint64]uint64, len(links))
+	for _, l := range links {
+		held[l.DeviceID] = l.Epoch
+	}
+	reopened, err := g.st.ReopenLinks(g.node, held)
+	if err != nil {
+		g.log.Error("gateway sweep: reopen this node's links ended while it was silent", "err", err)
+		g.broke.Store(true) // the next steady sweep tries again
+		return
+	}
+	if len(reopened) == 0 {
+		return
+	}
+	still := map[uint64]uint64{}
+	for _, l := range g.hub.Links() {
+		still[l.DeviceID] = l.Epoch
+	}
+	for _, id := range reopened {
+		if still[id] != held[id] {
+			if err := g.st.EndLink(id, held[id]); err != nil {
+				g.log.Error("gateway sweep: end a link that closed while it was reopened", "err", err)
+			}
+		}
+	}
+	g.log.Info("gateway sweep: links of this node that another node ended while this one was silent are open again", "links", len(reopened))
 }
 
 // The failover sweep (sms) in a cluster. Each node runs it; what keeps it
