@@ -317,11 +317,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // number or a message, and PostgreSQL (the store of a cluster) cannot hold
 // it, so an action would store it on one store and fail on the other.
 func formNUL(r *http.Request) error {
-	if k, ok := nulchar.Param(r.Form); ok {
-		return problem.Invalid(k, `must not hold the NUL character (\u0000)`)
-	}
-	if k, ok := nulchar.NotUTF8(r.Form); ok {
-		return problem.Invalid(k, "must be UTF-8 text")
+	if f, ok := nulchar.Values(r.Form); ok {
+		return problem.Invalid(f.Param, f.Message())
 	}
 	return nil
 }

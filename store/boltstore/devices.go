@@ -222,6 +222,7 @@ func (s *Store) DevicesReportedOnline() ([]Device, error) {
 
 // UpdateDevice applies fn to the company's device with this fingerprint and
 // stores it; identity and token stay. Another company's device is ErrNotFound.
+// fn may run more than once (updateDeviceTx), so it sets the device only.
 func (s *Store) UpdateDevice(companyID uint64, fingerprint string, fn func(*Device) error) (Device, error) {
 	return s.updateDevice(fmt.Sprintf("%s of company %d", fingerprint, companyID), func(tx *bolt.Tx) (Device, error) {
 		return liveDevice(tx, companyID, fingerprint)
@@ -252,9 +253,14 @@ func (s *Store) updateDevice(name string, find func(*bolt.Tx) (Device, error), f
 	return s.updateDeviceTx(name, find, func(d *Device) ([]DeviceEvent, error) { return nil, fn(d) })
 }
 
+// updateDeviceTx goes through group commit: every link's hello, last-seen
+// and presence change is a device write, and after a restart or a network
+// blip thousands of phones make them at once; sharing commits keeps the
+// fleet's return (and the sends meanwhile) from waiting on one fsync per
+// phone. fn may therefore run more than once.
 func (s *Store) updateDeviceTx(name string, find func(*bolt.Tx) (Device, error), fn func(*Device) ([]DeviceEvent, error)) (Device, error) {
 	var d Device
-	err := s.update(func(tx *bolt.Tx) error {
+	err := s.grouped(func(tx *bolt.Tx) error {
 		var err error
 		if d, err = find(tx); err != nil {
 			if errors.Is(err, ErrDeviceGone) {
@@ -292,7 +298,7 @@ func (s *Store) updateDeviceTx(name string, find func(*bolt.Tx) (Device, error),
 // ErrNotFound.
 func (s *Store) DeleteDevice(companyID uint64, fingerprint string, now time.Time) (Device, error) {
 	var d Device
-	err := s.update(func(tx *bolt.Tx) error {
+	err := s.grouped(func(tx *bolt.Tx) error {
 		var err error
 		d, err = s.deleteDeviceTx(tx, companyID, fingerprint, now)
 		return err
