@@ -94,6 +94,10 @@ type GatewayConfig struct {
 	// unbroken for the live window (Beats.Steady): the sweep ends the links
 	// of silent nodes only then. Nil: always.
 	Steady func() bool
+	// Current says whether this node's last beat was written just now
+	// (Beats.Current): the other nodes take it for live, so its links
+	// ended while it was silent may be reopened (reopen). Nil: always.
+	Current func() bool
 	// JobLife is the longest a job handed to a phone may stay queued
 	// (sms.MaxQueuedLife, as the hub's gateway.Config.JobLife): how long
 	// the node remembers the links of dead nodes it took over

@@ -51,15 +51,23 @@ func (g *Gateway) sweep() {
 			}
 		}
 	}
-	if g.cfg.Steady != nil && !g.cfg.Steady() {
+	steady := g.cfg.Steady == nil || g.cfg.Steady()
+	if !steady {
+		g.broke.Store(true)
+	}
+	if g.broke.Load() && (g.cfg.Current == nil || g.cfg.Current()) {
+		// Until the beats are steady again, at every sweep: another node
+		// that read this one's beat old a moment before it was written may
+		// end a link after the first reopen.
+		if g.reopen() && steady {
+			g.broke.Store(false)
+		}
+	}
+	if !steady {
 		// This node's own beats broke within the live window: the database
 		// may have been gone for everyone, and the other nodes' silence
 		// says nothing of their death (Beats).
-		g.broke.Store(true)
 		return
-	}
-	if g.broke.Swap(false) {
-		g.reopen()
 	}
 	devs, err := g.st.EndOrphanLinks(g.cfg.Live, orphanBatch, g.node)
 	if err != nil {
@@ -97,13 +105,17 @@ func (g *Gateway) sweep() {
 // the others take it for live and do not end the links again. A link that
 // closed here while its row was reopened is ended again (EndLink), as its
 // own end would have left it. Only a node whose beats broke can have been
-// taken for dead (a pause shows as a gap between its beats), so it runs at
-// the first steady sweep after a break (or after the start), not at every
-// sweep: one indexed statement over the node's links.
-func (g *Gateway) reopen() {
+// taken for dead (a pause shows as a gap between its beats), so it runs
+// after a break (or the start), once the node's beat is written again
+// (Current: the others read it live, and end none of its links) and until
+// its beats are steady, not at every sweep: one indexed statement over the
+// node's links. So the links are open again at the first sweep after the
+// node's first beat, before its link pumps what another node may have
+// taken over meanwhile. It says whether the database answered.
+func (g *Gateway) reopen() bool {
 	links := g.hub.Links()
 	if len(links) == 0 {
-		return
+		return true
 	}
 	held := make(map[uint64]uint64, len(links))
 	for _, l := range links {
@@ -112,11 +124,10 @@ func (g *Gateway) reopen() {
 	reopened, err := g.st.ReopenLinks(g.node, held)
 	if err != nil {
 		g.log.Error("gateway sweep: reopen this node's links ended while it was silent", "err", err)
-		g.broke.Store(true) // the next steady sweep tries again
-		return
+		return false
 	}
 	if len(reopened) == 0 {
-		return
+		return true
 	}
 	still := map[uint64]uint64{}
 	for _, l := range g.hub.Links() {
@@ -130,6 +141,7 @@ func (g *Gateway) reopen() {
 		}
 	}
 	g.log.Info("gateway sweep: links of this node that another node ended while this one was silent are open again", "links", len(reopened))
+	return true
 }
 
 // The failover sweep (sms) in a cluster. Each node runs it; what keeps it
