@@ -101,17 +101,16 @@ func (g *Gateway) sweep() {
 // or cut from the database alone): its phones stayed linked here, and
 // would otherwise read offline on every other node, be reported offline
 // after the grace and have their pool jobs moved by the other node, until
-// they linked again. It runs once this node's beats are steady again, so
-// the others take it for live and do not end the links again. A link that
-// closed here while its row was reopened is ended again (EndLink), as its
-// own end would have left it. Only a node whose beats broke can have been
-// taken for dead (a pause shows as a gap between its beats), so it runs
-// after a break (or the start), once the node's beat is written again
-// (Current: the others read it live, and end none of its links) and until
-// its beats are steady, not at every sweep: one indexed statement over the
-// node's links. So the links are open again at the first sweep after the
-// node's first beat, before its link pumps what another node may have
-// taken over meanwhile. It says whether the database answered.
+// they linked again. A link that closed here while its row was reopened
+// is ended again (EndLink), as its own end would have left it.
+//
+// Only a node whose beats broke can have been taken for dead (a pause
+// shows as a gap between its beats), so it runs after a break (or the
+// start), once the node's beat is written again (Current: the others read
+// it live and end none of its links) and at each sweep until its beats
+// are steady, not at every sweep: one indexed statement over the node's
+// links. So the links are open again at the first sweep after the node's
+// first beat. It says whether the database answered.
 func (g *Gateway) reopen() bool {
 	links := g.hub.Links()
 	if len(links) == 0 {
