@@ -203,6 +203,10 @@ func (b *Bus) Ready(ctx context.Context) error {
 	return nil
 }
 
+// Connected says whether the client is connected to a server now; unlike
+// Ready it sends nothing and never waits.
+func (b *Bus) Connected() bool { return b.nc.IsConnected() }
+
 // Close sends what is buffered (within a second) and leaves the bus.
 func (b *Bus) Close() {
 	_ = b.nc.FlushTimeout(time.Second)

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
@@ -74,6 +75,7 @@ type LinkStore interface {
 	LinkedSince(fingerprint string, live time.Duration) (time.Time, bool, error)
 	LinkedSinceMany(fingerprints []string, live time.Duration) (map[string]time.Time, error)
 	EndOrphanLinks(live time.Duration, limit int, node string) ([]store.Device, error)
+	ReopenLinks(node string, links map[uint64]uint64) ([]uint64, error)
 	HoldLink(deviceID uint64, live time.Duration, fn func(node string, open, nodeLive bool, endedAgo time.Duration) error) error
 	// MessageSequence is the highest queue place given to a job yet.
 	MessageSequence() (uint64, error)
@@ -92,6 +94,10 @@ type GatewayConfig struct {
 	// unbroken for the live window (Beats.Steady): the sweep ends the links
 	// of silent nodes only then. Nil: always.
 	Steady func() bool
+	// Current says whether this node's last beat was written just now
+	// (Beats.Current): the other nodes take it for live, so its links
+	// ended while it was silent may be reopened (reopen). Nil: always.
+	Current func() bool
 	// JobLife is the longest a job handed to a phone may stay queued
 	// (sms.MaxQueuedLife, as the hub's gateway.Config.JobLife): how long
 	// the node remembers the links of dead nodes it took over
@@ -133,6 +139,10 @@ type Gateway struct {
 	out, in  chan struct{}       // wake the publisher and the runner
 
 	sweeps chan struct{} // a sweep finished (tests)
+	// broke says this node's beats broke since the last steady sweep (or
+	// it just started): the next steady sweep reopens its links that
+	// another node ended meanwhile (reopen).
+	broke atomic.Bool
 }
 
 // NewGateway subscribes the node to the gateway's topics; Run starts it.
@@ -152,6 +162,7 @@ func NewGateway(cfg GatewayConfig) (*Gateway, error) {
 	g := &Gateway{cfg: cfg, hub: cfg.Hub, st: cfg.Store, bus: cfg.Bus, node: cfg.Bus.Node(), log: cfg.Logger,
 		outKicks: map[string]struct{}{}, inKicks: map[string]struct{}{}, orphans: map[string]orphan{}, forgot: retention.Sweep{Life: cfg.JobLife},
 		out: make(chan struct{}, 1), in: make(chan struct{}, 1), sweeps: make(chan struct{}, 1)}
+	g.broke.Store(true)
 	subs := map[string]func(Message){topicKick: g.heardKicks, topicLink: g.heardLink, topicCtl: g.heardCtl}
 	for topic, fn := range subs {
 		if err := g.bus.Subscribe(topic, fn); err != nil {

@@ -51,7 +51,19 @@ func (g *Gateway) sweep() {
 			}
 		}
 	}
-	if g.cfg.Steady != nil && !g.cfg.Steady() {
+	steady := g.cfg.Steady == nil || g.cfg.Steady()
+	if !steady {
+		g.broke.Store(true)
+	}
+	if g.broke.Load() && (g.cfg.Current == nil || g.cfg.Current()) {
+		// Until the beats are steady again, at every sweep: another node
+		// that read this one's beat old a moment before it was written may
+		// end a link after the first reopen.
+		if g.reopen() && steady {
+			g.broke.Store(false)
+		}
+	}
+	if !steady {
 		// This node's own beats broke within the live window: the database
 		// may have been gone for everyone, and the other nodes' silence
 		// says nothing of their death (Beats).
@@ -82,6 +94,53 @@ func (g *Gateway) sweep() {
 			g.presence.Down(d)
 		}
 	}
+}
+
+// reopen records as open again the links of this node that another node
+// ended while this one was silent for the live window but alive (paused,
+// or cut from the database alone): its phones stayed linked here, and
+// would otherwise read offline on every other node, be reported offline
+// after the grace and have their pool jobs moved by the other node, until
+// they linked again. A link that closed here while its row was reopened
+// is ended again (EndLink), as its own end would have left it.
+//
+// Only a node whose beats broke can have been taken for dead (a pause
+// shows as a gap between its beats), so it runs after a break (or the
+// start), once the node's beat is written again (Current: the others read
+// it live and end none of its links) and at each sweep until its beats
+// are steady, not at every sweep: one indexed statement over the node's
+// links. So the links are open again at the first sweep after the node's
+// first beat. It says whether the database answered.
+func (g *Gateway) reopen() bool {
+	links := g.hub.Links()
+	if len(links) == 0 {
+		return true
+	}
+	held := make(map[uint64]uint64, len(links))
+	for _, l := range links {
+		held[l.DeviceID] = l.Epoch
+	}
+	reopened, err := g.st.ReopenLinks(g.node, held)
+	if err != nil {
+		g.log.Error("gateway sweep: reopen this node's links ended while it was silent", "err", err)
+		return false
+	}
+	if len(reopened) == 0 {
+		return true
+	}
+	still := map[uint64]uint64{}
+	for _, l := range g.hub.Links() {
+		still[l.DeviceID] = l.Epoch
+	}
+	for _, id := range reopened {
+		if still[id] != held[id] {
+			if err := g.st.EndLink(id, held[id]); err != nil {
+				g.log.Error("gateway sweep: end a link that closed while it was reopened", "err", err)
+			}
+		}
+	}
+	g.log.Info("gateway sweep: links of this node that another node ended while this one was silent are open again", "links", len(reopened))
+	return true
 }
 
 // The failover sweep (sms) in a cluster. Each node runs it; what keeps it

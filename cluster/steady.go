@@ -66,3 +66,13 @@ func (b *Beats) Steady() bool {
 	defer b.mu.Unlock()
 	return !b.since.IsZero() && b.last.Sub(b.since) >= b.window && now.Sub(b.last) <= b.gap
 }
+
+// Current says whether the node's last beat was written within the longest
+// gap that is no break: the other nodes read it live now, whether or not
+// its run is long enough to judge them (Steady).
+func (b *Beats) Current() bool {
+	now := b.now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return !b.since.IsZero() && now.Sub(b.last) <= b.gap
+}

@@ -24,6 +24,31 @@ func (c *clock) add(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
+// A node's beat is current right after it was written, a run however
+// short (the others read it live), and no longer after a failed beat or
+// once more than half the window passed without one.
+func TestBeatsCurrent(t *testing.T) {
+	const live, every = 10 * time.Second, 2 * time.Second
+	c := &clock{t: time.Unix(1e9, 0)}
+	b := NewBeats(live, every, c.now)
+	if b.Current() {
+		t.Fatal("current before any beat")
+	}
+	b.Beat(true)
+	if !b.Current() || b.Steady() {
+		t.Fatalf("one beat: current %v steady %v, want current, not steady", b.Current(), b.Steady())
+	}
+	c.add(live/2 + time.Second)
+	if b.Current() {
+		t.Fatal("current more than half a window after the last beat")
+	}
+	b.Beat(true)
+	b.Beat(false)
+	if b.Current() {
+		t.Fatal("current after a failed beat")
+	}
+}
+
 // A node's beats are steady once they ran unbroken for the live window, and
 // no longer after a beat that failed, a gap of half the window between two
 // beats (a database that did not answer, though no beat failed), or when

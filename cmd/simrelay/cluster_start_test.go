@@ -47,7 +47,9 @@ func TestClusterStartRules(t *testing.T) {
 	nats := natstest.New(t)
 	t.Cleanup(nats.Shutdown)
 	a := startServer(t, bin, st, "--node-name", "a", "--nats-url", nats.ClientURL())
-	b := startServer(t, bin, testStore{dir: t.TempDir(), databaseURL: db}, "--node-name", "b", "--nats-url", nats.ClientURL())
+	// b is started with another API rate than a, as a node whose flags were
+	// not copied: both serve, and each names the other and the setting.
+	b := startServer(t, bin, testStore{dir: t.TempDir(), databaseURL: db}, "--node-name", "b", "--nats-url", nats.ClientURL(), "--rate-general", "500/1m")
 	out, err = exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--data-dir", t.TempDir(), "--database-url", db, "--node-name", "c").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "runs on this database with a bus, and this one has none: give this node the cluster's --nats-url") {
 		t.Fatalf("third node without a bus: err %v, output:\n%s", err, out)
@@ -57,6 +59,20 @@ func TestClusterStartRules(t *testing.T) {
 	}
 	if code, body := get(t, b.url+"/metrics", ""); code != http.StatusOK || !strings.Contains(string(body), `simrelay_node_info{bus="on",node="b"} 1`) {
 		t.Errorf("b's metrics: %d, no simrelay_node_info for b", code)
+	}
+	var other string
+	poll.Within(t, 10*time.Second, "a's warning of b's other settings", func() bool {
+		other = logLine(a.stderr.String(), "a node runs with other settings than this one")
+		return other != ""
+	})
+	// Neither node was given --public-url: each defaults to its own listen
+	// address, which phones and e-mailed links would then name: a
+	// difference too.
+	if !strings.Contains(other, `other=b settings="public-url, rate-general"`) {
+		t.Errorf("a's warning should name b and its other setting: %s", other)
+	}
+	if code, body := get(t, a.url+"/metrics", ""); code != http.StatusOK || !strings.Contains(string(body), "simrelay_cluster_nodes_other_settings 1") {
+		t.Errorf("a's metrics: %d\n%s", code, grepLines(string(body), "other_settings"))
 	}
 	for _, s := range []*server{a, b} {
 		if code, body := get(t, s.url+"/readyz", ""); code != http.StatusOK {
@@ -68,6 +84,26 @@ func TestClusterStartRules(t *testing.T) {
 		code, _ := get(t, b.url+"/readyz", "")
 		return code == http.StatusServiceUnavailable
 	})
+	// The bus's own lines name the node too, and their component once: a
+	// bus lost by one node of three must be told apart in the logs.
+	var lost string
+	poll.Within(t, 10*time.Second, "b's log of the lost bus", func() bool {
+		lost = logLine(b.stderr.String(), "bus disconnected")
+		return lost != ""
+	})
+	if !strings.Contains(lost, "node=b") || strings.Count(lost, "component=") != 1 {
+		t.Errorf("b's line of the lost bus should name b and its component once: %s", lost)
+	}
+}
+
+// logLine is the first line of a server's log holding msg, or "".
+func logLine(log, msg string) string {
+	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(l, msg) {
+			return l
+		}
+	}
+	return ""
 }
 
 // stopServer stops a server with SIGTERM and waits for it to exit.

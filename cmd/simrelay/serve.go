@@ -98,7 +98,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 			log.Error("close store", "err", err)
 		}
 	}()
-	node, err := joinCluster(ctx, cfg.cluster, ln.Addr(), st, log.With("component", "cluster"))
+	node, err := joinCluster(ctx, cfg.cluster, ln.Addr(), st, log)
 	if err != nil {
 		return err
 	}
@@ -177,9 +177,12 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	if err := presence.Resume(); err != nil {
 		return fmt.Errorf("devices online when the server last stopped: %w", err)
 	}
-	shared, err := shareLimits(node.bus, st, accounts, log.With("component", "cluster"))
+	shared, err := shareLimits(node.bus, st, accounts, cfg.sharedSettings(), log.With("component", "cluster"))
 	if err != nil {
 		return err
+	}
+	if shared.peers != nil {
+		node.hear(shared.peers)
 	}
 	agentCfg := cfg.agents
 	agentCfg.MessageTTL = cfg.messageTTL
@@ -221,6 +224,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	node.metrics(reg)
+	shared.metrics(reg)
 	live.register(reg)
 	if bolt, ok := st.(*boltstore.Store); ok {
 		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{

@@ -102,6 +102,12 @@ type clusterNode struct {
 	versions       *cluster.Versions
 	nodesByVersion *prometheus.GaugeVec
 	shown          map[string]bool
+	// heard is the bus's census of the other nodes (cluster.Peers), set by
+	// hear; unheard logs the live nodes it lacks, and unheardNodes counts
+	// them for /metrics. The beat loop (run) owns unheard.
+	heard        interface{ Live() []string }
+	unheard      *cluster.Unheard
+	unheardNodes prometheus.Gauge
 	// lost is closed when the registry gave this node's name to another
 	// process (this one stopped beating for too long): the node stops.
 	lost chan struct{}
@@ -115,18 +121,28 @@ func joinCluster(ctx context.Context, cfg clusterConfig, addr net.Addr, st backe
 	if !ok {
 		return &clusterNode{}, nil
 	}
+	name := cfg.nodeName
+	if name == "" {
+		name = defaultNodeName(addr)
+	}
+	// Every line of the registry and of the bus names the node, as the
+	// server's own lines do (logger): a bus lost by one node of three is
+	// otherwise a line that no node's log can be told from.
+	log = log.With("node", name)
 	// The instance is the store's lease holder: the other nodes end the
 	// outbox leases of an instance whose beat stopped (EndDeadLeases).
-	n := &clusterNode{name: cfg.nodeName, instance: pg.Holder(), pg: pg, log: log, lost: make(chan struct{}),
+	n := &clusterNode{name: name, instance: pg.Holder(), pg: pg, log: log.With("component", "cluster"), lost: make(chan struct{}),
 		beats: cluster.NewBeats(nodeLiveWithin, nodeBeatEvery, time.Now), version: buildVersion(),
-		versions: cluster.NewVersions(buildVersion(), log), shown: map[string]bool{},
+		versions: cluster.NewVersions(buildVersion(), log.With("component", "cluster")), shown: map[string]bool{},
 		nodesByVersion: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "simrelay_cluster_nodes",
 			Help: "The live nodes on this node's database (their beat within the live window), by the simrelay version each runs, as this node last read the registry; more than one version is a mixed cluster (docs/cluster.md, Upgrading the nodes).",
-		}, []string{"version"})}
-	if n.name == "" {
-		n.name = defaultNodeName(addr)
-	}
+		}, []string{"version"}),
+		unheard: cluster.NewUnheard(nodeLiveWithin, log.With("component", "cluster")),
+		unheardNodes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "simrelay_cluster_nodes_unheard",
+			Help: "Live nodes on this node's database that this node has not heard on its bus for the live window (10 s): their bus is down, or they were given another --nats-url (docs/cluster.md). Anything but 0 is a split cluster.",
+		})}
 	if cfg.natsURL != "" {
 		bus, err := cluster.Connect(ctx, cluster.Config{URL: cfg.natsURL, Node: n.name, Logger: log.With("component", "bus")})
 		if err != nil {
@@ -241,6 +257,15 @@ func (n *clusterNode) metrics(reg prometheus.Registerer) {
 		ConstLabels: prometheus.Labels{"node": n.name, "bus": onOff(n.bus != nil)},
 	}, func() float64 { return 1 }))
 	reg.MustRegister(n.nodesByVersion)
+	if n.bus != nil {
+		reg.MustRegister(n.unheardNodes)
+	}
+}
+
+// hear gives the node the bus's census of the other nodes, which its beats
+// compare with the registry's live nodes (checkNodes).
+func (n *clusterNode) hear(census interface{ Live() []string }) {
+	n.heard = census
 }
 
 // readiness is the bus as /readyz asks it; nil without a bus.
@@ -280,23 +305,54 @@ func (n *clusterNode) run(ctx context.Context) {
 				// one's. Their silence says nothing yet (cluster.Beats).
 			default: // this node is live and was all along: it may judge the others
 				n.endDeadLeases()
-				n.checkVersions()
+				n.checkNodes()
 			}
 		}
 	}
 }
 
-// checkVersions reads the live nodes' builds: it logs those that differ
-// from this node's (cluster.Versions) and counts the nodes by build for
-// /metrics. It runs after a steady beat only, as endDeadLeases does: after
-// a break every node's beat may have aged at once, and the others would
-// seem gone. A mixed cluster is not refused (docs/cluster.md).
-func (n *clusterNode) checkVersions() {
+// checkNodes reads the live nodes from the registry and checks their
+// builds (checkVersions) and that this node hears them on its bus
+// (checkHeard). It runs after a steady beat only, as endDeadLeases does:
+// after a break every node's beat may have aged at once, and the others
+// would seem gone.
+func (n *clusterNode) checkNodes() {
 	nodes, err := n.pg.LiveNodes(nodeLiveWithin)
 	if err != nil {
-		n.log.Warn("read the live nodes' versions", "err", err)
+		n.log.Warn("read the live nodes", "err", err)
 		return
 	}
+	n.checkVersions(nodes)
+	n.checkHeard(nodes)
+}
+
+// checkHeard logs the live nodes with a bus that this node's census has
+// not heard for the live window (cluster.Unheard): a node given another
+// --nats-url than this one. While this node's own bus is down it hears
+// nobody, which the bus logs itself: nothing is judged then.
+func (n *clusterNode) checkHeard(nodes []postgres.Node) {
+	if n.bus == nil || n.heard == nil {
+		return
+	}
+	if !n.bus.Connected() {
+		n.unheard.Reset()
+		n.unheardNodes.Set(0)
+		return
+	}
+	var live []string
+	for _, o := range nodes {
+		if o.Bus && o.Name != n.name {
+			live = append(live, o.Name)
+		}
+	}
+	n.unheard.Observe(time.Now(), live, n.heard.Live())
+	n.unheardNodes.Set(float64(n.unheard.Count()))
+}
+
+// checkVersions logs the live nodes' builds that differ from this node's
+// (cluster.Versions) and counts the nodes by build for /metrics. A mixed
+// cluster is not refused (docs/cluster.md).
+func (n *clusterNode) checkVersions(nodes []postgres.Node) {
 	seen := make([]cluster.NodeVersion, len(nodes))
 	count := map[string]int{}
 	for i, o := range nodes {

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/simrelay/simrelay/account"
 	"github.com/simrelay/simrelay/cluster"
@@ -30,13 +33,16 @@ type sharedLimits struct {
 	// resets are the reset mails' windows (account.ShareResetMails); run
 	// sweeps the ended ones. nil on one node.
 	resets *postgres.Windows
-	log    *slog.Logger
+	// settings compares this node's settings with the other nodes'; nil
+	// on one node.
+	settings *cluster.Settings
+	log      *slog.Logger
 }
 
 // shareLimits makes this node's limits and caches the cluster's when bus is
 // set (a node of a cluster, on PostgreSQL), and returns the zero
 // sharedLimits otherwise.
-func shareLimits(bus *cluster.Bus, st backend, accounts *account.Service, log *slog.Logger) (sharedLimits, error) {
+func shareLimits(bus *cluster.Bus, st backend, accounts *account.Service, settings map[string]string, log *slog.Logger) (sharedLimits, error) {
 	if bus == nil {
 		return sharedLimits{}, nil
 	}
@@ -60,14 +66,31 @@ func shareLimits(bus *cluster.Bus, st backend, accounts *account.Service, log *s
 		return sharedLimits{}, err
 	}
 	accounts.ShareResetMails(resets)
+	compared, err := cluster.NewSettings(bus, settings, 0, log)
+	if err != nil {
+		return sharedLimits{}, err
+	}
 	log.Info("limits and caches shared with the cluster", "cache_ttl", cluster.DefaultCacheTTL, "stream_lease_ttl", postgres.StreamLeaseTTL)
 	return sharedLimits{
 		limiters: func(scope string, rate pacing.Rate) (httpapi.Limiter, error) { return pg.Windows(scope, rate) },
 		peers:    peers,
 		streams:  streams,
 		resets:   resets,
+		settings: compared,
 		log:      log,
 	}, nil
+}
+
+// metrics registers simrelay_cluster_nodes_other_settings; on one node
+// nothing.
+func (s sharedLimits) metrics(reg prometheus.Registerer) {
+	if s.settings == nil {
+		return
+	}
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "simrelay_cluster_nodes_other_settings",
+		Help: "Nodes heard on the bus in the last 30 s whose shared settings (limits, plans, secrets, public URL) differ from this node's; this node's log names them and the settings (docs/cluster.md). Anything but 0 is a misconfigured cluster.",
+	}, func() float64 { return float64(s.settings.Differ()) }))
 }
 
 // shareStreams makes the broker count the live views of every node; on one
@@ -85,9 +108,10 @@ func (s sharedLimits) run(ctx context.Context) {
 	if s.peers == nil {
 		return
 	}
-	done := make(chan struct{})
-	go func() { defer close(done); s.peers.Run(ctx) }()
-	defer func() { <-done }()
+	var wg sync.WaitGroup
+	wg.Go(func() { s.peers.Run(ctx) })
+	wg.Go(func() { s.settings.Run(ctx) })
+	defer wg.Wait()
 	t := time.NewTicker(postgres.StreamLeaseRenew)
 	defer t.Stop()
 	swept := time.NewTicker(sweepEvery)

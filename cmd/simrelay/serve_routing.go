@@ -67,7 +67,7 @@ func routePhones(node *clusterNode, hub *gateway.Hub, sweepEvery, jobLife time.D
 	if node.bus == nil {
 		return &routing{phoneRoutes: hub, presenceOnline: hub.Online}, nil
 	}
-	gw, err := cluster.NewGateway(cluster.GatewayConfig{Bus: node.bus, Store: node.pg, Hub: hub, Live: nodeLiveWithin, SweepEvery: sweepEvery, Steady: node.beats.Steady,
+	gw, err := cluster.NewGateway(cluster.GatewayConfig{Bus: node.bus, Store: node.pg, Hub: hub, Live: nodeLiveWithin, SweepEvery: sweepEvery, Steady: node.beats.Steady, Current: node.beats.Current,
 		JobLife: jobLife, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("phone routing: %w", err)

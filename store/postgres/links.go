@@ -115,3 +115,44 @@ func (s *Store) HoldLink(deviceID uint64, live time.Duration, fn func(node strin
 		return fn(node, open, nodeLive, time.Duration(max(endedSecs, 0)*float64(time.Second)))
 	})
 }
+
+// ReopenLinks records as open again, on node, the links given (device id
+// to epoch) that node holds but that the database has ended: another
+// node's sweep ended them (EndOrphanLinks) while node was silent for the
+// live window, a stall rather than a death (a process paused, a database
+// that did not answer it alone). A link whose epoch is still the device's
+// newest was claimed nowhere since, so it is the device's link. It answers
+// the devices reopened. The caller checks that each link is still open
+// where it runs, and ends those that closed meanwhile (EndLink): a link
+// ended by its own node between the caller's list and this statement is
+// reopened too.
+func (s *Store) ReopenLinks(node string, links map[uint64]uint64) ([]uint64, error) {
+	if len(links) == 0 {
+		return nil, nil
+	}
+	ids, epochs := make([]int64, 0, len(links)), make([]int64, 0, len(links))
+	for id, epoch := range links {
+		ids, epochs = append(ids, int64(id)), append(epochs, int64(epoch))
+	}
+	var out []uint64
+	err := s.write("reopen links", func(t *txn) error {
+		out = out[:0]
+		rows, err := t.query(`UPDATE device_links l SET ended_at = NULL, node = $3
+			FROM unnest($1::bigint[], $2::bigint[]) AS u(device_id, epoch)
+			WHERE l.device_id = u.device_id AND l.epoch = u.epoch AND l.ended_at IS NOT NULL
+			RETURNING l.device_id`, ids, epochs, node)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				return err
+			}
+			out = append(out, uint64(id))
+		}
+		return rows.Err()
+	})
+	return out, err
+}

@@ -113,3 +113,52 @@ func TestGatewayLinks(t *testing.T) {
 		t.Fatal("the claim still waits after the hold ended")
 	}
 }
+
+// A node whose link another node ended while it was silent records it open
+// again, on itself, only while its epoch is still the device's newest: a
+// link claimed since (a newer epoch) is not reopened, nor one that is open.
+func TestReopenLinks(t *testing.T) {
+	t.Parallel()
+	s := openURL(t, migrated(t), Options{})
+	const live = 10 * time.Second
+	c, _ := conformance.Company(t, s)
+	for _, n := range []string{"a", "b"} {
+		if err := s.RegisterNode(Node{Name: n, Instance: n, Bus: true}, live); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kept, moved := conformance.Device(t, s, c.ID, "ro-kept"), conformance.Device(t, s, c.ID, "ro-moved")
+	epochs := map[uint64]uint64{}
+	for _, d := range []uint64{kept.ID, moved.ID} {
+		e, err := s.ClaimLink(d, "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		epochs[d] = e
+	}
+	if got, err := s.ReopenLinks("a", epochs); err != nil || len(got) != 0 {
+		t.Fatalf("open links reopened: %v (%v), want none", got, err)
+	}
+	if _, err := s.pool.Exec(s.ctx, `UPDATE cluster_nodes SET seen_at = now() - interval '1 minute' WHERE name = 'a'`); err != nil {
+		t.Fatal(err)
+	}
+	if devs, err := s.EndOrphanLinks(live, 10, "b"); err != nil || len(devs) != 2 {
+		t.Fatalf("b ends a's links: %v (%v), want both", devs, err)
+	}
+	if _, err := s.ClaimLink(moved.ID, "b"); err != nil { // the phone linked to b since
+		t.Fatal(err)
+	}
+	if ok, err := s.NodeBeat("a", "a"); err != nil || !ok { // a runs again
+		t.Fatalf("a's beat: %v (%v)", ok, err)
+	}
+	got, err := s.ReopenLinks("a", epochs)
+	if err != nil || len(got) != 1 || got[0] != kept.ID {
+		t.Fatalf("reopened %v (%v), want %d alone", got, err, kept.ID)
+	}
+	if node, ok, err := s.Linked(kept.ID, live); err != nil || !ok || node != "a" {
+		t.Errorf("the reopened link: on %q open %v (%v), want open on a", node, ok, err)
+	}
+	if node, ok, err := s.Linked(moved.ID, live); err != nil || !ok || node != "b" {
+		t.Errorf("the link claimed since: on %q open %v (%v), want open on b", node, ok, err)
+	}
+}

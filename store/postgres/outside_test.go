@@ -123,3 +123,26 @@ func TestLoadErrorsClassified(t *testing.T) {
 		t.Errorf("a source that failed: %v, want its own error alone", err)
 	}
 }
+
+// A statement on a connection that pgx closed (its socket broke before)
+// fails with pgconn.ErrConnClosed: the database out of reach, 503, as the
+// broken socket's own error is. It was left as it was: a send answered
+// 500 'internal' while PostgreSQL stopped.
+func TestConnClosedIsUnreachable(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, migrated(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.PgConn().Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, err = conn.Exec(ctx, "SELECT 1")
+	if err == nil {
+		t.Fatal("a statement on a closed connection succeeded")
+	}
+	if got := classified(err); !errors.Is(got, store.ErrUnavailable) || !errors.Is(got, err) {
+		t.Errorf("a statement on a closed connection: %v, want store.ErrUnavailable with the driver's error", got)
+	}
+}

@@ -114,7 +114,11 @@ func (s *Store) try(opts pgx.TxOptions, fn func(t *txn) error) ([]func(), error)
 }
 
 // unreachable says whether err means the database could not be reached or
-// the connection broke, rather than an answer of the database.
+// the connection broke, rather than an answer of the database. A statement
+// sent on a connection that pgx closed already (its socket broke under an
+// earlier statement that read no error of it: a server stopped with
+// "immediate") fails with pgconn.ErrConnClosed, a broken connection too;
+// it was answered 500 'internal' where the next statement got 503.
 func unreachable(err error) bool {
 	var ce *pgconn.ConnectError
 	var ne net.Error
@@ -122,7 +126,8 @@ func unreachable(err error) bool {
 	if errors.As(err, &pe) {
 		return pe.Code == "57P01" || pe.Code == "57P03" // admin shutdown, cannot connect now
 	}
-	return errors.As(err, &ce) || errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || pgconn.Timeout(err)
+	return errors.As(err, &ce) || errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, pgconn.ErrConnClosed) || pgconn.Timeout(err)
 }
 
 // closed is err of a statement made outside a transaction (the rate-limit

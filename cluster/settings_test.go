@@ -1,0 +1,65 @@
+package cluster_test
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/simrelay/simrelay/cluster"
+	"github.com/simrelay/simrelay/internal/natstest"
+	"github.com/simrelay/simrelay/internal/poll"
+	"github.com/simrelay/simrelay/internal/syncbuf"
+)
+
+// settingsNode joins the bus as name, says own as its settings (with a
+// period of an hour: what is heard at once comes of the newcomer's ask) and
+// logs into its buffer until the test ends.
+func settingsNode(t *testing.T, url, name string, own map[string]string) (*cluster.Settings, *syncbuf.Buffer) {
+	t.Helper()
+	b, err := cluster.Connect(context.Background(), cluster.Config{URL: url, Node: name})
+	if err != nil {
+		t.Fatalf("connect %s: %v", name, err)
+	}
+	var buf syncbuf.Buffer
+	s, err := cluster.NewSettings(b, own, time.Hour, slog.New(slog.NewTextHandler(&buf, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); s.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done; b.Close() })
+	return s, &buf
+}
+
+// Nodes say their shared settings on the bus: a node started with another
+// rate or secret is named by every node that hears it, with the names of
+// the settings that differ (never a secret's value), at once, not a
+// period later; nodes that agree say nothing, and a setting only one node
+// has (another build's) is not a difference.
+func TestSettingsNameTheNodesThatDiffer(t *testing.T) {
+	t.Parallel()
+	url := natstest.Start(t)
+	own := map[string]string{"rate-general": "100/1m0s", "admin-token": cluster.Digest("a-long-random-token"), "public-url": "https://sms.example.com"}
+	a, aLog := settingsNode(t, url, "a", own)
+	_, bLog := settingsNode(t, url, "b", map[string]string{"rate-general": "100/1m0s", "admin-token": cluster.Digest("a-long-random-token"), "public-url": "https://sms.example.com", "newer-setting": "x"})
+	odd := map[string]string{"rate-general": "500/1m0s", "admin-token": cluster.Digest("another-token"), "public-url": "https://sms.example.com"}
+	_, cLog := settingsNode(t, url, "c", odd)
+	const warn = "a node runs with other settings than this one"
+	poll.Within(t, 5*time.Second, "a, b and c warn of the other settings", func() bool {
+		return strings.Count(aLog.String(), warn) == 1 && strings.Count(bLog.String(), warn) == 1 && strings.Count(cLog.String(), warn) == 2
+	})
+	for name, log := range map[string]string{"a": aLog.String(), "b": bLog.String()} {
+		if !strings.Contains(log, `other=c settings="admin-token, rate-general"`) {
+			t.Errorf("%s's log does not name c and the settings:\n%s", name, log)
+		}
+	}
+	if c := cLog.String(); !strings.Contains(c, "other=a ") || !strings.Contains(c, "other=b ") || strings.Contains(c, "another-token") || strings.Contains(c, "newer-setting") {
+		t.Errorf("c's log should name a and b, and neither a secret nor a setting of one side:\n%s", c)
+	}
+	if n := a.Differ(); n != 1 {
+		t.Errorf("a counts %d nodes with other settings, want 1 (c)", n)
+	}
+}

@@ -1,0 +1,46 @@
+package main
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/simrelay/simrelay/internal/natstest"
+	"github.com/simrelay/simrelay/internal/pgtest"
+	"github.com/simrelay/simrelay/internal/poll"
+	"github.com/simrelay/simrelay/internal/storetest"
+)
+
+// Two nodes on one database given two NATS servers (a --nats-url typed
+// differently on one node) both start and serve, but hear nothing of each
+// other: every signal between them is lost. Each says so once its beats
+// are steady and the other was unheard for the live window: a WARN naming
+// the other, and simrelay_cluster_nodes_unheard 1. Nothing said so before:
+// sends between them waited for the link sweep, silently.
+func TestClusterNoticesSplitBus(t *testing.T) {
+	t.Parallel()
+	if storetest.Postgres() {
+		t.Skip("a cluster is on PostgreSQL whatever the pass: this test runs once, in the first pass of make test")
+	}
+	bin := buildBinary(t)
+	db := pgtest.URL(t)
+	a := startServer(t, bin, testStore{dir: t.TempDir(), databaseURL: db}, "--node-name", "a", "--nats-url", natstest.Start(t))
+	b := startServer(t, bin, testStore{dir: t.TempDir(), databaseURL: db}, "--node-name", "b", "--nats-url", natstest.Start(t))
+	const warn = "not heard on this node's bus"
+	// The live window of steady beats (10 s), then the grace (10 s).
+	poll.Within(t, 45*time.Second, "each node warns that it does not hear the other", func() bool {
+		return strings.Contains(a.stderr.String(), warn) && strings.Contains(b.stderr.String(), warn)
+	})
+	for _, c := range []struct {
+		s    *server
+		them string
+	}{{a, "unheard=b "}, {b, "unheard=a "}} {
+		if l := logLine(c.s.stderr.String(), warn); !strings.Contains(l, "level=WARN") || !strings.Contains(l, c.them) {
+			t.Errorf("want a WARN naming the other node (%s): %s", c.them, l)
+		}
+	}
+	if code, body := get(t, a.url+"/metrics", ""); code != http.StatusOK || !strings.Contains(string(body), "simrelay_cluster_nodes_unheard 1") {
+		t.Errorf("a's /metrics: %d\n%s", code, grepLines(string(body), "unheard"))
+	}
+}
