@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"strconv"
 	"strings"
 	"time"
 
@@ -210,31 +211,43 @@ func (s *Server) limit(next echo.HandlerFunc) echo.HandlerFunc {
 		if uncounted[c.Path()] {
 			return next(c)
 		}
-		ip := addressKey(c.RealIP()) // an IPv6 client is its /64
-		windows, id := s.general, ip
+		// The client's address key is made only where it counts: a request
+		// with a credential counts under its identity, and only the
+		// credential routes count its address as well.
+		ip := func() string { return addressKey(c.RealIP()) } // an IPv6 client is its /64
+		var res pacing.Result
 		if p, ok := c.Get(keyPrincipal).(account.Principal); ok {
-			windows, id = s.members, p.Identity()
+			res = s.members.Take(p.Identity())
 		} else if fp, ok := c.Get(keyDevice).(string); ok {
-			windows, id = s.members, "device:"+fp
+			res = s.members.Take("device:" + fp)
 		} else if user, ok := c.Get(keyConsole).(string); ok {
-			windows, id = s.members, user
+			res = s.members.Take(user)
 		} else if c.Get(keyOperator) == true {
-			windows, id = s.members, "operator"
+			res = s.members.Take("operator")
+		} else {
+			res = s.general.Take(ip())
 		}
-		res := windows.Take(id)
 		if authScope[c.Path()] || c.Request().Method == http.MethodPost && consoleCredentialPosts[c.Path()] {
-			res = pacing.Nearer(res, s.auth.Take(ip))
+			res = pacing.Nearer(res, s.auth.Take(ip()))
 		}
-		h := c.Response().Header()
-		h.Set("RateLimit-Limit", fmt.Sprint(res.Limit))
-		h.Set("RateLimit-Remaining", fmt.Sprint(res.Remaining))
-		h.Set("RateLimit-Reset", fmt.Sprint(res.ResetSeconds()))
+		setRateLimitHeaders(c.Response().Header(), res)
 		if !res.Allowed {
 			return &problem.Error{Code: problem.RateLimited, RetryAfter: res.ResetSeconds(),
 				Message: fmt.Sprintf("Too many requests: the limit is %d in this window. Retry after %d seconds.", res.Limit, res.ResetSeconds())}
 		}
 		return next(c)
 	}
+}
+
+// setRateLimitHeaders sets the RateLimit-* headers of res. They are on
+// every counted answer, so they are written as Header.Set would write them
+// (its canonical keys) but with one slice for the three values instead of
+// one each and no canonicalising of the names per request.
+func setRateLimitHeaders(h http.Header, res pacing.Result) {
+	v := []string{strconv.Itoa(res.Limit), strconv.Itoa(res.Remaining), strconv.Itoa(res.ResetSeconds())}
+	h["Ratelimit-Limit"] = v[0:1:1]
+	h["Ratelimit-Remaining"] = v[1:2:2]
+	h["Ratelimit-Reset"] = v[2:3:3]
 }
 
 // Access levels of a route.
