@@ -1,7 +1,9 @@
 package httpapi
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"path"
@@ -59,8 +61,12 @@ func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 			s.metrics.observe(c.Request().Method, route, status, d)
 		}
 		if !uncounted[route] {
-			s.deps.Logger.Info("request", "method", c.Request().Method, "path", c.Request().URL.Path,
-				"status", status, "duration_ms", float64(d.Microseconds())/1000, "ip", c.RealIP())
+			// Attrs rather than key-value pairs: the line is the same, and
+			// no value is boxed on the heap for it on every request.
+			s.deps.Logger.LogAttrs(context.Background(), slog.LevelInfo, "request",
+				slog.String("method", c.Request().Method), slog.String("path", c.Request().URL.Path),
+				slog.Int("status", status), slog.Float64("duration_ms", float64(d.Microseconds())/1000),
+				slog.String("ip", c.RealIP()))
 		}
 		return nil
 	}
@@ -244,7 +250,16 @@ func (s *Server) limit(next echo.HandlerFunc) echo.HandlerFunc {
 // (its canonical keys) but with one slice for the three values instead of
 // one each and no canonicalising of the names per request.
 func setRateLimitHeaders(h http.Header, res pacing.Result) {
-	v := []string{strconv.Itoa(res.Limit), strconv.Itoa(res.Remaining), strconv.Itoa(res.ResetSeconds())}
+	// The three numbers are written into one string, which each value is
+	// a part of.
+	var buf [3 * 20]byte
+	b := strconv.AppendInt(buf[:0], int64(res.Limit), 10)
+	i := len(b)
+	b = strconv.AppendInt(b, int64(res.Remaining), 10)
+	j := len(b)
+	b = strconv.AppendInt(b, int64(res.ResetSeconds()), 10)
+	all := string(b)
+	v := []string{all[:i], all[i:j], all[j:]}
 	h["Ratelimit-Limit"] = v[0:1:1]
 	h["Ratelimit-Remaining"] = v[1:2:2]
 	h["Ratelimit-Reset"] = v[2:3:3]
