@@ -94,14 +94,21 @@ const maxBodyBytes = 1 << 20
 // readBody reads the request body, at most maxBodyBytes of it (413 above).
 func readBody(c echo.Context) ([]byte, error) {
 	data, err := io.ReadAll(http.MaxBytesReader(c.Response(), c.Request().Body, maxBodyBytes))
-	var tooBig *http.MaxBytesError
-	if errors.As(err, &tooBig) {
-		return nil, errTooLarge
-	}
 	if err != nil {
-		return nil, problem.New(problem.InvalidJSON, "The request body could not be read.")
+		return nil, bodyError(err)
 	}
 	return data, nil
+}
+
+// bodyError is readBody's refusal of a body it could not read. It is a
+// function of its own so that errors.As's target is on the heap only for
+// such a body, not for every one read.
+func bodyError(err error) error {
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return errTooLarge
+	}
+	return problem.New(problem.InvalidJSON, "The request body could not be read.")
 }
 
 // bind decodes the JSON body into v. Unknown fields are ignored; an empty,
