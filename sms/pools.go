@@ -28,7 +28,7 @@ const maxPoolName = 64
 func routeInput(device, pool, slot string) (string, error) {
 	switch {
 	case pool != "" && device != "":
-		return "", problem.Invalid("pool", "give either device_fingerprint or pool, not both")
+		return "", problem.Invalid("pool", "must not be given with device_fingerprint: give one or the other")
 	case pool != "":
 		if strings.TrimSpace(pool) == "" || utf8.RuneCountInString(pool) > maxPoolName {
 			return "", problem.Invalid("pool", "is not a pool name")
@@ -165,7 +165,7 @@ func (s *Service) AddPoolMember(_ context.Context, companyID, id uint64, m PoolM
 	}
 	p, err := s.store.PutPool(companyID, id, s.now(), func(cur store.Pool) (store.PoolInput, error) {
 		if len(cur.Members) >= store.MaxPoolMembers {
-			return store.PoolInput{}, problem.Invalid("device_fingerprint", fmt.Sprintf("the pool has %d members, the most a pool may have", store.MaxPoolMembers))
+			return store.PoolInput{}, problem.Invalid("device_fingerprint", fmt.Sprintf("cannot join: the pool has %d members, the most a pool may have", store.MaxPoolMembers))
 		}
 		def := cur.Input()
 		def.Members = append(def.Members, store.PoolMemberInput{Device: m.Device, SIMSlot: slotOr(m.SIMSlot)})

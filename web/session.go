@@ -251,12 +251,13 @@ func withQuery(path, k, v string) string {
 	return u.String()
 }
 
-// toProblem is the API's rule: a *problem.Error goes out as it is, a store
+// toProblem is the API's rule: a *problem.Error goes out as it is (its
+// field named for people, fieldName), a store
 // that cannot take the request now is a 503 (storeProblem), anything else
 // is a logged 500 with a generic message.
 func (c *Console) toProblem(r *http.Request, err error) *problem.Error {
 	if pe, ok := problem.As(err); ok {
-		return pe
+		return pe.Named(fieldName(pe.Field))
 	}
 	if pe, ok := c.storeProblem(err); ok {
 		return pe
