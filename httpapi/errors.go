@@ -94,14 +94,21 @@ const maxBodyBytes = 1 << 20
 // readBody reads the request body, at most maxBodyBytes of it (413 above).
 func readBody(c echo.Context) ([]byte, error) {
 	data, err := io.ReadAll(http.MaxBytesReader(c.Response(), c.Request().Body, maxBodyBytes))
-	var tooBig *http.MaxBytesError
-	if errors.As(err, &tooBig) {
-		return nil, errTooLarge
-	}
 	if err != nil {
-		return nil, problem.New(problem.InvalidJSON, "The request body could not be read.")
+		return nil, bodyError(err)
 	}
 	return data, nil
+}
+
+// bodyError is readBody's refusal of a body it could not read. It is a
+// function of its own so that errors.As's target is on the heap only for
+// such a body, not for every one read.
+func bodyError(err error) error {
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return errTooLarge
+	}
+	return problem.New(problem.InvalidJSON, "The request body could not be read.")
 }
 
 // bind decodes the JSON body into v. Unknown fields are ignored; an empty,
@@ -118,12 +125,25 @@ func bind(c echo.Context, v any) error {
 // decodeJSON is bind's decoding of a JSON object, for the API's bodies and
 // the MCP tools' arguments alike.
 func decodeJSON(data []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	err := dec.Decode(v)
-	if err == nil {
-		if _, extra := dec.Token(); extra != io.EOF {
-			return problem.New(problem.InvalidJSON, "The request body must hold exactly one JSON object.")
+	var err error
+	if json.Valid(data) {
+		// One JSON value and nothing but spaces after it, as nearly every
+		// body is: Unmarshal decodes it as the Decoder below would (the
+		// same decoding, the same errors, at the same offsets), without
+		// the Decoder's reader, buffer and copy of the body.
+		err = json.Unmarshal(data, v)
+	} else {
+		// The Decoder tells an empty body, a broken one and one with
+		// something after its value apart.
+		dec := json.NewDecoder(bytes.NewReader(data))
+		err = dec.Decode(v)
+		if err == nil {
+			if _, extra := dec.Token(); extra != io.EOF {
+				return problem.New(problem.InvalidJSON, "The request body must hold exactly one JSON object.")
+			}
 		}
+	}
+	if err == nil {
 		if field, ok := nulField(data); ok && holdsNUL(reflect.ValueOf(v)) {
 			return problem.Invalid(field, `must not hold the NUL character (\u0000)`)
 		}

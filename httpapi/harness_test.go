@@ -40,12 +40,15 @@ import (
 
 // env is one running server: a real store file, a real SMTP inbox and real HTTP.
 type env struct {
-	t     testing.TB
-	url   string
-	store store.Backend
-	inbox *mailtest.Inbox
-	clock *testclock.Clock
-	hub   *gateway.Hub
+	t   testing.TB
+	url string
+	// handler is the API's handler that url serves, for benchmarks that
+	// drive it in-process, without a connection.
+	handler http.Handler
+	store   store.Backend
+	inbox   *mailtest.Inbox
+	clock   *testclock.Clock
+	hub     *gateway.Hub
 	// phones is the hub as the API holds it, counting its questions.
 	phones *askedPhones
 	sms    *sms.Service
@@ -203,7 +206,7 @@ func newBillingEnv(t testing.TB, sopt storetest.Options, wcfg webhook.Config, bc
 	srv.Config.Handler = api.Handler()
 	srv.Start()
 	t.Cleanup(srv.Close)
-	return &env{t: t, url: srv.URL, store: st, inbox: inbox, clock: clk, hub: hub, phones: phones, sms: messages, agents: agents, webhooks: hooks, stopWebhooks: stopWebhooks, uploads: uploads}
+	return &env{t: t, url: srv.URL, handler: srv.Config.Handler, store: st, inbox: inbox, clock: clk, hub: hub, phones: phones, sms: messages, agents: agents, webhooks: hooks, stopWebhooks: stopWebhooks, uploads: uploads}
 }
 
 // resp is an answer with its decoded JSON body.

@@ -117,6 +117,9 @@ type Server struct {
 	cfg  Config
 	deps Deps
 	e    *echo.Echo
+	// chain is every request's way through the middleware to its route's
+	// handler (serve).
+	chain echo.HandlerFunc
 	// general counts requests without a credential, by client address; it
 	// is capped, since a client picks its address (a whole IPv6 range). Those
 	// with a credential count in members, which the store's accounts and
@@ -182,22 +185,54 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		}
 		e.IPExtractor = echo.ExtractIPFromXFFHeader(opts...)
 	}
-	e.Pre(canonicalPath, hideOperatorRoutes)
-	e.Use(s.observe, s.recoverPanics, s.identify, s.limit, refuseUnstorable)
 	for _, r := range s.routes() {
-		e.Add(r.method, r.path, r.handler, s.access(r.access))
+		h := s.access(r.access)(r.handler)
+		e.Add(r.method, r.path, h)
 		// HEAD answers wherever GET does (uptime monitors use it); net/http
 		// drops the body, so the handlers need not know.
 		if r.method == http.MethodGet {
-			e.Add(http.MethodHead, r.path, r.handler, s.access(r.access))
+			e.Add(http.MethodHead, r.path, h)
 		}
 	}
 	s.e = e
+	// What Echo's Pre and Use would run, in their order, composed once
+	// (serve says why): canonicalPath and hideOperatorRoutes before the
+	// routing, the rest after it, around the route's handler.
+	s.chain = canonicalPath(hideOperatorRoutes(s.route(
+		s.observe(s.recoverPanics(s.identify(s.limit(refuseUnstorable(callRoute))))))))
 	return s, nil
 }
 
 // Handler is the API as an http.Handler.
-func (s *Server) Handler() http.Handler { return s.e }
+func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serve) }
+
+// serve is Echo's ServeHTTP with the middleware composed once, in New,
+// instead of for every request: Echo v4 wraps each middleware around the
+// next anew per request (a closure each, nine on every API call), garbage
+// on the path of every send. It runs the same steps: a pooled context,
+// the pre-routing middleware, the routing, the middleware and the route's
+// handler, and Echo's error handler for an error none of them rendered.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	c := s.e.AcquireContext()
+	c.Reset(r, w)
+	if err := s.chain(c); err != nil {
+		s.e.HTTPErrorHandler(err, c)
+	}
+	s.e.ReleaseContext(c)
+}
+
+// route finds the request's route (or Echo's not-found, method-not-allowed
+// or OPTIONS answer) and sets it, with the path's parameters, on c.
+func (s *Server) route(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r := c.Request()
+		s.e.Router().Find(r.Method, echo.GetPath(r), c)
+		return next(c)
+	}
+}
+
+// callRoute runs the handler route found.
+func callRoute(c echo.Context) error { return c.Handler()(c) }
 
 // Drain makes /readyz answer 503, so a load balancer stops sending work while
 // the server shuts down.

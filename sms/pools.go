@@ -53,6 +53,9 @@ func routeInput(device, pool, slot string) (string, error) {
 // one from a SIM at its cap, into the API's, or returns nil for any other
 // error.
 func poolRefusal(err error) error {
+	if err == nil {
+		return nil // every send that was stored: no targets for errors.As to allocate
+	}
 	var pu *store.PoolUnavailableError
 	var pc *store.PoolCappedError
 	var sc *store.SIMCappedError

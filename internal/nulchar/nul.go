@@ -65,6 +65,9 @@ func URL(u *url.URL) (f Fault, ok bool) {
 	case !utf8.ValidString(u.Path):
 		return Fault{Part: InPath, Cause: NotText}, true
 	}
+	if u.RawQuery == "" {
+		return Fault{}, false // most requests: no query to parse into a map
+	}
 	return Values(u.Query())
 }
 

@@ -1,0 +1,112 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/simrelay/simrelay/httpapi"
+)
+
+// BenchmarkChatSend is POST /chat/send of an SMS as a company's program
+// sends it: API key, JSON body, to a paired phone, through the server's
+// whole middleware chain and a real store (opened without fsync, so that
+// the figure is the CPU and the garbage of the request, not the disk). The
+// request goes to the handler in-process: no connection, no client, so
+// that allocs/op and B/op are the server's own. The phone is paired but not
+// linked: each send is stored and stays queued for it.
+//
+// Plain sends without an Idempotency-Key; Idempotent each with a key of its
+// own (the first answer is kept with it in the send's transaction).
+func BenchmarkChatSend(b *testing.B) {
+	b.Run("Plain", func(b *testing.B) { benchChatSend(b, false) })
+	b.Run("Idempotent", func(b *testing.B) { benchChatSend(b, true) })
+}
+
+func benchChatSend(b *testing.B, idempotent bool) {
+	e := newEnv(b, func(c *httpapi.Config) {
+		roomy(c)
+		c.GeneralRate.Limit = 1 << 30
+	})
+	a := e.newCompany("Acme", "owner@acme.test")
+	e.pairPhone(a.apiKey, "a-phone")
+	body := []byte(`{"device_fingerprint":"a-phone","phone":"+15551234567","message":"Your code is 123456","sim_slot":"SIM1"}`)
+
+	// One request, its body and key renewed for each send, and a response
+	// writer that keeps nothing: the benchmark's own allocations stay out
+	// of the figures.
+	u, err := url.Parse("/chat/send")
+	if err != nil {
+		b.Fatal(err)
+	}
+	rd := bytes.NewReader(body)
+	req := &http.Request{Method: http.MethodPost, URL: u, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Host: "api.test", RemoteAddr: "192.0.2.1:4000", RequestURI: "/chat/send", Body: io.NopCloser(rd),
+		ContentLength: int64(len(body)), Header: http.Header{
+			"Authorization": {"Bearer " + a.apiKey},
+			"Content-Type":  {"application/json"},
+		}}
+	var keys []string
+	if idempotent {
+		keys = make([]string, b.N)
+		for i := range keys {
+			keys[i] = "order-" + strconv.Itoa(i)
+		}
+	}
+	w := &discardWriter{h: http.Header{}}
+	b.ReportAllocs()
+	cpu := processCPUTime()
+	b.ResetTimer()
+	for i := range b.N {
+		rd.Reset(body)
+		req.URL.RawPath = ""
+		if idempotent {
+			req.Header["Idempotency-Key"] = keys[i : i+1]
+		}
+		clear(w.h)
+		w.status = 0
+		e.handler.ServeHTTP(w, req)
+		if w.status != http.StatusOK {
+			b.Fatalf("send %d: status %d", i, w.status)
+		}
+	}
+	b.StopTimer()
+	// The process's CPU time per send, garbage collection included, which
+	// the other work of a shared machine moves less than the wall time.
+	b.ReportMetric(float64(processCPUTime()-cpu)/float64(b.N), "cpu-ns/op")
+}
+
+// discardWriter is an http.ResponseWriter that keeps the status only.
+type discardWriter struct {
+	h      http.Header
+	status int
+}
+
+func (w *discardWriter) Header() http.Header { return w.h }
+
+func (w *discardWriter) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return len(p), nil
+}
+
+func (w *discardWriter) WriteHeader(status int) {
+	if w.status == 0 {
+		w.status = status
+	}
+}
+
+// processCPUTime is the CPU time the process has used, user and system.
+func processCPUTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
