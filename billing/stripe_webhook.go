@@ -35,7 +35,14 @@ func (s *Service) HandleStripeEvent(_ context.Context, payload []byte, signature
 	ev, err := webhook.ConstructEventWithOptions(payload, signature, s.cfg.WebhookSecret,
 		webhook.ConstructEventOptions{IgnoreAPIVersionMismatch: true})
 	if err != nil {
-		return problem.Invalid("Stripe-Signature", "The Stripe-Signature header does not verify this body with the webhook secret.")
+		// The library checks the signature first, then decodes the body:
+		// a body the header does verify but that is no event is the
+		// sender's JSON at fault, not its signature.
+		if errors.Is(err, webhook.ErrNotSigned) || errors.Is(err, webhook.ErrInvalidHeader) ||
+			errors.Is(err, webhook.ErrNoValidSignature) || errors.Is(err, webhook.ErrTooOld) {
+			return problem.Invalid("Stripe-Signature", "The Stripe-Signature header does not verify this body with the webhook secret.")
+		}
+		return problem.New(problem.InvalidJSON, "The body is signed but is not a Stripe event (a JSON object with an id, a type and data.object).")
 	}
 	switch string(ev.Type) {
 	case EventCheckoutCompleted:
