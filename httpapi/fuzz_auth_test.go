@@ -14,9 +14,13 @@ import (
 type authRoute struct {
 	method, path, op string
 	body             []byte
-	// device: the route takes a device token (POST /device/media), not
-	// an API key or access token.
+	// device: the route takes a device token (POST /device/media, GET
+	// /device/ws), not an API key or access token.
 	device bool
+	// upgrade: the phones' WebSocket upgrade, which the test does not
+	// ask for: a token it takes is answered by the WebSocket library
+	// (plain text), so only refusals of the token are checked.
+	upgrade bool
 }
 
 var authRoutes = []authRoute{
@@ -24,10 +28,12 @@ var authRoutes = []authRoute{
 	{method: "GET", path: "/account/api-key", op: "/account/api-key"},
 	{method: "GET", path: "/users/me", op: "/users/me"},
 	{method: "POST", path: "/device/media?key=fz-auth&filename=a.txt", op: "/device/media", body: []byte("hello"), device: true},
+	{method: "GET", path: "/device/ws", device: true, upgrade: true},
 }
 
 // FuzzAuthorization sends fuzzed Authorization headers to routes of each
-// kind of credential: a member's, an admin's, a user's alone, a device's.
+// kind of credential: a member's, an admin's, a user's alone, a device's
+// (a media upload, and the phones' WebSocket upgrade).
 // In the header, {key}, {jwt} and {dev} stand for the company's API key,
 // its admin's access token and its phone's device token, so that the
 // fuzzer works on real credentials too (garbage around them, a case
@@ -42,7 +48,8 @@ func FuzzAuthorization(f *testing.F) {
 	creds := strings.NewReplacer("{key}", fe.key, "{jwt}", fe.access, "{dev}", reg.DeviceToken)
 	// The answers to an unknown credential of each kind, well formed.
 	unknownKey := fe.refusal(f, authRoutes[0], "Bearer sk_"+strings.Repeat("A", 40))
-	unknownDevice := fe.refusal(f, authRoutes[len(authRoutes)-1], "Bearer "+device.TokenPrefix+strings.Repeat("A", 43))
+	unknownDevice := fe.refusal(f, authRoutes[3], "Bearer "+device.TokenPrefix+strings.Repeat("A", 43))
+	unknownLink := fe.refusal(f, authRoutes[4], "Bearer "+device.TokenPrefix+strings.Repeat("A", 43))
 
 	basic := func(s string) string { return "Basic " + base64.StdEncoding.EncodeToString([]byte(s)) }
 	for _, h := range []string{
@@ -67,14 +74,24 @@ func FuzzAuthorization(f *testing.F) {
 	f.Fuzz(func(t *testing.T, header string, route uint8) {
 		rt := authRoutes[int(route)%len(authRoutes)]
 		h := creds.Replace(header)
-		req := fuzzReq{method: rt.method, path: rt.path, op: rt.op, body: rt.body, header: map[string]string{"Authorization": h}}
+		req := fuzzReq{method: rt.method, path: rt.path, op: rt.op, body: rt.body, header: map[string]string{"Authorization": h}, page: rt.upgrade}
 		status, _, raw := fe.exchange(t, req)
 		if status/100 == 2 {
 			return
 		}
 		token, bearer := bearerToken(h)
 		want := unknownKey
-		if rt.device {
+		switch {
+		case rt.upgrade:
+			// The upgrade reads no scheme but Bearer: anything else is no
+			// token, refused as an unknown one is.
+			if status == http.StatusUnauthorized || !bearer || !strings.HasPrefix(token, device.TokenPrefix) {
+				if status != unknownLink.status || !bytes.Equal(raw, unknownLink.body) {
+					t.Fatalf("GET /device/ws with Authorization %q: got %d %s, want the answer to an unknown token: %d %s", h, status, raw, unknownLink.status, unknownLink.body)
+				}
+			}
+			return
+		case rt.device:
 			want = unknownDevice
 		}
 		switch {
@@ -99,10 +116,11 @@ type answer struct {
 }
 
 // refusal is the answer of rt to the Authorization header h, which must
-// be a refusal.
+// be a 401 in the contract's error body (exchange checks the body).
 func (fe *fuzzEnv) refusal(f *testing.F, rt authRoute, h string) answer {
 	f.Helper()
 	status, _, raw := fe.exchange(f, fuzzReq{method: rt.method, path: rt.path, body: rt.body, header: map[string]string{"Authorization": h}})
+
 	if status != http.StatusUnauthorized {
 		f.Fatalf("%s %s with Authorization %q: got %d %s, want 401", rt.method, rt.path, h, status, raw)
 	}
