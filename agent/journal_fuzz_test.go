@@ -1,7 +1,9 @@
 package agent
 
 import (
+	"bytes"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -164,7 +166,7 @@ func isKeep(id string) bool {
 
 // writeWholeRecords journals a job in each state that is not finished, a
 // report and a received message, as the agent does.
-func writeWholeRecords(t *testing.T, j *Journal, now time.Time) {
+func writeWholeRecords(t testing.TB, j *Journal, now time.Time) {
 	t.Helper()
 	exp := stamp(now.Add(time.Hour))
 	for _, id := range []string{keepTaken, keepDispatch, keepAwait, keepReport} {
@@ -187,4 +189,72 @@ func writeWholeRecords(t *testing.T, j *Journal, now time.Time) {
 	if _, err := j.takeInbound([]proto.Inbound{msg}, [][]string{nil}, [][]spooled{nil}, "", ""); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// FuzzJournalFile damages a real journal file as a disk or an interrupted
+// copy may: cut short at a fuzzed length, a fuzzed run of bytes written
+// over it at a fuzzed place. The agent's start (open, salvage, every read)
+// then either refuses the file as damaged, with an error naming it, or
+// works: never a fault of bbolt's memory map (which no recover catches),
+// a panic, or a cursor looping over a page that names itself.
+func FuzzJournalFile(f *testing.F) {
+	base := filepath.Join(f.TempDir(), "base.db")
+	j, err := OpenJournal(base, time.Second)
+	if err != nil {
+		f.Fatal(err)
+	}
+	writeWholeRecords(f, j, time.Now())
+	j.Close()
+	good, err := os.ReadFile(base)
+	if err != nil {
+		f.Fatal(err)
+	}
+	pages := uint32(len(good) / os.Getpagesize())
+	for p := range pages {
+		at := p * uint32(os.Getpagesize())
+		f.Add(uint32(len(good)), at, []byte{0xff, 0xff, 0xff, 0xff})
+		f.Add(uint32(len(good)), at+16, []byte(strings.Repeat("\x00", 64)))
+		f.Add(uint32(len(good)), at+8, []byte{0x01, 0x00, 0x01, 0x00, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, byte(p), 0, 0, 0, 0, 0, 0, 0})
+		f.Add(at, uint32(0), []byte(nil))
+		f.Add(at+100, uint32(0), []byte(nil))
+	}
+	f.Fuzz(func(t *testing.T, cut, at uint32, over []byte) {
+		data := bytes.Clone(good)
+		if int(cut) < len(data) {
+			data = data[:cut]
+		}
+		if int(at) < len(data) {
+			copy(data[at:], over)
+		}
+		path := filepath.Join(t.TempDir(), "j.db")
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		j, err := OpenJournal(path, time.Second)
+		if err != nil {
+			if !strings.Contains(err.Error(), path) {
+				t.Fatalf("error %q does not name the file", err)
+			}
+			return
+		}
+		defer j.Close()
+		j.db.NoSync = true
+		if _, err := j.Salvage(time.Now()); err != nil {
+			return // a write the file refused: said at start, the agent stops
+		}
+		_, _ = j.InState(StateDispatched)
+		_, _ = j.InState(StateAwaiting)
+		_, _ = j.Reports()
+		_, _ = j.inbound()
+		for range 8 {
+			next, ok, err := j.NextTaken()
+			if err != nil || !ok {
+				break
+			}
+			if err := j.Dispatch(next.ID, time.Now()); err != nil {
+				break
+			}
+		}
+		_, _ = j.Prune(time.Now().Add(72 * time.Hour))
+	})
 }
