@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -269,7 +268,7 @@ func (s *Service) ForgotPassword(ctx context.Context, email string) error {
 	if err != nil {
 		return err
 	}
-	if !s.resetMails.Take(strconv.FormatUint(u.ID, 10)).Allowed {
+	if !s.resetAllowed(u.ID) {
 		s.log.Warn("reset mail not sent: the account had its reset mails of the hour", "user_id", u.ID, "limit", ResetMailsPerHour)
 		return nil
 	}

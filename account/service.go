@@ -112,10 +112,13 @@ type Service struct {
 	// keysGen moves on every rotation; a lookup caches its answer only if no
 	// rotation happened while it read the store, so it cannot revive a dead key.
 	keysGen atomic.Uint64
-	// resetMails counts each account's reset mails (ResetMailsPerHour). It
-	// lives in this process: in a cluster each node counts its own, so an
-	// account gets at most that many an hour from each node.
+	// resetMails counts each account's reset mails (ResetMailsPerHour) in
+	// this process: on one node, and on a node of a cluster while
+	// sharedResets does not answer.
 	resetMails *pacing.Windows
+	// sharedResets counts them for the whole cluster (ShareResetMails);
+	// nil on one node.
+	sharedResets ResetWindows
 	// peers and keyTTL are set by SetPeers before serving; nil and 0 on one node.
 	peers  Peers
 	keyTTL time.Duration
@@ -147,7 +150,7 @@ func New(cfg Config, st Store, mailer Mailer, log *slog.Logger, now func() time.
 		return nil, err
 	}
 	return &Service{cfg: cfg, store: st, mailer: mailer, log: log, now: now, jwtKey: jwtKey, sealer: sl, dummyHash: dummy,
-		resetMails: pacing.New(pacing.Rate{Limit: ResetMailsPerHour, Window: time.Hour}, now)}, nil
+		resetMails: pacing.New(ResetRate(), now)}, nil
 }
 
 // Principal is who a request acts as.

@@ -46,12 +46,11 @@ func optional(field, v string, max int) (string, error) {
 	return v, nil
 }
 
-// keptAsStored drops a patch's value that equals the stored one (spaces
-// around it aside): the console's forms send every field, and a name stored
-// before a rule tightened (a line break, say) must not refuse the save of
-// another field. A value that changes is checked in full.
+// keptAsStored drops a patch's value that is the stored one sent back
+// (linebreak.SentBack): the console's forms send every field. A value that
+// changes is checked in full.
 func keptAsStored(v *string, stored string) *string {
-	if v != nil && strings.TrimSpace(*v) == stored {
+	if v != nil && linebreak.SentBack(*v, stored) {
 		return nil
 	}
 	return v

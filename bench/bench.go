@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -31,6 +32,7 @@ type Config struct {
 	BulkRequests int           // bulk sends of 1,000 messages in the bulk phase (100)
 	DrainJobs    int           // the backlog of the drain phase's one phone (5,000)
 	PoolFor      time.Duration // length of each pool phase, least_loaded and sticky (5 s; 0: skip them)
+	RestartAfter time.Duration // sends stream this long before the server is killed and started again (2 s; 0: skip it)
 	Log          io.Writer     // progress lines
 	// ServerArgs are extra flags for the server (e.g. --pprof-listen to profile it).
 	ServerArgs []string
@@ -43,7 +45,7 @@ type Config struct {
 func Defaults() Config {
 	return Config{Phones: 10000, SendFor: 10 * time.Second, Senders: 64, Rate: 1000, RateFor: 5 * time.Second,
 		InboundRate: 500, InboundFor: 4 * time.Second, SeedMessages: 1000000, Queries: 2000, BulkRequests: 100, DrainJobs: 5000,
-		PoolFor: 5 * time.Second}
+		PoolFor: 5 * time.Second, RestartAfter: 2 * time.Second}
 }
 
 // Report is what a run measured.
@@ -58,9 +60,13 @@ type Report struct {
 	GoroutinesPerPhone float64 `json:"server_goroutines_per_phone"`
 	StackPerPhoneKB    float64 `json:"stack_per_idle_phone_kb"`
 	ServerRSSMB        float64 `json:"server_rss_mb_with_phones"`
-	SendsPerSecond     float64 `json:"durable_sends_per_second"`
-	SendsAnswered      int64   `json:"sends_answered"`
-	SendsReceived      int64   `json:"sends_received_and_acked"`
+	// ConnectSeconds is how long the phones took to come online from
+	// nothing (each hello a durable device write), as after a restart.
+	ConnectSeconds   float64 `json:"connect_seconds"`
+	ConnectPerSecond float64 `json:"phones_connected_per_second"`
+	SendsPerSecond   float64 `json:"durable_sends_per_second"`
+	SendsAnswered    int64   `json:"sends_answered"`
+	SendsReceived    int64   `json:"sends_received_and_acked"`
 	// SendsBehind is how many answered sends had not reached their phones
 	// when the throughput phase ended; SendsCatchUpMs is how long after the
 	// end the last of them arrived (0 when none was behind).
@@ -80,20 +86,28 @@ type Report struct {
 	PoolMembers           int     `json:"pool_members,omitempty"`
 	PoolLeastLoadedPerSec float64 `json:"pool_least_loaded_sends_per_second,omitempty"`
 	PoolStickyPerSec      float64 `json:"pool_sticky_sends_per_second,omitempty"`
-	SendP50ms             float64 `json:"send_to_phone_p50_ms"`
-	SendP99ms             float64 `json:"send_to_phone_p99_ms"`
-	SendRate              int     `json:"send_to_phone_rate_per_second"`
-	WebhookP50ms          float64 `json:"inbound_to_webhook_p50_ms"`
-	WebhookP99ms          float64 `json:"inbound_to_webhook_p99_ms"`
-	WebhookNote           string  `json:"inbound_to_webhook_note,omitempty"`
-	StoredMessages        int     `json:"stored_messages"`
-	HistoryP99ms          float64 `json:"history_page_p99_ms"`
-	ConversationsP99      float64 `json:"conversation_list_p99_ms"`
-	DashboardP50ms        float64 `json:"dashboard_summary_p50_ms"`
-	DashboardP99ms        float64 `json:"dashboard_summary_p99_ms"`
-	Analytics90P50ms      float64 `json:"analytics_90_days_p50_ms"`
-	Analytics90P99ms      float64 `json:"analytics_90_days_p99_ms"`
-	SeedSeconds           float64 `json:"seed_seconds"`
+	// The restart phase: the server killed (SIGKILL) while sends stream in,
+	// then started again on the same store.
+	RestartAnswered    int64   `json:"restart_sends_answered_before_kill,omitempty"`
+	RestartBehind      int64   `json:"restart_sends_not_on_phones_at_kill"`
+	RestartLost        int64   `json:"restart_sends_lost"`
+	RestartListeningMs float64 `json:"restart_kill_to_listening_ms,omitempty"`
+	RestartLinkedP50Ms float64 `json:"restart_kill_to_phones_linked_p50_ms,omitempty"`
+	RestartLinkedMaxMs float64 `json:"restart_kill_to_phones_linked_max_ms,omitempty"`
+	SendP50ms          float64 `json:"send_to_phone_p50_ms"`
+	SendP99ms          float64 `json:"send_to_phone_p99_ms"`
+	SendRate           int     `json:"send_to_phone_rate_per_second"`
+	WebhookP50ms       float64 `json:"inbound_to_webhook_p50_ms"`
+	WebhookP99ms       float64 `json:"inbound_to_webhook_p99_ms"`
+	WebhookNote        string  `json:"inbound_to_webhook_note,omitempty"`
+	StoredMessages     int     `json:"stored_messages"`
+	HistoryP99ms       float64 `json:"history_page_p99_ms"`
+	ConversationsP99   float64 `json:"conversation_list_p99_ms"`
+	DashboardP50ms     float64 `json:"dashboard_summary_p50_ms"`
+	DashboardP99ms     float64 `json:"dashboard_summary_p99_ms"`
+	Analytics90P50ms   float64 `json:"analytics_90_days_p50_ms"`
+	Analytics90P99ms   float64 `json:"analytics_90_days_p99_ms"`
+	SeedSeconds        float64 `json:"seed_seconds"`
 }
 
 // Run measures one server.
@@ -147,7 +161,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if err != nil {
 		return rep, err
 	}
-	defer srv.stop()
+	defer func() { srv.stop() }() // the restart phase replaces srv
 	api := &apiClient{base: srv.url, key: key, hc: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}}
 
 	// Memory per idle phone.
@@ -160,11 +174,15 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	gr0, _ := srv.metric("go_goroutines")
 	stack0, _ := srv.metric("go_memstats_stack_inuse_bytes")
 	logf("connecting %d phones from 127.0.0.x ...", n)
+	connectStart := time.Now()
 	fleet, err := connect(ctx, []string{srv.url}, fps, tokens)
 	if err != nil {
 		return rep, err
 	}
 	defer fleet.stop()
+	rep.ConnectSeconds = time.Since(connectStart).Seconds()
+	rep.ConnectPerSecond = float64(n) / rep.ConnectSeconds
+	logf("connected: %d phones online in %.1f s (%.0f/s)", n, rep.ConnectSeconds, rep.ConnectPerSecond)
 	time.Sleep(3 * time.Second) // idle
 	if err := srv.gc(); err != nil {
 		return rep, fmt.Errorf("bench: collect the server's garbage: %w", err)
@@ -241,6 +259,22 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	rep.DashboardP50ms, rep.DashboardP99ms = pct(summary, 50), pct(summary, 99)
 	rep.Analytics90P50ms, rep.Analytics90P99ms = pct(analytics, 50), pct(analytics, 99)
 	logf("dashboard summary p50 %.2f ms, p99 %.2f ms; 90-day analytics p50 %.2f ms, p99 %.2f ms", rep.DashboardP50ms, rep.DashboardP99ms, rep.Analytics90P50ms, rep.Analytics90P99ms)
+
+	// A crash and a restart: what the phones and the sends answered before it see.
+	if cfg.RestartAfter > 0 {
+		logf("killing the server (SIGKILL) after %s of sends, then starting it again ...", cfg.RestartAfter)
+		again := func(listen string) (*server, error) {
+			return startServer(ctx, cfg.Binary, dir, cfg.DatabaseURL, os.Stderr, append(slices.Clip(cfg.ServerArgs), "--listen", listen)...)
+		}
+		rs, err := restart(ctx, &srv, again, fleet, api, fps, cfg.Senders, cfg.RestartAfter)
+		if err != nil {
+			return rep, err
+		}
+		rep.RestartAnswered, rep.RestartBehind, rep.RestartLost = rs.answered, rs.behind, rs.lost
+		rep.RestartListeningMs, rep.RestartLinkedP50Ms, rep.RestartLinkedMaxMs = rs.listeningMs, rs.linkedP50Ms, rs.linkedMaxMs
+		logf("restart: listening %.0f ms after the kill, phones linked again p50 %.0f ms, all %.0f ms; %d sends answered before the kill, %d not on their phones then, %d lost",
+			rs.listeningMs, rs.linkedP50Ms, rs.linkedMaxMs, rs.answered, rs.behind, rs.lost)
+	}
 
 	// Bulk sends: 1,000 messages a request, one commit each. Last, since the
 	// phones' acks of 100,000 jobs keep the store busy after the phase ends.

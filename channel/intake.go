@@ -61,7 +61,7 @@ func (s *Service) Announce(_ context.Context, dev store.Device, hello proto.Hell
 		// Called with none too: a device that held numbers lets them go.
 		nums, err := s.store.AnnounceNumbers(dev.CompanyID, dev.ID, set.channel, set.addrs, s.now(), MaxNumbersPerCompany)
 		if errors.Is(err, store.ErrTooManyNumbers) {
-			return nil, problem.Invalid(set.channel, fmt.Sprintf("the company has %d %ss already, the most it may have", MaxNumbersPerCompany, noun(set.channel)))
+			return nil, problem.Invalid(set.channel, fmt.Sprintf("would take the company past %d %ss, the most it may have", MaxNumbersPerCompany, noun(set.channel)))
 		}
 		if err != nil {
 			return nil, err

@@ -27,8 +27,8 @@ func TestInboundToUnknownNumberNamesItRight(t *testing.T) {
 	c, _ := conformance.Company(t, st)
 	d := conformance.Device(t, st, c.ID, "fp-agent")
 	for _, tc := range []struct{ channel, to, want string }{
-		{channel.WhatsApp, "+15550001111", "is not a WhatsApp number of this company: announce it in hello first"},
-		{channel.IMessage, "someone@example.com", "is not an iMessage handle of this company: announce it in hello first"},
+		{channel.WhatsApp, "+15550001111", "to is not a WhatsApp number of this company: announce it in hello first."},
+		{channel.IMessage, "someone@example.com", "to is not an iMessage handle of this company: announce it in hello first."},
 	} {
 		_, err := svc.Inbound(context.Background(), d, proto.Inbound{ClientID: "c-" + tc.channel, Channel: tc.channel, To: tc.to, From: "+15557654321", Message: "hi"})
 		var pe *problem.Error

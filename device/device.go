@@ -246,7 +246,7 @@ func (s *Service) Register(_ context.Context, in RegisterInput) (dev store.Devic
 
 func validSIMs(in []store.SIM) ([]store.SIM, error) {
 	if len(in) > 2 {
-		return nil, problem.Invalid("sims", "a phone has at most two SIM slots")
+		return nil, problem.Invalid("sims", "must list at most two SIMs: a phone has no more slots")
 	}
 	out := make([]store.SIM, 0, len(in))
 	seen := map[string]bool{}

@@ -36,7 +36,7 @@ func ValidHealth(h proto.Health, prefix string) (store.DeviceHealth, error) {
 		return out, problem.Invalid(prefix+"network", fmt.Sprintf("must be at most %d lower-case letters, digits, dashes or underscores, such as lte or wifi", proto.MaxNetworkBytes))
 	}
 	if len(h.SIMs) > 2 {
-		return out, problem.Invalid(prefix+"sims", "a phone has at most two SIM slots")
+		return out, problem.Invalid(prefix+"sims", "must list at most two SIMs: a phone has no more slots")
 	}
 	seen := map[string]bool{}
 	for i, sim := range h.SIMs {

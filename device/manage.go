@@ -68,8 +68,9 @@ func (s *Service) Update(ctx context.Context, companyID uint64, fingerprint stri
 		return store.Device{}, err
 	}
 	// The console's form sends the name with every change: a name stored
-	// before line breaks were refused must not refuse the save of another field.
-	if p.DeviceName != nil && strings.TrimSpace(*p.DeviceName) == cur.Name {
+	// before line breaks were refused must not refuse the save of another
+	// field (linebreak.SentBack).
+	if p.DeviceName != nil && linebreak.SentBack(*p.DeviceName, cur.Name) {
 		p.DeviceName = nil
 	}
 	if p.DeviceName != nil {

@@ -212,7 +212,7 @@ func (c *conn) hello() bool {
 	}
 	dev, err := h.devices.Hello(context.Background(), c.dev, hello.SelectedSIM, sims, hello.AppVersion, hello.Health)
 	if pe, ok := problem.As(err); ok {
-		c.fail(proto.CloseProtocolError, "invalid_hello", "hello."+pe.Field+" "+pe.Message)
+		c.fail(proto.CloseProtocolError, "invalid_hello", pe.Refield("hello."+pe.Field).Message)
 		return false
 	}
 	if errors.Is(err, store.ErrNotFound) {
@@ -230,7 +230,7 @@ func (c *conn) hello() bool {
 	if h.agents != nil && (len(hello.WhatsApp) > 0 || len(hello.IMessage) > 0) {
 		ids, err := h.agents.Announce(context.Background(), dev, *hello)
 		if pe, ok := problem.As(err); ok {
-			c.fail(proto.CloseProtocolError, "invalid_hello", "hello."+pe.Field+" "+pe.Message)
+			c.fail(proto.CloseProtocolError, "invalid_hello", pe.Refield("hello."+pe.Field).Message)
 			return false
 		}
 		if err != nil {

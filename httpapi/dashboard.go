@@ -146,7 +146,7 @@ func (s *Server) analyticsRange(c echo.Context) (from, to time.Time, err error) 
 		if hasFrom {
 			field = "from"
 		}
-		return from, to, problem.Invalid(field, "the range spans "+strconv.Itoa(days)+" days; at most "+strconv.Itoa(MaxAnalyticsDays)+" are allowed")
+		return from, to, problem.Invalid(field, "makes the range "+strconv.Itoa(days)+" days long; at most "+strconv.Itoa(MaxAnalyticsDays)+" are allowed")
 	}
 	return from, to, nil
 }
@@ -159,7 +159,7 @@ func queryList(c echo.Context, name string) ([]string, error) {
 	}
 	parts := strings.Split(v, ",")
 	if len(parts) > maxFilterItems {
-		return nil, problem.Invalid(name, "lists at most "+strconv.Itoa(maxFilterItems)+" ids")
+		return nil, problem.Invalid(name, "must list at most "+strconv.Itoa(maxFilterItems)+" ids")
 	}
 	for i, p := range parts {
 		parts[i] = strings.TrimSpace(p)

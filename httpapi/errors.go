@@ -150,25 +150,46 @@ func decodeJSON(data []byte, v any) error {
 		if field == "" {
 			field = typ.Field
 		}
-		return problem.Invalid(field, fmt.Sprintf("must be %s", jsonKind(typ.Type.Kind().String())))
+		return problem.Invalid(field, "must be "+jsonKind(typ))
 	}
 	return problem.New(problem.InvalidJSON, "The request body could not be read as JSON.")
 }
 
-func jsonKind(goKind string) string {
+// jsonKind is what the field of a type error takes, for "must be ...".
+func jsonKind(typ *json.UnmarshalTypeError) string {
+	goKind := typ.Type.Kind().String()
 	switch {
 	case goKind == "string":
 		return "a string"
 	case goKind == "bool":
 		return "true or false"
 	case strings.HasPrefix(goKind, "int"), strings.HasPrefix(goKind, "uint"):
-		return "a whole number in range" // 2.5, 1e9 and 1e30 land here too
+		return wholeNumber(typ.Type, typ.Value)
 	case strings.HasPrefix(goKind, "float"):
 		return "a number"
 	case goKind == "slice":
 		return "an array"
 	}
 	return "an object"
+}
+
+// wholeNumber is what an integer field takes, said for the value it was
+// given (the decoder's "number 2.5", "string", ...): a number in digits too
+// big for the field is told the field's bounds; one with a fraction or an
+// exponent (2.5, 1e9: Go reads neither as an integer) how to write it. The
+// domain checks its own, narrower range once the value is read.
+func wholeNumber(t reflect.Type, value string) string {
+	lit, isNumber := strings.CutPrefix(value, "number ")
+	if !isNumber {
+		return "a whole number"
+	}
+	if strings.Trim(strings.TrimPrefix(lit, "-"), "0123456789") != "" {
+		return "a whole number, written in digits without a fraction or an exponent"
+	}
+	if t.Kind() >= reflect.Uint && t.Kind() <= reflect.Uintptr {
+		return fmt.Sprintf("a whole number from 0 to %d", uint64(1)<<t.Bits()-1)
+	}
+	return fmt.Sprintf("a whole number from %d to %d", -(int64(1) << (t.Bits() - 1)), int64(1)<<(t.Bits()-1)-1)
 }
 
 // pathID parses an integer id from the path; a malformed one is simply not found.

@@ -272,7 +272,7 @@ func (s *Server) mcpError(tool string, err error) *mcp.CallToolResult {
 	}
 	out := *pe
 	if out.Field == "Idempotency-Key" {
-		out.Field = "idempotency_key" // the tool's name for the header
+		out = *pe.Refield("idempotency_key") // the tool's name for the header
 	}
 	body, _ := json.Marshal(mcpErrorJSON{Error: &out, Status: out.Status(), RetryAfter: out.RetryAfter})
 	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: string(body)}},

@@ -7,7 +7,6 @@ import (
 	"path"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
@@ -302,18 +301,15 @@ func refuseUnstorable(next echo.HandlerFunc) echo.HandlerFunc {
 		// a NUL, and a path a route does not take with this method (405)
 		// or no route takes (404) has no parameters to read, yet its
 		// answer would echo the path, NUL and all.
-		if strings.IndexByte(c.Request().URL.Path, 0) >= 0 {
+		f, ok := nulchar.URL(c.Request().URL)
+		switch {
+		case !ok:
+			return next(c)
+		case f.Part == nulchar.InParam:
+			return problem.Invalid(f.Param, f.Message())
+		case f.Cause == nulchar.NUL:
 			return problem.New(problem.NotFound, "No such resource: no id holds the NUL character (%00).")
 		}
-		if !utf8.ValidString(c.Request().URL.Path) {
-			return problem.New(problem.NotFound, "No such resource: every id is UTF-8 text.")
-		}
-		if k, ok := nulchar.Param(c.QueryParams()); ok {
-			return problem.Invalid(k, `must not hold the NUL character (\u0000)`)
-		}
-		if k, ok := nulchar.NotUTF8(c.QueryParams()); ok {
-			return problem.Invalid(k, "must be UTF-8 text")
-		}
-		return next(c)
+		return problem.New(problem.NotFound, "No such resource: every id is UTF-8 text.")
 	}
 }

@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -112,6 +113,15 @@ func TestNamesRefuseLineBreaks(t *testing.T) {
 	// pool's name, an identifier (docs/api.md "Sender pools").
 	r := e.do(call{method: "PATCH", path: "/company", token: a.access, body: map[string]any{"name": "\u05d0\u05e7\u05de\u05d4 \u200f2"}})
 	e.want(r, http.StatusOK, "")
+	// A pool's name refuses the marks (RLM, ALM) as well as the overrides
+	// and isolates package bidi strips: every Bidi_Control (sms.badInPoolName).
+	for _, name := range []string{"\u05d0\u05e7\u05de\u05d4 \u200f2", "sales\u061c2", "sales\u202e2", "sales\u20662"} {
+		r := e.do(call{method: "PATCH", path: poolPath, token: a.apiKey, body: map[string]any{"name": name}})
+		e.want(r, http.StatusBadRequest, "validation_failed")
+		if got := r.str("field"); got != "name" {
+			t.Errorf("PATCH %s name %q: field %q, want name", poolPath, name, got)
+		}
+	}
 }
 
 // TestPhoneReportedNamesAreMended: a phone's own name, SIM carriers and
@@ -164,9 +174,11 @@ func TestPhoneReportedNamesAreMended(t *testing.T) {
 
 // TestNamesStoredBeforeTheRuleKeepFormsWorking: the console's forms send
 // every field, so a name stored before line breaks were refused (here
-// written into the store as an older server would have) must not refuse a
-// change of another field; the same name sent back is kept, not checked.
-// Changing the name itself is checked in full.
+// written into the store as an older server would have, spaces around it)
+// must not refuse a change of another field: the same name sent back, as
+// stored or with the spaces around it trimmed (linebreak.SentBack), is
+// kept, not checked. Changing the name itself is checked in full. Each of
+// the three places that keep the rule (account, device, pools) is here.
 func TestNamesStoredBeforeTheRuleKeepFormsWorking(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, roomy)
@@ -175,9 +187,8 @@ func TestNamesStoredBeforeTheRuleKeepFormsWorking(t *testing.T) {
 	pool := e.createPool(a.apiKey, map[string]any{"name": "sales", "members": members("o-1", "SIM1")})
 	e.want(pool, http.StatusCreated, "")
 	poolID := uint64(pool.Body["id"].(float64))
-	poolPath := "/pools/" + strconv.FormatUint(poolID, 10)
 
-	const old = "Old\tname"
+	const old, oldPool = " Old\tname ", "sales\u2028old "
 	if _, err := e.store.UpdateCompany(uint64(a.id), func(c *store.Company) error { c.Name, c.City = old, old; return nil }); err != nil {
 		t.Fatal(err)
 	}
@@ -189,33 +200,42 @@ func TestNamesStoredBeforeTheRuleKeepFormsWorking(t *testing.T) {
 	}
 	if _, err := e.store.PutPool(uint64(a.id), poolID, time.Now(), func(cur store.Pool) (store.PoolInput, error) {
 		in := cur.Input()
-		in.Name = "sales\u2028old"
+		in.Name = oldPool
 		return in, nil
 	}); err != nil {
 		t.Fatal(err)
 	}
 
 	for _, c := range []struct {
-		path, token string
-		body        map[string]any
+		path, token, field, stored string
+		other                      map[string]any // a change of another field
 	}{
-		{"/company", a.access, map[string]any{"name": old, "city": old, "state": "CA"}},
-		{"/users/me", a.access, map[string]any{"firstName": old, "lastName": "Ng"}},
-		{"/device/o-1", a.apiKey, map[string]any{"device_name": old, "sms_per_minute": 20}},
-		{poolPath, a.apiKey, map[string]any{"name": "sales\u2028old", "strategy": "least_loaded"}},
+		{"/company", a.access, "name", old, map[string]any{"city": old, "state": "CA"}},
+		{"/users/me", a.access, "firstName", old, map[string]any{"lastName": "Ng"}},
+		{"/device/o-1", a.apiKey, "device_name", old, map[string]any{"sms_per_minute": 20}},
+		{"/pools/" + strconv.FormatUint(poolID, 10), a.apiKey, "name", oldPool, map[string]any{"strategy": "least_loaded"}},
 	} {
-		r := e.do(call{method: "PATCH", path: c.path, token: c.token, body: c.body})
-		if r.Status != http.StatusOK {
-			t.Errorf("PATCH %s sending back the stored name with another change: %d %s, want 200", c.path, r.Status, r.Raw)
+		for _, sent := range []string{c.stored, strings.TrimSpace(c.stored)} {
+			body := map[string]any{c.field: sent}
+			for k, v := range c.other {
+				body[k] = v
+			}
+			r := e.do(call{method: "PATCH", path: c.path, token: c.token, body: body})
+			if r.Status != http.StatusOK || r.str(c.field) != c.stored {
+				t.Errorf("PATCH %s sending back the stored %s as %q with another change: %d %s, want 200 and the name kept", c.path, c.field, sent, r.Status, r.Raw)
+				continue
+			}
+			for k, v := range c.other {
+				if got := fmt.Sprint(r.Body[k]); got != fmt.Sprint(v) {
+					t.Errorf("PATCH %s: %s is %s after the save, want %v", c.path, k, got, v)
+				}
+			}
+		}
+		// A new name with a line break is still refused.
+		r := e.do(call{method: "PATCH", path: c.path, token: c.token, body: map[string]any{c.field: "New\nname"}})
+		e.want(r, http.StatusBadRequest, "validation_failed")
+		if got := r.str("field"); got != c.field {
+			t.Errorf("PATCH %s with a new name holding a line break: field %q, want %s", c.path, got, c.field)
 		}
 	}
-	r := e.do(call{method: "GET", path: "/company", token: a.access})
-	if r.str("name") != old || r.str("state") != "CA" {
-		t.Errorf("company after the save: name %q state %q, want the old name kept and state CA", r.str("name"), r.str("state"))
-	}
-	// A new name with a line break is still refused.
-	r = e.do(call{method: "PATCH", path: "/company", token: a.access, body: map[string]any{"name": "New\tname"}})
-	e.want(r, http.StatusBadRequest, "validation_failed")
-	r = e.do(call{method: "PATCH", path: "/device/o-1", token: a.apiKey, body: map[string]any{"device_name": "New\nname"}})
-	e.want(r, http.StatusBadRequest, "validation_failed")
 }

@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Code is a stable, documented lower_snake_case error code.
@@ -114,6 +117,9 @@ type Error struct {
 	// HTTPStatus, when set, replaces the code's usual status: plan_limit_reached
 	// is 429 on a send and 403 on registering a device.
 	HTTPStatus int `json:"-"`
+	// predicate is what Invalid was told is wrong with Field ("must be 1 to
+	// 100"), for Refield; "" when Message was given whole.
+	predicate string
 }
 
 func (e *Error) Error() string {
@@ -139,9 +145,62 @@ func Newf(code Code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
-// Invalid reports one invalid input field.
+// Invalid reports one invalid input field. msg is either what is wrong
+// with the field, a predicate that reads after its name ("must be from 1 to
+// 100", "is required"), or a whole sentence of its own (it starts with a
+// capital letter). A predicate becomes the sentence the contract asks for
+// in message (section 1), the field's name first: "limit must be from 1 to
+// 100.". A sentence is kept as it is.
 func Invalid(field, msg string) *Error {
-	return &Error{Code: ValidationFailed, Message: msg, Field: field}
+	if !predicate(msg) {
+		return &Error{Code: ValidationFailed, Message: msg, Field: field}
+	}
+	return &Error{Code: ValidationFailed, Message: sentence(field, msg), Field: field, predicate: msg}
+}
+
+// Refield is e about another field: an error of Invalid names the field in
+// its message, so the message is made again with the new name (a form that
+// shows one item's fields by their own names, where the API names them
+// with the item's path). A message given whole is kept.
+func (e *Error) Refield(field string) *Error {
+	out := *e
+	out.Field = field
+	if e.predicate != "" {
+		out.Message = sentence(field, e.predicate)
+	}
+	return &out
+}
+
+// Named is e with its message naming the field as name rather than by its
+// path: a form for people says "Password must be at least 8 characters."
+// where the API says "owner.password must be at least 8 characters.". Field
+// stays; a message given whole is kept.
+func (e *Error) Named(name string) *Error {
+	out := *e
+	if e.predicate != "" {
+		out.Message = sentence(name, e.predicate)
+	}
+	return &out
+}
+
+// predicate says whether msg is a predicate for a field's name rather than
+// a sentence: it starts with a lower-case letter.
+func predicate(msg string) bool {
+	r, _ := utf8.DecodeRuneInString(msg)
+	return unicode.IsLower(r)
+}
+
+// sentence is the field's name, the predicate and a full stop: one sentence.
+// A predicate that names the field already is not given it twice.
+func sentence(field, pred string) string {
+	s := pred
+	if field != "" && !strings.HasPrefix(pred, field+" ") {
+		s = field + " " + pred
+	}
+	if !strings.HasSuffix(s, ".") {
+		s += "."
+	}
+	return s
 }
 
 // As returns the *Error in err's chain, if any.

@@ -45,3 +45,28 @@ func TestStatusOfUnknownCode(t *testing.T) {
 		t.Errorf("Invalid: got status %d", e.Status())
 	}
 }
+
+// Invalid makes a predicate one sentence that names the field, keeps a
+// sentence given whole, and Refield names another field in both.
+func TestInvalidSentence(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ field, msg, want string }{
+		{"limit", "must be from 1 to 100", "limit must be from 1 to 100."},
+		{"owner.password", "is required", "owner.password is required."},
+		{"phone", "must not begin with -.", "phone must not begin with -."},
+		{"Stripe-Signature", "The Stripe-Signature header does not verify this body.", "The Stripe-Signature header does not verify this body."},
+	} {
+		e := Invalid(c.field, c.msg)
+		if e.Message != c.want || e.Field != c.field || e.Code != ValidationFailed {
+			t.Errorf("Invalid(%q, %q): got %q field %q code %s, want %q field %q", c.field, c.msg, e.Message, e.Field, e.Code, c.want, c.field)
+		}
+	}
+	e := Invalid("sims[0].per_day", "must be 1 to 10000").Refield("per_day")
+	if e.Field != "per_day" || e.Message != "per_day must be 1 to 10000." {
+		t.Errorf("Refield: got %q field %q", e.Message, e.Field)
+	}
+	whole := Invalid("sig", "A sentence.").Refield("other")
+	if whole.Field != "other" || whole.Message != "A sentence." {
+		t.Errorf("Refield of a whole sentence: got %q field %q", whole.Message, whole.Field)
+	}
+}

@@ -28,7 +28,7 @@ const maxPoolName = 64
 func routeInput(device, pool, slot string) (string, error) {
 	switch {
 	case pool != "" && device != "":
-		return "", problem.Invalid("pool", "give either device_fingerprint or pool, not both")
+		return "", problem.Invalid("pool", "must not be given with device_fingerprint: give one or the other")
 	case pool != "":
 		if strings.TrimSpace(pool) == "" || utf8.RuneCountInString(pool) > maxPoolName {
 			return "", problem.Invalid("pool", "is not a pool name")
@@ -162,7 +162,7 @@ func (s *Service) AddPoolMember(_ context.Context, companyID, id uint64, m PoolM
 	}
 	p, err := s.store.PutPool(companyID, id, s.now(), func(cur store.Pool) (store.PoolInput, error) {
 		if len(cur.Members) >= store.MaxPoolMembers {
-			return store.PoolInput{}, problem.Invalid("device_fingerprint", fmt.Sprintf("the pool has %d members, the most a pool may have", store.MaxPoolMembers))
+			return store.PoolInput{}, problem.Invalid("device_fingerprint", fmt.Sprintf("cannot join: the pool has %d members, the most a pool may have", store.MaxPoolMembers))
 		}
 		def := cur.Input()
 		def.Members = append(def.Members, store.PoolMemberInput{Device: m.Device, SIMSlot: slotOr(m.SIMSlot)})
@@ -226,22 +226,31 @@ func poolError(err error) error {
 	return err
 }
 
+// badInPoolName is what a pool's name refuses: a line break or another
+// control (linebreak.Is, as every name), and every bidi control as well
+// (Unicode's Bidi_Control: the embeddings, overrides and isolates that
+// package bidi strips from a subject, and the marks LRM, RLM and ALM that
+// it keeps). Stricter than other names by design: a pool's name is an
+// identifier a send repeats byte for byte, so an invisible mark would make
+// two names that read alike differ.
+func badInPoolName(r rune) bool {
+	return linebreak.Is(r) || unicode.Is(unicode.Bidi_Control, r)
+}
+
 // poolDefinition is cur changed by in, validated; errors name the field.
 func poolDefinition(cur store.Pool, in PoolInput) (store.PoolInput, error) {
 	def := cur.Input()
 	// The console's form sends the name with every change: a name stored
-	// before a rule tightened must not refuse the save of another field.
-	if in.Name != nil && (cur.Name == "" || *in.Name != cur.Name) {
+	// before a rule tightened must not refuse the save of another field
+	// (linebreak.SentBack). A new pool (no name yet) is checked in full.
+	if in.Name != nil && (cur.Name == "" || !linebreak.SentBack(*in.Name, cur.Name)) {
 		name := *in.Name
 		switch {
 		case strings.TrimSpace(name) == "":
 			return def, problem.Invalid("name", "is required")
 		case utf8.RuneCountInString(name) > maxPoolName:
 			return def, problem.Invalid("name", fmt.Sprintf("must be at most %d characters", maxPoolName))
-		// Stricter than other names (linebreak alone): a pool's name is an
-		// identifier a send repeats byte for byte, so a direction mark,
-		// invisible, would make two names that read alike differ.
-		case strings.TrimSpace(name) != name || strings.IndexFunc(name, func(r rune) bool { return linebreak.Is(r) || unicode.Is(unicode.Bidi_Control, r) }) >= 0:
+		case strings.TrimSpace(name) != name || strings.IndexFunc(name, badInPoolName) >= 0:
 			return def, problem.Invalid("name", "must not start or end with spaces or hold control or text-direction characters")
 		}
 		def.Name = name

@@ -55,7 +55,7 @@ func (s *Service) expiry(now, sendAt time.Time, w *window.Window, expiresAt stri
 	}
 	switch {
 	case expiresAt != "" && validity != nil:
-		return at, false, problem.Invalid("validity", "give expires_at or validity, not both")
+		return at, false, problem.Invalid("validity", "must not be given with expires_at: give one or the other")
 	case validity != nil:
 		if *validity < 1 || *validity > maxValidity {
 			return at, false, problem.Invalid("validity", "must be 1 to 2592000 seconds (30 days)")

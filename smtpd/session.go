@@ -372,7 +372,7 @@ func reply(err error, to string, queued []string, log *slog.Logger) error {
 	case problem.ValidationFailed:
 		enh = smtp.EnhancedCode{5, 6, 0}
 		if pe.Field == "message" {
-			msg = "The SMS text (the mail's body, signature and quoted reply cut) " + pe.Message
+			msg = pe.Refield("The SMS text (the mail's body, signature and quoted reply cut)").Message
 		}
 	case problem.Internal, problem.Unavailable:
 		return errUnavailable

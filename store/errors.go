@@ -33,7 +33,8 @@ var ErrUnavailable = errors.New("store: the database does not answer")
 // out of reach does the same for a full disk.
 var ErrDiskFull = fmt.Errorf("%w: its disk is full", ErrUnavailable)
 
-// ErrClosed is returned for a write submitted after Close.
+// ErrClosed is in the chain of the error of every method called after Close,
+// reads and writes, on either backend (conformance.Closed).
 var ErrClosed = errors.New("store: closed")
 
 // ErrForeignCustomer is returned by ApplyProviderEvent when the event's

@@ -60,7 +60,7 @@ func (c *Console) signin(w http.ResponseWriter, r *http.Request, _ *req) (outcom
 func (c *Console) signup(w http.ResponseWriter, r *http.Request, _ *req) (outcome, error) {
 	f := r.PostFormValue
 	if f("owner.password") != f("password2") {
-		return outcome{}, problem.Invalid("password2", "must repeat the password")
+		return outcome{}, problem.Invalid("password2", "The two passwords differ: type the same one in both fields.")
 	}
 	_, _, err := c.deps.Accounts.Signup(r.Context(), account.SignupInput{
 		Company: account.CompanyInput{Name: f("company.name"), Phone: f("company.phone"), Country: f("company.country")},
@@ -89,7 +89,7 @@ func (c *Console) verify(w http.ResponseWriter, r *http.Request, _ *req) (outcom
 
 func (c *Console) reset(w http.ResponseWriter, r *http.Request, _ *req) (outcome, error) {
 	if r.PostFormValue("password") != r.PostFormValue("password2") {
-		return outcome{}, problem.Invalid("password2", "must repeat the password")
+		return outcome{}, problem.Invalid("password2", "The two passwords differ: type the same one in both fields.")
 	}
 	if err := c.deps.Accounts.ResetPassword(r.Context(), r.PostFormValue("token"), r.PostFormValue("password")); err != nil {
 		return outcome{}, err

@@ -55,3 +55,29 @@ func TestConsoleFormsRefuseLineBreaksInNames(t *testing.T) {
 		t.Errorf("signup with a line break in company.name: got %d %s, want 400 naming company.name", p.status, p.body)
 	}
 }
+
+// TestConsoleErrorsNameFieldsForPeople: the console says what is wrong with
+// a field by the name a person reads ("Selected SIM must be ..."), not by
+// the API's path ("selected_sim must be ..."), and still names the field
+// for the page to place the message beside it.
+func TestConsoleErrorsNameFieldsForPeople(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	key := e.company("Acme", "ada@acme.test", "Correct1horse")
+	e.pairPhone(e.pairingCode(key), "fp-1", true)
+	b := e.browser()
+	b.signIn("ada@acme.test", "Correct1horse")
+	p := b.post("/console/devices/fp-1", url.Values{"device_name": {"Pixel"}, "selected_sim": {"SIM9"}, "status": {"active"}})
+	if p.status != http.StatusBadRequest || !strings.Contains(p.body, `"message":"Selected SIM must be SIM1, SIM2 or BOTH."`) || !strings.Contains(p.body, `"field":"selected_sim"`) {
+		t.Errorf("a bad selected_sim: got %d %s, want 400 saying \"Selected SIM must be ...\" on field selected_sim", p.status, p.body)
+	}
+
+	stranger := e.browser()
+	anon := tokenOf(t, stranger.get("/console/signup"))
+	form := url.Values{"csrf": {anon}, "company.name": {"Acme"}, "company.phone": {"+15550100000"}, "owner.firstName": {"Ada"},
+		"owner.lastName": {"L"}, "owner.email": {"eve@acme.test"}, "owner.password": {"short"}, "password2": {"short"}}
+	p = stranger.post("/console/signup", form)
+	if p.status != http.StatusBadRequest || !strings.Contains(p.body, `"message":"Password `) || strings.Contains(p.body, "owner.password must") {
+		t.Errorf("a short password at signup: got %d %s, want 400 whose message begins \"Password \"", p.status, p.body)
+	}
+}

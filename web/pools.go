@@ -191,7 +191,7 @@ func (c *Console) setCaps(w http.ResponseWriter, r *http.Request, q *req) (outco
 	if _, err := c.deps.SMS.SetSIMCaps(r.Context(), q.p().CompanyID, fp, []sms.SIMCapsInput{in}); err != nil {
 		if pe, ok := problem.As(err); ok && strings.HasPrefix(pe.Field, "sims[0].") {
 			// The form has one SIM: its fields go by their own names.
-			return outcome{}, &problem.Error{Code: pe.Code, Message: pe.Message, Field: strings.TrimPrefix(pe.Field, "sims[0].")}
+			return outcome{}, pe.Refield(strings.TrimPrefix(pe.Field, "sims[0]."))
 		}
 		return outcome{}, err
 	}

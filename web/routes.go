@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"net/http"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/simrelay/simrelay/internal/nulchar"
 	"github.com/simrelay/simrelay/problem"
@@ -88,17 +86,17 @@ func (c *Console) routes() {
 // naming it. The console's script, asking for JSON, gets the API's body.
 func (c *Console) refuseUnstorable(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var pe *problem.Error
-		if strings.IndexByte(r.URL.Path, 0) >= 0 || !utf8.ValidString(r.URL.Path) {
-			pe = problem.New(problem.NotFound, "There is no such page.")
-		} else if k, ok := nulchar.Param(r.URL.Query()); ok {
-			pe = problem.Invalid(k, fmt.Sprintf("The address's parameter %q holds the NUL character (%%00), which no page takes.", k))
-		} else if k, ok := nulchar.NotUTF8(r.URL.Query()); ok {
-			pe = problem.Invalid(k, fmt.Sprintf("The address's parameter %q is not UTF-8 text, which no page takes.", k))
-		}
-		if pe == nil {
+		f, ok := nulchar.URL(r.URL)
+		if !ok {
 			next.ServeHTTP(w, r)
 			return
+		}
+		pe := problem.New(problem.NotFound, "There is no such page.")
+		switch {
+		case f.Part == nulchar.InParam && f.Cause == nulchar.NUL:
+			pe = problem.Invalid(f.Param, fmt.Sprintf("The address's parameter %q holds the NUL character (%%00), which no page takes.", f.Param))
+		case f.Part == nulchar.InParam:
+			pe = problem.Invalid(f.Param, fmt.Sprintf("The address's parameter %q is not UTF-8 text, which no page takes.", f.Param))
 		}
 		if wantsJSON(r) {
 			writeJSON(w, pe.Status(), pe)

@@ -251,12 +251,13 @@ func withQuery(path, k, v string) string {
 	return u.String()
 }
 
-// toProblem is the API's rule: a *problem.Error goes out as it is, a store
+// toProblem is the API's rule: a *problem.Error goes out as it is (its
+// field named for people, fieldName), a store
 // that cannot take the request now is a 503 (storeProblem), anything else
 // is a logged 500 with a generic message.
 func (c *Console) toProblem(r *http.Request, err error) *problem.Error {
 	if pe, ok := problem.As(err); ok {
-		return pe
+		return pe.Named(fieldName(pe.Field))
 	}
 	if pe, ok := c.storeProblem(err); ok {
 		return pe
@@ -317,11 +318,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // number or a message, and PostgreSQL (the store of a cluster) cannot hold
 // it, so an action would store it on one store and fail on the other.
 func formNUL(r *http.Request) error {
-	if k, ok := nulchar.Param(r.Form); ok {
-		return problem.Invalid(k, `must not hold the NUL character (\u0000)`)
-	}
-	if k, ok := nulchar.NotUTF8(r.Form); ok {
-		return problem.Invalid(k, "must be UTF-8 text")
+	if f, ok := nulchar.Values(r.Form); ok {
+		return problem.Invalid(f.Param, f.Message())
 	}
 	return nil
 }

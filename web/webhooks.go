@@ -90,7 +90,7 @@ func (c *Console) saveWebhooks(w http.ResponseWriter, r *http.Request, q *req) (
 		for _, s := range r.PostForm[at+"sims"] {
 			v, err := strconv.Atoi(s)
 			if err != nil {
-				return outcome{}, problem.Invalid(at+"sims", "values must be 0 (SIM1) or 1 (SIM2)")
+				return outcome{}, problem.Invalid(at+"sims", "must hold only 0 (SIM1) or 1 (SIM2)")
 			}
 			in.SIMs = append(in.SIMs, v)
 		}
@@ -101,9 +101,7 @@ func (c *Console) saveWebhooks(w http.ResponseWriter, r *http.Request, q *req) (
 		if pe, ok := problem.As(err); ok {
 			if m := entryField.FindStringSubmatch(pe.Field); m != nil {
 				if k, _ := strconv.Atoi(m[1]); k < len(rowOf) {
-					out := *pe
-					out.Field = fmt.Sprintf("webhooks[%d]", rowOf[k]) + valueIndex.ReplaceAllString(pe.Field[len(m[0]):], "")
-					return outcome{}, &out
+					return outcome{}, pe.Refield(fmt.Sprintf("webhooks[%d]", rowOf[k]) + valueIndex.ReplaceAllString(pe.Field[len(m[0]):], ""))
 				}
 			}
 		}

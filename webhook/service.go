@@ -162,7 +162,7 @@ func (s *Service) Replace(_ context.Context, companyID uint64, entries []EntryIn
 				return nil, err
 			}
 			if !ok {
-				return nil, problem.Invalid(fmt.Sprintf("webhooks[%d].url", i), "a mailto: address must be the verified e-mail of a user of the company (an invitee once they accepted)")
+				return nil, problem.Invalid(fmt.Sprintf("webhooks[%d].url", i), "must be, for a mailto: address, the verified e-mail of a user of the company (an invitee once they accepted)")
 			}
 		}
 		valid[i] = e

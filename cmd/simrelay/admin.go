@@ -125,7 +125,7 @@ func adminCreateCompany(ctx context.Context, args []string, stdout, stderr io.Wr
 	c, u, key, err := accounts.CreateCompany(*name, account.OwnerInput{FirstName: *firstName, LastName: *lastName, Email: *email, Password: *password})
 	if pe, ok := problem.As(err); ok {
 		if pe.Field != "" {
-			return usageError{fmt.Errorf("--%s: %s", pe.Field, pe.Message)}
+			return usageError{errors.New(pe.Refield("--" + pe.Field).Message)}
 		}
 		return usageError{errors.New(pe.Message)}
 	}

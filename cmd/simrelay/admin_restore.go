@@ -67,19 +67,12 @@ func adminRestore(args []string, stdout, stderr io.Writer) error {
 		// replaced unlocked and without its copy kept.
 		return fmt.Errorf("look at the store %s: %w; nothing was changed", live, err)
 	}
-	// The copy goes next to the store, so the rename that puts it in place
-	// is atomic: the data dir holds the old store or the whole backup.
-	staged := filepath.Join(where.dataDir, ".simrelay-restore")
-	n, err := writeFileAtomic(staged, func(w io.Writer) (int64, error) {
-		src, err := os.Open(file)
-		if err != nil {
-			return 0, err
-		}
-		defer src.Close()
-		return io.Copy(w, src)
-	})
+	// The copy goes next to the store, so the one rename that puts it in
+	// place is atomic: the data dir holds the old store or the whole
+	// backup, never a part of it. Until that rename nothing but the copy
+	// and the old store's second name exist, and a failure removes both.
+	staged, n, err := stageCopy(file, where.dataDir)
 	if err != nil {
-		_ = os.Remove(staged)
 		return fmt.Errorf("copy %s into %s: %w; nothing was changed", file, where.dataDir, err)
 	}
 	if kept != "" {
@@ -103,6 +96,32 @@ func adminRestore(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "the store it replaced is kept as %s: delete it once the server runs well on the backup\n", kept)
 	}
 	return nil
+}
+
+// stageCopy copies file into a new file of dir and syncs it, returning its
+// path and size; on failure it leaves nothing behind.
+func stageCopy(file, dir string) (staged string, n int64, err error) {
+	src, err := os.Open(file)
+	if err != nil {
+		return "", 0, err
+	}
+	defer src.Close()
+	tmp, err := os.CreateTemp(dir, ".simrelay-restore-*")
+	if err != nil {
+		return "", 0, err
+	}
+	n, err = io.Copy(tmp, src)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(tmp.Name())
+		return "", 0, err
+	}
+	return tmp.Name(), n, nil
 }
 
 // syncDir makes a rename in dir durable.

@@ -31,6 +31,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.IntVar(&cfg.Queries, "queries", cfg.Queries, "requests per list measurement")
 	fs.IntVar(&cfg.DrainJobs, "drain-jobs", cfg.DrainJobs, "backlog of the one phone of the drain phase (0: skip it)")
 	fs.DurationVar(&cfg.PoolFor, "pool-for", cfg.PoolFor, "length of each pool phase, least_loaded and sticky (0: skip them)")
+	fs.DurationVar(&cfg.RestartAfter, "restart-after", cfg.RestartAfter, "the restart phase: sends stream this long, then the server is killed (SIGKILL) and started again on its store (0: skip it)")
 	fs.IntVar(&cfg.BulkRequests, "bulk-requests", cfg.BulkRequests, "bulk sends of 1,000 messages in the bulk phase (0: skip it)")
 	var pprofListen string
 	var slowSync time.Duration
@@ -109,6 +110,7 @@ func printReport(w io.Writer, r bench.Report) {
 	fmt.Fprintf(tw, "Go live heap per idle phone (after a GC)\t%.1f KB\t\n", r.HeapPerPhoneKB)
 	fmt.Fprintf(tw, "Go stack per idle phone\t%.1f KB\t\n", r.StackPerPhoneKB)
 	fmt.Fprintf(tw, "server goroutines per idle phone\t%.2f\t\n", r.GoroutinesPerPhone)
+	fmt.Fprintf(tw, "%d phones online from none (a hello each)\t%.1f s, %.0f /s\t\n", r.Phones, r.ConnectSeconds, r.ConnectPerSecond)
 	fmt.Fprintf(tw, "durable sends, answered and acked by the phone\t%.0f /s\t>= 10000 /s\n", r.SendsPerSecond)
 	fmt.Fprintf(tw, "  answered, not on the phone at the phase's end / last on it after\t%d / %.0f ms\t0 / < 1000 ms\n", r.SendsBehind, r.SendsCatchUpMs)
 	if r.DrainJobs > 0 {
@@ -117,6 +119,10 @@ func printReport(w io.Writer, r bench.Report) {
 	}
 	if r.PoolLeastLoadedPerSec > 0 {
 		fmt.Fprintf(tw, "durable sends through a pool of %d phones: least_loaded / sticky\t%.0f / %.0f /s\t\n", r.PoolMembers, r.PoolLeastLoadedPerSec, r.PoolStickyPerSec)
+	}
+	if r.RestartAnswered > 0 {
+		fmt.Fprintf(tw, "kill -9 and restart: listening / phones linked p50 / all\t%.0f / %.0f / %.0f ms\t\n", r.RestartListeningMs, r.RestartLinkedP50Ms, r.RestartLinkedMaxMs)
+		fmt.Fprintf(tw, "  sends answered before the kill / not on phones then / lost\t%d / %d / %d\t0 lost\n", r.RestartAnswered, r.RestartBehind, r.RestartLost)
 	}
 	fmt.Fprintf(tw, "bulk sends (1,000 a request): stored / dispatched\t%.0f / %.0f /s\t\n", r.BulkStoredPerSec, r.BulkDispatchPerSec)
 	fmt.Fprintf(tw, "send -> frame on phone at %d/s, p50 / p99\t%.2f / %.2f ms\tp99 < 5 ms\n", r.SendRate, r.SendP50ms, r.SendP99ms)

@@ -30,7 +30,7 @@ func addBenchNodesFlags(fs *flag.FlagSet) *benchNodesFlags {
 }
 
 // singleNodeOnly are the flags of phases the cluster bench does not run.
-var singleNodeOnly = []string{"messages", "queries", "drain-jobs", "pool-for", "bulk-requests", "inbound-rate", "inbound-for", "slow-sync", "pprof-listen"}
+var singleNodeOnly = []string{"messages", "queries", "drain-jobs", "pool-for", "bulk-requests", "restart-after", "inbound-rate", "inbound-for", "slow-sync", "pprof-listen"}
 
 // benchCluster runs the cluster bench. Its phases take their sizes from the
 // single-node flags they share (--phones, --send-for, --senders, --rate,

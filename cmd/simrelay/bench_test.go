@@ -18,7 +18,9 @@ import (
 // drain phase: one phone's backlog drained (every job acked and reported
 // sent and delivered, every report answered), its rate, and that rate as a
 // ratio of the same run's durable sends, in the table and the JSON; and its
-// pool phases: durable sends through a least_loaded and a sticky pool. On
+// pool phases: durable sends through a least_loaded and a sticky pool; and
+// its restart phase: the server killed while sends stream in and started
+// again, every send it answered before dying on its phone after. On
 // the PostgreSQL run the bench's server keeps its store in a database of
 // the test's own (--database-url).
 func TestBenchDrainPhase(t *testing.T) {
@@ -31,7 +33,7 @@ func TestBenchDrainPhase(t *testing.T) {
 	args := []string{"bench", "--phones", "4", "--messages", "50", "--queries", "5",
 		"--send-for", "500ms", "--senders", "4", "--rate", "20", "--rate-for", "500ms",
 		"--inbound-rate", "10", "--inbound-for", "500ms", "--bulk-requests", "0",
-		"--drain-jobs", "300", "--pool-for", "300ms", "--json", out}
+		"--drain-jobs", "300", "--pool-for", "300ms", "--restart-after", "300ms", "--json", out}
 	store := "bbolt"
 	if st := newTestStore(t); st.databaseURL != "" {
 		args, store = append(args, "--database-url", st.databaseURL), "postgres"
@@ -48,6 +50,11 @@ func TestBenchDrainPhase(t *testing.T) {
 	if !strings.Contains(string(stdout), "durable sends through a pool of 4 phones: least_loaded / sticky") {
 		t.Errorf("the table has no pool row:\n%s", stdout)
 	}
+	for _, row := range []string{"4 phones online from none (a hello each)", "kill -9 and restart: listening / phones linked p50 / all"} {
+		if !strings.Contains(string(stdout), row) {
+			t.Errorf("the table has no row %q:\n%s", row, stdout)
+		}
+	}
 	if !strings.Contains(string(stdout), ", store "+store+"\n") {
 		t.Errorf("the report does not name the store %s:\n%s", store, stdout)
 	}
@@ -59,6 +66,11 @@ func TestBenchDrainPhase(t *testing.T) {
 		Jobs   int     `json:"drain_jobs"`
 		Rate   float64 `json:"drain_jobs_per_second"`
 		Ratio  float64 `json:"drain_to_sends_ratio"`
+		// The restart phase's sends answered before the kill, and those of
+		// them that never reached a phone.
+		Answered int64   `json:"restart_sends_answered_before_kill"`
+		Lost     int64   `json:"restart_sends_lost"`
+		Linked   float64 `json:"restart_kill_to_phones_linked_max_ms"`
 	}
 	if err := json.Unmarshal(raw, &rep); err != nil {
 		t.Fatal(err)
@@ -71,6 +83,9 @@ func TestBenchDrainPhase(t *testing.T) {
 	}
 	if rep.Least <= 0 || rep.Sticky <= 0 {
 		t.Errorf("pool phases: least_loaded %.0f/s, sticky %.0f/s, want both measured", rep.Least, rep.Sticky)
+	}
+	if rep.Answered <= 0 || rep.Lost != 0 || rep.Linked <= 0 {
+		t.Errorf("restart phase: %d sends answered before the kill, %d lost, phones linked again after %.0f ms; want some answered, none lost, the phones back", rep.Answered, rep.Lost, rep.Linked)
 	}
 	if got, want := rep.Ratio, rep.Rate/rep.Sends; got < want*0.999 || got > want*1.001 {
 		t.Errorf("got ratio %.4f, want drain over sends %.4f", got, want)

@@ -403,7 +403,7 @@ func TestAdminCreateCompanyNamesTheAdmin(t *testing.T) {
 	}
 	code, _, errOut := runCmd(t, append([]string{"admin", "create-company", "--company", "B", "--email", "b@example.com", "--password", "Change-me-123",
 		"--last-name", strings.Repeat("x", 101)}, st.args()...)...)
-	if code != 2 || !strings.Contains(errOut, "--last-name: is too long") {
+	if code != 2 || !strings.Contains(errOut, "--last-name is too long.") {
 		t.Errorf("a long name: got %d %q, want 2 naming --last-name", code, errOut)
 	}
 	if code, _, errOut := runCmd(t, "admin", "create-company", "-h"); code != 0 || !strings.Contains(errOut, "--first-name  [SIMRELAY_FIRST_NAME]") {

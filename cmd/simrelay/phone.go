@@ -120,7 +120,7 @@ func phoneCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if h := cfg.health(); h != nil {
 		if _, err := device.ValidHealth(*h, "--"); err != nil {
 			pe, _ := problem.As(err)
-			fmt.Fprintf(stderr, "simrelay phone: %s %s\n", pe.Field, pe.Message)
+			fmt.Fprintf(stderr, "simrelay phone: %s\n", pe.Message)
 			return 2
 		}
 	}

@@ -16,8 +16,9 @@ import (
 
 // sharedLimits is what a node of a cluster shares with the others beyond
 // the store's own rules (contract section 12, docs/cluster.md "What is
-// shared between nodes"): the API's rate-limit windows, through the
-// database, and the API key cache, invalidated on every node over the bus.
+// shared between nodes"): the API's rate-limit windows and the reset
+// mails' windows, through the database, and the API key cache, invalidated
+// on every node over the bus.
 // On one node (no bus) it is empty and nothing of it runs.
 type sharedLimits struct {
 	// limiters are the API's shared windows; nil on one node.
@@ -26,7 +27,10 @@ type sharedLimits struct {
 	peers *cluster.Peers
 	// streams are the console's live views of every node; nil on one node.
 	streams *postgres.StreamLeases
-	log     *slog.Logger
+	// resets are the reset mails' windows (account.ShareResetMails); run
+	// sweeps the ended ones. nil on one node.
+	resets *postgres.Windows
+	log    *slog.Logger
 }
 
 // shareLimits makes this node's limits and caches the cluster's when bus is
@@ -51,11 +55,17 @@ func shareLimits(bus *cluster.Bus, st backend, accounts *account.Service, log *s
 	if err != nil {
 		return sharedLimits{}, err
 	}
+	resets, err := pg.Windows(account.ResetScope, account.ResetRate())
+	if err != nil {
+		return sharedLimits{}, err
+	}
+	accounts.ShareResetMails(resets)
 	log.Info("limits and caches shared with the cluster", "cache_ttl", cluster.DefaultCacheTTL, "stream_lease_ttl", postgres.StreamLeaseTTL)
 	return sharedLimits{
 		limiters: func(scope string, rate pacing.Rate) (httpapi.Limiter, error) { return pg.Windows(scope, rate) },
 		peers:    peers,
 		streams:  streams,
+		resets:   resets,
 		log:      log,
 	}, nil
 }
@@ -68,8 +78,9 @@ func (s sharedLimits) shareStreams(b *web.Broker) {
 	}
 }
 
-// run makes this node heard by the others and renews its stream leases
-// until ctx ends; on one node it returns at once.
+// run makes this node heard by the others, renews its stream leases and
+// sweeps the reset mails' ended windows until ctx ends; on one node it
+// returns at once. (The API's windows are swept with the API, sweep.)
 func (s sharedLimits) run(ctx context.Context) {
 	if s.peers == nil {
 		return
@@ -79,6 +90,8 @@ func (s sharedLimits) run(ctx context.Context) {
 	defer func() { <-done }()
 	t := time.NewTicker(postgres.StreamLeaseRenew)
 	defer t.Stop()
+	swept := time.NewTicker(sweepEvery)
+	defer swept.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -86,6 +99,10 @@ func (s sharedLimits) run(ctx context.Context) {
 		case <-t.C:
 			if err := s.streams.Renew(); err != nil {
 				s.log.Warn("console live views: leases not renewed; they expire unless the next renewal succeeds", "err", err)
+			}
+		case <-swept.C:
+			if err := s.resets.Sweep(); err != nil {
+				s.log.Warn("reset mails: ended windows not deleted; the next sweep tries again", "err", err)
 			}
 		}
 	}

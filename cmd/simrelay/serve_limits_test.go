@@ -20,6 +20,7 @@ import (
 	"github.com/simrelay/simrelay/internal/natstest"
 	"github.com/simrelay/simrelay/internal/pgtest"
 	"github.com/simrelay/simrelay/internal/poll"
+	"github.com/simrelay/simrelay/mail"
 	"github.com/simrelay/simrelay/pacing"
 	"github.com/simrelay/simrelay/store/postgres"
 )
@@ -47,7 +48,11 @@ func startLimitsNode(t *testing.T, dbURL, natsURL, name string, rate pacing.Rate
 		t.Fatal(err)
 	}
 	t.Cleanup(bus.Close)
-	accounts, err := account.New(account.Config{PublicURL: "http://localhost", PasswordTime: 1, PasswordMemory: 64}, st, nil, log, time.Now)
+	mailer, err := mail.New(mail.Config{PublicURL: "http://localhost"}, st, log, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	accounts, err := account.New(account.Config{PublicURL: "http://localhost", PasswordTime: 1, PasswordMemory: 64}, st, mailer, log, time.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,6 +136,42 @@ func TestClusterRateLimitCountsOnce(t *testing.T) {
 					h.Get("Retry-After"), h.Get("RateLimit-Reset"), body)
 			}
 		}
+	}
+}
+
+// An account's reset mails asked for on both nodes are counted once: the
+// cluster sends account.ResetMailsPerHour of them an hour, not that many
+// from each node.
+func TestClusterResetMailsCountOnce(t *testing.T) {
+	t.Parallel()
+	a, b := twoNodes(t, pacing.Rate{Limit: 100, Window: time.Hour})
+	const email = "a@acme.test"
+	if _, _, _, err := a.accounts.CreateCompany("Acme", account.OwnerInput{FirstName: "A", LastName: "B", Email: email, Password: "Correct horse battery 9"}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 * account.ResetMailsPerHour {
+		node := []*limitsNode{a, b}[i%2]
+		res, err := http.Post(node.url+"/auth/forgot-password", "application/json", strings.NewReader(`{"email": "`+email+`"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("ask %d: status %d, want 200", i+1, res.StatusCode)
+		}
+	}
+	mails, err := a.store.Mails(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resets := 0
+	for _, m := range mails {
+		if m.To == email && strings.Contains(m.Text, "/reset-password?token=") {
+			resets++
+		}
+	}
+	if resets != account.ResetMailsPerHour {
+		t.Errorf("%d asks split between two nodes sent %d reset mails, want %d", 2*account.ResetMailsPerHour, resets, account.ResetMailsPerHour)
 	}
 }
 

@@ -7,10 +7,12 @@
 //
 // It holds one rule, Is, and its two uses: Fault refuses such a text at
 // input (what a person types), Replace mends it (what a phone or an agent
-// reports, which must never make its link fail). Neither touches the
-// characters that shape a script or a direction (ZWJ, ZWNJ, the bidi marks
-// and isolates): Persian, the Indic scripts and emoji need the joiners, and
-// direction is handled where a name is shown (package bidi).
+// reports, which must never make its link fail). SentBack says when a
+// name stored before the rule, sent back by a form, is kept unchecked.
+// Neither Fault nor Replace touches the characters that shape a script or
+// a direction (ZWJ, ZWNJ, the bidi marks and isolates): Persian, the Indic
+// scripts and emoji need the joiners, and direction is handled where a
+// name is shown (package bidi).
 package linebreak
 
 import (

@@ -13,19 +13,19 @@ func FuzzParam(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, raw string) {
 		q, _ := url.ParseQuery(raw)
-		name, ok := Param(q)
+		name, ok := param(q)
 		has := false
 		for k, vs := range q {
 			has = has || strings.Contains(k, "\x00") || strings.Contains(strings.Join(vs, ""), "\x00")
 		}
 		if ok != has {
-			t.Errorf("Param(%q) = %q, %v; a NUL in it: %v", q, name, ok, has)
+			t.Errorf("param(%q) = %q, %v; a NUL in it: %v", q, name, ok, has)
 		}
 		if strings.Contains(name, "\x00") || !ok && name != "" {
-			t.Errorf("Param(%q) = %q, %v", q, name, ok)
+			t.Errorf("param(%q) = %q, %v", q, name, ok)
 		}
-		if again, _ := Param(q); again != name {
-			t.Errorf("Param(%q) = %q, then %q", q, name, again)
+		if again, _ := param(q); again != name {
+			t.Errorf("param(%q) = %q, then %q", q, name, again)
 		}
 	})
 }

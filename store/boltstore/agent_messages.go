@@ -155,7 +155,7 @@ func insertAgentMessage(tx *bolt.Tx, m Message) error {
 // registration holds the number; for any other device, nothing.
 func (s *Store) AgentPending(companyID, deviceID, numberID, after uint64, limit int) ([]Message, error) {
 	var out []Message
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		if _, err := liveDeviceRef(tx, companyID, deviceID); err != nil {
 			return nil
 		}
@@ -192,7 +192,7 @@ func (s *Store) AgentPending(companyID, deviceID, numberID, after uint64, limit 
 func (s *Store) AgentMessages(companyID, numberID uint64, page, limit int) ([]Message, int, error) {
 	var out []Message
 	total := 0
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		out, total = nil, 0
 		prefix := pair(companyID, numberID)
 		msgs := tx.Bucket(bucketMessages)

@@ -179,7 +179,7 @@ func letGo(b, held *bolt.Bucket, companyID, deviceID uint64, channel string, ann
 // AgentNumbers lists the company's numbers (or handles) of channel, by address.
 func (s *Store) AgentNumbers(companyID uint64, channel string) ([]AgentNumber, error) {
 	var out []AgentNumber
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		var err error
 		walkPrefix(tx.Bucket(bucketAgentNumbers), agentNumberKey(companyID, channel, ""), func(_, v []byte) bool {
 			var n AgentNumber
@@ -237,7 +237,7 @@ func numberByRef(tx *bolt.Tx, companyID, numberID uint64) (AgentNumber, error) {
 // AgentNumber returns the company's number of channel with this public id.
 func (s *Store) AgentNumber(companyID uint64, channel, publicID string) (AgentNumber, error) {
 	var n AgentNumber
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		var err error
 		n, _, err = numberByPublicID(tx, companyID, channel, publicID)
 		return err
@@ -289,7 +289,7 @@ func agentSendTimes(tx *bolt.Tx, companyID, numberID uint64, since time.Time) []
 // AgentSendsSince counts the number's accepted sends since since.
 func (s *Store) AgentSendsSince(companyID, numberID uint64, since time.Time) (int, error) {
 	n := 0
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		n = len(agentSendTimes(tx, companyID, numberID, since))
 		return nil
 	})
@@ -300,7 +300,7 @@ func (s *Store) AgentSendsSince(companyID, numberID uint64, since time.Time) (in
 // governor that has not seen the number since it started).
 func (s *Store) AgentSendTimes(companyID, numberID uint64, since time.Time) ([]time.Time, error) {
 	var out []time.Time
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		out = agentSendTimes(tx, companyID, numberID, since)
 		return nil
 	})
@@ -327,7 +327,7 @@ func (s *Store) PruneAgentSends(cutoff time.Time) (int, error) {
 // AgentNumberByRef returns the company's number by the store's id.
 func (s *Store) AgentNumberByRef(companyID, numberID uint64) (AgentNumber, error) {
 	var n AgentNumber
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		var err error
 		n, err = numberByRef(tx, companyID, numberID)
 		return err

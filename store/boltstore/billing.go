@@ -91,7 +91,7 @@ func countDevicesTx(tx *bolt.Tx, companyID uint64) int {
 // Usage is what a company has used of its plan: messages queued in the
 // period starting at periodStart, and its live devices.
 func (s *Store) Usage(companyID uint64, periodStart time.Time) (messages int64, devices int, err error) {
-	err = s.db.View(func(tx *bolt.Tx) error {
+	err = s.view(func(tx *bolt.Tx) error {
 		if v := tx.Bucket(bucketPlanUsage).Get(pair(companyID, uint64(periodStart.Unix()))); len(v) == 8 {
 			messages = int64(btoi(v))
 		}
@@ -107,7 +107,7 @@ func (s *Store) Usage(companyID uint64, periodStart time.Time) (messages int64, 
 // Subscription returns the company's stored subscription; found is false
 // before the first change of plan.
 func (s *Store) Subscription(companyID uint64) (sub Subscription, found bool, err error) {
-	err = s.db.View(func(tx *bolt.Tx) error {
+	err = s.view(func(tx *bolt.Tx) error {
 		return getJSON(tx.Bucket(bucketSubscriptions), itob(companyID), &sub)
 	})
 	if errors.Is(err, ErrNotFound) {

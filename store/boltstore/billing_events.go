@@ -74,7 +74,7 @@ var errForeign = errors.New("foreign customer")
 
 // CompanyByCustomer finds the company a provider customer id was stored for.
 func (s *Store) CompanyByCustomer(customerID string) (companyID uint64, found bool, err error) {
-	err = s.db.View(func(tx *bolt.Tx) error {
+	err = s.view(func(tx *bolt.Tx) error {
 		if v := tx.Bucket(bucketCustomers).Get([]byte(customerID)); len(v) == 8 {
 			companyID, found = btoi(v), true
 		}

@@ -53,7 +53,7 @@ func (s *Store) addUsage(tx *bolt.Tx, companyID uint64, now time.Time, cost int6
 // StorageUsed is how many bytes the company has added on t's UTC day.
 func (s *Store) StorageUsed(companyID uint64, t time.Time) (int64, error) {
 	var used int64
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		if v := tx.Bucket(bucketCompanyUsage).Get(pair(companyID, dayOf(t))); len(v) == 8 {
 			used = int64(btoi(v))
 		}

@@ -145,3 +145,62 @@ func TestAppendedRecordsFillTheirPages(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A phone's hello, last-seen time and presence are device writes, and a
+// restart or a network blip brings thousands at once: they share commits
+// (updateDeviceTx goes through the committer) rather than paying an fsync
+// each behind the sends.
+func TestDeviceWritesShareCommits(t *testing.T) {
+	t.Parallel()
+	s, d, _, t0 := foldFixture(t, 0)
+	txID := func() int {
+		var id int
+		if err := s.db.View(func(tx *bolt.Tx) error { id = tx.ID(); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	const n = 64
+	release := holdCommits(t, s)
+	before := txID()
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			_, errs[i] = s.UpdateDeviceByID(d.CompanyID, d.ID, func(dev *Device) error {
+				if at := t0.Add(time.Duration(i) * time.Second); at.After(dev.LastSeenAt) {
+					dev.LastSeenAt = at
+				}
+				return nil
+			})
+		})
+	}
+	// All of them wait in the committer's queue while it is held; a device
+	// write with a transaction of its own would wait on bbolt's lock instead.
+	deadline := time.Now().Add(10 * time.Second)
+	for len(s.commit.reqs) < n {
+		if time.Now().After(deadline) {
+			release()
+			wg.Wait()
+			t.Fatalf("%d of %d device writes queued for a shared commit", len(s.commit.reqs), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	release()
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+	}
+	if got := txID() - before; got > 2 {
+		t.Errorf("%d device writes took %d commits after the held one, want 1", n, got-1)
+	}
+	got, err := s.Device(d.Fingerprint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := t0.Add((n - 1) * time.Second); !got.LastSeenAt.Equal(want) {
+		t.Errorf("last seen %v, want the latest, %v", got.LastSeenAt, want)
+	}
+}

@@ -35,7 +35,7 @@ func (s *Store) CreateCompany(c *Company, admin *User) error {
 // Company returns one company.
 func (s *Store) Company(id uint64) (Company, error) {
 	var c Company
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		return getJSON(tx.Bucket(bucketCompanies), itob(id), &c)
 	})
 	if err != nil {
@@ -47,7 +47,7 @@ func (s *Store) Company(id uint64) (Company, error) {
 // CompanyByAPIKeyHash returns the company whose current API key has this hash.
 func (s *Store) CompanyByAPIKeyHash(hash []byte) (Company, error) {
 	var c Company
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		id := tx.Bucket(bucketAPIKeys).Get(hash)
 		if id == nil {
 			return ErrNotFound
@@ -100,7 +100,7 @@ func (s *Store) UpdateCompany(id uint64, fn func(*Company) error) (Company, erro
 // CompanyIDs lists every company id, oldest first.
 func (s *Store) CompanyIDs() ([]uint64, error) {
 	var ids []uint64
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketCompanies).ForEach(func(k, _ []byte) error {
 			ids = append(ids, btoi(k))
 			return nil

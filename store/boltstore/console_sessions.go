@@ -35,7 +35,7 @@ func (s *Store) PutConsoleSession(hash []byte, sess ConsoleSession) error {
 // absent or revoked).
 func (s *Store) ConsoleSession(hash []byte) (ConsoleSession, error) {
 	var sess ConsoleSession
-	err := s.db.View(func(tx *bolt.Tx) error { return getJSON(tx.Bucket(bucketConsoleSessions), hash, &sess) })
+	err := s.view(func(tx *bolt.Tx) error { return getJSON(tx.Bucket(bucketConsoleSessions), hash, &sess) })
 	if err != nil {
 		return sess, fmt.Errorf("store: console session: %w", err)
 	}
@@ -104,7 +104,7 @@ func revokeConsoleSessions(tx *bolt.Tx, userID uint64) error {
 // their absolute end at now, and returns how many it removed.
 func (s *Store) PruneConsoleSessions(idleCutoff, now time.Time) (int, error) {
 	var dead [][]byte
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketConsoleSessions).ForEach(func(k, v []byte) error {
 			var sess ConsoleSession
 			if err := jsonUnmarshal(v, &sess); err != nil {

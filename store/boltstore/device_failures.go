@@ -42,7 +42,7 @@ func noteFailure(tx *bolt.Tx, m Message, now time.Time) error {
 // newest first.
 func (s *Store) DeviceFailures(companyID, deviceID uint64) ([]DeviceFailure, error) {
 	var list []DeviceFailure
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		var err error
 		list, err = deviceFailures(tx, companyID, deviceID)
 		return err
@@ -74,7 +74,7 @@ func (s *Store) DeviceSummaries(companyID uint64, deviceIDs []uint64) (map[uint6
 	if len(deviceIDs) == 0 {
 		return out, nil
 	}
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		for _, id := range deviceIDs {
 			failures, err := deviceFailures(tx, companyID, id)
 			if err != nil {

@@ -31,7 +31,7 @@ func (s *Store) PutPairing(hash []byte, p Pairing, now time.Time) error {
 // Pairing returns a pairing code's record.
 func (s *Store) Pairing(hash []byte) (Pairing, error) {
 	var p Pairing
-	err := s.db.View(func(tx *bolt.Tx) error { return getJSON(tx.Bucket(bucketPairings), hash, &p) })
+	err := s.view(func(tx *bolt.Tx) error { return getJSON(tx.Bucket(bucketPairings), hash, &p) })
 	if err != nil {
 		return p, fmt.Errorf("store: pairing: %w", err)
 	}
@@ -126,7 +126,7 @@ func putLiveDevice(tx *bolt.Tx, d Device) error {
 // holds it; callers acting for a company use CompanyDevice.
 func (s *Store) Device(fingerprint string) (Device, error) {
 	var d Device
-	err := s.db.View(func(tx *bolt.Tx) error { return getJSON(tx.Bucket(bucketDevices), []byte(fingerprint), &d) })
+	err := s.view(func(tx *bolt.Tx) error { return getJSON(tx.Bucket(bucketDevices), []byte(fingerprint), &d) })
 	if err != nil {
 		return d, fmt.Errorf("store: device %s: %w", fingerprint, err)
 	}
@@ -137,7 +137,7 @@ func (s *Store) Device(fingerprint string) (Device, error) {
 // another company's is ErrNotFound.
 func (s *Store) CompanyDevice(companyID uint64, fingerprint string) (Device, error) {
 	var d Device
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		var err error
 		d, err = liveDevice(tx, companyID, fingerprint)
 		if errors.Is(err, ErrDeviceGone) {
@@ -154,7 +154,7 @@ func (s *Store) CompanyDevice(companyID uint64, fingerprint string) (Device, err
 // DeviceByTokenHash returns the device whose current token has this hash.
 func (s *Store) DeviceByTokenHash(hash []byte) (Device, error) {
 	var d Device
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		v := tx.Bucket(bucketDeviceTokens).Get(hash)
 		if len(v) <= 8 {
 			return ErrNotFound
@@ -178,7 +178,7 @@ func (s *Store) DeviceByTokenHash(hash []byte) (Device, error) {
 // CompanyDevices lists a company's devices in fingerprint order.
 func (s *Store) CompanyDevices(companyID uint64) ([]Device, error) {
 	var out []Device
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		var err error
 		walkPrefix(tx.Bucket(bucketCompanyDeviceIDs), itob(companyID), func(k, _ []byte) bool {
 			var d Device
@@ -202,7 +202,7 @@ func (s *Store) CompanyDevices(companyID uint64) ([]Device, error) {
 // offline report, as when the server stopped while they were linked.
 func (s *Store) DevicesReportedOnline() ([]Device, error) {
 	var out []Device
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketDevices).ForEach(func(_, v []byte) error {
 			var d Device
 			if err := jsonUnmarshal(v, &d); err != nil {
@@ -222,6 +222,7 @@ func (s *Store) DevicesReportedOnline() ([]Device, error) {
 
 // UpdateDevice applies fn to the company's device with this fingerprint and
 // stores it; identity and token stay. Another company's device is ErrNotFound.
+// fn may run more than once (updateDeviceTx), so it sets the device only.
 func (s *Store) UpdateDevice(companyID uint64, fingerprint string, fn func(*Device) error) (Device, error) {
 	return s.updateDevice(fmt.Sprintf("%s of company %d", fingerprint, companyID), func(tx *bolt.Tx) (Device, error) {
 		return liveDevice(tx, companyID, fingerprint)
@@ -252,9 +253,14 @@ func (s *Store) updateDevice(name string, find func(*bolt.Tx) (Device, error), f
 	return s.updateDeviceTx(name, find, func(d *Device) ([]DeviceEvent, error) { return nil, fn(d) })
 }
 
+// updateDeviceTx goes through group commit: every link's hello, last-seen
+// and presence change is a device write, and after a restart or a network
+// blip thousands of phones make them at once; sharing commits keeps the
+// fleet's return (and the sends meanwhile) from waiting on one fsync per
+// phone. fn may therefore run more than once.
 func (s *Store) updateDeviceTx(name string, find func(*bolt.Tx) (Device, error), fn func(*Device) ([]DeviceEvent, error)) (Device, error) {
 	var d Device
-	err := s.update(func(tx *bolt.Tx) error {
+	err := s.grouped(func(tx *bolt.Tx) error {
 		var err error
 		if d, err = find(tx); err != nil {
 			if errors.Is(err, ErrDeviceGone) {
@@ -292,7 +298,7 @@ func (s *Store) updateDeviceTx(name string, find func(*bolt.Tx) (Device, error),
 // ErrNotFound.
 func (s *Store) DeleteDevice(companyID uint64, fingerprint string, now time.Time) (Device, error) {
 	var d Device
-	err := s.update(func(tx *bolt.Tx) error {
+	err := s.grouped(func(tx *bolt.Tx) error {
 		var err error
 		d, err = s.deleteDeviceTx(tx, companyID, fingerprint, now)
 		return err
@@ -339,7 +345,7 @@ func (s *Store) deleteDeviceTx(tx *bolt.Tx, companyID uint64, fingerprint string
 // (queued), up to MaxQueueDepth.
 func (s *Store) QueueDepth(companyID, deviceID uint64) (int, error) {
 	n := 0
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		n = queueDepth(tx, companyID, deviceID)
 		return nil
 	})

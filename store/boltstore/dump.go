@@ -154,7 +154,7 @@ func current(tx *bolt.Tx) error {
 // store.CopyLastIDs, then the records. A company's activity comes oldest
 // first.
 func (s *Store) Dump(put func(store.CopyRecord) error) error {
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		if err := current(tx); err != nil {
 			return err
 		}
@@ -649,7 +649,7 @@ func dumpAgentMessages(tx *bolt.Tx, put func(store.CopyRecord) error) error {
 // so a copy can refuse a store that holds it).
 func (s *Store) CopyCounts() (map[store.Kind]int64, error) {
 	counts := map[store.Kind]int64{}
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		if err := current(tx); err != nil {
 			return err
 		}

@@ -21,7 +21,7 @@ const exportScanLimit = 4096
 // costs one pass over the store, paged, and never holds a transaction between pages.
 func (s *Store) CompanyMessagesAfter(companyID, after uint64, limit int) (msgs []Message, next uint64, done bool, err error) {
 	next = after
-	err = s.db.View(func(tx *bolt.Tx) error {
+	err = s.view(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketMessages).Cursor()
 		scanned := 0
 		k, v := c.Seek(itob(after + 1))
@@ -58,7 +58,7 @@ func (s *Store) CompanyMessagesAfter(companyID, after uint64, limit int) (msgs [
 // page), in number order.
 func (s *Store) ConversationsAfter(companyID, deviceID uint64, after string, limit int) ([]Conversation, error) {
 	var out []Conversation
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		prefix := devKey(companyID, deviceID)
 		c := tx.Bucket(bucketConversations).Cursor()
 		start := prefix

@@ -61,7 +61,7 @@ func carrierFailing(tx *bolt.Tx, companyID, deviceID uint64, slot string, now ti
 // members that are in a carrier-error streak now.
 func (s *Store) CarrierFailing(companyID uint64, now time.Time) (map[uint64][]string, error) {
 	out := map[uint64][]string{}
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		walkPrefix(tx.Bucket(bucketSIMStreak), itob(companyID), func(k, _ []byte) bool {
 			dev := btoi(k[8:16])
 			slot, _, _ := bytes.Cut(k[16:], []byte{0})
@@ -79,7 +79,7 @@ func (s *Store) CarrierFailing(companyID uint64, now time.Time) (map[uint64][]st
 // bounded by MaxPools per company).
 func (s *Store) AllPools() ([]Pool, error) {
 	var out []Pool
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketPools).ForEach(func(_, v []byte) error {
 			var p Pool
 			if err := jsonUnmarshal(v, &p); err != nil {
@@ -280,6 +280,6 @@ func leaveConversation(tx *bolt.Tx, m Message) error {
 // handed to a phone by an earlier run of the server, which no one knows.
 func (s *Store) MessageSequence() (uint64, error) {
 	var n uint64
-	err := s.db.View(func(tx *bolt.Tx) error { n = tx.Bucket(bucketMessages).Sequence(); return nil })
+	err := s.view(func(tx *bolt.Tx) error { n = tx.Bucket(bucketMessages).Sequence(); return nil })
 	return n, err
 }

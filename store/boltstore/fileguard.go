@@ -60,7 +60,7 @@ func (s *Store) update(fn func(*bolt.Tx) error) error {
 	if err := s.guard.check(); err != nil {
 		return err
 	}
-	err, full := s.space.committed(s.db.Update(fn))
+	err, full := s.space.committed(closedErr(s.db.Update(fn)))
 	if full && err == nil {
 		s.space.probe()
 	}

@@ -132,7 +132,7 @@ func (s *Store) StoreInbound(m *Message, now func() time.Time) (Message, bool, e
 // fingerprint (unknown, another company's) is ErrDeviceGone.
 func (s *Store) InboundList(q InboundQuery) ([]Message, error) {
 	var out []Message
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		bucket := bucketInboundCompany
 		var prefix []byte
 		var dev Device
@@ -197,7 +197,7 @@ func reverse(b *bolt.Bucket, prefix []byte, fn func(k []byte) bool) {
 func (s *Store) History(companyID uint64, device, phone string, page, limit int) ([]Message, int, error) {
 	var out []Message
 	total := 0
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		d, err := liveDevice(tx, companyID, device)
 		if err != nil {
 			return err
@@ -245,7 +245,7 @@ func (s *Store) History(companyID uint64, device, phone string, page, limit int)
 // fingerprint that is unknown or another company's is ErrDeviceGone.
 func (s *Store) Conversations(companyID uint64, device string, limit int) ([]Conversation, error) {
 	var out []Conversation
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		d, err := liveDevice(tx, companyID, device)
 		if err != nil {
 			return err

@@ -29,7 +29,7 @@ func (s *Store) AppendMail(m *Mail) error {
 // claim, so nothing is written. (PostgreSQL's leases the mail to the node.)
 func (s *Store) ClaimMail(id uint64) (Mail, bool, error) {
 	var m Mail
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		return getJSON(tx.Bucket(bucketMailOutbox), itob(id), &m)
 	})
 	if errors.Is(err, ErrNotFound) { // pruned since the worker listed it
@@ -63,7 +63,7 @@ func (s *Store) UpdateMail(id uint64, fn func(*Mail)) (Mail, error) {
 // still waiting for delivery.
 func (s *Store) Mails(pendingOnly bool) ([]Mail, error) {
 	var out []Mail
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketMailOutbox).ForEach(func(_, v []byte) error {
 			var m Mail
 			if err := jsonUnmarshal(v, &m); err != nil {

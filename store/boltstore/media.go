@@ -47,7 +47,7 @@ func mediaChunkKey(id string, n uint32) []byte {
 // when none).
 func (s *Store) MediaByKey(companyID, deviceID uint64, key string) (Media, error) {
 	var out Media
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		id := tx.Bucket(bucketMediaKeys).Get(devKey(companyID, deviceID, []byte(key)))
 		if id == nil {
 			return ErrNotFound
@@ -140,7 +140,7 @@ func (s *Store) PutMedia(m Media, src io.Reader, now time.Time) (Media, bool, er
 // for a URL whose signature already names the file.
 func (s *Store) MediaByID(companyID uint64, id string) (Media, error) {
 	var out Media
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		if err := getJSON(tx.Bucket(bucketMedia), []byte(id), &out); err != nil {
 			return err
 		}
@@ -161,7 +161,7 @@ func (s *Store) CopyMedia(w io.Writer, id string) (int64, error) {
 	var total int64
 	for n := uint32(0); ; n++ {
 		var chunk []byte
-		err := s.db.View(func(tx *bolt.Tx) error {
+		err := s.view(func(tx *bolt.Tx) error {
 			if v := tx.Bucket(bucketMediaChunks).Get(mediaChunkKey(id, n)); v != nil {
 				chunk = bytes.Clone(v)
 			}

@@ -355,7 +355,7 @@ func (s *Store) Pending(companyID, deviceID uint64, after uint64, limit int, now
 	var out []Message
 	var stopped []uint64 // ids of jobs to opted-out numbers
 	var closed []uint64  // and of jobs outside their window
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		if _, err := liveDeviceRef(tx, companyID, deviceID); err != nil {
 			return nil // a device that is gone has nothing pending
 		}
@@ -551,7 +551,7 @@ func (s *Store) failDeviceMessages(tx *bolt.Tx, companyID, deviceID uint64, now 
 // MessageByUUID returns a message of the company by its queue id or uuid.
 func (s *Store) MessageByUUID(companyID uint64, uuid string) (Message, error) {
 	var m Message
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		var err error
 		m, err = loadByUUID(tx, uuid)
 		if err == nil && m.CompanyID != companyID {

@@ -136,7 +136,7 @@ func (s *Store) RemoveOptOut(companyID uint64, phone string) error {
 // this read is for a caller that wants to know before it sends.
 func (s *Store) OptedOut(companyID uint64, phone string) (bool, error) {
 	var listed bool
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		listed = tx.Bucket(bucketOptOuts).Get(optOutKey(companyID, phone)) != nil
 		return nil
 	})
@@ -150,7 +150,7 @@ func (s *Store) OptedOut(companyID uint64, phone string) (bool, error) {
 // number after, "" for the first page), at most limit entries.
 func (s *Store) OptOuts(companyID uint64, after string, limit int) ([]OptOut, error) {
 	out := []OptOut{}
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		prefix := itob(companyID)
 		c := tx.Bucket(bucketOptOuts).Cursor()
 		k, v := c.Seek(optOutKey(companyID, after))

@@ -38,7 +38,7 @@ func poolNameKey(companyID uint64, name string) []byte {
 // Pools returns the company's pools, oldest first.
 func (s *Store) Pools(companyID uint64) ([]Pool, error) {
 	var out []Pool
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		var err error
 		walkPrefix(tx.Bucket(bucketPools), itob(companyID), func(_, v []byte) bool {
 			var p Pool
@@ -90,7 +90,7 @@ func leavePools(tx *bolt.Tx, companyID, deviceID uint64, now time.Time) error {
 // Pool returns one of the company's pools; another company's is ErrNotFound.
 func (s *Store) Pool(companyID, id uint64) (Pool, error) {
 	var p Pool
-	err := s.db.View(func(tx *bolt.Tx) error { return getJSON(tx.Bucket(bucketPools), pair(companyID, id), &p) })
+	err := s.view(func(tx *bolt.Tx) error { return getJSON(tx.Bucket(bucketPools), pair(companyID, id), &p) })
 	if err != nil {
 		return p, fmt.Errorf("store: pool %d: %w", id, err)
 	}

@@ -74,7 +74,7 @@ func leaveSchedule(tx *bolt.Tx, m Message) error {
 // NextDue returns the send_at of the earliest scheduled message, or the
 // opening of the earliest held one's window; ok is false when none waits.
 func (s *Store) NextDue() (at time.Time, ok bool, err error) {
-	err = s.db.View(func(tx *bolt.Tx) error {
+	err = s.view(func(tx *bolt.Tx) error {
 		k, _ := tx.Bucket(bucketScheduleDue).Cursor().First()
 		if k != nil {
 			at, ok = time.Unix(0, int64(btoi(k[:8]))).UTC(), true

@@ -140,7 +140,7 @@ func migrateStep(tx *bolt.Tx, steps []func(*bolt.Tx) (bool, error)) (bool, error
 // Version is the schema version of the open file.
 func (s *Store) Version() (uint64, error) {
 	var v uint64
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		if raw := tx.Bucket(bucketMeta).Get(keySchemaVersion); raw != nil {
 			v = btoi(raw)
 		}

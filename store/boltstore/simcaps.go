@@ -150,7 +150,7 @@ func (t *simTally) flush() error {
 // slots of the company's device.
 func (s *Store) SIMUsages(companyID uint64, fingerprint string, now time.Time) ([]SIMUsage, error) {
 	var out []SIMUsage
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		d, err := liveDevice(tx, companyID, fingerprint)
 		if err != nil {
 			return err

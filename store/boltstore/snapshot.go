@@ -26,7 +26,7 @@ func (s *Store) Snapshot(dir string) (*Snapshot, error) {
 		return nil, fmt.Errorf("store: snapshot: %w", err)
 	}
 	snap := NewSnapshot(f)
-	err = s.db.View(func(tx *bolt.Tx) error {
+	err = s.view(func(tx *bolt.Tx) error {
 		var werr error
 		snap.Size, werr = tx.WriteTo(f)
 		return werr
@@ -49,7 +49,7 @@ func (s *Store) roomForSnapshot(dir string) error {
 		return nil
 	}
 	var size int64
-	if err := s.db.View(func(tx *bolt.Tx) error { size = tx.Size(); return nil }); err != nil {
+	if err := s.view(func(tx *bolt.Tx) error { size = tx.Size(); return nil }); err != nil {
 		return fmt.Errorf("store: snapshot: %w", err)
 	}
 	return checkRoom(dir, free, size)

@@ -27,7 +27,7 @@ func (s *Store) Stats(q StatsQuery) (Stats, error) {
 		return out, fmt.Errorf("store: stats over %d days, more than %d", q.To-q.From+1, MaxStatsDays)
 	}
 	out.Days = make([]Counts, q.To-q.From+1)
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		switch {
 		case q.Users != nil:
 			statsOfUsers(tx, q, &out)
@@ -178,7 +178,7 @@ func statsOfUsers(tx *bolt.Tx, q StatsQuery, out *Stats) {
 // StatsTotals is the company's all-time counters.
 func (s *Store) StatsTotals(companyID uint64) (Counts, error) {
 	var c Counts
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		c = decodeCounts(tx.Bucket(bucketStatsTotals).Get(itob(companyID)))
 		return nil
 	})
@@ -193,7 +193,7 @@ func (s *Store) StatsTotals(companyID uint64) (Counts, error) {
 // name each had when last written.
 func (s *Store) StatsDevices(companyID uint64) ([]StatsDevice, error) {
 	var out []StatsDevice
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		// Names are kept current by every write of a live device, so no
 		// device record is read: a company with thousands stays cheap. The
 		// live registrations' index is keyed as the names are (company, id),
@@ -228,7 +228,7 @@ func (s *Store) StatsDevices(companyID uint64) ([]StatsDevice, error) {
 // events, at most limit.
 func (s *Store) DashboardSummary(companyID uint64, from, to time.Time, limit int) (Summary, error) {
 	var out Summary
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		out.Totals = decodeCounts(tx.Bucket(bucketStatsTotals).Get(itob(companyID)))
 		out.ActiveDevices = activeDevices(tx, companyID)
 		a, b := StatsDay(from), StatsDay(to)
@@ -256,7 +256,7 @@ func (s *Store) DashboardSummary(companyID uint64, from, to time.Time, limit int
 // Generation still returns g.
 func (s *Store) Generation() (uint64, error) {
 	var g uint64
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		g = uint64(tx.ID())
 		return nil
 	})

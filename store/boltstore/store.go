@@ -162,6 +162,22 @@ func (s *Store) Close() error {
 	return s.db.Close()
 }
 
+// view is db.View with a closed file's error as ErrClosed (closedErr).
+func (s *Store) view(fn func(*bolt.Tx) error) error { return closedErr(s.db.View(fn)) }
+
+// closedErr is err with ErrClosed in front when it is bbolt's answer for a
+// file closed already: a read or an ungrouped write after Close then
+// answers what the group commit answers a grouped one, and what the
+// PostgreSQL store answers, so a caller that outlives the store (a worker
+// draining at shutdown) tells "the store went away" from a fault of the
+// data.
+func closedErr(err error) error {
+	if errors.Is(err, bolterrors.ErrDatabaseNotOpen) {
+		return fmt.Errorf("%w: %w", ErrClosed, err)
+	}
+	return err
+}
+
 // grouped runs fn through group commit (see committer.do); on a read-only
 // store it is refused.
 func (s *Store) grouped(fn func(*bolt.Tx) error) error {
@@ -179,7 +195,7 @@ func (s *Store) Ready() error {
 	if err := s.space.ready(); err != nil {
 		return err
 	}
-	return s.db.View(func(tx *bolt.Tx) error {
+	return s.view(func(tx *bolt.Tx) error {
 		if tx.Bucket(bucketMeta) == nil {
 			return errors.New("store: schema missing")
 		}
@@ -190,7 +206,7 @@ func (s *Store) Ready() error {
 // Backup writes a consistent copy of the whole file to w.
 func (s *Store) Backup(w io.Writer) (int64, error) {
 	var n int64
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		var err error
 		n, err = tx.WriteTo(w)
 		return err
@@ -201,7 +217,7 @@ func (s *Store) Backup(w io.Writer) (int64, error) {
 // BackupSize is the size in bytes a Backup will write now.
 func (s *Store) BackupSize() int64 {
 	var n int64
-	_ = s.db.View(func(tx *bolt.Tx) error { n = tx.Size(); return nil })
+	_ = s.view(func(tx *bolt.Tx) error { n = tx.Size(); return nil })
 	return n
 }
 

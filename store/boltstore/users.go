@@ -47,7 +47,7 @@ func (s *Store) CreateUser(u *User) error {
 // User returns one user.
 func (s *Store) User(id uint64) (User, error) {
 	var u User
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		return getJSON(tx.Bucket(bucketUsers), itob(id), &u)
 	})
 	if err != nil {
@@ -59,7 +59,7 @@ func (s *Store) User(id uint64) (User, error) {
 // UserByEmail finds a user by e-mail, ignoring case.
 func (s *Store) UserByEmail(email string) (User, error) {
 	var u User
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		id := tx.Bucket(bucketUsersByEmail).Get(emailKey(email))
 		if id == nil {
 			return ErrNotFound
@@ -85,7 +85,7 @@ func companyUserIDs(tx *bolt.Tx, companyID uint64) []uint64 {
 // CompanyUsers lists a company's users, oldest first.
 func (s *Store) CompanyUsers(companyID uint64) ([]User, error) {
 	var out []User
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		users := tx.Bucket(bucketUsers)
 		for _, id := range companyUserIDs(tx, companyID) {
 			var u User

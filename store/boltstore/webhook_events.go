@@ -50,7 +50,7 @@ func putOutboxSize(tx *bolt.Tx, companyID uint64, o outboxSize) error {
 // WebhookOutboxSize returns how many deliveries the company has pending and
 // how many bytes of event bodies they hold.
 func (s *Store) WebhookOutboxSize(companyID uint64) (deliveries int, bytes int64, err error) {
-	err = s.db.View(func(tx *bolt.Tx) error {
+	err = s.view(func(tx *bolt.Tx) error {
 		o := loadOutboxSize(tx, companyID)
 		deliveries, bytes = int(o.deliveries), int64(o.bytes)
 		return nil

@@ -31,7 +31,7 @@ func dueValue(d WebhookDelivery) []byte { return append(itob(d.WebhookID), itob(
 // WebhookSet returns the company's webhook set (empty when it has none).
 func (s *Store) WebhookSet(companyID uint64) (WebhookSet, error) {
 	var set WebhookSet
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		var err error
 		set, err = loadWebhookSet(tx, companyID)
 		return err
@@ -100,7 +100,7 @@ func (s *Store) ClaimWebhookDeliveries(now time.Time, limit int, skip func(d Web
 func (s *Store) DueWebhookDeliveries(now time.Time, limit int, skip func(d WebhookDue) bool) ([]WebhookDue, time.Time, error) {
 	var due []WebhookDue
 	var next time.Time
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		end := timeKey(now)
 		deliveries := tx.Bucket(bucketWebhookDeliveries)
 		c := tx.Bucket(bucketWebhookDue).Cursor()
@@ -178,7 +178,7 @@ func dueOf(raw []byte) (WebhookDue, error) {
 // WebhookJob reads a pending delivery with its entry and the company's secret.
 func (s *Store) WebhookJob(id uint64) (WebhookJob, error) {
 	var job WebhookJob
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		if err := getJSON(tx.Bucket(bucketWebhookDeliveries), itob(id), &job.Delivery); err != nil {
 			return err
 		}
@@ -350,7 +350,7 @@ func entryHealthChanged(a, b WebhookEntry) bool {
 // newest first; a webhookID other than 0 keeps only that entry's lines.
 func (s *Store) WebhookAttempts(companyID, webhookID uint64, limit int) ([]WebhookAttempt, error) {
 	var out []WebhookAttempt
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		var err error
 		reverse(tx.Bucket(bucketWebhookAttempts), itob(companyID), func(k []byte) bool {
 			var a WebhookAttempt

@@ -10,6 +10,10 @@ import (
 // open gives a new, empty store whose companies may add budget bytes a day
 // (0: no budget). Both backends call it, so neither can skip a suite.
 func All(t *testing.T, open func(t *testing.T, budget int64) store.Backend) {
+	t.Run("Closed", func(t *testing.T) {
+		t.Parallel()
+		Closed(t, func(t *testing.T) ClosedStore { return open(t, 0) })
+	})
 	t.Run("Devices", func(t *testing.T) {
 		t.Parallel()
 		Devices(t, func(t *testing.T) DevicesStore { return open(t, 0) })

@@ -160,7 +160,7 @@ func (s *Store) load(dump func(put func(store.CopyRecord) error) error) (err err
 	fromSource := false
 	defer func() {
 		if !fromSource {
-			err = classified(err)
+			err = s.closed(err)
 		}
 	}()
 	ctx := s.ctx
@@ -180,7 +180,7 @@ func (s *Store) load(dump func(put func(store.CopyRecord) error) error) (err err
 		return store.ErrNotEmpty
 	}
 	l := &loader{ctx: ctx, tx: tx, now: time.Now().UTC(), last: store.CopyLastIDs{}, ownBodies: map[uint64]int64{}}
-	put := func(r store.CopyRecord) error { return classified(l.put(r)) }
+	put := func(r store.CopyRecord) error { return s.closed(l.put(r)) }
 	if err := dump(put); err != nil {
 		fromSource = true // put's errors are classified already
 		return err

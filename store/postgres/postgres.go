@@ -132,7 +132,7 @@ func (s *Store) start(ctx context.Context) error {
 // Ping says whether the database answers: the readiness check.
 func (s *Store) Ping(ctx context.Context) error {
 	if err := s.pool.Ping(ctx); err != nil {
-		return fmt.Errorf("store/postgres: %w", err)
+		return fmt.Errorf("store/postgres: %w", s.closed(err))
 	}
 	return nil
 }
@@ -141,7 +141,7 @@ func (s *Store) Ping(ctx context.Context) error {
 func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
 	v, err := schemaVersion(ctx, s.pool)
 	if err != nil {
-		return 0, fmt.Errorf("store/postgres: %w", err)
+		return 0, fmt.Errorf("store/postgres: %w", s.closed(err))
 	}
 	return v, nil
 }

@@ -245,14 +245,3 @@ func (s *Store) Version() (uint64, error) {
 	}
 	return uint64(v), nil
 }
-
-// closed is err of a read made outside a transaction, classified as a
-// transaction's (a database out of reach is store.ErrUnavailable, the
-// API's 503, not a bare error and a 500), or store.ErrClosed when the
-// store was closed under the statement.
-func (s *Store) closed(err error) error {
-	if s.ctx.Err() != nil {
-		return store.ErrClosed
-	}
-	return classified(err)
-}

@@ -38,7 +38,7 @@ func (s *Store) StreamLeases(node string) (*StreamLeases, error) {
 	ctx, cancel := context.WithTimeout(s.ctx, windowTimeout)
 	defer cancel()
 	if _, err := s.pool.Exec(ctx, "DELETE FROM stream_leases WHERE node = $1", node); err != nil {
-		return nil, fmt.Errorf("store: stream leases of node %s: %w", node, classified(err))
+		return nil, fmt.Errorf("store: stream leases of node %s: %w", node, s.closed(err))
 	}
 	return &StreamLeases{s: s, node: node}, nil
 }
@@ -91,7 +91,7 @@ func (l *StreamLeases) Give(_ context.Context, lease uint64) error {
 	ctx, cancel := context.WithTimeout(l.s.ctx, windowTimeout)
 	defer cancel()
 	if _, err := l.s.pool.Exec(ctx, "DELETE FROM stream_leases WHERE id = $1", id(lease)); err != nil {
-		return fmt.Errorf("store: end stream lease %d: %w", lease, classified(err))
+		return fmt.Errorf("store: end stream lease %d: %w", lease, l.s.closed(err))
 	}
 	return nil
 }
@@ -104,10 +104,10 @@ func (l *StreamLeases) Renew() error {
 	defer cancel()
 	if _, err := l.s.pool.Exec(ctx, "UPDATE stream_leases SET expires_at = now() + make_interval(secs => $2) WHERE node = $1",
 		l.node, StreamLeaseTTL.Seconds()); err != nil {
-		return fmt.Errorf("store: renew the stream leases of node %s: %w", l.node, classified(err))
+		return fmt.Errorf("store: renew the stream leases of node %s: %w", l.node, l.s.closed(err))
 	}
 	if _, err := l.s.pool.Exec(ctx, "DELETE FROM stream_leases WHERE expires_at <= now()"); err != nil {
-		return fmt.Errorf("store: delete expired stream leases: %w", classified(err))
+		return fmt.Errorf("store: delete expired stream leases: %w", l.s.closed(err))
 	}
 	return nil
 }

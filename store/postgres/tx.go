@@ -79,8 +79,8 @@ func failed(name string, err error) error {
 // err as it is. The database's own error stays in the chain. It is the one
 // classifier of the store: transactions get it through failed, and the
 // statements that run outside one (the rate-limit windows, the stream
-// leases' renewals, the import, the reads through closed) call it themselves, so that the API and
-// the log tell the same state whichever path met it. An error classified
+// leases, the load, the reads through the pool) through closed, so that the
+// API and the log tell the same state whichever path met it. An error classified
 // already is returned as it is.
 func classified(err error) error {
 	if err == nil || errors.Is(err, store.ErrUnavailable) {
@@ -123,6 +123,24 @@ func unreachable(err error) bool {
 		return pe.Code == "57P01" || pe.Code == "57P03" // admin shutdown, cannot connect now
 	}
 	return errors.As(err, &ce) || errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || pgconn.Timeout(err)
+}
+
+// closed is err of a statement made outside a transaction (the rate-limit
+// windows, the stream leases, the load, the reads through the pool)
+// classified as a transaction's (a database out of reach is
+// store.ErrUnavailable, the API's 503, not a bare error and a 500), or
+// store.ErrClosed when the store was closed before or under the statement:
+// its context is cancelled then, and the pool's "context canceled" or
+// "closed pool" would read as a fault of the database, where the embedded
+// store and the transactions (run) answer store.ErrClosed.
+func (s *Store) closed(err error) error {
+	if err == nil {
+		return nil
+	}
+	if s.ctx.Err() != nil {
+		return store.ErrClosed
+	}
+	return classified(err)
 }
 
 // exhausted is the store's error for a database that answered it ran out

@@ -34,7 +34,8 @@ type Windows struct {
 }
 
 // Windows returns the shared windows of scope (the API names its scopes
-// "general", "members" and "auth") at rate. Nodes that pass the same scope
+// "general", "members" and "auth", the reset mails theirs "reset-mail") at
+// rate. Nodes that pass the same scope
 // count in the same windows, so every node must be given the same rate.
 func (s *Store) Windows(scope string, rate pacing.Rate) (*Windows, error) {
 	if err := rate.Validate(); err != nil {
@@ -66,7 +67,7 @@ func (w *Windows) Take(key string) (pacing.Result, error) {
 	var micros int64
 	err := w.s.pool.QueryRow(ctx, takeWindow, w.scope, key, length.Seconds(), limit+1).Scan(&count, &micros)
 	if err != nil {
-		return pacing.Result{}, fmt.Errorf("store: count a request in %s: %w", w.scope, classified(err))
+		return pacing.Result{}, fmt.Errorf("store: count a request in %s: %w", w.scope, w.s.closed(err))
 	}
 	reset := min(max(time.Duration(micros)*time.Microsecond, 0), length)
 	return pacing.Result{Limit: limit, Remaining: max(limit-count, 0), Reset: reset, Allowed: count <= limit}, nil
@@ -85,7 +86,7 @@ func (w *Windows) Spent(key string) (bool, time.Duration, error) {
 		return false, 0, nil
 	}
 	if err != nil {
-		return false, 0, fmt.Errorf("store: read a window of %s: %w", w.scope, classified(err))
+		return false, 0, fmt.Errorf("store: read a window of %s: %w", w.scope, w.s.closed(err))
 	}
 	return true, max(time.Duration(micros)*time.Microsecond, 0), nil
 }
@@ -97,7 +98,7 @@ func (w *Windows) Sweep() error {
 	ctx, cancel := context.WithTimeout(w.s.ctx, windowTimeout)
 	defer cancel()
 	if _, err := w.s.pool.Exec(ctx, "DELETE FROM rate_windows WHERE scope = $1 AND window_end <= now()", w.scope); err != nil {
-		return fmt.Errorf("store: prune the windows of %s: %w", w.scope, classified(err))
+		return fmt.Errorf("store: prune the windows of %s: %w", w.scope, w.s.closed(err))
 	}
 	return nil
 }
