@@ -132,6 +132,15 @@ func (a *Agent) Run(ctx context.Context) error {
 	} else {
 		a.setInventory(inv)
 	}
+	// A record the disk damaged is replaced or dropped before anything
+	// reads the journal, and said in the log: the agent starts all the same.
+	notes, serr := a.j.Salvage(time.Now())
+	for _, n := range notes {
+		a.log.Warn("journal repaired: " + n)
+	}
+	if serr != nil {
+		return serr
+	}
 	if n, err := a.j.Prune(time.Now()); err == nil && n > 0 {
 		a.log.Info("journal pruned", "jobs", n)
 	}

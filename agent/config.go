@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -30,23 +31,57 @@ func JournalPath(configPath string) string {
 	return strings.TrimSuffix(configPath, filepath.Ext(configPath)) + ".journal.db"
 }
 
-// LoadConfig reads the file written by pairing.
+// maxConfigFile bounds what is read of the configuration: pairing writes
+// a few hundred bytes, so a longer file is no configuration, and a huge
+// one is not read into memory whole.
+const maxConfigFile = 64 << 10
+
+// LoadConfig reads the file written by pairing. A file that cannot be
+// used (torn, not JSON, a token or link address that pairing never
+// writes) is refused at once, naming the damage, rather than the link
+// being retried forever with a request that cannot be made.
 func LoadConfig(path string) (ConfigFile, error) {
 	var c ConfigFile
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return c, fmt.Errorf("no configuration at %s: pair the agent first (simrelay-agent pair --server URL --code CODE)", path)
 	}
 	if err != nil {
 		return c, fmt.Errorf("read configuration: %w", err)
 	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxConfigFile+1))
+	if err != nil {
+		return c, fmt.Errorf("read configuration: %w", err)
+	}
+	damaged := func(why string) error {
+		return fmt.Errorf("configuration %s is damaged (%s): pair the agent again (simrelay-agent pair --server URL --code CODE)", path, why)
+	}
+	if len(data) > maxConfigFile {
+		return c, damaged(fmt.Sprintf("over %d KiB", maxConfigFile>>10))
+	}
 	if err := json.Unmarshal(data, &c); err != nil {
-		return c, fmt.Errorf("configuration %s: %w", path, err)
+		return c, damaged(err.Error())
 	}
 	if c.DeviceToken == "" || c.WSURL == "" {
 		return c, fmt.Errorf("configuration %s holds no device token: pair the agent again", path)
 	}
+	if !deviceToken(c.DeviceToken) {
+		return c, damaged("its device_token is not a device token")
+	}
+	if u, err := url.Parse(c.WSURL); err != nil || (u.Scheme != "ws" && u.Scheme != "wss") || u.Host == "" {
+		return c, damaged("its ws_url is not a ws:// or wss:// URL")
+	}
 	return c, nil
+}
+
+// deviceToken reports whether s is shaped as the server's device tokens
+// are: dt_ and base64url (so it can go in an Authorization header).
+func deviceToken(s string) bool {
+	tok, ok := strings.CutPrefix(s, "dt_")
+	return ok && tok != "" && len(tok) <= 256 && !strings.ContainsFunc(tok, func(r rune) bool {
+		return !(r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_')
+	})
 }
 
 // SaveConfig writes the file atomically with mode 0600.

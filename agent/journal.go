@@ -72,13 +72,19 @@ type inboundRecord struct {
 // OpenJournal opens (or creates) the journal file. A second agent on the
 // same file fails after timeout instead of sharing it.
 func OpenJournal(path string, timeout time.Duration) (*Journal, error) {
+	damaged := func(why error) error {
+		return fmt.Errorf("journal %s is damaged (%v): move it aside to start with an empty one; the reports and received messages it held for the server are then lost, and jobs it took without reporting stay sending on the server", path, why)
+	}
+	if err := checkJournalFile(path); err != nil {
+		return nil, damaged(err)
+	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout})
 	if err != nil {
 		if errors.Is(err, bolterrors.ErrTimeout) {
 			return nil, fmt.Errorf("journal %s is in use by another simrelay-agent", path)
 		}
 		if errors.Is(err, bolterrors.ErrInvalid) || errors.Is(err, bolterrors.ErrChecksum) || errors.Is(err, bolterrors.ErrVersionMismatch) {
-			return nil, fmt.Errorf("journal %s is damaged (%v): move it aside to start with an empty one; the reports and received messages it held for the server are then lost, and jobs it took without reporting stay sending on the server", path, err)
+			return nil, damaged(err)
 		}
 		return nil, fmt.Errorf("journal: open %s: %w", path, err)
 	}
@@ -92,7 +98,10 @@ func OpenJournal(path string, timeout time.Duration) (*Journal, error) {
 	})
 	if err != nil {
 		db.Close()
-		return nil, fmt.Errorf("journal: create buckets: %w", err)
+		if errors.Is(err, bolterrors.ErrIncompatibleValue) { // a bucket's name holds a value
+			return nil, damaged(err)
+		}
+		return nil, fmt.Errorf("journal %s: create buckets: %w", path, err)
 	}
 	return &Journal{db: db}, nil
 }

@@ -89,3 +89,45 @@ func TestUnreadableRecordsDoNotBlockTheOutbox(t *testing.T) {
 		return rerr == nil && ierr == nil && len(reports) == 0 && len(recs) == 0 && h.seen(`"id":"job-9"`) == 1 && h.seen(`"client_id":"s1:m1"`) == 1
 	})
 }
+
+// A job record the disk damaged, at the head of the queue, neither stops
+// the agent nor holds back the job behind it: it is reported failed
+// (outcome_unknown) and never carried out, and the whole job goes out once.
+func TestDamagedJobIsReportedAndDoesNotBlockTheQueue(t *testing.T) {
+	t.Parallel()
+	h := &fakeHub{t: t}
+	h.script = func(_ int, ws *websocket.Conn, frames <-chan proto.Frame) {
+		for f := range frames {
+			if st, ok := f.(*proto.Status); ok {
+				write(context.Background(), ws, proto.StatusAck{ID: st.ID, Status: st.Status})
+			}
+		}
+	}
+	path := filepath.Join(t.TempDir(), "j.db")
+	j, err := OpenJournal(path, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp := stamp(time.Now().Add(time.Hour))
+	for _, id := range []string{"job-bad", "job-ok"} {
+		if _, err := j.Take(proto.Send{ID: id, Channel: "sms", To: "+15551234567", Message: "hi", SIMSlot: "SIM1", ExpiresAt: exp}, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err = j.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketJobs).Put([]byte("job-bad"), []byte(`{"send":{"id":"job-b`))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.Close()
+
+	tr := &memTransport{inbox: make(chan Received)}
+	startAgentWithJournal(t, h, tr, path)
+	poll.Until(t, "the damaged job is reported failed and the whole one is sent", func() bool {
+		return h.seen(`"id":"job-bad","status":"failed","error":"outcome_unknown"`) == 1 && h.seen(`"id":"job-ok","status":"sent"`) == 1
+	})
+	if tr.count("job-bad") != 0 || tr.count("job-ok") != 1 {
+		t.Fatalf("carried out: job-bad %d times, job-ok %d times; want 0 and 1", tr.count("job-bad"), tr.count("job-ok"))
+	}
+}

@@ -23,6 +23,8 @@ const (
 	EventSubscriptionDeleted = "customer.subscription.deleted"
 )
 
+var errNoEvent = problem.New(problem.InvalidJSON, "The body is signed but is not a Stripe event (a JSON object with an id, a type and data.object).")
+
 // HandleStripeEvent verifies and applies one Stripe webhook delivery.
 // A bad signature is 400; anything signed answers nil (200) once it is
 // recorded or judged irrelevant, so Stripe stops retrying it. Each event id
@@ -35,7 +37,19 @@ func (s *Service) HandleStripeEvent(_ context.Context, payload []byte, signature
 	ev, err := webhook.ConstructEventWithOptions(payload, signature, s.cfg.WebhookSecret,
 		webhook.ConstructEventOptions{IgnoreAPIVersionMismatch: true})
 	if err != nil {
-		return problem.Invalid("Stripe-Signature", "The Stripe-Signature header does not verify this body with the webhook secret.")
+		// The library checks the signature first, then decodes the body:
+		// a body the header does verify but that is no event is the
+		// sender's JSON at fault, not its signature.
+		if errors.Is(err, webhook.ErrNotSigned) || errors.Is(err, webhook.ErrInvalidHeader) ||
+			errors.Is(err, webhook.ErrNoValidSignature) || errors.Is(err, webhook.ErrTooOld) {
+			return problem.Invalid("Stripe-Signature", "The Stripe-Signature header does not verify this body with the webhook secret.")
+		}
+		return errNoEvent
+	}
+	if ev.ID == "" || ev.Type == "" || ev.Data == nil || len(ev.Data.Raw) == 0 {
+		// JSON, but no event: without data the switch below would read a
+		// nil pointer (a 500), without an id the event could not be applied once.
+		return errNoEvent
 	}
 	switch string(ev.Type) {
 	case EventCheckoutCompleted:

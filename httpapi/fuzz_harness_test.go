@@ -31,21 +31,22 @@ func fuzzRoomy(c *httpapi.Config) {
 	c.AuthRate = pacing.Rate{Limit: math.MaxInt32, Window: time.Minute}
 }
 
-// fuzzEnv is one server with a company, its API key and a paired phone
-// ("fz-phone", SIMs SIM1 and SIM2) in a pool ("fz-pool").
+// fuzzEnv is one server with a company, its API key, its admin's access
+// token and a paired phone ("fz-phone", SIMs SIM1 and SIM2) in a pool
+// ("fz-pool").
 type fuzzEnv struct {
 	*env
-	key    string
-	poolID string
+	key, access string
+	poolID      string
 }
 
-func newFuzzEnv(f *testing.F) *fuzzEnv {
+func newFuzzEnv(f *testing.F, opts ...envOption) *fuzzEnv {
 	f.Helper()
-	e := newEnv(f, fuzzRoomy)
+	e := newEnv(f, append([]envOption{fuzzRoomy}, opts...)...)
 	a := e.newCompany("Fuzz", "owner@fuzz.test")
 	e.pairPhone(a.apiKey, "fz-phone")
 	p := e.createPool(a.apiKey, map[string]any{"name": "fz-pool", "members": members("fz-phone", "SIM1")})
-	return &fuzzEnv{env: e, key: a.apiKey, poolID: strconv.FormatFloat(p.Body["id"].(float64), 'f', -1, 64)}
+	return &fuzzEnv{env: e, key: a.apiKey, access: a.access, poolID: strconv.FormatFloat(p.Body["id"].(float64), 'f', -1, 64)}
 }
 
 // fuzzReq is one request of an exec; body is sent as it is. op is the
@@ -55,6 +56,12 @@ type fuzzReq struct {
 	method, path, op string
 	body             []byte
 	header           map[string]string
+	// multi are headers sent with every value given, in order, in place
+	// of the ones set before (a duplicated Content-Type); none: none sent.
+	multi map[string][]string
+	// page: the answer is the console's HTML, for a person; only its
+	// status is held to the promise (never a 5xx).
+	page bool
 }
 
 // send makes the request and checks the answer's shape: never a 5xx, a
@@ -64,9 +71,23 @@ type fuzzReq struct {
 // server never sees it.
 func (fe *fuzzEnv) send(t *testing.T, r fuzzReq) (int, map[string]any) {
 	t.Helper()
+	status, obj, _ := fe.exchange(t, r)
+	return status, obj
+}
+
+// exchange is send, answering the raw body as well.
+func (fe *fuzzEnv) exchange(t testing.TB, r fuzzReq) (int, map[string]any, []byte) {
+	t.Helper()
 	for _, v := range r.header {
 		if !sendableHeader(v) {
 			t.Skip("header value the client cannot send")
+		}
+	}
+	for _, vs := range r.multi {
+		for _, v := range vs {
+			if !sendableHeader(v) {
+				t.Skip("header value the client cannot send")
+			}
 		}
 	}
 	req, err := http.NewRequest(r.method, fe.url+r.path, bytes.NewReader(r.body))
@@ -77,6 +98,12 @@ func (fe *fuzzEnv) send(t *testing.T, r fuzzReq) (int, map[string]any) {
 	req.Header.Set("Content-Type", "application/json")
 	for k, v := range r.header {
 		req.Header.Set(k, v)
+	}
+	for k, vs := range r.multi {
+		req.Header.Del(k)
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
 	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -90,12 +117,15 @@ func (fe *fuzzEnv) send(t *testing.T, r fuzzReq) (int, map[string]any) {
 	if res.StatusCode >= 500 {
 		t.Fatalf("%s %s %q: status %d: %s", r.method, r.path, r.body, res.StatusCode, raw)
 	}
+	if r.page {
+		return res.StatusCode, nil, raw
+	}
 	if res.StatusCode < 200 || res.StatusCode > 299 {
 		checkErrorBody(t, r, res, raw)
-		return res.StatusCode, nil
+		return res.StatusCode, nil, raw
 	}
 	if len(raw) == 0 {
-		return res.StatusCode, nil
+		return res.StatusCode, nil, raw
 	}
 	var obj map[string]any
 	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
@@ -104,11 +134,11 @@ func (fe *fuzzEnv) send(t *testing.T, r fuzzReq) (int, map[string]any) {
 	if r.op != "" {
 		checkAnswerSchema(t, r.method, r.op, res.StatusCode, obj)
 	}
-	return res.StatusCode, obj
+	return res.StatusCode, obj, raw
 }
 
 // checkErrorBody fails unless raw is the contract's error body.
-func checkErrorBody(t *testing.T, r fuzzReq, res *http.Response, raw []byte) {
+func checkErrorBody(t testing.TB, r fuzzReq, res *http.Response, raw []byte) {
 	t.Helper()
 	if ct := res.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
 		t.Fatalf("%s %s %q: status %d with Content-Type %q: %s", r.method, r.path, r.body, res.StatusCode, ct, raw)

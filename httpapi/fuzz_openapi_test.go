@@ -29,7 +29,7 @@ var fuzzOpenAPI = sync.OnceValues(func() (map[string]any, error) {
 // checkAnswerSchema fails unless body matches the schema the document
 // gives for op (its path as the document writes it, "/pools/{id}") under
 // method and status.
-func checkAnswerSchema(t *testing.T, method, op string, status int, body any) {
+func checkAnswerSchema(t testing.TB, method, op string, status int, body any) {
 	t.Helper()
 	doc, err := fuzzOpenAPI()
 	if err != nil {

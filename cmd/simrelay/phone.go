@@ -40,7 +40,8 @@ Like the app, it keeps its device token after pairing, in --token-file
 next start instead of pairing again, which spends the server's
 authentication rate limit. It pairs again only when the server says the
 token is dead (HTTP 401, or close 4501) and --pairing-code or --api-key is
-given. It prints one line for each link that ends and each wait for a
+given, or when the token file is damaged (it says so, and without either
+stops). It prints one line for each link that ends and each wait for a
 server that does not answer.
 
 Flags, each with its environment twin:
@@ -136,7 +137,10 @@ func phoneCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		cfg.tokenFile = defaultPhoneTokenFile(cfg.fingerprint)
 	}
 	if cfg.pairingCode == "" && cfg.apiKey == "" && cfg.token == "" {
-		if _, ok, err := loadPhoneToken(cfg.tokenFile, cfg.server, cfg.fingerprint); err != nil || !ok {
+		if _, ok, err := loadPhoneToken(cfg.tokenFile, cfg.server, cfg.fingerprint); err != nil {
+			fmt.Fprintf(stderr, "simrelay phone: %v: give --pairing-code, --api-key or --token to pair again\n", err)
+			return 2
+		} else if !ok {
 			fmt.Fprintf(stderr, "simrelay phone: no device token of %s for %s in %s: give --pairing-code, --api-key or --token\n", cfg.fingerprint, cfg.server, cfg.tokenFile)
 			return 2
 		}
@@ -207,7 +211,13 @@ func phoneRegistration(ctx context.Context, cfg phoneConfig, say func(string, ..
 	}
 	if !fresh {
 		saved, ok, err := loadPhoneToken(cfg.tokenFile, cfg.server, cfg.fingerprint)
-		if err != nil {
+		var damaged *damagedTokenFile
+		switch {
+		case errors.As(err, &damaged):
+			// The phone can pair (run checked): it does, and the new
+			// token replaces the damaged file.
+			say("%v; pairing again", err)
+		case err != nil:
 			return client.Registration{}, err
 		}
 		if ok {

@@ -4,6 +4,8 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // FuzzURL checks that what URL and Userinfo show of a server's URL never
@@ -91,6 +93,48 @@ func FuzzLink(f *testing.F) {
 		}
 		if f := m.EscapedFragment(); f != "" && f != Mask {
 			t.Fatalf("Link(%q) = %q: the fragment %q is shown", s, out, f)
+		}
+	})
+}
+
+// FuzzPasswordParam checks that URL and Userinfo show nothing of a
+// database password however the string that carries it is written: a
+// URL's query or libpq's keyword/value string, its key percent-encoded
+// (pass%77ord=), spaced, quoted. template holds the marker {pw} once; with
+// two secrets in its place, if pgx (the client the server connects with)
+// reads a password holding the secret from both, what is shown must be the
+// same for both: it then tells nothing of the secret, in any encoding.
+func FuzzPasswordParam(f *testing.F) {
+	for _, s := range []string{
+		"postgres://db/x?password={pw}", "postgres://db/x?pass%77ord={pw}", "postgres://db/x?%70assword={pw}&a=b",
+		"postgres://db/x?sslmode=disable&password=%41{pw}", "postgres://db/x?password=a#{pw}", "postgres://db/x?password= {pw}",
+		"postgres://db/x?password%20={pw}", "postgres://db/x?%50ASSWORD={pw}", "postgres://u:{pw}@db/x",
+		"host=db password={pw}", "host=db password = {pw}", "host=db password='a {pw}'", "host=db password=a\\ {pw}",
+		"host=db pass%77ord={pw}", "password='it\\'s {pw}' host=db", "host=db password=\t{pw}", "postgres://db/x?password={pw}&password=b",
+	} {
+		f.Add(s)
+	}
+	const marker, a, b = "{pw}", "Kx9vQ2mZ", "Wm4tR7pL"
+	f.Fuzz(func(t *testing.T, template string) {
+		if strings.Count(template, marker) != 1 {
+			return
+		}
+		sa, sb := strings.Replace(template, marker, a, 1), strings.Replace(template, marker, b, 1)
+		for _, c := range []struct {
+			s, secret string
+		}{{sa, a}, {sb, b}} {
+			cfg, err := pgconn.ParseConfig(c.s)
+			if err != nil || !strings.Contains(cfg.Password, c.secret) {
+				return // the secret is not (in) the password pgx reads
+			}
+		}
+		for _, c := range []struct {
+			name string
+			fn   func(string) string
+		}{{"URL", URL}, {"Userinfo", Userinfo}} {
+			if oa, ob := c.fn(sa), c.fn(sb); oa != ob {
+				t.Errorf("%s shows the password: %q is %q, %q is %q", c.name, sa, oa, sb, ob)
+			}
 		}
 	})
 }

@@ -6,7 +6,6 @@
 package redact
 
 import (
-	"regexp"
 	"strings"
 )
 
@@ -14,15 +13,13 @@ import (
 // URL.Redacted.
 const Mask = "xxxxx"
 
-var passwordParam = regexp.MustCompile(`(?i)((?:^|[?&\s])password=)[^&#\s]*`)
-
 // URL masks the password of scheme://user:password@host...: the part
-// between the first ':' and the last '@', and a password=... parameter
-// (in what follows a URL's user info, or in a key=value string given in
-// its place). A value without scheme:// is no URL this can
-// read (postgres//u:p@db, u:p@db:5432/x): everything before its last '@'
-// is masked, as it may be a user and password; it is shown only to say it
-// was refused.
+// between the first ':' and the last '@', and the value of a password
+// parameter (in what follows a URL's user info, or in a key=value string
+// given in its place) however its key is spelled: see maskParams. A
+// value without scheme:// is no URL this can read (postgres//u:p@db,
+// u:p@db:5432/x): everything before its last '@' is masked, as it may be
+// a user and password; it is shown only to say it was refused.
 func URL(s string) string { return mask(s, false) }
 
 // Userinfo is URL for servers whose user name may itself be the secret
@@ -33,7 +30,7 @@ func Userinfo(s string) string { return mask(s, true) }
 func mask(s string, user bool) string {
 	scheme, rest, ok := strings.Cut(s, "://")
 	if !ok || !isScheme(scheme) {
-		s = passwordParam.ReplaceAllString(s, "${1}"+Mask)
+		s = maskParams(s, false)
 		if at := strings.LastIndex(s, "@"); at >= 0 {
 			return Mask + s[at:]
 		}
@@ -44,7 +41,10 @@ func mask(s string, user bool) string {
 	// what follows it: masked first, one inside a password
 	// (u:s3cret&password=x@db) took the '@' as its value, so the user
 	// info was left as it was and s3cret shown.
-	return scheme + "://" + rest[:after] + passwordParam.ReplaceAllString(rest[after:], "${1}"+Mask)
+	// Only pgx's own URL form (its scheme spelled as it spells it) ends a
+	// value at '&': any other string pgx reads as keyword/value pairs.
+	query := scheme == "postgres" || scheme == "postgresql"
+	return scheme + "://" + rest[:after] + maskParams(rest[after:], query)
 }
 
 // isScheme reports whether s is a URL's scheme (RFC 3986: a letter, then

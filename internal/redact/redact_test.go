@@ -31,6 +31,19 @@ func TestRedact(t *testing.T) {
 			"u:s3cret@db:5432/x":               "xxxxx@db:5432/x",
 			"host=db user=u password=s3cret":   "host=db user=u password=xxxxx",
 			"password=s3cret host=db dbname=x": "password=xxxxx host=db dbname=x",
+			// A key as pgx reads it: percent-decoded, spaces trimmed; and
+			// a value as pgx reads it: quoted, escaped, with '#' or (in
+			// libpq's string) '&' in it, after spaces.
+			"postgres://db/x?pass%77ord=s3cret&a=b":  "postgres://db/x?pass%77ord=xxxxx&a=b",
+			"postgres://db/x?%70assword=s3cret":      "postgres://db/x?%70assword=xxxxx",
+			"postgres://db/x?a=b& password =s3cret":  "postgres://db/x?a=b& password =xxxxx",
+			"postgres://db/x?sslpassword=s3cret":     "postgres://db/x?sslpassword=xxxxx",
+			"postgres://db/x?password=s3#cret&a=b":   "postgres://db/x?password=xxxxx&a=b",
+			"host=db password = s3cret dbname=x":     "host=db password = xxxxx dbname=x",
+			"host=db password='s3 cr\\'et' dbname=x": "host=db password=xxxxx dbname=x",
+			"host=db password=s3\\ cret dbname=x":    "host=db password=xxxxx dbname=x",
+			"host=db password=s3&cret dbname=x":      "host=db password=xxxxx dbname=x",
+			"host='db'password=s3cret":               "host='db'password=xxxxx",
 		}},
 		// Userinfo hides the user name too: in a NATS URL it may be the token.
 		{"Userinfo", Userinfo, map[string]string{

@@ -1,0 +1,37 @@
+package httpapi
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/simrelay/simrelay/problem"
+)
+
+// utf8Charsets are the charset parameters a JSON body may declare: JSON
+// is UTF-8 (RFC 8259), of which US-ASCII is a part.
+var utf8Charsets = map[string]bool{"utf-8": true, "utf8": true, "us-ascii": true, "ascii": true}
+
+// refuseCharset refuses a body whose Content-Type declares a charset
+// other than UTF-8 (application/json; charset=iso-8859-1). The body is
+// read as UTF-8 whatever the header says, so such a body's é, read as a
+// byte that is not UTF-8, would be stored as U+FFFD: the sender is told
+// instead. A Content-Type without a charset, or none at all, is read as
+// before (the API takes JSON whatever the media type). Each value of a
+// repeated header is looked at, and the parameters are split by hand, so
+// that one malformed parameter does not hide the charset beside it (as
+// mime.ParseMediaType's error would).
+func refuseCharset(r *http.Request) error {
+	for _, v := range r.Header.Values("Content-Type") {
+		for _, param := range strings.Split(v, ";")[1:] {
+			k, cs, ok := strings.Cut(param, "=")
+			if !ok || !strings.EqualFold(strings.TrimSpace(k), "charset") {
+				continue
+			}
+			cs = strings.ToLower(strings.Trim(strings.TrimSpace(cs), `"`))
+			if !utf8Charsets[cs] {
+				return problem.Invalid("Content-Type", "declares a charset other than UTF-8: send the JSON body in UTF-8 (charset=utf-8, or no charset)")
+			}
+		}
+	}
+	return nil
+}
