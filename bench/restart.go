@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -79,9 +78,7 @@ func restart(ctx context.Context, srv **server, start func(listen string) (*serv
 
 	// The phones' own reconnects may try the port meanwhile; the server
 	// takes it back at once (SO_REUSEADDR).
-	fmt.Fprintln(os.Stderr, "DEBUG waited", time.Since(killed))
 	next, err := start(u.Host)
-	fmt.Fprintln(os.Stderr, "DEBUG started", time.Since(killed))
 	if err != nil {
 		return out, fmt.Errorf("bench: start the server again after the kill: %w", err)
 	}
