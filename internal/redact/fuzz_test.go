@@ -111,6 +111,7 @@ func FuzzPasswordParam(f *testing.F) {
 		"postgres://db/x?password%20={pw}", "postgres://db/x?%50ASSWORD={pw}", "postgres://u:{pw}@db/x",
 		"host=db password={pw}", "host=db password = {pw}", "host=db password='a {pw}'", "host=db password=a\\ {pw}",
 		"host=db pass%77ord={pw}", "password='it\\'s {pw}' host=db", "host=db password=\t{pw}", "postgres://db/x?password={pw}&password=b",
+		"postgres://db/x?password=a {pw}", "postgres://db/x?password='a'{pw}",
 	} {
 		f.Add(s)
 	}

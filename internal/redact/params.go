@@ -14,12 +14,16 @@ import "strings"
 //     PASSWORD= is masked all the same: too much, never too little).
 //     Every key that ends in "password" is a secret: sslpassword (the
 //     client key's passphrase) too.
-//   - A value starts after the spaces that follow '=' and runs to the
-//     next unescaped space, or in a URL (query true) to the next '&' too;
-//     a quoted one ('s3 cret', with \' and \\ inside) to its closing
-//     quote, or to the end when there is none. A '#' does not end it: pgx
-//     reads no fragment, so ?password=a#b is the password a#b. Outside a
-//     URL, '&' is a value's own: in libpq's string password=a&b is a&b.
+//   - In libpq's string a value starts after the spaces that follow '='
+//     and runs to the next unescaped space; a quoted one ('s3 cret', with
+//     \' and \\ inside) to its closing quote, or to the end when there is
+//     none. '&' is a value's own there: password=a&b is a&b.
+//   - In a URL (query true) a value runs from the '=' to the next '&' or
+//     the end, whatever it holds: pgx reads quotes there as the value's
+//     own (?password='x'y is the password 'x'y), and a space, which it
+//     refuses, is still the operator's password when the refused string
+//     is shown. A '#' does not end it either: masking the fragment too is
+//     more than pgx reads, never less.
 func maskParams(s string, query bool) string {
 	var b strings.Builder
 	written := 0 // s[:written] is in b
@@ -106,6 +110,12 @@ func unhex(c byte) (byte, bool) {
 // valueSpan is where the value that follows an '=' (s[from-1]) starts and
 // ends: see maskParams.
 func valueSpan(s string, from int, query bool) (start, end int) {
+	if query {
+		if amp := strings.IndexByte(s[from:], '&'); amp >= 0 {
+			return from, from + amp
+		}
+		return from, len(s)
+	}
 	start = from
 	for start < len(s) && isSpace(s[start]) {
 		start++
@@ -122,7 +132,7 @@ func valueSpan(s string, from int, query bool) (start, end int) {
 			end++ // the escaped byte is the value's, whatever it is
 		case quoted && c == '\'':
 			return start, end + 1
-		case !quoted && (isSpace(c) || query && c == '&'):
+		case !quoted && isSpace(c):
 			return start, end
 		}
 		end++

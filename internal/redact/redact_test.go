@@ -44,6 +44,12 @@ func TestRedact(t *testing.T) {
 			"host=db password=s3\\ cret dbname=x":    "host=db password=xxxxx dbname=x",
 			"host=db password=s3&cret dbname=x":      "host=db password=xxxxx dbname=x",
 			"host='db'password=s3cret":               "host='db'password=xxxxx",
+			// In a URL quotes and spaces are the value's own (pgx reads
+			// the quotes, and the string it refuses for the space is
+			// shown): only '&' ends it.
+			"postgres://db/x?password=s3 cret&a=b":   "postgres://db/x?password=xxxxx&a=b",
+			"postgres://db/x?password='s3'cr et&a=b": "postgres://db/x?password=xxxxx&a=b",
+			"postgresql://db/x?password=s3\\ cret":   "postgresql://db/x?password=xxxxx",
 		}},
 		// Userinfo hides the user name too: in a NATS URL it may be the token.
 		{"Userinfo", Userinfo, map[string]string{
