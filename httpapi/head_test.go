@@ -15,10 +15,17 @@ func TestHeadWhereverGet(t *testing.T) {
 	e := newEnv(t, roomy, withAdminToken)
 	c := e.newCompany("Acme", "owner@acme.test")
 	var doc struct {
+		Info struct {
+			Description string `json:"description"`
+		} `json:"info"`
 		Paths map[string]map[string]any `json:"paths"`
 	}
 	if err := json.Unmarshal(e.do(call{method: "GET", path: "/openapi.json"}).Raw, &doc); err != nil {
 		t.Fatal(err)
+	}
+	// The document tells clients what HEAD does: what this test holds.
+	if !strings.Contains(doc.Info.Description, "`HEAD` answers wherever `GET` does") {
+		t.Errorf("openapi.json's description does not say that HEAD answers wherever GET does")
 	}
 	var paths []string
 	for p, ops := range doc.Paths {
