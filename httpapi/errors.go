@@ -116,11 +116,11 @@ func bodyError(err error) error {
 // string holding U+0000 names the field at fault, a charset other than
 // UTF-8 names Content-Type (refuseCharset).
 func bind(c echo.Context, v any) error {
-	if err := refuseCharset(c.Request()); err != nil {
-		return err
-	}
 	data, err := readBody(c)
 	if err != nil {
+		return err
+	}
+	if err := refuseCharset(c.Request(), data); err != nil {
 		return err
 	}
 	return decodeJSON(data, v)

@@ -108,14 +108,14 @@ func (s *Server) mcp(c echo.Context) error {
 	if mt, _, _ := mime.ParseMediaType(r.Header.Get(echo.HeaderContentType)); mt != echo.MIMEApplicationJSON {
 		return problem.Invalid("Content-Type", "must be application/json: the body is one JSON-RPC message")
 	}
-	if err := refuseCharset(r); err != nil {
-		return err
-	}
 	if !accepts(r.Header.Values(echo.HeaderAccept), echo.MIMEApplicationJSON) || !accepts(r.Header.Values(echo.HeaderAccept), "text/event-stream") {
 		return problem.Invalid("Accept", "must take both application/json and text/event-stream, as the MCP streamable HTTP transport requires")
 	}
 	data, err := readBody(c)
 	if err != nil {
+		return err
+	}
+	if err := refuseCharset(r, data); err != nil {
 		return err
 	}
 	if !json.Valid(data) {
