@@ -27,6 +27,11 @@ const (
 	keyDevice    = "simrelay.device" // fingerprint of a valid device token
 	keyOperator  = "simrelay.operator"
 	keyConsole   = "simrelay.console" // rate-limit identity of a console session
+	// keyAnswer is the answer a pre-routing middleware chose for a path
+	// no route may serve (an echo.HandlerFunc): route runs it in place of
+	// a route's handler, so that it is counted, limited and logged as an
+	// unknown route's answer is.
+	keyAnswer = "simrelay.answer"
 )
 
 // uncounted routes need no credential and count toward no limit: probes and documents.
@@ -94,7 +99,9 @@ func canonicalPath(next echo.HandlerFunc) echo.HandlerFunc {
 		u := c.Request().URL
 		if u.RawPath != "" {
 			if strings.Contains(strings.ToLower(u.RawPath), "%2f") {
-				return problem.New(problem.NotFound, "There is no such route: a path never carries an encoded slash (%2F).")
+				return answerUnrouted(c, next, func(echo.Context) error {
+					return problem.New(problem.NotFound, "There is no such route: a path never carries an encoded slash (%2F).")
+				})
 			}
 			u.RawPath = ""
 		}
@@ -102,10 +109,23 @@ func canonicalPath(next echo.HandlerFunc) echo.HandlerFunc {
 			return next(c) // CONNECT's authority: no route takes it
 		}
 		if clean := cleanPath(u.Path); clean != u.Path {
-			return c.Redirect(http.StatusPermanentRedirect, (&url.URL{Path: clean, RawQuery: u.RawQuery}).String())
+			to := (&url.URL{Path: clean, RawQuery: u.RawQuery}).String()
+			return answerUnrouted(c, next, func(c echo.Context) error {
+				return c.Redirect(http.StatusPermanentRedirect, to)
+			})
 		}
 		return next(c)
 	}
+}
+
+// answerUnrouted has the request answered by answer instead of a route
+// (route reads it), after the middleware every unknown route's request
+// passes: the answer carries the RateLimit-* headers every counted
+// response carries (contract section 10), spends the window, and is
+// logged and measured as "unmatched".
+func answerUnrouted(c echo.Context, next echo.HandlerFunc, answer echo.HandlerFunc) error {
+	c.Set(keyAnswer, answer)
+	return next(c)
 }
 
 // cleanPath is path.Clean keeping a trailing slash, as net/http's mux cleans.
@@ -130,7 +150,9 @@ func hideOperatorRoutes(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
 		if operatorRoutes[r.URL.Path] && r.Method != http.MethodGet && r.Method != http.MethodHead {
-			return echo.ErrNotFound
+			// Counted and limited as an unknown route is (answerUnrouted):
+			// an answer without its RateLimit-* headers would tell the route.
+			return answerUnrouted(c, next, func(echo.Context) error { return echo.ErrNotFound })
 		}
 		return next(c)
 	}

@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"net/http"
 	"net/url"
+	"strconv"
 	"testing"
 )
 
@@ -113,4 +114,42 @@ func TestPathIsDecodedOnce(t *testing.T) {
 	// it, and there is none such.
 	e.want(e.do(call{method: "DELETE", path: "/opt-outs/%252B15550000001", token: a.apiKey}), http.StatusNotFound, "not_found")
 	e.want(e.do(call{method: "DELETE", path: "/opt-outs/%2B15550000001", token: a.apiKey}), http.StatusOK, "")
+}
+
+// The answers made before routing (an encoded slash, a path redirected to
+// its clean form, a method on an operator route) are unknown routes'
+// answers, and carry the RateLimit-* headers every counted answer carries:
+// counted in the caller's window like /nowhere. An operator route's
+// answer without them would tell it from an unknown route.
+func TestPreRoutingAnswersAreCounted(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, withAdminToken)
+	c := e.newCompany("Acme", "owner@acme.test")
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for i, tc := range []struct {
+		method, path string
+		status       int
+	}{
+		{"GET", "/nowhere", http.StatusNotFound},
+		{"GET", "/device/a%2Fb", http.StatusNotFound},
+		{"PATCH", "/admin/backup", http.StatusNotFound},
+		{"OPTIONS", "/admin/backup", http.StatusNotFound},
+		{"GET", "/device//list", http.StatusPermanentRedirect},
+	} {
+		req, err := http.NewRequest(tc.method, e.url+tc.path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+c.apiKey)
+		res, err := noFollow.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		remaining := res.Header.Get("RateLimit-Remaining")
+		if res.StatusCode != tc.status || res.Header.Get("RateLimit-Limit") == "" || remaining != strconv.Itoa(99-i) {
+			t.Errorf("%s %s: got %d with RateLimit-Limit %q, -Remaining %q; want %d, counted as the request %d of the window",
+				tc.method, tc.path, res.StatusCode, res.Header.Get("RateLimit-Limit"), remaining, tc.status, i+1)
+		}
+	}
 }

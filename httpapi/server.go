@@ -222,9 +222,16 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 // route finds the request's route (or Echo's not-found, method-not-allowed
-// or OPTIONS answer) and sets it, with the path's parameters, on c.
+// or OPTIONS answer) and sets it, with the path's parameters, on c; or,
+// for a path the pre-routing middleware answered (answerUnrouted), sets
+// that answer with no route, as on an unknown path.
 func (s *Server) route(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
+		if answer, ok := c.Get(keyAnswer).(echo.HandlerFunc); ok {
+			c.SetPath("")
+			c.SetHandler(answer)
+			return next(c)
+		}
 		r := c.Request()
 		s.e.Router().Find(r.Method, echo.GetPath(r), c)
 		return next(c)
