@@ -1,6 +1,7 @@
 package web
 
 import (
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -8,7 +9,8 @@ import (
 
 // fieldName is how a person reads a form field's name in an error message:
 // "owner.password" is "Password", "sms_per_minute" "SMS per minute",
-// "optOutKeywords" "Opt out keywords", "gap_seconds.max" "Gap seconds (max)".
+// "optOutKeywords" "Opt out keywords", "gap_seconds.max" "Gap seconds (max)",
+// "members[3]" "Members (item 4)".
 // The API names the field by its path; the console's banner and the text
 // beside the field are read by people, who never see that path.
 func fieldName(field string) string {
@@ -19,6 +21,11 @@ func fieldName(field string) string {
 	last := words(parts[len(parts)-1])
 	if len(parts) > 1 && (parts[len(parts)-1] == "min" || parts[len(parts)-1] == "max") {
 		last = append(words(parts[len(parts)-2]), "("+parts[len(parts)-1]+")")
+	}
+	// A list's item ("members[3]") is named by its list and its place,
+	// counted from one as people count: "Members (item 4)", not "3".
+	if n, err := strconv.Atoi(parts[len(parts)-1]); err == nil && n >= 0 && len(parts) > 1 {
+		last = append(words(parts[len(parts)-2]), "(item "+strconv.Itoa(n+1)+")")
 	}
 	if len(last) == 0 {
 		return "This field"

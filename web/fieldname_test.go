@@ -16,6 +16,8 @@ func TestFieldName(t *testing.T) {
 		"":                       "This field",
 		"..":                     "This field",
 		"name":                   "Name",
+		"members[3]":             "Members (item 4)",
+		"webhooks[0].events[1]":  "Events (item 2)",
 	} {
 		if got := fieldName(field); got != want {
 			t.Errorf("fieldName(%q) = %q, want %q", field, got, want)
