@@ -191,10 +191,15 @@ func predicate(msg string) bool {
 }
 
 // sentence is the field's name, the predicate and a full stop: one sentence.
-// A predicate that names the field already is not given it twice.
+// A predicate that names the field already is not given it twice. A field
+// without a name (a query parameter whose name was NULs alone) is "The
+// input", so that the predicate still has a subject.
 func sentence(field, pred string) string {
+	if field == "" {
+		field = "The input"
+	}
 	s := pred
-	if field != "" && !strings.HasPrefix(pred, field+" ") {
+	if !strings.HasPrefix(pred, field+" ") {
 		s = field + " " + pred
 	}
 	if !strings.HasSuffix(s, ".") {

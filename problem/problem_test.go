@@ -55,6 +55,7 @@ func TestInvalidSentence(t *testing.T) {
 		{"owner.password", "is required", "owner.password is required."},
 		{"phone", "must not begin with -.", "phone must not begin with -."},
 		{"Stripe-Signature", "The Stripe-Signature header does not verify this body.", "The Stripe-Signature header does not verify this body."},
+		{"", "must not hold the NUL character", "The input must not hold the NUL character."},
 	} {
 		e := Invalid(c.field, c.msg)
 		if e.Message != c.want || e.Field != c.field || e.Code != ValidationFailed {
