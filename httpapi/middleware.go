@@ -344,7 +344,10 @@ func principal(c echo.Context) account.Principal {
 // refuses a NUL with its own error page for a person in a browser.
 func refuseUnstorable(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		if consolePaths[c.Path()] {
+		if consolePaths[c.Path()] || c.Get(keyAnswer) != nil {
+			// A path answered before routing (answerUnrouted) looks
+			// nothing up: a redirect leaves the NUL to the page it leads
+			// to, the console's own error page for a console path.
 			return next(c)
 		}
 		// The path, not its parameters: a route's own segments never hold
