@@ -67,9 +67,12 @@ func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		if !uncounted[route] {
 			// Attrs rather than key-value pairs: the line is the same, and
-			// no value is boxed on the heap for it on every request.
+			// no value is boxed on the heap for it on every request. The
+			// path is logged escaped, as asked where canonicalPath kept
+			// it (an encoded slash, refused): decoded, /a%2Fb would read
+			// as /a/b, a path that was not asked.
 			s.deps.Logger.LogAttrs(context.Background(), slog.LevelInfo, "request",
-				slog.String("method", c.Request().Method), slog.String("path", c.Request().URL.Path),
+				slog.String("method", c.Request().Method), slog.String("path", c.Request().URL.EscapedPath()),
 				slog.Int("status", status), slog.Float64("duration_ms", float64(d.Microseconds())/1000),
 				slog.String("ip", c.RealIP()))
 		}
