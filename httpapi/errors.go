@@ -48,7 +48,7 @@ func (s *Server) toProblem(err error, c echo.Context) *problem.Error {
 	if errors.As(err, &he) {
 		switch he.Code {
 		case http.StatusNotFound:
-			return problem.Newf(problem.NotFound, "There is no route %s %s.", c.Request().Method, c.Request().URL.Path)
+			return problem.Newf(problem.NotFound, "There is no route %s %s.", c.Request().Method, askedPath(c.Request()))
 		case http.StatusMethodNotAllowed:
 			return problem.Newf(problem.MethodNotAllowed, "The route %s does not take %s.", c.Request().URL.Path, c.Request().Method)
 		case http.StatusRequestEntityTooLarge:
@@ -59,6 +59,16 @@ func (s *Server) toProblem(err error, c echo.Context) *problem.Error {
 	}
 	s.deps.Logger.Error("request failed", "method", c.Request().Method, "route", c.Path(), "err", err)
 	return problem.New(problem.Internal, "The server failed to handle the request; it has been logged.")
+}
+
+// askedPath is the path a refusal names: the URL's, or for a request
+// whose target is no path (CONNECT host:port) the target as sent, so that
+// the sentence names something.
+func askedPath(r *http.Request) string {
+	if r.URL.Path == "" {
+		return r.RequestURI
+	}
+	return r.URL.Path
 }
 
 // domainProblem is the client's error that a service's failure stands for;
