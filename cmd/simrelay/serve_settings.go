@@ -13,12 +13,13 @@ import (
 // (docs/cluster.md, "What each node needs"), by flag name, as the nodes
 // compare them over the bus (cluster.Settings): what a client is answered,
 // what a company may do, what a link or a mail says. Secrets and long
-// values go as digests. Left out are the settings of one node's own
+// values go as digests keyed with key (cluster.Digest), the cluster's
+// secret in the database. Left out are the settings of one node's own
 // resources, which may differ: its address, directory, name, worker and
 // connection counts, logs, the console's total of streams, its SMTP
 // listener. --smtp-url is compared without its password, which a person
-// chose (cluster.Digest).
-func (c *serveConfig) sharedSettings() map[string]string {
+// chose.
+func (c *serveConfig) sharedSettings(key []byte) map[string]string {
 	plans, err := json.Marshal(c.plans)
 	if err != nil { // plain records always marshal
 		plans = []byte(err.Error())
@@ -32,12 +33,12 @@ func (c *serveConfig) sharedSettings() map[string]string {
 		"link-sweep":            c.linkSweep.String(),
 		"company-daily-storage": strconv.FormatInt(int64(c.companyDailyStorage), 10),
 		"webhook-allow-private": strconv.FormatBool(c.webhookAllowPrivate),
-		"plans":                 cluster.Digest(string(plans)),
+		"plans":                 cluster.Digest(key, string(plans)),
 		"default-plan":          c.defaultPlan,
-		"stripe-key":            cluster.Digest(c.stripeKey),
-		"stripe-webhook-secret": cluster.Digest(c.stripeWebhookSecret),
+		"stripe-key":            cluster.Digest(key, c.stripeKey),
+		"stripe-webhook-secret": cluster.Digest(key, c.stripeWebhookSecret),
 		"stripe-api-url":        c.stripeAPIURL,
-		"admin-token":           cluster.Digest(c.adminToken),
+		"admin-token":           cluster.Digest(key, c.adminToken),
 		"smtp-url":              mail.Config{SMTPURL: c.smtpURL}.Redacted(),
 		"smtp-from":             c.smtpFrom,
 		"whatsapp-pacing":       fmt.Sprintf("%+v", c.agents.WhatsApp),
