@@ -3,7 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
+	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -113,4 +116,54 @@ func startSettingsNode(t *testing.T, dbURL, natsURL, name string, cfg *serveConf
 	done := make(chan struct{})
 	go func() { defer close(done); shared.run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
+}
+
+// The nodes compare their settings each under its flag's name, which the
+// WARN shows and the operator looks for: every name is a flag of serve,
+// none is a flag of one node's own resources (docs/cluster.md: those may
+// differ), and a flag that differs is named as itself.
+func TestSharedSettingsAreNamedByTheirFlags(t *testing.T) {
+	t.Parallel()
+	parse := func(args ...string) (*flag.FlagSet, map[string]string) {
+		t.Helper()
+		var cfg serveConfig
+		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		cfg.flags(fs)
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		return fs, cfg.sharedSettings([]byte("key"))
+	}
+	fs, base := parse()
+	own := []string{"listen", "data-dir", "node-name", "console-streams", "smtp-listen", "webhook-workers", "max-conns-per-ip", "log-level"}
+	for name := range base {
+		if fs.Lookup(name) == nil {
+			t.Errorf("setting %q is no flag of serve", name)
+		}
+		if slices.Contains(own, name) {
+			t.Errorf("setting %q is a node's own (docs/cluster.md), not compared", name)
+		}
+	}
+	for _, tc := range []struct{ args []string }{
+		{[]string{"--console-streams", "7"}},
+		{[]string{"--console-streams-per-user", "7"}},
+		{[]string{"--whatsapp-per-hour", "7"}},
+		{[]string{"--imessage-gap-max", "7s"}},
+	} {
+		_, got := parse(tc.args...)
+		var differ []string
+		for k, v := range got {
+			if base[k] != v {
+				differ = append(differ, k)
+			}
+		}
+		want := []string{strings.TrimPrefix(tc.args[0], "--")}
+		if slices.Contains(own, want[0]) {
+			want = nil
+		}
+		if !slices.Equal(differ, want) {
+			t.Errorf("%v: differing settings %v, want %v", tc.args, differ, want)
+		}
+	}
 }
