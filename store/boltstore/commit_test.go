@@ -204,3 +204,47 @@ func TestDeviceWritesShareCommits(t *testing.T) {
 		t.Errorf("last seen %v, want the latest, %v", got.LastSeenAt, want)
 	}
 }
+
+// A device write that is refused (the device is gone, or fn says no, as for
+// a health report too soon) writes nothing: it answers its caller without
+// rolling back the batch it shares, so the other writes run once.
+func TestDeviceRefusalKeepsTheBatch(t *testing.T) {
+	t.Parallel()
+	s, d, _, _ := foldFixture(t, 0)
+	no := errors.New("too soon")
+	for _, c := range []struct {
+		name string
+		id   uint64
+		fn   func(*Device) error
+		want error
+	}{
+		{"fn refuses", d.ID, func(*Device) error { return no }, no},
+		{"device gone", d.ID + 100, func(*Device) error { return nil }, ErrNotFound},
+	} {
+		release := holdCommits(t, s)
+		runs := 0 // the committer goroutine's only
+		other := s.commit.submit(func(tx *bolt.Tx) error {
+			runs++
+			return tx.Bucket(bucketMeta).Put([]byte("other-write"), []byte(c.name))
+		})
+		done := make(chan error, 1)
+		go func() {
+			_, err := s.UpdateDeviceByID(d.CompanyID, c.id, c.fn)
+			done <- err
+		}()
+		deadline := time.Now().Add(10 * time.Second)
+		for len(s.commit.reqs) < 2 && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		release()
+		if err := other.wait(); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; !errors.Is(err, c.want) {
+			t.Errorf("%s: got %v, want %v", c.name, err, c.want)
+		}
+		if runs != 1 {
+			t.Errorf("%s: the write sharing its batch ran %d times, want once", c.name, runs)
+		}
+	}
+}
