@@ -111,6 +111,7 @@ func (s *Settings) Run(ctx context.Context) {
 			return
 		case <-t.C:
 			s.say(false)
+			s.Differ() // forgets the nodes gone quiet, whether or not /metrics is read
 		}
 	}
 }
