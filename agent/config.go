@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/simrelay/simrelay/android-protocol/client"
 )
 
 // ConfigFile is what pairing leaves on disk: the device token is a password
@@ -66,22 +68,10 @@ func LoadConfig(path string) (ConfigFile, error) {
 	if c.DeviceToken == "" || c.WSURL == "" {
 		return c, fmt.Errorf("configuration %s holds no device token: pair the agent again", path)
 	}
-	if !deviceToken(c.DeviceToken) {
-		return c, damaged("its device_token is not a device token")
-	}
-	if u, err := url.Parse(c.WSURL); err != nil || (u.Scheme != "ws" && u.Scheme != "wss") || u.Host == "" {
-		return c, damaged("its ws_url is not a ws:// or wss:// URL")
+	if why := (client.Registration{DeviceToken: c.DeviceToken, WSURL: c.WSURL}).Problem(); why != "" {
+		return c, damaged(why)
 	}
 	return c, nil
-}
-
-// deviceToken reports whether s is shaped as the server's device tokens
-// are: dt_ and base64url (so it can go in an Authorization header).
-func deviceToken(s string) bool {
-	tok, ok := strings.CutPrefix(s, "dt_")
-	return ok && tok != "" && len(tok) <= 256 && !strings.ContainsFunc(tok, func(r rune) bool {
-		return !(r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_')
-	})
 }
 
 // SaveConfig writes the file atomically with mode 0600.

@@ -22,7 +22,8 @@ const errUnreadableJob = "outcome_unknown"
 // does not decode, or does not match its key or any state, is replaced by
 // a finished job reported failed with outcome_unknown (it may have been
 // sent, so it is never sent again, and the server, which waits for every
-// acked job's report, gets one), or dropped when its id is not UTF-8 (no
+// acked job's report, gets one; unless the journal shows its outcome
+// elsewhere, outcomeJournaled: then nothing more is reported), or dropped when its id is not UTF-8 (no
 // job of the server's has one); every queue and awaiting entry that names
 // no job in its state is dropped, so that no broken entry holds back the
 // jobs behind it or sends a finished job again. The whole records are
@@ -49,11 +50,11 @@ func (j *Journal) Salvage(now time.Time) ([]string, error) {
 				strays = append(strays, bytes.Clone(k))
 				return nil
 			case err != nil:
-				notes = append(notes, fmt.Sprintf("job %q: record unreadable (%v): reported failed (%s), never sent again", k, err, errUnreadableJob))
+				notes = append(notes, fmt.Sprintf("job %q: record unreadable (%v): %s", k, err, replaced(tx, k)))
 			case r.Send.ID != string(k):
-				notes = append(notes, fmt.Sprintf("job %q: record names job %q: reported failed (%s), never sent again", k, r.Send.ID, errUnreadableJob))
+				notes = append(notes, fmt.Sprintf("job %q: record names job %q: %s", k, r.Send.ID, replaced(tx, k)))
 			case !knownState(r.State):
-				notes = append(notes, fmt.Sprintf("job %q: unknown state %q: reported failed (%s), never sent again", k, r.State, errUnreadableJob))
+				notes = append(notes, fmt.Sprintf("job %q: unknown state %q: %s", k, r.State, replaced(tx, k)))
 			default:
 				states[string(k)] = r.State
 				return nil
@@ -75,8 +76,15 @@ func (j *Journal) Salvage(now time.Time) ([]string, error) {
 			at := now.UTC().Format(time.RFC3339Nano)
 			// expires_at now: Prune forgets it a day after its report is acked.
 			r := jobRecord{Send: proto.Send{ID: id, ExpiresAt: at}, State: StateDone, TakenAt: now, DoneAt: now, Final: proto.StatusFailed}
+			outcome := outcomeJournaled(tx, k)
+			if outcome {
+				r.Final = proto.StatusSent
+			}
 			if err := putJob(tx, r); err != nil {
 				return err
+			}
+			if outcome {
+				continue // its own reports stand; its delivery watch goes below
 			}
 			if err := addReport(tx, proto.Status{ID: id, Status: proto.StatusFailed, Error: errUnreadableJob, At: stamp(now)}); err != nil {
 				return err
@@ -124,6 +132,24 @@ func (j *Journal) Salvage(now time.Time) ([]string, error) {
 		return notes, fmt.Errorf("journal: salvage: %w", err)
 	}
 	return notes, nil
+}
+
+// outcomeJournaled says whether the journal holds the outcome of the job
+// with this id outside its record: a job awaiting its delivery went out
+// (Finish journaled its sent report with the watch), and a report waiting
+// for its status_ack was journaled with the job's outcome. A damaged
+// record of such a job is not reported failed: the server would show a
+// message that went out as failed, and invite a second send of it.
+func outcomeJournaled(tx *bolt.Tx, id []byte) bool {
+	return tx.Bucket(bucketAwaiting).Get(id) != nil || pendingReports(tx, string(id))
+}
+
+// replaced says, for the log, what becomes of a damaged job record.
+func replaced(tx *bolt.Tx, id []byte) string {
+	if outcomeJournaled(tx, id) {
+		return "its outcome was journaled (a delivery watch or a report): kept as done, not reported again, never sent again"
+	}
+	return fmt.Sprintf("reported failed (%s), never sent again", errUnreadableJob)
 }
 
 func knownState(s string) bool {

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -22,17 +23,29 @@ const DefaultSettingsEvery = 10 * time.Second
 const topicSettings = "peers.settings"
 
 // Digest is how a secret or a long value is said on the bus: a short
-// digest, enough to tell two values apart, never the value. Empty stays
-// empty (unset). Only secrets that are random by construction (API keys,
-// signing secrets, the admin token) are said this way: a digest of a
-// password a person chose could be guessed back by whoever reads the bus.
-func Digest(v string) string {
+// HMAC-SHA256 of it under key, enough to tell two values apart, never the
+// value. Empty stays empty (unset). key is a secret the nodes share in
+// their database (DigestSecret) and that the bus never carries: a plain
+// hash of a value a person chose (an --admin-token typed rather than
+// generated) could be guessed back offline by whoever reads the bus, which
+// may be more parties than those who read the database; keyed, a digest
+// tells them nothing. Every node computes the same digest of the same
+// value, as it reads the same key.
+func Digest(key []byte, v string) string {
 	if v == "" {
 		return ""
 	}
-	sum := sha256.Sum256([]byte("simrelay setting\x00" + v))
-	return "sha256:" + hex.EncodeToString(sum[:6])
+	h := hmac.New(sha256.New, key)
+	h.Write([]byte(v))
+	return "hmac-sha256:" + hex.EncodeToString(h.Sum(nil)[:8])
 }
+
+// DigestSecret names the store secret (store.Backend.Secret) that keys
+// Digest, and DigestSecretSize is its size in bytes.
+const (
+	DigestSecret     = "settings-digest"
+	DigestSecretSize = 32
+)
 
 // settingsMessage is what a node says on topicSettings.
 type settingsMessage struct {
@@ -98,6 +111,7 @@ func (s *Settings) Run(ctx context.Context) {
 			return
 		case <-t.C:
 			s.say(false)
+			s.Differ() // forgets the nodes gone quiet, whether or not /metrics is read
 		}
 	}
 }

@@ -42,10 +42,11 @@ func settingsNode(t *testing.T, url, name string, own map[string]string) (*clust
 func TestSettingsNameTheNodesThatDiffer(t *testing.T) {
 	t.Parallel()
 	url := natstest.Start(t)
-	own := map[string]string{"rate-general": "100/1m0s", "admin-token": cluster.Digest("a-long-random-token"), "public-url": "https://sms.example.com"}
+	key := []byte("the cluster's key")
+	own := map[string]string{"rate-general": "100/1m0s", "admin-token": cluster.Digest(key, "a-long-random-token"), "public-url": "https://sms.example.com"}
 	a, aLog := settingsNode(t, url, "a", own)
-	_, bLog := settingsNode(t, url, "b", map[string]string{"rate-general": "100/1m0s", "admin-token": cluster.Digest("a-long-random-token"), "public-url": "https://sms.example.com", "newer-setting": "x"})
-	odd := map[string]string{"rate-general": "500/1m0s", "admin-token": cluster.Digest("another-token"), "public-url": "https://sms.example.com"}
+	_, bLog := settingsNode(t, url, "b", map[string]string{"rate-general": "100/1m0s", "admin-token": cluster.Digest(key, "a-long-random-token"), "public-url": "https://sms.example.com", "newer-setting": "x"})
+	odd := map[string]string{"rate-general": "500/1m0s", "admin-token": cluster.Digest(key, "another-token"), "public-url": "https://sms.example.com"}
 	_, cLog := settingsNode(t, url, "c", odd)
 	const warn = "a node runs with other settings than this one"
 	poll.Within(t, 5*time.Second, "a, b and c warn of the other settings", func() bool {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -17,6 +18,26 @@ import (
 type Registration struct {
 	DeviceToken string `json:"device_token"`
 	WSURL       string `json:"ws_url"`
+}
+
+// Problem says what is wrong with a registration kept on disk (a phone's
+// token file, the agent's configuration), "" when nothing: its token must
+// be a device token (dt_ and base64url, PROTOCOL.md section 4, so that it
+// can go in an Authorization header) and its link address a ws:// or
+// wss:// URL, as POST /device/register hands them out. A file that fails
+// it is damaged: dialing with it would be retried forever.
+func (r Registration) Problem() string {
+	tok, ok := strings.CutPrefix(r.DeviceToken, "dt_")
+	if !ok || tok == "" || len(tok) > 256 || strings.ContainsFunc(tok, func(c rune) bool {
+		return !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_')
+	}) {
+		return "its device_token is not a device token"
+	}
+	u, err := url.Parse(r.WSURL)
+	if err != nil || (u.Scheme != "ws" && u.Scheme != "wss") || u.Host == "" {
+		return "its ws_url is not a ws:// or wss:// URL"
+	}
+	return ""
 }
 
 // APIError is a refusal from the REST API, with the contract's error body.

@@ -71,6 +71,7 @@ func adminRestore(args []string, stdout, stderr io.Writer) error {
 	// place is atomic: the data dir holds the old store or the whole
 	// backup, never a part of it. Until that rename nothing but the copy
 	// and the old store's second name exist, and a failure removes both.
+	removeKilledCopies(where.dataDir)
 	staged, n, err := stageCopy(file, where.dataDir)
 	if err != nil {
 		return fmt.Errorf("copy %s into %s: %w; nothing was changed", file, where.dataDir, err)
@@ -98,6 +99,22 @@ func adminRestore(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// stagedPattern names a restore's copy in the data directory until its
+// rename; nothing else uses such a name.
+const stagedPattern = ".simrelay-restore-*"
+
+// removeKilledCopies removes the copies that restores killed before their
+// rename (Ctrl-C, kill -9) left in dir, each as large as its backup: no
+// process removes them otherwise. A restore running beside this one
+// (possible only while there is no store to lock) whose copy goes with
+// them fails its rename and says that nothing was changed.
+func removeKilledCopies(dir string) {
+	left, _ := filepath.Glob(filepath.Join(dir, stagedPattern))
+	for _, f := range left {
+		_ = os.Remove(f)
+	}
+}
+
 // stageCopy copies file into a new file of dir and syncs it, returning its
 // path and size; on failure it leaves nothing behind.
 func stageCopy(file, dir string) (staged string, n int64, err error) {
@@ -106,7 +123,7 @@ func stageCopy(file, dir string) (staged string, n int64, err error) {
 		return "", 0, err
 	}
 	defer src.Close()
-	tmp, err := os.CreateTemp(dir, ".simrelay-restore-*")
+	tmp, err := os.CreateTemp(dir, stagedPattern)
 	if err != nil {
 		return "", 0, err
 	}

@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net/url"
 	"os"
 	"path/filepath"
-	"strings"
 
-	"github.com/simrelay/simrelay/device"
+	"github.com/simrelay/simrelay/android-protocol/client"
 )
 
 // defaultPhoneTokenFile is where `simrelay phone` keeps its device token
@@ -70,27 +68,10 @@ func loadPhoneToken(path, server, fingerprint string) (saved savedPhone, ok bool
 	if saved.Server != server || saved.Fingerprint != fingerprint || saved.DeviceToken == "" || saved.WSURL == "" {
 		return saved, false, nil
 	}
-	if why := checkSavedPhone(saved); why != "" {
+	if why := (client.Registration{DeviceToken: saved.DeviceToken, WSURL: saved.WSURL}).Problem(); why != "" {
 		return saved, false, &damagedTokenFile{path, why}
 	}
 	return saved, true, nil
-}
-
-// checkSavedPhone says what is wrong with a token file's registration, ""
-// when nothing: its token must be a device token (dt_ and base64url) and
-// its link address a ws:// or wss:// URL, as registration hands them out.
-func checkSavedPhone(s savedPhone) string {
-	tok, ok := strings.CutPrefix(s.DeviceToken, device.TokenPrefix)
-	if !ok || tok == "" || len(tok) > 256 || strings.ContainsFunc(tok, func(r rune) bool {
-		return !(r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_')
-	}) {
-		return "its device_token is not a device token"
-	}
-	u, err := url.Parse(s.WSURL)
-	if err != nil || (u.Scheme != "ws" && u.Scheme != "wss") || u.Host == "" {
-		return "its ws_url is not a ws:// or wss:// URL"
-	}
-	return ""
 }
 
 // savePhoneToken writes the token file readable by its owner only (the

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -41,8 +42,10 @@ type sharedLimits struct {
 
 // shareLimits makes this node's limits and caches the cluster's when bus is
 // set (a node of a cluster, on PostgreSQL), and returns the zero
-// sharedLimits otherwise.
-func shareLimits(bus *cluster.Bus, st backend, accounts *account.Service, settings map[string]string, log *slog.Logger) (sharedLimits, error) {
+// sharedLimits otherwise. settings gives this node's shared settings, their
+// secrets digested with the key it is given (serveConfig.sharedSettings):
+// the cluster's secret in the database, read here.
+func shareLimits(bus *cluster.Bus, st backend, accounts *account.Service, settings func(key []byte) map[string]string, log *slog.Logger) (sharedLimits, error) {
 	if bus == nil {
 		return sharedLimits{}, nil
 	}
@@ -66,7 +69,11 @@ func shareLimits(bus *cluster.Bus, st backend, accounts *account.Service, settin
 		return sharedLimits{}, err
 	}
 	accounts.ShareResetMails(resets)
-	compared, err := cluster.NewSettings(bus, settings, 0, log)
+	key, err := pg.Secret(cluster.DigestSecret, cluster.DigestSecretSize)
+	if err != nil {
+		return sharedLimits{}, fmt.Errorf("the key of the settings' digests: %w", err)
+	}
+	compared, err := cluster.NewSettings(bus, settings(key), 0, log)
 	if err != nil {
 		return sharedLimits{}, err
 	}

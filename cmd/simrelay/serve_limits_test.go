@@ -56,7 +56,7 @@ func startLimitsNode(t *testing.T, dbURL, natsURL, name string, rate pacing.Rate
 	if err != nil {
 		t.Fatal(err)
 	}
-	shared, err := shareLimits(bus, st, accounts, map[string]string{}, log)
+	shared, err := shareLimits(bus, st, accounts, func([]byte) map[string]string { return map[string]string{} }, log)
 	if err != nil {
 		t.Fatal(err)
 	}

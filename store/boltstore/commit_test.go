@@ -204,3 +204,55 @@ func TestDeviceWritesShareCommits(t *testing.T) {
 		t.Errorf("last seen %v, want the latest, %v", got.LastSeenAt, want)
 	}
 }
+
+// A device write or a report that is refused (the device is gone, fn says
+// no as for a health report too soon, a report of a job the phone does not
+// have) writes nothing: it answers its caller without rolling back the
+// batch it shares, so the other writes run once.
+func TestRefusalKeepsTheBatch(t *testing.T) {
+	t.Parallel()
+	s, d, msgs, t0 := foldFixture(t, 1)
+	no := errors.New("too soon")
+	update := func(id uint64, fn func(*Device) error) func() error {
+		return func() error { _, err := s.UpdateDeviceByID(d.CompanyID, id, fn); return err }
+	}
+	report := func(deviceID uint64, uuid string) func() error {
+		return func() error {
+			_, _, err := s.TransitionLater(d.CompanyID, deviceID, uuid, MsgSending, "", "", "", t0).Wait()
+			return err
+		}
+	}
+	for _, c := range []struct {
+		name string
+		call func() error
+		want error
+	}{
+		{"fn refuses", update(d.ID, func(*Device) error { return no }), no},
+		{"device gone", update(d.ID+100, func(*Device) error { return nil }), ErrNotFound},
+		{"no such job", report(d.ID, "no-such-uuid"), ErrNotFound},
+		{"another phone's job", report(d.ID+100, msgs[0].UUID), ErrNotFound},
+	} {
+		release := holdCommits(t, s)
+		runs := 0 // the committer goroutine's only
+		other := s.commit.submit(func(tx *bolt.Tx) error {
+			runs++
+			return tx.Bucket(bucketMeta).Put([]byte("other-write"), []byte(c.name))
+		})
+		done := make(chan error, 1)
+		go func() { done <- c.call() }()
+		deadline := time.Now().Add(10 * time.Second)
+		for len(s.commit.reqs) < 2 && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		release()
+		if err := other.wait(); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; !errors.Is(err, c.want) {
+			t.Errorf("%s: got %v, want %v", c.name, err, c.want)
+		}
+		if runs != 1 {
+			t.Errorf("%s: the write sharing its batch ran %d times, want once", c.name, runs)
+		}
+	}
+}

@@ -258,20 +258,30 @@ func (s *Store) updateDevice(name string, find func(*bolt.Tx) (Device, error), f
 // blip thousands of phones make them at once; sharing commits keeps the
 // fleet's return (and the sends meanwhile) from waiting on one fsync per
 // phone. fn may therefore run more than once.
+//
+// A device that is gone and fn's refusal (a health report too soon, a bad
+// value) come before anything is written: they are the caller's answer,
+// not a failure of the commit, so they do not roll back the writes the
+// batch shares (which would run them all again, and a phone repeating a
+// refused frame could make every batch run twice).
 func (s *Store) updateDeviceTx(name string, find func(*bolt.Tx) (Device, error), fn func(*Device) ([]DeviceEvent, error)) (Device, error) {
 	var d Device
+	var refused error
 	err := s.grouped(func(tx *bolt.Tx) error {
+		refused = nil
 		var err error
 		if d, err = find(tx); err != nil {
-			if errors.Is(err, ErrDeviceGone) {
-				return ErrNotFound
+			if errors.Is(err, ErrDeviceGone) || errors.Is(err, ErrNotFound) {
+				refused = ErrNotFound
+				return nil
 			}
 			return err
 		}
 		before := d
 		events, err := fn(&d)
 		if err != nil {
-			return err
+			refused = err // d changed in memory only
+			return nil
 		}
 		d.ID, d.Fingerprint, d.CompanyID, d.TokenHash, d.CreatedAt = before.ID, before.Fingerprint, before.CompanyID, before.TokenHash, before.CreatedAt
 		if err := syncDisabled(tx, d); err != nil {
@@ -285,6 +295,9 @@ func (s *Store) updateDeviceTx(name string, find func(*bolt.Tx) (Device, error),
 		}
 		return s.writeDeviceEvents(tx, d, events)
 	})
+	if err == nil {
+		err = refused
+	}
 	if err != nil {
 		return d, fmt.Errorf("store: update device %s: %w", name, err)
 	}

@@ -216,6 +216,11 @@ type transit struct {
 	uuid, status string
 	out          Message // set inside the transaction
 	moved        bool    // set inside the transaction
+	// refused is the change's answer when it wrote nothing (no such job of
+	// this phone): not the commit's failure, so the batch it shares is not
+	// rolled back and run again for it (a phone repeating reports of jobs
+	// it does not have would otherwise make every batch run twice).
+	refused error
 }
 
 // TransitionLater queues the change TransitionDetail makes for the next
@@ -240,7 +245,11 @@ func (s *Store) TransitionLater(companyID, deviceID uint64, uuid, status, errTex
 // Wait returns the message as the change left it, whether the change moved
 // it, and any error, once the change is durable; call it once.
 func (t *transit) Wait() (Message, bool, error) {
-	if err := t.req.wait(); err != nil {
+	err := t.req.wait()
+	if err == nil {
+		err = t.refused
+	}
+	if err != nil {
 		return t.out, false, fmt.Errorf("store: message %s to %s: %w", t.uuid, t.status, err)
 	}
 	return t.out, t.moved, nil
@@ -252,20 +261,26 @@ func (t *transit) Wait() (Message, bool, error) {
 // read and written through f, which writes them once for the changes
 // that follow one another in the batch.
 func (s *Store) transitionTx(tx *bolt.Tx, f *fold, t *transit, companyID, deviceID uint64, uuid, status, errText, statusAt, detail string, now time.Time) error {
-	t.out, t.moved = Message{}, false
+	t.out, t.moved, t.refused = Message{}, false, nil
 	d, err := liveDeviceRef(tx, companyID, deviceID)
 	if err != nil {
 		if errors.Is(err, ErrDeviceGone) {
-			return ErrNotFound
+			t.refused = ErrNotFound
+			return nil
 		}
 		return err
 	}
 	m, err := f.message(tx, uuid)
+	if errors.Is(err, ErrNotFound) {
+		t.refused = err
+		return nil
+	}
 	if err != nil {
 		return err
 	}
 	if m.CompanyID != companyID || m.Direction != Outbound || (m.DeviceID != deviceID && !agentHolds(tx, m, deviceID)) {
-		return ErrNotFound
+		t.refused = ErrNotFound
+		return nil
 	}
 	t.out = m
 	if rank[status] <= rank[m.Status] {

@@ -3,7 +3,6 @@ package postgres
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -11,11 +10,13 @@ import (
 	"github.com/simrelay/simrelay/store"
 )
 
-// The send path: Enqueue and EnqueueBulk keep every rule of a send in its
-// one transaction (the idempotency key, the device, the opt-outs, the
-// plan's message limit, the daily storage budget), and Cancel takes a
-// waiting message back; the sweeps (ReleaseDue, ExpireQueued) are in
-// sweeps.go. doc.go says which key columns of messages each status sets.
+// The send path: Enqueue (enqueue.go) and EnqueueBulk (bulk.go) keep every
+// rule of a send in its one transaction (the idempotency key, the device,
+// the opt-outs, the plan's message limit, the daily storage budget); this
+// file holds the rules and the writes they share, optouts.go the opt-out
+// list. Cancel (cancel.go) takes a waiting message back; the sweeps
+// (ReleaseDue, ExpireQueued) are in sweeps.go. doc.go says which key
+// columns of messages each status sets.
 
 // idempotencyTTL is how long a company's Idempotency-Key keeps its answer.
 const idempotencyTTL = 24 * time.Hour
@@ -101,29 +102,6 @@ func (k answerKey) keep(t *txn, at time.Time, answer func() (int, []byte)) error
 	_, err = t.exec("UPDATE idempotency SET created_at = $4, rec = $5 WHERE company_id = $1 AND route = $2 AND key = $3",
 		id(k.companyID), k.key.Route, k.key.Key, at, raw)
 	return err
-}
-
-// optOutRefusal refuses an SMS (channel sms or unset) to a number on the
-// company's list with an *store.OptOutError naming index (-1 for a single
-// send); other channels are not SMS and pass.
-func optOutRefusal(t *txn, companyID uint64, channel, phone string, index int) error {
-	if channel != "" && channel != "sms" {
-		return nil
-	}
-	listed, err := onOptOutList(t, companyID, phone)
-	if err != nil {
-		return err
-	}
-	if listed {
-		return &store.OptOutError{Phone: phone, Index: index}
-	}
-	return nil
-}
-
-// onOptOutList says whether phone is on the company's list.
-func onOptOutList(t *txn, companyID uint64, phone string) (listed bool, err error) {
-	err = t.row("SELECT EXISTS (SELECT 1 FROM opt_outs WHERE company_id = $1 AND phone = $2)", id(companyID), phone).Scan(&listed)
-	return listed, err
 }
 
 // sendFacts are what a send checks of its company that no row lock guards
@@ -307,194 +285,6 @@ func newOutbound(m *store.Message, deviceID uint64, at time.Time) {
 	m.CreatedAt, m.UpdatedAt = at, at
 }
 
-// EnqueueBulk stores many outbound messages of one company (ms[0]'s) for
-// the device ms[0] names, each with its own phone, text and uuid, in one
-// transaction: all of them or, on any refusal, none. The plan's message
-// limit counts each message, the budget their sum, and an opted-out
-// recipient refuses the whole request with an *store.OptOutError naming
-// its index. With an idempotency key, the key's first answer comes back
-// instead as prior. answer builds the response from the stored messages,
-// in input order.
-func (s *Store) EnqueueBulk(ms []store.Message, idemKey store.IdempotencyKey, now func() time.Time, check store.DeviceCheck, answer func([]store.Message) (int, []byte)) ([]store.Message, *store.Idempotent, error) {
-	if len(ms) == 0 {
-		return nil, nil, errors.New("store: bulk enqueue of no messages")
-	}
-	var out []store.Message
-	var prior *store.Idempotent
-	companyID := ms[0].CompanyID
-	err := s.write("bulk enqueue", func(t *txn) error {
-		out, prior = nil, nil
-		at := now().UTC()
-		ik, p, err := priorAnswer(t, companyID, idemKey, at)
-		if err != nil || p != nil {
-			prior = p
-			return err
-		}
-		routed := make([]store.Message, len(ms))
-		copy(routed, ms)
-		for i := range routed {
-			routed[i].CompanyID = companyID
-		}
-		facts, err := s.readSendFacts(t, companyID, routed, at)
-		if err != nil {
-			return err
-		}
-		d, r, err := route(t, &routed[0], check, at)
-		if err != nil {
-			return err
-		}
-		devs := make([]uint64, len(ms))
-		devs[0] = d.ID
-		for i := 1; i < len(routed); i++ {
-			di, err := r.next(&routed[i])
-			if err != nil {
-				return err
-			}
-			devs[i] = di.ID
-		}
-		var cost int64
-		for i, m := range routed {
-			if err := facts.optOut(m, i); err != nil {
-				return err
-			}
-			cost += store.MessageCost(m)
-		}
-		usage, err := planAllowsUnder(t, companyID, facts.limits, store.LimitMessages)
-		if err != nil {
-			return err
-		}
-		if err := usage.room(int64(len(ms))); err != nil {
-			return err
-		}
-		if err := s.addUsed(t, companyID, at, cost, facts.stored, true); err != nil {
-			return err
-		}
-		if err := usage.add(t, int64(len(ms))); err != nil {
-			return err
-		}
-		if err := r.commit(); err != nil {
-			return err
-		}
-		ids, err := nextIDs(t, "messages", len(routed))
-		if err != nil {
-			return err
-		}
-		for i := range routed {
-			newOutbound(&routed[i], devs[i], at)
-			routed[i].ID = ids[i]
-		}
-		if err := queueAllIn(t, routed); err != nil {
-			return err
-		}
-		if err := insertOutbound(t, routed); err != nil {
-			return err
-		}
-		if err := ik.keep(t, at, func() (int, []byte) { return answer(routed) }); err != nil {
-			return err
-		}
-		out = routed
-		return nil
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	return out, prior, nil
-}
-
-// ImportMessages stores finished history (delivered, failed or received
-// messages, with their UUIDs and times set) in one transaction, counting
-// them in the stats as they stand. Device names the fingerprint of a live
-// device of the message's company, whose id the message takes; any other
-// is store.ErrDeviceGone and nothing is stored. IDs and DeviceIDs are set
-// in msgs.
-func (s *Store) ImportMessages(msgs []store.Message) error {
-	type devName struct {
-		companyID   uint64
-		fingerprint string
-	}
-	return s.write("import messages", func(t *txn) error {
-		ids := map[devName]uint64{}
-		for i := range msgs {
-			m := &msgs[i]
-			name := devName{m.CompanyID, m.Device}
-			if ids[name] == 0 {
-				d, err := liveDevice(t, m.CompanyID, m.Device, false)
-				if err != nil {
-					return fmt.Errorf("message %s: device %s: %w", m.UUID, m.Device, err)
-				}
-				ids[name] = d.ID
-			}
-			msgID, err := nextID(t, "messages")
-			if err != nil {
-				return err
-			}
-			m.ID, m.DeviceID = msgID, ids[name]
-			if err := insertSend(t, *m); err != nil {
-				return err
-			}
-			if m.Direction == store.Inbound {
-				err = count(t, *m, m.CreatedAt, store.Counts{Received: 1})
-			} else {
-				at := m.UpdatedAt
-				if at.IsZero() {
-					at = m.CreatedAt
-				}
-				err = count(t, *m, at, store.StatusCounts(*m, store.MsgQueued, m.Status))
-			}
-			if err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-}
-
-// MessageByUUID returns a message of the company by its uuid (the queue
-// id of an outbound one); another company's is store.ErrNotFound.
-func (s *Store) MessageByUUID(companyID uint64, uuid string) (store.Message, error) {
-	var m store.Message
-	err := s.read("message "+uuid, func(t *txn) error {
-		return getRec(t, &m, "SELECT rec FROM messages WHERE company_id = $1 AND uuid = $2", id(companyID), uuid)
-	})
-	return m, err
-}
-
-// Cancel takes back a scheduled or queued (held or not) outbound SMS of
-// the company by its uuid: it leaves the queue or the schedule in the same
-// transaction, so no dispatch reads it afterwards, and becomes canceled.
-// Another company's message, an inbound one, a WhatsApp or iMessage one,
-// or an unknown uuid is store.ErrNotFound; one past queued is
-// store.ErrNotCancelable, with the message as it is.
-func (s *Store) Cancel(companyID uint64, uuid string, now time.Time) (store.Message, error) {
-	var out store.Message
-	err := s.write("cancel message "+uuid, func(t *txn) error {
-		out = store.Message{}
-		var m store.Message
-		if err := getRec(t, &m, "SELECT rec FROM messages WHERE company_id = $1 AND uuid = $2 FOR UPDATE", id(companyID), uuid); err != nil {
-			return err
-		}
-		// The SMS queue's route cancels SMS only, as it reads SMS only.
-		if m.Direction != store.Outbound || store.IsAgentChannel(m.Channel) {
-			return store.ErrNotFound
-		}
-		out = m
-		if m.Status != store.MsgScheduled && m.Status != store.MsgQueued {
-			return store.ErrNotCancelable
-		}
-		from := m.Status
-		m.Status, m.Error, m.UpdatedAt = store.MsgCanceled, "", now.UTC()
-		if err := countTransition(t, m, from, "", now); err != nil {
-			return err
-		}
-		if err := updateSend(t, m); err != nil {
-			return err
-		}
-		out = m
-		return nil
-	})
-	return out, err
-}
-
 // PruneIdempotency drops idempotency answers kept before cutoff.
 func (s *Store) PruneIdempotency(cutoff time.Time) (int, error) {
 	var n int
@@ -504,126 +294,4 @@ func (s *Store) PruneIdempotency(cutoff time.Time) (int, error) {
 		return err
 	})
 	return n, err
-}
-
-// AddOptOut puts phone (E.164) on the company's list, counting it against
-// the daily budget; created is false when it was there already (and the
-// stored entry comes back unchanged, costing nothing).
-func (s *Store) AddOptOut(companyID uint64, phone string, now time.Time) (o store.OptOut, created bool, err error) {
-	err = s.write("add opt-out", func(t *txn) error {
-		o, created = store.OptOut{Phone: phone, Source: store.OptOutAPI, CreatedAt: now.UTC()}, true
-		raw, err := rec(o)
-		if err != nil {
-			return err
-		}
-		tag, err := t.exec("INSERT INTO opt_outs (company_id, phone, rec) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING", id(companyID), phone, raw)
-		if err != nil {
-			return err
-		}
-		if tag.RowsAffected() == 0 {
-			created = false
-			return getRec(t, &o, "SELECT rec FROM opt_outs WHERE company_id = $1 AND phone = $2", id(companyID), phone)
-		}
-		return s.charge(t, companyID, now, store.OptOutCost)
-	})
-	if err != nil {
-		return store.OptOut{}, false, err
-	}
-	return o, created, nil
-}
-
-// RemoveOptOut takes phone off the company's list; store.ErrNotFound when
-// it is not on it.
-func (s *Store) RemoveOptOut(companyID uint64, phone string) error {
-	return s.write("remove opt-out", func(t *txn) error {
-		tag, err := t.exec("DELETE FROM opt_outs WHERE company_id = $1 AND phone = $2", id(companyID), phone)
-		if err == nil && tag.RowsAffected() == 0 {
-			return store.ErrNotFound
-		}
-		return err
-	})
-}
-
-// OptOuts returns one page of the company's list in number order (after
-// the number after, "" for the first page), at most limit entries.
-func (s *Store) OptOuts(companyID uint64, after string, limit int) ([]store.OptOut, error) {
-	var out []store.OptOut
-	err := s.read("opt-outs", func(t *txn) error {
-		var err error
-		out, err = getRecs[store.OptOut](t, "SELECT rec FROM opt_outs WHERE company_id = $1 AND phone > $2 ORDER BY phone LIMIT $3",
-			id(companyID), after, max(limit, 0))
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-// OptedOut reports whether phone (E.164, or a keyword sender's form) is on
-// the company's list. A send reads the list again in its own transaction;
-// this read is for a caller that wants to know before it sends.
-func (s *Store) OptedOut(companyID uint64, phone string) (bool, error) {
-	var listed bool
-	err := s.read("opt-out", func(t *txn) (err error) {
-		listed, err = onOptOutList(t, companyID, phone)
-		return err
-	})
-	return listed, err
-}
-
-// StorageUsed is how many bytes the company has added on t's UTC day.
-func (s *Store) StorageUsed(companyID uint64, t time.Time) (int64, error) {
-	var used int64
-	err := s.read("storage used", func(tx *txn) error {
-		return tx.row("SELECT coalesce(sum(used), 0) FROM storage_usage WHERE company_id = $1 AND day = $2", id(companyID), day(t)).Scan(&used)
-	})
-	return used, err
-}
-
-// PruneStorageCounters drops the daily storage counters of UTC days before
-// the one of cutoff (only today's is ever consulted) and says how many
-// company days it dropped, whatever the shards they were split in.
-func (s *Store) PruneStorageCounters(cutoff time.Time) (int, error) {
-	var n int
-	err := s.write("prune storage counters", func(t *txn) error {
-		return t.row(`WITH gone AS (DELETE FROM storage_usage WHERE day < $1 RETURNING company_id, day)
-			SELECT count(*) FROM (SELECT DISTINCT company_id, day FROM gone) d`, day(cutoff)).Scan(&n)
-	})
-	return n, err
-}
-
-// Usage is what a company has used of its plan: messages queued in the
-// period starting at periodStart, and its live devices.
-func (s *Store) Usage(companyID uint64, periodStart time.Time) (messages int64, devices int, err error) {
-	err = s.read("usage", func(t *txn) error {
-		if err := t.row("SELECT coalesce(sum(used), 0) FROM plan_usage WHERE company_id = $1 AND period_start = $2",
-			id(companyID), periodStart).Scan(&messages); err != nil {
-			return err
-		}
-		return t.row("SELECT count(*) FROM devices WHERE company_id = $1 AND deleted_at IS NULL", id(companyID)).Scan(&devices)
-	})
-	if err != nil {
-		return 0, 0, err
-	}
-	return messages, devices, nil
-}
-
-// NextDue returns the send_at of the earliest scheduled message, or the
-// opening of the earliest held one's window; ok is false when none waits.
-func (s *Store) NextDue() (at time.Time, ok bool, err error) {
-	err = s.read("next scheduled message", func(t *txn) error {
-		var due *time.Time
-		if err := t.row("SELECT min(due_at) FROM messages WHERE due_at IS NOT NULL").Scan(&due); err != nil {
-			return err
-		}
-		if due != nil {
-			at, ok = due.UTC(), true
-		}
-		return nil
-	})
-	if err != nil {
-		return time.Time{}, false, err
-	}
-	return at, ok, nil
 }

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/simrelay/simrelay/store/boltstore"
+)
+
+// A restore killed during its copy (Ctrl-C, kill -9) leaves the copy in
+// the data directory, as large as the backup, under a name nothing else
+// uses: the next restore removes it, whether or not a store is there yet.
+func TestAdminRestoreRemovesAKilledRestoresCopy(t *testing.T) {
+	t.Parallel()
+	src := t.TempDir()
+	st, err := boltstore.Open(src, boltstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	backup := filepath.Join(src, boltstore.FileName)
+	dir := t.TempDir()
+	for round, what := range []string{"into an empty directory", "over a store"} {
+		left := filepath.Join(dir, ".simrelay-restore-killed"+string(rune('0'+round)))
+		if err := os.WriteFile(left, []byte("half a copy"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := adminRestore([]string{backup, "--data-dir", dir}, io.Discard, io.Discard); err != nil {
+			t.Fatalf("restore %s: %v", what, err)
+		}
+		if _, err := os.Stat(left); !os.IsNotExist(err) {
+			t.Errorf("restore %s: the killed restore's copy %s is still there (%v)", what, left, err)
+		}
+		if err := boltstore.Verify(filepath.Join(dir, boltstore.FileName)); err != nil {
+			t.Errorf("restore %s: the store: %v", what, err)
+		}
+	}
+}

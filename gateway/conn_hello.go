@@ -1,0 +1,111 @@
+package gateway
+
+// The link's hello: the phone's first frame, and the second look at the
+// device's token and status once the link is registered.
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/coder/websocket"
+
+	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/problem"
+	"github.com/simrelay/simrelay/store"
+)
+
+// hello waits for the phone's first frame and records it.
+func (c *conn) hello() bool {
+	h := c.hub
+	timer := time.AfterFunc(h.cfg.HelloTimeout, func() { c.closeWith(proto.CloseHelloTimeout, "no hello in time") })
+	_, data, err := c.ws.Read(context.Background())
+	timer.Stop()
+	if err != nil {
+		return false
+	}
+	f, err := proto.Decode(withoutNUL(data))
+	hello, isHello := f.(*proto.Hello)
+	switch {
+	case frameType(data) != proto.TypeHello:
+		c.fail(proto.CloseProtocolError, "protocol_error", "The first frame must be hello.")
+		return false
+	case err != nil || !isHello:
+		c.fail(proto.CloseProtocolError, "protocol_error", "hello: "+frameProblem(err))
+		return false
+	}
+	if hello.Protocol != proto.Version {
+		c.fail(proto.CloseUnsupportedVer, "unsupported_protocol", "This server speaks protocol version 1.")
+		return false
+	}
+	sims := make([]store.SIM, 0, len(hello.SIMs))
+	for _, s := range hello.SIMs {
+		sims = append(sims, store.SIM(s))
+	}
+	if hello.SIMs == nil {
+		sims = nil
+	}
+	dev, err := h.devices.Hello(context.Background(), c.dev, hello.SelectedSIM, sims, hello.AppVersion, hello.Health)
+	if pe, ok := problem.As(err); ok {
+		c.fail(proto.CloseProtocolError, "invalid_hello", pe.Refield("hello."+pe.Field).Message)
+		return false
+	}
+	if errors.Is(err, store.ErrNotFound) {
+		c.closeWith(proto.CloseDeviceGone, "device deleted")
+		return false
+	}
+	if err != nil {
+		h.log.Error("store hello", "device", c.dev.Fingerprint, "err", err)
+		c.closeWith(int(websocket.StatusInternalError), "server error")
+		return false
+	}
+	// The link needs none of the health report: it stays in the store.
+	dev.Health = nil
+	c.dev = dev
+	if h.agents != nil && (len(hello.WhatsApp) > 0 || len(hello.IMessage) > 0) {
+		ids, err := h.agents.Announce(context.Background(), dev, *hello)
+		if pe, ok := problem.As(err); ok {
+			c.fail(proto.CloseProtocolError, "invalid_hello", pe.Refield("hello."+pe.Field).Message)
+			return false
+		}
+		if err != nil {
+			h.log.Error("store hello numbers", "device", c.dev.Fingerprint, "err", err)
+			c.closeWith(int(websocket.StatusInternalError), "server error")
+			return false
+		}
+		for _, id := range ids {
+			c.lines = append(c.lines, line{id: id})
+		}
+	}
+	c.touch()
+	return true
+}
+
+// stillAllowed re-checks the device token and status, closing the link with
+// the code the phone must see when either changed; it returns the device as
+// stored now.
+func (c *conn) stillAllowed() (store.Device, bool) {
+	token := c.token
+	c.token = "" // checked once more, here; not kept for the link's life
+	dev, err := c.hub.devices.Authenticate(context.Background(), token)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		// The token is dead: the device was deleted, or registered again with
+		// a new token. A device of the fingerprint with another id is a new
+		// registration after a delete: for this link, the device is gone.
+		if d, err := c.hub.devices.Get(context.Background(), c.dev.CompanyID, c.dev.Fingerprint); err != nil || d.ID != c.dev.ID {
+			c.closeWith(proto.CloseDeviceGone, "device deleted")
+		} else {
+			c.closeWith(proto.CloseBadToken, "token revoked")
+		}
+		return dev, false
+	case err != nil:
+		c.hub.log.Error("re-check device token", "device", c.dev.Fingerprint, "err", err)
+		c.closeWith(int(websocket.StatusInternalError), "server error")
+		return dev, false
+	case dev.Status == store.DeviceDisabled:
+		c.closeWith(proto.CloseDeviceGone, "device disabled")
+		return dev, false
+	}
+	return dev, true
+}

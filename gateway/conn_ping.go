@@ -1,0 +1,108 @@
+package gateway
+
+// The link's liveness: a ping's round trip and the pong that ends it, and
+// whether a phone that sent no pong was heard from anyway.
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// pingWait is a ping of the link's own (linkIO.ping) waiting for its pong,
+// which the link's reader takes between frames.
+type pingWait struct {
+	done chan struct{} // closed by the pong, or by the link's end
+	once sync.Once
+}
+
+func (w *pingWait) end() { w.once.Do(func() { close(w.done) }) }
+
+// ponged is a pong the reader took before the library saw it.
+func (c *conn) ponged() {
+	c.touch()
+	if w := c.ping.Load(); w != nil {
+		w.end()
+	}
+}
+
+// pingOnce sends one ping and ends the link if no pong comes back in time;
+// it runs on a goroutine of its own, which exists only for the round trip,
+// and has the hub's pinger send the next.
+func (c *conn) pingOnce() {
+	if c.closed() {
+		return
+	}
+	if l, ok := c.sock.(*linkIO); ok && l.onPong != nil {
+		if sent, ok := c.pingOwn(l); sent || !ok {
+			if ok {
+				c.hub.pings.after(c, jitter(c.hub.cfg.PingInterval))
+			}
+			return
+		}
+		if !l.unsynced.Load() { // a frame was being written: ping at the next turn
+			c.hub.pings.after(c, jitter(c.hub.cfg.PingInterval))
+			return
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.hub.cfg.PongTimeout)
+	defer cancel()
+	read := c.frames.Load()
+	if err := c.ws.Ping(ctx); err != nil {
+		if ctx.Err() != nil {
+			if c.heard(read) && !c.closed() {
+				c.hub.pings.after(c, jitter(c.hub.cfg.PingInterval))
+				return
+			}
+			c.lost("no pong within " + c.hub.cfg.PongTimeout.String())
+		}
+		c.end()
+		return
+	}
+	c.touch()
+	c.hub.pings.after(c, jitter(c.hub.cfg.PingInterval))
+}
+
+// pingOwn pings through the link's connection and waits for the pong the
+// reader takes (or the link's end): sent is false when no ping could be
+// written between frames, ok false when the link ended or its phone did not
+// answer within the pong timeout.
+func (c *conn) pingOwn(l *linkIO) (sent, ok bool) {
+	w := &pingWait{done: make(chan struct{})}
+	c.ping.Store(w)
+	defer c.ping.Store(nil)
+	if c.closed() {
+		return false, false
+	}
+	read := c.frames.Load()
+	sent, err := l.ping(c.hub.cfg.PongTimeout)
+	if err != nil {
+		c.end()
+		return false, false
+	}
+	if !sent {
+		return false, true
+	}
+	t := time.NewTimer(c.hub.cfg.PongTimeout)
+	defer t.Stop()
+	select {
+	case <-w.done:
+		return true, !c.closed()
+	case <-t.C:
+		if c.heard(read) {
+			return true, !c.closed() // the next ping asks again
+		}
+		c.lost("no pong within " + c.hub.cfg.PongTimeout.String())
+		c.end()
+		return true, false
+	}
+}
+
+// heard says whether the phone proved itself alive since the reader had
+// read read frames: a frame came in since, or the reader is not reading at
+// all (it waits for the store to take a report, and a pong it would take is
+// waiting behind), so a missing pong is the server's delay, not a silent
+// phone's.
+func (c *conn) heard(read uint32) bool {
+	return c.frames.Load() != read || c.handling.Load()
+}

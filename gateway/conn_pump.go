@@ -1,0 +1,166 @@
+package gateway
+
+// The link's window of sends: the pump that writes waiting jobs while it has
+// room, their pace, and the places acks free.
+
+import (
+	"context"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// setPace spaces sends evenly: one every minute/perMinute, no bursts, which
+// is what keeps a phone under Android's per-app SMS quota.
+// An unchanged rate keeps its limiter, so that a settings change of another
+// kind does not let a send out early.
+func (c *conn) setPace(perMinute int) {
+	c.pumpMu.Lock()
+	defer c.pumpMu.Unlock()
+	switch {
+	case perMinute <= 0:
+		c.pace, c.paceRate = nil, 0
+	case perMinute != c.paceRate || c.pace == nil:
+		c.pace, c.paceRate = rate.NewLimiter(rate.Every(time.Minute/time.Duration(perMinute)), 1), perMinute
+	}
+}
+
+// pump writes waiting jobs to the link while the window of un-acked sends
+// has room: SMS first, then the jobs of its WhatsApp numbers and iMessage
+// handles, each paced by its gap (agents.go).
+func (c *conn) pump() {
+	c.pumpMu.Lock()
+	defer c.pumpMu.Unlock()
+	c.owed = false // this pump fills whatever is free
+	c.pumpSMS()
+	c.pumpAgents()
+}
+
+// pumpSMS writes waiting SMS jobs; pumpMu held.
+func (c *conn) pumpSMS() {
+	for {
+		room := c.hub.cfg.MaxInflight - len(c.inflight)
+		if room <= 0 || c.closed() {
+			return
+		}
+		// Priority jobs come back at every read until acked, so read as
+		// many more as the link holds.
+		limit := room + len(c.priority)
+		jobs, err := c.hub.intake.Pending(context.Background(), c.dev, c.cursor, limit)
+		if err != nil {
+			c.hub.log.Error("load pending jobs", "device", c.dev.Fingerprint, "err", err)
+			return
+		}
+		progress := false
+		for _, j := range jobs {
+			if j.Send == nil { // expired (the sweeper marks it), held or failed: not sent, and out of the queue's way
+				if j.Seq != 0 {
+					c.cursor = j.Seq
+				}
+				progress = true
+				continue
+			}
+			if _, held := c.inflight[j.Send.ID]; held {
+				continue // a priority job this link has (Seq 0: read again each time)
+			}
+			if len(c.inflight) >= c.hub.cfg.MaxInflight {
+				return // the window is full: the next ack pumps again
+			}
+			if c.pace != nil {
+				r := c.pace.Reserve()
+				if d := r.Delay(); d > 0 {
+					r.Cancel()
+					if c.paceTimer == nil {
+						c.paceTimer = time.AfterFunc(d, func() {
+							c.pumpMu.Lock()
+							c.paceTimer = nil
+							c.pumpMu.Unlock()
+							c.pump()
+						})
+					}
+					return
+				}
+			}
+			c.hub.noteDispatch(c.dev.ID, j.Seq)
+			if !c.send(*j.Send) {
+				return
+			}
+			c.take(j.Send.ID)
+			if j.Seq != 0 {
+				c.cursor = j.Seq
+			} else {
+				if c.priority == nil {
+					c.priority = map[string]struct{}{}
+				}
+				c.priority[j.Send.ID] = struct{}{}
+			}
+			progress = true
+		}
+		// A short batch was the end of the queue. A full one may have been
+		// expired jobs only, which filled no slot: read on, or the jobs
+		// behind them would wait for the next send or link. One that moved
+		// nothing (priority jobs this link has) would read the same again:
+		// their acks pump again.
+		c.queueEnd = len(jobs) < limit
+		if c.queueEnd || !progress {
+			return
+		}
+	}
+}
+
+// kick pumps for jobs just queued: the queue has jobs past its end again.
+func (c *conn) kick() {
+	c.pumpMu.Lock()
+	c.queueEnd = false
+	c.pumpMu.Unlock()
+	c.pump()
+}
+
+// take puts a send written to the link in the window; pumpMu held.
+func (c *conn) take(id string) {
+	if c.inflight == nil {
+		c.inflight = map[string]struct{}{}
+	}
+	c.inflight[id] = struct{}{}
+}
+
+// settle frees a send's place in the window; it reports whether the send
+// was in the window. The answerer refills the places freed (refill).
+func (c *conn) settle(id string) bool {
+	c.pumpMu.Lock()
+	_, was := c.inflight[id]
+	delete(c.inflight, id)
+	if len(c.inflight) == 0 {
+		c.inflight = nil // an idle link holds no map
+	}
+	if c.priority != nil {
+		delete(c.priority, id)
+		if len(c.priority) == 0 {
+			c.priority = nil
+		}
+	}
+	c.owed = c.owed || was
+	c.pumpMu.Unlock()
+	return was
+}
+
+// refill writes jobs into the places of the window freed since the last
+// pump, once half the window is free or no other answer waits (idle): a
+// phone whose acks come in a stream has its window refilled in one read of
+// the queue per half window instead of one read per ack, and still never
+// holds fewer than half the window's jobs while it has a backlog. Answerer
+// goroutine only.
+func (c *conn) refill(idle bool) {
+	c.pumpMu.Lock()
+	// Once a read found the queue's end, only a kick (a new job) can
+	// bring SMS jobs; WhatsApp and iMessage jobs are read on every refill.
+	more := !c.queueEnd || len(c.lines) > 0
+	due := c.owed && more && (idle || len(c.inflight) <= c.hub.cfg.MaxInflight/2)
+	if due {
+		c.owed = false
+	}
+	c.pumpMu.Unlock()
+	if due {
+		c.pump()
+	}
+}

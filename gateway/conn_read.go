@@ -1,0 +1,204 @@
+package gateway
+
+// The link's read side: the reader's loop, each frame handled, intake
+// refusals, and the words for a frame that could not be decoded.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+
+	"github.com/coder/websocket"
+
+	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/problem"
+	"github.com/simrelay/simrelay/store"
+)
+
+// readLoop handles the phone's frames. Store writes start here, on the
+// link's own goroutine, and its answers wait on its own answerer
+// (answers.go), so one slow phone slows only itself. Between frames it
+// waits in awaitFrame, on a stack small enough for the runtime to shrink
+// to its least: an idle link's goroutine costs 2 KB of stack, not the 4 KB
+// a wait inside the library's Read takes.
+func (c *conn) readLoop() {
+	l, _ := c.sock.(*linkIO)
+	for {
+		if l != nil {
+			l.awaitFrame()
+		}
+		if !c.readFrame() {
+			return
+		}
+	}
+}
+
+// readFrame reads and handles one frame; false ends the link. It is not
+// inlined, so that its frame is off the stack while readLoop waits.
+//
+//go:noinline
+func (c *conn) readFrame() bool {
+	ctx := context.Background()
+	_, data, err := c.ws.Read(ctx)
+	if err != nil || c.closed() {
+		return false // the answerer may have closed the link (flood, a store fault)
+	}
+	c.touch()
+	c.frames.Add(1)
+	f, err := proto.Decode(withoutNUL(data))
+	if errors.Is(err, proto.ErrUnknownType) {
+		if !c.charge() {
+			return false
+		}
+		refusal := proto.Error{Code: "unknown_frame", Message: fmt.Sprintf("Unknown frame type %q; the frame was ignored.", echo(frameType(data)))}
+		c.answerNow(func() { c.answerError(refusal) })
+		return true
+	}
+	if err != nil {
+		c.fail(proto.CloseProtocolError, "protocol_error", "A frame could not be read: "+frameProblem(err))
+		return false
+	}
+	c.handling.Store(true)
+	defer c.handling.Store(false)
+	return c.handle(ctx, f)
+}
+
+// handle takes one frame; false ends the link. An ack or status goes to the
+// store's group commit and is answered once durable, in order, by the
+// answerer (answers.go). Reports are charged to the flood limit only when
+// they answer nothing the server sent (flood.go), which is known once the
+// commit says whether they moved their job.
+func (c *conn) handle(ctx context.Context, f proto.Frame) bool {
+	h := c.hub
+	switch f := f.(type) {
+	case *proto.Ack:
+		r := h.intake.Ack(ctx, c.dev, f.ID)
+		c.later(func() {
+			moved, err := r.Wait()
+			// A refused ack (no such job) frees the slot too: the phone will not ack it again.
+			inflight := c.settle(f.ID)
+			if (err != nil || !(moved || inflight)) && !c.charge() {
+				return
+			}
+			c.refused(err, "ack", proto.Error{ID: f.ID})
+		})
+	case *proto.Status:
+		r := h.intake.Status(ctx, c.dev, *f)
+		c.later(func() {
+			moved, err := r.Wait()
+			if err != nil && !c.charge() {
+				return
+			}
+			if c.refused(err, "status", proto.Error{ID: f.ID}) {
+				return
+			}
+			if inflight := c.settle(f.ID); !(moved || inflight) && !c.charge() {
+				return
+			}
+			c.send(proto.StatusAck{ID: f.ID, Status: f.Status, Detail: f.Detail})
+		})
+	case *proto.Inbound:
+		if !c.charge() {
+			return false
+		}
+		var ack proto.InboundAck
+		var err error
+		if isAgentChannel(f.Channel) && h.agents != nil {
+			ack, err = h.agents.Inbound(ctx, c.dev, *f)
+		} else {
+			ack, err = h.intake.Inbound(ctx, c.dev, *f)
+		}
+		c.answerNow(func() {
+			if !c.refused(err, "inbound", proto.Error{ClientID: f.ClientID}) {
+				c.send(ack)
+			}
+		})
+		return !c.closed()
+	case *proto.Health:
+		// Unasked, so charged; the store refuses reports closer together
+		// than the health interval, so a phone cannot make it write more.
+		if !c.charge() {
+			return false
+		}
+		err := h.devices.Health(ctx, c.dev, *f)
+		c.answerNow(func() {
+			if errors.Is(err, store.ErrNotFound) || problem.Is(err, problem.NotFound) {
+				err = nil // deleted while connected: its close is on the way
+			}
+			c.refused(err, "health", proto.Error{})
+		})
+		return !c.closed()
+	default:
+		c.fail(proto.CloseProtocolError, "protocol_error", "A phone may not send "+f.FrameType()+" here.")
+		return false
+	}
+	return true
+}
+
+// refused reports a failed intake: a client error goes back as an error
+// frame naming the report (the link goes on, and the phone drops the
+// report, or keeps it to resend when the frame carries retry_after); a server fault closes the link so the phone retries after
+// reconnecting (its report is not lost: it was never acknowledged).
+func (c *conn) refused(err error, what string, about proto.Error) bool {
+	if err == nil {
+		return false
+	}
+	if pe, ok := problem.As(err); ok {
+		about.Code, about.Message, about.Field, about.RetryAfter = string(pe.Code), what+": "+pe.Message, pe.Field, pe.RetryAfter
+		c.answerError(about)
+		return true
+	}
+	c.hub.log.Error("intake failed", "device", c.dev.Fingerprint, "frame", what, "id", about.ID, "client_id", about.ClientID, "err", err)
+	c.closeWith(int(websocket.StatusInternalError), "server error")
+	return true
+}
+
+// frameType is the type a frame names, "" when it names none.
+func frameType(data []byte) string {
+	var env struct {
+		Type any `json:"type"`
+	}
+	_ = json.Unmarshal(data, &env)
+	t, _ := env.Type.(string)
+	return t
+}
+
+// frameProblem says in one sentence why a frame could not be decoded.
+func frameProblem(err error) string {
+	var typ *json.UnmarshalTypeError
+	var syntax *json.SyntaxError
+	switch {
+	case errors.As(err, &typ) && typ.Field != "":
+		want, got := jsonKind(typ.Type.Kind()), typ.Value
+		// A number that does not fit comes as "number <its digits>": never
+		// repeat the digits, which may be most of a 64 KiB frame.
+		if strings.HasPrefix(got, "number ") {
+			if want == "number" {
+				return fmt.Sprintf("%s is out of range.", typ.Field)
+			}
+			got = "number"
+		}
+		return fmt.Sprintf("%s must be a JSON %s, not %s.", typ.Field, want, echo(got))
+	case errors.As(err, &syntax):
+		return "the frame is not valid JSON."
+	default:
+		return "the frame must be a JSON object with a string type."
+	}
+}
+
+func jsonKind(k reflect.Kind) string {
+	switch k {
+	case reflect.String:
+		return "string"
+	case reflect.Bool:
+		return "boolean"
+	case reflect.Slice, reflect.Array:
+		return "array"
+	case reflect.Struct, reflect.Map:
+		return "object"
+	}
+	return "number"
+}

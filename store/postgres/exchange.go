@@ -1,0 +1,181 @@
+package postgres
+
+// The reads of a device's exchange: the inbound list, history, conversations
+// and the export's pages of a company's messages.
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/simrelay/simrelay/store"
+)
+
+// InboundList returns the newest inbound SMS matching q, newest first, each
+// filter read through its own index. A device filter names the company's
+// live device; it lists that registration's messages only, and any other
+// fingerprint (unknown, another company's) is ErrDeviceGone.
+func (s *Store) InboundList(q store.InboundQuery) ([]store.Message, error) {
+	var out []store.Message
+	err := s.read("inbound list", func(t *txn) error {
+		where, args := "company_id = $1", []any{id(q.CompanyID)}
+		if q.Device != "" {
+			d, err := liveDevice(t, q.CompanyID, q.Device, false)
+			if err != nil {
+				return err
+			}
+			args = append(args, id(d.ID))
+			where += fmt.Sprintf(" AND device_id = $%d", len(args))
+		}
+		if q.SIMSlot != "" {
+			args = append(args, q.SIMSlot)
+			where += fmt.Sprintf(" AND rec->>'sim_slot' = $%d", len(args))
+		}
+		args = append(args, q.Limit)
+		var err error
+		out, err = getRecs[store.Message](t, `SELECT rec FROM messages WHERE `+where+`
+			AND direction = 'inbound' AND channel NOT IN `+agentChannels+fmt.Sprintf(` ORDER BY id DESC LIMIT $%d`, len(args)), args...)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// pageOffset is how many entries come before page (from 1) of limit each,
+// and whether the page has any of total.
+func pageOffset(page, limit, total int) (skip int, ok bool) {
+	if page < 1 || limit < 1 || total <= 0 {
+		return 0, false
+	}
+	if pages := (total-1)/limit + 1; page > pages {
+		return 0, false
+	}
+	return (page - 1) * limit, true
+}
+
+// History is one page of the exchange of the company's live device
+// (fingerprint) with one number, newest first, with the conversation's
+// total. It shows that registration's messages only; a fingerprint that is
+// unknown or another company's is ErrDeviceGone. A page past the end is
+// empty, however large its number.
+func (s *Store) History(companyID uint64, device, phone string, page, limit int) ([]store.Message, int, error) {
+	var out []store.Message
+	total := 0
+	err := s.read("history", func(t *txn) error {
+		out, total = nil, 0
+		d, err := liveDevice(t, companyID, device, false)
+		if err != nil {
+			return err
+		}
+		err = t.row("SELECT messages FROM conversations WHERE company_id = $1 AND device_id = $2 AND phone = $3",
+			id(companyID), id(d.ID), phone).Scan(&total)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		skip, ok := pageOffset(page, limit, total)
+		if !ok {
+			return nil
+		}
+		out, err = getRecs[store.Message](t, `SELECT rec FROM messages
+			WHERE company_id = $1 AND device_id = $2 AND phone = $3 AND channel NOT IN `+agentChannels+`
+			ORDER BY id DESC OFFSET $4 LIMIT $5`, id(companyID), id(d.ID), phone, skip, limit)
+		return err
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	return out, total, nil
+}
+
+// conversationsOf reads conversations of a device registration with their
+// newest messages, in the order and bounds the clause gives.
+func conversationsOf(t *txn, clause string, args ...any) ([]store.Conversation, error) {
+	rows, err := t.query(`SELECT c.phone, c.messages, m.rec FROM conversations c JOIN messages m ON m.id = c.last_id `+clause, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.Conversation
+	for rows.Next() {
+		var c store.Conversation
+		var raw []byte
+		if err := rows.Scan(&c.Phone, &c.MessageCount, &raw); err != nil {
+			return nil, err
+		}
+		var last store.Message
+		if err := json.Unmarshal(raw, &last); err != nil {
+			return nil, err
+		}
+		c.LastMessage, c.LastMessageAt, c.Direction, c.LastID = last.Text, last.CreatedAt, last.Direction, last.ID
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// Conversations lists the conversations of the company's live device
+// (fingerprint), the latest message first, at most limit (all when limit
+// <= 0): that registration's only. A fingerprint that is unknown or
+// another company's is ErrDeviceGone.
+func (s *Store) Conversations(companyID uint64, device string, limit int) ([]store.Conversation, error) {
+	var out []store.Conversation
+	err := s.read("conversations", func(t *txn) error {
+		d, err := liveDevice(t, companyID, device, false)
+		if err != nil {
+			return err
+		}
+		bound := any(nil) // LIMIT NULL: all
+		if limit > 0 {
+			bound = limit
+		}
+		out, err = conversationsOf(t, "WHERE c.company_id = $1 AND c.device_id = $2 ORDER BY c.last_id DESC LIMIT $3", id(companyID), id(d.ID), bound)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ConversationsAfter returns up to limit of a device's conversations (company
+// and device id) whose number sorts after the given one ("" for the first
+// page), in number order.
+func (s *Store) ConversationsAfter(companyID, deviceID uint64, after string, limit int) ([]store.Conversation, error) {
+	var out []store.Conversation
+	err := s.read(fmt.Sprintf("conversations of device %d", deviceID), func(t *txn) error {
+		var err error
+		out, err = conversationsOf(t, "WHERE c.company_id = $1 AND c.device_id = $2 AND c.phone > $3 ORDER BY c.phone LIMIT $4",
+			id(companyID), id(deviceID), after, limit)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// CompanyMessagesAfter returns up to limit messages of the company with ids
+// above after, oldest first. next is the id to continue after, and done
+// says the company has no more messages.
+func (s *Store) CompanyMessagesAfter(companyID, after uint64, limit int) (msgs []store.Message, next uint64, done bool, err error) {
+	err = s.read(fmt.Sprintf("messages of company %d", companyID), func(t *txn) error {
+		var err error
+		msgs, err = getRecs[store.Message](t, "SELECT rec FROM messages WHERE company_id = $1 AND id > $2 ORDER BY id LIMIT $3",
+			id(companyID), id(after), limit)
+		return err
+	})
+	if err != nil {
+		return nil, after, false, err
+	}
+	next = after
+	if len(msgs) > 0 {
+		next = msgs[len(msgs)-1].ID
+	}
+	return msgs, next, len(msgs) < limit, nil
+}

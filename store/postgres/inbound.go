@@ -1,0 +1,137 @@
+package postgres
+
+// The messages phones receive: StoreInbound, and the stop and start keywords
+// that update the sender's opt-out.
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/simrelay/simrelay/phone"
+	"github.com/simrelay/simrelay/store"
+)
+
+// StoreInbound stores a message a phone received, once per (device,
+// client_id): a repeat answers the message stored the first time, with dup
+// true. m names its device by CompanyID and DeviceID, as the phone's link
+// knows them; a device that is gone is ErrDeviceGone, and client_ids of
+// another registration of the same handset never match. A new message's
+// webhook event (SetInboundEvents) is written in the same transaction, so
+// both are durable together or not at all. A new message counts against its
+// company's daily storage budget (a *BudgetError over it, nothing stored).
+// A stop or start keyword puts its sender on the company's opt-out list or
+// takes it off, in the same transaction.
+func (s *Store) StoreInbound(m *store.Message, now func() time.Time) (store.Message, bool, error) {
+	var out store.Message
+	var dup bool
+	err := s.write("inbound", func(t *txn) error {
+		out, dup = store.Message{}, false
+		d, err := liveDeviceByID(t, m.CompanyID, m.DeviceID, false)
+		if err != nil {
+			return err
+		}
+		err = getRec(t, &out, "SELECT rec FROM messages WHERE company_id = $1 AND device_id = $2 AND client_id = $3",
+			id(d.CompanyID), id(d.ID), m.ClientID)
+		if err == nil {
+			dup = true
+			return nil
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		msg := *m
+		msg.CompanyID, msg.DeviceID, msg.Device, msg.Direction, msg.Status = d.CompanyID, d.ID, d.Fingerprint, store.Inbound, store.MsgReceived
+		msg.CreatedAt = now().UTC()
+		msg.UpdatedAt = msg.CreatedAt
+		if err := s.charge(t, msg.CompanyID, msg.CreatedAt, store.MessageCost(msg)); err != nil {
+			return err
+		}
+		if msg.ID, err = nextID(t, "messages"); err != nil {
+			return err
+		}
+		raw, err := rec(msg)
+		if err != nil {
+			return err
+		}
+		_, err = t.exec(`INSERT INTO messages (id, company_id, device_id, uuid, direction, channel, phone, status, client_id, created_at, updated_at, rec)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+			id(msg.ID), id(msg.CompanyID), id(msg.DeviceID), msg.UUID, msg.Direction, msg.Channel, msg.Phone, msg.Status, msg.ClientID,
+			msg.CreatedAt, msg.UpdatedAt, raw)
+		if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "messages_inbound_client" {
+			return errAgain // the same client id stored meanwhile: answer it as a repeat
+		}
+		if err != nil {
+			return err
+		}
+		if err := count(t, msg, msg.CreatedAt, store.Counts{Received: 1}); err != nil {
+			return err
+		}
+		if err := addActivity(t, msg.CompanyID, store.Activity{Type: store.ActMessageReceived, At: msg.CreatedAt,
+			Description: store.ChannelLabel(msg.Channel) + " from " + store.MaskPhone(msg.Phone) + " received on " + store.ActivityName(store.DeviceLabel(d))}); err != nil {
+			return err
+		}
+		if err := s.applyOptOutKeyword(t, msg); err != nil {
+			return err
+		}
+		if err := s.inboundEvent(t, msg); err != nil {
+			return err
+		}
+		out = msg
+		return nil
+	})
+	if err != nil {
+		return store.Message{}, false, err
+	}
+	return out, dup, nil
+}
+
+// The keywords, as carriers and the peer gateways read them: the whole text,
+// trimmed, in any case.
+var (
+	stopKeywords  = map[string]bool{"STOP": true, "STOPALL": true, "UNSUBSCRIBE": true, "CANCEL": true, "END": true, "QUIT": true}
+	startKeywords = map[string]bool{"START": true, "UNSTOP": true}
+)
+
+// applyOptOutKeyword reads a new inbound SMS for a stop or start keyword
+// and updates the sender's entry on the company's list, unless the company
+// turned keywords off. The entry names the sender as sends name
+// recipients: its E.164 form when it is a number. A new entry is charged
+// after the message that brought it.
+func (s *Store) applyOptOutKeyword(t *txn, m store.Message) error {
+	if m.Channel != "" && m.Channel != "sms" {
+		return nil
+	}
+	word := strings.ToUpper(strings.TrimSpace(m.Text))
+	stop, start := stopKeywords[word], startKeywords[word]
+	if !stop && !start {
+		return nil
+	}
+	var c store.Company
+	if err := getRec(t, &c, "SELECT rec FROM companies WHERE id = $1", id(m.CompanyID)); err != nil {
+		return fmt.Errorf("opt-out keyword: company %d: %w", m.CompanyID, err)
+	}
+	if c.OptOutKeywords != nil && !*c.OptOutKeywords {
+		return nil
+	}
+	who := m.Phone
+	if n, ok := phone.NormalizeSender(m.Phone); ok {
+		who = n
+	}
+	if start {
+		_, err := t.exec("DELETE FROM opt_outs WHERE company_id = $1 AND phone = $2", id(m.CompanyID), who)
+		return err
+	}
+	raw, err := rec(store.OptOut{Phone: who, Source: store.OptOutKeyword, CreatedAt: m.CreatedAt})
+	if err != nil {
+		return err
+	}
+	tag, err := t.exec("INSERT INTO opt_outs (company_id, phone, rec) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING", id(m.CompanyID), who, raw)
+	if err != nil || tag.RowsAffected() == 0 {
+		return err
+	}
+	return s.chargeAfter(t, m.CompanyID, m.CreatedAt, store.OptOutCost)
+}
