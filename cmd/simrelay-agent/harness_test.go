@@ -111,7 +111,14 @@ func newServer(t *testing.T, bin string) *server {
 func (s *server) start(listen string) {
 	t := s.t
 	t.Helper()
-	cmd := exec.Command(s.bin, append(append([]string{"serve", "--listen", listen}, s.store...), "--webhook-allow-private", "--rate-general", "1000000/1m")...)
+	args := append(append([]string{"serve", "--listen", listen}, s.store...), "--webhook-allow-private", "--rate-general", "1000000/1m")
+	if storetest.Postgres() {
+		// Killed and started again (restart), a node on PostgreSQL waits
+		// for its previous run's beat to leave the live window: 10 s by
+		// default, 4 s here.
+		args = append(args, "--node-live-window", "4s")
+	}
+	cmd := exec.Command(s.bin, args...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -33,7 +33,7 @@ func TestClusterPausedNodeKeepsItsLinks(t *testing.T) {
 	db := pgtest.URL(t)
 	bus := natstest.Start(t)
 	key := createCompany(t, bin, testStore{dir: t.TempDir(), databaseURL: db})
-	flags := []string{"--nats-url", bus, "--rate-general", "1000000/1m", "--link-sweep", "500ms", "--public-url", "http://127.0.0.1"}
+	flags := []string{"--nats-url", bus, "--rate-general", "1000000/1m", "--link-sweep", "500ms", "--public-url", "http://127.0.0.1", "--node-live-window", testLiveWindow}
 	a := startServer(t, bin, testStore{dir: t.TempDir(), databaseURL: db}, append(flags, "--node-name", "a")...)
 	b := startServer(t, bin, testStore{dir: t.TempDir(), databaseURL: db}, append(flags, "--node-name", "b")...)
 	code, err := pairingCode(context.Background(), a.url, key)
@@ -59,7 +59,8 @@ func TestClusterPausedNodeKeepsItsLinks(t *testing.T) {
 	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	// b ends a's link once a's beat is 10 s old and b's own beats ran 10 s
+	// b ends a's link once a's beat is older than the live window and b's
+	// own beats ran for the window
 	// (a's beat too old alone reads the device offline on b, until a beats
 	// again: the link's end in the registry is what stays).
 	poll.Within(t, 40*time.Second, "b's sweep ends the paused a's link", func() bool {

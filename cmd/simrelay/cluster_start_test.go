@@ -133,8 +133,8 @@ func TestClusterNodeRestartsUnderItsName(t *testing.T) {
 	bin := buildBinary(t)
 	db := pgtest.URL(t)
 	nats := natstest.Start(t)
-	a := startServer(t, bin, testStore{dir: t.TempDir(), databaseURL: db}, "--node-name", "a", "--nats-url", nats)
-	out, err := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--data-dir", t.TempDir(), "--database-url", db, "--node-name", "a", "--nats-url", nats).CombinedOutput()
+	a := startServer(t, bin, testStore{dir: t.TempDir(), databaseURL: db}, "--node-name", "a", "--nats-url", nats, "--node-live-window", testLiveWindow)
+	out, err := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--data-dir", t.TempDir(), "--database-url", db, "--node-name", "a", "--nats-url", nats, "--node-live-window", testLiveWindow).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), `a live node is named \"a\" already`) {
 		t.Fatalf("a second process named a: err %v, output:\n%s", err, out)
 	}
@@ -142,7 +142,7 @@ func TestClusterNodeRestartsUnderItsName(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = a.cmd.Wait()
-	again := startServer(t, bin, testStore{dir: t.TempDir(), databaseURL: db}, "--node-name", "a", "--nats-url", nats)
+	again := startServer(t, bin, testStore{dir: t.TempDir(), databaseURL: db}, "--node-name", "a", "--nats-url", nats, "--node-live-window", testLiveWindow)
 	if code, _ := get(t, again.url+"/readyz", ""); code != http.StatusOK {
 		t.Fatalf("a restarted: readyz %d", code)
 	}
@@ -153,7 +153,7 @@ func TestClusterNodeRestartsUnderItsName(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = again.cmd.Wait()
-	other := startServer(t, bin, testStore{dir: t.TempDir(), databaseURL: db}, "--node-name", "b")
+	other := startServer(t, bin, testStore{dir: t.TempDir(), databaseURL: db}, "--node-name", "b", "--node-live-window", testLiveWindow)
 	if code, _ := get(t, other.url+"/readyz", ""); code != http.StatusOK {
 		t.Fatalf("b after a died: readyz %d", code)
 	}

@@ -42,10 +42,10 @@ func TestClusterNoticesMixedVersions(t *testing.T) {
 	db := pgtest.URL(t)
 	nats := natstest.New(t)
 	t.Cleanup(nats.Shutdown)
-	a := startServer(t, bin, testStore{dir: t.TempDir(), databaseURL: db}, "--node-name", "a", "--nats-url", nats.ClientURL())
-	b := startServer(t, other, testStore{dir: t.TempDir(), databaseURL: db}, "--node-name", "b", "--nats-url", nats.ClientURL())
+	a := startServer(t, bin, testStore{dir: t.TempDir(), databaseURL: db}, "--node-name", "a", "--nats-url", nats.ClientURL(), "--node-live-window", testLiveWindow)
+	b := startServer(t, other, testStore{dir: t.TempDir(), databaseURL: db}, "--node-name", "b", "--nats-url", nats.ClientURL(), "--node-live-window", testLiveWindow)
 	const warn = "nodes of another simrelay version run on this database"
-	// A node judges the registry once its beats ran a live window (10 s).
+	// A node judges the registry once its beats ran a live window.
 	poll.Within(t, 40*time.Second, "each node warns of the other's version", func() bool {
 		return strings.Contains(a.stderr.String(), warn) && strings.Contains(b.stderr.String(), warn)
 	})

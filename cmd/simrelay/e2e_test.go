@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -140,7 +141,15 @@ type server struct {
 // "listening" line.
 func startServer(t *testing.T, bin string, st testStore, extra ...string) *server {
 	t.Helper()
-	args := append(append([]string{"serve", "--listen", "127.0.0.1:0"}, st.args()...), extra...)
+	args := append([]string{"serve", "--listen", "127.0.0.1:0"}, st.args()...)
+	if st.databaseURL != "" && !slices.Contains(extra, "--nats-url") {
+		// A node alone on PostgreSQL, killed and started again, waits for
+		// its previous run's beat to leave the live window: 10 s by
+		// default, in every crash test of the PostgreSQL pass. A cluster's
+		// test chooses its window itself (extra, read after this).
+		args = append(args, "--node-live-window", testLiveWindow)
+	}
+	args = append(args, extra...)
 	cmd := exec.Command(bin, args...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

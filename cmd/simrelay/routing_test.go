@@ -144,7 +144,7 @@ func TestDeadNodesPhonesReportedOffline(t *testing.T) {
 	rc := webhooktest.NewReceiver(t, false, nil)
 	node := func(name string, st testStore) *server {
 		return startServer(t, bin, st, "--node-name", name, "--nats-url", nats.ClientURL(), "--link-sweep", "300ms",
-			"--webhook-allow-private", "--device-offline-grace", "2s")
+			"--webhook-allow-private", "--device-offline-grace", "2s", "--node-live-window", testLiveWindow)
 	}
 	a := node("a", st)
 	b := node("b", testStore{dir: t.TempDir(), databaseURL: db})

@@ -18,25 +18,19 @@ import (
 	"github.com/simrelay/simrelay/store/postgres"
 )
 
-// The node registry's timing (docs/cluster.md).
-const (
-	// nodeBeatEvery is how often a node on PostgreSQL says it is alive.
-	nodeBeatEvery = 2 * time.Second
-	// nodeLiveWithin is how recent a node's beat must be for it to count as
-	// live: five beats, so a node slowed by a busy database for a few
-	// seconds is not taken for dead.
-	nodeLiveWithin = 10 * time.Second
-)
-
 // clusterConfig is how a node joins a cluster (contract section 12).
 type clusterConfig struct {
 	natsURL  string
 	nodeName string
+	// liveWithin is the registry's live window (--node-live-window,
+	// serve_cluster_timing.go).
+	liveWithin time.Duration
 }
 
 func clusterFlags(fs *flag.FlagSet, c *clusterConfig) {
 	fs.StringVar(&c.natsURL, "nats-url", "", "the bus between the nodes of a cluster, nats://host:port[,nats://host:port]; needs --database-url; empty: one node")
 	fs.StringVar(&c.nodeName, "node-name", "", "this node's name, unique in the cluster, in logs and metrics (default the short host name and the listen port, e.g. web1-8080)")
+	liveWindowFlag(fs, &c.liveWithin)
 }
 
 func (c clusterConfig) validate(postgresStore bool) error {
@@ -56,7 +50,7 @@ func (c clusterConfig) validate(postgresStore bool) error {
 			return fmt.Errorf("%s: %v", both("node-name"), err)
 		}
 	}
-	return nil
+	return validateLiveWindow(c.liveWithin)
 }
 
 // defaultNodeName is the short host name and the port the node listens on:
@@ -111,6 +105,9 @@ type clusterNode struct {
 	// lost is closed when the registry gave this node's name to another
 	// process (this one stopped beating for too long): the node stops.
 	lost chan struct{}
+	// liveWithin is the registry's live window, beatEvery the period of
+	// this node's beats in it (serve_cluster_timing.go).
+	liveWithin, beatEvery time.Duration
 }
 
 // joinCluster registers the node on its database (refusing to start where
@@ -131,17 +128,19 @@ func joinCluster(ctx context.Context, cfg clusterConfig, addr net.Addr, st backe
 	log = log.With("node", name)
 	// The instance is the store's lease holder: the other nodes end the
 	// outbox leases of an instance whose beat stopped (EndDeadLeases).
+	live, beat := cfg.timing()
 	n := &clusterNode{name: name, instance: pg.Holder(), pg: pg, log: log.With("component", "cluster"), lost: make(chan struct{}),
-		beats: cluster.NewBeats(nodeLiveWithin, nodeBeatEvery, time.Now), version: buildVersion(),
+		liveWithin: live, beatEvery: beat,
+		beats: cluster.NewBeats(live, beat, time.Now), version: buildVersion(),
 		versions: cluster.NewVersions(buildVersion(), log.With("component", "cluster")), shown: map[string]bool{},
 		nodesByVersion: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "simrelay_cluster_nodes",
 			Help: "The live nodes on this node's database (their beat within the live window), by the simrelay version each runs, as this node last read the registry; more than one version is a mixed cluster (docs/cluster.md, Upgrading the nodes).",
 		}, []string{"version"}),
-		unheard: cluster.NewUnheard(nodeLiveWithin, log.With("component", "cluster")),
+		unheard: cluster.NewUnheard(live, log.With("component", "cluster")),
 		unheardNodes: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "simrelay_cluster_nodes_unheard",
-			Help: "Live nodes on this node's database that this node has not heard on its bus for the live window (10 s): their bus is down, or they were given another --nats-url (docs/cluster.md). Anything but 0 is a split cluster.",
+			Help: "Live nodes on this node's database that this node has not heard on its bus for the live window (--node-live-window, 10 s by default): their bus is down, or they were given another --nats-url (docs/cluster.md). Anything but 0 is a split cluster.",
 		})}
 	if cfg.natsURL != "" {
 		bus, err := cluster.Connect(ctx, cluster.Config{URL: cfg.natsURL, Node: n.name, Logger: log.With("component", "bus")})
@@ -171,7 +170,7 @@ func joinCluster(ctx context.Context, cfg clusterConfig, addr net.Addr, st backe
 // the outboxes, so their webhooks and mails go now rather than after their
 // lease (60 s).
 func (n *clusterNode) endDeadLeases() {
-	if ended, err := n.pg.EndDeadLeases(nodeLiveWithin); err != nil {
+	if ended, err := n.pg.EndDeadLeases(n.liveWithin); err != nil {
 		n.log.Warn("end the outbox leases of dead nodes", "err", err)
 	} else if ended > 0 {
 		n.log.Info("ended the outbox leases of nodes that are gone; their webhooks and mails go again", "leases", ended)
@@ -181,13 +180,13 @@ func (n *clusterNode) endDeadLeases() {
 // register writes the node into the registry. The live node in the way
 // of a refusal may be a node killed a moment ago (this node's own previous
 // run, or another single node the operator replaced): its last beat counts
-// for nodeLiveWithin. So the node waits, up to that window and a beat,
+// for the live window. So the node waits, up to that window and a beat,
 // to see whether the other's beat moves: refused if it does (the other
 // really runs), registered once the beat has aged.
 func (n *clusterNode) register(ctx context.Context) error {
 	me := postgres.Node{Name: n.name, Bus: n.bus != nil, Instance: n.instance, Version: n.version}
 	for tries := 0; ; tries++ {
-		err := n.pg.RegisterNode(me, nodeLiveWithin)
+		err := n.pg.RegisterNode(me, n.liveWithin)
 		refused := (*postgres.NodeRefused)(nil)
 		if !errors.As(err, &refused) || tries == 3 {
 			return nodeRefusal(err)
@@ -208,13 +207,13 @@ func (n *clusterNode) stillBeats(ctx context.Context, other string) (bool, error
 	if err != nil {
 		return false, err
 	}
-	n.log.Warn("another node on the database beat a moment ago: waiting to see whether it still runs", "other", other, "wait", nodeLiveWithin)
-	deadline := time.Now().Add(nodeLiveWithin + nodeBeatEvery)
+	n.log.Warn("another node on the database beat a moment ago: waiting to see whether it still runs", "other", other, "wait", n.liveWithin)
+	deadline := time.Now().Add(n.liveWithin + n.beatEvery)
 	for time.Now().Before(deadline) {
 		select {
 		case <-ctx.Done():
 			return false, ctx.Err()
-		case <-time.After(nodeBeatEvery / 2):
+		case <-time.After(n.beatEvery / 2):
 		}
 		seen, now, err := n.pg.NodeSeen(other)
 		if err != nil {
@@ -223,7 +222,7 @@ func (n *clusterNode) stillBeats(ctx context.Context, other string) (bool, error
 		if seen.After(first) {
 			return true, nil
 		}
-		if now.Sub(seen) > nodeLiveWithin {
+		if now.Sub(seen) > n.liveWithin {
 			return false, nil
 		}
 	}
@@ -283,7 +282,7 @@ func (n *clusterNode) run(ctx context.Context) {
 	if n.pg == nil {
 		return
 	}
-	t := time.NewTicker(nodeBeatEvery)
+	t := time.NewTicker(n.beatEvery)
 	defer t.Stop()
 	for {
 		select {
@@ -294,7 +293,7 @@ func (n *clusterNode) run(ctx context.Context) {
 			n.beats.Beat(err == nil && ok)
 			switch {
 			case err != nil:
-				n.log.Warn("node beat not written; other nodes take this one for dead after the live window", "err", err, "live_window", nodeLiveWithin)
+				n.log.Warn("node beat not written; other nodes take this one for dead after the live window", "err", err, "live_window", n.liveWithin)
 			case !ok:
 				n.log.Error("another process took this node's name in the registry while this one was silent: stopping", "node", n.name)
 				close(n.lost)
@@ -317,7 +316,7 @@ func (n *clusterNode) run(ctx context.Context) {
 // after a break every node's beat may have aged at once, and the others
 // would seem gone.
 func (n *clusterNode) checkNodes() {
-	nodes, err := n.pg.LiveNodes(nodeLiveWithin)
+	nodes, err := n.pg.LiveNodes(n.liveWithin)
 	if err != nil {
 		n.log.Warn("read the live nodes", "err", err)
 		return

@@ -20,12 +20,15 @@ func routingFlags(fs *flag.FlagSet, every *time.Duration) {
 // The range of --link-sweep. Below minLinkSweep the sweep turns into a busy
 // loop of queue reads. Above maxLinkSweep it stops keeping contract
 // section 12's promise that a signal the bus lost delays a send "at most a
-// few seconds": the sweep is that bound. maxLinkSweep is the live window of
-// a node (nodeLiveWithin), the other "few seconds" of the cluster: a lost
-// signal then waits no longer than a dead node takes to be known dead.
+// few seconds": the sweep is that bound. maxLinkSweep is the default live
+// window of a node (--node-live-window), the other "few seconds" of the
+// cluster: a lost signal then waits no longer than a dead node takes to be
+// known dead. It stays so with a shorter window: the sweep's period and
+// the window bound different delays, and a cluster that shortens its
+// window to know dead nodes sooner need not sweep more often.
 const (
 	minLinkSweep = 100 * time.Millisecond
-	maxLinkSweep = nodeLiveWithin
+	maxLinkSweep = defaultNodeLiveWithin
 )
 
 func validateLinkSweep(every time.Duration) error {
@@ -67,7 +70,7 @@ func routePhones(node *clusterNode, hub *gateway.Hub, sweepEvery, jobLife time.D
 	if node.bus == nil {
 		return &routing{phoneRoutes: hub, presenceOnline: hub.Online}, nil
 	}
-	gw, err := cluster.NewGateway(cluster.GatewayConfig{Bus: node.bus, Store: node.pg, Hub: hub, Live: nodeLiveWithin, SweepEvery: sweepEvery, Steady: node.beats.Steady, Current: node.beats.Current,
+	gw, err := cluster.NewGateway(cluster.GatewayConfig{Bus: node.bus, Store: node.pg, Hub: hub, Live: node.liveWithin, SweepEvery: sweepEvery, Steady: node.beats.Steady, Current: node.beats.Current,
 		JobLife: jobLife, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("phone routing: %w", err)

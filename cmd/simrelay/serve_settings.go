@@ -32,6 +32,7 @@ func (c *serveConfig) sharedSettings(key []byte) map[string]string {
 		"message-ttl":           c.messageTTL.String(),
 		"device-offline-grace":  c.offlineGrace.String(),
 		"link-sweep":            c.linkSweep.String(),
+		"node-live-window":      c.cluster.liveWithin.String(),
 		"company-daily-storage": strconv.FormatInt(int64(c.companyDailyStorage), 10),
 		"webhook-allow-private": strconv.FormatBool(c.webhookAllowPrivate),
 		"plans":                 cluster.Digest(key, string(plans)),

@@ -252,7 +252,7 @@ func (h *hangingSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // Meanwhile the company's status webhook hangs every attempt made before
 // the kill, so C dies holding leases on deliveries: A and B must deliver
 // them within half the 60 s lease (the live nodes end a dead node's
-// leases once its beat is 10 s old).
+// leases once its beat is older than the live window).
 func testKillPhoneNode(t *testing.T, c *cluster3) {
 	sink := &hangingSink{cut: make(chan struct{}), held: map[string]bool{}, served: map[string]bool{}}
 	hook := httptest.NewServer(sink)

@@ -73,7 +73,7 @@ func startCluster3(t *testing.T) *cluster3 {
 		// Each node has its own data dir (held by it alone) and one database.
 		st := testStore{dir: t.TempDir(), databaseURL: db}
 		c.nodes[n] = startServer(t, bin, st, "--nats-url", bus, "--node-name", "n"+n,
-			"--rate-general", "1000000/1m", "--webhook-allow-private")
+			"--rate-general", "1000000/1m", "--webhook-allow-private", "--node-live-window", testLiveWindow)
 	}
 	code, err := pairingCode(context.Background(), c.nodes["a"].url, c.apiKey)
 	if err != nil {

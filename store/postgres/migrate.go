@@ -35,7 +35,9 @@ var ErrNodesRunning = errors.New("nodes of an older simrelay run on this databas
 
 // migrateLiveWithin is how recent a node's beat in the registry
 // (cluster_nodes) must be for a migration to take it as running: the
-// registry's live window (cmd/simrelay's nodeLiveWithin).
+// registry's default live window, the longest --node-live-window takes
+// (cmd/simrelay's defaultNodeLiveWithin): a node live by a shorter window
+// is live by this one too.
 const migrateLiveWithin = 10
 
 // clusterSchema is the first schema version with the registry of nodes.
