@@ -241,7 +241,11 @@ func TestRefusalKeepsTheBatch(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { done <- c.call() }()
 		deadline := time.Now().Add(10 * time.Second)
-		for len(s.commit.reqs) < 2 && time.Now().Before(deadline) {
+		for len(s.commit.reqs) < 2 { // both in the batch that follows the held one
+			if time.Now().After(deadline) {
+				release()
+				t.Fatalf("%s: the call never queued beside the other write", c.name)
+			}
 			time.Sleep(time.Millisecond)
 		}
 		release()
