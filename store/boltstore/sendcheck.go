@@ -41,18 +41,21 @@ func sendingDevice(tx *bolt.Tx, devs *deviceCache, companyID uint64, fingerprint
 }
 
 // maxCachedDevices bounds the writer's device cache: an entry is the
-// record's bytes and the decoded device, under 1 KB for a phone with two
-// SIMs, so at most about 4 MB.
-const maxCachedDevices = 4096
+// record's bytes and the decoded device, about 1 KB for a phone with two
+// SIMs and a health report, so at most about 16 MB, beside the ~11 KB each
+// linked phone holds anyway. A fleet larger than that still hits the
+// cache for most sends: a full cache drops one entry, not all of them.
+const maxCachedDevices = 16384
 
 // deviceCache holds the device records the writer decoded for sends, by
 // fingerprint, each with the bytes it was decoded from. A send whose
 // device record is byte for byte the one cached takes the decoded device
 // instead of decoding the record again; one changed since (or written by
 // a transaction that rolled back) does not match and is decoded afresh.
-// Only the writer's goroutine uses it. When full it starts over.
+// Only the writer's goroutine uses it.
 type deviceCache struct {
 	byFingerprint map[string]cachedDevice
+	limit         int // entries at most; 0 is maxCachedDevices
 }
 
 type cachedDevice struct {
@@ -75,15 +78,32 @@ func (c *deviceCache) live(tx *bolt.Tx, companyID uint64, fingerprint string) (D
 		if err := jsonUnmarshal(raw, &e.d); err != nil {
 			return Device{}, err
 		}
-		if c.byFingerprint == nil || len(c.byFingerprint) >= maxCachedDevices {
+		if c.byFingerprint == nil {
 			c.byFingerprint = make(map[string]cachedDevice)
 		}
+		c.makeRoom()
 		c.byFingerprint[fingerprint] = e
 	}
 	if e.d.CompanyID != companyID || e.d.ID == 0 {
 		return Device{}, ErrDeviceGone
 	}
 	return e.d, nil
+}
+
+// makeRoom drops one entry, any (map order is random), when the cache is
+// full. Starting over instead would make a fleet larger than the cache,
+// sending round the devices in turn, miss on every send.
+func (c *deviceCache) makeRoom() {
+	limit := c.limit
+	if limit <= 0 {
+		limit = maxCachedDevices
+	}
+	for fp := range c.byFingerprint {
+		if len(c.byFingerprint) < limit {
+			return
+		}
+		delete(c.byFingerprint, fp)
+	}
 }
 
 // idempotencyTTL is how long a company's Idempotency-Key keeps its answer.

@@ -11,7 +11,7 @@ import (
 
 // The writer keeps the devices it decoded for sends (deviceCache); every
 // change of a device is still seen by the next send, and the cache holds
-// at most maxCachedDevices devices.
+// at most its limit of devices, dropping one when full, not all.
 func TestSendDeviceCache(t *testing.T) {
 	t.Parallel()
 	s, d, _, t0 := foldFixture(t, 0)
@@ -91,8 +91,13 @@ func TestSendDeviceCache(t *testing.T) {
 		t.Fatalf("a send after a rolled-back change of its device: %v", err)
 	}
 
-	// The bound.
-	devs := make([]Device, maxCachedDevices+1)
+	// The bound: a full cache drops one device for the next, so a fleet
+	// larger than the cache still finds most of its devices there.
+	const limit = 16
+	if err := s.grouped(func(*bolt.Tx) error { s.commit.devices.limit = limit; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	devs := make([]Device, limit+8)
 	for i := range devs {
 		devs[i] = Device{Fingerprint: fmt.Sprint("many-", i), CompanyID: d.CompanyID, Status: DeviceActive, SelectedSIM: "BOTH", TokenHash: fmt.Append(nil, "many-", i)}
 	}
@@ -100,12 +105,19 @@ func TestSendDeviceCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := s.grouped(func(tx *bolt.Tx) error {
-		for _, dev := range devs {
+		for i, dev := range devs {
 			if _, err := s.commit.devices.live(tx, d.CompanyID, dev.Fingerprint); err != nil {
 				return err
 			}
-			if n := len(s.commit.devices.byFingerprint); n > maxCachedDevices {
-				return fmt.Errorf("%d devices cached, more than %d", n, maxCachedDevices)
+			n := len(s.commit.devices.byFingerprint)
+			if n > limit {
+				return fmt.Errorf("%d devices cached, more than %d", n, limit)
+			}
+			if i >= limit && n != limit {
+				return fmt.Errorf("%d devices cached after %d sends' devices, want a full cache of %d", n, i+1, limit)
+			}
+			if _, ok := s.commit.devices.byFingerprint[dev.Fingerprint]; !ok {
+				return fmt.Errorf("device %d is not cached after its send", i)
 			}
 		}
 		return nil
