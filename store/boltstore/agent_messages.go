@@ -43,7 +43,6 @@ func agentHolds(tx *bolt.Tx, m Message, deviceID uint64) bool {
 func (s *Store) EnqueueAgent(m *Message, idemKey IdempotencyKey, now func() time.Time, vet SendVet, answer func(Message) (int, []byte)) (Message, *Idempotent, error) {
 	var out Message
 	var prior *Idempotent
-	var refused error
 	var undo func()
 	giveBack := func() {
 		if undo != nil {
@@ -53,22 +52,20 @@ func (s *Store) EnqueueAgent(m *Message, idemKey IdempotencyKey, now func() time
 	}
 	err := s.grouped(func(tx *bolt.Tx) error {
 		giveBack() // a batch that runs again takes its slot again
-		out, prior, refused = Message{}, nil, nil
+		out, prior = Message{}, nil
 		var ik answerKey
 		if ik, prior = priorAnswer(tx, m.CompanyID, idemKey, now()); prior != nil {
 			return nil
 		}
 		n, _, err := numberByPublicID(tx, m.CompanyID, m.Channel, m.NumberRef)
 		if errors.Is(err, ErrNotFound) {
-			refused = ErrNotFound
-			return nil
+			return refuse(ErrNotFound)
 		}
 		if err != nil {
 			return err
 		}
 		if n.Status == NumberPaused {
-			refused = ErrNumberPaused
-			return nil
+			return refuse(ErrNumberPaused)
 		}
 		msg := *m
 		msg.CreatedAt = now().UTC()
@@ -76,8 +73,7 @@ func (s *Store) EnqueueAgent(m *Message, idemKey IdempotencyKey, now func() time
 		if vet != nil {
 			u, err := vet(n, func(since time.Time) []time.Time { return agentSendTimes(tx, n.CompanyID, n.ID, since) })
 			if err != nil {
-				refused = err
-				return nil
+				return refuse(err)
 			}
 			undo = u
 		}
@@ -90,17 +86,15 @@ func (s *Store) EnqueueAgent(m *Message, idemKey IdempotencyKey, now func() time
 		usage, err := s.planAllows(tx, msg.CompanyID, msg.CreatedAt, store.LimitMessages)
 		if err != nil {
 			if errors.As(err, new(*PlanLimitError)) {
-				refused = err
 				giveBack()
-				return nil
+				return refuse(err)
 			}
 			return err
 		}
 		if err := s.charge(tx, msg.CompanyID, msg.CreatedAt, store.MessageCost(msg)+int64(len(msg.MediaURL))); err != nil {
 			if errors.As(err, new(*BudgetError)) {
-				refused = err
 				giveBack()
-				return nil
+				return refuse(err)
 			}
 			return err
 		}
@@ -128,9 +122,6 @@ func (s *Store) EnqueueAgent(m *Message, idemKey IdempotencyKey, now func() time
 		out = msg
 		return nil
 	})
-	if err == nil {
-		err = refused
-	}
 	if err != nil {
 		giveBack()
 		return out, nil, fmt.Errorf("store: enqueue %s: %w", m.Channel, err)
@@ -236,19 +227,16 @@ func (s *Store) AgentMessages(companyID, numberID uint64, page, limit int) ([]Me
 func (s *Store) StoreAgentInbound(m *Message, now func() time.Time) (Message, bool, error) {
 	var out Message
 	var dup bool
-	var refused error
 	err := s.grouped(func(tx *bolt.Tx) error {
-		out, dup, refused = Message{}, false, nil
+		out, dup = Message{}, false
 		d, err := liveDeviceRef(tx, m.CompanyID, m.DeviceID)
 		if err != nil {
-			refused = err
-			return nil
+			return refuse(err)
 		}
 		var n AgentNumber
 		if err := getJSON(tx.Bucket(bucketAgentNumbers), agentNumberKey(d.CompanyID, m.Channel, m.Account), &n); err != nil {
 			if errors.Is(err, ErrNotFound) {
-				refused = err
-				return nil
+				return refuse(err)
 			}
 			return err
 		}
@@ -262,8 +250,7 @@ func (s *Store) StoreAgentInbound(m *Message, now func() time.Time) (Message, bo
 			// Only the agent whose hello holds the number speaks for it:
 			// another agent of the company could otherwise put words in
 			// the mouths of the number's contacts (and in its webhooks).
-			refused = ErrNumberNotHeld
-			return nil
+			return refuse(ErrNumberNotHeld)
 		}
 		msg := *m
 		msg.Media = slices.Clone(m.Media) // attachMedia fills in its own copy
@@ -273,15 +260,13 @@ func (s *Store) StoreAgentInbound(m *Message, now func() time.Time) (Message, bo
 		msg.UpdatedAt = msg.CreatedAt
 		if err := checkMedia(tx, msg); err != nil {
 			if errors.Is(err, ErrMediaUnknown) {
-				refused = err
-				return nil
+				return refuse(err)
 			}
 			return err
 		}
 		if err := s.charge(tx, msg.CompanyID, msg.CreatedAt, store.MessageCost(msg)); err != nil {
 			if errors.As(err, new(*BudgetError)) {
-				refused = err
-				return nil
+				return refuse(err)
 			}
 			return err
 		}
@@ -309,9 +294,6 @@ func (s *Store) StoreAgentInbound(m *Message, now func() time.Time) (Message, bo
 		out = msg
 		return nil
 	})
-	if err == nil {
-		err = refused
-	}
 	if err != nil {
 		return out, false, fmt.Errorf("store: %s inbound: %w", m.Channel, err)
 	}

@@ -27,10 +27,9 @@ func (s *Store) EnqueueBulk(ms []Message, idemKey IdempotencyKey, now func() tim
 	}
 	var out []Message
 	var prior *Idempotent
-	var refused error
 	companyID := ms[0].CompanyID
 	err := s.grouped(func(tx *bolt.Tx) error {
-		out, prior, refused = nil, nil, nil
+		out, prior = nil, nil
 		var ik answerKey
 		if ik, prior = priorAnswer(tx, companyID, idemKey, now()); prior != nil {
 			return nil
@@ -40,8 +39,8 @@ func (s *Store) EnqueueBulk(ms []Message, idemKey IdempotencyKey, now func() tim
 		if err != nil {
 			return err
 		}
-		if refused = d.refused; refused != nil {
-			return nil
+		if err := d.refused; err != nil {
+			return refuse(err)
 		}
 		devs := make([]uint64, len(ms))
 		devs[0] = d.ID
@@ -50,15 +49,15 @@ func (s *Store) EnqueueBulk(ms []Message, idemKey IdempotencyKey, now func() tim
 			if err != nil {
 				return err
 			}
-			if refused = di.refused; refused != nil {
-				return nil
+			if err := di.refused; err != nil {
+				return refuse(err)
 			}
 			devs[i] = di.ID
 		}
 		var cost int64
 		for i, m := range routed {
-			if refused = s.optedOutTx(tx, companyID, m.Channel, m.Phone, i); refused != nil {
-				return nil
+			if err := s.optedOutTx(tx, companyID, m.Channel, m.Phone, i); err != nil {
+				return refuse(err)
 			}
 			cost += store.MessageCost(m)
 		}
@@ -69,15 +68,13 @@ func (s *Store) EnqueueBulk(ms []Message, idemKey IdempotencyKey, now func() tim
 		}
 		if err != nil {
 			if errors.As(err, new(*PlanLimitError)) {
-				refused = err // nothing written yet
-				return nil
+				return refuse(err) // nothing written yet
 			}
 			return err
 		}
 		if err := s.charge(tx, companyID, at, cost); err != nil {
 			if errors.As(err, new(*BudgetError)) {
-				refused = err
-				return nil
+				return refuse(err)
 			}
 			return err
 		}
@@ -112,9 +109,6 @@ func (s *Store) EnqueueBulk(ms []Message, idemKey IdempotencyKey, now func() tim
 		out = stored
 		return nil
 	})
-	if err == nil {
-		err = refused
-	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("store: bulk enqueue: %w", err)
 	}

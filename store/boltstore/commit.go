@@ -120,7 +120,9 @@ func (c *committer) run(batch []*commitReq) {
 		return
 	}
 	for len(batch) > 0 {
+		answers := make([]error, len(batch)) // the members' refusals
 		err := c.db.Update(func(tx *bolt.Tx) error {
+			clear(answers)
 			var f fold // afresh for each try: a failed one rolled back
 			for _, name := range appendBuckets {
 				tx.Bucket(name).FillPercent = appendFill
@@ -128,7 +130,9 @@ func (c *committer) run(batch []*commitReq) {
 			for i, r := range batch {
 				if r.folds != nil {
 					if err := r.folds(tx, &f); err != nil {
-						return &memberErr{index: i, err: err}
+						if answers[i] = refusedBy(err); answers[i] == nil {
+							return &memberErr{index: i, err: err}
+						}
 					}
 					continue
 				}
@@ -137,7 +141,9 @@ func (c *committer) run(batch []*commitReq) {
 					return err
 				}
 				if err := r.fn(tx); err != nil {
-					return &memberErr{index: i, err: err}
+					if answers[i] = refusedBy(err); answers[i] == nil {
+						return &memberErr{index: i, err: err}
+					}
 				}
 			}
 			if err := f.flush(tx); err != nil {
@@ -156,7 +162,11 @@ func (c *committer) run(batch []*commitReq) {
 			// The commit's outcome, success or a rollback, is every
 			// writer's: none of them is answered before it is known.
 			err, full := c.space.committed(err)
-			for _, r := range batch {
+			for i, r := range batch {
+				if err == nil && answers[i] != nil {
+					r.err <- answers[i]
+					continue
+				}
 				r.err <- err
 			}
 			if full && err == nil {
@@ -181,6 +191,30 @@ func (c *committer) run(batch []*commitReq) {
 var appendBuckets = [][]byte{bucketMessages, bucketMessageUUIDs, bucketQueueExpiry}
 
 const appendFill = 0.9
+
+// refuse is a write function's answer when it refuses and has written
+// nothing: the batch it shares commits without it (a failure would roll
+// back every member's work and run the rest again), and the caller gets
+// err once that commit is durable, or the commit's own error. Return it
+// as it is, unwrapped. A function that wrote something must fail instead.
+func refuse(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &refusal{err: err}
+}
+
+type refusal struct{ err error }
+
+func (r *refusal) Error() string { return r.err.Error() }
+
+// refusedBy is the refusal err carries, nil when err is a failure.
+func refusedBy(err error) error {
+	if r, ok := err.(*refusal); ok {
+		return r.err
+	}
+	return nil
+}
 
 type memberErr struct {
 	index int

@@ -231,6 +231,11 @@ func TestRefusalKeepsTheBatch(t *testing.T) {
 		{"device gone", update(d.ID+100, func(*Device) error { return nil }), ErrNotFound},
 		{"no such job", report(d.ID, "no-such-uuid"), ErrNotFound},
 		{"another phone's job", report(d.ID+100, msgs[0].UUID), ErrNotFound},
+		{"send refused by its check", func() error {
+			m := Message{UUID: "refused-send", CompanyID: d.CompanyID, Device: d.Fingerprint, Channel: "sms", Phone: "+15551234567", Text: "hi", SIMSlot: "SIM1"}
+			_, _, err := s.Enqueue(&m, IdempotencyKey{}, func() time.Time { return t0 }, func(Device, string) error { return no }, nil)
+			return err
+		}, no},
 	} {
 		release := holdCommits(t, s)
 		runs := 0 // the committer goroutine's only

@@ -266,22 +266,18 @@ func (s *Store) updateDevice(name string, find func(*bolt.Tx) (Device, error), f
 // refused frame could make every batch run twice).
 func (s *Store) updateDeviceTx(name string, find func(*bolt.Tx) (Device, error), fn func(*Device) ([]DeviceEvent, error)) (Device, error) {
 	var d Device
-	var refused error
 	err := s.grouped(func(tx *bolt.Tx) error {
-		refused = nil
 		var err error
 		if d, err = find(tx); err != nil {
 			if errors.Is(err, ErrDeviceGone) || errors.Is(err, ErrNotFound) {
-				refused = ErrNotFound
-				return nil
+				return refuse(ErrNotFound)
 			}
 			return err
 		}
 		before := d
 		events, err := fn(&d)
 		if err != nil {
-			refused = err // d changed in memory only
-			return nil
+			return refuse(err) // d changed in memory only
 		}
 		d.ID, d.Fingerprint, d.CompanyID, d.TokenHash, d.CreatedAt = before.ID, before.Fingerprint, before.CompanyID, before.TokenHash, before.CreatedAt
 		if err := syncDisabled(tx, d); err != nil {
@@ -295,9 +291,6 @@ func (s *Store) updateDeviceTx(name string, find func(*bolt.Tx) (Device, error),
 		}
 		return s.writeDeviceEvents(tx, d, events)
 	})
-	if err == nil {
-		err = refused
-	}
 	if err != nil {
 		return d, fmt.Errorf("store: update device %s: %w", name, err)
 	}

@@ -48,9 +48,8 @@ func timeKey(t time.Time) []byte { return itob(uint64(t.UnixNano())) }
 func (s *Store) Enqueue(m *Message, idemKey IdempotencyKey, now func() time.Time, check DeviceCheck, answer func(Message) (int, []byte)) (Message, *Idempotent, error) {
 	var out Message
 	var prior *Idempotent
-	var refused error
 	err := s.grouped(func(tx *bolt.Tx) error {
-		out, prior, refused = Message{}, nil, nil
+		out, prior = Message{}, nil
 		var ik answerKey
 		if ik, prior = priorAnswer(tx, m.CompanyID, idemKey, now()); prior != nil {
 			return nil
@@ -60,11 +59,11 @@ func (s *Store) Enqueue(m *Message, idemKey IdempotencyKey, now func() time.Time
 		if err != nil {
 			return err
 		}
-		if refused = d.refused; refused != nil {
-			return nil
+		if err := d.refused; err != nil {
+			return refuse(err)
 		}
-		if refused = s.optedOutTx(tx, m.CompanyID, m.Channel, m.Phone, -1); refused != nil {
-			return nil
+		if err := s.optedOutTx(tx, m.CompanyID, m.Channel, m.Phone, -1); err != nil {
+			return refuse(err)
 		}
 		id, err := tx.Bucket(bucketMessages).NextSequence()
 		if err != nil {
@@ -80,15 +79,13 @@ func (s *Store) Enqueue(m *Message, idemKey IdempotencyKey, now func() time.Time
 		usage, err := s.planAllows(tx, msg.CompanyID, msg.CreatedAt, store.LimitMessages)
 		if err != nil {
 			if errors.As(err, new(*PlanLimitError)) {
-				refused = err // nothing written yet
-				return nil
+				return refuse(err) // nothing written yet
 			}
 			return err
 		}
 		if err := s.charge(tx, msg.CompanyID, msg.CreatedAt, store.MessageCost(msg)); err != nil {
 			if errors.As(err, new(*BudgetError)) {
-				refused = err // nothing written yet: the batch need not run again
-				return nil
+				return refuse(err) // nothing written yet: the batch need not run again
 			}
 			return err
 		}
@@ -110,9 +107,6 @@ func (s *Store) Enqueue(m *Message, idemKey IdempotencyKey, now func() time.Time
 		out = msg
 		return nil
 	})
-	if err == nil {
-		err = refused
-	}
 	if err != nil {
 		return out, nil, fmt.Errorf("store: enqueue: %w", err)
 	}
@@ -216,11 +210,6 @@ type transit struct {
 	uuid, status string
 	out          Message // set inside the transaction
 	moved        bool    // set inside the transaction
-	// refused is the change's answer when it wrote nothing (no such job of
-	// this phone): not the commit's failure, so the batch it shares is not
-	// rolled back and run again for it (a phone repeating reports of jobs
-	// it does not have would otherwise make every batch run twice).
-	refused error
 }
 
 // TransitionLater queues the change TransitionDetail makes for the next
@@ -245,11 +234,7 @@ func (s *Store) TransitionLater(companyID, deviceID uint64, uuid, status, errTex
 // Wait returns the message as the change left it, whether the change moved
 // it, and any error, once the change is durable; call it once.
 func (t *transit) Wait() (Message, bool, error) {
-	err := t.req.wait()
-	if err == nil {
-		err = t.refused
-	}
-	if err != nil {
+	if err := t.req.wait(); err != nil {
 		return t.out, false, fmt.Errorf("store: message %s to %s: %w", t.uuid, t.status, err)
 	}
 	return t.out, t.moved, nil
@@ -261,26 +246,23 @@ func (t *transit) Wait() (Message, bool, error) {
 // read and written through f, which writes them once for the changes
 // that follow one another in the batch.
 func (s *Store) transitionTx(tx *bolt.Tx, f *fold, t *transit, companyID, deviceID uint64, uuid, status, errText, statusAt, detail string, now time.Time) error {
-	t.out, t.moved, t.refused = Message{}, false, nil
+	t.out, t.moved = Message{}, false
 	d, err := liveDeviceRef(tx, companyID, deviceID)
 	if err != nil {
 		if errors.Is(err, ErrDeviceGone) {
-			t.refused = ErrNotFound
-			return nil
+			return refuse(ErrNotFound)
 		}
 		return err
 	}
 	m, err := f.message(tx, uuid)
 	if errors.Is(err, ErrNotFound) {
-		t.refused = err
-		return nil
+		return refuse(err)
 	}
 	if err != nil {
 		return err
 	}
 	if m.CompanyID != companyID || m.Direction != Outbound || (m.DeviceID != deviceID && !agentHolds(tx, m, deviceID)) {
-		t.refused = ErrNotFound
-		return nil
+		return refuse(ErrNotFound)
 	}
 	t.out = m
 	if rank[status] <= rank[m.Status] {
