@@ -50,13 +50,17 @@ func Defaults() Config {
 
 // Report is what a run measured.
 type Report struct {
-	Machine            string  `json:"machine"`
-	Store              string  `json:"store"` // bbolt or postgres
-	Phones             int     `json:"phones"`
-	PhonesNote         string  `json:"phones_note,omitempty"`
-	RSSPerPhoneKB      float64 `json:"rss_per_idle_phone_kb"`
-	AnonPerPhoneKB     float64 `json:"anon_rss_per_idle_phone_kb"`
+	Machine        string  `json:"machine"`
+	Store          string  `json:"store"` // bbolt or postgres
+	Phones         int     `json:"phones"`
+	PhonesNote     string  `json:"phones_note,omitempty"`
+	RSSPerPhoneKB  float64 `json:"rss_per_idle_phone_kb"`
+	AnonPerPhoneKB float64 `json:"anon_rss_per_idle_phone_kb"`
+	// HeapPerPhoneKB is the Go heap in use (HeapInuse: spans holding
+	// objects, live or not yet reused); LiveHeapPerPhoneKB the bytes of
+	// live objects alone (HeapAlloc), both after a collection.
 	HeapPerPhoneKB     float64 `json:"heap_per_idle_phone_kb"`
+	LiveHeapPerPhoneKB float64 `json:"live_heap_per_idle_phone_kb"`
 	GoroutinesPerPhone float64 `json:"server_goroutines_per_phone"`
 	StackPerPhoneKB    float64 `json:"stack_per_idle_phone_kb"`
 	ServerRSSMB        float64 `json:"server_rss_mb_with_phones"`
@@ -171,6 +175,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	}
 	rss0, anon0, _ := srv.memory()
 	heap0, _ := srv.metric("go_memstats_heap_inuse_bytes")
+	live0, _ := srv.metric("go_memstats_heap_alloc_bytes")
 	gr0, _ := srv.metric("go_goroutines")
 	stack0, _ := srv.metric("go_memstats_stack_inuse_bytes")
 	logf("connecting %d phones from 127.0.0.x ...", n)
@@ -189,6 +194,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	}
 	rss1, anon1, _ := srv.memory()
 	heap1, _ := srv.metric("go_memstats_heap_inuse_bytes")
+	live1, _ := srv.metric("go_memstats_heap_alloc_bytes")
 	gr1, _ := srv.metric("go_goroutines")
 	stack1, _ := srv.metric("go_memstats_stack_inuse_bytes")
 	rep.StackPerPhoneKB = (stack1 - stack0) / float64(n) / 1024
@@ -196,8 +202,9 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	rep.RSSPerPhoneKB = float64(rss1-rss0) / float64(n) / 1024
 	rep.AnonPerPhoneKB = float64(anon1-anon0) / float64(n) / 1024
 	rep.HeapPerPhoneKB = (heap1 - heap0) / float64(n) / 1024
+	rep.LiveHeapPerPhoneKB = (live1 - live0) / float64(n) / 1024
 	rep.ServerRSSMB = float64(rss1) / (1 << 20)
-	logf("idle: %.1f KB RSS (%.1f KB anonymous), %.1f KB live heap, %.1f KB stack and %.2f goroutines per phone", rep.RSSPerPhoneKB, rep.AnonPerPhoneKB, rep.HeapPerPhoneKB, rep.StackPerPhoneKB, rep.GoroutinesPerPhone)
+	logf("idle: %.1f KB RSS (%.1f KB anonymous), %.1f KB heap in use (%.1f KB live), %.1f KB stack and %.2f goroutines per phone", rep.RSSPerPhoneKB, rep.AnonPerPhoneKB, rep.HeapPerPhoneKB, rep.LiveHeapPerPhoneKB, rep.StackPerPhoneKB, rep.GoroutinesPerPhone)
 
 	// Durable send throughput: answered 2xx after fsync, each taken and acked by its phone.
 	logf("sending as fast as %d senders can for %s ...", cfg.Senders, cfg.SendFor)

@@ -107,7 +107,7 @@ func printReport(w io.Writer, r bench.Report) {
 	fmt.Fprintln(tw, "measure\tresult\ttarget")
 	fmt.Fprintf(tw, "RSS per idle phone (%d phones)\t%.1f KB\t<= 10 KB\n", r.Phones, r.RSSPerPhoneKB)
 	fmt.Fprintf(tw, "  of which anonymous (heap, stacks; not store pages)\t%.1f KB\t\n", r.AnonPerPhoneKB)
-	fmt.Fprintf(tw, "Go live heap per idle phone (after a GC)\t%.1f KB\t\n", r.HeapPerPhoneKB)
+	fmt.Fprintf(tw, "Go heap in use / live per idle phone (after a GC)\t%.1f / %.1f KB\t\n", r.HeapPerPhoneKB, r.LiveHeapPerPhoneKB)
 	fmt.Fprintf(tw, "Go stack per idle phone\t%.1f KB\t\n", r.StackPerPhoneKB)
 	fmt.Fprintf(tw, "server goroutines per idle phone\t%.2f\t\n", r.GoroutinesPerPhone)
 	fmt.Fprintf(tw, "%d phones online from none (a hello each)\t%.1f s, %.0f /s\t\n", r.Phones, r.ConnectSeconds, r.ConnectPerSecond)
