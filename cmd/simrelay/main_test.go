@@ -269,11 +269,18 @@ func TestBinaryIsBuiltOnce(t *testing.T) {
 	}
 }
 
-func TestEnvTwinsAndFlagPrecedence(t *testing.T) {
-	var cfg serveConfig
+// serveFlags is serve's configuration bound to a flag set of its own
+// that prints nothing, for a test to parse arguments into.
+func serveFlags() (*serveConfig, *flag.FlagSet) {
+	cfg := new(serveConfig)
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	cfg.flags(fs)
+	return cfg, fs
+}
+
+func TestEnvTwinsAndFlagPrecedence(t *testing.T) {
+	cfg, fs := serveFlags()
 	t.Setenv("SIMRELAY_LISTEN", "127.0.0.1:9999")
 	t.Setenv("SIMRELAY_RATE_AUTH", "5/1m")
 	t.Setenv("SIMRELAY_TRUSTED_PROXIES", "10.0.0.1, 192.168.0.0/16")

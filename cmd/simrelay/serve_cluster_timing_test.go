@@ -1,8 +1,6 @@
 package main
 
 import (
-	"flag"
-	"io"
 	"strings"
 	"testing"
 )
@@ -33,10 +31,7 @@ func TestNodeLiveWindowRange(t *testing.T) {
 			if c.env != "" {
 				t.Setenv("SIMRELAY_NODE_LIVE_WINDOW", c.env)
 			}
-			var cfg serveConfig
-			fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-			fs.SetOutput(io.Discard)
-			cfg.flags(fs)
+			cfg, fs := serveFlags()
 			args := []string{"--data-dir", t.TempDir()}
 			if c.flag != "" {
 				args = append(args, "--node-live-window", c.flag)

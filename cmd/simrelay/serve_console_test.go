@@ -1,8 +1,6 @@
 package main
 
 import (
-	"flag"
-	"io"
 	"strings"
 	"testing"
 	"time"
@@ -14,10 +12,7 @@ import (
 // bad one stops the server naming it.
 func TestConsoleStreamFlags(t *testing.T) {
 	t.Setenv("SIMRELAY_CONSOLE_STREAMS_PER_COMPANY", "7")
-	var c serveConfig
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	c.flags(fs)
+	c, fs := serveFlags()
 	if err := parseFlags(fs, []string{"--console-streams-per-user", "5", "--console-stream-write-timeout", "3s"}, 0); err != nil {
 		t.Fatal(err)
 	}

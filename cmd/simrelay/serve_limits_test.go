@@ -37,6 +37,24 @@ type limitsNode struct {
 
 func startLimitsNode(t *testing.T, dbURL, natsURL, name string, rate pacing.Rate) *limitsNode {
 	t.Helper()
+	n := startSharedLimits(t, dbURL, natsURL, name, func([]byte) map[string]string { return map[string]string{} })
+	reg := prometheus.NewRegistry()
+	api, err := httpapi.New(httpapi.Config{GeneralRate: rate, AuthRate: rate},
+		httpapi.Deps{Accounts: n.accounts, Logger: slog.New(slog.DiscardHandler), Registry: reg, Gatherer: reg, Now: time.Now, Limiters: n.shared.limiters})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(api.Handler())
+	t.Cleanup(srv.Close)
+	n.url = srv.URL
+	return n
+}
+
+// startSharedLimits runs one node's shared limits, on its own store
+// handle and bus connection, with settings as its compared settings,
+// until the test ends; the node serves no API (startLimitsNode adds it).
+func startSharedLimits(t *testing.T, dbURL, natsURL, name string, settings func([]byte) map[string]string) *limitsNode {
+	t.Helper()
 	log := slog.New(slog.DiscardHandler)
 	st, err := postgres.Open(context.Background(), dbURL, postgres.Options{})
 	if err != nil {
@@ -56,7 +74,7 @@ func startLimitsNode(t *testing.T, dbURL, natsURL, name string, rate pacing.Rate
 	if err != nil {
 		t.Fatal(err)
 	}
-	shared, err := shareLimits(bus, st, accounts, func([]byte) map[string]string { return map[string]string{} }, log)
+	shared, err := shareLimits(bus, st, accounts, settings, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,15 +82,7 @@ func startLimitsNode(t *testing.T, dbURL, natsURL, name string, rate pacing.Rate
 	done := make(chan struct{})
 	go func() { defer close(done); shared.run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	reg := prometheus.NewRegistry()
-	api, err := httpapi.New(httpapi.Config{GeneralRate: rate, AuthRate: rate},
-		httpapi.Deps{Accounts: accounts, Logger: log, Registry: reg, Gatherer: reg, Now: time.Now, Limiters: shared.limiters})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(api.Handler())
-	t.Cleanup(srv.Close)
-	return &limitsNode{url: srv.URL, store: st, accounts: accounts, shared: shared}
+	return &limitsNode{store: st, accounts: accounts, shared: shared}
 }
 
 // nodeCall makes a request with the API key and returns its status and headers.

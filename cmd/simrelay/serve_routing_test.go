@@ -1,8 +1,6 @@
 package main
 
 import (
-	"flag"
-	"io"
 	"strings"
 	"testing"
 )
@@ -37,10 +35,7 @@ func TestLinkSweepRange(t *testing.T) {
 			if c.env != "" {
 				t.Setenv("SIMRELAY_LINK_SWEEP", c.env)
 			}
-			var cfg serveConfig
-			fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-			fs.SetOutput(io.Discard)
-			cfg.flags(fs)
+			cfg, fs := serveFlags()
 			args := []string{"--data-dir", t.TempDir()}
 			if c.flag != "" {
 				args = append(args, "--link-sweep", c.flag)

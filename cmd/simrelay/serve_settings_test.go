@@ -4,21 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
-	"io"
-	"log/slog"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/simrelay/simrelay/account"
 	"github.com/simrelay/simrelay/cluster"
 	"github.com/simrelay/simrelay/internal/natstest"
 	"github.com/simrelay/simrelay/internal/pgtest"
 	"github.com/simrelay/simrelay/internal/poll"
-	"github.com/simrelay/simrelay/mail"
-	"github.com/simrelay/simrelay/store/postgres"
 )
 
 // A node's secrets go on the bus as digests keyed with a secret of its
@@ -89,33 +84,7 @@ func TestSettingsDigestsAreKeyedByTheDatabase(t *testing.T) {
 // test ends.
 func startSettingsNode(t *testing.T, dbURL, natsURL, name string, cfg *serveConfig) {
 	t.Helper()
-	log := slog.New(slog.DiscardHandler)
-	st, err := postgres.Open(context.Background(), dbURL, postgres.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	bus, err := cluster.Connect(context.Background(), cluster.Config{URL: natsURL, Node: name})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(bus.Close)
-	mailer, err := mail.New(mail.Config{PublicURL: "http://localhost"}, st, log, time.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	accounts, err := account.New(account.Config{PublicURL: "http://localhost", PasswordTime: 1, PasswordMemory: 64}, st, mailer, log, time.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	shared, err := shareLimits(bus, st, accounts, cfg.sharedSettings, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); shared.run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	startSharedLimits(t, dbURL, natsURL, name, cfg.sharedSettings)
 }
 
 // The nodes compare their settings each under its flag's name, which the
@@ -126,10 +95,7 @@ func TestSharedSettingsAreNamedByTheirFlags(t *testing.T) {
 	t.Parallel()
 	parse := func(args ...string) (*flag.FlagSet, map[string]string) {
 		t.Helper()
-		var cfg serveConfig
-		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-		fs.SetOutput(io.Discard)
-		cfg.flags(fs)
+		cfg, fs := serveFlags()
 		if err := fs.Parse(args); err != nil {
 			t.Fatal(err)
 		}
