@@ -41,9 +41,9 @@ func sendingDevice(tx *bolt.Tx, devs *deviceCache, companyID uint64, fingerprint
 }
 
 // maxCachedDevices bounds the writer's device cache: an entry is the
-// record's bytes and the decoded device, about 1 KB for a phone with two
-// SIMs and a health report, so at most about 16 MB, beside the ~11 KB each
-// linked phone holds anyway. A fleet larger than that still hits the
+// record's bytes and the decoded device, 1 to 1.5 KB for a phone with two
+// SIMs, a push token and a health report, so at most about 24 MB, beside
+// the ~11 KB each of those 16,384 phones holds while linked. A fleet larger than that still hits the
 // cache for most sends: a full cache drops one entry, not all of them.
 const maxCachedDevices = 16384
 
