@@ -185,6 +185,22 @@ type RegisterInput struct {
 
 var fingerprintRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
 
+// checkFingerprint is the rule of a new device's fingerprint: the pattern,
+// and neither "." nor "..". Those two match it, but as a path segment they
+// are dot segments, which every URL is cleaned of before routing (a 308 to
+// the path without them), so no address could name the device: it could
+// not be renamed, disabled, capped or deleted, through the API or the
+// console, and took a place of the plan's device limit for good.
+func checkFingerprint(field, fp string) error {
+	if !fingerprintRE.MatchString(fp) {
+		return problem.Invalid(field, "must be 1 to 128 letters, digits, dots, dashes, underscores or colons")
+	}
+	if fp == "." || fp == ".." {
+		return problem.Invalid(field, "must not be . or ..: no address could name the device (a path is cleaned of such segments)")
+	}
+	return nil
+}
+
 // Register spends a pairing code and hands the phone its token. replaced
 // reports that the device was registered before: its old token is dead, and
 // a live link on it must be closed.
@@ -193,8 +209,8 @@ func (s *Service) Register(_ context.Context, in RegisterInput) (dev store.Devic
 	if in.PairingCode == "" {
 		return dev, "", false, problem.Invalid("pairing_code", "is required")
 	}
-	if !fingerprintRE.MatchString(in.DeviceFingerprint) {
-		return dev, "", false, problem.Invalid("device_fingerprint", "must be 1 to 128 letters, digits, dots, dashes, underscores or colons")
+	if err := checkFingerprint("device_fingerprint", in.DeviceFingerprint); err != nil {
+		return dev, "", false, err
 	}
 	// The phone names itself (its model, or what its user called it): a line
 	// break or another control character in it is mended to a space, not
@@ -293,8 +309,8 @@ func (s *Service) Provision(_ context.Context, companyID, userID uint64, fingerp
 	tokens := make([]string, len(fingerprints))
 	devs := make([]store.Device, len(fingerprints))
 	for i, fp := range fingerprints {
-		if !fingerprintRE.MatchString(fp) {
-			return nil, problem.Invalid(fmt.Sprintf("fingerprints[%d]", i), "must be 1 to 128 letters, digits, dots, dashes, underscores or colons")
+		if err := checkFingerprint(fmt.Sprintf("fingerprints[%d]", i), fp); err != nil {
+			return nil, err
 		}
 		tokens[i] = newToken()
 		devs[i] = store.Device{Fingerprint: fp, CompanyID: companyID, UserID: userID, Name: fp, Status: store.DeviceActive,

@@ -52,3 +52,20 @@ func ascii(b []byte) bool {
 	}
 	return true
 }
+
+// refuseEncoding refuses a body sent with a content coding
+// (Content-Encoding: gzip, br, ...). The server reads the body's bytes as
+// JSON as they come; a gzipped body was answered "The request body is not
+// valid JSON.", which points at the JSON, not at the compression. identity,
+// the coding of no coding, is taken, in any case and in any of the header's
+// values.
+func refuseEncoding(r *http.Request) error {
+	for _, v := range r.Header.Values("Content-Encoding") {
+		for _, coding := range strings.Split(v, ",") {
+			if coding = strings.TrimSpace(coding); coding != "" && !strings.EqualFold(coding, "identity") {
+				return problem.Invalid("Content-Encoding", "must be absent (or identity): the server reads the JSON body as it is sent and decodes no gzip or other content coding")
+			}
+		}
+	}
+	return nil
+}

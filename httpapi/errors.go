@@ -124,8 +124,12 @@ func bodyError(err error) error {
 // bind decodes the JSON body into v. Unknown fields are ignored; an empty,
 // malformed or trailing-garbage body is invalid_json, a wrong type or a
 // string holding U+0000 names the field at fault, a charset other than
-// UTF-8 names Content-Type (refuseCharset).
+// UTF-8 names Content-Type (refuseCharset), and a content coding names
+// Content-Encoding (refuseEncoding).
 func bind(c echo.Context, v any) error {
+	if err := refuseEncoding(c.Request()); err != nil {
+		return err
+	}
 	data, err := readBody(c)
 	if err != nil {
 		return err

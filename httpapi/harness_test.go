@@ -224,6 +224,7 @@ type call struct {
 	method, path, token string
 	body                any // marshalled as JSON; a string is sent as it is
 	header              map[string]string
+	multi               map[string][]string // headers given in several lines, one a value
 }
 
 func (e *env) do(c call) resp {
@@ -252,6 +253,11 @@ func (e *env) do(c call) resp {
 	}
 	for k, v := range c.header {
 		req.Header.Set(k, v)
+	}
+	for k, vs := range c.multi {
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
 	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {

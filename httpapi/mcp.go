@@ -111,6 +111,9 @@ func (s *Server) mcp(c echo.Context) error {
 	if !accepts(r.Header.Values(echo.HeaderAccept), echo.MIMEApplicationJSON) || !accepts(r.Header.Values(echo.HeaderAccept), "text/event-stream") {
 		return problem.Invalid("Accept", "must take both application/json and text/event-stream, as the MCP streamable HTTP transport requires")
 	}
+	if err := refuseEncoding(r); err != nil {
+		return err
+	}
 	data, err := readBody(c)
 	if err != nil {
 		return err

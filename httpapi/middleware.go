@@ -369,3 +369,51 @@ func refuseUnstorable(next echo.HandlerFunc) echo.HandlerFunc {
 		return problem.New(problem.NotFound, "No such resource: every id is UTF-8 text.")
 	}
 }
+
+// refuseRepeated answers 400 for a request to a route that gives a query
+// parameter more than once with different values, or, on the send routes,
+// which read it, the Idempotency-Key header. The routes read one value of
+// each (the first), so the others were dropped without a word:
+// ?devices=a&devices=b, the way many clients write a list, filtered on a
+// alone, and a second Idempotency-Key line (which a proxy may join to the
+// first with a comma, a key of its own) decided which key a retry matched.
+// The same value given twice means one thing and is taken. An unknown path
+// keeps its 404 and a method a route does not take its 405; the console's
+// paths are left to the console.
+func (s *Server) refuseRepeated(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if consolePaths[c.Path()] || c.Get(keyAnswer) != nil {
+			return next(c)
+		}
+		key := idempotentRoutes[c.Path()] && differ(c.Request().Header.Values("Idempotency-Key"))
+		param, repeated := "", false
+		if !key && c.Request().URL.RawQuery != "" {
+			for name, values := range c.QueryParams() {
+				if differ(values) && (!repeated || name < param) { // the first name, so the answer is the same every time
+					param, repeated = name, true
+				}
+			}
+		}
+		if !key && !repeated || !s.isRoute(c) {
+			return next(c)
+		}
+		if key {
+			return problem.Invalid("Idempotency-Key", "is given in more than one header, with different values; send one key")
+		}
+		return problem.Invalid(param, "is given more than once in the address, with different values; give it once (a list is one value, its items separated by commas)")
+	}
+}
+
+// idempotentRoutes are the routes that read the Idempotency-Key header.
+var idempotentRoutes = map[string]bool{"/chat/send": true, "/automation/send-sms": true, "/chat/send-bulk": true,
+	"/whatsapp/send": true, "/imessage/send": true}
+
+// differ reports whether values holds two that are not the same.
+func differ(values []string) bool {
+	for _, v := range values[min(1, len(values)):] {
+		if v != values[0] {
+			return true
+		}
+	}
+	return false
+}

@@ -199,7 +199,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	// (serve says why): canonicalPath and hideOperatorRoutes before the
 	// routing, the rest after it, around the route's handler.
 	s.chain = canonicalPath(hideOperatorRoutes(s.route(
-		s.observe(s.recoverPanics(s.identify(s.limit(refuseUnstorable(callRoute))))))))
+		s.observe(s.recoverPanics(s.identify(s.limit(refuseUnstorable(s.refuseRepeated(callRoute)))))))))
 	return s, nil
 }
 

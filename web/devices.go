@@ -20,7 +20,9 @@ import (
 func (c *Console) deviceRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET "+Prefix+"/devices", c.page(member, c.devicesPage))
 	mux.HandleFunc("GET "+Prefix+"/devices/state", c.page(member, c.devicesState))
-	mux.HandleFunc("POST "+Prefix+"/devices/pair", c.action(member, Prefix+"/devices", c.pair))
+	// Pairing is not under /devices/: a phone may call itself "pair", and
+	// its own form (/devices/{fp}) then made a pairing code instead.
+	mux.HandleFunc("POST "+Prefix+"/pairing", c.action(member, Prefix+"/devices", c.pair))
 	mux.HandleFunc("POST "+Prefix+"/devices/{fp}", c.action(member, Prefix+"/devices", c.updateDevice))
 	mux.HandleFunc("POST "+Prefix+"/devices/{fp}/delete", c.action(admin, Prefix+"/devices", c.deleteDevice))
 }

@@ -69,6 +69,9 @@ type envOptions struct {
 	// relayed, when set, gets the relay the PostgreSQL store is opened
 	// through (storetest.Options.Relayed).
 	relayed func(*pgtest.Relayed)
+	// https gives the console an https public URL (a TLS proxy in front),
+	// while the tests still reach it over plain http.
+	https bool
 }
 
 func newEnv(t *testing.T, opts ...func(*envOptions)) *env {
@@ -132,7 +135,11 @@ func newEnv(t *testing.T, opts ...func(*envOptions)) *env {
 	broker := web.NewBroker(o.streams, clk.Now)
 	messages.SetWatcher(broker)
 	agents.SetWatcher(broker)
-	console, err := web.New(web.Config{PublicURL: publicURL, Email: o.email}, web.Deps{Accounts: accounts, Devices: devices, SMS: messages, Channels: agents,
+	consoleURL := publicURL
+	if o.https {
+		consoleURL = "https://" + srv.Listener.Addr().String()
+	}
+	console, err := web.New(web.Config{PublicURL: consoleURL, Email: o.email}, web.Deps{Accounts: accounts, Devices: devices, SMS: messages, Channels: agents,
 		Webhooks: hooks, Media: files, Billing: bill, Phones: hub, Analytics: st, Period: bill, Broker: broker, Logger: log, Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)

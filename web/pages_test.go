@@ -115,7 +115,7 @@ func TestEveryPostNeedsTheCSRFToken(t *testing.T) {
 	key := e.company("Acme", "ada@acme.test", "Correct1horse")
 	b := e.browser()
 	b.signIn("ada@acme.test", "Correct1horse")
-	for _, path := range []string{"/console/devices/pair", "/console/devices/x", "/console/devices/x/delete", "/console/messages/send",
+	for _, path := range []string{"/console/pairing", "/console/devices/x", "/console/devices/x/delete", "/console/messages/send",
 		"/console/webhooks", "/console/webhooks/secret/rotate", "/console/team/invite", "/console/team/1/role", "/console/team/1/remove",
 		"/console/settings/company", "/console/settings/api-key/rotate", "/console/billing/subscribe", "/console/billing/portal", "/console/signout",
 		"/console/messages/cancel", "/console/opt-outs", "/console/opt-outs/remove", "/console/opt-outs/keywords",
@@ -146,7 +146,7 @@ func TestEveryPostNeedsTheCSRFToken(t *testing.T) {
 		t.Error("a refused rotation changed the API key")
 	}
 	// The token rides in the header too, as the JavaScript sends it.
-	req, _ := http.NewRequest(http.MethodPost, e.url+"/console/devices/pair", nil)
+	req, _ := http.NewRequest(http.MethodPost, e.url+"/console/pairing", nil)
 	req.Header.Set("X-CSRF-Token", b.csrf)
 	req.Header.Set("Accept", "application/json")
 	res, err := b.c.Do(req)

@@ -17,7 +17,8 @@ import (
 )
 
 // Cookies of the console. Both are HttpOnly and SameSite=Lax, and Secure
-// when the public URL is https.
+// when the public URL is https; then their names carry the __Host- prefix
+// (cookieName).
 const (
 	sessionCookie = "simrelay_session"
 	// anonCookie holds the CSRF token of the forms shown before sign-in
@@ -40,13 +41,30 @@ type req struct {
 func (q *req) p() account.Principal { return q.sess.Principal }
 
 func (c *Console) setCookie(w http.ResponseWriter, name, value string, maxAge int) {
-	http.SetCookie(w, &http.Cookie{Name: name, Value: value, Path: "/", MaxAge: maxAge, HttpOnly: true,
+	http.SetCookie(w, &http.Cookie{Name: c.cookieName(name), Value: value, Path: "/", MaxAge: maxAge, HttpOnly: true,
 		Secure: c.secure, SameSite: http.SameSiteLaxMode})
+}
+
+// cookieName is the name a console cookie is set and read under. On https
+// it carries the __Host- prefix: a browser then takes the cookie only from
+// this host, over https, for Path=/ and without a Domain, so a neighbouring
+// host of the same site (evil.example.com beside sms.example.com) or a
+// plain-http page on the way cannot plant one. A planted pre-sign-in token
+// with the same value in a forged form would sign a browser in to the
+// attacker's account (both halves of the double submit were the
+// attacker's), and a planted session cookie would do it without a form.
+// Plain http has no such guard, which is one reason to serve the console
+// over https.
+func (c *Console) cookieName(name string) string {
+	if c.secure {
+		return "__Host-" + name
+	}
+	return name
 }
 
 // authenticate resolves the session cookie and loads the user.
 func (c *Console) authenticate(r *http.Request) (*req, error) {
-	ck, err := r.Cookie(sessionCookie)
+	ck, err := r.Cookie(c.cookieName(sessionCookie))
 	if err != nil {
 		return nil, problem.New(problem.Unauthorized, "Your session has ended. Sign in again.")
 	}
@@ -64,7 +82,7 @@ func (c *Console) authenticate(r *http.Request) (*req, error) {
 // Identity names the signed-in user of a request for the API's rate limits
 // (httpapi.Deps.ConsoleIdentity): the same key as the user's own API calls.
 func (c *Console) Identity(r *http.Request) (string, bool) {
-	ck, err := r.Cookie(sessionCookie)
+	ck, err := r.Cookie(c.cookieName(sessionCookie))
 	if err != nil {
 		return "", false
 	}
@@ -96,7 +114,7 @@ var errCSRF = problem.New(problem.Forbidden, "This form's security token is miss
 
 // anonCSRF returns the pre-sign-in CSRF token, setting its cookie when absent.
 func (c *Console) anonCSRF(w http.ResponseWriter, r *http.Request) string {
-	if ck, err := r.Cookie(anonCookie); err == nil && len(ck.Value) >= 32 {
+	if ck, err := r.Cookie(c.cookieName(anonCookie)); err == nil && len(ck.Value) >= 32 {
 		return ck.Value
 	}
 	b := make([]byte, 24)
@@ -106,8 +124,8 @@ func (c *Console) anonCSRF(w http.ResponseWriter, r *http.Request) string {
 	return tok
 }
 
-func checkAnonCSRF(r *http.Request) error {
-	ck, err := r.Cookie(anonCookie)
+func (c *Console) checkAnonCSRF(r *http.Request) error {
+	ck, err := r.Cookie(c.cookieName(anonCookie))
 	if err != nil || !sameToken(ck.Value, csrfFrom(r)) {
 		return errCSRF
 	}
@@ -169,7 +187,7 @@ func (c *Console) action(lv level, back string, fn func(w http.ResponseWriter, r
 		}
 		var q *req
 		if lv == anyone {
-			if err := checkAnonCSRF(r); err != nil {
+			if err := c.checkAnonCSRF(r); err != nil {
 				c.answerErr(w, r, lv, q, back, err)
 				return
 			}
@@ -226,7 +244,7 @@ func (c *Console) action(lv level, back string, fn func(w http.ResponseWriter, r
 // q is nil where the session was not read (yet).
 func (c *Console) bindOf(r *http.Request, lv level, q *req) string {
 	if lv == anyone {
-		if ck, err := r.Cookie(anonCookie); err == nil {
+		if ck, err := r.Cookie(c.cookieName(anonCookie)); err == nil {
 			return ck.Value
 		}
 		return ""

@@ -1,0 +1,79 @@
+package httpapi_test
+
+import (
+	"net/http"
+	"testing"
+)
+
+// TestRepeatedQueryParameter: a query parameter given twice with different
+// values is the client's 400 naming it. The routes read the first value
+// only, so ?devices=a&devices=b (the way many HTTP clients write a list)
+// counted device a alone, and a second device_fingerprint was dropped
+// without a word. The same value twice means one thing and is taken; an
+// unknown path stays 404 and a method a route does not take 405.
+func TestRepeatedQueryParameter(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, roomy)
+	a := e.newCompany("Acme", "owner@acme.test")
+	e.pairPhone(a.apiKey, "a-phone")
+	e.pairPhone(a.apiKey, "b-phone")
+	e.want(e.do(call{method: "POST", path: "/chat/send", token: a.apiKey, body: sendBody("a-phone", "+15551230000", "hello", "")}), http.StatusOK, "")
+	wantRefused(t, e, a.apiKey, []refused{
+		{"GET", "/analytics?devices=a-phone&devices=b-phone", "devices", nil},
+		{"GET", "/chat/messages?device_fingerprint=a-phone&phone=%2B15551230000&device_fingerprint=b-phone", "device_fingerprint", nil},
+		{"GET", "/chat/messages?device_fingerprint=a-phone&phone=%2B15551230000&limit=5&limit=", "limit", nil},
+		{"DELETE", "/opt-outs?phone=%2B15551230000&phone=%2B15551230001", "phone", nil},
+		{"GET", "/chat/devices?x=1&x=2", "x", nil}, // read by no route, as a NUL in one is refused
+		{"GET", "/chat/devices?b=1&b=2&a=1&a=2", "a", nil},
+		{"GET", "/nope?a=1&a=2", "", nil},
+	})
+	r := e.do(call{method: "GET", path: "/chat/messages?device_fingerprint=a-phone&device_fingerprint=a-phone&phone=%2B15551230000", token: a.apiKey})
+	e.want(r, http.StatusOK, "")
+	if r.Body["total"] != float64(1) {
+		t.Errorf("the same device_fingerprint twice: %s, want the one message", r.Raw)
+	}
+	e.want(e.do(call{method: "GET", path: "/analytics?devices=a-phone,b-phone", token: a.apiKey}), http.StatusOK, "")
+	e.want(e.do(call{method: "PUT", path: "/chat/queue/x?a=1&a=2", token: a.apiKey}), http.StatusMethodNotAllowed, "method_not_allowed")
+}
+
+// TestRepeatedIdempotencyKey: a send with two Idempotency-Key header lines
+// of different values is 400 naming the header and queues nothing. The
+// first line alone was read, so which key a retry matched depended on the
+// order of the lines, and a proxy that joins them ("k1, k2", as HTTP
+// allows) made a third key of the same request: the send went twice. The
+// same key twice is one key.
+func TestRepeatedIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, roomy)
+	a := e.newCompany("Acme", "owner@acme.test")
+	e.pairPhone(a.apiKey, "a-phone")
+	for _, path := range []string{"/chat/send", "/automation/send-sms"} {
+		r := e.do(call{method: "POST", path: path, token: a.apiKey, body: sendBody("a-phone", "+15551230000", "hello", ""),
+			multi: map[string][]string{"Idempotency-Key": {"k1", "k2"}}})
+		e.want(r, http.StatusBadRequest, "validation_failed")
+		if got := r.str("field"); got != "Idempotency-Key" {
+			t.Errorf("POST %s: field %q, want Idempotency-Key; body %s", path, got, r.Raw)
+		}
+	}
+	r := e.do(call{method: "POST", path: "/chat/send-bulk", token: a.apiKey, body: bulkBody("a-phone", 2),
+		multi: map[string][]string{"Idempotency-Key": {"k1", "k2"}}})
+	e.want(r, http.StatusBadRequest, "validation_failed")
+	r = e.do(call{method: "GET", path: "/chat/messages?device_fingerprint=a-phone&phone=%2B15551230000", token: a.apiKey})
+	e.want(r, http.StatusOK, "")
+	if r.Body["total"] != float64(0) {
+		t.Fatalf("the refused sends queued: %s", r.Raw)
+	}
+	// The key k1 was not spent: a send under it is new, not a replay.
+	first := e.do(call{method: "POST", path: "/chat/send", token: a.apiKey, body: sendBody("a-phone", "+15551230000", "hello", ""),
+		multi: map[string][]string{"Idempotency-Key": {"k1", "k1"}}})
+	e.want(first, http.StatusOK, "")
+	if first.Header.Get("Idempotent-Replayed") != "" {
+		t.Fatalf("a send under an unspent key was answered as a replay: %v", first.Header)
+	}
+	again := e.do(call{method: "POST", path: "/chat/send", token: a.apiKey, body: sendBody("a-phone", "+15551230000", "hello", ""),
+		header: map[string]string{"Idempotency-Key": "k1"}})
+	e.want(again, http.StatusOK, "")
+	if again.Header.Get("Idempotent-Replayed") != "true" || string(again.Raw) != string(first.Raw) {
+		t.Errorf("the retry under k1: %v %s, want the first answer replayed: %s", again.Header, again.Raw, first.Raw)
+	}
+}
