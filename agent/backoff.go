@@ -115,7 +115,7 @@ func (b *backoff) next(err error, upFor time.Duration, now time.Time) (time.Dura
 		// The server's database does not answer (close 1013, or 503
 		// unavailable): back within seconds of its return, the count
 		// left as it was.
-		return jitter(b.base, client.SoonUnits*b.base), nil
+		return jitter(b.base, min(client.SoonUnits*b.base, b.max)), nil
 	}
 	ceiling := b.max
 	if b.attempt < 30 {

@@ -94,6 +94,12 @@ func TestBackoffWhileTheDatabaseIsGone(t *testing.T) {
 	if longest < 8*time.Second {
 		t.Fatalf("200 waits were all under %s: not spread over 1 to 15 s", longest)
 	}
+	short := &backoff{base: time.Second, max: 5 * time.Second, stable: time.Minute, probe: 15 * time.Minute}
+	for range 100 {
+		if wait, _ := short.next(websocket.CloseError{Code: 1013}, 0, now); wait < time.Second || wait > 5*time.Second {
+			t.Fatalf("1013 with --reconnect-max 5s: waited %v, want 1 to 5 s", wait)
+		}
+	}
 	if b.next(websocket.CloseError{Code: 1011}, 0, now); b.attempt != 7 {
 		t.Fatalf("1011: attempt %d, want 7 (the count grows)", b.attempt)
 	}

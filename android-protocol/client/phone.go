@@ -178,7 +178,7 @@ func (p *Phone) Run(ctx context.Context) error {
 func (p *Phone) retryWait(err error, attempt int) (wait time.Duration, next int) {
 	base := p.cfg.BackoffBase
 	if TryAgainSoon(err) {
-		return between(base, SoonUnits*base), attempt
+		return between(base, max(base, min(SoonUnits*base, p.cfg.BackoffMax))), attempt
 	}
 	wait = p.backoff(attempt)
 	switch closeCode(err) {
@@ -198,8 +198,8 @@ func (p *Phone) retryWait(err error, attempt int) (wait time.Duration, next int)
 
 // SoonUnits is the longest wait after the server said its database does
 // not answer, in units of the backoff's base (PROTOCOL.md section 14: a
-// random 1 to 15 s, whatever the count of attempts): a fleet is back
-// within it once the database is.
+// random 1 to 15 s, whatever the count of attempts; BackoffMax when that
+// is shorter): a fleet is back within it once the database is.
 const SoonUnits = 15
 
 // TryAgainSoon says whether a link ended because the server's database did

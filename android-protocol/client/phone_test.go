@@ -118,6 +118,13 @@ func TestRetryWaitWhileTheDatabaseIsGone(t *testing.T) {
 			t.Fatalf("%v: 200 waits were all under %s: not spread over 1 to 15 s", err, longest)
 		}
 	}
+	// A BackoffMax shorter than 15 units is the longest wait here too.
+	short := New(Config{BackoffBase: base, BackoffMax: 5 * base})
+	for range 100 {
+		if w, _ := short.retryWait(soon[0], 3); w < base || w > 5*base {
+			t.Fatalf("1013 with BackoffMax 5 s: waited %s, want 1 to 5 s", w)
+		}
+	}
 	for _, err := range []error{
 		websocket.CloseError{Code: proto.CloseInternalError},
 		&APIError{Status: http.StatusServiceUnavailable, Code: "http_503", RetryAfter: 5 * base},
