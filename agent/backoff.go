@@ -59,7 +59,9 @@ func closeCode(err error) int {
 }
 
 // backoff is the reconnect schedule of PROTOCOL.md section 14: full
-// jitter, a quick return after 4012, Retry-After on 429 and 503, floors
+// jitter, a quick return after 4012, a short wait that never grows while
+// the server's database does not answer (1013, 503 unavailable),
+// Retry-After on 429 and other 503s, floors
 // after 4008, 4029 and 4009, a stop after the third 4009 in ten minutes,
 // and probes every 15 minutes for a disabled or deleted device. The fixed
 // waits of the section are in units of base (1 s by default).
@@ -108,6 +110,12 @@ func (b *backoff) next(err error, upFor time.Duration, now time.Time) (time.Dura
 		if !proto.ShouldReconnect(code) { // a 4500-4999 code this agent does not know
 			return 0, &FatalError{Reason: fmt.Sprintf("the server closed the link with %d (%s), a code that means: do not reconnect until the user acts; check the server's log and restart the agent", code, closeReason(err))}
 		}
+	}
+	if client.TryAgainSoon(err) {
+		// The server's database does not answer (close 1013, or 503
+		// unavailable): back within seconds of its return, the count
+		// left as it was.
+		return jitter(b.base, min(client.SoonUnits*b.base, b.max)), nil
 	}
 	ceiling := b.max
 	if b.attempt < 30 {

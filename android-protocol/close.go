@@ -5,6 +5,8 @@ package androidproto
 const (
 	CloseGoingAway      = 1001 // the server is going away; reconnect with backoff
 	CloseMessageTooBig  = 1009 // a frame over MaxFrameBytes; a bug in the phone: reconnect with backoff
+	CloseInternalError  = 1011 // a fault of the server while storing hello or a report; reconnect with backoff
+	CloseTryAgainLater  = 1013 // the server's database does not answer; reconnect within seconds (PROTOCOL.md section 14)
 	CloseProtocolError  = 4000 // a malformed or out-of-order frame (no hello first, bad JSON)
 	CloseHelloTimeout   = 4001 // no hello within the hello timeout
 	CloseTooSlow        = 4008 // the phone read too slowly and its queue overflowed; resync after reconnect

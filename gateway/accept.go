@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/coder/websocket"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/internal/outage"
 	"github.com/simrelay/simrelay/store"
 )
 
@@ -28,21 +30,24 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		token = "" // no scheme, or another one: no credential
 	}
 	token = strings.TrimSpace(token)
+	// While the store is known to be out of reach, the phone is refused
+	// without asking it, but for one probe a second (outage.go).
+	if refused, cause := h.gate.refuse(h.now()); refused {
+		h.refuseUnavailable(w, cause)
+		return
+	}
 	dev, err := h.devices.Authenticate(r.Context(), token)
+	switch {
+	case errors.Is(err, store.ErrUnavailable):
+		h.gate.failed(h.now(), err)
+		h.refuseUnavailable(w, err)
+		return
+	case err == nil || errors.Is(err, store.ErrNotFound):
+		h.gate.answered()
+	}
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		writeError(w, http.StatusUnauthorized, "unauthorized", "The device token is missing, invalid or revoked. Pair the phone again.")
-		return
-	case errors.Is(err, store.ErrUnavailable):
-		// PostgreSQL out of reach: the phone is told to come back, as any
-		// route tells its client, not that the server failed.
-		// Every phone reconnecting meets it: one line per unavailableLogEvery
-		// says so, with how many were left out, not one line per phone.
-		if suppressed, ok := h.unavailable.Due(h.now(), unavailableLogEvery); ok {
-			h.log.Error("device authentication failed: the database does not answer", "err", err, "suppressed", suppressed)
-		}
-		w.Header().Set("Retry-After", "5")
-		writeError(w, http.StatusServiceUnavailable, "unavailable", "The server cannot reach its database; connect again shortly.")
 		return
 	case err != nil:
 		h.log.Error("device authentication failed", "err", err)
@@ -86,6 +91,20 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.wg.Add(1)
 	h.mu.Unlock()
 	go c.run()
+}
+
+// refuseUnavailable answers an upgrade while the database does not answer
+// (err, the store call that found it so): the phone is told to come back
+// (503 unavailable), as any route tells its client, not that the server
+// failed, and comes back within seconds (PROTOCOL.md section 14). Every
+// phone reconnecting meets it: one line per unavailableLogEvery says so,
+// with how many were left out, not one line per phone.
+func (h *Hub) refuseUnavailable(w http.ResponseWriter, err error) {
+	if suppressed, ok := h.unavailable.Due(h.now(), unavailableLogEvery); ok {
+		h.log.Error("device authentication failed: the database does not answer", "err", err, "suppressed", suppressed)
+	}
+	w.Header().Set("Retry-After", strconv.Itoa(outage.RetryAfter))
+	writeError(w, http.StatusServiceUnavailable, "unavailable", "The server cannot reach its database; connect again shortly.")
 }
 
 func writeError(w http.ResponseWriter, status int, code, msg string) {

@@ -117,7 +117,6 @@ func (c *conn) run() {
 		if h.presence != nil {
 			h.presence.Down(c.dev)
 		}
-		c.closeWith(proto.CloseRestarting, "server restarting")
 		c.finish()
 		return
 	}

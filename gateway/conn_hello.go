@@ -8,8 +8,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/coder/websocket"
-
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
@@ -55,8 +53,7 @@ func (c *conn) hello() bool {
 		return false
 	}
 	if err != nil {
-		h.log.Error("store hello", "device", c.dev.Fingerprint, "err", err)
-		c.closeWith(int(websocket.StatusInternalError), "server error")
+		c.storeFault(err, "store hello", "device", c.dev.Fingerprint)
 		return false
 	}
 	// The link needs none of the health report: it stays in the store.
@@ -69,8 +66,7 @@ func (c *conn) hello() bool {
 			return false
 		}
 		if err != nil {
-			h.log.Error("store hello numbers", "device", c.dev.Fingerprint, "err", err)
-			c.closeWith(int(websocket.StatusInternalError), "server error")
+			c.storeFault(err, "store hello numbers", "device", c.dev.Fingerprint)
 			return false
 		}
 		for _, id := range ids {
@@ -100,8 +96,7 @@ func (c *conn) stillAllowed() (store.Device, bool) {
 		}
 		return dev, false
 	case err != nil:
-		c.hub.log.Error("re-check device token", "device", c.dev.Fingerprint, "err", err)
-		c.closeWith(int(websocket.StatusInternalError), "server error")
+		c.storeFault(err, "re-check device token", "device", c.dev.Fingerprint)
 		return dev, false
 	case dev.Status == store.DeviceDisabled:
 		c.closeWith(proto.CloseDeviceGone, "device disabled")

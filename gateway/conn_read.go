@@ -11,8 +11,6 @@ import (
 	"reflect"
 	"strings"
 
-	"github.com/coder/websocket"
-
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
@@ -140,8 +138,10 @@ func (c *conn) handle(ctx context.Context, f proto.Frame) bool {
 
 // refused reports a failed intake: a client error goes back as an error
 // frame naming the report (the link goes on, and the phone drops the
-// report, or keeps it to resend when the frame carries retry_after); a server fault closes the link so the phone retries after
-// reconnecting (its report is not lost: it was never acknowledged).
+// report, or keeps it to resend when the frame carries retry_after); a
+// server fault closes the link (1011, or 1013 when the database does not
+// answer: storeFault) so the phone retries after reconnecting (its report
+// is not lost: it was never acknowledged).
 func (c *conn) refused(err error, what string, about proto.Error) bool {
 	if err == nil {
 		return false
@@ -151,8 +151,7 @@ func (c *conn) refused(err error, what string, about proto.Error) bool {
 		c.answerError(about)
 		return true
 	}
-	c.hub.log.Error("intake failed", "device", c.dev.Fingerprint, "frame", what, "id", about.ID, "client_id", about.ClientID, "err", err)
-	c.closeWith(int(websocket.StatusInternalError), "server error")
+	c.storeFault(err, "intake failed", "device", c.dev.Fingerprint, "frame", what, "id", about.ID, "client_id", about.ClientID)
 	return true
 }
 

@@ -90,6 +90,19 @@ func newRigServed(t testing.TB, cfg Config, now func() time.Time, opt storetest.
 // newRigOn is newRigServed on the store st.
 func newRigOn(t testing.TB, st store.Backend, cfg Config, now func() time.Time, wrap func(net.Listener) net.Listener) *rig {
 	t.Helper()
+	return newRigHub(t, st, cfg, now, wrap, hubSetup{})
+}
+
+// hubSetup changes the hub of a rig from newRigOn's.
+type hubSetup struct {
+	now     func() time.Time              // the hub's clock; nil: time.Now
+	devices func(*device.Service) Devices // the device service as the hub reaches it; nil: as it is
+	epochs  Epochs                        // the cluster's fencing of links; nil: none (one node)
+}
+
+// newRigHub is newRigOn with the hub set up as setup says.
+func newRigHub(t testing.TB, st store.Backend, cfg Config, now func() time.Time, wrap func(net.Listener) net.Listener, setup hubSetup) *rig {
+	t.Helper()
 	c := store.Company{Name: "Acme", APIKeyHash: []byte("k")}
 	admin := store.User{Email: "a@acme.test", PasswordHash: "x"}
 	if err := st.CreateCompany(&c, &admin); err != nil {
@@ -100,7 +113,17 @@ func newRigOn(t testing.TB, st store.Backend, cfg Config, now func() time.Time, 
 	devices := device.New(device.Config{PublicURL: "http://127.0.0.1"}, st, time.Now)
 	messages := sms.New(sms.Config{}, st, log, now)
 	reads := new(atomic.Int64)
-	hub := New(cfg, devices, countedIntake{messages, reads}, log, time.Now)
+	var hubDevices Devices = devices
+	if setup.devices != nil {
+		hubDevices = setup.devices(devices)
+	}
+	if setup.now == nil {
+		setup.now = time.Now
+	}
+	hub := New(cfg, hubDevices, countedIntake{messages, reads}, log, setup.now)
+	if setup.epochs != nil {
+		hub.SetEpochs(setup.epochs)
+	}
 	messages.SetDispatcher(hub)
 	srv := httptest.NewUnstartedServer(hub)
 	if wrap != nil {

@@ -69,8 +69,13 @@ type Hub struct {
 	now      func() time.Time
 	pings    *pinger
 	// unavailable spaces the lines of links refused while the database
-	// does not answer (ServeHTTP).
+	// does not answer (ServeHTTP); linksCut those of links closed for it
+	// (storeFault).
 	unavailable logspacing.Spacer
+	linksCut    logspacing.Spacer
+	// gate knows when the store is out of reach, so that upgrades are
+	// refused without asking it (outage.go).
+	gate storeGate
 
 	mu       sync.Mutex
 	conns    map[string]*conn   // registered links by fingerprint; guarded by mu

@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"errors"
+
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/store"
 )
@@ -64,15 +66,21 @@ func (c *conn) checkFence() {
 }
 
 // claim takes the link's epoch in a cluster; false when the database did
-// not answer (the link is refused: it could not be fenced).
+// not answer (the link is refused: it could not be fenced), the link then
+// closed: with 1013 when the database is out of reach, 4012 otherwise.
 func (c *conn) claim() bool {
 	h := c.hub
 	if h.epochs == nil {
 		return true
 	}
 	e, err := h.epochs.Claim(c.dev)
+	if errors.Is(err, store.ErrUnavailable) {
+		c.storeFault(err, "claim the device's link in the cluster", "device", c.dev.Fingerprint)
+		return false
+	}
 	if err != nil {
 		h.log.Error("claim the device's link in the cluster", "device", c.dev.Fingerprint, "err", err)
+		c.closeWith(proto.CloseRestarting, "server restarting")
 		return false
 	}
 	c.epoch.Store(e)

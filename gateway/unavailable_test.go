@@ -2,12 +2,21 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
+
+	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/android-protocol/client"
+	"github.com/simrelay/simrelay/device"
 	"github.com/simrelay/simrelay/internal/pgtest"
+	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/store/postgres"
 )
 
@@ -42,5 +51,249 @@ func TestLinkWhileTheDatabaseIsGoneAnswers503(t *testing.T) {
 	}
 	if n := strings.Count(r.logs.String(), `msg="device authentication failed`); n != 1 {
 		t.Fatalf("4 links refused within 10 s logged %d lines, want 1:\n%s", n, r.logs.String())
+	}
+}
+
+// countedAuth is the device service counting the hub's token checks, the
+// store reads of its upgrades.
+type countedAuth struct {
+	*device.Service
+	n *atomic.Int64
+}
+
+func (c countedAuth) Authenticate(ctx context.Context, token string) (store.Device, error) {
+	c.n.Add(1)
+	return c.Service.Authenticate(ctx, token)
+}
+
+// relayedRig is a hub over PostgreSQL through a relay the test can cut,
+// with the hub's clock moved by hand (advance) and its token checks
+// counted.
+func relayedRig(t *testing.T) (r *rig, relay *pgtest.Relayed, advance func(time.Duration), checks *atomic.Int64) {
+	t.Helper()
+	relay = pgtest.Relay(t, pgtest.URL(t))
+	st, err := postgres.Open(context.Background(), relay.URL, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	var offset atomic.Int64
+	hubNow := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+	checks = new(atomic.Int64)
+	r = newRigHub(t, st, Config{}, time.Now, nil, hubSetup{now: hubNow, devices: func(d *device.Service) Devices { return countedAuth{d, checks} }})
+	return r, relay, func(d time.Duration) { offset.Add(int64(d)) }, checks
+}
+
+// Once an upgrade found the database out of reach, the hub knows it: the
+// upgrades that follow are answered 503 from memory, without a store read
+// each (a fleet reconnecting through an outage would otherwise cost the
+// database a connection attempt per phone, and on a network that drops
+// packets hold each for the connect timeout), but for one probe a second;
+// the first probe that finds the database back lets every phone in again.
+func TestUpgradesWhileTheDatabaseIsGoneSpareIt(t *testing.T) {
+	t.Parallel()
+	r, relay, advance, checks := relayedRig(t)
+	token := r.pair("db-gate-1")
+	refused := func(when string) {
+		t.Helper()
+		_, res, err := r.dial(token, nil)
+		if err == nil || res == nil || res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") != "5" || apiError(t, res) != "unavailable" {
+			t.Fatalf("%s: %v %v, want 503 unavailable with Retry-After 5", when, res, err)
+		}
+	}
+	relay.Cut()
+	refused("the first link with the database gone")
+	if n := checks.Load(); n != 1 {
+		t.Fatalf("the first link with the database gone read the token %d times, want once", n)
+	}
+	for range 5 {
+		refused("a link right after")
+	}
+	if n := checks.Load(); n != 1 {
+		t.Fatalf("5 more links within the second read the token %d more times, want none", n-1)
+	}
+	advance(probeEvery)
+	refused("the probe a second later")
+	refused("a link right after the probe")
+	if n := checks.Load(); n != 2 {
+		t.Fatalf("the probe and a link after it read the token %d more times, want 1 (the probe)", n-1)
+	}
+	relay.Resume()
+	refused("a link before the next probe, with the database back")
+	advance(probeEvery)
+	if ws, _, err := r.dial(token, nil); err != nil {
+		t.Fatalf("the probe with the database back: %v, want the link", err)
+	} else {
+		ws.CloseNow()
+	}
+	if ws, _, err := r.dial(token, nil); err != nil {
+		t.Fatalf("a link after the probe found the database back: %v, want the link", err)
+	} else {
+		ws.CloseNow()
+	}
+	if n := checks.Load(); n != 4 {
+		t.Fatalf("token reads: %d, want 4 (2 probes, then each link)", n)
+	}
+}
+
+// The end to end of a database outage, with the reference client's own
+// backoff: a phone linked when PostgreSQL goes away has its link closed
+// with 1013 as it reports (not 1011: nothing failed in the server), its
+// upgrades are refused with 503 unavailable, and after each refusal it
+// waits 1 to 15 units (BackoffBase), never more however long the outage,
+// so it links again within that of the database's return; the report it
+// kept is stored then.
+func TestPhoneBackWithinSecondsOfTheDatabase(t *testing.T) {
+	t.Parallel()
+	r, relay, _, _ := relayedRig(t)
+	token := r.pair("db-back-1")
+	const base = 10 * time.Millisecond
+	type retry struct {
+		err  error
+		wait time.Duration
+	}
+	var mu sync.Mutex
+	var retries []retry
+	ups := make(chan struct{}, 64)
+	p := client.New(client.Config{WSURL: r.url, Token: token, BackoffBase: base,
+		Hello: proto.Hello{AppVersion: "test", SelectedSIM: "BOTH", SIMs: []proto.SIM{{Slot: "SIM1"}}},
+		OnState: func(up bool, _ error) {
+			if up {
+				ups <- struct{}{}
+			}
+		},
+		OnRetry: func(err error, wait time.Duration) {
+			mu.Lock()
+			retries = append(retries, retry{err, wait})
+			mu.Unlock()
+		},
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- p.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-ran
+	}()
+	linked := func(when string) {
+		t.Helper()
+		select {
+		case <-ups:
+		case err := <-ran:
+			t.Fatalf("%s: the phone stopped: %v", when, err)
+		case <-time.After(20 * time.Second):
+			mu.Lock()
+			defer mu.Unlock()
+			t.Fatalf("%s: not linked in 20 s; retries: %v\n%s", when, retries, r.logs.String())
+		}
+	}
+	linked("before the outage")
+
+	relay.Cut()
+	ack := p.Receive(proto.Inbound{ClientID: "c-outage", From: "+15550100000", Message: "sent during the outage"})
+	// Enough refusals for the backoff of old to have grown past its first
+	// waits: 1013, then a run of 503s.
+	const refusals = 12
+	eventually(t, "the phone refused 12 times", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(retries) >= refusals
+	})
+	relay.Resume()
+	linked("after the database came back")
+	select {
+	case a := <-ack:
+		if a.ClientID != "c-outage" || a.ID == 0 {
+			t.Fatalf("inbound ack %+v, want the message stored", a)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the inbound kept through the outage was not stored once the phone linked again")
+	}
+
+	mu.Lock()
+	defer mu.Unlock()
+	var ce websocket.CloseError
+	if !errors.As(retries[0].err, &ce) || ce.Code != proto.CloseTryAgainLater {
+		t.Fatalf("the link that reported with the database gone ended with %v, want close 1013\n%s", retries[0].err, r.logs.String())
+	}
+	for i, rt := range retries {
+		var apiErr *client.APIError
+		if i > 0 && !(errors.As(rt.err, &apiErr) && apiErr.Status == http.StatusServiceUnavailable && apiErr.Code == "unavailable") && !errors.As(rt.err, &ce) {
+			t.Fatalf("refusal %d: %v, want 503 unavailable (or close 1013)", i+1, rt.err)
+		}
+		if !client.TryAgainSoon(rt.err) || rt.wait < base || rt.wait > client.SoonUnits*base {
+			t.Fatalf("refusal %d (%v): waited %s, want %s to %s", i+1, rt.err, rt.wait, base, client.SoonUnits*base)
+		}
+	}
+	if strings.Contains(r.logs.String(), "code=1011") {
+		t.Fatalf("a link was closed with 1011 for the database's outage:\n%s", r.logs.String())
+	}
+}
+
+// linksIn claims links in the database of st, as a node of a cluster
+// records them (cluster.Gateway, without the bus that tells other nodes).
+type linksIn struct{ st *postgres.Store }
+
+func (l linksIn) Claim(dev store.Device) (uint64, error) { return l.st.ClaimLink(dev.ID, "node-a") }
+func (l linksIn) Ended(store.Device, uint64)             {}
+
+// On a node of a cluster a link is recorded in the database once its hello
+// is stored; a database out of reach there closes the link with 1013 (as
+// it does the hello), not with 4012: the server is not restarting. The
+// record is made through a connection of its own here, cut while the
+// hello's store still answers.
+func TestClaimWhileTheDatabaseIsGoneCloses1013(t *testing.T) {
+	t.Parallel()
+	db := pgtest.URL(t)
+	st, err := postgres.Open(context.Background(), db, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	relay := pgtest.Relay(t, db)
+	links, err := postgres.Open(context.Background(), relay.URL, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = links.Close() })
+	var offset atomic.Int64
+	hubNow := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+	r := newRigHub(t, st, Config{}, time.Now, nil, hubSetup{now: hubNow, epochs: linksIn{links}})
+	token := r.pair("db-claim-1")
+	relay.Cut()
+	ws, _, err := r.dial(token, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	writeFrame(t, ws, proto.Hello{Protocol: 1, AppVersion: "test", SelectedSIM: "BOTH", SIMs: []proto.SIM{{Slot: "SIM1"}}})
+	if code := closeCode(t, ws); code != proto.CloseTryAgainLater {
+		t.Fatalf("a link whose record the database could not take closed with %d, want 1013\n%s", code, r.logs.String())
+	}
+	// The hub took the link's record for its database out of reach: it
+	// refuses upgrades from memory until its probe a second later.
+	relay.Resume()
+	offset.Add(int64(probeEvery))
+	r.connect(token)
+}
+
+// A phone whose upgrade passed just before the database went away has its
+// hello refused with 1013, not 1011: its phone comes back within seconds.
+func TestHelloWhileTheDatabaseIsGoneCloses1013(t *testing.T) {
+	t.Parallel()
+	r, relay, _, _ := relayedRig(t)
+	token := r.pair("db-hello-1")
+	ws, _, err := r.dial(token, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	relay.Cut()
+	writeFrame(t, ws, proto.Hello{Protocol: 1, AppVersion: "test", SelectedSIM: "BOTH", SIMs: []proto.SIM{{Slot: "SIM1"}}})
+	if code := closeCode(t, ws); code != proto.CloseTryAgainLater {
+		t.Fatalf("a hello with the database gone closed with %d, want 1013\n%s", code, r.logs.String())
+	}
+	if !strings.Contains(r.logs.String(), `msg="store hello: the database does not answer"`) {
+		t.Fatalf("the hub's log does not say why:\n%s", r.logs.String())
 	}
 }

@@ -121,7 +121,9 @@ func New(cfg Config) *Phone {
 // Run keeps the phone connected until ctx ends (nil) or the server closes
 // for good (*ClosedError) or refuses the token (*APIError). Between links
 // it waits as PROTOCOL.md section 14 says: full jitter, a quick return after
-// a restart (4012), Retry-After on 429 and 503, a floor after 4008 and 4029,
+// a restart (4012), a short wait that never grows while the server's
+// database does not answer (1013, 503 unavailable), Retry-After on 429 and
+// other 503s, a floor after 4008 and 4029,
 // and a longer one after 4009, with a stop after the third 4009 in ten
 // minutes (another client is using the token). The section's fixed waits are
 // in units of BackoffBase (1 s by default, as the document has them).
@@ -153,11 +155,8 @@ func (p *Phone) Run(ctx context.Context) error {
 				return &ClosedError{Code: code, Reason: "the device is connected elsewhere: replaced 3 times within 10 minutes"}
 			}
 		}
-		wait, restarted := p.retryWait(err, attempt)
-		attempt++
-		if restarted {
-			attempt = 0
-		}
+		var wait time.Duration
+		wait, attempt = p.retryWait(err, attempt)
 		p.cfg.Logger.Info("link down; reconnecting", "err", err, "in", wait)
 		if p.cfg.OnRetry != nil {
 			p.cfg.OnRetry(err, wait)
@@ -171,14 +170,20 @@ func (p *Phone) Run(ctx context.Context) error {
 }
 
 // retryWait is the wait before the next link after one that ended with
-// err, the attempt-th in a row; restarted says the server restarted (4012),
-// which starts the count again.
-func (p *Phone) retryWait(err error, attempt int) (wait time.Duration, restarted bool) {
-	wait = p.backoff(attempt)
+// err, the attempt-th in a row, and the count of the link after: one more,
+// but none after a restart (4012), which starts the count again, and the
+// same after the server's database did not answer (close 1013, or 503
+// unavailable on the upgrade), whose wait is short and never grows, so
+// that the phone is back within seconds of the database.
+func (p *Phone) retryWait(err error, attempt int) (wait time.Duration, next int) {
 	base := p.cfg.BackoffBase
+	if TryAgainSoon(err) {
+		return between(base, max(base, min(SoonUnits*base, p.cfg.BackoffMax))), attempt
+	}
+	wait = p.backoff(attempt)
 	switch closeCode(err) {
 	case proto.CloseRestarting:
-		return between(base, 5*base), true
+		return between(base, 5*base), 0
 	case proto.CloseTooSlow, proto.CloseFlood:
 		wait = max(wait, 10*base)
 	case proto.CloseReplaced:
@@ -188,7 +193,26 @@ func (p *Phone) retryWait(err error, attempt int) (wait time.Duration, restarted
 	if errors.As(err, &apiErr) && apiErr.RetryAfter > 0 {
 		wait += apiErr.RetryAfter
 	}
-	return wait, false
+	return wait, attempt + 1
+}
+
+// SoonUnits is the longest wait after the server said its database does
+// not answer, in units of the backoff's base (PROTOCOL.md section 14: a
+// random 1 to 15 s, whatever the count of attempts; BackoffMax when that
+// is shorter): a fleet is back within it once the database is.
+const SoonUnits = 15
+
+// TryAgainSoon says whether a link ended because the server's database did
+// not answer, a state the server expects to end soon: close 1013 (try
+// again later), or the upgrade answered 503 with the error unavailable
+// (the server cannot reach its database, or is restarting). A 503 without
+// the server's error body (a proxy's) is not: it may last.
+func TryAgainSoon(err error) bool {
+	if closeCode(err) == proto.CloseTryAgainLater {
+		return true
+	}
+	var apiErr *APIError
+	return errors.As(err, &apiErr) && apiErr.Status == http.StatusServiceUnavailable && apiErr.Code == "unavailable"
 }
 
 // After this many closes with 4009 within replacedWindow, the phone stops.

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -69,8 +70,8 @@ func TestRetryWaitFollowsSection14(t *testing.T) {
 		if w, _ := p.retryWait(errors.New("network down"), 40); w > 300*base {
 			t.Fatalf("attempt 40: got %s, want at most the 300 s cap", w)
 		}
-		if w, restarted := p.retryWait(closed(proto.CloseRestarting), 6); w < base || w > 5*base || !restarted {
-			t.Fatalf("4012: got %s %v, want 1 to 5 s and the count reset", w, restarted)
+		if w, next := p.retryWait(closed(proto.CloseRestarting), 6); w < base || w > 5*base || next != 0 {
+			t.Fatalf("4012: got %s, next attempt %d, want 1 to 5 s and the count reset", w, next)
 		}
 		for _, code := range []websocket.StatusCode{proto.CloseTooSlow, proto.CloseFlood} {
 			if w, _ := p.retryWait(closed(code), 0); w < 10*base || w > 10*base {
@@ -82,6 +83,57 @@ func TestRetryWaitFollowsSection14(t *testing.T) {
 		}
 		if w, _ := p.retryWait(&APIError{Status: 429, RetryAfter: 20 * base}, 0); w < 20*base || w > 21*base {
 			t.Fatalf("429 with Retry-After 20: got %s, want 20 s plus the jitter of attempt 0", w)
+		}
+	}
+}
+
+// The server's database out of reach (close 1013, or 503 unavailable on
+// the upgrade): the wait is 1 to 15 s however many attempts came before,
+// and the count does not grow, so a phone is back within 15 s of the
+// database's return however long it was gone. Retry-After is not added.
+// A 503 that is not the server's (no error body: a proxy's) and 1011 keep
+// the growing backoff.
+func TestRetryWaitWhileTheDatabaseIsGone(t *testing.T) {
+	t.Parallel()
+	const base = time.Second
+	p := New(Config{BackoffBase: base, BackoffMax: 300 * base})
+	soon := []error{
+		websocket.CloseError{Code: proto.CloseTryAgainLater, Reason: "database unavailable"},
+		fmt.Errorf("read: %w", websocket.CloseError{Code: proto.CloseTryAgainLater}),
+		&APIError{Status: http.StatusServiceUnavailable, Code: "unavailable", RetryAfter: 5 * base},
+	}
+	for _, err := range soon {
+		if !TryAgainSoon(err) {
+			t.Fatalf("%v: not taken for the database out of reach", err)
+		}
+		var longest time.Duration
+		for attempt := range 200 {
+			w, next := p.retryWait(err, attempt)
+			if w < base || w > 15*base || next != attempt {
+				t.Fatalf("%v on attempt %d: got %s, next attempt %d; want 1 to 15 s and the count left at %d", err, attempt, w, next, attempt)
+			}
+			longest = max(longest, w)
+		}
+		if longest < 8*base {
+			t.Fatalf("%v: 200 waits were all under %s: not spread over 1 to 15 s", err, longest)
+		}
+	}
+	// A BackoffMax shorter than 15 units is the longest wait here too.
+	short := New(Config{BackoffBase: base, BackoffMax: 5 * base})
+	for range 100 {
+		if w, _ := short.retryWait(soon[0], 3); w < base || w > 5*base {
+			t.Fatalf("1013 with BackoffMax 5 s: waited %s, want 1 to 5 s", w)
+		}
+	}
+	for _, err := range []error{
+		websocket.CloseError{Code: proto.CloseInternalError},
+		&APIError{Status: http.StatusServiceUnavailable, Code: "http_503", RetryAfter: 5 * base},
+	} {
+		if TryAgainSoon(err) {
+			t.Fatalf("%v: taken for the database out of reach", err)
+		}
+		if _, next := p.retryWait(err, 4); next != 5 {
+			t.Fatalf("%v on attempt 4: next attempt %d, want 5 (the count grows)", err, next)
 		}
 	}
 }

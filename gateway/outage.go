@@ -1,0 +1,83 @@
+package gateway
+
+// The store out of reach: links refused or closed with the signal that
+// brings their phones back within seconds of its return (PROTOCOL.md
+// section 14), and the upgrades refused from memory while it lasts.
+
+import (
+	"errors"
+	"sync"
+	"time"
+
+	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/store"
+)
+
+// probeEvery is how often, while the hub knows the store is out of reach,
+// one phone's upgrade is let through to ask it again; the others are
+// answered 503 at once, from memory. A fleet reconnecting through an
+// outage thus costs the database one attempt a second, not one per phone
+// (each of which, on a network that drops its packets, holds a connection
+// for the whole connect timeout), and costs the store's return at most
+// this much.
+const probeEvery = time.Second
+
+// storeGate is what the hub knows of its store being out of reach: since
+// a store call of a link or an upgrade failed with store.ErrUnavailable,
+// and until one answers again.
+type storeGate struct {
+	mu        sync.Mutex
+	down      bool      // the last store call seen failed with store.ErrUnavailable; guarded by mu
+	err       error     // its error, for the log; guarded by mu
+	nextProbe time.Time // when the next upgrade may ask the store; guarded by mu
+}
+
+// failed records that a store call failed with err, out of reach.
+func (g *storeGate) failed(now time.Time, err error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.down, g.err, g.nextProbe = true, err, now.Add(probeEvery)
+}
+
+// answered records that the store answered a call.
+func (g *storeGate) answered() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.down, g.err = false, nil
+}
+
+// refuse says whether an upgrade at now is answered 503 without asking the
+// store, with the error that closed the gate: it is while the store is
+// known to be out of reach, but for one upgrade every probeEvery.
+func (g *storeGate) refuse(now time.Time) (refused bool, cause error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.down {
+		return false, nil
+	}
+	if !now.Before(g.nextProbe) {
+		g.nextProbe = now.Add(probeEvery)
+		return false, nil // this one asks the store
+	}
+	return true, g.err
+}
+
+// storeFault closes the link after a store call made for it failed with
+// err, and logs what failed (msg, with attrs). A store out of reach closes
+// with 1013 (try again later), which brings the phone back within seconds
+// (PROTOCOL.md section 14), and is logged at most once per
+// unavailableLogEvery: an outage meets every phone that reports. Any other
+// fault is the server's own and closes with 1011.
+func (c *conn) storeFault(err error, msg string, attrs ...any) {
+	h := c.hub
+	if errors.Is(err, store.ErrUnavailable) {
+		h.gate.failed(h.now(), err)
+		if suppressed, ok := h.linksCut.Due(h.now(), unavailableLogEvery); ok {
+			h.log.Error(msg+": the database does not answer", append(attrs, "err", err, "suppressed", suppressed)...)
+		}
+		c.closeWith(proto.CloseTryAgainLater, "database unavailable")
+		return
+	}
+	h.log.Error(msg, append(attrs, "err", err)...)
+	c.closeWith(proto.CloseInternalError, "server error")
+}
