@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"reflect"
 	"strconv"
@@ -146,6 +147,14 @@ func decodeJSON(data []byte, v any) error {
 		// same decoding, the same errors, at the same offsets), without
 		// the Decoder's reader, buffer and copy of the body.
 		err = json.Unmarshal(data, v)
+		for range maxBoundedNumbers {
+			bounded, ok := boundNumber(data, err)
+			if !ok {
+				break
+			}
+			data = bounded
+			err = json.Unmarshal(data, v)
+		}
 	} else {
 		// The Decoder tells an empty body, a broken one and one with
 		// something after its value apart.
@@ -185,6 +194,60 @@ func decodeJSON(data []byte, v any) error {
 	return problem.New(problem.InvalidJSON, "The request body could not be read as JSON.")
 }
 
+// maxBoundedNumbers bounds how many numbers too big for their fields
+// decodeJSON reads as the fields' bounds: each costs a decoding of the
+// body again. Past it, a number is refused for its Go type's range.
+const maxBoundedNumbers = 8
+
+// boundNumber is data with the number that err says is too big for its
+// integer field (99999999999999999999, 1e20, -1e20) written as the
+// field's largest (smallest) value, and true; false when err is no such
+// error. Read so, the number is refused by the domain's own check, in the
+// sentence of every other value out of the field's range ("priority must
+// be 0 (the default) to 9"), rather than for the Go type the decoder
+// writes it into: every integer field a body carries is bounded by its
+// domain (TestIntegerOverflowIsOutOfRange) or, as a page number, answers
+// an empty page past the last. A fraction in range (2.5) and a negative
+// number for an unsigned field are left to wholeNumber.
+func boundNumber(data []byte, err error) ([]byte, bool) {
+	var typ *json.UnmarshalTypeError
+	if err == nil || !errors.As(err, &typ) || typ.Type == nil {
+		return nil, false
+	}
+	lit, isNumber := strings.CutPrefix(typ.Value, "number ")
+	kind := typ.Type.Kind()
+	signed := kind >= reflect.Int && kind <= reflect.Int64
+	if !isNumber || !signed && (kind < reflect.Uint || kind > reflect.Uintptr) {
+		return nil, false
+	}
+	// The decoder's offset is where the number ends (not so for a map's
+	// key: then the bytes there are not the number, and nothing changes).
+	end := typ.Offset
+	start := end - int64(len(lit))
+	if start < 0 || end > int64(len(data)) || string(data[start:end]) != lit {
+		return nil, false
+	}
+	f, perr := strconv.ParseFloat(lit, 64) // ±Inf past float64's range, still beyond the bound
+	if perr != nil && !errors.Is(perr, strconv.ErrRange) {
+		return nil, false
+	}
+	bits := typ.Type.Bits()
+	var bound string
+	switch {
+	case signed && f >= math.Ldexp(1, bits-1):
+		bound = strconv.FormatInt(int64(^uint64(0)>>(65-bits)), 10)
+	case signed && f < -math.Ldexp(1, bits-1):
+		bound = strconv.FormatInt(-int64(^uint64(0)>>(65-bits))-1, 10)
+	case !signed && f >= math.Ldexp(1, bits):
+		bound = strconv.FormatUint(^uint64(0)>>(64-bits), 10)
+	default:
+		return nil, false
+	}
+	out := make([]byte, 0, len(data)-len(lit)+len(bound))
+	out = append(append(append(out, data[:start]...), bound...), data[end:]...)
+	return out, true
+}
+
 // jsonKind is what the field of a type error takes, for "must be ...".
 func jsonKind(typ *json.UnmarshalTypeError) string {
 	goKind := typ.Type.Kind().String()
@@ -205,9 +268,11 @@ func jsonKind(typ *json.UnmarshalTypeError) string {
 
 // wholeNumber is what an integer field takes, said for the value it was
 // given (the decoder's "number 2.5", "string", ...): a number in digits too
-// big for the field is told the field's bounds; one with a fraction or an
-// exponent (2.5, 1e9: Go reads neither as an integer) how to write it. The
-// domain checks its own, narrower range once the value is read.
+// big for the field (only past maxBoundedNumbers of them: boundNumber
+// leaves the others to the domain) is told the field's bounds; one with a
+// fraction or an exponent (2.5, 1e9: Go reads neither as an integer) how
+// to write it. The domain checks its own, narrower range once the value is
+// read.
 func wholeNumber(t reflect.Type, value string) string {
 	lit, isNumber := strings.CutPrefix(value, "number ")
 	if !isNumber {
