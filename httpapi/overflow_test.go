@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -13,8 +14,9 @@ import (
 // is, with the same field and the same sentence ("priority must be 0 (the
 // default) to 9; higher goes first."), not for the Go type the server
 // reads it into. In a query string, digits past the largest integer are
-// out of range alike; a page past the last is an empty page, an id past
-// the largest no object's.
+// out of range alike. A page, which takes any number up to the largest
+// integer, is refused past it with that range; an id past the largest is
+// no object's.
 func TestIntegerOverflowIsOutOfRange(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, roomy)
@@ -67,9 +69,30 @@ func TestIntegerOverflowIsOutOfRange(t *testing.T) {
 	if got := r.str("message"); got != "priority must be a whole number, written in digits without a fraction or an exponent." {
 		t.Errorf("priority 2.5: %q", got)
 	}
-	// A page past the last, and ids past the largest, find nothing.
+	// A page takes any number from 1 up to the largest integer (past the
+	// last page, an empty one): a number past that is refused with that
+	// range, not read as another page; a number too small is out of range
+	// as 0 is.
+	cs := e.mcpClient(a.apiKey)
+	for _, v := range []string{"99999999999999999999", "1e20"} {
+		body, isErr := callTool(t, cs, "read_conversation", map[string]any{"device_fingerprint": "of-a", "phone": "+15550100001", "page": json.Number(v)})
+		wantToolError(t, body, isErr, http.StatusBadRequest, "validation_failed", "page")
+		if body["message"] != "page must be from 1 to 9223372036854775807." {
+			t.Errorf("read_conversation with page %s: %v", v, body)
+		}
+	}
+	r = e.do(call{method: "GET", path: "/chat/messages?device_fingerprint=of-a&phone=%2B15550100001&page=99999999999999999999", token: a.apiKey})
+	e.want(r, http.StatusBadRequest, "validation_failed")
+	if r.str("field") != "page" || r.str("message") != "page must be from 1 to 9223372036854775807." {
+		t.Errorf("page past the largest integer: %s", r.Raw)
+	}
+	low := e.do(call{method: "GET", path: "/chat/messages?device_fingerprint=of-a&phone=%2B15550100001&page=0", token: a.apiKey})
+	r = e.do(call{method: "GET", path: "/chat/messages?device_fingerprint=of-a&phone=%2B15550100001&page=-99999999999999999999", token: a.apiKey})
+	if r.Status != http.StatusBadRequest || r.str("message") != low.str("message") {
+		t.Errorf("page below the smallest integer: %s, want the answer to page=0: %s", r.Raw, low.Raw)
+	}
+	// Ids past the largest find nothing, as any unknown id.
 	for _, path := range []string{
-		"/chat/messages?device_fingerprint=of-a&phone=%2B15550100001&page=99999999999999999999",
 		"/webhooks/deliveries?webhook_id=99999999999999999999",
 		"/analytics?users=99999999999999999999",
 	} {
