@@ -36,7 +36,8 @@ var (
 	bucketInbound    = []byte("inbound")     // seq -> inboundRecord
 	bucketInboundIDs = []byte("inbound_ids") // client_id -> seq
 	bucketMeta       = []byte("meta")        // marks and the install's salt
-	journalBuckets   = [][]byte{bucketJobs, bucketQueue, bucketAwaiting, bucketReports, bucketReportKeys, bucketInbound, bucketInboundIDs, bucketMeta}
+	bucketSettled    = []byte("settled")     // job id -> status of its last report: its outcome was journaled
+	journalBuckets   = [][]byte{bucketJobs, bucketQueue, bucketAwaiting, bucketReports, bucketReportKeys, bucketInbound, bucketInboundIDs, bucketMeta, bucketSettled}
 )
 
 // Journal is the agent's durable memory, a bbolt file. Every method is one
@@ -264,7 +265,16 @@ func (j *Journal) Finish(id string, report proto.Status, ref string, awaiting bo
 	})
 }
 
+// addReport puts a report in the outbox and, for a journaled job, notes
+// in bucketSettled that its outcome was journaled: that note outlives the
+// report's status_ack, so a job record damaged later is known as settled
+// (Salvage) and not reported failed over the outcome the server holds.
 func addReport(tx *bolt.Tx, st proto.Status) error {
+	if tx.Bucket(bucketJobs).Get([]byte(st.ID)) != nil {
+		if err := tx.Bucket(bucketSettled).Put([]byte(st.ID), []byte(st.Status)); err != nil {
+			return err
+		}
+	}
 	keys := tx.Bucket(bucketReportKeys)
 	key := []byte(reportKey(st.ID, st.Status, st.Detail))
 	if keys.Get(key) != nil {
@@ -491,6 +501,9 @@ func (j *Journal) Prune(now time.Time) (int, error) {
 			}
 			if pendingReports(tx, r.Send.ID) {
 				continue
+			}
+			if err := tx.Bucket(bucketSettled).Delete(k); err != nil {
+				return err
 			}
 			if err := c.Delete(); err != nil {
 				return err

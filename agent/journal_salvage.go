@@ -23,7 +23,8 @@ const errUnreadableJob = "outcome_unknown"
 // a finished job reported failed with outcome_unknown (it may have been
 // sent, so it is never sent again, and the server, which waits for every
 // acked job's report, gets one; unless the journal shows its outcome
-// elsewhere, outcomeJournaled: then nothing more is reported), or dropped when its id is not UTF-8 (no
+// elsewhere, outcomeJournaled, a report pending or acked long ago: then
+// nothing more is reported), or dropped when its id is not UTF-8 (no
 // job of the server's has one); every queue and awaiting entry that names
 // no job in its state is dropped, so that no broken entry holds back the
 // jobs behind it or sends a finished job again. The whole records are
@@ -79,6 +80,9 @@ func (j *Journal) Salvage(now time.Time) ([]string, error) {
 			outcome := outcomeJournaled(tx, k)
 			if outcome {
 				r.Final = proto.StatusSent
+				if last := tx.Bucket(bucketSettled).Get(k); knownOutcome(string(last)) {
+					r.Final = string(last)
+				}
 			}
 			if err := putJob(tx, r); err != nil {
 				return err
@@ -136,12 +140,20 @@ func (j *Journal) Salvage(now time.Time) ([]string, error) {
 
 // outcomeJournaled says whether the journal holds the outcome of the job
 // with this id outside its record: a job awaiting its delivery went out
-// (Finish journaled its sent report with the watch), and a report waiting
-// for its status_ack was journaled with the job's outcome. A damaged
+// (Finish journaled its sent report with the watch), a report waiting
+// for its status_ack was journaled with the job's outcome, and a job
+// noted settled had a report journaled, acked since or not (journals
+// written before that note was kept show only the first two). A damaged
 // record of such a job is not reported failed: the server would show a
-// message that went out as failed, and invite a second send of it.
+// message that went out (or whose outcome it already holds) as failed,
+// and invite a second send of it.
 func outcomeJournaled(tx *bolt.Tx, id []byte) bool {
-	return tx.Bucket(bucketAwaiting).Get(id) != nil || pendingReports(tx, string(id))
+	return tx.Bucket(bucketAwaiting).Get(id) != nil || pendingReports(tx, string(id)) || tx.Bucket(bucketSettled).Get(id) != nil
+}
+
+// knownOutcome says whether s is an outcome a job's record can keep.
+func knownOutcome(s string) bool {
+	return s == proto.StatusSent || s == proto.StatusDelivered || s == proto.StatusFailed
 }
 
 // replaced says, for the log, what becomes of a damaged job record.

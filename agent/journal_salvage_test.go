@@ -12,10 +12,11 @@ import (
 
 // A damaged record of a job whose outcome the journal shows elsewhere (it
 // awaits its delivery report, so it went out and its sent report was
-// journaled with it; or a report of it waits for its status_ack) is not
-// reported failed: the server would show a message that went out as
-// failed, and whoever sent it would send it again. A damaged record with
-// no such trace is still reported failed with outcome_unknown.
+// journaled with it; a report of it waits for its status_ack; or its
+// final report was acked long ago) is not reported failed: the server
+// would show a message that went out as failed, and whoever sent it would
+// send it again. A damaged record with no such trace is still reported
+// failed with outcome_unknown.
 func TestSalvageKeepsAKnownOutcome(t *testing.T) {
 	t.Parallel()
 	j, err := OpenJournal(filepath.Join(t.TempDir(), "j.db"), time.Second)
@@ -25,7 +26,7 @@ func TestSalvageKeepsAKnownOutcome(t *testing.T) {
 	t.Cleanup(func() { j.Close() })
 	now := time.Now()
 	exp := stamp(now.Add(time.Hour))
-	for _, id := range []string{"job-awaiting", "job-reported", "job-unknown"} {
+	for _, id := range []string{"job-awaiting", "job-reported", "job-acked", "job-unknown"} {
 		if _, err := j.Take(proto.Send{ID: id, Channel: "sms", To: "+15551234567", Message: "hi", SIMSlot: "SIM1", ExpiresAt: exp}, now); err != nil {
 			t.Fatal(err)
 		}
@@ -44,8 +45,21 @@ func TestSalvageKeepsAKnownOutcome(t *testing.T) {
 	if err := j.Finish("job-reported", proto.Status{ID: "job-reported", Status: proto.StatusSent, At: stamp(now)}, "", false, now); err != nil {
 		t.Fatal(err)
 	}
+	// job-acked went out and was delivered, both reports acked: nothing
+	// of it is left but its record.
+	if err := j.Finish("job-acked", proto.Status{ID: "job-acked", Status: proto.StatusSent, At: stamp(now)}, "ref-3", true, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Finish("job-acked", proto.Status{ID: "job-acked", Status: proto.StatusDelivered, At: stamp(now)}, "", false, now); err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range []string{proto.StatusSent, proto.StatusDelivered} {
+		if ok, err := j.DropReport("job-acked", st, ""); err != nil || !ok {
+			t.Fatalf("status_ack of job-acked %s: %v, %v", st, ok, err)
+		}
+	}
 	err = j.db.Update(func(tx *bolt.Tx) error {
-		for _, id := range []string{"job-awaiting", "job-reported", "job-unknown"} {
+		for _, id := range []string{"job-awaiting", "job-reported", "job-acked", "job-unknown"} {
 			if err := tx.Bucket(bucketJobs).Put([]byte(id), []byte(`{"send":{"id":"job-`)); err != nil {
 				return err
 			}
@@ -72,6 +86,9 @@ func TestSalvageKeepsAKnownOutcome(t *testing.T) {
 	if want := []string{"sent/"}; len(got["job-reported"]) != 1 || got["job-reported"][0] != want[0] {
 		t.Errorf("job-reported is reported %v, want only its own report %v", got["job-reported"], want)
 	}
+	if len(got["job-acked"]) != 0 {
+		t.Errorf("job-acked, whose reports were all acked, is reported %v", got["job-acked"])
+	}
 	if want := "failed/" + errUnreadableJob; len(got["job-unknown"]) != 1 || got["job-unknown"][0] != want {
 		t.Errorf("job-unknown is reported %v, want %s", got["job-unknown"], want)
 	}
@@ -83,11 +100,14 @@ func TestSalvageKeepsAKnownOutcome(t *testing.T) {
 		t.Errorf("jobs still awaiting their delivery: %v", awaiting)
 	}
 	// Each is kept under its id, done: a resend is acked, not carried out.
-	for _, id := range []string{"job-awaiting", "job-reported", "job-unknown"} {
+	for _, id := range []string{"job-awaiting", "job-reported", "job-acked", "job-unknown"} {
 		err := j.db.View(func(tx *bolt.Tx) error {
 			r, ok, err := getJob(tx, id)
 			if err != nil || !ok || r.State != StateDone {
 				t.Errorf("%s: state %q, found %v, err %v; want done", id, r.State, ok, err)
+			}
+			if id == "job-acked" && r.Final != proto.StatusDelivered {
+				t.Errorf("%s: final %q, want its last report's %q", id, r.Final, proto.StatusDelivered)
 			}
 			return nil
 		})
@@ -95,4 +115,19 @@ func TestSalvageKeepsAKnownOutcome(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Once the jobs are forgotten, so is the note that they were settled.
+	for _, r := range reports {
+		if _, err := j.DropReport(r.ID, r.Status, r.Detail); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := j.Prune(now.Add(2 * DefaultJobRetention)); err != nil || n != 4 {
+		t.Fatalf("prune: %d jobs, %v; want 4", n, err)
+	}
+	_ = j.db.View(func(tx *bolt.Tx) error {
+		if k, _ := tx.Bucket(bucketSettled).Cursor().First(); k != nil {
+			t.Errorf("a settled note outlives its job: %q", k)
+		}
+		return nil
+	})
 }

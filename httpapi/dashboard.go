@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"slices"
 	"strconv"
@@ -180,8 +181,10 @@ func (s *Server) userFilter(c echo.Context, company uint64) (map[uint64]bool, er
 	}
 	set := map[uint64]bool{}
 	for _, v := range ids {
+		// Digits past the largest id are an id no user has, as strconv
+		// gives them (the largest): it counts nothing, as any unknown id.
 		id, err := strconv.ParseUint(v, 10, 64)
-		if err != nil || id == 0 {
+		if err != nil && !errors.Is(err, strconv.ErrRange) || id == 0 {
 			return nil, problem.Invalid("users", "must be user ids (whole numbers) separated by commas")
 		}
 		set[id] = true

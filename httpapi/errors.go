@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"reflect"
 	"strconv"
@@ -150,6 +151,14 @@ func decodeJSON(data []byte, v any) error {
 		// same decoding, the same errors, at the same offsets), without
 		// the Decoder's reader, buffer and copy of the body.
 		err = json.Unmarshal(data, v)
+		for range maxBoundedNumbers {
+			bounded, ok := boundNumber(data, err)
+			if !ok {
+				break
+			}
+			data = bounded
+			err = json.Unmarshal(data, v)
+		}
 	} else {
 		// The Decoder tells an empty body, a broken one and one with
 		// something after its value apart.
@@ -184,9 +193,105 @@ func decodeJSON(data []byte, v any) error {
 		if field == "" {
 			field = typ.Field
 		}
+		if sign, _, _ := overflow(data, typ); sign > 0 {
+			if pe, ok := tooBig(typ.Field); ok {
+				return pe.Refield(field)
+			}
+		}
 		return problem.Invalid(field, "must be "+jsonKind(typ))
 	}
 	return problem.New(problem.InvalidJSON, "The request body could not be read as JSON.")
+}
+
+// unboundedAbove names the integer inputs whose domain takes any value
+// from the one given up to the largest int, with the least: a page past
+// the last is an empty page, so a number past the largest int, read as
+// that int, would be answered as another page than the one asked for.
+// Such a number is refused instead, with the range the field takes.
+var unboundedAbove = map[string]int64{"page": 1}
+
+// tooBig is the refusal of a number past the largest int for an input of
+// unboundedAbove, and true; false for any other input.
+func tooBig(field string) (*problem.Error, bool) {
+	least, ok := unboundedAbove[field]
+	if !ok {
+		return nil, false
+	}
+	return problem.Invalid(field, fmt.Sprintf("must be from %d to %d", least, int64(math.MaxInt64))), true
+}
+
+// maxBoundedNumbers bounds how many numbers too big for their fields
+// decodeJSON reads as the fields' bounds: each costs a decoding of the
+// body again. Past it, a number is refused for its Go type's range.
+const maxBoundedNumbers = 8
+
+// overflow is the number of a type error that is too big (+1) or too
+// small (-1) for its integer field, in digits (99999999999999999999) or
+// not (1e20, -1e20), with the bytes of data it takes; 0 for any other
+// error, a fraction in range (2.5) and a negative number for an unsigned
+// field among them (wholeNumber says what those take).
+func overflow(data []byte, typ *json.UnmarshalTypeError) (sign int, start, end int64) {
+	lit, isNumber := strings.CutPrefix(typ.Value, "number ")
+	if typ.Type == nil || !isNumber {
+		return 0, 0, 0
+	}
+	kind := typ.Type.Kind()
+	signed := kind >= reflect.Int && kind <= reflect.Int64
+	if !signed && (kind < reflect.Uint || kind > reflect.Uintptr) {
+		return 0, 0, 0
+	}
+	// The decoder's offset is where the number ends (not so for a map's
+	// key: then the bytes there are not the number, and nothing changes).
+	end = typ.Offset
+	start = end - int64(len(lit))
+	if start < 0 || end > int64(len(data)) || string(data[start:end]) != lit {
+		return 0, 0, 0
+	}
+	f, err := strconv.ParseFloat(lit, 64) // ±Inf past float64's range, still beyond the bound
+	if err != nil && !errors.Is(err, strconv.ErrRange) {
+		return 0, 0, 0
+	}
+	bits := typ.Type.Bits()
+	switch {
+	case signed && f >= math.Ldexp(1, bits-1), !signed && f >= math.Ldexp(1, bits):
+		return 1, start, end
+	case signed && f < -math.Ldexp(1, bits-1):
+		return -1, start, end
+	}
+	return 0, 0, 0
+}
+
+// boundNumber is data with the number that err says is too big for its
+// integer field (99999999999999999999, 1e20, -1e20) written as the
+// field's largest (smallest) value, and true; false when err is no such
+// error. Read so, the number is refused by the domain's own check, in the
+// sentence of every other value out of the field's range ("priority must
+// be 0 (the default) to 9"), rather than for the Go type the decoder
+// writes it into: every integer field a body carries is bounded by its
+// domain (TestIntegerOverflowIsOutOfRange), but those of unboundedAbove,
+// whose numbers too big are left to tooBig.
+func boundNumber(data []byte, err error) ([]byte, bool) {
+	var typ *json.UnmarshalTypeError
+	if err == nil || !errors.As(err, &typ) {
+		return nil, false
+	}
+	sign, start, end := overflow(data, typ)
+	if sign == 0 || sign > 0 && unboundedAbove[typ.Field] != 0 {
+		return nil, false
+	}
+	bits, signed := typ.Type.Bits(), typ.Type.Kind() <= reflect.Int64
+	var bound string
+	switch {
+	case signed && sign > 0:
+		bound = strconv.FormatInt(int64(^uint64(0)>>(65-bits)), 10)
+	case signed:
+		bound = strconv.FormatInt(-int64(^uint64(0)>>(65-bits))-1, 10)
+	default:
+		bound = strconv.FormatUint(^uint64(0)>>(64-bits), 10)
+	}
+	out := make([]byte, 0, int64(len(data))-(end-start)+int64(len(bound)))
+	out = append(append(append(out, data[:start]...), bound...), data[end:]...)
+	return out, true
 }
 
 // jsonKind is what the field of a type error takes, for "must be ...".
@@ -209,9 +314,11 @@ func jsonKind(typ *json.UnmarshalTypeError) string {
 
 // wholeNumber is what an integer field takes, said for the value it was
 // given (the decoder's "number 2.5", "string", ...): a number in digits too
-// big for the field is told the field's bounds; one with a fraction or an
-// exponent (2.5, 1e9: Go reads neither as an integer) how to write it. The
-// domain checks its own, narrower range once the value is read.
+// big for the field (only past maxBoundedNumbers of them: boundNumber
+// leaves the others to the domain) is told the field's bounds; one with a
+// fraction or an exponent (2.5, 1e9: Go reads neither as an integer) how
+// to write it. The domain checks its own, narrower range once the value is
+// read.
 func wholeNumber(t reflect.Type, value string) string {
 	lit, isNumber := strings.CutPrefix(value, "number ")
 	if !isNumber {

@@ -357,7 +357,14 @@ func refuseUnstorable(next echo.HandlerFunc) echo.HandlerFunc {
 		// a NUL, and a path a route does not take with this method (405)
 		// or no route takes (404) has no parameters to read, yet its
 		// answer would echo the path, NUL and all.
-		f, ok := nulchar.URL(c.Request().URL)
+		// The query is parsed through Echo's QueryParams, which keeps the
+		// map for the handler's QueryParam: parsed once per request, and
+		// not at all when there is none.
+		u := c.Request().URL
+		f, ok := nulchar.Path(u.Path)
+		if !ok && u.RawQuery != "" {
+			f, ok = nulchar.Values(c.QueryParams())
+		}
 		switch {
 		case !ok:
 			return next(c)

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -232,15 +233,25 @@ func messageItem(m store.Message) messageItemJSON {
 	return out
 }
 
-// queryInt reads an optional integer query parameter.
+// queryInt reads an optional integer query parameter. Digits past the
+// largest int (or the smallest) are read as that bound, as strconv gives
+// it, so the domain refuses them in the words of its range ("limit must be
+// from 1 to 1000"), as it does any other value out of it; past the largest
+// for a parameter the domain takes up to it (page), they are refused here
+// (tooBig).
 func queryInt(c echo.Context, name string, def int) (int, error) {
 	v := c.QueryParam(name)
 	if v == "" {
 		return def, nil
 	}
 	n, err := strconv.Atoi(v)
-	if err != nil {
+	switch {
+	case err != nil && !errors.Is(err, strconv.ErrRange):
 		return 0, problem.Invalid(name, "must be a whole number")
+	case err != nil && n > 0:
+		if pe, ok := tooBig(name); ok {
+			return 0, pe
+		}
 	}
 	return n, nil
 }

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"errors"
 	"net/http"
 	"strconv"
 
@@ -136,8 +137,10 @@ func webhookAttemptOut(a store.WebhookAttempt) webhookAttemptJSON {
 func (s *Server) webhookDeliveries(c echo.Context) error {
 	var webhookID uint64
 	if v := c.QueryParam("webhook_id"); v != "" {
+		// Digits past the largest id are an id no webhook has, as strconv
+		// gives them (the largest): an empty list, as for any unknown id.
 		id, err := strconv.ParseUint(v, 10, 64)
-		if err != nil || id == 0 {
+		if err != nil && !errors.Is(err, strconv.ErrRange) || id == 0 {
 			return problem.Invalid("webhook_id", "must be a webhook id, a positive whole number")
 		}
 		webhookID = id

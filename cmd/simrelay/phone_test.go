@@ -3,12 +3,15 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -161,12 +164,21 @@ func TestVirtualPhoneKeepsItsToken(t *testing.T) {
 	t.Logf("the phone's output:\n%s", out.String())
 }
 
-// The virtual phone started before its server waits for it, pairing
-// included, as the README says, and pairs once the server is up.
+// The virtual phone started before its server answers waits for it,
+// pairing included, as the README says, and pairs once the server is up.
+//
+// The server answers at the phone's address through a relay the test opens
+// once the phone has been refused: started there itself, the server took
+// from well under a second to many on a busy machine to listen, and the
+// phone, doubling its wait each time it was refused (1 s, 2 s, 4 s ... 30
+// s), paired up to as long again after it, 2 to 39 s in all. The server
+// is up before the phone starts, so the phone's next try after the relay
+// opens is a second away (or the next, two more), whatever the load.
 func TestVirtualPhoneWaitsForTheServerToPair(t *testing.T) {
 	t.Parallel()
 	bin, st, apiKey := companyStore(t)
-	addr := freeport.Addr(t) // nothing listens there until the server starts
+	srv := startServer(t, bin, st)
+	addr := freeport.Addr(t) // nothing listens there until the relay opens
 	cmd := exec.Command(bin, "phone", "--server", "http://"+addr, "--api-key", apiKey, "--token-file", filepath.Join(t.TempDir(), "phone.json"))
 	out := &syncbuf.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
@@ -175,8 +187,53 @@ func TestVirtualPhoneWaitsForTheServerToPair(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	waitOutput(t, out, "waiting for the server at http://"+addr+": connection refused; retrying in 1s")
-	startServer(t, bin, st, "--listen", addr)
+	relayTo(t, addr, strings.TrimPrefix(srv.url, "http://"))
 	waitOutput(t, out, "paired as virtual-phone")
+}
+
+// relayTo listens on addr and relays every connection to the server at
+// to, byte for byte, until the test ends.
+func relayTo(t *testing.T, addr, to string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", to)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, c, s)
+			mu.Unlock()
+			for _, p := range [][2]net.Conn{{c, s}, {s, c}} {
+				wg.Go(func() {
+					_, _ = io.Copy(p[0], p[1])
+					p[0].Close()
+					p[1].Close()
+				})
+			}
+		}
+	})
 }
 
 // Ctrl-C while the phone waits for a server is how a person stops it: it

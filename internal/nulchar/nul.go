@@ -55,20 +55,31 @@ func (f Fault) Message() string {
 	return "must be UTF-8 text"
 }
 
-// URL is the first fault of u, or ok false: its path (a NUL, then bytes
-// that are not UTF-8) before its query (Values). The decoded path is read,
-// so %00 is a NUL and %2500 is only text.
+// URL is the first fault of u, or ok false: its path (Path) before its
+// query (Values), which is parsed only when there is one. A caller that
+// keeps the parsed query for later (Echo's QueryParams) calls Path and
+// Values itself, so that the query is parsed once.
 func URL(u *url.URL) (f Fault, ok bool) {
-	switch {
-	case strings.IndexByte(u.Path, 0) >= 0:
-		return Fault{Part: InPath, Cause: NUL}, true
-	case !utf8.ValidString(u.Path):
-		return Fault{Part: InPath, Cause: NotText}, true
+	if f, ok := Path(u.Path); ok {
+		return f, true
 	}
 	if u.RawQuery == "" {
 		return Fault{}, false // most requests: no query to parse into a map
 	}
 	return Values(u.Query())
+}
+
+// Path is the fault of a URL's decoded path, or ok false: a NUL, then
+// bytes that are not UTF-8. The decoded path is read, so %00 is a NUL and
+// %2500 is only text.
+func Path(p string) (f Fault, ok bool) {
+	switch {
+	case strings.IndexByte(p, 0) >= 0:
+		return Fault{Part: InPath, Cause: NUL}, true
+	case !utf8.ValidString(p):
+		return Fault{Part: InPath, Cause: NotText}, true
+	}
+	return Fault{}, false
 }
 
 // Values is the first parameter of q at fault, or ok false: any parameter
@@ -86,31 +97,49 @@ func Values(q url.Values) (f Fault, ok bool) {
 
 // param is the first parameter, by name, whose name or values hold U+0000,
 // its NULs left out so that the refusal can show it; ok is false when no
-// parameter holds one.
+// parameter holds one. The names are sorted only when one is at fault: a
+// sound query, every request's, costs no allocation.
 func param(q url.Values) (name string, ok bool) {
-	for _, k := range slices.Sorted(maps.Keys(q)) {
+	hasNUL := func(k string) bool {
 		bad := strings.IndexByte(k, 0) >= 0
 		for _, v := range q[k] {
 			bad = bad || strings.IndexByte(v, 0) >= 0
 		}
-		if bad {
-			return strings.ReplaceAll(k, "\x00", ""), true
-		}
+		return bad
 	}
-	return "", false
+	return first(q, hasNUL, func(k string) string { return strings.ReplaceAll(k, "\x00", "") })
 }
 
 // notUTF8 is the first parameter, by name, whose name or values are not
 // UTF-8; its name's bad bytes become U+FFFD, so that the refusal can name
 // it.
 func notUTF8(q url.Values) (name string, ok bool) {
-	for _, k := range slices.Sorted(maps.Keys(q)) {
+	notText := func(k string) bool {
 		bad := !utf8.ValidString(k)
 		for _, v := range q[k] {
 			bad = bad || !utf8.ValidString(v)
 		}
-		if bad {
-			return strings.ToValidUTF8(k, "\uFFFD"), true
+		return bad
+	}
+	return first(q, notText, func(k string) string { return strings.ToValidUTF8(k, "\uFFFD") })
+}
+
+// first shows the first parameter of q, by name, that bad finds at
+// fault; ok is false when it finds none, which is learned without sorting.
+func first(q url.Values, bad func(k string) bool, show func(k string) string) (name string, ok bool) {
+	found := false
+	for k := range q {
+		if bad(k) {
+			found = true
+			break
+		}
+	}
+	if !found {
+		return "", false
+	}
+	for _, k := range slices.Sorted(maps.Keys(q)) {
+		if bad(k) {
+			return show(k), true
 		}
 	}
 	return "", false

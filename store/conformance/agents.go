@@ -32,6 +32,7 @@ type AgentsStore interface {
 	SetInboundEvents(h store.InboundEvents)
 	UpdateWebhookSet(companyID uint64, now time.Time, fn func(*store.WebhookSet) error) (store.WebhookSet, error)
 	AgentSendsSince(companyID, numberID uint64, since time.Time) (int, error)
+	DashboardSummary(companyID uint64, from, to time.Time, limit int) (store.Summary, error)
 	AgentSendTimes(companyID, numberID uint64, since time.Time) ([]time.Time, error)
 	PruneAgentSends(cutoff time.Time) (int, error)
 }
@@ -601,7 +602,8 @@ func noErr[T any](v T, err error) T {
 
 // agentInbound: a message an agent received is stored once per client id
 // (a repeat is acknowledged with the stored one), on the company's number
-// of that address, its inbound event built in its transaction; an address
+// of that address, its inbound event built in its transaction, counted
+// received once and shown once in the company's activity; an address
 // of no number is ErrNotFound; a device of another company ErrDeviceGone;
 // the event builder's error stores nothing. (The files a message takes are the Media
 // suite's.)
@@ -674,6 +676,19 @@ func agentInbound(t *testing.T, s AgentsStore) {
 	}
 	if len(hooked) != 1 {
 		t.Fatalf("extra ran for refused messages: %d", len(hooked))
+	}
+	sum, err := s.DashboardSummary(a.ID, T0, now.Add(time.Hour), 50)
+	if err != nil || sum.Totals.Received != 1 {
+		t.Fatalf("received counted %d times (%v), want once", sum.Totals.Received, err)
+	}
+	var lines []store.Activity
+	for _, act := range sum.Recent {
+		if act.Type == store.ActMessageReceived {
+			lines = append(lines, act)
+		}
+	}
+	if len(lines) != 1 || !lines[0].At.Equal(now) || !strings.HasPrefix(lines[0].Description, "WhatsApp message from ") {
+		t.Fatalf("activity of the received message: %+v, want one WhatsApp line at %v", lines, now)
 	}
 }
 

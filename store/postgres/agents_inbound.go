@@ -68,14 +68,7 @@ func (s *Store) StoreAgentInbound(m *store.Message, now func() time.Time) (store
 		if err != nil {
 			return err
 		}
-		if err := count(t, msg, msg.CreatedAt, store.Counts{Received: 1}); err != nil {
-			return err
-		}
-		if err := addActivity(t, msg.CompanyID, store.Activity{Type: store.ActMessageReceived, At: msg.CreatedAt,
-			Description: store.ChannelLabel(msg.Channel) + " from " + store.MaskPhone(msg.Phone) + " received on " + store.ActivityName(store.DeviceLabel(d))}); err != nil {
-			return err
-		}
-		if err := s.inboundEvent(t, msg); err != nil {
+		if err := s.recordReceived(t, msg, d); err != nil {
 			return err
 		}
 		out = msg

@@ -67,17 +67,7 @@ func (s *Store) StoreInbound(m *store.Message, now func() time.Time) (store.Mess
 		if err != nil {
 			return err
 		}
-		if err := count(t, msg, msg.CreatedAt, store.Counts{Received: 1}); err != nil {
-			return err
-		}
-		if err := addActivity(t, msg.CompanyID, store.Activity{Type: store.ActMessageReceived, At: msg.CreatedAt,
-			Description: store.ChannelLabel(msg.Channel) + " from " + store.MaskPhone(msg.Phone) + " received on " + store.ActivityName(store.DeviceLabel(d))}); err != nil {
-			return err
-		}
-		if err := s.applyOptOutKeyword(t, msg); err != nil {
-			return err
-		}
-		if err := s.inboundEvent(t, msg); err != nil {
+		if err := s.recordReceived(t, msg, d); err != nil {
 			return err
 		}
 		out = msg
@@ -87,6 +77,25 @@ func (s *Store) StoreInbound(m *store.Message, now func() time.Time) (store.Mess
 		return store.Message{}, false, err
 	}
 	return out, dup, nil
+}
+
+// recordReceived writes, in the transaction that stored a new received
+// message (StoreInbound, StoreAgentInbound), what its arrival adds beside
+// it: the day's received count, the company's activity line, the sender's
+// opt-out when an SMS is a stop or start keyword (applyOptOutKeyword reads
+// SMS only), and its webhook event.
+func (s *Store) recordReceived(t *txn, msg store.Message, d store.Device) error {
+	if err := count(t, msg, msg.CreatedAt, store.Counts{Received: 1}); err != nil {
+		return err
+	}
+	if err := addActivity(t, msg.CompanyID, store.Activity{Type: store.ActMessageReceived, At: msg.CreatedAt,
+		Description: store.ChannelLabel(msg.Channel) + " from " + store.MaskPhone(msg.Phone) + " received on " + store.ActivityName(store.DeviceLabel(d))}); err != nil {
+		return err
+	}
+	if err := s.applyOptOutKeyword(t, msg); err != nil {
+		return err
+	}
+	return s.inboundEvent(t, msg)
 }
 
 // The keywords, as carriers and the peer gateways read them: the whole text,
