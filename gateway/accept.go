@@ -12,6 +12,7 @@ import (
 	"github.com/coder/websocket"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/device"
 	"github.com/simrelay/simrelay/internal/outage"
 	"github.com/simrelay/simrelay/store"
 )
@@ -20,6 +21,9 @@ import (
 // database does not answer, as the API spaces those of its requests: a
 // fleet of phones reconnecting through an outage is thousands of refusals.
 const unavailableLogEvery = 10 * time.Second
+
+// badToken is the 401's message for an upgrade without a live device token.
+const badToken = "The device token is missing, invalid or revoked. Pair the phone again."
 
 // ServeHTTP is GET /device/ws: check the device token, upgrade, and hand the
 // link to its own goroutines. The handler goroutine returns at once, so its
@@ -30,6 +34,14 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		token = "" // no scheme, or another one: no credential
 	}
 	token = strings.TrimSpace(token)
+	// A credential that is no device token (none, or another kind) is
+	// refused before the gate: it would ask the store nothing, so it is no
+	// probe of it, and must neither take the probe's turn nor, answered,
+	// open the gate while the store is out of reach.
+	if !strings.HasPrefix(token, device.TokenPrefix) {
+		writeError(w, http.StatusUnauthorized, "unauthorized", badToken)
+		return
+	}
 	// While the store is known to be out of reach, the phone is refused
 	// without asking it, but for one probe a second (outage.go).
 	if refused, cause := h.gate.refuse(h.now()); refused {
@@ -47,7 +59,7 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		writeError(w, http.StatusUnauthorized, "unauthorized", "The device token is missing, invalid or revoked. Pair the phone again.")
+		writeError(w, http.StatusUnauthorized, "unauthorized", badToken)
 		return
 	case err != nil:
 		h.log.Error("device authentication failed", "err", err)

@@ -136,6 +136,85 @@ func TestUpgradesWhileTheDatabaseIsGoneSpareIt(t *testing.T) {
 	}
 }
 
+// heldAuth is the device service whose token checks wait for release
+// once held, counted as they start.
+type heldAuth struct {
+	*device.Service
+	n       *atomic.Int64
+	held    *atomic.Bool
+	release chan struct{}
+}
+
+func (h heldAuth) Authenticate(ctx context.Context, token string) (store.Device, error) {
+	h.n.Add(1)
+	if h.held.Load() {
+		<-h.release
+	}
+	return h.Service.Authenticate(ctx, token)
+}
+
+// An upgrade with no device token (none, or another kind of credential)
+// asks the store nothing, so it is no probe: while the database is out of
+// reach it neither opens the gate, letting the whole fleet ask the store
+// again, nor takes the probe's turn from a phone.
+func TestUpgradeWithoutTokenIsNoProbe(t *testing.T) {
+	t.Parallel()
+	relay := pgtest.Relay(t, pgtest.URL(t))
+	st, err := postgres.Open(context.Background(), relay.URL, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	var offset atomic.Int64
+	hubNow := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+	auth := heldAuth{n: new(atomic.Int64), held: new(atomic.Bool), release: make(chan struct{})}
+	r := newRigHub(t, st, Config{}, time.Now, nil, hubSetup{now: hubNow, devices: func(d *device.Service) Devices { auth.Service = d; return auth }})
+	token := r.pair("db-notoken-1")
+	t.Cleanup(func() { close(auth.release) })
+
+	relay.Cut()
+	if _, res, _ := r.dial(token, nil); res == nil || res.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("the first link with the database gone: %v, want 503", res)
+	}
+	offset.Add(int64(probeEvery))
+	for _, bad := range []string{"", "not-a-device-token"} {
+		_, res, err := r.dial(bad, nil)
+		if err == nil || res == nil || res.StatusCode != http.StatusUnauthorized || apiError(t, res) != "unauthorized" {
+			t.Fatalf("token %q with the database gone: %v %v, want 401 unauthorized", bad, res, err)
+		}
+	}
+	if n := auth.n.Load(); n != 1 {
+		t.Fatalf("the store was asked %d times, want once (the first link)", n)
+	}
+	// The probe's turn is still the next phone's; it waits on the store,
+	// and the phone after it is refused from memory meanwhile.
+	auth.held.Store(true)
+	probe := make(chan *http.Response, 1)
+	go func() {
+		_, res, _ := r.dial(token, nil)
+		probe <- res
+	}()
+	eventually(t, "the probe asking the store", func() bool { return auth.n.Load() == 2 })
+	after := make(chan *http.Response, 1)
+	go func() {
+		_, res, _ := r.dial(token, nil)
+		after <- res
+	}()
+	select {
+	case res := <-after:
+		if res == nil || res.StatusCode != http.StatusServiceUnavailable {
+			t.Fatalf("a link while the probe asks the store: %v, want 503", res)
+		}
+	case <-time.After(4 * time.Second):
+		t.Fatalf("a link while the probe asks the store was not refused from memory: it asked the store too (%d checks)", auth.n.Load())
+	}
+	auth.held.Store(false)
+	auth.release <- struct{}{}
+	if res := <-probe; res == nil || res.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("the probe with the database gone: %v, want 503", res)
+	}
+}
+
 // The end to end of a database outage, with the reference client's own
 // backoff: a phone linked when PostgreSQL goes away has its link closed
 // with 1013 as it reports (not 1011: nothing failed in the server), its
