@@ -114,8 +114,9 @@ func (b *backoff) next(err error, upFor time.Duration, now time.Time) (time.Dura
 	if client.TryAgainSoon(err) {
 		// The server's database does not answer (close 1013, or 503
 		// unavailable): back within seconds of its return, the count
-		// left as it was.
-		return jitter(b.base, min(client.SoonUnits*b.base, b.max)), nil
+		// left as it was; a --reconnect-max under the base is the longest
+		// wait here too.
+		return jitter(min(b.base, b.max), min(client.SoonUnits*b.base, b.max)), nil
 	}
 	ceiling := b.max
 	if b.attempt < 30 {

@@ -100,6 +100,12 @@ func TestBackoffWhileTheDatabaseIsGone(t *testing.T) {
 			t.Fatalf("1013 with --reconnect-max 5s: waited %v, want 1 to 5 s", wait)
 		}
 	}
+	tiny := &backoff{base: time.Second, max: 300 * time.Millisecond, stable: time.Minute, probe: 15 * time.Minute}
+	for range 100 {
+		if wait, _ := tiny.next(websocket.CloseError{Code: 1013}, 0, now); wait > 300*time.Millisecond {
+			t.Fatalf("1013 with --reconnect-max 300ms: waited %v, want at most 300ms", wait)
+		}
+	}
 	if b.next(websocket.CloseError{Code: 1011}, 0, now); b.attempt != 7 {
 		t.Fatalf("1011: attempt %d, want 7 (the count grows)", b.attempt)
 	}

@@ -178,7 +178,7 @@ func (p *Phone) Run(ctx context.Context) error {
 func (p *Phone) retryWait(err error, attempt int) (wait time.Duration, next int) {
 	base := p.cfg.BackoffBase
 	if TryAgainSoon(err) {
-		return between(base, max(base, min(SoonUnits*base, p.cfg.BackoffMax))), attempt
+		return between(min(base, p.cfg.BackoffMax), min(SoonUnits*base, p.cfg.BackoffMax)), attempt
 	}
 	wait = p.backoff(attempt)
 	switch closeCode(err) {

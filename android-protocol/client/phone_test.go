@@ -125,6 +125,13 @@ func TestRetryWaitWhileTheDatabaseIsGone(t *testing.T) {
 			t.Fatalf("1013 with BackoffMax 5 s: waited %s, want 1 to 5 s", w)
 		}
 	}
+	// One shorter than the base too.
+	tiny := New(Config{BackoffBase: base, BackoffMax: base / 4})
+	for range 100 {
+		if w, _ := tiny.retryWait(soon[0], 3); w > base/4 {
+			t.Fatalf("1013 with BackoffMax 250 ms: waited %s, want at most 250 ms", w)
+		}
+	}
 	for _, err := range []error{
 		websocket.CloseError{Code: proto.CloseInternalError},
 		&APIError{Status: http.StatusServiceUnavailable, Code: "http_503", RetryAfter: 5 * base},
