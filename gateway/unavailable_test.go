@@ -16,6 +16,7 @@ import (
 	"github.com/simrelay/simrelay/android-protocol/client"
 	"github.com/simrelay/simrelay/device"
 	"github.com/simrelay/simrelay/internal/pgtest"
+	"github.com/simrelay/simrelay/sms"
 	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/store/postgres"
 )
@@ -295,5 +296,56 @@ func TestHelloWhileTheDatabaseIsGoneCloses1013(t *testing.T) {
 	}
 	if !strings.Contains(r.logs.String(), `msg="store hello: the database does not answer"`) {
 		t.Fatalf("the hub's log does not say why:\n%s", r.logs.String())
+	}
+}
+
+// A link whose queue the hub could not read, its database out of reach, is
+// closed with 1013, as at any other store fault of a link: left up, nothing
+// would read the queue again before the next send or ack, and a job queued
+// before the outage would wait on a live link after the database came
+// back. Here a job waits on the device's pace (one a minute) when the
+// database goes away, and a kick reads the queue first (a pace or gap
+// timer, or another node's send over the bus, alike); the phone's next
+// link gets the job.
+func TestQueueUnreadWhileTheDatabaseIsGoneCloses1013(t *testing.T) {
+	t.Parallel()
+	r, relay, advance, _ := relayedRig(t)
+	token := r.pair("db-queue-1")
+	one := 1
+	if _, err := r.devices.Update(context.Background(), r.company, "db-queue-1", device.Patch{SMSPerMinute: &one}); err != nil {
+		t.Fatal(err)
+	}
+	ws := r.connect(token)
+	for _, m := range []string{"before the outage", "queued before the outage"} {
+		if _, _, err := r.sms.Send(context.Background(), sms.SendInput{CompanyID: r.company, Device: "db-queue-1", Phone: "+15551234567", Message: m}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, ok := readFrame(t, ws).(*proto.Send)
+	if !ok || first.Message != "before the outage" {
+		t.Fatalf("got %#v, want the first job at once", first)
+	}
+	writeFrame(t, ws, proto.Ack{ID: first.ID})
+	// Answers keep the frames' order: the ack is stored once the probe's
+	// answer comes.
+	writeFrame(t, ws, proto.Inbound{ClientID: "probe", Channel: "sms", From: "+15550000000", Message: "probe"})
+	if f, ok := readFrame(t, ws).(*proto.InboundAck); !ok {
+		t.Fatalf("got %#v, want the probe's answer (the second job waits for its pace)", f)
+	}
+
+	relay.Cut()
+	r.hub.Kick("db-queue-1")
+	if code := closeCode(t, ws); code != proto.CloseTryAgainLater {
+		t.Fatalf("a link whose queue could not be read closed with %d, want 1013\n%s", code, r.logs.String())
+	}
+	if !strings.Contains(r.logs.String(), `msg="load pending jobs: the database does not answer"`) {
+		t.Fatalf("the hub's log does not say why:\n%s", r.logs.String())
+	}
+
+	relay.Resume()
+	advance(probeEvery) // the hub's next upgrade asks the database again
+	ws = r.connect(token)
+	if s, ok := readFrame(t, ws).(*proto.Send); !ok || s.Message != "queued before the outage" {
+		t.Fatalf("got %#v on the next link, want the job queued before the outage", s)
 	}
 }
