@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -342,10 +343,84 @@ func TestQueueUnreadWhileTheDatabaseIsGoneCloses1013(t *testing.T) {
 		t.Fatalf("the hub's log does not say why:\n%s", r.logs.String())
 	}
 
+	// The link's end could not store its last seen time either, which
+	// keeps the hub's gate closed for a second from then.
+	eventually(t, "the link's end", func() bool {
+		return strings.Contains(r.logs.String(), `msg="store last seen: the database does not answer"`)
+	})
 	relay.Resume()
 	advance(probeEvery) // the hub's next upgrade asks the database again
 	ws = r.connect(token)
 	if s, ok := readFrame(t, ws).(*proto.Send); !ok || s.Message != "queued before the outage" {
 		t.Fatalf("got %#v on the next link, want the job queued before the outage", s)
+	}
+}
+
+// seenCounted is countedAuth counting the links' writes of their last seen
+// time too.
+type seenCounted struct {
+	countedAuth
+	seen *atomic.Int64
+}
+
+func (c seenCounted) Seen(ctx context.Context, dev store.Device, at time.Time) error {
+	defer c.seen.Add(1)
+	return c.Service.Seen(ctx, dev, at)
+}
+
+// Every link that ends while the database is out of reach fails to store
+// its last seen time: one line per 10 s says so, with how many were left
+// out, not one per link (10,000 for as many phones). The hub then knows the
+// database out of reach: the upgrades that follow are refused from memory.
+func TestLinksEndingWhileTheDatabaseIsGoneLogOnce(t *testing.T) {
+	t.Parallel()
+	relay := pgtest.Relay(t, pgtest.URL(t))
+	st, err := postgres.Open(context.Background(), relay.URL, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	checks, seen := new(atomic.Int64), new(atomic.Int64)
+	r := newRigHub(t, st, Config{}, time.Now, nil, hubSetup{devices: func(d *device.Service) Devices { return seenCounted{countedAuth{d, checks}, seen} }})
+	const links = 3
+	var tokens []string
+	var phones []*websocket.Conn
+	for i := range links {
+		token := r.pair(fmt.Sprintf("db-seen-%d", i))
+		tokens = append(tokens, token)
+		ws := r.connect(token)
+		// The link reads frames once its hello has read the queue: the
+		// answer to a frame of an unknown type (no store call) says so, and
+		// nothing but the links' ends asks the database once it is gone.
+		writeRaw(t, ws, []byte(`{"type":"no_such_frame"}`))
+		if f, ok := readFrame(t, ws).(*proto.Error); !ok || f.Code != "unknown_frame" {
+			t.Fatalf("got %#v, want unknown_frame", f)
+		}
+		phones = append(phones, ws)
+	}
+	relay.Cut()
+	for _, ws := range phones {
+		ws.CloseNow()
+	}
+	// The hub's shutdown returns once each link has ended, its last seen
+	// time tried.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := r.hub.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := seen.Load(); n != links {
+		t.Fatalf("%d links ended, %d last seen times tried; want %d", links, n, links)
+	}
+	logs := r.logs.String()
+	if n := strings.Count(logs, `msg="store last seen`); n != 1 || !strings.Contains(logs, `msg="store last seen: the database does not answer"`) {
+		t.Fatalf("%d links ended with the database gone logged %d lines of their last seen time, want 1 that names the database:\n%s", links, n, logs)
+	}
+	before := checks.Load()
+	if _, res, err := r.dial(tokens[0], nil); err == nil || res == nil || res.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("a link after the others ended with the database gone: %v %v, want 503", res, err)
+	}
+	if n := checks.Load() - before; n != 0 {
+		t.Fatalf("a link after the last seen times failed read the token %d times, want none (refused from memory)", n)
 	}
 }
