@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"strings"
 	"sync"
@@ -15,6 +17,7 @@ import (
 
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/android-protocol/client"
+	"github.com/simrelay/simrelay/channel"
 	"github.com/simrelay/simrelay/device"
 	"github.com/simrelay/simrelay/internal/pgtest"
 	"github.com/simrelay/simrelay/sms"
@@ -422,5 +425,66 @@ func TestLinksEndingWhileTheDatabaseIsGoneLogOnce(t *testing.T) {
 	}
 	if n := checks.Load() - before; n != 0 {
 		t.Fatalf("a link after the last seen times failed read the token %d times, want none (refused from memory)", n)
+	}
+}
+
+// A link whose WhatsApp queue the hub could not read, its database out of
+// reach, is closed with 1013 as when its SMS queue cannot be read: left
+// up, the number's jobs would wait for the next send or ack. WhatsApp is
+// reached through a connection of its own here, cut while the SMS queue
+// still answers.
+func TestAgentQueueUnreadWhileTheDatabaseIsGoneCloses1013(t *testing.T) {
+	t.Parallel()
+	db := pgtest.URL(t)
+	st, err := postgres.Open(context.Background(), db, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	relay := pgtest.Relay(t, db)
+	through, err := postgres.Open(context.Background(), relay.URL, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = through.Close() })
+	var agents *channel.Service
+	r := newRigHub(t, st, Config{}, time.Now, nil, hubSetup{wire: func(h *Hub, log *slog.Logger) {
+		agents, err = channel.New(channel.Config{}, through, log, time.Now, rand.NewPCG(1, 2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		agents.SetDispatcher(h)
+		h.SetAgents(agents)
+	}})
+	token := r.pair("db-agent-1")
+	ws, _, err := r.dial(token, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	writeFrame(t, ws, proto.Hello{Protocol: 1, AppVersion: "test", SelectedSIM: "BOTH", SIMs: []proto.SIM{{Slot: "SIM1"}},
+		WhatsApp: []proto.WhatsAppNumber{{Phone: "+15550101111"}}})
+	if w, ok := readFrame(t, ws).(*proto.Welcome); !ok {
+		t.Fatalf("got %#v, want a welcome", w)
+	}
+	numbers, err := agents.Numbers(context.Background(), r.company, channel.WhatsApp)
+	if err != nil || len(numbers) != 1 {
+		t.Fatalf("numbers after the hello: %v, %v; want the one announced", numbers, err)
+	}
+	if _, _, err := agents.Send(context.Background(), channel.SendInput{CompanyID: r.company, Channel: channel.WhatsApp,
+		NumberID: numbers[0].PublicID, To: "+15551234567", Content: "before the outage"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if s, ok := readFrame(t, ws).(*proto.Send); !ok || s.Channel != proto.ChannelWhatsApp {
+		t.Fatalf("got %#v, want the WhatsApp job", s)
+	}
+
+	relay.Cut()
+	r.hub.Kick("db-agent-1")
+	if code := closeCode(t, ws); code != proto.CloseTryAgainLater {
+		t.Fatalf("a link whose WhatsApp queue could not be read closed with %d, want 1013\n%s", code, r.logs.String())
+	}
+	if !strings.Contains(r.logs.String(), `msg="load pending agent jobs: the database does not answer"`) {
+		t.Fatalf("the hub's log does not say why:\n%s", r.logs.String())
 	}
 }
