@@ -57,7 +57,10 @@ func (c *conn) pumpAgents() {
 			}
 			jobs, err := agents.Pending(context.Background(), c.dev, l.id, l.cursor, 1)
 			if err != nil {
-				c.hub.log.Error("load pending agent jobs", "device", c.dev.Fingerprint, "number", l.id, "err", err)
+				// The link ends, as when its SMS queue cannot be read
+				// (pumpSMS): left up, it would read this queue again
+				// only at the next send or ack.
+				c.storeFault(err, "load pending agent jobs", "device", c.dev.Fingerprint, "number", l.id)
 				return
 			}
 			if len(jobs) == 0 {

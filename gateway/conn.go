@@ -237,6 +237,6 @@ func (c *conn) finish() {
 	}
 	c.pumpMu.Unlock()
 	if err := c.hub.devices.Seen(context.Background(), c.dev, time.Unix(0, c.lastSeen.Load())); err != nil {
-		c.hub.log.Error("store last seen", "device", c.dev.Fingerprint, "err", err)
+		c.hub.seenFault(c.dev.Fingerprint, err)
 	}
 }

@@ -48,7 +48,18 @@ func (c *conn) pumpSMS() {
 		limit := room + len(c.priority)
 		jobs, err := c.hub.intake.Pending(context.Background(), c.dev, c.cursor, limit)
 		if err != nil {
-			c.hub.log.Error("load pending jobs", "device", c.dev.Fingerprint, "err", err)
+			// The link ends, as at every other store fault of a link: with
+			// 1013 while the database is out of reach, which brings the
+			// phone back within 1 to 15 s of its return (PROTOCOL.md
+			// section 14), and the next link's hello reads the queue from
+			// its start. Left up, the link would pump again only at the
+			// next send or ack, and jobs queued before an outage would
+			// wait on a live link after the database came back. A timer
+			// per link retrying the read would have 10,000 links each ask
+			// a database that is gone, where their upgrades are answered
+			// from memory but for one a second (outage.go). Closing takes
+			// no lock of the pump's.
+			c.storeFault(err, "load pending jobs", "device", c.dev.Fingerprint)
 			return
 		}
 		progress := false

@@ -98,6 +98,7 @@ type hubSetup struct {
 	now     func() time.Time              // the hub's clock; nil: time.Now
 	devices func(*device.Service) Devices // the device service as the hub reaches it; nil: as it is
 	epochs  Epochs                        // the cluster's fencing of links; nil: none (one node)
+	wire    func(*Hub, *slog.Logger)      // wires more into the hub before it serves (SetAgents); nil: nothing
 }
 
 // newRigHub is newRigOn with the hub set up as setup says.
@@ -123,6 +124,9 @@ func newRigHub(t testing.TB, st store.Backend, cfg Config, now func() time.Time,
 	hub := New(cfg, hubDevices, countedIntake{messages, reads}, log, setup.now)
 	if setup.epochs != nil {
 		hub.SetEpochs(setup.epochs)
+	}
+	if setup.wire != nil {
+		setup.wire(hub, log)
 	}
 	messages.SetDispatcher(hub)
 	srv := httptest.NewUnstartedServer(hub)

@@ -70,9 +70,11 @@ type Hub struct {
 	pings    *pinger
 	// unavailable spaces the lines of links refused while the database
 	// does not answer (ServeHTTP); linksCut those of links closed for it
-	// (storeFault).
+	// (storeFault); seenLost those of links that ended meanwhile, their
+	// last seen time not stored (seenFault).
 	unavailable logspacing.Spacer
 	linksCut    logspacing.Spacer
+	seenLost    logspacing.Spacer
 	// gate knows when the store is out of reach, so that upgrades are
 	// refused without asking it (outage.go).
 	gate storeGate

@@ -81,3 +81,20 @@ func (c *conn) storeFault(err error, msg string, attrs ...any) {
 	h.log.Error(msg, append(attrs, "err", err)...)
 	c.closeWith(proto.CloseInternalError, "server error")
 }
+
+// seenFault logs that the store did not take the last seen time of a link
+// that ended (finish). Every link that ends while the database is out of
+// reach meets it, 10,000 lines for as many phones: one line per
+// unavailableLogEvery says so, with how many were left out, and the hub
+// knows the store out of reach, as at any store call of a link. Any other
+// fault is logged each time.
+func (h *Hub) seenFault(device string, err error) {
+	if errors.Is(err, store.ErrUnavailable) {
+		h.gate.failed(h.now(), err)
+		if suppressed, ok := h.seenLost.Due(h.now(), unavailableLogEvery); ok {
+			h.log.Error("store last seen: the database does not answer", "device", device, "err", err, "suppressed", suppressed)
+		}
+		return
+	}
+	h.log.Error("store last seen", "device", device, "err", err)
+}

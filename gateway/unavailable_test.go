@@ -3,6 +3,9 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"strings"
 	"sync"
@@ -14,8 +17,10 @@ import (
 
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/android-protocol/client"
+	"github.com/simrelay/simrelay/channel"
 	"github.com/simrelay/simrelay/device"
 	"github.com/simrelay/simrelay/internal/pgtest"
+	"github.com/simrelay/simrelay/sms"
 	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/store/postgres"
 )
@@ -373,6 +378,192 @@ func TestHelloWhileTheDatabaseIsGoneCloses1013(t *testing.T) {
 		t.Fatalf("a hello with the database gone closed with %d, want 1013\n%s", code, r.logs.String())
 	}
 	if !strings.Contains(r.logs.String(), `msg="store hello: the database does not answer"`) {
+		t.Fatalf("the hub's log does not say why:\n%s", r.logs.String())
+	}
+}
+
+// A link whose queue the hub could not read, its database out of reach, is
+// closed with 1013, as at any other store fault of a link: left up, nothing
+// would read the queue again before the next send or ack, and a job queued
+// before the outage would wait on a live link after the database came
+// back. Here a job waits on the device's pace (one a minute) when the
+// database goes away, and a kick reads the queue first (a pace or gap
+// timer, or another node's send over the bus, alike); the phone's next
+// link gets the job.
+func TestQueueUnreadWhileTheDatabaseIsGoneCloses1013(t *testing.T) {
+	t.Parallel()
+	r, relay, advance, _ := relayedRig(t)
+	token := r.pair("db-queue-1")
+	one := 1
+	if _, err := r.devices.Update(context.Background(), r.company, "db-queue-1", device.Patch{SMSPerMinute: &one}); err != nil {
+		t.Fatal(err)
+	}
+	ws := r.connect(token)
+	for _, m := range []string{"before the outage", "queued before the outage"} {
+		if _, _, err := r.sms.Send(context.Background(), sms.SendInput{CompanyID: r.company, Device: "db-queue-1", Phone: "+15551234567", Message: m}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, ok := readFrame(t, ws).(*proto.Send)
+	if !ok || first.Message != "before the outage" {
+		t.Fatalf("got %#v, want the first job at once", first)
+	}
+	writeFrame(t, ws, proto.Ack{ID: first.ID})
+	// Answers keep the frames' order: the ack is stored once the probe's
+	// answer comes.
+	writeFrame(t, ws, proto.Inbound{ClientID: "probe", Channel: "sms", From: "+15550000000", Message: "probe"})
+	if f, ok := readFrame(t, ws).(*proto.InboundAck); !ok {
+		t.Fatalf("got %#v, want the probe's answer (the second job waits for its pace)", f)
+	}
+
+	relay.Cut()
+	r.hub.Kick("db-queue-1")
+	if code := closeCode(t, ws); code != proto.CloseTryAgainLater {
+		t.Fatalf("a link whose queue could not be read closed with %d, want 1013\n%s", code, r.logs.String())
+	}
+	if !strings.Contains(r.logs.String(), `msg="load pending jobs: the database does not answer"`) {
+		t.Fatalf("the hub's log does not say why:\n%s", r.logs.String())
+	}
+
+	// The link's end could not store its last seen time either, which
+	// keeps the hub's gate closed for a second from then.
+	eventually(t, "the link's end", func() bool {
+		return strings.Contains(r.logs.String(), `msg="store last seen: the database does not answer"`)
+	})
+	relay.Resume()
+	advance(probeEvery) // the hub's next upgrade asks the database again
+	ws = r.connect(token)
+	if s, ok := readFrame(t, ws).(*proto.Send); !ok || s.Message != "queued before the outage" {
+		t.Fatalf("got %#v on the next link, want the job queued before the outage", s)
+	}
+}
+
+// seenCounted is countedAuth counting the links' writes of their last seen
+// time too.
+type seenCounted struct {
+	countedAuth
+	seen *atomic.Int64
+}
+
+func (c seenCounted) Seen(ctx context.Context, dev store.Device, at time.Time) error {
+	defer c.seen.Add(1)
+	return c.Service.Seen(ctx, dev, at)
+}
+
+// Every link that ends while the database is out of reach fails to store
+// its last seen time: one line per 10 s says so, with how many were left
+// out, not one per link (10,000 for as many phones). The hub then knows the
+// database out of reach: the upgrades that follow are refused from memory.
+func TestLinksEndingWhileTheDatabaseIsGoneLogOnce(t *testing.T) {
+	t.Parallel()
+	relay := pgtest.Relay(t, pgtest.URL(t))
+	st, err := postgres.Open(context.Background(), relay.URL, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	checks, seen := new(atomic.Int64), new(atomic.Int64)
+	r := newRigHub(t, st, Config{}, time.Now, nil, hubSetup{devices: func(d *device.Service) Devices { return seenCounted{countedAuth{d, checks}, seen} }})
+	const links = 3
+	var tokens []string
+	var phones []*websocket.Conn
+	for i := range links {
+		token := r.pair(fmt.Sprintf("db-seen-%d", i))
+		tokens = append(tokens, token)
+		ws := r.connect(token)
+		// The link reads frames once its hello has read the queue: the
+		// answer to a frame of an unknown type (no store call) says so, and
+		// nothing but the links' ends asks the database once it is gone.
+		writeRaw(t, ws, []byte(`{"type":"no_such_frame"}`))
+		if f, ok := readFrame(t, ws).(*proto.Error); !ok || f.Code != "unknown_frame" {
+			t.Fatalf("got %#v, want unknown_frame", f)
+		}
+		phones = append(phones, ws)
+	}
+	relay.Cut()
+	for _, ws := range phones {
+		ws.CloseNow()
+	}
+	// The hub's shutdown returns once each link has ended, its last seen
+	// time tried.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := r.hub.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := seen.Load(); n != links {
+		t.Fatalf("%d links ended, %d last seen times tried; want %d", links, n, links)
+	}
+	logs := r.logs.String()
+	if n := strings.Count(logs, `msg="store last seen`); n != 1 || !strings.Contains(logs, `msg="store last seen: the database does not answer"`) {
+		t.Fatalf("%d links ended with the database gone logged %d lines of their last seen time, want 1 that names the database:\n%s", links, n, logs)
+	}
+	before := checks.Load()
+	if _, res, err := r.dial(tokens[0], nil); err == nil || res == nil || res.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("a link after the others ended with the database gone: %v %v, want 503", res, err)
+	}
+	if n := checks.Load() - before; n != 0 {
+		t.Fatalf("a link after the last seen times failed read the token %d times, want none (refused from memory)", n)
+	}
+}
+
+// A link whose WhatsApp queue the hub could not read, its database out of
+// reach, is closed with 1013 as when its SMS queue cannot be read: left
+// up, the number's jobs would wait for the next send or ack. WhatsApp is
+// reached through a connection of its own here, cut while the SMS queue
+// still answers.
+func TestAgentQueueUnreadWhileTheDatabaseIsGoneCloses1013(t *testing.T) {
+	t.Parallel()
+	db := pgtest.URL(t)
+	st, err := postgres.Open(context.Background(), db, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	relay := pgtest.Relay(t, db)
+	through, err := postgres.Open(context.Background(), relay.URL, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = through.Close() })
+	var agents *channel.Service
+	r := newRigHub(t, st, Config{}, time.Now, nil, hubSetup{wire: func(h *Hub, log *slog.Logger) {
+		agents, err = channel.New(channel.Config{}, through, log, time.Now, rand.NewPCG(1, 2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		agents.SetDispatcher(h)
+		h.SetAgents(agents)
+	}})
+	token := r.pair("db-agent-1")
+	ws, _, err := r.dial(token, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	writeFrame(t, ws, proto.Hello{Protocol: 1, AppVersion: "test", SelectedSIM: "BOTH", SIMs: []proto.SIM{{Slot: "SIM1"}},
+		WhatsApp: []proto.WhatsAppNumber{{Phone: "+15550101111"}}})
+	if w, ok := readFrame(t, ws).(*proto.Welcome); !ok {
+		t.Fatalf("got %#v, want a welcome", w)
+	}
+	numbers, err := agents.Numbers(context.Background(), r.company, channel.WhatsApp)
+	if err != nil || len(numbers) != 1 {
+		t.Fatalf("numbers after the hello: %v, %v; want the one announced", numbers, err)
+	}
+	if _, _, err := agents.Send(context.Background(), channel.SendInput{CompanyID: r.company, Channel: channel.WhatsApp,
+		NumberID: numbers[0].PublicID, To: "+15551234567", Content: "before the outage"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if s, ok := readFrame(t, ws).(*proto.Send); !ok || s.Channel != proto.ChannelWhatsApp {
+		t.Fatalf("got %#v, want the WhatsApp job", s)
+	}
+
+	relay.Cut()
+	r.hub.Kick("db-agent-1")
+	if code := closeCode(t, ws); code != proto.CloseTryAgainLater {
+		t.Fatalf("a link whose WhatsApp queue could not be read closed with %d, want 1013\n%s", code, r.logs.String())
+	}
+	if !strings.Contains(r.logs.String(), `msg="load pending agent jobs: the database does not answer"`) {
 		t.Fatalf("the hub's log does not say why:\n%s", r.logs.String())
 	}
 }

@@ -338,10 +338,29 @@ func retryLine(server string, err error, wait time.Duration) string {
 	case errors.As(err, &dial):
 		return fmt.Sprintf("waiting for the server at %s: %s; retrying in %s", server, dialProblem(dial.Err), in)
 	case errors.As(err, &apiErr):
-		return fmt.Sprintf("the server refused the link: %d %s: %s; retrying in %s", apiErr.Status, apiErr.Code, apiErr.Message, in)
+		refused := fmt.Sprintf("the server refused the link: %d", apiErr.Status)
+		if apiErr.Code != "" { // a proxy's answer has no error body
+			refused += " " + apiErr.Code
+		}
+		if msg := sentenceBody(apiErr.Message); msg != "" {
+			refused += ": " + msg
+		}
+		return refused + fmt.Sprintf("; retrying in %s", in)
 	default:
 		return fmt.Sprintf("link lost: %v; reconnecting in %s", err, in)
 	}
+}
+
+// sentenceBody is the server's message ready to be followed by more of
+// the line: without the full stop that ends its sentence ("connect again
+// shortly." followed by "; retrying" would read ".; retrying"). An
+// ellipsis, a question or an exclamation keeps its mark.
+func sentenceBody(msg string) string {
+	msg = strings.TrimSpace(msg)
+	if strings.HasSuffix(msg, ".") && !strings.HasSuffix(msg, "..") {
+		msg = strings.TrimSpace(strings.TrimSuffix(msg, "."))
+	}
+	return msg
 }
 
 // dialProblem is the network's own words for a failed dial

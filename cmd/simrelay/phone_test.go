@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simrelay/simrelay/android-protocol/client"
 	"github.com/simrelay/simrelay/internal/freeport"
 	"github.com/simrelay/simrelay/internal/syncbuf"
 )
@@ -258,5 +260,31 @@ func TestVirtualPhoneStopsQuietlyWhileWaiting(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the phone did not stop within 10 s of its context ending")
+	}
+}
+
+// A link the server refused is one line that reads as one: the server's
+// message, whose sentence ends with a full stop, is not followed by
+// "; retrying" after that stop.
+func TestRetryLineOfARefusal(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		err  *client.APIError
+		want string
+	}{
+		{&client.APIError{Status: 503, Code: "unavailable", Message: "The server cannot reach its database; connect again shortly."},
+			"the server refused the link: 503 unavailable: The server cannot reach its database; connect again shortly; retrying in 3s"},
+		{&client.APIError{Status: 503, Code: "unavailable", Message: "The server is restarting; connect again shortly. "},
+			"the server refused the link: 503 unavailable: The server is restarting; connect again shortly; retrying in 3s"},
+		{&client.APIError{Status: 429, Code: "rate_limited", Message: "Too many links"},
+			"the server refused the link: 429 rate_limited: Too many links; retrying in 3s"},
+		{&client.APIError{Status: 403, Code: "device_disabled", Message: "Disabled?"},
+			"the server refused the link: 403 device_disabled: Disabled?; retrying in 3s"},
+		{&client.APIError{Status: 502, Code: "", Message: ""},
+			"the server refused the link: 502; retrying in 3s"},
+	} {
+		if got := retryLine("http://127.0.0.1:8080", fmt.Errorf("link: %w", c.err), 3*time.Second); got != c.want {
+			t.Errorf("%+v:\n got %q\nwant %q", *c.err, got, c.want)
+		}
 	}
 }

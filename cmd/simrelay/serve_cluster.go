@@ -102,6 +102,8 @@ type clusterNode struct {
 	heard        interface{ Live() []string }
 	unheard      *cluster.Unheard
 	unheardNodes prometheus.Gauge
+	// beatLog logs the beats the database did not take, spaced.
+	beatLog *beatLog
 	// lost is closed when the registry gave this node's name to another
 	// process (this one stopped beating for too long): the node stops.
 	lost chan struct{}
@@ -131,7 +133,7 @@ func joinCluster(ctx context.Context, cfg clusterConfig, addr net.Addr, st backe
 	live, beat := cfg.timing()
 	n := &clusterNode{name: name, instance: pg.Holder(), pg: pg, log: log.With("component", "cluster"), lost: make(chan struct{}),
 		liveWithin: live, beatEvery: beat,
-		beats: cluster.NewBeats(live, beat, time.Now), version: buildVersion(),
+		beats: cluster.NewBeats(live, beat, time.Now), beatLog: &beatLog{log: log.With("component", "cluster")}, version: buildVersion(),
 		versions: cluster.NewVersions(buildVersion(), log.With("component", "cluster")), shown: map[string]bool{},
 		nodesByVersion: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "simrelay_cluster_nodes",
@@ -291,9 +293,13 @@ func (n *clusterNode) run(ctx context.Context) {
 		case <-t.C:
 			ok, err := n.pg.NodeBeat(n.name, n.instance)
 			n.beats.Beat(err == nil && ok)
+			if err != nil {
+				n.beatLog.failed(time.Now(), err, n.liveWithin)
+			} else {
+				n.beatLog.written(time.Now())
+			}
 			switch {
-			case err != nil:
-				n.log.Warn("node beat not written; other nodes take this one for dead after the live window", "err", err, "live_window", n.liveWithin)
+			case err != nil: // logged above, spaced
 			case !ok:
 				n.log.Error("another process took this node's name in the registry while this one was silent: stopping", "node", n.name)
 				close(n.lost)
