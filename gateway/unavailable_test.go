@@ -32,11 +32,7 @@ import (
 func TestLinkWhileTheDatabaseIsGoneAnswers503(t *testing.T) {
 	t.Parallel()
 	relay := pgtest.Relay(t, pgtest.URL(t))
-	st, err := postgres.Open(context.Background(), relay.URL, postgres.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
+	st := openStore(t, relay.URL)
 	r := newRigOn(t, st, Config{}, time.Now, nil)
 	token := r.pair("db-gone-1")
 	relay.Cut()
@@ -77,11 +73,7 @@ func (c countedAuth) Authenticate(ctx context.Context, token string) (store.Devi
 func relayedRig(t *testing.T) (r *rig, relay *pgtest.Relayed, advance func(time.Duration), checks *atomic.Int64) {
 	t.Helper()
 	relay = pgtest.Relay(t, pgtest.URL(t))
-	st, err := postgres.Open(context.Background(), relay.URL, postgres.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
+	st := openStore(t, relay.URL)
 	var offset atomic.Int64
 	hubNow := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
 	checks = new(atomic.Int64)
@@ -165,11 +157,7 @@ func (h heldAuth) Authenticate(ctx context.Context, token string) (store.Device,
 func TestUpgradeWithoutTokenIsNoProbe(t *testing.T) {
 	t.Parallel()
 	relay := pgtest.Relay(t, pgtest.URL(t))
-	st, err := postgres.Open(context.Background(), relay.URL, postgres.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
+	st := openStore(t, relay.URL)
 	var offset atomic.Int64
 	hubNow := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
 	auth := heldAuth{n: new(atomic.Int64), held: new(atomic.Bool), release: make(chan struct{})}
@@ -329,17 +317,9 @@ func (l linksIn) Ended(store.Device, uint64)             {}
 func TestClaimWhileTheDatabaseIsGoneCloses1013(t *testing.T) {
 	t.Parallel()
 	db := pgtest.URL(t)
-	st, err := postgres.Open(context.Background(), db, postgres.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
+	st := openStore(t, db)
 	relay := pgtest.Relay(t, db)
-	links, err := postgres.Open(context.Background(), relay.URL, postgres.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = links.Close() })
+	links := openStore(t, relay.URL)
 	var offset atomic.Int64
 	hubNow := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
 	r := newRigHub(t, st, Config{}, time.Now, nil, hubSetup{now: hubNow, epochs: linksIn{links}})
@@ -457,11 +437,7 @@ func (c seenCounted) Seen(ctx context.Context, dev store.Device, at time.Time) e
 func TestLinksEndingWhileTheDatabaseIsGoneLogOnce(t *testing.T) {
 	t.Parallel()
 	relay := pgtest.Relay(t, pgtest.URL(t))
-	st, err := postgres.Open(context.Background(), relay.URL, postgres.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
+	st := openStore(t, relay.URL)
 	checks, seen := new(atomic.Int64), new(atomic.Int64)
 	r := newRigHub(t, st, Config{}, time.Now, nil, hubSetup{devices: func(d *device.Service) Devices { return seenCounted{countedAuth{d, checks}, seen} }})
 	const links = 3
@@ -515,19 +491,12 @@ func TestLinksEndingWhileTheDatabaseIsGoneLogOnce(t *testing.T) {
 func TestAgentQueueUnreadWhileTheDatabaseIsGoneCloses1013(t *testing.T) {
 	t.Parallel()
 	db := pgtest.URL(t)
-	st, err := postgres.Open(context.Background(), db, postgres.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
+	st := openStore(t, db)
 	relay := pgtest.Relay(t, db)
-	through, err := postgres.Open(context.Background(), relay.URL, postgres.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = through.Close() })
+	through := openStore(t, relay.URL)
 	var agents *channel.Service
 	r := newRigHub(t, st, Config{}, time.Now, nil, hubSetup{wire: func(h *Hub, log *slog.Logger) {
+		var err error
 		agents, err = channel.New(channel.Config{}, through, log, time.Now, rand.NewPCG(1, 2))
 		if err != nil {
 			t.Fatal(err)
@@ -566,4 +535,16 @@ func TestAgentQueueUnreadWhileTheDatabaseIsGoneCloses1013(t *testing.T) {
 	if !strings.Contains(r.logs.String(), `msg="load pending agent jobs: the database does not answer"`) {
 		t.Fatalf("the hub's log does not say why:\n%s", r.logs.String())
 	}
+}
+
+// openStore opens the PostgreSQL store at url, through its own pool,
+// closed when the test ends.
+func openStore(t *testing.T, url string) *postgres.Store {
+	t.Helper()
+	st, err := postgres.Open(context.Background(), url, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	return st
 }
