@@ -1,6 +1,10 @@
 package postgres
 
+// A job's place in its device's queue: one send's, or those of a
+// request's messages in one statement.
+
 import (
+	"errors"
 	"fmt"
 
 	"github.com/simrelay/simrelay/store"
@@ -78,4 +82,20 @@ func takePlaces(t *txn, devs []int64) ([]uint64, error) {
 		return nil, fmt.Errorf("store: %d queue places taken for %d jobs", len(places), len(devs))
 	}
 	return places, nil
+}
+
+// takePlace gives a job the next place in its device's queue, under the
+// device row's lock (held until the transaction ends): the places of one
+// device rise in commit order, so a link that read up to a place never
+// misses a job that commits after its read. See messages.queue_place.
+// Places come from one sequence (queue_places), drawn once the lock is
+// held, so none is shared and MessageSequence is above every place handed
+// out, on every device.
+func takePlace(t *txn, deviceID uint64) (uint64, error) {
+	var n int64
+	err := t.row("UPDATE devices SET next_place = nextval('queue_places') WHERE id = $1 AND deleted_at IS NULL RETURNING next_place", id(deviceID)).Scan(&n)
+	if errors.Is(mapErr(err), store.ErrNotFound) {
+		return 0, store.ErrDeviceGone
+	}
+	return uint64(n), err
 }
