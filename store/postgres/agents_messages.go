@@ -1,0 +1,237 @@
+package postgres
+
+// An agent number's messages: the send (EnqueueAgent), the jobs a phone's
+// agent reads, the history of both directions, and the send times that the
+// number's limits count.
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/simrelay/simrelay/store"
+)
+
+// sendTimes lists the number's accepted sends since since, oldest first:
+// what the governor rebuilds its windows from.
+func sendTimes(t *txn, companyID, numberID uint64, since time.Time) ([]time.Time, error) {
+	rows, err := t.query("SELECT sent_at FROM agent_sends WHERE company_id = $1 AND number_id = $2 AND sent_at >= $3 ORDER BY sent_at, message_id",
+		id(companyID), id(numberID), since)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []time.Time
+	for rows.Next() {
+		var at time.Time
+		if err := rows.Scan(&at); err != nil {
+			return nil, err
+		}
+		out = append(out, at.UTC())
+	}
+	return out, rows.Err()
+}
+
+// AgentSendsSince counts the number's accepted sends since since.
+func (s *Store) AgentSendsSince(companyID, numberID uint64, since time.Time) (int, error) {
+	n := 0
+	err := s.read("accepted sends", func(t *txn) error {
+		return t.row("SELECT count(*) FROM agent_sends WHERE company_id = $1 AND number_id = $2 AND sent_at >= $3",
+			id(companyID), id(numberID), since).Scan(&n)
+	})
+	return n, err
+}
+
+// AgentSendTimes lists the number's accepted sends since since (for a
+// governor that has not seen the number since it started).
+func (s *Store) AgentSendTimes(companyID, numberID uint64, since time.Time) ([]time.Time, error) {
+	var out []time.Time
+	err := s.read("accepted sends", func(t *txn) error {
+		var err error
+		out, err = sendTimes(t, companyID, numberID, since)
+		return err
+	})
+	return out, err
+}
+
+// PruneAgentSends drops entries of the index of accepted sends older than
+// cutoff: the governor's longest window is a day.
+func (s *Store) PruneAgentSends(cutoff time.Time) (int, error) {
+	n := 0
+	err := s.write("prune accepted sends", func(t *txn) error {
+		tag, err := t.exec("DELETE FROM agent_sends WHERE sent_at < $1", cutoff)
+		n = int(tag.RowsAffected())
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// AgentPending returns up to limit queued messages of the company's number
+// (store id) with ids above after, oldest first, when the device
+// registration holds the number; for any other device, nothing.
+func (s *Store) AgentPending(companyID, deviceID, numberID, after uint64, limit int) ([]store.Message, error) {
+	var out []store.Message
+	err := s.read(fmt.Sprintf("pending of number %d of company %d", numberID, companyID), func(t *txn) error {
+		out = nil
+		if limit <= 0 {
+			return nil
+		}
+		if _, err := liveDeviceByID(t, companyID, deviceID, false); err != nil {
+			if errors.Is(err, store.ErrDeviceGone) {
+				return nil
+			}
+			return err
+		}
+		n, err := numberByRef(t, companyID, numberID)
+		if errors.Is(err, store.ErrNotFound) || err == nil && n.DeviceID != deviceID {
+			return nil // the number moved to another agent: its jobs go there
+		}
+		if err != nil {
+			return err
+		}
+		out, err = getRecs[store.Message](t, `SELECT rec FROM messages WHERE company_id = $1 AND number_id = $2 AND status = 'queued' AND id > $3
+			ORDER BY id LIMIT $4`, id(companyID), id(numberID), id(after), limit)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// AgentMessages returns one page (1-based) of the number's messages, both
+// directions, newest first, and how many there are.
+func (s *Store) AgentMessages(companyID, numberID uint64, page, limit int) ([]store.Message, int, error) {
+	var out []store.Message
+	total := 0
+	err := s.read(fmt.Sprintf("messages of number %d", numberID), func(t *txn) error {
+		out = nil
+		if err := t.row("SELECT count(*) FROM messages WHERE company_id = $1 AND number_id = $2", id(companyID), id(numberID)).Scan(&total); err != nil {
+			return err
+		}
+		if limit <= 0 || page < 1 || page-1 > (math.MaxInt64-1)/limit {
+			return nil // a page past any possible count: empty, never an early page by overflow
+		}
+		var err error
+		out, err = getRecs[store.Message](t, `SELECT rec FROM messages WHERE company_id = $1 AND number_id = $2
+			ORDER BY id DESC OFFSET $3 LIMIT $4`, id(companyID), id(numberID), int64(page-1)*int64(limit), limit)
+		return err
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	return out, total, nil
+}
+
+// insertAgentMessage writes a new WhatsApp or iMessage message (its id set).
+func insertAgentMessage(t *txn, m store.Message) error {
+	raw, err := rec(m)
+	if err != nil {
+		return err
+	}
+	var expires *time.Time
+	if !m.ExpiresAt.IsZero() {
+		expires = &m.ExpiresAt
+	}
+	var client *string
+	if m.Direction == store.Inbound {
+		client = &m.ClientID
+	}
+	_, err = t.exec(`INSERT INTO messages (id, company_id, device_id, uuid, direction, channel, phone, status, expires_at, created_at, updated_at, rec, number_id, agent_client)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
+		id(m.ID), id(m.CompanyID), id(m.DeviceID), m.UUID, m.Direction, m.Channel, m.Phone, m.Status, expires, m.CreatedAt, m.UpdatedAt, raw, id(m.NumberID), client)
+	return err
+}
+
+// EnqueueAgent stores a WhatsApp or iMessage send (queued): m names its
+// number by NumberRef (the public id) within m.CompanyID and m.Channel; an
+// unknown one is ErrNotFound, a paused one ErrNumberPaused. vet runs after
+// those checks, under the number's row lock, and before the plan limit and
+// storage budget; any later refusal, or a failed commit, calls its undo. A
+// key used before by the company on the route (within 24 h) returns the
+// first answer as prior and stores nothing.
+func (s *Store) EnqueueAgent(m *store.Message, idemKey store.IdempotencyKey, now func() time.Time, vet store.SendVet, answer func(store.Message) (int, []byte)) (store.Message, *store.Idempotent, error) {
+	var out store.Message
+	var prior *store.Idempotent
+	var undo func()
+	giveBack := func() {
+		if undo != nil {
+			undo()
+			undo = nil
+		}
+	}
+	err := s.write("enqueue "+m.Channel, func(t *txn) error {
+		giveBack() // a transaction that runs again takes its slot again
+		out, prior = store.Message{}, nil
+		at := now().UTC()
+		ik, p, err := priorAnswer(t, m.CompanyID, idemKey, at)
+		if err != nil || p != nil {
+			prior = p
+			return err
+		}
+		n, err := numberByPublicID(t, m.CompanyID, m.Channel, m.NumberRef, true)
+		if err != nil {
+			return err
+		}
+		if n.Status == store.NumberPaused {
+			return store.ErrNumberPaused
+		}
+		msg := *m
+		msg.CreatedAt, msg.UpdatedAt = at, at
+		if vet != nil {
+			var failed error
+			u, err := vet(n, func(since time.Time) []time.Time {
+				ts, err := sendTimes(t, n.CompanyID, n.ID, since)
+				if err != nil && failed == nil {
+					failed = err
+				}
+				return ts
+			})
+			if err != nil {
+				return err
+			}
+			undo = u
+			if failed != nil {
+				return failed
+			}
+		}
+		// The id is taken under the number's row lock: one number's ids
+		// rise in commit order (the queue's places).
+		if msg.ID, err = nextID(t, "messages"); err != nil {
+			return err
+		}
+		msg.NumberID, msg.Account, msg.Direction, msg.Status = n.ID, n.Address, store.Outbound, store.MsgQueued
+		msg.DeviceID, msg.Device = n.DeviceID, n.Device
+		usage, err := s.planAllows(t, msg.CompanyID, msg.CreatedAt, store.LimitMessages)
+		if err != nil {
+			return err
+		}
+		if err := s.charge(t, msg.CompanyID, msg.CreatedAt, store.MessageCost(msg)+int64(len(msg.MediaURL))); err != nil {
+			return err
+		}
+		if err := usage.add(t, 1); err != nil {
+			return err
+		}
+		if err := insertAgentMessage(t, msg); err != nil {
+			return err
+		}
+		if _, err := t.exec("INSERT INTO agent_sends (company_id, number_id, sent_at, message_id) VALUES ($1, $2, $3, $4)",
+			id(msg.CompanyID), id(msg.NumberID), msg.CreatedAt, id(msg.ID)); err != nil {
+			return err
+		}
+		if err := ik.keep(t, msg.CreatedAt, func() (int, []byte) { return answer(msg) }); err != nil {
+			return err
+		}
+		out = msg
+		return nil
+	})
+	if err != nil {
+		giveBack()
+		return store.Message{}, nil, err
+	}
+	return out, prior, nil
+}
