@@ -1,0 +1,184 @@
+package agent
+
+// The journal's two outboxes: the reports waiting for status_ack, and the
+// received messages waiting for the server's ack.
+
+import (
+	"encoding/json"
+
+	bolt "go.etcd.io/bbolt"
+
+	proto "github.com/simrelay/simrelay/android-protocol"
+)
+
+// addReport puts a report in the outbox and, for a journaled job, notes
+// in bucketSettled that its outcome was journaled: that note outlives the
+// report's status_ack, so a job record damaged later is known as settled
+// (Salvage) and not reported failed over the outcome the server holds.
+func addReport(tx *bolt.Tx, st proto.Status) error {
+	if tx.Bucket(bucketJobs).Get([]byte(st.ID)) != nil {
+		if err := tx.Bucket(bucketSettled).Put([]byte(st.ID), []byte(st.Status)); err != nil {
+			return err
+		}
+	}
+	keys := tx.Bucket(bucketReportKeys)
+	key := []byte(reportKey(st.ID, st.Status, st.Detail))
+	if keys.Get(key) != nil {
+		return nil
+	}
+	b := tx.Bucket(bucketReports)
+	seq, err := b.NextSequence()
+	if err != nil {
+		return err
+	}
+	v, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	if err := b.Put(seqKey(seq), v); err != nil {
+		return err
+	}
+	return keys.Put(key, seqKey(seq))
+}
+
+// Reports lists the reports not yet status_acked, oldest first. An
+// unreadable record is deleted and named in the error; the list holds the
+// readable ones all the same (readOutbox).
+func (j *Journal) Reports() ([]proto.Status, error) {
+	var out []proto.Status
+	err := j.readOutbox(bucketReports, bucketReportKeys, func(v []byte) error {
+		var st proto.Status
+		if err := json.Unmarshal(v, &st); err != nil {
+			return err
+		}
+		out = append(out, st)
+		return nil
+	})
+	return out, err
+}
+
+// DropReport forgets a report: status_acked, or refused for good.
+func (j *Journal) DropReport(id, status, detail string) (bool, error) {
+	dropped := false
+	err := j.db.Update(func(tx *bolt.Tx) error {
+		keys := tx.Bucket(bucketReportKeys)
+		key := []byte(reportKey(id, status, detail))
+		seq := keys.Get(key)
+		if seq == nil {
+			return nil
+		}
+		dropped = true
+		if err := tx.Bucket(bucketReports).Delete(seq); err != nil {
+			return err
+		}
+		return keys.Delete(key)
+	})
+	return dropped, err
+}
+
+type inboundRecord struct {
+	Frame proto.Inbound `json:"frame"`
+	Ref   []string      `json:"ref,omitempty"`
+	// Files are the message's files (inmedia.go): the frame goes once
+	// each is uploaded, naming their ids.
+	Files []spooled `json:"files,omitempty"`
+	// Acked: the server stored it; the transport's Acknowledge is pending.
+	Acked bool `json:"acked,omitempty"`
+}
+
+// takeInbound journals received messages and returns those it did not know; see Sink.
+func (j *Journal) takeInbound(msgs []proto.Inbound, refs [][]string, files [][]spooled, markKey, markValue string) ([]proto.Inbound, error) {
+	var added []proto.Inbound
+	err := j.db.Update(func(tx *bolt.Tx) error {
+		ids := tx.Bucket(bucketInboundIDs)
+		b := tx.Bucket(bucketInbound)
+		for i, m := range msgs {
+			if ids.Get([]byte(m.ClientID)) != nil {
+				inboundRecord{Files: files[i]}.removeSpooled() // known: spooled again for nothing
+				continue
+			}
+			seq, err := b.NextSequence()
+			if err != nil {
+				return err
+			}
+			v, err := json.Marshal(inboundRecord{Frame: m, Ref: refs[i], Files: files[i]})
+			if err != nil {
+				return err
+			}
+			if err := b.Put(seqKey(seq), v); err != nil {
+				return err
+			}
+			if err := ids.Put([]byte(m.ClientID), seqKey(seq)); err != nil {
+				return err
+			}
+			added = append(added, m)
+		}
+		if markKey != "" {
+			return tx.Bucket(bucketMeta).Put([]byte(markKey), []byte(markValue))
+		}
+		return nil
+	})
+	return added, err
+}
+
+// inbound lists the journaled inbound messages, oldest first; like
+// Reports, an unreadable record is deleted and named in the error (its
+// client_id, if any, stays known).
+func (j *Journal) inbound() ([]inboundRecord, error) {
+	var out []inboundRecord
+	err := j.readOutbox(bucketInbound, nil, func(v []byte) error {
+		var r inboundRecord
+		if err := json.Unmarshal(v, &r); err != nil {
+			return err
+		}
+		out = append(out, r)
+		return nil
+	})
+	return out, err
+}
+
+// AckInbound records that the server stored the message; it stays in the
+// journal until the transport acknowledged it at the source (or, when
+// drop is true, it is forgotten at once: a message refused for good).
+func (j *Journal) ackInbound(clientID string, drop bool) (inboundRecord, bool, error) {
+	var rec inboundRecord
+	found := false
+	err := j.db.Update(func(tx *bolt.Tx) error {
+		seq := tx.Bucket(bucketInboundIDs).Get([]byte(clientID))
+		if seq == nil {
+			return nil
+		}
+		b := tx.Bucket(bucketInbound)
+		v := b.Get(seq)
+		if v == nil {
+			return nil
+		}
+		if err := json.Unmarshal(v, &rec); err != nil {
+			return err
+		}
+		found = true
+		if drop {
+			rec.removeSpooled()
+			return b.Delete(seq)
+		}
+		rec.Acked = true
+		nv, err := json.Marshal(rec)
+		if err != nil {
+			return err
+		}
+		return b.Put(seq, nv)
+	})
+	return rec, found, err
+}
+
+// forgetInbound deletes an acknowledged message. Its client_id stays known,
+// so the same message read again at the source is not forwarded twice.
+func (j *Journal) forgetInbound(clientID string) error {
+	return j.db.Update(func(tx *bolt.Tx) error {
+		seq := tx.Bucket(bucketInboundIDs).Get([]byte(clientID))
+		if seq == nil {
+			return nil
+		}
+		return tx.Bucket(bucketInbound).Delete(seq)
+	})
+}
