@@ -84,7 +84,13 @@ func (c *Console) routes() {
 // token holds either, and PostgreSQL (the store of a cluster) cannot even
 // compare a text with it, so a page that looked it up would fail with a
 // 500. A path is no page (404); a query parameter is the person's 400,
-// naming it. The console's script, asking for JSON, gets the API's body.
+// naming it. So is a parameter given twice with different values, as the
+// API refuses it (refuseRepeated): a page reads one value of each, and
+// the console's own links and forms never repeat one, so such an address
+// was edited by hand, and taking its first value would show the person
+// something other than what they asked for without a word. The same value
+// given twice means one thing and is taken. The console's script, asking
+// for JSON, gets the API's body.
 //
 // The query is parsed here once, only when there is one, and kept as the
 // request's Form for the pages to read (query): a request without a form
@@ -102,6 +108,10 @@ func (c *Console) refuseUnstorable(next http.Handler) http.Handler {
 		var pe *problem.Error
 		switch {
 		case !ok:
+			if name, repeated := repeatedParam(q); repeated {
+				pe = problem.Invalid(name, fmt.Sprintf("The address gives the parameter %q more than once, with different values; give it once.", name))
+				break
+			}
 			if q != nil && !formBody(r.Method) {
 				r.Form = q
 			}
@@ -124,6 +134,20 @@ func (c *Console) refuseUnstorable(next http.Handler) http.Handler {
 		}
 		c.render(w, r, pe.Status(), "error", v)
 	})
+}
+
+// repeatedParam is the first parameter of q, by name, given more than
+// once with different values (the same one every time), or ok false.
+func repeatedParam(q url.Values) (name string, ok bool) {
+	for k, vs := range q {
+		for _, v := range vs[min(1, len(vs)):] {
+			if v != vs[0] && (!ok || k < name) {
+				name, ok = k, true
+				break
+			}
+		}
+	}
+	return name, ok
 }
 
 // formBody says whether ParseForm reads a request of this method's body.
