@@ -24,7 +24,10 @@ const errUnreadableJob = "outcome_unknown"
 // sent, so it is never sent again, and the server, which waits for every
 // acked job's report, gets one; unless the journal shows its outcome
 // elsewhere, outcomeJournaled, a report pending or acked long ago: then
-// nothing more is reported), or dropped when its id is not UTF-8 (no
+// nothing more is reported; the record keeps no transport reference, so
+// a delivery or read receipt that comes later finds no job and reports
+// nothing, and a detail already reported is never reported again), or
+// dropped when its id is not UTF-8 (no
 // job of the server's has one); every queue and awaiting entry that names
 // no job in its state is dropped, so that no broken entry holds back the
 // jobs behind it or sends a finished job again. The whole records are

@@ -131,3 +131,66 @@ func TestSalvageKeepsAKnownOutcome(t *testing.T) {
 		return nil
 	})
 }
+
+// A read receipt of a job whose record was damaged after its detail was
+// reported and acked is not reported a second time: the repaired record
+// keeps no transport reference, so no receipt finds it (a later, newer
+// detail is not reported either: the record that would place it is gone).
+// The receipt a transport hands over again after a restart is the usual
+// case; before the repair it reports nothing new (detailRank).
+func TestSalvagedJobReportsNoDetailAgain(t *testing.T) {
+	t.Parallel()
+	j, err := OpenJournal(filepath.Join(t.TempDir(), "j.db"), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { j.Close() })
+	now := time.Now()
+	const id, ref = "job-read", "ref-1"
+	if _, err := j.Take(proto.Send{ID: id, Channel: "whatsapp", To: "+15551234567", Message: "hi", ExpiresAt: stamp(now.Add(time.Hour))}, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Dispatch(id, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Finish(id, proto.Status{ID: id, Status: proto.StatusSent, At: stamp(now)}, ref, true, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Finish(id, proto.Status{ID: id, Status: proto.StatusDelivered, At: stamp(now)}, "", false, now); err != nil {
+		t.Fatal(err)
+	}
+	if added, err := j.AddDetail(ref, proto.DetailRead, stamp(now)); err != nil || !added {
+		t.Fatalf("the read receipt: %v, %v; want it reported", added, err)
+	}
+	ack := func() {
+		t.Helper()
+		reports, err := j.Reports()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range reports {
+			if _, err := j.DropReport(r.ID, r.Status, r.Detail); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	ack()
+	if added, err := j.AddDetail(ref, proto.DetailRead, stamp(now)); err != nil || added {
+		t.Fatalf("the read receipt again, before the repair: %v, %v; want nothing reported", added, err)
+	}
+	err = j.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketJobs).Put([]byte(id), []byte(`{"send":{"id":"job-`)) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Salvage(now); err != nil {
+		t.Fatal(err)
+	}
+	for _, detail := range []string{proto.DetailRead, proto.DetailPlayed} {
+		if added, err := j.AddDetail(ref, detail, stamp(now)); err != nil || added {
+			t.Errorf("a %s receipt after the repair: %v, %v; want nothing reported", detail, added, err)
+		}
+	}
+	if reports, err := j.Reports(); err != nil || len(reports) != 0 {
+		t.Errorf("reports after the repair: %v, %v; want none", reports, err)
+	}
+}

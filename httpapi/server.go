@@ -97,7 +97,9 @@ type Deps struct {
 	// Console serves the web console (web.Console): /, /console/*, and the
 	// pages that e-mailed links open (/verify-email, /reset-password). It
 	// refuses a NUL (%00) or bytes that are not UTF-8 in their paths and
-	// queries itself, with its own error page: the API's refuseUnstorable leaves them to it.
+	// queries, and a query parameter given twice with different values,
+	// itself, with its own error page: the API's refuseUnstorable and
+	// refuseRepeated leave them to it.
 	Console http.Handler
 	// ConsoleIdentity names the signed-in user of a console request (by its
 	// session cookie) for the rate limits, so that people behind one office

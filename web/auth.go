@@ -34,7 +34,7 @@ type anonData struct {
 
 func (c *Console) anonPage(page, title string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		v := view{Title: title, CSRF: c.anonCSRF(w, r), Data: anonData{Token: r.URL.Query().Get("token"), Next: safeNext(r.URL.Query().Get("next"))}}
+		v := view{Title: title, CSRF: c.anonCSRF(w, r), Data: anonData{Token: query(r).Get("token"), Next: safeNext(query(r).Get("next"))}}
 		c.render(w, r, http.StatusOK, page, v)
 	}
 }

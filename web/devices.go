@@ -125,7 +125,7 @@ func (c *Console) devicesPage(w http.ResponseWriter, r *http.Request, q *req) er
 		return err
 	}
 	data := devicesData{Devices: rows}
-	if code := r.URL.Query().Get("pairing"); code != "" {
+	if code := query(r).Get("pairing"); code != "" {
 		uri, err := c.deps.Devices.PairingURI(r.Context(), q.p().CompanyID, code)
 		if err != nil {
 			return err

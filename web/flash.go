@@ -63,7 +63,7 @@ func (f *flashSigner) from(r *http.Request, bind string) Flash {
 	if bind == "" {
 		return Flash{}
 	}
-	q := r.URL.Query()
+	q := query(r)
 	sig := q.Get("sig")
 	if m := q.Get("ok"); m != "" {
 		if hmac.Equal([]byte(sig), []byte(f.sign(bind, "ok", m, ""))) {

@@ -41,8 +41,8 @@ func (c *Console) messagesPage(w http.ResponseWriter, r *http.Request, q *req) e
 	if err != nil {
 		return err
 	}
-	data := messagesData{Devices: rows, Phone: r.URL.Query().Get("phone")}
-	fp := r.URL.Query().Get("device")
+	data := messagesData{Devices: rows, Phone: query(r).Get("phone")}
+	fp := query(r).Get("device")
 	if fp == "" && len(rows) > 0 {
 		fp = rows[0].Fingerprint
 	}
@@ -102,7 +102,7 @@ func (c *Console) thread(r *http.Request, q *req, fp, phone string) ([]liveMessa
 // threadJSON reloads a thread after the live stream reconnected, when events
 // may have been missed.
 func (c *Console) threadJSON(w http.ResponseWriter, r *http.Request, q *req) error {
-	msgs, err := c.thread(r, q, r.URL.Query().Get("device"), r.URL.Query().Get("phone"))
+	msgs, err := c.thread(r, q, query(r).Get("device"), query(r).Get("phone"))
 	if err != nil {
 		pe := c.toProblem(r, err)
 		writeJSON(w, pe.Status(), pe)

@@ -32,7 +32,7 @@ func (c *Console) optOutsPage(w http.ResponseWriter, r *http.Request, q *req) er
 	if err != nil {
 		return err
 	}
-	list, err := c.deps.SMS.OptOuts(r.Context(), q.p().CompanyID, r.URL.Query().Get("after"), sms.MaxOptOutPage)
+	list, err := c.deps.SMS.OptOuts(r.Context(), q.p().CompanyID, query(r).Get("after"), sms.MaxOptOutPage)
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net/http"
+	"net/url"
 
 	"github.com/simrelay/simrelay/internal/nulchar"
 	"github.com/simrelay/simrelay/problem"
@@ -83,20 +84,45 @@ func (c *Console) routes() {
 // token holds either, and PostgreSQL (the store of a cluster) cannot even
 // compare a text with it, so a page that looked it up would fail with a
 // 500. A path is no page (404); a query parameter is the person's 400,
-// naming it. The console's script, asking for JSON, gets the API's body.
+// naming it. So is a parameter given twice with different values, as the
+// API refuses it (refuseRepeated): a page reads one value of each, and
+// the console's own links and forms never repeat one, so such an address
+// was edited by hand, and taking its first value would show the person
+// something other than what they asked for without a word. The same value
+// given twice means one thing and is taken. The console's script, asking
+// for JSON, gets the API's body.
+//
+// The query is parsed here once, only when there is one, and kept as the
+// request's Form for the pages to read (query): a request without a form
+// body (GET) has no other form values, so that is what ParseForm would
+// leave there. A form post's Form is left to its ParseForm (action), which
+// adds the body's fields.
 func (c *Console) refuseUnstorable(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		f, ok := nulchar.URL(r.URL)
-		if !ok {
+		f, ok := nulchar.Path(r.URL.Path)
+		var q url.Values
+		if !ok && r.URL.RawQuery != "" {
+			q = r.URL.Query()
+			f, ok = nulchar.Values(q)
+		}
+		var pe *problem.Error
+		switch {
+		case !ok:
+			if name, repeated := repeatedParam(q); repeated {
+				pe = problem.Invalid(name, fmt.Sprintf("The address gives the parameter %q more than once, with different values; give it once.", name))
+				break
+			}
+			if q != nil && !formBody(r.Method) {
+				r.Form = q
+			}
 			next.ServeHTTP(w, r)
 			return
-		}
-		pe := problem.New(problem.NotFound, "There is no such page.")
-		switch {
 		case f.Part == nulchar.InParam && f.Cause == nulchar.NUL:
 			pe = problem.Invalid(f.Param, fmt.Sprintf("The address's parameter %q holds the NUL character (%%00), which no page takes.", f.Param))
 		case f.Part == nulchar.InParam:
 			pe = problem.Invalid(f.Param, fmt.Sprintf("The address's parameter %q is not UTF-8 text, which no page takes.", f.Param))
+		default:
+			pe = problem.New(problem.NotFound, "There is no such page.")
 		}
 		if wantsJSON(r) {
 			writeJSON(w, pe.Status(), pe)
@@ -108,6 +134,39 @@ func (c *Console) refuseUnstorable(next http.Handler) http.Handler {
 		}
 		c.render(w, r, pe.Status(), "error", v)
 	})
+}
+
+// repeatedParam is the first parameter of q, by name, given more than
+// once with different values (the same one every time), or ok false.
+func repeatedParam(q url.Values) (name string, ok bool) {
+	for k, vs := range q {
+		for _, v := range vs[min(1, len(vs)):] {
+			if v != vs[0] && (!ok || k < name) {
+				name, ok = k, true
+				break
+			}
+		}
+	}
+	return name, ok
+}
+
+// formBody says whether ParseForm reads a request of this method's body.
+func formBody(method string) bool {
+	return method == http.MethodPost || method == http.MethodPut || method == http.MethodPatch
+}
+
+// query is the request's query, parsed once by refuseUnstorable, which
+// keeps it as the request's Form; a request without one has none (a Get
+// of nil is ""). A form post, whose Form holds its body's fields too, and
+// a request that did not pass the check parse the address themselves.
+func query(r *http.Request) url.Values {
+	switch {
+	case r.URL.RawQuery == "":
+		return nil
+	case r.Form != nil && !formBody(r.Method):
+		return r.Form
+	}
+	return r.URL.Query()
 }
 
 // viewFor starts the view of a signed-in page.
