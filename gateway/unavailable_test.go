@@ -397,13 +397,7 @@ func TestQueueUnreadWhileTheDatabaseIsGoneCloses1013(t *testing.T) {
 	}
 
 	relay.Cut()
-	r.hub.Kick("db-queue-1")
-	if code := closeCode(t, ws); code != proto.CloseTryAgainLater {
-		t.Fatalf("a link whose queue could not be read closed with %d, want 1013\n%s", code, r.logs.String())
-	}
-	if !strings.Contains(r.logs.String(), `msg="load pending jobs: the database does not answer"`) {
-		t.Fatalf("the hub's log does not say why:\n%s", r.logs.String())
-	}
+	kickClosesTryAgain(t, r, ws, "db-queue-1", "load pending jobs")
 
 	// The link's end could not store its last seen time either, which
 	// keeps the hub's gate closed for a second from then.
@@ -528,11 +522,18 @@ func TestAgentQueueUnreadWhileTheDatabaseIsGoneCloses1013(t *testing.T) {
 	}
 
 	relay.Cut()
-	r.hub.Kick("db-agent-1")
+	kickClosesTryAgain(t, r, ws, "db-agent-1", "load pending agent jobs")
+}
+
+// kickClosesTryAgain kicks the device's link, its database cut, and
+// checks the link closes with 1013 and the hub's log names what failed.
+func kickClosesTryAgain(t *testing.T, r *rig, ws *websocket.Conn, fingerprint, what string) {
+	t.Helper()
+	r.hub.Kick(fingerprint)
 	if code := closeCode(t, ws); code != proto.CloseTryAgainLater {
-		t.Fatalf("a link whose WhatsApp queue could not be read closed with %d, want 1013\n%s", code, r.logs.String())
+		t.Fatalf("a link whose queue could not be read (%s) closed with %d, want 1013\n%s", what, code, r.logs.String())
 	}
-	if !strings.Contains(r.logs.String(), `msg="load pending agent jobs: the database does not answer"`) {
+	if !strings.Contains(r.logs.String(), `msg="`+what+`: the database does not answer"`) {
 		t.Fatalf("the hub's log does not say why:\n%s", r.logs.String())
 	}
 }
