@@ -392,14 +392,10 @@ func (s *Server) refuseRepeated(next echo.HandlerFunc) echo.HandlerFunc {
 		if consolePaths[c.Path()] || c.Get(keyAnswer) != nil {
 			return next(c)
 		}
-		key := idempotentRoutes[c.Path()] && differ(c.Request().Header.Values("Idempotency-Key"))
+		key := idempotentRoutes[c.Path()] && nulchar.Differ(c.Request().Header.Values("Idempotency-Key"))
 		param, repeated := "", false
 		if !key && c.Request().URL.RawQuery != "" {
-			for name, values := range c.QueryParams() {
-				if differ(values) && (!repeated || name < param) { // the first name, so the answer is the same every time
-					param, repeated = name, true
-				}
-			}
+			param, repeated = nulchar.Repeated(c.QueryParams())
 		}
 		if !key && !repeated || !s.isRoute(c) {
 			return next(c)
@@ -414,13 +410,3 @@ func (s *Server) refuseRepeated(next echo.HandlerFunc) echo.HandlerFunc {
 // idempotentRoutes are the routes that read the Idempotency-Key header.
 var idempotentRoutes = map[string]bool{"/chat/send": true, "/automation/send-sms": true, "/chat/send-bulk": true,
 	"/whatsapp/send": true, "/imessage/send": true}
-
-// differ reports whether values holds two that are not the same.
-func differ(values []string) bool {
-	for _, v := range values[min(1, len(values)):] {
-		if v != values[0] {
-			return true
-		}
-	}
-	return false
-}

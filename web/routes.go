@@ -108,7 +108,7 @@ func (c *Console) refuseUnstorable(next http.Handler) http.Handler {
 		var pe *problem.Error
 		switch {
 		case !ok:
-			if name, repeated := repeatedParam(q); repeated {
+			if name, repeated := nulchar.Repeated(q); repeated {
 				pe = problem.Invalid(name, fmt.Sprintf("The address gives the parameter %q more than once, with different values; give it once.", name))
 				break
 			}
@@ -134,20 +134,6 @@ func (c *Console) refuseUnstorable(next http.Handler) http.Handler {
 		}
 		c.render(w, r, pe.Status(), "error", v)
 	})
-}
-
-// repeatedParam is the first parameter of q, by name, given more than
-// once with different values (the same one every time), or ok false.
-func repeatedParam(q url.Values) (name string, ok bool) {
-	for k, vs := range q {
-		for _, v := range vs[min(1, len(vs)):] {
-			if v != vs[0] && (!ok || k < name) {
-				name, ok = k, true
-				break
-			}
-		}
-	}
-	return name, ok
 }
 
 // formBody says whether ParseForm reads a request of this method's body.

@@ -3,7 +3,8 @@
 // holds either, and PostgreSQL (the store of a cluster) cannot even compare
 // a text with them. The API (httpapi) and the console (web) refuse such a
 // request each in its own words, but they find the fault, and the
-// parameter to name, with the one function here (URL, Values).
+// parameter to name, with the one function here (URL, Values); and so
+// they find a parameter given twice with different values (Repeated).
 package nulchar
 
 import (
@@ -143,4 +144,27 @@ func first(q url.Values, bad func(k string) bool, show func(k string) string) (n
 		}
 	}
 	return "", false
+}
+
+// Repeated is the first parameter of q, by name (so the same every time),
+// given more than once with different values, or ok false. A page or
+// route reads one value of each, so the others would be dropped without
+// a word; the same value given twice means one thing.
+func Repeated(q url.Values) (name string, ok bool) {
+	for k, vs := range q {
+		if (!ok || k < name) && Differ(vs) {
+			name, ok = k, true
+		}
+	}
+	return name, ok
+}
+
+// Differ reports whether values holds two that are not the same.
+func Differ(values []string) bool {
+	for _, v := range values[min(1, len(values)):] {
+		if v != values[0] {
+			return true
+		}
+	}
+	return false
 }
