@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/simrelay/simrelay/internal/natstest"
+	"github.com/simrelay/simrelay/internal/poll"
 )
 
 // A node forgets the settings of a node it has not heard for three periods
@@ -47,19 +48,7 @@ func TestSettingsForgetQuietNodes(t *testing.T) {
 		_, ok := a.others["b"]
 		return ok
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for !knows() {
-		if time.Now().After(deadline) {
-			t.Fatal("a never heard b")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.Until(t, "a hears b", knows)
 	stopB()
-	deadline = time.Now().Add(10 * time.Second)
-	for knows() {
-		if time.Now().After(deadline) {
-			t.Fatal("a still keeps b's settings 10 s after b went quiet (periods of 20 ms)")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.Until(t, "a forgets b's settings once b is quiet (periods of 20 ms)", func() bool { return !knows() })
 }
