@@ -30,8 +30,10 @@ const badToken = "The device token is missing, invalid or revoked. Pair the phon
 // (large) stack does not stay pinned for the days a phone stays connected.
 func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !strings.EqualFold(scheme, "Bearer") {
-		token = "" // no scheme, or another one: no credential
+	if !strings.EqualFold(scheme, "Bearer") || twoValues(r.Header.Values("Authorization")) {
+		// No scheme, another one, or header lines that differ (whichever a
+		// proxy in front checked, the link must not be another's): no credential.
+		token = ""
 	}
 	token = strings.TrimSpace(token)
 	// A credential that is no device token (none, or another kind) is
@@ -123,4 +125,14 @@ func writeError(w http.ResponseWriter, status int, code, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(map[string]string{"error": code, "message": msg})
+}
+
+// twoValues reports whether values holds two that are not the same.
+func twoValues(values []string) bool {
+	for _, v := range values {
+		if v != values[0] {
+			return true
+		}
+	}
+	return false
 }

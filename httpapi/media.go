@@ -34,6 +34,9 @@ func (s *Server) storeUpload(c echo.Context) error {
 		return echo.ErrNotFound
 	}
 	r := c.Request()
+	if differ(r.Header.Values(echo.HeaderAuthorization)) {
+		return problem.New(problem.Unauthorized, twoCredentials)
+	}
 	scheme, token, _ := strings.Cut(r.Header.Get(echo.HeaderAuthorization), " ")
 	token = strings.TrimSpace(token)
 	if !strings.EqualFold(scheme, "Bearer") || !strings.HasPrefix(token, device.TokenPrefix) {

@@ -77,3 +77,35 @@ func TestRepeatedIdempotencyKey(t *testing.T) {
 		t.Errorf("the retry under k1: %v %s, want the first answer replayed: %s", again.Header, again.Raw, first.Raw)
 	}
 }
+
+// TestRepeatedAuthorization: Authorization header lines that differ are 401
+// on the API, the phone link and the agents' upload, whichever comes first.
+// The first line alone was read, so a request carrying company A's key
+// then company B's acted as A, while a proxy in front that checks or logs
+// the last line saw B. The same credential twice is one credential.
+func TestRepeatedAuthorization(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, roomy)
+	a := e.newCompany("Acme", "owner@acme.test")
+	b := e.newCompany("Globex", "owner@globex.test")
+	phone := e.pairPhone(a.apiKey, "a-phone")
+	for _, lines := range [][]string{
+		{"Bearer " + a.apiKey, "Bearer " + b.apiKey},
+		{"Bearer " + b.apiKey, "Bearer " + a.apiKey},
+		{"Bearer " + a.apiKey, "Bearer sk_wrong"},
+	} {
+		r := e.do(call{method: "GET", path: "/company", multi: map[string][]string{"Authorization": lines}})
+		e.want(r, http.StatusUnauthorized, "unauthorized")
+	}
+	e.want(e.do(call{method: "GET", path: "/company", multi: map[string][]string{"Authorization": {"Bearer " + a.apiKey, "Bearer " + a.apiKey}}}), http.StatusOK, "")
+	two := map[string][]string{"Authorization": {"Bearer " + phone.DeviceToken, "Bearer dt_other"}}
+	e.want(e.do(call{method: "GET", path: "/device/ws", multi: two}), http.StatusUnauthorized, "unauthorized")
+	e.want(e.do(call{method: "POST", path: "/device/media", multi: two}), http.StatusUnauthorized, "unauthorized")
+	// One line of the same token gets past the credential (and is then no upgrade).
+	if r := e.do(call{method: "GET", path: "/device/ws", token: phone.DeviceToken}); r.Status == http.StatusUnauthorized {
+		t.Errorf("GET /device/ws with the phone's token alone: %d %s", r.Status, r.Raw)
+	}
+	if r := e.do(call{method: "POST", path: "/device/media", token: phone.DeviceToken}); r.Status == http.StatusUnauthorized {
+		t.Errorf("POST /device/media with the phone's token alone: %d %s", r.Status, r.Raw)
+	}
+}
