@@ -109,3 +109,28 @@ func TestRepeatedAuthorization(t *testing.T) {
 		t.Errorf("POST /device/media with the phone's token alone: %d %s", r.Status, r.Raw)
 	}
 }
+
+// TestMalformedQueryParameter: a query pair that the parser would drop (a %
+// not followed by two hex digits, or a ;) is 400 naming its parameter. It
+// was dropped without a word: ?phone=%2B1555%zz answered "phone is
+// required" for a phone the client gave, and ?limit=5;x=1 read no limit.
+// Well-formed escapes (%2B, %25) are taken as before.
+func TestMalformedQueryParameter(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, roomy)
+	a := e.newCompany("Acme", "owner@acme.test")
+	e.pairPhone(a.apiKey, "a-phone")
+	e.want(e.do(call{method: "POST", path: "/chat/send", token: a.apiKey, body: sendBody("a-phone", "+15551230000", "hello", "")}), http.StatusOK, "")
+	wantRefused(t, e, a.apiKey, []refused{
+		{"GET", "/chat/messages?device_fingerprint=a-phone&phone=%2B1555123%zz0000", "phone", nil},
+		{"GET", "/chat/messages?device_fingerprint=a-phone&phone=%2B15551230000&limit=5;x=1", "limit", nil},
+		{"GET", "/chat/messages?device_fingerprint=a-phone&phone=%2B15551230000&x=%", "x", nil},
+		{"GET", "/chat/messages?device_fingerprint=a-phone&phone=%2B15551230000&x=%4", "x", nil},
+		{"GET", "/chat/devices?%zz=1", "%zz", nil},
+	})
+	r := e.do(call{method: "GET", path: "/chat/messages?device_fingerprint=a-phone&phone=%2B15551230000&x=%25%3B", token: a.apiKey})
+	e.want(r, http.StatusOK, "")
+	if r.Body["total"] != float64(1) {
+		t.Errorf("a well-formed query: %s, want the one message", r.Raw)
+	}
+}
