@@ -373,7 +373,7 @@ func refuseUnstorable(next echo.HandlerFunc) echo.HandlerFunc {
 		u := c.Request().URL
 		f, ok := nulchar.Path(u.Path)
 		if !ok && u.RawQuery != "" {
-			if name, bad := malformedParam(u.RawQuery); bad {
+			if name, bad := nulchar.Malformed(u.RawQuery); bad {
 				return problem.Invalid(name, "is not well formed in the address: a % must be followed by two hex digits, and ; separates no parameters (write %25 and %3B)")
 			}
 			f, ok = nulchar.Values(c.QueryParams())
@@ -388,46 +388,6 @@ func refuseUnstorable(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		return problem.New(problem.NotFound, "No such resource: every id is UTF-8 text.")
 	}
-}
-
-// malformedParam names the first query parameter that a parser drops
-// without a word: a % not followed by two hex digits, or a ; (Go's query
-// parser drops the pair holding either), so ?phone=%2B1555%zz answered
-// "phone is required" and ?limit=5;x=1 read no limit. A byte scan first:
-// a well-formed query is not parsed again.
-func malformedParam(raw string) (string, bool) {
-	if !strings.Contains(raw, ";") && !badEscape(raw) {
-		return "", false
-	}
-	for pair := range strings.SplitSeq(raw, "&") {
-		if !strings.Contains(pair, ";") && !badEscape(pair) {
-			continue
-		}
-		key, _, _ := strings.Cut(pair, "=")
-		key, _, _ = strings.Cut(key, ";")
-		if k, err := url.QueryUnescape(key); err == nil {
-			key = k
-		}
-		if key == "" {
-			key = pair
-		}
-		return key, true
-	}
-	return "", false
-}
-
-// badEscape reports whether s holds a % not followed by two hex digits.
-func badEscape(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] == '%' && (i+2 >= len(s) || !isHex(s[i+1]) || !isHex(s[i+2])) {
-			return true
-		}
-	}
-	return false
-}
-
-func isHex(b byte) bool {
-	return '0' <= b && b <= '9' || 'a' <= b && b <= 'f' || 'A' <= b && b <= 'F'
 }
 
 // refuseRepeated answers 400 for a request to a route that gives a query
