@@ -13,6 +13,7 @@ import (
 
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/device"
+	"github.com/simrelay/simrelay/internal/nulchar"
 	"github.com/simrelay/simrelay/internal/outage"
 	"github.com/simrelay/simrelay/store"
 )
@@ -30,8 +31,10 @@ const badToken = "The device token is missing, invalid or revoked. Pair the phon
 // (large) stack does not stay pinned for the days a phone stays connected.
 func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !strings.EqualFold(scheme, "Bearer") {
-		token = "" // no scheme, or another one: no credential
+	if !strings.EqualFold(scheme, "Bearer") || nulchar.Differ(r.Header.Values("Authorization")) {
+		// No scheme, another one, or header lines that differ (whichever a
+		// proxy in front checked, the link must not be another's): no credential.
+		token = ""
 	}
 	token = strings.TrimSpace(token)
 	// A credential that is no device token (none, or another kind) is

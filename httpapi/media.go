@@ -10,6 +10,7 @@ import (
 
 	"github.com/simrelay/simrelay/account"
 	"github.com/simrelay/simrelay/device"
+	"github.com/simrelay/simrelay/internal/nulchar"
 	"github.com/simrelay/simrelay/media"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
@@ -34,6 +35,9 @@ func (s *Server) storeUpload(c echo.Context) error {
 		return echo.ErrNotFound
 	}
 	r := c.Request()
+	if nulchar.Differ(r.Header.Values(echo.HeaderAuthorization)) {
+		return problem.New(problem.Unauthorized, twoCredentials)
+	}
 	scheme, token, _ := strings.Cut(r.Header.Get(echo.HeaderAuthorization), " ")
 	token = strings.TrimSpace(token)
 	if !strings.EqualFold(scheme, "Bearer") || !strings.HasPrefix(token, device.TokenPrefix) {

@@ -184,6 +184,10 @@ func (s *Server) recoverPanics(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
+// twoCredentials is the 401's message for Authorization header lines that
+// differ: the request names no one credential.
+const twoCredentials = "The Authorization header is given more than once, with different values; send one credential."
+
 // identify resolves the bearer credential, if any, without refusing the
 // request: the limit needs the identity first, and public routes ignore it.
 func (s *Server) identify(next echo.HandlerFunc) echo.HandlerFunc {
@@ -200,6 +204,12 @@ func (s *Server) identify(next echo.HandlerFunc) echo.HandlerFunc {
 					c.Set(keyConsole, id)
 				}
 			}
+			return next(c)
+		}
+		if nulchar.Differ(c.Request().Header.Values(echo.HeaderAuthorization)) {
+			// Two credentials: whichever one a proxy in front logs or checks,
+			// the request must not act as the other one.
+			c.Set(keyAuthErr, problem.New(problem.Unauthorized, twoCredentials))
 			return next(c)
 		}
 		scheme, token, ok := strings.Cut(h, " ")
@@ -363,6 +373,9 @@ func refuseUnstorable(next echo.HandlerFunc) echo.HandlerFunc {
 		u := c.Request().URL
 		f, ok := nulchar.Path(u.Path)
 		if !ok && u.RawQuery != "" {
+			if name, bad := nulchar.Malformed(u.RawQuery); bad {
+				return problem.Invalid(name, "is not well formed in the address: a % must be followed by two hex digits, and ; separates no parameters (write %25 and %3B)")
+			}
 			f, ok = nulchar.Values(c.QueryParams())
 		}
 		switch {

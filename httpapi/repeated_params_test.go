@@ -77,3 +77,60 @@ func TestRepeatedIdempotencyKey(t *testing.T) {
 		t.Errorf("the retry under k1: %v %s, want the first answer replayed: %s", again.Header, again.Raw, first.Raw)
 	}
 }
+
+// TestRepeatedAuthorization: Authorization header lines that differ are 401
+// on the API, the phone link and the agents' upload, whichever comes first.
+// The first line alone was read, so a request carrying company A's key
+// then company B's acted as A, while a proxy in front that checks or logs
+// the last line saw B. The same credential twice is one credential.
+func TestRepeatedAuthorization(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, roomy)
+	a := e.newCompany("Acme", "owner@acme.test")
+	b := e.newCompany("Globex", "owner@globex.test")
+	phone := e.pairPhone(a.apiKey, "a-phone")
+	for _, lines := range [][]string{
+		{"Bearer " + a.apiKey, "Bearer " + b.apiKey},
+		{"Bearer " + b.apiKey, "Bearer " + a.apiKey},
+		{"Bearer " + a.apiKey, "Bearer sk_wrong"},
+	} {
+		r := e.do(call{method: "GET", path: "/company", multi: map[string][]string{"Authorization": lines}})
+		e.want(r, http.StatusUnauthorized, "unauthorized")
+	}
+	e.want(e.do(call{method: "GET", path: "/company", multi: map[string][]string{"Authorization": {"Bearer " + a.apiKey, "Bearer " + a.apiKey}}}), http.StatusOK, "")
+	two := map[string][]string{"Authorization": {"Bearer " + phone.DeviceToken, "Bearer dt_other"}}
+	e.want(e.do(call{method: "GET", path: "/device/ws", multi: two}), http.StatusUnauthorized, "unauthorized")
+	e.want(e.do(call{method: "POST", path: "/device/media", multi: two}), http.StatusUnauthorized, "unauthorized")
+	// One line of the same token gets past the credential (and is then no upgrade).
+	if r := e.do(call{method: "GET", path: "/device/ws", token: phone.DeviceToken}); r.Status == http.StatusUnauthorized {
+		t.Errorf("GET /device/ws with the phone's token alone: %d %s", r.Status, r.Raw)
+	}
+	if r := e.do(call{method: "POST", path: "/device/media", token: phone.DeviceToken}); r.Status == http.StatusUnauthorized {
+		t.Errorf("POST /device/media with the phone's token alone: %d %s", r.Status, r.Raw)
+	}
+}
+
+// TestMalformedQueryParameter: a query pair that the parser would drop (a %
+// not followed by two hex digits, or a ;) is 400 naming its parameter. It
+// was dropped without a word: ?phone=%2B1555%zz answered "phone is
+// required" for a phone the client gave, and ?limit=5;x=1 read no limit.
+// Well-formed escapes (%2B, %25) are taken as before.
+func TestMalformedQueryParameter(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, roomy)
+	a := e.newCompany("Acme", "owner@acme.test")
+	e.pairPhone(a.apiKey, "a-phone")
+	e.want(e.do(call{method: "POST", path: "/chat/send", token: a.apiKey, body: sendBody("a-phone", "+15551230000", "hello", "")}), http.StatusOK, "")
+	wantRefused(t, e, a.apiKey, []refused{
+		{"GET", "/chat/messages?device_fingerprint=a-phone&phone=%2B1555123%zz0000", "phone", nil},
+		{"GET", "/chat/messages?device_fingerprint=a-phone&phone=%2B15551230000&limit=5;x=1", "limit", nil},
+		{"GET", "/chat/messages?device_fingerprint=a-phone&phone=%2B15551230000&x=%", "x", nil},
+		{"GET", "/chat/messages?device_fingerprint=a-phone&phone=%2B15551230000&x=%4", "x", nil},
+		{"GET", "/chat/devices?%zz=1", "%zz", nil},
+	})
+	r := e.do(call{method: "GET", path: "/chat/messages?device_fingerprint=a-phone&phone=%2B15551230000&x=%25%3B", token: a.apiKey})
+	e.want(r, http.StatusOK, "")
+	if r.Body["total"] != float64(1) {
+		t.Errorf("a well-formed query: %s, want the one message", r.Raw)
+	}
+}

@@ -48,3 +48,29 @@ func TestConsolePagesRefuseRepeatedParameters(t *testing.T) {
 		t.Errorf("GET /console/messages?phone=1&phone=2 asking for JSON: %d %s, want 400 naming phone", p.status, p.body)
 	}
 }
+
+// TestConsolePagesRefuseMalformedParameters: a query pair the parser would
+// drop (a % without two hex digits, or a ;) is the console's 400 page
+// naming it, as the API refuses it; it was read as absent, so
+// /console/devices?pairing=%zz showed the list without a word.
+func TestConsolePagesRefuseMalformedParameters(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.company("Acme", "ada@acme.test", "Correct1horse")
+	b := e.browser()
+	b.signIn("ada@acme.test", "Correct1horse")
+	for _, c := range []struct{ path, param string }{
+		{"/console/devices?pairing=%zz", "pairing"},
+		{"/console/messages?phone=%2B1555123456%7", "phone"},
+		{"/console/devices?a=1;b=2", "a"},
+	} {
+		p := b.get(c.path)
+		if p.status != http.StatusBadRequest || !strings.Contains(p.body, "Back to the console") ||
+			!strings.Contains(p.body, "is not well formed") || !strings.Contains(p.body, "&#34;"+c.param+"&#34;") {
+			t.Errorf("GET %s: %d, want the console's 400 page naming %q:\n%s", c.path, p.status, c.param, p.body)
+		}
+	}
+	if p := b.get("/console/messages?phone=%2B15551234567"); p.status != http.StatusOK {
+		t.Errorf("a well-formed escape: %d, want the page", p.status)
+	}
+}

@@ -89,7 +89,8 @@ func (c *Console) routes() {
 // the console's own links and forms never repeat one, so such an address
 // was edited by hand, and taking its first value would show the person
 // something other than what they asked for without a word. The same value
-// given twice means one thing and is taken. The console's script, asking
+// given twice means one thing and is taken. So is a pair the parser would
+// drop (a bad % escape, a ;; nulchar.Malformed), read as absent before. The console's script, asking
 // for JSON, gets the API's body.
 //
 // The query is parsed here once, only when there is one, and kept as the
@@ -108,6 +109,10 @@ func (c *Console) refuseUnstorable(next http.Handler) http.Handler {
 		var pe *problem.Error
 		switch {
 		case !ok:
+			if name, bad := nulchar.Malformed(r.URL.RawQuery); bad {
+				pe = problem.Invalid(name, fmt.Sprintf("The address's parameter %q is not well formed: a %% must be followed by two hex digits, and ; separates no parameters.", name))
+				break
+			}
 			if name, repeated := nulchar.Repeated(q); repeated {
 				pe = problem.Invalid(name, fmt.Sprintf("The address gives the parameter %q more than once, with different values; give it once.", name))
 				break
