@@ -82,6 +82,12 @@ type liveRef struct {
 	Label         string // the device's name, or its fingerprint when it has none
 }
 
+// deviceLive says whether the company's device is registered, as
+// liveDeviceRef would find it, without reading its label.
+func deviceLive(tx *bolt.Tx, companyID, deviceID uint64) bool {
+	return tx.Bucket(bucketCompanyDeviceIDs).Get(pair(companyID, deviceID)) != nil
+}
+
 // liveDeviceRef is liveDeviceByID without the device record:
 // company_device_ids holds exactly the live registrations, and the counters'
 // device index (kept current on every device write) holds its name.

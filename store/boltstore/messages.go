@@ -353,7 +353,7 @@ func (s *Store) Pending(companyID, deviceID uint64, after uint64, limit int, now
 	var stopped []uint64 // ids of jobs to opted-out numbers
 	var closed []uint64  // and of jobs outside their window
 	err := s.view(func(tx *bolt.Tx) error {
-		if _, err := liveDeviceRef(tx, companyID, deviceID); err != nil {
+		if !deviceLive(tx, companyID, deviceID) {
 			return nil // a device that is gone has nothing pending
 		}
 		msgs := tx.Bucket(bucketMessages)

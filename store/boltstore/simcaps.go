@@ -67,9 +67,18 @@ func (t *simTally) sim(cid, dev uint64, slot string) (*simCount, error) {
 	u := t.tx.Bucket(bucketSIMUsage)
 	c.day = readCount(u, simKey(cid, dev, slot, []byte{'d'}, dayStamp(t.now)))
 	c.month = readCount(u, simKey(cid, dev, slot, []byte{'m'}, monthStamp(t.now)))
-	c.recips = readCount(u, simKey(cid, dev, slot, []byte{'r'}, dayStamp(t.now)))
+	if c.caps.RecipientsPerDay > 0 {
+		// Only a recipients cap counts them (flush writes the count
+		// only then): a send from an uncapped SIM skips the read.
+		c.recips = c.readRecips(u, t.now)
+	}
 	t.sims[k] = c
 	return c, nil
+}
+
+// readRecips is the SIM's count of distinct recipients today, as stored.
+func (c *simCount) readRecips(u *bolt.Bucket, now time.Time) int64 {
+	return readCount(u, simKey(c.cid, c.dev, c.slot, []byte{'r'}, dayStamp(now)))
 }
 
 // allows says whether one more send to phone fits the SIM's caps.
@@ -171,6 +180,9 @@ func simUsages(tx *bolt.Tx, d Device, now time.Time) []SIMUsage {
 		c, err := t.sim(d.CompanyID, d.ID, slot)
 		if err != nil {
 			c = &simCount{}
+		} else if c.caps.RecipientsPerDay == 0 {
+			// A cap removed today leaves its count, shown until the day ends.
+			c.recips = c.readRecips(tx.Bucket(bucketSIMUsage), now)
 		}
 		out = append(out, SIMUsage{Slot: slot, Caps: c.caps, Day: c.day, Month: c.month, Recipients: c.recips})
 	}
