@@ -333,11 +333,7 @@ func wholeNumber(t reflect.Type, value string) string {
 	return fmt.Sprintf("a whole number from %d to %d", -(int64(1) << (t.Bits() - 1)), int64(1)<<(t.Bits()-1)-1)
 }
 
-// pathID parses an integer id from the path; a malformed one is simply not found.
-func pathID(c echo.Context, name string) (uint64, error) {
-	id, err := strconv.ParseUint(c.Param(name), 10, 64)
-	if err != nil || id == 0 {
-		return 0, problem.New(problem.NotFound, "No such resource.")
-	}
-	return id, nil
-}
+// pathID is the record id the path gives in parameter name: one that
+// cannot name a record is store.NoID, which the route looks up and
+// answers as any id that names nothing (store.ParseID).
+func pathID(c echo.Context, name string) uint64 { return store.ParseID(c.Param(name)) }
