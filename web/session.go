@@ -181,6 +181,10 @@ func (c *Console) page(lv level, fn func(w http.ResponseWriter, r *http.Request,
 func (c *Console) action(lv level, back string, fn func(w http.ResponseWriter, r *http.Request, q *req) (outcome, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+		if pe := repeatedContentType(r); pe != nil {
+			c.refuse(w, r, pe)
+			return
+		}
 		if err := r.ParseForm(); err != nil {
 			c.answerErr(w, r, lv, nil, back, problem.New(problem.ValidationFailed, "The form could not be read."))
 			return
@@ -329,6 +333,18 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// repeatedContentType refuses a form post with two Content-Type lines that
+// differ, as the API refuses such a request: the form was read by the first
+// (url-encoded or multipart), while a proxy or filter in front may have gone
+// by the other. Such a post is no browser's; it gets the console's 400 page
+// before anything of it is read.
+func repeatedContentType(r *http.Request) *problem.Error {
+	if !nulchar.Differ(r.Header.Values("Content-Type")) {
+		return nil
+	}
+	return problem.Invalid("Content-Type", "The form is sent with more than one Content-Type header, with different values; send one.")
 }
 
 // formNUL refuses a form whose fields hold U+0000, naming the first one,
