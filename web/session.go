@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -189,6 +190,10 @@ func (c *Console) action(lv level, back string, fn func(w http.ResponseWriter, r
 			c.answerErr(w, r, lv, nil, back, problem.New(problem.ValidationFailed, "The form could not be read."))
 			return
 		}
+		if pe := repeatedField(r.PostForm); pe != nil {
+			c.refuse(w, r, pe)
+			return
+		}
 		var q *req
 		if lv == anyone {
 			if err := c.checkAnonCSRF(r); err != nil {
@@ -345,6 +350,40 @@ func repeatedContentType(r *http.Request) *problem.Error {
 		return nil
 	}
 	return problem.Invalid("Content-Type", "The form is sent with more than one Content-Type header, with different values; send one.")
+}
+
+// repeatedField refuses a form that gives one of its fields twice with
+// different values, naming the first such field by name (the same every
+// time), as a query parameter given so is refused (refuseUnstorable): an
+// action reads one value of each field, the first, so the other was
+// dropped without a word; of two csrf fields the first alone was checked.
+// The console's forms never repeat a field but the lists of ticked boxes
+// (listField); so the post was made by hand, and gets the console's 400
+// page before the session and its token are checked. The same value given
+// twice means one thing and is taken.
+func repeatedField(form url.Values) *problem.Error {
+	name, found := "", false
+	for k, vs := range form {
+		if (!found || k < name) && !listField(k) && nulchar.Differ(vs) {
+			name, found = k, true
+		}
+	}
+	if !found {
+		return nil
+	}
+	return problem.Invalid(name, fmt.Sprintf("The form gives the field %q more than once, with different values; give it once.", name))
+}
+
+// listField says whether the console's forms send the field once per
+// ticked box, to be read as a list: a pool's members, a send's window
+// days, and a webhook row's SIMs, channels and events.
+func listField(name string) bool {
+	switch name {
+	case "members", "window_days":
+		return true
+	}
+	row, item, ok := strings.Cut(name, "].")
+	return ok && strings.HasPrefix(row, "webhooks[") && (item == "sims" || item == "channels" || item == "events")
 }
 
 // formNUL refuses a form whose fields hold U+0000, naming the first one,
