@@ -3,6 +3,7 @@ package channel
 import (
 	"context"
 	"errors"
+	"math"
 	"time"
 
 	"github.com/simrelay/simrelay/pacing"
@@ -184,10 +185,10 @@ func (s *Service) Messages(ctx context.Context, companyID uint64, channel, id st
 		return Page{}, problem.Invalid(idField(channel), "is required")
 	}
 	if page < 1 {
-		return Page{}, problem.Invalid("page", "must be 1 or more")
+		return Page{}, problem.OutOfRange("page", 1, math.MaxInt)
 	}
 	if limit < 1 || limit > MaxPageLimit {
-		return Page{}, problem.Invalid("limit", "must be 1 to 100")
+		return Page{}, problem.OutOfRange("limit", 1, MaxPageLimit)
 	}
 	n, err := s.Number(ctx, companyID, channel, id)
 	var pe *problem.Error

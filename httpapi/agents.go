@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"net/http"
 	"time"
 
@@ -225,11 +226,11 @@ func (s *Server) agentMessages(ch agentChannel) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		page, err := queryInt(c, "page", 1)
+		page, err := queryRange(c, "page", 1, 1, math.MaxInt)
 		if err != nil {
 			return err
 		}
-		limit, err := queryInt(c, "limit", channel.DefaultPageLimit)
+		limit, err := queryRange(c, "limit", channel.DefaultPageLimit, 1, channel.MaxPageLimit)
 		if err != nil {
 			return err
 		}

@@ -208,16 +208,17 @@ func decodeJSON(data []byte, v any) error {
 // the last is an empty page, so a number past the largest int, read as
 // that int, would be answered as another page than the one asked for.
 // Such a number is refused instead, with the range the field takes.
-var unboundedAbove = map[string]int64{"page": 1}
+var unboundedAbove = map[string]int{"page": 1}
 
 // tooBig is the refusal of a number past the largest int for an input of
-// unboundedAbove, and true; false for any other input.
+// unboundedAbove, in the sentence of its range, and true; false for any
+// other input.
 func tooBig(field string) (*problem.Error, bool) {
 	least, ok := unboundedAbove[field]
 	if !ok {
 		return nil, false
 	}
-	return problem.Invalid(field, fmt.Sprintf("must be from %d to %d", least, int64(math.MaxInt64))), true
+	return problem.OutOfRange(field, least, math.MaxInt), true
 }
 
 // maxBoundedNumbers bounds how many numbers too big for their fields
@@ -333,11 +334,7 @@ func wholeNumber(t reflect.Type, value string) string {
 	return fmt.Sprintf("a whole number from %d to %d", -(int64(1) << (t.Bits() - 1)), int64(1)<<(t.Bits()-1)-1)
 }
 
-// pathID parses an integer id from the path; a malformed one is simply not found.
-func pathID(c echo.Context, name string) (uint64, error) {
-	id, err := strconv.ParseUint(c.Param(name), 10, 64)
-	if err != nil || id == 0 {
-		return 0, problem.New(problem.NotFound, "No such resource.")
-	}
-	return id, nil
-}
+// pathID is the record id the path gives in parameter name: one that
+// cannot name a record is store.NoID, which the route looks up and
+// answers as any id that names nothing (store.ParseID).
+func pathID(c echo.Context, name string) uint64 { return store.ParseID(c.Param(name)) }

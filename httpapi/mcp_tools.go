@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 
 	"github.com/simrelay/simrelay/account"
 	"github.com/simrelay/simrelay/channel"
@@ -140,7 +139,7 @@ func (s *Server) newMCPTools() []mcpTool {
 				limit := sms.InboundListSize
 				if in.Limit != nil {
 					if *in.Limit < 1 || *in.Limit > sms.InboundListSize {
-						return nil, problem.Invalid("limit", fmt.Sprintf("must be between 1 and %d", sms.InboundListSize))
+						return nil, problem.OutOfRange("limit", 1, sms.InboundListSize)
 					}
 					limit = *in.Limit
 				}

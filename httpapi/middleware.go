@@ -391,32 +391,40 @@ func refuseUnstorable(next echo.HandlerFunc) echo.HandlerFunc {
 }
 
 // refuseRepeated answers 400 for a request to a route that gives a query
-// parameter more than once with different values, or, on the send routes,
-// which read it, the Idempotency-Key header. The routes read one value of
-// each (the first), so the others were dropped without a word:
-// ?devices=a&devices=b, the way many clients write a list, filtered on a
-// alone, and a second Idempotency-Key line (which a proxy may join to the
-// first with a comma, a key of its own) decided which key a retry matched.
-// The same value given twice means one thing and is taken. An unknown path
-// keeps its 404 and a method a route does not take its 405; the console's
-// paths are left to the console.
+// parameter more than once with different values, or the Content-Type
+// header, or, on the send routes, which read it, the Idempotency-Key
+// header. The routes read one value of each (the first), so the others
+// were dropped without a word: ?devices=a&devices=b, the way many clients
+// write a list, filtered on a alone; a second Idempotency-Key line (which
+// a proxy may join to the first with a comma, a key of its own) decided
+// which key a retry matched; and of two Content-Type lines the first said
+// what the body was (the media type an upload is stored and served with,
+// the charset a body is checked against, what /mcp takes) while a proxy
+// or a filter in front may have gone by the other. The same value given
+// twice means one thing and is taken. An unknown path keeps its 404 and a
+// method a route does not take its 405; the console's paths are left to
+// the console, which refuses the same in its own words.
 func (s *Server) refuseRepeated(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		if consolePaths[c.Path()] || c.Get(keyAnswer) != nil {
 			return next(c)
 		}
-		key := idempotentRoutes[c.Path()] && nulchar.Differ(c.Request().Header.Values("Idempotency-Key"))
-		param, repeated := "", false
-		if !key && c.Request().URL.RawQuery != "" {
-			param, repeated = nulchar.Repeated(c.QueryParams())
+		h := c.Request().Header
+		var pe *problem.Error
+		switch {
+		case idempotentRoutes[c.Path()] && nulchar.Differ(h.Values("Idempotency-Key")):
+			pe = problem.Invalid("Idempotency-Key", "is given in more than one header, with different values; send one key")
+		case nulchar.Differ(h.Values(echo.HeaderContentType)):
+			pe = problem.Invalid(echo.HeaderContentType, "is given in more than one header, with different values; send one, the media type of the body")
+		case c.Request().URL.RawQuery != "":
+			if param, repeated := nulchar.Repeated(c.QueryParams()); repeated {
+				pe = problem.Invalid(param, "is given more than once in the address, with different values; give it once (a list is one value, its items separated by commas)")
+			}
 		}
-		if !key && !repeated || !s.isRoute(c) {
+		if pe == nil || !s.isRoute(c) {
 			return next(c)
 		}
-		if key {
-			return problem.Invalid("Idempotency-Key", "is given in more than one header, with different values; send one key")
-		}
-		return problem.Invalid(param, "is given more than once in the address, with different values; give it once (a list is one value, its items separated by commas)")
+		return pe
 	}
 }
 

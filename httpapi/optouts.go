@@ -28,7 +28,7 @@ func optOutOut(o store.OptOut) optOutJSON {
 // listOptOuts answers one page of the list in number order; ?after= is the
 // last number of the previous page.
 func (s *Server) listOptOuts(c echo.Context) error {
-	limit, err := queryInt(c, "limit", sms.MaxOptOutPage)
+	limit, err := queryRange(c, "limit", sms.MaxOptOutPage, 1, sms.MaxOptOutPage)
 	if err != nil {
 		return err
 	}

@@ -97,10 +97,7 @@ func (s *Server) createPool(c echo.Context) error {
 }
 
 func (s *Server) getPool(c echo.Context) error {
-	id, err := pathID(c, "id")
-	if err != nil {
-		return err
-	}
+	id := pathID(c, "id")
 	p, err := s.deps.SMS.Pool(c.Request().Context(), principal(c).CompanyID, id)
 	if err != nil {
 		return err
@@ -109,10 +106,7 @@ func (s *Server) getPool(c echo.Context) error {
 }
 
 func (s *Server) patchPool(c echo.Context) error {
-	id, err := pathID(c, "id")
-	if err != nil {
-		return err
-	}
+	id := pathID(c, "id")
 	var in poolBody
 	if err := bind(c, &in); err != nil {
 		return err
@@ -125,10 +119,7 @@ func (s *Server) patchPool(c echo.Context) error {
 }
 
 func (s *Server) deletePool(c echo.Context) error {
-	id, err := pathID(c, "id")
-	if err != nil {
-		return err
-	}
+	id := pathID(c, "id")
 	p, err := s.deps.SMS.DeletePool(c.Request().Context(), principal(c).CompanyID, id)
 	if err != nil {
 		return err
@@ -137,10 +128,7 @@ func (s *Server) deletePool(c echo.Context) error {
 }
 
 func (s *Server) addPoolMember(c echo.Context) error {
-	id, err := pathID(c, "id")
-	if err != nil {
-		return err
-	}
+	id := pathID(c, "id")
 	var in poolMemberBody
 	if err := bind(c, &in); err != nil {
 		return err
@@ -153,14 +141,8 @@ func (s *Server) addPoolMember(c echo.Context) error {
 }
 
 func (s *Server) deletePoolMember(c echo.Context) error {
-	id, err := pathID(c, "id")
-	if err != nil {
-		return err
-	}
-	memberID, err := pathID(c, "memberId")
-	if err != nil {
-		return err
-	}
+	id := pathID(c, "id")
+	memberID := pathID(c, "memberId")
 	p, err := s.deps.SMS.RemovePoolMember(c.Request().Context(), principal(c).CompanyID, id, memberID)
 	if err != nil {
 		return err

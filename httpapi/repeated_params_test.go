@@ -78,6 +78,44 @@ func TestRepeatedIdempotencyKey(t *testing.T) {
 	}
 }
 
+// TestRepeatedContentType: a request with two Content-Type lines that
+// differ is 400 naming the header, and changes nothing. The first line
+// alone was read: it said what the body was (the media type an upload is
+// stored and served with, the charset a body is checked against, whether
+// /mcp takes it) while a proxy or filter in front may have gone by the
+// other. The same media type twice is one.
+func TestRepeatedContentType(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, roomy)
+	a := e.newCompany("Acme", "owner@acme.test")
+	phone := e.pairPhone(a.apiKey, "a-phone")
+	second := map[string][]string{"Content-Type": {"text/plain"}} // after the harness's application/json
+	for _, c := range []call{
+		{method: "PATCH", path: "/company", token: a.apiKey, body: map[string]any{"name": "Globex"}, multi: second},
+		{method: "POST", path: "/chat/send", token: a.apiKey, body: sendBody("a-phone", "+15551230000", "hello", ""), multi: second},
+		{method: "POST", path: "/mcp", token: a.apiKey, body: `{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}`, multi: second},
+		{method: "POST", path: "/device/media?key=k1&filename=a.png", token: phone.DeviceToken, body: "\x89PNG",
+			multi: map[string][]string{"Content-Type": {"image/png", "text/html"}}},
+	} {
+		r := e.do(c)
+		e.want(r, http.StatusBadRequest, "validation_failed")
+		if got := r.str("field"); got != "Content-Type" {
+			t.Errorf("%s %s: field %q, want Content-Type; body %s", c.method, c.path, got, r.Raw)
+		}
+	}
+	r := e.do(call{method: "GET", path: "/chat/messages?device_fingerprint=a-phone&phone=%2B15551230000", token: a.apiKey})
+	e.want(r, http.StatusOK, "")
+	if r.Body["total"] != float64(0) {
+		t.Errorf("the refused send queued: %s", r.Raw)
+	}
+	r = e.do(call{method: "PATCH", path: "/company", token: a.apiKey, body: map[string]any{"name": "Globex"},
+		multi: map[string][]string{"Content-Type": {"application/json"}}})
+	e.want(r, http.StatusOK, "")
+	if r.str("name") != "Globex" {
+		t.Errorf("PATCH /company with the same Content-Type twice: %s", r.Raw)
+	}
+}
+
 // TestRepeatedAuthorization: Authorization header lines that differ are 401
 // on the API, the phone link and the agents' upload, whichever comes first.
 // The first line alone was read, so a request carrying company A's key

@@ -3,7 +3,7 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
-	"errors"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -233,25 +233,21 @@ func messageItem(m store.Message) messageItemJSON {
 	return out
 }
 
-// queryInt reads an optional integer query parameter. Digits past the
-// largest int (or the smallest) are read as that bound, as strconv gives
-// it, so the domain refuses them in the words of its range ("limit must be
-// from 1 to 1000"), as it does any other value out of it; past the largest
-// for a parameter the domain takes up to it (page), they are refused here
-// (tooBig).
-func queryInt(c echo.Context, name string, def int) (int, error) {
+// queryRange reads an optional integer query parameter that takes least
+// to most (a page, a limit): def when it is absent or empty. Any other
+// value it does not take, out of the range, past the largest integer or no
+// whole number at all (0, -1, 99999999999999999999, 1e20, 2.5, abc), is
+// refused with the one sentence of its range, the domain's for a value out
+// of it ("limit must be from 1 to 100.", "page must be from 1 to
+// 9223372036854775807."), so a client is told the range whatever it sent.
+func queryRange(c echo.Context, name string, def, least, most int) (int, error) {
 	v := c.QueryParam(name)
 	if v == "" {
 		return def, nil
 	}
 	n, err := strconv.Atoi(v)
-	switch {
-	case err != nil && !errors.Is(err, strconv.ErrRange):
-		return 0, problem.Invalid(name, "must be a whole number")
-	case err != nil && n > 0:
-		if pe, ok := tooBig(name); ok {
-			return 0, pe
-		}
+	if err != nil || n < least || n > most {
+		return 0, problem.OutOfRange(name, least, most)
 	}
 	return n, nil
 }
@@ -270,11 +266,11 @@ func queryPhone(c echo.Context, name string) string {
 }
 
 func (s *Server) chatMessages(c echo.Context) error {
-	page, err := queryInt(c, "page", 1)
+	page, err := queryRange(c, "page", 1, 1, math.MaxInt)
 	if err != nil {
 		return err
 	}
-	limit, err := queryInt(c, "limit", sms.DefaultPageLimit)
+	limit, err := queryRange(c, "limit", sms.DefaultPageLimit, 1, sms.MaxPageLimit)
 	if err != nil {
 		return err
 	}

@@ -67,10 +67,7 @@ func (s *Server) inviteUser(c echo.Context) error {
 }
 
 func (s *Server) patchUser(c echo.Context) error {
-	id, err := pathID(c, "id")
-	if err != nil {
-		return err
-	}
+	id := pathID(c, "id")
 	var in userPatchJSON
 	if err := bind(c, &in); err != nil {
 		return err
@@ -83,10 +80,7 @@ func (s *Server) patchUser(c echo.Context) error {
 }
 
 func (s *Server) deleteUser(c echo.Context) error {
-	id, err := pathID(c, "id")
-	if err != nil {
-		return err
-	}
+	id := pathID(c, "id")
 	if err := s.deps.Accounts.DeleteUser(c.Request().Context(), principal(c), id); err != nil {
 		return err
 	}

@@ -18,7 +18,7 @@ func TestValidationMessagesAreSentences(t *testing.T) {
 		field, want string
 	}{
 		{call{method: "GET", path: "/opt-outs?limit=0"}, "limit", "limit must be from 1 to 1000."},
-		{call{method: "GET", path: "/opt-outs?limit=x"}, "limit", "limit must be a whole number."},
+		{call{method: "GET", path: "/opt-outs?limit=x"}, "limit", "limit must be from 1 to 1000."},
 		{call{method: "POST", path: "/chat/send", body: `{"device_fingerprint": "p", "phone": "+15550100001", "message": "x", "priority": 2.5}`},
 			"priority", "priority must be a whole number, written in digits without a fraction or an exponent."},
 		{call{method: "POST", path: "/chat/send", body: `{"device_fingerprint": "p", "phone": "+15550100001", "message": "x", "priority": 99999999999999999999}`},

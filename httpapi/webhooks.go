@@ -145,7 +145,7 @@ func (s *Server) webhookDeliveries(c echo.Context) error {
 		}
 		webhookID = id
 	}
-	limit, err := queryInt(c, "limit", webhook.MaxLogLimit)
+	limit, err := queryRange(c, "limit", webhook.MaxLogLimit, 1, webhook.MaxLogLimit)
 	if err != nil {
 		return err
 	}

@@ -158,6 +158,15 @@ func Invalid(field, msg string) *Error {
 	return &Error{Code: ValidationFailed, Message: sentence(field, msg), Field: field, predicate: msg}
 }
 
+// OutOfRange is the refusal of an integer input that takes least to most:
+// "limit must be from 1 to 100.". It is the one sentence of every value such
+// an input does not take, out of the range or no whole number at all (0,
+// 1e20, abc in a query string), so that a client is told the range whatever
+// it sent.
+func OutOfRange(field string, least, most int) *Error {
+	return Invalid(field, fmt.Sprintf("must be from %d to %d", least, most))
+}
+
 // Refield is e about another field: an error of Invalid names the field in
 // its message, so the message is made again with the new name (a form that
 // shows one item's fields by their own names, where the API names them

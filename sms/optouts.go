@@ -18,7 +18,7 @@ const MaxOptOutPage = 1000
 // after the entry after ("" for the first page).
 func (s *Service) OptOuts(_ context.Context, companyID uint64, after string, limit int) ([]store.OptOut, error) {
 	if limit < 1 || limit > MaxOptOutPage {
-		return nil, problem.Invalid("limit", "must be from 1 to 1000")
+		return nil, problem.OutOfRange("limit", 1, MaxOptOutPage)
 	}
 	if after != "" {
 		n, err := listedForm(after, "", "after")

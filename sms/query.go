@@ -3,6 +3,7 @@ package sms
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
@@ -59,10 +60,10 @@ func (s *Service) History(_ context.Context, companyID uint64, device, number st
 	}
 	n, badNumber := historyNumber(number, region)
 	if page < 1 {
-		return Page{}, problem.Invalid("page", "must be 1 or more")
+		return Page{}, problem.OutOfRange("page", 1, math.MaxInt)
 	}
 	if limit < 1 || limit > MaxPageLimit {
-		return Page{}, problem.Invalid("limit", "must be from 1 to 100")
+		return Page{}, problem.OutOfRange("limit", 1, MaxPageLimit)
 	}
 	if badNumber != nil {
 		// A phone stores a sender it could not read as E.164 as it came

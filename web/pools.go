@@ -109,19 +109,8 @@ func (c *Console) createPool(w http.ResponseWriter, r *http.Request, q *req) (ou
 	return outcome{Notice: "Pool " + bidi.Isolate(p.Name) + " is defined: sends may name it in pool."}, nil
 }
 
-func poolID(r *http.Request, name string) (uint64, error) {
-	id, err := strconv.ParseUint(r.PathValue(name), 10, 64)
-	if err != nil || id == 0 {
-		return 0, problem.New(problem.NotFound, "No such pool.")
-	}
-	return id, nil
-}
-
 func (c *Console) updatePool(w http.ResponseWriter, r *http.Request, q *req) (outcome, error) {
-	id, err := poolID(r, "id")
-	if err != nil {
-		return outcome{}, err
-	}
+	id := store.ParseID(r.PathValue("id"))
 	in, err := poolForm(r)
 	if err != nil {
 		return outcome{}, err
@@ -134,10 +123,7 @@ func (c *Console) updatePool(w http.ResponseWriter, r *http.Request, q *req) (ou
 }
 
 func (c *Console) deletePool(w http.ResponseWriter, r *http.Request, q *req) (outcome, error) {
-	id, err := poolID(r, "id")
-	if err != nil {
-		return outcome{}, err
-	}
+	id := store.ParseID(r.PathValue("id"))
 	p, err := c.deps.SMS.DeletePool(r.Context(), q.p().CompanyID, id)
 	if err != nil {
 		return outcome{}, err
@@ -146,10 +132,7 @@ func (c *Console) deletePool(w http.ResponseWriter, r *http.Request, q *req) (ou
 }
 
 func (c *Console) addPoolMember(w http.ResponseWriter, r *http.Request, q *req) (outcome, error) {
-	id, err := poolID(r, "id")
-	if err != nil {
-		return outcome{}, err
-	}
+	id := store.ParseID(r.PathValue("id"))
 	fp, slot, _ := strings.Cut(r.PostFormValue("member"), "/")
 	_, m, err := c.deps.SMS.AddPoolMember(r.Context(), q.p().CompanyID, id, sms.PoolMemberInput{Device: fp, SIMSlot: slot})
 	if err != nil {
@@ -159,14 +142,8 @@ func (c *Console) addPoolMember(w http.ResponseWriter, r *http.Request, q *req) 
 }
 
 func (c *Console) removePoolMember(w http.ResponseWriter, r *http.Request, q *req) (outcome, error) {
-	id, err := poolID(r, "id")
-	if err != nil {
-		return outcome{}, err
-	}
-	mid, err := strconv.ParseUint(r.PathValue("mid"), 10, 64)
-	if err != nil || mid == 0 {
-		return outcome{}, problem.New(problem.NotFound, "No such member of the pool.")
-	}
+	id := store.ParseID(r.PathValue("id"))
+	mid := store.ParseID(r.PathValue("mid"))
 	if _, err := c.deps.SMS.RemovePoolMember(r.Context(), q.p().CompanyID, id, mid); err != nil {
 		return outcome{}, err
 	}

@@ -129,16 +129,23 @@ func (c *Console) refuseUnstorable(next http.Handler) http.Handler {
 		default:
 			pe = problem.New(problem.NotFound, "There is no such page.")
 		}
-		if wantsJSON(r) {
-			writeJSON(w, pe.Status(), pe)
-			return
-		}
-		v := view{Title: "Error", Flash: Flash{Message: pe.Message}}
-		if pe.Code == problem.NotFound {
-			v.Title = "Not found"
-		}
-		c.render(w, r, pe.Status(), "error", v)
+		c.refuse(w, r, pe)
 	})
+}
+
+// refuse answers a request the console reads nothing of: its own error
+// page (Not found for a 404), or, to the console's script asking for JSON,
+// the API's body. It renders nothing of a session, which it has not read.
+func (c *Console) refuse(w http.ResponseWriter, r *http.Request, pe *problem.Error) {
+	if wantsJSON(r) {
+		writeJSON(w, pe.Status(), pe)
+		return
+	}
+	v := view{Title: "Error", Flash: Flash{Message: pe.Message}}
+	if pe.Code == problem.NotFound {
+		v.Title = "Not found"
+	}
+	c.render(w, r, pe.Status(), "error", v)
 }
 
 // formBody says whether ParseForm reads a request of this method's body.

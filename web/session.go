@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -181,8 +182,16 @@ func (c *Console) page(lv level, fn func(w http.ResponseWriter, r *http.Request,
 func (c *Console) action(lv level, back string, fn func(w http.ResponseWriter, r *http.Request, q *req) (outcome, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+		if pe := repeatedContentType(r); pe != nil {
+			c.refuse(w, r, pe)
+			return
+		}
 		if err := r.ParseForm(); err != nil {
 			c.answerErr(w, r, lv, nil, back, problem.New(problem.ValidationFailed, "The form could not be read."))
+			return
+		}
+		if pe := repeatedField(r.PostForm); pe != nil {
+			c.refuse(w, r, pe)
 			return
 		}
 		var q *req
@@ -329,6 +338,52 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// repeatedContentType refuses a form post with two Content-Type lines that
+// differ, as the API refuses such a request: the form was read by the first
+// (url-encoded or multipart), while a proxy or filter in front may have gone
+// by the other. Such a post is no browser's; it gets the console's 400 page
+// before anything of it is read.
+func repeatedContentType(r *http.Request) *problem.Error {
+	if !nulchar.Differ(r.Header.Values("Content-Type")) {
+		return nil
+	}
+	return problem.Invalid("Content-Type", "The form is sent with more than one Content-Type header, with different values; send one.")
+}
+
+// repeatedField refuses a form that gives one of its fields twice with
+// different values, naming the first such field by name (the same every
+// time), as a query parameter given so is refused (refuseUnstorable): an
+// action reads one value of each field, the first, so the other was
+// dropped without a word; of two csrf fields the first alone was checked.
+// The console's forms never repeat a field but the lists of ticked boxes
+// (listField); so the post was made by hand, and gets the console's 400
+// page before the session and its token are checked. The same value given
+// twice means one thing and is taken.
+func repeatedField(form url.Values) *problem.Error {
+	name, found := "", false
+	for k, vs := range form {
+		if (!found || k < name) && !listField(k) && nulchar.Differ(vs) {
+			name, found = k, true
+		}
+	}
+	if !found {
+		return nil
+	}
+	return problem.Invalid(name, fmt.Sprintf("The form gives the field %q more than once, with different values; give it once.", name))
+}
+
+// listField says whether the console's forms send the field once per
+// ticked box, to be read as a list: a pool's members, a send's window
+// days, and a webhook row's SIMs, channels and events.
+func listField(name string) bool {
+	switch name {
+	case "members", "window_days":
+		return true
+	}
+	row, item, ok := strings.Cut(name, "].")
+	return ok && strings.HasPrefix(row, "webhooks[") && (item == "sims" || item == "channels" || item == "events")
 }
 
 // formNUL refuses a form whose fields hold U+0000, naming the first one,

@@ -2,11 +2,9 @@ package web
 
 import (
 	"net/http"
-	"strconv"
 
 	"github.com/simrelay/simrelay/account"
 	"github.com/simrelay/simrelay/internal/bidi"
-	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
 )
 
@@ -36,19 +34,8 @@ func (c *Console) invite(w http.ResponseWriter, r *http.Request, q *req) (outcom
 	return outcome{Notice: "Invitation sent to " + bidi.Isolate(u.Email) + "."}, nil
 }
 
-func userID(r *http.Request) (uint64, error) {
-	id, err := strconv.ParseUint(r.PathValue("id"), 10, 64)
-	if err != nil || id == 0 {
-		return 0, problem.New(problem.NotFound, "No such user.")
-	}
-	return id, nil
-}
-
 func (c *Console) setRole(w http.ResponseWriter, r *http.Request, q *req) (outcome, error) {
-	id, err := userID(r)
-	if err != nil {
-		return outcome{}, err
-	}
+	id := store.ParseID(r.PathValue("id"))
 	role := r.PostFormValue("role")
 	if _, err := c.deps.Accounts.UpdateUser(r.Context(), q.p(), id, account.UserPatch{Role: &role}); err != nil {
 		return outcome{}, err
@@ -57,10 +44,7 @@ func (c *Console) setRole(w http.ResponseWriter, r *http.Request, q *req) (outco
 }
 
 func (c *Console) removeUser(w http.ResponseWriter, r *http.Request, q *req) (outcome, error) {
-	id, err := userID(r)
-	if err != nil {
-		return outcome{}, err
-	}
+	id := store.ParseID(r.PathValue("id"))
 	if err := c.deps.Accounts.DeleteUser(r.Context(), q.p(), id); err != nil {
 		return outcome{}, err
 	}

@@ -211,7 +211,7 @@ func (s *Service) Replace(_ context.Context, companyID uint64, entries []EntryIn
 // newest first; webhookID 0 means every entry.
 func (s *Service) Deliveries(_ context.Context, companyID, webhookID uint64, limit int) ([]store.WebhookAttempt, error) {
 	if limit < 1 || limit > MaxLogLimit {
-		return nil, problem.Invalid("limit", fmt.Sprintf("must be from 1 to %d", MaxLogLimit))
+		return nil, problem.OutOfRange("limit", 1, MaxLogLimit)
 	}
 	return s.store.WebhookAttempts(companyID, webhookID, limit)
 }

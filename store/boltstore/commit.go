@@ -208,6 +208,12 @@ type refusal struct{ err error }
 
 func (r *refusal) Error() string { return r.err.Error() }
 
+// Unwrap is the refused error, so that errors.Is and errors.As see through
+// a refusal as through any other wrapping: a helper of a write function
+// may test the error it got back (errors.Is(err, ErrNotFound)) before
+// returning it to the committer.
+func (r *refusal) Unwrap() error { return r.err }
+
 // refusedBy is the refusal err carries, nil when err is a failure.
 func refusedBy(err error) error {
 	if r, ok := err.(*refusal); ok {

@@ -265,3 +265,29 @@ func TestRefusalKeepsTheBatch(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusalUnwraps: errors.Is and errors.As see the refused error through
+// a refusal, and the committer still takes it for a refusal.
+func TestRefusalUnwraps(t *testing.T) {
+	t.Parallel()
+	pme := &PoolMemberError{Index: 1, Err: ErrNotFound}
+	for _, cause := range []error{ErrNotFound, fmt.Errorf("pool 7: %w", ErrNotFound), pme} {
+		err := refuse(cause)
+		if !errors.Is(err, cause) {
+			t.Errorf("errors.Is(refuse(%v), %v) is false", cause, cause)
+		}
+		if !errors.Is(err, ErrNotFound) {
+			t.Errorf("errors.Is(refuse(%v), ErrNotFound) is false", cause)
+		}
+		if refusedBy(err) != cause {
+			t.Errorf("refusedBy(refuse(%v)) = %v, want the cause", cause, refusedBy(err))
+		}
+	}
+	var got *PoolMemberError
+	if !errors.As(refuse(pme), &got) || got != pme {
+		t.Errorf("errors.As(refuse(%v)) = %v", pme, got)
+	}
+	if errors.Is(refuse(errors.New("other")), ErrNotFound) {
+		t.Error("errors.Is(refuse(other), ErrNotFound) is true")
+	}
+}
