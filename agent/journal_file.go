@@ -3,9 +3,10 @@ package agent
 import (
 	"encoding/binary"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"os"
+
+	"github.com/simrelay/simrelay/internal/boltfile"
 )
 
 // bbolt reads its file through a memory map and trusts what it finds: a
@@ -18,25 +19,13 @@ import (
 // a file that is shorter than its meta page says, or whose tree names a
 // page outside the file, a page twice, or an element outside its page.
 
-// The layout of a bbolt meta page (go.etcd.io/bbolt internal/common: a
-// 16-byte page header, then magic, version, page size, flags, the root
-// bucket (page, sequence), the freelist page, the high-water page id, the
-// txid and the checksum of what precedes it), in the machine's byte order.
+// The layout of bbolt's pages (go.etcd.io/bbolt internal/common), in the
+// machine's byte order; its meta pages are decoded by boltfile. Pages: a
+// header of id, flags, count and overflow, then 16-byte elements; a
+// bucket's value starts with its root page and sequence, followed by the
+// bucket's own page when it is inline (root 0).
 const (
-	metaMagic      = 0xED0CDAED
-	metaVersion    = 2
-	metaAt         = 16 // the page header's size
-	metaSumAt      = metaAt + 56
-	metaPageSizeAt = metaAt + 8
-	metaRootAt     = metaAt + 16
-	metaFreelistAt = metaAt + 32
-	metaPgidAt     = metaAt + 40
-	metaTxidAt     = metaAt + 48
-
-	// Pages: a header of id, flags, count and overflow, then 16-byte
-	// elements; a bucket's value starts with its root page and sequence,
-	// followed by the bucket's own page when it is inline (root 0).
-	pageHeader   = 16
+	pageHeader   = boltfile.PageHeaderSize
 	elemSize     = 16
 	bucketHeader = 16
 	branchPage   = 0x01
@@ -53,21 +42,11 @@ type meta struct {
 
 // readMeta decodes the meta page at off, if the file holds a valid one.
 func readMeta(f io.ReaderAt, off int64) (meta, bool) {
-	var buf [metaSumAt + 8]byte
-	if _, err := f.ReadAt(buf[:], off); err != nil {
+	m, err := boltfile.Read(f, off)
+	if err != nil || !m.Valid() {
 		return meta{}, false
 	}
-	ne := binary.NativeEndian
-	if ne.Uint32(buf[metaAt:]) != metaMagic || ne.Uint32(buf[metaAt+4:]) != metaVersion {
-		return meta{}, false
-	}
-	h := fnv.New64a()
-	h.Write(buf[metaAt:metaSumAt])
-	if h.Sum64() != ne.Uint64(buf[metaSumAt:]) {
-		return meta{}, false
-	}
-	return meta{pageSize: uint64(ne.Uint32(buf[metaPageSizeAt:])), root: ne.Uint64(buf[metaRootAt:]),
-		freelist: ne.Uint64(buf[metaFreelistAt:]), pgid: ne.Uint64(buf[metaPgidAt:]), txid: ne.Uint64(buf[metaTxidAt:])}, true
+	return meta{pageSize: uint64(m.PageSize), root: m.Root, freelist: m.Freelist, pgid: m.Pgid, txid: m.Txid}, true
 }
 
 // checkJournalFile checks the journal file as bbolt will read it (its

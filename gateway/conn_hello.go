@@ -89,9 +89,16 @@ func (c *conn) stillAllowed() (store.Device, bool) {
 		// The token is dead: the device was deleted, or registered again with
 		// a new token. A device of the fingerprint with another id is a new
 		// registration after a delete: for this link, the device is gone.
-		if d, err := c.hub.devices.Get(context.Background(), c.dev.CompanyID, c.dev.Fingerprint); err != nil || d.ID != c.dev.ID {
+		// Only a lookup that finds no device says it was deleted: one that
+		// failed (the database gone since the token's look) says nothing of
+		// the device, and a phone told 4503 would stop reconnecting.
+		d, err := c.hub.devices.Get(context.Background(), c.dev.CompanyID, c.dev.Fingerprint)
+		switch {
+		case notFound(err) || err == nil && d.ID != c.dev.ID:
 			c.closeWith(proto.CloseDeviceGone, "device deleted")
-		} else {
+		case err != nil:
+			c.storeFault(err, "look up device of a revoked token", "device", c.dev.Fingerprint)
+		default:
 			c.closeWith(proto.CloseBadToken, "token revoked")
 		}
 		return dev, false
@@ -103,4 +110,11 @@ func (c *conn) stillAllowed() (store.Device, bool) {
 		return dev, false
 	}
 	return dev, true
+}
+
+// notFound says err is a store's answer that the device is not there: the
+// store's own (store.ErrNotFound) or the device service's (its 404
+// problem). Nothing else a lookup returns says the device is gone.
+func notFound(err error) bool {
+	return errors.Is(err, store.ErrNotFound) || problem.Is(err, problem.NotFound)
 }

@@ -13,7 +13,6 @@ import (
 
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/problem"
-	"github.com/simrelay/simrelay/store"
 )
 
 // readLoop handles the phone's frames. Store writes start here, on the
@@ -123,7 +122,7 @@ func (c *conn) handle(ctx context.Context, f proto.Frame) bool {
 		}
 		err := h.devices.Health(ctx, c.dev, *f)
 		c.answerNow(func() {
-			if errors.Is(err, store.ErrNotFound) || problem.Is(err, problem.NotFound) {
+			if notFound(err) {
 				err = nil // deleted while connected: its close is on the way
 			}
 			c.refused(err, "health", proto.Error{})

@@ -44,8 +44,13 @@ func (s *Server) storeUpload(c echo.Context) error {
 		return problem.New(problem.Unauthorized, "This route needs Authorization: Bearer <device token>.")
 	}
 	dev, err := s.deps.Devices.Authenticate(r.Context(), token)
-	if err != nil {
+	if errors.Is(err, store.ErrNotFound) {
 		return problem.New(problem.Unauthorized, "The device token is missing, invalid or revoked.")
+	}
+	if err != nil {
+		// Not a bad token: the database out of reach is 503, as at the link's
+		// upgrade, and a 401 would tell the phone to pair again.
+		return err
 	}
 	if dev.Status == store.DeviceDisabled {
 		// As its link is refused: a disabled device stores nothing.

@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -13,11 +14,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/simrelay/simrelay/account"
+	"github.com/simrelay/simrelay/device"
 	"github.com/simrelay/simrelay/httpapi"
 	"github.com/simrelay/simrelay/internal/pgtest"
 	"github.com/simrelay/simrelay/internal/poll"
 	"github.com/simrelay/simrelay/internal/syncbuf"
 	"github.com/simrelay/simrelay/internal/testclock"
+	"github.com/simrelay/simrelay/media"
 	"github.com/simrelay/simrelay/pacing"
 	"github.com/simrelay/simrelay/store/postgres"
 )
@@ -31,6 +34,10 @@ type outageNode struct {
 	logs  *syncbuf.Buffer
 	clock *testclock.Clock
 	key   string // Acme's API key
+	// devices is the node's device service; company and owner are Acme's.
+	devices *device.Service
+	company uint64
+	owner   uint64
 }
 
 func newOutageNode(t *testing.T) *outageNode {
@@ -48,14 +55,19 @@ func newOutageNode(t *testing.T) *outageNode {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _, key, err := accounts.CreateCompany("Acme", account.OwnerInput{FirstName: "A", LastName: "B", Email: "a@acme.test", Password: "Correct horse battery 9"})
+	company, owner, key, err := accounts.CreateCompany("Acme", account.OwnerInput{FirstName: "A", LastName: "B", Email: "a@acme.test", Password: "Correct horse battery 9"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	devices := device.New(device.Config{PublicURL: "http://localhost"}, st, clk.Now)
+	files, err := media.New(media.Config{PublicURL: "http://localhost", Key: []byte("media-url-key-of-the-tests-0123"), MaxBytes: testMediaMax, TempDir: t.TempDir()}, st, clk.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
 	rate := pacing.Rate{Limit: 100, Window: time.Hour}
 	api, err := httpapi.New(httpapi.Config{GeneralRate: rate, AuthRate: rate}, httpapi.Deps{
-		Accounts: accounts, Store: st, Logger: log, Registry: reg, Gatherer: reg, Now: clk.Now,
+		Accounts: accounts, Devices: devices, Media: files, Store: st, Logger: log, Registry: reg, Gatherer: reg, Now: clk.Now,
 		Limiters: func(scope string, rate pacing.Rate) (httpapi.Limiter, error) { return st.Windows(scope, rate) },
 	})
 	if err != nil {
@@ -63,7 +75,7 @@ func newOutageNode(t *testing.T) *outageNode {
 	}
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
-	return &outageNode{url: srv.URL, relay: relay, logs: logs, clock: clk, key: key}
+	return &outageNode{url: srv.URL, relay: relay, logs: logs, clock: clk, key: key, devices: devices, company: company.ID, owner: owner.ID}
 }
 
 // get makes a GET with the API key and returns its status and headers.
@@ -208,5 +220,48 @@ func TestStoreUnavailableLoggedAtMostEvery10s(t *testing.T) {
 	}
 	if lines := n.lines(windows); len(lines) != 2 || !strings.Contains(lines[1], "suppressed=") {
 		t.Fatalf("10 s after the first line the log has %d lines of the shared windows, want a second counting those left out:\n%s", len(lines), strings.Join(lines, "\n"))
+	}
+}
+
+// A phone's media upload while the database does not answer is 503
+// unavailable, as the link's upgrade is: its token is not known bad, and a
+// 401 tells the phone its device was deleted or paired again elsewhere
+// (PROTOCOL.md section 4). Only a token the store does not know is 401.
+func TestMediaUploadWhileTheDatabaseIsGoneAnswers503(t *testing.T) {
+	t.Parallel()
+	n := newOutageNode(t)
+	tokens, err := n.devices.Provision(context.Background(), n.company, n.owner, []string{"agent-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	upload := func(token string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, n.url+"/device/media?key=c-1/0", strings.NewReader("not really a png"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "image/png")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		body, err := io.ReadAll(res.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.StatusCode, string(body)
+	}
+	if status, body := upload("dt_unknown"); status != http.StatusUnauthorized || !strings.Contains(body, `"error":"unauthorized"`) {
+		t.Fatalf("an unknown token's upload: %d %s, want 401 unauthorized", status, body)
+	}
+	n.relay.Cut()
+	if status, body := upload(tokens[0]); status != http.StatusServiceUnavailable || !strings.Contains(body, `"error":"unavailable"`) {
+		t.Fatalf("an upload with the database gone: %d %s, want 503 unavailable", status, body)
+	}
+	n.relay.Resume()
+	if status, body := upload(tokens[0]); status != http.StatusCreated {
+		t.Fatalf("the upload with the database back: %d %s, want 201", status, body)
 	}
 }

@@ -27,6 +27,7 @@ const adminUsage = `Usage:
   simrelay admin restore FILE [--data-dir D]
   simrelay admin check [--data-dir D]
   simrelay admin set-plan --company ID --plan ID [--plans FILE] [--data-dir D | --database-url URL]
+  simrelay admin delete-device --company ID --device FINGERPRINT [--data-dir D | --database-url URL]
   simrelay admin copy-store --to postgres://... [--data-dir D]
 
 Admin commands work on the store directly. The embedded store (--data-dir)
@@ -59,6 +60,8 @@ func admin(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = adminCheck(args[1:], stdout, stderr)
 	case "set-plan":
 		err = adminSetPlan(ctx, args[1:], stdout, stderr)
+	case "delete-device":
+		err = adminDeleteDevice(ctx, args[1:], stdout, stderr)
 	case "copy-store":
 		err = adminCopyStore(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":

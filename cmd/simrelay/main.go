@@ -35,6 +35,7 @@ Usage:
   simrelay admin restore FILE       put a backup in place as the embedded store, the server stopped
   simrelay admin check              walk every page of the embedded store, the server stopped
   simrelay admin set-plan           put a company on a plan, without a payment provider
+  simrelay admin delete-device      delete a device by its fingerprint as stored (one no API path can name)
   simrelay admin copy-store         copy the store into an empty PostgreSQL database
   simrelay phone [flags]            run a virtual phone (simrelay phone -h)
   simrelay bench [flags]            measure a server on loopback (simrelay bench -h)

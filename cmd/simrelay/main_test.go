@@ -440,6 +440,7 @@ func TestAdminRefusesADataDirWithoutAStore(t *testing.T) {
 			{"admin", "mail"},
 			{"admin", "backup", backup},
 			{"admin", "set-plan", "--company", "1", "--plan", "pro"},
+			{"admin", "delete-device", "--company", "1", "--device", ".."},
 		} {
 			code, out, errOut := runCmd(t, append(args, "--data-dir", dc.dir)...)
 			want := `--data-dir (SIMRELAY_DATA_DIR) "` + dc.dir + `": ` + dc.want

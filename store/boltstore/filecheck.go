@@ -1,14 +1,14 @@
 package boltstore
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"os"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/simrelay/simrelay/internal/boltfile"
 )
 
 // ErrBadFile is returned by Open for a data file that is not a whole bbolt
@@ -20,36 +20,14 @@ var ErrBadFile = errors.New("store: the data file is damaged")
 // badFileAdvice ends every ErrBadFile message: what the operator does next.
 const badFileAdvice = "restore it from a backup (simrelay admin backup, GET /admin/backup) or move it away to start with an empty store"
 
-// The bbolt file layout (go.etcd.io/bbolt internal/common: Page, Meta): pages
-// 0 and 1 are meta pages, each a 16-byte page header followed by the meta:
-// magic, version, page size, flags (uint32 each), root bucket (two uint64),
-// freelist page, high-water page id, txid (uint64 each), then an FNV-64a
-// checksum of the meta fields before it. Integers are in the machine's order.
+// The header's decoding is boltfile's. boltMinPages is the fewest pages of
+// a bbolt file: bbolt writes two metas, a freelist and a root leaf at init.
+// A first meta page whose page size is not a power of two from 512 to
+// boltMaxPageSize is taken as torn.
 const (
-	boltMagic       = 0xED0CDAED
-	boltVersion     = 2
-	boltPageHeader  = 16
-	boltMetaSumLen  = 56 // bytes of the meta covered by its checksum
-	boltMinPages    = 4  // bbolt writes two metas, a freelist and a root leaf at init
+	boltMinPages    = 4
 	boltMaxPageSize = 1 << 16
 )
-
-type boltMeta struct {
-	magic, version, pageSize uint32
-	pgid, txid               uint64
-	sumOK                    bool
-}
-
-func readBoltMeta(b []byte) boltMeta {
-	le := binary.NativeEndian
-	m := b[boltPageHeader:]
-	out := boltMeta{magic: le.Uint32(m[0:]), version: le.Uint32(m[4:]), pageSize: le.Uint32(m[8:]),
-		pgid: le.Uint64(m[40:]), txid: le.Uint64(m[48:])}
-	h := fnv.New64a()
-	_, _ = h.Write(m[:boltMetaSumLen])
-	out.sumOK = h.Sum64() == le.Uint64(m[boltMetaSumLen:])
-	return out
-}
 
 // checkFile (and checkPages, openBolt) end an ErrBadFile message with
 // advice: what to do about the file (badFileAdvice for the store's own).
@@ -78,23 +56,21 @@ func checkFile(path, advice string) (empty bool, err error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s %s; %s", ErrBadFile, path, fmt.Sprintf(format, args...), advice)
 	}
-	const headLen = boltPageHeader + boltMetaSumLen + 8
-	head := make([]byte, headLen)
-	if _, err := f.ReadAt(head, 0); err != nil {
+	m0, err := boltfile.Read(f, 0)
+	if err != nil {
 		if errors.Is(err, io.EOF) {
 			return false, bad("is not a simrelay store (%d bytes, too short for a store header)", size)
 		}
 		return false, fmt.Errorf("store: read %s: %w", path, err)
 	}
-	m0 := readBoltMeta(head)
-	if m0.magic != boltMagic {
+	if m0.Magic != boltfile.Magic {
 		return false, bad("is not a simrelay store (no bbolt header)")
 	}
-	if m0.version != boltVersion {
-		return false, bad("has bbolt format version %d; this build reads version %d", m0.version, boltVersion)
+	if m0.Version != boltfile.Version {
+		return false, bad("has bbolt format version %d; this build reads version %d", m0.Version, boltfile.Version)
 	}
-	pageSize := int64(m0.pageSize)
-	if !m0.sumOK || pageSize < 512 || pageSize > boltMaxPageSize || pageSize&(pageSize-1) != 0 {
+	pageSize := int64(m0.PageSize)
+	if !m0.SumOK || pageSize < 512 || pageSize > boltMaxPageSize || pageSize&(pageSize-1) != 0 {
 		// Meta page 0 is torn; bbolt then reads page 1 at the system's page size.
 		pageSize = int64(os.Getpagesize())
 	}
@@ -104,24 +80,24 @@ func checkFile(path, advice string) (empty bool, err error) {
 	if size%pageSize != 0 {
 		return false, bad("is truncated (%d bytes, not a whole number of %d-byte pages)", size, pageSize)
 	}
-	if _, err := f.ReadAt(head, pageSize); err != nil {
+	m1, err := boltfile.Read(f, pageSize)
+	if err != nil {
 		return false, fmt.Errorf("store: read %s: %w", path, err)
 	}
-	m1 := readBoltMeta(head)
-	if m1.magic != boltMagic || m1.version != boltVersion {
+	if m1.Magic != boltfile.Magic || m1.Version != boltfile.Version {
 		return false, bad("is damaged (its second header page is not bbolt's)")
 	}
 	// bbolt uses the newer of the two metas whose checksum holds.
-	var use *boltMeta
-	for _, m := range []*boltMeta{&m0, &m1} {
-		if m.sumOK && (use == nil || m.txid > use.txid) {
+	var use *boltfile.Meta
+	for _, m := range []*boltfile.Meta{&m0, &m1} {
+		if m.SumOK && (use == nil || m.Txid > use.Txid) {
 			use = m
 		}
 	}
 	if use == nil {
 		return false, bad("is damaged (both header pages fail their checksum)")
 	}
-	if need := int64(use.pgid) * pageSize; size < need {
+	if need := int64(use.Pgid) * pageSize; size < need {
 		return false, bad("is truncated (%d bytes, needs at least %d)", size, need)
 	}
 	return false, nil

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/simrelay/simrelay/store"
+	"github.com/simrelay/simrelay/store/boltstore"
+	"github.com/simrelay/simrelay/store/postgres"
+)
+
+// openTestBackend opens st read-write, with no server running on it.
+func openTestBackend(t *testing.T, st testStore) store.Backend {
+	t.Helper()
+	var b store.Backend
+	var err error
+	if st.databaseURL != "" {
+		b, err = postgres.Open(context.Background(), st.databaseURL, postgres.Options{})
+	} else {
+		b, err = boltstore.Open(st.dir, boltstore.Options{})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// A device registered as ".." before such fingerprints were refused has
+// no API path (/device/.. is cleaned to /device): admin delete-device
+// deletes it by its fingerprint as stored, as DELETE /device/{fp} would,
+// its token revoked, and leaves the company's other devices alone.
+func TestAdminDeleteDeviceNoPathCanName(t *testing.T) {
+	t.Parallel()
+	st := newTestStore(t)
+	admin := func(args ...string) (int, string, string) {
+		return runCmd(t, append(append([]string{"admin"}, args...), st.args()...)...)
+	}
+	code, out, errOut := admin("create-company", "--company", "Acme", "--email", "you@example.com", "--password", "Change-me-123")
+	if code != 0 {
+		t.Fatalf("create-company: exit %d: %s", code, errOut)
+	}
+	var acme struct {
+		CompanyID uint64 `json:"companyId"`
+		UserID    uint64 `json:"userId"`
+	}
+	if err := json.Unmarshal([]byte(out), &acme); err != nil {
+		t.Fatal(err)
+	}
+	b := openTestBackend(t, st)
+	now := time.Now().UTC()
+	var devs []store.Device
+	for _, fp := range []string{"..", ".", "pixel-1"} {
+		devs = append(devs, store.Device{Fingerprint: fp, CompanyID: acme.CompanyID, UserID: acme.UserID, Name: fp,
+			Status: store.DeviceActive, SelectedSIM: "BOTH", TokenHash: []byte("token of " + fp), CreatedAt: now})
+	}
+	if err := b.ProvisionDevices(devs); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+
+	company := fmt.Sprint(acme.CompanyID)
+	for _, fp := range []string{"..", "."} {
+		code, out, errOut = admin("delete-device", "--company", company, "--device", fp)
+		if code != 0 || !strings.Contains(out, `"deleted":true`) {
+			t.Fatalf("delete-device %q: exit %d %q %q, want 0", fp, code, out, errOut)
+		}
+	}
+	b = openTestBackend(t, st)
+	for _, fp := range []string{"..", "."} {
+		if _, err := b.CompanyDevice(acme.CompanyID, fp); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("device %q after delete-device: %v, want not found", fp, err)
+		}
+		if _, err := b.DeviceByTokenHash([]byte("token of " + fp)); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("the token of %q after delete-device: %v, want revoked", fp, err)
+		}
+	}
+	if _, err := b.CompanyDevice(acme.CompanyID, "pixel-1"); err != nil {
+		t.Errorf("the company's other device after delete-device: %v", err)
+	}
+	b.Close()
+
+	// A device the company does not have, and a device of another company,
+	// are said as such; a missing flag is a usage error.
+	code, _, errOut = admin("delete-device", "--company", company, "--device", "..")
+	if code != 1 || !strings.Contains(errOut, `has no device ".."`) {
+		t.Fatalf("delete-device of a deleted device: exit %d %q, want 1 saying there is no such device", code, errOut)
+	}
+	code, _, errOut = admin("delete-device", "--company", fmt.Sprint(acme.CompanyID+1), "--device", "pixel-1")
+	if code != 1 || !strings.Contains(errOut, `has no device "pixel-1"`) {
+		t.Fatalf("delete-device of another company's device: exit %d %q, want 1 saying there is no such device", code, errOut)
+	}
+	for _, args := range [][]string{{"--company", company}, {"--device", "pixel-1"}} {
+		if code, _, errOut = admin(append([]string{"delete-device"}, args...)...); code != 2 {
+			t.Fatalf("delete-device %v: exit %d %q, want 2", args, code, errOut)
+		}
+	}
+}
