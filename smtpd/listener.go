@@ -3,6 +3,7 @@ package smtpd
 import (
 	"io"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/simrelay/simrelay/internal/connlimit"
@@ -41,7 +42,19 @@ func (l lifeListener) Accept() (net.Conn, error) {
 
 type lifeConn struct {
 	net.Conn
-	end time.Time // no read waits past it
+	end   time.Time   // no read waits past it
+	ended atomic.Bool // a read failed or met the end of the client's data
+}
+
+// Read notes a read that ends the connection's data: go-smtp reads a BDAT
+// chunk with io.Copy, which takes the end of the data for the chunk's end,
+// so a chunk cut short looks whole to the session (readsEnded).
+func (c *lifeConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if err != nil {
+		c.ended.Store(true)
+	}
+	return n, err
 }
 
 // SetReadDeadline keeps every read within the connection's life: go-smtp

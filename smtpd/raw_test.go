@@ -20,9 +20,10 @@ import (
 // DATA when made by dataSession): write sends bytes, reply reads the next
 // reply, and closed tells whether the server then closed the connection.
 type dataSession struct {
-	t *testing.T
-	c net.Conn
-	r *bufio.Reader
+	t   *testing.T
+	c   net.Conn
+	raw net.Conn // the TCP connection under c's TLS
+	r   *bufio.Reader
 }
 
 func (e *env) dataSession(key string) *dataSession {
@@ -42,7 +43,7 @@ func (e *env) rawSession(key string) *dataSession {
 		e.t.Fatal(err)
 	}
 	e.t.Cleanup(func() { raw.Close() })
-	d := &dataSession{t: e.t, c: raw, r: bufio.NewReader(raw)}
+	d := &dataSession{t: e.t, c: raw, raw: raw, r: bufio.NewReader(raw)}
 	d.reply() // greeting
 	d.say("EHLO client.test", "250")
 	d.say("STARTTLS", "220")
@@ -182,5 +183,44 @@ func TestMailClientsTextLeavesAsWritten(t *testing.T) {
 		if got := vp.Jobs()[i].Message; got != m.want {
 			t.Errorf("mail %d: the SMS is %q, want %q", i, got, m.want)
 		}
+	}
+}
+
+// TestChunkCutShortIsNotSent: a BDAT LAST chunk whose connection ends
+// before its declared size has arrived is a mail cut in its text: 421
+// 4.4.2, the connection closed, nothing queued. go-smtp's copy of the chunk
+// takes the end of the data for the chunk's end, and the first part of the
+// text left as the SMS ("Pay the invoice. Do NOT" of "... Do NOT pay it").
+func TestChunkCutShortIsNotSent(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, options{})
+	id, key := e.company("acme")
+	vp := e.phone(id, "pixel7")
+	d := e.rawSession(key)
+	d.say("MAIL FROM:<monitor@example.com>", "250")
+	d.say("RCPT TO:<+15551234567@"+domain+">", "250")
+	text := "Subject: x\r\n\r\nPay the invoice. Do NOT pay it twice.\r\n"
+	d.write(fmt.Sprintf("BDAT %d LAST\r\n%s", len(text)+100, text))
+	// The client's side of the TCP connection ends (a crash, a cut link),
+	// between TLS records: TLS reads that as the end of the data.
+	if err := d.raw.(*net.TCPConn).CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.reply(); !strings.HasPrefix(got, "421 4.4.2 ") {
+		t.Fatalf("a chunk cut short: got %q, want 421 4.4.2", got)
+	}
+	if !d.closed() {
+		t.Fatal("the connection stays open after the 421")
+	}
+	// The next mail on another connection is sent: the cut one would have
+	// reached the phone before it.
+	d = e.dataSession(key)
+	d.write("Subject: x\r\n\r\nDisk full.\r\n.\r\n")
+	if got := d.reply(); !strings.HasPrefix(got, "250 ") {
+		t.Fatalf("the next mail: got %q, want 250", got)
+	}
+	poll.Until(t, "the phone gets the next mail's SMS", func() bool { return len(vp.Jobs()) >= 1 })
+	if jobs := vp.Jobs(); len(jobs) != 1 || jobs[0].Message != "Disk full." {
+		t.Fatalf("the phone got %+v, want the next mail's SMS alone", jobs)
 	}
 }

@@ -31,6 +31,7 @@ const IdempotencyRoute = "smtp"
 type session struct {
 	s      *Server
 	conn   *smtp.Conn // its connection, for a mail that stops arriving (unread)
+	life   *lifeConn  // the connection as accepted; nil only outside Serve
 	ip     string
 	p      account.Principal
 	authed bool
@@ -232,6 +233,13 @@ func slotOf(d store.Device) string {
 // lost reply) never sends an SMS twice.
 func (ss *session) Data(r io.Reader) error {
 	raw, err := io.ReadAll(r) // bounded by MaxMessageBytes: go-smtp answers 552 beyond it
+	if err == nil && ss.readsEnded() {
+		// A BDAT chunk that the connection's end cut short reads as a whole
+		// one (go-smtp's io.Copy takes the end of the data for the chunk's):
+		// queued, it sent the first part of the text as the SMS. DATA's text
+		// needs its final dot, so a cut one fails above.
+		err = io.ErrUnexpectedEOF
+	}
 	if err != nil {
 		return ss.unread(err)
 	}
@@ -288,6 +296,10 @@ func (ss *session) unread(err error) error {
 	ss.s.log.Info("mail text did not arrive whole; connection closed", "company_id", ss.p.CompanyID, "err", err)
 	return errUnavailable
 }
+
+// readsEnded reports whether a read of the connection failed or met the end
+// of the client's data.
+func (ss *session) readsEnded() bool { return ss.life != nil && ss.life.ended.Load() }
 
 func (ss *session) send(rc recipient, m Mail) error {
 	key := store.IdempotencyKey{Route: IdempotencyRoute}
