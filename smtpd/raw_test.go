@@ -186,6 +186,40 @@ func TestMailClientsTextLeavesAsWritten(t *testing.T) {
 	}
 }
 
+// TestResetDuringChunkedMail: RSET between two BDAT chunks drops that mail
+// (RFC 3030) and the session goes on: the next mail, pipelined behind the
+// RSET, gets its own 250 and is sent once, and the reset one never is. The
+// reset chunk used to read as a mail that stopped arriving: an unasked 421
+// 4.4.2 after RSET's 250, the connection closed, and the pipelined mail
+// queued all the same, so a client told to send it again sent it twice.
+func TestResetDuringChunkedMail(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, options{})
+	id, key := e.company("acme")
+	vp := e.phone(id, "pixel7")
+	d := e.rawSession(key)
+	for i := range 3 {
+		reset := "Subject: x\r\n\r\nnever sent"
+		next := fmt.Sprintf("Subject: x\r\n\r\nDisk %d full.\r\n", i)
+		d.write("MAIL FROM:<monitor@example.com>\r\nRCPT TO:<+15551234567@" + domain + ">\r\n" +
+			fmt.Sprintf("BDAT %d\r\n%s", len(reset), reset) + "RSET\r\n" +
+			"MAIL FROM:<monitor@example.com>\r\nRCPT TO:<+15557654321@" + domain + ">\r\n" +
+			fmt.Sprintf("BDAT %d LAST\r\n%s", len(next), next))
+		for _, want := range []string{"250 ", "250 ", "250 2.0.0 Continue", "250 2.0.0 Session reset", "250 ", "250 ", "250 2.0.0 OK: queued"} {
+			if got := d.reply(); !strings.HasPrefix(got, want) {
+				t.Fatalf("round %d: got %q, want %s", i, got, want)
+			}
+		}
+		poll.Until(t, "the phone gets the next mail's SMS", func() bool { return len(vp.Jobs()) == i+1 })
+	}
+	d.say("NOOP", "250")
+	for i, j := range vp.Jobs() {
+		if want := fmt.Sprintf("Disk %d full.", i); j.Message != want || j.To != "+15557654321" {
+			t.Fatalf("job %d: %q to %s, want %q to +15557654321", i, j.Message, j.To, want)
+		}
+	}
+}
+
 // TestChunkCutShortIsNotSent: a BDAT LAST chunk whose connection ends
 // before its declared size has arrived is a mail cut in its text: 421
 // 4.4.2, the connection closed, nothing queued. go-smtp's copy of the chunk

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/emersion/go-sasl"
@@ -36,6 +37,9 @@ type session struct {
 	p      account.Principal
 	authed bool
 	rcpts  []recipient
+
+	mu      sync.Mutex     // guards chunked: Data runs on go-smtp's goroutine of a chunked mail
+	chunked *io.PipeReader // the text of the last chunked (BDAT) mail, until settleChunked
 }
 
 // recipient is an accepted RCPT: the number and the device (and SIM) or
@@ -97,8 +101,34 @@ func (ss *session) Mail(_ string, _ *smtp.MailOptions) error {
 	if !ss.authed {
 		return errAuthRequired
 	}
+	ss.settleChunked()
 	ss.rcpts = nil
 	return nil
+}
+
+// settleChunked waits until go-smtp's goroutine of the last chunked (BDAT)
+// mail has passed Data's answer on, before a new mail can start another:
+// that goroutine sends the answer on a channel of the connection that the
+// next BDAT replaces, so one still running after an RSET could answer the
+// next mail with the reset one's error and never end. It closes the mail's
+// reader after sending, which a read of the reader then tells. Mail calls
+// it (a BDAT needs a MAIL first); Data returns at once on a reset mail, so
+// the wait is short.
+func (ss *session) settleChunked() {
+	ss.mu.Lock()
+	pr := ss.chunked
+	ss.chunked = nil
+	ss.mu.Unlock()
+	if pr == nil {
+		return
+	}
+	// The mail's text has ended (LAST, RSET or the connection's end), so a
+	// read answers at once: the writer's error until the reader is closed.
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(time.Millisecond) {
+		if _, err := pr.Read(nil); errors.Is(err, io.ErrClosedPipe) {
+			return
+		}
+	}
 }
 
 // Rcpt reads the address, finds the device, refuses a number on the
@@ -232,6 +262,11 @@ func slotOf(d store.Device) string {
 // Idempotency-Key: a client that retries after a temporary refusal (or a
 // lost reply) never sends an SMS twice.
 func (ss *session) Data(r io.Reader) error {
+	if pr, ok := r.(*io.PipeReader); ok { // a chunked mail, on its own goroutine
+		ss.mu.Lock()
+		ss.chunked = pr
+		ss.mu.Unlock()
+	}
 	raw, err := io.ReadAll(r) // bounded by MaxMessageBytes: go-smtp answers 552 beyond it
 	if err == nil && ss.readsEnded() {
 		// A BDAT chunk that the connection's end cut short reads as a whole
@@ -267,7 +302,8 @@ const (
 	longLineReply = "500 5.4.0 A line of the mail is longer than 2000 bytes (mail clients wrap lines at 998); closing\r\n"
 )
 
-// unread answers a mail whose text did not arrive whole. Over the size
+// unread answers a mail whose text did not arrive whole. A chunked mail
+// the client reset is none (go-smtp has answered the RSET). Over the size
 // limit is go-smtp's own 552. A line over the limit is refused for good
 // (the same mail fails again). Otherwise the connection failed in the
 // middle of the text, most often at the read deadline (the whole text must
@@ -282,6 +318,16 @@ func (ss *session) unread(err error) error {
 	var se *smtp.SMTPError
 	if errors.As(err, &se) {
 		return se
+	}
+	if errors.Is(err, smtp.ErrDataReset) && !ss.readsEnded() {
+		// The client ended a chunked mail itself with RSET: go-smtp has
+		// answered it, nothing is queued, and the session goes on. A 421
+		// here came after RSET's 250 as the answer to the client's next
+		// command, while a next mail it had pipelined was queued all the
+		// same (its answer lost): told to send it again, the client sent
+		// it twice. (A chunk that the connection's end or its deadline cut
+		// resets the mail too, and is answered below.)
+		return err
 	}
 	answer := unreadReply
 	if errors.Is(err, smtp.ErrTooLongLine) {
