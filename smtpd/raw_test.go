@@ -116,6 +116,33 @@ func TestMailThatStopsArrivingIsTemporary(t *testing.T) {
 	}
 }
 
+// TestChunkThatStopsArrivingIsTemporary: a BDAT chunk that stops arriving
+// is answered as a mail's text that stops after DATA: 421 4.4.2 without the
+// server's socket in the reply, the connection closed, nothing queued.
+// go-smtp answered 554 5.0.0 "transaction failed: read tcp ...: i/o
+// timeout" (a permanent failure: a mail server bounced the mail) and then
+// the 421.
+func TestChunkThatStopsArrivingIsTemporary(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, options{cfg: smtpd.Config{Timeout: time.Second}})
+	id, key := e.company("acme")
+	vp := e.phone(id, "pixel7")
+	d := e.rawSession(key)
+	d.say("MAIL FROM:<monitor@example.com>", "250")
+	d.say("RCPT TO:<+15551234567@"+domain+">", "250")
+	d.write("BDAT 100 LAST\r\nSubject: disk full\r\n\r\nThe disk is")
+	got := d.reply() // the client stalls; the deadline passes
+	if !strings.HasPrefix(got, "421 4.4.2 ") || strings.Contains(got, "127.0.0.1") {
+		t.Fatalf("a chunk that stopped arriving: got %q, want 421 4.4.2 without the socket's addresses", got)
+	}
+	if !d.closed() {
+		t.Fatal("the connection stays open, or a second reply came")
+	}
+	if n := len(vp.Jobs()); n != 0 {
+		t.Fatalf("the phone got %d jobs, want none", n)
+	}
+}
+
 // TestMailWithALineTooLong: a line of the text over 2,000 bytes is refused
 // for good with one reply that says so, and the connection closed (the
 // rest of the text cannot be read as the mail's).

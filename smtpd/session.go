@@ -266,6 +266,10 @@ func (ss *session) Data(r io.Reader) error {
 		ss.mu.Lock()
 		ss.chunked = pr
 		ss.mu.Unlock()
+		if ss.life != nil {
+			ss.life.inText.Store(true)
+			defer ss.life.inText.Store(false)
+		}
 	}
 	raw, err := io.ReadAll(r) // bounded by MaxMessageBytes: go-smtp answers 552 beyond it
 	if err == nil && ss.readsEnded() {
@@ -298,7 +302,8 @@ func (ss *session) Data(r io.Reader) error {
 // The answers to a mail whose text did not arrive whole; the connection is
 // closed after either.
 const (
-	unreadReply   = "421 4.4.2 The mail's text did not arrive in time; closing, send it again\r\n"
+	unreadText    = "The mail's text did not arrive in time; closing, send it again"
+	unreadReply   = "421 4.4.2 " + unreadText + "\r\n"
 	longLineReply = "500 5.4.0 A line of the mail is longer than 2000 bytes (mail clients wrap lines at 998); closing\r\n"
 )
 
@@ -334,10 +339,12 @@ func (ss *session) unread(err error) error {
 		answer = longLineReply
 	}
 	nc := ss.conn.Conn()
-	// The kernel's buffer takes the line without the client reading; the
-	// deadline only guards against a full one.
-	_ = nc.SetWriteDeadline(time.Now().Add(time.Second))
-	_, _ = io.WriteString(nc, answer)
+	if ss.life == nil || !ss.life.answered.Load() { // else go-smtp gave errTextStalled as the answer
+		// The kernel's buffer takes the line without the client reading; the
+		// deadline only guards against a full one.
+		_ = nc.SetWriteDeadline(time.Now().Add(time.Second))
+		_, _ = io.WriteString(nc, answer)
+	}
 	_ = nc.Close() // go-smtp's own answer then goes nowhere, and its next read ends the session
 	ss.s.log.Info("mail text did not arrive whole; connection closed", "company_id", ss.p.CompanyID, "err", err)
 	return errUnavailable
