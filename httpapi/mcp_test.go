@@ -300,6 +300,29 @@ func TestMCPUnknownMethod(t *testing.T) {
 	}
 }
 
+// A numeric JSON-RPC id is answered as sent or refused: the transport reads
+// it as a float64 and answered 1.5 as id 1 and 9007199254740993 as
+// 9007199254740992, which the client could not match to its request.
+func TestMCPRequestID(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a := e.newCompany("Acme", "mcp-id@example.com")
+	mcpHeaders := map[string]string{"Accept": "application/json, text/event-stream"}
+	for _, id := range []string{"1.5", "9007199254740993", "-9007199254740993", "99999999999999999999", "1e400"} {
+		r := e.do(call{method: "POST", path: "/mcp", token: a.apiKey, body: `{"jsonrpc":"2.0","id":` + id + `,"method":"ping"}`, header: mcpHeaders})
+		e.want(r, http.StatusBadRequest, "invalid_json")
+		if !strings.Contains(r.str("message"), "id "+id+" ") {
+			t.Fatalf("id %s: %s", id, r.Raw)
+		}
+	}
+	for _, id := range []string{"9007199254740991", "-9007199254740991", "0", `"9007199254740993"`} {
+		r := e.do(call{method: "POST", path: "/mcp", token: a.apiKey, body: `{"jsonrpc":"2.0","id":` + id + `,"method":"ping"}`, header: mcpHeaders})
+		if r.Status != http.StatusOK || !strings.Contains(string(r.Raw), `"id":`+id+`,`) {
+			t.Fatalf("id %s: %d %s", id, r.Status, r.Raw)
+		}
+	}
+}
+
 // send_whatsapp goes through the same send as POST /whatsapp/send: it
 // reaches the company's agent and message_status follows it; another
 // company's number is the API's 404.
