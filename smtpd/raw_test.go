@@ -2,6 +2,7 @@ package smtpd_test
 
 import (
 	"bufio"
+	"context"
 	"crypto/tls"
 	"encoding/base64"
 	"fmt"
@@ -11,9 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simrelay/simrelay/account"
 	"github.com/simrelay/simrelay/internal/poll"
 	"github.com/simrelay/simrelay/pacing"
 	"github.com/simrelay/simrelay/smtpd"
+	"github.com/simrelay/simrelay/store"
 )
 
 // dataSession is a raw SMTP client (past STARTTLS, AUTH, MAIL, RCPT and
@@ -140,6 +143,37 @@ func TestChunkThatStopsArrivingIsTemporary(t *testing.T) {
 	}
 	if n := len(vp.Jobs()); n != 0 {
 		t.Fatalf("the phone got %d jobs, want none", n)
+	}
+}
+
+// TestRotatedKeyEndsTheSession: rotating the API key stops a session
+// logged in with the old one at its next command, as the API refuses the
+// old key at once: 421 4.7.0 and the connection closed, nothing queued; a
+// new session with the new key sends. The session went on sending with the
+// old key for up to its 30 minutes.
+func TestRotatedKeyEndsTheSession(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, options{})
+	id, key := e.company("acme")
+	vp := e.phone(id, "pixel7")
+	d := e.rawSession(key)
+	d.say("MAIL FROM:<monitor@example.com>", "250")
+	newKey, _, err := e.accounts.RotateAPIKey(context.Background(), account.Principal{CompanyID: id, Role: store.RoleAdmin, ViaAPIKey: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.say("RCPT TO:<+15551234567@"+domain+">", "421 4.7.0 ")
+	if !d.closed() {
+		t.Fatal("the connection stays open after the 421")
+	}
+	d = e.dataSession(newKey)
+	d.write("Subject: x\r\n\r\nDisk full.\r\n.\r\n")
+	if got := d.reply(); !strings.HasPrefix(got, "250 ") {
+		t.Fatalf("a mail with the new key: got %q, want 250", got)
+	}
+	poll.Until(t, "the phone gets the SMS", func() bool { return len(vp.Jobs()) >= 1 })
+	if jobs := vp.Jobs(); len(jobs) != 1 || jobs[0].Message != "Disk full." {
+		t.Fatalf("the phone got %+v, want the new session's SMS alone", jobs)
 	}
 }
 

@@ -35,6 +35,7 @@ type session struct {
 	life   *lifeConn  // the connection as accepted; nil only outside Serve
 	ip     string
 	p      account.Principal
+	key    string // the API key the session logged in with
 	authed bool
 	rcpts  []recipient
 
@@ -83,7 +84,7 @@ func (ss *session) login(user, pass string) error {
 	p, err := ss.s.deps.Accounts.Authenticate(context.Background(), key)
 	switch {
 	case err == nil && strings.HasPrefix(key, account.APIKeyPrefix):
-		ss.p, ss.authed = p, true
+		ss.p, ss.key, ss.authed = p, key, true
 		return nil
 	case err == nil || problem.Is(err, problem.Unauthorized):
 		// A wrong key, or an access token: it lives 15 minutes, no
@@ -101,9 +102,32 @@ func (ss *session) Mail(_ string, _ *smtp.MailOptions) error {
 	if !ss.authed {
 		return errAuthRequired
 	}
+	if err := ss.keyCurrent(); err != nil {
+		return err
+	}
 	ss.settleChunked()
 	ss.rcpts = nil
 	return nil
+}
+
+// keyCurrent checks that the API key the session logged in with is still
+// the company's, as the API checks its key on every request: rotating the
+// key (after a leak) stopped new logins, while a session open with the old
+// one went on sending for up to its 30 minutes. A rotated key is answered
+// 421 4.7.0 and the connection closed (go-smtp takes no second AUTH in a
+// session): the client connects again and logs in with the current key.
+func (ss *session) keyCurrent() error {
+	_, err := ss.s.deps.Accounts.Authenticate(context.Background(), ss.key)
+	switch {
+	case err == nil:
+		return nil
+	case problem.Is(err, problem.Unauthorized):
+		ss.s.log.Info("smtp session's API key rotated; connection closed", "company_id", ss.p.CompanyID)
+		return ss.hangUp(keyRotatedReply)
+	default:
+		ss.s.log.Error("smtp login check", "err", err)
+		return errUnavailable
+	}
 }
 
 // settleChunked waits until go-smtp's goroutine of the last chunked (BDAT)
@@ -137,6 +161,9 @@ func (ss *session) settleChunked() {
 func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 	if !ss.authed {
 		return errAuthRequired
+	}
+	if err := ss.keyCurrent(); err != nil {
+		return err
 	}
 	// Every recipient is one request in the key's window, counted before it
 	// is read, as every API request counts whatever its answer: a refused
@@ -284,6 +311,9 @@ func (ss *session) Data(r io.Reader) error {
 	}
 	// ss.rcpts holds at least one recipient: go-smtp answers a DATA with no
 	// accepted RCPT 502 5.5.1 itself, without calling Data (optout_test.go).
+	if err := ss.keyCurrent(); err != nil { // rotated while the text came
+		return err
+	}
 	m, err := ReadMail(raw)
 	if err != nil {
 		return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 6, 0}, Message: "The mail cannot be read: " + asciiLine(err.Error())}
@@ -302,9 +332,10 @@ func (ss *session) Data(r io.Reader) error {
 // The answers to a mail whose text did not arrive whole; the connection is
 // closed after either.
 const (
-	unreadText    = "The mail's text did not arrive in time; closing, send it again"
-	unreadReply   = "421 4.4.2 " + unreadText + "\r\n"
-	longLineReply = "500 5.4.0 A line of the mail is longer than 2000 bytes (mail clients wrap lines at 998); closing\r\n"
+	unreadText      = "The mail's text did not arrive in time; closing, send it again"
+	unreadReply     = "421 4.4.2 " + unreadText + "\r\n"
+	longLineReply   = "500 5.4.0 A line of the mail is longer than 2000 bytes (mail clients wrap lines at 998); closing\r\n"
+	keyRotatedReply = "421 4.7.0 The API key this session logged in with was rotated; closing, log in again with the current key\r\n"
 )
 
 // unread answers a mail whose text did not arrive whole. A chunked mail
@@ -338,15 +369,26 @@ func (ss *session) unread(err error) error {
 	if errors.Is(err, smtp.ErrTooLongLine) {
 		answer = longLineReply
 	}
+	if ss.life != nil && ss.life.answered.Load() { // go-smtp gave errTextStalled as the answer
+		answer = ""
+	}
+	ss.s.log.Info("mail text did not arrive whole; connection closed", "company_id", ss.p.CompanyID, "err", err)
+	return ss.hangUp(answer)
+}
+
+// hangUp writes answer (when not "") and closes the connection, for a
+// reply after which the session cannot go on. It returns the error for
+// go-smtp, whose own reply then goes nowhere; its next read ends the
+// session.
+func (ss *session) hangUp(answer string) error {
 	nc := ss.conn.Conn()
-	if ss.life == nil || !ss.life.answered.Load() { // else go-smtp gave errTextStalled as the answer
+	if answer != "" {
 		// The kernel's buffer takes the line without the client reading; the
 		// deadline only guards against a full one.
 		_ = nc.SetWriteDeadline(time.Now().Add(time.Second))
 		_, _ = io.WriteString(nc, answer)
 	}
-	_ = nc.Close() // go-smtp's own answer then goes nowhere, and its next read ends the session
-	ss.s.log.Info("mail text did not arrive whole; connection closed", "company_id", ss.p.CompanyID, "err", err)
+	_ = nc.Close()
 	return errUnavailable
 }
 
