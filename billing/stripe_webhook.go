@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -24,6 +25,23 @@ const (
 )
 
 var errNoEvent = problem.New(problem.InvalidJSON, "The body is signed but is not a Stripe event (a JSON object with an id, a type and data.object).")
+
+// maxEventID bounds an event's id: Stripe's are about 30 bytes (evt_...).
+const maxEventID = 255
+
+// eventID reports whether id can be a Stripe event id: 1 to maxEventID
+// bytes of printable ASCII without spaces.
+func eventID(id string) bool {
+	if id == "" || len(id) > maxEventID {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] <= ' ' || id[i] > '~' {
+			return false
+		}
+	}
+	return true
+}
 
 // HandleStripeEvent verifies and applies one Stripe webhook delivery.
 // A bad signature is 400; anything signed answers nil (200) once it is
@@ -50,6 +68,12 @@ func (s *Service) HandleStripeEvent(_ context.Context, payload []byte, signature
 		// JSON, but no event: without data the switch below would read a
 		// nil pointer (a 500), without an id the event could not be applied once.
 		return errNoEvent
+	}
+	if !eventID(ev.ID) {
+		// The id is stored to apply the event once: one past the embedded
+		// store's key limit (32 KiB) was a 500, which Stripe retries for
+		// three days, and a NUL byte is text PostgreSQL refuses.
+		return problem.New(problem.InvalidJSON, fmt.Sprintf("The event's id is no Stripe event id: at most %d bytes of printable ASCII without spaces.", maxEventID))
 	}
 	switch string(ev.Type) {
 	case EventCheckoutCompleted:

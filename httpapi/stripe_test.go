@@ -84,6 +84,35 @@ func (e *env) stripeEvent(id, typ string, created int64, object map[string]any) 
 	return e.do(call{method: "POST", path: "/billing/stripe/webhook", body: string(payload), header: map[string]string{"Stripe-Signature": signed.Header}})
 }
 
+// A signed event whose id no Stripe event has (past 255 bytes, or with a
+// control character) is 400 invalid_json and changes nothing. A 100,000-byte
+// id was a 500 (the embedded store's key limit), which Stripe retries for
+// three days; the id is still read when the signature holds.
+func TestStripeEventIDIsBounded(t *testing.T) {
+	t.Parallel()
+	e := newStripeEnv(t, "http://"+freeport.Addr(t))
+	a := e.newCompany("Acme", "ana@acme.example")
+	meta := map[string]any{"company_id": fmt.Sprint(uint64(a.id)), "plan_id": "starter", "simrelay_instance": billing.InstanceMark(e.url)}
+	sub := map[string]any{"id": "sub_A", "object": "subscription", "customer": "cus_A", "status": "active", "metadata": meta}
+	now := time.Now().Unix()
+	for _, id := range []string{"evt_" + strings.Repeat("x", 100000), "evt_" + strings.Repeat("x", 252), "evt_\u0000", "evt_ 1"} {
+		r := e.stripeEvent(id, "customer.subscription.updated", now, sub)
+		e.want(r, http.StatusBadRequest, "invalid_json")
+		if !strings.Contains(r.str("message"), "id") {
+			t.Fatalf("id of %d bytes: %s", len(id), r.Raw)
+		}
+	}
+	r := e.do(call{method: "GET", path: "/billing/subscription", token: a.access})
+	if r.str("status") != "active" || r.str("plan_id") != "free" {
+		t.Fatalf("after refused events: %s", r.Raw)
+	}
+	e.want(e.stripeEvent("evt_"+strings.Repeat("x", 251), "customer.subscription.updated", now, sub), http.StatusOK, "")
+	r = e.do(call{method: "GET", path: "/billing/subscription", token: a.access})
+	if r.str("plan_id") != "starter" {
+		t.Fatalf("after an event with a 255-byte id: %s", r.Raw)
+	}
+}
+
 // Stripe mode against stripe-mock: subscribe answers a Checkout URL and
 // keeps (then reuses) the customer, portal answers a URL, members get 403,
 // the other company sees nothing.
