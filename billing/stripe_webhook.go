@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -24,6 +25,31 @@ const (
 )
 
 var errNoEvent = problem.New(problem.InvalidJSON, "The body is signed but is not a Stripe event (a JSON object with an id, a type and data.object).")
+
+// maxStripeID bounds the ids an event carries (its own, its customer's, its
+// subscription's): Stripe's are about 30 bytes (evt_..., cus_..., sub_...).
+const maxStripeID = 255
+
+// stripeID reports whether id can be a Stripe object's id: 1 to
+// maxStripeID bytes of printable ASCII without spaces. The ids are stored:
+// one past the embedded store's key limit (32 KiB) was a 500, which Stripe
+// retries for three days, and a NUL byte is text PostgreSQL refuses.
+func stripeID(id string) bool {
+	if id == "" || len(id) > maxStripeID {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] <= ' ' || id[i] > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// badID refuses a signed event whose id at path no Stripe object has.
+func badID(path string) error {
+	return problem.New(problem.InvalidJSON, fmt.Sprintf("The event's %s is no Stripe id: at most %d bytes of printable ASCII without spaces.", path, maxStripeID))
+}
 
 // HandleStripeEvent verifies and applies one Stripe webhook delivery.
 // A bad signature is 400; anything signed answers nil (200) once it is
@@ -51,6 +77,9 @@ func (s *Service) HandleStripeEvent(_ context.Context, payload []byte, signature
 		// nil pointer (a 500), without an id the event could not be applied once.
 		return errNoEvent
 	}
+	if !stripeID(ev.ID) {
+		return badID("id")
+	}
 	switch string(ev.Type) {
 	case EventCheckoutCompleted:
 		var cs stripe.CheckoutSession
@@ -63,6 +92,12 @@ func (s *Service) HandleStripeEvent(_ context.Context, payload []byte, signature
 		}
 		if cs.Subscription != nil {
 			subID = cs.Subscription.ID
+		}
+		if customer != "" && !stripeID(customer) {
+			return badID("data.object.customer")
+		}
+		if subID != "" && !stripeID(subID) {
+			return badID("data.object.subscription")
 		}
 		planID := s.knownPlan(ev, cs.Metadata["plan_id"])
 		// Checkout completion carries no state of the subscription: it binds
@@ -84,6 +119,12 @@ func (s *Service) HandleStripeEvent(_ context.Context, payload []byte, signature
 		customer := ""
 		if ss.Customer != nil {
 			customer = ss.Customer.ID
+		}
+		if customer != "" && !stripeID(customer) {
+			return badID("data.object.customer")
+		}
+		if ss.ID != "" && !stripeID(ss.ID) {
+			return badID("data.object.id")
 		}
 		planID := s.planOf(ev, ss)
 		status := stripeStatus(ss.Status)

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -129,11 +131,43 @@ func (s *Server) mcp(c echo.Context) error {
 		// limit; MCP dropped batches in its 2025-06-18 revision.
 		return problem.New(problem.InvalidJSON, "Send one JSON-RPC message per request: batches are not accepted.")
 	}
+	if err := checkRPCID(data); err != nil {
+		return err
+	}
 	r.Body = io.NopCloser(bytes.NewReader(data))
 	ctx := context.WithValue(r.Context(), mcpCallerKey{}, principal(c))
 	w := &transportWriter{w: c.Response()}
 	s.mcpHandler.ServeHTTP(w, r.WithContext(ctx))
 	return w.refusal()
+}
+
+// maxRPCID is the largest number a request id may be: the transport reads a
+// numeric id as a float64, which holds every whole number up to 2^53 - 1
+// exactly (JavaScript's Number.MAX_SAFE_INTEGER).
+const maxRPCID = 1<<53 - 1
+
+// checkRPCID refuses a numeric request id that the answer would not carry
+// back as sent: the transport reads it as a float64 and answers its int64
+// conversion, so 1.5 was answered as id 1, 9007199254740993 as
+// 9007199254740992 and 99999999999999999999 as -9223372036854775808, and
+// the client could not match the answer to its request. MCP's ids are
+// strings or whole numbers. A body that is no JSON object, or an id of
+// another type, is the transport's to refuse.
+func checkRPCID(data []byte) error {
+	var msg struct {
+		ID json.RawMessage `json:"id"`
+	}
+	if json.Unmarshal(data, &msg) != nil || len(msg.ID) == 0 {
+		return nil
+	}
+	if c := msg.ID[0]; c != '-' && (c < '0' || c > '9') {
+		return nil
+	}
+	if v, err := strconv.ParseFloat(string(msg.ID), 64); err != nil || v != math.Trunc(v) || math.Abs(v) > maxRPCID {
+		return problem.New(problem.InvalidJSON, fmt.Sprintf("The JSON-RPC id %s cannot be answered as sent: give a string or a whole number from -%d to %d.",
+			msg.ID, maxRPCID, maxRPCID))
+	}
+	return nil
 }
 
 // transportWriter passes the transport's answers through, except its own

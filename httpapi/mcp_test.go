@@ -269,10 +269,58 @@ func TestMCPRouteRules(t *testing.T) {
 	}
 	e.want(e.do(call{method: "POST", path: "/mcp", token: a.apiKey, body: `{"jsonrpc":"2.0",`, header: mcpHeaders}), http.StatusBadRequest, "invalid_json")
 	e.want(e.do(call{method: "POST", path: "/mcp", token: a.apiKey, body: `{"hello":"world"}`, header: mcpHeaders}), http.StatusBadRequest, "invalid_json")
-
 	e.want(e.do(call{method: "POST", path: "/mcp", token: a.apiKey, body: initialize, header: map[string]string{"Accept": "application/*, text/*"}}), http.StatusOK, "")
 	r = e.do(call{method: "POST", path: "/mcp", token: a.apiKey, body: initialize, header: mcpHeaders})
 	e.want(r, http.StatusTooManyRequests, "rate_limited")
+}
+
+// A method the server does not know is the transport's 400 invalid_json,
+// naming it, up to MCP 2025-11-25, and a JSON-RPC method-not-found answer
+// (404) from 2026-07-28, as docs/mcp.md says; an unknown tool is a JSON-RPC
+// error under every version.
+func TestMCPUnknownMethod(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a := e.newCompany("Acme", "mcp-um@example.com")
+	mcpHeaders := map[string]string{"Accept": "application/json, text/event-stream"}
+	r := e.do(call{method: "POST", path: "/mcp", token: a.apiKey, body: `{"jsonrpc":"2.0","id":3,"method":"tools/cal"}`, header: mcpHeaders})
+	e.want(r, http.StatusBadRequest, "invalid_json")
+	if !strings.Contains(r.str("message"), `"tools/cal" unsupported`) {
+		t.Fatalf("an unknown method: %s", r.Raw)
+	}
+	r = e.do(call{method: "POST", path: "/mcp", token: a.apiKey, body: `{"jsonrpc":"2.0","id":3,"method":"tools/cal"}`,
+		header: map[string]string{"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2026-07-28"}})
+	if r.Status != http.StatusNotFound || !strings.Contains(string(r.Raw), `"code":-32601`) || !strings.Contains(string(r.Raw), `"id":3`) {
+		t.Fatalf("an unknown method under 2026-07-28: %d %s", r.Status, r.Raw)
+	}
+
+	r = e.do(call{method: "POST", path: "/mcp", token: a.apiKey, body: `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"nope","arguments":{}}}`, header: mcpHeaders})
+	if r.Status != http.StatusOK || !strings.Contains(string(r.Raw), `"code":-32602`) || !strings.Contains(string(r.Raw), `unknown tool`) {
+		t.Fatalf("an unknown tool: %d %s", r.Status, r.Raw)
+	}
+}
+
+// A numeric JSON-RPC id is answered as sent or refused: the transport reads
+// it as a float64 and answered 1.5 as id 1 and 9007199254740993 as
+// 9007199254740992, which the client could not match to its request.
+func TestMCPRequestID(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a := e.newCompany("Acme", "mcp-id@example.com")
+	mcpHeaders := map[string]string{"Accept": "application/json, text/event-stream"}
+	for _, id := range []string{"1.5", "9007199254740993", "-9007199254740993", "99999999999999999999", "1e400"} {
+		r := e.do(call{method: "POST", path: "/mcp", token: a.apiKey, body: `{"jsonrpc":"2.0","id":` + id + `,"method":"ping"}`, header: mcpHeaders})
+		e.want(r, http.StatusBadRequest, "invalid_json")
+		if !strings.Contains(r.str("message"), "id "+id+" ") {
+			t.Fatalf("id %s: %s", id, r.Raw)
+		}
+	}
+	for _, id := range []string{"9007199254740991", "-9007199254740991", "0", `"9007199254740993"`} {
+		r := e.do(call{method: "POST", path: "/mcp", token: a.apiKey, body: `{"jsonrpc":"2.0","id":` + id + `,"method":"ping"}`, header: mcpHeaders})
+		if r.Status != http.StatusOK || !strings.Contains(string(r.Raw), `"id":`+id+`,`) {
+			t.Fatalf("id %s: %d %s", id, r.Status, r.Raw)
+		}
+	}
 }
 
 // send_whatsapp goes through the same send as POST /whatsapp/send: it

@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -263,6 +264,76 @@ func TestMediaUploadsPerCompanyAreBounded(t *testing.T) {
 		}
 	}
 	e.want(e.upload(regA.DeviceToken, "after/0", "", "image/png", pngBytes), http.StatusCreated, "")
+}
+
+// TestSlowUploadsHoldNoCommit: agents of as many companies as the server
+// commits uploads at once (media.DefaultUploads), each sending a file
+// slowly, leave the other companies' uploads stored at once; the slow ones
+// are stored when they end. Their arrival held the commit places, and every
+// other company's upload waited for one (two tenants could stall all media
+// for good, an upload a minute each).
+func TestSlowUploadsHoldNoCommit(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, roomy)
+	type result struct {
+		status int
+		err    error
+	}
+	var writers []*io.PipeWriter
+	var results []chan result
+	for i := range media.DefaultUploads {
+		c := e.newCompany(fmt.Sprintf("Slow %d", i), fmt.Sprintf("owner@slow%d.test", i))
+		reg := e.pairPhone(c.apiKey, fmt.Sprintf("slow-agent-%d", i))
+		pr, pw := io.Pipe()
+		req, err := http.NewRequest("POST", e.url+"/device/media?key=slow/0", pr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+reg.DeviceToken)
+		req.Header.Set("Content-Type", "image/png")
+		done := make(chan result, 1)
+		go func() {
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				done <- result{err: err}
+				return
+			}
+			res.Body.Close()
+			done <- result{status: res.StatusCode}
+		}()
+		t.Cleanup(func() { pw.CloseWithError(io.ErrUnexpectedEOF) })
+		if _, err := pw.Write(pngBytes[:100]); err != nil {
+			t.Fatal(err)
+		}
+		writers, results = append(writers, pw), append(results, done)
+	}
+	e.eventually("every slow upload under way", func() bool {
+		spooled, _ := os.ReadDir(e.uploads)
+		return len(spooled) == media.DefaultUploads
+	})
+	b := e.newCompany("Quick", "owner@quick.test")
+	regB := e.pairPhone(b.apiKey, "quick-agent")
+	quick := make(chan resp, 1)
+	go func() { quick <- e.upload(regB.DeviceToken, "quick/0", "", "image/png", pngBytes) }()
+	var r resp
+	e.eventually("another company's upload is answered while the slow ones arrive", func() bool {
+		select {
+		case r = <-quick:
+			return true
+		default:
+			return false
+		}
+	})
+	e.want(r, http.StatusCreated, "")
+	for i, pw := range writers {
+		if _, err := pw.Write(pngBytes[100:]); err != nil {
+			t.Fatal(err)
+		}
+		pw.Close()
+		if r := <-results[i]; r.err != nil || r.status != http.StatusCreated {
+			t.Fatalf("slow upload %d: %+v", i, r)
+		}
+	}
 }
 
 // TestMediaUploadOfDisabledDevice: a disabled device (a lost phone, an

@@ -84,6 +84,39 @@ func (e *env) stripeEvent(id, typ string, created int64, object map[string]any) 
 	return e.do(call{method: "POST", path: "/billing/stripe/webhook", body: string(payload), header: map[string]string{"Stripe-Signature": signed.Header}})
 }
 
+// A signed event whose id, or its customer's or subscription's, no Stripe
+// object has (past 255 bytes, or with a control character) is 400
+// invalid_json and changes nothing. A 100,000-byte id was a 500 (the
+// embedded store's key limit), which Stripe retries for three days.
+func TestStripeEventIDsAreBounded(t *testing.T) {
+	t.Parallel()
+	e := newStripeEnv(t, "http://"+freeport.Addr(t))
+	a := e.newCompany("Acme", "ana@acme.example")
+	meta := map[string]any{"company_id": fmt.Sprint(uint64(a.id)), "plan_id": "starter", "simrelay_instance": billing.InstanceMark(e.url)}
+	sub := map[string]any{"id": "sub_A", "object": "subscription", "customer": "cus_A", "status": "active", "metadata": meta}
+	now := time.Now().Unix()
+	for _, id := range []string{"evt_" + strings.Repeat("x", 100000), "evt_" + strings.Repeat("x", 252), "evt_\u0000", "evt_ 1"} {
+		r := e.stripeEvent(id, "customer.subscription.updated", now, sub)
+		e.want(r, http.StatusBadRequest, "invalid_json")
+		if !strings.Contains(r.str("message"), "id") {
+			t.Fatalf("id of %d bytes: %s", len(id), r.Raw)
+		}
+	}
+	r := e.do(call{method: "GET", path: "/billing/subscription", token: a.access})
+	if r.str("status") != "active" || r.str("plan_id") != "free" {
+		t.Fatalf("after refused events: %s", r.Raw)
+	}
+	long := map[string]any{"id": "sub_A", "object": "subscription", "customer": "cus_" + strings.Repeat("x", 100000), "status": "active", "metadata": meta}
+	e.want(e.stripeEvent("evt_long_customer", "customer.subscription.updated", now, long), http.StatusBadRequest, "invalid_json")
+	long = map[string]any{"id": "cs_1", "object": "checkout.session", "customer": "cus_A", "subscription": "sub_" + strings.Repeat("x", 300), "metadata": meta}
+	e.want(e.stripeEvent("evt_long_subscription", "checkout.session.completed", now, long), http.StatusBadRequest, "invalid_json")
+	e.want(e.stripeEvent("evt_"+strings.Repeat("x", 251), "customer.subscription.updated", now, sub), http.StatusOK, "")
+	r = e.do(call{method: "GET", path: "/billing/subscription", token: a.access})
+	if r.str("plan_id") != "starter" {
+		t.Fatalf("after an event with a 255-byte id: %s", r.Raw)
+	}
+}
+
 // Stripe mode against stripe-mock: subscribe answers a Checkout URL and
 // keeps (then reuses) the customer, portal answers a URL, members get 403,
 // the other company sees nothing.

@@ -33,13 +33,23 @@ import (
 // with one file.
 const DefaultMaxBytes = 16 << 20
 
-// DefaultUploads bounds the uploads under way at once, server-wide: each
-// spools at most MaxBytes to a temporary file, then commits it to the
-// store in one write transaction, which holds about four times the file in
-// memory while it commits (BenchmarkMediaPutAndCopy: 62 MB allocated for a
-// 16 MiB file). Two at once keep media's peak near 130 MB of memory and
-// 32 MiB of temporary disk.
+// DefaultUploads bounds the uploads committing at once, server-wide: an
+// upload, once spooled, is committed to the store in one write transaction,
+// which holds about four times the file in memory while it commits
+// (BenchmarkMediaPutAndCopy: 62 MB allocated for a 16 MiB file). Two at
+// once keep media's peak near 130 MB of memory. A commit reads a local
+// file, so it takes no longer than the store does: the body's arrival, at
+// the agent's pace, is not part of it (DefaultSpools).
 const DefaultUploads = 2
+
+// DefaultSpools bounds the uploads arriving at once, server-wide: each
+// spools at most MaxBytes to a temporary file while its body arrives, so
+// sixteen keep media's temporary disk within 256 MiB. An arriving upload
+// holds one of these and its company's place (UploadsPerCompany), never a
+// commit's: when the commits were also the places of arriving bodies, two
+// companies whose agents sent slowly (a minute an upload, the read
+// timeout) held both, and every other company's uploads waited.
+const DefaultSpools = 16
 
 // busyMessage is the refusal of an upload beyond the company's n under way.
 func busyMessage(n int) string {
@@ -89,23 +99,25 @@ type Config struct {
 	// Key signs URLs (HMAC-SHA256): a server secret (store.Secret).
 	Key               []byte
 	MaxBytes          int64
-	Uploads           int
+	Uploads           int // committing at once (DefaultUploads)
+	Spools            int // arriving at once (DefaultSpools)
 	UploadsPerCompany int
 	URLLifetime       time.Duration
 	// TempDir holds uploads while they arrive (os.TempDir() when empty).
 	// When set it is the server's own, made (0700) at the first upload:
 	// New removes the spooled uploads a crash (kill -9, power loss) left
-	// there, up to Uploads times MaxBytes each time; os.TempDir() is never
+	// there, up to Spools times MaxBytes each time; os.TempDir() is never
 	// cleared.
 	TempDir string
 }
 
 // Service stores and serves media.
 type Service struct {
-	cfg   Config
-	st    Store
-	now   func() time.Time
-	slots chan struct{} // one per upload under way
+	cfg    Config
+	st     Store
+	now    func() time.Time
+	slots  chan struct{} // one per upload committing
+	spools chan struct{} // one per upload arriving
 
 	mu     sync.Mutex
 	active map[uint64]int // company id -> uploads under way; guarded by mu
@@ -121,6 +133,9 @@ func New(cfg Config, st Store, now func() time.Time) (*Service, error) {
 	}
 	if cfg.Uploads <= 0 {
 		cfg.Uploads = DefaultUploads
+	}
+	if cfg.Spools <= 0 {
+		cfg.Spools = DefaultSpools
 	}
 	if cfg.UploadsPerCompany <= 0 {
 		cfg.UploadsPerCompany = DefaultUploadsPerCompany
@@ -140,7 +155,8 @@ func New(cfg Config, st Store, now func() time.Time) (*Service, error) {
 			}
 		}
 	}
-	return &Service{cfg: cfg, st: st, now: now, slots: make(chan struct{}, cfg.Uploads), active: map[uint64]int{}}, nil
+	return &Service{cfg: cfg, st: st, now: now, slots: make(chan struct{}, cfg.Uploads), spools: make(chan struct{}, cfg.Spools),
+		active: map[uint64]int{}}, nil
 }
 
 // MaxBytes is the cap of one file.
@@ -183,8 +199,8 @@ func (s *Service) Put(ctx context.Context, dev store.Device, up Upload) (store.M
 	}
 	defer s.leave(dev.CompanyID)
 	select {
-	case s.slots <- struct{}{}:
-		defer func() { <-s.slots }()
+	case s.spools <- struct{}{}:
+		defer func() { <-s.spools }()
 	case <-ctx.Done():
 		return store.Media{}, false, ctx.Err()
 	}
@@ -216,6 +232,12 @@ func (s *Service) Put(ctx context.Context, dev store.Device, up Upload) (store.M
 	}
 	m := store.Media{ID: "med_" + strings.ReplaceAll(uuid.NewString(), "-", ""), CompanyID: dev.CompanyID, DeviceID: dev.ID,
 		Key: up.Key, ContentType: ContentType(up.ContentType, head[:k]), Filename: up.Filename, Size: n}
+	select {
+	case s.slots <- struct{}{}:
+		defer func() { <-s.slots }()
+	case <-ctx.Done():
+		return store.Media{}, false, ctx.Err()
+	}
 	stored, dup, err := s.st.PutMedia(m, f, s.now())
 	switch {
 	case errors.Is(err, store.ErrDeviceGone):

@@ -1,9 +1,13 @@
 package smtpd
 
 import (
+	"errors"
 	"io"
 	"net"
+	"sync/atomic"
 	"time"
+
+	"github.com/emersion/go-smtp"
 
 	"github.com/simrelay/simrelay/internal/connlimit"
 )
@@ -41,7 +45,48 @@ func (l lifeListener) Accept() (net.Conn, error) {
 
 type lifeConn struct {
 	net.Conn
-	end time.Time // no read waits past it
+	end      time.Time   // no read waits past it
+	ended    atomic.Bool // a read failed or met the end of the client's data
+	inText   atomic.Bool // a chunked (BDAT) mail's text is being read: session.Data runs
+	answered atomic.Bool // a read timed out in a chunked mail's text and answered errTextStalled
+	closing  atomic.Bool // the write of that answer closes the connection
+}
+
+// errTextStalled is what a read of a chunked mail's text that timed out
+// returns: go-smtp answers a chunk's read error itself, with an
+// *smtp.SMTPError as it is and anything else as 554 5.0.0 with the error's
+// text (for a timeout, the socket's addresses): a permanent failure that a
+// mail server bounces, where the client's retry would have sent the mail.
+var errTextStalled = &smtp.SMTPError{Code: 421, EnhancedCode: smtp.EnhancedCode{4, 4, 2}, Message: unreadText}
+
+// Read notes a read that ends the connection's data: go-smtp reads a BDAT
+// chunk with io.Copy, which takes the end of the data for the chunk's end,
+// so a chunk cut short looks whole to the session (readsEnded). A read of a
+// chunked mail's text that times out is errTextStalled, so that the mail
+// is refused as one whose text stopped after DATA is (session.unread).
+func (c *lifeConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if err != nil {
+		c.ended.Store(true)
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() && c.inText.Load() {
+			c.answered.Store(true)
+			return n, errTextStalled
+		}
+	}
+	return n, err
+}
+
+// Write closes the connection after the first write that follows
+// errTextStalled: go-smtp's reply with it, 421. Left open, go-smtp read on
+// (under TLS the stalled read's error stays, and it answered that as a
+// second reply, 421 4.4.0), or the rest of the chunk arrived as commands.
+func (c *lifeConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	if c.answered.Load() && c.closing.CompareAndSwap(false, true) {
+		_ = c.Conn.Close()
+	}
+	return n, err
 }
 
 // SetReadDeadline keeps every read within the connection's life: go-smtp

@@ -2,6 +2,7 @@ package smtpd_test
 
 import (
 	"bufio"
+	"context"
 	"crypto/tls"
 	"encoding/base64"
 	"fmt"
@@ -11,18 +12,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simrelay/simrelay/account"
 	"github.com/simrelay/simrelay/internal/poll"
 	"github.com/simrelay/simrelay/pacing"
 	"github.com/simrelay/simrelay/smtpd"
+	"github.com/simrelay/simrelay/store"
 )
 
 // dataSession is a raw SMTP client (past STARTTLS, AUTH, MAIL, RCPT and
 // DATA when made by dataSession): write sends bytes, reply reads the next
 // reply, and closed tells whether the server then closed the connection.
 type dataSession struct {
-	t *testing.T
-	c net.Conn
-	r *bufio.Reader
+	t   *testing.T
+	c   net.Conn
+	raw net.Conn // the TCP connection under c's TLS
+	r   *bufio.Reader
 }
 
 func (e *env) dataSession(key string) *dataSession {
@@ -42,7 +46,7 @@ func (e *env) rawSession(key string) *dataSession {
 		e.t.Fatal(err)
 	}
 	e.t.Cleanup(func() { raw.Close() })
-	d := &dataSession{t: e.t, c: raw, r: bufio.NewReader(raw)}
+	d := &dataSession{t: e.t, c: raw, raw: raw, r: bufio.NewReader(raw)}
 	d.reply() // greeting
 	d.say("EHLO client.test", "250")
 	d.say("STARTTLS", "220")
@@ -115,6 +119,64 @@ func TestMailThatStopsArrivingIsTemporary(t *testing.T) {
 	}
 }
 
+// TestChunkThatStopsArrivingIsTemporary: a BDAT chunk that stops arriving
+// is answered as a mail's text that stops after DATA: 421 4.4.2 without the
+// server's socket in the reply, the connection closed, nothing queued.
+// go-smtp answered 554 5.0.0 "transaction failed: read tcp ...: i/o
+// timeout" (a permanent failure: a mail server bounced the mail) and then
+// the 421.
+func TestChunkThatStopsArrivingIsTemporary(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, options{cfg: smtpd.Config{Timeout: time.Second}})
+	id, key := e.company("acme")
+	vp := e.phone(id, "pixel7")
+	d := e.rawSession(key)
+	d.say("MAIL FROM:<monitor@example.com>", "250")
+	d.say("RCPT TO:<+15551234567@"+domain+">", "250")
+	d.write("BDAT 100 LAST\r\nSubject: disk full\r\n\r\nThe disk is")
+	got := d.reply() // the client stalls; the deadline passes
+	if !strings.HasPrefix(got, "421 4.4.2 ") || strings.Contains(got, "127.0.0.1") {
+		t.Fatalf("a chunk that stopped arriving: got %q, want 421 4.4.2 without the socket's addresses", got)
+	}
+	if !d.closed() {
+		t.Fatal("the connection stays open, or a second reply came")
+	}
+	if n := len(vp.Jobs()); n != 0 {
+		t.Fatalf("the phone got %d jobs, want none", n)
+	}
+}
+
+// TestRotatedKeyEndsTheSession: rotating the API key stops a session
+// logged in with the old one at its next command, as the API refuses the
+// old key at once: 421 4.7.0 and the connection closed, nothing queued; a
+// new session with the new key sends. The session went on sending with the
+// old key for up to its 30 minutes.
+func TestRotatedKeyEndsTheSession(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, options{})
+	id, key := e.company("acme")
+	vp := e.phone(id, "pixel7")
+	d := e.rawSession(key)
+	d.say("MAIL FROM:<monitor@example.com>", "250")
+	newKey, _, err := e.accounts.RotateAPIKey(context.Background(), account.Principal{CompanyID: id, Role: store.RoleAdmin, ViaAPIKey: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.say("RCPT TO:<+15551234567@"+domain+">", "421 4.7.0 ")
+	if !d.closed() {
+		t.Fatal("the connection stays open after the 421")
+	}
+	d = e.dataSession(newKey)
+	d.write("Subject: x\r\n\r\nDisk full.\r\n.\r\n")
+	if got := d.reply(); !strings.HasPrefix(got, "250 ") {
+		t.Fatalf("a mail with the new key: got %q, want 250", got)
+	}
+	poll.Until(t, "the phone gets the SMS", func() bool { return len(vp.Jobs()) >= 1 })
+	if jobs := vp.Jobs(); len(jobs) != 1 || jobs[0].Message != "Disk full." {
+		t.Fatalf("the phone got %+v, want the new session's SMS alone", jobs)
+	}
+}
+
 // TestMailWithALineTooLong: a line of the text over 2,000 bytes is refused
 // for good with one reply that says so, and the connection closed (the
 // rest of the text cannot be read as the mail's).
@@ -182,5 +244,78 @@ func TestMailClientsTextLeavesAsWritten(t *testing.T) {
 		if got := vp.Jobs()[i].Message; got != m.want {
 			t.Errorf("mail %d: the SMS is %q, want %q", i, got, m.want)
 		}
+	}
+}
+
+// TestResetDuringChunkedMail: RSET between two BDAT chunks drops that mail
+// (RFC 3030) and the session goes on: the next mail, pipelined behind the
+// RSET, gets its own 250 and is sent once, and the reset one never is. The
+// reset chunk used to read as a mail that stopped arriving: an unasked 421
+// 4.4.2 after RSET's 250, the connection closed, and the pipelined mail
+// queued all the same, so a client told to send it again sent it twice.
+func TestResetDuringChunkedMail(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, options{})
+	id, key := e.company("acme")
+	vp := e.phone(id, "pixel7")
+	d := e.rawSession(key)
+	for i := range 3 {
+		reset := "Subject: x\r\n\r\nnever sent"
+		next := fmt.Sprintf("Subject: x\r\n\r\nDisk %d full.\r\n", i)
+		d.write("MAIL FROM:<monitor@example.com>\r\nRCPT TO:<+15551234567@" + domain + ">\r\n" +
+			fmt.Sprintf("BDAT %d\r\n%s", len(reset), reset) + "RSET\r\n" +
+			"MAIL FROM:<monitor@example.com>\r\nRCPT TO:<+15557654321@" + domain + ">\r\n" +
+			fmt.Sprintf("BDAT %d LAST\r\n%s", len(next), next))
+		for _, want := range []string{"250 ", "250 ", "250 2.0.0 Continue", "250 2.0.0 Session reset", "250 ", "250 ", "250 2.0.0 OK: queued"} {
+			if got := d.reply(); !strings.HasPrefix(got, want) {
+				t.Fatalf("round %d: got %q, want %s", i, got, want)
+			}
+		}
+		poll.Until(t, "the phone gets the next mail's SMS", func() bool { return len(vp.Jobs()) == i+1 })
+	}
+	d.say("NOOP", "250")
+	for i, j := range vp.Jobs() {
+		if want := fmt.Sprintf("Disk %d full.", i); j.Message != want || j.To != "+15557654321" {
+			t.Fatalf("job %d: %q to %s, want %q to +15557654321", i, j.Message, j.To, want)
+		}
+	}
+}
+
+// TestChunkCutShortIsNotSent: a BDAT LAST chunk whose connection ends
+// before its declared size has arrived is a mail cut in its text: 421
+// 4.4.2, the connection closed, nothing queued. go-smtp's copy of the chunk
+// takes the end of the data for the chunk's end, and the first part of the
+// text left as the SMS ("Pay the invoice. Do NOT" of "... Do NOT pay it").
+func TestChunkCutShortIsNotSent(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, options{})
+	id, key := e.company("acme")
+	vp := e.phone(id, "pixel7")
+	d := e.rawSession(key)
+	d.say("MAIL FROM:<monitor@example.com>", "250")
+	d.say("RCPT TO:<+15551234567@"+domain+">", "250")
+	text := "Subject: x\r\n\r\nPay the invoice. Do NOT pay it twice.\r\n"
+	d.write(fmt.Sprintf("BDAT %d LAST\r\n%s", len(text)+100, text))
+	// The client's side of the TCP connection ends (a crash, a cut link),
+	// between TLS records: TLS reads that as the end of the data.
+	if err := d.raw.(*net.TCPConn).CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.reply(); !strings.HasPrefix(got, "421 4.4.2 ") {
+		t.Fatalf("a chunk cut short: got %q, want 421 4.4.2", got)
+	}
+	if !d.closed() {
+		t.Fatal("the connection stays open after the 421")
+	}
+	// The next mail on another connection is sent: the cut one would have
+	// reached the phone before it.
+	d = e.dataSession(key)
+	d.write("Subject: x\r\n\r\nDisk full.\r\n.\r\n")
+	if got := d.reply(); !strings.HasPrefix(got, "250 ") {
+		t.Fatalf("the next mail: got %q, want 250", got)
+	}
+	poll.Until(t, "the phone gets the next mail's SMS", func() bool { return len(vp.Jobs()) >= 1 })
+	if jobs := vp.Jobs(); len(jobs) != 1 || jobs[0].Message != "Disk full." {
+		t.Fatalf("the phone got %+v, want the next mail's SMS alone", jobs)
 	}
 }

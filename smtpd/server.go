@@ -2,6 +2,7 @@ package smtpd
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -150,7 +151,14 @@ func (s *Server) Open() int {
 }
 
 func (s *Server) newSession(c *smtp.Conn) (smtp.Session, error) {
-	return &session{s: s, conn: c, ip: hostOf(c.Conn().RemoteAddr())}, nil
+	// The connection as accepted: go-smtp starts a new session after
+	// STARTTLS, on the TLS connection over it.
+	nc := c.Conn()
+	if tc, ok := nc.(*tls.Conn); ok {
+		nc = tc.NetConn()
+	}
+	life, _ := nc.(*lifeConn)
+	return &session{s: s, conn: c, life: life, ip: hostOf(c.Conn().RemoteAddr())}, nil
 }
 
 // slogPrinter is go-smtp's error log on the server's logger.

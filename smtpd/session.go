@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/emersion/go-sasl"
@@ -31,10 +32,15 @@ const IdempotencyRoute = "smtp"
 type session struct {
 	s      *Server
 	conn   *smtp.Conn // its connection, for a mail that stops arriving (unread)
+	life   *lifeConn  // the connection as accepted; nil only outside Serve
 	ip     string
 	p      account.Principal
+	key    string // the API key the session logged in with
 	authed bool
 	rcpts  []recipient
+
+	mu      sync.Mutex     // guards chunked: Data runs on go-smtp's goroutine of a chunked mail
+	chunked *io.PipeReader // the text of the last chunked (BDAT) mail, until settleChunked
 }
 
 // recipient is an accepted RCPT: the number and the device (and SIM) or
@@ -78,7 +84,7 @@ func (ss *session) login(user, pass string) error {
 	p, err := ss.s.deps.Accounts.Authenticate(context.Background(), key)
 	switch {
 	case err == nil && strings.HasPrefix(key, account.APIKeyPrefix):
-		ss.p, ss.authed = p, true
+		ss.p, ss.key, ss.authed = p, key, true
 		return nil
 	case err == nil || problem.Is(err, problem.Unauthorized):
 		// A wrong key, or an access token: it lives 15 minutes, no
@@ -96,8 +102,57 @@ func (ss *session) Mail(_ string, _ *smtp.MailOptions) error {
 	if !ss.authed {
 		return errAuthRequired
 	}
+	if err := ss.keyCurrent(); err != nil {
+		return err
+	}
+	ss.settleChunked()
 	ss.rcpts = nil
 	return nil
+}
+
+// keyCurrent checks that the API key the session logged in with is still
+// the company's, as the API checks its key on every request: rotating the
+// key (after a leak) stopped new logins, while a session open with the old
+// one went on sending for up to its 30 minutes. A rotated key is answered
+// 421 4.7.0 and the connection closed (go-smtp takes no second AUTH in a
+// session): the client connects again and logs in with the current key.
+func (ss *session) keyCurrent() error {
+	_, err := ss.s.deps.Accounts.Authenticate(context.Background(), ss.key)
+	switch {
+	case err == nil:
+		return nil
+	case problem.Is(err, problem.Unauthorized):
+		ss.s.log.Info("smtp session's API key rotated; connection closed", "company_id", ss.p.CompanyID)
+		return ss.hangUp(keyRotatedReply)
+	default:
+		ss.s.log.Error("smtp login check", "err", err)
+		return errUnavailable
+	}
+}
+
+// settleChunked waits until go-smtp's goroutine of the last chunked (BDAT)
+// mail has passed Data's answer on, before a new mail can start another:
+// that goroutine sends the answer on a channel of the connection that the
+// next BDAT replaces, so one still running after an RSET could answer the
+// next mail with the reset one's error and never end. It closes the mail's
+// reader after sending, which a read of the reader then tells. Mail calls
+// it (a BDAT needs a MAIL first); Data returns at once on a reset mail, so
+// the wait is short.
+func (ss *session) settleChunked() {
+	ss.mu.Lock()
+	pr := ss.chunked
+	ss.chunked = nil
+	ss.mu.Unlock()
+	if pr == nil {
+		return
+	}
+	// The mail's text has ended (LAST, RSET or the connection's end), so a
+	// read answers at once: the writer's error until the reader is closed.
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(time.Millisecond) {
+		if _, err := pr.Read(nil); errors.Is(err, io.ErrClosedPipe) {
+			return
+		}
+	}
 }
 
 // Rcpt reads the address, finds the device, refuses a number on the
@@ -106,6 +161,9 @@ func (ss *session) Mail(_ string, _ *smtp.MailOptions) error {
 func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 	if !ss.authed {
 		return errAuthRequired
+	}
+	if err := ss.keyCurrent(); err != nil {
+		return err
 	}
 	// Every recipient is one request in the key's window, counted before it
 	// is read, as every API request counts whatever its answer: a refused
@@ -231,12 +289,31 @@ func slotOf(d store.Device) string {
 // Idempotency-Key: a client that retries after a temporary refusal (or a
 // lost reply) never sends an SMS twice.
 func (ss *session) Data(r io.Reader) error {
+	if pr, ok := r.(*io.PipeReader); ok { // a chunked mail, on its own goroutine
+		ss.mu.Lock()
+		ss.chunked = pr
+		ss.mu.Unlock()
+		if ss.life != nil {
+			ss.life.inText.Store(true)
+			defer ss.life.inText.Store(false)
+		}
+	}
 	raw, err := io.ReadAll(r) // bounded by MaxMessageBytes: go-smtp answers 552 beyond it
+	if err == nil && ss.readsEnded() {
+		// A BDAT chunk that the connection's end cut short reads as a whole
+		// one (go-smtp's io.Copy takes the end of the data for the chunk's):
+		// queued, it sent the first part of the text as the SMS. DATA's text
+		// needs its final dot, so a cut one fails above.
+		err = io.ErrUnexpectedEOF
+	}
 	if err != nil {
 		return ss.unread(err)
 	}
 	// ss.rcpts holds at least one recipient: go-smtp answers a DATA with no
 	// accepted RCPT 502 5.5.1 itself, without calling Data (optout_test.go).
+	if err := ss.keyCurrent(); err != nil { // rotated while the text came
+		return err
+	}
 	m, err := ReadMail(raw)
 	if err != nil {
 		return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 6, 0}, Message: "The mail cannot be read: " + asciiLine(err.Error())}
@@ -255,11 +332,14 @@ func (ss *session) Data(r io.Reader) error {
 // The answers to a mail whose text did not arrive whole; the connection is
 // closed after either.
 const (
-	unreadReply   = "421 4.4.2 The mail's text did not arrive in time; closing, send it again\r\n"
-	longLineReply = "500 5.4.0 A line of the mail is longer than 2000 bytes (mail clients wrap lines at 998); closing\r\n"
+	unreadText      = "The mail's text did not arrive in time; closing, send it again"
+	unreadReply     = "421 4.4.2 " + unreadText + "\r\n"
+	longLineReply   = "500 5.4.0 A line of the mail is longer than 2000 bytes (mail clients wrap lines at 998); closing\r\n"
+	keyRotatedReply = "421 4.7.0 The API key this session logged in with was rotated; closing, log in again with the current key\r\n"
 )
 
-// unread answers a mail whose text did not arrive whole. Over the size
+// unread answers a mail whose text did not arrive whole. A chunked mail
+// the client reset is none (go-smtp has answered the RSET). Over the size
 // limit is go-smtp's own 552. A line over the limit is refused for good
 // (the same mail fails again). Otherwise the connection failed in the
 // middle of the text, most often at the read deadline (the whole text must
@@ -275,19 +355,46 @@ func (ss *session) unread(err error) error {
 	if errors.As(err, &se) {
 		return se
 	}
+	if errors.Is(err, smtp.ErrDataReset) && !ss.readsEnded() {
+		// The client ended a chunked mail itself with RSET: go-smtp has
+		// answered it, nothing is queued, and the session goes on. A 421
+		// here came after RSET's 250 as the answer to the client's next
+		// command, while a next mail it had pipelined was queued all the
+		// same (its answer lost): told to send it again, the client sent
+		// it twice. (A chunk that the connection's end or its deadline cut
+		// resets the mail too, and is answered below.)
+		return err
+	}
 	answer := unreadReply
 	if errors.Is(err, smtp.ErrTooLongLine) {
 		answer = longLineReply
 	}
-	nc := ss.conn.Conn()
-	// The kernel's buffer takes the line without the client reading; the
-	// deadline only guards against a full one.
-	_ = nc.SetWriteDeadline(time.Now().Add(time.Second))
-	_, _ = io.WriteString(nc, answer)
-	_ = nc.Close() // go-smtp's own answer then goes nowhere, and its next read ends the session
+	if ss.life != nil && ss.life.answered.Load() { // go-smtp gave errTextStalled as the answer
+		answer = ""
+	}
 	ss.s.log.Info("mail text did not arrive whole; connection closed", "company_id", ss.p.CompanyID, "err", err)
+	return ss.hangUp(answer)
+}
+
+// hangUp writes answer (when not "") and closes the connection, for a
+// reply after which the session cannot go on. It returns the error for
+// go-smtp, whose own reply then goes nowhere; its next read ends the
+// session.
+func (ss *session) hangUp(answer string) error {
+	nc := ss.conn.Conn()
+	if answer != "" {
+		// The kernel's buffer takes the line without the client reading; the
+		// deadline only guards against a full one.
+		_ = nc.SetWriteDeadline(time.Now().Add(time.Second))
+		_, _ = io.WriteString(nc, answer)
+	}
+	_ = nc.Close()
 	return errUnavailable
 }
+
+// readsEnded reports whether a read of the connection failed or met the end
+// of the client's data.
+func (ss *session) readsEnded() bool { return ss.life != nil && ss.life.ended.Load() }
 
 func (ss *session) send(rc recipient, m Mail) error {
 	key := store.IdempotencyKey{Route: IdempotencyRoute}
