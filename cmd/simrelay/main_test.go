@@ -195,8 +195,9 @@ func TestMakeTestBoundsEachPackage(t *testing.T) {
 			recipe, again = lines[i+1], lines[i+2]
 		}
 	}
-	if !strings.Contains(recipe, "test -race -count=1 -timeout $(TEST_TIMEOUT) ./...") {
-		t.Fatalf("make test runs %q, want go test -race -count=1 -timeout $(TEST_TIMEOUT) ./...", strings.TrimSpace(recipe))
+	// Every package, the longest first (SLOW_FIRST).
+	if !strings.Contains(recipe, "test -race -count=1 -timeout $(TEST_TIMEOUT) $(SLOW_FIRST) ./...") {
+		t.Fatalf("make test runs %q, want go test -race -count=1 -timeout $(TEST_TIMEOUT) $(SLOW_FIRST) ./...", strings.TrimSpace(recipe))
 	}
 	if !strings.Contains(again, "SIMRELAY_TEST_STORE=postgres $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PG_SUITES)") {
 		t.Fatalf("make test then runs %q, want the server's suites again on PostgreSQL, bounded as the first pass", strings.TrimSpace(again))

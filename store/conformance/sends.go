@@ -22,6 +22,7 @@ type SendsStore interface {
 	Enqueue(m *store.Message, idemKey store.IdempotencyKey, now func() time.Time, check store.DeviceCheck, answer func(store.Message) (int, []byte)) (store.Message, *store.Idempotent, error)
 	EnqueueBulk(ms []store.Message, idemKey store.IdempotencyKey, now func() time.Time, check store.DeviceCheck, answer func([]store.Message) (int, []byte)) ([]store.Message, *store.Idempotent, error)
 	ImportMessages(msgs []store.Message) error
+	StatsTotals(companyID uint64) (store.Counts, error)
 	MessageByUUID(companyID uint64, uuid string) (store.Message, error)
 	Cancel(companyID uint64, uuid string, now time.Time) (store.Message, error)
 	PruneIdempotency(cutoff time.Time) (int, error)
@@ -1034,8 +1035,19 @@ func sendImport(t *testing.T, s SendsStore) {
 		{UUID: fmt.Sprintf("h-%d", unique()), CompanyID: x.c.ID, Device: x.dev.Fingerprint, Direction: store.Inbound, Channel: "sms", Phone: "+15551230001",
 			Text: "in", SIMSlot: "SIM2", Status: store.MsgReceived, ClientID: "c-1", ReceivedAt: "2026-11-19T08:30:00.000Z", CreatedAt: T0.Add(-time.Hour), UpdatedAt: T0.Add(-time.Hour)},
 	}
+	// More of the first one's day and device: their counts share its counter row.
+	for i := range 3 {
+		hist = append(hist, store.Message{UUID: fmt.Sprintf("h-%d", unique()), CompanyID: x.c.ID, Device: x.dev.Fingerprint, Direction: store.Outbound, Channel: "sms",
+			Phone: "+15551230001", Text: "more", SIMSlot: "SIM1", Status: []string{store.MsgDelivered, store.MsgFailed, store.MsgSent}[i], Segments: 2,
+			CreatedAt: T0.Add(-2 * time.Hour), UpdatedAt: T0.Add(-time.Hour)})
+	}
 	if err := s.ImportMessages(hist); err != nil {
 		t.Fatal(err)
+	}
+	// Counted as they stand: the delivered ones sent and delivered, the
+	// failed one failed, the received one received.
+	if got, err := s.StatsTotals(x.c.ID); err != nil || got != (store.Counts{Sent: 3, Delivered: 2, Failed: 1, Received: 1, Segments: 5}) {
+		t.Fatalf("the imported history's counts: %+v (%v), want 3 sent (5 segments), 2 delivered, 1 failed, 1 received", got, err)
 	}
 	for i, want := range hist {
 		got := x.stored(want.UUID)

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/simrelay/simrelay/store"
 )
 
@@ -116,39 +118,80 @@ func (s *Store) ImportMessages(msgs []store.Message) error {
 		companyID   uint64
 		fingerprint string
 	}
+	if len(msgs) == 0 {
+		return nil
+	}
 	return s.write("import messages", func(t *txn) error {
-		ids := map[devName]uint64{}
-		for i := range msgs {
-			m := &msgs[i]
+		devs := map[devName]uint64{}
+		for _, m := range msgs {
 			name := devName{m.CompanyID, m.Device}
-			if ids[name] == 0 {
+			if devs[name] == 0 {
 				d, err := liveDevice(t, m.CompanyID, m.Device, false)
 				if err != nil {
 					return fmt.Errorf("message %s: device %s: %w", m.UUID, m.Device, err)
 				}
-				ids[name] = d.ID
+				devs[name] = d.ID
 			}
-			msgID, err := nextID(t, "messages")
-			if err != nil {
-				return err
-			}
-			m.ID, m.DeviceID = msgID, ids[name]
-			if err := insertSend(t, *m); err != nil {
-				return err
-			}
-			if m.Direction == store.Inbound {
-				err = count(t, *m, m.CreatedAt, store.Counts{Received: 1})
-			} else {
-				at := m.UpdatedAt
-				if at.IsZero() {
-					at = m.CreatedAt
+		}
+		ids, err := nextIDs(t, "messages", len(msgs))
+		if err != nil {
+			return err
+		}
+		// The rows go importBatch to a round trip, not one a statement, and
+		// the counts of one counter row as one sum: a history of thousands
+		// took seconds of round trips and of updates to the same few rows.
+		type counter struct {
+			company, device, user uint64
+			day                   int32
+			channel               string
+		}
+		type sum struct {
+			m  int       // the first message counted, which names the row
+			at time.Time // and its time
+			c  store.Counts
+		}
+		var sums []sum
+		row := map[counter]int{}
+		for start := 0; start < len(msgs); start += importBatch {
+			b := &pgx.Batch{}
+			for i := start; i < min(start+importBatch, len(msgs)); i++ {
+				m := &msgs[i]
+				m.ID, m.DeviceID = ids[i], devs[devName{m.CompanyID, m.Device}]
+				args, err := sendArgs(*m)
+				if err != nil {
+					return err
 				}
-				err = count(t, *m, at, store.StatusCounts(*m, store.MsgQueued, m.Status))
+				b.Queue(insertSendSQL, args...)
+				at, c := m.CreatedAt, store.Counts{Received: 1}
+				if m.Direction != store.Inbound {
+					if at = m.UpdatedAt; at.IsZero() {
+						at = m.CreatedAt
+					}
+					c = store.StatusCounts(*m, store.MsgQueued, m.Status)
+				}
+				if c.IsZero() {
+					continue
+				}
+				k := counter{m.CompanyID, m.DeviceID, store.MessageUser(*m), day(at), m.Channel}
+				j, ok := row[k]
+				if !ok {
+					j = len(sums)
+					row[k] = j
+					sums = append(sums, sum{m: i, at: at})
+				}
+				sums[j].c.Add(c)
 			}
-			if err != nil {
+			if err := t.sendBatch(b); err != nil {
 				return err
 			}
 		}
-		return nil
+		b := &pgx.Batch{}
+		for _, sm := range sums {
+			b.Queue(countSQL, countArgs(msgs[sm.m], sm.at, sm.c)...)
+		}
+		return t.sendBatch(b)
 	})
 }
+
+// importBatch is how many messages ImportMessages sends in one batch.
+const importBatch = 500

@@ -108,14 +108,21 @@ func count(t *txn, m store.Message, at time.Time, c store.Counts) error {
 	if c.IsZero() {
 		return nil
 	}
-	_, err := t.exec(`INSERT INTO stats_days AS s (company_id, day, channel, device_id, user_id, shard, sent, delivered, failed, received, expired, segments)
+	_, err := t.exec(countSQL, countArgs(m, at, c)...)
+	return err
+}
+
+// countSQL is count's statement, also queued in batches (ImportMessages);
+// countArgs are its arguments.
+const countSQL = `INSERT INTO stats_days AS s (company_id, day, channel, device_id, user_id, shard, sent, delivered, failed, received, expired, segments)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
 		ON CONFLICT (company_id, day, channel, device_id, user_id, shard) DO UPDATE SET
 			sent = s.sent + EXCLUDED.sent, delivered = s.delivered + EXCLUDED.delivered, failed = s.failed + EXCLUDED.failed,
-			received = s.received + EXCLUDED.received, expired = s.expired + EXCLUDED.expired, segments = s.segments + EXCLUDED.segments`,
-		id(m.CompanyID), day(at), int16(store.ChannelByte(m.Channel)), id(m.DeviceID), id(store.MessageUser(m)), shard(),
-		int64(c.Sent), int64(c.Delivered), int64(c.Failed), int64(c.Received), int64(c.Expired), int64(c.Segments))
-	return err
+			received = s.received + EXCLUDED.received, expired = s.expired + EXCLUDED.expired, segments = s.segments + EXCLUDED.segments`
+
+func countArgs(m store.Message, at time.Time, c store.Counts) []any {
+	return []any{id(m.CompanyID), day(at), int16(store.ChannelByte(m.Channel)), id(m.DeviceID), id(store.MessageUser(m)), shard(),
+		int64(c.Sent), int64(c.Delivered), int64(c.Failed), int64(c.Received), int64(c.Expired), int64(c.Segments)}
 }
 
 // countTransition counts an outbound message that moved from one status to

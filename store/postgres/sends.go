@@ -179,24 +179,25 @@ func sendColumns(m store.Message) (queuePlace, dueAt, expiresAt any) {
 	return queuePlace, dueAt, expiresAt
 }
 
-// insertSend writes a new message (its ID taken from the table's
-// sequence) with its key columns.
-func insertSend(t *txn, m store.Message) error {
+// insertSendSQL writes a new message (its ID taken from the table's
+// sequence) with its key columns; sendArgs are its arguments. It is
+// queued in batches (ImportMessages).
+const insertSendSQL = `INSERT INTO messages (id, company_id, device_id, uuid, direction, channel, phone, status, client_id,
+			priority, queue_place, due_at, expires_at, created_at, updated_at, rec)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`
+
+func sendArgs(m store.Message) ([]any, error) {
 	raw, err := rec(m)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var clientID any
 	if m.Direction == store.Inbound && m.ClientID != "" {
 		clientID = m.ClientID
 	}
 	place, due, expires := sendColumns(m)
-	_, err = t.exec(`INSERT INTO messages (id, company_id, device_id, uuid, direction, channel, phone, status, client_id,
-			priority, queue_place, due_at, expires_at, created_at, updated_at, rec)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
-		id(m.ID), id(m.CompanyID), id(m.DeviceID), m.UUID, m.Direction, m.Channel, m.Phone, m.Status, clientID,
-		int16(m.Priority), place, due, expires, m.CreatedAt, m.UpdatedAt, raw)
-	return err
+	return []any{id(m.ID), id(m.CompanyID), id(m.DeviceID), m.UUID, m.Direction, m.Channel, m.Phone, m.Status, clientID,
+		int16(m.Priority), place, due, expires, m.CreatedAt, m.UpdatedAt, raw}, nil
 }
 
 // nextIDs takes n ids of a table's identity column, rising.
