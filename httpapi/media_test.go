@@ -207,36 +207,9 @@ func TestMediaUploadsPerCompanyAreBounded(t *testing.T) {
 	b := e.newCompany("Other", "owner@other.test")
 	regA, regB := e.pairPhone(a.apiKey, "agent-a"), e.pairPhone(b.apiKey, "agent-b")
 
-	type result struct {
-		status int
-		err    error
-	}
-	var writers []*io.PipeWriter
-	var results []chan result
+	var slow []*slowUpload
 	for i := range media.DefaultUploadsPerCompany {
-		pr, pw := io.Pipe()
-		req, err := http.NewRequest("POST", e.url+"/device/media?key=slow/"+strconv.Itoa(i), pr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer "+regA.DeviceToken)
-		req.Header.Set("Content-Type", "image/png")
-		done := make(chan result, 1)
-		go func() {
-			res, err := http.DefaultClient.Do(req)
-			if err != nil {
-				done <- result{err: err}
-				return
-			}
-			res.Body.Close()
-			done <- result{status: res.StatusCode}
-		}()
-		// However the test ends, the upload ends: the server's Close waits for it.
-		t.Cleanup(func() { pw.CloseWithError(io.ErrUnexpectedEOF) })
-		if _, err := pw.Write(pngBytes[:100]); err != nil {
-			t.Fatal(err)
-		}
-		writers, results = append(writers, pw), append(results, done)
+		slow = append(slow, startSlowUpload(t, e, regA.DeviceToken, "slow/"+strconv.Itoa(i)))
 	}
 	// An upload holds its company's place from before its spool file is
 	// made until it ends: once every slow one has its file, no other upload
@@ -254,16 +227,59 @@ func TestMediaUploadsPerCompanyAreBounded(t *testing.T) {
 		t.Errorf("message %q, want %q", r.str("message"), want)
 	}
 	e.want(e.upload(regB.DeviceToken, "other/0", "", "image/png", pngBytes), http.StatusCreated, "")
-	for i, pw := range writers {
-		if _, err := pw.Write(pngBytes[100:]); err != nil {
-			t.Fatal(err)
-		}
-		pw.Close()
-		if r := <-results[i]; r.err != nil || r.status != http.StatusCreated {
-			t.Fatalf("slow upload %d: %+v", i, r)
-		}
+	for _, u := range slow {
+		u.finish(t)
 	}
 	e.want(e.upload(regA.DeviceToken, "after/0", "", "image/png", pngBytes), http.StatusCreated, "")
+}
+
+// slowUpload is a PNG upload whose first 100 bytes were sent and whose
+// rest waits for finish.
+type slowUpload struct {
+	key  string
+	body *io.PipeWriter
+	done chan error // the request's outcome: nil when it was answered 201
+}
+
+// startSlowUpload starts a slow upload of the device's under key; however
+// the test ends, the upload ends (the server's Close waits for it).
+func startSlowUpload(t *testing.T, e *env, token, key string) *slowUpload {
+	t.Helper()
+	pr, pw := io.Pipe()
+	req, err := http.NewRequest("POST", e.url+"/device/media?key="+key, pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "image/png")
+	u := &slowUpload{key: key, body: pw, done: make(chan error, 1)}
+	go func() {
+		res, err := http.DefaultClient.Do(req)
+		if err == nil {
+			res.Body.Close()
+			if res.StatusCode != http.StatusCreated {
+				err = fmt.Errorf("answered %d, want 201", res.StatusCode)
+			}
+		}
+		u.done <- err
+	}()
+	t.Cleanup(func() { pw.CloseWithError(io.ErrUnexpectedEOF) })
+	if _, err := pw.Write(pngBytes[:100]); err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// finish sends the rest of the upload and wants it stored.
+func (u *slowUpload) finish(t *testing.T) {
+	t.Helper()
+	if _, err := u.body.Write(pngBytes[100:]); err != nil {
+		t.Fatal(err)
+	}
+	u.body.Close()
+	if err := <-u.done; err != nil {
+		t.Fatalf("slow upload %s: %v", u.key, err)
+	}
 }
 
 // TestSlowUploadsHoldNoCommit: agents of as many companies as the server
@@ -275,37 +291,11 @@ func TestMediaUploadsPerCompanyAreBounded(t *testing.T) {
 func TestSlowUploadsHoldNoCommit(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, roomy)
-	type result struct {
-		status int
-		err    error
-	}
-	var writers []*io.PipeWriter
-	var results []chan result
+	var slow []*slowUpload
 	for i := range media.DefaultUploads {
 		c := e.newCompany(fmt.Sprintf("Slow %d", i), fmt.Sprintf("owner@slow%d.test", i))
 		reg := e.pairPhone(c.apiKey, fmt.Sprintf("slow-agent-%d", i))
-		pr, pw := io.Pipe()
-		req, err := http.NewRequest("POST", e.url+"/device/media?key=slow/0", pr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer "+reg.DeviceToken)
-		req.Header.Set("Content-Type", "image/png")
-		done := make(chan result, 1)
-		go func() {
-			res, err := http.DefaultClient.Do(req)
-			if err != nil {
-				done <- result{err: err}
-				return
-			}
-			res.Body.Close()
-			done <- result{status: res.StatusCode}
-		}()
-		t.Cleanup(func() { pw.CloseWithError(io.ErrUnexpectedEOF) })
-		if _, err := pw.Write(pngBytes[:100]); err != nil {
-			t.Fatal(err)
-		}
-		writers, results = append(writers, pw), append(results, done)
+		slow = append(slow, startSlowUpload(t, e, reg.DeviceToken, "slow/0"))
 	}
 	e.eventually("every slow upload under way", func() bool {
 		spooled, _ := os.ReadDir(e.uploads)
@@ -325,14 +315,8 @@ func TestSlowUploadsHoldNoCommit(t *testing.T) {
 		}
 	})
 	e.want(r, http.StatusCreated, "")
-	for i, pw := range writers {
-		if _, err := pw.Write(pngBytes[100:]); err != nil {
-			t.Fatal(err)
-		}
-		pw.Close()
-		if r := <-results[i]; r.err != nil || r.status != http.StatusCreated {
-			t.Fatalf("slow upload %d: %+v", i, r)
-		}
+	for _, u := range slow {
+		u.finish(t)
 	}
 }
 
