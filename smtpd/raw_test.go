@@ -94,6 +94,18 @@ func (d *dataSession) closed() bool {
 	return err != nil
 }
 
+// wantEndedUnsent wants the connection closed with no further reply, and
+// nothing sent to the phone.
+func (d *dataSession) wantEndedUnsent(vp *vphone) {
+	d.t.Helper()
+	if !d.closed() {
+		d.t.Fatal("the connection stays open, or a second reply came")
+	}
+	if n := len(vp.Jobs()); n != 0 {
+		d.t.Fatalf("the phone got %d jobs, want none", n)
+	}
+}
+
 // TestMailThatStopsArrivingIsTemporary: a client that stops in the middle
 // of a mail's text is answered 421 4.4.2 once the read deadline passes (a
 // temporary failure: its retry sends the mail), with nothing of the
@@ -111,12 +123,7 @@ func TestMailThatStopsArrivingIsTemporary(t *testing.T) {
 	if !strings.HasPrefix(got, "421 4.4.2 ") || strings.Contains(got, "127.0.0.1") {
 		t.Fatalf("a mail that stopped arriving: got %q, want 421 4.4.2 without the socket's addresses", got)
 	}
-	if !d.closed() {
-		t.Fatal("the connection stays open after the 421")
-	}
-	if n := len(vp.Jobs()); n != 0 { // the text never came whole, so no send was made
-		t.Fatalf("the phone got %d jobs, want none", n)
-	}
+	d.wantEndedUnsent(vp)
 }
 
 // TestChunkThatStopsArrivingIsTemporary: a BDAT chunk that stops arriving
@@ -138,12 +145,7 @@ func TestChunkThatStopsArrivingIsTemporary(t *testing.T) {
 	if !strings.HasPrefix(got, "421 4.4.2 ") || strings.Contains(got, "127.0.0.1") {
 		t.Fatalf("a chunk that stopped arriving: got %q, want 421 4.4.2 without the socket's addresses", got)
 	}
-	if !d.closed() {
-		t.Fatal("the connection stays open, or a second reply came")
-	}
-	if n := len(vp.Jobs()); n != 0 {
-		t.Fatalf("the phone got %d jobs, want none", n)
-	}
+	d.wantEndedUnsent(vp)
 }
 
 // TestRotatedKeyEndsTheSession: rotating the API key stops a session
@@ -190,12 +192,7 @@ func TestMailWithALineTooLong(t *testing.T) {
 	if got := d.reply(); !strings.HasPrefix(got, "500 5.4.0 ") || !strings.Contains(got, "longer than 2000 bytes") {
 		t.Fatalf("a line too long: got %q, want 500 5.4.0 naming the limit", got)
 	}
-	if !d.closed() {
-		t.Fatal("the connection stays open, or a second reply came")
-	}
-	if n := len(vp.Jobs()); n != 0 {
-		t.Fatalf("the phone got %d jobs, want none", n)
-	}
+	d.wantEndedUnsent(vp)
 }
 
 // TestRefusedRecipientsCountInTheRateLimit: every RCPT is a request in the
