@@ -106,46 +106,42 @@ func (d *dataSession) wantEndedUnsent(vp *vphone) {
 	}
 }
 
-// TestMailThatStopsArrivingIsTemporary: a client that stops in the middle
-// of a mail's text is answered 421 4.4.2 once the read deadline passes (a
-// temporary failure: its retry sends the mail), with nothing of the
-// server's socket in the reply, and the connection is closed; nothing is
-// queued. go-smtp answered 554 5.0.0 "transaction failed: read tcp
-// ...: i/o timeout", which made a mail server bounce the mail for good.
-func TestMailThatStopsArrivingIsTemporary(t *testing.T) {
+// TestTextThatStopsArrivingIsTemporary: a client that stops in the middle
+// of a mail's text, after DATA or in a BDAT chunk, is answered 421 4.4.2
+// once the read deadline passes (a temporary failure: its retry sends the
+// mail), with nothing of the server's socket in the reply, and the
+// connection is closed; nothing is queued. go-smtp answered 554 5.0.0
+// "transaction failed: read tcp ...: i/o timeout", which made a mail
+// server bounce the mail for good (for a chunk, followed by the 421).
+func TestTextThatStopsArrivingIsTemporary(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, options{cfg: smtpd.Config{Timeout: time.Second}})
-	id, key := e.company("acme")
-	vp := e.phone(id, "pixel7")
-	d := e.dataSession(key)
-	d.write("Subject: disk full\r\n\r\nThe disk is")
-	got := d.reply() // the client stalls; the deadline passes
-	if !strings.HasPrefix(got, "421 4.4.2 ") || strings.Contains(got, "127.0.0.1") {
-		t.Fatalf("a mail that stopped arriving: got %q, want 421 4.4.2 without the socket's addresses", got)
+	for _, tc := range []struct {
+		name  string
+		start func(e *env, key string) *dataSession
+		text  string
+	}{
+		{"DATA", (*env).dataSession, "Subject: disk full\r\n\r\nThe disk is"},
+		{"BDAT", func(e *env, key string) *dataSession {
+			d := e.rawSession(key)
+			d.say("MAIL FROM:<monitor@example.com>", "250")
+			d.say("RCPT TO:<+15551234567@"+domain+">", "250")
+			return d
+		}, "BDAT 100 LAST\r\nSubject: disk full\r\n\r\nThe disk is"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, options{cfg: smtpd.Config{Timeout: time.Second}})
+			id, key := e.company("acme")
+			vp := e.phone(id, "pixel7")
+			d := tc.start(e, key)
+			d.write(tc.text)
+			got := d.reply() // the client stalls; the deadline passes
+			if !strings.HasPrefix(got, "421 4.4.2 ") || strings.Contains(got, "127.0.0.1") {
+				t.Fatalf("a text that stopped arriving: got %q, want 421 4.4.2 without the socket's addresses", got)
+			}
+			d.wantEndedUnsent(vp)
+		})
 	}
-	d.wantEndedUnsent(vp)
-}
-
-// TestChunkThatStopsArrivingIsTemporary: a BDAT chunk that stops arriving
-// is answered as a mail's text that stops after DATA: 421 4.4.2 without the
-// server's socket in the reply, the connection closed, nothing queued.
-// go-smtp answered 554 5.0.0 "transaction failed: read tcp ...: i/o
-// timeout" (a permanent failure: a mail server bounced the mail) and then
-// the 421.
-func TestChunkThatStopsArrivingIsTemporary(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t, options{cfg: smtpd.Config{Timeout: time.Second}})
-	id, key := e.company("acme")
-	vp := e.phone(id, "pixel7")
-	d := e.rawSession(key)
-	d.say("MAIL FROM:<monitor@example.com>", "250")
-	d.say("RCPT TO:<+15551234567@"+domain+">", "250")
-	d.write("BDAT 100 LAST\r\nSubject: disk full\r\n\r\nThe disk is")
-	got := d.reply() // the client stalls; the deadline passes
-	if !strings.HasPrefix(got, "421 4.4.2 ") || strings.Contains(got, "127.0.0.1") {
-		t.Fatalf("a chunk that stopped arriving: got %q, want 421 4.4.2 without the socket's addresses", got)
-	}
-	d.wantEndedUnsent(vp)
 }
 
 // TestRotatedKeyEndsTheSession: rotating the API key stops a session
