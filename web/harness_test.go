@@ -210,6 +210,20 @@ func read(t *testing.T, res *http.Response) page {
 	return page{status: res.StatusCode, body: string(body), location: res.Header.Get("Location"), header: res.Header}
 }
 
+// errorPage says whether p is the console's own error page with status,
+// saying each of says.
+func (p page) errorPage(status int, says ...string) bool {
+	if p.status != status || !strings.HasPrefix(p.header.Get("Content-Type"), "text/html") || !strings.Contains(p.body, "Back to the console") {
+		return false
+	}
+	for _, s := range says {
+		if !strings.Contains(p.body, s) {
+			return false
+		}
+	}
+	return true
+}
+
 var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 
 // tokenOf reads the CSRF token a page's forms carry.

@@ -63,8 +63,7 @@ func TestConsolePagesRefuseNULAsPages(t *testing.T) {
 		{"/console/devices/a%FF", http.StatusNotFound, "There is no such page."},
 	} {
 		p := b.get(c.path)
-		if p.status != c.status || !strings.HasPrefix(p.header.Get("Content-Type"), "text/html") ||
-			!strings.Contains(p.body, "Back to the console") || !strings.Contains(p.body, c.says) {
+		if !p.errorPage(c.status, c.says) {
 			t.Errorf("GET %s: %d %s, want the console's %d error page naming %q:\n%s", c.path, p.status, p.header.Get("Content-Type"), c.status, c.says, p.body)
 		}
 	}

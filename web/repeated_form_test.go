@@ -43,8 +43,7 @@ func TestConsoleFormRefusesRepeatedFields(t *testing.T) {
 		{"/console/signin", "email=ada%40acme.test&email=bo%40acme.test&password=Correct1horse", "email"},
 	} {
 		p := b.postForm(c.path, c.body, "application/x-www-form-urlencoded")
-		if p.status != http.StatusBadRequest || !strings.HasPrefix(p.header.Get("Content-Type"), "text/html") ||
-			!strings.Contains(p.body, "more than once, with different values; give it once.") || !strings.Contains(p.body, "&#34;"+c.field+"&#34;") {
+		if !p.errorPage(http.StatusBadRequest, "more than once, with different values; give it once.", "&#34;"+c.field+"&#34;") {
 			t.Errorf("POST %s %s: %d %s, want the console's 400 page naming %q:\n%s", c.path, c.body, p.status, p.header.Get("Content-Type"), c.field, p.body)
 		}
 	}

@@ -27,9 +27,7 @@ func TestConsolePagesRefuseRepeatedParameters(t *testing.T) {
 		{"/console/signin?next=/console/devices&next=/console/team", "next"},
 	} {
 		p := b.get(c.path)
-		if p.status != http.StatusBadRequest || !strings.HasPrefix(p.header.Get("Content-Type"), "text/html") ||
-			!strings.Contains(p.body, "Back to the console") || !strings.Contains(p.body, "more than once, with different values; give it once.") ||
-			!strings.Contains(p.body, "&#34;"+c.param+"&#34;") {
+		if !p.errorPage(http.StatusBadRequest, "more than once, with different values; give it once.", "&#34;"+c.param+"&#34;") {
 			t.Errorf("GET %s: %d %s, want the console's 400 page naming %q:\n%s", c.path, p.status, p.header.Get("Content-Type"), c.param, p.body)
 		}
 	}
@@ -65,8 +63,7 @@ func TestConsolePagesRefuseMalformedParameters(t *testing.T) {
 		{"/console/devices?a=1;b=2", "a"},
 	} {
 		p := b.get(c.path)
-		if p.status != http.StatusBadRequest || !strings.Contains(p.body, "Back to the console") ||
-			!strings.Contains(p.body, "is not well formed") || !strings.Contains(p.body, "&#34;"+c.param+"&#34;") {
+		if !p.errorPage(http.StatusBadRequest, "is not well formed", "&#34;"+c.param+"&#34;") {
 			t.Errorf("GET %s: %d, want the console's 400 page naming %q:\n%s", c.path, p.status, c.param, p.body)
 		}
 	}
