@@ -40,22 +40,13 @@ func TestAdminDeleteDeviceNoPathCanName(t *testing.T) {
 	admin := func(args ...string) (int, string, string) {
 		return runCmd(t, append(append([]string{"admin"}, args...), st.args()...)...)
 	}
-	code, out, errOut := admin("create-company", "--company", "Acme", "--email", "you@example.com", "--password", "Change-me-123")
-	if code != 0 {
-		t.Fatalf("create-company: exit %d: %s", code, errOut)
-	}
-	var acme struct {
-		CompanyID uint64 `json:"companyId"`
-		UserID    uint64 `json:"userId"`
-	}
-	if err := json.Unmarshal([]byte(out), &acme); err != nil {
-		t.Fatal(err)
-	}
+	acmeID, acmeUser := adminCompany(t, admin, "Acme", "you@example.com")
+	otherID, _ := adminCompany(t, admin, "Other", "boss@other.example")
 	b := openTestBackend(t, st)
 	now := time.Now().UTC()
 	var devs []store.Device
 	for _, fp := range []string{"..", ".", "pixel-1"} {
-		devs = append(devs, store.Device{Fingerprint: fp, CompanyID: acme.CompanyID, UserID: acme.UserID, Name: fp,
+		devs = append(devs, store.Device{Fingerprint: fp, CompanyID: acmeID, UserID: acmeUser, Name: fp,
 			Status: store.DeviceActive, SelectedSIM: "BOTH", TokenHash: []byte("token of " + fp), CreatedAt: now})
 	}
 	if err := b.ProvisionDevices(devs); err != nil {
@@ -63,40 +54,65 @@ func TestAdminDeleteDeviceNoPathCanName(t *testing.T) {
 	}
 	b.Close()
 
-	company := fmt.Sprint(acme.CompanyID)
+	company := fmt.Sprint(acmeID)
 	for _, fp := range []string{"..", "."} {
-		code, out, errOut = admin("delete-device", "--company", company, "--device", fp)
+		code, out, errOut := admin("delete-device", "--company", company, "--device", fp)
 		if code != 0 || !strings.Contains(out, `"deleted":true`) {
 			t.Fatalf("delete-device %q: exit %d %q %q, want 0", fp, code, out, errOut)
 		}
 	}
 	b = openTestBackend(t, st)
 	for _, fp := range []string{"..", "."} {
-		if _, err := b.CompanyDevice(acme.CompanyID, fp); !errors.Is(err, store.ErrNotFound) {
+		if _, err := b.CompanyDevice(acmeID, fp); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("device %q after delete-device: %v, want not found", fp, err)
 		}
 		if _, err := b.DeviceByTokenHash([]byte("token of " + fp)); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("the token of %q after delete-device: %v, want revoked", fp, err)
 		}
 	}
-	if _, err := b.CompanyDevice(acme.CompanyID, "pixel-1"); err != nil {
+	if _, err := b.CompanyDevice(acmeID, "pixel-1"); err != nil {
 		t.Errorf("the company's other device after delete-device: %v", err)
 	}
 	b.Close()
 
 	// A device the company does not have, and a device of another company,
 	// are said as such; a missing flag is a usage error.
-	code, _, errOut = admin("delete-device", "--company", company, "--device", "..")
+	code, _, errOut := admin("delete-device", "--company", company, "--device", "..")
 	if code != 1 || !strings.Contains(errOut, `has no device ".."`) {
 		t.Fatalf("delete-device of a deleted device: exit %d %q, want 1 saying there is no such device", code, errOut)
 	}
-	code, _, errOut = admin("delete-device", "--company", fmt.Sprint(acme.CompanyID+1), "--device", "pixel-1")
-	if code != 1 || !strings.Contains(errOut, `has no device "pixel-1"`) {
-		t.Fatalf("delete-device of another company's device: exit %d %q, want 1 saying there is no such device", code, errOut)
+	for _, c := range []uint64{otherID, otherID + 1} {
+		code, _, errOut = admin("delete-device", "--company", fmt.Sprint(c), "--device", "pixel-1")
+		if code != 1 || !strings.Contains(errOut, `has no device "pixel-1"`) {
+			t.Fatalf("delete-device of company %d's device by company %d: exit %d %q, want 1 saying there is no such device", acmeID, c, code, errOut)
+		}
 	}
+	b = openTestBackend(t, st)
+	if _, err := b.CompanyDevice(acmeID, "pixel-1"); err != nil {
+		t.Errorf("the device after another company's delete-device: %v, want it kept", err)
+	}
+	b.Close()
 	for _, args := range [][]string{{"--company", company}, {"--device", "pixel-1"}} {
 		if code, _, errOut = admin(append([]string{"delete-device"}, args...)...); code != 2 {
 			t.Fatalf("delete-device %v: exit %d %q, want 2", args, code, errOut)
 		}
 	}
+}
+
+// adminCompany creates a company with `admin create-company` through admin
+// and returns the ids it prints.
+func adminCompany(t *testing.T, admin func(...string) (int, string, string), name, email string) (companyID, userID uint64) {
+	t.Helper()
+	code, out, errOut := admin("create-company", "--company", name, "--email", email, "--password", "Change-me-123")
+	if code != 0 {
+		t.Fatalf("create-company %s: exit %d: %s", name, code, errOut)
+	}
+	var printed struct {
+		CompanyID uint64 `json:"companyId"`
+		UserID    uint64 `json:"userId"`
+	}
+	if err := json.Unmarshal([]byte(out), &printed); err != nil || printed.CompanyID == 0 {
+		t.Fatalf("create-company %s printed %q (%v)", name, out, err)
+	}
+	return printed.CompanyID, printed.UserID
 }
