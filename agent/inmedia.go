@@ -266,28 +266,14 @@ func (a *Agent) upload(ctx context.Context, clientID string, i int, f spooled) (
 // the server refused for good: the message goes without it).
 func (j *Journal) setFileID(clientID string, i int, id string) error {
 	return j.db.Update(func(tx *bolt.Tx) error {
-		seq := tx.Bucket(bucketInboundIDs).Get([]byte(clientID))
-		if seq == nil {
-			return nil
-		}
-		b := tx.Bucket(bucketInbound)
-		v := b.Get(seq)
-		if v == nil {
-			return nil
-		}
-		var rec inboundRecord
-		if err := json.Unmarshal(v, &rec); err != nil {
-			return err
-		}
-		if i >= len(rec.Files) {
-			return errors.New("journal: no such file")
-		}
-		rec.Files[i].ID, rec.Files[i].Path = id, ""
-		nv, err := json.Marshal(rec)
-		if err != nil {
-			return err
-		}
-		return b.Put(seq, nv)
+		_, err := updateInbound(tx, clientID, func(rec *inboundRecord) (bool, error) {
+			if i >= len(rec.Files) {
+				return false, errors.New("journal: no such file")
+			}
+			rec.Files[i].ID, rec.Files[i].Path = id, ""
+			return false, nil
+		})
+		return err
 	})
 }
 

@@ -144,31 +144,50 @@ func (j *Journal) ackInbound(clientID string, drop bool) (inboundRecord, bool, e
 	var rec inboundRecord
 	found := false
 	err := j.db.Update(func(tx *bolt.Tx) error {
-		seq := tx.Bucket(bucketInboundIDs).Get([]byte(clientID))
-		if seq == nil {
-			return nil
-		}
-		b := tx.Bucket(bucketInbound)
-		v := b.Get(seq)
-		if v == nil {
-			return nil
-		}
-		if err := json.Unmarshal(v, &rec); err != nil {
-			return err
-		}
-		found = true
-		if drop {
-			rec.removeSpooled()
-			return b.Delete(seq)
-		}
-		rec.Acked = true
-		nv, err := json.Marshal(rec)
-		if err != nil {
-			return err
-		}
-		return b.Put(seq, nv)
+		var err error
+		found, err = updateInbound(tx, clientID, func(r *inboundRecord) (bool, error) {
+			if drop {
+				r.removeSpooled()
+			} else {
+				r.Acked = true
+			}
+			rec = *r
+			return drop, nil
+		})
+		return err
 	})
 	return rec, found, err
+}
+
+// updateInbound applies change to the journal's record of the inbound
+// message clientID, then stores it again, or deletes it when change says
+// drop. found is false when the journal holds no such record.
+func updateInbound(tx *bolt.Tx, clientID string, change func(*inboundRecord) (drop bool, err error)) (found bool, err error) {
+	seq := tx.Bucket(bucketInboundIDs).Get([]byte(clientID))
+	if seq == nil {
+		return false, nil
+	}
+	b := tx.Bucket(bucketInbound)
+	v := b.Get(seq)
+	if v == nil {
+		return false, nil
+	}
+	var rec inboundRecord
+	if err := json.Unmarshal(v, &rec); err != nil {
+		return false, err
+	}
+	drop, err := change(&rec)
+	if err != nil {
+		return true, err
+	}
+	if drop {
+		return true, b.Delete(seq)
+	}
+	nv, err := json.Marshal(rec)
+	if err != nil {
+		return true, err
+	}
+	return true, b.Put(seq, nv)
 }
 
 // forgetInbound deletes an acknowledged message. Its client_id stays known,
