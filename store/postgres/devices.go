@@ -267,6 +267,22 @@ func (s *Store) DeviceFailures(companyID, deviceID uint64) ([]store.DeviceFailur
 	return out, err
 }
 
+// insertDevice stores a new device, giving it its id; a fingerprint that
+// lives already is store.ErrConflict.
+func insertDevice(t *txn, d *store.Device) error {
+	var err error
+	if d.ID, err = nextID(t, "devices"); err != nil {
+		return err
+	}
+	raw, err := rec(*d)
+	if err != nil {
+		return err
+	}
+	_, err = t.exec("INSERT INTO devices (id, company_id, fingerprint, token_hash, rec) VALUES ($1, $2, $3, $4, $5)",
+		id(d.ID), id(d.CompanyID), d.Fingerprint, d.TokenHash, raw)
+	return mapErr(err)
+}
+
 // ProvisionDevices stores many new devices in one transaction, for fleets
 // set up ahead of time (and the load harness), giving each its id. Each
 // carries its token hash; a fingerprint that lives already is ErrConflict
@@ -274,17 +290,8 @@ func (s *Store) DeviceFailures(companyID, deviceID uint64) ([]store.DeviceFailur
 func (s *Store) ProvisionDevices(devs []store.Device) error {
 	return s.write("provision devices", func(t *txn) error {
 		for _, d := range devs {
-			var err error
-			if d.ID, err = nextID(t, "devices"); err != nil {
-				return err
-			}
-			raw, err := rec(d)
-			if err != nil {
-				return err
-			}
-			_, err = t.exec("INSERT INTO devices (id, company_id, fingerprint, token_hash, rec) VALUES ($1, $2, $3, $4, $5)",
-				id(d.ID), id(d.CompanyID), d.Fingerprint, d.TokenHash, raw)
-			if err = mapErr(err); errors.Is(err, store.ErrConflict) {
+			err := insertDevice(t, &d)
+			if errors.Is(err, store.ErrConflict) {
 				return fmt.Errorf("%w: device %s exists", err, d.Fingerprint)
 			}
 			if err != nil {

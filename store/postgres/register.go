@@ -75,16 +75,8 @@ func (s *Store) RegisterDevice(pairingHash []byte, now time.Time, fingerprint st
 				return err
 			}
 		} else {
-			if d.ID, err = nextID(t, "devices"); err != nil {
-				return err
-			}
-			raw, err := rec(d)
-			if err != nil {
-				return err
-			}
-			_, err = t.exec("INSERT INTO devices (id, company_id, fingerprint, token_hash, rec) VALUES ($1, $2, $3, $4, $5)",
-				id(d.ID), id(d.CompanyID), d.Fingerprint, d.TokenHash, raw)
-			if errors.Is(mapErr(err), store.ErrConflict) {
+			err := insertDevice(t, &d)
+			if errors.Is(err, store.ErrConflict) {
 				// Another registration of this handset committed since the
 				// read: read again, and replace it or refuse.
 				return errAgain
