@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -40,11 +39,7 @@ func sameList(a, b []string) bool {
 // a detail report waits.
 func TestJournalDetails(t *testing.T) {
 	t.Parallel()
-	j, err := OpenJournal(filepath.Join(t.TempDir(), "j.db"), time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer j.Close()
+	j := tempJournal(t)
 	now := time.Now()
 	for _, id := range []string{"a", "b"} {
 		if _, err := j.Take(proto.Send{ID: id, Channel: "whatsapp", To: "+15551234567", ExpiresAt: stamp(now.Add(-25 * time.Hour))}, now); err != nil {

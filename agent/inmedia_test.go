@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
 )
@@ -16,11 +15,7 @@ import (
 // the cap and past the tenth are left out of the journal.
 func TestReceivedFilesSpooledOncePerMessage(t *testing.T) {
 	t.Parallel()
-	j, err := OpenJournal(filepath.Join(t.TempDir(), "j.db"), time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer j.Close()
+	j := tempJournal(t)
 	a := New(Options{Config: ConfigFile{Salt: "s1"}, Journal: j, InboundMediaBytes: 100})
 	files := []File{{ContentType: "image/png", Data: []byte("first")}, {ContentType: "video/mp4", Size: 101}}
 	for i := 0; i < 11; i++ {
@@ -57,11 +52,7 @@ func TestReceivedFilesSpooledOncePerMessage(t *testing.T) {
 // ordinary name stays as it is.
 func TestReceivedFileNamesMadeSafe(t *testing.T) {
 	t.Parallel()
-	j, err := OpenJournal(filepath.Join(t.TempDir(), "j.db"), time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer j.Close()
+	j := tempJournal(t)
 	a := New(Options{Config: ConfigFile{Salt: "s1"}, Journal: j, InboundMediaBytes: 100})
 	names := map[string]string{
 		"Quote 7.pdf":            "Quote 7.pdf",

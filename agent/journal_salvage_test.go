@@ -19,11 +19,7 @@ import (
 // failed with outcome_unknown.
 func TestSalvageKeepsAKnownOutcome(t *testing.T) {
 	t.Parallel()
-	j, err := OpenJournal(filepath.Join(t.TempDir(), "j.db"), time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { j.Close() })
+	j := tempJournal(t)
 	now := time.Now()
 	exp := stamp(now.Add(time.Hour))
 	for _, id := range []string{"job-awaiting", "job-reported", "job-acked", "job-unknown"} {
@@ -58,7 +54,7 @@ func TestSalvageKeepsAKnownOutcome(t *testing.T) {
 			t.Fatalf("status_ack of job-acked %s: %v, %v", st, ok, err)
 		}
 	}
-	err = j.db.Update(func(tx *bolt.Tx) error {
+	err := j.db.Update(func(tx *bolt.Tx) error {
 		for _, id := range []string{"job-awaiting", "job-reported", "job-acked", "job-unknown"} {
 			if err := tx.Bucket(bucketJobs).Put([]byte(id), []byte(`{"send":{"id":"job-`)); err != nil {
 				return err
@@ -140,11 +136,7 @@ func TestSalvageKeepsAKnownOutcome(t *testing.T) {
 // case; before the repair it reports nothing new (detailRank).
 func TestSalvagedJobReportsNoDetailAgain(t *testing.T) {
 	t.Parallel()
-	j, err := OpenJournal(filepath.Join(t.TempDir(), "j.db"), time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { j.Close() })
+	j := tempJournal(t)
 	now := time.Now()
 	const id, ref = "job-read", "ref-1"
 	if _, err := j.Take(proto.Send{ID: id, Channel: "whatsapp", To: "+15551234567", Message: "hi", ExpiresAt: stamp(now.Add(time.Hour))}, now); err != nil {
@@ -178,7 +170,7 @@ func TestSalvagedJobReportsNoDetailAgain(t *testing.T) {
 	if added, err := j.AddDetail(ref, proto.DetailRead, stamp(now)); err != nil || added {
 		t.Fatalf("the read receipt again, before the repair: %v, %v; want nothing reported", added, err)
 	}
-	err = j.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketJobs).Put([]byte(id), []byte(`{"send":{"id":"job-`)) })
+	err := j.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketJobs).Put([]byte(id), []byte(`{"send":{"id":"job-`)) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,4 +185,16 @@ func TestSalvagedJobReportsNoDetailAgain(t *testing.T) {
 	if reports, err := j.Reports(); err != nil || len(reports) != 0 {
 		t.Errorf("reports after the repair: %v, %v; want none", reports, err)
 	}
+}
+
+// tempJournal is a new journal in the test's temporary directory, closed
+// when the test ends.
+func tempJournal(t *testing.T) *Journal {
+	t.Helper()
+	j, err := OpenJournal(filepath.Join(t.TempDir(), "j.db"), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { j.Close() })
+	return j
 }
