@@ -8,9 +8,7 @@
 package nulchar
 
 import (
-	"maps"
 	"net/url"
-	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -126,24 +124,18 @@ func notUTF8(q url.Values) (name string, ok bool) {
 }
 
 // first shows the first parameter of q, by name, that bad finds at
-// fault; ok is false when it finds none, which is learned without sorting.
+// fault; ok is false when it finds none. One pass, keeping the least name,
+// as Repeated: nothing is sorted or allocated.
 func first(q url.Values, bad func(k string) bool, show func(k string) string) (name string, ok bool) {
-	found := false
 	for k := range q {
-		if bad(k) {
-			found = true
-			break
+		if (!ok || k < name) && bad(k) {
+			name, ok = k, true
 		}
 	}
-	if !found {
+	if !ok {
 		return "", false
 	}
-	for _, k := range slices.Sorted(maps.Keys(q)) {
-		if bad(k) {
-			return show(k), true
-		}
-	}
-	return "", false
+	return show(name), true
 }
 
 // Repeated is the first parameter of q, by name (so the same every time),
