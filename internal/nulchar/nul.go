@@ -3,8 +3,9 @@
 // holds either, and PostgreSQL (the store of a cluster) cannot even compare
 // a text with them. The API (httpapi) and the console (web) refuse such a
 // request each in its own words, but they find the fault, and the
-// parameter to name, with the one function here (URL, Values); and so
-// they find a parameter given twice with different values (Repeated).
+// parameter to name, with the functions here (Path, then Values, which
+// they call only for a query they parse once for their routes too); and
+// so they find a parameter given twice with different values (Repeated).
 package nulchar
 
 import (
@@ -52,20 +53,6 @@ func (f Fault) Message() string {
 		return `must not hold the NUL character (\u0000)`
 	}
 	return "must be UTF-8 text"
-}
-
-// URL is the first fault of u, or ok false: its path (Path) before its
-// query (Values), which is parsed only when there is one. A caller that
-// keeps the parsed query for later (Echo's QueryParams) calls Path and
-// Values itself, so that the query is parsed once.
-func URL(u *url.URL) (f Fault, ok bool) {
-	if f, ok := Path(u.Path); ok {
-		return f, true
-	}
-	if u.RawQuery == "" {
-		return Fault{}, false // most requests: no query to parse into a map
-	}
-	return Values(u.Query())
 }
 
 // Path is the fault of a URL's decoded path, or ok false: a NUL, then
