@@ -128,10 +128,11 @@ func first(q url.Values, bad func(k string) bool, show func(k string) string) (n
 // Repeated is the first parameter of q, by name (so the same every time),
 // given more than once with different values, or ok false. A page or
 // route reads one value of each, so the others would be dropped without
-// a word; the same value given twice means one thing.
-func Repeated(q url.Values) (name string, ok bool) {
+// a word; the same value given twice means one thing. Names that list
+// says are read as lists (nil: none) may repeat.
+func Repeated(q url.Values, list func(name string) bool) (name string, ok bool) {
 	for k, vs := range q {
-		if (!ok || k < name) && Differ(vs) {
+		if (!ok || k < name) && Differ(vs) && (list == nil || !list(k)) {
 			name, ok = k, true
 		}
 	}
