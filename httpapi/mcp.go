@@ -123,7 +123,14 @@ func (s *Server) mcp(c echo.Context) error {
 	if err := refuseCharset(r, data); err != nil {
 		return err
 	}
-	if !json.Valid(data) {
+	// One reading finds a body that is no JSON (Unmarshal checks the whole
+	// text first, as json.Valid) and the id, which a batch, a string or a
+	// number, being no object, does not give.
+	var msg struct {
+		ID json.RawMessage `json:"id"`
+	}
+	err = json.Unmarshal(data, &msg)
+	if _, syntax := errors.AsType[*json.SyntaxError](err); syntax {
 		return problem.New(problem.InvalidJSON, "The request body is not valid JSON; send one JSON-RPC message.")
 	}
 	if t := bytes.TrimLeft(data, " \t\r\n"); t[0] == '[' {
@@ -131,8 +138,10 @@ func (s *Server) mcp(c echo.Context) error {
 		// limit; MCP dropped batches in its 2025-06-18 revision.
 		return problem.New(problem.InvalidJSON, "Send one JSON-RPC message per request: batches are not accepted.")
 	}
-	if err := checkRPCID(data); err != nil {
-		return err
+	if err == nil {
+		if err := checkRPCID(msg.ID); err != nil {
+			return err
+		}
 	}
 	r.Body = io.NopCloser(bytes.NewReader(data))
 	ctx := context.WithValue(r.Context(), mcpCallerKey{}, principal(c))
@@ -151,21 +160,18 @@ const maxRPCID = 1<<53 - 1
 // conversion, so 1.5 was answered as id 1, 9007199254740993 as
 // 9007199254740992 and 99999999999999999999 as -9223372036854775808, and
 // the client could not match the answer to its request. MCP's ids are
-// strings or whole numbers. A body that is no JSON object, or an id of
-// another type, is the transport's to refuse.
-func checkRPCID(data []byte) error {
-	var msg struct {
-		ID json.RawMessage `json:"id"`
-	}
-	if json.Unmarshal(data, &msg) != nil || len(msg.ID) == 0 {
+// strings or whole numbers. No id (a notification), or an id of another
+// type, is the transport's to refuse.
+func checkRPCID(id json.RawMessage) error {
+	if len(id) == 0 {
 		return nil
 	}
-	if c := msg.ID[0]; c != '-' && (c < '0' || c > '9') {
+	if c := id[0]; c != '-' && (c < '0' || c > '9') {
 		return nil
 	}
-	if v, err := strconv.ParseFloat(string(msg.ID), 64); err != nil || v != math.Trunc(v) || math.Abs(v) > maxRPCID {
+	if v, err := strconv.ParseFloat(string(id), 64); err != nil || v != math.Trunc(v) || math.Abs(v) > maxRPCID {
 		return problem.New(problem.InvalidJSON, fmt.Sprintf("The JSON-RPC id %s cannot be answered as sent: give a string or a whole number from -%d to %d.",
-			msg.ID, maxRPCID, maxRPCID))
+			id, maxRPCID, maxRPCID))
 	}
 	return nil
 }

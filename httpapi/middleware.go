@@ -417,7 +417,7 @@ func (s *Server) refuseRepeated(next echo.HandlerFunc) echo.HandlerFunc {
 		case nulchar.Differ(h.Values(echo.HeaderContentType)):
 			pe = problem.Invalid(echo.HeaderContentType, "is given in more than one header, with different values; send one, the media type of the body")
 		case c.Request().URL.RawQuery != "":
-			if param, repeated := nulchar.Repeated(c.QueryParams()); repeated {
+			if param, repeated := nulchar.Repeated(c.QueryParams(), nil); repeated {
 				pe = problem.Invalid(param, "is given more than once in the address, with different values; give it once (a list is one value, its items separated by commas)")
 			}
 		}

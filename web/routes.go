@@ -113,7 +113,7 @@ func (c *Console) refuseUnstorable(next http.Handler) http.Handler {
 				pe = problem.Invalid(name, fmt.Sprintf("The address's parameter %q is not well formed: a %% must be followed by two hex digits, and ; separates no parameters.", name))
 				break
 			}
-			if name, repeated := nulchar.Repeated(q); repeated {
+			if name, repeated := nulchar.Repeated(q, nil); repeated {
 				pe = problem.Invalid(name, fmt.Sprintf("The address gives the parameter %q more than once, with different values; give it once.", name))
 				break
 			}

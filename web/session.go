@@ -362,12 +362,7 @@ func repeatedContentType(r *http.Request) *problem.Error {
 // page before the session and its token are checked. The same value given
 // twice means one thing and is taken.
 func repeatedField(form url.Values) *problem.Error {
-	name, found := "", false
-	for k, vs := range form {
-		if (!found || k < name) && !listField(k) && nulchar.Differ(vs) {
-			name, found = k, true
-		}
-	}
+	name, found := nulchar.Repeated(form, listField)
 	if !found {
 		return nil
 	}

@@ -3,14 +3,13 @@
 // holds either, and PostgreSQL (the store of a cluster) cannot even compare
 // a text with them. The API (httpapi) and the console (web) refuse such a
 // request each in its own words, but they find the fault, and the
-// parameter to name, with the one function here (URL, Values); and so
-// they find a parameter given twice with different values (Repeated).
+// parameter to name, with the functions here (Path, then Values, which
+// they call only for a query they parse once for their routes too); and
+// so they find a parameter given twice with different values (Repeated).
 package nulchar
 
 import (
-	"maps"
 	"net/url"
-	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -54,20 +53,6 @@ func (f Fault) Message() string {
 		return `must not hold the NUL character (\u0000)`
 	}
 	return "must be UTF-8 text"
-}
-
-// URL is the first fault of u, or ok false: its path (Path) before its
-// query (Values), which is parsed only when there is one. A caller that
-// keeps the parsed query for later (Echo's QueryParams) calls Path and
-// Values itself, so that the query is parsed once.
-func URL(u *url.URL) (f Fault, ok bool) {
-	if f, ok := Path(u.Path); ok {
-		return f, true
-	}
-	if u.RawQuery == "" {
-		return Fault{}, false // most requests: no query to parse into a map
-	}
-	return Values(u.Query())
 }
 
 // Path is the fault of a URL's decoded path, or ok false: a NUL, then
@@ -126,33 +111,28 @@ func notUTF8(q url.Values) (name string, ok bool) {
 }
 
 // first shows the first parameter of q, by name, that bad finds at
-// fault; ok is false when it finds none, which is learned without sorting.
+// fault; ok is false when it finds none. One pass, keeping the least name,
+// as Repeated: nothing is sorted or allocated.
 func first(q url.Values, bad func(k string) bool, show func(k string) string) (name string, ok bool) {
-	found := false
 	for k := range q {
-		if bad(k) {
-			found = true
-			break
+		if (!ok || k < name) && bad(k) {
+			name, ok = k, true
 		}
 	}
-	if !found {
+	if !ok {
 		return "", false
 	}
-	for _, k := range slices.Sorted(maps.Keys(q)) {
-		if bad(k) {
-			return show(k), true
-		}
-	}
-	return "", false
+	return show(name), true
 }
 
 // Repeated is the first parameter of q, by name (so the same every time),
 // given more than once with different values, or ok false. A page or
 // route reads one value of each, so the others would be dropped without
-// a word; the same value given twice means one thing.
-func Repeated(q url.Values) (name string, ok bool) {
+// a word; the same value given twice means one thing. Names that list
+// says are read as lists (nil: none) may repeat.
+func Repeated(q url.Values, list func(name string) bool) (name string, ok bool) {
 	for k, vs := range q {
-		if (!ok || k < name) && Differ(vs) {
+		if (!ok || k < name) && Differ(vs) && (list == nil || !list(k)) {
 			name, ok = k, true
 		}
 	}
