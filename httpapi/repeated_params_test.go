@@ -165,6 +165,7 @@ func TestMalformedQueryParameter(t *testing.T) {
 		{"GET", "/chat/messages?device_fingerprint=a-phone&phone=%2B15551230000&x=%", "x", nil},
 		{"GET", "/chat/messages?device_fingerprint=a-phone&phone=%2B15551230000&x=%4", "x", nil},
 		{"GET", "/chat/devices?%zz=1", "%zz", nil},
+		{"GET", "/chat/devices?a=%00&b=%zz", "b", nil}, // before a NUL in another, as the console
 	})
 	r := e.do(call{method: "GET", path: "/chat/messages?device_fingerprint=a-phone&phone=%2B15551230000&x=%25%3B", token: a.apiKey})
 	e.want(r, http.StatusOK, "")

@@ -61,6 +61,7 @@ func TestConsolePagesRefuseMalformedParameters(t *testing.T) {
 		{"/console/devices?pairing=%zz", "pairing"},
 		{"/console/messages?phone=%2B1555123456%7", "phone"},
 		{"/console/devices?a=1;b=2", "a"},
+		{"/console/devices?a=%00&b=%zz", "b"}, // before a NUL in another, as the API
 	} {
 		p := b.get(c.path)
 		if !p.errorPage(http.StatusBadRequest, "is not well formed", "&#34;"+c.param+"&#34;") {

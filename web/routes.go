@@ -89,9 +89,10 @@ func (c *Console) routes() {
 // the console's own links and forms never repeat one, so such an address
 // was edited by hand, and taking its first value would show the person
 // something other than what they asked for without a word. The same value
-// given twice means one thing and is taken. So is a pair the parser would
-// drop (a bad % escape, a ;; nulchar.Malformed), read as absent before. The console's script, asking
-// for JSON, gets the API's body.
+// given twice means one thing and is taken. A pair the parser would drop
+// (a bad % escape, a ;: nulchar.Malformed), read as absent before, is
+// refused first, before a NUL in another, as the API does. The console's
+// script, asking for JSON, gets the API's body.
 //
 // The query is parsed here once, only when there is one, and kept as the
 // request's Form for the pages to read (query): a request without a form
@@ -102,17 +103,19 @@ func (c *Console) refuseUnstorable(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f, ok := nulchar.Path(r.URL.Path)
 		var q url.Values
+		var pe *problem.Error
 		if !ok && r.URL.RawQuery != "" {
+			// A pair the parser drops is named first, as the API does:
+			// the parse below would not show it.
+			if name, bad := nulchar.Malformed(r.URL.RawQuery); bad {
+				c.refuse(w, r, problem.Invalid(name, fmt.Sprintf("The address's parameter %q is not well formed: a %% must be followed by two hex digits, and ; separates no parameters.", name)))
+				return
+			}
 			q = r.URL.Query()
 			f, ok = nulchar.Values(q)
 		}
-		var pe *problem.Error
 		switch {
 		case !ok:
-			if name, bad := nulchar.Malformed(r.URL.RawQuery); bad {
-				pe = problem.Invalid(name, fmt.Sprintf("The address's parameter %q is not well formed: a %% must be followed by two hex digits, and ; separates no parameters.", name))
-				break
-			}
 			if name, repeated := nulchar.Repeated(q, nil); repeated {
 				pe = problem.Invalid(name, fmt.Sprintf("The address gives the parameter %q more than once, with different values; give it once.", name))
 				break
