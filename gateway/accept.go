@@ -73,7 +73,7 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if h.isDraining() {
-		w.Header().Set("Retry-After", "5")
+		w.Header().Set("Retry-After", strconv.Itoa(outage.RetryAfter))
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "The server is restarting; connect again shortly.")
 		return
 	}
