@@ -43,6 +43,7 @@ type conn struct {
 	ping               atomic.Pointer[pingWait] // the ping waiting for its pong; nil between pings
 
 	state    atomic.Int32  // linkOpen until the link ends, once
+	closedAt atomic.Int64  // unix nanoseconds the link stopped being open (a close handshake begun, or cut): offline from then
 	frames   atomic.Uint32 // frames read from the phone, counted (wrapping) to tell a live phone from a silent one (heard)
 	handling atomic.Bool   // the reader is taking a frame, not reading: it may wait on the store
 	lastSeen atomic.Int64  // unix nanoseconds of the last frame or pong
@@ -169,6 +170,7 @@ func (c *conn) closeWith(code int, reason string) { c.closeWithFrame(code, reaso
 // closeWithFrame ends the link once: the close handshake can take seconds, so
 // it runs on its own goroutine and never holds up the caller.
 func (c *conn) closeWithFrame(code int, reason string, errFrame *proto.Error) {
+	c.markClosed() // offline from now, though the handshake may wait seconds on a phone that does not read
 	if !c.state.CompareAndSwap(linkOpen, linkClosing) {
 		return
 	}
@@ -212,6 +214,7 @@ func (c *conn) lost(why string) {
 // end drops a link whose network failed: there is nobody to say goodbye to.
 // A close handshake already under way is left to finish on its own.
 func (c *conn) end() {
+	c.markClosed()
 	c.state.CompareAndSwap(linkOpen, linkCut)
 	if c.state.Load() != linkClosing {
 		c.ws.CloseNow()
@@ -219,6 +222,11 @@ func (c *conn) end() {
 }
 
 func (c *conn) closed() bool { return c.state.Load() != linkOpen }
+
+// markClosed records when the link stopped being open, the first time
+// only; it comes before the state's change, so a closed link always has
+// its time (closedSince).
+func (c *conn) markClosed() { c.closedAt.CompareAndSwap(0, c.hub.now().UnixNano()) }
 
 // finish runs when the reader ends: the link is over.
 func (c *conn) finish() {

@@ -314,12 +314,21 @@ func TestBurstOfBadFramesIsFlood(t *testing.T) {
 			}()
 			// The server's decision is the flood close, logged as it is taken.
 			r.serverClosed("mute", proto.CloseFlood)
+			// The phone is offline from that decision on, though its close
+			// handshake may wait seconds on it: the hub no longer counts it
+			// as linked, and the failover sweep counts its time offline.
+			if r.hub.Online("mute") || !r.hub.LastSeen("mute").IsZero() || len(r.hub.Presence([]string{"mute"})) != 0 {
+				t.Fatal("the phone is still reported online after the server decided to close its link")
+			}
+			if r.hub.OfflineSince("mute").IsZero() {
+				t.Fatal("OfflineSince is zero for a link the server is closing")
+			}
 			// Then the link ends. When the answerer, not the reader, took the
 			// decision (refused reports are charged once their commit says
 			// they moved nothing), the reader ends only with the close
 			// handshake, which waits for a phone that does not read: up to
 			// closeHandshakeBound. The deadline is that on top of the usual one.
-			poll.Within(t, poll.Timeout+closeHandshakeBound, "the server ends the link", func() bool { return !r.hub.Online("mute") })
+			poll.Within(t, poll.Timeout+closeHandshakeBound, "the server ends the link", func() bool { return r.hub.Count() == 0 })
 			// The phone, reading only now, sees the close unless its own
 			// blocked write holds up its answer to the close past the
 			// handshake's 5 s (PROTOCOL.md, section 9), so its view is

@@ -45,10 +45,11 @@ func TestHelloWelcomeAndPresence(t *testing.T) {
 	if got := r.hub.Presence([]string{"pixel-1"}); len(got) != 0 {
 		t.Errorf("presence after the link ended: %v, want none", got)
 	}
-	d, _ = r.store.Device("pixel-1")
-	if d.LastSeenAt.IsZero() {
-		t.Error("last_seen_at was not stored when the link ended")
-	}
+	// The link's end stores when it was last seen, once it is unregistered.
+	eventually(t, "last_seen_at stored when the link ended", func() bool {
+		d, _ = r.store.Device("pixel-1")
+		return !d.LastSeenAt.IsZero()
+	})
 }
 
 func TestRefusedBeforeUpgrade(t *testing.T) {

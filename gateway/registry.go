@@ -28,11 +28,15 @@ func (h *Hub) register(c *conn) (old *conn, ok bool) {
 // presence hook hears of it only then.
 func (h *Hub) unregister(c *conn) {
 	now := h.now()
+	ended := c.closedSince() // offline since then, not since its handshake ended
+	if ended.IsZero() {
+		ended = now
+	}
 	h.mu.Lock()
 	was := h.conns[c.dev.Fingerprint] == c
 	if was {
 		delete(h.conns, c.dev.Fingerprint)
-		h.endedAt[c.dev.Fingerprint] = now
+		h.endedAt[c.dev.Fingerprint] = ended
 	}
 	h.forgetOld(now)
 	h.mu.Unlock()
@@ -58,8 +62,11 @@ func (h *Hub) noteDispatch(deviceID, seq uint64) {
 func (h *Hub) OfflineSince(fingerprint string) time.Time {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.conns[fingerprint] != nil {
-		return time.Time{}
+	if c := h.conns[fingerprint]; c != nil {
+		if !c.closed() {
+			return time.Time{}
+		}
+		return c.closedSince() // closing: the handshake holds its place a while
 	}
 	return h.endedAt[fingerprint]
 }
@@ -119,12 +126,31 @@ func (h *Hub) lookup(fingerprint string) *conn {
 	return h.conns[fingerprint]
 }
 
+// live is the device's link while it is open: one the server is closing
+// stays registered until its close handshake ends, which can take seconds
+// with a phone that does not read, but the device is offline from the
+// moment the server decided to close it.
+func (h *Hub) live(fingerprint string) *conn {
+	if c := h.lookup(fingerprint); c != nil && !c.closed() {
+		return c
+	}
+	return nil
+}
+
+// closedSince is when c stopped being open; zero while it is open.
+func (c *conn) closedSince() time.Time {
+	if at := c.closedAt.Load(); at != 0 {
+		return time.Unix(0, at)
+	}
+	return time.Time{}
+}
+
 // Online reports whether the device has a live link.
-func (h *Hub) Online(fingerprint string) bool { return h.lookup(fingerprint) != nil }
+func (h *Hub) Online(fingerprint string) bool { return h.live(fingerprint) != nil }
 
 // LastSeen is when the device's live link last carried anything; zero when offline.
 func (h *Hub) LastSeen(fingerprint string) time.Time {
-	if c := h.lookup(fingerprint); c != nil {
+	if c := h.live(fingerprint); c != nil {
 		return time.Unix(0, c.lastSeen.Load()).UTC()
 	}
 	return time.Time{}
@@ -138,7 +164,7 @@ func (h *Hub) Presence(fingerprints []string) map[string]time.Time {
 	h.mu.Lock()
 	live := make(map[string]*conn)
 	for _, fp := range fingerprints {
-		if c := h.conns[fp]; c != nil {
+		if c := h.conns[fp]; c != nil && !c.closed() {
 			live[fp] = c
 		}
 	}
@@ -149,7 +175,8 @@ func (h *Hub) Presence(fingerprints []string) map[string]time.Time {
 	return out
 }
 
-// Count is the number of live links.
+// Count is the number of registered links, those still in their close
+// handshake included.
 func (h *Hub) Count() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
