@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/coder/websocket"
 
@@ -17,11 +16,6 @@ import (
 	"github.com/simrelay/simrelay/internal/outage"
 	"github.com/simrelay/simrelay/store"
 )
-
-// unavailableLogEvery spaces the log lines of links refused while the
-// database does not answer, as the API spaces those of its requests: a
-// fleet of phones reconnecting through an outage is thousands of refusals.
-const unavailableLogEvery = 10 * time.Second
 
 // badToken is the 401's message for an upgrade without a live device token.
 const badToken = "The device token is missing, invalid or revoked. Pair the phone again."
@@ -112,10 +106,11 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // (err, the store call that found it so): the phone is told to come back
 // (503 unavailable), as any route tells its client, not that the server
 // failed, and comes back within seconds (PROTOCOL.md section 14). Every
-// phone reconnecting meets it: one line per unavailableLogEvery says so,
-// with how many were left out, not one line per phone.
+// phone reconnecting meets it, thousands of refusals for a fleet: one line
+// per outage.LogEvery says so, as the API spaces those of its requests, with
+// how many were left out, not one line per phone.
 func (h *Hub) refuseUnavailable(w http.ResponseWriter, err error) {
-	if suppressed, ok := h.unavailable.Due(h.now(), unavailableLogEvery); ok {
+	if suppressed, ok := h.unavailable.Due(h.now(), outage.LogEvery); ok {
 		h.log.Error("device authentication failed: the database does not answer", "err", err, "suppressed", suppressed)
 	}
 	w.Header().Set("Retry-After", strconv.Itoa(outage.RetryAfter))

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/internal/outage"
 	"github.com/simrelay/simrelay/store"
 )
 
@@ -67,13 +68,13 @@ func (g *storeGate) refuse(now time.Time) (refused bool, cause error) {
 // err, and logs what failed (msg, with attrs). A store out of reach closes
 // with 1013 (try again later), which brings the phone back within seconds
 // (PROTOCOL.md section 14), and is logged at most once per
-// unavailableLogEvery: an outage meets every phone that reports. Any other
+// outage.LogEvery: an outage meets every phone that reports. Any other
 // fault is the server's own and closes with 1011.
 func (c *conn) storeFault(err error, msg string, attrs ...any) {
 	h := c.hub
 	if errors.Is(err, store.ErrUnavailable) {
 		h.gate.failed(h.now(), err)
-		if suppressed, ok := h.linksCut.Due(h.now(), unavailableLogEvery); ok {
+		if suppressed, ok := h.linksCut.Due(h.now(), outage.LogEvery); ok {
 			h.log.Error(msg+": the database does not answer", append(attrs, "err", err, "suppressed", suppressed)...)
 		}
 		c.closeWith(proto.CloseTryAgainLater, "database unavailable")
@@ -86,13 +87,13 @@ func (c *conn) storeFault(err error, msg string, attrs ...any) {
 // seenFault logs that the store did not take the last seen time of a link
 // that ended (finish). Every link that ends while the database is out of
 // reach meets it, 10,000 lines for as many phones: one line per
-// unavailableLogEvery says so, with how many were left out, and the hub
+// outage.LogEvery says so, with how many were left out, and the hub
 // knows the store out of reach, as at any store call of a link. Any other
 // fault is logged each time.
 func (h *Hub) seenFault(device string, err error) {
 	if errors.Is(err, store.ErrUnavailable) {
 		h.gate.failed(h.now(), err)
-		if suppressed, ok := h.seenLost.Due(h.now(), unavailableLogEvery); ok {
+		if suppressed, ok := h.seenLost.Due(h.now(), outage.LogEvery); ok {
 			h.log.Error("store last seen: the database does not answer", "device", device, "err", err, "suppressed", suppressed)
 		}
 		return
