@@ -180,6 +180,11 @@ func (c *serveConfig) validate() error {
 	if c.messageTTL < time.Minute {
 		return fmt.Errorf("%s %s: must be at least 1m", both("message-ttl"), c.messageTTL)
 	}
+	if c.offlineGrace <= 0 {
+		// device.SetAlerts would take it for the default, and the console's
+		// settings page would show the value given, not the one in force.
+		return fmt.Errorf("%s %s: must be positive", both("device-offline-grace"), c.offlineGrace)
+	}
 	// Checked one at a time, so the message names the flag at fault.
 	if err := (mail.Config{SMTPURL: c.smtpURL}).Validate(); err != nil {
 		return fmt.Errorf("%s: %v", both("smtp-url"), err)

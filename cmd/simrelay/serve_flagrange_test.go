@@ -43,3 +43,23 @@ func testFlagRange(t *testing.T, name, envName string, cases []rangeCase, check 
 		})
 	}
 }
+
+// --device-offline-grace of 0 or less was taken for the default (2m) while
+// the console's settings page showed the value given: it is refused at
+// start, naming the flag, as every other bad value is.
+func TestDeviceOfflineGraceRange(t *testing.T) {
+	const refused = "--device-offline-grace (SIMRELAY_DEVICE_OFFLINE_GRACE) "
+	testFlagRange(t, "device-offline-grace", "SIMRELAY_DEVICE_OFFLINE_GRACE", []rangeCase{
+		{"", "", ""}, // the default, 2m
+		{"1s", "", ""},
+		{"", "5m", ""},
+		{"0s", "", refused + "0s: must be positive"},
+		{"-5s", "", refused + "-5s: must be positive"},
+		{"", "-1m", refused + "-1m0s: must be positive"},
+	}, func(t *testing.T, cfg *serveConfig, c rangeCase) {
+		want := map[string]string{"": "2m0s", "1s": "1s", "5m": "5m0s"}[c.flag+c.env]
+		if got := cfg.offlineGrace.String(); got != want {
+			t.Errorf("grace %s, want %s", got, want)
+		}
+	})
+}
