@@ -70,6 +70,7 @@ func TestServeRefusesBadSettings(t *testing.T) {
 		want string
 	}{
 		{[]string{"--listen", "nope"}, nil, "--listen"},
+		{[]string{"--pprof-listen", "nope"}, nil, "--pprof-listen (SIMRELAY_PPROF_LISTEN) \"nope\": want host:port"},
 		{[]string{"--rate-general", "0/1m"}, nil, "--rate-general"},
 		{[]string{"--rate-auth", "15"}, nil, "--rate-auth"},
 		{[]string{"--log-format", "xml"}, nil, "--log-format"},

@@ -127,6 +127,11 @@ func (c *serveConfig) validate() error {
 	if _, _, e := net.SplitHostPort(c.listen); e != nil {
 		return fmt.Errorf("%s %q: want host:port, e.g. 127.0.0.1:8080", both("listen"), c.listen)
 	}
+	if c.pprofListen != "" {
+		if _, _, e := net.SplitHostPort(c.pprofListen); e != nil {
+			return fmt.Errorf("%s %q: want host:port, e.g. 127.0.0.1:6060", both("pprof-listen"), c.pprofListen)
+		}
+	}
 	// An empty public URL is derived from the bound address once listening
 	// (so --listen 127.0.0.1:0 gets the real port).
 	if c.publicURL != "" {
