@@ -42,11 +42,12 @@ type conn struct {
 	pingPrev, pingNext *conn                    // the other links of that slot; guarded by hub.pings.mu
 	ping               atomic.Pointer[pingWait] // the ping waiting for its pong; nil between pings
 
-	state    atomic.Int32  // linkOpen until the link ends, once
-	closedAt atomic.Int64  // unix nanoseconds the link stopped being open (a close handshake begun, or cut): offline from then
-	frames   atomic.Uint32 // frames read from the phone, counted (wrapping) to tell a live phone from a silent one (heard)
-	handling atomic.Bool   // the reader is taking a frame, not reading: it may wait on the store
-	lastSeen atomic.Int64  // unix nanoseconds of the last frame or pong
+	state     atomic.Int32  // linkOpen until the link ends, once
+	closedAt  atomic.Int64  // unix nanoseconds the link stopped being open (a close handshake begun, or cut): offline from then
+	toldEnded atomic.Bool   // the cluster heard the link ended (ended)
+	frames    atomic.Uint32 // frames read from the phone, counted (wrapping) to tell a live phone from a silent one (heard)
+	handling  atomic.Bool   // the reader is taking a frame, not reading: it may wait on the store
+	lastSeen  atomic.Int64  // unix nanoseconds of the last frame or pong
 
 	flood   *rate.Limiter // what the phone sends unasked (flood.go), from its first such frame; guarded by floodMu
 	floodMu sync.Mutex    // the reader and the answerer both charge
@@ -190,6 +191,9 @@ func (c *conn) closeWithFrame(code int, reason string, errFrame *proto.Error) {
 	c.hub.wg.Add(1)
 	go func() {
 		defer c.hub.wg.Done()
+		if c.hub.lookup(c.dev.Fingerprint) == c {
+			c.ended() // other nodes see the device offline now, not after the handshake
+		}
 		if errFrame != nil {
 			if data, err := proto.Encode(*errFrame); err == nil {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Second)

@@ -17,8 +17,10 @@ type Epochs interface {
 	// cluster, tells the other nodes, and answers its epoch. It runs on
 	// the link's set-up goroutine before the link's first pump.
 	Claim(dev store.Device) (epoch uint64, err error)
-	// Ended says the device's registered link of that epoch ended. It runs
-	// on the link's reader as it ends.
+	// Ended says the device's registered link of that epoch ended, once
+	// per link: as the server begins to close it (the close handshake can
+	// wait seconds on a phone that does not read, and the device is offline
+	// from the decision on every node), or on the link's reader as it ends.
 	Ended(dev store.Device, epoch uint64)
 }
 
@@ -88,9 +90,14 @@ func (c *conn) claim() bool {
 	return true
 }
 
-// ended tells the cluster that the link, registered until now, ended.
+// ended tells the cluster that the link ended, once: when the server
+// begins to close it, or when it is unregistered. A link that has not
+// claimed its epoch yet has nothing to end (its claim comes later, and
+// its end then).
 func (c *conn) ended() {
-	if e := c.epoch.Load(); e != 0 && c.hub.epochs != nil {
-		c.hub.epochs.Ended(c.dev, e)
+	e := c.epoch.Load()
+	if e == 0 || c.hub.epochs == nil || !c.toldEnded.CompareAndSwap(false, true) {
+		return
 	}
+	c.hub.epochs.Ended(c.dev, e)
 }

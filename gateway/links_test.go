@@ -1,0 +1,73 @@
+package gateway
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/internal/poll"
+	"github.com/simrelay/simrelay/internal/storetest"
+	"github.com/simrelay/simrelay/store"
+)
+
+// epochLog is a cluster's fencing as the hub sees it: every link claims the
+// next epoch, and each Ended is recorded with whether the link was still
+// registered on the hub at that moment.
+type epochLog struct {
+	hub   func() *Hub
+	mu    sync.Mutex
+	next  uint64
+	ended []endedCall
+}
+
+type endedCall struct {
+	epoch      uint64
+	registered bool // the hub still held the link (its close handshake under way)
+}
+
+func (l *epochLog) Claim(store.Device) (uint64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.next++
+	return l.next, nil
+}
+
+func (l *epochLog) Ended(dev store.Device, epoch uint64) {
+	registered := l.hub().lookup(dev.Fingerprint) != nil
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.ended = append(l.ended, endedCall{epoch, registered})
+}
+
+func (l *epochLog) calls() []endedCall {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]endedCall(nil), l.ended...)
+}
+
+// A link the server closes ends in the cluster as the server decides, not
+// once its close handshake is over, which waits seconds on a phone that
+// does not read: other nodes see the device offline as this one does. The
+// link's end when it is unregistered tells the cluster nothing more.
+func TestServerCloseEndsTheLinkInTheClusterAtOnce(t *testing.T) {
+	t.Parallel()
+	log := &epochLog{}
+	var r *rig
+	log.hub = func() *Hub { return r.hub }
+	r = newRigHub(t, storetest.OpenWith(t, storetest.Options{}), Config{}, time.Now, nil, hubSetup{epochs: log})
+	ws, _, err := r.dial(r.pair("mute"), tinyReceiveBuffer())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	writeFrame(t, ws, proto.Hello{Protocol: 1})
+	eventually(t, "online", func() bool { return r.hub.Online("mute") })
+	r.hub.Disconnect("mute", proto.CloseDeviceGone, "device deleted")
+	eventually(t, "the cluster told of the link's end", func() bool { return len(log.calls()) > 0 })
+	poll.Within(t, poll.Timeout+closeHandshakeBound, "the link unregistered", func() bool { return r.hub.Count() == 0 })
+	got := log.calls()
+	if len(got) != 1 || got[0].epoch != 1 || !got[0].registered {
+		t.Fatalf("Ended calls %+v: want one, for epoch 1, made while the close handshake was under way", got)
+	}
+}
