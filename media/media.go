@@ -206,18 +206,22 @@ func (s *Service) Put(ctx context.Context, dev store.Device, up Upload) (store.M
 	}
 	if s.cfg.TempDir != "" {
 		if err := os.MkdirAll(s.cfg.TempDir, 0o700); err != nil {
-			return store.Media{}, false, fmt.Errorf("media: spool: %w", err)
+			return store.Media{}, false, spoolFailed(err)
 		}
 	}
 	f, err := os.CreateTemp(s.cfg.TempDir, spoolPrefix+"*")
 	if err != nil {
-		return store.Media{}, false, fmt.Errorf("media: spool: %w", err)
+		return store.Media{}, false, spoolFailed(err)
 	}
 	defer os.Remove(f.Name())
 	defer f.Close()
-	n, err := io.Copy(f, io.LimitReader(up.Body, s.cfg.MaxBytes+1))
+	body := &arrival{r: io.LimitReader(up.Body, s.cfg.MaxBytes+1)}
+	n, err := io.Copy(f, body)
+	if body.err != nil {
+		return store.Media{}, false, problem.New(problem.ValidationFailed, "The upload did not arrive whole: "+body.err.Error())
+	}
 	if err != nil {
-		return store.Media{}, false, problem.New(problem.ValidationFailed, "The upload did not arrive whole: "+err.Error())
+		return store.Media{}, false, spoolFailed(err)
 	}
 	if n > s.cfg.MaxBytes {
 		return store.Media{}, false, tooLarge(s.cfg.MaxBytes)
@@ -228,7 +232,7 @@ func (s *Service) Put(ctx context.Context, dev store.Device, up Upload) (store.M
 	head := make([]byte, 512)
 	k, _ := f.ReadAt(head, 0)
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return store.Media{}, false, fmt.Errorf("media: spool: %w", err)
+		return store.Media{}, false, spoolFailed(err)
 	}
 	m := store.Media{ID: "med_" + strings.ReplaceAll(uuid.NewString(), "-", ""), CompanyID: dev.CompanyID, DeviceID: dev.ID,
 		Key: up.Key, ContentType: ContentType(up.ContentType, head[:k]), Filename: up.Filename, Size: n}
@@ -246,6 +250,34 @@ func (s *Service) Put(ctx context.Context, dev store.Device, up Upload) (store.M
 		return store.Media{}, false, sms.Refusal(err, s.now())
 	}
 	return stored, dup, nil
+}
+
+// arrival is an upload's body as it is spooled. err is the failure of its
+// read (the upload did not arrive whole: the request's fault), which tells
+// it from a failure to write the spool (the server's).
+type arrival struct {
+	r   io.Reader
+	err error
+}
+
+func (a *arrival) Read(p []byte) (int, error) {
+	n, err := a.r.Read(p)
+	if err != nil && err != io.EOF {
+		a.err = err
+	}
+	return n, err
+}
+
+// spoolFailed is the error of a spool the server could not write: a full
+// disk (or quota, or file size limit) is store.ErrDiskFull, 503 as the
+// store's own; anything else a server error. After either the agent keeps
+// the file and uploads it again, where a 400 makes it forward the message
+// without the file.
+func spoolFailed(err error) error {
+	if store.NoSpace(err) {
+		return fmt.Errorf("%w: media spool: %w", store.ErrDiskFull, err)
+	}
+	return fmt.Errorf("media: spool: %w", err)
 }
 
 // badInName are the characters a file's name may not hold: path
