@@ -75,6 +75,12 @@ const uploadRetrySeconds = 5
 // retry still carries a working link.
 const DefaultURLLifetime = 72 * time.Hour
 
+// DefaultChunkTimeout is how long a download may take to accept one
+// chunk (store.MediaChunkSize, 256 KiB) of a file: a reader that stalls is
+// cut, so it holds no connection, goroutine or chunk for ever; one that
+// keeps reading, however slowly, may take as long as it needs.
+const DefaultChunkTimeout = time.Minute
+
 // MaxPerMessage is the most files one inbound message names.
 const MaxPerMessage = 10
 
@@ -103,6 +109,7 @@ type Config struct {
 	Spools            int // arriving at once (DefaultSpools)
 	UploadsPerCompany int
 	URLLifetime       time.Duration
+	ChunkTimeout      time.Duration // DefaultChunkTimeout
 	// TempDir holds uploads while they arrive (os.TempDir() when empty).
 	// When set it is the server's own, made (0700) at the first upload:
 	// New removes the spooled uploads a crash (kill -9, power loss) left
@@ -142,6 +149,9 @@ func New(cfg Config, st Store, now func() time.Time) (*Service, error) {
 	}
 	if cfg.URLLifetime <= 0 {
 		cfg.URLLifetime = DefaultURLLifetime
+	}
+	if cfg.ChunkTimeout <= 0 {
+		cfg.ChunkTimeout = DefaultChunkTimeout
 	}
 	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
 	if cfg.TempDir != "" {
@@ -322,8 +332,9 @@ func (s *Service) Get(companyID uint64, id string) (store.Media, error) {
 // so nothing in it may run there: only images a browser shows are inline,
 // everything else an attachment (Disposition); the browser may not guess
 // another type (nosniff); and a sandbox CSP keeps even a file opened
-// directly from running script. A HEAD gets the headers alone. An error is
-// the copy's, after the status went out: the client sees a short body.
+// directly from running script. A HEAD gets the headers alone. Each chunk
+// must be taken within ChunkTimeout. An error is the copy's, after the
+// status went out: the client sees a short body.
 func (s *Service) Serve(w http.ResponseWriter, r *http.Request, m store.Media) error {
 	h := w.Header()
 	h.Set("Content-Type", m.ContentType)
@@ -336,9 +347,21 @@ func (s *Service) Serve(w http.ResponseWriter, r *http.Request, m store.Media) e
 	if r.Method == http.MethodHead {
 		return nil
 	}
-	_, err := s.st.CopyMedia(w, m.ID)
+	rc := http.NewResponseController(w)
+	_, err := s.st.CopyMedia(writeFunc(func(chunk []byte) (int, error) {
+		// A writer without deadlines (a test's recorder) is written unbounded.
+		if err := rc.SetWriteDeadline(time.Now().Add(s.cfg.ChunkTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+			return 0, fmt.Errorf("media: write deadline: %w", err)
+		}
+		return w.Write(chunk)
+	}), m.ID)
 	return err
 }
+
+// writeFunc is a function as an io.Writer.
+type writeFunc func([]byte) (int, error)
+
+func (f writeFunc) Write(p []byte) (int, error) { return f(p) }
 
 // URL is a link to the file that works without a credential until
 // expires: the base URL, the file's id and the expiry, signed.
