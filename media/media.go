@@ -75,6 +75,12 @@ const uploadRetrySeconds = 5
 // retry still carries a working link.
 const DefaultURLLifetime = 72 * time.Hour
 
+// DefaultChunkTimeout is how long a download may take to accept one
+// chunk (store.MediaChunkSize, 256 KiB) of a file: a reader that stalls is
+// cut, so it holds no connection, goroutine or chunk for ever; one that
+// keeps reading, however slowly, may take as long as it needs.
+const DefaultChunkTimeout = time.Minute
+
 // MaxPerMessage is the most files one inbound message names.
 const MaxPerMessage = 10
 
@@ -103,6 +109,7 @@ type Config struct {
 	Spools            int // arriving at once (DefaultSpools)
 	UploadsPerCompany int
 	URLLifetime       time.Duration
+	ChunkTimeout      time.Duration // DefaultChunkTimeout
 	// TempDir holds uploads while they arrive (os.TempDir() when empty).
 	// When set it is the server's own, made (0700) at the first upload:
 	// New removes the spooled uploads a crash (kill -9, power loss) left
@@ -142,6 +149,9 @@ func New(cfg Config, st Store, now func() time.Time) (*Service, error) {
 	}
 	if cfg.URLLifetime <= 0 {
 		cfg.URLLifetime = DefaultURLLifetime
+	}
+	if cfg.ChunkTimeout <= 0 {
+		cfg.ChunkTimeout = DefaultChunkTimeout
 	}
 	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
 	if cfg.TempDir != "" {
@@ -206,18 +216,22 @@ func (s *Service) Put(ctx context.Context, dev store.Device, up Upload) (store.M
 	}
 	if s.cfg.TempDir != "" {
 		if err := os.MkdirAll(s.cfg.TempDir, 0o700); err != nil {
-			return store.Media{}, false, fmt.Errorf("media: spool: %w", err)
+			return store.Media{}, false, spoolFailed(err)
 		}
 	}
 	f, err := os.CreateTemp(s.cfg.TempDir, spoolPrefix+"*")
 	if err != nil {
-		return store.Media{}, false, fmt.Errorf("media: spool: %w", err)
+		return store.Media{}, false, spoolFailed(err)
 	}
 	defer os.Remove(f.Name())
 	defer f.Close()
-	n, err := io.Copy(f, io.LimitReader(up.Body, s.cfg.MaxBytes+1))
+	body := &arrival{r: io.LimitReader(up.Body, s.cfg.MaxBytes+1)}
+	n, err := io.Copy(f, body)
+	if body.err != nil {
+		return store.Media{}, false, problem.New(problem.ValidationFailed, "The upload did not arrive whole: "+body.err.Error())
+	}
 	if err != nil {
-		return store.Media{}, false, problem.New(problem.ValidationFailed, "The upload did not arrive whole: "+err.Error())
+		return store.Media{}, false, spoolFailed(err)
 	}
 	if n > s.cfg.MaxBytes {
 		return store.Media{}, false, tooLarge(s.cfg.MaxBytes)
@@ -228,7 +242,7 @@ func (s *Service) Put(ctx context.Context, dev store.Device, up Upload) (store.M
 	head := make([]byte, 512)
 	k, _ := f.ReadAt(head, 0)
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return store.Media{}, false, fmt.Errorf("media: spool: %w", err)
+		return store.Media{}, false, spoolFailed(err)
 	}
 	m := store.Media{ID: "med_" + strings.ReplaceAll(uuid.NewString(), "-", ""), CompanyID: dev.CompanyID, DeviceID: dev.ID,
 		Key: up.Key, ContentType: ContentType(up.ContentType, head[:k]), Filename: up.Filename, Size: n}
@@ -246,6 +260,34 @@ func (s *Service) Put(ctx context.Context, dev store.Device, up Upload) (store.M
 		return store.Media{}, false, sms.Refusal(err, s.now())
 	}
 	return stored, dup, nil
+}
+
+// arrival is an upload's body as it is spooled. err is the failure of its
+// read (the upload did not arrive whole: the request's fault), which tells
+// it from a failure to write the spool (the server's).
+type arrival struct {
+	r   io.Reader
+	err error
+}
+
+func (a *arrival) Read(p []byte) (int, error) {
+	n, err := a.r.Read(p)
+	if err != nil && err != io.EOF {
+		a.err = err
+	}
+	return n, err
+}
+
+// spoolFailed is the error of a spool the server could not write: a full
+// disk (or quota, or file size limit) is store.ErrDiskFull, 503 as the
+// store's own; anything else a server error. After either the agent keeps
+// the file and uploads it again, where a 400 makes it forward the message
+// without the file.
+func spoolFailed(err error) error {
+	if store.NoSpace(err) {
+		return fmt.Errorf("%w: media spool: %w", store.ErrDiskFull, err)
+	}
+	return fmt.Errorf("media: spool: %w", err)
 }
 
 // badInName are the characters a file's name may not hold: path
@@ -285,8 +327,41 @@ func (s *Service) Get(companyID uint64, id string) (store.Media, error) {
 	return s.st.MediaByID(companyID, id)
 }
 
-// Copy writes a file's bytes to w.
-func (s *Service) Copy(w io.Writer, id string) (int64, error) { return s.st.CopyMedia(w, id) }
+// Serve answers a file (m, as Get returned it), for the API and the
+// console alike. It is a stranger's bytes served from the server's origin,
+// so nothing in it may run there: only images a browser shows are inline,
+// everything else an attachment (Disposition); the browser may not guess
+// another type (nosniff); and a sandbox CSP keeps even a file opened
+// directly from running script. A HEAD gets the headers alone. Each chunk
+// must be taken within ChunkTimeout. An error is the copy's, after the
+// status went out: the client sees a short body.
+func (s *Service) Serve(w http.ResponseWriter, r *http.Request, m store.Media) error {
+	h := w.Header()
+	h.Set("Content-Type", m.ContentType)
+	h.Set("Content-Length", strconv.FormatInt(m.Size, 10))
+	h.Set("Content-Disposition", Disposition(m))
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; sandbox")
+	h.Set("Cache-Control", "private, max-age=300")
+	w.WriteHeader(http.StatusOK)
+	if r.Method == http.MethodHead {
+		return nil
+	}
+	rc := http.NewResponseController(w)
+	_, err := s.st.CopyMedia(writeFunc(func(chunk []byte) (int, error) {
+		// A writer without deadlines (a test's recorder) is written unbounded.
+		if err := rc.SetWriteDeadline(time.Now().Add(s.cfg.ChunkTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+			return 0, fmt.Errorf("media: write deadline: %w", err)
+		}
+		return w.Write(chunk)
+	}), m.ID)
+	return err
+}
+
+// writeFunc is a function as an io.Writer.
+type writeFunc func([]byte) (int, error)
+
+func (f writeFunc) Write(p []byte) (int, error) { return f(p) }
 
 // URL is a link to the file that works without a credential until
 // expires: the base URL, the file's id and the expiry, signed.

@@ -1,12 +1,18 @@
 package media
 
 import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/simrelay/simrelay/internal/storetest"
+	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
 )
 
@@ -86,5 +92,25 @@ func TestBusyMessageCountsRight(t *testing.T) {
 		if got := busyMessage(n); got != want {
 			t.Errorf("busyMessage(%d) = %q, want %q", n, got, want)
 		}
+	}
+}
+
+// An upload whose body breaks off is the request's: 400, the spool gone.
+func TestUploadCutShortIsTheRequests(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s, err := New(Config{Key: []byte("0123456789abcdef"), TempDir: dir}, storetest.Open(t), time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := errors.New("connection reset by peer")
+	body := io.MultiReader(bytes.NewReader(make([]byte, 1000)), iotest.ErrReader(cut))
+	_, _, err = s.Put(context.Background(), store.Device{ID: 1, CompanyID: 1},
+		Upload{Key: "wa:1/0", ContentType: "application/pdf", Length: 2000, Body: body})
+	if !problem.Is(err, problem.ValidationFailed) || errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("an upload cut short: %v, want validation_failed", err)
+	}
+	if left, err := os.ReadDir(dir); err != nil || len(left) != 0 {
+		t.Fatalf("the spool directory after the upload: %v %v, want empty", left, err)
 	}
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"syscall"
 )
 
 var (
@@ -32,6 +33,22 @@ var ErrUnavailable = errors.New("store: the database does not answer")
 // It wraps ErrUnavailable, so whatever retries or answers 503 for a store
 // out of reach does the same for a full disk.
 var ErrDiskFull = fmt.Errorf("%w: its disk is full", ErrUnavailable)
+
+// NoSpaceErrnos are the errnos of a write that found no room: the disk
+// full, the user's quota reached, the process's file size limit reached.
+var NoSpaceErrnos = []syscall.Errno{syscall.ENOSPC, syscall.EDQUOT, syscall.EFBIG}
+
+// NoSpace reports whether err holds one of NoSpaceErrnos: a write of a
+// file that found no room, which is the server's state, never the request's
+// fault (ErrDiskFull is its answer).
+func NoSpace(err error) bool {
+	for _, e := range NoSpaceErrnos {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
 
 // ErrClosed is in the chain of the error of every method called after Close,
 // reads and writes, on either backend (conformance.Closed).

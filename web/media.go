@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 
 	"github.com/simrelay/simrelay/media"
 	"github.com/simrelay/simrelay/problem"
@@ -55,8 +54,8 @@ func (c *Console) mediaRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET "+Prefix+"/media/{id}", c.page(member, c.mediaFile))
 }
 
-// mediaFile sends a file with the API's headers: inline only for images a
-// browser shows, nosniff, and a sandbox so that nothing in it runs.
+// mediaFile sends a file as the API does (media.Serve): inline only for
+// images a browser shows, nosniff, and a sandbox so that nothing in it runs.
 func (c *Console) mediaFile(w http.ResponseWriter, r *http.Request, q *req) error {
 	m, err := c.deps.Media.Get(q.p().CompanyID, r.PathValue("id"))
 	if errors.Is(err, store.ErrNotFound) {
@@ -65,15 +64,7 @@ func (c *Console) mediaFile(w http.ResponseWriter, r *http.Request, q *req) erro
 	if err != nil {
 		return err
 	}
-	h := w.Header()
-	h.Set("Content-Type", m.ContentType)
-	h.Set("Content-Length", strconv.FormatInt(m.Size, 10))
-	h.Set("Content-Disposition", media.Disposition(m))
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; sandbox")
-	h.Set("Cache-Control", "private, max-age=300")
-	w.WriteHeader(http.StatusOK)
-	if _, err := c.deps.Media.Copy(w, m.ID); err != nil {
+	if err := c.deps.Media.Serve(w, r, m); err != nil {
 		c.deps.Logger.Warn("console: media copy failed", "media", m.ID, "err", err)
 	}
 	return nil

@@ -243,10 +243,17 @@ func adminBackup(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// backupPattern names a backup's copy beside its FILE until its rename.
+const backupPattern = ".simrelay-backup-*"
+
 // writeFileAtomic writes through a temporary file in the same directory, syncs
-// it and renames it into place, so FILE is either the old one or a whole copy.
+// it and renames it into place, so FILE is either the old one or a whole copy,
+// and the rename is durable once it returns. The copies that backups killed
+// before their rename left in the directory go first.
 func writeFileAtomic(path string, write func(io.Writer) (int64, error)) (int64, error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".simrelay-backup-*")
+	dir := filepath.Dir(path)
+	removeKilledCopies(dir, backupPattern)
+	tmp, err := os.CreateTemp(dir, backupPattern)
 	if err != nil {
 		return 0, err
 	}
@@ -260,6 +267,9 @@ func writeFileAtomic(path string, write func(io.Writer) (int64, error)) (int64, 
 	}
 	if err == nil {
 		err = os.Rename(tmp.Name(), path)
+	}
+	if err == nil {
+		err = syncDir(dir)
 	}
 	return n, err
 }

@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"time"
 
 	"github.com/simrelay/simrelay/device"
 	"github.com/simrelay/simrelay/problem"
+	"github.com/simrelay/simrelay/webhook"
 )
 
 // adminDeleteDevice deletes a device of a company, named by its fingerprint
@@ -16,8 +18,8 @@ import (
 // registered as "." or ".." before such fingerprints were refused is one:
 // every address is cleaned of dot segments (/device/.. is /), so neither
 // the API nor the console reaches it. It is the API's delete: the token is
-// revoked, the queued messages fail (device_deleted), the company's
-// activity says so.
+// revoked, the queued messages fail (device_deleted) with their webhook
+// events, the company's activity says so.
 func adminDeleteDevice(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs, where := adminFlags("delete-device", stderr)
 	company := fs.Uint64("company", 0, "the company's id (required)")
@@ -38,6 +40,14 @@ func adminDeleteDevice(ctx context.Context, args []string, stdout, stderr io.Wri
 		return err
 	}
 	defer st.Close()
+	// The delete fails the device's queued messages: each writes its
+	// message.failed event into the webhook outbox, as the API's delete does,
+	// for a server to deliver.
+	hooks, err := webhook.New(webhook.Config{}, st, slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), time.Now)
+	if err != nil {
+		return err
+	}
+	st.SetStatusEvents(hooks.StatusEvents())
 	devices := device.New(device.Config{}, st, time.Now)
 	if err := devices.Delete(ctx, *company, *fingerprint); err != nil {
 		if problem.Is(err, problem.NotFound) {

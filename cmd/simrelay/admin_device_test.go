@@ -116,3 +116,52 @@ func adminCompany(t *testing.T, admin func(...string) (int, string, string), nam
 	}
 	return printed.CompanyID, printed.UserID
 }
+
+// admin delete-device fails the device's queued messages as the API's
+// delete does, each with its message.failed event in the webhook outbox,
+// which a server then delivers: a company's receiver hears of them.
+func TestAdminDeleteDeviceWritesTheFailedEvents(t *testing.T) {
+	t.Parallel()
+	st := newTestStore(t)
+	admin := func(args ...string) (int, string, string) {
+		return runCmd(t, append(append([]string{"admin"}, args...), st.args()...)...)
+	}
+	acmeID, acmeUser := adminCompany(t, admin, "Acme", "you@example.com")
+	b := openTestBackend(t, st)
+	now := time.Now().UTC()
+	if err := b.ProvisionDevices([]store.Device{{Fingerprint: "..", CompanyID: acmeID, UserID: acmeUser, Name: "old",
+		Status: store.DeviceActive, SelectedSIM: "BOTH", TokenHash: []byte("token of .."), CreatedAt: now}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.UpdateWebhookSet(acmeID, now, func(w *store.WebhookSet) error {
+		w.Entries = []store.WebhookEntry{{URL: "https://hooks.example.com/status", Active: true, Events: []string{"message.failed"}}}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	m := store.Message{UUID: "queued-1", CompanyID: acmeID, Device: "..", Channel: "sms", Phone: "+15551000001", Text: "hi", SIMSlot: "SIM1", Segments: 1}
+	queued, _, err := b.Enqueue(&m, store.IdempotencyKey{}, time.Now, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+
+	if code, out, errOut := admin("delete-device", "--company", fmt.Sprint(acmeID), "--device", ".."); code != 0 {
+		t.Fatalf("delete-device: exit %d %q %q, want 0", code, out, errOut)
+	}
+	b = openTestBackend(t, st)
+	defer b.Close()
+	if got, err := b.MessageByUUID(acmeID, queued.UUID); err != nil || got.Status != store.MsgFailed || got.Error != "device_deleted" {
+		t.Fatalf("the queued message after delete-device: %+v %v, want failed device_deleted", got, err)
+	}
+	due, _, err := b.DueWebhookDeliveries(time.Now().Add(time.Minute), 10, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(due) != 1 || due[0].CompanyID != acmeID {
+		t.Fatalf("the webhook outbox after delete-device: %+v, want one delivery of the company's", due)
+	}
+	if job, err := b.WebhookJob(due[0].ID); err != nil || job.Delivery.EventType != "message.failed" {
+		t.Fatalf("the delivery after delete-device: %+v %v, want message.failed", job, err)
+	}
+}

@@ -71,7 +71,7 @@ func adminRestore(args []string, stdout, stderr io.Writer) error {
 	// place is atomic: the data dir holds the old store or the whole
 	// backup, never a part of it. Until that rename nothing but the copy
 	// and the old store's second name exist, and a failure removes both.
-	removeKilledCopies(where.dataDir)
+	removeKilledCopies(where.dataDir, stagedPattern)
 	staged, n, err := stageCopy(file, where.dataDir)
 	if err != nil {
 		return fmt.Errorf("copy %s into %s: %w; nothing was changed", file, where.dataDir, err)
@@ -103,13 +103,13 @@ func adminRestore(args []string, stdout, stderr io.Writer) error {
 // rename; nothing else uses such a name.
 const stagedPattern = ".simrelay-restore-*"
 
-// removeKilledCopies removes the copies that restores killed before their
-// rename (Ctrl-C, kill -9) left in dir, each as large as its backup: no
-// process removes them otherwise. A restore running beside this one
-// (possible only while there is no store to lock) whose copy goes with
-// them fails its rename and says that nothing was changed.
-func removeKilledCopies(dir string) {
-	left, _ := filepath.Glob(filepath.Join(dir, stagedPattern))
+// removeKilledCopies removes the copies named by pattern that commands
+// killed before their rename (Ctrl-C, kill -9) left in dir, each as large
+// as a store: no process removes them otherwise. A command running beside
+// this one (a restore while there is no store to lock, a backup into the
+// same directory) whose copy goes with them fails its rename and says so.
+func removeKilledCopies(dir, pattern string) {
+	left, _ := filepath.Glob(filepath.Join(dir, pattern))
 	for _, f := range left {
 		_ = os.Remove(f)
 	}

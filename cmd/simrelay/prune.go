@@ -35,9 +35,24 @@ const (
 	billingEventsKeep = 45 * 24 * time.Hour
 )
 
-// pruneMediaBatch bounds the uploads one prune deletes, so its transaction
-// stays short; the next prune takes the rest.
+// pruneMediaBatch bounds the uploads one transaction of the prune deletes,
+// so that each stays short.
 const pruneMediaBatch = 1000
+
+// pruneMedia deletes the uploads no message took that were made before
+// cutoff, batch by batch until none is left: one batch an hour falls
+// behind agents that leave more uploads unnamed than that, and what it
+// leaves waits ever longer.
+func pruneMedia(st backend, cutoff time.Time, batch int) (int, error) {
+	total := 0
+	for {
+		n, err := st.PruneMedia(cutoff, batch)
+		total += n
+		if err != nil || n < batch {
+			return total, err
+		}
+	}
+}
 
 // pruneStore drops expired pairing codes, token families without tokens,
 // old mail, old storage counters, media uploads no message took, sticky pool
@@ -63,7 +78,7 @@ func pruneStore(st backend, now time.Time, log *slog.Logger) {
 	}
 	n, err = st.PruneStorageCounters(now.Add(-storageCountersKeep))
 	count("daily storage counters", n, err)
-	n, err = st.PruneMedia(now.Add(-store.DefaultMediaOrphanAge), pruneMediaBatch)
+	n, err = pruneMedia(st, now.Add(-store.DefaultMediaOrphanAge), pruneMediaBatch)
 	count("media uploads no message named", n, err)
 	n, err = st.PruneSticky(now.Add(-store.StickyAge))
 	count("sticky pool entries", n, err)

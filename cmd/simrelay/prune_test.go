@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -50,5 +52,45 @@ func TestPruneStore(t *testing.T) {
 	}
 	if log := buf.String(); !strings.Contains(log, "never sent") || !strings.Contains(log, "lost@x.test") {
 		t.Fatalf("got log %q, want a warning naming the unsent mail", log)
+	}
+}
+
+// The prune deletes every upload no message named within the orphan age,
+// however many batches they take, and leaves the younger ones.
+func TestPruneMediaTakesEveryBatch(t *testing.T) {
+	t.Parallel()
+	st := storetest.Open(t)
+	c := storetest.Company(t, st, "Acme", "admin@acme.test")
+	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	if err := st.ProvisionDevices([]store.Device{{Fingerprint: "pixel-1", CompanyID: c.ID, Name: "pixel-1", Status: store.DeviceActive,
+		SelectedSIM: "BOTH", TokenHash: []byte("token"), CreatedAt: now}}); err != nil {
+		t.Fatal(err)
+	}
+	dev, err := st.CompanyDevice(c.ID, "pixel-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func(key string, at time.Time) {
+		m := store.Media{ID: "med_" + strings.ReplaceAll(key, "/", "_"), CompanyID: c.ID, DeviceID: dev.ID, Key: key, ContentType: "text/plain", Size: 2}
+		if _, _, err := st.PutMedia(m, strings.NewReader("hi"), at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const old = 5
+	for i := range old {
+		put(fmt.Sprintf("old/%d", i), now.Add(-store.DefaultMediaOrphanAge-time.Hour))
+	}
+	put("young/0", now.Add(-time.Hour))
+	n, err := pruneMedia(st, now.Add(-store.DefaultMediaOrphanAge), 2)
+	if err != nil || n != old {
+		t.Fatalf("pruned %d uploads (%v), want the %d older than the orphan age", n, err, old)
+	}
+	for i := range old {
+		if _, err := st.MediaByKey(c.ID, dev.ID, fmt.Sprintf("old/%d", i)); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("old upload %d after the prune: %v, want it deleted", i, err)
+		}
+	}
+	if _, err := st.MediaByKey(c.ID, dev.ID, "young/0"); err != nil {
+		t.Errorf("the young upload after the prune: %v, want it kept", err)
 	}
 }

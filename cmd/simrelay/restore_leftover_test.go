@@ -40,3 +40,38 @@ func TestAdminRestoreRemovesAKilledRestoresCopy(t *testing.T) {
 		}
 	}
 }
+
+// A backup killed before its rename leaves its copy beside FILE, as large
+// as the store, under a name nothing else uses: the next backup into that
+// directory removes it, and leaves the directory's other files alone.
+func TestAdminBackupRemovesAKilledBackupsCopy(t *testing.T) {
+	t.Parallel()
+	src := t.TempDir()
+	st, err := boltstore.Open(src, boltstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	left, other := filepath.Join(dir, ".simrelay-backup-killed"), filepath.Join(dir, "notes.txt")
+	for _, p := range []string{left, other} {
+		if err := os.WriteFile(p, []byte("half a copy"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	backup := filepath.Join(dir, "b.db")
+	if err := adminBackup([]string{backup, "--data-dir", src}, io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(left); !os.IsNotExist(err) {
+		t.Errorf("the killed backup's copy %s is still there (%v)", left, err)
+	}
+	if _, err := os.Stat(other); err != nil {
+		t.Errorf("another file of the directory: %v, want it kept", err)
+	}
+	if err := boltstore.Verify(backup); err != nil {
+		t.Errorf("the backup: %v", err)
+	}
+}

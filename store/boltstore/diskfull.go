@@ -60,10 +60,6 @@ type space struct {
 	probing atomic.Bool // one probe at a time
 }
 
-// noSpaceErrnos are the errnos of a write that found no room: the disk
-// full, the user's quota reached, the file size limit reached.
-var noSpaceErrnos = []syscall.Errno{syscall.ENOSPC, syscall.EDQUOT, syscall.EFBIG}
-
 // noSpace reports whether err is a write that found no room. bbolt hands a
 // failed page write on as the *os.PathError it got, so errors.Is finds the
 // errno; but a failed growth of the file (ftruncate, which a file size
@@ -74,10 +70,8 @@ func noSpace(err error) bool {
 	if err == nil {
 		return false
 	}
-	for _, e := range noSpaceErrnos {
-		if errors.Is(err, e) {
-			return true
-		}
+	if store.NoSpace(err) {
+		return true
 	}
 	var errno syscall.Errno
 	if errors.As(err, &errno) {
@@ -87,7 +81,7 @@ func noSpace(err error) bool {
 	if !strings.HasPrefix(msg, "file resize error: ") && !strings.HasPrefix(msg, "file sync error: ") {
 		return false
 	}
-	for _, e := range noSpaceErrnos {
+	for _, e := range store.NoSpaceErrnos {
 		if strings.HasSuffix(msg, e.Error()) {
 			return true
 		}

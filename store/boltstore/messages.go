@@ -530,7 +530,7 @@ func (s *Store) failDeviceMessages(tx *bolt.Tx, companyID, deviceID uint64, now 
 			}
 			from := m.Status
 			m.Status, m.Error, m.UpdatedAt = MsgFailed, "device_deleted", now.UTC()
-			// Counted, but no event each: the device.deleted event says it.
+			// Counted, with no activity line each: the deletion's line says it.
 			if err := count(tx, m, now, store.StatusCounts(m, from, MsgFailed)); err != nil {
 				return err
 			}
