@@ -115,6 +115,9 @@ func (s *Server) getMedia(c echo.Context) error {
 		return err
 	}
 	if err := s.deps.Media.Serve(c.Response(), c.Request(), m); err != nil {
+		if refused, ok := err.(*problem.Error); ok {
+			return refused // a range past the end, before anything was written
+		}
 		s.deps.Logger.Warn("media: copy failed", "media", m.ID, "err", err)
 	}
 	return nil

@@ -145,6 +145,19 @@ func TestInboundMediaToAPIAndWebhook(t *testing.T) {
 		r.Header.Get("Content-Disposition") != `attachment; filename="invoice 7.pdf"` {
 		t.Fatalf("GET document: got %d %v", r.Status, r.Header)
 	}
+	// A part of it, by byte range; a range past its end is refused with
+	// the contract's error body, naming the Range header.
+	r = e.do(call{method: "GET", path: "/media/" + doc.str("id"), token: a.apiKey, header: map[string]string{"Range": "bytes=1-4"}})
+	if r.Status != http.StatusPartialContent || !bytes.Equal(r.Raw, pdf[1:5]) ||
+		r.Header.Get("Content-Range") != fmt.Sprintf("bytes 1-4/%d", len(pdf)) || r.Header.Get("Accept-Ranges") != "bytes" {
+		t.Fatalf("GET a range of the document: got %d %q %v", r.Status, r.Raw, r.Header)
+	}
+	r = e.do(call{method: "GET", path: "/media/" + doc.str("id"), token: a.apiKey, header: map[string]string{"Range": fmt.Sprintf("bytes=%d-", len(pdf))}})
+	e.want(r, http.StatusRequestedRangeNotSatisfiable, "range_not_satisfiable")
+	if r.str("field") != "Range" || r.Header.Get("Content-Range") != fmt.Sprintf("bytes */%d", len(pdf)) {
+		t.Fatalf("a range past the end: field %q, Content-Range %q", r.str("field"), r.Header.Get("Content-Range"))
+	}
+	e.want(e.do(call{method: "GET", path: "/media/" + img.str("id"), token: b.apiKey, header: map[string]string{"Range": "bytes=0-9"}}), http.StatusNotFound, "not_found")
 	e.want(e.do(call{method: "GET", path: "/media/" + img.str("id"), token: b.apiKey}), http.StatusNotFound, "not_found")
 	e.want(e.do(call{method: "GET", path: "/media/med_nope", token: a.apiKey}), http.StatusNotFound, "not_found")
 	e.want(e.do(call{method: "GET", path: "/media/" + img.str("id")}), http.StatusUnauthorized, "unauthorized")

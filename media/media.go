@@ -95,7 +95,7 @@ type Store interface {
 	PutMedia(m store.Media, src io.Reader, now time.Time) (store.Media, bool, error)
 	MediaByKey(companyID, deviceID uint64, key string) (store.Media, error)
 	MediaByID(companyID uint64, id string) (store.Media, error)
-	CopyMedia(w io.Writer, id string) (int64, error)
+	CopyMedia(w io.Writer, id string, off, n int64) (int64, error)
 }
 
 // Config configures the service. Zero values take their Default constants.
@@ -332,18 +332,42 @@ func (s *Service) Get(companyID uint64, id string) (store.Media, error) {
 // so nothing in it may run there: only images a browser shows are inline,
 // everything else an attachment (Disposition); the browser may not guess
 // another type (nosniff); and a sandbox CSP keeps even a file opened
-// directly from running script. A HEAD gets the headers alone. Each chunk
-// must be taken within ChunkTimeout. An error is the copy's, after the
-// status went out: the client sees a short body.
+// directly from running script. A file never changes, so its id in quotes
+// is its ETag. A HEAD gets the headers alone. Each chunk must be taken
+// within ChunkTimeout.
+//
+// One byte range (Range: bytes=first-last, first- or -suffix) is answered
+// 206 with that part, so a player can seek and a download resume. Several
+// ranges, another unit, a Range that does not parse, or an If-Range naming
+// anything but the file's ETag get the whole file (a server may ignore
+// Range). A range that starts at or past the file's end is refused before
+// anything is written: Serve returns a 416 *problem.Error
+// (range_not_satisfiable) for the caller to send, Content-Range: bytes */size set. Any other error is the copy's,
+// after the status went out: the client sees a short body.
 func (s *Service) Serve(w http.ResponseWriter, r *http.Request, m store.Media) error {
 	h := w.Header()
+	etag := `"` + m.ID + `"`
+	h.Set("Accept-Ranges", "bytes")
+	h.Set("ETag", etag)
+	off, n, status := int64(0), m.Size, http.StatusOK
+	if spec := r.Header.Get("Range"); spec != "" && (r.Header.Get("If-Range") == "" || r.Header.Get("If-Range") == etag) {
+		switch first, count, parsed, fits := byteRange(spec, m.Size); {
+		case parsed && !fits:
+			h.Set("Content-Range", fmt.Sprintf("bytes */%d", m.Size))
+			return &problem.Error{Code: problem.RangeNotSatisfiable, Field: "Range",
+				Message: fmt.Sprintf("The file has %d bytes; ask for a range that starts before its end.", m.Size)}
+		case parsed:
+			off, n, status = first, count, http.StatusPartialContent
+			h.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", off, off+n-1, m.Size))
+		}
+	}
 	h.Set("Content-Type", m.ContentType)
-	h.Set("Content-Length", strconv.FormatInt(m.Size, 10))
+	h.Set("Content-Length", strconv.FormatInt(n, 10))
 	h.Set("Content-Disposition", Disposition(m))
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; sandbox")
 	h.Set("Cache-Control", "private, max-age=300")
-	w.WriteHeader(http.StatusOK)
+	w.WriteHeader(status)
 	if r.Method == http.MethodHead {
 		return nil
 	}
@@ -354,7 +378,7 @@ func (s *Service) Serve(w http.ResponseWriter, r *http.Request, m store.Media) e
 			return 0, fmt.Errorf("media: write deadline: %w", err)
 		}
 		return w.Write(chunk)
-	}), m.ID)
+	}), m.ID, off, n)
 	return err
 }
 

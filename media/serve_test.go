@@ -3,13 +3,16 @@ package media
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/simrelay/simrelay/internal/storetest"
+	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
 )
 
@@ -18,26 +21,8 @@ import (
 // for ever.
 func TestServeCutsAStalledReader(t *testing.T) {
 	t.Parallel()
-	st := storetest.Open(t)
-	c := storetest.Company(t, st, "Acme", "admin@acme.test")
-	if err := st.ProvisionDevices([]store.Device{{Fingerprint: "pixel-1", CompanyID: c.ID, Name: "pixel-1", Status: store.DeviceActive,
-		SelectedSIM: "BOTH", TokenHash: []byte("token"), CreatedAt: time.Now()}}); err != nil {
-		t.Fatal(err)
-	}
-	dev, err := st.CompanyDevice(c.ID, "pixel-1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(Config{Key: []byte("0123456789abcdef"), TempDir: t.TempDir(), ChunkTimeout: 100 * time.Millisecond}, st, time.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// More than the socket buffers of both ends take, so the writes block.
-	file := bytes.Repeat([]byte("x"), DefaultMaxBytes)
-	m, _, err := s.Put(context.Background(), dev, Upload{Key: "wa:1/0", ContentType: "video/mp4", Length: int64(len(file)), Body: bytes.NewReader(file)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, m := servedFile(t, Config{ChunkTimeout: 100 * time.Millisecond}, bytes.Repeat([]byte("x"), DefaultMaxBytes))
 	served := make(chan error, 1)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { served <- s.Serve(w, r, m) }))
 	defer srv.Close()
@@ -57,5 +42,112 @@ func TestServeCutsAStalledReader(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the download of a reader that stopped reading was not cut within 30 s")
+	}
+}
+
+// servedFile stores data as a file of a company's device through a
+// service configured as cfg (its key and spool filled in).
+func servedFile(t *testing.T, cfg Config, data []byte) (*Service, store.Media) {
+	t.Helper()
+	st := storetest.Open(t)
+	c := storetest.Company(t, st, "Acme", "admin@acme.test")
+	if err := st.ProvisionDevices([]store.Device{{Fingerprint: "pixel-1", CompanyID: c.ID, Name: "pixel-1", Status: store.DeviceActive,
+		SelectedSIM: "BOTH", TokenHash: []byte("token"), CreatedAt: time.Now()}}); err != nil {
+		t.Fatal(err)
+	}
+	dev, err := st.CompanyDevice(c.ID, "pixel-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Key, cfg.TempDir = []byte("0123456789abcdef"), t.TempDir()
+	s, err := New(cfg, st, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _, err := s.Put(context.Background(), dev, Upload{Key: "wa:1/0", ContentType: "video/mp4", Length: int64(len(data)), Body: bytes.NewReader(data)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, m
+}
+
+// One byte range is answered 206 with that part, from any byte of any
+// chunk; what a server may ignore gets the whole file; a range starting
+// past the end is refused (416) before anything is written.
+func TestServeByteRanges(t *testing.T) {
+	t.Parallel()
+	data := make([]byte, 2*store.MediaChunkSize+1000)
+	for i := range data {
+		data[i] = byte(i * 7 % 251)
+	}
+	s, m := servedFile(t, Config{}, data)
+	size := int64(len(data))
+	etag := `"` + m.ID + `"`
+	for _, c := range []struct {
+		name, rng, ifRange string
+		status             int
+		first, last        int64 // the part answered, both included
+	}{
+		{"no range", "", "", 200, 0, size - 1},
+		{"first byte", "bytes=0-0", "", 206, 0, 0},
+		{"across a chunk's end", fmt.Sprintf("bytes=%d-%d", store.MediaChunkSize-3, store.MediaChunkSize+2), "", 206, store.MediaChunkSize - 3, store.MediaChunkSize + 2},
+		{"from a byte on", fmt.Sprintf("bytes=%d-", store.MediaChunkSize+5), "", 206, store.MediaChunkSize + 5, size - 1},
+		{"the last bytes", "bytes=-10", "", 206, size - 10, size - 1},
+		{"a suffix longer than the file", "bytes=-99999999", "", 206, 0, size - 1},
+		{"last past the end", fmt.Sprintf("bytes=%d-99999999999999999999", size-4), "", 206, size - 4, size - 1},
+		{"unit case and spaces", "Bytes= 10-19", "", 206, 10, 19},
+		{"If-Range with the ETag", "bytes=0-9", etag, 206, 0, 9},
+		{"If-Range with another", "bytes=0-9", `"other"`, 200, 0, size - 1},
+		{"If-Range with a date", "bytes=0-9", "Wed, 21 Oct 2026 07:28:00 GMT", 200, 0, size - 1},
+		{"several ranges", "bytes=0-9,20-29", "", 200, 0, size - 1},
+		{"another unit", "items=0-9", "", 200, 0, size - 1},
+		{"last before first", "bytes=9-0", "", 200, 0, size - 1},
+		{"not a number", "bytes=a-9", "", 200, 0, size - 1},
+		{"a sign", "bytes=+1-9", "", 200, 0, size - 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodGet, "/media/"+m.ID, nil)
+			if c.rng != "" {
+				r.Header.Set("Range", c.rng)
+			}
+			if c.ifRange != "" {
+				r.Header.Set("If-Range", c.ifRange)
+			}
+			w := httptest.NewRecorder()
+			if err := s.Serve(w, r, m); err != nil {
+				t.Fatal(err)
+			}
+			want := data[c.first : c.last+1]
+			h := w.Result().Header
+			if w.Code != c.status || !bytes.Equal(w.Body.Bytes(), want) || h.Get("Content-Length") != strconv.Itoa(len(want)) ||
+				h.Get("Accept-Ranges") != "bytes" || h.Get("ETag") != etag {
+				t.Fatalf("%d, %d bytes, headers %v; want %d with bytes %d-%d", w.Code, w.Body.Len(), h, c.status, c.first, c.last)
+			}
+			wantRange := ""
+			if c.status == 206 {
+				wantRange = fmt.Sprintf("bytes %d-%d/%d", c.first, c.last, size)
+			}
+			if got := h.Get("Content-Range"); got != wantRange {
+				t.Fatalf("Content-Range %q, want %q", got, wantRange)
+			}
+		})
+	}
+	for _, rng := range []string{fmt.Sprintf("bytes=%d-", size), fmt.Sprintf("bytes=%d-%d", size+5, size+9), "bytes=-0", "bytes=99999999999999999999-"} {
+		r := httptest.NewRequest(http.MethodGet, "/media/"+m.ID, nil)
+		r.Header.Set("Range", rng)
+		w := httptest.NewRecorder()
+		err := s.Serve(w, r, m)
+		pe, ok := err.(*problem.Error)
+		if !ok || pe.Code != problem.RangeNotSatisfiable || pe.Status() != http.StatusRequestedRangeNotSatisfiable || pe.Field != "Range" || w.Body.Len() != 0 ||
+			w.Header().Get("Content-Range") != fmt.Sprintf("bytes */%d", size) {
+			t.Fatalf("%s: %v, %d bytes written, Content-Range %q; want a 416 refusal before anything is written", rng, err, w.Body.Len(), w.Header().Get("Content-Range"))
+		}
+	}
+	// HEAD of a range: its headers alone.
+	r := httptest.NewRequest(http.MethodHead, "/media/"+m.ID, nil)
+	r.Header.Set("Range", "bytes=5-9")
+	w := httptest.NewRecorder()
+	if err := s.Serve(w, r, m); err != nil || w.Code != 206 || w.Body.Len() != 0 || w.Header().Get("Content-Length") != "5" {
+		t.Fatalf("HEAD of a range: %d, %d bytes, %v (%v)", w.Code, w.Body.Len(), w.Header(), err)
 	}
 }

@@ -53,8 +53,10 @@ const (
 	PoolCapped Code = "pool_capped"
 	// BackupExternal: the store is in PostgreSQL, backed up with pg_dump, not GET /admin/backup (409).
 	BackupExternal Code = "backup_external"
-	Unavailable    Code = "unavailable" // the server is shutting down or not ready
-	Internal       Code = "internal"    // a server fault; the cause is logged, not sent
+	// RangeNotSatisfiable: a file's Range starts at or past its end (416).
+	RangeNotSatisfiable Code = "range_not_satisfiable"
+	Unavailable         Code = "unavailable" // the server is shutting down or not ready
+	Internal            Code = "internal"    // a server fault; the cause is logged, not sent
 )
 
 var statuses = map[Code]int{
@@ -85,6 +87,7 @@ var statuses = map[Code]int{
 	SIMCapped:             http.StatusTooManyRequests,
 	PoolCapped:            http.StatusTooManyRequests,
 	BackupExternal:        http.StatusConflict,
+	RangeNotSatisfiable:   http.StatusRequestedRangeNotSatisfiable,
 	Unavailable:           http.StatusServiceUnavailable,
 	Internal:              http.StatusInternalServerError,
 }

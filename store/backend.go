@@ -38,7 +38,7 @@ type Backend interface {
 	ConsumeOneTimeToken(hash []byte, kinds []string, now time.Time, revokeSessions bool, fn func(*User) error) (User, error)
 	Conversations(companyID uint64, device string, limit int) ([]Conversation, error)
 	ConversationsAfter(companyID, deviceID uint64, after string, limit int) ([]Conversation, error)
-	CopyMedia(w io.Writer, id string) (int64, error)
+	CopyMedia(w io.Writer, id string, off, n int64) (int64, error)
 	CreateCompany(c *Company, admin *User) error
 	CreateUser(u *User) error
 	DailyStorageBudget() int64

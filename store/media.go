@@ -2,11 +2,41 @@ package store
 
 import (
 	"errors"
+	"io"
 	"time"
 )
 
-// MediaChunkSize is the size of one stored chunk of a file.
+// MediaChunkSize is the size of one stored chunk of a file: every chunk
+// of a file but its last holds this many bytes, so a byte's place names
+// its chunk.
 const MediaChunkSize = 256 << 10
+
+// CopyMediaChunks writes n bytes of a file from byte off (n < 0: to its
+// end) to w, reading the chunks it needs in order with chunk, which
+// answers false past the file's last. It is the loop of both backends'
+// CopyMedia; each reads a chunk its own way (one short read each, so a
+// slow reader never holds the store).
+func CopyMediaChunks(w io.Writer, off, n int64, chunk func(i uint32) ([]byte, bool, error)) (int64, error) {
+	var total int64
+	skip := off % MediaChunkSize
+	for i := uint32(off / MediaChunkSize); n < 0 || total < n; i++ {
+		data, ok, err := chunk(i)
+		if err != nil || !ok {
+			return total, err
+		}
+		data = data[min(skip, int64(len(data))):]
+		skip = 0
+		if n >= 0 && int64(len(data)) > n-total {
+			data = data[:n-total]
+		}
+		k, err := w.Write(data)
+		total += int64(k)
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
 
 // DefaultMediaOrphanAge is how long an upload no message named is kept:
 // an agent sends the inbound frame right after the upload, and retries it

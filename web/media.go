@@ -65,6 +65,9 @@ func (c *Console) mediaFile(w http.ResponseWriter, r *http.Request, q *req) erro
 		return err
 	}
 	if err := c.deps.Media.Serve(w, r, m); err != nil {
+		if refused, ok := err.(*problem.Error); ok {
+			return refused // a range past the end, before anything was written
+		}
 		c.deps.Logger.Warn("console: media copy failed", "media", m.ID, "err", err)
 	}
 	return nil

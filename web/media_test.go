@@ -86,6 +86,19 @@ func TestNumberPageShowsReceivedMedia(t *testing.T) {
 	if got := ada.get("/console/media/" + doc); got.status != http.StatusOK || got.header.Get("Content-Disposition") != "attachment; filename=invoice.pdf" {
 		t.Fatalf("document: got %d %v", got.status, got.header)
 	}
+	// A player seeking, or a download resuming, gets the part it asks for.
+	req, err := http.NewRequest(http.MethodGet, e.url+"/console/media/"+doc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Range", "bytes=9-")
+	res, err := ada.c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := read(t, res); got.status != http.StatusPartialContent || got.body != "the invoice" || got.header.Get("Content-Range") != "bytes 9-19/20" {
+		t.Fatalf("a range of the document: got %d %q %v", got.status, got.body, got.header)
+	}
 
 	bo := e.browser()
 	bo.signIn("bo@bolt.test", "Correct1horse")

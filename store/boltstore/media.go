@@ -10,6 +10,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/simrelay/simrelay/store"
 )
 
 // Media are the files (images, audio, video, documents) that came with a
@@ -155,30 +157,23 @@ func (s *Store) MediaByID(companyID uint64, id string) (Media, error) {
 	return out, nil
 }
 
-// CopyMedia writes the file's bytes to w, one chunk per short read
-// transaction, so a slow reader never holds the store.
-func (s *Store) CopyMedia(w io.Writer, id string) (int64, error) {
-	var total int64
-	for n := uint32(0); ; n++ {
+// CopyMedia writes n bytes of the file from byte off (n < 0: to its end)
+// to w, one chunk per short read transaction, so a slow reader never holds
+// the store.
+func (s *Store) CopyMedia(w io.Writer, id string, off, n int64) (int64, error) {
+	return store.CopyMediaChunks(w, off, n, func(i uint32) ([]byte, bool, error) {
 		var chunk []byte
 		err := s.view(func(tx *bolt.Tx) error {
-			if v := tx.Bucket(bucketMediaChunks).Get(mediaChunkKey(id, n)); v != nil {
+			if v := tx.Bucket(bucketMediaChunks).Get(mediaChunkKey(id, i)); v != nil {
 				chunk = bytes.Clone(v)
 			}
 			return nil
 		})
 		if err != nil {
-			return total, fmt.Errorf("store: read media %q: %w", id, err)
+			return nil, false, fmt.Errorf("store: read media %q: %w", id, err)
 		}
-		if chunk == nil {
-			return total, nil
-		}
-		k, err := w.Write(chunk)
-		total += int64(k)
-		if err != nil {
-			return total, err
-		}
-	}
+		return chunk, chunk != nil, nil
+	})
 }
 
 // attachMedia gives a new inbound message the files it names (m.Media

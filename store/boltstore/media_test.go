@@ -47,7 +47,7 @@ func BenchmarkMediaPutAndCopy(b *testing.B) {
 		b.SetBytes(int64(len(data)))
 		b.ReportAllocs()
 		for b.Loop() {
-			if n, err := s.CopyMedia(io.Discard, "med_read"); err != nil || n != int64(len(data)) {
+			if n, err := s.CopyMedia(io.Discard, "med_read", 0, -1); err != nil || n != int64(len(data)) {
 				b.Fatal(n, err)
 			}
 		}

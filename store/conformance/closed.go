@@ -18,7 +18,7 @@ type ClosedStore interface {
 	Close() error
 	Company(id uint64) (store.Company, error)
 	CompanyDevices(companyID uint64) ([]store.Device, error)
-	CopyMedia(w io.Writer, id string) (int64, error)
+	CopyMedia(w io.Writer, id string, off, n int64) (int64, error)
 	DeleteDevice(companyID uint64, fingerprint string, now time.Time) (store.Device, error)
 	Generation() (uint64, error)
 	History(companyID uint64, device, phone string, page, limit int) ([]store.Message, int, error)
@@ -59,7 +59,7 @@ func Closed(t *testing.T, open Opener[ClosedStore]) {
 		{"History", func() error { _, _, err := st.History(c.ID, d.Fingerprint, "", 1, 10); return err }},
 		{"MessageByUUID", func() error { _, err := st.MessageByUUID(c.ID, "00000000-0000-4000-8000-000000000000"); return err }},
 		{"Mails", func() error { _, err := st.Mails(false); return err }},
-		{"CopyMedia", func() error { _, err := st.CopyMedia(io.Discard, "no-such-file"); return err }},
+		{"CopyMedia", func() error { _, err := st.CopyMedia(io.Discard, "no-such-file", 0, -1); return err }},
 		{"StatsTotals", func() error { _, err := st.StatsTotals(c.ID); return err }},
 		{"Generation", func() error { _, err := st.Generation(); return err }},
 		{"Version", func() error { _, err := st.Version(); return err }},

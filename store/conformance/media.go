@@ -24,7 +24,7 @@ type MediaStore interface {
 	PutMedia(m store.Media, src io.Reader, now time.Time) (store.Media, bool, error)
 	MediaByKey(companyID, deviceID uint64, key string) (store.Media, error)
 	MediaByID(companyID uint64, id string) (store.Media, error)
-	CopyMedia(w io.Writer, id string) (int64, error)
+	CopyMedia(w io.Writer, id string, off, n int64) (int64, error)
 	PruneMedia(cutoff time.Time, limit int) (int, error)
 }
 
@@ -111,9 +111,25 @@ func mediaPut(t *testing.T, s MediaStore) {
 		}
 	}
 	var got bytes.Buffer
-	if n, err := s.CopyMedia(&got, id); err != nil || n != int64(len(big)) || !bytes.Equal(got.Bytes(), big) {
+	if n, err := s.CopyMedia(&got, id, 0, -1); err != nil || n != int64(len(big)) || !bytes.Equal(got.Bytes(), big) {
 		t.Fatalf("read back %d bytes (%v), want the %d stored", n, err, len(big))
 	}
+	// Parts of it, from any byte: within a chunk, across one chunk's end or
+	// two, a whole chunk, its tail, and past its end (nothing).
+	c, size := int64(store.MediaChunkSize), int64(len(big))
+	for _, r := range []struct{ off, n int64 }{
+		{0, 1}, {5, 10}, {c - 1, 2}, {c, c}, {c - 5, c + 10}, {size - 3, -1}, {size - 3, 100}, {2*c + 7, -1}, {size, -1}, {size + 10, 5}, {3, 0},
+	} {
+		got.Reset()
+		want := big[min(r.off, size):]
+		if r.n >= 0 {
+			want = want[:min(r.n, int64(len(want)))]
+		}
+		if n, err := s.CopyMedia(&got, id, r.off, r.n); err != nil || n != int64(len(want)) || !bytes.Equal(got.Bytes(), want) {
+			t.Fatalf("%d bytes from %d: read %d (%v), want %d bytes and those", r.n, r.off, n, err, len(want))
+		}
+	}
+	got.Reset()
 	if _, err := s.MediaByID(w.company.ID, id); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("an upload no message took, by id: %v, want ErrNotFound", err)
 	}
@@ -126,7 +142,7 @@ func mediaPut(t *testing.T, s MediaStore) {
 		t.Fatalf("the key from another device: %+v, dup %v (%v), want a new file", other, dup, err)
 	}
 	got.Reset()
-	if n, err := s.CopyMedia(&got, other.ID); err != nil || n != 5 || got.String() != "small" {
+	if n, err := s.CopyMedia(&got, other.ID, 0, -1); err != nil || n != 5 || got.String() != "small" {
 		t.Fatalf("the small file: %q (%v)", got.String(), err)
 	}
 	empty, _, err := putFile(s, w.dev, mediaID(), "c1/2", nil, T0)
@@ -134,10 +150,10 @@ func mediaPut(t *testing.T, s MediaStore) {
 		t.Fatalf("an empty file: %+v (%v)", empty, err)
 	}
 	got.Reset()
-	if n, err := s.CopyMedia(&got, empty.ID); err != nil || n != 0 {
+	if n, err := s.CopyMedia(&got, empty.ID, 0, -1); err != nil || n != 0 {
 		t.Fatalf("the empty file: %d bytes (%v)", n, err)
 	}
-	if n, err := s.CopyMedia(&got, "med_unknown"); err != nil || n != 0 {
+	if n, err := s.CopyMedia(&got, "med_unknown", 0, -1); err != nil || n != 0 {
 		t.Fatalf("an unknown file: %d bytes (%v), want none", n, err)
 	}
 }
@@ -190,7 +206,7 @@ func mediaPutConcurrent(t *testing.T, s MediaStore) {
 			t.Fatalf("upload %d after the concurrent ones: %v", i, err)
 		}
 	}
-	if _, err := s.CopyMedia(errWriter{}, out[0].ID); err == nil {
+	if _, err := s.CopyMedia(errWriter{}, out[0].ID, 0, -1); err == nil {
 		t.Fatal("a copy to a failing writer: no error")
 	}
 }
@@ -237,7 +253,7 @@ func mediaRefusals(t *testing.T, s MediaStore) {
 		t.Fatalf("a short upload was stored: %v", err)
 	}
 	var buf bytes.Buffer
-	if n, _ := s.CopyMedia(&buf, short.ID); n != 0 {
+	if n, _ := s.CopyMedia(&buf, short.ID, 0, -1); n != 0 {
 		t.Fatalf("a short upload left %d bytes", n)
 	}
 	for _, d := range []store.Device{{ID: other.dev.ID, CompanyID: w.company.ID}, {ID: w.second.ID + 1000, CompanyID: w.company.ID}} {
@@ -274,7 +290,7 @@ func mediaPrune(t *testing.T, s MediaStore) {
 	var buf bytes.Buffer
 	for i, id := range ids {
 		buf.Reset()
-		n, err := s.CopyMedia(&buf, id)
+		n, err := s.CopyMedia(&buf, id, 0, -1)
 		_, kerr := s.MediaByKey(w.company.ID, w.dev.ID, fmt.Sprintf("c%d/0", i))
 		if kept := i == 2; err != nil || (n == 6) != kept || (kerr == nil) != kept {
 			t.Errorf("upload %d after the prunes: %d bytes (%v), by key %v; want kept %v", i, n, err, kerr, kept)
@@ -338,7 +354,7 @@ func mediaTaken(t *testing.T, s MediaMessagesStore) {
 		t.Fatalf("prune: %d (%v), want the other device's upload only", n, err)
 	}
 	var got bytes.Buffer
-	if n, err := s.CopyMedia(&got, file.ID); err != nil || !bytes.Equal(got.Bytes(), data) {
+	if n, err := s.CopyMedia(&got, file.ID, 0, -1); err != nil || !bytes.Equal(got.Bytes(), data) {
 		t.Fatalf("the taken file after the prune: %d bytes (%v)", n, err)
 	}
 	if m, err := s.MediaByKey(w.company.ID, w.dev.ID, "c1/0"); err != nil || m.MessageID != msg.ID {

@@ -227,7 +227,7 @@ type copyReader interface {
 	WebhookAttempts(companyID, webhookID uint64, limit int) ([]store.WebhookAttempt, error)
 	Mails(pendingOnly bool) ([]store.Mail, error)
 	MediaByKey(companyID, deviceID uint64, key string) (store.Media, error)
-	CopyMedia(w io.Writer, mediaID string) (int64, error)
+	CopyMedia(w io.Writer, mediaID string, off, n int64) (int64, error)
 	AgentNumbers(companyID uint64, channel string) ([]store.AgentNumber, error)
 	AgentMessages(companyID, numberID uint64, page, limit int) ([]store.Message, int, error)
 	AgentSendTimes(companyID, numberID uint64, since time.Time) ([]time.Time, error)
@@ -412,7 +412,7 @@ func sameReads(t *testing.T, b *boltstore.Store, pg *postgres.Store, f copied) {
 	answers("media by key", func(s copyReader) (any, error) { return s.MediaByKey(c1, phoneA.ID, "client-3/0") })
 	answers("media bytes", func(s copyReader) (any, error) {
 		var buf bytes.Buffer
-		_, err := s.CopyMedia(&buf, "media-1")
+		_, err := s.CopyMedia(&buf, "media-1", 0, -1)
 		return buf.String(), err
 	})
 	answers("agent numbers", func(s copyReader) (any, error) { return s.AgentNumbers(c2, store.ChannelNameWhatsApp) })

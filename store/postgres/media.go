@@ -194,26 +194,21 @@ func (s *Store) MediaByID(companyID uint64, mediaID string) (store.Media, error)
 	return out, nil
 }
 
-// CopyMedia writes the file's bytes to w, one chunk per statement, so a
-// slow reader never holds a transaction open. An unknown file writes
-// nothing.
-func (s *Store) CopyMedia(w io.Writer, mediaID string) (int64, error) {
-	var total int64
-	for n := int32(0); ; n++ {
+// CopyMedia writes n bytes of the file from byte off (n < 0: to its end)
+// to w, one chunk per statement, so a slow reader never holds a
+// transaction open. An unknown file writes nothing.
+func (s *Store) CopyMedia(w io.Writer, mediaID string, off, n int64) (int64, error) {
+	return store.CopyMediaChunks(w, off, n, func(i uint32) ([]byte, bool, error) {
 		var chunk []byte
-		err := s.pool.QueryRow(s.ctx, "SELECT data FROM media_chunks WHERE media_id = $1 AND n = $2", mediaID, n).Scan(&chunk)
+		err := s.pool.QueryRow(s.ctx, "SELECT data FROM media_chunks WHERE media_id = $1 AND n = $2", mediaID, int32(i)).Scan(&chunk)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return total, nil
+			return nil, false, nil
 		}
 		if err != nil {
-			return total, fmt.Errorf("store: read media %q: %w", mediaID, s.closed(err))
+			return nil, false, fmt.Errorf("store: read media %q: %w", mediaID, s.closed(err))
 		}
-		k, err := w.Write(chunk)
-		total += int64(k)
-		if err != nil {
-			return total, err
-		}
-	}
+		return chunk, true, nil
+	})
 }
 
 // attachMedia gives a new inbound message the files it names (m.Media

@@ -86,7 +86,7 @@ func TestReadsOutsideTransactionsUnavailable(t *testing.T) {
 	if _, err := s.Version(); !errors.Is(err, store.ErrUnavailable) {
 		t.Errorf("schema version with the database gone: got %v, want store.ErrUnavailable", err)
 	}
-	if _, err := s.CopyMedia(io.Discard, "m-1"); !errors.Is(err, store.ErrUnavailable) {
+	if _, err := s.CopyMedia(io.Discard, "m-1", 0, -1); !errors.Is(err, store.ErrUnavailable) {
 		t.Errorf("a file's chunks with the database gone: got %v, want store.ErrUnavailable", err)
 	}
 }
