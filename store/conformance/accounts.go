@@ -480,7 +480,8 @@ func accountsInvites(t *testing.T, s AccountsStore) {
 // accountsInviteAccepted: an invitee who sets a password through the
 // invitation's token holds the address from then on; one whose address an
 // account took meanwhile is ErrConflict, and neither the token nor the
-// user changes.
+// user changes. The acceptance changes neither the invitee's address nor
+// its company, which is still the address's only user.
 func accountsInviteAccepted(t *testing.T, s AccountsStore) {
 	a, _ := Company(t, s)
 	inv := accountUser(a.ID, store.RoleMember, false)
@@ -497,9 +498,19 @@ func accountsInviteAccepted(t *testing.T, s AccountsStore) {
 			t.Fatal(err)
 		}
 	}
-	got, err := s.ConsumeOneTimeToken(tok, []string{"reset", "invite"}, T0, true, accept)
-	if err != nil || got.ID != inv.ID || got.PasswordHash != "chosen" {
+	// fn's changes of the address or the company are not stored.
+	moving := func(u *store.User) error { u.Email, u.CompanyID = "moved-"+u.Email, u.CompanyID+1000; return accept(u) }
+	got, err := s.ConsumeOneTimeToken(tok, []string{"reset", "invite"}, T0, true, moving)
+	if err != nil || got.ID != inv.ID || got.PasswordHash != "chosen" || got.Email != inv.Email || got.CompanyID != a.ID {
 		t.Fatalf("accept: %+v (%v)", got, err)
+	}
+	if stored, err := s.User(inv.ID); err != nil || stored.Email != inv.Email || stored.CompanyID != a.ID {
+		t.Fatalf("the accepted invitee as stored: %+v (%v), want address %s in company %d", stored, err, inv.Email, a.ID)
+	}
+	again := accountUser(a.ID, store.RoleMember, false)
+	again.Email = strings.ToUpper(inv.Email)
+	if _, err := s.InviteUser(&again, T0); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("invite an accepted invitee's address into its company: %v, want ErrConflict", err)
 	}
 	if got, err := s.UserByEmail(inv.Email); err != nil || got.ID != inv.ID || !got.EmailVerified {
 		t.Fatalf("the accepted invitee by address: %+v (%v)", got, err)
