@@ -418,9 +418,10 @@ func accountsDeleteUser(t *testing.T, s AccountsStore) {
 // accountsInvites: an invitee has no password and holds no address: it is
 // listed by its company, not found by address, and blocks neither a signup
 // nor another company's invitation. Within a company an address is there
-// once (ErrConflict), whatever its case. heldElsewhere says whether an
-// account holds the address. Removing a pending invitee frees nothing of
-// the account elsewhere that holds its address.
+// once (ErrConflict), whatever its case and whichever way the user came.
+// heldElsewhere says whether an account holds the address. Removing a
+// pending invitee frees nothing of the account elsewhere that holds its
+// address.
 func accountsInvites(t *testing.T, s AccountsStore) {
 	a, adminA := Company(t, s)
 	b, _ := Company(t, s)
@@ -444,6 +445,11 @@ func accountsInvites(t *testing.T, s AccountsStore) {
 		if _, err := s.InviteUser(&again, T0); !errors.Is(err, store.ErrConflict) {
 			t.Fatalf("invite %s again within the company: %v, want ErrConflict", email, err)
 		}
+	}
+	member := accountUser(a.ID, store.RoleMember, true)
+	member.Email = strings.ToUpper(inv.Email)
+	if err := s.CreateUser(&member); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("a member with a pending invitee's address in its company: %v, want ErrConflict", err)
 	}
 	if _, err := s.InviteUser(&store.User{CompanyID: b.ID + 1000, Email: "x@example.com", Role: store.RoleMember}, T0); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("an invitation into an unknown company: %v, want ErrNotFound", err)
