@@ -44,6 +44,7 @@ var bucketKinds = map[string]store.Kind{
 	"users":                 store.KindUsers,
 	"users_by_email":        store.KindUsers, // CopyUser.Held
 	"company_users":         "",
+	"company_emails":        "",
 	"refresh_tokens":        store.KindRefreshTokens,
 	"token_families":        store.KindTokenFamilies,
 	"user_families":         "",

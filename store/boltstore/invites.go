@@ -3,7 +3,6 @@ package boltstore
 import (
 	"github.com/simrelay/simrelay/store"
 
-	"bytes"
 	"errors"
 	"fmt"
 	"time"
@@ -23,9 +22,10 @@ import (
 // InviteUser stores a user invited into an existing company, without a
 // password and outside the e-mail index. Within the company an address is
 // there at most once (ErrConflict: a member or a pending invitee of the same
-// company, no cross-tenant oracle). heldElsewhere says whether another account
-// holds the address now; it chooses the wording of the invitation mail and
-// must not reach the inviting company.
+// company, no cross-tenant oracle), which the company's own index of
+// addresses (company_emails, users.go) answers in one lookup. heldElsewhere
+// says whether another account holds the address now; it chooses the
+// wording of the invitation mail and must not reach the inviting company.
 //
 // An invitation counts against the company's daily storage budget (a
 // *BudgetError when spent): the user record, its token and its mail. A
@@ -35,30 +35,24 @@ func (s *Store) InviteUser(u *User, now time.Time) (heldElsewhere bool, err erro
 		if tx.Bucket(bucketCompanies).Get(itob(u.CompanyID)) == nil {
 			return ErrNotFound
 		}
-		ids := companyUserIDs(tx, u.CompanyID)
-		if len(ids) >= store.MaxUsers {
+		if companyUserCount(tx, u.CompanyID, store.MaxUsers) >= store.MaxUsers {
 			return store.ErrTooManyUsers
 		}
 		if err := s.charge(tx, u.CompanyID, now, store.InvitationCost); err != nil {
 			return err
 		}
 		users := tx.Bucket(bucketUsers)
-		key := emailKey(u.Email)
-		for _, id := range ids {
-			var other User
-			if err := getJSON(users, itob(id), &other); err != nil {
-				return err
-			}
-			if bytes.Equal(emailKey(other.Email), key) {
-				return ErrConflict
-			}
-		}
-		heldElsewhere = tx.Bucket(bucketUsersByEmail).Get(key) != nil
+		heldElsewhere = tx.Bucket(bucketUsersByEmail).Get(emailKey(u.Email)) != nil
 		id, err := users.NextSequence()
 		if err != nil {
 			return err
 		}
 		u.ID = id
+		// A member or a pending invitee of the company with the address
+		// refuses it (ErrConflict).
+		if err := addCompanyEmail(tx, *u); err != nil {
+			return err
+		}
 		if err := tx.Bucket(bucketCompanyUsers).Put(pair(u.CompanyID, id), nil); err != nil {
 			return err
 		}

@@ -3,6 +3,7 @@ package boltstore
 import (
 	"errors"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -397,6 +398,9 @@ func checkMigratedV1(t *testing.T, s *Store, old v1State) {
 		if got, err := s.User(id); err != nil || !reflect.DeepEqual(got, was) {
 			t.Errorf("user %d: %+v (%v), want %+v", id, got, err, was)
 		}
+	}
+	if got, want := companyEmails(t, s), usersByCompanyEmail(t, s); len(want) != len(old.users) || !maps.Equal(got, want) {
+		t.Errorf("the companies' addresses: %v, want %v", got, want)
 	}
 	for c, was := range old.webhooks {
 		if got, err := s.WebhookSet(c); err != nil || !reflect.DeepEqual(got, was) {

@@ -39,6 +39,9 @@ var migrations = []func(tx *bolt.Tx) (done bool, err error){
 	// 7 -> 8: the counters' sums by user, device and day, rolled up from the
 	// stored counters (migrate_v8.go).
 	migrateStatsUserSums,
+	// 8 -> 9: each company's addresses, indexed from the stored users
+	// (migrate_v9.go).
+	whole(migrateCompanyEmails),
 }
 
 // whole makes a migration that fits in one transaction a one-step one.

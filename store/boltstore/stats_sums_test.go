@@ -447,8 +447,8 @@ func TestMigrateV8SumsAStoreOfSchema7(t *testing.T) {
 			t.Fatal(err)
 		}
 		s = open(t, dir)
-		if v, err := s.Version(); err != nil || v != 8 {
-			t.Fatalf("version %d (%v) after the migration, want 8", v, err)
+		if v, err := s.Version(); err != nil || v != SchemaVersion() {
+			t.Fatalf("version %d (%v) after the migration, want %d", v, err, SchemaVersion())
 		}
 		checkStatsSums(t, s)
 		checkStatsAnswers(t, s, company, from, to, devices, user)

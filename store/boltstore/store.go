@@ -29,6 +29,7 @@ var (
 	bucketUsers            = []byte("users")              // user id -> User
 	bucketUsersByEmail     = []byte("users_by_email")     // lower-case e-mail -> user id
 	bucketCompanyUsers     = []byte("company_users")      // company id + user id -> nil
+	bucketCompanyEmails    = []byte("company_emails")     // company id + lower-case e-mail -> user id
 	bucketRefreshTokens    = []byte("refresh_tokens")     // sha256(token) -> RefreshToken
 	bucketTokenFamilies    = []byte("token_families")     // family id -> TokenFamily
 	bucketUserFamilies     = []byte("user_families")      // user id + family id -> nil
@@ -39,7 +40,7 @@ var (
 	bucketDeviceTokens     = []byte("device_tokens")      // sha256(token) -> device id + fingerprint
 	bucketCompanyDeviceIDs = []byte("company_device_ids") // company id + device id -> fingerprint, live devices
 	keySchemaVersion       = []byte("schema_version")
-	allBuckets             = [][]byte{bucketMeta, bucketCompanies, bucketAPIKeys, bucketUsers, bucketUsersByEmail, bucketCompanyUsers, bucketRefreshTokens, bucketTokenFamilies, bucketUserFamilies, bucketOneTimeTokens, bucketMailOutbox, bucketPairings, bucketDevices, bucketDeviceTokens, bucketCompanyDeviceIDs}
+	allBuckets             = [][]byte{bucketMeta, bucketCompanies, bucketAPIKeys, bucketUsers, bucketUsersByEmail, bucketCompanyUsers, bucketCompanyEmails, bucketRefreshTokens, bucketTokenFamilies, bucketUserFamilies, bucketOneTimeTokens, bucketMailOutbox, bucketPairings, bucketDevices, bucketDeviceTokens, bucketCompanyDeviceIDs}
 	secretPrefix           = "secret:"
 )
 

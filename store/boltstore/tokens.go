@@ -116,7 +116,8 @@ func (s *Store) PutOneTimeToken(hash []byte, t OneTimeToken) error {
 
 // ConsumeOneTimeToken spends a token of one of the given kinds and applies fn
 // to its user, in one transaction: the token is spent only if the change is
-// stored. With revokeSessions the user's refresh tokens are revoked as well.
+// stored; the user's id, company, address and creation time stay as they
+// were. With revokeSessions the user's refresh tokens are revoked as well.
 // An unknown, used, expired or other-kind token, or one mailed under an earlier
 // TokenGeneration of its user, answers ErrNotFound or ErrTokenExpired.
 func (s *Store) ConsumeOneTimeToken(hash []byte, kinds []string, now time.Time, revokeSessions bool, fn func(*User) error) (User, error) {
@@ -144,9 +145,13 @@ func (s *Store) ConsumeOneTimeToken(hash []byte, kinds []string, now time.Time, 
 		if t.Generation != u.TokenGeneration {
 			return ErrNotFound // mailed before the user's latest password reset
 		}
+		before := u
 		if err := fn(&u); err != nil {
 			return err
 		}
+		// The address is kept in the e-mail indexes under the user's id
+		// and company: fn changes neither them nor the address.
+		u.ID, u.CompanyID, u.Email, u.CreatedAt = before.ID, before.CompanyID, before.Email, before.CreatedAt
 		// An invitee who sets a password now holds the address (invites.go).
 		if err := claimEmail(tx, u); err != nil {
 			return err

@@ -10,6 +10,37 @@ import (
 
 func emailKey(email string) []byte { return []byte(strings.ToLower(strings.TrimSpace(email))) }
 
+// companyEmailKey is the key of a company's address in company_emails: the
+// company's id, then the address as users_by_email keys it. Within a company
+// an address is there at most once, whoever holds it: a member or a pending
+// invitee, so an invitation finds a same-address user of its company with
+// one lookup instead of reading every user.
+func companyEmailKey(companyID uint64, email string) []byte {
+	return append(itob(companyID), emailKey(email)...)
+}
+
+// addCompanyEmail enters u's address in its company's index, or fails with
+// ErrConflict when a user of the company has it already.
+func addCompanyEmail(tx *bolt.Tx, u User) error {
+	b := tx.Bucket(bucketCompanyEmails)
+	key := companyEmailKey(u.CompanyID, u.Email)
+	if b.Get(key) != nil {
+		return ErrConflict
+	}
+	return b.Put(key, itob(u.ID))
+}
+
+// dropCompanyEmail takes u's address out of its company's index if it is
+// u's entry.
+func dropCompanyEmail(tx *bolt.Tx, u User) error {
+	b := tx.Bucket(bucketCompanyEmails)
+	key := companyEmailKey(u.CompanyID, u.Email)
+	if held := b.Get(key); held != nil && btoi(held) == u.ID {
+		return b.Delete(key)
+	}
+	return nil
+}
+
 func insertUser(tx *bolt.Tx, u *User) error {
 	byEmail := tx.Bucket(bucketUsersByEmail)
 	if byEmail.Get(emailKey(u.Email)) != nil {
@@ -24,13 +55,19 @@ func insertUser(tx *bolt.Tx, u *User) error {
 	if err := byEmail.Put(emailKey(u.Email), itob(id)); err != nil {
 		return err
 	}
+	// A pending invitee of the company may have the address (ErrConflict).
+	if err := addCompanyEmail(tx, *u); err != nil {
+		return err
+	}
 	if err := tx.Bucket(bucketCompanyUsers).Put(pair(u.CompanyID, id), nil); err != nil {
 		return err
 	}
 	return putJSON(users, itob(id), u)
 }
 
-// CreateUser stores a new user of an existing company; the e-mail must be unused (ErrConflict).
+// CreateUser stores a new user of an existing company; the e-mail must be
+// unused, by an account anywhere or by a pending invitee of the company
+// (ErrConflict).
 func (s *Store) CreateUser(u *User) error {
 	err := s.update(func(tx *bolt.Tx) error {
 		if tx.Bucket(bucketCompanies).Get(itob(u.CompanyID)) == nil {
@@ -72,6 +109,17 @@ func (s *Store) UserByEmail(email string) (User, error) {
 	return u, nil
 }
 
+// companyUserCount counts a company's users, stopping at limit.
+func companyUserCount(tx *bolt.Tx, companyID uint64, limit int) int {
+	n := 0
+	prefix := itob(companyID)
+	c := tx.Bucket(bucketCompanyUsers).Cursor()
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && n < limit; k, _ = c.Next() {
+		n++
+	}
+	return n
+}
+
 func companyUserIDs(tx *bolt.Tx, companyID uint64) []uint64 {
 	var ids []uint64
 	prefix := itob(companyID)
@@ -102,10 +150,10 @@ func (s *Store) CompanyUsers(companyID uint64) ([]User, error) {
 	return out, nil
 }
 
-// countAdmins counts the admins of a company who can sign in, leaving out one
-// user: an invited admin who never set a password cannot stand in for the last one.
-func countAdmins(tx *bolt.Tx, companyID, except uint64) (int, error) {
-	n := 0
+// otherAdmin says whether the company has an admin who can sign in besides
+// one user: an invited admin who never set a password cannot stand in for
+// the last one. It reads the company's users until it finds one.
+func otherAdmin(tx *bolt.Tx, companyID, except uint64) (bool, error) {
 	users := tx.Bucket(bucketUsers)
 	for _, id := range companyUserIDs(tx, companyID) {
 		if id == except {
@@ -113,13 +161,13 @@ func countAdmins(tx *bolt.Tx, companyID, except uint64) (int, error) {
 		}
 		var u User
 		if err := getJSON(users, itob(id), &u); err != nil {
-			return 0, err
+			return false, err
 		}
 		if u.Role == RoleAdmin && u.PasswordHash != "" {
-			n++
+			return true, nil
 		}
 	}
-	return n, nil
+	return false, nil
 }
 
 // UpdateUser applies fn to a user and stores the result. fn runs inside the
@@ -138,11 +186,11 @@ func (s *Store) UpdateUser(id uint64, fn func(*User) error) (User, error) {
 		}
 		u.ID, u.CompanyID, u.Email, u.CreatedAt = before.ID, before.CompanyID, before.Email, before.CreatedAt
 		if before.Role == RoleAdmin && u.Role != RoleAdmin {
-			n, err := countAdmins(tx, u.CompanyID, u.ID)
+			ok, err := otherAdmin(tx, u.CompanyID, u.ID)
 			if err != nil {
 				return err
 			}
-			if n == 0 {
+			if !ok {
 				return ErrLastAdmin
 			}
 		}
@@ -164,11 +212,11 @@ func (s *Store) DeleteUser(id uint64) error {
 			return err
 		}
 		if u.Role == RoleAdmin {
-			n, err := countAdmins(tx, u.CompanyID, u.ID)
+			ok, err := otherAdmin(tx, u.CompanyID, u.ID)
 			if err != nil {
 				return err
 			}
-			if n == 0 {
+			if !ok {
 				return ErrLastAdmin
 			}
 		}
@@ -176,6 +224,9 @@ func (s *Store) DeleteUser(id uint64) error {
 			return err
 		}
 		if err := releaseEmail(tx, u); err != nil {
+			return err
+		}
+		if err := dropCompanyEmail(tx, u); err != nil {
 			return err
 		}
 		if err := tx.Bucket(bucketCompanyUsers).Delete(pair(u.CompanyID, id)); err != nil {

@@ -418,9 +418,10 @@ func accountsDeleteUser(t *testing.T, s AccountsStore) {
 // accountsInvites: an invitee has no password and holds no address: it is
 // listed by its company, not found by address, and blocks neither a signup
 // nor another company's invitation. Within a company an address is there
-// once (ErrConflict), whatever its case. heldElsewhere says whether an
-// account holds the address. Removing a pending invitee frees nothing of
-// the account elsewhere that holds its address.
+// once (ErrConflict), whatever its case and whichever way the user came.
+// heldElsewhere says whether an account holds the address. Removing a
+// pending invitee frees nothing of the account elsewhere that holds its
+// address.
 func accountsInvites(t *testing.T, s AccountsStore) {
 	a, adminA := Company(t, s)
 	b, _ := Company(t, s)
@@ -444,6 +445,11 @@ func accountsInvites(t *testing.T, s AccountsStore) {
 		if _, err := s.InviteUser(&again, T0); !errors.Is(err, store.ErrConflict) {
 			t.Fatalf("invite %s again within the company: %v, want ErrConflict", email, err)
 		}
+	}
+	member := accountUser(a.ID, store.RoleMember, true)
+	member.Email = strings.ToUpper(inv.Email)
+	if err := s.CreateUser(&member); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("a member with a pending invitee's address in its company: %v, want ErrConflict", err)
 	}
 	if _, err := s.InviteUser(&store.User{CompanyID: b.ID + 1000, Email: "x@example.com", Role: store.RoleMember}, T0); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("an invitation into an unknown company: %v, want ErrNotFound", err)
@@ -480,7 +486,8 @@ func accountsInvites(t *testing.T, s AccountsStore) {
 // accountsInviteAccepted: an invitee who sets a password through the
 // invitation's token holds the address from then on; one whose address an
 // account took meanwhile is ErrConflict, and neither the token nor the
-// user changes.
+// user changes. The acceptance changes neither the invitee's address nor
+// its company, which is still the address's only user.
 func accountsInviteAccepted(t *testing.T, s AccountsStore) {
 	a, _ := Company(t, s)
 	inv := accountUser(a.ID, store.RoleMember, false)
@@ -497,9 +504,19 @@ func accountsInviteAccepted(t *testing.T, s AccountsStore) {
 			t.Fatal(err)
 		}
 	}
-	got, err := s.ConsumeOneTimeToken(tok, []string{"reset", "invite"}, T0, true, accept)
-	if err != nil || got.ID != inv.ID || got.PasswordHash != "chosen" {
+	// fn's changes of the address or the company are not stored.
+	moving := func(u *store.User) error { u.Email, u.CompanyID = "moved-"+u.Email, u.CompanyID+1000; return accept(u) }
+	got, err := s.ConsumeOneTimeToken(tok, []string{"reset", "invite"}, T0, true, moving)
+	if err != nil || got.ID != inv.ID || got.PasswordHash != "chosen" || got.Email != inv.Email || got.CompanyID != a.ID {
 		t.Fatalf("accept: %+v (%v)", got, err)
+	}
+	if stored, err := s.User(inv.ID); err != nil || stored.Email != inv.Email || stored.CompanyID != a.ID {
+		t.Fatalf("the accepted invitee as stored: %+v (%v), want address %s in company %d", stored, err, inv.Email, a.ID)
+	}
+	again := accountUser(a.ID, store.RoleMember, false)
+	again.Email = strings.ToUpper(inv.Email)
+	if _, err := s.InviteUser(&again, T0); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("invite an accepted invitee's address into its company: %v, want ErrConflict", err)
 	}
 	if got, err := s.UserByEmail(inv.Email); err != nil || got.ID != inv.ID || !got.EmailVerified {
 		t.Fatalf("the accepted invitee by address: %+v (%v)", got, err)

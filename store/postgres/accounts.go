@@ -31,10 +31,9 @@ package postgres
 // (ErrConflict). For the same reason an API key hash another company uses
 // is ErrConflict in UpdateCompany (boltstore would move that company's
 // lookup). An address is there once per company whichever way the user
-// came (the unique index): CreateUser of a pending invitee's address in
-// the same company is ErrConflict, which boltstore, checking only in
-// InviteUser, would let through. Secrets live in the secrets table, made
-// by the first node to ask.
+// came (the unique index; boltstore's company_emails): CreateUser of a
+// pending invitee's address in the same company is ErrConflict, in both.
+// Secrets live in the secrets table, made by the first node to ask.
 
 import (
 	"bytes"
