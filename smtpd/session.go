@@ -188,7 +188,7 @@ func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 			return err
 		}
 	} else {
-		dev, err := ss.device(a)
+		dev, err := ss.device(a, co)
 		if err != nil {
 			return err
 		}
@@ -228,17 +228,12 @@ func (ss *session) pool(name string) (string, error) {
 }
 
 // device is the device a recipient's SMS goes through: the one its address
-// names, or else the company's default: its emailDevice setting, or its
-// only device.
-func (ss *session) device(a Address) (store.Device, error) {
+// names, or else the company's default: its emailDevice setting (of co,
+// the company Rcpt read), or its only device.
+func (ss *session) device(a Address, co store.Company) (store.Device, error) {
 	ctx := context.Background()
 	named := a.Device
 	if named == "" {
-		co, err := ss.s.deps.Accounts.Company(ctx, ss.p)
-		if err != nil {
-			ss.s.log.Error("smtp company", "err", err)
-			return store.Device{}, errUnavailable
-		}
 		named = co.EmailDevice
 	}
 	if named != "" {
