@@ -30,14 +30,13 @@ const IdempotencyRoute = "smtp"
 // session is one connection's state; go-smtp calls its methods from that
 // connection's goroutine only.
 type session struct {
-	s      *Server
-	conn   *smtp.Conn // its connection, for a mail that stops arriving (unread)
-	life   *lifeConn  // the connection as accepted; nil only outside Serve
-	ip     string
-	p      account.Principal
-	key    string // the API key the session logged in with
-	authed bool
-	rcpts  []recipient
+	s     *Server
+	conn  *smtp.Conn // its connection, for a mail that stops arriving (unread)
+	life  *lifeConn  // the connection as accepted; nil only outside Serve
+	ip    string
+	p     account.Principal
+	key   string // the API key the session logged in with; "" before AUTH
+	rcpts []recipient
 
 	mu      sync.Mutex     // guards chunked: Data runs on go-smtp's goroutine of a chunked mail
 	chunked *io.PipeReader // the text of the last chunked (BDAT) mail, until settleChunked
@@ -84,7 +83,7 @@ func (ss *session) login(user, pass string) error {
 	p, err := ss.s.deps.Accounts.Authenticate(context.Background(), key)
 	switch {
 	case err == nil && strings.HasPrefix(key, account.APIKeyPrefix):
-		ss.p, ss.key, ss.authed = p, key, true
+		ss.p, ss.key = p, key
 		return nil
 	case err == nil || problem.Is(err, problem.Unauthorized):
 		// A wrong key, or an access token: it lives 15 minutes, no
@@ -99,9 +98,6 @@ func (ss *session) login(user, pass string) error {
 }
 
 func (ss *session) Mail(_ string, _ *smtp.MailOptions) error {
-	if !ss.authed {
-		return errAuthRequired
-	}
 	if err := ss.keyCurrent(); err != nil {
 		return err
 	}
@@ -110,13 +106,17 @@ func (ss *session) Mail(_ string, _ *smtp.MailOptions) error {
 	return nil
 }
 
-// keyCurrent checks that the API key the session logged in with is still
-// the company's, as the API checks its key on every request: rotating the
-// key (after a leak) stopped new logins, while a session open with the old
-// one went on sending for up to its 30 minutes. A rotated key is answered
-// 421 4.7.0 and the connection closed (go-smtp takes no second AUTH in a
-// session): the client connects again and logs in with the current key.
+// keyCurrent checks that the session logged in (530 before AUTH) and that
+// the API key it logged in with is still the company's, as the API checks
+// its key on every request: rotating the key (after a leak) stopped new
+// logins, while a session open with the old one went on sending for up to
+// its 30 minutes. A rotated key is answered 421 4.7.0 and the connection
+// closed (go-smtp takes no second AUTH in a session): the client connects
+// again and logs in with the current key.
 func (ss *session) keyCurrent() error {
+	if ss.key == "" {
+		return errAuthRequired
+	}
 	_, err := ss.s.deps.Accounts.Authenticate(context.Background(), ss.key)
 	switch {
 	case err == nil:
@@ -159,9 +159,6 @@ func (ss *session) settleChunked() {
 // company's opt-out list and counts the send in the credential's rate
 // limit, as a POST /chat/send would count.
 func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) error {
-	if !ss.authed {
-		return errAuthRequired
-	}
 	if err := ss.keyCurrent(); err != nil {
 		return err
 	}
