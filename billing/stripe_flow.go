@@ -16,7 +16,7 @@ func (s *Service) checkout(ctx context.Context, in SubscribeInput, plan Plan) (S
 	}
 	// One live subscription per company: a second checkout would open a
 	// second subscription, billed alongside the first.
-	if sub.ProviderSubID != "" && (sub.Status == StatusActive || sub.Status == StatusTrialing || sub.Status == StatusPastDue) {
+	if paying(sub) {
 		return SubscribeResult{}, problem.New(problem.Conflict, "The company already has a subscription: change its plan in the billing portal (POST /billing/portal).")
 	}
 	url, customer, err := s.cfg.Provider.Checkout(ctx, CheckoutInput{
