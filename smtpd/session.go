@@ -103,6 +103,9 @@ func (ss *session) Mail(_ string, _ *smtp.MailOptions) error {
 	}
 	ss.settleChunked()
 	ss.rcpts = nil
+	if ss.life != nil {
+		ss.life.mailOpen()
+	}
 	return nil
 }
 
@@ -419,7 +422,14 @@ func (ss *session) send(rc recipient, m Mail) error {
 	return nil
 }
 
-func (ss *session) Reset() { ss.rcpts = nil }
+// Reset ends the mail: go-smtp calls it after a mail's reply, on RSET and
+// on a new greeting.
+func (ss *session) Reset() {
+	ss.rcpts = nil
+	if ss.life != nil {
+		ss.life.mailDone()
+	}
+}
 
 func (ss *session) Logout() error { return nil }
 
