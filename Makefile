@@ -44,7 +44,7 @@ TEST_TIMEOUT ?= 15m
 # them a second time with the store in PostgreSQL. The store's own suites
 # (store/...) run on both backends in the first pass already.
 # They are listed longest first, for the reason below.
-PG_SUITES ?= ./httpapi ./web ./cmd/simrelay ./gateway ./cmd/simrelay-agent ./webhook ./smtpd ./media ./sms ./channel ./device ./cmd/...
+PG_SUITES ?= ./httpapi ./web ./cmd/simrelay ./gateway ./cmd/simrelay-agent ./webhook ./smtpd ./media ./sms ./channel ./device ./billing ./cmd/...
 
 # go test starts the packages' test binaries in the order it is given them,
 # at most -p (one per core) at once, and a package that waits for its turn

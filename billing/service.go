@@ -306,19 +306,15 @@ func (s *Service) Subscribe(ctx context.Context, in SubscribeInput) (SubscribeRe
 	if s.cfg.Provider != nil && plan.StripePriceID != "" {
 		return s.checkout(ctx, in, plan)
 	}
-	if s.cfg.Provider != nil {
-		// A plan with no Stripe price (free) needs no checkout; a company
-		// paying for a subscription leaves it in the Billing Portal first.
-		cur, _, err := s.store.Subscription(in.CompanyID)
-		if err != nil {
-			return SubscribeResult{}, err
-		}
-		if cur.ProviderSubID != "" && (cur.Status == StatusActive || cur.Status == StatusTrialing || cur.Status == StatusPastDue) {
-			return SubscribeResult{}, problem.New(problem.Conflict, "The company pays for a subscription: cancel it in the billing portal (POST /billing/portal); it returns to the default plan when it ends.")
-		}
-	}
 	now := s.now().UTC()
 	sub, err := s.store.UpdateSubscription(in.CompanyID, func(sub *store.Subscription) error {
+		// A plan with no Stripe price (free) needs no checkout; a company
+		// paying for a subscription leaves it in the Billing Portal first.
+		// Judged in the write: a Stripe event applied after a read before
+		// it (the checkout just paid) was overwritten with this plan.
+		if s.cfg.Provider != nil && paying(*sub) {
+			return problem.New(problem.Conflict, "The company pays for a subscription: cancel it in the billing portal (POST /billing/portal); it returns to the default plan when it ends.")
+		}
 		sub.PlanID, sub.Status, sub.TrialEndsAt, sub.UpdatedAt = plan.ID, StatusActive, nil, now
 		if plan.TrialDays > 0 && !in.SkipTrial {
 			end := now.AddDate(0, 0, plan.TrialDays)
@@ -330,6 +326,12 @@ func (s *Service) Subscribe(ctx context.Context, in SubscribeInput) (SubscribeRe
 		return SubscribeResult{}, err
 	}
 	return SubscribeResult{Status: sub.Status}, nil
+}
+
+// paying reports whether the company has a live provider subscription,
+// one that is billed: a second one would be billed alongside it.
+func paying(sub store.Subscription) bool {
+	return sub.ProviderSubID != "" && (sub.Status == StatusActive || sub.Status == StatusTrialing || sub.Status == StatusPastDue)
 }
 
 // SetPlan puts a company on a plan, active, without a provider: the

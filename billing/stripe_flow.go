@@ -10,13 +10,13 @@ import (
 // checkout starts a provider checkout for the plan, reusing the company's
 // provider customer when it has one.
 func (s *Service) checkout(ctx context.Context, in SubscribeInput, plan Plan) (SubscribeResult, error) {
-	sub, _, err := s.store.Subscription(in.CompanyID)
+	sub, found, err := s.store.Subscription(in.CompanyID)
 	if err != nil {
 		return SubscribeResult{}, err
 	}
 	// One live subscription per company: a second checkout would open a
 	// second subscription, billed alongside the first.
-	if sub.ProviderSubID != "" && (sub.Status == StatusActive || sub.Status == StatusTrialing || sub.Status == StatusPastDue) {
+	if paying(sub) {
 		return SubscribeResult{}, problem.New(problem.Conflict, "The company already has a subscription: change its plan in the billing portal (POST /billing/portal).")
 	}
 	url, customer, err := s.cfg.Provider.Checkout(ctx, CheckoutInput{
@@ -37,11 +37,10 @@ func (s *Service) checkout(ctx context.Context, in SubscribeInput, plan Plan) (S
 	if err != nil {
 		return SubscribeResult{}, s.providerFailed("checkout", in.CompanyID, err)
 	}
-	view, err := s.Subscription(ctx, in.CompanyID)
-	if err != nil {
-		return SubscribeResult{}, err
-	}
-	return SubscribeResult{Status: view.Status, CheckoutURL: url}, nil
+	// The status until Stripe's events arrive: the checkout changed only
+	// the customer, so it is the one read above.
+	_, status := s.effective(sub, found, s.now())
+	return SubscribeResult{Status: status, CheckoutURL: url}, nil
 }
 
 func (s *Service) portal(ctx context.Context, companyID uint64) (string, error) {

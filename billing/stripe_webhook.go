@@ -127,6 +127,10 @@ func (s *Service) HandleStripeEvent(_ context.Context, payload []byte, signature
 			return badID("data.object.id")
 		}
 		planID := s.planOf(ev, ss)
+		periodStart, periodEnd := ss.CurrentPeriodStart, ss.CurrentPeriodEnd
+		if periodStart == 0 && periodEnd == 0 {
+			periodStart, periodEnd = itemPeriod(ev.Data.Raw)
+		}
 		status := stripeStatus(ss.Status)
 		if string(ev.Type) == EventSubscriptionDeleted {
 			status = StatusCanceled
@@ -154,9 +158,9 @@ func (s *Service) HandleStripeEvent(_ context.Context, payload []byte, signature
 				sub.TrialEndsAt = &t
 			}
 			sub.PeriodStart, sub.PeriodEnd = time.Time{}, time.Time{}
-			if ss.CurrentPeriodStart > 0 && ss.CurrentPeriodEnd > ss.CurrentPeriodStart {
-				sub.PeriodStart = time.Unix(ss.CurrentPeriodStart, 0).UTC()
-				sub.PeriodEnd = time.Unix(ss.CurrentPeriodEnd, 0).UTC()
+			if periodStart > 0 && periodEnd > periodStart {
+				sub.PeriodStart = time.Unix(periodStart, 0).UTC()
+				sub.PeriodEnd = time.Unix(periodEnd, 0).UTC()
 			}
 			return true
 		})
@@ -183,6 +187,25 @@ func stripeStatus(st stripe.SubscriptionStatus) string {
 	default:
 		return StatusCanceled
 	}
+}
+
+// itemPeriod is the billing period of a subscription's first item: from
+// Stripe's API version 2025-03-31 (basil) on, the items carry the period
+// (items.data[].current_period_start and _end) and the subscription none.
+// Zeros when the object has none.
+func itemPeriod(raw json.RawMessage) (start, end int64) {
+	var sub struct {
+		Items struct {
+			Data []struct {
+				Start int64 `json:"current_period_start"`
+				End   int64 `json:"current_period_end"`
+			} `json:"data"`
+		} `json:"items"`
+	}
+	if json.Unmarshal(raw, &sub) != nil || len(sub.Items.Data) == 0 {
+		return 0, 0
+	}
+	return sub.Items.Data[0].Start, sub.Items.Data[0].End
 }
 
 // knownPlan is the event's plan id when it names a plan of this server.

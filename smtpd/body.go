@@ -48,7 +48,7 @@ func ReadMail(raw []byte) (Mail, error) {
 		return Mail{}, fmt.Errorf("the message header cannot be read: %v", err)
 	}
 	r := partReader{}
-	if err := r.walk(textproto(msg.Header), msg.Body, 0); err != nil {
+	if err := r.walk(msg.Header, msg.Body, 0); err != nil {
 		return Mail{}, err
 	}
 	if r.plain == nil && r.html == nil {
@@ -85,10 +85,9 @@ func ReadMail(raw []byte) (Mail, error) {
 	return Mail{Text: text, MessageID: strings.TrimSpace(msg.Header.Get("Message-ID"))}, nil
 }
 
-// header is the part of a MIME header the reader needs.
+// header is the part of a MIME header the reader needs: a mail's
+// (mail.Header) or a part's (textproto.MIMEHeader).
 type header interface{ Get(string) string }
-
-func textproto(h mail.Header) header { return h }
 
 // partReader finds the first plain and HTML text of a message's tree.
 type partReader struct {

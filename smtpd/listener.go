@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -27,10 +28,12 @@ func bound(ln net.Listener, cfg Config) *connlimit.Listener {
 	})
 }
 
-// lifeListener gives each connection its longest life (Config.MaxSession).
+// lifeListener gives each connection its longest life (Config.MaxSession),
+// and keeps the open ones in lives, for Shutdown.
 type lifeListener struct {
 	*connlimit.Listener
-	life time.Duration
+	life  time.Duration
+	lives *lives
 }
 
 func (l lifeListener) Accept() (net.Conn, error) {
@@ -38,18 +41,92 @@ func (l lifeListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	lc := &lifeConn{Conn: c, end: time.Now().Add(l.life)}
+	lc := &lifeConn{Conn: c, lives: l.lives, end: time.Now().Add(l.life)}
 	_ = lc.SetReadDeadline(time.Time{}) // the session's end, until go-smtp sets its own
+	l.lives.add(lc)
 	return lc, nil
+}
+
+// lives are a listener's open connections, so that Shutdown can end them:
+// go-smtp's Shutdown waits for each to end by itself, and a client idle
+// between mails held it until its deadline.
+type lives struct {
+	mu       sync.Mutex
+	conns    map[*lifeConn]struct{}
+	draining bool // Shutdown began: every connection is draining
+}
+
+func newLives() *lives { return &lives{conns: map[*lifeConn]struct{}{}} }
+
+func (l *lives) add(c *lifeConn) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.draining {
+		c.drain()
+	}
+	l.conns[c] = struct{}{}
+}
+
+func (l *lives) remove(c *lifeConn) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.conns, c)
+}
+
+// drain ends each connection between mails at once, and each in the
+// middle of one once that mail's reply is written.
+func (l *lives) drain() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.draining = true
+	for c := range l.conns {
+		c.drain()
+	}
 }
 
 type lifeConn struct {
 	net.Conn
+	lives    *lives
+	mu       sync.Mutex  // guards end, and the read deadline set from it
 	end      time.Time   // no read waits past it
 	ended    atomic.Bool // a read failed or met the end of the client's data
 	inText   atomic.Bool // a chunked (BDAT) mail's text is being read: session.Data runs
 	answered atomic.Bool // a read timed out in a chunked mail's text and answered errTextStalled
 	closing  atomic.Bool // the write of that answer closes the connection
+	inMail   atomic.Bool // a mail is open: from its MAIL until its reply is written (mailDone)
+	draining atomic.Bool // Shutdown began: the connection ends when no mail is open
+}
+
+// drain ends the connection's life now when no mail is open, else when the
+// open one's reply is written (mailDone). The two check each other's flag
+// after setting their own, so one of them ends it.
+func (c *lifeConn) drain() {
+	c.draining.Store(true)
+	if !c.inMail.Load() {
+		c.endLife()
+	}
+}
+
+// mailOpen notes a mail taken (MAIL answered 250).
+func (c *lifeConn) mailOpen() { c.inMail.Store(true) }
+
+// mailDone notes that no mail is open (go-smtp's reset, after a mail's
+// reply, RSET or a new greeting); a draining connection ends then.
+func (c *lifeConn) mailDone() {
+	c.inMail.Store(false)
+	if c.draining.Load() {
+		c.endLife()
+	}
+}
+
+// endLife ends the connection's life now: the read waiting, or the next,
+// times out, and go-smtp answers 421 4.4.2 and closes the connection, as
+// at the end of MaxSession.
+func (c *lifeConn) endLife() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.end = time.Now()
+	_ = c.Conn.SetReadDeadline(c.end)
 }
 
 // errTextStalled is what a read of a chunked mail's text that timed out
@@ -95,10 +172,18 @@ func (c *lifeConn) Write(p []byte) (int, error) {
 // read times out and go-smtp answers 421 4.4.2 (a mail's text cut short:
 // session.unread); writes keep their own deadlines, so that answer goes out.
 func (c *lifeConn) SetReadDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if t.IsZero() || t.After(c.end) {
 		t = c.end
 	}
 	return c.Conn.SetReadDeadline(t)
+}
+
+// Close forgets the connection in lives and closes it.
+func (c *lifeConn) Close() error {
+	c.lives.remove(c)
+	return c.Conn.Close()
 }
 
 // SetDeadline is SetReadDeadline's bound for reads, t for writes.

@@ -70,6 +70,8 @@ type Server struct {
 	srv  *smtp.Server
 	done chan struct{} // closed when Serve returns
 
+	lives *lives // the open connections
+
 	mu     sync.Mutex          // guards ln and closed
 	ln     *connlimit.Listener // set by Serve
 	closed bool                // Shutdown was called
@@ -81,7 +83,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		return nil, fmt.Errorf("smtpd: %w", err)
 	}
 	cfg.defaults()
-	s := &Server{cfg: cfg, deps: deps, log: cfg.Logger, done: make(chan struct{})}
+	s := &Server{cfg: cfg, deps: deps, log: cfg.Logger, done: make(chan struct{}), lives: newLives()}
 	srv := smtp.NewServer(smtp.BackendFunc(s.newSession))
 	srv.Domain = cfg.Domain
 	srv.TLSConfig = cfg.TLS
@@ -109,16 +111,17 @@ func (s *Server) Serve(ln net.Listener) error {
 	lim := bound(ln, s.cfg)
 	s.ln = lim
 	s.mu.Unlock()
-	err := s.srv.Serve(lifeListener{lim, s.cfg.MaxSession})
+	err := s.srv.Serve(lifeListener{lim, s.cfg.MaxSession, s.lives})
 	if errors.Is(err, net.ErrClosed) {
 		return nil
 	}
 	return err
 }
 
-// Shutdown stops taking connections and lets those open finish their
-// command until ctx ends, then cuts them. A Serve called after it returns
-// at once.
+// Shutdown stops taking connections, ends those between mails (421
+// 4.4.2), lets those in the middle of a mail finish it and then ends them,
+// and cuts any still open when ctx ends. A Serve called after it returns at
+// once.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.closed = true
@@ -128,6 +131,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		return nil
 	}
 	_ = ln.Close() // later accepts fail
+	s.lives.drain()
 	err := s.srv.Shutdown(ctx)
 	if err != nil {
 		ln.CloseAll()

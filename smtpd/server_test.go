@@ -253,7 +253,8 @@ func TestCompanyEmailDevice(t *testing.T) {
 }
 
 // TestAuthNeedsTLS: with a certificate configured, AUTH before STARTTLS is
-// refused, so the API key never crosses the network in the clear.
+// refused, so the API key never crosses the network in the clear; and MAIL
+// before AUTH is refused.
 func TestAuthNeedsTLS(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, options{})
@@ -284,6 +285,11 @@ func TestAuthNeedsTLS(t *testing.T) {
 	_, _ = c.Write([]byte("AUTH PLAIN " + plain + "\r\n"))
 	if got := reply(); !strings.HasPrefix(got, "523 ") {
 		t.Errorf("AUTH before STARTTLS: got %q, want 523", got)
+	}
+	// Not logged in, the session takes no mail.
+	_, _ = c.Write([]byte("MAIL FROM:<app@example.com>\r\n"))
+	if got := reply(); !strings.HasPrefix(got, "530 5.7.0 ") {
+		t.Errorf("MAIL before AUTH: got %q, want 530 5.7.0", got)
 	}
 }
 

@@ -30,14 +30,13 @@ const IdempotencyRoute = "smtp"
 // session is one connection's state; go-smtp calls its methods from that
 // connection's goroutine only.
 type session struct {
-	s      *Server
-	conn   *smtp.Conn // its connection, for a mail that stops arriving (unread)
-	life   *lifeConn  // the connection as accepted; nil only outside Serve
-	ip     string
-	p      account.Principal
-	key    string // the API key the session logged in with
-	authed bool
-	rcpts  []recipient
+	s     *Server
+	conn  *smtp.Conn // its connection, for a mail that stops arriving (unread)
+	life  *lifeConn  // the connection as accepted; nil only outside Serve
+	ip    string
+	p     account.Principal
+	key   string // the API key the session logged in with; "" before AUTH
+	rcpts []recipient
 
 	mu      sync.Mutex     // guards chunked: Data runs on go-smtp's goroutine of a chunked mail
 	chunked *io.PipeReader // the text of the last chunked (BDAT) mail, until settleChunked
@@ -84,7 +83,7 @@ func (ss *session) login(user, pass string) error {
 	p, err := ss.s.deps.Accounts.Authenticate(context.Background(), key)
 	switch {
 	case err == nil && strings.HasPrefix(key, account.APIKeyPrefix):
-		ss.p, ss.key, ss.authed = p, key, true
+		ss.p, ss.key = p, key
 		return nil
 	case err == nil || problem.Is(err, problem.Unauthorized):
 		// A wrong key, or an access token: it lives 15 minutes, no
@@ -99,24 +98,28 @@ func (ss *session) login(user, pass string) error {
 }
 
 func (ss *session) Mail(_ string, _ *smtp.MailOptions) error {
-	if !ss.authed {
-		return errAuthRequired
-	}
 	if err := ss.keyCurrent(); err != nil {
 		return err
 	}
 	ss.settleChunked()
 	ss.rcpts = nil
+	if ss.life != nil {
+		ss.life.mailOpen()
+	}
 	return nil
 }
 
-// keyCurrent checks that the API key the session logged in with is still
-// the company's, as the API checks its key on every request: rotating the
-// key (after a leak) stopped new logins, while a session open with the old
-// one went on sending for up to its 30 minutes. A rotated key is answered
-// 421 4.7.0 and the connection closed (go-smtp takes no second AUTH in a
-// session): the client connects again and logs in with the current key.
+// keyCurrent checks that the session logged in (530 before AUTH) and that
+// the API key it logged in with is still the company's, as the API checks
+// its key on every request: rotating the key (after a leak) stopped new
+// logins, while a session open with the old one went on sending for up to
+// its 30 minutes. A rotated key is answered 421 4.7.0 and the connection
+// closed (go-smtp takes no second AUTH in a session): the client connects
+// again and logs in with the current key.
 func (ss *session) keyCurrent() error {
+	if ss.key == "" {
+		return errAuthRequired
+	}
 	_, err := ss.s.deps.Accounts.Authenticate(context.Background(), ss.key)
 	switch {
 	case err == nil:
@@ -159,9 +162,6 @@ func (ss *session) settleChunked() {
 // company's opt-out list and counts the send in the credential's rate
 // limit, as a POST /chat/send would count.
 func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) error {
-	if !ss.authed {
-		return errAuthRequired
-	}
 	if err := ss.keyCurrent(); err != nil {
 		return err
 	}
@@ -188,7 +188,7 @@ func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 			return err
 		}
 	} else {
-		dev, err := ss.device(a)
+		dev, err := ss.device(a, co)
 		if err != nil {
 			return err
 		}
@@ -228,17 +228,12 @@ func (ss *session) pool(name string) (string, error) {
 }
 
 // device is the device a recipient's SMS goes through: the one its address
-// names, or else the company's default: its emailDevice setting, or its
-// only device.
-func (ss *session) device(a Address) (store.Device, error) {
+// names, or else the company's default: its emailDevice setting (of co,
+// the company Rcpt read), or its only device.
+func (ss *session) device(a Address, co store.Company) (store.Device, error) {
 	ctx := context.Background()
 	named := a.Device
 	if named == "" {
-		co, err := ss.s.deps.Accounts.Company(ctx, ss.p)
-		if err != nil {
-			ss.s.log.Error("smtp company", "err", err)
-			return store.Device{}, errUnavailable
-		}
 		named = co.EmailDevice
 	}
 	if named != "" {
@@ -427,7 +422,14 @@ func (ss *session) send(rc recipient, m Mail) error {
 	return nil
 }
 
-func (ss *session) Reset() { ss.rcpts = nil }
+// Reset ends the mail: go-smtp calls it after a mail's reply, on RSET and
+// on a new greeting.
+func (ss *session) Reset() {
+	ss.rcpts = nil
+	if ss.life != nil {
+		ss.life.mailDone()
+	}
+}
 
 func (ss *session) Logout() error { return nil }
 

@@ -1,10 +1,12 @@
 package smtpd_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/simrelay/simrelay/internal/poll"
 	"github.com/simrelay/simrelay/smtpd"
 )
 
@@ -35,4 +37,44 @@ func TestSessionsEndAtMaxSession(t *testing.T) {
 	if !d.closed() {
 		t.Fatal("the connection stays open after the 421")
 	}
+}
+
+// TestShutdownEndsConnectionsBetweenMails: on shutdown a connection
+// between mails is answered 421 and closed at once, and one in the middle
+// of a mail finishes it (its 250) and is then answered 421 and closed, so
+// that Shutdown returns before its deadline with nothing cut. go-smtp's
+// Shutdown waits for each connection to end by itself: a client idle
+// between mails held it for the whole shutdown timeout, which the server
+// shares with telling the phones to reconnect.
+func TestShutdownEndsConnectionsBetweenMails(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, options{})
+	id, key := e.company("acme")
+	vp := e.phone(id, "pixel7")
+	idle := e.rawSession(key)
+	busy := e.dataSession(key)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- e.smtp.Shutdown(ctx) }()
+	if got := idle.reply(); !strings.HasPrefix(got, "421 4.4.2 ") {
+		t.Fatalf("a connection between mails on shutdown: got %q, want 421 4.4.2", got)
+	}
+	if !idle.closed() {
+		t.Fatal("the connection between mails stays open after the 421")
+	}
+	busy.write("Subject: x\r\n\r\nDisk full.\r\n.\r\n")
+	if got := busy.reply(); !strings.HasPrefix(got, "250 ") {
+		t.Fatalf("the mail in progress on shutdown: got %q, want 250", got)
+	}
+	if got := busy.reply(); !strings.HasPrefix(got, "421 4.4.2 ") {
+		t.Fatalf("after the mail in progress: got %q, want 421 4.4.2", got)
+	}
+	if !busy.closed() {
+		t.Fatal("the connection stays open after its mail and the 421")
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("shutdown: %v, want every connection ended before the deadline", err)
+	}
+	poll.Until(t, "the phone gets the mail's SMS", func() bool { return len(vp.Jobs()) == 1 })
 }

@@ -1,0 +1,136 @@
+package billing_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/stripe/stripe-go/v76/webhook"
+
+	"github.com/simrelay/simrelay/billing"
+	"github.com/simrelay/simrelay/internal/storetest"
+	"github.com/simrelay/simrelay/problem"
+	"github.com/simrelay/simrelay/store"
+)
+
+// TestMain stops the PostgreSQL cluster of a run on it (storetest.EnvStore).
+func TestMain(m *testing.M) { storetest.Main(m) }
+
+const (
+	testSecret    = "whsec_test_0123456789abcdef"
+	testPublicURL = "https://sms.example.com"
+)
+
+// stripeService is billing in Stripe mode over st, with the built-in
+// plans priced in Stripe. Its provider is never reached: nothing here
+// opens a checkout.
+func stripeService(t *testing.T, st billing.Store) *billing.Service {
+	t.Helper()
+	plans := billing.BuiltinPlans()
+	for i := range plans {
+		if plans[i].Price.Amount > 0 {
+			plans[i].StripePriceID = "price_" + plans[i].ID
+		}
+	}
+	svc, err := billing.New(billing.Config{Plans: plans, PublicURL: testPublicURL, WebhookSecret: testSecret,
+		Provider: billing.NewStripe(billing.StripeConfig{Key: "sk_test_123", APIURL: "http://127.0.0.1:1"}),
+	}, st, slog.New(slog.DiscardHandler), time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc
+}
+
+// subscriptionEvent is a signed customer.subscription.created event of
+// company's subscription sub_A on the starter plan, with the object's
+// other fields; it returns the payload and its Stripe-Signature.
+func subscriptionEvent(t *testing.T, company uint64, fields map[string]any) ([]byte, string) {
+	t.Helper()
+	object := map[string]any{"id": "sub_A", "object": "subscription", "customer": "cus_A", "status": "active",
+		"metadata": map[string]any{"company_id": fmt.Sprint(company), "plan_id": billing.PlanStarter, "simrelay_instance": billing.InstanceMark(testPublicURL)}}
+	for k, v := range fields {
+		object[k] = v
+	}
+	payload, err := json.Marshal(map[string]any{"id": "evt_1", "object": "event", "type": billing.EventSubscriptionCreated,
+		"created": time.Now().Unix(), "data": map[string]any{"object": object}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	signed := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: payload, Secret: testSecret})
+	return payload, signed.Header
+}
+
+// interleaved is the real store, with one call run before the next write
+// of a subscription: a Stripe event that lands between what the caller
+// read before and that write.
+type interleaved struct {
+	store.Backend
+	then func()
+}
+
+func (s *interleaved) UpdateSubscription(companyID uint64, fn func(*store.Subscription) error) (store.Subscription, error) {
+	if then := s.then; then != nil {
+		s.then = nil
+		then()
+	}
+	return s.Backend.UpdateSubscription(companyID, fn)
+}
+
+// TestFreePlanDoesNotOverwriteAPaidCheckout: subscribing to the free plan
+// (no Stripe price, no checkout) while the company's checkout of a paid
+// plan is being applied answers 409 once the paid subscription is there,
+// and leaves it. It was judged on a read before the write: the paid
+// subscription applied in between was overwritten with the free plan, and
+// the company paid for a plan it did not have until Stripe's next event.
+func TestFreePlanDoesNotOverwriteAPaidCheckout(t *testing.T) {
+	t.Parallel()
+	st := &interleaved{Backend: storetest.Open(t)}
+	co := storetest.Company(t, st, "Acme", "ana@acme.example")
+	svc := stripeService(t, st)
+	payload, signature := subscriptionEvent(t, co.ID, nil)
+	st.then = func() {
+		if err := svc.HandleStripeEvent(context.Background(), payload, signature); err != nil {
+			t.Errorf("the paid subscription's event: %v", err)
+		}
+	}
+	_, err := svc.Subscribe(context.Background(), billing.SubscribeInput{CompanyID: co.ID, PlanID: billing.PlanFree})
+	if !problem.Is(err, problem.Conflict) {
+		t.Errorf("the free plan once the company pays: got %v, want 409 conflict", err)
+	}
+	sub, _, err := st.Subscription(co.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sub.PlanID != billing.PlanStarter || sub.Status != billing.StatusActive || sub.ProviderSubID != "sub_A" {
+		t.Errorf("the subscription: %+v, want the paid starter plan, active", sub)
+	}
+}
+
+// TestStripePeriodOfTheSubscriptionItem: from Stripe's API version
+// 2025-03-31 (basil) on, a subscription's billing period is its items'
+// (items.data[].current_period_start and _end), and the subscription
+// carries none. The event's period was read as none: the messages counted
+// over the calendar month, not the period Stripe bills.
+func TestStripePeriodOfTheSubscriptionItem(t *testing.T) {
+	t.Parallel()
+	st := storetest.Open(t)
+	co := storetest.Company(t, st, "Acme", "ana@acme.example")
+	svc := stripeService(t, st)
+	// A period that is no calendar month and holds now.
+	start := time.Now().UTC().Truncate(time.Second).Add(-36 * time.Hour)
+	end := start.AddDate(0, 1, 0)
+	payload, signature := subscriptionEvent(t, co.ID, map[string]any{"items": map[string]any{"object": "list", "data": []any{
+		map[string]any{"id": "si_A", "object": "subscription_item", "price": map[string]any{"id": "price_starter", "object": "price"},
+			"current_period_start": start.Unix(), "current_period_end": end.Unix()},
+	}}})
+	if err := svc.HandleStripeEvent(context.Background(), payload, signature); err != nil {
+		t.Fatal(err)
+	}
+	from, to := svc.Period(co.ID)
+	if !from.Equal(start) || !to.Equal(end) {
+		t.Errorf("the period: %s to %s, want the item's, %s to %s", from, to, start, end)
+	}
+}
