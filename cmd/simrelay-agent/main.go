@@ -43,7 +43,8 @@ Usage:
 
 simrelay-agent COMMAND -h lists a command's flags. Every flag has an environment
 twin: --config is SIMRELAY_AGENT_CONFIG.
-docs/agents.md explains the set-up on a phone (Termux) and on a Raspberry Pi (modem).
+docs/agents.md explains the set-up of each: a phone (Termux), a Raspberry Pi
+(modem), WhatsApp and a Mac (iMessage).
 `
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {

@@ -25,7 +25,7 @@ func defaultSessionPath(config string) string {
 // WhatsApp > Settings > Linked devices.
 func whatsappCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] != "link" {
-		fmt.Fprintln(stderr, "usage: simrelay-agent whatsapp link [--session FILE] [--qr-png FILE]")
+		fmt.Fprintln(stderr, "usage: simrelay-agent whatsapp link [--config FILE] [--session FILE] [--qr-png FILE]")
 		return 2
 	}
 	fs := flag.NewFlagSet("whatsapp link", flag.ContinueOnError)
