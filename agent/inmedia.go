@@ -250,9 +250,10 @@ func (a *Agent) upload(ctx context.Context, clientID string, i int, f spooled) (
 	err = fmt.Errorf("POST /device/media: %s: %s", res.Status, bytes.TrimSpace(body))
 	switch {
 	case res.StatusCode == http.StatusTooManyRequests || res.StatusCode == http.StatusUnauthorized ||
-		res.StatusCode == http.StatusForbidden || res.StatusCode >= 500:
+		res.StatusCode == http.StatusForbidden || res.StatusCode == http.StatusRequestTimeout || res.StatusCode >= 500:
 		// 403: the device is disabled for now; the file waits, as the
-		// message does, until it is enabled again.
+		// message does, until it is enabled again. 408: the upload stalled
+		// on the way (the server cuts one that sends no 256 KiB a minute).
 		wait := uploadRetry
 		if s, e := strconv.Atoi(res.Header.Get("Retry-After")); e == nil && s > 0 {
 			wait = time.Duration(s) * time.Second

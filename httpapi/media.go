@@ -58,7 +58,7 @@ func (s *Server) storeUpload(c echo.Context) error {
 	q := c.QueryParams()
 	m, dup, err := s.deps.Media.Put(r.Context(), dev, media.Upload{
 		Key: q.Get("key"), Filename: q.Get("filename"), ContentType: r.Header.Get(echo.HeaderContentType),
-		Length: r.ContentLength, Body: r.Body,
+		Length: r.ContentLength, Body: r.Body, ReadDeadline: http.NewResponseController(c.Response()).SetReadDeadline,
 	})
 	if err != nil {
 		return err

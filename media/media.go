@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -76,9 +77,10 @@ const uploadRetrySeconds = 5
 const DefaultURLLifetime = 72 * time.Hour
 
 // DefaultChunkTimeout is how long a download may take to accept one
-// chunk (store.MediaChunkSize, 256 KiB) of a file: a reader that stalls is
-// cut, so it holds no connection, goroutine or chunk for ever; one that
-// keeps reading, however slowly, may take as long as it needs.
+// chunk (store.MediaChunkSize, 256 KiB) of a file, and an upload to send
+// one: a reader or sender that stalls is cut, so it holds no connection,
+// goroutine, chunk or arriving place for ever; one that keeps going,
+// however slowly, may take as long as it needs.
 const DefaultChunkTimeout = time.Minute
 
 // MaxPerMessage is the most files one inbound message names.
@@ -184,6 +186,11 @@ type Upload struct {
 	// Length is the request's Content-Length (-1 when unknown).
 	Length int64
 	Body   io.Reader
+	// ReadDeadline, when set, moves the deadline of Body's reads (the
+	// connection's): each 256 KiB must arrive within ChunkTimeout, in
+	// place of the server's one deadline for the whole request, so a slow
+	// link's upload arrives whole and a stalled one is cut.
+	ReadDeadline func(time.Time) error
 }
 
 // Put stores an upload of the device. It answers the stored file and
@@ -225,9 +232,15 @@ func (s *Service) Put(ctx context.Context, dev store.Device, up Upload) (store.M
 	}
 	defer os.Remove(f.Name())
 	defer f.Close()
-	body := &arrival{r: io.LimitReader(up.Body, s.cfg.MaxBytes+1)}
+	body := &arrival{r: io.LimitReader(up.Body, s.cfg.MaxBytes+1), deadline: up.ReadDeadline, timeout: s.cfg.ChunkTimeout}
+	if err := body.extend(); err != nil {
+		return store.Media{}, false, err
+	}
 	n, err := io.Copy(f, body)
 	if body.err != nil {
+		if ne := net.Error(nil); errors.As(body.err, &ne) && ne.Timeout() {
+			return store.Media{}, false, problem.New(problem.RequestTimeout, fmt.Sprintf("No %d KiB of the upload arrived within %g s; upload it again.", store.MediaChunkSize>>10, s.cfg.ChunkTimeout.Seconds()))
+		}
 		return store.Media{}, false, problem.New(problem.ValidationFailed, "The upload did not arrive whole: "+body.err.Error())
 	}
 	if err != nil {
@@ -263,11 +276,16 @@ func (s *Service) Put(ctx context.Context, dev store.Device, up Upload) (store.M
 }
 
 // arrival is an upload's body as it is spooled. err is the failure of its
-// read (the upload did not arrive whole: the request's fault), which tells
-// it from a failure to write the spool (the server's).
+// read (the upload did not arrive whole, or stalled: the request's fault),
+// which tells it from a failure to write the spool (the server's). With a
+// deadline, each store.MediaChunkSize bytes that arrive give the next ones
+// timeout more.
 type arrival struct {
-	r   io.Reader
-	err error
+	r        io.Reader
+	err      error
+	deadline func(time.Time) error
+	timeout  time.Duration
+	since    int // bytes read since the deadline last moved
 }
 
 func (a *arrival) Read(p []byte) (int, error) {
@@ -275,7 +293,22 @@ func (a *arrival) Read(p []byte) (int, error) {
 	if err != nil && err != io.EOF {
 		a.err = err
 	}
+	if a.since += n; a.since >= store.MediaChunkSize && err == nil {
+		err = a.extend()
+	}
 	return n, err
+}
+
+// extend moves the read deadline timeout from now (nothing without one).
+func (a *arrival) extend() error {
+	a.since = 0
+	if a.deadline == nil {
+		return nil
+	}
+	if err := a.deadline(time.Now().Add(a.timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return fmt.Errorf("media: read deadline: %w", err)
+	}
+	return nil
 }
 
 // spoolFailed is the error of a spool the server could not write: a full

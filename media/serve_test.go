@@ -49,6 +49,18 @@ func TestServeCutsAStalledReader(t *testing.T) {
 // service configured as cfg (its key and spool filled in).
 func servedFile(t *testing.T, cfg Config, data []byte) (*Service, store.Media) {
 	t.Helper()
+	s, dev := deviceService(t, cfg)
+	m, _, err := s.Put(context.Background(), dev, Upload{Key: "wa:1/0", ContentType: "video/mp4", Length: int64(len(data)), Body: bytes.NewReader(data)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, m
+}
+
+// deviceService is a service configured as cfg (its key and spool filled
+// in) on a store with one company and its device.
+func deviceService(t *testing.T, cfg Config) (*Service, store.Device) {
+	t.Helper()
 	st := storetest.Open(t)
 	c := storetest.Company(t, st, "Acme", "admin@acme.test")
 	if err := st.ProvisionDevices([]store.Device{{Fingerprint: "pixel-1", CompanyID: c.ID, Name: "pixel-1", Status: store.DeviceActive,
@@ -64,11 +76,7 @@ func servedFile(t *testing.T, cfg Config, data []byte) (*Service, store.Media) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, _, err := s.Put(context.Background(), dev, Upload{Key: "wa:1/0", ContentType: "video/mp4", Length: int64(len(data)), Body: bytes.NewReader(data)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s, m
+	return s, dev
 }
 
 // One byte range is answered 206 with that part, from any byte of any

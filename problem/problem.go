@@ -55,8 +55,10 @@ const (
 	BackupExternal Code = "backup_external"
 	// RangeNotSatisfiable: a file's Range starts at or past its end (416).
 	RangeNotSatisfiable Code = "range_not_satisfiable"
-	Unavailable         Code = "unavailable" // the server is shutting down or not ready
-	Internal            Code = "internal"    // a server fault; the cause is logged, not sent
+	// RequestTimeout: a request's body stopped arriving (408): send it again.
+	RequestTimeout Code = "request_timeout"
+	Unavailable    Code = "unavailable" // the server is shutting down or not ready
+	Internal       Code = "internal"    // a server fault; the cause is logged, not sent
 )
 
 var statuses = map[Code]int{
@@ -88,6 +90,7 @@ var statuses = map[Code]int{
 	PoolCapped:            http.StatusTooManyRequests,
 	BackupExternal:        http.StatusConflict,
 	RangeNotSatisfiable:   http.StatusRequestedRangeNotSatisfiable,
+	RequestTimeout:        http.StatusRequestTimeout,
 	Unavailable:           http.StatusServiceUnavailable,
 	Internal:              http.StatusInternalServerError,
 }
