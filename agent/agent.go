@@ -56,6 +56,10 @@ type Options struct {
 	// HealthEvery is the interval of health reports on a live link, at
 	// least a minute (DefaultHealthEvery when zero).
 	HealthEvery time.Duration
+	// UploadStall is the time an upload of a received file may take for
+	// each 256 KiB and for its answer (DefaultUploadStall when zero); one
+	// past it is given up and the file uploaded again later.
+	UploadStall time.Duration
 }
 
 // Agent is one device's agent. Run it once.
@@ -105,6 +109,9 @@ func New(opt Options) *Agent {
 	}
 	if opt.HealthEvery <= 0 {
 		opt.HealthEvery = DefaultHealthEvery
+	}
+	if opt.UploadStall <= 0 {
+		opt.UploadStall = DefaultUploadStall
 	}
 	opt.HealthEvery = max(opt.HealthEvery, proto.HealthIntervalSeconds*time.Second)
 	return &Agent{opt: opt, log: opt.Logger, j: opt.Journal, tr: opt.Transport,

@@ -27,8 +27,14 @@ import (
 // still is forwarded, and the log says which file was left out.
 const DefaultInboundMediaBytes = 16 << 20
 
-// DefaultUploadTimeout bounds one upload of a received file.
-const DefaultUploadTimeout = 2 * time.Minute
+// DefaultUploadStall is the time an upload of a received file may take
+// for each 256 KiB (uploadStep), and for its answer: the server's own
+// bound, so a slow link's upload takes as long as the server lets it
+// (PROTOCOL.md 16.3). One past it is given up and tried again later.
+const DefaultUploadStall = time.Minute
+
+// uploadStep is how many bytes of an upload each UploadStall must see.
+const uploadStep = 256 << 10
 
 // maxFilesPerMessage is PROTOCOL.md 16.3's bound on inbound.media: the
 // server refuses a message naming more, so the rest are left out (logged).
@@ -215,7 +221,11 @@ func (a *Agent) upload(ctx context.Context, clientID string, i int, f spooled) (
 	if f.Filename != "" {
 		q.Set("filename", f.Filename)
 	}
-	ctx, cancel := context.WithTimeout(ctx, DefaultUploadTimeout)
+	stall := a.opt.UploadStall
+	if stall <= 0 {
+		stall = DefaultUploadStall
+	}
+	ctx, cancel := context.WithTimeout(ctx, stall*time.Duration(1+(st.Size()+uploadStep-1)/uploadStep))
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(a.opt.Config.Server, "/")+"/device/media?"+q.Encode(), file)
 	if err != nil {

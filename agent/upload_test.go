@@ -2,11 +2,13 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // What the server answers an upload decides whether the file waits for
@@ -39,5 +41,48 @@ func TestUploadRetriesWhatTheServerMayGetOver(t *testing.T) {
 		if err == nil || (retry > 0) != c.retry {
 			t.Errorf("%d: retry in %v (%v), want a retry: %v", c.status, retry, err, c.retry)
 		}
+	}
+}
+
+// An upload may take UploadStall for each 256 KiB, as the server lets it,
+// not one bound whatever its size; one past that is given up (and tried
+// again).
+func TestUploadTakesTheTimeItsSizeNeeds(t *testing.T) {
+	t.Parallel()
+	const size = 4 * uploadStep
+	path := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(path, make([]byte, size), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		buf := make([]byte, 32<<10)
+		var got int
+		for {
+			n, err := r.Body.Read(buf)
+			got += n
+			if err != nil {
+				break
+			}
+			if r.URL.Query().Get("key") == "stalls/0" && got >= uploadStep/2 {
+				<-release // the link stops: nothing more is read
+				return
+			}
+			time.Sleep(20 * time.Millisecond) // a slow link: 32 KiB every 20 ms, 1 MiB in about 0.7 s
+		}
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, `{"id":"med_%d"}`, got)
+	}))
+	defer srv.Close()
+	a := &Agent{opt: Options{Config: ConfigFile{Server: srv.URL, DeviceToken: "dt_x"}, HTTPClient: srv.Client(), UploadStall: 500 * time.Millisecond}}
+	// Longer in all than UploadStall, within its time for 1 MiB.
+	id, _, err := a.upload(context.Background(), "slow", 0, spooled{Path: path, ContentType: "video/mp4", Size: size})
+	if err != nil || id != fmt.Sprintf("med_%d", size) {
+		t.Fatalf("a slow upload that keeps going: %q (%v), want all %d bytes taken", id, err, size)
+	}
+	_, retry, err := a.upload(context.Background(), "stalls", 0, spooled{Path: path, ContentType: "video/mp4", Size: size})
+	close(release)
+	if err == nil || retry <= 0 {
+		t.Fatalf("a stalled upload: retry in %v (%v), want given up and tried again later", retry, err)
 	}
 }
