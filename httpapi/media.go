@@ -3,12 +3,10 @@ package httpapi
 import (
 	"errors"
 	"net/http"
-	"strings"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/simrelay/simrelay/account"
-	"github.com/simrelay/simrelay/device"
 	"github.com/simrelay/simrelay/internal/nulchar"
 	"github.com/simrelay/simrelay/media"
 	"github.com/simrelay/simrelay/problem"
@@ -33,29 +31,16 @@ func (s *Server) storeUpload(c echo.Context) error {
 	if s.deps.Media == nil {
 		return echo.ErrNotFound
 	}
-	r := c.Request()
-	if nulchar.Differ(r.Header.Values(echo.HeaderAuthorization)) {
-		return problem.New(problem.Unauthorized, twoCredentials)
-	}
-	scheme, token, _ := strings.Cut(r.Header.Get(echo.HeaderAuthorization), " ")
-	token = strings.TrimSpace(token)
-	if !strings.EqualFold(scheme, "Bearer") || !strings.HasPrefix(token, device.TokenPrefix) {
-		return problem.New(problem.Unauthorized, "This route needs Authorization: Bearer <device token>.")
-	}
-	dev, err := s.deps.Devices.Authenticate(r.Context(), token)
-	if errors.Is(err, store.ErrNotFound) {
-		return problem.New(problem.Unauthorized, "The device token is missing, invalid or revoked.")
-	}
-	if err != nil {
-		// Not a bad token: the database out of reach is 503, as at the link's
-		// upgrade, and a 401 would tell the phone to pair again.
-		return err
+	dev, ok := c.Get(keyDevice).(store.Device)
+	if !ok {
+		return deviceRefusal(c)
 	}
 	if dev.Status == store.DeviceDisabled {
 		// As its link is refused: a disabled device stores nothing.
 		return problem.New(problem.DeviceDisabled, "This device is disabled. Set its status to active (PATCH /device/{device_fingerprint}) to upload again.")
 	}
 	q := c.QueryParams()
+	r := c.Request()
 	m, dup, err := s.deps.Media.Put(r.Context(), dev, media.Upload{
 		Key: q.Get("key"), Filename: q.Get("filename"), ContentType: r.Header.Get(echo.HeaderContentType),
 		Length: r.ContentLength, Body: r.Body, ReadDeadline: http.NewResponseController(c.Response()).SetReadDeadline,
@@ -68,6 +53,28 @@ func (s *Server) storeUpload(c echo.Context) error {
 		code = http.StatusOK
 	}
 	return c.JSON(code, mediaOut(m))
+}
+
+// deviceRefusal is the answer to an upload that identify found no device
+// for: why its token names none (unknown or revoked, or the store's
+// failure), or why it carries no device token. identify looks a token up,
+// once for the request, only behind Authorization lines that agree; lines
+// that differ are refused here, whichever of them would name a device.
+func deviceRefusal(c echo.Context) error {
+	if err, ok := c.Get(keyDeviceErr).(error); ok {
+		if errors.Is(err, store.ErrNotFound) {
+			return problem.New(problem.Unauthorized, "The device token is missing, invalid or revoked.")
+		}
+		// Not a bad token: the database out of reach is 503, as at the link's
+		// upgrade, and a 401 would tell the phone to pair again.
+		return err
+	}
+	if nulchar.Differ(c.Request().Header.Values(echo.HeaderAuthorization)) {
+		// identify reads no credential behind a first line that is empty,
+		// so the lines are compared here too.
+		return problem.New(problem.Unauthorized, twoCredentials)
+	}
+	return problem.New(problem.Unauthorized, "This route needs Authorization: Bearer <device token>.")
 }
 
 type mediaJSON struct {

@@ -18,13 +18,15 @@ import (
 	"github.com/simrelay/simrelay/internal/nulchar"
 	"github.com/simrelay/simrelay/pacing"
 	"github.com/simrelay/simrelay/problem"
+	"github.com/simrelay/simrelay/store"
 )
 
 // Context keys of values the middleware hands to handlers.
 const (
 	keyPrincipal = "simrelay.principal"
 	keyAuthErr   = "simrelay.auth_err"
-	keyDevice    = "simrelay.device" // fingerprint of a valid device token
+	keyDevice    = "simrelay.device"     // the store.Device of a valid device token
+	keyDeviceErr = "simrelay.device_err" // why a device token names no device (store.ErrNotFound, or the store's failure)
 	keyOperator  = "simrelay.operator"
 	keyConsole   = "simrelay.console" // rate-limit identity of a console session
 	// keyAnswer is the answer a pre-routing middleware chose for a path
@@ -227,10 +229,14 @@ func (s *Server) identify(next echo.HandlerFunc) echo.HandlerFunc {
 		if strings.HasPrefix(token, device.TokenPrefix) {
 			// A phone's token: its own rate-limit identity, so that many phones
 			// behind one office address do not share a window. The hub checks
-			// the token again before the upgrade.
-			if d, err := s.deps.Devices.Authenticate(c.Request().Context(), token); err == nil {
-				c.Set(keyDevice, d.Fingerprint)
+			// the token again before the upgrade; the agents' upload takes the
+			// device found here, or answers why there is none (uploadMedia).
+			d, err := s.deps.Devices.Authenticate(c.Request().Context(), token)
+			if err != nil {
+				c.Set(keyDeviceErr, err)
+				return next(c)
 			}
+			c.Set(keyDevice, d)
 			return next(c)
 		}
 		p, err := s.deps.Accounts.Authenticate(c.Request().Context(), token)
@@ -259,8 +265,8 @@ func (s *Server) limit(next echo.HandlerFunc) echo.HandlerFunc {
 		var res pacing.Result
 		if p, ok := c.Get(keyPrincipal).(account.Principal); ok {
 			res = s.members.Take(p.Identity())
-		} else if fp, ok := c.Get(keyDevice).(string); ok {
-			res = s.members.Take("device:" + fp)
+		} else if d, ok := c.Get(keyDevice).(store.Device); ok {
+			res = s.members.Take("device:" + d.Fingerprint)
 		} else if user, ok := c.Get(keyConsole).(string); ok {
 			res = s.members.Take(user)
 		} else if c.Get(keyOperator) == true {
