@@ -249,7 +249,9 @@ const backupPattern = ".simrelay-backup-*"
 // writeFileAtomic writes through a temporary file in the same directory, syncs
 // it and renames it into place, so FILE is either the old one or a whole copy,
 // and the rename is durable once it returns. The copies that backups killed
-// before their rename left in the directory go first.
+// before their rename left in the directory go first; a copy is held
+// (holdCopy) until it is renamed, so one that another backup into the
+// directory is writing stays.
 func writeFileAtomic(path string, write func(io.Writer) (int64, error)) (int64, error) {
 	dir := filepath.Dir(path)
 	removeKilledCopies(dir, backupPattern)
@@ -258,6 +260,13 @@ func writeFileAtomic(path string, write func(io.Writer) (int64, error)) (int64, 
 		return 0, err
 	}
 	defer os.Remove(tmp.Name())
+	// Another backup into the directory meanwhile leaves this copy alone.
+	release, err := holdCopy(tmp.Name())
+	if err != nil {
+		tmp.Close()
+		return 0, err
+	}
+	defer release()
 	n, err := write(tmp)
 	if err == nil {
 		err = tmp.Sync()

@@ -105,13 +105,16 @@ const stagedPattern = ".simrelay-restore-*"
 
 // removeKilledCopies removes the copies named by pattern that commands
 // killed before their rename (Ctrl-C, kill -9) left in dir, each as large
-// as a store: no process removes them otherwise. A command running beside
-// this one (a restore while there is no store to lock, a backup into the
-// same directory) whose copy goes with them fails its rename and says so.
+// as a store: no process removes them otherwise. A copy a live command
+// holds (holdCopy: a backup into the same directory) is left to it; a
+// restore running beside this one (possible only while there is no store
+// to lock) whose copy goes with them fails its rename and says so.
 func removeKilledCopies(dir, pattern string) {
 	left, _ := filepath.Glob(filepath.Join(dir, pattern))
 	for _, f := range left {
-		_ = os.Remove(f)
+		if !copyHeld(f) {
+			_ = os.Remove(f)
+		}
 	}
 }
 

@@ -56,3 +56,30 @@ func lockStoreFile(path string) (unlock func(), err error) {
 	}
 	return func() { f.Close() }, nil
 }
+
+// holdCopy locks the copy a command writes beside its destination until
+// release (or the process's end, a crash included), so that another
+// command's removeKilledCopies leaves it: a lock of its own descriptor, as
+// the copy may be renamed into place before it is closed.
+func holdCopy(path string) (release func(), err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	return func() { f.Close() }, nil
+}
+
+// copyHeld says whether a live command holds the copy at path (holdCopy);
+// one a killed command left is held by nobody.
+func copyHeld(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	return errors.Is(syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB), syscall.EWOULDBLOCK)
+}

@@ -55,7 +55,7 @@ func usersByCompanyEmail(t *testing.T, s *Store) map[string]uint64 {
 // wrong entries: each time the migration builds the index from the users,
 // and an invitation of any stored address of the company, in another case,
 // is ErrConflict while a removed user's address and another company's are
-// free.
+// free. The migration in steps, stopped half way, ends the same.
 func TestMigrateV9IndexesCompanyEmails(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -120,6 +120,54 @@ func TestMigrateV9IndexesCompanyEmails(t *testing.T) {
 		if got := companyEmails(t, s); !maps.Equal(got, kept) {
 			t.Fatalf("index dropped %v: %v after the migration, want %v", drop, got, kept)
 		}
+	}
+
+	// In small steps, each in its own transaction, stopped half way (a
+	// crash) and resumed by the next open: the same index, and no step
+	// holds it whole.
+	if err := s.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketMeta).Put(keySchemaVersion, itob(8))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	steps := 0
+	for ; steps < 3; steps++ {
+		if err := s.db.Update(func(tx *bolt.Tx) error {
+			done, err := migrateCompanyEmailsIn(tx, 2)
+			if err == nil && done {
+				err = errors.New("done in 3 steps of 2 memberships, want more")
+			}
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := companyEmails(t, s); len(got) == 0 || len(got) >= len(kept) {
+		t.Fatalf("the index half way: %v, want a part of %v", got, kept)
+	}
+	if err := s.db.Update(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		if err := meta.Put(keyMigrating, itob(8)); err != nil {
+			return err
+		}
+		return meta.Put(keySchemaVersion, itob(9))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, dir)
+	if got := companyEmails(t, s); !maps.Equal(got, kept) {
+		t.Fatalf("the index after a migration resumed: %v, want %v", got, kept)
+	}
+	if err := s.db.View(func(tx *bolt.Tx) error {
+		if meta := tx.Bucket(bucketMeta); meta.Get(keyV9Cursor) != nil || meta.Get(keyMigrating) != nil {
+			return errors.New("the migration's place is still kept after it ended")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 
 	for _, u := range []User{adminA, member, invited[0], adminB, invited[2]} {

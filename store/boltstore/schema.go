@@ -41,7 +41,7 @@ var migrations = []func(tx *bolt.Tx) (done bool, err error){
 	migrateStatsUserSums,
 	// 8 -> 9: each company's addresses, indexed from the stored users
 	// (migrate_v9.go).
-	whole(migrateCompanyEmails),
+	migrateCompanyEmails,
 }
 
 // whole makes a migration that fits in one transaction a one-step one.
