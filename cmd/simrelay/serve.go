@@ -299,17 +299,19 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 		}
 	})
 
-	// shutdown stops in order: stop accepting, finish requests, tell the
-	// phones to come back.
+	// shutdown stops in order: stop accepting (HTTP and e-mail at once),
+	// finish requests and mails, tell the phones to come back.
 	shutdown := func() {
 		log.Info("shutting down")
 		api.Drain()
 		sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
 		defer cancel()
+		var mails sync.WaitGroup
+		mails.Go(func() { stopSMTP(sctx) })
 		if e := srv.Shutdown(sctx); e != nil {
 			log.Warn("requests still running at the shutdown deadline were cut", "err", e)
 		}
-		stopSMTP(sctx)
+		mails.Wait()
 		// Hijacked phone links are not the HTTP server's: tell them to come back.
 		if e := hub.Shutdown(sctx); e != nil {
 			log.Warn("phone links still closing at the shutdown deadline were cut", "err", e)
