@@ -268,7 +268,7 @@ func (s *Service) Send(_ context.Context, in SendInput, answer Answer) (msg stor
 	case errors.Is(err, errCapped):
 		secs := pacing.RetrySeconds(retry)
 		return msg, nil, &problem.Error{Code: problem.NumberCapped, RetryAfter: secs,
-			Message: "The " + noun(in.Channel) + " is at its send cap; retry after " + itoa(secs) + " seconds."}
+			Message: "The " + noun(in.Channel) + " is at its send cap; retry after " + problem.Count(secs, "second") + "."}
 	case err != nil:
 		return msg, nil, sms.Refusal(err, s.now())
 	}
@@ -332,19 +332,6 @@ func newID() string {
 		return uuid.NewString()
 	}
 	return id.String()
-}
-
-func itoa(n int) string {
-	var b [20]byte
-	i := len(b)
-	for {
-		i--
-		b[i] = byte('0' + n%10)
-		n /= 10
-		if n == 0 {
-			return string(b[i:])
-		}
-	}
 }
 
 // Run prunes the index of accepted sends past the longest window until ctx ends.

@@ -252,12 +252,20 @@ func (s *Service) Register(_ context.Context, in RegisterInput) (dev store.Devic
 	case errors.As(err, new(*store.PlanLimitError)):
 		var pl *store.PlanLimitError
 		errors.As(err, &pl)
-		return dev, "", false, &problem.Error{Code: problem.PlanLimitReached, HTTPStatus: http.StatusForbidden,
-			Message: fmt.Sprintf("The company's plan allows %d devices and they are registered; delete one or choose a larger plan.", pl.Limit)}
+		return dev, "", false, &problem.Error{Code: problem.PlanLimitReached, HTTPStatus: http.StatusForbidden, Message: deviceLimitMessage(pl.Limit)}
 	case err != nil:
 		return dev, "", false, err
 	}
 	return dev, token, replaced, nil
+}
+
+// deviceLimitMessage refuses a new device to a company whose plan allows
+// limit devices, all of them registered.
+func deviceLimitMessage(limit int64) string {
+	if limit == 1 {
+		return "The company's plan allows 1 device and it is registered; delete it or choose a larger plan."
+	}
+	return fmt.Sprintf("The company's plan allows %d devices and they are registered; delete one or choose a larger plan.", limit)
 }
 
 func validSIMs(in []store.SIM) ([]store.SIM, error) {

@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -169,6 +170,59 @@ func TestBillingLimitsAtTheirBoundaries(t *testing.T) {
 		}
 	}
 	e.want(send("/chat/send"), http.StatusTooManyRequests, "plan_limit_reached")
+}
+
+// The refusals say the plan's limits as a person would: "1 device" and
+// "1 message" on a plan of one, "2 devices" and "3 messages" on one of more.
+func TestBillingLimitMessagesCountRight(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "plans.json")
+	if err := os.WriteFile(path, []byte(`{"plans":[
+		{"id":"single","name":"Single","price":{"amount":100,"currency":"usd","interval":"month"},"trial_days":0,"features":[],"limits":{"messages_per_month":1,"devices":1}}
+	]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	single, err := billing.LoadPlans(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		plans                 []billing.Plan
+		plan                  string
+		devices, messages     int
+		deviceMsg, messageMsg string
+	}{
+		{single, "single", 1, 1,
+			"The company's plan allows 1 device and it is registered; delete it or choose a larger plan.",
+			"The plan allows 1 message per billing period and it is used; it renews at 2026-12-01T00:00:00Z, or choose a larger plan."},
+		{tinyPlans(t), "tiny", 2, 3,
+			"The company's plan allows 2 devices and they are registered; delete one or choose a larger plan.",
+			"The plan allows 3 messages per billing period and they are used; it renews at 2026-12-01T00:00:00Z, or choose a larger plan."},
+	} {
+		t.Run(c.plan, func(t *testing.T) {
+			t.Parallel()
+			e := newBillingEnv(t, storetest.Options{}, webhook.Config{}, billing.Config{Plans: c.plans, DefaultPlan: c.plan})
+			a := e.newCompany("Acme", "ana@acme.example")
+			for i := 1; i <= c.devices; i++ {
+				e.pairPhone(a.apiKey, fmt.Sprintf("phone-%d", i))
+			}
+			r := e.phonesRegister(phonesRegisterBody(e.phonesPairingCode(a.apiKey), "one-more"))
+			e.want(r, http.StatusForbidden, "plan_limit_reached")
+			if got := r.str("message"); got != c.deviceMsg {
+				t.Errorf("device refusal: got %q, want %q", got, c.deviceMsg)
+			}
+			for i := 1; i <= c.messages; i++ {
+				if r := e.do(call{method: "POST", path: "/chat/send", token: a.apiKey, body: sendBody("phone-1", "+15551234567", "hi", "")}); r.Status >= 300 {
+					t.Fatalf("send %d: %d %s", i, r.Status, r.Raw)
+				}
+			}
+			r = e.do(call{method: "POST", path: "/chat/send", token: a.apiKey, body: sendBody("phone-1", "+15551234567", "hi", "")})
+			e.want(r, http.StatusTooManyRequests, "plan_limit_reached")
+			if got := r.str("message"); got != c.messageMsg {
+				t.Errorf("message refusal: got %q, want %q", got, c.messageMsg)
+			}
+		})
+	}
 }
 
 // A plans file is checked at start; the error names the plan and the field.

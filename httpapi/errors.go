@@ -92,7 +92,7 @@ func (s *Server) domainProblem(err error) (*problem.Error, bool) {
 	if errors.As(err, &be) {
 		wait := be.RetryAfter(s.deps.Now())
 		return &problem.Error{Code: problem.StorageBudgetExceeded, RetryAfter: wait,
-			Message: fmt.Sprintf("The company has used its storage budget of %d bytes for today (UTC); it renews in %d seconds.", be.Limit, wait)}, true
+			Message: fmt.Sprintf("The company has used its storage budget of %s for today (UTC); it renews in %s.", problem.Count(be.Limit, "byte"), problem.Count(wait, "second"))}, true
 	}
 	return nil, false
 }

@@ -280,7 +280,7 @@ func (s *Server) limit(next echo.HandlerFunc) echo.HandlerFunc {
 		setRateLimitHeaders(c.Response().Header(), res)
 		if !res.Allowed {
 			return &problem.Error{Code: problem.RateLimited, RetryAfter: res.ResetSeconds(),
-				Message: fmt.Sprintf("Too many requests: the limit is %d in this window. Retry after %d seconds.", res.Limit, res.ResetSeconds())}
+				Message: fmt.Sprintf("Too many requests: the limit is %d in this window. Retry after %s.", res.Limit, problem.Count(res.ResetSeconds(), "second"))}
 		}
 		return next(c)
 	}

@@ -51,6 +51,9 @@ func TestGeneralLimit(t *testing.T) {
 	if got := r.Header.Get("Retry-After"); got != "60" {
 		t.Fatalf("Retry-After: got %q, want 60", got)
 	}
+	if got, want := r.str("message"), "Too many requests: the limit is 100 in this window. Retry after 60 seconds."; got != want {
+		t.Fatalf("message: got %q, want %q", got, want)
+	}
 
 	// Another identity is not affected: the admin's access token counts apart.
 	e.want(e.do(call{method: "GET", path: "/company", token: c.access}), http.StatusOK, "")
@@ -61,7 +64,12 @@ func TestGeneralLimit(t *testing.T) {
 	if _, _, reset := limitHeaders(t, r); r.Status != http.StatusTooManyRequests || reset != 30 {
 		t.Fatalf("half-way: got %d reset %d, want 429 reset 30", r.Status, reset)
 	}
-	e.clock.Advance(30 * time.Second)
+	e.clock.Advance(29 * time.Second)
+	r = e.do(call{method: "GET", path: "/company", token: c.apiKey})
+	if got, want := r.str("message"), "Too many requests: the limit is 100 in this window. Retry after 1 second."; r.Status != http.StatusTooManyRequests || got != want {
+		t.Fatalf("a second before the end: got %d %q, want 429 %q", r.Status, got, want)
+	}
+	e.clock.Advance(time.Second)
 	r = e.do(call{method: "GET", path: "/company", token: c.apiKey})
 	e.want(r, http.StatusOK, "")
 	if _, remaining, _ := limitHeaders(t, r); remaining != 99 {

@@ -54,11 +54,7 @@ const DefaultSpools = 16
 
 // busyMessage is the refusal of an upload beyond the company's n under way.
 func busyMessage(n int) string {
-	uploads := "uploads"
-	if n == 1 {
-		uploads = "upload"
-	}
-	return fmt.Sprintf("The company has %d %s under way, the most at once; retry in %d seconds.", n, uploads, uploadRetrySeconds)
+	return fmt.Sprintf("The company has %s under way, the most at once; retry in %s.", problem.Count(n, "upload"), problem.Count(uploadRetrySeconds, "second"))
 }
 
 // DefaultUploadsPerCompany bounds one company's uploads under way, so that
@@ -388,7 +384,7 @@ func (s *Service) Serve(w http.ResponseWriter, r *http.Request, m store.Media) e
 		case parsed && !fits:
 			h.Set("Content-Range", fmt.Sprintf("bytes */%d", m.Size))
 			return &problem.Error{Code: problem.RangeNotSatisfiable, Field: "Range",
-				Message: fmt.Sprintf("The file has %d bytes; ask for a range that starts before its end.", m.Size)}
+				Message: fmt.Sprintf("The file has %s; ask for a range that starts before its end.", problem.Count(m.Size, "byte"))}
 		case parsed:
 			off, n, status = first, count, http.StatusPartialContent
 			h.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", off, off+n-1, m.Size))

@@ -237,3 +237,13 @@ func Is(err error, code Code) bool {
 	pe, ok := As(err)
 	return ok && pe.Code == code
 }
+
+// Count is n with its noun, plural but for 1, as a message says an amount:
+// "1 device", "3 devices", "1 second", "0 seconds". The nouns of the
+// messages make their plural with an s.
+func Count[N ~int | ~int64](n N, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}

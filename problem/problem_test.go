@@ -71,3 +71,21 @@ func TestInvalidSentence(t *testing.T) {
 		t.Errorf("Refield of a whole sentence: got %q field %q", whole.Message, whole.Field)
 	}
 }
+
+// Count says 1 in the singular, every other amount in the plural.
+func TestCount(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		got, want string
+	}{
+		{Count(1, "device"), "1 device"},
+		{Count(0, "second"), "0 seconds"},
+		{Count(2, "second"), "2 seconds"},
+		{Count(int64(1), "byte"), "1 byte"},
+		{Count(int64(268435456), "byte"), "268435456 bytes"},
+	} {
+		if c.got != c.want {
+			t.Errorf("got %q, want %q", c.got, c.want)
+		}
+	}
+}

@@ -26,7 +26,7 @@ func budgetRefusal(err error, now time.Time) error {
 	if errors.As(err, &pl) {
 		wait := max(int(pl.PeriodEnd.Sub(now).Seconds()), 1)
 		return &problem.Error{Code: problem.PlanLimitReached, RetryAfter: wait,
-			Message: fmt.Sprintf("The plan allows %d messages per billing period and they are used; it renews at %s, or choose a larger plan.", pl.Limit, pl.PeriodEnd.UTC().Format(time.RFC3339))}
+			Message: messageLimitMessage(pl.Limit, pl.PeriodEnd)}
 	}
 	var be *store.BudgetError
 	if !errors.As(err, &be) {
@@ -35,6 +35,16 @@ func budgetRefusal(err error, now time.Time) error {
 	wait := be.RetryAfter(now)
 	return &problem.Error{
 		Code: problem.StorageBudgetExceeded, RetryAfter: wait,
-		Message: fmt.Sprintf("The company has stored its %d bytes of messages for today (UTC); the budget renews in %d seconds.", be.Limit, wait),
+		Message: fmt.Sprintf("The company has stored its %s of messages for today (UTC); the budget renews in %s.", problem.Count(be.Limit, "byte"), problem.Count(wait, "second")),
 	}
+}
+
+// messageLimitMessage refuses a send to a company whose plan allows limit
+// messages in the billing period that ends at end, all of them used.
+func messageLimitMessage(limit int64, end time.Time) string {
+	used := "they are used"
+	if limit == 1 {
+		used = "it is used"
+	}
+	return fmt.Sprintf("The plan allows %s per billing period and %s; it renews at %s, or choose a larger plan.", problem.Count(limit, "message"), used, end.UTC().Format(time.RFC3339))
 }

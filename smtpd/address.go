@@ -27,18 +27,12 @@ type Address struct {
 	Pool   string // a sender pool's name; "" for none
 }
 
-// ParseAddress reads +E164[+dev-FINGERPRINT|+pool-NAME]@domain. Spaces,
-// dashes and dots in the number are allowed as phone.Normalize allows them;
-// a number without its + is refused, as on the API. It is ParseAddressIn
-// for a company without a region.
-func ParseAddress(addr, domain string) (Address, error) {
-	return ParseAddressIn(addr, domain, "")
-}
-
-// ParseAddressIn is ParseAddress for a company whose region is region: a
-// number without its + is read in it (numplan.Normalize), so
-// NATIONAL[+dev-...|+pool-...]@domain works too, "07400123456@domain" in GB
-// texting +447400123456. With region "" it is ParseAddress.
+// ParseAddressIn reads +E164[+dev-FINGERPRINT|+pool-NAME]@domain for a
+// company whose region is region. Spaces, dashes and dots in the number are
+// allowed as phone.Normalize allows them. A number without its + is read in
+// the region (numplan.Normalize), so NATIONAL[+dev-...|+pool-...]@domain
+// works too, "07400123456@domain" in GB texting +447400123456; with region
+// "" (a company without one) it is refused, as on the API.
 func ParseAddressIn(addr, domain, region string) (Address, error) {
 	if len(addr) > maxAddress {
 		return Address{}, badAddress("The address is too long.")

@@ -193,15 +193,3 @@ func (c *lifeConn) SetDeadline(t time.Time) error {
 	}
 	return c.SetReadDeadline(t)
 }
-
-// hostOf is the IP of a TCP address, the whole string of any other.
-func hostOf(a net.Addr) string {
-	if ta, ok := a.(*net.TCPAddr); ok {
-		return ta.IP.String()
-	}
-	host, _, err := net.SplitHostPort(a.String())
-	if err != nil {
-		return a.String()
-	}
-	return host
-}

@@ -162,7 +162,8 @@ func (s *Server) newSession(c *smtp.Conn) (smtp.Session, error) {
 		nc = tc.NetConn()
 	}
 	life, _ := nc.(*lifeConn)
-	return &session{s: s, conn: c, life: life, ip: hostOf(c.Conn().RemoteAddr())}, nil
+	_, ip := connlimit.ClientOf(c.Conn().RemoteAddr())
+	return &session{s: s, conn: c, life: life, ip: ip}, nil
 }
 
 // slogPrinter is go-smtp's error log on the server's logger.

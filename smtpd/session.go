@@ -74,7 +74,7 @@ func (ss *session) Auth(mech string) (sasl.Server, error) {
 func (ss *session) login(user, pass string) error {
 	if spent, wait := ss.s.deps.Limits.CredentialsSpent(ss.ip); spent {
 		return &smtp.SMTPError{Code: 454, EnhancedCode: smtp.EnhancedCode{4, 7, 0},
-			Message: fmt.Sprintf("Too many failed logins from this address; try again in %d seconds", int(wait.Seconds())+1)}
+			Message: fmt.Sprintf("Too many failed logins from this address; try again in %s", problem.Count(int(wait.Seconds())+1, "second"))}
 	}
 	key := user
 	if !strings.HasPrefix(key, account.APIKeyPrefix) {
@@ -171,7 +171,7 @@ func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 	// connection could name unknown pools without end.
 	if res := ss.s.deps.Limits.CountRequest(ss.p.Identity()); !res.Allowed {
 		return &smtp.SMTPError{Code: 452, EnhancedCode: smtp.EnhancedCode{4, 7, 0},
-			Message: fmt.Sprintf("Rate limit: %d requests in this window; retry after %d seconds", res.Limit, res.ResetSeconds())}
+			Message: fmt.Sprintf("Rate limit: %s in this window; retry after %s", problem.Count(res.Limit, "request"), problem.Count(res.ResetSeconds(), "second"))}
 	}
 	co, err := ss.s.deps.Accounts.Company(context.Background(), ss.p)
 	if err != nil {
@@ -465,7 +465,7 @@ func reply(err error, to string, queued []string, log *slog.Logger) error {
 		// A SIM's cap renews at midnight UTC (or with the month): the
 		// client's retry after the hint goes out.
 		code, enh = 452, smtp.EnhancedCode{4, 2, 2}
-		hint = fmt.Sprintf("; retry after %d seconds", pe.RetryAfter)
+		hint = "; retry after " + problem.Count(pe.RetryAfter, "second")
 	case problem.PoolUnavailable:
 		// No member can send now: its devices disabled or deleted, its SIMs
 		// not the ones they send from, or resting after carrier errors (15

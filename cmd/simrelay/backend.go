@@ -55,8 +55,9 @@ type storeConfig struct {
 	databaseURL *cliflag.DatabaseURL
 	// companyDailyStorage is each company's budget of bytes per UTC day; 0: none.
 	companyDailyStorage int64
-	// existing refuses a data dir without a store file instead of starting
-	// one there (the admin commands but create-company).
+	// existing refuses a data dir without a store file, or a database
+	// without simrelay's schema, instead of starting a store there (the
+	// admin commands but create-company).
 	existing bool
 	// readOnly opens the embedded store with a shared lock (admin mail).
 	readOnly bool
@@ -87,11 +88,15 @@ func (c storeConfig) kind() string {
 }
 
 // openBackend opens the store of c: PostgreSQL when a database URL is
-// given (its schema created or migrated at once), else the embedded store
-// in the data dir.
+// given (its schema created or migrated at once; with c.existing, a
+// database without it is refused, as a data dir without a store file is),
+// else the embedded store in the data dir.
 func openBackend(ctx context.Context, c storeConfig) (backend, error) {
 	if c.postgres() {
-		pg, err := postgres.Open(ctx, c.databaseURL.URL(), postgres.Options{CompanyDailyStorage: c.companyDailyStorage})
+		pg, err := postgres.Open(ctx, c.databaseURL.URL(), postgres.Options{CompanyDailyStorage: c.companyDailyStorage, Existing: c.existing})
+		if errors.Is(err, postgres.ErrNoSchema) {
+			return nil, fmt.Errorf("%s %s: %w; nothing was written to it: give the server's database; simrelay serve and admin create-company create the schema in a new one", both("database-url"), c.databaseURL, err)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("the database %s: %w", c.databaseURL, err)
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/simrelay/simrelay/internal/pgtest"
 	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/store/boltstore"
 )
@@ -63,6 +66,93 @@ func TestDatabaseURLReachesEveryCommand(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The admin commands that work on an existing store refuse a database
+// without simrelay's schema, an empty one or another application's, as
+// they refuse a --data-dir without a store file: exit code 1, naming the
+// flag, and nothing created in it. create-company creates the schema in an
+// empty database, after which the same commands work on it.
+func TestAdminRefusesADatabaseWithoutTheSchema(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	empty := pgtest.URL(t)
+	foreign := pgtest.URL(t)
+	conn, err := pgx.Connect(ctx, foreign)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = conn.Exec(ctx, "CREATE TABLE invoices (id serial PRIMARY KEY, total numeric NOT NULL); INSERT INTO invoices (total) VALUES (12.5), (7)")
+	conn.Close(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	commands := [][]string{
+		{"mail"},
+		{"set-plan", "--company", "1", "--plan", "pro"},
+		{"delete-device", "--company", "1", "--device", "phone-1"},
+	}
+	for _, db := range []struct{ name, url, holds string }{
+		{"empty", empty, "it holds no table"},
+		{"foreign", foreign, "it holds 1 table, not simrelay's"},
+	} {
+		before := pgObjects(t, db.url)
+		for _, args := range commands {
+			code, out, errOut := runAdmin(t, append(args, "--data-dir", t.TempDir(), "--database-url", db.url)...)
+			if code != 1 || out != "" || !strings.Contains(errOut, "--database-url (SIMRELAY_DATABASE_URL) postgres://") ||
+				!strings.Contains(errOut, "no simrelay schema in the database") || !strings.Contains(errOut, db.holds) ||
+				!strings.Contains(errOut, "nothing was written to it") {
+				t.Errorf("admin %s on the %s database: got %d %q %q; want 1 and a refusal saying %q", args[0], db.name, code, out, errOut, db.holds)
+			}
+		}
+		if after := pgObjects(t, db.url); after != before {
+			t.Errorf("the %s database changed under the refused commands:\nbefore %s\nafter  %s", db.name, before, after)
+		}
+	}
+
+	if code, _, errOut := runAdmin(t, "create-company", "--database-url", empty, "--company", "Acme", "--email", "ana@acme.example", "--password", "Secret123"); code != 0 {
+		t.Fatalf("create-company on the empty database: exit %d: %s", code, errOut)
+	}
+	if code, _, errOut := runAdmin(t, "mail", "--database-url", empty); code != 0 {
+		t.Errorf("mail on simrelay's database: exit %d: %s", code, errOut)
+	}
+	if code, out, errOut := runAdmin(t, "set-plan", "--database-url", empty, "--company", "1", "--plan", "pro"); code != 0 || !strings.Contains(out, `"planId":"pro"`) {
+		t.Errorf("set-plan on simrelay's database: exit %d: %s %s", code, out, errOut)
+	}
+	if code, _, errOut := runAdmin(t, "delete-device", "--database-url", empty, "--company", "1", "--device", "phone-1"); code != 1 || !strings.Contains(errOut, `company 1 has no device "phone-1"`) {
+		t.Errorf("delete-device on simrelay's database: exit %d: %s, want the company's answer", code, errOut)
+	}
+}
+
+// pgObjects lists what the database at url holds outside PostgreSQL's own
+// schemas (tables, indexes, sequences, views, types), with each table's rows.
+func pgObjects(t *testing.T, url string) string {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var objects string
+	err = conn.QueryRow(ctx, `SELECT coalesce(string_agg(n.nspname || '.' || c.relname || ':' || c.relkind::text, ',' ORDER BY 1), '')
+		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg_toast%'`).Scan(&objects)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types, namespaces int
+	if err := conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg_toast%'),
+		(SELECT count(*) FROM pg_namespace)`).Scan(&types, &namespaces); err != nil {
+		t.Fatal(err)
+	}
+	rows := ""
+	if strings.Contains(objects, "public.invoices:r") {
+		if err := conn.QueryRow(ctx, "SELECT string_agg(id || '=' || total, ',' ORDER BY id) FROM invoices").Scan(&rows); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return fmt.Sprintf("objects [%s] types %d namespaces %d invoices [%s]", objects, types, namespaces, rows)
 }
 
 // The environment twin is read as the flag is.

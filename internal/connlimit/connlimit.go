@@ -158,7 +158,7 @@ func (l *Listener) keyOf(c net.Conn) string {
 	if l.cfg.PerClient <= 0 {
 		return ""
 	}
-	ip, host := clientOf(c.RemoteAddr())
+	ip, host := ClientOf(c.RemoteAddr())
 	for _, n := range l.cfg.Exempt {
 		if n.Contains(ip) {
 			return ""
@@ -200,10 +200,10 @@ func (l *Listener) release(c *conn, closed bool) {
 	l.mu.Unlock()
 }
 
-// clientOf is the IP of a connection's remote address and the text it is
+// ClientOf is the IP of a connection's remote address and the text it is
 // counted under: the IP of a TCP address, the host (or the whole string) of
-// any other.
-func clientOf(a net.Addr) (net.IP, string) {
+// any other. The SMTP server names its sessions' clients with that text too.
+func ClientOf(a net.Addr) (net.IP, string) {
 	if ta, ok := a.(*net.TCPAddr); ok {
 		return ta.IP, ta.IP.String()
 	}

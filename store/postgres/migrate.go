@@ -33,6 +33,33 @@ var ErrSchemaTooNew = errors.New("the database's schema is newer than this simre
 // (docs/cluster.md, Upgrading the nodes).
 var ErrNodesRunning = errors.New("nodes of an older simrelay run on this database")
 
+// ErrNoSchema refuses, with Options.Existing, a database without the table
+// schema_version (or with no migration recorded in it): not simrelay's.
+var ErrNoSchema = errors.New("no simrelay schema in the database (no table schema_version)")
+
+// hasSchema refuses (ErrNoSchema) a database into which no simrelay ever
+// migrated its schema, saying whether it is empty or holds other tables.
+// It only reads.
+func hasSchema(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}) error {
+	v, err := schemaVersion(ctx, q)
+	if err != nil || v > 0 {
+		return err
+	}
+	var tables int
+	if err := q.QueryRow(ctx, "SELECT count(*) FROM pg_catalog.pg_tables WHERE schemaname NOT IN ('pg_catalog', 'information_schema')").Scan(&tables); err != nil {
+		return fmt.Errorf("%w; counting its tables: %w", ErrNoSchema, err)
+	}
+	switch tables {
+	case 0:
+		return fmt.Errorf("%w: it holds no table", ErrNoSchema)
+	case 1:
+		return fmt.Errorf("%w: it holds 1 table, not simrelay's", ErrNoSchema)
+	}
+	return fmt.Errorf("%w: it holds %d tables, none of them simrelay's", ErrNoSchema, tables)
+}
+
 // migrateLiveWithin is how recent a node's beat in the registry
 // (cluster_nodes) must be for a migration to take it as running: the
 // registry's default live window, the longest --node-live-window takes

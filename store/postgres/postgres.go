@@ -35,6 +35,11 @@ type Options struct {
 	// COMMIT included: the tests above the store count them with it (a
 	// list's cost must not grow with its rows).
 	Tracer pgx.QueryTracer
+	// Existing refuses a database that holds no simrelay schema
+	// (ErrNoSchema) instead of creating the schema there: for the admin
+	// commands that work on a server's store, so a database named by
+	// mistake (another application's, or a new one) is left as it was.
+	Existing bool
 }
 
 // DefaultLease is Options.Lease: six times the webhook attempt's 10 s
@@ -74,7 +79,8 @@ type Store struct {
 // PostgreSQL 15 or later, and migrates its schema to this binary's version.
 // Several nodes may open one database at once: each migration is applied
 // once. A database whose schema is newer than this binary is refused with
-// ErrSchemaTooNew.
+// ErrSchemaTooNew; with Options.Existing, one without simrelay's schema is
+// refused with ErrNoSchema, nothing created in it.
 func Open(ctx context.Context, url string, opt Options) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
@@ -105,7 +111,7 @@ func openConfig(ctx context.Context, cfg *pgxpool.Config, opt Options) (*Store, 
 	}
 	s := &Store{pool: pool, dailyBudget: opt.CompanyDailyStorage, lease: opt.Lease, holder: newHolder()}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	if err := s.start(ctx); err != nil {
+	if err := s.start(ctx, opt.Existing); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("store/postgres: %w", err)
 	}
@@ -113,13 +119,18 @@ func openConfig(ctx context.Context, cfg *pgxpool.Config, opt Options) (*Store, 
 	return s, nil
 }
 
-func (s *Store) start(ctx context.Context) error {
+func (s *Store) start(ctx context.Context, existing bool) error {
 	var num string
 	if err := s.pool.QueryRow(ctx, "SELECT current_setting('server_version_num')").Scan(&num); err != nil {
 		return err
 	}
 	if v, _ := strconv.Atoi(num); v < MinServerVersion {
 		return fmt.Errorf("the server is PostgreSQL %d.%d: simrelay needs 15 or later", v/10000, v%10000)
+	}
+	if existing {
+		if err := hasSchema(ctx, s.pool); err != nil {
+			return err
+		}
 	}
 	ms, err := loadMigrations(embedded)
 	if err != nil {
