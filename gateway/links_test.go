@@ -97,3 +97,36 @@ func TestClosingLinkIsNotListed(t *testing.T) {
 	}
 	poll.Within(t, poll.Timeout+closeHandshakeBound, "the link unregistered", func() bool { return r.hub.Count() == 0 })
 }
+
+// stuckEpochs is a cluster whose database takes Ended and does not answer
+// until release is closed.
+type stuckEpochs struct {
+	release chan struct{}
+	mu      sync.Mutex
+	next    uint64
+}
+
+func (s *stuckEpochs) Claim(store.Device) (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.next++
+	return s.next, nil
+}
+
+func (s *stuckEpochs) Ended(store.Device, uint64) { <-s.release }
+
+// The cluster hears of a link's end beside its close, not before it: the
+// record is a database write, and a database that does not answer (the
+// very cause of a close with 1013) must not hold up the phone's close
+// frame.
+func TestServerCloseDoesNotWaitForTheCluster(t *testing.T) {
+	t.Parallel()
+	epochs := &stuckEpochs{release: make(chan struct{})}
+	r := newRigHub(t, storetest.OpenWith(t, storetest.Options{}), Config{}, time.Now, nil, hubSetup{epochs: epochs})
+	t.Cleanup(func() { close(epochs.release) }) // before the rig's own clean-up, which waits for the hub
+	ws := r.connect(r.pair("pixel-1"))
+	r.hub.Disconnect("pixel-1", proto.CloseDeviceGone, "device deleted")
+	if code := closeAfterBacklog(t, ws); code != proto.CloseDeviceGone {
+		t.Fatalf("close code %d, want %d", code, proto.CloseDeviceGone)
+	}
+}
