@@ -188,12 +188,22 @@ func (c *conn) closeWithFrame(code int, reason string, errFrame *proto.Error) {
 	if l, ok := c.sock.(*linkIO); ok {
 		l.stopAwaiting() // the close handshake reads on the goroutine below
 	}
+	if c.hub.epochs != nil {
+		// Other nodes see the device offline now, not after the handshake.
+		// Its own goroutine: the cluster's record is a database write, which
+		// must not hold up the close frame, least of all while the database
+		// does not answer (a close with 1013).
+		c.hub.wg.Add(1)
+		go func() {
+			defer c.hub.wg.Done()
+			if c.hub.lookup(c.dev.Fingerprint) == c {
+				c.ended()
+			}
+		}()
+	}
 	c.hub.wg.Add(1)
 	go func() {
 		defer c.hub.wg.Done()
-		if c.hub.lookup(c.dev.Fingerprint) == c {
-			c.ended() // other nodes see the device offline now, not after the handshake
-		}
 		if errFrame != nil {
 			if data, err := proto.Encode(*errFrame); err == nil {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Second)

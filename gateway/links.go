@@ -34,13 +34,18 @@ type Link struct {
 	Epoch       uint64
 }
 
-// Links lists the registered links whose epoch is claimed.
+// Links lists the open registered links whose epoch is claimed. A link
+// the server is closing is not one: the cluster heard it ended as the
+// server decided (ended), and its row, reopened by the sweep (reopen)
+// while the close handshake kept it registered, would stay open after it,
+// its end told already: the device linked on every node until it links
+// again.
 func (h *Hub) Links() []Link {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	out := make([]Link, 0, len(h.conns))
 	for fp, c := range h.conns {
-		if e := c.epoch.Load(); e != 0 {
+		if e := c.epoch.Load(); e != 0 && !c.closed() {
 			out = append(out, Link{Fingerprint: fp, DeviceID: c.dev.ID, Epoch: e})
 		}
 	}

@@ -71,3 +71,62 @@ func TestServerCloseEndsTheLinkInTheClusterAtOnce(t *testing.T) {
 		t.Fatalf("Ended calls %+v: want one, for epoch 1, made while the close handshake was under way", got)
 	}
 }
+
+// A link the server is closing is no longer among the node's links, though
+// its close handshake keeps it registered: the cluster heard it ended, and
+// the sweep, which reopens the rows of this node's links that another node
+// ended, would reopen its row with nothing left to end it again.
+func TestClosingLinkIsNotListed(t *testing.T) {
+	t.Parallel()
+	log := &epochLog{}
+	var r *rig
+	log.hub = func() *Hub { return r.hub }
+	r = newRigHub(t, storetest.OpenWith(t, storetest.Options{}), Config{}, time.Now, nil, hubSetup{epochs: log})
+	ws, _, err := r.dial(r.pair("mute"), tinyReceiveBuffer())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	writeFrame(t, ws, proto.Hello{Protocol: 1})
+	eventually(t, "the link listed", func() bool { return len(r.hub.Links()) == 1 })
+	r.hub.Disconnect("mute", proto.CloseDeviceGone, "device deleted")
+	// The phone does not read: its close handshake keeps the link
+	// registered for seconds.
+	if links, n := r.hub.Links(), r.hub.Count(); len(links) != 0 && n == 1 {
+		t.Fatalf("links %+v while the server closes the only one", links)
+	}
+	poll.Within(t, poll.Timeout+closeHandshakeBound, "the link unregistered", func() bool { return r.hub.Count() == 0 })
+}
+
+// stuckEpochs is a cluster whose database takes Ended and does not answer
+// until release is closed.
+type stuckEpochs struct {
+	release chan struct{}
+	mu      sync.Mutex
+	next    uint64
+}
+
+func (s *stuckEpochs) Claim(store.Device) (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.next++
+	return s.next, nil
+}
+
+func (s *stuckEpochs) Ended(store.Device, uint64) { <-s.release }
+
+// The cluster hears of a link's end beside its close, not before it: the
+// record is a database write, and a database that does not answer (the
+// very cause of a close with 1013) must not hold up the phone's close
+// frame.
+func TestServerCloseDoesNotWaitForTheCluster(t *testing.T) {
+	t.Parallel()
+	epochs := &stuckEpochs{release: make(chan struct{})}
+	r := newRigHub(t, storetest.OpenWith(t, storetest.Options{}), Config{}, time.Now, nil, hubSetup{epochs: epochs})
+	t.Cleanup(func() { close(epochs.release) }) // before the rig's own clean-up, which waits for the hub
+	ws := r.connect(r.pair("pixel-1"))
+	r.hub.Disconnect("pixel-1", proto.CloseDeviceGone, "device deleted")
+	if code := closeAfterBacklog(t, ws); code != proto.CloseDeviceGone {
+		t.Fatalf("close code %d, want %d", code, proto.CloseDeviceGone)
+	}
+}
