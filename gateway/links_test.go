@@ -46,12 +46,11 @@ func (l *epochLog) calls() []endedCall {
 	return append([]endedCall(nil), l.ended...)
 }
 
-// A link the server closes ends in the cluster as the server decides, not
-// once its close handshake is over, which waits seconds on a phone that
-// does not read: other nodes see the device offline as this one does. The
-// link's end when it is unregistered tells the cluster nothing more.
-func TestServerCloseEndsTheLinkInTheClusterAtOnce(t *testing.T) {
-	t.Parallel()
+// muteLinkInCluster is a rig on a cluster's fencing (epochLog) with one
+// phone, "mute", linked and online, that reads nothing: a close handshake
+// with it waits seconds.
+func muteLinkInCluster(t *testing.T) (*rig, *epochLog) {
+	t.Helper()
 	log := &epochLog{}
 	var r *rig
 	log.hub = func() *Hub { return r.hub }
@@ -60,9 +59,19 @@ func TestServerCloseEndsTheLinkInTheClusterAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ws.CloseNow()
+	t.Cleanup(func() { ws.CloseNow() })
 	writeFrame(t, ws, proto.Hello{Protocol: 1})
 	eventually(t, "online", func() bool { return r.hub.Online("mute") })
+	return r, log
+}
+
+// A link the server closes ends in the cluster as the server decides, not
+// once its close handshake is over, which waits seconds on a phone that
+// does not read: other nodes see the device offline as this one does. The
+// link's end when it is unregistered tells the cluster nothing more.
+func TestServerCloseEndsTheLinkInTheClusterAtOnce(t *testing.T) {
+	t.Parallel()
+	r, log := muteLinkInCluster(t)
 	r.hub.Disconnect("mute", proto.CloseDeviceGone, "device deleted")
 	eventually(t, "the cluster told of the link's end", func() bool { return len(log.calls()) > 0 })
 	poll.Within(t, poll.Timeout+closeHandshakeBound, "the link unregistered", func() bool { return r.hub.Count() == 0 })
@@ -78,16 +87,7 @@ func TestServerCloseEndsTheLinkInTheClusterAtOnce(t *testing.T) {
 // ended, would reopen its row with nothing left to end it again.
 func TestClosingLinkIsNotListed(t *testing.T) {
 	t.Parallel()
-	log := &epochLog{}
-	var r *rig
-	log.hub = func() *Hub { return r.hub }
-	r = newRigHub(t, storetest.OpenWith(t, storetest.Options{}), Config{}, time.Now, nil, hubSetup{epochs: log})
-	ws, _, err := r.dial(r.pair("mute"), tinyReceiveBuffer())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ws.CloseNow()
-	writeFrame(t, ws, proto.Hello{Protocol: 1})
+	r, _ := muteLinkInCluster(t)
 	eventually(t, "the link listed", func() bool { return len(r.hub.Links()) == 1 })
 	r.hub.Disconnect("mute", proto.CloseDeviceGone, "device deleted")
 	// The phone does not read: its close handshake keeps the link
