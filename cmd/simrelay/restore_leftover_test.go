@@ -14,14 +14,7 @@ import (
 // uses: the next restore removes it, whether or not a store is there yet.
 func TestAdminRestoreRemovesAKilledRestoresCopy(t *testing.T) {
 	t.Parallel()
-	src := t.TempDir()
-	st, err := boltstore.Open(src, boltstore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Close(); err != nil {
-		t.Fatal(err)
-	}
+	src := emptyStoreDir(t)
 	backup := filepath.Join(src, boltstore.FileName)
 	dir := t.TempDir()
 	for round, what := range []string{"into an empty directory", "over a store"} {
@@ -46,14 +39,7 @@ func TestAdminRestoreRemovesAKilledRestoresCopy(t *testing.T) {
 // directory removes it, and leaves the directory's other files alone.
 func TestAdminBackupRemovesAKilledBackupsCopy(t *testing.T) {
 	t.Parallel()
-	src := t.TempDir()
-	st, err := boltstore.Open(src, boltstore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Close(); err != nil {
-		t.Fatal(err)
-	}
+	src := emptyStoreDir(t)
 	dir := t.TempDir()
 	left, other := filepath.Join(dir, ".simrelay-backup-killed"), filepath.Join(dir, "notes.txt")
 	for _, p := range []string{left, other} {
@@ -74,4 +60,18 @@ func TestAdminBackupRemovesAKilledBackupsCopy(t *testing.T) {
 	if err := boltstore.Verify(backup); err != nil {
 		t.Errorf("the backup: %v", err)
 	}
+}
+
+// emptyStoreDir is a data directory holding a new, empty embedded store.
+func emptyStoreDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	st, err := boltstore.Open(dir, boltstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }

@@ -7,8 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-
-	"github.com/simrelay/simrelay/store/boltstore"
 )
 
 // Two backups into one directory at once (two servers' stores, at the same
@@ -16,14 +14,7 @@ import (
 // which it removed as a killed one's, and the first failed its rename.
 func TestAdminBackupLeavesALiveBackupsCopy(t *testing.T) {
 	t.Parallel()
-	src := t.TempDir()
-	st, err := boltstore.Open(src, boltstore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Close(); err != nil {
-		t.Fatal(err)
-	}
+	src := emptyStoreDir(t)
 	dir := t.TempDir()
 	live, err := os.CreateTemp(dir, backupPattern)
 	if err != nil {
