@@ -373,7 +373,8 @@ func (s *Service) Get(companyID uint64, id string) (store.Media, error) {
 // 206 with that part, so a player can seek and a download resume. Several
 // ranges, another unit, a Range that does not parse, or an If-Range naming
 // anything but the file's ETag get the whole file (a server may ignore
-// Range). A range that starts at or past the file's end is refused before
+// Range). A range that starts at or past the file's end, or a suffix of no
+// bytes (bytes=-0), is refused before
 // anything is written: Serve returns a 416 *problem.Error
 // (range_not_satisfiable) for the caller to send, Content-Range: bytes */size set. Any other error is the copy's,
 // after the status went out: the client sees a short body.
