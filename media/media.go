@@ -45,7 +45,8 @@ const DefaultUploads = 2
 
 // DefaultSpools bounds the uploads arriving at once, server-wide: each
 // spools at most MaxBytes to a temporary file while its body arrives, so
-// sixteen keep media's temporary disk within 256 MiB. An arriving upload
+// sixteen keep media's temporary disk within 256 MiB. One more waits for a
+// place at most ChunkTimeout, then answers 429 with Retry-After. An arriving upload
 // holds one of these and its company's place (UploadsPerCompany), never a
 // commit's: when the commits were also the places of arriving bodies, two
 // companies whose agents sent slowly (a minute an upload, the read
@@ -215,9 +216,21 @@ func (s *Service) Put(ctx context.Context, dev store.Device, up Upload) (store.M
 			Message: busyMessage(s.cfg.UploadsPerCompany)}
 	}
 	defer s.leave(dev.CompanyID)
+	// An upload waits for an arriving place at most ChunkTimeout, as long as
+	// it may wait for its next bytes: nothing tells the server that its
+	// client has gone while the body is unread (net/http cancels ctx only
+	// once the body was read to its end), so an upload whose client gave up
+	// (an agent gives up after a minute for each 256 KiB and one for the
+	// answer) would otherwise hold its company's place until a spool freed,
+	// and the agent's next try be refused for its own abandoned one.
+	wait := time.NewTimer(s.cfg.ChunkTimeout)
+	defer wait.Stop()
 	select {
 	case s.spools <- struct{}{}:
 		defer func() { <-s.spools }()
+	case <-wait.C:
+		return store.Media{}, false, &problem.Error{Code: problem.RateLimited, RetryAfter: uploadRetrySeconds,
+			Message: fmt.Sprintf("The server has %d uploads arriving, the most at once; retry in %d seconds.", s.cfg.Spools, uploadRetrySeconds)}
 	case <-ctx.Done():
 		return store.Media{}, false, ctx.Err()
 	}
