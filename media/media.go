@@ -45,7 +45,8 @@ const DefaultUploads = 2
 
 // DefaultSpools bounds the uploads arriving at once, server-wide: each
 // spools at most MaxBytes to a temporary file while its body arrives, so
-// sixteen keep media's temporary disk within 256 MiB. An arriving upload
+// sixteen keep media's temporary disk within 256 MiB. One more waits for a
+// place at most ChunkTimeout, then answers 429 with Retry-After. An arriving upload
 // holds one of these and its company's place (UploadsPerCompany), never a
 // commit's: when the commits were also the places of arriving bodies, two
 // companies whose agents sent slowly (a minute an upload, the read
@@ -211,9 +212,21 @@ func (s *Service) Put(ctx context.Context, dev store.Device, up Upload) (store.M
 			Message: busyMessage(s.cfg.UploadsPerCompany)}
 	}
 	defer s.leave(dev.CompanyID)
+	// An upload waits for an arriving place at most ChunkTimeout, as long as
+	// it may wait for its next bytes: nothing tells the server that its
+	// client has gone while the body is unread (net/http cancels ctx only
+	// once the body was read to its end), so an upload whose client gave up
+	// (an agent gives up after a minute for each 256 KiB and one for the
+	// answer) would otherwise hold its company's place until a spool freed,
+	// and the agent's next try be refused for its own abandoned one.
+	wait := time.NewTimer(s.cfg.ChunkTimeout)
+	defer wait.Stop()
 	select {
 	case s.spools <- struct{}{}:
 		defer func() { <-s.spools }()
+	case <-wait.C:
+		return store.Media{}, false, &problem.Error{Code: problem.RateLimited, RetryAfter: uploadRetrySeconds,
+			Message: fmt.Sprintf("The server has %d uploads arriving, the most at once; retry in %d seconds.", s.cfg.Spools, uploadRetrySeconds)}
 	case <-ctx.Done():
 		return store.Media{}, false, ctx.Err()
 	}
@@ -369,7 +382,8 @@ func (s *Service) Get(companyID uint64, id string) (store.Media, error) {
 // 206 with that part, so a player can seek and a download resume. Several
 // ranges, another unit, a Range that does not parse, or an If-Range naming
 // anything but the file's ETag get the whole file (a server may ignore
-// Range). A range that starts at or past the file's end is refused before
+// Range). A range that starts at or past the file's end, or a suffix of no
+// bytes (bytes=-0), is refused before
 // anything is written: Serve returns a 416 *problem.Error
 // (range_not_satisfiable) for the caller to send, Content-Range: bytes */size set. Any other error is the copy's,
 // after the status went out: the client sees a short body.

@@ -3,6 +3,8 @@ package media
 import (
 	"bufio"
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -79,5 +81,63 @@ func TestUploadReadDeadlineFollowsTheChunks(t *testing.T) {
 	// Half a chunk of two, then nothing: the server cuts it ChunkTimeout on.
 	if status, body := upload("stalled", 2*chunk, []int{chunk / 2}, 0); status != http.StatusRequestTimeout || !strings.Contains(body, "request_timeout") {
 		t.Fatalf("a stalled upload: %d %q, want 408 request_timeout", status, body)
+	}
+}
+
+// An upload that finds every arriving place taken waits at most
+// ChunkTimeout for one, then answers 429 rate_limited with Retry-After and
+// gives its company's place back. While its body is unread, net/http never
+// tells the server that the client has gone (the request's context stays
+// live), so a wait without a bound held the company's place for as long as
+// the others arrived, and every later upload of the company was refused
+// for that abandoned one.
+func TestUploadWaitsForAnArrivingPlaceBoundedly(t *testing.T) {
+	t.Parallel()
+	s, _ := deviceService(t, Config{Spools: 1, ChunkTimeout: 300 * time.Millisecond})
+	// The one arriving place, held by a body that never comes (no read
+	// deadline: only the place matters here).
+	held, holder := io.Pipe()
+	defer holder.Close()
+	first := make(chan error, 1)
+	go func() {
+		_, _, err := s.Put(context.Background(), store.Device{ID: 1, CompanyID: 1}, Upload{Key: "wa:1/0", Length: -1, Body: held})
+		first <- err
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(s.spools) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the first upload took no arriving place")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+
+	// Another company's upload, its client gone (a context never done).
+	other := store.Device{ID: 2, CompanyID: 2}
+	second := make(chan error, 1)
+	go func() {
+		_, _, err := s.Put(context.Background(), other, Upload{Key: "wa:2/0", Length: 5, Body: strings.NewReader("hello")})
+		second <- err
+	}()
+	select {
+	case err := <-second:
+		pe, ok := problem.As(err)
+		if !ok || pe.Code != problem.RateLimited || pe.RetryAfter <= 0 || !strings.Contains(pe.Message, "uploads arriving") {
+			t.Fatalf("an upload that found no arriving place: %v, want 429 rate_limited with Retry-After, naming the arriving uploads", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("an upload that found no arriving place still waits after 10 s (ChunkTimeout 300 ms)")
+	}
+	// Its company's place is free again: the next try waits for an
+	// arriving place in turn, not refused for the one given up.
+	s.mu.Lock()
+	underWay := s.active[other.CompanyID]
+	s.mu.Unlock()
+	if underWay != 0 {
+		t.Fatalf("company %d's uploads under way after the refusal: %d, want 0", other.CompanyID, underWay)
+	}
+
+	holder.CloseWithError(errors.New("connection reset by peer"))
+	if err := <-first; !problem.Is(err, problem.ValidationFailed) {
+		t.Fatalf("the first upload, its body broken off: %v, want validation_failed", err)
 	}
 }
