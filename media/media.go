@@ -68,6 +68,14 @@ const DefaultUploadsPerCompany = 1
 // company's slots: an upload in progress takes seconds.
 const uploadRetrySeconds = 5
 
+// DefaultDownloadsPerCompany bounds the downloads of one company's files
+// under way (GET /media/{id}, signed links and the console's files alike):
+// each holds a connection and up to a 256 KiB chunk while its reader takes
+// it, for up to a minute a chunk, so readers that read slowly, or a signed
+// link passed around, cost the server at most this many chunks a company.
+// A further download answers 429 with a short Retry-After.
+const DefaultDownloadsPerCompany = 32
+
 // DefaultURLLifetime is how long a signed URL of a webhook payload works:
 // longer than the webhook retry schedule (about two days), so the last
 // retry still carries a working link.
@@ -107,8 +115,11 @@ type Config struct {
 	Uploads           int // committing at once (DefaultUploads)
 	Spools            int // arriving at once (DefaultSpools)
 	UploadsPerCompany int
-	URLLifetime       time.Duration
-	ChunkTimeout      time.Duration // DefaultChunkTimeout
+	// DownloadsPerCompany bounds the downloads of a company's files under
+	// way (DefaultDownloadsPerCompany).
+	DownloadsPerCompany int
+	URLLifetime         time.Duration
+	ChunkTimeout        time.Duration // DefaultChunkTimeout
 	// TempDir holds uploads while they arrive (os.TempDir() when empty).
 	// When set it is the server's own, made (0700) at the first upload:
 	// New removes the spooled uploads a crash (kill -9, power loss) left
@@ -125,8 +136,9 @@ type Service struct {
 	slots  chan struct{} // one per upload committing
 	spools chan struct{} // one per upload arriving
 
-	mu     sync.Mutex
-	active map[uint64]int // company id -> uploads under way; guarded by mu
+	mu      sync.Mutex
+	active  map[uint64]int // company id -> uploads under way; guarded by mu
+	reading map[uint64]int // company id -> downloads under way; guarded by mu
 }
 
 // New returns the service.
@@ -145,6 +157,9 @@ func New(cfg Config, st Store, now func() time.Time) (*Service, error) {
 	}
 	if cfg.UploadsPerCompany <= 0 {
 		cfg.UploadsPerCompany = DefaultUploadsPerCompany
+	}
+	if cfg.DownloadsPerCompany <= 0 {
+		cfg.DownloadsPerCompany = DefaultDownloadsPerCompany
 	}
 	if cfg.URLLifetime <= 0 {
 		cfg.URLLifetime = DefaultURLLifetime
@@ -165,7 +180,7 @@ func New(cfg Config, st Store, now func() time.Time) (*Service, error) {
 		}
 	}
 	return &Service{cfg: cfg, st: st, now: now, slots: make(chan struct{}, cfg.Uploads), spools: make(chan struct{}, cfg.Spools),
-		active: map[uint64]int{}}, nil
+		active: map[uint64]int{}, reading: map[uint64]int{}}, nil
 }
 
 // MaxBytes is the cap of one file.
@@ -207,11 +222,11 @@ func (s *Service) Put(ctx context.Context, dev store.Device, up Upload) (store.M
 	if up.Length > s.cfg.MaxBytes {
 		return store.Media{}, false, tooLarge(s.cfg.MaxBytes)
 	}
-	if !s.enter(dev.CompanyID) {
+	if !s.enter(s.active, dev.CompanyID, s.cfg.UploadsPerCompany) {
 		return store.Media{}, false, &problem.Error{Code: problem.RateLimited, RetryAfter: uploadRetrySeconds,
 			Message: busyMessage(s.cfg.UploadsPerCompany)}
 	}
-	defer s.leave(dev.CompanyID)
+	defer s.leave(s.active, dev.CompanyID)
 	// An upload waits for an arriving place at most ChunkTimeout, as long as
 	// it may wait for its next bytes: nothing tells the server that its
 	// client has gone while the body is unread (net/http cancels ctx only
@@ -342,21 +357,24 @@ func badInName(r rune) bool {
 }
 
 // enter takes one of the company's upload slots, if it has one left.
-func (s *Service) enter(companyID uint64) bool {
+// enter takes one of a company's most places in places (its uploads or
+// downloads under way); false when it has them all.
+func (s *Service) enter(places map[uint64]int, companyID uint64, most int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.active[companyID] >= s.cfg.UploadsPerCompany {
+	if places[companyID] >= most {
 		return false
 	}
-	s.active[companyID]++
+	places[companyID]++
 	return true
 }
 
-func (s *Service) leave(companyID uint64) {
+// leave gives back a place enter took.
+func (s *Service) leave(places map[uint64]int, companyID uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.active[companyID]--; s.active[companyID] <= 0 {
-		delete(s.active, companyID)
+	if places[companyID]--; places[companyID] <= 0 {
+		delete(places, companyID)
 	}
 }
 
@@ -386,7 +404,9 @@ func (s *Service) Get(companyID uint64, id string) (store.Media, error) {
 // bytes (bytes=-0), is refused before
 // anything is written: Serve returns a 416 *problem.Error
 // (range_not_satisfiable) for the caller to send, Content-Range: bytes */size set. Any other error is the copy's,
-// after the status went out: the client sees a short body.
+// after the status went out: the client sees a short body. A company's
+// files are downloaded at most DownloadsPerCompany at once: another GET is
+// refused (429 rate_limited, Retry-After) before anything is written.
 func (s *Service) Serve(w http.ResponseWriter, r *http.Request, m store.Media) error {
 	h := w.Header()
 	etag := `"` + m.ID + `"`
@@ -403,6 +423,14 @@ func (s *Service) Serve(w http.ResponseWriter, r *http.Request, m store.Media) e
 			off, n, status = first, count, http.StatusPartialContent
 			h.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", off, off+n-1, m.Size))
 		}
+	}
+	if r.Method != http.MethodHead {
+		if !s.enter(s.reading, m.CompanyID, s.cfg.DownloadsPerCompany) {
+			return &problem.Error{Code: problem.RateLimited, RetryAfter: uploadRetrySeconds,
+				Message: fmt.Sprintf("The company's files have %s under way, the most at once; retry in %s.",
+					problem.Count(s.cfg.DownloadsPerCompany, "download"), problem.Count(uploadRetrySeconds, "second"))}
+		}
+		defer s.leave(s.reading, m.CompanyID)
 	}
 	h.Set("Content-Type", m.ContentType)
 	h.Set("Content-Length", strconv.FormatInt(n, 10))

@@ -159,3 +159,52 @@ func TestServeByteRanges(t *testing.T) {
 		t.Fatalf("HEAD of a range: %d, %d bytes, %v (%v)", w.Code, w.Body.Len(), w.Header(), err)
 	}
 }
+
+// heldWriter is a response whose reader takes nothing until released.
+type heldWriter struct {
+	*httptest.ResponseRecorder
+	writing chan struct{} // closed at the first write
+	release chan struct{}
+	once    bool
+}
+
+func (w *heldWriter) Write(p []byte) (int, error) {
+	if !w.once {
+		w.once = true
+		close(w.writing)
+	}
+	<-w.release
+	return w.ResponseRecorder.Write(p)
+}
+
+// A company's files are downloaded at most DownloadsPerCompany at once,
+// each holding a chunk while its reader takes it: another GET is 429 with
+// Retry-After before anything is written; a HEAD, which holds nothing, is
+// answered; the place is free again once a download ends.
+func TestServeBoundsACompanysDownloads(t *testing.T) {
+	t.Parallel()
+	s, m := servedFile(t, Config{DownloadsPerCompany: 1}, []byte("the bytes of the file"))
+	get := func(method string) (*httptest.ResponseRecorder, error) {
+		w := httptest.NewRecorder()
+		return w, s.Serve(w, httptest.NewRequest(method, "/media/"+m.ID, nil), m)
+	}
+	slow := &heldWriter{ResponseRecorder: httptest.NewRecorder(), writing: make(chan struct{}), release: make(chan struct{})}
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(slow, httptest.NewRequest(http.MethodGet, "/media/"+m.ID, nil), m) }()
+	<-slow.writing
+	w, err := get(http.MethodGet)
+	pe, ok := err.(*problem.Error)
+	if !ok || pe.Code != problem.RateLimited || pe.RetryAfter <= 0 || w.Body.Len() != 0 {
+		t.Fatalf("a second download while one is under way: %v, %d bytes written; want 429 rate_limited with Retry-After, nothing written", err, w.Body.Len())
+	}
+	if w, err := get(http.MethodHead); err != nil || w.Code != http.StatusOK {
+		t.Fatalf("HEAD while a download is under way: %d (%v), want 200", w.Code, err)
+	}
+	close(slow.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if w, err := get(http.MethodGet); err != nil || w.Body.String() != "the bytes of the file" {
+		t.Fatalf("a download once the other ended: %q (%v)", w.Body.String(), err)
+	}
+}
