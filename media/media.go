@@ -410,20 +410,21 @@ func (s *Service) Get(companyID uint64, id string) (store.Media, error) {
 func (s *Service) Serve(w http.ResponseWriter, r *http.Request, m store.Media) error {
 	h := w.Header()
 	etag := `"` + m.ID + `"`
-	h.Set("Accept-Ranges", "bytes")
-	h.Set("ETag", etag)
 	off, n, status := int64(0), m.Size, http.StatusOK
 	if spec := r.Header.Get("Range"); spec != "" && (r.Header.Get("If-Range") == "" || r.Header.Get("If-Range") == etag) {
 		switch first, count, parsed, fits := byteRange(spec, m.Size); {
 		case parsed && !fits:
+			h.Set("Accept-Ranges", "bytes")
+			h.Set("ETag", etag)
 			h.Set("Content-Range", fmt.Sprintf("bytes */%d", m.Size))
 			return &problem.Error{Code: problem.RangeNotSatisfiable, Field: "Range",
 				Message: fmt.Sprintf("The file has %s; ask for a range that starts before its end.", problem.Count(m.Size, "byte"))}
 		case parsed:
 			off, n, status = first, count, http.StatusPartialContent
-			h.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", off, off+n-1, m.Size))
 		}
 	}
+	// A refused download carries none of the file's headers: a 429 with
+	// the Content-Range of the part asked for would say it holds that part.
 	if r.Method != http.MethodHead {
 		if !s.enter(s.reading, m.CompanyID, s.cfg.DownloadsPerCompany) {
 			return &problem.Error{Code: problem.RateLimited, RetryAfter: uploadRetrySeconds,
@@ -431,6 +432,11 @@ func (s *Service) Serve(w http.ResponseWriter, r *http.Request, m store.Media) e
 					problem.Count(s.cfg.DownloadsPerCompany, "download"), problem.Count(uploadRetrySeconds, "second"))}
 		}
 		defer s.leave(s.reading, m.CompanyID)
+	}
+	h.Set("Accept-Ranges", "bytes")
+	h.Set("ETag", etag)
+	if status == http.StatusPartialContent {
+		h.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", off, off+n-1, m.Size))
 	}
 	h.Set("Content-Type", m.ContentType)
 	h.Set("Content-Length", strconv.FormatInt(n, 10))

@@ -197,6 +197,20 @@ func TestServeBoundsACompanysDownloads(t *testing.T) {
 	if !ok || pe.Code != problem.RateLimited || pe.RetryAfter <= 0 || w.Body.Len() != 0 {
 		t.Fatalf("a second download while one is under way: %v, %d bytes written; want 429 rate_limited with Retry-After, nothing written", err, w.Body.Len())
 	}
+	// A refused range carries none of the file's headers: a 429 with
+	// Content-Range would say it holds the part.
+	ranged := httptest.NewRecorder()
+	rq := httptest.NewRequest(http.MethodGet, "/media/"+m.ID, nil)
+	rq.Header.Set("Range", "bytes=4-8")
+	err = s.Serve(ranged, rq, m)
+	if pe, ok := err.(*problem.Error); !ok || pe.Code != problem.RateLimited {
+		t.Fatalf("a second ranged download while one is under way: %v, want 429 rate_limited", err)
+	}
+	for _, name := range []string{"Content-Range", "Content-Length", "ETag", "Accept-Ranges", "Content-Type"} {
+		if v := ranged.Header().Get(name); v != "" {
+			t.Fatalf("the refused ranged download carries %s: %q", name, v)
+		}
+	}
 	if w, err := get(http.MethodHead); err != nil || w.Code != http.StatusOK {
 		t.Fatalf("HEAD while a download is under way: %d (%v), want 200", w.Code, err)
 	}
