@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/simrelay/simrelay/account"
@@ -303,6 +304,7 @@ func (c *Console) toProblem(r *http.Request, err error) *problem.Error {
 func (c *Console) answerErr(w http.ResponseWriter, r *http.Request, lv level, q *req, back string, err error) {
 	pe := c.toProblem(r, err)
 	if wantsJSON(r) {
+		retryAfter(w, pe)
 		writeJSON(w, pe.Status(), pe)
 		return
 	}
@@ -325,12 +327,21 @@ func (c *Console) answerErr(w http.ResponseWriter, r *http.Request, lv level, q 
 // fail renders an error page for a GET.
 func (c *Console) fail(w http.ResponseWriter, r *http.Request, q *req, err error) {
 	pe := c.toProblem(r, err)
+	retryAfter(w, pe)
 	v := view{Title: "Error", Flash: Flash{Message: pe.Message}, Data: pe}
 	if q != nil {
 		v = c.viewFor(q, "Error", pe)
 		v.Flash = Flash{Message: pe.Message}
 	}
 	c.render(w, r, pe.Status(), "error", v)
+}
+
+// retryAfter says when to ask again, as the API does, for a refusal that
+// names the time (a file's download beyond the company's 32 under way).
+func retryAfter(w http.ResponseWriter, pe *problem.Error) {
+	if pe.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(pe.RetryAfter))
+	}
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
