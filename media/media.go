@@ -241,7 +241,7 @@ func (s *Service) Put(ctx context.Context, dev store.Device, up Upload) (store.M
 		defer func() { <-s.spools }()
 	case <-wait.C:
 		return store.Media{}, false, &problem.Error{Code: problem.RateLimited, RetryAfter: uploadRetrySeconds,
-			Message: fmt.Sprintf("The server has %d uploads arriving, the most at once; retry in %d seconds.", s.cfg.Spools, uploadRetrySeconds)}
+			Message: fmt.Sprintf("The server has %s arriving, the most at once; retry in %s.", problem.Count(s.cfg.Spools, "upload"), problem.Count(uploadRetrySeconds, "second"))}
 	case <-ctx.Done():
 		return store.Media{}, false, ctx.Err()
 	}

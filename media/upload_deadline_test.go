@@ -121,8 +121,8 @@ func TestUploadWaitsForAnArrivingPlaceBoundedly(t *testing.T) {
 	select {
 	case err := <-second:
 		pe, ok := problem.As(err)
-		if !ok || pe.Code != problem.RateLimited || pe.RetryAfter <= 0 || !strings.Contains(pe.Message, "uploads arriving") {
-			t.Fatalf("an upload that found no arriving place: %v, want 429 rate_limited with Retry-After, naming the arriving uploads", err)
+		if !ok || pe.Code != problem.RateLimited || pe.RetryAfter <= 0 || !strings.Contains(pe.Message, "has 1 upload arriving,") {
+			t.Fatalf("an upload that found no arriving place: %v, want 429 rate_limited with Retry-After, naming the 1 upload arriving", err)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("an upload that found no arriving place still waits after 10 s (ChunkTimeout 300 ms)")
