@@ -92,7 +92,11 @@ func TestClosingLinkIsNotListed(t *testing.T) {
 	r.hub.Disconnect("mute", proto.CloseDeviceGone, "device deleted")
 	// The phone does not read: its close handshake keeps the link
 	// registered for seconds.
-	if links, n := r.hub.Links(), r.hub.Count(); len(links) != 0 && n == 1 {
+	n, links := r.hub.Count(), r.hub.Links()
+	if n != 1 {
+		t.Fatalf("%d links registered right after the close, want the closing one still in its handshake", n)
+	}
+	if len(links) != 0 {
 		t.Fatalf("links %+v while the server closes the only one", links)
 	}
 	poll.Within(t, poll.Timeout+closeHandshakeBound, "the link unregistered", func() bool { return r.hub.Count() == 0 })
