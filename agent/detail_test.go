@@ -104,3 +104,60 @@ func TestJournalDetails(t *testing.T) {
 		t.Fatalf("pruned %d, want both jobs once every report is acknowledged", n)
 	}
 }
+
+// TestJournalSettlesOnce: a receipt is pushed (Sink.Deliver) and also
+// answered to the delivery poller, which may have listed the job as
+// awaiting before the push settled it. Its late Finish journals nothing
+// again: the delivered report already went and was status_acked, and a
+// second one under the same key would wait in the outbox for an answer
+// the link never asks for (the pump sends a report once per link). Only a
+// newer detail is news.
+func TestJournalSettlesOnce(t *testing.T) {
+	t.Parallel()
+	j := tempJournal(t)
+	now := time.Now()
+	const id = "j1"
+	if _, err := j.Take(proto.Send{ID: id, Channel: "whatsapp", To: "+15551234567", ExpiresAt: stamp(now.Add(time.Hour))}, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Dispatch(id, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Finish(id, proto.Status{ID: id, Status: proto.StatusSent}, "wa-1", true, now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.DropReport(id, proto.StatusSent, ""); err != nil {
+		t.Fatal(err)
+	}
+	// The push settles the job; its report is acknowledged.
+	if err := j.Finish(id, proto.Status{ID: id, Status: proto.StatusDelivered}, "", false, now); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := j.DropReport(id, proto.StatusDelivered, ""); !ok {
+		t.Fatal("the delivered report was not pending")
+	}
+	// The poller's late answers: the same delivery, a timeout, a failure.
+	for _, st := range []proto.Status{{ID: id, Status: proto.StatusDelivered}, {}, {ID: id, Status: proto.StatusFailed, Error: "x"}} {
+		if err := j.Finish(id, st, "", false, now); err != nil {
+			t.Fatal(err)
+		}
+		if got := reportsOf(t, j); len(got) != 0 {
+			t.Fatalf("after a late %q: reports %v, want none", st.Status, got)
+		}
+	}
+	// A late answer with a newer detail is journaled once, alone.
+	for range 2 {
+		if err := j.Finish(id, proto.Status{ID: id, Status: proto.StatusDelivered, Detail: proto.DetailRead}, "", false, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, want := reportsOf(t, j), []string{"delivered/read"}; !sameList(got, want) {
+		t.Fatalf("reports %v, want %v", got, want)
+	}
+	if ok, _ := j.DropReport(id, proto.StatusDelivered, proto.DetailRead); !ok {
+		t.Fatal("the read report was not pending")
+	}
+	if added, err := j.AddDetail("wa-1", proto.DetailRead, stamp(now)); err != nil || added {
+		t.Fatalf("AddDetail of the read already journaled: %v %v", added, err)
+	}
+}

@@ -210,11 +210,29 @@ func (j *Journal) Remember(id, ref string) error {
 // Finish journals a job's outcome and its report (to be sent until
 // status_acked) in one commit. awaiting keeps the job for Delivery. A
 // delivered report with a detail journals the plain delivered too.
+//
+// A job is settled once. The push of a receipt (Sink.Deliver) and the
+// delivery poller both settle an awaiting job, each from its own list of
+// awaiting jobs, so the second may come once the job is done: its outcome
+// is then not journaled again (the report was, and may already be
+// status_acked and gone, so a second one would go out as news the server
+// has), except a newer detail, which is what AddDetail journals.
 func (j *Journal) Finish(id string, report proto.Status, ref string, awaiting bool, now time.Time) error {
 	return j.db.Update(func(tx *bolt.Tx) error {
 		r, ok, err := getJob(tx, id)
 		if err != nil {
 			return err
+		}
+		if ok && r.State == StateDone {
+			if report.Status != proto.StatusDelivered || report.Detail == "" ||
+				(r.Final != proto.StatusDelivered && r.Final != proto.StatusSent) ||
+				(r.Final == proto.StatusDelivered && detailRank[report.Detail] <= detailRank[r.Detail]) {
+				return nil
+			}
+			if err := addDelivered(tx, &r, report); err != nil {
+				return err
+			}
+			return putJob(tx, r)
 		}
 		if ok {
 			if ref != "" {
