@@ -45,16 +45,25 @@ func addReport(tx *bolt.Tx, st proto.Status) error {
 // unreadable record is deleted and named in the error; the list holds the
 // readable ones all the same (readOutbox).
 func (j *Journal) Reports() ([]proto.Status, error) {
+	out, _, err := j.reports()
+	return out, err
+}
+
+// reports is Reports with each report's seq: a report journaled again
+// under the key of one status_acked before is a record of its own.
+func (j *Journal) reports() ([]proto.Status, []string, error) {
 	var out []proto.Status
-	err := j.readOutbox(bucketReports, bucketReportKeys, func(v []byte) error {
+	var seqs []string
+	err := j.readOutbox(bucketReports, bucketReportKeys, func(seq, v []byte) error {
 		var st proto.Status
 		if err := json.Unmarshal(v, &st); err != nil {
 			return err
 		}
 		out = append(out, st)
+		seqs = append(seqs, string(seq))
 		return nil
 	})
-	return out, err
+	return out, seqs, err
 }
 
 // DropReport forgets a report: status_acked, or refused for good.
@@ -126,7 +135,7 @@ func (j *Journal) takeInbound(msgs []proto.Inbound, refs [][]string, files [][]s
 // client_id, if any, stays known).
 func (j *Journal) inbound() ([]inboundRecord, error) {
 	var out []inboundRecord
-	err := j.readOutbox(bucketInbound, nil, func(v []byte) error {
+	err := j.readOutbox(bucketInbound, nil, func(_, v []byte) error {
 		var r inboundRecord
 		if err := json.Unmarshal(v, &r); err != nil {
 			return err

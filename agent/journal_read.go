@@ -13,13 +13,14 @@ import (
 // journal - could never be sent and would otherwise hold back every
 // record read with it: it is deleted (with its entry in index, a bucket of
 // key -> seq, when given), and the error names it, once. The records
-// decoded are handed to decode even when an error is returned.
-func (j *Journal) readOutbox(bucket, index []byte, decode func(v []byte) error) error {
+// decoded are handed to decode, with their seq, even when an error is
+// returned.
+func (j *Journal) readOutbox(bucket, index []byte, decode func(seq, v []byte) error) error {
 	var bad [][]byte
 	var errs []error
 	err := j.db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucket).ForEach(func(k, v []byte) error {
-			if err := decode(v); err != nil {
+			if err := decode(k, v); err != nil {
 				bad = append(bad, bytes.Clone(k))
 				errs = append(errs, fmt.Errorf("journal: unreadable %s record %x deleted: %w", bucket, k, err))
 			}

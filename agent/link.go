@@ -337,14 +337,18 @@ func (a *Agent) refused(l *link, f *proto.Error) error {
 
 // pump sends the journal's unanswered reports and inbound messages on the
 // link, oldest first: at most maxUnanswered waiting for an answer and
-// resendPerSecond a second, each once per link unless refused for now.
+// resendPerSecond a second, each journal record once per link unless
+// refused for now.
 func (a *Agent) pump(ctx context.Context, l *link) {
 	limit := rate.NewLimiter(rate.Limit(resendPerSecond), resendPerSecond)
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	sent := map[string]bool{} // sent on this link (answered or not)
+	// sent are the records sent on this link (answered or not), by key and
+	// journal record: a report journaled again under the key of one
+	// answered before is a new record, and goes.
+	sent := map[string]bool{}
 	for {
-		frames, keys, err := a.outbox()
+		frames, keys, records, err := a.outbox()
 		if err != nil {
 			a.log.Error("journal read failed", "err", err)
 		}
@@ -353,7 +357,7 @@ func (a *Agent) pump(ctx context.Context, l *link) {
 			l.mu.Lock()
 			busy := len(l.waiting) >= maxUnanswered
 			until, held := l.later[key]
-			skip := l.waiting[key] || (sent[key] && !held) || (held && time.Now().Before(until))
+			skip := l.waiting[key] || (sent[records[i]] && !held) || (held && time.Now().Before(until))
 			l.mu.Unlock()
 			if busy {
 				break
@@ -369,7 +373,7 @@ func (a *Agent) pump(ctx context.Context, l *link) {
 			l.order = append(l.order, key)
 			delete(l.later, key)
 			l.mu.Unlock()
-			sent[key] = true
+			sent[records[i]] = true
 			if err := l.write(ctx, f); err != nil {
 				return // the reader sees the link end
 			}
@@ -383,17 +387,22 @@ func (a *Agent) pump(ctx context.Context, l *link) {
 	}
 }
 
-// outbox is what waits for an answer: reports, then inbound messages.
-func (a *Agent) outbox() ([]proto.Frame, []string, error) {
+// outbox is what waits for an answer: reports, then inbound messages,
+// with the key each is answered by and the journal record it is (the key
+// and, for a report, its seq: a client_id is journaled once).
+func (a *Agent) outbox() (frames []proto.Frame, keys, records []string, err error) {
 	// Both lists hold their readable records even with an error.
-	reports, rerr := a.j.Reports()
+	reports, seqs, rerr := a.j.reports()
 	in, ierr := a.j.inbound()
-	err := errors.Join(rerr, ierr)
-	frames := make([]proto.Frame, 0, len(reports)+len(in))
-	keys := make([]string, 0, cap(frames))
-	for _, r := range reports {
+	err = errors.Join(rerr, ierr)
+	frames = make([]proto.Frame, 0, len(reports)+len(in))
+	keys = make([]string, 0, cap(frames))
+	records = make([]string, 0, cap(frames))
+	for i, r := range reports {
 		frames = append(frames, r)
-		keys = append(keys, "s:"+reportKey(r.ID, r.Status, r.Detail))
+		key := "s:" + reportKey(r.ID, r.Status, r.Detail)
+		keys = append(keys, key)
+		records = append(records, key+"\x00"+seqs[i])
 	}
 	for _, r := range in {
 		if r.Acked {
@@ -407,8 +416,9 @@ func (a *Agent) outbox() ([]proto.Frame, []string, error) {
 		f.Media = ids
 		frames = append(frames, f)
 		keys = append(keys, "i:"+r.Frame.ClientID)
+		records = append(records, "i:"+r.Frame.ClientID)
 	}
-	return frames, keys, err
+	return frames, keys, records, err
 }
 
 // reportHealth sends the device's health every HealthEvery while the link

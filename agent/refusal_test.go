@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	bolt "go.etcd.io/bbolt"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/internal/poll"
@@ -57,5 +58,47 @@ func TestStatusRefusalDropsOnlyTheAnsweredReport(t *testing.T) {
 	})
 	if n := h.seen(`"status":"delivered","at"`); n != 1 {
 		t.Fatalf("plain delivered sent %d times, want once (refused for good)", n)
+	}
+}
+
+// A report journaled again under the key of one status_acked on this link
+// is a new record and goes on the same link, not only after a reconnect:
+// the pump sends each journal record once per link, not each key.
+func TestReportJournaledAgainIsSentOnTheSameLink(t *testing.T) {
+	t.Parallel()
+	job := proto.Send{ID: "wa-3", Channel: "whatsapp", To: "+15551234567", From: "+15550100001", Message: "hi", ContentType: "text", ExpiresAt: stamp(time.Now().Add(time.Hour))}
+	h := &fakeHub{t: t}
+	h.script = func(link int, ws *websocket.Conn, frames <-chan proto.Frame) {
+		ctx := context.Background()
+		if link == 1 {
+			write(ctx, ws, job)
+		}
+		for f := range frames {
+			if st, ok := f.(*proto.Status); ok {
+				write(ctx, ws, proto.StatusAck{ID: st.ID, Status: st.Status, Detail: st.Detail})
+			}
+		}
+	}
+	tr := &memTransport{inbox: make(chan Received)}
+	a, j, _ := startAgent(t, h, tr)
+	poll.Until(t, "the sent report is acknowledged", func() bool {
+		st, _ := j.JobState("wa-3")
+		reports, _ := j.Reports()
+		return st == StateAwaiting && len(reports) == 0 && h.seen(`"status":"sent"`) == 1
+	})
+	again := proto.Status{ID: "wa-3", Status: proto.StatusSent, At: stamp(time.Now())}
+	if err := j.db.Update(func(tx *bolt.Tx) error { return addReport(tx, again) }); err != nil {
+		t.Fatal(err)
+	}
+	wake(a.pumpWake)
+	poll.Until(t, "the report journaled again is sent and acknowledged", func() bool {
+		reports, _ := j.Reports()
+		return len(reports) == 0 && h.seen(`"status":"sent"`) == 2
+	})
+	h.mu.Lock()
+	links := h.links
+	h.mu.Unlock()
+	if links != 1 {
+		t.Fatalf("links: %d, want the report sent again on the first", links)
 	}
 }
