@@ -81,17 +81,32 @@ func newOutageNode(t *testing.T) *outageNode {
 // get makes a GET with the API key and returns its status and headers.
 func (n *outageNode) get(t *testing.T, path string) (int, http.Header) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, n.url+path, nil)
+	status, h, _ := n.do(t, http.MethodGet, path, n.key, "", "")
+	return status, h
+}
+
+// do makes a request with the credential token (and a body of type
+// contentType, when body is not empty) and returns its answer.
+func (n *outageNode) do(t *testing.T, method, path, token, contentType, body string) (int, http.Header, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, n.url+path, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+n.key)
+	req.Header.Set("Authorization", "Bearer "+token)
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res.Body.Close()
-	return res.StatusCode, res.Header
+	defer res.Body.Close()
+	raw, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.StatusCode, res.Header, string(raw)
 }
 
 // lines are the log's lines that hold msg.
@@ -236,22 +251,8 @@ func TestMediaUploadWhileTheDatabaseIsGoneAnswers503(t *testing.T) {
 	}
 	upload := func(token string) (int, string) {
 		t.Helper()
-		req, err := http.NewRequest(http.MethodPost, n.url+"/device/media?key=c-1/0", strings.NewReader("not really a png"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Content-Type", "image/png")
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		body, err := io.ReadAll(res.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res.StatusCode, string(body)
+		status, _, body := n.do(t, http.MethodPost, "/device/media?key=c-1/0", token, "image/png", "not really a png")
+		return status, body
 	}
 	if status, body := upload("dt_unknown"); status != http.StatusUnauthorized || !strings.Contains(body, `"error":"unauthorized"`) {
 		t.Fatalf("an unknown token's upload: %d %s, want 401 unauthorized", status, body)
