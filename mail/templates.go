@@ -11,6 +11,7 @@ import (
 	"unicode"
 
 	"github.com/simrelay/simrelay/internal/bidi"
+	"github.com/simrelay/simrelay/problem"
 )
 
 // Message is one e-mail to send. The templates leave To empty: the caller
@@ -236,20 +237,14 @@ func cleanName(s string) string {
 // humanDuration says d the way a person would: "24 hours", "7 days",
 // "1 hour", "90 minutes".
 func humanDuration(d time.Duration) string {
-	plural := func(n int64, unit string) string {
-		if n == 1 {
-			return "1 " + unit
-		}
-		return fmt.Sprintf("%d %ss", n, unit)
-	}
 	switch {
 	case d >= 48*time.Hour && d%(24*time.Hour) == 0:
-		return plural(int64(d/(24*time.Hour)), "day")
+		return problem.Count(int64(d/(24*time.Hour)), "day")
 	case d >= time.Hour && d%time.Hour == 0:
-		return plural(int64(d/time.Hour), "hour")
+		return problem.Count(int64(d/time.Hour), "hour")
 	case d >= time.Minute:
-		return plural(int64((d+time.Minute-1)/time.Minute), "minute")
+		return problem.Count(int64((d+time.Minute-1)/time.Minute), "minute")
 	default:
-		return plural(int64((d+time.Second-1)/time.Second), "second")
+		return problem.Count(int64((d+time.Second-1)/time.Second), "second")
 	}
 }

@@ -1,7 +1,6 @@
 package web
 
 import (
-	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -308,27 +307,21 @@ func inWords(d time.Duration) string {
 	if d < time.Second {
 		d = time.Second
 	}
-	unit := func(n int, one string) string {
-		if n == 1 {
-			return "1 " + one
-		}
-		return fmt.Sprintf("%d %ss", n, one)
-	}
 	h, m, s := int(d/time.Hour), int(d%time.Hour/time.Minute), int(d%time.Minute/time.Second)
 	parts := []string{}
 	switch {
 	case h > 0:
-		parts = append(parts, unit(h, "hour"))
+		parts = append(parts, problem.Count(h, "hour"))
 		if m > 0 {
-			parts = append(parts, unit(m, "minute"))
+			parts = append(parts, problem.Count(m, "minute"))
 		}
 	case m > 0:
-		parts = append(parts, unit(m, "minute"))
+		parts = append(parts, problem.Count(m, "minute"))
 		if s > 0 {
-			parts = append(parts, unit(s, "second"))
+			parts = append(parts, problem.Count(s, "second"))
 		}
 	default:
-		parts = append(parts, unit(s, "second"))
+		parts = append(parts, problem.Count(s, "second"))
 	}
 	return strings.Join(parts, " ")
 }
