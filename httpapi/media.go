@@ -123,7 +123,7 @@ func (s *Server) getMedia(c echo.Context) error {
 	}
 	if err := s.deps.Media.Serve(c.Response(), c.Request(), m); err != nil {
 		if refused, ok := err.(*problem.Error); ok {
-			return refused // a range past the end, before anything was written
+			return refused // a range past the end (416) or the company's downloads all under way (429), before anything was written
 		}
 		s.deps.Logger.Warn("media: copy failed", "media", m.ID, "err", err)
 	}

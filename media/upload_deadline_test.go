@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simrelay/simrelay/internal/poll"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
 )
@@ -103,13 +104,7 @@ func TestUploadWaitsForAnArrivingPlaceBoundedly(t *testing.T) {
 		_, _, err := s.Put(context.Background(), store.Device{ID: 1, CompanyID: 1}, Upload{Key: "wa:1/0", Length: -1, Body: held})
 		first <- err
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for len(s.spools) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the first upload took no arriving place")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.Until(t, "the first upload takes the arriving place", func() bool { return len(s.spools) == 1 })
 
 	// Another company's upload, its client gone (a context never done).
 	other := store.Device{ID: 2, CompanyID: 2}

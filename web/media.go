@@ -66,7 +66,7 @@ func (c *Console) mediaFile(w http.ResponseWriter, r *http.Request, q *req) erro
 	}
 	if err := c.deps.Media.Serve(w, r, m); err != nil {
 		if refused, ok := err.(*problem.Error); ok {
-			return refused // a range past the end, before anything was written
+			return refused // a range past the end (416) or the company's downloads all under way (429), before anything was written
 		}
 		c.deps.Logger.Warn("console: media copy failed", "media", m.ID, "err", err)
 	}
