@@ -179,6 +179,17 @@ type browser struct {
 	csrf string // the session's token, once signed in
 }
 
+// acmeWithPhone makes the company Acme with its phone fp-1 paired, and
+// answers its admin Ada's browser, signed in.
+func (e *env) acmeWithPhone() *browser {
+	e.t.Helper()
+	key := e.company("Acme", "ada@acme.test", "Correct1horse")
+	e.pairPhone(e.pairingCode(key), "fp-1", false)
+	b := e.browser()
+	b.signIn("ada@acme.test", "Correct1horse")
+	return b
+}
+
 func (e *env) browser() *browser {
 	jar, _ := cookiejar.New(nil)
 	return &browser{e: e, c: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}

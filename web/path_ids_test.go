@@ -17,10 +17,7 @@ import (
 func TestConsoleIDsThatCannotNameARecord(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	key := e.company("Acme", "ada@acme.test", "Correct1horse")
-	e.pairPhone(e.pairingCode(key), "fp-1", false)
-	b := e.browser()
-	b.signIn("ada@acme.test", "Correct1horse")
+	b := e.acmeWithPhone()
 	if p := b.post("/console/pools", url.Values{"name": {"sales"}, "members": {"fp-1/SIM1"}}); p.status != http.StatusOK {
 		t.Fatalf("define a pool: %d %s", p.status, p.body)
 	}

@@ -31,10 +31,7 @@ func (b *browser) postForm(path, body string, contentTypes ...string) page {
 func TestConsoleFormRefusesRepeatedFields(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	key := e.company("Acme", "ada@acme.test", "Correct1horse")
-	e.pairPhone(e.pairingCode(key), "fp-1", false)
-	b := e.browser()
-	b.signIn("ada@acme.test", "Correct1horse")
+	b := e.acmeWithPhone()
 	csrf := url.QueryEscape(b.csrf)
 	for _, c := range []struct{ path, body, field string }{
 		{"/console/opt-outs", "csrf=" + csrf + "&phone=%2B15550100001&phone=%2B15550100002", "phone"},

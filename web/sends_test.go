@@ -18,10 +18,7 @@ var queueIDOf = regexp.MustCompile(`"queue_id":"([^"]+)"`)
 func TestScheduledSMSIsShownScheduledThenQueuedAndCancels(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	key := e.company("Acme", "ada@acme.test", "Correct1horse")
-	e.pairPhone(e.pairingCode(key), "fp-1", false)
-	b := e.browser()
-	b.signIn("ada@acme.test", "Correct1horse")
+	b := e.acmeWithPhone()
 	events, _ := b.stream(t)
 	poll.Until(t, "the stream is open", func() bool { return e.broker.Streams() == 1 })
 
@@ -178,10 +175,7 @@ func TestWebhookEditorEvents(t *testing.T) {
 func TestSendBoxWorkingHours(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	key := e.company("Acme", "ada@acme.test", "Correct1horse")
-	e.pairPhone(e.pairingCode(key), "fp-1", false)
-	b := e.browser()
-	b.signIn("ada@acme.test", "Correct1horse")
+	b := e.acmeWithPhone()
 	if p := b.get("/console/messages?device=fp-1"); !strings.Contains(p.body, `name="window_from"`) || !strings.Contains(p.body, `name="window_days" value="mon"`) {
 		t.Fatal("the send box has no working hours")
 	}
