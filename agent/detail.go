@@ -47,6 +47,20 @@ func addDelivered(tx *bolt.Tx, r *jobRecord, st proto.Status) error {
 	return addReport(tx, st)
 }
 
+// detailNews says whether a delivery with a detail is news for the
+// settled job r: r was sent or delivered (not failed, nor finished before
+// outcomes were journaled), and the detail is newer than the last one
+// reported (any is, for a job left sent).
+func detailNews(r jobRecord, detail string) bool {
+	switch r.Final {
+	case proto.StatusSent:
+		return true
+	case proto.StatusDelivered:
+		return detailRank[detail] > detailRank[r.Detail]
+	}
+	return false
+}
+
 // AddDetail journals a detail (read, played) learned after the job whose
 // transport reference is ref was settled: reported as delivered (and the
 // plain delivered first when the job was left sent). A failed job, an
@@ -63,10 +77,7 @@ func (j *Journal) AddDetail(ref, detail, at string) (bool, error) {
 			if r.Ref != ref || r.State != StateDone {
 				continue
 			}
-			if r.Final != proto.StatusDelivered && r.Final != proto.StatusSent {
-				return nil // failed, or finished before outcomes were journaled
-			}
-			if detailRank[detail] <= detailRank[r.Detail] && r.Final == proto.StatusDelivered {
+			if !detailNews(r, detail) {
 				return nil
 			}
 			if err := addDelivered(tx, &r, proto.Status{ID: r.Send.ID, Status: proto.StatusDelivered, Detail: detail, At: at}); err != nil {

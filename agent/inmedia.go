@@ -221,11 +221,7 @@ func (a *Agent) upload(ctx context.Context, clientID string, i int, f spooled) (
 	if f.Filename != "" {
 		q.Set("filename", f.Filename)
 	}
-	stall := a.opt.UploadStall
-	if stall <= 0 {
-		stall = DefaultUploadStall
-	}
-	ctx, cancel := context.WithTimeout(ctx, stall*time.Duration(1+(st.Size()+uploadStep-1)/uploadStep))
+	ctx, cancel := context.WithTimeout(ctx, a.opt.UploadStall*time.Duration(1+(st.Size()+uploadStep-1)/uploadStep))
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(a.opt.Config.Server, "/")+"/device/media?"+q.Encode(), file)
 	if err != nil {

@@ -224,9 +224,7 @@ func (j *Journal) Finish(id string, report proto.Status, ref string, awaiting bo
 			return err
 		}
 		if ok && r.State == StateDone {
-			if report.Status != proto.StatusDelivered || report.Detail == "" ||
-				(r.Final != proto.StatusDelivered && r.Final != proto.StatusSent) ||
-				(r.Final == proto.StatusDelivered && detailRank[report.Detail] <= detailRank[r.Detail]) {
+			if report.Status != proto.StatusDelivered || report.Detail == "" || !detailNews(r, report.Detail) {
 				return nil
 			}
 			if err := addDelivered(tx, &r, report); err != nil {

@@ -35,7 +35,7 @@ func TestUploadRetriesWhatTheServerMayGetOver(t *testing.T) {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(c.status)
 		}))
-		a := &Agent{opt: Options{Config: ConfigFile{Server: srv.URL, DeviceToken: "dt_x"}, HTTPClient: srv.Client()}}
+		a := New(Options{Config: ConfigFile{Server: srv.URL, DeviceToken: "dt_x"}, HTTPClient: srv.Client()})
 		_, retry, err := a.upload(context.Background(), "wa:1", 0, spooled{Path: path, ContentType: "image/png", Size: 9})
 		srv.Close()
 		if err == nil || (retry > 0) != c.retry {
@@ -74,7 +74,7 @@ func TestUploadTakesTheTimeItsSizeNeeds(t *testing.T) {
 		fmt.Fprintf(w, `{"id":"med_%d"}`, got)
 	}))
 	defer srv.Close()
-	a := &Agent{opt: Options{Config: ConfigFile{Server: srv.URL, DeviceToken: "dt_x"}, HTTPClient: srv.Client(), UploadStall: time.Second}}
+	a := New(Options{Config: ConfigFile{Server: srv.URL, DeviceToken: "dt_x"}, HTTPClient: srv.Client(), UploadStall: time.Second})
 	// Longer in all than UploadStall, within its time for 1 MiB (5 s).
 	id, _, err := a.upload(context.Background(), "slow", 0, spooled{Path: path, ContentType: "video/mp4", Size: size})
 	if err != nil || id != fmt.Sprintf("med_%d", size) {
