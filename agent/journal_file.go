@@ -32,21 +32,17 @@ const (
 	leafPage     = 0x02
 	freelistPage = 0x10
 	bucketLeaf   = 0x01
-	noFreelist   = ^uint64(0)
 )
 
-// meta is what the check needs of a valid meta page.
+// meta is what the check needs of the meta page bbolt uses.
 type meta struct {
-	pageSize, root, freelist, pgid, txid uint64
+	pageSize, root, freelist, pgid uint64
 }
 
-// readMeta decodes the meta page at off, if the file holds a valid one.
-func readMeta(f io.ReaderAt, off int64) (meta, bool) {
-	m, err := boltfile.Read(f, off)
-	if err != nil || !m.Valid() {
-		return meta{}, false
-	}
-	return meta{pageSize: uint64(m.PageSize), root: m.Root, freelist: m.Freelist, pgid: m.Pgid, txid: m.Txid}, true
+// readMeta decodes the meta page at off; an unreadable one is not valid.
+func readMeta(f io.ReaderAt, off int64) boltfile.Meta {
+	m, _ := boltfile.Read(f, off)
+	return m
 }
 
 // checkJournalFile checks the journal file as bbolt will read it (its
@@ -64,30 +60,25 @@ func checkJournalFile(path string) error {
 	if err != nil {
 		return nil
 	}
-	m0, ok0 := readMeta(f, 0)
+	m0 := readMeta(f, 0)
 	pageSize := uint64(os.Getpagesize())
-	if ok0 {
-		pageSize = m0.pageSize
+	if m0.Valid() {
+		pageSize = uint64(m0.PageSize)
 	} else {
 		// Where bbolt looks for the second meta page when the first is
 		// gone: at each page size from 1 KiB to 16 MiB.
 		for i := 0; i <= 14; i++ {
-			if m, ok := readMeta(f, 1024<<i); ok {
-				pageSize = m.pageSize
+			if m := readMeta(f, 1024<<i); m.Valid() {
+				pageSize = uint64(m.PageSize)
 				break
 			}
 		}
 	}
-	m1, ok1 := readMeta(f, int64(pageSize))
-	var m meta
-	switch {
-	case ok0 && ok1 && m1.txid > m0.txid, !ok0 && ok1:
-		m = m1
-	case ok0:
-		m = m0
-	default:
+	use, ok := boltfile.Newest(m0, readMeta(f, int64(pageSize)))
+	if !ok {
 		return nil
 	}
+	m := meta{pageSize: uint64(use.PageSize), root: use.Root, freelist: use.Freelist, pgid: use.Pgid}
 	size := uint64(st.Size())
 	if m.pageSize < 1024 || m.pageSize > 1<<30 || m.pgid > size/m.pageSize {
 		return fmt.Errorf("cut short: %d bytes, where its header counts %d pages of %d bytes", size, m.pgid, m.pageSize)
@@ -96,7 +87,7 @@ func checkJournalFile(path string) error {
 	if err := w.tree(m.root); err != nil {
 		return err
 	}
-	if m.freelist != noFreelist {
+	if m.freelist != boltfile.NoFreelist {
 		return w.freelist()
 	}
 	return nil

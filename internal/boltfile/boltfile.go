@@ -21,16 +21,19 @@ const (
 	Version        = 2
 	PageHeaderSize = 16 // every page's header: id, flags, count, overflow
 	sumLen         = 56 // bytes of the meta covered by its checksum
-	// MetaLen is how many bytes of a meta page, from its start, Decode
+	// MetaLen is how many bytes of a meta page, from its start, Read
 	// reads: the page header, the meta and its checksum.
 	MetaLen = PageHeaderSize + sumLen + 8
 )
+
+// NoFreelist is Meta.Freelist of a file that keeps no freelist.
+const NoFreelist = ^uint64(0)
 
 // Meta is a meta page as the file holds it, valid or not.
 type Meta struct {
 	Magic, Version, PageSize uint32
 	Root                     uint64 // the root bucket's root page
-	Freelist                 uint64 // the freelist's page; ^uint64(0) when the file keeps none
+	Freelist                 uint64 // the freelist's page; NoFreelist when the file keeps none
 	Pgid                     uint64 // the high-water page id: the file holds at least this many pages
 	Txid                     uint64
 	SumOK                    bool // the checksum holds
@@ -40,9 +43,23 @@ type Meta struct {
 // checksum hold. Of two valid ones, bbolt uses the one of the higher Txid.
 func (m Meta) Valid() bool { return m.Magic == Magic && m.Version == Version && m.SumOK }
 
-// Decode decodes the meta page at the start of b; ok is false when b is
+// Newest is the meta page bbolt uses of those given (pages 0 and 1, in that
+// order): the valid one of the higher Txid, the first of a tie; false when
+// none is valid.
+func Newest(metas ...Meta) (Meta, bool) {
+	var use Meta
+	found := false
+	for _, m := range metas {
+		if m.Valid() && (!found || m.Txid > use.Txid) {
+			use, found = m, true
+		}
+	}
+	return use, found
+}
+
+// decode decodes the meta page at the start of b; ok is false when b is
 // shorter than MetaLen.
-func Decode(b []byte) (m Meta, ok bool) {
+func decode(b []byte) (m Meta, ok bool) {
 	if len(b) < MetaLen {
 		return Meta{}, false
 	}
@@ -63,6 +80,6 @@ func Read(r io.ReaderAt, off int64) (Meta, error) {
 	if _, err := r.ReadAt(buf[:], off); err != nil {
 		return Meta{}, err
 	}
-	m, _ := Decode(buf[:])
+	m, _ := decode(buf[:])
 	return m, nil
 }

@@ -87,7 +87,7 @@ func TestDecodeDamage(t *testing.T) {
 		t.Fatal(err)
 	}
 	head := data[:MetaLen]
-	if m, ok := Decode(head); !ok || !m.Valid() {
+	if m, ok := decode(head); !ok || !m.Valid() {
 		t.Fatalf("the file's first meta: %+v %v, want valid", m, ok)
 	}
 	for _, c := range []struct {
@@ -102,12 +102,12 @@ func TestDecodeDamage(t *testing.T) {
 	} {
 		b := append([]byte(nil), head...)
 		b[c.at] ^= 0x40
-		m, ok := Decode(b)
+		m, ok := decode(b)
 		if !ok || m.Valid() || !c.want(m) {
 			t.Errorf("%s changed: %+v %v, want it decoded and not valid", c.name, m, ok)
 		}
 	}
-	if _, ok := Decode(head[:MetaLen-1]); ok {
+	if _, ok := decode(head[:MetaLen-1]); ok {
 		t.Error("a meta one byte short decoded")
 	}
 	short := filepath.Join(t.TempDir(), "short.db")
@@ -121,5 +121,31 @@ func TestDecodeDamage(t *testing.T) {
 	defer f.Close()
 	if _, err := Read(f, 0); !errors.Is(err, io.EOF) {
 		t.Fatalf("a file one byte short of a meta: %v, want io.EOF", err)
+	}
+}
+
+// Newest picks the meta page bbolt uses: the valid one of the higher txid,
+// page 0 of a tie, and none when neither is valid.
+func TestNewest(t *testing.T) {
+	valid := func(txid uint64) Meta { return Meta{Magic: Magic, Version: Version, SumOK: true, Txid: txid} }
+	torn := valid(9)
+	torn.SumOK = false
+	for _, c := range []struct {
+		name   string
+		m0, m1 Meta
+		want   uint64 // Txid of the one used
+		ok     bool
+	}{
+		{"page 1 newer", valid(4), valid(5), 5, true},
+		{"page 0 newer", valid(6), valid(5), 6, true},
+		{"a tie", Meta{Magic: Magic, Version: Version, SumOK: true, Txid: 7, Root: 1}, valid(7), 7, true},
+		{"page 0 torn", torn, valid(5), 5, true},
+		{"page 1 torn", valid(4), torn, 4, true},
+		{"both torn", torn, torn, 0, false},
+	} {
+		got, ok := Newest(c.m0, c.m1)
+		if ok != c.ok || got.Txid != c.want || c.name == "a tie" && got.Root != 1 {
+			t.Errorf("%s: %+v %v, want txid %d %v", c.name, got, ok, c.want, c.ok)
+		}
 	}
 }

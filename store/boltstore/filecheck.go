@@ -87,14 +87,10 @@ func checkFile(path, advice string) (empty bool, err error) {
 	if m1.Magic != boltfile.Magic || m1.Version != boltfile.Version {
 		return false, bad("is damaged (its second header page is not bbolt's)")
 	}
-	// bbolt uses the newer of the two metas whose checksum holds.
-	var use *boltfile.Meta
-	for _, m := range []*boltfile.Meta{&m0, &m1} {
-		if m.SumOK && (use == nil || m.Txid > use.Txid) {
-			use = m
-		}
-	}
-	if use == nil {
+	// bbolt uses the newer of the two metas whose checksum holds (both
+	// have bbolt's magic and version, checked above).
+	use, ok := boltfile.Newest(m0, m1)
+	if !ok {
 		return false, bad("is damaged (both header pages fail their checksum)")
 	}
 	if need := int64(use.Pgid) * pageSize; size < need {
