@@ -118,10 +118,10 @@ func (s *Service) SendBulk(_ context.Context, in BulkInput, answer BulkAnswer) (
 		return nil, nil, budgetRefusal(err, s.now())
 	}
 	if prior == nil {
-		s.queuedAll(out)
 		for _, m := range out {
 			s.changed(m)
 		}
+		s.queuedAll(out) // after the watcher, as in Send
 	}
 	return out, prior, nil
 }

@@ -62,7 +62,11 @@ type Dispatcher interface {
 }
 
 // Watcher hears of every message that was stored or changed, after its
-// commit (the console's live updates). It must not block.
+// commit (the console's live updates). It must not block. Changes told
+// from different goroutines may reach it in either order (a phone's report
+// against the send's own news); a new message is told before its link or
+// the scheduler is woken, as a released scheduled message is, so an idle
+// link's phone reports only after the watcher heard of the queueing.
 type Watcher interface {
 	MessageChanged(m store.Message)
 }
@@ -217,8 +221,10 @@ func (s *Service) Send(_ context.Context, in SendInput, answer Answer) (msg stor
 		return msg, nil, budgetRefusal(err, s.now())
 	}
 	if prior == nil {
-		s.queued(msg)
+		// Told before the link is woken (Watcher): an idle link's phone
+		// reports after the tabs heard of the queueing.
 		s.changed(msg)
+		s.queued(msg)
 	}
 	return msg, prior, nil
 }
