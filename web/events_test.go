@@ -53,20 +53,49 @@ func (b *browser) stream(t *testing.T) (<-chan [2]string, int) {
 
 func waitEvent(t *testing.T, ch <-chan [2]string, want string) string {
 	t.Helper()
+	return waitEvents(t, ch, want)[0]
+}
+
+// waitEvents reads events until one holding each of wants has come, in
+// any order: changes told from different goroutines (the send's queued,
+// the phone's reports) may reach a tab in either order, as the page
+// knows (docs/console.md, "Live updates"). It returns them in wants'
+// order; on failure it names the events it read.
+func waitEvents(t *testing.T, ch <-chan [2]string, wants ...string) []string {
+	t.Helper()
+	found := make([]string, len(wants))
+	left := len(wants)
+	var seen []string
 	deadline := time.After(10 * time.Second)
-	for {
+	for left > 0 {
 		select {
 		case ev, ok := <-ch:
 			if !ok {
-				t.Fatalf("the stream ended before an event with %s", want)
+				t.Fatalf("the stream ended before events with %q; it carried:\n%s", missing(wants, found), strings.Join(seen, "\n"))
 			}
-			if strings.Contains(ev[1], want) {
-				return ev[1]
+			seen = append(seen, ev[0]+" "+ev[1])
+			for i, want := range wants {
+				if found[i] == "" && strings.Contains(ev[1], want) {
+					found[i] = ev[1]
+					left--
+					break
+				}
 			}
 		case <-deadline:
-			t.Fatalf("no event with %s within 10 s", want)
+			t.Fatalf("no events with %q within 10 s; the stream carried:\n%s", missing(wants, found), strings.Join(seen, "\n"))
 		}
 	}
+	return found
+}
+
+func missing(wants, found []string) []string {
+	var out []string
+	for i, w := range wants {
+		if found[i] == "" {
+			out = append(out, w)
+		}
+	}
+	return out
 }
 
 func TestLiveStreamCarriesStatusesAndInboundOfTheCompanyOnly(t *testing.T) {
@@ -86,8 +115,7 @@ func TestLiveStreamCarriesStatusesAndInboundOfTheCompanyOnly(t *testing.T) {
 	if p.status != http.StatusOK {
 		t.Fatalf("send: %d %s", p.status, p.body)
 	}
-	waitEvent(t, adaEvents, `"status":"queued"`)
-	waitEvent(t, adaEvents, `"status":"delivered"`)
+	waitEvents(t, adaEvents, `"status":"queued"`, `"status":"delivered"`)
 
 	<-ph.Receive(proto.Inbound{ClientID: "in-1", Channel: proto.ChannelSMS, From: "+15550100000", Message: "hi back", SIMSlot: "SIM1"})
 	waitEvent(t, adaEvents, `"text":"hi back"`)
