@@ -188,6 +188,23 @@ func (c *conn) closeWithFrame(code int, reason string, errFrame *proto.Error) {
 	if l, ok := c.sock.(*linkIO); ok {
 		l.stopAwaiting() // the close handshake reads on the goroutine below
 	}
+	if code != proto.CloseRestarting && code != proto.CloseTryAgainLater {
+		// The device is offline from now: its last seen is stored now too,
+		// not once the handshake is over, so that the API and the console,
+		// which show an offline device's stored last seen, do not show the
+		// one its hello stored meanwhile. A link replaced or refused is not
+		// the device's (the device is online on the other, or never was);
+		// a restart ends every link within the shutdown anyway, and a store
+		// out of reach (1013) would not take it: finish stores theirs. Its
+		// own goroutine, as the cluster's record below.
+		c.hub.wg.Add(1)
+		go func() {
+			defer c.hub.wg.Done()
+			if c.hub.lookup(c.dev.Fingerprint) == c {
+				c.storeSeen()
+			}
+		}()
+	}
 	if c.hub.epochs != nil {
 		// Other nodes see the device offline now, not after the handshake.
 		// Its own goroutine: the cluster's record is a database write, which
@@ -258,7 +275,23 @@ func (c *conn) finish() {
 		c.gapTimer.Stop()
 	}
 	c.pumpMu.Unlock()
-	if err := c.hub.devices.Seen(context.Background(), c.dev, time.Unix(0, c.lastSeen.Load())); err != nil {
+	c.storeSeen()
+}
+
+// seen is when the link last carried anything while it was open: a frame
+// or pong taken during the close handshake comes after the device went
+// offline (closedSince) and does not count.
+func (c *conn) seen() time.Time {
+	at := c.lastSeen.Load()
+	if closed := c.closedAt.Load(); closed != 0 && closed < at {
+		at = closed
+	}
+	return time.Unix(0, at).UTC()
+}
+
+// storeSeen stores the link's last seen as the device's.
+func (c *conn) storeSeen() {
+	if err := c.hub.devices.Seen(context.Background(), c.dev, c.seen()); err != nil {
 		c.hub.seenFault(c.dev.Fingerprint, err)
 	}
 }

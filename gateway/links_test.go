@@ -1,11 +1,13 @@
 package gateway
 
 import (
+	"context"
 	"sync"
 	"testing"
 	"time"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/device"
 	"github.com/simrelay/simrelay/internal/poll"
 	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/store"
@@ -62,6 +64,10 @@ func muteLinkInCluster(t *testing.T) (*rig, *epochLog) {
 	t.Cleanup(func() { ws.CloseNow() })
 	writeFrame(t, ws, proto.Hello{Protocol: 1})
 	eventually(t, "online", func() bool { return r.hub.Online("mute") })
+	// Online from its registration; the link claims its epoch after that
+	// (a store read first): a close before the claim ends it in the
+	// cluster only when it is unregistered.
+	eventually(t, "the link claimed", func() bool { return len(r.hub.Links()) == 1 })
 	return r, log
 }
 
@@ -88,7 +94,6 @@ func TestServerCloseEndsTheLinkInTheClusterAtOnce(t *testing.T) {
 func TestClosingLinkIsNotListed(t *testing.T) {
 	t.Parallel()
 	r, _ := muteLinkInCluster(t)
-	eventually(t, "the link listed", func() bool { return len(r.hub.Links()) == 1 })
 	r.hub.Disconnect("mute", proto.CloseDeviceGone, "device deleted")
 	// The phone does not read: its close handshake keeps the link
 	// registered for seconds.
@@ -132,5 +137,73 @@ func TestServerCloseDoesNotWaitForTheCluster(t *testing.T) {
 	r.hub.Disconnect("pixel-1", proto.CloseDeviceGone, "device deleted")
 	if code := closeAfterBacklog(t, ws); code != proto.CloseDeviceGone {
 		t.Fatalf("close code %d, want %d", code, proto.CloseDeviceGone)
+	}
+}
+
+// seenLog is the device service as the hub reaches it, recording each Seen
+// with whether the hub still held the link then (its close handshake under
+// way).
+type seenLog struct {
+	Devices
+	hub   func() *Hub
+	mu    sync.Mutex
+	calls []seenCall
+}
+
+type seenCall struct {
+	at         time.Time
+	registered bool
+}
+
+func (l *seenLog) Seen(ctx context.Context, dev store.Device, at time.Time) error {
+	registered := l.hub().lookup(dev.Fingerprint) != nil
+	l.mu.Lock()
+	l.calls = append(l.calls, seenCall{at, registered})
+	l.mu.Unlock()
+	return l.Devices.Seen(ctx, dev, at)
+}
+
+func (l *seenLog) seen() []seenCall {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]seenCall(nil), l.calls...)
+}
+
+// A link the server closes stores the device's last seen as the server
+// decides, not once its close handshake is over, which waits seconds on a
+// phone that does not read: the device is offline from that decision
+// (Online, OfflineSince), and the API and the console show an offline
+// device's stored last seen, which was its hello's until the handshake
+// ended. What is stored is the link's last activity, as when a link ends.
+func TestServerCloseStoresLastSeenAtOnce(t *testing.T) {
+	t.Parallel()
+	log := &seenLog{}
+	var r *rig
+	log.hub = func() *Hub { return r.hub }
+	// The hub's clock runs an hour ahead of the device service's, which
+	// stored the hello's time: the link's last seen is told from it.
+	ahead := func() time.Time { return time.Now().Add(time.Hour) }
+	r = newRigHub(t, storetest.OpenWith(t, storetest.Options{}), Config{}, time.Now, nil, hubSetup{now: ahead,
+		devices: func(d *device.Service) Devices { log.Devices = d; return log }})
+	ws, _, err := r.dial(r.pair("mute"), tinyReceiveBuffer())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ws.CloseNow() })
+	writeFrame(t, ws, proto.Hello{Protocol: 1})
+	eventually(t, "online", func() bool { return r.hub.Online("mute") })
+	want := r.hub.LastSeen("mute")
+	r.hub.Disconnect("mute", proto.CloseDeviceGone, "device disabled")
+	eventually(t, "the last seen stored", func() bool { return len(log.seen()) > 0 })
+	if got := log.seen()[0]; !got.registered || !got.at.Equal(want) {
+		t.Fatalf("first Seen %+v: want %v, stored while the close handshake was under way", got, want)
+	}
+	eventually(t, "the device's last seen is the link's", func() bool {
+		d, err := r.store.Device("mute")
+		return err == nil && d.LastSeenAt.Sub(want).Abs() <= time.Millisecond
+	})
+	poll.Within(t, poll.Timeout+closeHandshakeBound, "the link unregistered", func() bool { return r.hub.Count() == 0 })
+	if d, _ := r.store.Device("mute"); d.LastSeenAt.Sub(want).Abs() > time.Millisecond {
+		t.Errorf("last seen once the link ended: %v, want %v", d.LastSeenAt, want)
 	}
 }

@@ -85,11 +85,11 @@ func (c *conn) storeFault(err error, msg string, attrs ...any) {
 }
 
 // seenFault logs that the store did not take the last seen time of a link
-// that ended (finish). Every link that ends while the database is out of
-// reach meets it, 10,000 lines for as many phones: one line per
-// outage.LogEvery says so, with how many were left out, and the hub
-// knows the store out of reach, as at any store call of a link. Any other
-// fault is logged each time.
+// that ended (finish) or that the server decided to close (closeWithFrame).
+// Every link that ends while the database is out of reach meets it, 10,000
+// lines for as many phones: one line per outage.LogEvery says so, with how
+// many were left out, and the hub knows the store out of reach, as at any
+// store call of a link. Any other fault is logged each time.
 func (h *Hub) seenFault(device string, err error) {
 	if errors.Is(err, store.ErrUnavailable) {
 		h.gate.failed(h.now(), err)

@@ -151,7 +151,7 @@ func (h *Hub) Online(fingerprint string) bool { return h.live(fingerprint) != ni
 // LastSeen is when the device's live link last carried anything; zero when offline.
 func (h *Hub) LastSeen(fingerprint string) time.Time {
 	if c := h.live(fingerprint); c != nil {
-		return time.Unix(0, c.lastSeen.Load()).UTC()
+		return c.seen()
 	}
 	return time.Time{}
 }
@@ -170,7 +170,7 @@ func (h *Hub) Presence(fingerprints []string) map[string]time.Time {
 	}
 	h.mu.Unlock()
 	for fp, c := range live {
-		out[fp] = time.Unix(0, c.lastSeen.Load()).UTC()
+		out[fp] = c.seen()
 	}
 	return out
 }

@@ -34,6 +34,12 @@ type Address struct {
 // works too, "07400123456@domain" in GB texting +447400123456; with region
 // "" (a company without one) it is refused, as on the API.
 func ParseAddressIn(addr, domain, region string) (Address, error) {
+	return parseAddress(addr, domain, func() (string, error) { return region, nil })
+}
+
+// parseAddress is ParseAddressIn with the company's region asked of region
+// only for a number written without its +: the only one it is read in.
+func parseAddress(addr, domain string, region func() (string, error)) (Address, error) {
 	if len(addr) > maxAddress {
 		return Address{}, badAddress("The address is too long.")
 	}
@@ -56,19 +62,23 @@ func ParseAddressIn(addr, domain, region string) (Address, error) {
 		return Address{}, &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 2},
 			Message: "This server takes mail for @" + domain + " only."}
 	}
-	var number, selector string
-	switch {
-	case strings.HasPrefix(local, "+"):
+	var number, selector, in string
+	if strings.HasPrefix(local, "+") {
 		number, selector, _ = strings.Cut(local[1:], "+")
 		number = "+" + number
-	case region != "":
+	} else {
+		var err error
+		if in, err = region(); err != nil {
+			return Address{}, err
+		}
+		if in == "" {
+			return Address{}, badAddress("The number must be in E.164 form with its +, e.g. +15551234567@" + domain + ".")
+		}
 		number, selector, _ = strings.Cut(local, "+")
-	default:
-		return Address{}, badAddress("The number must be in E.164 form with its +, e.g. +15551234567@" + domain + ".")
 	}
-	n, err := numplan.Normalize(number, region)
-	if err != nil && region != "" {
-		return Address{}, badAddress("The number " + err.Error() + " (read in " + region + ").")
+	n, err := numplan.Normalize(number, in)
+	if err != nil && in != "" {
+		return Address{}, badAddress("The number " + err.Error() + " (read in " + in + ").")
 	}
 	if err != nil {
 		return Address{}, badAddress("The number is not an E.164 number: + then 8 to 15 digits, e.g. +15551234567@" + domain + ".")

@@ -135,7 +135,10 @@ func (r *partReader) walk(h header, body io.Reader, depth int) error {
 	}
 	if media == "text/plain" {
 		if strings.EqualFold(params["format"], "flowed") {
-			text = unflow(text, strings.EqualFold(params["delsp"], "yes"))
+			// unflow reads a line by its first and last characters: a
+			// byte-order mark before them (layout drops it, but later)
+			// would hide a quote, a signature or a stuffed space.
+			text = unflow(strings.ReplaceAll(text, "\uFEFF", ""), strings.EqualFold(params["delsp"], "yes"))
 		}
 		r.plain = &text
 	} else {
@@ -163,7 +166,7 @@ func decode(body io.Reader, encoding, cs string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("a text part cannot be decoded: %v", err)
 	}
-	return withoutBOM(strings.ToValidUTF8(string(raw), "\uFFFD")), nil
+	return strings.ToValidUTF8(string(raw), "\uFFFD"), nil
 }
 
 // charsetReader reads text in the charset cs as UTF-8: the labels mail
@@ -183,19 +186,14 @@ func charsetReader(cs string, r io.Reader) (io.Reader, error) {
 	return out, nil
 }
 
-// layout turns no-break spaces into spaces and drops U+FEFF. In mail they
-// are layout: HTML is full of &nbsp;, Outlook carries them into its plain
-// part, macOS writes U+202F before AM and PM. None is in the GSM alphabet,
-// so one of them made the whole SMS UCS-2, 70 characters a part instead of
-// 160; an SMS has no line to keep together. U+FEFF is withoutBOM's: a part
-// decoded without one can still make one, as HTML's &#xFEFF;.
+// layout turns no-break spaces into spaces and drops U+FEFF, a byte-order
+// mark (Windows editors start UTF-8 with one) or the deprecated zero-width
+// no-break space, wherever it came from: the part's bytes, HTML's &#xFEFF;,
+// the subject. In mail they are layout: HTML is full of &nbsp;, Outlook
+// carries them into its plain part, macOS writes U+202F before AM and PM.
+// None is in the GSM alphabet, so one of them made the whole SMS UCS-2, 70
+// characters a part instead of 160; an SMS has no line to keep together.
 var layout = strings.NewReplacer("\u00a0", " ", "\u202f", " ", "\u2007", " ", "\uFEFF", "")
-
-// withoutBOM drops U+FEFF: a byte-order mark (Windows editors start UTF-8
-// with one) or the deprecated zero-width no-break space, invisible either
-// way, and kept it would make the SMS UCS-2, 70 characters a part instead
-// of 160.
-func withoutBOM(s string) string { return strings.ReplaceAll(s, "\uFEFF", "") }
 
 // newlineSkipper drops the line breaks of base64 text, which the standard
 // decoder refuses.
@@ -320,9 +318,10 @@ func webAddress(href string) bool {
 }
 
 // bareURL is an address without its scheme and trailing slash, to tell
-// whether a link's text already shows its address.
+// whether a link's text already shows its address; a byte-order mark in
+// the text (layout drops it from the SMS) is not part of what it shows.
 func bareURL(s string) string {
-	l := strings.ToLower(s)
+	l := strings.ToLower(strings.ReplaceAll(s, "\uFEFF", ""))
 	for _, p := range []string{"https://", "http://"} {
 		l = strings.TrimPrefix(l, p)
 	}

@@ -78,6 +78,12 @@ var readMailCases = []struct {
 	// no separator, though the text left would have been cut read again.
 	{"subject that is not utf-8", "Subject: caf\xe9 \xff\n\n\n", "caf\uFFFD \uFFFD"},
 	{"html writing a byte-order mark", "Subject: x\nContent-Type: text/html\n\n<p>&#xFEFF;Hi&#65279;</p>\n", "Hi"},
+	// A byte-order mark before a link's address, as the link's text, made
+	// the address written twice.
+	{"html link that shows its address after a byte-order mark", "Subject: x\nContent-Type: text/html\n\n<a href=\"https://example.com/a\">&#xFEFF;https://example.com/a</a> and <a href=\"https://example.com/b\">\xef\xbb\xbfexample.com/b</a>\n", "https://example.com/a and example.com/b"},
+	// A flowed text led by a byte-order mark: its first line is still a
+	// quote, whose soft break does not join the reply after it.
+	{"format=flowed led by a byte-order mark", "Subject: x\nContent-Type: text/plain; charset=utf-8; format=flowed\n\n\xef\xbb\xbf> Shall we? \nYes, at 8.\n", "Yes, at 8."},
 	{"signature separator with white space around it", "Subject: x\n\nSee you.\n--\t\nAnn\n", "See you."},
 	{"latin-1", "Subject: x\nContent-Type: text/plain; charset=iso-8859-1\nContent-Transfer-Encoding: quoted-printable\n\nCaf=E9\n", "Café"},
 }

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -54,6 +55,20 @@ type env struct {
 	sms       *sms.Service
 	billing   *billing.Service
 	smtp      *smtpd.Server
+	// companyReads counts the listener's reads of a company record.
+	companyReads *atomic.Int64
+}
+
+// countingAccounts is the account service, counting the listener's reads
+// of a company record.
+type countingAccounts struct {
+	*account.Service
+	reads *atomic.Int64
+}
+
+func (a countingAccounts) Company(ctx context.Context, p account.Principal) (store.Company, error) {
+	a.reads.Add(1)
+	return a.Service.Company(ctx, p)
 }
 
 type options struct {
@@ -122,7 +137,8 @@ func newEnv(t *testing.T, opt options) *env {
 	}
 	cfg := opt.cfg
 	cfg.Domain, cfg.TLS, cfg.Logger = domain, serverTLS, log
-	ms, err := smtpd.New(cfg, smtpd.Deps{Accounts: accounts, Devices: devices, SMS: messages, Limits: api})
+	companyReads := new(atomic.Int64)
+	ms, err := smtpd.New(cfg, smtpd.Deps{Accounts: countingAccounts{accounts, companyReads}, Devices: devices, SMS: messages, Limits: api})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +159,7 @@ func newEnv(t *testing.T, opt options) *env {
 		}
 	})
 	return &env{t: t, url: srv.URL, smtpAddr: ln.Addr().String(), clientTLS: clientTLS, store: st,
-		accounts: accounts, devices: devices, sms: messages, billing: bill, smtp: ms}
+		accounts: accounts, devices: devices, sms: messages, billing: bill, smtp: ms, companyReads: companyReads}
 }
 
 // company creates a company and returns its id and API key.

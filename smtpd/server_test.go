@@ -13,6 +13,7 @@ import (
 
 	gomail "github.com/wneessen/go-mail"
 
+	"github.com/simrelay/simrelay/account"
 	"github.com/simrelay/simrelay/billing"
 	"github.com/simrelay/simrelay/internal/poll"
 	"github.com/simrelay/simrelay/pacing"
@@ -249,6 +250,41 @@ func TestCompanyEmailDevice(t *testing.T) {
 	poll.Until(t, "pixel8 gets the SMS", func() bool { return len(second.Jobs()) == 1 })
 	if n := len(first.Jobs()); n != 0 {
 		t.Errorf("pixel7 got %d jobs, want 0", n)
+	}
+}
+
+// TestRcptReadsTheCompanyOnlyWhenNeeded: a recipient reads the company
+// record only for what its address leaves to it, once at most: the region
+// of a number without its +, the e-mail device of an address that names
+// neither a device nor a pool. An address with a + number that names a
+// device or a pool reads none.
+func TestRcptReadsTheCompanyOnlyWhenNeeded(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, options{})
+	id, key := e.company("acme")
+	e.phone(id, "pixel7")
+	gb := "GB"
+	if _, err := e.accounts.UpdateCompany(context.Background(), account.Principal{CompanyID: id}, account.CompanyPatch{Region: &gb}); err != nil {
+		t.Fatal(err)
+	}
+	d := e.rawSession(key)
+	d.say("MAIL FROM:<monitor@example.com>", "250")
+	for _, tc := range []struct {
+		to, reply string
+		reads     int64
+	}{
+		{"+15551234567+dev-pixel7", "250", 0},
+		{"+15551234568+dev-nosuch", "550", 0},
+		{"+15551234569+pool-nosuch", "550", 0},
+		{"+15551234570", "250", 1},           // the e-mail device
+		{"07400123456+dev-pixel7", "250", 1}, // the region
+		{"07400123457", "250", 1},            // both, from one read
+	} {
+		before := e.companyReads.Load()
+		d.say("RCPT TO:<"+tc.to+"@"+domain+">", tc.reply)
+		if got := e.companyReads.Load() - before; got != tc.reads {
+			t.Errorf("RCPT %s: %d reads of the company, want %d", tc.to, got, tc.reads)
+		}
 	}
 }
 

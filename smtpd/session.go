@@ -173,12 +173,25 @@ func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 		return &smtp.SMTPError{Code: 452, EnhancedCode: smtp.EnhancedCode{4, 7, 0},
 			Message: fmt.Sprintf("Rate limit: %s in this window; retry after %s", problem.Count(res.Limit, "request"), problem.Count(res.ResetSeconds(), "second"))}
 	}
-	co, err := ss.s.deps.Accounts.Company(context.Background(), ss.p)
-	if err != nil {
-		ss.s.log.Error("smtp company", "err", err)
-		return errUnavailable
+	// The company is read only for what the address leaves to it: the
+	// region of a number without its +, the e-mail device of an address
+	// that names neither a device nor a pool.
+	var co *store.Company
+	company := func() (store.Company, error) {
+		if co == nil {
+			c, err := ss.s.deps.Accounts.Company(context.Background(), ss.p)
+			if err != nil {
+				ss.s.log.Error("smtp company", "err", err)
+				return c, errUnavailable
+			}
+			co = &c
+		}
+		return *co, nil
 	}
-	a, err := ParseAddressIn(to, ss.s.cfg.Domain, co.Region)
+	a, err := parseAddress(to, ss.s.cfg.Domain, func() (string, error) {
+		c, err := company()
+		return c.Region, err
+	})
 	if err != nil {
 		return err
 	}
@@ -188,7 +201,7 @@ func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 			return err
 		}
 	} else {
-		dev, err := ss.device(a, co)
+		dev, err := ss.device(a, company)
 		if err != nil {
 			return err
 		}
@@ -228,12 +241,16 @@ func (ss *session) pool(name string) (string, error) {
 }
 
 // device is the device a recipient's SMS goes through: the one its address
-// names, or else the company's default: its emailDevice setting (of co,
-// the company Rcpt read), or its only device.
-func (ss *session) device(a Address, co store.Company) (store.Device, error) {
+// names, or else the company's default: its emailDevice setting (of the
+// company as Rcpt reads it), or its only device.
+func (ss *session) device(a Address, company func() (store.Company, error)) (store.Device, error) {
 	ctx := context.Background()
 	named := a.Device
 	if named == "" {
+		co, err := company()
+		if err != nil {
+			return store.Device{}, err
+		}
 		named = co.EmailDevice
 	}
 	if named != "" {

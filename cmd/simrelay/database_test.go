@@ -72,8 +72,10 @@ func TestDatabaseURLReachesEveryCommand(t *testing.T) {
 // The admin commands that work on an existing store refuse a database
 // without simrelay's schema, an empty one or another application's, as
 // they refuse a --data-dir without a store file: exit code 1, naming the
-// flag, and nothing created in it. create-company creates the schema in an
-// empty database, after which the same commands work on it.
+// flag, and nothing created in it. A database with another application's
+// table schema_version is refused so by serve too, which would otherwise
+// take it for simrelay's and migrate into it. create-company creates the
+// schema in an empty database, after which the same commands work on it.
 func TestAdminRefusesADatabaseWithoutTheSchema(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -88,6 +90,18 @@ func TestAdminRefusesADatabaseWithoutTheSchema(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	versioned := pgtest.URL(t) // another application's, with its own schema_version
+	conn, err = pgx.Connect(ctx, versioned)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = conn.Exec(ctx, `CREATE TABLE invoices (id serial PRIMARY KEY, total numeric NOT NULL); INSERT INTO invoices (total) VALUES (3);
+		CREATE TABLE schema_version (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now());
+		INSERT INTO schema_version (version, name) VALUES (1, 'invoices'), (2, 'invoice_totals')`)
+	conn.Close(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	commands := [][]string{
 		{"mail"},
 		{"set-plan", "--company", "1", "--plan", "pro"},
@@ -96,6 +110,7 @@ func TestAdminRefusesADatabaseWithoutTheSchema(t *testing.T) {
 	for _, db := range []struct{ name, url, holds string }{
 		{"empty", empty, "it holds no table"},
 		{"foreign", foreign, "it holds 1 table, not simrelay's"},
+		{"versioned", versioned, "it holds a schema_version table that is not simrelay's"},
 	} {
 		before := pgObjects(t, db.url)
 		for _, args := range commands {
@@ -104,6 +119,12 @@ func TestAdminRefusesADatabaseWithoutTheSchema(t *testing.T) {
 				!strings.Contains(errOut, "no simrelay schema in the database") || !strings.Contains(errOut, db.holds) ||
 				!strings.Contains(errOut, "nothing was written to it") {
 				t.Errorf("admin %s on the %s database: got %d %q %q; want 1 and a refusal saying %q", args[0], db.name, code, out, errOut, db.holds)
+			}
+		}
+		if db.name == "versioned" {
+			code, out, errOut := runCmd(t, "serve", "--listen", "127.0.0.1:0", "--data-dir", t.TempDir(), "--database-url", db.url)
+			if code != 1 || out != "" || !strings.Contains(errOut, "no simrelay schema in the database: "+db.holds) || !strings.Contains(errOut, "nothing was written to it") {
+				t.Errorf("serve on the %s database: got %d %q %q; want 1 and a refusal saying %q", db.name, code, out, errOut, db.holds)
 			}
 		}
 		if after := pgObjects(t, db.url); after != before {
@@ -147,13 +168,18 @@ func pgObjects(t *testing.T, url string) string {
 		(SELECT count(*) FROM pg_namespace)`).Scan(&types, &namespaces); err != nil {
 		t.Fatal(err)
 	}
-	rows := ""
+	rows, versions := "", ""
 	if strings.Contains(objects, "public.invoices:r") {
 		if err := conn.QueryRow(ctx, "SELECT string_agg(id || '=' || total, ',' ORDER BY id) FROM invoices").Scan(&rows); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return fmt.Sprintf("objects [%s] types %d namespaces %d invoices [%s]", objects, types, namespaces, rows)
+	if strings.Contains(objects, "public.schema_version:r") {
+		if err := conn.QueryRow(ctx, "SELECT string_agg(row_to_json(v)::text, ',' ORDER BY v.version) FROM schema_version v").Scan(&versions); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return fmt.Sprintf("objects [%s] types %d namespaces %d invoices [%s] schema_version [%s]", objects, types, namespaces, rows, versions)
 }
 
 // The environment twin is read as the flag is.

@@ -34,8 +34,16 @@ var ErrSchemaTooNew = errors.New("the database's schema is newer than this simre
 var ErrNodesRunning = errors.New("nodes of an older simrelay run on this database")
 
 // ErrNoSchema refuses, with Options.Existing, a database without the table
-// schema_version (or with no migration recorded in it): not simrelay's.
-var ErrNoSchema = errors.New("no simrelay schema in the database (no table schema_version)")
+// schema_version: not simrelay's. It refuses too, with or without
+// Options.Existing, a database whose table schema_version is another
+// application's (foreignVersions): simrelay neither reads its versions nor
+// migrates into that database.
+var ErrNoSchema = errors.New("no simrelay schema in the database")
+
+// firstMigration is the name simrelay records in schema_version for its
+// migration 1 (migrations/0001_schema.sql), in the transaction that creates
+// the table: a table schema_version without that row is not simrelay's.
+const firstMigration = "schema"
 
 // hasSchema refuses (ErrNoSchema) a database into which no simrelay ever
 // migrated its schema, saying whether it is empty or holds other tables.
@@ -49,15 +57,15 @@ func hasSchema(ctx context.Context, q interface {
 	}
 	var tables int
 	if err := q.QueryRow(ctx, "SELECT count(*) FROM pg_catalog.pg_tables WHERE schemaname NOT IN ('pg_catalog', 'information_schema')").Scan(&tables); err != nil {
-		return fmt.Errorf("%w; counting its tables: %w", ErrNoSchema, err)
+		return fmt.Errorf("%w (no table schema_version); counting its tables: %w", ErrNoSchema, err)
 	}
 	switch tables {
 	case 0:
-		return fmt.Errorf("%w: it holds no table", ErrNoSchema)
+		return fmt.Errorf("%w (no table schema_version): it holds no table", ErrNoSchema)
 	case 1:
-		return fmt.Errorf("%w: it holds 1 table, not simrelay's", ErrNoSchema)
+		return fmt.Errorf("%w (no table schema_version): it holds 1 table, not simrelay's", ErrNoSchema)
 	}
-	return fmt.Errorf("%w: it holds %d tables, none of them simrelay's", ErrNoSchema, tables)
+	return fmt.Errorf("%w (no table schema_version): it holds %d tables, none of them simrelay's", ErrNoSchema, tables)
 }
 
 // migrateLiveWithin is how recent a node's beat in the registry
@@ -170,20 +178,43 @@ func noLiveNodes(ctx context.Context, tx pgx.Tx, current, latest int) error {
 }
 
 // schemaVersion is the highest migration applied, 0 for a database without
-// the schema_version table (a new one).
+// the schema_version table (a new one). A table schema_version that is not
+// simrelay's (another application's in the same database, or found first
+// on the search_path) is refused with ErrNoSchema.
 func schemaVersion(ctx context.Context, q interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
 }) (int, error) {
+	// The columns simrelay's table has (migrations/0001_schema.sql), with
+	// their types; a later migration may add columns, never change these.
+	// Read from the catalog, so that a table without them is not queried
+	// for them (an error would abort the migration's transaction).
 	var exists bool
-	if err := q.QueryRow(ctx, "SELECT to_regclass('schema_version') IS NOT NULL").Scan(&exists); err != nil {
+	var columns int
+	if err := q.QueryRow(ctx, `SELECT to_regclass('schema_version') IS NOT NULL,
+		(SELECT count(*) FROM pg_catalog.pg_attribute
+			WHERE attrelid = to_regclass('schema_version') AND attnum > 0 AND NOT attisdropped
+			AND (attname, atttypid) IN (('version', 'integer'::regtype), ('name', 'text'::regtype), ('applied_at', 'timestamptz'::regtype)))`).Scan(&exists, &columns); err != nil {
 		return 0, fmt.Errorf("read the schema version: %w", err)
 	}
 	if !exists {
 		return 0, nil
 	}
+	if columns != 3 {
+		return 0, foreignVersions()
+	}
 	var v int
-	if err := q.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM schema_version").Scan(&v); err != nil {
+	var first *string
+	if err := q.QueryRow(ctx, "SELECT coalesce(max(version), 0), (SELECT name FROM schema_version WHERE version = 1 LIMIT 1) FROM schema_version").Scan(&v, &first); err != nil {
 		return 0, fmt.Errorf("read the schema version: %w", err)
 	}
+	if first == nil || *first != firstMigration {
+		return 0, foreignVersions()
+	}
 	return v, nil
+}
+
+// foreignVersions refuses a database whose table schema_version is not
+// simrelay's.
+func foreignVersions() error {
+	return fmt.Errorf("%w: it holds a schema_version table that is not simrelay's", ErrNoSchema)
 }

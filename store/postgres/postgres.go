@@ -79,8 +79,9 @@ type Store struct {
 // PostgreSQL 15 or later, and migrates its schema to this binary's version.
 // Several nodes may open one database at once: each migration is applied
 // once. A database whose schema is newer than this binary is refused with
-// ErrSchemaTooNew; with Options.Existing, one without simrelay's schema is
-// refused with ErrNoSchema, nothing created in it.
+// ErrSchemaTooNew; one whose table schema_version is another
+// application's, and with Options.Existing one without simrelay's schema,
+// are refused with ErrNoSchema, nothing created in them.
 func Open(ctx context.Context, url string, opt Options) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {

@@ -164,6 +164,61 @@ func TestRefusesNewerSchema(t *testing.T) {
 	}
 }
 
+// A database whose table schema_version is another application's (other
+// columns; simrelay's columns with rows simrelay did not write; simrelay's
+// columns and no row) is refused with ErrNoSchema, by a server's Open and
+// an admin command's alike, and left as it was: simrelay neither takes
+// its versions for a schema nor migrates into it.
+func TestRefusesAnotherApplicationsSchemaVersion(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	if ms, err := loadMigrations(embedded); err != nil || ms[0].name != firstMigration {
+		t.Fatalf("migration 1 is named %q (%v), firstMigration %q", ms[0].name, err, firstMigration)
+	}
+	simrelayColumns := "CREATE TABLE schema_version (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now());"
+	for _, tc := range []struct{ name, sql string }{
+		{"other columns", "CREATE TABLE schema_version (version bigint PRIMARY KEY, description text, installed_on timestamp DEFAULT now()); INSERT INTO schema_version (version, description) VALUES (1, 'init'), (2, 'users')"},
+		{"other names", simrelayColumns + fmt.Sprintf("INSERT INTO schema_version (version, name) SELECT n, 'step_' || n FROM generate_series(1, %d) n", latest(t))},
+		{"no row", simrelayColumns},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			url := pgtest.URL(t)
+			pool, err := pgxpool.New(ctx, url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer pool.Close()
+			if _, err := pool.Exec(ctx, tc.sql); err != nil {
+				t.Fatal(err)
+			}
+			state := func() string {
+				var tables, versions string
+				if err := pool.QueryRow(ctx, `SELECT string_agg(tablename, ',' ORDER BY tablename) FROM pg_tables WHERE schemaname NOT IN ('pg_catalog', 'information_schema')`).Scan(&tables); err != nil {
+					t.Fatal(err)
+				}
+				if err := pool.QueryRow(ctx, `SELECT coalesce(string_agg(row_to_json(v)::text, ',' ORDER BY v.version), '') FROM schema_version v`).Scan(&versions); err != nil {
+					t.Fatal(err)
+				}
+				return tables + " " + versions
+			}
+			before := state()
+			for _, existing := range []bool{false, true} {
+				s, err := Open(ctx, url, Options{Existing: existing})
+				if err == nil {
+					s.Close()
+				}
+				if !errors.Is(err, ErrNoSchema) || !strings.Contains(err.Error(), "it holds a schema_version table that is not simrelay's") {
+					t.Errorf("Open (Existing %v): got %v, want ErrNoSchema saying the table is not simrelay's", existing, err)
+				}
+			}
+			if after := state(); after != before {
+				t.Errorf("the refused Opens changed the database:\nbefore %s\nafter  %s", before, after)
+			}
+		})
+	}
+}
+
 // A URL that is not PostgreSQL's, or a server that does not answer, fails
 // Open with the reason and never the password.
 func TestOpenRefusals(t *testing.T) {
