@@ -3,11 +3,7 @@ package httpapi_test
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,42 +12,13 @@ import (
 
 	"github.com/simrelay/simrelay/billing"
 	"github.com/simrelay/simrelay/internal/freeport"
-	"github.com/simrelay/simrelay/internal/poll"
 	"github.com/simrelay/simrelay/internal/storetest"
+	"github.com/simrelay/simrelay/internal/stripemock"
 	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/webhook"
 )
 
 const testWebhookSecret = "whsec_test_0123456789abcdef"
-
-// startStripeMock runs stripe-mock on loopback for the test and returns its URL.
-func startStripeMock(t *testing.T) string {
-	t.Helper()
-	bin, err := exec.LookPath("stripe-mock")
-	if err != nil {
-		gopath, gerr := exec.Command("go", "env", "GOPATH").Output()
-		cand := filepath.Join(strings.TrimSpace(string(gopath)), "bin", "stripe-mock")
-		if _, serr := os.Stat(cand); gerr != nil || serr != nil {
-			t.Fatalf("stripe-mock is not on PATH nor in $(go env GOPATH)/bin: `make test` installs it, or run go install github.com/stripe/stripe-mock@v0.203.0")
-		}
-		bin = cand
-	}
-	httpAddr, httpsAddr := freeport.Addr(t), freeport.Addr(t)
-	cmd := exec.Command(bin, "-http-addr", httpAddr, "-https-addr", httpsAddr)
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start stripe-mock: %v", err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	poll.Until(t, "stripe-mock listening on "+httpAddr, func() bool {
-		c, err := net.DialTimeout("tcp", httpAddr, time.Second)
-		if err != nil {
-			return false
-		}
-		c.Close()
-		return true
-	})
-	return "http://" + httpAddr
-}
 
 // stripePlans are the built-in plans with Stripe price ids.
 func stripePlans() []billing.Plan {
@@ -122,7 +89,7 @@ func TestStripeEventIDsAreBounded(t *testing.T) {
 // the other company sees nothing.
 func TestStripeSubscribeAndPortal(t *testing.T) {
 	t.Parallel()
-	e := newStripeEnv(t, startStripeMock(t))
+	e := newStripeEnv(t, stripemock.Start(t))
 	a := e.newCompany("Acme", "ana@acme.example")
 	b := e.newCompany("Beta", "bo@beta.example")
 	_, member := e.phonesInviteMember(a, "max@acme.example")
