@@ -103,7 +103,23 @@ func (s *Service) HandleStripeEvent(_ context.Context, payload []byte, signature
 		// Checkout completion carries no state of the subscription: it binds
 		// the customer and the subscription, and stays out of the ordering.
 		return s.apply(ev, s.ownCompany(cs.Metadata), customer, false, func(sub *store.Subscription, _ bool) bool {
-			if subID != "" && (sub.ProviderSubID == "" || sub.Status == StatusCanceled || sub.Status == StatusNone) {
+			if co := sub.Checkout; co != nil && cs.ID != "" && co.SessionID == cs.ID {
+				// The company's open checkout is over: a subscribe opens a
+				// new one (or answers 409 once the company pays).
+				sub.Checkout = nil
+				if co.Claim != "" {
+					sub.Checkout = &store.Checkout{Claim: co.Claim, ClaimedAt: co.ClaimedAt}
+				}
+			}
+			switch {
+			case subID == "" || sub.ProviderSubID == subID:
+				// Nothing to bind, or its events came first: they hold the state.
+			case holdsLive(*sub):
+				// A second subscription, or a replaced one whose completion
+				// comes late: its own events tell which (secondSubscription).
+				s.log.Warn("stripe checkout completed for another subscription than the company's live one; not applied",
+					"event", ev.ID, "company", sub.CompanyID, "kept", sub.ProviderSubID, "other", subID)
+			default:
 				sub.ProviderSubID = subID
 				if planID != "" {
 					sub.PlanID = planID
@@ -140,9 +156,14 @@ func (s *Service) HandleStripeEvent(_ context.Context, payload []byte, signature
 				return false
 			}
 			// A company has one live subscription: news of another one (an
-			// older, replaced subscription) does not move its state.
-			if sub.ProviderSubID != "" && ss.ID != "" && ss.ID != sub.ProviderSubID && sub.Status != StatusCanceled && sub.Status != StatusNone {
-				s.log.Warn("stripe event for a subscription the company no longer uses; ignored", "event", ev.ID, "subscription", ss.ID)
+			// older, replaced subscription, or a second one billed beside
+			// it) does not move its state.
+			if ss.ID != "" && ss.ID != sub.ProviderSubID && holdsLive(*sub) {
+				if status == StatusCanceled || status == StatusNone {
+					s.log.Warn("stripe event for a subscription the company no longer uses; ignored", "event", ev.ID, "subscription", ss.ID)
+				} else {
+					s.secondSubscription(ev, sub, ss.ID)
+				}
 				return false
 			}
 			if ss.ID != "" {
@@ -168,6 +189,24 @@ func (s *Service) HandleStripeEvent(_ context.Context, payload []byte, signature
 		s.log.Debug("stripe event ignored", "event", ev.ID, "type", ev.Type)
 		return nil
 	}
+}
+
+// holdsLive reports whether the company's record holds a subscription that
+// may be billed: one of any status but canceled and none.
+func holdsLive(sub store.Subscription) bool {
+	return sub.ProviderSubID != "" && sub.Status != StatusCanceled && sub.Status != StatusNone
+}
+
+// secondSubscription logs an event of a live subscription other than the
+// one the company holds: two checkouts both paid (one opened before an
+// upgrade of the server, or whose opening timed out), or one made in the
+// Stripe dashboard. The one the company holds stays its subscription, so its
+// state does not flip between the two; the other is billed all the same,
+// so the operator must cancel (and refund) one at Stripe. Once the held one
+// ends, the other's next event makes it the company's.
+func (s *Service) secondSubscription(ev stripe.Event, sub *store.Subscription, other string) {
+	s.log.Error("stripe: the company has a second live subscription, billed but not applied; cancel one in the Stripe dashboard",
+		"event", ev.ID, "type", ev.Type, "company", sub.CompanyID, "kept", sub.ProviderSubID, "second", other, "customer", sub.CustomerID)
 }
 
 // stripeStatus maps Stripe's subscription statuses onto the five the API
