@@ -158,6 +158,65 @@ func TestCheckoutClaim(t *testing.T) {
 	}
 }
 
+// checkout.session.completed tells the subscription's first state: paid is
+// active, no payment required on a plan with a trial is trialing, unpaid
+// (a bank debit on its way) is none. It was left as it was (canceled, of
+// the company's previous subscription) until the subscription's own event,
+// so a company that had just paid read as canceled, on the free plan's
+// limits. A completion arriving after the subscription's events leaves
+// their state, and it forgets the company's open checkout.
+func TestCheckoutCompletedStatus(t *testing.T) {
+	t.Parallel()
+	st := storetest.Open(t)
+	svc := stripeService(t, st)
+	mark := billing.InstanceMark(testPublicURL)
+	created := time.Now().Unix()
+	for i, c := range []struct {
+		payment, status string
+		trial           bool
+	}{
+		{"paid", billing.StatusActive, false},
+		{"no_payment_required", billing.StatusTrialing, true},
+		{"unpaid", billing.StatusNone, false},
+	} {
+		co := storetest.Company(t, st, fmt.Sprint("Acme ", i), fmt.Sprintf("ana%d@acme.example", i))
+		cid := fmt.Sprint(co.ID)
+		meta := map[string]any{"company_id": cid, "plan_id": billing.PlanStarter, "simrelay_instance": mark}
+		// An earlier subscription, canceled; a checkout open.
+		if _, err := st.UpdateSubscription(co.ID, func(sub *store.Subscription) error {
+			sub.PlanID, sub.Status, sub.ProviderSubID, sub.CustomerID = billing.PlanPro, billing.StatusCanceled, "sub_old"+cid, "cus_"+cid
+			sub.Checkout = &store.Checkout{SessionID: "cs_" + cid, URL: "https://checkout.example/" + cid, PlanID: billing.PlanStarter, ExpiresAt: time.Now().Add(time.Hour)}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		handle(t, svc, "evt_done"+cid, billing.EventCheckoutCompleted, created, map[string]any{"id": "cs_" + cid, "object": "checkout.session",
+			"customer": "cus_" + cid, "subscription": "sub_new" + cid, "status": "complete", "payment_status": c.payment, "metadata": meta})
+		view, err := svc.Subscription(context.Background(), co.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if view.PlanID != billing.PlanStarter || view.Status != c.status || (view.TrialEndsAt != nil) != c.trial {
+			t.Errorf("payment_status %s: %+v, want starter, %s", c.payment, view, c.status)
+		}
+		if sub := subscription(t, st, co.ID); sub.ProviderSubID != "sub_new"+cid || sub.Checkout != nil {
+			t.Errorf("payment_status %s: the record %+v", c.payment, sub)
+		}
+	}
+
+	// The subscription's events came first: the late completion leaves them.
+	co := storetest.Company(t, st, "Late", "lu@late.example")
+	cid := fmt.Sprint(co.ID)
+	meta := map[string]any{"company_id": cid, "plan_id": billing.PlanStarter, "simrelay_instance": mark}
+	handle(t, svc, "evt_sub"+cid, billing.EventSubscriptionUpdated, created, map[string]any{"id": "sub_" + cid, "object": "subscription",
+		"customer": "cus_" + cid, "status": "past_due", "metadata": meta})
+	handle(t, svc, "evt_done"+cid, billing.EventCheckoutCompleted, created+1, map[string]any{"id": "cs_" + cid, "object": "checkout.session",
+		"customer": "cus_" + cid, "subscription": "sub_" + cid, "status": "complete", "payment_status": "paid", "metadata": meta})
+	if sub := subscription(t, st, co.ID); sub.Status != billing.StatusPastDue {
+		t.Errorf("a completion after the subscription's events: %+v", sub)
+	}
+}
+
 // A second live subscription of a company (two checkouts both paid) does
 // not take the company's place: the one it holds stays, whatever arrives
 // of the other, and each event of the other's that tells it is live is

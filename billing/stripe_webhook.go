@@ -100,12 +100,16 @@ func (s *Service) HandleStripeEvent(_ context.Context, payload []byte, signature
 			return badID("data.object.subscription")
 		}
 		planID := s.knownPlan(ev, cs.Metadata["plan_id"])
-		// Checkout completion carries no state of the subscription: it binds
-		// the customer and the subscription, and stays out of the ordering.
+		// Checkout completion binds the customer and the subscription, and
+		// stays out of the ordering: it carries no state of the subscription
+		// but the first, which it sets on the subscription it binds (see
+		// completedStatus); that subscription's own events then follow.
 		return s.apply(ev, s.ownCompany(cs.Metadata), customer, false, func(sub *store.Subscription, _ bool) bool {
+			skipTrial := false
 			if co := sub.Checkout; co != nil && cs.ID != "" && co.SessionID == cs.ID {
 				// The company's open checkout is over: a subscribe opens a
 				// new one (or answers 409 once the company pays).
+				skipTrial = co.SkipTrial
 				sub.Checkout = nil
 				if co.Claim != "" {
 					sub.Checkout = &store.Checkout{Claim: co.Claim, ClaimedAt: co.ClaimedAt}
@@ -123,6 +127,15 @@ func (s *Service) HandleStripeEvent(_ context.Context, payload []byte, signature
 				sub.ProviderSubID = subID
 				if planID != "" {
 					sub.PlanID = planID
+				}
+				if status := completedStatus(cs.PaymentStatus); status != "" {
+					sub.Status, sub.TrialEndsAt = status, nil
+					if p, ok := s.byID[sub.PlanID]; ok && status == StatusActive && cs.PaymentStatus == stripe.CheckoutSessionPaymentStatusNoPaymentRequired && p.TrialDays > 0 && !skipTrial {
+						// Nothing paid yet: the plan's trial (Stripe's trial_end
+						// follows with the subscription's event).
+						end := time.Unix(ev.Created, 0).UTC().AddDate(0, 0, p.TrialDays)
+						sub.Status, sub.TrialEndsAt = StatusTrialing, &end
+					}
 				}
 			}
 			return false
@@ -189,6 +202,23 @@ func (s *Service) HandleStripeEvent(_ context.Context, payload []byte, signature
 		s.log.Debug("stripe event ignored", "event", ev.ID, "type", ev.Type)
 		return nil
 	}
+}
+
+// completedStatus is the status a completed Checkout Session in
+// subscription mode tells by its payment_status: paid, the first invoice is
+// paid (active); no_payment_required, nothing was due (a trial, or a
+// discount of it all: active, made trialing by the caller when the plan has
+// a trial); unpaid, a payment still on its way (a bank debit: none, as
+// Stripe's incomplete). Empty when the event carries none (the status is
+// left to the subscription's events).
+func completedStatus(ps stripe.CheckoutSessionPaymentStatus) string {
+	switch ps {
+	case stripe.CheckoutSessionPaymentStatusPaid, stripe.CheckoutSessionPaymentStatusNoPaymentRequired:
+		return StatusActive
+	case stripe.CheckoutSessionPaymentStatusUnpaid:
+		return StatusNone
+	}
+	return ""
 }
 
 // holdsLive reports whether the company's record holds a subscription that
