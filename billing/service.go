@@ -34,9 +34,14 @@ type Store interface {
 // Provider is a payment provider (Stripe). Without one, billing runs in
 // self-hosted mode: a change of plan takes effect at once and nothing is charged.
 type Provider interface {
-	// Checkout starts a paid subscription and returns the page the customer
-	// pays on, with the provider's customer id to keep.
-	Checkout(ctx context.Context, in CheckoutInput) (url, customerID string, err error)
+	// Checkout starts a paid subscription and returns the session the
+	// customer pays on; its CustomerID, the provider's customer to keep, is
+	// set also with an error once the customer was made.
+	Checkout(ctx context.Context, in CheckoutInput) (CheckoutSession, error)
+	// ExpireCheckout closes a checkout session so it can no longer be paid;
+	// completed reports one that was paid (or needed no payment) already,
+	// with the subscription it made. A session already expired is no error.
+	ExpireCheckout(ctx context.Context, sessionID string) (completed bool, subscription string, err error)
 	// Portal opens the provider's billing portal for the customer.
 	Portal(ctx context.Context, customerID, returnURL string) (url string, err error)
 }
@@ -53,6 +58,17 @@ type CheckoutInput struct {
 	// Instance marks the session and subscription as this server's
 	// (metadata simrelay_instance), see Service.ownCompany.
 	Instance string
+	// Now is when the session is opened: it stays open until
+	// ExpiresAt, a fixed time after it.
+	Now time.Time
+}
+
+// CheckoutSession is a checkout opened at the provider.
+type CheckoutSession struct {
+	ID         string
+	URL        string
+	CustomerID string
+	ExpiresAt  time.Time
 }
 
 // metaInstance is the metadata key of the instance mark.

@@ -2,6 +2,7 @@ package billing
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -54,15 +55,20 @@ func NewStripe(cfg StripeConfig) *Stripe {
 	return &Stripe{api: client.New(cfg.Key, backends)}
 }
 
+// checkoutLifetime is how long a Checkout Session stays open (Stripe
+// allows 30 minutes to 24 hours from its creation; a little under the most,
+// so that a clock ahead of Stripe's is not refused).
+const checkoutLifetime = 23 * time.Hour
+
 // Checkout creates the customer when the company has none yet, then a
 // Checkout Session in subscription mode for the plan's price. The company
 // and plan ride along as client_reference_id and metadata on the session
 // and on the subscription it creates, so the webhook can match its events.
-func (s *Stripe) Checkout(ctx context.Context, in CheckoutInput) (string, string, error) {
+func (s *Stripe) Checkout(ctx context.Context, in CheckoutInput) (CheckoutSession, error) {
 	company := strconv.FormatUint(in.CompanyID, 10)
 	meta := map[string]string{"company_id": company, "plan_id": in.Plan.ID, metaInstance: in.Instance}
-	customer := in.CustomerID
-	if customer == "" {
+	out := CheckoutSession{CustomerID: in.CustomerID}
+	if out.CustomerID == "" {
 		p := &stripe.CustomerParams{Metadata: map[string]string{"company_id": company, metaInstance: in.Instance}}
 		// Two subscribes at once make one customer, not two.
 		p.SetIdempotencyKey("simrelay-customer-" + in.Instance + "-" + company)
@@ -72,31 +78,70 @@ func (s *Stripe) Checkout(ctx context.Context, in CheckoutInput) (string, string
 		p.Context = ctx
 		c, err := s.api.Customers.New(p)
 		if err != nil {
-			return "", "", fmt.Errorf("stripe: create customer: %w", err)
+			return out, fmt.Errorf("stripe: create customer: %w", err)
 		}
-		customer = c.ID
+		out.CustomerID = c.ID
 	}
 	subData := &stripe.CheckoutSessionSubscriptionDataParams{Metadata: meta}
 	if in.Plan.TrialDays > 0 && !in.SkipTrial {
 		subData.TrialPeriodDays = stripe.Int64(int64(in.Plan.TrialDays))
 	}
+	expires := in.Now.Add(checkoutLifetime).Truncate(time.Second)
 	p := &stripe.CheckoutSessionParams{
 		Mode:              stripe.String(string(stripe.CheckoutSessionModeSubscription)),
-		Customer:          stripe.String(customer),
+		Customer:          stripe.String(out.CustomerID),
 		ClientReferenceID: stripe.String(company),
 		SuccessURL:        stripe.String(in.SuccessURL),
 		CancelURL:         stripe.String(in.CancelURL),
 		LineItems:         []*stripe.CheckoutSessionLineItemParams{{Price: stripe.String(in.Plan.StripePriceID), Quantity: stripe.Int64(1)}},
 		SubscriptionData:  subData,
+		ExpiresAt:         stripe.Int64(expires.Unix()),
 	}
 	p.Metadata = meta
 	p.Context = ctx
 	sess, err := s.api.CheckoutSessions.New(p)
 	if err != nil {
 		// The customer exists either way: keep it for the next try.
-		return "", customer, fmt.Errorf("stripe: create checkout session: %w", err)
+		return out, fmt.Errorf("stripe: create checkout session: %w", err)
 	}
-	return sess.URL, customer, nil
+	out.ID, out.URL, out.ExpiresAt = sess.ID, sess.URL, expires
+	return out, nil
+}
+
+// ExpireCheckout closes a Checkout Session so that it can no longer be
+// paid. Stripe expires only an open session: when it refuses, the session
+// is read to tell one already expired (or unknown to Stripe) from one
+// completed, which reports completed with its subscription.
+func (s *Stripe) ExpireCheckout(ctx context.Context, sessionID string) (completed bool, subscription string, err error) {
+	p := &stripe.CheckoutSessionExpireParams{}
+	p.Context = ctx
+	_, err = s.api.CheckoutSessions.Expire(sessionID, p)
+	var serr *stripe.Error
+	if err == nil {
+		return false, "", nil
+	}
+	if !errors.As(err, &serr) || serr.HTTPStatusCode < 400 || serr.HTTPStatusCode >= 500 {
+		return false, "", fmt.Errorf("stripe: expire checkout session: %w", err)
+	}
+	g := &stripe.CheckoutSessionParams{}
+	g.Context = ctx
+	sess, gerr := s.api.CheckoutSessions.Get(sessionID, g)
+	if errors.As(gerr, &serr) && serr.HTTPStatusCode == http.StatusNotFound {
+		return false, "", nil
+	}
+	if gerr != nil {
+		return false, "", fmt.Errorf("stripe: read checkout session after its expiry failed (%v): %w", err, gerr)
+	}
+	switch sess.Status {
+	case stripe.CheckoutSessionStatusComplete:
+		if sess.Subscription != nil {
+			subscription = sess.Subscription.ID
+		}
+		return true, subscription, nil
+	case stripe.CheckoutSessionStatusExpired:
+		return false, "", nil
+	}
+	return false, "", fmt.Errorf("stripe: expire checkout session (status %q): %w", sess.Status, err)
 }
 
 // Portal opens a Billing Portal session for the customer.

@@ -25,9 +25,15 @@ const (
 )
 
 // stripeService is billing in Stripe mode over st, with the built-in
-// plans priced in Stripe. Its provider is never reached: nothing here
-// opens a checkout.
+// plans priced in Stripe. Its provider is never reached.
 func stripeService(t *testing.T, st billing.Store) *billing.Service {
+	t.Helper()
+	return stripeServiceAt(t, st, "http://127.0.0.1:1", slog.New(slog.DiscardHandler), time.Now)
+}
+
+// stripeServiceAt is billing in Stripe mode over st with Stripe's API at
+// apiURL, logging to log.
+func stripeServiceAt(t *testing.T, st billing.Store, apiURL string, log *slog.Logger, now func() time.Time) *billing.Service {
 	t.Helper()
 	plans := billing.BuiltinPlans()
 	for i := range plans {
@@ -36,8 +42,8 @@ func stripeService(t *testing.T, st billing.Store) *billing.Service {
 		}
 	}
 	svc, err := billing.New(billing.Config{Plans: plans, PublicURL: testPublicURL, WebhookSecret: testSecret,
-		Provider: billing.NewStripe(billing.StripeConfig{Key: "sk_test_123", APIURL: "http://127.0.0.1:1"}),
-	}, st, slog.New(slog.DiscardHandler), time.Now)
+		Provider: billing.NewStripe(billing.StripeConfig{Key: "sk_test_123", APIURL: apiURL, Timeout: 10 * time.Second}),
+	}, st, log, now)
 	if err != nil {
 		t.Fatal(err)
 	}

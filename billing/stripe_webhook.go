@@ -100,13 +100,42 @@ func (s *Service) HandleStripeEvent(_ context.Context, payload []byte, signature
 			return badID("data.object.subscription")
 		}
 		planID := s.knownPlan(ev, cs.Metadata["plan_id"])
-		// Checkout completion carries no state of the subscription: it binds
-		// the customer and the subscription, and stays out of the ordering.
+		// Checkout completion binds the customer and the subscription, and
+		// stays out of the ordering: it carries no state of the subscription
+		// but the first, which it sets on the subscription it binds (see
+		// completedStatus); that subscription's own events then follow.
 		return s.apply(ev, s.ownCompany(cs.Metadata), customer, false, func(sub *store.Subscription, _ bool) bool {
-			if subID != "" && (sub.ProviderSubID == "" || sub.Status == StatusCanceled || sub.Status == StatusNone) {
+			skipTrial := false
+			if co := sub.Checkout; co != nil && cs.ID != "" && co.SessionID == cs.ID {
+				// The company's open checkout is over: a subscribe opens a
+				// new one (or answers 409 once the company pays).
+				skipTrial = co.SkipTrial
+				sub.Checkout = nil
+				if co.Claim != "" {
+					sub.Checkout = &store.Checkout{Claim: co.Claim, ClaimedAt: co.ClaimedAt}
+				}
+			}
+			switch {
+			case subID == "" || sub.ProviderSubID == subID:
+				// Nothing to bind, or its events came first: they hold the state.
+			case holdsLive(*sub):
+				// A second subscription, or a replaced one whose completion
+				// comes late: its own events tell which (secondSubscription).
+				s.log.Warn("stripe checkout completed for another subscription than the company's live one; not applied",
+					"event", ev.ID, "company", sub.CompanyID, "kept", sub.ProviderSubID, "other", subID)
+			default:
 				sub.ProviderSubID = subID
 				if planID != "" {
 					sub.PlanID = planID
+				}
+				if status := completedStatus(cs.PaymentStatus); status != "" {
+					sub.Status, sub.TrialEndsAt = status, nil
+					if p, ok := s.byID[sub.PlanID]; ok && status == StatusActive && cs.PaymentStatus == stripe.CheckoutSessionPaymentStatusNoPaymentRequired && p.TrialDays > 0 && !skipTrial {
+						// Nothing paid yet: the plan's trial (Stripe's trial_end
+						// follows with the subscription's event).
+						end := time.Unix(ev.Created, 0).UTC().AddDate(0, 0, p.TrialDays)
+						sub.Status, sub.TrialEndsAt = StatusTrialing, &end
+					}
 				}
 			}
 			return false
@@ -140,9 +169,14 @@ func (s *Service) HandleStripeEvent(_ context.Context, payload []byte, signature
 				return false
 			}
 			// A company has one live subscription: news of another one (an
-			// older, replaced subscription) does not move its state.
-			if sub.ProviderSubID != "" && ss.ID != "" && ss.ID != sub.ProviderSubID && sub.Status != StatusCanceled && sub.Status != StatusNone {
-				s.log.Warn("stripe event for a subscription the company no longer uses; ignored", "event", ev.ID, "subscription", ss.ID)
+			// older, replaced subscription, or a second one billed beside
+			// it) does not move its state.
+			if ss.ID != "" && ss.ID != sub.ProviderSubID && holdsLive(*sub) {
+				if status == StatusCanceled || status == StatusNone {
+					s.log.Warn("stripe event for a subscription the company no longer uses; ignored", "event", ev.ID, "subscription", ss.ID)
+				} else {
+					s.secondSubscription(ev, sub, ss.ID)
+				}
 				return false
 			}
 			if ss.ID != "" {
@@ -168,6 +202,41 @@ func (s *Service) HandleStripeEvent(_ context.Context, payload []byte, signature
 		s.log.Debug("stripe event ignored", "event", ev.ID, "type", ev.Type)
 		return nil
 	}
+}
+
+// completedStatus is the status a completed Checkout Session in
+// subscription mode tells by its payment_status: paid, the first invoice is
+// paid (active); no_payment_required, nothing was due (a trial, or a
+// discount of it all: active, made trialing by the caller when the plan has
+// a trial); unpaid, a payment still on its way (a bank debit: none, as
+// Stripe's incomplete). Empty when the event carries none (the status is
+// left to the subscription's events).
+func completedStatus(ps stripe.CheckoutSessionPaymentStatus) string {
+	switch ps {
+	case stripe.CheckoutSessionPaymentStatusPaid, stripe.CheckoutSessionPaymentStatusNoPaymentRequired:
+		return StatusActive
+	case stripe.CheckoutSessionPaymentStatusUnpaid:
+		return StatusNone
+	}
+	return ""
+}
+
+// holdsLive reports whether the company's record holds a subscription that
+// may be billed: one of any status but canceled and none.
+func holdsLive(sub store.Subscription) bool {
+	return sub.ProviderSubID != "" && sub.Status != StatusCanceled && sub.Status != StatusNone
+}
+
+// secondSubscription logs an event of a live subscription other than the
+// one the company holds: two checkouts both paid (one opened before an
+// upgrade of the server, or whose opening timed out), or one made in the
+// Stripe dashboard. The one the company holds stays its subscription, so its
+// state does not flip between the two; the other is billed all the same,
+// so the operator must cancel (and refund) one at Stripe. Once the held one
+// ends, the other's next event makes it the company's.
+func (s *Service) secondSubscription(ev stripe.Event, sub *store.Subscription, other string) {
+	s.log.Error("stripe: the company has a second live subscription, billed but not applied; cancel one in the Stripe dashboard",
+		"event", ev.ID, "type", ev.Type, "company", sub.CompanyID, "kept", sub.ProviderSubID, "second", other, "customer", sub.CustomerID)
 }
 
 // stripeStatus maps Stripe's subscription statuses onto the five the API

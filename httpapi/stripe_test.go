@@ -3,12 +3,9 @@ package httpapi_test
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,42 +13,13 @@ import (
 
 	"github.com/simrelay/simrelay/billing"
 	"github.com/simrelay/simrelay/internal/freeport"
-	"github.com/simrelay/simrelay/internal/poll"
 	"github.com/simrelay/simrelay/internal/storetest"
+	"github.com/simrelay/simrelay/internal/stripemock"
 	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/webhook"
 )
 
 const testWebhookSecret = "whsec_test_0123456789abcdef"
-
-// startStripeMock runs stripe-mock on loopback for the test and returns its URL.
-func startStripeMock(t *testing.T) string {
-	t.Helper()
-	bin, err := exec.LookPath("stripe-mock")
-	if err != nil {
-		gopath, gerr := exec.Command("go", "env", "GOPATH").Output()
-		cand := filepath.Join(strings.TrimSpace(string(gopath)), "bin", "stripe-mock")
-		if _, serr := os.Stat(cand); gerr != nil || serr != nil {
-			t.Fatalf("stripe-mock is not on PATH nor in $(go env GOPATH)/bin: `make test` installs it, or run go install github.com/stripe/stripe-mock@v0.203.0")
-		}
-		bin = cand
-	}
-	httpAddr, httpsAddr := freeport.Addr(t), freeport.Addr(t)
-	cmd := exec.Command(bin, "-http-addr", httpAddr, "-https-addr", httpsAddr)
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start stripe-mock: %v", err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	poll.Until(t, "stripe-mock listening on "+httpAddr, func() bool {
-		c, err := net.DialTimeout("tcp", httpAddr, time.Second)
-		if err != nil {
-			return false
-		}
-		c.Close()
-		return true
-	})
-	return "http://" + httpAddr
-}
 
 // stripePlans are the built-in plans with Stripe price ids.
 func stripePlans() []billing.Plan {
@@ -122,7 +90,7 @@ func TestStripeEventIDsAreBounded(t *testing.T) {
 // the other company sees nothing.
 func TestStripeSubscribeAndPortal(t *testing.T) {
 	t.Parallel()
-	e := newStripeEnv(t, startStripeMock(t))
+	e := newStripeEnv(t, stripemock.Start(t))
 	a := e.newCompany("Acme", "ana@acme.example")
 	b := e.newCompany("Beta", "bo@beta.example")
 	_, member := e.phonesInviteMember(a, "max@acme.example")
@@ -351,5 +319,133 @@ func TestStripeEventsStayWithTheirCompany(t *testing.T) {
 	e.want(r, http.StatusOK, "")
 	if r.str("status") != "active" || r.str("checkout_url") != "" {
 		t.Fatalf("free plan without a paid subscription: %s", r.Raw)
+	}
+}
+
+// A company has at most one Checkout Session that can be paid. Subscribes
+// at once (a double click, two admins, a retry after a timeout) open one
+// session at Stripe and all answer its page; a subscribe for another plan
+// expires it at Stripe before opening the next; once Stripe says the open
+// one was paid, a subscribe answers 409 and opens nothing. Each subscribe
+// opened a session of its own, and each could be paid: as many
+// subscriptions billed.
+func TestStripeOneOpenCheckout(t *testing.T) {
+	t.Parallel()
+	px := stripemock.NewProxy(t)
+	e := newStripeEnv(t, px.URL)
+	a := e.newCompany("Acme", "ana@acme.example")
+	const create = "POST /v1/checkout/sessions"
+	record := func() store.Checkout {
+		t.Helper()
+		sub, _, err := e.store.Subscription(uint64(a.id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sub.Checkout == nil {
+			return store.Checkout{}
+		}
+		return *sub.Checkout
+	}
+
+	// Stripe holds each session it creates until all the subscribes have
+	// asked for one, or a second has passed: the subscribes overlap.
+	const n = 4
+	var mu sync.Mutex
+	asked, all := 0, make(chan struct{})
+	px.Answer(func(_ http.ResponseWriter, r *http.Request) bool {
+		if r.Method+" "+r.URL.Path == create {
+			mu.Lock()
+			if asked++; asked == n {
+				close(all)
+			}
+			mu.Unlock()
+			select {
+			case <-all:
+			case <-time.After(time.Second):
+			}
+		}
+		return false
+	})
+	answers := make(chan resp, n)
+	for range n {
+		go func() {
+			answers <- e.do(call{method: "POST", path: "/billing/subscribe", token: a.access, body: map[string]any{"plan_id": "starter"}})
+		}()
+	}
+	var url string
+	for range n {
+		r := <-answers
+		e.want(r, http.StatusOK, "")
+		if url == "" {
+			url = r.str("checkout_url")
+		}
+		if r.str("checkout_url") == "" || r.str("checkout_url") != url || r.str("status") != "active" {
+			t.Errorf("subscribe at once: %s", r.Raw)
+		}
+	}
+	px.Answer(nil)
+	if got := px.Calls(create); got != 1 {
+		t.Fatalf("%d subscribes at once opened %d Checkout Sessions, want 1", n, got)
+	}
+	first := record()
+	if !strings.HasPrefix(first.SessionID, "cs_") || first.URL != url || first.PlanID != "starter" || first.Claim != "" {
+		t.Fatalf("the open checkout: %+v", first)
+	}
+	// The same plan again: the same page, no new session.
+	r := e.do(call{method: "POST", path: "/billing/subscribe", token: a.access, body: map[string]any{"plan_id": "starter"}})
+	e.want(r, http.StatusOK, "")
+	if r.str("checkout_url") != url || px.Calls(create) != 1 {
+		t.Fatalf("the same plan again: %s, %d sessions", r.Raw, px.Calls(create))
+	}
+
+	// Another plan: the open session is expired at Stripe, then another opened.
+	r = e.do(call{method: "POST", path: "/billing/subscribe", token: a.access, body: map[string]any{"plan_id": "pro", "skip_trial": true}})
+	e.want(r, http.StatusOK, "")
+	if px.Calls("POST /v1/checkout/sessions/"+first.SessionID+"/expire") != 1 || px.Calls(create) != 2 {
+		t.Fatalf("another plan: the first session expired %d times, %d sessions opened",
+			px.Calls("POST /v1/checkout/sessions/"+first.SessionID+"/expire"), px.Calls(create))
+	}
+	second := record()
+	if second.SessionID == "" || second.SessionID == first.SessionID || second.PlanID != "pro" || !second.SkipTrial {
+		t.Fatalf("the checkout of another plan: %+v", second)
+	}
+
+	// The pro session was paid (its events not here yet): Stripe refuses to
+	// expire it, and reads it complete.
+	px.Answer(func(w http.ResponseWriter, r *http.Request) bool {
+		switch r.Method + " " + r.URL.Path {
+		case "POST /v1/checkout/sessions/" + second.SessionID + "/expire":
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(`{"error":{"type":"invalid_request_error","message":"Only Checkout Sessions with a status in [\"open\"] can be expired."}}`))
+			return true
+		case "GET /v1/checkout/sessions/" + second.SessionID:
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = fmt.Fprintf(w, `{"id":%q,"object":"checkout.session","status":"complete","payment_status":"paid","subscription":"sub_paid"}`, second.SessionID)
+			return true
+		}
+		return false
+	})
+	e.want(e.do(call{method: "POST", path: "/billing/subscribe", token: a.access, body: map[string]any{"plan_id": "starter"}}), http.StatusConflict, "conflict")
+	if px.Calls(create) != 2 {
+		t.Fatalf("a subscribe once the open checkout was paid opened a session (%d)", px.Calls(create))
+	}
+	if co := record(); co != (store.Checkout{}) {
+		t.Fatalf("the paid checkout is still recorded as open: %+v", co)
+	}
+
+	// A paid checkout still recorded (its completion event was never
+	// applied) whose subscription the company held and has ended: a new
+	// checkout opens.
+	if _, err := e.store.UpdateSubscription(uint64(a.id), func(sub *store.Subscription) error {
+		sub.ProviderSubID, sub.PlanID, sub.Status, sub.Checkout = "sub_paid", "pro", "canceled", &second
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	r = e.do(call{method: "POST", path: "/billing/subscribe", token: a.access, body: map[string]any{"plan_id": "starter"}})
+	e.want(r, http.StatusOK, "")
+	if px.Calls(create) != 3 || record().SessionID == second.SessionID {
+		t.Fatalf("a checkout after the held subscription ended: %s, %d sessions, %+v", r.Raw, px.Calls(create), record())
 	}
 }

@@ -18,8 +18,27 @@ type Subscription struct {
 	ProviderSubID string     `json:"provider_subscription_id,omitempty"`
 	// EventCreated is the creation time (unix s) of the newest provider
 	// event applied: an older one arriving late changes nothing.
-	EventCreated int64     `json:"event_created,omitempty"`
-	UpdatedAt    time.Time `json:"updated_at"`
+	EventCreated int64 `json:"event_created,omitempty"`
+	// Checkout is the company's provider checkout that may still be paid,
+	// or the claim of one being opened; nil when there is none.
+	Checkout  *Checkout `json:"checkout,omitempty"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// Checkout is a company's provider checkout (a Stripe Checkout Session):
+// the one opened last, until it is known to be completed or expired, and
+// the claim of the request opening one. A company has at most one: a
+// second, paid too, would bill a second subscription.
+type Checkout struct {
+	SessionID string    `json:"session_id,omitempty"`
+	URL       string    `json:"url,omitempty"`
+	PlanID    string    `json:"plan_id,omitempty"`
+	SkipTrial bool      `json:"skip_trial,omitempty"`
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
+	// Claim marks the request (on any node) opening a checkout since
+	// ClaimedAt; empty when none is.
+	Claim     string    `json:"claim,omitempty"`
+	ClaimedAt time.Time `json:"claimed_at,omitzero"`
 }
 
 // PlanLimits is what a subscription allows now. A negative limit is unlimited.

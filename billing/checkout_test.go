@@ -1,0 +1,264 @@
+package billing_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stripe/stripe-go/v76/webhook"
+
+	"github.com/simrelay/simrelay/billing"
+	"github.com/simrelay/simrelay/internal/storetest"
+	"github.com/simrelay/simrelay/internal/stripemock"
+	"github.com/simrelay/simrelay/internal/syncbuf"
+	"github.com/simrelay/simrelay/problem"
+	"github.com/simrelay/simrelay/store"
+)
+
+const createSession = "POST /v1/checkout/sessions"
+
+// signedEvent is a signed Stripe event of the type with the object, and its
+// Stripe-Signature.
+func signedEvent(t *testing.T, id, typ string, created int64, object map[string]any) ([]byte, string) {
+	t.Helper()
+	payload, err := json.Marshal(map[string]any{"id": id, "object": "event", "type": typ, "created": created, "data": map[string]any{"object": object}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return payload, webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: payload, Secret: testSecret}).Header
+}
+
+// handle applies a signed event; it must be acknowledged.
+func handle(t *testing.T, svc *billing.Service, id, typ string, created int64, object map[string]any) {
+	t.Helper()
+	payload, signature := signedEvent(t, id, typ, created, object)
+	if err := svc.HandleStripeEvent(context.Background(), payload, signature); err != nil {
+		t.Fatalf("event %s: %v", id, err)
+	}
+}
+
+func subscription(t *testing.T, st billing.Store, company uint64) store.Subscription {
+	t.Helper()
+	sub, _, err := st.Subscription(company)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sub
+}
+
+// Two nodes of a cluster on one database, each serving subscribes of the
+// same company at once, open one Checkout Session between them: the claim
+// is in the company's subscription record, not in a node's memory.
+func TestCheckoutOneSessionAcrossNodes(t *testing.T) {
+	t.Parallel()
+	st := storetest.Open(t)
+	co := storetest.Company(t, st, "Acme", "ana@acme.example")
+	px := stripemock.NewProxy(t)
+	nodes := []*billing.Service{
+		stripeServiceAt(t, st, px.URL, slog.New(slog.DiscardHandler), time.Now),
+		stripeServiceAt(t, st, px.URL, slog.New(slog.DiscardHandler), time.Now),
+	}
+	// Stripe holds each session it creates until every subscribe has asked
+	// for one, or a second has passed: the subscribes overlap.
+	const n = 4
+	var mu sync.Mutex
+	asked, all := 0, make(chan struct{})
+	px.Answer(func(_ http.ResponseWriter, r *http.Request) bool {
+		if r.Method+" "+r.URL.Path == createSession {
+			mu.Lock()
+			if asked++; asked == n {
+				close(all)
+			}
+			mu.Unlock()
+			select {
+			case <-all:
+			case <-time.After(time.Second):
+			}
+		}
+		return false
+	})
+	type answer struct {
+		res billing.SubscribeResult
+		err error
+	}
+	answers := make(chan answer, n)
+	for i := range n {
+		go func() {
+			res, err := nodes[i%2].Subscribe(context.Background(), billing.SubscribeInput{CompanyID: co.ID, PlanID: billing.PlanStarter})
+			answers <- answer{res, err}
+		}()
+	}
+	for range n {
+		a := <-answers
+		if a.err != nil || !strings.HasPrefix(a.res.CheckoutURL, "https://") {
+			t.Errorf("a subscribe: %+v, %v", a.res, a.err)
+		}
+	}
+	if got := px.Calls(createSession); got != 1 {
+		t.Fatalf("%d subscribes on two nodes opened %d Checkout Sessions, want 1", n, got)
+	}
+	if sub := subscription(t, st, co.ID); sub.Checkout == nil || sub.Checkout.Claim != "" || sub.Checkout.SessionID == "" {
+		t.Fatalf("the open checkout: %+v", sub.Checkout)
+	}
+}
+
+// A claim of a node that stopped mid-way is taken over once it is older
+// than any node holds one; a live claim makes another subscribe wait, and
+// answer 409 when its wait ends, having opened nothing.
+func TestCheckoutClaim(t *testing.T) {
+	t.Parallel()
+	st := storetest.Open(t)
+	co := storetest.Company(t, st, "Acme", "ana@acme.example")
+	px := stripemock.NewProxy(t)
+	now := time.Now().UTC()
+	svc := stripeServiceAt(t, st, px.URL, slog.New(slog.DiscardHandler), func() time.Time { return now })
+	claim := func(at time.Time) {
+		t.Helper()
+		if _, err := st.UpdateSubscription(co.ID, func(sub *store.Subscription) error {
+			sub.Checkout = &store.Checkout{Claim: "another-node", ClaimedAt: at}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	claim(now.Add(-time.Second))
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err := svc.Subscribe(ctx, billing.SubscribeInput{CompanyID: co.ID, PlanID: billing.PlanStarter})
+	if !problem.Is(err, problem.Conflict) || px.Calls(createSession) != 0 {
+		t.Fatalf("a subscribe while another node opens a checkout: %v, %d sessions opened", err, px.Calls(createSession))
+	}
+
+	claim(now.Add(-3 * time.Minute))
+	res, err := svc.Subscribe(context.Background(), billing.SubscribeInput{CompanyID: co.ID, PlanID: billing.PlanStarter})
+	if err != nil || res.CheckoutURL == "" || px.Calls(createSession) != 1 {
+		t.Fatalf("a subscribe after a stale claim: %+v, %v, %d sessions opened", res, err, px.Calls(createSession))
+	}
+	if sub := subscription(t, st, co.ID); sub.Checkout == nil || sub.Checkout.Claim != "" {
+		t.Fatalf("the claim after the checkout: %+v", sub.Checkout)
+	}
+
+	// The same plan again answers the open page, with the company's status.
+	if _, err := st.UpdateSubscription(co.ID, func(sub *store.Subscription) error {
+		sub.PlanID, sub.Status, sub.ProviderSubID = billing.PlanPro, billing.StatusCanceled, "sub_old"
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	again, err := svc.Subscribe(context.Background(), billing.SubscribeInput{CompanyID: co.ID, PlanID: billing.PlanStarter})
+	if err != nil || again.CheckoutURL != res.CheckoutURL || again.Status != billing.StatusCanceled || px.Calls(createSession) != 1 {
+		t.Fatalf("the same plan again: %+v, %v, %d sessions opened", again, err, px.Calls(createSession))
+	}
+}
+
+// checkout.session.completed tells the subscription's first state: paid is
+// active, no payment required on a plan with a trial is trialing, unpaid
+// (a bank debit on its way) is none. It was left as it was (canceled, of
+// the company's previous subscription) until the subscription's own event,
+// so a company that had just paid read as canceled, on the free plan's
+// limits. A completion arriving after the subscription's events leaves
+// their state, and it forgets the company's open checkout.
+func TestCheckoutCompletedStatus(t *testing.T) {
+	t.Parallel()
+	st := storetest.Open(t)
+	svc := stripeService(t, st)
+	mark := billing.InstanceMark(testPublicURL)
+	created := time.Now().Unix()
+	for i, c := range []struct {
+		payment, status string
+		trial           bool
+	}{
+		{"paid", billing.StatusActive, false},
+		{"no_payment_required", billing.StatusTrialing, true},
+		{"unpaid", billing.StatusNone, false},
+	} {
+		co := storetest.Company(t, st, fmt.Sprint("Acme ", i), fmt.Sprintf("ana%d@acme.example", i))
+		cid := fmt.Sprint(co.ID)
+		meta := map[string]any{"company_id": cid, "plan_id": billing.PlanStarter, "simrelay_instance": mark}
+		// An earlier subscription, canceled; a checkout open.
+		if _, err := st.UpdateSubscription(co.ID, func(sub *store.Subscription) error {
+			sub.PlanID, sub.Status, sub.ProviderSubID, sub.CustomerID = billing.PlanPro, billing.StatusCanceled, "sub_old"+cid, "cus_"+cid
+			sub.Checkout = &store.Checkout{SessionID: "cs_" + cid, URL: "https://checkout.example/" + cid, PlanID: billing.PlanStarter, ExpiresAt: time.Now().Add(time.Hour)}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		handle(t, svc, "evt_done"+cid, billing.EventCheckoutCompleted, created, map[string]any{"id": "cs_" + cid, "object": "checkout.session",
+			"customer": "cus_" + cid, "subscription": "sub_new" + cid, "status": "complete", "payment_status": c.payment, "metadata": meta})
+		view, err := svc.Subscription(context.Background(), co.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if view.PlanID != billing.PlanStarter || view.Status != c.status || (view.TrialEndsAt != nil) != c.trial {
+			t.Errorf("payment_status %s: %+v, want starter, %s", c.payment, view, c.status)
+		}
+		if sub := subscription(t, st, co.ID); sub.ProviderSubID != "sub_new"+cid || sub.Checkout != nil {
+			t.Errorf("payment_status %s: the record %+v", c.payment, sub)
+		}
+	}
+
+	// The subscription's events came first: the late completion leaves them.
+	co := storetest.Company(t, st, "Late", "lu@late.example")
+	cid := fmt.Sprint(co.ID)
+	meta := map[string]any{"company_id": cid, "plan_id": billing.PlanStarter, "simrelay_instance": mark}
+	handle(t, svc, "evt_sub"+cid, billing.EventSubscriptionUpdated, created, map[string]any{"id": "sub_" + cid, "object": "subscription",
+		"customer": "cus_" + cid, "status": "past_due", "metadata": meta})
+	handle(t, svc, "evt_done"+cid, billing.EventCheckoutCompleted, created+1, map[string]any{"id": "cs_" + cid, "object": "checkout.session",
+		"customer": "cus_" + cid, "subscription": "sub_" + cid, "status": "complete", "payment_status": "paid", "metadata": meta})
+	if sub := subscription(t, st, co.ID); sub.Status != billing.StatusPastDue {
+		t.Errorf("a completion after the subscription's events: %+v", sub)
+	}
+}
+
+// A second live subscription of a company (two checkouts both paid) does
+// not take the company's place: the one it holds stays, whatever arrives
+// of the other, and each event of the other's that tells it is live is
+// logged as an error naming both, for the operator to cancel one (it was a
+// warning, as for news of a replaced subscription). Once the held one ends, the
+// other's next event makes it the company's.
+func TestSecondSubscriptionIsLoggedNotApplied(t *testing.T) {
+	t.Parallel()
+	st := storetest.Open(t)
+	co := storetest.Company(t, st, "Acme", "ana@acme.example")
+	var logs syncbuf.Buffer
+	svc := stripeServiceAt(t, st, "http://127.0.0.1:1", slog.New(slog.NewTextHandler(&logs, nil)), time.Now)
+	meta := map[string]any{"company_id": fmt.Sprint(co.ID), "plan_id": billing.PlanStarter, "simrelay_instance": billing.InstanceMark(testPublicURL)}
+	sub := func(id, status, price string) map[string]any {
+		return map[string]any{"id": id, "object": "subscription", "customer": "cus_A", "status": status, "metadata": meta,
+			"items": map[string]any{"object": "list", "data": []any{map[string]any{"id": "si_" + id, "object": "subscription_item",
+				"price": map[string]any{"id": price, "object": "price"}}}}}
+	}
+	t0 := time.Now().Unix()
+	handle(t, svc, "evt_1", billing.EventCheckoutCompleted, t0, map[string]any{"id": "cs_A", "object": "checkout.session",
+		"customer": "cus_A", "subscription": "sub_A", "status": "complete", "payment_status": "paid", "metadata": meta})
+	handle(t, svc, "evt_2", billing.EventSubscriptionCreated, t0, sub("sub_A", "active", "price_starter"))
+	// The second: its completion and its events, later.
+	handle(t, svc, "evt_3", billing.EventCheckoutCompleted, t0+1, map[string]any{"id": "cs_B", "object": "checkout.session",
+		"customer": "cus_A", "subscription": "sub_B", "status": "complete", "payment_status": "paid", "metadata": meta})
+	handle(t, svc, "evt_4", billing.EventSubscriptionCreated, t0+1, sub("sub_B", "active", "price_pro"))
+	if got := subscription(t, st, co.ID); got.ProviderSubID != "sub_A" || got.PlanID != billing.PlanStarter || got.Status != billing.StatusActive {
+		t.Fatalf("after a second subscription's events: %+v", got)
+	}
+	line := ""
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "event=evt_4 ") && strings.Contains(l, "level=ERROR") {
+			line = l
+		}
+	}
+	if !strings.Contains(line, "kept=sub_A") || !strings.Contains(line, "second=sub_B") {
+		t.Errorf("no error logged of the second subscription's event naming both; the log:\n%s", logs.String())
+	}
+	// The held one ends; the other's next event makes it the company's.
+	handle(t, svc, "evt_5", billing.EventSubscriptionDeleted, t0+2, sub("sub_A", "canceled", "price_starter"))
+	handle(t, svc, "evt_6", billing.EventSubscriptionUpdated, t0+3, sub("sub_B", "active", "price_pro"))
+	if got := subscription(t, st, co.ID); got.ProviderSubID != "sub_B" || got.PlanID != billing.PlanPro || got.Status != billing.StatusActive {
+		t.Fatalf("after the held subscription ended: %+v", got)
+	}
+}

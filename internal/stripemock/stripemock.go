@@ -1,0 +1,120 @@
+// Package stripemock runs stripe-mock, Stripe's own API double, for the
+// tests, and a proxy in front of it that records the calls and lets a test
+// answer some of them itself (what stripe-mock cannot be: a session already
+// paid, a slow Stripe).
+package stripemock
+
+import (
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/simrelay/simrelay/internal/freeport"
+	"github.com/simrelay/simrelay/internal/poll"
+)
+
+// Start runs stripe-mock on loopback for the test and returns its URL.
+func Start(t testing.TB) string {
+	t.Helper()
+	bin, err := exec.LookPath("stripe-mock")
+	if err != nil {
+		gopath, gerr := exec.Command("go", "env", "GOPATH").Output()
+		cand := filepath.Join(strings.TrimSpace(string(gopath)), "bin", "stripe-mock")
+		if _, serr := os.Stat(cand); gerr != nil || serr != nil {
+			t.Fatalf("stripe-mock is not on PATH nor in $(go env GOPATH)/bin: `make test` installs it, or run go install github.com/stripe/stripe-mock@v0.203.0")
+		}
+		bin = cand
+	}
+	httpAddr, httpsAddr := freeport.Addr(t), freeport.Addr(t)
+	cmd := exec.Command(bin, "-http-addr", httpAddr, "-https-addr", httpsAddr)
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start stripe-mock: %v", err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	poll.Until(t, "stripe-mock listening on "+httpAddr, func() bool {
+		c, err := net.DialTimeout("tcp", httpAddr, time.Second)
+		if err != nil {
+			return false
+		}
+		c.Close()
+		return true
+	})
+	return "http://" + httpAddr
+}
+
+// Proxy passes requests on to stripe-mock, recording each as
+// "METHOD /path".
+type Proxy struct {
+	URL string
+
+	mu     sync.Mutex
+	calls  []string
+	answer func(w http.ResponseWriter, r *http.Request) bool
+}
+
+// NewProxy starts stripe-mock and a proxy in front of it, both closed with the test.
+func NewProxy(t testing.TB) *Proxy {
+	t.Helper()
+	target, err := url.Parse(Start(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Proxy{}
+	rp := httputil.NewSingleHostReverseProxy(target)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.mu.Lock()
+		p.calls = append(p.calls, r.Method+" "+r.URL.Path)
+		answer := p.answer
+		p.mu.Unlock()
+		if answer != nil && answer(w, r) {
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	p.URL = srv.URL
+	return p
+}
+
+// Answer sets fn to see each request first: it answers one itself by
+// returning true, and may block. Nil passes everything on.
+func (p *Proxy) Answer(fn func(w http.ResponseWriter, r *http.Request) bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.answer = fn
+}
+
+// Calls counts the requests recorded as call ("POST /v1/checkout/sessions").
+func (p *Proxy) Calls(call string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, c := range p.calls {
+		if c == call {
+			n++
+		}
+	}
+	return n
+}
+
+// CallsLike counts the requests whose "METHOD /path" has the prefix and the suffix.
+func (p *Proxy) CallsLike(prefix, suffix string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, c := range p.calls {
+		if strings.HasPrefix(c, prefix) && strings.HasSuffix(c, suffix) {
+			n++
+		}
+	}
+	return n
+}
