@@ -14,6 +14,7 @@ import (
 	"time"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/android-protocol/client"
 	"github.com/simrelay/simrelay/device"
 	"github.com/simrelay/simrelay/internal/poll"
 	"github.com/simrelay/simrelay/media"
@@ -211,39 +212,54 @@ func TestInboundMediaToAPIAndWebhook(t *testing.T) {
 }
 
 // TestMediaUploadsPerCompanyAreBounded: a company with its uploads under
-// way (slow agents) gets 429 with Retry-After for one more, while another
-// company still uploads; once the slow ones finish, they are stored.
+// way (slow agents, one upload each) gets 429 with Retry-After for one
+// more, of another of its devices, and for a second upload of a device
+// whose first is under way, while another company still uploads; once the
+// slow ones finish, they are stored.
 func TestMediaUploadsPerCompanyAreBounded(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	b := e.newCompany("Other", "owner@other.test")
-	regA, regB := e.pairPhone(a.apiKey, "agent-a"), e.pairPhone(b.apiKey, "agent-b")
+	regB := e.pairPhone(b.apiKey, "agent-b")
 
 	var slow []*slowUpload
-	for i := range media.DefaultUploadsPerCompany {
-		slow = append(slow, startSlowUpload(t, e, regA.DeviceToken, "slow/"+strconv.Itoa(i)))
+	var regA []client.Registration
+	for i := range media.DefaultUploadsPerCompany + 1 {
+		regA = append(regA, e.pairPhone(a.apiKey, "agent-a"+strconv.Itoa(i)))
 	}
-	// An upload holds its company's place from before its spool file is
-	// made until it ends: once every slow one has its file, no other upload
-	// of the company can start. (An upload tried earlier could take a place
-	// before a slow one's request reached it, and leave the slow one refused.)
+	for i := range media.DefaultUploadsPerCompany {
+		slow = append(slow, startSlowUpload(t, e, regA[i].DeviceToken, "slow/"+strconv.Itoa(i)))
+	}
+	// An upload holds its places from before its spool file is made until
+	// it ends: once every slow one has its file, no other upload of the
+	// company can start. (An upload tried earlier could take a place before
+	// a slow one's request reached it, and leave the slow one refused.)
 	e.eventually("every slow upload under way", func() bool {
 		spooled, _ := os.ReadDir(e.uploads)
 		return len(spooled) == media.DefaultUploadsPerCompany
 	})
-	r := e.upload(regA.DeviceToken, "quick/0", "", "image/png", pngBytes)
-	if r.Status != http.StatusTooManyRequests || r.str("error") != "rate_limited" || r.Header.Get("Retry-After") != "5" {
-		t.Fatalf("an upload beyond the company's places: %d %v %s, want 429 rate_limited with Retry-After 5", r.Status, r.Header, r.Raw)
-	}
-	if want := "The company has 1 upload under way, the most at once; retry in 5 seconds."; r.str("message") != want {
-		t.Errorf("message %q, want %q", r.str("message"), want)
+	for _, c := range []struct {
+		name, token, want string
+	}{
+		{"an upload beyond the company's places", regA[media.DefaultUploadsPerCompany].DeviceToken,
+			"The company has 4 uploads under way, the most at once; retry in 5 seconds."},
+		{"a second upload of a device", regA[0].DeviceToken,
+			"The device has 1 upload under way, the most at once; retry in 5 seconds."},
+	} {
+		r := e.upload(c.token, "quick/0", "", "image/png", pngBytes)
+		if r.Status != http.StatusTooManyRequests || r.str("error") != "rate_limited" || r.Header.Get("Retry-After") != "5" {
+			t.Fatalf("%s: %d %v %s, want 429 rate_limited with Retry-After 5", c.name, r.Status, r.Header, r.Raw)
+		}
+		if r.str("message") != c.want {
+			t.Errorf("%s: message %q, want %q", c.name, r.str("message"), c.want)
+		}
 	}
 	e.want(e.upload(regB.DeviceToken, "other/0", "", "image/png", pngBytes), http.StatusCreated, "")
 	for _, u := range slow {
 		u.finish(t)
 	}
-	e.want(e.upload(regA.DeviceToken, "after/0", "", "image/png", pngBytes), http.StatusCreated, "")
+	e.want(e.upload(regA[0].DeviceToken, "after/0", "", "image/png", pngBytes), http.StatusCreated, "")
 }
 
 // slowUpload is a PNG upload whose first 100 bytes were sent and whose

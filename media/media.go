@@ -46,26 +46,36 @@ const DefaultUploads = 2
 // DefaultSpools bounds the uploads arriving at once, server-wide: each
 // spools at most MaxBytes to a temporary file while its body arrives, so
 // sixteen keep media's temporary disk within 256 MiB. One more waits for a
-// place at most ChunkTimeout, then answers 429 with Retry-After. An arriving upload
-// holds one of these and its company's place (UploadsPerCompany), never a
-// commit's: when the commits were also the places of arriving bodies, two
-// companies whose agents sent slowly (a minute an upload, the read
-// timeout) held both, and every other company's uploads waited.
+// place at most ChunkTimeout, then answers 429 with Retry-After. An
+// arriving upload holds one of these, its device's place and its company's
+// (UploadsPerDevice, UploadsPerCompany), never a commit's: when the
+// commits were also the places of arriving bodies, two companies whose
+// agents sent slowly (a minute an upload, the read timeout) held both, and
+// every other company's uploads waited.
 const DefaultSpools = 16
 
-// busyMessage is the refusal of an upload beyond the company's n under way.
-func busyMessage(n int) string {
-	return fmt.Sprintf("The company has %s under way, the most at once; retry in %s.", problem.Count(n, "upload"), problem.Count(uploadRetrySeconds, "second"))
+// busyMessage is the refusal of an upload beyond the n under way of who
+// ("device" or "company").
+func busyMessage(who string, n int) string {
+	return fmt.Sprintf("The %s has %s under way, the most at once; retry in %s.", who, problem.Count(n, "upload"), problem.Count(uploadRetrySeconds, "second"))
 }
 
-// DefaultUploadsPerCompany bounds one company's uploads under way, so that
-// one tenant's slow agents never hold every slot: a further upload answers
-// 429 with a short Retry-After and the agent tries again (simrelay-agent
-// uploads one file at a time).
-const DefaultUploadsPerCompany = 1
+// UploadsPerDevice bounds one device's uploads under way: simrelay-agent
+// uploads one file at a time, so a second is one its agent gave up (the
+// server holds it until its next 256 KiB is ChunkTimeout late) or a
+// misbehaving agent's; it answers 429 with a short Retry-After. A device's
+// slow upload (a slow link may take an hour over 16 MiB) holds only its own
+// place: the company's other agents upload meanwhile.
+const UploadsPerDevice = 1
 
-// uploadRetrySeconds is the Retry-After of an upload refused for a
-// company's slots: an upload in progress takes seconds.
+// DefaultUploadsPerCompany bounds one company's uploads under way, so that
+// one tenant's agents never hold every arriving place (DefaultSpools): a
+// further upload answers 429 with a short Retry-After and the agent tries
+// again.
+const DefaultUploadsPerCompany = 4
+
+// uploadRetrySeconds is the Retry-After of an upload refused for its
+// device's or company's places: an upload in progress takes seconds.
 const uploadRetrySeconds = 5
 
 // DefaultDownloadsPerCompany bounds the downloads of one company's files
@@ -114,7 +124,7 @@ type Config struct {
 	MaxBytes          int64
 	Uploads           int // committing at once (DefaultUploads)
 	Spools            int // arriving at once (DefaultSpools)
-	UploadsPerCompany int
+	UploadsPerCompany int // under way at once (DefaultUploadsPerCompany)
 	// DownloadsPerCompany bounds the downloads of a company's files under
 	// way (DefaultDownloadsPerCompany).
 	DownloadsPerCompany int
@@ -136,9 +146,12 @@ type Service struct {
 	slots  chan struct{} // one per upload committing
 	spools chan struct{} // one per upload arriving
 
+	// The places under way, counted in this process's memory: on a cluster
+	// each node counts its own. Guarded by mu.
 	mu      sync.Mutex
-	active  map[uint64]int // company id -> uploads under way; guarded by mu
-	reading map[uint64]int // company id -> downloads under way; guarded by mu
+	sending map[uint64]int // device id -> uploads under way
+	active  map[uint64]int // company id -> uploads under way
+	reading map[uint64]int // company id -> downloads under way
 }
 
 // New returns the service.
@@ -180,7 +193,7 @@ func New(cfg Config, st Store, now func() time.Time) (*Service, error) {
 		}
 	}
 	return &Service{cfg: cfg, st: st, now: now, slots: make(chan struct{}, cfg.Uploads), spools: make(chan struct{}, cfg.Spools),
-		active: map[uint64]int{}, reading: map[uint64]int{}}, nil
+		sending: map[uint64]int{}, active: map[uint64]int{}, reading: map[uint64]int{}}, nil
 }
 
 // MaxBytes is the cap of one file.
@@ -222,9 +235,14 @@ func (s *Service) Put(ctx context.Context, dev store.Device, up Upload) (store.M
 	if up.Length > s.cfg.MaxBytes {
 		return store.Media{}, false, tooLarge(s.cfg.MaxBytes)
 	}
+	if !s.enter(s.sending, dev.ID, UploadsPerDevice) {
+		return store.Media{}, false, &problem.Error{Code: problem.RateLimited, RetryAfter: uploadRetrySeconds,
+			Message: busyMessage("device", UploadsPerDevice)}
+	}
+	defer s.leave(s.sending, dev.ID)
 	if !s.enter(s.active, dev.CompanyID, s.cfg.UploadsPerCompany) {
 		return store.Media{}, false, &problem.Error{Code: problem.RateLimited, RetryAfter: uploadRetrySeconds,
-			Message: busyMessage(s.cfg.UploadsPerCompany)}
+			Message: busyMessage("company", s.cfg.UploadsPerCompany)}
 	}
 	defer s.leave(s.active, dev.CompanyID)
 	// An upload waits for an arriving place at most ChunkTimeout, as long as
@@ -356,25 +374,25 @@ func badInName(r rune) bool {
 	return r == '/' || r == '\\' || unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r)
 }
 
-// enter takes one of the company's upload slots, if it has one left.
-// enter takes one of a company's most places in places (its uploads or
-// downloads under way); false when it has them all.
-func (s *Service) enter(places map[uint64]int, companyID uint64, most int) bool {
+// enter takes one of the most places in places of id (a device's uploads,
+// or a company's uploads or downloads, under way); false when it has them
+// all.
+func (s *Service) enter(places map[uint64]int, id uint64, most int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if places[companyID] >= most {
+	if places[id] >= most {
 		return false
 	}
-	places[companyID]++
+	places[id]++
 	return true
 }
 
 // leave gives back a place enter took.
-func (s *Service) leave(places map[uint64]int, companyID uint64) {
+func (s *Service) leave(places map[uint64]int, id uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if places[companyID]--; places[companyID] <= 0 {
-		delete(places, companyID)
+	if places[id]--; places[id] <= 0 {
+		delete(places, id)
 	}
 }
 

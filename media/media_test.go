@@ -85,12 +85,16 @@ func TestMain(m *testing.M) { storetest.Main(m) }
 
 // The refusal counts its uploads right, one or many.
 func TestBusyMessageCountsRight(t *testing.T) {
-	for n, want := range map[int]string{
-		1: "The company has 1 upload under way, the most at once; retry in 5 seconds.",
-		3: "The company has 3 uploads under way, the most at once; retry in 5 seconds.",
+	for _, c := range []struct {
+		who  string
+		n    int
+		want string
+	}{
+		{"device", 1, "The device has 1 upload under way, the most at once; retry in 5 seconds."},
+		{"company", 4, "The company has 4 uploads under way, the most at once; retry in 5 seconds."},
 	} {
-		if got := busyMessage(n); got != want {
-			t.Errorf("busyMessage(%d) = %q, want %q", n, got, want)
+		if got := busyMessage(c.who, c.n); got != c.want {
+			t.Errorf("busyMessage(%q, %d) = %q, want %q", c.who, c.n, got, c.want)
 		}
 	}
 }

@@ -61,22 +61,38 @@ func servedFile(t *testing.T, cfg Config, data []byte) (*Service, store.Media) {
 // in) on a store with one company and its device.
 func deviceService(t *testing.T, cfg Config) (*Service, store.Device) {
 	t.Helper()
+	s, devs := companiesService(t, cfg, 1)
+	return s, devs[0][0]
+}
+
+// companiesService is a service configured as cfg (its key and spool
+// filled in) on a store with a company for each of devices, which has that
+// many devices: devs[c][d] is company c's device d.
+func companiesService(t *testing.T, cfg Config, devices ...int) (*Service, [][]store.Device) {
+	t.Helper()
 	st := storetest.Open(t)
-	c := storetest.Company(t, st, "Acme", "admin@acme.test")
-	if err := st.ProvisionDevices([]store.Device{{Fingerprint: "pixel-1", CompanyID: c.ID, Name: "pixel-1", Status: store.DeviceActive,
-		SelectedSIM: "BOTH", TokenHash: []byte("token"), CreatedAt: time.Now()}}); err != nil {
-		t.Fatal(err)
-	}
-	dev, err := st.CompanyDevice(c.ID, "pixel-1")
-	if err != nil {
-		t.Fatal(err)
+	devs := make([][]store.Device, len(devices))
+	for c, n := range devices {
+		co := storetest.Company(t, st, fmt.Sprintf("Acme %d", c), fmt.Sprintf("admin@acme%d.test", c))
+		for d := range n {
+			fp := fmt.Sprintf("pixel-%d-%d", c, d)
+			if err := st.ProvisionDevices([]store.Device{{Fingerprint: fp, CompanyID: co.ID, Name: fp, Status: store.DeviceActive,
+				SelectedSIM: "BOTH", TokenHash: []byte("token-" + fp), CreatedAt: time.Now()}}); err != nil {
+				t.Fatal(err)
+			}
+			dev, err := st.CompanyDevice(co.ID, fp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			devs[c] = append(devs[c], dev)
+		}
 	}
 	cfg.Key, cfg.TempDir = []byte("0123456789abcdef"), t.TempDir()
 	s, err := New(cfg, st, time.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s, dev
+	return s, devs
 }
 
 // One byte range is answered 206 with that part, from any byte of any

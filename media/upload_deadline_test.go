@@ -122,13 +122,13 @@ func TestUploadWaitsForAnArrivingPlaceBoundedly(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("an upload that found no arriving place still waits after 10 s (ChunkTimeout 300 ms)")
 	}
-	// Its company's place is free again: the next try waits for an
-	// arriving place in turn, not refused for the one given up.
+	// Its device's and company's places are free again: the next try waits
+	// for an arriving place in turn, not refused for the one given up.
 	s.mu.Lock()
-	underWay := s.active[other.CompanyID]
+	device, company := s.sending[other.ID], s.active[other.CompanyID]
 	s.mu.Unlock()
-	if underWay != 0 {
-		t.Fatalf("company %d's uploads under way after the refusal: %d, want 0", other.CompanyID, underWay)
+	if device != 0 || company != 0 {
+		t.Fatalf("uploads under way after the refusal: device %d's %d, company %d's %d, want 0", other.ID, device, other.CompanyID, company)
 	}
 
 	holder.CloseWithError(errors.New("connection reset by peer"))

@@ -1,0 +1,135 @@
+package media
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/simrelay/simrelay/problem"
+	"github.com/simrelay/simrelay/store"
+)
+
+// A device's slow upload (a slow link may take an hour over 16 MiB) holds
+// only its device's place: the company's other agents upload meanwhile,
+// where one place a company made every agent's received files wait for
+// it. A second upload of the same device is refused while its first is
+// under way (simrelay-agent uploads one file at a time).
+func TestADevicesSlowUploadHoldsOnlyItsOwnPlace(t *testing.T) {
+	t.Parallel()
+	s, devs := companiesService(t, Config{}, 2)
+	a, b := devs[0][0], devs[0][1]
+	slow := startUpload(t, s, a, "wa:a/0")
+
+	if m, _, err := s.Put(context.Background(), b, hello("wa:b/0")); err != nil || m.DeviceID != b.ID || m.Size != 5 {
+		t.Fatalf("an upload of another device of the company while one is slow: %+v %v, want it stored", m, err)
+	}
+	_, _, err := s.Put(context.Background(), a, hello("wa:a/1"))
+	const want = "The device has 1 upload under way, the most at once; retry in 5 seconds."
+	if pe, ok := problem.As(err); !ok || pe.Code != problem.RateLimited || pe.RetryAfter != uploadRetrySeconds || pe.Message != want {
+		t.Fatalf("a second upload of the device while its first is under way: %v, want 429 rate_limited with Retry-After, %q", err, want)
+	}
+
+	slow.finish(t)
+	if _, _, err := s.Put(context.Background(), a, hello("wa:a/1")); err != nil {
+		t.Fatalf("the device's next upload once its slow one arrived: %v, want it stored", err)
+	}
+}
+
+// A company's uploads under way are bounded still, at 4 of its devices'
+// (DefaultUploadsPerCompany), so that one tenant's agents never hold every
+// arriving place: one more, of a fifth device, is refused, while another
+// company's upload is not; once one arrives the company's place is free
+// again.
+func TestACompanysUploadsUnderWayAreBounded(t *testing.T) {
+	t.Parallel()
+	const most = 4
+	s, devs := companiesService(t, Config{}, most+1, 1)
+	acme, other := devs[0], devs[1][0]
+	var slow []*slowUpload
+	for i, d := range acme[:most] {
+		slow = append(slow, startUpload(t, s, d, fmt.Sprintf("wa:%d/0", i)))
+	}
+
+	last := acme[most]
+	_, _, err := s.Put(context.Background(), last, hello("wa:last/0"))
+	want := fmt.Sprintf("The company has %d uploads under way, the most at once; retry in 5 seconds.", most)
+	if pe, ok := problem.As(err); !ok || pe.Code != problem.RateLimited || pe.RetryAfter != uploadRetrySeconds || pe.Message != want {
+		t.Fatalf("an upload of a company with %d under way: %v, want 429 rate_limited with Retry-After, %q", most, err, want)
+	}
+	if _, _, err := s.Put(context.Background(), other, hello("wa:other/0")); err != nil {
+		t.Fatalf("another company's upload meanwhile: %v, want it stored", err)
+	}
+
+	slow[0].finish(t)
+	if _, _, err := s.Put(context.Background(), last, hello("wa:last/0")); err != nil {
+		t.Fatalf("the refused upload again once one of the company's arrived: %v, want it stored", err)
+	}
+	for _, u := range slow[1:] {
+		u.finish(t)
+	}
+}
+
+// hello is a small upload of key.
+func hello(key string) Upload {
+	return Upload{Key: key, ContentType: "text/plain", Length: 5, Body: strings.NewReader("hello")}
+}
+
+// slowUpload is an upload whose body sent its first bytes and then waits,
+// as a slow link's does, until finish sends its end.
+type slowUpload struct {
+	body *io.PipeWriter
+	done chan error // Put's answer
+}
+
+// startUpload starts an upload of dev and returns once the service has read
+// its first bytes: the upload is under way, holding its places. The test
+// fails if the upload is refused instead.
+func startUpload(t *testing.T, s *Service, dev store.Device, key string) *slowUpload {
+	t.Helper()
+	r, w := io.Pipe()
+	u := &slowUpload{body: w, done: make(chan error, 1)}
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		_, _, err := s.Put(context.Background(), dev, Upload{Key: key, ContentType: "video/mp4", Length: -1, Body: r})
+		r.CloseWithError(io.ErrClosedPipe) // a refusal read nothing: free the writer below
+		u.done <- err
+	}()
+	t.Cleanup(func() {
+		w.CloseWithError(errors.New("the test ended"))
+		<-ended
+	})
+	read := make(chan struct{})
+	go func() {
+		if _, err := w.Write(bytes.Repeat([]byte("v"), 1000)); err == nil {
+			close(read)
+		}
+	}()
+	select {
+	case <-read:
+	case err := <-u.done:
+		t.Fatalf("upload %s of device %d: %v, want it under way", key, dev.ID, err)
+	case <-time.After(10 * time.Second):
+		t.Fatalf("upload %s of device %d: its first bytes not read within 10 s", key, dev.ID)
+	}
+	return u
+}
+
+// finish sends the upload's end and checks that it is stored.
+func (u *slowUpload) finish(t *testing.T) {
+	t.Helper()
+	u.body.Close()
+	select {
+	case err := <-u.done:
+		if err != nil {
+			t.Fatalf("a slow upload once its body ended: %v, want it stored", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a slow upload not answered within 10 s of its body's end")
+	}
+}
