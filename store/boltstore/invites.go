@@ -35,6 +35,11 @@ func (s *Store) InviteUser(u *User, now time.Time) (heldElsewhere bool, err erro
 		if tx.Bucket(bucketCompanies).Get(itob(u.CompanyID)) == nil {
 			return ErrNotFound
 		}
+		// An address the company has already is told as such, before the
+		// count: at the cap it would otherwise read as "remove one first".
+		if tx.Bucket(bucketCompanyEmails).Get(companyEmailKey(u.CompanyID, u.Email)) != nil {
+			return ErrConflict
+		}
 		if companyUserCount(tx, u.CompanyID, store.MaxUsers) >= store.MaxUsers {
 			return store.ErrTooManyUsers
 		}

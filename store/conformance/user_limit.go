@@ -9,7 +9,7 @@ import (
 
 // accountsUserLimit: a company has at most store.MaxUsers users, its
 // invitations included; the one over it is ErrTooManyUsers and stores
-// nothing, a removal makes room, and another company's count is its own.
+// nothing (an address the company has already is ErrConflict still), a removal makes room, and another company's count is its own.
 func accountsUserLimit(t *testing.T, s AccountsStore) {
 	a, _ := Company(t, s) // its admin is the first user
 	var last store.User
@@ -22,6 +22,13 @@ func accountsUserLimit(t *testing.T, s AccountsStore) {
 	over := accountUser(a.ID, store.RoleMember, false)
 	if _, err := s.InviteUser(&over, T0); !errors.Is(err, store.ErrTooManyUsers) {
 		t.Fatalf("user %d: %v, want ErrTooManyUsers", store.MaxUsers+1, err)
+	}
+	// An address the company has already is ErrConflict at the cap too:
+	// the answer names what is wrong with this invitation.
+	again := accountUser(a.ID, store.RoleMember, false)
+	again.Email = last.Email
+	if _, err := s.InviteUser(&again, T0); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("an address the company has, at the cap: %v, want ErrConflict", err)
 	}
 	if us, _ := s.CompanyUsers(a.ID); len(us) != store.MaxUsers {
 		t.Fatalf("company users: %d, want %d", len(us), store.MaxUsers)

@@ -266,9 +266,15 @@ func (s *Store) InviteUser(u *store.User, now time.Time) (heldElsewhere bool, er
 		}
 		// The company's row lock above orders invitations of one company, so
 		// the count cannot be passed by two at once.
+		// An address the company has already is told as such, before the
+		// count: at the cap it would otherwise read as "remove one first".
 		var n int
-		if err := t.row("SELECT count(*) FROM users WHERE company_id = $1", id(u.CompanyID)).Scan(&n); err != nil {
+		var there bool
+		if err := t.row("SELECT count(*), bool_or(email = $2) IS TRUE FROM users WHERE company_id = $1", id(u.CompanyID), emailKey(u.Email)).Scan(&n, &there); err != nil {
 			return err
+		}
+		if there {
+			return store.ErrConflict
 		}
 		if n >= store.MaxUsers {
 			return store.ErrTooManyUsers
