@@ -708,3 +708,29 @@ func TestDeviceChangedDuringHello(t *testing.T) {
 		})
 	}
 }
+
+// A device disabled while its phone is linked is offline from the PATCH,
+// last seen at the link's last activity (here an SMS it reported a minute
+// after its hello), in the PATCH's answer and in a list read right after:
+// they showed the time the hello stored until the link's end stored its own.
+func TestDisabledDeviceLastSeenIsItsLinksLastActivity(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a := e.newCompany("Acme", "ana@acme.example")
+	vp := e.runPhone(e.pairPhone(a.access, "busy-phone"), "SIM1", false)
+	e.clock.Advance(time.Minute)
+	want := e.clock.Now().UTC().Format("2006-01-02T15:04:05.000Z")
+	waitAck(t, vp.Receive(proto.Inbound{ClientID: "in-1", From: "+15557654321", Message: "hi", SIMSlot: "SIM1", ReceivedAt: want}))
+	if got := e.phonesList(a.access)["busy-phone"]; got["online"] != true || got["last_seen_at"] != want {
+		t.Fatalf("linked: online %v, last seen %v; want true, %s", got["online"], got["last_seen_at"], want)
+	}
+	e.clock.Advance(time.Minute)
+	r := e.do(call{method: "PATCH", path: "/device/busy-phone", token: a.access, body: map[string]any{"status": "disabled"}})
+	e.want(r, http.StatusOK, "")
+	if r.Body["online"] != false || r.Body["last_seen_at"] != want {
+		t.Errorf("the PATCH's answer: online %v, last seen %v; want false, %s", r.Body["online"], r.Body["last_seen_at"], want)
+	}
+	if got := e.phonesList(a.access)["busy-phone"]; got["online"] != false || got["last_seen_at"] != want {
+		t.Errorf("listed right after: online %v, last seen %v; want false, %s", got["online"], got["last_seen_at"], want)
+	}
+}
