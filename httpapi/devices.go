@@ -202,6 +202,11 @@ func (s *Server) registerDevice(c echo.Context) error {
 		return err
 	}
 	if replaced {
+		// As for a device disabled: the answer shows the old link's last
+		// activity, which Disconnect stores, not its hello's time.
+		if seen, ok := s.deps.Phones.Presence([]string{dev.Fingerprint})[dev.Fingerprint]; ok && seen.After(dev.LastSeenAt) {
+			dev.LastSeenAt = seen
+		}
 		s.deps.Phones.Disconnect(dev.Fingerprint, androidproto.CloseBadToken, "token replaced by a new registration")
 	}
 	c.Response().Header().Set("Cache-Control", "no-store")
