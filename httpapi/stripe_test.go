@@ -81,6 +81,8 @@ func TestStripeEventIDsAreBounded(t *testing.T) {
 	e.want(e.stripeEvent("evt_long_customer", "customer.subscription.updated", now, long), http.StatusBadRequest, "invalid_json")
 	long = map[string]any{"id": "cs_1", "object": "checkout.session", "customer": "cus_A", "subscription": "sub_" + strings.Repeat("x", 300), "metadata": meta}
 	e.want(e.stripeEvent("evt_long_subscription", "checkout.session.completed", now, long), http.StatusBadRequest, "invalid_json")
+	// A data.object of null is no object, as a string is not.
+	e.want(e.stripeEvent("evt_null_object", "customer.subscription.updated", now, nil), http.StatusBadRequest, "invalid_json")
 	e.want(e.stripeEvent("evt_"+strings.Repeat("x", 251), "customer.subscription.updated", now, sub), http.StatusOK, "")
 	r = e.do(call{method: "GET", path: "/billing/subscription", token: a.access})
 	if r.str("plan_id") != "starter" {
