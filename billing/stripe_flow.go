@@ -29,6 +29,11 @@ const (
 	checkoutReuseLeft = 30 * time.Minute
 )
 
+// consoleBilling is the page Stripe's Checkout sends the payer back to,
+// paid or not: the console's billing page, which shows the subscription
+// once Stripe's events arrive.
+const consoleBilling = "/console/billing"
+
 // errNoWrite leaves the subscription record as it is: fn read what it needed.
 var errNoWrite = errors.New("billing: nothing to write")
 
@@ -125,7 +130,7 @@ func (s *Service) openCheckout(ctx context.Context, in SubscribeInput, plan Plan
 	}
 	sess, err := s.cfg.Provider.Checkout(hold, CheckoutInput{
 		CompanyID: in.CompanyID, CustomerID: sub.CustomerID, Email: in.Email, Plan: plan, SkipTrial: in.SkipTrial,
-		SuccessURL: s.cfg.PublicURL + "/billing/success?session_id={CHECKOUT_SESSION_ID}", CancelURL: s.cfg.PublicURL + "/billing/canceled",
+		SuccessURL: s.cfg.PublicURL + consoleBilling, CancelURL: s.cfg.PublicURL + consoleBilling,
 		Instance: s.instance, Now: now,
 	})
 	var opened *store.Checkout

@@ -72,9 +72,11 @@ func (s *Service) HandleStripeEvent(_ context.Context, payload []byte, signature
 		}
 		return errNoEvent
 	}
-	if ev.ID == "" || ev.Type == "" || ev.Data == nil || len(ev.Data.Raw) == 0 {
+	if ev.ID == "" || ev.Type == "" || ev.Data == nil || len(ev.Data.Raw) == 0 || ev.Data.Object == nil {
 		// JSON, but no event: without data the switch below would read a
-		// nil pointer (a 500), without an id the event could not be applied once.
+		// nil pointer (a 500), without an id the event could not be applied
+		// once, and a data.object of null (no object, unlike a string,
+		// which the library refuses) would be read as an empty one.
 		return errNoEvent
 	}
 	if !stripeID(ev.ID) {

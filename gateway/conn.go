@@ -171,6 +171,13 @@ func (c *conn) closeWith(code int, reason string) { c.closeWithFrame(code, reaso
 // closeWithFrame ends the link once: the close handshake can take seconds, so
 // it runs on its own goroutine and never holds up the caller.
 func (c *conn) closeWithFrame(code int, reason string, errFrame *proto.Error) {
+	c.closeLink(code, reason, errFrame, false)
+}
+
+// closeLink is closeWithFrame; with seenNow, the device's last seen is
+// stored before it returns rather than on a goroutine of its own, for a
+// caller that answers a request next (Hub.Disconnect).
+func (c *conn) closeLink(code int, reason string, errFrame *proto.Error, seenNow bool) {
 	c.markClosed() // offline from now, though the handshake may wait seconds on a phone that does not read
 	if !c.state.CompareAndSwap(linkOpen, linkClosing) {
 		return
@@ -188,7 +195,8 @@ func (c *conn) closeWithFrame(code int, reason string, errFrame *proto.Error) {
 	if l, ok := c.sock.(*linkIO); ok {
 		l.stopAwaiting() // the close handshake reads on the goroutine below
 	}
-	if code != proto.CloseRestarting && code != proto.CloseTryAgainLater {
+	storeSeen := code != proto.CloseRestarting && code != proto.CloseTryAgainLater
+	if storeSeen && !seenNow {
 		// The device is offline from now: its last seen is stored now too,
 		// not once the handshake is over, so that the API and the console,
 		// which show an offline device's stored last seen, do not show the
@@ -230,6 +238,9 @@ func (c *conn) closeWithFrame(code int, reason string, errFrame *proto.Error) {
 		}
 		_ = c.ws.Close(websocket.StatusCode(code), reason)
 	}()
+	if storeSeen && seenNow && c.hub.lookup(c.dev.Fingerprint) == c {
+		c.storeSeen()
+	}
 }
 
 // lost logs why the server is dropping a link it could not get through to

@@ -5,10 +5,13 @@ import proto "github.com/simrelay/simrelay/android-protocol"
 // What the rest of the server tells a device's live link.
 
 // Disconnect closes the device's link, if any, with code (4501 token
-// revoked, 4503 deleted or disabled).
+// revoked, 4503 deleted or disabled). Its caller answers a request next
+// (the device disabled, deleted or paired again): it returns once the
+// device's last seen is stored, so that a read right after the answer
+// shows the link's last activity, not the time its hello stored.
 func (h *Hub) Disconnect(fingerprint string, code int, reason string) {
 	if c := h.lookup(fingerprint); c != nil {
-		c.closeWith(code, reason)
+		c.closeLink(code, reason, nil, true)
 	}
 }
 

@@ -207,3 +207,69 @@ func TestServerCloseStoresLastSeenAtOnce(t *testing.T) {
 		t.Errorf("last seen once the link ended: %v, want %v", d.LastSeenAt, want)
 	}
 }
+
+// gatedSeen holds each Seen until the test opens gate, recording that it
+// was called.
+type gatedSeen struct {
+	Devices
+	gate   chan struct{}
+	called chan struct{}
+	once   sync.Once
+}
+
+func (g *gatedSeen) Seen(ctx context.Context, dev store.Device, at time.Time) error {
+	g.once.Do(func() { close(g.called) })
+	<-g.gate
+	return g.Devices.Seen(ctx, dev, at)
+}
+
+// Disconnect is how a request (a device disabled, deleted or paired again)
+// ends the device's link, and the request answers next: Disconnect returns
+// once the device's last seen is stored, so that a read right after the
+// answer (GET /device/list, the console) shows the link's last activity.
+// It stored it on a goroutine of its own: a read right away showed the
+// time the link's hello stored.
+func TestDisconnectReturnsWithLastSeenStored(t *testing.T) {
+	t.Parallel()
+	g := &gatedSeen{gate: make(chan struct{}), called: make(chan struct{})}
+	// The hub's clock runs an hour ahead of the device service's, which
+	// stored the hello's time: the link's last seen is told from it.
+	ahead := func() time.Time { return time.Now().Add(time.Hour) }
+	r := newRigHub(t, storetest.OpenWith(t, storetest.Options{}), Config{}, time.Now, nil, hubSetup{now: ahead,
+		devices: func(d *device.Service) Devices { g.Devices = d; return g }})
+	opened := false
+	t.Cleanup(func() {
+		if !opened {
+			close(g.gate)
+		}
+	})
+	ws, _, err := r.dial(r.pair("mute"), tinyReceiveBuffer())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ws.CloseNow() })
+	writeFrame(t, ws, proto.Hello{Protocol: 1})
+	eventually(t, "online", func() bool { return r.hub.Online("mute") })
+	want := r.hub.LastSeen("mute")
+	done := make(chan struct{})
+	go func() {
+		r.hub.Disconnect("mute", proto.CloseDeviceGone, "device disabled")
+		close(done)
+	}()
+	select {
+	case <-g.called:
+	case <-time.After(poll.Timeout):
+		t.Fatal("Disconnect stored no last seen")
+	}
+	select {
+	case <-done:
+		t.Fatal("Disconnect returned before the device's last seen was stored")
+	case <-time.After(100 * time.Millisecond):
+	}
+	opened = true
+	close(g.gate)
+	<-done
+	if d, err := r.store.Device("mute"); err != nil || d.LastSeenAt.Sub(want).Abs() > time.Millisecond {
+		t.Fatalf("last seen when Disconnect returned: %v (%v), want %v", d.LastSeenAt, err, want)
+	}
+}

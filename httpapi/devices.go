@@ -202,6 +202,11 @@ func (s *Server) registerDevice(c echo.Context) error {
 		return err
 	}
 	if replaced {
+		// As for a device disabled: the answer shows the old link's last
+		// activity, which Disconnect stores, not its hello's time.
+		if seen, ok := s.deps.Phones.Presence([]string{dev.Fingerprint})[dev.Fingerprint]; ok && seen.After(dev.LastSeenAt) {
+			dev.LastSeenAt = seen
+		}
 		s.deps.Phones.Disconnect(dev.Fingerprint, androidproto.CloseBadToken, "token replaced by a new registration")
 	}
 	c.Response().Header().Set("Cache-Control", "no-store")
@@ -276,6 +281,12 @@ func (s *Server) patchDevice(c echo.Context) error {
 		return err
 	}
 	if d.Status == store.DeviceDisabled {
+		// Offline from here, last seen at its link's last activity, which
+		// Disconnect stores: the answer shows it too, not the time the
+		// link's hello stored (d was read before).
+		if seen, ok := s.deps.Phones.Presence([]string{fp})[fp]; ok && seen.After(d.LastSeenAt) {
+			d.LastSeenAt = seen
+		}
 		s.deps.Phones.Disconnect(fp, androidproto.CloseDeviceGone, "device disabled")
 	} else {
 		s.deps.Phones.Configure(fp, androidproto.Config{SelectedSIM: d.SelectedSIM, DeviceName: d.Name, Status: d.Status})

@@ -708,3 +708,54 @@ func TestDeviceChangedDuringHello(t *testing.T) {
 		})
 	}
 }
+
+// A device disabled while its phone is linked is offline from the PATCH,
+// last seen at the link's last activity (here an SMS it reported a minute
+// after its hello), in the PATCH's answer and in a list read right after:
+// they showed the time the hello stored until the link's end stored its own.
+func TestDisabledDeviceLastSeenIsItsLinksLastActivity(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a := e.newCompany("Acme", "ana@acme.example")
+	vp := e.runPhone(e.pairPhone(a.access, "busy-phone"), "SIM1", false)
+	e.clock.Advance(time.Minute)
+	want := e.clock.Now().UTC().Format("2006-01-02T15:04:05.000Z")
+	waitAck(t, vp.Receive(proto.Inbound{ClientID: "in-1", From: "+15557654321", Message: "hi", SIMSlot: "SIM1", ReceivedAt: want}))
+	if got := e.phonesList(a.access)["busy-phone"]; got["online"] != true || got["last_seen_at"] != want {
+		t.Fatalf("linked: online %v, last seen %v; want true, %s", got["online"], got["last_seen_at"], want)
+	}
+	e.clock.Advance(time.Minute)
+	r := e.do(call{method: "PATCH", path: "/device/busy-phone", token: a.access, body: map[string]any{"status": "disabled"}})
+	e.want(r, http.StatusOK, "")
+	if r.Body["online"] != false || r.Body["last_seen_at"] != want {
+		t.Errorf("the PATCH's answer: online %v, last seen %v; want false, %s", r.Body["online"], r.Body["last_seen_at"], want)
+	}
+	if got := e.phonesList(a.access)["busy-phone"]; got["online"] != false || got["last_seen_at"] != want {
+		t.Errorf("listed right after: online %v, last seen %v; want false, %s", got["online"], got["last_seen_at"], want)
+	}
+}
+
+// A linked device paired again: the registration's answer shows the old
+// link's last activity, as the PATCH that disables one does, not the time
+// its hello stored.
+func TestRepairedDeviceAnswersItsLinksLastSeen(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a := e.newCompany("Acme", "ana@acme.example")
+	vp := e.runPhone(e.pairPhone(a.access, "busy-phone"), "SIM1", false)
+	e.clock.Advance(time.Minute)
+	want := e.clock.Now().UTC().Format("2006-01-02T15:04:05.000Z")
+	waitAck(t, vp.Receive(proto.Inbound{ClientID: "in-1", From: "+15557654321", Message: "hi", SIMSlot: "SIM1", ReceivedAt: want}))
+	e.clock.Advance(time.Minute)
+	code := e.do(call{method: "POST", path: "/device/pairing", token: a.access})
+	e.want(code, http.StatusCreated, "")
+	r := e.do(call{method: "POST", path: "/device/register", body: map[string]any{"pairing_code": code.str("pairing_code"), "device_fingerprint": "busy-phone"}})
+	e.want(r, http.StatusCreated, "")
+	d, _ := r.Body["device"].(map[string]any)
+	if d["online"] != false || d["last_seen_at"] != want {
+		t.Errorf("the registration's answer: online %v, last seen %v; want false, %s", d["online"], d["last_seen_at"], want)
+	}
+	if got := e.phonesList(a.access)["busy-phone"]; got["last_seen_at"] != want {
+		t.Errorf("listed right after: last seen %v, want %s", got["last_seen_at"], want)
+	}
+}

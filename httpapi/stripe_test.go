@@ -1,9 +1,12 @@
 package httpapi_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -78,6 +81,8 @@ func TestStripeEventIDsAreBounded(t *testing.T) {
 	e.want(e.stripeEvent("evt_long_customer", "customer.subscription.updated", now, long), http.StatusBadRequest, "invalid_json")
 	long = map[string]any{"id": "cs_1", "object": "checkout.session", "customer": "cus_A", "subscription": "sub_" + strings.Repeat("x", 300), "metadata": meta}
 	e.want(e.stripeEvent("evt_long_subscription", "checkout.session.completed", now, long), http.StatusBadRequest, "invalid_json")
+	// A data.object of null is no object, as a string is not.
+	e.want(e.stripeEvent("evt_null_object", "customer.subscription.updated", now, nil), http.StatusBadRequest, "invalid_json")
 	e.want(e.stripeEvent("evt_"+strings.Repeat("x", 251), "customer.subscription.updated", now, sub), http.StatusOK, "")
 	r = e.do(call{method: "GET", path: "/billing/subscription", token: a.access})
 	if r.str("plan_id") != "starter" {
@@ -447,5 +452,55 @@ func TestStripeOneOpenCheckout(t *testing.T) {
 	e.want(r, http.StatusOK, "")
 	if px.Calls(create) != 3 || record().SessionID == second.SessionID {
 		t.Fatalf("a checkout after the held subscription ended: %s, %d sessions, %+v", r.Raw, px.Calls(create), record())
+	}
+}
+
+// Stripe sends the payer's browser back to the Checkout Session's
+// success_url once paid, or to its cancel_url: both must be pages of the
+// server. They were /billing/success and /billing/canceled, which nothing
+// serves: a company that had just paid landed on a JSON 404.
+func TestStripeCheckoutReturnsToTheConsole(t *testing.T) {
+	t.Parallel()
+	px := stripemock.NewProxy(t)
+	e := newStripeEnv(t, px.URL)
+	a := e.newCompany("Acme", "ana@acme.example")
+	var mu sync.Mutex
+	var form url.Values
+	px.Answer(func(_ http.ResponseWriter, r *http.Request) bool {
+		if r.Method+" "+r.URL.Path == "POST /v1/checkout/sessions" {
+			raw, err := io.ReadAll(r.Body)
+			if err != nil {
+				t.Error(err)
+			}
+			r.Body = io.NopCloser(bytes.NewReader(raw))
+			v, err := url.ParseQuery(string(raw))
+			if err != nil {
+				t.Error(err)
+			}
+			mu.Lock()
+			form = v
+			mu.Unlock()
+		}
+		return false
+	})
+	e.want(e.do(call{method: "POST", path: "/billing/subscribe", token: a.access, body: map[string]any{"plan_id": "starter"}}), http.StatusOK, "")
+	mu.Lock()
+	defer mu.Unlock()
+	for _, field := range []string{"success_url", "cancel_url"} {
+		u := form.Get(field)
+		if u != e.url+"/console/billing" {
+			t.Errorf("%s %q, want the console's billing page %s/console/billing", field, u, e.url)
+			continue
+		}
+		// Followed as a browser that is not signed in yet does: to the
+		// console's sign-in page, which leads back to the billing page.
+		res, err := http.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/html") || !strings.HasPrefix(res.Request.URL.Path, "/console/") {
+			t.Errorf("%s %s: the browser lands on %s, %d %s; want a console page", field, u, res.Request.URL, res.StatusCode, res.Header.Get("Content-Type"))
+		}
 	}
 }
