@@ -22,6 +22,7 @@ import (
 	"github.com/simrelay/simrelay/internal/poll"
 	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/internal/syncbuf"
+	"github.com/simrelay/simrelay/internal/waitpar"
 	"github.com/simrelay/simrelay/sms"
 	"github.com/simrelay/simrelay/store"
 )
@@ -282,5 +283,11 @@ func tinyReceiveBuffer() *http.Client {
 
 func devicePatchStatus(status string) device.Patch { return device.Patch{Status: &status} }
 
-// TestMain stops the PostgreSQL cluster of a run on it (storetest.EnvStore).
-func TestMain(m *testing.M) { storetest.Main(m) }
+// TestMain stops the PostgreSQL cluster of a run on it (storetest.EnvStore),
+// and runs two tests a core at once (waitpar): many tests here wait out a
+// close handshake with a phone that does not read, or a ping, pong or
+// write deadline, with the cores idle.
+func TestMain(m *testing.M) {
+	waitpar.Default(2)
+	storetest.Main(m)
+}

@@ -63,11 +63,9 @@ func muteLinkInCluster(t *testing.T) (*rig, *epochLog) {
 	}
 	t.Cleanup(func() { ws.CloseNow() })
 	writeFrame(t, ws, proto.Hello{Protocol: 1})
-	eventually(t, "online", func() bool { return r.hub.Online("mute") })
-	// Online from its registration; the link claims its epoch after that
-	// (a store read first): a close before the claim ends it in the
-	// cluster only when it is unregistered.
-	eventually(t, "the link claimed", func() bool { return len(r.hub.Links()) == 1 })
+	// Online comes with the registration, the epoch a store read later: a
+	// close before the claim tells the cluster only once unregistered.
+	eventually(t, "online, its epoch claimed", func() bool { return r.hub.Online("mute") && len(r.hub.Links()) == 1 })
 	return r, log
 }
 

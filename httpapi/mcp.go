@@ -10,8 +10,10 @@ import (
 	"math"
 	"mime"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/labstack/echo/v4"
@@ -259,21 +261,36 @@ type mcpTool struct {
 	run func(ctx context.Context, p account.Principal, args json.RawMessage) (any, error)
 }
 
+// inputSchemas holds each tool argument type's JSON schema, by its
+// reflect.Type: written out once per process, not once per server.
+var inputSchemas sync.Map
+
+// inputSchema is the JSON schema of In, written out once: jsonschema's own
+// marshalling (reflection) was most of a tools/list request
+// (BenchmarkMCPToolsList), and every server defines the same tools.
+func inputSchema[In any](name string) json.RawMessage {
+	key := reflect.TypeFor[In]()
+	if raw, ok := inputSchemas.Load(key); ok {
+		return raw.(json.RawMessage)
+	}
+	schema, err := jsonschema.For[In](nil)
+	if err != nil {
+		panic("httpapi: MCP tool " + name + ": " + err.Error()) // a programming error, caught by every test
+	}
+	raw, err := json.Marshal(schema)
+	if err != nil {
+		panic("httpapi: MCP tool " + name + ": " + err.Error())
+	}
+	inputSchemas.Store(key, json.RawMessage(raw))
+	return raw
+}
+
 // tool defines a tool whose arguments are In. Its input schema is In's
 // (field descriptions from the jsonschema tags); the arguments are decoded
 // as the API decodes a body and checked by the service the route calls, so
 // a bad argument is the REST route's validation error, field and all.
 func tool[In any](name, title, description string, readOnly bool, run func(ctx context.Context, p account.Principal, in In) (any, error)) mcpTool {
-	schema, err := jsonschema.For[In](nil)
-	if err != nil {
-		panic("httpapi: MCP tool " + name + ": " + err.Error()) // a programming error, caught by every test
-	}
-	// Written out once: jsonschema's own marshalling (reflection) was most
-	// of a tools/list request (BenchmarkMCPToolsList).
-	raw, err := json.Marshal(schema)
-	if err != nil {
-		panic("httpapi: MCP tool " + name + ": " + err.Error())
-	}
+	raw := inputSchema[In](name)
 	openWorld := !readOnly
 	return mcpTool{
 		def: &mcp.Tool{Name: name, Title: title, Description: description, InputSchema: json.RawMessage(raw),

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/simrelay/simrelay/account"
@@ -211,13 +212,16 @@ var funcs = template.FuncMap{
 	},
 }
 
-// parse builds one template set per page: the layout plus the page.
-func (c *Console) parse() error {
+// parsedPages is one template set per page, the layout plus the page,
+// parsed once for the process: every console serves the same embedded
+// files with the same functions, and a template executes from many
+// goroutines at once, so consoles share them as their requests do.
+var parsedPages = sync.OnceValues(func() (map[string]*template.Template, error) {
 	names, err := fs.Glob(templateFS, "templates/*.html")
 	if err != nil {
-		return err
+		return nil, err
 	}
-	c.pages = map[string]*template.Template{}
+	pages := map[string]*template.Template{}
 	for _, n := range names {
 		base := strings.TrimSuffix(strings.TrimPrefix(n, "templates/"), ".html")
 		if base == "layout" {
@@ -225,11 +229,17 @@ func (c *Console) parse() error {
 		}
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", n)
 		if err != nil {
-			return fmt.Errorf("web: template %s: %w", n, err)
+			return nil, fmt.Errorf("web: template %s: %w", n, err)
 		}
-		c.pages[base] = t
+		pages[base] = t
 	}
-	return nil
+	return pages, nil
+})
+
+// parse gives the console its page templates (parsedPages).
+func (c *Console) parse() (err error) {
+	c.pages, err = parsedPages()
+	return err
 }
 
 // Flash is an error or notice carried to a page: by the JavaScript without

@@ -13,6 +13,7 @@ import (
 
 	"github.com/simrelay/simrelay/internal/pgtest"
 	"github.com/simrelay/simrelay/internal/poll"
+	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/web"
 )
 
@@ -26,9 +27,10 @@ import (
 // the session's check writes once a minute (it keeps the session alive), so
 // with the test clock a minute on that write is the one refused.
 //
-// Not parallel: the file size limit is the whole process's. Parallel tests
-// wait until the sequential ones are done, so these tests' writes are the
-// only ones.
+// Not parallel on bbolt: the file size limit is the whole process's.
+// Parallel tests wait until the sequential ones are done, so these tests'
+// writes are the only ones. On PostgreSQL the relay a test cuts is its own,
+// so there they run in parallel.
 
 // A full disk of the embedded store refuses writes only: the console's
 // pages and its live view read, so they go on, though the session's
@@ -101,10 +103,11 @@ func storeOut(t *testing.T, e *env, relay *pgtest.Relayed) (back func()) {
 // the user their session had expired and sent them to a sign-in that the
 // same store refused.
 func TestLiveStreamRefusedByTheStoreIsUnavailableNotSignedOut(t *testing.T) {
-	e, relay := outageEnv(t, 50*time.Millisecond)
-	if relay == nil {
+	if !storetest.Postgres() {
 		t.Skip("the embedded store reads on through a full disk (TestFullDiskKeepsTheConsoleReadable); this runs on PostgreSQL")
 	}
+	t.Parallel() // the relay storeOut cuts is this test's own
+	e, relay := outageEnv(t, 50*time.Millisecond)
 	e.company("Acme", "ada@acme.test", "Correct1horse")
 	b := e.browser()
 	b.signIn("ada@acme.test", "Correct1horse")
@@ -137,10 +140,11 @@ func TestLiveStreamRefusedByTheStoreIsUnavailableNotSignedOut(t *testing.T) {
 // session expired, and resumes by itself once it is; a session that did
 // end still says so.
 func TestBrowserLiveViewWaitsOutTheStoreAndStillSaysExpired(t *testing.T) {
-	e, relay := outageEnv(t, 100*time.Millisecond)
-	if relay == nil {
+	if !storetest.Postgres() {
 		t.Skip("the embedded store reads on through a full disk (TestFullDiskKeepsTheConsoleReadable); this runs on PostgreSQL")
 	}
+	t.Parallel() // the relay storeOut cuts is this test's own
+	e, relay := outageEnv(t, 100*time.Millisecond)
 	key := e.company("Acme", "ada@acme.test", "Correct1horse")
 	e.pairPhone(e.pairingCode(key), "fp-1", false)
 	ctx := chrome(t) // before storeOut: Chromium must not inherit its limit

@@ -21,6 +21,7 @@ import (
 	"github.com/simrelay/simrelay/internal/pgtest"
 	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/internal/syncbuf"
+	"github.com/simrelay/simrelay/internal/waitpar"
 	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/store/boltstore"
 	"github.com/simrelay/simrelay/store/postgres"
@@ -101,7 +102,11 @@ var built struct {
 	err  error
 }
 
+// TestMain runs two tests a core at once (waitpar): most of a test here
+// waits on the servers it started as child processes, or on a timeout
+// they reach on purpose, so one a core left the cores idle.
 func TestMain(m *testing.M) {
+	waitpar.Default(2)
 	code := storetest.Run(m)
 	if built.dir != "" {
 		os.RemoveAll(built.dir)

@@ -466,6 +466,8 @@ func TestAdminRefusesADataDirWithoutAStore(t *testing.T) {
 	}
 }
 
+// Each admin command waits out the store's lock timeout before it fails:
+// the three wait at once.
 func TestAdminOnAHeldStoreFailsFast(t *testing.T) {
 	storetest.EmbeddedOnly(t, "the store file's lock")
 	t.Parallel()
@@ -474,7 +476,7 @@ func TestAdminOnAHeldStoreFailsFast(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer held.Close()
+	t.Cleanup(func() { held.Close() }) // after the subtests
 	// Each command says what to do instead that fits it: only a backup can be
 	// had from the running server.
 	for _, tc := range []struct {
@@ -485,10 +487,13 @@ func TestAdminOnAHeldStoreFailsFast(t *testing.T) {
 		{[]string{"admin", "backup", filepath.Join(t.TempDir(), "b"), "--data-dir", dir}, "GET /admin/backup", ""},
 		{[]string{"admin", "create-company", "--company", "A", "--email", "a@example.com", "--password", "Change-me-123", "--data-dir", dir}, "stop it first", "/admin/backup"},
 	} {
-		code, _, errOut := runCmd(t, tc.args...)
-		if code != 1 || !strings.Contains(errOut, "in use by another process") || !strings.Contains(errOut, tc.hint) ||
-			(tc.notHint != "" && strings.Contains(errOut, tc.notHint)) {
-			t.Errorf("%v: got %d %q, want 1 and a locked-store message saying %q (and not %q)", tc.args[:2], code, errOut, tc.hint, tc.notHint)
-		}
+		t.Run(tc.args[1], func(t *testing.T) {
+			t.Parallel()
+			code, _, errOut := runCmd(t, tc.args...)
+			if code != 1 || !strings.Contains(errOut, "in use by another process") || !strings.Contains(errOut, tc.hint) ||
+				(tc.notHint != "" && strings.Contains(errOut, tc.notHint)) {
+				t.Errorf("%v: got %d %q, want 1 and a locked-store message saying %q (and not %q)", tc.args[:2], code, errOut, tc.hint, tc.notHint)
+			}
+		})
 	}
 }
