@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -67,22 +65,7 @@ func TestCheckoutOneSessionAcrossNodes(t *testing.T) {
 	// Stripe holds each session it creates until every subscribe has asked
 	// for one, or a second has passed: the subscribes overlap.
 	const n = 4
-	var mu sync.Mutex
-	asked, all := 0, make(chan struct{})
-	px.Answer(func(_ http.ResponseWriter, r *http.Request) bool {
-		if r.Method+" "+r.URL.Path == createSession {
-			mu.Lock()
-			if asked++; asked == n {
-				close(all)
-			}
-			mu.Unlock()
-			select {
-			case <-all:
-			case <-time.After(time.Second):
-			}
-		}
-		return false
-	})
+	px.Hold(createSession, n)
 	type answer struct {
 		res billing.SubscribeResult
 		err error

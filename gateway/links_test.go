@@ -57,16 +57,25 @@ func muteLinkInCluster(t *testing.T) (*rig, *epochLog) {
 	var r *rig
 	log.hub = func() *Hub { return r.hub }
 	r = newRigHub(t, storetest.OpenWith(t, storetest.Options{}), Config{}, time.Now, nil, hubSetup{epochs: log})
+	linkMute(t, r)
+	// Online comes with the registration, the epoch a store read later: a
+	// close before the claim tells the cluster only once unregistered.
+	eventually(t, "its epoch claimed", func() bool { return len(r.hub.Links()) == 1 })
+	return r, log
+}
+
+// linkMute pairs the device "mute" and links a phone that says hello and
+// then reads nothing (a tiny receive buffer): a close handshake with it
+// waits seconds. It returns once the device is online.
+func linkMute(t *testing.T, r *rig) {
+	t.Helper()
 	ws, _, err := r.dial(r.pair("mute"), tinyReceiveBuffer())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ws.CloseNow() })
 	writeFrame(t, ws, proto.Hello{Protocol: 1})
-	// Online comes with the registration, the epoch a store read later: a
-	// close before the claim tells the cluster only once unregistered.
-	eventually(t, "online, its epoch claimed", func() bool { return r.hub.Online("mute") && len(r.hub.Links()) == 1 })
-	return r, log
+	eventually(t, "online", func() bool { return r.hub.Online("mute") })
 }
 
 // A link the server closes ends in the cluster as the server decides, not
@@ -183,13 +192,7 @@ func TestServerCloseStoresLastSeenAtOnce(t *testing.T) {
 	ahead := func() time.Time { return time.Now().Add(time.Hour) }
 	r = newRigHub(t, storetest.OpenWith(t, storetest.Options{}), Config{}, time.Now, nil, hubSetup{now: ahead,
 		devices: func(d *device.Service) Devices { log.Devices = d; return log }})
-	ws, _, err := r.dial(r.pair("mute"), tinyReceiveBuffer())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ws.CloseNow() })
-	writeFrame(t, ws, proto.Hello{Protocol: 1})
-	eventually(t, "online", func() bool { return r.hub.Online("mute") })
+	linkMute(t, r)
 	want := r.hub.LastSeen("mute")
 	r.hub.Disconnect("mute", proto.CloseDeviceGone, "device disabled")
 	eventually(t, "the last seen stored", func() bool { return len(log.seen()) > 0 })
@@ -241,13 +244,7 @@ func TestDisconnectReturnsWithLastSeenStored(t *testing.T) {
 			close(g.gate)
 		}
 	})
-	ws, _, err := r.dial(r.pair("mute"), tinyReceiveBuffer())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ws.CloseNow() })
-	writeFrame(t, ws, proto.Hello{Protocol: 1})
-	eventually(t, "online", func() bool { return r.hub.Online("mute") })
+	linkMute(t, r)
 	want := r.hub.LastSeen("mute")
 	done := make(chan struct{})
 	go func() {

@@ -709,6 +709,18 @@ func TestDeviceChangedDuringHello(t *testing.T) {
 	}
 }
 
+// busyPhone links the company's phone "busy-phone" and has it report an SMS
+// a minute after its hello; it returns that time, the link's last activity,
+// as the API writes it.
+func busyPhone(t *testing.T, e *env, access string) string {
+	t.Helper()
+	vp := e.runPhone(e.pairPhone(access, "busy-phone"), "SIM1", false)
+	e.clock.Advance(time.Minute)
+	at := e.clock.Now().UTC().Format("2006-01-02T15:04:05.000Z")
+	waitAck(t, vp.Receive(proto.Inbound{ClientID: "in-1", From: "+15557654321", Message: "hi", SIMSlot: "SIM1", ReceivedAt: at}))
+	return at
+}
+
 // A device disabled while its phone is linked is offline from the PATCH,
 // last seen at the link's last activity (here an SMS it reported a minute
 // after its hello), in the PATCH's answer and in a list read right after:
@@ -717,10 +729,7 @@ func TestDisabledDeviceLastSeenIsItsLinksLastActivity(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	a := e.newCompany("Acme", "ana@acme.example")
-	vp := e.runPhone(e.pairPhone(a.access, "busy-phone"), "SIM1", false)
-	e.clock.Advance(time.Minute)
-	want := e.clock.Now().UTC().Format("2006-01-02T15:04:05.000Z")
-	waitAck(t, vp.Receive(proto.Inbound{ClientID: "in-1", From: "+15557654321", Message: "hi", SIMSlot: "SIM1", ReceivedAt: want}))
+	want := busyPhone(t, e, a.access)
 	if got := e.phonesList(a.access)["busy-phone"]; got["online"] != true || got["last_seen_at"] != want {
 		t.Fatalf("linked: online %v, last seen %v; want true, %s", got["online"], got["last_seen_at"], want)
 	}
@@ -742,10 +751,7 @@ func TestRepairedDeviceAnswersItsLinksLastSeen(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	a := e.newCompany("Acme", "ana@acme.example")
-	vp := e.runPhone(e.pairPhone(a.access, "busy-phone"), "SIM1", false)
-	e.clock.Advance(time.Minute)
-	want := e.clock.Now().UTC().Format("2006-01-02T15:04:05.000Z")
-	waitAck(t, vp.Receive(proto.Inbound{ClientID: "in-1", From: "+15557654321", Message: "hi", SIMSlot: "SIM1", ReceivedAt: want}))
+	want := busyPhone(t, e, a.access)
 	e.clock.Advance(time.Minute)
 	code := e.do(call{method: "POST", path: "/device/pairing", token: a.access})
 	e.want(code, http.StatusCreated, "")

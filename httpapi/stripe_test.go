@@ -355,22 +355,7 @@ func TestStripeOneOpenCheckout(t *testing.T) {
 	// Stripe holds each session it creates until all the subscribes have
 	// asked for one, or a second has passed: the subscribes overlap.
 	const n = 4
-	var mu sync.Mutex
-	asked, all := 0, make(chan struct{})
-	px.Answer(func(_ http.ResponseWriter, r *http.Request) bool {
-		if r.Method+" "+r.URL.Path == create {
-			mu.Lock()
-			if asked++; asked == n {
-				close(all)
-			}
-			mu.Unlock()
-			select {
-			case <-all:
-			case <-time.After(time.Second):
-			}
-		}
-		return false
-	})
+	px.Hold(create, n)
 	answers := make(chan resp, n)
 	for range n {
 		go func() {

@@ -93,6 +93,28 @@ func (p *Proxy) Answer(fn func(w http.ResponseWriter, r *http.Request) bool) {
 	p.answer = fn
 }
 
+// Hold makes the proxy hold each request call ("POST /v1/checkout/sessions")
+// until n of them have come, or a second has passed, then pass it on: n
+// requests made at once overlap at Stripe, as a slow Stripe makes them.
+func (p *Proxy) Hold(call string, n int) {
+	var mu sync.Mutex
+	asked, all := 0, make(chan struct{})
+	p.Answer(func(_ http.ResponseWriter, r *http.Request) bool {
+		if r.Method+" "+r.URL.Path == call {
+			mu.Lock()
+			if asked++; asked == n {
+				close(all)
+			}
+			mu.Unlock()
+			select {
+			case <-all:
+			case <-time.After(time.Second):
+			}
+		}
+		return false
+	})
+}
+
 // Calls counts the requests recorded as call ("POST /v1/checkout/sessions").
 func (p *Proxy) Calls(call string) int {
 	p.mu.Lock()
