@@ -133,9 +133,11 @@ func (s *Service) Failover() []store.Message {
 			}
 		}
 	}
+	for _, m := range moved {
+		s.changed(m) // all told before a link is woken, as in releaseDue
+	}
 	woken := map[string]bool{}
 	for _, m := range moved {
-		s.changed(m)
 		if !woken[m.Device] && s.dispatch != nil {
 			woken[m.Device] = true
 			s.dispatch.Kick(m.Device)

@@ -106,9 +106,14 @@ func (s *Service) releaseDue() bool {
 			s.log.Error("queue scheduled messages", "err", err)
 			return false
 		}
-		kicked := map[string]bool{}
+		// Every message is told before any link is woken (Watcher): a
+		// link woken for the batch's first message of its device takes
+		// the others too.
 		for _, m := range msgs {
 			s.changed(m)
+		}
+		kicked := map[string]bool{}
+		for _, m := range msgs {
 			if m.Status == store.MsgQueued && !kicked[m.Device] && s.dispatch != nil {
 				kicked[m.Device] = true
 				s.dispatch.Kick(m.Device)

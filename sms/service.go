@@ -65,8 +65,9 @@ type Dispatcher interface {
 // commit (the console's live updates). It must not block. Changes told
 // from different goroutines may reach it in either order (a phone's report
 // against the send's own news); a new message is told before its link or
-// the scheduler is woken, as a released scheduled message is, so an idle
-// link's phone reports only after the watcher heard of the queueing.
+// the scheduler is woken, as released scheduled messages and jobs a
+// failover moved are (the whole batch before any link), so an idle link's
+// phone reports only after the watcher heard of the queueing.
 type Watcher interface {
 	MessageChanged(m store.Message)
 }
