@@ -48,6 +48,7 @@ type conn struct {
 	frames    atomic.Uint32 // frames read from the phone, counted (wrapping) to tell a live phone from a silent one (heard)
 	handling  atomic.Bool   // the reader is taking a frame, not reading: it may wait on the store
 	lastSeen  atomic.Int64  // unix nanoseconds of the last frame or pong
+	seenSaved atomic.Int64  // unix nanoseconds of the newest last seen storeSeen stored
 
 	flood   *rate.Limiter // what the phone sends unasked (flood.go), from its first such frame; guarded by floodMu
 	floodMu sync.Mutex    // the reader and the answerer both charge
@@ -300,9 +301,23 @@ func (c *conn) seen() time.Time {
 	return time.Unix(0, at).UTC()
 }
 
-// storeSeen stores the link's last seen as the device's.
+// storeSeen stores the link's last seen as the device's, unless it
+// stored that one already: a link the server closed stored it at the
+// decision, and its end (finish) writes the device again only for a later
+// one, so that a close costs one write, as an end does.
 func (c *conn) storeSeen() {
-	if err := c.hub.devices.Seen(context.Background(), c.dev, c.seen()); err != nil {
+	at := c.seen()
+	if at.UnixNano() <= c.seenSaved.Load() {
+		return
+	}
+	if err := c.hub.devices.Seen(context.Background(), c.dev, at); err != nil {
 		c.hub.seenFault(c.dev.Fingerprint, err)
+		return
+	}
+	for {
+		saved := c.seenSaved.Load()
+		if at.UnixNano() <= saved || c.seenSaved.CompareAndSwap(saved, at.UnixNano()) {
+			return
+		}
 	}
 }

@@ -207,6 +207,14 @@ func TestServerCloseStoresLastSeenAtOnce(t *testing.T) {
 	if d, _ := r.store.Device("mute"); d.LastSeenAt.Sub(want).Abs() > time.Millisecond {
 		t.Errorf("last seen once the link ended: %v, want %v", d.LastSeenAt, want)
 	}
+	// The link's end stores nothing more: the device was written once,
+	// as for a link that simply ends.
+	if err := r.hub.Shutdown(context.Background()); err != nil { // its goroutines have ended
+		t.Fatal(err)
+	}
+	if got := log.seen(); len(got) != 1 {
+		t.Errorf("Seen calls %+v: want one, at the server's decision", got)
+	}
 }
 
 // gatedSeen holds each Seen until the test opens gate, recording that it
