@@ -60,6 +60,7 @@ type Hub interface {
 	HoldDevice(fingerprint string, deviceID uint64, fn func(dispatchedUpTo uint64, online bool) error) error
 	Kick(fingerprint string)
 	Disconnect(fingerprint string, code int, reason string)
+	DisconnectLater(fingerprint string, code int, reason string)
 	Configure(fingerprint string, cfg proto.Config)
 	Pace(fingerprint string, perMinute int)
 	Links() []gateway.Link
@@ -299,7 +300,7 @@ func (g *Gateway) runHeard(ctx context.Context) {
 		g.inKicks, g.inCtls = map[string]struct{}{}, nil
 		g.mu.Unlock()
 		for _, c := range ctls {
-			g.local(c)
+			g.local(c, true)
 		}
 		for fp := range kicks {
 			g.hub.Kick(fp)
@@ -307,10 +308,18 @@ func (g *Gateway) runHeard(ctx context.Context) {
 	}
 }
 
-func (g *Gateway) local(c ctl) {
+// local runs the control on this node's link of the device, if any. A
+// control heard from another node answers no request here: its disconnect
+// does not wait for the last seen's write, which would hold up the controls
+// and kicks heard after it.
+func (g *Gateway) local(c ctl, heard bool) {
 	switch c.Op {
 	case "disconnect":
-		g.hub.Disconnect(c.Fingerprint, c.Code, c.Reason)
+		if heard {
+			g.hub.DisconnectLater(c.Fingerprint, c.Code, c.Reason)
+		} else {
+			g.hub.Disconnect(c.Fingerprint, c.Code, c.Reason)
+		}
 	case "configure":
 		if c.Config != nil {
 			g.hub.Configure(c.Fingerprint, *c.Config)
@@ -323,7 +332,7 @@ func (g *Gateway) local(c ctl) {
 // control acts on the device's link here and tells the other nodes: a
 // link elsewhere, or an older one about to be fenced, gets it too.
 func (g *Gateway) control(c ctl) {
-	g.local(c)
+	g.local(c, false)
 	data, err := json.Marshal(c)
 	if err != nil {
 		g.log.Error("gateway: encode control", "err", err)

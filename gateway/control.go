@@ -15,6 +15,17 @@ func (h *Hub) Disconnect(fingerprint string, code int, reason string) {
 	}
 }
 
+// DisconnectLater is Disconnect for a caller that answers nobody next (a
+// cluster node running the control of a request another node answered):
+// the last seen is stored on a goroutine of its own, as for the hub's
+// other closes, so that a store write that takes long (a database under
+// strain) does not hold up what the caller does next.
+func (h *Hub) DisconnectLater(fingerprint string, code int, reason string) {
+	if c := h.lookup(fingerprint); c != nil {
+		c.closeWith(code, reason)
+	}
+}
+
 // Configure pushes changed settings to the device's link, if any.
 func (h *Hub) Configure(fingerprint string, cfg proto.Config) {
 	if c := h.lookup(fingerprint); c != nil {
