@@ -245,3 +245,55 @@ func TestSecondSubscriptionIsLoggedNotApplied(t *testing.T) {
 		t.Fatalf("after the held subscription ended: %+v", got)
 	}
 }
+
+// A company whose Stripe subscription ended and that then took the free
+// plan pays for nothing: it can check out again, and its new
+// subscription's events are its own. The free plan kept the ended
+// subscription's id under the status active, which read as a live
+// subscription: every subscribe answered 409 (the free plan again too),
+// and the new subscription's events were taken for a second one's.
+func TestFreePlanAfterACanceledSubscription(t *testing.T) {
+	t.Parallel()
+	st := storetest.Open(t)
+	co := storetest.Company(t, st, "Acme", "ana@acme.example")
+	px := stripemock.NewProxy(t)
+	svc := stripeServiceAt(t, st, px.URL, slog.New(slog.DiscardHandler), time.Now)
+	if _, err := st.UpdateSubscription(co.ID, func(sub *store.Subscription) error {
+		sub.PlanID, sub.Status, sub.ProviderSubID, sub.CustomerID = billing.PlanPro, billing.StatusCanceled, "sub_old", "cus_A"
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := svc.Subscribe(context.Background(), billing.SubscribeInput{CompanyID: co.ID, PlanID: billing.PlanFree})
+	if err != nil || res.Status != billing.StatusActive {
+		t.Fatalf("the free plan after a canceled subscription: %+v, %v", res, err)
+	}
+	if _, err := svc.Subscribe(context.Background(), billing.SubscribeInput{CompanyID: co.ID, PlanID: billing.PlanFree}); err != nil {
+		t.Fatalf("the free plan again: %v", err)
+	}
+	res, err = svc.Subscribe(context.Background(), billing.SubscribeInput{CompanyID: co.ID, PlanID: billing.PlanStarter})
+	if err != nil || res.CheckoutURL == "" {
+		t.Fatalf("a paid plan after the free plan: %+v, %v", res, err)
+	}
+	meta := map[string]any{"company_id": fmt.Sprint(co.ID), "plan_id": billing.PlanStarter, "simrelay_instance": billing.InstanceMark(testPublicURL)}
+	handle(t, svc, "evt_new", billing.EventSubscriptionCreated, time.Now().Unix(), map[string]any{"id": "sub_new", "object": "subscription",
+		"customer": "cus_A", "status": "active", "metadata": meta})
+	if got := subscription(t, st, co.ID); got.ProviderSubID != "sub_new" || got.PlanID != billing.PlanStarter || got.Status != billing.StatusActive {
+		t.Fatalf("the new subscription's event: %+v", got)
+	}
+
+	// The operator's set-plan (admin set-plan) after a canceled subscription alike.
+	op := storetest.Company(t, st, "Beta", "bo@beta.example")
+	if _, err := st.UpdateSubscription(op.ID, func(sub *store.Subscription) error {
+		sub.PlanID, sub.Status, sub.ProviderSubID = billing.PlanPro, billing.StatusCanceled, "sub_beta"
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.SetPlan(op.ID, billing.PlanStarter); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Subscribe(context.Background(), billing.SubscribeInput{CompanyID: op.ID, PlanID: billing.PlanFree}); err != nil {
+		t.Fatalf("the free plan after set-plan over a canceled subscription: %v", err)
+	}
+}

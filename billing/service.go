@@ -331,6 +331,7 @@ func (s *Service) Subscribe(ctx context.Context, in SubscribeInput) (SubscribeRe
 		if s.cfg.Provider != nil && paying(*sub) {
 			return problem.New(problem.Conflict, "The company pays for a subscription: cancel it in the billing portal (POST /billing/portal); it returns to the default plan when it ends.")
 		}
+		forgetEnded(sub)
 		sub.PlanID, sub.Status, sub.TrialEndsAt, sub.UpdatedAt = plan.ID, StatusActive, nil, now
 		if plan.TrialDays > 0 && !in.SkipTrial {
 			end := now.AddDate(0, 0, plan.TrialDays)
@@ -350,6 +351,17 @@ func paying(sub store.Subscription) bool {
 	return sub.ProviderSubID != "" && (sub.Status == StatusActive || sub.Status == StatusTrialing || sub.Status == StatusPastDue)
 }
 
+// forgetEnded forgets the company's provider subscription when it is not
+// live (canceled, or never paid) as a plan is set without the provider:
+// its id kept under the new plan's status would read as a live
+// subscription (paying), so every subscribe would answer 409 and a new
+// subscription's events would be taken for a second one's.
+func forgetEnded(sub *store.Subscription) {
+	if !paying(*sub) {
+		sub.ProviderSubID = ""
+	}
+}
+
 // SetPlan puts a company on a plan, active, without a provider: the
 // operator's `simrelay admin set-plan`. Hidden plans are allowed.
 func (s *Service) SetPlan(companyID uint64, planID string) (store.Subscription, error) {
@@ -358,6 +370,7 @@ func (s *Service) SetPlan(companyID uint64, planID string) (store.Subscription, 
 		return store.Subscription{}, fmt.Errorf("no plan %q", planID)
 	}
 	sub, err := s.store.UpdateSubscription(companyID, func(sub *store.Subscription) error {
+		forgetEnded(sub)
 		sub.PlanID, sub.Status, sub.TrialEndsAt, sub.UpdatedAt = plan.ID, StatusActive, nil, s.now().UTC()
 		return nil
 	})
