@@ -115,6 +115,8 @@ type Service struct {
 	store    Store
 	log      *slog.Logger
 	now      func() time.Time
+	// hold cuts a checkout's calls to the provider: checkoutHold.
+	hold time.Duration
 }
 
 // New checks the configuration; the error names the plan and field at fault.
@@ -132,7 +134,7 @@ func New(cfg Config, st Store, log *slog.Logger, now func() time.Time) (*Service
 			cfg.DefaultPlan = DefaultPlanStripe
 		}
 	}
-	s := &Service{cfg: cfg, plans: plans, byID: map[string]Plan{}, store: st, log: log, now: now, instance: InstanceMark(cfg.PublicURL)}
+	s := &Service{cfg: cfg, plans: plans, byID: map[string]Plan{}, store: st, log: log, now: now, instance: InstanceMark(cfg.PublicURL), hold: checkoutHold}
 	for _, p := range plans {
 		s.byID[p.ID] = p
 	}

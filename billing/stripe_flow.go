@@ -110,7 +110,7 @@ func (s *Service) checkout(ctx context.Context, in SubscribeInput, plan Plan) (S
 func (s *Service) openCheckout(ctx context.Context, in SubscribeInput, plan Plan, sub store.Subscription, token, previous string, now time.Time) (SubscribeResult, error) {
 	// A client that goes away does not cut the calls short: a session
 	// opened at the provider but not recorded could still be paid.
-	hold, cancel := context.WithTimeout(context.WithoutCancel(ctx), checkoutHold)
+	hold, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.hold)
 	defer cancel()
 	if previous != "" {
 		completed, subID, err := s.cfg.Provider.ExpireCheckout(hold, previous)
@@ -150,8 +150,12 @@ func (s *Service) openCheckout(ctx context.Context, in SubscribeInput, plan Plan
 		// Not recorded: the store failed, or another request took the
 		// claim over (this one outlived it) and its checkout is the
 		// company's. A session nobody knows of must not be paid.
+		// With time of its own: the hold is spent when the store was slow
+		// enough for the claim to lapse.
 		s.log.Warn("checkout session opened but not recorded; expiring it", "company", in.CompanyID, "session", sess.ID, "err", serr)
-		if _, _, xerr := s.cfg.Provider.ExpireCheckout(hold, sess.ID); xerr != nil {
+		expire, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.hold)
+		defer cancel()
+		if _, _, xerr := s.cfg.Provider.ExpireCheckout(expire, sess.ID); xerr != nil {
 			s.log.Error("expire a checkout session not recorded", "company", in.CompanyID, "session", sess.ID, "err", xerr)
 		}
 		if serr != nil {
