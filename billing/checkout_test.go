@@ -297,3 +297,33 @@ func TestFreePlanAfterACanceledSubscription(t *testing.T) {
 		t.Fatalf("the free plan after set-plan over a canceled subscription: %v", err)
 	}
 }
+
+// A checkout completed whose first payment is still on its way (unpaid: a
+// bank debit; the company reads none) is a subscription that becomes
+// active when the payment arrives: a subscribe meanwhile answers 409, the
+// free plan too. A second checkout was opened, and both debits arriving
+// billed two subscriptions.
+func TestSubscribeWhileTheFirstPaymentIsOnItsWay(t *testing.T) {
+	t.Parallel()
+	st := storetest.Open(t)
+	co := storetest.Company(t, st, "Acme", "ana@acme.example")
+	svc := stripeService(t, st)
+	meta := map[string]any{"company_id": fmt.Sprint(co.ID), "plan_id": billing.PlanStarter, "simrelay_instance": billing.InstanceMark(testPublicURL)}
+	handle(t, svc, "evt_done", billing.EventCheckoutCompleted, time.Now().Unix(), map[string]any{"id": "cs_A", "object": "checkout.session",
+		"customer": "cus_A", "subscription": "sub_A", "status": "complete", "payment_status": "unpaid", "metadata": meta})
+	if got := subscription(t, st, co.ID); got.Status != billing.StatusNone || got.ProviderSubID != "sub_A" {
+		t.Fatalf("after the completion: %+v", got)
+	}
+	for _, plan := range []string{billing.PlanPro, billing.PlanFree} {
+		if _, err := svc.Subscribe(context.Background(), billing.SubscribeInput{CompanyID: co.ID, PlanID: plan}); !problem.Is(err, problem.Conflict) {
+			t.Errorf("subscribe to %s while the first payment is on its way: %v, want 409 conflict", plan, err)
+		}
+	}
+	// The debit fails: Stripe ends the subscription, and the company may
+	// subscribe again.
+	handle(t, svc, "evt_exp", billing.EventSubscriptionUpdated, time.Now().Unix()+1, map[string]any{"id": "sub_A", "object": "subscription",
+		"customer": "cus_A", "status": "incomplete_expired", "metadata": meta})
+	if _, err := svc.Subscribe(context.Background(), billing.SubscribeInput{CompanyID: co.ID, PlanID: billing.PlanFree}); err != nil {
+		t.Errorf("the free plan once the subscription expired: %v", err)
+	}
+}

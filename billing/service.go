@@ -347,14 +347,17 @@ func (s *Service) Subscribe(ctx context.Context, in SubscribeInput) (SubscribeRe
 	return SubscribeResult{Status: sub.Status}, nil
 }
 
-// paying reports whether the company has a live provider subscription,
-// one that is billed: a second one would be billed alongside it.
+// paying reports whether the company has a provider subscription that is
+// billed or may still be: any but a canceled one. none is a first payment
+// still on its way (Stripe's incomplete: a bank debit), which becomes active
+// when it arrives; a second subscription opened meanwhile would be billed
+// alongside it.
 func paying(sub store.Subscription) bool {
-	return sub.ProviderSubID != "" && (sub.Status == StatusActive || sub.Status == StatusTrialing || sub.Status == StatusPastDue)
+	return sub.ProviderSubID != "" && sub.Status != StatusCanceled
 }
 
-// forgetEnded forgets the company's provider subscription when it is not
-// live (canceled, or never paid) as a plan is set without the provider:
+// forgetEnded forgets the company's provider subscription when it has
+// ended (canceled) as a plan is set without the provider:
 // its id kept under the new plan's status would read as a live
 // subscription (paying), so every subscribe would answer 409 and a new
 // subscription's events would be taken for a second one's.

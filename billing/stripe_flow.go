@@ -39,7 +39,7 @@ var errNoWrite = errors.New("billing: nothing to write")
 
 var errCheckoutBusy = problem.New(problem.Conflict, "A checkout for the company is being opened by another request: try again in a moment.")
 
-var errAlreadyPays = problem.New(problem.Conflict, "The company already has a subscription: change its plan in the billing portal (POST /billing/portal).")
+var errAlreadyPays = problem.New(problem.Conflict, "The company already has a subscription (or its first payment is on its way): change its plan in the billing portal (POST /billing/portal).")
 
 // checkout answers the company's open checkout of the same plan when it has
 // one, else expires the open one (of another plan, or about to expire) at
