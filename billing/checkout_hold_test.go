@@ -79,3 +79,51 @@ func TestCheckoutOutlivingItsClaimExpiresItsSession(t *testing.T) {
 		t.Errorf("the record: %+v, %v; want the other request's claim alone", sub.Checkout, err)
 	}
 }
+
+// A request that expired the company's open checkout (of another plan) and
+// then outlived its claim forgets that session all the same: it is closed
+// at the provider whoever holds the claim. It stayed recorded as open, so
+// each subscribe of its plan answered its page, expired, for the day.
+func TestCheckoutOutlivingItsClaimForgetsTheSessionItExpired(t *testing.T) {
+	t.Parallel()
+	st := storetest.Open(t)
+	co := storetest.Company(t, st, "Acme", "ana@acme.example")
+	p := &lateProvider{expired: map[string]error{}}
+	p.take = func() {
+		if _, err := st.UpdateSubscription(co.ID, func(sub *store.Subscription) error {
+			sub.Checkout.Claim, sub.Checkout.ClaimedAt = "another-node", time.Now()
+			return nil
+		}); err != nil {
+			t.Error(err)
+		}
+	}
+	plans := BuiltinPlans()
+	for i := range plans {
+		if plans[i].Price.Amount > 0 {
+			plans[i].StripePriceID = "price_" + plans[i].ID
+		}
+	}
+	svc, err := New(Config{Plans: plans, PublicURL: "https://sms.example.com", WebhookSecret: "whsec_x", Provider: p}, st, slog.New(slog.DiscardHandler), time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc.hold = 50 * time.Millisecond
+	if _, err := st.UpdateSubscription(co.ID, func(sub *store.Subscription) error {
+		sub.Checkout = &store.Checkout{SessionID: "cs_pro", URL: "https://checkout.example/pro", PlanID: PlanPro, ExpiresAt: time.Now().Add(20 * time.Hour)}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Subscribe(context.Background(), SubscribeInput{CompanyID: co.ID, PlanID: PlanStarter}); !problem.Is(err, problem.Conflict) {
+		t.Errorf("a subscribe that outlived its claim: %v, want 409", err)
+	}
+	p.mu.Lock()
+	_, expired := p.expired["cs_pro"]
+	p.mu.Unlock()
+	if !expired {
+		t.Fatal("the open checkout of another plan was not expired")
+	}
+	if sub, _, err := st.Subscription(co.ID); err != nil || sub.Checkout == nil || sub.Checkout.Claim != "another-node" || sub.Checkout.SessionID != "" {
+		t.Errorf("the record: %+v, %v; want the other request's claim alone, the expired session forgotten", sub.Checkout, err)
+	}
+}

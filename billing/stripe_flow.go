@@ -181,24 +181,26 @@ func (s *Service) endCheckout(companyID uint64, token, closed string) {
 // finishCheckout ends the company's checkout claim token: it forgets the
 // session closed (when it is still the recorded one), records opened
 // (nil: none) and keeps customer. lost reports a claim another request
-// took over: then nothing but the customer is written.
+// took over: then opened is not recorded, but closed, known closed at the
+// provider, is forgotten all the same.
 func (s *Service) finishCheckout(companyID uint64, token, closed string, opened *store.Checkout, customer string) (lost bool, err error) {
 	_, err = s.store.UpdateSubscription(companyID, func(sub *store.Subscription) error {
-		lost = false
 		if customer != "" && sub.CustomerID == "" {
 			sub.CustomerID = customer
 		}
-		if sub.Checkout == nil || sub.Checkout.Claim != token {
-			lost = true
-			return nil
+		var co store.Checkout
+		if sub.Checkout != nil {
+			co = *sub.Checkout
 		}
-		co := *sub.Checkout
-		co.Claim, co.ClaimedAt = "", time.Time{}
 		if closed != "" && co.SessionID == closed {
-			co = store.Checkout{}
+			co = store.Checkout{Claim: co.Claim, ClaimedAt: co.ClaimedAt}
 		}
-		if opened != nil {
-			co = *opened
+		lost = co.Claim != token
+		if !lost {
+			co.Claim, co.ClaimedAt = "", time.Time{}
+			if opened != nil {
+				co = *opened
+			}
 		}
 		sub.Checkout = &co
 		if co == (store.Checkout{}) {
