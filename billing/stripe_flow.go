@@ -16,9 +16,10 @@ import (
 // the company's subscription record first (in the store's transaction, so
 // on any node of a cluster on one database); its calls to the provider are
 // cut at checkoutHold. A claim older than checkoutClaimTTL is of a node
-// that stopped mid-way, and is taken over. Another request for the company
-// meanwhile waits for the claim to end (reading the store every
-// checkoutPoll), at most checkoutWait, then answers 409.
+// that stopped mid-way, or of a request the store held up, and is taken
+// over. Another request for the company meanwhile waits for the claim to
+// end (trying to take it every checkoutPoll, in a write transaction it
+// rolls back), at most checkoutWait, then answers 409.
 const (
 	checkoutHold     = time.Minute
 	checkoutClaimTTL = 2 * time.Minute
