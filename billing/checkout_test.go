@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -325,5 +327,71 @@ func TestSubscribeWhileTheFirstPaymentIsOnItsWay(t *testing.T) {
 		"customer": "cus_A", "status": "incomplete_expired", "metadata": meta})
 	if _, err := svc.Subscribe(context.Background(), billing.SubscribeInput{CompanyID: co.ID, PlanID: billing.PlanFree}); err != nil {
 		t.Errorf("the free plan once the subscription expired: %v", err)
+	}
+}
+
+// Stripe keeps the answer to a request with an idempotency key for a day,
+// a failure too, and refuses the key with other parameters. The customer's
+// key was the company's alone: once a subscribe by one admin had failed at
+// Stripe while making the customer, another admin's (another email), or
+// one over the API (none), answered 502 for the day. The key is the
+// company's and the email's.
+func TestCheckoutCustomerKeyOfTheEmail(t *testing.T) {
+	t.Parallel()
+	st := storetest.Open(t)
+	co := storetest.Company(t, st, "Acme", "ana@acme.example")
+	px := stripemock.NewProxy(t)
+	svc := stripeServiceAt(t, st, px.URL, slog.New(slog.DiscardHandler), time.Now)
+	var mu sync.Mutex
+	seen := map[string]bool{} // the idempotency keys Stripe has kept an answer of
+	px.Answer(func(w http.ResponseWriter, r *http.Request) bool {
+		if r.Method+" "+r.URL.Path != "POST /v1/customers" {
+			return false
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		if key := r.Header.Get("Idempotency-Key"); !seen[key] {
+			// The first: Stripe fails, and keeps that answer.
+			seen[key] = true
+			w.WriteHeader(http.StatusInternalServerError)
+			_, _ = w.Write([]byte(`{"error":{"type":"api_error","message":"An unknown error occurred"}}`))
+			return true
+		}
+		// Another email under a kept key.
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = w.Write([]byte(`{"error":{"type":"idempotency_error","message":"Keys for idempotent requests can only be used with the same parameters they were first used with."}}`))
+		return true
+	})
+	if _, err := svc.Subscribe(context.Background(), billing.SubscribeInput{CompanyID: co.ID, Email: "ana@acme.example", PlanID: billing.PlanStarter}); !problem.Is(err, problem.PaymentProviderError) {
+		t.Fatalf("a subscribe while Stripe fails: %v, want 502", err)
+	}
+	px.Answer(func(w http.ResponseWriter, r *http.Request) bool {
+		mu.Lock()
+		kept := seen[r.Header.Get("Idempotency-Key")]
+		mu.Unlock()
+		if r.Method+" "+r.URL.Path == "POST /v1/customers" && kept {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(`{"error":{"type":"idempotency_error","message":"Keys for idempotent requests can only be used with the same parameters they were first used with."}}`))
+			return true
+		}
+		return false
+	})
+	for _, email := range []string{"bo@acme.example", ""} {
+		res, err := svc.Subscribe(context.Background(), billing.SubscribeInput{CompanyID: co.ID, Email: email, PlanID: billing.PlanStarter})
+		if err != nil || res.CheckoutURL == "" {
+			t.Fatalf("a subscribe by %q after another's failed: %+v, %v", email, res, err)
+		}
+		if email == "" {
+			break
+		}
+		// The next one makes a customer again.
+		if _, err := st.UpdateSubscription(co.ID, func(sub *store.Subscription) error {
+			sub.CustomerID, sub.Checkout = "", nil
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

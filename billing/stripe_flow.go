@@ -182,13 +182,12 @@ func (s *Service) endCheckout(companyID uint64, token, closed string) {
 // finishCheckout ends the company's checkout claim token: it forgets the
 // session closed (when it is still the recorded one), records opened
 // (nil: none) and keeps customer. lost reports a claim another request
-// took over: then opened is not recorded, but closed, known closed at the
-// provider, is forgotten all the same.
+// took over: then neither opened nor customer is recorded (the other
+// request's session may be of another customer, one made for another
+// admin's email, which must be the company's), but closed, known closed at
+// the provider, is forgotten all the same.
 func (s *Service) finishCheckout(companyID uint64, token, closed string, opened *store.Checkout, customer string) (lost bool, err error) {
 	_, err = s.store.UpdateSubscription(companyID, func(sub *store.Subscription) error {
-		if customer != "" && sub.CustomerID == "" {
-			sub.CustomerID = customer
-		}
 		var co store.Checkout
 		if sub.Checkout != nil {
 			co = *sub.Checkout
@@ -198,6 +197,9 @@ func (s *Service) finishCheckout(companyID uint64, token, closed string, opened 
 		}
 		lost = co.Claim != token
 		if !lost {
+			if customer != "" && sub.CustomerID == "" {
+				sub.CustomerID = customer
+			}
 			co.Claim, co.ClaimedAt = "", time.Time{}
 			if opened != nil {
 				co = *opened
