@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -243,5 +245,153 @@ func TestSecondSubscriptionIsLoggedNotApplied(t *testing.T) {
 	handle(t, svc, "evt_6", billing.EventSubscriptionUpdated, t0+3, sub("sub_B", "active", "price_pro"))
 	if got := subscription(t, st, co.ID); got.ProviderSubID != "sub_B" || got.PlanID != billing.PlanPro || got.Status != billing.StatusActive {
 		t.Fatalf("after the held subscription ended: %+v", got)
+	}
+}
+
+// A company whose Stripe subscription ended and that then took the free
+// plan pays for nothing: it can check out again, and its new
+// subscription's events are its own. The free plan kept the ended
+// subscription's id under the status active, which read as a live
+// subscription: every subscribe answered 409 (the free plan again too),
+// and the new subscription's events were taken for a second one's.
+func TestFreePlanAfterACanceledSubscription(t *testing.T) {
+	t.Parallel()
+	st := storetest.Open(t)
+	co := storetest.Company(t, st, "Acme", "ana@acme.example")
+	px := stripemock.NewProxy(t)
+	svc := stripeServiceAt(t, st, px.URL, slog.New(slog.DiscardHandler), time.Now)
+	if _, err := st.UpdateSubscription(co.ID, func(sub *store.Subscription) error {
+		sub.PlanID, sub.Status, sub.ProviderSubID, sub.CustomerID = billing.PlanPro, billing.StatusCanceled, "sub_old", "cus_A"
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := svc.Subscribe(context.Background(), billing.SubscribeInput{CompanyID: co.ID, PlanID: billing.PlanFree})
+	if err != nil || res.Status != billing.StatusActive {
+		t.Fatalf("the free plan after a canceled subscription: %+v, %v", res, err)
+	}
+	if _, err := svc.Subscribe(context.Background(), billing.SubscribeInput{CompanyID: co.ID, PlanID: billing.PlanFree}); err != nil {
+		t.Fatalf("the free plan again: %v", err)
+	}
+	res, err = svc.Subscribe(context.Background(), billing.SubscribeInput{CompanyID: co.ID, PlanID: billing.PlanStarter})
+	if err != nil || res.CheckoutURL == "" {
+		t.Fatalf("a paid plan after the free plan: %+v, %v", res, err)
+	}
+	meta := map[string]any{"company_id": fmt.Sprint(co.ID), "plan_id": billing.PlanStarter, "simrelay_instance": billing.InstanceMark(testPublicURL)}
+	handle(t, svc, "evt_new", billing.EventSubscriptionCreated, time.Now().Unix(), map[string]any{"id": "sub_new", "object": "subscription",
+		"customer": "cus_A", "status": "active", "metadata": meta})
+	if got := subscription(t, st, co.ID); got.ProviderSubID != "sub_new" || got.PlanID != billing.PlanStarter || got.Status != billing.StatusActive {
+		t.Fatalf("the new subscription's event: %+v", got)
+	}
+
+	// The operator's set-plan (admin set-plan) after a canceled subscription alike.
+	op := storetest.Company(t, st, "Beta", "bo@beta.example")
+	if _, err := st.UpdateSubscription(op.ID, func(sub *store.Subscription) error {
+		sub.PlanID, sub.Status, sub.ProviderSubID = billing.PlanPro, billing.StatusCanceled, "sub_beta"
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.SetPlan(op.ID, billing.PlanStarter); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Subscribe(context.Background(), billing.SubscribeInput{CompanyID: op.ID, PlanID: billing.PlanFree}); err != nil {
+		t.Fatalf("the free plan after set-plan over a canceled subscription: %v", err)
+	}
+}
+
+// A checkout completed whose first payment is still on its way (unpaid: a
+// bank debit; the company reads none) is a subscription that becomes
+// active when the payment arrives: a subscribe meanwhile answers 409, the
+// free plan too. A second checkout was opened, and both debits arriving
+// billed two subscriptions.
+func TestSubscribeWhileTheFirstPaymentIsOnItsWay(t *testing.T) {
+	t.Parallel()
+	st := storetest.Open(t)
+	co := storetest.Company(t, st, "Acme", "ana@acme.example")
+	svc := stripeService(t, st)
+	meta := map[string]any{"company_id": fmt.Sprint(co.ID), "plan_id": billing.PlanStarter, "simrelay_instance": billing.InstanceMark(testPublicURL)}
+	handle(t, svc, "evt_done", billing.EventCheckoutCompleted, time.Now().Unix(), map[string]any{"id": "cs_A", "object": "checkout.session",
+		"customer": "cus_A", "subscription": "sub_A", "status": "complete", "payment_status": "unpaid", "metadata": meta})
+	if got := subscription(t, st, co.ID); got.Status != billing.StatusNone || got.ProviderSubID != "sub_A" {
+		t.Fatalf("after the completion: %+v", got)
+	}
+	for _, plan := range []string{billing.PlanPro, billing.PlanFree} {
+		if _, err := svc.Subscribe(context.Background(), billing.SubscribeInput{CompanyID: co.ID, PlanID: plan}); !problem.Is(err, problem.Conflict) {
+			t.Errorf("subscribe to %s while the first payment is on its way: %v, want 409 conflict", plan, err)
+		}
+	}
+	// The debit fails: Stripe ends the subscription, and the company may
+	// subscribe again.
+	handle(t, svc, "evt_exp", billing.EventSubscriptionUpdated, time.Now().Unix()+1, map[string]any{"id": "sub_A", "object": "subscription",
+		"customer": "cus_A", "status": "incomplete_expired", "metadata": meta})
+	if _, err := svc.Subscribe(context.Background(), billing.SubscribeInput{CompanyID: co.ID, PlanID: billing.PlanFree}); err != nil {
+		t.Errorf("the free plan once the subscription expired: %v", err)
+	}
+}
+
+// Stripe keeps the answer to a request with an idempotency key for a day,
+// a failure too, and refuses the key with other parameters. The customer's
+// key was the company's alone: once a subscribe by one admin had failed at
+// Stripe while making the customer, another admin's (another email), or
+// one over the API (none), answered 502 for the day. The key is the
+// company's and the email's.
+func TestCheckoutCustomerKeyOfTheEmail(t *testing.T) {
+	t.Parallel()
+	st := storetest.Open(t)
+	co := storetest.Company(t, st, "Acme", "ana@acme.example")
+	px := stripemock.NewProxy(t)
+	svc := stripeServiceAt(t, st, px.URL, slog.New(slog.DiscardHandler), time.Now)
+	var mu sync.Mutex
+	seen := map[string]bool{} // the idempotency keys Stripe has kept an answer of
+	px.Answer(func(w http.ResponseWriter, r *http.Request) bool {
+		if r.Method+" "+r.URL.Path != "POST /v1/customers" {
+			return false
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		if key := r.Header.Get("Idempotency-Key"); !seen[key] {
+			// The first: Stripe fails, and keeps that answer.
+			seen[key] = true
+			w.WriteHeader(http.StatusInternalServerError)
+			_, _ = w.Write([]byte(`{"error":{"type":"api_error","message":"An unknown error occurred"}}`))
+			return true
+		}
+		// Another email under a kept key.
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = w.Write([]byte(`{"error":{"type":"idempotency_error","message":"Keys for idempotent requests can only be used with the same parameters they were first used with."}}`))
+		return true
+	})
+	if _, err := svc.Subscribe(context.Background(), billing.SubscribeInput{CompanyID: co.ID, Email: "ana@acme.example", PlanID: billing.PlanStarter}); !problem.Is(err, problem.PaymentProviderError) {
+		t.Fatalf("a subscribe while Stripe fails: %v, want 502", err)
+	}
+	px.Answer(func(w http.ResponseWriter, r *http.Request) bool {
+		mu.Lock()
+		kept := seen[r.Header.Get("Idempotency-Key")]
+		mu.Unlock()
+		if r.Method+" "+r.URL.Path == "POST /v1/customers" && kept {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(`{"error":{"type":"idempotency_error","message":"Keys for idempotent requests can only be used with the same parameters they were first used with."}}`))
+			return true
+		}
+		return false
+	})
+	for _, email := range []string{"bo@acme.example", ""} {
+		res, err := svc.Subscribe(context.Background(), billing.SubscribeInput{CompanyID: co.ID, Email: email, PlanID: billing.PlanStarter})
+		if err != nil || res.CheckoutURL == "" {
+			t.Fatalf("a subscribe by %q after another's failed: %+v, %v", email, res, err)
+		}
+		if email == "" {
+			break
+		}
+		// The next one makes a customer again.
+		if _, err := st.UpdateSubscription(co.ID, func(sub *store.Subscription) error {
+			sub.CustomerID, sub.Checkout = "", nil
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

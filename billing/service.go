@@ -115,6 +115,8 @@ type Service struct {
 	store    Store
 	log      *slog.Logger
 	now      func() time.Time
+	// hold cuts a checkout's calls to the provider: checkoutHold.
+	hold time.Duration
 }
 
 // New checks the configuration; the error names the plan and field at fault.
@@ -132,7 +134,7 @@ func New(cfg Config, st Store, log *slog.Logger, now func() time.Time) (*Service
 			cfg.DefaultPlan = DefaultPlanStripe
 		}
 	}
-	s := &Service{cfg: cfg, plans: plans, byID: map[string]Plan{}, store: st, log: log, now: now, instance: InstanceMark(cfg.PublicURL)}
+	s := &Service{cfg: cfg, plans: plans, byID: map[string]Plan{}, store: st, log: log, now: now, instance: InstanceMark(cfg.PublicURL), hold: checkoutHold}
 	for _, p := range plans {
 		s.byID[p.ID] = p
 	}
@@ -331,6 +333,7 @@ func (s *Service) Subscribe(ctx context.Context, in SubscribeInput) (SubscribeRe
 		if s.cfg.Provider != nil && paying(*sub) {
 			return problem.New(problem.Conflict, "The company pays for a subscription: cancel it in the billing portal (POST /billing/portal); it returns to the default plan when it ends.")
 		}
+		forgetEnded(sub)
 		sub.PlanID, sub.Status, sub.TrialEndsAt, sub.UpdatedAt = plan.ID, StatusActive, nil, now
 		if plan.TrialDays > 0 && !in.SkipTrial {
 			end := now.AddDate(0, 0, plan.TrialDays)
@@ -344,10 +347,24 @@ func (s *Service) Subscribe(ctx context.Context, in SubscribeInput) (SubscribeRe
 	return SubscribeResult{Status: sub.Status}, nil
 }
 
-// paying reports whether the company has a live provider subscription,
-// one that is billed: a second one would be billed alongside it.
+// paying reports whether the company has a provider subscription that is
+// billed or may still be: any but a canceled one. none is a first payment
+// still on its way (Stripe's incomplete: a bank debit), which becomes active
+// when it arrives; a second subscription opened meanwhile would be billed
+// alongside it.
 func paying(sub store.Subscription) bool {
-	return sub.ProviderSubID != "" && (sub.Status == StatusActive || sub.Status == StatusTrialing || sub.Status == StatusPastDue)
+	return sub.ProviderSubID != "" && sub.Status != StatusCanceled
+}
+
+// forgetEnded forgets the company's provider subscription when it has
+// ended (canceled) as a plan is set without the provider:
+// its id kept under the new plan's status would read as a live
+// subscription (paying), so every subscribe would answer 409 and a new
+// subscription's events would be taken for a second one's.
+func forgetEnded(sub *store.Subscription) {
+	if !paying(*sub) {
+		sub.ProviderSubID = ""
+	}
 }
 
 // SetPlan puts a company on a plan, active, without a provider: the
@@ -358,6 +375,7 @@ func (s *Service) SetPlan(companyID uint64, planID string) (store.Subscription, 
 		return store.Subscription{}, fmt.Errorf("no plan %q", planID)
 	}
 	sub, err := s.store.UpdateSubscription(companyID, func(sub *store.Subscription) error {
+		forgetEnded(sub)
 		sub.PlanID, sub.Status, sub.TrialEndsAt, sub.UpdatedAt = plan.ID, StatusActive, nil, s.now().UTC()
 		return nil
 	})

@@ -2,6 +2,8 @@ package billing
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -70,8 +72,13 @@ func (s *Stripe) Checkout(ctx context.Context, in CheckoutInput) (CheckoutSessio
 	out := CheckoutSession{CustomerID: in.CustomerID}
 	if out.CustomerID == "" {
 		p := &stripe.CustomerParams{Metadata: map[string]string{"company_id": company, metaInstance: in.Instance}}
-		// Two subscribes at once make one customer, not two.
-		p.SetIdempotencyKey("simrelay-customer-" + in.Instance + "-" + company)
+		// A retry whose first answer was lost gets the customer made then,
+		// not a second. Stripe keeps the first answer (a failure too) for a
+		// day and refuses the key with other parameters: the key is the
+		// email's too, so that another admin (or the API, without one) is
+		// not refused for the day.
+		email := sha256.Sum256([]byte(in.Email))
+		p.SetIdempotencyKey("simrelay-customer-" + in.Instance + "-" + company + "-" + hex.EncodeToString(email[:8]))
 		if in.Email != "" {
 			p.Email = stripe.String(in.Email)
 		}

@@ -16,9 +16,10 @@ import (
 // the company's subscription record first (in the store's transaction, so
 // on any node of a cluster on one database); its calls to the provider are
 // cut at checkoutHold. A claim older than checkoutClaimTTL is of a node
-// that stopped mid-way, and is taken over. Another request for the company
-// meanwhile waits for the claim to end (reading the store every
-// checkoutPoll), at most checkoutWait, then answers 409.
+// that stopped mid-way, or of a request the store held up, and is taken
+// over. Another request for the company meanwhile waits for the claim to
+// end (trying to take it every checkoutPoll, in a write transaction it
+// rolls back), at most checkoutWait, then answers 409.
 const (
 	checkoutHold     = time.Minute
 	checkoutClaimTTL = 2 * time.Minute
@@ -39,7 +40,7 @@ var errNoWrite = errors.New("billing: nothing to write")
 
 var errCheckoutBusy = problem.New(problem.Conflict, "A checkout for the company is being opened by another request: try again in a moment.")
 
-var errAlreadyPays = problem.New(problem.Conflict, "The company already has a subscription: change its plan in the billing portal (POST /billing/portal).")
+var errAlreadyPays = problem.New(problem.Conflict, "The company already has a subscription (or its first payment is on its way): change its plan in the billing portal (POST /billing/portal).")
 
 // checkout answers the company's open checkout of the same plan when it has
 // one, else expires the open one (of another plan, or about to expire) at
@@ -110,7 +111,7 @@ func (s *Service) checkout(ctx context.Context, in SubscribeInput, plan Plan) (S
 func (s *Service) openCheckout(ctx context.Context, in SubscribeInput, plan Plan, sub store.Subscription, token, previous string, now time.Time) (SubscribeResult, error) {
 	// A client that goes away does not cut the calls short: a session
 	// opened at the provider but not recorded could still be paid.
-	hold, cancel := context.WithTimeout(context.WithoutCancel(ctx), checkoutHold)
+	hold, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.hold)
 	defer cancel()
 	if previous != "" {
 		completed, subID, err := s.cfg.Provider.ExpireCheckout(hold, previous)
@@ -150,8 +151,12 @@ func (s *Service) openCheckout(ctx context.Context, in SubscribeInput, plan Plan
 		// Not recorded: the store failed, or another request took the
 		// claim over (this one outlived it) and its checkout is the
 		// company's. A session nobody knows of must not be paid.
+		// With time of its own: the hold is spent when the store was slow
+		// enough for the claim to lapse.
 		s.log.Warn("checkout session opened but not recorded; expiring it", "company", in.CompanyID, "session", sess.ID, "err", serr)
-		if _, _, xerr := s.cfg.Provider.ExpireCheckout(hold, sess.ID); xerr != nil {
+		expire, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.hold)
+		defer cancel()
+		if _, _, xerr := s.cfg.Provider.ExpireCheckout(expire, sess.ID); xerr != nil {
 			s.log.Error("expire a checkout session not recorded", "company", in.CompanyID, "session", sess.ID, "err", xerr)
 		}
 		if serr != nil {
@@ -177,24 +182,28 @@ func (s *Service) endCheckout(companyID uint64, token, closed string) {
 // finishCheckout ends the company's checkout claim token: it forgets the
 // session closed (when it is still the recorded one), records opened
 // (nil: none) and keeps customer. lost reports a claim another request
-// took over: then nothing but the customer is written.
+// took over: then neither opened nor customer is recorded (the other
+// request's session may be of another customer, one made for another
+// admin's email, which must be the company's), but closed, known closed at
+// the provider, is forgotten all the same.
 func (s *Service) finishCheckout(companyID uint64, token, closed string, opened *store.Checkout, customer string) (lost bool, err error) {
 	_, err = s.store.UpdateSubscription(companyID, func(sub *store.Subscription) error {
-		lost = false
-		if customer != "" && sub.CustomerID == "" {
-			sub.CustomerID = customer
+		var co store.Checkout
+		if sub.Checkout != nil {
+			co = *sub.Checkout
 		}
-		if sub.Checkout == nil || sub.Checkout.Claim != token {
-			lost = true
-			return nil
-		}
-		co := *sub.Checkout
-		co.Claim, co.ClaimedAt = "", time.Time{}
 		if closed != "" && co.SessionID == closed {
-			co = store.Checkout{}
+			co = store.Checkout{Claim: co.Claim, ClaimedAt: co.ClaimedAt}
 		}
-		if opened != nil {
-			co = *opened
+		lost = co.Claim != token
+		if !lost {
+			if customer != "" && sub.CustomerID == "" {
+				sub.CustomerID = customer
+			}
+			co.Claim, co.ClaimedAt = "", time.Time{}
+			if opened != nil {
+				co = *opened
+			}
 		}
 		sub.Checkout = &co
 		if co == (store.Checkout{}) {

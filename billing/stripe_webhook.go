@@ -223,8 +223,10 @@ func completedStatus(ps stripe.CheckoutSessionPaymentStatus) string {
 	return ""
 }
 
-// holdsLive reports whether the company's record holds a subscription that
-// may be billed: one of any status but canceled and none.
+// holdsLive reports whether the company's record holds a live subscription:
+// one of any status but canceled and none. Unlike paying, none (a first
+// payment still on its way) gives way to another subscription's events:
+// one that is live holds the state, should the other's payment arrive too.
 func holdsLive(sub store.Subscription) bool {
 	return sub.ProviderSubID != "" && sub.Status != StatusCanceled && sub.Status != StatusNone
 }
