@@ -55,18 +55,8 @@ func TestCheckoutOutlivingItsClaimExpiresItsSession(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	plans := BuiltinPlans()
-	for i := range plans {
-		if plans[i].Price.Amount > 0 {
-			plans[i].StripePriceID = "price_" + plans[i].ID
-		}
-	}
-	svc, err := New(Config{Plans: plans, PublicURL: "https://sms.example.com", WebhookSecret: "whsec_x", Provider: p}, st, slog.New(slog.DiscardHandler), time.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc.hold = 50 * time.Millisecond
-	_, err = svc.Subscribe(context.Background(), SubscribeInput{CompanyID: co.ID, PlanID: PlanStarter})
+	svc := lateService(t, st, p)
+	_, err := svc.Subscribe(context.Background(), SubscribeInput{CompanyID: co.ID, PlanID: PlanStarter})
 	if !problem.Is(err, problem.Conflict) {
 		t.Errorf("a subscribe that outlived its claim: %v, want 409", err)
 	}
@@ -98,17 +88,7 @@ func TestCheckoutOutlivingItsClaimForgetsTheSessionItExpired(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	plans := BuiltinPlans()
-	for i := range plans {
-		if plans[i].Price.Amount > 0 {
-			plans[i].StripePriceID = "price_" + plans[i].ID
-		}
-	}
-	svc, err := New(Config{Plans: plans, PublicURL: "https://sms.example.com", WebhookSecret: "whsec_x", Provider: p}, st, slog.New(slog.DiscardHandler), time.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc.hold = 50 * time.Millisecond
+	svc := lateService(t, st, p)
 	if _, err := st.UpdateSubscription(co.ID, func(sub *store.Subscription) error {
 		sub.Checkout = &store.Checkout{SessionID: "cs_pro", URL: "https://checkout.example/pro", PlanID: PlanPro, ExpiresAt: time.Now().Add(20 * time.Hour)}
 		return nil
@@ -127,4 +107,22 @@ func TestCheckoutOutlivingItsClaimForgetsTheSessionItExpired(t *testing.T) {
 	if sub, _, err := st.Subscription(co.ID); err != nil || sub.Checkout == nil || sub.Checkout.Claim != "another-node" || sub.Checkout.SessionID != "" {
 		t.Errorf("the record: %+v, %v; want the other request's claim alone, the expired session forgotten", sub.Checkout, err)
 	}
+}
+
+// lateService is a Stripe-mode service on p whose checkout calls are cut
+// after 50 ms, so that a provider call outlives them at once.
+func lateService(t *testing.T, st Store, p Provider) *Service {
+	t.Helper()
+	plans := BuiltinPlans()
+	for i := range plans {
+		if plans[i].Price.Amount > 0 {
+			plans[i].StripePriceID = "price_" + plans[i].ID
+		}
+	}
+	svc, err := New(Config{Plans: plans, PublicURL: "https://sms.example.com", WebhookSecret: "whsec_x", Provider: p}, st, slog.New(slog.DiscardHandler), time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc.hold = 50 * time.Millisecond
+	return svc
 }
