@@ -85,7 +85,17 @@ func newConn(h *Hub, ws *websocket.Conn, sock net.Conn, dev store.Device, token 
 	return c
 }
 
-func (c *conn) touch() { c.lastSeen.Store(c.hub.now().UnixNano()) }
+// touch records a frame or pong as the link's activity while it is open:
+// one taken once the server decided to close the link (its close handshake
+// under way) or once the link was cut comes after the device went offline
+// (closedSince) and does not count. The time is read before the check, so
+// one that races the decision is still no later than it.
+func (c *conn) touch() {
+	now := c.hub.now().UnixNano()
+	if c.closedAt.Load() == 0 {
+		c.lastSeen.Store(now)
+	}
+}
 
 // run is the reader goroutine: hello, then frames until the link ends.
 func (c *conn) run() {
@@ -292,7 +302,8 @@ func (c *conn) finish() {
 
 // seen is when the link last carried anything while it was open: a frame
 // or pong taken during the close handshake comes after the device went
-// offline (closedSince) and does not count.
+// offline (closedSince) and does not count (touch records none; the
+// clamp keeps one that raced the decision on a clock stepped back).
 func (c *conn) seen() time.Time {
 	at := c.lastSeen.Load()
 	if closed := c.closedAt.Load(); closed != 0 && closed < at {

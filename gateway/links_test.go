@@ -217,6 +217,45 @@ func TestServerCloseStoresLastSeenAtOnce(t *testing.T) {
 	}
 }
 
+// A pong (or frame) the link takes during its close handshake does not
+// count as the device's activity: a ping sent before the server decided to
+// close the link may have its pong come in while the close waits on the
+// phone. The device's last seen stays the link's last activity before the
+// decision, and the link's end stores nothing more; it stored the
+// decision's time.
+func TestPongDuringCloseHandshakeIsNotSeen(t *testing.T) {
+	t.Parallel()
+	log := &seenLog{}
+	var r *rig
+	log.hub = func() *Hub { return r.hub }
+	// The hub's clock runs an hour ahead of the device service's, which
+	// stored the hello's time: the link's last seen is told from it.
+	ahead := func() time.Time { return time.Now().Add(time.Hour) }
+	r = newRigHub(t, storetest.OpenWith(t, storetest.Options{}), Config{}, time.Now, nil, hubSetup{now: ahead,
+		devices: func(d *device.Service) Devices { log.Devices = d; return log }})
+	linkMute(t, r)
+	c := r.hub.lookup("mute")
+	want := r.hub.LastSeen("mute")
+	r.hub.Disconnect("mute", proto.CloseDeviceGone, "device disabled")
+	// The phone does not read: the handshake waits seconds, and the pong
+	// of a ping sent before the decision comes in meanwhile, taken as the
+	// ping path takes it.
+	c.touch()
+	if got := c.seen(); !got.Equal(want) {
+		t.Errorf("the link's last seen after a pong in its close handshake: %v, want %v", got, want)
+	}
+	poll.Within(t, poll.Timeout+closeHandshakeBound, "the link unregistered", func() bool { return r.hub.Count() == 0 })
+	if err := r.hub.Shutdown(context.Background()); err != nil { // its goroutines have ended
+		t.Fatal(err)
+	}
+	if got := log.seen(); len(got) != 1 || !got[0].at.Equal(want) {
+		t.Errorf("Seen calls %+v: want one, of %v, at the server's decision", got, want)
+	}
+	if d, err := r.store.Device("mute"); err != nil || d.LastSeenAt.Sub(want).Abs() > time.Millisecond {
+		t.Errorf("last seen once the link ended: %v (%v), want %v", d.LastSeenAt, err, want)
+	}
+}
+
 // gatedSeen holds each Seen until the test opens gate, recording that it
 // was called.
 type gatedSeen struct {
