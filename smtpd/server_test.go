@@ -212,7 +212,9 @@ func TestResentMailQueuesOnce(t *testing.T) {
 
 // TestCompanyEmailDevice: a company with several devices must name one in
 // the address, or set its e-mail device with PATCH /company, which then
-// takes the mail whose address names none.
+// takes the mail whose address names none. Deleting that device clears
+// the setting: GET /company shows none, and the mail goes through the
+// company's only device left.
 func TestCompanyEmailDevice(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, options{})
@@ -223,8 +225,8 @@ func TestCompanyEmailDevice(t *testing.T) {
 	if err := e.send(c, "hi", "+15551234567@"+domain); smtpCode(err) != 550 || !strings.Contains(err.Error(), "several devices") {
 		t.Errorf("two devices, none named: got %v, want 550 asking for one", err)
 	}
-	patch := func(apiKey, body string) (int, string) {
-		req, _ := http.NewRequest(http.MethodPatch, e.url+"/company", strings.NewReader(body))
+	call := func(method, path, apiKey, body string) (int, string) {
+		req, _ := http.NewRequest(method, e.url+path, strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+apiKey)
 		req.Header.Set("Content-Type", "application/json")
 		res, err := http.DefaultClient.Do(req)
@@ -235,6 +237,7 @@ func TestCompanyEmailDevice(t *testing.T) {
 		raw, _ := io.ReadAll(res.Body)
 		return res.StatusCode, string(raw)
 	}
+	patch := func(apiKey, body string) (int, string) { return call(http.MethodPatch, "/company", apiKey, body) }
 	if code, body := patch(key, `{"emailDevice":"nosuch"}`); code != http.StatusBadRequest || !strings.Contains(body, `"field":"emailDevice"`) {
 		t.Errorf("an unknown device: got %d %s, want 400 on emailDevice", code, body)
 	}
@@ -251,6 +254,16 @@ func TestCompanyEmailDevice(t *testing.T) {
 	if n := len(first.Jobs()); n != 0 {
 		t.Errorf("pixel7 got %d jobs, want 0", n)
 	}
+	if code, body := call(http.MethodDelete, "/device/delete/pixel8", key, ""); code != http.StatusOK {
+		t.Fatalf("delete pixel8: got %d %s", code, body)
+	}
+	if code, body := call(http.MethodGet, "/company", key, ""); code != http.StatusOK || strings.Contains(body, "emailDevice") {
+		t.Errorf("GET /company after deleting the e-mail device: got %d %s, want no emailDevice", code, body)
+	}
+	if err := e.send(c, "to the one left", "+15551234567@"+domain); err != nil {
+		t.Fatalf("send after deleting the e-mail device: %v", err)
+	}
+	poll.Until(t, "pixel7 gets the SMS", func() bool { return len(first.Jobs()) == 1 })
 }
 
 // TestRcptReadsTheCompanyOnlyWhenNeeded: a recipient reads the company

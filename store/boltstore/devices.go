@@ -298,10 +298,10 @@ func (s *Store) updateDeviceTx(name string, find func(*bolt.Tx) (Device, error),
 }
 
 // DeleteDevice removes the company's device with this fingerprint, revokes
-// its token and fails its queued and sending messages (error
-// device_deleted), in one transaction. Its history keeps its id, which no
-// later registration of the fingerprint gets. Another company's device is
-// ErrNotFound.
+// its token, fails its queued and sending messages (error device_deleted)
+// and clears the company's e-mail device when it is this one, in one
+// transaction. Its history keeps its id, which no later registration of
+// the fingerprint gets. Another company's device is ErrNotFound.
 func (s *Store) DeleteDevice(companyID uint64, fingerprint string, now time.Time) (Device, error) {
 	var d Device
 	err := s.grouped(func(tx *bolt.Tx) error {
@@ -344,7 +344,26 @@ func (s *Store) deleteDeviceTx(tx *bolt.Tx, companyID uint64, fingerprint string
 	if err := leavePools(tx, d.CompanyID, d.ID, now); err != nil {
 		return d, err
 	}
+	if err := dropEmailDevice(tx, d); err != nil {
+		return d, err
+	}
 	return d, tx.Bucket(bucketDevices).Delete([]byte(fingerprint))
+}
+
+// dropEmailDevice clears the company's e-mail device (docs/email.md) when it
+// is the deleted device d: the setting names no deleted device, nor one
+// registered later with the same fingerprint.
+func dropEmailDevice(tx *bolt.Tx, d Device) error {
+	b := tx.Bucket(bucketCompanies)
+	var c Company
+	if err := getJSON(b, itob(d.CompanyID), &c); err != nil {
+		return err
+	}
+	if c.EmailDevice != d.Fingerprint {
+		return nil
+	}
+	c.EmailDevice = ""
+	return putJSON(b, itob(d.CompanyID), &c)
 }
 
 // QueueDepth counts the device's SMS waiting to be sent to the phone

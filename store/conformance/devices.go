@@ -24,6 +24,8 @@ type DevicesStore interface {
 	Pairing(hash []byte) (store.Pairing, error)
 	PrunePairings(cutoff time.Time) (int, error)
 	ProvisionDevices(devs []store.Device) error
+	Company(companyID uint64) (store.Company, error)
+	UpdateCompany(companyID uint64, fn func(*store.Company) error) (store.Company, error)
 }
 
 // Devices runs the suite of device registrations.
@@ -35,6 +37,7 @@ func Devices(t *testing.T, open Opener[DevicesStore]) {
 	t.Run("Pairings", func(t *testing.T) { t.Parallel(); pairings(t, open(t)) })
 	t.Run("PrunePairings", func(t *testing.T) { t.Parallel(); prunePairings(t, open(t)) })
 	t.Run("Provision", func(t *testing.T) { t.Parallel(); provisionDevices(t, open(t)) })
+	t.Run("EmailDeviceDeleted", func(t *testing.T) { t.Parallel(); emailDeviceDeleted(t, open(t)) })
 }
 
 // deviceIDs: a re-registration within the company keeps the device's id; a
@@ -484,5 +487,52 @@ func deviceFailures(t *testing.T, s DeviceSendsStore) {
 	b, _ := Company(t, s)
 	if fs, err := s.DeviceFailures(b.ID, da.ID); err != nil || len(fs) != 0 {
 		t.Fatalf("the failures as another company: %+v (%v), want none", fs, err)
+	}
+}
+
+// emailDeviceDeleted: deleting the company's e-mail device clears the
+// setting in the same write; deleting another device leaves it, and
+// another company's setting stays; registering the fingerprint
+// again does not bring it back.
+func emailDeviceDeleted(t *testing.T, s DevicesStore) {
+	a, _ := Company(t, s)
+	b, _ := Company(t, s)
+	Device(t, s, a.ID, "mail-a")
+	Device(t, s, a.ID, "spare-a")
+	Device(t, s, b.ID, "mail-b")
+	set := func(companyID uint64, fp string) {
+		t.Helper()
+		if _, err := s.UpdateCompany(companyID, func(c *store.Company) error { c.EmailDevice = fp; return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	emailDevice := func(companyID uint64) string {
+		t.Helper()
+		c, err := s.Company(companyID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.EmailDevice
+	}
+	set(a.ID, "mail-a")
+	set(b.ID, "mail-b")
+	if _, err := s.DeleteDevice(a.ID, "spare-a", T0); err != nil {
+		t.Fatal(err)
+	}
+	if got := emailDevice(a.ID); got != "mail-a" {
+		t.Fatalf("after deleting another device: e-mail device %q, want mail-a", got)
+	}
+	if _, err := s.DeleteDevice(a.ID, "mail-a", T0); err != nil {
+		t.Fatal(err)
+	}
+	if got := emailDevice(a.ID); got != "" {
+		t.Fatalf("after deleting it: e-mail device %q, want none", got)
+	}
+	if got := emailDevice(b.ID); got != "mail-b" {
+		t.Fatalf("another company's: %q, want mail-b", got)
+	}
+	Device(t, s, a.ID, "mail-a")
+	if got := emailDevice(a.ID); got != "" {
+		t.Fatalf("after registering the fingerprint again: e-mail device %q, want none", got)
 	}
 }

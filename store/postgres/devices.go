@@ -140,9 +140,10 @@ func (s *Store) updateDevice(name string, find func(*txn) (store.Device, error),
 
 // DeleteDevice removes the company's device with this fingerprint, revokes
 // its token, fails its scheduled, queued and sending messages (error
-// device_deleted) and takes it out of its company's pools, in one
-// transaction. Its history keeps its id, which no later registration of the
-// fingerprint gets. Another company's device is ErrNotFound.
+// device_deleted), takes it out of its company's pools and clears the
+// company's e-mail device when it is this one, in one transaction. Its
+// history keeps its id, which no later registration of the fingerprint
+// gets. Another company's device is ErrNotFound.
 func (s *Store) DeleteDevice(companyID uint64, fingerprint string, now time.Time) (store.Device, error) {
 	var d store.Device
 	err := s.write(fmt.Sprintf("delete device %s of company %d", fingerprint, companyID), func(t *txn) error {
@@ -188,6 +189,16 @@ func (s *Store) DeleteDevice(companyID uint64, fingerprint string, now time.Time
 			}
 		}
 		if err := leavePools(t, d.CompanyID, d.ID, now); err != nil {
+			return err
+		}
+		// The e-mail device (docs/email.md) names no deleted device, nor
+		// one registered later with the same fingerprint. The company's
+		// row is locked only when it names this device, and last, after
+		// the device, as a registration takes them; the UPDATE's lock
+		// (FOR NO KEY UPDATE) keeps no send of the company waiting, as
+		// lockCompany's would (their rows' foreign keys share the row).
+		if _, err := t.exec(`UPDATE companies SET rec = rec - 'email_device'
+			WHERE id = $1 AND rec->>'email_device' = $2`, id(d.CompanyID), d.Fingerprint); err != nil {
 			return err
 		}
 		return addActivity(t, d.CompanyID, store.Activity{Type: store.ActDeviceDeleted, At: now, Description: "Device " + store.ActivityName(store.DeviceLabel(d)) + " deleted; its queued messages failed"})
