@@ -47,16 +47,8 @@ func TestHeardDisconnectDoesNotWaitForTheStore(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	url := natstest.Start(t)
-	a, err := Connect(ctx, Config{URL: url, Node: "a"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(a.Close)
-	b, err := Connect(ctx, Config{URL: url, Node: "b"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
+	a := nodeBus(t, url, "a")
+	b := nodeBus(t, url, "b")
 	log := slog.New(slog.DiscardHandler)
 	hub := &stuckHub{Hub: gateway.New(gateway.Config{}, nil, nil, log, time.Now), stuck: make(chan struct{}), told: map[string]bool{}}
 	g, err := NewGateway(GatewayConfig{Bus: b, Hub: hub, Live: time.Second, SweepEvery: time.Hour, Logger: log})

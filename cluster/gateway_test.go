@@ -84,22 +84,25 @@ func TestFailoverHoldAcrossNodes(t *testing.T) {
 	}
 }
 
+// nodeBus connects the node to the bus at url, closed with the test.
+func nodeBus(t *testing.T, url, node string) *Bus {
+	t.Helper()
+	b, err := Connect(context.Background(), Config{URL: url, Node: node})
+	if err != nil {
+		t.Fatalf("connect %s: %v", node, err)
+	}
+	t.Cleanup(b.Close)
+	return b
+}
+
 // Kicks for devices linked elsewhere travel coalesced: a burst of sends
 // for many devices costs the bus a few messages, and every device is in one.
 func TestKicksCoalesce(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	url := natstest.Start(t)
-	a, err := Connect(ctx, Config{URL: url, Node: "a"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(a.Close)
-	b, err := Connect(ctx, Config{URL: url, Node: "b"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
+	a := nodeBus(t, url, "a")
+	b := nodeBus(t, url, "b")
 	var mu sync.Mutex
 	messages, heard := 0, map[string]bool{}
 	if err := b.Subscribe(topicKick, func(m Message) {
