@@ -170,6 +170,22 @@ func (l *seenLog) Seen(ctx context.Context, dev store.Device, at time.Time) erro
 	return l.Devices.Seen(ctx, dev, at)
 }
 
+// muteLinkSeen is a rig whose device service is a seenLog, with "mute"
+// linked (linkMute). The hub's clock runs an hour ahead of the device
+// service's, which stored the hello's time: the link's last seen is told
+// from it.
+func muteLinkSeen(t *testing.T) (*rig, *seenLog) {
+	t.Helper()
+	log := &seenLog{}
+	var r *rig
+	log.hub = func() *Hub { return r.hub }
+	ahead := func() time.Time { return time.Now().Add(time.Hour) }
+	r = newRigHub(t, storetest.OpenWith(t, storetest.Options{}), Config{}, time.Now, nil, hubSetup{now: ahead,
+		devices: func(d *device.Service) Devices { log.Devices = d; return log }})
+	linkMute(t, r)
+	return r, log
+}
+
 func (l *seenLog) seen() []seenCall {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -184,15 +200,7 @@ func (l *seenLog) seen() []seenCall {
 // ended. What is stored is the link's last activity, as when a link ends.
 func TestServerCloseStoresLastSeenAtOnce(t *testing.T) {
 	t.Parallel()
-	log := &seenLog{}
-	var r *rig
-	log.hub = func() *Hub { return r.hub }
-	// The hub's clock runs an hour ahead of the device service's, which
-	// stored the hello's time: the link's last seen is told from it.
-	ahead := func() time.Time { return time.Now().Add(time.Hour) }
-	r = newRigHub(t, storetest.OpenWith(t, storetest.Options{}), Config{}, time.Now, nil, hubSetup{now: ahead,
-		devices: func(d *device.Service) Devices { log.Devices = d; return log }})
-	linkMute(t, r)
+	r, log := muteLinkSeen(t)
 	want := r.hub.LastSeen("mute")
 	r.hub.Disconnect("mute", proto.CloseDeviceGone, "device disabled")
 	eventually(t, "the last seen stored", func() bool { return len(log.seen()) > 0 })
@@ -225,15 +233,7 @@ func TestServerCloseStoresLastSeenAtOnce(t *testing.T) {
 // decision's time.
 func TestPongDuringCloseHandshakeIsNotSeen(t *testing.T) {
 	t.Parallel()
-	log := &seenLog{}
-	var r *rig
-	log.hub = func() *Hub { return r.hub }
-	// The hub's clock runs an hour ahead of the device service's, which
-	// stored the hello's time: the link's last seen is told from it.
-	ahead := func() time.Time { return time.Now().Add(time.Hour) }
-	r = newRigHub(t, storetest.OpenWith(t, storetest.Options{}), Config{}, time.Now, nil, hubSetup{now: ahead,
-		devices: func(d *device.Service) Devices { log.Devices = d; return log }})
-	linkMute(t, r)
+	r, log := muteLinkSeen(t)
 	c := r.hub.lookup("mute")
 	want := r.hub.LastSeen("mute")
 	r.hub.Disconnect("mute", proto.CloseDeviceGone, "device disabled")
