@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/simrelay/simrelay/internal/storetest"
+	"github.com/simrelay/simrelay/internal/testclock"
 	"github.com/simrelay/simrelay/sms"
 	"github.com/simrelay/simrelay/store"
 )
@@ -75,28 +76,20 @@ func TestReleasedMessagesAreToldBeforeTheirLinkIsWoken(t *testing.T) {
 	st := storetest.Open(t)
 	c := storetest.Company(t, st, "Acme", "a@acme.test")
 	activeDevice(t, st, c.ID)
-	var mu sync.Mutex
-	now := time.Now()
-	clock := func() time.Time {
-		mu.Lock()
-		defer mu.Unlock()
-		return now
-	}
-	svc := sms.New(sms.Config{}, st, slog.New(slog.DiscardHandler), clock)
+	clock := testclock.New(time.Now())
+	svc := sms.New(sms.Config{}, st, slog.New(slog.DiscardHandler), clock.Now)
 	o := &order{}
 	svc.SetWatcher(o)
 	svc.SetDispatcher(o)
 
-	at := now.Add(time.Hour).UTC().Format(time.RFC3339)
+	at := clock.Now().Add(time.Hour).UTC().Format(time.RFC3339)
 	for _, text := range []string{"one", "two"} {
 		if _, _, err := svc.Send(context.Background(), sms.SendInput{CompanyID: c.ID, Device: "pixel-1", Phone: "+15550100000", Message: text, SIMSlot: "SIM1", SendAt: at}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
 	o.take()
-	mu.Lock()
-	now = now.Add(2 * time.Hour)
-	mu.Unlock()
+	clock.Advance(2 * time.Hour)
 	svc.ReleaseDue()
 	if got, want := o.take(), []string{"told one queued", "told two queued", "woke pixel-1"}; !slices.Equal(got, want) {
 		t.Errorf("got %q, want %q", got, want)
@@ -124,14 +117,8 @@ func TestMovedJobsAreToldBeforeTheirLinkIsWoken(t *testing.T) {
 	if err := st.ProvisionDevices([]store.Device{other}); err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	now := time.Now()
-	clock := func() time.Time {
-		mu.Lock()
-		defer mu.Unlock()
-		return now
-	}
-	svc := sms.New(sms.Config{}, st, slog.New(slog.DiscardHandler), clock)
+	clock := testclock.New(time.Now())
+	svc := sms.New(sms.Config{}, st, slog.New(slog.DiscardHandler), clock.Now)
 	if err := svc.SetFailoverHub(failoverHub{}); err != nil {
 		t.Fatal(err)
 	}
@@ -157,9 +144,7 @@ func TestMovedJobsAreToldBeforeTheirLinkIsWoken(t *testing.T) {
 		t.Fatalf("pixel-1 got %q of the pool's 4 sends, want 2", onFirst)
 	}
 	o.take()
-	mu.Lock()
-	now = now.Add(2 * time.Minute)
-	mu.Unlock()
+	clock.Advance(2 * time.Minute)
 	if moved := svc.Failover(); len(moved) != 2 {
 		t.Fatalf("the failover moved %d jobs, want 2", len(moved))
 	}
