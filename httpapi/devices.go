@@ -202,12 +202,7 @@ func (s *Server) registerDevice(c echo.Context) error {
 		return err
 	}
 	if replaced {
-		// As for a device disabled: the answer shows the old link's last
-		// activity, which Disconnect stores, not its hello's time.
-		if seen, ok := s.deps.Phones.Presence([]string{dev.Fingerprint})[dev.Fingerprint]; ok && seen.After(dev.LastSeenAt) {
-			dev.LastSeenAt = seen
-		}
-		s.deps.Phones.Disconnect(dev.Fingerprint, androidproto.CloseBadToken, "token replaced by a new registration")
+		s.disconnect(&dev, androidproto.CloseBadToken, "token replaced by a new registration")
 	}
 	c.Response().Header().Set("Cache-Control", "no-store")
 	out, err := s.detailOf(c.Request().Context(), dev)
@@ -265,6 +260,17 @@ func (s *Server) deleteDevice(c echo.Context) error {
 	return c.JSON(http.StatusOK, messageJSON{"Device deleted. Its token no longer works and its queued messages failed."})
 }
 
+// disconnect closes d's link, if any, with code, for a handler that
+// answers d next: offline from here, last seen at its link's last
+// activity, which Disconnect stores; d, read before, takes it too, so the
+// answer does not show the time the link's hello stored.
+func (s *Server) disconnect(d *store.Device, code int, reason string) {
+	if seen, ok := s.deps.Phones.Presence([]string{d.Fingerprint})[d.Fingerprint]; ok && seen.After(d.LastSeenAt) {
+		d.LastSeenAt = seen
+	}
+	s.deps.Phones.Disconnect(d.Fingerprint, code, reason)
+}
+
 func (s *Server) patchDevice(c echo.Context) error {
 	var in struct {
 		DeviceName   *string `json:"device_name"`
@@ -281,13 +287,7 @@ func (s *Server) patchDevice(c echo.Context) error {
 		return err
 	}
 	if d.Status == store.DeviceDisabled {
-		// Offline from here, last seen at its link's last activity, which
-		// Disconnect stores: the answer shows it too, not the time the
-		// link's hello stored (d was read before).
-		if seen, ok := s.deps.Phones.Presence([]string{fp})[fp]; ok && seen.After(d.LastSeenAt) {
-			d.LastSeenAt = seen
-		}
-		s.deps.Phones.Disconnect(fp, androidproto.CloseDeviceGone, "device disabled")
+		s.disconnect(&d, androidproto.CloseDeviceGone, "device disabled")
 	} else {
 		s.deps.Phones.Configure(fp, androidproto.Config{SelectedSIM: d.SelectedSIM, DeviceName: d.Name, Status: d.Status})
 		s.deps.Phones.Pace(fp, d.SMSPerMinute)
