@@ -45,16 +45,12 @@ var ErrNoSchema = errors.New("no simrelay schema in the database")
 // the table: a table schema_version without that row is not simrelay's.
 const firstMigration = "schema"
 
-// hasSchema refuses (ErrNoSchema) a database into which no simrelay ever
-// migrated its schema, saying whether it is empty or holds other tables.
-// It only reads.
-func hasSchema(ctx context.Context, q interface {
+// noSchema is the refusal (ErrNoSchema) of a database into which no
+// simrelay ever migrated its schema (its schema version 0), saying whether
+// it is empty or holds other tables. It only reads.
+func noSchema(ctx context.Context, q interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
 }) error {
-	v, err := schemaVersion(ctx, q)
-	if err != nil || v > 0 {
-		return err
-	}
 	var tables int
 	if err := q.QueryRow(ctx, "SELECT count(*) FROM pg_catalog.pg_tables WHERE schemaname NOT IN ('pg_catalog', 'information_schema')").Scan(&tables); err != nil {
 		return fmt.Errorf("%w (no table schema_version); counting its tables: %w", ErrNoSchema, err)
@@ -119,9 +115,11 @@ func loadMigrations(fsys fs.FS) ([]migration, error) {
 // migrate applies the migrations the database lacks, all in one
 // transaction under the advisory lock: nodes starting together wait for
 // the first one, then find its work done. It answers the schema version.
+// existing (Options.Existing) refuses a database without simrelay's
+// schema (noSchema) instead, having created nothing.
 func migrate(ctx context.Context, conn interface {
 	Begin(context.Context) (pgx.Tx, error)
-}, ms []migration) (int, error) {
+}, ms []migration, existing bool) (int, error) {
 	tx, err := conn.Begin(ctx)
 	if err != nil {
 		return 0, err
@@ -133,6 +131,9 @@ func migrate(ctx context.Context, conn interface {
 	current, err := schemaVersion(ctx, tx)
 	if err != nil {
 		return 0, err
+	}
+	if existing && current == 0 {
+		return 0, noSchema(ctx, tx)
 	}
 	latest := ms[len(ms)-1].version
 	if current > latest {
