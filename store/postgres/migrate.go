@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/simrelay/simrelay/problem"
 )
 
 //go:embed migrations/*.sql
@@ -55,13 +57,10 @@ func noSchema(ctx context.Context, q interface {
 	if err := q.QueryRow(ctx, "SELECT count(*) FROM pg_catalog.pg_tables WHERE schemaname NOT IN ('pg_catalog', 'information_schema')").Scan(&tables); err != nil {
 		return fmt.Errorf("%w (no table schema_version); counting its tables: %w", ErrNoSchema, err)
 	}
-	switch tables {
-	case 0:
+	if tables == 0 {
 		return fmt.Errorf("%w (no table schema_version): it holds no table", ErrNoSchema)
-	case 1:
-		return fmt.Errorf("%w (no table schema_version): it holds 1 table, not simrelay's", ErrNoSchema)
 	}
-	return fmt.Errorf("%w (no table schema_version): it holds %d tables, none of them simrelay's", ErrNoSchema, tables)
+	return fmt.Errorf("%w (no table schema_version): it holds %s, not simrelay's", ErrNoSchema, problem.Count(tables, "table"))
 }
 
 // migrateLiveWithin is how recent a node's beat in the registry

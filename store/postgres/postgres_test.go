@@ -112,6 +112,41 @@ func TestOpenExistingReadsTheVersionOnce(t *testing.T) {
 	}
 }
 
+// Open with Options.Existing refuses a database without simrelay's schema,
+// saying how many tables it holds, and creates nothing in it.
+func TestOpenExistingRefusesWithoutTheSchema(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for tables, want := range []string{
+		"it holds no table",
+		"it holds 1 table, not simrelay's",
+		"it holds 2 tables, not simrelay's",
+	} {
+		url := pgtest.URL(t)
+		pool, err := pgxpool.New(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range tables {
+			if _, err := pool.Exec(ctx, fmt.Sprintf("CREATE TABLE other_%d (id int)", i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s, err := Open(ctx, url, Options{Existing: true})
+		if err == nil {
+			s.Close()
+		}
+		if !errors.Is(err, ErrNoSchema) || !strings.HasSuffix(err.Error(), "(no table schema_version): "+want) {
+			t.Errorf("%d tables: got %v, want ErrNoSchema saying %q", tables, err, want)
+		}
+		var n int
+		if err := pool.QueryRow(ctx, "SELECT count(*) FROM pg_tables WHERE schemaname NOT IN ('pg_catalog', 'information_schema')").Scan(&n); err != nil || n != tables {
+			t.Errorf("%d tables: %d after the refusal (%v)", tables, n, err)
+		}
+		pool.Close()
+	}
+}
+
 // Nodes starting together on a new database all start, and the schema is
 // migrated once.
 func TestConcurrentOpens(t *testing.T) {
