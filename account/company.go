@@ -44,13 +44,6 @@ func (s *Service) Company(_ context.Context, p Principal) (store.Company, error)
 func (s *Service) UpdateCompany(_ context.Context, p Principal, patch CompanyPatch) (store.Company, error) {
 	var v check
 	keywords, emailDevice, region := patch.OptOutKeywords, patch.EmailDevice, patch.Region
-	if emailDevice != nil && *emailDevice != "" {
-		if _, err := s.store.CompanyDevice(p.CompanyID, *emailDevice); errors.Is(err, store.ErrNotFound) {
-			return store.Company{}, problem.Invalid("emailDevice", "names no device of the company")
-		} else if err != nil {
-			return store.Company{}, err
-		}
-	}
 	// The phone is read in the region the company will have: the one this
 	// patch sets when it is valid (else its error comes in its turn).
 	stored, err := s.store.Company(p.CompanyID)
@@ -90,6 +83,11 @@ func (s *Service) UpdateCompany(_ context.Context, p Principal, patch CompanyPat
 		setIf(&c.Region, patch.Region)
 		return nil
 	})
+	// The store checks the e-mail device in the write that sets it, so a
+	// deletion of the device cannot slip between a check and the write.
+	if errors.Is(err, store.ErrEmailDeviceGone) {
+		return store.Company{}, problem.Invalid("emailDevice", "names no device of the company")
+	}
 	return c, mapStoreErr(err, "company")
 }
 

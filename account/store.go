@@ -10,7 +10,6 @@ import (
 type Store interface {
 	Company(id uint64) (store.Company, error)
 	CompanyByAPIKeyHash(hash []byte) (store.Company, error)
-	CompanyDevice(companyID uint64, fingerprint string) (store.Device, error)
 	CompanyUsers(companyID uint64) ([]store.User, error)
 	ConsoleSession(hash []byte) (store.ConsoleSession, error)
 	ConsumeOneTimeToken(hash []byte, kinds []string, now time.Time, revokeSessions bool, fn func(*store.User) error) (store.User, error)

@@ -1,8 +1,16 @@
 package store
 
 import (
+	"errors"
 	"time"
 )
+
+// ErrEmailDeviceGone is returned by UpdateCompany when the update sets the
+// company's e-mail device to a fingerprint that names no live device of
+// the company (never paired, deleted, or another company's). The check
+// and the write are one transaction, so a device deleted meanwhile is
+// either refused here or cleared by its deletion (DeleteDevice).
+var ErrEmailDeviceGone = errors.New("store: the e-mail device names no device of the company")
 
 // Company is a tenant. Everything else a company owns hangs off its ID.
 type Company struct {

@@ -153,6 +153,7 @@ var (
 	ErrConflict        = store.ErrConflict
 	ErrDeviceDisabled  = store.ErrDeviceDisabled
 	ErrDeviceGone      = store.ErrDeviceGone
+	ErrEmailDeviceGone = store.ErrEmailDeviceGone
 	ErrForeignCustomer = store.ErrForeignCustomer
 	ErrLastAdmin       = store.ErrLastAdmin
 	ErrLocked          = store.ErrLocked

@@ -1,6 +1,7 @@
 package boltstore
 
 import (
+	"errors"
 	"fmt"
 
 	bolt "go.etcd.io/bbolt"
@@ -63,6 +64,8 @@ func (s *Store) CompanyByAPIKeyHash(hash []byte) (Company, error) {
 // UpdateCompany applies fn to a company and stores the result. fn runs inside
 // the write transaction: it must only change the record. A changed API key hash
 // moves the key index with it, so the old key stops working in the same commit.
+// An e-mail device that fn changes to one the company has no live device of
+// is ErrEmailDeviceGone, and nothing is written.
 func (s *Store) UpdateCompany(id uint64, fn func(*Company) error) (Company, error) {
 	var c Company
 	err := s.update(func(tx *bolt.Tx) error {
@@ -70,11 +73,18 @@ func (s *Store) UpdateCompany(id uint64, fn func(*Company) error) (Company, erro
 		if err := getJSON(b, itob(id), &c); err != nil {
 			return err
 		}
-		oldHash := append([]byte(nil), c.APIKeyHash...)
+		oldHash, oldEmailDevice := append([]byte(nil), c.APIKeyHash...), c.EmailDevice
 		if err := fn(&c); err != nil {
 			return err
 		}
 		c.ID = id
+		if c.EmailDevice != "" && c.EmailDevice != oldEmailDevice {
+			if _, err := liveDevice(tx, id, c.EmailDevice); errors.Is(err, ErrDeviceGone) {
+				return ErrEmailDeviceGone
+			} else if err != nil {
+				return err
+			}
+		}
 		if string(oldHash) != string(c.APIKeyHash) {
 			keys := tx.Bucket(bucketAPIKeys)
 			if err := keys.Delete(oldHash); err != nil {

@@ -38,6 +38,7 @@ func Devices(t *testing.T, open Opener[DevicesStore]) {
 	t.Run("PrunePairings", func(t *testing.T) { t.Parallel(); prunePairings(t, open(t)) })
 	t.Run("Provision", func(t *testing.T) { t.Parallel(); provisionDevices(t, open(t)) })
 	t.Run("EmailDeviceDeleted", func(t *testing.T) { t.Parallel(); emailDeviceDeleted(t, open(t)) })
+	t.Run("EmailDeviceChecked", func(t *testing.T) { t.Parallel(); emailDeviceChecked(t, open(t)) })
 }
 
 // deviceIDs: a re-registration within the company keeps the device's id; a
@@ -534,5 +535,60 @@ func emailDeviceDeleted(t *testing.T, s DevicesStore) {
 	Device(t, s, a.ID, "mail-a")
 	if got := emailDevice(a.ID); got != "" {
 		t.Fatalf("after registering the fingerprint again: e-mail device %q, want none", got)
+	}
+}
+
+// emailDeviceChecked: UpdateCompany refuses (ErrEmailDeviceGone) to set
+// the e-mail device to a fingerprint that names no live device of the
+// company (never paired, another company's, deleted) and writes nothing of
+// that update; the company's own device is taken, kept by later updates,
+// and cleared with "".
+func emailDeviceChecked(t *testing.T, s DevicesStore) {
+	a, _ := Company(t, s)
+	b, _ := Company(t, s)
+	Device(t, s, a.ID, "mail-a")
+	Device(t, s, a.ID, "gone-a")
+	Device(t, s, b.ID, "mail-b")
+	if _, err := s.DeleteDevice(a.ID, "gone-a", T0); err != nil {
+		t.Fatal(err)
+	}
+	set := func(fp, name string) error {
+		t.Helper()
+		_, err := s.UpdateCompany(a.ID, func(c *store.Company) error { c.EmailDevice, c.Name = fp, name; return nil })
+		return err
+	}
+	stored := func() store.Company {
+		t.Helper()
+		c, err := s.Company(a.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	for _, fp := range []string{"nosuch", "mail-b", "gone-a"} {
+		if err := set(fp, "Renamed"); !errors.Is(err, store.ErrEmailDeviceGone) {
+			t.Fatalf("e-mail device %s: %v, want ErrEmailDeviceGone", fp, err)
+		}
+		if c := stored(); c.EmailDevice != "" || c.Name != a.Name {
+			t.Fatalf("after refusing %s: e-mail device %q, name %q, want none and %q", fp, c.EmailDevice, c.Name, a.Name)
+		}
+	}
+	if err := set("mail-a", "Renamed"); err != nil {
+		t.Fatalf("the company's own device: %v", err)
+	}
+	if c := stored(); c.EmailDevice != "mail-a" || c.Name != "Renamed" {
+		t.Fatalf("after setting mail-a: e-mail device %q, name %q, want mail-a and Renamed", c.EmailDevice, c.Name)
+	}
+	if err := set("mail-a", "Renamed again"); err != nil {
+		t.Fatalf("an update keeping the e-mail device: %v", err)
+	}
+	if err := set("", "Renamed"); err != nil {
+		t.Fatalf("clearing the e-mail device: %v", err)
+	}
+	if c := stored(); c.EmailDevice != "" {
+		t.Fatalf("after clearing: e-mail device %q, want none", c.EmailDevice)
+	}
+	if c, err := s.Company(b.ID); err != nil || c.EmailDevice != "" {
+		t.Fatalf("the other company: %+v (%v), want no e-mail device", c, err)
 	}
 }

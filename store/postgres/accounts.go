@@ -37,6 +37,7 @@ package postgres
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"time"
 
@@ -67,7 +68,11 @@ func (s *Store) CompanyByAPIKeyHash(hash []byte) (store.Company, error) {
 // result. fn must only change the record; it may run more than once. A
 // changed API key hash moves the key's lookup in the same commit (the old
 // key is refused on every node from then on) and adds the rotation to the
-// company's activity.
+// company's activity. An e-mail device that fn changes to one the company
+// has no live device of is store.ErrEmailDeviceGone. The device is read
+// under the company's lock, unlocked: a deletion of it that commits after
+// this read waits for this commit at the company's row (DeleteDevice), and
+// then clears the setting this writes.
 func (s *Store) UpdateCompany(companyID uint64, fn func(*store.Company) error) (store.Company, error) {
 	var c store.Company
 	err := s.write(fmt.Sprintf("update company %d", companyID), func(t *txn) error {
@@ -75,11 +80,18 @@ func (s *Store) UpdateCompany(companyID uint64, fn func(*store.Company) error) (
 		if err := getRec(t, &c, "SELECT rec FROM companies WHERE id = $1 FOR UPDATE", id(companyID)); err != nil {
 			return err
 		}
-		oldHash := bytes.Clone(c.APIKeyHash)
+		oldHash, oldEmailDevice := bytes.Clone(c.APIKeyHash), c.EmailDevice
 		if err := fn(&c); err != nil {
 			return err
 		}
 		c.ID = companyID
+		if c.EmailDevice != "" && c.EmailDevice != oldEmailDevice {
+			if _, err := liveDevice(t, companyID, c.EmailDevice, false); errors.Is(err, store.ErrDeviceGone) {
+				return store.ErrEmailDeviceGone
+			} else if err != nil {
+				return err
+			}
+		}
 		raw, err := rec(c)
 		if err != nil {
 			return err

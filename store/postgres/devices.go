@@ -193,13 +193,20 @@ func (s *Store) DeleteDevice(companyID uint64, fingerprint string, now time.Time
 		}
 		// The e-mail device (docs/email.md) names no deleted device, nor
 		// one registered later with the same fingerprint. The company's
-		// row is locked only when it names this device, and last, after
-		// the device, as a registration takes them; the UPDATE's lock
-		// (FOR NO KEY UPDATE) keeps no send of the company waiting, as
+		// row is locked last, after the device, as a registration takes
+		// them, and whatever it names: an UpdateCompany that read this
+		// device live before this commits and set it holds the row until
+		// its own commit, and the setting is read again after that wait.
+		// FOR NO KEY UPDATE keeps no send of the company waiting, as
 		// lockCompany's would (their rows' foreign keys share the row).
-		if _, err := t.exec(`UPDATE companies SET rec = rec - 'email_device'
-			WHERE id = $1 AND rec->>'email_device' = $2`, id(d.CompanyID), d.Fingerprint); err != nil {
+		var emailDevice *string
+		if err := t.row("SELECT rec->>'email_device' FROM companies WHERE id = $1 FOR NO KEY UPDATE", id(d.CompanyID)).Scan(&emailDevice); err != nil {
 			return err
+		}
+		if emailDevice != nil && *emailDevice == d.Fingerprint {
+			if _, err := t.exec("UPDATE companies SET rec = rec - 'email_device' WHERE id = $1", id(d.CompanyID)); err != nil {
+				return err
+			}
 		}
 		return addActivity(t, d.CompanyID, store.Activity{Type: store.ActDeviceDeleted, At: now, Description: "Device " + store.ActivityName(store.DeviceLabel(d)) + " deleted; its queued messages failed"})
 	})

@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/simrelay/simrelay/problem"
 )
 
 //go:embed migrations/*.sql
@@ -45,27 +47,20 @@ var ErrNoSchema = errors.New("no simrelay schema in the database")
 // the table: a table schema_version without that row is not simrelay's.
 const firstMigration = "schema"
 
-// hasSchema refuses (ErrNoSchema) a database into which no simrelay ever
-// migrated its schema, saying whether it is empty or holds other tables.
-// It only reads.
-func hasSchema(ctx context.Context, q interface {
+// noSchema is the refusal (ErrNoSchema) of a database into which no
+// simrelay ever migrated its schema (its schema version 0), saying whether
+// it is empty or holds other tables. It only reads.
+func noSchema(ctx context.Context, q interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
 }) error {
-	v, err := schemaVersion(ctx, q)
-	if err != nil || v > 0 {
-		return err
-	}
 	var tables int
 	if err := q.QueryRow(ctx, "SELECT count(*) FROM pg_catalog.pg_tables WHERE schemaname NOT IN ('pg_catalog', 'information_schema')").Scan(&tables); err != nil {
 		return fmt.Errorf("%w (no table schema_version); counting its tables: %w", ErrNoSchema, err)
 	}
-	switch tables {
-	case 0:
+	if tables == 0 {
 		return fmt.Errorf("%w (no table schema_version): it holds no table", ErrNoSchema)
-	case 1:
-		return fmt.Errorf("%w (no table schema_version): it holds 1 table, not simrelay's", ErrNoSchema)
 	}
-	return fmt.Errorf("%w (no table schema_version): it holds %d tables, none of them simrelay's", ErrNoSchema, tables)
+	return fmt.Errorf("%w (no table schema_version): it holds %s, not simrelay's", ErrNoSchema, problem.Count(tables, "table"))
 }
 
 // migrateLiveWithin is how recent a node's beat in the registry
@@ -119,9 +114,11 @@ func loadMigrations(fsys fs.FS) ([]migration, error) {
 // migrate applies the migrations the database lacks, all in one
 // transaction under the advisory lock: nodes starting together wait for
 // the first one, then find its work done. It answers the schema version.
+// existing (Options.Existing) refuses a database without simrelay's
+// schema (noSchema) instead, having created nothing.
 func migrate(ctx context.Context, conn interface {
 	Begin(context.Context) (pgx.Tx, error)
-}, ms []migration) (int, error) {
+}, ms []migration, existing bool) (int, error) {
 	tx, err := conn.Begin(ctx)
 	if err != nil {
 		return 0, err
@@ -133,6 +130,9 @@ func migrate(ctx context.Context, conn interface {
 	current, err := schemaVersion(ctx, tx)
 	if err != nil {
 		return 0, err
+	}
+	if existing && current == 0 {
+		return 0, noSchema(ctx, tx)
 	}
 	latest := ms[len(ms)-1].version
 	if current > latest {

@@ -36,7 +36,7 @@ func TestMigration0015OnA0014Database(t *testing.T) {
 		live0014 = `SELECT name, started_at, seen_at, bus, instance FROM cluster_nodes
 			WHERE seen_at > now() - make_interval(secs => $1) ORDER BY name`
 	)
-	if v, err := migrate(ctx, conn, ms[:14]); err != nil || v != 14 {
+	if v, err := migrate(ctx, conn, ms[:14], false); err != nil || v != 14 {
 		t.Fatalf("migrate to 0014: %d, %v", v, err)
 	}
 	if _, err := conn.Exec(ctx, register0014, "stopped", true, "i-0"); err != nil {
@@ -46,7 +46,7 @@ func TestMigration0015OnA0014Database(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if v, err := migrate(ctx, conn, ms[:15]); err != nil || v != 15 {
+	if v, err := migrate(ctx, conn, ms[:15], false); err != nil || v != 15 {
 		t.Fatalf("migrate 0014 to 0015: %d, %v", v, err)
 	}
 	var version string
@@ -54,7 +54,7 @@ func TestMigration0015OnA0014Database(t *testing.T) {
 		t.Fatalf("a row of 0014 after 0015: version %q (%v), want kept with ''", version, err)
 	}
 
-	_, err := migrate(ctx, conn, ms[:14])
+	_, err := migrate(ctx, conn, ms[:14], false)
 	if !errors.Is(err, ErrSchemaTooNew) || !strings.Contains(err.Error(), "it is at version 15, this simrelay knows up to 14") {
 		t.Fatalf("the 0014 binary starting on 0015: %v, want ErrSchemaTooNew naming both versions", err)
 	}

@@ -22,7 +22,7 @@ func TestMigrationRefusedWhileOlderNodesRun(t *testing.T) {
 	ctx := context.Background()
 	url, ms, conn := migrationDB(t)
 	older := len(ms) - 1 // the schema of the release before this one
-	if _, err := migrate(ctx, conn, ms[:older]); err != nil {
+	if _, err := migrate(ctx, conn, ms[:older], false); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := conn.Exec(ctx, `INSERT INTO cluster_nodes (name, started_at, seen_at, bus, instance)

@@ -128,16 +128,11 @@ func (s *Store) start(ctx context.Context, existing bool) error {
 	if v, _ := strconv.Atoi(num); v < MinServerVersion {
 		return fmt.Errorf("the server is PostgreSQL %d.%d: simrelay needs 15 or later", v/10000, v%10000)
 	}
-	if existing {
-		if err := hasSchema(ctx, s.pool); err != nil {
-			return err
-		}
-	}
 	ms, err := loadMigrations(embedded)
 	if err != nil {
 		return err
 	}
-	s.schema, err = migrate(ctx, s.pool, ms)
+	s.schema, err = migrate(ctx, s.pool, ms, existing)
 	return err
 }
 

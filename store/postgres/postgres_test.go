@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/fstest"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/simrelay/simrelay/internal/pgtest"
@@ -63,6 +65,85 @@ func TestOpenMigrates(t *testing.T) {
 	again := open(t, url)
 	if v, err := again.SchemaVersion(ctx); err != nil || v != latest(t) || rows(t, again) != latest(t) {
 		t.Errorf("after a second Open: version %d (%v), %d rows in schema_version; want %d and %d", v, err, rows(t, again), latest(t), latest(t))
+	}
+}
+
+// sqlCount counts the statements sent that contain sql.
+type sqlCount struct {
+	sql string
+	n   atomic.Int64
+}
+
+func (c *sqlCount) note(sql string) {
+	if strings.Contains(sql, c.sql) {
+		c.n.Add(1)
+	}
+}
+
+func (c *sqlCount) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	c.note(d.SQL)
+	return ctx
+}
+func (c *sqlCount) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (c *sqlCount) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
+	for _, q := range d.Batch.QueuedQueries {
+		c.note(q.SQL)
+	}
+	return ctx
+}
+func (c *sqlCount) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (c *sqlCount) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+
+// Open with Options.Existing reads the schema version once, as any Open
+// does, under the migration lock, and opens a migrated database.
+func TestOpenExistingReadsTheVersionOnce(t *testing.T) {
+	t.Parallel()
+	url := migrated(t)
+	for _, existing := range []bool{false, true} {
+		reads := &sqlCount{sql: "to_regclass('schema_version')"}
+		s, err := Open(context.Background(), url, Options{Existing: existing, Tracer: reads})
+		if err != nil {
+			t.Fatalf("Open (Existing %v): %v", existing, err)
+		}
+		s.Close()
+		if n := reads.n.Load(); n != 1 {
+			t.Errorf("Open (Existing %v) read the schema version %d times, want once", existing, n)
+		}
+	}
+}
+
+// Open with Options.Existing refuses a database without simrelay's schema,
+// saying how many tables it holds, and creates nothing in it.
+func TestOpenExistingRefusesWithoutTheSchema(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for tables, want := range []string{
+		"it holds no table",
+		"it holds 1 table, not simrelay's",
+		"it holds 2 tables, not simrelay's",
+	} {
+		url := pgtest.URL(t)
+		pool, err := pgxpool.New(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range tables {
+			if _, err := pool.Exec(ctx, fmt.Sprintf("CREATE TABLE other_%d (id int)", i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s, err := Open(ctx, url, Options{Existing: true})
+		if err == nil {
+			s.Close()
+		}
+		if !errors.Is(err, ErrNoSchema) || !strings.HasSuffix(err.Error(), "(no table schema_version): "+want) {
+			t.Errorf("%d tables: got %v, want ErrNoSchema saying %q", tables, err, want)
+		}
+		var n int
+		if err := pool.QueryRow(ctx, "SELECT count(*) FROM pg_tables WHERE schemaname NOT IN ('pg_catalog', 'information_schema')").Scan(&n); err != nil || n != tables {
+			t.Errorf("%d tables: %d after the refusal (%v)", tables, n, err)
+		}
+		pool.Close()
 	}
 }
 
@@ -126,7 +207,7 @@ func TestConcurrentMigrationsRunOnce(t *testing.T) {
 	errs := make(chan error, nodes)
 	for range nodes {
 		wg.Go(func() {
-			if v, err := migrate(ctx, pool, ms); err != nil || v != 2 {
+			if v, err := migrate(ctx, pool, ms, false); err != nil || v != 2 {
 				errs <- fmt.Errorf("migrate: version %d, %v; want 2", v, err)
 			}
 		})

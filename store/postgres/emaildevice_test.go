@@ -1,0 +1,131 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/simrelay/simrelay/store"
+	"github.com/simrelay/simrelay/store/conformance"
+)
+
+// pauseAt holds the first transaction that sends a statement containing
+// sql, before it is sent, until release is closed; reached is closed when
+// it does.
+type pauseAt struct {
+	sql     string
+	hit     atomic.Bool
+	reached chan struct{}
+	release chan struct{}
+}
+
+func newPauseAt(sql string) *pauseAt {
+	return &pauseAt{sql: sql, reached: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (p *pauseAt) check(sql string) {
+	if strings.Contains(sql, p.sql) && p.hit.CompareAndSwap(false, true) {
+		close(p.reached)
+		<-p.release
+	}
+}
+
+func (p *pauseAt) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	p.check(d.SQL)
+	return ctx
+}
+func (p *pauseAt) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (p *pauseAt) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
+	for _, q := range d.Batch.QueuedQueries {
+		p.check(q.SQL)
+	}
+	return ctx
+}
+func (p *pauseAt) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (p *pauseAt) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+
+// TestEmailDeviceRacesItsDeletion: an UpdateCompany setting the e-mail
+// device and a DeleteDevice of that device, on two nodes, each held at
+// the point where the other could slip past it. Either order leaves no
+// setting naming the deleted device: the deletion, held after its own
+// writes, keeps the company's row locked, so the update waits and then
+// finds the device gone; the update, held after reading the device live,
+// keeps the row locked, so the deletion waits and then clears what the
+// update wrote.
+func TestEmailDeviceRacesItsDeletion(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		held      string // the statement before which the first is held
+		deleteFst bool
+		updateErr error // what the update answers
+	}{
+		{"deletion first", "INSERT INTO activity", true, store.ErrEmailDeviceGone},
+		{"update first", "UPDATE companies SET api_key_hash", false, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			url := migrated(t)
+			s := openURL(t, url, Options{})
+			pause := newPauseAt(tc.held)
+			held := openURL(t, url, Options{Tracer: pause}) // another node, held once
+			c, _ := conformance.Company(t, s)
+			conformance.Device(t, s, c.ID, "mail")
+			updater, deleter := held, s
+			if tc.deleteFst {
+				updater, deleter = s, held
+			}
+			updated, deleted := make(chan error, 1), make(chan error, 1)
+			update := func() {
+				_, err := updater.UpdateCompany(c.ID, func(c *store.Company) error { c.EmailDevice = "mail"; return nil })
+				updated <- err
+			}
+			remove := func() {
+				_, err := deleter.DeleteDevice(c.ID, "mail", conformance.T0)
+				deleted <- err
+			}
+			first, second, secondDone := update, remove, deleted
+			if tc.deleteFst {
+				first, second, secondDone = remove, update, updated
+			}
+			go first()
+			<-pause.reached
+			go second()
+			// The second waits for the first's lock or, were the first to
+			// hold none, ends.
+			for deadline := time.Now().Add(30 * time.Second); len(secondDone) == 0; {
+				var waiting int
+				if err := s.pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+					WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
+					t.Fatal(err)
+				}
+				if waiting > 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the second neither waits for a lock nor ends after 30s")
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			close(pause.release)
+			if err := <-deleted; err != nil {
+				t.Fatalf("the deletion: %v", err)
+			}
+			if err := <-updated; !errors.Is(err, tc.updateErr) {
+				t.Errorf("the update: %v, want %v", err, tc.updateErr)
+			}
+			got, err := s.Company(c.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.EmailDevice != "" {
+				t.Fatalf("e-mail device %q after its deletion, want none", got.EmailDevice)
+			}
+		})
+	}
+}
