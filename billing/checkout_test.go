@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -140,6 +141,88 @@ func TestCheckoutClaim(t *testing.T) {
 	again, err := svc.Subscribe(context.Background(), billing.SubscribeInput{CompanyID: co.ID, PlanID: billing.PlanStarter})
 	if err != nil || again.CheckoutURL != res.CheckoutURL || again.Status != billing.StatusCanceled || px.Calls(createSession) != 1 {
 		t.Fatalf("the same plan again: %+v, %v, %d sessions opened", again, err, px.Calls(createSession))
+	}
+}
+
+// countedStore counts the subscription record's reads and write
+// transactions.
+type countedStore struct {
+	billing.Store
+	reads, writes atomic.Int64
+}
+
+func (c *countedStore) Subscription(companyID uint64) (store.Subscription, bool, error) {
+	c.reads.Add(1)
+	return c.Store.Subscription(companyID)
+}
+
+func (c *countedStore) UpdateSubscription(companyID uint64, fn func(*store.Subscription) error) (store.Subscription, error) {
+	c.writes.Add(1)
+	return c.Store.UpdateSubscription(companyID, fn)
+}
+
+// A subscribe waiting for another request's claim reads the record while
+// it waits, and takes a write transaction again only once the claim has
+// ended: waiting subscribes do not queue on the store's writer.
+func TestCheckoutWaitReads(t *testing.T) {
+	t.Parallel()
+	st := storetest.Open(t)
+	co := storetest.Company(t, st, "Acme", "ana@acme.example")
+	px := stripemock.NewProxy(t)
+	now := time.Now().UTC()
+	counted := &countedStore{Store: st}
+	svc := stripeServiceAt(t, counted, px.URL, slog.New(slog.DiscardHandler), func() time.Time { return now })
+	setClaim := func(claim string) {
+		t.Helper()
+		if _, err := st.UpdateSubscription(co.ID, func(sub *store.Subscription) error {
+			sub.Checkout = &store.Checkout{Claim: claim, ClaimedAt: now.Add(-time.Second)}
+			if claim == "" {
+				sub.Checkout = nil
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	setClaim("another-node")
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if _, err := svc.Subscribe(ctx, billing.SubscribeInput{CompanyID: co.ID, PlanID: billing.PlanStarter}); !problem.Is(err, problem.Conflict) {
+		t.Fatalf("a subscribe while another node opens a checkout: %v", err)
+	}
+	if got := counted.writes.Load(); got != 1 {
+		t.Fatalf("a subscribe that waited out a held claim took %d write transactions, want 1 (its first try)", got)
+	}
+
+	// The claim ends while a subscribe waits: it takes the claim then.
+	counted.reads.Store(0)
+	counted.writes.Store(0)
+	type answer struct {
+		res billing.SubscribeResult
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		res, err := svc.Subscribe(context.Background(), billing.SubscribeInput{CompanyID: co.ID, PlanID: billing.PlanStarter})
+		done <- answer{res, err}
+	}()
+	for deadline := time.Now().Add(10 * time.Second); counted.reads.Load() < 2; {
+		if time.Now().After(deadline) {
+			t.Fatal("the subscribe never read the record while it waited")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := counted.writes.Load(); got != 1 {
+		t.Fatalf("a waiting subscribe took %d write transactions, want 1 (its first try)", got)
+	}
+	setClaim("")
+	a := <-done
+	if a.err != nil || a.res.CheckoutURL == "" || px.Calls(createSession) != 1 {
+		t.Fatalf("a subscribe after the claim ended: %+v, %v, %d sessions opened", a.res, a.err, px.Calls(createSession))
+	}
+	if sub := subscription(t, st, co.ID); sub.Checkout == nil || sub.Checkout.Claim != "" || sub.Checkout.SessionID == "" {
+		t.Fatalf("the open checkout: %+v", sub.Checkout)
 	}
 }
 

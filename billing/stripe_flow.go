@@ -18,8 +18,9 @@ import (
 // cut at checkoutHold. A claim older than checkoutClaimTTL is of a node
 // that stopped mid-way, or of a request the store held up, and is taken
 // over. Another request for the company meanwhile waits for the claim to
-// end (trying to take it every checkoutPoll, in a write transaction it
-// rolls back), at most checkoutWait, then answers 409.
+// end (reading the record every checkoutPoll, and trying to take the claim
+// only once it looks ended or lapsed), at most checkoutWait, then answers
+// 409.
 const (
 	checkoutHold     = time.Minute
 	checkoutClaimTTL = 2 * time.Minute
@@ -70,7 +71,7 @@ func (s *Service) checkout(ctx context.Context, in SubscribeInput, plan Plan) (S
 			if sub.Checkout != nil {
 				co = *sub.Checkout
 			}
-			if co.Claim != "" && now.Sub(co.ClaimedAt) < checkoutClaimTTL {
+			if claimHeld(sub.Checkout, now) {
 				busy = true
 				return errNoWrite
 			}
@@ -87,10 +88,8 @@ func (s *Service) checkout(ctx context.Context, in SubscribeInput, plan Plan) (S
 		})
 		switch {
 		case errors.Is(err, errNoWrite) && busy:
-			select {
-			case <-wait.Done():
-				return SubscribeResult{}, errCheckoutBusy
-			case <-time.After(checkoutPoll):
+			if err := s.awaitClaim(wait, in.CompanyID); err != nil {
+				return SubscribeResult{}, err
 			}
 			continue
 		case errors.Is(err, errNoWrite):
@@ -102,6 +101,36 @@ func (s *Service) checkout(ctx context.Context, in SubscribeInput, plan Plan) (S
 			return SubscribeResult{}, err
 		}
 		return s.openCheckout(ctx, in, plan, sub, token, previous, now)
+	}
+}
+
+// claimHeld says whether co holds a live claim: one not older than
+// checkoutClaimTTL, which no other request may take over.
+func claimHeld(co *store.Checkout, now time.Time) bool {
+	return co != nil && co.Claim != "" && now.Sub(co.ClaimedAt) < checkoutClaimTTL
+}
+
+// awaitClaim waits until the company's checkout claim looks ended or
+// lapsed, or the company pays, reading the subscription record every
+// checkoutPoll; errCheckoutBusy once wait ends. It reads: a wait that tried
+// to take the claim each time would take a write transaction each time,
+// and queue on bbolt's single writer (and a PostgreSQL row lock) beside the
+// sends for as long as the claim is held. The write transaction that
+// follows decides again from what it reads.
+func (s *Service) awaitClaim(wait context.Context, companyID uint64) error {
+	for {
+		select {
+		case <-wait.Done():
+			return errCheckoutBusy
+		case <-time.After(checkoutPoll):
+		}
+		sub, _, err := s.store.Subscription(companyID)
+		if err != nil {
+			return err
+		}
+		if paying(sub) || !claimHeld(sub.Checkout, s.now().UTC()) {
+			return nil
+		}
 	}
 }
 

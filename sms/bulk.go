@@ -118,10 +118,7 @@ func (s *Service) SendBulk(_ context.Context, in BulkInput, answer BulkAnswer) (
 		return nil, nil, budgetRefusal(err, s.now())
 	}
 	if prior == nil {
-		for _, m := range out {
-			s.changed(m)
-		}
-		s.queuedAll(out) // after the watcher, as in Send
+		s.announce(out...)
 	}
 	return out, prior, nil
 }

@@ -133,16 +133,7 @@ func (s *Service) Failover() []store.Message {
 			}
 		}
 	}
-	for _, m := range moved {
-		s.changed(m) // all told before a link is woken, as in releaseDue
-	}
-	woken := map[string]bool{}
-	for _, m := range moved {
-		if !woken[m.Device] && s.dispatch != nil {
-			woken[m.Device] = true
-			s.dispatch.Kick(m.Device)
-		}
-	}
+	s.announce(moved...)
 	if len(moved) > 0 {
 		s.log.Info("failover moved queued jobs", "count", len(moved))
 	}

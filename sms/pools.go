@@ -83,17 +83,6 @@ func seconds(d time.Duration) int {
 	return max(1, int((d+time.Second-1)/time.Second))
 }
 
-// queuedAll wakes the link of every device that got messages.
-func (s *Service) queuedAll(ms []store.Message) {
-	seen := map[string]bool{}
-	for _, m := range ms {
-		if !seen[m.Device] {
-			seen[m.Device] = true
-			s.queued(m)
-		}
-	}
-}
-
 // PoolInput is a pool's definition as a request gives it; a nil field of a
 // change keeps what the pool has.
 type PoolInput struct {

@@ -59,15 +59,34 @@ func optedOut(err error) error {
 		Message: "The recipient opted out of messages from this company (it answered STOP, or was added to the list)."}
 }
 
-// queued wakes whoever handles a new message: the device's link for a
-// queued one, the scheduler for a scheduled one.
-func (s *Service) queued(m store.Message) {
-	if m.Status == store.MsgScheduled {
-		s.sched.Kick()
-		return
+// announce tells the watcher of every message of ms, then wakes whoever
+// handles them: the link of each device with a queued message (once per
+// device) and, if any is scheduled, the scheduler. Messages of other
+// statuses (one a release failed) are told and wake nothing.
+//
+// Every message is told before anything is woken, and the order matters:
+// an idle phone's link woken first can take a job at once, and the phone's
+// sent and delivered, told from the link's goroutine, could then reach the
+// watcher (the console's tabs) before the job's queued, which would arrive
+// last and stand as its status. A link woken for a device's first message
+// takes the batch's others too, so they are all told before any link.
+func (s *Service) announce(ms ...store.Message) {
+	for _, m := range ms {
+		s.changed(m)
 	}
-	if s.dispatch != nil {
-		s.dispatch.Kick(m.Device)
+	woken := map[string]bool{}
+	scheduled := false
+	for _, m := range ms {
+		switch {
+		case m.Status == store.MsgScheduled:
+			scheduled = true
+		case m.Status == store.MsgQueued && !woken[m.Device] && s.dispatch != nil:
+			woken[m.Device] = true
+			s.dispatch.Kick(m.Device)
+		}
+	}
+	if scheduled {
+		s.sched.Kick()
 	}
 }
 
@@ -106,19 +125,7 @@ func (s *Service) releaseDue() bool {
 			s.log.Error("queue scheduled messages", "err", err)
 			return false
 		}
-		// Every message is told before any link is woken (Watcher): a
-		// link woken for the batch's first message of its device takes
-		// the others too.
-		for _, m := range msgs {
-			s.changed(m)
-		}
-		kicked := map[string]bool{}
-		for _, m := range msgs {
-			if m.Status == store.MsgQueued && !kicked[m.Device] && s.dispatch != nil {
-				kicked[m.Device] = true
-				s.dispatch.Kick(m.Device)
-			}
-		}
+		s.announce(msgs...)
 		if len(msgs) < releaseBatch {
 			return true
 		}

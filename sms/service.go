@@ -67,7 +67,7 @@ type Dispatcher interface {
 // against the send's own news); a new message is told before its link or
 // the scheduler is woken, as released scheduled messages and jobs a
 // failover moved are (the whole batch before any link), so an idle link's
-// phone reports only after the watcher heard of the queueing.
+// phone reports only after the watcher heard of the queueing (announce).
 type Watcher interface {
 	MessageChanged(m store.Message)
 }
@@ -222,10 +222,7 @@ func (s *Service) Send(_ context.Context, in SendInput, answer Answer) (msg stor
 		return msg, nil, budgetRefusal(err, s.now())
 	}
 	if prior == nil {
-		// Told before the link is woken (Watcher): an idle link's phone
-		// reports after the tabs heard of the queueing.
-		s.changed(msg)
-		s.queued(msg)
+		s.announce(msg)
 	}
 	return msg, prior, nil
 }
