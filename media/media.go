@@ -54,10 +54,17 @@ const DefaultUploads = 2
 // every other company's uploads waited.
 const DefaultSpools = 16
 
-// busyMessage is the refusal of an upload beyond the n under way of who
+// busy is the refusal of an upload or a download for want of a place,
+// held saying what holds them all ("The server has 16 uploads arriving").
+func busy(held string) *problem.Error {
+	return &problem.Error{Code: problem.RateLimited, RetryAfter: busyRetrySeconds,
+		Message: held + ", the most at once; retry in " + problem.Count(busyRetrySeconds, "second") + "."}
+}
+
+// uploadsBusy is the refusal of an upload beyond the n under way of who
 // ("device" or "company").
-func busyMessage(who string, n int) string {
-	return fmt.Sprintf("The %s has %s under way, the most at once; retry in %s.", who, problem.Count(n, "upload"), problem.Count(uploadRetrySeconds, "second"))
+func uploadsBusy(who string, n int) *problem.Error {
+	return busy(fmt.Sprintf("The %s has %s under way", who, problem.Count(n, "upload")))
 }
 
 // UploadsPerDevice bounds one device's uploads under way: simrelay-agent
@@ -74,9 +81,10 @@ const UploadsPerDevice = 1
 // again.
 const DefaultUploadsPerCompany = 4
 
-// uploadRetrySeconds is the Retry-After of an upload refused for its
-// device's or company's places: an upload in progress takes seconds.
-const uploadRetrySeconds = 5
+// busyRetrySeconds is the Retry-After of an upload or a download refused
+// for want of a place (busy): its device's, its company's or the server's,
+// which one under way frees as it ends, most in seconds.
+const busyRetrySeconds = 5
 
 // DefaultDownloadsPerCompany bounds the downloads of one company's files
 // under way (GET /media/{id}, signed links and the console's files alike):
@@ -236,13 +244,11 @@ func (s *Service) Put(ctx context.Context, dev store.Device, up Upload) (store.M
 		return store.Media{}, false, tooLarge(s.cfg.MaxBytes)
 	}
 	if !s.enter(s.sending, dev.ID, UploadsPerDevice) {
-		return store.Media{}, false, &problem.Error{Code: problem.RateLimited, RetryAfter: uploadRetrySeconds,
-			Message: busyMessage("device", UploadsPerDevice)}
+		return store.Media{}, false, uploadsBusy("device", UploadsPerDevice)
 	}
 	defer s.leave(s.sending, dev.ID)
 	if !s.enter(s.active, dev.CompanyID, s.cfg.UploadsPerCompany) {
-		return store.Media{}, false, &problem.Error{Code: problem.RateLimited, RetryAfter: uploadRetrySeconds,
-			Message: busyMessage("company", s.cfg.UploadsPerCompany)}
+		return store.Media{}, false, uploadsBusy("company", s.cfg.UploadsPerCompany)
 	}
 	defer s.leave(s.active, dev.CompanyID)
 	// An upload waits for an arriving place at most ChunkTimeout, as long as
@@ -258,8 +264,7 @@ func (s *Service) Put(ctx context.Context, dev store.Device, up Upload) (store.M
 	case s.spools <- struct{}{}:
 		defer func() { <-s.spools }()
 	case <-wait.C:
-		return store.Media{}, false, &problem.Error{Code: problem.RateLimited, RetryAfter: uploadRetrySeconds,
-			Message: fmt.Sprintf("The server has %s arriving, the most at once; retry in %s.", problem.Count(s.cfg.Spools, "upload"), problem.Count(uploadRetrySeconds, "second"))}
+		return store.Media{}, false, busy(fmt.Sprintf("The server has %s arriving", problem.Count(s.cfg.Spools, "upload")))
 	case <-ctx.Done():
 		return store.Media{}, false, ctx.Err()
 	}
@@ -445,9 +450,7 @@ func (s *Service) Serve(w http.ResponseWriter, r *http.Request, m store.Media) e
 	// the Content-Range of the part asked for would say it holds that part.
 	if r.Method != http.MethodHead {
 		if !s.enter(s.reading, m.CompanyID, s.cfg.DownloadsPerCompany) {
-			return &problem.Error{Code: problem.RateLimited, RetryAfter: uploadRetrySeconds,
-				Message: fmt.Sprintf("The company's files have %s under way, the most at once; retry in %s.",
-					problem.Count(s.cfg.DownloadsPerCompany, "download"), problem.Count(uploadRetrySeconds, "second"))}
+			return busy(fmt.Sprintf("The company's files have %s under way", problem.Count(s.cfg.DownloadsPerCompany, "download")))
 		}
 		defer s.leave(s.reading, m.CompanyID)
 	}

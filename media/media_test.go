@@ -84,7 +84,7 @@ func TestNewClearsSpoolsLeftByACrash(t *testing.T) {
 func TestMain(m *testing.M) { storetest.Main(m) }
 
 // The refusal counts its uploads right, one or many.
-func TestBusyMessageCountsRight(t *testing.T) {
+func TestUploadsBusyCountsRight(t *testing.T) {
 	for _, c := range []struct {
 		who  string
 		n    int
@@ -93,8 +93,8 @@ func TestBusyMessageCountsRight(t *testing.T) {
 		{"device", 1, "The device has 1 upload under way, the most at once; retry in 5 seconds."},
 		{"company", 4, "The company has 4 uploads under way, the most at once; retry in 5 seconds."},
 	} {
-		if got := busyMessage(c.who, c.n); got != c.want {
-			t.Errorf("busyMessage(%q, %d) = %q, want %q", c.who, c.n, got, c.want)
+		if got := uploadsBusy(c.who, c.n); got.Message != c.want || got.Code != problem.RateLimited || got.RetryAfter != 5 {
+			t.Errorf("uploadsBusy(%q, %d) = %+v, want 429 %q, Retry-After 5", c.who, c.n, got, c.want)
 		}
 	}
 }

@@ -30,7 +30,7 @@ func TestADevicesSlowUploadHoldsOnlyItsOwnPlace(t *testing.T) {
 	}
 	_, _, err := s.Put(context.Background(), a, hello("wa:a/1"))
 	const want = "The device has 1 upload under way, the most at once; retry in 5 seconds."
-	if pe, ok := problem.As(err); !ok || pe.Code != problem.RateLimited || pe.RetryAfter != uploadRetrySeconds || pe.Message != want {
+	if pe, ok := problem.As(err); !ok || pe.Code != problem.RateLimited || pe.RetryAfter != busyRetrySeconds || pe.Message != want {
 		t.Fatalf("a second upload of the device while its first is under way: %v, want 429 rate_limited with Retry-After, %q", err, want)
 	}
 
@@ -58,7 +58,7 @@ func TestACompanysUploadsUnderWayAreBounded(t *testing.T) {
 	last := acme[most]
 	_, _, err := s.Put(context.Background(), last, hello("wa:last/0"))
 	want := fmt.Sprintf("The company has %d uploads under way, the most at once; retry in 5 seconds.", most)
-	if pe, ok := problem.As(err); !ok || pe.Code != problem.RateLimited || pe.RetryAfter != uploadRetrySeconds || pe.Message != want {
+	if pe, ok := problem.As(err); !ok || pe.Code != problem.RateLimited || pe.RetryAfter != busyRetrySeconds || pe.Message != want {
 		t.Fatalf("an upload of a company with %d under way: %v, want 429 rate_limited with Retry-After, %q", most, err, want)
 	}
 	if _, _, err := s.Put(context.Background(), other, hello("wa:other/0")); err != nil {

@@ -63,8 +63,9 @@ func parseAddress(addr, domain string, region func() (string, error)) (Address, 
 			Message: "This server takes mail for @" + domain + " only."}
 	}
 	var number, selector, in string
+	var named bool // a + after the number: a device or pool named, if only as ""
 	if strings.HasPrefix(local, "+") {
-		number, selector, _ = strings.Cut(local[1:], "+")
+		number, selector, named = strings.Cut(local[1:], "+")
 		number = "+" + number
 	} else {
 		var err error
@@ -74,7 +75,7 @@ func parseAddress(addr, domain string, region func() (string, error)) (Address, 
 		if in == "" {
 			return Address{}, badAddress("The number must be in E.164 form with its +, e.g. +15551234567@" + domain + ".")
 		}
-		number, selector, _ = strings.Cut(local, "+")
+		number, selector, named = strings.Cut(local, "+")
 	}
 	n, err := numplan.Normalize(number, in)
 	if err != nil && in != "" {
@@ -85,7 +86,7 @@ func parseAddress(addr, domain string, region func() (string, error)) (Address, 
 	}
 	a := Address{Phone: n}
 	switch {
-	case selector == "":
+	case !named:
 	case strings.HasPrefix(selector, devicePrefix) && len(selector) > len(devicePrefix):
 		a.Device = selector[len(devicePrefix):]
 	case strings.HasPrefix(selector, poolPrefix) && len(selector) > len(poolPrefix):

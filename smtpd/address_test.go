@@ -24,6 +24,10 @@ func TestParseAddress(t *testing.T) {
 		{in: "+1555@sms.test", code: 550},
 		{in: "+15551234567+dev-@sms.test", code: 550},
 		{in: "+15551234567+pixel7@sms.test", code: 550},
+		// A + after the number says a device or pool follows: with none
+		// named (a name lost in the typing) the mail is refused, not sent
+		// through the default device the writer meant to avoid.
+		{in: "+15551234567+@sms.test", code: 550},
 		{in: "+15551234567@other.test", code: 550},
 		{in: "@sms.test", code: 550},
 		{in: "+15551234567", code: 550},
@@ -64,6 +68,7 @@ func TestParseAddressInRegion(t *testing.T) {
 		{in: "+15551234567@sms.test", want: Address{Phone: "+15551234567"}}, // with its +: today's rule, fictional numbers included
 		{in: "0740012@sms.test", code: 550},
 		{in: "07400123456+pixel7@sms.test", code: 550},
+		{in: "07400123456+@sms.test", code: 550},
 	} {
 		got, err := ParseAddressIn(tc.in, "sms.test", "GB")
 		var se *smtp.SMTPError

@@ -138,7 +138,7 @@ func (r *partReader) walk(h header, body io.Reader, depth int) error {
 			// unflow reads a line by its first and last characters: a
 			// byte-order mark before them (layout drops it, but later)
 			// would hide a quote, a signature or a stuffed space.
-			text = unflow(strings.ReplaceAll(text, "\uFEFF", ""), strings.EqualFold(params["delsp"], "yes"))
+			text = unflow(dropBOM(text), strings.EqualFold(params["delsp"], "yes"))
 		}
 		r.plain = &text
 	} else {
@@ -193,7 +193,14 @@ func charsetReader(cs string, r io.Reader) (io.Reader, error) {
 // carries them into its plain part, macOS writes U+202F before AM and PM.
 // None is in the GSM alphabet, so one of them made the whole SMS UCS-2, 70
 // characters a part instead of 160; an SMS has no line to keep together.
-var layout = strings.NewReplacer("\u00a0", " ", "\u202f", " ", "\u2007", " ", "\uFEFF", "")
+var layout = strings.NewReplacer("\u00a0", " ", "\u202f", " ", "\u2007", " ", byteOrderMark, "")
+
+// byteOrderMark is U+FEFF, which layout drops from the SMS.
+const byteOrderMark = "\uFEFF"
+
+// dropBOM is s without its byte-order marks, for a reading that must not
+// see them before layout drops them.
+func dropBOM(s string) string { return strings.ReplaceAll(s, byteOrderMark, "") }
 
 // newlineSkipper drops the line breaks of base64 text, which the standard
 // decoder refuses.
@@ -321,7 +328,7 @@ func webAddress(href string) bool {
 // whether a link's text already shows its address; a byte-order mark in
 // the text (layout drops it from the SMS) is not part of what it shows.
 func bareURL(s string) string {
-	l := strings.ToLower(strings.ReplaceAll(s, "\uFEFF", ""))
+	l := strings.ToLower(dropBOM(s))
 	for _, p := range []string{"https://", "http://"} {
 		l = strings.TrimPrefix(l, p)
 	}

@@ -289,6 +289,7 @@ func TestRcptReadsTheCompanyOnlyWhenNeeded(t *testing.T) {
 		{"+15551234567+dev-pixel7", "250", 0},
 		{"+15551234568+dev-nosuch", "550", 0},
 		{"+15551234569+pool-nosuch", "550", 0},
+		{"+15551234571+", "550", 0},          // a + naming nothing: refused, not the e-mail device
 		{"+15551234570", "250", 1},           // the e-mail device
 		{"07400123456+dev-pixel7", "250", 1}, // the region
 		{"07400123457", "250", 1},            // both, from one read

@@ -24,16 +24,12 @@ func lockDataDir(dir string) (unlock func(), err error) {
 		return nil, fmt.Errorf("%s %q: %w", both("data-dir"), dir, err)
 	}
 	path := filepath.Join(dir, nodeLockName)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := flockNB(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if errors.Is(err, syscall.EWOULDBLOCK) {
+		return nil, fmt.Errorf("%s %q: another simrelay server uses it (%s is locked): give each server on one machine a data dir of its own", both("data-dir"), dir, path)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s %q: %w", both("data-dir"), dir, err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%s %q: another simrelay server uses it (%s is locked): give each server on one machine a data dir of its own", both("data-dir"), dir, path)
-		}
-		return nil, fmt.Errorf("%s %q: lock %s: %w", both("data-dir"), dir, path, err)
 	}
 	return func() { f.Close() }, nil
 }
@@ -43,16 +39,12 @@ func lockDataDir(dir string) (unlock func(), err error) {
 // admin restore replaces a file that may be damaged, which an open would
 // refuse. errStoreInUse when another process holds it.
 func lockStoreFile(path string) (unlock func(), err error) {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", path, err)
+	f, err := flockNB(path, os.O_RDWR, 0)
+	if errors.Is(err, syscall.EWOULDBLOCK) {
+		return nil, fmt.Errorf("%w: %s is locked", errStoreInUse, path)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%w: %s is locked", errStoreInUse, path)
-		}
-		return nil, fmt.Errorf("lock %s: %w", path, err)
+	if err != nil {
+		return nil, err
 	}
 	return func() { f.Close() }, nil
 }
@@ -62,13 +54,9 @@ func lockStoreFile(path string) (unlock func(), err error) {
 // command's removeKilledCopies leaves it: a lock of its own descriptor, as
 // the copy may be renamed into place before it is closed.
 func holdCopy(path string) (release func(), err error) {
-	f, err := os.Open(path)
+	f, err := flockNB(path, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, err
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
 	return func() { f.Close() }, nil
 }
@@ -76,10 +64,26 @@ func holdCopy(path string) (release func(), err error) {
 // copyHeld says whether a live command holds the copy at path (holdCopy);
 // one a killed command left is held by nobody.
 func copyHeld(path string) bool {
-	f, err := os.Open(path)
+	f, err := flockNB(path, os.O_RDONLY, 0)
 	if err != nil {
-		return false
+		return errors.Is(err, syscall.EWOULDBLOCK)
 	}
-	defer f.Close()
-	return errors.Is(syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB), syscall.EWOULDBLOCK)
+	f.Close()
+	return false
+}
+
+// flockNB opens path (os.OpenFile's flag and perm) and takes its exclusive
+// lock without waiting: the lock lasts until the file is closed, or the
+// process ends. A lock another holds is an error that is
+// syscall.EWOULDBLOCK; any error leaves nothing open.
+func flockNB(path string, flag int, perm os.FileMode) (*os.File, error) {
+	f, err := os.OpenFile(path, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, &os.PathError{Op: "lock", Path: path, Err: err}
+	}
+	return f, nil
 }
