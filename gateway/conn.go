@@ -185,9 +185,9 @@ func (c *conn) closeWithFrame(code int, reason string, errFrame *proto.Error) {
 	c.closeLink(code, reason, errFrame, false)
 }
 
-// closeLink is closeWithFrame; with seenNow, the device's last seen is
-// stored before it returns rather than on a goroutine of its own, for a
-// caller that answers a request next (Hub.Disconnect).
+// closeLink is closeWithFrame; with seenNow, it returns once the device's
+// last seen is stored, for a caller that answers a request next
+// (Hub.Disconnect).
 func (c *conn) closeLink(code int, reason string, errFrame *proto.Error, seenNow bool) {
 	c.markClosed() // offline from now, though the handshake may wait seconds on a phone that does not read
 	if !c.state.CompareAndSwap(linkOpen, linkClosing) {
@@ -206,37 +206,31 @@ func (c *conn) closeLink(code int, reason string, errFrame *proto.Error, seenNow
 	if l, ok := c.sock.(*linkIO); ok {
 		l.stopAwaiting() // the close handshake reads on the goroutine below
 	}
-	storeSeen := code != proto.CloseRestarting && code != proto.CloseTryAgainLater
-	if storeSeen && !seenNow {
-		// The device is offline from now: its last seen is stored now too,
-		// not once the handshake is over, so that the API and the console,
-		// which show an offline device's stored last seen, do not show the
-		// one its hello stored meanwhile. A link replaced or refused is not
-		// the device's (the device is online on the other, or never was);
-		// a restart ends every link within the shutdown anyway, and a store
-		// out of reach (1013) would not take it: finish stores theirs. Its
-		// own goroutine, as the cluster's record below.
-		c.hub.wg.Add(1)
-		go func() {
-			defer c.hub.wg.Done()
-			if c.hub.lookup(c.dev.Fingerprint) == c {
-				c.storeSeen()
-			}
-		}()
-	}
-	if c.hub.epochs != nil {
-		// Other nodes see the device offline now, not after the handshake.
-		// Its own goroutine: the cluster's record is a database write, which
-		// must not hold up the close frame, least of all while the database
-		// does not answer (a close with 1013).
-		c.hub.wg.Add(1)
-		go func() {
-			defer c.hub.wg.Done()
-			if c.hub.lookup(c.dev.Fingerprint) == c {
-				c.ended()
-			}
-		}()
-	}
+	// The device is offline from now: its last seen is stored now too, not
+	// once the handshake is over, so that the API and the console, which
+	// show an offline device's stored last seen, do not show the one its
+	// hello stored meanwhile; and other nodes hear the link ended now. Both
+	// are the registered link's only: a link replaced or refused is not the
+	// device's (the device is online on the other, or never was). A restart
+	// ends every link within the shutdown anyway, and a store out of reach
+	// (1013) would not take the last seen: finish stores theirs. The writes
+	// run on a goroutine of their own, the last seen first: they must not
+	// hold up the close frame, least of all while the database does not
+	// answer (a close with 1013).
+	mine := c.hub.lookup(c.dev.Fingerprint) == c
+	seen := mine && code != proto.CloseRestarting && code != proto.CloseTryAgainLater
+	stored := make(chan struct{})
+	c.hub.wg.Add(1)
+	go func() {
+		defer c.hub.wg.Done()
+		if seen {
+			c.storeSeen()
+		}
+		close(stored)
+		if mine {
+			c.ended()
+		}
+	}()
 	c.hub.wg.Add(1)
 	go func() {
 		defer c.hub.wg.Done()
@@ -249,8 +243,8 @@ func (c *conn) closeLink(code int, reason string, errFrame *proto.Error, seenNow
 		}
 		_ = c.ws.Close(websocket.StatusCode(code), reason)
 	}()
-	if storeSeen && seenNow && c.hub.lookup(c.dev.Fingerprint) == c {
-		c.storeSeen()
+	if seenNow {
+		<-stored
 	}
 }
 
