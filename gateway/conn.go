@@ -48,7 +48,7 @@ type conn struct {
 	frames    atomic.Uint32 // frames read from the phone, counted (wrapping) to tell a live phone from a silent one (heard)
 	handling  atomic.Bool   // the reader is taking a frame, not reading: it may wait on the store
 	lastSeen  atomic.Int64  // unix nanoseconds of the last frame or pong
-	seenSaved atomic.Int64  // unix nanoseconds of the newest last seen storeSeen stored
+	seenSaved atomic.Int64  // unix nanoseconds of the last seen storeSeen stored
 
 	flood   *rate.Limiter // what the phone sends unasked (flood.go), from its first such frame; guarded by floodMu
 	floodMu sync.Mutex    // the reader and the answerer both charge
@@ -309,7 +309,10 @@ func (c *conn) seen() time.Time {
 // storeSeen stores the link's last seen as the device's, unless it
 // stored that one already: a link the server closed stored it at the
 // decision, and its end (finish) writes the device again only for a later
-// one, so that a close costs one write, as an end does.
+// one (a frame taken as the decision was made), so that a close costs one
+// write, as an end does. Those are its only two calls, so a plain store
+// of the time does: the second skips a time the first stored, or, run
+// beside it, writes too, harmlessly (Seen keeps the later time).
 func (c *conn) storeSeen() {
 	at := c.seen()
 	if at.UnixNano() <= c.seenSaved.Load() {
@@ -319,10 +322,5 @@ func (c *conn) storeSeen() {
 		c.hub.seenFault(c.dev.Fingerprint, err)
 		return
 	}
-	for {
-		saved := c.seenSaved.Load()
-		if at.UnixNano() <= saved || c.seenSaved.CompareAndSwap(saved, at.UnixNano()) {
-			return
-		}
-	}
+	c.seenSaved.Store(at.UnixNano())
 }
