@@ -177,21 +177,22 @@ func (c *conn) fail(code int, errCode, msg string) {
 	c.closeWithFrame(code, msg, &proto.Error{Code: errCode, Message: msg})
 }
 
-func (c *conn) closeWith(code int, reason string) { c.closeWithFrame(code, reason, nil) }
-
-// closeWithFrame ends the link once: the close handshake can take seconds, so
-// it runs on its own goroutine and never holds up the caller.
-func (c *conn) closeWithFrame(code int, reason string, errFrame *proto.Error) {
-	c.closeLink(code, reason, errFrame, false)
+func (c *conn) closeWith(code int, reason string) <-chan struct{} {
+	return c.closeWithFrame(code, reason, nil)
 }
 
-// closeLink is closeWithFrame; with seenNow, it returns once the device's
-// last seen is stored, for a caller that answers a request next
+// noWait is a channel closed from the start: nothing to wait for.
+var noWait = func() chan struct{} { ch := make(chan struct{}); close(ch); return ch }()
+
+// closeWithFrame ends the link once: the close handshake can take seconds, so
+// it runs on its own goroutine and never holds up the caller. The channel
+// it returns is closed once the device's last seen is stored (at once when
+// there is none to store), for a caller that answers a request next
 // (Hub.Disconnect).
-func (c *conn) closeLink(code int, reason string, errFrame *proto.Error, seenNow bool) {
+func (c *conn) closeWithFrame(code int, reason string, errFrame *proto.Error) <-chan struct{} {
 	c.markClosed() // offline from now, though the handshake may wait seconds on a phone that does not read
 	if !c.state.CompareAndSwap(linkOpen, linkClosing) {
-		return
+		return noWait
 	}
 	recount(c.sock)                      // no longer the device's one link, though open for the handshake
 	reason = proto.CutBytes(reason, 120) // the close frame allows 123 bytes; never half a character
@@ -243,9 +244,7 @@ func (c *conn) closeLink(code int, reason string, errFrame *proto.Error, seenNow
 		}
 		_ = c.ws.Close(websocket.StatusCode(code), reason)
 	}()
-	if seenNow {
-		<-stored
-	}
+	return stored
 }
 
 // lost logs why the server is dropping a link it could not get through to
