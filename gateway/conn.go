@@ -215,9 +215,10 @@ func (c *conn) closeWithFrame(code int, reason string, errFrame *proto.Error) <-
 	// device's (the device is online on the other, or never was). A restart
 	// ends every link within the shutdown anyway, and a store out of reach
 	// (1013) would not take the last seen: finish stores theirs. The writes
-	// run on a goroutine of their own, the last seen first: they must not
-	// hold up the close frame, least of all while the database does not
-	// answer (a close with 1013).
+	// run on a goroutine of their own: they must not hold up the close
+	// frame, least of all while the database does not answer (a close with
+	// 1013). The last seen goes first: a node that reads the device offline
+	// from the link's end reads it.
 	mine := c.hub.lookup(c.dev.Fingerprint) == c
 	seen := mine && code != proto.CloseRestarting && code != proto.CloseTryAgainLater
 	stored := make(chan struct{})
