@@ -13,9 +13,9 @@ import (
 	"github.com/simrelay/simrelay/internal/poll"
 )
 
-// stuckHub links every device; its Disconnect, which returns once the
-// device's last seen is written, never returns, as while that write hangs
-// on a database under strain. It records what else it is told.
+// stuckHub links every device; the channel of its Disconnect, closed once
+// the device's last seen is written, stays open, as while that write hangs
+// on a database under strain. It records what it is told.
 type stuckHub struct {
 	*gateway.Hub
 	stuck chan struct{}
@@ -23,10 +23,13 @@ type stuckHub struct {
 	told  map[string]bool
 }
 
-func (h *stuckHub) Online(string) bool                         { return true }
-func (h *stuckHub) Disconnect(string, int, string)             { <-h.stuck }
-func (h *stuckHub) DisconnectLater(fp string, _ int, _ string) { h.tell("disconnect " + fp) }
-func (h *stuckHub) Kick(fp string)                             { h.tell("kick " + fp) }
+func (h *stuckHub) Online(string) bool { return true }
+func (h *stuckHub) Kick(fp string)     { h.tell("kick " + fp) }
+
+func (h *stuckHub) Disconnect(fp string, _ int, _ string) <-chan struct{} {
+	h.tell("disconnect " + fp)
+	return h.stuck
+}
 
 func (h *stuckHub) tell(s string) {
 	h.mu.Lock()

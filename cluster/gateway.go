@@ -59,8 +59,7 @@ type Hub interface {
 	OfflineSince(fingerprint string) time.Time
 	HoldDevice(fingerprint string, deviceID uint64, fn func(dispatchedUpTo uint64, online bool) error) error
 	Kick(fingerprint string)
-	Disconnect(fingerprint string, code int, reason string)
-	DisconnectLater(fingerprint string, code int, reason string)
+	Disconnect(fingerprint string, code int, reason string) <-chan struct{}
 	Configure(fingerprint string, cfg proto.Config)
 	Pace(fingerprint string, perMinute int)
 	Links() []gateway.Link
@@ -300,7 +299,7 @@ func (g *Gateway) runHeard(ctx context.Context) {
 		g.inKicks, g.inCtls = map[string]struct{}{}, nil
 		g.mu.Unlock()
 		for _, c := range ctls {
-			g.local(c, true)
+			g.local(c)
 		}
 		for fp := range kicks {
 			g.hub.Kick(fp)
@@ -308,18 +307,14 @@ func (g *Gateway) runHeard(ctx context.Context) {
 	}
 }
 
-// local runs the control on this node's link of the device, if any. A
-// control heard from another node answers no request here: its disconnect
-// does not wait for the last seen's write, which would hold up the controls
-// and kicks heard after it.
-func (g *Gateway) local(c ctl, heard bool) {
+// local runs the control on this node's link of the device, if any. It
+// does not wait for a disconnect's last seen to be written: a control heard
+// from another node answers no request here, and that write would hold up
+// the controls and kicks heard after it.
+func (g *Gateway) local(c ctl) {
 	switch c.Op {
 	case "disconnect":
-		if heard {
-			g.hub.DisconnectLater(c.Fingerprint, c.Code, c.Reason)
-		} else {
-			g.hub.Disconnect(c.Fingerprint, c.Code, c.Reason)
-		}
+		g.hub.Disconnect(c.Fingerprint, c.Code, c.Reason)
 	case "configure":
 		if c.Config != nil {
 			g.hub.Configure(c.Fingerprint, *c.Config)
@@ -332,7 +327,12 @@ func (g *Gateway) local(c ctl, heard bool) {
 // control acts on the device's link here and tells the other nodes: a
 // link elsewhere, or an older one about to be fenced, gets it too.
 func (g *Gateway) control(c ctl) {
-	g.local(c, false)
+	g.local(c)
+	g.tell(c)
+}
+
+// tell sends the control to the other nodes.
+func (g *Gateway) tell(c ctl) {
 	data, err := json.Marshal(c)
 	if err != nil {
 		g.log.Error("gateway: encode control", "err", err)
@@ -341,9 +341,13 @@ func (g *Gateway) control(c ctl) {
 	g.bus.Publish(topicCtl, data)
 }
 
-// Disconnect closes the device's link on whichever node holds it.
-func (g *Gateway) Disconnect(fingerprint string, code int, reason string) {
-	g.control(ctl{Op: "disconnect", Fingerprint: fingerprint, Code: code, Reason: reason})
+// Disconnect closes the device's link on whichever node holds it; the
+// channel it returns is closed once a link here has its last seen stored
+// (gateway.Hub.Disconnect).
+func (g *Gateway) Disconnect(fingerprint string, code int, reason string) <-chan struct{} {
+	stored := g.hub.Disconnect(fingerprint, code, reason)
+	g.tell(ctl{Op: "disconnect", Fingerprint: fingerprint, Code: code, Reason: reason})
+	return stored
 }
 
 // Configure pushes settings to the device's link on whichever node holds it.

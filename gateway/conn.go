@@ -48,7 +48,7 @@ type conn struct {
 	frames    atomic.Uint32 // frames read from the phone, counted (wrapping) to tell a live phone from a silent one (heard)
 	handling  atomic.Bool   // the reader is taking a frame, not reading: it may wait on the store
 	lastSeen  atomic.Int64  // unix nanoseconds of the last frame or pong
-	seenSaved atomic.Int64  // unix nanoseconds of the newest last seen storeSeen stored
+	seenSaved atomic.Int64  // unix nanoseconds of the last seen storeSeen stored
 
 	flood   *rate.Limiter // what the phone sends unasked (flood.go), from its first such frame; guarded by floodMu
 	floodMu sync.Mutex    // the reader and the answerer both charge
@@ -177,21 +177,22 @@ func (c *conn) fail(code int, errCode, msg string) {
 	c.closeWithFrame(code, msg, &proto.Error{Code: errCode, Message: msg})
 }
 
-func (c *conn) closeWith(code int, reason string) { c.closeWithFrame(code, reason, nil) }
-
-// closeWithFrame ends the link once: the close handshake can take seconds, so
-// it runs on its own goroutine and never holds up the caller.
-func (c *conn) closeWithFrame(code int, reason string, errFrame *proto.Error) {
-	c.closeLink(code, reason, errFrame, false)
+func (c *conn) closeWith(code int, reason string) <-chan struct{} {
+	return c.closeWithFrame(code, reason, nil)
 }
 
-// closeLink is closeWithFrame; with seenNow, the device's last seen is
-// stored before it returns rather than on a goroutine of its own, for a
-// caller that answers a request next (Hub.Disconnect).
-func (c *conn) closeLink(code int, reason string, errFrame *proto.Error, seenNow bool) {
+// noWait is a channel closed from the start: nothing to wait for.
+var noWait = func() chan struct{} { ch := make(chan struct{}); close(ch); return ch }()
+
+// closeWithFrame ends the link once: the close handshake can take seconds, so
+// it runs on its own goroutine and never holds up the caller. The channel
+// it returns is closed once the device's last seen is stored (at once when
+// there is none to store), for a caller that answers a request next
+// (Hub.Disconnect).
+func (c *conn) closeWithFrame(code int, reason string, errFrame *proto.Error) <-chan struct{} {
 	c.markClosed() // offline from now, though the handshake may wait seconds on a phone that does not read
 	if !c.state.CompareAndSwap(linkOpen, linkClosing) {
-		return
+		return noWait
 	}
 	recount(c.sock)                      // no longer the device's one link, though open for the handshake
 	reason = proto.CutBytes(reason, 120) // the close frame allows 123 bytes; never half a character
@@ -206,37 +207,32 @@ func (c *conn) closeLink(code int, reason string, errFrame *proto.Error, seenNow
 	if l, ok := c.sock.(*linkIO); ok {
 		l.stopAwaiting() // the close handshake reads on the goroutine below
 	}
-	storeSeen := code != proto.CloseRestarting && code != proto.CloseTryAgainLater
-	if storeSeen && !seenNow {
-		// The device is offline from now: its last seen is stored now too,
-		// not once the handshake is over, so that the API and the console,
-		// which show an offline device's stored last seen, do not show the
-		// one its hello stored meanwhile. A link replaced or refused is not
-		// the device's (the device is online on the other, or never was);
-		// a restart ends every link within the shutdown anyway, and a store
-		// out of reach (1013) would not take it: finish stores theirs. Its
-		// own goroutine, as the cluster's record below.
-		c.hub.wg.Add(1)
-		go func() {
-			defer c.hub.wg.Done()
-			if c.hub.lookup(c.dev.Fingerprint) == c {
-				c.storeSeen()
-			}
-		}()
-	}
-	if c.hub.epochs != nil {
-		// Other nodes see the device offline now, not after the handshake.
-		// Its own goroutine: the cluster's record is a database write, which
-		// must not hold up the close frame, least of all while the database
-		// does not answer (a close with 1013).
-		c.hub.wg.Add(1)
-		go func() {
-			defer c.hub.wg.Done()
-			if c.hub.lookup(c.dev.Fingerprint) == c {
-				c.ended()
-			}
-		}()
-	}
+	// The device is offline from now: its last seen is stored now too, not
+	// once the handshake is over, so that the API and the console, which
+	// show an offline device's stored last seen, do not show the one its
+	// hello stored meanwhile; and other nodes hear the link ended now. Both
+	// are the registered link's only: a link replaced or refused is not the
+	// device's (the device is online on the other, or never was). A restart
+	// ends every link within the shutdown anyway, and a store out of reach
+	// (1013) would not take the last seen: finish stores theirs. The writes
+	// run on a goroutine of their own: they must not hold up the close
+	// frame, least of all while the database does not answer (a close with
+	// 1013). The last seen goes first: a node that reads the device offline
+	// from the link's end reads it.
+	mine := c.hub.lookup(c.dev.Fingerprint) == c
+	seen := mine && code != proto.CloseRestarting && code != proto.CloseTryAgainLater
+	stored := make(chan struct{})
+	c.hub.wg.Add(1)
+	go func() {
+		defer c.hub.wg.Done()
+		if seen {
+			c.storeSeen()
+		}
+		close(stored)
+		if mine {
+			c.ended()
+		}
+	}()
 	c.hub.wg.Add(1)
 	go func() {
 		defer c.hub.wg.Done()
@@ -249,9 +245,7 @@ func (c *conn) closeLink(code int, reason string, errFrame *proto.Error, seenNow
 		}
 		_ = c.ws.Close(websocket.StatusCode(code), reason)
 	}()
-	if storeSeen && seenNow && c.hub.lookup(c.dev.Fingerprint) == c {
-		c.storeSeen()
-	}
+	return stored
 }
 
 // lost logs why the server is dropping a link it could not get through to
@@ -315,7 +309,10 @@ func (c *conn) seen() time.Time {
 // storeSeen stores the link's last seen as the device's, unless it
 // stored that one already: a link the server closed stored it at the
 // decision, and its end (finish) writes the device again only for a later
-// one, so that a close costs one write, as an end does.
+// one (a frame taken as the decision was made), so that a close costs one
+// write, as an end does. Those are its only two calls, so a plain store
+// of the time does: the second skips a time the first stored, or, run
+// beside it, writes too, harmlessly (Seen keeps the later time).
 func (c *conn) storeSeen() {
 	at := c.seen()
 	if at.UnixNano() <= c.seenSaved.Load() {
@@ -325,10 +322,5 @@ func (c *conn) storeSeen() {
 		c.hub.seenFault(c.dev.Fingerprint, err)
 		return
 	}
-	for {
-		saved := c.seenSaved.Load()
-		if at.UnixNano() <= saved || c.seenSaved.CompareAndSwap(saved, at.UnixNano()) {
-			return
-		}
-	}
+	c.seenSaved.Store(at.UnixNano())
 }

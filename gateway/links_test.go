@@ -272,11 +272,11 @@ func (g *gatedSeen) Seen(ctx context.Context, dev store.Device, at time.Time) er
 }
 
 // Disconnect is how a request (a device disabled, deleted or paired again)
-// ends the device's link, and the request answers next: Disconnect returns
-// once the device's last seen is stored, so that a read right after the
-// answer (GET /device/list, the console) shows the link's last activity.
-// It stored it on a goroutine of its own: a read right away showed the
-// time the link's hello stored.
+// ends the device's link, and the request answers next, once Disconnect's
+// channel is closed: it is closed once the device's last seen is stored, so
+// that a read right after the answer (GET /device/list, the console) shows
+// the link's last activity. It stored it on a goroutine of its own: a read
+// right away showed the time the link's hello stored.
 func TestDisconnectReturnsWithLastSeenStored(t *testing.T) {
 	t.Parallel()
 	g := &gatedSeen{gate: make(chan struct{}), called: make(chan struct{})}
@@ -295,7 +295,7 @@ func TestDisconnectReturnsWithLastSeenStored(t *testing.T) {
 	want := r.hub.LastSeen("mute")
 	done := make(chan struct{})
 	go func() {
-		r.hub.Disconnect("mute", proto.CloseDeviceGone, "device disabled")
+		<-r.hub.Disconnect("mute", proto.CloseDeviceGone, "device disabled")
 		close(done)
 	}()
 	select {
@@ -305,13 +305,13 @@ func TestDisconnectReturnsWithLastSeenStored(t *testing.T) {
 	}
 	select {
 	case <-done:
-		t.Fatal("Disconnect returned before the device's last seen was stored")
+		t.Fatal("Disconnect's channel closed before the device's last seen was stored")
 	case <-time.After(100 * time.Millisecond):
 	}
 	opened = true
 	close(g.gate)
 	<-done
 	if d, err := r.store.Device("mute"); err != nil || d.LastSeenAt.Sub(want).Abs() > time.Millisecond {
-		t.Fatalf("last seen when Disconnect returned: %v (%v), want %v", d.LastSeenAt, err, want)
+		t.Fatalf("last seen when Disconnect's channel closed: %v (%v), want %v", d.LastSeenAt, err, want)
 	}
 }

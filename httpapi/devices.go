@@ -256,19 +256,20 @@ func (s *Server) deleteDevice(c echo.Context) error {
 	if err := s.deps.Devices.Delete(c.Request().Context(), principal(c).CompanyID, fp); err != nil {
 		return err
 	}
-	s.deps.Phones.Disconnect(fp, androidproto.CloseDeviceGone, "device deleted")
+	<-s.deps.Phones.Disconnect(fp, androidproto.CloseDeviceGone, "device deleted")
 	return c.JSON(http.StatusOK, messageJSON{"Device deleted. Its token no longer works and its queued messages failed."})
 }
 
 // disconnect closes d's link, if any, with code, for a handler that
 // answers d next: offline from here, last seen at its link's last
-// activity, which Disconnect stores; d, read before, takes it too, so the
-// answer does not show the time the link's hello stored.
+// activity, stored before it returns (it waits on Disconnect's channel); d,
+// read before, takes it too, so the answer does not show the time the
+// link's hello stored.
 func (s *Server) disconnect(d *store.Device, code int, reason string) {
 	if seen, ok := s.deps.Phones.Presence([]string{d.Fingerprint})[d.Fingerprint]; ok && seen.After(d.LastSeenAt) {
 		d.LastSeenAt = seen
 	}
-	s.deps.Phones.Disconnect(d.Fingerprint, code, reason)
+	<-s.deps.Phones.Disconnect(d.Fingerprint, code, reason)
 }
 
 func (s *Server) patchDevice(c echo.Context) error {

@@ -63,7 +63,9 @@ type Phones interface {
 	// when it was last seen: a live link's last activity (on a cluster, for
 	// a link on another node, that node's last beat).
 	Presence(fingerprints []string) map[string]time.Time
-	Disconnect(fingerprint string, code int, reason string)
+	// Disconnect closes the device's link; the channel is closed once its
+	// last seen is stored, for a read right after the answer.
+	Disconnect(fingerprint string, code int, reason string) <-chan struct{}
 	Configure(fingerprint string, cfg androidproto.Config)
 	Pace(fingerprint string, perMinute int)
 }

@@ -187,7 +187,7 @@ func (c *Console) updateDevice(w http.ResponseWriter, r *http.Request, q *req) (
 	// The same pushes as PATCH /device/{fp}: the phone learns at once.
 	if c.deps.Phones != nil {
 		if d.Status == store.DeviceDisabled {
-			c.deps.Phones.Disconnect(fp, androidproto.CloseDeviceGone, "device disabled")
+			<-c.deps.Phones.Disconnect(fp, androidproto.CloseDeviceGone, "device disabled")
 		} else {
 			c.deps.Phones.Configure(fp, androidproto.Config{SelectedSIM: d.SelectedSIM, DeviceName: d.Name, Status: d.Status})
 			c.deps.Phones.Pace(fp, d.SMSPerMinute)
@@ -202,7 +202,7 @@ func (c *Console) deleteDevice(w http.ResponseWriter, r *http.Request, q *req) (
 		return outcome{}, err
 	}
 	if c.deps.Phones != nil {
-		c.deps.Phones.Disconnect(fp, androidproto.CloseDeviceGone, "device deleted")
+		<-c.deps.Phones.Disconnect(fp, androidproto.CloseDeviceGone, "device deleted")
 	}
 	return outcome{Notice: "Device deleted. Its queued messages failed."}, nil
 }

@@ -49,7 +49,7 @@ type phoneRoutes interface {
 	Presence(fingerprints []string) map[string]time.Time
 	OfflineSince(fingerprint string) time.Time
 	HoldDevice(fingerprint string, deviceID uint64, fn func(dispatchedUpTo uint64, online bool) error) error
-	Disconnect(fingerprint string, code int, reason string)
+	Disconnect(fingerprint string, code int, reason string) <-chan struct{}
 	Configure(fingerprint string, cfg proto.Config)
 	Pace(fingerprint string, perMinute int)
 }
