@@ -315,6 +315,16 @@ func TestMCPRequestID(t *testing.T) {
 			t.Fatalf("id %s: %s", id, r.Raw)
 		}
 	}
+	// The transport reads the message's keys as written ("id" only); a
+	// second key that differs in case ("ID", "Id") hid the number from a
+	// check that read keys without case, and 1.5 was answered as id 1.
+	for _, body := range []string{`{"jsonrpc":"2.0","id":1.5,"ID":"x","method":"ping"}`, `{"jsonrpc":"2.0","Id":"x","id":99999999999999999999,"iD":"y","method":"ping"}`} {
+		r := e.do(call{method: "POST", path: "/mcp", token: a.apiKey, body: body, header: mcpHeaders})
+		e.want(r, http.StatusBadRequest, "invalid_json")
+		if !strings.Contains(r.str("message"), "cannot be answered as sent") {
+			t.Fatalf("%s: %s", body, r.Raw)
+		}
+	}
 	for _, id := range []string{"9007199254740991", "-9007199254740991", "0", `"9007199254740993"`} {
 		r := e.do(call{method: "POST", path: "/mcp", token: a.apiKey, body: `{"jsonrpc":"2.0","id":` + id + `,"method":"ping"}`, header: mcpHeaders})
 		if r.Status != http.StatusOK || !strings.Contains(string(r.Raw), `"id":`+id+`,`) {
