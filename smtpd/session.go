@@ -328,7 +328,10 @@ func (ss *session) Data(r io.Reader) error {
 	}
 	m, err := ReadMail(raw)
 	if err != nil {
-		return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 6, 0}, Message: "The mail cannot be read: " + asciiLine(err.Error())}
+		// The reason quotes what could not be read (a header's value, a
+		// charset's name), as long as the mail made it: cut, as a refused
+		// send's reason is, to keep the reply within a line.
+		return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 6, 0}, Message: "The mail cannot be read: " + cutReason(asciiLine(err.Error()))}
 	}
 	var queued []string
 	for _, rc := range ss.rcpts {
@@ -503,15 +506,20 @@ func reply(err error, to string, queued []string, log *slog.Logger) error {
 	case problem.Internal, problem.Unavailable:
 		return errUnavailable
 	}
-	msg = asciiLine(strings.TrimSuffix(msg, "."))
-	if len(msg) > maxReplyReason {
-		msg = msg[:maxReplyReason-4] + " ..."
-	}
+	msg = cutReason(asciiLine(strings.TrimSuffix(msg, ".")))
 	msg = "To " + to + ": " + msg + hint
 	if len(queued) > 0 {
 		msg += "; already queued for " + strings.Join(queued, ", ") + " (a retry of this mail with its Message-ID does not queue them again)"
 	}
 	return &smtp.SMTPError{Code: code, EnhancedCode: enh, Message: asciiLine(msg)}
+}
+
+// cutReason cuts a reply's reason (ASCII, from asciiLine) at maxReplyReason.
+func cutReason(msg string) string {
+	if len(msg) > maxReplyReason {
+		msg = msg[:maxReplyReason-4] + " ..."
+	}
+	return msg
 }
 
 // asciiLine keeps a reply on one line of printable ASCII, as SMTP replies are.
