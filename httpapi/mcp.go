@@ -140,10 +140,13 @@ func (s *Server) mcp(c echo.Context) error {
 		// limit; MCP dropped batches in its 2025-06-18 revision.
 		return problem.New(problem.InvalidJSON, "Send one JSON-RPC message per request: batches are not accepted.")
 	}
-	if err == nil {
-		if err := checkRPCID(msg["id"]); err != nil {
-			return err
-		}
+	if err != nil || msg == nil {
+		// null, a string, a number or a boolean: the transport answered
+		// null as an "empty batch" and the others in its decoder's words.
+		return problem.New(problem.InvalidJSON, "The body must be one JSON-RPC message: a JSON object.")
+	}
+	if err := checkRPCID(msg["id"]); err != nil {
+		return err
 	}
 	r.Body = io.NopCloser(bytes.NewReader(data))
 	ctx := context.WithValue(r.Context(), mcpCallerKey{}, principal(c))
