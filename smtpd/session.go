@@ -103,9 +103,6 @@ func (ss *session) Mail(_ string, _ *smtp.MailOptions) error {
 	}
 	ss.settleChunked()
 	ss.rcpts = nil
-	if ss.life != nil {
-		ss.life.mailOpen()
-	}
 	return nil
 }
 
@@ -301,6 +298,13 @@ func slotOf(d store.Device) string {
 // Idempotency-Key: a client that retries after a temporary refusal (or a
 // lost reply) never sends an SMS twice.
 func (ss *session) Data(r io.Reader) error {
+	if ss.life != nil {
+		// The mail's text begins: a shutdown now lets it finish. Before
+		// (after MAIL or RCPT) nothing of it is queued, and a shutdown ends
+		// the connection at once, as one between mails: a client quiet
+		// there held the shutdown for its whole timeout.
+		ss.life.mailOpen()
+	}
 	if pr, ok := r.(*io.PipeReader); ok { // a chunked mail, on its own goroutine
 		ss.mu.Lock()
 		ss.chunked = pr
