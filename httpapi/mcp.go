@@ -127,10 +127,10 @@ func (s *Server) mcp(c echo.Context) error {
 	}
 	// One reading finds a body that is no JSON (Unmarshal checks the whole
 	// text first, as json.Valid) and the id, which a batch, a string or a
-	// number, being no object, does not give.
-	var msg struct {
-		ID json.RawMessage `json:"id"`
-	}
+	// number, being no object, does not give. The keys are read as written,
+	// as the transport reads them: a struct field took "ID" or "Id" for
+	// "id" too, so a second key in another case hid the number it checks.
+	var msg map[string]json.RawMessage
 	err = json.Unmarshal(data, &msg)
 	if _, syntax := errors.AsType[*json.SyntaxError](err); syntax {
 		return problem.New(problem.InvalidJSON, "The request body is not valid JSON; send one JSON-RPC message.")
@@ -140,10 +140,13 @@ func (s *Server) mcp(c echo.Context) error {
 		// limit; MCP dropped batches in its 2025-06-18 revision.
 		return problem.New(problem.InvalidJSON, "Send one JSON-RPC message per request: batches are not accepted.")
 	}
-	if err == nil {
-		if err := checkRPCID(msg.ID); err != nil {
-			return err
-		}
+	if err != nil || msg == nil {
+		// null, a string, a number or a boolean: the transport answered
+		// null as an "empty batch" and the others in its decoder's words.
+		return problem.New(problem.InvalidJSON, "The body must be one JSON-RPC message: a JSON object.")
+	}
+	if err := checkRPCID(msg["id"]); err != nil {
+		return err
 	}
 	r.Body = io.NopCloser(bytes.NewReader(data))
 	ctx := context.WithValue(r.Context(), mcpCallerKey{}, principal(c))

@@ -274,6 +274,25 @@ func TestMCPRouteRules(t *testing.T) {
 	e.want(r, http.StatusTooManyRequests, "rate_limited")
 }
 
+// A body that is JSON but no object (null, a string, a number, true) is one
+// JSON-RPC message no more than a batch is, and is told so: the transport
+// answered null as "malformed payload: empty batch" and a string with its
+// decoder's words ("cannot unmarshal ... into Go value of type
+// jsonrpc2.wireDecode"), which tell a client nothing it can mend.
+func TestMCPBodyNotAnObject(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a := e.newCompany("Acme", "mcp-obj@example.com")
+	mcpHeaders := map[string]string{"Accept": "application/json, text/event-stream"}
+	for _, body := range []string{"null", ` "ping"`, "1", "true"} {
+		r := e.do(call{method: "POST", path: "/mcp", token: a.apiKey, body: body, header: mcpHeaders})
+		e.want(r, http.StatusBadRequest, "invalid_json")
+		if msg := r.str("message"); !strings.Contains(msg, "a JSON object") || strings.Contains(msg, "batch") || strings.Contains(msg, "Go value") {
+			t.Fatalf("body %s: %s", body, r.Raw)
+		}
+	}
+}
+
 // A method the server does not know is the transport's 400 invalid_json,
 // naming it, up to MCP 2025-11-25, and a JSON-RPC method-not-found answer
 // (404) from 2026-07-28, as docs/mcp.md says; an unknown tool is a JSON-RPC
@@ -313,6 +332,16 @@ func TestMCPRequestID(t *testing.T) {
 		e.want(r, http.StatusBadRequest, "invalid_json")
 		if !strings.Contains(r.str("message"), "id "+id+" ") {
 			t.Fatalf("id %s: %s", id, r.Raw)
+		}
+	}
+	// The transport reads the message's keys as written ("id" only); a
+	// second key that differs in case ("ID", "Id") hid the number from a
+	// check that read keys without case, and 1.5 was answered as id 1.
+	for _, body := range []string{`{"jsonrpc":"2.0","id":1.5,"ID":"x","method":"ping"}`, `{"jsonrpc":"2.0","Id":"x","id":99999999999999999999,"iD":"y","method":"ping"}`} {
+		r := e.do(call{method: "POST", path: "/mcp", token: a.apiKey, body: body, header: mcpHeaders})
+		e.want(r, http.StatusBadRequest, "invalid_json")
+		if !strings.Contains(r.str("message"), "cannot be answered as sent") {
+			t.Fatalf("%s: %s", body, r.Raw)
 		}
 	}
 	for _, id := range []string{"9007199254740991", "-9007199254740991", "0", `"9007199254740993"`} {

@@ -179,11 +179,16 @@ func charsetReader(cs string, r io.Reader) (io.Reader, error) {
 		// text without one is big-endian.
 		return transform.NewReader(r, unicode.UTF16(unicode.BigEndian, unicode.UseBOM).NewDecoder()), nil
 	}
-	out, err := charset.NewReaderLabel(cs, r)
-	if err != nil {
+	// The table maps ISO-2022-KR, HZ-GB-2312 and ISO-2022-CN (mail
+	// charsets: RFC 1557, 1843, 1922) to its "replacement" encoding, which
+	// reads any text as one U+FFFD: a browser's guard against script
+	// hidden in them. A mail in one was sent as the SMS "\uFFFD"; it is a
+	// charset the server cannot read, refused as an unknown one.
+	enc, name := charset.Lookup(cs)
+	if enc == nil || name == "replacement" {
 		return nil, fmt.Errorf("the charset %q is not known", cs)
 	}
-	return out, nil
+	return transform.NewReader(r, enc.NewDecoder()), nil
 }
 
 // layout turns no-break spaces into spaces and drops U+FEFF, a byte-order

@@ -23,6 +23,27 @@ func TestReadMail(t *testing.T) {
 	}
 }
 
+// The labels that browsers' encoding table maps to its "replacement"
+// encoding (ISO-2022-KR, HZ-GB-2312, ISO-2022-CN: mail charsets of RFC 1557,
+// RFC 1843 and RFC 1922) decode any text to a single U+FFFD. Read so, a
+// Korean mail was sent as the SMS "\uFFFD" and its sender told 250: such a
+// charset is one the server cannot read, refused as an unknown one, and a
+// subject in it stays as written.
+func TestReadMailReplacementCharsets(t *testing.T) {
+	t.Parallel()
+	crlf := func(s string) string { return strings.ReplaceAll(s, "\n", "\r\n") }
+	for _, cs := range []string{"iso-2022-kr", "csISO2022KR", "hz-gb-2312", "iso-2022-cn", "iso-2022-cn-ext", "replacement"} {
+		m, err := ReadMail([]byte(crlf("Subject: x\nContent-Type: text/plain; charset=" + cs + "\n\n\x1b$)C\x0e!!\x0f hello\n")))
+		if err == nil || !strings.Contains(err.Error(), "not known") {
+			t.Errorf("a body in %s: got %q, %v; want the charset refused", cs, m.Text, err)
+		}
+		m, err = ReadMail([]byte(crlf("Subject: =?" + cs + "?q?hi?=\n\n\n")))
+		if want := "=?" + cs + "?q?hi?="; err != nil || m.Text != want {
+			t.Errorf("a subject in %s: got %q, %v; want %q", cs, m.Text, err, want)
+		}
+	}
+}
+
 // readMailCases are mails and the SMS text each gives; FuzzReadMail starts
 // from them too.
 var readMailCases = []struct {

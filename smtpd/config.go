@@ -22,7 +22,8 @@ const (
 	// a send, and each recipient is counted in the rate limit at RCPT.
 	DefaultMaxRecipients = 10
 	// DefaultMaxConns bounds the listener's open connections, in all: each
-	// holds a goroutine and up to MaxMessageBytes while its DATA is read.
+	// holds a goroutine and up to about 1.5 times MaxMessageBytes while its
+	// DATA is read (the read buffer grows ahead of the text).
 	DefaultMaxConns = 100
 	// DefaultMaxConnsPerIP bounds one client address's connections (an IPv6
 	// client is its /64), so that one client cannot take them all.

@@ -73,8 +73,8 @@ func (l *lives) remove(c *lifeConn) {
 	delete(l.conns, c)
 }
 
-// drain ends each connection between mails at once, and each in the
-// middle of one once that mail's reply is written.
+// drain ends each connection between mails, or before a mail's text, at
+// once, and each in a mail's text once that mail's reply is written.
 func (l *lives) drain() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -93,12 +93,13 @@ type lifeConn struct {
 	inText   atomic.Bool // a chunked (BDAT) mail's text is being read: session.Data runs
 	answered atomic.Bool // a read timed out in a chunked mail's text and answered errTextStalled
 	closing  atomic.Bool // the write of that answer closes the connection
-	inMail   atomic.Bool // a mail is open: from its MAIL until its reply is written (mailDone)
+	inMail   atomic.Bool // a mail's text is read or sent: from its DATA (or first BDAT) until its reply is written (mailDone)
 	draining atomic.Bool // Shutdown began: the connection ends when no mail is open
 }
 
-// drain ends the connection's life now when no mail is open, else when the
-// open one's reply is written (mailDone). The two check each other's flag
+// drain ends the connection's life now when no mail's text is under way
+// (between mails, or after MAIL or RCPT: nothing of that mail is queued),
+// else when that mail's reply is written (mailDone). The two check each other's flag
 // after setting their own, so one of them ends it.
 func (c *lifeConn) drain() {
 	c.draining.Store(true)
@@ -107,7 +108,7 @@ func (c *lifeConn) drain() {
 	}
 }
 
-// mailOpen notes a mail taken (MAIL answered 250).
+// mailOpen notes a mail's text begun (DATA, or its first BDAT chunk).
 func (c *lifeConn) mailOpen() { c.inMail.Store(true) }
 
 // mailDone notes that no mail is open (go-smtp's reset, after a mail's

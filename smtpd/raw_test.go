@@ -200,6 +200,31 @@ func TestMailWithALineTooLong(t *testing.T) {
 	d.wantEndedUnsent(e, id)
 }
 
+// TestUnreadableMailReplyFitsALine: the refusal of a mail that cannot be
+// read quotes what it could not read, a header's value or a charset's name,
+// whose folded lines may run to the mail's size: the reply stays within
+// RFC 5321's 512 octets a line, as a refused send's does. It was the whole
+// value, 45 KB on one line for a Content-Type folded over 50 lines.
+func TestUnreadableMailReplyFitsALine(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, options{})
+	id, key := e.company("acme")
+	e.phone(id, "pixel7")
+	long := strings.Repeat(strings.Repeat("y", 900)+"\r\n ", 50)
+	for _, header := range []string{
+		"Content-Type: text/plain; charset=x" + long + "z",    // a Content-Type that does not parse
+		"Content-Type: text/plain; charset=\"x" + long + "\"", // a charset the server does not know
+	} {
+		d := e.dataSession(key)
+		d.write("Subject: x\r\n" + header + "\r\n\r\nhello\r\n.\r\n")
+		got := d.reply()
+		if !strings.HasPrefix(got, "550 5.6.0 The mail cannot be read: ") || len(got) > 512 {
+			t.Fatalf("an unreadable mail: got %d bytes %.120q..., want a 550 5.6.0 line of at most 512", len(got), got)
+		}
+		d.say("MAIL FROM:<monitor@example.com>", "250") // the session goes on
+	}
+}
+
 // TestRefusedRecipientsCountInTheRateLimit: every RCPT is a request in the
 // API key's general window, refused ones too, as every API request counts
 // whatever its answer; past the window RCPT answers 452 before it reads

@@ -103,9 +103,6 @@ func (ss *session) Mail(_ string, _ *smtp.MailOptions) error {
 	}
 	ss.settleChunked()
 	ss.rcpts = nil
-	if ss.life != nil {
-		ss.life.mailOpen()
-	}
 	return nil
 }
 
@@ -301,6 +298,13 @@ func slotOf(d store.Device) string {
 // Idempotency-Key: a client that retries after a temporary refusal (or a
 // lost reply) never sends an SMS twice.
 func (ss *session) Data(r io.Reader) error {
+	if ss.life != nil {
+		// The mail's text begins: a shutdown now lets it finish. Before
+		// (after MAIL or RCPT) nothing of it is queued, and a shutdown ends
+		// the connection at once, as one between mails: a client quiet
+		// there held the shutdown for its whole timeout.
+		ss.life.mailOpen()
+	}
 	if pr, ok := r.(*io.PipeReader); ok { // a chunked mail, on its own goroutine
 		ss.mu.Lock()
 		ss.chunked = pr
@@ -328,7 +332,10 @@ func (ss *session) Data(r io.Reader) error {
 	}
 	m, err := ReadMail(raw)
 	if err != nil {
-		return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 6, 0}, Message: "The mail cannot be read: " + asciiLine(err.Error())}
+		// The reason quotes what could not be read (a header's value, a
+		// charset's name), as long as the mail made it: cut, as a refused
+		// send's reason is, to keep the reply within a line.
+		return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 6, 0}, Message: "The mail cannot be read: " + cutReason(asciiLine(err.Error()))}
 	}
 	var queued []string
 	for _, rc := range ss.rcpts {
@@ -503,15 +510,20 @@ func reply(err error, to string, queued []string, log *slog.Logger) error {
 	case problem.Internal, problem.Unavailable:
 		return errUnavailable
 	}
-	msg = asciiLine(strings.TrimSuffix(msg, "."))
-	if len(msg) > maxReplyReason {
-		msg = msg[:maxReplyReason-4] + " ..."
-	}
+	msg = cutReason(asciiLine(strings.TrimSuffix(msg, ".")))
 	msg = "To " + to + ": " + msg + hint
 	if len(queued) > 0 {
 		msg += "; already queued for " + strings.Join(queued, ", ") + " (a retry of this mail with its Message-ID does not queue them again)"
 	}
 	return &smtp.SMTPError{Code: code, EnhancedCode: enh, Message: asciiLine(msg)}
+}
+
+// cutReason cuts a reply's reason (ASCII, from asciiLine) at maxReplyReason.
+func cutReason(msg string) string {
+	if len(msg) > maxReplyReason {
+		msg = msg[:maxReplyReason-4] + " ..."
+	}
+	return msg
 }
 
 // asciiLine keeps a reply on one line of printable ASCII, as SMTP replies are.

@@ -40,8 +40,9 @@ func TestSessionsEndAtMaxSession(t *testing.T) {
 }
 
 // TestShutdownEndsConnectionsBetweenMails: on shutdown a connection
-// between mails is answered 421 and closed at once, and one in the middle
-// of a mail finishes it (its 250) and is then answered 421 and closed, so
+// between mails, or in a mail whose text has not started, is answered 421
+// and closed at once, and one in a mail's text finishes it (its 250) and is
+// then answered 421 and closed, so
 // that Shutdown returns before its deadline with nothing cut. go-smtp's
 // Shutdown waits for each connection to end by itself: a client idle
 // between mails held it for the whole shutdown timeout, which the server
@@ -53,6 +54,13 @@ func TestShutdownEndsConnectionsBetweenMails(t *testing.T) {
 	vp := e.phone(id, "pixel7")
 	idle := e.rawSession(key)
 	busy := e.dataSession(key)
+	// A mail begun (MAIL, RCPT) whose text has not started: nothing of it
+	// is queued, so it is ended as one between mails is. It held the
+	// shutdown for the whole timeout when its client went quiet, and a
+	// NOOP a minute kept it there.
+	begun := e.rawSession(key)
+	begun.say("MAIL FROM:<monitor@example.com>", "250")
+	begun.say("RCPT TO:<+15551234567@"+domain+">", "250")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	done := make(chan error, 1)
@@ -62,6 +70,12 @@ func TestShutdownEndsConnectionsBetweenMails(t *testing.T) {
 	}
 	if !idle.closed() {
 		t.Fatal("the connection between mails stays open after the 421")
+	}
+	if got := begun.reply(); !strings.HasPrefix(got, "421 4.4.2 ") {
+		t.Fatalf("a mail whose text has not started, on shutdown: got %q, want 421 4.4.2", got)
+	}
+	if !begun.closed() {
+		t.Fatal("the connection of a mail whose text has not started stays open after the 421")
 	}
 	busy.write("Subject: x\r\n\r\nDisk full.\r\n.\r\n")
 	if got := busy.reply(); !strings.HasPrefix(got, "250 ") {
