@@ -3,6 +3,7 @@ package postgres
 import (
 	"errors"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -11,13 +12,14 @@ import (
 )
 
 // pauseAt holds the first transaction that sends a statement containing
-// sql, before it is sent, until release is closed; reached is closed when
-// it does. Its check is a store's tracer (sqlTracer).
+// sql, before it is sent, until free is called; reached is closed when it
+// does. Its check is a store's tracer (sqlTracer).
 type pauseAt struct {
 	sql     string
 	hit     atomic.Bool
 	reached chan struct{}
 	release chan struct{}
+	freed   sync.Once
 }
 
 func newPauseAt(sql string) *pauseAt {
@@ -30,6 +32,9 @@ func (p *pauseAt) check(sql string) {
 		<-p.release
 	}
 }
+
+// free lets the held transaction go on.
+func (p *pauseAt) free() { p.freed.Do(func() { close(p.release) }) }
 
 // TestEmailDeviceRacesItsDeletion: an UpdateCompany setting the e-mail
 // device and a DeleteDevice of that device, on two nodes, each held at
@@ -56,6 +61,9 @@ func TestEmailDeviceRacesItsDeletion(t *testing.T) {
 			s := openURL(t, url, Options{})
 			pause := newPauseAt(tc.held)
 			held := openURL(t, url, Options{Tracer: sqlTracer(pause.check)}) // another node, held once
+			// Freed at the end if the test has not (it failed): the store's
+			// Close, which runs after, waits for the connection it holds.
+			t.Cleanup(pause.free)
 			c, _ := conformance.Company(t, s)
 			conformance.Device(t, s, c.ID, "mail")
 			updater, deleter := held, s
@@ -81,7 +89,7 @@ func TestEmailDeviceRacesItsDeletion(t *testing.T) {
 			// The second waits for the first's lock or, were the first to
 			// hold none, ends.
 			waitLocksOrEnd(t, s, 1, func() bool { return len(secondDone) > 0 })
-			close(pause.release)
+			pause.free()
 			if err := <-deleted; err != nil {
 				t.Fatalf("the deletion: %v", err)
 			}
