@@ -210,8 +210,9 @@ func TestServeBoundsACompanysDownloads(t *testing.T) {
 	<-slow.writing
 	w, err := get(http.MethodGet)
 	pe, ok := err.(*problem.Error)
-	if !ok || pe.Code != problem.RateLimited || pe.RetryAfter <= 0 || w.Body.Len() != 0 {
-		t.Fatalf("a second download while one is under way: %v, %d bytes written; want 429 rate_limited with Retry-After, nothing written", err, w.Body.Len())
+	const busy = "The company's files have 1 download under way, the most at once; retry in 5 seconds."
+	if !ok || pe.Code != problem.RateLimited || pe.RetryAfter != busyRetrySeconds || pe.Message != busy || w.Body.Len() != 0 {
+		t.Fatalf("a second download while one is under way: %v, %d bytes written; want 429 rate_limited with Retry-After, %q, nothing written", err, w.Body.Len(), busy)
 	}
 	// A refused range carries none of the file's headers: a 429 with
 	// Content-Range would say it holds the part.

@@ -116,8 +116,9 @@ func TestUploadWaitsForAnArrivingPlaceBoundedly(t *testing.T) {
 	select {
 	case err := <-second:
 		pe, ok := problem.As(err)
-		if !ok || pe.Code != problem.RateLimited || pe.RetryAfter <= 0 || !strings.Contains(pe.Message, "has 1 upload arriving,") {
-			t.Fatalf("an upload that found no arriving place: %v, want 429 rate_limited with Retry-After, naming the 1 upload arriving", err)
+		const busy = "The server has 1 upload arriving, the most at once; retry in 5 seconds."
+		if !ok || pe.Code != problem.RateLimited || pe.RetryAfter != busyRetrySeconds || pe.Message != busy {
+			t.Fatalf("an upload that found no arriving place: %v, want 429 rate_limited with Retry-After, %q", err, busy)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("an upload that found no arriving place still waits after 10 s (ChunkTimeout 300 ms)")

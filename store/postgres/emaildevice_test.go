@@ -1,27 +1,25 @@
 package postgres
 
 import (
-	"context"
 	"errors"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/store/conformance"
 )
 
 // pauseAt holds the first transaction that sends a statement containing
-// sql, before it is sent, until release is closed; reached is closed when
-// it does.
+// sql, before it is sent, until free is called; reached is closed when it
+// does. Its check is a store's tracer (sqlTracer).
 type pauseAt struct {
 	sql     string
 	hit     atomic.Bool
 	reached chan struct{}
 	release chan struct{}
+	freed   sync.Once
 }
 
 func newPauseAt(sql string) *pauseAt {
@@ -35,19 +33,8 @@ func (p *pauseAt) check(sql string) {
 	}
 }
 
-func (p *pauseAt) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	p.check(d.SQL)
-	return ctx
-}
-func (p *pauseAt) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-func (p *pauseAt) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
-	for _, q := range d.Batch.QueuedQueries {
-		p.check(q.SQL)
-	}
-	return ctx
-}
-func (p *pauseAt) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
-func (p *pauseAt) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+// free lets the held transaction go on.
+func (p *pauseAt) free() { p.freed.Do(func() { close(p.release) }) }
 
 // TestEmailDeviceRacesItsDeletion: an UpdateCompany setting the e-mail
 // device and a DeleteDevice of that device, on two nodes, each held at
@@ -73,7 +60,10 @@ func TestEmailDeviceRacesItsDeletion(t *testing.T) {
 			url := migrated(t)
 			s := openURL(t, url, Options{})
 			pause := newPauseAt(tc.held)
-			held := openURL(t, url, Options{Tracer: pause}) // another node, held once
+			held := openURL(t, url, Options{Tracer: sqlTracer(pause.check)}) // another node, held once
+			// Freed at the end if the test has not (it failed): the store's
+			// Close, which runs after, waits for the connection it holds.
+			t.Cleanup(pause.free)
 			c, _ := conformance.Company(t, s)
 			conformance.Device(t, s, c.ID, "mail")
 			updater, deleter := held, s
@@ -98,21 +88,8 @@ func TestEmailDeviceRacesItsDeletion(t *testing.T) {
 			go second()
 			// The second waits for the first's lock or, were the first to
 			// hold none, ends.
-			for deadline := time.Now().Add(30 * time.Second); len(secondDone) == 0; {
-				var waiting int
-				if err := s.pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
-					WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
-					t.Fatal(err)
-				}
-				if waiting > 0 {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatal("the second neither waits for a lock nor ends after 30s")
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
-			close(pause.release)
+			waitLocksOrEnd(t, s, 1, func() bool { return len(secondDone) > 0 })
+			pause.free()
 			if err := <-deleted; err != nil {
 				t.Fatalf("the deletion: %v", err)
 			}

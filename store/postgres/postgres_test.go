@@ -68,31 +68,23 @@ func TestOpenMigrates(t *testing.T) {
 	}
 }
 
-// sqlCount counts the statements sent that contain sql.
-type sqlCount struct {
-	sql string
-	n   atomic.Int64
-}
+// sqlTracer is a store's tracer (Options.Tracer) that hears of every
+// statement before it is sent, alone or in a batch.
+type sqlTracer func(sql string)
 
-func (c *sqlCount) note(sql string) {
-	if strings.Contains(sql, c.sql) {
-		c.n.Add(1)
-	}
-}
-
-func (c *sqlCount) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	c.note(d.SQL)
+func (f sqlTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	f(d.SQL)
 	return ctx
 }
-func (c *sqlCount) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-func (c *sqlCount) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
+func (sqlTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (f sqlTracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
 	for _, q := range d.Batch.QueuedQueries {
-		c.note(q.SQL)
+		f(q.SQL)
 	}
 	return ctx
 }
-func (c *sqlCount) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
-func (c *sqlCount) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+func (sqlTracer) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (sqlTracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
 
 // Open with Options.Existing reads the schema version once, as any Open
 // does, under the migration lock, and opens a migrated database.
@@ -100,13 +92,18 @@ func TestOpenExistingReadsTheVersionOnce(t *testing.T) {
 	t.Parallel()
 	url := migrated(t)
 	for _, existing := range []bool{false, true} {
-		reads := &sqlCount{sql: "to_regclass('schema_version')"}
-		s, err := Open(context.Background(), url, Options{Existing: existing, Tracer: reads})
+		var reads atomic.Int64
+		tracer := sqlTracer(func(sql string) {
+			if strings.Contains(sql, "to_regclass('schema_version')") {
+				reads.Add(1)
+			}
+		})
+		s, err := Open(context.Background(), url, Options{Existing: existing, Tracer: tracer})
 		if err != nil {
 			t.Fatalf("Open (Existing %v): %v", existing, err)
 		}
 		s.Close()
-		if n := reads.n.Load(); n != 1 {
+		if n := reads.Load(); n != 1 {
 			t.Errorf("Open (Existing %v) read the schema version %d times, want once", existing, n)
 		}
 	}

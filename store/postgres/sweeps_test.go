@@ -201,8 +201,18 @@ const lockDevice = "SELECT 1 FROM devices WHERE id = $1 FOR UPDATE"
 // lock (30s at most).
 func waitLocks(t *testing.T, s *Store, n int) {
 	t.Helper()
+	waitLocksOrEnd(t, s, n, nil)
+}
+
+// waitLocksOrEnd is waitLocks that also returns once ended (when not nil)
+// says so: a writer that meets no lock ends instead of waiting.
+func waitLocksOrEnd(t *testing.T, s *Store, n int, ended func() bool) {
+	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
+		if ended != nil && ended() {
+			return
+		}
 		var got int
 		if err := s.pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
 			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&got); err != nil {
