@@ -45,14 +45,16 @@ TEST_TIMEOUT ?= 15m
 # (store/...) run on both backends in the first pass already.
 # They are listed longest first, for the reason below.
 #
-# The second pass runs without the race detector: it is the same Go code
-# above the store that the first pass ran under -race, and what is
-# PostgreSQL's alone (store/postgres and the store's suites on it, the
-# cluster tests of cmd/simrelay and cluster, which need PostgreSQL) runs
-# under -race in the first pass. The second pass checks the server's
-# behaviour on the other store; -race doubled its time (the packages' tests
-# took about twice as long: httpapi 338 s of test time against 170 s,
-# gateway 147 against 72, cmd/simrelay 209 against 111).
+# The second pass runs without the race detector: the Go code above the
+# store is the same that the first pass ran under -race, and the PostgreSQL
+# store's own concurrency (its report workers, leases and locks) is raced
+# in the first pass by store/postgres's suites, the cluster package's and
+# the store's conformance suites on it. What it gives up: the race detector
+# over the server's in-process tests (httpapi, web, gateway, sms...) while
+# their store is PostgreSQL. The binaries that cmd/... tests start are built
+# without -race in either pass. -race doubled the pass's time (each
+# package's tests took about twice as long: httpapi 338 s of test time
+# against 170 s, gateway 147 against 72, cmd/simrelay 209 against 111).
 PG_SUITES ?= ./httpapi ./web ./cmd/simrelay ./gateway ./cmd/simrelay-agent ./webhook ./smtpd ./media ./sms ./channel ./device ./billing ./cmd/...
 
 # go test starts the packages' test binaries in the order it is given them,
