@@ -118,9 +118,9 @@ func (c *conn) run() {
 	// that this link is registered, every later change reaches it, so one
 	// more look closes the gap. Only a link that passes it replaces the old
 	// one: a stale link must not knock the phone's real link off.
-	fresh, allowed := c.stillAllowed()
+	fresh, allowed, gone := c.stillAllowed()
 	if !allowed {
-		h.giveBack(c, old)
+		h.giveBack(c, old, gone)
 		if h.presence != nil {
 			h.presence.Down(c.dev) // its hello reported it online
 		}
@@ -128,7 +128,7 @@ func (c *conn) run() {
 		return
 	}
 	if !c.claim() {
-		h.giveBack(c, old)
+		h.giveBack(c, old, "")
 		if h.presence != nil {
 			h.presence.Down(c.dev)
 		}
