@@ -50,6 +50,8 @@ type conn struct {
 	lastSeen  atomic.Int64  // unix nanoseconds of the last frame or pong
 	seenSaved atomic.Int64  // unix nanoseconds of the last seen storeSeen stored
 
+	closeStored atomic.Pointer[chan struct{}] // closed once the close handshake's last seen is stored (closeWithFrame); nil until a close begins
+
 	flood   *rate.Limiter // what the phone sends unasked (flood.go), from its first such frame; guarded by floodMu
 	floodMu sync.Mutex    // the reader and the answerer both charge
 	pings   *rate.Limiter // the phone's own WebSocket pings (flood.go), from its first; guarded by floodMu
@@ -116,9 +118,9 @@ func (c *conn) run() {
 	// that this link is registered, every later change reaches it, so one
 	// more look closes the gap. Only a link that passes it replaces the old
 	// one: a stale link must not knock the phone's real link off.
-	fresh, allowed := c.stillAllowed()
+	fresh, allowed, gone := c.stillAllowed()
 	if !allowed {
-		h.giveBack(c, old)
+		h.giveBack(c, old, gone)
 		if h.presence != nil {
 			h.presence.Down(c.dev) // its hello reported it online
 		}
@@ -126,7 +128,7 @@ func (c *conn) run() {
 		return
 	}
 	if !c.claim() {
-		h.giveBack(c, old)
+		h.giveBack(c, old, "")
 		if h.presence != nil {
 			h.presence.Down(c.dev)
 		}
@@ -188,10 +190,22 @@ var noWait = func() chan struct{} { ch := make(chan struct{}); close(ch); return
 // it runs on its own goroutine and never holds up the caller. The channel
 // it returns is closed once the device's last seen is stored (at once when
 // there is none to store), for a caller that answers a request next
-// (Hub.Disconnect).
+// (Hub.Disconnect); a later close gets the first one's, so that it too
+// answers with the last seen stored.
 func (c *conn) closeWithFrame(code int, reason string, errFrame *proto.Error) <-chan struct{} {
 	c.markClosed() // offline from now, though the handshake may wait seconds on a phone that does not read
+	// Every close takes the channel of the first before it tries the
+	// state: the one that wins it closes that channel, and one that loses
+	// to a close waits on it. A link cut instead stores its last seen as
+	// its reader ends (finish), for nobody to wait on.
+	stored := make(chan struct{})
+	if !c.closeStored.CompareAndSwap(nil, &stored) {
+		stored = *c.closeStored.Load()
+	}
 	if !c.state.CompareAndSwap(linkOpen, linkClosing) {
+		if c.state.Load() == linkClosing {
+			return stored
+		}
 		return noWait
 	}
 	recount(c.sock)                      // no longer the device's one link, though open for the handshake
@@ -221,7 +235,6 @@ func (c *conn) closeWithFrame(code int, reason string, errFrame *proto.Error) <-
 	// from the link's end reads it.
 	mine := c.hub.lookup(c.dev.Fingerprint) == c
 	seen := mine && code != proto.CloseRestarting && code != proto.CloseTryAgainLater
-	stored := make(chan struct{})
 	c.hub.wg.Add(1)
 	go func() {
 		defer c.hub.wg.Done()

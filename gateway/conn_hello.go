@@ -79,8 +79,9 @@ func (c *conn) hello() bool {
 
 // stillAllowed re-checks the device token and status, closing the link with
 // the code the phone must see when either changed; it returns the device as
-// stored now.
-func (c *conn) stillAllowed() (store.Device, bool) {
+// stored now, and gone, the reason of a 4503 close (the device deleted or
+// disabled: no link of it may stay), empty otherwise.
+func (c *conn) stillAllowed() (dev store.Device, allowed bool, gone string) {
 	token := c.token
 	c.token = "" // checked once more, here; not kept for the link's life
 	dev, err := c.hub.devices.Authenticate(context.Background(), token)
@@ -95,21 +96,23 @@ func (c *conn) stillAllowed() (store.Device, bool) {
 		d, err := c.hub.devices.Get(context.Background(), c.dev.CompanyID, c.dev.Fingerprint)
 		switch {
 		case notFound(err) || err == nil && d.ID != c.dev.ID:
-			c.closeWith(proto.CloseDeviceGone, "device deleted")
+			gone = "device deleted"
+			c.closeWith(proto.CloseDeviceGone, gone)
 		case err != nil:
 			c.storeFault(err, "look up device of a revoked token", "device", c.dev.Fingerprint)
 		default:
 			c.closeWith(proto.CloseBadToken, "token revoked")
 		}
-		return dev, false
+		return dev, false, gone
 	case err != nil:
 		c.storeFault(err, "re-check device token", "device", c.dev.Fingerprint)
-		return dev, false
+		return dev, false, ""
 	case dev.Status == store.DeviceDisabled:
-		c.closeWith(proto.CloseDeviceGone, "device disabled")
-		return dev, false
+		gone = "device disabled"
+		c.closeWith(proto.CloseDeviceGone, gone)
+		return dev, false, gone
 	}
-	return dev, true
+	return dev, true, ""
 }
 
 // notFound says err is a store's answer that the device is not there: the

@@ -315,3 +315,43 @@ func TestDisconnectReturnsWithLastSeenStored(t *testing.T) {
 		t.Fatalf("last seen when Disconnect's channel closed: %v (%v), want %v", d.LastSeenAt, err, want)
 	}
 }
+
+// A second request that ends the device's link while the first one's close
+// is storing the last seen (a device disabled and deleted at once, or a
+// phone closed for flooding as it is disabled) answers once that last seen
+// is stored, as the first does: its Disconnect found the link closing
+// already and answered at once, before the store had it.
+func TestDisconnectOfAClosingLinkWaitsForItsLastSeen(t *testing.T) {
+	t.Parallel()
+	g := &gatedSeen{gate: make(chan struct{}), called: make(chan struct{})}
+	ahead := func() time.Time { return time.Now().Add(time.Hour) }
+	r := newRigHub(t, storetest.OpenWith(t, storetest.Options{}), Config{}, time.Now, nil, hubSetup{now: ahead,
+		devices: func(d *device.Service) Devices { g.Devices = d; return g }})
+	opened := false
+	t.Cleanup(func() {
+		if !opened {
+			close(g.gate)
+		}
+	})
+	linkMute(t, r)
+	want := r.hub.LastSeen("mute")
+	first := r.hub.Disconnect("mute", proto.CloseDeviceGone, "device disabled")
+	select {
+	case <-g.called:
+	case <-time.After(poll.Timeout):
+		t.Fatal("Disconnect stored no last seen")
+	}
+	second := r.hub.Disconnect("mute", proto.CloseDeviceGone, "device deleted")
+	select {
+	case <-second:
+		t.Fatal("the second Disconnect's channel closed before the device's last seen was stored")
+	default:
+	}
+	opened = true
+	close(g.gate)
+	<-first
+	<-second
+	if d, err := r.store.Device("mute"); err != nil || d.LastSeenAt.Sub(want).Abs() > time.Millisecond {
+		t.Fatalf("last seen when the second Disconnect's channel closed: %v (%v), want %v", d.LastSeenAt, err, want)
+	}
+}

@@ -1,6 +1,10 @@
 package gateway
 
-import "time"
+import (
+	"time"
+
+	proto "github.com/simrelay/simrelay/android-protocol"
+)
 
 // Which link is each device's: registration, its undoing, and what the
 // rest of the server asks of it.
@@ -105,7 +109,11 @@ func (h *Hub) HoldDevice(fingerprint string, deviceID uint64, fn func(dispatched
 
 // giveBack undoes the registration of c, refused right after it displaced
 // old: old, if still open, gets its place back and the jobs queued meanwhile.
-func (h *Hub) giveBack(c, old *conn) {
+// When c was refused because its device is gone (gone, the reason of its
+// 4503: deleted or disabled), old, of the same device, is closed as c was,
+// from its place back: a Disconnect made while c held the place closed c
+// only.
+func (h *Hub) giveBack(c, old *conn, gone string) {
 	h.mu.Lock()
 	back := h.conns[c.dev.Fingerprint] == c && old != nil && !old.closed()
 	switch {
@@ -115,7 +123,10 @@ func (h *Hub) giveBack(c, old *conn) {
 		delete(h.conns, c.dev.Fingerprint)
 	}
 	h.mu.Unlock()
-	if back {
+	switch {
+	case back && gone != "" && old.dev.ID == c.dev.ID:
+		old.closeWith(proto.CloseDeviceGone, gone)
+	case back:
 		old.pump()
 	}
 }

@@ -9,6 +9,8 @@ import (
 
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/device"
+	"github.com/simrelay/simrelay/internal/poll"
+	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/sms"
 	"github.com/simrelay/simrelay/store"
 )
@@ -76,4 +78,67 @@ func TestStaleLinkDoesNotReplaceTheLiveOne(t *testing.T) {
 	if s, ok := readFrame(t, live).(*proto.Send); !ok || s.ID != m.UUID {
 		t.Fatalf("live link: got %#v, want the job %s", s, m.UUID)
 	}
+}
+
+// recheckHeld holds the token's look once hold is set (the link's re-check
+// once registered), recording that it was called, until gate opens.
+type recheckHeld struct {
+	Devices
+	hold   atomic.Bool
+	called chan struct{}
+	gate   chan struct{}
+}
+
+func (h *recheckHeld) Authenticate(ctx context.Context, token string) (store.Device, error) {
+	if h.hold.CompareAndSwap(true, false) {
+		close(h.called)
+		<-h.gate
+	}
+	return h.Devices.Authenticate(ctx, token)
+}
+
+// A device disabled while its phone's second link was registered, not yet
+// re-checked, has that link closed (the link registered then was the one
+// Disconnect found); the re-check refuses it, and the first link, which
+// it had displaced, must not get its place back: the device is disabled
+// for it too. It got its place back and stayed online.
+func TestDisabledWhileANewLinkIsCheckedClosesTheOldOneToo(t *testing.T) {
+	t.Parallel()
+	h := &recheckHeld{called: make(chan struct{}), gate: make(chan struct{})}
+	r := newRigHub(t, storetest.OpenWith(t, storetest.Options{}), Config{}, time.Now, nil, hubSetup{
+		devices: func(d *device.Service) Devices { h.Devices = d; return h }})
+	opened := false
+	t.Cleanup(func() {
+		if !opened {
+			close(h.gate)
+		}
+	})
+	token := r.pair("pixel-1")
+	first := r.connect(token)
+	second, _, err := r.dial(token, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { second.CloseNow() })
+	h.hold.Store(true)
+	writeFrame(t, second, proto.Hello{Protocol: 1, AppVersion: "test"})
+	select {
+	case <-h.called:
+	case <-time.After(poll.Timeout):
+		t.Fatal("the second link was not re-checked")
+	}
+	ctx := context.Background()
+	if _, err := r.devices.Update(ctx, r.company, "pixel-1", devicePatchStatus(store.DeviceDisabled)); err != nil {
+		t.Fatal(err)
+	}
+	<-r.hub.Disconnect("pixel-1", proto.CloseDeviceGone, "device disabled")
+	opened = true
+	close(h.gate)
+	if got := closeCode(t, second); got != proto.CloseDeviceGone {
+		t.Fatalf("second link: got close %d, want 4503", got)
+	}
+	if got := closeAfterBacklog(t, first); got != proto.CloseDeviceGone {
+		t.Fatalf("first link: got close %d, want 4503", got)
+	}
+	poll.Within(t, poll.Timeout, "the device offline", func() bool { return r.hub.Count() == 0 })
 }
