@@ -117,21 +117,11 @@ func (p *Proxy) Hold(call string, n int) {
 
 // Calls counts the requests recorded as call ("POST /v1/checkout/sessions").
 func (p *Proxy) Calls(call string) int {
-	return p.count(func(c string) bool { return c == call })
-}
-
-// CallsLike counts the requests whose "METHOD /path" has the prefix and the suffix.
-func (p *Proxy) CallsLike(prefix, suffix string) int {
-	return p.count(func(c string) bool { return strings.HasPrefix(c, prefix) && strings.HasSuffix(c, suffix) })
-}
-
-// count counts the requests whose "METHOD /path" matches.
-func (p *Proxy) count(match func(call string) bool) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	n := 0
 	for _, c := range p.calls {
-		if match(c) {
+		if c == call {
 			n++
 		}
 	}
