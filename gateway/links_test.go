@@ -271,6 +271,33 @@ func (g *gatedSeen) Seen(ctx context.Context, dev store.Device, at time.Time) er
 	return g.Devices.Seen(ctx, dev, at)
 }
 
+// linkGated links the device "mute" to a hub whose device service holds
+// every Seen until open is called (the test's cleanup calls it too), and
+// whose clock runs an hour ahead of the device service's, which stored the
+// hello's time: the link's last seen, want, is told from it.
+func linkGated(t *testing.T) (r *rig, g *gatedSeen, want time.Time, open func()) {
+	t.Helper()
+	g = &gatedSeen{gate: make(chan struct{}), called: make(chan struct{})}
+	ahead := func() time.Time { return time.Now().Add(time.Hour) }
+	r = newRigHub(t, storetest.OpenWith(t, storetest.Options{}), Config{}, time.Now, nil, hubSetup{now: ahead,
+		devices: func(d *device.Service) Devices { g.Devices = d; return g }})
+	var once sync.Once
+	open = func() { once.Do(func() { close(g.gate) }) }
+	t.Cleanup(open)
+	linkMute(t, r)
+	return r, g, r.hub.LastSeen("mute"), open
+}
+
+// waitCalled waits for the first Seen.
+func (g *gatedSeen) waitCalled(t *testing.T) {
+	t.Helper()
+	select {
+	case <-g.called:
+	case <-time.After(poll.Timeout):
+		t.Fatal("Disconnect stored no last seen")
+	}
+}
+
 // Disconnect is how a request (a device disabled, deleted or paired again)
 // ends the device's link, and the request answers next, once Disconnect's
 // channel is closed: it is closed once the device's last seen is stored, so
@@ -279,37 +306,19 @@ func (g *gatedSeen) Seen(ctx context.Context, dev store.Device, at time.Time) er
 // right away showed the time the link's hello stored.
 func TestDisconnectReturnsWithLastSeenStored(t *testing.T) {
 	t.Parallel()
-	g := &gatedSeen{gate: make(chan struct{}), called: make(chan struct{})}
-	// The hub's clock runs an hour ahead of the device service's, which
-	// stored the hello's time: the link's last seen is told from it.
-	ahead := func() time.Time { return time.Now().Add(time.Hour) }
-	r := newRigHub(t, storetest.OpenWith(t, storetest.Options{}), Config{}, time.Now, nil, hubSetup{now: ahead,
-		devices: func(d *device.Service) Devices { g.Devices = d; return g }})
-	opened := false
-	t.Cleanup(func() {
-		if !opened {
-			close(g.gate)
-		}
-	})
-	linkMute(t, r)
-	want := r.hub.LastSeen("mute")
+	r, g, want, open := linkGated(t)
 	done := make(chan struct{})
 	go func() {
 		<-r.hub.Disconnect("mute", proto.CloseDeviceGone, "device disabled")
 		close(done)
 	}()
-	select {
-	case <-g.called:
-	case <-time.After(poll.Timeout):
-		t.Fatal("Disconnect stored no last seen")
-	}
+	g.waitCalled(t)
 	select {
 	case <-done:
 		t.Fatal("Disconnect's channel closed before the device's last seen was stored")
 	case <-time.After(100 * time.Millisecond):
 	}
-	opened = true
-	close(g.gate)
+	open()
 	<-done
 	if d, err := r.store.Device("mute"); err != nil || d.LastSeenAt.Sub(want).Abs() > time.Millisecond {
 		t.Fatalf("last seen when Disconnect's channel closed: %v (%v), want %v", d.LastSeenAt, err, want)
@@ -323,32 +332,16 @@ func TestDisconnectReturnsWithLastSeenStored(t *testing.T) {
 // already and answered at once, before the store had it.
 func TestDisconnectOfAClosingLinkWaitsForItsLastSeen(t *testing.T) {
 	t.Parallel()
-	g := &gatedSeen{gate: make(chan struct{}), called: make(chan struct{})}
-	ahead := func() time.Time { return time.Now().Add(time.Hour) }
-	r := newRigHub(t, storetest.OpenWith(t, storetest.Options{}), Config{}, time.Now, nil, hubSetup{now: ahead,
-		devices: func(d *device.Service) Devices { g.Devices = d; return g }})
-	opened := false
-	t.Cleanup(func() {
-		if !opened {
-			close(g.gate)
-		}
-	})
-	linkMute(t, r)
-	want := r.hub.LastSeen("mute")
+	r, g, want, open := linkGated(t)
 	first := r.hub.Disconnect("mute", proto.CloseDeviceGone, "device disabled")
-	select {
-	case <-g.called:
-	case <-time.After(poll.Timeout):
-		t.Fatal("Disconnect stored no last seen")
-	}
+	g.waitCalled(t)
 	second := r.hub.Disconnect("mute", proto.CloseDeviceGone, "device deleted")
 	select {
 	case <-second:
 		t.Fatal("the second Disconnect's channel closed before the device's last seen was stored")
 	default:
 	}
-	opened = true
-	close(g.gate)
+	open()
 	<-first
 	<-second
 	if d, err := r.store.Device("mute"); err != nil || d.LastSeenAt.Sub(want).Abs() > time.Millisecond {
