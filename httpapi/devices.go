@@ -202,7 +202,9 @@ func (s *Server) registerDevice(c echo.Context) error {
 		return err
 	}
 	if replaced {
-		s.disconnect(&dev, androidproto.CloseBadToken, "token replaced by a new registration")
+		if err := s.disconnect(c.Request().Context(), &dev, androidproto.CloseBadToken, "token replaced by a new registration"); err != nil {
+			return err
+		}
 	}
 	c.Response().Header().Set("Cache-Control", "no-store")
 	out, err := s.detailOf(c.Request().Context(), dev)
@@ -256,7 +258,9 @@ func (s *Server) deleteDevice(c echo.Context) error {
 	if err := s.deps.Devices.Delete(c.Request().Context(), principal(c).CompanyID, fp); err != nil {
 		return err
 	}
-	<-s.deps.Phones.Disconnect(fp, androidproto.CloseDeviceGone, "device deleted")
+	if err := stored(c.Request().Context(), s.deps.Phones.Disconnect(fp, androidproto.CloseDeviceGone, "device deleted")); err != nil {
+		return err
+	}
 	return c.JSON(http.StatusOK, messageJSON{"Device deleted. Its token no longer works and its queued messages failed."})
 }
 
@@ -264,12 +268,25 @@ func (s *Server) deleteDevice(c echo.Context) error {
 // answers d next: offline from here, last seen at its link's last
 // activity, stored before it returns (it waits on Disconnect's channel); d,
 // read before, takes it too, so the answer does not show the time the
-// link's hello stored.
-func (s *Server) disconnect(d *store.Device, code int, reason string) {
+// link's hello stored. It gives up with ctx's error when the request ends
+// first (its client gone): a store write that hangs holds no request.
+func (s *Server) disconnect(ctx context.Context, d *store.Device, code int, reason string) error {
 	if seen, ok := s.deps.Phones.Presence([]string{d.Fingerprint})[d.Fingerprint]; ok && seen.After(d.LastSeenAt) {
 		d.LastSeenAt = seen
 	}
-	<-s.deps.Phones.Disconnect(d.Fingerprint, code, reason)
+	return stored(ctx, s.deps.Phones.Disconnect(d.Fingerprint, code, reason))
+}
+
+// stored waits for a Disconnect's channel (the device's last seen stored)
+// or for ctx to end, whichever first; the write goes on without the
+// request.
+func stored(ctx context.Context, done <-chan struct{}) error {
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func (s *Server) patchDevice(c echo.Context) error {
@@ -288,7 +305,9 @@ func (s *Server) patchDevice(c echo.Context) error {
 		return err
 	}
 	if d.Status == store.DeviceDisabled {
-		s.disconnect(&d, androidproto.CloseDeviceGone, "device disabled")
+		if err := s.disconnect(c.Request().Context(), &d, androidproto.CloseDeviceGone, "device disabled"); err != nil {
+			return err
+		}
 	} else {
 		s.deps.Phones.Configure(fp, androidproto.Config{SelectedSIM: d.SelectedSIM, DeviceName: d.Name, Status: d.Status})
 		s.deps.Phones.Pace(fp, d.SMSPerMinute)

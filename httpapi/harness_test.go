@@ -76,6 +76,25 @@ type envOption func(*httpapi.Config)
 type askedPhones struct {
 	*gateway.Hub
 	presence atomic.Int64
+	// hold, when set, stands for a store write that hangs: Disconnect
+	// closes the link as the hub does, tells hold.called, and returns
+	// hold.stored, which the test closes, instead of the hub's channel.
+	hold atomic.Pointer[heldDisconnect]
+}
+
+// heldDisconnect is askedPhones.hold.
+type heldDisconnect struct {
+	called chan string // the fingerprint of each Disconnect, buffered
+	stored chan struct{}
+}
+
+func (p *askedPhones) Disconnect(fingerprint string, code int, reason string) <-chan struct{} {
+	done := p.Hub.Disconnect(fingerprint, code, reason)
+	if h := p.hold.Load(); h != nil {
+		h.called <- fingerprint
+		return h.stored
+	}
+	return done
 }
 
 func (p *askedPhones) Presence(fingerprints []string) map[string]time.Time {

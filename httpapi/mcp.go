@@ -301,6 +301,11 @@ func tool[In any](name, title, description string, readOnly bool, run func(ctx c
 		run: func(ctx context.Context, p account.Principal, args json.RawMessage) (any, error) {
 			var in In
 			if len(args) > 0 && string(args) != "null" {
+				// The transport has read the message whole: what is left
+				// to be wrong is the arguments, not the request's body.
+				if t := bytes.TrimLeft(args, " \t\r\n"); len(t) > 0 && t[0] != '{' {
+					return nil, problem.New(problem.InvalidJSON, "The tool's arguments must be a JSON object.")
+				}
 				if err := decodeJSON(args, &in); err != nil {
 					return nil, err
 				}

@@ -388,3 +388,34 @@ func TestMCPWhatsApp(t *testing.T) {
 	body, isErr = callTool(t, csB, "message_status", map[string]any{"id": id, "channel": "whatsapp"})
 	wantToolError(t, body, isErr, http.StatusNotFound, "not_found", "")
 }
+
+// A tool's arguments that are no JSON object (a string, an array, a
+// number) are the tool's error in MCP's words: the tool's arguments, not
+// a request body, which the caller sent whole and right.
+func TestMCPArgumentsNotAnObject(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a := e.newCompany("Acme", "mcp-args@example.com")
+	mcpHeaders := map[string]string{"Accept": "application/json, text/event-stream"}
+	for _, args := range []string{`"{\"limit\":5}"`, `[]`, `5`, `true`} {
+		r := e.do(call{method: "POST", path: "/mcp", token: a.apiKey, header: mcpHeaders,
+			body: `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"list_devices","arguments":` + args + `}}`})
+		if r.Status != http.StatusOK {
+			t.Fatalf("arguments %s: %d %s", args, r.Status, r.Raw)
+		}
+		var rpc struct {
+			Result struct {
+				IsError           bool           `json:"isError"`
+				StructuredContent map[string]any `json:"structuredContent"`
+			} `json:"result"`
+		}
+		if err := json.Unmarshal(r.Raw, &rpc); err != nil {
+			t.Fatalf("arguments %s: %v: %s", args, err, r.Raw)
+		}
+		body := rpc.Result.StructuredContent
+		wantToolError(t, body, rpc.Result.IsError, http.StatusBadRequest, "invalid_json", "")
+		if msg, _ := body["message"].(string); msg != "The tool's arguments must be a JSON object." {
+			t.Fatalf("arguments %s: message %q", args, msg)
+		}
+	}
+}

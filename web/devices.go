@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"fmt"
 	"html/template"
 	"net/http"
@@ -187,7 +188,9 @@ func (c *Console) updateDevice(w http.ResponseWriter, r *http.Request, q *req) (
 	// The same pushes as PATCH /device/{fp}: the phone learns at once.
 	if c.deps.Phones != nil {
 		if d.Status == store.DeviceDisabled {
-			<-c.deps.Phones.Disconnect(fp, androidproto.CloseDeviceGone, "device disabled")
+			if err := stored(r.Context(), c.deps.Phones.Disconnect(fp, androidproto.CloseDeviceGone, "device disabled")); err != nil {
+				return outcome{}, err
+			}
 		} else {
 			c.deps.Phones.Configure(fp, androidproto.Config{SelectedSIM: d.SelectedSIM, DeviceName: d.Name, Status: d.Status})
 			c.deps.Phones.Pace(fp, d.SMSPerMinute)
@@ -202,9 +205,23 @@ func (c *Console) deleteDevice(w http.ResponseWriter, r *http.Request, q *req) (
 		return outcome{}, err
 	}
 	if c.deps.Phones != nil {
-		<-c.deps.Phones.Disconnect(fp, androidproto.CloseDeviceGone, "device deleted")
+		if err := stored(r.Context(), c.deps.Phones.Disconnect(fp, androidproto.CloseDeviceGone, "device deleted")); err != nil {
+			return outcome{}, err
+		}
 	}
 	return outcome{Notice: "Device deleted. Its queued messages failed."}, nil
+}
+
+// stored waits for a Disconnect's channel (the device's last seen stored,
+// for the page read next) or for ctx to end, whichever first: a store
+// write that hangs holds no request past its client; the write goes on.
+func stored(ctx context.Context, done <-chan struct{}) error {
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // qrSVG draws a QR code as SVG on the server: crisp at any size, no image

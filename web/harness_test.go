@@ -72,6 +72,10 @@ type envOptions struct {
 	// https gives the console an https public URL (a TLS proxy in front),
 	// while the tests still reach it over plain http.
 	https bool
+	// phones, when set, is the hub as the console holds it.
+	phones func(*gateway.Hub) web.Phones
+	// wrap, when set, wraps the server's handler.
+	wrap func(http.Handler) http.Handler
 }
 
 func newEnv(t *testing.T, opts ...func(*envOptions)) *env {
@@ -136,11 +140,15 @@ func newEnv(t *testing.T, opts ...func(*envOptions)) *env {
 	messages.SetWatcher(broker)
 	agents.SetWatcher(broker)
 	consoleURL := publicURL
+	var phones web.Phones = hub
+	if o.phones != nil {
+		phones = o.phones(hub)
+	}
 	if o.https {
 		consoleURL = "https://" + srv.Listener.Addr().String()
 	}
 	console, err := web.New(web.Config{PublicURL: consoleURL, Email: o.email}, web.Deps{Accounts: accounts, Devices: devices, SMS: messages, Channels: agents,
-		Webhooks: hooks, Media: files, Billing: bill, Phones: hub, Analytics: st, Period: bill, Broker: broker, Logger: log, Now: clk.Now})
+		Webhooks: hooks, Media: files, Billing: bill, Phones: phones, Analytics: st, Period: bill, Broker: broker, Logger: log, Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,6 +160,9 @@ func newEnv(t *testing.T, opts ...func(*envOptions)) *env {
 		t.Fatal(err)
 	}
 	srv.Config.Handler = api.Handler()
+	if o.wrap != nil {
+		srv.Config.Handler = o.wrap(srv.Config.Handler)
+	}
 	srv.Config.ReadTimeout = o.readTimeout
 	srv.Config.ConnState = o.connState
 	srv.Config.RegisterOnShutdown(console.Shutdown)
