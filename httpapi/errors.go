@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +19,10 @@ import (
 	"github.com/simrelay/simrelay/store"
 )
 
+// statusClientClosed is the status recorded for a request whose client
+// went away before its answer (nginx's 499, not an HTTP status a client sees).
+const statusClientClosed = 499
+
 // renderError is Echo's error handler: every failure leaves as the contract's
 // error body. Anything that is not a *problem.Error or one of Echo's own
 // routing errors is a server fault: logged with its cause, answered generically.
@@ -26,6 +31,15 @@ func (s *Server) renderError(err error, c echo.Context) {
 		// The answer is under way (a streamed export or backup): the client
 		// sees it cut short; the operator must see why.
 		s.deps.Logger.Error("request failed after its answer began", "method", c.Request().Method, "route", c.Path(), "err", err)
+		return
+	}
+	if errors.Is(err, context.Canceled) && c.Request().Context().Err() != nil {
+		// The client closed its connection while the request waited (on
+		// the store, on a link's last seen): nothing failed here, and
+		// nobody reads an answer. 499, as nginx records a client's closing,
+		// keeps it out of the access log's and the metrics' 5xx.
+		s.deps.Logger.Debug("request ended by its client", "method", c.Request().Method, "route", c.Path())
+		c.Response().WriteHeader(statusClientClosed)
 		return
 	}
 	pe := s.toProblem(err, c)
