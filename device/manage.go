@@ -166,6 +166,19 @@ func (s *Service) Hello(_ context.Context, dev store.Device, selectedSIM string,
 	})
 }
 
+// SeenStored waits for a closed link's last seen to be stored (the channel
+// a hub's Disconnect returns) or for ctx to end, whichever first: a request
+// that answers with the device next waits, but a store write that hangs
+// holds no request past its client; the write goes on without it.
+func SeenStored(ctx context.Context, stored <-chan struct{}) error {
+	select {
+	case <-stored:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // Seen stores when a phone was last heard from (the registration dev, as
 // with Hello).
 func (s *Service) Seen(_ context.Context, dev store.Device, at time.Time) error {

@@ -258,7 +258,7 @@ func (s *Server) deleteDevice(c echo.Context) error {
 	if err := s.deps.Devices.Delete(c.Request().Context(), principal(c).CompanyID, fp); err != nil {
 		return err
 	}
-	if err := stored(c.Request().Context(), s.deps.Phones.Disconnect(fp, androidproto.CloseDeviceGone, "device deleted")); err != nil {
+	if err := device.SeenStored(c.Request().Context(), s.deps.Phones.Disconnect(fp, androidproto.CloseDeviceGone, "device deleted")); err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, messageJSON{"Device deleted. Its token no longer works and its queued messages failed."})
@@ -274,19 +274,7 @@ func (s *Server) disconnect(ctx context.Context, d *store.Device, code int, reas
 	if seen, ok := s.deps.Phones.Presence([]string{d.Fingerprint})[d.Fingerprint]; ok && seen.After(d.LastSeenAt) {
 		d.LastSeenAt = seen
 	}
-	return stored(ctx, s.deps.Phones.Disconnect(d.Fingerprint, code, reason))
-}
-
-// stored waits for a Disconnect's channel (the device's last seen stored)
-// or for ctx to end, whichever first; the write goes on without the
-// request.
-func stored(ctx context.Context, done <-chan struct{}) error {
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return device.SeenStored(ctx, s.deps.Phones.Disconnect(d.Fingerprint, code, reason))
 }
 
 func (s *Server) patchDevice(c echo.Context) error {

@@ -1,7 +1,6 @@
 package web
 
 import (
-	"context"
 	"fmt"
 	"html/template"
 	"net/http"
@@ -188,7 +187,7 @@ func (c *Console) updateDevice(w http.ResponseWriter, r *http.Request, q *req) (
 	// The same pushes as PATCH /device/{fp}: the phone learns at once.
 	if c.deps.Phones != nil {
 		if d.Status == store.DeviceDisabled {
-			if err := stored(r.Context(), c.deps.Phones.Disconnect(fp, androidproto.CloseDeviceGone, "device disabled")); err != nil {
+			if err := device.SeenStored(r.Context(), c.deps.Phones.Disconnect(fp, androidproto.CloseDeviceGone, "device disabled")); err != nil {
 				return outcome{}, err
 			}
 		} else {
@@ -205,23 +204,11 @@ func (c *Console) deleteDevice(w http.ResponseWriter, r *http.Request, q *req) (
 		return outcome{}, err
 	}
 	if c.deps.Phones != nil {
-		if err := stored(r.Context(), c.deps.Phones.Disconnect(fp, androidproto.CloseDeviceGone, "device deleted")); err != nil {
+		if err := device.SeenStored(r.Context(), c.deps.Phones.Disconnect(fp, androidproto.CloseDeviceGone, "device deleted")); err != nil {
 			return outcome{}, err
 		}
 	}
 	return outcome{Notice: "Device deleted. Its queued messages failed."}, nil
-}
-
-// stored waits for a Disconnect's channel (the device's last seen stored,
-// for the page read next) or for ctx to end, whichever first: a store
-// write that hangs holds no request past its client; the write goes on.
-func stored(ctx context.Context, done <-chan struct{}) error {
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // qrSVG draws a QR code as SVG on the server: crisp at any size, no image
