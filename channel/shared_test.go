@@ -79,14 +79,15 @@ func TestSharedCapsHoldAcrossNodes(t *testing.T) {
 	if accepted != pacing.DefaultWhatsAppPerMinute {
 		t.Fatalf("%d of %d sends racing over two nodes accepted, want the minute's cap %d", accepted, senders, pacing.DefaultWhatsAppPerMinute)
 	}
-	// All sends were made at one instant: the minute frees 60 s later.
+	// All sends were made at one instant, at the start of a second: the
+	// minute frees a minute after that second's end, 61 s later.
 	for node := range 2 {
 		var pe *problem.Error
-		if err := send(node, "over"); !errors.As(err, &pe) || pe.Code != problem.NumberCapped || pe.RetryAfter != 60 {
-			t.Errorf("node %d over the cap: %v, want number_capped with Retry-After 60", node, err)
+		if err := send(node, "over"); !errors.As(err, &pe) || pe.Code != problem.NumberCapped || pe.RetryAfter != 61 {
+			t.Errorf("node %d over the cap: %v, want number_capped with Retry-After 61", node, err)
 		}
 	}
-	now = now.Add(time.Minute)
+	now = now.Add(time.Minute + time.Second)
 	if err := send(1, "next minute"); err != nil {
 		t.Errorf("a send on the next minute: %v", err)
 	}

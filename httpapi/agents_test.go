@@ -229,11 +229,12 @@ func TestAgentCapsAndRetryAfter(t *testing.T) {
 	}
 	r := e.waSend(a.apiKey, wa, "+15557654321", "fifth")
 	e.want(r, http.StatusTooManyRequests, "number_capped")
-	// Sends at +0, +2, +4, +6 s; the first leaves the minute 60 s after it.
-	if got := retryAfter(r); got != 54 {
-		t.Fatalf("new number: got Retry-After %d, want 54", got)
+	// Sends at +0, +2, +4, +6 s; the first leaves the minute a minute
+	// after the end of its second, 61 s after it.
+	if got := retryAfter(r); got != 55 {
+		t.Fatalf("new number: got Retry-After %d, want 55", got)
 	}
-	e.clock.Advance(53 * time.Second)
+	e.clock.Advance(54 * time.Second)
 	e.want(e.waSend(a.apiKey, wa, "+15557654321", "early"), http.StatusTooManyRequests, "number_capped")
 	e.clock.Advance(time.Second)
 	e.want(e.waSend(a.apiKey, wa, "+15557654321", "after Retry-After"), http.StatusAccepted, "")
@@ -245,10 +246,10 @@ func TestAgentCapsAndRetryAfter(t *testing.T) {
 	}
 	r = e.waSend(a.apiKey, wa, "+15557654321", "ninth")
 	e.want(r, http.StatusTooManyRequests, "number_capped")
-	if got := retryAfter(r); got != 60 {
-		t.Fatalf("old number: got Retry-After %d, want 60", got)
+	if got := retryAfter(r); got != 61 {
+		t.Fatalf("old number: got Retry-After %d, want 61", got)
 	}
-	e.clock.Advance(60 * time.Second)
+	e.clock.Advance(61 * time.Second)
 	e.want(e.waSend(a.apiKey, wa, "+15557654321", "after Retry-After"), http.StatusAccepted, "")
 
 	// iMessage: the same governor with its own caps (10 a minute past the warm-up).

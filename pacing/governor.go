@@ -14,13 +14,16 @@ import (
 // Each number's state is a fixed-size structure of bucketed counters, so
 // memory per number is the same whether it sent once or a thousand times:
 //
-//	minute: 60 buckets of 1 s    hour: 60 buckets of 1 min    day: 96 buckets of 15 min
+//	minute: 61 buckets of 1 s    hour: 61 buckets of 1 min    day: 97 buckets of 15 min
 //
-// A window counts the buckets that overlap it, so a send counts in a window
-// until its bucket has left it whole: a bucket frees its slots at its end
-// plus the window, never earlier. That makes Retry-After exact to the
-// bucket's resolution, rounded up (a client that waits that long is not
-// refused by the same window again), and never 0.
+// A window counts the buckets that overlap it: the current bucket and the
+// whole window before it, so one bucket more than the window holds. A send
+// counts in a window until its bucket has left it whole: a bucket frees its
+// slots at its end plus the window, never earlier, so no span of the
+// window's length ever holds more sends than the cap, wherever in their
+// buckets the sends fell. That makes Retry-After exact to the bucket's
+// resolution, rounded up (a client that waits that long is not refused by
+// the same window again), never shorter than the exact wait, and never 0.
 
 // Defaults of the governor (contract section 10, "Pacing defaults").
 const (
@@ -61,11 +64,13 @@ type Gap struct {
 	Min, Max time.Duration
 }
 
-// Window geometry: bucket count and resolution.
+// Window geometry: bucket count and resolution. Each ring holds its
+// window's buckets and the one the window's start falls in: a send in that
+// bucket may be less than the window old.
 const (
-	minuteBuckets, minuteRes = 60, time.Second
-	hourBuckets, hourRes     = 60, time.Minute
-	dayBuckets, dayRes       = 96, 15 * time.Minute
+	minuteBuckets, minuteRes = 61, time.Second
+	hourBuckets, hourRes     = 61, time.Minute
+	dayBuckets, dayRes       = 97, 15 * time.Minute
 )
 
 // ring is one window's buckets; last is the absolute index (time / res) of
@@ -75,7 +80,7 @@ type ring struct {
 	sum  uint32
 }
 
-// numberState is one number's windows and gap. Fixed size: about 460 bytes.
+// numberState is one number's windows and gap. Fixed size: 504 bytes.
 type numberState struct {
 	min               [minuteBuckets]uint16
 	hour              [hourBuckets]uint16
@@ -119,7 +124,8 @@ func wait(b []uint16, r *ring, res time.Duration, limit int, now time.Time) time
 	for i := r.last - n + 1; i <= r.last; i++ {
 		over -= int(b[((i%n)+n)%n])
 		if over <= 0 {
-			// Bucket i leaves the window at the start of bucket i+n.
+			// Bucket i leaves the window at the start of bucket i+n:
+			// its own end plus the window's length.
 			free := time.Unix(0, 0).Add(time.Duration(i+n) * res)
 			return free.Sub(now)
 		}
@@ -175,8 +181,8 @@ func NewGovernor(src rand.Source) *Governor {
 	return &Governor{states: map[uint64]*numberState{}, rnd: rand.New(src)}
 }
 
-// History lists a number's accepted sends of the last day, oldest first or
-// in any order: the governor rebuilds its windows from it the first time it
+// History lists a number's accepted sends at or after since (a day and one
+// day bucket before now), oldest first or in any order: the governor rebuilds its windows from it the first time it
 // sees the number (after a restart, say).
 type History func(since time.Time) []time.Time
 

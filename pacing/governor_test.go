@@ -22,13 +22,14 @@ func TestGovernorMinuteCapAndRetryAfter(t *testing.T) {
 		}
 		clk.Advance(time.Second)
 	}
-	// 8 sends at 10:00:00.3 .. 10:00:07.3; the first bucket (10:00:00) frees at 10:01:00.
+	// 8 sends at 10:00:00.3 .. 10:00:07.3; the first bucket (10:00:00 to
+	// 10:00:01) frees a minute after its end, at 10:01:01.
 	_, retry := g.Reserve(1, caps, clk.Now(), nil)
-	if want := govStart.Add(time.Minute).Sub(clk.Now()); retry != want {
+	if want := govStart.Add(time.Minute + time.Second).Sub(clk.Now()); retry != want {
 		t.Fatalf("got retry %v, want %v", retry, want)
 	}
-	if got := RetrySeconds(retry); got != 52 {
-		t.Fatalf("got Retry-After %d, want 52", got)
+	if got := RetrySeconds(retry); got != 53 {
+		t.Fatalf("got Retry-After %d, want 53", got)
 	}
 	clk.Advance(retry - time.Millisecond)
 	if r, _ := g.Reserve(1, caps, clk.Now(), nil); r != nil {
@@ -52,8 +53,8 @@ func TestGovernorWarmupHalves(t *testing.T) {
 			t.Fatal("refused within the halved cap")
 		}
 	}
-	if _, retry := g.Reserve(7, caps, govStart, nil); RetrySeconds(retry) != 60 {
-		t.Fatalf("fifth send: got retry %v, want 60 s", retry)
+	if _, retry := g.Reserve(7, caps, govStart, nil); RetrySeconds(retry) != 61 {
+		t.Fatalf("fifth send: got retry %v, want 61 s (the bucket's end plus the minute)", retry)
 	}
 }
 
@@ -77,13 +78,13 @@ func TestGovernorReleaseAndHistory(t *testing.T) {
 	// A fresh governor (a restart) rebuilds the windows from the history.
 	g2 := NewGovernor(rand.NewPCG(1, 2))
 	hist := func(since time.Time) []time.Time {
-		if !since.Equal(govStart.Add(-24 * time.Hour)) {
+		if !since.Equal(govStart.Add(-24*time.Hour - 15*time.Minute)) {
 			t.Errorf("history since %v", since)
 		}
 		return []time.Time{govStart.Add(-2 * time.Hour), govStart.Add(-30 * time.Second), govStart.Add(-10 * time.Second)}
 	}
-	if _, retry := g2.Reserve(3, caps, govStart, hist); RetrySeconds(retry) != 30 {
-		t.Fatalf("after rebuild: got retry %v, want 30 s", retry)
+	if _, retry := g2.Reserve(3, caps, govStart, hist); RetrySeconds(retry) != 31 {
+		t.Fatalf("after rebuild: got retry %v, want 31 s", retry)
 	}
 	if u := g2.Usage(3, govStart, nil); u != (Usage{2, 2, 3}) {
 		t.Fatalf("got usage %+v", u)
@@ -102,8 +103,8 @@ func TestGovernorHistoryAfterADispatchFirst(t *testing.T) {
 	hist := func(time.Time) []time.Time {
 		return []time.Time{govStart.Add(-20 * time.Second), govStart.Add(-10 * time.Second)}
 	}
-	if r, retry := g.Reserve(3, Caps{PerMinute: 2}, govStart, hist); r != nil || RetrySeconds(retry) != 40 {
-		t.Fatalf("two sends in the last minute with a cap of 2: got %v, retry %v; want refused for 40 s", r, retry)
+	if r, retry := g.Reserve(3, Caps{PerMinute: 2}, govStart, hist); r != nil || RetrySeconds(retry) != 41 {
+		t.Fatalf("two sends in the last minute with a cap of 2: got %v, retry %v; want refused for 41 s", r, retry)
 	}
 }
 
@@ -116,8 +117,8 @@ func TestGovernorDayWindow(t *testing.T) {
 		g.Reserve(9, caps, at, nil)
 	}
 	_, retry := g.Reserve(9, caps, at.Add(time.Hour), nil)
-	// The bucket 10:00-10:15 leaves the day at 10:00 tomorrow.
-	if want := govStart.Add(24 * time.Hour).Sub(at.Add(time.Hour)); retry != want {
+	// The bucket 10:00-10:15 leaves the day at its end tomorrow, 10:15.
+	if want := govStart.Add(24*time.Hour + 15*time.Minute).Sub(at.Add(time.Hour)); retry != want {
 		t.Fatalf("got retry %v, want %v", retry, want)
 	}
 }
@@ -211,5 +212,53 @@ func TestGovernorGapSurvivesARestart(t *testing.T) {
 	}
 	if wait := g.Dispatch(8, gap, govStart, govStart.Add(-time.Hour)); wait != 0 {
 		t.Fatalf("a number idle for an hour: wait %v, want 0", wait)
+	}
+}
+
+// No span of a window's length holds more sends than its cap, wherever in
+// their buckets the sends fell: sends late in a bucket still count a whole
+// window after them, and Retry-After is never shorter than the exact wait.
+func TestGovernorCapHoldsForAWholeWindow(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		caps   Caps
+		window time.Duration
+		res    time.Duration
+	}{
+		{"minute", Caps{PerMinute: 8}, time.Minute, minuteRes},
+		{"hour", Caps{PerHour: 200}, time.Hour, hourRes},
+		{"day", Caps{PerDay: 1000}, 24 * time.Hour, dayRes},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewGovernor(rand.NewPCG(1, 2))
+			limit := max(tc.caps.PerMinute, tc.caps.PerHour, tc.caps.PerDay)
+			last := govStart.Add(tc.res - time.Millisecond) // at the very end of its bucket
+			var sends []time.Time
+			for range limit {
+				if r, retry := g.Reserve(1, tc.caps, last, nil); r == nil {
+					t.Fatalf("refused within the cap, retry %v", retry)
+				}
+				sends = append(sends, last)
+			}
+			history := func(since time.Time) []time.Time { return sends }
+			// Every instant before the sends are a window old: the first
+			// bucket after the sends' one, and just before the window ends.
+			for _, at := range []time.Time{govStart.Add(tc.window), last.Add(tc.window - time.Millisecond)} {
+				r, retry := g.Reserve(1, tc.caps, at, nil)
+				if r != nil {
+					t.Fatalf("a send at %v passed: %d sends within %v", at.Sub(last), limit+1, tc.window)
+				}
+				if exact := last.Add(tc.window).Sub(at); retry < exact {
+					t.Fatalf("at %v: retry %v, shorter than the exact wait %v", at.Sub(last), retry, exact)
+				}
+				if got := Check(tc.caps, at, history); got != retry {
+					t.Fatalf("at %v: Check waits %v, Reserve %v", at.Sub(last), got, retry)
+				}
+			}
+			if r, retry := g.Reserve(1, tc.caps, govStart.Add(tc.res+tc.window), nil); r == nil {
+				t.Fatalf("refused once the sends' bucket left the window, retry %v", retry)
+			}
+		})
 	}
 }
