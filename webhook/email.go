@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	netmail "net/mail"
+	"slices"
 	"strings"
 	"time"
 
@@ -82,12 +83,18 @@ type eventMail struct {
 		ReceivedAt        string `json:"received_at"`
 		Status            string `json:"status"`
 		Error             string `json:"error"`
+		// A device event's.
+		DeviceName string `json:"device_name"`
+		LastSeenAt string `json:"last_seen_at"`
+		Battery    *int   `json:"battery"`
+		Charging   *bool  `json:"charging"`
 	} `json:"data"`
 }
 
 // mailFor renders a delivery as an e-mail: for a received message, the
 // sender in the subject and the text as the body; for a status event, the
-// recipient and the status.
+// recipient and the status; for a device event, the device and what
+// happened to it (deviceMail).
 func mailFor(to string, d store.WebhookDelivery) (mail.Message, error) {
 	var ev eventMail
 	if err := json.Unmarshal(d.Body, &ev); err != nil {
@@ -104,6 +111,10 @@ func mailFor(to string, d store.WebhookDelivery) (mail.Message, error) {
 	}
 	var subject string
 	var b strings.Builder
+	if slices.Contains(deviceEventTypes, ev.Type) {
+		subject, text := deviceMail(ev)
+		return mail.Message{To: to, Subject: clip(subject), Text: text + fmt.Sprintf("Event: %s, %s\n", ev.Type, d.UUID)}, nil
+	}
 	if strings.HasSuffix(ev.Type, ".received") {
 		subject = fmt.Sprintf("%s from %s", label, oneLine(data.Phone))
 		b.WriteString(data.Message)
@@ -132,6 +143,48 @@ func mailFor(to string, d store.WebhookDelivery) (mail.Message, error) {
 	}
 	fmt.Fprintf(&b, "Event: %s, %s\n", ev.Type, d.UUID)
 	return mail.Message{To: to, Subject: clip(subject), Text: b.String()}, nil
+}
+
+// deviceMail is the subject and the text, without the event's line, of a
+// device event: the device by name and fingerprint, what happened, when it
+// was last seen and its battery.
+func deviceMail(ev eventMail) (subject, text string) {
+	data := ev.Data
+	device := oneLine(data.DeviceFingerprint)
+	if name := oneLine(data.DeviceName); name != "" {
+		device = name + " (" + device + ")"
+	}
+	var b strings.Builder
+	switch ev.Type {
+	case EventDeviceBatteryLow:
+		subject = "Device " + device + ": battery low"
+		if data.Battery != nil {
+			subject += fmt.Sprintf(", %d %%", *data.Battery)
+		}
+		fmt.Fprintf(&b, "The battery of the device %s is low.\n", device)
+	case EventDeviceOffline:
+		subject = "Device " + device + " is offline"
+		fmt.Fprintf(&b, "The device %s is offline.\n", device)
+	default:
+		subject = "Device " + device + " is online"
+		fmt.Fprintf(&b, "The device %s is online.\n", device)
+	}
+	b.WriteString("\n-- \n")
+	if data.LastSeenAt != "" {
+		fmt.Fprintf(&b, "Last seen: %s\n", data.LastSeenAt)
+	}
+	if data.Battery != nil {
+		fmt.Fprintf(&b, "Battery: %d %%", *data.Battery)
+		if data.Charging != nil {
+			if *data.Charging {
+				b.WriteString(", charging")
+			} else {
+				b.WriteString(", not charging")
+			}
+		}
+		b.WriteString("\n")
+	}
+	return subject, b.String()
 }
 
 // oneLine keeps a subject's part on one line.

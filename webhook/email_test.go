@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -107,4 +108,48 @@ func (f *fixture) mailing() (*Service, *mailtest.Inbox) {
 	wg.Go(func() { _ = svc.Run(ctx) })
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	return svc, inbox
+}
+
+// TestEmailEntryDeviceEvents: an e-mail entry that asks for device events
+// gets each as a mail that names the device and what happened to it.
+func TestEmailEntryDeviceEvents(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	svc, inbox := f.mailing()
+	f.st.SetDeviceEvents(svc.DeviceEvents())
+	f.configure(svc, EntryInput{URL: "mailto:ana@example.com", Events: []string{EventDeviceBatteryLow, EventDeviceOffline}})
+	d, err := f.st.Device(f.device)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 11, 22, 10, 4, 9, 512e6, time.UTC)
+	battery, charging := 14, false
+	if _, err := f.st.UpdateDeviceWith(f.company, d.ID, func(d *store.Device) ([]store.DeviceEvent, error) {
+		d.Name, d.LastSeenAt = "Front desk", at
+		d.Health = &store.DeviceHealth{Battery: &battery, Charging: &charging, ReportedAt: at}
+		return []store.DeviceEvent{{Type: EventDeviceBatteryLow, At: at}}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	got := inbox.WaitFor(t, "ana@example.com", 10*time.Second)
+	if want := "Device Front desk (phone-1): battery low, 14 %"; got.Subject != want || !strings.Contains(got.Text, "Battery: 14 %, not charging") {
+		t.Errorf("battery mail: subject %q text %q; want subject %q and the battery in the text", got.Subject, got.Text, want)
+	}
+	if _, err := f.st.UpdateDeviceWith(f.company, d.ID, func(d *store.Device) ([]store.DeviceEvent, error) {
+		return []store.DeviceEvent{{Type: EventDeviceOffline, At: at.Add(time.Minute)}}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the offline mail", func() bool { return len(inbox.Messages()) == 2 })
+	var subjects []string
+	for _, m := range inbox.Messages() {
+		subjects = append(subjects, m.Subject)
+		if !strings.Contains(m.Text, "Last seen: 2026-11-22T10:04:09.512Z") ||
+			m.Subject == "Device Front desk (phone-1) is offline" && !strings.Contains(m.Text, "The device Front desk (phone-1) is offline.") {
+			t.Errorf("mail %q: text %q; want the device, its state and when it was last seen", m.Subject, m.Text)
+		}
+	}
+	if !slices.Contains(subjects, "Device Front desk (phone-1) is offline") {
+		t.Errorf("subjects %q; want the offline mail's", subjects)
+	}
 }
