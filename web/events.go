@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/simrelay/simrelay/internal/clientgone"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
 )
@@ -265,8 +266,7 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 		// fetch to learn why (console.js), so the answer is the one every
 		// console page gives, 401 for a session that ended, 503 for a store
 		// that cannot answer (storeProblem), never "expired" for both.
-		pe := c.toProblem(r, err)
-		writeJSON(w, pe.Status(), pe)
+		c.answerJSON(w, r, err)
 		return
 	}
 	b := c.deps.Broker
@@ -280,15 +280,13 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 	}
 	sub, err := b.subscribe(q.p().CompanyID, q.p().UserID, q.sess.ID)
 	if err != nil {
-		pe := c.toProblem(r, err)
-		writeJSON(w, pe.Status(), pe)
+		c.answerJSON(w, r, err)
 		return
 	}
 	defer b.release(sub)
 	giveBack, err := b.lease(r.Context(), sub)
 	if err != nil {
-		pe := c.toProblem(r, err)
-		writeJSON(w, pe.Status(), pe)
+		c.answerJSON(w, r, err)
 		return
 	}
 	defer giveBack()
@@ -332,6 +330,10 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 			// session the store cannot check now is not signed out: the
 			// page is told the server is unavailable and comes back.
 			if _, aerr := c.deps.Accounts.ConsoleAuthenticate(r.Context(), q.sess.ID); aerr != nil {
+				if clientgone.Is(r, aerr) {
+					// The tab closed during the check: nothing failed.
+					return
+				}
 				if pe := c.toProblem(r, aerr); pe.Code != problem.Unauthorized {
 					if body, merr := json.Marshal(pe); merr == nil {
 						_ = send("event: unavailable\ndata: %s\n\n", body)
