@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/simrelay/simrelay/internal/clientgone"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
 )
@@ -330,10 +329,6 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 			// session the store cannot check now is not signed out: the
 			// page is told the server is unavailable and comes back.
 			if _, aerr := c.deps.Accounts.ConsoleAuthenticate(r.Context(), q.sess.ID); aerr != nil {
-				if clientgone.Is(r, aerr) {
-					// The tab closed during the check: nothing failed.
-					return
-				}
 				if pe := c.toProblem(r, aerr); pe.Code != problem.Unauthorized {
 					if body, merr := json.Marshal(pe); merr == nil {
 						_ = send("event: unavailable\ndata: %s\n\n", body)
