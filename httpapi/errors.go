@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,13 +14,10 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/simrelay/simrelay/internal/clientgone"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
 )
-
-// statusClientClosed is the status recorded for a request whose client
-// went away before its answer (nginx's 499, not an HTTP status a client sees).
-const statusClientClosed = 499
 
 // renderError is Echo's error handler: every failure leaves as the contract's
 // error body. Anything that is not a *problem.Error or one of Echo's own
@@ -33,13 +29,12 @@ func (s *Server) renderError(err error, c echo.Context) {
 		s.deps.Logger.Error("request failed after its answer began", "method", c.Request().Method, "route", c.Path(), "err", err)
 		return
 	}
-	if errors.Is(err, context.Canceled) && c.Request().Context().Err() != nil {
+	if clientgone.Is(c.Request(), err) {
 		// The client closed its connection while the request waited (on
 		// the store, on a link's last seen): nothing failed here, and
-		// nobody reads an answer. 499, as nginx records a client's closing,
-		// keeps it out of the access log's and the metrics' 5xx.
+		// nobody reads an answer.
 		s.deps.Logger.Debug("request ended by its client", "method", c.Request().Method, "route", c.Path())
-		c.Response().WriteHeader(statusClientClosed)
+		c.Response().WriteHeader(clientgone.Status)
 		return
 	}
 	pe := s.toProblem(err, c)

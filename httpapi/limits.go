@@ -81,8 +81,10 @@ func (s *Server) CountCredentialFailure(ip string) pacing.Result {
 }
 
 // newLimiters builds the three scopes' windows: in memory, or through
-// deps.Limiters when the server is one node of a cluster.
+// deps.Limiters when the server is one node of a cluster; and the
+// preflights' windows, in memory on every node.
 func (s *Server) newLimiters() error {
+	s.preflight = memoryWindows{pacing.NewCapped(s.cfg.GeneralRate, s.deps.Now, s.cfg.MaxAddresses)}
 	if s.deps.Limiters == nil {
 		s.general = memoryWindows{pacing.NewCapped(s.cfg.GeneralRate, s.deps.Now, s.cfg.MaxAddresses)}
 		s.members = memoryWindows{pacing.NewCapped(s.cfg.GeneralRate, s.deps.Now, math.MaxInt32)}

@@ -263,6 +263,7 @@ func (s *Server) limit(next echo.HandlerFunc) echo.HandlerFunc {
 		// credential routes count its address as well.
 		ip := func() string { return addressKey(c.RealIP()) } // an IPv6 client is its /64
 		var res pacing.Result
+		preflight := false
 		if p, ok := c.Get(keyPrincipal).(account.Principal); ok {
 			res = s.members.Take(p.Identity())
 		} else if d, ok := c.Get(keyDevice).(store.Device); ok {
@@ -271,10 +272,19 @@ func (s *Server) limit(next echo.HandlerFunc) echo.HandlerFunc {
 			res = s.members.Take(user)
 		} else if c.Get(keyOperator) == true {
 			res = s.members.Take("operator")
+		} else if preflight = isPreflight(c.Request()); preflight {
+			// A browser sends one before a cross-origin request of a shape
+			// it has not asked about lately, with no credential. It reads
+			// nothing (the route table answers it), so it counts in a
+			// window of its own, as a gateway answers preflights before its
+			// rate limits: a browser app's preflights spend neither its
+			// address's window nor its credential tries (one per sign-in),
+			// and a flood of them is still refused.
+			res = s.preflight.Take(ip())
 		} else {
 			res = s.general.Take(ip())
 		}
-		if authScope[c.Path()] || c.Request().Method == http.MethodPost && consoleCredentialPosts[c.Path()] {
+		if !preflight && (authScope[c.Path()] || c.Request().Method == http.MethodPost && consoleCredentialPosts[c.Path()]) {
 			res = pacing.Nearer(res, s.auth.Take(ip()))
 		}
 		setRateLimitHeaders(c.Response().Header(), res)
@@ -284,6 +294,14 @@ func (s *Server) limit(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		return next(c)
 	}
+}
+
+// isPreflight reports whether r is an OPTIONS request without a credential,
+// as a browser's CORS preflight is (the Fetch standard sends none with it).
+// One with an Authorization header is counted as any other request of its
+// credential, or of its address for a credential that names no one.
+func isPreflight(r *http.Request) bool {
+	return r.Method == http.MethodOptions && len(r.Header.Values(echo.HeaderAuthorization)) == 0
 }
 
 // setRateLimitHeaders sets the RateLimit-* headers of res. They are on

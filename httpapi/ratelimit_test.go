@@ -210,3 +210,72 @@ func TestAddressFloodLeavesCredentialsTheirOwnWindow(t *testing.T) {
 		t.Fatalf("the API key's first request: RateLimit-Remaining %s, want 99 (a window of its own)", got)
 	}
 }
+
+// A browser's CORS preflights (OPTIONS without a credential) count in a
+// window of their own: they spend neither the address's general window
+// nor its credential tries, so a browser app's preflights never refuse
+// its real requests; a flood of them is still refused once their own
+// window is spent. An OPTIONS with a credential counts as any request of
+// it does.
+func TestPreflightsCountApart(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := e.newCompany("Acme", "owner@acme.test")
+	preflight := func(path string) resp {
+		t.Helper()
+		return e.do(call{method: "OPTIONS", path: path, header: map[string]string{
+			"Origin": "https://app.example", "Access-Control-Request-Method": "POST",
+			"Access-Control-Request-Headers": "authorization, content-type"}})
+	}
+	// What the address has left of its windows (the company's making
+	// spent some), read by a request of each.
+	login := call{method: "POST", path: "/auth/login", body: map[string]any{"email": "nobody@acme.test", "password": "Whatever-123"}}
+	r := e.do(login)
+	e.want(r, http.StatusUnauthorized, "invalid_credentials")
+	_, tries, _ := limitHeaders(t, r)
+	r = e.do(call{method: "GET", path: "/company"})
+	e.want(r, http.StatusUnauthorized, "unauthorized")
+	_, general, _ := limitHeaders(t, r)
+	paths := []string{"/chat/send", "/auth/login", "/company", "/no/such/route"}
+	for i := 1; i <= 100; i++ {
+		path := paths[i%len(paths)]
+		r := preflight(path)
+		want := http.StatusNoContent
+		if path == "/no/such/route" {
+			want = http.StatusNotFound
+		}
+		if r.Status != want {
+			t.Fatalf("preflight %d of %s: got %d, want %d", i, path, r.Status, want)
+		}
+		if limit, remaining, _ := limitHeaders(t, r); limit != 100 || remaining != 100-i {
+			t.Fatalf("preflight %d: got limit %d remaining %d, want 100 %d", i, limit, remaining, 100-i)
+		}
+	}
+	// The address's general window and its credential tries are whole.
+	r = e.do(call{method: "GET", path: "/company"})
+	e.want(r, http.StatusUnauthorized, "unauthorized")
+	if _, remaining, _ := limitHeaders(t, r); remaining != general-1 {
+		t.Fatalf("general window after 100 preflights: remaining %d, want %d", remaining, general-1)
+	}
+	r = e.do(login)
+	e.want(r, http.StatusUnauthorized, "invalid_credentials")
+	if _, remaining, _ := limitHeaders(t, r); remaining != tries-1 {
+		t.Fatalf("credential tries after 25 preflights of /auth/login: %d left, want %d", remaining, tries-1)
+	}
+	// Bounded: the 101st is refused.
+	r = preflight("/chat/send")
+	e.want(r, http.StatusTooManyRequests, "rate_limited")
+	if r.Header.Get("Retry-After") != "60" {
+		t.Fatalf("Retry-After %q, want 60", r.Header.Get("Retry-After"))
+	}
+	// An OPTIONS with a credential is no preflight: it counts under the
+	// key, and with a bad one under the address's general window.
+	r = e.do(call{method: "OPTIONS", path: "/chat/send", token: c.apiKey})
+	if _, remaining, _ := limitHeaders(t, r); r.Status != http.StatusNoContent || remaining != 99 {
+		t.Fatalf("OPTIONS with the API key: %d remaining %d, want 204 99", r.Status, remaining)
+	}
+	r = e.do(call{method: "OPTIONS", path: "/chat/send", token: "sk_bogus"})
+	if _, remaining, _ := limitHeaders(t, r); remaining != general-3 {
+		t.Fatalf("OPTIONS with a bad key: %d remaining %d, want the general window's %d", r.Status, remaining, general-3)
+	}
+}

@@ -132,6 +132,11 @@ type Server struct {
 	general scopeWindows
 	members scopeWindows
 	auth    scopeWindows
+	// preflight counts the OPTIONS requests without a credential (a
+	// browser's CORS preflights) by client address, in this node's memory
+	// alone: they read nothing, so they spend none of the windows of the
+	// requests they stand before, and cost a cluster no write.
+	preflight scopeWindows
 	// limiterLog spaces the lines of a failing limiter (limits.go).
 	limiterLog logspacing.Spacer
 	// refusals answers and logs the requests the store refused (errors.go).
@@ -251,7 +256,7 @@ func (s *Server) Drain() { s.draining.Store(true) }
 
 // Sweep drops expired rate-limit windows; the owner calls it now and then.
 func (s *Server) Sweep() {
-	for _, l := range []scopeWindows{s.general, s.members, s.auth} {
+	for _, l := range []scopeWindows{s.general, s.members, s.auth, s.preflight} {
 		if err := l.Sweep(); err != nil {
 			s.deps.Logger.Warn("rate limits: prune the windows that ended", "err", err)
 		}

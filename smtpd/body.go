@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/net/html"
 	"golang.org/x/net/html/charset"
+	"golang.org/x/text/encoding/simplifiedchinese"
 	"golang.org/x/text/encoding/unicode"
 	"golang.org/x/text/transform"
 
@@ -179,16 +180,48 @@ func charsetReader(cs string, r io.Reader) (io.Reader, error) {
 		// text without one is big-endian.
 		return transform.NewReader(r, unicode.UTF16(unicode.BigEndian, unicode.UseBOM).NewDecoder()), nil
 	}
-	// The table maps ISO-2022-KR, HZ-GB-2312 and ISO-2022-CN (mail
-	// charsets: RFC 1557, 1843, 1922) to its "replacement" encoding, which
-	// reads any text as one U+FFFD: a browser's guard against script
-	// hidden in them. A mail in one was sent as the SMS "\uFFFD"; it is a
-	// charset the server cannot read, refused as an unknown one.
+	if strings.EqualFold(strings.TrimSpace(cs), "hz-gb-2312") {
+		// RFC 1843's Chinese mail, which the table below reads as one
+		// U+FFFD (a browser's guard, not a mail reader's). Its line
+		// continuation is "~" and a line end, which mail writes CRLF: the
+		// decoder knows "~\n" alone, and read "~\r" as a broken escape.
+		return transform.NewReader(r, transform.Chain(crlfToLF{}, simplifiedchinese.HZGB2312.NewDecoder())), nil
+	}
+	// The table maps ISO-2022-KR and ISO-2022-CN (mail charsets: RFC 1557,
+	// 1922) to its "replacement" encoding, which reads any text as one
+	// U+FFFD: a browser's guard against script hidden in them. A mail in
+	// one was sent as the SMS "\uFFFD"; with no decoder for them here, it
+	// is a charset the server cannot read, refused as an unknown one.
 	enc, name := charset.Lookup(cs)
 	if enc == nil || name == "replacement" {
 		return nil, fmt.Errorf("the charset %q is not known", cs)
 	}
 	return transform.NewReader(r, enc.NewDecoder()), nil
+}
+
+// crlfToLF turns CRLF line ends into LF; any other CR stays.
+type crlfToLF struct{ transform.NopResetter }
+
+func (crlfToLF) Transform(dst, src []byte, atEOF bool) (nDst, nSrc int, err error) {
+	for nSrc < len(src) {
+		c := src[nSrc]
+		if c == '\r' {
+			if nSrc+1 == len(src) && !atEOF {
+				return nDst, nSrc, transform.ErrShortSrc // an LF may follow
+			}
+			if nSrc+1 < len(src) && src[nSrc+1] == '\n' {
+				nSrc++
+				continue
+			}
+		}
+		if nDst == len(dst) {
+			return nDst, nSrc, transform.ErrShortDst
+		}
+		dst[nDst] = c
+		nDst++
+		nSrc++
+	}
+	return nDst, nSrc, nil
 }
 
 // layout turns no-break spaces into spaces and drops U+FEFF, a byte-order

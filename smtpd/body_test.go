@@ -1,8 +1,10 @@
 package smtpd
 
 import (
+	"io"
 	"strings"
 	"testing"
+	"testing/iotest"
 )
 
 func TestReadMail(t *testing.T) {
@@ -28,11 +30,11 @@ func TestReadMail(t *testing.T) {
 // RFC 1843 and RFC 1922) decode any text to a single U+FFFD. Read so, a
 // Korean mail was sent as the SMS "\uFFFD" and its sender told 250: such a
 // charset is one the server cannot read, refused as an unknown one, and a
-// subject in it stays as written.
+// subject in it stays as written. HZ-GB-2312 is read (readMailCases).
 func TestReadMailReplacementCharsets(t *testing.T) {
 	t.Parallel()
 	crlf := func(s string) string { return strings.ReplaceAll(s, "\n", "\r\n") }
-	for _, cs := range []string{"iso-2022-kr", "csISO2022KR", "hz-gb-2312", "iso-2022-cn", "iso-2022-cn-ext", "replacement"} {
+	for _, cs := range []string{"iso-2022-kr", "csISO2022KR", "iso-2022-cn", "iso-2022-cn-ext", "replacement"} {
 		m, err := ReadMail([]byte(crlf("Subject: x\nContent-Type: text/plain; charset=" + cs + "\n\n\x1b$)C\x0e!!\x0f hello\n")))
 		if err == nil || !strings.Contains(err.Error(), "not known") {
 			t.Errorf("a body in %s: got %q, %v; want the charset refused", cs, m.Text, err)
@@ -68,6 +70,12 @@ var readMailCases = []struct {
 	{"subject in windows-1252", "Subject: =?windows-1252?q?Gr=FC=DFe?= =?koi8-r?b?8NLJ18XU?=\n\n\n", "GrüßeПривет"},
 	{"subject with a byte-order mark", "Subject: =?utf-8?b?77u/aGk=?=\n\n\n", "hi"},
 	{"subject in utf-16", "Subject: =?utf-16?b?//5oAGkA?=\n\n\n", "hi"},
+	// HZ-GB-2312 (RFC 1843, 7-bit Chinese mail): ~{ and ~} switch GB2312
+	// on and off, ~~ is a tilde, and ~ at a line's end (CRLF in mail)
+	// joins it to the next.
+	{"hz-gb-2312, RFC 1843's example", "Subject: x\nContent-Type: text/plain; charset=HZ-GB-2312\n\nThe next sentence is in GB.~{<:Ky2;S{#,NpJ)l6HK!#~}Bye.\n", "The next sentence is in GB.己所不欲，勿施於人。Bye."},
+	{"hz-gb-2312, a line continued and a tilde", "Subject: x\nContent-Type: text/plain; charset=\"hz-gb-2312\"\n\n~{4EELRQBz~} ~~90%: ~{;aRi8D5=~}~\n~{OBNgH}5c!#~}\n", "磁盘已满 ~90%: 会议改到下午三点。"},
+	{"subject in hz-gb-2312", "Subject: =?HZ-GB-2312?B?fns3fk5xRnc=?=\n\n\n", "服务器"},
 	{"subject in an unknown charset stays as written", "Subject: =?x-bogus?q?hi?=\n\n\n", "=?x-bogus?q?hi?="},
 	// format=flowed (RFC 3676, Thunderbird's and Apple Mail's plain
 	// text): a line ending in a space goes on in the next, so a
@@ -107,4 +115,19 @@ var readMailCases = []struct {
 	{"format=flowed led by a byte-order mark", "Subject: x\nContent-Type: text/plain; charset=utf-8; format=flowed\n\n\xef\xbb\xbf> Shall we? \nYes, at 8.\n", "Yes, at 8."},
 	{"signature separator with white space around it", "Subject: x\n\nSee you.\n--\t\nAnn\n", "See you."},
 	{"latin-1", "Subject: x\nContent-Type: text/plain; charset=iso-8859-1\nContent-Transfer-Encoding: quoted-printable\n\nCaf=E9\n", "Café"},
+}
+
+// HZ-GB-2312's line continuation ("~" and CRLF) is read whatever the
+// reads cut: here one byte each, so that every CR ends a read, and a lone
+// CR (no line end) stays.
+func TestHZContinuationAcrossReads(t *testing.T) {
+	t.Parallel()
+	r, err := charsetReader("HZ-GB-2312", iotest.OneByteReader(strings.NewReader("~{;aRi8D5=~}~\r\n~{OBNgH}5c!#~}\r\na\rb\r")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(r)
+	if want := "会议改到下午三点。\na\rb\r"; err != nil || string(got) != want {
+		t.Fatalf("got %q, %v; want %q", got, err, want)
+	}
 }

@@ -260,6 +260,11 @@ func TestMailClientsTextLeavesAsWritten(t *testing.T) {
 		{"Subject: x\r\nContent-Type: text/html; charset=utf-8\r\n\r\n<p>Your&nbsp;order&nbsp;shipped.</p><p>&nbsp;</p>\r\n", "Your order shipped."},
 		{"Subject: x\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n\xef\xbb\xbfBackup done.\r\n", "Backup done."},
 		{"Subject: =?ISO-2022-JP?B?GyRCJDMkcyRLJEEkTxsoQg==?=\r\n\r\n\r\n", "こんにちは"},
+		// Chinese mail in HZ-GB-2312 (RFC 1843), a line continued with "~"
+		// and signed: it was refused as a charset the server cannot read.
+		{"From: ops@example.cn\r\nSubject: =?HZ-GB-2312?B?fns3fk5xRnc=?=\r\nMIME-Version: 1.0\r\n" +
+			"Content-Type: text/plain; charset=\"HZ-GB-2312\"\r\nContent-Transfer-Encoding: 7bit\r\n\r\n" +
+			"db1 ~{4EELRQBz~}~~90%, ~{;aRi8D5=~}~\r\n~{OBNgH}5c!#~}\r\n-- \r\n~{TKN,~}\r\n", "db1 磁盘已满~90%, 会议改到下午三点。"},
 	}
 	for i, m := range mails {
 		d := e.dataSession(key)

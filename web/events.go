@@ -265,8 +265,7 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 		// fetch to learn why (console.js), so the answer is the one every
 		// console page gives, 401 for a session that ended, 503 for a store
 		// that cannot answer (storeProblem), never "expired" for both.
-		pe := c.toProblem(r, err)
-		writeJSON(w, pe.Status(), pe)
+		c.answerJSON(w, r, err)
 		return
 	}
 	b := c.deps.Broker
@@ -280,15 +279,13 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 	}
 	sub, err := b.subscribe(q.p().CompanyID, q.p().UserID, q.sess.ID)
 	if err != nil {
-		pe := c.toProblem(r, err)
-		writeJSON(w, pe.Status(), pe)
+		c.answerJSON(w, r, err)
 		return
 	}
 	defer b.release(sub)
 	giveBack, err := b.lease(r.Context(), sub)
 	if err != nil {
-		pe := c.toProblem(r, err)
-		writeJSON(w, pe.Status(), pe)
+		c.answerJSON(w, r, err)
 		return
 	}
 	defer giveBack()

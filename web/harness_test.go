@@ -76,6 +76,8 @@ type envOptions struct {
 	phones func(*gateway.Hub) web.Phones
 	// wrap, when set, wraps the server's handler.
 	wrap func(http.Handler) http.Handler
+	// logs, when set, gets the server's log, debug lines too.
+	logs io.Writer
 }
 
 func newEnv(t *testing.T, opts ...func(*envOptions)) *env {
@@ -89,6 +91,9 @@ func newEnv(t *testing.T, opts ...func(*envOptions)) *env {
 	st := storetest.OpenWith(t, storetest.Options{Relayed: o.relayed})
 	inbox := mailtest.NewInbox(t)
 	log := slog.New(slog.DiscardHandler)
+	if o.logs != nil {
+		log = slog.New(slog.NewTextHandler(o.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
 	clk := testclock.New(time.Now().UTC().Truncate(time.Second))
 	srv := httptest.NewUnstartedServer(nil)
 	publicURL := "http://" + srv.Listener.Addr().String()

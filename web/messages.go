@@ -104,8 +104,7 @@ func (c *Console) thread(r *http.Request, q *req, fp, phone string) ([]liveMessa
 func (c *Console) threadJSON(w http.ResponseWriter, r *http.Request, q *req) error {
 	msgs, err := c.thread(r, q, query(r).Get("device"), query(r).Get("phone"))
 	if err != nil {
-		pe := c.toProblem(r, err)
-		writeJSON(w, pe.Status(), pe)
+		c.answerJSON(w, r, err)
 		return nil
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"messages": msgs})

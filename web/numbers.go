@@ -192,8 +192,7 @@ func (c *Console) numberMessagesJSON(w http.ResponseWriter, r *http.Request, q *
 			return nil
 		}
 	}
-	pe := c.toProblem(r, err)
-	writeJSON(w, pe.Status(), pe)
+	c.answerJSON(w, r, err)
 	return nil
 }
 

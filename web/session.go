@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/simrelay/simrelay/account"
+	"github.com/simrelay/simrelay/internal/clientgone"
 	"github.com/simrelay/simrelay/internal/nulchar"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
@@ -298,10 +299,38 @@ func (c *Console) toProblem(r *http.Request, err error) *problem.Error {
 	return problem.New(problem.Internal, "Something went wrong on the server. Try again.")
 }
 
+// clientGone answers a request whose client closed its connection while
+// the request waited (clientgone.Is: on the store, on a link's last seen)
+// as the API does: nothing failed here and nobody reads an answer, so it is
+// recorded 499 and logged at debug, not answered 500 and logged as
+// "console request failed"; true. False, and nothing written, for any
+// other error.
+func (c *Console) clientGone(w http.ResponseWriter, r *http.Request, err error) bool {
+	if !clientgone.Is(r, err) {
+		return false
+	}
+	c.deps.Logger.Debug("console request ended by its client", "method", r.Method, "path", r.URL.Path)
+	w.WriteHeader(clientgone.Status)
+	return true
+}
+
+// answerJSON answers a failed request of the JavaScript with the
+// contract's error body (nothing, 499, where its client went away).
+func (c *Console) answerJSON(w http.ResponseWriter, r *http.Request, err error) {
+	if c.clientGone(w, r, err) {
+		return
+	}
+	pe := c.toProblem(r, err)
+	writeJSON(w, pe.Status(), pe)
+}
+
 // answerErr answers a failed action: the contract's error body for the
 // JavaScript, or back to the form with the message for a plain post. q is
 // the request's session as the action read it, nil where it was not read.
 func (c *Console) answerErr(w http.ResponseWriter, r *http.Request, lv level, q *req, back string, err error) {
+	if c.clientGone(w, r, err) {
+		return
+	}
 	pe := c.toProblem(r, err)
 	if wantsJSON(r) {
 		retryAfter(w, pe)
@@ -326,6 +355,9 @@ func (c *Console) answerErr(w http.ResponseWriter, r *http.Request, lv level, q 
 
 // fail renders an error page for a GET.
 func (c *Console) fail(w http.ResponseWriter, r *http.Request, q *req, err error) {
+	if c.clientGone(w, r, err) {
+		return
+	}
 	pe := c.toProblem(r, err)
 	retryAfter(w, pe)
 	v := view{Title: "Error", Flash: Flash{Message: pe.Message}, Data: pe}
