@@ -118,9 +118,9 @@ func (c *conn) run() {
 	// that this link is registered, every later change reaches it, so one
 	// more look closes the gap. Only a link that passes it replaces the old
 	// one: a stale link must not knock the phone's real link off.
-	fresh, allowed, gone := c.stillAllowed()
-	if !allowed {
-		h.giveBack(c, old, gone)
+	fresh, refused := c.stillAllowed()
+	if refused != nil {
+		h.giveBack(c, old, refused)
 		if h.presence != nil {
 			h.presence.Down(c.dev) // its hello reported it online
 		}
@@ -128,7 +128,7 @@ func (c *conn) run() {
 		return
 	}
 	if !c.claim() {
-		h.giveBack(c, old, "")
+		h.giveBack(c, old, &refusal{})
 		if h.presence != nil {
 			h.presence.Down(c.dev)
 		}
@@ -193,21 +193,41 @@ var noWait = func() chan struct{} { ch := make(chan struct{}); close(ch); return
 // (Hub.Disconnect); a later close gets the first one's, so that it too
 // answers with the last seen stored.
 func (c *conn) closeWithFrame(code int, reason string, errFrame *proto.Error) <-chan struct{} {
+	stored, won := c.beginClose()
+	if won {
+		c.closeBegun(code, reason, errFrame, stored)
+	}
+	return stored
+}
+
+// beginClose decides that the server closes the link: the link is closed
+// (c.closed) from now, though its close frame is not sent yet. It returns
+// the channel closed once the link's last seen is stored, and whether this
+// close decided; only then must closeBegun follow, with that channel.
+// A caller may decide under the hub's lock (giveBack), so that no pump
+// finds the link open once the lock is released.
+func (c *conn) beginClose() (stored chan struct{}, won bool) {
 	c.markClosed() // offline from now, though the handshake may wait seconds on a phone that does not read
 	// Every close takes the channel of the first before it tries the
 	// state: the one that wins it closes that channel, and one that loses
 	// to a close waits on it. A link cut instead stores its last seen as
 	// its reader ends (finish), for nobody to wait on.
-	stored := make(chan struct{})
+	stored = make(chan struct{})
 	if !c.closeStored.CompareAndSwap(nil, &stored) {
 		stored = *c.closeStored.Load()
 	}
 	if !c.state.CompareAndSwap(linkOpen, linkClosing) {
 		if c.state.Load() == linkClosing {
-			return stored
+			return stored, false
 		}
-		return noWait
+		return noWait, false
 	}
+	return stored, true
+}
+
+// closeBegun sends the close a beginClose decided, stores the device's
+// last seen and closes stored once it is.
+func (c *conn) closeBegun(code int, reason string, errFrame *proto.Error, stored chan struct{}) {
 	recount(c.sock)                      // no longer the device's one link, though open for the handshake
 	reason = proto.CutBytes(reason, 120) // the close frame allows 123 bytes; never half a character
 	// The operator's record of why the server ended a link: a phone that
@@ -258,7 +278,6 @@ func (c *conn) closeWithFrame(code int, reason string, errFrame *proto.Error) <-
 		}
 		_ = c.ws.Close(websocket.StatusCode(code), reason)
 	}()
-	return stored
 }
 
 // lost logs why the server is dropping a link it could not get through to

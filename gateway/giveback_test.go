@@ -1,0 +1,102 @@
+package gateway
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/internal/poll"
+	"github.com/simrelay/simrelay/internal/storetest"
+	"github.com/simrelay/simrelay/sms"
+	"github.com/simrelay/simrelay/store"
+)
+
+// heldClock is a hub's clock whose next reading, once armed, waits until
+// release is closed, closing hit as it starts to wait.
+type heldClock struct {
+	armed   atomic.Bool
+	hit     chan struct{}
+	release chan struct{}
+}
+
+func (c *heldClock) now() time.Time {
+	if c.armed.CompareAndSwap(true, false) {
+		close(c.hit)
+		<-c.release
+	}
+	return time.Now()
+}
+
+// A link refused because its device was disabled gives the link it
+// displaced its place back closed (4503): a kick (a send) that finds that
+// link in its place writes no job to it. It was given its place back open
+// and closed just after the hub's lock was released: a kick in between
+// wrote a job to a disabled device's phone. The close's reading of the
+// clock (the time the link went offline) is held: the kick then either
+// went ahead or waits on the hub's lock.
+func TestGiveBackClosesTheOldLinkBeforeAKickFindsIt(t *testing.T) {
+	t.Parallel()
+	clock := &heldClock{hit: make(chan struct{}), release: make(chan struct{})}
+	released := false
+	t.Cleanup(func() {
+		if !released {
+			close(clock.release)
+		}
+	})
+	r := newRigHub(t, storetest.OpenWith(t, storetest.Options{}), Config{PingInterval: time.Hour}, time.Now, nil, hubSetup{now: clock.now})
+	first := r.connect(r.pair("pixel-1"))
+	old := r.hub.lookup("pixel-1")
+	// A newer link of the device registered, displacing the first, and its
+	// second look found the device disabled and closed it.
+	newer := &conn{hub: r.hub, dev: old.dev}
+	newer.state.Store(linkClosing)
+	r.hub.mu.Lock()
+	r.hub.conns["pixel-1"] = newer
+	r.hub.mu.Unlock()
+	ctx := context.Background()
+	// A job queued while the newer link held the place (its kick found
+	// that link closed), then the device disabled.
+	if _, _, err := r.sms.Send(ctx, sms.SendInput{CompanyID: r.company, Device: "pixel-1", Phone: "+15551234567", Message: "not for a disabled device"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.devices.Update(ctx, r.company, "pixel-1", devicePatchStatus(store.DeviceDisabled)); err != nil {
+		t.Fatal(err)
+	}
+	clock.armed.Store(true)
+	gave := make(chan struct{})
+	go func() {
+		r.hub.giveBack(newer, old, &refusal{code: proto.CloseDeviceGone, reason: "device disabled"})
+		close(gave)
+	}()
+	select {
+	case <-clock.hit:
+	case <-time.After(poll.Timeout):
+		t.Fatal("giveBack did not close the first link")
+	}
+	kicked := make(chan struct{})
+	go func() {
+		r.hub.Kick("pixel-1")
+		close(kicked)
+	}()
+	eventually(t, "the kick done, or held by the hub's lock", func() bool {
+		select {
+		case <-kicked:
+			return true
+		default:
+		}
+		if r.hub.mu.TryLock() {
+			r.hub.mu.Unlock()
+			return false
+		}
+		return true
+	})
+	released = true
+	close(clock.release)
+	<-gave
+	<-kicked
+	if got := closeCode(t, first); got != proto.CloseDeviceGone {
+		t.Fatalf("first link: got close %d, want 4503", got)
+	}
+}
