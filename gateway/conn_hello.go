@@ -4,6 +4,7 @@ package gateway
 // device's token and status once the link is registered.
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"time"
@@ -79,11 +80,13 @@ func (c *conn) hello() bool {
 
 // refusal is why the second look refused a link, as it closed it: code
 // and reason, 0 and "" when what refused it says nothing of the device (a
-// store fault, a claim that failed). The link it displaced (giveBack) is
+// store fault, a claim that failed); and for a revoked token (4501), the
+// hash of the device's token now. The link it displaced (giveBack) is
 // closed with it unless spares says otherwise.
 type refusal struct {
-	code   int
-	reason string
+	code    int
+	reason  string
+	current []byte // 4501: the device's token hash at the look
 }
 
 // stillAllowed re-checks the device token and status, closing the link with
@@ -109,7 +112,7 @@ func (c *conn) stillAllowed() (store.Device, *refusal) {
 			c.storeFault(err, "look up device of a revoked token", "device", c.dev.Fingerprint)
 			return dev, &refusal{}
 		}
-		return dev, c.refuse(&refusal{code: proto.CloseBadToken, reason: "token revoked"})
+		return dev, c.refuse(&refusal{code: proto.CloseBadToken, reason: "token revoked", current: d.TokenHash})
 	case err != nil:
 		c.storeFault(err, "re-check device token", "device", c.dev.Fingerprint)
 		return dev, &refusal{}
@@ -132,10 +135,18 @@ func (c *conn) refuse(r *refusal) *refusal {
 // link of c's registration is closed as c was, as the deletion or
 // disabling would have closed it had it been registered then (a Disconnect
 // made while c held the place closed c only). A token revoked (4501)
-// spares old: it may hold the newer token.
+// spares old only if it authenticated with the device's current token;
+// one on a revoked token (c's, when a phone's second link raced the
+// re-registration that revoked it) is closed too. old.dev is the device as
+// old's hello stored it, so its TokenHash is that of old's token: a token
+// revoked between the upgrade and the hello would have stored another, and
+// old's own second look closes that link.
 func (r *refusal) spares(c, old *conn) bool {
-	if r.code == proto.CloseDeviceGone {
+	switch r.code {
+	case proto.CloseDeviceGone:
 		return old.dev.ID != c.dev.ID
+	case proto.CloseBadToken:
+		return bytes.Equal(old.dev.TokenHash, r.current)
 	}
 	return true
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/device"
 	"github.com/simrelay/simrelay/internal/poll"
 	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/sms"
@@ -99,4 +100,51 @@ func TestGiveBackClosesTheOldLinkBeforeAKickFindsIt(t *testing.T) {
 	if got := closeCode(t, first); got != proto.CloseDeviceGone {
 		t.Fatalf("first link: got close %d, want 4503", got)
 	}
+}
+
+// A phone's second link, upgraded on the token its first link uses, is
+// registered and under its second look when the device registers again
+// (its token revoked): the re-registration's close (4501) finds the second
+// link, which held the place; its look refuses it, 4501. The first link,
+// on the same revoked token, must not get its place back open: it is
+// closed with 4501 too. It got its place back and stayed online on a
+// revoked token. (A first link on the device's current token keeps its
+// place: TestStaleLinkDoesNotReplaceTheLiveOne.)
+func TestRevokedWhileANewLinkIsCheckedClosesTheOldOneToo(t *testing.T) {
+	t.Parallel()
+	h := &recheckHeld{called: make(chan struct{}), gate: make(chan struct{})}
+	r := newRigHub(t, storetest.OpenWith(t, storetest.Options{}), Config{}, time.Now, nil, hubSetup{
+		devices: func(d *device.Service) Devices { h.Devices = d; return h }})
+	opened := false
+	t.Cleanup(func() {
+		if !opened {
+			close(h.gate)
+		}
+	})
+	token := r.pair("pixel-1")
+	first := r.connect(token)
+	second, _, err := r.dial(token, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { second.CloseNow() })
+	h.hold.Store(true)
+	writeFrame(t, second, proto.Hello{Protocol: 1, AppVersion: "test"})
+	select {
+	case <-h.called:
+	case <-time.After(poll.Timeout):
+		t.Fatal("the second link was not re-checked")
+	}
+	r.pair("pixel-1") // registered again: token is revoked
+	<-r.hub.Disconnect("pixel-1", proto.CloseBadToken, "token revoked")
+	opened = true
+	close(h.gate)
+	if got := closeCode(t, second); got != proto.CloseBadToken {
+		t.Fatalf("second link: got close %d, want 4501", got)
+	}
+	eventually(t, "the device offline", func() bool { return !r.hub.Online("pixel-1") })
+	if got := closeAfterBacklog(t, first); got != proto.CloseBadToken {
+		t.Fatalf("first link: got close %d, want 4501", got)
+	}
+	poll.Within(t, poll.Timeout, "the links unregistered", func() bool { return r.hub.Count() == 0 })
 }
