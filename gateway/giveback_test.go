@@ -148,3 +148,42 @@ func TestRevokedWhileANewLinkIsCheckedClosesTheOldOneToo(t *testing.T) {
 	}
 	poll.Within(t, poll.Timeout, "the links unregistered", func() bool { return r.hub.Count() == 0 })
 }
+
+// A link the network cut stores the device's last seen as it ends
+// (finish): a Disconnect made meanwhile (a request that disables the device
+// and answers with it) waits for that write too. It answered at once: the
+// link was unregistered before the write, or found cut, and a read right
+// after the answer showed the time the link's hello stored.
+func TestDisconnectOfACutLinkWaitsForItsLastSeen(t *testing.T) {
+	t.Parallel()
+	g := &gatedSeen{gate: make(chan struct{}), called: make(chan struct{})}
+	ahead := func() time.Time { return time.Now().Add(time.Hour) }
+	r := newRigHub(t, storetest.OpenWith(t, storetest.Options{}), Config{}, time.Now, nil, hubSetup{now: ahead,
+		devices: func(d *device.Service) Devices { g.Devices = d; return g }})
+	opened := false
+	t.Cleanup(func() {
+		if !opened {
+			close(g.gate)
+		}
+	})
+	ws := r.connect(r.pair("pixel-1"))
+	want := r.hub.LastSeen("pixel-1")
+	ws.CloseNow() // the network fails: no close handshake
+	g.waitCalled(t)
+	done := r.hub.Disconnect("pixel-1", proto.CloseDeviceGone, "device disabled")
+	select {
+	case <-done:
+		t.Fatal("Disconnect's channel closed before the cut link's last seen was stored")
+	default:
+	}
+	opened = true
+	close(g.gate)
+	select {
+	case <-done:
+	case <-time.After(poll.Timeout):
+		t.Fatal("Disconnect's channel not closed once the last seen was stored")
+	}
+	if d, err := r.store.Device("pixel-1"); err != nil || d.LastSeenAt.Sub(want).Abs() > time.Millisecond {
+		t.Fatalf("last seen when Disconnect's channel closed: %v (%v), want %v", d.LastSeenAt, err, want)
+	}
+}
