@@ -50,7 +50,7 @@ type conn struct {
 	lastSeen  atomic.Int64  // unix nanoseconds of the last frame or pong
 	seenSaved atomic.Int64  // unix nanoseconds of the last seen storeSeen stored
 
-	closeStored atomic.Pointer[chan struct{}] // closed once the close handshake's last seen is stored (closeWithFrame); nil until a close begins
+	closeStored atomic.Pointer[chan struct{}] // closed once the last seen of the link's end is stored (seenStored); nil until asked for
 
 	flood   *rate.Limiter // what the phone sends unasked (flood.go), from its first such frame; guarded by floodMu
 	floodMu sync.Mutex    // the reader and the answerer both charge
@@ -118,9 +118,9 @@ func (c *conn) run() {
 	// that this link is registered, every later change reaches it, so one
 	// more look closes the gap. Only a link that passes it replaces the old
 	// one: a stale link must not knock the phone's real link off.
-	fresh, allowed, gone := c.stillAllowed()
-	if !allowed {
-		h.giveBack(c, old, gone)
+	fresh, refused := c.stillAllowed()
+	if refused != nil {
+		h.giveBack(c, old, refused)
 		if h.presence != nil {
 			h.presence.Down(c.dev) // its hello reported it online
 		}
@@ -128,7 +128,7 @@ func (c *conn) run() {
 		return
 	}
 	if !c.claim() {
-		h.giveBack(c, old, "")
+		h.giveBack(c, old, &refusal{})
 		if h.presence != nil {
 			h.presence.Down(c.dev)
 		}
@@ -164,11 +164,15 @@ func (c *conn) run() {
 	go c.reader()
 }
 
-// reader reads the phone's frames until the link ends.
+// reader reads the phone's frames until the link ends. The link ends
+// (finish), its last seen stored, before it is unregistered: until then a
+// Disconnect (a request that answers with the device next) finds it and
+// waits for that last seen, and a node that reads the device offline from
+// the link's end reads it, as when the server closes a link (closeBegun).
 func (c *conn) reader() {
 	defer c.hub.wg.Done()
-	defer c.finish()
 	defer c.hub.unregister(c)
+	defer c.finish()
 	c.readLoop()
 }
 
@@ -191,23 +195,45 @@ var noWait = func() chan struct{} { ch := make(chan struct{}); close(ch); return
 // it returns is closed once the device's last seen is stored (at once when
 // there is none to store), for a caller that answers a request next
 // (Hub.Disconnect); a later close gets the first one's, so that it too
-// answers with the last seen stored.
+// answers with the last seen stored, and a close of a link the network
+// cut gets the one its end closes once it stored the last seen (finish).
 func (c *conn) closeWithFrame(code int, reason string, errFrame *proto.Error) <-chan struct{} {
+	stored, won := c.beginClose()
+	if won {
+		c.closeBegun(code, reason, errFrame, stored)
+	}
+	return stored
+}
+
+// beginClose decides that the server closes the link: the link is closed
+// (c.closed) from now, though its close frame is not sent yet. It returns
+// the channel closed once the link's last seen is stored, and whether this
+// close decided; only then must closeBegun follow, with that channel.
+// A caller may decide under the hub's lock (giveBack), so that no pump
+// finds the link open once the lock is released.
+func (c *conn) beginClose() (stored chan struct{}, won bool) {
 	c.markClosed() // offline from now, though the handshake may wait seconds on a phone that does not read
-	// Every close takes the channel of the first before it tries the
-	// state: the one that wins it closes that channel, and one that loses
-	// to a close waits on it. A link cut instead stores its last seen as
-	// its reader ends (finish), for nobody to wait on.
-	stored := make(chan struct{})
-	if !c.closeStored.CompareAndSwap(nil, &stored) {
-		stored = *c.closeStored.Load()
+	// Every close takes the channel before it tries the state: the one
+	// that wins it closes that channel, and one that loses to a close
+	// waits on it; the end of a link cut instead closes it once it stored
+	// its last seen (finish).
+	stored = c.seenStored()
+	return stored, c.state.CompareAndSwap(linkOpen, linkClosing)
+}
+
+// seenStored is the channel closed once the link's last seen is stored
+// as it ends, made by the first to ask for it.
+func (c *conn) seenStored() chan struct{} {
+	ch := make(chan struct{})
+	if c.closeStored.CompareAndSwap(nil, &ch) {
+		return ch
 	}
-	if !c.state.CompareAndSwap(linkOpen, linkClosing) {
-		if c.state.Load() == linkClosing {
-			return stored
-		}
-		return noWait
-	}
+	return *c.closeStored.Load()
+}
+
+// closeBegun sends the close a beginClose decided, stores the device's
+// last seen and closes stored once it is.
+func (c *conn) closeBegun(code int, reason string, errFrame *proto.Error, stored chan struct{}) {
 	recount(c.sock)                      // no longer the device's one link, though open for the handshake
 	reason = proto.CutBytes(reason, 120) // the close frame allows 123 bytes; never half a character
 	// The operator's record of why the server ended a link: a phone that
@@ -258,7 +284,6 @@ func (c *conn) closeWithFrame(code int, reason string, errFrame *proto.Error) <-
 		}
 		_ = c.ws.Close(websocket.StatusCode(code), reason)
 	}()
-	return stored
 }
 
 // lost logs why the server is dropping a link it could not get through to
@@ -305,6 +330,11 @@ func (c *conn) finish() {
 	}
 	c.pumpMu.Unlock()
 	c.storeSeen()
+	if c.state.Load() == linkCut {
+		// Nobody else stores a cut link's last seen: a Disconnect that
+		// found the link still registered waits for this one.
+		close(c.seenStored())
+	}
 }
 
 // seen is when the link last carried anything while it was open: a frame

@@ -4,6 +4,7 @@ package gateway
 // device's token and status once the link is registered.
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"time"
@@ -77,11 +78,21 @@ func (c *conn) hello() bool {
 	return true
 }
 
+// refusal is why the second look refused a link, as it closed it: code
+// and reason, 0 and "" when what refused it says nothing of the device (a
+// store fault, a claim that failed); and for a revoked token (4501), the
+// hash of the device's token now. The link it displaced (giveBack) is
+// closed with it unless spares says otherwise.
+type refusal struct {
+	code    int
+	reason  string
+	current []byte // 4501: the device's token hash at the look
+}
+
 // stillAllowed re-checks the device token and status, closing the link with
 // the code the phone must see when either changed; it returns the device as
-// stored now, and gone, the reason of a 4503 close (the device deleted or
-// disabled: no link of it may stay), empty otherwise.
-func (c *conn) stillAllowed() (dev store.Device, allowed bool, gone string) {
+// stored now, or why the link was refused (nil when it was not).
+func (c *conn) stillAllowed() (store.Device, *refusal) {
 	token := c.token
 	c.token = "" // checked once more, here; not kept for the link's life
 	dev, err := c.hub.devices.Authenticate(context.Background(), token)
@@ -96,23 +107,48 @@ func (c *conn) stillAllowed() (dev store.Device, allowed bool, gone string) {
 		d, err := c.hub.devices.Get(context.Background(), c.dev.CompanyID, c.dev.Fingerprint)
 		switch {
 		case notFound(err) || err == nil && d.ID != c.dev.ID:
-			gone = "device deleted"
-			c.closeWith(proto.CloseDeviceGone, gone)
+			return dev, c.refuse(&refusal{code: proto.CloseDeviceGone, reason: "device deleted"})
 		case err != nil:
 			c.storeFault(err, "look up device of a revoked token", "device", c.dev.Fingerprint)
-		default:
-			c.closeWith(proto.CloseBadToken, "token revoked")
+			return dev, &refusal{}
 		}
-		return dev, false, gone
+		return dev, c.refuse(&refusal{code: proto.CloseBadToken, reason: "token revoked", current: d.TokenHash})
 	case err != nil:
 		c.storeFault(err, "re-check device token", "device", c.dev.Fingerprint)
-		return dev, false, ""
+		return dev, &refusal{}
 	case dev.Status == store.DeviceDisabled:
-		gone = "device disabled"
-		c.closeWith(proto.CloseDeviceGone, gone)
-		return dev, false, gone
+		return dev, c.refuse(&refusal{code: proto.CloseDeviceGone, reason: "device disabled"})
 	}
-	return dev, true, ""
+	return dev, nil
+}
+
+// refuse closes the link as r says, and returns r.
+func (c *conn) refuse(r *refusal) *refusal {
+	c.closeWith(r.code, r.reason)
+	return r
+}
+
+// spares says whether old, the link that c, refused by r, displaced, keeps
+// its place. A refusal that says nothing of the device spares it. A device
+// deleted or disabled (4503) spares only a link of another registration of
+// the fingerprint (c's was deleted, and that one is the device's now): a
+// link of c's registration is closed as c was, as the deletion or
+// disabling would have closed it had it been registered then (a Disconnect
+// made while c held the place closed c only). A token revoked (4501)
+// spares old only if it authenticated with the device's current token;
+// one on a revoked token (c's, when a phone's second link raced the
+// re-registration that revoked it) is closed too. old.dev is the device as
+// old's hello stored it, so its TokenHash is that of old's token: a token
+// revoked between the upgrade and the hello would have stored another, and
+// old's own second look closes that link.
+func (r *refusal) spares(c, old *conn) bool {
+	switch r.code {
+	case proto.CloseDeviceGone:
+		return old.dev.ID != c.dev.ID
+	case proto.CloseBadToken:
+		return bytes.Equal(old.dev.TokenHash, r.current)
+	}
+	return true
 }
 
 // notFound says err is a store's answer that the device is not there: the

@@ -7,7 +7,8 @@ import proto "github.com/simrelay/simrelay/android-protocol"
 // Disconnect closes the device's link, if any, with code (4501 token
 // revoked, 4503 deleted or disabled). The channel it returns is closed once
 // the device's last seen is stored (for a link the server is closing
-// already, by the close under way): a caller that answers a request next
+// already, by the close under way; for one the network cut, by its end,
+// which keeps it registered until then): a caller that answers a request next
 // (the device disabled, deleted or paired again) waits on it, so that a
 // read right after the answer shows the link's last activity, not the time
 // its hello stored. One that answers nobody (a cluster node running the

@@ -1,10 +1,6 @@
 package gateway
 
-import (
-	"time"
-
-	proto "github.com/simrelay/simrelay/android-protocol"
-)
+import "time"
 
 // Which link is each device's: registration, its undoing, and what the
 // rest of the server asks of it.
@@ -107,26 +103,31 @@ func (h *Hub) HoldDevice(fingerprint string, deviceID uint64, fn func(dispatched
 	return fn(upTo, c != nil)
 }
 
-// giveBack undoes the registration of c, refused right after it displaced
-// old: old, if still open, gets its place back and the jobs queued meanwhile.
-// When c was refused because its device is gone (gone, the reason of its
-// 4503: deleted or disabled), old, of the same device, is closed as c was,
-// from its place back: a Disconnect made while c held the place closed c
-// only.
-func (h *Hub) giveBack(c, old *conn, gone string) {
+// giveBack undoes the registration of c, refused (why) right after it
+// displaced old: old, if still open, gets its place back and the jobs
+// queued meanwhile, unless the refusal closes it too (refusal.spares): it
+// is closed as c was, from its place back. It is closed under the lock
+// that gives the place back: a kick (a send) that finds it there finds it
+// closed, and writes no job to it.
+func (h *Hub) giveBack(c, old *conn, why *refusal) {
+	var stored chan struct{}
+	shut := false
 	h.mu.Lock()
 	back := h.conns[c.dev.Fingerprint] == c && old != nil && !old.closed()
 	switch {
 	case back:
 		h.conns[c.dev.Fingerprint] = old
+		if !why.spares(c, old) {
+			stored, shut = old.beginClose()
+		}
 	case h.conns[c.dev.Fingerprint] == c:
 		delete(h.conns, c.dev.Fingerprint)
 	}
 	h.mu.Unlock()
 	switch {
-	case back && gone != "" && old.dev.ID == c.dev.ID:
-		old.closeWith(proto.CloseDeviceGone, gone)
-	case back:
+	case shut:
+		old.closeBegun(why.code, why.reason, nil, stored)
+	case back && !old.closed():
 		old.pump()
 	}
 }
