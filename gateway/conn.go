@@ -136,7 +136,7 @@ func (c *conn) run() {
 		return
 	}
 	if old != nil {
-		old.closeWith(proto.CloseReplaced, "replaced by a newer connection")
+		old.closeWith(proto.CloseReplaced, replacedReason)
 	}
 	uncount(c.sock) // before the welcome: the phone's next connection finds its place free
 	// The device as read after registering: a settings change made since

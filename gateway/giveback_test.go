@@ -187,3 +187,34 @@ func TestDisconnectOfACutLinkWaitsForItsLastSeen(t *testing.T) {
 		t.Fatalf("last seen when Disconnect's channel closed: %v (%v), want %v", d.LastSeenAt, err, want)
 	}
 }
+
+// Three links of a device in a row: the second displaced the first, and a
+// third displaced the second while the second was under its second look,
+// which then refused it. The first has no place to get back (the third
+// holds it) and the third's success closes the second only: the first was
+// left open, unregistered, a link no job or close reached. It is closed
+// 4009, as a newer link's success closes the one it displaced.
+func TestGiveBackClosesTheFirstWhenAThirdHoldsThePlace(t *testing.T) {
+	t.Parallel()
+	r := newRigHub(t, storetest.OpenWith(t, storetest.Options{}), Config{PingInterval: time.Hour}, time.Now, nil, hubSetup{})
+	first := r.connect(r.pair("pixel-1"))
+	old := r.hub.lookup("pixel-1")
+	second := &conn{hub: r.hub, dev: old.dev}
+	second.state.Store(linkClosing)
+	third := &conn{hub: r.hub, dev: old.dev}
+	third.state.Store(linkClosing)
+	r.hub.mu.Lock()
+	r.hub.conns["pixel-1"] = third
+	r.hub.mu.Unlock()
+	r.hub.giveBack(second, old, &refusal{code: proto.CloseBadToken, reason: "token revoked"})
+	r.hub.mu.Lock()
+	held := r.hub.conns["pixel-1"]
+	delete(r.hub.conns, "pixel-1") // the third, made by hand, ends with the test
+	r.hub.mu.Unlock()
+	if held != third {
+		t.Fatal("giveBack moved the third link out of its place")
+	}
+	if got := closeCode(t, first); got != proto.CloseReplaced {
+		t.Fatalf("first link: got close %d, want 4009", got)
+	}
+}

@@ -68,7 +68,7 @@ func (h *Hub) Fence(fingerprint string, newest uint64) {
 // arriving while the link claims is seen by one of the two.
 func (c *conn) checkFence() {
 	if e := c.epoch.Load(); e != 0 && e < c.fencedBy.Load() {
-		c.closeWith(proto.CloseReplaced, "replaced by a newer connection")
+		c.closeWith(proto.CloseReplaced, replacedReason)
 	}
 }
 

@@ -1,9 +1,17 @@
 package gateway
 
-import "time"
+import (
+	"time"
+
+	proto "github.com/simrelay/simrelay/android-protocol"
+)
 
 // Which link is each device's: registration, its undoing, and what the
 // rest of the server asks of it.
+
+// replacedReason is the reason of a 4009: the close of a link a newer link
+// of its device displaced.
+const replacedReason = "replaced by a newer connection"
 
 // register makes c the device's link, returning the link it replaces.
 func (h *Hub) register(c *conn) (old *conn, ok bool) {
@@ -108,25 +116,33 @@ func (h *Hub) HoldDevice(fingerprint string, deviceID uint64, fn func(dispatched
 // queued meanwhile, unless the refusal closes it too (refusal.spares): it
 // is closed as c was, from its place back. It is closed under the lock
 // that gives the place back: a kick (a send) that finds it there finds it
-// closed, and writes no job to it.
+// closed, and writes no job to it. When a newer link of the device took
+// the place from c meanwhile, old has no place to get back: it is closed
+// 4009, as that newer link's success would have closed it had old still
+// held the place (that link displaced c, so it closes c only).
 func (h *Hub) giveBack(c, old *conn, why *refusal) {
 	var stored chan struct{}
 	shut := false
+	code, reason := why.code, why.reason
 	h.mu.Lock()
-	back := h.conns[c.dev.Fingerprint] == c && old != nil && !old.closed()
+	held := h.conns[c.dev.Fingerprint]
+	back := held == c && old != nil && !old.closed()
 	switch {
 	case back:
 		h.conns[c.dev.Fingerprint] = old
 		if !why.spares(c, old) {
 			stored, shut = old.beginClose()
 		}
-	case h.conns[c.dev.Fingerprint] == c:
+	case held == c:
 		delete(h.conns, c.dev.Fingerprint)
+	case old != nil && held != old && !old.closed():
+		stored, shut = old.beginClose()
+		code, reason = proto.CloseReplaced, replacedReason
 	}
 	h.mu.Unlock()
 	switch {
 	case shut:
-		old.closeBegun(why.code, why.reason, nil, stored)
+		old.closeBegun(code, reason, nil, stored)
 	case back && !old.closed():
 		old.pump()
 	}
