@@ -88,14 +88,18 @@ func (c *Config) Defaults() {
 
 // Validate refuses settings the governor cannot keep.
 func (c Config) Validate() error {
-	for name, p := range map[string]Pacing{"whatsapp": c.WhatsApp, "imessage": c.IMessage} {
+	for _, ch := range []struct {
+		name string
+		p    Pacing
+	}{{"whatsapp", c.WhatsApp}, {"imessage", c.IMessage}} {
+		p := ch.p
 		for _, v := range []int{p.Caps.PerMinute, p.Caps.PerHour, p.Caps.PerDay} {
 			if v < 0 || v > pacing.MaxCap {
-				return fmt.Errorf("channel: %s caps must be 1 to %d", name, pacing.MaxCap)
+				return fmt.Errorf("channel: %s caps must be 0 (the default) to %d", ch.name, pacing.MaxCap)
 			}
 		}
 		if p.Gap.Min < 0 || p.Gap.Max < p.Gap.Min {
-			return fmt.Errorf("channel: %s gap: the minimum %s must be 0 or more and at most the maximum %s", name, p.Gap.Min, p.Gap.Max)
+			return fmt.Errorf("channel: %s gap: the minimum %s must be 0 or more and at most the maximum %s", ch.name, p.Gap.Min, p.Gap.Max)
 		}
 	}
 	return nil

@@ -111,8 +111,13 @@ func (s *Service) Update(_ context.Context, companyID uint64, channel, id string
 		return nil
 	}
 	if p.Caps != nil {
-		for field, v := range map[string]*int{"caps.per_minute": p.Caps.PerMinute, "caps.per_hour": p.Caps.PerHour, "caps.per_day": p.Caps.PerDay} {
-			if err := check(field, v); err != nil {
+		// In the order the API's docs list them, so that a PATCH with two bad
+		// caps is always told of the same one.
+		for _, f := range []struct {
+			field string
+			v     *int
+		}{{"caps.per_minute", p.Caps.PerMinute}, {"caps.per_hour", p.Caps.PerHour}, {"caps.per_day", p.Caps.PerDay}} {
+			if err := check(f.field, f.v); err != nil {
 				return Number{}, err
 			}
 		}

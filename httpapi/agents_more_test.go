@@ -115,6 +115,13 @@ func TestAgentPatchAndPause(t *testing.T) {
 		{map[string]any{"gap_seconds": map[string]any{"min": -1, "max": 2}}, "gap_seconds.min"},
 		{map[string]any{"caps": map[string]any{"per_minute": 1e9}}, "caps.per_minute"},
 		{map[string]any{"caps": map[string]any{"per_minute": 2.5}}, "caps.per_minute"},
+		// Two or three bad caps: the first in the docs' order, every time.
+		{map[string]any{"caps": map[string]any{"per_minute": -1, "per_hour": -1, "per_day": -1}}, "caps.per_minute"},
+		{map[string]any{"caps": map[string]any{"per_minute": -1, "per_hour": -1, "per_day": -1}}, "caps.per_minute"},
+		{map[string]any{"caps": map[string]any{"per_minute": -1, "per_hour": -1, "per_day": -1}}, "caps.per_minute"},
+		{map[string]any{"caps": map[string]any{"per_hour": 70000, "per_day": -1}}, "caps.per_hour"},
+		{map[string]any{"caps": map[string]any{"per_hour": 70000, "per_day": -1}}, "caps.per_hour"},
+		{map[string]any{"caps": map[string]any{"per_hour": 70000, "per_day": -1}}, "caps.per_hour"},
 	} {
 		r := e.do(call{method: "PATCH", path: "/whatsapp/numbers/" + wa, token: a.apiKey, body: c.body})
 		if r.Status != 400 || r.str("field") != c.field {

@@ -63,3 +63,20 @@ func TestDeviceOfflineGraceRange(t *testing.T) {
 		}
 	})
 }
+
+// Two caps of a channel out of range: serve names the first in the order
+// of docs/pacing.md's table, whichever run (the checks looped over a map,
+// so the flag named changed from one start to the next).
+func TestPacingNamesTheFirstBadCap(t *testing.T) {
+	t.Parallel()
+	for range 8 {
+		cfg, fs := serveFlags()
+		if err := parseFlags(fs, []string{"--data-dir", t.TempDir(), "--whatsapp-per-day", "0", "--whatsapp-per-hour", "0", "--whatsapp-per-minute", "0"}, 0); err != nil {
+			t.Fatal(err)
+		}
+		const want = "--whatsapp-per-minute (SIMRELAY_WHATSAPP_PER_MINUTE) 0: want 1 to 65535"
+		if err := cfg.validate(); err == nil || err.Error() != want {
+			t.Fatalf("got %v, want %q", err, want)
+		}
+	}
+}

@@ -33,9 +33,12 @@ func validatePacing(cfg channel.Config) error {
 		prefix string
 		p      channel.Pacing
 	}{{"whatsapp", cfg.WhatsApp}, {"imessage", cfg.IMessage}} {
-		for name, v := range map[string]int{"per-minute": p.p.Caps.PerMinute, "per-hour": p.p.Caps.PerHour, "per-day": p.p.Caps.PerDay} {
-			if v < 1 || v > pacing.MaxCap {
-				return fmt.Errorf("%s %d: want 1 to %d", both(p.prefix+"-"+name), v, pacing.MaxCap)
+		for _, c := range []struct {
+			name string
+			v    int
+		}{{"per-minute", p.p.Caps.PerMinute}, {"per-hour", p.p.Caps.PerHour}, {"per-day", p.p.Caps.PerDay}} {
+			if c.v < 1 || c.v > pacing.MaxCap {
+				return fmt.Errorf("%s %d: want 1 to %d", both(p.prefix+"-"+c.name), c.v, pacing.MaxCap)
 			}
 		}
 		if p.p.Gap.Min < 0 || p.p.Gap.Min > time.Hour {
