@@ -154,16 +154,20 @@ func (c *Console) removePoolMember(w http.ResponseWriter, r *http.Request, q *re
 func (c *Console) setCaps(w http.ResponseWriter, r *http.Request, q *req) (outcome, error) {
 	fp, slot, _ := strings.Cut(r.PostFormValue("sim"), "/")
 	in := sms.SIMCapsInput{Slot: slot}
-	for name, dst := range map[string]**int64{"per_day": &in.PerDay, "per_month": &in.PerMonth, "recipients_per_day": &in.RecipientsPerDay} {
-		v := strings.TrimSpace(r.PostFormValue(name))
+	// In the form's order: of two fields that are not numbers, the first is named.
+	for _, f := range []struct {
+		name string
+		dst  **int64
+	}{{"per_day", &in.PerDay}, {"per_month", &in.PerMonth}, {"recipients_per_day", &in.RecipientsPerDay}} {
+		v := strings.TrimSpace(r.PostFormValue(f.name))
 		if v == "" {
 			continue
 		}
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
-			return outcome{}, problem.Invalid(name, "must be a whole number, or blank for no cap")
+			return outcome{}, problem.Invalid(f.name, "must be a whole number, or blank for no cap")
 		}
-		*dst = &n
+		*f.dst = &n
 	}
 	if _, err := c.deps.SMS.SetSIMCaps(r.Context(), q.p().CompanyID, fp, []sms.SIMCapsInput{in}); err != nil {
 		if pe, ok := problem.As(err); ok && strings.HasPrefix(pe.Field, "sims[0].") {

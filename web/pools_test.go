@@ -87,6 +87,11 @@ func TestPoolsPage(t *testing.T) {
 	if p := b.post("/console/pools/caps", url.Values{"sim": {"fp-1/SIM1"}, "per_day": {"0"}}); p.status != http.StatusBadRequest || errField(t, p) != "per_day" {
 		t.Errorf("a cap of 0: got %d %s, want 400 on per_day", p.status, p.body)
 	}
+	for range 6 { // two fields that are not numbers: the form's first, every time
+		if p := b.post("/console/pools/caps", url.Values{"sim": {"fp-1/SIM1"}, "per_day": {"x"}, "per_month": {"y"}, "recipients_per_day": {"z"}}); p.status != http.StatusBadRequest || errField(t, p) != "per_day" {
+			t.Fatalf("three caps not numbers: got %d %s, want 400 on per_day", p.status, p.body)
+		}
+	}
 	if p := b.post("/console/pools/caps", url.Values{"sim": {"fp-1/SIM1"}, "per_day": {"5"}, "per_month": {""}}); p.status != http.StatusOK {
 		t.Fatalf("set caps: %d %s", p.status, p.body)
 	}
