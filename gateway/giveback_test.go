@@ -112,33 +112,10 @@ func TestGiveBackClosesTheOldLinkBeforeAKickFindsIt(t *testing.T) {
 // place: TestStaleLinkDoesNotReplaceTheLiveOne.)
 func TestRevokedWhileANewLinkIsCheckedClosesTheOldOneToo(t *testing.T) {
 	t.Parallel()
-	h := &recheckHeld{called: make(chan struct{}), gate: make(chan struct{})}
-	r := newRigHub(t, storetest.OpenWith(t, storetest.Options{}), Config{}, time.Now, nil, hubSetup{
-		devices: func(d *device.Service) Devices { h.Devices = d; return h }})
-	opened := false
-	t.Cleanup(func() {
-		if !opened {
-			close(h.gate)
-		}
-	})
-	token := r.pair("pixel-1")
-	first := r.connect(token)
-	second, _, err := r.dial(token, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { second.CloseNow() })
-	h.hold.Store(true)
-	writeFrame(t, second, proto.Hello{Protocol: 1, AppVersion: "test"})
-	select {
-	case <-h.called:
-	case <-time.After(poll.Timeout):
-		t.Fatal("the second link was not re-checked")
-	}
+	r, first, second, release := secondLinkUnderItsRecheck(t)
 	r.pair("pixel-1") // registered again: token is revoked
 	<-r.hub.Disconnect("pixel-1", proto.CloseBadToken, "token revoked")
-	opened = true
-	close(h.gate)
+	release()
 	if got := closeCode(t, second); got != proto.CloseBadToken {
 		t.Fatalf("second link: got close %d, want 4501", got)
 	}

@@ -3,9 +3,12 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/device"
@@ -97,24 +100,19 @@ func (h *recheckHeld) Authenticate(ctx context.Context, token string) (store.Dev
 	return h.Devices.Authenticate(ctx, token)
 }
 
-// A device disabled while its phone's second link was registered, not yet
-// re-checked, has that link closed (the link registered then was the one
-// Disconnect found); the re-check refuses it, and the first link, which
-// it had displaced, must not get its place back: the device is disabled
-// for it too. It got its place back and stayed online.
-func TestDisabledWhileANewLinkIsCheckedClosesTheOldOneToo(t *testing.T) {
-	t.Parallel()
+// secondLinkUnderItsRecheck connects a phone's link, then a second on the
+// same token whose second look (the re-check once registered) is held:
+// release lets it go on (and runs at the test's end if not called).
+func secondLinkUnderItsRecheck(t *testing.T) (r *rig, first, second *websocket.Conn, release func()) {
+	t.Helper()
 	h := &recheckHeld{called: make(chan struct{}), gate: make(chan struct{})}
-	r := newRigHub(t, storetest.OpenWith(t, storetest.Options{}), Config{}, time.Now, nil, hubSetup{
+	r = newRigHub(t, storetest.OpenWith(t, storetest.Options{}), Config{}, time.Now, nil, hubSetup{
 		devices: func(d *device.Service) Devices { h.Devices = d; return h }})
-	opened := false
-	t.Cleanup(func() {
-		if !opened {
-			close(h.gate)
-		}
-	})
+	var once sync.Once
+	release = func() { once.Do(func() { close(h.gate) }) }
+	t.Cleanup(release)
 	token := r.pair("pixel-1")
-	first := r.connect(token)
+	first = r.connect(token)
 	second, _, err := r.dial(token, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -127,13 +125,23 @@ func TestDisabledWhileANewLinkIsCheckedClosesTheOldOneToo(t *testing.T) {
 	case <-time.After(poll.Timeout):
 		t.Fatal("the second link was not re-checked")
 	}
+	return r, first, second, release
+}
+
+// A device disabled while its phone's second link was registered, not yet
+// re-checked, has that link closed (the link registered then was the one
+// Disconnect found); the re-check refuses it, and the first link, which
+// it had displaced, must not get its place back: the device is disabled
+// for it too. It got its place back and stayed online.
+func TestDisabledWhileANewLinkIsCheckedClosesTheOldOneToo(t *testing.T) {
+	t.Parallel()
+	r, first, second, release := secondLinkUnderItsRecheck(t)
 	ctx := context.Background()
 	if _, err := r.devices.Update(ctx, r.company, "pixel-1", devicePatchStatus(store.DeviceDisabled)); err != nil {
 		t.Fatal(err)
 	}
 	<-r.hub.Disconnect("pixel-1", proto.CloseDeviceGone, "device disabled")
-	opened = true
-	close(h.gate)
+	release()
 	if got := closeCode(t, second); got != proto.CloseDeviceGone {
 		t.Fatalf("second link: got close %d, want 4503", got)
 	}
