@@ -69,6 +69,11 @@ func TestSender(t *testing.T) {
 		{"07400123456", "GB", "+447400123456", true},  // national
 		{"447400123456", "GB", "+447400123456", true}, // the + dropped
 		{"15551234567", "GB", "+15551234567", true},   // the + dropped, as without a region
+		// The + dropped from a number of the region's own country that the
+		// plan would also take for a long national one.
+		{"4915123456789", "DE", "+4915123456789", true},
+		{"491701234567", "DE", "+491701234567", true},
+		{"015123456789", "DE", "+4915123456789", true}, // national
 		{"+15551234567", "GB", "+15551234567", true},
 		{"72345", "GB", "", false}, // a short code
 		{"BANK", "GB", "", false},
