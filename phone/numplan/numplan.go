@@ -138,8 +138,13 @@ func plusDropped(s, region string) bool {
 // message reached): in region, as Normalize does, and when that fails by
 // phone.Normalize's rule, so that a device is never refused a number it
 // could report before its company set a region, whatever the numbering
-// data says of it.
+// data says of it. Digits that begin with the region's country code are
+// read as Sender reads them: a WhatsApp number comes as "4915123456789",
+// which in DE is +4915123456789.
 func Reported(s, region string) (string, error) {
+	if region != "" && plusDropped(s, region) {
+		return phone.Normalize("+" + strings.TrimSpace(s))
+	}
 	if n, err := Normalize(s, region); err == nil {
 		return n, nil
 	}

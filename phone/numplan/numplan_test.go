@@ -96,6 +96,8 @@ func TestReported(t *testing.T) {
 		{"+1 555 000 1111", "", "+15550001111"},
 		{"07400 654321", "", ""},
 		{"12345", "GB", ""},
+		{"4915123456789", "DE", "+4915123456789"}, // a WhatsApp number: the + dropped
+		{"015123456789", "DE", "+4915123456789"},
 	}
 	for _, c := range cases {
 		got, err := Reported(c.in, c.region)
