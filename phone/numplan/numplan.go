@@ -9,6 +9,7 @@ package numplan
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -99,9 +100,17 @@ func Normalize(s, region string) (string, error) {
 // phone.NormalizeSender does, reading first a national form in region: with GB,
 // "07700900123" is +447700900123, while "447700900123" (the + dropped) is
 // too long to be national and is read as phone.NormalizeSender reads it. With
-// region "" it is phone.NormalizeSender. ok is false for a sender that is no
-// number (a short code, a name), which callers keep as given.
+// region "" it is phone.NormalizeSender. Digits that begin with the
+// region's own country code and make a possible number after a + are that
+// number with its + dropped, even where the plan would also take them for a
+// long national number: "4915123456789" in DE is +4915123456789, not
+// +494915123456789, so a STOP from it names the number sends use. ok is
+// false for a sender that is no number (a short code, a name), which
+// callers keep as given.
 func Sender(s, region string) (n string, ok bool) {
+	if region != "" && plusDropped(s, region) {
+		return phone.NormalizeSender(s)
+	}
 	if region != "" {
 		if n, err := Normalize(s, region); err == nil {
 			return n, true
@@ -110,12 +119,32 @@ func Sender(s, region string) (n string, ok bool) {
 	return phone.NormalizeSender(s)
 }
 
+// plusDropped reports whether s is only digits that begin with region's
+// country code and are a possible number of that code read after a +.
+func plusDropped(s, region string) bool {
+	s = strings.TrimSpace(s)
+	cc := strconv.Itoa(phonenumbers.GetCountryCodeForRegion(region))
+	if cc == "0" || !strings.HasPrefix(s, cc) {
+		return false
+	}
+	if _, ok := phone.NormalizeSender(s); !ok {
+		return false
+	}
+	n, err := phonenumbers.Parse("+"+s, "")
+	return err == nil && phonenumbers.IsPossibleNumber(n)
+}
+
 // Reported reads a number a device reports (its own number, the number a
 // message reached): in region, as Normalize does, and when that fails by
 // phone.Normalize's rule, so that a device is never refused a number it
 // could report before its company set a region, whatever the numbering
-// data says of it.
+// data says of it. Digits that begin with the region's country code are
+// read as Sender reads them: a WhatsApp number comes as "4915123456789",
+// which in DE is +4915123456789.
 func Reported(s, region string) (string, error) {
+	if region != "" && plusDropped(s, region) {
+		return phone.Normalize("+" + strings.TrimSpace(s))
+	}
 	if n, err := Normalize(s, region); err == nil {
 		return n, nil
 	}

@@ -69,6 +69,11 @@ func TestSender(t *testing.T) {
 		{"07400123456", "GB", "+447400123456", true},  // national
 		{"447400123456", "GB", "+447400123456", true}, // the + dropped
 		{"15551234567", "GB", "+15551234567", true},   // the + dropped, as without a region
+		// The + dropped from a number of the region's own country that the
+		// plan would also take for a long national one.
+		{"4915123456789", "DE", "+4915123456789", true},
+		{"491701234567", "DE", "+491701234567", true},
+		{"015123456789", "DE", "+4915123456789", true}, // national
 		{"+15551234567", "GB", "+15551234567", true},
 		{"72345", "GB", "", false}, // a short code
 		{"BANK", "GB", "", false},
@@ -91,6 +96,8 @@ func TestReported(t *testing.T) {
 		{"+1 555 000 1111", "", "+15550001111"},
 		{"07400 654321", "", ""},
 		{"12345", "GB", ""},
+		{"4915123456789", "DE", "+4915123456789"}, // a WhatsApp number: the + dropped
+		{"015123456789", "DE", "+4915123456789"},
 	}
 	for _, c := range cases {
 		got, err := Reported(c.in, c.region)
