@@ -101,7 +101,7 @@ func Normalize(s, region string) (string, error) {
 // "07700900123" is +447700900123, while "447700900123" (the + dropped) is
 // too long to be national and is read as phone.NormalizeSender reads it. With
 // region "" it is phone.NormalizeSender. Digits that begin with the
-// region's own country code and make a possible number after a + are that
+// region's own country code and make a valid number after a + are that
 // number with its + dropped, even where the plan would also take them for a
 // long national number: "4915123456789" in DE is +4915123456789, not
 // +494915123456789, so a STOP from it names the number sends use. ok is
@@ -120,7 +120,10 @@ func Sender(s, region string) (n string, ok bool) {
 }
 
 // plusDropped reports whether s is only digits that begin with region's
-// country code and are a possible number of that code read after a +.
+// country code and are a valid number of that code read after a +. Valid,
+// not merely of a possible length: a national number that begins with the
+// country code's digits (an Italian mobile 393..., an Indian 91...) read
+// after a + is too short for its plan, and stays national.
 func plusDropped(s, region string) bool {
 	s = strings.TrimSpace(s)
 	cc := strconv.Itoa(phonenumbers.GetCountryCodeForRegion(region))
@@ -131,7 +134,7 @@ func plusDropped(s, region string) bool {
 		return false
 	}
 	n, err := phonenumbers.Parse("+"+s, "")
-	return err == nil && phonenumbers.IsPossibleNumber(n)
+	return err == nil && phonenumbers.IsValidNumber(n)
 }
 
 // Reported reads a number a device reports (its own number, the number a

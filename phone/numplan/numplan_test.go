@@ -74,6 +74,10 @@ func TestSender(t *testing.T) {
 		{"4915123456789", "DE", "+4915123456789", true},
 		{"491701234567", "DE", "+491701234567", true},
 		{"015123456789", "DE", "+4915123456789", true}, // national
+		// National numbers that begin with the country code's digits: read
+		// after a + they are no valid number, so they stay national.
+		{"3931234567", "IT", "+393931234567", true},
+		{"9198765432", "IN", "+919198765432", true},
 		{"+15551234567", "GB", "+15551234567", true},
 		{"72345", "GB", "", false}, // a short code
 		{"BANK", "GB", "", false},
@@ -98,6 +102,8 @@ func TestReported(t *testing.T) {
 		{"12345", "GB", ""},
 		{"4915123456789", "DE", "+4915123456789"}, // a WhatsApp number: the + dropped
 		{"015123456789", "DE", "+4915123456789"},
+		{"3931234567", "IT", "+393931234567"}, // an Italian mobile, national
+		{"9198765432", "IN", "+919198765432"},
 	}
 	for _, c := range cases {
 		got, err := Reported(c.in, c.region)
