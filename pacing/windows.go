@@ -44,7 +44,13 @@ func (r Result) ResetSeconds() int {
 	if r.Reset <= 0 {
 		return 0
 	}
-	return int((r.Reset + time.Second - 1) / time.Second)
+	// Divided first: adding a second less a nanosecond before dividing
+	// overflowed for a window within a second of the longest duration.
+	secs := r.Reset / time.Second
+	if r.Reset%time.Second != 0 {
+		secs++
+	}
+	return int(secs)
 }
 
 // Nearer returns whichever of a and b is nearer exhaustion, so that a request

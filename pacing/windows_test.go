@@ -3,6 +3,7 @@ package pacing
 import (
 	"fmt"
 	"hash/maphash"
+	"math"
 	"runtime"
 	"strconv"
 	"sync"
@@ -412,5 +413,33 @@ func TestSpentCountsNothing(t *testing.T) {
 	}
 	if r := w.Take("k"); !r.Allowed || r.Remaining != 1 {
 		t.Errorf("first request of the new window: got %+v, want allowed with 1 left (Spent counted nothing)", r)
+	}
+}
+
+func TestResetSecondsOfTheLongestWindow(t *testing.T) {
+	cases := []struct {
+		reset time.Duration
+		want  int
+	}{
+		{time.Nanosecond, 1},
+		{time.Second, 1},
+		{time.Second + 1, 2},
+		{math.MaxInt64, int(math.MaxInt64/time.Second) + 1},
+		{math.MaxInt64 - 900*time.Millisecond, int(math.MaxInt64 / time.Second)},
+	}
+	for _, c := range cases {
+		if got := (Result{Reset: c.reset}).ResetSeconds(); got != c.want {
+			t.Errorf("Reset %d ns: got ResetSeconds %d, want %d", int64(c.reset), got, c.want)
+		}
+	}
+	// A flag's longest window, end to end: the refusal's wait is positive.
+	rate, err := ParseRate("1/2562047h47m16s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := New(rate, nil)
+	w.Take("k")
+	if r := w.Take("k"); r.Allowed || r.ResetSeconds() <= 0 {
+		t.Fatalf("second request in the longest window: got %+v (ResetSeconds %d), want refused with a positive wait", r, r.ResetSeconds())
 	}
 }
