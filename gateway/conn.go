@@ -32,6 +32,10 @@ type conn struct {
 	sock  net.Conn     // the connection under ws; nil if unknown
 	dev   store.Device // as of hello; owned by the reader goroutine after that
 	token string       // the device token of the upgrade, checked again once registered, then dropped
+	// told is the last Disconnect that found c registered (the device
+	// changed since every older link's look); guarded by hub.mu. The link
+	// c displaced is closed as it says (giveBack, or c's success).
+	told *refusal
 
 	qmu     sync.Mutex
 	queue   [][]byte // frames waiting for the phone, at most QueueLen; guarded by qmu
@@ -136,7 +140,13 @@ func (c *conn) run() {
 		return
 	}
 	if old != nil {
-		old.closeWith(proto.CloseReplaced, replacedReason)
+		code, reason := proto.CloseReplaced, replacedReason
+		if told := h.toldBy(c); told != nil {
+			// The device changed while c was looked at: the older link's
+			// token or status is no longer good either.
+			code, reason = told.code, told.reason
+		}
+		old.closeWith(code, reason)
 	}
 	uncount(c.sock) // before the welcome: the phone's next connection finds its place free
 	// The device as read after registering: a settings change made since

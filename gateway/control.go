@@ -14,11 +14,30 @@ import proto "github.com/simrelay/simrelay/android-protocol"
 // its hello stored. One that answers nobody (a cluster node running the
 // control of a request another node answered) need not wait, and a store
 // write that takes long (a database under strain) does not hold it up.
+//
+// Every Disconnect follows a change of the device (its token revoked, the
+// device disabled or deleted) made after any older link of it was looked
+// at: the link registered now is told so (conn.told), and the older link
+// it displaced while its own look went on, if any, is closed as it is
+// (PROTOCOL.md 7.3), whichever way that look ends.
 func (h *Hub) Disconnect(fingerprint string, code int, reason string) <-chan struct{} {
-	if c := h.lookup(fingerprint); c != nil {
+	h.mu.Lock()
+	c := h.conns[fingerprint]
+	if c != nil {
+		c.told = &refusal{code: code, reason: reason}
+	}
+	h.mu.Unlock()
+	if c != nil {
 		return c.closeWith(code, reason)
 	}
 	return noWait
+}
+
+// toldBy is the last Disconnect that found c registered; nil when none did.
+func (h *Hub) toldBy(c *conn) *refusal {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return c.told
 }
 
 // Configure pushes changed settings to the device's link, if any.

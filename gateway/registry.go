@@ -119,7 +119,9 @@ func (h *Hub) HoldDevice(fingerprint string, deviceID uint64, fn func(dispatched
 // closed, and writes no job to it. When a newer link of the device took
 // the place from c meanwhile, old has no place to get back: it is closed
 // 4009, as that newer link's success would have closed it had old still
-// held the place (that link displaced c, so it closes c only).
+// held the place (that link displaced c, so it closes c only). A
+// Disconnect that found c in the place closes old as it closed c, even
+// when the refusal alone would spare it.
 func (h *Hub) giveBack(c, old *conn, why *refusal) {
 	var stored chan struct{}
 	shut := false
@@ -130,8 +132,15 @@ func (h *Hub) giveBack(c, old *conn, why *refusal) {
 	switch {
 	case back:
 		h.conns[c.dev.Fingerprint] = old
-		if !why.spares(c, old) {
+		switch {
+		case !why.spares(c, old):
 			stored, shut = old.beginClose()
+		case c.told != nil:
+			// A Disconnect found c in the place: the device changed
+			// after old's look too (a registration again after the one
+			// c's look read, say).
+			stored, shut = old.beginClose()
+			code, reason = c.told.code, c.told.reason
 		}
 	case held == c:
 		delete(h.conns, c.dev.Fingerprint)
