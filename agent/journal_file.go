@@ -34,11 +34,6 @@ const (
 	bucketLeaf   = 0x01
 )
 
-// meta is what the check needs of the meta page bbolt uses.
-type meta struct {
-	pageSize, root, freelist, pgid uint64
-}
-
 // readMeta decodes the meta page at off; an unreadable one is not valid.
 func readMeta(f io.ReaderAt, off int64) boltfile.Meta {
 	m, _ := boltfile.Read(f, off)
@@ -78,16 +73,16 @@ func checkJournalFile(path string) error {
 	if !ok {
 		return nil
 	}
-	m := meta{pageSize: uint64(use.PageSize), root: use.Root, freelist: use.Freelist, pgid: use.Pgid}
+	pageSize = uint64(use.PageSize) // the one of the meta page in use
 	size := uint64(st.Size())
-	if m.pageSize < 1024 || m.pageSize > 1<<30 || m.pgid > size/m.pageSize {
-		return fmt.Errorf("cut short: %d bytes, where its header counts %d pages of %d bytes", size, m.pgid, m.pageSize)
+	if pageSize < 1024 || pageSize > 1<<30 || use.Pgid > size/pageSize {
+		return fmt.Errorf("cut short: %d bytes, where its header counts %d pages of %d bytes", size, use.Pgid, pageSize)
 	}
-	w := &pageWalk{f: f, m: m, seen: map[uint64]bool{}}
-	if err := w.tree(m.root); err != nil {
+	w := &pageWalk{f: f, m: use, seen: map[uint64]bool{}}
+	if err := w.tree(use.Root); err != nil {
 		return err
 	}
-	if m.freelist != boltfile.NoFreelist {
+	if use.Freelist != boltfile.NoFreelist {
 		return w.freelist()
 	}
 	return nil
@@ -96,26 +91,27 @@ func checkJournalFile(path string) error {
 // pageWalk reads the pages of one journal file, each at most once.
 type pageWalk struct {
 	f    io.ReaderAt
-	m    meta
+	m    boltfile.Meta   // the meta page bbolt uses
 	seen map[uint64]bool // pages read: a second reference is damage
 }
 
 // page reads page id whole (with its overflow pages).
 func (w *pageWalk) page(id uint64) ([]byte, error) {
-	if id < 2 || id >= w.m.pgid || w.seen[id] {
-		return nil, fmt.Errorf("page %d named where it cannot be (of %d pages)", id, w.m.pgid)
+	if id < 2 || id >= w.m.Pgid || w.seen[id] {
+		return nil, fmt.Errorf("page %d named where it cannot be (of %d pages)", id, w.m.Pgid)
 	}
 	w.seen[id] = true
+	pageSize := uint64(w.m.PageSize)
 	var hdr [pageHeader]byte
-	if _, err := w.f.ReadAt(hdr[:], int64(id*w.m.pageSize)); err != nil {
+	if _, err := w.f.ReadAt(hdr[:], int64(id*pageSize)); err != nil {
 		return nil, fmt.Errorf("page %d: %w", id, err)
 	}
 	if self := binary.NativeEndian.Uint64(hdr[0:]); self != id { // bbolt asserts it, with a panic
 		return nil, fmt.Errorf("page %d names itself page %d", id, self)
 	}
 	overflow := uint64(binary.NativeEndian.Uint32(hdr[12:]))
-	if id+overflow+1 > w.m.pgid {
-		return nil, fmt.Errorf("page %d runs past the %d pages", id, w.m.pgid)
+	if id+overflow+1 > w.m.Pgid {
+		return nil, fmt.Errorf("page %d runs past the %d pages", id, w.m.Pgid)
 	}
 	for i := uint64(1); i <= overflow; i++ {
 		if w.seen[id+i] {
@@ -123,8 +119,8 @@ func (w *pageWalk) page(id uint64) ([]byte, error) {
 		}
 		w.seen[id+i] = true
 	}
-	buf := make([]byte, (overflow+1)*w.m.pageSize)
-	if _, err := w.f.ReadAt(buf, int64(id*w.m.pageSize)); err != nil {
+	buf := make([]byte, (overflow+1)*pageSize)
+	if _, err := w.f.ReadAt(buf, int64(id*pageSize)); err != nil {
 		return nil, fmt.Errorf("page %d: %w", id, err)
 	}
 	return buf, nil
@@ -133,27 +129,27 @@ func (w *pageWalk) page(id uint64) ([]byte, error) {
 // freelist checks the freelist page: its ids are pages of the file that
 // the tree does not hold, each once. It runs after tree.
 func (w *pageWalk) freelist() error {
-	p, err := w.page(w.m.freelist)
+	p, err := w.page(w.m.Freelist)
 	if err != nil {
 		return err
 	}
 	ne := binary.NativeEndian
 	if ne.Uint16(p[8:]) != freelistPage {
-		return fmt.Errorf("freelist page %d is no freelist", w.m.freelist)
+		return fmt.Errorf("freelist page %d is no freelist", w.m.Freelist)
 	}
 	start, count := uint64(pageHeader), uint64(ne.Uint16(p[10:]))
 	if count == 0xFFFF { // the count is the first element
 		count, start = ne.Uint64(p[pageHeader:]), pageHeader+8
 	}
 	if count > uint64(len(p)) || start+count*8 > uint64(len(p)) {
-		return fmt.Errorf("freelist page %d holds more than it has room for", w.m.freelist)
+		return fmt.Errorf("freelist page %d holds more than it has room for", w.m.Freelist)
 	}
 	for i := range count {
 		// A page freed twice, or freed while the tree holds it, would be
 		// handed to two writes.
 		id := ne.Uint64(p[start+i*8:])
-		if id < 2 || id >= w.m.pgid || w.seen[id] {
-			return fmt.Errorf("freelist page %d frees page %d, outside the file or in use", w.m.freelist, id)
+		if id < 2 || id >= w.m.Pgid || w.seen[id] {
+			return fmt.Errorf("freelist page %d frees page %d, outside the file or in use", w.m.Freelist, id)
 		}
 		w.seen[id] = true
 	}

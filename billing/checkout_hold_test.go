@@ -44,18 +44,7 @@ func (p *lateProvider) Portal(context.Context, string, string) (string, error) {
 // unknown to the company's record.
 func TestCheckoutOutlivingItsClaimExpiresItsSession(t *testing.T) {
 	t.Parallel()
-	st := storetest.Open(t)
-	co := storetest.Company(t, st, "Acme", "ana@acme.example")
-	p := &lateProvider{expired: map[string]error{}}
-	p.take = func() {
-		if _, err := st.UpdateSubscription(co.ID, func(sub *store.Subscription) error {
-			sub.Checkout = &store.Checkout{Claim: "another-node", ClaimedAt: time.Now()}
-			return nil
-		}); err != nil {
-			t.Error(err)
-		}
-	}
-	svc := lateService(t, st, p)
+	st, co, p, svc := lateFixture(t)
 	_, err := svc.Subscribe(context.Background(), SubscribeInput{CompanyID: co.ID, PlanID: PlanStarter})
 	if !problem.Is(err, problem.Conflict) {
 		t.Errorf("a subscribe that outlived its claim: %v, want 409", err)
@@ -77,18 +66,7 @@ func TestCheckoutOutlivingItsClaimExpiresItsSession(t *testing.T) {
 // each subscribe of its plan answered its page, expired, for the day.
 func TestCheckoutOutlivingItsClaimForgetsTheSessionItExpired(t *testing.T) {
 	t.Parallel()
-	st := storetest.Open(t)
-	co := storetest.Company(t, st, "Acme", "ana@acme.example")
-	p := &lateProvider{expired: map[string]error{}}
-	p.take = func() {
-		if _, err := st.UpdateSubscription(co.ID, func(sub *store.Subscription) error {
-			sub.Checkout.Claim, sub.Checkout.ClaimedAt = "another-node", time.Now()
-			return nil
-		}); err != nil {
-			t.Error(err)
-		}
-	}
-	svc := lateService(t, st, p)
+	st, co, p, svc := lateFixture(t)
 	if _, err := st.UpdateSubscription(co.ID, func(sub *store.Subscription) error {
 		sub.Checkout = &store.Checkout{SessionID: "cs_pro", URL: "https://checkout.example/pro", PlanID: PlanPro, ExpiresAt: time.Now().Add(20 * time.Hour)}
 		return nil
@@ -107,6 +85,28 @@ func TestCheckoutOutlivingItsClaimForgetsTheSessionItExpired(t *testing.T) {
 	if sub, _, err := st.Subscription(co.ID); err != nil || sub.Checkout == nil || sub.Checkout.Claim != "another-node" || sub.Checkout.SessionID != "" {
 		t.Errorf("the record: %+v, %v; want the other request's claim alone, the expired session forgotten", sub.Checkout, err)
 	}
+}
+
+// lateFixture is a store with one company, Acme, and lateService over it
+// on a lateProvider whose every call sees another node take the company's
+// checkout claim over, the rest of its checkout kept.
+func lateFixture(t *testing.T) (store.Backend, store.Company, *lateProvider, *Service) {
+	t.Helper()
+	st := storetest.Open(t)
+	co := storetest.Company(t, st, "Acme", "ana@acme.example")
+	p := &lateProvider{expired: map[string]error{}}
+	p.take = func() {
+		if _, err := st.UpdateSubscription(co.ID, func(sub *store.Subscription) error {
+			if sub.Checkout == nil {
+				sub.Checkout = &store.Checkout{}
+			}
+			sub.Checkout.Claim, sub.Checkout.ClaimedAt = "another-node", time.Now()
+			return nil
+		}); err != nil {
+			t.Error(err)
+		}
+	}
+	return st, co, p, lateService(t, st, p)
 }
 
 // lateService is a Stripe-mode service on p whose checkout calls are cut

@@ -58,12 +58,11 @@ func subscription(t *testing.T, st billing.Store, company uint64) store.Subscrip
 // is in the company's subscription record, not in a node's memory.
 func TestCheckoutOneSessionAcrossNodes(t *testing.T) {
 	t.Parallel()
-	st := storetest.Open(t)
-	co := storetest.Company(t, st, "Acme", "ana@acme.example")
+	st, co := acme(t)
 	px := stripemock.NewProxy(t)
 	nodes := []*billing.Service{
-		stripeServiceAt(t, st, px.URL, slog.New(slog.DiscardHandler), time.Now),
-		stripeServiceAt(t, st, px.URL, slog.New(slog.DiscardHandler), time.Now),
+		mockedService(t, st, px, time.Now),
+		mockedService(t, st, px, time.Now),
 	}
 	// Stripe holds each session it creates until every subscribe has asked
 	// for one, or a second has passed: the subscribes overlap.
@@ -99,11 +98,10 @@ func TestCheckoutOneSessionAcrossNodes(t *testing.T) {
 // answer 409 when its wait ends, having opened nothing.
 func TestCheckoutClaim(t *testing.T) {
 	t.Parallel()
-	st := storetest.Open(t)
-	co := storetest.Company(t, st, "Acme", "ana@acme.example")
+	st, co := acme(t)
 	px := stripemock.NewProxy(t)
 	now := time.Now().UTC()
-	svc := stripeServiceAt(t, st, px.URL, slog.New(slog.DiscardHandler), func() time.Time { return now })
+	svc := mockedService(t, st, px, func() time.Time { return now })
 	claim := func(at time.Time) {
 		t.Helper()
 		if _, err := st.UpdateSubscription(co.ID, func(sub *store.Subscription) error {
@@ -166,12 +164,11 @@ func (c *countedStore) UpdateSubscription(companyID uint64, fn func(*store.Subsc
 // ended: waiting subscribes do not queue on the store's writer.
 func TestCheckoutWaitReads(t *testing.T) {
 	t.Parallel()
-	st := storetest.Open(t)
-	co := storetest.Company(t, st, "Acme", "ana@acme.example")
+	st, co := acme(t)
 	px := stripemock.NewProxy(t)
 	now := time.Now().UTC()
 	counted := &countedStore{Store: st}
-	svc := stripeServiceAt(t, counted, px.URL, slog.New(slog.DiscardHandler), func() time.Time { return now })
+	svc := mockedService(t, counted, px, func() time.Time { return now })
 	setClaim := func(claim string) {
 		t.Helper()
 		if _, err := st.UpdateSubscription(co.ID, func(sub *store.Subscription) error {
@@ -237,7 +234,6 @@ func TestCheckoutCompletedStatus(t *testing.T) {
 	t.Parallel()
 	st := storetest.Open(t)
 	svc := stripeService(t, st)
-	mark := billing.InstanceMark(testPublicURL)
 	created := time.Now().Unix()
 	for i, c := range []struct {
 		payment, status string
@@ -249,7 +245,7 @@ func TestCheckoutCompletedStatus(t *testing.T) {
 	} {
 		co := storetest.Company(t, st, fmt.Sprint("Acme ", i), fmt.Sprintf("ana%d@acme.example", i))
 		cid := fmt.Sprint(co.ID)
-		meta := map[string]any{"company_id": cid, "plan_id": billing.PlanStarter, "simrelay_instance": mark}
+		meta := starterMeta(co.ID)
 		// An earlier subscription, canceled; a checkout open.
 		if _, err := st.UpdateSubscription(co.ID, func(sub *store.Subscription) error {
 			sub.PlanID, sub.Status, sub.ProviderSubID, sub.CustomerID = billing.PlanPro, billing.StatusCanceled, "sub_old"+cid, "cus_"+cid
@@ -275,7 +271,7 @@ func TestCheckoutCompletedStatus(t *testing.T) {
 	// The subscription's events came first: the late completion leaves them.
 	co := storetest.Company(t, st, "Late", "lu@late.example")
 	cid := fmt.Sprint(co.ID)
-	meta := map[string]any{"company_id": cid, "plan_id": billing.PlanStarter, "simrelay_instance": mark}
+	meta := starterMeta(co.ID)
 	handle(t, svc, "evt_sub"+cid, billing.EventSubscriptionUpdated, created, map[string]any{"id": "sub_" + cid, "object": "subscription",
 		"customer": "cus_" + cid, "status": "past_due", "metadata": meta})
 	handle(t, svc, "evt_done"+cid, billing.EventCheckoutCompleted, created+1, map[string]any{"id": "cs_" + cid, "object": "checkout.session",
@@ -293,11 +289,10 @@ func TestCheckoutCompletedStatus(t *testing.T) {
 // other's next event makes it the company's.
 func TestSecondSubscriptionIsLoggedNotApplied(t *testing.T) {
 	t.Parallel()
-	st := storetest.Open(t)
-	co := storetest.Company(t, st, "Acme", "ana@acme.example")
+	st, co := acme(t)
 	var logs syncbuf.Buffer
 	svc := stripeServiceAt(t, st, "http://127.0.0.1:1", slog.New(slog.NewTextHandler(&logs, nil)), time.Now)
-	meta := map[string]any{"company_id": fmt.Sprint(co.ID), "plan_id": billing.PlanStarter, "simrelay_instance": billing.InstanceMark(testPublicURL)}
+	meta := starterMeta(co.ID)
 	sub := func(id, status, price string) map[string]any {
 		return map[string]any{"id": id, "object": "subscription", "customer": "cus_A", "status": status, "metadata": meta,
 			"items": map[string]any{"object": "list", "data": []any{map[string]any{"id": "si_" + id, "object": "subscription_item",
@@ -339,10 +334,9 @@ func TestSecondSubscriptionIsLoggedNotApplied(t *testing.T) {
 // and the new subscription's events were taken for a second one's.
 func TestFreePlanAfterACanceledSubscription(t *testing.T) {
 	t.Parallel()
-	st := storetest.Open(t)
-	co := storetest.Company(t, st, "Acme", "ana@acme.example")
+	st, co := acme(t)
 	px := stripemock.NewProxy(t)
-	svc := stripeServiceAt(t, st, px.URL, slog.New(slog.DiscardHandler), time.Now)
+	svc := mockedService(t, st, px, time.Now)
 	if _, err := st.UpdateSubscription(co.ID, func(sub *store.Subscription) error {
 		sub.PlanID, sub.Status, sub.ProviderSubID, sub.CustomerID = billing.PlanPro, billing.StatusCanceled, "sub_old", "cus_A"
 		return nil
@@ -360,7 +354,7 @@ func TestFreePlanAfterACanceledSubscription(t *testing.T) {
 	if err != nil || res.CheckoutURL == "" {
 		t.Fatalf("a paid plan after the free plan: %+v, %v", res, err)
 	}
-	meta := map[string]any{"company_id": fmt.Sprint(co.ID), "plan_id": billing.PlanStarter, "simrelay_instance": billing.InstanceMark(testPublicURL)}
+	meta := starterMeta(co.ID)
 	handle(t, svc, "evt_new", billing.EventSubscriptionCreated, time.Now().Unix(), map[string]any{"id": "sub_new", "object": "subscription",
 		"customer": "cus_A", "status": "active", "metadata": meta})
 	if got := subscription(t, st, co.ID); got.ProviderSubID != "sub_new" || got.PlanID != billing.PlanStarter || got.Status != billing.StatusActive {
@@ -390,10 +384,9 @@ func TestFreePlanAfterACanceledSubscription(t *testing.T) {
 // billed two subscriptions.
 func TestSubscribeWhileTheFirstPaymentIsOnItsWay(t *testing.T) {
 	t.Parallel()
-	st := storetest.Open(t)
-	co := storetest.Company(t, st, "Acme", "ana@acme.example")
+	st, co := acme(t)
 	svc := stripeService(t, st)
-	meta := map[string]any{"company_id": fmt.Sprint(co.ID), "plan_id": billing.PlanStarter, "simrelay_instance": billing.InstanceMark(testPublicURL)}
+	meta := starterMeta(co.ID)
 	handle(t, svc, "evt_done", billing.EventCheckoutCompleted, time.Now().Unix(), map[string]any{"id": "cs_A", "object": "checkout.session",
 		"customer": "cus_A", "subscription": "sub_A", "status": "complete", "payment_status": "unpaid", "metadata": meta})
 	if got := subscription(t, st, co.ID); got.Status != billing.StatusNone || got.ProviderSubID != "sub_A" {
@@ -421,10 +414,9 @@ func TestSubscribeWhileTheFirstPaymentIsOnItsWay(t *testing.T) {
 // company's and the email's.
 func TestCheckoutCustomerKeyOfTheEmail(t *testing.T) {
 	t.Parallel()
-	st := storetest.Open(t)
-	co := storetest.Company(t, st, "Acme", "ana@acme.example")
+	st, co := acme(t)
 	px := stripemock.NewProxy(t)
-	svc := stripeServiceAt(t, st, px.URL, slog.New(slog.DiscardHandler), time.Now)
+	svc := mockedService(t, st, px, time.Now)
 	var mu sync.Mutex
 	seen := map[string]bool{} // the idempotency keys Stripe has kept an answer of
 	px.Answer(func(w http.ResponseWriter, r *http.Request) bool {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/simrelay/simrelay/billing"
 	"github.com/simrelay/simrelay/internal/storetest"
+	"github.com/simrelay/simrelay/internal/stripemock"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
 )
@@ -24,11 +25,31 @@ const (
 	testPublicURL = "https://sms.example.com"
 )
 
+// acme is a store with one company, Acme, whose admin is ana@acme.example.
+func acme(t *testing.T) (store.Backend, store.Company) {
+	t.Helper()
+	st := storetest.Open(t)
+	return st, storetest.Company(t, st, "Acme", "ana@acme.example")
+}
+
+// starterMeta is the metadata of company's checkouts and subscriptions of
+// the starter plan, opened by this instance.
+func starterMeta(company uint64) map[string]any {
+	return map[string]any{"company_id": fmt.Sprint(company), "plan_id": billing.PlanStarter, "simrelay_instance": billing.InstanceMark(testPublicURL)}
+}
+
 // stripeService is billing in Stripe mode over st, with the built-in
 // plans priced in Stripe. Its provider is never reached.
 func stripeService(t *testing.T, st billing.Store) *billing.Service {
 	t.Helper()
 	return stripeServiceAt(t, st, "http://127.0.0.1:1", slog.New(slog.DiscardHandler), time.Now)
+}
+
+// mockedService is billing in Stripe mode over st with Stripe's API behind
+// px, a proxy of stripe-mock, and the clock now. It logs nothing.
+func mockedService(t *testing.T, st billing.Store, px *stripemock.Proxy, now func() time.Time) *billing.Service {
+	t.Helper()
+	return stripeServiceAt(t, st, px.URL, slog.New(slog.DiscardHandler), now)
 }
 
 // stripeServiceAt is billing in Stripe mode over st with Stripe's API at
@@ -56,7 +77,7 @@ func stripeServiceAt(t *testing.T, st billing.Store, apiURL string, log *slog.Lo
 func subscriptionEvent(t *testing.T, company uint64, fields map[string]any) ([]byte, string) {
 	t.Helper()
 	object := map[string]any{"id": "sub_A", "object": "subscription", "customer": "cus_A", "status": "active",
-		"metadata": map[string]any{"company_id": fmt.Sprint(company), "plan_id": billing.PlanStarter, "simrelay_instance": billing.InstanceMark(testPublicURL)}}
+		"metadata": starterMeta(company)}
 	for k, v := range fields {
 		object[k] = v
 	}
@@ -93,8 +114,8 @@ func (s *interleaved) UpdateSubscription(companyID uint64, fn func(*store.Subscr
 // the company paid for a plan it did not have until Stripe's next event.
 func TestFreePlanDoesNotOverwriteAPaidCheckout(t *testing.T) {
 	t.Parallel()
-	st := &interleaved{Backend: storetest.Open(t)}
-	co := storetest.Company(t, st, "Acme", "ana@acme.example")
+	backend, co := acme(t)
+	st := &interleaved{Backend: backend}
 	svc := stripeService(t, st)
 	payload, signature := subscriptionEvent(t, co.ID, nil)
 	st.then = func() {
@@ -122,8 +143,7 @@ func TestFreePlanDoesNotOverwriteAPaidCheckout(t *testing.T) {
 // over the calendar month, not the period Stripe bills.
 func TestStripePeriodOfTheSubscriptionItem(t *testing.T) {
 	t.Parallel()
-	st := storetest.Open(t)
-	co := storetest.Company(t, st, "Acme", "ana@acme.example")
+	st, co := acme(t)
 	svc := stripeService(t, st)
 	// A period that is no calendar month and holds now.
 	start := time.Now().UTC().Truncate(time.Second).Add(-36 * time.Hour)

@@ -75,3 +75,14 @@ func Device(t testing.TB, st Base, companyID uint64, fingerprint string) store.D
 	}
 	return d
 }
+
+// twoCompanies stores two companies, a and b, each with one device paired
+// (Device): prefix+"-a" to a, prefix+"-b" to b.
+func twoCompanies(t testing.TB, st Base, prefix string) (a, b store.Company) {
+	t.Helper()
+	a, _ = Company(t, st)
+	b, _ = Company(t, st)
+	Device(t, st, a.ID, prefix+"-a")
+	Device(t, st, b.ID, prefix+"-b")
+	return a, b
+}

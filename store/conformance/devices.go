@@ -496,11 +496,8 @@ func deviceFailures(t *testing.T, s DeviceSendsStore) {
 // another company's setting stays; registering the fingerprint
 // again does not bring it back.
 func emailDeviceDeleted(t *testing.T, s DevicesStore) {
-	a, _ := Company(t, s)
-	b, _ := Company(t, s)
-	Device(t, s, a.ID, "mail-a")
+	a, b := twoCompanies(t, s, "mail")
 	Device(t, s, a.ID, "spare-a")
-	Device(t, s, b.ID, "mail-b")
 	set := func(companyID uint64, fp string) {
 		t.Helper()
 		if _, err := s.UpdateCompany(companyID, func(c *store.Company) error { c.EmailDevice = fp; return nil }); err != nil {
@@ -544,11 +541,8 @@ func emailDeviceDeleted(t *testing.T, s DevicesStore) {
 // that update; the company's own device is taken, kept by later updates,
 // and cleared with "".
 func emailDeviceChecked(t *testing.T, s DevicesStore) {
-	a, _ := Company(t, s)
-	b, _ := Company(t, s)
-	Device(t, s, a.ID, "mail-a")
+	a, b := twoCompanies(t, s, "mail")
 	Device(t, s, a.ID, "gone-a")
-	Device(t, s, b.ID, "mail-b")
 	if _, err := s.DeleteDevice(a.ID, "gone-a", T0); err != nil {
 		t.Fatal(err)
 	}

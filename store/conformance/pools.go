@@ -156,10 +156,7 @@ func poolCreateAndEdit(t *testing.T, s PoolsStore) {
 // change the case of its own name; another company, or a name freed by a
 // delete, may take it.
 func poolNames(t *testing.T, s PoolsStore) {
-	a, _ := Company(t, s)
-	b, _ := Company(t, s)
-	Device(t, s, a.ID, "pn-a")
-	Device(t, s, b.ID, "pn-b")
+	a, b := twoCompanies(t, s, "pn")
 	p := putPool(t, s, a.ID, store.PoolInput{Name: "Sales", Strategy: store.PoolRoundRobin, Members: members("pn-a", "SIM1")})
 	if _, err := s.PutPool(a.ID, 0, T0, func(store.Pool) (store.PoolInput, error) {
 		return store.PoolInput{Name: "SALES", Strategy: store.PoolRoundRobin}, nil
@@ -191,10 +188,7 @@ func poolNames(t *testing.T, s PoolsStore) {
 // poolMembers: a member must name a live device of the company, once per
 // SIM; a refused definition changes nothing.
 func poolMembers(t *testing.T, s PoolsStore) {
-	a, _ := Company(t, s)
-	b, _ := Company(t, s)
-	Device(t, s, a.ID, "pm-a")
-	Device(t, s, b.ID, "pm-b")
+	a, _ := twoCompanies(t, s, "pm")
 	p := putPool(t, s, a.ID, store.PoolInput{Name: "p", Strategy: store.PoolRoundRobin, Members: members("pm-a", "SIM1")})
 	for name, c := range map[string]struct {
 		members []store.PoolMemberInput
@@ -229,10 +223,7 @@ func poolMembers(t *testing.T, s PoolsStore) {
 // poolTenancy: a company reads, edits and deletes only its own pools;
 // AllPools lists every company's.
 func poolTenancy(t *testing.T, s PoolsStore) {
-	a, _ := Company(t, s)
-	b, _ := Company(t, s)
-	Device(t, s, a.ID, "pt-a")
-	Device(t, s, b.ID, "pt-b")
+	a, b := twoCompanies(t, s, "pt")
 	pa := putPool(t, s, a.ID, store.PoolInput{Name: "a", Strategy: store.PoolRoundRobin, Members: members("pt-a", "SIM1")})
 	pb := putPool(t, s, b.ID, store.PoolInput{Name: "b", Strategy: store.PoolRoundRobin, Members: members("pt-b", "SIM1")})
 	if _, err := s.Pool(b.ID, pa.ID); !errors.Is(err, store.ErrNotFound) {
