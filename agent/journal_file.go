@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -17,7 +18,8 @@ import (
 // before bbolt opens the journal, checkJournalFile reads the tree that
 // bbolt would use from the file, with plain reads, and refuses as damaged
 // a file that is shorter than its meta page says, or whose tree names a
-// page outside the file, a page twice, or an element outside its page.
+// page outside the file, a page twice, an element outside its page, or
+// keys out of order in a page.
 
 // The layout of bbolt's pages (go.etcd.io/bbolt internal/common), in the
 // machine's byte order; its meta pages are decoded by boltfile. Pages: a
@@ -178,6 +180,18 @@ func (w *pageWalk) node(id uint64, p []byte) error {
 	if pageHeader+count*elemSize > uint64(len(p)) {
 		return fmt.Errorf("page %d: %d elements do not fit", id, count)
 	}
+	// bbolt finds a key by binary search over a page's keys: keys out of
+	// order (a page written over) hide some, a bucket among them, which
+	// bbolt then reads as absent (a nil bucket, which its callers do not
+	// expect) and would write a second time.
+	var prev []byte
+	ordered := func(i uint64, key []byte) error {
+		if i > 0 && bytes.Compare(prev, key) >= 0 {
+			return fmt.Errorf("page %d: element %d out of order", id, i)
+		}
+		prev = key
+		return nil
+	}
 	for i := range count {
 		at := pageHeader + i*elemSize
 		e := p[at : at+elemSize]
@@ -189,6 +203,9 @@ func (w *pageWalk) node(id uint64, p []byte) error {
 			}
 			if ksize == 0 { // bbolt asserts every key has a byte, with a panic
 				return fmt.Errorf("page %d: element %d has no key", id, i)
+			}
+			if err := ordered(i, p[at+pos:at+pos+ksize]); err != nil {
+				return err
 			}
 			if err := w.tree(ne.Uint64(e[8:])); err != nil {
 				return err
@@ -202,6 +219,9 @@ func (w *pageWalk) node(id uint64, p []byte) error {
 			}
 			if ksize == 0 {
 				return fmt.Errorf("page %d: element %d has no key", id, i)
+			}
+			if err := ordered(i, p[at+pos:at+pos+ksize]); err != nil {
+				return err
 			}
 			if eflags&bucketLeaf == 0 {
 				continue
