@@ -39,6 +39,11 @@ const (
 	maxPages = 20
 	// markKey is the journal's high-water mark of the inbox (provider _id).
 	markKey = "termux.inbox.last_id"
+	// queryTimeout bounds a tool that only reads (the inbox, the battery,
+	// the SIM): each answers within a second or two, and one that hangs (the
+	// Termux:API app stopped by Android) must not hold the inbox poll or a
+	// hello for long. termux-sms-send keeps the agent's send timeout.
+	queryTimeout = 30 * time.Second
 )
 
 var (
@@ -47,13 +52,16 @@ var (
 		Grant:   "allow the SMS and Phone permissions of the Termux:API app (Android Settings > Apps > Termux:API > Permissions)"}
 	list = agent.Tool{Name: "termux-sms-list",
 		Install: send.Install,
-		Grant:   "allow the SMS permission of the Termux:API app (Android Settings > Apps > Termux:API > Permissions)"}
+		Grant:   "allow the SMS permission of the Termux:API app (Android Settings > Apps > Termux:API > Permissions)",
+		Timeout: queryTimeout}
 	battery = agent.Tool{Name: "termux-battery-status",
 		Install: send.Install,
-		Grant:   "check that the Termux:API app is installed and may run in the background"}
+		Grant:   "check that the Termux:API app is installed and may run in the background",
+		Timeout: queryTimeout}
 	deviceinfo = agent.Tool{Name: "termux-telephony-deviceinfo",
 		Install: send.Install,
-		Grant:   "allow the Phone permission of the Termux:API app, or name the SIMs with --sims"}
+		Grant:   "allow the Phone permission of the Termux:API app, or name the SIMs with --sims",
+		Timeout: queryTimeout}
 )
 
 // Config configures the transport.

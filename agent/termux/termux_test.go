@@ -1,0 +1,148 @@
+package termux
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/simrelay/simrelay/agent"
+	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/internal/poll"
+)
+
+// These tests run the transport against fake Termux:API tools: shell
+// scripts the test writes into a directory put first in PATH (so they
+// cannot run in parallel). FAKE_DIR is that directory.
+
+func fakeTools(t *testing.T, scripts map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, body := range scripts {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\n"+body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("FAKE_DIR", dir)
+	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	return dir
+}
+
+type memSink struct {
+	marks map[string]string
+	took  []agent.Received
+}
+
+func (s *memSink) Take(msgs []agent.Received, k, v string) error {
+	s.took = append(s.took, msgs...)
+	if k != "" {
+		s.marks[k] = v
+	}
+	return nil
+}
+func (s *memSink) Mark(k string) (string, error)        { return s.marks[k], nil }
+func (s *memSink) Deliver(string, agent.Delivery) error { return nil }
+
+// gone reports whether the process pid no longer exists (or is a zombie
+// no one waits for).
+func gone(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return true
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i >= 0 && len(s) > i+2 && s[i+2] == 'Z'
+}
+
+// killLeft kills the process whose pid a fake wrote to file, should the
+// tool's kill have missed it.
+func killLeft(t *testing.T, file string) {
+	if b, err := os.ReadFile(file); err == nil {
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 1 && !gone(pid) {
+			t.Logf("killing %d, left running", pid)
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// A send that hangs is stopped at its deadline with what it started:
+// termux-sms-send is a script that runs termux-api, which waits for the
+// Termux:API app forever when the app does not answer, holding the
+// script's output open. Killing the script alone left the agent waiting
+// for that output.
+func TestHungSendIsKilledWithItsChildren(t *testing.T) {
+	dir := fakeTools(t, map[string]string{"termux-sms-send": `cat >/dev/null
+sleep 1000 &
+echo $! > "$FAKE_DIR/child"
+wait
+`})
+	t.Cleanup(func() { killLeft(t, filepath.Join(dir, "child")) })
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := New(Config{}).Execute(ctx, agent.Job{Send: proto.Send{ID: "j", To: "+15551234567", Message: "hi"}})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("a send killed at its deadline reported no error")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Execute still waits for termux-sms-send 30 s after its deadline")
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "child"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	poll.Within(t, 10*time.Second, "the tool's child is killed", func() bool { return gone(pid) })
+}
+
+// A query with no deadline of its own is bounded by the tool's timeout: a
+// termux-battery-status that never answers delayed every hello (Inventory
+// runs before each connection) for as long as it hung.
+func TestHungQueryTimesOut(t *testing.T) {
+	dir := fakeTools(t, map[string]string{
+		"termux-battery-status":       "echo $$ > \"$FAKE_DIR/battery\"\nexec sleep 1000\n",
+		"termux-telephony-deviceinfo": `echo '{"sim_state":"ready","network_type":"lte"}'` + "\n",
+	})
+	old := battery.Timeout
+	battery.Timeout = 300 * time.Millisecond
+	defer func() { battery.Timeout = old }()
+	t.Cleanup(func() { killLeft(t, filepath.Join(dir, "battery")) })
+	done := make(chan agent.Inventory, 1)
+	go func() {
+		inv, _ := New(Config{SIMs: []proto.SIM{{Slot: proto.SIM1}}}).Inventory(context.Background())
+		done <- inv
+	}()
+	select {
+	case inv := <-done:
+		if inv.Health == nil || inv.Health.Battery != nil || inv.Health.Network != "lte" {
+			t.Fatalf("health %+v: want the network and no battery", inv.Health)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Inventory still waits for termux-battery-status after 30 s")
+	}
+}
+
+// A tool that prints without end is stopped once its output passes the
+// cap: the agent never holds more of it.
+func TestEndlessOutputIsCut(t *testing.T) {
+	// 24 MiB of spaces, then an empty list: valid JSON, too big to hold.
+	fakeTools(t, map[string]string{"termux-sms-list": "head -c 25165824 /dev/zero | tr '\\000' ' '\necho '[]'\n"})
+	sink := &memSink{marks: map[string]string{markKey: "5"}}
+	err := New(Config{}).poll(context.Background(), sink)
+	if err == nil || !strings.Contains(err.Error(), "more than") {
+		t.Fatalf("poll: got %v, want an error saying the output was too big", err)
+	}
+}
