@@ -3,6 +3,7 @@ package agent
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -140,12 +141,30 @@ func (t Tool) Run(ctx context.Context, stdin string, args ...string) (string, er
 		}
 		return out, &ToolError{Tool: t.Name, Kind: "failed", Output: stderr.String(), Err: err}
 	}
-	if mentionsPermission(both) {
+	if mentionsPermission(stderr.String()) || refusalNotice(out) {
 		// Termux:API answers a missing Android permission with a message
 		// and exit status 0.
 		return out, &ToolError{Tool: t.Name, Kind: "permission", Hint: t.Grant, Output: both}
 	}
 	return out, nil
+}
+
+// refusalNotice reports an answer that is a permission notice and nothing
+// else: Termux:API's {"error": "Please grant the following permission..."}
+// (or the notice as plain text). A tool's data may say "permission denied"
+// too (a received SMS's text, in termux-sms-list's or mmcli's JSON), and
+// is no refusal.
+func refusalNotice(out string) bool {
+	out = strings.TrimSpace(out)
+	if strings.HasPrefix(out, "{") {
+		var notice map[string]json.RawMessage
+		var msg string
+		if json.Unmarshal([]byte(out), &notice) != nil || len(notice) != 1 || json.Unmarshal(notice["error"], &msg) != nil {
+			return false
+		}
+		return mentionsPermission(msg)
+	}
+	return !strings.HasPrefix(out, "[") && mentionsPermission(out)
 }
 
 // capped keeps the first max bytes written to it and drops the rest; full,

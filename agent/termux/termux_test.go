@@ -2,6 +2,7 @@ package termux
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -46,6 +47,52 @@ func (s *memSink) Take(msgs []agent.Received, k, v string) error {
 }
 func (s *memSink) Mark(k string) (string, error)        { return s.marks[k], nil }
 func (s *memSink) Deliver(string, agent.Delivery) error { return nil }
+
+// inbox is termux-sms-list's answer as Termux:API prints it (JsonWriter
+// with an indent of two), one message.
+const inbox = `[
+  {
+    "threadid": 3,
+    "type": "inbox",
+    "read": false,
+    "number": "+15557654321",
+    "received": "2026-11-22 10:05:00",
+    "body": "Permission denied: your card was not authorized. Grant the following permission to us: call 0800",
+    "_id": 7
+  }
+]
+`
+
+// A received text is data: one that says "permission denied" is forwarded,
+// not taken for Termux:API refusing the SMS permission (which stopped the
+// inbox, as every poll read that message again).
+func TestInboxTextAboutPermissionsIsForwarded(t *testing.T) {
+	fakeTools(t, map[string]string{"termux-sms-list": "cat <<'EOF'\n" + inbox + "EOF\n"})
+	tr := New(Config{})
+	sink := &memSink{marks: map[string]string{markKey: "5"}}
+	if err := tr.poll(context.Background(), sink); err != nil {
+		t.Fatalf("poll: %v", err)
+	}
+	if len(sink.took) != 1 || !strings.HasPrefix(sink.took[0].Text, "Permission denied: your card") || sink.marks[markKey] != "7" {
+		t.Fatalf("took %+v, mark %q; want the message forwarded and the mark at 7", sink.took, sink.marks[markKey])
+	}
+}
+
+// Termux:API's own refusal is still one: its JSON notice (exit status 0)
+// fails the send with a permission error, as its plain-text form does.
+func TestPermissionNoticeFailsTheSend(t *testing.T) {
+	for _, notice := range []string{
+		`{\n  "error": "Please grant the following permission to use this command: android.permission.SEND_SMS"\n}`,
+		`Please grant the following permissions to use this command: android.permission.SEND_SMS`,
+	} {
+		fakeTools(t, map[string]string{"termux-sms-send": "cat >/dev/null\nprintf '" + notice + "\\n'\n"})
+		_, err := New(Config{}).Execute(context.Background(), agent.Job{Send: proto.Send{ID: "j", To: "+15551234567", Message: "hi"}})
+		var te *agent.ToolError
+		if !errors.As(err, &te) || te.Kind != "permission" {
+			t.Fatalf("notice %q: got %v, want a permission ToolError", notice, err)
+		}
+	}
+}
 
 // gone reports whether the process pid no longer exists (or is a zombie
 // no one waits for).

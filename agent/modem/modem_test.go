@@ -1,0 +1,87 @@
+package modem
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/simrelay/simrelay/agent"
+	proto "github.com/simrelay/simrelay/android-protocol"
+)
+
+// These tests run the transport against a fake mmcli: a shell script the
+// test writes into a directory put first in PATH (so they cannot run in
+// parallel). It logs its arguments to $FAKE_DIR/log, one call a line.
+
+const smsPath = "/org/freedesktop/ModemManager1/SMS/"
+
+func fakeMMCLI(t *testing.T, body string) string {
+	t.Helper()
+	dir := t.TempDir()
+	script := "#!/bin/sh\nprintf '%s\\n' \"$*\" >> \"$FAKE_DIR/log\"\n" + body
+	if err := os.WriteFile(filepath.Join(dir, "mmcli"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("FAKE_DIR", dir)
+	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	return dir
+}
+
+func calls(dir string) string {
+	b, _ := os.ReadFile(filepath.Join(dir, "log"))
+	return string(b)
+}
+
+// smsJSON is an SMS object as mmcli -s PATH -J prints it: on one line.
+func smsJSON(n int, pduType, state, delivery, text string) string {
+	return fmt.Sprintf(`{"sms":{"content":{"data":"--","number":"+15557654321","text":%q},"dbus-path":"%s%d","properties":{"class":"--","delivery-report":"--","delivery-state":%q,"discharge-timestamp":"--","message-reference":"12","pdu-type":%q,"service-category":"--","smsc":"+491710760000","state":%q,"storage":"me","teleservice-id":"--","timestamp":"2026-11-22T10:05:00+01:00","validity":"--"}}}`,
+		text, smsPath, n, delivery, pduType, state)
+}
+
+type memSink struct{ took []agent.Received }
+
+func (s *memSink) Take(msgs []agent.Received, _, _ string) error {
+	s.took = append(s.took, msgs...)
+	return nil
+}
+func (s *memSink) Mark(string) (string, error)          { return "", nil }
+func (s *memSink) Deliver(string, agent.Delivery) error { return nil }
+
+// A text is data: a sent SMS that says "not authorized" gets its delivery
+// report, and a received one that says "permission denied" is forwarded,
+// rather than mmcli's JSON of them being taken for a refused permission
+// (which left the job sent for good, the message on the modem for good).
+func TestTextsAboutPermissionsAreData(t *testing.T) {
+	dir := fakeMMCLI(t, `case "$*" in
+"-s `+smsPath+`20 -J") cat <<'EOF'
+`+smsJSON(20, "submit", "sent", "completed-received", "Your payment was not authorized. Missing permission? Call us.")+`
+EOF
+;;
+"-m any --messaging-list-sms -J") echo '{"modem.messaging.sms":["`+smsPath+`5"]}';;
+"-s `+smsPath+`5 -J") cat <<'EOF'
+`+smsJSON(5, "deliver", "received", "--", "Permission denied: not authorized")+`
+EOF
+;;
+"-m any --messaging-delete-sms="*) echo "successfully deleted SMS from modem";;
+*) echo "error: unexpected arguments: $*" >&2; exit 1;;
+esac
+`)
+	tr := New(Config{})
+	d, err := tr.Delivery(context.Background(), smsPath+"20")
+	if err != nil || !d.Final || d.Status != proto.StatusDelivered {
+		t.Fatalf("delivery: got %+v, %v; want delivered", d, err)
+	}
+	if !strings.Contains(calls(dir), "--messaging-delete-sms="+smsPath+"20\n") {
+		t.Fatalf("the delivered SMS was not deleted from the modem; calls:\n%s", calls(dir))
+	}
+	sink := &memSink{}
+	if err := tr.poll(context.Background(), sink); err != nil {
+		t.Fatalf("poll: %v", err)
+	}
+	if len(sink.took) != 1 || sink.took[0].Text != "Permission denied: not authorized" {
+		t.Fatalf("took %+v; want the received message", sink.took)
+	}
+}
