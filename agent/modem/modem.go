@@ -174,8 +174,12 @@ func quote(s string) (string, bool) {
 }
 
 // Execute creates the SMS with a delivery report requested, journals its
-// path, and sends it.
+// path, and sends it. A number that is not E.164 (as the server sends it)
+// is refused (invalid_job) before mmcli is run.
 func (t *Transport) Execute(ctx context.Context, job agent.Job) (agent.Outcome, error) {
+	if !e164(job.To) {
+		return agent.Outcome{Status: proto.StatusFailed, Error: "invalid_job"}, nil
+	}
 	text, ok := quote(job.Message)
 	number, ok2 := quote(job.To)
 	if !ok || !ok2 {

@@ -85,3 +85,19 @@ esac
 		t.Fatalf("took %+v; want the received message", sink.took)
 	}
 }
+
+// mmcli reads the number inside its key=value list: one that is not E.164
+// (as the server sends it) is refused before mmcli is run.
+func TestSendRefusesANumberThatIsNotE164(t *testing.T) {
+	dir := fakeMMCLI(t, `echo "Successfully created new SMS: `+smsPath+`20"
+`)
+	for _, to := range []string{"+15551234567,text=x", "+1555 123 4567", "-h", "15551234567", "+1555123456a"} {
+		out, err := New(Config{}).Execute(context.Background(), agent.Job{Send: proto.Send{ID: "j", To: to, Message: "hi"}, Remember: func(string) error { return nil }})
+		if err != nil || out.Status != proto.StatusFailed || out.Error != "invalid_job" {
+			t.Errorf("to %q: got %+v, %v; want failed invalid_job", to, out, err)
+		}
+	}
+	if c := calls(dir); c != "" {
+		t.Fatalf("mmcli was run:\n%s", c)
+	}
+}

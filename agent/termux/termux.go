@@ -209,7 +209,14 @@ func slotIndex(slot string) string {
 }
 
 // Execute runs termux-sms-send -n NUMBER -s SLOT with the text on stdin.
+// The number must be E.164 (as the server sends it): termux-sms-send reads
+// commas in -n's value as a list of recipients and splits it at spaces
+// into further arguments of the command it runs, so anything else is
+// refused (invalid_job) without running it.
 func (t *Transport) Execute(ctx context.Context, job agent.Job) (agent.Outcome, error) {
+	if !e164(job.To) {
+		return agent.Outcome{Status: proto.StatusFailed, Error: "invalid_job"}, nil
+	}
 	if _, err := send.Run(ctx, job.Message, "-n", job.To, "-s", slotIndex(job.SIMSlot)); err != nil {
 		return agent.Outcome{}, err
 	}
@@ -258,6 +265,15 @@ func (t *Transport) Recover(ctx context.Context, job agent.Job) (agent.Outcome, 
 		return agent.Outcome{Status: proto.StatusSent}, true
 	}
 	return agent.Outcome{}, false
+}
+
+// e164 is a number as the server sends it: +, then 8 to 15 digits, the
+// first not 0.
+func e164(n string) bool {
+	if len(n) < 9 || len(n) > 16 || n[0] != '+' || n[1] == '0' {
+		return false
+	}
+	return digits(n[1:]) == n[1:]
 }
 
 func digits(s string) string {

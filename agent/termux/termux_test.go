@@ -94,6 +94,29 @@ func TestPermissionNoticeFailsTheSend(t *testing.T) {
 	}
 }
 
+// termux-sms-send puts -n's value into an unquoted command line and reads
+// commas as a list of recipients: a number that is not E.164 never reaches
+// it.
+func TestSendRefusesANumberThatIsNotE164(t *testing.T) {
+	dir := fakeTools(t, map[string]string{"termux-sms-send": "cat >/dev/null\nprintf '%s ' \"$@\" >> \"$FAKE_DIR/calls\"\n"})
+	for _, to := range []string{"+15551234567,+15557654321", "+1555 123 4567", "+15551234567 --es x y", "-h", "+1555123456a", "15551234567", "+0155512345"} {
+		out, err := New(Config{}).Execute(context.Background(), agent.Job{Send: proto.Send{ID: "j", To: to, Message: "hi"}})
+		if err != nil || out.Status != proto.StatusFailed || out.Error != "invalid_job" {
+			t.Errorf("to %q: got %+v, %v; want failed invalid_job", to, out, err)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "calls")); err == nil {
+		t.Fatalf("termux-sms-send was run: %s", b)
+	}
+	out, err := New(Config{}).Execute(context.Background(), agent.Job{Send: proto.Send{ID: "j", To: "+15551234567", Message: "hi", SIMSlot: proto.SIM2}})
+	if err != nil || out.Status != proto.StatusSent {
+		t.Fatalf("a valid number: got %+v, %v", out, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "calls")); string(b) != "-n +15551234567 -s 1 " {
+		t.Fatalf("termux-sms-send arguments: %q", b)
+	}
+}
+
 // gone reports whether the process pid no longer exists (or is a zombie
 // no one waits for).
 func gone(pid int) bool {
