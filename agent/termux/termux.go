@@ -247,15 +247,18 @@ func (t *Transport) read(ctx context.Context, box string, offset int) ([]message
 
 // Recover looks for the job in the sent box: Android records every SMS an
 // app sent there, so a match (same number, same text, written after the
-// job was dispatched) proves it went out.
+// job was dispatched) proves it went out. Termux:API trims the text it
+// reads (Java's String.trim: every character up to U+0020 at either end)
+// before it sends it, so the sent box holds the text trimmed.
 func (t *Transport) Recover(ctx context.Context, job agent.Job) (agent.Outcome, bool) {
 	msgs, err := t.read(ctx, "sent", 0)
 	if err != nil {
 		t.cfg.Logger.Warn("cannot read the sent box to recover a job", "id", job.ID, "err", err)
 		return agent.Outcome{}, false
 	}
+	text := strings.TrimFunc(job.Message, func(r rune) bool { return r <= ' ' })
 	for _, m := range msgs {
-		if m.Body != job.Message || digits(m.Number) != digits(job.To) {
+		if m.Body != text || digits(m.Number) != digits(job.To) {
 			continue
 		}
 		at, err := time.ParseInLocation(time.DateTime, m.Received, time.Local)

@@ -216,3 +216,32 @@ func TestEndlessOutputIsCut(t *testing.T) {
 		t.Fatalf("poll: got %v, want an error saying the output was too big", err)
 	}
 }
+
+// Termux:API trims the text it sends, and Android's sent box holds it
+// trimmed: a job whose text ends with a newline is still found there after
+// a crash, and reported sent rather than outcome_unknown.
+func TestRecoverFindsATrimmedText(t *testing.T) {
+	fakeTools(t, map[string]string{"termux-sms-list": `cat <<EOF
+[
+  {
+    "threadid": 3,
+    "type": "sent",
+    "read": true,
+    "number": "+15551234567",
+    "received": "$(date '+%Y-%m-%d %H:%M:%S')",
+    "body": "See you at 10:00",
+    "_id": 9
+  }
+]
+EOF
+`})
+	job := agent.Job{Send: proto.Send{ID: "j", To: "+15551234567", Message: "\tSee you at 10:00\n\n"}, DispatchedAt: time.Now()}
+	out, known := New(Config{}).Recover(context.Background(), job)
+	if !known || out.Status != proto.StatusSent {
+		t.Fatalf("got %+v, known %v; want sent", out, known)
+	}
+	job.Message = "See you at 10:30\n"
+	if out, known := New(Config{}).Recover(context.Background(), job); known {
+		t.Fatalf("another text: got %+v, want unknown", out)
+	}
+}
