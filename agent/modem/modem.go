@@ -175,14 +175,18 @@ func quote(s string) (string, bool) {
 
 // Execute creates the SMS with a delivery report requested, journals its
 // path, and sends it. A number that is not E.164 (as the server sends it)
-// is refused (invalid_job) before mmcli is run.
+// is refused (invalid_job) before mmcli is run, and so is a text holding
+// Ctrl-Z or ESC (text_not_supported): on a modem in text mode
+// ModemManager writes the text raw after AT+CMGS and ends it with Ctrl-Z,
+// so a Ctrl-Z inside it would end the SMS there and hand the rest to the
+// modem as AT commands, and an ESC would cancel the send.
 func (t *Transport) Execute(ctx context.Context, job agent.Job) (agent.Outcome, error) {
 	if !e164(job.To) {
 		return agent.Outcome{Status: proto.StatusFailed, Error: "invalid_job"}, nil
 	}
 	text, ok := quote(job.Message)
 	number, ok2 := quote(job.To)
-	if !ok || !ok2 {
+	if !ok || !ok2 || strings.ContainsAny(job.Message, "\x1a\x1b") {
 		return agent.Outcome{Status: proto.StatusFailed, Error: "text_not_supported"}, nil
 	}
 	props := "number=" + number + ",text=" + text + ",delivery-report-request=yes"

@@ -101,3 +101,20 @@ func TestSendRefusesANumberThatIsNotE164(t *testing.T) {
 		t.Fatalf("mmcli was run:\n%s", c)
 	}
 }
+
+// On a modem in text mode ModemManager ends the text with Ctrl-Z and the
+// modem reads what follows as commands: a text holding Ctrl-Z (or ESC,
+// which cancels) is refused before mmcli is run.
+func TestSendRefusesCtrlZAndESC(t *testing.T) {
+	dir := fakeMMCLI(t, `echo "Successfully created new SMS: `+smsPath+`20"
+`)
+	for _, text := range []string{"hi\x1aAT+CMGD=1,4\r", "hi\x1b", "\x1a"} {
+		out, err := New(Config{}).Execute(context.Background(), agent.Job{Send: proto.Send{ID: "j", To: "+15551234567", Message: text}, Remember: func(string) error { return nil }})
+		if err != nil || out.Status != proto.StatusFailed || out.Error != "text_not_supported" {
+			t.Errorf("text %q: got %+v, %v; want failed text_not_supported", text, out, err)
+		}
+	}
+	if c := calls(dir); c != "" {
+		t.Fatalf("mmcli was run:\n%s", c)
+	}
+}
