@@ -245,3 +245,20 @@ EOF
 		t.Fatalf("another text: got %+v, want unknown", out)
 	}
 }
+
+// A tool that exits with status 0 while something it started still holds
+// its output (the `am` that termux-api starts, slow to finish) succeeded:
+// the agent stops waiting for that output after a while and reports the
+// send sent, not failed.
+func TestSendWhoseHelperLingersIsSent(t *testing.T) {
+	dir := fakeTools(t, map[string]string{"termux-sms-send": `cat >/dev/null
+sleep 1000 &
+echo $! > "$FAKE_DIR/child"
+exit 0
+`})
+	t.Cleanup(func() { killLeft(t, filepath.Join(dir, "child")) })
+	out, err := New(Config{}).Execute(context.Background(), agent.Job{Send: proto.Send{ID: "j", To: "+15551234567", Message: "hi"}})
+	if err != nil || out.Status != proto.StatusSent {
+		t.Fatalf("got %+v, %v; want sent", out, err)
+	}
+}
