@@ -118,3 +118,22 @@ func TestSendRefusesCtrlZAndESC(t *testing.T) {
 		t.Fatalf("mmcli was run:\n%s", c)
 	}
 }
+
+// A sent SMS that ModemManager no longer has (it renumbers its objects
+// when it restarts) has no report to read: it is asked about once, not at
+// every poll with a warning for 72 hours.
+func TestDeliveryOfAnSMSModemManagerLost(t *testing.T) {
+	dir := fakeMMCLI(t, `echo "error: couldn't find SMS at '$2': not found in any modem" >&2
+exit 1
+`)
+	tr := New(Config{})
+	for i := 0; i < 3; i++ {
+		d, err := tr.Delivery(context.Background(), smsPath+"20")
+		if err != nil || d.Final {
+			t.Fatalf("poll %d: got %+v, %v; want no report and no error", i, d, err)
+		}
+	}
+	if n := strings.Count(calls(dir), "\n"); n != 1 {
+		t.Fatalf("mmcli was asked %d times:\n%s", n, calls(dir))
+	}
+}
