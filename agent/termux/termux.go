@@ -326,6 +326,7 @@ func (t *Transport) poll(ctx context.Context, sink agent.Sink) error {
 	mark, _ := strconv.ParseInt(markText, 10, 64)
 	var fresh []message
 	newest := mark
+	complete := false // the walk met the mark or the inbox's end
 	for page := 0; page < maxPages; page++ {
 		msgs, err := t.read(ctx, "inbox", page*t.cfg.PageSize)
 		if err != nil {
@@ -344,8 +345,19 @@ func (t *Transport) poll(ctx context.Context, sink agent.Sink) error {
 			fresh = append(fresh, m)
 		}
 		if first || older || len(msgs) < t.cfg.PageSize {
+			complete = true
 			break
 		}
+	}
+	if !complete {
+		// The mark moves past what was not read: say so, rather than lose
+		// those messages without a word.
+		oldest := newest
+		for _, m := range fresh {
+			oldest = min(oldest, m.ID)
+		}
+		t.cfg.Logger.Warn("more new messages in the inbox than one poll reads: the older ones are not forwarded",
+			"read", len(fresh), "max", maxPages*t.cfg.PageSize, "not_forwarded_ids_above", mark, "not_forwarded_ids_below", oldest)
 	}
 	if first {
 		t.cfg.Logger.Info("first start: messages already in the inbox are not forwarded", "newest_id", newest)

@@ -1,8 +1,10 @@
 package termux
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -260,5 +262,30 @@ exit 0
 	out, err := New(Config{}).Execute(context.Background(), agent.Job{Send: proto.Send{ID: "j", To: "+15551234567", Message: "hi"}})
 	if err != nil || out.Status != proto.StatusSent {
 		t.Fatalf("got %+v, %v; want sent", out, err)
+	}
+}
+
+// One poll reads at most 20 pages: when the mark is further back than
+// that, the messages in between are not forwarded, and the log says so.
+func TestTooManyNewMessagesAreLogged(t *testing.T) {
+	fakeTools(t, map[string]string{"termux-sms-list": `off=0
+while [ $# -gt 0 ]; do
+  case "$1" in -o) off=$2; shift;; esac
+  shift
+done
+a=$((1000 - off)); b=$((a - 1))
+printf '[{"_id":%d,"number":"+15557654321","received":"2026-11-22 10:05:00","body":"m%d"},{"_id":%d,"number":"+15557654321","received":"2026-11-22 10:05:00","body":"m%d"}]\n' $a $a $b $b
+`})
+	var log bytes.Buffer
+	tr := New(Config{PageSize: 2, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	sink := &memSink{marks: map[string]string{markKey: "5"}}
+	if err := tr.poll(context.Background(), sink); err != nil {
+		t.Fatalf("poll: %v", err)
+	}
+	if len(sink.took) != 2*maxPages || sink.marks[markKey] != "1000" {
+		t.Fatalf("took %d messages, mark %q; want %d and 1000", len(sink.took), sink.marks[markKey], 2*maxPages)
+	}
+	if !strings.Contains(log.String(), "the older ones are not forwarded") || !strings.Contains(log.String(), "not_forwarded_ids_below=961") {
+		t.Fatalf("log:\n%s\nwant a warning that messages above 5 and below 961 were not forwarded", log.String())
 	}
 }
