@@ -209,7 +209,12 @@ func slotIndex(slot string) string {
 }
 
 // Execute runs termux-sms-send -n NUMBER -s SLOT with the text on stdin.
-// The number must be E.164 (as the server sends it): termux-sms-send reads
+// -s is given only for SIMs named in Config.SIMs: the one SIM
+// termux-telephony-deviceinfo describes is Android's default, whatever its
+// slot, and termux-sms-send drops a message without a word (exit status 0,
+// no output) when the slot it is given holds no SIM, as slot 0 does on a
+// dual-SIM phone with its only SIM in the second tray. The number must be
+// E.164 (as the server sends it): termux-sms-send reads
 // commas in -n's value as a list of recipients and splits it at spaces
 // into further arguments of the command it runs, so anything else is
 // refused (invalid_job) without running it.
@@ -217,7 +222,11 @@ func (t *Transport) Execute(ctx context.Context, job agent.Job) (agent.Outcome, 
 	if !e164(job.To) {
 		return agent.Outcome{Status: proto.StatusFailed, Error: "invalid_job"}, nil
 	}
-	if _, err := send.Run(ctx, job.Message, "-n", job.To, "-s", slotIndex(job.SIMSlot)); err != nil {
+	args := []string{"-n", job.To}
+	if t.cfg.SIMs != nil {
+		args = append(args, "-s", slotIndex(job.SIMSlot))
+	}
+	if _, err := send.Run(ctx, job.Message, args...); err != nil {
 		return agent.Outcome{}, err
 	}
 	// Android reports nothing more to Termux: handed over is "sent".

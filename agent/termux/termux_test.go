@@ -110,12 +110,35 @@ func TestSendRefusesANumberThatIsNotE164(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(dir, "calls")); err == nil {
 		t.Fatalf("termux-sms-send was run: %s", b)
 	}
-	out, err := New(Config{}).Execute(context.Background(), agent.Job{Send: proto.Send{ID: "j", To: "+15551234567", Message: "hi", SIMSlot: proto.SIM2}})
+	out, err := New(Config{}).Execute(context.Background(), agent.Job{Send: proto.Send{ID: "j", To: "+15551234567", Message: "hi", SIMSlot: proto.SIM1}})
 	if err != nil || out.Status != proto.StatusSent {
 		t.Fatalf("a valid number: got %+v, %v", out, err)
 	}
-	if b, _ := os.ReadFile(filepath.Join(dir, "calls")); string(b) != "-n +15551234567 -s 1 " {
+	if b, _ := os.ReadFile(filepath.Join(dir, "calls")); string(b) != "-n +15551234567 " {
 		t.Fatalf("termux-sms-send arguments: %q", b)
+	}
+}
+
+// termux-sms-send drops a message without a word when its -s names a slot
+// without a SIM: the SIM termux-telephony-deviceinfo found is Android's
+// default, whatever its slot, and is sent from without -s; the slots named
+// with --sims are given.
+func TestSendGivesTheSlotOnlyForNamedSIMs(t *testing.T) {
+	dir := fakeTools(t, map[string]string{"termux-sms-send": "cat >/dev/null\nprintf '%s ' \"$@\" >> \"$FAKE_DIR/calls\"\necho >> \"$FAKE_DIR/calls\"\n"})
+	job := agent.Job{Send: proto.Send{ID: "j", To: "+15551234567", Message: "hi", SIMSlot: proto.SIM1}}
+	named := New(Config{SIMs: []proto.SIM{{Slot: proto.SIM1}, {Slot: proto.SIM2}}})
+	for _, tr := range []*Transport{New(Config{}), named} {
+		if out, err := tr.Execute(context.Background(), job); err != nil || out.Status != proto.StatusSent {
+			t.Fatalf("got %+v, %v", out, err)
+		}
+	}
+	job.SIMSlot = proto.SIM2
+	if out, err := named.Execute(context.Background(), job); err != nil || out.Status != proto.StatusSent {
+		t.Fatalf("got %+v, %v", out, err)
+	}
+	want := "-n +15551234567 \n-n +15551234567 -s 0 \n-n +15551234567 -s 1 \n"
+	if b, _ := os.ReadFile(filepath.Join(dir, "calls")); string(b) != want {
+		t.Fatalf("termux-sms-send arguments:\n%s\nwant:\n%s", b, want)
 	}
 }
 
