@@ -26,6 +26,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/simrelay/simrelay/agent"
@@ -51,7 +52,12 @@ type Config struct {
 }
 
 // Transport drives ModemManager.
-type Transport struct{ cfg Config }
+type Transport struct {
+	cfg Config
+
+	mu   sync.Mutex
+	gone map[string]bool // sent SMS objects ModemManager no longer has
+}
 
 // New returns the transport.
 func New(cfg Config) *Transport {
@@ -64,7 +70,7 @@ func New(cfg Config) *Transport {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Transport{cfg: cfg}
+	return &Transport{cfg: cfg, gone: map[string]bool{}}
 }
 
 func (t *Transport) Name() string { return "modem" }
@@ -174,11 +180,19 @@ func quote(s string) (string, bool) {
 }
 
 // Execute creates the SMS with a delivery report requested, journals its
-// path, and sends it.
+// path, and sends it. A number that is not E.164 (as the server sends it)
+// is refused (invalid_job) before mmcli is run, and so is a text holding
+// Ctrl-Z or ESC (text_not_supported): on a modem in text mode
+// ModemManager writes the text raw after AT+CMGS and ends it with Ctrl-Z,
+// so a Ctrl-Z inside it would end the SMS there and hand the rest to the
+// modem as AT commands, and an ESC would cancel the send.
 func (t *Transport) Execute(ctx context.Context, job agent.Job) (agent.Outcome, error) {
+	if !e164(job.To) {
+		return agent.Outcome{Status: proto.StatusFailed, Error: "invalid_job"}, nil
+	}
 	text, ok := quote(job.Message)
 	number, ok2 := quote(job.To)
-	if !ok || !ok2 {
+	if !ok || !ok2 || strings.ContainsAny(job.Message, "\x1a\x1b") {
 		return agent.Outcome{Status: proto.StatusFailed, Error: "text_not_supported"}, nil
 	}
 	props := "number=" + number + ",text=" + text + ",delivery-report-request=yes"
@@ -260,9 +274,28 @@ func (t *Transport) Recover(ctx context.Context, job agent.Job) (agent.Outcome, 
 // names it after the status report's TP-Status: "completed-*" is
 // delivered, "temporary-*" still trying, anything else failed. A final
 // state frees the modem's storage.
+//
+// ModemManager renumbers its SMS objects when it restarts (a modem reset
+// on USB restarts it too), and a sent one that was never stored is gone:
+// its report can no longer be read. Such an SMS is not asked about again
+// (its job stays sent), rather than a failing mmcli call and a warning for
+// each one at every poll for the 72 hours the agent waits.
 func (t *Transport) Delivery(ctx context.Context, ref string) (agent.Delivery, error) {
+	t.mu.Lock()
+	gone := t.gone[ref]
+	t.mu.Unlock()
+	if gone {
+		return agent.Delivery{}, nil
+	}
 	info, err := t.sms(ctx, ref)
 	if err != nil {
+		if notFound(err) {
+			t.mu.Lock()
+			t.gone[ref] = true
+			t.mu.Unlock()
+			t.cfg.Logger.Info("the modem no longer has a sent SMS (ModemManager restarted); its delivery report cannot be read, and the job stays sent", "path", ref)
+			return agent.Delivery{}, nil
+		}
 		return agent.Delivery{}, err
 	}
 	ds := info.SMS.Properties.DeliveryState
@@ -346,11 +379,17 @@ func (t *Transport) poll(ctx context.Context, sink agent.Sink) error {
 func (t *Transport) Acknowledge(ctx context.Context, msg agent.Received) error {
 	for _, p := range msg.Ref {
 		if _, err := mmcli.Run(ctx, "", "-m", t.cfg.Modem, "--messaging-delete-sms="+p); err != nil {
-			if strings.Contains(err.Error(), "couldn't find") || strings.Contains(err.Error(), "not found") {
+			if notFound(err) {
 				continue // already gone
 			}
 			return err
 		}
 	}
 	return nil
+}
+
+// notFound reports mmcli's answer for an SMS object ModemManager does not
+// have.
+func notFound(err error) bool {
+	return strings.Contains(err.Error(), "couldn't find") || strings.Contains(err.Error(), "not found")
 }

@@ -39,6 +39,11 @@ const (
 	maxPages = 20
 	// markKey is the journal's high-water mark of the inbox (provider _id).
 	markKey = "termux.inbox.last_id"
+	// queryTimeout bounds a tool that only reads (the inbox, the battery,
+	// the SIM): each answers within a second or two, and one that hangs (the
+	// Termux:API app stopped by Android) must not hold the inbox poll or a
+	// hello for long. termux-sms-send keeps the agent's send timeout.
+	queryTimeout = 30 * time.Second
 )
 
 var (
@@ -47,13 +52,16 @@ var (
 		Grant:   "allow the SMS and Phone permissions of the Termux:API app (Android Settings > Apps > Termux:API > Permissions)"}
 	list = agent.Tool{Name: "termux-sms-list",
 		Install: send.Install,
-		Grant:   "allow the SMS permission of the Termux:API app (Android Settings > Apps > Termux:API > Permissions)"}
+		Grant:   "allow the SMS permission of the Termux:API app (Android Settings > Apps > Termux:API > Permissions)",
+		Timeout: queryTimeout}
 	battery = agent.Tool{Name: "termux-battery-status",
 		Install: send.Install,
-		Grant:   "check that the Termux:API app is installed and may run in the background"}
+		Grant:   "check that the Termux:API app is installed and may run in the background",
+		Timeout: queryTimeout}
 	deviceinfo = agent.Tool{Name: "termux-telephony-deviceinfo",
 		Install: send.Install,
-		Grant:   "allow the Phone permission of the Termux:API app, or name the SIMs with --sims"}
+		Grant:   "allow the Phone permission of the Termux:API app, or name the SIMs with --sims",
+		Timeout: queryTimeout}
 )
 
 // Config configures the transport.
@@ -201,8 +209,24 @@ func slotIndex(slot string) string {
 }
 
 // Execute runs termux-sms-send -n NUMBER -s SLOT with the text on stdin.
+// -s is given only for SIMs named in Config.SIMs: the one SIM
+// termux-telephony-deviceinfo describes is Android's default, whatever its
+// slot, and termux-sms-send drops a message without a word (exit status 0,
+// no output) when the slot it is given holds no SIM, as slot 0 does on a
+// dual-SIM phone with its only SIM in the second tray. The number must be
+// E.164 (as the server sends it): termux-sms-send reads
+// commas in -n's value as a list of recipients and splits it at spaces
+// into further arguments of the command it runs, so anything else is
+// refused (invalid_job) without running it.
 func (t *Transport) Execute(ctx context.Context, job agent.Job) (agent.Outcome, error) {
-	if _, err := send.Run(ctx, job.Message, "-n", job.To, "-s", slotIndex(job.SIMSlot)); err != nil {
+	if !e164(job.To) {
+		return agent.Outcome{Status: proto.StatusFailed, Error: "invalid_job"}, nil
+	}
+	args := []string{"-n", job.To}
+	if t.cfg.SIMs != nil {
+		args = append(args, "-s", slotIndex(job.SIMSlot))
+	}
+	if _, err := send.Run(ctx, job.Message, args...); err != nil {
 		return agent.Outcome{}, err
 	}
 	// Android reports nothing more to Termux: handed over is "sent".
@@ -232,15 +256,18 @@ func (t *Transport) read(ctx context.Context, box string, offset int) ([]message
 
 // Recover looks for the job in the sent box: Android records every SMS an
 // app sent there, so a match (same number, same text, written after the
-// job was dispatched) proves it went out.
+// job was dispatched) proves it went out. Termux:API trims the text it
+// reads (Java's String.trim: every character up to U+0020 at either end)
+// before it sends it, so the sent box holds the text trimmed.
 func (t *Transport) Recover(ctx context.Context, job agent.Job) (agent.Outcome, bool) {
 	msgs, err := t.read(ctx, "sent", 0)
 	if err != nil {
 		t.cfg.Logger.Warn("cannot read the sent box to recover a job", "id", job.ID, "err", err)
 		return agent.Outcome{}, false
 	}
+	text := strings.TrimFunc(job.Message, func(r rune) bool { return r <= ' ' })
 	for _, m := range msgs {
-		if m.Body != job.Message || digits(m.Number) != digits(job.To) {
+		if m.Body != text || digits(m.Number) != digits(job.To) {
 			continue
 		}
 		at, err := time.ParseInLocation(time.DateTime, m.Received, time.Local)
@@ -250,6 +277,15 @@ func (t *Transport) Recover(ctx context.Context, job agent.Job) (agent.Outcome, 
 		return agent.Outcome{Status: proto.StatusSent}, true
 	}
 	return agent.Outcome{}, false
+}
+
+// e164 is a number as the server sends it: +, then 8 to 15 digits, the
+// first not 0.
+func e164(n string) bool {
+	if len(n) < 9 || len(n) > 16 || n[0] != '+' || n[1] == '0' {
+		return false
+	}
+	return digits(n[1:]) == n[1:]
 }
 
 func digits(s string) string {
@@ -299,6 +335,7 @@ func (t *Transport) poll(ctx context.Context, sink agent.Sink) error {
 	mark, _ := strconv.ParseInt(markText, 10, 64)
 	var fresh []message
 	newest := mark
+	complete := false // the walk met the mark or the inbox's end
 	for page := 0; page < maxPages; page++ {
 		msgs, err := t.read(ctx, "inbox", page*t.cfg.PageSize)
 		if err != nil {
@@ -317,8 +354,19 @@ func (t *Transport) poll(ctx context.Context, sink agent.Sink) error {
 			fresh = append(fresh, m)
 		}
 		if first || older || len(msgs) < t.cfg.PageSize {
+			complete = true
 			break
 		}
+	}
+	if !complete {
+		// The mark moves past what was not read: say so, rather than lose
+		// those messages without a word.
+		oldest := newest
+		for _, m := range fresh {
+			oldest = min(oldest, m.ID)
+		}
+		t.cfg.Logger.Warn("more new messages in the inbox than one poll reads: the older ones are not forwarded",
+			"read", len(fresh), "max", maxPages*t.cfg.PageSize, "not_forwarded_ids_above", mark, "not_forwarded_ids_below", oldest)
 	}
 	if first {
 		t.cfg.Logger.Info("first start: messages already in the inbox are not forwarded", "newest_id", newest)

@@ -3,7 +3,10 @@ package whatsapp
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -12,6 +15,7 @@ import (
 	"go.mau.fi/whatsmeow/proto/waE2E"
 	"go.mau.fi/whatsmeow/store/sqlstore"
 	"go.mau.fi/whatsmeow/types"
+	gproto "google.golang.org/protobuf/proto"
 
 	// The pure-Go SQLite driver, registered as "sqlite": the agent is
 	// cross-compiled without cgo.
@@ -61,7 +65,89 @@ func (r adapter) IsOnWhatsApp(ctx context.Context, phones []string) ([]types.IsO
 	return r.c.IsOnWhatsApp(ctx, phones)
 }
 func (r adapter) Download(ctx context.Context, msg whatsmeow.DownloadableMessage) ([]byte, error) {
-	return r.c.Download(ctx, msg)
+	return r.c.Download(ctx, withoutURL(msg))
+}
+
+// withoutURL returns a copy of a received media message without its URL,
+// so whatsmeow fetches the file by its direct path from WhatsApp's own
+// media hosts. The URL is whatever the sender put in the message, and
+// whatsmeow fetches any URL it is given: a host on the agent's own
+// network, or one that never stops sending.
+func withoutURL(msg whatsmeow.DownloadableMessage) whatsmeow.DownloadableMessage {
+	pm, ok := msg.(gproto.Message)
+	if !ok {
+		return msg
+	}
+	c := gproto.Clone(pm)
+	r := c.ProtoReflect()
+	if fd := r.Descriptor().Fields().ByName("URL"); fd != nil {
+		r.Clear(fd)
+	}
+	if d, ok := c.(whatsmeow.DownloadableMessage); ok {
+		return d
+	}
+	return msg
+}
+
+// mediaLimitKey is the context key of the most bytes a media download may
+// read (withMediaLimit).
+type mediaLimitKey struct{}
+
+// errMediaTooBig is a media download cut at its limit.
+var errMediaTooBig = errors.New("the media file is bigger than the agent takes")
+
+// withMediaLimit bounds the media downloads made with ctx to n bytes of
+// response body: whatsmeow reads a whole file into memory, and the size a
+// message announces is the sender's word.
+func withMediaLimit(ctx context.Context, n int64) context.Context {
+	return context.WithValue(ctx, mediaLimitKey{}, n)
+}
+
+// limitedTransport cuts each response body at the limit its request's
+// context carries (withMediaLimit); without one the body is left whole.
+type limitedTransport struct{ base http.RoundTripper }
+
+func (l limitedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := l.base.RoundTrip(req)
+	if err != nil {
+		return resp, err
+	}
+	if n, ok := req.Context().Value(mediaLimitKey{}).(int64); ok {
+		b := &limitedBody{ReadCloser: resp.Body, left: n}
+		if resp.ContentLength > n {
+			b.left = -1 // said too big: nothing is read
+		}
+		resp.Body = b
+	}
+	return resp, nil
+}
+
+// limitedBody reads at most left bytes and fails once the body proves
+// longer.
+type limitedBody struct {
+	io.ReadCloser
+	left int64
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.left < 0 {
+		return 0, errMediaTooBig
+	}
+	if b.left == 0 {
+		var one [1]byte
+		n, err := b.ReadCloser.Read(one[:])
+		if n > 0 {
+			b.left = -1
+			return 0, errMediaTooBig
+		}
+		return 0, err
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	return n, err
 }
 func (r adapter) Upload(ctx context.Context, data []byte, kind whatsmeow.MediaType) (whatsmeow.UploadResponse, error) {
 	return r.c.Upload(ctx, data, kind)
@@ -120,6 +206,9 @@ func (s *Session) NewClient(ctx context.Context) (Client, *whatsmeow.Client, err
 		return nil, nil, fmt.Errorf("whatsapp session: %w", err)
 	}
 	c := whatsmeow.NewClient(dev, nil)
+	// Media downloads are bounded (withMediaLimit); the rest is
+	// whatsmeow's own transport.
+	c.SetMediaHTTPClient(&http.Client{Transport: limitedTransport{base: http.DefaultTransport.(*http.Transport).Clone()}})
 	// whatsmeow reconnects by itself after a drop (events.Disconnected).
 	c.EnableAutoReconnect = true
 	// A message is acknowledged to WhatsApp only once the handler

@@ -464,7 +464,9 @@ func (t *Transport) files(ctx context.Context, m *waE2E.Message, key string) []a
 	}
 	ctx, cancel := context.WithTimeout(ctx, agent.DefaultMediaTimeout)
 	defer cancel()
-	data, err := t.cfg.Client.Download(ctx, d)
+	// The file is encrypted and padded: at most 16 bytes of padding and a
+	// 10-byte MAC over its size.
+	data, err := t.cfg.Client.Download(withMediaLimit(ctx, t.cfg.MaxInboundMedia+32), d)
 	if err != nil {
 		t.log.Warn("whatsapp: received media not downloaded; the text is forwarded without it", "key", key, "err", err)
 		return nil

@@ -1,0 +1,139 @@
+package modem
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/simrelay/simrelay/agent"
+	proto "github.com/simrelay/simrelay/android-protocol"
+)
+
+// These tests run the transport against a fake mmcli: a shell script the
+// test writes into a directory put first in PATH (so they cannot run in
+// parallel). It logs its arguments to $FAKE_DIR/log, one call a line.
+
+const smsPath = "/org/freedesktop/ModemManager1/SMS/"
+
+func fakeMMCLI(t *testing.T, body string) string {
+	t.Helper()
+	dir := t.TempDir()
+	script := "#!/bin/sh\nprintf '%s\\n' \"$*\" >> \"$FAKE_DIR/log\"\n" + body
+	if err := os.WriteFile(filepath.Join(dir, "mmcli"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("FAKE_DIR", dir)
+	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	return dir
+}
+
+func calls(dir string) string {
+	b, _ := os.ReadFile(filepath.Join(dir, "log"))
+	return string(b)
+}
+
+// smsJSON is an SMS object as mmcli -s PATH -J prints it: on one line.
+func smsJSON(n int, pduType, state, delivery, text string) string {
+	return fmt.Sprintf(`{"sms":{"content":{"data":"--","number":"+15557654321","text":%q},"dbus-path":"%s%d","properties":{"class":"--","delivery-report":"--","delivery-state":%q,"discharge-timestamp":"--","message-reference":"12","pdu-type":%q,"service-category":"--","smsc":"+491710760000","state":%q,"storage":"me","teleservice-id":"--","timestamp":"2026-11-22T10:05:00+01:00","validity":"--"}}}`,
+		text, smsPath, n, delivery, pduType, state)
+}
+
+type memSink struct{ took []agent.Received }
+
+func (s *memSink) Take(msgs []agent.Received, _, _ string) error {
+	s.took = append(s.took, msgs...)
+	return nil
+}
+func (s *memSink) Mark(string) (string, error)          { return "", nil }
+func (s *memSink) Deliver(string, agent.Delivery) error { return nil }
+
+// A text is data: a sent SMS that says "not authorized" gets its delivery
+// report, and a received one that says "permission denied" is forwarded,
+// rather than mmcli's JSON of them being taken for a refused permission
+// (which left the job sent for good, the message on the modem for good).
+func TestTextsAboutPermissionsAreData(t *testing.T) {
+	dir := fakeMMCLI(t, `case "$*" in
+"-s `+smsPath+`20 -J") cat <<'EOF'
+`+smsJSON(20, "submit", "sent", "completed-received", "Your payment was not authorized. Missing permission? Call us.")+`
+EOF
+;;
+"-m any --messaging-list-sms -J") echo '{"modem.messaging.sms":["`+smsPath+`5"]}';;
+"-s `+smsPath+`5 -J") cat <<'EOF'
+`+smsJSON(5, "deliver", "received", "--", "Permission denied: not authorized")+`
+EOF
+;;
+"-m any --messaging-delete-sms="*) echo "successfully deleted SMS from modem";;
+*) echo "error: unexpected arguments: $*" >&2; exit 1;;
+esac
+`)
+	tr := New(Config{})
+	d, err := tr.Delivery(context.Background(), smsPath+"20")
+	if err != nil || !d.Final || d.Status != proto.StatusDelivered {
+		t.Fatalf("delivery: got %+v, %v; want delivered", d, err)
+	}
+	if !strings.Contains(calls(dir), "--messaging-delete-sms="+smsPath+"20\n") {
+		t.Fatalf("the delivered SMS was not deleted from the modem; calls:\n%s", calls(dir))
+	}
+	sink := &memSink{}
+	if err := tr.poll(context.Background(), sink); err != nil {
+		t.Fatalf("poll: %v", err)
+	}
+	if len(sink.took) != 1 || sink.took[0].Text != "Permission denied: not authorized" {
+		t.Fatalf("took %+v; want the received message", sink.took)
+	}
+}
+
+// mmcli reads the number inside its key=value list: one that is not E.164
+// (as the server sends it) is refused before mmcli is run.
+func TestSendRefusesANumberThatIsNotE164(t *testing.T) {
+	dir := fakeMMCLI(t, `echo "Successfully created new SMS: `+smsPath+`20"
+`)
+	for _, to := range []string{"+15551234567,text=x", "+1555 123 4567", "-h", "15551234567", "+1555123456a"} {
+		out, err := New(Config{}).Execute(context.Background(), agent.Job{Send: proto.Send{ID: "j", To: to, Message: "hi"}, Remember: func(string) error { return nil }})
+		if err != nil || out.Status != proto.StatusFailed || out.Error != "invalid_job" {
+			t.Errorf("to %q: got %+v, %v; want failed invalid_job", to, out, err)
+		}
+	}
+	if c := calls(dir); c != "" {
+		t.Fatalf("mmcli was run:\n%s", c)
+	}
+}
+
+// On a modem in text mode ModemManager ends the text with Ctrl-Z and the
+// modem reads what follows as commands: a text holding Ctrl-Z (or ESC,
+// which cancels) is refused before mmcli is run.
+func TestSendRefusesCtrlZAndESC(t *testing.T) {
+	dir := fakeMMCLI(t, `echo "Successfully created new SMS: `+smsPath+`20"
+`)
+	for _, text := range []string{"hi\x1aAT+CMGD=1,4\r", "hi\x1b", "\x1a"} {
+		out, err := New(Config{}).Execute(context.Background(), agent.Job{Send: proto.Send{ID: "j", To: "+15551234567", Message: text}, Remember: func(string) error { return nil }})
+		if err != nil || out.Status != proto.StatusFailed || out.Error != "text_not_supported" {
+			t.Errorf("text %q: got %+v, %v; want failed text_not_supported", text, out, err)
+		}
+	}
+	if c := calls(dir); c != "" {
+		t.Fatalf("mmcli was run:\n%s", c)
+	}
+}
+
+// A sent SMS that ModemManager no longer has (it renumbers its objects
+// when it restarts) has no report to read: it is asked about once, not at
+// every poll with a warning for 72 hours.
+func TestDeliveryOfAnSMSModemManagerLost(t *testing.T) {
+	dir := fakeMMCLI(t, `echo "error: couldn't find SMS at '$2': not found in any modem" >&2
+exit 1
+`)
+	tr := New(Config{})
+	for i := 0; i < 3; i++ {
+		d, err := tr.Delivery(context.Background(), smsPath+"20")
+		if err != nil || d.Final {
+			t.Fatalf("poll %d: got %+v, %v; want no report and no error", i, d, err)
+		}
+	}
+	if n := strings.Count(calls(dir), "\n"); n != 1 {
+		t.Fatalf("mmcli was asked %d times:\n%s", n, calls(dir))
+	}
+}
