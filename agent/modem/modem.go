@@ -341,6 +341,7 @@ func (t *Transport) poll(ctx context.Context, sink agent.Sink) error {
 		return fmt.Errorf("mmcli --messaging-list-sms -J printed %.100q: %w", out, err)
 	}
 	var got []agent.Received
+	seen := map[string]int{} // keys of this listing, each with how many SMS had it
 	for _, p := range paths.SMS {
 		info, err := t.sms(ctx, p)
 		if err != nil {
@@ -364,9 +365,17 @@ func (t *Transport) poll(ctx context.Context, sink agent.Sink) error {
 			}
 		}
 		// The object path changes when ModemManager restarts; the content
-		// does not, so the key is made of it.
+		// does not, so the key is made of it. The same text sent twice in
+		// one second (a sender's double tap) is two SMS on the modem: the
+		// second of a listing gets the key #2, the third #3, so that
+		// neither is taken for the first one again.
 		sum := sha256.Sum256([]byte(c.Number + "\x00" + pr.Timestamp + "\x00" + text))
-		got = append(got, agent.Received{Key: "modem-" + hex.EncodeToString(sum[:16]), Channel: proto.ChannelSMS,
+		key := "modem-" + hex.EncodeToString(sum[:16])
+		seen[key]++
+		if n := seen[key]; n > 1 {
+			key += "#" + strconv.Itoa(n)
+		}
+		got = append(got, agent.Received{Key: key, Channel: proto.ChannelSMS,
 			From: c.Number, Text: text, SIMSlot: proto.SIM1, At: at, Ref: []string{p}})
 	}
 	if len(got) == 0 {

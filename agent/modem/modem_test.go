@@ -137,3 +137,37 @@ exit 1
 		t.Fatalf("mmcli was asked %d times:\n%s", n, calls(dir))
 	}
 }
+
+// The same text from the same number in the same second (a double tap) is
+// two SMS on the modem, and both are forwarded: they had one key, and the
+// second was taken for the first and dropped.
+func TestTwoIdenticalSMSAreBothForwarded(t *testing.T) {
+	fakeMMCLI(t, `case "$*" in
+"-m any --messaging-list-sms -J") echo '{"modem.messaging.sms":["`+smsPath+`5","`+smsPath+`6","`+smsPath+`7"]}';;
+"-s `+smsPath+`5 -J") cat <<'EOF'
+`+smsJSON(5, "deliver", "received", "--", "On my way")+`
+EOF
+;;
+"-s `+smsPath+`6 -J") cat <<'EOF'
+`+smsJSON(6, "deliver", "received", "--", "On my way")+`
+EOF
+;;
+"-s `+smsPath+`7 -J") cat <<'EOF'
+`+smsJSON(7, "deliver", "received", "--", "Running late")+`
+EOF
+;;
+*) echo "error: unexpected arguments: $*" >&2; exit 1;;
+esac
+`)
+	sink := &memSink{}
+	if err := New(Config{}).poll(context.Background(), sink); err != nil {
+		t.Fatalf("poll: %v", err)
+	}
+	keys := map[string]bool{}
+	for _, m := range sink.took {
+		keys[m.Key] = true
+	}
+	if len(sink.took) != 3 || len(keys) != 3 {
+		t.Fatalf("took %+v; want three messages with three keys", sink.took)
+	}
+}
