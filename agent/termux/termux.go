@@ -267,7 +267,7 @@ func (t *Transport) Recover(ctx context.Context, job agent.Job) (agent.Outcome, 
 	}
 	text := strings.TrimFunc(job.Message, func(r rune) bool { return r <= ' ' })
 	for _, m := range msgs {
-		if m.Body != text || digits(m.Number) != digits(job.To) {
+		if m.Body != text || !sameNumber(m.Number, job.To) {
 			continue
 		}
 		at, err := time.ParseInLocation(time.DateTime, m.Received, time.Local)
@@ -286,6 +286,19 @@ func e164(n string) bool {
 		return false
 	}
 	return digits(n[1:]) == n[1:]
+}
+
+// sameNumber says whether the sent box's number is the job's: the same
+// digits, or, where the phone wrote it in its national form (0151 ...
+// for +49151 ...), the same last 7 digits, as Android's own loose match
+// of numbers compares them.
+func sameNumber(box, to string) bool {
+	a, b := digits(box), digits(to)
+	if a == b {
+		return true
+	}
+	const minMatch = 7
+	return len(a) >= minMatch && len(b) >= minMatch && a[len(a)-minMatch:] == b[len(b)-minMatch:]
 }
 
 func digits(s string) string {

@@ -312,3 +312,31 @@ printf '[{"_id":%d,"number":"+15557654321","received":"2026-11-22 10:05:00","bod
 		t.Fatalf("log:\n%s\nwant a warning that messages above 5 and below 961 were not forwarded", log.String())
 	}
 }
+
+// A phone that writes the sent box's numbers in their national form
+// (0151 23456789 for +4915123456789) still has the job found there after a
+// crash; another number with the same text does not match.
+func TestRecoverFindsANumberInItsNationalForm(t *testing.T) {
+	fakeTools(t, map[string]string{"termux-sms-list": `cat <<EOF
+[
+  {
+    "threadid": 3,
+    "type": "sent",
+    "read": true,
+    "number": "0151 23456789",
+    "received": "$(date '+%Y-%m-%d %H:%M:%S')",
+    "body": "Your code is 4411",
+    "_id": 9
+  }
+]
+EOF
+`})
+	job := agent.Job{Send: proto.Send{ID: "j", To: "+4915123456789", Message: "Your code is 4411"}, DispatchedAt: time.Now()}
+	if out, known := New(Config{}).Recover(context.Background(), job); !known || out.Status != proto.StatusSent {
+		t.Fatalf("got %+v, known %v; want sent", out, known)
+	}
+	job.To = "+4915123456780"
+	if out, known := New(Config{}).Recover(context.Background(), job); known {
+		t.Fatalf("another number: got %+v, want unknown", out)
+	}
+}
