@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -113,7 +112,7 @@ func TestGiveBackClosesTheOldLinkBeforeAKickFindsIt(t *testing.T) {
 // place: TestStaleLinkDoesNotReplaceTheLiveOne.)
 func TestRevokedWhileANewLinkIsCheckedClosesTheOldOneToo(t *testing.T) {
 	t.Parallel()
-	r, first, second, release := secondLinkUnderItsRecheck(t)
+	r, first, second, release := secondLinkUnderItsRecheck(t, beforeToken)
 	r.pair("pixel-1") // registered again: token is revoked
 	<-r.hub.Disconnect("pixel-1", proto.CloseBadToken, "token revoked")
 	release()
@@ -197,40 +196,6 @@ func TestGiveBackClosesTheFirstWhenAThirdHoldsThePlace(t *testing.T) {
 	}
 }
 
-// lookHeld holds a re-check's look once hold is set, after the look read
-// the device, until gate opens: the device lookup of a revoked token's
-// re-check (Get), or with token set, the look at the token (Authenticate).
-type lookHeld struct {
-	Devices
-	token  bool
-	hold   atomic.Bool
-	called chan struct{}
-	gate   chan struct{}
-}
-
-func (h *lookHeld) held() {
-	if h.hold.CompareAndSwap(true, false) {
-		close(h.called)
-		<-h.gate
-	}
-}
-
-func (h *lookHeld) Get(ctx context.Context, companyID uint64, fingerprint string) (store.Device, error) {
-	d, err := h.Devices.Get(ctx, companyID, fingerprint)
-	if !h.token {
-		h.held()
-	}
-	return d, err
-}
-
-func (h *lookHeld) Authenticate(ctx context.Context, token string) (store.Device, error) {
-	d, err := h.Devices.Authenticate(ctx, token)
-	if h.token {
-		h.held()
-	}
-	return d, err
-}
-
 // A phone's second link passes its second look (its token still good when
 // read), and the device registers again before the link is welcomed: the
 // re-registration's close (4501) finds the second link, which held the
@@ -239,36 +204,11 @@ func (h *lookHeld) Authenticate(ctx context.Context, token string) (store.Device
 // took its place and to come back in 30 s.
 func TestRevokedAfterANewLinksLookClosesTheOldOneAsRevoked(t *testing.T) {
 	t.Parallel()
-	h := &lookHeld{token: true, called: make(chan struct{}), gate: make(chan struct{})}
-	r := newRigHub(t, storetest.OpenWith(t, storetest.Options{}), Config{}, time.Now, nil, hubSetup{
-		devices: func(d *device.Service) Devices { h.Devices = d; return h }})
-	var once sync.Once
-	release := func() { once.Do(func() { close(h.gate) }) }
-	t.Cleanup(release)
-	token := r.pair("pixel-1")
-	first := r.connect(token)
-	second, _, err := r.dial(token, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { second.CloseNow() })
-	h.hold.Store(true)
-	writeFrame(t, second, proto.Hello{Protocol: 1, AppVersion: "test"})
-	select {
-	case <-h.called:
-	case <-time.After(poll.Timeout):
-		t.Fatal("the second link's token was not looked at")
-	}
+	r, first, second, release := secondLinkUnderItsRecheck(t, afterToken)
 	r.pair("pixel-1") // registered again: the token both links hold is revoked
 	<-r.hub.Disconnect("pixel-1", proto.CloseBadToken, "token revoked")
 	release()
-	if got := closeCode(t, second); got != proto.CloseBadToken {
-		t.Fatalf("second link: got close %d, want 4501", got)
-	}
-	if got := closeAfterBacklog(t, first); got != proto.CloseBadToken {
-		t.Fatalf("first link: got close %d, want 4501", got)
-	}
-	poll.Within(t, poll.Timeout, "the links unregistered", func() bool { return r.hub.Count() == 0 })
+	bothClosed(t, r, second, first, proto.CloseBadToken)
 }
 
 // A stale link (on a token revoked before it said hello) displaces the
@@ -281,33 +221,16 @@ func TestRevokedAfterANewLinksLookClosesTheOldOneAsRevoked(t *testing.T) {
 // token.
 func TestRevokedAgainWhileARefusedLinkGivesBackClosesTheOldOne(t *testing.T) {
 	t.Parallel()
-	h := &lookHeld{called: make(chan struct{}), gate: make(chan struct{})}
-	r := newRigHub(t, storetest.OpenWith(t, storetest.Options{}), Config{}, time.Now, nil, hubSetup{
-		devices: func(d *device.Service) Devices { h.Devices = d; return h }})
-	var once sync.Once
-	release := func() { once.Do(func() { close(h.gate) }) }
-	t.Cleanup(release)
+	r, h, release := heldRig(t, afterDevice)
 	stale, _, err := r.dial(r.pair("pixel-1"), nil) // upgraded before its token is revoked
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { stale.CloseNow() })
 	live := r.connect(r.pair("pixel-1"))
-	h.hold.Store(true)
-	writeFrame(t, stale, proto.Hello{Protocol: 1, AppVersion: "test"})
-	select {
-	case <-h.called:
-	case <-time.After(poll.Timeout):
-		t.Fatal("the stale link's revoked token was not looked up")
-	}
+	h.helloHeld(t, stale)
 	r.pair("pixel-1") // registered again: the live link's token is revoked
 	<-r.hub.Disconnect("pixel-1", proto.CloseBadToken, "token revoked")
 	release()
-	if got := closeCode(t, stale); got != proto.CloseBadToken {
-		t.Fatalf("stale link: got close %d, want 4501", got)
-	}
-	if got := closeAfterBacklog(t, live); got != proto.CloseBadToken {
-		t.Fatalf("live link: got close %d, want 4501", got)
-	}
-	poll.Within(t, poll.Timeout, "the links unregistered", func() bool { return r.hub.Count() == 0 })
+	bothClosed(t, r, stale, live, proto.CloseBadToken)
 }

@@ -83,34 +83,78 @@ func TestStaleLinkDoesNotReplaceTheLiveOne(t *testing.T) {
 	}
 }
 
-// recheckHeld holds the token's look once hold is set (the link's re-check
-// once registered), recording that it was called, until gate opens.
-type recheckHeld struct {
+// holdAt is where a link's re-check (its second look, once registered)
+// is held.
+type holdAt int
+
+const (
+	beforeToken holdAt = iota // before it looks at the link's token
+	afterToken                // once it read the device by the token
+	afterDevice               // once a revoked token's device lookup read the device
+)
+
+// lookHeld holds a link's re-check once hold is set, at its place (at),
+// closing called as it gets there, until gate opens.
+type lookHeld struct {
 	Devices
+	at     holdAt
 	hold   atomic.Bool
 	called chan struct{}
 	gate   chan struct{}
 }
 
-func (h *recheckHeld) Authenticate(ctx context.Context, token string) (store.Device, error) {
-	if h.hold.CompareAndSwap(true, false) {
+func (h *lookHeld) held(at holdAt) {
+	if at == h.at && h.hold.CompareAndSwap(true, false) {
 		close(h.called)
 		<-h.gate
 	}
-	return h.Devices.Authenticate(ctx, token)
 }
 
-// secondLinkUnderItsRecheck connects a phone's link, then a second on the
-// same token whose second look (the re-check once registered) is held:
-// release lets it go on (and runs at the test's end if not called).
-func secondLinkUnderItsRecheck(t *testing.T) (r *rig, first, second *websocket.Conn, release func()) {
+func (h *lookHeld) Authenticate(ctx context.Context, token string) (store.Device, error) {
+	h.held(beforeToken)
+	d, err := h.Devices.Authenticate(ctx, token)
+	h.held(afterToken)
+	return d, err
+}
+
+func (h *lookHeld) Get(ctx context.Context, companyID uint64, fingerprint string) (store.Device, error) {
+	d, err := h.Devices.Get(ctx, companyID, fingerprint)
+	h.held(afterDevice)
+	return d, err
+}
+
+// helloHeld sends the link's hello with the re-check's hold set, and
+// returns once the re-check is held.
+func (h *lookHeld) helloHeld(t *testing.T, ws *websocket.Conn) {
 	t.Helper()
-	h := &recheckHeld{called: make(chan struct{}), gate: make(chan struct{})}
+	h.hold.Store(true)
+	writeFrame(t, ws, proto.Hello{Protocol: 1, AppVersion: "test"})
+	select {
+	case <-h.called:
+	case <-time.After(poll.Timeout):
+		t.Fatal("the link's re-check did not get to its hold")
+	}
+}
+
+// heldRig is a rig whose links' re-checks can be held at at (lookHeld);
+// release lets a held one go on (and runs at the test's end if not called).
+func heldRig(t *testing.T, at holdAt) (r *rig, h *lookHeld, release func()) {
+	t.Helper()
+	h = &lookHeld{at: at, called: make(chan struct{}), gate: make(chan struct{})}
 	r = newRigHub(t, storetest.OpenWith(t, storetest.Options{}), Config{}, time.Now, nil, hubSetup{
 		devices: func(d *device.Service) Devices { h.Devices = d; return h }})
 	var once sync.Once
 	release = func() { once.Do(func() { close(h.gate) }) }
 	t.Cleanup(release)
+	return r, h, release
+}
+
+// secondLinkUnderItsRecheck connects a phone's link, then a second on the
+// same token whose second look (the re-check once registered) is held at
+// at: release lets it go on (and runs at the test's end if not called).
+func secondLinkUnderItsRecheck(t *testing.T, at holdAt) (r *rig, first, second *websocket.Conn, release func()) {
+	t.Helper()
+	r, h, release := heldRig(t, at)
 	token := r.pair("pixel-1")
 	first = r.connect(token)
 	second, _, err := r.dial(token, nil)
@@ -118,13 +162,7 @@ func secondLinkUnderItsRecheck(t *testing.T) (r *rig, first, second *websocket.C
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { second.CloseNow() })
-	h.hold.Store(true)
-	writeFrame(t, second, proto.Hello{Protocol: 1, AppVersion: "test"})
-	select {
-	case <-h.called:
-	case <-time.After(poll.Timeout):
-		t.Fatal("the second link was not re-checked")
-	}
+	h.helloHeld(t, second)
 	return r, first, second, release
 }
 
@@ -135,18 +173,25 @@ func secondLinkUnderItsRecheck(t *testing.T) (r *rig, first, second *websocket.C
 // for it too. It got its place back and stayed online.
 func TestDisabledWhileANewLinkIsCheckedClosesTheOldOneToo(t *testing.T) {
 	t.Parallel()
-	r, first, second, release := secondLinkUnderItsRecheck(t)
+	r, first, second, release := secondLinkUnderItsRecheck(t, beforeToken)
 	ctx := context.Background()
 	if _, err := r.devices.Update(ctx, r.company, "pixel-1", devicePatchStatus(store.DeviceDisabled)); err != nil {
 		t.Fatal(err)
 	}
 	<-r.hub.Disconnect("pixel-1", proto.CloseDeviceGone, "device disabled")
 	release()
-	if got := closeCode(t, second); got != proto.CloseDeviceGone {
-		t.Fatalf("second link: got close %d, want 4503", got)
+	bothClosed(t, r, second, first, proto.CloseDeviceGone)
+}
+
+// bothClosed checks that a new link and the older one it displaced were
+// both closed with code, and that no link of the device stays registered.
+func bothClosed(t *testing.T, r *rig, newer, older *websocket.Conn, code websocket.StatusCode) {
+	t.Helper()
+	if got := closeCode(t, newer); got != code {
+		t.Fatalf("new link: got close %d, want %d", got, code)
 	}
-	if got := closeAfterBacklog(t, first); got != proto.CloseDeviceGone {
-		t.Fatalf("first link: got close %d, want 4503", got)
+	if got := closeAfterBacklog(t, older); got != code {
+		t.Fatalf("older link: got close %d, want %d", got, code)
 	}
-	poll.Within(t, poll.Timeout, "the device offline", func() bool { return r.hub.Count() == 0 })
+	poll.Within(t, poll.Timeout, "the links unregistered", func() bool { return r.hub.Count() == 0 })
 }
