@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/simrelay/simrelay/agent"
+	"github.com/simrelay/simrelay/agent/agenttest"
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/internal/testclock"
 )
@@ -42,21 +43,6 @@ func testDB(t *testing.T) (string, *sql.DB) {
 	return path, db
 }
 
-type memSink struct {
-	marks map[string]string
-	took  []agent.Received
-}
-
-func (s *memSink) Take(msgs []agent.Received, k, v string) error {
-	s.took = append(s.took, msgs...)
-	if k != "" {
-		s.marks[k] = v
-	}
-	return nil
-}
-func (s *memSink) Mark(k string) (string, error)        { return s.marks[k], nil }
-func (s *memSink) Deliver(string, agent.Delivery) error { return nil }
-
 func TestPollForwardsOnlyNewOneToOneIMessages(t *testing.T) {
 	t.Parallel()
 	path, db := testDB(t)
@@ -81,9 +67,9 @@ func TestPollForwardsOnlyNewOneToOneIMessages(t *testing.T) {
 	if len(inv.IMessage) != 2 || inv.IMessage[0].Handle != "me@icloud.com" || inv.IMessage[1].Handle != "+15550100002" {
 		t.Fatalf("handles from chat.account_login: %+v", inv.IMessage)
 	}
-	s := &memSink{marks: map[string]string{}}
-	if err := tr.poll(context.Background(), s); err != nil || len(s.took) != 0 || s.marks[markKey] != "1" {
-		t.Fatalf("first poll: took %+v, mark %q, %v", s.took, s.marks[markKey], err)
+	s := &agenttest.Sink{Marks: map[string]string{}}
+	if err := tr.poll(context.Background(), s); err != nil || len(s.Took) != 0 || s.Marks[markKey] != "1" {
+		t.Fatalf("first poll: took %+v, mark %q, %v", s.Took, s.Marks[markKey], err)
 	}
 	add(2, 1, `INSERT INTO message (ROWID, guid, text, handle_id, service, date) VALUES (2, 'g2', NULL, 1, 'iMessage', 700000000000000000)`)
 	if _, err := db.Exec(`UPDATE message SET attributedBody = ? WHERE ROWID = 2`, archived("from the body")); err != nil {
@@ -97,10 +83,10 @@ func TestPollForwardsOnlyNewOneToOneIMessages(t *testing.T) {
 	if err := tr.poll(context.Background(), s); err != nil {
 		t.Fatal(err)
 	}
-	if len(s.took) != 2 || s.marks[markKey] != "7" {
-		t.Fatalf("took %+v, mark %q", s.took, s.marks[markKey])
+	if len(s.Took) != 2 || s.Marks[markKey] != "7" {
+		t.Fatalf("took %+v, mark %q", s.Took, s.Marks[markKey])
 	}
-	a, b := s.took[0], s.took[1]
+	a, b := s.Took[0], s.Took[1]
 	if a.Key != "im:g2" || a.Text != "from the body" || a.From != "+15557654321" || a.To != "me@icloud.com" || a.Channel != proto.ChannelIMessage || a.At.Year() != 2023 {
 		t.Errorf("attributedBody message: %+v", a)
 	}

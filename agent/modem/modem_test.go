@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/simrelay/simrelay/agent"
+	"github.com/simrelay/simrelay/agent/agenttest"
 	proto "github.com/simrelay/simrelay/android-protocol"
 )
 
@@ -41,15 +42,6 @@ func smsJSON(n int, pduType, state, delivery, text string) string {
 		text, smsPath, n, delivery, pduType, state)
 }
 
-type memSink struct{ took []agent.Received }
-
-func (s *memSink) Take(msgs []agent.Received, _, _ string) error {
-	s.took = append(s.took, msgs...)
-	return nil
-}
-func (s *memSink) Mark(string) (string, error)          { return "", nil }
-func (s *memSink) Deliver(string, agent.Delivery) error { return nil }
-
 // A text is data: a sent SMS that says "not authorized" gets its delivery
 // report, and a received one that says "permission denied" is forwarded,
 // rather than mmcli's JSON of them being taken for a refused permission
@@ -77,12 +69,12 @@ esac
 	if !strings.Contains(calls(dir), "--messaging-delete-sms="+smsPath+"20\n") {
 		t.Fatalf("the delivered SMS was not deleted from the modem; calls:\n%s", calls(dir))
 	}
-	sink := &memSink{}
+	sink := &agenttest.Sink{}
 	if err := tr.poll(context.Background(), sink); err != nil {
 		t.Fatalf("poll: %v", err)
 	}
-	if len(sink.took) != 1 || sink.took[0].Text != "Permission denied: not authorized" {
-		t.Fatalf("took %+v; want the received message", sink.took)
+	if len(sink.Took) != 1 || sink.Took[0].Text != "Permission denied: not authorized" {
+		t.Fatalf("took %+v; want the received message", sink.Took)
 	}
 }
 
@@ -159,15 +151,15 @@ EOF
 *) echo "error: unexpected arguments: $*" >&2; exit 1;;
 esac
 `)
-	sink := &memSink{}
+	sink := &agenttest.Sink{}
 	if err := New(Config{}).poll(context.Background(), sink); err != nil {
 		t.Fatalf("poll: %v", err)
 	}
 	keys := map[string]bool{}
-	for _, m := range sink.took {
+	for _, m := range sink.Took {
 		keys[m.Key] = true
 	}
-	if len(sink.took) != 3 || len(keys) != 3 {
-		t.Fatalf("took %+v; want three messages with three keys", sink.took)
+	if len(sink.Took) != 3 || len(keys) != 3 {
+		t.Fatalf("took %+v; want three messages with three keys", sink.Took)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/simrelay/simrelay/agent"
+	"github.com/simrelay/simrelay/agent/agenttest"
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/internal/poll"
 )
@@ -34,21 +35,6 @@ func fakeTools(t *testing.T, scripts map[string]string) string {
 	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
 	return dir
 }
-
-type memSink struct {
-	marks map[string]string
-	took  []agent.Received
-}
-
-func (s *memSink) Take(msgs []agent.Received, k, v string) error {
-	s.took = append(s.took, msgs...)
-	if k != "" {
-		s.marks[k] = v
-	}
-	return nil
-}
-func (s *memSink) Mark(k string) (string, error)        { return s.marks[k], nil }
-func (s *memSink) Deliver(string, agent.Delivery) error { return nil }
 
 // inbox is termux-sms-list's answer as Termux:API prints it (JsonWriter
 // with an indent of two), one message.
@@ -71,12 +57,12 @@ const inbox = `[
 func TestInboxTextAboutPermissionsIsForwarded(t *testing.T) {
 	fakeTools(t, map[string]string{"termux-sms-list": "cat <<'EOF'\n" + inbox + "EOF\n"})
 	tr := New(Config{})
-	sink := &memSink{marks: map[string]string{markKey: "5"}}
+	sink := &agenttest.Sink{Marks: map[string]string{markKey: "5"}}
 	if err := tr.poll(context.Background(), sink); err != nil {
 		t.Fatalf("poll: %v", err)
 	}
-	if len(sink.took) != 1 || !strings.HasPrefix(sink.took[0].Text, "Permission denied: your card") || sink.marks[markKey] != "7" {
-		t.Fatalf("took %+v, mark %q; want the message forwarded and the mark at 7", sink.took, sink.marks[markKey])
+	if len(sink.Took) != 1 || !strings.HasPrefix(sink.Took[0].Text, "Permission denied: your card") || sink.Marks[markKey] != "7" {
+		t.Fatalf("took %+v, mark %q; want the message forwarded and the mark at 7", sink.Took, sink.Marks[markKey])
 	}
 }
 
@@ -235,7 +221,7 @@ func TestHungQueryTimesOut(t *testing.T) {
 func TestEndlessOutputIsCut(t *testing.T) {
 	// 24 MiB of spaces, then an empty list: valid JSON, too big to hold.
 	fakeTools(t, map[string]string{"termux-sms-list": "head -c 25165824 /dev/zero | tr '\\000' ' '\necho '[]'\n"})
-	sink := &memSink{marks: map[string]string{markKey: "5"}}
+	sink := &agenttest.Sink{Marks: map[string]string{markKey: "5"}}
 	err := New(Config{}).poll(context.Background(), sink)
 	if err == nil || !strings.Contains(err.Error(), "more than") {
 		t.Fatalf("poll: got %v, want an error saying the output was too big", err)
@@ -301,12 +287,12 @@ printf '[{"_id":%d,"number":"+15557654321","received":"2026-11-22 10:05:00","bod
 `})
 	var log bytes.Buffer
 	tr := New(Config{PageSize: 2, Logger: slog.New(slog.NewTextHandler(&log, nil))})
-	sink := &memSink{marks: map[string]string{markKey: "5"}}
+	sink := &agenttest.Sink{Marks: map[string]string{markKey: "5"}}
 	if err := tr.poll(context.Background(), sink); err != nil {
 		t.Fatalf("poll: %v", err)
 	}
-	if len(sink.took) != 2*maxPages || sink.marks[markKey] != "1000" {
-		t.Fatalf("took %d messages, mark %q; want %d and 1000", len(sink.took), sink.marks[markKey], 2*maxPages)
+	if len(sink.Took) != 2*maxPages || sink.Marks[markKey] != "1000" {
+		t.Fatalf("took %d messages, mark %q; want %d and 1000", len(sink.Took), sink.Marks[markKey], 2*maxPages)
 	}
 	if !strings.Contains(log.String(), "the older ones are not forwarded") || !strings.Contains(log.String(), "not_forwarded_ids_below=961") {
 		t.Fatalf("log:\n%s\nwant a warning that messages above 5 and below 961 were not forwarded", log.String())
