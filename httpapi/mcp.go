@@ -11,9 +11,11 @@ import (
 	"mime"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/labstack/echo/v4"
@@ -294,6 +296,7 @@ func inputSchema[In any](name string) json.RawMessage {
 // a bad argument is the REST route's validation error, field and all.
 func tool[In any](name, title, description string, readOnly bool, run func(ctx context.Context, p account.Principal, in In) (any, error)) mcpTool {
 	raw := inputSchema[In](name)
+	allowed := schemaProperties(name, raw)
 	openWorld := !readOnly
 	return mcpTool{
 		def: &mcp.Tool{Name: name, Title: title, Description: description, InputSchema: json.RawMessage(raw),
@@ -306,6 +309,9 @@ func tool[In any](name, title, description string, readOnly bool, run func(ctx c
 				if t := bytes.TrimLeft(args, " \t\r\n"); len(t) > 0 && t[0] != '{' {
 					return nil, problem.New(problem.InvalidJSON, "The tool's arguments must be a JSON object.")
 				}
+				if err := knownArguments(name, allowed, args); err != nil {
+					return nil, err
+				}
 				if err := decodeJSON(args, &in); err != nil {
 					return nil, err
 				}
@@ -313,6 +319,55 @@ func tool[In any](name, title, description string, readOnly bool, run func(ctx c
 			return run(ctx, p, in)
 		},
 	}
+}
+
+// schemaProperties are the argument names an input schema declares, in its
+// order.
+func schemaProperties(name string, schema json.RawMessage) []string {
+	var s struct {
+		Properties map[string]json.RawMessage `json:"properties"`
+	}
+	if err := json.Unmarshal(schema, &s); err != nil {
+		panic("httpapi: MCP tool " + name + ": " + err.Error()) // a programming error, caught by every test
+	}
+	names := make([]string, 0, len(s.Properties))
+	for k := range s.Properties {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// knownArguments refuses an argument the tool's input schema does not
+// declare (the schema says additionalProperties: false). Read as a REST
+// body's unknown field, it was dropped without a word: an agent that gave
+// send_sms the route's validity, expires_at or priority, or wrote sendAt for
+// send_at, had its SMS sent at once, without the bound it asked for. Keys are
+// compared as written (JSON decoding would take Phone for phone); of several,
+// the first in byte order is named.
+func knownArguments(tool string, allowed []string, args json.RawMessage) error {
+	var got map[string]json.RawMessage
+	if err := json.Unmarshal(args, &got); err != nil {
+		return nil // not an object: decoding it says why
+	}
+	var unknown []string
+	for k := range got {
+		if _, ok := slices.BinarySearch(allowed, k); !ok {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	field := slices.Min(unknown)
+	if utf8.RuneCountInString(field) > 64 {
+		field = string([]rune(field)[:64]) + "…"
+	}
+	takes := "takes none"
+	if len(allowed) > 0 {
+		takes = "takes " + strings.Join(allowed, ", ")
+	}
+	return problem.Invalid(field, fmt.Sprintf("is not an argument of %s, which %s", tool, takes))
 }
 
 const mcpInstructions = "simrelay sends SMS through the company's paired Android phones, and WhatsApp and iMessage " +

@@ -419,3 +419,52 @@ func TestMCPArgumentsNotAnObject(t *testing.T) {
 		}
 	}
 }
+
+// An argument a tool's input schema does not declare (it says
+// additionalProperties: false) is refused, naming it, and nothing is sent:
+// dropped as a REST body's unknown field, an agent's validity or priority
+// (the route's, not the tool's) or a sendAt for send_at left the SMS to go
+// at once, without the bound or the time it asked for.
+func TestMCPUnknownArguments(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a := e.newCompany("Acme", "mcp-unknown@example.com")
+	e.runPhone(e.pairPhone(a.apiKey, "mcp-unknown-phone"), "BOTH", true)
+	cs := e.mcpClient(a.apiKey)
+
+	send := func(extra map[string]any) map[string]any {
+		args := map[string]any{"device_fingerprint": "mcp-unknown-phone", "phone": "+15550100077", "message": "Your code is 4711"}
+		for k, v := range extra {
+			args[k] = v
+		}
+		body, isErr := callTool(t, cs, "send_sms", args)
+		if !isErr {
+			t.Fatalf("send_sms with %v: sent %v", extra, body)
+		}
+		return body
+	}
+	body := send(map[string]any{"validity": 300})
+	wantToolError(t, body, true, http.StatusBadRequest, "validation_failed", "validity")
+	if msg, _ := body["message"].(string); !strings.HasPrefix(msg, "validity is not an argument of send_sms, which takes device_fingerprint, idempotency_key, message, phone, pool, send_at, sim_slot") {
+		t.Fatalf("message %q", msg)
+	}
+	// Of several, the first in byte order; a key in another case is another key.
+	wantToolError(t, send(map[string]any{"sendAt": "2030-01-01T00:00:00Z", "priority": 9}), true, http.StatusBadRequest, "validation_failed", "priority")
+	wantToolError(t, send(map[string]any{"Phone": "+15550100078"}), true, http.StatusBadRequest, "validation_failed", "Phone")
+
+	body, isErr := callTool(t, cs, "list_devices", map[string]any{"all": true})
+	wantToolError(t, body, isErr, http.StatusBadRequest, "validation_failed", "all")
+	if msg, _ := body["message"].(string); msg != "all is not an argument of list_devices, which takes none." {
+		t.Fatalf("message %q", msg)
+	}
+	body, isErr = callTool(t, cs, "read_conversation", map[string]any{"device_fingerprint": "mcp-unknown-phone", "phone": "+15550100077"})
+	if msgs, _ := body["messages"].([]any); isErr || len(msgs) != 0 {
+		t.Fatalf("a refused send was sent: %v", body)
+	}
+	// The declared arguments still pass, none of them left out.
+	sent, isErr := callTool(t, cs, "send_sms", map[string]any{"device_fingerprint": "mcp-unknown-phone", "phone": "+15550100077", "message": "hi",
+		"sim_slot": "SIM1", "send_at": time.Now().Add(time.Hour).UTC().Format(time.RFC3339), "idempotency_key": "k1"})
+	if isErr || sent["message"] != "scheduled" {
+		t.Fatalf("send_sms with every argument: %v", sent)
+	}
+}
