@@ -54,9 +54,20 @@ func CheckRegion(r string) (string, error) {
 // length is refused saying so. It need not be in a range the numbering data
 // knows as allocated: that data lags the regulators' new ranges, and test
 // ranges such as Ofcom's 07700 900xxx are what integrators try first.
+//
+// A national prefix written in brackets after the country code, as many
+// people write their number ("+44 (0)20 7946 0958", "+49 (0)151 ..."), is
+// dropped where the number without it is valid: the plain rule kept its 0
+// (+4402079460958, a number no phone reaches). Italy's numbers, whose 0 is
+// dialled from abroad too, keep it ("+39 (0)6 ..." is +3906...), as the
+// numbering plan says.
 func Normalize(s, region string) (string, error) {
 	if region == "" || strings.HasPrefix(strings.TrimSpace(s), "+") {
-		return phone.Normalize(s)
+		plain, err := phone.Normalize(s)
+		if err != nil || !strings.Contains(strings.ReplaceAll(s, " ", ""), "(0)") {
+			return plain, err
+		}
+		return bracketedPrefix(s, plain), nil
 	}
 	s = strings.TrimSpace(s)
 	bad := fmt.Errorf("must be a phone number: national as written in %s, or + and the country code (spaces, dashes, dots and brackets are allowed)", region)
@@ -94,6 +105,23 @@ func Normalize(s, region string) (string, error) {
 		return "", bad
 	}
 	return out, nil
+}
+
+// bracketedPrefix is s, an international number that writes a bracketed
+// (0) and reads as plain by phone.Normalize, as the numbering plan reads
+// it: without the national prefix where that is a valid number (the
+// library drops a prefix only where the country dials without it), else
+// plain.
+func bracketedPrefix(s, plain string) string {
+	n, err := phonenumbers.Parse(s, "ZZ")
+	if err != nil || !phonenumbers.IsValidNumber(n) {
+		return plain
+	}
+	out, err := phone.Normalize(phonenumbers.Format(n, phonenumbers.E164))
+	if err != nil {
+		return plain
+	}
+	return out
 }
 
 // Sender reads the sender a phone reports for a received message, as

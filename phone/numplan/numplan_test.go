@@ -43,6 +43,16 @@ func TestNormalize(t *testing.T) {
 		{"07700 ABC123", "GB", ""},
 		{"07700 900123 ext. 5", "GB", ""},
 		{"", "GB", ""},
+		// A national prefix in brackets after the country code is dropped
+		// where the number without it is valid, with a region or without;
+		// Italy dials its 0 from abroad too.
+		{"+44 (0) 7400 123456", "", "+447400123456"},
+		{"+44 (0)20 7946 0958", "GB", "+442079460958"},
+		{"+49 (0)151 23456789", "", "+4915123456789"},
+		{"+33 ( 0 ) 6 12 34 56 78", "", "+33612345678"},
+		{"+39 (0)6 1234 5678", "", "+390612345678"},
+		{"+1 (0) 212 555 0100", "", "+102125550100"}, // no valid reading without it: the plain rule
+		{"+44 (0) 7400 123456 x", "", ""},
 	}
 	for _, c := range cases {
 		got, err := Normalize(c.in, c.region)
