@@ -73,21 +73,27 @@ type Presence struct {
 	svc    *Service
 	online func(fingerprint string) bool
 
-	mu      sync.Mutex
-	pending map[uint64]*time.Timer // by device id: offline checks due; guarded by mu
-	stopped bool                   // guarded by mu
-	wg      sync.WaitGroup         // running checks
+	mu       sync.Mutex
+	pending  map[uint64]*time.Timer   // by device id: offline checks due; guarded by mu
+	checking map[uint64]chan struct{} // by device id: offline checks running, closed when done; guarded by mu
+	stopped  bool                     // guarded by mu
+	wg       sync.WaitGroup           // running checks
 }
 
 // NewPresence returns the device presence of the service's alerts; online
 // says whether a device has a live link now (the hub's Online).
 func (s *Service) NewPresence(online func(fingerprint string) bool) *Presence {
-	return &Presence{svc: s, online: online, pending: map[uint64]*time.Timer{}}
+	return &Presence{svc: s, online: online, pending: map[uint64]*time.Timer{}, checking: map[uint64]chan struct{}{}}
 }
 
 // Up is called when a link of dev is registered (dev as read then): a
 // pending offline check is dropped, and a device not reported online yet
 // (its hello reports it, so this is rare) is reported online.
+//
+// A check already running may have found no link just before this one
+// registered, and write offline after dev was read: Up waits for it and
+// then reports the device online whatever dev says, so the device is
+// not left reported offline while its link is up.
 func (p *Presence) Up(dev store.Device) {
 	p.mu.Lock()
 	if t := p.pending[dev.ID]; t != nil {
@@ -96,8 +102,11 @@ func (p *Presence) Up(dev store.Device) {
 		}
 		delete(p.pending, dev.ID)
 	}
+	running := p.checking[dev.ID]
 	p.mu.Unlock()
-	if dev.Health != nil && dev.Health.Presence == store.PresenceOnline {
+	if running != nil {
+		<-running
+	} else if dev.Health != nil && dev.Health.Presence == store.PresenceOnline {
 		return // the hello reported it, or the blip was never reported
 	}
 	s := p.svc
@@ -137,11 +146,24 @@ func (p *Presence) Down(dev store.Device) {
 		defer p.wg.Done()
 		p.mu.Lock()
 		current := p.pending[dev.ID] == t
+		done := make(chan struct{})
 		if current {
 			delete(p.pending, dev.ID)
+			p.checking[dev.ID] = done
 		}
 		p.mu.Unlock()
-		if current && !p.online(dev.Fingerprint) {
+		if !current {
+			return
+		}
+		defer func() {
+			p.mu.Lock()
+			if p.checking[dev.ID] == done {
+				delete(p.checking, dev.ID)
+			}
+			p.mu.Unlock()
+			close(done)
+		}()
+		if !p.online(dev.Fingerprint) {
 			p.offline(dev)
 		}
 	})
