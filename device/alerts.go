@@ -73,27 +73,21 @@ type Presence struct {
 	svc    *Service
 	online func(fingerprint string) bool
 
-	mu       sync.Mutex
-	pending  map[uint64]*time.Timer   // by device id: offline checks due; guarded by mu
-	checking map[uint64]chan struct{} // by device id: offline checks running, closed when done; guarded by mu
-	stopped  bool                     // guarded by mu
-	wg       sync.WaitGroup           // running checks
+	mu      sync.Mutex
+	pending map[uint64]*time.Timer // by device id: offline checks due; guarded by mu
+	stopped bool                   // guarded by mu
+	wg      sync.WaitGroup         // running checks
 }
 
 // NewPresence returns the device presence of the service's alerts; online
 // says whether a device has a live link now (the hub's Online).
 func (s *Service) NewPresence(online func(fingerprint string) bool) *Presence {
-	return &Presence{svc: s, online: online, pending: map[uint64]*time.Timer{}, checking: map[uint64]chan struct{}{}}
+	return &Presence{svc: s, online: online, pending: map[uint64]*time.Timer{}}
 }
 
 // Up is called when a link of dev is registered (dev as read then): a
 // pending offline check is dropped, and a device not reported online yet
 // (its hello reports it, so this is rare) is reported online.
-//
-// A check already running may have found no link just before this one
-// registered, and write offline after dev was read: Up waits for it and
-// then reports the device online whatever dev says, so the device is
-// not left reported offline while its link is up.
 func (p *Presence) Up(dev store.Device) {
 	p.mu.Lock()
 	if t := p.pending[dev.ID]; t != nil {
@@ -102,11 +96,8 @@ func (p *Presence) Up(dev store.Device) {
 		}
 		delete(p.pending, dev.ID)
 	}
-	running := p.checking[dev.ID]
 	p.mu.Unlock()
-	if running != nil {
-		<-running
-	} else if dev.Health != nil && dev.Health.Presence == store.PresenceOnline {
+	if dev.Health != nil && dev.Health.Presence == store.PresenceOnline {
 		return // the hello reported it, or the blip was never reported
 	}
 	s := p.svc
@@ -146,24 +137,11 @@ func (p *Presence) Down(dev store.Device) {
 		defer p.wg.Done()
 		p.mu.Lock()
 		current := p.pending[dev.ID] == t
-		done := make(chan struct{})
 		if current {
 			delete(p.pending, dev.ID)
-			p.checking[dev.ID] = done
 		}
 		p.mu.Unlock()
-		if !current {
-			return
-		}
-		defer func() {
-			p.mu.Lock()
-			if p.checking[dev.ID] == done {
-				delete(p.checking, dev.ID)
-			}
-			p.mu.Unlock()
-			close(done)
-		}()
-		if !p.online(dev.Fingerprint) {
+		if current && !p.online(dev.Fingerprint) {
 			p.offline(dev)
 		}
 	})
@@ -206,20 +184,22 @@ func (p *Presence) Stop() {
 }
 
 // offline reports dev offline, and mails the company's admins unless they
-// were mailed about it within OfflineMailEvery.
+// were mailed about it within OfflineMailEvery. A link that registered
+// while it wrote (after the hub was asked) finds the device online again
+// once it is done: the link's Up read the device before the write.
 func (p *Presence) offline(dev store.Device) {
 	s := p.svc
 	now := s.now()
-	mailAdmins := false
+	mailAdmins, wrote := false, false
 	d, err := s.store.UpdateDeviceWith(dev.CompanyID, dev.ID, func(d *store.Device) ([]store.DeviceEvent, error) {
-		mailAdmins = false // a retried transaction decides again
+		mailAdmins, wrote = false, false // a retried transaction decides again
 		if d.Health == nil {
 			d.Health = &store.DeviceHealth{}
 		}
 		if d.Health.Presence == store.PresenceOffline {
 			return nil, nil
 		}
-		d.Health.Presence = store.PresenceOffline
+		d.Health.Presence, wrote = store.PresenceOffline, true
 		if s.alerts.Mailer != nil && now.Sub(d.Health.OfflineMailAt) >= OfflineMailEvery {
 			d.Health.OfflineMailAt = now.UTC()
 			mailAdmins = true
@@ -229,6 +209,17 @@ func (p *Presence) offline(dev store.Device) {
 	if err != nil {
 		s.alerts.Logger.Error("store device offline", "device", dev.Fingerprint, "err", err)
 		return
+	}
+	if wrote && p.online(dev.Fingerprint) {
+		// A link registered after the check found none, and its Up may
+		// have read the device online before this write and left it so:
+		// the device is reported online again, after its offline.
+		_, err := s.store.UpdateDeviceWith(dev.CompanyID, dev.ID, func(d *store.Device) ([]store.DeviceEvent, error) {
+			return s.online(d, s.now()), nil
+		})
+		if err != nil {
+			s.alerts.Logger.Error("store device online", "device", dev.Fingerprint, "err", err)
+		}
 	}
 	if mailAdmins {
 		s.mailOffline(d)

@@ -2,6 +2,7 @@ package device_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,10 +13,11 @@ import (
 
 // A phone links again just as the offline check of its last link runs:
 // the check asked the hub before the new link registered (no link), and
-// writes offline after the new link's hello and its registration read the
-// device online. The device must end up reported online, as its link is
-// up: Up waits for the check rather than trust what it read.
-func TestPresenceUpDuringOfflineCheck(t *testing.T) {
+// writes offline after the new link's hello and its read after
+// registering saw the device online, so the link's Up finds nothing to
+// do. The device must end up reported online, as its link is up: the
+// check, having written offline, asks the hub again.
+func TestPresenceLinkDuringOfflineCheck(t *testing.T) {
 	t.Parallel()
 	st := storetest.Open(t)
 	c := storetest.Company(t, st, "Acme", "a@acme.test")
@@ -33,21 +35,26 @@ func TestPresenceUpDuringOfflineCheck(t *testing.T) {
 	if dev, err = svc.Hello(ctx, dev, "", nil, "", nil); err != nil {
 		t.Fatal(err)
 	}
-	asked, answer := make(chan struct{}), make(chan bool, 1)
-	p := svc.NewPresence(func(string) bool { asked <- struct{}{}; return <-answer })
-	defer p.Stop()
-	wait := func(ch <-chan struct{}, what string) {
-		t.Helper()
-		select {
-		case <-ch:
-		case <-time.After(10 * time.Second):
-			answer <- false // let Stop end
-			t.Fatalf("no %s within 10 s", what)
+	// The hub is asked first before the new link registers (no link),
+	// and answers only once the test let the link in; after that the link
+	// is up.
+	asked, release := make(chan struct{}, 1), make(chan struct{})
+	var asks atomic.Int32
+	p := svc.NewPresence(func(string) bool {
+		if asks.Add(1) == 1 {
+			asked <- struct{}{}
+			<-release
+			return false
 		}
-	}
+		return true
+	})
 
 	p.Down(dev) // the link ended
-	wait(asked, "offline check")
+	select {
+	case <-asked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no offline check within 10 s")
+	}
 	// The phone links again while the check has its answer: its hello,
 	// then the read after registering, both see it online.
 	if _, err := svc.Hello(ctx, dev, "", nil, "", nil); err != nil {
@@ -57,11 +64,9 @@ func TestPresenceUpDuringOfflineCheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	up := make(chan struct{})
-	go func() { p.Up(fresh); close(up) }()
-	answer <- false // the hub had no link when asked
-	wait(up, "return from Up")
-	p.Stop()
+	close(release)
+	p.Stop() // waits for the check
+	p.Up(fresh)
 
 	got, err := svc.Get(ctx, c.ID, dev.Fingerprint)
 	if err != nil {
