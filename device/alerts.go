@@ -184,20 +184,22 @@ func (p *Presence) Stop() {
 }
 
 // offline reports dev offline, and mails the company's admins unless they
-// were mailed about it within OfflineMailEvery.
+// were mailed about it within OfflineMailEvery. A link that registered
+// while it wrote (after the hub was asked) finds the device online again
+// once it is done: the link's Up read the device before the write.
 func (p *Presence) offline(dev store.Device) {
 	s := p.svc
 	now := s.now()
-	mailAdmins := false
+	mailAdmins, wrote := false, false
 	d, err := s.store.UpdateDeviceWith(dev.CompanyID, dev.ID, func(d *store.Device) ([]store.DeviceEvent, error) {
-		mailAdmins = false // a retried transaction decides again
+		mailAdmins, wrote = false, false // a retried transaction decides again
 		if d.Health == nil {
 			d.Health = &store.DeviceHealth{}
 		}
 		if d.Health.Presence == store.PresenceOffline {
 			return nil, nil
 		}
-		d.Health.Presence = store.PresenceOffline
+		d.Health.Presence, wrote = store.PresenceOffline, true
 		if s.alerts.Mailer != nil && now.Sub(d.Health.OfflineMailAt) >= OfflineMailEvery {
 			d.Health.OfflineMailAt = now.UTC()
 			mailAdmins = true
@@ -207,6 +209,17 @@ func (p *Presence) offline(dev store.Device) {
 	if err != nil {
 		s.alerts.Logger.Error("store device offline", "device", dev.Fingerprint, "err", err)
 		return
+	}
+	if wrote && p.online(dev.Fingerprint) {
+		// A link registered after the check found none, and its Up may
+		// have read the device online before this write and left it so:
+		// the device is reported online again, after its offline.
+		_, err := s.store.UpdateDeviceWith(dev.CompanyID, dev.ID, func(d *store.Device) ([]store.DeviceEvent, error) {
+			return s.online(d, s.now()), nil
+		})
+		if err != nil {
+			s.alerts.Logger.Error("store device online", "device", dev.Fingerprint, "err", err)
+		}
 	}
 	if mailAdmins {
 		s.mailOffline(d)

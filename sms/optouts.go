@@ -54,7 +54,8 @@ func (s *Service) AddOptOut(_ context.Context, companyID uint64, number string) 
 // RemoveOptOut takes a number off the company's list. It names the entry
 // as a send names a recipient (E.164, normalised), or exactly as the list
 // shows it: a keyword entry whose sender is no number (a short code, a
-// name) is listed as the phone reported it and is removed by that form.
+// name) is listed as the phone reported it and is removed by that form,
+// even once the company's region reads that form as a number.
 func (s *Service) RemoveOptOut(_ context.Context, companyID uint64, number string) error {
 	if strings.TrimSpace(number) == "" { // spaces alone name no entry: every entry is trimmed
 		return problem.Invalid("phone", "is required")
@@ -67,7 +68,15 @@ func (s *Service) RemoveOptOut(_ context.Context, companyID uint64, number strin
 	if err != nil {
 		return err
 	}
-	if err := s.store.RemoveOptOut(companyID, entry); errors.Is(err, store.ErrNotFound) {
+	err = s.store.RemoveOptOut(companyID, entry)
+	if errors.Is(err, store.ErrNotFound) && entry != number {
+		// An entry listed as its phone reported the sender, then no
+		// number, may read as one in a region the company chose since
+		// (07400123456 once it is GB's +447400123456): the form the list
+		// shows still names it.
+		err = s.store.RemoveOptOut(companyID, number)
+	}
+	if errors.Is(err, store.ErrNotFound) {
 		return problem.New(problem.NotFound, "The number is not on the opt-out list.")
 	} else if err != nil {
 		return err

@@ -75,6 +75,21 @@ func (s *Service) History(_ context.Context, companyID uint64, device, number st
 		}
 		return Page{Messages: msgs, Total: total, Page: page, Pages: pages(total, limit)}, nil
 	}
+	if raw := strings.TrimSpace(number); region != "" && raw != n && !strings.HasPrefix(raw, "+") {
+		// A national sender the phone reported while the company had no
+		// region is stored as written, and listed so: the form the list
+		// shows opens that conversation, though the region reads it as a
+		// number now (whose own conversation its E.164 form opens).
+		msgs, total, err := s.store.History(companyID, device, raw, page, limit)
+		switch {
+		case errors.Is(err, store.ErrDeviceGone):
+			return Page{}, errNoDevice
+		case err != nil:
+			return Page{}, err
+		case total > 0:
+			return Page{Messages: msgs, Total: total, Page: page, Pages: pages(total, limit)}, nil
+		}
+	}
 	msgs, total, err := s.store.History(companyID, device, n, page, limit)
 	if errors.Is(err, store.ErrDeviceGone) {
 		return Page{}, errNoDevice
@@ -95,7 +110,8 @@ func pages(total, limit int) int { return (total + limit - 1) / limit }
 // that cannot be a number, a name such as "BANK" or a short code of fewer
 // than 8 digits, is stored as the phone gave it and is matched as written;
 // so is any other value when a conversation exists under it (History).
-// In the company's region a national number is read as a send reads it.
+// In the company's region a national number is read as a send reads it,
+// after a conversation stored under exactly the value written (History).
 func historyNumber(number, region string) (string, error) {
 	number = strings.TrimSpace(number)
 	switch {

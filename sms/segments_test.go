@@ -27,6 +27,15 @@ func TestSegments(t *testing.T) {
 		{"135 UCS-2", strings.Repeat("ж", 135), 3},
 		{"emoji is two units", strings.Repeat("😀", 35), 1},
 		{"emoji over", strings.Repeat("😀", 36), 2},
+		// A character is not split between parts: one that would straddle
+		// a part's end starts the next.
+		{"extension at a part's end", strings.Repeat("a", 152) + "€" + strings.Repeat("a", 152), 3},
+		{"extension fills a part", strings.Repeat("a", 151) + "€" + strings.Repeat("a", 153), 2},
+		{"extension only", strings.Repeat("€", 153), 3},
+		{"emoji at a part's end", strings.Repeat("ж", 66) + "😀" + strings.Repeat("ж", 66), 3},
+		{"emoji fills a part", strings.Repeat("ж", 65) + "😀" + strings.Repeat("ж", 67), 2},
+		{"emoji only", strings.Repeat("😀", 67), 3},
+		{"emoji in one part", strings.Repeat("ж", 69) + "😀", 2},
 	}
 	for _, c := range cases {
 		if got := Segments(c.text); got != c.want {

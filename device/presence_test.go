@@ -1,0 +1,78 @@
+package device_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/simrelay/simrelay/device"
+	"github.com/simrelay/simrelay/internal/storetest"
+	"github.com/simrelay/simrelay/store"
+)
+
+// A phone links again just as the offline check of its last link runs:
+// the check asked the hub before the new link registered (no link), and
+// writes offline after the new link's hello and its read after
+// registering saw the device online, so the link's Up finds nothing to
+// do. The device must end up reported online, as its link is up: the
+// check, having written offline, asks the hub again.
+func TestPresenceLinkDuringOfflineCheck(t *testing.T) {
+	t.Parallel()
+	st := storetest.Open(t)
+	c := storetest.Company(t, st, "Acme", "a@acme.test")
+	svc := device.New(device.Config{PublicURL: "http://127.0.0.1"}, st, time.Now)
+	svc.SetAlerts(device.Alerts{OfflineGrace: time.Millisecond})
+	ctx := context.Background()
+	tokens, err := svc.Provision(ctx, c.ID, 0, []string{"pixel-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, err := svc.Authenticate(ctx, tokens[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dev, err = svc.Hello(ctx, dev, "", nil, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	// The hub is asked first before the new link registers (no link),
+	// and answers only once the test let the link in; after that the link
+	// is up.
+	asked, release := make(chan struct{}, 1), make(chan struct{})
+	var asks atomic.Int32
+	p := svc.NewPresence(func(string) bool {
+		if asks.Add(1) == 1 {
+			asked <- struct{}{}
+			<-release
+			return false
+		}
+		return true
+	})
+
+	p.Down(dev) // the link ended
+	select {
+	case <-asked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no offline check within 10 s")
+	}
+	// The phone links again while the check has its answer: its hello,
+	// then the read after registering, both see it online.
+	if _, err := svc.Hello(ctx, dev, "", nil, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := svc.Get(ctx, c.ID, dev.Fingerprint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	p.Stop() // waits for the check
+	p.Up(fresh)
+
+	got, err := svc.Get(ctx, c.ID, dev.Fingerprint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Health == nil || got.Health.Presence != store.PresenceOnline {
+		t.Fatalf("device reported %+v with its link up, want online", got.Health)
+	}
+}
