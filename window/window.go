@@ -194,6 +194,13 @@ func (w Window) Next(t time.Time) time.Time {
 		}
 		open := clockAt(y, m, d+i, from, loc)
 		end := clockAt(y, m, d+i, to, loc)
+		if !open.Before(end) {
+			// Hours a spring-forward skips (02:30 to 03:00): the opening
+			// comes past the gap, at or after the end, and the window has
+			// no instant that day. Opening then released a message that
+			// the window, closed, held again until the next day.
+			continue
+		}
 		if t.Before(end) {
 			if t.Before(open) {
 				return open.UTC()

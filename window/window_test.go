@@ -63,6 +63,9 @@ func TestNext(t *testing.T) {
 		{Window{From: "00:00", To: "24:00", TimeZone: "Europe/Berlin"}, "2026-11-28 23:59", "2026-11-28 23:59"},
 		// Spring forward: 02:30 does not exist on 2026-03-29 in Berlin; the window opens past the gap.
 		{Window{From: "02:30", To: "04:00", TimeZone: "Europe/Berlin"}, "2026-03-29 01:00", "2026-03-29 03:30"},
+		// A window inside the hour skipped has no instant that day: the next day's opening, not 03:30 (past its end).
+		{Window{From: "02:30", To: "03:00", TimeZone: "Europe/Berlin"}, "2026-03-29 01:00", "2026-03-30 02:30"},
+		{Window{From: "02:15", To: "03:15", TimeZone: "Europe/Berlin"}, "2026-03-29 01:00", "2026-03-30 02:15"},
 	} {
 		got := c.w.Next(at(c.now))
 		if !got.Equal(at(c.got)) {
