@@ -163,6 +163,8 @@ func TestMCPSendReachesPhoneAndReadsBack(t *testing.T) {
 	if list, _ := convs["conversations"].([]any); isErr || len(list) != 1 || list[0].(map[string]any)["messageCount"] != float64(2) {
 		t.Fatalf("list_conversations: %v", convs)
 	}
+	body, isErr = callTool(t, cs, "list_conversations", map[string]any{"device_fingerprint": "mcp-phone-a", "limit": 1001})
+	wantToolError(t, body, isErr, http.StatusBadRequest, "validation_failed", "limit")
 	thread, isErr := callTool(t, cs, "read_conversation", map[string]any{"device_fingerprint": "mcp-phone-a", "phone": "+15550100001"})
 	msgs, _ := thread["messages"].([]any)
 	if isErr || thread["total"] != float64(2) || len(msgs) != 2 ||

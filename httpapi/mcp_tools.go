@@ -52,9 +52,15 @@ func (a iMessageToolArgs) send() (agentSendBody, string) {
 	return agentSendBody{HandleID: a.HandleID, To: a.To, Content: a.Content, Type: a.Type, MediaURL: a.MediaURL}, a.IdempotencyKey
 }
 
-type deviceArgs struct {
+type conversationsArgs struct {
 	DeviceFingerprint string `json:"device_fingerprint" jsonschema:"the fingerprint of one of the company's devices (list_devices names them)"`
+	Limit             *int   `json:"limit,omitempty" jsonschema:"how many conversations, the latest first, 1 to 1000 (50 when left out)"`
 }
+
+// mcpConversations is how many conversations list_conversations answers
+// when its call names no limit: a page's worth for a model's context,
+// where GET /chat/conversations answers up to sms.MaxConversations.
+const mcpConversations = 50
 
 type conversationArgs struct {
 	DeviceFingerprint string `json:"device_fingerprint" jsonschema:"the fingerprint of one of the company's devices (list_devices names them)"`
@@ -109,9 +115,13 @@ func (s *Server) newMCPTools() []mcpTool {
 				return map[string]any{"pools": out}, nil
 			}),
 		tool("list_conversations", "List conversations",
-			"One device's SMS conversations, the latest first, as GET /chat/conversations.", true,
-			func(ctx context.Context, p account.Principal, in deviceArgs) (any, error) {
-				convs, err := s.deps.SMS.Conversations(ctx, p.CompanyID, in.DeviceFingerprint)
+			"One device's SMS conversations, the latest first, as GET /chat/conversations: 50 unless limit says otherwise (up to 1000).", true,
+			func(ctx context.Context, p account.Principal, in conversationsArgs) (any, error) {
+				limit := mcpConversations
+				if in.Limit != nil {
+					limit = *in.Limit
+				}
+				convs, err := s.deps.SMS.Conversations(ctx, p.CompanyID, in.DeviceFingerprint, limit)
 				if err != nil {
 					return nil, err
 				}

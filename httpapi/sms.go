@@ -299,7 +299,11 @@ type conversationJSON struct {
 }
 
 func (s *Server) chatConversations(c echo.Context) error {
-	convs, err := s.deps.SMS.Conversations(c.Request().Context(), principal(c).CompanyID, c.QueryParam("device_fingerprint"))
+	limit, err := queryRange(c, "limit", sms.MaxConversations, 1, sms.MaxConversations)
+	if err != nil {
+		return err
+	}
+	convs, err := s.deps.SMS.Conversations(c.Request().Context(), principal(c).CompanyID, c.QueryParam("device_fingerprint"), limit)
 	if err != nil {
 		return err
 	}

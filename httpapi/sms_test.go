@@ -327,6 +327,16 @@ func TestHistoryPagingAndConversations(t *testing.T) {
 		t.Errorf("older conversation: %v", older)
 	}
 	e.want(e.do(call{method: "GET", path: "/chat/conversations?device_fingerprint=nope", token: a.apiKey}), http.StatusNotFound, "not_found")
+	// limit: the latest first, at most 1000.
+	c = e.do(call{method: "GET", path: "/chat/conversations?device_fingerprint=a-phone&limit=1", token: a.apiKey})
+	if convs := c.Body["conversations"].([]any); len(convs) != 1 || convs[0].(map[string]any)["phone"] != "+15559990000" {
+		t.Errorf("limit=1: got %s, want the newest conversation alone", c.Raw)
+	}
+	for _, q := range []string{"0", "1001", "x", "-1"} {
+		if r := e.do(call{method: "GET", path: "/chat/conversations?device_fingerprint=a-phone&limit=" + q, token: a.apiKey}); r.Status != 400 || r.str("field") != "limit" {
+			t.Errorf("limit=%s: got %d %s, want 400 field limit", q, r.Status, r.Raw)
+		}
+	}
 }
 
 func TestInboundStoredOnceAndListed(t *testing.T) {

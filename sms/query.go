@@ -18,6 +18,12 @@ const (
 	MaxPageLimit     = 100
 	// InboundListSize is the spec's "newest 50".
 	InboundListSize = 50
+	// MaxConversations bounds one list of a device's conversations, the
+	// newest first: a device that wrote to a hundred thousand numbers
+	// would otherwise answer them all at once (megabytes of JSON, and as
+	// much held in memory to write it). An older conversation is still
+	// read by its number (History).
+	MaxConversations = 1000
 )
 
 // Queued returns one outbound message of the company by its queue id.
@@ -145,12 +151,16 @@ func senderName(s string) bool {
 	return digits < 8
 }
 
-// Conversations lists a device's conversations, the latest first.
-func (s *Service) Conversations(_ context.Context, companyID uint64, device string) ([]store.Conversation, error) {
+// Conversations lists a device's conversations, the latest first: at most
+// limit of them, 1 to MaxConversations.
+func (s *Service) Conversations(_ context.Context, companyID uint64, device string, limit int) ([]store.Conversation, error) {
 	if err := deviceRequired(device); err != nil {
 		return nil, err
 	}
-	convs, err := s.store.Conversations(companyID, device, 0)
+	if limit < 1 || limit > MaxConversations {
+		return nil, problem.OutOfRange("limit", 1, MaxConversations)
+	}
+	convs, err := s.store.Conversations(companyID, device, limit)
 	if errors.Is(err, store.ErrDeviceGone) {
 		return nil, errNoDevice
 	}

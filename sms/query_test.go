@@ -34,7 +34,7 @@ func TestHistoryListedBeforeRegion(t *testing.T) {
 	if _, err := svc.Inbound(ctx, dev, proto.Inbound{ClientID: "in-2", Channel: "sms", From: "07911123456", Message: "after"}); err != nil {
 		t.Fatal(err)
 	}
-	convs, err := svc.Conversations(ctx, c.ID, dev.Fingerprint)
+	convs, err := svc.Conversations(ctx, c.ID, dev.Fingerprint, sms.MaxConversations)
 	if err != nil || len(convs) != 2 {
 		t.Fatalf("conversations: %v, %v; want two", convs, err)
 	}

@@ -14,6 +14,10 @@ import (
 // newest, oldest of them at the top.
 const threadSize = 100
 
+// convListSize is how many conversations the page lists, the latest
+// first; an older one comes back to the top with its next message.
+const convListSize = 200
+
 func (c *Console) messageRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET "+Prefix+"/messages", c.page(member, c.messagesPage))
 	mux.HandleFunc("GET "+Prefix+"/messages/thread", c.page(member, c.threadJSON))
@@ -25,6 +29,7 @@ type messagesData struct {
 	Devices []deviceRow
 	Device  *deviceRow
 	Convs   []convRow
+	More    bool // the list holds convListSize and older ones are not listed
 	Phone   string
 	Thread  []liveMessage
 	SIMs    []string
@@ -56,10 +61,11 @@ func (c *Console) messagesPage(w http.ResponseWriter, r *http.Request, q *req) e
 		return errNoDevice
 	}
 	if data.Device != nil {
-		convs, err := c.deps.SMS.Conversations(r.Context(), q.p().CompanyID, fp)
+		convs, err := c.deps.SMS.Conversations(r.Context(), q.p().CompanyID, fp, convListSize)
 		if err != nil {
 			return err
 		}
+		data.More = len(convs) == convListSize
 		if data.Phone == "" && len(convs) > 0 {
 			data.Phone = convs[0].Phone
 		}

@@ -1,6 +1,9 @@
 package web_test
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -388,5 +391,42 @@ func TestSettingsShowsMCPEndpoint(t *testing.T) {
 	want := `<code id="mcp-url">` + e.url + `/mcp</code>`
 	if got.status != http.StatusOK || !strings.Contains(got.body, want) || !strings.Contains(got.body, `"Authorization": "Bearer YOUR_API_KEY"`) {
 		t.Fatalf("GET /console/settings: got %d, want the MCP address %s and a client configuration; body %s", got.status, want, got.body)
+	}
+}
+
+// A device's conversations are listed the latest 200 first, with a line
+// saying older ones are not listed; fewer are listed without it.
+func TestMessagesPageListsTheLatestConversations(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	key := e.company("Acme", "ada@acme.test", "Correct1horse")
+	e.pairPhone(e.pairingCode(key), "fp-1", false)
+	b := e.browser()
+	b.signIn("ada@acme.test", "Correct1horse")
+	send := func(from, n int) {
+		msgs := make([]map[string]string, n)
+		for i := range msgs {
+			msgs[i] = map[string]string{"phone": fmt.Sprintf("+1555010%04d", from+i), "message": "hi"}
+		}
+		body, _ := json.Marshal(map[string]any{"device_fingerprint": "fp-1", "messages": msgs})
+		req, _ := http.NewRequest(http.MethodPost, e.url+"/chat/send-bulk", bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Content-Type", "application/json")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := read(t, res); p.status != http.StatusOK {
+			t.Fatalf("POST /chat/send-bulk: %d %s", p.status, p.body)
+		}
+	}
+	send(0, 199)
+	if got := b.get("/console/messages?device=fp-1").body; strings.Count(got, `<li data-phone=`) != 199 || strings.Contains(got, `id="more-convs"`) {
+		t.Fatalf("199 conversations: want all listed and no line about older ones")
+	}
+	send(199, 2)
+	got := b.get("/console/messages?device=fp-1").body
+	if strings.Count(got, `<li data-phone=`) != 200 || !strings.Contains(got, `id="more-convs"`) || strings.Contains(got, `data-phone="&#43;15550100000"`) || !strings.Contains(got, `data-phone="&#43;15550100001"`) {
+		t.Fatalf("201 conversations: want the latest 200 listed, the oldest not, and the line about older ones")
 	}
 }
