@@ -82,6 +82,8 @@ type Agent struct {
 	inventory Inventory     // what the last hello announced
 	known     chan struct{} // closed once an inventory was read
 	knownOnce sync.Once
+
+	dialTimeout time.Duration // bounds each upgrade (dialTimeout; tests shorten it)
 }
 
 // New returns an agent.
@@ -115,7 +117,7 @@ func New(opt Options) *Agent {
 	}
 	opt.HealthEvery = max(opt.HealthEvery, proto.HealthIntervalSeconds*time.Second)
 	return &Agent{opt: opt, log: opt.Logger, j: opt.Journal, tr: opt.Transport,
-		execWake: make(chan struct{}, 1), pumpWake: make(chan struct{}, 1), mediaWake: make(chan struct{}, 1), ackWake: make(chan struct{}, 1), known: make(chan struct{})}
+		dialTimeout: dialTimeout, execWake: make(chan struct{}, 1), pumpWake: make(chan struct{}, 1), mediaWake: make(chan struct{}, 1), ackWake: make(chan struct{}, 1), known: make(chan struct{})}
 }
 
 func wake(ch chan struct{}) {
