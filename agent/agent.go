@@ -206,7 +206,9 @@ func stamp(t time.Time) string { return t.UTC().Format(timeLayout) }
 // recover settles jobs that were handed to the transport when the agent
 // stopped. The rule (PROTOCOL.md 9.4): such a job is never handed over
 // again; the transport may prove it went out (sent), otherwise it is
-// reported failed with outcome_unknown.
+// reported failed with outcome_unknown. A transport that could not tell
+// because the agent is stopping was not given its chance: the job stays
+// dispatched, and the next start asks again.
 func (a *Agent) recover(ctx context.Context) error {
 	jobs, err := a.j.InState(StateDispatched)
 	if err != nil {
@@ -214,6 +216,9 @@ func (a *Agent) recover(ctx context.Context) error {
 	}
 	for _, job := range jobs {
 		out, known := a.tr.Recover(ctx, job)
+		if !known && ctx.Err() != nil {
+			return nil
+		}
 		if !known {
 			out = Outcome{Status: proto.StatusFailed, Error: "outcome_unknown"}
 		}
