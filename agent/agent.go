@@ -84,6 +84,7 @@ type Agent struct {
 	knownOnce sync.Once
 
 	dialTimeout time.Duration // bounds each upgrade (dialTimeout; tests shorten it)
+	pruneEvery  time.Duration // how often the journal forgets finished jobs (pruneEvery; tests shorten it)
 }
 
 // New returns an agent.
@@ -117,7 +118,7 @@ func New(opt Options) *Agent {
 	}
 	opt.HealthEvery = max(opt.HealthEvery, proto.HealthIntervalSeconds*time.Second)
 	return &Agent{opt: opt, log: opt.Logger, j: opt.Journal, tr: opt.Transport,
-		dialTimeout: dialTimeout, execWake: make(chan struct{}, 1), pumpWake: make(chan struct{}, 1), mediaWake: make(chan struct{}, 1), ackWake: make(chan struct{}, 1), known: make(chan struct{})}
+		dialTimeout: dialTimeout, pruneEvery: pruneEvery, execWake: make(chan struct{}, 1), pumpWake: make(chan struct{}, 1), mediaWake: make(chan struct{}, 1), ackWake: make(chan struct{}, 1), known: make(chan struct{})}
 }
 
 func wake(ch chan struct{}) {
@@ -150,9 +151,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if serr != nil {
 		return serr
 	}
-	if n, err := a.j.Prune(time.Now()); err == nil && n > 0 {
-		a.log.Info("journal pruned", "jobs", n)
-	}
+	a.prune()
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -161,6 +160,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	wg.Go(func() { a.deliveryPoller(ctx) })
 	wg.Go(func() { a.acknowledger(ctx) })
 	wg.Go(func() { a.uploader(ctx) })
+	wg.Go(func() { a.pruner(ctx) })
 	// A transport that can no longer work until its user acts (a WhatsApp
 	// session logged out) ends Run with a *FatalError from Receive, rather
 	// than the agent reconnecting in a loop with nothing to send from.
@@ -184,6 +184,34 @@ func (a *Agent) Run(ctx context.Context) error {
 		return stopped
 	}
 	return err
+}
+
+// pruneEvery is how often a running agent forgets the finished jobs it
+// no longer needs (Journal.Prune), as it does at start: an agent that runs
+// for months keeps its journal, and the scans of it, small.
+const pruneEvery = time.Hour
+
+func (a *Agent) prune() {
+	n, err := a.j.Prune(time.Now())
+	if err != nil {
+		a.log.Error("journal prune failed", "err", err)
+	} else if n > 0 {
+		a.log.Info("journal pruned", "jobs", n)
+	}
+}
+
+// pruner prunes the journal every pruneEvery until ctx ends.
+func (a *Agent) pruner(ctx context.Context) {
+	tick := time.NewTicker(a.pruneEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			a.prune()
+		}
+	}
 }
 
 func (a *Agent) setInventory(inv Inventory) {
