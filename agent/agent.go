@@ -78,7 +78,9 @@ type Agent struct {
 	mediaWake chan struct{} // a received file waits for its upload
 	ackWake   chan struct{} // an inbound message was acknowledged by the server
 	mu        sync.Mutex
-	offset    time.Duration // server clock minus local clock, from the last welcome
+	clock     clocks
+	serverAt  time.Time     // server_time of the last welcome (zero: none yet)
+	bootAt    time.Duration // the boot clock when it came
 	inventory Inventory     // what the last hello announced
 	known     chan struct{} // closed once an inventory was read
 	knownOnce sync.Once
@@ -118,7 +120,7 @@ func New(opt Options) *Agent {
 	}
 	opt.HealthEvery = max(opt.HealthEvery, proto.HealthIntervalSeconds*time.Second)
 	return &Agent{opt: opt, log: opt.Logger, j: opt.Journal, tr: opt.Transport,
-		dialTimeout: dialTimeout, pruneEvery: pruneEvery, execWake: make(chan struct{}, 1), pumpWake: make(chan struct{}, 1), mediaWake: make(chan struct{}, 1), ackWake: make(chan struct{}, 1), known: make(chan struct{})}
+		clock: realClocks(), dialTimeout: dialTimeout, pruneEvery: pruneEvery, execWake: make(chan struct{}, 1), pumpWake: make(chan struct{}, 1), mediaWake: make(chan struct{}, 1), ackWake: make(chan struct{}, 1), known: make(chan struct{})}
 }
 
 func wake(ch chan struct{}) {
@@ -221,10 +223,22 @@ func (a *Agent) setInventory(inv Inventory) {
 	a.knownOnce.Do(func() { close(a.known) })
 }
 
+// serverNow is the server's clock (clock.go): the last welcome's
+// server_time plus the boot clock's time since; the local date before any.
 func (a *Agent) serverNow() time.Time {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return time.Now().Add(a.offset)
+	if a.serverAt.IsZero() {
+		return a.clock.wall()
+	}
+	return a.serverAt.Add(a.clock.boot() - a.bootAt)
+}
+
+// synced notes the server's clock of a welcome that came now.
+func (a *Agent) synced(serverTime time.Time) {
+	a.mu.Lock()
+	a.serverAt, a.bootAt = serverTime, a.clock.boot()
+	a.mu.Unlock()
 }
 
 const timeLayout = "2006-01-02T15:04:05.000Z"

@@ -170,9 +170,7 @@ func (a *Agent) session(ctx context.Context, upFor *time.Duration) error {
 	up := time.Now()
 	defer func() { *upFor = time.Since(up) }()
 	if st, err := time.Parse(time.RFC3339Nano, welcome.ServerTime); err == nil {
-		a.mu.Lock()
-		a.offset = st.Sub(up)
-		a.mu.Unlock()
+		a.synced(st)
 	}
 	a.log.Info("link up", "device", welcome.DeviceFingerprint, "sims", len(sims), "selected_sim", welcome.SelectedSIM)
 
