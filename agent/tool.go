@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // Tool is an external program a transport runs (termux-sms-send, mmcli).
@@ -76,6 +77,10 @@ func (t Tool) Check() error {
 	return &ToolError{Tool: t.Name, Kind: "missing", Hint: t.Install, Err: err}
 }
 
+// toolWaitDelay is how long Run waits for a tool's output to close once
+// the tool ended or was killed.
+const toolWaitDelay = 5 * time.Second
+
 // Run runs the tool with args, stdin as its standard input, and returns its
 // standard output. A missing tool, a permission refusal (exit status 126, or
 // an output that says "permission") and any other failure come back as a
@@ -87,7 +92,15 @@ func (t Tool) Run(ctx context.Context, stdin string, args ...string) (string, er
 	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	// A child the tool started may hold its output open after the tool
+	// ended or was killed at ctx's deadline (termux-api leaves am
+	// broadcast running): without a bound, Run would wait for that child,
+	// and a hung one would hold the executor for good.
+	cmd.WaitDelay = toolWaitDelay
 	err := cmd.Run()
+	if errors.Is(err, exec.ErrWaitDelay) && cmd.ProcessState != nil && cmd.ProcessState.Success() {
+		err = nil // the tool itself succeeded; its child's output is not its answer
+	}
 	out := stdout.String()
 	both := out + stderr.String()
 	if err != nil {
