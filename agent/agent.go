@@ -25,7 +25,11 @@ const DefaultDeliveryPoll = 5 * time.Second
 const DefaultHealthEvery = 15 * time.Minute
 
 // DefaultToolTimeout bounds one send through the device's tool: a modem
-// on a poor network can take a minute; anything longer is stuck.
+// on a poor network can take a minute; anything longer is stuck. It bounds
+// every other call to the transport too (its inventory before each hello,
+// a delivery check, a recovery, an acknowledgement): a tool that hangs
+// would otherwise hold the link's reconnects, or the delivery reports,
+// for good.
 const DefaultToolTimeout = 2 * time.Minute
 
 // DefaultDeliveryWait bounds the wait for a delivery report: not every
@@ -87,6 +91,14 @@ type Agent struct {
 
 	dialTimeout time.Duration // bounds each upgrade (dialTimeout; tests shorten it)
 	pruneEvery  time.Duration // how often the journal forgets finished jobs (pruneEvery; tests shorten it)
+	toolTimeout time.Duration // bounds each call to the transport (DefaultToolTimeout; tests shorten it)
+}
+
+// askInventory asks the transport what the device serves, within toolTimeout.
+func (a *Agent) askInventory(ctx context.Context) (Inventory, error) {
+	ctx, cancel := context.WithTimeout(ctx, a.toolTimeout)
+	defer cancel()
+	return a.tr.Inventory(ctx)
 }
 
 // New returns an agent.
@@ -120,7 +132,7 @@ func New(opt Options) *Agent {
 	}
 	opt.HealthEvery = max(opt.HealthEvery, proto.HealthIntervalSeconds*time.Second)
 	return &Agent{opt: opt, log: opt.Logger, j: opt.Journal, tr: opt.Transport,
-		clock: realClocks(), dialTimeout: dialTimeout, pruneEvery: pruneEvery, execWake: make(chan struct{}, 1), pumpWake: make(chan struct{}, 1), mediaWake: make(chan struct{}, 1), ackWake: make(chan struct{}, 1), known: make(chan struct{})}
+		clock: realClocks(), dialTimeout: dialTimeout, pruneEvery: pruneEvery, toolTimeout: DefaultToolTimeout, execWake: make(chan struct{}, 1), pumpWake: make(chan struct{}, 1), mediaWake: make(chan struct{}, 1), ackWake: make(chan struct{}, 1), known: make(chan struct{})}
 }
 
 func wake(ch chan struct{}) {
@@ -139,7 +151,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	// A device that is not ready yet (a modem still starting) is asked
 	// again before each link; jobs wait until it answered once.
-	if inv, err := a.tr.Inventory(ctx); err != nil {
+	if inv, err := a.askInventory(ctx); err != nil {
 		a.log.Warn("the device is not ready; asking again before each connection", "transport", a.tr.Name(), "err", err)
 	} else {
 		a.setInventory(inv)
@@ -257,7 +269,9 @@ func (a *Agent) recover(ctx context.Context) error {
 		return err
 	}
 	for _, job := range jobs {
-		out, known := a.tr.Recover(ctx, job)
+		rctx, cancel := context.WithTimeout(ctx, a.toolTimeout)
+		out, known := a.tr.Recover(rctx, job)
+		cancel()
 		if !known && ctx.Err() != nil {
 			return nil
 		}
@@ -365,14 +379,14 @@ func (a *Agent) execute(ctx context.Context, job Job) error {
 	job.Remember = func(ref string) error { return a.j.Remember(job.ID, ref) }
 	// A send under way is not cut off by a shutdown (the tool killed in the
 	// middle leaves the outcome unknown); it gets DefaultToolTimeout.
-	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), DefaultToolTimeout)
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.toolTimeout)
 	out, err := a.tr.Execute(tctx, job)
 	timedOut := tctx.Err() != nil
 	cancel()
 	if err != nil && timedOut {
 		// Killed after the timeout: it may have gone out. The transport
 		// may tell; otherwise the outcome is unknown, as after a crash.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), DefaultToolTimeout)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.toolTimeout)
 		var known bool
 		if out, known = a.tr.Recover(rctx, job); !known {
 			out = Outcome{Status: proto.StatusFailed, Error: "outcome_unknown"}
@@ -463,7 +477,9 @@ func (a *Agent) deliveryPoller(ctx context.Context) {
 			continue
 		}
 		for _, job := range jobs {
-			d, err := a.tr.Delivery(ctx, job.Ref)
+			dctx, cancel := context.WithTimeout(ctx, a.toolTimeout)
+			d, err := a.tr.Delivery(dctx, job.Ref)
+			cancel()
 			if err != nil {
 				if ctx.Err() == nil {
 					a.log.Warn("delivery check failed", "id", job.ID, "err", err)
@@ -500,7 +516,10 @@ func (a *Agent) acknowledger(ctx context.Context) {
 				continue
 			}
 			msg := Received{Key: r.Frame.ClientID, Channel: r.Frame.Channel, From: r.Frame.From, Text: r.Frame.Message, Ref: r.Ref}
-			if err := a.tr.Acknowledge(ctx, msg); err != nil {
+			actx, cancel := context.WithTimeout(ctx, a.toolTimeout)
+			err := a.tr.Acknowledge(actx, msg)
+			cancel()
+			if err != nil {
 				a.log.Warn("could not clear a stored message at the source; retrying", "client_id", r.Frame.ClientID, "err", err)
 				continue
 			}

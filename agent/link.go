@@ -119,7 +119,7 @@ func (l *link) answered(key string, retryAfter time.Duration) {
 // report pump until the link ends.
 func (a *Agent) session(ctx context.Context, upFor *time.Duration) error {
 	cfg := a.opt.Config
-	inv, err := a.tr.Inventory(ctx)
+	inv, err := a.askInventory(ctx)
 	if err != nil {
 		select {
 		case <-a.known:
@@ -438,7 +438,7 @@ func (a *Agent) reportHealth(ctx context.Context, l *link) {
 			return
 		case <-tick.C:
 		}
-		inv, err := a.tr.Inventory(ctx)
+		inv, err := a.askInventory(ctx)
 		if err != nil {
 			a.log.Warn("health: the device did not answer", "err", err)
 			continue
