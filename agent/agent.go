@@ -25,7 +25,11 @@ const DefaultDeliveryPoll = 5 * time.Second
 const DefaultHealthEvery = 15 * time.Minute
 
 // DefaultToolTimeout bounds one send through the device's tool: a modem
-// on a poor network can take a minute; anything longer is stuck.
+// on a poor network can take a minute; anything longer is stuck. It bounds
+// every other call to the transport too (its inventory before each hello,
+// a delivery check, a recovery, an acknowledgement): a tool that hangs
+// would otherwise hold the link's reconnects, or the delivery reports,
+// for good.
 const DefaultToolTimeout = 2 * time.Minute
 
 // DefaultDeliveryWait bounds the wait for a delivery report: not every
@@ -78,10 +82,23 @@ type Agent struct {
 	mediaWake chan struct{} // a received file waits for its upload
 	ackWake   chan struct{} // an inbound message was acknowledged by the server
 	mu        sync.Mutex
-	offset    time.Duration // server clock minus local clock, from the last welcome
+	clock     clocks
+	serverAt  time.Time     // server_time of the last welcome (zero: none yet)
+	bootAt    time.Duration // the boot clock when it came
 	inventory Inventory     // what the last hello announced
 	known     chan struct{} // closed once an inventory was read
 	knownOnce sync.Once
+
+	dialTimeout time.Duration // bounds each upgrade (dialTimeout; tests shorten it)
+	pruneEvery  time.Duration // how often the journal forgets finished jobs (pruneEvery; tests shorten it)
+	toolTimeout time.Duration // bounds each call to the transport (DefaultToolTimeout; tests shorten it)
+}
+
+// askInventory asks the transport what the device serves, within toolTimeout.
+func (a *Agent) askInventory(ctx context.Context) (Inventory, error) {
+	ctx, cancel := context.WithTimeout(ctx, a.toolTimeout)
+	defer cancel()
+	return a.tr.Inventory(ctx)
 }
 
 // New returns an agent.
@@ -115,7 +132,7 @@ func New(opt Options) *Agent {
 	}
 	opt.HealthEvery = max(opt.HealthEvery, proto.HealthIntervalSeconds*time.Second)
 	return &Agent{opt: opt, log: opt.Logger, j: opt.Journal, tr: opt.Transport,
-		execWake: make(chan struct{}, 1), pumpWake: make(chan struct{}, 1), mediaWake: make(chan struct{}, 1), ackWake: make(chan struct{}, 1), known: make(chan struct{})}
+		clock: realClocks(), dialTimeout: dialTimeout, pruneEvery: pruneEvery, toolTimeout: DefaultToolTimeout, execWake: make(chan struct{}, 1), pumpWake: make(chan struct{}, 1), mediaWake: make(chan struct{}, 1), ackWake: make(chan struct{}, 1), known: make(chan struct{})}
 }
 
 func wake(ch chan struct{}) {
@@ -134,7 +151,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	// A device that is not ready yet (a modem still starting) is asked
 	// again before each link; jobs wait until it answered once.
-	if inv, err := a.tr.Inventory(ctx); err != nil {
+	if inv, err := a.askInventory(ctx); err != nil {
 		a.log.Warn("the device is not ready; asking again before each connection", "transport", a.tr.Name(), "err", err)
 	} else {
 		a.setInventory(inv)
@@ -148,9 +165,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if serr != nil {
 		return serr
 	}
-	if n, err := a.j.Prune(time.Now()); err == nil && n > 0 {
-		a.log.Info("journal pruned", "jobs", n)
-	}
+	a.prune()
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -159,6 +174,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	wg.Go(func() { a.deliveryPoller(ctx) })
 	wg.Go(func() { a.acknowledger(ctx) })
 	wg.Go(func() { a.uploader(ctx) })
+	wg.Go(func() { a.pruner(ctx) })
 	// A transport that can no longer work until its user acts (a WhatsApp
 	// session logged out) ends Run with a *FatalError from Receive, rather
 	// than the agent reconnecting in a loop with nothing to send from.
@@ -184,6 +200,34 @@ func (a *Agent) Run(ctx context.Context) error {
 	return err
 }
 
+// pruneEvery is how often a running agent forgets the finished jobs it
+// no longer needs (Journal.Prune), as it does at start: an agent that runs
+// for months keeps its journal, and the scans of it, small.
+const pruneEvery = time.Hour
+
+func (a *Agent) prune() {
+	n, err := a.j.Prune(time.Now())
+	if err != nil {
+		a.log.Error("journal prune failed", "err", err)
+	} else if n > 0 {
+		a.log.Info("journal pruned", "jobs", n)
+	}
+}
+
+// pruner prunes the journal every pruneEvery until ctx ends.
+func (a *Agent) pruner(ctx context.Context) {
+	tick := time.NewTicker(a.pruneEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			a.prune()
+		}
+	}
+}
+
 func (a *Agent) setInventory(inv Inventory) {
 	a.mu.Lock()
 	a.inventory = inv
@@ -191,10 +235,22 @@ func (a *Agent) setInventory(inv Inventory) {
 	a.knownOnce.Do(func() { close(a.known) })
 }
 
+// serverNow is the server's clock (clock.go): the last welcome's
+// server_time plus the boot clock's time since; the local date before any.
 func (a *Agent) serverNow() time.Time {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return time.Now().Add(a.offset)
+	if a.serverAt.IsZero() {
+		return a.clock.wall()
+	}
+	return a.serverAt.Add(a.clock.boot() - a.bootAt)
+}
+
+// synced notes the server's clock of a welcome that came now.
+func (a *Agent) synced(serverTime time.Time) {
+	a.mu.Lock()
+	a.serverAt, a.bootAt = serverTime, a.clock.boot()
+	a.mu.Unlock()
 }
 
 const timeLayout = "2006-01-02T15:04:05.000Z"
@@ -204,14 +260,21 @@ func stamp(t time.Time) string { return t.UTC().Format(timeLayout) }
 // recover settles jobs that were handed to the transport when the agent
 // stopped. The rule (PROTOCOL.md 9.4): such a job is never handed over
 // again; the transport may prove it went out (sent), otherwise it is
-// reported failed with outcome_unknown.
+// reported failed with outcome_unknown. A transport that could not tell
+// because the agent is stopping was not given its chance: the job stays
+// dispatched, and the next start asks again.
 func (a *Agent) recover(ctx context.Context) error {
 	jobs, err := a.j.InState(StateDispatched)
 	if err != nil {
 		return err
 	}
 	for _, job := range jobs {
-		out, known := a.tr.Recover(ctx, job)
+		rctx, cancel := context.WithTimeout(ctx, a.toolTimeout)
+		out, known := a.tr.Recover(rctx, job)
+		cancel()
+		if !known && ctx.Err() != nil {
+			return nil
+		}
 		if !known {
 			out = Outcome{Status: proto.StatusFailed, Error: "outcome_unknown"}
 		}
@@ -316,14 +379,14 @@ func (a *Agent) execute(ctx context.Context, job Job) error {
 	job.Remember = func(ref string) error { return a.j.Remember(job.ID, ref) }
 	// A send under way is not cut off by a shutdown (the tool killed in the
 	// middle leaves the outcome unknown); it gets DefaultToolTimeout.
-	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), DefaultToolTimeout)
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.toolTimeout)
 	out, err := a.tr.Execute(tctx, job)
 	timedOut := tctx.Err() != nil
 	cancel()
 	if err != nil && timedOut {
 		// Killed after the timeout: it may have gone out. The transport
 		// may tell; otherwise the outcome is unknown, as after a crash.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), DefaultToolTimeout)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.toolTimeout)
 		var known bool
 		if out, known = a.tr.Recover(rctx, job); !known {
 			out = Outcome{Status: proto.StatusFailed, Error: "outcome_unknown"}
@@ -414,7 +477,9 @@ func (a *Agent) deliveryPoller(ctx context.Context) {
 			continue
 		}
 		for _, job := range jobs {
-			d, err := a.tr.Delivery(ctx, job.Ref)
+			dctx, cancel := context.WithTimeout(ctx, a.toolTimeout)
+			d, err := a.tr.Delivery(dctx, job.Ref)
+			cancel()
 			if err != nil {
 				if ctx.Err() == nil {
 					a.log.Warn("delivery check failed", "id", job.ID, "err", err)
@@ -451,7 +516,10 @@ func (a *Agent) acknowledger(ctx context.Context) {
 				continue
 			}
 			msg := Received{Key: r.Frame.ClientID, Channel: r.Frame.Channel, From: r.Frame.From, Text: r.Frame.Message, Ref: r.Ref}
-			if err := a.tr.Acknowledge(ctx, msg); err != nil {
+			actx, cancel := context.WithTimeout(ctx, a.toolTimeout)
+			err := a.tr.Acknowledge(actx, msg)
+			cancel()
+			if err != nil {
 				a.log.Warn("could not clear a stored message at the source; retrying", "client_id", r.Frame.ClientID, "err", err)
 				continue
 			}

@@ -70,7 +70,8 @@ type spooled struct {
 func (j *Journal) mediaDir() string { return j.db.Path() + ".media" }
 
 // spool writes the files of one received message to disk, durably, and
-// returns their records; files over max are logged and left out.
+// returns their records; files over max are logged and left out. On an
+// error it returns the records of the files it wrote, for their removal.
 func (a *Agent) spool(clientID string, files []File) ([]spooled, error) {
 	max := a.opt.InboundMediaBytes
 	var out []spooled
@@ -91,7 +92,7 @@ func (a *Agent) spool(clientID string, files []File) ([]spooled, error) {
 		}
 		dir := a.j.mediaDir()
 		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return nil, fmt.Errorf("media spool: %w", err)
+			return out, fmt.Errorf("media spool: %w", err)
 		}
 		// A name of its own per take: a message taken again (WhatsApp
 		// delivers it again after a crash before its ack) never overwrites
@@ -99,7 +100,7 @@ func (a *Agent) spool(clientID string, files []File) ([]spooled, error) {
 		sum := sha256.Sum256([]byte(clientID))
 		p, err := writeSynced(dir, hex.EncodeToString(sum[:12])+"-"+strconv.Itoa(i)+"-*", f.Data)
 		if err != nil {
-			return nil, fmt.Errorf("media spool: %w", err)
+			return out, fmt.Errorf("media spool: %w", err)
 		}
 		out = append(out, spooled{Path: p, ContentType: f.ContentType, Filename: safeFilename(f.Filename), Size: int64(len(f.Data))})
 	}

@@ -5,6 +5,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
 )
@@ -80,5 +83,37 @@ func TestReceivedFileNamesMadeSafe(t *testing.T) {
 		if f.Filename != want[i] {
 			t.Errorf("file %d: journaled name %q, want %q", i, f.Filename, want[i])
 		}
+	}
+}
+
+// Files spooled for messages the journal could not take are removed: the
+// transport hands the messages in again (every few seconds while the
+// journal fails), and each take would otherwise leave copies no record
+// names, until the disk is full.
+func TestSpooledFilesOfAFailedTakeAreRemoved(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "j.db")
+	j, err := OpenJournal(path, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.Close()
+	// The same journal read-only: every commit fails.
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j = &Journal{db: db}
+	t.Cleanup(func() { j.Close() })
+	a := New(Options{Config: ConfigFile{Salt: "s1"}, Journal: j})
+	msg := Received{Key: "wa:1", Channel: proto.ChannelWhatsApp, From: "+15557654321", To: "+15550100001", Text: "hi",
+		Media: []File{{ContentType: "image/png", Data: []byte("a picture")}}}
+	for range 3 {
+		if err := (sink{a}).Take([]Received{msg}, "", ""); err == nil {
+			t.Fatal("a take the journal could not commit returned no error")
+		}
+	}
+	if left, _ := filepath.Glob(filepath.Join(j.mediaDir(), "*")); len(left) != 0 {
+		t.Fatalf("spool holds %v after takes that were not journaled, want nothing", left)
 	}
 }

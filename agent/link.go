@@ -28,6 +28,11 @@ const (
 	resendPerSecond = 20
 	helloTimeout    = 10 * time.Second
 	writeTimeout    = 10 * time.Second
+	// dialTimeout bounds the upgrade: the connection, TLS and the answer
+	// to the upgrade request. A server or proxy that takes the connection
+	// and never answers would otherwise hold the agent there for good, with
+	// no reconnect.
+	dialTimeout = 30 * time.Second
 )
 
 // holdLink keeps the link up, reconnecting with PROTOCOL.md's backoff,
@@ -114,7 +119,7 @@ func (l *link) answered(key string, retryAfter time.Duration) {
 // report pump until the link ends.
 func (a *Agent) session(ctx context.Context, upFor *time.Duration) error {
 	cfg := a.opt.Config
-	inv, err := a.tr.Inventory(ctx)
+	inv, err := a.askInventory(ctx)
 	if err != nil {
 		select {
 		case <-a.known:
@@ -130,7 +135,8 @@ func (a *Agent) session(ctx context.Context, upFor *time.Duration) error {
 	}
 	silence := client.NewSilence()
 	hear := silence.Hear
-	ws, res, err := websocket.Dial(ctx, cfg.WSURL, &websocket.DialOptions{
+	dctx, cancelDial := context.WithTimeout(ctx, a.dialTimeout)
+	ws, res, err := websocket.Dial(dctx, cfg.WSURL, &websocket.DialOptions{
 		HTTPClient: a.opt.HTTPClient,
 		HTTPHeader: http.Header{"Authorization": {"Bearer " + cfg.DeviceToken}},
 		OnPingReceived: func(context.Context, []byte) bool {
@@ -138,6 +144,7 @@ func (a *Agent) session(ctx context.Context, upFor *time.Duration) error {
 			return true
 		},
 	})
+	cancelDial() // the link, once open, outlives its upgrade's deadline
 	if err != nil {
 		if res != nil && res.StatusCode != http.StatusSwitchingProtocols {
 			return apiError(res)
@@ -163,9 +170,7 @@ func (a *Agent) session(ctx context.Context, upFor *time.Duration) error {
 	up := time.Now()
 	defer func() { *upFor = time.Since(up) }()
 	if st, err := time.Parse(time.RFC3339Nano, welcome.ServerTime); err == nil {
-		a.mu.Lock()
-		a.offset = st.Sub(up)
-		a.mu.Unlock()
+		a.synced(st)
 	}
 	a.log.Info("link up", "device", welcome.DeviceFingerprint, "sims", len(sims), "selected_sim", welcome.SelectedSIM)
 
@@ -433,7 +438,7 @@ func (a *Agent) reportHealth(ctx context.Context, l *link) {
 			return
 		case <-tick.C:
 		}
-		inv, err := a.tr.Inventory(ctx)
+		inv, err := a.askInventory(ctx)
 		if err != nil {
 			a.log.Warn("health: the device did not answer", "err", err)
 			continue

@@ -23,18 +23,27 @@ func (s sink) Take(msgs []Received, markKey, markValue string) error {
 	frames := make([]proto.Inbound, 0, len(msgs))
 	refs := make([][]string, 0, len(msgs))
 	files := make([][]spooled, 0, len(msgs))
+	// Files spooled for a take that is not journaled are no one's: the
+	// transport hands the messages in again, and they are spooled anew.
+	unspool := func() {
+		for _, sp := range files {
+			inboundRecord{Files: sp}.removeSpooled()
+		}
+	}
 	for _, m := range msgs {
 		f := s.a.frame(m)
 		frames = append(frames, f)
 		refs = append(refs, m.Ref)
 		sp, err := s.a.spool(f.ClientID, m.Media)
+		files = append(files, sp)
 		if err != nil {
+			unspool()
 			return err
 		}
-		files = append(files, sp)
 	}
 	added, err := s.a.j.takeInbound(frames, refs, files, markKey, markValue)
 	if err != nil {
+		unspool()
 		return err
 	}
 	for _, f := range added {

@@ -117,9 +117,9 @@ func (t Tool) Run(ctx context.Context, stdin string, args ...string) (string, er
 	stderr := &capped{max: maxToolStderr}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	err := cmd.Run()
-	if errors.Is(err, exec.ErrWaitDelay) {
+	if errors.Is(err, exec.ErrWaitDelay) && cmd.ProcessState != nil && cmd.ProcessState.Success() {
 		// The tool exited with status 0; something it started kept its
-		// output open and was cut off.
+		// output open and was cut off: its output is not the tool's answer.
 		err = nil
 	}
 	out := stdout.String()

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -94,17 +95,40 @@ func linkWhatsApp(ctx context.Context, session, png string, stdout io.Writer) er
 }
 
 // showQR prints code as a QR code made of block characters (a terminal
-// shows it at any size) and writes it to png.
+// shows it at any size) and writes it to png, with mode 0600: the code
+// holds the session's pairing keys, its advertising secret among them.
 func showQR(w io.Writer, code, png string) error {
 	q, err := qrcode.New(code, qrcode.Low)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintln(w, strings.TrimRight(q.ToSmallString(false), "\n"))
-	if png != "" {
-		if err := q.WriteFile(512, png); err != nil {
-			return fmt.Errorf("write %s: %w", png, err)
-		}
+	if png == "" {
+		return nil
+	}
+	data, err := q.PNG(512)
+	if err != nil {
+		return err
+	}
+	if err := writePrivate(png, data); err != nil {
+		return fmt.Errorf("write %s: %w", png, err)
 	}
 	return nil
+}
+
+// writePrivate writes data to path, readable by this user only, also
+// when path was a file readable by others.
+func writePrivate(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	err = f.Chmod(0o600)
+	if err == nil {
+		_, err = f.Write(data)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"image/png"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -44,6 +45,27 @@ func TestShowQRPrintsAndWritesTheCode(t *testing.T) {
 	res, err := qrcode.NewQRCodeReader().Decode(bmp, map[gozxing.DecodeHintType]any{gozxing.DecodeHintType_PURE_BARCODE: true})
 	if err != nil || res.GetText() != code {
 		t.Fatalf("the PNG decodes to %v (%v), want %q", res, err, code)
+	}
+}
+
+// TestQRPNGIsPrivate: the QR code carries the session's pairing keys (its
+// advertising secret among them), so its PNG is written for the agent's user
+// only, as the session file is, also over a file another program left
+// readable to all.
+func TestQRPNGIsPrivate(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "whatsapp-qr.png")
+	if err := os.WriteFile(path, []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := showQR(io.Discard, "2@ref,noise=,identity=,adv==", path); err != nil {
+			t.Fatal(err)
+		}
+		st, err := os.Stat(path)
+		if err != nil || st.Mode().Perm() != 0o600 {
+			t.Fatalf("QR PNG: %v %v, want mode 0600", st, err)
+		}
 	}
 }
 
