@@ -59,6 +59,29 @@ func TestFlagMistakesAreNamed(t *testing.T) {
 }
 
 // An environment twin's bad value names the variable and the flag.
+// A duration or size that is not positive is refused naming the flag and
+// its value: a negative --health-every was taken as 15 minutes where the
+// docs say a short one is a minute.
+func TestNonPositiveValuesAreNamed(t *testing.T) {
+	t.Parallel()
+	config := filepath.Join(t.TempDir(), "agent.json")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--health-every", "-5m"}, `--health-every -5m0s: must be positive`},
+		{[]string{"--poll", "0s"}, `--poll 0s: must be positive`},
+		{[]string{"--media-max-bytes", "0"}, `--media-max-bytes 0: must be positive`},
+		{[]string{"--max-per-minute", "-1"}, `--max-per-minute -1: must be 0 (no pacing) or more`},
+	} {
+		var errOut bytes.Buffer
+		code := run(t.Context(), append([]string{"run", "--config", config}, c.args...), &bytes.Buffer{}, &errOut)
+		if code != 1 || errOut.String() != "simrelay-agent run: "+c.want+"\n" {
+			t.Errorf("%q: exit %d, output %q; want 1 and %q", c.args, code, errOut.String(), c.want)
+		}
+	}
+}
+
 func TestBadEnvironmentValueIsNamed(t *testing.T) {
 	t.Setenv("SIMRELAY_AGENT_RECONNECT_MAX", "soon")
 	var errOut bytes.Buffer

@@ -57,8 +57,19 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *logFormat != "text" && *logFormat != "json" {
 		return fail(fmt.Errorf("--log-format %q: want text or json", *logFormat))
 	}
-	if *poll <= 0 || *reconnectMax <= 0 || *perMinute < 0 || *mediaMax <= 0 || *mediaTimeout <= 0 {
-		return fail(errors.New("--poll, --reconnect-max, --media-max-bytes and --media-timeout must be positive, --max-per-minute 0 or more"))
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"poll", *poll}, {"reconnect-max", *reconnectMax}, {"media-timeout", *mediaTimeout}, {"health-every", *healthEvery}} {
+		if d.v <= 0 {
+			return fail(fmt.Errorf("--%s %s: must be positive", d.name, d.v))
+		}
+	}
+	if *mediaMax <= 0 {
+		return fail(fmt.Errorf("--media-max-bytes %d: must be positive", *mediaMax))
+	}
+	if *perMinute < 0 {
+		return fail(fmt.Errorf("--max-per-minute %d: must be 0 (no pacing) or more", *perMinute))
 	}
 	media := agent.MediaFetcher{Dialer: newDialer(), AllowPrivate: *mediaPrivate, MaxBytes: *mediaMax, Timeout: *mediaTimeout}
 	log := newLogger(stderr, *logFormat, level)
