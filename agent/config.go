@@ -10,9 +10,11 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 
 	"github.com/simrelay/simrelay/android-protocol/client"
+	"github.com/simrelay/simrelay/internal/durable"
 )
 
 // ConfigFile is what pairing leaves on disk: the device token is a password
@@ -104,6 +106,13 @@ func SaveConfig(path string, c ConfigFile) error {
 		return err
 	}
 	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("write configuration: %w", err)
+	}
+	// The new name survives a power loss only once its directory is
+	// synced: pairing's device token would be lost, and the phone paired
+	// again. Where a directory cannot be synced (Windows), the rename is
+	// what the system gives.
+	if err := durable.SyncDir(filepath.Dir(path)); err != nil && runtime.GOOS != "windows" {
 		return fmt.Errorf("write configuration: %w", err)
 	}
 	return nil

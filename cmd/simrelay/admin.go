@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/simrelay/simrelay/account"
+	"github.com/simrelay/simrelay/internal/durable"
 	"github.com/simrelay/simrelay/mail"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store/boltstore"
@@ -279,7 +280,7 @@ func writeFileAtomic(path string, write func(io.Writer) (int64, error)) (int64, 
 		err = os.Rename(tmp.Name(), path)
 	}
 	if err == nil {
-		err = syncDir(dir)
+		err = durable.SyncDir(dir)
 	}
 	return n, err
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/simrelay/simrelay/internal/durable"
 	"github.com/simrelay/simrelay/store/boltstore"
 )
 
@@ -89,7 +90,7 @@ func adminRestore(args []string, stdout, stderr io.Writer) error {
 		}
 		return fmt.Errorf("put the backup in place as %s: %w; nothing was changed", live, err)
 	}
-	if err := syncDir(where.dataDir); err != nil {
+	if err := durable.SyncDir(where.dataDir); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "restored %s (%d bytes) as %s\n", file, n, live)
@@ -142,17 +143,4 @@ func stageCopy(file, dir string) (staged string, n int64, err error) {
 		return "", 0, err
 	}
 	return tmp.Name(), n, nil
-}
-
-// syncDir makes a rename in dir durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	return nil
 }
