@@ -229,6 +229,28 @@ func (a *Agent) awaitWelcome(ctx context.Context, l *link) (*proto.Welcome, erro
 	}
 }
 
+// maxRetryAfter is the longest wait an error frame's retry_after is taken
+// for: a longer one is that long, which no link outlives, so the report
+// goes again on the next link. Larger counts of seconds overflowed a
+// duration, and one that wrapped to 0 read as a refusal for good.
+const maxRetryAfter = 365 * 24 * time.Hour
+
+// retryAfter is an error frame's retry_after as a wait: 0 when the frame
+// has none (a refusal for good), else at least a second and at most
+// maxRetryAfter (a negative count, which no server sends, is still a
+// temporary refusal).
+func retryAfter(seconds int) time.Duration {
+	switch {
+	case seconds == 0:
+		return 0
+	case seconds < 0:
+		return time.Second
+	case seconds > int(maxRetryAfter/time.Second):
+		return maxRetryAfter
+	}
+	return time.Duration(seconds) * time.Second
+}
+
 func closeErr(err error) error {
 	var ce websocket.CloseError
 	if errors.As(err, &ce) && !proto.ShouldReconnect(int(ce.Code)) {
@@ -302,7 +324,7 @@ func (a *Agent) handle(ctx context.Context, l *link, data []byte) error {
 // refused applies an error frame (PROTOCOL.md 11.1): a refused report is
 // dropped, a temporarily refused one (retry_after) kept and sent again later.
 func (a *Agent) refused(l *link, f *proto.Error) error {
-	retry := time.Duration(f.RetryAfter) * time.Second
+	retry := retryAfter(f.RetryAfter)
 	a.log.Warn("the server refused a frame", "code", f.Code, "message", f.Message, "id", f.ID, "client_id", f.ClientID, "field", f.Field, "retry_after", f.RetryAfter)
 	switch {
 	case f.ClientID != "" || strings.HasPrefix(f.Message, "inbound: "):

@@ -102,3 +102,36 @@ func TestReportJournaledAgainIsSentOnTheSameLink(t *testing.T) {
 		t.Fatalf("links: %d, want the report sent again on the first", links)
 	}
 }
+
+// A retry_after so large that it overflowed a duration (2^55 seconds
+// wrapped to exactly 0) is still a temporary refusal: the report is kept
+// and sent again on the next link. It read as no retry_after, and the
+// report was dropped for good.
+func TestHugeRetryAfterKeepsTheReport(t *testing.T) {
+	t.Parallel()
+	job := proto.Send{ID: "job-h", Channel: "sms", To: "+15551234567", Message: "hi", SIMSlot: "SIM1", ExpiresAt: stamp(time.Now().Add(time.Hour))}
+	h := &fakeHub{t: t}
+	h.script = func(link int, ws *websocket.Conn, frames <-chan proto.Frame) {
+		ctx := context.Background()
+		if link == 1 {
+			write(ctx, ws, job)
+		}
+		for f := range frames {
+			st, ok := f.(*proto.Status)
+			if !ok {
+				continue
+			}
+			if link == 1 {
+				write(ctx, ws, proto.Error{Code: "unavailable", Message: "status: try again", ID: st.ID, RetryAfter: 1 << 55})
+				ws.Close(websocket.StatusGoingAway, "going away")
+				return
+			}
+			write(ctx, ws, proto.StatusAck{ID: st.ID, Status: st.Status})
+		}
+	}
+	_, j, _ := startAgent(t, h, &memTransport{inbox: make(chan Received)})
+	poll.Until(t, "the report is sent again on the next link and acknowledged", func() bool {
+		reports, _ := j.Reports()
+		return len(reports) == 0 && h.seen(`"status":"sent"`) == 2
+	})
+}
