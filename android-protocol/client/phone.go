@@ -22,7 +22,11 @@ const (
 	DefaultBackoffMax   = 5 * time.Minute
 	DefaultStableAfter  = time.Minute // a link up this long resets the backoff
 	DefaultHelloTimeout = 10 * time.Second
-	writeTimeout        = 10 * time.Second
+	// DefaultDialTimeout bounds the upgrade (connection, TLS and the
+	// answer to the upgrade request): a server or proxy that takes the
+	// connection and never answers would hold the phone there for good.
+	DefaultDialTimeout = 30 * time.Second
+	writeTimeout       = 10 * time.Second
 )
 
 // Config describes one phone.
@@ -39,6 +43,8 @@ type Config struct {
 	BackoffBase time.Duration
 	BackoffMax  time.Duration
 	StableAfter time.Duration
+	// DialTimeout bounds each upgrade (DefaultDialTimeout when zero).
+	DialTimeout time.Duration
 	// OnJob is called once for every new job, on the reader goroutine, after
 	// the job is journaled and acked (as an app hands the job to its sender),
 	// so reports made from it reach the server after the ack. It must not
@@ -110,6 +116,9 @@ func New(cfg Config) *Phone {
 	}
 	if cfg.StableAfter <= 0 {
 		cfg.StableAfter = DefaultStableAfter
+	}
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = DefaultDialTimeout
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -249,7 +258,8 @@ func closeCode(err error) int {
 func (p *Phone) session(ctx context.Context) error {
 	silence := NewSilence()
 	hear := silence.Hear
-	ws, res, err := websocket.Dial(ctx, p.cfg.WSURL, &websocket.DialOptions{
+	dctx, cancelDial := context.WithTimeout(ctx, p.cfg.DialTimeout)
+	ws, res, err := websocket.Dial(dctx, p.cfg.WSURL, &websocket.DialOptions{
 		HTTPClient: p.cfg.HTTPClient,
 		HTTPHeader: http.Header{"Authorization": {"Bearer " + p.cfg.Token}},
 		OnPingReceived: func(context.Context, []byte) bool {
@@ -257,6 +267,7 @@ func (p *Phone) session(ctx context.Context) error {
 			return true
 		},
 	})
+	cancelDial() // the link, once open, outlives its upgrade's deadline
 	if err != nil {
 		if res != nil && res.StatusCode != http.StatusSwitchingProtocols {
 			return readAPIError(res)

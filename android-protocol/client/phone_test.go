@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -165,5 +166,56 @@ func TestRestartReconnectsAndStopsOnlyWithContext(t *testing.T) {
 	}
 	if p.SelectedSIM() != "SIM1" {
 		t.Errorf("selected SIM after welcome: got %q, want SIM1 from welcome", p.SelectedSIM())
+	}
+}
+
+// A server (or a proxy before it) that takes the connection and never
+// answers the upgrade does not hold the phone for good: the upgrade has a
+// deadline, and the phone connects again.
+func TestUnansweredUpgradeIsGivenUp(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	var accepted atomic.Int32
+	go func() {
+		var conns []net.Conn
+		defer func() {
+			for _, c := range conns {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c) // read by no one, answered never
+			accepted.Add(1)
+		}
+	}()
+	retried := make(chan error, 1)
+	p := New(Config{WSURL: "ws://" + ln.Addr().String() + "/device/ws", Token: "dt_x", BackoffBase: time.Millisecond,
+		BackoffMax: 10 * time.Millisecond, DialTimeout: 100 * time.Millisecond,
+		OnRetry: func(err error, _ time.Duration) {
+			select {
+			case retried <- err:
+			default:
+			}
+		}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { p.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case err := <-retried:
+		var de *DialError
+		if !errors.As(err, &de) {
+			t.Fatalf("retried after %v, want a *DialError", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the phone still waits on an upgrade nobody answers")
 	}
 }
