@@ -25,10 +25,24 @@ import (
 var version = ""
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
+	os.Exit(run(interrupted(), os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// interrupted is a context that ends at the first SIGINT or SIGTERM, which
+// lets a send already inside the device's tool finish. The signals take
+// their default action again before it ends: a second one ends the agent
+// at once, as its user expects of a second Ctrl-C (the send is then
+// settled by the restart rule, docs/agents.md).
+func interrupted() context.Context {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-sigs
+		signal.Reset(os.Interrupt, syscall.SIGTERM)
+		cancel()
+	}()
+	return ctx
 }
 
 const usage = `simrelay-agent connects this device's SIM to a simrelay server.

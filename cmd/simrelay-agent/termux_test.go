@@ -390,3 +390,50 @@ func TestTermuxReportsHealth(t *testing.T) {
 		return code == http.StatusOK && strings.Contains(string(b), want) && strings.Contains(string(b), `"online":true`)
 	})
 }
+
+// SIGINT lets a send inside the tool finish; a second SIGINT meanwhile
+// ends the agent at once (the job is then settled by the restart rule). A
+// second one did nothing, and the agent waited for the tool (up to its
+// 2 minutes) whatever its user did.
+func TestSecondInterruptEndsTheAgent(t *testing.T) {
+	t.Parallel()
+	agentPath, serverPath := binaries(t)
+	s := newServer(t, serverPath)
+	fake := fakeTermux(t)
+	fifo := filepath.Join(fake, "fifo")
+	if err := exec.Command("mkfifo", fifo).Run(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if f, err := os.OpenFile(fifo, os.O_RDWR, 0); err == nil {
+			_, _ = f.WriteString("go\n")
+			f.Close()
+		}
+	})
+	writeFile(t, filepath.Join(fake, "block"), "")
+	config := filepath.Join(t.TempDir(), "agent.json")
+	s.pair(agentPath, config, "sigint-phone")
+	a := startAgent(t, agentPath, fake, termuxArgs(config)...)
+	s.send("sigint-phone", "+15551230001", "held inside the tool", "")
+	until(t, "the send is inside termux-sms-send", func() bool { return countText(sendCalls(t, fake), "held inside the tool") == 1 })
+	if err := a.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	until(t, "the agent left the server, waiting for the send", func() bool {
+		_, body, err := s.call("GET", "/device/list", nil)
+		return err == nil && strings.Contains(string(body), `"online":false`)
+	})
+	select {
+	case <-a.done:
+		t.Fatal("the agent ended at the first interrupt while a send was inside the tool")
+	default:
+	}
+	if err := a.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-a.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the agent still runs after a second interrupt")
+	}
+}
