@@ -76,8 +76,11 @@ func (s *Service) History(_ context.Context, companyID uint64, device, number st
 		// (national formats such as 07911123456): such a conversation is
 		// found as written. Anything else is the number rule's 400.
 		msgs, total, err := s.store.History(companyID, device, strings.TrimSpace(number), page, limit)
-		if err != nil || total == 0 {
+		switch {
+		case err == nil && total == 0, errors.Is(err, store.ErrDeviceGone):
 			return Page{}, badNumber
+		case err != nil:
+			return Page{}, err // the store's failure (503), not the number's
 		}
 		return Page{Messages: msgs, Total: total, Page: page, Pages: pages(total, limit)}, nil
 	}

@@ -2,6 +2,7 @@ package sms_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"testing"
 	"time"
@@ -48,5 +49,32 @@ func TestHistoryListedBeforeRegion(t *testing.T) {
 		t.Error("history of another device: got no error, want not_found")
 	} else if pe, ok := problem.As(err); !ok || pe.Code != problem.NotFound {
 		t.Errorf("history of another device: got %v, want not_found", err)
+	}
+}
+
+// failingHistory is the store with its history reads failing as a store
+// that cannot answer does.
+type failingHistory struct {
+	sms.Store
+}
+
+func (failingHistory) History(uint64, string, string, int, int) ([]store.Message, int, error) {
+	return nil, 0, store.ErrUnavailable
+}
+
+// A history asked under a number that is no E.164 number (07911123456
+// without a region) is looked up as
+// written (a sender a phone reported so); a store that cannot answer that
+// look is the store's failure (503), not the number's 400, which told the
+// client to change a number that may well be listed.
+func TestHistoryAsWrittenKeepsTheStoresFailure(t *testing.T) {
+	t.Parallel()
+	st := storetest.Open(t)
+	c := storetest.Company(t, st, "Acme", "a@acme.test")
+	dev := activeDevice(t, st, c.ID)
+	svc := sms.New(sms.Config{}, failingHistory{st}, slog.New(slog.DiscardHandler), time.Now)
+	_, err := svc.History(context.Background(), c.ID, dev.Fingerprint, "07911123456", 1, 10)
+	if !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("history of 07911123456 with the store out of reach: got %v, want the store's ErrUnavailable", err)
 	}
 }
