@@ -172,7 +172,10 @@
 // unlocked); a sweep its messages, then their devices; a failover its
 // jobs (TestFailoverLocksJobsInIDOrder), then the turns of their pools,
 // then all their members' devices (TestFailoverTakesPoolTurnsFirst); an
-// edit or deletion of a pool its row, then its turn; a device deletion
+// edit or deletion of a pool its row, then its turn, then (an edit) a
+// share lock on its members' devices, a new pool's before its company's
+// row, as a registration and a deletion take a device's and then its
+// company's (TestPoolMemberRacesItsDeviceDeletion); a device deletion
 // its device's unfinished jobs and the pools it leaves, then the device,
 // then those again with any a send queued or an edit added in between
 // (TestDeviceDeletionLocksAfterItsJobs, TestDeviceDeletionLocksPoolsFirst).

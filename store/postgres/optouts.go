@@ -4,6 +4,7 @@ package postgres
 // and the list's own reads and writes.
 
 import (
+	"errors"
 	"time"
 
 	"github.com/simrelay/simrelay/store"
@@ -34,7 +35,8 @@ func onOptOutList(t *txn, companyID uint64, phone string) (listed bool, err erro
 
 // AddOptOut puts phone (E.164) on the company's list, counting it against
 // the daily budget; created is false when it was there already (and the
-// stored entry comes back unchanged, costing nothing).
+// stored entry comes back unchanged, costing nothing). An entry removed
+// while the add runs is added again, as after the removal.
 func (s *Store) AddOptOut(companyID uint64, phone string, now time.Time) (o store.OptOut, created bool, err error) {
 	err = s.write("add opt-out", func(t *txn) error {
 		o, created = store.OptOut{Phone: phone, Source: store.OptOutAPI, CreatedAt: now.UTC()}, true
@@ -48,7 +50,13 @@ func (s *Store) AddOptOut(companyID uint64, phone string, now time.Time) (o stor
 		}
 		if tag.RowsAffected() == 0 {
 			created = false
-			return getRec(t, &o, "SELECT rec FROM opt_outs WHERE company_id = $1 AND phone = $2", id(companyID), phone)
+			err := getRec(t, &o, "SELECT rec FROM opt_outs WHERE company_id = $1 AND phone = $2", id(companyID), phone)
+			if errors.Is(err, store.ErrNotFound) {
+				// The entry the insert met was removed since (the insert
+				// waits for no lock of a row it leaves alone): add again.
+				return errAgain
+			}
+			return err
 		}
 		return s.charge(t, companyID, now, store.OptOutCost)
 	})

@@ -15,7 +15,10 @@ import (
 // its sticky entries rows of pool_sticky, both dropped with the pool. The
 // company's row lock guards how many pools it has; the unique (company,
 // lower-case name) its names; a pool's row lock its edits (FOR NO KEY
-// UPDATE, which lets a send's foreign key to the pool pass).
+// UPDATE, which lets a send's foreign key to the pool pass). A write of a
+// pool holds its members' devices (FOR SHARE) until its commit, so a
+// device deleted at the same time is either refused as a member or taken
+// out of the pool by its deletion: no member outlives its device.
 
 // Pools returns the company's pools, oldest first.
 func (s *Store) Pools(companyID uint64) ([]store.Pool, error) {
@@ -65,15 +68,10 @@ func (s *Store) PutPool(companyID, poolID uint64, now time.Time, edit func(cur s
 	err := s.write("put pool", func(t *txn) error {
 		var p store.Pool
 		if poolID == 0 {
-			if err := lockCompany(t, companyID); err != nil {
+			// Counted again under the company's lock below; refused here
+			// before edit, as the count is the first answer.
+			if err := roomForPool(t, companyID); err != nil {
 				return err
-			}
-			var n int
-			if err := t.row("SELECT count(*) FROM pools WHERE company_id = $1", id(companyID)).Scan(&n); err != nil {
-				return err
-			}
-			if n >= store.MaxPools {
-				return store.ErrTooManyPools
 			}
 			pid, err := nextID(t, "pools")
 			if err != nil {
@@ -95,13 +93,31 @@ func (s *Store) PutPool(companyID, poolID uint64, now time.Time, edit func(cur s
 		if taken {
 			return store.ErrConflict
 		}
-		members, err := resolveMembers(t, companyID, &p, in.Members)
+		members, live, err := resolveMembers(t, companyID, &p, in.Members)
 		if err != nil {
 			return err
 		}
 		if poolID != 0 && (p.Strategy != in.Strategy || !slices.Equal(p.Members, members)) {
 			// Another order of members or strategy starts the turns afresh.
 			if _, err := t.exec("DELETE FROM pool_turns WHERE pool_id = $1", id(p.ID)); err != nil {
+				return err
+			}
+		}
+		// The members' devices are held until the commit (after the pool's
+		// turn, as sends and failovers take turns, then devices): a
+		// deletion of one waits for it, then takes the device out of this
+		// pool as of any other. One deleted since resolveMembers read it
+		// live makes the edit read them again, and refuse it.
+		if err := holdMemberDevices(t, companyID, live); err != nil {
+			return err
+		}
+		if poolID == 0 {
+			// A device's lock comes before its company's, as a deletion
+			// and a registration take them.
+			if err := lockCompany(t, companyID); err != nil {
+				return err
+			}
+			if err := roomForPool(t, companyID); err != nil {
 				return err
 			}
 		}
@@ -127,9 +143,41 @@ func (s *Store) PutPool(companyID, poolID uint64, now time.Time, edit func(cur s
 	return out, err
 }
 
+// roomForPool refuses with ErrTooManyPools a new pool of a company that
+// has store.MaxPools.
+func roomForPool(t *txn, companyID uint64) error {
+	var n int
+	if err := t.row("SELECT count(*) FROM pools WHERE company_id = $1", id(companyID)).Scan(&n); err != nil {
+		return err
+	}
+	if n >= store.MaxPools {
+		return store.ErrTooManyPools
+	}
+	return nil
+}
+
+// holdMemberDevices takes a share lock on each of the devices (ids, found
+// live), in id order, until the transaction ends; one deleted meanwhile is
+// errAgain.
+func holdMemberDevices(t *txn, companyID uint64, devices []int64) error {
+	if len(devices) == 0 {
+		return nil
+	}
+	var held int
+	if err := t.row(`SELECT count(*) FROM (SELECT id FROM devices WHERE company_id = $1 AND id = ANY($2)
+		AND deleted_at IS NULL ORDER BY id FOR SHARE) d`, id(companyID), devices).Scan(&held); err != nil {
+		return err
+	}
+	if held != len(devices) {
+		return errAgain
+	}
+	return nil
+}
+
 // resolveMembers turns the members a company names into p's members,
-// keeping the ids of those p had and numbering the new ones.
-func resolveMembers(t *txn, companyID uint64, p *store.Pool, in []store.PoolMemberInput) ([]store.PoolMember, error) {
+// keeping the ids of those p had and numbering the new ones, and lists the
+// devices it found live (each once) for holdMemberDevices.
+func resolveMembers(t *txn, companyID uint64, p *store.Pool, in []store.PoolMemberInput) ([]store.PoolMember, []int64, error) {
 	type ds struct {
 		dev  uint64
 		slot string
@@ -145,22 +193,24 @@ func resolveMembers(t *txn, companyID uint64, p *store.Pool, in []store.PoolMemb
 	live := map[string]uint64{}
 	rows, err := t.query("SELECT fingerprint, id FROM devices WHERE company_id = $1 AND fingerprint = ANY($2) AND deleted_at IS NULL", id(companyID), fps)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for rows.Next() {
 		var fp string
 		var dev int64
 		if err := rows.Scan(&fp, &dev); err != nil {
 			rows.Close()
-			return nil, err
+			return nil, nil, err
 		}
 		live[fp] = uint64(dev)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	seen := map[ds]bool{}
+	held := map[uint64]bool{}
+	var devices []int64
 	out := make([]store.PoolMember, 0, len(in))
 	for i, m := range in {
 		dev, ok := live[m.Device]
@@ -168,13 +218,16 @@ func resolveMembers(t *txn, companyID uint64, p *store.Pool, in []store.PoolMemb
 			// A member the pool has stays though its device is gone (it is
 			// passed over); a new one must name a live device.
 			if _, had := had[ds{m.DeviceID, m.SIMSlot}]; !had || m.DeviceID == 0 {
-				return nil, &store.PoolMemberError{Index: i, Err: store.ErrDeviceGone}
+				return nil, nil, &store.PoolMemberError{Index: i, Err: store.ErrDeviceGone}
 			}
 			dev = m.DeviceID
+		} else if !held[dev] {
+			held[dev] = true
+			devices = append(devices, id(dev))
 		}
 		k := ds{dev, m.SIMSlot}
 		if seen[k] {
-			return nil, &store.PoolMemberError{Index: i, Err: store.ErrConflict}
+			return nil, nil, &store.PoolMemberError{Index: i, Err: store.ErrConflict}
 		}
 		seen[k] = true
 		mid, ok := had[k]
@@ -184,7 +237,7 @@ func resolveMembers(t *txn, companyID uint64, p *store.Pool, in []store.PoolMemb
 		}
 		out = append(out, store.PoolMember{ID: mid, DeviceID: dev, Device: m.Device, SIMSlot: m.SIMSlot})
 	}
-	return out, nil
+	return out, devices, nil
 }
 
 // DeletePool removes the company's pool with its turn and sticky entries.
