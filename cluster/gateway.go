@@ -76,7 +76,7 @@ type LinkStore interface {
 	LinkedSinceMany(fingerprints []string, live time.Duration) (map[string]time.Time, error)
 	EndOrphanLinks(live time.Duration, limit int, node string) ([]store.Device, error)
 	ReopenLinks(node string, links map[uint64]uint64) ([]uint64, error)
-	HoldLink(deviceID uint64, live time.Duration, fn func(node string, open, nodeLive bool, endedAgo time.Duration) error) error
+	HoldLink(deviceID uint64, live time.Duration, fn func(node string, epoch uint64, open, nodeLive bool, endedAgo time.Duration) error) error
 	// MessageSequence is the highest queue place given to a job yet.
 	MessageSequence() (uint64, error)
 }

@@ -167,7 +167,7 @@ func (g *Gateway) OfflineSince(fingerprint string) time.Time {
 // the device's jobs (above), with the device's link row locked; otherwise
 // it does nothing: the node that may will.
 func (g *Gateway) HoldDevice(fingerprint string, deviceID uint64, fn func(dispatchedUpTo uint64, online bool) error) error {
-	return g.st.HoldLink(deviceID, g.cfg.Live, func(node string, open, nodeLive bool, endedAgo time.Duration) error {
+	return g.st.HoldLink(deviceID, g.cfg.Live, func(node string, epoch uint64, open, nodeLive bool, endedAgo time.Duration) error {
 		switch {
 		case node == "" || node == g.node:
 		case nodeLive || open:
@@ -183,8 +183,8 @@ func (g *Gateway) HoldDevice(fingerprint string, deviceID uint64, fn func(dispat
 		default:
 			// The last link was on a node gone since: any live node
 			// takes the device over, moving only what was queued after
-			// it first found the node gone.
-			if err := g.takeOver(fingerprint); err != nil {
+			// it first found that link ended with its node gone.
+			if err := g.takeOver(fingerprint, epoch); err != nil {
 				return err
 			}
 		}
@@ -200,13 +200,17 @@ func (g *Gateway) HoldDevice(fingerprint string, deviceID uint64, fn func(dispat
 	})
 }
 
-// takeOver records, once, the queue place now for a device whose last
-// link was on a node gone: that node handed nothing above it to the phone.
-func (g *Gateway) takeOver(fingerprint string) error {
+// takeOver records, once per link, the queue place now for a device whose
+// last link (of epoch) was on a node gone: that node handed nothing above
+// it to the phone. What this node took over of an earlier link of the
+// device (its sweep ended it, or an earlier take) says nothing of this one:
+// the device linked since, on a node that handed jobs above that place to
+// the phone, and has gone too; so it is taken afresh, from now.
+func (g *Gateway) takeOver(fingerprint string, epoch uint64) error {
 	g.mu.Lock()
-	_, took := g.orphans[fingerprint]
+	o, took := g.orphans[fingerprint]
 	g.mu.Unlock()
-	if took {
+	if took && o.epoch == epoch {
 		return nil
 	}
 	place, err := g.st.MessageSequence()
@@ -214,8 +218,8 @@ func (g *Gateway) takeOver(fingerprint string) error {
 		return fmt.Errorf("cluster: take over %s: %w", fingerprint, err)
 	}
 	g.mu.Lock()
-	if _, took := g.orphans[fingerprint]; !took {
-		g.orphans[fingerprint] = orphan{at: g.cfg.Now(), place: place}
+	if o, took := g.orphans[fingerprint]; !took || o.epoch != epoch {
+		g.orphans[fingerprint] = orphan{at: g.cfg.Now(), place: place, epoch: epoch}
 	}
 	g.mu.Unlock()
 	return nil

@@ -16,6 +16,7 @@ import (
 	"github.com/simrelay/simrelay/internal/natstest"
 	"github.com/simrelay/simrelay/internal/pgtest"
 	"github.com/simrelay/simrelay/internal/poll"
+	"github.com/simrelay/simrelay/internal/testclock"
 	"github.com/simrelay/simrelay/sms"
 	"github.com/simrelay/simrelay/store/conformance"
 	"github.com/simrelay/simrelay/store/postgres"
@@ -188,4 +189,99 @@ func gatewayWith(t *testing.T, cfg GatewayConfig, nodes ...string) (*postgres.St
 	}
 	hub.SetEpochs(g)
 	return st, g, url
+}
+
+// A device this node took over (its node died) that linked again on
+// another node, which handed it jobs and is gone too, is taken over afresh:
+// the failover here holds back every job queued up to its new take, and
+// counts the device offline from then. Before, the first take stood: the
+// jobs the later link handed to the phone moved to another member (the
+// phone sent them too), at once, as the device counted offline since the
+// first node's death.
+func TestTakeOverAgainAfterALaterLink(t *testing.T) {
+	t.Parallel()
+	const live = 10 * time.Second
+	ctx := context.Background()
+	clock := testclock.New(time.Now())
+	st, g, url := gatewayWith(t, GatewayConfig{Live: live, Now: clock.Now}, "a", "b", "c", "d")
+	c, _ := conformance.Company(t, st)
+	db, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(ctx)
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		if _, err := db.Exec(ctx, sql, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hand := func(jobs int) uint64 { // jobs queued and handed to the phone
+		t.Helper()
+		exec(`SELECT nextval('queue_places') FROM generate_series(1, $1)`, jobs)
+		place, err := st.MessageSequence()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return place
+	}
+	held := func(fp string, id uint64) (upTo uint64, moves bool) {
+		t.Helper()
+		if err := g.HoldDevice(fp, id, func(u uint64, _ bool) error { upTo, moves = u, true; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return upTo, moves
+	}
+	claim := func(id uint64, node string) uint64 {
+		t.Helper()
+		e, err := st.ClaimLink(id, node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+
+	// Killed under its link: this node's sweep takes it over.
+	killed := conformance.Device(t, st, c.ID, "again-killed")
+	claim(killed.ID, "b")
+	first := hand(3)
+	exec(`UPDATE cluster_nodes SET seen_at = now() - interval '1 minute' WHERE name = 'b'`)
+	g.sweep()
+	// Gone after a clean end: this node's failover takes it over.
+	stopped := conformance.Device(t, st, c.ID, "again-stopped")
+	e := claim(stopped.ID, "b")
+	if err := st.EndLink(stopped.ID, e); err != nil {
+		t.Fatal(err)
+	}
+	if upTo, moves := held(stopped.Fingerprint, stopped.ID); !moves || upTo != first {
+		t.Fatalf("taken over: moves %v up to %d, want up to %d", moves, upTo, first)
+	}
+	took := clock.Now()
+
+	// Each links again: one on c, the other on d, which hand jobs to the
+	// phones; then c stops (its link ended cleanly) and d is stopped
+	// under its link, ended by a sweep of c before c stopped.
+	clock.Advance(time.Hour)
+	ec := claim(killed.ID, "c")
+	claim(stopped.ID, "d")
+	later := hand(5)
+	if err := st.EndLink(killed.ID, ec); err != nil {
+		t.Fatal(err)
+	}
+	exec(`UPDATE cluster_nodes SET seen_at = now() - interval '1 minute' WHERE name = 'd'`)
+	if devs, err := st.EndOrphanLinks(live, 10, "c"); err != nil || len(devs) != 1 {
+		t.Fatalf("c's sweep ended %v (%v), want d's link", devs, err)
+	}
+	exec(`UPDATE cluster_nodes SET seen_at = now() - interval '1 minute' WHERE name = 'c'`)
+	for _, d := range []struct {
+		fp string
+		id uint64
+	}{{killed.Fingerprint, killed.ID}, {stopped.Fingerprint, stopped.ID}} {
+		if upTo, moves := held(d.fp, d.id); !moves || upTo < later {
+			t.Errorf("%s taken over again: moves %v up to %d, want held up to %d (the later link handed those jobs to the phone)", d.fp, moves, upTo, later)
+		}
+		if since := g.OfflineSince(d.fp); !since.After(took) {
+			t.Errorf("%s taken over again: offline since %v, want since the later take (after %v)", d.fp, since, took)
+		}
+	}
 }

@@ -61,7 +61,7 @@ func TestGatewayLinks(t *testing.T) {
 	if _, err := s.pool.Exec(s.ctx, `UPDATE device_links SET ended_at = now() - interval '1 hour' WHERE device_id = $1`, int64(d.ID)); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.HoldLink(d.ID, live, func(node string, open, nodeLive bool, endedAgo time.Duration) error {
+	if err := s.HoldLink(d.ID, live, func(node string, _ uint64, open, nodeLive bool, endedAgo time.Duration) error {
 		if node != "b" || open || !nodeLive {
 			t.Errorf("held: node %q open %v live %v, want b's ended link", node, open, nodeLive)
 		}
@@ -76,7 +76,7 @@ func TestGatewayLinks(t *testing.T) {
 	// A device never linked: its hold inserts a row that a claim waits on.
 	d2 := conformance.Device(t, s, c.ID, "gw-new")
 	claimed := make(chan uint64, 1)
-	err = s.HoldLink(d2.ID, live, func(node string, open, _ bool, _ time.Duration) error {
+	err = s.HoldLink(d2.ID, live, func(node string, _ uint64, open, _ bool, _ time.Duration) error {
 		if node != "" || open {
 			t.Errorf("never linked: node %q open %v", node, open)
 		}
