@@ -162,3 +162,58 @@ func TestReopenLinks(t *testing.T) {
 		t.Errorf("the link claimed since: on %q open %v (%v), want open on b", node, ok, err)
 	}
 }
+
+// A node's name taken by a new process (its previous run killed, its beat
+// aged): the links recorded under the name are the previous run's, ended
+// as the new one registers, not open on it for ever; and the previous run,
+// should it stop after finding its name taken, leaves the new one's links
+// open.
+func TestNodeNameTakenOverEndsThePreviousRunsLinks(t *testing.T) {
+	t.Parallel()
+	url := migrated(t)
+	s := openURL(t, url, Options{})
+	const live = 10 * time.Second
+	c, _ := conformance.Company(t, s)
+	if err := s.RegisterNode(Node{Name: "a", Instance: "a", Bus: true}, live); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RegisterNode(Node{Name: "b", Instance: "b-first", Bus: true}, live); err != nil {
+		t.Fatal(err)
+	}
+	before := conformance.Device(t, s, c.ID, "nt-before")
+	if _, err := s.ClaimLink(before.ID, "b"); err != nil {
+		t.Fatal(err)
+	}
+	onA := conformance.Device(t, s, c.ID, "nt-on-a")
+	if _, err := s.ClaimLink(onA.ID, "a"); err != nil {
+		t.Fatal(err)
+	}
+	// b's first run is killed; its beat ages; b starts again.
+	if _, err := s.pool.Exec(s.ctx, `UPDATE cluster_nodes SET seen_at = now() - interval '1 minute' WHERE name = 'b'`); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RegisterNode(Node{Name: "b", Instance: "b-second", Bus: true}, live); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := s.LinkedSince(before.Fingerprint, live); err != nil || ok {
+		t.Errorf("the previous run's link: linked %v (%v), want ended as b registered again", ok, err)
+	}
+	if _, ok, err := s.LinkedSince(onA.Fingerprint, live); err != nil || !ok {
+		t.Errorf("a's link: linked %v (%v), want open", ok, err)
+	}
+	after := conformance.Device(t, s, c.ID, "nt-after")
+	if _, err := s.ClaimLink(after.ID, "b"); err != nil {
+		t.Fatal(err)
+	}
+	// The first run was paused, not dead: it wakes, finds its name taken
+	// (its beat answers false) and stops.
+	if ok, err := s.NodeBeat("b", "b-first"); err != nil || ok {
+		t.Fatalf("the first run's beat: %v (%v), want refused", ok, err)
+	}
+	if err := s.LeaveNode("b", "b-first"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := s.LinkedSince(after.Fingerprint, live); err != nil || !ok {
+		t.Errorf("the second run's link after the first run left: linked %v (%v), want open", ok, err)
+	}
+}
