@@ -153,14 +153,19 @@ func (g *Gateway) reopen() bool {
 // (ClaimLink) and reads its queue after the move.
 
 // OfflineSince is when the device's last link here ended, or when this
-// node ended the link a dead node left; zero otherwise.
+// node took over the link a dead node left (its sweep ended it, or its
+// failover found it ended on a node gone), whichever is later: a link here
+// that ended before the device linked on the dead node says nothing of how
+// long it is offline now. Zero when neither.
 func (g *Gateway) OfflineSince(fingerprint string) time.Time {
-	if t := g.hub.OfflineSince(fingerprint); !t.IsZero() {
-		return t
-	}
+	here := g.hub.OfflineSince(fingerprint)
 	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.orphans[fingerprint].at
+	took := g.orphans[fingerprint].at
+	g.mu.Unlock()
+	if took.After(here) {
+		return took
+	}
+	return here
 }
 
 // HoldDevice runs fn as the hub's HoldDevice does when this node may move

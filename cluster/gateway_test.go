@@ -285,3 +285,42 @@ func TestTakeOverAgainAfterALaterLink(t *testing.T) {
 		}
 	}
 }
+
+// endedHub is a hub whose own link of every device ended at a given time.
+type endedHub struct {
+	Hub
+	at time.Time
+}
+
+func (h endedHub) OfflineSince(string) time.Time { return h.at }
+
+// A device whose link ended here an hour ago, and that linked since on a
+// node that died, counts offline from this node's take over, not from its
+// old link here: its pool's failover_after runs from then. Before, the old
+// end stood, and the failover moved its jobs at once although it had been
+// linked a moment before.
+func TestOfflineSinceTheLaterOfHereAndTheTake(t *testing.T) {
+	t.Parallel()
+	const live = 10 * time.Second
+	ctx := context.Background()
+	clock := testclock.New(time.Now())
+	st, g, url := gatewayWith(t, GatewayConfig{Live: live, Now: clock.Now}, "a", "b")
+	g.hub = endedHub{Hub: g.hub, at: clock.Now().Add(-time.Hour)}
+	c, _ := conformance.Company(t, st)
+	d := conformance.Device(t, st, c.ID, "since-phone")
+	if _, err := st.ClaimLink(d.ID, "b"); err != nil {
+		t.Fatal(err)
+	}
+	db, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(ctx)
+	if _, err := db.Exec(ctx, `UPDATE cluster_nodes SET seen_at = now() - interval '1 minute' WHERE name = 'b'`); err != nil {
+		t.Fatal(err)
+	}
+	g.sweep()
+	if since := g.OfflineSince(d.Fingerprint); !since.Equal(clock.Now()) {
+		t.Errorf("offline since %v, want since the sweep took b's link over (%v)", since, clock.Now())
+	}
+}
