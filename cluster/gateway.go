@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strconv"
 	"strings"
 	"sync"
@@ -136,6 +137,7 @@ type Gateway struct {
 	inCtls   []ctl               // controls heard, to run here; guarded by mu
 	orphans  map[string]orphan   // fingerprint -> the dead node's link this node took over; guarded by mu
 	forgot   retention.Sweep     // when orphans was last pruned, and how long they keep (gateway_forget.go); guarded by mu
+	unended  map[uint64]uint64   // device id -> epoch of a link here whose end the database did not take; guarded by mu
 	out, in  chan struct{}       // wake the publisher and the runner
 
 	sweeps chan struct{} // a sweep finished (tests)
@@ -160,7 +162,7 @@ func NewGateway(cfg GatewayConfig) (*Gateway, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	g := &Gateway{cfg: cfg, hub: cfg.Hub, st: cfg.Store, bus: cfg.Bus, node: cfg.Bus.Node(), log: cfg.Logger,
-		outKicks: map[string]struct{}{}, inKicks: map[string]struct{}{}, orphans: map[string]orphan{}, forgot: retention.Sweep{Life: cfg.JobLife},
+		outKicks: map[string]struct{}{}, inKicks: map[string]struct{}{}, orphans: map[string]orphan{}, unended: map[uint64]uint64{}, forgot: retention.Sweep{Life: cfg.JobLife},
 		out: make(chan struct{}, 1), in: make(chan struct{}, 1), sweeps: make(chan struct{}, 1)}
 	g.broke.Store(true)
 	subs := map[string]func(Message){topicKick: g.heardKicks, topicLink: g.heardLink, topicCtl: g.heardCtl}
@@ -374,8 +376,32 @@ func (g *Gateway) Claim(dev store.Device) (uint64, error) {
 // Ended records that the device's link of epoch ended (gateway.Epochs).
 func (g *Gateway) Ended(dev store.Device, epoch uint64) {
 	if err := g.st.EndLink(dev.ID, epoch); err != nil {
-		// The row stays open: once this node stops beating, a live node's
-		// sweep ends it; until then other nodes take the device for linked.
-		g.log.Error("gateway: end link", "device", dev.Fingerprint, "err", err)
+		// The row stays open, and every node (this one too) takes the
+		// device for linked here: the sweep writes the end again
+		// (endAgain), until the database takes it.
+		g.log.Error("gateway: end link; the sweep writes it again", "device", dev.Fingerprint, "err", err)
+		g.mu.Lock()
+		g.unended[dev.ID] = epoch
+		g.mu.Unlock()
+	}
+}
+
+// endAgain writes again the ends of links here that the database did not
+// take (Ended). An end is of its epoch: a newer link of the device, here
+// or elsewhere, is left open.
+func (g *Gateway) endAgain() {
+	g.mu.Lock()
+	ends := maps.Clone(g.unended)
+	g.mu.Unlock()
+	for id, epoch := range ends {
+		if err := g.st.EndLink(id, epoch); err != nil {
+			g.log.Error("gateway sweep: end a link again", "err", err)
+			return
+		}
+		g.mu.Lock()
+		if g.unended[id] == epoch {
+			delete(g.unended, id)
+		}
+		g.mu.Unlock()
 	}
 }

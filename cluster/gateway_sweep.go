@@ -20,7 +20,8 @@ func (g *Gateway) sweepLoop(ctx context.Context) {
 	}
 }
 
-// sweep covers the signals the bus lost. Each link here whose epoch is no
+// sweep covers the signals the bus lost, and the ends of links here that
+// the database did not take (endAgain). Each link here whose epoch is no
 // longer its device's newest (the link signal of a newer link elsewhere
 // was lost) is closed with 4009; every other link pumps (a lost kick). One
 // query answers the epochs of all the node's links. Then, when this node's
@@ -33,6 +34,7 @@ func (g *Gateway) sweep() {
 	g.mu.Lock()
 	g.forgetOld(g.cfg.Now())
 	g.mu.Unlock()
+	g.endAgain()
 	if links := g.hub.Links(); len(links) > 0 {
 		ids := make([]uint64, len(links))
 		for i, l := range links {
@@ -136,6 +138,9 @@ func (g *Gateway) reopen() bool {
 		if still[id] != held[id] {
 			if err := g.st.EndLink(id, held[id]); err != nil {
 				g.log.Error("gateway sweep: end a link that closed while it was reopened", "err", err)
+				g.mu.Lock()
+				g.unended[id] = held[id]
+				g.mu.Unlock()
 			}
 		}
 	}

@@ -2,10 +2,12 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -322,5 +324,59 @@ func TestOfflineSinceTheLaterOfHereAndTheTake(t *testing.T) {
 	g.sweep()
 	if since := g.OfflineSince(d.Fingerprint); !since.Equal(clock.Now()) {
 		t.Errorf("offline since %v, want since the sweep took b's link over (%v)", since, clock.Now())
+	}
+}
+
+// endFails is a link store whose EndLink fails while fail is set, as with
+// the database gone a moment.
+type endFails struct {
+	LinkStore
+	fail atomic.Bool
+}
+
+func (s *endFails) EndLink(deviceID, epoch uint64) error {
+	if s.fail.Load() {
+		return errors.New("the database did not answer")
+	}
+	return s.LinkStore.EndLink(deviceID, epoch)
+}
+
+// A link here whose end the database did not take is ended by the next
+// sweep: before, its row stayed open while this node lived, and the device
+// read online on every node, and was never reported offline, until it
+// linked again.
+func TestSweepEndsAgainALinkEndNotTaken(t *testing.T) {
+	t.Parallel()
+	const live = 10 * time.Second
+	st, g, _ := gatewayOnNodes(t, live, 0, "a", "b")
+	ends := &endFails{LinkStore: g.st}
+	g.st = ends
+	c, _ := conformance.Company(t, st)
+	d := conformance.Device(t, st, c.ID, "again-end")
+	e, err := g.Claim(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends.fail.Store(true)
+	g.Ended(d, e)
+	ends.fail.Store(false)
+	if !g.Online(d.Fingerprint) {
+		t.Fatal("the end was not taken, yet the device reads offline already: the test shows nothing")
+	}
+	g.sweep()
+	if g.Online(d.Fingerprint) {
+		t.Error("the sweep did not write the link's end again: the device reads online")
+	}
+	// A newer link of the device is not ended by an older end written again.
+	e2, err := g.Claim(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends.fail.Store(true)
+	g.Ended(d, e)
+	ends.fail.Store(false)
+	g.sweep()
+	if node, ok, err := st.Linked(d.ID, live); err != nil || !ok || node != "a" {
+		t.Errorf("the newer link (epoch %d): on %q open %v (%v), want open on a", e2, node, ok, err)
 	}
 }
