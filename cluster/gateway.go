@@ -30,8 +30,8 @@ import (
 // Defaults, and why.
 const (
 	// DefaultSweepEvery bounds how late a lost kick or link signal is
-	// covered; each sweep costs one query for the node's epochs and one
-	// queue read per link.
+	// covered; each sweep costs a query for the node's epochs, one for
+	// its devices deleted or disabled, and one queue read per link.
 	DefaultSweepEvery = 5 * time.Second
 	// kickCoalesce is how long kicks for devices linked elsewhere gather
 	// before one message carries them all: at high send rates a node
@@ -72,6 +72,9 @@ type Hub interface {
 type LinkStore interface {
 	ClaimLink(deviceID uint64, node string) (uint64, error)
 	LinkEpochs(deviceIDs []uint64) (map[uint64]uint64, error)
+	// GoneDevices answers, of the devices given, those deleted (true) or
+	// disabled (false).
+	GoneDevices(deviceIDs []uint64) (map[uint64]bool, error)
 	EndLink(deviceID, epoch uint64) error
 	LinkedSince(fingerprint string, live time.Duration) (time.Time, bool, error)
 	LinkedSinceMany(fingerprints []string, live time.Duration) (map[string]time.Time, error)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	proto "github.com/simrelay/simrelay/android-protocol"
 )
 
 // sweepLoop sweeps every SweepEvery until ctx ends.
@@ -43,13 +45,28 @@ func (g *Gateway) sweep() {
 		epochs, err := g.st.LinkEpochs(ids)
 		if err != nil {
 			g.log.Error("gateway sweep: link epochs", "err", err)
-		} else {
-			for _, l := range links {
-				if newest := epochs[l.DeviceID]; newest > l.Epoch {
-					g.hub.Fence(l.Fingerprint, newest)
-				} else {
-					g.hub.Kick(l.Fingerprint)
+		}
+		gone, gerr := g.st.GoneDevices(ids)
+		if gerr != nil {
+			g.log.Error("gateway sweep: devices deleted or disabled", "err", gerr)
+		}
+		for _, l := range links {
+			deleted, isGone := gone[l.DeviceID]
+			switch {
+			case isGone:
+				// The disconnect of the request that deleted or disabled
+				// the device was lost with the bus: the link would
+				// otherwise stay up until its phone dropped it.
+				reason := "device disabled"
+				if deleted {
+					reason = "device deleted"
 				}
+				g.hub.Disconnect(l.Fingerprint, proto.CloseDeviceGone, reason)
+			case err != nil:
+			case epochs[l.DeviceID] > l.Epoch:
+				g.hub.Fence(l.Fingerprint, epochs[l.DeviceID])
+			default:
+				g.hub.Kick(l.Fingerprint)
 			}
 		}
 	}

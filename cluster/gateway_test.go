@@ -20,6 +20,7 @@ import (
 	"github.com/simrelay/simrelay/internal/poll"
 	"github.com/simrelay/simrelay/internal/testclock"
 	"github.com/simrelay/simrelay/sms"
+	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/store/conformance"
 	"github.com/simrelay/simrelay/store/postgres"
 )
@@ -378,5 +379,60 @@ func TestSweepEndsAgainALinkEndNotTaken(t *testing.T) {
 	g.sweep()
 	if node, ok, err := st.Linked(d.ID, live); err != nil || !ok || node != "a" {
 		t.Errorf("the newer link (epoch %d): on %q open %v (%v), want open on a", e2, node, ok, err)
+	}
+}
+
+// linksHub is a hub holding the links given, that records its disconnects.
+type linksHub struct {
+	Hub
+	links []gateway.Link
+	mu    sync.Mutex
+	gone  map[string]string // fingerprint -> the close's code and reason
+}
+
+func (h *linksHub) Links() []gateway.Link { return h.links }
+
+func (h *linksHub) Disconnect(fp string, code int, reason string) <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.gone[fp] = fmt.Sprint(code, " ", reason)
+	done := make(chan struct{})
+	close(done)
+	return done
+}
+
+// A device deleted or disabled through another node whose disconnect the
+// bus lost has its link here closed by the sweep (4503), as the request
+// would have: before, the link stayed up until its phone dropped it.
+func TestSweepClosesTheLinksOfDevicesGone(t *testing.T) {
+	t.Parallel()
+	const live = 10 * time.Second
+	st, g, _ := gatewayOnNodes(t, live, 0, "a", "b")
+	c, _ := conformance.Company(t, st)
+	hub := &linksHub{Hub: g.hub, gone: map[string]string{}}
+	for _, fp := range []string{"gone-kept", "gone-disabled", "gone-deleted"} {
+		d := conformance.Device(t, st, c.ID, fp)
+		e, err := g.Claim(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hub.links = append(hub.links, gateway.Link{Fingerprint: fp, DeviceID: d.ID, Epoch: e})
+	}
+	g.hub = hub
+	if _, err := st.UpdateDeviceWith(c.ID, hub.links[1].DeviceID, func(d *store.Device) ([]store.DeviceEvent, error) {
+		d.Status = store.DeviceDisabled
+		return nil, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.DeleteDevice(c.ID, "gone-deleted", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	g.sweep()
+	hub.mu.Lock()
+	defer hub.mu.Unlock()
+	want := map[string]string{"gone-disabled": "4503 device disabled", "gone-deleted": "4503 device deleted"}
+	if fmt.Sprint(hub.gone) != fmt.Sprint(want) {
+		t.Errorf("the sweep closed %v, want %v", hub.gone, want)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/simrelay/simrelay/store"
 )
 
 // nodeLock serializes the start-up checks of nodes starting together
@@ -204,6 +206,39 @@ func (s *Store) LinkEpochs(deviceIDs []uint64) (map[uint64]uint64, error) {
 				return err
 			}
 			out[uint64(id)] = uint64(epoch)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+// GoneDevices answers, of the devices given, those deleted (true) or
+// disabled (false): a link of one of them left open on a node that missed
+// the bus's disconnect is closed by that node's sweep.
+func (s *Store) GoneDevices(deviceIDs []uint64) (map[uint64]bool, error) {
+	out := make(map[uint64]bool)
+	if len(deviceIDs) == 0 {
+		return out, nil
+	}
+	ids := make([]int64, len(deviceIDs))
+	for i, id := range deviceIDs {
+		ids[i] = int64(id)
+	}
+	err := s.read("gone devices", func(t *txn) error {
+		clear(out) // a retried read starts over
+		rows, err := t.query(`SELECT id, deleted_at IS NOT NULL FROM devices
+			WHERE id = ANY($1) AND (deleted_at IS NOT NULL OR rec->>'status' = $2)`, ids, store.DeviceDisabled)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id int64
+			var deleted bool
+			if err := rows.Scan(&id, &deleted); err != nil {
+				return err
+			}
+			out[uint64(id)] = deleted
 		}
 		return rows.Err()
 	})
