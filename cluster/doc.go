@@ -7,8 +7,10 @@
 // reconnects delays what it announces until the next safety sweep of the
 // consumer (documented where each consumer is), never loses it.
 //
-// Subjects are "<prefix>.<topic>", where the prefix (default "simrelay")
-// lets several clusters share one NATS account. A node does not hear its own
-// messages (NoEcho): whoever publishes acts locally first, then publishes
-// for the other nodes.
+// Subjects are "<prefix>.<topic>". The server always uses the default
+// prefix ("simrelay"; Config.Prefix is for tests), so clusters that share
+// a NATS server need an account each (docs/cluster.md): on one account
+// they would hear each other's signals and live events. A node does not
+// hear its own messages (NoEcho): whoever publishes acts locally first,
+// then publishes for the other nodes.
 package cluster

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,8 +30,8 @@ import (
 // Defaults, and why.
 const (
 	// DefaultSweepEvery bounds how late a lost kick or link signal is
-	// covered; each sweep costs one query for the node's epochs and one
-	// queue read per link.
+	// covered; each sweep costs a query for the node's epochs, one for
+	// its devices deleted or disabled, and one queue read per link.
 	DefaultSweepEvery = 5 * time.Second
 	// kickCoalesce is how long kicks for devices linked elsewhere gather
 	// before one message carries them all: at high send rates a node
@@ -71,12 +72,15 @@ type Hub interface {
 type LinkStore interface {
 	ClaimLink(deviceID uint64, node string) (uint64, error)
 	LinkEpochs(deviceIDs []uint64) (map[uint64]uint64, error)
+	// GoneDevices answers, of the devices given, those deleted (true) or
+	// disabled (false).
+	GoneDevices(deviceIDs []uint64) (map[uint64]bool, error)
 	EndLink(deviceID, epoch uint64) error
 	LinkedSince(fingerprint string, live time.Duration) (time.Time, bool, error)
 	LinkedSinceMany(fingerprints []string, live time.Duration) (map[string]time.Time, error)
 	EndOrphanLinks(live time.Duration, limit int, node string) ([]store.Device, error)
 	ReopenLinks(node string, links map[uint64]uint64) ([]uint64, error)
-	HoldLink(deviceID uint64, live time.Duration, fn func(node string, open, nodeLive bool, endedAgo time.Duration) error) error
+	HoldLink(deviceID uint64, live time.Duration, fn func(node string, epoch uint64, open, nodeLive bool, endedAgo time.Duration) error) error
 	// MessageSequence is the highest queue place given to a job yet.
 	MessageSequence() (uint64, error)
 }
@@ -136,6 +140,7 @@ type Gateway struct {
 	inCtls   []ctl               // controls heard, to run here; guarded by mu
 	orphans  map[string]orphan   // fingerprint -> the dead node's link this node took over; guarded by mu
 	forgot   retention.Sweep     // when orphans was last pruned, and how long they keep (gateway_forget.go); guarded by mu
+	unended  map[uint64]uint64   // device id -> epoch of a link here whose end the database did not take; guarded by mu
 	out, in  chan struct{}       // wake the publisher and the runner
 
 	sweeps chan struct{} // a sweep finished (tests)
@@ -160,7 +165,7 @@ func NewGateway(cfg GatewayConfig) (*Gateway, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	g := &Gateway{cfg: cfg, hub: cfg.Hub, st: cfg.Store, bus: cfg.Bus, node: cfg.Bus.Node(), log: cfg.Logger,
-		outKicks: map[string]struct{}{}, inKicks: map[string]struct{}{}, orphans: map[string]orphan{}, forgot: retention.Sweep{Life: cfg.JobLife},
+		outKicks: map[string]struct{}{}, inKicks: map[string]struct{}{}, orphans: map[string]orphan{}, unended: map[uint64]uint64{}, forgot: retention.Sweep{Life: cfg.JobLife},
 		out: make(chan struct{}, 1), in: make(chan struct{}, 1), sweeps: make(chan struct{}, 1)}
 	g.broke.Store(true)
 	subs := map[string]func(Message){topicKick: g.heardKicks, topicLink: g.heardLink, topicCtl: g.heardCtl}
@@ -374,8 +379,32 @@ func (g *Gateway) Claim(dev store.Device) (uint64, error) {
 // Ended records that the device's link of epoch ended (gateway.Epochs).
 func (g *Gateway) Ended(dev store.Device, epoch uint64) {
 	if err := g.st.EndLink(dev.ID, epoch); err != nil {
-		// The row stays open: once this node stops beating, a live node's
-		// sweep ends it; until then other nodes take the device for linked.
-		g.log.Error("gateway: end link", "device", dev.Fingerprint, "err", err)
+		// The row stays open, and every node (this one too) takes the
+		// device for linked here: the sweep writes the end again
+		// (endAgain), until the database takes it.
+		g.log.Error("gateway: end link; the sweep writes it again", "device", dev.Fingerprint, "err", err)
+		g.mu.Lock()
+		g.unended[dev.ID] = epoch
+		g.mu.Unlock()
+	}
+}
+
+// endAgain writes again the ends of links here that the database did not
+// take (Ended). An end is of its epoch: a newer link of the device, here
+// or elsewhere, is left open.
+func (g *Gateway) endAgain() {
+	g.mu.Lock()
+	ends := maps.Clone(g.unended)
+	g.mu.Unlock()
+	for id, epoch := range ends {
+		if err := g.st.EndLink(id, epoch); err != nil {
+			g.log.Error("gateway sweep: end a link again", "err", err)
+			return
+		}
+		g.mu.Lock()
+		if g.unended[id] == epoch {
+			delete(g.unended, id)
+		}
+		g.mu.Unlock()
 	}
 }

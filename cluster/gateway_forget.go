@@ -36,9 +36,14 @@ import (
 
 // orphan is a link of a dead node that this node took over: when, and the
 // queue place then (the dead link handed nothing above it to the phone).
+// epoch is the link's when the failover took it over (takeOver), and 0 when
+// this node's sweep ended it: the device's row then names this node, and a
+// row that names another node again is of a later link (or of the same one,
+// reopened by its node), which is taken afresh.
 type orphan struct {
 	at    time.Time
 	place uint64
+	epoch uint64
 }
 
 // forgetOld drops the orphan entries older than the jobs' life, at most

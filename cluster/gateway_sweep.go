@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	proto "github.com/simrelay/simrelay/android-protocol"
 )
 
 // sweepLoop sweeps every SweepEvery until ctx ends.
@@ -20,7 +22,8 @@ func (g *Gateway) sweepLoop(ctx context.Context) {
 	}
 }
 
-// sweep covers the signals the bus lost. Each link here whose epoch is no
+// sweep covers the signals the bus lost, and the ends of links here that
+// the database did not take (endAgain). Each link here whose epoch is no
 // longer its device's newest (the link signal of a newer link elsewhere
 // was lost) is closed with 4009; every other link pumps (a lost kick). One
 // query answers the epochs of all the node's links. Then, when this node's
@@ -33,6 +36,7 @@ func (g *Gateway) sweep() {
 	g.mu.Lock()
 	g.forgetOld(g.cfg.Now())
 	g.mu.Unlock()
+	g.endAgain()
 	if links := g.hub.Links(); len(links) > 0 {
 		ids := make([]uint64, len(links))
 		for i, l := range links {
@@ -41,13 +45,28 @@ func (g *Gateway) sweep() {
 		epochs, err := g.st.LinkEpochs(ids)
 		if err != nil {
 			g.log.Error("gateway sweep: link epochs", "err", err)
-		} else {
-			for _, l := range links {
-				if newest := epochs[l.DeviceID]; newest > l.Epoch {
-					g.hub.Fence(l.Fingerprint, newest)
-				} else {
-					g.hub.Kick(l.Fingerprint)
+		}
+		gone, gerr := g.st.GoneDevices(ids)
+		if gerr != nil {
+			g.log.Error("gateway sweep: devices deleted or disabled", "err", gerr)
+		}
+		for _, l := range links {
+			deleted, isGone := gone[l.DeviceID]
+			switch {
+			case isGone:
+				// The disconnect of the request that deleted or disabled
+				// the device was lost with the bus: the link would
+				// otherwise stay up until its phone dropped it.
+				reason := "device disabled"
+				if deleted {
+					reason = "device deleted"
 				}
+				g.hub.Disconnect(l.Fingerprint, proto.CloseDeviceGone, reason)
+			case err != nil:
+			case epochs[l.DeviceID] > l.Epoch:
+				g.hub.Fence(l.Fingerprint, epochs[l.DeviceID])
+			default:
+				g.hub.Kick(l.Fingerprint)
 			}
 		}
 	}
@@ -136,6 +155,9 @@ func (g *Gateway) reopen() bool {
 		if still[id] != held[id] {
 			if err := g.st.EndLink(id, held[id]); err != nil {
 				g.log.Error("gateway sweep: end a link that closed while it was reopened", "err", err)
+				g.mu.Lock()
+				g.unended[id] = held[id]
+				g.mu.Unlock()
 			}
 		}
 	}
@@ -153,21 +175,26 @@ func (g *Gateway) reopen() bool {
 // (ClaimLink) and reads its queue after the move.
 
 // OfflineSince is when the device's last link here ended, or when this
-// node ended the link a dead node left; zero otherwise.
+// node took over the link a dead node left (its sweep ended it, or its
+// failover found it ended on a node gone), whichever is later: a link here
+// that ended before the device linked on the dead node says nothing of how
+// long it is offline now. Zero when neither.
 func (g *Gateway) OfflineSince(fingerprint string) time.Time {
-	if t := g.hub.OfflineSince(fingerprint); !t.IsZero() {
-		return t
-	}
+	here := g.hub.OfflineSince(fingerprint)
 	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.orphans[fingerprint].at
+	took := g.orphans[fingerprint].at
+	g.mu.Unlock()
+	if took.After(here) {
+		return took
+	}
+	return here
 }
 
 // HoldDevice runs fn as the hub's HoldDevice does when this node may move
 // the device's jobs (above), with the device's link row locked; otherwise
 // it does nothing: the node that may will.
 func (g *Gateway) HoldDevice(fingerprint string, deviceID uint64, fn func(dispatchedUpTo uint64, online bool) error) error {
-	return g.st.HoldLink(deviceID, g.cfg.Live, func(node string, open, nodeLive bool, endedAgo time.Duration) error {
+	return g.st.HoldLink(deviceID, g.cfg.Live, func(node string, epoch uint64, open, nodeLive bool, endedAgo time.Duration) error {
 		switch {
 		case node == "" || node == g.node:
 		case nodeLive || open:
@@ -183,8 +210,8 @@ func (g *Gateway) HoldDevice(fingerprint string, deviceID uint64, fn func(dispat
 		default:
 			// The last link was on a node gone since: any live node
 			// takes the device over, moving only what was queued after
-			// it first found the node gone.
-			if err := g.takeOver(fingerprint); err != nil {
+			// it first found that link ended with its node gone.
+			if err := g.takeOver(fingerprint, epoch); err != nil {
 				return err
 			}
 		}
@@ -200,13 +227,17 @@ func (g *Gateway) HoldDevice(fingerprint string, deviceID uint64, fn func(dispat
 	})
 }
 
-// takeOver records, once, the queue place now for a device whose last
-// link was on a node gone: that node handed nothing above it to the phone.
-func (g *Gateway) takeOver(fingerprint string) error {
+// takeOver records, once per link, the queue place now for a device whose
+// last link (of epoch) was on a node gone: that node handed nothing above
+// it to the phone. What this node took over of an earlier link of the
+// device (its sweep ended it, or an earlier take) says nothing of this one:
+// the device linked since, on a node that handed jobs above that place to
+// the phone, and has gone too; so it is taken afresh, from now.
+func (g *Gateway) takeOver(fingerprint string, epoch uint64) error {
 	g.mu.Lock()
-	_, took := g.orphans[fingerprint]
+	o, took := g.orphans[fingerprint]
 	g.mu.Unlock()
-	if took {
+	if took && o.epoch == epoch {
 		return nil
 	}
 	place, err := g.st.MessageSequence()
@@ -214,8 +245,8 @@ func (g *Gateway) takeOver(fingerprint string) error {
 		return fmt.Errorf("cluster: take over %s: %w", fingerprint, err)
 	}
 	g.mu.Lock()
-	if _, took := g.orphans[fingerprint]; !took {
-		g.orphans[fingerprint] = orphan{at: g.cfg.Now(), place: place}
+	if o, took := g.orphans[fingerprint]; !took || o.epoch != epoch {
+		g.orphans[fingerprint] = orphan{at: g.cfg.Now(), place: place, epoch: epoch}
 	}
 	g.mu.Unlock()
 	return nil

@@ -2,10 +2,12 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,7 +18,9 @@ import (
 	"github.com/simrelay/simrelay/internal/natstest"
 	"github.com/simrelay/simrelay/internal/pgtest"
 	"github.com/simrelay/simrelay/internal/poll"
+	"github.com/simrelay/simrelay/internal/testclock"
 	"github.com/simrelay/simrelay/sms"
+	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/store/conformance"
 	"github.com/simrelay/simrelay/store/postgres"
 )
@@ -188,4 +192,247 @@ func gatewayWith(t *testing.T, cfg GatewayConfig, nodes ...string) (*postgres.St
 	}
 	hub.SetEpochs(g)
 	return st, g, url
+}
+
+// A device this node took over (its node died) that linked again on
+// another node, which handed it jobs and is gone too, is taken over afresh:
+// the failover here holds back every job queued up to its new take, and
+// counts the device offline from then. Before, the first take stood: the
+// jobs the later link handed to the phone moved to another member (the
+// phone sent them too), at once, as the device counted offline since the
+// first node's death.
+func TestTakeOverAgainAfterALaterLink(t *testing.T) {
+	t.Parallel()
+	const live = 10 * time.Second
+	ctx := context.Background()
+	clock := testclock.New(time.Now())
+	st, g, url := gatewayWith(t, GatewayConfig{Live: live, Now: clock.Now}, "a", "b", "c", "d")
+	c, _ := conformance.Company(t, st)
+	db, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(ctx)
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		if _, err := db.Exec(ctx, sql, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hand := func(jobs int) uint64 { // jobs queued and handed to the phone
+		t.Helper()
+		exec(`SELECT nextval('queue_places') FROM generate_series(1, $1)`, jobs)
+		place, err := st.MessageSequence()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return place
+	}
+	held := func(fp string, id uint64) (upTo uint64, moves bool) {
+		t.Helper()
+		if err := g.HoldDevice(fp, id, func(u uint64, _ bool) error { upTo, moves = u, true; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return upTo, moves
+	}
+	claim := func(id uint64, node string) uint64 {
+		t.Helper()
+		e, err := st.ClaimLink(id, node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+
+	// Killed under its link: this node's sweep takes it over.
+	killed := conformance.Device(t, st, c.ID, "again-killed")
+	claim(killed.ID, "b")
+	first := hand(3)
+	exec(`UPDATE cluster_nodes SET seen_at = now() - interval '1 minute' WHERE name = 'b'`)
+	g.sweep()
+	// Gone after a clean end: this node's failover takes it over.
+	stopped := conformance.Device(t, st, c.ID, "again-stopped")
+	e := claim(stopped.ID, "b")
+	if err := st.EndLink(stopped.ID, e); err != nil {
+		t.Fatal(err)
+	}
+	if upTo, moves := held(stopped.Fingerprint, stopped.ID); !moves || upTo != first {
+		t.Fatalf("taken over: moves %v up to %d, want up to %d", moves, upTo, first)
+	}
+	took := clock.Now()
+
+	// Each links again: one on c, the other on d, which hand jobs to the
+	// phones; then c stops (its link ended cleanly) and d is stopped
+	// under its link, ended by a sweep of c before c stopped.
+	clock.Advance(time.Hour)
+	ec := claim(killed.ID, "c")
+	claim(stopped.ID, "d")
+	later := hand(5)
+	if err := st.EndLink(killed.ID, ec); err != nil {
+		t.Fatal(err)
+	}
+	exec(`UPDATE cluster_nodes SET seen_at = now() - interval '1 minute' WHERE name = 'd'`)
+	if devs, err := st.EndOrphanLinks(live, 10, "c"); err != nil || len(devs) != 1 {
+		t.Fatalf("c's sweep ended %v (%v), want d's link", devs, err)
+	}
+	exec(`UPDATE cluster_nodes SET seen_at = now() - interval '1 minute' WHERE name = 'c'`)
+	for _, d := range []struct {
+		fp string
+		id uint64
+	}{{killed.Fingerprint, killed.ID}, {stopped.Fingerprint, stopped.ID}} {
+		if upTo, moves := held(d.fp, d.id); !moves || upTo < later {
+			t.Errorf("%s taken over again: moves %v up to %d, want held up to %d (the later link handed those jobs to the phone)", d.fp, moves, upTo, later)
+		}
+		if since := g.OfflineSince(d.fp); !since.After(took) {
+			t.Errorf("%s taken over again: offline since %v, want since the later take (after %v)", d.fp, since, took)
+		}
+	}
+}
+
+// endedHub is a hub whose own link of every device ended at a given time.
+type endedHub struct {
+	Hub
+	at time.Time
+}
+
+func (h endedHub) OfflineSince(string) time.Time { return h.at }
+
+// A device whose link ended here an hour ago, and that linked since on a
+// node that died, counts offline from this node's take over, not from its
+// old link here: its pool's failover_after runs from then. Before, the old
+// end stood, and the failover moved its jobs at once although it had been
+// linked a moment before.
+func TestOfflineSinceTheLaterOfHereAndTheTake(t *testing.T) {
+	t.Parallel()
+	const live = 10 * time.Second
+	ctx := context.Background()
+	clock := testclock.New(time.Now())
+	st, g, url := gatewayWith(t, GatewayConfig{Live: live, Now: clock.Now}, "a", "b")
+	g.hub = endedHub{Hub: g.hub, at: clock.Now().Add(-time.Hour)}
+	c, _ := conformance.Company(t, st)
+	d := conformance.Device(t, st, c.ID, "since-phone")
+	if _, err := st.ClaimLink(d.ID, "b"); err != nil {
+		t.Fatal(err)
+	}
+	db, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(ctx)
+	if _, err := db.Exec(ctx, `UPDATE cluster_nodes SET seen_at = now() - interval '1 minute' WHERE name = 'b'`); err != nil {
+		t.Fatal(err)
+	}
+	g.sweep()
+	if since := g.OfflineSince(d.Fingerprint); !since.Equal(clock.Now()) {
+		t.Errorf("offline since %v, want since the sweep took b's link over (%v)", since, clock.Now())
+	}
+}
+
+// endFails is a link store whose EndLink fails while fail is set, as with
+// the database gone a moment.
+type endFails struct {
+	LinkStore
+	fail atomic.Bool
+}
+
+func (s *endFails) EndLink(deviceID, epoch uint64) error {
+	if s.fail.Load() {
+		return errors.New("the database did not answer")
+	}
+	return s.LinkStore.EndLink(deviceID, epoch)
+}
+
+// A link here whose end the database did not take is ended by the next
+// sweep: before, its row stayed open while this node lived, and the device
+// read online on every node, and was never reported offline, until it
+// linked again.
+func TestSweepEndsAgainALinkEndNotTaken(t *testing.T) {
+	t.Parallel()
+	const live = 10 * time.Second
+	st, g, _ := gatewayOnNodes(t, live, 0, "a", "b")
+	ends := &endFails{LinkStore: g.st}
+	g.st = ends
+	c, _ := conformance.Company(t, st)
+	d := conformance.Device(t, st, c.ID, "again-end")
+	e, err := g.Claim(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends.fail.Store(true)
+	g.Ended(d, e)
+	ends.fail.Store(false)
+	if !g.Online(d.Fingerprint) {
+		t.Fatal("the end was not taken, yet the device reads offline already: the test shows nothing")
+	}
+	g.sweep()
+	if g.Online(d.Fingerprint) {
+		t.Error("the sweep did not write the link's end again: the device reads online")
+	}
+	// A newer link of the device is not ended by an older end written again.
+	e2, err := g.Claim(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends.fail.Store(true)
+	g.Ended(d, e)
+	ends.fail.Store(false)
+	g.sweep()
+	if node, ok, err := st.Linked(d.ID, live); err != nil || !ok || node != "a" {
+		t.Errorf("the newer link (epoch %d): on %q open %v (%v), want open on a", e2, node, ok, err)
+	}
+}
+
+// linksHub is a hub holding the links given, that records its disconnects.
+type linksHub struct {
+	Hub
+	links []gateway.Link
+	mu    sync.Mutex
+	gone  map[string]string // fingerprint -> the close's code and reason
+}
+
+func (h *linksHub) Links() []gateway.Link { return h.links }
+
+func (h *linksHub) Disconnect(fp string, code int, reason string) <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.gone[fp] = fmt.Sprint(code, " ", reason)
+	done := make(chan struct{})
+	close(done)
+	return done
+}
+
+// A device deleted or disabled through another node whose disconnect the
+// bus lost has its link here closed by the sweep (4503), as the request
+// would have: before, the link stayed up until its phone dropped it.
+func TestSweepClosesTheLinksOfDevicesGone(t *testing.T) {
+	t.Parallel()
+	const live = 10 * time.Second
+	st, g, _ := gatewayOnNodes(t, live, 0, "a", "b")
+	c, _ := conformance.Company(t, st)
+	hub := &linksHub{Hub: g.hub, gone: map[string]string{}}
+	for _, fp := range []string{"gone-kept", "gone-disabled", "gone-deleted"} {
+		d := conformance.Device(t, st, c.ID, fp)
+		e, err := g.Claim(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hub.links = append(hub.links, gateway.Link{Fingerprint: fp, DeviceID: d.ID, Epoch: e})
+	}
+	g.hub = hub
+	if _, err := st.UpdateDeviceWith(c.ID, hub.links[1].DeviceID, func(d *store.Device) ([]store.DeviceEvent, error) {
+		d.Status = store.DeviceDisabled
+		return nil, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.DeleteDevice(c.ID, "gone-deleted", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	g.sweep()
+	hub.mu.Lock()
+	defer hub.mu.Unlock()
+	want := map[string]string{"gone-disabled": "4503 device disabled", "gone-deleted": "4503 device deleted"}
+	if fmt.Sprint(hub.gone) != fmt.Sprint(want) {
+		t.Errorf("the sweep closed %v, want %v", hub.gone, want)
+	}
 }

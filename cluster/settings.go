@@ -144,7 +144,9 @@ func (s *Settings) heard(m Message) {
 		s.say(false) // a newcomer learns this node's at once, not a period later
 	}
 	switch {
-	case differ != "" && differ != before.differ:
+	case differ != "" && (differ != before.differ || msg.Ask):
+		// msg.Ask: the node just started, and is judged afresh, whatever
+		// its previous run said.
 		s.log.Warn("a node runs with other settings than this one: every node of a cluster needs the same (docs/cluster.md, Three nodes on one machine); a client is answered differently by each",
 			"other", msg.Node, "settings", differ)
 	case differ == "" && before.differ != "":

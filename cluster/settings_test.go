@@ -64,3 +64,35 @@ func TestSettingsNameTheNodesThatDiffer(t *testing.T) {
 		t.Errorf("a counts %d nodes with other settings, want 1 (c)", n)
 	}
 }
+
+// A node restarted with the same odd settings is judged afresh: the nodes
+// that hear it warn again as it starts, not only at its first start (its
+// previous run is still in their memory for three periods).
+func TestSettingsJudgeARestartedNodeAfresh(t *testing.T) {
+	t.Parallel()
+	url := natstest.Start(t)
+	_, aLog := settingsNode(t, url, "a", map[string]string{"rate-general": "100/1m0s"})
+	start := func() (stop func()) {
+		b, err := cluster.Connect(context.Background(), cluster.Config{URL: url, Node: "c"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := cluster.NewSettings(b, map[string]string{"rate-general": "500/1m0s"}, time.Hour, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); s.Run(ctx) }()
+		return func() { cancel(); <-done; b.Close() }
+	}
+	const warn = "a node runs with other settings than this one"
+	stop := start()
+	poll.Within(t, 5*time.Second, "a warns of c", func() bool { return strings.Count(aLog.String(), warn) == 1 })
+	stop()
+	stop = start()
+	defer stop()
+	poll.Within(t, 5*time.Second, "a warns of c again as it restarts with the same settings", func() bool {
+		return strings.Count(aLog.String(), warn) == 2
+	})
+}

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/simrelay/simrelay/store"
 )
 
 // nodeLock serializes the start-up checks of nodes starting together
@@ -92,6 +94,15 @@ func (s *Store) RegisterNode(n Node, live time.Duration) error {
 				return &NodeRefused{Other: o.Name, Reason: fmt.Sprintf("node %q runs on this database without a bus: restart it with --nats-url before adding nodes", o.Name)}
 			}
 		}
+		// The links recorded under the name are of a process that held it
+		// before (this node's previous run, killed), whose beat has aged
+		// past the window: with the name live again they would count as
+		// open on this node, which holds none of them, and no sweep would
+		// end them (their devices online for ever, never reported offline).
+		// This node links nothing before it registers.
+		if _, err := t.exec(`UPDATE device_links SET ended_at = now() WHERE node = $1 AND ended_at IS NULL`, n.Name); err != nil {
+			return err
+		}
 		_, err = t.exec(`INSERT INTO cluster_nodes (name, started_at, seen_at, bus, instance, version) VALUES ($1, now(), now(), $2, $3, $4)
 			ON CONFLICT (name) DO UPDATE SET started_at = now(), seen_at = now(), bus = $2, instance = $3, version = $4`, n.Name, n.Bus, n.Instance, n.Version)
 		return err
@@ -128,10 +139,13 @@ func (s *Store) NodeBeat(name, instance string) (bool, error) {
 }
 
 // LeaveNode removes the node from the registry, and ends the links it still
-// records (a clean shutdown closed them all).
+// records (a clean shutdown closed them all). A node whose name another
+// process took while it was silent (NodeBeat answered false) leaves the
+// links recorded under the name alone: they are that process's.
 func (s *Store) LeaveNode(name, instance string) error {
 	return s.write("leave node", func(t *txn) error {
-		if _, err := t.exec(`UPDATE device_links SET ended_at = now() WHERE node = $1 AND ended_at IS NULL`, name); err != nil {
+		if _, err := t.exec(`UPDATE device_links SET ended_at = now() WHERE node = $1 AND ended_at IS NULL
+			AND NOT EXISTS (SELECT 1 FROM cluster_nodes WHERE name = $1 AND instance <> $2)`, name, instance); err != nil {
 			return err
 		}
 		_, err := t.exec(`DELETE FROM cluster_nodes WHERE name = $1 AND instance = $2`, name, instance)
@@ -192,6 +206,39 @@ func (s *Store) LinkEpochs(deviceIDs []uint64) (map[uint64]uint64, error) {
 				return err
 			}
 			out[uint64(id)] = uint64(epoch)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+// GoneDevices answers, of the devices given, those deleted (true) or
+// disabled (false): a link of one of them left open on a node that missed
+// the bus's disconnect is closed by that node's sweep.
+func (s *Store) GoneDevices(deviceIDs []uint64) (map[uint64]bool, error) {
+	out := make(map[uint64]bool)
+	if len(deviceIDs) == 0 {
+		return out, nil
+	}
+	ids := make([]int64, len(deviceIDs))
+	for i, id := range deviceIDs {
+		ids[i] = int64(id)
+	}
+	err := s.read("gone devices", func(t *txn) error {
+		clear(out) // a retried read starts over
+		rows, err := t.query(`SELECT id, deleted_at IS NOT NULL FROM devices
+			WHERE id = ANY($1) AND (deleted_at IS NOT NULL OR rec->>'status' = $2)`, ids, store.DeviceDisabled)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id int64
+			var deleted bool
+			if err := rows.Scan(&id, &deleted); err != nil {
+				return err
+			}
+			out[uint64(id)] = deleted
 		}
 		return rows.Err()
 	})

@@ -91,11 +91,12 @@ func (s *Store) EndOrphanLinks(live time.Duration, limit int, node string) ([]st
 // HoldLink runs fn while the device's row of device_links is locked: a
 // link of the device registering on any node meanwhile (ClaimLink) waits
 // until fn returns. fn hears which node holds or last held the device's
-// link ("" when it never had one in the cluster), whether that link is
-// still open, whether that node is live (a beat within live), and how long
+// link ("" when it never had one in the cluster), the epoch of that link
+// (each link of the device has its own: ClaimLink), whether it is still
+// open, whether that node is live (a beat within live), and how long
 // ago, by the database's clock, the link ended (0 while open). fn does its
 // own writes, in their own transactions.
-func (s *Store) HoldLink(deviceID uint64, live time.Duration, fn func(node string, open, nodeLive bool, endedAgo time.Duration) error) error {
+func (s *Store) HoldLink(deviceID uint64, live time.Duration, fn func(node string, epoch uint64, open, nodeLive bool, endedAgo time.Duration) error) error {
 	return s.write("hold link", func(t *txn) error {
 		// A device never linked has no row to lock: insert an ended one of
 		// epoch 0 (the first claim makes it 1), so a claim waits on it too.
@@ -104,15 +105,16 @@ func (s *Store) HoldLink(deviceID uint64, live time.Duration, fn func(node strin
 			return err
 		}
 		var node string
+		var epoch int64
 		var open, nodeLive bool
 		var endedSecs float64
-		if err := t.row(`SELECT l.node, l.ended_at IS NULL, EXISTS (SELECT 1 FROM cluster_nodes n
+		if err := t.row(`SELECT l.node, l.epoch, l.ended_at IS NULL, EXISTS (SELECT 1 FROM cluster_nodes n
 				WHERE n.name = l.node AND n.seen_at > now() - make_interval(secs => $2)),
 				COALESCE(EXTRACT(EPOCH FROM now() - l.ended_at), 0)::float8
-			FROM device_links l WHERE l.device_id = $1 FOR UPDATE OF l`, int64(deviceID), live.Seconds()).Scan(&node, &open, &nodeLive, &endedSecs); err != nil {
+			FROM device_links l WHERE l.device_id = $1 FOR UPDATE OF l`, int64(deviceID), live.Seconds()).Scan(&node, &epoch, &open, &nodeLive, &endedSecs); err != nil {
 			return err
 		}
-		return fn(node, open, nodeLive, time.Duration(max(endedSecs, 0)*float64(time.Second)))
+		return fn(node, uint64(epoch), open, nodeLive, time.Duration(max(endedSecs, 0)*float64(time.Second)))
 	})
 }
 

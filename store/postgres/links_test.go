@@ -61,7 +61,7 @@ func TestGatewayLinks(t *testing.T) {
 	if _, err := s.pool.Exec(s.ctx, `UPDATE device_links SET ended_at = now() - interval '1 hour' WHERE device_id = $1`, int64(d.ID)); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.HoldLink(d.ID, live, func(node string, open, nodeLive bool, endedAgo time.Duration) error {
+	if err := s.HoldLink(d.ID, live, func(node string, _ uint64, open, nodeLive bool, endedAgo time.Duration) error {
 		if node != "b" || open || !nodeLive {
 			t.Errorf("held: node %q open %v live %v, want b's ended link", node, open, nodeLive)
 		}
@@ -76,7 +76,7 @@ func TestGatewayLinks(t *testing.T) {
 	// A device never linked: its hold inserts a row that a claim waits on.
 	d2 := conformance.Device(t, s, c.ID, "gw-new")
 	claimed := make(chan uint64, 1)
-	err = s.HoldLink(d2.ID, live, func(node string, open, _ bool, _ time.Duration) error {
+	err = s.HoldLink(d2.ID, live, func(node string, _ uint64, open, _ bool, _ time.Duration) error {
 		if node != "" || open {
 			t.Errorf("never linked: node %q open %v", node, open)
 		}
@@ -160,5 +160,60 @@ func TestReopenLinks(t *testing.T) {
 	}
 	if node, ok, err := s.Linked(moved.ID, live); err != nil || !ok || node != "b" {
 		t.Errorf("the link claimed since: on %q open %v (%v), want open on b", node, ok, err)
+	}
+}
+
+// A node's name taken by a new process (its previous run killed, its beat
+// aged): the links recorded under the name are the previous run's, ended
+// as the new one registers, not open on it for ever; and the previous run,
+// should it stop after finding its name taken, leaves the new one's links
+// open.
+func TestNodeNameTakenOverEndsThePreviousRunsLinks(t *testing.T) {
+	t.Parallel()
+	url := migrated(t)
+	s := openURL(t, url, Options{})
+	const live = 10 * time.Second
+	c, _ := conformance.Company(t, s)
+	if err := s.RegisterNode(Node{Name: "a", Instance: "a", Bus: true}, live); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RegisterNode(Node{Name: "b", Instance: "b-first", Bus: true}, live); err != nil {
+		t.Fatal(err)
+	}
+	before := conformance.Device(t, s, c.ID, "nt-before")
+	if _, err := s.ClaimLink(before.ID, "b"); err != nil {
+		t.Fatal(err)
+	}
+	onA := conformance.Device(t, s, c.ID, "nt-on-a")
+	if _, err := s.ClaimLink(onA.ID, "a"); err != nil {
+		t.Fatal(err)
+	}
+	// b's first run is killed; its beat ages; b starts again.
+	if _, err := s.pool.Exec(s.ctx, `UPDATE cluster_nodes SET seen_at = now() - interval '1 minute' WHERE name = 'b'`); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RegisterNode(Node{Name: "b", Instance: "b-second", Bus: true}, live); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := s.LinkedSince(before.Fingerprint, live); err != nil || ok {
+		t.Errorf("the previous run's link: linked %v (%v), want ended as b registered again", ok, err)
+	}
+	if _, ok, err := s.LinkedSince(onA.Fingerprint, live); err != nil || !ok {
+		t.Errorf("a's link: linked %v (%v), want open", ok, err)
+	}
+	after := conformance.Device(t, s, c.ID, "nt-after")
+	if _, err := s.ClaimLink(after.ID, "b"); err != nil {
+		t.Fatal(err)
+	}
+	// The first run was paused, not dead: it wakes, finds its name taken
+	// (its beat answers false) and stops.
+	if ok, err := s.NodeBeat("b", "b-first"); err != nil || ok {
+		t.Fatalf("the first run's beat: %v (%v), want refused", ok, err)
+	}
+	if err := s.LeaveNode("b", "b-first"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := s.LinkedSince(after.Fingerprint, live); err != nil || !ok {
+		t.Errorf("the second run's link after the first run left: linked %v (%v), want open", ok, err)
 	}
 }
