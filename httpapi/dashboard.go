@@ -187,6 +187,9 @@ func (s *Server) userFilter(c echo.Context, company uint64) (map[uint64]bool, er
 		if err != nil && !errors.Is(err, strconv.ErrRange) || id == 0 {
 			return nil, problem.Invalid("users", "must be user ids (whole numbers) separated by commas")
 		}
+		if id == store.StatsNoUser {
+			continue // the counters of inbound messages, no user's
+		}
 		set[id] = true
 	}
 	users, err := s.deps.Analytics.CompanyUsers(company)

@@ -166,6 +166,11 @@ func TestDashboardAndAnalyticsCountWhatHappened(t *testing.T) {
 		{"devices=nope", [5]float64{}},
 		{fmt.Sprintf("users=%d", int(b.adminID)), [5]float64{}},
 		{"users=999999", [5]float64{}},
+		// Past the largest id (read as it), and the largest itself: the
+		// counters of inbound messages are kept under that id, and were
+		// answered.
+		{"users=99999999999999999999", [5]float64{}},
+		{"users=18446744073709551615", [5]float64{}},
 	}
 	for _, f := range filters {
 		r := e.analytics(a.apiKey, "from=2026-11-20&to=2026-11-25&"+f.query)
