@@ -38,6 +38,18 @@ func (p *pauseAt) check(sql string) {
 // free lets the held transaction go on.
 func (p *pauseAt) free() { p.freed.Do(func() { close(p.release) }) }
 
+// race runs first until p holds it, then second, and lets first go on
+// once second waits for first's lock or, were first to hold none, ended
+// (secondDone has its answer).
+func (p *pauseAt) race(t *testing.T, s *Store, first, second func(), secondDone chan error) {
+	t.Helper()
+	go first()
+	<-p.reached
+	go second()
+	waitLocksOrEnd(t, s, 1, func() bool { return len(secondDone) > 0 })
+	p.free()
+}
+
 // TestEmailDeviceRacesItsDeletion: an UpdateCompany setting the e-mail
 // device and a DeleteDevice of that device, on two nodes, each held at
 // the point where the other could slip past it. Either order leaves no
@@ -86,13 +98,7 @@ func TestEmailDeviceRacesItsDeletion(t *testing.T) {
 			if tc.deleteFst {
 				first, second, secondDone = remove, update, updated
 			}
-			go first()
-			<-pause.reached
-			go second()
-			// The second waits for the first's lock or, were the first to
-			// hold none, ends.
-			waitLocksOrEnd(t, s, 1, func() bool { return len(secondDone) > 0 })
-			pause.free()
+			pause.race(t, s, first, second, secondDone)
 			if err := <-deleted; err != nil {
 				t.Fatalf("the deletion: %v", err)
 			}

@@ -73,13 +73,7 @@ func TestPoolMemberRacesItsDeviceDeletion(t *testing.T) {
 			if tc.deleteFst {
 				first, second, secondDone = deleteDevice, putPool, put
 			}
-			go first()
-			<-pause.reached
-			go second()
-			// The second waits for the first's lock or, were the first to
-			// hold none, ends.
-			waitLocksOrEnd(t, s, 1, func() bool { return len(secondDone) > 0 })
-			pause.free()
+			pause.race(t, s, first, second, secondDone)
 			if err := <-deleted; err != nil {
 				t.Fatalf("DeleteDevice: %v", err)
 			}
