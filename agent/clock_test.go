@@ -2,9 +2,7 @@ package agent
 
 import (
 	"context"
-	"net/http/httptest"
 	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -37,23 +35,12 @@ func TestDateSetAfterTheWelcomeDoesNotExpireJobs(t *testing.T) {
 			}
 		}
 	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	j, err := OpenJournal(filepath.Join(t.TempDir(), "j.db"), time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { j.Close() })
 	tr := &memTransport{inbox: make(chan Received)}
-	a := New(Options{Config: ConfigFile{WSURL: "ws" + strings.TrimPrefix(srv.URL, "http"), DeviceToken: "dt_test", Salt: "s1"},
-		Transport: tr, Journal: j, BackoffBase: time.Millisecond, BackoffMax: 20 * time.Millisecond})
-	wall := func() time.Time { return time.Now().Add(-time.Duration(behind.Load())) }
-	booted := time.Now()
-	a.clock = clocks{wall: wall, boot: func() time.Duration { return time.Since(booted) }} // setting the date moves no boot clock
-	ctx, cancel := context.WithCancel(context.Background())
-	finished := make(chan struct{})
-	go func() { a.Run(ctx); close(finished) }()
-	t.Cleanup(func() { cancel(); <-finished })
+	a, _, _ := startAgentSet(t, h, tr, filepath.Join(t.TempDir(), "j.db"), func(a *Agent) {
+		wall := func() time.Time { return time.Now().Add(-time.Duration(behind.Load())) }
+		booted := time.Now()
+		a.clock = clocks{wall: wall, boot: func() time.Duration { return time.Since(booted) }} // setting the date moves no boot clock
+	})
 	poll.Until(t, "the welcome's server time is taken", func() bool {
 		a.mu.Lock()
 		defer a.mu.Unlock()

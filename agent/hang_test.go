@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -45,22 +44,11 @@ func TestHungInventoryDoesNotHoldTheReconnect(t *testing.T) {
 		for range frames {
 		}
 	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	j, err := OpenJournal(filepath.Join(t.TempDir(), "j.db"), time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { j.Close() })
 	// The start and the first hello are answered; the second hello's hangs.
 	tr := &hangingTransport{memTransport: memTransport{inbox: make(chan Received)}, answers: 2}
-	a := New(Options{Config: ConfigFile{WSURL: "ws" + strings.TrimPrefix(srv.URL, "http"), DeviceToken: "dt_test", Salt: "s1"},
-		Transport: tr, Journal: j, BackoffBase: time.Millisecond, BackoffMax: 20 * time.Millisecond})
-	a.toolTimeout = 100 * time.Millisecond
-	ctx, cancel := context.WithCancel(context.Background())
-	finished := make(chan struct{})
-	go func() { a.Run(ctx); close(finished) }()
-	t.Cleanup(func() { cancel(); <-finished })
+	startAgentSet(t, h, tr, filepath.Join(t.TempDir(), "j.db"), func(a *Agent) {
+		a.toolTimeout = 100 * time.Millisecond
+	})
 	poll.Until(t, "a second link after the inventory hung", func() bool {
 		h.mu.Lock()
 		defer h.mu.Unlock()

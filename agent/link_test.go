@@ -160,6 +160,13 @@ func startAgent(t *testing.T, h http.Handler, tr Transport) (*Agent, *Journal, <
 
 func startAgentWithJournal(t *testing.T, h http.Handler, tr Transport, path string) (*Agent, *Journal, <-chan error) {
 	t.Helper()
+	return startAgentSet(t, h, tr, path, nil)
+}
+
+// startAgentSet is startAgentWithJournal with set, when not nil, applied
+// to the agent before it runs (its clocks, its timeouts).
+func startAgentSet(t *testing.T, h http.Handler, tr Transport, path string, set func(*Agent)) (*Agent, *Journal, <-chan error) {
+	t.Helper()
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	j, err := OpenJournal(path, time.Second)
@@ -169,6 +176,9 @@ func startAgentWithJournal(t *testing.T, h http.Handler, tr Transport, path stri
 	t.Cleanup(func() { j.Close() })
 	a := New(Options{Config: ConfigFile{WSURL: "ws" + strings.TrimPrefix(srv.URL, "http"), DeviceToken: "dt_test", Salt: "s1"},
 		Transport: tr, Journal: j, BackoffBase: time.Millisecond, BackoffMax: 20 * time.Millisecond, DeliveryPoll: 10 * time.Millisecond})
+	if set != nil {
+		set(a)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ended := make(chan error, 1)
 	finished := make(chan struct{})

@@ -2,9 +2,7 @@ package agent
 
 import (
 	"context"
-	"net/http/httptest"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -30,20 +28,9 @@ func TestRunningAgentPrunesFinishedJobs(t *testing.T) {
 			}
 		}
 	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	j, err := OpenJournal(filepath.Join(t.TempDir(), "j.db"), time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { j.Close() })
-	a := New(Options{Config: ConfigFile{WSURL: "ws" + strings.TrimPrefix(srv.URL, "http"), DeviceToken: "dt_test", Salt: "s1"},
-		Transport: &memTransport{inbox: make(chan Received)}, Journal: j, BackoffBase: time.Millisecond, BackoffMax: 20 * time.Millisecond})
-	a.pruneEvery = 10 * time.Millisecond
-	ctx, cancel := context.WithCancel(context.Background())
-	finished := make(chan struct{})
-	go func() { a.Run(ctx); close(finished) }()
-	t.Cleanup(func() { cancel(); <-finished })
+	_, j, _ := startAgentSet(t, h, &memTransport{inbox: make(chan Received)}, filepath.Join(t.TempDir(), "j.db"), func(a *Agent) {
+		a.pruneEvery = 10 * time.Millisecond
+	})
 	poll.Until(t, "the expired job is reported and its report acknowledged", func() bool {
 		return h.seen(`"type":"status","id":"job-old","status":"failed"`) > 0
 	})
