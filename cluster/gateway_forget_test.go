@@ -1,11 +1,8 @@
 package cluster
 
 import (
-	"context"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/simrelay/simrelay/internal/retention"
 	"github.com/simrelay/simrelay/internal/testclock"
@@ -19,21 +16,10 @@ import (
 func TestTakenOverLinksForgottenAfterJobLife(t *testing.T) {
 	t.Parallel()
 	const live, jobLife = 10 * time.Second, 48 * time.Hour
-	ctx := context.Background()
 	clock := testclock.New(time.Now())
 	st, g, url := gatewayWith(t, GatewayConfig{Live: live, JobLife: jobLife, Now: clock.Now}, "a", "b")
 	c, _ := conformance.Company(t, st)
-	db, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close(ctx)
-	exec := func(sql string, args ...any) {
-		t.Helper()
-		if _, err := db.Exec(ctx, sql, args...); err != nil {
-			t.Fatal(err)
-		}
-	}
+	exec := sqlExec(t, url)
 	// held answers the queue place up to which the failover may not move
 	// the device's jobs here, and whether it may move any.
 	held := func(fp string, id uint64) (upTo uint64, moves bool) {

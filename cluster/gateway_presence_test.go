@@ -1,12 +1,9 @@
 package cluster
 
 import (
-	"context"
 	"maps"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/simrelay/simrelay/store/conformance"
 )
@@ -17,7 +14,6 @@ import (
 // fingerprint offline; and nothing when the database does not answer.
 func TestPresenceAcrossNodes(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	const live = 10 * time.Second
 	st, g, url := gatewayOnNodes(t, live, time.Hour, "a", "b", "c")
 
@@ -36,14 +32,7 @@ func TestPresenceAcrossNodes(t *testing.T) {
 	link(other.ID, "pr-other-on-b", "b")
 	link(c.ID, "pr-on-c", "c")
 	link(c.ID, "pr-never", "")
-	db, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close(ctx)
-	if _, err := db.Exec(ctx, `UPDATE cluster_nodes SET seen_at = now() - interval '1 minute' WHERE name = 'c'`); err != nil {
-		t.Fatal(err)
-	}
+	sqlExec(t, url)(`UPDATE cluster_nodes SET seen_at = now() - interval '1 minute' WHERE name = 'c'`)
 
 	page := []string{"pr-on-b", "pr-other-on-b", "pr-on-c", "pr-never", "pr-unknown"}
 	got := g.Presence(page)

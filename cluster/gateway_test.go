@@ -33,7 +33,6 @@ import (
 func TestFailoverHoldAcrossNodes(t *testing.T) {
 	t.Parallel()
 	const live = 10 * time.Second
-	ctx := context.Background()
 	st, g, url := gatewayOnNodes(t, live, 0, "a", "b")
 	c, _ := conformance.Company(t, st)
 	moves := func(fp string, id uint64) bool {
@@ -56,14 +55,7 @@ func TestFailoverHoldAcrossNodes(t *testing.T) {
 		t.Error("moved while b holds the link")
 	}
 	// b dies: its beat ages past the live window.
-	db, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close(ctx)
-	if _, err := db.Exec(ctx, `UPDATE cluster_nodes SET seen_at = now() - interval '1 minute' WHERE name = 'b'`); err != nil {
-		t.Fatal(err)
-	}
+	sqlExec(t, url)(`UPDATE cluster_nodes SET seen_at = now() - interval '1 minute' WHERE name = 'b'`)
 	if moves(d.Fingerprint, d.ID) {
 		t.Error("moved while the dead node's link is open")
 	}
@@ -161,6 +153,25 @@ func gatewayOnNodes(t *testing.T, live, sweep time.Duration, nodes ...string) (*
 	return gatewayWith(t, GatewayConfig{Live: live, SweepEvery: sweep}, nodes...)
 }
 
+// sqlExec connects to the database at url for a test's own statements (a
+// node's beat aged by hand, say) and returns a function that runs one,
+// failing the test on an error.
+func sqlExec(t *testing.T, url string) func(sql string, args ...any) {
+	t.Helper()
+	ctx := context.Background()
+	db, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close(ctx) })
+	return func(sql string, args ...any) {
+		t.Helper()
+		if _, err := db.Exec(ctx, sql, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // gatewayWith is gatewayOnNodes with more of the gateway's settings (Bus,
 // Store, Hub and Logger are the test's).
 func gatewayWith(t *testing.T, cfg GatewayConfig, nodes ...string) (*postgres.Store, *Gateway, string) {
@@ -204,21 +215,10 @@ func gatewayWith(t *testing.T, cfg GatewayConfig, nodes ...string) (*postgres.St
 func TestTakeOverAgainAfterALaterLink(t *testing.T) {
 	t.Parallel()
 	const live = 10 * time.Second
-	ctx := context.Background()
 	clock := testclock.New(time.Now())
 	st, g, url := gatewayWith(t, GatewayConfig{Live: live, Now: clock.Now}, "a", "b", "c", "d")
 	c, _ := conformance.Company(t, st)
-	db, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close(ctx)
-	exec := func(sql string, args ...any) {
-		t.Helper()
-		if _, err := db.Exec(ctx, sql, args...); err != nil {
-			t.Fatal(err)
-		}
-	}
+	exec := sqlExec(t, url)
 	hand := func(jobs int) uint64 { // jobs queued and handed to the phone
 		t.Helper()
 		exec(`SELECT nextval('queue_places') FROM generate_series(1, $1)`, jobs)
@@ -305,7 +305,6 @@ func (h endedHub) OfflineSince(string) time.Time { return h.at }
 func TestOfflineSinceTheLaterOfHereAndTheTake(t *testing.T) {
 	t.Parallel()
 	const live = 10 * time.Second
-	ctx := context.Background()
 	clock := testclock.New(time.Now())
 	st, g, url := gatewayWith(t, GatewayConfig{Live: live, Now: clock.Now}, "a", "b")
 	g.hub = endedHub{Hub: g.hub, at: clock.Now().Add(-time.Hour)}
@@ -314,14 +313,7 @@ func TestOfflineSinceTheLaterOfHereAndTheTake(t *testing.T) {
 	if _, err := st.ClaimLink(d.ID, "b"); err != nil {
 		t.Fatal(err)
 	}
-	db, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close(ctx)
-	if _, err := db.Exec(ctx, `UPDATE cluster_nodes SET seen_at = now() - interval '1 minute' WHERE name = 'b'`); err != nil {
-		t.Fatal(err)
-	}
+	sqlExec(t, url)(`UPDATE cluster_nodes SET seen_at = now() - interval '1 minute' WHERE name = 'b'`)
 	g.sweep()
 	if since := g.OfflineSince(d.Fingerprint); !since.Equal(clock.Now()) {
 		t.Errorf("offline since %v, want since the sweep took b's link over (%v)", since, clock.Now())
