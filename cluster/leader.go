@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/simrelay/simrelay/store/postgres"
 )
 
 // DefaultLeaderPoll is LeaderConfig.Poll: how often a follower tries for
@@ -29,6 +31,19 @@ type LeaderConfig struct {
 	Poll time.Duration
 	// Logger; slog.Default() when nil.
 	Logger *slog.Logger
+}
+
+// serverKeepalive are the settings the lock's session asks of the
+// PostgreSQL server, unless the URL sets them: the server notices a leader
+// whose machine vanished (its socket silent, not closed) and ends its
+// session, releasing the lock, in about 30 s, not after the server's
+// operating system's TCP keepalive (two hours by Linux's defaults). They
+// apply to TCP connections only.
+var serverKeepalive = map[string]string{
+	"tcp_keepalives_idle":     "15",
+	"tcp_keepalives_interval": "5",
+	"tcp_keepalives_count":    "3",
+	"tcp_user_timeout":        "30000", // ms
 }
 
 // Leader runs work on one node of a cluster at a time: the node whose
@@ -102,8 +117,19 @@ func (l *Leader) acquire(ctx context.Context, conn *pgx.Conn) (*pgx.Conn, bool) 
 	cctx, cancel := context.WithTimeout(ctx, l.cfg.Poll)
 	defer cancel()
 	if conn == nil {
-		var err error
-		if conn, err = pgx.Connect(cctx, l.cfg.URL); err != nil {
+		// The store's connect timeout and TCP keepalive, so that this
+		// node notices a silent database on this session too.
+		cfg, err := postgres.ConnConfig(l.cfg.URL)
+		if err != nil {
+			l.log.Warn("leadership: connect", "err", err)
+			return nil, false
+		}
+		for k, v := range serverKeepalive {
+			if _, set := cfg.RuntimeParams[k]; !set {
+				cfg.RuntimeParams[k] = v
+			}
+		}
+		if conn, err = pgx.ConnectConfig(cctx, cfg); err != nil {
 			if ctx.Err() == nil {
 				l.log.Warn("leadership: connect", "err", err)
 			}

@@ -1,18 +1,21 @@
 package pgtest
 
 import (
-	"io"
 	"net"
 	"net/url"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
 // Relayed is the way to a test's database through a relay on a Unix socket
 // of its own, standing for the network to the database: Cut closes every
 // connection through it and refuses new ones, the database going away;
-// Resume lets connections through again, the database back.
+// Stall keeps every connection open and accepts new ones but forwards
+// nothing, dropping the bytes either way, a database host that went
+// silent (powered off behind a firewall, a network partition); Resume
+// lets connections through again, the database back.
 type Relayed struct {
 	// URL reaches the database through the relay.
 	URL string
@@ -20,6 +23,8 @@ type Relayed struct {
 	mu      sync.Mutex
 	conns   []net.Conn // both ends of every connection made; guarded by mu
 	refused bool       // guarded by mu
+	// stalled is set by Stall: the copies drop what they read.
+	stalled atomic.Bool
 }
 
 // Relay opens a relay to the database at dbURL (one of URL's); it closes
@@ -67,8 +72,8 @@ func Relay(t testing.TB, dbURL string) *Relayed {
 				db.Close()
 				continue
 			}
-			wg.Go(func() { _, _ = io.Copy(db, c); db.Close() })
-			wg.Go(func() { _, _ = io.Copy(c, db); c.Close() })
+			wg.Go(func() { r.copy(db, c); db.Close() })
+			wg.Go(func() { r.copy(c, db); c.Close() })
 		}
 	})
 	t.Cleanup(func() {
@@ -91,9 +96,41 @@ func (r *Relayed) Cut() {
 	r.conns = nil
 }
 
-// Resume lets new connections through again.
+// copy forwards what src sends to dst until either fails or closes,
+// dropping it instead while the relay is stalled.
+func (r *Relayed) copy(dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 && !r.stalled.Load() {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// Stall makes the relay silent: the connections through it stay open and
+// new ones are accepted, but nothing is forwarded either way, what is sent
+// dropped, as to a host that stopped answering without refusing. Only a
+// deadline of the client's own ends its wait.
+func (r *Relayed) Stall() { r.stalled.Store(true) }
+
+// Resume lets new connections through again. After a Stall it first
+// closes every connection made before, which lost bytes (the host back:
+// its sessions are gone).
 func (r *Relayed) Resume() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.stalled.Load() {
+		for _, c := range r.conns {
+			c.Close()
+		}
+		r.conns = nil
+		r.stalled.Store(false)
+	}
 	r.refused = false
 }

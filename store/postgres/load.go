@@ -224,7 +224,7 @@ var copyCounts = map[store.Kind]string{
 // snapshot.
 func (s *Store) CopyCounts() (map[store.Kind]int64, error) {
 	counts := map[store.Kind]int64{}
-	err := s.read("count records", func(t *txn) error {
+	err := s.readUnbounded("count records", func(t *txn) error {
 		for _, k := range loaded {
 			q, ok := copyCounts[k]
 			if !ok {

@@ -200,7 +200,9 @@ func (s *Store) MediaByID(companyID uint64, mediaID string) (store.Media, error)
 func (s *Store) CopyMedia(w io.Writer, mediaID string, off, n int64) (int64, error) {
 	return store.CopyMediaChunks(w, off, n, func(i uint32) ([]byte, bool, error) {
 		var chunk []byte
-		err := s.pool.QueryRow(s.ctx, "SELECT data FROM media_chunks WHERE media_id = $1 AND n = $2", mediaID, int32(i)).Scan(&chunk)
+		ctx, cancel := s.bounded()
+		defer cancel()
+		err := s.pool.QueryRow(ctx, "SELECT data FROM media_chunks WHERE media_id = $1 AND n = $2", mediaID, int32(i)).Scan(&chunk)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil, false, nil
 		}

@@ -19,6 +19,17 @@ const (
 	// sets no connect_timeout, so a database that does not answer fails the
 	// start instead of hanging it.
 	DefaultConnectTimeout = 10 * time.Second
+	// DefaultTxTimeout is Options.TxTimeout: how long one transaction of
+	// the store may take, from the wait for a pooled connection to its
+	// COMMIT, before it fails with store.ErrUnavailable (the API's 503).
+	// The slowest transactions of a request are a bulk send of 1,000
+	// messages and a page of a list or an export: 30 s leaves them a
+	// loaded database's room, and answers a request within the half minute that HTTP
+	// clients commonly wait, where a database that stops answering without
+	// refusing (its host powered off, a partition) held it for the TCP
+	// timeout, many minutes. A transaction past it on a live database (an
+	// overload, a lock held that long) fails the same way, nothing written.
+	DefaultTxTimeout = 30 * time.Second
 )
 
 // Options are the store's settings beyond the database's URL.
@@ -35,6 +46,13 @@ type Options struct {
 	// COMMIT included: the tests above the store count them with it (a
 	// list's cost must not grow with its rows).
 	Tracer pgx.QueryTracer
+	// TxTimeout bounds each transaction of the store and each of its
+	// statements made outside one, the wait for a pooled connection
+	// included: past it the call fails with store.ErrUnavailable.
+	// DefaultTxTimeout when 0. The import of a copy (Load) and the counts
+	// that check it are bounded only by the TCP keepalive (dial.go): they
+	// grow with the whole database.
+	TxTimeout time.Duration
 	// Existing refuses a database that holds no simrelay schema
 	// (ErrNoSchema) instead of creating the schema there: for the admin
 	// commands that work on a server's store, so a database named by
@@ -56,6 +74,8 @@ type Store struct {
 	cancel context.CancelFunc
 	// dailyBudget is Options.CompanyDailyStorage.
 	dailyBudget int64
+	// txTimeout is Options.TxTimeout.
+	txTimeout time.Duration
 	// lease is Options.Lease; holder names this store's leases (leases.go).
 	lease  time.Duration
 	holder string
@@ -88,9 +108,7 @@ func Open(ctx context.Context, url string, opt Options) (*Store, error) {
 		// pgconn's error shows the URL with its password masked.
 		return nil, fmt.Errorf("store/postgres: %w", err)
 	}
-	if cfg.ConnConfig.ConnectTimeout == 0 { // the URL set no connect_timeout
-		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
-	}
+	connDefaults(cfg.ConnConfig)
 	return openConfig(ctx, cfg, opt)
 }
 
@@ -110,7 +128,14 @@ func openConfig(ctx context.Context, cfg *pgxpool.Config, opt Options) (*Store, 
 	if opt.Lease == 0 {
 		opt.Lease = DefaultLease
 	}
-	s := &Store{pool: pool, dailyBudget: opt.CompanyDailyStorage, lease: opt.Lease, holder: newHolder()}
+	if opt.TxTimeout < 0 {
+		pool.Close()
+		return nil, fmt.Errorf("store/postgres: transaction timeout %s: must be positive", opt.TxTimeout)
+	}
+	if opt.TxTimeout == 0 {
+		opt.TxTimeout = DefaultTxTimeout
+	}
+	s := &Store{pool: pool, dailyBudget: opt.CompanyDailyStorage, lease: opt.Lease, txTimeout: opt.TxTimeout, holder: newHolder()}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if err := s.start(ctx, opt.Existing); err != nil {
 		s.Close()
@@ -159,6 +184,12 @@ func (s *Store) Close() error {
 	s.stopReporters() // the changes queued fail with ErrClosed
 	s.pool.Close()
 	return nil
+}
+
+// bounded is the context of a statement made outside a transaction: the
+// store's, within its transaction deadline.
+func (s *Store) bounded() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(s.ctx, s.txTimeout)
 }
 
 // Ready says whether the database answers: the readiness check (/readyz).

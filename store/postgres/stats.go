@@ -228,7 +228,9 @@ func (s *Store) DashboardSummary(companyID uint64, from, to time.Time, limit int
 // API asks it before every analytics answer, kept or not.
 func (s *Store) Generation() (uint64, error) {
 	var g int64
-	err := s.pool.QueryRow(s.ctx, `SELECT pg_snapshot_xmax(snap)::text::bigint - (SELECT count(*) FROM pg_snapshot_xip(snap))
+	ctx, cancel := s.bounded()
+	defer cancel()
+	err := s.pool.QueryRow(ctx, `SELECT pg_snapshot_xmax(snap)::text::bigint - (SELECT count(*) FROM pg_snapshot_xip(snap))
 		FROM pg_current_snapshot() AS snap`).Scan(&g)
 	if err != nil {
 		return 0, fmt.Errorf("store: generation: %w", s.closed(err))
@@ -239,7 +241,9 @@ func (s *Store) Generation() (uint64, error) {
 // Version is the schema version of the database: the highest migration
 // applied.
 func (s *Store) Version() (uint64, error) {
-	v, err := schemaVersion(s.ctx, s.pool)
+	ctx, cancel := s.bounded()
+	defer cancel()
+	v, err := schemaVersion(ctx, s.pool)
 	if err != nil {
 		return 0, fmt.Errorf("store: schema version: %w", s.closed(err))
 	}

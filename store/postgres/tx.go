@@ -36,7 +36,26 @@ func (s *Store) read(name string, fn func(t *txn) error) error {
 	return s.run(name, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, fn)
 }
 
+// readUnbounded is read without the store's transaction deadline, for the
+// admin commands' reads whose time grows with the whole database (the
+// counts that check a copy): none of the server's requests uses it.
+func (s *Store) readUnbounded(name string, fn func(t *txn) error) error {
+	return s.runWithin(name, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, 0, fn)
+}
+
+// run runs fn in a transaction within the store's deadline
+// (Options.TxTimeout): each try, from the wait for a connection of the
+// pool to the COMMIT, gets that long, and one that runs past it fails
+// with store.ErrUnavailable (unreachable), the database silent or too
+// slow to serve, where it would wait for the operating system's TCP
+// timeout, many minutes, on a database whose host stopped answering.
 func (s *Store) run(name string, opts pgx.TxOptions, fn func(t *txn) error) error {
+	return s.runWithin(name, opts, s.txTimeout, fn)
+}
+
+// runWithin is run with each try bounded by within; 0: no bound but the
+// store's Close.
+func (s *Store) runWithin(name string, opts pgx.TxOptions, within time.Duration, fn func(t *txn) error) error {
 	var err error
 	for try := 0; try < maxTries; try++ {
 		if try > 0 {
@@ -49,7 +68,7 @@ func (s *Store) run(name string, opts pgx.TxOptions, fn func(t *txn) error) erro
 			}
 		}
 		var hooks []func()
-		hooks, err = s.try(opts, fn)
+		hooks, err = s.try(opts, within, fn)
 		if err == nil {
 			for _, h := range hooks {
 				h()
@@ -95,14 +114,24 @@ func classified(err error) error {
 	return err
 }
 
-// try runs fn once in a transaction on a connection of the pool: the
-// transaction's BEGIN goes out with fn's first statement (txn.go).
-func (s *Store) try(opts pgx.TxOptions, fn func(t *txn) error) ([]func(), error) {
-	conn, err := s.pool.Acquire(s.ctx)
+// try runs fn once in a transaction on a connection of the pool, within
+// that long (0: unbounded): the transaction's BEGIN goes out with fn's
+// first statement (txn.go). The deadline ends the wait for a connection
+// and any statement in flight: pgx then sets the connection's own
+// deadline, so a read from a silent socket returns at once, and closes the
+// connection, which never goes back to the pool.
+func (s *Store) try(opts pgx.TxOptions, within time.Duration, fn func(t *txn) error) ([]func(), error) {
+	ctx := s.ctx
+	if within > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(s.ctx, within)
+		defer cancel()
+	}
+	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
-	t := &txn{ctx: s.ctx, conn: conn, opts: opts}
+	t := &txn{ctx: ctx, conn: conn, opts: opts}
 	defer t.end() // rolls back unless committed, also when fn panics
 	if err := fn(t); err != nil {
 		return nil, mapErr(t.cause(err))
@@ -118,7 +147,9 @@ func (s *Store) try(opts pgx.TxOptions, fn func(t *txn) error) ([]func(), error)
 // sent on a connection that pgx closed already (its socket broke under an
 // earlier statement that read no error of it: a server stopped with
 // "immediate") fails with pgconn.ErrConnClosed, a broken connection too;
-// it was answered 500 'internal' where the next statement got 503.
+// it was answered 500 'internal' where the next statement got 503. A
+// deadline passed (the store's transaction deadline, a bounded statement's)
+// is one too: the database did not answer in time, silent or overloaded.
 func unreachable(err error) bool {
 	var ce *pgconn.ConnectError
 	var ne net.Error
@@ -127,7 +158,7 @@ func unreachable(err error) bool {
 		return pe.Code == "57P01" || pe.Code == "57P03" // admin shutdown, cannot connect now
 	}
 	return errors.As(err, &ce) || errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, pgconn.ErrConnClosed) || pgconn.Timeout(err)
+		errors.Is(err, pgconn.ErrConnClosed) || pgconn.Timeout(err) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // closed is err of a statement made outside a transaction (the rate-limit

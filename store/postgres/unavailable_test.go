@@ -5,8 +5,10 @@ import (
 	"errors"
 	"io"
 	"testing"
+	"time"
 
 	"github.com/simrelay/simrelay/internal/pgtest"
+	"github.com/simrelay/simrelay/internal/poll"
 	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/store/conformance"
 )
@@ -57,13 +59,77 @@ func TestFirstBatchBrokenIsUnavailable(t *testing.T) {
 // relay and every connection through it, the database going away.
 func relayedStore(t *testing.T) (s *Store, cut func()) {
 	t.Helper()
+	s, relay := relayedStoreWith(t, Options{})
+	return s, relay.Cut
+}
+
+// relayedStoreWith is relayedStore with the store's options, and the relay.
+func relayedStoreWith(t *testing.T, opt Options) (*Store, *pgtest.Relayed) {
+	t.Helper()
 	relay := pgtest.Relay(t, migrated(t))
-	s, err := Open(context.Background(), relay.URL, Options{})
+	s, err := Open(context.Background(), relay.URL, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	return s, relay.Cut
+	return s, relay
+}
+
+// A database that goes silent (its host powered off behind a firewall, a
+// partition: nothing refused, nothing answered) fails each call with
+// store.ErrUnavailable once the store's transaction deadline passed: a
+// read, a write, the statements made outside a transaction, on the
+// connections that were open and on the new ones that are never answered.
+// Without the deadline each call waited for the operating system's TCP
+// timeout, many minutes (a Unix socket, as here: for ever).
+func TestDatabaseSilentIsUnavailable(t *testing.T) {
+	t.Parallel()
+	s, relay := relayedStoreWith(t, Options{TxTimeout: 500 * time.Millisecond})
+	c, _ := conformance.Company(t, s)
+	if _, err := s.Company(c.ID); err != nil {
+		t.Fatal(err)
+	}
+	relay.Stall()
+	calls := []struct {
+		name string
+		call func() error
+	}{
+		{"read", func() error { _, err := s.Company(c.ID); return err }},
+		{"write", func() error {
+			_, err := s.UpdateCompany(c.ID, func(c *store.Company) error { c.Name += "!"; return nil })
+			return err
+		}},
+		{"read again", func() error { _, err := s.Company(c.ID); return err }},
+		{"generation", func() error { _, err := s.Generation(); return err }},
+		{"schema version", func() error { _, err := s.Version(); return err }},
+		{"a file's chunks", func() error { _, err := s.CopyMedia(io.Discard, "m-1", 0, -1); return err }},
+	}
+	for _, call := range calls {
+		if err := answered(t, call.name, call.call); !errors.Is(err, store.ErrUnavailable) {
+			t.Errorf("%s with the database silent: got %v, want store.ErrUnavailable", call.name, err)
+		}
+	}
+	relay.Resume()
+	poll.Until(t, "the store serving again once the database answers", func() bool {
+		_, err := s.Company(c.ID)
+		return err == nil
+	})
+}
+
+// answered runs call and returns its error, failing the test if it is still
+// waiting a minute later: a call that waits for the database's silence to end
+// never returns.
+func answered(t *testing.T, name string, call func() error) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- call() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(time.Minute):
+		t.Fatalf("%s still waiting a minute after the database went silent", name)
+		return nil
+	}
 }
 
 // The reads made outside a transaction (the analytics' generation, the
