@@ -59,7 +59,7 @@ func (s *Store) AgentSendTimes(companyID, numberID uint64, since time.Time) ([]t
 // cutoff: the governor's longest window is a day.
 func (s *Store) PruneAgentSends(cutoff time.Time) (int, error) {
 	n := 0
-	err := s.write("prune accepted sends", func(t *txn) error {
+	err := s.prune("prune accepted sends", func(t *txn) error {
 		tag, err := t.exec("DELETE FROM agent_sends WHERE sent_at < $1", cutoff)
 		n = int(tag.RowsAffected())
 		return err

@@ -181,7 +181,7 @@ func (s *Store) CompanyByCustomer(customerID string) (companyID uint64, found bo
 // event), so the record of applied events does not grow for ever.
 func (s *Store) PruneBillingEvents(cutoff time.Time) (int, error) {
 	var n int
-	err := s.write("prune billing events", func(t *txn) error {
+	err := s.prune("prune billing events", func(t *txn) error {
 		tag, err := t.exec("DELETE FROM billing_events WHERE applied_at < $1", cutoff)
 		n = int(tag.RowsAffected())
 		return err

@@ -30,7 +30,7 @@ func (s *Store) Pairing(hash []byte) (store.Pairing, error) {
 // PrunePairings drops pairing codes that expired before cutoff, used or not.
 func (s *Store) PrunePairings(cutoff time.Time) (int, error) {
 	var n int
-	err := s.write("prune pairing codes", func(t *txn) error {
+	err := s.prune("prune pairing codes", func(t *txn) error {
 		tag, err := t.exec("DELETE FROM pairings WHERE expires_at < $1", cutoff)
 		n = int(tag.RowsAffected())
 		return err

@@ -107,7 +107,7 @@ func (s *Store) Mails(pendingOnly bool) ([]store.Mail, error) {
 // unsentCutoff, which it returns too, oldest first and without their text
 // (the caller logs them; the links stay out of the log).
 func (s *Store) PruneMail(doneCutoff, unsentCutoff time.Time) (done int, unsent []store.Mail, err error) {
-	err = s.write("prune mail outbox", func(t *txn) error {
+	err = s.prune("prune mail outbox", func(t *txn) error {
 		done, unsent = 0, nil
 		rows, err := t.query(`DELETE FROM mail_outbox
 			WHERE (state IN ($1, $2) AND created_at < $3) OR (state NOT IN ($1, $2) AND created_at < $4)

@@ -280,7 +280,7 @@ func leavePools(t *txn, companyID, deviceID uint64, now time.Time) error {
 // recipients a pool sent to within StickyAge.
 func (s *Store) PruneSticky(cutoff time.Time) (int, error) {
 	var n int
-	err := s.write("prune sticky entries", func(t *txn) error {
+	err := s.prune("prune sticky entries", func(t *txn) error {
 		tag, err := t.exec("DELETE FROM pool_sticky WHERE written_at < $1", cutoff)
 		n = int(tag.RowsAffected())
 		return err

@@ -289,7 +289,7 @@ func newOutbound(m *store.Message, deviceID uint64, at time.Time) {
 // PruneIdempotency drops idempotency answers kept before cutoff.
 func (s *Store) PruneIdempotency(cutoff time.Time) (int, error) {
 	var n int
-	err := s.write("prune idempotency answers", func(t *txn) error {
+	err := s.prune("prune idempotency answers", func(t *txn) error {
 		tag, err := t.exec("DELETE FROM idempotency WHERE created_at < $1", cutoff)
 		n = int(tag.RowsAffected())
 		return err

@@ -272,7 +272,7 @@ func (s *Store) SetSIMCaps(companyID uint64, fingerprint string, caps map[string
 // and the recipients of days before today: what the caps no longer read.
 func (s *Store) PruneSIMCounts(now time.Time) (int, error) {
 	var n int
-	err := s.write("prune sim counts", func(t *txn) error {
+	err := s.prune("prune sim counts", func(t *txn) error {
 		n = 0
 		tag, err := t.exec(`DELETE FROM sim_usage WHERE (kind = 'm' AND period < $1) OR (kind <> 'm' AND period < $2)`,
 			monthStamp(now), dayStamp(now))

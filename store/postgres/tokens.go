@@ -172,7 +172,7 @@ func (s *Store) ConsumeOneTimeToken(hash []byte, kinds []string, now time.Time, 
 // cutoff, used or not, and returns how many it removed.
 func (s *Store) PruneTokens(cutoff time.Time) (int, error) {
 	var n int
-	err := s.write("prune tokens", func(t *txn) error {
+	err := s.prune("prune tokens", func(t *txn) error {
 		n = 0
 		for _, table := range []string{"refresh_tokens", "one_time_tokens"} {
 			tag, err := t.exec("DELETE FROM "+table+" WHERE expires_at < $1", cutoff)
@@ -191,7 +191,7 @@ func (s *Store) PruneTokens(cutoff time.Time) (int, error) {
 // not, so that token is still refused as its family says.
 func (s *Store) PruneTokenFamilies() (int, error) {
 	var n int
-	err := s.write("prune token families", func(t *txn) error {
+	err := s.prune("prune token families", func(t *txn) error {
 		tag, err := t.exec("DELETE FROM token_families f WHERE NOT EXISTS (SELECT 1 FROM refresh_tokens r WHERE r.family = f.family)")
 		n = int(tag.RowsAffected())
 		return err
@@ -248,7 +248,7 @@ func (s *Store) DeleteConsoleSession(hash []byte) error {
 // their absolute end at now, and returns how many it removed.
 func (s *Store) PruneConsoleSessions(idleCutoff, now time.Time) (int, error) {
 	var n int
-	err := s.write("prune console sessions", func(t *txn) error {
+	err := s.prune("prune console sessions", func(t *txn) error {
 		tag, err := t.exec("DELETE FROM console_sessions WHERE seen_at < $1 OR expires_at <= $2", idleCutoff, now)
 		n = int(tag.RowsAffected())
 		return err

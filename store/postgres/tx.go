@@ -36,6 +36,21 @@ func (s *Store) read(name string, fn func(t *txn) error) error {
 	return s.run(name, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, fn)
 }
 
+// pruneTimeout bounds a prune's transaction (prune): a sweeper's delete of
+// what expired, whose size grows with the traffic since the last sweep
+// (an hour of idempotency answers at a thousand sends a second is millions
+// of rows), not a request's, so the store's request deadline would fail
+// it again at every sweep once the backlog outgrew it. A database that
+// went silent is still noticed in about 30 s by the connections' keepalive
+// and TCP user timeout (dial.go).
+const pruneTimeout = 10 * time.Minute
+
+// prune is write for the sweepers' prunes, within pruneTimeout (or the
+// store's deadline, were it longer).
+func (s *Store) prune(name string, fn func(t *txn) error) error {
+	return s.runWithin(name, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, max(s.txTimeout, pruneTimeout), fn)
+}
+
 // readUnbounded is read without the store's transaction deadline, for the
 // admin commands' reads whose time grows with the whole database (the
 // counts that check a copy): none of the server's requests uses it.

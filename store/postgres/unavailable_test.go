@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/simrelay/simrelay/internal/pgtest"
 	"github.com/simrelay/simrelay/internal/poll"
 	"github.com/simrelay/simrelay/store"
@@ -154,5 +156,43 @@ func TestReadsOutsideTransactionsUnavailable(t *testing.T) {
 	}
 	if _, err := s.CopyMedia(io.Discard, "m-1", 0, -1); !errors.Is(err, store.ErrUnavailable) {
 		t.Errorf("a file's chunks with the database gone: got %v, want store.ErrUnavailable", err)
+	}
+}
+
+// A prune is a sweeper's delete of whatever expired since the last sweep,
+// whose size grows with the traffic, not a request: it is not bound by
+// the store's request deadline. Here it waits on a lock past that
+// deadline and still prunes; it failed with ErrUnavailable, as it would at
+// every sweep once a backlog outgrew the deadline.
+func TestPruneOutlastsTheRequestDeadline(t *testing.T) {
+	t.Parallel()
+	url := migrated(t)
+	s := openURL(t, url, Options{TxTimeout: 200 * time.Millisecond})
+	ctx := context.Background()
+	locker, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { locker.Close(ctx) })
+	tx, err := locker.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "LOCK TABLE idempotency IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	pruned := make(chan error, 1)
+	go func() { _, err := s.PruneIdempotency(time.Now()); pruned <- err }()
+	waitLocksOrEnd(t, s, 1, func() bool { return len(pruned) > 0 })
+	select {
+	case err := <-pruned:
+		t.Fatalf("the prune ended while the table was locked: %v", err)
+	case <-time.After(600 * time.Millisecond): // three request deadlines
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := answered(t, "the prune", func() error { return <-pruned }); err != nil {
+		t.Fatalf("the prune after the lock was released: %v", err)
 	}
 }

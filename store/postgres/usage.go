@@ -28,7 +28,7 @@ func (s *Store) StorageUsed(companyID uint64, t time.Time) (int64, error) {
 // company days it dropped, whatever the shards they were split in.
 func (s *Store) PruneStorageCounters(cutoff time.Time) (int, error) {
 	var n int
-	err := s.write("prune storage counters", func(t *txn) error {
+	err := s.prune("prune storage counters", func(t *txn) error {
 		return t.row(`WITH gone AS (DELETE FROM storage_usage WHERE day < $1 RETURNING company_id, day)
 			SELECT count(*) FROM (SELECT DISTINCT company_id, day FROM gone) d`, day(cutoff)).Scan(&n)
 	})

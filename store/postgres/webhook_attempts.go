@@ -209,7 +209,7 @@ func (s *Store) WebhookAttempts(companyID, webhookID uint64, limit int) ([]store
 // lines it dropped.
 func (s *Store) PruneWebhookAttempts(cutoff time.Time, keep int) (int, error) {
 	var n int
-	err := s.write("prune webhook attempts", func(t *txn) error {
+	err := s.prune("prune webhook attempts", func(t *txn) error {
 		tag, err := t.exec(`DELETE FROM webhook_attempts a USING (
 				SELECT id, created_at, row_number() OVER (PARTITION BY company_id ORDER BY id DESC) AS rank FROM webhook_attempts
 			) r WHERE a.id = r.id AND (r.created_at < $1 OR ($2 > 0 AND r.rank > $2))`, cutoff, keep)
