@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,8 +18,14 @@ import (
 
 // Defaults, and why.
 const (
-	// DefaultPrefix begins every subject of the cluster.
+	// DefaultPrefix begins every subject; a server's subjects go on with
+	// its cluster's id (Prefix).
 	DefaultPrefix = "simrelay"
+	// ClusterIDSecret names the store secret (store.Backend.Secret) that is
+	// a cluster's id on the bus, and ClusterIDSize its size in bytes: 64
+	// random bits, made once by the first node of a database.
+	ClusterIDSecret = "bus-cluster-id"
+	ClusterIDSize   = 8
 	// DefaultConnectTimeout bounds the first connection at start-up: a
 	// node that cannot reach its bus refuses to start rather than run deaf.
 	DefaultConnectTimeout = 10 * time.Second
@@ -43,7 +50,9 @@ type Config struct {
 	// Node is this node's name, unique in the cluster; it names the NATS
 	// connection, so the server's monitoring shows which node is which.
 	Node string
-	// Prefix begins every subject (default DefaultPrefix).
+	// Prefix begins every subject (default DefaultPrefix). A server gives
+	// its cluster's (Prefix), so that clusters sharing a NATS server or
+	// account do not hear each other.
 	Prefix string
 	// ConnectTimeout bounds the first connection (default DefaultConnectTimeout).
 	ConnectTimeout time.Duration
@@ -72,6 +81,23 @@ func (c Config) Validate() error {
 		return fmt.Errorf("subject prefix %q: no spaces, * or >", c.Prefix)
 	}
 	return nil
+}
+
+// Prefix is the subject prefix of the cluster whose database st is:
+// "simrelay.<id>", the id being random bytes the first node made in the
+// database (ClusterIDSecret), in hex. Every node of one database says and
+// hears the same subjects; a node of another database (another cluster on
+// the same NATS server or account) has other ones, and hears none of
+// these. The id is no secret: it only tells clusters apart, and whoever
+// reads the server's subjects sees it.
+func Prefix(st interface {
+	Secret(name string, size int) ([]byte, error)
+}) (string, error) {
+	id, err := st.Secret(ClusterIDSecret, ClusterIDSize)
+	if err != nil {
+		return "", fmt.Errorf("bus: the cluster's id: %w", err)
+	}
+	return DefaultPrefix + "." + hex.EncodeToString(id), nil
 }
 
 // Message is what a subscriber hears.

@@ -7,10 +7,11 @@
 // reconnects delays what it announces until the next safety sweep of the
 // consumer (documented where each consumer is), never loses it.
 //
-// Subjects are "<prefix>.<topic>". The server always uses the default
-// prefix ("simrelay"; Config.Prefix is for tests), so clusters that share
-// a NATS server need an account each (docs/cluster.md): on one account
-// they would hear each other's signals and live events. A node does not
-// hear its own messages (NoEcho): whoever publishes acts locally first,
-// then publishes for the other nodes.
+// Subjects are "<prefix>.<topic>", and a server's prefix is its
+// cluster's: "simrelay.<id>", with an id made once in the database
+// (Prefix). So the nodes of one database hear each other, and clusters on
+// other databases that share the NATS server or account hear nothing of
+// them (their signals, controls, beats and live events stay apart). A node
+// does not hear its own messages (NoEcho): whoever publishes acts locally
+// first, then publishes for the other nodes.
 package cluster

@@ -145,9 +145,9 @@ func joinCluster(ctx context.Context, cfg clusterConfig, addr net.Addr, st backe
 			Help: "Live nodes on this node's database that this node has not heard on its bus for the live window (--node-live-window, 10 s by default): their bus is down, or they were given another --nats-url (docs/cluster.md). Anything but 0 is a split cluster.",
 		})}
 	if cfg.natsURL != "" {
-		bus, err := cluster.Connect(ctx, cluster.Config{URL: cfg.natsURL, Node: n.name, Logger: log.With("component", "bus")})
+		bus, err := connectBus(ctx, cfg.natsURL, n.name, pg, log.With("component", "bus"))
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w (a node with a bus refuses to start without it)", both("nats-url"), err)
+			return nil, err
 		}
 		n.bus = bus
 	}
@@ -166,6 +166,21 @@ func joinCluster(ctx context.Context, cfg clusterConfig, addr net.Addr, st backe
 	n.beats.Beat(true)
 	n.endDeadLeases()
 	return n, nil
+}
+
+// connectBus joins the bus of the cluster whose database pg is: on the
+// subjects of that database's cluster id (cluster.Prefix), so that another
+// cluster given the same NATS server or account hears nothing of this one.
+func connectBus(ctx context.Context, url, name string, pg *postgres.Store, log *slog.Logger) (*cluster.Bus, error) {
+	prefix, err := cluster.Prefix(pg)
+	if err != nil {
+		return nil, err
+	}
+	bus, err := cluster.Connect(ctx, cluster.Config{URL: url, Node: name, Prefix: prefix, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w (a node with a bus refuses to start without it)", both("nats-url"), err)
+	}
+	return bus, nil
 }
 
 // endDeadLeases gives the outbox leases of nodes that are not live back to

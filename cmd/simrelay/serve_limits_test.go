@@ -15,7 +15,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/simrelay/simrelay/account"
-	"github.com/simrelay/simrelay/cluster"
 	"github.com/simrelay/simrelay/httpapi"
 	"github.com/simrelay/simrelay/internal/natstest"
 	"github.com/simrelay/simrelay/internal/pgtest"
@@ -61,7 +60,7 @@ func startSharedLimits(t *testing.T, dbURL, natsURL, name string, settings func(
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	bus, err := cluster.Connect(context.Background(), cluster.Config{URL: natsURL, Node: name})
+	bus, err := connectBus(context.Background(), natsURL, name, st, log)
 	if err != nil {
 		t.Fatal(err)
 	}

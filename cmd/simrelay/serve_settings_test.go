@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"github.com/simrelay/simrelay/internal/natstest"
 	"github.com/simrelay/simrelay/internal/pgtest"
 	"github.com/simrelay/simrelay/internal/poll"
+	"github.com/simrelay/simrelay/store/postgres"
 )
 
 // A node's secrets go on the bus as digests keyed with a secret of its
@@ -28,29 +30,42 @@ func TestSettingsDigestsAreKeyedByTheDatabase(t *testing.T) {
 	const token = "our simrelay admin token, typed by hand"
 	cfg := &serveConfig{adminToken: token, stripeKey: "sk_test_shared"}
 
-	listener, err := cluster.Connect(context.Background(), cluster.Config{URL: natsURL, Node: "listener"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(listener.Close)
 	var mu sync.Mutex
 	said := map[string]map[string]string{} // node -> its settings
 	raw := map[string]string{}
-	if err := listener.Subscribe("peers.settings", func(m cluster.Message) {
-		var msg struct {
-			Node     string            `json:"node"`
-			Settings map[string]string `json:"settings"`
+	heardBy := map[string]string{} // node -> the database whose subjects carried it
+	// A listener on each database's subjects, as a node of it.
+	for _, db := range []string{one, other} {
+		st, err := postgres.Open(context.Background(), db, postgres.Options{})
+		if err != nil {
+			t.Fatal(err)
 		}
-		if json.Unmarshal(m.Data, &msg) == nil {
-			mu.Lock()
-			said[msg.Node], raw[msg.Node] = msg.Settings, string(m.Data)
-			mu.Unlock()
+		t.Cleanup(func() { st.Close() })
+		listener, err := connectBus(context.Background(), natsURL, "listener", st, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
 		}
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if err := listener.Ready(context.Background()); err != nil {
-		t.Fatal(err)
+		t.Cleanup(listener.Close)
+		if err := listener.Subscribe("peers.settings", func(m cluster.Message) {
+			var msg struct {
+				Node     string            `json:"node"`
+				Settings map[string]string `json:"settings"`
+			}
+			if json.Unmarshal(m.Data, &msg) == nil {
+				mu.Lock()
+				said[msg.Node], raw[msg.Node] = msg.Settings, string(m.Data)
+				if heardBy[msg.Node] != "" && heardBy[msg.Node] != db {
+					t.Errorf("%s was heard on the subjects of both databases", msg.Node)
+				}
+				heardBy[msg.Node] = db
+				mu.Unlock()
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := listener.Ready(context.Background()); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	startSettingsNode(t, one, natsURL, "a1", cfg)
@@ -63,6 +78,9 @@ func TestSettingsDigestsAreKeyedByTheDatabase(t *testing.T) {
 	})
 	mu.Lock()
 	defer mu.Unlock()
+	if heardBy["a1"] != one || heardBy["a2"] != one || heardBy["b1"] != other {
+		t.Errorf("each node must be heard on its own database's subjects only: %v", heardBy)
+	}
 	for _, name := range []string{"admin-token", "stripe-key"} {
 		a1, a2, b1 := said["a1"][name], said["a2"][name], said["b1"][name]
 		if a1 == "" || a1 != a2 {
