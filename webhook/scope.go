@@ -8,7 +8,7 @@ import (
 
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/internal/egress"
-	"github.com/simrelay/simrelay/phone"
+	"github.com/simrelay/simrelay/phone/numplan"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
 )
@@ -134,7 +134,7 @@ func validEntry(in EntryInput, at string, allowPrivate bool) (store.WebhookEntry
 		if strings.HasPrefix(v, "wa_") {
 			return v, nil
 		}
-		if n, err := phone.Normalize(v); err == nil {
+		if n, err := numplan.Normalize(v, ""); err == nil {
 			return n, nil
 		}
 		return "", fmt.Errorf("must be a number id (wa_...) or an E.164 number")
@@ -148,7 +148,7 @@ func validEntry(in EntryInput, at string, allowPrivate bool) (store.WebhookEntry
 		case strings.Contains(v, "@") && !strings.ContainsAny(v, " \t\r\n"):
 			return strings.ToLower(v), nil
 		}
-		if n, err := phone.Normalize(v); err == nil {
+		if n, err := numplan.Normalize(v, ""); err == nil {
 			return n, nil
 		}
 		return "", fmt.Errorf("must be a handle id (im_...), an e-mail address or an E.164 number")

@@ -86,9 +86,11 @@ func TestReplaceValidates(t *testing.T) {
 	}
 	// Values are normalised and repeats dropped.
 	got := f.configure(svc, EntryInput{URL: good.URL, SIMs: []int{1, 1, 0}, Devices: []string{"A", "A"},
-		WANumbers: []string{"+1 (555) 010-0009", "wa_3"}, IMHandles: []string{"Ana@Example.com"}})
+		WANumbers: []string{"+1 (555) 010-0009", "wa_3", "+44 (0) 7400 123456"}, IMHandles: []string{"Ana@Example.com", "+49 (0)151 23456789"}})
 	e := got[0]
-	if !e.Active || len(e.SIMs) != 2 || len(e.Devices) != 1 || e.WANumbers[0] != "+15550100009" || e.IMHandles[0] != "ana@example.com" {
+	// A national prefix in brackets is read as everywhere else: dropped.
+	if !e.Active || len(e.SIMs) != 2 || len(e.Devices) != 1 || e.WANumbers[0] != "+15550100009" || e.WANumbers[2] != "+447400123456" ||
+		e.IMHandles[0] != "ana@example.com" || e.IMHandles[1] != "+4915123456789" {
 		t.Fatalf("got %+v, want it active with normalised, de-duplicated lists", e)
 	}
 	// The same id twice is refused.
