@@ -73,6 +73,13 @@ func TestSegments(t *testing.T) {
 		{repeat("é", 71), 2},
 		{repeat("[", 80), 1},
 		{repeat("[", 81), 2},
+		// A character is not split between parts: the escape of a [ at
+		// 153 goes, with it, into the second part; the second half of an
+		// emoji's pair at 67 likewise.
+		{repeat("a", 152) + "[" + repeat("a", 152), 3},
+		{repeat("a", 151) + "[" + repeat("a", 153), 2},
+		{repeat("é", 66) + "😀" + repeat("é", 66), 3},
+		{repeat("é", 65) + "😀" + repeat("é", 67), 2},
 	} {
 		if got := Segments(tc.text); got != tc.want {
 			t.Errorf("Segments(%d chars %.3q): got %d, want %d", len([]rune(tc.text)), tc.text, got, tc.want)

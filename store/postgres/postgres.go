@@ -28,7 +28,9 @@ const (
 	// clients commonly wait, where a database that stops answering without
 	// refusing (its host powered off, a partition) held it for the TCP
 	// timeout, many minutes. A transaction past it on a live database (an
-	// overload, a lock held that long) fails the same way, nothing written.
+	// overload, a lock held that long) fails the same way, nothing written
+	// unless the deadline passed while its COMMIT was on the way: the
+	// database may have committed it, as when a connection breaks then.
 	DefaultTxTimeout = 30 * time.Second
 )
 
