@@ -219,6 +219,8 @@ func (p *Presence) offline(dev store.Device) {
 		})
 		if err != nil {
 			s.alerts.Logger.Error("store device online", "device", dev.Fingerprint, "err", err)
+		} else {
+			mailAdmins = false // it is online: no mail says otherwise
 		}
 	}
 	if mailAdmins {

@@ -2,12 +2,14 @@ package device_test
 
 import (
 	"context"
+	"log/slog"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/simrelay/simrelay/device"
 	"github.com/simrelay/simrelay/internal/storetest"
+	"github.com/simrelay/simrelay/mail"
 	"github.com/simrelay/simrelay/store"
 )
 
@@ -21,8 +23,21 @@ func TestPresenceLinkDuringOfflineCheck(t *testing.T) {
 	t.Parallel()
 	st := storetest.Open(t)
 	c := storetest.Company(t, st, "Acme", "a@acme.test")
+	users, err := st.CompanyUsers(c.ID)
+	if err != nil || len(users) != 1 {
+		t.Fatalf("the company's users: %v, %v", users, err)
+	}
+	if _, err := st.UpdateUser(users[0].ID, func(u *store.User) error { u.EmailVerified = true; return nil }); err != nil {
+		t.Fatal(err)
+	}
 	svc := device.New(device.Config{PublicURL: "http://127.0.0.1"}, st, time.Now)
-	svc.SetAlerts(device.Alerts{OfflineGrace: time.Millisecond})
+	// The offline mail is queued in the store's outbox (nothing sends it
+	// here): a device reported online again must not have one.
+	mailer, err := mail.New(mail.Config{SMTPURL: "smtp://127.0.0.1:1"}, st, slog.New(slog.DiscardHandler), time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc.SetAlerts(device.Alerts{OfflineGrace: time.Millisecond, Mailer: mailer})
 	ctx := context.Background()
 	tokens, err := svc.Provision(ctx, c.ID, 0, []string{"pixel-1"})
 	if err != nil {
@@ -74,5 +89,8 @@ func TestPresenceLinkDuringOfflineCheck(t *testing.T) {
 	}
 	if got.Health == nil || got.Health.Presence != store.PresenceOnline {
 		t.Fatalf("device reported %+v with its link up, want online", got.Health)
+	}
+	if mails, err := st.Mails(true); err != nil || len(mails) != 0 {
+		t.Fatalf("mails queued: %d (%v), want no offline mail for a device back online", len(mails), err)
 	}
 }
