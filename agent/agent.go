@@ -10,6 +10,7 @@ import (
 	"time"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/internal/smsparts"
 )
 
 // DefaultDeliveryPoll is how often the agent asks its transport about
@@ -359,7 +360,7 @@ func (a *Agent) execute(ctx context.Context, job Job) error {
 		return a.finish(job.ID, out)
 	}
 	if a.opt.Pacer != nil && job.Channel == proto.ChannelSMS {
-		if err := a.opt.Pacer.Wait(ctx, Segments(job.Message)); err != nil {
+		if err := a.opt.Pacer.Wait(ctx, smsparts.Count(job.Message)); err != nil {
 			return err
 		}
 	}

@@ -57,44 +57,6 @@ func TestJournalSurvivesReopen(t *testing.T) {
 	}
 }
 
-func TestSegments(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		text string
-		want int
-	}{
-		{"hello", 1},
-		{string(make([]byte, 160)), 3}, // NULs are not GSM-7 here: 160 UCS-2 units, 67 a part
-		{repeat("a", 160), 1},
-		{repeat("a", 161), 2},
-		{repeat("a", 306), 2},
-		{repeat("a", 307), 3},
-		{repeat("é", 70), 1},
-		{repeat("é", 71), 2},
-		{repeat("[", 80), 1},
-		{repeat("[", 81), 2},
-		// A character is not split between parts: the escape of a [ at
-		// 153 goes, with it, into the second part; the second half of an
-		// emoji's pair at 67 likewise.
-		{repeat("a", 152) + "[" + repeat("a", 152), 3},
-		{repeat("a", 151) + "[" + repeat("a", 153), 2},
-		{repeat("é", 66) + "😀" + repeat("é", 66), 3},
-		{repeat("é", 65) + "😀" + repeat("é", 67), 2},
-	} {
-		if got := Segments(tc.text); got != tc.want {
-			t.Errorf("Segments(%d chars %.3q): got %d, want %d", len([]rune(tc.text)), tc.text, got, tc.want)
-		}
-	}
-}
-
-func repeat(s string, n int) string {
-	out := ""
-	for range n {
-		out += s
-	}
-	return out
-}
-
 func TestBackoffFollowsTheProtocol(t *testing.T) {
 	t.Parallel()
 	now := time.Now()

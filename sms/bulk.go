@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/internal/smsparts"
 	"github.com/simrelay/simrelay/phone/numplan"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
@@ -99,7 +100,7 @@ func (s *Service) SendBulk(_ context.Context, in BulkInput, answer BulkAnswer) (
 		}
 		ms[i] = store.Message{
 			UUID: newID(), CompanyID: in.CompanyID, UserID: in.UserID, Device: in.Device, Pool: in.Pool, Channel: proto.ChannelSMS,
-			Phone: to, Text: it.Message, SIMSlot: slot, Segments: Segments(it.Message), SendAt: sendAt, ExpiresAt: expires,
+			Phone: to, Text: it.Message, SIMSlot: slot, Segments: smsparts.Count(it.Message), SendAt: sendAt, ExpiresAt: expires,
 			ExpiresFixed: fixed, Window: in.Window, Priority: in.Priority,
 		}
 	}

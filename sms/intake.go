@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/internal/smsparts"
 	"github.com/simrelay/simrelay/phone"
 	"github.com/simrelay/simrelay/phone/numplan"
 	"github.com/simrelay/simrelay/problem"
@@ -154,7 +155,7 @@ func (s *Service) Inbound(_ context.Context, dev store.Device, in proto.Inbound)
 	receivedAt = at.UTC().Format(timeLayout) // the phone's clock, shown in UTC with milliseconds
 	m := store.Message{
 		UUID: newID(), CompanyID: dev.CompanyID, DeviceID: dev.ID, Device: dev.Fingerprint, Channel: proto.ChannelSMS, Phone: from, Text: in.Message,
-		SIMSlot: slot, Segments: Segments(in.Message), ClientID: in.ClientID, ReceivedAt: receivedAt,
+		SIMSlot: slot, Segments: smsparts.Count(in.Message), ClientID: in.ClientID, ReceivedAt: receivedAt,
 	}
 	stored, dup, err := s.store.StoreInbound(&m, s.now)
 	if errors.Is(err, store.ErrDeviceGone) {

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/internal/smsparts"
 	"github.com/simrelay/simrelay/phone/numplan"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
@@ -204,7 +205,7 @@ func (s *Service) Send(_ context.Context, in SendInput, answer Answer) (msg stor
 	}
 	m := store.Message{
 		UUID: newID(), CompanyID: in.CompanyID, UserID: in.UserID, Device: in.Device, Pool: in.Pool, Channel: proto.ChannelSMS,
-		Phone: to, Text: in.Message, SIMSlot: slot, Segments: Segments(in.Message), SendAt: sendAt,
+		Phone: to, Text: in.Message, SIMSlot: slot, Segments: smsparts.Count(in.Message), SendAt: sendAt,
 		ExpiresAt: expires, ExpiresFixed: fixed, Window: in.Window, Priority: in.Priority,
 	}
 	msg, prior, err = s.store.Enqueue(&m, in.IdempotencyKey, s.now, slotCheck, answer)

@@ -1,11 +1,11 @@
-package sms
+package smsparts
 
 import (
 	"strings"
 	"testing"
 )
 
-func TestSegments(t *testing.T) {
+func TestCount(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name string
@@ -36,9 +36,13 @@ func TestSegments(t *testing.T) {
 		{"emoji fills a part", strings.Repeat("ж", 65) + "😀" + strings.Repeat("ж", 67), 2},
 		{"emoji only", strings.Repeat("😀", 67), 3},
 		{"emoji in one part", strings.Repeat("ж", 69) + "😀", 2},
+		{"80 brackets", strings.Repeat("[", 80), 1},
+		{"81 brackets", strings.Repeat("[", 81), 2},
+		{"GSM letters with accents", strings.Repeat("é", 160), 1},
+		{"NULs are no GSM-7", string(make([]byte, 160)), 3},
 	}
 	for _, c := range cases {
-		if got := Segments(c.text); got != c.want {
+		if got := Count(c.text); got != c.want {
 			t.Errorf("%s: got %d segments, want %d", c.name, got, c.want)
 		}
 	}

@@ -1,4 +1,7 @@
-package sms
+// Package smsparts counts the parts (SMS) a text takes as a phone or a
+// modem splits it: the server's credits and the agent's own pacing count
+// alike.
+package smsparts
 
 // gsm7 holds the GSM 03.38 basic character set; gsm7Ext the characters of its
 // extension table, which take two septets (an escape and the character).
@@ -15,7 +18,7 @@ func init() {
 	}
 }
 
-// Segments is how many SMS parts (credits) text takes: GSM-7 when every
+// Count is how many SMS parts (credits) text takes: GSM-7 when every
 // character is in the GSM alphabet (extension characters count two), 160 in
 // one part or 153 per part; otherwise UCS-2, 70 in one part or 67 per part
 // (counted in UTF-16 code units, so an emoji takes two).
@@ -25,7 +28,7 @@ func init() {
 // extension character's escape and septet, or an emoji's surrogate pair,
 // that would straddle a part's end go whole into the next part, so such a
 // text can take one part more than its length divided by 153 or 67.
-func Segments(text string) int {
+func Count(text string) int {
 	septets, units, isGSM := 0, 0, true
 	for _, r := range text {
 		switch {
