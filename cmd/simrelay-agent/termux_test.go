@@ -168,6 +168,27 @@ func newWebhookSink(t *testing.T, s *server) *webhookSink {
 	return w
 }
 
+// fakeTermuxHeld is fakeTermux whose termux-sms-send holds each send
+// inside the tool until release (which runs at the test's end if not
+// called).
+func fakeTermuxHeld(t *testing.T) (fake string, release func()) {
+	t.Helper()
+	fake = fakeTermux(t)
+	fifo := filepath.Join(fake, "fifo")
+	if err := exec.Command("mkfifo", fifo).Run(); err != nil {
+		t.Fatal(err)
+	}
+	release = func() {
+		if f, err := os.OpenFile(fifo, os.O_RDWR, 0); err == nil {
+			_, _ = f.WriteString("go\n")
+			f.Close()
+		}
+	}
+	t.Cleanup(release)
+	writeFile(t, filepath.Join(fake, "block"), "")
+	return fake, release
+}
+
 func termuxArgs(config string, extra ...string) []string {
 	return append([]string{"--config", config, "--transport", "termux", "--poll", "50ms", "--reconnect-max", "500ms", "--max-per-minute", "0", "--log-format", "json"}, extra...)
 }
@@ -249,19 +270,7 @@ func TestTermuxKilledBetweenAckAndSend(t *testing.T) {
 	t.Parallel()
 	agentPath, serverPath := binaries(t)
 	s := newServer(t, serverPath)
-	fake := fakeTermux(t)
-	fifo := filepath.Join(fake, "fifo")
-	if err := exec.Command("mkfifo", fifo).Run(); err != nil {
-		t.Fatal(err)
-	}
-	release := func() {
-		if f, err := os.OpenFile(fifo, os.O_RDWR, 0); err == nil {
-			_, _ = f.WriteString("go\n")
-			f.Close()
-		}
-	}
-	t.Cleanup(release)
-	writeFile(t, filepath.Join(fake, "block"), "")
+	fake, release := fakeTermuxHeld(t)
 	config := filepath.Join(t.TempDir(), "agent.json")
 	s.pair(agentPath, config, "kill-phone")
 	a := startAgent(t, agentPath, fake, termuxArgs(config)...) // SIMs from termux-telephony-deviceinfo
@@ -399,18 +408,7 @@ func TestSecondInterruptEndsTheAgent(t *testing.T) {
 	t.Parallel()
 	agentPath, serverPath := binaries(t)
 	s := newServer(t, serverPath)
-	fake := fakeTermux(t)
-	fifo := filepath.Join(fake, "fifo")
-	if err := exec.Command("mkfifo", fifo).Run(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if f, err := os.OpenFile(fifo, os.O_RDWR, 0); err == nil {
-			_, _ = f.WriteString("go\n")
-			f.Close()
-		}
-	})
-	writeFile(t, filepath.Join(fake, "block"), "")
+	fake, _ := fakeTermuxHeld(t)
 	config := filepath.Join(t.TempDir(), "agent.json")
 	s.pair(agentPath, config, "sigint-phone")
 	a := startAgent(t, agentPath, fake, termuxArgs(config)...)
