@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"errors"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 	"github.com/coder/websocket"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/internal/deaf"
 	"github.com/simrelay/simrelay/internal/poll"
 )
 
@@ -342,37 +342,13 @@ func TestPushedDelivery(t *testing.T) {
 // deadline, and the agent connects again.
 func TestUnansweredUpgradeIsGivenUp(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c) // read by no one, answered never
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
+	ln := deaf.Listen(t)
 	j, err := OpenJournal(filepath.Join(t.TempDir(), "j.db"), time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { j.Close() })
-	a := New(Options{Config: ConfigFile{WSURL: "ws://" + ln.Addr().String() + "/device/ws", DeviceToken: "dt_test", Salt: "s1"},
+	a := New(Options{Config: ConfigFile{WSURL: "ws://" + ln.Addr() + "/device/ws", DeviceToken: "dt_test", Salt: "s1"},
 		Transport: &memTransport{inbox: make(chan Received)}, Journal: j, BackoffBase: time.Millisecond, BackoffMax: 20 * time.Millisecond})
 	a.dialTimeout = 100 * time.Millisecond
 	ctx, cancel := context.WithCancel(context.Background())
@@ -380,8 +356,6 @@ func TestUnansweredUpgradeIsGivenUp(t *testing.T) {
 	go func() { a.Run(ctx); close(finished) }()
 	t.Cleanup(func() { cancel(); <-finished })
 	poll.Until(t, "a second connection after the first upgrade went unanswered", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(conns) >= 2
+		return ln.Accepted() >= 2
 	})
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"github.com/coder/websocket"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/internal/deaf"
 )
 
 // fakeServer welcomes every link and then closes it with code.
@@ -174,30 +174,9 @@ func TestRestartReconnectsAndStopsOnlyWithContext(t *testing.T) {
 // deadline, and the phone connects again.
 func TestUnansweredUpgradeIsGivenUp(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	var accepted atomic.Int32
-	go func() {
-		var conns []net.Conn
-		defer func() {
-			for _, c := range conns {
-				c.Close()
-			}
-		}()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			conns = append(conns, c) // read by no one, answered never
-			accepted.Add(1)
-		}
-	}()
+	ln := deaf.Listen(t)
 	retried := make(chan error, 1)
-	p := New(Config{WSURL: "ws://" + ln.Addr().String() + "/device/ws", Token: "dt_x", BackoffBase: time.Millisecond,
+	p := New(Config{WSURL: "ws://" + ln.Addr() + "/device/ws", Token: "dt_x", BackoffBase: time.Millisecond,
 		BackoffMax: 10 * time.Millisecond, DialTimeout: 100 * time.Millisecond,
 		OnRetry: func(err error, _ time.Duration) {
 			select {
