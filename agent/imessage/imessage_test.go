@@ -2,7 +2,10 @@ package imessage
 
 import (
 	"context"
+	"crypto/x509"
 	"database/sql"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -256,5 +259,49 @@ func TestSendWithoutRowFailsAfterRowTimeout(t *testing.T) {
 	// A ref journaled by an older agent has no send time: awaited as before.
 	if d, err := tr.Delivery(context.Background(), `{"after":0,"to":"+15557654321","text":"old"}`); err != nil || d.Final {
 		t.Fatalf("a ref without sent_at: got %+v %v, want it still awaited", d, err)
+	}
+}
+
+// A file whose caption Messages refused went out all the same: the job is
+// sent, not failed (a failed job the server may retry, and the recipient
+// would get the file twice).
+func TestFileSentCaptionFailedIsSent(t *testing.T) {
+	t.Parallel()
+	path, _ := testDB(t)
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "image/png")
+		w.Write([]byte("\x89PNG\r\n\x1a\nfake"))
+	}))
+	t.Cleanup(srv.Close)
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+	dir := t.TempDir()
+	osascript := filepath.Join(dir, "osascript")
+	// The file goes; the text is refused, as Messages does for a script error.
+	body := "#!/bin/sh\nprintf '%s\\n' \"$3\" >> \"" + dir + "/kinds\"\n[ \"$3\" = file ] || { echo 'execution error: Messages got an error (-1708)' >&2; exit 1; }\n"
+	if err := os.WriteFile(osascript, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := New(Config{ChatDB: path, Osascript: osascript, Handles: []string{"me@icloud.com"},
+		Media: agent.MediaFetcher{AllowPrivate: true, RootCAs: roots, Timeout: 10 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Check(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	job := agent.Job{Send: proto.Send{ID: "j", Channel: proto.ChannelIMessage, From: "me@icloud.com", To: "+15557654321",
+		Message: "the label", ContentType: "image", MediaURL: srv.URL + "/label.png"}}
+	out, err := tr.Execute(context.Background(), job)
+	if err != nil || out.Status != proto.StatusSent || !out.AwaitDelivery {
+		t.Fatalf("file sent, caption refused: got %+v %v, want sent", out, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "kinds")); string(b) != "file\ntext\n" {
+		t.Fatalf("osascript sends: %q, want the file then the caption", b)
+	}
+	// Without a file the refused text is the job's failure, as before.
+	job = agent.Job{Send: proto.Send{ID: "k", Channel: proto.ChannelIMessage, From: "me@icloud.com", To: "+15557654321", Message: "hi", ContentType: "text"}}
+	if out, err := tr.Execute(context.Background(), job); err == nil {
+		t.Fatalf("text refused: got %+v, want an error", out)
 	}
 }

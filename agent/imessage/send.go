@@ -81,7 +81,16 @@ func (t *Transport) Execute(ctx context.Context, job agent.Job) (agent.Outcome, 
 	}
 	if job.Message != "" || file == "" {
 		if err := t.send(ctx, to, "text", job.Message); err != nil {
-			return agent.Outcome{}, err
+			if file == "" {
+				return agent.Outcome{}, err
+			}
+			// The file went; its caption did not. A failed report would
+			// let the server retry the job and the recipient get the
+			// file twice, and a status has no partial outcome (an error
+			// with sent is ignored, PROTOCOL.md 8.5): the job is sent,
+			// as the file is, and the lost caption is logged.
+			t.log.Error("imessage: the file was sent but its caption was not; the job is reported sent",
+				"id", job.ID, "to", to, "err", err)
 		}
 	}
 	r.SentAt = t.cfg.Now().UnixMilli()
