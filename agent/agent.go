@@ -503,7 +503,8 @@ func (a *Agent) deliveryPoller(ctx context.Context) {
 }
 
 // acknowledger lets the transport delete (or mark) at the source each
-// inbound message the server stored, retrying until it succeeds.
+// inbound message the server stored or refused for good, retrying until it
+// succeeds.
 func (a *Agent) acknowledger(ctx context.Context) {
 	tick := time.NewTicker(a.opt.DeliveryPoll)
 	defer tick.Stop()
@@ -523,6 +524,9 @@ func (a *Agent) acknowledger(ctx context.Context) {
 			if err != nil {
 				a.log.Warn("could not clear a stored message at the source; retrying", "client_id", r.Frame.ClientID, "err", err)
 				continue
+			}
+			if r.Refused {
+				a.log.Info("a message the server refused for good was cleared at the source", "client_id", r.Frame.ClientID)
 			}
 			if err := a.j.forgetInbound(r.Frame.ClientID); err != nil {
 				a.log.Error("journal write failed", "err", err)

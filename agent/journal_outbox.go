@@ -91,8 +91,13 @@ type inboundRecord struct {
 	// Files are the message's files (inmedia.go): the frame goes once
 	// each is uploaded, naming their ids.
 	Files []spooled `json:"files,omitempty"`
-	// Acked: the server stored it; the transport's Acknowledge is pending.
+	// Acked: the server stored it, or refused it for good (Refused); the
+	// transport's Acknowledge is pending.
 	Acked bool `json:"acked,omitempty"`
+	// Refused: the server refused it for good. It is cleared at the source
+	// all the same: left there, a modem's SMS would fill its storage and
+	// be read again at every poll, for ever.
+	Refused bool `json:"refused,omitempty"`
 }
 
 // takeInbound journals received messages and returns those it did not know; see Sink.
@@ -146,22 +151,23 @@ func (j *Journal) inbound() ([]inboundRecord, error) {
 	return out, err
 }
 
-// AckInbound records that the server stored the message; it stays in the
-// journal until the transport acknowledged it at the source (or, when
-// drop is true, it is forgotten at once: a message refused for good).
-func (j *Journal) ackInbound(clientID string, drop bool) (inboundRecord, bool, error) {
+// AckInbound records that the server stored the message (or, when refused
+// is true, refused it for good: it is not sent again, and its spooled
+// files are removed); it stays in the journal until the transport
+// acknowledged it at the source.
+func (j *Journal) ackInbound(clientID string, refused bool) (inboundRecord, bool, error) {
 	var rec inboundRecord
 	found := false
 	err := j.db.Update(func(tx *bolt.Tx) error {
 		var err error
 		found, err = updateInbound(tx, clientID, func(r *inboundRecord) (bool, error) {
-			if drop {
+			if refused {
 				r.removeSpooled()
-			} else {
-				r.Acked = true
+				r.Files, r.Refused = nil, true
 			}
+			r.Acked = true
 			rec = *r
-			return drop, nil
+			return false, nil
 		})
 		return err
 	})

@@ -339,7 +339,8 @@ func (a *Agent) refused(l *link, f *proto.Error) error {
 			if _, _, err := a.j.ackInbound(clientID, true); err != nil {
 				return err
 			}
-			a.log.Error("inbound message refused for good; dropped", "client_id", clientID, "code", f.Code, "field", f.Field)
+			a.log.Error("inbound message refused for good; dropped, and cleared at the source", "client_id", clientID, "code", f.Code, "field", f.Field)
+			wake(a.ackWake)
 		}
 	case strings.HasPrefix(f.Message, "status: "):
 		// The refused report is the oldest of this id waiting on the

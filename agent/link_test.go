@@ -234,7 +234,9 @@ func TestResentJobRunsOnceAndReportsAreResent(t *testing.T) {
 }
 
 // An inbound refused for now (retry_after) is kept and sent again; one
-// refused for good is dropped; one acknowledged is cleared at the source.
+// refused for good is not sent again, and is cleared at the source (left
+// there, a modem's SMS would be read again at every poll and fill its
+// storage); one acknowledged is cleared at the source.
 func TestInboundRefusalsAndAcks(t *testing.T) {
 	t.Parallel()
 	h := &fakeHub{t: t}
@@ -261,18 +263,24 @@ func TestInboundRefusalsAndAcks(t *testing.T) {
 	_, j, _ := startAgent(t, h, tr)
 	tr.inbox <- Received{Key: "bad", From: "x", Text: "refused"}
 	tr.inbox <- Received{Key: "later", From: "+15550000001", Text: "kept"}
-	poll.Until(t, "the kept message is stored and cleared", func() bool {
+	poll.Until(t, "the kept message is stored and both are cleared", func() bool {
 		tr.mu.Lock()
 		n := len(tr.acked)
 		tr.mu.Unlock()
 		recs, err := j.inbound()
-		return n == 1 && err == nil && len(recs) == 0
+		return n == 2 && err == nil && len(recs) == 0
 	})
 	if n := h.seen(`"client_id":"s1:later"`); n != 2 {
 		t.Fatalf("the temporarily refused message was sent %d times, want 2", n)
 	}
-	if tr.acked[0] != "s1:later" {
-		t.Fatalf("acknowledged at the source: %v", tr.acked)
+	if n := h.seen(`"client_id":"s1:bad"`); n != 1 {
+		t.Fatalf("the message refused for good was sent %d times, want once", n)
+	}
+	tr.mu.Lock()
+	acked := strings.Join(tr.acked, ",")
+	tr.mu.Unlock()
+	if acked != "s1:bad,s1:later" {
+		t.Fatalf("acknowledged at the source: %s, want the refused message, then the stored one", acked)
 	}
 }
 
