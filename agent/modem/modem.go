@@ -40,6 +40,12 @@ var mmcli = agent.Tool{Name: "mmcli",
 	Install: "install ModemManager (e.g. `sudo apt install modemmanager`) and check that `mmcli -L` lists the modem",
 	Grant:   "run the agent as root or as a user that polkit allows to use ModemManager (see docs/agents.md)"}
 
+// busctl (systemd) reads an SMS's text from ModemManager over D-Bus when
+// mmcli cannot tell it (see text).
+var busctl = agent.Tool{Name: "busctl",
+	Install: "busctl comes with systemd; without it a received SMS whose text is \"--\", \"none\" or \"unknown\" is forwarded empty",
+	Grant:   "run the agent as a user the system bus lets read ModemManager's properties (as mmcli does)"}
+
 // Config configures the transport.
 type Config struct {
 	// Modem is mmcli's -m value: "any" (the first modem), an index or a
@@ -57,6 +63,8 @@ type Transport struct {
 
 	mu   sync.Mutex
 	gone map[string]bool // sent SMS objects ModemManager no longer has
+
+	textWarned sync.Once // busctl could not read a text (logged once)
 }
 
 // New returns the transport.
@@ -353,9 +361,11 @@ func (t *Transport) poll(ctx context.Context, sink agent.Sink) error {
 			continue // sent by us, a status report, or parts still coming
 		}
 		c := info.SMS.Content
-		text := c.Text
-		if text == "--" {
-			text = "" // mmcli prints -- for an absent value
+		text, keyText := c.Text, c.Text
+		if c.Text == "--" {
+			// The key is made of what mmcli printed ("--" read as ""),
+			// the same whatever busctl answers.
+			text, keyText = t.text(ctx, p), ""
 		}
 		at, err := time.Parse(time.RFC3339, pr.Timestamp)
 		if err != nil {
@@ -369,7 +379,7 @@ func (t *Transport) poll(ctx context.Context, sink agent.Sink) error {
 		// one second (a sender's double tap) is two SMS on the modem: the
 		// second of a listing gets the key #2, the third #3, so that
 		// neither is taken for the first one again.
-		sum := sha256.Sum256([]byte(c.Number + "\x00" + pr.Timestamp + "\x00" + text))
+		sum := sha256.Sum256([]byte(c.Number + "\x00" + pr.Timestamp + "\x00" + keyText))
 		key := "modem-" + hex.EncodeToString(sum[:16])
 		seen[key]++
 		if n := seen[key]; n > 1 {
@@ -382,6 +392,36 @@ func (t *Transport) poll(ctx context.Context, sink agent.Sink) error {
 		return nil
 	}
 	return sink.Take(got, "", "")
+}
+
+// text is the Text property of the received SMS at path, read from
+// ModemManager over D-Bus with busctl. mmcli prints "--" for an SMS
+// without text and just the same for one whose text is "", "--",
+// "unknown" or "none": its output (mmcli-output.c) drops the values
+// "unknown" and "none" as absent ones, libmm-glib returns an empty text
+// as absent, and an absent value is printed "--", in the JSON and the
+// key-value (-K) output alike. So when mmcli says "--" the text is asked
+// of ModemManager itself. Without busctl, or when it fails, the text is
+// taken as "" (logged once): the message is forwarded all the same.
+func (t *Transport) text(ctx context.Context, path string) string {
+	out, err := busctl.Run(ctx, "", "--system", "--json=short", "get-property",
+		"org.freedesktop.ModemManager1", path, "org.freedesktop.ModemManager1.Sms", "Text")
+	if err == nil {
+		var v struct {
+			Type string  `json:"type"`
+			Data *string `json:"data"`
+		}
+		if err = json.Unmarshal([]byte(out), &v); err == nil && (v.Type != "s" || v.Data == nil) {
+			err = fmt.Errorf("busctl printed %.100q, not a string", out)
+		}
+		if err == nil {
+			return *v.Data
+		}
+	}
+	t.textWarned.Do(func() {
+		t.cfg.Logger.Warn("mmcli shows a received SMS's text as --, which is also how it shows the texts \"--\", \"none\" and \"unknown\", and busctl could not read the text itself: such a text is forwarded empty", "path", path, "err", err)
+	})
+	return ""
 }
 
 // Acknowledge deletes the stored message from the modem.

@@ -2,6 +2,8 @@ package modem
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -161,5 +163,49 @@ esac
 	}
 	if len(sink.Took) != 3 || len(keys) != 3 {
 		t.Fatalf("took %+v; want three messages with three keys", sink.Took)
+	}
+}
+
+// mmcli prints "--" for a text it takes for absent: none, "", "--",
+// "unknown" and "none" alike. The text is then read from ModemManager with
+// busctl, so a received "--" or "none" is forwarded as it was written; the
+// key stays the one mmcli's output gives. Without an answer from busctl
+// the text is forwarded empty.
+func TestTextMMCLIShowsAsAbsentIsReadOverDBus(t *testing.T) {
+	list := `"-m any --messaging-list-sms -J") echo '{"modem.messaging.sms":["` + smsPath + `5","` + smsPath + `6","` + smsPath + `7","` + smsPath + `8"]}';;
+`
+	for n := 5; n <= 8; n++ {
+		list += fmt.Sprintf("\"-s %s%d -J\") cat <<'EOF'\n%s\nEOF\n;;\n", smsPath, n, smsJSON(n, "deliver", "received", "--", "--"))
+	}
+	dir := fakeMMCLI(t, "case \"$*\" in\n"+list+`*) echo "error: unexpected arguments: $*" >&2; exit 1;;
+esac
+`)
+	get := "--system --json=short get-property org.freedesktop.ModemManager1 " + smsPath
+	script := `#!/bin/sh
+case "$*" in
+"` + get + `5 org.freedesktop.ModemManager1.Sms Text") echo '{"type":"s","data":"--"}';;
+"` + get + `6 org.freedesktop.ModemManager1.Sms Text") echo '{"type":"s","data":"none"}';;
+"` + get + `7 org.freedesktop.ModemManager1.Sms Text") echo '{"type":"s","data":""}';;
+*) echo "Failed to get property Text on interface org.freedesktop.ModemManager1.Sms: Unknown object" >&2; exit 1;;
+esac
+`
+	if err := os.WriteFile(filepath.Join(dir, "busctl"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sink := &agenttest.Sink{}
+	if err := New(Config{}).poll(context.Background(), sink); err != nil {
+		t.Fatalf("poll: %v", err)
+	}
+	var texts []string
+	for _, m := range sink.Took {
+		texts = append(texts, m.Text)
+	}
+	if got := strings.Join(texts, "|"); got != "--|none||" {
+		t.Fatalf("texts: got %q, want --, none, an empty one and one busctl could not read (empty)", got)
+	}
+	// The key of a text mmcli prints as -- is the one it always had.
+	sum := sha256.Sum256([]byte("+15557654321\x002026-11-22T10:05:00+01:00\x00"))
+	if want := "modem-" + hex.EncodeToString(sum[:16]); sink.Took[0].Key != want {
+		t.Fatalf("key: got %s, want %s", sink.Took[0].Key, want)
 	}
 }
