@@ -517,7 +517,11 @@ func (a *Agent) acknowledger(ctx context.Context) {
 			if !r.Acked || ctx.Err() != nil {
 				continue
 			}
-			msg := Received{Key: r.Frame.ClientID, Channel: r.Frame.Channel, From: r.Frame.From, Text: r.Frame.Message, Ref: r.Ref}
+			key := r.Key
+			if key == "" { // journaled before the key was kept
+				key = r.Frame.ClientID
+			}
+			msg := Received{Key: key, Channel: r.Frame.Channel, From: r.Frame.From, Text: r.Frame.Message, Ref: r.Ref}
 			actx, cancel := context.WithTimeout(ctx, a.toolTimeout)
 			err := a.tr.Acknowledge(actx, msg)
 			cancel()

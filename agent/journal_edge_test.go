@@ -77,7 +77,7 @@ func TestUnreadableRecordsDoNotBlockTheOutbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := j.takeInbound([]proto.Inbound{{ClientID: "s1:m1", Channel: "sms", From: "+15550000001", Message: "hi", SIMSlot: "SIM1"}}, [][]string{nil}, [][]spooled{nil}, "", ""); err != nil {
+	if _, err := j.takeInbound([]proto.Inbound{{ClientID: "s1:m1", Channel: "sms", From: "+15550000001", Message: "hi", SIMSlot: "SIM1"}}, []string{""}, [][]string{nil}, [][]spooled{nil}, "", ""); err != nil {
 		t.Fatal(err)
 	}
 	j.Close()

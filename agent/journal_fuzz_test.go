@@ -192,7 +192,7 @@ func writeWholeRecords(t testing.TB, j *Journal, now time.Time) {
 		t.Fatal(err)
 	}
 	msg := proto.Inbound{ClientID: keepInbound, Channel: proto.ChannelSMS, From: "+15550000001", Message: "hi", SIMSlot: "SIM1"}
-	if _, err := j.takeInbound([]proto.Inbound{msg}, [][]string{nil}, [][]spooled{nil}, "", ""); err != nil {
+	if _, err := j.takeInbound([]proto.Inbound{msg}, []string{""}, [][]string{nil}, [][]spooled{nil}, "", ""); err != nil {
 		t.Fatal(err)
 	}
 }

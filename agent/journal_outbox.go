@@ -87,7 +87,10 @@ func (j *Journal) DropReport(id, status, detail string) (bool, error) {
 
 type inboundRecord struct {
 	Frame proto.Inbound `json:"frame"`
-	Ref   []string      `json:"ref,omitempty"`
+	// Key is the transport's key of the message (Received.Key); "" in a
+	// record journaled before it was kept.
+	Key string   `json:"key,omitempty"`
+	Ref []string `json:"ref,omitempty"`
 	// Files are the message's files (inmedia.go): the frame goes once
 	// each is uploaded, naming their ids.
 	Files []spooled `json:"files,omitempty"`
@@ -101,7 +104,7 @@ type inboundRecord struct {
 }
 
 // takeInbound journals received messages and returns those it did not know; see Sink.
-func (j *Journal) takeInbound(msgs []proto.Inbound, refs [][]string, files [][]spooled, markKey, markValue string) ([]proto.Inbound, error) {
+func (j *Journal) takeInbound(msgs []proto.Inbound, keys []string, refs [][]string, files [][]spooled, markKey, markValue string) ([]proto.Inbound, error) {
 	var added []proto.Inbound
 	err := j.db.Update(func(tx *bolt.Tx) error {
 		ids := tx.Bucket(bucketInboundIDs)
@@ -115,7 +118,7 @@ func (j *Journal) takeInbound(msgs []proto.Inbound, refs [][]string, files [][]s
 			if err != nil {
 				return err
 			}
-			v, err := json.Marshal(inboundRecord{Frame: m, Ref: refs[i], Files: files[i]})
+			v, err := json.Marshal(inboundRecord{Frame: m, Key: keys[i], Ref: refs[i], Files: files[i]})
 			if err != nil {
 				return err
 			}
@@ -203,6 +206,26 @@ func updateInbound(tx *bolt.Tx, clientID string, change func(*inboundRecord) (dr
 		return true, err
 	}
 	return true, b.Put(seq, nv)
+}
+
+// seenInbound says what the journal knows of the message clientID: nothing
+// (SeenNew), a record it still holds (SeenHeld: not yet acknowledged at
+// the source), or only its client_id (SeenCleared: it was acknowledged at
+// the source and forgotten).
+func (j *Journal) seenInbound(clientID string) (Seen, error) {
+	seen := SeenNew
+	err := j.db.View(func(tx *bolt.Tx) error {
+		seq := tx.Bucket(bucketInboundIDs).Get([]byte(clientID))
+		switch {
+		case seq == nil:
+		case tx.Bucket(bucketInbound).Get(seq) != nil:
+			seen = SeenHeld
+		default:
+			seen = SeenCleared
+		}
+		return nil
+	})
+	return seen, err
 }
 
 // forgetInbound deletes an acknowledged message. Its client_id stays known,

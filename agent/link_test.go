@@ -251,6 +251,7 @@ func TestInboundRefusalsAndAcks(t *testing.T) {
 			switch {
 			case strings.HasSuffix(in.ClientID, ":bad"):
 				write(ctx, ws, proto.Error{Code: "validation_failed", Message: "inbound: from is invalid", ClientID: in.ClientID, Field: "from"})
+			case strings.HasSuffix(in.ClientID, ":held"): // no answer: it stays journaled
 			case strings.HasSuffix(in.ClientID, ":later") && tries == 0:
 				tries++
 				write(ctx, ws, proto.Error{Code: "storage_budget_exceeded", Message: "inbound: budget spent", ClientID: in.ClientID, RetryAfter: 1})
@@ -279,8 +280,20 @@ func TestInboundRefusalsAndAcks(t *testing.T) {
 	tr.mu.Lock()
 	acked := strings.Join(tr.acked, ",")
 	tr.mu.Unlock()
-	if acked != "s1:bad,s1:later" {
+	if acked != "bad,later" {
 		t.Fatalf("acknowledged at the source: %s, want the refused message, then the stored one", acked)
+	}
+	// The journal tells the transport which keys it cleared at the source.
+	tr.mu.Lock()
+	sink := tr.sink
+	tr.mu.Unlock()
+	if err := sink.Take([]Received{{Key: "held", From: "+15550000001", Text: "held"}}, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]Seen{"bad": SeenCleared, "later": SeenCleared, "held": SeenHeld, "never": SeenNew} {
+		if got, err := sink.Seen(key); err != nil || got != want {
+			t.Errorf("Seen(%q): got %v %v, want %v", key, got, err, want)
+		}
 	}
 }
 

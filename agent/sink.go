@@ -21,6 +21,7 @@ func (s sink) Mark(key string) (string, error) { return s.a.j.Mark(key) }
 // before anything is sent: the outbox of PROTOCOL.md 10.2.
 func (s sink) Take(msgs []Received, markKey, markValue string) error {
 	frames := make([]proto.Inbound, 0, len(msgs))
+	keys := make([]string, 0, len(msgs))
 	refs := make([][]string, 0, len(msgs))
 	files := make([][]spooled, 0, len(msgs))
 	// Files spooled for a take that is not journaled are no one's: the
@@ -33,6 +34,7 @@ func (s sink) Take(msgs []Received, markKey, markValue string) error {
 	for _, m := range msgs {
 		f := s.a.frame(m)
 		frames = append(frames, f)
+		keys = append(keys, m.Key)
 		refs = append(refs, m.Ref)
 		sp, err := s.a.spool(f.ClientID, m.Media)
 		files = append(files, sp)
@@ -41,7 +43,7 @@ func (s sink) Take(msgs []Received, markKey, markValue string) error {
 			return err
 		}
 	}
-	added, err := s.a.j.takeInbound(frames, refs, files, markKey, markValue)
+	added, err := s.a.j.takeInbound(frames, keys, refs, files, markKey, markValue)
 	if err != nil {
 		unspool()
 		return err
@@ -55,6 +57,9 @@ func (s sink) Take(msgs []Received, markKey, markValue string) error {
 	}
 	return nil
 }
+
+// Seen says what the journal knows of the message with the transport's key.
+func (s sink) Seen(key string) (Seen, error) { return s.a.j.seenInbound(s.a.clientID(key)) }
 
 // Deliver settles the awaiting job whose transport reference is ref.
 func (s sink) Deliver(ref string, d Delivery) error {
@@ -89,11 +94,7 @@ func (s sink) Deliver(ref string, d Delivery) error {
 // install's salt and the transport's key (hashed when that would pass 128
 // bytes), the text cut to 10,000 characters (logged), the slot for SMS only.
 func (a *Agent) frame(m Received) proto.Inbound {
-	id := a.opt.Config.Salt + ":" + m.Key
-	if len(id) > 128 {
-		sum := sha256.Sum256([]byte(m.Key))
-		id = a.opt.Config.Salt + ":h:" + hex.EncodeToString(sum[:20])
-	}
+	id := a.clientID(m.Key)
 	text := m.Text
 	if utf8.RuneCountInString(text) > maxInboundRunes {
 		a.log.Warn("received text cut to 10,000 characters", "client_id", id, "characters", utf8.RuneCountInString(text))
@@ -117,4 +118,15 @@ func (a *Agent) frame(m Received) proto.Inbound {
 		f.To = m.To
 	}
 	return f
+}
+
+// clientID is the client_id of the message with the transport's key: the
+// install's salt and the key, hashed when that would pass 128 bytes.
+func (a *Agent) clientID(key string) string {
+	id := a.opt.Config.Salt + ":" + key
+	if len(id) > 128 {
+		sum := sha256.Sum256([]byte(key))
+		id = a.opt.Config.Salt + ":h:" + hex.EncodeToString(sum[:20])
+	}
+	return id
 }

@@ -44,8 +44,10 @@ type Transport interface {
 	// journals them durably before it returns.
 	Receive(ctx context.Context, sink Sink) error
 	// Acknowledge is called once the server stored an inbound message
-	// (inbound_ack): the transport may now delete it at the source or mark
-	// it. It is called again after a restart until it returns nil.
+	// (inbound_ack) or refused it for good: the transport may now delete it
+	// at the source or mark it. msg holds the message's Key, Ref and frame
+	// fields (Key is its client_id for a message journaled before keys were
+	// kept). It is called again after a restart until it returns nil.
 	Acknowledge(ctx context.Context, msg Received) error
 }
 
@@ -124,6 +126,12 @@ type Sink interface {
 	Take(msgs []Received, markKey, markValue string) error
 	// Mark is the value last stored under key ("" when none).
 	Mark(key string) (string, error)
+	// Seen says what the journal knows of the message with this key: never
+	// taken, held (taken, not yet acknowledged at the source), or cleared
+	// (taken, then acknowledged at the source). A transport whose source
+	// can hold a message again with the key of one it cleared (the modem:
+	// a new SMS with the same sender, time and text) tells them apart by it.
+	Seen(key string) (Seen, error)
 	// Deliver reports, for a transport that is told about deliveries
 	// (receipts pushed to it) rather than asking, the final delivery of the
 	// message it sent with Outcome.Ref ref and AwaitDelivery. Unknown refs
@@ -131,3 +139,17 @@ type Sink interface {
 	// (a read receipt after the delivery).
 	Deliver(ref string, d Delivery) error
 }
+
+// Seen is what the journal knows of a received message's key (Sink.Seen).
+type Seen int
+
+const (
+	// SeenNew: no message with this key was taken.
+	SeenNew Seen = iota
+	// SeenHeld: taken, and not yet acknowledged at the source.
+	SeenHeld
+	// SeenCleared: taken, then acknowledged at the source (Acknowledge
+	// returned nil) and forgotten; its key stays known, so the message is
+	// never forwarded twice.
+	SeenCleared
+)

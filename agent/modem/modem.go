@@ -22,6 +22,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -61,8 +62,14 @@ type Config struct {
 type Transport struct {
 	cfg Config
 
+	// listMu makes a poll and the deletion of an acknowledged message one
+	// after the other: a poll never gives the next key to an SMS it read
+	// before its message was deleted and forgotten.
+	listMu sync.Mutex
+
 	mu   sync.Mutex
 	gone map[string]bool // sent SMS objects ModemManager no longer has
+	sink agent.Sink      // Receive's, for Acknowledge
 
 	textWarned sync.Once // busctl could not read a text (logged once)
 }
@@ -338,18 +345,45 @@ func (t *Transport) Receive(ctx context.Context, sink agent.Sink) error {
 }
 
 func (t *Transport) poll(ctx context.Context, sink agent.Sink) error {
+	t.listMu.Lock()
+	defer t.listMu.Unlock()
+	t.mu.Lock()
+	t.sink = sink
+	t.mu.Unlock()
+	got, err := t.received(ctx, sink)
+	if err != nil || len(got) == 0 {
+		return err
+	}
+	return sink.Take(got, "", "")
+}
+
+// received reads the modem's complete received SMS, each with its key.
+//
+// The object path changes when ModemManager restarts; the content does
+// not, so the key is made of it: "modem-" and a hash of the sender, the
+// service centre's timestamp (to the second) and the text as mmcli shows
+// it. Two SMS can have the same content: a sender's double tap within a
+// second, or the same text again with a timestamp the modem does not
+// give. Such SMS get the keys KEY, KEY#2, KEY#3... in turn: each takes
+// the first one that no SMS before it in this listing took and whose
+// message was not cleared from the modem (Sink.Seen). A message still on
+// the modem keeps its key across restarts of the agent and of
+// ModemManager (its journal record is held until it is deleted), and one
+// that comes after an earlier one of the same content was deleted gets
+// the next key rather than being taken for it.
+func (t *Transport) received(ctx context.Context, sink agent.Sink) ([]agent.Received, error) {
 	out, err := mmcli.Run(ctx, "", "-m", t.cfg.Modem, "--messaging-list-sms", "-J")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var paths struct {
 		SMS []string `json:"modem.messaging.sms"`
 	}
 	if err := json.Unmarshal([]byte(out), &paths); err != nil {
-		return fmt.Errorf("mmcli --messaging-list-sms -J printed %.100q: %w", out, err)
+		return nil, fmt.Errorf("mmcli --messaging-list-sms -J printed %.100q: %w", out, err)
 	}
 	var got []agent.Received
-	seen := map[string]int{} // keys of this listing, each with how many SMS had it
+	taken := map[string]bool{} // keys of this listing
 	for _, p := range paths.SMS {
 		info, err := t.sms(ctx, p)
 		if err != nil {
@@ -361,11 +395,9 @@ func (t *Transport) poll(ctx context.Context, sink agent.Sink) error {
 			continue // sent by us, a status report, or parts still coming
 		}
 		c := info.SMS.Content
-		text, keyText := c.Text, c.Text
-		if c.Text == "--" {
-			// The key is made of what mmcli printed ("--" read as ""),
-			// the same whatever busctl answers.
-			text, keyText = t.text(ctx, p), ""
+		text := c.Text
+		if text == "--" {
+			text = t.text(ctx, p)
 		}
 		at, err := time.Parse(time.RFC3339, pr.Timestamp)
 		if err != nil {
@@ -374,24 +406,50 @@ func (t *Transport) poll(ctx context.Context, sink agent.Sink) error {
 				at = time.Now()
 			}
 		}
-		// The object path changes when ModemManager restarts; the content
-		// does not, so the key is made of it. The same text sent twice in
-		// one second (a sender's double tap) is two SMS on the modem: the
-		// second of a listing gets the key #2, the third #3, so that
-		// neither is taken for the first one again.
-		sum := sha256.Sum256([]byte(c.Number + "\x00" + pr.Timestamp + "\x00" + keyText))
-		key := "modem-" + hex.EncodeToString(sum[:16])
-		seen[key]++
-		if n := seen[key]; n > 1 {
-			key += "#" + strconv.Itoa(n)
+		key, err := nextKey(sink, contentKey(info), taken)
+		if err != nil {
+			return nil, err
 		}
 		got = append(got, agent.Received{Key: key, Channel: proto.ChannelSMS,
 			From: c.Number, Text: text, SIMSlot: proto.SIM1, At: at, Ref: []string{p}})
 	}
-	if len(got) == 0 {
-		return nil
+	return got, nil
+}
+
+// contentKey is the key of an SMS's content: its sender, timestamp and
+// text as mmcli shows them ("--" read as "", whatever busctl says of it,
+// so that the key never depends on busctl's answer).
+func contentKey(info smsInfo) string {
+	c := info.SMS.Content
+	text := c.Text
+	if text == "--" {
+		text = ""
 	}
-	return sink.Take(got, "", "")
+	sum := sha256.Sum256([]byte(c.Number + "\x00" + info.SMS.Properties.Timestamp + "\x00" + text))
+	return "modem-" + hex.EncodeToString(sum[:16])
+}
+
+// nextKey is the first of base, base#2, base#3... not in taken and not
+// cleared in the journal; it is added to taken.
+func nextKey(sink agent.Sink, base string, taken map[string]bool) (string, error) {
+	for n := 1; ; n++ {
+		key := base
+		if n > 1 {
+			key += "#" + strconv.Itoa(n)
+		}
+		if taken[key] {
+			continue
+		}
+		seen, err := sink.Seen(key)
+		if err != nil {
+			return "", err
+		}
+		if seen == agent.SeenCleared {
+			continue // that one was deleted from the modem: this is another
+		}
+		taken[key] = true
+		return key, nil
+	}
 }
 
 // text is the Text property of the received SMS at path, read from
@@ -424,15 +482,65 @@ func (t *Transport) text(ctx context.Context, path string) string {
 	return ""
 }
 
-// Acknowledge deletes the stored message from the modem.
+// Acknowledge deletes the stored message from the modem: the SMS at its
+// journaled path when that still holds its content. ModemManager renumbers
+// its SMS objects when it restarts, so the path may be gone or hold
+// another SMS (never deleted for it): the message is then found in the
+// listing by its key, as poll gives it, and deleted there. No SMS with
+// its key on the modem: it is gone already.
 func (t *Transport) Acknowledge(ctx context.Context, msg agent.Received) error {
+	t.listMu.Lock()
+	defer t.listMu.Unlock()
+	key := msg.Key
+	if i := strings.LastIndex(key, "modem-"); i >= 0 {
+		key = key[i:] // a record journaled before keys were kept names its client_id
+	}
+	base, _, _ := strings.Cut(key, "#")
+	if !strings.HasPrefix(key, "modem-") || len(base) != len("modem-")+32 {
+		// Not a key of this transport's (a client_id hashed for its
+		// length): the journaled paths, as they are.
+		for _, p := range msg.Ref {
+			if err := t.deleteSMS(ctx, p); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	for _, p := range msg.Ref {
-		if _, err := mmcli.Run(ctx, "", "-m", t.cfg.Modem, "--messaging-delete-sms="+p); err != nil {
+		info, err := t.sms(ctx, p)
+		if err != nil {
 			if notFound(err) {
-				continue // already gone
+				continue
 			}
 			return err
 		}
+		if contentKey(info) == base {
+			return t.deleteSMS(ctx, p)
+		}
+	}
+	t.mu.Lock()
+	sink := t.sink
+	t.mu.Unlock()
+	if sink == nil {
+		return errors.New("modem: the SMS list was not read yet; the message is deleted after the first poll")
+	}
+	got, err := t.received(ctx, sink)
+	if err != nil {
+		return err
+	}
+	for _, m := range got {
+		if m.Key == key {
+			t.cfg.Logger.Info("a stored message moved to another path (ModemManager restarted); deleted there", "old", strings.Join(msg.Ref, ","), "path", m.Ref[0])
+			return t.deleteSMS(ctx, m.Ref[0])
+		}
+	}
+	return nil
+}
+
+// deleteSMS deletes an SMS from the modem; one already gone is no error.
+func (t *Transport) deleteSMS(ctx context.Context, path string) error {
+	if _, err := mmcli.Run(ctx, "", "-m", t.cfg.Modem, "--messaging-delete-sms="+path); err != nil && !notFound(err) {
+		return err
 	}
 	return nil
 }

@@ -209,3 +209,99 @@ esac
 		t.Fatalf("key: got %s, want %s", sink.Took[0].Key, want)
 	}
 }
+
+// statefulMMCLI is an mmcli whose received SMS are the files dir/sms/N.json.
+func statefulMMCLI(t *testing.T) string {
+	t.Helper()
+	dir := fakeMMCLI(t, `P=`+smsPath+`
+case "$*" in
+"-m any --messaging-list-sms -J")
+  printf '{"modem.messaging.sms":['; sep=''
+  for f in "$FAKE_DIR"/sms/*.json; do
+    [ -e "$f" ] || continue
+    printf '%s"%s%s"' "$sep" "$P" "$(basename "$f" .json)"; sep=','
+  done
+  printf ']}\n';;
+"-s $P"*" -J")
+  n=${2##*/}
+  if [ ! -e "$FAKE_DIR/sms/$n.json" ]; then echo "error: couldn't find SMS at '$2'" >&2; exit 1; fi
+  cat "$FAKE_DIR/sms/$n.json";;
+"-m any --messaging-delete-sms=$P"*)
+  n=${3##*/}
+  if [ ! -e "$FAKE_DIR/sms/$n.json" ]; then echo "error: couldn't find SMS at '$P$n'" >&2; exit 1; fi
+  rm -f "$FAKE_DIR/sms/$n.json"
+  echo "successfully deleted SMS from modem";;
+*) echo "error: unexpected arguments: $*" >&2; exit 1;;
+esac
+`)
+	if err := os.Mkdir(filepath.Join(dir, "sms"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func putSMS(t *testing.T, dir string, n int, text string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, "sms", fmt.Sprint(n, ".json")), []byte(smsJSON(n, "deliver", "received", "--", text)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The same text from the same sender with the same timestamp, arriving
+// after the first was forwarded and deleted, is a new message: it gets
+// the next key rather than the first one's (and was dropped as its
+// duplicate). A message still on the modem keeps its key when the agent
+// restarts, and when ModemManager restarts and renumbers its SMS; its
+// acknowledgement then deletes it at its new path, never the other SMS
+// that took its old one.
+func TestSameContentAfterTheFirstWasDeletedIsANewMessage(t *testing.T) {
+	dir := statefulMMCLI(t)
+	ctx := context.Background()
+	sink := &agenttest.Sink{Dedup: true}
+	tr := New(Config{})
+	putSMS(t, dir, 5, "On my way")
+	if err := tr.poll(ctx, sink); err != nil || len(sink.Took) != 1 {
+		t.Fatalf("first poll: took %+v, %v", sink.Took, err)
+	}
+	first := sink.Took[0]
+	if err := tr.Acknowledge(ctx, first); err != nil {
+		t.Fatalf("acknowledge: %v", err)
+	}
+	sink.Clear(first.Key)
+	if _, err := os.Stat(filepath.Join(dir, "sms", "5.json")); !os.IsNotExist(err) {
+		t.Fatalf("the acknowledged SMS is still on the modem (%v)", err)
+	}
+
+	putSMS(t, dir, 6, "On my way")
+	if err := tr.poll(ctx, sink); err != nil || len(sink.Took) != 2 {
+		t.Fatalf("the second SMS of the same content: took %+v, %v; want it forwarded", sink.Took, err)
+	}
+	second := sink.Took[1]
+	if second.Key == first.Key || second.Text != "On my way" {
+		t.Fatalf("second message: %+v; want a key other than %s", second, first.Key)
+	}
+
+	// The agent restarts: the same SMS, the same key (and the journal knows it).
+	tr = New(Config{})
+	if err := tr.poll(ctx, sink); err != nil || len(sink.Took) != 2 {
+		t.Fatalf("after a restart: took %+v, %v; want nothing new", sink.Took, err)
+	}
+
+	// ModemManager restarts: the held SMS is now SMS/0, and SMS/6 is another.
+	if err := os.Rename(filepath.Join(dir, "sms", "6.json"), filepath.Join(dir, "sms", "0.json")); err != nil {
+		t.Fatal(err)
+	}
+	putSMS(t, dir, 6, "Running late")
+	if err := tr.poll(ctx, sink); err != nil || len(sink.Took) != 3 || sink.Took[2].Text != "Running late" {
+		t.Fatalf("after ModemManager restarted: took %+v, %v; want only the new text", sink.Took, err)
+	}
+	if err := tr.Acknowledge(ctx, second); err != nil {
+		t.Fatalf("acknowledge after the renumbering: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "sms", "0.json")); !os.IsNotExist(err) {
+		t.Fatalf("the acknowledged SMS at its new path is still on the modem (%v)", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "sms", "6.json")); err != nil {
+		t.Fatalf("the SMS that took the acknowledged one's old path was deleted: %v", err)
+	}
+}

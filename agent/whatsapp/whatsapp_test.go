@@ -99,7 +99,8 @@ func (s *recSink) Take(msgs []agent.Received, k, v string) error {
 	}
 	return nil
 }
-func (s *recSink) Mark(string) (string, error) { return "", nil }
+func (s *recSink) Mark(string) (string, error)     { return "", nil }
+func (s *recSink) Seen(string) (agent.Seen, error) { return agent.SeenNew, nil }
 func (s *recSink) Deliver(ref string, d agent.Delivery) error {
 	s.delivered <- ref + " " + d.Status
 	return nil

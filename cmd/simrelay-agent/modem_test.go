@@ -162,4 +162,15 @@ func TestModemSendsReportsAndReceives(t *testing.T) {
 	if n := hooks.count("Part of a long message"); n != 1 {
 		t.Fatalf("webhook deliveries: got %d, want 1", n)
 	}
+
+	// The same text again from the same sender with the same timestamp, at
+	// a new path, after the first was deleted: a new message, not the first
+	// one read again.
+	again := filepath.Join(fake, "sms", "6.json")
+	writeFile(t, again, receivedSMS(6, "+15557654321", long, "received"))
+	until(t, "the second message is deleted from the modem", func() bool { _, err := os.Stat(again); return os.IsNotExist(err) })
+	_ = json.Unmarshal(s.must("GET", "/automation/inbound-sms?device_fingerprint=pi-modem", nil, http.StatusOK), &inbound)
+	if len(inbound) != 2 || inbound[0]["message"] != long || inbound[1]["message"] != long {
+		t.Fatalf("inbound: got %v, want the same text twice", inbound)
+	}
 }
