@@ -65,6 +65,9 @@ type Hub interface {
 	Pace(fingerprint string, perMinute int)
 	Links() []gateway.Link
 	Fence(fingerprint string, newest uint64)
+	// DisconnectLink acts on the link given (Links) only, not on a later
+	// one of the fingerprint.
+	DisconnectLink(l gateway.Link, code int, reason string) <-chan struct{}
 }
 
 // LinkStore is the database's record of the devices' links
