@@ -26,13 +26,13 @@ func (g *Gateway) sweepLoop(ctx context.Context) {
 // the database did not take (endAgain). Each link here whose epoch is no
 // longer its device's newest (the link signal of a newer link elsewhere
 // was lost) is closed with 4009; every other link pumps (a lost kick). One
-// query answers the epochs of all the node's links. A device deleted or
-// disabled has the link as listed before the queries closed (its device
-// and epoch), never whatever link holds the fingerprint after them. Then,
-// when this node's own beats show the database answered through the live
-// window (Steady), the open links of dead nodes are ended, and device
-// presence hears of them as of a link's end: a device that links nowhere
-// within the grace is reported offline.
+// query answers the epochs of all the node's links. A close is of the link
+// as listed before the queries (its device and epoch), never of whatever
+// link holds the fingerprint after them. Then, when this node's own beats
+// show the database answered through the live window (Steady), the open
+// links of dead nodes are ended, and device presence hears of them as of a
+// link's end: a device that links nowhere within the grace is reported
+// offline.
 func (g *Gateway) sweep() {
 	defer wake(g.sweeps)
 	g.mu.Lock()
@@ -68,7 +68,10 @@ func (g *Gateway) sweep() {
 				g.hub.DisconnectLink(l, proto.CloseDeviceGone, reason)
 			case err != nil:
 			case epochs[l.DeviceID] > l.Epoch:
-				g.hub.Fence(l.Fingerprint, epochs[l.DeviceID])
+				// The link read above only: a device paired again under
+				// the fingerprint after a delete may have linked here since
+				// the queries, its epochs counting from 1 again.
+				g.hub.FenceLink(l, epochs[l.DeviceID])
 			default:
 				g.hub.Kick(l.Fingerprint)
 			}

@@ -183,3 +183,45 @@ func TestSweepLeavesALinkMadeAfterItsReadOfTheDevicesGone(t *testing.T) {
 		t.Errorf("the link of the device disabled closed with %d, want %d", code, proto.CloseDeviceGone)
 	}
 }
+
+// A device deleted (its link here left open: the bus lost the disconnect)
+// whose link here is no longer its newest, when the fingerprint is paired
+// again and links here between the sweep's reads and its fence, keeps the
+// new device's link: the sweep fences the link it read. Before, it fenced
+// the fingerprint's link, the new device's, whose epochs count from 1
+// again, and closed it with 4009.
+func TestSweepFencesOnlyTheLinkItRead(t *testing.T) {
+	t.Parallel()
+	st, g, _ := gatewayOnNodes(t, 10*time.Second, 0, "a", "b")
+	p := servePhones(t, st, g)
+	d, token := p.pair("paired-again")
+	old := p.link(token)
+	// A newer link of the device on b, whose link signal the bus lost.
+	if _, err := st.ClaimLink(d.ID, "b"); err != nil {
+		t.Fatal(err)
+	}
+	reads := &goneThen{LinkStore: g.st}
+	g.st = reads
+	var linked gateway.Link
+	reads.then = func() {
+		if _, err := st.DeleteDevice(d.CompanyID, d.Fingerprint, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		again, token := p.pair(d.Fingerprint)
+		if again.ID == d.ID {
+			t.Fatal("paired again after the delete, the device kept its id: the test shows nothing")
+		}
+		p.link(token)
+		var ok bool
+		if linked, ok = linkOf(p.hub, d.Fingerprint); !ok || linked.DeviceID != again.ID {
+			t.Fatalf("the new device's link is not listed: %+v", linked)
+		}
+	}
+	g.sweep()
+	if l, ok := linkOf(p.hub, d.Fingerprint); !ok || l != linked {
+		t.Fatalf("after the sweep the fingerprint's link is %+v (listed %v), want the new device's %+v open", l, ok, linked)
+	}
+	if code := closedWith(t, old); code != proto.CloseReplaced {
+		t.Errorf("the old link closed with %d, want %d (replaced by the new one)", code, proto.CloseReplaced)
+	}
+}

@@ -57,9 +57,7 @@ func (h *Hub) Links() []Link {
 // link still claiming its epoch keeps newest and checks it once it has one.
 func (h *Hub) Fence(fingerprint string, newest uint64) {
 	if c := h.lookup(fingerprint); c != nil {
-		for cur := c.fencedBy.Load(); newest > cur && !c.fencedBy.CompareAndSwap(cur, newest); cur = c.fencedBy.Load() {
-		}
-		c.checkFence()
+		c.fence(newest)
 	}
 }
 
@@ -94,6 +92,26 @@ func (h *Hub) DisconnectLink(l Link, code int, reason string) <-chan struct{} {
 		return c.closeWith(code, reason)
 	}
 	return noWait
+}
+
+// FenceLink is Fence of the link l names only (Links): a link registered
+// here since l was listed (that of a device paired again under the
+// fingerprint, whose epochs count from 1 again) is left open.
+func (h *Hub) FenceLink(l Link, newest uint64) {
+	h.mu.Lock()
+	c := h.linkOf(l)
+	h.mu.Unlock()
+	if c != nil {
+		c.fence(newest)
+	}
+}
+
+// fence records that a link of the device of epoch newest registered
+// elsewhere, and closes c if its own epoch is older.
+func (c *conn) fence(newest uint64) {
+	for cur := c.fencedBy.Load(); newest > cur && !c.fencedBy.CompareAndSwap(cur, newest); cur = c.fencedBy.Load() {
+	}
+	c.checkFence()
 }
 
 // checkFence closes the link if a newer epoch than its own was heard of.

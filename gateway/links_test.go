@@ -376,11 +376,12 @@ func closeFrame(t *testing.T, ws *websocket.Conn) websocket.CloseError {
 	}
 }
 
-// DisconnectLink acts on the link it names only (its device and epoch, as
-// Links listed it): one of an older epoch, or of another device under the
-// fingerprint (paired again after a delete: its epochs count from 1
-// again), leaves the device's link registered now open. The link named is
-// closed as Disconnect closes it, with the code and reason given.
+// DisconnectLink and FenceLink act on the link they name only (its device
+// and epoch, as Links listed it): one of an older epoch, or of another
+// device under the fingerprint (paired again after a delete: its epochs
+// count from 1 again), leaves the device's link registered now open. The
+// link named is closed as Disconnect and Fence close it: with the code and
+// reason given, and with 4009 when a newer epoch is heard of.
 func TestLinkNamedIsClosedOnlyWhileItIsTheDevicesLink(t *testing.T) {
 	t.Parallel()
 	log := &epochLog{}
@@ -402,6 +403,8 @@ func TestLinkNamedIsClosedOnlyWhileItIsTheDevicesLink(t *testing.T) {
 	other.DeviceID++
 	<-r.hub.DisconnectLink(older, proto.CloseDeviceGone, "device disabled")
 	<-r.hub.DisconnectLink(other, proto.CloseDeviceGone, "device deleted")
+	r.hub.FenceLink(older, now.Epoch+1)
+	r.hub.FenceLink(other, now.Epoch+1)
 	if links := r.hub.Links(); len(links) != 1 || links[0] != now {
 		t.Fatalf("the device's links are %+v, want %+v open: a close named another link", links, now)
 	}
@@ -409,5 +412,11 @@ func TestLinkNamedIsClosedOnlyWhileItIsTheDevicesLink(t *testing.T) {
 	<-r.hub.DisconnectLink(now, proto.CloseDeviceGone, "device disabled")
 	if ce := closeFrame(t, second); ce.Code != proto.CloseDeviceGone || ce.Reason != "device disabled" {
 		t.Fatalf("the link named closed with %d %q, want %d %q", ce.Code, ce.Reason, proto.CloseDeviceGone, "device disabled")
+	}
+	third := r.connect(token)
+	fenced := theLink(t, r.hub)
+	r.hub.FenceLink(fenced, fenced.Epoch+1)
+	if ce := closeFrame(t, third); ce.Code != proto.CloseReplaced || ce.Reason != replacedReason {
+		t.Fatalf("the link fenced closed with %d %q, want %d %q", ce.Code, ce.Reason, proto.CloseReplaced, replacedReason)
 	}
 }
