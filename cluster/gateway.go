@@ -65,6 +65,10 @@ type Hub interface {
 	Pace(fingerprint string, perMinute int)
 	Links() []gateway.Link
 	Fence(fingerprint string, newest uint64)
+	// DisconnectLink and FenceLink act on the link given (Links) only, not
+	// on a later one of the fingerprint.
+	DisconnectLink(l gateway.Link, code int, reason string) <-chan struct{}
+	FenceLink(l gateway.Link, newest uint64)
 }
 
 // LinkStore is the database's record of the devices' links

@@ -26,11 +26,13 @@ func (g *Gateway) sweepLoop(ctx context.Context) {
 // the database did not take (endAgain). Each link here whose epoch is no
 // longer its device's newest (the link signal of a newer link elsewhere
 // was lost) is closed with 4009; every other link pumps (a lost kick). One
-// query answers the epochs of all the node's links. Then, when this node's
-// own beats show the database answered through the live window (Steady),
-// the open links of dead nodes are ended, and device presence hears of them
-// as of a link's end: a device that links nowhere within the grace is
-// reported offline.
+// query answers the epochs of all the node's links. A close is of the link
+// as listed before the queries (its device and epoch), never of whatever
+// link holds the fingerprint after them. Then, when this node's own beats
+// show the database answered through the live window (Steady), the open
+// links of dead nodes are ended, and device presence hears of them as of a
+// link's end: a device that links nowhere within the grace is reported
+// offline.
 func (g *Gateway) sweep() {
 	defer wake(g.sweeps)
 	g.mu.Lock()
@@ -61,10 +63,15 @@ func (g *Gateway) sweep() {
 				if deleted {
 					reason = "device deleted"
 				}
-				g.hub.Disconnect(l.Fingerprint, proto.CloseDeviceGone, reason)
+				// Only the link read above is closed: the device may have
+				// been enabled again and linked here since the query.
+				g.hub.DisconnectLink(l, proto.CloseDeviceGone, reason)
 			case err != nil:
 			case epochs[l.DeviceID] > l.Epoch:
-				g.hub.Fence(l.Fingerprint, epochs[l.DeviceID])
+				// The link read above only: a device paired again under
+				// the fingerprint after a delete may have linked here since
+				// the queries, its epochs counting from 1 again.
+				g.hub.FenceLink(l, epochs[l.DeviceID])
 			default:
 				g.hub.Kick(l.Fingerprint)
 			}

@@ -384,10 +384,10 @@ type linksHub struct {
 
 func (h *linksHub) Links() []gateway.Link { return h.links }
 
-func (h *linksHub) Disconnect(fp string, code int, reason string) <-chan struct{} {
+func (h *linksHub) DisconnectLink(l gateway.Link, code int, reason string) <-chan struct{} {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.gone[fp] = fmt.Sprint(code, " ", reason)
+	h.gone[l.Fingerprint] = fmt.Sprint(code, " ", reason)
 	done := make(chan struct{})
 	close(done)
 	return done

@@ -57,10 +57,61 @@ func (h *Hub) Links() []Link {
 // link still claiming its epoch keeps newest and checks it once it has one.
 func (h *Hub) Fence(fingerprint string, newest uint64) {
 	if c := h.lookup(fingerprint); c != nil {
-		for cur := c.fencedBy.Load(); newest > cur && !c.fencedBy.CompareAndSwap(cur, newest); cur = c.fencedBy.Load() {
-		}
-		c.checkFence()
+		c.fence(newest)
 	}
+}
+
+// linkOf is the registered link that l names (Links): the device's, of
+// l's epoch; nil when the fingerprint's link here is another one since (a
+// newer link of the device, or of a device paired again under the
+// fingerprint after a delete, whose epochs count from 1 again), or none.
+// h.mu held.
+func (h *Hub) linkOf(l Link) *conn {
+	c := h.conns[l.Fingerprint]
+	if c == nil || l.Epoch == 0 || c.dev.ID != l.DeviceID || c.epoch.Load() != l.Epoch {
+		return nil
+	}
+	return c
+}
+
+// DisconnectLink is Disconnect of the link l names only (Links), with the
+// same code and reason: a link registered here since l was listed is left
+// open. The cluster's sweep closes by it a link it read before its
+// database reads, which a device re-enabled and linked here again can
+// outrun: a close by fingerprint would close the new link with 4503, and
+// its phone would stop reconnecting, probing at most every 15 minutes
+// (PROTOCOL.md, section 13).
+func (h *Hub) DisconnectLink(l Link, code int, reason string) <-chan struct{} {
+	h.mu.Lock()
+	c := h.linkOf(l)
+	if c != nil {
+		c.told = &refusal{code: code, reason: reason}
+	}
+	h.mu.Unlock()
+	if c != nil {
+		return c.closeWith(code, reason)
+	}
+	return noWait
+}
+
+// FenceLink is Fence of the link l names only (Links): a link registered
+// here since l was listed (that of a device paired again under the
+// fingerprint, whose epochs count from 1 again) is left open.
+func (h *Hub) FenceLink(l Link, newest uint64) {
+	h.mu.Lock()
+	c := h.linkOf(l)
+	h.mu.Unlock()
+	if c != nil {
+		c.fence(newest)
+	}
+}
+
+// fence records that a link of the device of epoch newest registered
+// elsewhere, and closes c if its own epoch is older.
+func (c *conn) fence(newest uint64) {
+	for cur := c.fencedBy.Load(); newest > cur && !c.fencedBy.CompareAndSwap(cur, newest); cur = c.fencedBy.Load() {
+	}
+	c.checkFence()
 }
 
 // checkFence closes the link if a newer epoch than its own was heard of.

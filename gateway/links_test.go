@@ -2,9 +2,12 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/device"
@@ -344,5 +347,76 @@ func TestDisconnectOfAClosingLinkWaitsForItsLastSeen(t *testing.T) {
 	<-second
 	if d, err := r.store.Device("mute"); err != nil || d.LastSeenAt.Sub(want).Abs() > time.Millisecond {
 		t.Fatalf("last seen when the second Disconnect's channel closed: %v (%v), want %v", d.LastSeenAt, err, want)
+	}
+}
+
+// theLink is the hub's only listed link.
+func theLink(t *testing.T, h *Hub) Link {
+	t.Helper()
+	links := h.Links()
+	if len(links) != 1 {
+		t.Fatalf("links %+v, want one", links)
+	}
+	return links[0]
+}
+
+// closeFrame reads until the link closes and returns its close frame.
+func closeFrame(t *testing.T, ws *websocket.Conn) websocket.CloseError {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), poll.Timeout)
+	defer cancel()
+	for {
+		if _, _, err := ws.Read(ctx); err != nil {
+			var ce websocket.CloseError
+			if !errors.As(err, &ce) {
+				t.Fatalf("the link ended without a close frame: %v", err)
+			}
+			return ce
+		}
+	}
+}
+
+// DisconnectLink and FenceLink act on the link they name only (its device
+// and epoch, as Links listed it): one of an older epoch, or of another
+// device under the fingerprint (paired again after a delete: its epochs
+// count from 1 again), leaves the device's link registered now open. The
+// link named is closed as Disconnect and Fence close it: with the code and
+// reason given, and with 4009 when a newer epoch is heard of.
+func TestLinkNamedIsClosedOnlyWhileItIsTheDevicesLink(t *testing.T) {
+	t.Parallel()
+	log := &epochLog{}
+	var r *rig
+	log.hub = func() *Hub { return r.hub }
+	r = newRigHub(t, storetest.OpenWith(t, storetest.Options{}), Config{}, time.Now, nil, hubSetup{epochs: log})
+	token := r.pair("named")
+	first := r.connect(token)
+	older := theLink(t, r.hub)
+	second := r.connect(token)
+	if ce := closeFrame(t, first); ce.Code != proto.CloseReplaced {
+		t.Fatalf("the first link closed with %d, want %d", ce.Code, proto.CloseReplaced)
+	}
+	now := theLink(t, r.hub)
+	if now.Epoch <= older.Epoch {
+		t.Fatalf("epochs %d then %d: the test shows nothing", older.Epoch, now.Epoch)
+	}
+	other := now
+	other.DeviceID++
+	<-r.hub.DisconnectLink(older, proto.CloseDeviceGone, "device disabled")
+	<-r.hub.DisconnectLink(other, proto.CloseDeviceGone, "device deleted")
+	r.hub.FenceLink(older, now.Epoch+1)
+	r.hub.FenceLink(other, now.Epoch+1)
+	if links := r.hub.Links(); len(links) != 1 || links[0] != now {
+		t.Fatalf("the device's links are %+v, want %+v open: a close named another link", links, now)
+	}
+
+	<-r.hub.DisconnectLink(now, proto.CloseDeviceGone, "device disabled")
+	if ce := closeFrame(t, second); ce.Code != proto.CloseDeviceGone || ce.Reason != "device disabled" {
+		t.Fatalf("the link named closed with %d %q, want %d %q", ce.Code, ce.Reason, proto.CloseDeviceGone, "device disabled")
+	}
+	third := r.connect(token)
+	fenced := theLink(t, r.hub)
+	r.hub.FenceLink(fenced, fenced.Epoch+1)
+	if ce := closeFrame(t, third); ce.Code != proto.CloseReplaced || ce.Reason != replacedReason {
+		t.Fatalf("the link fenced closed with %d %q, want %d %q", ce.Code, ce.Reason, proto.CloseReplaced, replacedReason)
 	}
 }

@@ -1,0 +1,227 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/device"
+	"github.com/simrelay/simrelay/gateway"
+	"github.com/simrelay/simrelay/internal/poll"
+	"github.com/simrelay/simrelay/store"
+	"github.com/simrelay/simrelay/store/conformance"
+	"github.com/simrelay/simrelay/store/postgres"
+)
+
+// phones serves the gateway's hub on loopback for phones of one company,
+// paired through the real pairing flow.
+type phones struct {
+	t       *testing.T
+	hub     *gateway.Hub
+	devices *device.Service
+	company uint64
+	url     string // ws://127.0.0.1:PORT
+}
+
+// servePhones serves g's hub (gatewayWith's) for a new company of st.
+func servePhones(t *testing.T, st *postgres.Store, g *Gateway) *phones {
+	t.Helper()
+	hub := g.hub.(*gateway.Hub)
+	srv := httptest.NewServer(hub)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = hub.Shutdown(ctx)
+		srv.Close()
+	})
+	c, _ := conformance.Company(t, st)
+	return &phones{t: t, hub: hub, devices: device.New(device.Config{PublicURL: "http://127.0.0.1"}, st, time.Now), company: c.ID,
+		url: "ws" + strings.TrimPrefix(srv.URL, "http")}
+}
+
+// pair registers the fingerprint (again), answering the device and its token.
+func (p *phones) pair(fingerprint string) (store.Device, string) {
+	p.t.Helper()
+	ctx := context.Background()
+	code, err := p.devices.CreatePairing(ctx, p.company, 0)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	d, token, _, err := p.devices.Register(ctx, device.RegisterInput{PairingCode: code.Code, DeviceFingerprint: fingerprint, SIMs: []store.SIM{{Slot: "SIM1"}}})
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return d, token
+}
+
+// link connects a phone with the token and returns once it is welcomed:
+// its link is registered and its epoch claimed.
+func (p *phones) link(token string) *websocket.Conn {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), poll.Timeout)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, p.url, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}})
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.t.Cleanup(func() { ws.CloseNow() })
+	hello, err := proto.Encode(proto.Hello{Protocol: 1, AppVersion: "test", SelectedSIM: "SIM1", SIMs: []proto.SIM{{Slot: "SIM1"}}})
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	if err := ws.Write(ctx, websocket.MessageText, hello); err != nil {
+		p.t.Fatal(err)
+	}
+	for {
+		_, data, err := ws.Read(ctx)
+		if err != nil {
+			p.t.Fatalf("waiting for the welcome: %v", err)
+		}
+		if f, _ := proto.Decode(data); f != nil && f.FrameType() == proto.TypeWelcome {
+			return ws
+		}
+	}
+}
+
+// closedWith reads the phone's link until it closes, answering its code.
+func closedWith(t *testing.T, ws *websocket.Conn) websocket.StatusCode {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), poll.Timeout)
+	defer cancel()
+	for {
+		if _, _, err := ws.Read(ctx); err != nil {
+			if code := websocket.CloseStatus(err); code != -1 || !errors.Is(err, context.DeadlineExceeded) {
+				return code
+			}
+			t.Fatal("the link did not close")
+		}
+	}
+}
+
+// linkOf is the hub's listed link of the fingerprint; false when none.
+func linkOf(hub *gateway.Hub, fingerprint string) (gateway.Link, bool) {
+	for _, l := range hub.Links() {
+		if l.Fingerprint == fingerprint {
+			return l, true
+		}
+	}
+	return gateway.Link{}, false
+}
+
+// goneThen is a link store that runs then once, right after a
+// GoneDevices answered: what happens between the sweep's reads of the
+// database and its closes.
+type goneThen struct {
+	LinkStore
+	then func()
+}
+
+func (s *goneThen) GoneDevices(ids []uint64) (map[uint64]bool, error) {
+	gone, err := s.LinkStore.GoneDevices(ids)
+	if then := s.then; then != nil {
+		s.then = nil
+		then()
+	}
+	return gone, err
+}
+
+// setStatus disables or enables the device in the database alone, as a
+// request on another node whose disconnect the bus lost does.
+func setStatus(t *testing.T, st *postgres.Store, d store.Device, status string) {
+	t.Helper()
+	if _, err := st.UpdateDeviceWith(d.CompanyID, d.ID, func(d *store.Device) ([]store.DeviceEvent, error) {
+		d.Status = status
+		return nil, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A device disabled (the bus lost the disconnect), then enabled again and
+// linked here again between the sweep's read of the devices gone and its
+// close, keeps its new link: the sweep closes the link it read. Before, it
+// closed the fingerprint's link, the new one, with 4503, and the phone
+// stopped reconnecting, probing at most every 15 minutes.
+func TestSweepLeavesALinkMadeAfterItsReadOfTheDevicesGone(t *testing.T) {
+	t.Parallel()
+	st, g, _ := gatewayOnNodes(t, 10*time.Second, 0, "a", "b")
+	p := servePhones(t, st, g)
+	d, token := p.pair("back-again")
+	old := p.link(token)
+	setStatus(t, st, d, store.DeviceDisabled)
+	reads := &goneThen{LinkStore: g.st}
+	g.st = reads
+	var linked gateway.Link
+	var again *websocket.Conn
+	reads.then = func() {
+		setStatus(t, st, d, store.DeviceActive)
+		again = p.link(token)
+		var ok bool
+		if linked, ok = linkOf(p.hub, d.Fingerprint); !ok {
+			t.Fatal("the new link is not listed")
+		}
+	}
+	g.sweep()
+	if l, ok := linkOf(p.hub, d.Fingerprint); !ok || l != linked {
+		t.Fatalf("after the sweep the device's link is %+v (listed %v), want the new one %+v open", l, ok, linked)
+	}
+	if code := closedWith(t, old); code != proto.CloseReplaced {
+		t.Errorf("the old link closed with %d, want %d (replaced by the new one)", code, proto.CloseReplaced)
+	}
+
+	// The link the sweep reads of a device disabled is closed, as before.
+	setStatus(t, st, d, store.DeviceDisabled)
+	g.sweep()
+	if code := closedWith(t, again); code != proto.CloseDeviceGone {
+		t.Errorf("the link of the device disabled closed with %d, want %d", code, proto.CloseDeviceGone)
+	}
+}
+
+// A device deleted (its link here left open: the bus lost the disconnect)
+// whose link here is no longer its newest, when the fingerprint is paired
+// again and links here between the sweep's reads and its fence, keeps the
+// new device's link: the sweep fences the link it read. Before, it fenced
+// the fingerprint's link, the new device's, whose epochs count from 1
+// again, and closed it with 4009.
+func TestSweepFencesOnlyTheLinkItRead(t *testing.T) {
+	t.Parallel()
+	st, g, _ := gatewayOnNodes(t, 10*time.Second, 0, "a", "b")
+	p := servePhones(t, st, g)
+	d, token := p.pair("paired-again")
+	old := p.link(token)
+	// A newer link of the device on b, whose link signal the bus lost.
+	if _, err := st.ClaimLink(d.ID, "b"); err != nil {
+		t.Fatal(err)
+	}
+	reads := &goneThen{LinkStore: g.st}
+	g.st = reads
+	var linked gateway.Link
+	reads.then = func() {
+		if _, err := st.DeleteDevice(d.CompanyID, d.Fingerprint, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		again, token := p.pair(d.Fingerprint)
+		if again.ID == d.ID {
+			t.Fatal("paired again after the delete, the device kept its id: the test shows nothing")
+		}
+		p.link(token)
+		var ok bool
+		if linked, ok = linkOf(p.hub, d.Fingerprint); !ok || linked.DeviceID != again.ID {
+			t.Fatalf("the new device's link is not listed: %+v", linked)
+		}
+	}
+	g.sweep()
+	if l, ok := linkOf(p.hub, d.Fingerprint); !ok || l != linked {
+		t.Fatalf("after the sweep the fingerprint's link is %+v (listed %v), want the new device's %+v open", l, ok, linked)
+	}
+	if code := closedWith(t, old); code != proto.CloseReplaced {
+		t.Errorf("the old link closed with %d, want %d (replaced by the new one)", code, proto.CloseReplaced)
+	}
+}
