@@ -6,6 +6,7 @@ import (
 	"maps"
 	"math"
 	"net/http"
+	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 	"github.com/google/uuid"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/webhook/webhooktest"
 )
 
@@ -569,6 +571,54 @@ func (cf *conformance) unheld() {
 			if key := strings.ToUpper(m) + " " + p; !held[key] && m != "parameters" {
 				cf.t.Errorf("the walk held no answer of %s", key)
 			}
+		}
+	}
+}
+
+// A store that cannot take a write (its data file gone from under the
+// running server here; a full disk or a database out of reach alike)
+// answers 503 `unavailable` on whichever route wrote: the document lists
+// that answer under each of them, as it lists the 500.
+func TestOpenAPIListsTheStoreOutage(t *testing.T) {
+	storetest.EmbeddedOnly(t, "the embedded store's data file")
+	t.Parallel()
+	e := newEnv(t, roomy)
+	cf := newConformance(t, e)
+	a := e.newCompany("Acme", "owner@acme.test")
+	_, member := e.phonesInviteMember(a, "max@acme.test")
+	e.pairPhone(a.apiKey, "out-phone")
+	e.createPool(a.apiKey, map[string]any{"name": "outp", "members": members("out-phone", "SIM1")})
+	path := e.store.(interface{ Path() string }).Path()
+	if err := os.Rename(path, path+".away"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.Rename(path+".away", path) })
+
+	writes := []struct {
+		op string
+		c  call
+	}{
+		{"/auth/login", call{method: "POST", path: "/auth/login", body: map[string]any{"email": a.email, "password": goodPassword}}},
+		{"/auth/forgot-password", call{method: "POST", path: "/auth/forgot-password", body: map[string]any{"email": a.email}}},
+		{"/account/api-key/rotate", call{method: "POST", path: "/account/api-key/rotate", token: a.apiKey}},
+		{"/users/me", call{method: "PATCH", path: "/users/me", token: member, body: map[string]any{"firstName": "Maxi"}}},
+		{"/users", call{method: "POST", path: "/users", token: a.apiKey, body: map[string]any{"firstName": "Zed", "lastName": "Z", "email": "zed@acme.test", "role": "member"}}},
+		{"/company", call{method: "PATCH", path: "/company", token: a.apiKey, body: map[string]any{"city": "Springfield"}}},
+		{"/device/pairing", call{method: "POST", path: "/device/pairing", token: a.apiKey}},
+		{"/device/{device_fingerprint}", call{method: "PATCH", path: "/device/out-phone", token: a.apiKey, body: map[string]any{"device_name": "Desk"}}},
+		{"/chat/send", call{method: "POST", path: "/chat/send", token: a.apiKey, body: map[string]any{"device_fingerprint": "out-phone", "phone": "+15550102000", "message": "hi"}}},
+		{"/automation/send-sms", call{method: "POST", path: "/automation/send-sms", token: a.apiKey, body: map[string]any{"device_fingerprint": "out-phone", "phone": "+15550102000", "message": "hi"}}},
+		{"/chat/send-bulk", call{method: "POST", path: "/chat/send-bulk", token: a.apiKey, body: bulkBody("out-phone", 2)}},
+		{"/opt-outs", call{method: "POST", path: "/opt-outs", token: a.apiKey, body: map[string]any{"phone": "+15550109999"}}},
+		{"/pools", call{method: "POST", path: "/pools", token: a.apiKey, body: map[string]any{"name": "outq", "members": members("out-phone", "SIM2")}}},
+		{"/webhooks/inbound-sms", call{method: "PUT", path: "/webhooks/inbound-sms", token: a.apiKey, body: map[string]any{"webhooks": []any{}}}},
+		{"/webhooks/signing-secret/rotate", call{method: "POST", path: "/webhooks/signing-secret/rotate", token: a.apiKey}},
+		{"/billing/subscribe", call{method: "POST", path: "/billing/subscribe", token: a.apiKey, body: map[string]any{"plan_id": "starter"}}},
+	}
+	for _, w := range writes {
+		r := cf.check(w.op, w.c)
+		if r.Status != http.StatusServiceUnavailable || r.str("error") != "unavailable" {
+			t.Errorf("%s %s with the data file gone: %d %s, want 503 unavailable", w.c.method, w.c.path, r.Status, r.Raw)
 		}
 	}
 }
