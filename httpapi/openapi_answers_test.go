@@ -18,7 +18,9 @@ import (
 	"github.com/google/uuid"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/httpapi"
 	"github.com/simrelay/simrelay/internal/storetest"
+	"github.com/simrelay/simrelay/pacing"
 	"github.com/simrelay/simrelay/webhook/webhooktest"
 )
 
@@ -116,7 +118,15 @@ func (cf *conformance) hold(method, op string, r resp) {
 	}
 	ct := r.Header.Get("Content-Type")
 	mt, _, _ := strings.Cut(ct, ";")
-	media, ok := cm[strings.TrimSpace(mt)]
+	mt = strings.TrimSpace(mt)
+	media, ok := cm[mt]
+	if !ok {
+		// A media range: image/* or */*.
+		major, _, _ := strings.Cut(mt, "/")
+		if media, ok = cm[major+"/*"]; !ok {
+			media, ok = cm["*/*"]
+		}
+	}
 	if !ok {
 		cf.t.Errorf("%s with Content-Type %q; the document gives %v", where, ct, slices.Sorted(maps.Keys(cm)))
 		return
@@ -518,6 +528,9 @@ func TestOpenAPIAnswersConform(t *testing.T) {
 	cf.check("/device/media", call{method: "POST", path: "/device/media?key=cf-1%2F0", token: areg.DeviceToken, body: string(pngBytes), header: map[string]string{"Content-Type": "image/png"}})
 	cf.check("/device/media", call{method: "POST", path: "/device/media?key=cf-1%2F0", token: key, body: string(pngBytes), header: map[string]string{"Content-Type": "image/png"}})
 	cf.check("/media/{id}", call{method: "GET", path: "/media/" + up.str("id"), token: member})
+	in := waitAck(t, ag.Receive(proto.Inbound{ClientID: "cf-wa-2", Channel: "whatsapp", From: "+15557654321", To: waNumber, Message: "a photo", Media: []string{up.str("id")}}))
+	cf.check("/whatsapp/messages/{id}", call{method: "GET", path: "/whatsapp/messages/" + in.UUID, token: member})
+	cf.check("/media/{id}", call{method: "GET", path: "/media/" + up.str("id"), token: member})
 	cf.check("/media/{id}", call{method: "GET", path: "/media/" + up.str("id"), token: b.apiKey})
 	cf.check("/media/{id}", call{method: "GET", path: "/media/" + up.str("id"), token: member, header: map[string]string{"Range": "bytes=0-9"}})
 
@@ -619,6 +632,45 @@ func TestOpenAPIListsTheStoreOutage(t *testing.T) {
 		r := cf.check(w.op, w.c)
 		if r.Status != http.StatusServiceUnavailable || r.str("error") != "unavailable" {
 			t.Errorf("%s %s with the data file gone: %d %s, want 503 unavailable", w.c.method, w.c.path, r.Status, r.Raw)
+		}
+	}
+}
+
+// Past its rate limit every counted route answers 429 `rate_limited` with
+// Retry-After, before its credential, role or body is read: the document
+// lists that answer, and its headers, under each.
+func TestOpenAPIListsTheRateLimit(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *httpapi.Config) {
+		c.GeneralRate = pacing.Rate{Limit: 3, Window: time.Minute}
+		c.AuthRate = pacing.Rate{Limit: 3, Window: time.Minute}
+	})
+	cf := newConformance(t, e)
+	a := e.newCompany("Acme", "owner@acme.test")
+	for range 3 {
+		e.do(call{method: "GET", path: "/company", token: a.apiKey})
+	}
+	paths, _ := cf.doc["paths"].(map[string]any)
+	params := strings.NewReplacer("{id}", "1", "{code}", "ABCD2345", "{device_fingerprint}", "none", "{queueId}", "none",
+		"{number_id}", "wa_none", "{handle_id}", "im_none", "{phone}", "%2B15550100000", "{memberId}", "1")
+	for _, p := range slices.Sorted(maps.Keys(paths)) {
+		item, _ := paths[p].(map[string]any)
+		for _, m := range slices.Sorted(maps.Keys(item)) {
+			if m == "parameters" {
+				continue
+			}
+			method := strings.ToUpper(m)
+			c := call{method: method, path: params.Replace(p), token: a.apiKey}
+			if method == http.MethodPost || method == http.MethodPut || method == http.MethodPatch {
+				c.body = map[string]any{}
+			}
+			r := cf.check(p, c)
+			switch {
+			case r.Status == http.StatusTooManyRequests && r.str("error") == "rate_limited":
+			case p == "/healthz" || p == "/readyz" || p == "/metrics" || p == "/openapi.json":
+			default:
+				t.Errorf("%s %s past the limit: %d %s, want 429 rate_limited", method, p, r.Status, r.Raw)
+			}
 		}
 	}
 }
