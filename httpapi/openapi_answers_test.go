@@ -539,6 +539,47 @@ func TestOpenAPIAnswersConform(t *testing.T) {
 	cf.check("/mcp", call{method: "POST", path: "/mcp", token: member, header: mcpHeaders,
 		body: `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"curl","version":"1"}}}`})
 	cf.check("/mcp", call{method: "POST", path: "/mcp", token: member, header: mcpHeaders, body: `[]`})
+	// Each tool answers its route's JSON (docs/mcp.md): held to that route's schema.
+	tools := []struct {
+		name, args, method, op, schema string
+	}{
+		{"list_devices", `{}`, "GET", "/device/list", ""},
+		{"list_pools", `{}`, "GET", "/pools", ""},
+		{"list_conversations", `{"device_fingerprint":"cf-phone"}`, "GET", "/chat/conversations", ""},
+		{"read_conversation", `{"device_fingerprint":"cf-phone","phone":"+15550102000","limit":2}`, "GET", "/chat/messages", ""},
+		{"latest_inbound", `{"limit":2}`, "", "", "InboundSms"},
+		{"message_status", `{"id":"` + sent.str("queueId") + `"}`, "GET", "/chat/queue/{queueId}", ""},
+		{"message_status", `{"id":"` + ws.str("id") + `","channel":"whatsapp"}`, "GET", "/whatsapp/messages/{id}", ""},
+		{"send_sms", `{"device_fingerprint":"cf-phone","phone":"+15550102003","message":"by tool"}`, "POST", "/chat/send", ""},
+		{"send_imessage", `{"handle_id":"` + im + `","to":"bob@example.com","content":"by tool"}`, "POST", "/imessage/send", ""},
+	}
+	for i, tl := range tools {
+		r := e.do(call{method: "POST", path: "/mcp", token: member, header: mcpHeaders,
+			body: fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":%s}}`, i+10, tl.name, tl.args)})
+		var rpc struct {
+			Result struct {
+				Structured any  `json:"structuredContent"`
+				IsError    bool `json:"isError"`
+			} `json:"result"`
+		}
+		if err := json.Unmarshal(r.Raw, &rpc); err != nil || rpc.Result.IsError || rpc.Result.Structured == nil {
+			t.Errorf("MCP %s: %d %s", tl.name, r.Status, r.Raw)
+			continue
+		}
+		var schema any = map[string]any{"type": "object", "required": []any{"messages"}, "properties": map[string]any{
+			"messages": map[string]any{"type": "array", "items": map[string]any{"$ref": "#/components/schemas/" + tl.schema}}}}
+		if tl.op != "" {
+			status := "200"
+			if tl.op == "/imessage/send" {
+				status = "202"
+			}
+			schema, _ = lookupPath(cf.doc, "paths", tl.op, strings.ToLower(tl.method), "responses", status)
+			schema, _ = lookupPath(cf.resolve(schema), "content", "application/json", "schema")
+		}
+		if err := cf.match(schema, rpc.Result.Structured, "$"); err != nil {
+			t.Errorf("MCP %s answered not as %s %s does: %v", tl.name, tl.method, tl.op, err)
+		}
+	}
 
 	// Dashboard, analytics, billing, export.
 	cf.check("/dashboard/summary", call{method: "GET", path: "/dashboard/summary", token: member})
