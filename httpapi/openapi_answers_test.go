@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/google/uuid"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
@@ -404,8 +406,16 @@ func TestOpenAPIAnswersConform(t *testing.T) {
 	cf.check("/device/pairing/{code}/qr.png", call{method: "GET", path: "/device/pairing/" + pairing.str("pairing_code") + "/qr.png", token: member})
 	cf.check("/device/pairing/{code}/qr.png", call{method: "GET", path: "/device/pairing/ABCDEFGH/qr.png", token: member})
 	cf.check("/device/register", call{method: "POST", path: "/device/register", body: phonesRegisterBody("ABCDEFGH", "nobody")})
-	cf.check("/device/register", call{method: "POST", path: "/device/register", body: phonesRegisterBody(pairing.str("pairing_code"), "cf-spare")})
+	spare := cf.check("/device/register", call{method: "POST", path: "/device/register", body: phonesRegisterBody(pairing.str("pairing_code"), "cf-spare")})
 	cf.check("/device/ws", call{method: "GET", path: "/device/ws", token: "dt_nope"})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	link, res, err := websocket.Dial(ctx, e.wsURL(), &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + spare.str("device_token")}}})
+	cancel()
+	if err != nil {
+		t.Fatalf("the spare device's link: %v", err)
+	}
+	cf.hold("GET", "/device/ws", resp{Status: res.StatusCode, Header: res.Header})
+	link.CloseNow()
 	reg := e.pairPhone(key, "cf-phone")
 	vp := e.runPhone(reg, "BOTH", true)
 	areg := e.pairPhone(key, "cf-agent")
