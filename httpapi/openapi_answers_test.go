@@ -725,3 +725,76 @@ func TestOpenAPIListsTheRateLimit(t *testing.T) {
 		}
 	}
 }
+
+// The answers' optional parts, held as the walk holds the rest: a send
+// with a window, a priority and a validity; a failed send with its error;
+// a phone's health; an inbound message from a sender that is no number;
+// a webhook whose receiver fails (its attempts' errors and next attempts);
+// a company's own settings; a plan in its trial.
+func TestOpenAPIAnswersConformRich(t *testing.T) {
+	t.Parallel()
+	failing := webhooktest.NewReceiver(t, true, func(int, *http.Request, http.ResponseWriter) int { return http.StatusInternalServerError })
+	e := newWebhookEnv(t, whConfig(failing, time.Hour), roomy)
+	cf := newConformance(t, e)
+	a := e.newCompany("Acme", "owner@acme.test")
+	key := a.apiKey
+
+	e.want(cf.check("/company", call{method: "PATCH", path: "/company", token: key, body: map[string]any{"optOutKeywords": 0, "country": "gb", "state": "Kent", "region": "GB"}}), http.StatusOK, "")
+	cf.check("/company", call{method: "GET", path: "/company", token: key})
+	cf.check("/webhooks/inbound-sms", call{method: "PUT", path: "/webhooks/inbound-sms", token: key, body: map[string]any{"webhooks": []any{
+		map[string]any{"url": failing.URL + "/in", "active": 1, "devices": []string{"rich"}, "sims": []int{0}, "channels": []string{"sms"},
+			"events": []string{"sms.received", "message.failed", "device.online", "device.offline"}}}}})
+
+	reg := e.pairPhone(key, "rich")
+	battery, signal, charging := 12, 50, true
+	hp := e.healthPhone(reg, &proto.Health{Battery: &battery, Charging: &charging, Signal: &signal, Network: "lte",
+		SIMs: []proto.SIMHealth{{Slot: "SIM1", Operator: "Acme Mobile"}}})
+	cf.check("/company", call{method: "PATCH", path: "/company", token: key, body: map[string]any{"emailDevice": "rich"}})
+	cf.check("/device/list", call{method: "GET", path: "/device/list", token: key})
+	cf.check("/chat/devices", call{method: "GET", path: "/chat/devices", token: key})
+	cf.check("/device/{device_fingerprint}", call{method: "PATCH", path: "/device/rich", token: key, body: map[string]any{"selected_sim": "SIM1", "sms_per_minute": 5}})
+
+	held := cf.check("/chat/send", call{method: "POST", path: "/chat/send", token: key, body: map[string]any{"device_fingerprint": "rich",
+		"phone": "+447400123456", "message": "windowed €", "priority": 7, "validity": 3600,
+		"window": map[string]any{"days": []string{"sat"}, "from": "23:00", "to": "23:30", "time_zone": "Europe/London"}}})
+	cf.check("/chat/queue/{queueId}", call{method: "GET", path: "/chat/queue/" + held.str("queueId"), token: key})
+	sent := cf.check("/chat/send", call{method: "POST", path: "/chat/send", token: key, body: map[string]any{"device_fingerprint": "rich",
+		"phone": "07400 123457", "message": "to fail", "expires_at": e.clock.Now().Add(2 * time.Hour).Format(time.RFC3339)}})
+	qid := sent.str("queueId")
+	e.eventually("the phone takes the send", func() bool {
+		r := e.do(call{method: "GET", path: "/chat/queue/" + qid, token: key})
+		return r.str("status") == "sending"
+	})
+	hp.Report(qid, proto.StatusFailed, "generic failure")
+	e.waitStatus(key, qid, "failed")
+	cf.check("/chat/queue/{queueId}", call{method: "GET", path: "/chat/queue/" + qid, token: key})
+	waitAck(t, hp.Receive(proto.Inbound{ClientID: "rich-1", From: "BANK", Message: "your code", SIMSlot: "SIM1"}))
+	waitAck(t, hp.Receive(proto.Inbound{ClientID: "rich-2", From: "+447400123457", Message: "STOP", SIMSlot: "SIM1"}))
+	cf.check("/chat/messages", call{method: "GET", path: "/chat/messages?device_fingerprint=rich&phone=%2B447400123457", token: key})
+	cf.check("/chat/messages", call{method: "GET", path: "/chat/messages?device_fingerprint=rich&phone=BANK", token: key})
+	cf.check("/chat/messages", call{method: "GET", path: "/chat/messages?device_fingerprint=rich&phone=%2B447400123457&page=9", token: key})
+	cf.check("/chat/conversations", call{method: "GET", path: "/chat/conversations?device_fingerprint=rich", token: key})
+	cf.check("/automation/inbound-sms", call{method: "GET", path: "/automation/inbound-sms?device_fingerprint=rich&sim_slot=SIM1", token: key})
+	cf.check("/automation/latest-sms", call{method: "GET", path: "/automation/latest-sms", token: key})
+	cf.check("/opt-outs", call{method: "GET", path: "/opt-outs", token: key})
+
+	e.eventually("a failed attempt is logged", func() bool {
+		for _, at := range e.whLog(key, "") {
+			if at.State == "pending" && at.NextAttemptAt != nil && at.StatusCode != nil {
+				return true
+			}
+		}
+		return false
+	})
+	cf.check("/webhooks/deliveries", call{method: "GET", path: "/webhooks/deliveries?limit=5", token: key})
+	cf.check("/webhooks/inbound-sms", call{method: "GET", path: "/webhooks/inbound-sms", token: key})
+
+	cf.check("/billing/subscribe", call{method: "POST", path: "/billing/subscribe", token: key, body: map[string]any{"plan_id": "pro"}})
+	cf.check("/billing/subscription", call{method: "GET", path: "/billing/subscription", token: key})
+	cf.check("/dashboard/summary", call{method: "GET", path: "/dashboard/summary", token: key})
+	cf.check("/analytics", call{method: "GET", path: "/analytics?devices=rich&from=2026-11-01&to=2026-11-30", token: key})
+	cf.check("/analytics/devices", call{method: "GET", path: "/analytics/devices", token: key})
+	cf.check("/company/export", call{method: "GET", path: "/company/export", token: key})
+	hp.stop()
+	cf.check("/device/list", call{method: "GET", path: "/device/list", token: key})
+}
