@@ -684,6 +684,9 @@ func TestOpenAPIListsTheStoreOutage(t *testing.T) {
 		if r.Status != http.StatusServiceUnavailable || r.str("error") != "unavailable" {
 			t.Errorf("%s %s with the data file gone: %d %s, want 503 unavailable", w.c.method, w.c.path, r.Status, r.Raw)
 		}
+		if r.Header.Get("RateLimit-Remaining") == "" || r.Header.Get("Retry-After") == "" {
+			t.Errorf("%s %s with the data file gone: headers %v, want RateLimit-* and Retry-After", w.c.method, w.c.path, r.Header)
+		}
 	}
 }
 
