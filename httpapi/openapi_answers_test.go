@@ -148,6 +148,22 @@ func (cf *conformance) hold(method, op string, r resp) {
 	if err := cf.match(schema, body, "$"); err != nil {
 		cf.t.Errorf("%s not as the document says: %v\n%.600s", where, err, r.Raw)
 	}
+	// A refusal's code is one the document shows under that status.
+	if obj, ok := body.(map[string]any); ok && r.Status >= 400 {
+		code, _ := obj["error"].(string)
+		examples, _ := lookupPath(media, "examples")
+		em, _ := examples.(map[string]any)
+		var codes []string
+		for _, ex := range em {
+			v, _ := lookupPath(cf.resolve(ex), "value", "error")
+			if c, ok := v.(string); ok {
+				codes = append(codes, c)
+			}
+		}
+		if len(codes) > 0 && !slices.Contains(codes, code) {
+			cf.t.Errorf("%s %s; the document shows %v under %d", where, code, codes, r.Status)
+		}
+	}
 }
 
 // resolve follows $ref.
