@@ -29,9 +29,12 @@ type answerCache struct {
 }
 
 // answerKey names an analytics request of a company: its range and its
-// filters as the client wrote them.
+// filters as the client wrote them, joined with NUL, which no query value
+// holds (refuseUnstorable): a separator a filter may hold ("|") let
+// users=1|x name the answer of users=1 and devices=x|, and so be answered
+// before its filter was read.
 func answerKey(company uint64, from, to, users, devices string) string {
-	return strconv.FormatUint(company, 10) + "|" + from + "|" + to + "|" + users + "|" + devices
+	return strconv.FormatUint(company, 10) + "\x00" + from + "\x00" + to + "\x00" + users + "\x00" + devices
 }
 
 // get returns the answer kept for key at generation gen, nil when none is.

@@ -80,7 +80,7 @@ func (s *Server) login(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, sessionOut(sess))
+	return sessionAnswer(c, sess)
 }
 
 func (s *Server) refresh(c echo.Context) error {
@@ -94,6 +94,13 @@ func (s *Server) refresh(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	return sessionAnswer(c, sess)
+}
+
+// sessionAnswer is the answer of login and refresh: tokens, which no cache
+// in between may keep (no-store, as RFC 6749 5.1 asks of token answers).
+func sessionAnswer(c echo.Context, sess account.Session) error {
+	c.Response().Header().Set("Cache-Control", "no-store")
 	return c.JSON(http.StatusOK, sessionOut(sess))
 }
 

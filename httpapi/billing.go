@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -36,14 +37,19 @@ func (s *Server) subscribe(c echo.Context) error {
 		return errNoBilling
 	}
 	var in struct {
-		PlanID    string `json:"plan_id"`
-		SkipTrial bool   `json:"skip_trial"`
+		PlanID string `json:"plan_id"`
+		// SkipTrial is a boolean input: true/false or 1/0 (settingBool).
+		SkipTrial json.RawMessage `json:"skip_trial"`
 	}
 	if err := bind(c, &in); err != nil {
 		return err
 	}
+	skip, err := settingBool(in.SkipTrial, "skip_trial")
+	if err != nil {
+		return err
+	}
 	p := principal(c)
-	out, err := s.deps.Billing.Subscribe(c.Request().Context(), billing.SubscribeInput{CompanyID: p.CompanyID, PlanID: in.PlanID, SkipTrial: in.SkipTrial})
+	out, err := s.deps.Billing.Subscribe(c.Request().Context(), billing.SubscribeInput{CompanyID: p.CompanyID, PlanID: in.PlanID, SkipTrial: skip != nil && *skip})
 	if err != nil {
 		return err
 	}

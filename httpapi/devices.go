@@ -162,6 +162,8 @@ func (s *Server) createPairing(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	// The code is a credential (POST /device/register takes it), as its QR image is.
+	c.Response().Header().Set("Cache-Control", "no-store")
 	return c.JSON(http.StatusCreated, map[string]string{"pairing_code": pr.Code, "pairing_uri": pr.URI, "expires_at": ts(pr.ExpiresAt)})
 }
 

@@ -159,6 +159,7 @@ func newBillingEnv(t testing.TB, sopt storetest.Options, wcfg webhook.Config, bc
 	cfg := httpapi.Config{
 		GeneralRate: pacing.Rate{Limit: 100, Window: time.Minute},
 		AuthRate:    pacing.Rate{Limit: 15, Window: 15 * time.Minute},
+		PublicURL:   publicURL,
 	}
 	for _, o := range opts {
 		o(&cfg)

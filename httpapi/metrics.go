@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"net/http"
 	"strconv"
 	"time"
 
@@ -34,6 +35,21 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 }
 
 func (m *metrics) observe(method, route string, status int, d time.Duration) {
+	method = metricMethod(method)
 	m.requests.WithLabelValues(route, method, strconv.Itoa(status)).Inc()
 	m.latency.WithLabelValues(route, method).Observe(d.Seconds())
+}
+
+// metricMethod is the method label of a request: its method when HTTP
+// defines it, OTHER for any other. net/http takes any token as a method,
+// and each label is a counter and a histogram kept as long as the process
+// runs, so a client making up methods (on /healthz, which counts toward no
+// limit, as fast as it liked) would add series without end.
+func metricMethod(method string) string {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return method
+	}
+	return "OTHER"
 }

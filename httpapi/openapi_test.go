@@ -167,13 +167,17 @@ func TestOpenAPIDocument(t *testing.T) {
 		if !success {
 			t.Errorf("%s has no 2xx response (nor a 101 protocol switch)", key)
 		}
-		// A server fault (a store that fails, a disk that is full) can meet
-		// every route but the probes, which answer as they are: each lists
-		// the one 500 answer, as the others do.
+		// A server fault can meet every route but the probes, which answer
+		// as they are: each lists the one 500 answer, as the others do; and
+		// so can a store that takes nothing now (a full disk, a database
+		// out of reach), whose 503 each lists too.
 		tags, _ := op["tags"].([]any)
 		if !slices.Contains(tags, any("Probes")) {
 			if r, _ := responses["500"].(map[string]any); r["$ref"] != "#/components/responses/InternalError" {
 				t.Errorf("%s does not list 500 as #/components/responses/InternalError", key)
+			}
+			if _, ok := responses["503"].(map[string]any); !ok {
+				t.Errorf("%s does not list 503 (#/components/responses/ServiceUnavailable)", key)
 			}
 		}
 

@@ -2,7 +2,10 @@ package httpapi
 
 import (
 	_ "embed"
+	"encoding/json"
+	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -41,7 +44,27 @@ func (s *Server) metricsPage(c echo.Context) error {
 }
 
 func (s *Server) openapi(c echo.Context) error {
-	return c.Blob(http.StatusOK, "application/json", openAPIDoc)
+	return c.Blob(http.StatusOK, "application/json", s.openAPI)
+}
+
+// servedOpenAPI is the document with publicURL as its one server, so that
+// a client generated from the served document, or a page that tries its
+// operations, calls the server it came from; the embedded document as it
+// is when publicURL is empty.
+func servedOpenAPI(publicURL string) ([]byte, error) {
+	if publicURL == "" {
+		return openAPIDoc, nil
+	}
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(openAPIDoc, &doc); err != nil {
+		return nil, fmt.Errorf("httpapi: openapi.json: %w", err)
+	}
+	servers, err := json.Marshal([]map[string]string{{"url": strings.TrimSuffix(publicURL, "/"), "description": "This server (its `--public-url`)."}})
+	if err != nil {
+		return nil, err
+	}
+	doc["servers"] = servers
+	return json.Marshal(doc)
 }
 
 func (s *Server) console(c echo.Context) error {

@@ -44,6 +44,10 @@ type Config struct {
 	// MaxAddresses bounds the client addresses each rate limit tracks
 	// (pacing.DefaultMaxKeys when zero); see Server.general.
 	MaxAddresses int
+	// PublicURL is the server's address as clients reach it (--public-url):
+	// the served OpenAPI document names it as its server. Empty keeps the
+	// document's default, the default listen address.
+	PublicURL string
 }
 
 // Backuper is the part of the store the API needs beyond the domain services:
@@ -157,6 +161,8 @@ type Server struct {
 	answers answerCache
 	// readiness is what /readyz last found, for its log (readiness.go).
 	readiness readiness
+	// openAPI is the document GET /openapi.json serves (servedOpenAPI).
+	openAPI []byte
 }
 
 // New builds the API and its route table.
@@ -174,6 +180,11 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		backups: make(chan struct{}, cfg.Backup.AtOnce),
 		exports: map[uint64]int{},
 	}
+	doc, err := servedOpenAPI(cfg.PublicURL)
+	if err != nil {
+		return nil, err
+	}
+	s.openAPI = doc
 	if err := s.newLimiters(); err != nil {
 		return nil, fmt.Errorf("httpapi: rate limits: %w", err)
 	}

@@ -1,7 +1,9 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 
@@ -48,17 +50,18 @@ func webhooksOut(entries []store.WebhookEntry) []webhookJSON {
 	return out
 }
 
-// webhookInJSON is one entry of a PUT; its fields match webhook.EntryInput.
+// webhookInJSON is one entry of a PUT. Active is a boolean input, which
+// takes 1 and 0 as well as true and false (settingBool).
 type webhookInJSON struct {
-	ID        *int64   `json:"id"`
-	URL       string   `json:"url"`
-	Active    *bool    `json:"active"`
-	Devices   []string `json:"devices"`
-	SIMs      []int    `json:"sims"`
-	Channels  []string `json:"channels"`
-	WANumbers []string `json:"wa_numbers"`
-	IMHandles []string `json:"im_handles"`
-	Events    []string `json:"events"`
+	ID        *int64          `json:"id"`
+	URL       string          `json:"url"`
+	Active    json.RawMessage `json:"active"`
+	Devices   []string        `json:"devices"`
+	SIMs      []int           `json:"sims"`
+	Channels  []string        `json:"channels"`
+	WANumbers []string        `json:"wa_numbers"`
+	IMHandles []string        `json:"im_handles"`
+	Events    []string        `json:"events"`
 }
 
 func (s *Server) getWebhooks(c echo.Context) error {
@@ -82,7 +85,12 @@ func (s *Server) putWebhooks(c echo.Context) error {
 		entries = make([]webhook.EntryInput, len(body.Webhooks))
 	}
 	for i, in := range body.Webhooks {
-		entries[i] = webhook.EntryInput(in)
+		active, err := settingBool(in.Active, fmt.Sprintf("webhooks[%d].active", i))
+		if err != nil {
+			return err
+		}
+		entries[i] = webhook.EntryInput{ID: in.ID, URL: in.URL, Active: active, Devices: in.Devices, SIMs: in.SIMs,
+			Channels: in.Channels, WANumbers: in.WANumbers, IMHandles: in.IMHandles, Events: in.Events}
 	}
 	stored, err := s.deps.Webhooks.Replace(c.Request().Context(), principal(c).CompanyID, entries)
 	if err != nil {

@@ -252,6 +252,11 @@ func TestQuickStart(t *testing.T) {
 	if code, body := get(t, srv.url+"/metrics", ""); code != 200 || !strings.Contains(string(body), "go_goroutines") || !strings.Contains(string(body), "simrelay_http_requests_total") {
 		t.Fatalf("GET /metrics: got %d, want request and Go runtime metrics", code)
 	}
+	// The served OpenAPI document names this server (its --public-url,
+	// here the listen address) for clients generated from it.
+	if code, body := get(t, srv.url+"/openapi.json", ""); code != 200 || !strings.Contains(string(body), `"url":"`+srv.url+`"`) {
+		t.Fatalf("GET /openapi.json: got %d, want its servers to name %s", code, srv.url)
+	}
 	res, err := http.Post(srv.url+"/auth/login", "application/json", strings.NewReader(`{"email":"you@example.com","password":"Change-me-123"}`))
 	if err != nil {
 		t.Fatal(err)
