@@ -298,8 +298,9 @@ func (s *Store) updateDeviceTx(name string, find func(*bolt.Tx) (Device, error),
 }
 
 // DeleteDevice removes the company's device with this fingerprint, revokes
-// its token, fails its queued and sending messages (error device_deleted)
-// and clears the company's e-mail device when it is this one, in one
+// its token, fails its scheduled, queued and sending messages (error
+// device_deleted; an agent's queued sends are its number's, in the number's
+// queue, and wait for the next agent that announces it) and clears the company's e-mail device when it is this one, in one
 // transaction. Its history keeps its id, which no later registration of
 // the fingerprint gets. Another company's device is ErrNotFound.
 func (s *Store) DeleteDevice(companyID uint64, fingerprint string, now time.Time) (Device, error) {

@@ -564,15 +564,66 @@ func (s *Store) MessageByUUID(companyID uint64, uuid string) (Message, error) {
 
 // PruneIdempotency drops idempotency answers older than cutoff.
 func (s *Store) PruneIdempotency(cutoff time.Time) (int, error) {
-	n := 0
-	err := s.update(func(tx *bolt.Tx) error {
-		var err error
-		n, err = deleteWhere(tx.Bucket(bucketIdempotency), func(_, v []byte) (bool, error) {
-			var rec Idempotent
-			err := jsonUnmarshal(v, &rec)
-			return err == nil && rec.CreatedAt.Before(cutoff), err
+	return s.pruneIdempotency(cutoff, pruneIdempotencyBatch)
+}
+
+// pruneIdempotencyBatch bounds the answers one transaction of
+// PruneIdempotency reads. The answers are keyed by company, route and key,
+// not by time, so a prune reads a day's worth of them; in one transaction
+// it held every other write (sends, reports, inbound messages) back until
+// it had read them all, seconds for a few hundred thousand keyed sends. In
+// transactions of this many, the group commit's writes go between them.
+const pruneIdempotencyBatch = 10000
+
+// pruneIdempotency is PruneIdempotency in transactions that each read at
+// most batch answers, from where the last one stopped. An answer kept
+// meanwhile is a new one, which the prune would keep anyway.
+func (s *Store) pruneIdempotency(cutoff time.Time, batch int) (int, error) {
+	n, batch := 0, max(batch, 1)
+	var from []byte // the first key the next transaction reads; nil: the bucket's first
+	for {
+		dropped := 0
+		var next []byte
+		err := s.update(func(tx *bolt.Tx) error {
+			dropped, next = 0, nil
+			c := tx.Bucket(bucketIdempotency).Cursor()
+			k, v := c.First()
+			if from != nil {
+				k, v = c.Seek(from)
+			}
+			for read := 0; k != nil; read++ {
+				if read == batch {
+					next = bytes.Clone(k)
+					return nil
+				}
+				// Only the time is read: the answer's body is most of it.
+				var rec struct {
+					CreatedAt time.Time `json:"created_at"`
+				}
+				if err := jsonUnmarshal(v, &rec); err != nil {
+					return fmt.Errorf("idempotency answer %x: %w", k, err)
+				}
+				if !rec.CreatedAt.Before(cutoff) {
+					k, v = c.Next()
+					continue
+				}
+				// Re-seated after each delete, as bbolt wants when deleting
+				// while iterating (deleteWhere).
+				if err := c.Delete(); err != nil {
+					return err
+				}
+				dropped++
+				k, v = c.Seek(k)
+			}
+			return nil
 		})
-		return err
-	})
-	return n, err
+		if err != nil {
+			return n, fmt.Errorf("store: prune idempotency answers: %w", err)
+		}
+		n += dropped
+		if next == nil {
+			return n, nil
+		}
+		from = next
+	}
 }

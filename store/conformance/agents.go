@@ -35,6 +35,9 @@ type AgentsStore interface {
 	DashboardSummary(companyID uint64, from, to time.Time, limit int) (store.Summary, error)
 	AgentSendTimes(companyID, numberID uint64, since time.Time) ([]time.Time, error)
 	PruneAgentSends(cutoff time.Time) (int, error)
+	Transition(companyID, deviceID uint64, uuid, status, errText, statusAt string, now time.Time) (store.Message, bool, error)
+	DeleteDevice(companyID uint64, fingerprint string, now time.Time) (store.Device, error)
+	MessageByUUID(companyID uint64, uuid string) (store.Message, error)
 }
 
 // Agents runs the suite of the agent channels (WhatsApp, iMessage).
@@ -50,6 +53,7 @@ func Agents(t *testing.T, open Opener[AgentsStore]) {
 	t.Run("EnqueueIdempotent", func(t *testing.T) { t.Parallel(); enqueueAgentIdempotent(t, open(t)) })
 	t.Run("EnqueueVetExact", func(t *testing.T) { t.Parallel(); enqueueAgentVetExact(t, open(t)) })
 	t.Run("Pending", func(t *testing.T) { t.Parallel(); agentPending(t, open(t)) })
+	t.Run("AgentDeleted", func(t *testing.T) { t.Parallel(); agentDeleted(t, open(t)) })
 	t.Run("Inbound", func(t *testing.T) { t.Parallel(); agentInbound(t, open(t)) })
 	t.Run("InboundHolder", func(t *testing.T) { t.Parallel(); agentInboundHolder(t, open(t)) })
 	t.Run("InboundOnceConcurrent", func(t *testing.T) { t.Parallel(); agentInboundOnceConcurrent(t, open(t)) })
@@ -590,6 +594,37 @@ func agentPending(t *testing.T, s AgentsStore) {
 	}
 	if got, _ := s.AgentPending(a.ID, d1.ID, x.ID, 0, 10); len(got) != 0 {
 		t.Fatalf("the number's former agent: %v, want nothing", msgIDs(got))
+	}
+}
+
+// agentDeleted: deleting the agent fails the sends it had acked
+// (device_deleted); the number's queued sends wait for the next agent that
+// announces it (docs/api.md), which then reads them as its own.
+func agentDeleted(t *testing.T, s AgentsStore) {
+	a, _ := Company(t, s)
+	d1 := Device(t, s, a.ID, newFingerprint())
+	x := announce(t, s, d1, store.ChannelNameWhatsApp, T0, waX)[0]
+	acked := enqueueAt(t, s, agentSend(a.ID, x, "acked"), T0)
+	queued := enqueueAt(t, s, agentSend(a.ID, x, "queued"), T0.Add(time.Second))
+	if _, _, err := s.Transition(a.ID, d1.ID, acked.UUID, store.MsgSending, "", "", T0.Add(2*time.Second)); err != nil {
+		t.Fatalf("ack: %v", err)
+	}
+	if _, err := s.DeleteDevice(a.ID, d1.Fingerprint, T0.Add(time.Minute)); err != nil {
+		t.Fatalf("delete the agent: %v", err)
+	}
+	if m, err := s.MessageByUUID(a.ID, acked.UUID); err != nil || m.Status != store.MsgFailed || m.Error != "device_deleted" {
+		t.Fatalf("the acked send after its agent's deletion: %s %q (%v), want failed device_deleted", m.Status, m.Error, err)
+	}
+	if m, err := s.MessageByUUID(a.ID, queued.UUID); err != nil || m.Status != store.MsgQueued {
+		t.Fatalf("the queued send after its agent's deletion: %s %q (%v), want queued, waiting for the next agent", m.Status, m.Error, err)
+	}
+	d2 := Device(t, s, a.ID, newFingerprint())
+	announce(t, s, d2, store.ChannelNameWhatsApp, T0.Add(time.Hour), waX)
+	if got, err := s.AgentPending(a.ID, d2.ID, x.ID, 0, 10); err != nil || !slices.Equal(msgIDs(got), []uint64{queued.ID}) {
+		t.Fatalf("the number's next agent reads %v (%v), want the queued send %d", msgIDs(got), err, queued.ID)
+	}
+	if _, _, err := s.Transition(a.ID, d2.ID, queued.UUID, store.MsgSent, "", "", T0.Add(2*time.Hour)); err != nil {
+		t.Fatalf("the next agent's report: %v", err)
 	}
 }
 

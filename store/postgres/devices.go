@@ -140,7 +140,7 @@ func (s *Store) updateDevice(name string, find func(*txn) (store.Device, error),
 
 // DeleteDevice removes the company's device with this fingerprint, revokes
 // its token, fails its scheduled, queued and sending messages (error
-// device_deleted), takes it out of its company's pools and clears the
+// device_deleted; an agent's queued sends stay their number's), takes it out of its company's pools and clears the
 // company's e-mail device when it is this one, in one transaction. Its
 // history keeps its id, which no later registration of the fingerprint
 // gets. Another company's device is ErrNotFound.
@@ -159,6 +159,7 @@ func (s *Store) DeleteDevice(companyID uint64, fingerprint string, now time.Time
 		b.Queue(`SELECT m.id FROM messages m JOIN devices d ON d.id = m.device_id
 			WHERE d.company_id = $1 AND d.fingerprint = $2 AND d.deleted_at IS NULL
 				AND m.company_id = $1 AND m.status IN ('scheduled', 'queued', 'sending')
+				AND NOT (m.status = 'queued' AND m.number_id IS NOT NULL)
 			ORDER BY m.id FOR UPDATE OF m`, id(companyID), fingerprint)
 		b.Queue(`SELECT p.id FROM pools p JOIN devices d ON p.rec->'members' @> jsonb_build_array(jsonb_build_object('device_id', d.id))
 			WHERE d.company_id = $1 AND d.fingerprint = $2 AND d.deleted_at IS NULL AND p.company_id = $1
@@ -215,12 +216,15 @@ func (s *Store) DeleteDevice(companyID uint64, fingerprint string, now time.Time
 
 // failDeviceMessages fails the deleted device's messages that have not
 // gone out (scheduled, queued, held or sending), counting each and writing
-// its status event.
+// its status event. A WhatsApp or iMessage send still queued is its
+// number's, not the agent's: it waits for the next agent that announces
+// the number (docs/api.md); only those the agent had acked fail.
 func (s *Store) failDeviceMessages(t *txn, d store.Device, now time.Time) error {
 	// The statuses are written out, as messages_unfinished (0010) lists
 	// them, so that the planner reads that index, not the device's history.
 	msgs, err := getRecs[store.Message](t, `SELECT rec FROM messages
-		WHERE company_id = $1 AND device_id = $2 AND status IN ('scheduled', 'queued', 'sending') ORDER BY id FOR UPDATE`,
+		WHERE company_id = $1 AND device_id = $2 AND status IN ('scheduled', 'queued', 'sending')
+			AND NOT (status = 'queued' AND number_id IS NOT NULL) ORDER BY id FOR UPDATE`,
 		id(d.CompanyID), id(d.ID))
 	if err != nil {
 		return err

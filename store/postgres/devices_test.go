@@ -77,7 +77,8 @@ func TestDeleteDeviceReadsTheUnfinishedOnly(t *testing.T) {
 	var plan string
 	if err := s.read("plan", func(t *txn) error {
 		rows, err := t.query(`EXPLAIN SELECT rec FROM messages
-			WHERE company_id = $1 AND device_id = $2 AND status IN ('scheduled', 'queued', 'sending') ORDER BY id`, id(c.ID), id(d.ID))
+			WHERE company_id = $1 AND device_id = $2 AND status IN ('scheduled', 'queued', 'sending')
+				AND NOT (status = 'queued' AND number_id IS NOT NULL) ORDER BY id`, id(c.ID), id(d.ID))
 		if err != nil {
 			return err
 		}
