@@ -36,7 +36,9 @@ is one process's at a time, so its server must be stopped; a running
 server's store is refused within 2 seconds. Back up a running server with
 GET /admin/backup instead. Only create-company and restore start a new
 store; the others refuse a --data-dir that holds none, and a database
-without simrelay's schema (create-company creates it).
+without simrelay's schema (create-company creates it). Ctrl-C stops a
+command where it is, as a kill does: each of its writes is whole or
+not made.
 
 A store in PostgreSQL (--database-url, or SIMRELAY_DATABASE_URL) is shared:
 the commands run beside its servers, each in its own transactions. Back it

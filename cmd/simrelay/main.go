@@ -19,11 +19,22 @@ import (
 var version = ""
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := context.Background(), func() {}
+	if len(os.Args) > 1 && stopsInOrder[os.Args[1]] {
+		ctx, stop = signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	}
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
+
+// stopsInOrder are the commands that hear SIGINT and SIGTERM and stop in
+// their own order (serve finishes its requests, the virtual phone closes
+// its link, bench stops its servers). The others, admin's, are ended by
+// either signal where they are, as by a kill, which each is built to
+// survive: a caught signal they never looked at left a restore or a
+// copy-store that the operator stopped running on to its end.
+var stopsInOrder = map[string]bool{"serve": true, "phone": true, "bench": true}
 
 const usage = `simrelay turns your own phones into a messaging gateway: SMS, and WhatsApp and iMessage through agents.
 
