@@ -231,6 +231,17 @@ func adminBackup(args []string, stdout, stderr io.Writer) error {
 	if file == "" {
 		return usageError{errors.New("name the FILE to write")}
 	}
+	// FILE is checked before the copy is made, which would then fail its
+	// rename (a directory) or its creation (a directory not there), naming
+	// the temporary copy rather than FILE.
+	if fi, err := os.Stat(file); err == nil && fi.IsDir() {
+		return usageError{fmt.Errorf("%s is a directory: name the file to write, such as %s; nothing was written", file, filepath.Join(file, "simrelay-backup.db"))}
+	}
+	if fi, err := os.Stat(filepath.Dir(file)); err != nil {
+		return fmt.Errorf("the directory of %s: %w; nothing was written", file, err)
+	} else if !fi.IsDir() {
+		return fmt.Errorf("the directory of %s: %s is not a directory; nothing was written", file, filepath.Dir(file))
+	}
 	st, err := openStore(where.dataDir, boltstore.Options{ReadOnly: true})
 	if errors.Is(err, boltstore.ErrLocked) {
 		return fmt.Errorf("%w; or fetch a copy from the running server: GET /admin/backup with its --admin-token", err)
