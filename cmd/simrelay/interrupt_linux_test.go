@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -144,5 +147,49 @@ func TestCopyStoreStopsAtCtrlC(t *testing.T) {
 	}
 	if n := pgCompanies(t, url); n != 0 {
 		t.Errorf("%d companies in the database after the copy was stopped, want none", n)
+	}
+}
+
+// A second signal ends a server whose stop is held up, at once, as a kill
+// does: the first one's shutdown waits for what it finishes (here a request
+// whose body never ends, up to a --shutdown-timeout of 10 minutes; a
+// sweep's prune on PostgreSQL, up to 10 minutes too), and further signals
+// went unheard.
+func TestServeEndsAtASecondSignal(t *testing.T) {
+	t.Parallel()
+	bin := buildBinary(t)
+	st := newTestStore(t)
+	key := createCompany(t, bin, st)
+	srv := startServer(t, bin, st, "--shutdown-timeout", "10m")
+	conn, err := net.Dial("tcp", strings.TrimPrefix(srv.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// A send whose body stops half way: the server waits for the rest.
+	if _, err := fmt.Fprintf(conn, "POST /chat/send HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"phone\":", key); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = srv.cmd.Wait(); close(done) }()
+	if err := srv.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, "the server shuts down", func() bool { return strings.Contains(srv.stderr.String(), `msg="shutting down"`) })
+	select {
+	case <-done:
+		t.Fatalf("the server stopped with a request in flight: %s\n%s", srv.cmd.ProcessState, srv.stderr.String())
+	default:
+	}
+	if err := srv.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the server still runs 20 s after a second signal:\n%s", srv.stderr.String())
+	}
+	if !endedBy(srv.cmd, syscall.SIGINT) {
+		t.Errorf("the server after a second signal: %s, want it ended by the signal", srv.cmd.ProcessState)
 	}
 }
