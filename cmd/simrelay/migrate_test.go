@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/simrelay/simrelay/internal/poll"
 	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/internal/syncbuf"
 	"github.com/simrelay/simrelay/store/boltstore"
@@ -75,6 +76,8 @@ func TestServeSaysItMigratesTheStore(t *testing.T) {
 	t.Parallel()
 	dir := v1StoreDir(t)
 	srv := startServer(t, buildBinary(t), testStore{dir: dir})
+	// The listening line on stdout can come before the log's on stderr.
+	poll.Until(t, "the log's listening line", func() bool { return strings.Contains(srv.stderr.String(), `msg="simrelay listening"`) })
 	logs := srv.stderr.String()
 	want := []string{`msg="migrating the data file to this build's schema; a stop resumes it at the next start"`, "from=1", "to=" + strconv.FormatUint(boltstore.SchemaVersion(), 10), `msg="the data file is migrated"`, "took="}
 	for _, w := range want {
