@@ -41,6 +41,11 @@ var uncounted = map[string]bool{"/healthz": true, "/readyz": true, "/metrics": t
 	// The console's stylesheet, script and icons: fixed public files, like the documents.
 	"/console/static/*": true, "/favicon.ico": true}
 
+// secretPaths are the routes whose path carries a credential, with the
+// path the request log shows instead: a pairing code pairs a phone into
+// its company (whose sends that phone then gets) until it expires.
+var secretPaths = map[string]string{"/device/pairing/:code/qr.png": "/device/pairing/xxxxx/qr.png"}
+
 // authScope are the credential routes limited per client IP on top of the general limit.
 var authScope = map[string]bool{
 	"/auth/login": true, "/auth/refresh": true, "/auth/signup": true, "/auth/verify-email": true,
@@ -73,8 +78,12 @@ func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 			// path is logged escaped, as asked where canonicalPath kept
 			// it (an encoded slash, refused): decoded, /a%2Fb would read
 			// as /a/b, a path that was not asked.
+			asked := c.Request().URL.EscapedPath()
+			if masked, ok := secretPaths[route]; ok {
+				asked = masked
+			}
 			s.deps.Logger.LogAttrs(context.Background(), slog.LevelInfo, "request",
-				slog.String("method", c.Request().Method), slog.String("path", c.Request().URL.EscapedPath()),
+				slog.String("method", c.Request().Method), slog.String("path", asked),
 				slog.Int("status", status), slog.Float64("duration_ms", float64(d.Microseconds())/1000),
 				slog.String("ip", c.RealIP()))
 		}

@@ -36,7 +36,9 @@ is one process's at a time, so its server must be stopped; a running
 server's store is refused within 2 seconds. Back up a running server with
 GET /admin/backup instead. Only create-company and restore start a new
 store; the others refuse a --data-dir that holds none, and a database
-without simrelay's schema (create-company creates it).
+without simrelay's schema (create-company creates it). Ctrl-C stops a
+command where it is, as a kill does: each of its writes is whole or
+not made.
 
 A store in PostgreSQL (--database-url, or SIMRELAY_DATABASE_URL) is shared:
 the commands run beside its servers, each in its own transactions. Back it
@@ -228,6 +230,17 @@ func adminBackup(args []string, stdout, stderr io.Writer) error {
 	}
 	if file == "" {
 		return usageError{errors.New("name the FILE to write")}
+	}
+	// FILE is checked before the copy is made, which would then fail its
+	// rename (a directory) or its creation (a directory not there), naming
+	// the temporary copy rather than FILE.
+	if fi, err := os.Stat(file); err == nil && fi.IsDir() {
+		return usageError{fmt.Errorf("%s is a directory: name the file to write, such as %s; nothing was written", file, filepath.Join(file, "simrelay-backup.db"))}
+	}
+	if fi, err := os.Stat(filepath.Dir(file)); err != nil {
+		return fmt.Errorf("the directory of %s: %w; nothing was written", file, err)
+	} else if !fi.IsDir() {
+		return fmt.Errorf("the directory of %s: %s is not a directory; nothing was written", file, filepath.Dir(file))
 	}
 	st, err := openStore(where.dataDir, boltstore.Options{ReadOnly: true})
 	if errors.Is(err, boltstore.ErrLocked) {

@@ -106,7 +106,8 @@ func openBackend(ctx context.Context, c storeConfig) (backend, error) {
 	if c.existing {
 		return openStore(c.dataDir, opt)
 	}
-	return boltstore.Open(c.dataDir, opt)
+	// A stop (ctx) during a migration of the store stops it between two steps.
+	return boltstore.OpenContext(ctx, c.dataDir, opt)
 }
 
 // openStore opens the embedded store in dir for an admin command that works

@@ -53,6 +53,10 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "simrelay bench: %s %d: want 1 (one server) or more\n", both("nodes"), cl.nodes)
 		return 2
 	}
+	if err := benchSizesValid(cfg, cl.failover, slowSync); err != nil {
+		fmt.Fprintf(stderr, "simrelay bench: %v\n", err)
+		return 2
+	}
 	if cl.nodes > 1 {
 		return benchCluster(ctx, fs, cl, cfg, databaseURL.URL(), jsonPath, stdout, stderr)
 	}
@@ -84,6 +88,37 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	printReport(stdout, rep)
 	return writeReport(rep, jsonPath, stdout, stderr)
+}
+
+// benchSizesValid refuses a size or a length the bench cannot run with,
+// naming the flag, before it starts anything: a negative one (a count
+// below zero panicked with the server started), a rate of 0 (its pace
+// divided by it), or no phone, sender or query to measure with.
+func benchSizesValid(cfg bench.Config, failover int, slowSync time.Duration) error {
+	for _, c := range []struct {
+		name     string
+		v, least int
+	}{
+		{"phones", cfg.Phones, 1}, {"senders", cfg.Senders, 1}, {"rate", cfg.Rate, 1}, {"inbound-rate", cfg.InboundRate, 1},
+		{"queries", cfg.Queries, 1}, {"messages", cfg.SeedMessages, 0}, {"drain-jobs", cfg.DrainJobs, 0},
+		{"bulk-requests", cfg.BulkRequests, 0}, {"failover-phones", failover, 0},
+	} {
+		if c.v < c.least {
+			return fmt.Errorf("%s %d: want %d or more", both(c.name), c.v, c.least)
+		}
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"send-for", cfg.SendFor}, {"rate-for", cfg.RateFor}, {"inbound-for", cfg.InboundFor}, {"pool-for", cfg.PoolFor},
+		{"restart-after", cfg.RestartAfter}, {"slow-sync", slowSync},
+	} {
+		if d.v < 0 {
+			return fmt.Errorf("%s %s: want 0 or more", both(d.name), d.v)
+		}
+	}
+	return nil
 }
 
 // writeReport writes a bench's report as JSON to path (none when empty)

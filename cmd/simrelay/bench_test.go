@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -162,6 +163,46 @@ func TestBenchClusterFlags(t *testing.T) {
 		if code == 0 || !strings.Contains(stderr.String(), c.want) {
 			t.Errorf("bench %v: exit %d, stderr %q; want it to say %q", c.args, code, stderr.String(), c.want)
 		}
+	}
+}
+
+// A size the bench cannot run with is refused before anything starts,
+// naming the flag: --phones -5 panicked, --rate 0 ran every phase before
+// it and panicked in the latency phase's pace, and --senders 0 and
+// --queries 0 measured nothing and printed it as results. The binary runs
+// them: the panics were the process's end.
+func TestBenchRefusesSizesItCannotRunWith(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	t.Parallel()
+	bin := buildBinary(t)
+	// Small enough that a bench that takes them runs in seconds.
+	small := []string{"bench", "--phones", "2", "--messages", "10", "--queries", "2", "--send-for", "100ms", "--senders", "2",
+		"--rate", "10", "--rate-for", "100ms", "--inbound-rate", "5", "--inbound-for", "100ms", "--bulk-requests", "0",
+		"--drain-jobs", "0", "--pool-for", "0s", "--restart-after", "0s", "--json", ""}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--phones", "-5"}, "--phones (SIMRELAY_PHONES) -5: want 1 or more"},
+		{[]string{"--rate", "0"}, "--rate (SIMRELAY_RATE) 0: want 1 or more"},
+		{[]string{"--senders", "0"}, "--senders (SIMRELAY_SENDERS) 0: want 1 or more"},
+		{[]string{"--queries", "0"}, "--queries (SIMRELAY_QUERIES) 0: want 1 or more"},
+		{[]string{"--send-for", "-1s"}, "--send-for (SIMRELAY_SEND_FOR) -1s: want 0 or more"},
+	} {
+		t.Run(c.args[0], func(t *testing.T) {
+			t.Parallel()
+			cmd := exec.Command(bin, append(slices.Clip(small), c.args...)...)
+			cmd.Dir = t.TempDir()
+			cmd.Env = append(os.Environ(), "TMPDIR="+cmd.Dir) // what a panic leaves goes with the test
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			err := cmd.Run()
+			if code := cmd.ProcessState.ExitCode(); err == nil || code != 2 || !strings.Contains(stderr.String(), c.want) || strings.Contains(stderr.String(), "panic") {
+				t.Errorf("bench %v: exit %d, stderr %q; want 2 and %q", c.args, code, stderr.String(), c.want)
+			}
+		})
 	}
 }
 

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"log/slog"
+	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/simrelay/simrelay/internal/poll"
 )
 
 // TestLogLinesShowDirectionControls pins the log side of docs/security.md's
@@ -27,5 +30,31 @@ func TestLogLinesShowDirectionControls(t *testing.T) {
 	var rec struct{ Name string }
 	if err := json.Unmarshal(js.Bytes(), &rec); err != nil || rec.Name != "Evil\u202e 1" {
 		t.Errorf("JSON log line %q: name %q, %v", js.String(), rec.Name, err)
+	}
+}
+
+// A pairing code is a credential for ten minutes (whoever holds it pairs a
+// phone into the company, and that phone gets its sends): the request line
+// of GET /device/pairing/{code}/qr.png logged it in clear at INFO.
+func TestRequestLogHidesThePairingCode(t *testing.T) {
+	t.Parallel()
+	bin := buildBinary(t)
+	st := newTestStore(t)
+	key := createCompany(t, bin, st)
+	srv := startServer(t, bin, st)
+	res, raw := post(t, srv.url+"/device/pairing", key, "")
+	var pairing struct {
+		Code string `json:"pairing_code"`
+	}
+	if err := json.Unmarshal(raw, &pairing); err != nil || res.StatusCode != http.StatusCreated || pairing.Code == "" {
+		t.Fatalf("POST /device/pairing: %d %s", res.StatusCode, raw)
+	}
+	if status, _ := get(t, srv.url+"/device/pairing/"+pairing.Code+"/qr.png", key); status != http.StatusOK {
+		t.Fatalf("GET qr.png: %d", status)
+	}
+	const line = "path=/device/pairing/xxxxx/qr.png status=200"
+	poll.Until(t, "the request line of the QR code", func() bool { return strings.Contains(srv.stderr.String(), line) })
+	if strings.Contains(srv.stderr.String(), pairing.Code) {
+		t.Errorf("the log shows the pairing code %s:\n%s", pairing.Code, srv.stderr.String())
 	}
 }

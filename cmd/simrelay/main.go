@@ -19,11 +19,26 @@ import (
 var version = ""
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := context.Background(), func() {}
+	if len(os.Args) > 1 && stopsInOrder[os.Args[1]] {
+		ctx, stop = signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+		// The first signal is the command's to stop on; a second ends the
+		// process at once, as a kill does, when that stop is held up (a
+		// request that does not end, a prune running its course).
+		context.AfterFunc(ctx, stop)
+	}
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
+
+// stopsInOrder are the commands that hear SIGINT and SIGTERM and stop in
+// their own order (serve finishes its requests, the virtual phone closes
+// its link, bench stops its servers), at the first of the two signals. The others, admin's, are ended by
+// either signal where they are, as by a kill, which each is built to
+// survive: a caught signal they never looked at left a restore or a
+// copy-store that the operator stopped running on to its end.
+var stopsInOrder = map[string]bool{"serve": true, "phone": true, "bench": true}
 
 const usage = `simrelay turns your own phones into a messaging gateway: SMS, and WhatsApp and iMessage through agents.
 

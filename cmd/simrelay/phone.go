@@ -33,7 +33,10 @@ one received SMS. It runs until Ctrl-C.
 With --whatsapp NUMBER and --imessage HANDLE (each repeatable) it is also an
 agent of those channels: it announces them in its hello and answers their
 jobs like SMS; --inbound-to one of them delivers the --inbound message on
-WhatsApp or iMessage to it instead of as an SMS.
+WhatsApp or iMessage to it instead of as an SMS. What the flags put in
+its hello (--selected-sim, --whatsapp and --imessage, numbers in E.164,
+and the health flags) is checked at start, as the server checks it: a
+hello the server refused would be refused again at every reconnect.
 
 Like the app, it keeps its device token after pairing, in --token-file
 (mode 0600; by default ./data/phone-FINGERPRINT.json), and uses it on the
@@ -123,6 +126,10 @@ func phoneCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			fmt.Fprintf(stderr, "simrelay phone: %s\n", pe.Message)
 			return 2
 		}
+	}
+	if err := helloFault(cfg); err != nil {
+		fmt.Fprintf(stderr, "simrelay phone: %v\n", err)
+		return 2
 	}
 	if _, err := inboundFrame(cfg, "", text); err != nil {
 		fmt.Fprintf(stderr, "simrelay phone: %v\n", err)

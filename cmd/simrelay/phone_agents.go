@@ -6,6 +6,10 @@ import (
 	"strings"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/channel"
+	"github.com/simrelay/simrelay/device"
+	"github.com/simrelay/simrelay/phone"
+	"github.com/simrelay/simrelay/phone/numplan"
 )
 
 // stringList is a repeatable flag (--whatsapp A --whatsapp B); its env
@@ -33,6 +37,46 @@ func agentHello(h proto.Hello, cfg phoneConfig) proto.Hello {
 		h.IMessage = append(h.IMessage, proto.IMessageHandle{Handle: n})
 	}
 	return h
+}
+
+// helloFault checks what the flags put in the hello as the server checks
+// it, before anything is sent: a hello the server refuses (invalid_hello)
+// is refused again at every reconnect, so a phone must check its own first
+// (PROTOCOL.md section 4). The virtual phone paired, then reconnected
+// forever with a --selected-sim, --whatsapp or --imessage the server
+// refused. Numbers are E.164 here, as the flags say (the server also reads
+// a national number in its company's region, which the phone does not
+// know); an e-mail handle is left to the server.
+func helloFault(cfg phoneConfig) error {
+	if cfg.selectedSIM != "" && !device.ValidSelectedSIM(cfg.selectedSIM) {
+		return fmt.Errorf("--selected-sim %q: want SIM1, SIM2 or BOTH", cfg.selectedSIM)
+	}
+	for _, set := range []struct {
+		flag  string
+		addrs []string
+	}{{"--whatsapp", cfg.whatsapp}, {"--imessage", cfg.imessage}} {
+		if len(set.addrs) > channel.MaxAnnounced {
+			return fmt.Errorf("%s: at most %d, not %d", set.flag, channel.MaxAnnounced, len(set.addrs))
+		}
+		for _, a := range set.addrs {
+			if set.flag == "--imessage" {
+				if fault := phone.RecipientFault(a); fault != "" {
+					return fmt.Errorf("%s %q: %s", set.flag, a, fault)
+				}
+				if strings.Contains(a, "@") {
+					continue
+				}
+			}
+			if _, err := numplan.Reported(a, ""); err != nil {
+				want := "an E.164 number, such as +15550001111"
+				if set.flag == "--imessage" {
+					want = "an E.164 number or an e-mail address"
+				}
+				return fmt.Errorf("%s %q: want %s", set.flag, a, want)
+			}
+		}
+	}
+	return nil
 }
 
 // inboundFrame is the one inbound message of --inbound: an SMS, or with

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -286,5 +287,37 @@ func TestRetryLineOfARefusal(t *testing.T) {
 		if got := retryLine("http://127.0.0.1:8080", fmt.Errorf("link: %w", c.err), 3*time.Second); got != c.want {
 			t.Errorf("%+v:\n got %q\nwant %q", *c.err, got, c.want)
 		}
+	}
+}
+
+// What the flags put in the hello is checked at start, as the server checks
+// it (PROTOCOL.md section 4): the phone paired, then was refused
+// invalid_hello at every reconnect, forever. No server is needed: the
+// phone stops before it pairs. The deadline only ends a phone that does not.
+func TestPhoneChecksItsHelloFirst(t *testing.T) {
+	t.Parallel()
+	tokens := t.TempDir()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--selected-sim", "sim1"}, `--selected-sim "sim1": want SIM1, SIM2 or BOTH`},
+		{[]string{"--whatsapp", "+15550001111", "--whatsapp", "bogus"}, `--whatsapp "bogus": want an E.164 number, such as +15550001111`},
+		{[]string{"--imessage", "not a handle"}, `--imessage "not a handle": want an E.164 number or an e-mail address`},
+		{[]string{"--imessage", "-me@example.com"}, `--imessage "-me@example.com": `},
+		{[]string{"--whatsapp", strings.Repeat("+15550001111,", 21)}, "--whatsapp: at most 20, not 21"},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		var stdout, stderr bytes.Buffer
+		args := append([]string{"--server", "http://127.0.0.1:1", "--api-key", "sk_x", "--token-file", filepath.Join(tokens, "t.json")}, c.args...)
+		code := phoneCmd(ctx, args, &stdout, &stderr)
+		cancel()
+		if code != 2 || !strings.Contains(stderr.String(), c.want) {
+			t.Errorf("phone %v: exit %d, stderr %q, stdout %q; want 2 and %q", c.args, code, stderr.String(), stdout.String(), c.want)
+		}
+	}
+	// What the server takes is taken: an e-mail handle, E.164 numbers, no SIM named.
+	if err := helloFault(phoneConfig{whatsapp: stringList{"+15550001111"}, imessage: stringList{"me@example.com", "+15550002222"}}); err != nil {
+		t.Errorf("a valid hello: %v", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/simrelay/simrelay/store/boltstore"
@@ -74,4 +75,36 @@ func emptyStoreDir(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return dir
+}
+
+// A backup FILE that is a directory, or in a directory that is not there,
+// is refused before the copy, naming FILE: the first was copied whole and
+// then failed its rename ("rename .simrelay-backup-123 /backups/: file
+// exists"), the second named the temporary copy it could not create.
+func TestAdminBackupNamesAFileItCannotWrite(t *testing.T) {
+	t.Parallel()
+	src := emptyStoreDir(t)
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "no-such-dir", "b.db")
+	notDir := filepath.Join(dir, "a-file")
+	if err := os.WriteFile(notDir, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		file string
+		code int
+		want string
+	}{
+		{dir + "/", 2, dir + "/ is a directory: name the file to write, such as " + filepath.Join(dir, "simrelay-backup.db")},
+		{missing, 1, "the directory of " + missing + ": stat " + filepath.Dir(missing) + ": no such file or directory; nothing was written"},
+		{filepath.Join(notDir, "b.db"), 1, "the directory of " + filepath.Join(notDir, "b.db") + ": " + notDir + " is not a directory"},
+	} {
+		code, _, errOut := runAdmin(t, "backup", tc.file, "--data-dir", src)
+		if code != tc.code || !strings.Contains(errOut, tc.want) || strings.Contains(errOut, backupPattern[:len(backupPattern)-1]) {
+			t.Errorf("backup %s: exit %d %q, want %d and %q", tc.file, code, errOut, tc.code, tc.want)
+		}
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, backupPattern)); len(left) > 0 {
+		t.Errorf("copies left behind: %v", left)
+	}
 }

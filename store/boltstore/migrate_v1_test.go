@@ -1,8 +1,11 @@
 package boltstore
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
@@ -140,6 +143,65 @@ func TestMigrateV1ResumesAfterACrash(t *testing.T) {
 	t.Parallel()
 	dir := copyV1(t)
 	old := readV1(t, dir)
+	db := halfMigrateV1(t, dir)
+	// A build whose last migration is 0 -> 1 (schema 1's) refuses the file.
+	if err := db.Update(func(tx *bolt.Tx) error {
+		_, err := migrateStep(tx, migrations[:1])
+		return err
+	}); err == nil || !strings.Contains(err.Error(), "run a newer simrelay") {
+		t.Fatalf("a schema 1 build on a half-migrated file: got %v, want it refused", err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s := open(t, dir)
+	checkMigratedV1(t, s, old)
+}
+
+// A stop (OpenContext's ctx ending: a server's Ctrl-C) during a migration
+// stops it between two steps: the open fails saying so, having said it
+// resumed one, and the next open resumes it where it stopped.
+func TestMigrateV1StoppedResumes(t *testing.T) {
+	t.Parallel()
+	dir := copyV1(t)
+	old := readV1(t, dir)
+	if err := halfMigrateV1(t, dir).Close(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var logs bytes.Buffer
+	_, err := OpenContext(ctx, dir, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "the next start resumes it") {
+		t.Fatalf("a stopped migration: got %v, want it stopped, saying the next start resumes it", err)
+	}
+	if !strings.Contains(logs.String(), "migrating the data file") || !strings.Contains(logs.String(), "resumed=true") || strings.Contains(logs.String(), "is migrated") {
+		t.Errorf("the stopped migration's log:\n%s", logs.String())
+	}
+	db, err := bolt.Open(filepath.Join(dir, FileName), 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.View(func(tx *bolt.Tx) error {
+		if tx.Bucket(bucketMeta).Get(keyMigrating) == nil {
+			t.Errorf("the stopped migration is no longer under way: it ran on")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s := open(t, dir)
+	checkMigratedV1(t, s, old)
+}
+
+// halfMigrateV1 moves the v1 store in dir half way to schema 2, three
+// messages a step, as a crash or a stop would leave it, and answers the
+// file, open.
+func halfMigrateV1(t *testing.T, dir string) *bolt.DB {
+	t.Helper()
 	db, err := bolt.Open(filepath.Join(dir, FileName), 0o600, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -171,18 +233,7 @@ func TestMigrateV1ResumesAfterACrash(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	// A build whose last migration is 0 -> 1 (schema 1's) refuses the file.
-	if err := db.Update(func(tx *bolt.Tx) error {
-		_, err := migrateStep(tx, migrations[:1])
-		return err
-	}); err == nil || !strings.Contains(err.Error(), "run a newer simrelay") {
-		t.Fatalf("a schema 1 build on a half-migrated file: got %v, want it refused", err)
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s := open(t, dir)
-	checkMigratedV1(t, s, old)
+	return db
 }
 
 func checkMigratedV1(t *testing.T, s *Store, old v1State) {

@@ -1,8 +1,11 @@
 package boltstore
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"slices"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -52,7 +55,7 @@ func whole(fn func(*bolt.Tx) error) func(*bolt.Tx) (bool, error) {
 // SchemaVersion is the version this build writes.
 func SchemaVersion() uint64 { return uint64(len(migrations)) }
 
-func (s *Store) migrate() error {
+func (s *Store) migrate(ctx context.Context, log *slog.Logger) error {
 	if err := s.update(func(tx *bolt.Tx) error {
 		// A bbolt file of another program has buckets but not ours: refuse
 		// it rather than write simrelay's buckets into its database.
@@ -74,7 +77,24 @@ func (s *Store) migrate() error {
 	}); err != nil {
 		return fmt.Errorf("store: %w", err)
 	}
+	from, midway, err := s.migrationDue()
+	if err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	if from == SchemaVersion() && !midway {
+		return nil
+	}
+	// A migration rewrites what it moves, which takes a while on a large
+	// store: say so before it starts, and how long it took (a new store,
+	// at version 0, has nothing to move).
+	start, say := time.Now(), log != nil && from > 0 && from < SchemaVersion()
+	if say {
+		log.Info("migrating the data file to this build's schema; a stop resumes it at the next start", "path", s.path, "from", from, "to", SchemaVersion(), "resumed", midway)
+	}
 	for {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("store: the migration of %s to schema %d stopped (%w); the next start resumes it where it stopped", s.path, SchemaVersion(), err)
+		}
 		var done bool
 		err := s.update(func(tx *bolt.Tx) error {
 			var err error
@@ -85,9 +105,29 @@ func (s *Store) migrate() error {
 			return fmt.Errorf("store: %w", err)
 		}
 		if done {
+			if say {
+				log.Info("the data file is migrated", "path", s.path, "schema", SchemaVersion(), "took", time.Since(start).Round(time.Millisecond))
+			}
 			return nil
 		}
 	}
+}
+
+// migrationDue reads the schema version of the file and whether a
+// migration of several steps is under way in it (keyMigrating), whose
+// version is its target's already.
+func (s *Store) migrationDue() (version uint64, midway bool, err error) {
+	err = s.view(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		if raw := meta.Get(keySchemaVersion); raw != nil {
+			version = btoi(raw)
+		}
+		if raw := meta.Get(keyMigrating); raw != nil {
+			version, midway = btoi(raw), true
+		}
+		return nil
+	})
+	return version, midway, err
 }
 
 // keyMigrating holds, while a migration of several steps is under way, the
