@@ -29,13 +29,9 @@ func (s *Store) Pairing(hash []byte) (store.Pairing, error) {
 
 // PrunePairings drops pairing codes that expired before cutoff, used or not.
 func (s *Store) PrunePairings(cutoff time.Time) (int, error) {
-	var n int
-	err := s.prune("prune pairing codes", func(t *txn) error {
-		tag, err := t.exec("DELETE FROM pairings WHERE expires_at < $1", cutoff)
-		n = int(tag.RowsAffected())
-		return err
+	return s.pruneBatches("prune pairing codes", func(t *txn, limit int) (int, error) {
+		return deleteSome(t, "pairings", "expires_at < $2", "expires_at", limit, cutoff)
 	})
-	return n, err
 }
 
 // Device returns the live device with this fingerprint, whichever company

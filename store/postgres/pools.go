@@ -279,11 +279,7 @@ func leavePools(t *txn, companyID, deviceID uint64, now time.Time) error {
 // cutoff (now less store.StickyAge in service), so they hold at most the
 // recipients a pool sent to within StickyAge.
 func (s *Store) PruneSticky(cutoff time.Time) (int, error) {
-	var n int
-	err := s.prune("prune sticky entries", func(t *txn) error {
-		tag, err := t.exec("DELETE FROM pool_sticky WHERE written_at < $1", cutoff)
-		n = int(tag.RowsAffected())
-		return err
+	return s.pruneBatches("prune sticky entries", func(t *txn, limit int) (int, error) {
+		return deleteSome(t, "pool_sticky", "written_at < $2", "written_at", limit, cutoff)
 	})
-	return n, err
 }

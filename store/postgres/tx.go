@@ -36,19 +36,44 @@ func (s *Store) read(name string, fn func(t *txn) error) error {
 	return s.run(name, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, fn)
 }
 
-// pruneTimeout bounds a prune's transaction (prune): a sweeper's delete of
-// what expired, whose size grows with the traffic since the last sweep
-// (an hour of idempotency answers at a thousand sends a second is millions
-// of rows), not a request's, so the store's request deadline would fail
-// it again at every sweep once the backlog outgrew it. A database that
-// went silent is still noticed in about 30 s by the connections' keepalive
-// and TCP user timeout (dial.go).
-const pruneTimeout = 10 * time.Minute
+// defaultPruneBatch is how many rows one transaction of a prune deletes
+// (Store.pruneBatch): a few thousand rows are a few milliseconds of work
+// and a few megabytes of WAL, so each batch holds its row locks that long,
+// not the whole backlog's time.
+const defaultPruneBatch = 5000
 
-// prune is write for the sweepers' prunes, within pruneTimeout (or the
-// store's deadline, were it longer).
-func (s *Store) prune(name string, fn func(t *txn) error) error {
-	return s.runWithin(name, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, max(s.txTimeout, pruneTimeout), fn)
+// pruneBudget bounds one prune's batches all together: a backlog larger
+// than that much deleting (millions of rows) is left to the next sweep,
+// so that one table's backlog does not hold up the sweeper's other work.
+const pruneBudget = 10 * time.Minute
+
+// pruneBatches is a sweeper's prune: it runs batch, each time in a
+// transaction of its own (write, so within the store's deadline,
+// Options.TxTimeout), with the most rows a batch may delete, until a batch
+// deletes fewer than that (nothing left, or rows a writer holds locked and
+// the batch skipped: the next sweep takes them), the store closes or
+// pruneBudget is spent. A backlog after an outage is then many short
+// transactions, none holding its rows' locks or its WAL for long, and the
+// batches that committed stay deleted when a later one fails. It returns
+// how many rows the batches said they deleted, with the error of the
+// batch that failed.
+func (s *Store) pruneBatches(name string, batch func(t *txn, limit int) (int, error)) (int, error) {
+	total := 0
+	for start := time.Now(); ; {
+		var n int
+		err := s.write(name, func(t *txn) error {
+			var err error
+			n, err = batch(t, s.pruneBatch)
+			return err
+		})
+		if err != nil {
+			return total, err
+		}
+		total += n
+		if n < s.pruneBatch || time.Since(start) >= pruneBudget {
+			return total, nil
+		}
+	}
 }
 
 // readUnbounded is read without the store's transaction deadline, for the
@@ -285,3 +310,19 @@ func rec(v any) ([]byte, error) { return json.Marshal(v) }
 // id is a store id (uint64) as the database's bigint. Ids come from
 // identity columns, so they fit; store.StatsNoUser becomes -1.
 func id(v uint64) int64 { return int64(v) }
+
+// deleteSome deletes at most limit rows of table that match where, a
+// condition on its rows whose arguments are $2 on (args), in order (a
+// column list, "" for none: the order of the index that serves where, so
+// the batch reads that index and stops at limit rows). One statement: the
+// rows are found and locked by ctid, skipping those a writer holds (the
+// next batch or sweep takes them), and deleted by a TID scan. It returns
+// how many it deleted.
+func deleteSome(t *txn, table, where, order string, limit int, args ...any) (int, error) {
+	if order != "" {
+		order = " ORDER BY " + order
+	}
+	tag, err := t.exec("DELETE FROM "+table+" WHERE ctid = ANY (ARRAY (SELECT ctid FROM "+table+" WHERE "+where+order+
+		" LIMIT $1 FOR UPDATE SKIP LOCKED))", append([]any{limit}, args...)...)
+	return int(tag.RowsAffected()), err
+}
