@@ -15,11 +15,12 @@ import (
 	"github.com/simrelay/simrelay/store/conformance"
 )
 
-// pruneTracer counts the statements that delete from one table and holds
-// the first COMMIT of the connection that sent one until resume is closed:
-// the prune waits there with its first batch's rows locked.
-type pruneTracer struct {
-	table   string
+// pauseTracer counts the statements that begin with prefix and holds the
+// first COMMIT of the connection that sent one until resume is closed: a
+// prune (or a device's deletion) waits there with its first batch's rows
+// locked.
+type pauseTracer struct {
+	prefix  string
 	deletes atomic.Int64
 	mu      sync.Mutex
 	deleter *pgx.Conn
@@ -28,11 +29,11 @@ type pruneTracer struct {
 	resume  chan struct{}
 }
 
-func newPruneTracer(table string) *pruneTracer {
-	return &pruneTracer{table: table, paused: make(chan struct{}), resume: make(chan struct{})}
+func newPauseTracer(prefix string) *pauseTracer {
+	return &pauseTracer{prefix: prefix, paused: make(chan struct{}), resume: make(chan struct{})}
 }
 
-func (p *pruneTracer) TraceQueryStart(ctx context.Context, conn *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+func (p *pauseTracer) TraceQueryStart(ctx context.Context, conn *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
 	p.saw(conn, d.SQL)
 	p.mu.Lock()
 	held := conn == p.deleter
@@ -46,8 +47,8 @@ func (p *pruneTracer) TraceQueryStart(ctx context.Context, conn *pgx.Conn, d pgx
 	return ctx
 }
 
-func (p *pruneTracer) saw(conn *pgx.Conn, sql string) {
-	if strings.HasPrefix(sql, "DELETE FROM "+p.table+" ") {
+func (p *pauseTracer) saw(conn *pgx.Conn, sql string) {
+	if strings.HasPrefix(sql, p.prefix) {
 		p.deletes.Add(1)
 		p.mu.Lock()
 		p.deleter = conn
@@ -55,15 +56,15 @@ func (p *pruneTracer) saw(conn *pgx.Conn, sql string) {
 	}
 }
 
-func (p *pruneTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-func (p *pruneTracer) TraceBatchStart(ctx context.Context, conn *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
+func (p *pauseTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (p *pauseTracer) TraceBatchStart(ctx context.Context, conn *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
 	for _, q := range d.Batch.QueuedQueries {
 		p.saw(conn, q.SQL)
 	}
 	return ctx
 }
-func (p *pruneTracer) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
-func (p *pruneTracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+func (p *pauseTracer) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (p *pauseTracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
 
 // A prune of more rows than a batch deletes them all, a batch at a time,
 // each its own transaction: a send that claims an expired key the first
@@ -72,7 +73,7 @@ func (p *pruneTracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEn
 // its end.
 func TestPruneBatchesDoNotHoldTheBacklog(t *testing.T) {
 	t.Parallel()
-	tr := newPruneTracer("idempotency")
+	tr := newPauseTracer("DELETE FROM idempotency ")
 	s := openStore(t, Options{Tracer: tr})
 	s.pruneBatch = 3
 	ctx := context.Background()

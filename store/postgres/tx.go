@@ -42,6 +42,12 @@ func (s *Store) read(name string, fn func(t *txn) error) error {
 // not the whole backlog's time.
 const defaultPruneBatch = 5000
 
+// defaultDeviceBatch is how many of a device's unfinished messages one
+// transaction of its deletion fails (Store.deviceBatch): each is a few
+// statements (its row, its counts, its status event), so a thousand take
+// well under a second.
+const defaultDeviceBatch = 1000
+
 // pruneBudget bounds one prune's batches all together: a backlog larger
 // than that much deleting (millions of rows) is left to the next sweep,
 // so that one table's backlog does not hold up the sweeper's other work.
