@@ -87,3 +87,71 @@ func TestDeviceDeletionFailsItsQueueInBatches(t *testing.T) {
 		t.Errorf("the deleted device deleted again: %v, want store.ErrNotFound", err)
 	}
 }
+
+// A pool with more sticky entries than a batch is deleted, its entries a
+// batch at a time before the pool (the cascade of the pool's delete held
+// them all in one transaction); another company's deletion of it deletes
+// nothing.
+func TestPoolDeletionDeletesItsStickyEntriesInBatches(t *testing.T) {
+	t.Parallel()
+	tr := newPauseTracer("DELETE FROM pool")
+	tr.off.Store(true) // until the deletion watched
+	s := openStore(t, Options{Tracer: tr})
+	s.pruneBatch = 2
+	ctx := context.Background()
+	c, _ := conformance.Company(t, s)
+	other, _ := conformance.Company(t, s)
+	var poolID int64
+	if err := s.pool.QueryRow(ctx, `INSERT INTO pools (company_id, name_key, rec) VALUES ($1, 'p', '{"name": "p"}') RETURNING id`, id(c.ID)).Scan(&poolID); err != nil {
+		t.Fatal(err)
+	}
+	const sticky = 7
+	for i := range sticky {
+		if _, err := s.pool.Exec(ctx, "INSERT INTO pool_sticky (pool_id, phone, device_id, sim_slot, written_at) VALUES ($1, $2, 1, 'SIM1', $3)",
+			poolID, fmt.Sprint("+1555010000", i), conformance.T0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	left := func(lock string) int {
+		t.Helper()
+		var n int
+		if err := s.pool.QueryRow(ctx, "SELECT count(*) FROM (SELECT 1 FROM pool_sticky WHERE pool_id = $1 "+lock+") r", poolID).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if _, err := s.DeletePool(other.ID, uint64(poolID)); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("another company's deletion of the pool: %v, want store.ErrNotFound", err)
+	}
+	if n := left(""); n != sticky {
+		t.Fatalf("another company's deletion of the pool left %d sticky entries of %d", n, sticky)
+	}
+	type result struct {
+		p   store.Pool
+		err error
+	}
+	deleted := make(chan result, 1)
+	tr.off.Store(false)
+	go func() {
+		p, err := s.DeletePool(c.ID, uint64(poolID))
+		deleted <- result{p, err}
+	}()
+	select {
+	case <-tr.paused:
+	case r := <-deleted:
+		t.Fatalf("the deletion ended (%v) without deleting", r.err)
+	case <-time.After(time.Minute):
+		t.Fatal("the deletion did not delete in a minute")
+	}
+	free := left("FOR UPDATE SKIP LOCKED") // the entries no open batch holds
+	close(tr.resume)
+	if free != sticky-2 {
+		t.Errorf("%d of %d sticky entries free while the deletion's first batch was open, want all but the batch's 2", free, sticky)
+	}
+	if r := <-deleted; r.err != nil || r.p.Name != "p" {
+		t.Fatalf("DeletePool: %+v (%v)", r.p, r.err)
+	}
+	if n := left(""); n != 0 {
+		t.Errorf("%d sticky entries left after the pool's deletion", n)
+	}
+}

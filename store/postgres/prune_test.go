@@ -21,6 +21,7 @@ import (
 // locked.
 type pauseTracer struct {
 	prefix  string
+	off     atomic.Bool // while set, it hears nothing
 	deletes atomic.Int64
 	mu      sync.Mutex
 	deleter *pgx.Conn
@@ -48,7 +49,7 @@ func (p *pauseTracer) TraceQueryStart(ctx context.Context, conn *pgx.Conn, d pgx
 }
 
 func (p *pauseTracer) saw(conn *pgx.Conn, sql string) {
-	if strings.HasPrefix(sql, p.prefix) {
+	if !p.off.Load() && strings.HasPrefix(sql, p.prefix) {
 		p.deletes.Add(1)
 		p.mu.Lock()
 		p.deleter = conn
