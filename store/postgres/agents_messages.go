@@ -59,7 +59,7 @@ func (s *Store) AgentSendTimes(companyID, numberID uint64, since time.Time) ([]t
 // cutoff: the governor's longest window is a day.
 func (s *Store) PruneAgentSends(cutoff time.Time) (int, error) {
 	return s.pruneBatches("prune accepted sends", func(t *txn, limit int) (int, error) {
-		return deleteSome(t, "agent_sends", "sent_at < $2", "sent_at", limit, cutoff)
+		return deleteSome(t, "agent_sends", "sent_at < $2", limit, cutoff)
 	})
 }
 

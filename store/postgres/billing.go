@@ -183,6 +183,6 @@ func (s *Store) PruneBillingEvents(cutoff time.Time) (int, error) {
 	// No index on applied_at: the table holds a few weeks of the
 	// provider's events, and each batch's scan stops at its limit.
 	return s.pruneBatches("prune billing events", func(t *txn, limit int) (int, error) {
-		return deleteSome(t, "billing_events", "applied_at < $2", "", limit, cutoff)
+		return deleteSome(t, "billing_events", "applied_at < $2", limit, cutoff)
 	})
 }

@@ -30,7 +30,7 @@ func (s *Store) Pairing(hash []byte) (store.Pairing, error) {
 // PrunePairings drops pairing codes that expired before cutoff, used or not.
 func (s *Store) PrunePairings(cutoff time.Time) (int, error) {
 	return s.pruneBatches("prune pairing codes", func(t *txn, limit int) (int, error) {
-		return deleteSome(t, "pairings", "expires_at < $2", "expires_at", limit, cutoff)
+		return deleteSome(t, "pairings", "expires_at < $2", limit, cutoff)
 	})
 }
 

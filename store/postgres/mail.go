@@ -107,12 +107,12 @@ func (s *Store) Mails(pendingOnly bool) ([]store.Mail, error) {
 // unsentCutoff, which it returns too, oldest first and without their text
 // (the caller logs them; the links stay out of the log).
 func (s *Store) PruneMail(doneCutoff, unsentCutoff time.Time) (done int, unsent []store.Mail, err error) {
-	// Batch by batch (pruneBatches), through mail_outbox_created; a mail
-	// a sender holds is skipped, taken at the next sweep.
+	// Batch by batch (pruneBatches), as deleteSome deletes: a mail a
+	// sender changed under the batch is left to the next one.
 	_, err = s.pruneBatches("prune mail outbox", func(t *txn, limit int) (int, error) {
 		rows, err := t.query(`DELETE FROM mail_outbox WHERE ctid = ANY (ARRAY (SELECT ctid FROM mail_outbox
 			WHERE (state IN ($2, $3) AND created_at < $4) OR (state NOT IN ($2, $3) AND created_at < $5)
-			ORDER BY created_at LIMIT $1 FOR UPDATE SKIP LOCKED))
+			LIMIT $1))
 			RETURNING state IN ($2, $3), rec`, limit, store.MailSent, store.MailLogged, doneCutoff, unsentCutoff)
 		if err != nil {
 			return 0, err

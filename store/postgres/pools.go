@@ -256,14 +256,14 @@ func (s *Store) DeletePool(companyID, poolID uint64) (store.Pool, error) {
 		n := 0
 		err := s.write(name, func(t *txn) error {
 			var err error
-			n, err = deleteSome(t, "pool_sticky", "pool_id = (SELECT id FROM pools WHERE company_id = $2 AND id = $3)", "", s.pruneBatch,
+			n, err = deleteSome(t, "pool_sticky", "pool_id = (SELECT id FROM pools WHERE company_id = $2 AND id = $3)", s.pruneBatch,
 				id(companyID), id(poolID))
 			return err
 		})
 		if err != nil {
 			return store.Pool{}, err
 		}
-		if n < s.pruneBatch {
+		if n == 0 { // as pruneBatches ends
 			break
 		}
 	}
@@ -304,6 +304,6 @@ func leavePools(t *txn, companyID, deviceID uint64, now time.Time) error {
 // recipients a pool sent to within StickyAge.
 func (s *Store) PruneSticky(cutoff time.Time) (int, error) {
 	return s.pruneBatches("prune sticky entries", func(t *txn, limit int) (int, error) {
-		return deleteSome(t, "pool_sticky", "written_at < $2", "written_at", limit, cutoff)
+		return deleteSome(t, "pool_sticky", "written_at < $2", limit, cutoff)
 	})
 }

@@ -289,6 +289,6 @@ func newOutbound(m *store.Message, deviceID uint64, at time.Time) {
 // PruneIdempotency drops idempotency answers kept before cutoff.
 func (s *Store) PruneIdempotency(cutoff time.Time) (int, error) {
 	return s.pruneBatches("prune idempotency answers", func(t *txn, limit int) (int, error) {
-		return deleteSome(t, "idempotency", "created_at < $2", "created_at", limit, cutoff)
+		return deleteSome(t, "idempotency", "created_at < $2", limit, cutoff)
 	})
 }

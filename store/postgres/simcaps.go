@@ -274,14 +274,14 @@ func (s *Store) PruneSIMCounts(now time.Time) (int, error) {
 	// Each table is pruned apart, batch by batch: no row of one goes
 	// with a row of the other.
 	n, err := s.pruneBatches("prune sim counts", func(t *txn, limit int) (int, error) {
-		return deleteSome(t, "sim_usage", "(kind = 'm' AND period < $2) OR (kind <> 'm' AND period < $3)", "", limit,
+		return deleteSome(t, "sim_usage", "(kind = 'm' AND period < $2) OR (kind <> 'm' AND period < $3)", limit,
 			monthStamp(now), dayStamp(now))
 	})
 	if err != nil {
 		return n, err
 	}
 	m, err := s.pruneBatches("prune sim recipients", func(t *txn, limit int) (int, error) {
-		return deleteSome(t, "sim_recipients", "day < $2", "day", limit, dayStamp(now))
+		return deleteSome(t, "sim_recipients", "day < $2", limit, dayStamp(now))
 	})
 	return n + m, err
 }

@@ -174,7 +174,7 @@ func (s *Store) PruneTokens(cutoff time.Time) (int, error) {
 	n := 0
 	for _, table := range []string{"refresh_tokens", "one_time_tokens"} {
 		m, err := s.pruneBatches("prune "+table, func(t *txn, limit int) (int, error) {
-			return deleteSome(t, table, "expires_at < $2", "expires_at", limit, cutoff)
+			return deleteSome(t, table, "expires_at < $2", limit, cutoff)
 		})
 		n += m
 		if err != nil {
@@ -189,7 +189,7 @@ func (s *Store) PruneTokens(cutoff time.Time) (int, error) {
 // not, so that token is still refused as its family says.
 func (s *Store) PruneTokenFamilies() (int, error) {
 	return s.pruneBatches("prune token families", func(t *txn, limit int) (int, error) {
-		return deleteSome(t, "token_families f", "NOT EXISTS (SELECT 1 FROM refresh_tokens r WHERE r.family = f.family)", "", limit)
+		return deleteSome(t, "token_families f", "NOT EXISTS (SELECT 1 FROM refresh_tokens r WHERE r.family = f.family)", limit)
 	})
 }
 
@@ -242,7 +242,7 @@ func (s *Store) DeleteConsoleSession(hash []byte) error {
 // their absolute end at now, and returns how many it removed.
 func (s *Store) PruneConsoleSessions(idleCutoff, now time.Time) (int, error) {
 	return s.pruneBatches("prune console sessions", func(t *txn, limit int) (int, error) {
-		return deleteSome(t, "console_sessions", "seen_at < $2 OR expires_at <= $3", "", limit, idleCutoff, now)
+		return deleteSome(t, "console_sessions", "seen_at < $2 OR expires_at <= $3", limit, idleCutoff, now)
 	})
 }
 

@@ -56,9 +56,10 @@ const pruneBudget = 10 * time.Minute
 // pruneBatches is a sweeper's prune: it runs batch, each time in a
 // transaction of its own (write, so within the store's deadline,
 // Options.TxTimeout), with the most rows a batch may delete, until a batch
-// deletes fewer than that (nothing left, or rows a writer holds locked and
-// the batch skipped: the next sweep takes them), the store closes or
-// pruneBudget is spent. A backlog after an outage is then many short
+// deletes nothing, one fails (the store closed: its error) or pruneBudget
+// is spent. A batch that deleted fewer than it may is not the end: a row
+// a writer changed under it (deleteSome) is not deleted, and the rows
+// after it are found by the next batch. A backlog after an outage is then many short
 // transactions, none holding its rows' locks or its WAL for long, and the
 // batches that committed stay deleted when a later one fails. It returns
 // how many rows the batches said they deleted, with the error of the
@@ -76,7 +77,7 @@ func (s *Store) pruneBatches(name string, batch func(t *txn, limit int) (int, er
 			return total, err
 		}
 		total += n
-		if n < s.pruneBatch || time.Since(start) >= pruneBudget {
+		if n == 0 || time.Since(start) >= pruneBudget {
 			return total, nil
 		}
 	}
@@ -318,17 +319,17 @@ func rec(v any) ([]byte, error) { return json.Marshal(v) }
 func id(v uint64) int64 { return int64(v) }
 
 // deleteSome deletes at most limit rows of table that match where, a
-// condition on its rows whose arguments are $2 on (args), in order (a
-// column list, "" for none: the order of the index that serves where, so
-// the batch reads that index and stops at limit rows). One statement: the
-// rows are found and locked by ctid, skipping those a writer holds (the
-// next batch or sweep takes them), and deleted by a TID scan. It returns
-// how many it deleted.
-func deleteSome(t *txn, table, where, order string, limit int, args ...any) (int, error) {
-	if order != "" {
-		order = " ORDER BY " + order
-	}
-	tag, err := t.exec("DELETE FROM "+table+" WHERE ctid = ANY (ARRAY (SELECT ctid FROM "+table+" WHERE "+where+order+
-		" LIMIT $1 FOR UPDATE SKIP LOCKED))", append([]any{limit}, args...)...)
+// condition on its rows whose arguments are $2 on (args), and returns how
+// many it deleted. One statement: the subquery finds the rows' ctids, by
+// the index on where's column or a scan of the table that stops at limit
+// rows, as the planner finds cheaper, and the delete takes them by a TID
+// scan. A row a writer changed since the statement's snapshot has another
+// ctid by then, and is left alone (it no longer matches, or the next batch
+// finds it), so the rows are neither locked twice (FOR UPDATE, which
+// wrote each row once more and halved the rate) nor ever deleted when a
+// writer renewed them.
+func deleteSome(t *txn, table, where string, limit int, args ...any) (int, error) {
+	tag, err := t.exec("DELETE FROM "+table+" WHERE ctid = ANY (ARRAY (SELECT ctid FROM "+table+" WHERE "+where+
+		" LIMIT $1))", append([]any{limit}, args...)...)
 	return int(tag.RowsAffected()), err
 }

@@ -208,13 +208,12 @@ func (s *Store) WebhookAttempts(companyID, webhookID uint64, limit int) ([]store
 // company, all but the newest keep (as writes do). It returns how many
 // lines it dropped.
 func (s *Store) PruneWebhookAttempts(cutoff time.Time, keep int) (int, error) {
-	// The old lines first, in id order (the primary key's: ids grow with
-	// the lines' time, so the old ones come first and each batch stops at
-	// its limit), then what is over keep per company: the writes trim it,
-	// so there is any only when keep was lowered, and that scan reads
-	// what the first left.
+	// The old lines first (a scan that stops at each batch's limit: the
+	// old lines are the table's first), then what is over keep per
+	// company: the writes trim it, so there is any only when keep was
+	// lowered, and that scan reads what the first left.
 	n, err := s.pruneBatches("prune webhook attempts", func(t *txn, limit int) (int, error) {
-		return deleteSome(t, "webhook_attempts", "created_at < $2", "id", limit, cutoff)
+		return deleteSome(t, "webhook_attempts", "created_at < $2", limit, cutoff)
 	})
 	if err != nil || keep <= 0 {
 		return n, err
@@ -222,7 +221,7 @@ func (s *Store) PruneWebhookAttempts(cutoff time.Time, keep int) (int, error) {
 	m, err := s.pruneBatches("prune webhook attempts over the kept number", func(t *txn, limit int) (int, error) {
 		return deleteSome(t, "webhook_attempts", `id IN (SELECT id FROM (
 				SELECT id, row_number() OVER (PARTITION BY company_id ORDER BY id DESC) AS rank FROM webhook_attempts
-			) r WHERE r.rank > $2)`, "", limit, keep)
+			) r WHERE r.rank > $2)`, limit, keep)
 	})
 	return n + m, err
 }
