@@ -37,9 +37,9 @@ func (s *Store) read(name string, fn func(t *txn) error) error {
 }
 
 // defaultPruneBatch is how many rows one transaction of a prune deletes
-// (Store.pruneBatch): a few thousand rows are a few milliseconds of work
-// and a few megabytes of WAL, so each batch holds its row locks that long,
-// not the whole backlog's time.
+// (Store.pruneBatch): a few thousand rows are some tens of milliseconds
+// of work and a few megabytes of WAL (docs/performance.md, Prunes), so
+// each batch holds its row locks that long, not the whole backlog's time.
 const defaultPruneBatch = 5000
 
 // defaultDeviceBatch is how many of a device's unfinished messages one
@@ -59,11 +59,11 @@ const pruneBudget = 10 * time.Minute
 // deletes nothing, one fails (the store closed: its error) or pruneBudget
 // is spent. A batch that deleted fewer than it may is not the end: a row
 // a writer changed under it (deleteSome) is not deleted, and the rows
-// after it are found by the next batch. A backlog after an outage is then many short
-// transactions, none holding its rows' locks or its WAL for long, and the
-// batches that committed stay deleted when a later one fails. It returns
-// how many rows the batches said they deleted, with the error of the
-// batch that failed.
+// after it are found by the next batch. A backlog after an outage is then
+// many short transactions, none holding its rows' locks or its WAL for
+// long, and the batches that committed stay deleted when a later one
+// fails. It returns how many rows the batches said they deleted, with the
+// error of the batch that failed.
 func (s *Store) pruneBatches(name string, batch func(t *txn, limit int) (int, error)) (int, error) {
 	total := 0
 	for start := time.Now(); ; {
