@@ -58,16 +58,9 @@ func (s *Store) AgentSendTimes(companyID, numberID uint64, since time.Time) ([]t
 // PruneAgentSends drops entries of the index of accepted sends older than
 // cutoff: the governor's longest window is a day.
 func (s *Store) PruneAgentSends(cutoff time.Time) (int, error) {
-	n := 0
-	err := s.prune("prune accepted sends", func(t *txn) error {
-		tag, err := t.exec("DELETE FROM agent_sends WHERE sent_at < $1", cutoff)
-		n = int(tag.RowsAffected())
-		return err
+	return s.pruneBatches("prune accepted sends", func(t *txn, limit int) (int, error) {
+		return deleteSome(t, "agent_sends", "sent_at < $2", limit, cutoff)
 	})
-	if err != nil {
-		return 0, err
-	}
-	return n, nil
 }
 
 // AgentPending returns up to limit queued messages of the company's number

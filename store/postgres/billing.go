@@ -180,11 +180,9 @@ func (s *Store) CompanyByCustomer(customerID string) (companyID uint64, found bo
 // before cutoff (the server keeps them longer than the provider resends an
 // event), so the record of applied events does not grow for ever.
 func (s *Store) PruneBillingEvents(cutoff time.Time) (int, error) {
-	var n int
-	err := s.prune("prune billing events", func(t *txn) error {
-		tag, err := t.exec("DELETE FROM billing_events WHERE applied_at < $1", cutoff)
-		n = int(tag.RowsAffected())
-		return err
+	// No index on applied_at: the table holds a few weeks of the
+	// provider's events, and each batch's scan stops at its limit.
+	return s.pruneBatches("prune billing events", func(t *txn, limit int) (int, error) {
+		return deleteSome(t, "billing_events", "applied_at < $2", limit, cutoff)
 	})
-	return n, err
 }

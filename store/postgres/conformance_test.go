@@ -11,11 +11,16 @@ import (
 // Every method the server asks of a store, PostgreSQL answers.
 var _ store.Backend = (*Store)(nil)
 
-// TestConformance runs every suite of package conformance on PostgreSQL.
+// TestConformance runs every suite of package conformance on PostgreSQL,
+// with batches of 2 rows (prunes, pool deletions) and 2 messages (device
+// deletions): every prune and deletion of more than that, which the
+// embedded store makes in one transaction, must agree with it.
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	conformance.All(t, func(t *testing.T, budget int64) store.Backend {
-		return openStore(t, Options{CompanyDailyStorage: budget})
+		s := openStore(t, Options{CompanyDailyStorage: budget})
+		s.pruneBatch, s.deviceBatch = 2, 2
+		return s
 	})
 }
 

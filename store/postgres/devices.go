@@ -29,13 +29,9 @@ func (s *Store) Pairing(hash []byte) (store.Pairing, error) {
 
 // PrunePairings drops pairing codes that expired before cutoff, used or not.
 func (s *Store) PrunePairings(cutoff time.Time) (int, error) {
-	var n int
-	err := s.prune("prune pairing codes", func(t *txn) error {
-		tag, err := t.exec("DELETE FROM pairings WHERE expires_at < $1", cutoff)
-		n = int(tag.RowsAffected())
-		return err
+	return s.pruneBatches("prune pairing codes", func(t *txn, limit int) (int, error) {
+		return deleteSome(t, "pairings", "expires_at < $2", limit, cutoff)
 	})
-	return n, err
 }
 
 // Device returns the live device with this fingerprint, whichever company
@@ -141,12 +137,38 @@ func (s *Store) updateDevice(name string, find func(*txn) (store.Device, error),
 // DeleteDevice removes the company's device with this fingerprint, revokes
 // its token, fails its scheduled, queued and sending messages (error
 // device_deleted; an agent's queued sends stay their number's), takes it out of its company's pools and clears the
-// company's e-mail device when it is this one, in one transaction. Its
-// history keeps its id, which no later registration of the fingerprint
-// gets. Another company's device is ErrNotFound.
+// company's e-mail device when it is this one. Its history keeps its id,
+// which no later registration of the fingerprint gets. Another company's
+// device is ErrNotFound.
+//
+// A device's unfinished messages are as many as were sent to it (a queue
+// of millions behind a phone that went away), more than one transaction
+// fails within the store's deadline: they are failed first, a batch of
+// Store.deviceBatch a transaction (failDeviceBatch), while the device is
+// live, and the last transaction fails what is left (those sent since)
+// and deletes the device with everything else. The device is live until
+// that transaction commits and gone (404) from then on; none is ever half
+// deleted. A deletion that fails on the way (the database gone) leaves
+// the device live with the messages its batches failed so, and the
+// request, answered 503, is made again.
 func (s *Store) DeleteDevice(companyID uint64, fingerprint string, now time.Time) (store.Device, error) {
+	name := fmt.Sprintf("delete device %s of company %d", fingerprint, companyID)
+	for {
+		n := 0
+		err := s.write(name, func(t *txn) error {
+			var err error
+			n, err = s.failDeviceBatch(t, companyID, fingerprint, now)
+			return err
+		})
+		if err != nil {
+			return store.Device{}, err
+		}
+		if n < s.deviceBatch {
+			break
+		}
+	}
 	var d store.Device
-	err := s.write(fmt.Sprintf("delete device %s of company %d", fingerprint, companyID), func(t *txn) error {
+	err := s.write(name, func(t *txn) error {
 		// Its unfinished jobs and the pools it leaves are locked before the
 		// device, each in id order, as every writer that takes them and
 		// devices takes them (doc.go: lock order): taken after, a release
@@ -214,6 +236,29 @@ func (s *Store) DeleteDevice(companyID uint64, fingerprint string, now time.Time
 	return d, err
 }
 
+// failDeviceBatch fails up to Store.deviceBatch of the unfinished
+// messages of the company's live device with this fingerprint, as
+// failDeviceMessages does, ahead of its deletion (DeleteDevice), and says
+// how many. It locks the messages only, in id order, as the deletion
+// does first: the device's row is not taken, so sends and reports go on
+// between the batches. An unknown device, or another company's, or one
+// deleted already, is ErrNotFound.
+func (s *Store) failDeviceBatch(t *txn, companyID uint64, fingerprint string, now time.Time) (int, error) {
+	var d store.Device
+	if err := t.row("SELECT id, company_id FROM devices WHERE company_id = $1 AND fingerprint = $2 AND deleted_at IS NULL",
+		id(companyID), fingerprint).Scan(&d.ID, &d.CompanyID); err != nil {
+		return 0, mapErr(err)
+	}
+	msgs, err := getRecs[store.Message](t, `SELECT rec FROM messages
+		WHERE company_id = $1 AND device_id = $2 AND status IN ('scheduled', 'queued', 'sending')
+			AND NOT (status = 'queued' AND number_id IS NOT NULL) ORDER BY id LIMIT $3 FOR UPDATE`,
+		id(d.CompanyID), id(d.ID), s.deviceBatch)
+	if err != nil {
+		return 0, err
+	}
+	return len(msgs), s.failMessages(t, msgs, now)
+}
+
 // failDeviceMessages fails the deleted device's messages that have not
 // gone out (scheduled, queued, held or sending), counting each and writing
 // its status event. A WhatsApp or iMessage send still queued is its
@@ -229,6 +274,11 @@ func (s *Store) failDeviceMessages(t *txn, d store.Device, now time.Time) error 
 	if err != nil {
 		return err
 	}
+	return s.failMessages(t, msgs, now)
+}
+
+// failMessages fails msgs, locked, with device_deleted.
+func (s *Store) failMessages(t *txn, msgs []store.Message, now time.Time) error {
 	for _, m := range msgs {
 		from := m.Status
 		m.Status, m.Error, m.UpdatedAt = store.MsgFailed, "device_deleted", now.UTC()

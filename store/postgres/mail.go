@@ -107,32 +107,44 @@ func (s *Store) Mails(pendingOnly bool) ([]store.Mail, error) {
 // unsentCutoff, which it returns too, oldest first and without their text
 // (the caller logs them; the links stay out of the log).
 func (s *Store) PruneMail(doneCutoff, unsentCutoff time.Time) (done int, unsent []store.Mail, err error) {
-	err = s.prune("prune mail outbox", func(t *txn) error {
-		done, unsent = 0, nil
-		rows, err := t.query(`DELETE FROM mail_outbox
-			WHERE (state IN ($1, $2) AND created_at < $3) OR (state NOT IN ($1, $2) AND created_at < $4)
-			RETURNING state IN ($1, $2), rec`, store.MailSent, store.MailLogged, doneCutoff, unsentCutoff)
+	// Batch by batch (pruneBatches), as deleteSome deletes: a mail a
+	// sender changed under the batch is left to the next one.
+	_, err = s.pruneBatches("prune mail outbox", func(t *txn, limit int) (int, error) {
+		rows, err := t.query(`DELETE FROM mail_outbox WHERE ctid = ANY (ARRAY (SELECT ctid FROM mail_outbox
+			WHERE (state IN ($2, $3) AND created_at < $4) OR (state NOT IN ($2, $3) AND created_at < $5)
+			LIMIT $1))
+			RETURNING state IN ($2, $3), rec`, limit, store.MailSent, store.MailLogged, doneCutoff, unsentCutoff)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		defer rows.Close()
+		batchDone, batchUnsent := 0, []store.Mail(nil)
 		for rows.Next() {
 			var isDone bool
 			var m store.Mail
 			if err := rows.Scan(&isDone, &m); err != nil {
-				return err
+				return 0, err
 			}
 			if isDone {
-				done++
+				batchDone++
 				continue
 			}
 			m.Text, m.HTML = "", ""
-			unsent = append(unsent, m)
+			batchUnsent = append(batchUnsent, m)
 		}
-		return rows.Err()
+		if err := rows.Err(); err != nil {
+			return 0, err
+		}
+		// Counted once the batch's rows are all read: a try that failed
+		// and runs again counts its rows once.
+		t.OnCommit(func() { done, unsent = done+batchDone, append(unsent, batchUnsent...) })
+		return batchDone + len(batchUnsent), nil
 	})
 	if err != nil {
-		return 0, nil, err
+		// The batches that committed are gone: they are said, with the
+		// error, so the caller logs the unsent mails it dropped.
+		slices.SortFunc(unsent, func(a, b store.Mail) int { return cmp.Compare(a.ID, b.ID) })
+		return done, unsent, err
 	}
 	slices.SortFunc(unsent, func(a, b store.Mail) int { return cmp.Compare(a.ID, b.ID) })
 	return done, unsent, nil

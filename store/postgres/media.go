@@ -247,7 +247,7 @@ func attachMedia(t *txn, m *store.Message) error {
 // short), with their bytes, and returns how many.
 func (s *Store) PruneMedia(cutoff time.Time, limit int) (int, error) {
 	var n int
-	err := s.prune("prune media", func(t *txn) error {
+	err := s.write("prune media", func(t *txn) error {
 		tag, err := t.exec(`DELETE FROM media WHERE id IN (
 			SELECT id FROM media WHERE message_id IS NULL AND created_at < $1 ORDER BY created_at, id LIMIT $2 FOR UPDATE SKIP LOCKED)`, cutoff, limit)
 		n = int(tag.RowsAffected())

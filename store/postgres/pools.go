@@ -242,9 +242,33 @@ func resolveMembers(t *txn, companyID uint64, p *store.Pool, in []store.PoolMemb
 
 // DeletePool removes the company's pool with its turn and sticky entries.
 // Messages sent through it keep their device and the pool's name.
+//
+// A pool keeps a sticky entry for each recipient it sent to within
+// store.StickyAge (millions for a campaign's pool), more than one
+// transaction deletes within the store's deadline: they are deleted first,
+// a batch of Store.pruneBatch a transaction, while the pool is live (a
+// send through it meanwhile picks its member afresh), and the last
+// transaction deletes the pool with what is left. Another company's pool
+// is ErrNotFound, nothing of it deleted.
 func (s *Store) DeletePool(companyID, poolID uint64) (store.Pool, error) {
+	name := fmt.Sprintf("delete pool %d", poolID)
+	for {
+		n := 0
+		err := s.write(name, func(t *txn) error {
+			var err error
+			n, err = deleteSome(t, "pool_sticky", "pool_id = (SELECT id FROM pools WHERE company_id = $2 AND id = $3)", s.pruneBatch,
+				id(companyID), id(poolID))
+			return err
+		})
+		if err != nil {
+			return store.Pool{}, err
+		}
+		if n == 0 { // as pruneBatches ends
+			break
+		}
+	}
 	var p store.Pool
-	err := s.write(fmt.Sprintf("delete pool %d", poolID), func(t *txn) error {
+	err := s.write(name, func(t *txn) error {
 		return getRec(t, &p, "DELETE FROM pools WHERE company_id = $1 AND id = $2 RETURNING rec", id(companyID), id(poolID))
 	})
 	return p, err
@@ -279,11 +303,7 @@ func leavePools(t *txn, companyID, deviceID uint64, now time.Time) error {
 // cutoff (now less store.StickyAge in service), so they hold at most the
 // recipients a pool sent to within StickyAge.
 func (s *Store) PruneSticky(cutoff time.Time) (int, error) {
-	var n int
-	err := s.prune("prune sticky entries", func(t *txn) error {
-		tag, err := t.exec("DELETE FROM pool_sticky WHERE written_at < $1", cutoff)
-		n = int(tag.RowsAffected())
-		return err
+	return s.pruneBatches("prune sticky entries", func(t *txn, limit int) (int, error) {
+		return deleteSome(t, "pool_sticky", "written_at < $2", limit, cutoff)
 	})
-	return n, err
 }

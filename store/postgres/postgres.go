@@ -78,6 +78,13 @@ type Store struct {
 	dailyBudget int64
 	// txTimeout is Options.TxTimeout.
 	txTimeout time.Duration
+	// pruneBatch is how many rows one transaction of a prune deletes
+	// (pruneBatches): defaultPruneBatch; tests set fewer.
+	pruneBatch int
+	// deviceBatch is how many of a device's unfinished messages one
+	// transaction of its deletion fails (DeleteDevice):
+	// defaultDeviceBatch; tests set fewer.
+	deviceBatch int
 	// lease is Options.Lease; holder names this store's leases (leases.go).
 	lease  time.Duration
 	holder string
@@ -137,7 +144,7 @@ func openConfig(ctx context.Context, cfg *pgxpool.Config, opt Options) (*Store, 
 	if opt.TxTimeout == 0 {
 		opt.TxTimeout = DefaultTxTimeout
 	}
-	s := &Store{pool: pool, dailyBudget: opt.CompanyDailyStorage, lease: opt.Lease, txTimeout: opt.TxTimeout, holder: newHolder()}
+	s := &Store{pool: pool, dailyBudget: opt.CompanyDailyStorage, lease: opt.Lease, txTimeout: opt.TxTimeout, pruneBatch: defaultPruneBatch, deviceBatch: defaultDeviceBatch, holder: newHolder()}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if err := s.start(ctx, opt.Existing); err != nil {
 		s.Close()

@@ -288,11 +288,7 @@ func newOutbound(m *store.Message, deviceID uint64, at time.Time) {
 
 // PruneIdempotency drops idempotency answers kept before cutoff.
 func (s *Store) PruneIdempotency(cutoff time.Time) (int, error) {
-	var n int
-	err := s.prune("prune idempotency answers", func(t *txn) error {
-		tag, err := t.exec("DELETE FROM idempotency WHERE created_at < $1", cutoff)
-		n = int(tag.RowsAffected())
-		return err
+	return s.pruneBatches("prune idempotency answers", func(t *txn, limit int) (int, error) {
+		return deleteSome(t, "idempotency", "created_at < $2", limit, cutoff)
 	})
-	return n, err
 }

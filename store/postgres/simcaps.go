@@ -271,20 +271,19 @@ func (s *Store) SetSIMCaps(companyID uint64, fingerprint string, caps map[string
 // PruneSIMCounts drops the per-SIM counts of days and months before now's,
 // and the recipients of days before today: what the caps no longer read.
 func (s *Store) PruneSIMCounts(now time.Time) (int, error) {
-	var n int
-	err := s.prune("prune sim counts", func(t *txn) error {
-		n = 0
-		tag, err := t.exec(`DELETE FROM sim_usage WHERE (kind = 'm' AND period < $1) OR (kind <> 'm' AND period < $2)`,
+	// Each table is pruned apart, batch by batch: no row of one goes
+	// with a row of the other.
+	n, err := s.pruneBatches("prune sim counts", func(t *txn, limit int) (int, error) {
+		return deleteSome(t, "sim_usage", "(kind = 'm' AND period < $2) OR (kind <> 'm' AND period < $3)", limit,
 			monthStamp(now), dayStamp(now))
-		if err != nil {
-			return err
-		}
-		n += int(tag.RowsAffected())
-		tag, err = t.exec("DELETE FROM sim_recipients WHERE day < $1", dayStamp(now))
-		n += int(tag.RowsAffected())
-		return err
 	})
-	return n, err
+	if err != nil {
+		return n, err
+	}
+	m, err := s.pruneBatches("prune sim recipients", func(t *txn, limit int) (int, error) {
+		return deleteSome(t, "sim_recipients", "day < $2", limit, dayStamp(now))
+	})
+	return n + m, err
 }
 
 // Carrier-error streaks (failover): a report of a send's outcome keeps its

@@ -171,32 +171,26 @@ func (s *Store) ConsumeOneTimeToken(hash []byte, kinds []string, now time.Time, 
 // PruneTokens deletes refresh and one-time tokens that expired before
 // cutoff, used or not, and returns how many it removed.
 func (s *Store) PruneTokens(cutoff time.Time) (int, error) {
-	var n int
-	err := s.prune("prune tokens", func(t *txn) error {
-		n = 0
-		for _, table := range []string{"refresh_tokens", "one_time_tokens"} {
-			tag, err := t.exec("DELETE FROM "+table+" WHERE expires_at < $1", cutoff)
-			if err != nil {
-				return err
-			}
-			n += int(tag.RowsAffected())
+	n := 0
+	for _, table := range []string{"refresh_tokens", "one_time_tokens"} {
+		m, err := s.pruneBatches("prune "+table, func(t *txn, limit int) (int, error) {
+			return deleteSome(t, table, "expires_at < $2", limit, cutoff)
+		})
+		n += m
+		if err != nil {
+			return n, err
 		}
-		return nil
-	})
-	return n, err
+	}
+	return n, nil
 }
 
 // PruneTokenFamilies drops refresh-token families that have no token left
 // (PruneTokens drops expired ones). A family with a token stays, revoked or
 // not, so that token is still refused as its family says.
 func (s *Store) PruneTokenFamilies() (int, error) {
-	var n int
-	err := s.prune("prune token families", func(t *txn) error {
-		tag, err := t.exec("DELETE FROM token_families f WHERE NOT EXISTS (SELECT 1 FROM refresh_tokens r WHERE r.family = f.family)")
-		n = int(tag.RowsAffected())
-		return err
+	return s.pruneBatches("prune token families", func(t *txn, limit int) (int, error) {
+		return deleteSome(t, "token_families f", "NOT EXISTS (SELECT 1 FROM refresh_tokens r WHERE r.family = f.family)", limit)
 	})
-	return n, err
 }
 
 // PutConsoleSession stores a new console session under the hash of its id.
@@ -247,13 +241,9 @@ func (s *Store) DeleteConsoleSession(hash []byte) error {
 // PruneConsoleSessions deletes sessions idle since before idleCutoff or at
 // their absolute end at now, and returns how many it removed.
 func (s *Store) PruneConsoleSessions(idleCutoff, now time.Time) (int, error) {
-	var n int
-	err := s.prune("prune console sessions", func(t *txn) error {
-		tag, err := t.exec("DELETE FROM console_sessions WHERE seen_at < $1 OR expires_at <= $2", idleCutoff, now)
-		n = int(tag.RowsAffected())
-		return err
+	return s.pruneBatches("prune console sessions", func(t *txn, limit int) (int, error) {
+		return deleteSome(t, "console_sessions", "seen_at < $2 OR expires_at <= $3", limit, idleCutoff, now)
 	})
-	return n, err
 }
 
 // Secret returns the named server secret, made of size random bytes by the

@@ -36,19 +36,51 @@ func (s *Store) read(name string, fn func(t *txn) error) error {
 	return s.run(name, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, fn)
 }
 
-// pruneTimeout bounds a prune's transaction (prune): a sweeper's delete of
-// what expired, whose size grows with the traffic since the last sweep
-// (an hour of idempotency answers at a thousand sends a second is millions
-// of rows), not a request's, so the store's request deadline would fail
-// it again at every sweep once the backlog outgrew it. A database that
-// went silent is still noticed in about 30 s by the connections' keepalive
-// and TCP user timeout (dial.go).
-const pruneTimeout = 10 * time.Minute
+// defaultPruneBatch is how many rows one transaction of a prune deletes
+// (Store.pruneBatch): a few thousand rows are some tens of milliseconds
+// of work and a few megabytes of WAL (docs/performance.md, Prunes), so
+// each batch holds its row locks that long, not the whole backlog's time.
+const defaultPruneBatch = 5000
 
-// prune is write for the sweepers' prunes, within pruneTimeout (or the
-// store's deadline, were it longer).
-func (s *Store) prune(name string, fn func(t *txn) error) error {
-	return s.runWithin(name, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, max(s.txTimeout, pruneTimeout), fn)
+// defaultDeviceBatch is how many of a device's unfinished messages one
+// transaction of its deletion fails (Store.deviceBatch): each is a few
+// statements (its row, its counts, its status event), so a thousand take
+// well under a second.
+const defaultDeviceBatch = 1000
+
+// pruneBudget bounds one prune's batches all together: a backlog larger
+// than that much deleting (millions of rows) is left to the next sweep,
+// so that one table's backlog does not hold up the sweeper's other work.
+const pruneBudget = 10 * time.Minute
+
+// pruneBatches is a sweeper's prune: it runs batch, each time in a
+// transaction of its own (write, so within the store's deadline,
+// Options.TxTimeout), with the most rows a batch may delete, until a batch
+// deletes nothing, one fails (the store closed: its error) or pruneBudget
+// is spent. A batch that deleted fewer than it may is not the end: a row
+// a writer changed under it (deleteSome) is not deleted, and the rows
+// after it are found by the next batch. A backlog after an outage is then
+// many short transactions, none holding its rows' locks or its WAL for
+// long, and the batches that committed stay deleted when a later one
+// fails. It returns how many rows the batches said they deleted, with the
+// error of the batch that failed.
+func (s *Store) pruneBatches(name string, batch func(t *txn, limit int) (int, error)) (int, error) {
+	total := 0
+	for start := time.Now(); ; {
+		var n int
+		err := s.write(name, func(t *txn) error {
+			var err error
+			n, err = batch(t, s.pruneBatch)
+			return err
+		})
+		if err != nil {
+			return total, err
+		}
+		total += n
+		if n == 0 || time.Since(start) >= pruneBudget {
+			return total, nil
+		}
+	}
 }
 
 // readUnbounded is read without the store's transaction deadline, for the
@@ -285,3 +317,19 @@ func rec(v any) ([]byte, error) { return json.Marshal(v) }
 // id is a store id (uint64) as the database's bigint. Ids come from
 // identity columns, so they fit; store.StatsNoUser becomes -1.
 func id(v uint64) int64 { return int64(v) }
+
+// deleteSome deletes at most limit rows of table that match where, a
+// condition on its rows whose arguments are $2 on (args), and returns how
+// many it deleted. One statement: the subquery finds the rows' ctids, by
+// the index on where's column or a scan of the table that stops at limit
+// rows, as the planner finds cheaper, and the delete takes them by a TID
+// scan. A row a writer changed since the statement's snapshot has another
+// ctid by then, and is left alone (it no longer matches, or the next batch
+// finds it), so the rows are neither locked twice (FOR UPDATE, which
+// wrote each row once more and halved the rate) nor ever deleted when a
+// writer renewed them.
+func deleteSome(t *txn, table, where string, limit int, args ...any) (int, error) {
+	tag, err := t.exec("DELETE FROM "+table+" WHERE ctid = ANY (ARRAY (SELECT ctid FROM "+table+" WHERE "+where+
+		" LIMIT $1))", append([]any{limit}, args...)...)
+	return int(tag.RowsAffected()), err
+}

@@ -27,12 +27,16 @@ func (s *Store) StorageUsed(companyID uint64, t time.Time) (int64, error) {
 // the one of cutoff (only today's is ever consulted) and says how many
 // company days it dropped, whatever the shards they were split in.
 func (s *Store) PruneStorageCounters(cutoff time.Time) (int, error) {
-	var n int
-	err := s.prune("prune storage counters", func(t *txn) error {
-		return t.row(`WITH gone AS (DELETE FROM storage_usage WHERE day < $1 RETURNING company_id, day)
-			SELECT count(*) FROM (SELECT DISTINCT company_id, day FROM gone) d`, day(cutoff)).Scan(&n)
+	// Batch by company day (limit of them a batch), all of its shards
+	// together, so that no day is counted in two batches. Only today's
+	// counters are written, so the days deleted gain no shard meanwhile.
+	return s.pruneBatches("prune storage counters", func(t *txn, limit int) (int, error) {
+		var n int
+		err := t.row(`WITH days AS (SELECT DISTINCT company_id, day FROM storage_usage WHERE day < $2 LIMIT $1),
+			gone AS (DELETE FROM storage_usage u USING days d WHERE u.company_id = d.company_id AND u.day = d.day RETURNING u.company_id, u.day)
+			SELECT count(*) FROM (SELECT DISTINCT company_id, day FROM gone) g`, limit, day(cutoff)).Scan(&n)
+		return n, err
 	})
-	return n, err
 }
 
 // Usage is what a company has used of its plan: messages queued in the

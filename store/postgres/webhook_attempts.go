@@ -208,16 +208,20 @@ func (s *Store) WebhookAttempts(companyID, webhookID uint64, limit int) ([]store
 // company, all but the newest keep (as writes do). It returns how many
 // lines it dropped.
 func (s *Store) PruneWebhookAttempts(cutoff time.Time, keep int) (int, error) {
-	var n int
-	err := s.prune("prune webhook attempts", func(t *txn) error {
-		tag, err := t.exec(`DELETE FROM webhook_attempts a USING (
-				SELECT id, created_at, row_number() OVER (PARTITION BY company_id ORDER BY id DESC) AS rank FROM webhook_attempts
-			) r WHERE a.id = r.id AND (r.created_at < $1 OR ($2 > 0 AND r.rank > $2))`, cutoff, keep)
-		n = int(tag.RowsAffected())
-		return err
+	// The old lines first (a scan that stops at each batch's limit: the
+	// old lines are the table's first), then what is over keep per
+	// company: the writes trim it, so there is any only when keep was
+	// lowered, and that scan reads what the first left.
+	n, err := s.pruneBatches("prune webhook attempts", func(t *txn, limit int) (int, error) {
+		return deleteSome(t, "webhook_attempts", "created_at < $2", limit, cutoff)
 	})
-	if err != nil {
-		return 0, err
+	if err != nil || keep <= 0 {
+		return n, err
 	}
-	return n, nil
+	m, err := s.pruneBatches("prune webhook attempts over the kept number", func(t *txn, limit int) (int, error) {
+		return deleteSome(t, "webhook_attempts", `id IN (SELECT id FROM (
+				SELECT id, row_number() OVER (PARTITION BY company_id ORDER BY id DESC) AS rank FROM webhook_attempts
+			) r WHERE r.rank > $2)`, limit, keep)
+	})
+	return n + m, err
 }

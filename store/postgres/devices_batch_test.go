@@ -1,0 +1,157 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/simrelay/simrelay/store"
+	"github.com/simrelay/simrelay/store/conformance"
+)
+
+// A device with more unfinished messages than a transaction of its
+// deletion fails is deleted: its messages are failed a batch at a time,
+// each batch holding its own messages only, so a writer of another of them
+// goes on while a batch is open (the deletion locked them all in its first
+// statement, and a queue of millions ran past the store's deadline).
+// Another company's deletion of it touches nothing, and once deleted it is
+// gone.
+func TestDeviceDeletionFailsItsQueueInBatches(t *testing.T) {
+	t.Parallel()
+	tr := newPauseTracer("UPDATE messages SET status = $2, queue_place = NULL") // a message failed
+	s := openStore(t, Options{Tracer: tr})
+	s.deviceBatch = 3
+	ctx := context.Background()
+	c, _ := conformance.Company(t, s)
+	other, _ := conformance.Company(t, s)
+	fp := devicesOf(t, s, c.ID, 1)[0]
+	const queued = 10
+	var last store.Message
+	for i := range queued {
+		m := store.Message{UUID: fmt.Sprint("q-", i), CompanyID: c.ID, Device: fp, SIMSlot: "SIM1", Channel: "sms",
+			Phone: "+15550100000", Text: "hi"}
+		got, _, err := s.Enqueue(&m, store.IdempotencyKey{}, func() time.Time { return conformance.T0 }, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = got
+	}
+	failed := func() int {
+		t.Helper()
+		var n int
+		if err := s.pool.QueryRow(ctx, "SELECT count(*) FROM messages WHERE device_id = $1 AND status = 'failed' AND rec->>'error' = 'device_deleted'",
+			id(last.DeviceID)).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if _, err := s.DeleteDevice(other.ID, fp, conformance.T0); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("another company's deletion of the device: %v, want store.ErrNotFound", err)
+	}
+	if n := failed(); n != 0 {
+		t.Fatalf("another company's deletion failed %d messages of the device", n)
+	}
+
+	type result struct {
+		d   store.Device
+		err error
+	}
+	deleted := make(chan result, 1)
+	go func() {
+		d, err := s.DeleteDevice(c.ID, fp, conformance.T0.Add(time.Minute))
+		deleted <- result{d, err}
+	}()
+	select {
+	case <-tr.paused:
+	case r := <-deleted:
+		t.Fatalf("the deletion ended (%v) without failing a message", r.err)
+	case <-time.After(time.Minute):
+		t.Fatal("the deletion did not fail a message in a minute")
+	}
+	// The first batch holds the 3 oldest; the newest is free.
+	_, err := s.pool.Exec(ctx, "SELECT id FROM messages WHERE id = $1 FOR UPDATE NOWAIT", id(last.ID))
+	close(tr.resume)
+	if err != nil {
+		t.Errorf("the device's newest message while the deletion's first batch was open: %v", err)
+	}
+	r := <-deleted
+	if r.err != nil || r.d.Fingerprint != fp {
+		t.Fatalf("DeleteDevice: %+v (%v)", r.d, r.err)
+	}
+	if n := failed(); n != queued {
+		t.Errorf("%d messages failed with device_deleted, want %d", n, queued)
+	}
+	if _, err := s.DeleteDevice(c.ID, fp, conformance.T0.Add(time.Minute)); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the deleted device deleted again: %v, want store.ErrNotFound", err)
+	}
+}
+
+// A pool with more sticky entries than a batch is deleted, its entries a
+// batch at a time before the pool (the cascade of the pool's delete held
+// them all in one transaction); another company's deletion of it deletes
+// nothing.
+func TestPoolDeletionDeletesItsStickyEntriesInBatches(t *testing.T) {
+	t.Parallel()
+	tr := newPauseTracer("DELETE FROM pool")
+	tr.off.Store(true) // until the deletion watched
+	s := openStore(t, Options{Tracer: tr})
+	s.pruneBatch = 2
+	ctx := context.Background()
+	c, _ := conformance.Company(t, s)
+	other, _ := conformance.Company(t, s)
+	var poolID int64
+	if err := s.pool.QueryRow(ctx, `INSERT INTO pools (company_id, name_key, rec) VALUES ($1, 'p', '{"name": "p"}') RETURNING id`, id(c.ID)).Scan(&poolID); err != nil {
+		t.Fatal(err)
+	}
+	const sticky = 7
+	for i := range sticky {
+		if _, err := s.pool.Exec(ctx, "INSERT INTO pool_sticky (pool_id, phone, device_id, sim_slot, written_at) VALUES ($1, $2, 1, 'SIM1', $3)",
+			poolID, fmt.Sprint("+1555010000", i), conformance.T0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	left := func(lock string) int {
+		t.Helper()
+		var n int
+		if err := s.pool.QueryRow(ctx, "SELECT count(*) FROM (SELECT 1 FROM pool_sticky WHERE pool_id = $1 "+lock+") r", poolID).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if _, err := s.DeletePool(other.ID, uint64(poolID)); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("another company's deletion of the pool: %v, want store.ErrNotFound", err)
+	}
+	if n := left(""); n != sticky {
+		t.Fatalf("another company's deletion of the pool left %d sticky entries of %d", n, sticky)
+	}
+	type result struct {
+		p   store.Pool
+		err error
+	}
+	deleted := make(chan result, 1)
+	tr.off.Store(false)
+	go func() {
+		p, err := s.DeletePool(c.ID, uint64(poolID))
+		deleted <- result{p, err}
+	}()
+	select {
+	case <-tr.paused:
+	case r := <-deleted:
+		t.Fatalf("the deletion ended (%v) without deleting", r.err)
+	case <-time.After(time.Minute):
+		t.Fatal("the deletion did not delete in a minute")
+	}
+	free := left("FOR UPDATE SKIP LOCKED") // the entries no open batch holds
+	close(tr.resume)
+	if free != sticky-2 {
+		t.Errorf("%d of %d sticky entries free while the deletion's first batch was open, want all but the batch's 2", free, sticky)
+	}
+	if r := <-deleted; r.err != nil || r.p.Name != "p" {
+		t.Fatalf("DeletePool: %+v (%v)", r.p, r.err)
+	}
+	if n := left(""); n != 0 {
+		t.Errorf("%d sticky entries left after the pool's deletion", n)
+	}
+}
