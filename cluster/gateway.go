@@ -57,7 +57,7 @@ type Hub interface {
 	Online(fingerprint string) bool
 	LastSeen(fingerprint string) time.Time
 	Presence(fingerprints []string) map[string]time.Time
-	OfflineSince(fingerprint string) time.Time
+	OfflineSince(fingerprint string, deviceID uint64) time.Time
 	HoldDevice(fingerprint string, deviceID uint64, fn func(dispatchedUpTo uint64, online bool) error) error
 	Kick(fingerprint string)
 	Disconnect(fingerprint string, code int, reason string) <-chan struct{}

@@ -186,8 +186,8 @@ func (g *Gateway) reopen() bool {
 // failover found it ended on a node gone), whichever is later: a link here
 // that ended before the device linked on the dead node says nothing of how
 // long it is offline now. Zero when neither.
-func (g *Gateway) OfflineSince(fingerprint string) time.Time {
-	here := g.hub.OfflineSince(fingerprint)
+func (g *Gateway) OfflineSince(fingerprint string, deviceID uint64) time.Time {
+	here := g.hub.OfflineSince(fingerprint, deviceID)
 	g.mu.Lock()
 	took := g.orphans[fingerprint].at
 	g.mu.Unlock()

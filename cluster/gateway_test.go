@@ -60,7 +60,7 @@ func TestFailoverHoldAcrossNodes(t *testing.T) {
 		t.Error("moved while the dead node's link is open")
 	}
 	g.sweep()
-	if g.OfflineSince(d.Fingerprint).IsZero() {
+	if g.OfflineSince(d.Fingerprint, d.ID).IsZero() {
 		t.Error("the sweep ended b's link, yet the device is not offline since then")
 	}
 	if !moves(d.Fingerprint, d.ID) {
@@ -75,7 +75,7 @@ func TestFailoverHoldAcrossNodes(t *testing.T) {
 	if err := st.EndLink(gone.ID, e); err != nil {
 		t.Fatal(err)
 	}
-	if !moves(gone.Fingerprint, gone.ID) || g.OfflineSince(gone.Fingerprint).IsZero() {
+	if !moves(gone.Fingerprint, gone.ID) || g.OfflineSince(gone.Fingerprint, gone.ID).IsZero() {
 		t.Error("a device last linked on a node gone is not taken over")
 	}
 }
@@ -283,7 +283,7 @@ func TestTakeOverAgainAfterALaterLink(t *testing.T) {
 		if upTo, moves := held(d.fp, d.id); !moves || upTo < later {
 			t.Errorf("%s taken over again: moves %v up to %d, want held up to %d (the later link handed those jobs to the phone)", d.fp, moves, upTo, later)
 		}
-		if since := g.OfflineSince(d.fp); !since.After(took) {
+		if since := g.OfflineSince(d.fp, d.id); !since.After(took) {
 			t.Errorf("%s taken over again: offline since %v, want since the later take (after %v)", d.fp, since, took)
 		}
 	}
@@ -295,7 +295,7 @@ type endedHub struct {
 	at time.Time
 }
 
-func (h endedHub) OfflineSince(string) time.Time { return h.at }
+func (h endedHub) OfflineSince(string, uint64) time.Time { return h.at }
 
 // A device whose link ended here an hour ago, and that linked since on a
 // node that died, counts offline from this node's take over, not from its
@@ -315,7 +315,7 @@ func TestOfflineSinceTheLaterOfHereAndTheTake(t *testing.T) {
 	}
 	sqlExec(t, url)(`UPDATE cluster_nodes SET seen_at = now() - interval '1 minute' WHERE name = 'b'`)
 	g.sweep()
-	if since := g.OfflineSince(d.Fingerprint); !since.Equal(clock.Now()) {
+	if since := g.OfflineSince(d.Fingerprint, d.ID); !since.Equal(clock.Now()) {
 		t.Errorf("offline since %v, want since the sweep took b's link over (%v)", since, clock.Now())
 	}
 }
