@@ -142,7 +142,7 @@ type Gateway struct {
 	outKicks map[string]struct{} // kicks to publish; guarded by mu
 	inKicks  map[string]struct{} // kicks heard, to run here; guarded by mu
 	inCtls   []ctl               // controls heard, to run here; guarded by mu
-	orphans  map[string]orphan   // fingerprint -> the dead node's link this node took over; guarded by mu
+	orphans  map[uint64]orphan   // device id -> the dead node's link this node took over; guarded by mu
 	forgot   retention.Sweep     // when orphans was last pruned, and how long they keep (gateway_forget.go); guarded by mu
 	unended  map[uint64]uint64   // device id -> epoch of a link here whose end the database did not take; guarded by mu
 	out, in  chan struct{}       // wake the publisher and the runner
@@ -169,7 +169,7 @@ func NewGateway(cfg GatewayConfig) (*Gateway, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	g := &Gateway{cfg: cfg, hub: cfg.Hub, st: cfg.Store, bus: cfg.Bus, node: cfg.Bus.Node(), log: cfg.Logger,
-		outKicks: map[string]struct{}{}, inKicks: map[string]struct{}{}, orphans: map[string]orphan{}, unended: map[uint64]uint64{}, forgot: retention.Sweep{Life: cfg.JobLife},
+		outKicks: map[string]struct{}{}, inKicks: map[string]struct{}{}, orphans: map[uint64]orphan{}, unended: map[uint64]uint64{}, forgot: retention.Sweep{Life: cfg.JobLife},
 		out: make(chan struct{}, 1), in: make(chan struct{}, 1), sweeps: make(chan struct{}, 1)}
 	g.broke.Store(true)
 	subs := map[string]func(Message){topicKick: g.heardKicks, topicLink: g.heardLink, topicCtl: g.heardCtl}
