@@ -64,7 +64,11 @@ type Hub interface {
 	Configure(fingerprint string, cfg proto.Config)
 	Pace(fingerprint string, perMinute int)
 	Links() []gateway.Link
-	Fence(fingerprint string, newest uint64)
+	// LinkDevice is the device of the fingerprint's open link here;
+	// FenceDevice fences that device's link only, not another device's
+	// link of the fingerprint.
+	LinkDevice(fingerprint string) (uint64, bool)
+	FenceDevice(fingerprint string, deviceID, newest uint64)
 	// DisconnectLink and FenceLink act on the link given (Links) only, not
 	// on a later one of the fingerprint.
 	DisconnectLink(l gateway.Link, code int, reason string) <-chan struct{}
@@ -142,6 +146,7 @@ type Gateway struct {
 	outKicks map[string]struct{} // kicks to publish; guarded by mu
 	inKicks  map[string]struct{} // kicks heard, to run here; guarded by mu
 	inCtls   []ctl               // controls heard, to run here; guarded by mu
+	inLinks  map[string]uint64   // link signals heard for fingerprints linked here: the newest epoch; guarded by mu
 	orphans  map[uint64]orphan   // device id -> the dead node's link this node took over; guarded by mu
 	forgot   retention.Sweep     // when orphans was last pruned, and how long they keep (gateway_forget.go); guarded by mu
 	unended  map[uint64]uint64   // device id -> epoch of a link here whose end the database did not take; guarded by mu
@@ -169,7 +174,7 @@ func NewGateway(cfg GatewayConfig) (*Gateway, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	g := &Gateway{cfg: cfg, hub: cfg.Hub, st: cfg.Store, bus: cfg.Bus, node: cfg.Bus.Node(), log: cfg.Logger,
-		outKicks: map[string]struct{}{}, inKicks: map[string]struct{}{}, orphans: map[uint64]orphan{}, unended: map[uint64]uint64{}, forgot: retention.Sweep{Life: cfg.JobLife},
+		outKicks: map[string]struct{}{}, inKicks: map[string]struct{}{}, inLinks: map[string]uint64{}, orphans: map[uint64]orphan{}, unended: map[uint64]uint64{}, forgot: retention.Sweep{Life: cfg.JobLife},
 		out: make(chan struct{}, 1), in: make(chan struct{}, 1), sweeps: make(chan struct{}, 1)}
 	g.broke.Store(true)
 	subs := map[string]func(Message){topicKick: g.heardKicks, topicLink: g.heardLink, topicCtl: g.heardCtl}
@@ -284,7 +289,8 @@ func (g *Gateway) heardCtl(m Message) {
 	wake(g.in)
 }
 
-// heardLink fences out an older link of the device here.
+// heardLink keeps a link signal of a fingerprint linked here; the runner
+// fences out the link if it is its device's and older (fenceHeard).
 func (g *Gateway) heardLink(m Message) {
 	fp, e, ok := strings.Cut(string(m.Data), " ")
 	epoch, err := strconv.ParseUint(e, 10, 64)
@@ -292,10 +298,51 @@ func (g *Gateway) heardLink(m Message) {
 		g.log.Warn("gateway: malformed link signal from another node", "data", string(m.Data))
 		return
 	}
-	g.hub.Fence(fp, epoch) // closes without waiting
+	if _, here := g.hub.LinkDevice(fp); !here {
+		return
+	}
+	g.mu.Lock()
+	g.inLinks[fp] = max(g.inLinks[fp], epoch)
+	g.mu.Unlock()
+	wake(g.in)
 }
 
-// runHeard runs the kicks and controls other nodes sent.
+// fenceHeard closes with 4009 the links here that the link signals heard
+// show are no longer their device's newest. A signal names the fingerprint
+// and the epoch, not the device, and a device paired again under the
+// fingerprint after a delete counts its epochs from 1 again: the signal of
+// a link of the device deleted (one that registered as it was deleted)
+// would close the new device's link here, or the other way round. So each
+// link is fenced by its own device's newest epoch, read from the database
+// in one query for all the signals heard, as the sweep does; when the
+// database does not answer, by the signal's epoch, and only the link of the
+// device that was here when the signal was heard.
+func (g *Gateway) fenceHeard(links map[string]uint64) {
+	devs := make(map[string]uint64, len(links))
+	ids := make([]uint64, 0, len(links))
+	for fp := range links {
+		if id, ok := g.hub.LinkDevice(fp); ok {
+			devs[fp] = id
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return
+	}
+	epochs, err := g.st.LinkEpochs(ids)
+	if err != nil {
+		g.log.Error("gateway: link epochs of the links signalled; fenced by the signals", "err", err)
+	}
+	for fp, id := range devs {
+		newest := links[fp]
+		if err == nil {
+			newest = epochs[id]
+		}
+		g.hub.FenceDevice(fp, id, newest) // closes without waiting
+	}
+}
+
+// runHeard runs the link signals, kicks and controls other nodes sent.
 func (g *Gateway) runHeard(ctx context.Context) {
 	for {
 		select {
@@ -303,16 +350,24 @@ func (g *Gateway) runHeard(ctx context.Context) {
 			return
 		case <-g.in:
 		}
-		g.mu.Lock()
-		kicks, ctls := g.inKicks, g.inCtls
-		g.inKicks, g.inCtls = map[string]struct{}{}, nil
-		g.mu.Unlock()
-		for _, c := range ctls {
-			g.local(c)
-		}
-		for fp := range kicks {
-			g.hub.Kick(fp)
-		}
+		g.runHeardOnce()
+	}
+}
+
+// runHeardOnce runs what other nodes sent since it last ran.
+func (g *Gateway) runHeardOnce() {
+	g.mu.Lock()
+	links, kicks, ctls := g.inLinks, g.inKicks, g.inCtls
+	g.inLinks, g.inKicks, g.inCtls = map[string]uint64{}, map[string]struct{}{}, nil
+	g.mu.Unlock()
+	if len(links) > 0 {
+		g.fenceHeard(links)
+	}
+	for _, c := range ctls {
+		g.local(c)
+	}
+	for fp := range kicks {
+		g.hub.Kick(fp)
 	}
 }
 

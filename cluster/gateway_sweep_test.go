@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -223,5 +224,59 @@ func TestSweepFencesOnlyTheLinkItRead(t *testing.T) {
 	}
 	if code := closedWith(t, old); code != proto.CloseReplaced {
 		t.Errorf("the old link closed with %d, want %d (replaced by the new one)", code, proto.CloseReplaced)
+	}
+}
+
+// A link signal names the fingerprint and the epoch, not the device: that
+// of a link of a device deleted (one that registered as it was deleted),
+// heard after its fingerprint was paired again and the new device linked
+// here, leaves the new device's link open, its epochs being its own. Before,
+// it closed the new link with 4009 (its epoch 1 older than the signal's),
+// and the phone waited 30 s to link again, stopping after three. A signal
+// of a newer link of the device itself closes it as before.
+func TestLinkSignalOfAnotherDeviceLeavesTheLinkOpen(t *testing.T) {
+	t.Parallel()
+	st, g, _ := gatewayOnNodes(t, 10*time.Second, 0, "a", "b")
+	p := servePhones(t, st, g)
+	old, _ := p.pair("signalled")
+	if _, err := st.DeleteDevice(old.CompanyID, old.Fingerprint, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	d, token := p.pair(old.Fingerprint)
+	if d.ID == old.ID {
+		t.Fatal("paired again after the delete, the device kept its id: the test shows nothing")
+	}
+	ws := p.link(token)
+	linked, ok := linkOf(p.hub, d.Fingerprint)
+	if !ok || linked.DeviceID != d.ID || linked.Epoch != 1 {
+		t.Fatalf("the new device's link is %+v (listed %v), want its epoch 1", linked, ok)
+	}
+	signal := func(epoch uint64) {
+		t.Helper()
+		g.heardLink(Message{Topic: topicLink, Data: []byte(fmt.Sprintf("%s %d", d.Fingerprint, epoch))})
+		g.runHeardOnce()
+	}
+
+	// The deleted device's link registers on b, at its second epoch.
+	var e uint64
+	for range 2 {
+		var err error
+		if e, err = st.ClaimLink(old.ID, "b"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	signal(e)
+	if l, ok := linkOf(p.hub, d.Fingerprint); !ok || l != linked {
+		t.Fatalf("after the deleted device's link signal the fingerprint's link is %+v (listed %v), want the new device's %+v open", l, ok, linked)
+	}
+
+	// A newer link of the device itself on b closes it.
+	if e, err := st.ClaimLink(d.ID, "b"); err != nil {
+		t.Fatal(err)
+	} else {
+		signal(e)
+	}
+	if code := closedWith(t, ws); code != proto.CloseReplaced {
+		t.Errorf("the device's link closed with %d after its newer link's signal, want %d", code, proto.CloseReplaced)
 	}
 }
