@@ -61,6 +61,10 @@ type Hub interface {
 	HoldDevice(fingerprint string, deviceID uint64, fn func(dispatchedUpTo uint64, online bool) error) error
 	Kick(fingerprint string)
 	Disconnect(fingerprint string, code int, reason string) <-chan struct{}
+	// DisconnectChanged is Disconnect of a control heard from another
+	// node: only a link whose device a look at the store finds deleted,
+	// disabled or with another token now is closed.
+	DisconnectChanged(fingerprint string, code int, reason string)
 	Configure(fingerprint string, cfg proto.Config)
 	Pace(fingerprint string, perMinute int)
 	Links() []gateway.Link
@@ -374,11 +378,14 @@ func (g *Gateway) runHeardOnce() {
 // local runs the control on this node's link of the device, if any. It
 // does not wait for a disconnect's last seen to be written: a control heard
 // from another node answers no request here, and that write would hold up
-// the controls and kicks heard after it.
+// the controls and kicks heard after it. A disconnect closes the link only
+// if its device changed as the control says (DisconnectChanged): a control
+// names the fingerprint, and one heard late may be of the device deleted
+// before the fingerprint was paired again and linked here.
 func (g *Gateway) local(c ctl) {
 	switch c.Op {
 	case "disconnect":
-		g.hub.Disconnect(c.Fingerprint, c.Code, c.Reason)
+		g.hub.DisconnectChanged(c.Fingerprint, c.Code, c.Reason)
 	case "configure":
 		if c.Config != nil {
 			g.hub.Configure(c.Fingerprint, *c.Config)

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -278,5 +279,70 @@ func TestLinkSignalOfAnotherDeviceLeavesTheLinkOpen(t *testing.T) {
 	}
 	if code := closedWith(t, ws); code != proto.CloseReplaced {
 		t.Errorf("the device's link closed with %d after its newer link's signal, want %d", code, proto.CloseReplaced)
+	}
+}
+
+// A disconnect heard from another node names the fingerprint, not the
+// device or its token, and may come late (a bus that reconnected sends what
+// it held): that of a device deleted, heard after its fingerprint was
+// paired again and the new device linked here, leaves the new device's link
+// open, as does that of a token replaced, heard after the phone linked with
+// its new token. Before, the new device's link was closed with 4503 and its
+// phone stopped reconnecting, probing at most every 15 minutes; the new
+// token's with 4501, and its phone had to be paired again. A disconnect of
+// the link's own device, changed as it says, closes it as before.
+func TestHeardDisconnectOfAnotherRegistrationLeavesTheLinkOpen(t *testing.T) {
+	t.Parallel()
+	st, g, _ := gatewayOnNodes(t, 10*time.Second, 0, "a", "b")
+	p := servePhones(t, st, g)
+	heard := func(fp string, code int, reason string) {
+		t.Helper()
+		data, err := json.Marshal(ctl{Op: "disconnect", Fingerprint: fp, Code: code, Reason: reason})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.heardCtl(Message{Topic: topicCtl, Data: data})
+		g.runHeardOnce()
+	}
+	open := func(what string, want gateway.Link) {
+		t.Helper()
+		if l, ok := linkOf(p.hub, want.Fingerprint); !ok || l != want {
+			t.Fatalf("%s: the fingerprint's link is %+v (listed %v), want %+v open", what, l, ok, want)
+		}
+	}
+
+	// Deleted on b, paired again and linked here before b's disconnect
+	// arrives.
+	old, _ := p.pair("told-late")
+	if _, err := st.DeleteDevice(old.CompanyID, old.Fingerprint, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	d, token := p.pair(old.Fingerprint)
+	ws := p.link(token)
+	linked, _ := linkOf(p.hub, d.Fingerprint)
+	heard(d.Fingerprint, proto.CloseDeviceGone, "device deleted")
+	open("after the deleted device's disconnect", linked)
+
+	// Paired again over the device (a new token) on b: b's disconnect
+	// closes the link on the old token with 4501.
+	again, token2 := p.pair(d.Fingerprint)
+	if again.ID != d.ID {
+		t.Fatalf("paired over the device, it got id %d, want %d", again.ID, d.ID)
+	}
+	heard(d.Fingerprint, proto.CloseBadToken, "token replaced by a new registration")
+	if code := closedWith(t, ws); code != proto.CloseBadToken {
+		t.Fatalf("the link on the replaced token closed with %d, want %d", code, proto.CloseBadToken)
+	}
+	// The phone links with its new token before a late copy arrives.
+	ws = p.link(token2)
+	linked, _ = linkOf(p.hub, d.Fingerprint)
+	heard(d.Fingerprint, proto.CloseBadToken, "token replaced by a new registration")
+	open("after a late disconnect of the replaced token", linked)
+
+	// Disabled on b: its disconnect closes the link.
+	setStatus(t, st, again, store.DeviceDisabled)
+	heard(d.Fingerprint, proto.CloseDeviceGone, "device disabled")
+	if code := closedWith(t, ws); code != proto.CloseDeviceGone {
+		t.Errorf("the link of the device disabled closed with %d, want %d", code, proto.CloseDeviceGone)
 	}
 }

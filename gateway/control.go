@@ -1,6 +1,12 @@
 package gateway
 
-import proto "github.com/simrelay/simrelay/android-protocol"
+import (
+	"bytes"
+	"context"
+
+	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/store"
+)
 
 // What the rest of the server tells a device's live link.
 
@@ -31,6 +37,47 @@ func (h *Hub) Disconnect(fingerprint string, code int, reason string) <-chan str
 		return c.closeWith(code, reason)
 	}
 	return noWait
+}
+
+// DisconnectChanged is Disconnect for a control another node of a cluster
+// sent, which answers no request here. The control names the fingerprint,
+// not the device or its token, and may arrive late (a bus that reconnected
+// sends what it held), after the fingerprint was paired again (after a
+// delete: another device; or over the device: a new token) and linked
+// here: closing that link with 4503 would stop its phone reconnecting,
+// with 4501 would have it pair again. So the link here is closed only when
+// a look at the store now finds its device changed as a Disconnect says:
+// deleted (no device of the fingerprint, or another one), disabled, or its
+// token replaced; with the code the look found (the control's reason when
+// the codes agree). When the store does not answer, it is closed as told.
+func (h *Hub) DisconnectChanged(fingerprint string, code int, reason string) {
+	c := h.live(fingerprint)
+	if c == nil {
+		return
+	}
+	found, why := code, reason
+	d, err := h.devices.Get(context.Background(), c.dev.CompanyID, fingerprint)
+	switch {
+	case notFound(err) || err == nil && d.ID != c.dev.ID:
+		found, why = proto.CloseDeviceGone, "device deleted"
+	case err != nil:
+		h.log.Warn("look up a device told to disconnect by another node; closed as told", "device", fingerprint, "err", err)
+	case d.Status == store.DeviceDisabled:
+		found, why = proto.CloseDeviceGone, "device disabled"
+	case !bytes.Equal(d.TokenHash, c.dev.TokenHash):
+		found, why = proto.CloseBadToken, "token revoked"
+	default:
+		return // the control was of another registration of the fingerprint
+	}
+	if found == code {
+		why = reason
+	}
+	h.mu.Lock()
+	if h.conns[fingerprint] == c {
+		c.told = &refusal{code: found, reason: why}
+	}
+	h.mu.Unlock()
+	c.closeWith(found, why)
 }
 
 // toldBy is the last Disconnect that found c registered; nil when none did.
