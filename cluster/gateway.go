@@ -65,6 +65,10 @@ type Hub interface {
 	// node: only a link whose device a look at the store finds deleted,
 	// disabled or with another token now is closed.
 	DisconnectChanged(fingerprint string, code int, reason string)
+	// Refresh is Configure and Pace of a control heard from another node:
+	// the link gets its own device's settings and pace as stored now;
+	// false when the store did not answer.
+	Refresh(fingerprint string) bool
 	Configure(fingerprint string, cfg proto.Config)
 	Pace(fingerprint string, perMinute int)
 	Links() []gateway.Link
@@ -367,25 +371,45 @@ func (g *Gateway) runHeardOnce() {
 	if len(links) > 0 {
 		g.fenceHeard(links)
 	}
-	for _, c := range ctls {
-		g.local(c)
-	}
+	g.runCtls(ctls)
 	for fp := range kicks {
 		g.hub.Kick(fp)
 	}
 }
 
-// local runs the control on this node's link of the device, if any. It
-// does not wait for a disconnect's last seen to be written: a control heard
-// from another node answers no request here, and that write would hold up
-// the controls and kicks heard after it. A disconnect closes the link only
-// if its device changed as the control says (DisconnectChanged): a control
-// names the fingerprint, and one heard late may be of the device deleted
-// before the fingerprint was paired again and linked here.
+// runCtls runs the controls heard from other nodes on this node's links. A
+// control names the fingerprint, and one heard late may be of the device
+// deleted before the fingerprint was paired again and linked here, or
+// older than a change heard first: so a disconnect closes the link only
+// if its device changed as the control says (DisconnectChanged), and a
+// settings or pace change gives the link its own device's settings and
+// pace as stored now (Refresh, once per fingerprint), the control's own
+// only when the store does not answer. Neither waits for a last seen to be
+// written: a control heard from another node answers no request here, and
+// that write would hold up the controls and kicks heard after it.
+func (g *Gateway) runCtls(ctls []ctl) {
+	refresh := map[string][]ctl{}
+	for _, c := range ctls {
+		switch c.Op {
+		case "disconnect":
+			g.hub.DisconnectChanged(c.Fingerprint, c.Code, c.Reason)
+		case "configure", "pace":
+			refresh[c.Fingerprint] = append(refresh[c.Fingerprint], c)
+		}
+	}
+	for fp, told := range refresh {
+		if !g.hub.Refresh(fp) {
+			for _, c := range told {
+				g.local(c)
+			}
+		}
+	}
+}
+
+// local runs a settings or pace control on this node's link of the
+// device, if any, as told.
 func (g *Gateway) local(c ctl) {
 	switch c.Op {
-	case "disconnect":
-		g.hub.DisconnectChanged(c.Fingerprint, c.Code, c.Reason)
 	case "configure":
 		if c.Config != nil {
 			g.hub.Configure(c.Fingerprint, *c.Config)

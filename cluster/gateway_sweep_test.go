@@ -346,3 +346,50 @@ func TestHeardDisconnectOfAnotherRegistrationLeavesTheLinkOpen(t *testing.T) {
 		t.Errorf("the link of the device disabled closed with %d, want %d", code, proto.CloseDeviceGone)
 	}
 }
+
+// A settings change heard from another node names the fingerprint, not the
+// device, and may come late: that of a device deleted, heard after its
+// fingerprint was paired again and the new device linked here, gives the
+// new device's link its own settings as stored, not the deleted device's.
+// Before, the link got the deleted device's name and SIM (and pace), until
+// its next link.
+func TestHeardSettingsAreTheLinksOwnDevices(t *testing.T) {
+	t.Parallel()
+	st, g, _ := gatewayOnNodes(t, 10*time.Second, 0, "a", "b")
+	p := servePhones(t, st, g)
+	old, _ := p.pair("set-late")
+	if _, err := st.DeleteDevice(old.CompanyID, old.Fingerprint, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	_, token := p.pair(old.Fingerprint)
+	ws := p.link(token)
+	d, err := p.devices.Get(context.Background(), p.company, old.Fingerprint) // as its hello stored it
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []ctl{
+		{Op: "configure", Fingerprint: d.Fingerprint, Config: &proto.Config{SelectedSIM: "SIM2", DeviceName: "the deleted phone", Status: store.DeviceActive}},
+		{Op: "pace", Fingerprint: d.Fingerprint, PerMinute: 1},
+	} {
+		data, err := json.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.heardCtl(Message{Topic: topicCtl, Data: data})
+	}
+	g.runHeardOnce()
+	ctx, cancel := context.WithTimeout(context.Background(), poll.Timeout)
+	defer cancel()
+	for {
+		_, data, err := ws.Read(ctx)
+		if err != nil {
+			t.Fatalf("waiting for the config frame: %v", err)
+		}
+		if f, _ := proto.Decode(data); f != nil && f.FrameType() == proto.TypeConfig {
+			if cfg := f.(*proto.Config); cfg.DeviceName != d.Name || cfg.SelectedSIM != d.SelectedSIM {
+				t.Fatalf("the link got settings %+v, want its own device's (name %q, SIM %q)", cfg, d.Name, d.SelectedSIM)
+			}
+			return
+		}
+	}
+}

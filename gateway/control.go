@@ -103,6 +103,35 @@ func (h *Hub) Pace(fingerprint string, perMinute int) {
 	}
 }
 
+// Refresh is Configure and Pace for a settings or pace control another
+// node of a cluster sent, which names the fingerprint, not the device, and
+// may arrive late (a bus that reconnected sends what it held), after the
+// fingerprint was paired again and linked here, or after a later change of
+// the device heard first. So the link here gets what a look at the store
+// finds for its own device now (one read): its settings, as a config frame,
+// and its pace, as its welcome did. A link whose device is no longer the
+// fingerprint's gets nothing (its device was deleted: the disconnect, or
+// the cluster's sweep, closes it). It answers false when the store did not
+// answer: the caller applies the control as told.
+func (h *Hub) Refresh(fingerprint string) bool {
+	c := h.live(fingerprint)
+	if c == nil {
+		return true
+	}
+	d, err := h.devices.Get(context.Background(), c.dev.CompanyID, fingerprint)
+	switch {
+	case notFound(err) || err == nil && d.ID != c.dev.ID:
+		return true
+	case err != nil:
+		h.log.Warn("look up a device whose settings another node changed; applied as told", "device", fingerprint, "err", err)
+		return false
+	}
+	c.send(proto.Config{SelectedSIM: d.SelectedSIM, DeviceName: d.Name, Status: d.Status})
+	c.setPace(d.SMSPerMinute)
+	c.pump()
+	return true
+}
+
 // Kick tells the hub that new jobs wait for the device.
 func (h *Hub) Kick(fingerprint string) {
 	if c := h.lookup(fingerprint); c != nil {
