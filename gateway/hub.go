@@ -86,9 +86,10 @@ type Hub struct {
 	// dispatched is, per device id, the highest queue place written to any
 	// of its links since the hub started; holds are the devices whose
 	// queued jobs a failover is moving (HoldDevice); endedAt is when each
-	// device's last link ended, by device id (a device paired again under
-	// the fingerprint after a delete is another, which inherits nothing); forgot is when the last two were last
-	// pruned, and for how long they keep (forget.go). All guarded by mu.
+	// device's last link ended, by device id too (a device paired again
+	// under the fingerprint after a delete is another, which inherits
+	// nothing); forgot is when the last two were last pruned, and for how
+	// long they keep (forget.go). All guarded by mu.
 	dispatched map[uint64]dispatchMark
 	holds      map[string]chan struct{}
 	endedAt    map[uint64]time.Time
