@@ -57,14 +57,26 @@ type Hub interface {
 	Online(fingerprint string) bool
 	LastSeen(fingerprint string) time.Time
 	Presence(fingerprints []string) map[string]time.Time
-	OfflineSince(fingerprint string) time.Time
+	OfflineSince(fingerprint string, deviceID uint64) time.Time
 	HoldDevice(fingerprint string, deviceID uint64, fn func(dispatchedUpTo uint64, online bool) error) error
 	Kick(fingerprint string)
 	Disconnect(fingerprint string, code int, reason string) <-chan struct{}
+	// DisconnectChanged is Disconnect of a control heard from another
+	// node: only a link whose device a look at the store finds deleted,
+	// disabled or with another token now is closed.
+	DisconnectChanged(fingerprint string, code int, reason string)
+	// Refresh is Configure and Pace of a control heard from another node:
+	// the link gets its own device's settings and pace as stored now;
+	// false when the store did not answer.
+	Refresh(fingerprint string) bool
 	Configure(fingerprint string, cfg proto.Config)
 	Pace(fingerprint string, perMinute int)
 	Links() []gateway.Link
-	Fence(fingerprint string, newest uint64)
+	// LinkDevice is the device of the fingerprint's open link here;
+	// FenceDevice fences that device's link only, not another device's
+	// link of the fingerprint.
+	LinkDevice(fingerprint string) (uint64, bool)
+	FenceDevice(fingerprint string, deviceID, newest uint64)
 	// DisconnectLink and FenceLink act on the link given (Links) only, not
 	// on a later one of the fingerprint.
 	DisconnectLink(l gateway.Link, code int, reason string) <-chan struct{}
@@ -142,7 +154,8 @@ type Gateway struct {
 	outKicks map[string]struct{} // kicks to publish; guarded by mu
 	inKicks  map[string]struct{} // kicks heard, to run here; guarded by mu
 	inCtls   []ctl               // controls heard, to run here; guarded by mu
-	orphans  map[string]orphan   // fingerprint -> the dead node's link this node took over; guarded by mu
+	inLinks  map[string]uint64   // link signals heard for fingerprints linked here: the newest epoch; guarded by mu
+	orphans  map[uint64]orphan   // device id -> the dead node's link this node took over; guarded by mu
 	forgot   retention.Sweep     // when orphans was last pruned, and how long they keep (gateway_forget.go); guarded by mu
 	unended  map[uint64]uint64   // device id -> epoch of a link here whose end the database did not take; guarded by mu
 	out, in  chan struct{}       // wake the publisher and the runner
@@ -169,7 +182,7 @@ func NewGateway(cfg GatewayConfig) (*Gateway, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	g := &Gateway{cfg: cfg, hub: cfg.Hub, st: cfg.Store, bus: cfg.Bus, node: cfg.Bus.Node(), log: cfg.Logger,
-		outKicks: map[string]struct{}{}, inKicks: map[string]struct{}{}, orphans: map[string]orphan{}, unended: map[uint64]uint64{}, forgot: retention.Sweep{Life: cfg.JobLife},
+		outKicks: map[string]struct{}{}, inKicks: map[string]struct{}{}, inLinks: map[string]uint64{}, orphans: map[uint64]orphan{}, unended: map[uint64]uint64{}, forgot: retention.Sweep{Life: cfg.JobLife},
 		out: make(chan struct{}, 1), in: make(chan struct{}, 1), sweeps: make(chan struct{}, 1)}
 	g.broke.Store(true)
 	subs := map[string]func(Message){topicKick: g.heardKicks, topicLink: g.heardLink, topicCtl: g.heardCtl}
@@ -284,7 +297,8 @@ func (g *Gateway) heardCtl(m Message) {
 	wake(g.in)
 }
 
-// heardLink fences out an older link of the device here.
+// heardLink keeps a link signal of a fingerprint linked here; the runner
+// fences out the link if it is its device's and older (fenceHeard).
 func (g *Gateway) heardLink(m Message) {
 	fp, e, ok := strings.Cut(string(m.Data), " ")
 	epoch, err := strconv.ParseUint(e, 10, 64)
@@ -292,10 +306,51 @@ func (g *Gateway) heardLink(m Message) {
 		g.log.Warn("gateway: malformed link signal from another node", "data", string(m.Data))
 		return
 	}
-	g.hub.Fence(fp, epoch) // closes without waiting
+	if _, here := g.hub.LinkDevice(fp); !here {
+		return
+	}
+	g.mu.Lock()
+	g.inLinks[fp] = max(g.inLinks[fp], epoch)
+	g.mu.Unlock()
+	wake(g.in)
 }
 
-// runHeard runs the kicks and controls other nodes sent.
+// fenceHeard closes with 4009 the links here that the link signals heard
+// show are no longer their device's newest. A signal names the fingerprint
+// and the epoch, not the device, and a device paired again under the
+// fingerprint after a delete counts its epochs from 1 again: the signal of
+// a link of the device deleted (one that registered as it was deleted)
+// would close the new device's link here, or the other way round. So each
+// link is fenced by its own device's newest epoch, read from the database
+// in one query for all the signals heard, as the sweep does; when the
+// database does not answer, by the signal's epoch, and only the link of the
+// device that was here when the signal was heard.
+func (g *Gateway) fenceHeard(links map[string]uint64) {
+	devs := make(map[string]uint64, len(links))
+	ids := make([]uint64, 0, len(links))
+	for fp := range links {
+		if id, ok := g.hub.LinkDevice(fp); ok {
+			devs[fp] = id
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return
+	}
+	epochs, err := g.st.LinkEpochs(ids)
+	if err != nil {
+		g.log.Error("gateway: link epochs of the links signalled; fenced by the signals", "err", err)
+	}
+	for fp, id := range devs {
+		newest := links[fp]
+		if err == nil {
+			newest = epochs[id]
+		}
+		g.hub.FenceDevice(fp, id, newest) // closes without waiting
+	}
+}
+
+// runHeard runs the link signals, kicks and controls other nodes sent.
 func (g *Gateway) runHeard(ctx context.Context) {
 	for {
 		select {
@@ -303,27 +358,58 @@ func (g *Gateway) runHeard(ctx context.Context) {
 			return
 		case <-g.in:
 		}
-		g.mu.Lock()
-		kicks, ctls := g.inKicks, g.inCtls
-		g.inKicks, g.inCtls = map[string]struct{}{}, nil
-		g.mu.Unlock()
-		for _, c := range ctls {
-			g.local(c)
+		g.runHeardOnce()
+	}
+}
+
+// runHeardOnce runs what other nodes sent since it last ran.
+func (g *Gateway) runHeardOnce() {
+	g.mu.Lock()
+	links, kicks, ctls := g.inLinks, g.inKicks, g.inCtls
+	g.inLinks, g.inKicks, g.inCtls = map[string]uint64{}, map[string]struct{}{}, nil
+	g.mu.Unlock()
+	if len(links) > 0 {
+		g.fenceHeard(links)
+	}
+	g.runCtls(ctls)
+	for fp := range kicks {
+		g.hub.Kick(fp)
+	}
+}
+
+// runCtls runs the controls heard from other nodes on this node's links. A
+// control names the fingerprint, and one heard late may be of the device
+// deleted before the fingerprint was paired again and linked here, or
+// older than a change heard first: so a disconnect closes the link only
+// if its device changed as the control says (DisconnectChanged), and a
+// settings or pace change gives the link its own device's settings and
+// pace as stored now (Refresh, once per fingerprint), the control's own
+// only when the store does not answer. Neither waits for a last seen to be
+// written: a control heard from another node answers no request here, and
+// that write would hold up the controls and kicks heard after it.
+func (g *Gateway) runCtls(ctls []ctl) {
+	refresh := map[string][]ctl{}
+	for _, c := range ctls {
+		switch c.Op {
+		case "disconnect":
+			g.hub.DisconnectChanged(c.Fingerprint, c.Code, c.Reason)
+		case "configure", "pace":
+			refresh[c.Fingerprint] = append(refresh[c.Fingerprint], c)
 		}
-		for fp := range kicks {
-			g.hub.Kick(fp)
+	}
+	for fp, told := range refresh {
+		if !g.hub.Refresh(fp) {
+			for _, c := range told {
+				g.local(c)
+			}
 		}
 	}
 }
 
-// local runs the control on this node's link of the device, if any. It
-// does not wait for a disconnect's last seen to be written: a control heard
-// from another node answers no request here, and that write would hold up
-// the controls and kicks heard after it.
+// local runs a settings or pace control on this node's link of the
+// device, if any, as told.
 func (g *Gateway) local(c ctl) {
 	switch c.Op {
-	case "disconnect":
-		g.hub.Disconnect(c.Fingerprint, c.Code, c.Reason)
 	case "configure":
 		if c.Config != nil {
 			g.hub.Configure(c.Fingerprint, *c.Config)

@@ -33,6 +33,14 @@ import (
 // and hold the jobs queued since the first take until they expire.
 // So the map holds the devices taken over in about the last JobLife, not
 // every device whose node died since the start, deleted ones included.
+//
+// Entries are kept by device id, not fingerprint: a device deleted and its
+// fingerprint paired again is a new device (a new id, its link epochs
+// counting from 1 again), and what this node took over of the old one
+// (when, the queue place, the epoch) says nothing of it. Kept by
+// fingerprint, the new device counted offline from the old one's take, and
+// a link of its own taken over at an epoch the old one's entry held was
+// not taken afresh: the jobs that link handed to the phone moved too.
 
 // orphan is a link of a dead node that this node took over: when, and the
 // queue place then (the dead link handed nothing above it to the phone).

@@ -64,7 +64,7 @@ func TestTakenOverLinksForgottenAfterJobLife(t *testing.T) {
 		if upTo, moves := held(d.fp, d.id); !moves || upTo != place {
 			t.Errorf("%s taken over: moves %v up to %d, want held up to %d", d.fp, moves, upTo, place)
 		}
-		if g.OfflineSince(d.fp).IsZero() {
+		if g.OfflineSince(d.fp, d.id).IsZero() {
 			t.Errorf("%s taken over, yet not offline since then", d.fp)
 		}
 	}
@@ -99,8 +99,8 @@ func TestTakenOverLinksForgottenAfterJobLife(t *testing.T) {
 		if upTo, moves := held(d.fp, d.id); !moves || upTo != 0 {
 			t.Errorf("%s past the jobs' life: moves %v up to %d, want every job", d.fp, moves, upTo)
 		}
-		if !g.OfflineSince(d.fp).IsZero() {
-			t.Errorf("%s past the jobs' life: offline since %v, want no end time", d.fp, g.OfflineSince(d.fp))
+		if !g.OfflineSince(d.fp, d.id).IsZero() {
+			t.Errorf("%s past the jobs' life: offline since %v, want no end time", d.fp, g.OfflineSince(d.fp, d.id))
 		}
 	}
 	if n := remembered(); n != 0 {

@@ -113,7 +113,7 @@ func (g *Gateway) sweep() {
 	now := g.cfg.Now()
 	for _, d := range devs {
 		g.mu.Lock()
-		g.orphans[d.Fingerprint] = orphan{at: now, place: place}
+		g.orphans[d.ID] = orphan{at: now, place: place}
 		g.mu.Unlock()
 		g.log.Info("gateway sweep: the device's node is dead; its link counts as ended", "device", d.Fingerprint)
 		if g.presence != nil {
@@ -185,11 +185,13 @@ func (g *Gateway) reopen() bool {
 // node took over the link a dead node left (its sweep ended it, or its
 // failover found it ended on a node gone), whichever is later: a link here
 // that ended before the device linked on the dead node says nothing of how
-// long it is offline now. Zero when neither.
-func (g *Gateway) OfflineSince(fingerprint string) time.Time {
-	here := g.hub.OfflineSince(fingerprint)
+// long it is offline now. Zero when neither. Both are of the device id:
+// a device paired again under the fingerprint after a delete is another
+// device, which inherits neither.
+func (g *Gateway) OfflineSince(fingerprint string, deviceID uint64) time.Time {
+	here := g.hub.OfflineSince(fingerprint, deviceID)
 	g.mu.Lock()
-	took := g.orphans[fingerprint].at
+	took := g.orphans[deviceID].at
 	g.mu.Unlock()
 	if took.After(here) {
 		return took
@@ -218,12 +220,12 @@ func (g *Gateway) HoldDevice(fingerprint string, deviceID uint64, fn func(dispat
 			// The last link was on a node gone since: any live node
 			// takes the device over, moving only what was queued after
 			// it first found that link ended with its node gone.
-			if err := g.takeOver(fingerprint, epoch); err != nil {
+			if err := g.takeOver(fingerprint, deviceID, epoch); err != nil {
 				return err
 			}
 		}
 		g.mu.Lock()
-		o, took := g.orphans[fingerprint]
+		o, took := g.orphans[deviceID]
 		g.mu.Unlock()
 		if !took {
 			return g.hub.HoldDevice(fingerprint, deviceID, fn)
@@ -240,9 +242,9 @@ func (g *Gateway) HoldDevice(fingerprint string, deviceID uint64, fn func(dispat
 // device (its sweep ended it, or an earlier take) says nothing of this one:
 // the device linked since, on a node that handed jobs above that place to
 // the phone, and has gone too; so it is taken afresh, from now.
-func (g *Gateway) takeOver(fingerprint string, epoch uint64) error {
+func (g *Gateway) takeOver(fingerprint string, deviceID, epoch uint64) error {
 	g.mu.Lock()
-	o, took := g.orphans[fingerprint]
+	o, took := g.orphans[deviceID]
 	g.mu.Unlock()
 	if took && o.epoch == epoch {
 		return nil
@@ -252,8 +254,8 @@ func (g *Gateway) takeOver(fingerprint string, epoch uint64) error {
 		return fmt.Errorf("cluster: take over %s: %w", fingerprint, err)
 	}
 	g.mu.Lock()
-	if o, took := g.orphans[fingerprint]; !took || o.epoch != epoch {
-		g.orphans[fingerprint] = orphan{at: g.cfg.Now(), place: place, epoch: epoch}
+	if o, took := g.orphans[deviceID]; !took || o.epoch != epoch {
+		g.orphans[deviceID] = orphan{at: g.cfg.Now(), place: place, epoch: epoch}
 	}
 	g.mu.Unlock()
 	return nil

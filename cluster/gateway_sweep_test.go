@@ -2,7 +2,9 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -223,5 +225,171 @@ func TestSweepFencesOnlyTheLinkItRead(t *testing.T) {
 	}
 	if code := closedWith(t, old); code != proto.CloseReplaced {
 		t.Errorf("the old link closed with %d, want %d (replaced by the new one)", code, proto.CloseReplaced)
+	}
+}
+
+// A link signal names the fingerprint and the epoch, not the device: that
+// of a link of a device deleted (one that registered as it was deleted),
+// heard after its fingerprint was paired again and the new device linked
+// here, leaves the new device's link open, its epochs being its own. Before,
+// it closed the new link with 4009 (its epoch 1 older than the signal's),
+// and the phone waited 30 s to link again, stopping after three. A signal
+// of a newer link of the device itself closes it as before.
+func TestLinkSignalOfAnotherDeviceLeavesTheLinkOpen(t *testing.T) {
+	t.Parallel()
+	st, g, _ := gatewayOnNodes(t, 10*time.Second, 0, "a", "b")
+	p := servePhones(t, st, g)
+	old, _ := p.pair("signalled")
+	if _, err := st.DeleteDevice(old.CompanyID, old.Fingerprint, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	d, token := p.pair(old.Fingerprint)
+	if d.ID == old.ID {
+		t.Fatal("paired again after the delete, the device kept its id: the test shows nothing")
+	}
+	ws := p.link(token)
+	linked, ok := linkOf(p.hub, d.Fingerprint)
+	if !ok || linked.DeviceID != d.ID || linked.Epoch != 1 {
+		t.Fatalf("the new device's link is %+v (listed %v), want its epoch 1", linked, ok)
+	}
+	signal := func(epoch uint64) {
+		t.Helper()
+		g.heardLink(Message{Topic: topicLink, Data: []byte(fmt.Sprintf("%s %d", d.Fingerprint, epoch))})
+		g.runHeardOnce()
+	}
+
+	// The deleted device's link registers on b, at its second epoch.
+	var e uint64
+	for range 2 {
+		var err error
+		if e, err = st.ClaimLink(old.ID, "b"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	signal(e)
+	if l, ok := linkOf(p.hub, d.Fingerprint); !ok || l != linked {
+		t.Fatalf("after the deleted device's link signal the fingerprint's link is %+v (listed %v), want the new device's %+v open", l, ok, linked)
+	}
+
+	// A newer link of the device itself on b closes it.
+	if e, err := st.ClaimLink(d.ID, "b"); err != nil {
+		t.Fatal(err)
+	} else {
+		signal(e)
+	}
+	if code := closedWith(t, ws); code != proto.CloseReplaced {
+		t.Errorf("the device's link closed with %d after its newer link's signal, want %d", code, proto.CloseReplaced)
+	}
+}
+
+// A disconnect heard from another node names the fingerprint, not the
+// device or its token, and may come late (a bus that reconnected sends what
+// it held): that of a device deleted, heard after its fingerprint was
+// paired again and the new device linked here, leaves the new device's link
+// open, as does that of a token replaced, heard after the phone linked with
+// its new token. Before, the new device's link was closed with 4503 and its
+// phone stopped reconnecting, probing at most every 15 minutes; the new
+// token's with 4501, and its phone had to be paired again. A disconnect of
+// the link's own device, changed as it says, closes it as before.
+func TestHeardDisconnectOfAnotherRegistrationLeavesTheLinkOpen(t *testing.T) {
+	t.Parallel()
+	st, g, _ := gatewayOnNodes(t, 10*time.Second, 0, "a", "b")
+	p := servePhones(t, st, g)
+	heard := func(fp string, code int, reason string) {
+		t.Helper()
+		data, err := json.Marshal(ctl{Op: "disconnect", Fingerprint: fp, Code: code, Reason: reason})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.heardCtl(Message{Topic: topicCtl, Data: data})
+		g.runHeardOnce()
+	}
+	open := func(what string, want gateway.Link) {
+		t.Helper()
+		if l, ok := linkOf(p.hub, want.Fingerprint); !ok || l != want {
+			t.Fatalf("%s: the fingerprint's link is %+v (listed %v), want %+v open", what, l, ok, want)
+		}
+	}
+
+	// Deleted on b, paired again and linked here before b's disconnect
+	// arrives.
+	old, _ := p.pair("told-late")
+	if _, err := st.DeleteDevice(old.CompanyID, old.Fingerprint, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	d, token := p.pair(old.Fingerprint)
+	ws := p.link(token)
+	linked, _ := linkOf(p.hub, d.Fingerprint)
+	heard(d.Fingerprint, proto.CloseDeviceGone, "device deleted")
+	open("after the deleted device's disconnect", linked)
+
+	// Paired again over the device (a new token) on b: b's disconnect
+	// closes the link on the old token with 4501.
+	again, token2 := p.pair(d.Fingerprint)
+	if again.ID != d.ID {
+		t.Fatalf("paired over the device, it got id %d, want %d", again.ID, d.ID)
+	}
+	heard(d.Fingerprint, proto.CloseBadToken, "token replaced by a new registration")
+	if code := closedWith(t, ws); code != proto.CloseBadToken {
+		t.Fatalf("the link on the replaced token closed with %d, want %d", code, proto.CloseBadToken)
+	}
+	// The phone links with its new token before a late copy arrives.
+	ws = p.link(token2)
+	linked, _ = linkOf(p.hub, d.Fingerprint)
+	heard(d.Fingerprint, proto.CloseBadToken, "token replaced by a new registration")
+	open("after a late disconnect of the replaced token", linked)
+
+	// Disabled on b: its disconnect closes the link.
+	setStatus(t, st, again, store.DeviceDisabled)
+	heard(d.Fingerprint, proto.CloseDeviceGone, "device disabled")
+	if code := closedWith(t, ws); code != proto.CloseDeviceGone {
+		t.Errorf("the link of the device disabled closed with %d, want %d", code, proto.CloseDeviceGone)
+	}
+}
+
+// A settings change heard from another node names the fingerprint, not the
+// device, and may come late: that of a device deleted, heard after its
+// fingerprint was paired again and the new device linked here, gives the
+// new device's link its own settings as stored, not the deleted device's.
+// Before, the link got the deleted device's name and SIM (and pace), until
+// its next link.
+func TestHeardSettingsAreTheLinksOwnDevices(t *testing.T) {
+	t.Parallel()
+	st, g, _ := gatewayOnNodes(t, 10*time.Second, 0, "a", "b")
+	p := servePhones(t, st, g)
+	old, _ := p.pair("set-late")
+	if _, err := st.DeleteDevice(old.CompanyID, old.Fingerprint, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	_, token := p.pair(old.Fingerprint)
+	ws := p.link(token)
+	d, err := p.devices.Get(context.Background(), p.company, old.Fingerprint) // as its hello stored it
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []ctl{
+		{Op: "configure", Fingerprint: d.Fingerprint, Config: &proto.Config{SelectedSIM: "SIM2", DeviceName: "the deleted phone", Status: store.DeviceActive}},
+		{Op: "pace", Fingerprint: d.Fingerprint, PerMinute: 1},
+	} {
+		data, err := json.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.heardCtl(Message{Topic: topicCtl, Data: data})
+	}
+	g.runHeardOnce()
+	ctx, cancel := context.WithTimeout(context.Background(), poll.Timeout)
+	defer cancel()
+	for {
+		_, data, err := ws.Read(ctx)
+		if err != nil {
+			t.Fatalf("waiting for the config frame: %v", err)
+		}
+		if f, _ := proto.Decode(data); f != nil && f.FrameType() == proto.TypeConfig {
+			if cfg := f.(*proto.Config); cfg.DeviceName != d.Name || cfg.SelectedSIM != d.SelectedSIM {
+				t.Fatalf("the link got settings %+v, want its own device's (name %q, SIM %q)", cfg, d.Name, d.SelectedSIM)
+			}
+			return
+		}
 	}
 }

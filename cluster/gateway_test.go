@@ -60,7 +60,7 @@ func TestFailoverHoldAcrossNodes(t *testing.T) {
 		t.Error("moved while the dead node's link is open")
 	}
 	g.sweep()
-	if g.OfflineSince(d.Fingerprint).IsZero() {
+	if g.OfflineSince(d.Fingerprint, d.ID).IsZero() {
 		t.Error("the sweep ended b's link, yet the device is not offline since then")
 	}
 	if !moves(d.Fingerprint, d.ID) {
@@ -75,7 +75,7 @@ func TestFailoverHoldAcrossNodes(t *testing.T) {
 	if err := st.EndLink(gone.ID, e); err != nil {
 		t.Fatal(err)
 	}
-	if !moves(gone.Fingerprint, gone.ID) || g.OfflineSince(gone.Fingerprint).IsZero() {
+	if !moves(gone.Fingerprint, gone.ID) || g.OfflineSince(gone.Fingerprint, gone.ID).IsZero() {
 		t.Error("a device last linked on a node gone is not taken over")
 	}
 }
@@ -283,7 +283,7 @@ func TestTakeOverAgainAfterALaterLink(t *testing.T) {
 		if upTo, moves := held(d.fp, d.id); !moves || upTo < later {
 			t.Errorf("%s taken over again: moves %v up to %d, want held up to %d (the later link handed those jobs to the phone)", d.fp, moves, upTo, later)
 		}
-		if since := g.OfflineSince(d.fp); !since.After(took) {
+		if since := g.OfflineSince(d.fp, d.id); !since.After(took) {
 			t.Errorf("%s taken over again: offline since %v, want since the later take (after %v)", d.fp, since, took)
 		}
 	}
@@ -295,7 +295,7 @@ type endedHub struct {
 	at time.Time
 }
 
-func (h endedHub) OfflineSince(string) time.Time { return h.at }
+func (h endedHub) OfflineSince(string, uint64) time.Time { return h.at }
 
 // A device whose link ended here an hour ago, and that linked since on a
 // node that died, counts offline from this node's take over, not from its
@@ -315,7 +315,7 @@ func TestOfflineSinceTheLaterOfHereAndTheTake(t *testing.T) {
 	}
 	sqlExec(t, url)(`UPDATE cluster_nodes SET seen_at = now() - interval '1 minute' WHERE name = 'b'`)
 	g.sweep()
-	if since := g.OfflineSince(d.Fingerprint); !since.Equal(clock.Now()) {
+	if since := g.OfflineSince(d.Fingerprint, d.ID); !since.Equal(clock.Now()) {
 		t.Errorf("offline since %v, want since the sweep took b's link over (%v)", since, clock.Now())
 	}
 }
@@ -426,5 +426,107 @@ func TestSweepClosesTheLinksOfDevicesGone(t *testing.T) {
 	want := map[string]string{"gone-disabled": "4503 device disabled", "gone-deleted": "4503 device deleted"}
 	if fmt.Sprint(hub.gone) != fmt.Sprint(want) {
 		t.Errorf("the sweep closed %v, want %v", hub.gone, want)
+	}
+}
+
+// A device deleted and its fingerprint paired again is a new device: what
+// this node took over of the old one's links is not its. Before, the node
+// kept it by fingerprint: the new device counted offline since the old
+// one's take, and a link of its own on a node gone since, of the same
+// epoch as the old one's taken over (a new device's epochs count from 1
+// again), was not taken afresh: the failover moved the jobs that link had
+// handed to the phone (the phone sent them too).
+func TestPairedAgainInheritsNothingTakenOver(t *testing.T) {
+	t.Parallel()
+	const live = 10 * time.Second
+	clock := testclock.New(time.Now())
+	st, g, url := gatewayWith(t, GatewayConfig{Live: live, Now: clock.Now}, "a", "b", "c")
+	c, _ := conformance.Company(t, st)
+	exec := sqlExec(t, url)
+	hand := func(jobs int) uint64 { // jobs queued and handed to the phone
+		t.Helper()
+		exec(`SELECT nextval('queue_places') FROM generate_series(1, $1)`, jobs)
+		place, err := st.MessageSequence()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return place
+	}
+	held := func(d store.Device) (upTo uint64, moves bool) {
+		t.Helper()
+		if err := g.HoldDevice(d.Fingerprint, d.ID, func(u uint64, _ bool) error { upTo, moves = u, true; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return upTo, moves
+	}
+	pairAgain := func(d store.Device) store.Device {
+		t.Helper()
+		if _, err := st.DeleteDevice(d.CompanyID, d.Fingerprint, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		again := conformance.Device(t, st, c.ID, d.Fingerprint)
+		if again.ID == d.ID {
+			t.Fatal("paired again after the delete, the device kept its id: the test shows nothing")
+		}
+		return again
+	}
+
+	// Killed under its link on b: this node's sweep takes it over.
+	killed := conformance.Device(t, st, c.ID, "inherit-killed")
+	if _, err := st.ClaimLink(killed.ID, "b"); err != nil {
+		t.Fatal(err)
+	}
+	// Gone after a clean end of its link (epoch 1) on b: this node's
+	// failover takes it over.
+	stopped := conformance.Device(t, st, c.ID, "inherit-stopped")
+	e, err := st.ClaimLink(stopped.ID, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.EndLink(stopped.ID, e); err != nil {
+		t.Fatal(err)
+	}
+	hand(3)
+	exec(`UPDATE cluster_nodes SET seen_at = now() - interval '1 minute' WHERE name = 'b'`)
+	g.sweep()
+	if _, moves := held(stopped); !moves {
+		t.Fatal("the device last linked on b is not taken over")
+	}
+	for _, d := range []store.Device{killed, stopped} {
+		if g.OfflineSince(d.Fingerprint, d.ID).IsZero() {
+			t.Fatalf("%s taken over, yet not offline since then", d.Fingerprint)
+		}
+	}
+
+	// Both fingerprints are paired again, an hour later: new devices, never
+	// linked, have no end time.
+	clock.Advance(time.Hour)
+	killedAgain, stoppedAgain := pairAgain(killed), pairAgain(stopped)
+	for _, d := range []store.Device{killedAgain, stoppedAgain} {
+		if since := g.OfflineSince(d.Fingerprint, d.ID); !since.IsZero() {
+			t.Errorf("%s paired again: offline since %v, the old device's take; want no end time", d.Fingerprint, since)
+		}
+	}
+
+	// The new device links on c (its epoch 1, as the old one's taken
+	// over), which hands it jobs, ends the link and dies: it is taken over
+	// afresh, every job handed held back, offline from the new take.
+	ec, err := st.ClaimLink(stoppedAgain.ID, "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ec != e {
+		t.Fatalf("the new device's link has epoch %d, want %d as the old one's: the test shows nothing", ec, e)
+	}
+	later := hand(5)
+	if err := st.EndLink(stoppedAgain.ID, ec); err != nil {
+		t.Fatal(err)
+	}
+	exec(`UPDATE cluster_nodes SET seen_at = now() - interval '1 minute' WHERE name = 'c'`)
+	if upTo, moves := held(stoppedAgain); !moves || upTo < later {
+		t.Errorf("the new device taken over: moves %v up to %d, want held up to %d (its link on c handed those jobs to the phone)", moves, upTo, later)
+	}
+	if since := g.OfflineSince(stoppedAgain.Fingerprint, stoppedAgain.ID); !since.Equal(clock.Now()) {
+		t.Errorf("the new device taken over: offline since %v, want since its own take (%v)", since, clock.Now())
 	}
 }

@@ -138,7 +138,7 @@ func TestSweepEndsNoLinksUntilItsOwnBeatsAreSteady(t *testing.T) {
 	if err := db.QueryRow(ctx, `SELECT ended_at IS NULL FROM device_links WHERE device_id = $1`, int64(d.ID)).Scan(&open); err != nil {
 		t.Fatal(err)
 	}
-	if !open || !g.OfflineSince(d.Fingerprint).IsZero() {
+	if !open || !g.OfflineSince(d.Fingerprint, d.ID).IsZero() {
 		t.Fatal("the sweep of a node whose own beats just broke ended the link of b")
 	}
 	// b beats again: its device is online on a.
@@ -155,7 +155,7 @@ func TestSweepEndsNoLinksUntilItsOwnBeatsAreSteady(t *testing.T) {
 	}
 	steady = true
 	g.sweep()
-	if g.OfflineSince(d.Fingerprint).IsZero() || g.Online(d.Fingerprint) {
+	if g.OfflineSince(d.Fingerprint, d.ID).IsZero() || g.Online(d.Fingerprint) {
 		t.Fatal("b is silent through a's steady window, yet its link was not ended")
 	}
 }

@@ -1,6 +1,12 @@
 package gateway
 
-import proto "github.com/simrelay/simrelay/android-protocol"
+import (
+	"bytes"
+	"context"
+
+	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/store"
+)
 
 // What the rest of the server tells a device's live link.
 
@@ -33,6 +39,47 @@ func (h *Hub) Disconnect(fingerprint string, code int, reason string) <-chan str
 	return noWait
 }
 
+// DisconnectChanged is Disconnect for a control another node of a cluster
+// sent, which answers no request here. The control names the fingerprint,
+// not the device or its token, and may arrive late (a bus that reconnected
+// sends what it held), after the fingerprint was paired again (after a
+// delete: another device; or over the device: a new token) and linked
+// here: closing that link with 4503 would stop its phone reconnecting,
+// with 4501 would have it pair again. So the link here is closed only when
+// a look at the store now finds its device changed as a Disconnect says:
+// deleted (no device of the fingerprint, or another one), disabled, or its
+// token replaced; with the code the look found (the control's reason when
+// the codes agree). When the store does not answer, it is closed as told.
+func (h *Hub) DisconnectChanged(fingerprint string, code int, reason string) {
+	c := h.live(fingerprint)
+	if c == nil {
+		return
+	}
+	found, why := code, reason
+	d, err := h.devices.Get(context.Background(), c.dev.CompanyID, fingerprint)
+	switch {
+	case notFound(err) || err == nil && d.ID != c.dev.ID:
+		found, why = proto.CloseDeviceGone, "device deleted"
+	case err != nil:
+		h.log.Warn("look up a device told to disconnect by another node; closed as told", "device", fingerprint, "err", err)
+	case d.Status == store.DeviceDisabled:
+		found, why = proto.CloseDeviceGone, "device disabled"
+	case !bytes.Equal(d.TokenHash, c.dev.TokenHash):
+		found, why = proto.CloseBadToken, "token revoked"
+	default:
+		return // the control was of another registration of the fingerprint
+	}
+	if found == code {
+		why = reason
+	}
+	h.mu.Lock()
+	if h.conns[fingerprint] == c {
+		c.told = &refusal{code: found, reason: why}
+	}
+	h.mu.Unlock()
+	c.closeWith(found, why)
+}
+
 // toldBy is the last Disconnect that found c registered; nil when none did.
 func (h *Hub) toldBy(c *conn) *refusal {
 	h.mu.Lock()
@@ -54,6 +101,35 @@ func (h *Hub) Pace(fingerprint string, perMinute int) {
 		c.setPace(perMinute)
 		c.pump()
 	}
+}
+
+// Refresh is Configure and Pace for a settings or pace control another
+// node of a cluster sent, which names the fingerprint, not the device, and
+// may arrive late (a bus that reconnected sends what it held), after the
+// fingerprint was paired again and linked here, or after a later change of
+// the device heard first. So the link here gets what a look at the store
+// finds for its own device now (one read): its settings, as a config frame,
+// and its pace, as its welcome did. A link whose device is no longer the
+// fingerprint's gets nothing (its device was deleted: the disconnect, or
+// the cluster's sweep, closes it). It answers false when the store did not
+// answer: the caller applies the control as told.
+func (h *Hub) Refresh(fingerprint string) bool {
+	c := h.live(fingerprint)
+	if c == nil {
+		return true
+	}
+	d, err := h.devices.Get(context.Background(), c.dev.CompanyID, fingerprint)
+	switch {
+	case notFound(err) || err == nil && d.ID != c.dev.ID:
+		return true
+	case err != nil:
+		h.log.Warn("look up a device whose settings another node changed; applied as told", "device", fingerprint, "err", err)
+		return false
+	}
+	c.send(proto.Config{SelectedSIM: d.SelectedSIM, DeviceName: d.Name, Status: d.Status})
+	c.setPace(d.SMSPerMinute)
+	c.pump()
+	return true
 }
 
 // Kick tells the hub that new jobs wait for the device.

@@ -320,7 +320,11 @@ func TestBurstOfBadFramesIsFlood(t *testing.T) {
 			if r.hub.Online("mute") || !r.hub.LastSeen("mute").IsZero() || len(r.hub.Presence([]string{"mute"})) != 0 {
 				t.Fatal("the phone is still reported online after the server decided to close its link")
 			}
-			if r.hub.OfflineSince("mute").IsZero() {
+			mute, err := r.devices.Get(context.Background(), r.company, "mute")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.hub.OfflineSince("mute", mute.ID).IsZero() {
 				t.Fatal("OfflineSince is zero for a link the server is closing")
 			}
 			// Then the link ends. When the answerer, not the reader, took the

@@ -16,7 +16,7 @@ import (
 func (h *Hub) remembered(fingerprint string, deviceID uint64) (ended, dispatched bool, n int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	_, ended = h.endedAt[fingerprint]
+	_, ended = h.endedAt[deviceID]
 	_, dispatched = h.dispatched[deviceID]
 	return ended, dispatched, len(h.endedAt) + len(h.dispatched)
 }
@@ -72,7 +72,53 @@ func TestHubForgetsDevicesOnceTheirJobsAreGone(t *testing.T) {
 	if ended || dispatched || n != 1 {
 		t.Fatalf("ended %v, dispatched %v, %d entries: want pixel-1 forgotten, pixel-2's end kept", ended, dispatched, n)
 	}
-	if got := r.hub.OfflineSince("pixel-1"); !got.IsZero() {
+	if got := r.hub.OfflineSince("pixel-1", dev.ID); !got.IsZero() {
 		t.Fatalf("OfflineSince = %v, want zero (offline since the start, as far as the failover is concerned)", got)
+	}
+}
+
+// A device deleted after its link ended, and its fingerprint paired again,
+// is a new device: it has no end time here until a link of its own ends.
+// Before, it inherited the old device's, and the failover counted it
+// offline since then rather than since the start, holding its jobs back by
+// another device's link.
+func TestPairedAgainInheritsNoEndTime(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, Config{})
+	ctx := context.Background()
+	ws := r.connect(r.pair("again-1"))
+	old, err := r.devices.Get(ctx, r.company, "again-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws.CloseNow()
+	eventually(t, "the link's end", func() bool { return r.hub.lookup("again-1") == nil })
+	if r.hub.OfflineSince("again-1", old.ID).IsZero() {
+		t.Fatal("the old device's link ended, yet it has no end time")
+	}
+	if err := r.devices.Delete(ctx, r.company, "again-1"); err != nil {
+		t.Fatal(err)
+	}
+	token := r.pair("again-1")
+	dev, err := r.devices.Get(ctx, r.company, "again-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dev.ID == old.ID {
+		t.Fatal("paired again after the delete, the device kept its id: the test shows nothing")
+	}
+	if got := r.hub.OfflineSince("again-1", dev.ID); !got.IsZero() {
+		t.Fatalf("the device paired again is offline since %v, the old device's end; want no end time", got)
+	}
+
+	// Its own link's end is its own.
+	ws = r.connect(token)
+	if got := r.hub.OfflineSince("again-1", dev.ID); !got.IsZero() {
+		t.Fatalf("online, yet offline since %v", got)
+	}
+	ws.CloseNow()
+	eventually(t, "the new link's end", func() bool { return r.hub.lookup("again-1") == nil })
+	if r.hub.OfflineSince("again-1", dev.ID).IsZero() {
+		t.Fatal("the new device's link ended, yet it has no end time")
 	}
 }

@@ -52,11 +52,23 @@ func (h *Hub) Links() []Link {
 	return out
 }
 
-// Fence closes the device's link here with 4009 when its epoch is older
-// than newest: a newer link of the device registered on another node. A
-// link still claiming its epoch keeps newest and checks it once it has one.
-func (h *Hub) Fence(fingerprint string, newest uint64) {
-	if c := h.lookup(fingerprint); c != nil {
+// LinkDevice is the device id of the fingerprint's open registered link
+// here, its epoch claimed or not; false when none.
+func (h *Hub) LinkDevice(fingerprint string) (uint64, bool) {
+	if c := h.live(fingerprint); c != nil {
+		return c.dev.ID, true
+	}
+	return 0, false
+}
+
+// FenceDevice closes the device's link here with 4009 when its epoch is
+// older than newest: a newer link of the device registered on another
+// node. A link still claiming its epoch keeps newest and checks it once it
+// has one. The fingerprint's link here of another device (one paired again
+// under the fingerprint after a delete, or the one deleted), whose epochs
+// are its own, is left open.
+func (h *Hub) FenceDevice(fingerprint string, deviceID, newest uint64) {
+	if c := h.lookup(fingerprint); c != nil && c.dev.ID == deviceID {
 		c.fence(newest)
 	}
 }

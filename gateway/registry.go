@@ -44,7 +44,7 @@ func (h *Hub) unregister(c *conn) {
 	was := h.conns[c.dev.Fingerprint] == c
 	if was {
 		delete(h.conns, c.dev.Fingerprint)
-		h.endedAt[c.dev.Fingerprint] = ended
+		h.endedAt[c.dev.ID] = ended
 	}
 	h.forgetOld(now)
 	h.mu.Unlock()
@@ -66,17 +66,20 @@ func (h *Hub) noteDispatch(deviceID, seq uint64) {
 }
 
 // OfflineSince is when the device's last link ended since the hub
-// started; zero when it is online or had no link since.
-func (h *Hub) OfflineSince(fingerprint string) time.Time {
+// started; zero when it is online or had no link since. It is of the
+// device (its id), not of the fingerprint: a device paired again under the
+// fingerprint after a delete is another, whose offline time starts with
+// its own links, not with the end of the old device's.
+func (h *Hub) OfflineSince(fingerprint string, deviceID uint64) time.Time {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if c := h.conns[fingerprint]; c != nil {
+	if c := h.conns[fingerprint]; c != nil && c.dev.ID == deviceID {
 		if !c.closed() {
 			return time.Time{}
 		}
 		return c.closedSince() // closing: the handshake holds its place a while
 	}
-	return h.endedAt[fingerprint]
+	return h.endedAt[deviceID]
 }
 
 // HoldDevice runs fn while no link of the device can write a job: a live

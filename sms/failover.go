@@ -25,7 +25,7 @@ const (
 // links while its jobs move, so no link hands them to the phone meanwhile.
 type FailoverHub interface {
 	Online(fingerprint string) bool
-	OfflineSince(fingerprint string) time.Time
+	OfflineSince(fingerprint string, deviceID uint64) time.Time
 	HoldDevice(fingerprint string, deviceID uint64, fn func(dispatchedUpTo uint64, online bool) error) error
 }
 
@@ -100,7 +100,7 @@ func (s *Service) Failover() []store.Message {
 		if s.hub.Online(d.fingerprint) {
 			continue
 		}
-		since := s.hub.OfflineSince(d.fingerprint)
+		since := s.hub.OfflineSince(d.fingerprint, d.deviceID)
 		if since.IsZero() || since.Before(s.started) {
 			since = s.started // no link since the start: offline at least since then
 		}

@@ -100,8 +100,8 @@ func TestReleasedMessagesAreToldBeforeTheirLinkIsWoken(t *testing.T) {
 // pixel-2 is online.
 type failoverHub struct{}
 
-func (failoverHub) Online(fp string) bool         { return fp == "pixel-2" }
-func (failoverHub) OfflineSince(string) time.Time { return time.Time{} }
+func (failoverHub) Online(fp string) bool                 { return fp == "pixel-2" }
+func (failoverHub) OfflineSince(string, uint64) time.Time { return time.Time{} }
 func (failoverHub) HoldDevice(_ string, _ uint64, fn func(uint64, bool) error) error {
 	return fn(0, false)
 }

@@ -47,7 +47,7 @@ type phoneRoutes interface {
 	Online(fingerprint string) bool
 	LastSeen(fingerprint string) time.Time
 	Presence(fingerprints []string) map[string]time.Time
-	OfflineSince(fingerprint string) time.Time
+	OfflineSince(fingerprint string, deviceID uint64) time.Time
 	HoldDevice(fingerprint string, deviceID uint64, fn func(dispatchedUpTo uint64, online bool) error) error
 	Disconnect(fingerprint string, code int, reason string) <-chan struct{}
 	Configure(fingerprint string, cfg proto.Config)
