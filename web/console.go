@@ -81,6 +81,13 @@ type Period interface {
 	Period(companyID uint64) (from, to time.Time)
 }
 
+// Secrets are the server's named keys (store.Backend's Secret): made of
+// size random bytes on first use, the same on every node and after a
+// restart.
+type Secrets interface {
+	Secret(name string, size int) ([]byte, error)
+}
+
 // Deps are the services behind the console: the API's own.
 type Deps struct {
 	Accounts *account.Service
@@ -101,6 +108,10 @@ type Deps struct {
 	Broker *Broker
 	Logger *slog.Logger
 	Now    func() time.Time
+	// Secrets keeps the key the banners' links are signed with (flash.go),
+	// so that a node of a cluster shows what another signed; nil draws a
+	// key for the process, which suits one process alone.
+	Secrets Secrets
 }
 
 // Console is the web console.
@@ -127,7 +138,7 @@ func New(cfg Config, deps Deps) (*Console, error) {
 	if deps.Broker == nil {
 		deps.Broker = NewBroker(cfg.Streams, deps.Now) // one clock for the pages and their live events
 	}
-	flash, err := newFlashSigner()
+	flash, err := newFlashSigner(deps.Secrets)
 	if err != nil {
 		return nil, err
 	}
