@@ -223,6 +223,18 @@ var funcs = template.FuncMap{
 		e := template.HTMLEscapeString
 		return template.HTML(`<span class="ferr" data-error-for="` + e(field) + `" id="err-` + e(field) + `">` + e(msg) + `</span>`) //nolint:gosec // escaped
 	},
+	// ferrAt is ferr in one of a page's forms that repeat a field (each
+	// device's name): its id names the form (at), so each input is
+	// described by its own form's message, and a plain post's error shows
+	// in the form it came from (errAt) alone.
+	"ferrAt": func(f Flash, field, at, errAt string) template.HTML {
+		msg := ""
+		if f.Field == field && at == errAt {
+			msg = f.Message
+		}
+		e := template.HTMLEscapeString
+		return template.HTML(`<span class="ferr" data-error-for="` + e(field) + `" id="err-` + e(field) + `-` + e(at) + `">` + e(msg) + `</span>`) //nolint:gosec // escaped
+	},
 }
 
 // parsedPages is one template set per page, the layout plus the page,

@@ -83,3 +83,38 @@ func TestPlainPostOfTheSendBoxComesBackToItsDevice(t *testing.T) {
 		t.Errorf("the error %q is not beside the phone: %.3000s", msg, p.body)
 	}
 }
+
+// Each device has its own form with a name field: a plain post's error
+// shows beside the name of the device it was posted for, not of every
+// device, and each name input is described by its own form's message
+// (one id each; every form's span had the one id err-device_name, so a
+// screen reader read the first device's, empty, for any other).
+func TestDeviceFormErrorIsThatDevicesOwn(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	key := e.company("Acme", "ada@acme.test", "Correct1horse")
+	e.pairPhone(e.pairingCode(key), "fp-1", false)
+	e.pairPhone(e.pairingCode(key), "fp-2", false)
+	b := e.browser()
+	b.signIn("ada@acme.test", "Correct1horse")
+	p, to := b.plainPost("/console/devices/fp-2", url.Values{"device_name": {strings.Repeat("n", 101)}, "selected_sim": {"BOTH"}, "status": {"active"}})
+	msg := to.Query().Get("err")
+	if to.Path != "/console/devices" || to.Query().Get("field") != "device_name" || msg == "" {
+		t.Fatalf("refused to %s, want the devices page naming device_name", to)
+	}
+	body := html.UnescapeString(p.body)
+	if n := strings.Count(body, msg); n != 2 { // the banner and the field
+		t.Errorf("the error shows %d times, want in the banner and beside fp-2's name once", n)
+	}
+	for _, fp := range []string{"fp-1", "fp-2"} {
+		if n := strings.Count(body, `id="err-device_name-`+fp+`"`); n != 1 || !strings.Contains(body, `id="name-`+fp+`" name="device_name" value="Phone `+fp+`" maxlength="100" aria-describedby="err-device_name-`+fp+`"`) {
+			t.Errorf("%s's name is not described by its own message (%d spans)", fp, n)
+		}
+	}
+	if !strings.Contains(body, `id="err-device_name-fp-2">`+msg+`</span>`) {
+		t.Errorf("the error is not beside fp-2's name: %.3000s", p.body)
+	}
+	if strings.Contains(body, `id="err-device_name"`) {
+		t.Error("a form's message still has the id every form shares")
+	}
+}
