@@ -327,8 +327,11 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 		case <-tick.C:
 			// A signed-out or revoked session loses its stream here; a
 			// session the store cannot check now is not signed out: the
-			// page is told the server is unavailable and comes back.
-			if _, aerr := c.deps.Accounts.ConsoleAuthenticate(r.Context(), q.sess.ID); aerr != nil {
+			// page is told the server is unavailable and comes back. The
+			// check is no request of the person's: it leaves the idle
+			// clock alone, so an open tab left alone is signed out after
+			// the idle time as any page is.
+			if _, aerr := c.deps.Accounts.ConsoleCheck(r.Context(), q.sess.ID); aerr != nil {
 				if pe := c.toProblem(r, aerr); pe.Code != problem.Unauthorized {
 					if body, merr := json.Marshal(pe); merr == nil {
 						_ = send("event: unavailable\ndata: %s\n\n", body)

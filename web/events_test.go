@@ -191,3 +191,71 @@ func TestLiveStreamCarriesExpiry(t *testing.T) {
 	e.sms.Expire()
 	waitEvent(t, events, `"status":"expired"`)
 }
+
+// A session ends after its idle time without a request; a live stream's
+// heartbeats are no requests of the person's. A messages page left open
+// on an unattended computer is signed out after the idle time as any
+// other page is: its stream ends with signedout and the next page asks
+// for a sign-in. Each heartbeat's check restarted the idle clock, so an
+// open tab kept its session for the whole week of its lifetime.
+func TestLiveStreamDoesNotKeepAnIdleSessionAlive(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(o *envOptions) { o.streams = web.StreamConfig{Heartbeat: 20 * time.Millisecond} })
+	e.company("Acme", "ada@acme.test", "Correct1horse")
+	b := e.browser()
+	b.signIn("ada@acme.test", "Correct1horse")
+	events, status := b.stream(t)
+	if status != http.StatusOK {
+		t.Fatalf("stream: %d", status)
+	}
+	// Hour by hour, each hour checked by a heartbeat (two pings: the
+	// second was checked after the clock moved), up to the idle time.
+	ping := func() bool {
+		t.Helper()
+		for {
+			select {
+			case ev, ok := <-events:
+				if !ok {
+					return false
+				}
+				if ev[0] == "ping" {
+					return true
+				}
+				if ev[0] == "signedout" {
+					return false
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("no heartbeat")
+			}
+		}
+	}
+	for h := 1; h < 12; h++ {
+		e.clock.Advance(time.Hour)
+		for range 2 {
+			if !ping() {
+				t.Fatalf("the stream ended after %d hours, within the idle time", h)
+			}
+		}
+	}
+	e.clock.Advance(time.Hour)
+	deadline := time.After(10 * time.Second)
+	for ended := false; !ended; {
+		select {
+		case ev, ok := <-events:
+			switch {
+			case !ok:
+				t.Fatal("the stream ended without signedout")
+			case ev[0] == "ping":
+				continue
+			case ev[0] != "signedout":
+				t.Fatalf("the stream's last event: %v, want signedout", ev)
+			}
+			ended = true
+		case <-deadline:
+			t.Fatal("the stream lives on past 12 hours without a request")
+		}
+	}
+	if p := b.get("/console/devices"); p.status != http.StatusSeeOther || !strings.HasPrefix(p.location, "/console/signin") {
+		t.Errorf("a page after 12 idle hours with a tab open: %d to %q, want the sign-in page", p.status, p.location)
+	}
+}
