@@ -4,6 +4,7 @@ import (
 	"html"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -116,5 +117,57 @@ func TestDeviceFormErrorIsThatDevicesOwn(t *testing.T) {
 	}
 	if strings.Contains(body, `id="err-device_name"`) {
 		t.Error("a form's message still has the id every form shares")
+	}
+}
+
+// The pools page repeats a pool's fields in each pool's forms and in the
+// new pool's: a plain post's error shows beside the field of the form it
+// was posted from alone, each field described by its own message. Every
+// pool's failover went to one message outside all forms (where the script
+// found no place for it), and the new pool's strategy had none.
+func TestPoolFormErrorIsThatFormsOwn(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	key := e.company("Acme", "ada@acme.test", "Correct1horse")
+	e.pairPhone(e.pairingCode(key), "fp-1", false)
+	b := e.browser()
+	b.signIn("ada@acme.test", "Correct1horse")
+	for _, name := range []string{"sales", "support"} {
+		if p := b.post("/console/pools", url.Values{"name": {name}, "strategy": {"round_robin"}, "members": {"fp-1/SIM1"}}); p.status != http.StatusOK {
+			t.Fatalf("define %s: %d %s", name, p.status, p.body)
+		}
+	}
+	ids := regexp.MustCompile(`action="/console/pools/(\d+)"`).FindAllStringSubmatch(b.get("/console/pools").body, -1)
+	if len(ids) != 2 {
+		t.Fatalf("pools on the page: %v", ids)
+	}
+	second := ids[1][1]
+	for _, tc := range []struct {
+		path, field, at string
+		form            url.Values
+	}{
+		{"/console/pools/" + second, "failover_after", second, url.Values{"strategy": {"round_robin"}, "failover_after": {"5"}}},
+		{"/console/pools/" + second, "strategy", second, url.Values{"strategy": {"random"}}},
+		{"/console/pools", "failover_after", "new", url.Values{"name": {"ops"}, "strategy": {"round_robin"}, "failover_after": {"5"}, "members": {"fp-1/SIM1"}}},
+		{"/console/pools", "strategy", "new", url.Values{"name": {"ops"}, "strategy": {"random"}, "members": {"fp-1/SIM1"}}},
+	} {
+		p, to := b.plainPost(tc.path, tc.form)
+		msg := to.Query().Get("err")
+		if to.Path != "/console/pools" || to.Query().Get("field") != tc.field || msg == "" {
+			t.Errorf("%s %v: refused to %s, want the pools page naming %s", tc.path, tc.form, to, tc.field)
+			continue
+		}
+		body := html.UnescapeString(p.body)
+		if n := strings.Count(body, msg); n != 2 {
+			t.Errorf("%s %v: the error shows %d times, want in the banner and beside its field once", tc.path, tc.form, n)
+		}
+		if !strings.Contains(body, `id="err-`+tc.field+`-`+tc.at+`">`+msg+`</span>`) {
+			t.Errorf("%s %v: the error is not beside %s of form %s: %.4000s", tc.path, tc.form, tc.field, tc.at, p.body)
+		}
+		for _, at := range []string{ids[0][1], second, "new"} {
+			if n := strings.Count(body, `id="err-`+tc.field+`-`+at+`"`); n != 1 || !strings.Contains(body, `aria-describedby="err-`+tc.field+`-`+at+`"`) {
+				t.Errorf("%s of form %s: %d messages, or its field is not described by its own", tc.field, at, n)
+			}
+		}
 	}
 }
