@@ -52,6 +52,21 @@ func (s *Service) ConsoleSignIn(_ context.Context, email, password string) (Cons
 // role comes from the store on every request, so a demotion or removal takes
 // effect at once.
 func (s *Service) ConsoleAuthenticate(_ context.Context, id string) (ConsoleSession, error) {
+	return s.consoleSession(id, true)
+}
+
+// ConsoleCheck says whether a session still stands, as ConsoleAuthenticate
+// does, without counting as a request: its idle clock is left as it is.
+// An open live stream checks its session so (web's heartbeat), and a tab
+// left open on an unattended computer is signed out after the idle time,
+// as one on any other page is, not kept signed in by its own heartbeats.
+func (s *Service) ConsoleCheck(_ context.Context, id string) (ConsoleSession, error) {
+	return s.consoleSession(id, false)
+}
+
+// consoleSession resolves a session; touch counts it as a request, which
+// restarts its idle clock.
+func (s *Service) consoleSession(id string, touch bool) (ConsoleSession, error) {
 	if id == "" {
 		return ConsoleSession{}, errConsoleSession
 	}
@@ -78,7 +93,7 @@ func (s *Service) ConsoleAuthenticate(_ context.Context, id string) (ConsoleSess
 	if err != nil {
 		return ConsoleSession{}, err
 	}
-	if now.Sub(sess.SeenAt) >= consoleTouchEvery {
+	if touch && now.Sub(sess.SeenAt) >= consoleTouchEvery {
 		// A store that cannot write now (its disk full) still reads: the
 		// session stays good, and a later request refreshes its idle clock.
 		// Refusing would turn every console page into a 503 while the

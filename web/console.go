@@ -81,6 +81,13 @@ type Period interface {
 	Period(companyID uint64) (from, to time.Time)
 }
 
+// Secrets are the server's named keys (store.Backend's Secret): made of
+// size random bytes on first use, the same on every node and after a
+// restart.
+type Secrets interface {
+	Secret(name string, size int) ([]byte, error)
+}
+
 // Deps are the services behind the console: the API's own.
 type Deps struct {
 	Accounts *account.Service
@@ -101,6 +108,10 @@ type Deps struct {
 	Broker *Broker
 	Logger *slog.Logger
 	Now    func() time.Time
+	// Secrets keeps the key the banners' links are signed with (flash.go),
+	// so that a node of a cluster shows what another signed; nil draws a
+	// key for the process, which suits one process alone.
+	Secrets Secrets
 }
 
 // Console is the web console.
@@ -127,7 +138,7 @@ func New(cfg Config, deps Deps) (*Console, error) {
 	if deps.Broker == nil {
 		deps.Broker = NewBroker(cfg.Streams, deps.Now) // one clock for the pages and their live events
 	}
-	flash, err := newFlashSigner()
+	flash, err := newFlashSigner(deps.Secrets)
 	if err != nil {
 		return nil, err
 	}
@@ -211,6 +222,18 @@ var funcs = template.FuncMap{
 		}
 		e := template.HTMLEscapeString
 		return template.HTML(`<span class="ferr" data-error-for="` + e(field) + `" id="err-` + e(field) + `">` + e(msg) + `</span>`) //nolint:gosec // escaped
+	},
+	// ferrAt is ferr in one of a page's forms that repeat a field (each
+	// device's name): its id names the form (at), so each input is
+	// described by its own form's message, and a plain post's error shows
+	// in the form it came from (errAt) alone.
+	"ferrAt": func(f Flash, field, at, errAt string) template.HTML {
+		msg := ""
+		if f.Field == field && at == errAt {
+			msg = f.Message
+		}
+		e := template.HTMLEscapeString
+		return template.HTML(`<span class="ferr" data-error-for="` + e(field) + `" id="err-` + e(field) + `-` + e(at) + `">` + e(msg) + `</span>`) //nolint:gosec // escaped
 	},
 }
 

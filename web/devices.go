@@ -23,7 +23,7 @@ func (c *Console) deviceRoutes(mux *http.ServeMux) {
 	// Pairing is not under /devices/: a phone may call itself "pair", and
 	// its own form (/devices/{fp}) then made a pairing code instead.
 	mux.HandleFunc("POST "+Prefix+"/pairing", c.action(member, Prefix+"/devices", c.pair))
-	mux.HandleFunc("POST "+Prefix+"/devices/{fp}", c.action(member, Prefix+"/devices", c.updateDevice))
+	mux.HandleFunc("POST "+Prefix+"/devices/{fp}", c.actionAt(member, deviceBack, c.updateDevice))
 	mux.HandleFunc("POST "+Prefix+"/devices/{fp}/delete", c.action(admin, Prefix+"/devices", c.deleteDevice))
 }
 
@@ -117,6 +117,19 @@ type pairingView struct {
 type devicesData struct {
 	Devices []deviceRow
 	Pairing *pairingView
+	// ErrDevice is the device whose form a plain post's error came back
+	// to (deviceBack): its form alone shows the error.
+	ErrDevice string
+}
+
+// deviceBack is the page a plain post of a device's form comes back to
+// with its error: the devices page, saying which device's form it was, so
+// that the error shows beside that device's field, not every device's.
+func deviceBack(r *http.Request) string {
+	if fp := r.PathValue("fp"); fingerprintForm.MatchString(fp) {
+		return withQuery(Prefix+"/devices", "device", fp)
+	}
+	return Prefix + "/devices"
 }
 
 func (c *Console) devicesPage(w http.ResponseWriter, r *http.Request, q *req) error {
@@ -124,7 +137,7 @@ func (c *Console) devicesPage(w http.ResponseWriter, r *http.Request, q *req) er
 	if err != nil {
 		return err
 	}
-	data := devicesData{Devices: rows}
+	data := devicesData{Devices: rows, ErrDevice: query(r).Get("device")}
 	if code := query(r).Get("pairing"); code != "" {
 		uri, err := c.deps.Devices.PairingURI(r.Context(), q.p().CompanyID, code)
 		if err != nil {

@@ -1,6 +1,8 @@
 package web
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -256,6 +258,16 @@ func (b *Broker) Close() {
 	}
 }
 
+// streamSession is the key a stream's session is counted under: a digest
+// of the session's id, never the id itself. The id is the cookie that signs
+// a browser in, which the store keeps only as a hash; on a cluster the key
+// goes into every stream's lease in the database (stream_leases), where
+// anyone who reads that table would have read the open tabs' cookies.
+func streamSession(id string) string {
+	sum := sha256.Sum256([]byte("console stream " + id))
+	return hex.EncodeToString(sum[:])
+}
+
 // events is GET /console/events: one Server-Sent Events stream per tab.
 func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 	q, err := c.authenticate(r)
@@ -277,7 +289,7 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusInternalServerError, problem.New(problem.Internal, "Streaming is not available."))
 		return
 	}
-	sub, err := b.subscribe(q.p().CompanyID, q.p().UserID, q.sess.ID)
+	sub, err := b.subscribe(q.p().CompanyID, q.p().UserID, streamSession(q.sess.ID))
 	if err != nil {
 		c.answerJSON(w, r, err)
 		return
@@ -327,8 +339,11 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 		case <-tick.C:
 			// A signed-out or revoked session loses its stream here; a
 			// session the store cannot check now is not signed out: the
-			// page is told the server is unavailable and comes back.
-			if _, aerr := c.deps.Accounts.ConsoleAuthenticate(r.Context(), q.sess.ID); aerr != nil {
+			// page is told the server is unavailable and comes back. The
+			// check is no request of the person's: it leaves the idle
+			// clock alone, so an open tab left alone is signed out after
+			// the idle time as any page is.
+			if _, aerr := c.deps.Accounts.ConsoleCheck(r.Context(), q.sess.ID); aerr != nil {
 				if pe := c.toProblem(r, aerr); pe.Code != problem.Unauthorized {
 					if body, merr := json.Marshal(pe); merr == nil {
 						_ = send("event: unavailable\ndata: %s\n\n", body)

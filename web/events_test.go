@@ -3,9 +3,12 @@ package web_test
 import (
 	"bufio"
 	"context"
+	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -190,4 +193,136 @@ func TestLiveStreamCarriesExpiry(t *testing.T) {
 	e.clock.Advance(25 * time.Hour)
 	e.sms.Expire()
 	waitEvent(t, events, `"status":"expired"`)
+}
+
+// A session ends after its idle time without a request; a live stream's
+// heartbeats are no requests of the person's. A messages page left open
+// on an unattended computer is signed out after the idle time as any
+// other page is: its stream ends with signedout and the next page asks
+// for a sign-in. Each heartbeat's check restarted the idle clock, so an
+// open tab kept its session for the whole week of its lifetime.
+func TestLiveStreamDoesNotKeepAnIdleSessionAlive(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(o *envOptions) { o.streams = web.StreamConfig{Heartbeat: 20 * time.Millisecond} })
+	e.company("Acme", "ada@acme.test", "Correct1horse")
+	b := e.browser()
+	b.signIn("ada@acme.test", "Correct1horse")
+	events, status := b.stream(t)
+	if status != http.StatusOK {
+		t.Fatalf("stream: %d", status)
+	}
+	// Hour by hour, each hour checked by a heartbeat (two pings: the
+	// second was checked after the clock moved), up to the idle time.
+	ping := func() bool {
+		t.Helper()
+		for {
+			select {
+			case ev, ok := <-events:
+				if !ok {
+					return false
+				}
+				if ev[0] == "ping" {
+					return true
+				}
+				if ev[0] == "signedout" {
+					return false
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("no heartbeat")
+			}
+		}
+	}
+	for h := 1; h < 12; h++ {
+		e.clock.Advance(time.Hour)
+		for range 2 {
+			if !ping() {
+				t.Fatalf("the stream ended after %d hours, within the idle time", h)
+			}
+		}
+	}
+	e.clock.Advance(time.Hour)
+	deadline := time.After(10 * time.Second)
+	for ended := false; !ended; {
+		select {
+		case ev, ok := <-events:
+			switch {
+			case !ok:
+				t.Fatal("the stream ended without signedout")
+			case ev[0] == "ping":
+				continue
+			case ev[0] != "signedout":
+				t.Fatalf("the stream's last event: %v, want signedout", ev)
+			}
+			ended = true
+		case <-deadline:
+			t.Fatal("the stream lives on past 12 hours without a request")
+		}
+	}
+	if p := b.get("/console/devices"); p.status != http.StatusSeeOther || !strings.HasPrefix(p.location, "/console/signin") {
+		t.Errorf("a page after 12 idle hours with a tab open: %d to %q, want the sign-in page", p.status, p.location)
+	}
+}
+
+// leaseLog is a cluster's stream leases as a test sees them: what each
+// take was given.
+type leaseLog struct {
+	mu       sync.Mutex
+	sessions []string
+}
+
+func (l *leaseLog) Take(_ context.Context, _, _ uint64, session string, _, _, _ int) (uint64, string, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.sessions = append(l.sessions, session)
+	return uint64(len(l.sessions)), "", nil
+}
+
+func (l *leaseLog) Give(context.Context, uint64) error { return nil }
+
+func (l *leaseLog) taken() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.sessions)
+}
+
+// On a cluster each live stream is leased in the database under its
+// session, to count the session's tabs over every node. The session's id
+// is the cookie that signs the browser in, and the store keeps only its
+// hash: the lease names the session by a digest, never by the cookie, which
+// anyone reading the lease table could have signed in with.
+func TestStreamLeaseNeverHoldsTheSessionCookie(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	leases := &leaseLog{}
+	e.broker.ShareStreams(leases, slog.New(slog.DiscardHandler))
+	e.company("Acme", "ada@acme.test", "Correct1horse")
+	b := e.browser()
+	b.signIn("ada@acme.test", "Correct1horse")
+	u, _ := url.Parse(e.url)
+	var cookie string
+	for _, c := range b.c.Jar.Cookies(u) {
+		if c.Name == "simrelay_session" {
+			cookie = c.Value
+		}
+	}
+	if cookie == "" {
+		t.Fatal("no session cookie")
+	}
+	for range 2 {
+		if _, status := b.stream(t); status != http.StatusOK {
+			t.Fatalf("stream: %d", status)
+		}
+	}
+	got := leases.taken()
+	if len(got) != 2 {
+		t.Fatalf("leases taken: %d, want 2", len(got))
+	}
+	for _, s := range got {
+		if s == "" || strings.Contains(s, cookie) || strings.Contains(cookie, s) {
+			t.Errorf("a lease names the session as %q; its cookie is %q", s, cookie)
+		}
+	}
+	if got[0] != got[1] {
+		t.Errorf("one session's two streams are leased under %q and %q: its tabs are not counted together", got[0], got[1])
+	}
 }

@@ -13,7 +13,10 @@ import (
 // (?ok=, ?err=&field=) and the banner shows only a signed one. Without it a
 // link from anywhere, /console/devices?err=Your+account+is+locked..., puts
 // any sentence its author likes on the console's own page, in its own
-// banner. The key is random per process: a restart only drops a banner.
+// banner. The key is the server's, kept in the store (flashKeyName): every
+// node of a cluster, which has no sticky sessions, reads what another
+// signed, since the page a redirect leads to may be served by any of them,
+// and so does the same server after a restart.
 //
 // A signature is bound to the browser it was made for: the CSRF token of
 // its session, or before sign-in its pre-sign-in token. A notice may carry
@@ -23,7 +26,19 @@ import (
 // page of a stranger.
 type flashSigner struct{ key []byte }
 
-func newFlashSigner() (*flashSigner, error) {
+// flashKeyName names the flash key among the store's secrets.
+const flashKeyName = "console-flash"
+
+// newFlashSigner takes its key from secrets, or, where there are none (a
+// console built without a store to keep it), draws one for the process.
+func newFlashSigner(secrets Secrets) (*flashSigner, error) {
+	if secrets != nil {
+		key, err := secrets.Secret(flashKeyName, 32)
+		if err != nil {
+			return nil, fmt.Errorf("web: flash key: %w", err)
+		}
+		return &flashSigner{key: key}, nil
+	}
 	key := make([]byte, 32)
 	if _, err := rand.Read(key); err != nil {
 		return nil, fmt.Errorf("web: flash key: %w", err)

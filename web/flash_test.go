@@ -3,7 +3,9 @@ package web_test
 import (
 	"context"
 	"encoding/json"
+	"html"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strings"
@@ -150,5 +152,66 @@ func TestBannerLinkShowsOnlyInTheBrowserItWasMadeFor(t *testing.T) {
 	}
 	if got := banner(stranger.get(q)); got != "" {
 		t.Error("another browser sees the sign-out notice")
+	}
+}
+
+// A cluster has no sticky sessions: the page a form's redirect leads to
+// may be served by another node than the one that signed its banner, as it
+// is by the same server after a restart. The banner's key is the server's
+// (kept in the store), so another console over the same store shows the
+// error a plain post came back with, beside its field, and the notice the
+// page's script carries to the next page; one with a key of its own drew
+// a blank banner, and the person never learnt why the form was refused.
+func TestBannerShowsOnAnotherNodeOfTheCluster(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.company("Acme", "ada@acme.test", "Correct1horse")
+	b := e.browser()
+	b.signIn("ada@acme.test", "Correct1horse")
+	other, err := e.console()
+	if err != nil {
+		t.Fatal(err)
+	}
+	node2 := httptest.NewServer(other.Handler())
+	t.Cleanup(func() { other.Shutdown(); node2.Close() })
+	// The browser's cookies are the host's (127.0.0.1), whatever the port:
+	// both nodes get the session, as behind one load balancer.
+	get := func(path string) page {
+		t.Helper()
+		res, err := b.c.Get(node2.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return read(t, res)
+	}
+
+	// A plain form post (no JavaScript) refused on the first node.
+	form := url.Values{"csrf": {b.csrf}, "phone": {"not a number"}}
+	req, _ := http.NewRequest(http.MethodPost, e.url+"/console/opt-outs", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	res, err := b.c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := read(t, res)
+	if p.status != http.StatusSeeOther || !strings.Contains(p.location, "sig=") {
+		t.Fatalf("refused plain post: %d to %q", p.status, p.location)
+	}
+	u, _ := url.Parse(p.location)
+	msg := u.Query().Get("err")
+	back := get(p.location)
+	if back.status != http.StatusOK || html.UnescapeString(banner(back)) != msg || !strings.Contains(html.UnescapeString(back.body), `id="err-phone">`+msg+`</span>`) {
+		t.Errorf("the other node shows the refusal %q nowhere (banner %q): %.1500s", msg, banner(back), back.body)
+	}
+
+	// The script's notice, carried to the page it goes to next.
+	ok := b.post("/console/opt-outs", url.Values{"phone": {"+14155550100"}})
+	var out struct{ Notice, Sig string }
+	if err := json.Unmarshal([]byte(ok.body), &out); err != nil || ok.status != http.StatusOK || out.Notice == "" || out.Sig == "" {
+		t.Fatalf("add an opt-out: %d %s", ok.status, ok.body)
+	}
+	next := get("/console/opt-outs?ok=" + url.QueryEscape(out.Notice) + "&sig=" + url.QueryEscape(out.Sig))
+	if got := html.UnescapeString(banner(next)); got != out.Notice {
+		t.Errorf("the other node's banner: %q, want %q", got, out.Notice)
 	}
 }

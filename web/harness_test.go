@@ -55,6 +55,9 @@ type env struct {
 	agents   *channel.Service
 	// stop takes the server down (the "server unreachable" case).
 	stop func()
+	// console builds another console over the same store and services, as
+	// another node of a cluster (or the server after a restart) has.
+	console func() (*web.Console, error)
 }
 
 type envOptions struct {
@@ -152,8 +155,10 @@ func newEnv(t *testing.T, opts ...func(*envOptions)) *env {
 	if o.https {
 		consoleURL = "https://" + srv.Listener.Addr().String()
 	}
-	console, err := web.New(web.Config{PublicURL: consoleURL, Email: o.email}, web.Deps{Accounts: accounts, Devices: devices, SMS: messages, Channels: agents,
-		Webhooks: hooks, Media: files, Billing: bill, Phones: phones, Analytics: st, Period: bill, Broker: broker, Logger: log, Now: clk.Now})
+	consoleCfg := web.Config{PublicURL: consoleURL, Email: o.email}
+	consoleDeps := web.Deps{Accounts: accounts, Devices: devices, SMS: messages, Channels: agents,
+		Webhooks: hooks, Media: files, Billing: bill, Phones: phones, Analytics: st, Period: bill, Broker: broker, Logger: log, Now: clk.Now, Secrets: st}
+	console, err := web.New(consoleCfg, consoleDeps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +179,8 @@ func newEnv(t *testing.T, opts ...func(*envOptions)) *env {
 	srv.Start()
 	t.Cleanup(func() { console.Shutdown(); srv.Close() })
 	return &env{t: t, url: srv.URL, store: st, inbox: inbox, clock: clk, accounts: accounts, broker: broker, hub: hub, sms: messages, agents: agents,
-		stop: func() { console.Shutdown(); srv.CloseClientConnections(); srv.Listener.Close() }}
+		stop:    func() { console.Shutdown(); srv.CloseClientConnections(); srv.Listener.Close() },
+		console: func() (*web.Console, error) { return web.New(consoleCfg, consoleDeps) }}
 }
 
 // company creates a company with a verified admin and returns its API key.

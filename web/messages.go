@@ -2,6 +2,7 @@ package web
 
 import (
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -21,8 +22,23 @@ const convListSize = 200
 func (c *Console) messageRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET "+Prefix+"/messages", c.page(member, c.messagesPage))
 	mux.HandleFunc("GET "+Prefix+"/messages/thread", c.page(member, c.threadJSON))
-	mux.HandleFunc("POST "+Prefix+"/messages/send", c.action(member, Prefix+"/messages", c.sendSMS))
+	mux.HandleFunc("POST "+Prefix+"/messages/send", c.actionAt(member, sendBack, c.sendSMS))
 	mux.HandleFunc("POST "+Prefix+"/messages/cancel", c.action(member, Prefix+"/messages", c.cancelSMS))
+}
+
+// fingerprintForm is a device fingerprint as a phone may register it
+// (PROTOCOL.md 4.6).
+var fingerprintForm = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+
+// sendBack is the page a plain post of the send box comes back to with its
+// error: the thread of the device it was sent from (the page's first
+// device is another one's), whose send box has the fields the error names.
+// The conversation is the page's own: the number typed may be the error.
+func sendBack(r *http.Request) string {
+	if fp := r.PostForm.Get("device_fingerprint"); fingerprintForm.MatchString(fp) {
+		return withQuery(Prefix+"/messages", "device", fp)
+	}
+	return Prefix + "/messages"
 }
 
 type messagesData struct {

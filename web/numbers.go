@@ -2,6 +2,7 @@ package web
 
 import (
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -25,9 +26,19 @@ func (c *Console) numberRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET "+base, c.page(member, c.numbersPage))
 	mux.HandleFunc("GET "+base+"/{channel}/{id}", c.page(member, c.numberPage))
 	mux.HandleFunc("GET "+base+"/{channel}/{id}/messages", c.page(member, c.numberMessagesJSON))
-	mux.HandleFunc("POST "+base+"/{channel}/{id}/status", c.action(member, base, c.setNumberStatus))
-	mux.HandleFunc("POST "+base+"/{channel}/{id}/pacing", c.action(member, base, c.setNumberPacing))
-	mux.HandleFunc("POST "+base+"/{channel}/{id}/send", c.action(member, base, c.sendAgent))
+	mux.HandleFunc("POST "+base+"/{channel}/{id}/status", c.actionAt(member, numberBack, c.setNumberStatus))
+	mux.HandleFunc("POST "+base+"/{channel}/{id}/pacing", c.actionAt(member, numberBack, c.setNumberPacing))
+	mux.HandleFunc("POST "+base+"/{channel}/{id}/send", c.actionAt(member, numberBack, c.sendAgent))
+}
+
+// numberBack is the page a plain post of a number's forms comes back to
+// with its error: the number's own, where the fields it names are (the
+// list has none of them); the list for an address that names no channel.
+func numberBack(r *http.Request) string {
+	if ch, err := channelOf(r); err == nil {
+		return Prefix + "/numbers/" + ch + "/" + url.PathEscape(r.PathValue("id"))
+	}
+	return Prefix + "/numbers"
 }
 
 // numberRow is a number or handle as the pages draw it.

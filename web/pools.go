@@ -18,9 +18,9 @@ func (c *Console) poolRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET "+base, c.page(member, c.poolsPage))
 	mux.HandleFunc("POST "+base, c.action(member, base, c.createPool))
 	mux.HandleFunc("POST "+base+"/caps", c.action(member, base, c.setCaps))
-	mux.HandleFunc("POST "+base+"/{id}", c.action(member, base, c.updatePool))
+	mux.HandleFunc("POST "+base+"/{id}", c.actionAt(member, poolBack, c.updatePool))
 	mux.HandleFunc("POST "+base+"/{id}/delete", c.action(admin, base, c.deletePool))
-	mux.HandleFunc("POST "+base+"/{id}/members", c.action(member, base, c.addPoolMember))
+	mux.HandleFunc("POST "+base+"/{id}/members", c.actionAt(member, poolBack, c.addPoolMember))
 	mux.HandleFunc("POST "+base+"/{id}/members/{mid}/remove", c.action(member, base, c.removePoolMember))
 }
 
@@ -30,7 +30,24 @@ type simUse struct {
 	store.SIMUsage
 }
 
+// newPool names the form that defines a pool among the page's forms whose
+// fields repeat (each pool's own): errAt of its errors.
+const newPool = "new"
+
+// poolBack is the page a plain post of one pool's forms comes back to with
+// its error: the pools page, saying which pool's form it was, so that the
+// error shows beside that pool's field, not beside the new pool's.
+func poolBack(r *http.Request) string {
+	if id := r.PathValue("id"); id != "" && strings.Trim(id, "0123456789") == "" {
+		return withQuery(Prefix+"/pools", "pool", id)
+	}
+	return Prefix + "/pools"
+}
+
 type poolsData struct {
+	// ErrPool is the form a plain post's error came back to: a pool's id
+	// (poolBack), or newPool.
+	ErrPool string
 	Pools   []store.Pool
 	Devices []deviceRow
 	// Use is each member's SIM caps and use, by "fingerprint/slot".
@@ -49,7 +66,10 @@ func (c *Console) poolsPage(w http.ResponseWriter, r *http.Request, q *req) erro
 	if err != nil {
 		return err
 	}
-	data := poolsData{Pools: pools, Devices: devs, Use: map[string]store.SIMUsage{}}
+	data := poolsData{Pools: pools, Devices: devs, Use: map[string]store.SIMUsage{}, ErrPool: query(r).Get("pool")}
+	if data.ErrPool == "" {
+		data.ErrPool = newPool
+	}
 	for _, d := range devs {
 		us, err := c.deps.SMS.SIMCaps(r.Context(), cid, d.Fingerprint)
 		if err != nil {

@@ -182,13 +182,25 @@ func (c *Console) page(lv level, fn func(w http.ResponseWriter, r *http.Request,
 // action serves a POST: session (or the pre-sign-in token), CSRF and role
 // first, then fn. back is the page a plain form returns to with the error.
 func (c *Console) action(lv level, back string, fn func(w http.ResponseWriter, r *http.Request, q *req) (outcome, error)) http.HandlerFunc {
+	return c.actionAt(lv, func(*http.Request) string { return back }, fn)
+}
+
+// actionAt is action for a form whose page depends on the request (a
+// number's own page, a device's thread): backOf says which, so that a
+// plain post's error comes back beside the field it names, on the page the
+// form was on. It reads the address and the form only as the page's own
+// links write them (r.PostForm, parsed or not, never parsed again); the
+// session is not read yet.
+func (c *Console) actionAt(lv level, backOf func(r *http.Request) string, fn func(w http.ResponseWriter, r *http.Request, q *req) (outcome, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 		if pe := repeatedContentType(r); pe != nil {
 			c.refuse(w, r, pe)
 			return
 		}
-		if err := r.ParseForm(); err != nil {
+		err := r.ParseForm()
+		back := backOf(r)
+		if err != nil {
 			c.answerErr(w, r, lv, nil, back, problem.New(problem.ValidationFailed, "The form could not be read."))
 			return
 		}

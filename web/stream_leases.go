@@ -12,7 +12,9 @@ import (
 // bounds this process's connections and goroutines.
 type StreamLeases interface {
 	// Take leases a stream unless a cap is reached in the cluster; over
-	// then names it ("session", "user" or "company").
+	// then names it ("session", "user" or "company"). session is a digest
+	// of the session's id (streamSession), never the id, which is its
+	// cookie.
 	Take(ctx context.Context, company, user uint64, session string, perSession, perUser, perCompany int) (lease uint64, over string, err error)
 	// Give ends a lease.
 	Give(ctx context.Context, lease uint64) error

@@ -217,7 +217,8 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	messages.SetWatcher(live)
 	agents.SetWatcher(live)
 	console, err := web.New(web.Config{PublicURL: cfg.publicURL, Email: consoleEmail(cfg.smtpIn, smtpLn)}, web.Deps{Accounts: accounts, Devices: devices, SMS: messages, Channels: agents,
-		Webhooks: hooks, Media: files, Billing: bill, Phones: routes, Analytics: st, Period: bill, Broker: broker, Logger: log.With("component", "console"), Now: time.Now})
+		Webhooks: hooks, Media: files, Billing: bill, Phones: routes, Analytics: st, Period: bill, Broker: broker, Logger: log.With("component", "console"), Now: time.Now,
+		Secrets: st})
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"html"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -94,6 +95,44 @@ func testLiveViewAcrossNodes(t *testing.T, c *cluster3) {
 		}
 	}
 	t.Fatalf("the live view on C never showed %s delivered (reported through A) within %s", id, clusterWait)
+}
+
+// The cluster has no sticky sessions: a plain form post refused on A
+// redirects to a page that C may serve, and C shows the error A signed
+// (the banner's key is the database's, not each node's own).
+func testBannerAcrossNodes(t *testing.T, c *cluster3) {
+	hc := consoleSignIn(t, c.nodes["a"])
+	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	res, err := hc.Get(c.nodes["a"].url + "/console/opt-outs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	m := csrfInput.FindSubmatch(page)
+	if m == nil {
+		t.Fatalf("no csrf field on the opt-outs page (status %d)", res.StatusCode)
+	}
+	form := url.Values{"csrf": {string(m[1])}, "phone": {"not a number"}}
+	req, _ := http.NewRequest("POST", c.nodes["a"].url+"/console/opt-outs", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if res, err = hc.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	to, err := url.Parse(res.Header.Get("Location"))
+	if err != nil || res.StatusCode != http.StatusSeeOther || to.Query().Get("sig") == "" {
+		t.Fatalf("the refused post on A: %d to %q", res.StatusCode, res.Header.Get("Location"))
+	}
+	if res, err = hc.Get(c.nodes["c"].url + to.String()); err != nil {
+		t.Fatal(err)
+	}
+	page, _ = io.ReadAll(res.Body)
+	res.Body.Close()
+	msg := to.Query().Get("err")
+	if res.StatusCode != http.StatusOK || !strings.Contains(html.UnescapeString(string(page)), `id="err-phone">`+msg+`</span>`) {
+		t.Fatalf("C's page shows A's refusal %q nowhere: %d %.1500s", msg, res.StatusCode, page)
+	}
 }
 
 // A new WhatsApp number may send four a minute (the caps start halved, see

@@ -50,6 +50,7 @@ func TestThreeNodes(t *testing.T) {
 	}{
 		{"a send on B reaches the phone on A, and a scheduled send too", testSendAcrossNodes},
 		{"the live view on C shows a status reported through A", testLiveViewAcrossNodes},
+		{"a form refused on A shows its error on the page C serves", testBannerAcrossNodes},
 		{"the phone moves from A to C: its link on A closes with 4009", testPhoneMoves},
 		{"a WhatsApp number's cap holds over three nodes", testCapAcrossNodes},
 		{"each webhook delivery arrives once", testWebhooksOnce},
