@@ -143,7 +143,8 @@ func (s *Store) updateDevice(name string, find func(*txn) (store.Device, error),
 // device_deleted; an agent's queued sends stay their number's), takes it out of its company's pools and clears the
 // company's e-mail device when it is this one, in one transaction. Its
 // history keeps its id, which no later registration of the fingerprint
-// gets. Another company's device is ErrNotFound.
+// gets. Its SIMs' caps, counts and carrier-error streaks go with it.
+// Another company's device is ErrNotFound.
 func (s *Store) DeleteDevice(companyID uint64, fingerprint string, now time.Time) (store.Device, error) {
 	var d store.Device
 	err := s.write(fmt.Sprintf("delete device %s of company %d", fingerprint, companyID), func(t *txn) error {
@@ -183,6 +184,8 @@ func (s *Store) DeleteDevice(companyID uint64, fingerprint string, now time.Time
 		for _, q := range []string{
 			"DELETE FROM device_failures WHERE device_id = $1",
 			"DELETE FROM sim_caps WHERE device_id = $1",
+			"DELETE FROM sim_usage WHERE device_id = $1",
+			"DELETE FROM sim_recipients WHERE device_id = $1",
 			"DELETE FROM sim_streaks WHERE device_id = $1",
 		} {
 			if _, err := t.exec(q, id(d.ID)); err != nil {
