@@ -104,7 +104,21 @@ func openBackend(ctx context.Context, c storeConfig) (backend, error) {
 	}
 	opt := boltstore.Options{ReadOnly: c.readOnly, CompanyDailyStorage: c.companyDailyStorage, Logger: c.logger, SyncDelay: c.syncDelay}
 	if c.existing {
-		return openStore(c.dataDir, opt)
+		st, err := openStore(c.dataDir, opt)
+		if err != nil {
+			return nil, err
+		}
+		if !c.readOnly {
+			return st, nil
+		}
+		// A read-only open migrates nothing: a file of another schema is
+		// refused, as a writing open refuses a newer one and migrates an
+		// older one before it reads it.
+		if err := st.Current(); err != nil {
+			_ = st.Close()
+			return nil, fmt.Errorf("store %s: %w", c.where(), err)
+		}
+		return st, nil
 	}
 	// A stop (ctx) during a migration of the store stops it between two steps.
 	return boltstore.OpenContext(ctx, c.dataDir, opt)

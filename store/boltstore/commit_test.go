@@ -236,6 +236,13 @@ func TestRefusalKeepsTheBatch(t *testing.T) {
 			_, _, err := s.Enqueue(&m, IdempotencyKey{}, func() time.Time { return t0 }, func(Device, string) error { return no }, nil)
 			return err
 		}, no},
+		{"failover with nothing to move", func() error {
+			moved, err := s.Failover(FailoverInput{CompanyID: d.CompanyID, DeviceID: d.ID, Reason: "device_offline", Pools: map[uint64]bool{1: true}, Limit: 100}, nil, t0)
+			if err == nil && len(moved) != 0 {
+				return fmt.Errorf("moved %d jobs of no pool", len(moved))
+			}
+			return err
+		}, nil},
 	} {
 		release := holdCommits(t, s)
 		runs := 0 // the committer goroutine's only

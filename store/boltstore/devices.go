@@ -302,7 +302,8 @@ func (s *Store) updateDeviceTx(name string, find func(*bolt.Tx) (Device, error),
 // device_deleted; an agent's queued sends are its number's, in the number's
 // queue, and wait for the next agent that announces it) and clears the company's e-mail device when it is this one, in one
 // transaction. Its history keeps its id, which no later registration of
-// the fingerprint gets. Another company's device is ErrNotFound.
+// the fingerprint gets. Its SIMs' caps, counts and carrier-error streaks go
+// with it. Another company's device is ErrNotFound.
 func (s *Store) DeleteDevice(companyID uint64, fingerprint string, now time.Time) (Device, error) {
 	var d Device
 	err := s.grouped(func(tx *bolt.Tx) error {
@@ -341,6 +342,14 @@ func (s *Store) deleteDeviceTx(tx *bolt.Tx, companyID uint64, fingerprint string
 	}
 	if err := tx.Bucket(bucketDeviceFailures).Delete(devKey(d.CompanyID, d.ID)); err != nil {
 		return d, err
+	}
+	// Its SIMs' caps, counts, recipients and carrier-error streaks: nothing
+	// reads them again (a phone paired again is a new device, with a new id),
+	// and no prune would drop the caps and streaks.
+	for _, name := range [][]byte{bucketSIMCaps, bucketSIMUsage, bucketSIMRecip, bucketSIMStreak} {
+		if err := deletePrefix(tx.Bucket(name), devKey(d.CompanyID, d.ID)); err != nil {
+			return d, err
+		}
 	}
 	if err := leavePools(tx, d.CompanyID, d.ID, now); err != nil {
 		return d, err

@@ -20,9 +20,8 @@ import (
 var carrierErrors = map[string]bool{"generic_failure": true, "no_service": true, "radio_off": true, "null_pdu": true, "ril_network_err": true}
 
 var (
-	bucketSIMStreak  = []byte("sim_streak") // dev slot -> count(8) + last failure (8, unix ns)
-	failoverBuckets  = [][]byte{bucketSIMStreak}
-	errNothingToMove = errors.New("store: nothing to move")
+	bucketSIMStreak = []byte("sim_streak") // dev slot -> count(8) + last failure (8, unix ns)
+	failoverBuckets = [][]byte{bucketSIMStreak}
 )
 
 // noteOutcome keeps the SIM's carrier-error streak as a report of m's
@@ -151,6 +150,13 @@ func (s *Store) Failover(in FailoverInput, check DeviceCheck, now time.Time) ([]
 			}
 			moved = append(moved, m)
 		}
+		if len(moved) == 0 {
+			// Nothing written (a picker writes only in its commit): the
+			// batch this shares commits as it would without it. An error
+			// here rolled the batch back and ran its other writes again,
+			// every sweep for each offline pool device.
+			return nil
+		}
 		for _, pp := range pickers {
 			if pp != nil {
 				if err := pp.commit(); err != nil {
@@ -158,14 +164,8 @@ func (s *Store) Failover(in FailoverInput, check DeviceCheck, now time.Time) ([]
 				}
 			}
 		}
-		if len(moved) == 0 {
-			return errNothingToMove // nothing written: no commit needed
-		}
 		return nil
 	})
-	if errors.Is(err, errNothingToMove) {
-		return nil, nil
-	}
 	if err != nil {
 		return nil, fmt.Errorf("store: failover of device %d: %w", in.DeviceID, err)
 	}

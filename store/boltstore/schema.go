@@ -56,16 +56,15 @@ func whole(fn func(*bolt.Tx) error) func(*bolt.Tx) (bool, error) {
 func SchemaVersion() uint64 { return uint64(len(migrations)) }
 
 func (s *Store) migrate(ctx context.Context, log *slog.Logger) error {
+	// Whether this build may write to the file at all is read first, in a
+	// read transaction: a refused file is left as it was, byte for byte.
+	// Creating this build's buckets first wrote them into a newer build's
+	// file (one whose schema may have dropped or renamed them) before the
+	// version refused it.
+	if err := s.view(func(tx *bolt.Tx) error { return s.writable(tx) }); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
 	if err := s.update(func(tx *bolt.Tx) error {
-		// A bbolt file of another program has buckets but not ours: refuse
-		// it rather than write simrelay's buckets into its database.
-		if tx.Bucket(bucketMeta) == nil {
-			if err := tx.ForEach(func(name []byte, _ *bolt.Bucket) error {
-				return fmt.Errorf("%w: %s holds a bucket %q and no simrelay schema: it is another program's database; point --data-dir at another directory", ErrBadFile, s.path, name)
-			}); err != nil {
-				return err
-			}
-		}
 		lists := [][][]byte{allBuckets, messageBuckets, webhookBuckets, statsBuckets, billingBuckets,
 			{bucketCompanyUsage, bucketScheduleDue, bucketDevScheduled, bucketOptOuts, bucketDeviceFailures}, agentBuckets, consoleBuckets, poolBuckets, simCapBuckets, failoverBuckets, mediaBuckets}
 		for _, name := range slices.Concat(lists...) {
@@ -111,6 +110,32 @@ func (s *Store) migrate(ctx context.Context, log *slog.Logger) error {
 			return nil
 		}
 	}
+}
+
+// writable refuses, before anything is written, a file this build must not
+// write to: another program's bbolt database (buckets, none of them ours),
+// and a file of a newer schema than this build's, or half way through a
+// migration this build does not have.
+func (s *Store) writable(tx *bolt.Tx) error {
+	meta := tx.Bucket(bucketMeta)
+	if meta == nil {
+		// A bbolt file of another program has buckets but not ours: refuse
+		// it rather than write simrelay's buckets into its database.
+		return tx.ForEach(func(name []byte, _ *bolt.Bucket) error {
+			return fmt.Errorf("%w: %s holds a bucket %q and no simrelay schema: it is another program's database; point --data-dir at another directory", ErrBadFile, s.path, name)
+		})
+	}
+	last := SchemaVersion()
+	if raw := meta.Get(keyMigrating); raw != nil {
+		if from := btoi(raw); from >= last {
+			return fmt.Errorf("the data file is half way through migration %d -> %d, which this build does not have: run a newer simrelay", from, from+1)
+		}
+		return nil
+	}
+	if raw := meta.Get(keySchemaVersion); raw != nil && btoi(raw) > last {
+		return fmt.Errorf("the data file has schema version %d, newer than this build's %d: run a newer simrelay", btoi(raw), last)
+	}
+	return nil
 }
 
 // migrationDue reads the schema version of the file and whether a
@@ -190,4 +215,26 @@ func (s *Store) Version() (uint64, error) {
 		return nil
 	})
 	return v, err
+}
+
+// Current refuses a file whose schema is not this build's, or that is half
+// way through a migration, saying what to do. A read-only open (admin mail)
+// migrates nothing: without this check it read an older file's records as
+// this build's, or a newer build's that it does not know.
+func (s *Store) Current() error {
+	return s.view(func(tx *bolt.Tx) error {
+		if err := s.writable(tx); err != nil { // another program's file, or a newer one
+			return err
+		}
+		meta := tx.Bucket(bucketMeta)
+		var v uint64
+		if raw := meta.Get(keySchemaVersion); raw != nil {
+			v = btoi(raw)
+		}
+		if v != SchemaVersion() || meta.Get(keyMigrating) != nil {
+			return fmt.Errorf("the data file has schema version %d (migrating: %t) where this build reads %d: run this build's simrelay serve on it once, so it migrates the file, then stop it and run the command again",
+				v, meta.Get(keyMigrating) != nil, SchemaVersion())
+		}
+		return nil
+	})
 }

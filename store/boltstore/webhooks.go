@@ -374,62 +374,157 @@ func (s *Store) WebhookAttempts(companyID, webhookID uint64, limit int) ([]Webho
 // company, all but the newest keep (as writes do), and recounts each
 // company's log. It returns how many lines it dropped.
 func (s *Store) PruneWebhookAttempts(cutoff time.Time, keep int) (int, error) {
-	n := 0
-	err := s.update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketWebhookAttempts)
-		var drop [][]byte
-		sizes := map[uint64]uint64{}
-		var company []byte
-		seen := 0
-		c := b.Cursor()
-		for k, v := c.Last(); k != nil; k, v = c.Prev() {
-			if !bytes.Equal(k[:8], company) {
-				company, seen = append([]byte(nil), k[:8]...), 0
+	return s.pruneWebhookAttempts(cutoff, keep, pruneWebhookAttemptsBatch)
+}
+
+// pruneWebhookAttemptsBatch bounds the log lines one transaction of
+// PruneWebhookAttempts reads. The log holds up to LogKeep lines a company
+// (1,000 by default), and the prune read and decoded every line of every
+// company in one write transaction, each hour: with many companies, every
+// send, report and inbound write waited on it. In transactions of this many,
+// the group commit's writes go between them.
+const pruneWebhookAttemptsBatch = 10000
+
+// pruneWebhookAttempts is PruneWebhookAttempts in transactions that each
+// read at most batch lines, walking the log from its newest line backward
+// (company by company, each company's newest first), each from where the
+// last one stopped. It decodes a line's time only, and only for the newest
+// keep of its company: older ones go unread. Each transaction takes the
+// lines it drops off its company's count, so that the count stays right for
+// the writes between them; the one that finishes a company counts what is
+// left of its log, which heals a count that drifted, and the last one drops
+// the counts of companies without a line. A line written meanwhile is newer
+// than the walk's place and kept; it may leave a company more than keep
+// lines until its next write, which drops the oldest beyond keep.
+func (s *Store) pruneWebhookAttempts(cutoff time.Time, keep, batch int) (int, error) {
+	n, batch := 0, max(batch, 1)
+	var (
+		last    []byte // the last line read, walking backward; nil: none yet
+		company []byte // last's company
+		seen    int    // the lines of company read, newest first
+		done    bool
+	)
+	for !done {
+		dropped := 0
+		var nextLast, nextCompany []byte
+		nextSeen := 0
+		err := s.update(func(tx *bolt.Tx) error {
+			// It may run more than once (commit.go): from the state before it.
+			dropped, done = 0, false
+			company, seen := company, seen
+			b := tx.Bucket(bucketWebhookAttempts)
+			c := b.Cursor()
+			var k, v []byte
+			if last == nil {
+				k, v = c.Last()
+			} else {
+				// The line it stopped at may be gone (a write drops a
+				// company's oldest): the next one read is the first before it.
+				if k, v = c.Seek(last); k == nil {
+					k, v = c.Last()
+				}
+				for k != nil && bytes.Compare(k, last) >= 0 {
+					k, v = c.Prev()
+				}
 			}
-			seen++
-			if keep <= 0 || seen <= keep {
-				var a WebhookAttempt
-				if err := jsonUnmarshal(v, &a); err != nil {
+			var drop, finished [][]byte
+			var read []byte
+			for r := 0; ; r++ {
+				if k == nil || !bytes.Equal(k[:8], company) {
+					if company != nil {
+						finished = append(finished, company)
+					}
+					if k == nil {
+						done = true
+						break
+					}
+					company, seen = bytes.Clone(k[:8]), 0
+				}
+				if r == batch {
+					break
+				}
+				seen++
+				kept := false
+				if keep <= 0 || seen <= keep {
+					// Only the time is read: the request and answer are most of a line.
+					var a struct {
+						CreatedAt time.Time `json:"created_at"`
+					}
+					if err := jsonUnmarshal(v, &a); err != nil {
+						return fmt.Errorf("webhook attempt %x: %w", k, err)
+					}
+					kept = !a.CreatedAt.Before(cutoff)
+				}
+				read = k
+				if !kept {
+					drop = append(drop, bytes.Clone(k))
+				}
+				k, v = c.Prev()
+			}
+			read = bytes.Clone(read) // before the deletes, which may move it
+			less := map[string]uint64{}
+			for _, k := range drop {
+				if err := b.Delete(k); err != nil {
 					return err
 				}
-				if !a.CreatedAt.Before(cutoff) {
-					sizes[btoi(company)]++
-					continue
+				less[string(k[:8])]++
+			}
+			sizes := tx.Bucket(bucketWebhookLogSizes)
+			for id, d := range less {
+				var size uint64
+				if v := sizes.Get([]byte(id)); len(v) == 8 {
+					size = btoi(v)
+				}
+				if err := putLogSize(sizes, []byte(id), size-min(size, d)); err != nil {
+					return err
 				}
 			}
-			drop = append(drop, append([]byte(nil), k...))
-		}
-		for _, k := range drop {
-			if err := b.Delete(k); err != nil {
-				return err
+			// Recount from what is left: a count that ever drifted heals here.
+			for _, id := range finished {
+				var size uint64
+				walkPrefix(b, id, func(_, _ []byte) bool { size++; return true })
+				if err := putLogSize(sizes, id, size); err != nil {
+					return err
+				}
 			}
-		}
-		// Recount from what is left: a count that ever drifted heals here.
-		sb := tx.Bucket(bucketWebhookLogSizes)
-		var stale [][]byte
-		if err := sb.ForEach(func(k, _ []byte) error {
-			if sizes[btoi(k)] == 0 {
-				stale = append(stale, append([]byte(nil), k...))
+			if done {
+				var stale [][]byte
+				if err := sizes.ForEach(func(id, _ []byte) error {
+					if k, _ := b.Cursor().Seek(id); k == nil || !bytes.HasPrefix(k, id) {
+						stale = append(stale, bytes.Clone(id))
+					}
+					return nil
+				}); err != nil {
+					return err
+				}
+				for _, id := range stale {
+					if err := sizes.Delete(id); err != nil {
+						return err
+					}
+				}
 			}
+			dropped = len(drop)
+			if read != nil {
+				nextLast = read
+			} else {
+				nextLast = last
+			}
+			nextCompany, nextSeen = company, seen
 			return nil
-		}); err != nil {
-			return err
+		})
+		if err != nil {
+			return n, fmt.Errorf("store: prune webhook attempts: %w", err)
 		}
-		for _, k := range stale {
-			if err := sb.Delete(k); err != nil {
-				return err
-			}
-		}
-		for id, size := range sizes {
-			if err := sb.Put(itob(id), itob(size)); err != nil {
-				return err
-			}
-		}
-		n = len(drop)
-		return nil
-	})
-	if err != nil {
-		return 0, fmt.Errorf("store: prune webhook attempts: %w", err)
+		n += dropped
+		last, company, seen = nextLast, nextCompany, nextSeen
 	}
 	return n, nil
+}
+
+// putLogSize stores a company's count of log lines; none: no entry.
+func putLogSize(sizes *bolt.Bucket, company []byte, n uint64) error {
+	if n == 0 {
+		return sizes.Delete(company)
+	}
+	return sizes.Put(company, itob(n))
 }

@@ -118,3 +118,165 @@ func TestDuePassDecodesNoRow(t *testing.T) { // not parallel: AllocsPerRun count
 		t.Fatalf("a pass over %d due deliveries made %.0f allocations, want at most 5 a row (its lookup), none to decode it", backlog, allocs)
 	}
 }
+
+// The prune of the deliveries log reads it in transactions of a bounded
+// size, each from where the last stopped, so the writes of the group commit
+// go between them: old lines and lines beyond keep go in every company, the
+// newest keep of their day stay, each company's count is right after it
+// (one that drifted too), and a count of a company without lines goes.
+// Lines beyond keep are not decoded.
+func TestPruneWebhookAttemptsInShortTransactions(t *testing.T) {
+	t.Parallel()
+	s := open(t, t.TempDir())
+	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	old := t0.Add(-8 * 24 * time.Hour)
+	const keep, batch = 5, 3
+	// Each company's lines, oldest first: true for an old one.
+	logs := map[uint64][]bool{
+		1: {false, false, false, false, false, false, false, false, false, false},
+		2: {true, true, true, true, false, false, false},
+		3: {true, true, true, true, true},
+		4: {false, false, false, false, false, false, false, false, false, false, false, false},
+	}
+	want := map[uint64][]uint64{} // the ids of the lines each company keeps, oldest first
+	lines := 0
+	if err := s.db.Update(func(tx *bolt.Tx) error {
+		for id := uint64(1); id <= 4; id++ {
+			var ids []uint64
+			for i, isOld := range logs[id] {
+				a := WebhookAttempt{CompanyID: id, WebhookID: 1, EventType: "sms:sent", State: WebhookDelivered, CreatedAt: t0.Add(time.Duration(i) * time.Second)}
+				if isOld {
+					a.CreatedAt = old
+				}
+				if err := appendAttempt(tx, &a, 0); err != nil {
+					return err
+				}
+				if !isOld {
+					ids = append(ids, a.ID)
+				}
+				lines++
+			}
+			want[id] = ids[max(len(ids)-keep, 0):]
+		}
+		// Company 4's oldest line, beyond keep, is not even JSON: it goes unread.
+		if err := tx.Bucket(bucketWebhookAttempts).Put(pair(4, 0), []byte("not json")); err != nil {
+			return err
+		}
+		lines++
+		sizes := tx.Bucket(bucketWebhookLogSizes)
+		if err := sizes.Put(itob(1), itob(99)); err != nil { // drifted
+			return err
+		}
+		return sizes.Put(itob(9), itob(3)) // no line at all
+	}); err != nil {
+		t.Fatal(err)
+	}
+	before, err := s.Generation()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.pruneWebhookAttempts(t0.Add(-24*time.Hour), keep, batch)
+	if err != nil || n != 5+4+5+8 {
+		t.Fatalf("prune: dropped %d (%v), want the 22 old lines and lines beyond %d", n, err, keep)
+	}
+	after, _ := s.Generation()
+	if want := uint64((lines + batch - 1) / batch); after-before < want {
+		t.Fatalf("the prune of %d lines committed %d transaction(s), want at least %d of at most %d lines each", lines, after-before, want, batch)
+	}
+	got := map[uint64][]uint64{}
+	counts := map[uint64]uint64{}
+	if err := s.db.View(func(tx *bolt.Tx) error {
+		if err := tx.Bucket(bucketWebhookAttempts).ForEach(func(k, _ []byte) error {
+			got[btoi(k[:8])] = append(got[btoi(k[:8])], btoi(k[8:]))
+			return nil
+		}); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketWebhookLogSizes).ForEach(func(k, v []byte) error {
+			counts[btoi(k)] = btoi(v)
+			return nil
+		})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for id := uint64(1); id <= 4; id++ {
+		if fmt.Sprint(got[id]) != fmt.Sprint(want[id]) {
+			t.Errorf("company %d keeps lines %v, want %v", id, got[id], want[id])
+		}
+	}
+	if wantCounts := map[uint64]uint64{1: 5, 2: 3, 4: 5}; fmt.Sprint(counts) != fmt.Sprint(wantCounts) {
+		t.Errorf("the counts after the prune: %v, want %v", counts, wantCounts)
+	}
+}
+
+// Writes that go between the prune's transactions (new lines, and the
+// oldest dropped beyond keep) leave each company's count right and no old
+// line behind, wherever the prune stopped.
+func TestPruneWebhookAttemptsBesideWrites(t *testing.T) {
+	t.Parallel()
+	s := open(t, t.TempDir())
+	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	const keep = 6
+	write := func(company uint64, at time.Time) error {
+		return s.update(func(tx *bolt.Tx) error {
+			a := WebhookAttempt{CompanyID: company, WebhookID: 1, EventType: "sms:sent", State: WebhookDelivered, CreatedAt: at}
+			return appendAttempt(tx, &a, keep)
+		})
+	}
+	for i := range 40 { // old lines, some beyond keep
+		if err := write(uint64(i%4+1), t0.Add(-48*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan error, 1)
+	go func() {
+		for i := range 200 {
+			if err := write(uint64(i%5+1), t0); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	for range 20 {
+		if _, err := s.pruneWebhookAttempts(t0.Add(-24*time.Hour), keep, 2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pruneWebhookAttempts(t0.Add(-24*time.Hour), keep, 2); err != nil {
+		t.Fatal(err)
+	}
+	lines, counts := map[uint64]uint64{}, map[uint64]uint64{}
+	if err := s.db.View(func(tx *bolt.Tx) error {
+		if err := tx.Bucket(bucketWebhookAttempts).ForEach(func(k, v []byte) error {
+			var a WebhookAttempt
+			if err := json.Unmarshal(v, &a); err != nil {
+				return err
+			}
+			if !a.CreatedAt.Equal(t0) {
+				t.Errorf("an old line of company %d outlived the prune", a.CompanyID)
+			}
+			lines[btoi(k[:8])]++
+			return nil
+		}); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketWebhookLogSizes).ForEach(func(k, v []byte) error {
+			counts[btoi(k)] = btoi(v)
+			return nil
+		})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(lines) != fmt.Sprint(counts) {
+		t.Fatalf("lines by company %v, counted %v", lines, counts)
+	}
+	for id, n := range lines {
+		if n > keep {
+			t.Errorf("company %d keeps %d lines, want at most %d", id, n, keep)
+		}
+	}
+}

@@ -390,6 +390,7 @@ type PoolSendsStore interface {
 	PruneSticky(cutoff time.Time) (int, error)
 	CarrierFailing(companyID uint64, now time.Time) (map[uint64][]string, error)
 	Failover(in store.FailoverInput, check store.DeviceCheck, now time.Time) ([]store.Message, error)
+	DeleteDevice(companyID uint64, fingerprint string, now time.Time) (store.Device, error)
 }
 
 // PoolSends runs the suite of sends through pools (each strategy, members
@@ -404,6 +405,7 @@ func PoolSends(t *testing.T, open Opener[PoolSendsStore]) {
 	t.Run("PoolCapped", func(t *testing.T) { t.Parallel(); poolCapped(t, open(t)) })
 	t.Run("CountsPruned", func(t *testing.T) { t.Parallel(); simCountsPruned(t, open(t)) })
 	t.Run("CarrierErrors", func(t *testing.T) { t.Parallel(); carrierErrors(t, open(t)) })
+	t.Run("DeletedDeviceSIMs", func(t *testing.T) { t.Parallel(); deletedDeviceSIMs(t, open(t)) })
 	t.Run("Failover", func(t *testing.T) { t.Parallel(); poolFailover(t, open(t)) })
 	t.Run("Window", func(t *testing.T) { t.Parallel(); poolWindow(t, open(t)) })
 	t.Run("PoolOfAnotherCompany", func(t *testing.T) { t.Parallel(); poolOfAnotherCompany(t, open(t)) })
@@ -818,6 +820,61 @@ func carrierErrors(t *testing.T, s PoolSendsStore) {
 	report(store.MsgSent, "", at)
 	if f, _ := s.CarrierFailing(a.ID, at); len(f) != 0 {
 		t.Fatalf("after a send went out: %v, want the streak ended", f)
+	}
+}
+
+// deletedDeviceSIMs: a deleted device's SIMs' caps, counts, recipients and
+// carrier-error streak go with it: its SIM is no longer failing, no prune
+// finds a count of it, and a phone paired again under its fingerprint (a new
+// device) starts without caps, counts or streak.
+func deletedDeviceSIMs(t *testing.T, s PoolSendsStore) {
+	a, _ := Company(t, s)
+	d := Device(t, s, a.ID, "dd-a")
+	if _, err := s.SetSIMCaps(a.ID, "dd-a", map[string]store.SIMCaps{"SIM1": {PerDay: 50, PerMonth: 500, RecipientsPerDay: 50}, "SIM2": {PerDay: 7}}, T0); err != nil {
+		t.Fatal(err)
+	}
+	x := poolSender{t, s, a.ID}
+	for i := range store.CarrierErrorStreak {
+		m, err := x.direct("dd-a", "SIM1", fmt.Sprintf("+1555900000%d", i), T0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := s.Transition(a.ID, d.ID, m.UUID, store.MsgFailed, "no_service", "", T0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if f, err := s.CarrierFailing(a.ID, T0); err != nil || !slices.Equal(f[d.ID], []string{"SIM1"}) {
+		t.Fatalf("before the deletion: %v (%v), want dd-a's SIM1 failing", f, err)
+	}
+	if us, err := s.SIMUsages(a.ID, "dd-a", T0); err != nil || us[0].Day != store.CarrierErrorStreak || us[0].Recipients != store.CarrierErrorStreak {
+		t.Fatalf("before the deletion: %+v (%v), want SIM1's sends counted", us, err)
+	}
+	if _, err := s.DeleteDevice(a.ID, "dd-a", T0); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := s.CarrierFailing(a.ID, T0); err != nil || len(f) != 0 {
+		t.Fatalf("after the deletion: %v (%v), want no SIM failing", f, err)
+	}
+	again := Device(t, s, a.ID, "dd-a")
+	if again.ID == d.ID {
+		t.Fatalf("paired again under its fingerprint: id %d, the deleted device's", again.ID)
+	}
+	us, err := s.SIMUsages(a.ID, "dd-a", T0)
+	if err != nil || len(us) != 2 {
+		t.Fatalf("the new device's SIMs: %+v (%v)", us, err)
+	}
+	for _, u := range us {
+		if u.Caps != (store.SIMCaps{}) || u.Day != 0 || u.Month != 0 || u.Recipients != 0 {
+			t.Errorf("the new device's %s: %+v, want no caps and no counts", u.Slot, u)
+		}
+	}
+	if f, err := s.CarrierFailing(a.ID, T0); err != nil || len(f) != 0 {
+		t.Fatalf("the new device: %v (%v), want no SIM failing", f, err)
+	}
+	// Two months on, every count of the day and month is past: none of the
+	// deleted device's is left to prune.
+	if n, err := s.PruneSIMCounts(T0.AddDate(0, 2, 0)); err != nil || n != 0 {
+		t.Fatalf("prune after the deletion: %d (%v), want nothing left of the deleted device", n, err)
 	}
 }
 

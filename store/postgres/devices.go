@@ -139,7 +139,8 @@ func (s *Store) updateDevice(name string, find func(*txn) (store.Device, error),
 // device_deleted; an agent's queued sends stay their number's), takes it out of its company's pools and clears the
 // company's e-mail device when it is this one. Its history keeps its id,
 // which no later registration of the fingerprint gets. Another company's
-// device is ErrNotFound.
+// device is ErrNotFound. Its SIMs' caps, counts and carrier-error streaks
+// go with it.
 //
 // A device's unfinished messages are as many as were sent to it (a queue
 // of millions behind a phone that went away), more than one transaction
@@ -205,6 +206,8 @@ func (s *Store) DeleteDevice(companyID uint64, fingerprint string, now time.Time
 		for _, q := range []string{
 			"DELETE FROM device_failures WHERE device_id = $1",
 			"DELETE FROM sim_caps WHERE device_id = $1",
+			"DELETE FROM sim_usage WHERE device_id = $1",
+			"DELETE FROM sim_recipients WHERE device_id = $1",
 			"DELETE FROM sim_streaks WHERE device_id = $1",
 		} {
 			if _, err := t.exec(q, id(d.ID)); err != nil {
