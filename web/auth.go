@@ -52,9 +52,30 @@ func (c *Console) signin(w http.ResponseWriter, r *http.Request, _ *req) (outcom
 	if err != nil {
 		return outcome{}, err
 	}
+	c.endReplaced(r, sess.ID)
 	c.setCookie(w, sessionCookie, sess.ID, 0)
 	c.setCookie(w, anonCookie, "", -1)
 	return outcome{Redirect: safeNext(r.PostFormValue("next"))}, nil
+}
+
+// endReplaced ends the session the browser's cookie named before a new
+// sign-in replaced it (signing in as another user in the same browser), so
+// that it does not stay open, unseen, until it idles out. The cookie is the
+// proof: only the session whose id the browser holds is ended, and only a
+// session that still stands (ConsoleCheck, which leaves its idle clock
+// alone); an unknown or ended one names nothing to end. A store that cannot
+// end it now leaves it to its idle time, as before, and the sign-in stands.
+func (c *Console) endReplaced(r *http.Request, fresh string) {
+	ck, err := r.Cookie(c.cookieName(sessionCookie))
+	if err != nil || ck.Value == "" || ck.Value == fresh {
+		return
+	}
+	if _, err := c.deps.Accounts.ConsoleCheck(r.Context(), ck.Value); err != nil {
+		return
+	}
+	if err := c.deps.Accounts.ConsoleSignOut(r.Context(), ck.Value); err != nil {
+		c.deps.Logger.Warn("console: the session a sign-in replaced could not be ended", "err", err)
+	}
 }
 
 func (c *Console) signup(w http.ResponseWriter, r *http.Request, _ *req) (outcome, error) {

@@ -100,14 +100,24 @@ func TestNumberPageShowsReceivedMedia(t *testing.T) {
 		t.Fatalf("a range of the document: got %d %q %v", got.status, got.body, got.header)
 	}
 
+	// Nobody but the company's members learns whether a file exists:
+	// another company's member gets the same 404 page for its files as for
+	// an id that names none, and a signed-out visitor is sent to sign in,
+	// as from every page, whatever the id.
 	bo := e.browser()
 	bo.signIn("bo@bolt.test", "Correct1horse")
-	for _, id := range []string{img, doc, "med_unknown"} {
-		if got := bo.get("/console/media/" + id); got.status != http.StatusNotFound {
-			t.Errorf("another company's file %s: got %d, want 404", id, got.status)
+	none := bo.get("/console/media/med_unknown")
+	if !none.errorPage(http.StatusNotFound, "No such file.") {
+		t.Fatalf("another company, an unknown file: got %d %s", none.status, none.body)
+	}
+	for _, id := range []string{img, doc} {
+		if got := bo.get("/console/media/" + id); got.status != none.status || got.body != none.body {
+			t.Errorf("another company's file %s: got %d, want the 404 page of an unknown id", id, got.status)
 		}
 	}
-	if got := e.browser().get("/console/media/" + img); got.status != http.StatusSeeOther {
-		t.Errorf("signed out: got %d, want the redirect to sign in", got.status)
+	for _, id := range []string{img, doc, "med_unknown"} {
+		if got := e.browser().get("/console/media/" + id); got.status != http.StatusSeeOther || got.location != "/console/signin?next=%2Fconsole%2Fmedia%2F"+id {
+			t.Errorf("signed out, file %s: got %d to %q, want the redirect to sign in", id, got.status, got.location)
+		}
 	}
 }

@@ -157,11 +157,19 @@ const (
 )
 
 // page serves a GET page to a signed-in user; a visitor without a session
-// goes to the sign-in page and comes back after.
+// goes to the sign-in page and comes back after. The console's script,
+// which asks for JSON (a thread's reload, the pairing panel's poll), gets
+// the contract's error body instead, 401 for a session that ended, which
+// it can act on: a redirect would hand it the sign-in page's HTML, which
+// fetch follows and reads as a failed parse.
 func (c *Console) page(lv level, fn func(w http.ResponseWriter, r *http.Request, q *req) error) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		q, err := c.authenticate(r)
 		if err != nil {
+			if wantsJSON(r) {
+				c.answerJSON(w, r, err)
+				return
+			}
 			if pe, ok := problem.As(err); ok && pe.Code == problem.Unauthorized {
 				http.Redirect(w, r, Prefix+"/signin?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 				return
@@ -333,6 +341,7 @@ func (c *Console) answerJSON(w http.ResponseWriter, r *http.Request, err error) 
 		return
 	}
 	pe := c.toProblem(r, err)
+	retryAfter(w, pe)
 	writeJSON(w, pe.Status(), pe)
 }
 

@@ -325,9 +325,17 @@
     if (none) { none.remove(); }
   }
 
+  // A reload's answer: its JSON, or null. A session that ended is a 401
+  // (the server answers the script so, not with the sign-in page), which
+  // the page says as a form's refusal does, keeping what was typed.
+  function reloaded(r) {
+    if (r.status === 401) { sessionExpired(); return null; }
+    return r.ok ? r.json() : null;
+  }
+
   function reloadAgent() {
     var u = location.pathname.replace(/\/$/, "") + "/messages";
-    fetch(u, {credentials: "same-origin", headers: {"Accept": "application/json"}}).then(function (r) { return r.ok ? r.json() : null; })
+    fetch(u, {credentials: "same-origin", headers: {"Accept": "application/json"}}).then(reloaded)
       .then(function (b) {
         if (!b) { return; }
         agentMsgs.textContent = "";
@@ -341,7 +349,7 @@
     var phone = chat.getAttribute("data-phone");
     if (!phone || !thread) { return; }
     var u = "/console/messages/thread?device=" + encodeURIComponent(chat.getAttribute("data-device")) + "&phone=" + encodeURIComponent(phone);
-    fetch(u, {credentials: "same-origin", headers: {"Accept": "application/json"}}).then(function (r) { return r.ok ? r.json() : null; })
+    fetch(u, {credentials: "same-origin", headers: {"Accept": "application/json"}}).then(reloaded)
       .then(function (b) {
         if (!b) { return; }
         thread.textContent = "";

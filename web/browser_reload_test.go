@@ -1,0 +1,55 @@
+package web_test
+
+import (
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/simrelay/simrelay/web"
+)
+
+// TestBrowserThreadReloadSaysTheSessionEnded: the messages page reloads
+// its thread when its live stream opens again; a session that ended
+// between the two is a 401 to that reload, and the page says the session
+// ended (with the sign-in link), keeping what was typed, instead of
+// leaving the thread as it was without a word. The session is ended by the
+// server itself as the reload reaches it, so the stream, which opened
+// under a live session, cannot be the one that tells (its heartbeat is an
+// hour away).
+func TestBrowserThreadReloadSaysTheSessionEnded(t *testing.T) {
+	t.Parallel()
+	var armed atomic.Bool
+	var e *env
+	e = newEnv(t, func(o *envOptions) {
+		o.streams = web.StreamConfig{Heartbeat: time.Hour}
+		o.wrap = func(next http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/console/messages/thread" && armed.CompareAndSwap(true, false) {
+					if err := e.store.RevokeUserSessions(1); err != nil { // signed out elsewhere, just now
+						t.Error(err)
+					}
+				}
+				next.ServeHTTP(w, r)
+			})
+		}
+	})
+	e.acmeWithPhone()
+	ctx := chrome(t)
+	signInUI(t, ctx, e.url, "ada@acme.test", "Correct1horse")
+	do(t, ctx, "open a thread", chromedp.Navigate(e.url+"/console/messages?device=fp-1&phone=%2B15550100000"))
+	waitFor(t, ctx, "the stream open", `document.querySelector("[data-live]").dataset.live === "true"`)
+	do(t, ctx, "type a message", chromedp.SendKeys(chromedp.CSS(`#chat textarea`), "half written"))
+	armed.Store(true)
+	e.broker.Resync() // the stream ends; the browser opens it again and reloads the thread
+	waitText(t, ctx, "#banner", "session has expired")
+	if armed.Load() {
+		t.Fatal("the thread was not reloaded")
+	}
+	if got := eval[string](t, ctx, `document.querySelector('#chat textarea').value`); !strings.Contains(got, "half written") {
+		t.Errorf("after the session ended the message box holds %q", got)
+	}
+}
