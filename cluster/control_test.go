@@ -33,7 +33,10 @@ func (h *stuckHub) Disconnect(fp string, _ int, _ string) <-chan struct{} {
 
 // DisconnectChanged, which a disconnect heard from another node runs,
 // returns no channel to wait on.
-func (h *stuckHub) DisconnectChanged(fp string, _ int, _ string) { h.tell("disconnect " + fp) }
+func (h *stuckHub) DisconnectChanged(fp string, _ int, _ string) bool {
+	h.tell("disconnect " + fp)
+	return true
+}
 
 func (h *stuckHub) tell(s string) {
 	h.mu.Lock()

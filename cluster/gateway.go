@@ -63,8 +63,9 @@ type Hub interface {
 	Disconnect(fingerprint string, code int, reason string) <-chan struct{}
 	// DisconnectChanged is Disconnect of a control heard from another
 	// node: only a link whose device a look at the store finds deleted,
-	// disabled or with another token now is closed.
-	DisconnectChanged(fingerprint string, code int, reason string)
+	// disabled or with another token now is closed; false when the store
+	// did not answer (the link was closed as told).
+	DisconnectChanged(fingerprint string, code int, reason string) bool
 	// Refresh is Configure and Pace of a control heard from another node:
 	// the link gets its own device's settings and pace as stored now;
 	// false when the store did not answer.
@@ -383,25 +384,40 @@ func (g *Gateway) runHeardOnce() {
 // older than a change heard first: so a disconnect closes the link only
 // if its device changed as the control says (DisconnectChanged), and a
 // settings or pace change gives the link its own device's settings and
-// pace as stored now (Refresh, once per fingerprint), the control's own
-// only when the store does not answer. Neither waits for a last seen to be
-// written: a control heard from another node answers no request here, and
-// that write would hold up the controls and kicks heard after it.
+// pace as stored now (Refresh), the control's own only when the store does
+// not answer. Each fingerprint is looked up once for its disconnects and
+// once for its changes, and once one look finds the store not answering
+// (each waits up to the store's deadline), the rest of the controls are
+// run as told, with no look: a burst of controls heard while the database
+// hangs holds up the kicks and link signals heard after them one deadline,
+// not one per link. Neither waits for a last seen to be written: a
+// control heard from another node answers no request here, and that write
+// would hold up the controls and kicks heard after it.
 func (g *Gateway) runCtls(ctls []ctl) {
+	answers := true // the store answered every look so far
+	looked := map[string]bool{}
 	refresh := map[string][]ctl{}
 	for _, c := range ctls {
 		switch c.Op {
 		case "disconnect":
-			g.hub.DisconnectChanged(c.Fingerprint, c.Code, c.Reason)
+			switch {
+			case !answers:
+				g.hub.Disconnect(c.Fingerprint, c.Code, c.Reason)
+			case !looked[c.Fingerprint]:
+				looked[c.Fingerprint] = true
+				answers = g.hub.DisconnectChanged(c.Fingerprint, c.Code, c.Reason)
+			}
 		case "configure", "pace":
 			refresh[c.Fingerprint] = append(refresh[c.Fingerprint], c)
 		}
 	}
 	for fp, told := range refresh {
-		if !g.hub.Refresh(fp) {
-			for _, c := range told {
-				g.local(c)
-			}
+		if answers && g.hub.Refresh(fp) {
+			continue
+		}
+		answers = false
+		for _, c := range told {
+			g.local(c)
 		}
 	}
 }

@@ -49,12 +49,14 @@ func (h *Hub) Disconnect(fingerprint string, code int, reason string) <-chan str
 // a look at the store now finds its device changed as a Disconnect says:
 // deleted (no device of the fingerprint, or another one), disabled, or its
 // token replaced; with the code the look found (the control's reason when
-// the codes agree). When the store does not answer, it is closed as told.
-func (h *Hub) DisconnectChanged(fingerprint string, code int, reason string) {
+// the codes agree). When the store does not answer, it is closed as told,
+// and DisconnectChanged answers false.
+func (h *Hub) DisconnectChanged(fingerprint string, code int, reason string) bool {
 	c := h.live(fingerprint)
 	if c == nil {
-		return
+		return true
 	}
+	answered := true
 	found, why := code, reason
 	d, err := h.devices.Get(context.Background(), c.dev.CompanyID, fingerprint)
 	switch {
@@ -62,12 +64,13 @@ func (h *Hub) DisconnectChanged(fingerprint string, code int, reason string) {
 		found, why = proto.CloseDeviceGone, "device deleted"
 	case err != nil:
 		h.log.Warn("look up a device told to disconnect by another node; closed as told", "device", fingerprint, "err", err)
+		answered = false
 	case d.Status == store.DeviceDisabled:
 		found, why = proto.CloseDeviceGone, "device disabled"
 	case !bytes.Equal(d.TokenHash, c.dev.TokenHash):
 		found, why = proto.CloseBadToken, "token revoked"
 	default:
-		return // the control was of another registration of the fingerprint
+		return true // the control was of another registration of the fingerprint
 	}
 	if found == code {
 		why = reason
@@ -78,6 +81,7 @@ func (h *Hub) DisconnectChanged(fingerprint string, code int, reason string) {
 	}
 	h.mu.Unlock()
 	c.closeWith(found, why)
+	return answered
 }
 
 // toldBy is the last Disconnect that found c registered; nil when none did.

@@ -94,7 +94,8 @@ func TestDeviceDeletionFailsItsQueueInBatches(t *testing.T) {
 // nothing.
 func TestPoolDeletionDeletesItsStickyEntriesInBatches(t *testing.T) {
 	t.Parallel()
-	tr := newPauseTracer("DELETE FROM pool")
+	// The deletion's batches begin so.
+	tr := newPauseTracer("WITH c AS MATERIALIZED (SELECT ctid FROM pool_sticky")
 	tr.off.Store(true) // until the deletion watched
 	s := openStore(t, Options{Tracer: tr})
 	s.pruneBatch = 2
@@ -153,5 +154,62 @@ func TestPoolDeletionDeletesItsStickyEntriesInBatches(t *testing.T) {
 	}
 	if n := left(""); n != 0 {
 		t.Errorf("%d sticky entries left after the pool's deletion", n)
+	}
+}
+
+// A pool's deletion ends while sends through the pool write sticky
+// entries between its batches: the batches end at one that found fewer
+// entries than a batch deletes, and the pool's delete takes what the sends
+// wrote since. Here every batch is followed by a send's entry (a trigger),
+// as under steady traffic; before, the batches ended only at one that
+// deleted nothing, which never came while the sends went on (the trigger
+// stops after 1,000).
+func TestPoolDeletionEndsUnderSends(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, Options{})
+	s.pruneBatch = 2
+	ctx := context.Background()
+	c, _ := conformance.Company(t, s)
+	var poolID int64
+	if err := s.pool.QueryRow(ctx, `INSERT INTO pools (company_id, name_key, rec) VALUES ($1, 'p', '{"name": "p"}') RETURNING id`, id(c.ID)).Scan(&poolID); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 7 {
+		if _, err := s.pool.Exec(ctx, "INSERT INTO pool_sticky (pool_id, phone, device_id, sim_slot, written_at) VALUES ($1, $2, 1, 'SIM1', $3)",
+			poolID, fmt.Sprint("+1555010000", i), conformance.T0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, q := range []string{
+		"CREATE TABLE sends_made (n int NOT NULL)",
+		"INSERT INTO sends_made VALUES (0)",
+		fmt.Sprintf(`CREATE FUNCTION send_through_pool() RETURNS trigger LANGUAGE plpgsql AS $$
+			DECLARE k int;
+			BEGIN
+				UPDATE sends_made SET n = n + 1 RETURNING n INTO k;
+				IF k <= 1000 THEN
+					INSERT INTO pool_sticky (pool_id, phone, device_id, sim_slot, written_at)
+						SELECT id, '+1666' || k, 1, 'SIM1', now() FROM pools WHERE id = %d;
+				END IF;
+				RETURN NULL;
+			END $$`, poolID),
+		"CREATE TRIGGER send_through_pool AFTER DELETE ON pool_sticky FOR EACH STATEMENT EXECUTE FUNCTION send_through_pool()",
+	} {
+		if _, err := s.pool.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if p, err := s.DeletePool(c.ID, uint64(poolID)); err != nil || p.Name != "p" {
+		t.Fatalf("DeletePool: %+v (%v)", p, err)
+	}
+	var batches, left int
+	if err := s.pool.QueryRow(ctx, "SELECT n, (SELECT count(*) FROM pool_sticky) FROM sends_made").Scan(&batches, &left); err != nil {
+		t.Fatal(err)
+	}
+	if batches > 20 {
+		t.Errorf("the deletion of a pool of 7 sticky entries ran %d batches while sends went on, want it to end once few are left", batches)
+	}
+	if left != 0 {
+		t.Errorf("%d sticky entries left after the pool's deletion", left)
 	}
 }

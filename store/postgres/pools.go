@@ -250,20 +250,28 @@ func resolveMembers(t *txn, companyID uint64, p *store.Pool, in []store.PoolMemb
 // send through it meanwhile picks its member afresh), and the last
 // transaction deletes the pool with what is left. Another company's pool
 // is ErrNotFound, nothing of it deleted.
+//
+// The batches end at one that found fewer entries than it may delete, not
+// at one that deleted none: sends through the pool write entries while
+// the batches run, and under steady traffic some were there at every
+// batch, so the deletion never ended. What the sends wrote since the last
+// batch (and an entry a send renewed under it, which the batch skips, as
+// deleteSome says) is few, and goes with the pool.
 func (s *Store) DeletePool(companyID, poolID uint64) (store.Pool, error) {
 	name := fmt.Sprintf("delete pool %d", poolID)
 	for {
-		n := 0
+		found := 0
 		err := s.write(name, func(t *txn) error {
-			var err error
-			n, err = deleteSome(t, "pool_sticky", "pool_id = (SELECT id FROM pools WHERE company_id = $2 AND id = $3)", s.pruneBatch,
-				id(companyID), id(poolID))
-			return err
+			return t.row(`WITH c AS MATERIALIZED (SELECT ctid FROM pool_sticky
+					WHERE pool_id = (SELECT id FROM pools WHERE company_id = $2 AND id = $3) LIMIT $1),
+				d AS (DELETE FROM pool_sticky WHERE ctid = ANY (ARRAY (SELECT ctid FROM c)) RETURNING 1)
+				SELECT (SELECT count(*) FROM c), (SELECT count(*) FROM d)`,
+				s.pruneBatch, id(companyID), id(poolID)).Scan(&found, new(int))
 		})
 		if err != nil {
 			return store.Pool{}, err
 		}
-		if n == 0 { // as pruneBatches ends
+		if found < s.pruneBatch {
 			break
 		}
 	}

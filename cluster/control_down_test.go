@@ -1,0 +1,107 @@
+package cluster
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/gateway"
+	"github.com/simrelay/simrelay/internal/natstest"
+)
+
+// downHub links every device and its looks at the store fail, as while
+// the database hangs (each look then waits out the store's deadline): it
+// counts the looks and records what it is told to do.
+type downHub struct {
+	*gateway.Hub
+	mu    sync.Mutex
+	looks int
+	told  map[string]bool
+}
+
+func (h *downHub) Online(string) bool { return true }
+
+func (h *downHub) DisconnectChanged(fp string, code int, reason string) bool {
+	h.look()
+	h.Disconnect(fp, code, reason) // closed as told
+	return false
+}
+
+func (h *downHub) Refresh(string) bool {
+	h.look()
+	return false
+}
+
+func (h *downHub) Disconnect(fp string, _ int, _ string) <-chan struct{} {
+	h.tell("disconnect " + fp)
+	done := make(chan struct{})
+	close(done)
+	return done
+}
+
+func (h *downHub) Configure(fp string, _ proto.Config) { h.tell("configure " + fp) }
+func (h *downHub) Pace(fp string, _ int)               { h.tell("pace " + fp) }
+
+func (h *downHub) look() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.looks++
+}
+
+func (h *downHub) tell(s string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.told[s] = true
+}
+
+// Controls heard while the database does not answer are run as told after
+// the first look at the store that fails, not each after a look of its
+// own: every look waits out the store's deadline (30 s), and the kicks and
+// link signals heard after the controls wait for them all. Before, a burst
+// of disconnects and settings changes of many devices linked here held
+// them up one deadline per device.
+func TestHeardControlsLookOnceWhileTheStoreIsDown(t *testing.T) {
+	t.Parallel()
+	url := natstest.Start(t)
+	log := slog.New(slog.DiscardHandler)
+	hub := &downHub{Hub: gateway.New(gateway.Config{}, nil, nil, log, time.Now), told: map[string]bool{}}
+	g, err := NewGateway(GatewayConfig{Bus: nodeBus(t, url, "b"), Hub: hub, Live: time.Second, SweepEvery: time.Hour, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	heard := func(c ctl) {
+		t.Helper()
+		data, err := json.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.heardCtl(Message{Topic: topicCtl, Data: data})
+	}
+	const n = 5
+	for i := range n {
+		heard(ctl{Op: "disconnect", Fingerprint: fmt.Sprintf("gone-%d", i), Code: proto.CloseDeviceGone, Reason: "device disabled"})
+		heard(ctl{Op: "disconnect", Fingerprint: fmt.Sprintf("gone-%d", i), Code: proto.CloseDeviceGone, Reason: "device disabled"})
+	}
+	for i := range n {
+		heard(ctl{Op: "configure", Fingerprint: fmt.Sprintf("set-%d", i), Config: &proto.Config{SelectedSIM: "SIM1", DeviceName: "phone", Status: "active"}})
+		heard(ctl{Op: "pace", Fingerprint: fmt.Sprintf("set-%d", i), PerMinute: 5})
+	}
+	g.runHeardOnce()
+
+	hub.mu.Lock()
+	defer hub.mu.Unlock()
+	if hub.looks != 1 {
+		t.Errorf("the store was looked at %d times for the controls heard while it did not answer, want once", hub.looks)
+	}
+	for i := range n {
+		for _, want := range []string{fmt.Sprintf("disconnect gone-%d", i), fmt.Sprintf("configure set-%d", i), fmt.Sprintf("pace set-%d", i)} {
+			if !hub.told[want] {
+				t.Errorf("%q was not run as told", want)
+			}
+		}
+	}
+}
