@@ -177,6 +177,24 @@ func (j *Journal) ackInbound(clientID string, refused bool) (inboundRecord, bool
 	return rec, found, err
 }
 
+// dropInbound deletes the inbound message clientID from the outbox without
+// clearing it at its source: the server refused it for want of the device
+// (not_found: the device was deleted), not for what it holds, so the SMS
+// stays where it came from, for the phone's next pairing to forward. Its
+// client_id stays known, as forgetInbound's does.
+func (j *Journal) dropInbound(clientID string) (bool, error) {
+	found := false
+	err := j.db.Update(func(tx *bolt.Tx) error {
+		var err error
+		found, err = updateInbound(tx, clientID, func(r *inboundRecord) (bool, error) {
+			r.removeSpooled()
+			return true, nil
+		})
+		return err
+	})
+	return found, err
+}
+
 // updateInbound applies change to the journal's record of the inbound
 // message clientID, then stores it again, or deletes it when change says
 // drop. found is false when the journal holds no such record.

@@ -335,7 +335,17 @@ func (a *Agent) refused(l *link, f *proto.Error) error {
 			break
 		}
 		l.answered(key, retry)
-		if clientID := strings.TrimPrefix(key, "i:"); retry == 0 {
+		clientID := strings.TrimPrefix(key, "i:")
+		switch {
+		case retry > 0:
+		case f.Code == "not_found":
+			// The device was deleted: the message may be stored by its
+			// next pairing, so it stays at its source (PROTOCOL.md 10).
+			if _, err := a.j.dropInbound(clientID); err != nil {
+				return err
+			}
+			a.log.Error("inbound message refused: the device is deleted; dropped here, left at the source", "client_id", clientID)
+		default:
 			if _, _, err := a.j.ackInbound(clientID, true); err != nil {
 				return err
 			}

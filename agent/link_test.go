@@ -251,6 +251,8 @@ func TestInboundRefusalsAndAcks(t *testing.T) {
 			switch {
 			case strings.HasSuffix(in.ClientID, ":bad"):
 				write(ctx, ws, proto.Error{Code: "validation_failed", Message: "inbound: from is invalid", ClientID: in.ClientID, Field: "from"})
+			case strings.HasSuffix(in.ClientID, ":gone"):
+				write(ctx, ws, proto.Error{Code: "not_found", Message: "inbound: This device is deleted.", ClientID: in.ClientID})
 			case strings.HasSuffix(in.ClientID, ":held"): // no answer: it stays journaled
 			case strings.HasSuffix(in.ClientID, ":later") && tries == 0:
 				tries++
@@ -263,6 +265,9 @@ func TestInboundRefusalsAndAcks(t *testing.T) {
 	tr := &memTransport{inbox: make(chan Received, 4)}
 	_, j, _ := startAgent(t, h, tr)
 	tr.inbox <- Received{Key: "bad", From: "x", Text: "refused"}
+	// Refused for want of the device (deleted), not for what it holds: it
+	// leaves the outbox but stays at its source, for a next pairing.
+	tr.inbox <- Received{Key: "gone", From: "+15550000002", Text: "for the next pairing"}
 	tr.inbox <- Received{Key: "later", From: "+15550000001", Text: "kept"}
 	poll.Until(t, "the kept message is stored and both are cleared", func() bool {
 		tr.mu.Lock()
@@ -276,6 +281,9 @@ func TestInboundRefusalsAndAcks(t *testing.T) {
 	}
 	if n := h.seen(`"client_id":"s1:bad"`); n != 1 {
 		t.Fatalf("the message refused for good was sent %d times, want once", n)
+	}
+	if n := h.seen(`"client_id":"s1:gone"`); n != 1 {
+		t.Fatalf("the message refused for want of the device was sent %d times, want once", n)
 	}
 	tr.mu.Lock()
 	acked := strings.Join(tr.acked, ",")
