@@ -201,6 +201,11 @@ func checkFingerprint(field, fp string) error {
 	return nil
 }
 
+// CheckFingerprint holds fp to the rule Register holds a new device's
+// fingerprint to, naming field in its refusal: a client checks it before it
+// makes a pairing code that the registration would then refuse.
+func CheckFingerprint(field, fp string) error { return checkFingerprint(field, fp) }
+
 // Register spends a pairing code and hands the phone its token. replaced
 // reports that the device was registered before: its old token is dead, and
 // a live link on it must be closed.

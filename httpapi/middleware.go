@@ -41,10 +41,47 @@ var uncounted = map[string]bool{"/healthz": true, "/readyz": true, "/metrics": t
 	// The console's stylesheet, script and icons: fixed public files, like the documents.
 	"/console/static/*": true, "/favicon.ico": true}
 
-// secretPaths are the routes whose path carries a credential, with the
-// path the request log shows instead: a pairing code pairs a phone into
-// its company (whose sends that phone then gets) until it expires.
-var secretPaths = map[string]string{"/device/pairing/:code/qr.png": "/device/pairing/xxxxx/qr.png"}
+// loggedPath is the path the request log shows for an escaped path: as
+// asked, but for a pairing code, a credential that pairs a phone into its
+// company (whose sends that phone then gets) until it expires. The code is
+// read from the path as the router would read it (decoded, its empty, "."
+// and ".." segments cleaned away), so that it is hidden also where the
+// route never saw it: //device/pairing/{code}/qr.png (a client's base URL
+// ending in a slash), answered with a 308 to the clean path, and
+// /device/pairing/{code}/qr.png/, a 404, name a live code as well. Each
+// segment of the asked path that holds the code reads xxxxx.
+func loggedPath(escaped string) string {
+	decoded, err := url.PathUnescape(escaped)
+	if err != nil {
+		decoded = escaped
+	}
+	var segs []string
+	for _, seg := range strings.Split(decoded, "/") {
+		switch seg {
+		case "", ".":
+		case "..":
+			if len(segs) > 0 {
+				segs = segs[:len(segs)-1]
+			}
+		default:
+			segs = append(segs, seg)
+		}
+	}
+	if len(segs) < 3 || !strings.EqualFold(segs[0], "device") || !strings.EqualFold(segs[1], "pairing") {
+		return escaped
+	}
+	code := strings.ToLower(segs[2])
+	asked := strings.Split(escaped, "/")
+	for i, seg := range asked {
+		if d, err := url.PathUnescape(seg); err == nil {
+			seg = d
+		}
+		if strings.Contains(strings.ToLower(seg), code) {
+			asked[i] = "xxxxx"
+		}
+	}
+	return strings.Join(asked, "/")
+}
 
 // authScope are the credential routes limited per client IP on top of the general limit.
 var authScope = map[string]bool{
@@ -78,12 +115,8 @@ func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 			// path is logged escaped, as asked where canonicalPath kept
 			// it (an encoded slash, refused): decoded, /a%2Fb would read
 			// as /a/b, a path that was not asked.
-			asked := c.Request().URL.EscapedPath()
-			if masked, ok := secretPaths[route]; ok {
-				asked = masked
-			}
 			s.deps.Logger.LogAttrs(context.Background(), slog.LevelInfo, "request",
-				slog.String("method", c.Request().Method), slog.String("path", asked),
+				slog.String("method", c.Request().Method), slog.String("path", loggedPath(c.Request().URL.EscapedPath())),
 				slog.Int("status", status), slog.Float64("duration_ms", float64(d.Microseconds())/1000),
 				slog.String("ip", c.RealIP()))
 		}

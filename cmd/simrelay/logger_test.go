@@ -35,7 +35,9 @@ func TestLogLinesShowDirectionControls(t *testing.T) {
 
 // A pairing code is a credential for ten minutes (whoever holds it pairs a
 // phone into the company, and that phone gets its sends): the request line
-// of GET /device/pairing/{code}/qr.png logged it in clear at INFO.
+// of GET /device/pairing/{code}/qr.png logged it in clear at INFO, and a
+// path the route never matched (//device/pairing/{code}/qr.png, from a base
+// URL ending in a slash, redirected) still did.
 func TestRequestLogHidesThePairingCode(t *testing.T) {
 	t.Parallel()
 	bin := buildBinary(t)
@@ -52,9 +54,27 @@ func TestRequestLogHidesThePairingCode(t *testing.T) {
 	if status, _ := get(t, srv.url+"/device/pairing/"+pairing.Code+"/qr.png", key); status != http.StatusOK {
 		t.Fatalf("GET qr.png: %d", status)
 	}
-	const line = "path=/device/pairing/xxxxx/qr.png status=200"
-	poll.Until(t, "the request line of the QR code", func() bool { return strings.Contains(srv.stderr.String(), line) })
-	if strings.Contains(srv.stderr.String(), pairing.Code) {
+	// The same code in paths the route never sees: a client's base URL
+	// ending in a slash (308 to the clean path), dot segments (308), a
+	// trailing slash (404), an encoded slash (404), in a lower case.
+	lower := strings.ToLower(pairing.Code)
+	for _, p := range []string{"//device/pairing/" + pairing.Code + "/qr.png", "/device/./pairing/" + pairing.Code + "/qr.png",
+		"/device/pairing/" + pairing.Code + "/qr.png/", "/device/pairing/" + pairing.Code + "%2Fqr.png", "/device/pairing/" + lower + "/x/"} {
+		req, _ := http.NewRequest("GET", srv.url+p, nil)
+		req.URL.Opaque = "//" + req.URL.Host + p // sent as written, not cleaned by the client
+		req.Header.Set("Authorization", "Bearer "+key)
+		res, err := http.DefaultTransport.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+	}
+	for _, line := range []string{"path=/device/pairing/xxxxx/qr.png status=200", "path=//device/pairing/xxxxx/qr.png status=308",
+		"path=/device/./pairing/xxxxx/qr.png status=308", "path=/device/pairing/xxxxx/qr.png/ status=404",
+		"path=/device/pairing/xxxxx status=404", "path=/device/pairing/xxxxx/x/ status=404"} {
+		poll.Until(t, line, func() bool { return strings.Contains(srv.stderr.String(), line) })
+	}
+	if strings.Contains(strings.ToLower(srv.stderr.String()), lower) {
 		t.Errorf("the log shows the pairing code %s:\n%s", pairing.Code, srv.stderr.String())
 	}
 }

@@ -36,7 +36,10 @@ jobs like SMS; --inbound-to one of them delivers the --inbound message on
 WhatsApp or iMessage to it instead of as an SMS. What the flags put in
 its hello (--selected-sim, --whatsapp and --imessage, numbers in E.164,
 and the health flags) is checked at start, as the server checks it: a
-hello the server refused would be refused again at every reconnect.
+hello the server refused would be refused again at every reconnect. So is
+--fingerprint when it may pair: the server refuses to register one that
+is not 1 to 128 letters, digits, dots, dashes, underscores or colons (or
+is . or ..), and with --api-key a pairing code was made for it first.
 
 Like the app, it keeps its device token after pairing, in --token-file
 (mode 0600; by default ./data/phone-FINGERPRINT.json), and uses it on the
@@ -130,6 +133,16 @@ func phoneCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err := helloFault(cfg); err != nil {
 		fmt.Fprintf(stderr, "simrelay phone: %v\n", err)
 		return 2
+	}
+	if cfg.pairingCode != "" || cfg.apiKey != "" {
+		// A fingerprint the server refuses to register: with --api-key
+		// the phone would make a pairing code for a registration
+		// answered 400, a code left live for ten minutes.
+		if err := device.CheckFingerprint("--fingerprint", cfg.fingerprint); err != nil {
+			pe, _ := problem.As(err)
+			fmt.Fprintf(stderr, "simrelay phone: %s\n", pe.Message)
+			return 2
+		}
 	}
 	if _, err := inboundFrame(cfg, "", text); err != nil {
 		fmt.Fprintf(stderr, "simrelay phone: %v\n", err)

@@ -306,6 +306,9 @@ func TestPhoneChecksItsHelloFirst(t *testing.T) {
 		{[]string{"--imessage", "not a handle"}, `--imessage "not a handle": want an E.164 number or an e-mail address`},
 		{[]string{"--imessage", "-me@example.com"}, `--imessage "-me@example.com": `},
 		{[]string{"--whatsapp", strings.Repeat("+15550001111,", 21)}, "--whatsapp: at most 20, not 21"},
+		// The fingerprint the registration would refuse, after a pairing code was made for it.
+		{[]string{"--fingerprint", "."}, `--fingerprint must not be . or ..`},
+		{[]string{"--fingerprint", "a/b"}, `--fingerprint must be 1 to 128 letters, digits, dots, dashes, underscores or colons`},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		var stdout, stderr bytes.Buffer
