@@ -123,6 +123,13 @@ func phoneCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintln(stderr, "simrelay phone: --inbound FROM needs the message text as an argument: --inbound +15551234567 \"hello\"")
 		return 2
 	}
+	for name, v := range map[string]int{"--battery": cfg.battery, "--signal": cfg.signal} {
+		if v < -1 {
+			// Below -1 is no level: read as "none" it hid the typo.
+			fmt.Fprintf(stderr, "simrelay phone: %s %d: want a percent, 0-100, or -1 for none\n", name, v)
+			return 2
+		}
+	}
 	if h := cfg.health(); h != nil {
 		if _, err := device.ValidHealth(*h, "--"); err != nil {
 			pe, _ := problem.As(err)

@@ -309,6 +309,8 @@ func TestPhoneChecksItsHelloFirst(t *testing.T) {
 		// The fingerprint the registration would refuse, after a pairing code was made for it.
 		{[]string{"--fingerprint", "."}, `--fingerprint must not be . or ..`},
 		{[]string{"--fingerprint", "a/b"}, `--fingerprint must be 1 to 128 letters, digits, dots, dashes, underscores or colons`},
+		{[]string{"--battery", "-2"}, `--battery -2: want a percent, 0-100, or -1 for none`},
+		{[]string{"--signal", "-5"}, `--signal -5: want a percent, 0-100, or -1 for none`},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		var stdout, stderr bytes.Buffer
