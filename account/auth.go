@@ -76,6 +76,19 @@ func (s *Service) Signup(ctx context.Context, in SignupInput) (store.Company, st
 // the quickest start, for the admin command, whose flags name the fields of
 // its errors. A name not given is taken from the e-mail address (nameFromEmail).
 func (s *Service) CreateCompany(name string, admin OwnerInput) (store.Company, store.User, string, error) {
+	c, u, err := CheckNewCompany(name, admin)
+	if err != nil {
+		return c, u, "", err
+	}
+	key, err := s.createCompany(&c, &u, admin.Password, true)
+	return c, u, key, err
+}
+
+// CheckNewCompany checks what CreateCompany takes, without a store, and
+// returns the company and admin it would make: the admin command refuses
+// bad input before it opens (or creates) the store, so a refused command
+// leaves no data behind.
+func CheckNewCompany(name string, admin OwnerInput) (store.Company, store.User, error) {
 	var v check
 	c := store.Company{Name: v.required("company", name, maxTextLen)}
 	u := store.User{Email: v.email("email", admin.Email), EmailVerified: true}
@@ -90,11 +103,7 @@ func (s *Service) CreateCompany(name string, admin OwnerInput) (store.Company, s
 	u.LastName = v.optional("last-name", last, maxNameLen)
 	v.password("password", admin.Password, true)
 	u.Phone = v.phone("phone", admin.Phone, false, "")
-	if v.err != nil {
-		return c, u, "", v.err
-	}
-	key, err := s.createCompany(&c, &u, admin.Password, true)
-	return c, u, key, err
+	return c, u, v.err
 }
 
 // nameFromEmail reads a person's name in an address's local part, for an

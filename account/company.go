@@ -62,7 +62,7 @@ func (s *Service) UpdateCompany(_ context.Context, p Principal, patch CompanyPat
 		Address: v.patch(keptAsStored(patch.Address, stored.Address), func(s string) string { return v.optional("address", s, maxTextLen) }),
 		City:    v.patch(keptAsStored(patch.City, stored.City), func(s string) string { return v.optional("city", s, maxTextLen) }),
 		State:   v.patch(keptAsStored(patch.State, stored.State), func(s string) string { return v.optional("state", s, maxTextLen) }),
-		Country: v.patch(patch.Country, func(s string) string { return v.country("country", s) }),
+		Country: v.patch(keptCountry(patch.Country, stored.Country), func(s string) string { return v.country("country", s) }),
 	}
 	patch.OptOutKeywords = keywords
 	patch.Region = v.patch(region, func(s string) string { return v.region("region", s) })

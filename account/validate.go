@@ -115,22 +115,25 @@ func validRole(field, v string) (string, error) {
 	return v, nil
 }
 
-// validCountry accepts an ISO 3166 alpha-2 or alpha-3 code in any case and
-// stores it upper-case.
+// validCountry accepts an ISO 3166 alpha-2 or alpha-3 code, in any case, of
+// a country the numbering data knows (numplan.CheckCountry), and stores it
+// upper-case.
 func validCountry(field, v string) (string, error) {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return "", nil
+	c, err := numplan.CheckCountry(v)
+	if err != nil {
+		return "", problem.Invalid(field, err.Error())
 	}
-	if len(v) < 2 || len(v) > 3 {
-		return "", problem.Invalid(field, "must be a two- or three-letter country code such as US")
+	return c, nil
+}
+
+// keptCountry drops a patch's country that is the stored one sent back, in
+// any case (keptAsStored): a code stored before codes were checked against
+// the numbering data must not refuse the save of another field.
+func keptCountry(v *string, stored string) *string {
+	if v != nil && strings.EqualFold(strings.TrimSpace(*v), strings.TrimSpace(stored)) {
+		return nil
 	}
-	for _, r := range v {
-		if r > unicode.MaxASCII || !unicode.IsLetter(r) {
-			return "", problem.Invalid(field, "must be a two- or three-letter country code such as US")
-		}
-	}
-	return strings.ToUpper(v), nil
+	return v
 }
 
 // check validates fields in order and keeps the first failure, so a caller

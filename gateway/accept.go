@@ -104,8 +104,10 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // refuseUnavailable answers an upgrade while the database does not answer
 // (err, the store call that found it so): the phone is told to come back
-// (503 unavailable), as any route tells its client, not that the server
-// failed, and comes back within seconds (PROTOCOL.md section 14). Every
+// (503 unavailable), as any route tells its client, in the same words of
+// what happened (its database out of reach, its disk full, the embedded
+// store's data file gone), not that the server failed, and comes back
+// within seconds (PROTOCOL.md section 14). Every
 // phone reconnecting meets it, thousands of refusals for a fleet: one line
 // per outage.LogEvery says so, as the API spaces those of its requests, with
 // how many were left out, not one line per phone.
@@ -113,8 +115,16 @@ func (h *Hub) refuseUnavailable(w http.ResponseWriter, err error) {
 	if suppressed, ok := h.unavailable.Due(h.now(), outage.LogEvery); ok {
 		h.log.Error("device authentication failed: the database does not answer", "err", err, "suppressed", suppressed)
 	}
+	what, later := outage.Reason(err)
+	if what == "" { // err is always an outage's; never say nothing
+		what = "The server cannot reach its database"
+	}
+	when := "shortly"
+	if later {
+		when = "later"
+	}
 	w.Header().Set("Retry-After", strconv.Itoa(outage.RetryAfter))
-	writeError(w, http.StatusServiceUnavailable, "unavailable", "The server cannot reach its database; connect again shortly.")
+	writeError(w, http.StatusServiceUnavailable, "unavailable", what+"; connect again "+when+".")
 }
 
 func writeError(w http.ResponseWriter, status int, code, msg string) {

@@ -42,6 +42,7 @@ func TestSignupValidation(t *testing.T) {
 		{"missing company name", map[string]any{"company": map[string]any{"phone": "+15550100000"}, "owner": signupBody("a@example.com", goodPassword)["owner"]}, "validation_failed", "company.name"},
 		{"phone without +", map[string]any{"company": map[string]any{"name": "A", "phone": "5550100000"}, "owner": signupBody("a@example.com", goodPassword)["owner"]}, "validation_failed", "company.phone"},
 		{"bad country", map[string]any{"company": map[string]any{"name": "A", "phone": "+15550100000", "country": "U5"}, "owner": signupBody("a@example.com", goodPassword)["owner"]}, "validation_failed", "company.country"},
+		{"made-up country", map[string]any{"company": map[string]any{"name": "A", "phone": "+15550100000", "country": "ZZ"}, "owner": signupBody("a@example.com", goodPassword)["owner"]}, "validation_failed", "company.country"},
 		{"wrong type", map[string]any{"company": map[string]any{"name": "A", "phone": "+15550100000"}, "owner": map[string]any{"firstName": "A", "lastName": "B", "email": "a@example.com", "password": 12345678}}, "validation_failed", "owner.password"},
 		{"malformed JSON", `{"company": {`, "invalid_json", ""},
 		{"empty body", "", "invalid_json", ""},

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/simrelay/simrelay/mail/mailtest"
+	"github.com/simrelay/simrelay/store"
 )
 
 // usersTimeLayout is the contract's timestamp: RFC 3339, UTC, milliseconds.
@@ -707,6 +708,10 @@ func TestCompanyGetAndPatch(t *testing.T) {
 		{"numeric country", map[string]any{"country": "1"}, "country"},
 		{"long country", map[string]any{"country": "GERM"}, "country"},
 		{"valid city, bad country", map[string]any{"city": "Hamburg", "country": "1"}, "country"},
+		{"made-up country", map[string]any{"country": "ZZ"}, "country"},
+		{"made-up three-letter country", map[string]any{"country": "zzz"}, "country"},
+		{"withdrawn country", map[string]any{"country": "YU"}, "country"},
+		{"private-use country", map[string]any{"country": "XA"}, "country"},
 		{"wrong type", map[string]any{"name": true}, "name"},
 	}
 	for _, tc := range cases {
@@ -792,5 +797,41 @@ func TestRolesConcurrentChangesKeepAnAdmin(t *testing.T) {
 			}
 			e.want(e.do(call{method: "PATCH", path: usersPath(m.id), token: c.apiKey, body: map[string]any{"role": "member"}}), http.StatusOK, "")
 		}
+	}
+}
+
+// A company's country is an ISO 3166 code of a country the numbering data
+// knows, two letters or three, in any case; a code stored before codes were
+// checked (ZZ) still reads, and sent back, as the console's form sends every
+// field, does not refuse the save of another field; changed, it is checked.
+func TestCompanyCountryCodes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, roomy)
+	c := e.newCompany("Acme", "owner@acme.test")
+	for in, want := range map[string]string{"usa": "USA", " gbr ": "GBR", "gb": "GB", "UK": "UK", "xk": "XK", "": ""} {
+		r := e.do(call{method: "PATCH", path: "/company", token: c.access, body: map[string]any{"country": in}})
+		e.want(r, http.StatusOK, "")
+		if got := r.str("country"); got != want {
+			t.Fatalf("PATCH country %q: stored %q, want %q", in, got, want)
+		}
+	}
+	if _, err := e.store.UpdateCompany(uint64(c.id), func(co *store.Company) error { co.Country = "ZZ"; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	r := e.do(call{method: "GET", path: "/company", token: c.access})
+	e.want(r, http.StatusOK, "")
+	if r.str("country") != "ZZ" {
+		t.Fatalf("GET /company with a stored ZZ: %s", r.Raw)
+	}
+	r = e.do(call{method: "PATCH", path: "/company", token: c.access, body: map[string]any{"country": "zz", "city": "Leeds"}})
+	e.want(r, http.StatusOK, "")
+	if r.str("country") != "ZZ" || r.str("city") != "Leeds" {
+		t.Fatalf("PATCH with the stored country sent back: %s, want ZZ kept and the city saved", r.Raw)
+	}
+	usersWant(t, e.do(call{method: "PATCH", path: "/company", token: c.access, body: map[string]any{"country": "QQ"}}), http.StatusBadRequest, "validation_failed", "country")
+	r = e.do(call{method: "PATCH", path: "/company", token: c.access, body: map[string]any{"country": "DE"}})
+	e.want(r, http.StatusOK, "")
+	if r.str("country") != "DE" {
+		t.Fatalf("PATCH from a stored ZZ to DE: %s", r.Raw)
 	}
 }

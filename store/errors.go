@@ -27,6 +27,25 @@ var (
 // may succeed later. The API answers it 503.
 var ErrUnavailable = errors.New("store: the database does not answer")
 
+// ErrDataFile is returned by the embedded store for a write while its data
+// file is not the one it opened (deleted or replaced while the server ran)
+// or cannot be checked: nothing was written, and nothing will be until the
+// operator restores the file and restarts the server. It wraps
+// ErrUnavailable, so it is answered 503 as a database out of reach is, in
+// words of its own: there is no database to reach.
+var ErrDataFile error = &narrower{"store: the data file cannot be written", ErrUnavailable}
+
+// narrower is an error that is a case of a wider one (errors.Is finds both)
+// but says only its own words: the embedded store has no database that
+// does not answer.
+type narrower struct {
+	msg   string
+	wider error
+}
+
+func (e *narrower) Error() string { return e.msg }
+func (e *narrower) Unwrap() error { return e.wider }
+
 // ErrDiskFull is returned when a write failed because the store's disk (or
 // the user's quota, or the process's file size limit) left it no room:
 // nothing was written, and the same call succeeds once there is room again.

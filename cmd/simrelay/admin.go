@@ -114,6 +114,13 @@ func adminCreateCompany(ctx context.Context, args []string, stdout, stderr io.Wr
 	if err := parseFlags(fs, args, 0); err != nil {
 		return usageOrHelp(err)
 	}
+	owner := account.OwnerInput{FirstName: *firstName, LastName: *lastName, Email: *email, Password: *password}
+	// Bad input is refused before the store is opened: opening creates it
+	// (the data file, or PostgreSQL's schema), which a refused command must
+	// not leave behind.
+	if _, _, err := account.CheckNewCompany(*name, owner); err != nil {
+		return flagProblem(err)
+	}
 	st, err := openBackend(ctx, *where)
 	if err != nil {
 		return err
@@ -129,17 +136,23 @@ func adminCreateCompany(ctx context.Context, args []string, stdout, stderr io.Wr
 	if err != nil {
 		return err
 	}
-	c, u, key, err := accounts.CreateCompany(*name, account.OwnerInput{FirstName: *firstName, LastName: *lastName, Email: *email, Password: *password})
+	c, u, key, err := accounts.CreateCompany(*name, owner)
+	if err != nil {
+		return flagProblem(err)
+	}
+	return json.NewEncoder(stdout).Encode(map[string]any{"companyId": c.ID, "userId": u.ID, "apiKey": key})
+}
+
+// flagProblem is err as create-company says it: a refusal of the input
+// (problem.Error) is a usage error naming its flag; anything else as it is.
+func flagProblem(err error) error {
 	if pe, ok := problem.As(err); ok {
 		if pe.Field != "" {
 			return usageError{errors.New(pe.Refield("--" + pe.Field).Message)}
 		}
 		return usageError{errors.New(pe.Message)}
 	}
-	if err != nil {
-		return err
-	}
-	return json.NewEncoder(stdout).Encode(map[string]any{"companyId": c.ID, "userId": u.ID, "apiKey": key})
+	return err
 }
 
 func usageOrHelp(err error) error {

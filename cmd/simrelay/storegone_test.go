@@ -15,7 +15,8 @@ import (
 // then replaces its data file under another server: the file stays open in
 // the process and took every write, so sends were answered 200 into a file
 // no path names, lost at the next start. Each must now answer 503
-// unavailable with the contract's error body, /readyz must fail, and the
+// unavailable with the contract's error body, in words that name the data
+// file (not a database out of reach), /readyz must fail, and the
 // operator's backup must still copy the open file out.
 func TestDataFileGoneRefusesWrites(t *testing.T) {
 	storetest.EmbeddedOnly(t, "the embedded store's data file")
@@ -28,6 +29,10 @@ func TestDataFileGoneRefusesWrites(t *testing.T) {
 		res, body := post(t, url+"/chat/send", apiKey, sendBody)
 		if res.StatusCode != 503 || !strings.Contains(string(body), `"error":"unavailable"`) {
 			t.Fatalf("a send after the data file went: got %d %s, want 503 unavailable", res.StatusCode, body)
+		}
+		// The client is told what happened: there is no database to reach.
+		if !strings.Contains(string(body), "data file was deleted or replaced") || strings.Contains(string(body), "database") {
+			t.Fatalf("a send after the data file went: %s, want a message naming the data file, not a database", body)
 		}
 		if res, body := post(t, url+"/opt-outs", apiKey, `{"phone":"+15557654321"}`); res.StatusCode != 503 {
 			t.Fatalf("an opt-out after the data file went: got %d %s, want 503", res.StatusCode, body)

@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	"github.com/nyaruka/phonenumbers"
+	"golang.org/x/text/language"
 
 	"github.com/simrelay/simrelay/phone"
 )
@@ -41,6 +42,41 @@ func CheckRegion(r string) (string, error) {
 		return "", ErrRegion
 	}
 	return r, nil
+}
+
+// ErrCountry explains the accepted form of a country code.
+var ErrCountry = errors.New("must be the ISO 3166 code of a country with a telephone numbering plan, two or three letters such as US or USA")
+
+// CheckCountry returns c upper-cased when it is an ISO 3166 alpha-2 or
+// alpha-3 code of a region the numbering data knows (the regions
+// CheckRegion takes, written with two letters or three: "US", "usa"), ""
+// for "" (none), and ErrCountry otherwise: a made-up code ("ZZ"), one for
+// private use, a withdrawn one ("YU"), or a territory with no numbering
+// plan of its own (Antarctica's "AQ"). "UK", which ISO 3166 reserves for
+// the United Kingdom (GB) at its request and many people write, is taken
+// as it was before codes were checked.
+func CheckCountry(c string) (string, error) {
+	c = strings.ToUpper(strings.TrimSpace(c))
+	switch {
+	case c == "" || c == "UK":
+		return c, nil
+	case len(c) < 2 || len(c) > 3 || strings.Trim(c, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != "":
+		return "", ErrCountry
+	}
+	r, err := language.ParseRegion(c)
+	if err != nil {
+		return "", ErrCountry
+	}
+	// ParseRegion maps a code to its region, a withdrawn one to its
+	// successor; only the region's own code, in the form written, is it.
+	own := r.String()
+	if len(c) == 3 {
+		own = r.ISO3()
+	}
+	if c != own || !phonenumbers.GetSupportedRegions()[r.String()] {
+		return "", ErrCountry
+	}
+	return c, nil
 }
 
 // Normalize returns s in E.164 form, reading a number written without its

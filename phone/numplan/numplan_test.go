@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/nyaruka/phonenumbers"
+
 	"github.com/simrelay/simrelay/phone"
 )
 
@@ -188,6 +190,28 @@ func TestMemoIsBounded(t *testing.T) {
 		m.get(fmt.Sprint(i), read)
 		if len(m.m) > maxMemo {
 			t.Fatalf("the memo holds %d numbers, more than %d", len(m.m), maxMemo)
+		}
+	}
+}
+
+func TestCheckCountry(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{"US": "US", " us ": "US", "usa": "USA", "GBR": "GBR", "gb": "GB", "UK": "UK", "uk": "UK",
+		"DE": "DE", "deu": "DEU", "XK": "XK", "": "", "  ": ""} {
+		if got, err := CheckCountry(in); err != nil || got != want {
+			t.Errorf("CheckCountry(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"ZZ", "ZZZ", "QQ", "XA", "AA", "AAA", "EU", "UN", "YU", "SU", "AQ", "ATA", "BUR", "ROM", "U5", "1", "001", "G", "GERM", "ÜS"} {
+		if got, err := CheckCountry(in); err == nil {
+			t.Errorf("CheckCountry(%q) = %q, want an error", in, got)
+		}
+	}
+	// Every region a company may name for its numbers is a country it may
+	// name, with two letters or three.
+	for r := range phonenumbers.GetSupportedRegions() {
+		if _, err := CheckCountry(r); err != nil {
+			t.Errorf("CheckCountry(%q): %v, want it taken (CheckRegion takes it)", r, err)
 		}
 	}
 }

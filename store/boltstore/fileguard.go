@@ -18,7 +18,7 @@ import (
 // every write first checks that the path still names the file the store
 // opened, one stat(2) per commit (a group commit carries many sends), next
 // to the fsync it precedes; a missing or other file refuses the write with
-// store.ErrUnavailable (the API's 503, nothing done) and fails /readyz. The
+// store.ErrDataFile (the API's 503, nothing done) and fails /readyz. The
 // store still reads, and GET /admin/backup still copies the open file, so
 // the operator can take its data out before restarting (README).
 
@@ -44,11 +44,11 @@ func (g fileGuard) check() error {
 	fi, err := os.Stat(g.path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		return fmt.Errorf("%w: the data file %s was deleted while the server ran (its directory too?), so nothing written now would outlive this process; nothing was written. Take the data out with GET /admin/backup (recreate the directory first if it is gone), stop the server, put the backup in place as %s and start it again", store.ErrUnavailable, g.path, FileName)
+		return fmt.Errorf("%w: the data file %s was deleted while the server ran (its directory too?), so nothing written now would outlive this process; nothing was written. Take the data out with GET /admin/backup (recreate the directory first if it is gone), stop the server, put the backup in place as %s and start it again", store.ErrDataFile, g.path, FileName)
 	case err != nil:
-		return fmt.Errorf("%w: the data file %s cannot be checked: %v; nothing was written", store.ErrUnavailable, g.path, err)
+		return fmt.Errorf("%w: the data file %s cannot be checked: %v; nothing was written", store.ErrDataFile, g.path, err)
 	case !os.SameFile(fi, g.id):
-		return fmt.Errorf("%w: the data file %s was replaced by another file while the server ran; nothing was written. Stop the server before restoring a backup: the replacement is used from the next start", store.ErrUnavailable, g.path)
+		return fmt.Errorf("%w: the data file %s was replaced by another file while the server ran; nothing was written. Stop the server before restoring a backup: the replacement is used from the next start", store.ErrDataFile, g.path)
 	}
 	return nil
 }
