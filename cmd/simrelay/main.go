@@ -19,17 +19,36 @@ import (
 var version = ""
 
 func main() {
-	ctx, stop := context.Background(), func() {}
+	ctx := context.Background()
 	if len(os.Args) > 1 && stopsInOrder[os.Args[1]] {
-		ctx, stop = signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-		// The first signal is the command's to stop on; a second ends the
-		// process at once, as a kill does, when that stop is held up (a
-		// request that does not end, a prune running its course).
-		context.AfterFunc(ctx, stop)
+		ctx = stopOnSignal(ctx)
 	}
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// stopOnSignal is ctx, ended at the first SIGINT or SIGTERM: the command's
+// to stop on. A second ends the process at once, as a kill does, when that
+// stop is held up (a request that does not end, a prune running its
+// course): the signals' default action is back before ctx ends, so that
+// one sent after the command says it stops is never caught, and one that
+// came in between is sent again.
+func stopOnSignal(ctx context.Context) context.Context {
+	ctx, cancel := context.WithCancel(ctx)
+	heard := make(chan os.Signal, 2)
+	signal.Notify(heard, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-heard
+		signal.Reset(os.Interrupt, syscall.SIGTERM)
+		cancel()
+		select {
+		case again := <-heard:
+			if p, err := os.FindProcess(os.Getpid()); err != nil || p.Signal(again) != nil {
+				os.Exit(1)
+			}
+		default:
+		}
+	}()
+	return ctx
 }
 
 // stopsInOrder are the commands that hear SIGINT and SIGTERM and stop in
