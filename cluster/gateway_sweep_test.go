@@ -26,6 +26,7 @@ import (
 // paired through the real pairing flow.
 type phones struct {
 	t       *testing.T
+	st      *postgres.Store
 	hub     *gateway.Hub
 	devices *device.Service
 	company uint64
@@ -44,7 +45,7 @@ func servePhones(t *testing.T, st *postgres.Store, g *Gateway) *phones {
 		srv.Close()
 	})
 	c, _ := conformance.Company(t, st)
-	return &phones{t: t, hub: hub, devices: device.New(device.Config{PublicURL: "http://127.0.0.1"}, st, time.Now), company: c.ID,
+	return &phones{t: t, st: st, hub: hub, devices: device.New(device.Config{PublicURL: "http://127.0.0.1"}, st, time.Now), company: c.ID,
 		url: "ws" + strings.TrimPrefix(srv.URL, "http")}
 }
 
@@ -59,6 +60,20 @@ func (p *phones) pair(fingerprint string) (store.Device, string) {
 	d, token, _, err := p.devices.Register(ctx, device.RegisterInput{PairingCode: code.Code, DeviceFingerprint: fingerprint, SIMs: []store.SIM{{Slot: "SIM1"}}})
 	if err != nil {
 		p.t.Fatal(err)
+	}
+	return d, token
+}
+
+// pairAgain deletes the device and pairs its fingerprint again, answering
+// the new device (another id) and its token.
+func (p *phones) pairAgain(old store.Device) (store.Device, string) {
+	p.t.Helper()
+	if _, err := p.st.DeleteDevice(old.CompanyID, old.Fingerprint, time.Now()); err != nil {
+		p.t.Fatal(err)
+	}
+	d, token := p.pair(old.Fingerprint)
+	if d.ID == old.ID {
+		p.t.Fatal("paired again after the delete, the device kept its id: the test shows nothing")
 	}
 	return d, token
 }
@@ -134,6 +149,17 @@ func (s *goneThen) GoneDevices(ids []uint64) (map[uint64]bool, error) {
 	return gone, err
 }
 
+// hearCtl hands g the control message as heard from the bus; the heard
+// queue runs it on g.runHeardOnce.
+func hearCtl(t *testing.T, g *Gateway, c ctl) {
+	t.Helper()
+	data, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.heardCtl(Message{Topic: topicCtl, Data: data})
+}
+
 // setStatus disables or enables the device in the database alone, as a
 // request on another node whose disconnect the bus lost does.
 func setStatus(t *testing.T, st *postgres.Store, d store.Device, status string) {
@@ -206,13 +232,7 @@ func TestSweepFencesOnlyTheLinkItRead(t *testing.T) {
 	g.st = reads
 	var linked gateway.Link
 	reads.then = func() {
-		if _, err := st.DeleteDevice(d.CompanyID, d.Fingerprint, time.Now()); err != nil {
-			t.Fatal(err)
-		}
-		again, token := p.pair(d.Fingerprint)
-		if again.ID == d.ID {
-			t.Fatal("paired again after the delete, the device kept its id: the test shows nothing")
-		}
+		again, token := p.pairAgain(d)
 		p.link(token)
 		var ok bool
 		if linked, ok = linkOf(p.hub, d.Fingerprint); !ok || linked.DeviceID != again.ID {
@@ -240,13 +260,7 @@ func TestLinkSignalOfAnotherDeviceLeavesTheLinkOpen(t *testing.T) {
 	st, g, _ := gatewayOnNodes(t, 10*time.Second, 0, "a", "b")
 	p := servePhones(t, st, g)
 	old, _ := p.pair("signalled")
-	if _, err := st.DeleteDevice(old.CompanyID, old.Fingerprint, time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	d, token := p.pair(old.Fingerprint)
-	if d.ID == old.ID {
-		t.Fatal("paired again after the delete, the device kept its id: the test shows nothing")
-	}
+	d, token := p.pairAgain(old)
 	ws := p.link(token)
 	linked, ok := linkOf(p.hub, d.Fingerprint)
 	if !ok || linked.DeviceID != d.ID || linked.Epoch != 1 {
@@ -297,11 +311,7 @@ func TestHeardDisconnectOfAnotherRegistrationLeavesTheLinkOpen(t *testing.T) {
 	p := servePhones(t, st, g)
 	heard := func(fp string, code int, reason string) {
 		t.Helper()
-		data, err := json.Marshal(ctl{Op: "disconnect", Fingerprint: fp, Code: code, Reason: reason})
-		if err != nil {
-			t.Fatal(err)
-		}
-		g.heardCtl(Message{Topic: topicCtl, Data: data})
+		hearCtl(t, g, ctl{Op: "disconnect", Fingerprint: fp, Code: code, Reason: reason})
 		g.runHeardOnce()
 	}
 	open := func(what string, want gateway.Link) {
@@ -314,10 +324,7 @@ func TestHeardDisconnectOfAnotherRegistrationLeavesTheLinkOpen(t *testing.T) {
 	// Deleted on b, paired again and linked here before b's disconnect
 	// arrives.
 	old, _ := p.pair("told-late")
-	if _, err := st.DeleteDevice(old.CompanyID, old.Fingerprint, time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	d, token := p.pair(old.Fingerprint)
+	d, token := p.pairAgain(old)
 	ws := p.link(token)
 	linked, _ := linkOf(p.hub, d.Fingerprint)
 	heard(d.Fingerprint, proto.CloseDeviceGone, "device deleted")
@@ -358,10 +365,7 @@ func TestHeardSettingsAreTheLinksOwnDevices(t *testing.T) {
 	st, g, _ := gatewayOnNodes(t, 10*time.Second, 0, "a", "b")
 	p := servePhones(t, st, g)
 	old, _ := p.pair("set-late")
-	if _, err := st.DeleteDevice(old.CompanyID, old.Fingerprint, time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	_, token := p.pair(old.Fingerprint)
+	_, token := p.pairAgain(old)
 	ws := p.link(token)
 	d, err := p.devices.Get(context.Background(), p.company, old.Fingerprint) // as its hello stored it
 	if err != nil {
@@ -371,11 +375,7 @@ func TestHeardSettingsAreTheLinksOwnDevices(t *testing.T) {
 		{Op: "configure", Fingerprint: d.Fingerprint, Config: &proto.Config{SelectedSIM: "SIM2", DeviceName: "the deleted phone", Status: store.DeviceActive}},
 		{Op: "pace", Fingerprint: d.Fingerprint, PerMinute: 1},
 	} {
-		data, err := json.Marshal(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		g.heardCtl(Message{Topic: topicCtl, Data: data})
+		hearCtl(t, g, c)
 	}
 	g.runHeardOnce()
 	ctx, cancel := context.WithTimeout(context.Background(), poll.Timeout)
