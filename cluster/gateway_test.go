@@ -172,6 +172,18 @@ func sqlExec(t *testing.T, url string) func(sql string, args ...any) {
 	}
 }
 
+// handJobs takes the queue places of jobs queued and handed to a phone,
+// and answers the queue's sequence after them.
+func handJobs(t *testing.T, st *postgres.Store, exec func(string, ...any), jobs int) uint64 {
+	t.Helper()
+	exec(`SELECT nextval('queue_places') FROM generate_series(1, $1)`, jobs)
+	place, err := st.MessageSequence()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return place
+}
+
 // gatewayWith is gatewayOnNodes with more of the gateway's settings (Bus,
 // Store, Hub and Logger are the test's).
 func gatewayWith(t *testing.T, cfg GatewayConfig, nodes ...string) (*postgres.Store, *Gateway, string) {
@@ -219,15 +231,7 @@ func TestTakeOverAgainAfterALaterLink(t *testing.T) {
 	st, g, url := gatewayWith(t, GatewayConfig{Live: live, Now: clock.Now}, "a", "b", "c", "d")
 	c, _ := conformance.Company(t, st)
 	exec := sqlExec(t, url)
-	hand := func(jobs int) uint64 { // jobs queued and handed to the phone
-		t.Helper()
-		exec(`SELECT nextval('queue_places') FROM generate_series(1, $1)`, jobs)
-		place, err := st.MessageSequence()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return place
-	}
+	hand := func(jobs int) uint64 { return handJobs(t, st, exec, jobs) }
 	held := func(fp string, id uint64) (upTo uint64, moves bool) {
 		t.Helper()
 		if err := g.HoldDevice(fp, id, func(u uint64, _ bool) error { upTo, moves = u, true; return nil }); err != nil {
@@ -443,15 +447,7 @@ func TestPairedAgainInheritsNothingTakenOver(t *testing.T) {
 	st, g, url := gatewayWith(t, GatewayConfig{Live: live, Now: clock.Now}, "a", "b", "c")
 	c, _ := conformance.Company(t, st)
 	exec := sqlExec(t, url)
-	hand := func(jobs int) uint64 { // jobs queued and handed to the phone
-		t.Helper()
-		exec(`SELECT nextval('queue_places') FROM generate_series(1, $1)`, jobs)
-		place, err := st.MessageSequence()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return place
-	}
+	hand := func(jobs int) uint64 { return handJobs(t, st, exec, jobs) }
 	held := func(d store.Device) (upTo uint64, moves bool) {
 		t.Helper()
 		if err := g.HoldDevice(d.Fingerprint, d.ID, func(u uint64, _ bool) error { upTo, moves = u, true; return nil }); err != nil {
