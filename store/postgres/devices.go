@@ -150,8 +150,9 @@ func (s *Store) updateDevice(name string, find func(*txn) (store.Device, error),
 // and deletes the device with everything else. The device is live until
 // that transaction commits and gone (404) from then on; none is ever half
 // deleted. A deletion that fails on the way (the database gone) leaves
-// the device live with the messages its batches failed so, and the
-// request, answered 503, is made again.
+// the device live with the messages its batches failed so (its last
+// failures do not list them: failMessages), and the request, answered
+// 503, is made again.
 func (s *Store) DeleteDevice(companyID uint64, fingerprint string, now time.Time) (store.Device, error) {
 	name := fmt.Sprintf("delete device %s of company %d", fingerprint, companyID)
 	for {
@@ -280,28 +281,43 @@ func (s *Store) failDeviceMessages(t *txn, d store.Device, now time.Time) error 
 	return s.failMessages(t, msgs, now)
 }
 
-// failMessages fails msgs, locked, with device_deleted.
+// failMessages fails msgs, locked, with device_deleted, each counted and
+// with its status event, in a few round trips whatever their number (one
+// reads the companies' webhook sets and outboxes when status events are
+// made, one writes everything, a statement a table: reportPlan.write), as
+// a sweep moves its messages. Counted, with no activity line each: the
+// deletion's line says it. No failure is noted in the device's last
+// failures: the deletion drops them, and a deletion that fails on the way
+// leaves the live device's list as its own sends left it, as the embedded
+// store's one transaction does.
 func (s *Store) failMessages(t *txn, msgs []store.Message, now time.Time) error {
-	for _, m := range msgs {
+	if len(msgs) == 0 {
+		return nil
+	}
+	f := newSweepFacts()
+	if h := s.statusEvents; h != nil && h.Build != nil {
+		companies := sweepCompanies(msgs)
+		b := &pgx.Batch{}
+		f.queueOutboxReads(b, companies)
+		if err := t.sendBatch(b); err != nil {
+			return err
+		}
+		f.outboxesRead(companies)
+	}
+	p := newReportPlan(s.statusEvents)
+	for i := range msgs {
+		m := msgs[i]
 		from := m.Status
 		m.Status, m.Error, m.UpdatedAt = store.MsgFailed, "device_deleted", now.UTC()
-		raw, err := rec(m)
+		ev, err := p.statusEvent(&f.reportFacts, m, now)
 		if err != nil {
 			return err
 		}
-		if _, err := t.exec(`UPDATE messages SET status = $2, queue_place = NULL, due_at = NULL, expires_at = NULL, updated_at = $3, rec = $4
-			WHERE id = $1`, id(m.ID), m.Status, m.UpdatedAt, raw); err != nil {
-			return err
-		}
-		// Counted, with no activity line each: the deletion's line says it.
-		if err := count(t, m, now, store.StatusCounts(m, from, store.MsgFailed)); err != nil {
-			return err
-		}
-		if err := s.statusEvent(t, m, now); err != nil { // the failure it notes goes with the device's
-			return err
-		}
+		p.addCounts(m, from, now)
+		p.addEvent(&f.reportFacts, ev)
+		p.setMessage(&msgs[i], m)
 	}
-	return nil
+	return p.write(t)
 }
 
 // noteFailure records m, which has just become failed or expired, as its

@@ -20,7 +20,7 @@ import (
 // gone.
 func TestDeviceDeletionFailsItsQueueInBatches(t *testing.T) {
 	t.Parallel()
-	tr := newPauseTracer("UPDATE messages SET status = $2, queue_place = NULL") // a message failed
+	tr := newPauseTracer("UPDATE messages SET status = u.status, queue_place = u.place") // the batch's messages written
 	s := openStore(t, Options{Tracer: tr})
 	s.deviceBatch = 3
 	ctx := context.Background()
@@ -211,5 +211,56 @@ func TestPoolDeletionEndsUnderSends(t *testing.T) {
 	}
 	if left != 0 {
 		t.Errorf("%d sticky entries left after the pool's deletion", left)
+	}
+}
+
+// A deletion that fails after some of its batches leaves the device live,
+// with those batches' messages failed (device_deleted) and counted, and
+// its last failures as its own sends left them: no failure of a message it
+// never tried, as the embedded store's deletion, one transaction, leaves
+// nothing when it fails.
+func TestInterruptedDeviceDeletionLeavesItsFailures(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, Options{})
+	s.deviceBatch = 2
+	ctx := context.Background()
+	c, _ := conformance.Company(t, s)
+	fp := devicesOf(t, s, c.ID, 1)[0]
+	var last store.Message
+	for i := range 5 {
+		m := store.Message{UUID: fmt.Sprint("i-", i), CompanyID: c.ID, Device: fp, SIMSlot: "SIM1", Channel: "sms",
+			Phone: "+15550100000", Text: "hi"}
+		got, _, err := s.Enqueue(&m, store.IdempotencyKey{}, func() time.Time { return conformance.T0 }, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = got
+	}
+	// The deletion's first batch, and then the database went away.
+	var n int
+	if err := s.write("delete device", func(t *txn) error {
+		var err error
+		n, err = s.failDeviceBatch(t, c.ID, fp, conformance.T0.Add(time.Minute))
+		return err
+	}); err != nil || n != 2 {
+		t.Fatalf("failDeviceBatch: %d (%v), want 2", n, err)
+	}
+	var failed int
+	if err := s.pool.QueryRow(ctx, "SELECT count(*) FROM messages WHERE device_id = $1 AND status = 'failed' AND rec->>'error' = 'device_deleted'",
+		id(last.DeviceID)).Scan(&failed); err != nil {
+		t.Fatal(err)
+	}
+	if failed != 2 {
+		t.Errorf("%d messages failed with device_deleted after one batch, want 2", failed)
+	}
+	if _, err := s.Device(fp); err != nil {
+		t.Fatalf("the device after an interrupted deletion: %v, want it live", err)
+	}
+	fs, err := s.DeviceFailures(c.ID, last.DeviceID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fs) != 0 {
+		t.Errorf("the live device's last failures after an interrupted deletion: %+v, want none", fs)
 	}
 }

@@ -137,16 +137,22 @@ func (p *reportPlan) noteOutcome(m store.Message, status, errText string, now ti
 
 // count adds what countTransition (core.go) writes for a lone change.
 func (p *reportPlan) count(m store.Message, from, device string, at time.Time) {
+	p.addCounts(m, from, at)
+	if a, ok := store.MessageActivity(m, m.Status, device, at); ok {
+		a.At = a.At.UTC()
+		p.activity = append(p.activity, activityRow{m.CompanyID, a})
+	}
+}
+
+// addCounts adds what count (core.go) writes for m's move from from,
+// summed into its counters' row.
+func (p *reportPlan) addCounts(m store.Message, from string, at time.Time) {
 	if c := store.StatusCounts(m, from, m.Status); !c.IsZero() {
 		k := countKey{m.CompanyID, day(at), int16(store.ChannelByte(m.Channel)), m.DeviceID, store.MessageUser(m)}
 		if p.counts[k] == nil {
 			p.counts[k] = &store.Counts{}
 		}
 		p.counts[k].Add(c)
-	}
-	if a, ok := store.MessageActivity(m, m.Status, device, at); ok {
-		a.At = a.At.UTC()
-		p.activity = append(p.activity, activityRow{m.CompanyID, a})
 	}
 }
 

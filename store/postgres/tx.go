@@ -43,9 +43,9 @@ func (s *Store) read(name string, fn func(t *txn) error) error {
 const defaultPruneBatch = 5000
 
 // defaultDeviceBatch is how many of a device's unfinished messages one
-// transaction of its deletion fails (Store.deviceBatch): each is a few
-// statements (its row, its counts, its status event), so a thousand take
-// well under a second.
+// transaction of its deletion fails (Store.deviceBatch): a batch is a few
+// round trips whatever its size (failMessages), so a thousand take some
+// tens of milliseconds (docs/performance.md).
 const defaultDeviceBatch = 1000
 
 // pruneBudget bounds one prune's batches all together: a backlog larger
