@@ -294,15 +294,9 @@ func (s *Store) failMessages(t *txn, msgs []store.Message, now time.Time) error 
 	if len(msgs) == 0 {
 		return nil
 	}
-	f := newSweepFacts()
-	if h := s.statusEvents; h != nil && h.Build != nil {
-		companies := sweepCompanies(msgs)
-		b := &pgx.Batch{}
-		f.queueOutboxReads(b, companies)
-		if err := t.sendBatch(b); err != nil {
-			return err
-		}
-		f.outboxesRead(companies)
+	f, err := s.readEventFacts(t, msgs)
+	if err != nil {
+		return err
 	}
 	p := newReportPlan(s.statusEvents)
 	for i := range msgs {

@@ -123,15 +123,9 @@ func (s *Store) ExpireQueued(now time.Time, limit int) ([]store.Message, error) 
 		if err != nil || len(out) == 0 {
 			return err
 		}
-		f := newSweepFacts()
-		if h := s.statusEvents; h != nil && h.Build != nil {
-			companies := sweepCompanies(out)
-			b := &pgx.Batch{}
-			f.queueOutboxReads(b, companies)
-			if err := t.sendBatch(b); err != nil {
-				return err
-			}
-			f.outboxesRead(companies)
+		f, err := s.readEventFacts(t, out)
+		if err != nil {
+			return err
 		}
 		p := newReportPlan(s.statusEvents)
 		for i := range out {
@@ -185,6 +179,23 @@ type sweepFacts struct {
 func newSweepFacts() *sweepFacts {
 	return &sweepFacts{reportFacts: reportFacts{sets: map[uint64]store.WebhookSet{}, outbox: map[uint64]*outboxUse{}},
 		live: map[devKey]bool{}, optedOut: map[optOutKey]bool{}}
+}
+
+// readEventFacts reads what the status events of ms read, their
+// companies' webhook sets and outboxes, in one round trip; nothing when
+// status events are not made.
+func (s *Store) readEventFacts(t *txn, ms []store.Message) (*sweepFacts, error) {
+	f := newSweepFacts()
+	if h := s.statusEvents; h != nil && h.Build != nil {
+		companies := sweepCompanies(ms)
+		b := &pgx.Batch{}
+		f.queueOutboxReads(b, companies)
+		if err := t.sendBatch(b); err != nil {
+			return nil, err
+		}
+		f.outboxesRead(companies)
+	}
+	return f, nil
 }
 
 // readRelease locks the devices of the messages ms in id order and reads
