@@ -30,7 +30,7 @@ func TestHTTPSCookiesAreHostOnly(t *testing.T) {
 		if cookie != "" {
 			req.Header.Set("Cookie", cookie)
 		}
-		res, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+		res, err := (&http.Client{Transport: testTransport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -101,7 +101,7 @@ func TestFaviconIsServed(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	for path, want := range map[string]string{"/favicon.ico": "image/x-icon", "/console/static/favicon.svg": "image/svg+xml"} {
-		res, err := http.Get(e.url + path)
+		res, err := testClient.Get(e.url + path)
 		if err != nil {
 			t.Fatal(err)
 		}

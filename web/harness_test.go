@@ -214,8 +214,17 @@ func (e *env) acmeWithPhone() *browser {
 
 func (e *env) browser() *browser {
 	jar, _ := cookiejar.New(nil)
-	return &browser{e: e, c: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+	return &browser{e: e, c: &http.Client{Transport: testTransport, Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 }
+
+// testTransport is the tests' own: a parallel test's httptest.Server.Close
+// closes http.DefaultTransport's idle connections, and a POST about to go
+// out on one of them fails ("CloseIdleConnections called"), as it is not
+// sent again.
+var testTransport = http.DefaultTransport.(*http.Transport).Clone()
+
+// testClient is http.DefaultClient on testTransport.
+var testClient = &http.Client{Transport: testTransport}
 
 type page struct {
 	status   int
@@ -346,7 +355,7 @@ func (e *env) pairingCode(apiKey string) string {
 	e.t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, e.url+"/device/pairing", nil)
 	req.Header.Set("Authorization", "Bearer "+apiKey)
-	res, err := http.DefaultClient.Do(req)
+	res, err := testClient.Do(req)
 	if err != nil {
 		e.t.Fatal(err)
 	}

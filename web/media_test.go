@@ -25,7 +25,7 @@ func (e *env) uploadMedia(token, key, filename, contentType string, body []byte)
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", contentType)
-	res, err := http.DefaultClient.Do(req)
+	res, err := testClient.Do(req)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -80,7 +80,7 @@ func TestConsolePagesRefuseNULAsPages(t *testing.T) {
 	// The API's route still answers its JSON 400.
 	req, _ = http.NewRequest(http.MethodGet, e.url+"/opt-outs?after=%00", nil)
 	req.Header.Set("Authorization", "Bearer "+key)
-	res, err = http.DefaultClient.Do(req)
+	res, err = testClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -412,7 +412,7 @@ func TestMessagesPageListsTheLatestConversations(t *testing.T) {
 		req, _ := http.NewRequest(http.MethodPost, e.url+"/chat/send-bulk", bytes.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+key)
 		req.Header.Set("Content-Type", "application/json")
-		res, err := http.DefaultClient.Do(req)
+		res, err := testClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

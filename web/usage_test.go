@@ -18,7 +18,7 @@ func (e *env) apiJSON(key, path string, out any) {
 	e.t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, e.url+path, nil)
 	req.Header.Set("Authorization", "Bearer "+key)
-	res, err := http.DefaultClient.Do(req)
+	res, err := testClient.Do(req)
 	if err != nil {
 		e.t.Fatal(err)
 	}
