@@ -184,21 +184,10 @@ func TestPruneWebhookAttemptsInShortTransactions(t *testing.T) {
 		t.Fatalf("the prune of %d lines committed %d transaction(s), want at least %d of at most %d lines each", lines, after-before, want, batch)
 	}
 	got := map[uint64][]uint64{}
-	counts := map[uint64]uint64{}
-	if err := s.db.View(func(tx *bolt.Tx) error {
-		if err := tx.Bucket(bucketWebhookAttempts).ForEach(func(k, _ []byte) error {
-			got[btoi(k[:8])] = append(got[btoi(k[:8])], btoi(k[8:]))
-			return nil
-		}); err != nil {
-			return err
-		}
-		return tx.Bucket(bucketWebhookLogSizes).ForEach(func(k, v []byte) error {
-			counts[btoi(k)] = btoi(v)
-			return nil
-		})
-	}); err != nil {
-		t.Fatal(err)
-	}
+	counts := webhookLog(t, s, func(company, seq uint64, _ []byte) error {
+		got[company] = append(got[company], seq)
+		return nil
+	})
 	for id := uint64(1); id <= 4; id++ {
 		if fmt.Sprint(got[id]) != fmt.Sprint(want[id]) {
 			t.Errorf("company %d keeps lines %v, want %v", id, got[id], want[id])
@@ -249,18 +238,37 @@ func TestPruneWebhookAttemptsBesideWrites(t *testing.T) {
 	if _, err := s.pruneWebhookAttempts(t0.Add(-24*time.Hour), keep, 2); err != nil {
 		t.Fatal(err)
 	}
-	lines, counts := map[uint64]uint64{}, map[uint64]uint64{}
+	lines := map[uint64]uint64{}
+	counts := webhookLog(t, s, func(company, _ uint64, v []byte) error {
+		var a WebhookAttempt
+		if err := json.Unmarshal(v, &a); err != nil {
+			return err
+		}
+		if !a.CreatedAt.Equal(t0) {
+			t.Errorf("an old line of company %d outlived the prune", a.CompanyID)
+		}
+		lines[company]++
+		return nil
+	})
+	if fmt.Sprint(lines) != fmt.Sprint(counts) {
+		t.Fatalf("lines by company %v, counted %v", lines, counts)
+	}
+	for id, n := range lines {
+		if n > keep {
+			t.Errorf("company %d keeps %d lines, want at most %d", id, n, keep)
+		}
+	}
+}
+
+// webhookLog calls line with each line of the webhook deliveries log (its
+// company, its sequence and its record) and answers the log's count of
+// lines by company, read in one transaction.
+func webhookLog(t *testing.T, s *Store, line func(company, seq uint64, v []byte) error) map[uint64]uint64 {
+	t.Helper()
+	counts := map[uint64]uint64{}
 	if err := s.db.View(func(tx *bolt.Tx) error {
 		if err := tx.Bucket(bucketWebhookAttempts).ForEach(func(k, v []byte) error {
-			var a WebhookAttempt
-			if err := json.Unmarshal(v, &a); err != nil {
-				return err
-			}
-			if !a.CreatedAt.Equal(t0) {
-				t.Errorf("an old line of company %d outlived the prune", a.CompanyID)
-			}
-			lines[btoi(k[:8])]++
-			return nil
+			return line(btoi(k[:8]), btoi(k[8:]), v)
 		}); err != nil {
 			return err
 		}
@@ -271,12 +279,5 @@ func TestPruneWebhookAttemptsBesideWrites(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if fmt.Sprint(lines) != fmt.Sprint(counts) {
-		t.Fatalf("lines by company %v, counted %v", lines, counts)
-	}
-	for id, n := range lines {
-		if n > keep {
-			t.Errorf("company %d keeps %d lines, want at most %d", id, n, keep)
-		}
-	}
+	return counts
 }
