@@ -24,17 +24,17 @@ type Number struct {
 	SentToday int
 }
 
-// Devices are the fingerprints of the devices the numbers are on (a number
-// whose agent device is gone has none): what a list asks the hub's
+// Devices are the devices the numbers are on, fingerprint to device id (a
+// number whose agent device is gone has none): what a list asks the hub's
 // presence about, once for all its numbers.
-func Devices(list ...Number) []string {
-	fps := make([]string, 0, len(list))
+func Devices(list ...Number) map[string]uint64 {
+	ids := make(map[string]uint64, len(list))
 	for _, n := range list {
 		if n.DeviceID != 0 {
-			fps = append(fps, n.Device)
+			ids[n.Device] = n.DeviceID
 		}
 	}
-	return fps
+	return ids
 }
 
 func (s *Service) view(n store.AgentNumber, now time.Time) (Number, error) {
@@ -165,7 +165,7 @@ func (s *Service) Update(_ context.Context, companyID uint64, channel, id string
 		return Number{}, err
 	}
 	if n.Status == store.NumberActive && s.dispatch != nil && n.Device != "" {
-		s.dispatch.Kick(n.Device) // a new gap may let a job go sooner
+		s.dispatch.Kick(n.Device, n.DeviceID) // a new gap may let a job go sooner
 	}
 	return s.view(n, s.now())
 }

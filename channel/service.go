@@ -32,7 +32,7 @@ var contentTypes = map[string]bool{"text": true, "image": true, "video": true, "
 
 // Dispatcher is told when a device has new jobs (gateway.Hub).
 type Dispatcher interface {
-	Kick(fingerprint string)
+	Kick(fingerprint string, deviceID uint64)
 }
 
 // Service is WhatsApp and iMessage.
@@ -275,7 +275,7 @@ func (s *Service) Send(_ context.Context, in SendInput, answer Answer) (msg stor
 	if prior == nil {
 		s.changed(msg) // after the commit, never inside it
 		if s.dispatch != nil && msg.Device != "" {
-			s.dispatch.Kick(msg.Device)
+			s.dispatch.Kick(msg.Device, msg.DeviceID)
 		}
 	}
 	return msg, prior, nil

@@ -23,28 +23,24 @@ type downHub struct {
 	told  map[string]bool
 }
 
-func (h *downHub) Online(string) bool { return true }
+func (h *downHub) Online(string, uint64) bool                    { return true }
+func (h *downHub) LinkDevice(string) (uint64, bool)              { return 7, true }
+func (h *downHub) Refresh(string, uint64) bool                   { h.look(); return false }
+func (h *downHub) Pace(fp string, _ uint64, _ int)               { h.tell("pace " + fp) }
+func (h *downHub) Configure(fp string, _ uint64, _ proto.Config) { h.tell("configure " + fp) }
 
-func (h *downHub) DisconnectChanged(fp string, code int, reason string) bool {
+func (h *downHub) DisconnectChanged(fp string, id uint64, code int, reason string) bool {
 	h.look()
-	h.Disconnect(fp, code, reason) // closed as told
+	h.Disconnect(fp, id, code, reason) // closed as told
 	return false
 }
 
-func (h *downHub) Refresh(string) bool {
-	h.look()
-	return false
-}
-
-func (h *downHub) Disconnect(fp string, _ int, _ string) <-chan struct{} {
+func (h *downHub) Disconnect(fp string, _ uint64, _ int, _ string) <-chan struct{} {
 	h.tell("disconnect " + fp)
 	done := make(chan struct{})
 	close(done)
 	return done
 }
-
-func (h *downHub) Configure(fp string, _ proto.Config) { h.tell("configure " + fp) }
-func (h *downHub) Pace(fp string, _ int)               { h.tell("pace " + fp) }
 
 func (h *downHub) look() {
 	h.mu.Lock()

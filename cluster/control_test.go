@@ -23,17 +23,18 @@ type stuckHub struct {
 	told  map[string]bool
 }
 
-func (h *stuckHub) Online(string) bool { return true }
-func (h *stuckHub) Kick(fp string)     { h.tell("kick " + fp) }
+func (h *stuckHub) Online(string, uint64) bool       { return true }
+func (h *stuckHub) LinkDevice(string) (uint64, bool) { return 7, true }
+func (h *stuckHub) Kick(fp string, _ uint64)         { h.tell("kick " + fp) }
 
-func (h *stuckHub) Disconnect(fp string, _ int, _ string) <-chan struct{} {
+func (h *stuckHub) Disconnect(fp string, _ uint64, _ int, _ string) <-chan struct{} {
 	h.tell("disconnect " + fp)
 	return h.stuck
 }
 
 // DisconnectChanged, which a disconnect heard from another node runs,
 // returns no channel to wait on.
-func (h *stuckHub) DisconnectChanged(fp string, _ int, _ string) bool {
+func (h *stuckHub) DisconnectChanged(fp string, _ uint64, _ int, _ string) bool {
 	h.tell("disconnect " + fp)
 	return true
 }

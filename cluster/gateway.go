@@ -38,8 +38,8 @@ const (
 	// publishes at most 1/kickCoalesce kick messages a second, whatever
 	// the rate, and each node looks every fingerprint up in its own map.
 	kickCoalesce = 5 * time.Millisecond
-	// kickBatch bounds the fingerprints of one kick message (far below
-	// NATS's 1 MiB payload limit).
+	// kickBatch bounds the devices of one kick message (far below NATS's
+	// 1 MiB payload limit).
 	kickBatch = 2000
 	// orphanBatch bounds the dead node's links one sweep ends.
 	orphanBatch = 1000
@@ -47,31 +47,38 @@ const (
 
 // Topics of the gateway.
 const (
-	topicKick = "gw.kick" // fingerprints, one a line, with new jobs
+	topicKick = "gw.kick" // devices with new jobs: a fingerprint a line, each followed by "/<device id>" (wireKicks)
 	topicLink = "gw.link" // "fingerprint epoch": a link registered
 	topicCtl  = "gw.ctl"  // a control (ctl) for the device's link
 )
 
 // Hub is the node's phone links as the gateway uses them (gateway.Hub).
+// Every per-device question and order names the device by fingerprint and
+// id: the fingerprint's link here of another device (one deleted whose
+// link is not closed yet, or the one paired again after it) is not the
+// device's.
 type Hub interface {
-	Online(fingerprint string) bool
-	LastSeen(fingerprint string) time.Time
-	Presence(fingerprints []string) map[string]time.Time
+	Online(fingerprint string, deviceID uint64) bool
+	LastSeen(fingerprint string, deviceID uint64) time.Time
+	Presence(devices map[string]uint64) map[string]time.Time
 	OfflineSince(fingerprint string, deviceID uint64) time.Time
 	HoldDevice(fingerprint string, deviceID uint64, fn func(dispatchedUpTo uint64, online bool) error) error
-	Kick(fingerprint string)
-	Disconnect(fingerprint string, code int, reason string) <-chan struct{}
+	Kick(fingerprint string, deviceID uint64)
+	Disconnect(fingerprint string, deviceID uint64, code int, reason string) <-chan struct{}
 	// DisconnectChanged is Disconnect of a control heard from another
 	// node: only a link whose device a look at the store finds deleted,
 	// disabled or with another token now is closed; false when the store
-	// did not answer (the link was closed as told).
-	DisconnectChanged(fingerprint string, code int, reason string) bool
+	// did not answer (the link was closed as told). deviceID 0 (a control
+	// of an older node, which names the fingerprint alone): whichever link
+	// holds the fingerprint.
+	DisconnectChanged(fingerprint string, deviceID uint64, code int, reason string) bool
 	// Refresh is Configure and Pace of a control heard from another node:
 	// the link gets its own device's settings and pace as stored now;
-	// false when the store did not answer.
-	Refresh(fingerprint string) bool
-	Configure(fingerprint string, cfg proto.Config)
-	Pace(fingerprint string, perMinute int)
+	// false when the store did not answer. deviceID 0 as for
+	// DisconnectChanged.
+	Refresh(fingerprint string, deviceID uint64) bool
+	Configure(fingerprint string, deviceID uint64, cfg proto.Config)
+	Pace(fingerprint string, deviceID uint64, perMinute int)
 	Links() []gateway.Link
 	// LinkDevice is the device of the fingerprint's open link here;
 	// FenceDevice fences that device's link only, not another device's
@@ -93,8 +100,8 @@ type LinkStore interface {
 	// disabled (false).
 	GoneDevices(deviceIDs []uint64) (map[uint64]bool, error)
 	EndLink(deviceID, epoch uint64) error
-	LinkedSince(fingerprint string, live time.Duration) (time.Time, bool, error)
-	LinkedSinceMany(fingerprints []string, live time.Duration) (map[string]time.Time, error)
+	LinkedSince(deviceID uint64, live time.Duration) (time.Time, bool, error)
+	LinkedSinceMany(deviceIDs []uint64, live time.Duration) (map[uint64]time.Time, error)
 	EndOrphanLinks(live time.Duration, limit int, node string) ([]store.Device, error)
 	ReopenLinks(node string, links map[uint64]uint64) ([]uint64, error)
 	HoldLink(deviceID uint64, live time.Duration, fn func(node string, epoch uint64, open, nodeLive bool, endedAgo time.Duration) error) error
@@ -129,10 +136,13 @@ type GatewayConfig struct {
 	Logger *slog.Logger
 }
 
-// ctl is a control of a device's link, for the node that holds it.
+// ctl is a control of a device's link, for the node that holds it. Device
+// is the device's id; a node of an older version sends none (0), and its
+// control is of whichever link holds the fingerprint (runCtls).
 type ctl struct {
 	Op          string        `json:"op"` // disconnect, configure, pace
 	Fingerprint string        `json:"fp"`
+	Device      uint64        `json:"device,omitempty"`
 	Code        int           `json:"code,omitempty"`
 	Reason      string        `json:"reason,omitempty"`
 	Config      *proto.Config `json:"config,omitempty"`
@@ -152,8 +162,8 @@ type Gateway struct {
 	presence interface{ Down(store.Device) }
 
 	mu       sync.Mutex
-	outKicks map[string]struct{} // kicks to publish; guarded by mu
-	inKicks  map[string]struct{} // kicks heard, to run here; guarded by mu
+	outKicks map[devKey]struct{} // kicks to publish; guarded by mu
+	inKicks  map[devKey]struct{} // kicks heard, to run here; guarded by mu
 	inCtls   []ctl               // controls heard, to run here; guarded by mu
 	inLinks  map[string]uint64   // link signals heard for fingerprints linked here: the newest epoch; guarded by mu
 	orphans  map[uint64]orphan   // device id -> the dead node's link this node took over; guarded by mu
@@ -183,7 +193,7 @@ func NewGateway(cfg GatewayConfig) (*Gateway, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	g := &Gateway{cfg: cfg, hub: cfg.Hub, st: cfg.Store, bus: cfg.Bus, node: cfg.Bus.Node(), log: cfg.Logger,
-		outKicks: map[string]struct{}{}, inKicks: map[string]struct{}{}, inLinks: map[string]uint64{}, orphans: map[uint64]orphan{}, unended: map[uint64]uint64{}, forgot: retention.Sweep{Life: cfg.JobLife},
+		outKicks: map[devKey]struct{}{}, inKicks: map[devKey]struct{}{}, inLinks: map[string]uint64{}, orphans: map[uint64]orphan{}, unended: map[uint64]uint64{}, forgot: retention.Sweep{Life: cfg.JobLife},
 		out: make(chan struct{}, 1), in: make(chan struct{}, 1), sweeps: make(chan struct{}, 1)}
 	g.broke.Store(true)
 	subs := map[string]func(Message){topicKick: g.heardKicks, topicLink: g.heardLink, topicCtl: g.heardCtl}
@@ -215,19 +225,66 @@ func wake(c chan struct{}) {
 	}
 }
 
+// devKey is a device as the gateway's signals name it: its fingerprint and
+// id. A device deleted and the one paired again under its fingerprint are
+// two devices: what is meant for one is not the other's.
+type devKey struct {
+	fp string
+	id uint64
+}
+
 // Kick tells the node holding the device's link that new jobs wait. A
-// link here is kicked at once and nobody else is told: it is the device's
-// only live link unless a newer one just registered elsewhere, which
-// pumps on registering.
-func (g *Gateway) Kick(fingerprint string) {
-	if g.hub.Online(fingerprint) {
-		g.hub.Kick(fingerprint)
+// link of the device here is kicked at once and nobody else is told: it is
+// the device's only live link unless a newer one just registered
+// elsewhere, which pumps on registering. A link here of another device of
+// the fingerprint (one deleted whose link is not closed yet) is not the
+// device's: the other nodes are told.
+func (g *Gateway) Kick(fingerprint string, deviceID uint64) {
+	if g.hub.Online(fingerprint, deviceID) {
+		g.hub.Kick(fingerprint, deviceID)
 		return
 	}
 	g.mu.Lock()
-	g.outKicks[fingerprint] = struct{}{}
+	g.outKicks[devKey{fingerprint, deviceID}] = struct{}{}
 	g.mu.Unlock()
 	wake(g.out)
+}
+
+// A kick message names its devices a line each: the fingerprint, then, on
+// a line of its own, "/" and the device id. A node of an older version
+// reads every line as a fingerprint: it kicks the fingerprints' links as it
+// did, and finds no link of the id lines (no fingerprint holds a slash:
+// device registration refuses one). A fingerprint line with no id line
+// after it (a kick of an older node) is of whichever link holds it.
+
+// wireKicks is the body of a kick message of the devices.
+func wireKicks(devs []devKey) []byte {
+	var b strings.Builder
+	for _, d := range devs {
+		b.WriteString(d.fp)
+		b.WriteString("\n/")
+		b.WriteString(strconv.FormatUint(d.id, 10))
+		b.WriteString("\n")
+	}
+	return []byte(b.String())
+}
+
+// readKicks is the devices of a kick message (wireKicks); id 0 where a
+// fingerprint has no id line (an older node's).
+func readKicks(data []byte) []devKey {
+	var out []devKey
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "/"); ok {
+			if id, err := strconv.ParseUint(rest, 10, 64); err == nil && len(out) > 0 && out[len(out)-1].id == 0 {
+				out[len(out)-1].id = id
+			}
+			continue
+		}
+		if line != "" {
+			out = append(out, devKey{fp: line})
+		}
+	}
+	return out
 }
 
 // publishKicks sends the gathered kicks, at most one batch per kickCoalesce.
@@ -242,17 +299,17 @@ func (g *Gateway) publishKicks(ctx context.Context) {
 		}
 		g.mu.Lock()
 		kicks := g.outKicks
-		g.outKicks = map[string]struct{}{}
+		g.outKicks = map[devKey]struct{}{}
 		g.mu.Unlock()
-		batch := make([]string, 0, min(len(kicks), kickBatch))
-		for fp := range kicks {
-			if batch = append(batch, fp); len(batch) == kickBatch {
-				g.bus.Publish(topicKick, []byte(strings.Join(batch, "\n")))
+		batch := make([]devKey, 0, min(len(kicks), kickBatch))
+		for d := range kicks {
+			if batch = append(batch, d); len(batch) == kickBatch {
+				g.bus.Publish(topicKick, wireKicks(batch))
 				batch = batch[:0]
 			}
 		}
 		if len(batch) > 0 {
-			g.bus.Publish(topicKick, []byte(strings.Join(batch, "\n")))
+			g.bus.Publish(topicKick, wireKicks(batch))
 		}
 		t.Reset(kickCoalesce)
 		select {
@@ -263,33 +320,46 @@ func (g *Gateway) publishKicks(ctx context.Context) {
 	}
 }
 
+// linkedHere is d as the link here names it when that link is d's: d
+// itself, or, for a signal of an older node that names the fingerprint
+// alone (id 0), the device of the fingerprint's link here.
+func (g *Gateway) linkedHere(d devKey) (devKey, bool) {
+	if d.id == 0 {
+		id, ok := g.hub.LinkDevice(d.fp)
+		return devKey{d.fp, id}, ok
+	}
+	return d, g.hub.Online(d.fp, d.id)
+}
+
 // heardKicks keeps the kicks for devices linked here; the runner pumps
 // them (a pump reads the database, too long for the bus's goroutine).
 func (g *Gateway) heardKicks(m Message) {
-	var here []string
-	for _, fp := range strings.Split(string(m.Data), "\n") {
-		if fp != "" && g.hub.Online(fp) {
-			here = append(here, fp)
+	var here []devKey
+	for _, d := range readKicks(m.Data) {
+		if d, ok := g.linkedHere(d); ok {
+			here = append(here, d)
 		}
 	}
 	if len(here) == 0 {
 		return
 	}
 	g.mu.Lock()
-	for _, fp := range here {
-		g.inKicks[fp] = struct{}{}
+	for _, d := range here {
+		g.inKicks[d] = struct{}{}
 	}
 	g.mu.Unlock()
 	wake(g.in)
 }
 
+// heardCtl keeps a control of a device linked here (of the fingerprint's
+// link here, for an older node's control, which names no device).
 func (g *Gateway) heardCtl(m Message) {
 	var c ctl
 	if err := json.Unmarshal(m.Data, &c); err != nil || c.Fingerprint == "" {
 		g.log.Warn("gateway: malformed control from another node", "err", err)
 		return
 	}
-	if !g.hub.Online(c.Fingerprint) {
+	if _, here := g.linkedHere(devKey{c.Fingerprint, c.Device}); !here {
 		return
 	}
 	g.mu.Lock()
@@ -367,52 +437,55 @@ func (g *Gateway) runHeard(ctx context.Context) {
 func (g *Gateway) runHeardOnce() {
 	g.mu.Lock()
 	links, kicks, ctls := g.inLinks, g.inKicks, g.inCtls
-	g.inLinks, g.inKicks, g.inCtls = map[string]uint64{}, map[string]struct{}{}, nil
+	g.inLinks, g.inKicks, g.inCtls = map[string]uint64{}, map[devKey]struct{}{}, nil
 	g.mu.Unlock()
 	if len(links) > 0 {
 		g.fenceHeard(links)
 	}
 	g.runCtls(ctls)
-	for fp := range kicks {
-		g.hub.Kick(fp)
+	for d := range kicks {
+		g.hub.Kick(d.fp, d.id)
 	}
 }
 
 // runCtls runs the controls heard from other nodes on this node's links. A
-// control names the fingerprint, and one heard late may be of the device
-// deleted before the fingerprint was paired again and linked here, or
-// older than a change heard first: so a disconnect closes the link only
-// if its device changed as the control says (DisconnectChanged), and a
-// settings or pace change gives the link its own device's settings and
-// pace as stored now (Refresh), the control's own only when the store does
-// not answer. Each fingerprint is looked up once for its disconnects and
-// once for its changes, and once one look finds the store not answering
-// (each waits up to the store's deadline), the rest of the controls are
-// run as told, with no look: a burst of controls heard while the database
-// hangs holds up the kicks and link signals heard after them one deadline,
-// not one per link. Neither waits for a last seen to be written: a
-// control heard from another node answers no request here, and that write
-// would hold up the controls and kicks heard after it.
+// control names the device (fingerprint and id) and is of that device's
+// link only; one of an older node names the fingerprint alone. One heard
+// late may be of the device deleted before the fingerprint was paired again
+// over it (a new token, the same device) or linked here, or older than a
+// change heard first: so a disconnect closes the link only if its device
+// changed as the control says (DisconnectChanged), and a settings or pace
+// change gives the link its own device's settings and pace as stored now
+// (Refresh), the control's own only when the store does not answer. Each
+// device is looked up once for its disconnects and once for its changes,
+// and once one look finds the store not answering (each waits up to the
+// store's deadline), the rest of the controls are run as told, with no
+// look: a burst of controls heard
+// while the database hangs holds up the kicks and link signals heard after
+// them one deadline, not one per link. Neither waits for a last seen to be
+// written: a control heard from another node answers no request here, and
+// that write would hold up the controls and kicks heard after it.
 func (g *Gateway) runCtls(ctls []ctl) {
 	answers := true // the store answered every look so far
-	looked := map[string]bool{}
-	refresh := map[string][]ctl{}
+	looked := map[devKey]bool{}
+	refresh := map[devKey][]ctl{}
 	for _, c := range ctls {
+		d := devKey{c.Fingerprint, c.Device}
 		switch c.Op {
 		case "disconnect":
 			switch {
 			case !answers:
-				g.hub.Disconnect(c.Fingerprint, c.Code, c.Reason)
-			case !looked[c.Fingerprint]:
-				looked[c.Fingerprint] = true
-				answers = g.hub.DisconnectChanged(c.Fingerprint, c.Code, c.Reason)
+				g.disconnectHere(c)
+			case !looked[d]:
+				looked[d] = true
+				answers = g.hub.DisconnectChanged(c.Fingerprint, c.Device, c.Code, c.Reason)
 			}
 		case "configure", "pace":
-			refresh[c.Fingerprint] = append(refresh[c.Fingerprint], c)
+			refresh[d] = append(refresh[d], c)
 		}
 	}
-	for fp, told := range refresh {
-		if answers && g.hub.Refresh(fp) {
+	for d, told := range refresh {
+		if answers && g.hub.Refresh(d.fp, d.id) {
 			continue
 		}
 		answers = false
@@ -422,16 +495,34 @@ func (g *Gateway) runCtls(ctls []ctl) {
 	}
 }
 
+// here is the device of a control heard as the link here names it
+// (linkedHere); false when the link here is of another device.
+func (g *Gateway) here(c ctl) (devKey, bool) {
+	return g.linkedHere(devKey{c.Fingerprint, c.Device})
+}
+
+// disconnectHere runs a disconnect heard on the device's link here, if
+// any, as told.
+func (g *Gateway) disconnectHere(c ctl) {
+	if d, ok := g.here(c); ok {
+		g.hub.Disconnect(d.fp, d.id, c.Code, c.Reason)
+	}
+}
+
 // local runs a settings or pace control on this node's link of the
 // device, if any, as told.
 func (g *Gateway) local(c ctl) {
+	d, ok := g.here(c)
+	if !ok {
+		return
+	}
 	switch c.Op {
 	case "configure":
 		if c.Config != nil {
-			g.hub.Configure(c.Fingerprint, *c.Config)
+			g.hub.Configure(d.fp, d.id, *c.Config)
 		}
 	case "pace":
-		g.hub.Pace(c.Fingerprint, c.PerMinute)
+		g.hub.Pace(d.fp, d.id, c.PerMinute)
 	}
 }
 
@@ -454,21 +545,22 @@ func (g *Gateway) tell(c ctl) {
 
 // Disconnect closes the device's link on whichever node holds it; the
 // channel it returns is closed once a link here has its last seen stored
-// (gateway.Hub.Disconnect).
-func (g *Gateway) Disconnect(fingerprint string, code int, reason string) <-chan struct{} {
-	stored := g.hub.Disconnect(fingerprint, code, reason)
-	g.tell(ctl{Op: "disconnect", Fingerprint: fingerprint, Code: code, Reason: reason})
+// (gateway.Hub.Disconnect). The fingerprint's link of another device is
+// left open, here and elsewhere.
+func (g *Gateway) Disconnect(fingerprint string, deviceID uint64, code int, reason string) <-chan struct{} {
+	stored := g.hub.Disconnect(fingerprint, deviceID, code, reason)
+	g.tell(ctl{Op: "disconnect", Fingerprint: fingerprint, Device: deviceID, Code: code, Reason: reason})
 	return stored
 }
 
 // Configure pushes settings to the device's link on whichever node holds it.
-func (g *Gateway) Configure(fingerprint string, cfg proto.Config) {
-	g.control(ctl{Op: "configure", Fingerprint: fingerprint, Config: &cfg})
+func (g *Gateway) Configure(fingerprint string, deviceID uint64, cfg proto.Config) {
+	g.control(ctl{Op: "configure", Fingerprint: fingerprint, Device: deviceID, Config: &cfg})
 }
 
 // Pace changes the device's pace on whichever node holds its link.
-func (g *Gateway) Pace(fingerprint string, perMinute int) {
-	g.control(ctl{Op: "pace", Fingerprint: fingerprint, PerMinute: perMinute})
+func (g *Gateway) Pace(fingerprint string, deviceID uint64, perMinute int) {
+	g.control(ctl{Op: "pace", Fingerprint: fingerprint, Device: deviceID, PerMinute: perMinute})
 }
 
 // Claim takes the next epoch of the device's link for this node and

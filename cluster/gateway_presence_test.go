@@ -19,8 +19,10 @@ func TestPresenceAcrossNodes(t *testing.T) {
 
 	c, _ := conformance.Company(t, st)
 	other, _ := conformance.Company(t, st)
+	page := map[string]uint64{"pr-unknown": 1 << 40}
 	link := func(companyID uint64, fp, node string) {
 		d := conformance.Device(t, st, companyID, fp)
+		page[fp] = d.ID
 		if node == "" {
 			return
 		}
@@ -34,12 +36,11 @@ func TestPresenceAcrossNodes(t *testing.T) {
 	link(c.ID, "pr-never", "")
 	sqlExec(t, url)(`UPDATE cluster_nodes SET seen_at = now() - interval '1 minute' WHERE name = 'c'`)
 
-	page := []string{"pr-on-b", "pr-other-on-b", "pr-on-c", "pr-never", "pr-unknown"}
 	got := g.Presence(page)
 	want := map[string]time.Time{}
-	for _, fp := range page {
-		if g.Online(fp) {
-			want[fp] = g.LastSeen(fp)
+	for fp, id := range page {
+		if g.Online(fp, id) {
+			want[fp] = g.LastSeen(fp, id)
 		}
 	}
 	if len(want) != 2 || want["pr-on-b"].IsZero() {

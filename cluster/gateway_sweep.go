@@ -73,7 +73,7 @@ func (g *Gateway) sweep() {
 				// the queries, its epochs counting from 1 again.
 				g.hub.FenceLink(l, epochs[l.DeviceID])
 			default:
-				g.hub.Kick(l.Fingerprint)
+				g.hub.Kick(l.Fingerprint, l.DeviceID)
 			}
 		}
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -100,13 +99,13 @@ func TestKicksCoalesce(t *testing.T) {
 	a := nodeBus(t, url, "a")
 	b := nodeBus(t, url, "b")
 	var mu sync.Mutex
-	messages, heard := 0, map[string]bool{}
+	messages, heard := 0, map[devKey]bool{}
 	if err := b.Subscribe(topicKick, func(m Message) {
 		mu.Lock()
 		defer mu.Unlock()
 		messages++
-		for _, fp := range strings.Split(string(m.Data), "\n") {
-			heard[fp] = true
+		for _, d := range readKicks(m.Data) {
+			heard[d] = true
 		}
 	}); err != nil {
 		t.Fatal(err)
@@ -129,12 +128,17 @@ func TestKicksCoalesce(t *testing.T) {
 	const devices, rounds = 500, 4
 	for range rounds {
 		for i := range devices {
-			g.Kick(fmt.Sprintf("phone-%d", i))
+			g.Kick(fmt.Sprintf("phone-%d", i), uint64(i+1))
 		}
 	}
 	poll.Within(t, 10*time.Second, "every device's kick heard on b", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
+		for i := range devices {
+			if !heard[devKey{fmt.Sprintf("phone-%d", i), uint64(i + 1)}] {
+				return false
+			}
+		}
 		return len(heard) == devices
 	})
 	mu.Lock()
@@ -357,11 +361,11 @@ func TestSweepEndsAgainALinkEndNotTaken(t *testing.T) {
 	ends.fail.Store(true)
 	g.Ended(d, e)
 	ends.fail.Store(false)
-	if !g.Online(d.Fingerprint) {
+	if !g.Online(d.Fingerprint, d.ID) {
 		t.Fatal("the end was not taken, yet the device reads offline already: the test shows nothing")
 	}
 	g.sweep()
-	if g.Online(d.Fingerprint) {
+	if g.Online(d.Fingerprint, d.ID) {
 		t.Error("the sweep did not write the link's end again: the device reads online")
 	}
 	// A newer link of the device is not ended by an older end written again.

@@ -145,7 +145,7 @@ func TestSweepEndsNoLinksUntilItsOwnBeatsAreSteady(t *testing.T) {
 	if _, err := db.Exec(ctx, `UPDATE cluster_nodes SET seen_at = now() WHERE name = 'b'`); err != nil {
 		t.Fatal(err)
 	}
-	if !g.Online(d.Fingerprint) {
+	if !g.Online(d.Fingerprint, d.ID) {
 		t.Fatal("the device linked on b reads offline on a once b beats again")
 	}
 
@@ -155,7 +155,7 @@ func TestSweepEndsNoLinksUntilItsOwnBeatsAreSteady(t *testing.T) {
 	}
 	steady = true
 	g.sweep()
-	if g.OfflineSince(d.Fingerprint, d.ID).IsZero() || g.Online(d.Fingerprint) {
+	if g.OfflineSince(d.Fingerprint, d.ID).IsZero() || g.Online(d.Fingerprint, d.ID) {
 		t.Fatal("b is silent through a's steady window, yet its link was not ended")
 	}
 }

@@ -71,7 +71,7 @@ func raised(eventType string, at time.Time) []store.DeviceEvent {
 // memory is one timer per device whose link ended within the grace.
 type Presence struct {
 	svc    *Service
-	online func(fingerprint string) bool
+	online func(fingerprint string, deviceID uint64) bool
 
 	mu      sync.Mutex
 	pending map[uint64]*time.Timer // by device id: offline checks due; guarded by mu
@@ -80,8 +80,9 @@ type Presence struct {
 }
 
 // NewPresence returns the device presence of the service's alerts; online
-// says whether a device has a live link now (the hub's Online).
-func (s *Service) NewPresence(online func(fingerprint string) bool) *Presence {
+// says whether a device (fingerprint and id) has a live link now (the
+// hub's Online).
+func (s *Service) NewPresence(online func(fingerprint string, deviceID uint64) bool) *Presence {
 	return &Presence{svc: s, online: online, pending: map[uint64]*time.Timer{}}
 }
 
@@ -141,7 +142,7 @@ func (p *Presence) Down(dev store.Device) {
 			delete(p.pending, dev.ID)
 		}
 		p.mu.Unlock()
-		if current && !p.online(dev.Fingerprint) {
+		if current && !p.online(dev.Fingerprint, dev.ID) {
 			p.offline(dev)
 		}
 	})
@@ -210,7 +211,7 @@ func (p *Presence) offline(dev store.Device) {
 		s.alerts.Logger.Error("store device offline", "device", dev.Fingerprint, "err", err)
 		return
 	}
-	if wrote && p.online(dev.Fingerprint) {
+	if wrote && p.online(dev.Fingerprint, dev.ID) {
 		// A link registered after the check found none, and its Up may
 		// have read the device online before this write and left it so:
 		// the device is reported online again, after its offline.

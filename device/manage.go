@@ -42,13 +42,15 @@ func (s *Service) Get(_ context.Context, companyID uint64, fingerprint string) (
 }
 
 // Delete removes a device of the company and revokes its token; the store
-// checks the company in the transaction of the delete.
-func (s *Service) Delete(_ context.Context, companyID uint64, fingerprint string) error {
-	_, err := s.store.DeleteDevice(companyID, fingerprint, s.now())
+// checks the company in the transaction of the delete. It answers the
+// device deleted: its link, if any, is closed by its id, not by the
+// fingerprint, which may be paired again at once.
+func (s *Service) Delete(_ context.Context, companyID uint64, fingerprint string) (store.Device, error) {
+	d, err := s.store.DeleteDevice(companyID, fingerprint, s.now())
 	if errors.Is(err, store.ErrNotFound) {
-		return errNoDevice
+		return store.Device{}, errNoDevice
 	}
-	return err
+	return d, err
 }
 
 // Patch changes a device; nil fields stay.

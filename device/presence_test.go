@@ -55,7 +55,7 @@ func TestPresenceLinkDuringOfflineCheck(t *testing.T) {
 	// is up.
 	asked, release := make(chan struct{}, 1), make(chan struct{})
 	var asks atomic.Int32
-	p := svc.NewPresence(func(string) bool {
+	p := svc.NewPresence(func(string, uint64) bool {
 		if asks.Add(1) == 1 {
 			asked <- struct{}{}
 			<-release

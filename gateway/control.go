@@ -10,7 +10,7 @@ import (
 
 // What the rest of the server tells a device's live link.
 
-// Disconnect closes the device's link, if any, with code (4501 token
+// Disconnect closes the device's link (fingerprint and id), if any, with code (4501 token
 // revoked, 4503 deleted or disabled). The channel it returns is closed once
 // the device's last seen is stored (for a link the server is closing
 // already, by the close under way; for one the network cut, by its end,
@@ -25,10 +25,15 @@ import (
 // device disabled or deleted) made after any older link of it was looked
 // at: the link registered now is told so (conn.told), and the older link
 // it displaced while its own look went on, if any, is closed as it is
-// (PROTOCOL.md 7.3), whichever way that look ends.
-func (h *Hub) Disconnect(fingerprint string, code int, reason string) <-chan struct{} {
+// (PROTOCOL.md 7.3), whichever way that look ends. The fingerprint's link
+// of another device (the one paired again under the fingerprint after the
+// device was deleted) is left open.
+func (h *Hub) Disconnect(fingerprint string, deviceID uint64, code int, reason string) <-chan struct{} {
 	h.mu.Lock()
 	c := h.conns[fingerprint]
+	if c != nil && c.dev.ID != deviceID {
+		c = nil
+	}
 	if c != nil {
 		c.told = &refusal{code: code, reason: reason}
 	}
@@ -40,20 +45,23 @@ func (h *Hub) Disconnect(fingerprint string, code int, reason string) <-chan str
 }
 
 // DisconnectChanged is Disconnect for a control another node of a cluster
-// sent, which answers no request here. The control names the fingerprint,
-// not the device or its token, and may arrive late (a bus that reconnected
-// sends what it held), after the fingerprint was paired again (after a
-// delete: another device; or over the device: a new token) and linked
-// here: closing that link with 4503 would stop its phone reconnecting,
+// sent, which answers no request here. The control names the device (one
+// of a node of an older version, the fingerprint alone), not its token, and
+// may arrive late (a bus that reconnected sends what it held), after the
+// fingerprint was paired again (over the device: a new token; or, for an
+// older node's, after a delete: another device) and linked here: closing that link with 4503 would stop its phone reconnecting,
 // with 4501 would have it pair again. So the link here is closed only when
 // a look at the store now finds its device changed as a Disconnect says:
 // deleted (no device of the fingerprint, or another one), disabled, or its
 // token replaced; with the code the look found (the control's reason when
 // the codes agree). When the store does not answer, it is closed as told,
-// and DisconnectChanged answers false.
-func (h *Hub) DisconnectChanged(fingerprint string, code int, reason string) bool {
+// and DisconnectChanged answers false. A control that names its device
+// (deviceID, not 0) is of that device only: the fingerprint's link of
+// another device is left open without a look; 0 (a control from a node of
+// an older version) is of whichever link holds the fingerprint.
+func (h *Hub) DisconnectChanged(fingerprint string, deviceID uint64, code int, reason string) bool {
 	c := h.live(fingerprint)
-	if c == nil {
+	if c == nil || deviceID != 0 && c.dev.ID != deviceID {
 		return true
 	}
 	answered := true
@@ -92,34 +100,36 @@ func (h *Hub) toldBy(c *conn) *refusal {
 }
 
 // Configure pushes changed settings to the device's link, if any.
-func (h *Hub) Configure(fingerprint string, cfg proto.Config) {
-	if c := h.lookup(fingerprint); c != nil {
+func (h *Hub) Configure(fingerprint string, deviceID uint64, cfg proto.Config) {
+	if c := h.lookupOf(fingerprint, deviceID); c != nil {
 		c.send(cfg)
 	}
 }
 
 // Pace changes how many sends a minute the device's link may carry (0: no
 // pacing); it takes effect at once on a live link.
-func (h *Hub) Pace(fingerprint string, perMinute int) {
-	if c := h.lookup(fingerprint); c != nil {
+func (h *Hub) Pace(fingerprint string, deviceID uint64, perMinute int) {
+	if c := h.lookupOf(fingerprint, deviceID); c != nil {
 		c.setPace(perMinute)
 		c.pump()
 	}
 }
 
 // Refresh is Configure and Pace for a settings or pace control another
-// node of a cluster sent, which names the fingerprint, not the device, and
-// may arrive late (a bus that reconnected sends what it held), after the
-// fingerprint was paired again and linked here, or after a later change of
-// the device heard first. So the link here gets what a look at the store
-// finds for its own device now (one read): its settings, as a config frame,
-// and its pace, as its welcome did. A link whose device is no longer the
-// fingerprint's gets nothing (its device was deleted: the disconnect, or
-// the cluster's sweep, closes it). It answers false when the store did not
-// answer: the caller applies the control as told.
-func (h *Hub) Refresh(fingerprint string) bool {
+// node of a cluster sent, which may arrive late (a bus that reconnected
+// sends what it held), after a later change of the device heard first, or,
+// from a node of an older version (deviceID 0), naming the fingerprint
+// alone, after the fingerprint was paired again and linked here. So the
+// link here gets what a look at the store finds for its own device now
+// (one read): its settings, as a config frame, and its pace, as its
+// welcome did. A link whose device is no longer the fingerprint's gets
+// nothing (its device was deleted: the disconnect, or the cluster's sweep,
+// closes it), nor does one of another device than deviceID (not 0). It
+// answers false when the store did not answer: the caller applies the
+// control as told.
+func (h *Hub) Refresh(fingerprint string, deviceID uint64) bool {
 	c := h.live(fingerprint)
-	if c == nil {
+	if c == nil || deviceID != 0 && c.dev.ID != deviceID {
 		return true
 	}
 	d, err := h.devices.Get(context.Background(), c.dev.CompanyID, fingerprint)
@@ -136,9 +146,10 @@ func (h *Hub) Refresh(fingerprint string) bool {
 	return true
 }
 
-// Kick tells the hub that new jobs wait for the device.
-func (h *Hub) Kick(fingerprint string) {
-	if c := h.lookup(fingerprint); c != nil {
+// Kick tells the hub that new jobs wait for the device (fingerprint and
+// id); the fingerprint's link of another device is not pumped.
+func (h *Hub) Kick(fingerprint string, deviceID uint64) {
+	if c := h.lookupOf(fingerprint, deviceID); c != nil {
 		c.kick()
 	}
 }

@@ -245,7 +245,7 @@ func TestQueueIsBoundedInBytes(t *testing.T) {
 	}
 	defer ws.CloseNow()
 	writeFrame(t, ws, proto.Hello{Protocol: 1})
-	eventually(t, "online", func() bool { return r.hub.Online("stuck") })
+	eventually(t, "online", func() bool { return r.hub.Online("stuck", r.id("stuck")) })
 
 	name := strings.Repeat("n", 100)
 	peak, pushes := 0, 0
@@ -258,7 +258,7 @@ func TestQueueIsBoundedInBytes(t *testing.T) {
 			t.Fatalf("%d bytes queued, over the bound of %d", q, bound)
 		}
 		peak = max(peak, q)
-		r.hub.Configure("stuck", proto.Config{SelectedSIM: "SIM1", DeviceName: name, Status: "active"})
+		r.hub.Configure("stuck", r.id("stuck"), proto.Config{SelectedSIM: "SIM1", DeviceName: name, Status: "active"})
 	}
 	frame, _ := proto.Encode(proto.Config{SelectedSIM: "SIM1", DeviceName: name, Status: "active"})
 	if peak < bound-len(frame) {
@@ -301,12 +301,12 @@ func TestBurstOfBadFramesIsFlood(t *testing.T) {
 			}
 			defer ws.CloseNow()
 			writeFrame(t, ws, proto.Hello{Protocol: 1})
-			eventually(t, "online", func() bool { return r.hub.Online("mute") })
+			eventually(t, "online", func() bool { return r.hub.Online("mute", r.id("mute")) })
 			// The burst, written without reading; the writer may block once
 			// the server stops reading, so it runs on its own and ends when
 			// the connection does.
 			go func() {
-				for i := 0; i < c.n && r.hub.Online("mute"); i++ {
+				for i := 0; i < c.n && r.hub.Online("mute", r.id("mute")); i++ {
 					if ws.Write(context.Background(), websocket.MessageText, []byte(c.frame)) != nil {
 						return
 					}
@@ -317,7 +317,7 @@ func TestBurstOfBadFramesIsFlood(t *testing.T) {
 			// The phone is offline from that decision on, though its close
 			// handshake may wait seconds on it: the hub no longer counts it
 			// as linked, and the failover sweep counts its time offline.
-			if r.hub.Online("mute") || !r.hub.LastSeen("mute").IsZero() || len(r.hub.Presence([]string{"mute"})) != 0 {
+			if r.hub.Online("mute", r.id("mute")) || !r.hub.LastSeen("mute", r.id("mute")).IsZero() || len(r.hub.Presence(r.ids("mute"))) != 0 {
 				t.Fatal("the phone is still reported online after the server decided to close its link")
 			}
 			mute, err := r.devices.Get(context.Background(), r.company, "mute")

@@ -96,7 +96,7 @@ func TestPairedAgainInheritsNoEndTime(t *testing.T) {
 	if r.hub.OfflineSince("again-1", old.ID).IsZero() {
 		t.Fatal("the old device's link ended, yet it has no end time")
 	}
-	if err := r.devices.Delete(ctx, r.company, "again-1"); err != nil {
+	if _, err := r.devices.Delete(ctx, r.company, "again-1"); err != nil {
 		t.Fatal(err)
 	}
 	token := r.pair("again-1")

@@ -78,7 +78,7 @@ func TestGiveBackClosesTheOldLinkBeforeAKickFindsIt(t *testing.T) {
 	}
 	kicked := make(chan struct{})
 	go func() {
-		r.hub.Kick("pixel-1")
+		r.hub.Kick("pixel-1", r.id("pixel-1"))
 		close(kicked)
 	}()
 	eventually(t, "the kick done, or held by the hub's lock", func() bool {
@@ -114,12 +114,12 @@ func TestRevokedWhileANewLinkIsCheckedClosesTheOldOneToo(t *testing.T) {
 	t.Parallel()
 	r, first, second, release := secondLinkUnderItsRecheck(t, beforeToken)
 	r.pair("pixel-1") // registered again: token is revoked
-	<-r.hub.Disconnect("pixel-1", proto.CloseBadToken, "token revoked")
+	<-r.hub.Disconnect("pixel-1", r.id("pixel-1"), proto.CloseBadToken, "token revoked")
 	release()
 	if got := closeCode(t, second); got != proto.CloseBadToken {
 		t.Fatalf("second link: got close %d, want 4501", got)
 	}
-	eventually(t, "the device offline", func() bool { return !r.hub.Online("pixel-1") })
+	eventually(t, "the device offline", func() bool { return !r.hub.Online("pixel-1", r.id("pixel-1")) })
 	if got := closeAfterBacklog(t, first); got != proto.CloseBadToken {
 		t.Fatalf("first link: got close %d, want 4501", got)
 	}
@@ -144,10 +144,10 @@ func TestDisconnectOfACutLinkWaitsForItsLastSeen(t *testing.T) {
 		}
 	})
 	ws := r.connect(r.pair("pixel-1"))
-	want := r.hub.LastSeen("pixel-1")
+	want := r.hub.LastSeen("pixel-1", r.id("pixel-1"))
 	ws.CloseNow() // the network fails: no close handshake
 	g.waitCalled(t)
-	done := r.hub.Disconnect("pixel-1", proto.CloseDeviceGone, "device disabled")
+	done := r.hub.Disconnect("pixel-1", r.id("pixel-1"), proto.CloseDeviceGone, "device disabled")
 	select {
 	case <-done:
 		t.Fatal("Disconnect's channel closed before the cut link's last seen was stored")
@@ -206,7 +206,7 @@ func TestRevokedAfterANewLinksLookClosesTheOldOneAsRevoked(t *testing.T) {
 	t.Parallel()
 	r, first, second, release := secondLinkUnderItsRecheck(t, afterToken)
 	r.pair("pixel-1") // registered again: the token both links hold is revoked
-	<-r.hub.Disconnect("pixel-1", proto.CloseBadToken, "token revoked")
+	<-r.hub.Disconnect("pixel-1", r.id("pixel-1"), proto.CloseBadToken, "token revoked")
 	release()
 	bothClosed(t, r, second, first, proto.CloseBadToken)
 }
@@ -230,7 +230,7 @@ func TestRevokedAgainWhileARefusedLinkGivesBackClosesTheOldOne(t *testing.T) {
 	live := r.connect(r.pair("pixel-1"))
 	h.helloHeld(t, stale)
 	r.pair("pixel-1") // registered again: the live link's token is revoked
-	<-r.hub.Disconnect("pixel-1", proto.CloseBadToken, "token revoked")
+	<-r.hub.Disconnect("pixel-1", r.id("pixel-1"), proto.CloseBadToken, "token revoked")
 	release()
 	bothClosed(t, r, stale, live, proto.CloseBadToken)
 }

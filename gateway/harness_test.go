@@ -291,3 +291,33 @@ func TestMain(m *testing.M) {
 	waitpar.Default(2)
 	storetest.Main(m)
 }
+
+// id is the device id of the fingerprint's device: the live one of the
+// rig's company, or else (deleted) that of its link here.
+func (r *rig) id(fingerprint string) uint64 {
+	r.t.Helper()
+	if d, err := r.devices.Get(context.Background(), r.company, fingerprint); err == nil {
+		return d.ID
+	}
+	if c := r.hub.lookup(fingerprint); c != nil {
+		return c.dev.ID
+	}
+	r.t.Fatalf("no device %q", fingerprint)
+	return 0
+}
+
+// ids is the fingerprints with their device ids (id), for Presence; an
+// unknown fingerprint gets none.
+func (r *rig) ids(fingerprints ...string) map[string]uint64 {
+	out := make(map[string]uint64, len(fingerprints))
+	for _, fp := range fingerprints {
+		if d, err := r.devices.Get(context.Background(), r.company, fp); err == nil {
+			out[fp] = d.ID
+		} else if c := r.hub.lookup(fp); c != nil {
+			out[fp] = c.dev.ID
+		} else {
+			out[fp] = 0
+		}
+	}
+	return out
+}

@@ -84,14 +84,14 @@ type Hub struct {
 	links    map[*conn]struct{} // every link, in hello or registered; guarded by mu
 	draining bool               // guarded by mu
 	// dispatched is, per device id, the highest queue place written to any
-	// of its links since the hub started; holds are the devices whose
+	// of its links since the hub started; holds are the devices (by id) whose
 	// queued jobs a failover is moving (HoldDevice); endedAt is when each
 	// device's last link ended, by device id too (a device paired again
 	// under the fingerprint after a delete is another, which inherits
 	// nothing); forgot is when the last two were last pruned, and for how
 	// long they keep (forget.go). All guarded by mu.
 	dispatched map[uint64]dispatchMark
-	holds      map[string]chan struct{}
+	holds      map[uint64]chan struct{}
 	endedAt    map[uint64]time.Time
 	forgot     retention.Sweep
 
@@ -102,7 +102,7 @@ type Hub struct {
 func New(cfg Config, devices Devices, intake Intake, log *slog.Logger, now func() time.Time) *Hub {
 	cfg.defaults()
 	return &Hub{cfg: cfg, devices: devices, intake: intake, log: log, now: now, pings: newPinger(cfg.PingInterval), conns: map[string]*conn{}, links: map[*conn]struct{}{},
-		dispatched: map[uint64]dispatchMark{}, holds: map[string]chan struct{}{}, endedAt: map[uint64]time.Time{},
+		dispatched: map[uint64]dispatchMark{}, holds: map[uint64]chan struct{}{}, endedAt: map[uint64]time.Time{},
 		forgot: retention.Sweep{Life: cfg.JobLife}}
 }
 

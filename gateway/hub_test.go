@@ -32,17 +32,17 @@ func TestHelloWelcomeAndPresence(t *testing.T) {
 	if _, err := time.Parse("2006-01-02T15:04:05.000Z", w.ServerTime); err != nil {
 		t.Errorf("server_time %q: %v", w.ServerTime, err)
 	}
-	eventually(t, "online", func() bool { return r.hub.Online("pixel-1") })
-	if got := r.hub.Presence([]string{"pixel-1", "absent"}); len(got) != 1 || !got["pixel-1"].Equal(r.hub.LastSeen("pixel-1")) {
-		t.Errorf("presence of pixel-1 and an absent phone: %v, want pixel-1 alone, last seen %v", got, r.hub.LastSeen("pixel-1"))
+	eventually(t, "online", func() bool { return r.hub.Online("pixel-1", r.id("pixel-1")) })
+	if got := r.hub.Presence(r.ids("pixel-1", "absent")); len(got) != 1 || !got["pixel-1"].Equal(r.hub.LastSeen("pixel-1", r.id("pixel-1"))) {
+		t.Errorf("presence of pixel-1 and an absent phone: %v, want pixel-1 alone, last seen %v", got, r.hub.LastSeen("pixel-1", r.id("pixel-1")))
 	}
 	d, _ := r.store.Device("pixel-1")
 	if d.SelectedSIM != "SIM2" || d.AppVersion != "2.0.1" || len(d.SIMs) != 1 || d.SIMs[0].PhoneNumber != "+15550102222" {
 		t.Errorf("hello was not recorded: %+v", d)
 	}
 	ws.Close(websocket.StatusNormalClosure, "bye")
-	eventually(t, "offline", func() bool { return !r.hub.Online("pixel-1") })
-	if got := r.hub.Presence([]string{"pixel-1"}); len(got) != 0 {
+	eventually(t, "offline", func() bool { return !r.hub.Online("pixel-1", r.id("pixel-1")) })
+	if got := r.hub.Presence(r.ids("pixel-1")); len(got) != 0 {
 		t.Errorf("presence after the link ended: %v, want none", got)
 	}
 	// The link's end stores when it was last seen, once it is unregistered.
@@ -127,7 +127,7 @@ func TestNewestConnectionWins(t *testing.T) {
 		t.Fatalf("the first link: got close %d, want 4009", got)
 	}
 	// The second link is the device's now and carries its jobs.
-	r.hub.Configure("pixel-1", proto.Config{SelectedSIM: "SIM1"})
+	r.hub.Configure("pixel-1", r.id("pixel-1"), proto.Config{SelectedSIM: "SIM1"})
 	if f, ok := readFrame(t, second).(*proto.Config); !ok || f.SelectedSIM != "SIM1" {
 		t.Fatalf("got %#v, want the config push on the newest link", f)
 	}
@@ -140,7 +140,7 @@ func TestDisconnectCodes(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, Config{})
 	ws := r.connect(r.pair("pixel-1"))
-	r.hub.Disconnect("pixel-1", proto.CloseDeviceGone, "device deleted")
+	r.hub.Disconnect("pixel-1", r.id("pixel-1"), proto.CloseDeviceGone, "device deleted")
 	if got := closeCode(t, ws); got != proto.CloseDeviceGone {
 		t.Fatalf("got %d, want 4503", got)
 	}
@@ -188,17 +188,17 @@ func TestSlowReaderIsClosedOthersFlow(t *testing.T) {
 	defer slow.CloseNow()
 	writeFrame(t, slow, proto.Hello{Protocol: 1})
 	fast := r.connect(r.pair("fast"))
-	eventually(t, "both online", func() bool { return r.hub.Online("slow") && r.hub.Online("fast") })
+	eventually(t, "both online", func() bool { return r.hub.Online("slow", r.id("slow")) && r.hub.Online("fast", r.id("fast")) })
 
 	// The slow phone never reads: the settings pushed to it pile up behind
 	// its full socket until the queue overflows. (Error answers to frames it
 	// sends unasked would make that a flood, 4029.)
-	for i := 0; i < 200000 && r.hub.Online("slow"); i++ {
-		r.hub.Configure("slow", proto.Config{SelectedSIM: "SIM1", DeviceName: "slow", Status: "active"})
+	for i := 0; i < 200000 && r.hub.Online("slow", r.id("slow")); i++ {
+		r.hub.Configure("slow", r.id("slow"), proto.Config{SelectedSIM: "SIM1", DeviceName: "slow", Status: "active"})
 	}
-	eventually(t, "the slow phone closed", func() bool { return !r.hub.Online("slow") })
+	eventually(t, "the slow phone closed", func() bool { return !r.hub.Online("slow", r.id("slow")) })
 	// The fast phone never noticed.
-	r.hub.Configure("fast", proto.Config{SelectedSIM: "SIM2"})
+	r.hub.Configure("fast", r.id("fast"), proto.Config{SelectedSIM: "SIM2"})
 	if f, ok := readFrame(t, fast).(*proto.Config); !ok || f.SelectedSIM != "SIM2" {
 		t.Fatalf("got %#v on the fast phone, want its config push", f)
 	}
@@ -219,11 +219,11 @@ func TestStuckWriteEndsTheLink(t *testing.T) {
 	}
 	defer stuck.CloseNow()
 	writeFrame(t, stuck, proto.Hello{Protocol: 1})
-	eventually(t, "online", func() bool { return r.hub.Online("stuck") })
-	for i := 0; i < 200000 && r.hub.Online("stuck"); i++ {
-		r.hub.Configure("stuck", proto.Config{SelectedSIM: "SIM1", DeviceName: "stuck", Status: "active"})
+	eventually(t, "online", func() bool { return r.hub.Online("stuck", r.id("stuck")) })
+	for i := 0; i < 200000 && r.hub.Online("stuck", r.id("stuck")); i++ {
+		r.hub.Configure("stuck", r.id("stuck"), proto.Config{SelectedSIM: "SIM1", DeviceName: "stuck", Status: "active"})
 	}
-	eventually(t, "the stuck link ended", func() bool { return !r.hub.Online("stuck") })
+	eventually(t, "the stuck link ended", func() bool { return !r.hub.Online("stuck", r.id("stuck")) })
 	if strings.Contains(r.logs.String(), "code=4008") {
 		t.Error("the queue overflowed first; the test wants the write timeout")
 	}
@@ -272,7 +272,7 @@ func TestSilentPhoneGoesOffline(t *testing.T) {
 	ws := r.connect(r.pair("pixel-1"))
 	defer ws.CloseNow()
 	// Nothing reads this link, so its pings go unanswered.
-	eventually(t, "offline after unanswered pings", func() bool { return !r.hub.Online("pixel-1") })
+	eventually(t, "offline after unanswered pings", func() bool { return !r.hub.Online("pixel-1", r.id("pixel-1")) })
 }
 
 func TestPacingSpacesSends(t *testing.T) {
@@ -300,7 +300,7 @@ func TestPacingSpacesSends(t *testing.T) {
 		t.Fatalf("got %#v, want the probe's ack before the paced send", f)
 	}
 	// Lifting the pace lets it go at once.
-	r.hub.Pace("pixel-1", 0)
+	r.hub.Pace("pixel-1", r.id("pixel-1"), 0)
 	if s, ok := readFrame(t, ws).(*proto.Send); !ok || s.Message != "m1" {
 		t.Fatalf("got %#v, want m1 once pacing is off", s)
 	}

@@ -78,7 +78,7 @@ func linkMute(t *testing.T, r *rig) {
 	}
 	t.Cleanup(func() { ws.CloseNow() })
 	writeFrame(t, ws, proto.Hello{Protocol: 1})
-	eventually(t, "online", func() bool { return r.hub.Online("mute") })
+	eventually(t, "online", func() bool { return r.hub.Online("mute", r.id("mute")) })
 }
 
 // A link the server closes ends in the cluster as the server decides, not
@@ -88,7 +88,7 @@ func linkMute(t *testing.T, r *rig) {
 func TestServerCloseEndsTheLinkInTheClusterAtOnce(t *testing.T) {
 	t.Parallel()
 	r, log := muteLinkInCluster(t)
-	r.hub.Disconnect("mute", proto.CloseDeviceGone, "device deleted")
+	r.hub.Disconnect("mute", r.id("mute"), proto.CloseDeviceGone, "device deleted")
 	eventually(t, "the cluster told of the link's end", func() bool { return len(log.calls()) > 0 })
 	poll.Within(t, poll.Timeout+closeHandshakeBound, "the link unregistered", func() bool { return r.hub.Count() == 0 })
 	got := log.calls()
@@ -104,7 +104,7 @@ func TestServerCloseEndsTheLinkInTheClusterAtOnce(t *testing.T) {
 func TestClosingLinkIsNotListed(t *testing.T) {
 	t.Parallel()
 	r, _ := muteLinkInCluster(t)
-	r.hub.Disconnect("mute", proto.CloseDeviceGone, "device deleted")
+	r.hub.Disconnect("mute", r.id("mute"), proto.CloseDeviceGone, "device deleted")
 	// The phone does not read: its close handshake keeps the link
 	// registered for seconds.
 	n, links := r.hub.Count(), r.hub.Links()
@@ -144,7 +144,7 @@ func TestServerCloseDoesNotWaitForTheCluster(t *testing.T) {
 	r := newRigHub(t, storetest.OpenWith(t, storetest.Options{}), Config{}, time.Now, nil, hubSetup{epochs: epochs})
 	t.Cleanup(func() { close(epochs.release) }) // before the rig's own clean-up, which waits for the hub
 	ws := r.connect(r.pair("pixel-1"))
-	r.hub.Disconnect("pixel-1", proto.CloseDeviceGone, "device deleted")
+	r.hub.Disconnect("pixel-1", r.id("pixel-1"), proto.CloseDeviceGone, "device deleted")
 	if code := closeAfterBacklog(t, ws); code != proto.CloseDeviceGone {
 		t.Fatalf("close code %d, want %d", code, proto.CloseDeviceGone)
 	}
@@ -204,8 +204,8 @@ func (l *seenLog) seen() []seenCall {
 func TestServerCloseStoresLastSeenAtOnce(t *testing.T) {
 	t.Parallel()
 	r, log := muteLinkSeen(t)
-	want := r.hub.LastSeen("mute")
-	r.hub.Disconnect("mute", proto.CloseDeviceGone, "device disabled")
+	want := r.hub.LastSeen("mute", r.id("mute"))
+	r.hub.Disconnect("mute", r.id("mute"), proto.CloseDeviceGone, "device disabled")
 	eventually(t, "the last seen stored", func() bool { return len(log.seen()) > 0 })
 	if got := log.seen()[0]; !got.registered || !got.at.Equal(want) {
 		t.Fatalf("first Seen %+v: want %v, stored while the close handshake was under way", got, want)
@@ -238,8 +238,8 @@ func TestPongDuringCloseHandshakeIsNotSeen(t *testing.T) {
 	t.Parallel()
 	r, log := muteLinkSeen(t)
 	c := r.hub.lookup("mute")
-	want := r.hub.LastSeen("mute")
-	r.hub.Disconnect("mute", proto.CloseDeviceGone, "device disabled")
+	want := r.hub.LastSeen("mute", r.id("mute"))
+	r.hub.Disconnect("mute", r.id("mute"), proto.CloseDeviceGone, "device disabled")
 	// The phone does not read: the handshake waits seconds, and the pong
 	// of a ping sent before the decision comes in meanwhile, taken as the
 	// ping path takes it.
@@ -288,7 +288,7 @@ func linkGated(t *testing.T) (r *rig, g *gatedSeen, want time.Time, open func())
 	open = func() { once.Do(func() { close(g.gate) }) }
 	t.Cleanup(open)
 	linkMute(t, r)
-	return r, g, r.hub.LastSeen("mute"), open
+	return r, g, r.hub.LastSeen("mute", r.id("mute")), open
 }
 
 // waitCalled waits for the first Seen.
@@ -310,7 +310,7 @@ func (g *gatedSeen) waitCalled(t *testing.T) {
 func TestDisconnectReturnsWithLastSeenStored(t *testing.T) {
 	t.Parallel()
 	r, g, want, open := linkGated(t)
-	done := r.hub.Disconnect("mute", proto.CloseDeviceGone, "device disabled")
+	done := r.hub.Disconnect("mute", r.id("mute"), proto.CloseDeviceGone, "device disabled")
 	g.waitCalled(t)
 	// The store's Seen is held at its gate: a channel closed now was closed
 	// before the last seen was stored.
@@ -334,9 +334,9 @@ func TestDisconnectReturnsWithLastSeenStored(t *testing.T) {
 func TestDisconnectOfAClosingLinkWaitsForItsLastSeen(t *testing.T) {
 	t.Parallel()
 	r, g, want, open := linkGated(t)
-	first := r.hub.Disconnect("mute", proto.CloseDeviceGone, "device disabled")
+	first := r.hub.Disconnect("mute", r.id("mute"), proto.CloseDeviceGone, "device disabled")
 	g.waitCalled(t)
-	second := r.hub.Disconnect("mute", proto.CloseDeviceGone, "device deleted")
+	second := r.hub.Disconnect("mute", r.id("mute"), proto.CloseDeviceGone, "device deleted")
 	select {
 	case <-second:
 		t.Fatal("the second Disconnect's channel closed before the device's last seen was stored")

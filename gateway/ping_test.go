@@ -73,7 +73,7 @@ func TestPingsRepeatPerLinkAndStopWithIt(t *testing.T) {
 				t.Errorf("%s: pings %v apart, want about %v", fp, gap, interval)
 			}
 		}
-		if !r.hub.Online(fp) {
+		if !r.hub.Online(fp, r.id(fp)) {
 			t.Errorf("%s went offline while it answered pings", fp)
 		}
 	}
@@ -174,7 +174,7 @@ func TestIdleReadersWaitOutsideTheLibrary(t *testing.T) {
 		return readers == phones && inside == 0
 	})
 	for i := range phones {
-		if fp := fmt.Sprintf("idle-reader-%d", i); !r.hub.Online(fp) {
+		if fp := fmt.Sprintf("idle-reader-%d", i); !r.hub.Online(fp, r.id(fp)) {
 			t.Errorf("%s went offline while it answered pings", fp)
 		}
 	}

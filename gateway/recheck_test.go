@@ -86,7 +86,8 @@ func TestDeviceDeletedBeforeLookupCloses4503(t *testing.T) {
 	t.Parallel()
 	r := newRigHub(t, storetest.OpenWith(t, storetest.Options{}), Config{}, time.Now, nil, hubSetup{devices: func(d *device.Service) Devices {
 		return lookupHook{d, func(companyID uint64, fingerprint string) error {
-			return d.Delete(context.Background(), companyID, fingerprint)
+			_, err := d.Delete(context.Background(), companyID, fingerprint)
+			return err
 		}}
 	}})
 	if code := staleHello(t, r, "deleted-1"); code != proto.CloseDeviceGone {

@@ -17,7 +17,7 @@ const replacedReason = "replaced by a newer connection"
 func (h *Hub) register(c *conn) (old *conn, ok bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for hold := h.holds[c.dev.Fingerprint]; hold != nil; hold = h.holds[c.dev.Fingerprint] {
+	for hold := h.holds[c.dev.ID]; hold != nil; hold = h.holds[c.dev.ID] {
 		// A failover is moving the device's queued jobs: the new link
 		// reads its queue once they are gone.
 		h.mu.Unlock()
@@ -86,21 +86,28 @@ func (h *Hub) OfflineSince(fingerprint string, deviceID uint64) time.Time {
 // link's pump waits, and a new link's registration waits until fn
 // returns. fn gets the highest queue place written to any of the
 // device's links since the hub started (jobs above it were never handed
-// to a phone by this process) and whether a link is live.
+// to a phone by this process) and whether a link is live. The hold is of
+// the device (its id): the fingerprint's link here of another device (one
+// deleted whose link is not closed yet, or one paired again under the
+// fingerprint after a delete) is neither held nor counted as live, and a
+// registration of that other device does not wait.
 func (h *Hub) HoldDevice(fingerprint string, deviceID uint64, fn func(dispatchedUpTo uint64, online bool) error) error {
 	h.mu.Lock()
-	for hold := h.holds[fingerprint]; hold != nil; hold = h.holds[fingerprint] {
+	for hold := h.holds[deviceID]; hold != nil; hold = h.holds[deviceID] {
 		h.mu.Unlock()
 		<-hold
 		h.mu.Lock()
 	}
 	hold := make(chan struct{})
-	h.holds[fingerprint] = hold
+	h.holds[deviceID] = hold
 	c := h.conns[fingerprint]
+	if c != nil && c.dev.ID != deviceID {
+		c = nil
+	}
 	h.mu.Unlock()
 	defer func() {
 		h.mu.Lock()
-		delete(h.holds, fingerprint)
+		delete(h.holds, deviceID)
 		h.mu.Unlock()
 		close(hold)
 	}()
@@ -166,12 +173,32 @@ func (h *Hub) lookup(fingerprint string) *conn {
 	return h.conns[fingerprint]
 }
 
-// live is the device's link while it is open: one the server is closing
-// stays registered until its close handshake ends, which can take seconds
-// with a phone that does not read, but the device is offline from the
-// moment the server decided to close it.
+// lookupOf is the device's registered link: the fingerprint's, when it is
+// of the device (its id). Every per-device question and order goes by it:
+// a device deleted whose link is not closed yet and the device paired
+// again under its fingerprint are two devices, and what is asked of or
+// told to one is not the other's.
+func (h *Hub) lookupOf(fingerprint string, deviceID uint64) *conn {
+	if c := h.lookup(fingerprint); c != nil && c.dev.ID == deviceID {
+		return c
+	}
+	return nil
+}
+
+// live is the fingerprint's link while it is open: one the server is
+// closing stays registered until its close handshake ends, which can take
+// seconds with a phone that does not read, but the device is offline from
+// the moment the server decided to close it.
 func (h *Hub) live(fingerprint string) *conn {
 	if c := h.lookup(fingerprint); c != nil && !c.closed() {
+		return c
+	}
+	return nil
+}
+
+// liveOf is live of the device's link only (lookupOf).
+func (h *Hub) liveOf(fingerprint string, deviceID uint64) *conn {
+	if c := h.live(fingerprint); c != nil && c.dev.ID == deviceID {
 		return c
 	}
 	return nil
@@ -185,26 +212,28 @@ func (c *conn) closedSince() time.Time {
 	return time.Time{}
 }
 
-// Online reports whether the device has a live link.
-func (h *Hub) Online(fingerprint string) bool { return h.live(fingerprint) != nil }
+// Online reports whether the device (fingerprint and id) has a live link.
+func (h *Hub) Online(fingerprint string, deviceID uint64) bool {
+	return h.liveOf(fingerprint, deviceID) != nil
+}
 
 // LastSeen is when the device's live link last carried anything; zero when offline.
-func (h *Hub) LastSeen(fingerprint string) time.Time {
-	if c := h.live(fingerprint); c != nil {
+func (h *Hub) LastSeen(fingerprint string, deviceID uint64) time.Time {
+	if c := h.liveOf(fingerprint, deviceID); c != nil {
 		return c.seen()
 	}
 	return time.Time{}
 }
 
 // Presence is Online and LastSeen of many devices at once, for a list of
-// them: the devices with a live link, each with when it last carried
-// anything.
-func (h *Hub) Presence(fingerprints []string) map[string]time.Time {
+// them (fingerprint to device id): the devices with a live link, each
+// with when it last carried anything, by fingerprint.
+func (h *Hub) Presence(devices map[string]uint64) map[string]time.Time {
 	out := make(map[string]time.Time)
 	h.mu.Lock()
 	live := make(map[string]*conn)
-	for _, fp := range fingerprints {
-		if c := h.conns[fp]; c != nil && !c.closed() {
+	for fp, id := range devices {
+		if c := h.conns[fp]; c != nil && c.dev.ID == id && !c.closed() {
 			live[fp] = c
 		}
 	}

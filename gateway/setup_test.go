@@ -178,7 +178,7 @@ func TestDisabledWhileANewLinkIsCheckedClosesTheOldOneToo(t *testing.T) {
 	if _, err := r.devices.Update(ctx, r.company, "pixel-1", devicePatchStatus(store.DeviceDisabled)); err != nil {
 		t.Fatal(err)
 	}
-	<-r.hub.Disconnect("pixel-1", proto.CloseDeviceGone, "device disabled")
+	<-r.hub.Disconnect("pixel-1", r.id("pixel-1"), proto.CloseDeviceGone, "device disabled")
 	release()
 	bothClosed(t, r, second, first, proto.CloseDeviceGone)
 }

@@ -529,7 +529,7 @@ func TestAgentQueueUnreadWhileTheDatabaseIsGoneCloses1013(t *testing.T) {
 // checks the link closes with 1013 and the hub's log names what failed.
 func kickClosesTryAgain(t *testing.T, r *rig, ws *websocket.Conn, fingerprint, what string) {
 	t.Helper()
-	r.hub.Kick(fingerprint)
+	r.hub.Kick(fingerprint, r.id(fingerprint))
 	if code := closeCode(t, ws); code != proto.CloseTryAgainLater {
 		t.Fatalf("a link whose queue could not be read (%s) closed with %d, want 1013\n%s", what, code, r.logs.String())
 	}

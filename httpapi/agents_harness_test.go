@@ -86,8 +86,9 @@ func (a *agent) settle() {
 	a.mu.Lock()
 	want := a.configs + 1
 	a.mu.Unlock()
-	a.e.hub.Kick(a.fp)
-	a.e.hub.Configure(a.fp, proto.Config{SelectedSIM: "SIM1"})
+	id := linkedID(a.e.hub, a.fp)
+	a.e.hub.Kick(a.fp, id)
+	a.e.hub.Configure(a.fp, id, proto.Config{SelectedSIM: "SIM1"})
 	a.e.eventually("the barrier config arrives", func() bool {
 		a.mu.Lock()
 		defer a.mu.Unlock()

@@ -131,15 +131,15 @@ func deviceDetail(d store.Device, presence map[string]time.Time, sum store.Devic
 // cluster, one query for the devices linked on other nodes) and the store's
 // summaries (one read), not one of each per device.
 func (s *Server) detailsOf(ctx context.Context, companyID uint64, devs []store.Device) ([]deviceDetailJSON, error) {
-	fps := make([]string, len(devs))
-	for i, d := range devs {
-		fps[i] = d.Fingerprint
+	ids := make(map[string]uint64, len(devs))
+	for _, d := range devs {
+		ids[d.Fingerprint] = d.ID
 	}
 	sums, err := s.deps.Devices.Summaries(ctx, companyID, devs)
 	if err != nil {
 		return nil, err
 	}
-	presence := s.deps.Phones.Presence(fps)
+	presence := s.deps.Phones.Presence(ids)
 	out := make([]deviceDetailJSON, 0, len(devs))
 	for _, d := range devs {
 		out = append(out, deviceDetail(d, presence, sums[d.ID]))
@@ -257,10 +257,11 @@ func (s *Server) deviceDetails(ctx context.Context, companyID uint64) (map[strin
 
 func (s *Server) deleteDevice(c echo.Context) error {
 	fp := c.Param("device_fingerprint")
-	if err := s.deps.Devices.Delete(c.Request().Context(), principal(c).CompanyID, fp); err != nil {
+	d, err := s.deps.Devices.Delete(c.Request().Context(), principal(c).CompanyID, fp)
+	if err != nil {
 		return err
 	}
-	if err := device.SeenStored(c.Request().Context(), s.deps.Phones.Disconnect(fp, androidproto.CloseDeviceGone, "device deleted")); err != nil {
+	if err := device.SeenStored(c.Request().Context(), s.deps.Phones.Disconnect(d.Fingerprint, d.ID, androidproto.CloseDeviceGone, "device deleted")); err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, messageJSON{"Device deleted. Its token no longer works and its queued messages failed."})
@@ -273,10 +274,10 @@ func (s *Server) deleteDevice(c echo.Context) error {
 // link's hello stored. It gives up with ctx's error when the request ends
 // first (its client gone): a store write that hangs holds no request.
 func (s *Server) disconnect(ctx context.Context, d *store.Device, code int, reason string) error {
-	if seen, ok := s.deps.Phones.Presence([]string{d.Fingerprint})[d.Fingerprint]; ok && seen.After(d.LastSeenAt) {
+	if seen, ok := s.deps.Phones.Presence(map[string]uint64{d.Fingerprint: d.ID})[d.Fingerprint]; ok && seen.After(d.LastSeenAt) {
 		d.LastSeenAt = seen
 	}
-	return device.SeenStored(ctx, s.deps.Phones.Disconnect(d.Fingerprint, code, reason))
+	return device.SeenStored(ctx, s.deps.Phones.Disconnect(d.Fingerprint, d.ID, code, reason))
 }
 
 func (s *Server) patchDevice(c echo.Context) error {
@@ -299,8 +300,8 @@ func (s *Server) patchDevice(c echo.Context) error {
 			return err
 		}
 	} else {
-		s.deps.Phones.Configure(fp, androidproto.Config{SelectedSIM: d.SelectedSIM, DeviceName: d.Name, Status: d.Status})
-		s.deps.Phones.Pace(fp, d.SMSPerMinute)
+		s.deps.Phones.Configure(d.Fingerprint, d.ID, androidproto.Config{SelectedSIM: d.SelectedSIM, DeviceName: d.Name, Status: d.Status})
+		s.deps.Phones.Pace(d.Fingerprint, d.ID, d.SMSPerMinute)
 	}
 	out, err := s.detailOf(c.Request().Context(), d)
 	if err != nil {

@@ -44,7 +44,7 @@ func TestPoolFailoverMovesOnlyUndispatchedJobs(t *testing.T) {
 		readUntil[*proto.Send](t, ws)
 	}
 	ws.CloseNow()
-	e.eventually("fo-a goes offline", func() bool { return !e.hub.Online("fo-a") })
+	e.eventually("fo-a goes offline", func() bool { return !linked(e.hub, "fo-a") })
 	// Two more for fo-a while it is offline: never handed to a phone.
 	var waiting []string
 	waitingTo := map[string]string{}

@@ -88,8 +88,8 @@ type heldDisconnect struct {
 	stored chan struct{}
 }
 
-func (p *askedPhones) Disconnect(fingerprint string, code int, reason string) <-chan struct{} {
-	done := p.Hub.Disconnect(fingerprint, code, reason)
+func (p *askedPhones) Disconnect(fingerprint string, deviceID uint64, code int, reason string) <-chan struct{} {
+	done := p.Hub.Disconnect(fingerprint, deviceID, code, reason)
 	if h := p.hold.Load(); h != nil {
 		h.called <- fingerprint
 		return h.stored
@@ -97,9 +97,23 @@ func (p *askedPhones) Disconnect(fingerprint string, code int, reason string) <-
 	return done
 }
 
-func (p *askedPhones) Presence(fingerprints []string) map[string]time.Time {
+func (p *askedPhones) Presence(devices map[string]uint64) map[string]time.Time {
 	p.presence.Add(1)
-	return p.Hub.Presence(fingerprints)
+	return p.Hub.Presence(devices)
+}
+
+// linked says whether the fingerprint has a live link on the hub, of
+// whichever device.
+func linked(h *gateway.Hub, fingerprint string) bool {
+	_, ok := h.LinkDevice(fingerprint)
+	return ok
+}
+
+// linkedID is the device id of the fingerprint's live link on the hub (0
+// when none).
+func linkedID(h *gateway.Hub, fingerprint string) uint64 {
+	id, _ := h.LinkDevice(fingerprint)
+	return id
 }
 
 // testHubConfig is the hub's configuration in tests: a short hello deadline.

@@ -268,8 +268,8 @@ func TestDeviceEventsAndOfflineMail(t *testing.T) {
 	}
 
 	// A reconnect within the grace is no event.
-	e.hub.Disconnect("events-phone", proto.CloseRestarting, "server restarting")
-	e.eventually("the phone reconnects", func() bool { return p.ups.Load() == 2 && e.hub.Online("events-phone") })
+	e.hub.Disconnect("events-phone", linkedID(e.hub, "events-phone"), proto.CloseRestarting, "server restarting")
+	e.eventually("the phone reconnects", func() bool { return p.ups.Load() == 2 && linked(e.hub, "events-phone") })
 
 	// battery_low once per crossing of 15 %.
 	for _, level := range []int{10, 9, 40, 5} {

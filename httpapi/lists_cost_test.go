@@ -66,7 +66,7 @@ func TestNumberListsAskPresenceOnce(t *testing.T) {
 	e.runAgent(e.pairPhone(a.apiKey, "agent-on"), "agent-on", []string{"+15550001111", "+15550001112", "+15550001113"}, []string{"ana@example.com", "bo@example.com"}, false)
 	off := e.runAgent(e.pairPhone(a.apiKey, "agent-off"), "agent-off", []string{"+15550001114"}, nil, false)
 	off.halt()
-	e.eventually("the hub sees agent-off gone", func() bool { return !e.hub.Online("agent-off") })
+	e.eventually("the hub sees agent-off gone", func() bool { return !linked(e.hub, "agent-off") })
 
 	for _, ch := range []string{"whatsapp", "imessage"} {
 		before := e.phones.presence.Load()

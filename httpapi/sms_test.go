@@ -185,7 +185,7 @@ func TestStoreAndForwardAndResendAfterReconnect(t *testing.T) {
 		}
 	}
 	ws.CloseNow()
-	e.eventually("offline", func() bool { return !e.hub.Online("a-phone") })
+	e.eventually("offline", func() bool { return !linked(e.hub, "a-phone") })
 
 	// After reconnecting, the un-acked jobs come again, in order.
 	ws = dialRaw(t, e, reg.DeviceToken)
@@ -201,7 +201,7 @@ func TestStoreAndForwardAndResendAfterReconnect(t *testing.T) {
 		e.eventually("sending", func() bool { return e.queueStatus(a.apiKey, id).str("status") == "sending" })
 	}
 	ws.CloseNow()
-	e.eventually("offline", func() bool { return !e.hub.Online("a-phone") })
+	e.eventually("offline", func() bool { return !linked(e.hub, "a-phone") })
 	// Acked jobs are the phone's now: a new link gets nothing again.
 	ws = dialRaw(t, e, reg.DeviceToken)
 	defer ws.CloseNow()

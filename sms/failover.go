@@ -24,7 +24,7 @@ const (
 // whether a device is online and since when it is not, and a hold on its
 // links while its jobs move, so no link hands them to the phone meanwhile.
 type FailoverHub interface {
-	Online(fingerprint string) bool
+	Online(fingerprint string, deviceID uint64) bool
 	OfflineSince(fingerprint string, deviceID uint64) time.Time
 	HoldDevice(fingerprint string, deviceID uint64, fn func(dispatchedUpTo uint64, online bool) error) error
 }
@@ -97,7 +97,7 @@ func (s *Service) Failover() []store.Message {
 	// How long each device has been offline; down per pool is past its failover_after.
 	offline := map[poolDevice]time.Duration{}
 	for d := range in {
-		if s.hub.Online(d.fingerprint) {
+		if s.hub.Online(d.fingerprint, d.deviceID) {
 			continue
 		}
 		since := s.hub.OfflineSince(d.fingerprint, d.deviceID)

@@ -82,7 +82,7 @@ func (s *Service) announce(ms ...store.Message) {
 			scheduled = true
 		case m.Status == store.MsgQueued && !woken[m.Device] && s.dispatch != nil:
 			woken[m.Device] = true
-			s.dispatch.Kick(m.Device)
+			s.dispatch.Kick(m.Device, m.DeviceID)
 		}
 	}
 	if scheduled {

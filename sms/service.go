@@ -59,7 +59,7 @@ const DefaultClusterSchedulePoll = 5 * time.Second
 
 // Dispatcher is told when a device has new jobs (gateway.Hub).
 type Dispatcher interface {
-	Kick(fingerprint string)
+	Kick(fingerprint string, deviceID uint64)
 }
 
 // Watcher hears of every message that was stored or changed, after its

@@ -28,8 +28,8 @@ func (o *order) add(s string) {
 	o.log = append(o.log, s)
 }
 
-func (o *order) MessageChanged(m store.Message) { o.add("told " + m.Text + " " + m.Status) }
-func (o *order) Kick(fingerprint string)        { o.add("woke " + fingerprint) }
+func (o *order) MessageChanged(m store.Message)    { o.add("told " + m.Text + " " + m.Status) }
+func (o *order) Kick(fingerprint string, _ uint64) { o.add("woke " + fingerprint) }
 
 func (o *order) take() []string {
 	o.mu.Lock()
@@ -100,7 +100,7 @@ func TestReleasedMessagesAreToldBeforeTheirLinkIsWoken(t *testing.T) {
 // pixel-2 is online.
 type failoverHub struct{}
 
-func (failoverHub) Online(fp string) bool                 { return fp == "pixel-2" }
+func (failoverHub) Online(fp string, _ uint64) bool       { return fp == "pixel-2" }
 func (failoverHub) OfflineSince(string, uint64) time.Time { return time.Time{} }
 func (failoverHub) HoldDevice(_ string, _ uint64, fn func(uint64, bool) error) error {
 	return fn(0, false)

@@ -61,13 +61,16 @@ type EmailToSMS struct {
 type Phones interface {
 	// Presence answers, of many devices at once, those online, each with
 	// when it was last seen: a live link's last activity (on a cluster, for
-	// a link on another node, that node's last beat).
-	Presence(fingerprints []string) map[string]time.Time
+	// a link on another node, that node's last beat). devices maps each
+	// fingerprint to its device's id: every per-device answer and order is
+	// of the device (fingerprint and id), never of another device of the
+	// fingerprint (one deleted whose link is not closed yet).
+	Presence(devices map[string]uint64) map[string]time.Time
 	// Disconnect closes the device's link; the channel is closed once its
 	// last seen is stored, for a read right after the answer.
-	Disconnect(fingerprint string, code int, reason string) <-chan struct{}
-	Configure(fingerprint string, cfg androidproto.Config)
-	Pace(fingerprint string, perMinute int)
+	Disconnect(fingerprint string, deviceID uint64, code int, reason string) <-chan struct{}
+	Configure(fingerprint string, deviceID uint64, cfg androidproto.Config)
+	Pace(fingerprint string, deviceID uint64, perMinute int)
 }
 
 // Analytics is what the overview reads (boltstore.Store).

@@ -75,11 +75,11 @@ func (c *Console) deviceRows(r *http.Request, companyID uint64) ([]deviceRow, er
 	// nodes are one query, not two per device.
 	var presence map[string]time.Time
 	if c.deps.Phones != nil {
-		fps := make([]string, len(devs))
-		for i, d := range devs {
-			fps[i] = d.Fingerprint
+		ids := make(map[string]uint64, len(devs))
+		for _, d := range devs {
+			ids[d.Fingerprint] = d.ID
 		}
-		presence = c.deps.Phones.Presence(fps)
+		presence = c.deps.Phones.Presence(ids)
 	}
 	// And one read of the store for the queue depths and failures.
 	sums, err := c.deps.Devices.Summaries(r.Context(), companyID, devs)
@@ -200,12 +200,12 @@ func (c *Console) updateDevice(w http.ResponseWriter, r *http.Request, q *req) (
 	// The same pushes as PATCH /device/{fp}: the phone learns at once.
 	if c.deps.Phones != nil {
 		if d.Status == store.DeviceDisabled {
-			if err := device.SeenStored(r.Context(), c.deps.Phones.Disconnect(fp, androidproto.CloseDeviceGone, "device disabled")); err != nil {
+			if err := device.SeenStored(r.Context(), c.deps.Phones.Disconnect(d.Fingerprint, d.ID, androidproto.CloseDeviceGone, "device disabled")); err != nil {
 				return outcome{}, err
 			}
 		} else {
-			c.deps.Phones.Configure(fp, androidproto.Config{SelectedSIM: d.SelectedSIM, DeviceName: d.Name, Status: d.Status})
-			c.deps.Phones.Pace(fp, d.SMSPerMinute)
+			c.deps.Phones.Configure(d.Fingerprint, d.ID, androidproto.Config{SelectedSIM: d.SelectedSIM, DeviceName: d.Name, Status: d.Status})
+			c.deps.Phones.Pace(d.Fingerprint, d.ID, d.SMSPerMinute)
 		}
 	}
 	return outcome{Notice: bidi.Isolate(d.Name) + " saved."}, nil
@@ -213,11 +213,12 @@ func (c *Console) updateDevice(w http.ResponseWriter, r *http.Request, q *req) (
 
 func (c *Console) deleteDevice(w http.ResponseWriter, r *http.Request, q *req) (outcome, error) {
 	fp := r.PathValue("fp")
-	if err := c.deps.Devices.Delete(r.Context(), q.p().CompanyID, fp); err != nil {
+	d, err := c.deps.Devices.Delete(r.Context(), q.p().CompanyID, fp)
+	if err != nil {
 		return outcome{}, err
 	}
 	if c.deps.Phones != nil {
-		if err := device.SeenStored(r.Context(), c.deps.Phones.Disconnect(fp, androidproto.CloseDeviceGone, "device deleted")); err != nil {
+		if err := device.SeenStored(r.Context(), c.deps.Phones.Disconnect(d.Fingerprint, d.ID, androidproto.CloseDeviceGone, "device deleted")); err != nil {
 			return outcome{}, err
 		}
 	}

@@ -22,8 +22,8 @@ type heldPhones struct {
 	stored chan struct{}
 }
 
-func (p *heldPhones) Disconnect(fingerprint string, code int, reason string) <-chan struct{} {
-	p.Hub.Disconnect(fingerprint, code, reason)
+func (p *heldPhones) Disconnect(fingerprint string, deviceID uint64, code int, reason string) <-chan struct{} {
+	p.Hub.Disconnect(fingerprint, deviceID, code, reason)
 	p.called <- fingerprint
 	return p.stored
 }

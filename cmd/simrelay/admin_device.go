@@ -49,7 +49,7 @@ func adminDeleteDevice(ctx context.Context, args []string, stdout, stderr io.Wri
 	}
 	st.SetStatusEvents(hooks.StatusEvents())
 	devices := device.New(device.Config{}, st, time.Now)
-	if err := devices.Delete(ctx, *company, *fingerprint); err != nil {
+	if _, err := devices.Delete(ctx, *company, *fingerprint); err != nil {
 		if problem.Is(err, problem.NotFound) {
 			return fmt.Errorf("company %d has no device %q", *company, *fingerprint)
 		}

@@ -43,15 +43,15 @@ func validateLinkSweep(every time.Duration) error {
 // hub itself on one node; in a cluster, the hub behind a cluster.Gateway
 // that routes kicks and controls to the node holding the link.
 type phoneRoutes interface {
-	Kick(fingerprint string)
-	Online(fingerprint string) bool
-	LastSeen(fingerprint string) time.Time
-	Presence(fingerprints []string) map[string]time.Time
+	Kick(fingerprint string, deviceID uint64)
+	Online(fingerprint string, deviceID uint64) bool
+	LastSeen(fingerprint string, deviceID uint64) time.Time
+	Presence(devices map[string]uint64) map[string]time.Time
 	OfflineSince(fingerprint string, deviceID uint64) time.Time
 	HoldDevice(fingerprint string, deviceID uint64, fn func(dispatchedUpTo uint64, online bool) error) error
-	Disconnect(fingerprint string, code int, reason string) <-chan struct{}
-	Configure(fingerprint string, cfg proto.Config)
-	Pace(fingerprint string, perMinute int)
+	Disconnect(fingerprint string, deviceID uint64, code int, reason string) <-chan struct{}
+	Configure(fingerprint string, deviceID uint64, cfg proto.Config)
+	Pace(fingerprint string, deviceID uint64, perMinute int)
 }
 
 // routing is the node's phone routes; gw is nil on one node.
@@ -60,7 +60,7 @@ type routing struct {
 	gw *cluster.Gateway
 	// presenceOnline is what device presence asks before it reports a
 	// device offline.
-	presenceOnline func(fingerprint string) bool
+	presenceOnline func(fingerprint string, deviceID uint64) bool
 }
 
 // routePhones puts the hub behind the cluster's gateway when the node has

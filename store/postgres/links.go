@@ -10,18 +10,19 @@ import (
 )
 
 // The gateway's reads of device_links (cluster.Gateway): where a device is
-// linked, answered by fingerprint because that is how the API and the
-// console name a device.
+// linked, answered by device id: a device deleted and the device paired
+// again under its fingerprint are two devices, and the link of one says
+// nothing of the other.
 
 // LinkedSince answers when the node holding the device's open link last
-// beat, when the device (by fingerprint) has an open link on a node live
-// within live; ok is false otherwise.
-func (s *Store) LinkedSince(fingerprint string, live time.Duration) (seen time.Time, ok bool, err error) {
-	err = s.read("linked "+fingerprint, func(t *txn) error {
+// beat, when the device (by id, not deleted) has an open link on a node
+// live within live; ok is false otherwise.
+func (s *Store) LinkedSince(deviceID uint64, live time.Duration) (seen time.Time, ok bool, err error) {
+	err = s.read("linked device", func(t *txn) error {
 		e := t.row(`SELECT n.seen_at FROM devices d
 			JOIN device_links l ON l.device_id = d.id AND l.ended_at IS NULL
 			JOIN cluster_nodes n ON n.name = l.node AND n.seen_at > now() - make_interval(secs => $2)
-			WHERE d.fingerprint = $1 AND d.deleted_at IS NULL`, fingerprint, live.Seconds()).Scan(&seen)
+			WHERE d.id = $1 AND d.deleted_at IS NULL`, int64(deviceID), live.Seconds()).Scan(&seen)
 		if errors.Is(e, pgx.ErrNoRows) {
 			return nil
 		}
@@ -33,30 +34,34 @@ func (s *Store) LinkedSince(fingerprint string, live time.Duration) (seen time.T
 
 // LinkedSinceMany is LinkedSince of many devices in one statement, for a
 // list of devices (GET /device/list, the console's devices page): it
-// answers, of each fingerprint with an open link on a node live within
+// answers, of each device (by id) with an open link on a node live within
 // live, when that node last beat; the others are absent.
-func (s *Store) LinkedSinceMany(fingerprints []string, live time.Duration) (map[string]time.Time, error) {
-	out := make(map[string]time.Time)
-	if len(fingerprints) == 0 {
+func (s *Store) LinkedSinceMany(deviceIDs []uint64, live time.Duration) (map[uint64]time.Time, error) {
+	out := make(map[uint64]time.Time)
+	if len(deviceIDs) == 0 {
 		return out, nil
+	}
+	ids := make([]int64, len(deviceIDs))
+	for i, id := range deviceIDs {
+		ids[i] = int64(id)
 	}
 	err := s.read("linked devices", func(t *txn) error {
 		clear(out) // a retried read starts over
-		rows, err := t.query(`SELECT d.fingerprint, n.seen_at FROM devices d
+		rows, err := t.query(`SELECT d.id, n.seen_at FROM devices d
 			JOIN device_links l ON l.device_id = d.id AND l.ended_at IS NULL
 			JOIN cluster_nodes n ON n.name = l.node AND n.seen_at > now() - make_interval(secs => $2)
-			WHERE d.fingerprint = ANY($1) AND d.deleted_at IS NULL`, fingerprints, live.Seconds())
+			WHERE d.id = ANY($1) AND d.deleted_at IS NULL`, ids, live.Seconds())
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
 		for rows.Next() {
-			var fp string
+			var id int64
 			var seen time.Time
-			if err := rows.Scan(&fp, &seen); err != nil {
+			if err := rows.Scan(&id, &seen); err != nil {
 				return err
 			}
-			out[fp] = seen
+			out[uint64(id)] = seen
 		}
 		return rows.Err()
 	})

@@ -8,7 +8,7 @@ import (
 	"github.com/simrelay/simrelay/store/conformance"
 )
 
-// The gateway's reads of device_links: linked by fingerprint only through
+// The gateway's reads of device_links: linked by device id only through
 // a live node, one device or many at once; a dead node's links ended once, by one sweeping node, which
 // takes them over; and a held row makes a claim on another store wait
 // until the hold ends.
@@ -24,17 +24,17 @@ func TestGatewayLinks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, ok, err := s.LinkedSince("gw-phone", live); err != nil || ok {
+	if _, ok, err := s.LinkedSince(d.ID, live); err != nil || ok {
 		t.Fatalf("never linked: ok %v (%v)", ok, err)
 	}
 	if _, err := s.ClaimLink(d.ID, "a"); err != nil {
 		t.Fatal(err)
 	}
-	if seen, ok, err := s.LinkedSince("gw-phone", live); err != nil || !ok || seen.IsZero() {
+	if seen, ok, err := s.LinkedSince(d.ID, live); err != nil || !ok || seen.IsZero() {
 		t.Fatalf("linked on a: %v %v (%v)", seen, ok, err)
 	}
 	never := conformance.Device(t, s, c.ID, "gw-never")
-	if many, err := s.LinkedSinceMany([]string{"gw-phone", never.Fingerprint, "gw-unknown"}, live); err != nil || len(many) != 1 || many["gw-phone"].IsZero() {
+	if many, err := s.LinkedSinceMany([]uint64{d.ID, never.ID, 1 << 40}, live); err != nil || len(many) != 1 || many[d.ID].IsZero() {
 		t.Fatalf("linked of three, one on a: %v (%v), want gw-phone alone", many, err)
 	}
 	if devs, err := s.EndOrphanLinks(live, 10, "b"); err != nil || len(devs) != 0 {
@@ -45,10 +45,10 @@ func TestGatewayLinks(t *testing.T) {
 	if _, err := s.pool.Exec(s.ctx, `UPDATE cluster_nodes SET seen_at = now() - interval '1 minute' WHERE name = 'a'`); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, _ := s.LinkedSince("gw-phone", live); ok {
+	if _, ok, _ := s.LinkedSince(d.ID, live); ok {
 		t.Error("linked through a dead node")
 	}
-	if many, err := s.LinkedSinceMany([]string{"gw-phone"}, live); err != nil || len(many) != 0 {
+	if many, err := s.LinkedSinceMany([]uint64{d.ID}, live); err != nil || len(many) != 0 {
 		t.Errorf("linked of the device on a dead node: %v (%v), want none", many, err)
 	}
 	devs, err := s.EndOrphanLinks(live, 10, "b")
@@ -195,10 +195,10 @@ func TestNodeNameTakenOverEndsThePreviousRunsLinks(t *testing.T) {
 	if err := s.RegisterNode(Node{Name: "b", Instance: "b-second", Bus: true}, live); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, err := s.LinkedSince(before.Fingerprint, live); err != nil || ok {
+	if _, ok, err := s.LinkedSince(before.ID, live); err != nil || ok {
 		t.Errorf("the previous run's link: linked %v (%v), want ended as b registered again", ok, err)
 	}
-	if _, ok, err := s.LinkedSince(onA.Fingerprint, live); err != nil || !ok {
+	if _, ok, err := s.LinkedSince(onA.ID, live); err != nil || !ok {
 		t.Errorf("a's link: linked %v (%v), want open", ok, err)
 	}
 	after := conformance.Device(t, s, c.ID, "nt-after")
@@ -213,7 +213,7 @@ func TestNodeNameTakenOverEndsThePreviousRunsLinks(t *testing.T) {
 	if err := s.LeaveNode("b", "b-first"); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, err := s.LinkedSince(after.Fingerprint, live); err != nil || !ok {
+	if _, ok, err := s.LinkedSince(after.ID, live); err != nil || !ok {
 		t.Errorf("the second run's link after the first run left: linked %v (%v), want open", ok, err)
 	}
 }
