@@ -2,8 +2,10 @@ package cluster
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync"
 	"testing"
 	"time"
@@ -99,5 +101,69 @@ func TestHeardControlsLookOnceWhileTheStoreIsDown(t *testing.T) {
 				t.Errorf("%q was not run as told", want)
 			}
 		}
+	}
+}
+
+// hungStore is a link store whose database hangs: every read fails (as it
+// does once the store's deadline passes), counted.
+type hungStore struct {
+	LinkStore
+	mu    sync.Mutex
+	reads int
+}
+
+func (s *hungStore) read() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reads++
+	return errors.New("the database did not answer within its deadline")
+}
+
+func (s *hungStore) LinkEpochs([]uint64) (map[uint64]uint64, error) { return nil, s.read() }
+func (s *hungStore) GoneDevices([]uint64) (map[uint64]bool, error)  { return nil, s.read() }
+
+func (s *hungStore) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reads
+}
+
+// While the database hangs, one pass waits out one store deadline, not
+// two: the link signals' read of the epochs fails, and the controls heard
+// with them are run as told without a look of their own; the sweep's read
+// of the epochs fails, and the devices gone are not read after it. Before,
+// each pass waited for two.
+func TestOnePassWaitsOneDeadlineWhileTheStoreIsDown(t *testing.T) {
+	t.Parallel()
+	url := natstest.Start(t)
+	log := slog.New(slog.DiscardHandler)
+	hub := &downHub{Hub: gateway.New(gateway.Config{}, nil, nil, log, time.Now), told: map[string]bool{}}
+	st := &hungStore{}
+	// The node's beats fail too: neither steady nor current.
+	never := func() bool { return false }
+	g, err := NewGateway(GatewayConfig{Bus: nodeBus(t, url, "b"), Store: st, Hub: hub, Live: time.Second, SweepEvery: time.Hour, Steady: never, Current: never, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.heardLink(Message{Topic: topicLink, Data: []byte("moved 3")})
+	hearCtl(t, g, ctl{Op: "disconnect", Fingerprint: "gone", Device: 7, Code: proto.CloseDeviceGone, Reason: "device disabled"})
+	hearCtl(t, g, ctl{Op: "pace", Fingerprint: "paced", Device: 7, PerMinute: 5})
+	g.runHeardOnce()
+	hub.mu.Lock()
+	looks, told := hub.looks, maps.Clone(hub.told)
+	hub.mu.Unlock()
+	if reads := st.count(); reads != 1 || looks != 0 {
+		t.Errorf("a pass of what was heard read the store %d times and looked %d times, want one read and no look", reads, looks)
+	}
+	for _, want := range []string{"disconnect gone", "pace paced"} {
+		if !told[want] {
+			t.Errorf("%q was not run as told", want)
+		}
+	}
+
+	g.hub = &linksHub{Hub: hub, links: []gateway.Link{{Fingerprint: "linked", DeviceID: 7, Epoch: 1}}, gone: map[string]string{}}
+	g.sweep()
+	if reads := st.count() - 1; reads != 1 {
+		t.Errorf("a sweep read the store %d times, want once", reads)
 	}
 }

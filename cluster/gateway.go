@@ -395,8 +395,9 @@ func (g *Gateway) heardLink(m Message) {
 // link is fenced by its own device's newest epoch, read from the database
 // in one query for all the signals heard, as the sweep does; when the
 // database does not answer, by the signal's epoch, and only the link of the
-// device that was here when the signal was heard.
-func (g *Gateway) fenceHeard(links map[string]uint64) {
+// device that was here when the signal was heard. It says whether the
+// database answered.
+func (g *Gateway) fenceHeard(links map[string]uint64) bool {
 	devs := make(map[string]uint64, len(links))
 	ids := make([]uint64, 0, len(links))
 	for fp := range links {
@@ -406,7 +407,7 @@ func (g *Gateway) fenceHeard(links map[string]uint64) {
 		}
 	}
 	if len(ids) == 0 {
-		return
+		return true
 	}
 	epochs, err := g.st.LinkEpochs(ids)
 	if err != nil {
@@ -419,6 +420,7 @@ func (g *Gateway) fenceHeard(links map[string]uint64) {
 		}
 		g.hub.FenceDevice(fp, id, newest) // closes without waiting
 	}
+	return err == nil
 }
 
 // runHeard runs the link signals, kicks and controls other nodes sent.
@@ -433,16 +435,20 @@ func (g *Gateway) runHeard(ctx context.Context) {
 	}
 }
 
-// runHeardOnce runs what other nodes sent since it last ran.
+// runHeardOnce runs what other nodes sent since it last ran. When the
+// link signals' read of the database finds it not answering, the controls
+// are run as told, with no look: one pass waits one store deadline, not
+// one for the read and another for the first look.
 func (g *Gateway) runHeardOnce() {
 	g.mu.Lock()
 	links, kicks, ctls := g.inLinks, g.inKicks, g.inCtls
 	g.inLinks, g.inKicks, g.inCtls = map[string]uint64{}, map[devKey]struct{}{}, nil
 	g.mu.Unlock()
+	answers := true
 	if len(links) > 0 {
-		g.fenceHeard(links)
+		answers = g.fenceHeard(links)
 	}
-	g.runCtls(ctls)
+	g.runCtls(ctls, answers)
 	for d := range kicks {
 		g.hub.Kick(d.fp, d.id)
 	}
@@ -459,14 +465,13 @@ func (g *Gateway) runHeardOnce() {
 // (Refresh), the control's own only when the store does not answer. Each
 // device is looked up once for its disconnects and once for its changes,
 // and once one look finds the store not answering (each waits up to the
-// store's deadline), the rest of the controls are run as told, with no
-// look: a burst of controls heard
+// store's deadline), or answers says it did not (runHeardOnce), the rest of
+// the controls are run as told, with no look: a burst of controls heard
 // while the database hangs holds up the kicks and link signals heard after
 // them one deadline, not one per link. Neither waits for a last seen to be
 // written: a control heard from another node answers no request here, and
 // that write would hold up the controls and kicks heard after it.
-func (g *Gateway) runCtls(ctls []ctl) {
-	answers := true // the store answered every look so far
+func (g *Gateway) runCtls(ctls []ctl, answers bool) {
 	looked := map[devKey]bool{}
 	refresh := map[devKey][]ctl{}
 	for _, c := range ctls {

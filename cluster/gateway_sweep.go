@@ -45,15 +45,19 @@ func (g *Gateway) sweep() {
 			ids[i] = l.DeviceID
 		}
 		epochs, err := g.st.LinkEpochs(ids)
+		var goneNow map[uint64]bool
 		if err != nil {
+			// The database did not answer: the devices gone are not asked
+			// of it as well, so a pass waits one store deadline, not two;
+			// the next sweep reads both.
 			g.log.Error("gateway sweep: link epochs", "err", err)
-		}
-		gone, gerr := g.st.GoneDevices(ids)
-		if gerr != nil {
+		} else if gone, gerr := g.st.GoneDevices(ids); gerr != nil {
 			g.log.Error("gateway sweep: devices deleted or disabled", "err", gerr)
+		} else {
+			goneNow = gone
 		}
 		for _, l := range links {
-			deleted, isGone := gone[l.DeviceID]
+			deleted, isGone := goneNow[l.DeviceID]
 			switch {
 			case isGone:
 				// The disconnect of the request that deleted or disabled
