@@ -197,6 +197,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.renderError
+	e.JSONSerializer = compactJSON{}
 	e.IPExtractor = echo.ExtractIPDirect()
 	if len(cfg.TrustedProxies) > 0 {
 		opts := []echo.TrustOption{echo.TrustLoopback(false), echo.TrustLinkLocal(false), echo.TrustPrivateNet(false)}
@@ -285,4 +286,17 @@ func (s *Server) RouteKeys() []string {
 		out = append(out, r.Method+" "+openAPIPath(r.Path))
 	}
 	return out
+}
+
+// compactJSON writes every JSON answer compact. Echo indents c.JSON's
+// answer for any request with a ?pretty query parameter; that is a
+// debugging aid of Echo's, not a part of this API: no document named it, it
+// reached only the answers c.JSON writes (not the streamed or pre-encoded
+// ones), and it let any caller double the work of a large answer. A client
+// that wants the JSON indented pipes it through a formatter (jq). An
+// unknown query parameter is ignored, so ?pretty is too.
+type compactJSON struct{ echo.DefaultJSONSerializer }
+
+func (compactJSON) Serialize(c echo.Context, i any, _ string) error {
+	return echo.DefaultJSONSerializer{}.Serialize(c, i, "")
 }
