@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
 	"cmp"
 	"encoding/json"
 	"errors"
@@ -256,16 +255,9 @@ func (s *Server) analytics(c echo.Context) error {
 	return writeAnalytics(c, body)
 }
 
-// writeAnalytics sends an encoded answer, indented under ?pretty as c.JSON
-// would.
+// writeAnalytics sends an encoded answer, compact as every JSON answer is
+// (compactJSON).
 func writeAnalytics(c echo.Context, body []byte) error {
-	if _, pretty := c.QueryParams()["pretty"]; pretty {
-		var out bytes.Buffer
-		if err := json.Indent(&out, body, "", "  "); err != nil {
-			return err
-		}
-		body = out.Bytes()
-	}
 	return c.JSONBlob(http.StatusOK, body)
 }
 

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -93,6 +94,7 @@ func (s *Server) createPool(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	s.setLocation(c, "/pools/"+strconv.FormatUint(p.ID, 10))
 	return c.JSON(http.StatusCreated, poolOut(p))
 }
 

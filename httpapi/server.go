@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -200,6 +201,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.renderError
+	e.JSONSerializer = compactJSON{}
 	e.IPExtractor = echo.ExtractIPDirect()
 	if len(cfg.TrustedProxies) > 0 {
 		opts := []echo.TrustOption{echo.TrustLoopback(false), echo.TrustLinkLocal(false), echo.TrustPrivateNet(false)}
@@ -288,4 +290,31 @@ func (s *Server) RouteKeys() []string {
 		out = append(out, r.Method+" "+openAPIPath(r.Path))
 	}
 	return out
+}
+
+// compactJSON writes every JSON answer compact. Echo indents c.JSON's
+// answer for any request with a ?pretty query parameter; that is a
+// debugging aid of Echo's, not a part of this API: no document named it, it
+// reached only the answers c.JSON writes (not the streamed or pre-encoded
+// ones), and it let any caller double the work of a large answer. A client
+// that wants the JSON indented pipes it through a formatter (jq). An
+// unknown query parameter is ignored, so ?pretty is too.
+type compactJSON struct{ echo.DefaultJSONSerializer }
+
+func (compactJSON) Serialize(c echo.Context, i any, _ string) error {
+	return echo.DefaultJSONSerializer{}.Serialize(c, i, "")
+}
+
+// setLocation gives a 201 the Location of the resource it created, a path
+// of this API whose GET answers it: the server's --public-url before the
+// path (so that a server behind a proxy under a path prefix names the URL
+// clients reach), the path alone when it has none. A pool is the one
+// resource created that a GET serves at once: a user, a pool member, an
+// opt-out and a device have no GET of their own, an agent's file is served
+// only once a message holds it, a pairing code and a signup's account are
+// read through routes of their own (GET /device/pairing/{code}/qr.png, GET
+// /company); a Location a client would follow to a 404 or a 405 tells it
+// nothing the answer's id does not.
+func (s *Server) setLocation(c echo.Context, path string) {
+	c.Response().Header().Set(echo.HeaderLocation, strings.TrimSuffix(s.cfg.PublicURL, "/")+path)
 }

@@ -53,3 +53,42 @@ func TestBrowserThreadReloadSaysTheSessionEnded(t *testing.T) {
 		t.Errorf("after the session ended the message box holds %q", got)
 	}
 }
+
+// TestBrowserThreadReloadSaysWhyItWasRefused: a thread's reload refused
+// for another reason than the session (here the device deleted elsewhere
+// as the reload reaches the server, a 404) is said in the banner with the
+// server's message, keeping what was typed; the page said nothing and
+// left the thread as it was.
+func TestBrowserThreadReloadSaysWhyItWasRefused(t *testing.T) {
+	t.Parallel()
+	var armed atomic.Bool
+	var e *env
+	e = newEnv(t, func(o *envOptions) {
+		o.streams = web.StreamConfig{Heartbeat: time.Hour}
+		o.wrap = func(next http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/console/messages/thread" && armed.CompareAndSwap(true, false) {
+					if _, err := e.store.DeleteDevice(1, "fp-1", time.Now()); err != nil { // deleted elsewhere, just now
+						t.Error(err)
+					}
+				}
+				next.ServeHTTP(w, r)
+			})
+		}
+	})
+	e.acmeWithPhone()
+	ctx := chrome(t)
+	signInUI(t, ctx, e.url, "ada@acme.test", "Correct1horse")
+	do(t, ctx, "open a thread", chromedp.Navigate(e.url+"/console/messages?device=fp-1&phone=%2B15550100000"))
+	waitFor(t, ctx, "the stream open", `document.querySelector("[data-live]").dataset.live === "true"`)
+	do(t, ctx, "type a message", chromedp.SendKeys(chromedp.CSS(`#chat textarea`), "half written"))
+	armed.Store(true)
+	e.broker.Resync() // the stream ends; the browser opens it again and reloads the thread
+	waitText(t, ctx, "#banner", "The messages could not be reloaded: No such device.")
+	if armed.Load() {
+		t.Fatal("the thread was not reloaded")
+	}
+	if got := eval[string](t, ctx, `document.querySelector('#chat textarea').value`); !strings.Contains(got, "half written") {
+		t.Errorf("after the refused reload the message box holds %q", got)
+	}
+}

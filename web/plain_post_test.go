@@ -171,3 +171,58 @@ func TestPoolFormErrorIsThatFormsOwn(t *testing.T) {
 		}
 	}
 }
+
+// The team page repeats the role field in each user's role form and in the
+// invitation's: a role change's error (the company's last admin demoted,
+// a role that is none) shows beside that user's role, and an invitation's
+// beside its own, each select described by its own message. A role
+// change's error showed in the banner alone: the last admin's conflict
+// named no field, and a plain post's came back to the invitation's role.
+func TestRoleFormErrorIsThatUsersOwn(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.company("Acme", "ada@acme.test", "Correct1horse")
+	b := e.browser()
+	b.signIn("ada@acme.test", "Correct1horse")
+	if p := b.post("/console/team/invite", url.Values{"email": {"bob@acme.test"}, "firstName": {"Bob"}, "lastName": {"B"}, "role": {"member"}}); p.status != http.StatusOK {
+		t.Fatalf("invite: %d %s", p.status, p.body)
+	}
+	ids := regexp.MustCompile(`action="/console/team/(\d+)/role"`).FindAllStringSubmatch(b.get("/console/team").body, -1)
+	if len(ids) != 2 {
+		t.Fatalf("role forms on the page: %v", ids)
+	}
+	ada, bob := ids[0][1], ids[1][1]
+
+	// The script's post: the conflict names the role.
+	p := b.post("/console/team/"+ada+"/role", url.Values{"role": {"member"}})
+	if p.status != http.StatusConflict || !strings.Contains(p.body, `"field":"role"`) || !strings.Contains(p.body, "at least one admin") {
+		t.Fatalf("the last admin demoted by the script: %d %s, want 409 naming role", p.status, p.body)
+	}
+	for _, tc := range []struct {
+		path, at string
+		form     url.Values
+	}{
+		{"/console/team/" + ada + "/role", ada, url.Values{"role": {"member"}}},
+		{"/console/team/" + bob + "/role", bob, url.Values{"role": {"owner"}}},
+		{"/console/team/invite", "invite", url.Values{"email": {"cy@acme.test"}, "firstName": {"Cy"}, "lastName": {"C"}, "role": {"owner"}}},
+	} {
+		p, to := b.plainPost(tc.path, tc.form)
+		msg := to.Query().Get("err")
+		if to.Path != "/console/team" || to.Query().Get("field") != "role" || msg == "" {
+			t.Errorf("%s %v: refused to %s, want the team page naming role", tc.path, tc.form, to)
+			continue
+		}
+		body := html.UnescapeString(p.body)
+		if n := strings.Count(body, msg); n != 2 {
+			t.Errorf("%s %v: the error shows %d times, want in the banner and beside its field once", tc.path, tc.form, n)
+		}
+		if !strings.Contains(body, `id="err-role-`+tc.at+`">`+msg+`</span>`) {
+			t.Errorf("%s %v: the error is not beside the role of form %s: %.4000s", tc.path, tc.form, tc.at, p.body)
+		}
+		for _, at := range []string{ada, bob, "invite"} {
+			if n := strings.Count(body, `id="err-role-`+at+`"`); n != 1 || !strings.Contains(body, `aria-describedby="err-role-`+at+`"`) {
+				t.Errorf("role of form %s: %d messages, or its select is not described by its own", at, n)
+			}
+		}
+	}
+}

@@ -71,9 +71,10 @@ func (c *Console) routes() {
 		}
 	}
 	mux.HandleFunc("GET "+Prefix+"/events", c.events)
-	// Anything else under the prefix is the console's own 404 page.
+	// Anything else under the prefix is the console's own 404 page (the
+	// error body to the script, refuse).
 	mux.HandleFunc(Prefix+"/", func(w http.ResponseWriter, r *http.Request) {
-		c.render(w, r, http.StatusNotFound, "error", view{Title: "Not found", Flash: Flash{Message: "There is no such page."}})
+		c.refuse(w, r, problem.New(problem.NotFound, "There is no such page."))
 	})
 }
 

@@ -161,7 +161,8 @@ const (
 // which asks for JSON (a thread's reload, the pairing panel's poll), gets
 // the contract's error body instead, 401 for a session that ended, which
 // it can act on: a redirect would hand it the sign-in page's HTML, which
-// fetch follows and reads as a failed parse.
+// fetch follows and reads as a failed parse. Every other refusal is the
+// error body to it too (fail).
 func (c *Console) page(lv level, fn func(w http.ResponseWriter, r *http.Request, q *req) error) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		q, err := c.authenticate(r)
@@ -374,8 +375,15 @@ func (c *Console) answerErr(w http.ResponseWriter, r *http.Request, lv level, q 
 	http.Redirect(w, r, c.flash.failure(back, bind, pe.Message, pe.Field), http.StatusSeeOther)
 }
 
-// fail renders an error page for a GET.
+// fail renders an error page for a GET; to the console's script, which
+// asks for JSON (a thread's reload, the pairing panel's poll), it answers
+// the contract's error body instead, which the script reads and shows: an
+// HTML page is nothing it can read.
 func (c *Console) fail(w http.ResponseWriter, r *http.Request, q *req, err error) {
+	if wantsJSON(r) {
+		c.answerJSON(w, r, err)
+		return
+	}
 	if c.clientGone(w, r, err) {
 		return
 	}

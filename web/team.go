@@ -2,17 +2,41 @@ package web
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/simrelay/simrelay/account"
 	"github.com/simrelay/simrelay/internal/bidi"
+	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
 )
 
 func (c *Console) teamRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET "+Prefix+"/team", c.page(member, c.teamPage))
 	mux.HandleFunc("POST "+Prefix+"/team/invite", c.action(admin, Prefix+"/team", c.invite))
-	mux.HandleFunc("POST "+Prefix+"/team/{id}/role", c.action(admin, Prefix+"/team", c.setRole))
+	mux.HandleFunc("POST "+Prefix+"/team/{id}/role", c.actionAt(admin, userBack, c.setRole))
 	mux.HandleFunc("POST "+Prefix+"/team/{id}/remove", c.action(admin, Prefix+"/team", c.removeUser))
+}
+
+// inviteForm names the invitation form among the page's forms whose
+// fields repeat (each user's role and the invitation's): errAt of its
+// errors.
+const inviteForm = "invite"
+
+type teamData struct {
+	Users []store.User
+	// ErrUser is the form a plain post's error came back to: a user's id
+	// (userBack), or inviteForm.
+	ErrUser string
+}
+
+// userBack is the page a plain post of a user's role form comes back to
+// with its error: the team page, saying whose form it was, so that the
+// error shows beside that user's role, not beside the invitation's.
+func userBack(r *http.Request) string {
+	if id := r.PathValue("id"); id != "" && strings.Trim(id, "0123456789") == "" {
+		return withQuery(Prefix+"/team", "user", id)
+	}
+	return Prefix + "/team"
 }
 
 func (c *Console) teamPage(w http.ResponseWriter, r *http.Request, q *req) error {
@@ -20,7 +44,11 @@ func (c *Console) teamPage(w http.ResponseWriter, r *http.Request, q *req) error
 	if err != nil {
 		return err
 	}
-	c.render(w, r, http.StatusOK, "team", c.viewFor(q, "Team", users))
+	data := teamData{Users: users, ErrUser: query(r).Get("user")}
+	if data.ErrUser == "" {
+		data.ErrUser = inviteForm
+	}
+	c.render(w, r, http.StatusOK, "team", c.viewFor(q, "Team", data))
 	return nil
 }
 
@@ -38,6 +66,12 @@ func (c *Console) setRole(w http.ResponseWriter, r *http.Request, q *req) (outco
 	id := store.ParseID(r.PathValue("id"))
 	role := r.PostFormValue("role")
 	if _, err := c.deps.Accounts.UpdateUser(r.Context(), q.p(), id, account.UserPatch{Role: &role}); err != nil {
+		if pe, ok := problem.As(err); ok && pe.Code == problem.Conflict && pe.Field == "" {
+			// The one conflict of a role's change is the company's last
+			// admin demoted: the role chosen is what to change, so the
+			// message shows beside it.
+			return outcome{}, pe.Refield("role")
+		}
 		return outcome{}, err
 	}
 	return outcome{Notice: "Role changed."}, nil

@@ -41,7 +41,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.Var(databaseURL, cliflag.DatabaseURLFlag, "run the server on this PostgreSQL database, postgres://USER:PASSWORD@HOST:5432/DB, which must hold no company (the bench fills it and leaves it filled); empty: a temporary embedded store")
 	fs.StringVar(&jsonPath, "json", "simrelay-bench.json", "where to write the figures as JSON (empty: nowhere)")
 	cl := addBenchNodesFlags(fs)
-	fs.Usage = flagUsage(fs, "Usage: simrelay bench [flags]\n\nStarts a server on loopback with a temporary store (or, with --database-url, an empty PostgreSQL database of its own), connects virtual phones and measures it.\nWith --nodes N (2 or more), --database-url and --nats-url it starts N nodes on that database and bus instead and measures the cluster (docs/cluster.md).\n\nFlags, each with its environment twin:\n")
+	fs.Usage = flagUsage(fs, "Usage: simrelay bench [flags]\n\nStarts a server on loopback with a temporary store (or, with --database-url, an empty PostgreSQL database of its own), connects virtual phones and measures it.\nExits 1 when a phase fails, and when the restart phase finds a send answered before the kill that never reached a phone (the figures are printed and written first).\nWith --nodes N (2 or more), --database-url and --nats-url it starts N nodes on that database and bus instead and measures the cluster (docs/cluster.md).\n\nFlags, each with its environment twin:\n")
 	if err := parseFlags(fs, args, 0); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -86,8 +86,23 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "simrelay bench: %v\n", err)
 		return 1
 	}
+	return finishBench(rep, jsonPath, stdout, stderr)
+}
+
+// finishBench prints a run's figures, writes them to jsonPath and answers
+// the command's exit code: 1 when they could not be written, and 1 when
+// the run found data lost, sends of the restart phase answered 2xx before
+// the kill that never reached a phone after it. A bench that finds one is
+// a failed check (a send answered 2xx survives kill -9), said on a line of
+// its own after the figures.
+func finishBench(rep bench.Report, jsonPath string, stdout, stderr io.Writer) int {
 	printReport(stdout, rep)
-	return writeReport(rep, jsonPath, stdout, stderr)
+	code := writeReport(rep, jsonPath, stdout, stderr)
+	if rep.RestartLost > 0 {
+		fmt.Fprintf(stderr, "simrelay bench: lost data: %d of the %d sends answered 2xx before the kill -9 never reached a phone after the restart (want 0: a send answered 2xx survives a crash)\n", rep.RestartLost, rep.RestartAnswered)
+		return 1
+	}
+	return code
 }
 
 // benchSizesValid refuses a size or a length the bench cannot run with,

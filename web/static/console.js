@@ -163,6 +163,13 @@
       fetch("/console/devices/state", {credentials: "same-origin", headers: {"Accept": "application/json"}})
         .then(function (r) {
           if (r.redirected || r.status === 401) { sessionExpired(); return null; }
+          if (!r.ok) {
+            // Refused for now (the store out of reach): say why, ask again.
+            return refused(r, "Still waiting for the phone, but the devices could not be read").then(function () {
+              setTimeout(poll, 3000);
+              return null;
+            });
+          }
           return r.json();
         })
         .then(function (b) {
@@ -325,12 +332,23 @@
     if (none) { none.remove(); }
   }
 
+  // refused says a refusal the script got asking for JSON: the server's
+  // message from the contract's error body, after what was being done.
+  function refused(r, doing) {
+    return r.json().catch(function () { return {}; }).then(function (p) {
+      say("err", doing + ": " + (p.message || "the server answered " + r.status + "."));
+      return null;
+    });
+  }
+
   // A reload's answer: its JSON, or null. A session that ended is a 401
   // (the server answers the script so, not with the sign-in page), which
-  // the page says as a form's refusal does, keeping what was typed.
+  // the page says as a form's refusal does, keeping what was typed; any
+  // other refusal (the device deleted, the store out of reach) is said
+  // with the server's message, the page left as it was.
   function reloaded(r) {
     if (r.status === 401) { sessionExpired(); return null; }
-    return r.ok ? r.json() : null;
+    return r.ok ? r.json() : refused(r, "The messages could not be reloaded");
   }
 
   function reloadAgent() {
