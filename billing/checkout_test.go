@@ -470,3 +470,44 @@ func TestCheckoutCustomerKeyOfTheEmail(t *testing.T) {
 		}
 	}
 }
+
+// A checkout's completion that Stripe delivers late (its first tries
+// failed: the server was down), after its subscription was canceled and the
+// company took the free plan, does not bind that ended subscription again:
+// the free plan had forgotten its id, and the completion made the company
+// an active payer of the plan it no longer paid for, with no event of that
+// subscription ever to come and set it right.
+func TestLateCompletionOfAnEndedSubscription(t *testing.T) {
+	t.Parallel()
+	st, co := acme(t)
+	svc := stripeService(t, st)
+	meta := starterMeta(co.ID)
+	t0 := time.Now().Unix() - 3600
+	sub := func(status string) map[string]any {
+		return map[string]any{"id": "sub_A", "object": "subscription", "customer": "cus_A", "status": status, "metadata": meta}
+	}
+	handle(t, svc, "evt_created", billing.EventSubscriptionCreated, t0, sub("active"))
+	handle(t, svc, "evt_deleted", billing.EventSubscriptionDeleted, t0+60, sub("canceled"))
+	if _, err := svc.Subscribe(context.Background(), billing.SubscribeInput{CompanyID: co.ID, PlanID: billing.PlanFree}); err != nil {
+		t.Fatalf("the free plan after the canceled subscription: %v", err)
+	}
+	handle(t, svc, "evt_done", billing.EventCheckoutCompleted, t0+1, map[string]any{"id": "cs_A", "object": "checkout.session",
+		"customer": "cus_A", "subscription": "sub_A", "status": "complete", "payment_status": "paid", "metadata": meta})
+	view, err := svc.Subscription(context.Background(), co.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if view.PlanID != billing.PlanFree || view.Status != billing.StatusActive {
+		t.Errorf("after the late completion of the ended subscription: %+v, want free, active", view)
+	}
+	if got := subscription(t, st, co.ID); got.ProviderSubID != "" {
+		t.Errorf("the ended subscription bound again: %+v", got)
+	}
+
+	// A completion made after the end (a new checkout) binds as before.
+	handle(t, svc, "evt_new", billing.EventCheckoutCompleted, t0+120, map[string]any{"id": "cs_B", "object": "checkout.session",
+		"customer": "cus_A", "subscription": "sub_B", "status": "complete", "payment_status": "paid", "metadata": meta})
+	if got := subscription(t, st, co.ID); got.ProviderSubID != "sub_B" || got.PlanID != billing.PlanStarter || got.Status != billing.StatusActive {
+		t.Errorf("a new checkout's completion: %+v", got)
+	}
+}

@@ -214,6 +214,26 @@ func (s *Service) period(sub store.Subscription, now time.Time) (time.Time, time
 	return from, from.AddDate(0, 1, 0)
 }
 
+// window is the span a plan's messages_per_month counts over: the period
+// (period) when it is a month long or shorter; within a longer one (a
+// yearly plan's Stripe period), the month of it that holds now, months
+// counted from the period's start. The whole year was the window: a yearly
+// plan of 2,000 messages a month refused the 2,001st message of the year.
+func (s *Service) window(sub store.Subscription, now time.Time) (time.Time, time.Time) {
+	from, to := s.period(sub, now)
+	for i := 0; i < 1200; i++ {
+		next := from.AddDate(0, 1, 0)
+		if !next.Before(to) {
+			break
+		}
+		if now.Before(next) {
+			return from, next
+		}
+		from = next
+	}
+	return from, to
+}
+
 // nextPeriodEnd is the end of the period after [from, to): a month or a
 // year later when that is what the period was, else as long again.
 func nextPeriodEnd(from, to time.Time) time.Time {
@@ -237,7 +257,7 @@ func orUnlimited(n *int64) int64 {
 // transactions and reads nothing but its arguments.
 func (s *Service) Limits(sub store.Subscription, found bool, now time.Time) store.PlanLimits {
 	p, _ := s.effective(sub, found, now)
-	from, to := s.period(sub, now)
+	from, to := s.window(sub, now)
 	return store.PlanLimits{Messages: orUnlimited(p.Limits.MessagesPerMonth), Devices: orUnlimited(p.Limits.Devices), PeriodStart: from, PeriodEnd: to}
 }
 
@@ -282,7 +302,8 @@ func (s *Service) Subscription(_ context.Context, companyID uint64) (View, error
 	if p, ok := s.byID[sub.PlanID]; found && ok {
 		shown = p
 	}
-	from, to := s.period(sub, now)
+	_, to := s.period(sub, now)
+	from, _ := s.window(sub, now)
 	msgs, devs, err := s.store.Usage(companyID, from)
 	if err != nil {
 		return View{}, err

@@ -125,6 +125,17 @@ func (s *Service) HandleStripeEvent(_ context.Context, payload []byte, signature
 				// comes late: its own events tell which (secondSubscription).
 				s.log.Warn("stripe checkout completed for another subscription than the company's live one; not applied",
 					"event", ev.ID, "company", sub.CompanyID, "kept", sub.ProviderSubID, "other", subID)
+			case sub.ProviderSubID == "" && ev.Created < sub.EventCreated:
+				// The company's subscription ended after this completion was
+				// made, and a plan set without Stripe since (the free plan,
+				// admin set-plan) forgot its id (forgetEnded): a completion
+				// that arrives this late (its first deliveries failed) is of
+				// that ended subscription, or of one older still. Bound, it
+				// made the company an active payer of a plan it no longer
+				// pays for, and no event of that subscription would come to
+				// end it.
+				s.log.Warn("stripe checkout completed before the company's subscription ended; not applied",
+					"event", ev.ID, "company", sub.CompanyID, "subscription", subID)
 			default:
 				sub.ProviderSubID = subID
 				if planID != "" {

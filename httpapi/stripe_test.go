@@ -489,3 +489,56 @@ func TestStripeCheckoutReturnsToTheConsole(t *testing.T) {
 		}
 	}
 }
+
+// A yearly plan's messages_per_month is a month's allowance: within the
+// Stripe period of a year, messages count a month at a time, months
+// counted from the period's start, and the next month's allowance comes
+// with it. The whole year was the window: a yearly plan of 2 messages a
+// month refused the third message of the year. GET /billing/subscription
+// shows the month's count and the billing period's end.
+func TestYearlyPlanAllowsItsMessagesEveryMonth(t *testing.T) {
+	t.Parallel()
+	perMonth := int64(2)
+	plans := append(stripePlans(), billing.Plan{ID: "yearly", Name: "Yearly", Price: billing.Price{Amount: 9000, Currency: "usd", Interval: "year"},
+		Features: []string{}, Limits: billing.Limits{MessagesPerMonth: &perMonth}, StripePriceID: "price_yearly"})
+	e := newBillingEnv(t, storetest.Options{}, webhook.Config{}, billing.Config{Plans: plans, WebhookSecret: testWebhookSecret,
+		Provider: billing.NewStripe(billing.StripeConfig{Key: "sk_test_123", APIURL: "http://" + freeport.Addr(t), Timeout: 10 * time.Second})})
+	a := e.newCompany("Acme", "ana@acme.example")
+	e.pairPhone(a.apiKey, "a-phone")
+	// A year from 2026-09-15; the clock is at 2026-11-22.
+	start := time.Date(2026, 9, 15, 0, 0, 0, 0, time.UTC)
+	meta := map[string]any{"company_id": fmt.Sprint(uint64(a.id)), "plan_id": "yearly", "simrelay_instance": billing.InstanceMark(e.url)}
+	e.want(e.stripeEvent("evt_yearly", "customer.subscription.updated", e.clock.Now().Unix(), map[string]any{
+		"id": "sub_Y", "object": "subscription", "customer": "cus_Y", "status": "active", "metadata": meta,
+		"current_period_start": start.Unix(), "current_period_end": start.AddDate(1, 0, 0).Unix(),
+		"items": map[string]any{"object": "list", "data": []any{map[string]any{"id": "si_Y", "object": "subscription_item",
+			"price": map[string]any{"id": "price_yearly", "object": "price"}}}}}), http.StatusOK, "")
+
+	send := func() resp {
+		return e.do(call{method: "POST", path: "/chat/send", token: a.apiKey, body: sendBody("a-phone", "+15551234567", "hi", "")})
+	}
+	for i := range perMonth {
+		if r := send(); r.Status >= 300 {
+			t.Fatalf("send %d: %d %s", i+1, r.Status, r.Raw)
+		}
+	}
+	e.want(send(), http.StatusTooManyRequests, "plan_limit_reached")
+	r := e.do(call{method: "GET", path: "/billing/subscription", token: a.apiKey})
+	if u, _ := r.Body["usage"].(map[string]any); r.str("plan_id") != "yearly" || u == nil || u["messages_this_period"] != float64(2) ||
+		r.str("current_period_end") != "2027-09-15T00:00:00.000Z" {
+		t.Errorf("in the month from 2026-11-15: %s", r.Raw)
+	}
+
+	// The next month of the year: its own 2 messages.
+	e.clock.Advance(time.Date(2026, 12, 15, 0, 0, 0, 0, time.UTC).Sub(e.clock.Now()))
+	r = e.do(call{method: "GET", path: "/billing/subscription", token: a.apiKey})
+	if u, _ := r.Body["usage"].(map[string]any); u == nil || u["messages_this_period"] != float64(0) {
+		t.Errorf("in the month from 2026-12-15: %s", r.Raw)
+	}
+	for i := range perMonth {
+		if r := send(); r.Status >= 300 {
+			t.Fatalf("send %d in the next month: %d %s", i+1, r.Status, r.Raw)
+		}
+	}
+	e.want(send(), http.StatusTooManyRequests, "plan_limit_reached")
+}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 
+	"github.com/simrelay/simrelay/internal/certfile"
 	"github.com/simrelay/simrelay/smtpd"
 	"github.com/simrelay/simrelay/web"
 )
@@ -53,11 +54,14 @@ func (c *smtpInConfig) validate() error {
 		return fmt.Errorf("%s and %s go together", both("smtp-cert"), both("smtp-key"))
 	}
 	if c.certFile != "" {
-		cert, err := tls.LoadX509KeyPair(c.certFile, c.keyFile)
+		// Read again when the files change: a certificate renewed on disk
+		// is served from the next STARTTLS, not once it expired and every
+		// client that checks it refused the listener until a restart.
+		pair, err := certfile.Load(c.certFile, c.keyFile)
 		if err != nil {
 			return fmt.Errorf("%s / %s: %v", both("smtp-cert"), both("smtp-key"), err)
 		}
-		c.tls = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		c.tls = &tls.Config{GetCertificate: pair.GetCertificate, MinVersion: tls.VersionTLS12}
 	}
 	return nil
 }
