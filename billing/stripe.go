@@ -29,7 +29,10 @@ type StripeConfig struct {
 }
 
 // Stripe is the Provider of Stripe mode. It has its own client (never the
-// package-level stripe.Key), so nothing else in the process shares its key.
+// package-level stripe.Key), so nothing else in the process shares its key,
+// and its own connections: a CloseIdleConnections on http.DefaultTransport
+// elsewhere in the process (httptest.Server's Close does one) could fail a
+// call about to go out on one of them, and calls are not sent again.
 type Stripe struct {
 	api *client.API
 }
@@ -40,7 +43,7 @@ func NewStripe(cfg StripeConfig) *Stripe {
 		cfg.Timeout = DefaultStripeTimeout
 	}
 	bc := &stripe.BackendConfig{
-		HTTPClient: &http.Client{Timeout: cfg.Timeout},
+		HTTPClient: &http.Client{Timeout: cfg.Timeout, Transport: http.DefaultTransport.(*http.Transport).Clone()},
 		// A failed call is answered 502 at once; the customer retries.
 		MaxNetworkRetries: stripe.Int64(0),
 		// Errors are logged by the service, with the company they concern.

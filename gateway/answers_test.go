@@ -114,8 +114,8 @@ func TestReportsArePipelinedAndAnsweredAfterTheirCommit(t *testing.T) {
 				if _, isSend := f.(*proto.Send); !isSend { // the held commit's own job
 					got = f
 				}
-			case <-time.After(5 * time.Second):
-				t.Fatalf("no answer in 5 s, want %+v", w)
+			case <-time.After(30 * time.Second):
+				t.Fatalf("no answer in 30 s, want %+v", w)
 			}
 		}
 		if a, ok := got.(*proto.StatusAck); !ok || *a != w {
@@ -185,7 +185,7 @@ func TestALinkStopsReadingAtItsLimitOfUnansweredFrames(t *testing.T) {
 			default:
 				t.Fatalf("got %#v, want status_ack", f)
 			}
-		case <-time.After(5 * time.Second):
+		case <-time.After(30 * time.Second):
 			t.Fatal("want three status_acks once the commit is done")
 		}
 	}
@@ -217,8 +217,8 @@ func TestWindowRefilledByHalves(t *testing.T) {
 				t.Fatalf("got %#v, want a job", f)
 			}
 			return s.ID
-		case <-time.After(5 * time.Second):
-			t.Fatal("no job in 5 s")
+		case <-time.After(30 * time.Second):
+			t.Fatal("no job in 30 s")
 		}
 		return ""
 	}

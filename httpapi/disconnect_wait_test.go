@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/simrelay/simrelay/internal/testhttp"
 )
 
 // A request that closes a device's link (its deletion, its disabling, its
@@ -48,7 +50,7 @@ func TestDisconnectWaitEndsWithTheRequest(t *testing.T) {
 		}
 		answered := make(chan error, 1)
 		go func() {
-			resp, err := http.DefaultClient.Do(req)
+			resp, err := testhttp.Client.Do(req)
 			if err == nil {
 				resp.Body.Close()
 			}

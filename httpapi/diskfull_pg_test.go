@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/simrelay/simrelay/internal/testhttp"
 )
 
 // When PostgreSQL answers a write that its disk is full (SQLSTATE 53100,
@@ -45,7 +47,7 @@ CREATE TRIGGER disk_full BEFORE UPDATE ON companies FOR EACH ROW EXECUTE FUNCTIO
 		}
 		req.Header.Set("Authorization", "Bearer "+n.key)
 		req.Header.Set("Content-Type", "application/json")
-		res, err := http.DefaultClient.Do(req)
+		res, err := testhttp.Client.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/simrelay/simrelay/httpapi"
+	"github.com/simrelay/simrelay/internal/testhttp"
 	"github.com/simrelay/simrelay/pacing"
 )
 
@@ -105,7 +106,7 @@ func (fe *fuzzEnv) exchange(t testing.TB, r fuzzReq) (int, map[string]any, []byt
 			req.Header.Add(k, v)
 		}
 	}
-	res, err := http.DefaultClient.Do(req)
+	res, err := testhttp.Client.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", r.method, r.path, err)
 	}

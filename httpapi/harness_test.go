@@ -19,6 +19,7 @@ import (
 
 	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/internal/testclock"
+	"github.com/simrelay/simrelay/internal/testhttp"
 	"github.com/simrelay/simrelay/store"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -293,7 +294,7 @@ func (e *env) do(c call) resp {
 			req.Header.Add(k, v)
 		}
 	}
-	res, err := http.DefaultClient.Do(req)
+	res, err := testhttp.Client.Do(req)
 	if err != nil {
 		e.t.Fatal(err)
 	}

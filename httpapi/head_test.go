@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/simrelay/simrelay/internal/testhttp"
 )
 
 // TestHeadWhereverGet: every GET route of the OpenAPI document answers HEAD
@@ -47,7 +49,7 @@ func TestHeadWhereverGet(t *testing.T) {
 					t.Fatal(err)
 				}
 				r.Header.Set("Authorization", "Bearer "+token)
-				res, err := http.DefaultClient.Do(r)
+				res, err := testhttp.Client.Do(r)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -13,6 +13,7 @@ import (
 
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/httpapi"
+	"github.com/simrelay/simrelay/internal/testhttp"
 	"github.com/simrelay/simrelay/pacing"
 )
 
@@ -27,7 +28,7 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	if b.host != "" {
 		r.Host = b.host
 	}
-	return http.DefaultTransport.RoundTrip(r)
+	return testhttp.Transport.RoundTrip(r)
 }
 
 // mcpClient connects the go-sdk's own MCP client to POST /mcp with the token.

@@ -17,6 +17,7 @@ import (
 	"github.com/simrelay/simrelay/android-protocol/client"
 	"github.com/simrelay/simrelay/device"
 	"github.com/simrelay/simrelay/internal/poll"
+	"github.com/simrelay/simrelay/internal/testhttp"
 	"github.com/simrelay/simrelay/media"
 	"github.com/simrelay/simrelay/webhook/webhooktest"
 )
@@ -37,7 +38,7 @@ func (e *env) upload(deviceToken, key, filename, contentType string, body []byte
 // get is a plain GET of a full URL without a credential.
 func get(t *testing.T, u string) (*http.Response, []byte) {
 	t.Helper()
-	res, err := http.Get(u)
+	res, err := testhttp.Client.Get(u)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,7 +284,7 @@ func startSlowUpload(t *testing.T, e *env, token, key string) *slowUpload {
 	req.Header.Set("Content-Type", "image/png")
 	u := &slowUpload{key: key, body: pw, done: make(chan error, 1)}
 	go func() {
-		res, err := http.DefaultClient.Do(req)
+		res, err := testhttp.Client.Do(req)
 		if err == nil {
 			res.Body.Close()
 			if res.StatusCode != http.StatusCreated {
@@ -389,7 +390,7 @@ func TestRefusedUploadAnsweredWhileItsBodyIsOpen(t *testing.T) {
 		req.Header.Set("Content-Type", "image/png")
 		got := make(chan *http.Response, 1)
 		go func() {
-			res, err := http.DefaultClient.Do(req)
+			res, err := testhttp.Client.Do(req)
 			if err != nil {
 				t.Errorf("%s: %v", c.name, err)
 				got <- nil

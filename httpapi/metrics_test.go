@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/simrelay/simrelay/internal/testhttp"
 )
 
 // net/http takes any token as a request method, and each method the
@@ -24,7 +26,7 @@ func TestMetricsNameNoInventedMethod(t *testing.T) {
 				t.Fatal(err)
 			}
 			req.Header.Set("Authorization", "Bearer "+a.apiKey)
-			res, err := http.DefaultClient.Do(req)
+			res, err := testhttp.Client.Do(req)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -12,6 +12,7 @@ import (
 
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/android-protocol/client"
+	"github.com/simrelay/simrelay/internal/testhttp"
 	"github.com/simrelay/simrelay/store"
 )
 
@@ -134,7 +135,7 @@ func TestPhoneReportedNamesAreMended(t *testing.T) {
 	a := e.newCompany("Acme", "owner@mend.test")
 	r := e.do(call{method: "POST", path: "/device/pairing", token: a.apiKey})
 	e.want(r, http.StatusCreated, "")
-	reg, err := client.Register(context.Background(), nil, e.url, client.RegisterInput{
+	reg, err := client.Register(context.Background(), testhttp.Client, e.url, client.RegisterInput{
 		PairingCode: r.str("pairing_code"), DeviceFingerprint: "m-1", DeviceName: "Pixel\r\n7\u2028Pro\t",
 		SIMs: []proto.SIM{{Slot: "SIM1", Carrier: "Acme\nMobile"}}, AppVersion: "1.2\n",
 	})

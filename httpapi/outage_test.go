@@ -20,6 +20,7 @@ import (
 	"github.com/simrelay/simrelay/internal/poll"
 	"github.com/simrelay/simrelay/internal/syncbuf"
 	"github.com/simrelay/simrelay/internal/testclock"
+	"github.com/simrelay/simrelay/internal/testhttp"
 	"github.com/simrelay/simrelay/media"
 	"github.com/simrelay/simrelay/pacing"
 	"github.com/simrelay/simrelay/store/postgres"
@@ -97,7 +98,7 @@ func (n *outageNode) do(t *testing.T, method, path, token, contentType, body str
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
-	res, err := http.DefaultClient.Do(req)
+	res, err := testhttp.Client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"strconv"
 	"testing"
+
+	"github.com/simrelay/simrelay/internal/testhttp"
 )
 
 // consoleForm posts a console form as the console's JavaScript does, with
@@ -125,7 +127,7 @@ func TestPreRoutingAnswersAreCounted(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, withAdminToken)
 	c := e.newCompany("Acme", "owner@acme.test")
-	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	noFollow := &http.Client{Transport: testhttp.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	for i, tc := range []struct {
 		method, path string
 		status       int

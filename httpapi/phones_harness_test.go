@@ -11,6 +11,7 @@ import (
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/android-protocol/client"
 	"github.com/simrelay/simrelay/internal/poll"
+	"github.com/simrelay/simrelay/internal/testhttp"
 )
 
 // pairPhone makes a pairing code with the token (API key or access token)
@@ -25,7 +26,7 @@ func (e *env) pairPhoneSIMs(token, fingerprint string, sims []proto.SIM) client.
 	e.t.Helper()
 	r := e.do(call{method: "POST", path: "/device/pairing", token: token})
 	e.want(r, http.StatusCreated, "")
-	reg, err := client.Register(context.Background(), nil, e.url, client.RegisterInput{
+	reg, err := client.Register(context.Background(), testhttp.Client, e.url, client.RegisterInput{
 		PairingCode: r.str("pairing_code"), DeviceFingerprint: fingerprint, DeviceName: "Phone " + fingerprint,
 		SIMs: sims, AppVersion: "test",
 	})

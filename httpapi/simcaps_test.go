@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/simrelay/simrelay/internal/testhttp"
 )
 
 // postConcurrently makes n POSTs of path at once (body(i) each) and
@@ -31,7 +33,7 @@ func (e *env) postConcurrently(key, path string, n int, body func(i int) map[str
 			}
 			req.Header.Set("Authorization", "Bearer "+key)
 			req.Header.Set("Content-Type", "application/json")
-			res, err := http.DefaultClient.Do(req)
+			res, err := testhttp.Client.Do(req)
 			if err != nil {
 				errs[i] = err
 				return

@@ -18,6 +18,7 @@ import (
 	"github.com/simrelay/simrelay/internal/freeport"
 	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/internal/stripemock"
+	"github.com/simrelay/simrelay/internal/testhttp"
 	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/webhook"
 )
@@ -479,7 +480,7 @@ func TestStripeCheckoutReturnsToTheConsole(t *testing.T) {
 		}
 		// Followed as a browser that is not signed in yet does: to the
 		// console's sign-in page, which leads back to the billing page.
-		res, err := http.Get(u)
+		res, err := testhttp.Client.Get(u)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simrelay/simrelay/internal/testhttp"
 	"github.com/simrelay/simrelay/mail/mailtest"
 	"github.com/simrelay/simrelay/store"
 )
@@ -738,7 +739,7 @@ func usersRaw(method, url, token string, body string) (int, error) {
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	res, err := http.DefaultClient.Do(req)
+	res, err := testhttp.Client.Do(req)
 	if err != nil {
 		return 0, err
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/simrelay/simrelay/httpapi"
 	"github.com/simrelay/simrelay/internal/poll"
 	"github.com/simrelay/simrelay/internal/storetest"
+	"github.com/simrelay/simrelay/internal/testhttp"
 	"github.com/simrelay/simrelay/mail"
 	"github.com/simrelay/simrelay/mail/mailtest"
 	"github.com/simrelay/simrelay/pacing"
@@ -185,7 +186,7 @@ func (e *env) phone(companyID uint64, fingerprint string) *vphone {
 		e.t.Fatal(err)
 	}
 	sims := []proto.SIM{{Slot: proto.SIM1}}
-	reg, err := client.Register(context.Background(), nil, e.url, client.RegisterInput{
+	reg, err := client.Register(context.Background(), testhttp.Client, e.url, client.RegisterInput{
 		PairingCode: p.Code, DeviceFingerprint: fingerprint, DeviceName: "Phone " + fingerprint, SIMs: sims, AppVersion: "test"})
 	if err != nil {
 		e.t.Fatalf("register %s: %v", fingerprint, err)

@@ -16,6 +16,7 @@ import (
 	"github.com/simrelay/simrelay/account"
 	"github.com/simrelay/simrelay/billing"
 	"github.com/simrelay/simrelay/internal/poll"
+	"github.com/simrelay/simrelay/internal/testhttp"
 	"github.com/simrelay/simrelay/pacing"
 	"github.com/simrelay/simrelay/smtpd"
 )
@@ -229,7 +230,7 @@ func TestCompanyEmailDevice(t *testing.T) {
 		req, _ := http.NewRequest(method, e.url+path, strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+apiKey)
 		req.Header.Set("Content-Type", "application/json")
-		res, err := http.DefaultClient.Do(req)
+		res, err := testhttp.Client.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -375,7 +376,7 @@ func TestMailToANationalNumber(t *testing.T) {
 	req, _ := http.NewRequest(http.MethodPatch, e.url+"/company", strings.NewReader(`{"region":"GB"}`))
 	req.Header.Set("Authorization", "Bearer "+key)
 	req.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(req)
+	res, err := testhttp.Client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

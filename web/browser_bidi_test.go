@@ -12,6 +12,7 @@ import (
 
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/android-protocol/client"
+	"github.com/simrelay/simrelay/internal/testhttp"
 )
 
 // rtlOverride (U+202E) makes everything after it, up to the end of its
@@ -51,7 +52,7 @@ func TestBrowserBidiControlsStayInTheirName(t *testing.T) {
 	e := newEnv(t)
 	key := e.company("Acme", "ada@acme.test", "Correct1horse")
 	sims := []proto.SIM{{Slot: "SIM1", Carrier: "Evil" + rtlOverride, PhoneNumber: "+15550109001"}, {Slot: "SIM2"}}
-	reg, err := client.Register(context.Background(), nil, e.url, client.RegisterInput{
+	reg, err := client.Register(context.Background(), testhttp.Client, e.url, client.RegisterInput{
 		PairingCode: e.pairingCode(key), DeviceFingerprint: "fp-1", DeviceName: "Phone" + rtlOverride, SIMs: sims, AppVersion: "1.2.3",
 	})
 	if err != nil {

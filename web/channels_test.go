@@ -13,6 +13,7 @@ import (
 	"github.com/simrelay/simrelay/android-protocol/client"
 	"github.com/simrelay/simrelay/channel"
 	"github.com/simrelay/simrelay/internal/poll"
+	"github.com/simrelay/simrelay/internal/testhttp"
 	"github.com/simrelay/simrelay/mail/mailtest"
 	"github.com/simrelay/simrelay/store"
 )
@@ -22,7 +23,7 @@ import (
 // when autoReport is set.
 func (e *env) runAgent(code, fingerprint string, wa, im []string, autoReport bool) *client.Phone {
 	e.t.Helper()
-	reg, err := client.Register(context.Background(), nil, e.url, client.RegisterInput{
+	reg, err := client.Register(context.Background(), testhttp.Client, e.url, client.RegisterInput{
 		PairingCode: code, DeviceFingerprint: fingerprint, DeviceName: "Agent " + fingerprint, AppVersion: "agent-1",
 		SIMs: []proto.SIM{{Slot: "SIM1"}},
 	})

@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/simrelay/simrelay/internal/testhttp"
 )
 
 // TestHTTPSCookiesAreHostOnly: behind an https public URL the console's
@@ -30,7 +32,7 @@ func TestHTTPSCookiesAreHostOnly(t *testing.T) {
 		if cookie != "" {
 			req.Header.Set("Cookie", cookie)
 		}
-		res, err := (&http.Client{Transport: testTransport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+		res, err := (&http.Client{Transport: testhttp.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

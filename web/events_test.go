@@ -15,6 +15,7 @@ import (
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/android-protocol/client"
 	"github.com/simrelay/simrelay/internal/poll"
+	"github.com/simrelay/simrelay/internal/testhttp"
 	"github.com/simrelay/simrelay/web"
 )
 
@@ -179,7 +180,7 @@ func TestLiveStreamCarriesExpiry(t *testing.T) {
 	e := newEnv(t)
 	keyA := e.company("Acme", "ada@acme.test", "Correct1horse")
 	// Paired but never connected: nobody takes the job.
-	if _, err := client.Register(context.Background(), nil, e.url, client.RegisterInput{PairingCode: e.pairingCode(keyA), DeviceFingerprint: "fp-acme", AppVersion: "1.2.3"}); err != nil {
+	if _, err := client.Register(context.Background(), testhttp.Client, e.url, client.RegisterInput{PairingCode: e.pairingCode(keyA), DeviceFingerprint: "fp-acme", AppVersion: "1.2.3"}); err != nil {
 		t.Fatal(err)
 	}
 	ada := e.browser()

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/simrelay/simrelay/android-protocol/client"
+	"github.com/simrelay/simrelay/internal/testhttp"
 )
 
 // A banner shows only what this server put in the address: a link from
@@ -84,7 +85,7 @@ func TestBannerLinkShowsOnlyInTheBrowserItWasMadeFor(t *testing.T) {
 	e.company("Bolt", "bo@bolt.test", "Correct1horse")
 	const lure = "Your account is locked, call 555 0100 now"
 	// The phone names itself: the pairing panel's "<name> is paired.".
-	if _, err := client.Register(context.Background(), nil, e.url, client.RegisterInput{PairingCode: e.pairingCode(keyA),
+	if _, err := client.Register(context.Background(), testhttp.Client, e.url, client.RegisterInput{PairingCode: e.pairingCode(keyA),
 		DeviceFingerprint: "fp-acme", DeviceName: lure + " A", AppVersion: "1.2.3"}); err != nil {
 		t.Fatal(err)
 	}

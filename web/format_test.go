@@ -12,6 +12,7 @@ import (
 
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/internal/poll"
+	"github.com/simrelay/simrelay/internal/testhttp"
 )
 
 var (
@@ -101,7 +102,7 @@ func TestFaviconIsServed(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	for path, want := range map[string]string{"/favicon.ico": "image/x-icon", "/console/static/favicon.svg": "image/svg+xml"} {
-		res, err := testClient.Get(e.url + path)
+		res, err := testhttp.Client.Get(e.url + path)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -30,6 +30,7 @@ import (
 	"github.com/simrelay/simrelay/internal/poll"
 	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/internal/testclock"
+	"github.com/simrelay/simrelay/internal/testhttp"
 	"github.com/simrelay/simrelay/mail"
 	"github.com/simrelay/simrelay/mail/mailtest"
 	"github.com/simrelay/simrelay/media"
@@ -214,17 +215,8 @@ func (e *env) acmeWithPhone() *browser {
 
 func (e *env) browser() *browser {
 	jar, _ := cookiejar.New(nil)
-	return &browser{e: e, c: &http.Client{Transport: testTransport, Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+	return &browser{e: e, c: &http.Client{Transport: testhttp.Transport, Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 }
-
-// testTransport is the tests' own: a parallel test's httptest.Server.Close
-// closes http.DefaultTransport's idle connections, and a POST about to go
-// out on one of them fails ("CloseIdleConnections called"), as it is not
-// sent again.
-var testTransport = http.DefaultTransport.(*http.Transport).Clone()
-
-// testClient is http.DefaultClient on testTransport.
-var testClient = &http.Client{Transport: testTransport}
 
 type page struct {
 	status   int
@@ -313,7 +305,7 @@ func (b *browser) signIn(email, password string) {
 // reported sent then delivered when autoReport is set.
 func (e *env) pairPhone(code, fingerprint string, autoReport bool) *client.Phone {
 	e.t.Helper()
-	reg, err := client.Register(context.Background(), nil, e.url, client.RegisterInput{
+	reg, err := client.Register(context.Background(), testhttp.Client, e.url, client.RegisterInput{
 		PairingCode: code, DeviceFingerprint: fingerprint, DeviceName: "Phone " + fingerprint,
 		SIMs:       []proto.SIM{{Slot: "SIM1", Carrier: "Acme Mobile", PhoneNumber: "+15550109001"}, {Slot: "SIM2"}},
 		AppVersion: "1.2.3",
@@ -355,7 +347,7 @@ func (e *env) pairingCode(apiKey string) string {
 	e.t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, e.url+"/device/pairing", nil)
 	req.Header.Set("Authorization", "Bearer "+apiKey)
-	res, err := testClient.Do(req)
+	res, err := testhttp.Client.Do(req)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/android-protocol/client"
 	"github.com/simrelay/simrelay/internal/poll"
+	"github.com/simrelay/simrelay/internal/testhttp"
 )
 
 // A device card shows the phone's last health report, with a badge while
@@ -21,7 +22,7 @@ func TestDeviceCardsShowHealth(t *testing.T) {
 	e := newEnv(t)
 	key := e.company("Acme", "ada@acme.test", "Correct1horse")
 	e.pairPhone(e.pairingCode(key), "fp-quiet", false)
-	reg, err := client.Register(context.Background(), nil, e.url, client.RegisterInput{
+	reg, err := client.Register(context.Background(), testhttp.Client, e.url, client.RegisterInput{
 		PairingCode: e.pairingCode(key), DeviceFingerprint: "fp-health", DeviceName: "Phone fp-health", AppVersion: "1.5.0",
 	})
 	if err != nil {
@@ -34,7 +35,7 @@ func TestDeviceCardsShowHealth(t *testing.T) {
 	}}, false)
 
 	// Two SMS wait for a registered phone that never linked.
-	if _, err := client.Register(context.Background(), nil, e.url, client.RegisterInput{
+	if _, err := client.Register(context.Background(), testhttp.Client, e.url, client.RegisterInput{
 		PairingCode: e.pairingCode(key), DeviceFingerprint: "fp-away", DeviceName: "Phone fp-away", AppVersion: "1.5.0",
 	}); err != nil {
 		t.Fatal(err)

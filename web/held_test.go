@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/simrelay/simrelay/android-protocol/client"
+	"github.com/simrelay/simrelay/internal/testhttp"
 )
 
 // A send outside its hours to a phone that is offline shows when it may go
@@ -19,7 +20,7 @@ func TestThreadShowsHoursForAnOfflinePhone(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	key := e.company("Acme", "ada@acme.test", "Correct1horse")
-	if _, err := client.Register(context.Background(), nil, e.url, client.RegisterInput{
+	if _, err := client.Register(context.Background(), testhttp.Client, e.url, client.RegisterInput{
 		PairingCode: e.pairingCode(key), DeviceFingerprint: "off-1", DeviceName: "Offline",
 	}); err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/android-protocol/client"
 	"github.com/simrelay/simrelay/channel"
+	"github.com/simrelay/simrelay/internal/testhttp"
 )
 
 // uploadMedia is an agent's POST /device/media; it returns the file's id.
@@ -25,7 +26,7 @@ func (e *env) uploadMedia(token, key, filename, contentType string, body []byte)
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", contentType)
-	res, err := testClient.Do(req)
+	res, err := testhttp.Client.Do(req)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -47,7 +48,7 @@ func TestNumberPageShowsReceivedMedia(t *testing.T) {
 	e := newEnv(t)
 	keyA := e.company("Acme", "ada@acme.test", "Correct1horse")
 	e.company("Bolt", "bo@bolt.test", "Correct1horse")
-	reg, err := client.Register(context.Background(), nil, e.url, client.RegisterInput{
+	reg, err := client.Register(context.Background(), testhttp.Client, e.url, client.RegisterInput{
 		PairingCode: e.pairingCode(keyA), DeviceFingerprint: "agent-acme", DeviceName: "Agent", AppVersion: "agent-1", SIMs: []proto.SIM{{Slot: "SIM1"}},
 	})
 	if err != nil {

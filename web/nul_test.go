@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/simrelay/simrelay/internal/testhttp"
 )
 
 // TestConsoleFormsRefuseNUL: a form field holding U+0000 is the user's 400
@@ -80,7 +82,7 @@ func TestConsolePagesRefuseNULAsPages(t *testing.T) {
 	// The API's route still answers its JSON 400.
 	req, _ = http.NewRequest(http.MethodGet, e.url+"/opt-outs?after=%00", nil)
 	req.Header.Set("Authorization", "Bearer "+key)
-	res, err = testClient.Do(req)
+	res, err = testhttp.Client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

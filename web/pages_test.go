@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/simrelay/simrelay/account"
+	"github.com/simrelay/simrelay/internal/testhttp"
 	"github.com/simrelay/simrelay/mail/mailtest"
 	"github.com/simrelay/simrelay/pacing"
 )
@@ -412,7 +413,7 @@ func TestMessagesPageListsTheLatestConversations(t *testing.T) {
 		req, _ := http.NewRequest(http.MethodPost, e.url+"/chat/send-bulk", bytes.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+key)
 		req.Header.Set("Content-Type", "application/json")
-		res, err := testClient.Do(req)
+		res, err := testhttp.Client.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

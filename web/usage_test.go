@@ -11,6 +11,7 @@ import (
 
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/internal/poll"
+	"github.com/simrelay/simrelay/internal/testhttp"
 )
 
 // apiJSON reads an API route with the company's key.
@@ -18,7 +19,7 @@ func (e *env) apiJSON(key, path string, out any) {
 	e.t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, e.url+path, nil)
 	req.Header.Set("Authorization", "Bearer "+key)
-	res, err := testClient.Do(req)
+	res, err := testhttp.Client.Do(req)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -166,13 +166,21 @@ echo $! > "$FAKE_DIR/child"
 wait
 `})
 	t.Cleanup(func() { killLeft(t, filepath.Join(dir, "child")) })
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	// The send's deadline passes once the script has started its child (a
+	// fixed 300 ms could pass first on a loaded machine, and nothing was
+	// left to kill).
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
 		_, err := New(Config{}).Execute(ctx, agent.Job{Send: proto.Send{ID: "j", To: "+15551234567", Message: "hi"}})
 		done <- err
 	}()
+	poll.Until(t, "the script starts its child", func() bool {
+		b, err := os.ReadFile(filepath.Join(dir, "child"))
+		return err == nil && strings.HasSuffix(string(b), "\n")
+	})
+	cancel()
 	select {
 	case err := <-done:
 		if err == nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/simrelay/simrelay/internal/poll"
 	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/internal/syncbuf"
+	"github.com/simrelay/simrelay/internal/testhttp"
 )
 
 // The tests run the real binaries: simrelay serve on loopback, and
@@ -176,7 +177,7 @@ func (s *server) call(method, path string, body any) (int, []byte, error) {
 	}
 	req.Header.Set("Authorization", "Bearer "+s.apiKey)
 	req.Header.Set("Content-Type", "application/json")
-	res, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	res, err := (&http.Client{Transport: testhttp.Transport, Timeout: 10 * time.Second}).Do(req)
 	if err != nil {
 		return 0, nil, err
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/simrelay/simrelay/agent/whatsapp"
 	"github.com/simrelay/simrelay/agent/whatsapp/wafake"
 	"github.com/simrelay/simrelay/internal/syncbuf"
+	"github.com/simrelay/simrelay/internal/testhttp"
 )
 
 // pngFile sniffs as image/png; pdfFile is a document.
@@ -72,7 +73,7 @@ func (s *server) fetch(u string, auth bool) (*http.Response, []byte) {
 	if auth {
 		req.Header.Set("Authorization", "Bearer "+s.apiKey)
 	}
-	res, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	res, err := (&http.Client{Transport: testhttp.Transport, Timeout: 10 * time.Second}).Do(req)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -133,7 +134,7 @@ func TestWhatsAppInboundMedia(t *testing.T) {
 	logs := &syncbuf.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	tr := whatsapp.New(whatsapp.Config{Client: fake, MaxInboundMedia: max, Logger: log})
-	a := agent.New(agent.Options{Config: cfg, Transport: tr, Journal: j, HTTPClient: &http.Client{}, Logger: log, InboundMediaBytes: max,
+	a := agent.New(agent.Options{Config: cfg, Transport: tr, Journal: j, HTTPClient: testhttp.Client, Logger: log, InboundMediaBytes: max,
 		BackoffMax: 500 * time.Millisecond, DeliveryPoll: 50 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -300,7 +301,7 @@ func TestWhatsAppInboundMediaWaitsWhileDisabled(t *testing.T) {
 	logs := &syncbuf.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	tr := whatsapp.New(whatsapp.Config{Client: fake, MaxInboundMedia: 64 << 10, Logger: log})
-	a := agent.New(agent.Options{Config: cfg, Transport: tr, Journal: j, HTTPClient: &http.Client{}, Logger: log, InboundMediaBytes: 64 << 10,
+	a := agent.New(agent.Options{Config: cfg, Transport: tr, Journal: j, HTTPClient: testhttp.Client, Logger: log, InboundMediaBytes: 64 << 10,
 		BackoffMax: 500 * time.Millisecond, DeliveryPoll: 50 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -18,6 +18,7 @@ import (
 	"github.com/simrelay/simrelay/agent"
 	"github.com/simrelay/simrelay/agent/whatsapp"
 	"github.com/simrelay/simrelay/agent/whatsapp/wafake"
+	"github.com/simrelay/simrelay/internal/testhttp"
 )
 
 // TestWhatsAppThroughTheAgent runs the agent core with the WhatsApp
@@ -46,7 +47,7 @@ func TestWhatsAppThroughTheAgent(t *testing.T) {
 	const own, customer = "+15550100001", "+15557654321"
 	fake := wafake.New(own)
 	tr := whatsapp.New(whatsapp.Config{Client: fake})
-	a := agent.New(agent.Options{Config: cfg, Transport: tr, Journal: j, HTTPClient: &http.Client{},
+	a := agent.New(agent.Options{Config: cfg, Transport: tr, Journal: j, HTTPClient: testhttp.Client,
 		BackoffMax: 500 * time.Millisecond, DeliveryPoll: 50 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -15,6 +15,7 @@ import (
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/android-protocol/client"
 	"github.com/simrelay/simrelay/internal/syncbuf"
+	"github.com/simrelay/simrelay/internal/testhttp"
 )
 
 // TestGovernorSurvivesRestart: four sends on a new WhatsApp number (caps
@@ -25,11 +26,11 @@ func TestGovernorSurvivesRestart(t *testing.T) {
 	t.Parallel()
 	bin, st, apiKey := companyStore(t)
 	srv := startServer(t, bin, st)
-	code, err := pairingCode(context.Background(), srv.url, apiKey)
+	code, err := pairingCode(context.Background(), testhttp.Client, srv.url, apiKey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := client.Register(context.Background(), nil, srv.url, client.RegisterInput{PairingCode: code, DeviceFingerprint: "wa-agent"})
+	reg, err := client.Register(context.Background(), testhttp.Client, srv.url, client.RegisterInput{PairingCode: code, DeviceFingerprint: "wa-agent"})
 	if err != nil {
 		t.Fatal(err)
 	}

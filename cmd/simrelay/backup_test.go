@@ -18,6 +18,7 @@ import (
 
 	"github.com/simrelay/simrelay/internal/poll"
 	"github.com/simrelay/simrelay/internal/storetest"
+	"github.com/simrelay/simrelay/internal/testhttp"
 	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/store/boltstore"
 )
@@ -88,7 +89,7 @@ func TestStalledBackupHoldsNothing(t *testing.T) {
 
 	// While it is stalled: many sends (each commit needs new pages, so the
 	// file must grow), then a login and /readyz.
-	hc := &http.Client{Timeout: 5 * time.Minute}
+	hc := &http.Client{Transport: testhttp.Transport, Timeout: 5 * time.Minute}
 	var done, failed atomic.Int64
 	var firstErr sync.Once
 	var errText atomic.Value

@@ -12,6 +12,7 @@ import (
 	"github.com/simrelay/simrelay/internal/pgtest"
 	"github.com/simrelay/simrelay/internal/poll"
 	"github.com/simrelay/simrelay/internal/storetest"
+	"github.com/simrelay/simrelay/internal/testhttp"
 )
 
 // A node paused for longer than the live window (SIGSTOP: a frozen VM, a
@@ -36,11 +37,11 @@ func TestClusterPausedNodeKeepsItsLinks(t *testing.T) {
 	flags := []string{"--nats-url", bus, "--rate-general", "1000000/1m", "--link-sweep", "500ms", "--public-url", "http://127.0.0.1", "--node-live-window", testLiveWindow}
 	a := startServer(t, bin, testStore{dir: t.TempDir(), databaseURL: db}, append(flags, "--node-name", "a")...)
 	b := startServer(t, bin, testStore{dir: t.TempDir(), databaseURL: db}, append(flags, "--node-name", "b")...)
-	code, err := pairingCode(context.Background(), a.url, key)
+	code, err := pairingCode(context.Background(), testhttp.Client, a.url, key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := client.Register(context.Background(), nil, a.url, client.RegisterInput{PairingCode: code, DeviceFingerprint: "paused-phone"})
+	reg, err := client.Register(context.Background(), testhttp.Client, a.url, client.RegisterInput{PairingCode: code, DeviceFingerprint: "paused-phone"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/android-protocol/client"
+	"github.com/simrelay/simrelay/internal/testhttp"
 )
 
 // TestCrashLosesNoAnsweredSend kills the server with SIGKILL in the middle
@@ -31,11 +32,11 @@ func TestCrashLosesNoAnsweredSend(t *testing.T) {
 		limits = append(limits, "--"+ch+"-per-minute", "65535", "--"+ch+"-per-hour", "65535", "--"+ch+"-per-day", "65535", "--"+ch+"-gap-min", "0s", "--"+ch+"-gap-max", "0s")
 	}
 	srv := startServer(t, bin, st, limits...)
-	code, err := pairingCode(context.Background(), srv.url, apiKey)
+	code, err := pairingCode(context.Background(), testhttp.Client, srv.url, apiKey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := client.Register(context.Background(), nil, srv.url, client.RegisterInput{PairingCode: code, DeviceFingerprint: "crash-phone"})
+	reg, err := client.Register(context.Background(), testhttp.Client, srv.url, client.RegisterInput{PairingCode: code, DeviceFingerprint: "crash-phone"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +50,7 @@ func TestCrashLosesNoAnsweredSend(t *testing.T) {
 	var count, tries atomic.Int64
 	killed := make(chan struct{})
 	var wg sync.WaitGroup
-	hc := &http.Client{Timeout: 10 * time.Second}
+	hc := &http.Client{Transport: testhttp.Transport, Timeout: 10 * time.Second}
 	for w := range 8 {
 		wg.Go(func() {
 			for i := 0; tries.Add(1) <= 20000; i++ {

@@ -21,6 +21,7 @@ import (
 	"github.com/simrelay/simrelay/internal/pgtest"
 	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/internal/syncbuf"
+	"github.com/simrelay/simrelay/internal/testhttp"
 	"github.com/simrelay/simrelay/internal/waitpar"
 	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/store/boltstore"
@@ -192,7 +193,7 @@ func get(t *testing.T, url, key string) (int, []byte) {
 	t.Helper()
 	req, _ := http.NewRequest("GET", url, nil)
 	req.Header.Set("Authorization", "Bearer "+key)
-	res, err := http.DefaultClient.Do(req)
+	res, err := testhttp.Client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +208,7 @@ func post(t *testing.T, url, key, body string) (*http.Response, []byte) {
 	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+key)
 	req.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(req)
+	res, err := testhttp.Client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +258,7 @@ func TestQuickStart(t *testing.T) {
 	if code, body := get(t, srv.url+"/openapi.json", ""); code != 200 || !strings.Contains(string(body), `"url":"`+srv.url+`"`) {
 		t.Fatalf("GET /openapi.json: got %d, want its servers to name %s", code, srv.url)
 	}
-	res, err := http.Post(srv.url+"/auth/login", "application/json", strings.NewReader(`{"email":"you@example.com","password":"Change-me-123"}`))
+	res, err := testhttp.Client.Post(srv.url+"/auth/login", "application/json", strings.NewReader(`{"email":"you@example.com","password":"Change-me-123"}`))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/simrelay/simrelay/internal/poll"
+	"github.com/simrelay/simrelay/internal/testhttp"
 )
 
 // TestLogLinesShowDirectionControls pins the log side of docs/security.md's
@@ -63,7 +64,7 @@ func TestRequestLogHidesThePairingCode(t *testing.T) {
 		req, _ := http.NewRequest("GET", srv.url+p, nil)
 		req.URL.Opaque = "//" + req.URL.Host + p // sent as written, not cleaned by the client
 		req.Header.Set("Authorization", "Bearer "+key)
-		res, err := http.DefaultTransport.RoundTrip(req)
+		res, err := testhttp.Transport.RoundTrip(req)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -273,22 +273,27 @@ func phoneRegistration(ctx context.Context, cfg phoneConfig, say func(string, ..
 // pairPhone pairs the virtual phone once: a pairing code (its own with an
 // API key), registration, and the token saved.
 func pairPhone(ctx context.Context, cfg phoneConfig, say func(string, ...any), fresh bool) (client.Registration, error) {
+	// The pairing's requests are the phone's last on plain HTTP, on a
+	// client of their own: its idle keep-alive connection, closed when the
+	// pairing ends, would otherwise stay open beside the link, a place in
+	// the server's bound of connections per address (a fleet of virtual
+	// phones from one address would fill it with idle ones). Closing
+	// http.DefaultClient's instead closed every idle connection of the
+	// process, another pairing's about to send its request among them.
+	hc := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	defer hc.CloseIdleConnections()
 	code := cfg.pairingCode
 	if cfg.apiKey != "" && (code == "" || fresh) {
 		var err error
-		if code, err = pairingCode(ctx, cfg.server, cfg.apiKey); err != nil {
+		if code, err = pairingCode(ctx, hc, cfg.server, cfg.apiKey); err != nil {
 			return client.Registration{}, err
 		}
 	}
-	reg, err := client.Register(ctx, nil, cfg.server, client.RegisterInput{
+	reg, err := client.Register(ctx, hc, cfg.server, client.RegisterInput{
 		PairingCode: code, DeviceFingerprint: cfg.fingerprint, DeviceName: cfg.name, AppVersion: "simrelay-phone " + buildVersion(),
 		SIMs: []proto.SIM{{Slot: proto.SIM1, Carrier: "Virtual", PhoneNumber: "+15550100001"}, {Slot: proto.SIM2, Carrier: "Virtual", PhoneNumber: "+15550100002"}},
 	})
-	// The pairing's requests are the phone's last on plain HTTP: their idle
-	// keep-alive connection would otherwise stay open beside the link, a
-	// place in the server's bound of connections per address (a fleet of
-	// virtual phones from one address would fill it with idle ones).
-	http.DefaultClient.CloseIdleConnections()
+	hc.CloseIdleConnections()
 	if err != nil {
 		return reg, err
 	}
@@ -403,14 +408,15 @@ func dialProblem(err error) string {
 	return err.Error()
 }
 
-// pairingCode asks the server for a pairing code with the company's API key.
-func pairingCode(ctx context.Context, server, apiKey string) (string, error) {
+// pairingCode asks the server for a pairing code with the company's API
+// key, through hc.
+func pairingCode(ctx context.Context, hc *http.Client, server, apiKey string) (string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, server+"/device/pairing", nil)
 	if err != nil {
 		return "", err
 	}
 	req.Header.Set("Authorization", "Bearer "+apiKey)
-	res, err := http.DefaultClient.Do(req)
+	res, err := hc.Do(req)
 	if err != nil {
 		return "", fmt.Errorf("pairing: %w", err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/simrelay/simrelay/android-protocol/client"
 	"github.com/simrelay/simrelay/internal/freeport"
 	"github.com/simrelay/simrelay/internal/syncbuf"
+	"github.com/simrelay/simrelay/internal/testhttp"
 )
 
 // TestVirtualPhone walks the README: a server, a company, the virtual phone
@@ -57,7 +58,7 @@ func TestVirtualPhone(t *testing.T) {
 	req, _ := http.NewRequest("POST", srv.url+"/chat/send", strings.NewReader(`{"device_fingerprint":"virtual-phone","phone":"+15557654321","message":"hi there","sim_slot":"SIM1"}`))
 	req.Header.Set("Authorization", "Bearer "+apiKey)
 	req.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(req)
+	res, err := testhttp.Client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +104,7 @@ func TestVirtualPhoneKeepsItsToken(t *testing.T) {
 	// returns what is left of it.
 	authRemaining := func() int {
 		t.Helper()
-		res, err := http.Post(srv.url+"/device/register", "application/json", strings.NewReader(`{}`))
+		res, err := testhttp.Client.Post(srv.url+"/device/register", "application/json", strings.NewReader(`{}`))
 		if err != nil {
 			t.Fatal(err)
 		}

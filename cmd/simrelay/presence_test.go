@@ -12,6 +12,7 @@ import (
 
 	"github.com/simrelay/simrelay/android-protocol/client"
 	"github.com/simrelay/simrelay/internal/poll"
+	"github.com/simrelay/simrelay/internal/testhttp"
 	"github.com/simrelay/simrelay/webhook/webhooktest"
 )
 
@@ -29,7 +30,7 @@ func TestDeviceOfflineAcrossARestart(t *testing.T) {
 	req, _ := http.NewRequest("PUT", srv.url+"/webhooks/inbound-sms", bytes.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+apiKey)
 	req.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(req)
+	res, err := testhttp.Client.Do(req)
 	if err != nil || res.StatusCode != http.StatusOK {
 		t.Fatalf("PUT /webhooks/inbound-sms: %v %v", res, err)
 	}
@@ -50,11 +51,11 @@ func TestDeviceOfflineAcrossARestart(t *testing.T) {
 		poll.Until(t, fp+" links", p.Connected)
 	}
 	for _, fp := range []string{"gone-phone", "back-phone"} {
-		code, err := pairingCode(context.Background(), srv.url, apiKey)
+		code, err := pairingCode(context.Background(), testhttp.Client, srv.url, apiKey)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if regs[fp], err = client.Register(context.Background(), nil, srv.url, client.RegisterInput{PairingCode: code, DeviceFingerprint: fp}); err != nil {
+		if regs[fp], err = client.Register(context.Background(), testhttp.Client, srv.url, client.RegisterInput{PairingCode: code, DeviceFingerprint: fp}); err != nil {
 			t.Fatal(err)
 		}
 		link(srv.url, fp)

@@ -16,6 +16,7 @@ import (
 	"github.com/simrelay/simrelay/internal/pgtest"
 	"github.com/simrelay/simrelay/internal/poll"
 	"github.com/simrelay/simrelay/internal/storetest"
+	"github.com/simrelay/simrelay/internal/testhttp"
 	"github.com/simrelay/simrelay/webhook/webhooktest"
 )
 
@@ -55,11 +56,11 @@ func TestRoutingAcrossNodes(t *testing.T) {
 
 	register := func(fp string) client.Registration {
 		t.Helper()
-		code, err := pairingCode(context.Background(), a.url, apiKey)
+		code, err := pairingCode(context.Background(), testhttp.Client, a.url, apiKey)
 		if err != nil {
 			t.Fatal(err)
 		}
-		reg, err := client.Register(context.Background(), nil, a.url, client.RegisterInput{PairingCode: code, DeviceFingerprint: fp})
+		reg, err := client.Register(context.Background(), testhttp.Client, a.url, client.RegisterInput{PairingCode: code, DeviceFingerprint: fp})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -155,11 +156,11 @@ func TestDeadNodesPhonesReportedOffline(t *testing.T) {
 	tokens := map[string]string{}
 	phones := map[string]*link{}
 	for _, fp := range []string{"gone-phone", "moved-phone"} {
-		code, err := pairingCode(context.Background(), a.url, apiKey)
+		code, err := pairingCode(context.Background(), testhttp.Client, a.url, apiKey)
 		if err != nil {
 			t.Fatal(err)
 		}
-		reg, err := client.Register(context.Background(), nil, a.url, client.RegisterInput{PairingCode: code, DeviceFingerprint: fp})
+		reg, err := client.Register(context.Background(), testhttp.Client, a.url, client.RegisterInput{PairingCode: code, DeviceFingerprint: fp})
 		if err != nil {
 			t.Fatal(err)
 		}

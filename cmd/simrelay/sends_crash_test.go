@@ -17,6 +17,7 @@ import (
 	"github.com/simrelay/simrelay/android-protocol/client"
 	"github.com/simrelay/simrelay/internal/freeport"
 	"github.com/simrelay/simrelay/internal/poll"
+	"github.com/simrelay/simrelay/internal/testhttp"
 )
 
 // call sends a JSON request with the API key and decodes the answer.
@@ -30,7 +31,7 @@ func call(t *testing.T, method, url, key string, body any) (int, map[string]any)
 	req, _ := http.NewRequest(method, url, rd)
 	req.Header.Set("Authorization", "Bearer "+key)
 	req.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(req)
+	res, err := testhttp.Client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,11 +135,11 @@ func TestScheduledSendSurvivesRestart(t *testing.T) {
 	bin, st, apiKey := companyStore(t)
 	addr := freeport.Addr(t)
 	srv := startServer(t, bin, st, "--listen", addr)
-	code, err := pairingCode(context.Background(), srv.url, apiKey)
+	code, err := pairingCode(context.Background(), testhttp.Client, srv.url, apiKey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := client.Register(context.Background(), nil, srv.url, client.RegisterInput{PairingCode: code, DeviceFingerprint: "later-phone"})
+	reg, err := client.Register(context.Background(), testhttp.Client, srv.url, client.RegisterInput{PairingCode: code, DeviceFingerprint: "later-phone"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,11 +211,11 @@ func startStatusRun(t *testing.T, bin string, st testStore, apiKey, fingerprint 
 	}}); st != 200 {
 		t.Fatalf("PUT webhooks: %d %v", st, body)
 	}
-	code, err := pairingCode(context.Background(), r.srv.url, apiKey)
+	code, err := pairingCode(context.Background(), testhttp.Client, r.srv.url, apiKey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.reg, err = client.Register(context.Background(), nil, r.srv.url, client.RegisterInput{PairingCode: code, DeviceFingerprint: fingerprint}); err != nil {
+	if r.reg, err = client.Register(context.Background(), testhttp.Client, r.srv.url, client.RegisterInput{PairingCode: code, DeviceFingerprint: fingerprint}); err != nil {
 		t.Fatal(err)
 	}
 	for i := range n {

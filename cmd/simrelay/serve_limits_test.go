@@ -19,6 +19,7 @@ import (
 	"github.com/simrelay/simrelay/internal/natstest"
 	"github.com/simrelay/simrelay/internal/pgtest"
 	"github.com/simrelay/simrelay/internal/poll"
+	"github.com/simrelay/simrelay/internal/testhttp"
 	"github.com/simrelay/simrelay/mail"
 	"github.com/simrelay/simrelay/pacing"
 	"github.com/simrelay/simrelay/store/postgres"
@@ -92,7 +93,7 @@ func nodeCall(t *testing.T, method, url, key string) (int, http.Header, []byte) 
 		t.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer "+key)
-	res, err := http.DefaultClient.Do(req)
+	res, err := testhttp.Client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +161,7 @@ func TestClusterResetMailsCountOnce(t *testing.T) {
 	}
 	for i := range 2 * account.ResetMailsPerHour {
 		node := []*limitsNode{a, b}[i%2]
-		res, err := http.Post(node.url+"/auth/forgot-password", "application/json", strings.NewReader(`{"email": "`+email+`"}`))
+		res, err := testhttp.Client.Post(node.url+"/auth/forgot-password", "application/json", strings.NewReader(`{"email": "`+email+`"}`))
 		if err != nil {
 			t.Fatal(err)
 		}

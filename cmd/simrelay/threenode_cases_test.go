@@ -21,6 +21,7 @@ import (
 
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/android-protocol/client"
+	"github.com/simrelay/simrelay/internal/testhttp"
 )
 
 // The cases of TestThreeNodes past the phone's first link.
@@ -33,7 +34,7 @@ var csrfInput = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 func consoleSignIn(t *testing.T, s *server) *http.Client {
 	t.Helper()
 	jar, _ := cookiejar.New(nil)
-	hc := &http.Client{Jar: jar, Timeout: clusterWait}
+	hc := &http.Client{Transport: testhttp.Transport, Jar: jar, Timeout: clusterWait}
 	res, err := hc.Get(s.url + "/console/signin")
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +65,7 @@ func testLiveViewAcrossNodes(t *testing.T, c *cluster3) {
 	ctx, cancel := context.WithTimeout(context.Background(), clusterWait)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, "GET", c.nodes["c"].url+"/console/events", nil)
-	stream := &http.Client{Jar: hc.Jar} // the context bounds it
+	stream := &http.Client{Transport: testhttp.Transport, Jar: hc.Jar} // the context bounds it
 	res, err := stream.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -139,11 +140,11 @@ func testBannerAcrossNodes(t *testing.T, c *cluster3) {
 // TestGovernorSurvivesRestart): of nine sends at once, three on each node,
 // four are accepted and five refused.
 func testCapAcrossNodes(t *testing.T, c *cluster3) {
-	code, err := pairingCode(context.Background(), c.nodes["b"].url, c.apiKey)
+	code, err := pairingCode(context.Background(), testhttp.Client, c.nodes["b"].url, c.apiKey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := client.Register(context.Background(), nil, c.nodes["b"].url, client.RegisterInput{PairingCode: code, DeviceFingerprint: "cluster-agent"})
+	reg, err := client.Register(context.Background(), testhttp.Client, c.nodes["b"].url, client.RegisterInput{PairingCode: code, DeviceFingerprint: "cluster-agent"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +308,7 @@ func testKillPhoneNode(t *testing.T, c *cluster3) {
 	var answered sync.Map
 	var before, after, tries atomic.Int64
 	killed, stop := make(chan struct{}), make(chan struct{})
-	hc := &http.Client{Timeout: 10 * time.Second}
+	hc := &http.Client{Transport: testhttp.Transport, Timeout: 10 * time.Second}
 	var wg sync.WaitGroup
 	for w := range 6 {
 		wg.Go(func() {

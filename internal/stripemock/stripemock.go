@@ -19,7 +19,8 @@ import (
 	"time"
 
 	"github.com/simrelay/simrelay/internal/freeport"
-	"github.com/simrelay/simrelay/internal/poll"
+	"github.com/simrelay/simrelay/internal/syncbuf"
+	"github.com/simrelay/simrelay/internal/testhttp"
 )
 
 // Start runs stripe-mock on loopback for the test and returns its URL.
@@ -36,20 +37,40 @@ func Start(t testing.TB) string {
 	}
 	httpAddr, httpsAddr := freeport.Addr(t), freeport.Addr(t)
 	cmd := exec.Command(bin, "-http-addr", httpAddr, "-https-addr", httpsAddr)
+	var out syncbuf.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start stripe-mock: %v", err)
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	poll.Until(t, "stripe-mock listening on "+httpAddr, func() bool {
-		c, err := net.DialTimeout("tcp", httpAddr, time.Second)
-		if err != nil {
-			return false
+	exited := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
+	// stripe-mock loads Stripe's whole API description before it listens,
+	// about two seconds on a busy 2-core machine, and more where parallel
+	// tests start several at once (10 s ran out under a loaded httpapi
+	// run). The wait bounds a start that is stuck, not its speed; a
+	// stripe-mock that exited says why.
+	deadline := time.Now().Add(startWait)
+	for {
+		select {
+		case <-exited:
+			t.Fatalf("stripe-mock exited before it listened on %s: %v\n%s", httpAddr, waitErr, out.String())
+		default:
 		}
-		c.Close()
-		return true
-	})
-	return "http://" + httpAddr
+		if c, err := net.DialTimeout("tcp", httpAddr, time.Second); err == nil {
+			c.Close()
+			return "http://" + httpAddr
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("stripe-mock not listening on %s within %s; its output:\n%s", httpAddr, startWait, out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
+
+// startWait bounds stripe-mock's start.
+const startWait = 2 * time.Minute
 
 // Proxy passes requests on to stripe-mock, recording each as
 // "METHOD /path".
@@ -70,6 +91,7 @@ func NewProxy(t testing.TB) *Proxy {
 	}
 	p := &Proxy{}
 	rp := httputil.NewSingleHostReverseProxy(target)
+	rp.Transport = testhttp.Transport // a parallel test's httptest.Server.Close closes DefaultTransport's idle connections
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.mu.Lock()
 		p.calls = append(p.calls, r.Method+" "+r.URL.Path)
