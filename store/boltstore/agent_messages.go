@@ -77,11 +77,7 @@ func (s *Store) EnqueueAgent(m *Message, idemKey IdempotencyKey, now func() time
 			}
 			undo = u
 		}
-		id, err := tx.Bucket(bucketMessages).NextSequence()
-		if err != nil {
-			return err
-		}
-		msg.ID, msg.NumberID, msg.Account, msg.Direction, msg.Status = id, n.ID, n.Address, Outbound, MsgQueued
+		msg.NumberID, msg.Account, msg.Direction, msg.Status = n.ID, n.Address, Outbound, MsgQueued
 		msg.DeviceID, msg.Device = n.DeviceID, n.Device
 		usage, err := s.planAllows(tx, msg.CompanyID, msg.CreatedAt, store.LimitMessages)
 		if err != nil {
@@ -98,6 +94,13 @@ func (s *Store) EnqueueAgent(m *Message, idemKey IdempotencyKey, now func() time
 			}
 			return err
 		}
+		// The id is taken once nothing can refuse the send: a refused send
+		// leaves no gap in the ids.
+		id, err := tx.Bucket(bucketMessages).NextSequence()
+		if err != nil {
+			return err
+		}
+		msg.ID = id
 		if err := usage.add(tx); err != nil {
 			return err
 		}
