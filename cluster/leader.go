@@ -33,19 +33,6 @@ type LeaderConfig struct {
 	Logger *slog.Logger
 }
 
-// serverKeepalive are the settings the lock's session asks of the
-// PostgreSQL server, unless the URL sets them: the server notices a leader
-// whose machine vanished (its socket silent, not closed) and ends its
-// session, releasing the lock, in about 30 s, not after the server's
-// operating system's TCP keepalive (two hours by Linux's defaults). They
-// apply to TCP connections only.
-var serverKeepalive = map[string]string{
-	"tcp_keepalives_idle":     "15",
-	"tcp_keepalives_interval": "5",
-	"tcp_keepalives_count":    "3",
-	"tcp_user_timeout":        "30000", // ms
-}
-
 // Leader runs work on one node of a cluster at a time: the node whose
 // dedicated connection holds the session-level advisory lock
 // pg_try_advisory_lock(Key). PostgreSQL releases the lock when that
@@ -117,17 +104,14 @@ func (l *Leader) acquire(ctx context.Context, conn *pgx.Conn) (*pgx.Conn, bool) 
 	cctx, cancel := context.WithTimeout(ctx, l.cfg.Poll)
 	defer cancel()
 	if conn == nil {
-		// The store's connect timeout and TCP keepalive, so that this
-		// node notices a silent database on this session too.
+		// The store's connect timeout, TCP keepalive and server settings
+		// (store/postgres: serverSettings), so that this node notices a silent
+		// database on this session too, and the server a vanished leader:
+		// it ends the session, releasing the lock, in about 30 s.
 		cfg, err := postgres.ConnConfig(l.cfg.URL)
 		if err != nil {
 			l.log.Warn("leadership: connect", "err", err)
 			return nil, false
-		}
-		for k, v := range serverKeepalive {
-			if _, set := cfg.RuntimeParams[k]; !set {
-				cfg.RuntimeParams[k] = v
-			}
 		}
 		if conn, err = pgx.ConnectConfig(cctx, cfg); err != nil {
 			if ctx.Err() == nil {

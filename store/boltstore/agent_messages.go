@@ -77,11 +77,7 @@ func (s *Store) EnqueueAgent(m *Message, idemKey IdempotencyKey, now func() time
 			}
 			undo = u
 		}
-		id, err := tx.Bucket(bucketMessages).NextSequence()
-		if err != nil {
-			return err
-		}
-		msg.ID, msg.NumberID, msg.Account, msg.Direction, msg.Status = id, n.ID, n.Address, Outbound, MsgQueued
+		msg.NumberID, msg.Account, msg.Direction, msg.Status = n.ID, n.Address, Outbound, MsgQueued
 		msg.DeviceID, msg.Device = n.DeviceID, n.Device
 		usage, err := s.planAllows(tx, msg.CompanyID, msg.CreatedAt, store.LimitMessages)
 		if err != nil {
@@ -98,6 +94,13 @@ func (s *Store) EnqueueAgent(m *Message, idemKey IdempotencyKey, now func() time
 			}
 			return err
 		}
+		// The id is taken once nothing can refuse the send: a refused send
+		// leaves no gap in the ids.
+		id, err := tx.Bucket(bucketMessages).NextSequence()
+		if err != nil {
+			return err
+		}
+		msg.ID = id
 		if err := usage.add(tx); err != nil {
 			return err
 		}
@@ -138,7 +141,21 @@ func insertAgentMessage(tx *bolt.Tx, m Message) error {
 	if err := tx.Bucket(bucketMessageUUIDs).Put([]byte(m.UUID), itob(m.ID)); err != nil {
 		return err
 	}
-	return tx.Bucket(bucketAgentMessages).Put(agentMsgKey(m), nil)
+	k := agentMsgKey(m) // a new message's id: a key not stored before
+	if err := tx.Bucket(bucketAgentMessages).Put(k, nil); err != nil {
+		return err
+	}
+	counts := tx.Bucket(bucketAgentMsgCounts)
+	return counts.Put(k[:16], itob(agentMessageCount(counts, k[:16])+1))
+}
+
+// agentMessageCount is how many messages agent_messages holds under prefix
+// (company, number), as agent_message_counts keeps it.
+func agentMessageCount(counts *bolt.Bucket, prefix []byte) uint64 {
+	if v := counts.Get(prefix); len(v) == 8 {
+		return btoi(v)
+	}
+	return 0
 }
 
 // AgentPending returns up to limit queued messages of the company's number
@@ -179,7 +196,9 @@ func (s *Store) AgentPending(companyID, deviceID, numberID, after uint64, limit 
 }
 
 // AgentMessages returns one page (1-based) of the number's messages, both
-// directions, newest first, and how many there are.
+// directions, newest first, and how many there are: the count the writes
+// keep (agent_message_counts), so that a page reads the keys up to its own
+// and no more.
 func (s *Store) AgentMessages(companyID, numberID uint64, page, limit int) ([]Message, int, error) {
 	var out []Message
 	total := 0
@@ -198,9 +217,12 @@ func (s *Store) AgentMessages(companyID, numberID uint64, page, limit int) ([]Me
 		} else {
 			k, _ = c.Prev()
 		}
-		for ; k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Prev() {
-			total++
-			if total <= skip || len(out) >= limit {
+		total = int(agentMessageCount(tx.Bucket(bucketAgentMsgCounts), prefix))
+		if skip >= total {
+			return nil
+		}
+		for seen := 0; k != nil && bytes.HasPrefix(k, prefix) && len(out) < limit; k, _ = c.Prev() {
+			if seen++; seen <= skip {
 				continue
 			}
 			var m Message

@@ -38,7 +38,8 @@ var (
 	bucketAgentSends     = []byte("agent_sends")    // company(8) number id(8) created_at(8) message id(8) -> nil: accepted sends by time
 	bucketAgentInClient  = []byte("agent_inbound_client")
 	bucketAgentHeld      = []byte("agent_number_held")
-	agentBuckets         = [][]byte{bucketAgentNumbers, bucketAgentNumberIDs, bucketAgentNumberRef, bucketAgentQueue, bucketAgentMessages, bucketAgentSends, bucketAgentInClient, bucketAgentHeld}
+	bucketAgentMsgCounts = []byte("agent_message_counts") // company(8) number id(8) -> count(8): the keys of agent_messages under the pair
+	agentBuckets         = [][]byte{bucketAgentNumbers, bucketAgentNumberIDs, bucketAgentNumberRef, bucketAgentQueue, bucketAgentMessages, bucketAgentSends, bucketAgentInClient, bucketAgentHeld, bucketAgentMsgCounts}
 )
 
 func heldKey(companyID, deviceID uint64, channel, address string) []byte {

@@ -150,3 +150,40 @@ func BenchmarkSendAndAck(b *testing.B) {
 	b.ReportMetric(float64(after.GetPageAlloc()-before.GetPageAlloc())/float64(b.N), "pagebytes/op")
 	b.ReportMetric(float64(after.GetWrite()-before.GetWrite())/float64(b.N), "writes/op")
 }
+
+// BenchmarkAgentMessagesPage reads the newest page of a WhatsApp number that
+// holds 1,000,000 messages: the page and the number's total.
+func BenchmarkAgentMessagesPage(b *testing.B) {
+	s, c := benchStore(b)
+	ns, err := s.AnnounceNumbers(c.ID, 1, ChannelNameWhatsApp, []string{"+15550001111"}, time.Now(), 10)
+	if err != nil || len(ns) != 1 {
+		b.Fatalf("announce: %v (%v)", ns, err)
+	}
+	n := ns[0]
+	const total = 1000000
+	at := time.Now().Add(-time.Hour)
+	for i := 0; i < total; i += 100000 {
+		if err := s.db.Update(func(tx *bolt.Tx) error {
+			for j := i; j < i+100000; j++ {
+				id, err := tx.Bucket(bucketMessages).NextSequence()
+				if err != nil {
+					return err
+				}
+				m := Message{ID: id, UUID: fmt.Sprint("a", j), CompanyID: c.ID, Channel: ChannelNameWhatsApp, NumberID: n.ID, Direction: Outbound, Status: MsgDelivered, Phone: "+15557654321", Text: "x", CreatedAt: at}
+				if err := insertAgentMessage(tx, m); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		msgs, got, err := s.AgentMessages(c.ID, n.ID, 1, 50)
+		if err != nil || len(msgs) != 50 || got != total {
+			b.Fatalf("got %d of %d: %v", len(msgs), got, err)
+		}
+	}
+}

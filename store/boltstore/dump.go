@@ -119,6 +119,7 @@ var bucketKinds = map[string]store.Kind{
 	"agent_number_ids":     "",
 	"agent_number_ref":     "",
 	"agent_number_held":    "",
+	"agent_message_counts": "", // counted from agent_messages
 	"agent_queue":          "",
 	"agent_messages":       store.KindAgentMessages, // the dump's way to them
 	"agent_sends":          store.KindAgentSends,

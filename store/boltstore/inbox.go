@@ -129,7 +129,8 @@ func (s *Store) StoreInbound(m *Message, now func() time.Time) (Message, bool, e
 // walking an index made for exactly that filter, so its cost does not grow
 // with the number of stored messages. A device filter names the company's
 // live device; it lists that registration's messages only, and any other
-// fingerprint (unknown, another company's) is ErrDeviceGone.
+// fingerprint (unknown, another company's) is ErrDeviceGone. A limit below
+// 1 lists none.
 func (s *Store) InboundList(q InboundQuery) ([]Message, error) {
 	var out []Message
 	err := s.view(func(tx *bolt.Tx) error {
@@ -151,6 +152,9 @@ func (s *Store) InboundList(q InboundQuery) ([]Message, error) {
 			prefix = append(append(itob(q.CompanyID), tagSlot), q.SIMSlot...)
 		default:
 			prefix = append(itob(q.CompanyID), tagAll)
+		}
+		if q.Limit < 1 {
+			return nil
 		}
 		msgs := tx.Bucket(bucketMessages)
 		var err error

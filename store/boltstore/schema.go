@@ -45,6 +45,9 @@ var migrations = []func(tx *bolt.Tx) (done bool, err error){
 	// 8 -> 9: each company's addresses, indexed from the stored users
 	// (migrate_v9.go).
 	migrateCompanyEmails,
+	// 9 -> 10: each agent number's count of messages, counted from the
+	// stored ones (migrate_v10.go).
+	whole(migrateAgentMessageCounts),
 }
 
 // whole makes a migration that fits in one transaction a one-step one.

@@ -347,9 +347,13 @@ func entryHealthChanged(a, b WebhookEntry) bool {
 }
 
 // WebhookAttempts returns up to limit lines of the company's deliveries log,
-// newest first; a webhookID other than 0 keeps only that entry's lines.
+// newest first; a webhookID other than 0 keeps only that entry's lines. A
+// limit below 1 returns none.
 func (s *Store) WebhookAttempts(companyID, webhookID uint64, limit int) ([]WebhookAttempt, error) {
 	var out []WebhookAttempt
+	if limit < 1 {
+		return nil, nil
+	}
 	err := s.view(func(tx *bolt.Tx) error {
 		var err error
 		reverse(tx.Bucket(bucketWebhookAttempts), itob(companyID), func(k []byte) bool {

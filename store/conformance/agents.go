@@ -50,6 +50,7 @@ func Agents(t *testing.T, open Opener[AgentsStore]) {
 	t.Run("Enqueue", func(t *testing.T) { t.Parallel(); enqueueAgent(t, open(t)) })
 	t.Run("EnqueueRefusals", func(t *testing.T) { t.Parallel(); enqueueAgentRefusals(t, open(t)) })
 	t.Run("EnqueueGivesTheSlotBack", func(t *testing.T) { t.Parallel(); enqueueAgentGivesBack(t, open(t)) })
+	t.Run("EnqueueRefusedTakesNoID", func(t *testing.T) { t.Parallel(); enqueueAgentRefusedTakesNoID(t, open(t)) })
 	t.Run("EnqueueIdempotent", func(t *testing.T) { t.Parallel(); enqueueAgentIdempotent(t, open(t)) })
 	t.Run("EnqueueVetExact", func(t *testing.T) { t.Parallel(); enqueueAgentVetExact(t, open(t)) })
 	t.Run("Pending", func(t *testing.T) { t.Parallel(); agentPending(t, open(t)) })
@@ -478,6 +479,25 @@ func enqueueAgentGivesBack(t *testing.T, s AgentsStore) {
 	}
 	if taken != 3 || given != 1 {
 		t.Fatalf("slots taken %d, given back %d; want 3 and 1", taken, given)
+	}
+}
+
+// enqueueAgentRefusedTakesNoID: a send the plan refuses takes no message
+// id, so the next accepted send's id follows the last accepted one (in a
+// store nothing else writes to at the time).
+func enqueueAgentRefusedTakesNoID(t *testing.T, s AgentsStore) {
+	s.SetPlans(messagePlan(1))
+	c, _ := Company(t, s)
+	d := Device(t, s, c.ID, newFingerprint())
+	n := announce(t, s, d, store.ChannelNameWhatsApp, T0, waX)[0]
+	first := enqueueAt(t, s, agentSend(c.ID, n, "1"), T0)
+	m := agentSend(c.ID, n, "2")
+	if _, _, err := s.EnqueueAgent(&m, store.IdempotencyKey{}, stoppedAt(T0), noVet, nil); !errors.Is(err, store.ErrPlanLimit) {
+		t.Fatalf("a send past the limit: %v, want the plan's limit", err)
+	}
+	next := enqueueAt(t, s, agentSend(c.ID, n, "3"), T0.AddDate(0, 1, 0))
+	if next.ID != first.ID+1 {
+		t.Fatalf("the send after a refused one has id %d, the one before %d: the refusal took an id", next.ID, first.ID)
 	}
 }
 

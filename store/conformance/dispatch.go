@@ -822,6 +822,9 @@ func dispatchInboundList(t *testing.T, s DispatchStore) {
 	}{
 		{store.InboundQuery{CompanyID: c.ID, Limit: 10}, []string{"d3", "d2", "o1", "d1"}},
 		{store.InboundQuery{CompanyID: c.ID, Limit: 2}, []string{"d3", "d2"}},
+		{store.InboundQuery{CompanyID: c.ID, Limit: 0}, []string{}},
+		{store.InboundQuery{CompanyID: c.ID, Limit: -1}, []string{}},
+		{store.InboundQuery{CompanyID: c.ID, Device: d.Fingerprint, SIMSlot: "SIM1", Limit: 0}, []string{}},
 		{store.InboundQuery{CompanyID: c.ID, SIMSlot: "SIM1", Limit: 10}, []string{"d3", "o1", "d1"}},
 		{store.InboundQuery{CompanyID: c.ID, Device: d.Fingerprint, Limit: 10}, []string{"d3", "d2", "d1"}},
 		{store.InboundQuery{CompanyID: c.ID, Device: d.Fingerprint, SIMSlot: "SIM2", Limit: 10}, []string{"d2"}},

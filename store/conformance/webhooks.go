@@ -450,6 +450,14 @@ func webhookOutboxBound(t *testing.T, s WebhooksStore) {
 	if err != nil || len(lines) != 2 {
 		t.Fatalf("log: %+v (%v), want the 2 refused deliveries", lines, err)
 	}
+	for _, limit := range []int{0, -1} {
+		if none, err := s.WebhookAttempts(a.company.ID, 0, limit); err != nil || len(none) != 0 {
+			t.Fatalf("log of limit %d: %d lines (%v), want none", limit, len(none), err)
+		}
+		if none, err := s.WebhookAttempts(a.company.ID, lines[0].WebhookID, limit); err != nil || len(none) != 0 {
+			t.Fatalf("an entry's log of limit %d: %d lines (%v), want none", limit, len(none), err)
+		}
+	}
 	for _, l := range lines {
 		if l.State != store.WebhookFailed || !strings.Contains(l.Error, "outbox is full") || l.Attempt != 0 || l.CompanyID != a.company.ID ||
 			l.WebhookID == 0 || l.EventID == "" || l.DeliveryID == "" || l.EventType != "sms.received" || !l.CreatedAt.Equal(T0) {

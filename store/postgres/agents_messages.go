@@ -192,11 +192,6 @@ func (s *Store) EnqueueAgent(m *store.Message, idemKey store.IdempotencyKey, now
 				return failed
 			}
 		}
-		// The id is taken under the number's row lock: one number's ids
-		// rise in commit order (the queue's places).
-		if msg.ID, err = nextID(t, "messages"); err != nil {
-			return err
-		}
 		msg.NumberID, msg.Account, msg.Direction, msg.Status = n.ID, n.Address, store.Outbound, store.MsgQueued
 		msg.DeviceID, msg.Device = n.DeviceID, n.Device
 		usage, err := s.planAllows(t, msg.CompanyID, msg.CreatedAt, store.LimitMessages)
@@ -204,6 +199,14 @@ func (s *Store) EnqueueAgent(m *store.Message, idemKey store.IdempotencyKey, now
 			return err
 		}
 		if err := s.charge(t, msg.CompanyID, msg.CreatedAt, store.MessageCost(msg)+int64(len(msg.MediaURL))); err != nil {
+			return err
+		}
+		// The id is taken under the number's row lock: one number's ids
+		// rise in commit order (the queue's places). It is taken once the
+		// plan and the budget let the send in: a refusal takes none (a
+		// sequence's value is not given back when the transaction rolls
+		// back).
+		if msg.ID, err = nextID(t, "messages"); err != nil {
 			return err
 		}
 		if err := usage.add(t, 1); err != nil {

@@ -153,6 +153,14 @@ func (s *Store) updateDevice(name string, find func(*txn) (store.Device, error),
 // the device live with the messages its batches failed so (its last
 // failures do not list them: failMessages), and the request, answered
 // 503, is made again.
+//
+// Its SIMs' recipients (sim_recipients: a row for each recipient a SIM
+// sent to on a day, kept while the SIM has a recipients cap, as many as
+// the SIM's sends) are deleted the same way after the messages, a batch of
+// Store.pruneBatch a transaction while the device is live, so that the
+// last transaction holds only those written since. While the batches run,
+// and after a deletion that failed on the way, a SIM's count of
+// recipients of the day starts again from the sends made since.
 func (s *Store) DeleteDevice(companyID uint64, fingerprint string, now time.Time) (store.Device, error) {
 	name := fmt.Sprintf("delete device %s of company %d", fingerprint, companyID)
 	for {
@@ -166,6 +174,24 @@ func (s *Store) DeleteDevice(companyID uint64, fingerprint string, now time.Time
 			return store.Device{}, err
 		}
 		if n < s.deviceBatch {
+			break
+		}
+	}
+	// As DeletePool's batches, these end at one that found fewer rows than
+	// it may delete: sends to the live device write rows between them.
+	for {
+		found := 0
+		err := s.write(name, func(t *txn) error {
+			return t.row(`WITH c AS MATERIALIZED (SELECT ctid FROM sim_recipients
+					WHERE device_id = (SELECT id FROM devices WHERE company_id = $2 AND fingerprint = $3 AND deleted_at IS NULL) LIMIT $1),
+				d AS (DELETE FROM sim_recipients WHERE ctid = ANY (ARRAY (SELECT ctid FROM c)) RETURNING 1)
+				SELECT (SELECT count(*) FROM c), (SELECT count(*) FROM d)`,
+				s.pruneBatch, id(companyID), fingerprint).Scan(&found, new(int))
+		})
+		if err != nil {
+			return store.Device{}, err
+		}
+		if found < s.pruneBatch {
 			break
 		}
 	}

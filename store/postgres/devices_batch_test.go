@@ -264,3 +264,72 @@ func TestInterruptedDeviceDeletionLeavesItsFailures(t *testing.T) {
 		t.Errorf("the live device's last failures after an interrupted deletion: %+v, want none", fs)
 	}
 }
+
+// A device whose SIMs sent to more recipients than a batch deletes is
+// deleted: its SIMs' recipients are deleted a batch at a time before the
+// device (the last transaction deleted them all, holding every row), each
+// batch holding its own rows only; another company's deletion of it
+// deletes none.
+func TestDeviceDeletionDeletesItsSIMRecipientsInBatches(t *testing.T) {
+	t.Parallel()
+	// The deletion's batches begin so.
+	tr := newPauseTracer("WITH c AS MATERIALIZED (SELECT ctid FROM sim_recipients")
+	s := openStore(t, Options{Tracer: tr})
+	s.pruneBatch = 2
+	ctx := context.Background()
+	c, _ := conformance.Company(t, s)
+	other, _ := conformance.Company(t, s)
+	fp := devicesOf(t, s, c.ID, 1)[0]
+	var devID int64
+	if err := s.pool.QueryRow(ctx, "SELECT id FROM devices WHERE company_id = $1 AND fingerprint = $2", id(c.ID), fp).Scan(&devID); err != nil {
+		t.Fatal(err)
+	}
+	const recipients = 7
+	for i := range recipients {
+		if _, err := s.pool.Exec(ctx, "INSERT INTO sim_recipients (device_id, sim_slot, day, phone) VALUES ($1, 'SIM1', 20260101, $2)",
+			devID, fmt.Sprint("+1555010000", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	left := func(lock string) int {
+		t.Helper()
+		var n int
+		if err := s.pool.QueryRow(ctx, "SELECT count(*) FROM (SELECT 1 FROM sim_recipients WHERE device_id = $1 "+lock+") r", devID).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if _, err := s.DeleteDevice(other.ID, fp, conformance.T0); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("another company's deletion of the device: %v, want store.ErrNotFound", err)
+	}
+	if n := left(""); n != recipients {
+		t.Fatalf("another company's deletion of the device left %d recipients of %d", n, recipients)
+	}
+	type result struct {
+		d   store.Device
+		err error
+	}
+	deleted := make(chan result, 1)
+	go func() {
+		d, err := s.DeleteDevice(c.ID, fp, conformance.T0)
+		deleted <- result{d, err}
+	}()
+	select {
+	case <-tr.paused:
+	case r := <-deleted:
+		t.Fatalf("the deletion ended (%v) without deleting recipients in a batch", r.err)
+	case <-time.After(time.Minute):
+		t.Fatal("the deletion did not delete in a minute")
+	}
+	free := left("FOR UPDATE SKIP LOCKED") // the rows no open batch holds
+	close(tr.resume)
+	if free != recipients-2 {
+		t.Errorf("%d of %d recipients free while the deletion's first batch was open, want all but the batch's 2", free, recipients)
+	}
+	if r := <-deleted; r.err != nil || r.d.Fingerprint != fp {
+		t.Fatalf("DeleteDevice: %+v (%v)", r.d, r.err)
+	}
+	if n := left(""); n != 0 {
+		t.Errorf("%d recipients left after the device's deletion", n)
+	}
+}

@@ -47,14 +47,52 @@ func dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	return dialer.DialContext(ctx, network, addr)
 }
 
+// serverSettings are the settings every connection of the store (the
+// pool's and ConnConfig's) asks of the PostgreSQL server at its start,
+// unless the URL sets them (postgres://...?tcp_keepalives_idle=60), for the
+// server's side of the connection:
+//   - tcp_keepalives_*, tcp_user_timeout: the server notices a node whose
+//     machine vanished (its socket silent, not closed) and ends its
+//     session, rolling back its transaction and releasing its row and
+//     advisory locks, in about 30 s, not after the server's operating
+//     system's TCP keepalive (two hours by Linux's defaults). They apply to
+//     TCP connections only (a Unix socket's read 0), and a server on a
+//     system without one of them logs so and goes on;
+//   - idle_in_transaction_session_timeout: a session that holds a
+//     transaction open with no statement for a minute is ended, its locks
+//     released: every transaction of the store has DefaultTxTimeout (30 s)
+//     from its start, but that deadline is the node's, and a node stopped
+//     (SIGSTOP, a frozen VM) or hung between two statements does not keep
+//     it. The copy-store load, one long transaction, lifts it for itself.
+//
+// statement_timeout is left to the server: a statement's deadline is its
+// transaction's, and a node cancels it then (a cancel request on a
+// connection of its own), while a migration's statements (an index built
+// over a large table) may take longer.
+var serverSettings = map[string]string{
+	"tcp_keepalives_idle":                 "15",
+	"tcp_keepalives_interval":             "5",
+	"tcp_keepalives_count":                "3",
+	"tcp_user_timeout":                    "30000", // ms
+	"idle_in_transaction_session_timeout": "60000", // ms
+}
+
 // connDefaults gives a connection's settings parsed from a URL what the URL
-// did not set: DefaultConnectTimeout, and the dialer above (TCP keepalive
-// and TCP_USER_TIMEOUT).
+// did not set: DefaultConnectTimeout, the dialer above (TCP keepalive
+// and TCP_USER_TIMEOUT) and serverSettings.
 func connDefaults(cfg *pgx.ConnConfig) {
 	if cfg.ConnectTimeout == 0 { // the URL set no connect_timeout
 		cfg.ConnectTimeout = DefaultConnectTimeout
 	}
 	cfg.DialFunc = dial
+	if cfg.RuntimeParams == nil {
+		cfg.RuntimeParams = map[string]string{}
+	}
+	for k, v := range serverSettings {
+		if _, set := cfg.RuntimeParams[k]; !set {
+			cfg.RuntimeParams[k] = v
+		}
+	}
 }
 
 // ConnConfig parses url as Open does, for a connection of its own outside

@@ -16,7 +16,8 @@ import (
 // InboundList returns the newest inbound SMS matching q, newest first, each
 // filter read through its own index. A device filter names the company's
 // live device; it lists that registration's messages only, and any other
-// fingerprint (unknown, another company's) is ErrDeviceGone.
+// fingerprint (unknown, another company's) is ErrDeviceGone. A limit below
+// 1 lists none.
 func (s *Store) InboundList(q store.InboundQuery) ([]store.Message, error) {
 	var out []store.Message
 	err := s.read("inbound list", func(t *txn) error {
@@ -32,6 +33,9 @@ func (s *Store) InboundList(q store.InboundQuery) ([]store.Message, error) {
 		if q.SIMSlot != "" {
 			args = append(args, q.SIMSlot)
 			where += fmt.Sprintf(" AND rec->>'sim_slot' = $%d", len(args))
+		}
+		if q.Limit < 1 {
+			return nil // LIMIT refuses a negative count
 		}
 		args = append(args, q.Limit)
 		var err error

@@ -149,6 +149,11 @@ func (s *Store) load(dump func(put func(store.CopyRecord) error) error) (err err
 		return err
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // after Commit it does nothing
+	// The load reads its source between statements, as long as it takes:
+	// no idle timeout (serverSettings) ends it half way.
+	if _, err := tx.Exec(ctx, "SET LOCAL idle_in_transaction_session_timeout = 0"); err != nil {
+		return err
+	}
 	if _, err := tx.Exec(ctx, "LOCK TABLE companies IN EXCLUSIVE MODE"); err != nil {
 		return err
 	}

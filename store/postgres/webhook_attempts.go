@@ -180,10 +180,13 @@ func appendAttempt(t *txn, a *store.WebhookAttempt, keep int) error {
 }
 
 // WebhookAttempts returns up to limit lines of the company's deliveries log,
-// newest first; a webhookID other than 0 keeps only that entry's lines.
+// newest first; a webhookID other than 0 keeps only that entry's lines. A
+// limit below 1 returns none.
 func (s *Store) WebhookAttempts(companyID, webhookID uint64, limit int) ([]store.WebhookAttempt, error) {
 	var out []store.WebhookAttempt
-	limit = max(limit, 1) // as on bbolt, which reads a line before it counts
+	if limit < 1 {
+		return nil, nil
+	}
 	err := s.read(fmt.Sprintf("webhook attempts of company %d", companyID), func(t *txn) error {
 		var err error
 		if webhookID == 0 {
