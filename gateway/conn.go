@@ -111,6 +111,10 @@ func (c *conn) run() {
 		c.finish()
 		return
 	}
+	// The pace as the hello read the device, before the link can be
+	// found: a send queued while the link is under its second look pumps
+	// jobs behind the welcome, and they are paced too.
+	c.setPace(c.dev.SMSPerMinute)
 	old, ok := h.register(c)
 	if !ok {
 		c.closeWith(proto.CloseRestarting, "server restarting")
