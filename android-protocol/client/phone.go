@@ -294,6 +294,9 @@ func (p *Phone) session(ctx context.Context) error {
 		return closeErr(err)
 	}
 	f, err := proto.Decode(data)
+	if refusal, ok := f.(*proto.Error); ok && err == nil {
+		return p.refusedHello(ws, refusal)
+	}
 	welcome, ok := f.(*proto.Welcome)
 	if err != nil || !ok {
 		return fmt.Errorf("client: expected welcome, got %s", data)
@@ -340,6 +343,25 @@ func (p *Phone) session(ctx context.Context) error {
 		hear()
 		if err := p.handle(ctx, ws, data); err != nil {
 			return err
+		}
+	}
+}
+
+// refusedHello reads on to the close that follows an error frame answering
+// the hello (PROTOCOL.md 7.1): the close code, not the error frame, says
+// whether to reconnect, and 4510 (unsupported protocol) stops the phone. A
+// link that ends otherwise is retried with the error frame's words.
+func (p *Phone) refusedHello(ws *websocket.Conn, refusal *proto.Error) error {
+	p.cfg.Logger.Warn("hello refused", "code", refusal.Code, "message", refusal.Message)
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultHelloTimeout)
+	defer cancel()
+	for {
+		if _, _, err := ws.Read(ctx); err != nil {
+			var ce websocket.CloseError
+			if errors.As(err, &ce) {
+				return closeErr(err)
+			}
+			return fmt.Errorf("client: hello refused (%s: %s); the link ended without a close: %w", refusal.Code, refusal.Message, err)
 		}
 	}
 }

@@ -198,3 +198,42 @@ func TestUnansweredUpgradeIsGivenUp(t *testing.T) {
 		t.Fatal("the phone still waits on an upgrade nobody answers")
 	}
 }
+
+// A server that does not speak the phone's protocol answers its hello with
+// an error frame (unsupported_protocol) and closes with 4510: the phone
+// stops until it is updated (PROTOCOL.md 7.1, 13). It took the error frame
+// for a missing welcome and reconnected with backoff, forever.
+func TestUnsupportedProtocolStopsThePhone(t *testing.T) {
+	t.Parallel()
+	var links atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer ws.CloseNow()
+		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+		defer cancel()
+		if _, _, err := ws.Read(ctx); err != nil { // hello
+			return
+		}
+		links.Add(1)
+		data, _ := proto.Encode(proto.Error{Code: "unsupported_protocol", Message: "This server speaks protocol version 2."})
+		if err := ws.Write(ctx, websocket.MessageText, data); err != nil {
+			return
+		}
+		_ = ws.Close(proto.CloseUnsupportedVer, "This server speaks protocol version 2.")
+	}))
+	t.Cleanup(srv.Close)
+	p := New(Config{WSURL: "ws" + strings.TrimPrefix(srv.URL, "http"), Token: "dt_x", BackoffBase: time.Millisecond, BackoffMax: 10 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := p.Run(ctx)
+	var closed *ClosedError
+	if !errors.As(err, &closed) || closed.Code != proto.CloseUnsupportedVer {
+		t.Fatalf("Run: got %v, want a ClosedError 4510", err)
+	}
+	if n := links.Load(); n != 1 {
+		t.Errorf("links: got %d, want 1", n)
+	}
+}
