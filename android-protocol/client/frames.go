@@ -35,6 +35,7 @@ func (p *Phone) handle(ctx context.Context, ws *websocket.Conn, data []byte) err
 			return err
 		}
 	case *proto.StatusAck:
+		p.answeredOne()
 		p.mu.Lock()
 		key := reportKey(f.ID, f.Status, f.Detail)
 		if _, ok := p.reports[key]; ok {
@@ -43,6 +44,7 @@ func (p *Phone) handle(ctx context.Context, ws *websocket.Conn, data []byte) err
 		}
 		p.mu.Unlock()
 	case *proto.InboundAck:
+		p.answeredOne()
 		p.mu.Lock()
 		if _, ok := p.inbound[f.ClientID]; ok {
 			delete(p.inbound, f.ClientID)
@@ -72,6 +74,9 @@ func (p *Phone) handle(ctx context.Context, ws *websocket.Conn, data []byte) err
 		if p.cfg.OnError != nil {
 			p.cfg.OnError(*f)
 		}
+		if f.ID != "" || f.ClientID != "" {
+			p.answeredOne() // a report's refusal is its answer
+		}
 		if f.RetryAfter > 0 {
 			// A temporary refusal (e.g. the company's storage budget for the
 			// day is spent): the report stays, to be sent again later.
@@ -97,6 +102,22 @@ func (p *Phone) handle(ctx context.Context, ws *websocket.Conn, data []byte) err
 		p.mu.Unlock()
 	}
 	return nil
+}
+
+// answeredOne tells the link's resend that a report was answered: a place
+// in its window is free. Reports sent live are answered there too; they
+// free places the resend did not take, so the window may hold a few more.
+func (p *Phone) answeredOne() {
+	p.mu.Lock()
+	ch := p.answered
+	p.mu.Unlock()
+	if ch == nil {
+		return
+	}
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
 }
 
 // resendLater sends the refused report again after wait if it is still

@@ -237,3 +237,86 @@ func TestUnsupportedProtocolStopsThePhone(t *testing.T) {
 		t.Errorf("links: got %d, want 1", n)
 	}
 }
+
+// A phone with more unanswered reports than its window resends at most
+// MaxUnanswered of them on a new link, and the next once one is answered
+// (PROTOCOL.md section 12). It wrote its whole outbox at once: hundreds of
+// inbound messages, which the server counts, were closed with 4029 and
+// sent again whole on the next link, without end.
+func TestResendKeepsItsWindow(t *testing.T) {
+	t.Parallel()
+	frames := make(chan proto.Frame, 64)
+	answer := make(chan []byte)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer ws.CloseNow()
+		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+		defer cancel()
+		if _, _, err := ws.Read(ctx); err != nil { // hello
+			return
+		}
+		data, _ := proto.Encode(proto.Welcome{DeviceFingerprint: "p", ServerTime: "2026-11-22T10:04:05.123Z", PingIntervalSeconds: 45, MaxInflight: 16, SelectedSIM: "SIM1"})
+		if err := ws.Write(ctx, websocket.MessageText, data); err != nil {
+			return
+		}
+		go func() {
+			for a := range answer {
+				_ = ws.Write(ctx, websocket.MessageText, a)
+			}
+		}()
+		for {
+			_, data, err := ws.Read(ctx)
+			if err != nil {
+				return
+			}
+			f, _ := proto.Decode(data)
+			frames <- f
+		}
+	}))
+	t.Cleanup(srv.Close)
+	p := New(Config{WSURL: "ws" + strings.TrimPrefix(srv.URL, "http"), Token: "dt_x"})
+	const outbox = MaxUnanswered + 8
+	for i := range outbox {
+		p.Report(fmt.Sprint("job-", i), proto.StatusSent, "")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan struct{})
+	go func() { _ = p.Run(ctx); close(ran) }()
+	t.Cleanup(func() { cancel(); close(answer); <-ran })
+	next := func(what string) *proto.Status {
+		t.Helper()
+		select {
+		case f := <-frames:
+			s, ok := f.(*proto.Status)
+			if !ok {
+				t.Fatalf("%s: got %#v, want a status", what, f)
+			}
+			return s
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: nothing came", what)
+		}
+		return nil
+	}
+	var first *proto.Status
+	for i := range MaxUnanswered {
+		s := next(fmt.Sprint("report ", i))
+		if i == 0 {
+			first = s
+		}
+	}
+	// Nothing more comes before an answer (a phone that breaks the window
+	// sends the rest at once, well within this).
+	select {
+	case f := <-frames:
+		t.Fatalf("got %#v with %d reports unanswered, want nothing before an answer", f, MaxUnanswered)
+	case <-time.After(300 * time.Millisecond):
+	}
+	data, _ := proto.Encode(proto.StatusAck{ID: first.ID, Status: first.Status})
+	answer <- data
+	if s := next("the report after an answer"); s.ID != fmt.Sprint("job-", MaxUnanswered) {
+		t.Fatalf("got the report of %s, want job-%d", s.ID, MaxUnanswered)
+	}
+}
