@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/coder/websocket"
@@ -83,9 +84,11 @@ func (p *Phone) handle(ctx context.Context, ws *websocket.Conn, data []byte) err
 			p.resendLater(f, time.Duration(f.RetryAfter)*time.Second)
 			return nil
 		}
-		// A refused report is dropped: sending it again would be refused again.
+		// A refused report is dropped: sending it again would be refused
+		// again. A refused ack drops nothing (PROTOCOL.md 11.1): the job's
+		// reports have answers of their own.
 		p.mu.Lock()
-		if f.ID != "" {
+		if f.ID != "" && !strings.HasPrefix(f.Message, proto.TypeAck+": ") {
 			for key, r := range p.reports {
 				if r.ID == f.ID {
 					delete(p.reports, key)

@@ -320,3 +320,55 @@ func TestResendKeepsItsWindow(t *testing.T) {
 		t.Fatalf("got the report of %s, want job-%d", s.ID, MaxUnanswered)
 	}
 }
+
+// An error refusing an ack names the job, as one refusing a status does,
+// but answers no report: the job's pending reports stay in the outbox
+// (PROTOCOL.md 11.1, "error starting with ack: : log it; no other
+// action"). They were dropped with it, never to be sent again.
+func TestRefusedAckKeepsTheJobsReports(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer ws.CloseNow()
+		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+		defer cancel()
+		if _, _, err := ws.Read(ctx); err != nil { // hello
+			return
+		}
+		for _, f := range []proto.Frame{
+			proto.Welcome{DeviceFingerprint: "p", ServerTime: "2026-11-22T10:04:05.123Z", PingIntervalSeconds: 45, MaxInflight: 16, SelectedSIM: "SIM1"},
+			proto.Error{Code: "not_found", Message: "ack: This device has no job with that id.", ID: "job-1"},
+			proto.Config{SelectedSIM: "SIM2"}, // read after the error: the phone has handled it
+		} {
+			data, _ := proto.Encode(f)
+			if err := ws.Write(ctx, websocket.MessageText, data); err != nil {
+				return
+			}
+		}
+		for {
+			if _, _, err := ws.Read(ctx); err != nil {
+				return
+			}
+		}
+	}))
+	t.Cleanup(srv.Close)
+	configured := make(chan struct{})
+	p := New(Config{WSURL: "ws" + strings.TrimPrefix(srv.URL, "http"), Token: "dt_x",
+		OnConfig: func(proto.Config) { close(configured) }})
+	p.Report("job-1", proto.StatusSent, "")
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan struct{})
+	go func() { _ = p.Run(ctx); close(ran) }()
+	t.Cleanup(func() { cancel(); <-ran })
+	select {
+	case <-configured:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the config after the error did not come")
+	}
+	if n := p.Pending(); n != 1 {
+		t.Fatalf("pending reports after a refused ack: got %d, want the job's 1", n)
+	}
+}
