@@ -85,14 +85,17 @@ func (p *Phone) handle(ctx context.Context, ws *websocket.Conn, data []byte) err
 			return nil
 		}
 		// A refused report is dropped: sending it again would be refused
-		// again. A refused ack drops nothing (PROTOCOL.md 11.1): the job's
-		// reports have answers of their own.
+		// again. It is the oldest of the job's reports still waiting, as
+		// answers keep the order of the reports (PROTOCOL.md 11.1); the
+		// job's other reports have answers of their own. A refused ack
+		// drops nothing.
 		p.mu.Lock()
 		if f.ID != "" && !strings.HasPrefix(f.Message, proto.TypeAck+": ") {
-			for key, r := range p.reports {
-				if r.ID == f.ID {
+			for _, key := range p.order {
+				if p.reports[key].ID == f.ID {
 					delete(p.reports, key)
 					p.order = remove(p.order, key)
+					break
 				}
 			}
 		}

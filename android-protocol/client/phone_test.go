@@ -372,3 +372,66 @@ func TestRefusedAckKeepsTheJobsReports(t *testing.T) {
 		t.Fatalf("pending reports after a refused ack: got %d, want the job's 1", n)
 	}
 }
+
+// An error refusing a status drops the one report it answers, the job's
+// oldest still waiting (answers keep the order of the reports), not every
+// report of the job: a delivered report refused for its detail leaves the
+// job's sent to its own answer. Both were dropped.
+func TestRefusedStatusDropsOneReport(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer ws.CloseNow()
+		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+		defer cancel()
+		if _, _, err := ws.Read(ctx); err != nil { // hello
+			return
+		}
+		welcome, _ := proto.Encode(proto.Welcome{DeviceFingerprint: "p", ServerTime: "2026-11-22T10:04:05.123Z", PingIntervalSeconds: 45, MaxInflight: 16, SelectedSIM: "SIM1"})
+		if ws.Write(ctx, websocket.MessageText, welcome) != nil {
+			return
+		}
+		// The two resent reports, answered in their order: the sent is
+		// refused (as it might be for a bad field), then the config probe.
+		for range 2 {
+			if _, _, err := ws.Read(ctx); err != nil {
+				return
+			}
+		}
+		for _, f := range []proto.Frame{
+			proto.Error{Code: "validation_failed", Message: "status: at must be an RFC 3339 time.", ID: "job-1", Field: "at"},
+			proto.Config{SelectedSIM: "SIM2"},
+		} {
+			data, _ := proto.Encode(f)
+			if ws.Write(ctx, websocket.MessageText, data) != nil {
+				return
+			}
+		}
+		for {
+			if _, _, err := ws.Read(ctx); err != nil {
+				return
+			}
+		}
+	}))
+	t.Cleanup(srv.Close)
+	configured := make(chan struct{})
+	p := New(Config{WSURL: "ws" + strings.TrimPrefix(srv.URL, "http"), Token: "dt_x",
+		OnConfig: func(proto.Config) { close(configured) }})
+	p.Report("job-1", proto.StatusSent, "")
+	p.Report("job-1", proto.StatusDelivered, "")
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan struct{})
+	go func() { _ = p.Run(ctx); close(ran) }()
+	t.Cleanup(func() { cancel(); <-ran })
+	select {
+	case <-configured:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the config after the error did not come")
+	}
+	if n := p.Pending(); n != 1 {
+		t.Fatalf("pending reports after one refused: got %d, want the delivered one", n)
+	}
+}
