@@ -57,6 +57,7 @@ type conn struct {
 	closeStored atomic.Pointer[chan struct{}] // closed once the last seen of the link's end is stored (seenStored); nil until asked for
 
 	flood   *rate.Limiter // what the phone sends unasked (flood.go), from its first such frame; guarded by floodMu
+	helloAt int64         // unix nanoseconds the hello came, the link's first unasked frame; set by the reader before any charge
 	floodMu sync.Mutex    // the reader and the answerer both charge
 	pings   *rate.Limiter // the phone's own WebSocket pings (flood.go), from its first; guarded by floodMu
 
