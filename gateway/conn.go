@@ -119,6 +119,9 @@ func (c *conn) run() {
 	old, ok := h.register(c)
 	if !ok {
 		c.closeWith(proto.CloseRestarting, "server restarting")
+		if h.presence != nil {
+			h.presence.Down(c.dev) // its hello reported it online
+		}
 		c.finish()
 		return
 	}
