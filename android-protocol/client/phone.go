@@ -34,9 +34,9 @@ const (
 	// ResendPerSecond and ResendBurst pace the resent inbound messages,
 	// which the server counts against its flood limit (50 a second, burst
 	// 200): an outbox of hundreds sent at once was closed with 4029 and sent
-	// again on the next link, after 10 s at least, as often as it took. A
-	// few go at once, the rest 20 a second, as PROTOCOL.md section 6 asks of
-	// a phone's sustained rate. Reports of the server's jobs are answers it
+	// again on the next link, after 10 s at least, as often as it took. The
+	// first 100 may go at once (half the server's burst), the rest 20 a
+	// second, as PROTOCOL.md section 6 asks of a phone's sustained rate. Reports of the server's jobs are answers it
 	// does not count, and go as fast as the window lets them.
 	ResendPerSecond = 20
 	ResendBurst     = 100
@@ -391,8 +391,9 @@ func (p *Phone) refusedHello(ws *websocket.Conn, refusal *proto.Error) error {
 
 // resend sends what the last links left unanswered, oldest first, with at
 // most MaxUnanswered of them out at a time and the inbound messages among
-// them paced (ResendPerSecond, ResendBurst; PROTOCOL.md section 12); one answered
-// meanwhile is left out. It ends with the link (ctx) or a failed write.
+// them paced (ResendPerSecond, ResendBurst; PROTOCOL.md section 12); one
+// answered meanwhile is left out. It ends with the link (ctx) or a failed
+// write.
 func (p *Phone) resend(ctx context.Context, ws *websocket.Conn, frames []proto.Frame, answered <-chan struct{}) {
 	if len(frames) == 0 {
 		return
