@@ -57,6 +57,7 @@ type conn struct {
 	closeStored atomic.Pointer[chan struct{}] // closed once the last seen of the link's end is stored (seenStored); nil until asked for
 
 	flood   *rate.Limiter // what the phone sends unasked (flood.go), from its first such frame; guarded by floodMu
+	helloAt int64         // unix nanoseconds the hello came, the link's first unasked frame; set by the reader before any charge
 	floodMu sync.Mutex    // the reader and the answerer both charge
 	pings   *rate.Limiter // the phone's own WebSocket pings (flood.go), from its first; guarded by floodMu
 
@@ -111,9 +112,16 @@ func (c *conn) run() {
 		c.finish()
 		return
 	}
+	// The pace as the hello read the device, before the link can be
+	// found: a send queued while the link is under its second look pumps
+	// jobs behind the welcome, and they are paced too.
+	c.setPace(c.dev.SMSPerMinute)
 	old, ok := h.register(c)
 	if !ok {
 		c.closeWith(proto.CloseRestarting, "server restarting")
+		if h.presence != nil {
+			h.presence.Down(c.dev) // its hello reported it online
+		}
 		c.finish()
 		return
 	}

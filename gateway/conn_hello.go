@@ -23,6 +23,10 @@ func (c *conn) hello() bool {
 	if err != nil {
 		return false
 	}
+	// The hello is sent unasked, and counts as every such frame does
+	// (contract section 11): the first of the link, it always fits, and is
+	// taken from the flood limiter when the link's first charge makes it.
+	c.helloAt = time.Now().UnixNano()
 	f, err := proto.Decode(withoutNUL(data))
 	hello, isHello := f.(*proto.Hello)
 	switch {

@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"time"
+
 	"golang.org/x/time/rate"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
@@ -12,8 +14,10 @@ import (
 // (queued, sending, sent, delivered or failed: each step happens once per
 // job), is bounded by the jobs the server dispatched, and a phone draining a
 // backlog sends three of them per job as fast as it can. Everything else is
-// charged: inbound, unknown frame types, reports for unknown ids or another
-// device's, refused reports, and repeats that move nothing. Pings and pongs
+// charged: the hello, inbound, unknown frame types, reports for unknown ids
+// or another device's, refused reports, and repeats that move nothing. The
+// hello is taken only when the link's first other charge makes its limiter:
+// most links never need one. Pings and pongs
 // never reach the reader, and do not count toward that limit; the phone's
 // own pings have a bound of their own (pinged).
 
@@ -38,6 +42,11 @@ func (c *conn) charge() bool {
 		// send a frame unasked. A new limiter is full, as one made at the
 		// hello would still be.
 		c.flood = rate.NewLimiter(rate.Limit(c.hub.cfg.FrameRate), c.hub.cfg.FrameBurst)
+		if c.helloAt != 0 {
+			// The hello's frame, taken as it came: the limiter holds
+			// what it would have had it been made then.
+			c.flood.AllowN(time.Unix(0, c.helloAt), 1)
+		}
 	}
 	flood := c.flood
 	c.floodMu.Unlock()

@@ -413,3 +413,24 @@ func mustDecode(t *testing.T, data []byte) proto.Frame {
 	}
 	return f
 }
+
+// The hello that opens a link is a frame the phone sends unasked, and
+// counts toward the flood limit as the contract lists it: with a burst of
+// two, the hello and one unknown frame fit, and a second unknown frame is
+// flood. The hello was left out, so that a third was.
+func TestHelloCountsTowardTheFloodLimit(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, Config{FrameRate: 0.001, FrameBurst: 2})
+	ws := r.connect(r.pair("pixel-1"))
+	writeRaw(t, ws, []byte(`{"type":"teleport"}`))
+	if e, ok := readFrame(t, ws).(*proto.Error); !ok || e.Code != "unknown_frame" {
+		t.Fatalf("got %#v, want the unknown frame's error", e)
+	}
+	writeRaw(t, ws, []byte(`{"type":"teleport"}`))
+	if e, ok := readFrame(t, ws).(*proto.Error); !ok || e.Code != "flood" {
+		t.Fatalf("got %#v, want the flood's error", e)
+	}
+	if got := closeCode(t, ws); got != proto.CloseFlood {
+		t.Fatalf("got close %d, want 4029", got)
+	}
+}

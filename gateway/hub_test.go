@@ -305,3 +305,42 @@ func TestPacingSpacesSends(t *testing.T) {
 		t.Fatalf("got %#v, want m1 once pacing is off", s)
 	}
 }
+
+// Sends queued while a paced device's new link is under its second look
+// (registered, not yet welcomed) are pumped to it behind the welcome: they
+// are paced too. The link took its pace only after that look, so every job
+// queued meanwhile went out at once, up to the whole window.
+func TestPacingHoldsForSendsQueuedBeforeTheWelcome(t *testing.T) {
+	t.Parallel()
+	r, h, release := heldRig(t, beforeToken)
+	token := r.pair("pixel-1")
+	one := 1
+	if _, err := r.devices.Update(context.Background(), r.company, "pixel-1", device.Patch{SMSPerMinute: &one}); err != nil {
+		t.Fatal(err)
+	}
+	ws, _, err := r.dial(token, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ws.CloseNow() })
+	h.helloHeld(t, ws)
+	for i := range 2 {
+		if _, _, err := r.sms.Send(context.Background(), sms.SendInput{CompanyID: r.company, Device: "pixel-1", Phone: "+15551234567", Message: fmt.Sprint("m", i)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	release()
+	if w, ok := readFrame(t, ws).(*proto.Welcome); !ok {
+		t.Fatalf("got %#v, want the welcome", w)
+	}
+	first, ok := readFrame(t, ws).(*proto.Send)
+	if !ok || first.Message != "m0" {
+		t.Fatalf("got %#v, want m0 at once", first)
+	}
+	writeFrame(t, ws, proto.Ack{ID: first.ID})
+	// At one a minute, the second waits: a probe's answer comes first.
+	writeFrame(t, ws, proto.Inbound{ClientID: "probe", Channel: "sms", From: "+15550000000", Message: "probe"})
+	if f, ok := readFrame(t, ws).(*proto.InboundAck); !ok {
+		t.Fatalf("got %#v, want the probe's ack before the paced send", f)
+	}
+}

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/coder/websocket"
@@ -35,6 +36,7 @@ func (p *Phone) handle(ctx context.Context, ws *websocket.Conn, data []byte) err
 			return err
 		}
 	case *proto.StatusAck:
+		p.answeredOne()
 		p.mu.Lock()
 		key := reportKey(f.ID, f.Status, f.Detail)
 		if _, ok := p.reports[key]; ok {
@@ -43,6 +45,7 @@ func (p *Phone) handle(ctx context.Context, ws *websocket.Conn, data []byte) err
 		}
 		p.mu.Unlock()
 	case *proto.InboundAck:
+		p.answeredOne()
 		p.mu.Lock()
 		if _, ok := p.inbound[f.ClientID]; ok {
 			delete(p.inbound, f.ClientID)
@@ -72,19 +75,27 @@ func (p *Phone) handle(ctx context.Context, ws *websocket.Conn, data []byte) err
 		if p.cfg.OnError != nil {
 			p.cfg.OnError(*f)
 		}
+		if f.ID != "" || f.ClientID != "" {
+			p.answeredOne() // a report's refusal is its answer
+		}
 		if f.RetryAfter > 0 {
 			// A temporary refusal (e.g. the company's storage budget for the
 			// day is spent): the report stays, to be sent again later.
 			p.resendLater(f, time.Duration(f.RetryAfter)*time.Second)
 			return nil
 		}
-		// A refused report is dropped: sending it again would be refused again.
+		// A refused report is dropped: sending it again would be refused
+		// again. It is the oldest of the job's reports still waiting, as
+		// answers keep the order of the reports (PROTOCOL.md 11.1); the
+		// job's other reports have answers of their own. A refused ack
+		// drops nothing.
 		p.mu.Lock()
-		if f.ID != "" {
-			for key, r := range p.reports {
-				if r.ID == f.ID {
+		if f.ID != "" && !strings.HasPrefix(f.Message, proto.TypeAck+": ") {
+			for _, key := range p.order {
+				if p.reports[key].ID == f.ID {
 					delete(p.reports, key)
 					p.order = remove(p.order, key)
+					break
 				}
 			}
 		}
@@ -97,6 +108,22 @@ func (p *Phone) handle(ctx context.Context, ws *websocket.Conn, data []byte) err
 		p.mu.Unlock()
 	}
 	return nil
+}
+
+// answeredOne tells the link's resend that a report was answered: a place
+// in its window is free. Reports sent live are answered there too; they
+// free places the resend did not take, so the window may hold a few more.
+func (p *Phone) answeredOne() {
+	p.mu.Lock()
+	ch := p.answered
+	p.mu.Unlock()
+	if ch == nil {
+		return
+	}
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
 }
 
 // resendLater sends the refused report again after wait if it is still

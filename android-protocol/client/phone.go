@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"golang.org/x/time/rate"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
 )
@@ -27,6 +28,18 @@ const (
 	// connection and never answers would hold the phone there for good.
 	DefaultDialTimeout = 30 * time.Second
 	writeTimeout       = 10 * time.Second
+	// MaxUnanswered is how many of its resent reports a link has out
+	// without their answers, at most (PROTOCOL.md section 12).
+	MaxUnanswered = 32
+	// ResendPerSecond and ResendBurst pace the resent inbound messages,
+	// which the server counts against its flood limit (50 a second, burst
+	// 200): an outbox of hundreds sent at once was closed with 4029 and sent
+	// again on the next link, after 10 s at least, as often as it took. The
+	// first 100 may go at once (half the server's burst), the rest 20 a
+	// second, as PROTOCOL.md section 6 asks of a phone's sustained rate. Reports of the server's jobs are answers it
+	// does not count, and go as fast as the window lets them.
+	ResendPerSecond = 20
+	ResendBurst     = 100
 )
 
 // Config describes one phone.
@@ -81,6 +94,7 @@ type Phone struct {
 	userSIM  string                             // a choice made on the phone, sent in hello until welcomed
 	acked    map[string]proto.InboundAck        // inbound acks received, by client_id
 	waiters  map[string][]chan proto.InboundAck // Inbound callers waiting for an ack
+	answered chan struct{}                      // told of each answer to a report on the live link; nil between links
 }
 
 // DialError is a link attempt that reached no server: nothing answered the
@@ -294,13 +308,17 @@ func (p *Phone) session(ctx context.Context) error {
 		return closeErr(err)
 	}
 	f, err := proto.Decode(data)
+	if refusal, ok := f.(*proto.Error); ok && err == nil {
+		return p.refusedHello(ws, refusal)
+	}
 	welcome, ok := f.(*proto.Welcome)
 	if err != nil || !ok {
 		return fmt.Errorf("client: expected welcome, got %s", data)
 	}
 
+	answered := make(chan struct{}, MaxUnanswered)
 	p.mu.Lock()
-	p.ws, p.welcome = ws, *welcome
+	p.ws, p.welcome, p.answered = ws, *welcome, answered
 	// The server now holds the phone's choice; from here on an admin's
 	// change must not be undone by a later hello.
 	p.userSIM = ""
@@ -312,18 +330,26 @@ func (p *Phone) session(ctx context.Context) error {
 	defer func() {
 		p.mu.Lock()
 		if p.ws == ws {
-			p.ws = nil
+			p.ws, p.answered = nil, nil
 		}
 		p.mu.Unlock()
 	}()
 	if p.cfg.OnState != nil {
 		p.cfg.OnState(true, nil)
 	}
-	for _, f := range resend {
-		if err := write(ctx, ws, f); err != nil {
-			return err
-		}
-	}
+	// Resent beside the reader, which reads the server's sends and the
+	// answers that open the window meanwhile.
+	rctx, stopResend := context.WithCancel(ctx)
+	var resending sync.WaitGroup
+	resending.Add(1)
+	go func() {
+		defer resending.Done()
+		p.resend(rctx, ws, resend, answered)
+	}()
+	defer func() {
+		stopResend()
+		resending.Wait()
+	}()
 
 	// The link is dead after two ping intervals of silence.
 	defer silence.Watch(time.Duration(welcome.PingIntervalSeconds)*time.Second, func() { ws.CloseNow() })()
@@ -342,6 +368,82 @@ func (p *Phone) session(ctx context.Context) error {
 			return err
 		}
 	}
+}
+
+// refusedHello reads on to the close that follows an error frame answering
+// the hello (PROTOCOL.md 7.1): the close code, not the error frame, says
+// whether to reconnect, and 4510 (unsupported protocol) stops the phone. A
+// link that ends otherwise is retried with the error frame's words.
+func (p *Phone) refusedHello(ws *websocket.Conn, refusal *proto.Error) error {
+	p.cfg.Logger.Warn("hello refused", "code", refusal.Code, "message", refusal.Message)
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultHelloTimeout)
+	defer cancel()
+	for {
+		if _, _, err := ws.Read(ctx); err != nil {
+			var ce websocket.CloseError
+			if errors.As(err, &ce) {
+				return closeErr(err)
+			}
+			return fmt.Errorf("client: hello refused (%s: %s); the link ended without a close: %w", refusal.Code, refusal.Message, err)
+		}
+	}
+}
+
+// resend sends what the last links left unanswered, oldest first, with at
+// most MaxUnanswered of them out at a time and the inbound messages among
+// them paced (ResendPerSecond, ResendBurst; PROTOCOL.md section 12); one
+// answered meanwhile is left out. It ends with the link (ctx) or a failed
+// write.
+func (p *Phone) resend(ctx context.Context, ws *websocket.Conn, frames []proto.Frame, answered <-chan struct{}) {
+	if len(frames) == 0 {
+		return
+	}
+	pace := rate.NewLimiter(ResendPerSecond, ResendBurst)
+	out := 0 // resent, not yet answered
+	for _, f := range frames {
+		for out >= MaxUnanswered {
+			select {
+			case <-answered:
+				out--
+			case <-ctx.Done():
+				return
+			}
+		}
+	drain:
+		for out > 0 {
+			select {
+			case <-answered:
+				out--
+			default:
+				break drain
+			}
+		}
+		if _, unasked := f.(proto.Inbound); unasked && pace.Wait(ctx) != nil {
+			return
+		}
+		if !p.pending(f) {
+			continue
+		}
+		if write(ctx, ws, f) != nil {
+			return
+		}
+		out++
+	}
+}
+
+// pending says whether a report or inbound message still waits for its answer.
+func (p *Phone) pending(f proto.Frame) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch f := f.(type) {
+	case proto.Status:
+		_, ok := p.reports[reportKey(f.ID, f.Status, f.Detail)]
+		return ok
+	case proto.Inbound:
+		_, ok := p.inbound[f.ClientID]
+		return ok
+	}
+	return true
 }
 
 func closeErr(err error) error {

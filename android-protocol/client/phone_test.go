@@ -198,3 +198,240 @@ func TestUnansweredUpgradeIsGivenUp(t *testing.T) {
 		t.Fatal("the phone still waits on an upgrade nobody answers")
 	}
 }
+
+// A server that does not speak the phone's protocol answers its hello with
+// an error frame (unsupported_protocol) and closes with 4510: the phone
+// stops until it is updated (PROTOCOL.md 7.1, 13). It took the error frame
+// for a missing welcome and reconnected with backoff, forever.
+func TestUnsupportedProtocolStopsThePhone(t *testing.T) {
+	t.Parallel()
+	var links atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer ws.CloseNow()
+		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+		defer cancel()
+		if _, _, err := ws.Read(ctx); err != nil { // hello
+			return
+		}
+		links.Add(1)
+		data, _ := proto.Encode(proto.Error{Code: "unsupported_protocol", Message: "This server speaks protocol version 2."})
+		if err := ws.Write(ctx, websocket.MessageText, data); err != nil {
+			return
+		}
+		_ = ws.Close(proto.CloseUnsupportedVer, "This server speaks protocol version 2.")
+	}))
+	t.Cleanup(srv.Close)
+	p := New(Config{WSURL: "ws" + strings.TrimPrefix(srv.URL, "http"), Token: "dt_x", BackoffBase: time.Millisecond, BackoffMax: 10 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := p.Run(ctx)
+	var closed *ClosedError
+	if !errors.As(err, &closed) || closed.Code != proto.CloseUnsupportedVer {
+		t.Fatalf("Run: got %v, want a ClosedError 4510", err)
+	}
+	if n := links.Load(); n != 1 {
+		t.Errorf("links: got %d, want 1", n)
+	}
+}
+
+// A phone with more unanswered reports than its window resends at most
+// MaxUnanswered of them on a new link, and the next once one is answered
+// (PROTOCOL.md section 12). It wrote its whole outbox at once: hundreds of
+// inbound messages, which the server counts, were closed with 4029 and
+// sent again whole on the next link, without end.
+func TestResendKeepsItsWindow(t *testing.T) {
+	t.Parallel()
+	frames := make(chan proto.Frame, 64)
+	answer := make(chan []byte)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer ws.CloseNow()
+		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+		defer cancel()
+		if _, _, err := ws.Read(ctx); err != nil { // hello
+			return
+		}
+		data, _ := proto.Encode(proto.Welcome{DeviceFingerprint: "p", ServerTime: "2026-11-22T10:04:05.123Z", PingIntervalSeconds: 45, MaxInflight: 16, SelectedSIM: "SIM1"})
+		if err := ws.Write(ctx, websocket.MessageText, data); err != nil {
+			return
+		}
+		go func() {
+			for a := range answer {
+				_ = ws.Write(ctx, websocket.MessageText, a)
+			}
+		}()
+		for {
+			_, data, err := ws.Read(ctx)
+			if err != nil {
+				return
+			}
+			f, _ := proto.Decode(data)
+			frames <- f
+		}
+	}))
+	t.Cleanup(srv.Close)
+	p := New(Config{WSURL: "ws" + strings.TrimPrefix(srv.URL, "http"), Token: "dt_x"})
+	const outbox = MaxUnanswered + 8
+	for i := range outbox {
+		p.Report(fmt.Sprint("job-", i), proto.StatusSent, "")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan struct{})
+	go func() { _ = p.Run(ctx); close(ran) }()
+	t.Cleanup(func() { cancel(); close(answer); <-ran })
+	next := func(what string) *proto.Status {
+		t.Helper()
+		select {
+		case f := <-frames:
+			s, ok := f.(*proto.Status)
+			if !ok {
+				t.Fatalf("%s: got %#v, want a status", what, f)
+			}
+			return s
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: nothing came", what)
+		}
+		return nil
+	}
+	var first *proto.Status
+	for i := range MaxUnanswered {
+		s := next(fmt.Sprint("report ", i))
+		if i == 0 {
+			first = s
+		}
+	}
+	// Nothing more comes before an answer (a phone that breaks the window
+	// sends the rest at once, well within this).
+	select {
+	case f := <-frames:
+		t.Fatalf("got %#v with %d reports unanswered, want nothing before an answer", f, MaxUnanswered)
+	case <-time.After(300 * time.Millisecond):
+	}
+	data, _ := proto.Encode(proto.StatusAck{ID: first.ID, Status: first.Status})
+	answer <- data
+	if s := next("the report after an answer"); s.ID != fmt.Sprint("job-", MaxUnanswered) {
+		t.Fatalf("got the report of %s, want job-%d", s.ID, MaxUnanswered)
+	}
+}
+
+// An error refusing an ack names the job, as one refusing a status does,
+// but answers no report: the job's pending reports stay in the outbox
+// (PROTOCOL.md 11.1, "error starting with ack: : log it; no other
+// action"). They were dropped with it, never to be sent again.
+func TestRefusedAckKeepsTheJobsReports(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer ws.CloseNow()
+		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+		defer cancel()
+		if _, _, err := ws.Read(ctx); err != nil { // hello
+			return
+		}
+		for _, f := range []proto.Frame{
+			proto.Welcome{DeviceFingerprint: "p", ServerTime: "2026-11-22T10:04:05.123Z", PingIntervalSeconds: 45, MaxInflight: 16, SelectedSIM: "SIM1"},
+			proto.Error{Code: "not_found", Message: "ack: This device has no job with that id.", ID: "job-1"},
+			proto.Config{SelectedSIM: "SIM2"}, // read after the error: the phone has handled it
+		} {
+			data, _ := proto.Encode(f)
+			if err := ws.Write(ctx, websocket.MessageText, data); err != nil {
+				return
+			}
+		}
+		for {
+			if _, _, err := ws.Read(ctx); err != nil {
+				return
+			}
+		}
+	}))
+	t.Cleanup(srv.Close)
+	configured := make(chan struct{})
+	p := New(Config{WSURL: "ws" + strings.TrimPrefix(srv.URL, "http"), Token: "dt_x",
+		OnConfig: func(proto.Config) { close(configured) }})
+	p.Report("job-1", proto.StatusSent, "")
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan struct{})
+	go func() { _ = p.Run(ctx); close(ran) }()
+	t.Cleanup(func() { cancel(); <-ran })
+	select {
+	case <-configured:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the config after the error did not come")
+	}
+	if n := p.Pending(); n != 1 {
+		t.Fatalf("pending reports after a refused ack: got %d, want the job's 1", n)
+	}
+}
+
+// An error refusing a status drops the one report it answers, the job's
+// oldest still waiting (answers keep the order of the reports), not every
+// report of the job: a delivered report refused for its detail leaves the
+// job's sent to its own answer. Both were dropped.
+func TestRefusedStatusDropsOneReport(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer ws.CloseNow()
+		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+		defer cancel()
+		if _, _, err := ws.Read(ctx); err != nil { // hello
+			return
+		}
+		welcome, _ := proto.Encode(proto.Welcome{DeviceFingerprint: "p", ServerTime: "2026-11-22T10:04:05.123Z", PingIntervalSeconds: 45, MaxInflight: 16, SelectedSIM: "SIM1"})
+		if ws.Write(ctx, websocket.MessageText, welcome) != nil {
+			return
+		}
+		// The two resent reports, answered in their order: the sent is
+		// refused (as it might be for a bad field), then the config probe.
+		for range 2 {
+			if _, _, err := ws.Read(ctx); err != nil {
+				return
+			}
+		}
+		for _, f := range []proto.Frame{
+			proto.Error{Code: "validation_failed", Message: "status: at must be an RFC 3339 time.", ID: "job-1", Field: "at"},
+			proto.Config{SelectedSIM: "SIM2"},
+		} {
+			data, _ := proto.Encode(f)
+			if ws.Write(ctx, websocket.MessageText, data) != nil {
+				return
+			}
+		}
+		for {
+			if _, _, err := ws.Read(ctx); err != nil {
+				return
+			}
+		}
+	}))
+	t.Cleanup(srv.Close)
+	configured := make(chan struct{})
+	p := New(Config{WSURL: "ws" + strings.TrimPrefix(srv.URL, "http"), Token: "dt_x",
+		OnConfig: func(proto.Config) { close(configured) }})
+	p.Report("job-1", proto.StatusSent, "")
+	p.Report("job-1", proto.StatusDelivered, "")
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan struct{})
+	go func() { _ = p.Run(ctx); close(ran) }()
+	t.Cleanup(func() { cancel(); <-ran })
+	select {
+	case <-configured:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the config after the error did not come")
+	}
+	if n := p.Pending(); n != 1 {
+		t.Fatalf("pending reports after one refused: got %d, want the delivered one", n)
+	}
+}

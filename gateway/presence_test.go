@@ -1,0 +1,85 @@
+package gateway
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/device"
+	"github.com/simrelay/simrelay/internal/poll"
+	"github.com/simrelay/simrelay/internal/storetest"
+	"github.com/simrelay/simrelay/store"
+)
+
+// helloHeld holds the store's hello of a link until gate opens, closing
+// called as it gets there.
+type helloHeld struct {
+	Devices
+	called, gate chan struct{}
+}
+
+func (h *helloHeld) Hello(ctx context.Context, dev store.Device, selectedSIM string, sims []store.SIM, appVersion string, health *proto.Health) (store.Device, error) {
+	close(h.called)
+	<-h.gate
+	return h.Devices.Hello(ctx, dev, selectedSIM, sims, appVersion, health)
+}
+
+// presenceLog counts what the hub tells the presence hook.
+type presenceLog struct {
+	mu         sync.Mutex
+	ups, downs int
+}
+
+func (p *presenceLog) Up(store.Device)   { p.mu.Lock(); p.ups++; p.mu.Unlock() }
+func (p *presenceLog) Down(store.Device) { p.mu.Lock(); p.downs++; p.mu.Unlock() }
+
+// A link whose hello was stored (which reports the device online) and that
+// could then not be registered, the server shutting down meanwhile, is
+// reported down, as one refused at its second look is: the device was left
+// reported online with no link, no offline report to come.
+func TestLinkNotRegisteredAfterItsHelloIsReportedDown(t *testing.T) {
+	t.Parallel()
+	held := &helloHeld{called: make(chan struct{}), gate: make(chan struct{})}
+	opened := false
+	t.Cleanup(func() {
+		if !opened {
+			close(held.gate)
+		}
+	})
+	pl := &presenceLog{}
+	r := newRigHub(t, storetest.OpenWith(t, storetest.Options{}), Config{}, time.Now, nil, hubSetup{
+		devices: func(d *device.Service) Devices { held.Devices = d; return held },
+		wire:    func(h *Hub, _ *slog.Logger) { h.SetPresence(pl) }})
+	ws, _, err := r.dial(r.pair("pixel-1"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	writeFrame(t, ws, proto.Hello{Protocol: 1, AppVersion: "test"})
+	select {
+	case <-held.called:
+	case <-time.After(poll.Timeout):
+		t.Fatal("the hello did not reach the store")
+	}
+	go func() { _, _, _ = ws.Read(context.Background()) }() // answers the server's close
+	stopped := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		stopped <- r.hub.Shutdown(ctx)
+	}()
+	eventually(t, "the hub draining", r.hub.isDraining)
+	opened = true
+	close(held.gate)
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	if pl.ups != 0 || pl.downs != 1 {
+		t.Fatalf("presence told up %d, down %d times; want down once (the hello reported it online)", pl.ups, pl.downs)
+	}
+}
