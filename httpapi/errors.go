@@ -112,10 +112,18 @@ var errTooLarge = problem.Newf(problem.PayloadTooLarge, "The request body is ove
 const maxBodyBytes = 1 << 20
 
 // readBody reads the request body, at most maxBodyBytes of it (413 above).
+// On an authenticated route it then checks the credential again (recheck):
+// what the body asks is done only for a caller still entitled once it has
+// arrived.
 func readBody(c echo.Context) ([]byte, error) {
 	data, err := io.ReadAll(http.MaxBytesReader(c.Response(), c.Request().Body, maxBodyBytes))
 	if err != nil {
 		return nil, bodyError(err)
+	}
+	if again, ok := c.Get(keyRecheck).(func() error); ok {
+		if err := again(); err != nil {
+			return nil, err
+		}
 	}
 	return data, nil
 }

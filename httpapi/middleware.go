@@ -28,6 +28,8 @@ const (
 	keyDevice    = "simrelay.device"     // the store.Device of a valid device token
 	keyDeviceErr = "simrelay.device_err" // why a device token names no device (store.ErrNotFound, or the store's failure)
 	keyOperator  = "simrelay.operator"
+	keyToken     = "simrelay.token"   // the bearer credential of keyPrincipal, as sent
+	keyRecheck   = "simrelay.recheck" // func() error: the route's access check again, once the body is in (readBody)
 	keyConsole   = "simrelay.console" // rate-limit identity of a console session
 	// keyAnswer is the answer a pre-routing middleware chose for a path
 	// no route may serve (an echo.HandlerFunc): route runs it in place of
@@ -289,6 +291,7 @@ func (s *Server) identify(next echo.HandlerFunc) echo.HandlerFunc {
 			return next(c)
 		}
 		c.Set(keyPrincipal, p)
+		c.Set(keyToken, token)
 		return next(c)
 	}
 }
@@ -400,9 +403,31 @@ func (s *Server) access(level access) echo.MiddlewareFunc {
 			if level == admin && !p.IsAdmin() {
 				return problem.New(problem.Forbidden, "Only admins may do this.")
 			}
+			c.Set(keyRecheck, func() error { return s.recheck(c, level) })
 			return next(c)
 		}
 	}
+}
+
+// recheck authenticates the request's credential again and repeats the
+// route's role check, for readBody once the body has arrived. The check
+// above ran when the headers came, and a body may take up to the server's
+// read timeout (a minute) to follow: a request sent with an API key rotated
+// in the meantime, or by a user deleted or demoted, must not act after the
+// change answered, any more than a request sent after it. An API key's
+// check is its node's cache (the rotation empties it); an access token's
+// reads its user again.
+func (s *Server) recheck(c echo.Context, level access) error {
+	tok, _ := c.Get(keyToken).(string)
+	p, err := s.deps.Accounts.Authenticate(c.Request().Context(), tok)
+	if err != nil {
+		return err
+	}
+	if level == admin && !p.IsAdmin() {
+		return problem.New(problem.Forbidden, "Only admins may do this.")
+	}
+	c.Set(keyPrincipal, p)
+	return nil
 }
 
 // principal is the caller of an authenticated route.

@@ -8,6 +8,10 @@ import (
 // errYearRange refuses a time whose UTC form has no four-digit year.
 var errYearRange = errors.New("the time in UTC is outside the years 0000 to 9999")
 
+// errOffsetRange refuses an offset past RFC 3339's: hours 00 to 23,
+// minutes 00 to 59.
+var errOffsetRange = errors.New("the offset from UTC is outside -23:59 to +23:59")
+
 // ParseTime reads an RFC 3339 time as the API and the phones give it:
 // time.RFC3339Nano, which wants an upper-case "T" and "Z", and also with
 // the lower-case "t" and "z" that RFC 3339 allows (section 5.6). The date
@@ -33,6 +37,13 @@ func ParseTime(v string) (time.Time, error) {
 	t, err := time.Parse(time.RFC3339Nano, v)
 	if err != nil {
 		return t, err
+	}
+	// Go reads an offset's hour up to 24 and its minute up to 60, so
+	// +00:60 was taken as +01:00 and +24:00 as a day; RFC 3339's
+	// time-numoffset has hours 00 to 23 and minutes 00 to 59. A time that
+	// parsed and does not end in Z ends in its offset, +hh:mm.
+	if n := len(v); v[n-1] != 'Z' && (v[n-5:n-3] > "23" || v[n-2:] > "59") {
+		return time.Time{}, errOffsetRange
 	}
 	if y := t.UTC().Year(); y < 0 || y > 9999 {
 		return time.Time{}, errYearRange

@@ -12,7 +12,8 @@ import (
 )
 
 // ParseTime takes RFC 3339 with the lower-case "t" and "z" of its section
-// 5.6, and nothing Go's RFC 3339 layout refuses besides.
+// 5.6, and nothing Go's RFC 3339 layout refuses besides, nor an offset past
+// RFC 3339's range (Go reads +00:60 as +01:00 and +24:00 as a day).
 func TestParseTimeTakesLowerCase(t *testing.T) {
 	t.Parallel()
 	want := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
@@ -26,6 +27,13 @@ func TestParseTimeTakesLowerCase(t *testing.T) {
 		{"2026-12-01T09:00:00z", true},
 		{"2026-12-01t09:00:00.000z", true},
 		{"2026-12-01t10:00:00+01:00", true},
+		{"2026-12-01T08:01:00-00:59", true},
+		{"2026-12-02T08:59:00+23:59", true},
+		{"2026-12-01T10:00:00+00:60", false},
+		{"2026-12-01T08:00:00-00:60", false},
+		{"2026-12-02T09:00:00+24:00", false},
+		{"2026-11-30T09:00:00-24:00", false},
+		{"2026-12-01T09:00:00+00:99", false},
 		{"2026-12-01 09:00:00Z", false},
 		{"2026-12-01x09:00:00Z", false},
 		{"2026-12-01t09:00:00", false},

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -20,13 +19,6 @@ import (
 // becomes due, so no send slips between a STOP and the check.
 
 var bucketOptOuts = []byte("opt_outs") // company id + phone -> OptOut
-
-// The keywords, as carriers and the peer gateways read them: the whole text,
-// trimmed, in any case.
-var (
-	stopKeywords  = map[string]bool{"STOP": true, "STOPALL": true, "UNSUBSCRIBE": true, "CANCEL": true, "END": true, "QUIT": true}
-	startKeywords = map[string]bool{"START": true, "UNSTOP": true}
-)
 
 func optOutKey(companyID uint64, phone string) []byte {
 	return append(itob(companyID), phone...)
@@ -53,8 +45,7 @@ func (s *Store) applyOptOutKeyword(tx *bolt.Tx, m Message) error {
 	if m.Channel != "" && m.Channel != "sms" {
 		return nil
 	}
-	word := strings.ToUpper(strings.TrimSpace(m.Text))
-	stop, start := stopKeywords[word], startKeywords[word]
+	stop, start := store.KeywordOf(m.Text)
 	if !stop && !start {
 		return nil
 	}

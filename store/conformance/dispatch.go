@@ -751,7 +751,7 @@ func dispatchInboundRace(t *testing.T, s DispatchStore) {
 }
 
 // dispatchOptOutKeywords: an inbound SMS that is a stop keyword (the whole
-// text, trimmed, any case) puts its sender on the company's list, named as
+// text, trimmed, its ASCII letters in any case) puts its sender on the company's list, named as
 // sends name it; a start keyword takes it off; other texts change nothing.
 func dispatchOptOutKeywords(t *testing.T, s DispatchStore) {
 	c, _ := Company(t, s)
@@ -785,6 +785,15 @@ func dispatchOptOutKeywords(t *testing.T, s DispatchStore) {
 	dispatchReceive(t, s, d, "+15557650001", "START", "c4", T0)
 	if got := list(c.ID); !slices.Equal(got, []string{"+15557650003"}) {
 		t.Fatalf("after START: %v, want +15557650003", got)
+	}
+	// Only ASCII letters fold: the long s and the dotless i upper-case to
+	// S and I in Unicode, but no carrier reads "ſtop", "quıt" or "ſtart"
+	// as a keyword.
+	dispatchReceive(t, s, d, "+15557650004", "ſtop", "c5", T0)
+	dispatchReceive(t, s, d, "+15557650005", "quıt", "c6", T0)
+	dispatchReceive(t, s, d, "+15557650003", "ſtart", "c7", T0)
+	if got := list(c.ID); !slices.Equal(got, []string{"+15557650003"}) {
+		t.Fatalf("after texts that fold to keywords only in Unicode: %v, want +15557650003 alone", got)
 	}
 	if _, _, err := s.Enqueue(&store.Message{UUID: fmt.Sprintf("u-%d", unique()), CompanyID: c.ID, Device: d.Fingerprint, Channel: "sms", Phone: "+15557650003", Text: "x", SIMSlot: "SIM1"},
 		store.IdempotencyKey{}, dispatchClock, nil, nil); !errors.As(err, new(*store.OptOutError)) {

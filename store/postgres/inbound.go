@@ -6,7 +6,6 @@ package postgres
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -98,13 +97,6 @@ func (s *Store) recordReceived(t *txn, msg store.Message, d store.Device) error 
 	return s.inboundEvent(t, msg)
 }
 
-// The keywords, as carriers and the peer gateways read them: the whole text,
-// trimmed, in any case.
-var (
-	stopKeywords  = map[string]bool{"STOP": true, "STOPALL": true, "UNSUBSCRIBE": true, "CANCEL": true, "END": true, "QUIT": true}
-	startKeywords = map[string]bool{"START": true, "UNSTOP": true}
-)
-
 // applyOptOutKeyword reads a new inbound SMS for a stop or start keyword
 // and updates the sender's entry on the company's list, unless the company
 // turned keywords off. The entry names the sender as sends name
@@ -114,8 +106,7 @@ func (s *Store) applyOptOutKeyword(t *txn, m store.Message) error {
 	if m.Channel != "" && m.Channel != "sms" {
 		return nil
 	}
-	word := strings.ToUpper(strings.TrimSpace(m.Text))
-	stop, start := stopKeywords[word], startKeywords[word]
+	stop, start := store.KeywordOf(m.Text)
 	if !stop && !start {
 		return nil
 	}
