@@ -165,6 +165,24 @@ func (s *numberState) add(t time.Time, d int) {
 	}
 }
 
+// addHistory counts the sends history lists. One stamped after now (by a
+// node whose clock is ahead of this one's, or before this clock was set
+// back) counts as made now: left out, as it was, a node behind another
+// let a number send past its caps, each send the other had just made
+// being in its future.
+func (s *numberState) addHistory(history History, now time.Time) {
+	for _, t := range history(now.Add(-dayBuckets * dayRes)) {
+		s.add(minTime(t, now), 1)
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return b
+	}
+	return a
+}
+
 // counts returns the sends in each window now.
 func (s *numberState) counts() (minute, hour, day int) {
 	return int(s.rMin.sum), int(s.rHour.sum), int(s.rDay.sum)
@@ -220,11 +238,7 @@ func (g *Governor) state(key uint64, now time.Time, history History) *numberStat
 	s.advanceAll(now)
 	if !s.loaded {
 		if history != nil {
-			for _, t := range history(now.Add(-dayBuckets * dayRes)) {
-				if !t.After(now) {
-					s.add(t, 1)
-				}
-			}
+			s.addHistory(history, now)
 		}
 		s.loaded = true
 	}
