@@ -90,6 +90,35 @@ func normaliseHandle(v, region string) (string, error) {
 	return numplan.Reported(v, region)
 }
 
+// normaliseSender is the sender of an inbound message as stored: an
+// iMessage e-mail lower-cased, and a number read as an SMS sender is
+// (numplan.Sender in the company's region, E.164 alone without one), so
+// that digits whose + was dropped, as WhatsApp writes its contacts
+// ("4915123456789"), are the number sends and the SMS history name
+// (+4915123456789 in DE), not a long national one (+494915123456789).
+// Anything else, or a sender a recipient could not be, is kept as given.
+func normaliseSender(channel, from, region string) string {
+	if phone.RecipientFault(from) != "" {
+		return from
+	}
+	if channel == IMessage && strings.Contains(from, "@") {
+		if v, err := normaliseEmail("from", from); err == nil {
+			return v
+		}
+		return from
+	}
+	if region == "" {
+		if n, err := numplan.Normalize(from, ""); err == nil {
+			return n
+		}
+		return from
+	}
+	if n, ok := numplan.Sender(from, region); ok {
+		return n
+	}
+	return from
+}
+
 // Pending returns the number's next job for the device after the one with
 // seq after (the number must be held by the device), as sms.Service.Pending
 // does for a device's SMS: a job whose TTL ended has no send frame.
@@ -148,11 +177,7 @@ func (s *Service) Inbound(_ context.Context, dev store.Device, in proto.Inbound)
 	if from == "" || len(from) > 254 {
 		return proto.InboundAck{}, problem.Invalid("from", "is required, at most 254 bytes of UTF-8")
 	}
-	if f, err := normaliseTo(in.Channel, from, region); err == nil {
-		from = f
-	} else if f, err := normaliseTo(in.Channel, from, ""); err == nil {
-		from = f // a number the numbering data does not know, as without a region
-	}
+	from = normaliseSender(in.Channel, from, region)
 	if !utf8.ValidString(in.Message) {
 		return proto.InboundAck{}, problem.Invalid("message", "must be UTF-8")
 	}

@@ -84,12 +84,27 @@ func (c *conn) pumpAgents() {
 			l.cursor = j.Seq
 		}
 	}
-	if earliest > 0 && c.gapTimer == nil {
-		c.gapTimer = time.AfterFunc(earliest, func() {
-			c.pumpMu.Lock()
-			c.gapTimer = nil
-			c.pumpMu.Unlock()
-			c.pump()
-		})
+	if earliest <= 0 {
+		return
 	}
+	// One timer for the earliest wait of all the numbers: a wait sooner
+	// than the one armed (another number's shorter gap, a gap made shorter)
+	// arms it again, or that number's jobs would wait out the other's.
+	due := time.Now().Add(earliest)
+	if c.gapTimer != nil {
+		if !due.Before(c.gapDue) {
+			return
+		}
+		c.gapTimer.Stop()
+	}
+	var timer *time.Timer
+	timer = time.AfterFunc(earliest, func() {
+		c.pumpMu.Lock()
+		if c.gapTimer == timer { // not one armed since, after this one stopped
+			c.gapTimer = nil
+		}
+		c.pumpMu.Unlock()
+		c.pump()
+	})
+	c.gapTimer, c.gapDue = timer, due
 }

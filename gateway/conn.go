@@ -77,6 +77,7 @@ type conn struct {
 	paceTimer *time.Timer         // a pump waiting for the pace; guarded by pumpMu
 	lines     []line              // WhatsApp numbers and iMessage handles of the hello (agents.go); guarded by pumpMu
 	gapTimer  *time.Timer         // a pump waiting for a number's gap; guarded by pumpMu
+	gapDue    time.Time           // when gapTimer fires; guarded by pumpMu
 
 	epoch    atomic.Uint64 // the link's fencing epoch in a cluster (links.go); 0 on one node or until claimed
 	fencedBy atomic.Uint64 // the newest epoch of the device heard of from other nodes

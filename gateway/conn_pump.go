@@ -22,6 +22,15 @@ func (c *conn) setPace(perMinute int) {
 		c.pace, c.paceRate = nil, 0
 	case perMinute != c.paceRate || c.pace == nil:
 		c.pace, c.paceRate = rate.NewLimiter(rate.Every(time.Minute/time.Duration(perMinute)), 1), perMinute
+	default:
+		return
+	}
+	// A wait armed for the old pace is not the new one's: the next pump
+	// arms its own. Kept, a pace raised from 1 a minute held the send after
+	// the next for the rest of the old minute.
+	if c.paceTimer != nil {
+		c.paceTimer.Stop()
+		c.paceTimer = nil
 	}
 }
 
@@ -82,12 +91,16 @@ func (c *conn) pumpSMS() {
 				if d := r.Delay(); d > 0 {
 					r.Cancel()
 					if c.paceTimer == nil {
-						c.paceTimer = time.AfterFunc(d, func() {
+						var timer *time.Timer
+						timer = time.AfterFunc(d, func() {
 							c.pumpMu.Lock()
-							c.paceTimer = nil
+							if c.paceTimer == timer { // not one armed since, after this one stopped
+								c.paceTimer = nil
+							}
 							c.pumpMu.Unlock()
 							c.pump()
 						})
+						c.paceTimer = timer
 					}
 					return
 				}

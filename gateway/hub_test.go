@@ -344,3 +344,33 @@ func TestPacingHoldsForSendsQueuedBeforeTheWelcome(t *testing.T) {
 		t.Fatalf("got %#v, want the probe's ack before the paced send", f)
 	}
 }
+
+// A pace raised while a send waits for the old one: the send after it goes
+// by the new pace, not when the old pace's wait (the rest of a minute) ends.
+func TestPacingRaisedSpacesByTheNewPace(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, Config{})
+	token := r.pair("pixel-1")
+	one := 1
+	if _, err := r.devices.Update(context.Background(), r.company, "pixel-1", device.Patch{SMSPerMinute: &one}); err != nil {
+		t.Fatal(err)
+	}
+	ws := r.connect(token)
+	for i := range 3 {
+		if _, _, err := r.sms.Send(context.Background(), sms.SendInput{CompanyID: r.company, Device: "pixel-1", Phone: "+15551234567", Message: fmt.Sprint("m", i)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 3 {
+		s, ok := readFrame(t, ws).(*proto.Send)
+		if !ok || s.Message != fmt.Sprint("m", i) {
+			t.Fatalf("got %#v, want m%d", s, i)
+		}
+		writeFrame(t, ws, proto.Ack{ID: s.ID})
+		if i == 0 {
+			// m1 waits the minute of one a minute; 600 a minute lets it
+			// go at once and m2 a tenth of a second after.
+			r.hub.Pace("pixel-1", r.id("pixel-1"), 600)
+		}
+	}
+}

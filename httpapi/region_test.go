@@ -147,3 +147,22 @@ func TestCompanyRegionAgentNumbers(t *testing.T) {
 		}
 	}
 }
+
+// A WhatsApp contact an agent reports without its + (WhatsApp writes them
+// so) is read as an SMS sender is: digits that begin with the region's
+// country code and make a valid number after a + are that number, the one
+// sends to it name, not a long national number of the region.
+func TestCompanyRegionAgentSenderWithoutPlus(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, roomy)
+	a := e.newCompany("Acme", "owner@acme.test")
+	e.want(e.do(call{method: "PATCH", path: "/company", token: a.apiKey, body: map[string]any{"region": "DE"}}), http.StatusOK, "")
+	ag := e.runAgent(e.pairPhone(a.apiKey, "agent-a"), "agent-a", []string{waNumber}, nil, false)
+	e.numberID(a.apiKey, "whatsapp", waNumber)
+	in := waitAck(t, ag.Receive(proto.Inbound{ClientID: "wa-plus-dropped", Channel: "whatsapp", From: "4915123456789", To: waNumber, Message: "hallo"}))
+	r := e.do(call{method: "GET", path: "/whatsapp/messages/" + in.UUID, token: a.apiKey})
+	e.want(r, http.StatusOK, "")
+	if r.str("from") != "+4915123456789" {
+		t.Fatalf("a WhatsApp contact reported as 4915123456789 in DE stored as %q, want +4915123456789", r.str("from"))
+	}
+}

@@ -80,14 +80,16 @@ type ring struct {
 	sum  uint32
 }
 
-// numberState is one number's windows and gap. Fixed size: 504 bytes.
+// numberState is one number's windows and gap. Fixed size: 512 bytes.
 type numberState struct {
 	min               [minuteBuckets]uint16
 	hour              [hourBuckets]uint16
 	day               [dayBuckets]uint16
 	rMin, rHour, rDay ring
-	// next is when the next dispatch may go (unix nanoseconds).
-	next int64
+	// next is when the next dispatch may go, last when the pause before it
+	// began (the last dispatch, or the last job taken before a restart),
+	// both in unix nanoseconds: next-last is the pause drawn.
+	next, last int64
 	// loaded says the windows hold the number's history: a state that
 	// Dispatch made first (an agent's queue drained after a restart, before
 	// any send) has not read it yet.
@@ -163,6 +165,24 @@ func (s *numberState) add(t time.Time, d int) {
 	}
 }
 
+// addHistory counts the sends history lists. One stamped after now (by a
+// node whose clock is ahead of this one's, or before this clock was set
+// back) counts as made now: left out, as it was, a node behind another
+// let a number send past its caps, each send the other had just made
+// being in its future.
+func (s *numberState) addHistory(history History, now time.Time) {
+	for _, t := range history(now.Add(-dayBuckets * dayRes)) {
+		s.add(minTime(t, now), 1)
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return b
+	}
+	return a
+}
+
 // counts returns the sends in each window now.
 func (s *numberState) counts() (minute, hour, day int) {
 	return int(s.rMin.sum), int(s.rHour.sum), int(s.rDay.sum)
@@ -218,11 +238,7 @@ func (g *Governor) state(key uint64, now time.Time, history History) *numberStat
 	s.advanceAll(now)
 	if !s.loaded {
 		if history != nil {
-			for _, t := range history(now.Add(-dayBuckets * dayRes)) {
-				if !t.After(now) {
-					s.add(t, 1)
-				}
-			}
+			s.addHistory(history, now)
 		}
 		s.loaded = true
 	}
@@ -267,7 +283,10 @@ func (g *Governor) Usage(key uint64, now time.Time, history History) Usage {
 // in [gap.Min, gap.Max]; otherwise wait is how long until it may. lastTaken
 // is when the number's agent last took a job as the store remembers it: the
 // first dispatch this process makes for the number (after a restart, say)
-// keeps at least gap.Min after it.
+// keeps at least gap.Min after it. A pause drawn for another gap than
+// gap (the number's was changed since) is drawn again from gap, from the
+// same start, so a shorter gap lets the next job go sooner and a longer
+// one holds it longer.
 func (g *Governor) Dispatch(key uint64, gap Gap, now, lastTaken time.Time) (wait time.Duration) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -278,11 +297,18 @@ func (g *Governor) Dispatch(key uint64, gap Gap, now, lastTaken time.Time) (wait
 		g.states[key] = s
 	}
 	if s.next == 0 && !lastTaken.IsZero() {
+		s.last = lastTaken.UnixNano()
 		s.next = lastTaken.Add(max(gap.Min, 0)).UnixNano()
+	}
+	if lo := max(gap.Min, 0); s.next != 0 {
+		if p := time.Duration(s.next - s.last); p < lo || p > max(gap.Max, lo) {
+			s.next = s.last + int64(g.gap(gap))
+		}
 	}
 	if d := time.Duration(s.next - now.UnixNano()); d > 0 {
 		return d
 	}
+	s.last = now.UnixNano()
 	s.next = now.Add(g.gap(gap)).UnixNano()
 	return 0
 }

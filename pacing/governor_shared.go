@@ -19,11 +19,7 @@ func Check(caps Caps, now time.Time, history History) (retry time.Duration) {
 	var s numberState
 	s.advanceAll(now)
 	if history != nil {
-		for _, t := range history(now.Add(-dayBuckets * dayRes)) {
-			if !t.After(now) {
-				s.add(t, 1)
-			}
-		}
+		s.addHistory(history, now)
 	}
 	return max(
 		wait(s.min[:], &s.rMin, minuteRes, caps.PerMinute, now),

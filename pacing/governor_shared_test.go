@@ -32,3 +32,21 @@ func TestCheckAnswersAsANewGovernor(t *testing.T) {
 		}
 	}
 }
+
+// Sends another node stamped by a clock ahead of this one's (or stamped
+// before this clock was set back) count, as made now: they are the number's
+// sends all the same. Left out, a node behind let a number past its cap.
+func TestCheckCountsSendsStampedAheadOfTheClock(t *testing.T) {
+	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	caps := Caps{PerMinute: 2}
+	ahead := []time.Time{now.Add(300 * time.Millisecond), now.Add(2 * time.Second)}
+	history := func(time.Time) []time.Time { return ahead }
+	// Counted in now's bucket, they leave the minute 61 s from now.
+	want := now.Add(61 * time.Second).Sub(now)
+	if got := Check(caps, now, history); got != want {
+		t.Fatalf("two sends stamped ahead of the clock, cap 2: Check waits %v, want %v", got, want)
+	}
+	if _, got := NewGovernor(rand.NewPCG(1, 2)).Reserve(1, caps, now, history); got != want {
+		t.Fatalf("two sends stamped ahead of the clock, cap 2: Reserve after a start waits %v, want %v", got, want)
+	}
+}

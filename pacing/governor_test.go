@@ -262,3 +262,42 @@ func TestGovernorCapHoldsForAWholeWindow(t *testing.T) {
 		})
 	}
 }
+
+// A number's gap changed between two dispatches (PATCH gap_seconds) holds
+// the next one by the gap in force, from the last dispatch: a pause drawn
+// for the old gap neither parks the number after its gap was shortened nor
+// lets it go early after it was lengthened.
+func TestGovernorGapChangedBetweenDispatches(t *testing.T) {
+	t.Parallel()
+	g := NewGovernor(rand.NewPCG(1, 2))
+	long, short := Gap{Min: time.Hour, Max: time.Hour}, Gap{Min: time.Second, Max: time.Second}
+	if wait := g.Dispatch(9, long, govStart, time.Time{}); wait != 0 {
+		t.Fatalf("first dispatch: wait %v, want 0", wait)
+	}
+	if wait := g.Dispatch(9, short, govStart.Add(2*time.Second), time.Time{}); wait != 0 {
+		t.Fatalf("2 s after, the gap shortened to 1 s: wait %v, want 0", wait)
+	}
+	if wait := g.Dispatch(9, long, govStart.Add(3*time.Second), time.Time{}); wait != time.Hour-time.Second {
+		t.Fatalf("1 s after, the gap lengthened to an hour: wait %v, want %v", wait, time.Hour-time.Second)
+	}
+	// Unchanged, the pause drawn stays: asking again draws nothing new.
+	jitter := Gap{Min: 2 * time.Second, Max: 5 * time.Second}
+	if wait := g.Dispatch(10, jitter, govStart, time.Time{}); wait != 0 {
+		t.Fatalf("first dispatch of another number: wait %v, want 0", wait)
+	}
+	first := g.Dispatch(10, jitter, govStart, time.Time{})
+	for range 20 {
+		if wait := g.Dispatch(10, jitter, govStart, time.Time{}); wait != first {
+			t.Fatalf("asked again with the same gap: wait %v, then %v", first, wait)
+		}
+	}
+	// After a restart the pause from the last job taken is gap.Min; a gap
+	// whose minimum is longer holds the first dispatch by it.
+	g2 := NewGovernor(rand.NewPCG(1, 2))
+	if wait := g2.Dispatch(11, Gap{Min: 2 * time.Second, Max: 2 * time.Second}, govStart, govStart.Add(-time.Second)); wait != time.Second {
+		t.Fatalf("after a restart: wait %v, want 1 s", wait)
+	}
+	if wait := g2.Dispatch(11, Gap{Min: 10 * time.Second, Max: 10 * time.Second}, govStart, govStart.Add(-time.Second)); wait != 9*time.Second {
+		t.Fatalf("after a restart, the gap lengthened: wait %v, want 9 s", wait)
+	}
+}
