@@ -89,7 +89,7 @@ func TestServeRefusesBadSettings(t *testing.T) {
 		{[]string{"--smtp-listen", "nope", "--smtp-domain", "sms.test"}, nil, "--smtp-listen (SIMRELAY_SMTP_LISTEN) \"nope\""},
 		{[]string{"--smtp-listen", "127.0.0.1:0", "--smtp-domain", "a@b"}, nil, "--smtp-domain (SIMRELAY_SMTP_DOMAIN): \"a@b\" is not a domain"},
 		{[]string{"--smtp-listen", "127.0.0.1:0", "--smtp-domain", "sms.test", "--smtp-cert", "c.pem"}, nil, "--smtp-cert (SIMRELAY_SMTP_CERT) and --smtp-key (SIMRELAY_SMTP_KEY) go together"},
-		{[]string{"--smtp-listen", "127.0.0.1:0", "--smtp-domain", "sms.test", "--smtp-cert", "nonexistent.pem", "--smtp-key", "nonexistent.pem"}, nil, "--smtp-cert (SIMRELAY_SMTP_CERT) / --smtp-key (SIMRELAY_SMTP_KEY): open nonexistent.pem"},
+		{[]string{"--smtp-listen", "127.0.0.1:0", "--smtp-domain", "sms.test", "--smtp-cert", "nonexistent.pem", "--smtp-key", "nonexistent.pem"}, nil, "--smtp-cert (SIMRELAY_SMTP_CERT) / --smtp-key (SIMRELAY_SMTP_KEY): certificate: stat nonexistent.pem"},
 		{[]string{"--smtp-domain", "sms.test"}, nil, "need --smtp-listen"},
 		{[]string{"--nats-url", "nats://127.0.0.1:4222"}, nil, "--nats-url (SIMRELAY_NATS_URL) joins a cluster, whose nodes share one PostgreSQL database"},
 		{[]string{"--nats-url", "http://x:1", "--database-url", "postgres://x@/y"}, nil, "--nats-url (SIMRELAY_NATS_URL): \"http://x:1\": want nats://"},
