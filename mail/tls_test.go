@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/simrelay/simrelay/mail/mailtest"
 	"github.com/simrelay/simrelay/store"
@@ -35,7 +36,7 @@ func TestSMTPOverTLS(t *testing.T) {
 			s := newService(t, Config{SMTPURL: inbox.URL()}, st, log, WithTLSConfig(inbox.ClientTLSConfig()))
 			startWorker(t, s)
 
-			m := ResetPassword(publicURL, "Fay", "tok-tls")
+			m := ResetPassword(publicURL, "Fay", "tok-tls", time.Hour)
 			m.To = "fay@example.com"
 			if err := s.Send(context.Background(), m); err != nil {
 				t.Fatalf("Send: %v", err)
@@ -79,7 +80,7 @@ func TestSMTPRefusesUnsafeServers(t *testing.T) {
 			s := newService(t, Config{SMTPURL: u.String()}, st, log)
 			startWorker(t, s)
 
-			m := ResetPassword(publicURL, "Gus", "tok")
+			m := ResetPassword(publicURL, "Gus", "tok", time.Hour)
 			m.To = "gus@example.com"
 			if err := s.Send(context.Background(), m); err != nil {
 				t.Fatalf("Send: %v", err)
