@@ -511,3 +511,33 @@ func TestLateCompletionOfAnEndedSubscription(t *testing.T) {
 		t.Errorf("a new checkout's completion: %+v", got)
 	}
 }
+
+// A deleted subscription stays ended: an update of it created in the same
+// second as its deletion (Stripe's events carry whole seconds, and those of
+// one second apply in the order they arrive) but arriving after it does not
+// make it active again, nor does a later one. The company's next
+// subscription is its own.
+func TestDeletedSubscriptionIsNotRevived(t *testing.T) {
+	t.Parallel()
+	st, co := acme(t)
+	svc := stripeService(t, st)
+	meta := starterMeta(co.ID)
+	sub := func(id, status string) map[string]any {
+		return map[string]any{"id": id, "object": "subscription", "customer": "cus_A", "status": status, "metadata": meta}
+	}
+	t0 := time.Now().Unix()
+	handle(t, svc, "evt_1", billing.EventSubscriptionCreated, t0, sub("sub_A", "active"))
+	handle(t, svc, "evt_2", billing.EventSubscriptionDeleted, t0+5, sub("sub_A", "canceled"))
+	handle(t, svc, "evt_3", billing.EventSubscriptionUpdated, t0+5, sub("sub_A", "active"))
+	if got := subscription(t, st, co.ID); got.Status != billing.StatusCanceled {
+		t.Fatalf("a same-second update after the deletion: %+v, want canceled", got)
+	}
+	handle(t, svc, "evt_4", billing.EventSubscriptionUpdated, t0+6, sub("sub_A", "past_due"))
+	if got := subscription(t, st, co.ID); got.Status != billing.StatusCanceled {
+		t.Fatalf("a later update of the deleted subscription: %+v, want canceled", got)
+	}
+	handle(t, svc, "evt_5", billing.EventSubscriptionCreated, t0+7, sub("sub_B", "active"))
+	if got := subscription(t, st, co.ID); got.Status != billing.StatusActive || got.ProviderSubID != "sub_B" {
+		t.Fatalf("the next subscription: %+v, want sub_B active", got)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -177,8 +178,23 @@ func (s *Service) HandleStripeEvent(_ context.Context, payload []byte, signature
 		if string(ev.Type) == EventSubscriptionDeleted {
 			status = StatusCanceled
 		}
+		deleted := string(ev.Type) == EventSubscriptionDeleted
 		return s.apply(ev, s.ownCompany(ss.Metadata), customer, true, func(sub *store.Subscription, stale bool) bool {
+			ended := ss.ID != "" && slices.Contains(sub.EndedSubIDs, ss.ID)
+			if deleted && ss.ID != "" && !ended {
+				// Stripe deletes a subscription once, for good: whatever
+				// the order its events arrive in (several in one second
+				// apply in arrival order), none after this revives it.
+				sub.EndedSubIDs = append(sub.EndedSubIDs, ss.ID)
+				if n := len(sub.EndedSubIDs); n > store.MaxEndedSubIDs {
+					sub.EndedSubIDs = sub.EndedSubIDs[n-store.MaxEndedSubIDs:]
+				}
+			}
 			if stale {
+				return false
+			}
+			if ended && !deleted {
+				s.log.Warn("stripe event for a subscription Stripe deleted; ignored", "event", ev.ID, "type", ev.Type, "subscription", ss.ID, "status", ss.Status)
 				return false
 			}
 			// A company has one live subscription: news of another one (an
