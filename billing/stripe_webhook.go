@@ -148,7 +148,7 @@ func (s *Service) HandleStripeEvent(_ context.Context, payload []byte, signature
 						// Nothing paid yet: the plan's trial (Stripe's trial_end
 						// follows with the subscription's event).
 						end := time.Unix(ev.Created, 0).UTC().AddDate(0, 0, p.TrialDays)
-						sub.Status, sub.TrialEndsAt = StatusTrialing, &end
+						sub.Status, sub.TrialEndsAt, sub.TrialUsed = StatusTrialing, &end, true
 					}
 				}
 			}
@@ -189,6 +189,11 @@ func (s *Service) HandleStripeEvent(_ context.Context, payload []byte, signature
 				if n := len(sub.EndedSubIDs); n > store.MaxEndedSubIDs {
 					sub.EndedSubIDs = sub.EndedSubIDs[n-store.MaxEndedSubIDs:]
 				}
+			}
+			if status == StatusTrialing {
+				// The company has had its trial, whatever the order of
+				// this event: its next checkout has none.
+				sub.TrialUsed = true
 			}
 			if stale {
 				return false

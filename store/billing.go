@@ -19,6 +19,9 @@ type Subscription struct {
 	// EventCreated is the creation time (unix s) of the newest provider
 	// event applied: an older one arriving late changes nothing.
 	EventCreated int64 `json:"event_created,omitempty"`
+	// TrialUsed is set once a provider subscription of the company has
+	// been trialing: the company's later checkouts have no trial.
+	TrialUsed bool `json:"trial_used,omitempty"`
 	// EndedSubIDs are the provider subscriptions of the company the
 	// provider deleted, the newest last (at most MaxEndedSubIDs): a
 	// deletion is final, so no later event of one of them changes the
