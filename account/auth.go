@@ -65,7 +65,7 @@ func (s *Service) Signup(ctx context.Context, in SignupInput) (store.Company, st
 		return c, u, err
 	}
 	if err := s.sendToken(ctx, u, tokenVerify, s.cfg.VerifyTTL, func(tok string) mail.Message {
-		return mail.VerifyEmail(s.cfg.PublicURL, u.FirstName, c.Name, tok)
+		return mail.VerifyEmail(s.cfg.PublicURL, u.FirstName, c.Name, tok, s.cfg.VerifyTTL)
 	}); err != nil {
 		return c, u, err
 	}
@@ -282,7 +282,7 @@ func (s *Service) ForgotPassword(ctx context.Context, email string) error {
 		return nil
 	}
 	return s.sendToken(ctx, u, tokenReset, s.cfg.ResetTTL, func(tok string) mail.Message {
-		return mail.ResetPassword(s.cfg.PublicURL, u.FirstName, tok)
+		return mail.ResetPassword(s.cfg.PublicURL, u.FirstName, tok, s.cfg.ResetTTL)
 	})
 }
 

@@ -1,11 +1,14 @@
 package billing_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -509,5 +512,83 @@ func TestLateCompletionOfAnEndedSubscription(t *testing.T) {
 		"customer": "cus_A", "subscription": "sub_B", "status": "complete", "payment_status": "paid", "metadata": meta})
 	if got := subscription(t, st, co.ID); got.ProviderSubID != "sub_B" || got.PlanID != billing.PlanStarter || got.Status != billing.StatusActive {
 		t.Errorf("a new checkout's completion: %+v", got)
+	}
+}
+
+// A deleted subscription stays ended: an update of it created in the same
+// second as its deletion (Stripe's events carry whole seconds, and those of
+// one second apply in the order they arrive) but arriving after it does not
+// make it active again, nor does a later one. The company's next
+// subscription is its own.
+func TestDeletedSubscriptionIsNotRevived(t *testing.T) {
+	t.Parallel()
+	st, co := acme(t)
+	svc := stripeService(t, st)
+	meta := starterMeta(co.ID)
+	sub := func(id, status string) map[string]any {
+		return map[string]any{"id": id, "object": "subscription", "customer": "cus_A", "status": status, "metadata": meta}
+	}
+	t0 := time.Now().Unix()
+	handle(t, svc, "evt_1", billing.EventSubscriptionCreated, t0, sub("sub_A", "active"))
+	handle(t, svc, "evt_2", billing.EventSubscriptionDeleted, t0+5, sub("sub_A", "canceled"))
+	handle(t, svc, "evt_3", billing.EventSubscriptionUpdated, t0+5, sub("sub_A", "active"))
+	if got := subscription(t, st, co.ID); got.Status != billing.StatusCanceled {
+		t.Fatalf("a same-second update after the deletion: %+v, want canceled", got)
+	}
+	handle(t, svc, "evt_4", billing.EventSubscriptionUpdated, t0+6, sub("sub_A", "past_due"))
+	if got := subscription(t, st, co.ID); got.Status != billing.StatusCanceled {
+		t.Fatalf("a later update of the deleted subscription: %+v, want canceled", got)
+	}
+	handle(t, svc, "evt_5", billing.EventSubscriptionCreated, t0+7, sub("sub_B", "active"))
+	if got := subscription(t, st, co.ID); got.Status != billing.StatusActive || got.ProviderSubID != "sub_B" {
+		t.Fatalf("the next subscription: %+v, want sub_B active", got)
+	}
+}
+
+// A company is given a plan's trial once: after its trialing subscription
+// ended (canceled in the trial) and the free plan, its next checkout at
+// Stripe has no trial, asked for or not.
+func TestTrialOncePerCompany(t *testing.T) {
+	t.Parallel()
+	st, co := acme(t)
+	px := stripemock.NewProxy(t)
+	var mu sync.Mutex
+	var trials []bool // whether each checkout session asked for a trial
+	px.Answer(func(_ http.ResponseWriter, r *http.Request) bool {
+		if r.Method+" "+r.URL.Path == createSession {
+			body, err := io.ReadAll(r.Body)
+			if err != nil {
+				t.Error(err)
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			form, _ := url.ParseQuery(string(body))
+			mu.Lock()
+			trials = append(trials, form.Get("subscription_data[trial_period_days]") != "")
+			mu.Unlock()
+		}
+		return false
+	})
+	svc := mockedService(t, st, px, time.Now)
+	subscribe := func(plan string) {
+		t.Helper()
+		if _, err := svc.Subscribe(context.Background(), billing.SubscribeInput{CompanyID: co.ID, PlanID: plan, Email: "ana@acme.example"}); err != nil {
+			t.Fatalf("subscribe %s: %v", plan, err)
+		}
+	}
+	subscribe(billing.PlanStarter)
+	customer := subscription(t, st, co.ID).CustomerID
+	meta := starterMeta(co.ID)
+	sub := func(status string) map[string]any {
+		return map[string]any{"id": "sub_A", "object": "subscription", "customer": customer, "status": status, "metadata": meta}
+	}
+	t0 := time.Now().Unix()
+	handle(t, svc, "evt_1", billing.EventSubscriptionCreated, t0, sub("trialing"))
+	handle(t, svc, "evt_2", billing.EventSubscriptionDeleted, t0+1, sub("canceled"))
+	subscribe(billing.PlanFree)
+	subscribe(billing.PlanStarter)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(trials) != 2 || !trials[0] || trials[1] {
+		t.Fatalf("checkouts asked for a trial: %v; want [true false] (the first checkout only)", trials)
 	}
 }

@@ -76,7 +76,7 @@ func (s *Service) checkout(ctx context.Context, in SubscribeInput, plan Plan) (S
 				return errNoWrite
 			}
 			if co.SessionID != "" {
-				if co.PlanID == plan.ID && co.SkipTrial == in.SkipTrial && now.Add(checkoutReuseLeft).Before(co.ExpiresAt) {
+				if co.PlanID == plan.ID && co.SkipTrial == (in.SkipTrial || sub.TrialUsed) && now.Add(checkoutReuseLeft).Before(co.ExpiresAt) {
 					reuse = co.URL
 					return errNoWrite
 				}
@@ -100,6 +100,9 @@ func (s *Service) checkout(ctx context.Context, in SubscribeInput, plan Plan) (S
 		case err != nil:
 			return SubscribeResult{}, err
 		}
+		// A company is given a plan's trial once: one that has had a
+		// trial (and canceled, or took the free plan) checks out without.
+		in.SkipTrial = in.SkipTrial || sub.TrialUsed
 		return s.openCheckout(ctx, in, plan, sub, token, previous, now)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -147,7 +148,7 @@ func (s *Service) HandleStripeEvent(_ context.Context, payload []byte, signature
 						// Nothing paid yet: the plan's trial (Stripe's trial_end
 						// follows with the subscription's event).
 						end := time.Unix(ev.Created, 0).UTC().AddDate(0, 0, p.TrialDays)
-						sub.Status, sub.TrialEndsAt = StatusTrialing, &end
+						sub.Status, sub.TrialEndsAt, sub.TrialUsed = StatusTrialing, &end, true
 					}
 				}
 			}
@@ -177,8 +178,28 @@ func (s *Service) HandleStripeEvent(_ context.Context, payload []byte, signature
 		if string(ev.Type) == EventSubscriptionDeleted {
 			status = StatusCanceled
 		}
+		deleted := string(ev.Type) == EventSubscriptionDeleted
 		return s.apply(ev, s.ownCompany(ss.Metadata), customer, true, func(sub *store.Subscription, stale bool) bool {
+			ended := ss.ID != "" && slices.Contains(sub.EndedSubIDs, ss.ID)
+			if deleted && ss.ID != "" && !ended {
+				// Stripe deletes a subscription once, for good: whatever
+				// the order its events arrive in (several in one second
+				// apply in arrival order), none after this revives it.
+				sub.EndedSubIDs = append(sub.EndedSubIDs, ss.ID)
+				if n := len(sub.EndedSubIDs); n > store.MaxEndedSubIDs {
+					sub.EndedSubIDs = sub.EndedSubIDs[n-store.MaxEndedSubIDs:]
+				}
+			}
+			if status == StatusTrialing {
+				// The company has had its trial, whatever the order of
+				// this event: its next checkout has none.
+				sub.TrialUsed = true
+			}
 			if stale {
+				return false
+			}
+			if ended && !deleted {
+				s.log.Warn("stripe event for a subscription Stripe deleted; ignored", "event", ev.ID, "type", ev.Type, "subscription", ss.ID, "status", ss.Status)
 				return false
 			}
 			// A company has one live subscription: news of another one (an

@@ -41,9 +41,16 @@ const redactedPassword = redact.Mask
 // Config says where mail goes. The zero value is valid: no SMTP server, mail
 // is written to the log and kept in the outbox.
 type Config struct {
-	// SMTPURL is smtp://[user:pass@]host:port (STARTTLS when the server offers
-	// it) or smtps://[user:pass@]host:port (implicit TLS). Empty: no SMTP.
-	// User and password are URL-escaped (e.g. "@" in a user name is %40).
+	// SMTPURL is smtp://[user:pass@]host:port[?tls=MODE] (STARTTLS) or
+	// smtps://[user:pass@]host:port (implicit TLS). Empty: no SMTP. User and
+	// password are URL-escaped (e.g. "@" in a user name is %40). MODE says
+	// what an smtp:// attempt does when the server offers no STARTTLS:
+	// "required" (the default) fails it; "opportunistic" sends the mail
+	// without TLS but no credentials (refused with a user name);
+	// "insecure" sends the mail and the credentials without TLS. A URL
+	// without user name whose host is a loopback address or "localhost"
+	// defaults to "opportunistic": a local relay, its traffic never on a
+	// network.
 	SMTPURL string
 	// From is the From header, e.g. "Acme SMS <sms@acme.example>";
 	// DefaultFrom when empty.
@@ -118,6 +125,19 @@ func (c Config) from() string {
 	return c.From
 }
 
+// TLS modes of an smtp:// URL (its tls parameter): what an attempt does
+// when the server offers no STARTTLS.
+const (
+	// TLSRequired fails the attempt: nothing is sent without TLS.
+	TLSRequired = "required"
+	// TLSOpportunistic sends the mail without TLS; a URL with a user name
+	// cannot have it, as the credentials would go without TLS too.
+	TLSOpportunistic = "opportunistic"
+	// TLSInsecure sends the mail and the credentials without TLS: the
+	// operator's explicit choice, for a relay on a network they trust.
+	TLSInsecure = "insecure"
+)
+
 // smtpTarget is a parsed, valid SMTP URL.
 type smtpTarget struct {
 	host        string
@@ -125,6 +145,19 @@ type smtpTarget struct {
 	user        string
 	pass        string
 	implicitTLS bool
+	// tls is the mode of an smtp:// URL (TLSRequired, TLSOpportunistic or
+	// TLSInsecure), its default filled in; TLSRequired for smtps://.
+	tls string
+}
+
+// isLoopback reports whether host names this machine: "localhost" or a
+// loopback address. Mail to it never crosses a network.
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // parseSMTPURL turns --smtp-url into a target; nil, nil when raw is empty.
@@ -135,7 +168,7 @@ func parseSMTPURL(raw string) (*smtpTarget, error) {
 		return nil, nil
 	}
 	bad := func(why string) error {
-		return fmt.Errorf("--smtp-url %q: %s; want smtp://[user:pass@]host:port (STARTTLS when offered) or smtps://[user:pass@]host:port (implicit TLS)", redact.URL(raw), why)
+		return fmt.Errorf("--smtp-url %q: %s; want smtp://[user:pass@]host:port[?tls=required|opportunistic|insecure] (STARTTLS) or smtps://[user:pass@]host:port (implicit TLS)", redact.URL(raw), why)
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -154,8 +187,20 @@ func parseSMTPURL(raw string) (*smtpTarget, error) {
 	if u.Opaque != "" || u.Host == "" {
 		return nil, bad("no host")
 	}
-	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
-		return nil, bad("a path, query or fragment has no meaning here")
+	if (u.Path != "" && u.Path != "/") || u.Fragment != "" {
+		return nil, bad("a path or fragment has no meaning here")
+	}
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return nil, bad("a query that does not parse")
+	}
+	for k, v := range q {
+		if k != "tls" {
+			return nil, bad(fmt.Sprintf("unknown parameter %q (tls is the only one)", k))
+		}
+		if len(v) != 1 {
+			return nil, bad("tls given more than once")
+		}
 	}
 	host, portStr, err := net.SplitHostPort(u.Host)
 	if err != nil || host == "" {
@@ -173,5 +218,22 @@ func parseSMTPURL(raw string) (*smtpTarget, error) {
 			return nil, bad("a password needs a user name")
 		}
 	}
+	mode := q.Get("tls")
+	switch {
+	case t.implicitTLS:
+		if mode != "" && mode != TLSRequired {
+			return nil, bad(fmt.Sprintf("tls=%s: smtps is TLS from the first byte", mode))
+		}
+		mode = TLSRequired
+	case mode == "" && t.user == "" && isLoopback(host):
+		mode = TLSOpportunistic
+	case mode == "":
+		mode = TLSRequired
+	case mode == TLSOpportunistic && t.user != "":
+		return nil, bad("tls=opportunistic with a user name: the password would go without TLS to a server that offers no STARTTLS; tls=insecure allows that, tls=required (the default) refuses it")
+	case mode != TLSRequired && mode != TLSOpportunistic && mode != TLSInsecure:
+		return nil, bad(fmt.Sprintf("tls=%q: want required, opportunistic or insecure", mode))
+	}
+	t.tls = mode
 	return t, nil
 }

@@ -31,8 +31,17 @@ func TestConfigValidate(t *testing.T) {
 		{"port zero", Config{SMTPURL: "smtp://mail.example.com:0"}, "port must be 1 to 65535"},
 		{"port too big", Config{SMTPURL: "smtp://mail.example.com:70000"}, "--smtp-url"},
 		{"no host", Config{SMTPURL: "smtp://:25"}, "want host:port"},
-		{"path", Config{SMTPURL: "smtp://mail.example.com:25/inbox"}, "path, query or fragment"},
-		{"query", Config{SMTPURL: "smtp://mail.example.com:25?tls=off"}, "path, query or fragment"},
+		{"path", Config{SMTPURL: "smtp://mail.example.com:25/inbox"}, "path or fragment"},
+		{"tls required", Config{SMTPURL: "smtp://ana:secret@mail.example.com:587?tls=required"}, ""},
+		{"tls opportunistic", Config{SMTPURL: "smtp://mail.example.com:25?tls=opportunistic"}, ""},
+		{"tls insecure with credentials", Config{SMTPURL: "smtp://ana:secret@relay.lan:25?tls=insecure"}, ""},
+		{"smtps tls required", Config{SMTPURL: "smtps://mail.example.com:465?tls=required"}, ""},
+		{"unknown tls mode", Config{SMTPURL: "smtp://mail.example.com:25?tls=off"}, `tls="off": want required, opportunistic or insecure`},
+		{"unknown parameter", Config{SMTPURL: "smtp://mail.example.com:25?starttls=no"}, `unknown parameter "starttls"`},
+		{"tls twice", Config{SMTPURL: "smtp://mail.example.com:25?tls=required&tls=insecure"}, "tls given more than once"},
+		{"tls opportunistic with credentials", Config{SMTPURL: "smtp://ana:secret@mail.example.com:25?tls=opportunistic"}, "the password would go without TLS"},
+		{"tls opportunistic with credentials on loopback", Config{SMTPURL: "smtp://ana:secret@127.0.0.1:25?tls=opportunistic"}, "tls=insecure allows that"},
+		{"smtps tls opportunistic", Config{SMTPURL: "smtps://mail.example.com:465?tls=opportunistic"}, "smtps is TLS from the first byte"},
 		{"password without user", Config{SMTPURL: "smtp://:secret@mail.example.com:25"}, "needs a user name"},
 		{"bad from", Config{From: "not an address"}, "--smtp-from"},
 		{"relative public url", Config{PublicURL: "sms.example.com"}, "--public-url"},
@@ -98,4 +107,35 @@ func errText(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// An smtp:// URL's TLS mode by default: required, except to a relay on this
+// machine that takes no credentials (its traffic never crosses a network).
+func TestSMTPURLTLSDefault(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ url, want string }{
+		{"smtp://mail.example.com:25", TLSRequired},
+		{"smtp://10.0.0.5:25", TLSRequired},
+		{"smtp://relay.lan:587", TLSRequired},
+		{"smtp://127.0.0.1:25", TLSOpportunistic},
+		{"smtp://127.8.9.10:25", TLSOpportunistic},
+		{"smtp://[::1]:25", TLSOpportunistic},
+		{"smtp://LocalHost:25", TLSOpportunistic},
+		{"smtp://localhost.example.com:25", TLSRequired},
+		{"smtp://ana:secret@127.0.0.1:25", TLSRequired},
+		{"smtp://ana@localhost:25", TLSRequired},
+		{"smtp://127.0.0.1:25?tls=required", TLSRequired},
+		{"smtp://mail.example.com:25?tls=opportunistic", TLSOpportunistic},
+		{"smtp://ana:secret@mail.example.com:25?tls=insecure", TLSInsecure},
+		{"smtps://127.0.0.1:465", TLSRequired},
+	} {
+		got, err := parseSMTPURL(tt.url)
+		if err != nil {
+			t.Errorf("%s: %v", tt.url, err)
+			continue
+		}
+		if got.tls != tt.want {
+			t.Errorf("%s: tls mode %q, want %q", tt.url, got.tls, tt.want)
+		}
+	}
 }

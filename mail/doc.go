@@ -4,8 +4,9 @@
 // Send persists a message in the outbox (the store) before it returns, so a
 // crash after a sign-up never loses the verification mail. One worker, Run,
 // drains the outbox: it picks up whatever a previous process left pending,
-// delivers over SMTP (STARTTLS when the server offers it, or implicit TLS
-// for smtps://) and retries failures on a backoff schedule until it gives up.
+// delivers over SMTP (STARTTLS, required unless the URL's tls parameter or a
+// loopback relay without credentials says otherwise, or implicit TLS for
+// smtps://) and retries failures on a backoff schedule until it gives up.
 //
 // SMTP is optional. Without --smtp-url every mail is written to the log at
 // INFO, body included, and kept in the outbox where `simrelay admin mail`

@@ -24,7 +24,7 @@ func TestSMTPDelivery(t *testing.T) {
 	s := newService(t, Config{SMTPURL: inbox.URL(), From: "Acme SMS <sms@acme.example>", PublicURL: publicURL}, st, log)
 	startWorker(t, s)
 
-	m := VerifyEmail(publicURL, "Ana", "Acme", "tok-123")
+	m := VerifyEmail(publicURL, "Ana", "Acme", "tok-123", 24*time.Hour)
 	m.To = "ana@example.com"
 	if err := s.Send(context.Background(), m); err != nil {
 		t.Fatalf("Send: %v", err)
@@ -79,7 +79,7 @@ func TestSMTPRetryThenDeliver(t *testing.T) {
 	s := newService(t, Config{SMTPURL: inbox.URL()}, st, log, WithSchedule(time.Millisecond, 10*time.Millisecond, time.Hour))
 	startWorker(t, s)
 
-	m := ResetPassword(publicURL, "Bo", "tok-retry")
+	m := ResetPassword(publicURL, "Bo", "tok-retry", time.Hour)
 	m.To = "bo@example.com"
 	if err := s.Send(context.Background(), m); err != nil {
 		t.Fatalf("Send: %v", err)
@@ -109,7 +109,7 @@ func TestSMTPGivesUpAfterSchedule(t *testing.T) {
 	s := newService(t, Config{SMTPURL: inbox.URL()}, st, log, WithSchedule(time.Millisecond, time.Millisecond))
 	startWorker(t, s)
 
-	m := ResetPassword(publicURL, "Cy", "tok")
+	m := ResetPassword(publicURL, "Cy", "tok", time.Hour)
 	m.To = "cy@example.com"
 	if err := s.Send(context.Background(), m); err != nil {
 		t.Fatalf("Send: %v", err)
@@ -137,7 +137,7 @@ func TestRestartDeliversPendingMail(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := newService(t, Config{SMTPURL: inbox.URL()}, st, log)
-	m := VerifyEmail(publicURL, "Di", "Acme", "tok-restart")
+	m := VerifyEmail(publicURL, "Di", "Acme", "tok-restart", 24*time.Hour)
 	m.To = "di@example.com"
 	if err := first.Send(context.Background(), m); err != nil {
 		t.Fatalf("Send: %v", err)

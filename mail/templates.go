@@ -23,21 +23,15 @@ type Message struct {
 	HTML    string
 }
 
-// Link lifetimes the messages promise. They match the token lifetimes of the
-// contract (section 3); a caller that changes those should say so here too.
-const (
-	verifyLinkTTL = 24 * time.Hour
-	resetLinkTTL  = time.Hour
-)
-
 // maxNameLen caps a user-supplied name inside a mail. Company and inviter
 // names reach addresses the sender does not own (invites), so a long "name"
 // must not become a paragraph of someone's spam.
 const maxNameLen = 80
 
 // VerifyEmail is the message sent after sign-up, with the link
-// {publicURL}/verify-email?token=T.
-func VerifyEmail(publicURL, firstName, companyName, token string) Message {
+// {publicURL}/verify-email?token=T; validFor is the token's lifetime
+// (account.Config.VerifyTTL), which the mail promises.
+func VerifyEmail(publicURL, firstName, companyName, token string, validFor time.Duration) Message {
 	intro := "Welcome to simrelay! Your account is almost ready."
 	if c := cleanName(companyName); c != "" {
 		intro = fmt.Sprintf("Welcome to simrelay! The account of %s is almost ready.", c)
@@ -49,15 +43,16 @@ func VerifyEmail(publicURL, firstName, companyName, token string) Message {
 		Action:   "Verify your e-mail address",
 		Link:     link(publicURL, "/verify-email", token),
 		Notes: []string{
-			"This link expires in " + humanDuration(verifyLinkTTL) + ".",
+			"This link expires in " + humanDuration(validFor) + ".",
 			"If you did not sign up for simrelay, you can ignore this e-mail.",
 		},
 	})
 }
 
 // ResetPassword is the message sent on a forgotten password, with the link
-// {publicURL}/reset-password?token=T.
-func ResetPassword(publicURL, firstName, token string) Message {
+// {publicURL}/reset-password?token=T; validFor is the token's lifetime
+// (account.Config.ResetTTL), which the mail promises.
+func ResetPassword(publicURL, firstName, token string, validFor time.Duration) Message {
 	return render(content{
 		Subject:  "Reset your simrelay password",
 		Greeting: greeting(firstName),
@@ -65,7 +60,7 @@ func ResetPassword(publicURL, firstName, token string) Message {
 		Action:   "Choose a new password",
 		Link:     link(publicURL, "/reset-password", token),
 		Notes: []string{
-			"This link expires in " + humanDuration(resetLinkTTL) + " and works once.",
+			"This link expires in " + humanDuration(validFor) + " and works once.",
 			"If you did not ask for a new password, you can ignore this e-mail: your password stays as it is.",
 		},
 	})

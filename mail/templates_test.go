@@ -23,14 +23,14 @@ func TestTemplates(t *testing.T) {
 	}{
 		{
 			name:        "verify",
-			msg:         VerifyEmail("https://sms.example.com/", "Ana", "Acme", token),
+			msg:         VerifyEmail("https://sms.example.com/", "Ana", "Acme", token, 24*time.Hour),
 			wantSubject: "Verify your e-mail address for simrelay",
 			wantLink:    "https://sms.example.com/verify-email?token=" + escaped,
 			wantPhrases: []string{"Hi Ana,", "Acme", "expires in 24 hours"},
 		},
 		{
 			name:        "reset",
-			msg:         ResetPassword("https://sms.example.com", "Ana", token),
+			msg:         ResetPassword("https://sms.example.com", "Ana", token, time.Hour),
 			wantSubject: "Reset your simrelay password",
 			wantLink:    "https://sms.example.com/reset-password?token=" + escaped,
 			wantPhrases: []string{"Hi Ana,", "expires in 1 hour"},
@@ -99,7 +99,7 @@ func TestTemplatesTameNames(t *testing.T) {
 	if want := "&lt;script&gt;"; !strings.Contains(m.HTML, want) {
 		t.Errorf("HTML body: want the inviter's name escaped as %q", want)
 	}
-	long := VerifyEmail("https://sms.example.com", strings.Repeat("x", 500), "Acme", "tok")
+	long := VerifyEmail("https://sms.example.com", strings.Repeat("x", 500), "Acme", "tok", 24*time.Hour)
 	if strings.Contains(long.Text, strings.Repeat("x", maxNameLen+1)) {
 		t.Errorf("text body: got a name longer than %d characters", maxNameLen)
 	}

@@ -217,17 +217,31 @@ func (s *Service) sendSMTP(ctx context.Context, m store.Mail) error {
 	if s.tlsConfig != nil {
 		opts = append(opts, gomail.WithTLSConfig(s.tlsConfig))
 	}
-	if t.implicitTLS {
+	switch {
+	case t.implicitTLS:
 		opts = append(opts, gomail.WithSSL())
-	} else {
+	case t.tls == TLSRequired:
+		// STARTTLS or nothing: an attacker on the path who strips it from
+		// the server's answer gets no mail (its links are live tokens)
+		// and no credentials.
+		opts = append(opts, gomail.WithTLSPolicy(gomail.TLSMandatory))
+	default:
 		opts = append(opts, gomail.WithTLSPolicy(gomail.TLSOpportunistic))
 	}
 	if t.user != "" {
-		// Auto-discovery picks the strongest mechanism the server offers and
-		// refuses PLAIN and LOGIN on a connection without TLS, so the
-		// password never crosses the wire in clear.
-		opts = append(opts, gomail.WithSMTPAuth(gomail.SMTPAuthAutoDiscover),
-			gomail.WithUsername(t.user), gomail.WithPassword(t.pass))
+		if t.tls == TLSInsecure {
+			// The operator's explicit choice: credentials go whether or
+			// not the connection has TLS, with the strongest mechanism
+			// the server offers (SCRAM's channel-binding forms need TLS).
+			opts = append(opts, gomail.WithOpportunisticSMTPAuth(gomail.SMTPAuthSCRAMSHA256,
+				gomail.SMTPAuthSCRAMSHA1, gomail.SMTPAuthCramMD5, gomail.SMTPAuthPlainNoEnc, gomail.SMTPAuthLoginNoEnc))
+		} else {
+			// Over TLS (required with a user name unless tls=insecure),
+			// auto-discovery picks the strongest mechanism the server
+			// offers.
+			opts = append(opts, gomail.WithSMTPAuth(gomail.SMTPAuthAutoDiscover))
+		}
+		opts = append(opts, gomail.WithUsername(t.user), gomail.WithPassword(t.pass))
 	}
 	client, err := gomail.NewClient(t.host, opts...)
 	if err != nil {
@@ -236,6 +250,15 @@ func (s *Service) sendSMTP(ctx context.Context, m store.Mail) error {
 	ctx, cancel := context.WithTimeout(ctx, s.sendTimeout)
 	defer cancel()
 	if err := client.DialAndSendWithContext(ctx, msg); err != nil {
+		if !t.implicitTLS && t.tls == TLSRequired && strings.Contains(err.Error(), "does not support STARTTLS") {
+			allow := "?tls=opportunistic to send mail without TLS"
+			if t.user != "" {
+				allow = "?tls=insecure to send mail and credentials without TLS"
+			}
+			return fmt.Errorf("mail: send %d via %s: the server offers no STARTTLS and --smtp-url requires TLS, so nothing was sent "+
+				"(an attacker on the path may have removed it from the server's answer; for a relay without TLS on a network you trust, "+
+				"add %s): %w", m.ID, addr(t), allow, err)
+		}
 		return fmt.Errorf("mail: send %d via %s: %w", m.ID, addr(t), err)
 	}
 	return nil

@@ -19,11 +19,23 @@ type Subscription struct {
 	// EventCreated is the creation time (unix s) of the newest provider
 	// event applied: an older one arriving late changes nothing.
 	EventCreated int64 `json:"event_created,omitempty"`
+	// TrialUsed is set once a provider subscription of the company has
+	// been trialing: the company's later checkouts have no trial.
+	TrialUsed bool `json:"trial_used,omitempty"`
+	// EndedSubIDs are the provider subscriptions of the company the
+	// provider deleted, the newest last (at most MaxEndedSubIDs): a
+	// deletion is final, so no later event of one of them changes the
+	// state, however it is ordered.
+	EndedSubIDs []string `json:"ended_subscription_ids,omitempty"`
 	// Checkout is the company's provider checkout that may still be paid,
 	// or the claim of one being opened; nil when there is none.
 	Checkout  *Checkout `json:"checkout,omitempty"`
 	UpdatedAt time.Time `json:"updated_at"`
 }
+
+// MaxEndedSubIDs bounds Subscription.EndedSubIDs: a company whose
+// subscriptions end more often than that keeps the newest.
+const MaxEndedSubIDs = 16
 
 // Checkout is a company's provider checkout (a Stripe Checkout Session):
 // the one opened last, until it is known to be completed or expired, and

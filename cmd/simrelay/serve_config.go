@@ -92,7 +92,7 @@ func (c *serveConfig) flags(fs *flag.FlagSet) {
 	c.databaseURL = addDatabaseURL(fs)
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
-	fs.StringVar(&c.smtpURL, "smtp-url", "", "SMTP server, smtp://[user:pass@]host:port (STARTTLS when offered) or smtps://...; empty writes mail to the log and the outbox")
+	fs.StringVar(&c.smtpURL, "smtp-url", "", "SMTP server, smtp://[user:pass@]host:port[?tls=required|opportunistic|insecure] (STARTTLS; required unless a loopback host without user) or smtps://...; empty writes mail to the log and the outbox")
 	fs.StringVar(&c.smtpFrom, "smtp-from", mail.DefaultFrom, "From address of e-mails")
 	fs.StringVar(&c.rateGeneral, "rate-general", "100/1m", "API rate limit per API key, user or client IP, COUNT/WINDOW")
 	fs.StringVar(&c.rateAuth, "rate-auth", "15/15m", "rate limit of the credential routes per client IP, COUNT/WINDOW")
