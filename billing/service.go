@@ -219,10 +219,16 @@ func (s *Service) period(sub store.Subscription, now time.Time) (time.Time, time
 // yearly plan's Stripe period), the month of it that holds now, months
 // counted from the period's start. The whole year was the window: a yearly
 // plan of 2,000 messages a month refused the 2,001st message of the year.
+// Each month starts on the period's day of the month, or on the month's
+// last day when it has no such day (a year from 31 January: 28 February,
+// 31 March, 30 April ...), as Stripe's own months do: a month added to the
+// one before (31 January, 3 March, 3 April ...) drifted, and a year from 31
+// August had 13 months' allowances.
 func (s *Service) window(sub store.Subscription, now time.Time) (time.Time, time.Time) {
-	from, to := s.period(sub, now)
-	for i := 0; i < 1200; i++ {
-		next := from.AddDate(0, 1, 0)
+	start, to := s.period(sub, now)
+	from := start
+	for i := 1; i <= 1200; i++ {
+		next := addMonths(start, i)
 		if !next.Before(to) {
 			break
 		}
@@ -232,6 +238,14 @@ func (s *Service) window(sub store.Subscription, now time.Time) (time.Time, time
 		from = next
 	}
 	return from, to
+}
+
+// addMonths is t n months later, on t's day of the month or, when the month
+// has no such day, on its last day.
+func addMonths(t time.Time, n int) time.Time {
+	first := time.Date(t.Year(), t.Month()+time.Month(n), 1, t.Hour(), t.Minute(), t.Second(), t.Nanosecond(), t.Location())
+	last := first.AddDate(0, 1, -1).Day()
+	return first.AddDate(0, 0, min(t.Day(), last)-1)
 }
 
 // nextPeriodEnd is the end of the period after [from, to): a month or a
@@ -261,14 +275,17 @@ func (s *Service) Limits(sub store.Subscription, found bool, now time.Time) stor
 	return store.PlanLimits{Messages: orUnlimited(p.Limits.MessagesPerMonth), Devices: orUnlimited(p.Limits.Devices), PeriodStart: from, PeriodEnd: to}
 }
 
-// Period is the company's current billing period (httpapi.Period): the
-// dashboard's creditsUsed counts over it.
+// Period is the span the company's plan counts its messages over now
+// (httpapi.Period): the billing period, or its current month when it is
+// longer (window). The dashboard's creditsUsed counts over it, as
+// usage.messages_this_period does: a yearly plan's credits counted the whole
+// year beside the month's messages, and read a record for each of its days.
 func (s *Service) Period(companyID uint64) (time.Time, time.Time) {
 	sub, _, err := s.store.Subscription(companyID)
 	if err != nil {
 		s.log.Error("read subscription for the period", "company", companyID, "err", err)
 	}
-	return s.period(sub, s.now())
+	return s.window(sub, s.now())
 }
 
 // View is GET /billing/subscription.

@@ -13,15 +13,22 @@ import (
 // setPace spaces sends evenly: one every minute/perMinute, no bursts, which
 // is what keeps a phone under Android's per-app SMS quota.
 // An unchanged rate keeps its limiter, so that a settings change of another
-// kind does not let a send out early.
+// kind does not let a send out early; a changed one keeps it too, at the
+// new rate (SetLimit: the time since the last send counts at the old rate
+// up to now, then at the new one). A new limiter, full, let a send out at
+// once, however soon after the last: a pace changed from 1 a minute to 2
+// sent the next a moment after the one before, not 30 s after it.
 func (c *conn) setPace(perMinute int) {
 	c.pumpMu.Lock()
 	defer c.pumpMu.Unlock()
 	switch {
 	case perMinute <= 0:
 		c.pace, c.paceRate = nil, 0
-	case perMinute != c.paceRate || c.pace == nil:
+	case c.pace == nil:
 		c.pace, c.paceRate = rate.NewLimiter(rate.Every(time.Minute/time.Duration(perMinute)), 1), perMinute
+	case perMinute != c.paceRate:
+		c.pace.SetLimit(rate.Every(time.Minute / time.Duration(perMinute)))
+		c.paceRate = perMinute
 	default:
 		return
 	}

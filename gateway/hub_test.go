@@ -374,3 +374,36 @@ func TestPacingRaisedSpacesByTheNewPace(t *testing.T) {
 		}
 	}
 }
+
+// A pace changed just after a send spaces the next from that send: at 2 a
+// minute it waits about 30 s more. A new limiter, full, let it go at once.
+func TestPacingChangedDoesNotSendAtOnce(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, Config{})
+	token := r.pair("pixel-1")
+	one := 1
+	if _, err := r.devices.Update(context.Background(), r.company, "pixel-1", device.Patch{SMSPerMinute: &one}); err != nil {
+		t.Fatal(err)
+	}
+	ws := r.connect(token)
+	for i := range 2 {
+		if _, _, err := r.sms.Send(context.Background(), sms.SendInput{CompanyID: r.company, Device: "pixel-1", Phone: "+15551234567", Message: fmt.Sprint("m", i)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, ok := readFrame(t, ws).(*proto.Send)
+	if !ok || first.Message != "m0" {
+		t.Fatalf("got %#v, want m0 at once", first)
+	}
+	writeFrame(t, ws, proto.Ack{ID: first.ID})
+	r.hub.Pace("pixel-1", r.id("pixel-1"), 2)
+	// m1 waits the new pace's interval from m0: a probe's answer comes first.
+	writeFrame(t, ws, proto.Inbound{ClientID: "probe", Channel: "sms", From: "+15550000000", Message: "probe"})
+	if f, ok := readFrame(t, ws).(*proto.InboundAck); !ok {
+		t.Fatalf("got %#v, want the probe's ack before the paced send", f)
+	}
+	r.hub.Pace("pixel-1", r.id("pixel-1"), 0)
+	if s, ok := readFrame(t, ws).(*proto.Send); !ok || s.Message != "m1" {
+		t.Fatalf("got %#v, want m1 once pacing is off", s)
+	}
+}

@@ -529,6 +529,11 @@ func TestYearlyPlanAllowsItsMessagesEveryMonth(t *testing.T) {
 		r.str("current_period_end") != "2027-09-15T00:00:00.000Z" {
 		t.Errorf("in the month from 2026-11-15: %s", r.Raw)
 	}
+	// The dashboard's credits count over the same month.
+	r = e.do(call{method: "GET", path: "/dashboard/summary", token: a.apiKey})
+	if p, _ := r.Body["period"].(map[string]any); p == nil || p["from"] != "2026-11-15T00:00:00.000Z" || p["to"] != "2026-12-15T00:00:00.000Z" {
+		t.Errorf("dashboard in the month from 2026-11-15: %s", r.Raw)
+	}
 
 	// The next month of the year: its own 2 messages.
 	e.clock.Advance(time.Date(2026, 12, 15, 0, 0, 0, 0, time.UTC).Sub(e.clock.Now()))
