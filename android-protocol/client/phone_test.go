@@ -355,20 +355,7 @@ func TestRefusedAckKeepsTheJobsReports(t *testing.T) {
 		}
 	}))
 	t.Cleanup(srv.Close)
-	configured := make(chan struct{})
-	p := New(Config{WSURL: "ws" + strings.TrimPrefix(srv.URL, "http"), Token: "dt_x",
-		OnConfig: func(proto.Config) { close(configured) }})
-	p.Report("job-1", proto.StatusSent, "")
-	ctx, cancel := context.WithCancel(context.Background())
-	ran := make(chan struct{})
-	go func() { _ = p.Run(ctx); close(ran) }()
-	t.Cleanup(func() { cancel(); <-ran })
-	select {
-	case <-configured:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the config after the error did not come")
-	}
-	if n := p.Pending(); n != 1 {
+	if n := pendingAfterConfig(t, srv, proto.StatusSent); n != 1 {
 		t.Fatalf("pending reports after a refused ack: got %d, want the job's 1", n)
 	}
 }
@@ -417,11 +404,22 @@ func TestRefusedStatusDropsOneReport(t *testing.T) {
 		}
 	}))
 	t.Cleanup(srv.Close)
+	if n := pendingAfterConfig(t, srv, proto.StatusSent, proto.StatusDelivered); n != 1 {
+		t.Fatalf("pending reports after one refused: got %d, want the delivered one", n)
+	}
+}
+
+// pendingAfterConfig runs a phone holding reports of job-1 against srv, a
+// server that answers them and then sends a config frame, and returns the
+// reports still pending once that config has been handled.
+func pendingAfterConfig(t *testing.T, srv *httptest.Server, statuses ...string) int {
+	t.Helper()
 	configured := make(chan struct{})
 	p := New(Config{WSURL: "ws" + strings.TrimPrefix(srv.URL, "http"), Token: "dt_x",
 		OnConfig: func(proto.Config) { close(configured) }})
-	p.Report("job-1", proto.StatusSent, "")
-	p.Report("job-1", proto.StatusDelivered, "")
+	for _, st := range statuses {
+		p.Report("job-1", st, "")
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan struct{})
 	go func() { _ = p.Run(ctx); close(ran) }()
@@ -431,7 +429,5 @@ func TestRefusedStatusDropsOneReport(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the config after the error did not come")
 	}
-	if n := p.Pending(); n != 1 {
-		t.Fatalf("pending reports after one refused: got %d, want the delivered one", n)
-	}
+	return p.Pending()
 }
