@@ -275,8 +275,10 @@ func TestSilentPhoneGoesOffline(t *testing.T) {
 	eventually(t, "offline after unanswered pings", func() bool { return !r.hub.Online("pixel-1", r.id("pixel-1")) })
 }
 
-func TestPacingSpacesSends(t *testing.T) {
-	t.Parallel()
+// pacedLink is a rig whose device pixel-1 sends one SMS a minute, linked,
+// with n sends queued to it (m0, m1, ...).
+func pacedLink(t *testing.T, n int) (*rig, *websocket.Conn) {
+	t.Helper()
 	r := newRig(t, Config{})
 	token := r.pair("pixel-1")
 	one := 1
@@ -284,11 +286,17 @@ func TestPacingSpacesSends(t *testing.T) {
 		t.Fatal(err)
 	}
 	ws := r.connect(token)
-	for i := range 2 {
+	for i := range n {
 		if _, _, err := r.sms.Send(context.Background(), sms.SendInput{CompanyID: r.company, Device: "pixel-1", Phone: "+15551234567", Message: fmt.Sprint("m", i)}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
+	return r, ws
+}
+
+func TestPacingSpacesSends(t *testing.T) {
+	t.Parallel()
+	r, ws := pacedLink(t, 2)
 	first, ok := readFrame(t, ws).(*proto.Send)
 	if !ok || first.Message != "m0" {
 		t.Fatalf("got %#v, want m0 at once", first)
@@ -349,18 +357,7 @@ func TestPacingHoldsForSendsQueuedBeforeTheWelcome(t *testing.T) {
 // by the new pace, not when the old pace's wait (the rest of a minute) ends.
 func TestPacingRaisedSpacesByTheNewPace(t *testing.T) {
 	t.Parallel()
-	r := newRig(t, Config{})
-	token := r.pair("pixel-1")
-	one := 1
-	if _, err := r.devices.Update(context.Background(), r.company, "pixel-1", device.Patch{SMSPerMinute: &one}); err != nil {
-		t.Fatal(err)
-	}
-	ws := r.connect(token)
-	for i := range 3 {
-		if _, _, err := r.sms.Send(context.Background(), sms.SendInput{CompanyID: r.company, Device: "pixel-1", Phone: "+15551234567", Message: fmt.Sprint("m", i)}, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
+	r, ws := pacedLink(t, 3)
 	for i := range 3 {
 		s, ok := readFrame(t, ws).(*proto.Send)
 		if !ok || s.Message != fmt.Sprint("m", i) {
@@ -379,18 +376,7 @@ func TestPacingRaisedSpacesByTheNewPace(t *testing.T) {
 // minute it waits about 30 s more. A new limiter, full, let it go at once.
 func TestPacingChangedDoesNotSendAtOnce(t *testing.T) {
 	t.Parallel()
-	r := newRig(t, Config{})
-	token := r.pair("pixel-1")
-	one := 1
-	if _, err := r.devices.Update(context.Background(), r.company, "pixel-1", device.Patch{SMSPerMinute: &one}); err != nil {
-		t.Fatal(err)
-	}
-	ws := r.connect(token)
-	for i := range 2 {
-		if _, _, err := r.sms.Send(context.Background(), sms.SendInput{CompanyID: r.company, Device: "pixel-1", Phone: "+15551234567", Message: fmt.Sprint("m", i)}, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
+	r, ws := pacedLink(t, 2)
 	first, ok := readFrame(t, ws).(*proto.Send)
 	if !ok || first.Message != "m0" {
 		t.Fatalf("got %#v, want m0 at once", first)
