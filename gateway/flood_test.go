@@ -301,12 +301,14 @@ func TestBurstOfBadFramesIsFlood(t *testing.T) {
 			}
 			defer ws.CloseNow()
 			writeFrame(t, ws, proto.Hello{Protocol: 1})
-			eventually(t, "online", func() bool { return r.hub.Online("mute", r.id("mute")) })
+			id := r.id("mute")
+			eventually(t, "online", func() bool { return r.hub.Online("mute", id) })
 			// The burst, written without reading; the writer may block once
 			// the server stops reading, so it runs on its own and ends when
-			// the connection does.
+			// the connection does. It may outlive the test (its store
+			// closed): it reads nothing but the hub, with the id read here.
 			go func() {
-				for i := 0; i < c.n && r.hub.Online("mute", r.id("mute")); i++ {
+				for i := 0; i < c.n && r.hub.Online("mute", id); i++ {
 					if ws.Write(context.Background(), websocket.MessageText, []byte(c.frame)) != nil {
 						return
 					}
