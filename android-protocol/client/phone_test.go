@@ -43,13 +43,19 @@ func fakeServer(t *testing.T, code websocket.StatusCode) (*httptest.Server, *ato
 	return srv, &links
 }
 
-func TestThirdReplacementStopsThePhone(t *testing.T) {
-	t.Parallel()
-	srv, links := fakeServer(t, proto.CloseReplaced)
+// runUntilStopped runs a phone against srv, reconnecting within
+// milliseconds, until it stops (at most 10 s), and returns why.
+func runUntilStopped(srv *httptest.Server) error {
 	p := New(Config{WSURL: "ws" + strings.TrimPrefix(srv.URL, "http"), Token: "dt_x", BackoffBase: time.Millisecond, BackoffMax: 10 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	err := p.Run(ctx)
+	return p.Run(ctx)
+}
+
+func TestThirdReplacementStopsThePhone(t *testing.T) {
+	t.Parallel()
+	srv, links := fakeServer(t, proto.CloseReplaced)
+	err := runUntilStopped(srv)
 	var closed *ClosedError
 	if !errors.As(err, &closed) || closed.Code != proto.CloseReplaced {
 		t.Fatalf("Run: got %v, want a ClosedError 4009 after the third replacement", err)
@@ -225,10 +231,7 @@ func TestUnsupportedProtocolStopsThePhone(t *testing.T) {
 		_ = ws.Close(proto.CloseUnsupportedVer, "This server speaks protocol version 2.")
 	}))
 	t.Cleanup(srv.Close)
-	p := New(Config{WSURL: "ws" + strings.TrimPrefix(srv.URL, "http"), Token: "dt_x", BackoffBase: time.Millisecond, BackoffMax: 10 * time.Millisecond})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	err := p.Run(ctx)
+	err := runUntilStopped(srv)
 	var closed *ClosedError
 	if !errors.As(err, &closed) || closed.Code != proto.CloseUnsupportedVer {
 		t.Fatalf("Run: got %v, want a ClosedError 4510", err)
