@@ -11,7 +11,6 @@ import (
 	"github.com/simrelay/simrelay/internal/natstest"
 	"github.com/simrelay/simrelay/internal/testclock"
 	"github.com/simrelay/simrelay/store"
-	"github.com/simrelay/simrelay/store/boltstore"
 )
 
 // A node that missed a rotation's signal (here the rotating node had no bus
@@ -19,11 +18,7 @@ import (
 // then reads the store again and refuses it.
 func TestClusteredKeyCacheExpires(t *testing.T) {
 	t.Parallel()
-	st, err := boltstore.Open(t.TempDir(), boltstore.Options{BulkLoad: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := openStore(t)
 	log := slog.New(slog.DiscardHandler)
 	clk := testclock.New(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
 	cfg := account.Config{PublicURL: "http://localhost", PasswordTime: 1, PasswordMemory: 64}

@@ -10,18 +10,13 @@ import (
 	"github.com/simrelay/simrelay/account"
 	"github.com/simrelay/simrelay/internal/testclock"
 	"github.com/simrelay/simrelay/mail"
-	"github.com/simrelay/simrelay/store/boltstore"
 )
 
 // The verification and reset mails promise the lifetimes the server gives
 // their tokens (Config.VerifyTTL, Config.ResetTTL), not the defaults.
 func TestMailsSayConfiguredLifetimes(t *testing.T) {
 	t.Parallel()
-	st, err := boltstore.Open(t.TempDir(), boltstore.Options{BulkLoad: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := openStore(t)
 	log := slog.New(slog.DiscardHandler)
 	clk := testclock.New(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
 	mailer, err := mail.New(mail.Config{PublicURL: "http://localhost"}, st, log, clk.Now)
