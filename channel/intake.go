@@ -121,7 +121,9 @@ func normaliseSender(channel, from, region string) string {
 
 // Pending returns the number's next job for the device after the one with
 // seq after (the number must be held by the device), as sms.Service.Pending
-// does for a device's SMS: a job whose TTL ended has no send frame.
+// does for a device's SMS: a job whose TTL ended has no send frame. A
+// paused number's jobs are held: none, until it is active again (its TTL
+// runs meanwhile; the expiry sweep ends the ones it outlasts).
 func (s *Service) Pending(_ context.Context, dev store.Device, numberID, after uint64, limit int) ([]sms.Job, error) {
 	msgs, err := s.store.AgentPending(dev.CompanyID, dev.ID, numberID, after, limit)
 	if err != nil {
@@ -141,10 +143,12 @@ func (s *Service) Pending(_ context.Context, dev store.Device, numberID, after u
 
 // Ready says whether the number may hand a job to its agent now: 0 means
 // yes (and the gap to the next one starts), otherwise how long to wait.
+// A number paused since its job was read waits (Pending holds a paused
+// number's jobs; resuming it kicks its agent's link), and starts no gap.
 func (s *Service) Ready(dev store.Device, numberID uint64) time.Duration {
 	n, err := s.store.AgentNumberByRef(dev.CompanyID, numberID)
-	if err != nil {
-		return time.Minute // gone or unreadable: look again later
+	if err != nil || n.Status == store.NumberPaused {
+		return time.Minute // gone, unreadable or paused: look again later
 	}
 	return s.gov.Dispatch(n.ID, s.gap(n), s.now(), n.LastTakenAt)
 }

@@ -17,10 +17,12 @@ type Agents interface {
 	// returns the numbers (store ids) whose jobs the link carries.
 	Announce(ctx context.Context, dev store.Device, hello proto.Hello) ([]uint64, error)
 	// Pending returns up to limit jobs of the number after seq after, when
-	// the device holds the number.
+	// the device holds the number and it is not paused (a paused number's
+	// jobs are held; resuming it kicks the link).
 	Pending(ctx context.Context, dev store.Device, numberID, after uint64, limit int) ([]sms.Job, error)
 	// Ready is 0 when the number may dispatch a job now (and starts its
-	// gap), otherwise how long until it may.
+	// gap), otherwise how long until it may (a number paused since its job
+	// was read waits).
 	Ready(dev store.Device, numberID uint64) time.Duration
 	// Inbound stores a WhatsApp or iMessage message, once per client_id.
 	Inbound(ctx context.Context, dev store.Device, in proto.Inbound) (proto.InboundAck, error)

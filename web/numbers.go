@@ -219,7 +219,7 @@ func (c *Console) setNumberStatus(w http.ResponseWriter, r *http.Request, q *req
 	}
 	verb := "resumed"
 	if n.Status == store.NumberPaused {
-		verb = "paused: sends through it are refused until it is resumed"
+		verb = "paused: sends through it are refused, and those already queued held, until it is resumed"
 	}
 	return outcome{Redirect: numberPath(n), Notice: bidi.Isolate(n.Address) + " " + verb + "."}, nil
 }

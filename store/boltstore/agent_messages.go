@@ -160,7 +160,8 @@ func agentMessageCount(counts *bolt.Bucket, prefix []byte) uint64 {
 
 // AgentPending returns up to limit queued messages of the company's number
 // (store id) with ids above after, oldest first, when the device
-// registration holds the number; for any other device, nothing.
+// registration holds the number; for any other device, nothing. A paused
+// number's queue is held: nothing, until it is active again.
 func (s *Store) AgentPending(companyID, deviceID, numberID, after uint64, limit int) ([]Message, error) {
 	var out []Message
 	err := s.view(func(tx *bolt.Tx) error {
@@ -170,6 +171,9 @@ func (s *Store) AgentPending(companyID, deviceID, numberID, after uint64, limit 
 		n, err := numberByRef(tx, companyID, numberID)
 		if err != nil || n.DeviceID != deviceID {
 			return nil // the number moved to another agent: its jobs go there
+		}
+		if n.Status == NumberPaused {
+			return nil // held until the number is active again; the TTL still runs
 		}
 		msgs := tx.Bucket(bucketMessages)
 		prefix := pair(companyID, numberID)

@@ -38,6 +38,7 @@ type AgentsStore interface {
 	Transition(companyID, deviceID uint64, uuid, status, errText, statusAt string, now time.Time) (store.Message, bool, error)
 	DeleteDevice(companyID uint64, fingerprint string, now time.Time) (store.Device, error)
 	MessageByUUID(companyID uint64, uuid string) (store.Message, error)
+	ExpireQueued(now time.Time, limit int) ([]store.Message, error)
 }
 
 // Agents runs the suite of the agent channels (WhatsApp, iMessage).
@@ -54,6 +55,7 @@ func Agents(t *testing.T, open Opener[AgentsStore]) {
 	t.Run("EnqueueIdempotent", func(t *testing.T) { t.Parallel(); enqueueAgentIdempotent(t, open(t)) })
 	t.Run("EnqueueVetExact", func(t *testing.T) { t.Parallel(); enqueueAgentVetExact(t, open(t)) })
 	t.Run("Pending", func(t *testing.T) { t.Parallel(); agentPending(t, open(t)) })
+	t.Run("PendingHeldWhilePaused", func(t *testing.T) { t.Parallel(); s := open(t); agentPendingHeld(t, s, s) })
 	t.Run("AgentDeleted", func(t *testing.T) { t.Parallel(); agentDeleted(t, open(t)) })
 	t.Run("Inbound", func(t *testing.T) { t.Parallel(); agentInbound(t, open(t)) })
 	t.Run("InboundHolder", func(t *testing.T) { t.Parallel(); agentInboundHolder(t, open(t)) })
@@ -614,6 +616,69 @@ func agentPending(t *testing.T, s AgentsStore) {
 	}
 	if got, _ := s.AgentPending(a.ID, d1.ID, x.ID, 0, 10); len(got) != 0 {
 		t.Fatalf("the number's former agent: %v, want nothing", msgIDs(got))
+	}
+}
+
+// AgentNodes runs the agents' rules that must hold across the nodes of a
+// cluster as on one: open gives two handles on one new store (two pools on
+// one database). A number paused through one node is held on the other.
+func AgentNodes(t *testing.T, open func(t *testing.T) (a, b AgentsStore)) {
+	t.Run("PendingHeldWhilePaused", func(t *testing.T) { t.Parallel(); a, b := open(t); agentPendingHeld(t, a, b) })
+}
+
+// agentPendingHeld: a paused number's queue is held: its agent reads none
+// of its jobs (the company's other numbers still flow) until it is active
+// again, then all of them, in order, from where it was; a held job still
+// expires at the end of its TTL. The pause is made through one handle and
+// read through the other: two nodes of a cluster on one database (or one
+// store twice).
+func agentPendingHeld(t *testing.T, pauser, reader AgentsStore) {
+	a, _ := Company(t, pauser)
+	d := Device(t, pauser, a.ID, newFingerprint())
+	nums := announce(t, pauser, d, store.ChannelNameWhatsApp, T0, waX, waY)
+	x, y := nums[0], nums[1]
+	var sent []uint64
+	for i := range 3 {
+		m := agentSend(a.ID, x, fmt.Sprint(i))
+		m.ExpiresAt = T0.Add(time.Hour)
+		sent = append(sent, enqueueAt(t, pauser, m, T0.Add(time.Duration(i)*time.Second)).ID)
+	}
+	var kept []uint64
+	for i := range 2 {
+		m := agentSend(a.ID, x, fmt.Sprint("kept", i))
+		m.ExpiresAt = T0.Add(2 * time.Hour)
+		kept = append(kept, enqueueAt(t, pauser, m, T0.Add(time.Minute+time.Duration(i)*time.Second)).ID)
+	}
+	other := enqueueAt(t, pauser, agentSend(a.ID, y, "y"), T0)
+	setStatus := func(status string, at time.Time) {
+		t.Helper()
+		if n, err := pauser.UpdateAgentNumber(a.ID, store.ChannelNameWhatsApp, x.PublicID, at, func(n *store.AgentNumber) error { n.Status = status; return nil }); err != nil || n.Status != status {
+			t.Fatalf("set %s: %+v (%v)", status, n, err)
+		}
+	}
+	setStatus(store.NumberPaused, T0.Add(2*time.Minute))
+	for _, after := range []uint64{0, sent[0]} {
+		if got, err := reader.AgentPending(a.ID, d.ID, x.ID, after, 10); err != nil || len(got) != 0 {
+			t.Fatalf("the paused number's queue after %d: %v (%v), want nothing: held", after, msgIDs(got), err)
+		}
+	}
+	if got, err := reader.AgentPending(a.ID, d.ID, y.ID, 0, 10); err != nil || !slices.Equal(msgIDs(got), []uint64{other.ID}) {
+		t.Fatalf("the company's other number while one is paused: %v (%v), want %d", msgIDs(got), err, other.ID)
+	}
+	// The pause outlasts the first three's TTL: they expire, held or not.
+	expired, err := reader.ExpireQueued(T0.Add(90*time.Minute), 100)
+	if err != nil || !slices.Equal(msgIDs(expired), sent) {
+		t.Fatalf("expired while held: %v (%v), want %v", msgIDs(expired), err, sent)
+	}
+	if got, err := reader.AgentPending(a.ID, d.ID, x.ID, 0, 10); err != nil || len(got) != 0 {
+		t.Fatalf("still paused: %v (%v), want nothing", msgIDs(got), err)
+	}
+	setStatus(store.NumberActive, T0.Add(100*time.Minute))
+	if got, err := reader.AgentPending(a.ID, d.ID, x.ID, 0, 10); err != nil || !slices.Equal(msgIDs(got), kept) {
+		t.Fatalf("resumed: %v (%v), want the held sends within their TTL, %v, in order", msgIDs(got), err, kept)
+	}
+	if got, err := reader.AgentPending(a.ID, d.ID, x.ID, kept[0], 10); err != nil || !slices.Equal(msgIDs(got), kept[1:]) {
+		t.Fatalf("resumed, after %d: %v (%v), want %v", kept[0], msgIDs(got), err, kept[1:])
 	}
 }
 

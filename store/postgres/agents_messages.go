@@ -65,7 +65,8 @@ func (s *Store) PruneAgentSends(cutoff time.Time) (int, error) {
 
 // AgentPending returns up to limit queued messages of the company's number
 // (store id) with ids above after, oldest first, when the device
-// registration holds the number; for any other device, nothing.
+// registration holds the number; for any other device, nothing. A paused
+// number's queue is held: nothing, until it is active again.
 func (s *Store) AgentPending(companyID, deviceID, numberID, after uint64, limit int) ([]store.Message, error) {
 	var out []store.Message
 	err := s.read(fmt.Sprintf("pending of number %d of company %d", numberID, companyID), func(t *txn) error {
@@ -85,6 +86,9 @@ func (s *Store) AgentPending(companyID, deviceID, numberID, after uint64, limit 
 		}
 		if err != nil {
 			return err
+		}
+		if n.Status == store.NumberPaused {
+			return nil // held until the number is active again; the TTL still runs
 		}
 		out, err = getRecs[store.Message](t, `SELECT rec FROM messages WHERE company_id = $1 AND number_id = $2 AND status = 'queued' AND id > $3
 			ORDER BY id LIMIT $4`, id(companyID), id(numberID), id(after), limit)

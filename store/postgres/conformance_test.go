@@ -33,6 +33,10 @@ func TestConformanceTwoNodes(t *testing.T) {
 		opt := Options{CompanyDailyStorage: budget}
 		return openURL(t, url, opt), openURL(t, url, opt)
 	})
+	conformance.AgentNodes(t, func(t *testing.T) (conformance.AgentsStore, conformance.AgentsStore) {
+		url := migrated(t)
+		return openURL(t, url, Options{}), openURL(t, url, Options{})
+	})
 }
 
 // TestWebhookClaims runs the webhook claims of two (or three) nodes, each a
