@@ -220,3 +220,31 @@ func TestSendBoxWorkingHours(t *testing.T) {
 		t.Fatalf("empty times: got window %+v (%v), want none", m.Window, err)
 	}
 }
+
+// The webhook editor reads the numbers of its WhatsApp and iMessage scopes
+// in the company's region, as PUT /webhooks/inbound-sms does: a national
+// number is kept, and shown, as the E.164 number the number list shows.
+func TestWebhookEditorNumbersInTheRegion(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.company("Acme", "ada@acme.test", "Correct1horse")
+	b := e.browser()
+	b.signIn("ada@acme.test", "Correct1horse")
+	row := url.Values{"rows": {"1"}, "webhooks[0].url": {"http://127.0.0.1:9/hook"}, "webhooks[0].wa_numbers": {"07400 654321, 447400123456"}, "webhooks[0].im_handles": {"020 7946 0958"}}
+	if p := b.post("/console/webhooks", row); p.status != http.StatusBadRequest || !strings.Contains(p.body, `"field":"webhooks[0].wa_numbers"`) {
+		t.Fatalf("a national number without a region: got %d %s", p.status, p.body)
+	}
+	if _, err := e.store.UpdateCompany(1, func(c *store.Company) error { c.Region = "GB"; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if p := b.post("/console/webhooks", row); p.status != http.StatusOK {
+		t.Fatalf("save: %d %s", p.status, p.body)
+	}
+	set, _ := e.store.WebhookSet(1)
+	if len(set.Entries) != 1 || !slices.Equal(set.Entries[0].WANumbers, []string{"+447400654321", "+447400123456"}) || !slices.Equal(set.Entries[0].IMHandles, []string{"+442079460958"}) {
+		t.Fatalf("stored %+v, want the numbers in E.164", set.Entries)
+	}
+	if p := b.get("/console/webhooks"); !strings.Contains(p.body, `value="&#43;447400654321, &#43;447400123456"`) {
+		t.Errorf("the editor does not show the stored numbers")
+	}
+}

@@ -92,8 +92,13 @@ type EntryInput struct {
 }
 
 // validEntry checks one entry (all but its id, which needs the stored set)
-// and returns it in stored form. Field paths are prefixed with at.
-func validEntry(in EntryInput, at string, allowPrivate bool) (store.WebhookEntry, error) {
+// and returns it in stored form. Field paths are prefixed with at. A number
+// in wa_numbers or im_handles is read in the company's region, as the
+// number an agent announces is (numplan.Reported): written without its
+// country code there ("07400 654321" in GB), or with the + dropped as
+// WhatsApp writes it ("447400654321"), it is stored, shown and matched as
+// the E.164 number the company's number list shows.
+func validEntry(in EntryInput, at string, allowPrivate bool, region string) (store.WebhookEntry, error) {
 	var u string
 	var err error
 	if isMailto(strings.TrimSpace(in.URL)) {
@@ -134,10 +139,10 @@ func validEntry(in EntryInput, at string, allowPrivate bool) (store.WebhookEntry
 		if strings.HasPrefix(v, "wa_") {
 			return v, nil
 		}
-		if n, err := numplan.Normalize(v, ""); err == nil {
+		if n, err := scopeNumber(v, region); err == nil {
 			return n, nil
 		}
-		return "", fmt.Errorf("must be a number id (wa_...) or an E.164 number")
+		return "", fmt.Errorf("must be a number id (wa_...) or %s", numberForm(region))
 	}); err != nil {
 		return e, err
 	}
@@ -148,10 +153,10 @@ func validEntry(in EntryInput, at string, allowPrivate bool) (store.WebhookEntry
 		case strings.Contains(v, "@") && !strings.ContainsAny(v, " \t\r\n"):
 			return strings.ToLower(v), nil
 		}
-		if n, err := numplan.Normalize(v, ""); err == nil {
+		if n, err := scopeNumber(v, region); err == nil {
 			return n, nil
 		}
-		return "", fmt.Errorf("must be a handle id (im_...), an e-mail address or an E.164 number")
+		return "", fmt.Errorf("must be a handle id (im_...), an e-mail address or %s", numberForm(region))
 	}); err != nil {
 		return e, err
 	}
@@ -159,6 +164,35 @@ func validEntry(in EntryInput, at string, allowPrivate bool) (store.WebhookEntry
 		return e, err
 	}
 	return e, nil
+}
+
+// scopeNumber reads a number of wa_numbers or im_handles in the company's
+// region ("" for none: E.164 only), as channel.Announce reads the number
+// the entry names.
+func scopeNumber(v, region string) (string, error) { return numplan.Reported(v, region) }
+
+// numberForm says which numbers a scope takes.
+func numberForm(region string) string {
+	if region == "" {
+		return "an E.164 number (+ and the country code)"
+	}
+	return "a phone number (+ and the country code, or national as written in " + region + ")"
+}
+
+// scopeRegion reports whether a scope's numbers need the company's region:
+// one of them is not an id, an e-mail address or written with its +.
+func scopeRegion(entries []EntryInput) bool {
+	for _, in := range entries {
+		for _, list := range [][]string{in.WANumbers, in.IMHandles} {
+			for _, v := range list {
+				v = strings.TrimSpace(v)
+				if v != "" && !strings.HasPrefix(v, "wa_") && !strings.HasPrefix(v, "im_") && !strings.HasPrefix(v, "+") && !strings.Contains(v, "@") {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // scopeList checks and normalises each value of a list, dropping repeats.

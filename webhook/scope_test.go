@@ -2,6 +2,8 @@ package webhook
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/simrelay/simrelay/problem"
@@ -97,5 +99,39 @@ func TestReplaceValidates(t *testing.T) {
 	id := int64(e.ID)
 	if _, err := svc.Replace(context.Background(), f.company, []EntryInput{{ID: &id, URL: good.URL}, {ID: &id, URL: good.URL}}); !problem.Is(err, problem.ValidationFailed) {
 		t.Fatalf("an id twice: got %v, want validation_failed", err)
+	}
+}
+
+// Numbers in wa_numbers and im_handles are read in the company's region,
+// as its agents' numbers are: national, or with the + dropped as WhatsApp
+// writes it, each is stored as the E.164 number the number list shows, so
+// that it matches. A national number the region's plan has not is refused
+// naming the region; without a region, a number needs its + as before.
+func TestReplaceReadsScopeNumbersInTheRegion(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	svc, _ := f.start(Config{}, nil)
+	url := "https://hooks.example.com/sms"
+	national := EntryInput{URL: url, WANumbers: []string{"07400 654321", "447400 123456", "wa_3"}, IMHandles: []string{"020 7946 0958", "+1 555 010 0009", "Ana@Example.com"}}
+	_, err := svc.Replace(context.Background(), f.company, []EntryInput{national})
+	if pe, ok := problem.As(err); !ok || pe.Code != problem.ValidationFailed || pe.Field != "webhooks[0].wa_numbers[0]" || !strings.Contains(pe.Message, "E.164") {
+		t.Fatalf("a national number without a region: got %v, want validation_failed on webhooks[0].wa_numbers[0] asking for E.164", err)
+	}
+	if _, err := f.st.UpdateCompany(f.company, func(c *store.Company) error { c.Region = "GB"; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	e := f.configure(svc, national)[0]
+	if fmt.Sprint(e.WANumbers) != "[+447400654321 +447400123456 wa_3]" || fmt.Sprint(e.IMHandles) != "[+442079460958 +15550100009 ana@example.com]" {
+		t.Fatalf("stored wa_numbers %v and im_handles %v, want them in E.164", e.WANumbers, e.IMHandles)
+	}
+	if !Matches(e, Inbound{Channel: "whatsapp", Number: "+447400654321", NumberID: "wa_9"}) || !Matches(e, Inbound{Channel: "imessage", Number: "+442079460958", NumberID: "im_9"}) {
+		t.Fatalf("%+v does not take messages of the numbers it names", e)
+	}
+	if Matches(e, Inbound{Channel: "whatsapp", Number: "+447400654320", NumberID: "wa_8"}) {
+		t.Fatalf("%+v takes another number's message", e)
+	}
+	_, err = svc.Replace(context.Background(), f.company, []EntryInput{{URL: url, IMHandles: []string{"07400 12"}}})
+	if pe, ok := problem.As(err); !ok || pe.Field != "webhooks[0].im_handles[0]" || !strings.Contains(pe.Message, "GB") {
+		t.Fatalf("a short national number: got %v, want validation_failed on webhooks[0].im_handles[0] naming GB", err)
 	}
 }

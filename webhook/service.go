@@ -150,9 +150,19 @@ func (s *Service) Replace(_ context.Context, companyID uint64, entries []EntryIn
 	if len(entries) > MaxEntries {
 		return nil, problem.Invalid("webhooks", fmt.Sprintf("must hold at most %d entries", MaxEntries))
 	}
+	// Numbers written without their + are read in the company's region
+	// (validEntry); the company is read only when one is.
+	var region string
+	if scopeRegion(entries) {
+		c, err := s.store.Company(companyID)
+		if err != nil {
+			return nil, err
+		}
+		region = c.Region
+	}
 	valid := make([]store.WebhookEntry, len(entries))
 	for i, in := range entries {
-		e, err := validEntry(in, fmt.Sprintf("webhooks[%d]", i), s.cfg.AllowPrivate)
+		e, err := validEntry(in, fmt.Sprintf("webhooks[%d]", i), s.cfg.AllowPrivate, region)
 		if err != nil {
 			return nil, err
 		}

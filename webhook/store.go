@@ -8,6 +8,7 @@ import (
 
 // Store is what this package asks of the store; both backends answer it.
 type Store interface {
+	Company(id uint64) (store.Company, error)
 	CompanyUsers(companyID uint64) ([]store.User, error)
 	ClaimWebhookDeliveries(now time.Time, limit int, skip func(d store.WebhookDue) bool) ([]store.WebhookDue, time.Time, error)
 	PruneWebhookAttempts(cutoff time.Time, keep int) (int, error)
