@@ -54,6 +54,7 @@ func TestThreeNodes(t *testing.T) {
 		{"a form refused on A shows its error on the page C serves", testBannerAcrossNodes},
 		{"the phone moves from A to C: its link on A closes with 4009", testPhoneMoves},
 		{"a WhatsApp number's cap holds over three nodes", testCapAcrossNodes},
+		{"a number paused on A holds its queued sends on B until resumed on C", testPauseAcrossNodes},
 		{"each webhook delivery arrives once", testWebhooksOnce},
 		{"a key rotated on A is refused on C at once", testKeyRotation},
 		{"kill -9 of the phone's node in a burst loses no answered send", testKillPhoneNode},
