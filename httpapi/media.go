@@ -35,15 +35,15 @@ func (s *Server) storeUpload(c echo.Context) error {
 	if !ok {
 		return deviceRefusal(c)
 	}
-	if dev.Status == store.DeviceDisabled {
-		// As its link is refused: a disabled device stores nothing.
-		return problem.New(problem.DeviceDisabled, "This device is disabled. Set its status to active (PATCH /device/{device_fingerprint}) to upload again.")
+	if err := uploadAllowed(dev); err != nil {
+		return err
 	}
 	q := c.QueryParams()
 	r := c.Request()
 	m, dup, err := s.deps.Media.Put(r.Context(), dev, media.Upload{
 		Key: q.Get("key"), Filename: q.Get("filename"), ContentType: r.Header.Get(echo.HeaderContentType),
 		Length: r.ContentLength, Body: r.Body, ReadDeadline: http.NewResponseController(c.Response()).SetReadDeadline,
+		Recheck: func() error { return s.recheckDevice(c, dev) },
 	})
 	if err != nil {
 		return err
@@ -53,6 +53,35 @@ func (s *Server) storeUpload(c echo.Context) error {
 		code = http.StatusOK
 	}
 	return c.JSON(code, mediaOut(m))
+}
+
+// uploadAllowed refuses an upload of a disabled device, as its link is
+// refused: a disabled device stores nothing.
+func uploadAllowed(dev store.Device) error {
+	if dev.Status == store.DeviceDisabled {
+		return problem.New(problem.DeviceDisabled, "This device is disabled. Set its status to active (PATCH /device/{device_fingerprint}) to upload again.")
+	}
+	return nil
+}
+
+// recheckDevice authenticates an upload's device token again once the
+// body has arrived, as readBody's recheck does every other route's
+// credential: the file is stored only for a device that still holds this
+// token (not paired again since, nor deleted) and is not disabled. The
+// body may take far longer than any other request's to arrive (a minute
+// for each 256 KiB).
+func (s *Server) recheckDevice(c echo.Context, was store.Device) error {
+	tok, _ := c.Get(keyToken).(string)
+	dev, err := s.deps.Devices.Authenticate(c.Request().Context(), tok)
+	switch {
+	case errors.Is(err, store.ErrNotFound) || err == nil && dev.ID != was.ID:
+		return problem.New(problem.Unauthorized, "The device token is missing, invalid or revoked.")
+	case err != nil:
+		// The database out of reach: 503, not a 401 that would tell the
+		// phone to pair again.
+		return err
+	}
+	return uploadAllowed(dev)
 }
 
 // deviceRefusal is the answer to an upload that identify found no device

@@ -28,7 +28,7 @@ const (
 	keyDevice    = "simrelay.device"     // the store.Device of a valid device token
 	keyDeviceErr = "simrelay.device_err" // why a device token names no device (store.ErrNotFound, or the store's failure)
 	keyOperator  = "simrelay.operator"
-	keyToken     = "simrelay.token"   // the bearer credential of keyPrincipal, as sent
+	keyToken     = "simrelay.token"   // the bearer credential of keyPrincipal or keyDevice, as sent
 	keyRecheck   = "simrelay.recheck" // func() error: the route's access check again, once the body is in (readBody)
 	keyConsole   = "simrelay.console" // rate-limit identity of a console session
 	// keyAnswer is the answer a pre-routing middleware chose for a path
@@ -274,13 +274,15 @@ func (s *Server) identify(next echo.HandlerFunc) echo.HandlerFunc {
 			// A phone's token: its own rate-limit identity, so that many phones
 			// behind one office address do not share a window. The hub checks
 			// the token again before the upgrade; the agents' upload takes the
-			// device found here, or answers why there is none (uploadMedia).
+			// device found here, or answers why there is none (uploadMedia),
+			// and checks the token again once its body is in (recheckDevice).
 			d, err := s.deps.Devices.Authenticate(c.Request().Context(), token)
 			if err != nil {
 				c.Set(keyDeviceErr, err)
 				return next(c)
 			}
 			c.Set(keyDevice, d)
+			c.Set(keyToken, token)
 			return next(c)
 		}
 		p, err := s.deps.Accounts.Authenticate(c.Request().Context(), token)

@@ -224,6 +224,13 @@ type Upload struct {
 	// place of the server's one deadline for the whole request, so a slow
 	// link's upload arrives whole and a stalled one is cut.
 	ReadDeadline func(time.Time) error
+	// Recheck, when set, authorises the upload again once its body has
+	// arrived whole, just before it is stored: the device's credential was
+	// checked when the headers came, and the body may take far longer to
+	// follow (ChunkTimeout for each 256 KiB). A device paired again (its
+	// token replaced), disabled or deleted meanwhile stores nothing: Put
+	// returns Recheck's error, and the spooled file is removed.
+	Recheck func() error
 }
 
 // Put stores an upload of the device. It answers the stored file and
@@ -311,6 +318,11 @@ func (s *Service) Put(ctx context.Context, dev store.Device, up Upload) (store.M
 		defer func() { <-s.slots }()
 	case <-ctx.Done():
 		return store.Media{}, false, ctx.Err()
+	}
+	if up.Recheck != nil {
+		if err := up.Recheck(); err != nil {
+			return store.Media{}, false, err
+		}
 	}
 	stored, dup, err := s.st.PutMedia(m, f, s.now())
 	switch {
