@@ -313,11 +313,22 @@ func (s *Service) send(ctx context.Context, target, secret string, d store.Webho
 		}
 		return outcome{url: target, err: describe(err, s.cfg.Timeout), duration: time.Since(start)}
 	}
-	// Read a bounded part of the answer so the connection can be reused;
-	// keep its start to show in the log when the status is a failure.
-	head := make([]byte, snippetBytes)
-	n, _ := io.ReadFull(res.Body, head)
-	_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, maxResponseBytes-snippetBytes))
+	// The answer's body is read within the attempt's deadline too: net/http
+	// ends an ordinary body's reads with the request's context, but a 101
+	// Switching Protocols hands over the raw connection as the body, which
+	// nothing bounds, and a receiver that then sent nothing held the worker
+	// (and its company's and entry's places, and the server's shutdown) for
+	// good. Closing the body at the deadline ends any read.
+	defer context.AfterFunc(ctx, func() { res.Body.Close() })()
+	var head []byte
+	if res.StatusCode != http.StatusSwitchingProtocols {
+		// Read a bounded part of the answer so the connection can be reused;
+		// keep its start to show in the log when the status is a failure.
+		head = make([]byte, snippetBytes)
+		n, _ := io.ReadFull(res.Body, head)
+		head = head[:n]
+		_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, maxResponseBytes-snippetBytes))
+	}
 	res.Body.Close()
 	out := outcome{url: target, status: res.StatusCode, duration: time.Since(start)}
 	if out.delivered() {
@@ -332,8 +343,10 @@ func (s *Service) send(ctx context.Context, target, secret string, d store.Webho
 		}
 	case res.StatusCode == http.StatusGone:
 		out.err += "; the webhook entry is disabled"
+	case res.StatusCode == http.StatusSwitchingProtocols:
+		out.err += "; a delivery takes an HTTP answer, not a switch of protocol"
 	default:
-		if snippet := printable(string(head[:n]), snippetBytes); snippet != "" {
+		if snippet := printable(string(head), snippetBytes); snippet != "" {
 			out.err += ": " + snippet
 		}
 	}
