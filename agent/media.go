@@ -97,8 +97,8 @@ func (f MediaFetcher) Fetch(ctx context.Context, raw string) (Media, error) {
 	if err != nil {
 		var ae *egress.AddressError
 		if errors.As(err, &ae) {
-			return Media{}, fmt.Errorf("%w: GET %s: the host resolves to a %s address, not downloaded (allowed only with --media-allow-private): %w",
-				ErrMediaUnavailable, link, ae.Range, ae)
+			return Media{}, fmt.Errorf("%w: GET %s: the host resolves to %s, not downloaded (allowed only with --media-allow-private): %w",
+				ErrMediaUnavailable, link, egress.Described(ae.Range), ae)
 		}
 		return fail("%v", maskLink(err))
 	}

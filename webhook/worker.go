@@ -361,7 +361,7 @@ func describe(err error, timeout time.Duration) string {
 	if errors.As(err, &ae) {
 		// The range, not the address, so the log cannot map the
 		// server's internal names.
-		return fmt.Sprintf("refused to connect: the host resolves to a %s address (allowed only with --webhook-allow-private)", ae.Range)
+		return fmt.Sprintf("refused to connect: the host resolves to %s (allowed only with --webhook-allow-private)", egress.Described(ae.Range))
 	}
 	var dns *net.DNSError
 	if errors.As(err, &dns) {

@@ -44,7 +44,17 @@ func (e *HostError) Error() string {
 	case "localhost":
 		return "names localhost"
 	}
-	return "is a " + e.Range + " address"
+	return "is " + Described(e.Range)
+}
+
+// Described is an address of a range of NonPublic in words, with its
+// article: "a loopback address", "an unspecified address", "an
+// IPv4-compatible address".
+func Described(rng string) string {
+	if rng != "" && strings.ContainsRune("aeiouAEIOU", rune(rng[0])) {
+		return "an " + rng + " address"
+	}
+	return "a " + rng + " address"
 }
 
 // Is makes errors.Is(err, ErrNonPublic) hold.

@@ -128,6 +128,22 @@ func TestHost(t *testing.T) {
 	}
 }
 
+// A refusal reads as a sentence: the range's article fits it.
+func TestHostErrorWords(t *testing.T) {
+	t.Parallel()
+	for host, want := range map[string]string{
+		"::":              "is an unspecified address",
+		"::1.2.3.4":       "is an IPv4-compatible address",
+		"::ffff:0:a00:1":  "is an IPv4-translated address",
+		"127.0.0.1":       "is a loopback address",
+		"64:ff9b::7f00:1": "is a NAT64 loopback address",
+	} {
+		if err := Host(host); err == nil || err.Error() != want {
+			t.Errorf("Host(%q): got %v, want %q", host, err, want)
+		}
+	}
+}
+
 // Control refuses non-public addresses before connecting, and lets public
 // ones through (the dial itself is not made here).
 func TestControl(t *testing.T) {
