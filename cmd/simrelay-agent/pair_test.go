@@ -1,0 +1,89 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"unicode/utf8"
+)
+
+// registrar is a server's POST /device/register: it keeps the body it was
+// sent and answers status and body.
+type registrar struct {
+	mu     sync.Mutex
+	got    map[string]any
+	status int
+	body   string
+}
+
+func (r *registrar) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	if req.URL.Path != "/device/register" {
+		http.NotFound(w, req)
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_ = json.NewDecoder(req.Body).Decode(&r.got)
+	w.WriteHeader(r.status)
+	_, _ = w.Write([]byte(r.body))
+}
+
+func pairWith(t *testing.T, r *registrar, server string, extra ...string) (code int, config, stderr string) {
+	t.Helper()
+	srv := httptest.NewServer(r)
+	t.Cleanup(srv.Close)
+	config = filepath.Join(t.TempDir(), "agent.json")
+	var errOut bytes.Buffer
+	args := append([]string{"pair", "--server", srv.URL + server, "--code", "K7QX3MZP", "--config", config, "--allow-http"}, extra...)
+	code = run(t.Context(), args, &bytes.Buffer{}, &errOut)
+	return code, config, errOut.String()
+}
+
+// A --name over the server's 100 bytes is cut on a character boundary: cut
+// inside a character, it went as U+FFFD, 102 bytes, and the server refused
+// the pairing.
+func TestPairCutsALongNameOnACharacter(t *testing.T) {
+	t.Parallel()
+	r := &registrar{status: http.StatusCreated, body: `{"device_token":"dt_abc","ws_url":"ws://127.0.0.1:1/device/ws"}`}
+	name := strings.Repeat("a", 99) + "é" + "b"
+	code, _, stderr := pairWith(t, r, "", "--name", name)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	r.mu.Lock()
+	sent, _ := r.got["device_name"].(string)
+	r.mu.Unlock()
+	if sent != strings.Repeat("a", 99) || !utf8.ValidString(sent) {
+		t.Fatalf("device_name %q (%d bytes); want the 99 a's before the cut character", sent, len(sent))
+	}
+}
+
+// A --server that is no simrelay server (a web site, a wrong path) is said
+// to be one, naming --server, rather than "404 http_404: 404 Not Found";
+// a registration without a usable token or link address is not written.
+func TestPairNamesAServerThatIsNotSimrelay(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name   string
+		r      *registrar
+		server string
+	}{
+		{"a wrong path", &registrar{status: http.StatusCreated, body: `{"device_token":"dt_abc","ws_url":"ws://127.0.0.1:1/device/ws"}`}, "/console"},
+		{"a web page", &registrar{status: http.StatusOK, body: "<html>welcome</html>"}, ""},
+		{"no device token", &registrar{status: http.StatusCreated, body: `{"id":7}`}, ""},
+	} {
+		code, config, stderr := pairWith(t, c.r, c.server)
+		if code != 1 || !strings.Contains(stderr, "check --server") {
+			t.Errorf("%s: exit %d, %q; want 1 naming --server", c.name, code, stderr)
+		}
+		if _, err := os.Stat(config); err == nil {
+			t.Errorf("%s: a configuration was written", c.name)
+		}
+	}
+}
