@@ -19,7 +19,7 @@ type Fake struct {
 	mu       sync.Mutex
 	own      types.JID
 	loggedIn bool
-	handlers []func(any)
+	handlers []func(any) bool
 	// NotOnWhatsApp lists numbers IsOnWhatsApp answers as without an account.
 	NotOnWhatsApp map[string]bool
 	sent          []FakeSent
@@ -49,7 +49,7 @@ func (f *Fake) IsLoggedIn() bool {
 	return f.loggedIn
 }
 func (f *Fake) Own() types.JID { return f.own }
-func (f *Fake) AddEventHandler(h func(any)) {
+func (f *Fake) AddEventHandler(h func(any) bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.handlers = append(f.handlers, h)
@@ -121,16 +121,21 @@ func (f *Fake) Uploads() [][]byte {
 }
 
 // Emit plays one of whatsmeow's events to the handlers, as whatsmeow does
-// (synchronously). A LoggedOut event also unlinks the fake.
-func (f *Fake) Emit(evt any) {
+// (synchronously), and says whether whatsmeow would acknowledge it: every
+// handler handled it (as whatsmeow's dispatch, it stops at the first that
+// did not). A LoggedOut event also unlinks the fake.
+func (f *Fake) Emit(evt any) (acked bool) {
 	f.mu.Lock()
-	hs := make([]func(any), len(f.handlers))
+	hs := make([]func(any) bool, len(f.handlers))
 	copy(hs, f.handlers)
 	if _, ok := evt.(*events.LoggedOut); ok {
 		f.loggedIn = false
 	}
 	f.mu.Unlock()
 	for _, h := range hs {
-		h(evt)
+		if !h(evt) {
+			return false
+		}
 	}
+	return true
 }
