@@ -87,3 +87,32 @@ func TestPairNamesAServerThatIsNotSimrelay(t *testing.T) {
 		}
 	}
 }
+
+// A server reached over https:// whose link address is ws:// (its public
+// URL left at http://, behind a TLS proxy) would have the device token
+// cross the network in clear text on every link: pair refuses it and
+// writes nothing, as it refuses an http:// --server. (Not parallel: it
+// makes the registration trust its TLS server.)
+func TestPairRefusesAPlainLinkAddress(t *testing.T) {
+	r := &registrar{status: http.StatusCreated, body: `{"device_token":"dt_abc","ws_url":"ws://127.0.0.1:8080/device/ws"}`}
+	srv := httptest.NewTLSServer(r)
+	t.Cleanup(srv.Close)
+	was := pairClient
+	pairClient = srv.Client
+	t.Cleanup(func() { pairClient = was })
+	config := filepath.Join(t.TempDir(), "agent.json")
+	var errOut bytes.Buffer
+	code := run(t.Context(), []string{"pair", "--server", srv.URL, "--code", "K7QX3MZP", "--config", config}, &bytes.Buffer{}, &errOut)
+	if code != 1 || !strings.Contains(errOut.String(), "clear text") || !strings.Contains(errOut.String(), "--public-url") {
+		t.Fatalf("exit %d, %q; want 1 saying the token would travel in clear text", code, errOut.String())
+	}
+	if _, err := os.Stat(config); err == nil {
+		t.Fatal("a configuration was written")
+	}
+	r.mu.Lock()
+	r.body = `{"device_token":"dt_abc","ws_url":"wss://127.0.0.1:8443/device/ws"}`
+	r.mu.Unlock()
+	if code := run(t.Context(), []string{"pair", "--server", srv.URL, "--code", "K7QX3MZP", "--config", config}, &bytes.Buffer{}, &errOut); code != 0 {
+		t.Fatalf("a wss:// link address: exit %d, %q", code, errOut.String())
+	}
+}
