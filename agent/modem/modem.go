@@ -224,6 +224,18 @@ func (t *Transport) Execute(ctx context.Context, job agent.Job) (agent.Outcome, 
 		return agent.Outcome{}, err
 	}
 	if _, err := mmcli.Run(ctx, "", "-s", path, "--send"); err != nil {
+		// mmcli's error does not prove the SMS stayed: its D-Bus call gives
+		// up after 25 s ("Timeout was reached") while ModemManager goes on
+		// sending over a slow network. The SMS object tells, as after a
+		// crash (Recover): sending or sent went out, and is reported sent,
+		// not failed (the customer would send it again); only one still
+		// stored is deleted and failed.
+		if info, ierr := t.sms(ctx, path); ierr == nil {
+			if st := info.SMS.Properties.State; st == "sent" || st == "sending" {
+				t.cfg.Logger.Warn("mmcli reported the send failed, but the modem has the SMS "+st+": reported sent", "id", job.ID, "path", path, "err", err)
+				return agent.Outcome{Status: proto.StatusSent, Ref: path, AwaitDelivery: true}, nil
+			}
+		}
 		t.delete(ctx, path)
 		return agent.Outcome{}, err
 	}

@@ -305,3 +305,35 @@ func TestSameContentAfterTheFirstWasDeletedIsANewMessage(t *testing.T) {
 		t.Fatalf("the SMS that took the acknowledged one's old path was deleted: %v", err)
 	}
 }
+
+// mmcli's --send gives up after 25 s while ModemManager goes on sending
+// over a slow network: the SMS object's state says what happened. One the
+// modem has sending (or sent) is reported sent and kept for its delivery
+// report; it was deleted and reported failed, and went out all the same.
+// One still stored after the error did not go: it is deleted and failed.
+func TestSendErrorIsCheckedAgainstTheModem(t *testing.T) {
+	for _, c := range []struct{ state, want string }{{"sending", proto.StatusSent}, {"sent", proto.StatusSent}, {"stored", ""}} {
+		dir := fakeMMCLI(t, `case "$*" in
+"-m any --messaging-create-sms="*) echo "Successfully created new SMS: `+smsPath+`21";;
+"-s `+smsPath+`21 --send") echo "error: couldn't send the SMS: 'Timeout was reached'" >&2; exit 1;;
+"-s `+smsPath+`21 -J") cat <<'EOF'
+`+smsJSON(21, "submit", c.state, "--", "hi")+`
+EOF
+;;
+"-m any --messaging-delete-sms="*) echo "successfully deleted SMS from modem";;
+*) echo "error: unexpected arguments: $*" >&2; exit 1;;
+esac
+`)
+		out, err := New(Config{}).Execute(context.Background(), agent.Job{Send: proto.Send{ID: "j", To: "+15551234567", Message: "hi"}, Remember: func(string) error { return nil }})
+		deleted := strings.Contains(calls(dir), "--messaging-delete-sms=")
+		if c.want == proto.StatusSent {
+			if err != nil || out.Status != proto.StatusSent || out.Ref != smsPath+"21" || !out.AwaitDelivery || deleted {
+				t.Errorf("state %s: got %+v, %v, deleted %v; want sent, awaiting its report, kept", c.state, out, err, deleted)
+			}
+			continue
+		}
+		if err == nil || !deleted {
+			t.Errorf("state %s: got %+v, %v, deleted %v; want the error and the SMS deleted", c.state, out, err, deleted)
+		}
+	}
+}
