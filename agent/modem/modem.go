@@ -223,7 +223,7 @@ func (t *Transport) Execute(ctx context.Context, job agent.Job) (agent.Outcome, 
 	if err := job.Remember(path); err != nil {
 		return agent.Outcome{}, err
 	}
-	if _, err := mmcli.Run(ctx, "", "-s", path, "--send"); err != nil {
+	if _, err := mmcli.Run(ctx, "", "-s", path, "--send", sendTimeoutFlag); err != nil {
 		if out, ok := t.afterSendError(ctx, job, path, err); ok {
 			return out, nil
 		}
@@ -232,6 +232,13 @@ func (t *Transport) Execute(ctx context.Context, job agent.Job) (agent.Outcome, 
 	}
 	return agent.Outcome{Status: proto.StatusSent, Ref: path, AwaitDelivery: true}, nil
 }
+
+// sendTimeoutFlag lets mmcli wait for ModemManager's answer to a send for
+// 100 s rather than D-Bus's 25 s, which a slow network or an SMS of two
+// parts outlasts (ModemManager gives the modem 30 s for AT+CMGS and 10 s
+// more for each part's text); it stays inside the agent's two minutes for
+// a send (agent.DefaultToolTimeout).
+const sendTimeoutFlag = "--timeout=100"
 
 // How long a send mmcli gave up on is watched, and how often its SMS
 // object is read meanwhile (variables: the tests shorten them).
@@ -242,10 +249,10 @@ var (
 
 // afterSendError reads the SMS object after mmcli --send failed (err):
 // ModemManager marks it sent only once the modem took every part, so
-// "sent" proves it went out, whatever mmcli said. mmcli's own D-Bus call
-// gives up after 25 s ("Timeout was reached") while ModemManager goes on
-// sending (it gives the modem 30 s for AT+CMGS and 10 s more for each
-// part's text): then the object is watched for sendSettle. One sent in
+// "sent" proves it went out, whatever mmcli said. mmcli gives up after
+// sendTimeoutFlag ("Timeout was reached") while ModemManager goes on
+// sending (a long SMS): then the object is watched for sendSettle, or
+// until the send's time (ctx) is up. One sent in
 // that time is reported sent; one still unsent is deleted and reported
 // failed outcome_unknown, as after a crash (the modem may yet send a part
 // it took). Any other error of mmcli's is ModemManager's answer: false,

@@ -308,9 +308,9 @@ func TestSameContentAfterTheFirstWasDeletedIsANewMessage(t *testing.T) {
 }
 
 // The outcome of an mmcli --send that failed is read off the SMS object:
-// ModemManager marks it sent only once the modem took it. mmcli's D-Bus
-// call gives up after 25 s ("Timeout was reached") while ModemManager goes
-// on sending a long or slow SMS: that SMS is watched, and reported sent
+// ModemManager marks it sent only once the modem took it. mmcli (told to
+// wait 100 s, not D-Bus's 25) can give up ("Timeout was reached") while
+// ModemManager goes on sending a long or slow SMS: that SMS is watched, and reported sent
 // once it is (it was deleted and reported failed, and went out all the
 // same), or failed outcome_unknown when it is not sent in time. Another
 // error is ModemManager's own: the SMS, still stored, is deleted and the
@@ -331,7 +331,7 @@ func TestSendErrorIsCheckedAgainstTheModem(t *testing.T) {
 	} {
 		dir := fakeMMCLI(t, `case "$*" in
 "-m any --messaging-create-sms="*) echo "Successfully created new SMS: `+smsPath+`21";;
-"-s `+smsPath+`21 --send") echo "error: couldn't send the SMS: '`+c.sendErr+`'" >&2; exit 1;;
+"-s `+smsPath+`21 --send --timeout=100") echo "error: couldn't send the SMS: '`+c.sendErr+`'" >&2; exit 1;;
 "-s `+smsPath+`21 -J")
   n=$(cat "$FAKE_DIR/reads" 2>/dev/null || echo 0); echo $((n + 1)) > "$FAKE_DIR/reads"
   state=stored
