@@ -191,6 +191,13 @@ func (t *Transport) Execute(ctx context.Context, job agent.Job) (agent.Outcome, 
 		return agent.Outcome{}, err
 	}
 	id, err := t.cfg.Client.SendMessage(ctx, to, msg)
+	if errors.Is(err, whatsmeow.ErrMessageTimedOut) {
+		// The message left; WhatsApp's answer did not come within
+		// whatsmeow's 75 s: it may well have been delivered, so it is no
+		// plain failure (which invites sending it again).
+		t.log.Warn("whatsapp: no answer from WhatsApp to a message sent: outcome unknown", "id", job.ID, "err", err)
+		return failed("outcome_unknown")
+	}
 	if err != nil {
 		return agent.Outcome{}, fmt.Errorf("whatsapp: send: %w", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"go.mau.fi/whatsmeow"
 	"go.mau.fi/whatsmeow/proto/waE2E"
 	"go.mau.fi/whatsmeow/types"
 	"go.mau.fi/whatsmeow/types/events"
@@ -261,5 +262,21 @@ func TestMessageNotJournaledIsNotAcknowledged(t *testing.T) {
 	}
 	if fake.Emit(msg("M2")) {
 		t.Fatal("a message that came as the agent stopped was acknowledged")
+	}
+}
+
+// A message whatsmeow wrote to WhatsApp without an answer in its 75 s may
+// have gone: it is reported failed outcome_unknown, not generic_failure.
+func TestSendWithoutWhatsAppsAnswerIsOutcomeUnknown(t *testing.T) {
+	t.Parallel()
+	fake := wafake.New(own)
+	fake.SendErr = whatsmeow.ErrMessageTimedOut
+	tr := New(Config{Client: fake})
+	if err := tr.Check(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	out, err := tr.Execute(context.Background(), agent.Job{Send: proto.Send{ID: "j", Channel: proto.ChannelWhatsApp, From: own, To: "+15557654321", Message: "hi"}})
+	if err != nil || out.Status != proto.StatusFailed || out.Error != "outcome_unknown" {
+		t.Fatalf("got %+v, %v; want failed outcome_unknown", out, err)
 	}
 }

@@ -22,11 +22,15 @@ type Fake struct {
 	handlers []func(any) bool
 	// NotOnWhatsApp lists numbers IsOnWhatsApp answers as without an account.
 	NotOnWhatsApp map[string]bool
-	sent          []FakeSent
-	uploads       [][]byte
-	n             int
-	media         map[string][]byte // direct path -> the decrypted file
-	downloads     int
+	// SendErr, when set, is SendMessage's answer (the message still
+	// recorded as sent: an error after the message left, such as
+	// whatsmeow's timeout waiting for WhatsApp's answer).
+	SendErr   error
+	sent      []FakeSent
+	uploads   [][]byte
+	n         int
+	media     map[string][]byte // direct path -> the decrypted file
+	downloads int
 }
 
 // FakeSent is one message given to the fake's SendMessage.
@@ -73,6 +77,9 @@ func (f *Fake) SendMessage(ctx context.Context, to types.JID, msg *waE2E.Message
 	f.n++
 	id := types.MessageID(fmt.Sprintf("3EB0FAKE%04d", f.n))
 	f.sent = append(f.sent, FakeSent{ID: id, To: to, Msg: msg})
+	if f.SendErr != nil {
+		return "", f.SendErr
+	}
 	return id, nil
 }
 
