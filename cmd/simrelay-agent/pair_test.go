@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/simrelay/simrelay/agent"
 )
 
 // registrar is a server's POST /device/register: it keeps the body it was
@@ -115,4 +117,19 @@ func TestPairRefusesAPlainLinkAddress(t *testing.T) {
 	if code := run(t.Context(), []string{"pair", "--server", srv.URL, "--code", "K7QX3MZP", "--config", config}, &bytes.Buffer{}, &errOut); code != 0 {
 		t.Fatalf("a wss:// link address: exit %d, %q", code, errOut.String())
 	}
+}
+
+// A configuration paired before pair refused a ws:// link address of an
+// https:// server is warned about at each start: its token crosses the
+// network in clear text on every link.
+func TestRunWarnsOfAPlainLinkAddress(t *testing.T) {
+	t.Parallel()
+	agentPath, _ := binaries(t)
+	fake := fakeTermux(t)
+	config := filepath.Join(t.TempDir(), "agent.json")
+	if err := agent.SaveConfig(config, agent.ConfigFile{Server: "https://127.0.0.1:1", WSURL: "ws://127.0.0.1:1/device/ws", DeviceToken: "dt_x", Salt: "s1"}); err != nil {
+		t.Fatal(err)
+	}
+	p := startAgent(t, agentPath, fake, "--transport", "termux", "--sims", "SIM1", "--config", config)
+	until(t, "the warning of a ws:// link address", func() bool { return strings.Contains(p.stderr.String(), "crosses the network in clear text") })
 }
