@@ -360,9 +360,11 @@ func (a *Agent) execute(ctx context.Context, job Job) error {
 		return a.finish(job.ID, out)
 	}
 	if a.opt.Pacer != nil && job.Channel == proto.ChannelSMS {
-		if err := a.opt.Pacer.Wait(ctx, smsparts.Count(job.Message)); err != nil {
+		done, err := a.opt.Pacer.Wait(ctx, smsparts.Count(job.Message))
+		if err != nil {
 			return err
 		}
+		defer done() // the parts went no earlier than the send's end
 	}
 	// Expiry is checked right before the send, on the server's clock.
 	if exp, err := time.Parse(time.RFC3339Nano, job.ExpiresAt); err == nil && !a.serverNow().Before(exp) {

@@ -74,6 +74,29 @@ type link struct {
 	// come in that order, so an error frame answers the oldest entry of
 	// its kind (and id) (PROTOCOL.md 11.1).
 	order []string
+	// sent are the journal records sent on this link (answered or not),
+	// by key and journal record: a report journaled again under the key
+	// of one answered before is a new record, and goes. Records the
+	// journal no longer holds are forgotten (forget), so a link that
+	// lives for months does not keep one entry per message it carried.
+	sent map[string]bool
+}
+
+// forget drops what the link keeps of journal records that are no
+// longer in the outbox (records, read whole): answered, or refused for
+// good. Were one journaled again, it would be a new record.
+func (l *link) forget(records []string) {
+	keep := make(map[string]bool, len(records))
+	for _, r := range records {
+		keep[r] = true
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for r := range l.sent {
+		if !keep[r] {
+			delete(l.sent, r)
+		}
+	}
 }
 
 // oldest returns the first waiting key of a kind ("s:" or "i:") that
@@ -153,7 +176,7 @@ func (a *Agent) session(ctx context.Context, upFor *time.Duration) error {
 	}
 	defer ws.CloseNow()
 	ws.SetReadLimit(proto.MaxFrameBytes)
-	l := &link{ws: ws, waiting: map[string]bool{}, later: map[string]time.Time{}}
+	l := &link{ws: ws, waiting: map[string]bool{}, later: map[string]time.Time{}, sent: map[string]bool{}}
 
 	sims := inv.SIMs
 	if sims == nil {
@@ -381,21 +404,19 @@ func (a *Agent) pump(ctx context.Context, l *link) {
 	limit := rate.NewLimiter(rate.Limit(resendPerSecond), resendPerSecond)
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	// sent are the records sent on this link (answered or not), by key and
-	// journal record: a report journaled again under the key of one
-	// answered before is a new record, and goes.
-	sent := map[string]bool{}
 	for {
 		frames, keys, records, err := a.outbox()
 		if err != nil {
 			a.log.Error("journal read failed", "err", err)
+		} else {
+			l.forget(records)
 		}
 		for i, f := range frames {
 			key := keys[i]
 			l.mu.Lock()
 			busy := len(l.waiting) >= maxUnanswered
 			until, held := l.later[key]
-			skip := l.waiting[key] || (sent[records[i]] && !held) || (held && time.Now().Before(until))
+			skip := l.waiting[key] || (l.sent[records[i]] && !held) || (held && time.Now().Before(until))
 			l.mu.Unlock()
 			if busy {
 				break
@@ -410,8 +431,8 @@ func (a *Agent) pump(ctx context.Context, l *link) {
 			l.waiting[key] = true
 			l.order = append(l.order, key)
 			delete(l.later, key)
+			l.sent[records[i]] = true
 			l.mu.Unlock()
-			sent[records[i]] = true
 			if err := l.write(ctx, f); err != nil {
 				return // the reader sees the link end
 			}

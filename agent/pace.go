@@ -13,12 +13,28 @@ import (
 // default is safe there.
 const DefaultPerMinute = 25
 
-// Pacer spaces sends evenly: one part every minute/perMinute, so no
-// rolling minute ever holds more than perMinute parts.
+// Pacer spaces sends evenly, one part every minute/perMinute, and keeps
+// every rolling minute within perMinute parts. A message's parts all go at
+// once (Android counts them so, in its own rolling minute), so the even
+// spacing alone did not: a message of 24 parts followed 57.6 s later by
+// another put 48 parts in one minute. A send waits until the parts sent in
+// the minute before it leave room for its own; one of more parts than
+// perMinute waits for a minute without any.
 type Pacer struct {
+	per  int
 	gap  time.Duration
 	mu   sync.Mutex
 	next time.Time
+	// sent are the sends of the last minute (or booked), oldest first.
+	sent []*sendMark
+}
+
+// sendMark is one send's parts and when they went: the moment booked,
+// then the moment the send ended (done), as the device counts them no
+// earlier than that.
+type sendMark struct {
+	at    time.Time
+	parts int
 }
 
 // NewPacer returns a pacer for perMinute parts a minute; 0 or less means
@@ -27,27 +43,68 @@ func NewPacer(perMinute int) *Pacer {
 	if perMinute <= 0 {
 		return nil
 	}
-	return &Pacer{gap: time.Minute / time.Duration(perMinute)}
+	return &Pacer{per: perMinute, gap: time.Minute / time.Duration(perMinute)}
 }
 
-// Wait blocks until parts more parts may go, and books them.
-func (p *Pacer) Wait(ctx context.Context, parts int) error {
-	p.mu.Lock()
+// Wait blocks until parts more parts may go, and books them; done, called
+// once the send ended, dates them to that moment.
+func (p *Pacer) Wait(ctx context.Context, parts int) (done func(), err error) {
 	now := time.Now()
-	start := p.next
-	if start.Before(now) {
-		start = now
+	at, m := p.book(now, parts)
+	done = func() {
+		p.mu.Lock()
+		if t := time.Now(); t.After(m.at) {
+			m.at = t
+		}
+		p.mu.Unlock()
 	}
-	p.next = start.Add(time.Duration(max(parts, 1)) * p.gap)
-	p.mu.Unlock()
-	if d := start.Sub(now); d > 0 {
+	if d := at.Sub(now); d > 0 {
 		t := time.NewTimer(d)
 		defer t.Stop()
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return done, ctx.Err()
 		case <-t.C:
 		}
 	}
-	return nil
+	return done, nil
+}
+
+// book returns when a send of parts may go, asked at now, and records it.
+func (p *Pacer) book(now time.Time, parts int) (time.Time, *sendMark) {
+	parts = max(parts, 1)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	at := now
+	if p.next.After(at) {
+		at = p.next
+	}
+	for {
+		// The parts that went in the minute before at; when they leave no
+		// room, at moves to the moment the oldest of them is a minute old.
+		used := 0
+		var oldest time.Time
+		for _, m := range p.sent {
+			if m.at.After(at.Add(-time.Minute)) {
+				used += m.parts
+				if oldest.IsZero() || m.at.Before(oldest) {
+					oldest = m.at
+				}
+			}
+		}
+		if used == 0 || used+parts <= p.per {
+			break
+		}
+		at = oldest.Add(time.Minute)
+	}
+	kept := p.sent[:0]
+	for _, m := range p.sent {
+		if m.at.After(now.Add(-time.Minute)) {
+			kept = append(kept, m)
+		}
+	}
+	m := &sendMark{at: at, parts: parts}
+	p.sent = append(kept, m)
+	p.next = at.Add(time.Duration(parts) * p.gap)
+	return at, m
 }

@@ -223,11 +223,73 @@ func (t *Transport) Execute(ctx context.Context, job agent.Job) (agent.Outcome, 
 	if err := job.Remember(path); err != nil {
 		return agent.Outcome{}, err
 	}
-	if _, err := mmcli.Run(ctx, "", "-s", path, "--send"); err != nil {
+	if _, err := mmcli.Run(ctx, "", "-s", path, "--send", sendTimeoutFlag); err != nil {
+		if out, ok := t.afterSendError(ctx, job, path, err); ok {
+			return out, nil
+		}
 		t.delete(ctx, path)
 		return agent.Outcome{}, err
 	}
 	return agent.Outcome{Status: proto.StatusSent, Ref: path, AwaitDelivery: true}, nil
+}
+
+// sendTimeoutFlag lets mmcli wait for ModemManager's answer to a send for
+// 100 s rather than D-Bus's 25 s, which a slow network or an SMS of two
+// parts outlasts (ModemManager gives the modem 30 s for AT+CMGS and 10 s
+// more for each part's text); it stays inside the agent's two minutes for
+// a send (agent.DefaultToolTimeout).
+const sendTimeoutFlag = "--timeout=100"
+
+// How long a send mmcli gave up on is watched, and how often its SMS
+// object is read meanwhile (variables: the tests shorten them).
+var (
+	sendSettle     = 90 * time.Second
+	sendSettlePoll = time.Second
+)
+
+// afterSendError reads the SMS object after mmcli --send failed (err):
+// ModemManager marks it sent only once the modem took every part, so
+// "sent" proves it went out, whatever mmcli said. mmcli gives up after
+// sendTimeoutFlag ("Timeout was reached") while ModemManager goes on
+// sending (a long SMS): then the object is watched for sendSettle, or
+// until the send's time (ctx) is up. One sent in
+// that time is reported sent; one still unsent is deleted and reported
+// failed outcome_unknown, as after a crash (the modem may yet send a part
+// it took). Any other error of mmcli's is ModemManager's answer: false,
+// and the caller deletes the SMS and fails the job.
+func (t *Transport) afterSendError(ctx context.Context, job agent.Job, path string, err error) (agent.Outcome, bool) {
+	sent := func() bool {
+		info, ierr := t.sms(ctx, path)
+		return ierr == nil && info.SMS.Properties.State == "sent"
+	}
+	ok := agent.Outcome{Status: proto.StatusSent, Ref: path, AwaitDelivery: true}
+	if sent() {
+		t.cfg.Logger.Warn("mmcli reported the send failed, but the modem has the SMS sent: reported sent", "id", job.ID, "path", path, "err", err)
+		return ok, true
+	}
+	if !strings.Contains(err.Error(), "Timeout was reached") {
+		return agent.Outcome{}, false
+	}
+	t.cfg.Logger.Warn("mmcli gave up waiting for the send; watching the SMS", "id", job.ID, "path", path, "for", sendSettle)
+	settle := time.NewTimer(sendSettle)
+	defer settle.Stop()
+	tick := time.NewTicker(sendSettlePoll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return agent.Outcome{Status: proto.StatusFailed, Error: "outcome_unknown"}, true
+		case <-settle.C:
+			t.delete(ctx, path)
+			t.cfg.Logger.Error("the SMS mmcli gave up on was not sent in time: outcome unknown", "id", job.ID, "path", path)
+			return agent.Outcome{Status: proto.StatusFailed, Error: "outcome_unknown"}, true
+		case <-tick.C:
+			if sent() {
+				t.cfg.Logger.Info("the SMS mmcli gave up on was sent", "id", job.ID, "path", path)
+				return ok, true
+			}
+		}
+	}
 }
 
 func (t *Transport) delete(ctx context.Context, path string) {

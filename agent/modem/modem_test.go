@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/simrelay/simrelay/agent"
 	"github.com/simrelay/simrelay/agent/agenttest"
@@ -303,5 +304,58 @@ func TestSameContentAfterTheFirstWasDeletedIsANewMessage(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "sms", "6.json")); err != nil {
 		t.Fatalf("the SMS that took the acknowledged one's old path was deleted: %v", err)
+	}
+}
+
+// The outcome of an mmcli --send that failed is read off the SMS object:
+// ModemManager marks it sent only once the modem took it. mmcli (told to
+// wait 100 s, not D-Bus's 25) can give up ("Timeout was reached") while
+// ModemManager goes on sending a long or slow SMS: that SMS is watched, and reported sent
+// once it is (it was deleted and reported failed, and went out all the
+// same), or failed outcome_unknown when it is not sent in time. Another
+// error is ModemManager's own: the SMS, still stored, is deleted and the
+// job failed at once.
+func TestSendErrorIsCheckedAgainstTheModem(t *testing.T) {
+	was, wasPoll := sendSettle, sendSettlePoll
+	t.Cleanup(func() { sendSettle, sendSettlePoll = was, wasPoll })
+	sendSettle, sendSettlePoll = 2*time.Second, 10*time.Millisecond
+	for _, c := range []struct {
+		name, sendErr string
+		storedReads   int // reads of the object that find it stored before it is sent (-1: never sent)
+		want          string
+	}{
+		{"timed out, sent later", "Timeout was reached", 3, proto.StatusSent},
+		{"timed out, sent already", "Timeout was reached", 0, proto.StatusSent},
+		{"timed out, never sent", "Timeout was reached", -1, "outcome_unknown"},
+		{"refused by the network", "GDBus.Error:org.freedesktop.ModemManager1.Error.MessageError.NetworkFailure: Network failure", -1, "error"},
+	} {
+		dir := fakeMMCLI(t, `case "$*" in
+"-m any --messaging-create-sms="*) echo "Successfully created new SMS: `+smsPath+`21";;
+"-s `+smsPath+`21 --send --timeout=100") echo "error: couldn't send the SMS: '`+c.sendErr+`'" >&2; exit 1;;
+"-s `+smsPath+`21 -J")
+  n=$(cat "$FAKE_DIR/reads" 2>/dev/null || echo 0); echo $((n + 1)) > "$FAKE_DIR/reads"
+  state=stored
+  if [ `+fmt.Sprint(c.storedReads)+` -ge 0 ] && [ "$n" -ge `+fmt.Sprint(c.storedReads)+` ]; then state=sent; fi
+  printf '{"sms":{"content":{"number":"+15551234567","text":"hi"},"dbus-path":"`+smsPath+`21","properties":{"pdu-type":"submit","state":"%s","delivery-state":"--"}}}\n' "$state";;
+"-m any --messaging-delete-sms="*) echo "successfully deleted SMS from modem";;
+*) echo "error: unexpected arguments: $*" >&2; exit 1;;
+esac
+`)
+		out, err := New(Config{}).Execute(context.Background(), agent.Job{Send: proto.Send{ID: "j", To: "+15551234567", Message: "hi"}, Remember: func(string) error { return nil }})
+		deleted := strings.Contains(calls(dir), "--messaging-delete-sms=")
+		switch c.want {
+		case proto.StatusSent:
+			if err != nil || out.Status != proto.StatusSent || out.Ref != smsPath+"21" || !out.AwaitDelivery || deleted {
+				t.Errorf("%s: got %+v, %v, deleted %v; want sent, awaiting its report, kept", c.name, out, err, deleted)
+			}
+		case "outcome_unknown":
+			if err != nil || out.Status != proto.StatusFailed || out.Error != "outcome_unknown" || !deleted {
+				t.Errorf("%s: got %+v, %v, deleted %v; want failed outcome_unknown, deleted", c.name, out, err, deleted)
+			}
+		default:
+			if err == nil || !deleted || strings.Count(calls(dir), " -J\n") != 1 {
+				t.Errorf("%s: got %+v, %v, deleted %v; want the error at once and the SMS deleted; calls:\n%s", c.name, out, err, deleted, calls(dir))
+			}
+		}
 	}
 }

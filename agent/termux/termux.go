@@ -13,12 +13,14 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+	_ "time/tzdata" // Android's zone names, which Termux has no zoneinfo files for
 	"unicode/utf8"
 
 	"github.com/simrelay/simrelay/agent"
@@ -58,6 +60,9 @@ var (
 		Install: send.Install,
 		Grant:   "check that the Termux:API app is installed and may run in the background",
 		Timeout: queryTimeout}
+	// getprop tells Android's time zone, the one Termux:API writes its
+	// dates in. Termux puts a wrapper of /system/bin/getprop in PATH.
+	getprop    = agent.Tool{Name: "getprop", Timeout: queryTimeout}
 	deviceinfo = agent.Tool{Name: "termux-telephony-deviceinfo",
 		Install: send.Install,
 		Grant:   "allow the Phone permission of the Termux:API app, or name the SIMs with --sims",
@@ -254,6 +259,32 @@ func (t *Transport) read(ctx context.Context, box string, offset int) ([]message
 	return msgs, nil
 }
 
+// zone is the time zone of termux-sms-list's dates: Termux:API formats
+// them in Android's zone (persist.sys.timezone, asked each time: a phone
+// that travels changes it). The agent's own local zone is no guide: Go
+// finds none on Android (no /etc/localtime, no zoneinfo files) and takes
+// UTC, so a phone west of UTC had its messages received hours early, and a
+// job it sent before a crash not found in the sent box. Without an answer
+// the agent's local zone is used.
+func (t *Transport) zone(ctx context.Context) *time.Location {
+	out, err := getprop.Run(ctx, "", "persist.sys.timezone")
+	var te *agent.ToolError
+	if errors.As(err, &te) && te.Kind == "missing" {
+		out, err = agent.Tool{Name: "/system/bin/getprop", Timeout: queryTimeout}.Run(ctx, "", "persist.sys.timezone")
+	}
+	name := strings.TrimSpace(out)
+	if err != nil || name == "" {
+		t.cfg.Logger.Debug("Android's time zone unknown; dates of termux-sms-list read in the local zone", "err", err)
+		return time.Local
+	}
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		t.cfg.Logger.Warn("Android's time zone is unknown to the agent; dates of termux-sms-list read in the local zone", "zone", name, "err", err)
+		return time.Local
+	}
+	return loc
+}
+
 // Recover looks for the job in the sent box: Android records every SMS an
 // app sent there, so a match (same number, same text, written after the
 // job was dispatched) proves it went out. Termux:API trims the text it
@@ -266,11 +297,15 @@ func (t *Transport) Recover(ctx context.Context, job agent.Job) (agent.Outcome, 
 		return agent.Outcome{}, false
 	}
 	text := strings.TrimFunc(job.Message, func(r rune) bool { return r <= ' ' })
+	var loc *time.Location
 	for _, m := range msgs {
 		if m.Body != text || !sameNumber(m.Number, job.To) {
 			continue
 		}
-		at, err := time.ParseInLocation(time.DateTime, m.Received, time.Local)
+		if loc == nil {
+			loc = t.zone(ctx)
+		}
+		at, err := time.ParseInLocation(time.DateTime, m.Received, loc)
 		if err == nil && at.Before(job.DispatchedAt.Add(-time.Minute)) {
 			continue // an older message with the same text
 		}
@@ -391,8 +426,9 @@ func (t *Transport) poll(ctx context.Context, sink agent.Sink) error {
 	// Oldest first, whatever order the tool printed them in.
 	slices.SortFunc(fresh, func(a, b message) int { return cmp.Compare(a.ID, b.ID) })
 	out := make([]agent.Received, 0, len(fresh))
+	loc := t.zone(ctx)
 	for _, m := range fresh {
-		at, err := time.ParseInLocation(time.DateTime, m.Received, time.Local)
+		at, err := time.ParseInLocation(time.DateTime, m.Received, loc)
 		if err != nil {
 			at = time.Now()
 		}

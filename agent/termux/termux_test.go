@@ -334,3 +334,64 @@ EOF
 		t.Fatalf("another number: got %+v, want unknown", out)
 	}
 }
+
+// farZone is a time zone whose offset at t is at least three hours from the
+// local zone's: the phone's, in the tests of the dates termux-sms-list
+// writes in Android's zone.
+func farZone(t *testing.T, at time.Time) *time.Location {
+	t.Helper()
+	_, local := at.In(time.Local).Zone()
+	for _, name := range []string{"America/Los_Angeles", "Asia/Tokyo"} {
+		loc, err := time.LoadLocation(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, off := at.In(loc).Zone(); off-local >= 3*3600 || local-off >= 3*3600 {
+			return loc
+		}
+	}
+	t.Fatal("no zone far from the local one")
+	return nil
+}
+
+// Termux:API writes a message's date in Android's time zone, which the
+// agent asks getprop for: Go finds no local zone on Android and took the
+// date for UTC, hours off on a phone in another zone.
+func TestInboxDateIsReadInAndroidsZone(t *testing.T) {
+	sent := time.Date(2026, 11, 22, 15, 5, 0, 0, time.UTC)
+	phone := farZone(t, sent)
+	fakeTools(t, map[string]string{
+		"getprop": `[ "$1" = persist.sys.timezone ] && echo ` + phone.String() + "\n",
+		"termux-sms-list": `echo '[{"_id":7,"type":"inbox","number":"+15557654321","received":"` +
+			sent.In(phone).Format(time.DateTime) + `","body":"hi"}]'` + "\n",
+	})
+	sink := &agenttest.Sink{Marks: map[string]string{markKey: "5"}}
+	if err := New(Config{}).poll(context.Background(), sink); err != nil {
+		t.Fatalf("poll: %v", err)
+	}
+	if len(sink.Took) != 1 || !sink.Took[0].At.Equal(sent) {
+		t.Fatalf("took %+v; want one message received at %s", sink.Took, sent)
+	}
+}
+
+// After a crash the sent box's date of the job, written in Android's zone,
+// is read in that zone: a phone west of the agent's zone had its send taken
+// for an older one and reported failed outcome_unknown.
+func TestRecoverReadsTheSentBoxInAndroidsZone(t *testing.T) {
+	now := time.Now()
+	phone := farZone(t, now)
+	fakeTools(t, map[string]string{
+		"getprop": `[ "$1" = persist.sys.timezone ] && echo ` + phone.String() + "\n",
+		"termux-sms-list": `echo '[{"_id":9,"type":"sent","number":"+15551234567","received":"` +
+			now.In(phone).Format(time.DateTime) + `","body":"Your code is 4411"}]'` + "\n",
+	})
+	job := agent.Job{Send: proto.Send{ID: "j", To: "+15551234567", Message: "Your code is 4411"}, DispatchedAt: now}
+	if out, known := New(Config{}).Recover(context.Background(), job); !known || out.Status != proto.StatusSent {
+		t.Fatalf("got %+v, known %v; want sent", out, known)
+	}
+	// A message of the same text sent hours before the job is still older.
+	job.DispatchedAt = now.Add(4 * time.Hour)
+	if out, known := New(Config{}).Recover(context.Background(), job); known {
+		t.Fatalf("an older message: got %+v, want unknown", out)
+	}
+}

@@ -35,8 +35,10 @@ type Client interface {
 	// Own is the linked account's JID (empty when not linked).
 	Own() types.JID
 	// AddEventHandler registers the handler of whatsmeow's events
-	// (*events.Message, *events.Receipt, *events.LoggedOut, ...).
-	AddEventHandler(handler func(evt any))
+	// (*events.Message, *events.Receipt, *events.LoggedOut, ...). The
+	// handler says whether it handled the event: a message it did not is
+	// not acknowledged to WhatsApp, which sends it again.
+	AddEventHandler(handler func(evt any) bool)
 	// IsOnWhatsApp tells which E.164 numbers have an account.
 	IsOnWhatsApp(ctx context.Context, phones []string) ([]types.IsOnWhatsAppResponse, error)
 	// Download fetches and decrypts the media of a received message.
@@ -60,7 +62,7 @@ func (r adapter) Own() types.JID {
 	}
 	return r.c.Store.ID.ToNonAD()
 }
-func (r adapter) AddEventHandler(h func(any)) { r.c.AddEventHandler(func(evt any) { h(evt) }) }
+func (r adapter) AddEventHandler(h func(any) bool) { r.c.AddEventHandlerWithSuccessStatus(h) }
 func (r adapter) IsOnWhatsApp(ctx context.Context, phones []string) ([]types.IsOnWhatsAppResponse, error) {
 	return r.c.IsOnWhatsApp(ctx, phones)
 }
@@ -213,7 +215,16 @@ func (s *Session) NewClient(ctx context.Context) (Client, *whatsmeow.Client, err
 	c.EnableAutoReconnect = true
 	// A message is acknowledged to WhatsApp only once the handler
 	// returned, and the transport's handler returns once the message is
-	// in the agent's journal: a crash in between gets it again.
+	// in the agent's journal (a message it could not journal is reported
+	// failed, and not acknowledged): a crash in between gets it again.
 	c.SynchronousAck = true
+	// WhatsApp's second delivery of a message can be read only through
+	// this buffer: the first decryption moved the Signal session past the
+	// message's key, and a message delivered again decrypts no more
+	// (whatsmeow drops it as an old counter). whatsmeow keeps each
+	// decrypted message in the session file, in the same transaction as
+	// the session's keys, until it was handled, and for 14 days as
+	// handled (WhatsApp delivers nothing older again).
+	c.EnableDecryptedEventBuffer = true
 	return adapter{c}, c, nil
 }

@@ -81,3 +81,27 @@ func TestMediaDownloadIsCutAtItsLimit(t *testing.T) {
 		}
 	}
 }
+
+// A message WhatsApp delivers again (not acknowledged: the agent stopped,
+// or its journal failed, before the message was journaled) can be read
+// again only from whatsmeow's buffer of decrypted messages: the first
+// decryption used up the message's key. The session's client keeps the
+// buffer, and the session file holds it.
+func TestSessionBuffersDecryptedMessages(t *testing.T) {
+	s, err := OpenSession(context.Background(), filepath.Join(t.TempDir(), "wa.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	_, raw, err := s.NewClient(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !raw.SynchronousAck || !raw.EnableDecryptedEventBuffer {
+		t.Fatalf("SynchronousAck %v, EnableDecryptedEventBuffer %v; want both", raw.SynchronousAck, raw.EnableDecryptedEventBuffer)
+	}
+	var n int
+	if err := s.db.QueryRowContext(context.Background(), `SELECT count(*) FROM whatsmeow_event_buffer`).Scan(&n); err != nil {
+		t.Fatalf("the session file holds no buffer of decrypted messages: %v", err)
+	}
+}

@@ -50,7 +50,7 @@ type Transport struct {
 	connectOnce sync.Once
 	connectErr  error
 
-	events chan queued   // whatsmeow's events, in order, for Receive
+	events chan *queued  // whatsmeow's events, in order, for Receive
 	stop   chan struct{} // closed when Receive ends: the handler stops waiting
 
 	mu       sync.Mutex
@@ -67,17 +67,18 @@ func New(cfg Config) *Transport {
 	if cfg.MaxInboundMedia <= 0 {
 		cfg.MaxInboundMedia = agent.DefaultInboundMediaBytes
 	}
-	t := &Transport{cfg: cfg, log: cfg.Logger, events: make(chan queued, 256), stop: make(chan struct{}),
+	t := &Transport{cfg: cfg, log: cfg.Logger, events: make(chan *queued, 256), stop: make(chan struct{}),
 		receipts: map[string]agent.Delivery{}}
 	cfg.Client.AddEventHandler(t.handle)
 	return t
 }
 
 // queued is an event waiting for Receive; done is closed once it was
-// handled (journaled, for a message).
+// handled, and handled then says whether it was (journaled, for a message).
 type queued struct {
-	evt  any
-	done chan struct{}
+	evt     any
+	done    chan struct{}
+	handled bool
 }
 
 // handle is whatsmeow's event handler: it hands the events the transport
@@ -85,25 +86,32 @@ type queued struct {
 // full queue slows whatsmeow down rather than losing a message; for a
 // received message it also waits until the message is in the journal, as
 // whatsmeow acknowledges it to WhatsApp when the handler returns
-// (SynchronousAck).
-func (t *Transport) handle(evt any) {
+// (SynchronousAck). A message that did not reach the journal (the journal
+// failed, or the agent stopped first) is reported not handled: whatsmeow
+// then sends WhatsApp no ack, and WhatsApp delivers it again, decrypted
+// from whatsmeow's event buffer (NewClient).
+func (t *Transport) handle(evt any) bool {
+	_, isMsg := evt.(*events.Message)
 	switch evt.(type) {
 	case *events.Message, *events.Receipt, *events.LoggedOut, *events.Disconnected, *events.Connected,
 		*events.StreamReplaced, *events.TemporaryBan:
 	default:
-		return
+		return true
 	}
-	q := queued{evt: evt, done: make(chan struct{})}
+	q := &queued{evt: evt, done: make(chan struct{})}
 	select {
 	case t.events <- q:
 	case <-t.stop:
-		return
+		return !isMsg
 	}
-	if _, ok := evt.(*events.Message); ok {
-		select {
-		case <-q.done:
-		case <-t.stop:
-		}
+	if !isMsg {
+		return true
+	}
+	select {
+	case <-q.done:
+		return q.handled
+	case <-t.stop:
+		return false
 	}
 }
 
@@ -183,6 +191,13 @@ func (t *Transport) Execute(ctx context.Context, job agent.Job) (agent.Outcome, 
 		return agent.Outcome{}, err
 	}
 	id, err := t.cfg.Client.SendMessage(ctx, to, msg)
+	if errors.Is(err, whatsmeow.ErrMessageTimedOut) {
+		// The message left; WhatsApp's answer did not come within
+		// whatsmeow's 75 s: it may well have been delivered, so it is no
+		// plain failure (which invites sending it again).
+		t.log.Warn("whatsapp: no answer from WhatsApp to a message sent: outcome unknown", "id", job.ID, "err", err)
+		return failed("outcome_unknown")
+	}
 	if err != nil {
 		return agent.Outcome{}, fmt.Errorf("whatsapp: send: %w", err)
 	}
@@ -296,6 +311,7 @@ func (t *Transport) Receive(ctx context.Context, sink agent.Sink) error {
 			return nil
 		case q := <-t.events:
 			err := t.event(ctx, q.evt, sink)
+			q.handled = err == nil
 			close(q.done)
 			if err != nil {
 				var fatal *agent.FatalError

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"go.mau.fi/whatsmeow"
 	"go.mau.fi/whatsmeow/proto/waE2E"
 	"go.mau.fi/whatsmeow/types"
 	"go.mau.fi/whatsmeow/types/events"
@@ -206,5 +207,76 @@ func TestExecuteSendsTextAndMedia(t *testing.T) {
 		if err != nil || out.Status != proto.StatusFailed || out.Error != tc.want {
 			t.Errorf("%s: %+v %v, want failed %s", name, out, err, tc.want)
 		}
+	}
+}
+
+// failSink fails its first Take, as a journal that cannot write.
+type failSink struct {
+	recSink
+	failed bool
+}
+
+func (s *failSink) Take(msgs []agent.Received, k, v string) error {
+	if !s.failed {
+		s.failed = true
+		return errors.New("journal: disk full")
+	}
+	return s.recSink.Take(msgs, k, v)
+}
+
+// A received message is acknowledged to WhatsApp only once it is in the
+// journal: one the journal failed to take, or one that came as the agent
+// stopped, is reported not handled, so whatsmeow sends no ack and WhatsApp
+// delivers it again. The handler returned normally either way, and
+// whatsmeow acknowledged a message the agent never kept.
+func TestMessageNotJournaledIsNotAcknowledged(t *testing.T) {
+	t.Parallel()
+	fake := wafake.New(own)
+	tr := New(Config{Client: fake})
+	if err := tr.Check(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s := &failSink{recSink: recSink{took: make(chan agent.Received, 4), delivered: make(chan string, 4)}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- tr.Receive(ctx, s) }()
+	msg := func(id types.MessageID) *events.Message {
+		return &events.Message{Info: types.MessageInfo{MessageSource: types.MessageSource{Chat: user("15557654321"), Sender: user("15557654321")}, ID: id},
+			Message: &waE2E.Message{Conversation: gproto.String("hi")}}
+	}
+	if fake.Emit(msg("M1")) {
+		t.Fatal("a message the journal failed to take was acknowledged")
+	}
+	if !fake.Emit(msg("M1")) { // delivered again
+		t.Fatal("a journaled message was not acknowledged")
+	}
+	if m := <-s.took; m.Key != "wa:M1" {
+		t.Fatalf("took %+v", m)
+	}
+	if !fake.Emit(&events.Connected{}) {
+		t.Fatal("an event other than a message was reported not handled")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Receive: %v", err)
+	}
+	if fake.Emit(msg("M2")) {
+		t.Fatal("a message that came as the agent stopped was acknowledged")
+	}
+}
+
+// A message whatsmeow wrote to WhatsApp without an answer in its 75 s may
+// have gone: it is reported failed outcome_unknown, not generic_failure.
+func TestSendWithoutWhatsAppsAnswerIsOutcomeUnknown(t *testing.T) {
+	t.Parallel()
+	fake := wafake.New(own)
+	fake.SendErr = whatsmeow.ErrMessageTimedOut
+	tr := New(Config{Client: fake})
+	if err := tr.Check(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	out, err := tr.Execute(context.Background(), agent.Job{Send: proto.Send{ID: "j", Channel: proto.ChannelWhatsApp, From: own, To: "+15557654321", Message: "hi"}})
+	if err != nil || out.Status != proto.StatusFailed || out.Error != "outcome_unknown" {
+		t.Fatalf("got %+v, %v; want failed outcome_unknown", out, err)
 	}
 }

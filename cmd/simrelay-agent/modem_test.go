@@ -43,7 +43,7 @@ case "$*" in
   printf '{"sms":{"content":{"data":"--","number":"--","text":"--"},"dbus-path":"%s%s","properties":{"class":"--","delivery-report":"requested","delivery-state":"--","discharge-timestamp":"--","message-reference":"--","pdu-type":"submit","service-category":"--","smsc":"--","state":"stored","storage":"--","teleservice-id":"--","timestamp":"--","validity":"--"}}}\n' "$P" "$n" > "$d/sms/$n.tmp"
   mv "$d/sms/$n.tmp" "$d/sms/$n.json"
   echo "Successfully created new SMS: $P$n";;
-"-s $P"*" --send")
+"-s $P"*" --send --timeout=100")
   n=${2##*/}
   sed 's/"state":"stored"/"state":"sent"/; s/"message-reference":"--"/"message-reference":"12"/' "$d/sms/$n.json" > "$d/sms/$n.tmp"
   mv "$d/sms/$n.tmp" "$d/sms/$n.json"
@@ -117,7 +117,7 @@ func TestModemSendsReportsAndReceives(t *testing.T) {
 	until(t, "the send is reported sent", func() bool { st, _ := s.queued(id); return st == "sent" })
 	log := mmcliLog(fake)
 	create := "-m any --messaging-create-sms=number='+15551234567',text=\"" + text + "\",delivery-report-request=yes"
-	if !strings.Contains(log, create+"\n") || !strings.Contains(log, "-s "+smsPath+"20 --send\n") {
+	if !strings.Contains(log, create+"\n") || !strings.Contains(log, "-s "+smsPath+"20 --send --timeout=100\n") {
 		t.Fatalf("mmcli calls:\n%s\nwant %q and a --send of SMS/20", log, create)
 	}
 	// The delivery report arrives on the modem.

@@ -4,13 +4,17 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
 	"os"
 	"regexp"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/simrelay/simrelay/agent"
 	"github.com/simrelay/simrelay/android-protocol/client"
@@ -55,15 +59,26 @@ func pairCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *name == "" {
 		*name = host
 	}
-	if len(*name) > 100 {
-		*name = (*name)[:100]
-	}
+	*name = cutName(*name, maxNameBytes)
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	reg, err := client.Register(ctx, httpClient(30*time.Second), *server, client.RegisterInput{
+	reg, err := client.Register(ctx, pairClient(), *server, client.RegisterInput{
 		PairingCode: *code, DeviceFingerprint: *fingerprint, DeviceName: *name, AppVersion: "simrelay-agent " + buildVersion()})
 	if err != nil {
+		var apiErr *client.APIError
+		if errors.As(err, &apiErr) && strings.HasPrefix(apiErr.Code, "http_") {
+			// No error body of the contract: no simrelay server answered.
+			return fail(fmt.Errorf("%s/device/register answered %s, not as a simrelay server does: check --server, the server's base URL (the console's address, such as https://sms.example.com)", *server, apiErr.Message))
+		}
 		return fail(err)
+	}
+	if why := reg.Problem(); why != "" {
+		return fail(fmt.Errorf("%s/device/register answered a registration that cannot be used (%s): check --server, the server's base URL (the console's address, such as https://sms.example.com)", *server, why))
+	}
+	if u, err := url.Parse(reg.WSURL); err == nil && u.Scheme == "ws" && !*allowHTTP {
+		// The link would carry the token in clear text, the very thing the
+		// https:// --server was for (PROTOCOL.md 4.4).
+		return fail(fmt.Errorf("the server's link address is %s, not wss://: the device token would travel in clear text on every link. The server's public URL is not its https:// address: set it (simrelay serve --public-url https://...) and pair again; --allow-http for a local test server only", reg.WSURL))
 	}
 	salt := prev.Salt
 	if salt == "" {
@@ -76,6 +91,24 @@ func pairCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "paired as %s; configuration in %s\nstart it with: simrelay-agent run --config %s\n", *fingerprint, *config, *config)
 	return 0
+}
+
+// pairClient is the HTTP client of the registration (tests trust their
+// own TLS server with it).
+var pairClient = func() *http.Client { return httpClient(30 * time.Second) }
+
+// maxNameBytes is the server's limit of device_name (PROTOCOL.md 4.5).
+const maxNameBytes = 100
+
+// cutName cuts a name to n bytes on a character boundary: a character
+// cut in two is no UTF-8, which goes to the server as U+FFFD (three bytes),
+// past the limit.
+func cutName(name string, n int) string {
+	for len(name) > n {
+		_, size := utf8.DecodeLastRuneInString(name)
+		name = name[:len(name)-size]
+	}
+	return name
 }
 
 var notFingerprint = regexp.MustCompile(`[^A-Za-z0-9.-]+`)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"regexp"
 	"strings"
@@ -160,6 +161,11 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		defer j.Close()
 	}
 	log.Info("starting", "version", buildVersion(), "transport", tr.Name(), "device", cfg.DeviceFingerprint, "server", cfg.Server)
+	if u, err := url.Parse(cfg.WSURL); err == nil && u.Scheme == "ws" && strings.HasPrefix(cfg.Server, "https://") {
+		// Paired before pair refused such a link address: said at each
+		// start, as the token goes out in clear text on every link.
+		log.Warn("the link address is ws://, not wss://: the device token crosses the network in clear text on every link; set the server's public URL to its https:// address (simrelay serve --public-url) and pair again", "ws_url", cfg.WSURL)
+	}
 	a := agent.New(agent.Options{Config: cfg, Transport: tr, Journal: j, AppVersion: "simrelay-agent " + buildVersion(),
 		Logger: log, HTTPClient: httpClient(0), BackoffMax: *reconnectMax, Pacer: agent.NewPacer(*perMinute), DeliveryPoll: *poll, HealthEvery: *healthEvery})
 	if err := a.Run(ctx); err != nil {

@@ -19,14 +19,18 @@ type Fake struct {
 	mu       sync.Mutex
 	own      types.JID
 	loggedIn bool
-	handlers []func(any)
+	handlers []func(any) bool
 	// NotOnWhatsApp lists numbers IsOnWhatsApp answers as without an account.
 	NotOnWhatsApp map[string]bool
-	sent          []FakeSent
-	uploads       [][]byte
-	n             int
-	media         map[string][]byte // direct path -> the decrypted file
-	downloads     int
+	// SendErr, when set, is SendMessage's answer (the message still
+	// recorded as sent: an error after the message left, such as
+	// whatsmeow's timeout waiting for WhatsApp's answer).
+	SendErr   error
+	sent      []FakeSent
+	uploads   [][]byte
+	n         int
+	media     map[string][]byte // direct path -> the decrypted file
+	downloads int
 }
 
 // FakeSent is one message given to the fake's SendMessage.
@@ -49,7 +53,7 @@ func (f *Fake) IsLoggedIn() bool {
 	return f.loggedIn
 }
 func (f *Fake) Own() types.JID { return f.own }
-func (f *Fake) AddEventHandler(h func(any)) {
+func (f *Fake) AddEventHandler(h func(any) bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.handlers = append(f.handlers, h)
@@ -73,6 +77,9 @@ func (f *Fake) SendMessage(ctx context.Context, to types.JID, msg *waE2E.Message
 	f.n++
 	id := types.MessageID(fmt.Sprintf("3EB0FAKE%04d", f.n))
 	f.sent = append(f.sent, FakeSent{ID: id, To: to, Msg: msg})
+	if f.SendErr != nil {
+		return "", f.SendErr
+	}
 	return id, nil
 }
 
@@ -121,16 +128,21 @@ func (f *Fake) Uploads() [][]byte {
 }
 
 // Emit plays one of whatsmeow's events to the handlers, as whatsmeow does
-// (synchronously). A LoggedOut event also unlinks the fake.
-func (f *Fake) Emit(evt any) {
+// (synchronously), and says whether whatsmeow would acknowledge it: every
+// handler handled it (as whatsmeow's dispatch, it stops at the first that
+// did not). A LoggedOut event also unlinks the fake.
+func (f *Fake) Emit(evt any) (acked bool) {
 	f.mu.Lock()
-	hs := make([]func(any), len(f.handlers))
+	hs := make([]func(any) bool, len(f.handlers))
 	copy(hs, f.handlers)
 	if _, ok := evt.(*events.LoggedOut); ok {
 		f.loggedIn = false
 	}
 	f.mu.Unlock()
 	for _, h := range hs {
-		h(evt)
+		if !h(evt) {
+			return false
+		}
 	}
+	return true
 }
