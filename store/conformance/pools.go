@@ -34,6 +34,7 @@ type PoolsStore interface {
 func Pools(t *testing.T, open Opener[PoolsStore]) {
 	t.Run("CreateAndEdit", func(t *testing.T) { t.Parallel(); poolCreateAndEdit(t, open(t)) })
 	t.Run("Names", func(t *testing.T) { t.Parallel(); poolNames(t, open(t)) })
+	t.Run("NamesUnicodeCase", func(t *testing.T) { t.Parallel(); poolNamesUnicodeCase(t, open(t)) })
 	t.Run("Members", func(t *testing.T) { t.Parallel(); poolMembers(t, open(t)) })
 	t.Run("Tenancy", func(t *testing.T) { t.Parallel(); poolTenancy(t, open(t)) })
 	t.Run("Limit", func(t *testing.T) { t.Parallel(); poolLimit(t, open(t)) })
@@ -183,6 +184,43 @@ func poolNames(t *testing.T, s PoolsStore) {
 		t.Fatal(err)
 	}
 	putPool(t, s, a.ID, store.PoolInput{Name: "Sales", Strategy: store.PoolRoundRobin})
+}
+
+// poolNamesUnicodeCase: names are folded as Go's strings.ToLower folds
+// them on both backends (accountsEmailCase): "İstanbul" and "ISTANBUL" are
+// one name, as are "\u212Aiosk" (the Kelvin sign) and "kiosk"; "ſales"
+// (the long s) and "sales" are two, as are "Kıyı" (the dotless ı) and
+// "Kiyi".
+func poolNamesUnicodeCase(t *testing.T, s PoolsStore) {
+	a, _ := twoCompanies(t, s, "pu")
+	for _, name := range []string{"İstanbul", "\u212Aiosk", "sales", "Kıyı"} {
+		putPool(t, s, a.ID, store.PoolInput{Name: name, Strategy: store.PoolRoundRobin})
+	}
+	for _, tc := range []struct {
+		name  string
+		taken bool
+	}{
+		{"ISTANBUL", true},
+		{"istanbul", true},
+		{"i\u0307stanbul", false},
+		{"kiosk", true},
+		{"KIOSK", true},
+		{"ſales", false},
+		{"SALES", true},
+		{"Kiyi", false},
+		{"KIYI", true}, // the "Kiyi" just made
+		{"KıYı", true}, // "Kıyı"
+	} {
+		_, err := s.PutPool(a.ID, 0, T0, func(store.Pool) (store.PoolInput, error) {
+			return store.PoolInput{Name: tc.name, Strategy: store.PoolRoundRobin}, nil
+		})
+		if tc.taken && !errors.Is(err, store.ErrConflict) {
+			t.Errorf("a pool named %q: %v, want ErrConflict", tc.name, err)
+		}
+		if !tc.taken && err != nil {
+			t.Errorf("a pool named %q: %v, want it created", tc.name, err)
+		}
+	}
 }
 
 // poolMembers: a member must name a live device of the company, once per
