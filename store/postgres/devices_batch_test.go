@@ -400,3 +400,58 @@ func TestFailedDeviceDeletionKeepsItsSIMRecipients(t *testing.T) {
 		t.Errorf("%d recipients left after the device's deletion", left)
 	}
 }
+
+// A deletion whose batches of SIM recipients fail after the device's own
+// transaction committed answers the device deleted (it is: a retry would
+// be 404): the rows left are of an id no send reads, and the prune of the
+// SIM counts deletes them once their day has passed.
+func TestDeviceDeletionWithFailedRecipientBatches(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, Options{})
+	ctx := context.Background()
+	c, _ := conformance.Company(t, s)
+	fp := devicesOf(t, s, c.ID, 1)[0]
+	if _, err := s.SetSIMCaps(c.ID, fp, map[string]store.SIMCaps{"SIM1": {RecipientsPerDay: 5}}, conformance.T0); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		m := store.Message{UUID: fmt.Sprint("fr-", i), CompanyID: c.ID, Device: fp, SIMSlot: "SIM1", Channel: "sms", Phone: fmt.Sprint("+1555010000", i), Text: "hi"}
+		if _, _, err := s.Enqueue(&m, store.IdempotencyKey{}, func() time.Time { return conformance.T0 }, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The database refuses every deletion of a recipient.
+	if _, err := s.pool.Exec(ctx, `CREATE FUNCTION refuse_recipients() RETURNS trigger LANGUAGE plpgsql AS
+			$$ BEGIN RAISE EXCEPTION 'deletion refused'; END $$;
+		CREATE TRIGGER refuse_recipients BEFORE DELETE ON sim_recipients
+			FOR EACH ROW EXECUTE FUNCTION refuse_recipients()`); err != nil {
+		t.Fatal(err)
+	}
+	d, err := s.DeleteDevice(c.ID, fp, conformance.T0.Add(time.Minute))
+	if err != nil || d.Fingerprint != fp {
+		t.Fatalf("DeleteDevice with its recipients' batches failing: %+v (%v), want the device deleted", d, err)
+	}
+	if _, err := s.Device(fp); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the device after its deletion: %v, want ErrNotFound", err)
+	}
+	left := func() int {
+		t.Helper()
+		var n int
+		if err := s.pool.QueryRow(ctx, "SELECT count(*) FROM sim_recipients WHERE device_id = $1", id(d.ID)).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := left(); n != 3 {
+		t.Fatalf("%d recipients left by the failed batches, want 3", n)
+	}
+	if _, err := s.pool.Exec(ctx, "DROP TRIGGER refuse_recipients ON sim_recipients"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PruneSIMCounts(conformance.T0.AddDate(0, 0, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if n := left(); n != 0 {
+		t.Errorf("%d recipients of the deleted device left after the next day's prune", n)
+	}
+}
