@@ -54,6 +54,7 @@ func Accounts(t *testing.T, open Opener[AccountsStore]) {
 		{"KeyRotation", accountsKeyRotation},
 		{"KeyRotationRace", accountsKeyRotationRace},
 		{"Users", accountsUsers},
+		{"EmailCase", accountsEmailCase},
 		{"LastAdmin", accountsLastAdmin},
 		{"LastAdminRace", accountsLastAdminRace},
 		{"DeleteUser", accountsDeleteUser},
@@ -284,6 +285,104 @@ func accountsUsers(t *testing.T, s AccountsStore) {
 	}
 	if _, err := s.UpdateUser(m.ID+1000, func(*store.User) error { return nil }); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("update of an unknown user: %v, want ErrNotFound", err)
+	}
+}
+
+// accountsEmailCase: an address is one account's whatever the case of
+// its letters, folded as Go's strings.ToLower folds them on both backends
+// (never by the database's lower(), whose answer depends on its locale):
+// each letter by its simple Unicode mapping, so the Kelvin sign (U+212A)
+// lowers to k and the dotted capital İ to a plain i ("\u212Aate@" is
+// "kate@"'s address, "İnfo@" is "info@"'s), not to i and a combining dot;
+// the long s ſ and the dotless ı lower to themselves, so "ſam@" and
+// "quıt@" are not "sam@" and "quit@". The company's index of addresses
+// (invitations) folds them the same way.
+func accountsEmailCase(t *testing.T, s AccountsStore) {
+	c, _ := Company(t, s)
+	other, _ := Company(t, s)
+	n := unique()
+	addr := func(local string) string { return fmt.Sprintf("%s-%d@example.com", local, n) }
+	create := func(companyID uint64, email string) (store.User, error) {
+		u := accountUser(companyID, store.RoleMember, true)
+		u.Email = email
+		err := s.CreateUser(&u)
+		return u, err
+	}
+	kate, err := create(c.ID, addr("kate"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dotted, err := create(c.ID, addr("İnfo"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sam, err := create(c.ID, addr("sam"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		email string
+		want  uint64 // 0: no account
+	}{
+		{addr("\u212AATE"), kate.ID},
+		{strings.ToUpper(addr("kate")), kate.ID},
+		{addr("info"), dotted.ID},
+		{" " + addr("İNFO") + " ", dotted.ID},
+		{addr("i\u0307nfo"), 0},
+		{addr("ınfo"), 0},
+		{addr("SAM"), sam.ID},
+		{addr("ſam"), 0},
+	} {
+		got, err := s.UserByEmail(tc.email)
+		switch {
+		case tc.want == 0 && !errors.Is(err, store.ErrNotFound):
+			t.Errorf("UserByEmail(%q): %+v (%v), want ErrNotFound", tc.email, got, err)
+		case tc.want != 0 && (err != nil || got.ID != tc.want):
+			t.Errorf("UserByEmail(%q): %+v (%v), want user %d", tc.email, got, err, tc.want)
+		}
+	}
+	for _, email := range []string{addr("\u212Aate"), addr("INFO")} {
+		if _, err := create(other.ID, email); !errors.Is(err, store.ErrConflict) {
+			t.Errorf("an account for %q, an address in use in another case: %v, want ErrConflict", email, err)
+		}
+	}
+	for _, email := range []string{addr("ſam"), addr("quit"), addr("quıt")} {
+		u, err := create(other.ID, email)
+		if err != nil {
+			t.Errorf("an account for %q: %v, want it created (no account holds that address)", email, err)
+			continue
+		}
+		if got, err := s.UserByEmail(email); err != nil || got.ID != u.ID {
+			t.Errorf("UserByEmail(%q): %+v (%v), want user %d", email, got, err, u.ID)
+		}
+	}
+	if got, err := s.UserByEmail(addr("sam")); err != nil || got.ID != sam.ID {
+		t.Errorf("UserByEmail(%q) after ſam's account: %+v (%v), want user %d", addr("sam"), got, err, sam.ID)
+	}
+	// Invitations: within the company an address is there once, as
+	// ToLower folds it, and the account that holds it elsewhere is found
+	// so.
+	for _, email := range []string{addr("\u212AATE"), addr("INFO")} {
+		inv := accountUser(c.ID, store.RoleMember, false)
+		inv.Email = email
+		if _, err := s.InviteUser(&inv, T0); !errors.Is(err, store.ErrConflict) {
+			t.Errorf("an invitation of %q into the company where it is in use: %v, want ErrConflict", email, err)
+		}
+	}
+	for _, tc := range []struct {
+		company uint64
+		email   string
+		held    bool
+	}{
+		{c.ID, addr("ſam"), true},       // other's account ſam, not c's sam
+		{other.ID, addr("İnfo"), true},  // c's account
+		{other.ID, addr("ınfo"), false}, // no account's
+	} {
+		inv := accountUser(tc.company, store.RoleMember, false)
+		inv.Email = tc.email
+		if held, err := s.InviteUser(&inv, T0); err != nil || held != tc.held {
+			t.Errorf("an invitation of %q into company %d: held %v (%v), want invited and held %v", tc.email, tc.company, held, err, tc.held)
+		}
 	}
 }
 

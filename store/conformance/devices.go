@@ -395,12 +395,77 @@ type DeviceSendsStore interface {
 	MessageByUUID(companyID uint64, uuid string) (store.Message, error)
 	DeleteDevice(companyID uint64, fingerprint string, now time.Time) (store.Device, error)
 	DeviceFailures(companyID, deviceID uint64) ([]store.DeviceFailure, error)
+	UpdateDevice(companyID uint64, fingerprint string, fn func(*store.Device) error) (store.Device, error)
 }
 
 // DeviceSends runs the suite of what a device's sends leave on it.
 func DeviceSends(t *testing.T, open Opener[DeviceSendsStore]) {
 	t.Run("DeleteFailsJobs", func(t *testing.T) { t.Parallel(); deleteFailsJobs(t, open(t)) })
 	t.Run("Failures", func(t *testing.T) { t.Parallel(); deviceFailures(t, open(t)) })
+	t.Run("SendsSeeDeviceChanges", func(t *testing.T) { t.Parallel(); sendsSeeDeviceChanges(t, open(t)) })
+}
+
+// sendsSeeDeviceChanges: each send reads its device as the last write
+// left it, whatever a backend keeps between sends: the check is given the
+// device with its SIM just changed; a device disabled refuses sends
+// (ErrDeviceDisabled) and takes them again once enabled; a deleted one is
+// ErrDeviceGone, and the fingerprint paired again is a new device that
+// takes them.
+func sendsSeeDeviceChanges(t *testing.T, s DeviceSendsStore) {
+	a, _ := Company(t, s)
+	fp := fmt.Sprintf("fp-%d", unique())
+	first := Device(t, s, a.ID, fp)
+	errSIM := errors.New("the device's SIM is not SIM1")
+	var checked store.Device
+	send := func() error {
+		m := store.Message{UUID: fmt.Sprintf("sc-%d", unique()), CompanyID: a.ID, Device: fp, SIMSlot: "SIM1", Channel: "sms", Phone: "+15551000001", Text: "hi"}
+		_, _, err := s.Enqueue(&m, store.IdempotencyKey{}, func() time.Time { return T0 }, func(d store.Device, slot string) error {
+			checked = d
+			if d.SelectedSIM != "BOTH" && d.SelectedSIM != slot {
+				return errSIM
+			}
+			return nil
+		}, nil)
+		return err
+	}
+	update := func(fn func(*store.Device)) {
+		t.Helper()
+		if _, err := s.UpdateDevice(a.ID, fp, func(d *store.Device) error { fn(d); return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := send(); err != nil {
+		t.Fatalf("a send: %v", err)
+	}
+	update(func(d *store.Device) { d.SelectedSIM = "SIM2" })
+	if err := send(); !errors.Is(err, errSIM) || checked.SelectedSIM != "SIM2" {
+		t.Fatalf("a send after the device's SIM changed: %v, the check given SIM %q; want the check's refusal of SIM2", err, checked.SelectedSIM)
+	}
+	update(func(d *store.Device) { d.SelectedSIM = "BOTH" })
+	if err := send(); err != nil {
+		t.Fatalf("a send after the SIM changed back: %v", err)
+	}
+	update(func(d *store.Device) { d.Status = store.DeviceDisabled })
+	if err := send(); !errors.Is(err, store.ErrDeviceDisabled) {
+		t.Fatalf("a send after the device was disabled: %v, want ErrDeviceDisabled", err)
+	}
+	update(func(d *store.Device) { d.Status = store.DeviceActive })
+	if err := send(); err != nil {
+		t.Fatalf("a send after the device was enabled again: %v", err)
+	}
+	if _, err := s.DeleteDevice(a.ID, fp, T0); err != nil {
+		t.Fatal(err)
+	}
+	if err := send(); !errors.Is(err, store.ErrDeviceGone) {
+		t.Fatalf("a send after the device was deleted: %v, want ErrDeviceGone", err)
+	}
+	again := Device(t, s, a.ID, fp)
+	if again.ID == first.ID {
+		t.Fatalf("the fingerprint paired again has the deleted device's id %d", first.ID)
+	}
+	if err := send(); err != nil || checked.ID != again.ID {
+		t.Fatalf("a send to the fingerprint paired again: %v, the check given device %d; want it sent by device %d", err, checked.ID, again.ID)
+	}
 }
 
 // sendTo queues an SMS from the company's device to phone at at.

@@ -787,10 +787,13 @@ func dispatchOptOutKeywords(t *testing.T, s DispatchStore) {
 		t.Fatalf("after START: %v, want +15557650003", got)
 	}
 	// Only ASCII letters fold: the long s and the dotless i upper-case to
-	// S and I in Unicode, but no carrier reads "ſtop", "quıt" or "ſtart"
-	// as a keyword.
+	// S and I in Unicode, and the dotted capital İ lower-cases to i, but
+	// no carrier reads "ſtop", "quıt", "QUİT" or "ſtart" as a keyword, nor
+	// the full-width "ＳＴＯＰ".
 	dispatchReceive(t, s, d, "+15557650004", "ſtop", "c5", T0)
 	dispatchReceive(t, s, d, "+15557650005", "quıt", "c6", T0)
+	dispatchReceive(t, s, d, "+15557650006", "QUİT", "c8", T0)
+	dispatchReceive(t, s, d, "+15557650007", "ＳＴＯＰ", "c9", T0)
 	dispatchReceive(t, s, d, "+15557650003", "ſtart", "c7", T0)
 	if got := list(c.ID); !slices.Equal(got, []string{"+15557650003"}) {
 		t.Fatalf("after texts that fold to keywords only in Unicode: %v, want +15557650003 alone", got)

@@ -374,7 +374,11 @@ func eventsDeviceRefused(t *testing.T, s EventsStore) {
 // eventsChargedAfter: an inbound message the budget admits keeps its
 // webhook event even when the event takes the day over the budget
 // (refusing it alone would lose the push of a stored message); the
-// company's next message is refused, and its builder never called.
+// company's next message is refused, and its builder never called. A
+// repeat of the stored message over the budget is answered as the
+// duplicate it is, charging nothing (refused, the phone would send it
+// again until midnight); another company's budget is its own, and the
+// next UTC day the budget is whole again.
 func eventsChargedAfter(t *testing.T, s EventsStore) {
 	w := webhookCompany(t, s, 2)
 	body := `{"data":"` + strings.Repeat("y", 1500) + `"}`
@@ -415,5 +419,23 @@ func eventsChargedAfter(t *testing.T, s EventsStore) {
 	}
 	if msgs, _ := s.InboundList(store.InboundQuery{CompanyID: w.company.ID, Limit: 10}); len(msgs) != 1 {
 		t.Fatalf("%d messages stored, want 1", len(msgs))
+	}
+	again, dup, err := s.StoreInbound(new(w.inbound("c1")), clock)
+	if err != nil || !dup || again.UUID != first.UUID {
+		t.Fatalf("the stored message again, over the budget: %+v dup %v (%v), want the stored one, a duplicate", again, dup, err)
+	}
+	if built, committed := log.counts(); built != 1 || committed != 1 {
+		t.Fatalf("a repeat over the budget: built %d times in all, %d commits heard; want the first message's only", built, committed)
+	}
+	if used, _ := s.StorageUsed(w.company.ID, T0); used != want {
+		t.Fatalf("%d bytes counted after a repeat, want %d still", used, want)
+	}
+	other := webhookCompany(t, s, 0)
+	if _, _, err := s.StoreInbound(new(other.inbound("c1")), clock); err != nil {
+		t.Fatalf("another company's message: %v, want it stored (its budget is its own)", err)
+	}
+	next := time.Date(T0.Year(), T0.Month(), T0.Day()+1, 0, 0, 0, 0, time.UTC)
+	if _, dup, err := s.StoreInbound(new(w.inbound("c2")), func() time.Time { return next }); err != nil || dup {
+		t.Fatalf("the refused message the next day: dup %v (%v), want it stored", dup, err)
 	}
 }

@@ -34,6 +34,7 @@ type PoolsStore interface {
 func Pools(t *testing.T, open Opener[PoolsStore]) {
 	t.Run("CreateAndEdit", func(t *testing.T) { t.Parallel(); poolCreateAndEdit(t, open(t)) })
 	t.Run("Names", func(t *testing.T) { t.Parallel(); poolNames(t, open(t)) })
+	t.Run("NamesUnicodeCase", func(t *testing.T) { t.Parallel(); poolNamesUnicodeCase(t, open(t)) })
 	t.Run("Members", func(t *testing.T) { t.Parallel(); poolMembers(t, open(t)) })
 	t.Run("Tenancy", func(t *testing.T) { t.Parallel(); poolTenancy(t, open(t)) })
 	t.Run("Limit", func(t *testing.T) { t.Parallel(); poolLimit(t, open(t)) })
@@ -183,6 +184,43 @@ func poolNames(t *testing.T, s PoolsStore) {
 		t.Fatal(err)
 	}
 	putPool(t, s, a.ID, store.PoolInput{Name: "Sales", Strategy: store.PoolRoundRobin})
+}
+
+// poolNamesUnicodeCase: names are folded as Go's strings.ToLower folds
+// them on both backends (accountsEmailCase): "İstanbul" and "ISTANBUL" are
+// one name, as are "\u212Aiosk" (the Kelvin sign) and "kiosk"; "ſales"
+// (the long s) and "sales" are two, as are "Kıyı" (the dotless ı) and
+// "Kiyi".
+func poolNamesUnicodeCase(t *testing.T, s PoolsStore) {
+	a, _ := twoCompanies(t, s, "pu")
+	for _, name := range []string{"İstanbul", "\u212Aiosk", "sales", "Kıyı"} {
+		putPool(t, s, a.ID, store.PoolInput{Name: name, Strategy: store.PoolRoundRobin})
+	}
+	for _, tc := range []struct {
+		name  string
+		taken bool
+	}{
+		{"ISTANBUL", true},
+		{"istanbul", true},
+		{"i\u0307stanbul", false},
+		{"kiosk", true},
+		{"KIOSK", true},
+		{"ſales", false},
+		{"SALES", true},
+		{"Kiyi", false},
+		{"KIYI", true}, // the "Kiyi" just made
+		{"KıYı", true}, // "Kıyı"
+	} {
+		_, err := s.PutPool(a.ID, 0, T0, func(store.Pool) (store.PoolInput, error) {
+			return store.PoolInput{Name: tc.name, Strategy: store.PoolRoundRobin}, nil
+		})
+		if tc.taken && !errors.Is(err, store.ErrConflict) {
+			t.Errorf("a pool named %q: %v, want ErrConflict", tc.name, err)
+		}
+		if !tc.taken && err != nil {
+			t.Errorf("a pool named %q: %v, want it created", tc.name, err)
+		}
+	}
 }
 
 // poolMembers: a member must name a live device of the company, once per
@@ -407,6 +445,7 @@ func PoolSends(t *testing.T, open Opener[PoolSendsStore]) {
 	t.Run("CarrierErrors", func(t *testing.T) { t.Parallel(); carrierErrors(t, open(t)) })
 	t.Run("DeletedDeviceSIMs", func(t *testing.T) { t.Parallel(); deletedDeviceSIMs(t, open(t)) })
 	t.Run("Failover", func(t *testing.T) { t.Parallel(); poolFailover(t, open(t)) })
+	t.Run("FailoverAttemptsBounded", func(t *testing.T) { t.Parallel(); poolFailoverAttemptsBounded(t, open(t)) })
 	t.Run("Window", func(t *testing.T) { t.Parallel(); poolWindow(t, open(t)) })
 	t.Run("PoolOfAnotherCompany", func(t *testing.T) { t.Parallel(); poolOfAnotherCompany(t, open(t)) })
 	t.Run("IdempotencyRace", func(t *testing.T) { t.Parallel(); poolIdempotencyRace(t, open(t)) })
@@ -937,6 +976,42 @@ func poolFailover(t *testing.T, s PoolSendsStore) {
 	}
 	if moved, err := s.Failover(in, nil, at); err != nil || len(moved) != 0 {
 		t.Fatalf("a second sweep: %d moved (%v), want none", len(moved), err)
+	}
+}
+
+// poolFailoverAttemptsBounded: a job that keeps moving (its pool's phones
+// keep dropping in turn) keeps its latest store.MaxAttempts moves, oldest
+// first, so its record does not grow with every move.
+func poolFailoverAttemptsBounded(t *testing.T, s PoolSendsStore) {
+	a, _ := Company(t, s)
+	devs := map[string]store.Device{"fb-a": Device(t, s, a.ID, "fb-a"), "fb-b": Device(t, s, a.ID, "fb-b")}
+	p := putPool(t, s, a.ID, store.PoolInput{Name: "fb", Strategy: store.PoolRoundRobin, FailoverAfter: time.Minute, Members: members("fb-a", "SIM1", "fb-b", "SIM1")})
+	x := poolSender{t, s, a.ID}
+	m, err := x.pool("fb", "+15559002000", T0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const moves = store.MaxAttempts + 5
+	for i := range moves {
+		at := T0.Add(time.Duration(i+1) * time.Minute)
+		moved, err := s.Failover(store.FailoverInput{CompanyID: a.ID, DeviceID: devs[m.Device].ID, Reason: store.FailoverOffline, Pools: map[uint64]bool{p.ID: true}, Limit: 10}, nil, at)
+		if err != nil || len(moved) != 1 || moved[0].UUID != m.UUID || moved[0].Device == m.Device {
+			t.Fatalf("move %d off %s: %+v (%v), want the job moved to the other member", i+1, m.Device, moved, err)
+		}
+		m = moved[0]
+	}
+	got, err := s.MessageByUUID(a.ID, m.UUID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Attempts) != store.MaxAttempts {
+		t.Fatalf("after %d moves: %d attempts kept, want %d", moves, len(got.Attempts), store.MaxAttempts)
+	}
+	for i, at := range got.Attempts {
+		want := T0.Add(time.Duration(moves-store.MaxAttempts+i+1) * time.Minute)
+		if !at.MovedAt.Equal(want) || at.Reason != store.FailoverOffline {
+			t.Fatalf("attempt %d of those kept: %+v, want a move at %v (the newest %d, oldest first)", i, at, want, store.MaxAttempts)
+		}
 	}
 }
 

@@ -156,11 +156,15 @@ func (s *Store) updateDevice(name string, find func(*txn) (store.Device, error),
 //
 // Its SIMs' recipients (sim_recipients: a row for each recipient a SIM
 // sent to on a day, kept while the SIM has a recipients cap, as many as
-// the SIM's sends) are deleted the same way after the messages, a batch of
-// Store.pruneBatch a transaction while the device is live, so that the
-// last transaction holds only those written since. While the batches run,
-// and after a deletion that failed on the way, a SIM's count of
-// recipients of the day starts again from the sends made since.
+// the SIM's sends) are deleted a batch of Store.pruneBatch a transaction
+// after that transaction, by the deleted device's id, which no send reads
+// again: a deletion that fails before it commits leaves every recipient
+// of the day known (a known recipient still gets its sends at the
+// recipients cap, and is not counted twice), and the last transaction
+// holds none of them. A batch that fails after the commit leaves the
+// device deleted all the same (it is answered so): the rows left are of a
+// device no send reads, and PruneSIMCounts deletes them once their day
+// has passed.
 func (s *Store) DeleteDevice(companyID uint64, fingerprint string, now time.Time) (store.Device, error) {
 	name := fmt.Sprintf("delete device %s of company %d", fingerprint, companyID)
 	for {
@@ -174,24 +178,6 @@ func (s *Store) DeleteDevice(companyID uint64, fingerprint string, now time.Time
 			return store.Device{}, err
 		}
 		if n < s.deviceBatch {
-			break
-		}
-	}
-	// As DeletePool's batches, these end at one that found fewer rows than
-	// it may delete: sends to the live device write rows between them.
-	for {
-		found := 0
-		err := s.write(name, func(t *txn) error {
-			return t.row(`WITH c AS MATERIALIZED (SELECT ctid FROM sim_recipients
-					WHERE device_id = (SELECT id FROM devices WHERE company_id = $2 AND fingerprint = $3 AND deleted_at IS NULL) LIMIT $1),
-				d AS (DELETE FROM sim_recipients WHERE ctid = ANY (ARRAY (SELECT ctid FROM c)) RETURNING 1)
-				SELECT (SELECT count(*) FROM c), (SELECT count(*) FROM d)`,
-				s.pruneBatch, id(companyID), fingerprint).Scan(&found, new(int))
-		})
-		if err != nil {
-			return store.Device{}, err
-		}
-		if found < s.pruneBatch {
 			break
 		}
 	}
@@ -234,7 +220,6 @@ func (s *Store) DeleteDevice(companyID uint64, fingerprint string, now time.Time
 			"DELETE FROM device_failures WHERE device_id = $1",
 			"DELETE FROM sim_caps WHERE device_id = $1",
 			"DELETE FROM sim_usage WHERE device_id = $1",
-			"DELETE FROM sim_recipients WHERE device_id = $1",
 			"DELETE FROM sim_streaks WHERE device_id = $1",
 		} {
 			if _, err := t.exec(q, id(d.ID)); err != nil {
@@ -263,7 +248,30 @@ func (s *Store) DeleteDevice(companyID uint64, fingerprint string, now time.Time
 		}
 		return addActivity(t, d.CompanyID, store.Activity{Type: store.ActDeviceDeleted, At: now, Description: "Device " + store.ActivityName(store.DeviceLabel(d)) + " deleted; its queued messages failed"})
 	})
-	return d, err
+	if err != nil {
+		return store.Device{}, err
+	}
+	s.deleteSIMRecipients(name, d.ID)
+	return d, nil
+}
+
+// deleteSIMRecipients deletes the SIMs' recipients of the deleted device
+// with this id, a batch of Store.pruneBatch a transaction, until a batch
+// finds fewer than it may delete or one fails: no send writes them any
+// more, and the rows a failure leaves are PruneSIMCounts'.
+func (s *Store) deleteSIMRecipients(name string, deviceID uint64) {
+	for {
+		found := 0
+		err := s.write(name, func(t *txn) error {
+			return t.row(`WITH c AS MATERIALIZED (SELECT ctid FROM sim_recipients WHERE device_id = $2 LIMIT $1),
+				d AS (DELETE FROM sim_recipients WHERE ctid = ANY (ARRAY (SELECT ctid FROM c)) RETURNING 1)
+				SELECT (SELECT count(*) FROM c), (SELECT count(*) FROM d)`,
+				s.pruneBatch, id(deviceID)).Scan(&found, new(int))
+		})
+		if err != nil || found < s.pruneBatch {
+			return
+		}
+	}
 }
 
 // failDeviceBatch fails up to Store.deviceBatch of the unfinished

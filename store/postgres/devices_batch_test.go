@@ -266,10 +266,10 @@ func TestInterruptedDeviceDeletionLeavesItsFailures(t *testing.T) {
 }
 
 // A device whose SIMs sent to more recipients than a batch deletes is
-// deleted: its SIMs' recipients are deleted a batch at a time before the
-// device (the last transaction deleted them all, holding every row), each
-// batch holding its own rows only; another company's deletion of it
-// deletes none.
+// deleted: its SIMs' recipients are deleted a batch at a time after the
+// device (the transaction that deletes it deleted them all, holding every
+// row), each batch holding its own rows only; another company's deletion
+// of it deletes none.
 func TestDeviceDeletionDeletesItsSIMRecipientsInBatches(t *testing.T) {
 	t.Parallel()
 	// The deletion's batches begin so.
@@ -331,5 +331,127 @@ func TestDeviceDeletionDeletesItsSIMRecipientsInBatches(t *testing.T) {
 	}
 	if n := left(""); n != 0 {
 		t.Errorf("%d recipients left after the device's deletion", n)
+	}
+}
+
+// A deletion that fails leaves its SIMs' recipients of the day as they
+// were: a recipient the SIM sent to before still gets its sends at the
+// recipients cap, and a new one is still refused there (the deletion
+// deleted them in batches while the device was live, and one that failed
+// after those left the day's recipients unknown, so a known recipient was
+// refused at the cap, or counted again under it). The deletion made again
+// deletes them all.
+func TestFailedDeviceDeletionKeepsItsSIMRecipients(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, Options{})
+	s.pruneBatch = 1
+	ctx := context.Background()
+	c, _ := conformance.Company(t, s)
+	fp := devicesOf(t, s, c.ID, 1)[0]
+	if _, err := s.SetSIMCaps(c.ID, fp, map[string]store.SIMCaps{"SIM1": {RecipientsPerDay: 2}}, conformance.T0); err != nil {
+		t.Fatal(err)
+	}
+	send := func(to string) error {
+		t.Helper()
+		m := store.Message{UUID: "r-" + to + fmt.Sprint(time.Now().UnixNano()), CompanyID: c.ID, Device: fp, SIMSlot: "SIM1", Channel: "sms", Phone: to, Text: "hi"}
+		_, _, err := s.Enqueue(&m, store.IdempotencyKey{}, func() time.Time { return conformance.T0 }, nil, nil)
+		return err
+	}
+	for _, to := range []string{"+15550100001", "+15550100002"} {
+		if err := send(to); err != nil {
+			t.Fatalf("send to %s: %v", to, err)
+		}
+	}
+	// The database refuses the transaction that deletes the device.
+	if _, err := s.pool.Exec(ctx, `CREATE FUNCTION refuse_deletion() RETURNS trigger LANGUAGE plpgsql AS
+			$$ BEGIN RAISE EXCEPTION 'deletion refused'; END $$;
+		CREATE TRIGGER refuse_deletion BEFORE UPDATE OF deleted_at ON devices
+			FOR EACH ROW WHEN (NEW.deleted_at IS NOT NULL) EXECUTE FUNCTION refuse_deletion()`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DeleteDevice(c.ID, fp, conformance.T0.Add(time.Minute)); err == nil {
+		t.Fatal("DeleteDevice succeeded under a database that refuses it")
+	}
+	if _, err := s.Device(fp); err != nil {
+		t.Fatalf("the device after a failed deletion: %v, want it live", err)
+	}
+	if err := send("+15550100001"); err != nil {
+		t.Errorf("a known recipient at the cap after a failed deletion: %v", err)
+	}
+	var capped *store.SIMCappedError
+	if err := send("+15550100003"); !errors.As(err, &capped) || capped.What != store.CapRecipientsPerDay {
+		t.Errorf("a third recipient after a failed deletion: %v, want the recipients_per_day cap", err)
+	}
+	if us, err := s.SIMUsages(c.ID, fp, conformance.T0); err != nil || us[0].Recipients != 2 {
+		t.Errorf("usage after a failed deletion: %+v (%v), want 2 recipients", us, err)
+	}
+	if _, err := s.pool.Exec(ctx, "DROP TRIGGER refuse_deletion ON devices"); err != nil {
+		t.Fatal(err)
+	}
+	d, err := s.DeleteDevice(c.ID, fp, conformance.T0.Add(time.Minute))
+	if err != nil {
+		t.Fatalf("the deletion made again: %v", err)
+	}
+	var left int
+	if err := s.pool.QueryRow(ctx, "SELECT count(*) FROM sim_recipients WHERE device_id = $1", id(d.ID)).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if left != 0 {
+		t.Errorf("%d recipients left after the device's deletion", left)
+	}
+}
+
+// A deletion whose batches of SIM recipients fail after the device's own
+// transaction committed answers the device deleted (it is: a retry would
+// be 404): the rows left are of an id no send reads, and the prune of the
+// SIM counts deletes them once their day has passed.
+func TestDeviceDeletionWithFailedRecipientBatches(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, Options{})
+	ctx := context.Background()
+	c, _ := conformance.Company(t, s)
+	fp := devicesOf(t, s, c.ID, 1)[0]
+	if _, err := s.SetSIMCaps(c.ID, fp, map[string]store.SIMCaps{"SIM1": {RecipientsPerDay: 5}}, conformance.T0); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		m := store.Message{UUID: fmt.Sprint("fr-", i), CompanyID: c.ID, Device: fp, SIMSlot: "SIM1", Channel: "sms", Phone: fmt.Sprint("+1555010000", i), Text: "hi"}
+		if _, _, err := s.Enqueue(&m, store.IdempotencyKey{}, func() time.Time { return conformance.T0 }, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The database refuses every deletion of a recipient.
+	if _, err := s.pool.Exec(ctx, `CREATE FUNCTION refuse_recipients() RETURNS trigger LANGUAGE plpgsql AS
+			$$ BEGIN RAISE EXCEPTION 'deletion refused'; END $$;
+		CREATE TRIGGER refuse_recipients BEFORE DELETE ON sim_recipients
+			FOR EACH ROW EXECUTE FUNCTION refuse_recipients()`); err != nil {
+		t.Fatal(err)
+	}
+	d, err := s.DeleteDevice(c.ID, fp, conformance.T0.Add(time.Minute))
+	if err != nil || d.Fingerprint != fp {
+		t.Fatalf("DeleteDevice with its recipients' batches failing: %+v (%v), want the device deleted", d, err)
+	}
+	if _, err := s.Device(fp); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the device after its deletion: %v, want ErrNotFound", err)
+	}
+	left := func() int {
+		t.Helper()
+		var n int
+		if err := s.pool.QueryRow(ctx, "SELECT count(*) FROM sim_recipients WHERE device_id = $1", id(d.ID)).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := left(); n != 3 {
+		t.Fatalf("%d recipients left by the failed batches, want 3", n)
+	}
+	if _, err := s.pool.Exec(ctx, "DROP TRIGGER refuse_recipients ON sim_recipients"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PruneSIMCounts(conformance.T0.AddDate(0, 0, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if n := left(); n != 0 {
+		t.Errorf("%d recipients of the deleted device left after the next day's prune", n)
 	}
 }
