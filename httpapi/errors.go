@@ -140,8 +140,10 @@ func bodyError(err error) error {
 }
 
 // bind decodes the JSON body into v. Unknown fields are ignored; an empty,
-// malformed or trailing-garbage body is invalid_json, a wrong type or a
-// string holding U+0000 names the field at fault, a charset other than
+// malformed or trailing-garbage body is invalid_json, a wrong type, a key
+// given twice in an object with different values (in any case, as the
+// decoding matches a field) or a string holding U+0000 names the field at
+// fault, a charset other than
 // UTF-8 names Content-Type (refuseCharset), and a content coding names
 // Content-Encoding (refuseEncoding).
 func bind(c echo.Context, v any) error {
@@ -188,6 +190,9 @@ func decodeJSON(data []byte, v any) error {
 		}
 	}
 	if err == nil {
+		if field, ok := repeatedKey(data, true); ok {
+			return problem.Invalid(field, repeatedKeyPredicate)
+		}
 		if field, ok := nulField(data); ok && holdsNUL(reflect.ValueOf(v)) {
 			return problem.Invalid(field, `must not hold the NUL character (\u0000)`)
 		}
@@ -219,6 +224,11 @@ func decodeJSON(data []byte, v any) error {
 	}
 	return problem.New(problem.InvalidJSON, "The request body could not be read as JSON.")
 }
+
+// repeatedKeyPredicate is the refusal of a key a body's object gives twice
+// with different values (repeatedKey), as the query's parameters are
+// refused (refuseRepeated).
+const repeatedKeyPredicate = "is given more than once in the body, with different values; give it once"
 
 // unboundedAbove names the integer inputs whose domain takes any value
 // from the one given up to the largest int, with the least: a page past

@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // jsonPath returns the JSON path (owner.password, webhooks[2].sims[0]) of
@@ -139,4 +141,146 @@ func walkJSON(data []byte, visit func(at func() string, tok json.Token, end int6
 		}
 		advance()
 	}
+}
+
+// repeatedKey finds an object in data that gives one key twice with
+// different values, and answers the second one's JSON path
+// (messages[2].phone) and true; the same value twice (byte for byte) means
+// one thing and is not reported. With fold, keys are compared as
+// encoding/json matches a struct's field, without case (phone, Phone and
+// PHONE name one field; so do K and the Kelvin sign, s and the long ſ),
+// since that is how the API's bodies are decoded; without it, as written,
+// as the MCP transport reads its messages. Either way a key is compared
+// decoded ("m\u0065ssage" is "message"). A decoder takes the last of the
+// values and drops the others without a word, where a proxy, a log or a
+// filter in front may have gone by the first.
+//
+// data must be valid JSON (the callers have decoded it): this is a scan of
+// its bytes, not a parse, a few times cheaper than json.Decoder's tokens.
+func repeatedKey(data []byte, fold bool) (string, bool) {
+	type entry struct {
+		name  string
+		value []byte
+	}
+	type frame struct {
+		array   bool
+		index   int
+		key     string // the current key, decoded
+		start   int    // where the current key's value starts; -1 before its colon
+		entries []entry
+		seen    map[string][]byte // entries, once an object has many
+	}
+	var stack []*frame
+	// done records the value of the current key of the object on top,
+	// ending before end, and says whether that key was given before with
+	// another value.
+	done := func(end int) bool {
+		top := stack[len(stack)-1]
+		if top.start < 0 {
+			return false // an empty object
+		}
+		value := bytes.TrimRight(data[top.start:end], " \t\r\n")
+		name := top.key
+		if fold {
+			name = foldKey(name)
+		}
+		if top.seen != nil {
+			if earlier, ok := top.seen[name]; ok {
+				return !bytes.Equal(earlier, value)
+			}
+			top.seen[name] = value
+			return false
+		}
+		for _, e := range top.entries {
+			if e.name == name {
+				return !bytes.Equal(e.value, value)
+			}
+		}
+		top.entries = append(top.entries, entry{name, value})
+		if len(top.entries) > 16 {
+			top.seen = make(map[string][]byte, 32)
+			for _, e := range top.entries {
+				top.seen[e.name] = e.value
+			}
+			top.entries = nil
+		}
+		return false
+	}
+	found := false
+scan:
+	for i := 0; i < len(data); i++ {
+		switch c := data[i]; c {
+		case '{', '[':
+			stack = append(stack, &frame{array: c == '[', start: -1})
+		case '}', ']':
+			if c == '}' && done(i) {
+				found = true
+				break scan
+			}
+			stack = stack[:len(stack)-1]
+		case ',':
+			top := stack[len(stack)-1]
+			if top.array {
+				top.index++
+				continue
+			}
+			if done(i) {
+				found = true
+				break scan
+			}
+			top.start = -1
+		case ':':
+			stack[len(stack)-1].start = i + 1
+		case '"':
+			from, escaped := i, false
+			for i++; data[i] != '"'; i++ {
+				if data[i] == '\\' {
+					i++
+					escaped = true
+				}
+			}
+			if n := len(stack); n > 0 && !stack[n-1].array && stack[n-1].start < 0 {
+				key := string(data[from+1 : i])
+				if escaped {
+					_ = json.Unmarshal(data[from:i+1], &key)
+				}
+				stack[n-1].key = key
+			}
+		}
+	}
+	if !found {
+		return "", false
+	}
+	var b strings.Builder
+	for _, f := range stack {
+		if f.array {
+			b.WriteString("[" + strconv.Itoa(f.index) + "]")
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(f.key)
+	}
+	field := b.String()
+	if utf8.RuneCountInString(field) > 128 {
+		field = string([]rune(field)[:128]) + "…"
+	}
+	return field, true
+}
+
+// foldKey is key with each letter replaced by the least of the letters
+// that match it without case (unicode.SimpleFold's orbit), so two keys
+// encoding/json would take for one field have one foldKey.
+func foldKey(key string) string {
+	var b strings.Builder
+	b.Grow(len(key))
+	for _, r := range key {
+		least := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			least = min(least, f)
+		}
+		b.WriteRune(least)
+	}
+	return b.String()
 }

@@ -147,6 +147,13 @@ func (s *Server) mcp(c echo.Context) error {
 		// null as an "empty batch" and the others in its decoder's words.
 		return problem.New(problem.InvalidJSON, "The body must be one JSON-RPC message: a JSON object.")
 	}
+	// A key given twice with different values, anywhere in the message
+	// (two methods, two tool names, two values of an argument), is
+	// refused: the transport took the last and dropped the others without
+	// a word. Keys are compared as written, as the transport reads them.
+	if field, ok := repeatedKey(data, false); ok {
+		return problem.Invalid(field, repeatedKeyPredicate)
+	}
 	if err := checkRPCID(msg["id"]); err != nil {
 		return err
 	}

@@ -39,10 +39,31 @@ func (c *Console) anonPage(page, title string) http.HandlerFunc {
 	}
 }
 
-// safeNext keeps a return address on this console, never another site.
+// safeNext keeps a return address on this console's pages, never another
+// site nor another path of this one, as a browser reads the address: it
+// drops tabs and newlines before reading it, takes a backslash for a
+// slash, and takes a path segment that is . or .., written plainly or
+// percent-encoded (%2e), for a step up, so /console/../x and
+// /console/%2e%2e/x open /x. An address holding any of them, or another
+// control character, goes to the console's overview.
 func safeNext(next string) string {
-	if !strings.HasPrefix(next, Prefix+"/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") {
-		return Prefix + "/"
+	home := Prefix + "/"
+	if !strings.HasPrefix(next, home) || strings.HasPrefix(next, "//") || strings.ContainsRune(next, '\\') {
+		return home
+	}
+	for _, r := range next {
+		if r < 0x20 || r == 0x7f {
+			return home
+		}
+	}
+	path := next
+	if i := strings.IndexAny(path, "?#"); i >= 0 {
+		path = path[:i]
+	}
+	for _, seg := range strings.Split(path, "/") {
+		if s := strings.ToLower(seg); s == "." || s == ".." || s == "%2e" || s == ".%2e" || s == "%2e." || s == "%2e%2e" {
+			return home
+		}
 	}
 	return next
 }

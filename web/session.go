@@ -102,11 +102,31 @@ func wantsJSON(r *http.Request) bool {
 	return strings.Contains(r.Header.Get("Accept"), "application/json")
 }
 
-func csrfFrom(r *http.Request) string {
-	if v := r.Header.Get(csrfHeader); v != "" {
-		return v
+// csrfOK says whether the request carries want, the session's (or the
+// pre-sign-in) CSRF token: at least one token is given, in the header
+// X-CSRF-Token or the form field csrf, and every one given is want. The
+// script sends both, alike; a header line or a field that holds another
+// token is a wrong token whatever the others hold, as two csrf fields with
+// different values are refused (refuseRepeated): the header was read
+// alone, and a wrong field beside it was dropped without a word.
+func csrfOK(r *http.Request, want string) bool {
+	given := false
+	for _, v := range r.Header.Values(csrfHeader) {
+		if v == "" {
+			continue
+		}
+		if !sameToken(want, v) {
+			return false
+		}
+		given = true
 	}
-	return r.PostFormValue("csrf")
+	if v := r.PostFormValue("csrf"); v != "" {
+		if !sameToken(want, v) {
+			return false
+		}
+		given = true
+	}
+	return given
 }
 
 func sameToken(a, b string) bool {
@@ -129,7 +149,7 @@ func (c *Console) anonCSRF(w http.ResponseWriter, r *http.Request) string {
 
 func (c *Console) checkAnonCSRF(r *http.Request) error {
 	ck, err := r.Cookie(c.cookieName(anonCookie))
-	if err != nil || !sameToken(ck.Value, csrfFrom(r)) {
+	if err != nil || !csrfOK(r, ck.Value) {
 		return errCSRF
 	}
 	return nil
@@ -229,7 +249,7 @@ func (c *Console) actionAt(lv level, backOf func(r *http.Request) string, fn fun
 				c.answerErr(w, r, lv, q, back, err)
 				return
 			}
-			if !sameToken(q.sess.CSRF, csrfFrom(r)) {
+			if !csrfOK(r, q.sess.CSRF) {
 				c.answerErr(w, r, lv, q, back, errCSRF)
 				return
 			}
