@@ -77,8 +77,8 @@ type conn struct {
 	cursor    uint64              // seq of the last job this link took from the queue; guarded by pumpMu
 	owed      bool                // places freed in the window since the last pump (refill); guarded by pumpMu
 	queueEnd  bool                // the last read of the SMS queue reached its end, and no kick came since; guarded by pumpMu
-	pace      *rate.Limiter       // nil: no pacing; guarded by pumpMu
-	paceRate  int                 // the sends per minute pace was made for; guarded by pumpMu
+	pace      *rate.Limiter       // the device's pace (pace.go); nil: no pacing; guarded by pumpMu
+	paceEnded bool                // the link ended: it takes no pace; guarded by pumpMu
 	paceTimer *time.Timer         // a pump waiting for the pace; guarded by pumpMu
 	lines     []line              // WhatsApp numbers and iMessage handles of the hello (agents.go); guarded by pumpMu
 	gapTimer  *time.Timer         // a pump waiting for a number's gap; guarded by pumpMu
@@ -352,9 +352,7 @@ func (c *conn) finish() {
 	c.hub.forget(c)
 	c.hub.pings.forget(c)
 	c.pumpMu.Lock()
-	if c.paceTimer != nil {
-		c.paceTimer.Stop()
-	}
+	c.endPace()
 	if c.gapTimer != nil {
 		c.gapTimer.Stop()
 	}
