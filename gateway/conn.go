@@ -136,6 +136,7 @@ func (c *conn) run() {
 	// that this link is registered, every later change reaches it, so one
 	// more look closes the gap. Only a link that passes it replaces the old
 	// one: a stale link must not knock the phone's real link off.
+	//
 	// The look reads the device, whose pace the link takes now, in turn
 	// with the settings changes that find it registered (settled): a
 	// change's pace set while the look went on, read after it, is not
