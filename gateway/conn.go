@@ -66,14 +66,19 @@ type conn struct {
 	answers   []answer // answers waiting, in the order of the frames; guarded by amu
 	answering bool     // the answerer goroutine is running; guarded by amu
 
+	// cfgMu takes the link's settings one change at a time: each read of
+	// the device and what it gives the link (control.go, settled), from
+	// the link's second look on.
+	cfgMu sync.Mutex
+
 	pumpMu    sync.Mutex          // serialises pumps, which read the store
 	inflight  map[string]struct{} // sends written to this link, not yet acked (nil when none); guarded by pumpMu
 	priority  map[string]struct{} // those of them with a priority (nil when none); guarded by pumpMu
 	cursor    uint64              // seq of the last job this link took from the queue; guarded by pumpMu
 	owed      bool                // places freed in the window since the last pump (refill); guarded by pumpMu
 	queueEnd  bool                // the last read of the SMS queue reached its end, and no kick came since; guarded by pumpMu
-	pace      *rate.Limiter       // nil: no pacing; guarded by pumpMu
-	paceRate  int                 // the sends per minute pace was made for; guarded by pumpMu
+	pace      *rate.Limiter       // the device's pace (pace.go); nil: no pacing; guarded by pumpMu
+	paceEnded bool                // the link ended: it takes no pace; guarded by pumpMu
 	paceTimer *time.Timer         // a pump waiting for the pace; guarded by pumpMu
 	lines     []line              // WhatsApp numbers and iMessage handles of the hello (agents.go); guarded by pumpMu
 	gapTimer  *time.Timer         // a pump waiting for a number's gap; guarded by pumpMu
@@ -131,7 +136,17 @@ func (c *conn) run() {
 	// that this link is registered, every later change reaches it, so one
 	// more look closes the gap. Only a link that passes it replaces the old
 	// one: a stale link must not knock the phone's real link off.
+	//
+	// The look reads the device, whose pace the link takes now, in turn
+	// with the settings changes that find it registered (settled): a
+	// change's pace set while the look went on, read after it, is not
+	// undone by the look's older read.
+	c.cfgMu.Lock()
 	fresh, refused := c.stillAllowed()
+	if refused == nil {
+		c.setPace(fresh.SMSPerMinute)
+	}
+	c.cfgMu.Unlock()
 	if refused != nil {
 		h.giveBack(c, old, refused)
 		if h.presence != nil {
@@ -158,9 +173,6 @@ func (c *conn) run() {
 		old.closeWith(code, reason)
 	}
 	uncount(c.sock) // before the welcome: the phone's next connection finds its place free
-	// The device as read after registering: a settings change made since
-	// the hello is in it, and any later one reaches this link as config.
-	c.setPace(fresh.SMSPerMinute)
 	// Frames queued for the link since it became findable wait behind the
 	// welcome, which carries the device's current settings.
 	c.open(proto.Welcome{
@@ -341,9 +353,7 @@ func (c *conn) finish() {
 	c.hub.forget(c)
 	c.hub.pings.forget(c)
 	c.pumpMu.Lock()
-	if c.paceTimer != nil {
-		c.paceTimer.Stop()
-	}
+	c.endPace()
 	if c.gapTimer != nil {
 		c.gapTimer.Stop()
 	}

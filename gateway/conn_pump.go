@@ -6,40 +6,7 @@ package gateway
 import (
 	"context"
 	"time"
-
-	"golang.org/x/time/rate"
 )
-
-// setPace spaces sends evenly: one every minute/perMinute, no bursts, which
-// is what keeps a phone under Android's per-app SMS quota.
-// An unchanged rate keeps its limiter, so that a settings change of another
-// kind does not let a send out early; a changed one keeps it too, at the
-// new rate (SetLimit: the time since the last send counts at the old rate
-// up to now, then at the new one). A new limiter, full, let a send out at
-// once, however soon after the last: a pace changed from 1 a minute to 2
-// sent the next a moment after the one before, not 30 s after it.
-func (c *conn) setPace(perMinute int) {
-	c.pumpMu.Lock()
-	defer c.pumpMu.Unlock()
-	switch {
-	case perMinute <= 0:
-		c.pace, c.paceRate = nil, 0
-	case c.pace == nil:
-		c.pace, c.paceRate = rate.NewLimiter(rate.Every(time.Minute/time.Duration(perMinute)), 1), perMinute
-	case perMinute != c.paceRate:
-		c.pace.SetLimit(rate.Every(time.Minute / time.Duration(perMinute)))
-		c.paceRate = perMinute
-	default:
-		return
-	}
-	// A wait armed for the old pace is not the new one's: the next pump
-	// arms its own. Kept, a pace raised from 1 a minute held the send after
-	// the next for the rest of the old minute.
-	if c.paceTimer != nil {
-		c.paceTimer.Stop()
-		c.paceTimer = nil
-	}
-}
 
 // pump writes waiting jobs to the link while the window of un-acked sends
 // has room: SMS first, then the jobs of its WhatsApp numbers and iMessage

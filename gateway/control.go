@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"errors"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/store"
@@ -99,20 +100,82 @@ func (h *Hub) toldBy(c *conn) *refusal {
 	return c.told
 }
 
-// Configure pushes changed settings to the device's link, if any.
+// Configure gives the device's link, if any, a config frame of the
+// device's settings after a change, as a read of the store finds them now:
+// two changes made at once (two requests, on one node or two) may call
+// Configure in the other order than they wrote, and the frame the phone
+// gets last must hold what the store holds last, not the older change's
+// settings. The reads and frames of one link are taken one at a time
+// (settled), so the last frame is read after every write whose Configure
+// came before it. cfg, the change's own settings, stands in when the store
+// does not answer. A device deleted meanwhile (another of the fingerprint,
+// or none) or disabled gets nothing: its close follows.
 func (h *Hub) Configure(fingerprint string, deviceID uint64, cfg proto.Config) {
-	if c := h.lookupOf(fingerprint, deviceID); c != nil {
-		c.send(cfg)
+	c := h.lookupOf(fingerprint, deviceID)
+	if c == nil {
+		return
 	}
+	c.settled(func(d store.Device, err error) {
+		if err != nil {
+			c.send(cfg)
+			return
+		}
+		c.send(configOf(d))
+	})
 }
 
-// Pace changes how many sends a minute the device's link may carry (0: no
-// pacing); it takes effect at once on a live link.
+// Pace gives the device's link, if any, its sends a minute (0: no pacing)
+// as a read of the store finds them now, at once: as Configure, so that
+// the link keeps the pace of the change the store kept, whichever order
+// two changes' calls came in; perMinute stands in when the store does not
+// answer.
 func (h *Hub) Pace(fingerprint string, deviceID uint64, perMinute int) {
-	if c := h.lookupOf(fingerprint, deviceID); c != nil {
-		c.setPace(perMinute)
-		c.pump()
+	c := h.lookupOf(fingerprint, deviceID)
+	if c == nil {
+		return
 	}
+	c.settled(func(d store.Device, err error) {
+		if err != nil {
+			c.setPace(perMinute)
+		} else {
+			c.setPace(d.SMSPerMinute)
+		}
+		c.pump()
+	})
+}
+
+// settled reads c's device from the store and hands it to apply, one call
+// at a time per link (cfgMu), the link's setup from its second look to its
+// pace included: what apply gives the link is never older than what an
+// earlier call gave it. apply gets the store's error when it did not
+// answer; it is not called when the device is no longer c's (deleted) or is
+// disabled: the change's close follows.
+func (c *conn) settled(apply func(store.Device, error)) {
+	h := c.hub
+	c.cfgMu.Lock()
+	defer c.cfgMu.Unlock()
+	if err := h.gate.outage(); err != nil {
+		// Known out of reach: no read to wait out its deadline (a cluster's
+		// node running, as told, the controls heard after a look failed).
+		apply(store.Device{}, err)
+		return
+	}
+	d, err := h.devices.Get(context.Background(), c.dev.CompanyID, c.dev.Fingerprint)
+	switch {
+	case notFound(err) || err == nil && (d.ID != c.dev.ID || d.Status == store.DeviceDisabled):
+		return
+	case err != nil:
+		if errors.Is(err, store.ErrUnavailable) {
+			h.gate.failed(h.now(), err)
+		}
+		h.log.Warn("look up a device whose settings changed; applied as told", "device", c.dev.Fingerprint, "err", err)
+	}
+	apply(d, err)
+}
+
+// configOf is the config frame of d's settings.
+func configOf(d store.Device) proto.Config {
+	return proto.Config{SelectedSIM: d.SelectedSIM, DeviceName: d.Name, Status: d.Status}
 }
 
 // Refresh is Configure and Pace for a settings or pace control another
@@ -121,29 +184,29 @@ func (h *Hub) Pace(fingerprint string, deviceID uint64, perMinute int) {
 // from a node of an older version (deviceID 0), naming the fingerprint
 // alone, after the fingerprint was paired again and linked here. So the
 // link here gets what a look at the store finds for its own device now
-// (one read): its settings, as a config frame, and its pace, as its
-// welcome did. A link whose device is no longer the fingerprint's gets
-// nothing (its device was deleted: the disconnect, or the cluster's sweep,
-// closes it), nor does one of another device than deviceID (not 0). It
-// answers false when the store did not answer: the caller applies the
-// control as told.
+// (one read, in its turn with Configure's and Pace's: settled): its
+// settings, as a config frame, and its pace, as its welcome did. A link
+// whose device is no longer the fingerprint's gets nothing (its device was
+// deleted: the disconnect, or the cluster's sweep, closes it), nor does
+// one of another device than deviceID (not 0), nor one of a device
+// disabled (its disconnect closes it). It answers false when the store did
+// not answer: the caller applies the control as told.
 func (h *Hub) Refresh(fingerprint string, deviceID uint64) bool {
 	c := h.live(fingerprint)
 	if c == nil || deviceID != 0 && c.dev.ID != deviceID {
 		return true
 	}
-	d, err := h.devices.Get(context.Background(), c.dev.CompanyID, fingerprint)
-	switch {
-	case notFound(err) || err == nil && d.ID != c.dev.ID:
-		return true
-	case err != nil:
-		h.log.Warn("look up a device whose settings another node changed; applied as told", "device", fingerprint, "err", err)
-		return false
-	}
-	c.send(proto.Config{SelectedSIM: d.SelectedSIM, DeviceName: d.Name, Status: d.Status})
-	c.setPace(d.SMSPerMinute)
-	c.pump()
-	return true
+	answered := true
+	c.settled(func(d store.Device, err error) {
+		if err != nil {
+			answered = false
+			return
+		}
+		c.send(configOf(d))
+		c.setPace(d.SMSPerMinute)
+		c.pump()
+	})
+	return answered
 }
 
 // Kick tells the hub that new jobs wait for the device (fingerprint and

@@ -247,7 +247,7 @@ func TestQueueIsBoundedInBytes(t *testing.T) {
 	writeFrame(t, ws, proto.Hello{Protocol: 1})
 	eventually(t, "online", func() bool { return r.hub.Online("stuck", r.id("stuck")) })
 
-	name := strings.Repeat("n", 100)
+	cfg := r.rename("stuck", strings.Repeat("n", 100))
 	peak, pushes := 0, 0
 	for ; pushes < 200000; pushes++ {
 		q, open := queuedBytes(r.hub, "stuck")
@@ -258,9 +258,9 @@ func TestQueueIsBoundedInBytes(t *testing.T) {
 			t.Fatalf("%d bytes queued, over the bound of %d", q, bound)
 		}
 		peak = max(peak, q)
-		r.hub.Configure("stuck", r.id("stuck"), proto.Config{SelectedSIM: "SIM1", DeviceName: name, Status: "active"})
+		r.hub.Configure("stuck", r.id("stuck"), cfg)
 	}
-	frame, _ := proto.Encode(proto.Config{SelectedSIM: "SIM1", DeviceName: name, Status: "active"})
+	frame, _ := proto.Encode(cfg)
 	if peak < bound-len(frame) {
 		t.Fatalf("closed with %d bytes queued after %d pushes, want it closed at the bound of %d", peak, pushes, bound)
 	}

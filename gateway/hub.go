@@ -95,6 +95,13 @@ type Hub struct {
 	endedAt    map[uint64]time.Time
 	forgot     retention.Sweep
 
+	// paces is each paced device's limiter, by device id, shared by its
+	// links and kept for its window after the last ended (pace.go);
+	// pacesSwept is when it was last scanned. Guarded by paceMu.
+	paceMu     sync.Mutex
+	paces      map[uint64]*devicePace
+	pacesSwept time.Time
+
 	wg sync.WaitGroup // every goroutine of every link
 }
 
@@ -103,7 +110,7 @@ func New(cfg Config, devices Devices, intake Intake, log *slog.Logger, now func(
 	cfg.defaults()
 	return &Hub{cfg: cfg, devices: devices, intake: intake, log: log, now: now, pings: newPinger(cfg.PingInterval), conns: map[string]*conn{}, links: map[*conn]struct{}{},
 		dispatched: map[uint64]dispatchMark{}, holds: map[uint64]chan struct{}{}, endedAt: map[uint64]time.Time{},
-		forgot: retention.Sweep{Life: cfg.JobLife}}
+		paces: map[uint64]*devicePace{}, forgot: retention.Sweep{Life: cfg.JobLife}}
 }
 
 func (h *Hub) isDraining() bool {

@@ -127,7 +127,7 @@ func TestNewestConnectionWins(t *testing.T) {
 		t.Fatalf("the first link: got close %d, want 4009", got)
 	}
 	// The second link is the device's now and carries its jobs.
-	r.hub.Configure("pixel-1", r.id("pixel-1"), proto.Config{SelectedSIM: "SIM1"})
+	r.hub.Configure("pixel-1", r.id("pixel-1"), r.selectSIM("pixel-1", "SIM1"))
 	if f, ok := readFrame(t, second).(*proto.Config); !ok || f.SelectedSIM != "SIM1" {
 		t.Fatalf("got %#v, want the config push on the newest link", f)
 	}
@@ -198,7 +198,7 @@ func TestSlowReaderIsClosedOthersFlow(t *testing.T) {
 	}
 	eventually(t, "the slow phone closed", func() bool { return !r.hub.Online("slow", r.id("slow")) })
 	// The fast phone never noticed.
-	r.hub.Configure("fast", r.id("fast"), proto.Config{SelectedSIM: "SIM2"})
+	r.hub.Configure("fast", r.id("fast"), r.selectSIM("fast", "SIM2"))
 	if f, ok := readFrame(t, fast).(*proto.Config); !ok || f.SelectedSIM != "SIM2" {
 		t.Fatalf("got %#v on the fast phone, want its config push", f)
 	}
@@ -308,7 +308,7 @@ func TestPacingSpacesSends(t *testing.T) {
 		t.Fatalf("got %#v, want the probe's ack before the paced send", f)
 	}
 	// Lifting the pace lets it go at once.
-	r.hub.Pace("pixel-1", r.id("pixel-1"), 0)
+	r.pace("pixel-1", 0)
 	if s, ok := readFrame(t, ws).(*proto.Send); !ok || s.Message != "m1" {
 		t.Fatalf("got %#v, want m1 once pacing is off", s)
 	}
@@ -367,7 +367,7 @@ func TestPacingRaisedSpacesByTheNewPace(t *testing.T) {
 		if i == 0 {
 			// m1 waits the minute of one a minute; 600 a minute lets it
 			// go at once and m2 a tenth of a second after.
-			r.hub.Pace("pixel-1", r.id("pixel-1"), 600)
+			r.pace("pixel-1", 600)
 		}
 	}
 }
@@ -382,13 +382,13 @@ func TestPacingChangedDoesNotSendAtOnce(t *testing.T) {
 		t.Fatalf("got %#v, want m0 at once", first)
 	}
 	writeFrame(t, ws, proto.Ack{ID: first.ID})
-	r.hub.Pace("pixel-1", r.id("pixel-1"), 2)
+	r.pace("pixel-1", 2)
 	// m1 waits the new pace's interval from m0: a probe's answer comes first.
 	writeFrame(t, ws, proto.Inbound{ClientID: "probe", Channel: "sms", From: "+15550000000", Message: "probe"})
 	if f, ok := readFrame(t, ws).(*proto.InboundAck); !ok {
 		t.Fatalf("got %#v, want the probe's ack before the paced send", f)
 	}
-	r.hub.Pace("pixel-1", r.id("pixel-1"), 0)
+	r.pace("pixel-1", 0)
 	if s, ok := readFrame(t, ws).(*proto.Send); !ok || s.Message != "m1" {
 		t.Fatalf("got %#v, want m1 once pacing is off", s)
 	}

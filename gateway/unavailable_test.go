@@ -405,6 +405,13 @@ func TestQueueUnreadWhileTheDatabaseIsGoneCloses1013(t *testing.T) {
 		return strings.Contains(r.logs.String(), `msg="store last seen: the database does not answer"`)
 	})
 	relay.Resume()
+	// The pace is the device's and outlives the link (the job would wait
+	// out its minute on the next one too): lifted, the next link gets the
+	// job at once.
+	none := 0
+	if _, err := r.devices.Update(context.Background(), r.company, "db-queue-1", device.Patch{SMSPerMinute: &none}); err != nil {
+		t.Fatal(err)
+	}
 	advance(probeEvery) // the hub's next upgrade asks the database again
 	ws = r.connect(token)
 	if s, ok := readFrame(t, ws).(*proto.Send); !ok || s.Message != "queued before the outage" {

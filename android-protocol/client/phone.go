@@ -31,13 +31,18 @@ const (
 	// MaxUnanswered is how many of its resent reports a link has out
 	// without their answers, at most (PROTOCOL.md section 12).
 	MaxUnanswered = 32
-	// ResendPerSecond and ResendBurst pace the resent inbound messages,
-	// which the server counts against its flood limit (50 a second, burst
-	// 200): an outbox of hundreds sent at once was closed with 4029 and sent
-	// again on the next link, after 10 s at least, as often as it took. The
+	// ResendPerSecond and ResendBurst pace what a link resends, reports
+	// and inbound messages alike (PROTOCOL.md section 12: at most 20
+	// frames a second). The server counts inbound messages against its
+	// flood limit (50 a second, burst 200), and a report too when it moves
+	// nothing: a resend whose status_ack the last link lost is a repeat,
+	// and a phone whose link dropped with hundreds of reports unanswered
+	// resends hundreds of repeats. An outbox of hundreds sent at once was
+	// closed with 4029 and sent again on the next link, after 10 s at
+	// least, as often as it took; the window of 32 unanswered bounded the
+	// reports only while the server took its time to answer them. The
 	// first 100 may go at once (half the server's burst), the rest 20 a
-	// second, as PROTOCOL.md section 6 asks of a phone's sustained rate. Reports of the server's jobs are answers it
-	// does not count, and go as fast as the window lets them.
+	// second, as PROTOCOL.md section 6 asks of a phone's sustained rate.
 	ResendPerSecond = 20
 	ResendBurst     = 100
 )
@@ -390,10 +395,9 @@ func (p *Phone) refusedHello(ws *websocket.Conn, refusal *proto.Error) error {
 }
 
 // resend sends what the last links left unanswered, oldest first, with at
-// most MaxUnanswered of them out at a time and the inbound messages among
-// them paced (ResendPerSecond, ResendBurst; PROTOCOL.md section 12); one
-// answered meanwhile is left out. It ends with the link (ctx) or a failed
-// write.
+// most MaxUnanswered of them out at a time, paced (ResendPerSecond,
+// ResendBurst; PROTOCOL.md section 12); one answered meanwhile is left
+// out. It ends with the link (ctx) or a failed write.
 func (p *Phone) resend(ctx context.Context, ws *websocket.Conn, frames []proto.Frame, answered <-chan struct{}) {
 	if len(frames) == 0 {
 		return
@@ -418,10 +422,13 @@ func (p *Phone) resend(ctx context.Context, ws *websocket.Conn, frames []proto.F
 				break drain
 			}
 		}
-		if _, unasked := f.(proto.Inbound); unasked && pace.Wait(ctx) != nil {
+		if !p.pending(f) {
+			continue
+		}
+		if pace.Wait(ctx) != nil {
 			return
 		}
-		if !p.pending(f) {
+		if !p.pending(f) { // answered while it waited
 			continue
 		}
 		if write(ctx, ws, f) != nil {

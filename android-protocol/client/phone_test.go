@@ -324,6 +324,79 @@ func TestResendKeepsItsWindow(t *testing.T) {
 	}
 }
 
+// A phone's resent reports keep to the pace PROTOCOL.md section 12 asks
+// of resends (at most 20 a second after a first burst), however fast the
+// server answers them: a resend whose status_ack the last link lost is a
+// repeat, which the server counts against its flood limit. Only the
+// inbound messages were paced; against a server that answers at once,
+// the window of 32 unanswered let hundreds of reports out in a moment.
+func TestResentReportsArePaced(t *testing.T) {
+	t.Parallel()
+	const outbox = ResendBurst + 20
+	type arrival struct {
+		n       int
+		elapsed time.Duration
+	}
+	arrivals := make(chan arrival, outbox)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer ws.CloseNow()
+		ctx, cancel := context.WithTimeout(r.Context(), 20*time.Second)
+		defer cancel()
+		if _, _, err := ws.Read(ctx); err != nil { // hello
+			return
+		}
+		data, _ := proto.Encode(proto.Welcome{DeviceFingerprint: "p", ServerTime: "2026-11-22T10:04:05.123Z", PingIntervalSeconds: 45, MaxInflight: 16, SelectedSIM: "SIM1"})
+		if err := ws.Write(ctx, websocket.MessageText, data); err != nil {
+			return
+		}
+		welcomed := time.Now() // the phone's pace starts later: this only loosens the bound
+		for n := 1; ; n++ {
+			_, data, err := ws.Read(ctx)
+			if err != nil {
+				return
+			}
+			arrivals <- arrival{n, time.Since(welcomed)}
+			s, ok := decoded(data).(*proto.Status)
+			if !ok {
+				return
+			}
+			ack, _ := proto.Encode(proto.StatusAck{ID: s.ID, Status: s.Status})
+			if ws.Write(ctx, websocket.MessageText, ack) != nil {
+				return
+			}
+		}
+	}))
+	t.Cleanup(srv.Close)
+	p := New(Config{WSURL: "ws" + strings.TrimPrefix(srv.URL, "http"), Token: "dt_x"})
+	for i := range outbox {
+		p.Report(fmt.Sprint("job-", i), proto.StatusSent, "")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan struct{})
+	go func() { _ = p.Run(ctx); close(ran) }()
+	t.Cleanup(func() { cancel(); <-ran })
+	for range outbox {
+		select {
+		case a := <-arrivals:
+			if bound := ResendBurst + int(ResendPerSecond*a.elapsed.Seconds()) + 1; a.n > bound {
+				t.Fatalf("report %d came %v after the welcome, over the pace's %d by then", a.n, a.elapsed, bound)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the outbox of %d was not resent within 10 s", outbox)
+		}
+	}
+}
+
+// decoded is the frame data holds; nil when it holds none.
+func decoded(data []byte) proto.Frame {
+	f, _ := proto.Decode(data)
+	return f
+}
+
 // An error refusing an ack names the job, as one refusing a status does,
 // but answers no report: the job's pending reports stay in the outbox
 // (PROTOCOL.md 11.1, "error starting with ack: : log it; no other
