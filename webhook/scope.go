@@ -69,9 +69,16 @@ func simIndex(slot string) int {
 	return -1
 }
 
+// containsNumber reports whether list names the message's number or
+// handle, by its id or by its address. Addresses are compared as they are
+// stored, lower-cased by strings.ToLower on both sides (validEntry, and the
+// server's reading of a handle an agent announces): strings.EqualFold folds
+// more, so it would take the handle ſam@example.com (the long s, a handle
+// of its own) for sam@example.com.
 func containsNumber(list []string, in Inbound) bool {
+	number := strings.ToLower(in.Number)
 	for _, v := range list {
-		if (in.NumberID != "" && v == in.NumberID) || (in.Number != "" && strings.EqualFold(v, in.Number)) {
+		if (in.NumberID != "" && v == in.NumberID) || (number != "" && strings.ToLower(v) == number) {
 			return true
 		}
 	}

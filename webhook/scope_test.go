@@ -135,3 +135,36 @@ func TestReplaceReadsScopeNumbersInTheRegion(t *testing.T) {
 		t.Fatalf("a short national number: got %v, want validation_failed on webhooks[0].im_handles[0] naming GB", err)
 	}
 }
+
+// An address in im_handles matches as handles are stored: both lower-cased
+// by strings.ToLower. strings.EqualFold folds further, and took the handle
+// ſam@example.com (the long s: a handle of its own, which ToLower keeps)
+// for the entry's sam@example.com, so that entry got the other handle's
+// messages. A capital that ToLower folds (the Kelvin sign) still matches.
+func TestScopeHandlesFoldAsStored(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	svc, _ := f.start(Config{}, nil)
+	e := f.configure(svc, EntryInput{URL: "https://hooks.example.com/sms", IMHandles: []string{"Sam@Example.com", "\u212Aate@example.com"}})[0]
+	if fmt.Sprint(e.IMHandles) != "[sam@example.com kate@example.com]" {
+		t.Fatalf("stored im_handles %q, want them lower-cased", e.IMHandles)
+	}
+	for _, tt := range []struct {
+		handle string
+		want   bool
+	}{
+		{"sam@example.com", true},
+		{"\u017fam@example.com", false}, // the long s
+		{"kate@example.com", true},
+		{"\u212Aate@example.com", true}, // a handle stored before it was lower-cased
+		{"\u00dfam@example.com", false},
+	} {
+		if got := Matches(e, Inbound{Channel: "imessage", Number: tt.handle, NumberID: "im_9"}); got != tt.want {
+			t.Errorf("handle %q: matched %v, want %v", tt.handle, got, tt.want)
+		}
+	}
+	long := f.configure(svc, EntryInput{URL: "https://hooks.example.com/sms", IMHandles: []string{"\u017fam@example.com"}})[0]
+	if Matches(long, Inbound{Channel: "imessage", Number: "sam@example.com", NumberID: "im_9"}) {
+		t.Errorf("the entry for %q took sam@example.com's message", long.IMHandles[0])
+	}
+}
