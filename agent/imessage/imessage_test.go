@@ -305,3 +305,55 @@ func TestFileSentCaptionFailedIsSent(t *testing.T) {
 		t.Fatalf("text refused: got %+v, want an error", out)
 	}
 }
+
+// A send is found in chat.db by its recipient folded as the job's address
+// is (normalize: Go's strings.ToLower), not by SQLite's lower(), which
+// lowers ASCII letters only: a handle Messages wrote with a non-ASCII
+// capital ("Émile@...") was never matched, and its send never proven. A
+// handle that only looks alike (another letter) is still another handle.
+func TestSentRowFoldsHandlesAsJobsAre(t *testing.T) {
+	t.Parallel()
+	path, db := testDB(t)
+	osascript, _ := recordingOsascript(t)
+	if _, err := db.Exec(`INSERT INTO handle VALUES (3, 'Émile@Example.com', 'iMessage'), (4, 'Émilé@example.com', 'iMessage'), (5, '` + "\u212A" + `ate@example.com', 'iMessage')`); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := New(Config{ChatDB: path, Osascript: osascript, Handles: []string{"me@icloud.com"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Check(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	send := func(to, text string) (agent.Job, string) {
+		t.Helper()
+		job := agent.Job{Send: proto.Send{ID: text, Channel: proto.ChannelIMessage, From: "me@icloud.com", To: to, Message: text}}
+		out, err := tr.Execute(context.Background(), job)
+		if err != nil || out.Status != proto.StatusSent || !out.AwaitDelivery {
+			t.Fatalf("execute to %s: %+v %v", to, out, err)
+		}
+		job.Ref = out.Ref
+		return job, out.Ref
+	}
+	emile, emileRef := send("ÉMILE@example.com", "bonjour")
+	_, kateRef := send("Kate@example.com", "hi kate")
+	_, friendRef := send("friend@example.com", "hi friend")
+	// The same text to the look-alike handle first: not the send.
+	if _, err := db.Exec(`INSERT INTO message (ROWID, guid, text, handle_id, is_from_me, is_delivered) VALUES (30, 'a', 'bonjour', 4, 1, 1)`); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := tr.Delivery(context.Background(), emileRef); err != nil || d.Final {
+		t.Fatalf("a look-alike handle's row: got %+v %v, want the send still awaited", d, err)
+	}
+	if _, err := db.Exec(`INSERT INTO message (ROWID, guid, text, handle_id, is_from_me, is_delivered) VALUES (31, 'b', 'bonjour', 3, 1, 1), (32, 'c', 'hi kate', 5, 1, 1), (33, 'd', 'hi friend', 2, 1, 1)`); err != nil {
+		t.Fatal(err)
+	}
+	for name, ref := range map[string]string{"Émile@Example.com": emileRef, "the Kelvin sign's Kate": kateRef, "Friend@Example.com": friendRef} {
+		if d, err := tr.Delivery(context.Background(), ref); err != nil || !d.Final || d.Status != proto.StatusDelivered {
+			t.Errorf("the send to %s: got %+v %v, want delivered", name, d, err)
+		}
+	}
+	if out, known := tr.Recover(context.Background(), emile); !known || out.Status != proto.StatusSent {
+		t.Errorf("recover the send to Émile@Example.com: %+v %v", out, known)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/simrelay/simrelay/agent"
@@ -199,10 +200,16 @@ type sentRow struct {
 // sentRow is the first message this Mac sent to r.To after r.After whose
 // text is r.Text (any text for a file).
 func (t *Transport) sentRow(ctx context.Context, r ref) (sentRow, bool, error) {
+	handles, err := t.handleRows(ctx, r.To)
+	if err != nil || len(handles) == 0 {
+		return sentRow{}, false, err
+	}
+	in := strings.Repeat(",?", len(handles))[1:]
+	args := append([]any{r.After}, handles...)
 	rows, err := t.db.QueryContext(ctx, `SELECT m.ROWID, m.text, m.attributedBody, COALESCE(m.is_delivered, 0), COALESCE(m.date_delivered, 0), COALESCE(m.error, 0)
-		FROM message m JOIN handle h ON h.ROWID = m.handle_id
-		WHERE m.is_from_me = 1 AND m.ROWID > ? AND lower(h.id) = ?
-		ORDER BY m.ROWID LIMIT 50`, r.After, r.To)
+		FROM message m
+		WHERE m.is_from_me = 1 AND m.ROWID > ? AND m.handle_id IN (`+in+`)
+		ORDER BY m.ROWID LIMIT 50`, args...)
 	if err != nil {
 		return sentRow{}, false, fmt.Errorf("imessage: read chat.db: %w", err)
 	}
@@ -226,4 +233,31 @@ func (t *Transport) sentRow(ctx context.Context, r ref) (sentRow, bool, error) {
 		return s, true, rows.Err()
 	}
 	return sentRow{}, false, rows.Err()
+}
+
+// handleRows are the ROWIDs of chat.db's handles that are to, an address
+// as normalize writes it: lower-cased by Go's strings.ToLower. SQLite's
+// lower() lowers ASCII letters only, so it cannot be the comparison (a
+// handle with a non-ASCII capital, "Émile@example.com", would never match
+// "émile@example.com" and its send never be proven): it only narrows the
+// rows read to the handles that are to in ASCII, and every handle holding
+// another character, which Go then folds as normalize does.
+func (t *Transport) handleRows(ctx context.Context, to string) ([]any, error) {
+	rows, err := t.db.QueryContext(ctx, `SELECT ROWID, id FROM handle WHERE lower(id) = ? OR id GLOB '*[^ -~]*'`, to)
+	if err != nil {
+		return nil, fmt.Errorf("imessage: read chat.db: %w", err)
+	}
+	defer rows.Close()
+	var out []any
+	for rows.Next() {
+		var rowid int64
+		var id string
+		if err := rows.Scan(&rowid, &id); err != nil {
+			return nil, fmt.Errorf("imessage: read chat.db: %w", err)
+		}
+		if strings.ToLower(id) == to {
+			out = append(out, rowid)
+		}
+	}
+	return out, rows.Err()
 }
