@@ -161,3 +161,34 @@ func TestMailThroughPoolRefusals(t *testing.T) {
 		t.Errorf("a long refusal: got %v (%d bytes), want a 451 line of at most 512 octets, cut", err, len(text))
 	}
 }
+
+// TestMailPoolNameFoldsAsTheAPI: an address names the pool whose name is
+// the same once both are lower-cased with strings.ToLower, as the stores
+// key pool names and the API finds them. strings.EqualFold folds further
+// and sent mail for the pool "ſales" (the long s: a name of its own, which
+// the API lets stand beside "sales") through "sales".
+func TestMailPoolNameFoldsAsTheAPI(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, options{})
+	id, key := e.company("acme")
+	plain, long := e.phone(id, "plain-s"), e.phone(id, "long-s")
+	e.pool(id, "sales", "plain-s")
+	e.pool(id, "\u017fales", "long-s")
+	for i, to := range []string{"+15551234567+pool-\u017fALES@" + domain, "+15551234568+pool-SALES@" + domain} {
+		d := e.rawSession(key)
+		d.say("MAIL FROM:<app@example.com>", "250")
+		d.say("RCPT TO:<"+to+">", "250")
+		d.say("DATA", "354")
+		d.write(fmt.Sprintf("Subject: x\r\n\r\nmail %d\r\n.\r\n", i))
+		if got := d.reply(); !strings.HasPrefix(got, "250 ") {
+			t.Fatalf("mail to %s: got %q, want 250", to, got)
+		}
+	}
+	poll.Until(t, "each pool's phone gets its SMS", func() bool { return len(plain.Jobs())+len(long.Jobs()) == 2 })
+	if j := long.Jobs(); len(j) != 1 || j[0].To != "+15551234567" {
+		t.Errorf("the pool %q's phone got %+v, want the mail to +15551234567", "\u017fales", j)
+	}
+	if j := plain.Jobs(); len(j) != 1 || j[0].To != "+15551234568" {
+		t.Errorf("the pool %q's phone got %+v, want the mail to +15551234568", "sales", j)
+	}
+}

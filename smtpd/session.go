@@ -221,16 +221,20 @@ func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 }
 
 // pool is the name of the company's sender pool an address names, as the
-// pool spells it: names are matched without case, as the API matches them.
-// The pool chooses the device and SIM when the SMS is queued.
+// pool spells it: names are matched without case, as the API matches them
+// (both stores key a pool by its name lower-cased with strings.ToLower).
+// strings.EqualFold folds further: it took "ſales" (the long s, a pool of
+// its own) for "sales". The pool chooses the device and SIM when the SMS is
+// queued.
 func (ss *session) pool(name string) (string, error) {
 	pools, err := ss.s.deps.SMS.Pools(context.Background(), ss.p.CompanyID)
 	if err != nil {
 		ss.s.log.Error("smtp pools", "err", err)
 		return "", errUnavailable
 	}
+	key := strings.ToLower(name)
 	for _, p := range pools {
-		if strings.EqualFold(p.Name, name) {
+		if strings.ToLower(p.Name) == key {
 			return p.Name, nil
 		}
 	}
