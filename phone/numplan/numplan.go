@@ -34,14 +34,26 @@ const maxNumberLen = 64
 // CheckRegion returns r upper-cased when the numbering data knows it, "" for
 // "" (no region), and ErrRegion otherwise.
 func CheckRegion(r string) (string, error) {
-	r = strings.ToUpper(strings.TrimSpace(r))
-	if r == "" {
+	r, ok := upperASCII(strings.TrimSpace(r))
+	if r == "" && ok {
 		return "", nil
 	}
-	if len(r) != 2 || !phonenumbers.GetSupportedRegions()[r] {
+	if !ok || len(r) != 2 || !phonenumbers.GetSupportedRegions()[r] {
 		return "", ErrRegion
 	}
 	return r, nil
+}
+
+// upperASCII upper-cases s when it is ASCII, and reports false otherwise:
+// strings.ToUpper would take letters that only fold to a code's ("uſ", with
+// the long s, is "US" to it) as that code.
+func upperASCII(s string) (string, bool) {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return "", false
+		}
+	}
+	return strings.ToUpper(s), true
 }
 
 // ErrCountry explains the accepted form of a country code.
@@ -56,8 +68,10 @@ var ErrCountry = errors.New("must be the ISO 3166 code of a country with a telep
 // the United Kingdom (GB) at its request and many people write, is taken
 // as it was before codes were checked.
 func CheckCountry(c string) (string, error) {
-	c = strings.ToUpper(strings.TrimSpace(c))
+	c, ok := upperASCII(strings.TrimSpace(c))
 	switch {
+	case !ok:
+		return "", ErrCountry
 	case c == "" || c == "UK":
 		return c, nil
 	case len(c) < 2 || len(c) > 3 || strings.Trim(c, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != "":

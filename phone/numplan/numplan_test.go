@@ -16,7 +16,7 @@ func TestCheckRegion(t *testing.T) {
 			t.Errorf("CheckRegion(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
-	for _, in := range []string{"GBR", "XX", "ZZ", "G", "1"} {
+	for _, in := range []string{"GBR", "XX", "ZZ", "G", "1", "uſ", "ｇｂ"} {
 		if got, err := CheckRegion(in); err == nil {
 			t.Errorf("CheckRegion(%q) = %q, want an error", in, got)
 		}
@@ -202,7 +202,7 @@ func TestCheckCountry(t *testing.T) {
 			t.Errorf("CheckCountry(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
-	for _, in := range []string{"ZZ", "ZZZ", "QQ", "XA", "AA", "AAA", "EU", "UN", "YU", "SU", "AQ", "ATA", "BUR", "ROM", "U5", "1", "001", "G", "GERM", "ÜS"} {
+	for _, in := range []string{"ZZ", "ZZZ", "QQ", "XA", "AA", "AAA", "EU", "UN", "YU", "SU", "AQ", "ATA", "BUR", "ROM", "U5", "1", "001", "G", "GERM", "ÜS", "uſ", "uſa", "ＵＳ"} {
 		if got, err := CheckCountry(in); err == nil {
 			t.Errorf("CheckCountry(%q) = %q, want an error", in, got)
 		}
