@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/simrelay/simrelay/internal/redact"
+	"github.com/simrelay/simrelay/store"
 )
 
 // DefaultFrom is the From address when none is configured. A "localhost"
@@ -65,6 +66,46 @@ type Config struct {
 	// node died mid-attempt is claimed by another node within its lease and
 	// one Poll.
 	Poll time.Duration
+	// MaxCompanyPending and MaxCompanyPendingBytes bound one company's
+	// pending mails (Message.CompanyID, its e-mail webhook entries'); the
+	// defaults when 0, no bound when negative. The server's own account
+	// mails are outside them.
+	MaxCompanyPending      int
+	MaxCompanyPendingBytes int64
+}
+
+// Defaults of a company's pending mails, and why. An e-mail webhook
+// delivery is done once its mail is in the outbox, so while the SMTP relay
+// is down a company's e-mail entries (up to 20, each event one mail) would
+// otherwise move its webhook outbox's bound-free flow into this outbox.
+// 1,000 mails pending is a company's e-mail entries riding out the
+// schedule's ten hours at about a hundred mails an hour; beyond it the
+// webhook delivery fails and is retried on the webhook schedule (about two
+// days), so nothing is lost to a short outage and the webhook outbox's own
+// bound holds the rest. 16 MiB is 1,000 mails of 16 KiB, several times an
+// ordinary one, and about 400 of the largest (10,000 characters of up to 4
+// bytes each).
+const (
+	DefaultMaxCompanyPending      = 1000
+	DefaultMaxCompanyPendingBytes = 16 << 20
+)
+
+// companyLimits is the store's form of the company bound.
+func (c Config) companyLimits() store.MailLimits {
+	lim := store.MailLimits{MaxPending: c.MaxCompanyPending, MaxBytes: c.MaxCompanyPendingBytes}
+	switch {
+	case lim.MaxPending == 0:
+		lim.MaxPending = DefaultMaxCompanyPending
+	case lim.MaxPending < 0:
+		lim.MaxPending = 0 // the store's "no bound"
+	}
+	switch {
+	case lim.MaxBytes == 0:
+		lim.MaxBytes = DefaultMaxCompanyPendingBytes
+	case lim.MaxBytes < 0:
+		lim.MaxBytes = 0
+	}
+	return lim
 }
 
 // DefaultClusterPoll is Poll on a cluster. A mail is sent by the node that

@@ -18,6 +18,9 @@ import (
 // Outbox is the durable queue the service works from; *boltstore.Store is one.
 type Outbox interface {
 	AppendMail(*store.Mail) error
+	// AppendCompanyMail appends a company's mail within lim, or refuses it
+	// with a *store.MailOutboxFullError.
+	AppendCompanyMail(*store.Mail, store.MailLimits) error
 	UpdateMail(uint64, func(*store.Mail)) (store.Mail, error)
 	Mails(bool) ([]store.Mail, error)
 	// ClaimMail takes a pending mail for one attempt: false when it is no
@@ -129,7 +132,9 @@ func New(cfg Config, outbox Outbox, logger *slog.Logger, now func() time.Time, o
 func (s *Service) Config() Config { return s.cfg }
 
 // Send queues m. When it returns nil the mail is in the outbox on disk and
-// will be delivered (or logged) by Run, now or after a restart.
+// will be delivered (or logged) by Run, now or after a restart. A company's
+// mail (m.CompanyID) that would take its pending mails over the bound is not
+// queued: the error wraps store.ErrMailOutboxFull.
 func (s *Service) Send(ctx context.Context, m Message) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("mail: send to %q: %w", m.To, err)
@@ -146,8 +151,15 @@ func (s *Service) Send(ctx context.Context, m Message) error {
 		State:         store.MailPending,
 		CreatedAt:     now,
 		NextAttemptAt: now,
+		CompanyID:     m.CompanyID,
 	}
-	if err := s.outbox.AppendMail(rec); err != nil {
+	var err error
+	if m.CompanyID != 0 {
+		err = s.outbox.AppendCompanyMail(rec, s.cfg.companyLimits())
+	} else {
+		err = s.outbox.AppendMail(rec)
+	}
+	if err != nil {
 		return fmt.Errorf("mail: queue mail to %q: %w", rec.To, err)
 	}
 	s.wake.Kick()

@@ -21,6 +21,13 @@ type Message struct {
 	Subject string
 	Text    string
 	HTML    string
+	// CompanyID, when set, is the company whose e-mail webhook entry the
+	// mail delivers: Send queues it within the company's bound
+	// (Config.MaxCompanyPending) and charges it to the company's storage
+	// budget. The server's own account mails (verification, password
+	// reset, invitation) leave it 0: no company's webhook mail ever takes
+	// their place.
+	CompanyID uint64
 }
 
 // maxNameLen caps a user-supplied name inside a mail. Company and inviter

@@ -1,9 +1,11 @@
 package mail
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -67,6 +69,12 @@ func (s *Service) deliverDue(ctx context.Context) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, err
 	}
+	// The server's own account mails first, oldest first, then the
+	// companies' webhook mails: a sign-up's or a reset's mail does not wait
+	// for a pass over every company's e-mail entries.
+	slices.SortStableFunc(pending, func(a, b store.Mail) int {
+		return cmp.Compare(min(a.CompanyID, 1), min(b.CompanyID, 1))
+	})
 	var next time.Time
 	var errs []error
 	for _, m := range pending {

@@ -21,6 +21,7 @@ type Backend interface {
 	AgentSendsSince(companyID, numberID uint64, since time.Time) (int, error)
 	AllPools() ([]Pool, error)
 	AnnounceNumbers(companyID, deviceID uint64, channel string, addresses []string, now time.Time, limit int) ([]AgentNumber, error)
+	AppendCompanyMail(m *Mail, lim MailLimits) error
 	AppendMail(m *Mail) error
 	ApplyProviderEvent(eventID string, companyID uint64, customer string, created int64, ordered bool, now time.Time, fn func(sub *Subscription, stale bool) bool) (applied bool, err error)
 	Cancel(companyID uint64, uuid string, now time.Time) (Message, error)
@@ -65,6 +66,7 @@ type Backend interface {
 	ImportMessages(msgs []Message) error
 	InboundList(q InboundQuery) ([]Message, error)
 	InviteUser(u *User, now time.Time) (heldElsewhere bool, err error)
+	MailOutboxSize(companyID uint64) (pending int, bytes int64, err error)
 	Mails(pendingOnly bool) ([]Mail, error)
 	MediaByID(companyID uint64, id string) (Media, error)
 	MediaByKey(companyID, deviceID uint64, key string) (Media, error)

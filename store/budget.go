@@ -59,6 +59,9 @@ const (
 	InvitationCost = 4096
 	// OptOutCost is one number's entry on a company's opt-out list.
 	OptOutCost = 128
+	// MailRowCost is a company's queued mail (an e-mail webhook entry's)
+	// beyond its MailSize: the record's other fields and its index entry.
+	MailRowCost = 256
 )
 
 // MessageCost is what storing m counts against its company's budget.

@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	netmail "net/mail"
@@ -208,7 +209,17 @@ func (s *Service) sendMail(ctx context.Context, target string, d store.WebhookDe
 	if err != nil {
 		return outcome{url: target, err: clip(err.Error()), notSent: true}
 	}
+	m.CompanyID = d.CompanyID
 	if err := s.mailer.Send(ctx, m); err != nil {
+		if full := (*store.MailOutboxFullError)(nil); errors.As(err, &full) {
+			// As a full webhook outbox: the operator hears of it, and the
+			// delivery fails and is retried on the schedule, by which time
+			// the company's mails ahead of it may have gone.
+			s.log.Warn("mail outbox full for the company: the e-mail delivery fails and is retried",
+				"company", d.CompanyID, "webhook_id", d.WebhookID, "delivery", d.UUID,
+				"pending", full.Pending, "pending_bytes", full.PendingBytes)
+			return outcome{url: target, err: clip("not queued: " + full.Error()), duration: time.Since(start)}
+		}
 		return outcome{url: target, err: clip("the mail could not be queued: " + err.Error()), duration: time.Since(start)}
 	}
 	return outcome{url: target, status: http.StatusAccepted, duration: time.Since(start)}

@@ -100,6 +100,7 @@ var bucketKinds = map[string]store.Kind{
 	"webhook_attempts":     store.KindWebhookAttempts,
 	"webhook_log_sizes":    "",
 	"mail_outbox":          store.KindMail,
+	"mail_company_pending": "", // from Mail.CompanyID and State
 	// media
 	"media":         store.KindMedia,
 	"media_chunks":  store.KindMedia, // CopyMediaChunk

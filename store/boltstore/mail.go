@@ -1,27 +1,117 @@
 package boltstore
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/simrelay/simrelay/store"
 )
 
-// AppendMail adds a mail to the outbox and gives it its ID.
+// bucketMailCompanyPending indexes the pending mails of companies
+// (Mail.CompanyID set): company id + mail id -> MailSize, so that a
+// company's pending mails are counted by a seek over its own keys.
+var bucketMailCompanyPending = []byte("mail_company_pending")
+
+// AppendMail adds a mail to the outbox and gives it its ID. A mail with a
+// CompanyID is indexed as the company's, without a bound.
 func (s *Store) AppendMail(m *Mail) error {
-	err := s.update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketMailOutbox)
-		id, err := b.NextSequence()
-		if err != nil {
-			return err
-		}
-		m.ID = id
-		return putJSON(b, itob(id), m)
-	})
+	err := s.update(func(tx *bolt.Tx) error { return s.appendMail(tx, m, nil) })
 	if err != nil {
 		return fmt.Errorf("store: append mail: %w", err)
 	}
 	return nil
+}
+
+// AppendCompanyMail adds a mail of m.CompanyID's (an e-mail webhook
+// entry's) to the outbox and gives it its ID, unless the company's pending
+// mails would go over lim: then nothing is stored and the error is a
+// *store.MailOutboxFullError. The mail counts against the company's daily
+// storage budget on the day of its CreatedAt, after the fact: it is never
+// refused for it (the event it tells of was admitted).
+func (s *Store) AppendCompanyMail(m *Mail, lim store.MailLimits) error {
+	if m.CompanyID == 0 {
+		return fmt.Errorf("store: append company mail: %w: no company", ErrConflict)
+	}
+	var full *store.MailOutboxFullError
+	err := s.update(func(tx *bolt.Tx) error { full = nil; return s.appendMail(tx, m, &lim) })
+	if errors.As(err, &full) {
+		return full
+	}
+	if err != nil {
+		return fmt.Errorf("store: append mail: %w", err)
+	}
+	return nil
+}
+
+// appendMail stores m; with lim, it first checks the company's bound and
+// charges the company's budget.
+func (s *Store) appendMail(tx *bolt.Tx, m *Mail, lim *store.MailLimits) error {
+	size := store.MailSize(*m)
+	if lim != nil {
+		pending, pendingBytes := companyMailPending(tx, m.CompanyID)
+		if lim.Over(pending, pendingBytes, size) {
+			return &store.MailOutboxFullError{CompanyID: m.CompanyID, Pending: pending, PendingBytes: pendingBytes, Limits: *lim}
+		}
+		if err := s.chargeAfter(tx, m.CompanyID, m.CreatedAt, size+store.MailRowCost); err != nil {
+			return err
+		}
+	}
+	b := tx.Bucket(bucketMailOutbox)
+	id, err := b.NextSequence()
+	if err != nil {
+		return err
+	}
+	m.ID = id
+	if err := putJSON(b, itob(id), m); err != nil {
+		return err
+	}
+	return indexCompanyMail(tx, *m, size)
+}
+
+// indexCompanyMail keeps m's entry in bucketMailCompanyPending: there while
+// it is pending, gone once it is not. size is what the entry counts (the
+// mail's MailSize when it was queued).
+func indexCompanyMail(tx *bolt.Tx, m Mail, size int64) error {
+	if m.CompanyID == 0 {
+		return nil
+	}
+	b, key := tx.Bucket(bucketMailCompanyPending), pair(m.CompanyID, m.ID)
+	if m.State != MailPending {
+		return b.Delete(key)
+	}
+	if b.Get(key) != nil {
+		return nil
+	}
+	return b.Put(key, itob(uint64(size)))
+}
+
+// companyMailPending counts the company's pending mails and their bytes.
+func companyMailPending(tx *bolt.Tx, companyID uint64) (pending int, bytesSum int64) {
+	prefix := itob(companyID)
+	c := tx.Bucket(bucketMailCompanyPending).Cursor()
+	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+		pending++
+		if len(v) == 8 {
+			bytesSum += int64(btoi(v))
+		}
+	}
+	return pending, bytesSum
+}
+
+// MailOutboxSize is how many of the company's mails are pending in the
+// outbox, and their bytes (store.MailSize as queued).
+func (s *Store) MailOutboxSize(companyID uint64) (pending int, bytes int64, err error) {
+	err = s.view(func(tx *bolt.Tx) error {
+		pending, bytes = companyMailPending(tx, companyID)
+		return nil
+	})
+	if err != nil {
+		return 0, 0, fmt.Errorf("store: mail outbox size: %w", err)
+	}
+	return pending, bytes, nil
 }
 
 // ClaimMail returns the mail for one attempt, and whether it is still
@@ -49,9 +139,13 @@ func (s *Store) UpdateMail(id uint64, fn func(*Mail)) (Mail, error) {
 		if err := getJSON(b, itob(id), &m); err != nil {
 			return err
 		}
+		size := store.MailSize(m)
 		fn(&m)
 		m.ID = id
-		return putJSON(b, itob(id), &m)
+		if err := putJSON(b, itob(id), &m); err != nil {
+			return err
+		}
+		return indexCompanyMail(tx, m, size)
 	})
 	if err != nil {
 		return m, fmt.Errorf("store: update mail %d: %w", id, err)

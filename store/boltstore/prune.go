@@ -84,6 +84,11 @@ func (s *Store) PruneMail(doneCutoff, unsentCutoff time.Time) (done int, unsent 
 				}
 			default:
 				if m.CreatedAt.Before(unsentCutoff) {
+					if m.CompanyID != 0 {
+						if err := tx.Bucket(bucketMailCompanyPending).Delete(pair(m.CompanyID, m.ID)); err != nil {
+							return false, err
+						}
+					}
 					m.Text, m.HTML = "", "" // the caller logs it; the links stay out of the log
 					unsent = append(unsent, m)
 					return true, nil

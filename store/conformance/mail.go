@@ -17,6 +17,9 @@ type MailStore interface {
 	Mails(pendingOnly bool) ([]store.Mail, error)
 	ClaimMail(id uint64) (store.Mail, bool, error)
 	PruneMail(doneCutoff, unsentCutoff time.Time) (done int, unsent []store.Mail, err error)
+	AppendCompanyMail(m *store.Mail, lim store.MailLimits) error
+	MailOutboxSize(companyID uint64) (pending int, bytes int64, err error)
+	StorageUsed(companyID uint64, t time.Time) (int64, error)
 }
 
 // Mail runs the suite of the e-mail outbox.
@@ -25,6 +28,146 @@ func Mail(t *testing.T, open Opener[MailStore]) {
 	t.Run("UpdatesConcurrent", func(t *testing.T) { t.Parallel(); mailUpdatesConcurrent(t, open(t)) })
 	t.Run("Prune", func(t *testing.T) { t.Parallel(); mailPrune(t, open(t)) })
 	t.Run("Claim", func(t *testing.T) { t.Parallel(); mailClaim(t, open(t)) })
+	t.Run("CompanyBound", func(t *testing.T) { t.Parallel(); mailCompanyBound(t, open(t)) })
+	t.Run("CompanyBoundConcurrent", func(t *testing.T) { t.Parallel(); mailCompanyBoundConcurrent(t, open(t)) })
+}
+
+// mailCompanyBoundConcurrent: mails of one company queued at the same
+// moment take turns with the bound, so exactly the bound's number go in.
+func mailCompanyBoundConcurrent(t *testing.T, s MailStore) {
+	c, _ := Company(t, s)
+	const writers, each, bound = 8, 3, 5
+	lim := store.MailLimits{MaxPending: bound}
+	var mu sync.Mutex
+	queued, refused := 0, 0
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for i := range each {
+				m := store.Mail{CompanyID: c.ID, To: "ops@x.test", Subject: "s", Text: string(rune('a' + w*each + i)), State: store.MailPending, CreatedAt: T0}
+				err := s.AppendCompanyMail(&m, lim)
+				mu.Lock()
+				switch {
+				case err == nil:
+					queued++
+				case errors.Is(err, store.ErrMailOutboxFull):
+					refused++
+				default:
+					t.Errorf("append: %v", err)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if queued != bound || refused != writers*each-bound {
+		t.Fatalf("%d mails queued, %d refused; want %d and %d", queued, refused, bound, writers*each-bound)
+	}
+	if n, _, err := s.MailOutboxSize(c.ID); err != nil || n != bound {
+		t.Fatalf("the company's mail outbox: %d (%v), want %d", n, err, bound)
+	}
+}
+
+// mailCompanyBound: a company's mails (AppendCompanyMail) are counted while
+// they are pending, by number and bytes, apart from other companies' and
+// from the server's account mails; one that would go over the bound is not
+// stored (*MailOutboxFullError) and costs nothing, an account mail is never
+// refused, and a mail that is sent, fails or is pruned frees its place.
+// Each queued mail counts against its company's storage budget.
+func mailCompanyBound(t *testing.T, s MailStore) {
+	a, _ := Company(t, s)
+	b, _ := Company(t, s)
+	lim := store.MailLimits{MaxPending: 2}
+	mail := func(companyID uint64, text string, at time.Time) *store.Mail {
+		return &store.Mail{CompanyID: companyID, To: "ops@x.test", Subject: "SMS from +15550100001", Text: text, State: store.MailPending, CreatedAt: at, NextAttemptAt: at}
+	}
+	size := func(companyID uint64, wantN int, wantBytes int64) {
+		t.Helper()
+		if n, bytes, err := s.MailOutboxSize(companyID); err != nil || n != wantN || bytes != wantBytes {
+			t.Fatalf("company %d's mail outbox: %d mails, %d bytes (%v); want %d, %d", companyID, n, bytes, err, wantN, wantBytes)
+		}
+	}
+	m1, m2 := mail(a.ID, "one", T0), mail(a.ID, "second", T0)
+	for _, m := range []*store.Mail{m1, m2} {
+		if err := s.AppendCompanyMail(m, lim); err != nil || m.ID == 0 {
+			t.Fatalf("append company mail: id %d, %v", m.ID, err)
+		}
+	}
+	size(a.ID, 2, store.MailSize(*m1)+store.MailSize(*m2))
+	size(b.ID, 0, 0)
+
+	m3 := mail(a.ID, "third", T0)
+	err := s.AppendCompanyMail(m3, lim)
+	var full *store.MailOutboxFullError
+	if !errors.Is(err, store.ErrMailOutboxFull) || !errors.As(err, &full) || full.CompanyID != a.ID || full.Pending != 2 || full.Limits != lim || m3.ID != 0 {
+		t.Fatalf("a third mail of a's: %v (%+v, id %d), want *MailOutboxFullError for 2 pending", err, full, m3.ID)
+	}
+	if all, _ := s.Mails(false); len(all) != 2 {
+		t.Fatalf("outbox after the refusal: %d mails, want 2", len(all))
+	}
+	// Another company's and the server's own mails are not a's.
+	if err := s.AppendCompanyMail(mail(b.ID, "b's", T0), lim); err != nil {
+		t.Fatalf("b's mail while a's outbox is full: %v", err)
+	}
+	account := &store.Mail{To: "ana@x.test", Subject: "Reset your password", Text: "link", State: store.MailPending, CreatedAt: T0, NextAttemptAt: T0}
+	if err := s.AppendMail(account); err != nil {
+		t.Fatalf("an account mail while a's outbox is full: %v", err)
+	}
+	size(a.ID, 2, store.MailSize(*m1)+store.MailSize(*m2))
+	size(b.ID, 1, store.MailSize(*mail(b.ID, "b's", T0)))
+	if err := s.AppendCompanyMail(&store.Mail{To: "x@x.test", Subject: "s", Text: "t", State: store.MailPending, CreatedAt: T0}, lim); err == nil {
+		t.Fatal("a company mail without a company was stored")
+	}
+
+	// Each queued mail, and only those, counts against the budget.
+	want := store.MailSize(*m1) + store.MailSize(*m2) + 2*store.MailRowCost
+	if used, err := s.StorageUsed(a.ID, T0); err != nil || used != want {
+		t.Fatalf("a's storage used: %d (%v), want %d", used, err, want)
+	}
+
+	// Sent (its body dropped, as the worker does) and failed mails leave
+	// the count; a retry still pending stays in it.
+	if _, err := s.UpdateMail(m1.ID, func(r *store.Mail) { r.Attempts++; r.NextAttemptAt = T0.Add(time.Minute) }); err != nil {
+		t.Fatal(err)
+	}
+	size(a.ID, 2, store.MailSize(*m1)+store.MailSize(*m2))
+	if _, err := s.UpdateMail(m1.ID, func(r *store.Mail) { r.State, r.Text = store.MailSent, "" }); err != nil {
+		t.Fatal(err)
+	}
+	size(a.ID, 1, store.MailSize(*m2))
+	if err := s.AppendCompanyMail(m3, lim); err != nil {
+		t.Fatalf("a's third mail once one was sent: %v", err)
+	}
+	if _, err := s.UpdateMail(m2.ID, func(r *store.Mail) { r.State = store.MailFailed }); err != nil {
+		t.Fatal(err)
+	}
+	size(a.ID, 1, store.MailSize(*m3))
+
+	// The bound in bytes: a mail that would go over it is refused whatever
+	// the count.
+	byBytes := store.MailLimits{MaxBytes: 2 * store.MailSize(*m3)}
+	if err := s.AppendCompanyMail(mail(a.ID, "more than ten bytes of text", T0), byBytes); !errors.Is(err, store.ErrMailOutboxFull) {
+		t.Fatalf("a mail over the bytes bound: %v, want ErrMailOutboxFull", err)
+	}
+	if err := s.AppendCompanyMail(mail(a.ID, "", T0), byBytes); err != nil {
+		t.Fatalf("a mail within the bytes bound: %v", err)
+	}
+	size(a.ID, 2, 2*store.MailSize(*m3)-int64(len("third")))
+
+	// A pending mail pruned after 30 days leaves the count.
+	old := mail(b.ID, "old", T0.Add(-31*24*time.Hour))
+	if err := s.AppendCompanyMail(old, store.MailLimits{}); err != nil {
+		t.Fatal(err)
+	}
+	size(b.ID, 2, 2*store.MailSize(*old)-int64(len("old"))+int64(len("b's")))
+	if _, unsent, err := s.PruneMail(T0.Add(-7*24*time.Hour), T0.Add(-30*24*time.Hour)); err != nil || len(unsent) != 1 || unsent[0].ID != old.ID {
+		t.Fatalf("prune: %+v (%v), want the old mail", unsent, err)
+	}
+	size(b.ID, 1, store.MailSize(*mail(b.ID, "b's", T0)))
+	got, err := s.Mails(true)
+	if err != nil || len(got) != 4 || got[0].CompanyID != b.ID || got[1].CompanyID != 0 || got[2].ID != m3.ID || got[2].CompanyID != a.ID {
+		t.Fatalf("pending mails: %+v (%v), want b's, the account mail's, then a's, each with its company", got, err)
+	}
 }
 
 // mailClaim: a pending mail is claimed as stored; a sent one, or one that

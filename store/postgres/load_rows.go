@@ -182,7 +182,8 @@ func (l *loader) row(r store.CopyRecord) (table string, cols []string, vals []an
 	case store.CopyMail:
 		m := r.Mail
 		if raw, err = rec(m); err == nil {
-			return "mail_outbox", []string{"id", "state", "created_at", "rec"}, []any{id(m.ID), m.State, m.CreatedAt, raw}, nil
+			return "mail_outbox", []string{"id", "state", "created_at", "rec", "company_id", "size"},
+				[]any{id(m.ID), m.State, m.CreatedAt, raw, id(m.CompanyID), store.MailSize(m)}, nil
 		}
 	case store.CopyMedia:
 		m := r.Media

@@ -160,6 +160,7 @@ func copyFixture(t *testing.T) (string, copied) {
 	})
 	must(err)
 	must(b.AppendMail(&store.Mail{To: "ana@example.com", Subject: "Welcome", Text: "hi", State: "pending", CreatedAt: t0}))
+	must(b.AppendCompanyMail(&store.Mail{CompanyID: c1.ID, To: "ana@example.com", Subject: "SMS from +15550002222", Text: "hooked", State: "pending", CreatedAt: t0}, store.MailLimits{}))
 	_, _, err = b.PutMedia(store.Media{ID: "media-1", CompanyID: c1.ID, DeviceID: phone.ID, Key: "client-3/0", ContentType: "image/png", Size: 5}, strings.NewReader("12345"), t0)
 	must(err)
 
@@ -226,6 +227,7 @@ type copyReader interface {
 	WebhookJob(deliveryID uint64) (store.WebhookJob, error)
 	WebhookAttempts(companyID, webhookID uint64, limit int) ([]store.WebhookAttempt, error)
 	Mails(pendingOnly bool) ([]store.Mail, error)
+	MailOutboxSize(companyID uint64) (pending int, bytes int64, err error)
 	MediaByKey(companyID, deviceID uint64, key string) (store.Media, error)
 	CopyMedia(w io.Writer, mediaID string, off, n int64) (int64, error)
 	AgentNumbers(companyID uint64, channel string) ([]store.AgentNumber, error)
@@ -409,6 +411,13 @@ func sameReads(t *testing.T, b *boltstore.Store, pg *postgres.Store, f copied) {
 	}
 	answers("webhook attempts", func(s copyReader) (any, error) { return s.WebhookAttempts(c1, f.webhook, 100) })
 	answers("mails", func(s copyReader) (any, error) { return s.Mails(false) })
+	answers("mail outbox", func(s copyReader) (any, error) {
+		n, size, err := s.MailOutboxSize(c1)
+		if err == nil && n != 1 {
+			err = fmt.Errorf("%d of the company's mails pending, want 1", n)
+		}
+		return []any{n, size}, err
+	})
 	answers("media by key", func(s copyReader) (any, error) { return s.MediaByKey(c1, phoneA.ID, "client-3/0") })
 	answers("media bytes", func(s copyReader) (any, error) {
 		var buf bytes.Buffer

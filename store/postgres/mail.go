@@ -11,12 +11,66 @@ import (
 )
 
 // The e-mail outbox (mail_outbox): one row per mail, its state and
-// creation time beside the record for the pending list and the prune.
+// creation time beside the record for the pending list and the prune, and
+// for a company's mail (an e-mail webhook entry's) its company and size,
+// counted by the partial index mail_outbox_company_pending.
+//
+// The company's bound (store.MailLimits) is checked and the mail inserted
+// under an advisory lock of the company's (mailLock), so that the mails a
+// company's webhook attempts queue at the same moment, on one node or
+// several, take turns and the bound holds exactly, as bbolt's single
+// writer makes it hold there. Only these writes take it, first in their
+// transaction, so it orders nothing else.
 
-// AppendMail adds a mail to the outbox and gives it its ID.
+// mailLockBase is the high half of a company's mail lock key: "mail", apart
+// from the store's other advisory keys ("simr...").
+const mailLockBase int64 = 0x6d61696c << 32
+
+// mailLock is the advisory lock key of the company's mails. Companies
+// whose ids share their low 32 bits share a key: they only take turns.
+func mailLock(companyID uint64) int64 { return mailLockBase | int64(companyID&0xffffffff) }
+
+// AppendMail adds a mail to the outbox and gives it its ID. A mail with a
+// CompanyID is counted as the company's, without a bound.
 func (s *Store) AppendMail(m *store.Mail) error {
+	return s.appendMail(m, nil)
+}
+
+// AppendCompanyMail adds a mail of m.CompanyID's (an e-mail webhook
+// entry's) to the outbox and gives it its ID, unless the company's pending
+// mails would go over lim: then nothing is stored and the error is a
+// *store.MailOutboxFullError. The mail counts against the company's daily
+// storage budget on the day of its CreatedAt, after the fact: it is never
+// refused for it (the event it tells of was admitted).
+func (s *Store) AppendCompanyMail(m *store.Mail, lim store.MailLimits) error {
+	if m.CompanyID == 0 {
+		return fmt.Errorf("store: append company mail: %w: no company", store.ErrConflict)
+	}
+	return s.appendMail(m, &lim)
+}
+
+func (s *Store) appendMail(m *store.Mail, lim *store.MailLimits) error {
 	out := *m
+	size := store.MailSize(out)
+	var full *store.MailOutboxFullError
 	err := s.write("append mail", func(t *txn) error {
+		full = nil
+		if lim != nil {
+			if _, err := t.exec("SELECT pg_advisory_xact_lock($1)", mailLock(out.CompanyID)); err != nil {
+				return err
+			}
+			pending, pendingBytes, err := mailOutboxSize(t, out.CompanyID)
+			if err != nil {
+				return err
+			}
+			if lim.Over(pending, pendingBytes, size) {
+				full = &store.MailOutboxFullError{CompanyID: out.CompanyID, Pending: pending, PendingBytes: pendingBytes, Limits: *lim}
+				return nil
+			}
+			if err := s.chargeAfter(t, out.CompanyID, out.CreatedAt, size+store.MailRowCost); err != nil {
+				return err
+			}
+		}
 		var err error
 		if out.ID, err = nextID(t, "mail_outbox"); err != nil {
 			return err
@@ -25,14 +79,36 @@ func (s *Store) AppendMail(m *store.Mail) error {
 		if err != nil {
 			return err
 		}
-		_, err = t.exec("INSERT INTO mail_outbox (id, state, created_at, rec) VALUES ($1, $2, $3, $4)", id(out.ID), out.State, out.CreatedAt, raw)
+		_, err = t.exec("INSERT INTO mail_outbox (id, state, created_at, rec, company_id, size) VALUES ($1, $2, $3, $4, $5, $6)",
+			id(out.ID), out.State, out.CreatedAt, raw, id(out.CompanyID), size)
 		return err
 	})
 	if err != nil {
 		return err
 	}
+	if full != nil {
+		return full
+	}
 	m.ID = out.ID
 	return nil
+}
+
+// mailOutboxSize counts the company's pending mails and their bytes.
+func mailOutboxSize(t *txn, companyID uint64) (pending int, bytes int64, err error) {
+	err = t.row("SELECT count(*), coalesce(sum(size), 0) FROM mail_outbox WHERE company_id = $1 AND state = 'pending' AND company_id <> 0",
+		id(companyID)).Scan(&pending, &bytes)
+	return pending, bytes, err
+}
+
+// MailOutboxSize is how many of the company's mails are pending in the
+// outbox, and their bytes (store.MailSize as queued).
+func (s *Store) MailOutboxSize(companyID uint64) (pending int, bytes int64, err error) {
+	err = s.read("mail outbox size", func(t *txn) error {
+		var err error
+		pending, bytes, err = mailOutboxSize(t, companyID)
+		return err
+	})
+	return pending, bytes, err
 }
 
 // ClaimMail leases the mail to this store for one attempt (Options.Lease;
