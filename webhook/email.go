@@ -52,22 +52,28 @@ func checkMailto(raw string) (string, error) {
 	return mailtoScheme + addr, nil
 }
 
-// companyAddress reports whether addr is the verified e-mail of a user of
-// the company. E-mail entries go only to the company's own people, so the
-// server's mail can never be pointed at a stranger's inbox: an invitee who
-// has not accepted (whose address is anyone's the company typed) is not
-// one yet. Each delivery asks again, so a user removed since gets nothing.
-func (s *Service) companyAddress(companyID uint64, addr string) (bool, error) {
+// companyAddress returns the verified e-mail of the user of the company
+// whose address addr is, as the accounts compare addresses (lower-cased
+// with strings.ToLower, both sides), or "" when no user's is. E-mail
+// entries go only to the company's own people, so the server's mail can
+// never be pointed at a stranger's inbox: an invitee who has not accepted
+// (whose address is anyone's the company typed) is not one yet. Each
+// delivery asks again, so a user removed since gets nothing; and the mail
+// goes to the address as the user's account holds it, never as the entry
+// spells it (strings.EqualFold took "ſam@" for "sam@", and the mail went
+// to the other mailbox as typed).
+func (s *Service) companyAddress(companyID uint64, addr string) (string, error) {
 	users, err := s.store.CompanyUsers(companyID)
 	if err != nil {
-		return false, err
+		return "", err
 	}
+	want := strings.ToLower(addr)
 	for _, u := range users {
-		if u.EmailVerified && strings.EqualFold(u.Email, addr) {
-			return true, nil
+		if u.EmailVerified && strings.ToLower(u.Email) == want {
+			return u.Email, nil
 		}
 	}
-	return false, nil
+	return "", nil
 }
 
 // eventMail is the part of an event body an e-mail shows.
@@ -198,11 +204,11 @@ func (s *Service) sendMail(ctx context.Context, target string, d store.WebhookDe
 		return outcome{err: "not sent: e-mail is not wired into this server", notSent: true}
 	}
 	start := time.Now()
-	addr := mailtoAddress(target)
-	switch ok, err := s.companyAddress(d.CompanyID, addr); {
+	addr, err := s.companyAddress(d.CompanyID, mailtoAddress(target))
+	switch {
 	case err != nil:
 		return outcome{url: target, err: clip("the company's users could not be read: " + err.Error())}
-	case !ok:
+	case addr == "":
 		return outcome{url: target, err: "not sent: the address is no longer the verified e-mail of a user of the company", notSent: true}
 	}
 	m, err := mailFor(addr, d)

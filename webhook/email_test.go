@@ -153,3 +153,30 @@ func TestEmailEntryDeviceEvents(t *testing.T) {
 		t.Errorf("subjects %q; want the offline mail's", subjects)
 	}
 }
+
+// TestEmailEntryGoesToTheAccountsAddress: an entry's address is matched to
+// a user's as the accounts compare addresses (lower-cased), and the mail
+// goes to the address the account holds, not as the entry spells it; an
+// address that only case-folding beyond lower-casing takes for a user's
+// ("ſam@", with a long s, for "sam@") is another mailbox, refused.
+func TestEmailEntryGoesToTheAccountsAddress(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	svc, inbox := f.mailing()
+
+	sam := store.User{CompanyID: f.company, FirstName: "Sam", Email: "sam@example.com", EmailVerified: true, PasswordHash: "x", Role: store.RoleMember}
+	if err := f.st.CreateUser(&sam); err != nil {
+		t.Fatal(err)
+	}
+	_, err := svc.Replace(context.Background(), f.company, []EntryInput{{URL: "mailto:ſam@example.com"}})
+	if pe, ok := problem.As(err); !ok || pe.Field != "webhooks[0].url" {
+		t.Fatalf("mailto:ſam@example.com beside the user sam@example.com: got %v, want a refusal of webhooks[0].url", err)
+	}
+
+	f.configure(svc, EntryInput{URL: "mailto:SAM@Example.COM"})
+	f.inbound(svc, f.device, "SIM1", time.Now())
+	got := inbox.WaitFor(t, "sam@example.com", 10*time.Second)
+	if !slices.Equal(got.To, []string{"sam@example.com"}) {
+		t.Errorf("the mail went to %q, want the account's address [sam@example.com]", got.To)
+	}
+}

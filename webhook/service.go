@@ -167,11 +167,11 @@ func (s *Service) Replace(_ context.Context, companyID uint64, entries []EntryIn
 			return nil, err
 		}
 		if isMailto(e.URL) {
-			ok, err := s.companyAddress(companyID, mailtoAddress(e.URL))
+			addr, err := s.companyAddress(companyID, mailtoAddress(e.URL))
 			if err != nil {
 				return nil, err
 			}
-			if !ok {
+			if addr == "" {
 				return nil, problem.Invalid(fmt.Sprintf("webhooks[%d].url", i), "must be, for a mailto: address, the verified e-mail of a user of the company (an invitee once they accepted)")
 			}
 		}
