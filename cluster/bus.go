@@ -40,6 +40,15 @@ const (
 	reconnectBuffer = 8 << 20
 	// readyTimeout bounds a readiness round trip that has no deadline of its own.
 	readyTimeout = 2 * time.Second
+	// writeTimeout bounds one write to the server's socket. A server cut
+	// off without a reset (a partition, its host powered off) reads
+	// nothing; once the connection's buffers are full a write waits, under
+	// the client's lock, and every Publish of the node with it: a phone
+	// link's registration (which tells the other nodes), a disconnect's
+	// request, a key rotation. Past this the connection counts as lost and
+	// the client reconnects, keeping what is published meanwhile
+	// (reconnectBuffer). The client's own default is a minute.
+	writeTimeout = 2 * time.Second
 )
 
 // Config says how a node joins the bus.
@@ -141,6 +150,7 @@ func Connect(ctx context.Context, cfg Config) (*Bus, error) {
 		nats.ReconnectWait(reconnectWait),
 		nats.ReconnectBufSize(reconnectBuffer),
 		nats.Timeout(cfg.ConnectTimeout),
+		nats.FlusherTimeout(writeTimeout),
 		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
 			if nc.IsClosed() {
 				return // the node's own Close, at shutdown
@@ -184,9 +194,11 @@ func Connect(ctx context.Context, cfg Config) (*Bus, error) {
 // Node is this node's name.
 func (b *Bus) Node() string { return b.node }
 
-// Publish sends data to every other node subscribed to topic. It never
-// waits on the network: the message is buffered, and dropped with a log
-// line when the connection is closed or its buffer is full.
+// Publish sends data to every other node subscribed to topic. It does not
+// wait on the network: the message is buffered, and dropped with a log
+// line when the connection is closed or its buffer is full. Only a server
+// that stopped reading (the connection's buffers full) holds it, for
+// writeTimeout at most, after which the connection counts as lost.
 func (b *Bus) Publish(topic string, data []byte) {
 	if err := b.nc.Publish(b.prefix+"."+topic, data); err != nil {
 		b.log.Warn("bus: signal dropped", "topic", topic, "err", err)
