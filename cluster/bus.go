@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/simrelay/simrelay/internal/logspacing"
 	"github.com/simrelay/simrelay/internal/redact"
 )
 
@@ -59,6 +60,11 @@ const (
 	// client's defaults (2 minutes, 2) took 4 to 6 minutes.
 	pingEvery   = 5 * time.Second
 	maxPingsOut = 2
+	// dropLogEvery spaces the lines of signals dropped: once the
+	// reconnection buffer is full every publish fails, hundreds a second
+	// under traffic (kicks, live events, the census), and a line each would
+	// bury everything else the node says.
+	dropLogEvery = 10 * time.Second
 )
 
 // Config says how a node joins the bus.
@@ -135,6 +141,8 @@ type Bus struct {
 
 	mu   sync.Mutex
 	subs []*nats.Subscription // guarded by mu
+
+	drops logspacing.Spacer // spaces Publish's lines of signals dropped
 }
 
 // Connect joins the bus. It fails when no server answers within the
@@ -208,12 +216,15 @@ func (b *Bus) Node() string { return b.node }
 
 // Publish sends data to every other node subscribed to topic. It does not
 // wait on the network: the message is buffered, and dropped with a log
-// line when the connection is closed or its buffer is full. Only a server
+// line (at most one every dropLogEvery, counting those left out) when the
+// connection is closed or its buffer is full. Only a server
 // that stopped reading (the connection's buffers full) holds it, for
 // writeTimeout at most, after which the connection counts as lost.
 func (b *Bus) Publish(topic string, data []byte) {
 	if err := b.nc.Publish(b.prefix+"."+topic, data); err != nil {
-		b.log.Warn("bus: signal dropped", "topic", topic, "err", err)
+		if suppressed, ok := b.drops.Due(time.Now(), dropLogEvery); ok {
+			b.log.Warn("bus: signal dropped", "topic", topic, "err", err, "suppressed", suppressed)
+		}
 	}
 }
 
