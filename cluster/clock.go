@@ -29,7 +29,7 @@ type Clock struct {
 
 	offset atomic.Int64 // added to local, in nanoseconds
 
-	mu     sync.Mutex // serializes Measure
+	mu     sync.Mutex // guards the decision of Measure, never its reading
 	warned bool       // the last offset set was logged as a WARN; guarded by mu
 }
 
@@ -69,8 +69,6 @@ func (c *Clock) Offset() time.Duration { return time.Duration(c.offset.Load()) }
 // when the reading is more than ClockTolerance from the offset in use. A
 // failed read (its error returned) or a slow one changes nothing.
 func (c *Clock) Measure(read func() (time.Time, error)) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	before := c.local()
 	db, err := read()
 	if err != nil {
@@ -81,6 +79,8 @@ func (c *Clock) Measure(read func() (time.Time, error)) error {
 		return nil
 	}
 	off := db.Sub(before.Add(trip / 2))
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if d := off - c.Offset(); d > -ClockTolerance && d < ClockTolerance {
 		return nil
 	}
