@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/simrelay/simrelay/internal/pgtest"
-	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/internal/testclock"
 	"github.com/simrelay/simrelay/sms"
 	"github.com/simrelay/simrelay/store"
@@ -96,7 +95,10 @@ func TestSkewedNodesKeepTheSchedule(t *testing.T) {
 		return st
 	}
 	onTime, ahead, behind := open(), open(), open()
-	co := storetest.Company(t, onTime, "Acme", "a@acme.test")
+	co := store.Company{Name: "Acme", APIKeyHash: []byte("key of Acme")}
+	if err := onTime.CreateCompany(&co, &store.User{Email: "a@acme.test", PasswordHash: "x", Role: store.RoleAdmin}); err != nil {
+		t.Fatal(err)
+	}
 	dev := store.Device{Fingerprint: "pixel-1", CompanyID: co.ID, Name: "P", Status: store.DeviceActive, SelectedSIM: "BOTH", TokenHash: []byte("t"), CreatedAt: time.Now()}
 	if err := onTime.ProvisionDevices([]store.Device{dev}); err != nil {
 		t.Fatal(err)
