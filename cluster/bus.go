@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/simrelay/simrelay/internal/logspacing"
 	"github.com/simrelay/simrelay/internal/redact"
 )
 
@@ -40,6 +41,30 @@ const (
 	reconnectBuffer = 8 << 20
 	// readyTimeout bounds a readiness round trip that has no deadline of its own.
 	readyTimeout = 2 * time.Second
+	// writeTimeout bounds one write to the server's socket. A server cut
+	// off without a reset (a partition, its host powered off) reads
+	// nothing; once the connection's buffers are full a write waits, under
+	// the client's lock, and every Publish of the node with it: a phone
+	// link's registration (which tells the other nodes), a disconnect's
+	// request, a key rotation. Past this the connection counts as lost and
+	// the client reconnects, keeping what is published meanwhile
+	// (reconnectBuffer). The client's own default is a minute.
+	writeTimeout = 2 * time.Second
+	// pingEvery and maxPingsOut notice a server that went silent while
+	// the node has little to write (its writes then fit the connection's
+	// buffers, and writeTimeout never fires): a ping every pingEvery, and
+	// the connection counts as lost when maxPingsOut of them wait unanswered,
+	// so within 15 s. Until then the node hears nothing and does not know
+	// it: its live views miss events without reloading (Live reloads them on
+	// the reconnection), and its log says nothing of a bus down. The
+	// client's defaults (2 minutes, 2) took 4 to 6 minutes.
+	pingEvery   = 5 * time.Second
+	maxPingsOut = 2
+	// dropLogEvery spaces the lines of signals dropped: once the
+	// reconnection buffer is full every publish fails, hundreds a second
+	// under traffic (kicks, live events, the census), and a line each would
+	// bury everything else the node says.
+	dropLogEvery = 10 * time.Second
 )
 
 // Config says how a node joins the bus.
@@ -116,6 +141,8 @@ type Bus struct {
 
 	mu   sync.Mutex
 	subs []*nats.Subscription // guarded by mu
+
+	drops logspacing.Spacer // spaces Publish's lines of signals dropped
 }
 
 // Connect joins the bus. It fails when no server answers within the
@@ -141,6 +168,9 @@ func Connect(ctx context.Context, cfg Config) (*Bus, error) {
 		nats.ReconnectWait(reconnectWait),
 		nats.ReconnectBufSize(reconnectBuffer),
 		nats.Timeout(cfg.ConnectTimeout),
+		nats.FlusherTimeout(writeTimeout),
+		nats.PingInterval(pingEvery),
+		nats.MaxPingsOutstanding(maxPingsOut),
 		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
 			if nc.IsClosed() {
 				return // the node's own Close, at shutdown
@@ -184,12 +214,17 @@ func Connect(ctx context.Context, cfg Config) (*Bus, error) {
 // Node is this node's name.
 func (b *Bus) Node() string { return b.node }
 
-// Publish sends data to every other node subscribed to topic. It never
-// waits on the network: the message is buffered, and dropped with a log
-// line when the connection is closed or its buffer is full.
+// Publish sends data to every other node subscribed to topic. It does not
+// wait on the network: the message is buffered, and dropped with a log
+// line (at most one every dropLogEvery, counting those left out) when the
+// connection is closed or its buffer is full. Only a server
+// that stopped reading (the connection's buffers full) holds it, for
+// writeTimeout at most, after which the connection counts as lost.
 func (b *Bus) Publish(topic string, data []byte) {
 	if err := b.nc.Publish(b.prefix+"."+topic, data); err != nil {
-		b.log.Warn("bus: signal dropped", "topic", topic, "err", err)
+		if suppressed, ok := b.drops.Due(time.Now(), dropLogEvery); ok {
+			b.log.Warn("bus: signal dropped", "topic", topic, "err", err, "suppressed", suppressed)
+		}
 	}
 }
 

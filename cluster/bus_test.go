@@ -2,12 +2,14 @@ package cluster_test
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/simrelay/simrelay/cluster"
 	"github.com/simrelay/simrelay/internal/natstest"
+	"github.com/simrelay/simrelay/internal/syncbuf"
 )
 
 func connect(t *testing.T, url, node string) *cluster.Bus {
@@ -123,5 +125,36 @@ func TestConfigValidateHidesPasswords(t *testing.T) {
 	}
 	if err := (cluster.Config{URL: "nats://a:4222,,nats://b:4222", Node: "a"}).Validate(); err == nil || !strings.Contains(err.Error(), "empty server") {
 		t.Errorf("an empty server in the list: got %v, want it named", err)
+	}
+}
+
+// With the bus gone and the reconnection buffer full, every publish fails:
+// the node says so once, then at most once every 10 s, counting the
+// signals it left out of the log. Before, each dropped signal had its
+// line: under traffic (kicks, live events, the census) hundreds a second.
+func TestDroppedSignalsAreLoggedSpaced(t *testing.T) {
+	t.Parallel()
+	s := natstest.New(t)
+	var out syncbuf.Buffer
+	b, err := cluster.Connect(context.Background(), cluster.Config{URL: s.ClientURL(), Node: "a",
+		Logger: slog.New(slog.NewTextHandler(&out, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	s.Shutdown()
+	deadline := time.Now().Add(10 * time.Second)
+	for b.Connected() {
+		if time.Now().After(deadline) {
+			t.Fatal("still connected 10 s after the server stopped")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	body := make([]byte, 64<<10)
+	for range 400 { // 25 MiB: past the 8 MiB the client keeps meanwhile
+		b.Publish("flood", body)
+	}
+	if got := strings.Count(out.String(), "signal dropped"); got != 1 {
+		t.Errorf("lines of signals dropped: got %d, want 1:\n%s", got, out.String())
 	}
 }

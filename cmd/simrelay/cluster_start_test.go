@@ -59,6 +59,9 @@ func TestClusterStartRules(t *testing.T) {
 	}
 	if code, body := get(t, b.url+"/metrics", ""); code != http.StatusOK || !strings.Contains(string(body), `simrelay_node_info{bus="on",node="b"} 1`) {
 		t.Errorf("b's metrics: %d, no simrelay_node_info for b", code)
+	} else if !strings.Contains(string(body), "simrelay_cluster_clock_offset_seconds 0") {
+		// One machine, one clock: the node runs on its own (cluster.Clock).
+		t.Errorf("b's metrics: no simrelay_cluster_clock_offset_seconds 0")
 	}
 	var other string
 	poll.Within(t, 10*time.Second, "a's warning of b's other settings", func() bool {

@@ -104,20 +104,24 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	}
 	defer node.leave() // before the store closes, after the links and workers stopped
 	log = node.logger(log)
+	// Every service times its work by one clock: on PostgreSQL the
+	// database server's, so that the nodes of a cluster agree on a send's
+	// end, a schedule, a retry (docs/cluster.md, Clocks).
+	now := node.now()
 	mailCfg := cfg.mailConfig()
 	if node.bus != nil {
 		// A mail another node left when it died is this one's to find.
 		mailCfg.Poll = mail.DefaultClusterPoll
 	}
-	mailer, err := mail.New(mailCfg, st, log.With("component", "mail"), time.Now)
+	mailer, err := mail.New(mailCfg, st, log.With("component", "mail"), now)
 	if err != nil {
 		return err
 	}
-	accounts, err := account.New(account.Config{PublicURL: cfg.publicURL}, st, mailer, log.With("component", "account"), time.Now)
+	accounts, err := account.New(account.Config{PublicURL: cfg.publicURL}, st, mailer, log.With("component", "account"), now)
 	if err != nil {
 		return err
 	}
-	devices := device.New(device.Config{PublicURL: cfg.publicURL}, st, time.Now)
+	devices := device.New(device.Config{PublicURL: cfg.publicURL}, st, now)
 	mediaKey, err := st.Secret("media-url-hmac", 32)
 	if err != nil {
 		return err
@@ -126,7 +130,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	// beside the embedded store, on the disk they end on, in a directory
 	// this server alone uses (the store's lock, or on PostgreSQL the data
 	// dir's, is held), so a start clears what a crash left there.
-	files, err := media.New(media.Config{PublicURL: cfg.publicURL, Key: mediaKey, TempDir: filepath.Join(cfg.dataDir, "uploads")}, st, time.Now)
+	files, err := media.New(media.Config{PublicURL: cfg.publicURL, Key: mediaKey, TempDir: filepath.Join(cfg.dataDir, "uploads")}, st, now)
 	if err != nil {
 		return err
 	}
@@ -137,7 +141,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 		// kicking this one's dispatcher: it looks at the outbox every poll.
 		hookCfg.Poll = webhook.DefaultClusterPoll
 	}
-	hooks, err := webhook.New(hookCfg, st, log.With("component", "webhook"), time.Now)
+	hooks, err := webhook.New(hookCfg, st, log.With("component", "webhook"), now)
 	if err != nil {
 		return err
 	}
@@ -153,9 +157,9 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 		// Messages scheduled on a node that died are released by the others.
 		smsCfg.SchedulePoll = sms.DefaultClusterSchedulePoll
 	}
-	messages := sms.New(smsCfg, st, log.With("component", "sms"), time.Now)
+	messages := sms.New(smsCfg, st, log.With("component", "sms"), now)
 	jobLife := sms.MaxQueuedLife(cfg.messageTTL)
-	hub := gateway.New(gateway.Config{JobLife: jobLife}, devices, messages, log.With("component", "gateway"), time.Now)
+	hub := gateway.New(gateway.Config{JobLife: jobLife}, devices, messages, log.With("component", "gateway"), now)
 	// In a cluster the services reach the phones through the routes.
 	routes, err := routePhones(node, hub, cfg.linkSweep, jobLife, log.With("component", "gateway"))
 	if err != nil {
@@ -194,20 +198,20 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 			g.Max = time.Nanosecond
 		}
 	}
-	agents, err := channel.New(agentCfg, st, log.With("component", "channel"), time.Now, rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	agents, err := channel.New(agentCfg, st, log.With("component", "channel"), now, rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	if err != nil {
 		return err
 	}
 	agents.SetDispatcher(routes)
 	hub.SetAgents(agents)
-	bill, err := billing.New(cfg.billingConfig(), st, log.With("component", "billing"), time.Now)
+	bill, err := billing.New(cfg.billingConfig(), st, log.With("component", "billing"), now)
 	if err != nil {
 		return err
 	}
 	st.SetPlans(bill)
 	// The console's live updates hear of every message change after its
 	// commit, on a cluster those of every node (serve_live.go).
-	broker := web.NewBroker(cfg.streams, time.Now)
+	broker := web.NewBroker(cfg.streams, now)
 	shared.shareStreams(broker)
 	live, err := startLive(node.bus, broker, log.With("component", "live"))
 	if err != nil {
@@ -217,7 +221,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	messages.SetWatcher(live)
 	agents.SetWatcher(live)
 	console, err := web.New(web.Config{PublicURL: cfg.publicURL, Email: consoleEmail(cfg.smtpIn, smtpLn)}, web.Deps{Accounts: accounts, Devices: devices, SMS: messages, Channels: agents,
-		Webhooks: hooks, Media: files, Billing: bill, Phones: routes, Analytics: st, Period: bill, Broker: broker, Logger: log.With("component", "console"), Now: time.Now,
+		Webhooks: hooks, Media: files, Billing: bill, Phones: routes, Analytics: st, Period: bill, Broker: broker, Logger: log.With("component", "console"), Now: now,
 		Secrets: st})
 	if err != nil {
 		return err
@@ -243,7 +247,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 		Help: "HTTP connections refused because their client address held --max-conns-per-ip already.",
 	}, func() float64 { return float64(limited.Refused()) }))
 	api, err := httpapi.New(httpapi.Config{GeneralRate: cfg.general, AuthRate: cfg.auth, TrustedProxies: cfg.trustedProxies, AdminToken: cfg.adminToken, PublicURL: cfg.publicURL},
-		httpapi.Deps{Accounts: accounts, Devices: devices, SMS: messages, Channels: agents, Webhooks: hooks, Media: files, Phones: routes, PhoneSocket: hub, Store: st, Bus: node.readiness(), Analytics: st, Period: bill, Billing: bill, Console: console.Handler(), ConsoleIdentity: console.Identity, Logger: log, Registry: reg, Gatherer: reg, Now: time.Now,
+		httpapi.Deps{Accounts: accounts, Devices: devices, SMS: messages, Channels: agents, Webhooks: hooks, Media: files, Phones: routes, PhoneSocket: hub, Store: st, Bus: node.readiness(), Analytics: st, Period: bill, Billing: bill, Console: console.Handler(), ConsoleIdentity: console.Identity, Logger: log, Registry: reg, Gatherer: reg, Now: now,
 			Limiters: shared.limiters})
 	if err != nil {
 		return err

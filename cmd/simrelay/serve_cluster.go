@@ -110,6 +110,10 @@ type clusterNode struct {
 	// liveWithin is the registry's live window, beatEvery the period of
 	// this node's beats in it (serve_cluster_timing.go).
 	liveWithin, beatEvery time.Duration
+	// clock is the node's clock moved to the database server's (measured at
+	// the start and at each beat): every service times its work by it
+	// (now). Nil on the embedded store.
+	clock *cluster.Clock
 }
 
 // joinCluster registers the node on its database (refusing to start where
@@ -132,7 +136,7 @@ func joinCluster(ctx context.Context, cfg clusterConfig, addr net.Addr, st backe
 	// outbox leases of an instance whose beat stopped (EndDeadLeases).
 	live, beat := cfg.timing()
 	n := &clusterNode{name: name, instance: pg.Holder(), pg: pg, log: log.With("component", "cluster"), lost: make(chan struct{}),
-		liveWithin: live, beatEvery: beat,
+		liveWithin: live, beatEvery: beat, clock: cluster.NewClock(time.Now, log.With("component", "cluster")),
 		beats: cluster.NewBeats(live, beat, time.Now), beatLog: &beatLog{log: log.With("component", "cluster")}, version: buildVersion(),
 		versions: cluster.NewVersions(buildVersion(), log.With("component", "cluster")), shown: map[string]bool{},
 		nodesByVersion: prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -165,7 +169,30 @@ func joinCluster(ctx context.Context, cfg clusterConfig, addr net.Addr, st backe
 	// are then attempted again (at least once, as across a crash).
 	n.beats.Beat(true)
 	n.endDeadLeases()
+	// Before any service reads the clock: a node whose clock is off starts
+	// on the database's time, not on its own for a beat.
+	n.measureClock()
 	return n, nil
+}
+
+// now is the clock the node's services time their work by: the database
+// server's on PostgreSQL (cluster.Clock), the machine's on the embedded
+// store.
+func (n *clusterNode) now() func() time.Time {
+	if n.clock == nil {
+		return time.Now
+	}
+	return n.clock.Now
+}
+
+// measureClock reads the database server's clock and moves the node's to it
+// (cluster.Clock). A reading that fails changes nothing: the next beat
+// reads again, and the beats' own log tells of a database that does not
+// answer.
+func (n *clusterNode) measureClock() {
+	if err := n.clock.Measure(n.pg.DatabaseTime); err != nil {
+		n.log.Debug("read the database's clock", "err", err)
+	}
 }
 
 // connectBus joins the bus of the cluster whose database pg is: on the
@@ -273,6 +300,10 @@ func (n *clusterNode) metrics(reg prometheus.Registerer) {
 		ConstLabels: prometheus.Labels{"node": n.name, "bus": onOff(n.bus != nil)},
 	}, func() float64 { return 1 }))
 	reg.MustRegister(n.nodesByVersion)
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "simrelay_cluster_clock_offset_seconds",
+		Help: "What this node adds to its own clock to time its work by the database server's (docs/cluster.md, Clocks); 0 while they agree within 0.25 s. Anything else: fix NTP on the node or the database server.",
+	}, func() float64 { return n.clock.Offset().Seconds() }))
 	if n.bus != nil {
 		reg.MustRegister(n.unheardNodes)
 	}
@@ -312,6 +343,7 @@ func (n *clusterNode) run(ctx context.Context) {
 				n.beatLog.failed(time.Now(), err, n.liveWithin)
 			} else {
 				n.beatLog.written(time.Now())
+				n.measureClock()
 			}
 			switch {
 			case err != nil: // logged above, spaced

@@ -71,7 +71,7 @@ func routePhones(node *clusterNode, hub *gateway.Hub, sweepEvery, jobLife time.D
 		return &routing{phoneRoutes: hub, presenceOnline: hub.Online}, nil
 	}
 	gw, err := cluster.NewGateway(cluster.GatewayConfig{Bus: node.bus, Store: node.pg, Hub: hub, Live: node.liveWithin, SweepEvery: sweepEvery, Steady: node.beats.Steady, Current: node.beats.Current,
-		JobLife: jobLife, Logger: log})
+		JobLife: jobLife, Now: node.now(), Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("phone routing: %w", err)
 	}

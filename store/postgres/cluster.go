@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -13,6 +14,9 @@ import (
 // nodeLock serializes the start-up checks of nodes starting together
 // ("simrelan": next to the migration lock).
 const nodeLock int64 = 0x73696d72656c616e
+
+// clockTimeout bounds a reading of the database's clock (DatabaseTime).
+const clockTimeout = 2 * time.Second
 
 // Node is a row of the cluster's registry.
 type Node struct {
@@ -289,4 +293,20 @@ func (s *Store) OrphanLinks(live time.Duration) ([]uint64, error) {
 		return err
 	})
 	return ids, err
+}
+
+// DatabaseTime is the database server's clock now (clock_timestamp()), read
+// in one round trip, outside a transaction: the nodes of a cluster time
+// their work by it (cluster.Clock), so that one node's wrong clock moves no
+// schedule of the others. It waits at most clockTimeout: a reading that
+// slow measures nothing useful, and the beat loop that asks must not hang
+// on it.
+func (s *Store) DatabaseTime() (time.Time, error) {
+	ctx, cancel := context.WithTimeout(s.ctx, clockTimeout)
+	defer cancel()
+	var at time.Time
+	if err := s.pool.QueryRow(ctx, "SELECT clock_timestamp()").Scan(&at); err != nil {
+		return time.Time{}, fmt.Errorf("store: read the database's clock: %w", s.closed(err))
+	}
+	return at, nil
 }
