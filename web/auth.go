@@ -25,6 +25,30 @@ func (c *Console) authRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /reset-password", c.anonPage("reset", "Set your password"))
 	mux.HandleFunc("POST /reset-password", c.action(anyone, "/reset-password", c.reset))
 	mux.HandleFunc("POST "+Prefix+"/signout", c.action(member, Prefix+"/signin", c.signout))
+	mux.HandleFunc("GET "+Prefix+"/session", c.page(member, c.session))
+}
+
+// sessionState is what a page's script learns of the browser's session
+// after its own ended (session): whose it is, and its CSRF token.
+type sessionState struct {
+	User uint64 `json:"user"`
+	CSRF string `json:"csrf"`
+}
+
+// session tells a page whose session ended while it was open (a tab left
+// for a day, a sign-out elsewhere) of the session the browser holds now,
+// once the person has signed in again in another tab, as the page asks
+// them to: its forms carry the ended session's CSRF token, which the new
+// session refuses, so without the new one the form kept for them could
+// only be sent after a reload that lost it. The page takes the token only
+// if the session is its own user's (console.js): a form filled in for one
+// user, or company, is never sent as another. A script of another site
+// cannot read the answer (no CORS, and the SameSite cookie stays home), and
+// it is never cached; without a session it is the 401 of every script's
+// request.
+func (c *Console) session(w http.ResponseWriter, r *http.Request, q *req) error {
+	writeJSON(w, http.StatusOK, sessionState{User: q.user.ID, CSRF: q.sess.CSRF})
+	return nil
 }
 
 type anonData struct {

@@ -82,10 +82,59 @@
     form.querySelectorAll("[aria-invalid]").forEach(function (el) { el.removeAttribute("aria-invalid"); });
   }
 
-  function sessionExpired() {
+  // The session ended while the page was open (idle for 12 hours, signed
+  // out elsewhere). The page keeps what was typed and asks the person to
+  // sign in again in another tab; its forms and its own token belong to the
+  // ended session, so before the next action it takes the new session's
+  // (renew), and what stopped (the live view, the pairing panel) starts again.
+  var me = body.getAttribute("data-user") || "";
+  var expired = false;
+  var stopped = [];
+  function sessionExpired(resume) {
+    expired = true;
+    if (resume && stopped.indexOf(resume) < 0) { stopped.push(resume); }
     say("err", "Your session has expired. Sign in again in a new tab, then come back and send again: what you typed is kept here.",
       "Sign in", "/console/signin");
   }
+
+  // renew answers, once the session has ended (or, with force, whenever
+  // asked), "ok" when the browser holds a session of the page's own user
+  // (the page then carries its token), "out" while it holds none, "other"
+  // when it holds another user's (said here: nothing typed for one user is
+  // sent as another) and "down" when the server cannot be reached. Before
+  // an ended session, unforced, it is "ok" at once.
+  var renewing = null;
+  function renew(force) {
+    if (!expired && !force) { return Promise.resolve("ok"); }
+    if (renewing) { return renewing; }
+    renewing = fetch("/console/session", {credentials: "same-origin", headers: {"Accept": "application/json"}})
+      .then(function (r) {
+        if (!r.ok) { return "out"; }
+        return r.json().then(function (s) {
+          if (String(s.user) !== me) {
+            say("err", "This browser is now signed in as another user. Reload the page to go on as them: nothing typed here was sent.");
+            return "other";
+          }
+          var changed = s.csrf !== csrf;
+          if (changed) {
+            csrf = s.csrf;
+            body.setAttribute("data-csrf", csrf);
+            document.querySelectorAll('input[name="csrf"]').forEach(function (i) { i.value = csrf; });
+          }
+          if (expired || changed) { say("ok", "You are signed in again."); }
+          expired = false;
+          var again = stopped; stopped = [];
+          again.forEach(function (f) { f(); });
+          return "ok";
+        });
+      })
+      .catch(function () { return "down"; })
+      .finally(function () { renewing = null; });
+    return renewing;
+  }
+  // Coming back to the tab after signing in elsewhere brings it back to life.
+  window.addEventListener("focus", function () { if (expired) { renew(); } });
+  document.addEventListener("visibilitychange", function () { if (expired && !document.hidden) { renew(); } });
 
   function showProblem(form, p) {
     if (p.error === "unauthorized") { sessionExpired(); return; }
@@ -121,10 +170,29 @@
     clearErrors(form);
     var buttons = form.querySelectorAll("button[type=submit]");
     buttons.forEach(function (b) { b.disabled = true; });
-    post(form).then(function (r) {
-      return r.json().catch(function () { return {}; }).then(function (b) { return {ok: r.ok, status: r.status, body: b}; });
+    var send = function () {
+      return post(form).then(function (r) {
+        return r.json().catch(function () { return {}; }).then(function (b) { return {ok: r.ok, status: r.status, body: b}; });
+      });
+    };
+    var notSent = function (state) { return {ok: false, body: state === "out" ? {error: "unauthorized"} : null}; };
+    var token;
+    renew().then(function (state) {
+      if (state === "down") { throw new Error("unreachable"); }
+      if (state !== "ok") { return notSent(state); }
+      token = csrf;
+      return send();
     }).then(function (r) {
-      if (!r.ok) { showProblem(form, r.body); return; }
+      // A 403 changed nothing. If it refused the token because the browser
+      // signed in again (elsewhere, unseen here), send once more with the
+      // new session's token, when it is the same user's.
+      if (r.status !== 403) { return r; }
+      return renew(true).then(function (state) {
+        if (state === "ok" && csrf !== token) { return send(); }
+        return state === "other" ? notSent(state) : r;
+      });
+    }).then(function (r) {
+      if (!r.ok) { if (r.body) { showProblem(form, r.body); } return; }
       if (form.hasAttribute("data-stay")) { sent(form, r.body); return; }
       var to = r.body.redirect || location.pathname + location.search;
       if (r.body.notice) {
@@ -162,7 +230,7 @@
     var poll = function () {
       fetch("/console/devices/state", {credentials: "same-origin", headers: {"Accept": "application/json"}})
         .then(function (r) {
-          if (r.redirected || r.status === 401) { sessionExpired(); return null; }
+          if (r.redirected || r.status === 401) { sessionExpired(poll); return null; }
           if (!r.ok) {
             // Refused for now (the store out of reach): say why, ask again.
             return refused(r, "Still waiting for the phone, but the devices could not be read").then(function () {
@@ -347,7 +415,7 @@
   // other refusal (the device deleted, the store out of reach) is said
   // with the server's message, the page left as it was.
   function reloaded(r) {
-    if (r.status === 401) { sessionExpired(); return null; }
+    if (r.status === 401) { sessionExpired(reloadThread); return null; }
     return r.ok ? r.json() : refused(r, "The messages could not be reloaded");
   }
 
@@ -409,7 +477,7 @@
       var ctl = new AbortController();
       fetch("/console/events", {credentials: "same-origin", headers: {"Accept": "application/json"}, signal: ctl.signal})
         .then(function (r) {
-          if (r.status === 401) { ctl.abort(); sessionExpired(); return null; } // no retry: sign-in first
+          if (r.status === 401) { ctl.abort(); sessionExpired(connect); return null; } // no retry: sign-in first
           if (r.status === 503) { say("err live", "The server cannot reach its store; live updates resume when it is back."); }
           if (r.ok || r.status === 503) { ctl.abort(); again(); return null; }
           return r.json().catch(function () { return {}; }).then(function (p) {
@@ -432,7 +500,7 @@
         if (banner && banner.classList.contains("live")) { banner.hidden = true; }
       });
       es.addEventListener("message", function (ev) { upsert(JSON.parse(ev.data)); });
-      es.addEventListener("signedout", function () { es.close(); sessionExpired(); });
+      es.addEventListener("signedout", function () { es.close(); live.setAttribute("data-live", "false"); sessionExpired(connect); });
       // The server could not check the session (its store is out of
       // reach): nothing says it ended, so ask why and come back.
       es.addEventListener("unavailable", function () { es.close(); live.setAttribute("data-live", "false"); why(); });
