@@ -227,8 +227,30 @@
   var pairing = document.getElementById("pairing");
   if (pairing) {
     var known = (pairing.getAttribute("data-known") || "").split(" ").filter(Boolean);
+    // expiredPairing: no phone can register with the code any more, so the
+    // panel stops asking and offers a new code (the page's own form).
+    var expiredPairing = function () {
+      var text = "This pairing code expired before a phone registered with it. Ask for a new one.";
+      pairing.setAttribute("data-expired", "true");
+      var qr = pairing.querySelector("svg.qr");
+      if (qr) { qr.remove(); }
+      var wait = document.getElementById("pairing-wait");
+      wait.textContent = "";
+      var p = document.createElement("p");
+      p.textContent = text;
+      var f = document.createElement("form");
+      f.method = "post"; f.action = "/console/pairing"; f.className = "inline";
+      var i = document.createElement("input");
+      i.type = "hidden"; i.name = "csrf"; i.value = csrf;
+      var b = document.createElement("button");
+      b.type = "submit"; b.textContent = "Pair a phone";
+      f.appendChild(i); f.appendChild(b);
+      wait.appendChild(p); wait.appendChild(f);
+      say("err", text);
+    };
     var poll = function () {
-      fetch("/console/devices/state", {credentials: "same-origin", headers: {"Accept": "application/json"}})
+      fetch("/console/devices/state?pairing=" + encodeURIComponent(pairing.getAttribute("data-code") || ""),
+        {credentials: "same-origin", headers: {"Accept": "application/json"}})
         .then(function (r) {
           if (r.redirected || r.status === 401) { sessionExpired(poll); return null; }
           if (!r.ok) {
@@ -247,6 +269,7 @@
             location.assign("/console/devices?ok=" + encodeURIComponent(fresh[0].paired) + "&sig=" + encodeURIComponent(fresh[0].paired_sig) + "#device-" + fresh[0].fingerprint);
             return;
           }
+          if (b.pairing === "expired") { expiredPairing(); return; }
           setTimeout(poll, 1500);
         })
         .catch(function () { say("err", "The server could not be reached; still waiting for the phone."); setTimeout(poll, 3000); });
