@@ -513,9 +513,16 @@
           again();
         });
     };
+    // lost is the timer of a stream that broke and has not opened again
+    // (the network down, the server stopped): the EventSource retries by
+    // itself every 3 s (the stream's retry), and a stream the server ended
+    // (fallen behind, a cluster's resync) is open again within that, so a
+    // stream still closed after twice as long says so.
+    var lost = null;
     var connect = function () {
       var es = new EventSource("/console/events");
       es.addEventListener("open", function () {
+        if (lost) { clearTimeout(lost); lost = null; }
         if (opened) { reloadThread(); } // events may have been missed while away
         opened = true;
         wait = 1000;
@@ -530,8 +537,17 @@
       es.addEventListener("error", function () {
         live.setAttribute("data-live", "false");
         // Refused (CLOSED): ask why, then try again. A server that is down
-        // leaves it CONNECTING, and it retries by itself.
-        if (es.readyState === EventSource.CLOSED) { why(); }
+        // leaves it CONNECTING, and it retries by itself: said if it is
+        // still away after two of its tries.
+        if (es.readyState === EventSource.CLOSED) { why(); return; }
+        if (!lost) {
+          lost = setTimeout(function () {
+            lost = null;
+            if (es.readyState === EventSource.CONNECTING) {
+              say("err live", "The server could not be reached; live updates resume when it is back.");
+            }
+          }, 6000);
+        }
       });
     };
     connect();
