@@ -24,7 +24,7 @@ func (c *Console) authRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /verify-email", c.action(anyone, "/verify-email", c.verify))
 	mux.HandleFunc("GET /reset-password", c.anonPage("reset", "Set your password"))
 	mux.HandleFunc("POST /reset-password", c.action(anyone, "/reset-password", c.reset))
-	mux.HandleFunc("POST "+Prefix+"/signout", c.action(member, Prefix+"/signin", c.signout))
+	mux.HandleFunc("POST "+Prefix+"/signout", c.signoutRoute())
 	mux.HandleFunc("GET "+Prefix+"/session", c.page(member, c.session))
 }
 
@@ -140,6 +140,34 @@ func (c *Console) reset(w http.ResponseWriter, r *http.Request, _ *req) (outcome
 		return outcome{}, err
 	}
 	return outcome{Redirect: Prefix + "/signin", Notice: "Password set; every earlier session was signed out. Sign in with the new password."}, nil
+}
+
+// signoutRoute signs the browser out. A session that already ended (idle
+// for 12 hours, signed out elsewhere) is signed out as well: the cookie
+// goes and the browser goes to the sign-in page, saying so. It was refused
+// as the session's end, the 401 of every action, and a person who came
+// back to a tab left open and clicked "Sign out" stayed on the page, its
+// data still shown, told to sign in again. Nothing of a session is left to
+// end, so there is no token to check (another site's forged sign-out can
+// only clear a cookie that names nothing); a session that stands is signed
+// out as every action runs, its token checked.
+func (c *Console) signoutRoute() http.HandlerFunc {
+	act := c.action(member, Prefix+"/signin", c.signout)
+	return func(w http.ResponseWriter, r *http.Request) {
+		if _, err := c.authenticate(r); err != nil {
+			if pe, ok := problem.As(err); ok && pe.Code == problem.Unauthorized {
+				c.setCookie(w, sessionCookie, "", -1)
+				bind, msg := c.anonCSRF(w, r), "Signed out: the session had already ended."
+				if wantsJSON(r) {
+					writeJSON(w, http.StatusOK, outcome{Redirect: Prefix + "/signin", Notice: msg, Sig: c.flash.sign(bind, "ok", msg, "")})
+					return
+				}
+				http.Redirect(w, r, c.flash.notice(Prefix+"/signin", bind, msg), http.StatusSeeOther)
+				return
+			}
+		}
+		act(w, r)
+	}
 }
 
 func (c *Console) signout(w http.ResponseWriter, r *http.Request, q *req) (outcome, error) {
