@@ -20,6 +20,28 @@
     banner.hidden = false;
   }
 
+  // A page an action led to (the address's ok= or err=, which the banner
+  // shows when signed for this browser) moves focus to its outcome, as a
+  // refused fetch does (showProblem): the field a refusal names, whose
+  // message describes it, or else the banner. Focus stayed at the top of
+  // the new page, and a live region already filled when the page loads is
+  // not read, so a screen reader said nothing of what the action did.
+  (function () {
+    var q = new URLSearchParams(location.search);
+    if (!banner || banner.hidden || !(q.has("ok") || q.has("err"))) { return; }
+    var name = q.get("field");
+    if (name) {
+      var slots = document.querySelectorAll('[data-error-for="' + CSS.escape(name) + '"]');
+      for (var i = 0; i < slots.length; i++) {
+        var f = slots[i].textContent && slots[i].closest("form");
+        var input = f && f.querySelector('[name="' + CSS.escape(name) + '"]');
+        if (input) { input.setAttribute("aria-invalid", "true"); input.focus(); return; }
+      }
+    }
+    banner.setAttribute("tabindex", "-1");
+    banner.focus({preventScroll: !!location.hash});
+  })();
+
   // Moments are written one way across the console, as the server writes
   // them: "2026-11-26 14:33 UTC". The person's own time shows on hover and
   // beside the one field where they type a local time.
