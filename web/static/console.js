@@ -233,8 +233,16 @@
     });
   });
 
+  // A list that opens its choice at once (the messages page's device) does
+  // so for a choice made with the pointer only: with the keyboard, each
+  // arrow key is a change, and it loaded the next device's page before the
+  // person reached the one they wanted; they choose, then press the form's
+  // button (WCAG 3.2.2, on input).
   document.querySelectorAll("select[data-autosubmit]").forEach(function (s) {
-    s.addEventListener("change", function () { s.form.submit(); });
+    var keys = false;
+    s.addEventListener("keydown", function () { keys = true; });
+    s.addEventListener("pointerdown", function () { keys = false; });
+    s.addEventListener("change", function () { if (!keys) { s.form.submit(); } });
   });
 
   document.querySelectorAll("[data-copy]").forEach(function (b) {
