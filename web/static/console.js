@@ -473,6 +473,12 @@
     return r.ok ? r.json() : refused(r, "The messages could not be reloaded");
   }
 
+  // unreached says a reload that got no answer at all (the connection
+  // dropped): the page shows what it had, which may miss what changed.
+  function unreached() {
+    say("err", "The messages could not be reloaded: the server could not be reached. Reload the page in a moment.");
+  }
+
   function reloadAgent() {
     var u = location.pathname.replace(/\/$/, "") + "/messages";
     fetch(u, {credentials: "same-origin", headers: {"Accept": "application/json"}}).then(reloaded)
@@ -480,7 +486,7 @@
         if (!b) { return; }
         agentMsgs.textContent = "";
         b.messages.forEach(function (m) { agentMsgs.appendChild(agentRow(m)); });
-      }).catch(function () {});
+      }).catch(unreached);
   }
 
   function reloadThread() {
@@ -494,7 +500,7 @@
         if (!b) { return; }
         thread.textContent = "";
         b.messages.forEach(function (m) { thread.appendChild(msgEl(m)); });
-      }).catch(function () {});
+      }).catch(unreached);
   }
 
   function sent(form, out) {
