@@ -515,6 +515,10 @@
       return;
     }
     upsert(m);
+    // A form of the message itself (Cancel) went with the message drawn
+    // anew: focus goes to the message, not to the top of the page.
+    var el = !text && thread && thread.querySelector('[data-id="' + m.id + '"]');
+    if (el) { el.tabIndex = -1; el.focus(); }
   }
 
   // live is the element whose data-live tells (and tests see) whether the
