@@ -382,7 +382,12 @@
       var old = thread.querySelector('[data-id="' + m.id + '"]');
       if (old && rank(old) > rank(m)) { return; } // a late copy of an older state
       var el = msgEl(m);
-      if (old) { thread.replaceChild(el, old); } else { thread.appendChild(el); el.scrollIntoView({block: "end"}); }
+      if (old) {
+        // Focus inside the message (its Cancel) stays with it, drawn anew.
+        var had = old.contains(document.activeElement);
+        thread.replaceChild(el, old);
+        if (had) { el.tabIndex = -1; el.focus(); }
+      } else { thread.appendChild(el); el.scrollIntoView({block: "end"}); }
     }
     var convs = document.getElementById("convs");
     if (!convs) { return; }
