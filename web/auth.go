@@ -24,7 +24,31 @@ func (c *Console) authRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /verify-email", c.action(anyone, "/verify-email", c.verify))
 	mux.HandleFunc("GET /reset-password", c.anonPage("reset", "Set your password"))
 	mux.HandleFunc("POST /reset-password", c.action(anyone, "/reset-password", c.reset))
-	mux.HandleFunc("POST "+Prefix+"/signout", c.action(member, Prefix+"/signin", c.signout))
+	mux.HandleFunc("POST "+Prefix+"/signout", c.signoutRoute())
+	mux.HandleFunc("GET "+Prefix+"/session", c.page(member, c.session))
+}
+
+// sessionState is what a page's script learns of the browser's session
+// after its own ended (session): whose it is, and its CSRF token.
+type sessionState struct {
+	User uint64 `json:"user"`
+	CSRF string `json:"csrf"`
+}
+
+// session tells a page whose session ended while it was open (a tab left
+// for a day, a sign-out elsewhere) of the session the browser holds now,
+// once the person has signed in again in another tab, as the page asks
+// them to: its forms carry the ended session's CSRF token, which the new
+// session refuses, so without the new one the form kept for them could
+// only be sent after a reload that lost it. The page takes the token only
+// if the session is its own user's (console.js): a form filled in for one
+// user, or company, is never sent as another. A script of another site
+// cannot read the answer (no CORS, and the SameSite cookie stays home), and
+// it is never cached; without a session it is the 401 of every script's
+// request.
+func (c *Console) session(w http.ResponseWriter, r *http.Request, q *req) error {
+	writeJSON(w, http.StatusOK, sessionState{User: q.user.ID, CSRF: q.sess.CSRF})
+	return nil
 }
 
 type anonData struct {
@@ -137,6 +161,34 @@ func (c *Console) reset(w http.ResponseWriter, r *http.Request, _ *req) (outcome
 		return outcome{}, err
 	}
 	return outcome{Redirect: Prefix + "/signin", Notice: "Password set; every earlier session was signed out. Sign in with the new password."}, nil
+}
+
+// signoutRoute signs the browser out. A session that already ended (idle
+// for 12 hours, signed out elsewhere) is signed out as well: the cookie
+// goes and the browser goes to the sign-in page, saying so. It was refused
+// as the session's end, the 401 of every action, and a person who came
+// back to a tab left open and clicked "Sign out" stayed on the page, its
+// data still shown, told to sign in again. Nothing of a session is left to
+// end, so there is no token to check (another site's forged sign-out can
+// only clear a cookie that names nothing); a session that stands is signed
+// out as every action runs, its token checked.
+func (c *Console) signoutRoute() http.HandlerFunc {
+	act := c.action(member, Prefix+"/signin", c.signout)
+	return func(w http.ResponseWriter, r *http.Request) {
+		if _, err := c.authenticate(r); err != nil {
+			if pe, ok := problem.As(err); ok && pe.Code == problem.Unauthorized {
+				c.setCookie(w, sessionCookie, "", -1)
+				bind, msg := c.anonCSRF(w, r), "Signed out: the session had already ended."
+				if wantsJSON(r) {
+					writeJSON(w, http.StatusOK, outcome{Redirect: Prefix + "/signin", Notice: msg, Sig: c.flash.sign(bind, "ok", msg, "")})
+					return
+				}
+				http.Redirect(w, r, c.flash.notice(Prefix+"/signin", bind, msg), http.StatusSeeOther)
+				return
+			}
+		}
+		act(w, r)
+	}
 }
 
 func (c *Console) signout(w http.ResponseWriter, r *http.Request, q *req) (outcome, error) {

@@ -92,4 +92,7 @@ func TestBrowserScheduledSMSCancelled(t *testing.T) {
 	if !eval[bool](t, ctx, `window.sameLoad === true`) {
 		t.Error("the page reloaded to show the cancellation")
 	}
+	// Focus goes to the message cancelled, whose Cancel button is gone with
+	// it: it fell to the page's top, and the keyboard started over.
+	waitFor(t, ctx, "focus on the cancelled message", `document.activeElement === document.querySelector('#thread .msg[data-id] .status[data-status="canceled"]').closest(".msg")`)
 }

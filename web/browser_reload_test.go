@@ -77,3 +77,49 @@ func reloadRefused(t *testing.T, interfere func(*testing.T, *env), banner string
 		t.Errorf("after the refused reload the message box holds %q", got)
 	}
 }
+
+// TestBrowserThreadReloadSaysTheServerWasNotReached: a thread's reload
+// that gets no answer at all (the connection dropped) says so, keeping
+// what was typed; the page said nothing and showed the thread as it stood,
+// the events missed while away missing.
+func TestBrowserThreadReloadSaysTheServerWasNotReached(t *testing.T) {
+	t.Parallel()
+	var armed atomic.Bool
+	var hits atomic.Int32
+	e := newEnv(t, func(o *envOptions) {
+		o.streams = web.StreamConfig{Heartbeat: time.Hour}
+		o.wrap = func(next http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				// Every try while armed: a browser retries a request whose
+				// reused connection closed without an answer.
+				if r.URL.Path == "/console/messages/thread" && armed.Load() {
+					hits.Add(1)
+					conn, _, err := http.NewResponseController(w).Hijack()
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					conn.Close() // no answer at all
+					return
+				}
+				next.ServeHTTP(w, r)
+			})
+		}
+	})
+	e.acmeWithPhone()
+	ctx := chrome(t)
+	signInUI(t, ctx, e.url, "ada@acme.test", "Correct1horse")
+	do(t, ctx, "open a thread", chromedp.Navigate(e.url+"/console/messages?device=fp-1&phone=%2B15550100000"))
+	waitFor(t, ctx, "the stream open", `document.querySelector("[data-live]").dataset.live === "true"`)
+	do(t, ctx, "type a message", chromedp.SendKeys(chromedp.CSS(`#chat textarea`), "half written"))
+	armed.Store(true)
+	e.broker.Resync() // the stream ends; the browser opens it again and reloads the thread
+	waitText(t, ctx, "#banner", "The messages could not be reloaded: the server could not be reached")
+	armed.Store(false)
+	if hits.Load() == 0 {
+		t.Fatal("the thread was not reloaded")
+	}
+	if got := eval[string](t, ctx, `document.querySelector('#chat textarea').value`); !strings.Contains(got, "half written") {
+		t.Errorf("after the failed reload the message box holds %q", got)
+	}
+}

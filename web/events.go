@@ -45,6 +45,10 @@ const (
 	// client cannot hold its slot, its goroutine and its queue for ever. A
 	// browser that reads takes a few kilobytes in far less.
 	DefaultStreamWriteTimeout = 10 * time.Second
+	// streamEventCheck is how long a stream's last check of its session
+	// stands for the messages it passes on (events); older, the next message
+	// checks it again first.
+	streamEventCheck = time.Second
 )
 
 // StreamConfig bounds the live-update streams; zero fields take the defaults.
@@ -325,6 +329,29 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 	if send("retry: 3000\n\n") != nil {
 		return
 	}
+	// ended checks the session: a signed-out or revoked session (signed
+	// out elsewhere, the user removed, a password reset) loses its stream
+	// with signedout; a session the store cannot check now is not signed
+	// out: the page is told the server is unavailable and comes back. The
+	// check is no request of the person's: it leaves the idle clock alone,
+	// so an open tab left alone is signed out after the idle time as any
+	// page is. True when the stream is to end.
+	checked := c.deps.Now()
+	ended := func() bool {
+		checked = c.deps.Now()
+		_, aerr := c.deps.Accounts.ConsoleCheck(r.Context(), q.sess.ID)
+		if aerr == nil {
+			return false
+		}
+		if pe := c.toProblem(r, aerr); pe.Code != problem.Unauthorized {
+			if body, merr := json.Marshal(pe); merr == nil {
+				_ = send("event: unavailable\ndata: %s\n\n", body)
+			}
+			return true
+		}
+		_ = send("event: signedout\ndata: {}\n\n")
+		return true
+	}
 	tick := time.NewTicker(b.cfg.Heartbeat)
 	defer tick.Stop()
 	for {
@@ -337,24 +364,19 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 		case <-sub.gone:
 			return
 		case <-tick.C:
-			// A signed-out or revoked session loses its stream here; a
-			// session the store cannot check now is not signed out: the
-			// page is told the server is unavailable and comes back. The
-			// check is no request of the person's: it leaves the idle
-			// clock alone, so an open tab left alone is signed out after
-			// the idle time as any page is.
-			if _, aerr := c.deps.Accounts.ConsoleCheck(r.Context(), q.sess.ID); aerr != nil {
-				if pe := c.toProblem(r, aerr); pe.Code != problem.Unauthorized {
-					if body, merr := json.Marshal(pe); merr == nil {
-						_ = send("event: unavailable\ndata: %s\n\n", body)
-					}
-					return
-				}
-				_ = send("event: signedout\ndata: {}\n\n")
+			if ended() {
 				return
 			}
 			err = send(": ping\n\n")
 		case body := <-sub.events:
+			// A message goes to a session checked within the last second:
+			// a user removed, or signed out elsewhere, got the company's
+			// messages until the next heartbeat, up to 25 s later. Once a
+			// second bounds the store's reads to one a second a stream,
+			// however many messages flow.
+			if !c.deps.Now().Before(checked.Add(streamEventCheck)) && ended() {
+				return
+			}
 			err = send("event: message\ndata: %s\n\n", body)
 		}
 		if err != nil {

@@ -20,6 +20,28 @@
     banner.hidden = false;
   }
 
+  // A page an action led to (the address's ok= or err=, which the banner
+  // shows when signed for this browser) moves focus to its outcome, as a
+  // refused fetch does (showProblem): the field a refusal names, whose
+  // message describes it, or else the banner. Focus stayed at the top of
+  // the new page, and a live region already filled when the page loads is
+  // not read, so a screen reader said nothing of what the action did.
+  (function () {
+    var q = new URLSearchParams(location.search);
+    if (!banner || banner.hidden || !(q.has("ok") || q.has("err"))) { return; }
+    var name = q.get("field");
+    if (name) {
+      var slots = document.querySelectorAll('[data-error-for="' + CSS.escape(name) + '"]');
+      for (var i = 0; i < slots.length; i++) {
+        var f = slots[i].textContent && slots[i].closest("form");
+        var input = f && f.querySelector('[name="' + CSS.escape(name) + '"]');
+        if (input) { input.setAttribute("aria-invalid", "true"); input.focus(); return; }
+      }
+    }
+    banner.setAttribute("tabindex", "-1");
+    banner.focus({preventScroll: !!location.hash});
+  })();
+
   // Moments are written one way across the console, as the server writes
   // them: "2026-11-26 14:33 UTC". The person's own time shows on hover and
   // beside the one field where they type a local time.
@@ -82,10 +104,59 @@
     form.querySelectorAll("[aria-invalid]").forEach(function (el) { el.removeAttribute("aria-invalid"); });
   }
 
-  function sessionExpired() {
+  // The session ended while the page was open (idle for 12 hours, signed
+  // out elsewhere). The page keeps what was typed and asks the person to
+  // sign in again in another tab; its forms and its own token belong to the
+  // ended session, so before the next action it takes the new session's
+  // (renew), and what stopped (the live view, the pairing panel) starts again.
+  var me = body.getAttribute("data-user") || "";
+  var expired = false;
+  var stopped = [];
+  function sessionExpired(resume) {
+    expired = true;
+    if (resume && stopped.indexOf(resume) < 0) { stopped.push(resume); }
     say("err", "Your session has expired. Sign in again in a new tab, then come back and send again: what you typed is kept here.",
       "Sign in", "/console/signin");
   }
+
+  // renew answers, once the session has ended (or, with force, whenever
+  // asked), "ok" when the browser holds a session of the page's own user
+  // (the page then carries its token), "out" while it holds none, "other"
+  // when it holds another user's (said here: nothing typed for one user is
+  // sent as another) and "down" when the server cannot be reached. Before
+  // an ended session, unforced, it is "ok" at once.
+  var renewing = null;
+  function renew(force) {
+    if (!expired && !force) { return Promise.resolve("ok"); }
+    if (renewing) { return renewing; }
+    renewing = fetch("/console/session", {credentials: "same-origin", headers: {"Accept": "application/json"}})
+      .then(function (r) {
+        if (!r.ok) { return "out"; }
+        return r.json().then(function (s) {
+          if (String(s.user) !== me) {
+            say("err", "This browser is now signed in as another user. Reload the page to go on as them: nothing typed here was sent.");
+            return "other";
+          }
+          var changed = s.csrf !== csrf;
+          if (changed) {
+            csrf = s.csrf;
+            body.setAttribute("data-csrf", csrf);
+            document.querySelectorAll('input[name="csrf"]').forEach(function (i) { i.value = csrf; });
+          }
+          if (expired || changed) { say("ok", "You are signed in again."); }
+          expired = false;
+          var again = stopped; stopped = [];
+          again.forEach(function (f) { f(); });
+          return "ok";
+        });
+      })
+      .catch(function () { return "down"; })
+      .finally(function () { renewing = null; });
+    return renewing;
+  }
+  // Coming back to the tab after signing in elsewhere brings it back to life.
+  window.addEventListener("focus", function () { if (expired) { renew(); } });
+  document.addEventListener("visibilitychange", function () { if (expired && !document.hidden) { renew(); } });
 
   function showProblem(form, p) {
     if (p.error === "unauthorized") { sessionExpired(); return; }
@@ -121,10 +192,30 @@
     clearErrors(form);
     var buttons = form.querySelectorAll("button[type=submit]");
     buttons.forEach(function (b) { b.disabled = true; });
-    post(form).then(function (r) {
-      return r.json().catch(function () { return {}; }).then(function (b) { return {ok: r.ok, status: r.status, body: b}; });
+    var send = function () {
+      return post(form).then(function (r) {
+        return r.json().catch(function () { return {}; }).then(function (b) { return {ok: r.ok, status: r.status, body: b}; });
+      });
+    };
+    var notSent = function (state) { return {ok: false, body: state === "out" ? {error: "unauthorized"} : null}; };
+    var token;
+    // Sign-out needs no session: one already ended is signed out too.
+    (form.classList.contains("signout") ? Promise.resolve("ok") : renew()).then(function (state) {
+      if (state === "down") { throw new Error("unreachable"); }
+      if (state !== "ok") { return notSent(state); }
+      token = csrf;
+      return send();
     }).then(function (r) {
-      if (!r.ok) { showProblem(form, r.body); return; }
+      // A 403 changed nothing. If it refused the token because the browser
+      // signed in again (elsewhere, unseen here), send once more with the
+      // new session's token, when it is the same user's.
+      if (r.status !== 403) { return r; }
+      return renew(true).then(function (state) {
+        if (state === "ok" && csrf !== token) { return send(); }
+        return state === "other" ? notSent(state) : r;
+      });
+    }).then(function (r) {
+      if (!r.ok) { if (r.body) { showProblem(form, r.body); } return; }
       if (form.hasAttribute("data-stay")) { sent(form, r.body); return; }
       var to = r.body.redirect || location.pathname + location.search;
       if (r.body.notice) {
@@ -142,8 +233,16 @@
     });
   });
 
+  // A list that opens its choice at once (the messages page's device) does
+  // so for a choice made with the pointer only: with the keyboard, each
+  // arrow key is a change, and it loaded the next device's page before the
+  // person reached the one they wanted; they choose, then press the form's
+  // button (WCAG 3.2.2, on input).
   document.querySelectorAll("select[data-autosubmit]").forEach(function (s) {
-    s.addEventListener("change", function () { s.form.submit(); });
+    var keys = false;
+    s.addEventListener("keydown", function () { keys = true; });
+    s.addEventListener("pointerdown", function () { keys = false; });
+    s.addEventListener("change", function () { if (!keys) { s.form.submit(); } });
   });
 
   document.querySelectorAll("[data-copy]").forEach(function (b) {
@@ -159,10 +258,32 @@
   var pairing = document.getElementById("pairing");
   if (pairing) {
     var known = (pairing.getAttribute("data-known") || "").split(" ").filter(Boolean);
+    // expiredPairing: no phone can register with the code any more, so the
+    // panel stops asking and offers a new code (the page's own form).
+    var expiredPairing = function () {
+      var text = "This pairing code expired before a phone registered with it. Ask for a new one.";
+      pairing.setAttribute("data-expired", "true");
+      var qr = pairing.querySelector("svg.qr");
+      if (qr) { qr.remove(); }
+      var wait = document.getElementById("pairing-wait");
+      wait.textContent = "";
+      var p = document.createElement("p");
+      p.textContent = text;
+      var f = document.createElement("form");
+      f.method = "post"; f.action = "/console/pairing"; f.className = "inline";
+      var i = document.createElement("input");
+      i.type = "hidden"; i.name = "csrf"; i.value = csrf;
+      var b = document.createElement("button");
+      b.type = "submit"; b.textContent = "Pair a phone";
+      f.appendChild(i); f.appendChild(b);
+      wait.appendChild(p); wait.appendChild(f);
+      say("err", text);
+    };
     var poll = function () {
-      fetch("/console/devices/state", {credentials: "same-origin", headers: {"Accept": "application/json"}})
+      fetch("/console/devices/state?pairing=" + encodeURIComponent(pairing.getAttribute("data-code") || ""),
+        {credentials: "same-origin", headers: {"Accept": "application/json"}})
         .then(function (r) {
-          if (r.redirected || r.status === 401) { sessionExpired(); return null; }
+          if (r.redirected || r.status === 401) { sessionExpired(poll); return null; }
           if (!r.ok) {
             // Refused for now (the store out of reach): say why, ask again.
             return refused(r, "Still waiting for the phone, but the devices could not be read").then(function () {
@@ -179,6 +300,7 @@
             location.assign("/console/devices?ok=" + encodeURIComponent(fresh[0].paired) + "&sig=" + encodeURIComponent(fresh[0].paired_sig) + "#device-" + fresh[0].fingerprint);
             return;
           }
+          if (b.pairing === "expired") { expiredPairing(); return; }
           setTimeout(poll, 1500);
         })
         .catch(function () { say("err", "The server could not be reached; still waiting for the phone."); setTimeout(poll, 3000); });
@@ -260,7 +382,12 @@
       var old = thread.querySelector('[data-id="' + m.id + '"]');
       if (old && rank(old) > rank(m)) { return; } // a late copy of an older state
       var el = msgEl(m);
-      if (old) { thread.replaceChild(el, old); } else { thread.appendChild(el); el.scrollIntoView({block: "end"}); }
+      if (old) {
+        // Focus inside the message (its Cancel) stays with it, drawn anew.
+        var had = old.contains(document.activeElement);
+        thread.replaceChild(el, old);
+        if (had) { el.tabIndex = -1; el.focus(); }
+      } else { thread.appendChild(el); el.scrollIntoView({block: "end"}); }
     }
     var convs = document.getElementById("convs");
     if (!convs) { return; }
@@ -347,8 +474,14 @@
   // other refusal (the device deleted, the store out of reach) is said
   // with the server's message, the page left as it was.
   function reloaded(r) {
-    if (r.status === 401) { sessionExpired(); return null; }
+    if (r.status === 401) { sessionExpired(reloadThread); return null; }
     return r.ok ? r.json() : refused(r, "The messages could not be reloaded");
+  }
+
+  // unreached says a reload that got no answer at all (the connection
+  // dropped): the page shows what it had, which may miss what changed.
+  function unreached() {
+    say("err", "The messages could not be reloaded: the server could not be reached. Reload the page in a moment.");
   }
 
   function reloadAgent() {
@@ -358,7 +491,7 @@
         if (!b) { return; }
         agentMsgs.textContent = "";
         b.messages.forEach(function (m) { agentMsgs.appendChild(agentRow(m)); });
-      }).catch(function () {});
+      }).catch(unreached);
   }
 
   function reloadThread() {
@@ -372,7 +505,7 @@
         if (!b) { return; }
         thread.textContent = "";
         b.messages.forEach(function (m) { thread.appendChild(msgEl(m)); });
-      }).catch(function () {});
+      }).catch(unreached);
   }
 
   function sent(form, out) {
@@ -387,6 +520,10 @@
       return;
     }
     upsert(m);
+    // A form of the message itself (Cancel) went with the message drawn
+    // anew: focus goes to the message, not to the top of the page.
+    var el = !text && thread && thread.querySelector('[data-id="' + m.id + '"]');
+    if (el) { el.tabIndex = -1; el.focus(); }
   }
 
   // live is the element whose data-live tells (and tests see) whether the
@@ -409,7 +546,7 @@
       var ctl = new AbortController();
       fetch("/console/events", {credentials: "same-origin", headers: {"Accept": "application/json"}, signal: ctl.signal})
         .then(function (r) {
-          if (r.status === 401) { ctl.abort(); sessionExpired(); return null; } // no retry: sign-in first
+          if (r.status === 401) { ctl.abort(); sessionExpired(connect); return null; } // no retry: sign-in first
           if (r.status === 503) { say("err live", "The server cannot reach its store; live updates resume when it is back."); }
           if (r.ok || r.status === 503) { ctl.abort(); again(); return null; }
           return r.json().catch(function () { return {}; }).then(function (p) {
@@ -422,9 +559,16 @@
           again();
         });
     };
+    // lost is the timer of a stream that broke and has not opened again
+    // (the network down, the server stopped): the EventSource retries by
+    // itself every 3 s (the stream's retry), and a stream the server ended
+    // (fallen behind, a cluster's resync) is open again within that, so a
+    // stream still closed after twice as long says so.
+    var lost = null;
     var connect = function () {
       var es = new EventSource("/console/events");
       es.addEventListener("open", function () {
+        if (lost) { clearTimeout(lost); lost = null; }
         if (opened) { reloadThread(); } // events may have been missed while away
         opened = true;
         wait = 1000;
@@ -432,15 +576,24 @@
         if (banner && banner.classList.contains("live")) { banner.hidden = true; }
       });
       es.addEventListener("message", function (ev) { upsert(JSON.parse(ev.data)); });
-      es.addEventListener("signedout", function () { es.close(); sessionExpired(); });
+      es.addEventListener("signedout", function () { es.close(); live.setAttribute("data-live", "false"); sessionExpired(connect); });
       // The server could not check the session (its store is out of
       // reach): nothing says it ended, so ask why and come back.
       es.addEventListener("unavailable", function () { es.close(); live.setAttribute("data-live", "false"); why(); });
       es.addEventListener("error", function () {
         live.setAttribute("data-live", "false");
         // Refused (CLOSED): ask why, then try again. A server that is down
-        // leaves it CONNECTING, and it retries by itself.
-        if (es.readyState === EventSource.CLOSED) { why(); }
+        // leaves it CONNECTING, and it retries by itself: said if it is
+        // still away after two of its tries.
+        if (es.readyState === EventSource.CLOSED) { why(); return; }
+        if (!lost) {
+          lost = setTimeout(function () {
+            lost = null;
+            if (es.readyState === EventSource.CONNECTING) {
+              say("err live", "The server could not be reached; live updates resume when it is back.");
+            }
+          }, 6000);
+        }
       });
     };
     connect();

@@ -1,0 +1,26 @@
+package web_test
+
+import (
+	"testing"
+
+	"github.com/chromedp/chromedp"
+)
+
+// TestBrowserLiveViewSaysTheServerIsGone: a live view whose server went
+// away (the network down, the server stopped) says so, not just stops:
+// the browser's EventSource retries by itself, and the page showed the
+// statuses as they stood, as if live, without a word.
+func TestBrowserLiveViewSaysTheServerIsGone(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.acmeWithPhone()
+	ctx := chrome(t)
+	signInUI(t, ctx, e.url, "ada@acme.test", "Correct1horse")
+	do(t, ctx, "open a thread", chromedp.Navigate(e.url+"/console/messages?device=fp-1&phone=%2B15550100000"))
+	waitFor(t, ctx, "the stream open", `document.getElementById("chat").dataset.live === "true"`)
+	if !eval[bool](t, ctx, `document.getElementById("banner").hidden`) {
+		t.Fatal("a banner shows before the server went away")
+	}
+	e.stop()
+	waitFor(t, ctx, "the banner", `!document.getElementById("banner").hidden && document.getElementById("banner").textContent.indexOf("could not be reached; live updates resume") >= 0`)
+}

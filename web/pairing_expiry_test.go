@@ -1,0 +1,112 @@
+package web_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/simrelay/simrelay/device"
+	"github.com/simrelay/simrelay/internal/poll"
+)
+
+// stateOf is the pairing panel's poll: the devices, and whether its code
+// still works.
+func stateOf(t *testing.T, b *browser, code string) (status int, pairing string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, b.e.url+"/console/devices/state?pairing="+url.QueryEscape(code), nil)
+	req.Header.Set("Accept", "application/json")
+	res, err := b.c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := read(t, res)
+	var s struct{ Pairing string }
+	if p.status == http.StatusOK {
+		if err := json.Unmarshal([]byte(p.body), &s); err != nil {
+			t.Fatalf("%s: %v", p.body, err)
+		}
+	}
+	return p.status, s.Pairing
+}
+
+var pairingParam = regexp.MustCompile(`pairing=([A-Za-z0-9-]+)`)
+
+// TestPairingStateSaysWhenTheCodeExpired: the pairing panel's poll names
+// its code and learns whether a phone can still register with it: "live",
+// then "expired" after the code's time (or for another company's code),
+// so the panel stops asking instead of asking every 1.5 s for as long as
+// the tab stays open.
+func TestPairingStateSaysWhenTheCodeExpired(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ada := e.acmeWithPhone()
+	p := ada.post("/console/pairing", nil)
+	m := pairingParam.FindStringSubmatch(p.body)
+	if p.status != http.StatusOK || m == nil {
+		t.Fatalf("pairing: %d %s", p.status, p.body)
+	}
+	code := m[1]
+	if status, st := stateOf(t, ada, code); status != http.StatusOK || st != "live" {
+		t.Errorf("a fresh code: %d %q, want live", status, st)
+	}
+	e.company("Other", "bo@other.test", "Correct1horse")
+	bo := e.browser()
+	bo.signIn("bo@other.test", "Correct1horse")
+	if status, st := stateOf(t, bo, code); status != http.StatusOK || st != "expired" {
+		t.Errorf("another company's code: %d %q, want expired (no live code of its own)", status, st)
+	}
+	e.clock.Advance(device.DefaultPairingTTL)
+	if status, st := stateOf(t, ada, code); status != http.StatusOK || st != "expired" {
+		t.Errorf("after its time: %d %q, want expired", status, st)
+	}
+	if p := ada.get("/console/devices/state"); p.status != http.StatusOK || strings.Contains(p.body, `"pairing"`) {
+		t.Errorf("without a code: %d %s, want no pairing state", p.status, p.body)
+	}
+}
+
+// TestBrowserPairingPanelStopsWhenTheCodeExpires: a pairing panel left
+// open past its code's time says the code expired, offers a new one, and
+// stops polling (it polled, and kept the session alive, for as long as the
+// tab stayed open).
+func TestBrowserPairingPanelStopsWhenTheCodeExpires(t *testing.T) {
+	t.Parallel()
+	var polls atomic.Int32
+	e := newEnv(t, func(o *envOptions) {
+		o.wrap = func(next http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/console/devices/state" {
+					polls.Add(1)
+				}
+				next.ServeHTTP(w, r)
+			})
+		}
+	})
+	e.company("Acme", "ada@acme.test", "Correct1horse")
+	ctx := chrome(t)
+	signInUI(t, ctx, e.url, "ada@acme.test", "Correct1horse")
+	do(t, ctx, "ask for a pairing code", chromedp.Navigate(e.url+"/console/devices"), chromedp.Click(chromedp.CSS(`main button[type=submit]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#pairing-code`)))
+	first := eval[string](t, ctx, `document.getElementById("pairing-code").textContent.trim()`)
+	poll.Until(t, "the panel polls", func() bool { return polls.Load() > 0 })
+	e.clock.Advance(device.DefaultPairingTTL)
+	waitText(t, ctx, "#banner", "This pairing code expired")
+	waitFor(t, ctx, "the panel offering a new code", `document.getElementById("pairing").dataset.expired === "true" && !document.querySelector("svg.qr") && !!document.querySelector('#pairing form[action="/console/pairing"] button')`)
+	// It polls every 1.5 s while the code works: two periods without one
+	// show it stopped.
+	n := polls.Load()
+	time.Sleep(3500 * time.Millisecond)
+	if got := polls.Load(); got != n {
+		t.Errorf("the panel polled %d more times after its code expired", got-n)
+	}
+	do(t, ctx, "ask again", chromedp.Click(chromedp.CSS(`#pairing form button`)))
+	waitFor(t, ctx, "a new code", `!!document.getElementById("pairing-code") && document.getElementById("pairing-code").textContent.trim() !== `+jsString(first)+` && !!document.querySelector("svg.qr")`)
+}
+
+func jsString(s string) string { b, _ := json.Marshal(s); return string(b) }
