@@ -45,6 +45,12 @@ const (
 	// client cannot hold its slot, its goroutine and its queue for ever. A
 	// browser that reads takes a few kilobytes in far less.
 	DefaultStreamWriteTimeout = 10 * time.Second
+	// DefaultStreamRetry is how long a browser waits before it opens a
+	// stream again after one ended (the stream's retry field): a resync
+	// (Resync) or a restart costs a tab that long without live updates,
+	// and a node's thousands of tabs come back spread over it rather than
+	// at once.
+	DefaultStreamRetry = 3 * time.Second
 )
 
 // StreamConfig bounds the live-update streams; zero fields take the defaults.
@@ -52,6 +58,9 @@ type StreamConfig struct {
 	Buffer                               int
 	PerSession, PerUser, PerCompany, Max int
 	Heartbeat, WriteTimeout              time.Duration
+	// Retry is the reconnect delay each stream tells its browser
+	// (DefaultStreamRetry); the server has no flag for it.
+	Retry time.Duration
 }
 
 func (c *StreamConfig) defaults() {
@@ -75,6 +84,9 @@ func (c *StreamConfig) defaults() {
 	}
 	if c.WriteTimeout <= 0 {
 		c.WriteTimeout = DefaultStreamWriteTimeout
+	}
+	if c.Retry <= 0 {
+		c.Retry = DefaultStreamRetry
 	}
 }
 
@@ -322,7 +334,7 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 		}
 		return rc.Flush()
 	}
-	if send("retry: 3000\n\n") != nil {
+	if send("retry: %d\n\n", b.cfg.Retry.Milliseconds()) != nil {
 		return
 	}
 	tick := time.NewTicker(b.cfg.Heartbeat)
