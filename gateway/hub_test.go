@@ -220,8 +220,14 @@ func TestStuckWriteEndsTheLink(t *testing.T) {
 	defer stuck.CloseNow()
 	writeFrame(t, stuck, proto.Hello{Protocol: 1})
 	eventually(t, "online", func() bool { return r.hub.Online("stuck", r.id("stuck")) })
-	for i := 0; i < 200000 && r.hub.Online("stuck", r.id("stuck")); i++ {
-		r.hub.Configure("stuck", r.id("stuck"), proto.Config{SelectedSIM: "SIM1", DeviceName: "stuck", Status: "active"})
+	// Frames of a kilobyte fill the socket's buffers (a few megabytes)
+	// in a few thousand pushes, not the tens of thousands of small ones
+	// that took seconds under -race; 20 MB at most stay far within the
+	// queue's room, and once the buffers are full the write stays stuck
+	// whether or not more is pushed.
+	name := strings.Repeat("s", 1024)
+	for i := 0; i < 20000 && r.hub.Online("stuck", r.id("stuck")); i++ {
+		r.hub.Configure("stuck", r.id("stuck"), proto.Config{SelectedSIM: "SIM1", DeviceName: name, Status: "active"})
 	}
 	eventually(t, "the stuck link ended", func() bool { return !r.hub.Online("stuck", r.id("stuck")) })
 	if strings.Contains(r.logs.String(), "code=4008") {

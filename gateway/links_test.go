@@ -53,24 +53,27 @@ func (l *epochLog) calls() []endedCall {
 
 // muteLinkInCluster is a rig on a cluster's fencing (epochLog) with one
 // phone, "mute", linked and online, that reads nothing: a close handshake
-// with it waits seconds.
-func muteLinkInCluster(t *testing.T) (*rig, *epochLog) {
+// with it waits seconds. hangUp is linkMute's.
+func muteLinkInCluster(t *testing.T) (r *rig, log *epochLog, hangUp func()) {
 	t.Helper()
-	log := &epochLog{}
-	var r *rig
+	log = &epochLog{}
 	log.hub = func() *Hub { return r.hub }
 	r = newRigHub(t, storetest.OpenWith(t, storetest.Options{}), Config{}, time.Now, nil, hubSetup{epochs: log})
-	linkMute(t, r)
+	hangUp = linkMute(t, r)
 	// Online comes with the registration, the epoch a store read later: a
 	// close before the claim tells the cluster only once unregistered.
 	eventually(t, "its epoch claimed", func() bool { return len(r.hub.Links()) == 1 })
-	return r, log
+	return r, log, hangUp
 }
 
 // linkMute pairs the device "mute" and links a phone that says hello and
 // then reads nothing (a tiny receive buffer): a close handshake with it
-// waits seconds. It returns once the device is online.
-func linkMute(t *testing.T, r *rig) {
+// waits seconds. It returns once the device is online, with hangUp, which
+// drops the phone's connection: a test done with what happens during a
+// close handshake ends it there, as a phone that gives up does, instead of
+// waiting out the handshake's timeouts (closeHandshakeBound); the link
+// ends through the same reader's end either way.
+func linkMute(t *testing.T, r *rig) (hangUp func()) {
 	t.Helper()
 	ws, _, err := r.dial(r.pair("mute"), tinyReceiveBuffer())
 	if err != nil {
@@ -79,6 +82,22 @@ func linkMute(t *testing.T, r *rig) {
 	t.Cleanup(func() { ws.CloseNow() })
 	writeFrame(t, ws, proto.Hello{Protocol: 1})
 	eventually(t, "online", func() bool { return r.hub.Online("mute", r.id("mute")) })
+	return func() { ws.CloseNow() }
+}
+
+// hangUpOnceStored waits for a Disconnect's channel, closed once the
+// server's close stored the device's last seen, and then hangs up: a
+// phone gone before that store is done has its link's end store the
+// last seen beside it (storeSeen), and a test that counts the stores
+// would count two.
+func hangUpOnceStored(t *testing.T, stored <-chan struct{}, hangUp func()) {
+	t.Helper()
+	select {
+	case <-stored:
+	case <-time.After(poll.Timeout):
+		t.Fatal("the server's close stored no last seen")
+	}
+	hangUp()
 }
 
 // A link the server closes ends in the cluster as the server decides, not
@@ -87,10 +106,11 @@ func linkMute(t *testing.T, r *rig) {
 // link's end when it is unregistered tells the cluster nothing more.
 func TestServerCloseEndsTheLinkInTheClusterAtOnce(t *testing.T) {
 	t.Parallel()
-	r, log := muteLinkInCluster(t)
+	r, log, hangUp := muteLinkInCluster(t)
 	r.hub.Disconnect("mute", r.id("mute"), proto.CloseDeviceGone, "device deleted")
 	eventually(t, "the cluster told of the link's end", func() bool { return len(log.calls()) > 0 })
-	poll.Within(t, poll.Timeout+closeHandshakeBound, "the link unregistered", func() bool { return r.hub.Count() == 0 })
+	hangUp()
+	eventually(t, "the link unregistered", func() bool { return r.hub.Count() == 0 })
 	got := log.calls()
 	if len(got) != 1 || got[0].epoch != 1 || !got[0].registered {
 		t.Fatalf("Ended calls %+v: want one, for epoch 1, made while the close handshake was under way", got)
@@ -103,7 +123,7 @@ func TestServerCloseEndsTheLinkInTheClusterAtOnce(t *testing.T) {
 // ended, would reopen its row with nothing left to end it again.
 func TestClosingLinkIsNotListed(t *testing.T) {
 	t.Parallel()
-	r, _ := muteLinkInCluster(t)
+	r, _, hangUp := muteLinkInCluster(t)
 	r.hub.Disconnect("mute", r.id("mute"), proto.CloseDeviceGone, "device deleted")
 	// The phone does not read: its close handshake keeps the link
 	// registered for seconds.
@@ -114,7 +134,8 @@ func TestClosingLinkIsNotListed(t *testing.T) {
 	if len(links) != 0 {
 		t.Fatalf("links %+v while the server closes the only one", links)
 	}
-	poll.Within(t, poll.Timeout+closeHandshakeBound, "the link unregistered", func() bool { return r.hub.Count() == 0 })
+	hangUp()
+	eventually(t, "the link unregistered", func() bool { return r.hub.Count() == 0 })
 }
 
 // stuckEpochs is a cluster whose database takes Ended and does not answer
@@ -174,19 +195,17 @@ func (l *seenLog) Seen(ctx context.Context, dev store.Device, at time.Time) erro
 }
 
 // muteLinkSeen is a rig whose device service is a seenLog, with "mute"
-// linked (linkMute). The hub's clock runs an hour ahead of the device
-// service's, which stored the hello's time: the link's last seen is told
-// from it.
-func muteLinkSeen(t *testing.T) (*rig, *seenLog) {
+// linked (linkMute; hangUp is its). The hub's clock runs an hour ahead of
+// the device service's, which stored the hello's time: the link's last
+// seen is told from it.
+func muteLinkSeen(t *testing.T) (r *rig, log *seenLog, hangUp func()) {
 	t.Helper()
-	log := &seenLog{}
-	var r *rig
+	log = &seenLog{}
 	log.hub = func() *Hub { return r.hub }
 	ahead := func() time.Time { return time.Now().Add(time.Hour) }
 	r = newRigHub(t, storetest.OpenWith(t, storetest.Options{}), Config{}, time.Now, nil, hubSetup{now: ahead,
 		devices: func(d *device.Service) Devices { log.Devices = d; return log }})
-	linkMute(t, r)
-	return r, log
+	return r, log, linkMute(t, r)
 }
 
 func (l *seenLog) seen() []seenCall {
@@ -203,9 +222,9 @@ func (l *seenLog) seen() []seenCall {
 // ended. What is stored is the link's last activity, as when a link ends.
 func TestServerCloseStoresLastSeenAtOnce(t *testing.T) {
 	t.Parallel()
-	r, log := muteLinkSeen(t)
+	r, log, hangUp := muteLinkSeen(t)
 	want := r.hub.LastSeen("mute", r.id("mute"))
-	r.hub.Disconnect("mute", r.id("mute"), proto.CloseDeviceGone, "device disabled")
+	stored := r.hub.Disconnect("mute", r.id("mute"), proto.CloseDeviceGone, "device disabled")
 	eventually(t, "the last seen stored", func() bool { return len(log.seen()) > 0 })
 	if got := log.seen()[0]; !got.registered || !got.at.Equal(want) {
 		t.Fatalf("first Seen %+v: want %v, stored while the close handshake was under way", got, want)
@@ -214,7 +233,8 @@ func TestServerCloseStoresLastSeenAtOnce(t *testing.T) {
 		d, err := r.store.Device("mute")
 		return err == nil && d.LastSeenAt.Sub(want).Abs() <= time.Millisecond
 	})
-	poll.Within(t, poll.Timeout+closeHandshakeBound, "the link unregistered", func() bool { return r.hub.Count() == 0 })
+	hangUpOnceStored(t, stored, hangUp)
+	eventually(t, "the link unregistered", func() bool { return r.hub.Count() == 0 })
 	if d, _ := r.store.Device("mute"); d.LastSeenAt.Sub(want).Abs() > time.Millisecond {
 		t.Errorf("last seen once the link ended: %v, want %v", d.LastSeenAt, want)
 	}
@@ -236,10 +256,10 @@ func TestServerCloseStoresLastSeenAtOnce(t *testing.T) {
 // decision's time.
 func TestPongDuringCloseHandshakeIsNotSeen(t *testing.T) {
 	t.Parallel()
-	r, log := muteLinkSeen(t)
+	r, log, hangUp := muteLinkSeen(t)
 	c := r.hub.lookup("mute")
 	want := r.hub.LastSeen("mute", r.id("mute"))
-	r.hub.Disconnect("mute", r.id("mute"), proto.CloseDeviceGone, "device disabled")
+	stored := r.hub.Disconnect("mute", r.id("mute"), proto.CloseDeviceGone, "device disabled")
 	// The phone does not read: the handshake waits seconds, and the pong
 	// of a ping sent before the decision comes in meanwhile, taken as the
 	// ping path takes it.
@@ -247,7 +267,8 @@ func TestPongDuringCloseHandshakeIsNotSeen(t *testing.T) {
 	if got := c.seen(); !got.Equal(want) {
 		t.Errorf("the link's last seen after a pong in its close handshake: %v, want %v", got, want)
 	}
-	poll.Within(t, poll.Timeout+closeHandshakeBound, "the link unregistered", func() bool { return r.hub.Count() == 0 })
+	hangUpOnceStored(t, stored, hangUp)
+	eventually(t, "the link unregistered", func() bool { return r.hub.Count() == 0 })
 	if err := r.hub.Shutdown(context.Background()); err != nil { // its goroutines have ended
 		t.Fatal(err)
 	}

@@ -51,7 +51,9 @@ func reloadRefused(t *testing.T, interfere func(*testing.T, *env), banner string
 	var armed atomic.Bool
 	var e *env
 	e = newEnv(t, func(o *envOptions) {
-		o.streams = web.StreamConfig{Heartbeat: time.Hour}
+		// The browser opens the stream again 100 ms after the resync ends
+		// it, not the default's 3 s: the reload that follows is the point.
+		o.streams = web.StreamConfig{Heartbeat: time.Hour, Retry: 100 * time.Millisecond}
 		o.wrap = func(next http.Handler) http.Handler {
 			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				if r.URL.Path == "/console/messages/thread" && armed.CompareAndSwap(true, false) {

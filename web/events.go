@@ -49,6 +49,12 @@ const (
 	// stands for the messages it passes on (events); older, the next message
 	// checks it again first.
 	streamEventCheck = time.Second
+	// DefaultStreamRetry is how long a browser waits before it opens a
+	// stream again after one ended (the stream's retry field): a resync
+	// (Resync) or a restart costs a tab that long without live updates,
+	// and a node's thousands of tabs come back spread over it rather than
+	// at once.
+	DefaultStreamRetry = 3 * time.Second
 )
 
 // StreamConfig bounds the live-update streams; zero fields take the defaults.
@@ -56,6 +62,9 @@ type StreamConfig struct {
 	Buffer                               int
 	PerSession, PerUser, PerCompany, Max int
 	Heartbeat, WriteTimeout              time.Duration
+	// Retry is the reconnect delay each stream tells its browser
+	// (DefaultStreamRetry); the server has no flag for it.
+	Retry time.Duration
 }
 
 func (c *StreamConfig) defaults() {
@@ -79,6 +88,9 @@ func (c *StreamConfig) defaults() {
 	}
 	if c.WriteTimeout <= 0 {
 		c.WriteTimeout = DefaultStreamWriteTimeout
+	}
+	if c.Retry <= 0 {
+		c.Retry = DefaultStreamRetry
 	}
 }
 
@@ -326,7 +338,7 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 		}
 		return rc.Flush()
 	}
-	if send("retry: 3000\n\n") != nil {
+	if send("retry: %d\n\n", b.cfg.Retry.Milliseconds()) != nil {
 		return
 	}
 	// ended checks the session: a signed-out or revoked session (signed

@@ -335,3 +335,35 @@ func TestStreamLeaseNeverHoldsTheSessionCookie(t *testing.T) {
 		t.Errorf("one session's two streams are leased under %q and %q: its tabs are not counted together", got[0], got[1])
 	}
 }
+
+// A stream opens with its retry field: the reconnect delay a browser waits
+// after the stream ends (a resync, a restart), 3 s unless StreamConfig
+// sets another.
+func TestLiveStreamTellsItsRetry(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		cfg  web.StreamConfig
+		want string
+	}{
+		{web.StreamConfig{}, "retry: 3000"},
+		{web.StreamConfig{Retry: 250 * time.Millisecond}, "retry: 250"},
+	} {
+		e := newEnv(t, func(o *envOptions) { o.streams = c.cfg })
+		e.company("Acme", "ada@acme.test", "Correct1horse")
+		ada := e.browser()
+		ada.signIn("ada@acme.test", "Correct1horse")
+		ctx, cancel := context.WithTimeout(context.Background(), poll.Timeout)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.url+"/console/events", nil)
+		res, err := ada.c.Do(req)
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		line, err := bufio.NewReader(res.Body).ReadString('\n')
+		res.Body.Close()
+		cancel()
+		if res.StatusCode != http.StatusOK || strings.TrimSuffix(line, "\n") != c.want {
+			t.Errorf("%+v: got %d, first line %q (%v); want 200 and %q", c.cfg, res.StatusCode, line, err, c.want)
+		}
+	}
+}
