@@ -220,13 +220,15 @@ func TestStuckWriteEndsTheLink(t *testing.T) {
 	defer stuck.CloseNow()
 	writeFrame(t, stuck, proto.Hello{Protocol: 1})
 	eventually(t, "online", func() bool { return r.hub.Online("stuck", r.id("stuck")) })
-	// Frames of a kilobyte fill the socket's buffers (a few megabytes)
-	// in a few thousand pushes, not the tens of thousands of small ones
-	// that took seconds under -race; 20 MB at most stay far within the
-	// queue's room, and once the buffers are full the write stays stuck
-	// whether or not more is pushed.
-	name := strings.Repeat("s", 1024)
-	for i := 0; i < 20000 && r.hub.Online("stuck", r.id("stuck")); i++ {
+	// Each push sends the settings the store holds, so the device's name
+	// is made as long as a name may be (100 bytes) for frames that fill
+	// the socket's buffers in fewer pushes; once they are full the write
+	// stays stuck whether or not more is pushed.
+	name := strings.Repeat("s", 100)
+	if _, err := r.devices.Update(context.Background(), r.company, "stuck", device.Patch{DeviceName: &name}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 200000 && r.hub.Online("stuck", r.id("stuck")); i++ {
 		r.hub.Configure("stuck", r.id("stuck"), proto.Config{SelectedSIM: "SIM1", DeviceName: name, Status: "active"})
 	}
 	eventually(t, "the stuck link ended", func() bool { return !r.hub.Online("stuck", r.id("stuck")) })
