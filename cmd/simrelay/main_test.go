@@ -77,6 +77,10 @@ func TestServeRefusesBadSettings(t *testing.T) {
 		{[]string{"--link-sweep", "10ms"}, nil, "--link-sweep"},
 		{[]string{"--log-level", "loud"}, nil, "--log-level"},
 		{[]string{"--public-url", "ftp://x"}, nil, "--public-url"},
+		// Every address of the machine is no address a phone or a link can use.
+		{[]string{"--listen", "0.0.0.0:0"}, nil, `--listen (SIMRELAY_LISTEN) "0.0.0.0:0" listens on every address of this machine: give --public-url (SIMRELAY_PUBLIC_URL)`},
+		{[]string{"--listen", ":0"}, nil, `--listen (SIMRELAY_LISTEN) ":0" listens on every address`},
+		{nil, map[string]string{"SIMRELAY_LISTEN": "[::]:0"}, `--listen (SIMRELAY_LISTEN) "[::]:0" listens on every address`},
 		{[]string{"--smtp-url", "http://mail:25"}, nil, "smtp-url"},
 		{[]string{"--trusted-proxies", "not-an-ip"}, nil, "trusted-proxies"},
 		{[]string{"--max-conns-per-ip", "-1"}, nil, "--max-conns-per-ip (SIMRELAY_MAX_CONNS_PER_IP) -1: must not be negative"},
@@ -305,6 +309,24 @@ func TestEnvTwinsAndFlagPrecedence(t *testing.T) {
 	}
 	if got := cfg.trustedProxies.String(); got != "10.0.0.1/32,192.168.0.0/16" {
 		t.Errorf("trusted proxies: got %q", got)
+	}
+}
+
+// A server listening on every address of its machine runs once it is told
+// the address its users and phones reach (its links, pairing codes and
+// ws_url name that, never 0.0.0.0 or [::]).
+func TestServeOnEveryAddressWithAPublicURL(t *testing.T) {
+	for _, listen := range []string{"0.0.0.0:0", ":0", "[::]:0"} {
+		cfg, fs := serveFlags()
+		if err := parseFlags(fs, []string{"--listen", listen, "--public-url", "http://192.0.2.10:8080/"}, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := cfg.validate(); err != nil {
+			t.Fatalf("--listen %s with --public-url: %v", listen, err)
+		}
+		if cfg.publicURL != "http://192.0.2.10:8080" {
+			t.Errorf("--listen %s: public URL %q, want http://192.0.2.10:8080", listen, cfg.publicURL)
+		}
 	}
 }
 

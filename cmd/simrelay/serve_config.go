@@ -87,7 +87,7 @@ type serveConfig struct {
 
 func (c *serveConfig) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.listen, "listen", defaultListen, "address to listen on, host:port")
-	fs.StringVar(&c.publicURL, "public-url", "", "the server's address as users and phones reach it, used in links, QR codes and e-mails (default http://<listen>)")
+	fs.StringVar(&c.publicURL, "public-url", "", "the server's address as users and phones reach it, used in links, QR codes and e-mails (default http://<listen>; required when --listen is every address, 0.0.0.0:PORT, [::]:PORT or :PORT)")
 	fs.StringVar(&c.dataDir, "data-dir", defaultDataDir, "directory of the embedded store; with --database-url, of what this server keeps for itself (uploads while they arrive)")
 	c.databaseURL = addDatabaseURL(fs)
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
@@ -126,6 +126,12 @@ func (c *serveConfig) validate() error {
 	var err error
 	if _, _, e := net.SplitHostPort(c.listen); e != nil {
 		return fmt.Errorf("%s %q: want host:port, e.g. 127.0.0.1:8080", both("listen"), c.listen)
+	}
+	// The public URL defaults to the bound address, which on every address
+	// of the machine (0.0.0.0, [::], :PORT) is one no phone, browser or
+	// e-mailed link can reach: pairing QR codes and ws_url would name it.
+	if host, _, _ := net.SplitHostPort(c.listen); c.publicURL == "" && (host == "" || net.ParseIP(host) != nil && net.ParseIP(host).IsUnspecified()) {
+		return fmt.Errorf("%s %q listens on every address of this machine: give %s, the address users and phones reach (e.g. http://192.168.1.20:8080 or https://sms.example.com), which links, pairing QR codes and e-mails name; or listen on one address", both("listen"), c.listen, both("public-url"))
 	}
 	if c.pprofListen != "" {
 		if _, _, e := net.SplitHostPort(c.pprofListen); e != nil {
