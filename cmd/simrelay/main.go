@@ -26,7 +26,7 @@ func main() {
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// stopOnSignal is ctx, ended at the first SIGINT or SIGTERM: the command's
+// stopOnSignal is ctx, ended at the first SIGINT, SIGTERM or SIGHUP: the command's
 // to stop on. A second ends the process at once, as a kill does, when that
 // stop is held up (a request that does not end, a prune running its
 // course): the signals' default action is back before ctx ends, so that
@@ -35,10 +35,10 @@ func main() {
 func stopOnSignal(ctx context.Context) context.Context {
 	ctx, cancel := context.WithCancel(ctx)
 	heard := make(chan os.Signal, 2)
-	signal.Notify(heard, os.Interrupt, syscall.SIGTERM)
+	signal.Notify(heard, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	go func() {
 		<-heard
-		signal.Reset(os.Interrupt, syscall.SIGTERM)
+		signal.Reset(os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 		cancel()
 		select {
 		case again := <-heard:
@@ -51,9 +51,10 @@ func stopOnSignal(ctx context.Context) context.Context {
 	return ctx
 }
 
-// stopsInOrder are the commands that hear SIGINT and SIGTERM and stop in
+// stopsInOrder are the commands that hear SIGINT, SIGTERM and SIGHUP (the
+// hang-up of the terminal or ssh session they were started from) and stop in
 // their own order (serve finishes its requests, the virtual phone closes
-// its link, bench stops its servers), at the first of the two signals. The others, admin's, are ended by
+// its link, bench stops its servers), at the first of the three signals. The others, admin's, are ended by
 // either signal where they are, as by a kill, which each is built to
 // survive: a caught signal they never looked at left a restore or a
 // copy-store that the operator stopped running on to its end.
