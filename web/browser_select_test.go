@@ -23,6 +23,7 @@ func TestBrowserDeviceChoiceByKeyboardStaysUntilOpened(t *testing.T) {
 	ctx := chrome(t)
 	signInUI(t, ctx, e.url, "ada@acme.test", "Correct1horse")
 	do(t, ctx, "open the first device", chromedp.Navigate(e.url+"/console/messages?device=fp-1"), chromedp.WaitVisible(chromedp.CSS(`#chat`)))
+	waitFor(t, ctx, "the page's script", `document.readyState === "complete"`)
 	eval[bool](t, ctx, `window.sameLoad = true`)
 	do(t, ctx, "arrow down twice", chromedp.Focus(chromedp.CSS(`#device`)), chromedp.KeyEvent(kb.ArrowDown), chromedp.KeyEvent(kb.ArrowDown))
 	waitFor(t, ctx, "the third device chosen", `document.getElementById("device").value === "fp-3"`)
@@ -30,7 +31,9 @@ func TestBrowserDeviceChoiceByKeyboardStaysUntilOpened(t *testing.T) {
 		t.Fatal("an arrow key loaded another device's page")
 	}
 	do(t, ctx, "open it", chromedp.Click(chromedp.CSS(`form[action="/console/messages"] button[type=submit]`)))
-	waitFor(t, ctx, "the third device's page", `!!document.getElementById("chat") && document.getElementById("chat").dataset.device === "fp-3"`)
+	// The page's script (deferred) has run once the document is complete:
+	// a change made before it listens opens nothing.
+	waitFor(t, ctx, "the third device's page", `document.readyState === "complete" && !!document.getElementById("chat") && document.getElementById("chat").dataset.device === "fp-3"`)
 
 	// A change without keys (the pointer's; SetValue sends the change
 	// event) opens the choice at once.
