@@ -36,6 +36,8 @@ func WebhookClaims(t *testing.T, nodes ClaimNodes) {
 	t.Run("EntryLeasesCounted", func(t *testing.T) { t.Parallel(); claimsEntryLeases(t, nodes) })
 	t.Run("MailClaimedOnce", func(t *testing.T) { t.Parallel(); claimsMailOnce(t, nodes) })
 	t.Run("MailDeadNodeTakenOver", func(t *testing.T) { t.Parallel(); claimsMailTakeover(t, nodes) })
+	t.Run("LateRecordKeepsTheNewLease", func(t *testing.T) { t.Parallel(); claimsLateRecord(t, nodes) })
+	t.Run("MailLateRecordKeepsTheNewLease", func(t *testing.T) { t.Parallel(); claimsMailLateRecord(t, nodes) })
 }
 
 // webhookClaim: on one node a claim answers what DueWebhookDeliveries
@@ -312,6 +314,86 @@ func claimsMailTakeover(t *testing.T, nodes ClaimNodes) {
 	c := open(time.Minute)
 	if _, ok, err := c.ClaimMail(m.ID); err != nil || !ok {
 		t.Fatalf("a retry claimed after the record: %v (%v), want true", ok, err)
+	}
+}
+
+// claimsLateRecord: a node whose lease ran out during its attempt (its
+// beats stopped) and whose delivery another node took over records its
+// attempt late: the line is logged, but the new holder's lease stands, so
+// no third node attempts the delivery beside the second, and the holder's
+// record ends its lease as before.
+func claimsLateRecord(t *testing.T, nodes ClaimNodes) {
+	open := nodes(t)
+	a, b, c := open(300*time.Millisecond), open(time.Hour), open(time.Hour)
+	w := webhookCompany(t, a, 1)
+	mustAdd(t, a, w, T0)
+	held := claimIDs(t, a, T0, 10)
+	if len(held) != 1 {
+		t.Fatalf("the first node claimed %d, want 1", len(held))
+	}
+	var taken []store.WebhookDue
+	for deadline := time.Now().Add(10 * time.Second); len(taken) == 0 && time.Now().Before(deadline); {
+		if taken = claimIDs(t, b, T0, 10); len(taken) == 0 {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	if len(taken) != 1 || taken[0].ID != held[0].ID {
+		t.Fatalf("the second node took over %+v once the first's lease ran out, want delivery %d", taken, held[0].ID)
+	}
+	if _, err := a.RecordWebhookAttempt(held[0].ID, 0, outcome(store.WebhookPending, T0)); err != nil {
+		t.Fatalf("the late record: %v", err)
+	}
+	if got := claimIDs(t, c, T0.Add(2*time.Hour), 10); len(got) != 0 {
+		t.Fatalf("a third node claimed %+v after the late record, while the second node's lease holds it", got)
+	}
+	lines, err := a.WebhookAttempts(w.company.ID, 0, 10)
+	if err != nil || len(lines) != 1 || lines[0].DeliveryID == "" || lines[0].State != store.WebhookPending {
+		t.Fatalf("the deliveries log after the late record: %+v (%v), want its one pending line", lines, err)
+	}
+	if _, err := b.RecordWebhookAttempt(taken[0].ID, 0, outcome(store.WebhookPending, T0)); err != nil {
+		t.Fatal(err)
+	}
+	if got := claimIDs(t, c, T0.Add(2*time.Hour), 10); len(got) != 1 {
+		t.Fatalf("the holder's record ended its lease, but a third node claimed %+v when due, want the delivery", got)
+	}
+}
+
+// claimsMailLateRecord: as claimsLateRecord, for a mail: the late record
+// leaves the new holder's lease (and the mail) as they are.
+func claimsMailLateRecord(t *testing.T, nodes ClaimNodes) {
+	open := nodes(t)
+	a, b, c := open(300*time.Millisecond), open(time.Hour), open(time.Hour)
+	m := store.Mail{To: "a@example.com", Subject: "Welcome", Text: "Hi", State: store.MailPending, CreatedAt: T0, NextAttemptAt: T0}
+	if err := a.AppendMail(&m); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := a.ClaimMail(m.ID); err != nil || !ok {
+		t.Fatalf("the first node's claim: %v (%v)", ok, err)
+	}
+	taken := false
+	for deadline := time.Now().Add(10 * time.Second); !taken && time.Now().Before(deadline); {
+		_, ok, err := b.ClaimMail(m.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if taken = ok; !taken {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	if !taken {
+		t.Fatal("the second node did not take the mail over within 10 s")
+	}
+	if _, err := a.UpdateMail(m.ID, func(r *store.Mail) { r.Attempts++; r.NextAttemptAt = T0.Add(time.Minute) }); err != nil {
+		t.Fatalf("the late record: %v", err)
+	}
+	if _, ok, err := c.ClaimMail(m.ID); err != nil || ok {
+		t.Fatalf("a third node's claim after the late record: %v (%v), want false while the second node's lease holds it", ok, err)
+	}
+	if _, err := b.UpdateMail(m.ID, func(r *store.Mail) { r.Attempts++; r.NextAttemptAt = T0.Add(time.Minute) }); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := c.ClaimMail(m.ID); err != nil || !ok {
+		t.Fatalf("a third node's claim after the holder's record: %v (%v), want true", ok, err)
 	}
 }
 

@@ -17,7 +17,9 @@ import (
 // (claimLock), takes them FOR UPDATE SKIP LOCKED (a row being recorded is
 // passed over, not waited for) and leases them for Options.Lease:
 // leased_until and leased_by on the row (migrations/0013_leases.sql). Recording the attempt
-// ends the lease (RecordWebhookAttempt clears it, or deletes the row); a
+// ends the lease (RecordWebhookAttempt clears it, or deletes the row; a
+// late record, made after the lease ran out and another holder took the
+// row, only logs its line and leaves the new lease alone); a
 // lease that ran out, its node dead mid-attempt, lets any node claim the
 // row again. So an attempt is made once, and at least once across a crash:
 // a node killed after the receiver answered but before the record commits

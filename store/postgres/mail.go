@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"cmp"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -143,8 +144,23 @@ func (s *Store) UpdateMail(mailID uint64, fn func(*store.Mail)) (store.Mail, err
 	var m store.Mail
 	err := s.write(fmt.Sprintf("update mail %d", mailID), func(t *txn) error {
 		m = store.Mail{}
-		if err := getRec(t, &m, "SELECT rec FROM mail_outbox WHERE id = $1 FOR UPDATE", id(mailID)); err != nil {
+		var raw []byte
+		var late bool
+		if err := t.row(`SELECT rec, leased_by IS NOT NULL AND leased_by <> $2 AND leased_until > clock_timestamp()
+			FROM mail_outbox WHERE id = $1 FOR UPDATE`, id(mailID), s.holder).Scan(&raw, &late); err != nil {
+			return mapErr(err)
+		}
+		if err := json.Unmarshal(raw, &m); err != nil {
 			return err
+		}
+		if late {
+			// A late record: this node's lease ran out during its attempt
+			// and another node's live lease holds the mail, its own attempt
+			// under way. The holder records the outcome and ends its lease;
+			// this one changes nothing (clearing the lease let a third
+			// attempt start beside the second). The mail is sent at least
+			// once, as across a crash.
+			return nil
 		}
 		fn(&m)
 		m.ID = mailID

@@ -4,6 +4,7 @@ package postgres
 // and the deliveries log it writes, read and pruned.
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -62,7 +63,13 @@ func (r *attemptRecord) Wait() (store.WebhookAttempt, error) {
 // recordAttempt is the write of RecordWebhookAttempt, inside t.
 func (s *Store) recordAttempt(t *txn, deliveryID uint64, keep int, decide func(d store.WebhookDelivery, e *store.WebhookEntry) store.WebhookAttempt) (store.WebhookAttempt, error) {
 	var d store.WebhookDelivery
-	if err := getRec(t, &d, "SELECT rec FROM webhook_deliveries WHERE id = $1 FOR UPDATE", id(deliveryID)); err != nil {
+	var raw []byte
+	var late bool
+	if err := t.row(`SELECT rec, leased_by IS NOT NULL AND leased_by <> $2 AND leased_until > clock_timestamp()
+		FROM webhook_deliveries WHERE id = $1 FOR UPDATE`, id(deliveryID), s.holder).Scan(&raw, &late); err != nil {
+		return store.WebhookAttempt{}, mapErr(err)
+	}
+	if err := json.Unmarshal(raw, &d); err != nil {
 		return store.WebhookAttempt{}, err
 	}
 	set, err := loadWebhookSet(t, d.CompanyID, false)
@@ -70,6 +77,30 @@ func (s *Store) recordAttempt(t *txn, deliveryID uint64, keep int, decide func(d
 		return store.WebhookAttempt{}, err
 	}
 	entry := set.Entry(d.WebhookID)
+	if late {
+		// A late record: this node's lease ran out during the attempt (its
+		// beats stopped) and another node's live lease holds the delivery,
+		// its own attempt under way. The line is logged, but the holder's
+		// lease, the schedule and the entry's health are the holder's to
+		// write: clearing the lease here let a third attempt start beside
+		// the second.
+		var copied store.WebhookEntry
+		if entry != nil {
+			copied = *entry
+			entry = &copied
+		}
+		a := decide(d, entry)
+		if a.State == store.WebhookPending {
+			a.NextAttemptAt = d.NextAttemptAt
+		} else {
+			a.NextAttemptAt = time.Time{}
+		}
+		a.CompanyID, a.WebhookID, a.EventID, a.DeliveryID, a.EventType, a.Attempt = d.CompanyID, d.WebhookID, d.EventID, d.UUID, d.EventType, d.Attempts+1
+		if err := appendAttempt(t, &a, keep); err != nil {
+			return store.WebhookAttempt{}, err
+		}
+		return a, nil
+	}
 	var before store.WebhookEntry
 	if entry != nil {
 		before = *entry
