@@ -250,21 +250,7 @@ func TestResendKeepsItsWindow(t *testing.T) {
 	t.Parallel()
 	frames := make(chan proto.Frame, 64)
 	answer := make(chan []byte)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ws, err := websocket.Accept(w, r, nil)
-		if err != nil {
-			return
-		}
-		defer ws.CloseNow()
-		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
-		defer cancel()
-		if _, _, err := ws.Read(ctx); err != nil { // hello
-			return
-		}
-		data, _ := proto.Encode(proto.Welcome{DeviceFingerprint: "p", ServerTime: "2026-11-22T10:04:05.123Z", PingIntervalSeconds: 45, MaxInflight: 16, SelectedSIM: "SIM1"})
-		if err := ws.Write(ctx, websocket.MessageText, data); err != nil {
-			return
-		}
+	srv := welcomingServer(t, 10*time.Second, func(ctx context.Context, ws *websocket.Conn) {
 		go func() {
 			for a := range answer {
 				_ = ws.Write(ctx, websocket.MessageText, a)
@@ -278,8 +264,7 @@ func TestResendKeepsItsWindow(t *testing.T) {
 			f, _ := proto.Decode(data)
 			frames <- f
 		}
-	}))
-	t.Cleanup(srv.Close)
+	})
 	p := New(Config{WSURL: "ws" + strings.TrimPrefix(srv.URL, "http"), Token: "dt_x"})
 	const outbox = MaxUnanswered + 8
 	for i := range outbox {
@@ -338,21 +323,7 @@ func TestResentReportsArePaced(t *testing.T) {
 		elapsed time.Duration
 	}
 	arrivals := make(chan arrival, outbox)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ws, err := websocket.Accept(w, r, nil)
-		if err != nil {
-			return
-		}
-		defer ws.CloseNow()
-		ctx, cancel := context.WithTimeout(r.Context(), 20*time.Second)
-		defer cancel()
-		if _, _, err := ws.Read(ctx); err != nil { // hello
-			return
-		}
-		data, _ := proto.Encode(proto.Welcome{DeviceFingerprint: "p", ServerTime: "2026-11-22T10:04:05.123Z", PingIntervalSeconds: 45, MaxInflight: 16, SelectedSIM: "SIM1"})
-		if err := ws.Write(ctx, websocket.MessageText, data); err != nil {
-			return
-		}
+	srv := welcomingServer(t, 20*time.Second, func(ctx context.Context, ws *websocket.Conn) {
 		welcomed := time.Now() // the phone's pace starts later: this only loosens the bound
 		for n := 1; ; n++ {
 			_, data, err := ws.Read(ctx)
@@ -369,8 +340,7 @@ func TestResentReportsArePaced(t *testing.T) {
 				return
 			}
 		}
-	}))
-	t.Cleanup(srv.Close)
+	})
 	p := New(Config{WSURL: "ws" + strings.TrimPrefix(srv.URL, "http"), Token: "dt_x"})
 	for i := range outbox {
 		p.Report(fmt.Sprint("job-", i), proto.StatusSent, "")
@@ -403,19 +373,8 @@ func decoded(data []byte) proto.Frame {
 // action"). They were dropped with it, never to be sent again.
 func TestRefusedAckKeepsTheJobsReports(t *testing.T) {
 	t.Parallel()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ws, err := websocket.Accept(w, r, nil)
-		if err != nil {
-			return
-		}
-		defer ws.CloseNow()
-		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
-		defer cancel()
-		if _, _, err := ws.Read(ctx); err != nil { // hello
-			return
-		}
+	srv := welcomingServer(t, 10*time.Second, func(ctx context.Context, ws *websocket.Conn) {
 		for _, f := range []proto.Frame{
-			proto.Welcome{DeviceFingerprint: "p", ServerTime: "2026-11-22T10:04:05.123Z", PingIntervalSeconds: 45, MaxInflight: 16, SelectedSIM: "SIM1"},
 			proto.Error{Code: "not_found", Message: "ack: This device has no job with that id.", ID: "job-1"},
 			proto.Config{SelectedSIM: "SIM2"}, // read after the error: the phone has handled it
 		} {
@@ -429,8 +388,7 @@ func TestRefusedAckKeepsTheJobsReports(t *testing.T) {
 				return
 			}
 		}
-	}))
-	t.Cleanup(srv.Close)
+	})
 	if n := pendingAfterConfig(t, srv, proto.StatusSent); n != 1 {
 		t.Fatalf("pending reports after a refused ack: got %d, want the job's 1", n)
 	}
@@ -442,21 +400,7 @@ func TestRefusedAckKeepsTheJobsReports(t *testing.T) {
 // job's sent to its own answer. Both were dropped.
 func TestRefusedStatusDropsOneReport(t *testing.T) {
 	t.Parallel()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ws, err := websocket.Accept(w, r, nil)
-		if err != nil {
-			return
-		}
-		defer ws.CloseNow()
-		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
-		defer cancel()
-		if _, _, err := ws.Read(ctx); err != nil { // hello
-			return
-		}
-		welcome, _ := proto.Encode(proto.Welcome{DeviceFingerprint: "p", ServerTime: "2026-11-22T10:04:05.123Z", PingIntervalSeconds: 45, MaxInflight: 16, SelectedSIM: "SIM1"})
-		if ws.Write(ctx, websocket.MessageText, welcome) != nil {
-			return
-		}
+	srv := welcomingServer(t, 10*time.Second, func(ctx context.Context, ws *websocket.Conn) {
 		// The two resent reports, answered in their order: the sent is
 		// refused (as it might be for a bad field), then the config probe.
 		for range 2 {
@@ -478,11 +422,35 @@ func TestRefusedStatusDropsOneReport(t *testing.T) {
 				return
 			}
 		}
-	}))
-	t.Cleanup(srv.Close)
+	})
 	if n := pendingAfterConfig(t, srv, proto.StatusSent, proto.StatusDelivered); n != 1 {
 		t.Fatalf("pending reports after one refused: got %d, want the delivered one", n)
 	}
+}
+
+// welcomingServer is a server, closed with the test, that takes each link,
+// reads its hello, answers a welcome and hands the link to serve, all
+// within timeout.
+func welcomingServer(t *testing.T, timeout time.Duration, serve func(ctx context.Context, ws *websocket.Conn)) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer ws.CloseNow()
+		ctx, cancel := context.WithTimeout(r.Context(), timeout)
+		defer cancel()
+		if _, _, err := ws.Read(ctx); err != nil { // hello
+			return
+		}
+		data, _ := proto.Encode(proto.Welcome{DeviceFingerprint: "p", ServerTime: "2026-11-22T10:04:05.123Z", PingIntervalSeconds: 45, MaxInflight: 16, SelectedSIM: "SIM1"})
+		if ws.Write(ctx, websocket.MessageText, data) != nil {
+			return
+		}
+		serve(ctx, ws)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
 }
 
 // pendingAfterConfig runs a phone holding reports of job-1 against srv, a
