@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/simrelay/simrelay/internal/linebreak"
+	"github.com/simrelay/simrelay/internal/visible"
 	"github.com/simrelay/simrelay/phone/numplan"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
@@ -42,6 +43,9 @@ func optional(field, v string, max int) (string, error) {
 	}
 	if fault := linebreak.Fault(v); fault != "" {
 		return "", problem.Invalid(field, fault)
+	}
+	if v != "" && visible.None(v) {
+		return "", problem.Invalid(field, visible.FaultMessage)
 	}
 	return v, nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/simrelay/simrelay/internal/egress"
+	"github.com/simrelay/simrelay/internal/visible"
 	"github.com/simrelay/simrelay/pacing"
 	"github.com/simrelay/simrelay/phone"
 	"github.com/simrelay/simrelay/phone/numplan"
@@ -189,8 +190,11 @@ func (in SendInput) validate(region string) (contentType, to string, err error) 
 		return "", "", problem.Invalid("content", `must not hold the NUL character (\u0000)`)
 	}
 	if contentType == "text" {
-		if strings.TrimSpace(in.Content) == "" {
+		if in.Content == "" {
 			return "", "", problem.Invalid("content", "is required for a text message")
+		}
+		if visible.None(in.Content) {
+			return "", "", problem.Invalid("content", visible.FaultMessage)
 		}
 		if in.MediaURL != "" {
 			return "", "", problem.Invalid("media_url", "must be empty for a text message; set type to image, video, audio or document")

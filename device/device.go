@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/simrelay/simrelay/internal/linebreak"
+	"github.com/simrelay/simrelay/internal/visible"
 	"github.com/simrelay/simrelay/phone"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
@@ -225,7 +226,7 @@ func (s *Service) Register(_ context.Context, in RegisterInput) (dev store.Devic
 	if len(name) > 100 {
 		return dev, "", false, problem.Invalid("device_name", "must be at most 100 bytes of UTF-8")
 	}
-	if name == "" {
+	if visible.None(name) {
 		name = "Android phone"
 	}
 	sims, err := validSIMs(in.SIMs)

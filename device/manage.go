@@ -8,6 +8,7 @@ import (
 
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/internal/linebreak"
+	"github.com/simrelay/simrelay/internal/visible"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
 )
@@ -84,6 +85,9 @@ func (s *Service) Update(ctx context.Context, companyID uint64, fingerprint stri
 		// (Register): the person can retype it.
 		if fault := linebreak.Fault(n); fault != "" {
 			return store.Device{}, problem.Invalid("device_name", fault)
+		}
+		if visible.None(n) {
+			return store.Device{}, problem.Invalid("device_name", visible.FaultMessage)
 		}
 		p.DeviceName = &n
 	}

@@ -9,6 +9,7 @@ import (
 
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/internal/smsparts"
+	"github.com/simrelay/simrelay/internal/visible"
 	"github.com/simrelay/simrelay/phone/numplan"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
@@ -91,6 +92,9 @@ func (s *Service) SendBulk(_ context.Context, in BulkInput, answer BulkAnswer) (
 		}
 		if it.Message == "" {
 			return nil, nil, problem.Invalid(at+".message", "is required")
+		}
+		if visible.None(it.Message) {
+			return nil, nil, problem.Invalid(at+".message", visible.FaultMessage)
 		}
 		if utf8.RuneCountInString(it.Message) > MaxMessageChars {
 			return nil, nil, problem.Invalid(at+".message", "must be at most 1600 characters")

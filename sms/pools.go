@@ -11,6 +11,7 @@ import (
 
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/internal/linebreak"
+	"github.com/simrelay/simrelay/internal/visible"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/window"
@@ -244,6 +245,8 @@ func poolDefinition(cur store.Pool, in PoolInput) (store.PoolInput, error) {
 			return def, problem.Invalid("name", fmt.Sprintf("must be at most %d characters", maxPoolName))
 		case strings.TrimSpace(name) != name || strings.IndexFunc(name, badInPoolName) >= 0:
 			return def, problem.Invalid("name", "must not start or end with spaces or hold control or text-direction characters")
+		case visible.None(name):
+			return def, problem.Invalid("name", visible.FaultMessage)
 		}
 		def.Name = name
 	}

@@ -12,6 +12,7 @@ import (
 
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/internal/smsparts"
+	"github.com/simrelay/simrelay/internal/visible"
 	"github.com/simrelay/simrelay/phone/numplan"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
@@ -179,6 +180,9 @@ func (s *Service) Send(_ context.Context, in SendInput, answer Answer) (msg stor
 	}
 	if in.Message == "" {
 		return msg, nil, problem.Invalid("message", "is required")
+	}
+	if visible.None(in.Message) {
+		return msg, nil, problem.Invalid("message", visible.FaultMessage)
 	}
 	if n := utf8.RuneCountInString(in.Message); n > MaxMessageChars {
 		return msg, nil, problem.Invalid("message", "must be at most 1600 characters")

@@ -421,3 +421,25 @@ func TestNULInTheTextIsRefused(t *testing.T) {
 		t.Errorf("the phone got %q", got)
 	}
 }
+
+// TestInvisibleTextIsRefused: a mail whose text is nothing visible (a
+// zero-width space, a word joiner) is refused as the API refuses such a
+// message (550 5.6.0) and queues nothing; a visible text beside them goes.
+func TestInvisibleTextIsRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, options{})
+	id, key := e.company("acme")
+	vp := e.phone(id, "pixel7")
+	c := e.mailer(key, "x")
+	err := e.send(c, "\u200b \u2060", "+15551234567@"+domain)
+	if smtpCode(err) != 550 || !strings.Contains(err.Error(), "5.6.0") || !strings.Contains(err.Error(), "visible") {
+		t.Fatalf("an invisible text: got %v (code %d), want 550 5.6.0 asking for a visible character", err, smtpCode(err))
+	}
+	if err := e.send(c, "\u200bcode 4711", "+15551234567@"+domain); err != nil {
+		t.Fatalf("the next mail: %v", err)
+	}
+	poll.Until(t, "the phone gets the one SMS", func() bool { return len(vp.Jobs()) == 1 })
+	if got := vp.Jobs()[0].Message; got != "\u200bcode 4711" {
+		t.Errorf("the phone got %+q", got)
+	}
+}
