@@ -121,7 +121,9 @@ func (l *link) write(ctx context.Context, f proto.Frame) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
+	// Not cancelled by the agent's stop: that closes the link with a close
+	// frame (goAway), which a write cut short would prevent.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 	defer cancel()
 	return l.ws.Write(ctx, websocket.MessageText, data)
 }
@@ -175,6 +177,14 @@ func (a *Agent) session(ctx context.Context, upFor *time.Duration) error {
 		return fmt.Errorf("dial %s: %w", cfg.WSURL, err)
 	}
 	defer ws.CloseNow()
+	// Stopping ends the link with a close frame, 1001 going away
+	// (PROTOCOL.md 7.4), not a dropped connection: frames are read and
+	// written with contexts the stop does not cancel (a cancelled read or
+	// write drops the connection at once), and the read ends when the
+	// handshake does. The WebSocket library bounds the handshake: 5 s to
+	// write the close frame and 5 s for the server's answer.
+	defer context.AfterFunc(ctx, func() { _ = ws.Close(websocket.StatusGoingAway, "the agent is stopping") })()
+	rctx := context.WithoutCancel(ctx)
 	ws.SetReadLimit(proto.MaxFrameBytes)
 	l := &link{ws: ws, waiting: map[string]bool{}, later: map[string]time.Time{}, sent: map[string]bool{}}
 
@@ -188,6 +198,9 @@ func (a *Agent) session(ctx context.Context, upFor *time.Duration) error {
 	}
 	welcome, err := a.awaitWelcome(ctx, l)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
 		return err
 	}
 	up := time.Now()
@@ -209,8 +222,11 @@ func (a *Agent) session(ctx context.Context, upFor *time.Duration) error {
 	defer silence.Watch(time.Duration(welcome.PingIntervalSeconds)*time.Second, func() { ws.CloseNow() })()
 
 	for {
-		_, data, err := ws.Read(ctx)
+		_, data, err := ws.Read(rctx)
 		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
 			return closeErr(err)
 		}
 		hear()
@@ -225,7 +241,7 @@ func (a *Agent) session(ctx context.Context, upFor *time.Duration) error {
 // agent), so the error is logged and the close read. A send or config
 // before the welcome is handled as usual (PROTOCOL.md 7.2).
 func (a *Agent) awaitWelcome(ctx context.Context, l *link) (*proto.Welcome, error) {
-	hctx, cancel := context.WithTimeout(ctx, helloTimeout)
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), helloTimeout)
 	defer cancel()
 	for {
 		_, data, err := l.ws.Read(hctx)
