@@ -34,8 +34,8 @@ const (
 	// the phone little.
 	DefaultPoll = 5 * time.Second
 	// DefaultPageSize is how many messages one termux-sms-list call reads
-	// (its own default is 10; the agent pages back with -o until it meets
-	// the mark).
+	// (its own default is 10; the agent pages back with -o until a page
+	// holds nothing above the mark).
 	DefaultPageSize = 50
 	// maxPages bounds one poll's walk back through the inbox.
 	maxPages = 20
@@ -383,25 +383,29 @@ func (t *Transport) poll(ctx context.Context, sink agent.Sink) error {
 	mark, _ := strconv.ParseInt(markText, 10, 64)
 	var fresh []message
 	newest := mark
-	complete := false // the walk met the mark or the inbox's end
+	// The tool lists the inbox newest date first, and the mark is an _id:
+	// a new message dated before old ones (the phone's clock set back, an
+	// app writing a late date) sits below them. The walk ends at a page
+	// that holds nothing above the mark, not at the first old message.
+	complete := false // the walk met a page of old messages or the inbox's end
 	for page := 0; page < maxPages; page++ {
 		msgs, err := t.read(ctx, "inbox", page*t.cfg.PageSize)
 		if err != nil {
 			return err
 		}
-		older := false
+		anyNew := false
 		for _, m := range msgs {
 			if m.ID <= 0 {
 				return fmt.Errorf("termux-sms-list printed a message without _id: update the Termux:API app and the termux-api package")
 			}
 			newest = max(newest, m.ID)
 			if m.ID <= mark {
-				older = true
 				continue
 			}
+			anyNew = true
 			fresh = append(fresh, m)
 		}
-		if first || older || len(msgs) < t.cfg.PageSize {
+		if first || !anyNew || len(msgs) < t.cfg.PageSize {
 			complete = true
 			break
 		}

@@ -395,3 +395,36 @@ func TestRecoverReadsTheSentBoxInAndroidsZone(t *testing.T) {
 		t.Fatalf("an older message: got %+v, want unknown", out)
 	}
 }
+
+// termux-sms-list lists the inbox newest date first, and the mark is the
+// highest _id forwarded. A new message dated before older ones (the
+// phone's clock was set back, or the messaging app wrote a late date) sits
+// below a page that holds old ones: the walk goes on until a page holds
+// nothing new, so it is forwarded, not skipped under the moved mark.
+func TestLateDatedMessageIsForwarded(t *testing.T) {
+	fakeTools(t, map[string]string{"termux-sms-list": `off=0
+while [ $# -gt 0 ]; do
+  case "$1" in -o) off=$2; shift;; esac
+  shift
+done
+row() { printf '{"_id":%d,"number":"+15557654321","received":"%s","body":"m%d"}' $1 "$2" $1; }
+case $off in
+0) printf '['; row 12 "2026-11-22 10:10:00"; printf ,; row 10 "2026-11-22 10:09:00"; printf ']\n';;
+2) printf '['; row 9 "2026-11-22 10:08:00"; printf ,; row 11 "2026-11-22 10:07:30"; printf ']\n';;
+4) printf '['; row 8 "2026-11-22 10:07:00"; printf ,; row 7 "2026-11-22 10:06:00"; printf ']\n';;
+*) printf '[]\n';;
+esac
+`})
+	tr := New(Config{PageSize: 2, Logger: slog.New(slog.DiscardHandler)})
+	sink := &agenttest.Sink{Marks: map[string]string{markKey: "10"}}
+	if err := tr.poll(context.Background(), sink); err != nil {
+		t.Fatalf("poll: %v", err)
+	}
+	var got []string
+	for _, m := range sink.Took {
+		got = append(got, m.Text)
+	}
+	if strings.Join(got, ",") != "m11,m12" || sink.Marks[markKey] != "12" {
+		t.Fatalf("took %v, mark %q; want m11,m12 (oldest first) and 12", got, sink.Marks[markKey])
+	}
+}
