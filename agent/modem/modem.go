@@ -67,9 +67,15 @@ type Transport struct {
 	// before its message was deleted and forgotten.
 	listMu sync.Mutex
 
-	mu   sync.Mutex
-	gone map[string]bool // sent SMS objects ModemManager no longer has
-	sink agent.Sink      // Receive's, for Acknowledge
+	mu sync.Mutex
+	// gone are the sent SMS objects ModemManager no longer has, with when
+	// each was found gone: kept while a job may still ask about it
+	// (agent.DefaultDeliveryWait), and dropped when a new SMS gets its
+	// path (ModemManager numbers its objects from the start again when it
+	// restarts).
+	gone map[string]time.Time
+	now  func() time.Time
+	sink agent.Sink // Receive's, for Acknowledge
 
 	textWarned sync.Once // busctl could not read a text (logged once)
 }
@@ -85,7 +91,7 @@ func New(cfg Config) *Transport {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Transport{cfg: cfg, gone: map[string]bool{}}
+	return &Transport{cfg: cfg, gone: map[string]time.Time{}, now: time.Now}
 }
 
 func (t *Transport) Name() string { return "modem" }
@@ -220,6 +226,9 @@ func (t *Transport) Execute(ctx context.Context, job agent.Job) (agent.Outcome, 
 	if !found || !strings.HasPrefix(path, "/") {
 		return agent.Outcome{}, fmt.Errorf("mmcli created no SMS: it printed %.100q", out)
 	}
+	t.mu.Lock()
+	delete(t.gone, path) // a new SMS under the path of one lost before
+	t.mu.Unlock()
 	if err := job.Remember(path); err != nil {
 		return agent.Outcome{}, err
 	}
@@ -359,7 +368,7 @@ func (t *Transport) Recover(ctx context.Context, job agent.Job) (agent.Outcome, 
 // each one at every poll for the 72 hours the agent waits.
 func (t *Transport) Delivery(ctx context.Context, ref string) (agent.Delivery, error) {
 	t.mu.Lock()
-	gone := t.gone[ref]
+	_, gone := t.gone[ref]
 	t.mu.Unlock()
 	if gone {
 		return agent.Delivery{}, nil
@@ -368,7 +377,13 @@ func (t *Transport) Delivery(ctx context.Context, ref string) (agent.Delivery, e
 	if err != nil {
 		if notFound(err) {
 			t.mu.Lock()
-			t.gone[ref] = true
+			now := t.now()
+			for p, at := range t.gone {
+				if now.Sub(at) > agent.DefaultDeliveryWait {
+					delete(t.gone, p) // no job asks about it any more
+				}
+			}
+			t.gone[ref] = now
 			t.mu.Unlock()
 			t.cfg.Logger.Info("the modem no longer has a sent SMS (ModemManager restarted); its delivery report cannot be read, and the job stays sent", "path", ref)
 			return agent.Delivery{}, nil

@@ -359,3 +359,53 @@ esac
 		}
 	}
 }
+
+// ModemManager numbers its SMS objects from the start again when it
+// restarts: a path found gone may be given to a new SMS, whose delivery
+// report is then read, not taken for the lost one's. Paths found gone are
+// forgotten once no job waits for their report (agent.DefaultDeliveryWait).
+func TestAGonePathGivenAgainIsAskedAbout(t *testing.T) {
+	fakeMMCLI(t, `echo "error: couldn't find SMS at '$2': not found in any modem" >&2
+exit 1
+`)
+	tr := New(Config{})
+	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	tr.now = func() time.Time { return now }
+	if d, err := tr.Delivery(context.Background(), smsPath+"20"); err != nil || d.Final {
+		t.Fatalf("the lost SMS: got %+v, %v; want no report", d, err)
+	}
+	fakeMMCLI(t, `case "$*" in
+"-m any --messaging-create-sms="*) echo "Successfully created new SMS: `+smsPath+`20";;
+"-s `+smsPath+`20 --send --timeout=100") echo "successfully sent the SMS";;
+"-s `+smsPath+`20 -J") cat <<'EOF'
+`+smsJSON(20, "submit", "sent", "completed-received", "hi")+`
+EOF
+;;
+"-m any --messaging-delete-sms="*) echo "successfully deleted SMS from modem";;
+*) echo "error: unexpected arguments: $*" >&2; exit 1;;
+esac
+`)
+	out, err := tr.Execute(context.Background(), agent.Job{Send: proto.Send{ID: "j", To: "+15551234567", Message: "hi"}, Remember: func(string) error { return nil }})
+	if err != nil || out.Ref != smsPath+"20" {
+		t.Fatalf("send: got %+v, %v; want sent as %s20", out, err, smsPath)
+	}
+	if d, err := tr.Delivery(context.Background(), smsPath+"20"); err != nil || !d.Final || d.Status != proto.StatusDelivered {
+		t.Fatalf("the new SMS under the same path: got %+v, %v; want delivered", d, err)
+	}
+
+	fakeMMCLI(t, `echo "error: couldn't find SMS at '$2': not found in any modem" >&2
+exit 1
+`)
+	for i := range 100 {
+		if _, err := tr.Delivery(context.Background(), fmt.Sprintf("%s%d", smsPath, 100+i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now = now.Add(agent.DefaultDeliveryWait + time.Minute)
+	if _, err := tr.Delivery(context.Background(), smsPath+"999"); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(tr.gone); n != 1 {
+		t.Fatalf("%d paths kept as gone after their wait, want the newest alone", n)
+	}
+}
