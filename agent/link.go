@@ -83,18 +83,29 @@ type link struct {
 }
 
 // forget drops what the link keeps of journal records that are no
-// longer in the outbox (records, read whole): answered, or refused for
-// good. Were one journaled again, it would be a new record.
-func (l *link) forget(records []string) {
-	keep := make(map[string]bool, len(records))
+// longer in the outbox (records and their keys, read whole): answered, or
+// refused for good. Were one journaled again, it would be a new record.
+// A report held back (later) whose record left the outbox before its time
+// came is dropped too.
+func (l *link) forget(records, keys []string) {
+	inRecords := make(map[string]bool, len(records))
 	for _, r := range records {
-		keep[r] = true
+		inRecords[r] = true
+	}
+	inKeys := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		inKeys[k] = true
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for r := range l.sent {
-		if !keep[r] {
+		if !inRecords[r] {
 			delete(l.sent, r)
+		}
+	}
+	for k := range l.later {
+		if !inKeys[k] {
+			delete(l.later, k)
 		}
 	}
 }
@@ -425,7 +436,7 @@ func (a *Agent) pump(ctx context.Context, l *link) {
 		if err != nil {
 			a.log.Error("journal read failed", "err", err)
 		} else {
-			l.forget(records)
+			l.forget(records, keys)
 		}
 		for i, f := range frames {
 			key := keys[i]
