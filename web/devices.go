@@ -112,6 +112,10 @@ type pairingView struct {
 	URI     string
 	QR      template.HTML
 	Expires time.Time
+	// Expired: no phone can register with Code any more (its time ran
+	// out, a phone used it, or it is no code of the company's): the panel
+	// says so and offers a new one.
+	Expired bool
 }
 
 type devicesData struct {
@@ -140,6 +144,15 @@ func (c *Console) devicesPage(w http.ResponseWriter, r *http.Request, q *req) er
 	data := devicesData{Devices: rows, ErrDevice: query(r).Get("device")}
 	if code := query(r).Get("pairing"); code != "" {
 		uri, err := c.deps.Devices.PairingURI(r.Context(), q.p().CompanyID, code)
+		if pe, ok := problem.As(err); ok && pe.Code == problem.NotFound {
+			// A link to the page kept from before (a bookmark, the
+			// browser's history) opens the page, saying the code no
+			// longer works, not a 404 page; another company's code reads
+			// the same as an expired one.
+			data.Pairing = &pairingView{Code: code, Expired: true}
+			c.render(w, r, http.StatusOK, "devices", c.viewFor(q, "Devices", data))
+			return nil
+		}
 		if err != nil {
 			return err
 		}

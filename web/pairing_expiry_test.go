@@ -69,6 +69,18 @@ func TestPairingStateSaysWhenTheCodeExpired(t *testing.T) {
 	if p := ada.get("/console/devices/state"); p.status != http.StatusOK || strings.Contains(p.body, `"pairing"`) {
 		t.Errorf("without a code: %d %s, want no pairing state", p.status, p.body)
 	}
+	// The page itself, opened from a link kept from before (history, a
+	// bookmark), says the code no longer works and offers a new one: it
+	// was a 404 page. Another company's code reads the same, its QR and
+	// link shown to no one.
+	for _, b := range []*browser{ada, bo} {
+		p := b.get("/console/devices?pairing=" + url.QueryEscape(code))
+		if p.status != http.StatusOK || !strings.Contains(p.body, "This pairing code no longer works") ||
+			!strings.Contains(p.body, `data-expired="true"`) || !strings.Contains(p.body, `action="/console/pairing"`) ||
+			strings.Contains(p.body, `svg class="qr"`) || strings.Contains(p.body, "simrelay://") {
+			t.Errorf("the devices page with a code that no longer works: %d\n%s", p.status, p.body)
+		}
+	}
 }
 
 // TestBrowserPairingPanelStopsWhenTheCodeExpires: a pairing panel left

@@ -305,7 +305,8 @@
         })
         .catch(function () { say("err", "The server could not be reached; still waiting for the phone."); setTimeout(poll, 3000); });
     };
-    setTimeout(poll, 1500);
+    // A page opened with a code that no longer works says so already.
+    if (pairing.getAttribute("data-expired") !== "true") { setTimeout(poll, 1500); }
   }
 
   // Messages: the thread and the conversations follow the live stream.
