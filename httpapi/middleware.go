@@ -246,8 +246,9 @@ func (s *Server) identify(next echo.HandlerFunc) echo.HandlerFunc {
 			// A console page: the session's user is the identity. The cookie
 			// opens no API route: only the console reads it.
 			if consolePaths[c.Path()] && s.deps.ConsoleIdentity != nil {
-				if id, ok := s.deps.ConsoleIdentity(c.Request()); ok {
+				if id, r, ok := s.deps.ConsoleIdentity(c.Request()); ok {
 					c.Set(keyConsole, id)
+					c.SetRequest(r)
 				}
 			}
 			return next(c)

@@ -114,7 +114,9 @@ type Deps struct {
 	// ConsoleIdentity names the signed-in user of a console request (by its
 	// session cookie) for the rate limits, so that people behind one office
 	// address do not share its window; nil counts console requests by address.
-	ConsoleIdentity func(r *http.Request) (string, bool)
+	// It returns the request the console is then given: one that carries
+	// the session it resolved, so the console does not read it again.
+	ConsoleIdentity func(r *http.Request) (string, *http.Request, bool)
 	// Limiters makes the rate-limit windows shared by the nodes of a
 	// cluster; nil keeps them in this process's memory (one node).
 	Limiters Limiters

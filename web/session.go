@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/base64"
@@ -65,15 +66,19 @@ func (c *Console) cookieName(name string) string {
 	return name
 }
 
-// authenticate resolves the session cookie and loads the user.
+// authenticate resolves the session cookie and loads the user. A session
+// Identity resolved for the same request (the API's rate limit asks it
+// first) is not read again.
 func (c *Console) authenticate(r *http.Request) (*req, error) {
 	ck, err := r.Cookie(c.cookieName(sessionCookie))
 	if err != nil {
 		return nil, problem.New(problem.Unauthorized, "Your session has ended. Sign in again.")
 	}
-	sess, err := c.deps.Accounts.ConsoleAuthenticate(r.Context(), ck.Value)
-	if err != nil {
-		return nil, err
+	sess, ok := resolvedSession(r, ck.Value)
+	if !ok {
+		if sess, err = c.deps.Accounts.ConsoleAuthenticate(r.Context(), ck.Value); err != nil {
+			return nil, err
+		}
 	}
 	u, err := c.deps.Accounts.Me(r.Context(), sess.Principal)
 	if err != nil {
@@ -84,16 +89,35 @@ func (c *Console) authenticate(r *http.Request) (*req, error) {
 
 // Identity names the signed-in user of a request for the API's rate limits
 // (httpapi.Deps.ConsoleIdentity): the same key as the user's own API calls.
-func (c *Console) Identity(r *http.Request) (string, bool) {
+// The request it returns carries the session it resolved, for authenticate:
+// one console request reads (and touches) its session once.
+func (c *Console) Identity(r *http.Request) (string, *http.Request, bool) {
 	ck, err := r.Cookie(c.cookieName(sessionCookie))
 	if err != nil {
-		return "", false
+		return "", r, false
 	}
 	sess, err := c.deps.Accounts.ConsoleAuthenticate(r.Context(), ck.Value)
 	if err != nil {
-		return "", false
+		return "", r, false
 	}
-	return sess.Principal.Identity(), true
+	return sess.Principal.Identity(), r.WithContext(context.WithValue(r.Context(), sessionKey{}, resolved{cookie: ck.Value, sess: sess})), true
+}
+
+// sessionKey keys the session Identity resolved in a request's context.
+type sessionKey struct{}
+
+type resolved struct {
+	cookie string // the session cookie it was resolved from
+	sess   account.ConsoleSession
+}
+
+// resolvedSession is the session Identity resolved from cookie for r.
+func resolvedSession(r *http.Request, cookie string) (account.ConsoleSession, bool) {
+	v, ok := r.Context().Value(sessionKey{}).(resolved)
+	if !ok || v.cookie != cookie {
+		return account.ConsoleSession{}, false
+	}
+	return v.sess, true
 }
 
 // wantsJSON tells the console's JavaScript (which asks for JSON) from a
