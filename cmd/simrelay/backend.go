@@ -121,7 +121,19 @@ func openBackend(ctx context.Context, c storeConfig) (backend, error) {
 		return st, nil
 	}
 	// A stop (ctx) during a migration of the store stops it between two steps.
-	return boltstore.OpenContext(ctx, c.dataDir, opt)
+	st, err := boltstore.OpenContext(ctx, c.dataDir, opt)
+	if err != nil {
+		return nil, dataDirErr(c.dataDir, err)
+	}
+	return st, nil
+}
+
+// dataDirErr names the flag (and its environment twin) whose directory
+// the embedded store could not be opened in, so that an operator knows
+// what to change: a path that is a file, a directory not writable, a
+// store in use by another process, one of a newer release.
+func dataDirErr(dir string, err error) error {
+	return fmt.Errorf("%s %q: %w", both("data-dir"), dir, err)
 }
 
 // openStore opens the embedded store in dir for an admin command that works
@@ -130,7 +142,11 @@ func openStore(dir string, opt boltstore.Options) (*boltstore.Store, error) {
 	if err := storeFileExists(dir); err != nil {
 		return nil, err
 	}
-	return boltstore.Open(dir, opt)
+	st, err := boltstore.Open(dir, opt)
+	if err != nil {
+		return nil, dataDirErr(dir, err)
+	}
+	return st, nil
 }
 
 // storeFileExists refuses a data dir without a store, so a mistyped
