@@ -39,16 +39,18 @@ func openStore(ctx context.Context, dir, databaseURL string) (store.Backend, err
 	if databaseURL == "" {
 		return boltstore.Open(dir, boltstore.Options{BulkLoad: true})
 	}
-	st, err := postgres.Open(ctx, databaseURL, postgres.Options{})
-	if err != nil {
-		return nil, err
+	// Empty: a database holding a company (or another application's
+	// tables) is refused before anything is written to it, its schema
+	// left unmigrated.
+	st, err := postgres.Open(ctx, databaseURL, postgres.Options{Empty: true})
+	const own = "nothing was written to it, its schema left as it was: give the bench an empty database of its own (it adds a company, its phones and a history of messages)"
+	switch {
+	case errors.Is(err, store.ErrNotEmpty):
+		return nil, fmt.Errorf("bench: the database holds a company already; %s", own)
+	case errors.Is(err, postgres.ErrNoSchema):
+		return nil, fmt.Errorf("bench: %w; %s", err, own)
 	}
-	ids, err := st.CompanyIDs()
-	if err == nil && len(ids) > 0 {
-		err = fmt.Errorf("bench: the database holds %d companies already: give the bench an empty database of its own (it adds a company, its phones and a history of messages)", len(ids))
-	}
 	if err != nil {
-		st.Close()
 		return nil, err
 	}
 	return st, nil

@@ -43,7 +43,16 @@ func adminCopyStore(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err != nil {
 		return err
 	}
-	dst, err := postgres.Open(ctx, to.URL(), postgres.Options{})
+	// Empty: a database holding a company, or another application's
+	// tables, is refused before anything is written, its schema left as
+	// it was (Load checks again, inside its transaction).
+	dst, err := postgres.Open(ctx, to.URL(), postgres.Options{Empty: true})
+	if errors.Is(err, store.ErrNotEmpty) {
+		return fmt.Errorf("%s already holds a company, so nothing was copied and its schema was left as it was: copy into a new, empty database (CREATE DATABASE)", to)
+	}
+	if errors.Is(err, postgres.ErrNoSchema) {
+		return fmt.Errorf("%s: %w; nothing was copied: copy into a new, empty database (CREATE DATABASE)", to, err)
+	}
 	if err != nil {
 		return err
 	}

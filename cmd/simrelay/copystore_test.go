@@ -258,3 +258,22 @@ func sameAnswers(t *testing.T, dir, url string) {
 		same(fmt.Sprintf("delivery %d", d.ID), func(s copyReader) (any, error) { return s.WebhookJob(d.ID) })
 	}
 }
+
+// TestBenchRefusesADatabaseWithACompany: the bench fills the database it is
+// given, so one holding a company (production's, named by
+// SIMRELAY_DATABASE_URL in the shell) is refused before anything is written
+// to it or migrated (store/postgres, Options.Empty), saying so.
+func TestBenchRefusesADatabaseWithACompany(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	if code, _, errOut := runAdmin(t, "create-company", "--database-url", url, "--company", "Acme", "--email", "ana@acme.example", "--password", "Secret123"); code != 0 {
+		t.Fatalf("create-company: %d %s", code, errOut)
+	}
+	code, out, errOut := runCmd(t, "bench", "--database-url", url, "--phones", "2", "--messages", "10", "--json", "")
+	if code != 1 || !strings.Contains(errOut, "the database holds a company already") || !strings.Contains(errOut, "nothing was written to it") {
+		t.Fatalf("bench on a database with a company: %d %q %q", code, out, errOut)
+	}
+	if n := pgCompanies(t, url); n != 1 {
+		t.Fatalf("%d companies after the refused bench, want 1", n)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/simrelay/simrelay/problem"
+	"github.com/simrelay/simrelay/store"
 )
 
 //go:embed migrations/*.sql
@@ -42,6 +43,37 @@ var ErrNodesRunning = errors.New("nodes of an older simrelay run on this databas
 // migrates into that database.
 var ErrNoSchema = errors.New("no simrelay schema in the database")
 
+// empty refuses (Options.Empty, store.ErrNotEmpty) a database that holds a company of
+// simrelay's schema, of any version, or tables and no simrelay schema: one
+// that is new, or simrelay's without a company, passes. It only reads, so
+// a database refused is left exactly as it was, its schema unmigrated.
+func empty(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}) error {
+	current, err := schemaVersion(ctx, q)
+	if err != nil {
+		return err
+	}
+	if current == 0 {
+		tables, err := tableCount(ctx, q)
+		if err != nil {
+			return fmt.Errorf("count its tables: %w", err)
+		}
+		if tables > 0 {
+			return fmt.Errorf("%w (no table schema_version): it holds %s, not simrelay's", ErrNoSchema, problem.Count(tables, "table"))
+		}
+		return nil
+	}
+	var companies int
+	if err := q.QueryRow(ctx, "SELECT count(*) FROM companies").Scan(&companies); err != nil {
+		return fmt.Errorf("count the companies: %w", err)
+	}
+	if companies > 0 {
+		return fmt.Errorf("%w: it holds %s", store.ErrNotEmpty, problem.Count(companies, "company"))
+	}
+	return nil
+}
+
 // firstMigration is the name simrelay records in schema_version for its
 // migration 1 (migrations/0001_schema.sql), in the transaction that creates
 // the table: a table schema_version without that row is not simrelay's.
@@ -53,14 +85,24 @@ const firstMigration = "schema"
 func noSchema(ctx context.Context, q interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
 }) error {
-	var tables int
-	if err := q.QueryRow(ctx, "SELECT count(*) FROM pg_catalog.pg_tables WHERE schemaname NOT IN ('pg_catalog', 'information_schema')").Scan(&tables); err != nil {
+	tables, err := tableCount(ctx, q)
+	if err != nil {
 		return fmt.Errorf("%w (no table schema_version); counting its tables: %w", ErrNoSchema, err)
 	}
 	if tables == 0 {
 		return fmt.Errorf("%w (no table schema_version): it holds no table", ErrNoSchema)
 	}
 	return fmt.Errorf("%w (no table schema_version): it holds %s, not simrelay's", ErrNoSchema, problem.Count(tables, "table"))
+}
+
+// tableCount is how many tables the database holds outside PostgreSQL's
+// own catalogs.
+func tableCount(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}) (int, error) {
+	var tables int
+	err := q.QueryRow(ctx, "SELECT count(*) FROM pg_catalog.pg_tables WHERE schemaname NOT IN ('pg_catalog', 'information_schema')").Scan(&tables)
+	return tables, err
 }
 
 // migrateLiveWithin is how recent a node's beat in the registry

@@ -60,6 +60,11 @@ type Options struct {
 	// commands that work on a server's store, so a database named by
 	// mistake (another application's, or a new one) is left as it was.
 	Existing bool
+	// Empty refuses, before anything is written, a database that holds a
+	// company (store.ErrNotEmpty) or tables that are not simrelay's (ErrNoSchema):
+	// for the bench and admin copy-store, which fill the database they are
+	// given, so that one named by mistake is neither filled nor migrated.
+	Empty bool
 }
 
 // DefaultLease is Options.Lease: six times the webhook attempt's 10 s
@@ -146,7 +151,7 @@ func openConfig(ctx context.Context, cfg *pgxpool.Config, opt Options) (*Store, 
 	}
 	s := &Store{pool: pool, dailyBudget: opt.CompanyDailyStorage, lease: opt.Lease, txTimeout: opt.TxTimeout, pruneBatch: defaultPruneBatch, deviceBatch: defaultDeviceBatch, holder: newHolder()}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	if err := s.start(ctx, opt.Existing); err != nil {
+	if err := s.start(ctx, opt); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("store/postgres: %w", err)
 	}
@@ -154,7 +159,7 @@ func openConfig(ctx context.Context, cfg *pgxpool.Config, opt Options) (*Store, 
 	return s, nil
 }
 
-func (s *Store) start(ctx context.Context, existing bool) error {
+func (s *Store) start(ctx context.Context, opt Options) error {
 	var num string
 	if err := s.pool.QueryRow(ctx, "SELECT current_setting('server_version_num')").Scan(&num); err != nil {
 		return err
@@ -166,7 +171,12 @@ func (s *Store) start(ctx context.Context, existing bool) error {
 	if err != nil {
 		return err
 	}
-	s.schema, err = migrate(ctx, s.pool, ms, existing)
+	if opt.Empty {
+		if err := empty(ctx, s.pool); err != nil {
+			return err
+		}
+	}
+	s.schema, err = migrate(ctx, s.pool, ms, opt.Existing)
 	return err
 }
 
