@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/simrelay/simrelay/internal/visible"
 )
 
 // wait bounds every wait for something the server does on its own. It is a
@@ -489,7 +490,7 @@ func (s *server) register(t *testing.T, pairingCode, fingerprint, name string, s
 		t.Fatalf("device.device_fingerprint %q, want %q", got, fingerprint)
 	}
 	wantName := strings.TrimSpace(name)
-	if wantName == "" {
+	if visible.None(wantName) { // nothing visible is no name (PROTOCOL.md 1.35)
 		wantName = "Android phone"
 	}
 	if got := dev.str(t, "device_name"); got != wantName {
@@ -1279,7 +1280,8 @@ func mainFlow(t *testing.T, s *server) {
 // linkErrors checks the refusals that end a link (sections 6, 7.1, 11.2, 13)
 // with phone B.
 func linkErrors(t *testing.T, s *server) {
-	b := s.register(t, s.pairingCode(t), "conformance-phone-b", "", nil) // no name: "Android phone"
+	b := s.register(t, s.pairingCode(t), "conformance-phone-b", "", nil)         // no name: "Android phone"
+	s.register(t, s.pairingCode(t), "conformance-phone-unnamed", "\u200b \ufeff", nil) // nothing visible: "Android phone"
 	good := hello("2.0.0", "", []sim{{Slot: "SIM1"}})
 	n := 0
 	fresh := func(t *testing.T) *link {
