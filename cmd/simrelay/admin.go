@@ -126,13 +126,14 @@ func adminCreateCompany(ctx context.Context, args []string, stdout, stderr io.Wr
 		return err
 	}
 	defer st.Close()
+	now := backendClock(st)
 	// Mail is never sent here (the admin is created verified), but the service wants a mailer.
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	mailer, err := mail.New(mail.Config{}, st, quiet, time.Now)
+	mailer, err := mail.New(mail.Config{}, st, quiet, now)
 	if err != nil {
 		return err
 	}
-	accounts, err := account.New(account.Config{}, st, mailer, quiet, time.Now)
+	accounts, err := account.New(account.Config{}, st, mailer, quiet, now)
 	if err != nil {
 		return err
 	}

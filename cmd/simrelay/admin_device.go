@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"time"
 
 	"github.com/simrelay/simrelay/device"
 	"github.com/simrelay/simrelay/problem"
@@ -40,15 +39,16 @@ func adminDeleteDevice(ctx context.Context, args []string, stdout, stderr io.Wri
 		return err
 	}
 	defer st.Close()
+	now := backendClock(st)
 	// The delete fails the device's queued messages: each writes its
 	// message.failed event into the webhook outbox, as the API's delete does,
 	// for a server to deliver.
-	hooks, err := webhook.New(webhook.Config{}, st, slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), time.Now)
+	hooks, err := webhook.New(webhook.Config{}, st, slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), now)
 	if err != nil {
 		return err
 	}
 	st.SetStatusEvents(hooks.StatusEvents())
-	devices := device.New(device.Config{}, st, time.Now)
+	devices := device.New(device.Config{}, st, now)
 	if _, err := devices.Delete(ctx, *company, *fingerprint); err != nil {
 		if problem.Is(err, problem.NotFound) {
 			return fmt.Errorf("company %d has no device %q", *company, *fingerprint)

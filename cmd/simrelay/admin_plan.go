@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"time"
 
 	"github.com/simrelay/simrelay/billing"
 )
@@ -42,7 +41,7 @@ func adminSetPlan(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	defer st.Close()
-	svc, err := billing.New(billing.Config{Plans: plans}, st, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Now)
+	svc, err := billing.New(billing.Config{Plans: plans}, st, slog.New(slog.NewTextHandler(io.Discard, nil)), backendClock(st))
 	if err != nil {
 		return err
 	}

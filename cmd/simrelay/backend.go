@@ -12,6 +12,7 @@ import (
 	"github.com/simrelay/simrelay/account"
 	"github.com/simrelay/simrelay/billing"
 	"github.com/simrelay/simrelay/channel"
+	"github.com/simrelay/simrelay/cluster"
 	"github.com/simrelay/simrelay/device"
 	"github.com/simrelay/simrelay/httpapi"
 	"github.com/simrelay/simrelay/internal/cliflag"
@@ -126,6 +127,23 @@ func openBackend(ctx context.Context, c storeConfig) (backend, error) {
 		return nil, dataDirErr(c.dataDir, err)
 	}
 	return st, nil
+}
+
+// backendClock is the clock an admin command stamps and times its writes
+// with: on PostgreSQL the database server's, read once as a node reads it
+// (cluster.Clock), so that a command run from a machine whose clock is off
+// agrees with the nodes, which time their work by the database (a plan's
+// billing period, a deletion's events); on the embedded store the
+// machine's own, which the server beside it reads. A failed reading keeps
+// the machine's clock.
+func backendClock(b backend) func() time.Time {
+	db, ok := b.(interface{ DatabaseTime() (time.Time, error) })
+	if !ok {
+		return time.Now
+	}
+	c := cluster.NewClock(time.Now, nil)
+	_ = c.Measure(db.DatabaseTime)
+	return c.Now
 }
 
 // dataDirErr names the flag (and its environment twin) whose directory
