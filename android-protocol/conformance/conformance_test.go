@@ -1280,7 +1280,7 @@ func mainFlow(t *testing.T, s *server) {
 // linkErrors checks the refusals that end a link (sections 6, 7.1, 11.2, 13)
 // with phone B.
 func linkErrors(t *testing.T, s *server) {
-	b := s.register(t, s.pairingCode(t), "conformance-phone-b", "", nil)         // no name: "Android phone"
+	b := s.register(t, s.pairingCode(t), "conformance-phone-b", "", nil)               // no name: "Android phone"
 	s.register(t, s.pairingCode(t), "conformance-phone-unnamed", "\u200b \ufeff", nil) // nothing visible: "Android phone"
 	good := hello("2.0.0", "", []sim{{Slot: "SIM1"}})
 	n := 0
