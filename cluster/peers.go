@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -13,6 +14,16 @@ import (
 // dead node delays a change that asks every node (Caches.Forget) by at most
 // that long, after which the change answers without it.
 const DefaultPeersEvery = time.Second
+
+// MaxPeers bounds the census: the other nodes one node keeps track of.
+// A cluster has a few nodes; the bound keeps a flood of forged "alive"
+// messages on the bus (whose names each start an entry) from growing a
+// node's memory without end. Past it a name not heard before is ignored
+// until stale entries (not heard for three periods) make room.
+const MaxPeers = 256
+
+// maxNodeName bounds a name heard on the bus, a node's --node-name.
+const maxNodeName = 255
 
 // Topics of the census.
 const (
@@ -29,8 +40,9 @@ type Peers struct {
 	every time.Duration
 	now   func() time.Time
 
-	mu   sync.Mutex
-	seen map[string]time.Time // node -> last heard; guarded by mu
+	mu        sync.Mutex
+	seen      map[string]time.Time // node -> last heard; guarded by mu
+	lastReply time.Time            // when this node last answered a newcomer; guarded by mu
 }
 
 // NewPeers starts listening to the census; Run makes this node heard.
@@ -44,16 +56,7 @@ func NewPeers(b *Bus, every time.Duration, now func() time.Time) (*Peers, error)
 		now = time.Now
 	}
 	p := &Peers{bus: b, every: every, now: now, seen: map[string]time.Time{}}
-	if err := b.Subscribe(topicAlive, func(m Message) {
-		p.mu.Lock()
-		_, known := p.seen[string(m.Data)]
-		p.seen[string(m.Data)] = p.now()
-		p.mu.Unlock()
-		if !known {
-			// A newcomer learns of this node at once, not a period later.
-			b.Publish(topicAlive, []byte(b.Node()))
-		}
-	}); err != nil {
+	if err := b.Subscribe(topicAlive, p.heard); err != nil {
 		return nil, fmt.Errorf("cluster: census: %w", err)
 	}
 	if err := b.Subscribe(topicBye, func(m Message) {
@@ -64,6 +67,49 @@ func NewPeers(b *Bus, every time.Duration, now func() time.Time) (*Peers, error)
 		return nil, fmt.Errorf("cluster: census: %w", err)
 	}
 	return p, nil
+}
+
+// heard notes a node's "alive". A name no node could have (empty, over
+// maxNodeName bytes, or what Config.Validate refuses) is ignored, and so is
+// a new name while the census is full of live ones (MaxPeers). A newcomer
+// learns of this node at once, not a period later; the answers to
+// newcomers are spaced a tenth of a period apart, so a flood of new names
+// is not echoed on the bus name for name (a newcomer missed hears the next
+// beat).
+func (p *Peers) heard(m Message) {
+	name := string(m.Data)
+	if name == "" || len(name) > maxNodeName || strings.ContainsAny(name, " \t\r\n.*>") || name == p.bus.Node() {
+		return
+	}
+	now := p.now()
+	p.mu.Lock()
+	_, known := p.seen[name]
+	if !known && len(p.seen) >= MaxPeers {
+		p.pruneLocked(now)
+		if len(p.seen) >= MaxPeers {
+			p.mu.Unlock()
+			return
+		}
+	}
+	p.seen[name] = now
+	reply := !known && now.Sub(p.lastReply) >= p.every/10
+	if reply {
+		p.lastReply = now
+	}
+	p.mu.Unlock()
+	if reply {
+		p.bus.Publish(topicAlive, []byte(p.bus.Node()))
+	}
+}
+
+// pruneLocked forgets the nodes not heard within three periods.
+func (p *Peers) pruneLocked(now time.Time) {
+	cutoff := now.Add(-3 * p.every)
+	for n, at := range p.seen {
+		if !at.After(cutoff) {
+			delete(p.seen, n)
+		}
+	}
 }
 
 // Run says this node is alive every period until ctx ends, then says
@@ -84,16 +130,12 @@ func (p *Peers) Run(ctx context.Context) {
 
 // Live lists the other nodes heard from within three periods, sorted.
 func (p *Peers) Live() []string {
-	cutoff := p.now().Add(-3 * p.every)
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.pruneLocked(p.now())
 	out := make([]string, 0, len(p.seen))
-	for n, at := range p.seen {
-		if at.After(cutoff) {
-			out = append(out, n)
-		} else {
-			delete(p.seen, n)
-		}
+	for n := range p.seen {
+		out = append(out, n)
 	}
 	slices.Sort(out)
 	return out

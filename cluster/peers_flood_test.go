@@ -1,0 +1,95 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/simrelay/simrelay/internal/natstest"
+	"github.com/simrelay/simrelay/internal/poll"
+)
+
+// A flood of forged "alive" messages (a party that can publish on the bus,
+// each message a new name) keeps a node's census at MaxPeers names, and
+// the node's answers to newcomers spaced, not one per forged name; a real
+// node that comes after the flood's names went stale is counted again.
+func TestPeersBoundedUnderAForgedFlood(t *testing.T) {
+	t.Parallel()
+	url := natstest.Start(t)
+	ctx := context.Background()
+	connect := func(name string) *Bus {
+		b, err := Connect(ctx, Config{URL: url, Node: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(b.Close)
+		if err := b.Ready(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	victim, forger, late := connect("victim"), connect("forger"), connect("late")
+	const every = 200 * time.Millisecond
+	var clock atomic.Int64 // the census's clock, moved by the test
+	clock.Store(time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC).UnixNano())
+	p, err := NewPeers(victim, every, func() time.Time { return time.Unix(0, clock.Load()) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var answers atomic.Int64
+	if err := forger.Subscribe(topicAlive, func(m Message) {
+		if string(m.Data) == "victim" {
+			answers.Add(1)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var delivered atomic.Int64
+	if err := victim.Subscribe(topicAlive, func(Message) { delivered.Add(1) }); err != nil {
+		t.Fatal(err)
+	}
+	const forged = 5000
+	for i := range forged {
+		forger.Publish(topicAlive, fmt.Appendf(nil, "forged-%d", i))
+	}
+	forger.Publish(topicAlive, []byte("last-forged"))
+	// The bus may drop some of a flood (its handlers' queues are bounded):
+	// wait until what it delivers has stopped growing.
+	last := int64(-1)
+	poll.Until(t, "the victim's bus delivers the flood", func() bool {
+		d := delivered.Load()
+		settled := d == last && d > MaxPeers
+		last = d
+		return settled
+	})
+	poll.Until(t, "the census is full", func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return len(p.seen) >= MaxPeers
+	})
+	p.mu.Lock()
+	n := len(p.seen)
+	p.mu.Unlock()
+	if n > MaxPeers {
+		t.Fatalf("the census holds %d names after %d forged ones, want at most %d", n, forged, MaxPeers)
+	}
+	// One answer a tenth of a period at most: on the census's clock, which
+	// did not move, one in all.
+	poll.Until(t, "the first newcomer is answered", func() bool { return answers.Load() >= 1 })
+	if got := answers.Load(); got != 1 {
+		t.Errorf("the victim answered %d forged newcomers within one instant, want 1", got)
+	}
+	// Once the forged names are stale, a real node beating is counted
+	// again (forged names still queued when the clock moves take the room
+	// of a beat or two, as a flood still going on would).
+	poll.Until(t, "a real node heard after the flood is counted", func() bool {
+		if live := p.Live(); len(live) == 1 && live[0] == "late" {
+			return true
+		}
+		clock.Add(int64(3*every + time.Millisecond))
+		late.Publish(topicAlive, []byte("late"))
+		return false
+	})
+}
