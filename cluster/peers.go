@@ -40,9 +40,10 @@ type Peers struct {
 	every time.Duration
 	now   func() time.Time
 
-	mu        sync.Mutex
-	seen      map[string]time.Time // node -> last heard; guarded by mu
-	lastReply time.Time            // when this node last answered a newcomer; guarded by mu
+	reply *pacedReply // answers newcomers
+
+	mu   sync.Mutex
+	seen map[string]time.Time // node -> last heard; guarded by mu
 }
 
 // NewPeers starts listening to the census; Run makes this node heard.
@@ -56,6 +57,7 @@ func NewPeers(b *Bus, every time.Duration, now func() time.Time) (*Peers, error)
 		now = time.Now
 	}
 	p := &Peers{bus: b, every: every, now: now, seen: map[string]time.Time{}}
+	p.reply = newPacedReply(replyEvery, func() { b.Publish(topicAlive, []byte(b.Node())) })
 	if err := b.Subscribe(topicAlive, p.heard); err != nil {
 		return nil, fmt.Errorf("cluster: census: %w", err)
 	}
@@ -72,10 +74,8 @@ func NewPeers(b *Bus, every time.Duration, now func() time.Time) (*Peers, error)
 // heard notes a node's "alive". A name no node could have (empty, over
 // maxNodeName bytes, or what Config.Validate refuses) is ignored, and so is
 // a new name while the census is full of live ones (MaxPeers). A newcomer
-// learns of this node at once, not a period later; the answers to
-// newcomers are spaced a tenth of a period apart, so a flood of new names
-// is not echoed on the bus name for name (a newcomer missed hears the next
-// beat).
+// learns of this node at once, not a period later (pacedReply: a flood
+// of new names is not echoed on the bus name for name).
 func (p *Peers) heard(m Message) {
 	name := string(m.Data)
 	if name == "" || len(name) > maxNodeName || strings.ContainsAny(name, " \t\r\n.*>") || name == p.bus.Node() {
@@ -92,13 +92,9 @@ func (p *Peers) heard(m Message) {
 		}
 	}
 	p.seen[name] = now
-	reply := !known && now.Sub(p.lastReply) >= p.every/10
-	if reply {
-		p.lastReply = now
-	}
 	p.mu.Unlock()
-	if reply {
-		p.bus.Publish(topicAlive, []byte(p.bus.Node()))
+	if !known {
+		p.reply.ask()
 	}
 }
 
@@ -121,6 +117,7 @@ func (p *Peers) Run(ctx context.Context) {
 		p.bus.Publish(topicAlive, []byte(p.bus.Node()))
 		select {
 		case <-ctx.Done():
+			p.reply.stop()
 			p.bus.Publish(topicBye, []byte(p.bus.Node()))
 			return
 		case <-t.C:

@@ -3,6 +3,8 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,7 +15,7 @@ import (
 
 // A flood of forged "alive" messages (a party that can publish on the bus,
 // each message a new name) keeps a node's census at MaxPeers names, and
-// the node's answers to newcomers spaced, not one per forged name; a real
+// the node's answers to newcomers paced (pacedReply), not one per forged name; a real
 // node that comes after the flood's names went stale is counted again.
 func TestPeersBoundedUnderAForgedFlood(t *testing.T) {
 	t.Parallel()
@@ -51,6 +53,7 @@ func TestPeersBoundedUnderAForgedFlood(t *testing.T) {
 		t.Fatal(err)
 	}
 	const forged = 5000
+	start := time.Now()
 	for i := range forged {
 		forger.Publish(topicAlive, fmt.Appendf(nil, "forged-%d", i))
 	}
@@ -75,11 +78,12 @@ func TestPeersBoundedUnderAForgedFlood(t *testing.T) {
 	if n > MaxPeers {
 		t.Fatalf("the census holds %d names after %d forged ones, want at most %d", n, forged, MaxPeers)
 	}
-	// One answer a tenth of a period at most: on the census's clock, which
-	// did not move, one in all.
-	poll.Until(t, "the first newcomer is answered", func() bool { return answers.Load() >= 1 })
-	if got := answers.Load(); got != 1 {
-		t.Errorf("the victim answered %d forged newcomers within one instant, want 1", got)
+	// The first forged newcomer is answered at once and the rest together
+	// a spacing later (pacedReply): two answers, not one per name.
+	poll.Until(t, "the newcomers are answered", func() bool { return answers.Load() >= 2 })
+	took := time.Since(start)
+	if got, most := answers.Load(), 2+int64(took/replyEvery); got > most {
+		t.Errorf("the victim answered %d times for %d forged newcomers in %s, want at most %d (one per %s)", got, forged, took.Round(time.Millisecond), most, replyEvery)
 	}
 	// Once the forged names are stale, a real node beating is counted
 	// again (forged names still queued when the clock moves take the room
@@ -92,4 +96,63 @@ func TestPeersBoundedUnderAForgedFlood(t *testing.T) {
 		late.Publish(topicAlive, []byte("late"))
 		return false
 	})
+}
+
+// The same flood on the settings subject (each message a new node that
+// asks for the others' settings) keeps the settings' map at MaxPeers names
+// and the node's answers paced.
+func TestSettingsBoundedUnderAForgedFlood(t *testing.T) {
+	t.Parallel()
+	url := natstest.Start(t)
+	ctx := context.Background()
+	connect := func(name string) *Bus {
+		b, err := Connect(ctx, Config{URL: url, Node: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(b.Close)
+		if err := b.Ready(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	victim, forger := connect("victim"), connect("forger")
+	s, err := NewSettings(victim, map[string]string{"rate-general": "100/1m0s"}, time.Hour, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var answers, delivered atomic.Int64
+	if err := forger.Subscribe(topicSettings, func(m Message) {
+		if strings.Contains(string(m.Data), `"node":"victim"`) {
+			answers.Add(1)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := victim.Subscribe(topicSettings, func(Message) { delivered.Add(1) }); err != nil {
+		t.Fatal(err)
+	}
+	const forged = 5000
+	start := time.Now()
+	for i := range forged {
+		forger.Publish(topicSettings, fmt.Appendf(nil, `{"node":"forged-%d","settings":{"rate-general":"1/1m0s"},"ask":true}`, i))
+	}
+	last := int64(-1)
+	poll.Until(t, "the victim's bus delivers the flood", func() bool {
+		d := delivered.Load()
+		settled := d == last && d > MaxPeers
+		last = d
+		return settled
+	})
+	s.mu.Lock()
+	n := len(s.others)
+	s.mu.Unlock()
+	if n > MaxPeers {
+		t.Fatalf("the settings hold %d nodes after %d forged ones, want at most %d", n, forged, MaxPeers)
+	}
+	poll.Until(t, "the newcomers are answered", func() bool { return answers.Load() >= 2 })
+	took := time.Since(start)
+	if got, most := answers.Load(), 2+int64(took/replyEvery); got > most {
+		t.Errorf("the victim answered %d times for %d forged asks in %s, want at most %d", got, forged, took.Round(time.Millisecond), most)
+	}
 }

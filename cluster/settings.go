@@ -74,6 +74,8 @@ type Settings struct {
 	now   func() time.Time
 	log   *slog.Logger
 
+	reply *pacedReply // answers newcomers and asks
+
 	mu     sync.Mutex
 	others map[string]otherSettings // node -> what differs; guarded by mu
 }
@@ -93,6 +95,7 @@ func NewSettings(b *Bus, own map[string]string, every time.Duration, log *slog.L
 		every = DefaultSettingsEvery
 	}
 	s := &Settings{bus: b, own: own, every: every, now: time.Now, log: log, others: map[string]otherSettings{}}
+	s.reply = newPacedReply(replyEvery, func() { s.say(false) })
 	if err := b.Subscribe(topicSettings, s.heard); err != nil {
 		return nil, fmt.Errorf("cluster: settings: %w", err)
 	}
@@ -108,6 +111,7 @@ func (s *Settings) Run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
+			s.reply.stop()
 			return
 		case <-t.C:
 			s.say(false)
@@ -132,16 +136,28 @@ func (s *Settings) heard(m Message) {
 		s.log.Warn("settings: a message that is not a node's settings", "err", err)
 		return
 	}
-	if msg.Node == s.bus.Node() {
+	if msg.Node == s.bus.Node() || len(msg.Node) > maxNodeName {
 		return
 	}
 	differ := strings.Join(differing(s.own, msg.Settings), ", ")
+	now := s.now()
 	s.mu.Lock()
 	before, known := s.others[msg.Node]
-	s.others[msg.Node] = otherSettings{differ: differ, heard: s.now()}
+	if !known && len(s.others) >= MaxPeers {
+		// As the census (Peers): a flood of forged names on the bus does
+		// not grow the map past MaxPeers; stale names make room.
+		s.forgetLocked(now)
+		if len(s.others) >= MaxPeers {
+			s.mu.Unlock()
+			return
+		}
+	}
+	s.others[msg.Node] = otherSettings{differ: differ, heard: now}
 	s.mu.Unlock()
 	if msg.Ask || !known {
-		s.say(false) // a newcomer learns this node's at once, not a period later
+		// A newcomer learns this node's at once, not a period later
+		// (pacedReply: a flood of them is not echoed name for name).
+		s.reply.ask()
 	}
 	switch {
 	case differ != "" && (differ != before.differ || msg.Ask):
@@ -171,17 +187,24 @@ func differing(own, other map[string]string) []string {
 // Differ counts the nodes heard within three periods whose settings differ
 // from this node's, and forgets the nodes not heard for longer.
 func (s *Settings) Differ() int {
-	cutoff := s.now().Add(-3 * s.every)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.forgetLocked(s.now())
 	n := 0
-	for name, o := range s.others {
-		switch {
-		case o.heard.Before(cutoff):
-			delete(s.others, name)
-		case o.differ != "":
+	for _, o := range s.others {
+		if o.differ != "" {
 			n++
 		}
 	}
 	return n
+}
+
+// forgetLocked forgets the nodes not heard within three periods.
+func (s *Settings) forgetLocked(now time.Time) {
+	cutoff := now.Add(-3 * s.every)
+	for name, o := range s.others {
+		if o.heard.Before(cutoff) {
+			delete(s.others, name)
+		}
+	}
 }
