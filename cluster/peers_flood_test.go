@@ -19,20 +19,8 @@ import (
 // node that comes after the flood's names went stale is counted again.
 func TestPeersBoundedUnderAForgedFlood(t *testing.T) {
 	t.Parallel()
-	url := natstest.Start(t)
-	ctx := context.Background()
-	connect := func(name string) *Bus {
-		b, err := Connect(ctx, Config{URL: url, Node: name})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(b.Close)
-		if err := b.Ready(ctx); err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	victim, forger, late := connect("victim"), connect("forger"), connect("late")
+	buses := floodBuses(t, "victim", "forger", "late")
+	victim, forger, late := buses[0], buses[1], buses[2]
 	const every = 200 * time.Millisecond
 	var clock atomic.Int64 // the census's clock, moved by the test
 	clock.Store(time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC).UnixNano())
@@ -103,20 +91,8 @@ func TestPeersBoundedUnderAForgedFlood(t *testing.T) {
 // and the node's answers paced.
 func TestSettingsBoundedUnderAForgedFlood(t *testing.T) {
 	t.Parallel()
-	url := natstest.Start(t)
-	ctx := context.Background()
-	connect := func(name string) *Bus {
-		b, err := Connect(ctx, Config{URL: url, Node: name})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(b.Close)
-		if err := b.Ready(ctx); err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	victim, forger := connect("victim"), connect("forger")
+	buses := floodBuses(t, "victim", "forger")
+	victim, forger := buses[0], buses[1]
 	s, err := NewSettings(victim, map[string]string{"rate-general": "100/1m0s"}, time.Hour, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
@@ -155,4 +131,24 @@ func TestSettingsBoundedUnderAForgedFlood(t *testing.T) {
 	if got, most := answers.Load(), 2+int64(took/replyEvery); got > most {
 		t.Errorf("the victim answered %d times for %d forged asks in %s, want at most %d", got, forged, took.Round(time.Millisecond), most)
 	}
+}
+
+// floodBuses joins a new bus as each of names, ready to publish.
+func floodBuses(t *testing.T, names ...string) []*Bus {
+	t.Helper()
+	url := natstest.Start(t)
+	ctx := context.Background()
+	var out []*Bus
+	for _, name := range names {
+		b, err := Connect(ctx, Config{URL: url, Node: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(b.Close)
+		if err := b.Ready(ctx); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, b)
+	}
+	return out
 }
