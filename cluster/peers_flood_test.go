@@ -40,6 +40,13 @@ func TestPeersBoundedUnderAForgedFlood(t *testing.T) {
 	if err := victim.Subscribe(topicAlive, func(Message) { delivered.Add(1) }); err != nil {
 		t.Fatal(err)
 	}
+	// The server has every subscription before the flood (a SUB still on
+	// its way misses what is published meanwhile).
+	for _, b := range []*Bus{victim, forger} {
+		if err := b.Ready(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
 	const forged = 5000
 	start := time.Now()
 	for i := range forged {
@@ -107,6 +114,13 @@ func TestSettingsBoundedUnderAForgedFlood(t *testing.T) {
 	}
 	if err := victim.Subscribe(topicSettings, func(Message) { delivered.Add(1) }); err != nil {
 		t.Fatal(err)
+	}
+	// The server has every subscription before the flood (a SUB still on
+	// its way misses what is published meanwhile).
+	for _, b := range []*Bus{victim, forger} {
+		if err := b.Ready(context.Background()); err != nil {
+			t.Fatal(err)
+		}
 	}
 	const forged = 5000
 	start := time.Now()
