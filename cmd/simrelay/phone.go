@@ -12,6 +12,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -47,8 +48,10 @@ next start instead of pairing again, which spends the server's
 authentication rate limit. It pairs again only when the server says the
 token is dead (HTTP 401, or close 4501) and --pairing-code or --api-key is
 given, or when the token file is damaged (it says so, and without either
-stops). It prints one line for each link that ends and each wait for a
-server that does not answer.
+stops). A token refused by the link address the server named right after
+pairing (a server whose --public-url is not its own) stops it, naming that
+address, rather than pair again. It prints one line for each link that
+ends and each wait for a server that does not answer.
 
 Flags, each with its environment twin:
 `
@@ -190,16 +193,24 @@ func runPhone(ctx context.Context, cfg phoneConfig, text string, out io.Writer) 
 		mu.Unlock()
 	}
 	canPair := cfg.pairingCode != "" || cfg.apiKey != ""
-	reg, err := phoneRegistration(ctx, cfg, say, false)
+	reg, paired, err := phoneRegistration(ctx, cfg, say, false)
 	if err != nil {
 		return err
 	}
 	clientID := fmt.Sprintf("virtual-%d", time.Now().UnixNano()) // the same on every link and after pairing again
 	for {
-		err := linkPhone(ctx, cfg, reg, clientID, text, say)
+		var linked atomic.Bool
+		err := linkPhone(ctx, cfg, reg, clientID, text, say, &linked)
 		why, dead := deadToken(err)
 		if !dead {
 			return err
+		}
+		if paired && !linked.Load() {
+			// The token was handed out a moment ago: the link address the
+			// server named is another server's. Pairing again would get
+			// the same address, and spend the authentication rate limit
+			// each time.
+			return fmt.Errorf("the server at %s paired this phone, but its link address %s refused the token it had just handed out (%s): that address is not this server's; start the server with --public-url (SIMRELAY_PUBLIC_URL) naming its own address, or its load balancer's", cfg.server, reg.WSURL, why)
 		}
 		if cfg.token != "" || !canPair {
 			if cfg.token == "" {
@@ -209,7 +220,7 @@ func runPhone(ctx context.Context, cfg phoneConfig, text string, out io.Writer) 
 			return fmt.Errorf("the device token is no longer valid (%s): pair again with --pairing-code or --api-key", why)
 		}
 		say("the device token is no longer valid (%s); pairing again", why)
-		if reg, err = phoneRegistration(ctx, cfg, say, true); err != nil {
+		if reg, paired, err = phoneRegistration(ctx, cfg, say, true); err != nil {
 			return err
 		}
 	}
@@ -231,10 +242,10 @@ func deadToken(err error) (why string, dead bool) {
 
 // phoneRegistration is the device token to link with: --token, else the
 // one saved in the token file (unless fresh), else a new registration,
-// which is saved there.
-func phoneRegistration(ctx context.Context, cfg phoneConfig, say func(string, ...any), fresh bool) (client.Registration, error) {
+// which is saved there; paired says it is a new one.
+func phoneRegistration(ctx context.Context, cfg phoneConfig, say func(string, ...any), fresh bool) (reg client.Registration, paired bool, err error) {
 	if cfg.token != "" {
-		return client.Registration{DeviceToken: cfg.token, WSURL: "ws" + strings.TrimPrefix(cfg.server, "http") + "/device/ws"}, nil
+		return client.Registration{DeviceToken: cfg.token, WSURL: "ws" + strings.TrimPrefix(cfg.server, "http") + "/device/ws"}, false, nil
 	}
 	if !fresh {
 		saved, ok, err := loadPhoneToken(cfg.tokenFile, cfg.server, cfg.fingerprint)
@@ -245,11 +256,11 @@ func phoneRegistration(ctx context.Context, cfg phoneConfig, say func(string, ..
 			// token replaces the damaged file.
 			say("%v; pairing again", err)
 		case err != nil:
-			return client.Registration{}, err
+			return client.Registration{}, false, err
 		}
 		if ok {
 			say("using the device token of %s saved in %s", cfg.fingerprint, cfg.tokenFile)
-			return client.Registration{DeviceToken: saved.DeviceToken, WSURL: saved.WSURL}, nil
+			return client.Registration{DeviceToken: saved.DeviceToken, WSURL: saved.WSURL}, false, nil
 		}
 	}
 	// A server that is not up yet is waited for, as the link does later.
@@ -258,12 +269,12 @@ func phoneRegistration(ctx context.Context, cfg phoneConfig, say func(string, ..
 		reg, err := pairPhone(ctx, cfg, say, fresh)
 		var op *net.OpError
 		if err == nil || !errors.As(err, &op) || op.Op != "dial" {
-			return reg, err
+			return reg, err == nil, err
 		}
 		say("waiting for the server at %s: %s; retrying in %s", cfg.server, dialProblem(op), wait)
 		select {
 		case <-ctx.Done():
-			return reg, ctx.Err()
+			return reg, false, ctx.Err()
 		case <-time.After(wait):
 		}
 		wait = min(2*wait, 30*time.Second)
@@ -305,8 +316,8 @@ func pairPhone(ctx context.Context, cfg phoneConfig, say func(string, ...any), f
 }
 
 // linkPhone runs one registration's phone until ctx ends or the server
-// refuses it for good.
-func linkPhone(ctx context.Context, cfg phoneConfig, reg client.Registration, clientID, text string, say func(string, ...any)) error {
+// refuses it for good; linked is set once a link is up.
+func linkPhone(ctx context.Context, cfg phoneConfig, reg client.Registration, clientID, text string, say func(string, ...any), linked *atomic.Bool) error {
 	var phone *client.Phone
 	phone = client.New(client.Config{
 		WSURL: reg.WSURL, Token: reg.DeviceToken,
@@ -329,6 +340,7 @@ func linkPhone(ctx context.Context, cfg phoneConfig, reg client.Registration, cl
 		},
 		OnState: func(up bool, _ error) {
 			if up {
+				linked.Store(true)
 				say("connected")
 			}
 		},

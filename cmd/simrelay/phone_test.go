@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -325,5 +326,44 @@ func TestPhoneChecksItsHelloFirst(t *testing.T) {
 	// What the server takes is taken: an e-mail handle, E.164 numbers, no SIM named.
 	if err := helloFault(phoneConfig{whatsapp: stringList{"+15550001111"}, imessage: stringList{"me@example.com", "+15550002222"}}); err != nil {
 		t.Errorf("a valid hello: %v", err)
+	}
+}
+
+// A token refused by the link the server named just after it handed the
+// token out is no dead token: the server's ws_url leads elsewhere (a
+// --public-url naming another server, a port another process holds). The
+// phone stops saying so after one pairing; it paired again at once, each
+// time spending the authentication rate limit, until that answered 429.
+func TestVirtualPhoneStopsWhenItsNewTokenIsRefused(t *testing.T) {
+	t.Parallel()
+	bin, st, apiKey := companyStore(t)
+	elsewhere := startServer(t, bin, newTestStore(t))
+	srv := startServer(t, bin, st, "--public-url", elsewhere.url)
+
+	phone := exec.Command(bin, "phone", "--server", srv.url, "--api-key", apiKey, "--token-file", filepath.Join(t.TempDir(), "phone.json"))
+	out := &syncbuf.Buffer{}
+	phone.Stdout, phone.Stderr = out, out
+	if err := phone.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = phone.Process.Kill(); _ = phone.Wait() })
+	ended := make(chan error, 1)
+	go func() { ended <- phone.Wait() }()
+	select {
+	case err := <-ended:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+			t.Fatalf("got %v, want exit status 1; output:\n%s", err, out.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the phone still runs after 30 s; output:\n%s", out.String())
+	}
+	if n := strings.Count(out.String(), "paired as"); n != 1 {
+		t.Errorf("paired %d times, want once; output:\n%s", n, out.String())
+	}
+	for _, want := range []string{"ws" + strings.TrimPrefix(elsewhere.url, "http") + "/device/ws", "--public-url"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("no %q in the output:\n%s", want, out.String())
+		}
 	}
 }
