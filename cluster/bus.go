@@ -99,7 +99,7 @@ func (c Config) Validate() error {
 			return fmt.Errorf("%q: want nats://host:port or tls://host:port", redact.Userinfo(s))
 		}
 	}
-	if c.Node == "" || len(c.Node) > maxNodeName || strings.ContainsAny(c.Node, " \t\r\n.*>") {
+	if !validNodeName(c.Node) {
 		return fmt.Errorf("node name %q: want a name of 1 to %d bytes without spaces, dots, * or >", c.Node, maxNodeName)
 	}
 	if c.Prefix != "" && strings.ContainsAny(c.Prefix, " \t\r\n*>") {

@@ -22,8 +22,15 @@ const DefaultPeersEvery = time.Second
 // until stale entries (not heard for three periods) make room.
 const MaxPeers = 256
 
-// maxNodeName bounds a name heard on the bus, a node's --node-name.
+// maxNodeName bounds a node's name (--node-name), said on the bus.
 const maxNodeName = 255
+
+// validNodeName is the rule of a node's name (Config.Validate): 1 to
+// maxNodeName bytes without spaces, dots, * or > (it names the node's NATS
+// connection). A name heard on the bus that breaks it is no node's.
+func validNodeName(name string) bool {
+	return name != "" && len(name) <= maxNodeName && !strings.ContainsAny(name, " \t\r\n.*>")
+}
 
 // Topics of the census.
 const (
@@ -71,14 +78,13 @@ func NewPeers(b *Bus, every time.Duration, now func() time.Time) (*Peers, error)
 	return p, nil
 }
 
-// heard notes a node's "alive". A name no node could have (empty, over
-// maxNodeName bytes, or what Config.Validate refuses) is ignored, and so is
-// a new name while the census is full of live ones (MaxPeers). A newcomer
-// learns of this node at once, not a period later (pacedReply: a flood
-// of new names is not echoed on the bus name for name).
+// heard notes a node's "alive". A name no node could have (validNodeName)
+// is ignored, and so is a new name while the census is full of live ones
+// (MaxPeers). A newcomer learns of this node at once, not a period later
+// (pacedReply: a flood of new names is not echoed on the bus name for name).
 func (p *Peers) heard(m Message) {
 	name := string(m.Data)
-	if name == "" || len(name) > maxNodeName || strings.ContainsAny(name, " \t\r\n.*>") || name == p.bus.Node() {
+	if !validNodeName(name) || name == p.bus.Node() {
 		return
 	}
 	now := p.now()

@@ -136,7 +136,7 @@ func (s *Settings) heard(m Message) {
 		s.log.Warn("settings: a message that is not a node's settings", "err", err)
 		return
 	}
-	if msg.Node == s.bus.Node() || len(msg.Node) > maxNodeName {
+	if msg.Node == s.bus.Node() || !validNodeName(msg.Node) {
 		return
 	}
 	differ := strings.Join(differing(s.own, msg.Settings), ", ")
