@@ -464,7 +464,10 @@ func (a *Agent) refuse(job Job) (Outcome, bool) {
 }
 
 // deliveryPoller asks the transport about sent messages whose delivery
-// report is due, until each is final or DefaultDeliveryWait passed.
+// report is due, until each is final or DefaultDeliveryWait passed. A
+// check that keeps failing (a modem gone for good) ends at the same wait:
+// the job stays sent, rather than being asked about, and kept in the
+// journal, for ever.
 func (a *Agent) deliveryPoller(ctx context.Context) {
 	tick := time.NewTicker(a.opt.DeliveryPoll)
 	defer tick.Stop()
@@ -483,16 +486,18 @@ func (a *Agent) deliveryPoller(ctx context.Context) {
 			dctx, cancel := context.WithTimeout(ctx, a.toolTimeout)
 			d, err := a.tr.Delivery(dctx, job.Ref)
 			cancel()
-			if err != nil {
-				if ctx.Err() == nil {
-					a.log.Warn("delivery check failed", "id", job.ID, "err", err)
-				}
-				continue
+			if err != nil && ctx.Err() != nil {
+				return
 			}
-			if !d.Final {
+			if err != nil {
+				a.log.Warn("delivery check failed", "id", job.ID, "err", err)
+			}
+			if err != nil || !d.Final {
 				if !job.DispatchedAt.IsZero() && time.Since(job.DispatchedAt) > DefaultDeliveryWait {
 					a.log.Info("no delivery report came; the job stays sent", "id", job.ID)
-					_ = a.j.Finish(job.ID, proto.Status{}, "", false, time.Now())
+					if err := a.j.Finish(job.ID, proto.Status{}, "", false, time.Now()); err != nil {
+						a.log.Error("journal write failed", "err", err)
+					}
 				}
 				continue
 			}

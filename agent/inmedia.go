@@ -167,40 +167,63 @@ func (a *Agent) uploader(ctx context.Context) {
 	defer tick.Stop()
 	later := map[string]time.Time{} // path -> not before
 	for {
-		recs, err := a.j.inbound()
-		if err != nil {
-			a.log.Error("journal read failed", "err", err)
-		}
-		for _, r := range recs {
-			for i, f := range r.Files {
-				if f.ID != "" || f.Path == "" || ctx.Err() != nil || time.Now().Before(later[f.Path]) {
-					continue
-				}
-				id, retry, err := a.upload(ctx, r.Frame.ClientID, i, f)
-				switch {
-				case err == nil:
-					delete(later, f.Path)
-					a.log.Info("received file uploaded", "client_id", r.Frame.ClientID, "file", i, "media", id, "bytes", f.Size)
-				case retry > 0:
-					later[f.Path] = time.Now().Add(retry)
-					a.log.Warn("received file not uploaded yet; retrying", "client_id", r.Frame.ClientID, "file", i, "retry_in", retry, "err", err)
-					continue
-				default:
-					a.log.Error("received file refused by the server; the message's text is forwarded without it", "client_id", r.Frame.ClientID, "file", i, "err", err)
-				}
-				if err := a.j.setFileID(r.Frame.ClientID, i, id); err != nil {
-					a.log.Error("journal write failed", "err", err)
-					continue
-				}
-				os.Remove(f.Path)
-				wake(a.pumpWake)
-			}
-		}
+		a.uploadRound(ctx, later)
 		select {
 		case <-ctx.Done():
 			return
 		case <-a.mediaWake:
 		case <-tick.C:
+		}
+	}
+}
+
+// uploadRound uploads each spooled file whose time came (later: path ->
+// not before). A file's wait is forgotten once the journal no longer holds
+// it for an upload (uploaded, given up, its message refused or dropped), so
+// an agent that runs for months keeps no entry per file that once waited.
+func (a *Agent) uploadRound(ctx context.Context, later map[string]time.Time) {
+	recs, err := a.j.inbound()
+	if err != nil {
+		a.log.Error("journal read failed", "err", err)
+	} else {
+		pending := map[string]bool{}
+		for _, r := range recs {
+			for _, f := range r.Files {
+				if f.ID == "" && f.Path != "" {
+					pending[f.Path] = true
+				}
+			}
+		}
+		for p := range later {
+			if !pending[p] {
+				delete(later, p)
+			}
+		}
+	}
+	for _, r := range recs {
+		for i, f := range r.Files {
+			if f.ID != "" || f.Path == "" || ctx.Err() != nil || time.Now().Before(later[f.Path]) {
+				continue
+			}
+			id, retry, err := a.upload(ctx, r.Frame.ClientID, i, f)
+			switch {
+			case err == nil:
+				delete(later, f.Path)
+				a.log.Info("received file uploaded", "client_id", r.Frame.ClientID, "file", i, "media", id, "bytes", f.Size)
+			case retry > 0:
+				later[f.Path] = time.Now().Add(retry)
+				a.log.Warn("received file not uploaded yet; retrying", "client_id", r.Frame.ClientID, "file", i, "retry_in", retry, "err", err)
+				continue
+			default:
+				delete(later, f.Path)
+				a.log.Error("received file refused by the server; the message's text is forwarded without it", "client_id", r.Frame.ClientID, "file", i, "err", err)
+			}
+			if err := a.j.setFileID(r.Frame.ClientID, i, id); err != nil {
+				a.log.Error("journal write failed", "err", err)
+				continue
+			}
+			os.Remove(f.Path)
+			wake(a.pumpWake)
 		}
 	}
 }

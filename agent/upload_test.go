@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	proto "github.com/simrelay/simrelay/android-protocol"
 )
 
 // What the server answers an upload decides whether the file waits for
@@ -84,5 +86,59 @@ func TestUploadTakesTheTimeItsSizeNeeds(t *testing.T) {
 	close(release)
 	if err == nil || retry <= 0 {
 		t.Fatalf("a stalled upload: retry in %v (%v), want given up and tried again later", retry, err)
+	}
+}
+
+// A file's wait for another upload (the server answered 503) is forgotten
+// once its message leaves the journal's uploads: refused for good here.
+// The waits were kept for the agent's life, one per file that ever waited.
+func TestUploadWaitsForgottenWithTheirFiles(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	j, err := OpenJournal(filepath.Join(t.TempDir(), "j.db"), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	const n = 100
+	dir := t.TempDir()
+	var frames []proto.Inbound
+	var keys []string
+	var refs [][]string
+	var files [][]spooled
+	for i := range n {
+		path := filepath.Join(dir, fmt.Sprint(i))
+		if err := os.WriteFile(path, []byte("the bytes"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		id := fmt.Sprintf("s1:wa-%d", i)
+		frames = append(frames, proto.Inbound{ClientID: id, Channel: proto.ChannelWhatsApp, From: "+15551234567", Message: "a photo", ReceivedAt: stamp(time.Now())})
+		keys = append(keys, id)
+		refs = append(refs, nil)
+		files = append(files, []spooled{{Path: path, ContentType: "image/png", Size: 9}})
+	}
+	if _, err := j.takeInbound(frames, keys, refs, files, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	a := New(Options{Config: ConfigFile{Server: srv.URL, DeviceToken: "dt_x"}, HTTPClient: srv.Client(), Journal: j})
+	later := map[string]time.Time{}
+	a.uploadRound(context.Background(), later)
+	if len(later) != n {
+		t.Fatalf("%d files wait for another upload after a 503, want %d", len(later), n)
+	}
+	for _, f := range frames[1:] {
+		if _, _, err := j.ackInbound(f.ClientID, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.uploadRound(context.Background(), later)
+	if len(later) != 1 {
+		t.Fatalf("%d files wait for another upload once %d of their messages were refused for good, want 1", len(later), n-1)
+	}
+	if _, ok := later[files[0][0].Path]; !ok {
+		t.Errorf("the file still waiting lost its wait: %v", later)
 	}
 }

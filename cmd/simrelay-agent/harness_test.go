@@ -261,7 +261,13 @@ type agentProc struct {
 // startAgent runs simrelay-agent run with the fake tools of dir first on PATH.
 func startAgent(t *testing.T, bin, fakeDir string, args ...string) *agentProc {
 	t.Helper()
-	cmd := exec.Command(bin, append([]string{"run"}, args...)...)
+	return startAgentCmd(t, fakeDir, exec.Command(bin, append([]string{"run"}, args...)...))
+}
+
+// startAgentCmd runs cmd (simrelay-agent run, perhaps under a program that
+// starts it, as nohup does) with the fake tools of fakeDir first on PATH.
+func startAgentCmd(t *testing.T, fakeDir string, cmd *exec.Cmd) *agentProc {
+	t.Helper()
 	cmd.Env = append(os.Environ(), "PATH="+filepath.Join(fakeDir, "bin")+":/usr/bin:/bin", "FAKE_DIR="+fakeDir)
 	p := &agentProc{cmd: cmd, stderr: &syncbuf.Buffer{}, done: make(chan struct{})}
 	cmd.Stderr = p.stderr

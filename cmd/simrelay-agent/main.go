@@ -28,18 +28,26 @@ func main() {
 	os.Exit(run(interrupted(), os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// interrupted is a context that ends at the first SIGINT or SIGTERM, which
-// lets a send already inside the device's tool finish. The signals take
-// their default action again before it ends: a second one ends the agent
-// at once, as its user expects of a second Ctrl-C (the send is then
-// settled by the restart rule, docs/agents.md).
+// interrupted is a context that ends at the first SIGINT, SIGTERM or
+// SIGHUP, which lets a send already inside the device's tool finish. A
+// hang-up (the terminal, Termux session or ssh session the agent was
+// started from closing) stops it as SIGTERM does; it ended the agent at
+// once, the send's outcome unknown. An agent started with hang-ups ignored
+// (nohup) keeps ignoring them: Go would otherwise catch them again. The
+// signals take their default action again before it ends: a second one
+// ends the agent at once, as its user expects of a second Ctrl-C (the send
+// is then settled by the restart rule, docs/agents.md).
 func interrupted() context.Context {
+	stops := []os.Signal{os.Interrupt, syscall.SIGTERM}
+	if !signal.Ignored(syscall.SIGHUP) {
+		stops = append(stops, syscall.SIGHUP)
+	}
 	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	signal.Notify(sigs, stops...)
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		<-sigs
-		signal.Reset(os.Interrupt, syscall.SIGTERM)
+		signal.Reset(stops...)
 		cancel()
 	}()
 	return ctx

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -398,6 +399,84 @@ func TestTermuxReportsHealth(t *testing.T) {
 		code, b, _ := s.call("GET", "/device/list", nil)
 		return code == http.StatusOK && strings.Contains(string(b), want) && strings.Contains(string(b), `"online":true`)
 	})
+}
+
+// A hang-up (the terminal, Termux session or ssh session the agent was
+// started from closing) stops the agent as SIGTERM does: the send inside
+// the tool finishes and is journaled, the link is closed, and the agent
+// exits 0; the job is reported on the next start. It ended the agent at
+// once, as a kill does, the send's outcome unknown.
+func TestHangUpStopsTheAgentInOrder(t *testing.T) {
+	t.Parallel()
+	agentPath, serverPath := binaries(t)
+	s := newServer(t, serverPath)
+	fake, release := fakeTermuxHeld(t)
+	config := filepath.Join(t.TempDir(), "agent.json")
+	s.pair(agentPath, config, "sighup-phone")
+	a := startAgent(t, agentPath, fake, termuxArgs(config)...)
+	id := s.send("sighup-phone", "+15551230001", "held inside the tool", "")
+	until(t, "the send is inside termux-sms-send", func() bool { return countText(sendCalls(t, fake), "held inside the tool") == 1 })
+	if err := a.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	until(t, "the agent left the server, waiting for the send", func() bool {
+		_, body, err := s.call("GET", "/device/list", nil)
+		return err == nil && strings.Contains(string(body), `"online":false`)
+	})
+	select {
+	case <-a.done:
+		t.Fatalf("the agent ended at a hang-up while a send was inside the tool: %s", a.cmd.ProcessState)
+	default:
+	}
+	release()
+	select {
+	case <-a.done:
+	case <-time.After(time.Minute):
+		t.Fatal("the agent still runs after the send it waited for ended")
+	}
+	if code := a.cmd.ProcessState.ExitCode(); code != 0 || !strings.Contains(a.stderr.String(), `"msg":"stopped"`) {
+		t.Fatalf("the agent after a hang-up: %s, want exit status 0 after its \"stopped\" line", a.cmd.ProcessState)
+	}
+	startAgent(t, agentPath, fake, termuxArgs(config)...)
+	until(t, "the send finished at the hang-up is reported on the next start", func() bool { st, _ := s.queued(id); return st == "sent" })
+	if n := countText(sendCalls(t, fake), "held inside the tool"); n != 1 {
+		t.Errorf("the job went %d times, want once", n)
+	}
+}
+
+// An agent started with hang-ups ignored (nohup) keeps ignoring them: it
+// runs on once the session it was started from is gone.
+func TestHangUpIgnoredUnderNohup(t *testing.T) {
+	t.Parallel()
+	agentPath, serverPath := binaries(t)
+	nohup, err := exec.LookPath("nohup")
+	if err != nil {
+		t.Skip("no nohup on this machine")
+	}
+	s := newServer(t, serverPath)
+	fake := fakeTermux(t)
+	config := filepath.Join(t.TempDir(), "agent.json")
+	s.pair(agentPath, config, "nohup-phone")
+	a := startAgentCmd(t, fake, exec.Command(nohup, append([]string{agentPath, "run"}, termuxArgs(config)...)...))
+	until(t, "the agent links", func() bool {
+		_, body, err := s.call("GET", "/device/list", nil)
+		return err == nil && strings.Contains(string(body), `"online":true`)
+	})
+	if err := a.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	// A job sent after the hang-up is carried out: the agent heard the
+	// signal before it, and ran on.
+	id := s.send("nohup-phone", "+15551230001", "after the hang-up", "")
+	until(t, "the job sent after the hang-up is sent", func() bool { st, _ := s.queued(id); return st == "sent" })
+	select {
+	case <-a.done:
+		t.Fatalf("the agent under nohup ended: %s", a.cmd.ProcessState)
+	default:
+	}
+	if strings.Contains(a.stderr.String(), `"msg":"stopped"`) {
+		t.Error("the agent under nohup stopped at a hang-up")
+	}
 }
 
 // SIGINT lets a send inside the tool finish; a second SIGINT meanwhile
