@@ -29,7 +29,9 @@ func TestCheckURL(t *testing.T) {
 		{"", false, "is required"},
 		{"hooks.example.com/sms", false, "absolute URL"},
 		{"/sms", false, "absolute URL"},
-		{"ftp://hooks.example.com/", false, "https"},
+		{"ftp://hooks.example.com/", false, "must be an https URL"},
+		// With --webhook-allow-private http is accepted too: the error says so.
+		{"ftp://hooks.example.com/", true, "must be an https or http URL"},
 		{"http://hooks.example.com/sms", false, "must use https"},
 		{"http://hooks.example.com/sms", true, ""},
 		{"mailto:ops@example.com", false, "absolute URL"},

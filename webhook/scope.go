@@ -265,6 +265,9 @@ func CheckURL(raw string, allowPrivate bool) (string, error) {
 			return "", fmt.Errorf("must use https (http only when the server runs with --webhook-allow-private)")
 		}
 	default:
+		if allowPrivate {
+			return "", fmt.Errorf("must be an https or http URL")
+		}
 		return "", fmt.Errorf("must be an https URL")
 	}
 	host := strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
