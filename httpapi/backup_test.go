@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -255,6 +256,44 @@ func TestCompanyExport(t *testing.T) {
 	e.want(rb, http.StatusOK, "")
 	if strings.Contains(string(rb.Raw), "owner@acme.test") || strings.Contains(string(rb.Raw), "acme text") {
 		t.Error("B's export holds A's data")
+	}
+}
+
+// The export's devices are as GET /device/list shows them, less what is only
+// live state (online, health, queue_depth, last_failures): a phone paired and
+// never linked has last_seen_at null in both, not "" in the export.
+func TestCompanyExportDevicesAsTheDeviceList(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, roomy)
+	a := e.newCompany("Acme", "owner@acme.test")
+	e.pairPhone(a.apiKey, "never-linked")
+
+	l := e.do(call{method: "GET", path: "/device/list", token: a.apiKey})
+	e.want(l, http.StatusOK, "")
+	var list struct {
+		Devices []map[string]any `json:"devices"`
+	}
+	if err := json.Unmarshal(l.Raw, &list); err != nil || len(list.Devices) != 1 {
+		t.Fatalf("device list: %v %s", err, l.Raw)
+	}
+	r := e.do(call{method: "GET", path: "/company/export", token: a.apiKey})
+	e.want(r, http.StatusOK, "")
+	var doc struct {
+		Devices []map[string]any `json:"devices"`
+	}
+	if err := json.Unmarshal(r.Raw, &doc); err != nil || len(doc.Devices) != 1 {
+		t.Fatalf("export: %v %s", err, r.Raw)
+	}
+	want := list.Devices[0]
+	for _, live := range []string{"online", "health", "queue_depth", "last_failures"} {
+		delete(want, live)
+	}
+	got := doc.Devices[0]
+	if v, ok := got["last_seen_at"]; !ok || v != nil {
+		t.Errorf("export: last_seen_at of a phone never linked is %#v, want null as GET /device/list answers", v)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("export's device:\n%v\nwant GET /device/list's less its live state:\n%v", got, want)
 	}
 }
 

@@ -59,7 +59,9 @@ type exportWebhooksJSON struct {
 	SigningSecretCreatedAt string        `json:"signingSecretCreatedAt"`
 }
 
-// exportDeviceJSON is a device without its token hash.
+// exportDeviceJSON is a device without its token hash, as GET /device/list
+// shows it less its live state (online, health, queue_depth, last_failures):
+// last_seen_at is null before its first link there too.
 type exportDeviceJSON struct {
 	deviceJSON
 	UserID       uint64    `json:"user_id"`
@@ -67,7 +69,7 @@ type exportDeviceJSON struct {
 	SIMs         []simJSON `json:"sims"`
 	AppVersion   string    `json:"app_version"`
 	CreatedAt    string    `json:"created_at"`
-	LastSeenAt   string    `json:"last_seen_at"`
+	LastSeenAt   *string   `json:"last_seen_at"`
 	SMSPerMinute int       `json:"sms_per_minute"`
 }
 
@@ -220,7 +222,11 @@ func (s *Server) companyExport(c echo.Context) error {
 	do := make([]exportDeviceJSON, 0, len(devices))
 	for _, d := range devices {
 		e := exportDeviceJSON{deviceJSON: deviceOut(d), UserID: d.UserID, FCMToken: d.FCMToken, SIMs: make([]simJSON, 0, len(d.SIMs)),
-			AppVersion: d.AppVersion, CreatedAt: ts(d.CreatedAt), LastSeenAt: ts(d.LastSeenAt), SMSPerMinute: d.SMSPerMinute}
+			AppVersion: d.AppVersion, CreatedAt: ts(d.CreatedAt), SMSPerMinute: d.SMSPerMinute}
+		if !d.LastSeenAt.IsZero() {
+			seen := ts(d.LastSeenAt)
+			e.LastSeenAt = &seen
+		}
 		for _, sim := range d.SIMs {
 			e.SIMs = append(e.SIMs, simJSON(sim))
 		}
