@@ -153,6 +153,31 @@ func TestTextThatStopsArrivingIsTemporary(t *testing.T) {
 	}
 }
 
+// TestTextTimeCountsFromData: a mail's text has the read timeout from its
+// DATA, as the replies table says, not from the reply before DATA: a
+// client that took most of the timeout between its RCPT's reply and its
+// DATA (composing the mail) had its text cut at that first deadline, 421,
+// though the text came well within the timeout of DATA.
+func TestTextTimeCountsFromData(t *testing.T) {
+	t.Parallel()
+	const timeout = 4 * time.Second
+	e := newEnv(t, options{cfg: smtpd.Config{Timeout: timeout}})
+	id, key := e.company("acme")
+	vp := e.phone(id, "pixel7")
+	d := e.rawSession(key)
+	d.say("MAIL FROM:<monitor@example.com>", "250")
+	d.say("RCPT TO:<+15551234567@"+domain+">", "250")
+	time.Sleep(timeout * 3 / 4) // the client composes the mail
+	d.say("DATA", "354")
+	d.write("Subject: disk full\r\n\r\nThe disk is")
+	time.Sleep(timeout / 2) // the rest is slow to come, within the timeout of DATA
+	d.write(" full.\r\n.\r\n")
+	if got := d.reply(); !strings.HasPrefix(got, "250 ") {
+		t.Fatalf("a text within the timeout of its DATA: got %q, want 250", got)
+	}
+	poll.Until(t, "the phone gets the SMS", func() bool { return len(vp.Jobs()) == 1 })
+}
+
 // TestRotatedKeyEndsTheSession: rotating the API key stops a session
 // logged in with the old one at its next command, as the API refuses the
 // old key at once: 421 4.7.0 and the connection closed, nothing queued; a

@@ -317,6 +317,12 @@ func (ss *session) Data(r io.Reader) error {
 			ss.life.inText.Store(true)
 			defer ss.life.inText.Store(false)
 		}
+	} else {
+		// The whole text must come within Config.Timeout of DATA. go-smtp
+		// set the deadline when it began to wait for the DATA command, so
+		// a client that took most of the timeout to send DATA had its text
+		// cut soon after. (The connection's life still bounds it.)
+		_ = ss.conn.Conn().SetReadDeadline(time.Now().Add(ss.s.cfg.Timeout))
 	}
 	raw, err := io.ReadAll(r) // bounded by MaxMessageBytes: go-smtp answers 552 beyond it
 	if err == nil && ss.readsEnded() {
