@@ -225,6 +225,46 @@ func TestMailWithALineTooLong(t *testing.T) {
 	d.wantEndedUnsent(e, id)
 }
 
+// TestChunkedMailWithALineTooLong: a mail sent in BDAT chunks with a line
+// over 2,000 bytes is refused as one sent after DATA, wherever the line
+// is: 500 5.4.0, the connection closed, nothing queued. go-smtp refused it
+// only in the first bytes of a chunk, those it read with the command, and
+// took it further on: the same mail was refused or sent as its long line
+// (an attachment's) came early or late.
+func TestChunkedMailWithALineTooLong(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, options{})
+	id, key := e.company("acme")
+	e.phone(id, "pixel7")
+	for _, at := range []int{0, 10000} {
+		text := "Subject: x\r\nContent-Type: multipart/mixed; boundary=b\r\n\r\n--b\r\nContent-Type: text/plain\r\n\r\nDisk full.\r\n" +
+			"--b\r\nContent-Type: text/csv\r\nContent-Disposition: attachment; filename=df.csv\r\n\r\n" +
+			strings.Repeat(strings.Repeat("1", 70)+"\r\n", at/72) + strings.Repeat("2", 2500) + "\r\n--b--\r\n"
+		d := e.rawSession(key)
+		d.say("MAIL FROM:<monitor@example.com>", "250")
+		d.say("RCPT TO:<+15551234567@"+domain+">", "250")
+		d.write(fmt.Sprintf("BDAT %d LAST\r\n%s", len(text), text))
+		if got := d.reply(); !strings.HasPrefix(got, "500 5.4.0 ") {
+			t.Fatalf("a line too long at byte %d of a chunk: got %q, want 500 5.4.0", at, got)
+		}
+		d.wantEndedUnsent(e, id)
+	}
+	// The limit is the same byte for byte: a line DATA takes, BDAT takes.
+	for _, long := range []int{1998, 1999} {
+		text := "Subject: x\r\nX-Pad: " + strings.Repeat("-", long-len("X-Pad: ")) + "\r\n\r\nDisk full.\r\n"
+		d := e.dataSession(key)
+		d.write(text + ".\r\n")
+		byData := d.reply()[:4]
+		d = e.rawSession(key)
+		d.say("MAIL FROM:<monitor@example.com>", "250")
+		d.say("RCPT TO:<+15551234567@"+domain+">", "250")
+		d.write(fmt.Sprintf("BDAT %d LAST\r\n%s", len(text), text))
+		if byBDAT := d.reply()[:4]; byBDAT != byData {
+			t.Fatalf("a line of %d bytes: %q after DATA, %q by BDAT", long, byData, byBDAT)
+		}
+	}
+}
+
 // TestUnreadableMailReplyFitsALine: the refusal of a mail that cannot be
 // read quotes what it could not read, a header's value or a charset's name,
 // whose folded lines may run to the mail's size: the reply stays within

@@ -309,7 +309,8 @@ func (ss *session) Data(r io.Reader) error {
 		// there held the shutdown for its whole timeout.
 		ss.life.mailOpen()
 	}
-	if pr, ok := r.(*io.PipeReader); ok { // a chunked mail, on its own goroutine
+	pr, chunked := r.(*io.PipeReader)
+	if chunked { // a chunked mail, on its own goroutine
 		ss.mu.Lock()
 		ss.chunked = pr
 		ss.mu.Unlock()
@@ -331,6 +332,12 @@ func (ss *session) Data(r io.Reader) error {
 		// queued, it sent the first part of the text as the SMS. DATA's text
 		// needs its final dot, so a cut one fails above.
 		err = io.ErrUnexpectedEOF
+	}
+	if err == nil && chunked && lineOver(raw, maxLineLength) {
+		// go-smtp reads chunks without its line limit, but for the bytes it
+		// read with the BDAT command: a long line was refused there and
+		// taken further on. Refused wherever it is, as after DATA.
+		err = smtp.ErrTooLongLine
 	}
 	if err != nil {
 		return ss.unread(err)
@@ -419,6 +426,22 @@ func (ss *session) hangUp(answer string) error {
 	}
 	_ = nc.Close()
 	return errUnavailable
+}
+
+// lineOver reports whether text has a line longer than max, counted as
+// go-smtp's reader of a mail after DATA counts it: the bytes from the line
+// feed before it (the command's, for the first) to its own.
+func lineOver(text []byte, max int) bool {
+	n := 1
+	for _, c := range text {
+		if c == '\n' {
+			n = 0
+		}
+		if n++; n > max {
+			return true
+		}
+	}
+	return false
 }
 
 // readsEnded reports whether a read of the connection failed or met the end
