@@ -277,6 +277,23 @@ func TestMCPRouteRules(t *testing.T) {
 	e.want(r, http.StatusTooManyRequests, "rate_limited")
 }
 
+// An MCP-Protocol-Version from 2026-07-28 on that the server does not speak
+// is not the transport's plain refusal (validation_failed) but MCP
+// 2026-07-28's negotiation in the message: a JSON-RPC error, -32022 with the
+// versions it speaks, at HTTP 400, as docs/mcp.md says.
+func TestMCPLaterProtocolVersion(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a := e.newCompany("Acme", "mcp-pv@example.com")
+	const v = "2099-01-01"
+	r := e.do(call{method: "POST", path: "/mcp", token: a.apiKey,
+		body:   `{"jsonrpc":"2.0","id":5,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"` + v + `","io.modelcontextprotocol/clientCapabilities":{}}}}`,
+		header: map[string]string{"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": v, "Mcp-Method": "tools/list"}})
+	if r.Status != http.StatusBadRequest || !strings.Contains(string(r.Raw), `"code":-32022`) || !strings.Contains(string(r.Raw), `"2025-11-25"`) || !strings.Contains(string(r.Raw), `"id":5`) {
+		t.Fatalf("a later protocol version: %d %s", r.Status, r.Raw)
+	}
+}
+
 // A body that is JSON but no object (null, a string, a number, true) is one
 // JSON-RPC message no more than a batch is, and is told so: the transport
 // answered null as "malformed payload: empty batch" and a string with its
