@@ -330,6 +330,17 @@ func TestMailClientsTextLeavesAsWritten(t *testing.T) {
 		{"From: ops@example.cn\r\nSubject: =?HZ-GB-2312?B?fns3fk5xRnc=?=\r\nMIME-Version: 1.0\r\n" +
 			"Content-Type: text/plain; charset=\"HZ-GB-2312\"\r\nContent-Transfer-Encoding: 7bit\r\n\r\n" +
 			"db1 ~{4EELRQBz~}~~90%, ~{;aRi8D5=~}~\r\n~{OBNgH}5c!#~}\r\n-- \r\n~{TKN,~}\r\n", "db1 磁盘已满~90%, 会议改到下午三点。"},
+		// A monitoring system's HTML table: its cells ran together
+		// ("Hostdb1", "StatusDOWN").
+		{"Subject: x\r\nContent-Type: text/html; charset=utf-8\r\n\r\n<table><tr><th>Host</th><td>db1</td></tr>\r\n" +
+			"<tr><td>Status </td> <td><b>DOWN</b></td></tr></table>\r\n", "Host db1\n\nStatus DOWN"},
+		// A template's preheader, hidden from readers and padded with
+		// zero-width non-joiners so that previews show nothing after it: it
+		// led the SMS, and the padding made it UCS-2. So do a <template>'s
+		// contents, which nothing shows either.
+		{"Subject: x\r\nContent-Type: text/html; charset=utf-8\r\n\r\n<div style=\"color:#fff; DISPLAY: none !important; max-height:0\">Your order is on its way" +
+			strings.Repeat("&zwnj;&nbsp;", 30) + "<span>too</span><div>and this</div></div><img src=\"x.png\" style=\"display:none\">" +
+			"<template><p>Hi {{name}}</p></template><p>Order 1234 shipped.</p>\r\n", "Order 1234 shipped."},
 	}
 	for i, m := range mails {
 		d := e.dataSession(key)
