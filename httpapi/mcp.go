@@ -56,7 +56,7 @@ func (s *Server) newMCPHandler(tools []mcpTool) http.Handler {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "simrelay", Title: "simrelay SMS, WhatsApp and iMessage gateway"},
 		// No logger: it would log a session's start and end at Info, and
 		// here every request is a session. The transport logs its failures.
-		&mcp.ServerOptions{Instructions: mcpInstructions})
+		&mcp.ServerOptions{Instructions: mcpInstructions, Capabilities: mcpCapabilities})
 	for _, t := range tools {
 		srv.AddTool(t.def, s.mcpToolHandler(t))
 	}
@@ -83,6 +83,17 @@ func (s *Server) newMCPHandler(tools []mcpTool) http.Handler {
 }
 
 const mcpCallerExtra = "simrelay.principal"
+
+// mcpCapabilities are what the server says it does: tools, whose list never
+// changes (every server defines the same). Not logging, the SDK's default,
+// deprecated in MCP 2026-07-28: no tool sends a log message, and a
+// stateless server has no session whose level a client could set. The
+// SDK's default for tools says the list may change, and under
+// MCP 2026-07-28 a subscriptions/listen for that change then held its
+// request open until the client left (the SDK waits for notifications to
+// send): with nothing to notify, the request is answered and ended at
+// once, and no request holds a stream open.
+var mcpCapabilities = &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: false}}
 
 // mcpToolHandler runs a tool for the request's caller and answers its JSON,
 // or its error as a tool error result.

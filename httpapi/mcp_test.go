@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -275,6 +276,67 @@ func TestMCPRouteRules(t *testing.T) {
 	e.want(e.do(call{method: "POST", path: "/mcp", token: a.apiKey, body: initialize, header: map[string]string{"Accept": "application/*, text/*"}}), http.StatusOK, "")
 	r = e.do(call{method: "POST", path: "/mcp", token: a.apiKey, body: initialize, header: mcpHeaders})
 	e.want(r, http.StatusTooManyRequests, "rate_limited")
+}
+
+// An MCP-Protocol-Version from 2026-07-28 on that the server does not speak
+// is not the transport's plain refusal (validation_failed) but MCP
+// 2026-07-28's negotiation in the message: a JSON-RPC error, -32022 with the
+// versions it speaks, at HTTP 400, as docs/mcp.md says.
+func TestMCPLaterProtocolVersion(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a := e.newCompany("Acme", "mcp-pv@example.com")
+	const v = "2099-01-01"
+	r := e.do(call{method: "POST", path: "/mcp", token: a.apiKey,
+		body:   `{"jsonrpc":"2.0","id":5,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"` + v + `","io.modelcontextprotocol/clientCapabilities":{}}}}`,
+		header: map[string]string{"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": v, "Mcp-Method": "tools/list"}})
+	if r.Status != http.StatusBadRequest || !strings.Contains(string(r.Raw), `"code":-32022`) || !strings.Contains(string(r.Raw), `"2025-11-25"`) || !strings.Contains(string(r.Raw), `"id":5`) {
+		t.Fatalf("a later protocol version: %d %s", r.Status, r.Raw)
+	}
+}
+
+// MCP 2026-07-28's subscriptions/listen is answered and ended at once: the
+// server's lists never change, so it has nothing to notify, and a request
+// holds nothing open. With the SDK's default capabilities (tools that may
+// change), it acknowledged and then held the request open until the
+// client left: an open stream per request of the rate limit, kept through
+// a shutdown, where docs/mcp.md says none is kept.
+func TestMCPListenHoldsNothingOpen(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a := e.newCompany("Acme", "mcp-listen@example.com")
+	const v = "2026-07-28"
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "POST", e.url+"/mcp", strings.NewReader(
+		`{"jsonrpc":"2.0","id":7,"method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true,"promptsListChanged":true,"resourcesListChanged":true,"resourceSubscriptions":["file:///x"]},`+
+			`"_meta":{"io.modelcontextprotocol/protocolVersion":"`+v+`","io.modelcontextprotocol/clientCapabilities":{}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, val := range map[string]string{"Authorization": "Bearer " + a.apiKey, "Content-Type": "application/json",
+		"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": v, "Mcp-Method": "subscriptions/listen"} {
+		req.Header.Set(k, val)
+	}
+	res, err := testhttp.Client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	raw, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatalf("subscriptions/listen: the answer did not end (%v) after %q", err, raw)
+	}
+	if !strings.Contains(string(raw), `"id":7`) {
+		t.Fatalf("subscriptions/listen: %s %s, want its answer", res.Status, raw)
+	}
+	// initialize says so: the tool list does not change.
+	r := e.do(call{method: "POST", path: "/mcp", token: a.apiKey,
+		body:   `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"curl","version":"1"}}}`,
+		header: map[string]string{"Accept": "application/json, text/event-stream"}})
+	if strings.Contains(string(r.Raw), `"listChanged":true`) || !strings.Contains(string(r.Raw), `"tools":{`) {
+		t.Fatalf("initialize: %s, want tools without listChanged", r.Raw)
+	}
 }
 
 // A body that is JSON but no object (null, a string, a number, true) is one

@@ -256,8 +256,26 @@ func (s *newlineSkipper) Read(p []byte) (int, error) {
 }
 
 // skipped are the HTML elements whose content is not the message: scripts,
-// styles, the head, and blockquote, which mail clients wrap quoted replies in.
-var skipped = map[string]bool{"script": true, "style": true, "head": true, "title": true, "blockquote": true}
+// styles, the head, templates (which nothing shows), and blockquote, which
+// mail clients wrap quoted replies in.
+var skipped = map[string]bool{"script": true, "style": true, "head": true, "title": true, "blockquote": true, "template": true}
+
+// hideable are the elements whose content is left out when their style
+// hides them (display:none): those a template wraps its hidden preheader in
+// (the preview's line, padded with zero-width characters), whose end tag
+// HTML never leaves out, so that the content ends where the element does.
+var hideable = map[string]bool{"div": true, "span": true, "table": true, "center": true, "font": true, "section": true,
+	"header": true, "footer": true, "article": true, "aside": true}
+
+// hidden reports whether an element's style attribute hides it.
+func hidden(attrs map[string]string) bool {
+	style := strings.ToLower(strings.Join(strings.Fields(attrs["style"]), ""))
+	return strings.Contains(style, "display:none")
+}
+
+// cells are the table cells, which a space separates from what precedes
+// them on their row.
+var cells = map[string]bool{"td": true, "th": true}
 
 // blocks are the HTML elements that start a line.
 var blocks = map[string]bool{"p": true, "div": true, "tr": true, "li": true, "ul": true, "ol": true, "table": true,
@@ -278,6 +296,15 @@ func htmlText(src string, links bool) string {
 	z := html.NewTokenizer(strings.NewReader(src))
 	var b strings.Builder
 	skip := 0 // depth inside skipped elements
+	// The hidden element the text is in (display:none), and the depth of
+	// its name's elements in it.
+	hiding, hideDepth := "", 0
+	// spaced says whether b ends in white space, which a space after it
+	// would only repeat: a browser shows one.
+	spaced := func() bool {
+		s := b.String()
+		return s == "" || s[len(s)-1] == ' ' || s[len(s)-1] == '\n'
+	}
 	// The open link: its address, and where its text starts in b.
 	href, linkAt := "", 0
 	for {
@@ -286,15 +313,29 @@ func htmlText(src string, links bool) string {
 		case html.ErrorToken:
 			return lineTrimmed(b.String())
 		case html.TextToken:
-			if skip == 0 {
-				b.WriteString(spaces.ReplaceAllString(string(z.Text()), " "))
+			if skip == 0 && hideDepth == 0 {
+				text := spaces.ReplaceAllString(string(z.Text()), " ")
+				if strings.HasPrefix(text, " ") && spaced() {
+					text = text[1:]
+				}
+				b.WriteString(text)
 			}
 		case html.StartTagToken, html.SelfClosingTagToken:
 			name, hasAttr := z.TagName()
 			tag := string(name)
 			attrs := tagAttrs(z, hasAttr)
+			if hideDepth > 0 {
+				if tag == hiding && tt == html.StartTagToken {
+					hideDepth++
+				}
+				continue
+			}
 			if quoteContainer(attrs) {
 				return lineTrimmed(b.String())
+			}
+			if hideable[tag] && tt == html.StartTagToken && hidden(attrs) {
+				hiding, hideDepth = tag, 1
+				continue
 			}
 			if links && tag == "a" && skip == 0 && tt == html.StartTagToken && webAddress(attrs["href"]) {
 				href, linkAt = attrs["href"], b.Len()
@@ -305,8 +346,17 @@ func htmlText(src string, links bool) string {
 			if tag == "br" || blocks[tag] {
 				b.WriteByte('\n')
 			}
+			if cells[tag] && skip == 0 && !spaced() {
+				b.WriteByte(' ')
+			}
 		case html.EndTagToken:
 			name, _ := z.TagName()
+			if hideDepth > 0 {
+				if string(name) == hiding {
+					hideDepth--
+				}
+				continue
+			}
 			if skipped[string(name)] && skip > 0 {
 				skip--
 			}

@@ -153,6 +153,31 @@ func TestTextThatStopsArrivingIsTemporary(t *testing.T) {
 	}
 }
 
+// TestTextTimeCountsFromData: a mail's text has the read timeout from its
+// DATA, as the replies table says, not from the reply before DATA: a
+// client that took most of the timeout between its RCPT's reply and its
+// DATA (composing the mail) had its text cut at that first deadline, 421,
+// though the text came well within the timeout of DATA.
+func TestTextTimeCountsFromData(t *testing.T) {
+	t.Parallel()
+	const timeout = 4 * time.Second
+	e := newEnv(t, options{cfg: smtpd.Config{Timeout: timeout}})
+	id, key := e.company("acme")
+	vp := e.phone(id, "pixel7")
+	d := e.rawSession(key)
+	d.say("MAIL FROM:<monitor@example.com>", "250")
+	d.say("RCPT TO:<+15551234567@"+domain+">", "250")
+	time.Sleep(timeout * 3 / 4) // the client composes the mail
+	d.say("DATA", "354")
+	d.write("Subject: disk full\r\n\r\nThe disk is")
+	time.Sleep(timeout / 2) // the rest is slow to come, within the timeout of DATA
+	d.write(" full.\r\n.\r\n")
+	if got := d.reply(); !strings.HasPrefix(got, "250 ") {
+		t.Fatalf("a text within the timeout of its DATA: got %q, want 250", got)
+	}
+	poll.Until(t, "the phone gets the SMS", func() bool { return len(vp.Jobs()) == 1 })
+}
+
 // TestRotatedKeyEndsTheSession: rotating the API key stops a session
 // logged in with the old one at its next command, as the API refuses the
 // old key at once: 421 4.7.0 and the connection closed, nothing queued; a
@@ -198,6 +223,46 @@ func TestMailWithALineTooLong(t *testing.T) {
 		t.Fatalf("a line too long: got %q, want 500 5.4.0 naming the limit", got)
 	}
 	d.wantEndedUnsent(e, id)
+}
+
+// TestChunkedMailWithALineTooLong: a mail sent in BDAT chunks with a line
+// over 2,000 bytes is refused as one sent after DATA, wherever the line
+// is: 500 5.4.0, the connection closed, nothing queued. go-smtp refused it
+// only in the first bytes of a chunk, those it read with the command, and
+// took it further on: the same mail was refused or sent as its long line
+// (an attachment's) came early or late.
+func TestChunkedMailWithALineTooLong(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, options{})
+	id, key := e.company("acme")
+	e.phone(id, "pixel7")
+	for _, at := range []int{0, 10000} {
+		text := "Subject: x\r\nContent-Type: multipart/mixed; boundary=b\r\n\r\n--b\r\nContent-Type: text/plain\r\n\r\nDisk full.\r\n" +
+			"--b\r\nContent-Type: text/csv\r\nContent-Disposition: attachment; filename=df.csv\r\n\r\n" +
+			strings.Repeat(strings.Repeat("1", 70)+"\r\n", at/72) + strings.Repeat("2", 2500) + "\r\n--b--\r\n"
+		d := e.rawSession(key)
+		d.say("MAIL FROM:<monitor@example.com>", "250")
+		d.say("RCPT TO:<+15551234567@"+domain+">", "250")
+		d.write(fmt.Sprintf("BDAT %d LAST\r\n%s", len(text), text))
+		if got := d.reply(); !strings.HasPrefix(got, "500 5.4.0 ") {
+			t.Fatalf("a line too long at byte %d of a chunk: got %q, want 500 5.4.0", at, got)
+		}
+		d.wantEndedUnsent(e, id)
+	}
+	// The limit is the same byte for byte: a line DATA takes, BDAT takes.
+	for _, long := range []int{1998, 1999} {
+		text := "Subject: x\r\nX-Pad: " + strings.Repeat("-", long-len("X-Pad: ")) + "\r\n\r\nDisk full.\r\n"
+		d := e.dataSession(key)
+		d.write(text + ".\r\n")
+		byData := d.reply()[:4]
+		d = e.rawSession(key)
+		d.say("MAIL FROM:<monitor@example.com>", "250")
+		d.say("RCPT TO:<+15551234567@"+domain+">", "250")
+		d.write(fmt.Sprintf("BDAT %d LAST\r\n%s", len(text), text))
+		if byBDAT := d.reply()[:4]; byBDAT != byData {
+			t.Fatalf("a line of %d bytes: %q after DATA, %q by BDAT", long, byData, byBDAT)
+		}
+	}
 }
 
 // TestUnreadableMailReplyFitsALine: the refusal of a mail that cannot be
@@ -265,6 +330,17 @@ func TestMailClientsTextLeavesAsWritten(t *testing.T) {
 		{"From: ops@example.cn\r\nSubject: =?HZ-GB-2312?B?fns3fk5xRnc=?=\r\nMIME-Version: 1.0\r\n" +
 			"Content-Type: text/plain; charset=\"HZ-GB-2312\"\r\nContent-Transfer-Encoding: 7bit\r\n\r\n" +
 			"db1 ~{4EELRQBz~}~~90%, ~{;aRi8D5=~}~\r\n~{OBNgH}5c!#~}\r\n-- \r\n~{TKN,~}\r\n", "db1 磁盘已满~90%, 会议改到下午三点。"},
+		// A monitoring system's HTML table: its cells ran together
+		// ("Hostdb1", "StatusDOWN").
+		{"Subject: x\r\nContent-Type: text/html; charset=utf-8\r\n\r\n<table><tr><th>Host</th><td>db1</td></tr>\r\n" +
+			"<tr><td>Status </td> <td><b>DOWN</b></td></tr></table>\r\n", "Host db1\n\nStatus DOWN"},
+		// A template's preheader, hidden from readers and padded with
+		// zero-width non-joiners so that previews show nothing after it: it
+		// led the SMS, and the padding made it UCS-2. So do a <template>'s
+		// contents, which nothing shows either.
+		{"Subject: x\r\nContent-Type: text/html; charset=utf-8\r\n\r\n<div style=\"color:#fff; DISPLAY: none !important; max-height:0\">Your order is on its way" +
+			strings.Repeat("&zwnj;&nbsp;", 30) + "<span>too</span><div>and this</div></div><img src=\"x.png\" style=\"display:none\">" +
+			"<template><p>Hi {{name}}</p></template><p>Order 1234 shipped.</p>\r\n", "Order 1234 shipped."},
 	}
 	for i, m := range mails {
 		d := e.dataSession(key)

@@ -77,6 +77,10 @@ type Server struct {
 	closed bool                // Shutdown was called
 }
 
+// maxLineLength bounds a line of a mail's text (and of a command): RFC
+// 5321's 1000, doubled as go-smtp does by default.
+const maxLineLength = 2000
+
 // New builds the listener; Serve starts it.
 func New(cfg Config, deps Deps) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
@@ -94,7 +98,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	srv.MaxRecipients = cfg.MaxRecipients
 	srv.ReadTimeout = cfg.Timeout
 	srv.WriteTimeout = cfg.Timeout
-	srv.MaxLineLength = 2000 // RFC 5321's 1000, doubled as go-smtp does by default
+	srv.MaxLineLength = maxLineLength
 	srv.ErrorLog = slogPrinter{cfg.Logger}
 	s.srv = srv
 	return s, nil

@@ -309,7 +309,8 @@ func (ss *session) Data(r io.Reader) error {
 		// there held the shutdown for its whole timeout.
 		ss.life.mailOpen()
 	}
-	if pr, ok := r.(*io.PipeReader); ok { // a chunked mail, on its own goroutine
+	pr, chunked := r.(*io.PipeReader)
+	if chunked { // a chunked mail, on its own goroutine
 		ss.mu.Lock()
 		ss.chunked = pr
 		ss.mu.Unlock()
@@ -317,6 +318,12 @@ func (ss *session) Data(r io.Reader) error {
 			ss.life.inText.Store(true)
 			defer ss.life.inText.Store(false)
 		}
+	} else {
+		// The whole text must come within Config.Timeout of DATA. go-smtp
+		// set the deadline when it began to wait for the DATA command, so
+		// a client that took most of the timeout to send DATA had its text
+		// cut soon after. (The connection's life still bounds it.)
+		_ = ss.conn.Conn().SetReadDeadline(time.Now().Add(ss.s.cfg.Timeout))
 	}
 	raw, err := io.ReadAll(r) // bounded by MaxMessageBytes: go-smtp answers 552 beyond it
 	if err == nil && ss.readsEnded() {
@@ -325,6 +332,12 @@ func (ss *session) Data(r io.Reader) error {
 		// queued, it sent the first part of the text as the SMS. DATA's text
 		// needs its final dot, so a cut one fails above.
 		err = io.ErrUnexpectedEOF
+	}
+	if err == nil && chunked && lineOver(raw, maxLineLength) {
+		// go-smtp reads chunks without its line limit, but for the bytes it
+		// read with the BDAT command: a long line was refused there and
+		// taken further on. Refused wherever it is, as after DATA.
+		err = smtp.ErrTooLongLine
 	}
 	if err != nil {
 		return ss.unread(err)
@@ -413,6 +426,22 @@ func (ss *session) hangUp(answer string) error {
 	}
 	_ = nc.Close()
 	return errUnavailable
+}
+
+// lineOver reports whether text has a line longer than max, counted as
+// go-smtp's reader of a mail after DATA counts it: the bytes from the line
+// feed before it (the command's, for the first) to its own.
+func lineOver(text []byte, max int) bool {
+	n := 1
+	for _, c := range text {
+		if c == '\n' {
+			n = 0
+		}
+		if n++; n > max {
+			return true
+		}
+	}
+	return false
 }
 
 // readsEnded reports whether a read of the connection failed or met the end
