@@ -66,21 +66,25 @@ func iso(v any) string {
 var zeroDecimal = map[string]bool{"bif": true, "clp": true, "djf": true, "gnf": true, "jpy": true, "kmf": true, "krw": true,
 	"mga": true, "pyg": true, "rwf": true, "ugx": true, "vnd": true, "vuv": true, "xaf": true, "xof": true, "xpf": true}
 
+// threeDecimal are the currencies whose minor unit is a thousandth
+// (Stripe's list): 9000 kwd is 9.000 dinars, not 90.00.
+var threeDecimal = map[string]bool{"bhd": true, "jod": true, "kwd": true, "omr": true, "tnd": true}
+
 // price is a plan's price as people read it: "No charge", "9.00 USD / month",
-// "1,200 JPY / year".
+// "1,200 JPY / year", "9.000 KWD / month".
 func price(p billing.Price) string {
 	if p.Amount == 0 {
 		return "No charge"
 	}
-	var amount string
-	if zeroDecimal[strings.ToLower(p.Currency)] {
-		amount = thousands(p.Amount)
-	} else {
-		cents := strconv.FormatInt(p.Amount%100, 10)
-		if len(cents) < 2 {
-			cents = "0" + cents
+	cur := strings.ToLower(p.Currency)
+	amount := thousands(p.Amount)
+	if !zeroDecimal[cur] {
+		digits, unit := 2, int64(100)
+		if threeDecimal[cur] {
+			digits, unit = 3, 1000
 		}
-		amount = thousands(p.Amount/100) + "." + cents
+		minor := strconv.FormatInt(p.Amount%unit, 10)
+		amount = thousands(p.Amount/unit) + "." + strings.Repeat("0", digits-len(minor)) + minor
 	}
 	return amount + " " + strings.ToUpper(p.Currency) + " / " + p.Interval
 }

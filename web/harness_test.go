@@ -82,6 +82,8 @@ type envOptions struct {
 	wrap func(http.Handler) http.Handler
 	// logs, when set, gets the server's log, debug lines too.
 	logs io.Writer
+	// plans, when set, replace the built-in plans (a --plans file).
+	plans []billing.Plan
 }
 
 func newEnv(t *testing.T, opts ...func(*envOptions)) *env {
@@ -130,7 +132,7 @@ func newEnv(t *testing.T, opts ...func(*envOptions)) *env {
 		defer cancel()
 		_ = hub.Shutdown(ctx)
 	})
-	bill, err := billing.New(billing.Config{PublicURL: publicURL}, st, log, clk.Now)
+	bill, err := billing.New(billing.Config{PublicURL: publicURL, Plans: o.plans}, st, log, clk.Now)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,14 +2,18 @@ package web_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/billing"
 	"github.com/simrelay/simrelay/internal/poll"
 	"github.com/simrelay/simrelay/internal/testhttp"
 )
@@ -137,5 +141,39 @@ func TestBillingPageReadsAsWritten(t *testing.T) {
 	end := textOf(t, bill, "period-end")
 	if !regexp.MustCompile(`^\d{4}-\d\d-\d\d \d\d:\d\d UTC$`).MatchString(end) {
 		t.Errorf("period end %q is not written as 2006-01-02 15:04 UTC", end)
+	}
+}
+
+// A plans file's prices read in their currency's own unit: cents for most,
+// the unit itself for the zero-decimal ones (yen), thousandths for the
+// three-decimal ones (Kuwaiti dinar), as Stripe counts them. 9,000 KWD
+// minor units are 9.000 KWD: the page said 90.00 KWD.
+func TestBillingPagePricesInTheirCurrency(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "plans.json")
+	var plans []string
+	for _, p := range []struct {
+		amount   int64
+		currency string
+	}{{2950, "usd"}, {1200, "jpy"}, {9000, "kwd"}, {1234560, "bhd"}, {50, "tnd"}} {
+		plans = append(plans, fmt.Sprintf(`{"id": %q, "name": %q, "price": {"amount": %d, "currency": %q, "interval": "month"}, "limits": {"messages_per_month": null, "devices": null}}`,
+			p.currency, strings.ToUpper(p.currency), p.amount, p.currency))
+	}
+	if err := os.WriteFile(file, []byte(`{"plans": [`+strings.Join(plans, ",")+`]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	loaded, err := billing.LoadPlans(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, func(o *envOptions) { o.plans = loaded })
+	e.company("Acme", "ada@acme.test", "Correct1horse")
+	b := e.browser()
+	b.signIn("ada@acme.test", "Correct1horse")
+	bill := b.get("/console/billing").body
+	for _, want := range []string{"29.50 USD / month", "1,200 JPY / month", "9.000 KWD / month", "1,234.560 BHD / month", "0.050 TND / month"} {
+		if !strings.Contains(bill, `<p class="num price">`+want+`</p>`) {
+			t.Errorf("the billing page lacks the price %q", want)
+		}
 	}
 }
