@@ -16,9 +16,9 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
-	"syscall"
 
 	"github.com/simrelay/simrelay/internal/cliflag"
+	"github.com/simrelay/simrelay/internal/stopsig"
 )
 
 // version is set at build time with -ldflags "-X main.version=v1.2.3".
@@ -38,10 +38,7 @@ func main() {
 // ends the agent at once, as its user expects of a second Ctrl-C (the send
 // is then settled by the restart rule, docs/agents.md).
 func interrupted() context.Context {
-	stops := []os.Signal{os.Interrupt, syscall.SIGTERM}
-	if !signal.Ignored(syscall.SIGHUP) {
-		stops = append(stops, syscall.SIGHUP)
-	}
+	stops := stopsig.Signals()
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, stops...)
 	ctx, cancel := context.WithCancel(context.Background())

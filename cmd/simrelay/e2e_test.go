@@ -147,6 +147,11 @@ type server struct {
 // "listening" line.
 func startServer(t *testing.T, bin string, st testStore, extra ...string) *server {
 	t.Helper()
+	return launchServer(t, exec.Command(bin, serveArgs(st, extra...)...))
+}
+
+// serveArgs are the arguments of a serve command on st, extra last.
+func serveArgs(st testStore, extra ...string) []string {
 	args := append([]string{"serve", "--listen", "127.0.0.1:0"}, st.args()...)
 	if st.databaseURL != "" && !slices.Contains(extra, "--nats-url") {
 		// A node alone on PostgreSQL, killed and started again, waits for
@@ -155,8 +160,13 @@ func startServer(t *testing.T, bin string, st testStore, extra ...string) *serve
 		// test chooses its window itself (extra, read after this).
 		args = append(args, "--node-live-window", testLiveWindow)
 	}
-	args = append(args, extra...)
-	cmd := exec.Command(bin, args...)
+	return append(args, extra...)
+}
+
+// launchServer starts cmd, a serve command (or one that runs one, as nohup
+// does), and waits for it to report its address.
+func launchServer(t *testing.T, cmd *exec.Cmd) *server {
+	t.Helper()
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -206,3 +206,45 @@ func TestServeEndsAtASecondSignal(t *testing.T) {
 		t.Errorf("the server after a second signal: %s, want it ended by the signal", srv.cmd.ProcessState)
 	}
 }
+
+// A server started with hang-ups ignored, as nohup starts it to outlive the
+// ssh session it was started from, keeps ignoring them: it stopped when
+// that session closed, as Go catches a signal named to signal.Notify again.
+// SIGTERM then stops it in order, as the first signal it hears.
+func TestServeUnderNohupOutlivesAHangUp(t *testing.T) {
+	t.Parallel()
+	nohup, err := exec.LookPath("nohup")
+	if err != nil {
+		t.Skip("no nohup on this machine")
+	}
+	bin := buildBinary(t)
+	st := newTestStore(t)
+	key := createCompany(t, bin, st)
+	srv := launchServer(t, exec.Command(nohup, append([]string{bin}, serveArgs(st)...)...))
+	done := make(chan struct{})
+	go func() { _ = srv.cmd.Wait(); close(done) }()
+	if err := srv.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	// Requests answered after the hang-up: a server that heard it is
+	// shutting down, or has stopped.
+	for range 3 {
+		if code, body := call(t, "GET", srv.url+"/device/list", key, nil); code != 200 {
+			t.Fatalf("a request after the hang-up answered %d %s:\n%s", code, body, srv.stderr.String())
+		}
+	}
+	if strings.Contains(srv.stderr.String(), `msg="shutting down"`) {
+		t.Fatalf("the server under nohup began to stop at a hang-up:\n%s", srv.stderr.String())
+	}
+	if err := srv.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the server still runs 30 s after SIGTERM:\n%s", srv.stderr.String())
+	}
+	if !srv.cmd.ProcessState.Success() {
+		t.Errorf("the server under nohup after a hang-up and SIGTERM: %s, want it stopped in order (a second signal ends it at once)\n%s", srv.cmd.ProcessState, srv.stderr.String())
+	}
+}

@@ -11,7 +11,8 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
-	"syscall"
+
+	"github.com/simrelay/simrelay/internal/stopsig"
 )
 
 // version is set at build time with -ldflags "-X main.version=v1.2.3"; it
@@ -26,19 +27,21 @@ func main() {
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// stopOnSignal is ctx, ended at the first SIGINT, SIGTERM or SIGHUP: the command's
-// to stop on. A second ends the process at once, as a kill does, when that
+// stopOnSignal is ctx, ended at the first SIGINT, SIGTERM or SIGHUP (a
+// hang-up only when the process was not started ignoring it, as nohup starts
+// it: stopsig.Signals): the command's to stop on. A second ends the process at once, as a kill does, when that
 // stop is held up (a request that does not end, a prune running its
 // course): the signals' default action is back before ctx ends, so that
 // one sent after the command says it stops is never caught, and one that
 // came in between is sent again.
 func stopOnSignal(ctx context.Context) context.Context {
 	ctx, cancel := context.WithCancel(ctx)
+	stops := stopsig.Signals()
 	heard := make(chan os.Signal, 2)
-	signal.Notify(heard, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	signal.Notify(heard, stops...)
 	go func() {
 		<-heard
-		signal.Reset(os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+		signal.Reset(stops...)
 		cancel()
 		select {
 		case again := <-heard:
