@@ -408,27 +408,10 @@ func TestTermuxReportsHealth(t *testing.T) {
 // once, as a kill does, the send's outcome unknown.
 func TestHangUpStopsTheAgentInOrder(t *testing.T) {
 	t.Parallel()
-	agentPath, serverPath := binaries(t)
-	s := newServer(t, serverPath)
-	fake, release := fakeTermuxHeld(t)
-	config := filepath.Join(t.TempDir(), "agent.json")
-	s.pair(agentPath, config, "sighup-phone")
-	a := startAgent(t, agentPath, fake, termuxArgs(config)...)
-	id := s.send("sighup-phone", "+15551230001", "held inside the tool", "")
-	until(t, "the send is inside termux-sms-send", func() bool { return countText(sendCalls(t, fake), "held inside the tool") == 1 })
-	if err := a.cmd.Process.Signal(syscall.SIGHUP); err != nil {
-		t.Fatal(err)
-	}
-	until(t, "the agent left the server, waiting for the send", func() bool {
-		_, body, err := s.call("GET", "/device/list", nil)
-		return err == nil && strings.Contains(string(body), `"online":false`)
-	})
-	select {
-	case <-a.done:
-		t.Fatalf("the agent ended at a hang-up while a send was inside the tool: %s", a.cmd.ProcessState)
-	default:
-	}
-	release()
+	agentPath, _ := binaries(t)
+	h := signalWhileSending(t, "sighup-phone", syscall.SIGHUP)
+	s, a, fake, id := h.s, h.a, h.fake, h.id
+	h.release()
 	select {
 	case <-a.done:
 	case <-time.After(time.Minute):
@@ -437,7 +420,7 @@ func TestHangUpStopsTheAgentInOrder(t *testing.T) {
 	if code := a.cmd.ProcessState.ExitCode(); code != 0 || !strings.Contains(a.stderr.String(), `"msg":"stopped"`) {
 		t.Fatalf("the agent after a hang-up: %s, want exit status 0 after its \"stopped\" line", a.cmd.ProcessState)
 	}
-	startAgent(t, agentPath, fake, termuxArgs(config)...)
+	startAgent(t, agentPath, fake, termuxArgs(h.config)...)
 	until(t, "the send finished at the hang-up is reported on the next start", func() bool { st, _ := s.queued(id); return st == "sent" })
 	if n := countText(sendCalls(t, fake), "held inside the tool"); n != 1 {
 		t.Errorf("the job went %d times, want once", n)
@@ -485,26 +468,7 @@ func TestHangUpIgnoredUnderNohup(t *testing.T) {
 // 2 minutes) whatever its user did.
 func TestSecondInterruptEndsTheAgent(t *testing.T) {
 	t.Parallel()
-	agentPath, serverPath := binaries(t)
-	s := newServer(t, serverPath)
-	fake, _ := fakeTermuxHeld(t)
-	config := filepath.Join(t.TempDir(), "agent.json")
-	s.pair(agentPath, config, "sigint-phone")
-	a := startAgent(t, agentPath, fake, termuxArgs(config)...)
-	s.send("sigint-phone", "+15551230001", "held inside the tool", "")
-	until(t, "the send is inside termux-sms-send", func() bool { return countText(sendCalls(t, fake), "held inside the tool") == 1 })
-	if err := a.cmd.Process.Signal(os.Interrupt); err != nil {
-		t.Fatal(err)
-	}
-	until(t, "the agent left the server, waiting for the send", func() bool {
-		_, body, err := s.call("GET", "/device/list", nil)
-		return err == nil && strings.Contains(string(body), `"online":false`)
-	})
-	select {
-	case <-a.done:
-		t.Fatal("the agent ended at the first interrupt while a send was inside the tool")
-	default:
-	}
+	a := signalWhileSending(t, "sigint-phone", os.Interrupt).a
 	if err := a.cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}
@@ -513,4 +477,40 @@ func TestSecondInterruptEndsTheAgent(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the agent still runs after a second interrupt")
 	}
+}
+
+// heldSend is an agent stopping with a send held inside termux-sms-send.
+type heldSend struct {
+	s            *server
+	a            *agentProc
+	fake, config string
+	id           string // the held job
+	release      func() // lets the held send finish
+}
+
+// signalWhileSending starts an agent on a new server, has it take a job whose
+// send termux-sms-send holds, sends it sig, and waits for it to leave the
+// server; the agent must still run then, waiting for the send to finish.
+func signalWhileSending(t *testing.T, fingerprint string, sig os.Signal) heldSend {
+	t.Helper()
+	agentPath, serverPath := binaries(t)
+	h := heldSend{s: newServer(t, serverPath), config: filepath.Join(t.TempDir(), "agent.json")}
+	h.fake, h.release = fakeTermuxHeld(t)
+	h.s.pair(agentPath, h.config, fingerprint)
+	h.a = startAgent(t, agentPath, h.fake, termuxArgs(h.config)...)
+	h.id = h.s.send(fingerprint, "+15551230001", "held inside the tool", "")
+	until(t, "the send is inside termux-sms-send", func() bool { return countText(sendCalls(t, h.fake), "held inside the tool") == 1 })
+	if err := h.a.cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+	until(t, "the agent left the server, waiting for the send", func() bool {
+		_, body, err := h.s.call("GET", "/device/list", nil)
+		return err == nil && strings.Contains(string(body), `"online":false`)
+	})
+	select {
+	case <-h.a.done:
+		t.Fatalf("the agent ended at %v while a send was inside the tool: %s", sig, h.a.cmd.ProcessState)
+	default:
+	}
+	return h
 }
