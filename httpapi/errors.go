@@ -163,13 +163,14 @@ func bind(c echo.Context, v any) error {
 // decodeJSON is bind's decoding of a JSON object, for the API's bodies and
 // the MCP tools' arguments alike.
 func decodeJSON(data []byte, v any) error {
-	var err error
-	if json.Valid(data) {
-		// One JSON value and nothing but spaces after it, as nearly every
-		// body is: Unmarshal decodes it as the Decoder below would (the
-		// same decoding, the same errors, at the same offsets), without
-		// the Decoder's reader, buffer and copy of the body.
-		err = json.Unmarshal(data, v)
+	// One JSON value and nothing but spaces after it, as nearly every body
+	// is: Unmarshal decodes it as the Decoder below would (the same
+	// decoding, the same errors, at the same offsets), without the
+	// Decoder's reader, buffer and copy of the body. Unmarshal checks the
+	// whole of data before it decodes anything, and answers a
+	// *json.SyntaxError, v untouched, for anything else.
+	err := json.Unmarshal(data, v)
+	if _, invalid := err.(*json.SyntaxError); !invalid {
 		for range maxBoundedNumbers {
 			bounded, ok := boundNumber(data, err)
 			if !ok {

@@ -85,3 +85,41 @@ func TestRateLimitHeaders(t *testing.T) {
 		}
 	}
 }
+
+// FuzzUnmarshalChecksFirst holds what decodeJSON leans on to skip a
+// json.Valid pass: Unmarshal answers a *json.SyntaxError exactly for what
+// json.Valid refuses, and then has not touched the value, so the Decoder
+// that words the refusal starts from the same value as before.
+func FuzzUnmarshalChecksFirst(f *testing.F) {
+	for _, body := range []string{
+		``, ` `, `{}`, `null`, `[]`, `1`, `{"device_fingerprint":"p","phone":"+15551234567","message":"hi","sim_slot":"SIM1"}`,
+		`{"priority":"high"}`, `{"validity":1e30}`, `{"window":{"days":["mon",2]},"message":7}`, `{"message":"` + "\xff" + `"}`,
+		`{} {}`, `{}x`, `{}]`, `{"a":`, `{"a":1,}`, `{'a':1}`, `{"a":1}}`, "\ufeff{}", `{"message":"x","phone":"+1"} [`,
+	} {
+		f.Add([]byte(body))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		v := sendBody{Phone: "before", Message: "before"}
+		err := json.Unmarshal(data, &v)
+		_, syntax := err.(*json.SyntaxError)
+		if syntax == json.Valid(data) {
+			t.Fatalf("%q: json.Valid %v, Unmarshal %T %v", data, json.Valid(data), err, err)
+		}
+		if syntax && (v != sendBody{Phone: "before", Message: "before"}) {
+			t.Fatalf("%q: Unmarshal refused it and changed the value: %+v", data, v)
+		}
+	})
+}
+
+// BenchmarkDecodeJSON is bind's decoding of a send's body: the checks of
+// decodeJSON and the decoding, without the request around them.
+func BenchmarkDecodeJSON(b *testing.B) {
+	data := []byte(`{"device_fingerprint":"a-phone","phone":"+15551234567","message":"Your code is 123456","sim_slot":"SIM1"}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		var v sendBody
+		if err := decodeJSON(data, &v); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
