@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strconv"
 	"testing"
+	"testing/iotest"
 
 	"github.com/simrelay/simrelay/pacing"
 	"github.com/simrelay/simrelay/store"
@@ -123,3 +124,40 @@ func BenchmarkDecodeJSON(b *testing.B) {
 		}
 	}
 }
+
+// TestReadAllSized: readAllSized reads what io.ReadAll reads, with the
+// same error (the caller drops the bytes on an error), whatever length was announced and however the reader hands
+// its bytes over; with the right length, in one allocation.
+func TestReadAllSized(t *testing.T) {
+	for _, size := range []int{0, 1, 107, 511, 512, 513, 4096, 70 << 10} {
+		data := bytes.Repeat([]byte("0123456789abcdef"), size/16+1)[:size]
+		for _, announced := range []int64{-1, 0, 1, int64(size) - 1, int64(size), int64(size) + 1, 1 << 20, 1 << 40} {
+			for name, wrap := range map[string]func(io.Reader) io.Reader{
+				"plain": func(r io.Reader) io.Reader { return r }, "one byte": iotest.OneByteReader,
+				"half": iotest.HalfReader, "data with EOF": iotest.DataErrReader,
+				"timeout": iotest.TimeoutReader, "error": func(r io.Reader) io.Reader { return io.MultiReader(r, iotest.ErrReader(io.ErrUnexpectedEOF)) },
+			} {
+				got, errGot := readAllSized(wrap(bytes.NewReader(data)), announced)
+				want, errWant := io.ReadAll(wrap(bytes.NewReader(data)))
+				// On an error the caller drops what was read; how much that
+				// was depends on the buffer's size.
+				if errGot != errWant || errWant == nil && (!bytes.Equal(got, want) || got == nil) {
+					t.Errorf("%d bytes, %d announced, %s: %d bytes, %v; io.ReadAll %d bytes, %v", size, announced, name, len(got), errGot, len(want), errWant)
+				}
+			}
+		}
+	}
+	src := make([]byte, 107)
+	body := bytes.NewReader(src)
+	if n := testing.AllocsPerRun(100, func() {
+		body.Reset(src)
+		bodySink, _ = readAllSized(body, 107)
+	}); n > 1 {
+		t.Errorf("a body of its announced length: %v allocations, want 1", n)
+	}
+	if c := cap(bodySink); c > 128 {
+		t.Errorf("a body of 107 bytes read into a buffer of %d", c)
+	}
+}
+
+var bodySink []byte
