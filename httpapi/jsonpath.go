@@ -158,73 +158,37 @@ func walkJSON(data []byte, visit func(at func() string, tok json.Token, end int6
 // data must be valid JSON (the callers have decoded it): this is a scan of
 // its bytes, not a parse, a few times cheaper than json.Decoder's tokens.
 func repeatedKey(data []byte, fold bool) (string, bool) {
-	type entry struct {
-		name  string
-		value []byte
-	}
-	type frame struct {
-		array   bool
-		index   int
-		key     string // the current key, decoded
-		start   int    // where the current key's value starts; -1 before its colon
-		entries []entry
-		seen    map[string][]byte // entries, once an object has many
-	}
-	var stack []*frame
-	// done records the value of the current key of the object on top,
-	// ending before end, and says whether that key was given before with
-	// another value.
-	done := func(end int) bool {
-		top := stack[len(stack)-1]
-		if top.start < 0 {
-			return false // an empty object
-		}
-		value := bytes.TrimRight(data[top.start:end], " \t\r\n")
-		name := top.key
-		if fold {
-			name = foldKey(name)
-		}
-		if top.seen != nil {
-			if earlier, ok := top.seen[name]; ok {
-				return !bytes.Equal(earlier, value)
-			}
-			top.seen[name] = value
-			return false
-		}
-		for _, e := range top.entries {
-			if e.name == name {
-				return !bytes.Equal(e.value, value)
-			}
-		}
-		top.entries = append(top.entries, entry{name, value})
-		if len(top.entries) > 16 {
-			top.seen = make(map[string][]byte, 32)
-			for _, e := range top.entries {
-				top.seen[e.name] = e.value
-			}
-			top.entries = nil
-		}
-		return false
-	}
+	// The frames and the keys seen sit in arrays on this function's stack
+	// for the bodies the API takes (a few levels, a few keys each): the
+	// scan runs on every JSON body and allocates nothing for them. A key
+	// is a slice of data, unless it was escaped.
+	var frameBuf [8]keyFrame
+	var entryBuf [32]keyEntry
+	stack, entries := frameBuf[:0], entryBuf[:0]
 	found := false
 scan:
 	for i := 0; i < len(data); i++ {
 		switch c := data[i]; c {
 		case '{', '[':
-			stack = append(stack, &frame{array: c == '[', start: -1})
+			stack = append(stack, keyFrame{array: c == '[', start: -1, first: len(entries)})
 		case '}', ']':
-			if c == '}' && done(i) {
-				found = true
-				break scan
+			if c == '}' {
+				var repeated bool
+				if entries, repeated = keyDone(data, &stack[len(stack)-1], entries, i, fold); repeated {
+					found = true
+					break scan
+				}
 			}
+			entries = entries[:stack[len(stack)-1].first]
 			stack = stack[:len(stack)-1]
 		case ',':
-			top := stack[len(stack)-1]
+			top := &stack[len(stack)-1]
 			if top.array {
 				top.index++
 				continue
 			}
-			if done(i) {
+			var repeated bool
+			if entries, repeated = keyDone(data, top, entries, i, fold); repeated {
 				found = true
 				break scan
 			}
@@ -240,9 +204,11 @@ scan:
 				}
 			}
 			if n := len(stack); n > 0 && !stack[n-1].array && stack[n-1].start < 0 {
-				key := string(data[from+1 : i])
+				key := data[from+1 : i]
 				if escaped {
-					_ = json.Unmarshal(data[from:i+1], &key)
+					var s string
+					_ = json.Unmarshal(data[from:i+1], &s)
+					key = []byte(s)
 				}
 				stack[n-1].key = key
 			}
@@ -260,13 +226,70 @@ scan:
 		if b.Len() > 0 {
 			b.WriteByte('.')
 		}
-		b.WriteString(f.key)
+		b.Write(f.key)
 	}
 	field := b.String()
 	if utf8.RuneCountInString(field) > 128 {
 		field = string([]rune(field)[:128]) + "…"
 	}
 	return field, true
+}
+
+// keyFrame is an object or an array that repeatedKey is inside.
+type keyFrame struct {
+	array bool
+	index int
+	key   []byte // the current key, decoded
+	start int    // where the current key's value starts; -1 before its colon
+	first int    // where this object's keys start in repeatedKey's entries
+	seen  map[string][]byte
+}
+
+// keyEntry is a key an object gave and its value, as written.
+type keyEntry struct {
+	name, value []byte
+}
+
+// keyDone records the value of top's current key, ending before end, in
+// entries (top's own from top.first on), and says whether that key was
+// given before with another value. With fold, two keys are one when
+// bytes.EqualFold says so: rune by rune in one unicode.SimpleFold orbit,
+// which is what foldKey makes equal. An object of more than 16 keys moves
+// them to a map by their foldKey.
+func keyDone(data []byte, top *keyFrame, entries []keyEntry, end int, fold bool) ([]keyEntry, bool) {
+	if top.start < 0 {
+		return entries, false // an empty object
+	}
+	value := bytes.TrimRight(data[top.start:end], " \t\r\n")
+	if top.seen != nil {
+		name := string(top.key)
+		if fold {
+			name = foldKey(name)
+		}
+		if earlier, ok := top.seen[name]; ok {
+			return entries, !bytes.Equal(earlier, value)
+		}
+		top.seen[name] = value
+		return entries, false
+	}
+	for _, e := range entries[top.first:] {
+		if fold && bytes.EqualFold(e.name, top.key) || !fold && bytes.Equal(e.name, top.key) {
+			return entries, !bytes.Equal(e.value, value)
+		}
+	}
+	entries = append(entries, keyEntry{top.key, value})
+	if len(entries)-top.first > 16 {
+		top.seen = make(map[string][]byte, 32)
+		for _, e := range entries[top.first:] {
+			name := string(e.name)
+			if fold {
+				name = foldKey(name)
+			}
+			top.seen[name] = e.value
+		}
+		entries = entries[:top.first]
+	}
+	return entries, false
 }
 
 // foldKey is key with each letter replaced by the least of the letters

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"runtime"
 	"strconv"
 	"syscall"
 	"testing"
@@ -26,6 +27,52 @@ import (
 func BenchmarkChatSend(b *testing.B) {
 	b.Run("Plain", func(b *testing.B) { benchChatSend(b, false) })
 	b.Run("Idempotent", func(b *testing.B) { benchChatSend(b, true) })
+	b.Run("Concurrent", benchChatSendConcurrent)
+}
+
+// benchChatSendConcurrent sends as Plain does from 64 goroutines at once
+// (32 a core on two), so that the store's writer groups the sends into
+// commits of many, as it does under load: the figures are then those of a
+// send's own work more than of a commit's.
+func benchChatSendConcurrent(b *testing.B) {
+	e := newEnv(b, func(c *httpapi.Config) {
+		roomy(c)
+		c.GeneralRate.Limit = 1 << 30
+	})
+	a := e.newCompany("Acme", "owner@acme.test")
+	e.pairPhone(a.apiKey, "a-phone")
+	body := []byte(`{"device_fingerprint":"a-phone","phone":"+15551234567","message":"Your code is 123456","sim_slot":"SIM1"}`)
+	u, err := url.Parse("/chat/send")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.SetParallelism(64 / max(1, runtime.GOMAXPROCS(0)))
+	cpu := processCPUTime()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		rd := bytes.NewReader(body)
+		req := &http.Request{Method: http.MethodPost, URL: &url.URL{Path: u.Path}, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+			Host: "api.test", RemoteAddr: "192.0.2.1:4000", RequestURI: "/chat/send", Body: io.NopCloser(rd),
+			ContentLength: int64(len(body)), Header: http.Header{
+				"Authorization": {"Bearer " + a.apiKey},
+				"Content-Type":  {"application/json"},
+			}}
+		w := &discardWriter{h: http.Header{}}
+		for pb.Next() {
+			rd.Reset(body)
+			req.URL.RawPath = ""
+			clear(w.h)
+			w.status = 0
+			e.handler.ServeHTTP(w, req)
+			if w.status != http.StatusOK {
+				b.Errorf("send: status %d", w.status)
+				return
+			}
+		}
+	})
+	b.StopTimer()
+	b.ReportMetric(float64(processCPUTime()-cpu)/float64(b.N), "cpu-ns/op")
 }
 
 func benchChatSend(b *testing.B, idempotent bool) {

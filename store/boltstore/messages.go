@@ -46,10 +46,13 @@ func timeKey(t time.Time) []byte { return itob(uint64(t.UnixNano())) }
 // a pool, the pool chooses the device and SIM there (route), passing over
 // the members check refuses.
 func (s *Store) Enqueue(m *Message, idemKey IdempotencyKey, now func() time.Time, check DeviceCheck, answer func(Message) (int, []byte)) (Message, *Idempotent, error) {
-	var out Message
+	// out points at the transaction's msg, which its answer's closure has
+	// on the heap already: a Message of its own here would be a second
+	// copy on the heap for every send.
+	var out *Message
 	var prior *Idempotent
 	err := s.grouped(func(tx *bolt.Tx) error {
-		out, prior = Message{}, nil
+		out, prior = nil, nil
 		var ik answerKey
 		if ik, prior = priorAnswer(tx, m.CompanyID, idemKey, now()); prior != nil {
 			return nil
@@ -104,13 +107,17 @@ func (s *Store) Enqueue(m *Message, idemKey IdempotencyKey, now func() time.Time
 		if err := ik.keep(tx, msg.CreatedAt, func() (int, []byte) { return answer(msg) }); err != nil {
 			return err
 		}
-		out = msg
+		out = &msg
 		return nil
 	})
-	if err != nil {
-		return out, nil, fmt.Errorf("store: enqueue: %w", err)
+	var msg Message
+	if out != nil {
+		msg = *out
 	}
-	return out, prior, nil
+	if err != nil {
+		return msg, nil, fmt.Errorf("store: enqueue: %w", err)
+	}
+	return msg, prior, nil
 }
 
 // insertMessage writes a new message with its uuid and conversation entries.

@@ -2,6 +2,7 @@ package boltstore
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
@@ -20,12 +21,26 @@ var (
 	simCapBuckets  = [][]byte{bucketSIMCaps, bucketSIMUsage, bucketSIMRecip}
 )
 
+// simKey is the company and the device (devKey), the slot, a zero byte and
+// rest, built in one allocation: every send reads and writes its SIM's
+// counts by such keys.
 func simKey(companyID, deviceID uint64, slot string, rest ...[]byte) []byte {
-	return devKey(companyID, deviceID, append([]byte(slot), 0), bytes.Join(rest, nil))
+	n := 16 + len(slot) + 1
+	for _, r := range rest {
+		n += len(r)
+	}
+	k := make([]byte, 16, n)
+	binary.BigEndian.PutUint64(k, companyID)
+	binary.BigEndian.PutUint64(k[8:], deviceID)
+	k = append(append(k, slot...), 0)
+	for _, r := range rest {
+		k = append(k, r...)
+	}
+	return k
 }
 
-func dayStamp(t time.Time) []byte   { return []byte(t.UTC().Format("20060102")) }
-func monthStamp(t time.Time) []byte { return []byte(t.UTC().Format("200601")) }
+func dayStamp(t time.Time) []byte   { return t.UTC().AppendFormat(make([]byte, 0, 8), "20060102") }
+func monthStamp(t time.Time) []byte { return t.UTC().AppendFormat(make([]byte, 0, 6), "200601") }
 
 // simTally is the caps and counts of the SIMs one transaction sends from,
 // read once and written at its end, with this transaction's sends added.
