@@ -130,14 +130,16 @@ func readBody(c echo.Context) ([]byte, error) {
 }
 
 // readAllSized is io.ReadAll starting from a buffer of the size the body
-// announced (Content-Length, up to 64 KiB before it has arrived) and one
-// byte more for the end to be read, instead of io.ReadAll's 512 bytes: a
-// send's body of about a hundred bytes takes one buffer of its size. A
-// body of unknown length starts at 512 bytes as with io.ReadAll.
+// announced (Content-Length, up to 4 KiB) and one byte more for the end to
+// be read, instead of io.ReadAll's 512 bytes: a send's body of about a
+// hundred bytes takes one buffer of its size. What is held before the body
+// arrives stays small (a slow client announcing 1 MiB holds 4 KiB, not
+// its announced size); a larger body grows the buffer as it comes, as with
+// io.ReadAll, and one of unknown length starts at 512 bytes.
 func readAllSized(r io.Reader, length int64) ([]byte, error) {
 	size := 512
 	if length >= 0 {
-		size = int(min(length, 64<<10)) + 1
+		size = int(min(length, 4<<10)) + 1
 	}
 	b := make([]byte, 0, size)
 	for {
