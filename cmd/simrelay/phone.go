@@ -29,7 +29,8 @@ const phoneUsage = `Usage: simrelay phone [flags] [--inbound FROM TEXT]
 A virtual phone: it pairs (with --pairing-code, or by itself with --api-key),
 connects to the server like the Android app, prints each job it gets, acks
 it and reports it sent and then delivered. With --inbound it also delivers
-one received SMS. It runs until Ctrl-C.
+one received SMS. It runs until Ctrl-C, which ends its link with a close
+frame, 1001 going away (waiting at most 2 s for the server's answer).
 
 With --whatsapp NUMBER and --imessage HANDLE (each repeatable) it is also an
 agent of those channels: it announces them in its hello and answers their
