@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/simrelay/simrelay/internal/linebreak"
 	"github.com/simrelay/simrelay/internal/visible"
@@ -206,6 +207,26 @@ func checkFingerprint(field, fp string) error {
 // fingerprint to, naming field in its refusal: a client checks it before it
 // makes a pairing code that the registration would then refuse.
 func CheckFingerprint(field, fp string) error { return checkFingerprint(field, fp) }
+
+// CheckName holds a device name a person gives (a rename, the virtual
+// phone's --name) to its rules, naming field in its refusal: 1 to 100 bytes
+// of UTF-8 once trimmed of spaces (the register frame's bound), no line
+// break or other control character, and a visible character. A person's
+// name is refused where the phone's own name at registration is mended
+// (Register): the person can retype it.
+func CheckName(field, name string) error {
+	n := strings.TrimSpace(name)
+	if n == "" || len(n) > 100 || !utf8.ValidString(n) {
+		return problem.Invalid(field, "must be 1 to 100 bytes of UTF-8")
+	}
+	if fault := linebreak.Fault(n); fault != "" {
+		return problem.Invalid(field, fault)
+	}
+	if visible.None(n) {
+		return problem.Invalid(field, visible.FaultMessage)
+	}
+	return nil
+}
 
 // Register spends a pairing code and hands the phone its token. replaced
 // reports that the device was registered before: its old token is dead, and

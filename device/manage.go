@@ -8,7 +8,6 @@ import (
 
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/internal/linebreak"
-	"github.com/simrelay/simrelay/internal/visible"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
 )
@@ -78,16 +77,8 @@ func (s *Service) Update(ctx context.Context, companyID uint64, fingerprint stri
 	}
 	if p.DeviceName != nil {
 		n := strings.TrimSpace(*p.DeviceName)
-		if n == "" || len(n) > 100 {
-			return store.Device{}, problem.Invalid("device_name", "must be 1 to 100 bytes of UTF-8")
-		}
-		// A person's rename is refused where the phone's own name is mended
-		// (Register): the person can retype it.
-		if fault := linebreak.Fault(n); fault != "" {
-			return store.Device{}, problem.Invalid("device_name", fault)
-		}
-		if visible.None(n) {
-			return store.Device{}, problem.Invalid("device_name", visible.FaultMessage)
+		if err := CheckName("device_name", n); err != nil {
+			return store.Device{}, err
 		}
 		p.DeviceName = &n
 	}

@@ -27,7 +27,12 @@ const (
 	// answer to the upgrade request): a server or proxy that takes the
 	// connection and never answers would hold the phone there for good.
 	DefaultDialTimeout = 30 * time.Second
-	writeTimeout       = 10 * time.Second
+	// DefaultCloseTimeout bounds a stop: the phone sends its close frame
+	// (1001 going away, PROTOCOL.md 7.4) and waits this long for the
+	// server's answer before it drops the connection. The WebSocket
+	// library alone would wait 5 s for a server that never answers.
+	DefaultCloseTimeout = 2 * time.Second
+	writeTimeout        = 10 * time.Second
 	// MaxUnanswered is how many of its resent reports a link has out
 	// without their answers, at most (PROTOCOL.md section 12).
 	MaxUnanswered = 32
@@ -63,6 +68,9 @@ type Config struct {
 	StableAfter time.Duration
 	// DialTimeout bounds each upgrade (DefaultDialTimeout when zero).
 	DialTimeout time.Duration
+	// CloseTimeout bounds the wait for the server's answer to the close
+	// frame a stop sends (DefaultCloseTimeout when zero).
+	CloseTimeout time.Duration
 	// OnJob is called once for every new job, on the reader goroutine, after
 	// the job is journaled and acked (as an app hands the job to its sender),
 	// so reports made from it reach the server after the ack. It must not
@@ -138,6 +146,9 @@ func New(cfg Config) *Phone {
 	}
 	if cfg.DialTimeout <= 0 {
 		cfg.DialTimeout = DefaultDialTimeout
+	}
+	if cfg.CloseTimeout <= 0 {
+		cfg.CloseTimeout = DefaultCloseTimeout
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -296,17 +307,21 @@ func (p *Phone) session(ctx context.Context) error {
 		}
 		return err
 	}
-	defer ws.CloseNow()
+	// Frames are read and written with lctx, which the stop does not
+	// cancel: a read or write whose context ends drops the connection at
+	// once, without a close frame (the server sees 1006).
+	lctx, endLink := context.WithCancel(context.WithoutCancel(ctx))
+	defer p.closeOnStop(ctx, ws, endLink)()
 	ws.SetReadLimit(proto.MaxFrameBytes)
 
 	p.mu.Lock()
 	hello := p.cfg.Hello
 	hello.SelectedSIM = p.userSIM
 	p.mu.Unlock()
-	if err := write(ctx, ws, hello); err != nil {
+	if err := write(lctx, ws, hello); err != nil {
 		return err
 	}
-	hctx, cancel := context.WithTimeout(ctx, DefaultHelloTimeout)
+	hctx, cancel := context.WithTimeout(lctx, DefaultHelloTimeout)
 	_, data, err := ws.Read(hctx)
 	cancel()
 	if err != nil {
@@ -343,8 +358,9 @@ func (p *Phone) session(ctx context.Context) error {
 		p.cfg.OnState(true, nil)
 	}
 	// Resent beside the reader, which reads the server's sends and the
-	// answers that open the window meanwhile.
-	rctx, stopResend := context.WithCancel(ctx)
+	// answers that open the window meanwhile. A stop ends it too: once the
+	// close frame is sent, its writes fail.
+	rctx, stopResend := context.WithCancel(lctx)
 	var resending sync.WaitGroup
 	resending.Add(1)
 	go func() {
@@ -360,7 +376,7 @@ func (p *Phone) session(ctx context.Context) error {
 	defer silence.Watch(time.Duration(welcome.PingIntervalSeconds)*time.Second, func() { ws.CloseNow() })()
 
 	for {
-		_, data, err := ws.Read(ctx)
+		_, data, err := ws.Read(lctx)
 		if err != nil {
 			err = closeErr(err)
 			if p.cfg.OnState != nil {
@@ -369,8 +385,42 @@ func (p *Phone) session(ctx context.Context) error {
 			return err
 		}
 		hear()
-		if err := p.handle(ctx, ws, data); err != nil {
+		if err := p.handle(lctx, ws, data); err != nil {
 			return err
+		}
+	}
+}
+
+// closeOnStop ends the link ws with a close frame, 1001 going away
+// (PROTOCOL.md 7.4), when ctx (the phone's run) ends, and returns what the
+// session defers. The server's answer to the close is awaited at most
+// CloseTimeout: then endLink cancels the link's reads and writes, which
+// drops the connection. The session returns within that time of the stop:
+// when the stop came while the phone handled a frame, the library itself
+// waits for the answer, and it ends the connection within its own 5 s
+// after the session has returned. A session that ends without a stop
+// drops its connection as before.
+func (p *Phone) closeOnStop(ctx context.Context, ws *websocket.Conn, endLink context.CancelFunc) (done func()) {
+	closed := make(chan struct{})
+	waited := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		defer close(closed)
+		t := time.AfterFunc(p.cfg.CloseTimeout, func() {
+			endLink()
+			close(waited)
+		})
+		defer t.Stop()
+		_ = ws.Close(websocket.StatusGoingAway, "the phone is stopping")
+	})
+	return func() {
+		if stop() { // no stop: the link ended by itself
+			endLink()
+			_ = ws.CloseNow()
+			return
+		}
+		select {
+		case <-closed:
+		case <-waited:
 		}
 	}
 }

@@ -29,7 +29,8 @@ const phoneUsage = `Usage: simrelay phone [flags] [--inbound FROM TEXT]
 A virtual phone: it pairs (with --pairing-code, or by itself with --api-key),
 connects to the server like the Android app, prints each job it gets, acks
 it and reports it sent and then delivered. With --inbound it also delivers
-one received SMS. It runs until Ctrl-C.
+one received SMS. It runs until Ctrl-C, which ends its link with a close
+frame, 1001 going away (waiting at most 2 s for the server's answer).
 
 With --whatsapp NUMBER and --imessage HANDLE (each repeatable) it is also an
 agent of those channels: it announces them in its hello and answers their
@@ -102,7 +103,7 @@ func phoneCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.StringVar(&cfg.token, "token", "", "a device token from an earlier registration: connect without pairing (not saved)")
 	fs.StringVar(&cfg.tokenFile, "token-file", "", "where the device token is kept between starts (default ./data/phone-FINGERPRINT.json)")
 	fs.StringVar(&cfg.fingerprint, "fingerprint", "virtual-phone", "the device fingerprint")
-	fs.StringVar(&cfg.name, "name", "Virtual phone", "the device name")
+	fs.StringVar(&cfg.name, "name", "Virtual phone", "the device name it registers with (1 to 100 bytes), which the device list and the console show; a phone paired already keeps its name")
 	fs.StringVar(&cfg.selectedSIM, "selected-sim", "BOTH", "the SIM the phone sends from: SIM1, SIM2 or BOTH")
 	fs.StringVar(&cfg.inbound, "inbound", "", "deliver one received SMS from this number; its text is the argument after the flags")
 	fs.Var(&cfg.whatsapp, "whatsapp", "a WhatsApp number (E.164) to announce and send from; repeat for more")
@@ -142,6 +143,14 @@ func phoneCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	if err := helloFault(cfg); err != nil {
 		fmt.Fprintf(stderr, "simrelay phone: %v\n", err)
+		return 2
+	}
+	// The name is a person's, held to a rename's rules: the server would
+	// refuse one too long (after a pairing code was made for it) and
+	// silently replace one with nothing visible by "Android phone".
+	if err := device.CheckName("--name", cfg.name); err != nil {
+		pe, _ := problem.As(err)
+		fmt.Fprintf(stderr, "simrelay phone: %s\n", pe.Message)
 		return 2
 	}
 	if cfg.pairingCode != "" || cfg.apiKey != "" {

@@ -34,7 +34,7 @@ func TestVirtualPhone(t *testing.T) {
 	srv := startServer(t, bin, st)
 
 	phone := exec.Command(bin, "phone", "--server", srv.url, "--api-key", apiKey, "--token-file", filepath.Join(t.TempDir(), "phone.json"),
-		"--battery", "12", "--charging", "--network", "lte", "--inbound", "+15551234567", "hello from the phone")
+		"--name", "Desk phone 2", "--battery", "12", "--charging", "--network", "lte", "--inbound", "+15551234567", "hello from the phone")
 	stdout := &syncbuf.Buffer{}
 	phone.Stdout, phone.Stderr = stdout, stdout
 	if err := phone.Start(); err != nil {
@@ -50,6 +50,10 @@ func TestVirtualPhone(t *testing.T) {
 	if code, body := get(t, srv.url+"/device/list", apiKey); code != 200 ||
 		!strings.Contains(string(body), `"health":{"battery":12,"charging":true,"signal":null,"network":"lte","sims":[],"battery_low":true,`) {
 		t.Errorf("device list: got %d %s, want the phone's health", code, body)
+	}
+	// --name is the name it registers with, which the device list shows.
+	if code, body := get(t, srv.url+"/device/list", apiKey); code != 200 || !strings.Contains(string(body), `"device_name":"Desk phone 2"`) {
+		t.Errorf("device list: got %d %s, want the phone named Desk phone 2", code, body)
 	}
 	// A health flag the server would refuse is refused before anything is sent.
 	out, err := exec.Command(bin, "phone", "--server", srv.url, "--token", "dt_x", "--battery", "101").CombinedOutput()
@@ -313,6 +317,12 @@ func TestPhoneChecksItsHelloFirst(t *testing.T) {
 		{[]string{"--fingerprint", "a/b"}, `--fingerprint must be 1 to 128 letters, digits, dots, dashes, underscores or colons`},
 		{[]string{"--battery", "-2"}, `--battery -2: want a percent, 0-100, or -1 for none`},
 		{[]string{"--signal", "-5"}, `--signal -5: want a percent, 0-100, or -1 for none`},
+		// A name is held to the rules of a device's rename: the register
+		// frame's 100 bytes, a visible character, no line break.
+		{[]string{"--name", strings.Repeat("é", 51)}, `--name must be 1 to 100 bytes of UTF-8`},
+		{[]string{"--name", " \u200b "}, `--name must hold a visible character`},
+		{[]string{"--name", "Desk\nphone"}, `--name must not contain line breaks, tabs or other control characters`},
+		{[]string{"--name", "Desk\xffphone"}, `--name must be 1 to 100 bytes of UTF-8`},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		var stdout, stderr bytes.Buffer
