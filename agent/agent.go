@@ -202,8 +202,10 @@ func (a *Agent) Run(ctx context.Context) error {
 }
 
 // pruneEvery is how often a running agent forgets the finished jobs it
-// no longer needs (Journal.Prune), as it does at start: an agent that runs
-// for months keeps its journal, and the scans of it, small.
+// no longer needs (Journal.Prune), and the client_ids of received messages
+// its transport's source can no longer show again (ClearedKeys), as it does
+// at start: an agent that runs for months keeps its journal, and the scans
+// of it, small.
 const pruneEvery = time.Hour
 
 func (a *Agent) prune() {
@@ -212,6 +214,16 @@ func (a *Agent) prune() {
 		a.log.Error("journal prune failed", "err", err)
 	} else if n > 0 {
 		a.log.Info("journal pruned", "jobs", n)
+	}
+	ck, ok := a.tr.(ClearedKeys)
+	if !ok {
+		return
+	}
+	n, err = a.j.pruneInboundIDs(a.clock.wall(), ck.ClearedKeyRetention())
+	if err != nil {
+		a.log.Error("journal prune of received message ids failed", "err", err)
+	} else if n > 0 {
+		a.log.Info("journal pruned", "received_message_ids", n)
 	}
 }
 
@@ -539,7 +551,7 @@ func (a *Agent) acknowledger(ctx context.Context) {
 			if r.Refused {
 				a.log.Info("a message the server refused for good was cleared at the source", "client_id", r.Frame.ClientID)
 			}
-			if err := a.j.forgetInbound(r.Frame.ClientID); err != nil {
+			if err := a.j.forgetInbound(r.Frame.ClientID, a.clock.wall()); err != nil {
 				a.log.Error("journal write failed", "err", err)
 			}
 		}

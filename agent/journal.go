@@ -34,7 +34,7 @@ var (
 	bucketReports    = []byte("reports")     // seq -> proto.Status, not yet status_acked
 	bucketReportKeys = []byte("report_keys") // reportKey -> seq
 	bucketInbound    = []byte("inbound")     // seq -> inboundRecord
-	bucketInboundIDs = []byte("inbound_ids") // client_id -> seq
+	bucketInboundIDs = []byte("inbound_ids") // client_id -> seq, and the time it was cleared (inboundSeq)
 	bucketMeta       = []byte("meta")        // marks and the install's salt
 	bucketSettled    = []byte("settled")     // job id -> status of its last report: its outcome was journaled
 	journalBuckets   = [][]byte{bucketJobs, bucketQueue, bucketAwaiting, bucketReports, bucketReportKeys, bucketInbound, bucketInboundIDs, bucketMeta, bucketSettled}

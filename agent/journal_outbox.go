@@ -4,7 +4,9 @@ package agent
 // received messages waiting for the server's ack.
 
 import (
+	"encoding/binary"
 	"encoding/json"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -181,8 +183,8 @@ func (j *Journal) ackInbound(clientID string, refused bool) (inboundRecord, bool
 // clearing it at its source: the server refused it for want of the device
 // (not_found: the device was deleted), not for what it holds, so the SMS
 // stays where it came from, for the phone's next pairing to forward. Its
-// client_id stays known, as forgetInbound's does.
-func (j *Journal) dropInbound(clientID string) (bool, error) {
+// client_id stays known, as forgetInbound's does, cleared at now.
+func (j *Journal) dropInbound(clientID string, now time.Time) (bool, error) {
 	found := false
 	err := j.db.Update(func(tx *bolt.Tx) error {
 		var err error
@@ -190,7 +192,10 @@ func (j *Journal) dropInbound(clientID string) (bool, error) {
 			r.removeSpooled()
 			return true, nil
 		})
-		return err
+		if err != nil || !found {
+			return err
+		}
+		return clearInboundID(tx, clientID, now)
 	})
 	return found, err
 }
@@ -199,7 +204,7 @@ func (j *Journal) dropInbound(clientID string) (bool, error) {
 // message clientID, then stores it again, or deletes it when change says
 // drop. found is false when the journal holds no such record.
 func updateInbound(tx *bolt.Tx, clientID string, change func(*inboundRecord) (drop bool, err error)) (found bool, err error) {
-	seq := tx.Bucket(bucketInboundIDs).Get([]byte(clientID))
+	seq, _ := inboundSeq(tx.Bucket(bucketInboundIDs).Get([]byte(clientID)))
 	if seq == nil {
 		return false, nil
 	}
@@ -233,7 +238,7 @@ func updateInbound(tx *bolt.Tx, clientID string, change func(*inboundRecord) (dr
 func (j *Journal) seenInbound(clientID string) (Seen, error) {
 	seen := SeenNew
 	err := j.db.View(func(tx *bolt.Tx) error {
-		seq := tx.Bucket(bucketInboundIDs).Get([]byte(clientID))
+		seq, _ := inboundSeq(tx.Bucket(bucketInboundIDs).Get([]byte(clientID)))
 		switch {
 		case seq == nil:
 		case tx.Bucket(bucketInbound).Get(seq) != nil:
@@ -247,13 +252,127 @@ func (j *Journal) seenInbound(clientID string) (Seen, error) {
 }
 
 // forgetInbound deletes an acknowledged message. Its client_id stays known,
-// so the same message read again at the source is not forwarded twice.
-func (j *Journal) forgetInbound(clientID string) error {
+// with now as the time it was cleared, so the same message read again at
+// the source is not forwarded twice; pruneInboundIDs forgets it once the
+// transport's source can no longer show it again (ClearedKeyRetention).
+func (j *Journal) forgetInbound(clientID string, now time.Time) error {
 	return j.db.Update(func(tx *bolt.Tx) error {
-		seq := tx.Bucket(bucketInboundIDs).Get([]byte(clientID))
+		seq, _ := inboundSeq(tx.Bucket(bucketInboundIDs).Get([]byte(clientID)))
 		if seq == nil {
 			return nil
 		}
-		return tx.Bucket(bucketInbound).Delete(seq)
+		if err := tx.Bucket(bucketInbound).Delete(seq); err != nil {
+			return err
+		}
+		return clearInboundID(tx, clientID, now)
 	})
 }
+
+// A value of bucketInboundIDs is the seq of the message's record in
+// bucketInbound (8 bytes), followed, once the message was cleared at the
+// source and its record deleted, by the time it was cleared (8 bytes, Unix
+// nanoseconds, big-endian). Journals written before the time was kept
+// hold the bare seq for cleared messages too: pruneInboundIDs gives such
+// an id the time of the prune that first finds it cleared.
+const inboundSeqLen = 8
+
+// inboundSeq splits a value of bucketInboundIDs: the seq (nil when v is
+// nil or too short to hold one) and the time the message was cleared
+// (zero when not recorded).
+func inboundSeq(v []byte) ([]byte, time.Time) {
+	if len(v) < inboundSeqLen {
+		return nil, time.Time{}
+	}
+	if len(v) < 2*inboundSeqLen {
+		return v[:inboundSeqLen], time.Time{}
+	}
+	return v[:inboundSeqLen], time.Unix(0, int64(binary.BigEndian.Uint64(v[inboundSeqLen:2*inboundSeqLen])))
+}
+
+// clearedValue is a value of bucketInboundIDs for a message cleared at.
+func clearedValue(seq []byte, at time.Time) []byte {
+	v := make([]byte, 2*inboundSeqLen)
+	copy(v, seq)
+	binary.BigEndian.PutUint64(v[inboundSeqLen:], uint64(at.UnixNano()))
+	return v
+}
+
+// clearInboundID records that the message clientID was cleared at now.
+func clearInboundID(tx *bolt.Tx, clientID string, now time.Time) error {
+	ids := tx.Bucket(bucketInboundIDs)
+	seq, _ := inboundSeq(ids.Get([]byte(clientID)))
+	if seq == nil {
+		return nil
+	}
+	return ids.Put([]byte(clientID), clearedValue(seq, now))
+}
+
+// pruneInboundIDs forgets the client_ids of messages cleared at the source
+// keep or longer before now; a message the journal still holds keeps its
+// id whatever its age. A cleared id without its time (a journal of an
+// earlier release, or a record readOutbox deleted as unreadable) is given
+// now, and so is forgotten keep after this prune. keep <= 0 forgets
+// nothing: the transport's source may show a cleared message again at any
+// time (ClearedKeyRetention). The work is done pruneBatch ids to a commit,
+// so the first prune of a journal that kept ids for years does not write
+// them all in one transaction.
+func (j *Journal) pruneInboundIDs(now time.Time, keep time.Duration) (int, error) {
+	return j.pruneInboundIDsBy(now, keep, pruneBatch)
+}
+
+// pruneInboundIDsBy is pruneInboundIDs, batch ids to a commit.
+func (j *Journal) pruneInboundIDsBy(now time.Time, keep time.Duration, batch int) (int, error) {
+	if keep <= 0 {
+		return 0, nil
+	}
+	n := 0
+	var from []byte // where the next commit starts; nil: the first id
+	for {
+		var next []byte
+		err := j.db.Update(func(tx *bolt.Tx) error {
+			ids := tx.Bucket(bucketInboundIDs)
+			held := tx.Bucket(bucketInbound)
+			var drop, stamp [][]byte
+			c := ids.Cursor()
+			k, v := c.First()
+			if from != nil {
+				k, v = c.Seek(from)
+			}
+			for ; k != nil; k, v = c.Next() {
+				if len(drop)+len(stamp) == batch {
+					next = append([]byte(nil), k...)
+					break
+				}
+				seq, at := inboundSeq(v)
+				switch {
+				case seq == nil || held.Get(seq) != nil: // not cleared (or not a value of ours: left alone)
+				case at.IsZero():
+					stamp = append(stamp, append([]byte(nil), k...))
+				case now.Sub(at) >= keep:
+					drop = append(drop, append([]byte(nil), k...))
+				}
+			}
+			for _, k := range drop {
+				if err := ids.Delete(k); err != nil {
+					return err
+				}
+			}
+			for _, k := range stamp {
+				seq, _ := inboundSeq(ids.Get(k))
+				if err := ids.Put(k, clearedValue(seq, now)); err != nil {
+					return err
+				}
+			}
+			n += len(drop)
+			return nil
+		})
+		if err != nil || next == nil {
+			return n, err
+		}
+		from = next
+	}
+}
+
+// pruneBatch is how many ids one commit of pruneInboundIDs forgets or
+// dates at most.
+const pruneBatch = 10000

@@ -391,7 +391,7 @@ func (a *Agent) refused(l *link, f *proto.Error) error {
 		case f.Code == "not_found":
 			// The device was deleted: the message may be stored by its
 			// next pairing, so it stays at its source (PROTOCOL.md 10).
-			if _, err := a.j.dropInbound(clientID); err != nil {
+			if _, err := a.j.dropInbound(clientID, a.clock.wall()); err != nil {
 				return err
 			}
 			a.log.Error("inbound message refused: the device is deleted; dropped here, left at the source", "client_id", clientID)

@@ -51,6 +51,22 @@ type Transport interface {
 	Acknowledge(ctx context.Context, msg Received) error
 }
 
+// ClearedKeys is implemented by a transport whose source never shows a
+// message again once it was cleared there (Acknowledge) some time ago:
+// the journal then forgets the client_id of a message cleared
+// ClearedKeyRetention or longer before (Journal.pruneInboundIDs, in the
+// agent's hourly prune). A transport without it keeps every cleared
+// client_id for ever: its source may show an old message again, under
+// the same key, at any time (iMessage's chat.db re-synced from iCloud), or
+// it gives a new message the key of a cleared one once that key is
+// forgotten (the modem's same-content SMS). docs/agents.md, "What the
+// journal holds", says which transport does what and why.
+type ClearedKeys interface {
+	// ClearedKeyRetention is how long after a message was cleared at the
+	// source its key must stay known; more than 0.
+	ClearedKeyRetention() time.Duration
+}
+
 // Inventory is what a device announces in hello.
 type Inventory struct {
 	SIMs     []proto.SIM
@@ -150,6 +166,7 @@ const (
 	SeenHeld
 	// SeenCleared: taken, then acknowledged at the source (Acknowledge
 	// returned nil) and forgotten; its key stays known, so the message is
-	// never forwarded twice.
+	// never forwarded twice: for ever, or ClearedKeyRetention for a
+	// transport that is ClearedKeys, after which it is SeenNew again.
 	SeenCleared
 )

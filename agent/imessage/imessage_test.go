@@ -357,3 +357,43 @@ func TestSentRowFoldsHandlesAsJobsAre(t *testing.T) {
 		t.Errorf("recover the send to Émile@Example.com: %+v %v", out, known)
 	}
 }
+
+// iMessage keeps every key for ever (it is no agent.ClearedKeys): a message
+// Messages writes again as a new row (synced from iCloud anew) sits above
+// the mark with the GUID it had, so it is read again, under the same key,
+// however old it is: only the journal's known key keeps it from being
+// forwarded twice.
+func TestRewrittenRowIsReadAgainUnderItsKey(t *testing.T) {
+	t.Parallel()
+	if _, ok := any(&Transport{}).(agent.ClearedKeys); ok {
+		t.Fatal("the iMessage transport lets the journal forget cleared keys")
+	}
+	path, db := testDB(t)
+	exec := func(q string, args ...any) {
+		t.Helper()
+		if _, err := db.Exec(q, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tr, err := New(Config{ChatDB: path, Osascript: "true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Check(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s := &agenttest.Sink{Marks: map[string]string{markKey: "0"}}
+	exec(`INSERT INTO message (ROWID, guid, text, handle_id, service) VALUES (1, 'g1', 'hello', 1, 'iMessage')`)
+	exec(`INSERT INTO chat_message_join VALUES (1, 1)`)
+	if err := tr.poll(context.Background(), s); err != nil || len(s.Took) != 1 || s.Took[0].Key != "im:g1" {
+		t.Fatalf("first poll: took %+v, %v", s.Took, err)
+	}
+	// Messages deletes the row and writes it again from iCloud.
+	exec(`DELETE FROM message WHERE ROWID = 1`)
+	exec(`DELETE FROM chat_message_join WHERE message_id = 1`)
+	exec(`INSERT INTO message (ROWID, guid, text, handle_id, service) VALUES (9, 'g1', 'hello', 1, 'iMessage')`)
+	exec(`INSERT INTO chat_message_join VALUES (1, 9)`)
+	if err := tr.poll(context.Background(), s); err != nil || len(s.Took) != 2 || s.Took[1].Key != "im:g1" {
+		t.Fatalf("the rewritten row: took %+v, %v; want it read again as im:g1", s.Took, err)
+	}
+}

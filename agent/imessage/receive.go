@@ -28,6 +28,14 @@ const maxRows = 200
 const markKey = "imessage-rowid"
 
 // Acknowledge has nothing to clear: chat.db is Messages', never written.
+//
+// The transport has no ClearedKeyRetention (agent.ClearedKeys): the
+// journal keeps every message's key ("im:" and its GUID) for ever. chat.db
+// is read above the mark, but Messages in iCloud writes a message it
+// downloads again (the Mac signed in to iCloud again, a chat's history
+// synced anew) as a new row, with a new ROWID above the mark and the GUID
+// it had: only its known key keeps it from being forwarded a second time,
+// however old it is.
 func (t *Transport) Acknowledge(ctx context.Context, msg agent.Received) error { return nil }
 
 // Receive polls chat.db until ctx ends.

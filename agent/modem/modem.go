@@ -559,6 +559,14 @@ func (t *Transport) text(ctx context.Context, path string) string {
 	return ""
 }
 
+// The transport has no ClearedKeyRetention (agent.ClearedKeys): the
+// journal keeps every cleared key for ever. Its keys are not the SMS's own
+// ids but its content (received, nextKey): a key cleared and forgotten
+// would go to the next SMS of the same content (a sender, timestamp and
+// text the modem shows alike, as one that gives no timestamp does), whose
+// client_id would then be the forwarded one's, and the server answers such
+// a repeat without storing it (PROTOCOL.md 10.2): that SMS would be lost.
+//
 // Acknowledge deletes the stored message from the modem: the SMS at its
 // journaled path when that still holds its content. ModemManager renumbers
 // its SMS objects when it restarts, so the path may be gone or hold

@@ -409,3 +409,33 @@ exit 1
 		t.Fatalf("%d paths kept as gone after their wait, want the newest alone", n)
 	}
 }
+
+// The modem keeps every cleared key for ever (it is no agent.ClearedKeys):
+// its keys are made of the SMS's content, and a key forgotten would go to
+// the next SMS of that content, whose client_id would then be the one the
+// server already stored, and a repeat is answered without being stored.
+func TestClearedKeysAreKeptForEver(t *testing.T) {
+	if _, ok := any(New(Config{})).(agent.ClearedKeys); ok {
+		t.Fatal("the modem transport lets the journal forget cleared keys")
+	}
+	dir := statefulMMCLI(t)
+	ctx := context.Background()
+	tr := New(Config{})
+	putSMS(t, dir, 5, "On my way")
+	sink := &agenttest.Sink{Dedup: true}
+	if err := tr.poll(ctx, sink); err != nil || len(sink.Took) != 1 {
+		t.Fatalf("first poll: took %+v, %v", sink.Took, err)
+	}
+	first := sink.Took[0]
+	if err := tr.Acknowledge(ctx, first); err != nil {
+		t.Fatalf("acknowledge: %v", err)
+	}
+	putSMS(t, dir, 6, "On my way")
+	forgot := &agenttest.Sink{Dedup: true} // a journal that no longer knows first.Key
+	if err := tr.poll(ctx, forgot); err != nil || len(forgot.Took) != 1 {
+		t.Fatalf("second poll: took %+v, %v", forgot.Took, err)
+	}
+	if forgot.Took[0].Key != first.Key {
+		t.Fatalf("with the first key forgotten the new SMS got %s, want %s (the reason it is kept)", forgot.Took[0].Key, first.Key)
+	}
+}

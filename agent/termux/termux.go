@@ -356,6 +356,18 @@ func (t *Transport) Delivery(context.Context, string) (agent.Delivery, error) {
 // forwarded twice.
 func (t *Transport) Acknowledge(context.Context, agent.Received) error { return nil }
 
+// ClearedKeyRetention is how long the journal keeps the key of a message
+// cleared at the source. The key is the provider _id, and the inbox is read
+// above the mark only: the mark is stored in the same commit as the
+// messages, and is at least the _id of every one taken, so a cleared
+// message's _id is never read again, however old. The week kept is not
+// needed for that; it keeps a week's ids at hand to a person looking into
+// the journal.
+func (t *Transport) ClearedKeyRetention() time.Duration { return ClearedKeyRetention }
+
+// ClearedKeyRetention is Transport.ClearedKeyRetention.
+const ClearedKeyRetention = 7 * 24 * time.Hour
+
 // Receive polls the inbox for messages newer than the journal's mark. On
 // the first start it sets the mark to the newest message without
 // forwarding anything: an inbox's history is not news.

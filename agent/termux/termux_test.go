@@ -428,3 +428,41 @@ esac
 		t.Fatalf("took %v, mark %q; want m11,m12 (oldest first) and 12", got, sink.Marks[markKey])
 	}
 }
+
+// The journal forgets a cleared message's key after ClearedKeyRetention
+// (agent.ClearedKeys): that is safe because the inbox is read above the
+// mark only, and the mark, stored with the messages, is at least the _id
+// of every one taken. A journal that knows none of the keys any more (a
+// sink without them) reads none of those messages again.
+func TestForgottenKeysAreNotReadAgain(t *testing.T) {
+	fakeTools(t, map[string]string{"termux-sms-list": `off=0
+while [ $# -gt 0 ]; do
+  case "$1" in -o) off=$2; shift;; esac
+  shift
+done
+row() { printf '{"_id":%d,"number":"+15557654321","received":"%s","body":"m%d"}' $1 "$2" $1; }
+case $off in
+0) printf '['; row 12 "2026-11-22 10:10:00"; printf ,; row 10 "2026-11-22 10:09:00"; printf ,; row 11 "2026-11-22 10:07:30"; printf ']\n';;
+*) printf '[]\n';;
+esac
+`})
+	var _ agent.ClearedKeys = (*Transport)(nil)
+	tr := New(Config{PageSize: 5, Logger: slog.New(slog.DiscardHandler)})
+	sink := &agenttest.Sink{Marks: map[string]string{markKey: "9"}}
+	if err := tr.poll(context.Background(), sink); err != nil {
+		t.Fatalf("poll: %v", err)
+	}
+	if len(sink.Took) != 3 || sink.Marks[markKey] != "12" {
+		t.Fatalf("took %d, mark %q; want 3 and 12", len(sink.Took), sink.Marks[markKey])
+	}
+	forgot := &agenttest.Sink{Marks: map[string]string{markKey: sink.Marks[markKey]}}
+	if err := tr.poll(context.Background(), forgot); err != nil {
+		t.Fatalf("poll: %v", err)
+	}
+	if len(forgot.Took) != 0 {
+		t.Fatalf("with the keys forgotten, the inbox gave %+v again", forgot.Took)
+	}
+	if tr.ClearedKeyRetention() <= 0 {
+		t.Fatalf("ClearedKeyRetention %v", tr.ClearedKeyRetention())
+	}
+}

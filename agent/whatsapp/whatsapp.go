@@ -115,6 +115,19 @@ func (t *Transport) handle(evt any) bool {
 	}
 }
 
+// ClearedKeyRetention is how long the journal keeps the key of a received
+// message ("wa:" and WhatsApp's message id) once the server acknowledged
+// it. A message comes again only when whatsmeow did not acknowledge it to
+// WhatsApp (the agent stopped between journaling it and the ack): WhatsApp
+// keeps an undelivered message for 30 days at most and then deletes it
+// (whatsmeow keeps its decrypted copy 14 days), and a chat's history,
+// which WhatsApp sends a newly linked device, comes as a history sync,
+// which the transport does not forward (handle). 45 days is past both.
+func (t *Transport) ClearedKeyRetention() time.Duration { return ClearedKeyRetention }
+
+// ClearedKeyRetention is Transport.ClearedKeyRetention.
+const ClearedKeyRetention = 45 * 24 * time.Hour
+
 // Name is "whatsapp".
 func (t *Transport) Name() string { return "whatsapp" }
 

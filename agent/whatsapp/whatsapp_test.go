@@ -10,7 +10,10 @@ import (
 	"time"
 
 	"go.mau.fi/whatsmeow"
+	"go.mau.fi/whatsmeow/proto/waCommon"
 	"go.mau.fi/whatsmeow/proto/waE2E"
+	"go.mau.fi/whatsmeow/proto/waHistorySync"
+	"go.mau.fi/whatsmeow/proto/waWeb"
 	"go.mau.fi/whatsmeow/types"
 	"go.mau.fi/whatsmeow/types/events"
 	gproto "google.golang.org/protobuf/proto"
@@ -278,5 +281,50 @@ func TestSendWithoutWhatsAppsAnswerIsOutcomeUnknown(t *testing.T) {
 	out, err := tr.Execute(context.Background(), agent.Job{Send: proto.Send{ID: "j", Channel: proto.ChannelWhatsApp, From: own, To: "+15557654321", Message: "hi"}})
 	if err != nil || out.Status != proto.StatusFailed || out.Error != "outcome_unknown" {
 		t.Fatalf("got %+v, %v; want failed outcome_unknown", out, err)
+	}
+}
+
+// The journal forgets a received message's key ClearedKeyRetention after
+// the server stored it (agent.ClearedKeys). A chat's history, which
+// WhatsApp sends a linked device, comes as a history sync and is not
+// forwarded: only a message WhatsApp delivers again (never acknowledged,
+// kept 30 days at most) comes back, and that is well within the
+// retention.
+func TestHistorySyncIsNotForwarded(t *testing.T) {
+	t.Parallel()
+	var _ agent.ClearedKeys = (*Transport)(nil)
+	if ClearedKeyRetention <= 30*24*time.Hour {
+		t.Fatalf("ClearedKeyRetention %v: not past the 30 days WhatsApp keeps an undelivered message", ClearedKeyRetention)
+	}
+	fake := wafake.New(own)
+	tr := New(Config{Client: fake})
+	if err := tr.Check(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s := &recSink{took: make(chan agent.Received, 4), delivered: make(chan string, 4)}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- tr.Receive(ctx, s) }()
+	if !fake.Emit(&events.HistorySync{Data: &waHistorySync.HistorySync{Conversations: []*waHistorySync.Conversation{{
+		ID: gproto.String("15557654321@s.whatsapp.net"),
+		Messages: []*waHistorySync.HistorySyncMsg{{Message: &waWeb.WebMessageInfo{
+			Key:     &waCommon.MessageKey{RemoteJID: gproto.String("15557654321@s.whatsapp.net"), ID: gproto.String("OLD1")},
+			Message: &waE2E.Message{Conversation: gproto.String("an old message")}}}},
+	}}}}) {
+		t.Fatal("a history sync was reported not handled")
+	}
+	fake.Emit(&events.Message{Info: types.MessageInfo{MessageSource: types.MessageSource{Chat: user("15557654321"), Sender: user("15557654321")}, ID: "NEW1"},
+		Message: &waE2E.Message{Conversation: gproto.String("hi")}})
+	if m := <-s.took; m.Key != "wa:NEW1" {
+		t.Fatalf("took %+v, want only the new message", m)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Receive: %v", err)
+	}
+	select {
+	case m := <-s.took:
+		t.Fatalf("took %+v as well", m)
+	default:
 	}
 }
