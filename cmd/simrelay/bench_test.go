@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -249,4 +250,27 @@ func TestBenchExitsOneOnLostSends(t *testing.T) {
 			t.Errorf("%d lost: the figures were not printed and written: %v\n%s", c.lost, err, stdout.String())
 		}
 	}
+}
+
+// The bench's server takes no server setting from the bench's environment
+// (SIMRELAY_*, but the cluster's node timing): a shell set up for a
+// production server named its e-mail to SMS listener, its mail relay, its
+// plans, and the bench's server took them. Here the listener's port is
+// held: a server that takes it does not start, and the bench failed.
+func TestBenchServerTakesNoServerSettingsFromItsEnvironment(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	t.Parallel()
+	bin := buildBinary(t)
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	cmd := exec.Command(bin, "bench", "--phones", "2", "--messages", "10", "--queries", "2", "--send-for", "100ms", "--senders", "2",
+		"--rate", "10", "--rate-for", "100ms", "--inbound-rate", "5", "--inbound-for", "100ms", "--bulk-requests", "0",
+		"--drain-jobs", "0", "--pool-for", "0s", "--restart-after", "0s", "--json", "")
+	cmd.Env = append(os.Environ(), "SIMRELAY_SMTP_LISTEN="+held.Addr().String(), "SIMRELAY_SMTP_DOMAIN=sms.example.com")
+	runBench(t, cmd)
 }
