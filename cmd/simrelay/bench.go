@@ -41,7 +41,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.Var(databaseURL, cliflag.DatabaseURLFlag, "run the server on this PostgreSQL database, postgres://USER:PASSWORD@HOST:5432/DB, which must hold no company (the bench fills it and leaves it filled); empty: a temporary embedded store")
 	fs.StringVar(&jsonPath, "json", "simrelay-bench.json", "where to write the figures as JSON (empty: nowhere)")
 	cl := addBenchNodesFlags(fs)
-	fs.Usage = flagUsage(fs, "Usage: simrelay bench [flags]\n\nStarts a server on loopback with a temporary store (or, with --database-url, an empty PostgreSQL database of its own), connects virtual phones and measures it.\nExits 1 when a phase fails, and when the restart phase finds a send answered before the kill that never reached a phone (the figures are printed and written first).\nThe servers it starts take no SIMRELAY_* setting from its environment but SIMRELAY_NODE_LIVE_WINDOW.\nWith --nodes N (2 or more), --database-url and --nats-url it starts N nodes on that database and bus instead and measures the cluster (docs/cluster.md).\n\nFlags, each with its environment twin:\n")
+	fs.Usage = flagUsage(fs, "Usage: simrelay bench [flags]\n\nStarts a server on loopback with a temporary store (or, with --database-url, an empty PostgreSQL database of its own), connects virtual phones and measures it.\nExits 1 when a phase fails, and when the restart phase finds a send answered before the kill that never reached a phone (the figures are printed and written first).\nThe servers it starts take no SIMRELAY_* setting from its environment but SIMRELAY_NODE_LIVE_WINDOW. A rate times its length is at most 1,000,000 messages.\nWith --nodes N (2 or more), --database-url and --nats-url it starts N nodes on that database and bus instead and measures the cluster (docs/cluster.md).\n\nFlags, each with its environment twin:\n")
 	if err := parseFlags(fs, args, 0); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -105,6 +105,12 @@ func finishBench(rep bench.Report, jsonPath string, stdout, stderr io.Writer) in
 	return code
 }
 
+// maxSamples bounds the messages (rate x duration) of a timed phase: each
+// is queued before the phase starts, timed and kept for its percentiles.
+// 2,000,000,000 a second for 10 s asked for a queue of 20 billion sends:
+// the bench panicked after the earlier phases and left its server running.
+const maxSamples = 1_000_000
+
 // benchSizesValid refuses a size or a length the bench cannot run with,
 // naming the flag, before it starts anything: a negative one (a count
 // below zero panicked with the server started), a rate of 0 (its pace
@@ -120,6 +126,15 @@ func benchSizesValid(cfg bench.Config, failover int, slowSync time.Duration) err
 	} {
 		if c.v < c.least {
 			return fmt.Errorf("%s %d: want %d or more", both(c.name), c.v, c.least)
+		}
+	}
+	for _, r := range []struct {
+		rate, length string
+		n            int
+		d            time.Duration
+	}{{"rate", "rate-for", cfg.Rate, cfg.RateFor}, {"inbound-rate", "inbound-for", cfg.InboundRate, cfg.InboundFor}} {
+		if sends := float64(r.n) * r.d.Seconds(); sends > maxSamples {
+			return fmt.Errorf("%s %d for %s %s is %.0f messages: want at most %d (each is timed and kept): lower either", both(r.rate), r.n, both(r.length), r.d, sends, maxSamples)
 		}
 	}
 	for _, d := range []struct {

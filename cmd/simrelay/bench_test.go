@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"net"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/simrelay/simrelay/bench"
 	"github.com/simrelay/simrelay/internal/natstest"
@@ -191,10 +193,21 @@ func TestBenchRefusesSizesItCannotRunWith(t *testing.T) {
 		{[]string{"--senders", "0"}, "--senders (SIMRELAY_SENDERS) 0: want 1 or more"},
 		{[]string{"--queries", "0"}, "--queries (SIMRELAY_QUERIES) 0: want 1 or more"},
 		{[]string{"--send-for", "-1s"}, "--send-for (SIMRELAY_SEND_FOR) -1s: want 0 or more"},
+		// Each message of a timed phase is queued and kept: 2,000,000,000
+		// a second for 10 s ran the earlier phases, then died out of
+		// memory with its server running; a million a second for 2 s ran
+		// the webhook phase for minutes.
+		{[]string{"--rate", "2000000000", "--rate-for", "10s"},
+			"--rate (SIMRELAY_RATE) 2000000000 for --rate-for (SIMRELAY_RATE_FOR) 10s is 20000000000 messages: want at most 1000000"},
+		{[]string{"--inbound-rate", "1000000", "--inbound-for", "2s"},
+			"--inbound-rate (SIMRELAY_INBOUND_RATE) 1000000 for --inbound-for (SIMRELAY_INBOUND_FOR) 2s is 2000000 messages: want at most 1000000"},
 	} {
 		t.Run(c.args[0], func(t *testing.T) {
 			t.Parallel()
-			cmd := exec.Command(bin, append(slices.Clip(small), c.args...)...)
+			ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, bin, append(slices.Clip(small), c.args...)...)
+			cmd.WaitDelay = 5 * time.Second // a server it left holds its stderr
 			cmd.Dir = t.TempDir()
 			cmd.Env = append(os.Environ(), "TMPDIR="+cmd.Dir) // what a panic leaves goes with the test
 			var stderr strings.Builder
