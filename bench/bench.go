@@ -208,7 +208,10 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 
 	// Durable send throughput: answered 2xx after fsync, each taken and acked by its phone.
 	logf("sending as fast as %d senders can for %s ...", cfg.Senders, cfg.SendFor)
-	tp := throughput([]*apiClient{api}, fleet, fps, cfg.Senders, cfg.SendFor)
+	tp, err := throughput(ctx, []*apiClient{api}, fleet, fps, cfg.Senders, cfg.SendFor)
+	if err != nil {
+		return rep, err
+	}
 	rep.SendsAnswered, rep.SendsReceived, rep.SendsPerSecond = tp.answered, tp.received, tp.perSecond
 	rep.SendsBehind, rep.SendsCatchUpMs = tp.behind, float64(tp.catchUp.Microseconds())/1000
 	logf("throughput: %.0f durable sends/s (%d answered, %d received and acked); %d not on their phones when the phase ended, the last %.0f ms later",
@@ -245,7 +248,10 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 
 	// Send -> frame on the phone at a fixed rate.
 	rep.SendRate = cfg.Rate
-	lat := latency(func(int) *apiClient { return api }, fleet, fps, cfg.Rate, cfg.RateFor)
+	lat, err := latency(ctx, func(int) *apiClient { return api }, fleet, fps, cfg.Rate, cfg.RateFor)
+	if err != nil {
+		return rep, err
+	}
 	rep.SendP50ms, rep.SendP99ms = pct(lat, 50), pct(lat, 99)
 	logf("send -> phone at %d/s: p50 %.2f ms, p99 %.2f ms (%d samples)", cfg.Rate, rep.SendP50ms, rep.SendP99ms, len(lat))
 
@@ -258,11 +264,16 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	logf("inbound -> webhook at %d/s: p50 %.2f ms, p99 %.2f ms %s", cfg.InboundRate, rep.WebhookP50ms, rep.WebhookP99ms, wnote)
 
 	// Lists over the stored history.
-	rep.HistoryP99ms, rep.ConversationsP99 = lists(api, seedDevices, cfg.SeedMessages, cfg.Queries)
+	if rep.HistoryP99ms, rep.ConversationsP99, err = lists(ctx, api, seedDevices, cfg.SeedMessages, cfg.Queries); err != nil {
+		return rep, err
+	}
 	logf("over %d stored messages: history page p99 %.2f ms, conversation list p99 %.2f ms", cfg.SeedMessages, rep.HistoryP99ms, rep.ConversationsP99)
 
 	// The dashboard and 90 days of analytics over the same history.
-	summary, analytics := dashboards(api, cfg.Queries)
+	summary, analytics, err := dashboards(ctx, api, cfg.Queries)
+	if err != nil {
+		return rep, err
+	}
 	rep.DashboardP50ms, rep.DashboardP99ms = pct(summary, 50), pct(summary, 99)
 	rep.Analytics90P50ms, rep.Analytics90P99ms = pct(analytics, 50), pct(analytics, 99)
 	logf("dashboard summary p50 %.2f ms, p99 %.2f ms; 90-day analytics p50 %.2f ms, p99 %.2f ms", rep.DashboardP50ms, rep.DashboardP99ms, rep.Analytics90P50ms, rep.Analytics90P99ms)
@@ -294,6 +305,22 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		logf("bulk: %.0f messages stored/s, %.0f dispatched/s (%d messages)", rep.BulkStoredPerSec, rep.BulkDispatchPerSec, rep.BulkStored)
 	}
 	return rep, nil
+}
+
+// sleep waits d, or less when ctx ends first; it reports whether ctx is
+// still on.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }
 
 // apiClient calls the REST API with the company's key.
@@ -335,86 +362,120 @@ type sendPhase struct {
 }
 
 // throughput sends as fast as the senders can, sender w through
-// apis[w%len(apis)].
-func throughput(apis []*apiClient, f *fleet, fps []string, senders int, d time.Duration) sendPhase {
+// apis[w%len(apis)], until d has passed or ctx ends. A send answered other
+// than 200 (or not answered) fails the phase: on the bench's own server
+// none is refused, and a figure that left them out would measure less than
+// it says.
+func throughput(ctx context.Context, apis []*apiClient, f *fleet, fps []string, senders int, d time.Duration) (sendPhase, error) {
 	before := f.received.Load()
 	var ok atomic.Int64
+	var failed atomic.Pointer[error]
 	var wg sync.WaitGroup
 	start := time.Now()
 	stop := start.Add(d)
 	for w := range senders {
 		api := apis[w%len(apis)]
 		wg.Go(func() {
-			for i := 0; time.Now().Before(stop); i++ {
+			for i := 0; time.Now().Before(stop) && ctx.Err() == nil && failed.Load() == nil; i++ {
 				fp := fps[(w*7919+i)%len(fps)]
-				code, _, err := api.do("POST", "/chat/send", map[string]string{"device_fingerprint": fp, "phone": "+15551234567", "message": "throughput"})
-				if err == nil && code == http.StatusOK {
-					ok.Add(1)
+				code, body, err := api.do("POST", "/chat/send", map[string]string{"device_fingerprint": fp, "phone": "+15551234567", "message": "throughput"})
+				if err := answered(api, code, body, err); err != nil {
+					failed.CompareAndSwap(nil, &err)
+					return
 				}
+				ok.Add(1)
 			}
 		})
 	}
 	wg.Wait()
 	end := time.Now()
 	var out sendPhase
+	if e := failed.Load(); e != nil && ctx.Err() == nil {
+		return out, *e
+	}
 	out.answered = ok.Load()
 	out.perSecond = float64(out.answered) / end.Sub(start).Seconds()
 	out.behind = max(out.answered-(f.received.Load()-before), 0)
 	deadline := end.Add(60 * time.Second)
-	for f.received.Load()-before < out.answered && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
+	for f.received.Load()-before < out.answered && time.Now().Before(deadline) && sleep(ctx, time.Millisecond) {
 	}
 	if out.behind > 0 {
 		out.catchUp = time.Since(end)
 	}
 	out.received = f.received.Load() - before
-	return out
+	return out, nil
+}
+
+// answered is nil for a send answered 200, else the error that fails its
+// phase, naming the answer.
+func answered(api *apiClient, code int, body []byte, err error) error {
+	switch {
+	case err != nil:
+		return fmt.Errorf("bench: POST /chat/send: %w", err)
+	case code != http.StatusOK:
+		return fmt.Errorf("bench: POST %s/chat/send answered %d: %s", api.base, code, bytes.TrimSpace(body))
+	}
+	return nil
 }
 
 // latencySeq numbers the latency phases' messages.
 var latencySeq atomic.Int64
 
 // latency sends at a fixed rate to random phones, each through via(phone
-// index), and gives the time from each send to its frame on the phone.
-func latency(via func(phone int) *apiClient, f *fleet, fps []string, rate int, d time.Duration) []time.Duration {
+// index), and gives the time from each send to its frame on the phone: as
+// many as arrived within 30 s of the last send. A send answered other than
+// 200 fails the phase, as in throughput.
+func latency(ctx context.Context, via func(phone int) *apiClient, f *fleet, fps []string, rate int, d time.Duration) ([]time.Duration, error) {
 	total := int(float64(rate) * d.Seconds())
 	for len(f.lat) > 0 {
 		<-f.lat
 	}
 	jobs := make(chan int, total)
+	var failed atomic.Pointer[error]
 	var wg sync.WaitGroup
 	for range 64 {
 		wg.Go(func() {
 			for range jobs {
+				if failed.Load() != nil {
+					continue
+				}
 				// Unique across phases: a phone's frames are matched to
 				// their sends by text.
 				text := fmt.Sprintf("latency %d", latencySeq.Add(1))
 				phone := rand.IntN(len(fps))
 				f.sent.Store(text, time.Now())
-				_, _, _ = via(phone).do("POST", "/chat/send", map[string]string{"device_fingerprint": fps[phone], "phone": "+15551234567", "message": text})
+				api := via(phone)
+				code, body, err := api.do("POST", "/chat/send", map[string]string{"device_fingerprint": fps[phone], "phone": "+15551234567", "message": text})
+				if err := answered(api, code, body, err); err != nil {
+					f.sent.Delete(text)
+					failed.CompareAndSwap(nil, &err)
+				}
 			}
 		})
 	}
 	start := time.Now()
 	interval := time.Second / time.Duration(rate)
 	for i := range total {
-		if wait := time.Until(start.Add(time.Duration(i) * interval)); wait > 0 {
-			time.Sleep(wait)
+		if failed.Load() != nil || !sleep(ctx, time.Until(start.Add(time.Duration(i)*interval))) {
+			break
 		}
 		jobs <- i
 	}
 	close(jobs)
 	wg.Wait()
+	if e := failed.Load(); e != nil && ctx.Err() == nil {
+		return nil, *e
+	}
 	var out []time.Duration
 	deadline := time.Now().Add(30 * time.Second)
-	for len(out) < total && time.Now().Before(deadline) {
+	for len(out) < total && time.Now().Before(deadline) && ctx.Err() == nil {
 		select {
 		case l := <-f.lat:
 			out = append(out, l)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	return out
+	return out, nil
 }
 
 // pct is the p-th percentile in milliseconds.

@@ -122,8 +122,11 @@ func RunCluster(ctx context.Context, cfg ClusterConfig) (ClusterReport, error) {
 		if err != nil {
 			return rep, err
 		}
-		tp := throughput(c.apis, f, fps, cfg.Senders, cfg.SendFor)
+		tp, err := throughput(ctx, c.apis, f, fps, cfg.Senders, cfg.SendFor)
 		f.stop()
+		if err != nil {
+			return rep, err
+		}
 		rep.OneNodeSendsPerSec = tp.perSecond
 		logf("one node: %.0f durable sends/s (%d answered, %d on phones)", tp.perSecond, tp.answered, tp.received)
 	}
@@ -139,15 +142,27 @@ func RunCluster(ctx context.Context, cfg ClusterConfig) (ClusterReport, error) {
 		}
 		if cfg.SendFor > 0 {
 			logf("%d nodes: sending as fast as %d senders can for %s, spread ...", cfg.Nodes, cfg.Senders, cfg.SendFor)
-			tp := throughput(c.apis, f, fps, cfg.Senders, cfg.SendFor)
+			tp, err := throughput(ctx, c.apis, f, fps, cfg.Senders, cfg.SendFor)
+			if err != nil {
+				f.stop()
+				return rep, err
+			}
 			rep.NodesSendsPerSec, rep.NodesSendsBehind = tp.perSecond, tp.behind
 			logf("%d nodes: %.0f durable sends/s (%d answered, %d on phones)", cfg.Nodes, tp.perSecond, tp.answered, tp.received)
 		}
 		if cfg.RateFor > 0 {
+			same, err := latency(ctx, func(i int) *apiClient { return c.apis[i%cfg.Nodes] }, f, fps, cfg.Rate, cfg.RateFor)
+			if err != nil {
+				f.stop()
+				return rep, err
+			}
+			other, err := latency(ctx, func(i int) *apiClient { return c.apis[(i+1)%cfg.Nodes] }, f, fps, cfg.Rate, cfg.RateFor)
+			if err != nil {
+				f.stop()
+				return rep, err
+			}
 			rep.LatencyRate = cfg.Rate
-			same := latency(func(i int) *apiClient { return c.apis[i%cfg.Nodes] }, f, fps, cfg.Rate, cfg.RateFor)
 			rep.SameNodeP50ms, rep.SameNodeP99ms = pct(same, 50), pct(same, 99)
-			other := latency(func(i int) *apiClient { return c.apis[(i+1)%cfg.Nodes] }, f, fps, cfg.Rate, cfg.RateFor)
 			rep.OtherNodeP50ms, rep.OtherNodeP99ms = pct(other, 50), pct(other, 99)
 			logf("send -> phone at %d/s: same node p50 %.2f ms, p99 %.2f ms (%d samples); other node p50 %.2f ms, p99 %.2f ms (%d samples)",
 				cfg.Rate, rep.SameNodeP50ms, rep.SameNodeP99ms, len(same), rep.OtherNodeP50ms, rep.OtherNodeP99ms, len(other))
