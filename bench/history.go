@@ -33,8 +33,9 @@ func seedFingerprints() []string {
 func contact(i int) string { return fmt.Sprintf("+1555%07d", i) }
 
 // seedHistory stores total finished messages through the store's import, in
-// created_at order, alternating outbound (delivered) and inbound.
-func seedHistory(st store.Backend, devices []string, total int) error {
+// created_at order, alternating outbound (delivered) and inbound; it stops
+// between batches when ctx ends.
+func seedHistory(ctx context.Context, st store.Backend, devices []string, total int) error {
 	c, err := st.CompanyIDs()
 	if err != nil || len(c) == 0 {
 		return fmt.Errorf("bench: no company to seed: %v", err)
@@ -55,6 +56,9 @@ func seedHistory(st store.Backend, devices []string, total int) error {
 		at = at.Add(time.Millisecond)
 		batch = append(batch, m)
 		if len(batch) == seedBatch {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
 			if err := st.ImportMessages(batch); err != nil {
 				return err
 			}

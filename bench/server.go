@@ -109,7 +109,9 @@ func startServer(ctx context.Context, bin, dir, databaseURL string, stderr io.Wr
 		ln.Close()
 		args = append(args, "--pprof-listen", pprofAddr)
 	}
-	cmd := exec.CommandContext(ctx, bin, append(args, extra...)...)
+	// Not ended by ctx (a SIGKILL at the first Ctrl-C): the run stops its
+	// phases, then stop ends the server with SIGTERM.
+	cmd := exec.Command(bin, append(args, extra...)...)
 	cmd.Env = append(serverEnv(os.Environ()), "SIMRELAY_DATABASE_URL="+databaseURL)
 	cmd.Stderr = stderr
 	out, err := cmd.StdoutPipe()
@@ -136,8 +138,12 @@ func startServer(ctx context.Context, bin, dir, databaseURL string, stderr io.Wr
 			return nil, errors.New("bench: the server exited before listening")
 		}
 		return &server{cmd: cmd, url: a, pprof: pprofAddr}, nil
+	case <-ctx.Done():
+		(&server{cmd: cmd}).stop()
+		return nil, ctx.Err()
 	case <-time.After(30 * time.Second):
 		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
 		return nil, errors.New("bench: the server did not listen within 30s")
 	}
 }
