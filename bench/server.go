@@ -114,6 +114,7 @@ func startServer(ctx context.Context, bin, dir, databaseURL string, stderr io.Wr
 	cmd := exec.Command(bin, append(args, extra...)...)
 	cmd.Env = append(serverEnv(os.Environ()), "SIMRELAY_DATABASE_URL="+databaseURL)
 	cmd.Stderr = stderr
+	diesWithParent(cmd)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err

@@ -172,3 +172,25 @@ func TestBenchStopsAtCtrlCWithThePhasesItEnded(t *testing.T) {
 		t.Errorf("the temporary store is left behind: %v", left)
 	}
 }
+
+// A bench that dies without stopping its server (killed, out of memory)
+// takes the server with it: the server ran on for good, holding its port,
+// its phones and its temporary store.
+func TestBenchServerEndsWithTheBench(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	t.Parallel()
+	b := startBench(t)
+	server := b.serverPid(t)
+	t.Cleanup(func() {
+		if running(server) {
+			_ = syscall.Kill(server, syscall.SIGKILL)
+		}
+	})
+	if err := b.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = b.cmd.Wait()
+	poll.Within(t, 10*time.Second, "the server ended with the bench", func() bool { return !running(server) })
+}
