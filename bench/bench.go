@@ -112,11 +112,54 @@ type Report struct {
 	Analytics90P50ms   float64 `json:"analytics_90_days_p50_ms"`
 	Analytics90P99ms   float64 `json:"analytics_90_days_p99_ms"`
 	SeedSeconds        float64 `json:"seed_seconds"`
+	// Interrupted names the phase a stop signal (SIGINT, SIGTERM, SIGHUP)
+	// cut: that phase and those after it were not measured, and their
+	// figures are zero. Empty when the run went to its end.
+	Interrupted string `json:"interrupted,omitempty"`
 }
 
-// Run measures one server.
-func Run(ctx context.Context, cfg Config) (Report, error) {
-	rep := Report{Machine: fmt.Sprintf("%s/%s, %d CPUs", runtime.GOOS, runtime.GOARCH, runtime.NumCPU()), Store: "bbolt"}
+// The phases of a run, in the order Run takes them (Report.Interrupted
+// names one; Report.Measured tells those that ran to their end).
+const (
+	PhasePrepare    = "prepare"            // the store filled and the server started
+	PhaseIdle       = "idle phones"        // phones online from none, memory per idle phone
+	PhaseSends      = "durable sends"      // the throughput phase
+	PhasePool       = "pool"               // least_loaded and sticky
+	PhaseDrain      = "drain"              // one phone's backlog
+	PhaseLatency    = "send -> phone"      // the latency phase
+	PhaseWebhook    = "inbound -> webhook" // the webhook phase
+	PhaseLists      = "history and conversation lists"
+	PhaseDashboards = "dashboard and analytics"
+	PhaseRestart    = "kill -9 and restart"
+	PhaseBulk       = "bulk sends"
+)
+
+var phaseOrder = []string{PhasePrepare, PhaseIdle, PhaseSends, PhasePool, PhaseDrain, PhaseLatency, PhaseWebhook,
+	PhaseLists, PhaseDashboards, PhaseRestart, PhaseBulk}
+
+// Measured reports whether the run took phase to its end: every phase of a
+// run that was not interrupted, else those before the one cut.
+func (r Report) Measured(phase string) bool {
+	if r.Interrupted == "" {
+		return true
+	}
+	return slices.Index(phaseOrder, phase) < slices.Index(phaseOrder, r.Interrupted)
+}
+
+// Run measures one server. A stop signal (ctx ending) cuts the phase
+// under way: the report then has the figures of the phases before it and
+// names it in Interrupted, with no error; the server is stopped and the
+// temporary store removed all the same.
+func Run(ctx context.Context, cfg Config) (rep Report, err error) {
+	phase := PhasePrepare
+	defer func() {
+		// A phase cut by the signal fails or comes back short (its server
+		// is stopped under it): neither is a figure, nor an error.
+		if phase != "" && ctx.Err() != nil {
+			rep.Interrupted, err = phase, nil
+		}
+	}()
+	rep = Report{Machine: fmt.Sprintf("%s/%s, %d CPUs", runtime.GOOS, runtime.GOARCH, runtime.NumCPU()), Store: "bbolt"}
 	if cfg.DatabaseURL != "" {
 		rep.Store = "postgres"
 	}
@@ -151,7 +194,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	drainToken := tokens[n]
 	tokens = tokens[:n]
 	start := time.Now()
-	if err := seedHistory(st, seedDevices, cfg.SeedMessages); err != nil {
+	if err := seedHistory(ctx, st, seedDevices, cfg.SeedMessages); err != nil {
 		st.Close()
 		return rep, err
 	}
@@ -169,7 +212,10 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	api := &apiClient{base: srv.url, key: key, hc: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}}
 
 	// Memory per idle phone.
-	time.Sleep(time.Second) // let start-up allocations settle before the baseline
+	phase = PhaseIdle
+	if !sleep(ctx, time.Second) { // let start-up allocations settle before the baseline
+		return rep, nil
+	}
 	if err := srv.gc(); err != nil {
 		return rep, fmt.Errorf("bench: collect the server's garbage: %w", err)
 	}
@@ -185,10 +231,11 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		return rep, err
 	}
 	defer fleet.stop()
-	rep.ConnectSeconds = time.Since(connectStart).Seconds()
-	rep.ConnectPerSecond = float64(n) / rep.ConnectSeconds
-	logf("connected: %d phones online in %.1f s (%.0f/s)", n, rep.ConnectSeconds, rep.ConnectPerSecond)
-	time.Sleep(3 * time.Second) // idle
+	connectSeconds := time.Since(connectStart).Seconds()
+	logf("connected: %d phones online in %.1f s (%.0f/s)", n, connectSeconds, float64(n)/connectSeconds)
+	if !sleep(ctx, 3*time.Second) { // idle
+		return rep, nil
+	}
 	if err := srv.gc(); err != nil {
 		return rep, fmt.Errorf("bench: collect the server's garbage: %w", err)
 	}
@@ -197,6 +244,10 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	live1, _ := srv.metric("go_memstats_heap_alloc_bytes")
 	gr1, _ := srv.metric("go_goroutines")
 	stack1, _ := srv.metric("go_memstats_stack_inuse_bytes")
+	if ctx.Err() != nil {
+		return rep, nil
+	}
+	rep.ConnectSeconds, rep.ConnectPerSecond = connectSeconds, float64(n)/connectSeconds
 	rep.StackPerPhoneKB = (stack1 - stack0) / float64(n) / 1024
 	rep.GoroutinesPerPhone = (gr1 - gr0) / float64(n)
 	rep.RSSPerPhoneKB = float64(rss1-rss0) / float64(n) / 1024
@@ -207,36 +258,43 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	logf("idle: %.1f KB RSS (%.1f KB anonymous), %.1f KB heap in use (%.1f KB live), %.1f KB stack and %.2f goroutines per phone", rep.RSSPerPhoneKB, rep.AnonPerPhoneKB, rep.HeapPerPhoneKB, rep.LiveHeapPerPhoneKB, rep.StackPerPhoneKB, rep.GoroutinesPerPhone)
 
 	// Durable send throughput: answered 2xx after fsync, each taken and acked by its phone.
+	phase = PhaseSends
 	logf("sending as fast as %d senders can for %s ...", cfg.Senders, cfg.SendFor)
-	tp := throughput([]*apiClient{api}, fleet, fps, cfg.Senders, cfg.SendFor)
+	tp, err := throughput(ctx, []*apiClient{api}, fleet, fps, cfg.Senders, cfg.SendFor)
+	if err != nil || ctx.Err() != nil {
+		return rep, err
+	}
 	rep.SendsAnswered, rep.SendsReceived, rep.SendsPerSecond = tp.answered, tp.received, tp.perSecond
 	rep.SendsBehind, rep.SendsCatchUpMs = tp.behind, float64(tp.catchUp.Microseconds())/1000
 	logf("throughput: %.0f durable sends/s (%d answered, %d received and acked); %d not on their phones when the phase ended, the last %.0f ms later",
 		rep.SendsPerSecond, rep.SendsAnswered, rep.SendsReceived, rep.SendsBehind, rep.SendsCatchUpMs)
 
 	// The same through sender pools of 100 phones that choose the member.
+	phase = PhasePool
 	if cfg.PoolFor > 0 {
-		rep.PoolMembers = min(poolMembers, len(fps))
-		for _, ph := range []struct {
-			strategy string
-			out      *float64
-		}{{"least_loaded", &rep.PoolLeastLoadedPerSec}, {"sticky", &rep.PoolStickyPerSec}} {
-			logf("sending through a %s pool of %d phones for %s ...", ph.strategy, min(poolMembers, len(fps)), cfg.PoolFor)
-			if *ph.out, err = poolThroughput(api, fleet, fps, ph.strategy, cfg.Senders, cfg.PoolFor); err != nil {
+		var rates [2]float64
+		for i, strategy := range []string{"least_loaded", "sticky"} {
+			logf("sending through a %s pool of %d phones for %s ...", strategy, min(poolMembers, len(fps)), cfg.PoolFor)
+			perSecond, err := poolThroughput(ctx, api, fleet, fps, strategy, cfg.Senders, cfg.PoolFor)
+			if err != nil || ctx.Err() != nil {
 				return rep, err
 			}
-			logf("pool %s: %.0f durable sends/s", ph.strategy, *ph.out)
+			rates[i] = perSecond
+			logf("pool %s: %.0f durable sends/s", strategy, perSecond)
 		}
+		rep.PoolMembers, rep.PoolLeastLoadedPerSec, rep.PoolStickyPerSec = min(poolMembers, len(fps)), rates[0], rates[1]
 	}
 
 	// One phone back from an outage drains its backlog, acking and
 	// reporting at once; set against the all-phones rate just measured.
+	phase = PhaseDrain
 	if cfg.DrainJobs > 0 {
 		logf("one phone draining a backlog of %d jobs ...", cfg.DrainJobs)
-		rep.DrainJobs = cfg.DrainJobs
-		if rep.DrainPerSecond, err = drain(ctx, api, drainToken, cfg.DrainJobs); err != nil {
+		perSecond, err := drain(ctx, api, drainToken, cfg.DrainJobs)
+		if err != nil || ctx.Err() != nil {
 			return rep, err
 		}
+		rep.DrainJobs, rep.DrainPerSecond = cfg.DrainJobs, perSecond
 		if rep.SendsPerSecond > 0 {
 			rep.DrainRatio = rep.DrainPerSecond / rep.SendsPerSecond
 		}
@@ -244,13 +302,21 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	}
 
 	// Send -> frame on the phone at a fixed rate.
+	phase = PhaseLatency
+	lat, err := latency(ctx, func(int) *apiClient { return api }, fleet, fps, cfg.Rate, cfg.RateFor)
+	if err != nil || ctx.Err() != nil {
+		return rep, err
+	}
 	rep.SendRate = cfg.Rate
-	lat := latency(func(int) *apiClient { return api }, fleet, fps, cfg.Rate, cfg.RateFor)
 	rep.SendP50ms, rep.SendP99ms = pct(lat, 50), pct(lat, 99)
 	logf("send -> phone at %d/s: p50 %.2f ms, p99 %.2f ms (%d samples)", cfg.Rate, rep.SendP50ms, rep.SendP99ms, len(lat))
 
 	// Inbound -> webhook received.
-	wl, wnote := webhookLatency(api, fleet, cfg.InboundRate, cfg.InboundFor)
+	phase = PhaseWebhook
+	wl, wnote := webhookLatency(ctx, api, fleet, cfg.InboundRate, cfg.InboundFor)
+	if ctx.Err() != nil {
+		return rep, nil
+	}
 	rep.WebhookNote = wnote
 	if len(wl) > 0 {
 		rep.WebhookP50ms, rep.WebhookP99ms = pct(wl, 50), pct(wl, 99)
@@ -258,23 +324,35 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	logf("inbound -> webhook at %d/s: p50 %.2f ms, p99 %.2f ms %s", cfg.InboundRate, rep.WebhookP50ms, rep.WebhookP99ms, wnote)
 
 	// Lists over the stored history.
-	rep.HistoryP99ms, rep.ConversationsP99 = lists(api, seedDevices, cfg.SeedMessages, cfg.Queries)
+	phase = PhaseLists
+	historyP99, convP99, err := lists(ctx, api, seedDevices, cfg.SeedMessages, cfg.Queries)
+	if err != nil || ctx.Err() != nil {
+		return rep, err
+	}
+	rep.HistoryP99ms, rep.ConversationsP99 = historyP99, convP99
 	logf("over %d stored messages: history page p99 %.2f ms, conversation list p99 %.2f ms", cfg.SeedMessages, rep.HistoryP99ms, rep.ConversationsP99)
 
 	// The dashboard and 90 days of analytics over the same history.
-	summary, analytics := dashboards(api, cfg.Queries)
+	phase = PhaseDashboards
+	summary, analytics, err := dashboards(ctx, api, cfg.Queries)
+	if err != nil || ctx.Err() != nil {
+		return rep, err
+	}
 	rep.DashboardP50ms, rep.DashboardP99ms = pct(summary, 50), pct(summary, 99)
 	rep.Analytics90P50ms, rep.Analytics90P99ms = pct(analytics, 50), pct(analytics, 99)
 	logf("dashboard summary p50 %.2f ms, p99 %.2f ms; 90-day analytics p50 %.2f ms, p99 %.2f ms", rep.DashboardP50ms, rep.DashboardP99ms, rep.Analytics90P50ms, rep.Analytics90P99ms)
 
 	// A crash and a restart: what the phones and the sends answered before it see.
+	phase = PhaseRestart
 	if cfg.RestartAfter > 0 {
 		logf("killing the server (SIGKILL) after %s of sends, then starting it again ...", cfg.RestartAfter)
 		again := func(listen string) (*server, error) {
 			return startServer(ctx, cfg.Binary, dir, cfg.DatabaseURL, os.Stderr, append(slices.Clip(cfg.ServerArgs), "--listen", listen)...)
 		}
 		rs, err := restart(ctx, &srv, again, fleet, api, fps, cfg.Senders, cfg.RestartAfter)
-		if err != nil {
+		if err != nil || ctx.Err() != nil {
+			// Cut by the signal, the sends not on a phone are no loss: the
+			// server was stopped under them.
 			return rep, err
 		}
 		rep.RestartAnswered, rep.RestartBehind, rep.RestartLost = rs.answered, rs.behind, rs.lost
@@ -285,15 +363,34 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 
 	// Bulk sends: 1,000 messages a request, one commit each. Last, since the
 	// phones' acks of 100,000 jobs keep the store busy after the phase ends.
+	phase = PhaseBulk
 	if cfg.BulkRequests > 0 {
 		logf("sending %d bulk requests of %d messages ...", cfg.BulkRequests, bulkSize)
-		rep.BulkStored, rep.BulkStoredPerSec, rep.BulkDispatchPerSec, err = bulkThroughput(api, fleet, fps, cfg.BulkRequests)
-		if err != nil {
+		stored, storedPerSec, dispatchPerSec, err := bulkThroughput(ctx, api, fleet, fps, cfg.BulkRequests)
+		if err != nil || ctx.Err() != nil {
 			return rep, err
 		}
+		rep.BulkStored, rep.BulkStoredPerSec, rep.BulkDispatchPerSec = stored, storedPerSec, dispatchPerSec
 		logf("bulk: %.0f messages stored/s, %.0f dispatched/s (%d messages)", rep.BulkStoredPerSec, rep.BulkDispatchPerSec, rep.BulkStored)
 	}
+	phase = ""
 	return rep, nil
+}
+
+// sleep waits d, or less when ctx ends first; it reports whether ctx is
+// still on.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }
 
 // apiClient calls the REST API with the company's key.
@@ -335,86 +432,120 @@ type sendPhase struct {
 }
 
 // throughput sends as fast as the senders can, sender w through
-// apis[w%len(apis)].
-func throughput(apis []*apiClient, f *fleet, fps []string, senders int, d time.Duration) sendPhase {
+// apis[w%len(apis)], until d has passed or ctx ends. A send answered other
+// than 200 (or not answered) fails the phase: on the bench's own server
+// none is refused, and a figure that left them out would measure less than
+// it says.
+func throughput(ctx context.Context, apis []*apiClient, f *fleet, fps []string, senders int, d time.Duration) (sendPhase, error) {
 	before := f.received.Load()
 	var ok atomic.Int64
+	var failed atomic.Pointer[error]
 	var wg sync.WaitGroup
 	start := time.Now()
 	stop := start.Add(d)
 	for w := range senders {
 		api := apis[w%len(apis)]
 		wg.Go(func() {
-			for i := 0; time.Now().Before(stop); i++ {
+			for i := 0; time.Now().Before(stop) && ctx.Err() == nil && failed.Load() == nil; i++ {
 				fp := fps[(w*7919+i)%len(fps)]
-				code, _, err := api.do("POST", "/chat/send", map[string]string{"device_fingerprint": fp, "phone": "+15551234567", "message": "throughput"})
-				if err == nil && code == http.StatusOK {
-					ok.Add(1)
+				code, body, err := api.do("POST", "/chat/send", map[string]string{"device_fingerprint": fp, "phone": "+15551234567", "message": "throughput"})
+				if err := answered(api, code, body, err); err != nil {
+					failed.CompareAndSwap(nil, &err)
+					return
 				}
+				ok.Add(1)
 			}
 		})
 	}
 	wg.Wait()
 	end := time.Now()
 	var out sendPhase
+	if e := failed.Load(); e != nil && ctx.Err() == nil {
+		return out, *e
+	}
 	out.answered = ok.Load()
 	out.perSecond = float64(out.answered) / end.Sub(start).Seconds()
 	out.behind = max(out.answered-(f.received.Load()-before), 0)
 	deadline := end.Add(60 * time.Second)
-	for f.received.Load()-before < out.answered && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
+	for f.received.Load()-before < out.answered && time.Now().Before(deadline) && sleep(ctx, time.Millisecond) {
 	}
 	if out.behind > 0 {
 		out.catchUp = time.Since(end)
 	}
 	out.received = f.received.Load() - before
-	return out
+	return out, nil
+}
+
+// answered is nil for a send answered 200, else the error that fails its
+// phase, naming the answer.
+func answered(api *apiClient, code int, body []byte, err error) error {
+	switch {
+	case err != nil:
+		return fmt.Errorf("bench: POST /chat/send: %w", err)
+	case code != http.StatusOK:
+		return fmt.Errorf("bench: POST %s/chat/send answered %d: %s", api.base, code, bytes.TrimSpace(body))
+	}
+	return nil
 }
 
 // latencySeq numbers the latency phases' messages.
 var latencySeq atomic.Int64
 
 // latency sends at a fixed rate to random phones, each through via(phone
-// index), and gives the time from each send to its frame on the phone.
-func latency(via func(phone int) *apiClient, f *fleet, fps []string, rate int, d time.Duration) []time.Duration {
+// index), and gives the time from each send to its frame on the phone: as
+// many as arrived within 30 s of the last send. A send answered other than
+// 200 fails the phase, as in throughput.
+func latency(ctx context.Context, via func(phone int) *apiClient, f *fleet, fps []string, rate int, d time.Duration) ([]time.Duration, error) {
 	total := int(float64(rate) * d.Seconds())
 	for len(f.lat) > 0 {
 		<-f.lat
 	}
 	jobs := make(chan int, total)
+	var failed atomic.Pointer[error]
 	var wg sync.WaitGroup
 	for range 64 {
 		wg.Go(func() {
 			for range jobs {
+				if failed.Load() != nil {
+					continue
+				}
 				// Unique across phases: a phone's frames are matched to
 				// their sends by text.
 				text := fmt.Sprintf("latency %d", latencySeq.Add(1))
 				phone := rand.IntN(len(fps))
 				f.sent.Store(text, time.Now())
-				_, _, _ = via(phone).do("POST", "/chat/send", map[string]string{"device_fingerprint": fps[phone], "phone": "+15551234567", "message": text})
+				api := via(phone)
+				code, body, err := api.do("POST", "/chat/send", map[string]string{"device_fingerprint": fps[phone], "phone": "+15551234567", "message": text})
+				if err := answered(api, code, body, err); err != nil {
+					f.sent.Delete(text)
+					failed.CompareAndSwap(nil, &err)
+				}
 			}
 		})
 	}
 	start := time.Now()
 	interval := time.Second / time.Duration(rate)
 	for i := range total {
-		if wait := time.Until(start.Add(time.Duration(i) * interval)); wait > 0 {
-			time.Sleep(wait)
+		if failed.Load() != nil || !sleep(ctx, time.Until(start.Add(time.Duration(i)*interval))) {
+			break
 		}
 		jobs <- i
 	}
 	close(jobs)
 	wg.Wait()
+	if e := failed.Load(); e != nil && ctx.Err() == nil {
+		return nil, *e
+	}
 	var out []time.Duration
 	deadline := time.Now().Add(30 * time.Second)
-	for len(out) < total && time.Now().Before(deadline) {
+	for len(out) < total && time.Now().Before(deadline) && ctx.Err() == nil {
 		select {
 		case l := <-f.lat:
 			out = append(out, l)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	return out
+	return out, nil
 }
 
 // pct is the p-th percentile in milliseconds.

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"sync"
@@ -20,7 +21,7 @@ const bulkSenders = 4
 // second (answered 2xx after their one fsync) and dispatched per second
 // (taken and acked by the phones, from the first request until the last
 // job arrived).
-func bulkThroughput(api *apiClient, f *fleet, fps []string, requests int) (stored int64, storedPerSecond, dispatchedPerSecond float64, err error) {
+func bulkThroughput(ctx context.Context, api *apiClient, f *fleet, fps []string, requests int) (stored int64, storedPerSecond, dispatchedPerSecond float64, err error) {
 	before := f.received.Load()
 	var ok atomic.Int64
 	var firstErr atomic.Value
@@ -31,7 +32,7 @@ func bulkThroughput(api *apiClient, f *fleet, fps []string, requests int) (store
 		wg.Go(func() {
 			for {
 				i := int(next.Add(1)) - 1
-				if i >= requests {
+				if i >= requests || ctx.Err() != nil {
 					return
 				}
 				msgs := make([]map[string]string, bulkSize)
@@ -57,8 +58,7 @@ func bulkThroughput(api *apiClient, f *fleet, fps []string, requests int) (store
 		return stored, 0, 0, e
 	}
 	deadline := time.Now().Add(120 * time.Second)
-	for f.received.Load()-before < stored && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
+	for f.received.Load()-before < stored && time.Now().Before(deadline) && sleep(ctx, 10*time.Millisecond) {
 	}
 	dispatchedFor := time.Since(start)
 	return stored, float64(stored) / storedFor.Seconds(), float64(f.received.Load()-before) / dispatchedFor.Seconds(), nil

@@ -65,11 +65,30 @@ type ClusterReport struct {
 	FailoverSendP50ms float64 `json:"kill_to_send_on_phone_p50_ms,omitempty"`
 	FailoverSendMaxms float64 `json:"kill_to_send_on_phone_max_ms,omitempty"`
 	FailoverSendsLost int     `json:"failover_sends_lost"`
+	// Interrupted names the phase a stop signal cut (as Report's): it and
+	// the phases after it were not measured.
+	Interrupted string `json:"interrupted,omitempty"`
 }
 
-// RunCluster measures N nodes on one database and one bus.
-func RunCluster(ctx context.Context, cfg ClusterConfig) (ClusterReport, error) {
-	rep := ClusterReport{Machine: fmt.Sprintf("%s/%s, %d CPUs", runtime.GOOS, runtime.GOARCH, runtime.NumCPU()), Store: "postgres", Nodes: cfg.Nodes}
+// The phases of a cluster run, in the order RunCluster takes them (the
+// first is PhasePrepare).
+const (
+	ClusterPhaseOneNode  = "one node's durable sends"
+	ClusterPhaseNodes    = "the nodes' durable sends"
+	ClusterPhaseLatency  = "send -> phone"
+	ClusterPhaseFailover = "failover"
+)
+
+// RunCluster measures N nodes on one database and one bus. A stop signal
+// (ctx ending) cuts the phase under way, as in Run.
+func RunCluster(ctx context.Context, cfg ClusterConfig) (rep ClusterReport, err error) {
+	phase := PhasePrepare
+	defer func() {
+		if phase != "" && ctx.Err() != nil {
+			rep.Interrupted, err = phase, nil
+		}
+	}()
+	rep = ClusterReport{Machine: fmt.Sprintf("%s/%s, %d CPUs", runtime.GOOS, runtime.GOARCH, runtime.NumCPU()), Store: "postgres", Nodes: cfg.Nodes}
 	switch {
 	case cfg.Nodes < 2:
 		return rep, fmt.Errorf("bench: a cluster has 2 nodes or more, not %d", cfg.Nodes)
@@ -116,17 +135,22 @@ func RunCluster(ctx context.Context, cfg ClusterConfig) (ClusterReport, error) {
 	if err := c.start(ctx, 1); err != nil {
 		return rep, err
 	}
+	phase = ClusterPhaseOneNode
 	if cfg.SendFor > 0 {
 		logf("one node: sending as fast as %d senders can for %s ...", cfg.Senders, cfg.SendFor)
 		f, err := connect(ctx, c.urls(), fps, tokens)
 		if err != nil {
 			return rep, err
 		}
-		tp := throughput(c.apis, f, fps, cfg.Senders, cfg.SendFor)
+		tp, err := throughput(ctx, c.apis, f, fps, cfg.Senders, cfg.SendFor)
 		f.stop()
+		if err != nil || ctx.Err() != nil {
+			return rep, err
+		}
 		rep.OneNodeSendsPerSec = tp.perSecond
 		logf("one node: %.0f durable sends/s (%d answered, %d on phones)", tp.perSecond, tp.answered, tp.received)
 	}
+	phase = ClusterPhaseNodes
 	if err := c.start(ctx, cfg.Nodes); err != nil {
 		return rep, err
 	}
@@ -137,28 +161,45 @@ func RunCluster(ctx context.Context, cfg ClusterConfig) (ClusterReport, error) {
 		if err != nil {
 			return rep, err
 		}
+		defer f.stop()
 		if cfg.SendFor > 0 {
 			logf("%d nodes: sending as fast as %d senders can for %s, spread ...", cfg.Nodes, cfg.Senders, cfg.SendFor)
-			tp := throughput(c.apis, f, fps, cfg.Senders, cfg.SendFor)
+			tp, err := throughput(ctx, c.apis, f, fps, cfg.Senders, cfg.SendFor)
+			if err != nil || ctx.Err() != nil {
+				return rep, err
+			}
 			rep.NodesSendsPerSec, rep.NodesSendsBehind = tp.perSecond, tp.behind
 			logf("%d nodes: %.0f durable sends/s (%d answered, %d on phones)", cfg.Nodes, tp.perSecond, tp.answered, tp.received)
 		}
+		phase = ClusterPhaseLatency
 		if cfg.RateFor > 0 {
+			same, err := latency(ctx, func(i int) *apiClient { return c.apis[i%cfg.Nodes] }, f, fps, cfg.Rate, cfg.RateFor)
+			if err != nil || ctx.Err() != nil {
+				return rep, err
+			}
+			other, err := latency(ctx, func(i int) *apiClient { return c.apis[(i+1)%cfg.Nodes] }, f, fps, cfg.Rate, cfg.RateFor)
+			if err != nil || ctx.Err() != nil {
+				return rep, err
+			}
 			rep.LatencyRate = cfg.Rate
-			same := latency(func(i int) *apiClient { return c.apis[i%cfg.Nodes] }, f, fps, cfg.Rate, cfg.RateFor)
 			rep.SameNodeP50ms, rep.SameNodeP99ms = pct(same, 50), pct(same, 99)
-			other := latency(func(i int) *apiClient { return c.apis[(i+1)%cfg.Nodes] }, f, fps, cfg.Rate, cfg.RateFor)
 			rep.OtherNodeP50ms, rep.OtherNodeP99ms = pct(other, 50), pct(other, 99)
 			logf("send -> phone at %d/s: same node p50 %.2f ms, p99 %.2f ms (%d samples); other node p50 %.2f ms, p99 %.2f ms (%d samples)",
 				cfg.Rate, rep.SameNodeP50ms, rep.SameNodeP99ms, len(same), rep.OtherNodeP50ms, rep.OtherNodeP99ms, len(other))
 		}
 		f.stop()
 	}
+	phase = ClusterPhaseFailover
 	if cfg.Failover > 0 {
-		if err := c.failover(ctx, &rep, fps[:cfg.Failover], tokens[:cfg.Failover], logf); err != nil {
+		var fo ClusterReport
+		if err := c.failover(ctx, &fo, fps[:cfg.Failover], tokens[:cfg.Failover], logf); err != nil || ctx.Err() != nil {
 			return rep, err
 		}
+		rep.FailoverPhones, rep.FailoverSendsLost = fo.FailoverPhones, fo.FailoverSendsLost
+		rep.FailoverLinkP50ms, rep.FailoverLinkMaxms = fo.FailoverLinkP50ms, fo.FailoverLinkMaxms
+		rep.FailoverSendP50ms, rep.FailoverSendMaxms = fo.FailoverSendP50ms, fo.FailoverSendMaxms
 	}
+	phase = ""
 	return rep, nil
 }
 
@@ -258,7 +299,7 @@ func (c *cluster) failover(ctx context.Context, rep *ClusterReport, fps, tokens 
 
 	var links, sends []time.Duration
 	deadline := time.Now().Add(60 * time.Second)
-	for len(sends) < len(fps) && time.Now().Before(deadline) {
+	for len(sends) < len(fps) && time.Now().Before(deadline) && ctx.Err() == nil {
 		select {
 		case l := <-f.lat:
 			sends = append(sends, l)

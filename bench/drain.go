@@ -21,7 +21,7 @@ const drainFingerprint = "drain-00000"
 // It returns the jobs per second from the connect until the server has
 // answered every report with its status_ack (each one durable).
 func drain(ctx context.Context, api *apiClient, token string, jobs int) (perSecond float64, err error) {
-	for queued := 0; queued < jobs; {
+	for queued := 0; queued < jobs && ctx.Err() == nil; {
 		n := min(bulkSize, jobs-queued)
 		msgs := make([]map[string]string, n)
 		for j := range msgs {
@@ -60,6 +60,8 @@ func drain(ctx context.Context, api *apiClient, token string, jobs int) (perSeco
 		case err := <-done:
 			done <- err // for the deferred wait
 			return 0, fmt.Errorf("bench: the drain phone stopped: %w", err)
+		case <-ctx.Done():
+			return 0, ctx.Err()
 		case <-time.After(5 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {

@@ -71,18 +71,19 @@ func connectBackoff(ctx context.Context, bases []string, fps, tokens []string, b
 		// Connect in waves so that the accept queue never overflows.
 		if (i+1)%500 == 0 {
 			deadline := time.Now().Add(60 * time.Second)
-			for up.Load() < int64(i+1) && time.Now().Before(deadline) {
-				time.Sleep(10 * time.Millisecond)
+			for up.Load() < int64(i+1) && time.Now().Before(deadline) && sleep(ctx, 10*time.Millisecond) {
 			}
 		}
 	}
 	deadline := time.Now().Add(120 * time.Second)
 	for up.Load() < int64(len(fps)) {
-		if time.Now().After(deadline) {
+		if time.Now().After(deadline) || !sleep(ctx, 10*time.Millisecond) {
 			f.stop()
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
 			return nil, fmt.Errorf("bench: only %d of %d phones connected", up.Load(), len(fps))
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
 	return f, nil
 }

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"sync"
@@ -17,9 +18,10 @@ const poolMembers = 100
 const poolRecipients = 5000
 
 // poolThroughput defines a pool of the fleet's first poolMembers phones
-// with strategy and sends through it as fast as senders can for d; it
+// with strategy and sends through it as fast as senders can for d (or until
+// ctx ends); it
 // returns the sends answered 2xx per second, and fails on any other answer.
-func poolThroughput(api *apiClient, f *fleet, fps []string, strategy string, senders int, d time.Duration) (float64, error) {
+func poolThroughput(ctx context.Context, api *apiClient, f *fleet, fps []string, strategy string, senders int, d time.Duration) (float64, error) {
 	n := min(poolMembers, len(fps))
 	members := make([]map[string]string, n)
 	for i := range members {
@@ -41,7 +43,7 @@ func poolThroughput(api *apiClient, f *fleet, fps []string, strategy string, sen
 	stop := start.Add(d)
 	for w := range senders {
 		wg.Go(func() {
-			for i := 0; time.Now().Before(stop); i++ {
+			for i := 0; time.Now().Before(stop) && ctx.Err() == nil; i++ {
 				to := fmt.Sprintf("+1555%07d", (w*7919+i)%poolRecipients)
 				code, body, err := api.do("POST", "/chat/send", map[string]string{"pool": name, "phone": to, "message": "pool"})
 				switch {
@@ -61,8 +63,7 @@ func poolThroughput(api *apiClient, f *fleet, fps []string, strategy string, sen
 		return 0, e
 	}
 	deadline := time.Now().Add(60 * time.Second)
-	for f.received.Load()-before < ok.Load() && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
+	for f.received.Load()-before < ok.Load() && time.Now().Before(deadline) && sleep(ctx, 10*time.Millisecond) {
 	}
 	return float64(ok.Load()) / elapsed.Seconds(), nil
 }

@@ -60,7 +60,11 @@ func restart(ctx context.Context, srv **server, start func(listen string) (*serv
 			}
 		})
 	}
-	time.Sleep(sendFor)
+	if !sleep(ctx, sendFor) {
+		close(stop)
+		wg.Wait()
+		return out, ctx.Err()
+	}
 	old := *srv
 	u, err := url.Parse(old.url)
 	if err != nil {
@@ -109,8 +113,7 @@ func restart(ctx context.Context, srv **server, start func(listen string) (*serv
 	out.linkedP50Ms, out.linkedMaxMs = pct(links, 50), pct(links, 100)
 
 	deadline = time.Now().Add(60 * time.Second)
-	for out.lost = waiting(f, answered); out.lost > 0 && time.Now().Before(deadline); out.lost = waiting(f, answered) {
-		time.Sleep(10 * time.Millisecond)
+	for out.lost = waiting(f, answered); out.lost > 0 && time.Now().Before(deadline) && sleep(ctx, 10*time.Millisecond); out.lost = waiting(f, answered) {
 	}
 	for _, text := range answered {
 		f.sent.Delete(text) // lost: not to be matched by a later phase

@@ -109,9 +109,12 @@ func startServer(ctx context.Context, bin, dir, databaseURL string, stderr io.Wr
 		ln.Close()
 		args = append(args, "--pprof-listen", pprofAddr)
 	}
-	cmd := exec.CommandContext(ctx, bin, append(args, extra...)...)
-	cmd.Env = append(os.Environ(), "SIMRELAY_DATABASE_URL="+databaseURL)
+	// Not ended by ctx (a SIGKILL at the first Ctrl-C): the run stops its
+	// phases, then stop ends the server with SIGTERM.
+	cmd := exec.Command(bin, append(args, extra...)...)
+	cmd.Env = append(serverEnv(os.Environ()), "SIMRELAY_DATABASE_URL="+databaseURL)
 	cmd.Stderr = stderr
+	diesWithParent(cmd)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -136,10 +139,40 @@ func startServer(ctx context.Context, bin, dir, databaseURL string, stderr io.Wr
 			return nil, errors.New("bench: the server exited before listening")
 		}
 		return &server{cmd: cmd, url: a, pprof: pprofAddr}, nil
+	case <-ctx.Done():
+		(&server{cmd: cmd}).stop()
+		return nil, ctx.Err()
 	case <-time.After(30 * time.Second):
 		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
 		return nil, errors.New("bench: the server did not listen within 30s")
 	}
+}
+
+// keptSettings are the server settings a bench's server still takes from
+// the environment: the cluster's node timing, which changes no target and
+// no figure but how long a node started again waits for its killed run's
+// beat to go stale.
+var keptSettings = map[string]bool{"SIMRELAY_NODE_LIVE_WINDOW": true}
+
+// serverEnv is the environment of the bench's servers: the bench's own
+// (GOGC, GOMAXPROCS and TMPDIR reach them) without the server's settings,
+// SIMRELAY_* (but keptSettings). A shell set up for a production server
+// names its mail relay, its Stripe account and plans, its e-mail to SMS
+// listener: the bench's server took them all, sent its mail through that
+// relay, bound that listener, and counted its sends against the plans
+// (the free plan refused all but 100, and the bench printed a send -> phone
+// latency of 0 ms). The settings the bench wants it gives as flags.
+func serverEnv(env []string) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, "SIMRELAY_") && !keptSettings[name] {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
 }
 
 // stop ends the server with SIGTERM and waits. Where the system has no

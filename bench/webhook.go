@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,8 +14,9 @@ import (
 )
 
 // webhookLatency runs a local receiver, points the company's webhook at it,
-// and times inbound messages from a phone's frame to the receiver.
-func webhookLatency(api *apiClient, f *fleet, rate int, d time.Duration) ([]time.Duration, string) {
+// and times inbound messages from a phone's frame to the receiver, until
+// the phase's end or ctx's.
+func webhookLatency(ctx context.Context, api *apiClient, f *fleet, rate int, d time.Duration) ([]time.Duration, string) {
 	var mu sync.Mutex
 	started := map[string]time.Time{}
 	var lat []time.Duration
@@ -51,8 +53,8 @@ func webhookLatency(api *apiClient, f *fleet, rate int, d time.Duration) ([]time
 	interval := time.Second / time.Duration(rate)
 	start := time.Now()
 	for i := range total {
-		if wait := time.Until(start.Add(time.Duration(i) * interval)); wait > 0 {
-			time.Sleep(wait)
+		if !sleep(ctx, time.Until(start.Add(time.Duration(i)*interval))) {
+			break
 		}
 		text := fmt.Sprintf("inbound %d", i)
 		mu.Lock()
@@ -65,10 +67,9 @@ func webhookLatency(api *apiClient, f *fleet, rate int, d time.Duration) ([]time
 		mu.Lock()
 		n := len(lat)
 		mu.Unlock()
-		if n >= total {
+		if n >= total || !sleep(ctx, 20*time.Millisecond) {
 			break
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
 	mu.Lock()
 	defer mu.Unlock()

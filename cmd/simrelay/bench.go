@@ -41,7 +41,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.Var(databaseURL, cliflag.DatabaseURLFlag, "run the server on this PostgreSQL database, postgres://USER:PASSWORD@HOST:5432/DB, which must hold no company (the bench fills it and leaves it filled); empty: a temporary embedded store")
 	fs.StringVar(&jsonPath, "json", "simrelay-bench.json", "where to write the figures as JSON (empty: nowhere)")
 	cl := addBenchNodesFlags(fs)
-	fs.Usage = flagUsage(fs, "Usage: simrelay bench [flags]\n\nStarts a server on loopback with a temporary store (or, with --database-url, an empty PostgreSQL database of its own), connects virtual phones and measures it.\nExits 1 when a phase fails, and when the restart phase finds a send answered before the kill that never reached a phone (the figures are printed and written first).\nWith --nodes N (2 or more), --database-url and --nats-url it starts N nodes on that database and bus instead and measures the cluster (docs/cluster.md).\n\nFlags, each with its environment twin:\n")
+	fs.Usage = flagUsage(fs, "Usage: simrelay bench [flags]\n\nStarts a server on loopback with a temporary store (or, with --database-url, an empty PostgreSQL database of its own), connects virtual phones and measures it.\nExits 1 when a phase fails (a request the server answers other than 200 fails its phase), and when the restart phase finds a send answered before the kill that never reached a phone (the figures are printed and written first).\nCtrl-C (SIGINT, SIGTERM, SIGHUP) stops the run: the figures of the phases before the one it cut are printed and written, with \"interrupted\" naming that phase, and it exits 1.\nThe servers it starts take no SIMRELAY_* setting from its environment but SIMRELAY_NODE_LIVE_WINDOW. A rate times its length is at most 1,000,000 messages.\nWith --nodes N (2 or more), --database-url and --nats-url it starts N nodes on that database and bus instead and measures the cluster (docs/cluster.md).\n\nFlags, each with its environment twin:\n")
 	if err := parseFlags(fs, args, 0); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -98,12 +98,28 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 func finishBench(rep bench.Report, jsonPath string, stdout, stderr io.Writer) int {
 	printReport(stdout, rep)
 	code := writeReport(rep, jsonPath, stdout, stderr)
+	if code == 0 && rep.Interrupted != "" {
+		return interrupted(stderr, rep.Interrupted)
+	}
 	if rep.RestartLost > 0 {
 		fmt.Fprintf(stderr, "simrelay bench: lost data: %d of the %d sends answered 2xx before the kill -9 never reached a phone after the restart (want 0: a send answered 2xx survives a crash)\n", rep.RestartLost, rep.RestartAnswered)
 		return 1
 	}
 	return code
 }
+
+// interrupted says that a run was cut by a signal, and answers the
+// command's exit code: 1, the run is not whole.
+func interrupted(stderr io.Writer, phase string) int {
+	fmt.Fprintf(stderr, "simrelay bench: stopped by a signal during the %s phase: the figures printed are those of the phases before it\n", phase)
+	return 1
+}
+
+// maxSamples bounds the messages (rate x duration) of a timed phase: each
+// is queued before the phase starts, timed and kept for its percentiles.
+// 2,000,000,000 a second for 10 s asked for a queue of 20 billion sends:
+// the bench panicked after the earlier phases and left its server running.
+const maxSamples = 1_000_000
 
 // benchSizesValid refuses a size or a length the bench cannot run with,
 // naming the flag, before it starts anything: a negative one (a count
@@ -120,6 +136,15 @@ func benchSizesValid(cfg bench.Config, failover int, slowSync time.Duration) err
 	} {
 		if c.v < c.least {
 			return fmt.Errorf("%s %d: want %d or more", both(c.name), c.v, c.least)
+		}
+	}
+	for _, r := range []struct {
+		rate, length string
+		n            int
+		d            time.Duration
+	}{{"rate", "rate-for", cfg.Rate, cfg.RateFor}, {"inbound-rate", "inbound-for", cfg.InboundRate, cfg.InboundFor}} {
+		if sends := float64(r.n) * r.d.Seconds(); sends > maxSamples {
+			return fmt.Errorf("%s %d for %s %s is %.0f messages: want at most %d (each is timed and kept): lower either", both(r.rate), r.n, both(r.length), r.d, sends, maxSamples)
 		}
 	}
 	for _, d := range []struct {
@@ -155,14 +180,20 @@ func printReport(w io.Writer, r bench.Report) {
 	fmt.Fprintf(w, "simrelay bench %s on %s, store %s\n\n", buildVersion(), r.Machine, r.Store)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "measure\tresult\ttarget")
-	fmt.Fprintf(tw, "RSS per idle phone (%d phones)\t%.1f KB\t<= 10 KB\n", r.Phones, r.RSSPerPhoneKB)
-	fmt.Fprintf(tw, "  of which anonymous (heap, stacks; not store pages)\t%.1f KB\t\n", r.AnonPerPhoneKB)
-	fmt.Fprintf(tw, "Go heap in use / live per idle phone (after a GC)\t%.1f / %.1f KB\t\n", r.HeapPerPhoneKB, r.LiveHeapPerPhoneKB)
-	fmt.Fprintf(tw, "Go stack per idle phone\t%.1f KB\t\n", r.StackPerPhoneKB)
-	fmt.Fprintf(tw, "server goroutines per idle phone\t%.2f\t\n", r.GoroutinesPerPhone)
-	fmt.Fprintf(tw, "%d phones online from none (a hello each)\t%.1f s, %.0f /s\t\n", r.Phones, r.ConnectSeconds, r.ConnectPerSecond)
-	fmt.Fprintf(tw, "durable sends, answered and acked by the phone\t%.0f /s\t>= 10000 /s\n", r.SendsPerSecond)
-	fmt.Fprintf(tw, "  answered, not on the phone at the phase's end / last on it after\t%d / %.0f ms\t0 / < 1000 ms\n", r.SendsBehind, r.SendsCatchUpMs)
+	// A run cut by a signal prints the phases it took to their end only:
+	// the others' zeros are no figures.
+	if r.Measured(bench.PhaseIdle) {
+		fmt.Fprintf(tw, "RSS per idle phone (%d phones)\t%.1f KB\t<= 10 KB\n", r.Phones, r.RSSPerPhoneKB)
+		fmt.Fprintf(tw, "  of which anonymous (heap, stacks; not store pages)\t%.1f KB\t\n", r.AnonPerPhoneKB)
+		fmt.Fprintf(tw, "Go heap in use / live per idle phone (after a GC)\t%.1f / %.1f KB\t\n", r.HeapPerPhoneKB, r.LiveHeapPerPhoneKB)
+		fmt.Fprintf(tw, "Go stack per idle phone\t%.1f KB\t\n", r.StackPerPhoneKB)
+		fmt.Fprintf(tw, "server goroutines per idle phone\t%.2f\t\n", r.GoroutinesPerPhone)
+		fmt.Fprintf(tw, "%d phones online from none (a hello each)\t%.1f s, %.0f /s\t\n", r.Phones, r.ConnectSeconds, r.ConnectPerSecond)
+	}
+	if r.Measured(bench.PhaseSends) {
+		fmt.Fprintf(tw, "durable sends, answered and acked by the phone\t%.0f /s\t>= 10000 /s\n", r.SendsPerSecond)
+		fmt.Fprintf(tw, "  answered, not on the phone at the phase's end / last on it after\t%d / %.0f ms\t0 / < 1000 ms\n", r.SendsBehind, r.SendsCatchUpMs)
+	}
 	if r.DrainJobs > 0 {
 		fmt.Fprintf(tw, "one phone draining %d jobs (ack, sent, delivered)\t%.0f jobs/s\t>= 1000 /s\n", r.DrainJobs, r.DrainPerSecond)
 		fmt.Fprintf(tw, "  as a ratio of the durable send rate\t%.2f\t>= 0.50\n", r.DrainRatio)
@@ -174,18 +205,31 @@ func printReport(w io.Writer, r bench.Report) {
 		fmt.Fprintf(tw, "kill -9 and restart: listening / phones linked p50 / all\t%.0f / %.0f / %.0f ms\t\n", r.RestartListeningMs, r.RestartLinkedP50Ms, r.RestartLinkedMaxMs)
 		fmt.Fprintf(tw, "  sends answered before the kill / not on phones then / lost\t%d / %d / %d\t0 lost\n", r.RestartAnswered, r.RestartBehind, r.RestartLost)
 	}
-	fmt.Fprintf(tw, "bulk sends (1,000 a request): stored / dispatched\t%.0f / %.0f /s\t\n", r.BulkStoredPerSec, r.BulkDispatchPerSec)
-	fmt.Fprintf(tw, "send -> frame on phone at %d/s, p50 / p99\t%.2f / %.2f ms\tp99 < 5 ms\n", r.SendRate, r.SendP50ms, r.SendP99ms)
-	fmt.Fprintf(tw, "inbound -> webhook received, p50 / p99\t%.2f / %.2f ms\tp99 < 50 ms\n", r.WebhookP50ms, r.WebhookP99ms)
-	fmt.Fprintf(tw, "history page p99 (%d stored)\t%.2f ms\t< 5 ms\n", r.StoredMessages, r.HistoryP99ms)
-	fmt.Fprintf(tw, "conversation list p99\t%.2f ms\t\n", r.ConversationsP99)
-	fmt.Fprintf(tw, "dashboard summary, p50 / p99\t%.2f / %.2f ms\tp99 < 5 ms\n", r.DashboardP50ms, r.DashboardP99ms)
-	fmt.Fprintf(tw, "analytics, 90 days of all devices, p50 / p99\t%.2f / %.2f ms\tp99 < 5 ms\n", r.Analytics90P50ms, r.Analytics90P99ms)
+	if r.Measured(bench.PhaseBulk) {
+		fmt.Fprintf(tw, "bulk sends (1,000 a request): stored / dispatched\t%.0f / %.0f /s\t\n", r.BulkStoredPerSec, r.BulkDispatchPerSec)
+	}
+	if r.Measured(bench.PhaseLatency) {
+		fmt.Fprintf(tw, "send -> frame on phone at %d/s, p50 / p99\t%.2f / %.2f ms\tp99 < 5 ms\n", r.SendRate, r.SendP50ms, r.SendP99ms)
+	}
+	if r.Measured(bench.PhaseWebhook) {
+		fmt.Fprintf(tw, "inbound -> webhook received, p50 / p99\t%.2f / %.2f ms\tp99 < 50 ms\n", r.WebhookP50ms, r.WebhookP99ms)
+	}
+	if r.StoredMessages > 0 && r.Measured(bench.PhaseLists) {
+		fmt.Fprintf(tw, "history page p99 (%d stored)\t%.2f ms\t< 5 ms\n", r.StoredMessages, r.HistoryP99ms)
+		fmt.Fprintf(tw, "conversation list p99\t%.2f ms\t\n", r.ConversationsP99)
+	}
+	if r.Measured(bench.PhaseDashboards) {
+		fmt.Fprintf(tw, "dashboard summary, p50 / p99\t%.2f / %.2f ms\tp99 < 5 ms\n", r.DashboardP50ms, r.DashboardP99ms)
+		fmt.Fprintf(tw, "analytics, 90 days of all devices, p50 / p99\t%.2f / %.2f ms\tp99 < 5 ms\n", r.Analytics90P50ms, r.Analytics90P99ms)
+	}
 	_ = tw.Flush()
 	if r.PhonesNote != "" {
 		fmt.Fprintf(w, "\nnote: %s\n", r.PhonesNote)
 	}
 	if r.WebhookNote != "" {
 		fmt.Fprintf(w, "note: webhook %s\n", r.WebhookNote)
+	}
+	if r.Interrupted != "" {
+		fmt.Fprintf(w, "note: stopped by a signal during the %s phase: it and the phases after it were not measured\n", r.Interrupted)
 	}
 }

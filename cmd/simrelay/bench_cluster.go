@@ -66,15 +66,22 @@ func benchCluster(ctx context.Context, fs *flag.FlagSet, cl *benchNodesFlags, si
 		return 1
 	}
 	printClusterReport(stdout, rep)
-	return writeReport(rep, jsonPath, stdout, stderr)
+	code := writeReport(rep, jsonPath, stdout, stderr)
+	if code == 0 && rep.Interrupted != "" {
+		return interrupted(stderr, rep.Interrupted)
+	}
+	return code
 }
 
 func printClusterReport(w io.Writer, r bench.ClusterReport) {
 	fmt.Fprintf(w, "simrelay bench %s on %s, %d nodes on one PostgreSQL and one NATS, %d phones\n\n", buildVersion(), r.Machine, r.Nodes, r.Phones)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "measure\tresult")
-	if r.OneNodeSendsPerSec > 0 || r.NodesSendsPerSec > 0 {
+	switch {
+	case r.NodesSendsPerSec > 0:
 		fmt.Fprintf(tw, "durable sends, answered and acked by the phone: 1 node / %d nodes\t%.0f / %.0f /s\n", r.Nodes, r.OneNodeSendsPerSec, r.NodesSendsPerSec)
+	case r.OneNodeSendsPerSec > 0:
+		fmt.Fprintf(tw, "durable sends, answered and acked by the phone: 1 node\t%.0f /s\n", r.OneNodeSendsPerSec)
 	}
 	if r.LatencyRate > 0 {
 		fmt.Fprintf(tw, "send -> frame on phone at %d/s, phone on the same node, p50 / p99\t%.2f / %.2f ms\n", r.LatencyRate, r.SameNodeP50ms, r.SameNodeP99ms)
@@ -86,4 +93,7 @@ func printClusterReport(w io.Writer, r bench.ClusterReport) {
 		fmt.Fprintf(tw, "  of those sends, never on the phone\t%d\n", r.FailoverSendsLost)
 	}
 	_ = tw.Flush()
+	if r.Interrupted != "" {
+		fmt.Fprintf(w, "\nnote: stopped by a signal during the %s phase: it and the phases after it were not measured\n", r.Interrupted)
+	}
 }

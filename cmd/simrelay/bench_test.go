@@ -1,13 +1,16 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/simrelay/simrelay/bench"
 	"github.com/simrelay/simrelay/internal/natstest"
@@ -190,10 +193,21 @@ func TestBenchRefusesSizesItCannotRunWith(t *testing.T) {
 		{[]string{"--senders", "0"}, "--senders (SIMRELAY_SENDERS) 0: want 1 or more"},
 		{[]string{"--queries", "0"}, "--queries (SIMRELAY_QUERIES) 0: want 1 or more"},
 		{[]string{"--send-for", "-1s"}, "--send-for (SIMRELAY_SEND_FOR) -1s: want 0 or more"},
+		// Each message of a timed phase is queued and kept: 2,000,000,000
+		// a second for 10 s ran the earlier phases, then died out of
+		// memory with its server running; a million a second for 2 s ran
+		// the webhook phase for minutes.
+		{[]string{"--rate", "2000000000", "--rate-for", "10s"},
+			"--rate (SIMRELAY_RATE) 2000000000 for --rate-for (SIMRELAY_RATE_FOR) 10s is 20000000000 messages: want at most 1000000"},
+		{[]string{"--inbound-rate", "1000000", "--inbound-for", "2s"},
+			"--inbound-rate (SIMRELAY_INBOUND_RATE) 1000000 for --inbound-for (SIMRELAY_INBOUND_FOR) 2s is 2000000 messages: want at most 1000000"},
 	} {
 		t.Run(c.args[0], func(t *testing.T) {
 			t.Parallel()
-			cmd := exec.Command(bin, append(slices.Clip(small), c.args...)...)
+			ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, bin, append(slices.Clip(small), c.args...)...)
+			cmd.WaitDelay = 5 * time.Second // a server it left holds its stderr
 			cmd.Dir = t.TempDir()
 			cmd.Env = append(os.Environ(), "TMPDIR="+cmd.Dir) // what a panic leaves goes with the test
 			var stderr strings.Builder
@@ -249,4 +263,27 @@ func TestBenchExitsOneOnLostSends(t *testing.T) {
 			t.Errorf("%d lost: the figures were not printed and written: %v\n%s", c.lost, err, stdout.String())
 		}
 	}
+}
+
+// The bench's server takes no server setting from the bench's environment
+// (SIMRELAY_*, but the cluster's node timing): a shell set up for a
+// production server named its e-mail to SMS listener, its mail relay, its
+// plans, and the bench's server took them. Here the listener's port is
+// held: a server that takes it does not start, and the bench failed.
+func TestBenchServerTakesNoServerSettingsFromItsEnvironment(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	t.Parallel()
+	bin := buildBinary(t)
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	cmd := exec.Command(bin, "bench", "--phones", "2", "--messages", "10", "--queries", "2", "--send-for", "100ms", "--senders", "2",
+		"--rate", "10", "--rate-for", "100ms", "--inbound-rate", "5", "--inbound-for", "100ms", "--bulk-requests", "0",
+		"--drain-jobs", "0", "--pool-for", "0s", "--restart-after", "0s", "--json", "")
+	cmd.Env = append(os.Environ(), "SIMRELAY_SMTP_LISTEN="+held.Addr().String(), "SIMRELAY_SMTP_DOMAIN=sms.example.com")
+	runBench(t, cmd)
 }
