@@ -402,13 +402,7 @@ func TestRecoverReadsTheSentBoxInAndroidsZone(t *testing.T) {
 // below a page that holds old ones: the walk goes on until a page holds
 // nothing new, so it is forwarded, not skipped under the moved mark.
 func TestLateDatedMessageIsForwarded(t *testing.T) {
-	fakeTools(t, map[string]string{"termux-sms-list": `off=0
-while [ $# -gt 0 ]; do
-  case "$1" in -o) off=$2; shift;; esac
-  shift
-done
-row() { printf '{"_id":%d,"number":"+15557654321","received":"%s","body":"m%d"}' $1 "$2" $1; }
-case $off in
+	fakeTools(t, map[string]string{"termux-sms-list": inboxPages + `case $off in
 0) printf '['; row 12 "2026-11-22 10:10:00"; printf ,; row 10 "2026-11-22 10:09:00"; printf ']\n';;
 2) printf '['; row 9 "2026-11-22 10:08:00"; printf ,; row 11 "2026-11-22 10:07:30"; printf ']\n';;
 4) printf '['; row 8 "2026-11-22 10:07:00"; printf ,; row 7 "2026-11-22 10:06:00"; printf ']\n';;
@@ -435,13 +429,7 @@ esac
 // of every one taken. A journal that knows none of the keys any more (a
 // sink without them) reads none of those messages again.
 func TestForgottenKeysAreNotReadAgain(t *testing.T) {
-	fakeTools(t, map[string]string{"termux-sms-list": `off=0
-while [ $# -gt 0 ]; do
-  case "$1" in -o) off=$2; shift;; esac
-  shift
-done
-row() { printf '{"_id":%d,"number":"+15557654321","received":"%s","body":"m%d"}' $1 "$2" $1; }
-case $off in
+	fakeTools(t, map[string]string{"termux-sms-list": inboxPages + `case $off in
 0) printf '['; row 12 "2026-11-22 10:10:00"; printf ,; row 10 "2026-11-22 10:09:00"; printf ,; row 11 "2026-11-22 10:07:30"; printf ']\n';;
 *) printf '[]\n';;
 esac
@@ -466,3 +454,13 @@ esac
 		t.Fatalf("ClearedKeyRetention %v", tr.ClearedKeyRetention())
 	}
 }
+
+// inboxPages begins a fake termux-sms-list that answers by its -o offset
+// ($off), writing each message with row ID DATE (its text "mID").
+const inboxPages = `off=0
+while [ $# -gt 0 ]; do
+  case "$1" in -o) off=$2; shift;; esac
+  shift
+done
+row() { printf '{"_id":%d,"number":"+15557654321","received":"%s","body":"m%d"}' $1 "$2" $1; }
+`
