@@ -187,7 +187,7 @@ func (s *Store) ImportMessages(msgs []store.Message) error {
 		}
 		b := &pgx.Batch{}
 		for _, sm := range sums {
-			b.Queue(countSQL, countArgs(msgs[sm.m], sm.at, sm.c)...)
+			b.Queue(countSQL, countArgs(msgs[sm.m], sm.at, shard(), sm.c)...)
 		}
 		return t.sendBatch(b)
 	})

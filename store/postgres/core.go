@@ -108,7 +108,7 @@ func count(t *txn, m store.Message, at time.Time, c store.Counts) error {
 	if c.IsZero() {
 		return nil
 	}
-	_, err := t.exec(countSQL, countArgs(m, at, c)...)
+	_, err := t.exec(countSQL, countArgs(m, at, t.shard(), c)...)
 	return err
 }
 
@@ -120,8 +120,8 @@ const countSQL = `INSERT INTO stats_days AS s (company_id, day, channel, device_
 			sent = s.sent + EXCLUDED.sent, delivered = s.delivered + EXCLUDED.delivered, failed = s.failed + EXCLUDED.failed,
 			received = s.received + EXCLUDED.received, expired = s.expired + EXCLUDED.expired, segments = s.segments + EXCLUDED.segments`
 
-func countArgs(m store.Message, at time.Time, c store.Counts) []any {
-	return []any{id(m.CompanyID), day(at), int16(store.ChannelByte(m.Channel)), id(m.DeviceID), id(store.MessageUser(m)), shard(),
+func countArgs(m store.Message, at time.Time, sh int16, c store.Counts) []any {
+	return []any{id(m.CompanyID), day(at), int16(store.ChannelByte(m.Channel)), id(m.DeviceID), id(store.MessageUser(m)), sh,
 		int64(c.Sent), int64(c.Delivered), int64(c.Failed), int64(c.Received), int64(c.Expired), int64(c.Segments)}
 }
 

@@ -185,7 +185,7 @@ func (s *Store) Enqueue(m *store.Message, idemKey store.IdempotencyKey, now func
 		}
 		b := &pgx.Batch{}
 		usageSlot{companyID: msg.CompanyID, limits: rd.facts.limits}.queueAllowAdd(b, 1)
-		b.Queue(storageAddSQL, storageAddArgs(msg.CompanyID, at, cost)...)
+		b.Queue(storageAddSQL, storageAddArgs(msg.CompanyID, at, t.shard(), cost)...)
 		r.queueCommit(b)
 		if err := queueNewSend(b, &msg); err != nil {
 			return err

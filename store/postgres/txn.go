@@ -36,6 +36,22 @@ type txn struct {
 	// reports the statement's failure as something else.
 	broken   error
 	onCommit []func()
+	// sh is the shard of the counters this transaction adds to, chosen at
+	// its first (shard); -1 before.
+	sh int16
+}
+
+// shard is the one shard of every sharded counter row (storage use, daily
+// counts, a plan's usage, the webhook outbox) this transaction adds to,
+// chosen at random once. Two rows of one counter in one transaction, in
+// shards chosen apart, were locked in either order by two transactions, a
+// deadlock the database broke after its deadlock_timeout (a received
+// message charges its storage, then its webhook event's).
+func (t *txn) shard() int16 {
+	if t.sh < 0 {
+		t.sh = shard()
+	}
+	return t.sh
 }
 
 // OnCommit runs fn after the transaction commits; never if it does not (a

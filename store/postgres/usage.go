@@ -89,7 +89,7 @@ func (s *Store) addUsed(t *txn, companyID uint64, now time.Time, cost, used int6
 			return err
 		}
 	}
-	_, err := t.exec(storageAddSQL, storageAddArgs(companyID, now, cost)...)
+	_, err := t.exec(storageAddSQL, storageAddArgs(companyID, now, t.shard(), cost)...)
 	return err
 }
 
@@ -107,8 +107,8 @@ func (s *Store) overBudget(companyID uint64, now time.Time, cost, used int64) er
 const storageAddSQL = `INSERT INTO storage_usage (company_id, day, shard, used) VALUES ($1, $2, $3, $4)
 	ON CONFLICT (company_id, day, shard) DO UPDATE SET used = storage_usage.used + EXCLUDED.used`
 
-func storageAddArgs(companyID uint64, now time.Time, cost int64) []any {
-	return []any{id(companyID), day(now), shard(), cost}
+func storageAddArgs(companyID uint64, now time.Time, sh int16, cost int64) []any {
+	return []any{id(companyID), day(now), sh, cost}
 }
 
 // limits are the company's plan limits at now.
@@ -160,7 +160,7 @@ func (u usageSlot) room(n int64) error {
 
 // add counts n messages queued in the slot's period.
 func (u usageSlot) add(t *txn, n int64) error {
-	sh := shard()
+	sh := t.shard()
 	if u.limits.Messages >= 0 {
 		sh = 0 // the row planAllows locked
 	}

@@ -122,11 +122,11 @@ func outboxSize(t *txn, companyID uint64) (deliveries, bytes int64, err error) {
 	return deliveries, bytes, err
 }
 
-// addOutbox adds to a random shard of the company's outbox counters.
+// addOutbox adds to the transaction's shard of the company's outbox counters.
 func addOutbox(t *txn, companyID uint64, deliveries, bytes int64) error {
 	_, err := t.exec(`INSERT INTO webhook_outboxes (company_id, shard, deliveries, bytes) VALUES ($1, $2, $3, $4)
 		ON CONFLICT (company_id, shard) DO UPDATE SET deliveries = webhook_outboxes.deliveries + EXCLUDED.deliveries, bytes = webhook_outboxes.bytes + EXCLUDED.bytes`,
-		id(companyID), shard(), deliveries, bytes)
+		id(companyID), t.shard(), deliveries, bytes)
 	return err
 }
 
