@@ -183,8 +183,15 @@ func printReport(w io.Writer, r bench.Report) {
 	// A run cut by a signal prints the phases it took to their end only:
 	// the others' zeros are no figures.
 	if r.Measured(bench.PhaseIdle) {
-		fmt.Fprintf(tw, "RSS per idle phone (%d phones)\t%.1f KB\t<= 10 KB\n", r.Phones, r.RSSPerPhoneKB)
-		fmt.Fprintf(tw, "  of which anonymous (heap, stacks; not store pages)\t%.1f KB\t\n", r.AnonPerPhoneKB)
+		if r.RSSPerPhoneKB >= 0 && r.AnonPerPhoneKB >= 0 {
+			fmt.Fprintf(tw, "RSS per idle phone (%d phones)\t%.1f KB\t<= 10 KB\n", r.Phones, r.RSSPerPhoneKB)
+			fmt.Fprintf(tw, "  of which anonymous (heap, stacks; not store pages)\t%.1f KB\t\n", r.AnonPerPhoneKB)
+		} else {
+			// The server's RSS fell while the phones linked: what a
+			// seeding left was returned to the system, more than so few
+			// phones took (the JSON keeps the raw difference).
+			fmt.Fprintf(tw, "RSS per idle phone (%d phones)\tnot measured: the RSS fell (use thousands of phones)\t<= 10 KB\n", r.Phones)
+		}
 		fmt.Fprintf(tw, "Go heap in use / live per idle phone (after a GC)\t%.1f / %.1f KB\t\n", r.HeapPerPhoneKB, r.LiveHeapPerPhoneKB)
 		fmt.Fprintf(tw, "Go stack per idle phone\t%.1f KB\t\n", r.StackPerPhoneKB)
 		fmt.Fprintf(tw, "server goroutines per idle phone\t%.2f\t\n", r.GoroutinesPerPhone)

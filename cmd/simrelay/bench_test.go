@@ -287,3 +287,18 @@ func TestBenchServerTakesNoServerSettingsFromItsEnvironment(t *testing.T) {
 	cmd.Env = append(os.Environ(), "SIMRELAY_SMTP_LISTEN="+held.Addr().String(), "SIMRELAY_SMTP_DOMAIN=sms.example.com")
 	runBench(t, cmd)
 }
+
+// A run whose server's RSS fell while its phones linked (a few hundred
+// phones after a large seeding, its memory returned to the system) says
+// the figure was not measured: it printed "-7.1 KB" per idle phone.
+func TestBenchPrintsNoNegativeMemoryPerPhone(t *testing.T) {
+	t.Parallel()
+	var out strings.Builder
+	printReport(&out, bench.Report{Phones: 300, RSSPerPhoneKB: -7.1, AnonPerPhoneKB: -10.1, HeapPerPhoneKB: 12.3})
+	if strings.Contains(out.String(), "-7.1") || strings.Contains(out.String(), "-10.1") {
+		t.Errorf("the report prints a negative memory per phone:\n%s", out.String())
+	}
+	if !strings.Contains(out.String(), "not measured") {
+		t.Errorf("the report does not say the memory per phone was not measured:\n%s", out.String())
+	}
+}
