@@ -35,38 +35,16 @@ func BenchmarkChatSend(b *testing.B) {
 // commits of many, as it does under load: the figures are then those of a
 // send's own work more than of a commit's.
 func benchChatSendConcurrent(b *testing.B) {
-	e := newEnv(b, func(c *httpapi.Config) {
-		roomy(c)
-		c.GeneralRate.Limit = 1 << 30
-	})
-	a := e.newCompany("Acme", "owner@acme.test")
-	e.pairPhone(a.apiKey, "a-phone")
-	body := []byte(`{"device_fingerprint":"a-phone","phone":"+15551234567","message":"Your code is 123456","sim_slot":"SIM1"}`)
-	u, err := url.Parse("/chat/send")
-	if err != nil {
-		b.Fatal(err)
-	}
+	e, key := sendBenchEnv(b)
 	b.ReportAllocs()
 	b.SetParallelism(64 / max(1, runtime.GOMAXPROCS(0)))
 	cpu := processCPUTime()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
-		rd := bytes.NewReader(body)
-		req := &http.Request{Method: http.MethodPost, URL: &url.URL{Path: u.Path}, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-			Host: "api.test", RemoteAddr: "192.0.2.1:4000", RequestURI: "/chat/send", Body: io.NopCloser(rd),
-			ContentLength: int64(len(body)), Header: http.Header{
-				"Authorization": {"Bearer " + a.apiKey},
-				"Content-Type":  {"application/json"},
-			}}
-		w := &discardWriter{h: http.Header{}}
+		s := newBenchSend(key)
 		for pb.Next() {
-			rd.Reset(body)
-			req.URL.RawPath = ""
-			clear(w.h)
-			w.status = 0
-			e.handler.ServeHTTP(w, req)
-			if w.status != http.StatusOK {
-				b.Errorf("send: status %d", w.status)
+			if status := s.send(e); status != http.StatusOK {
+				b.Errorf("send: status %d", status)
 				return
 			}
 		}
@@ -75,29 +53,54 @@ func benchChatSendConcurrent(b *testing.B) {
 	b.ReportMetric(float64(processCPUTime()-cpu)/float64(b.N), "cpu-ns/op")
 }
 
-func benchChatSend(b *testing.B, idempotent bool) {
+// sendBenchEnv is the benchmarks' server, without a rate limit in reach,
+// and the API key of its company, whose phone "a-phone" is paired.
+func sendBenchEnv(b *testing.B) (*env, string) {
 	e := newEnv(b, func(c *httpapi.Config) {
 		roomy(c)
 		c.GeneralRate.Limit = 1 << 30
 	})
 	a := e.newCompany("Acme", "owner@acme.test")
 	e.pairPhone(a.apiKey, "a-phone")
-	body := []byte(`{"device_fingerprint":"a-phone","phone":"+15551234567","message":"Your code is 123456","sim_slot":"SIM1"}`)
+	return e, a.apiKey
+}
 
-	// One request, its body and key renewed for each send, and a response
-	// writer that keeps nothing: the benchmark's own allocations stay out
-	// of the figures.
-	u, err := url.Parse("/chat/send")
-	if err != nil {
-		b.Fatal(err)
-	}
-	rd := bytes.NewReader(body)
-	req := &http.Request{Method: http.MethodPost, URL: u, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+// benchSendBody is the body of every benchmarked send.
+var benchSendBody = []byte(`{"device_fingerprint":"a-phone","phone":"+15551234567","message":"Your code is 123456","sim_slot":"SIM1"}`)
+
+// benchSend is one request, its body renewed for each send, and a response
+// writer that keeps nothing: the benchmark's own allocations stay out of
+// the figures.
+type benchSend struct {
+	rd  *bytes.Reader
+	req *http.Request
+	w   *discardWriter
+}
+
+func newBenchSend(key string) *benchSend {
+	rd := bytes.NewReader(benchSendBody)
+	return &benchSend{rd: rd, w: &discardWriter{h: http.Header{}}, req: &http.Request{Method: http.MethodPost,
+		URL: &url.URL{Path: "/chat/send"}, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Host: "api.test", RemoteAddr: "192.0.2.1:4000", RequestURI: "/chat/send", Body: io.NopCloser(rd),
-		ContentLength: int64(len(body)), Header: http.Header{
-			"Authorization": {"Bearer " + a.apiKey},
+		ContentLength: int64(len(benchSendBody)), Header: http.Header{
+			"Authorization": {"Bearer " + key},
 			"Content-Type":  {"application/json"},
-		}}
+		}}}
+}
+
+// send sends the request again and answers its status.
+func (s *benchSend) send(e *env) int {
+	s.rd.Reset(benchSendBody)
+	s.req.URL.RawPath = ""
+	clear(s.w.h)
+	s.w.status = 0
+	e.handler.ServeHTTP(s.w, s.req)
+	return s.w.status
+}
+
+func benchChatSend(b *testing.B, idempotent bool) {
+	e, key := sendBenchEnv(b)
+	s := newBenchSend(key)
 	var keys []string
 	if idempotent {
 		keys = make([]string, b.N)
@@ -105,21 +108,15 @@ func benchChatSend(b *testing.B, idempotent bool) {
 			keys[i] = "order-" + strconv.Itoa(i)
 		}
 	}
-	w := &discardWriter{h: http.Header{}}
 	b.ReportAllocs()
 	cpu := processCPUTime()
 	b.ResetTimer()
 	for i := range b.N {
-		rd.Reset(body)
-		req.URL.RawPath = ""
 		if idempotent {
-			req.Header["Idempotency-Key"] = keys[i : i+1]
+			s.req.Header["Idempotency-Key"] = keys[i : i+1]
 		}
-		clear(w.h)
-		w.status = 0
-		e.handler.ServeHTTP(w, req)
-		if w.status != http.StatusOK {
-			b.Fatalf("send %d: status %d", i, w.status)
+		if status := s.send(e); status != http.StatusOK {
+			b.Fatalf("send %d: status %d", i, status)
 		}
 	}
 	b.StopTimer()
