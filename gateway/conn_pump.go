@@ -21,14 +21,22 @@ func (c *conn) pump() {
 
 // pumpSMS writes waiting SMS jobs; pumpMu held.
 func (c *conn) pumpSMS() {
+	// unsent is how many priority jobs not to be sent (failed or held in
+	// the store's next commit, which this does not wait for) a read of
+	// this pump found: they hold no place in the queue's order, so they
+	// come back at the head of every read until that commit lands. Each
+	// read takes that many more, and only a read that finds more of them
+	// than the last counts them as progress: the pump reads past them
+	// once, not again and again for as long as the commit takes.
+	unsent := 0
 	for {
 		room := c.hub.cfg.MaxInflight - len(c.inflight)
 		if room <= 0 || c.closed() {
 			return
 		}
 		// Priority jobs come back at every read until acked, so read as
-		// many more as the link holds.
-		limit := room + len(c.priority)
+		// many more as the link holds, and as those not to be sent.
+		limit := room + len(c.priority) + unsent
 		jobs, err := c.hub.intake.Pending(context.Background(), c.dev, c.cursor, limit)
 		if err != nil {
 			// The link ends, as at every other store fault of a link: with
@@ -45,13 +53,15 @@ func (c *conn) pumpSMS() {
 			c.storeFault(err, "load pending jobs", "device", c.dev.Fingerprint)
 			return
 		}
-		progress := false
+		progress, found := false, 0
 		for _, j := range jobs {
 			if j.Send == nil { // expired (the sweeper marks it), held or failed: not sent, and out of the queue's way
 				if j.Seq != 0 {
 					c.cursor = j.Seq
+					progress = true
+				} else {
+					found++
 				}
-				progress = true
 				continue
 			}
 			if _, held := c.inflight[j.Send.ID]; held {
@@ -94,11 +104,15 @@ func (c *conn) pumpSMS() {
 			}
 			progress = true
 		}
+		if found > unsent {
+			unsent, progress = found, true
+		}
 		// A short batch was the end of the queue. A full one may have been
 		// expired jobs only, which filled no slot: read on, or the jobs
 		// behind them would wait for the next send or link. One that moved
-		// nothing (priority jobs this link has) would read the same again:
-		// their acks pump again.
+		// nothing (priority jobs this link has, or those not to be sent it
+		// read before) would read the same again: their acks, and the next
+		// send, pump again.
 		c.queueEnd = len(jobs) < limit
 		if c.queueEnd || !progress {
 			return

@@ -40,18 +40,25 @@ type rig struct {
 	admin   uint64          // the company's admin user
 	logs    *syncbuf.Buffer // the hub's log
 	reads   *atomic.Int64   // the hub's reads of the SMS queue (Intake.Pending)
-	holds   atomic.Int64    // commits held so far (holdCommitsOf)
+	// beforeRead, when set, runs before each of the hub's reads of the SMS
+	// queue, on the reading goroutine.
+	beforeRead *atomic.Pointer[func()]
+	holds      atomic.Int64 // commits held so far (holdCommitsOf)
 }
 
 // countedIntake is the SMS service as the hub's intake, counting the hub's
-// reads of the queue.
+// reads of the queue (and running rig.beforeRead before each).
 type countedIntake struct {
 	*sms.Service
-	reads *atomic.Int64
+	reads  *atomic.Int64
+	before *atomic.Pointer[func()]
 }
 
 func (c countedIntake) Pending(ctx context.Context, dev store.Device, after uint64, limit int) ([]sms.Job, error) {
 	c.reads.Add(1)
+	if f := c.before.Load(); f != nil {
+		(*f)()
+	}
 	return c.Service.Pending(ctx, dev, after, limit)
 }
 
@@ -114,7 +121,7 @@ func newRigHub(t testing.TB, st store.Backend, cfg Config, now func() time.Time,
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	devices := device.New(device.Config{PublicURL: "http://127.0.0.1"}, st, time.Now)
 	messages := sms.New(sms.Config{}, st, log, now)
-	reads := new(atomic.Int64)
+	reads, before := new(atomic.Int64), new(atomic.Pointer[func()])
 	var hubDevices Devices = devices
 	if setup.devices != nil {
 		hubDevices = setup.devices(devices)
@@ -122,7 +129,7 @@ func newRigHub(t testing.TB, st store.Backend, cfg Config, now func() time.Time,
 	if setup.now == nil {
 		setup.now = time.Now
 	}
-	hub := New(cfg, hubDevices, countedIntake{messages, reads}, log, setup.now)
+	hub := New(cfg, hubDevices, countedIntake{messages, reads, before}, log, setup.now)
 	if setup.epochs != nil {
 		hub.SetEpochs(setup.epochs)
 	}
@@ -135,7 +142,7 @@ func newRigHub(t testing.TB, st store.Backend, cfg Config, now func() time.Time,
 		srv.Listener = wrap(srv.Listener)
 	}
 	srv.Start()
-	r := &rig{t: t, hub: hub, store: st, devices: devices, sms: messages, url: "ws" + strings.TrimPrefix(srv.URL, "http"), company: c.ID, admin: admin.ID, logs: logs, reads: reads}
+	r := &rig{t: t, hub: hub, store: st, devices: devices, sms: messages, url: "ws" + strings.TrimPrefix(srv.URL, "http"), company: c.ID, admin: admin.ID, logs: logs, reads: reads, beforeRead: before}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

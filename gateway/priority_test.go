@@ -2,9 +2,12 @@ package gateway
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"testing"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/sms"
 )
 
@@ -42,4 +45,50 @@ func TestPriorityJobOvertakesTheQueueOnALiveLink(t *testing.T) {
 	writeFrame(t, ws, proto.Ack{ID: n3})
 	n4 := send("n4", 0)
 	next(n4, "after every ack") // nothing sent twice before it
+}
+
+// A window's worth of priority jobs that are not to be sent (their number
+// opted out after they were queued) comes back from every read of the
+// queue until the store's next commit fails them: they move no cursor.
+// The pump reads past them once and sends the plain job behind them; it
+// read the same jobs again and again, holding the link's pump (and the
+// send or ack that pumped) for as long as that commit took, and sent
+// nothing meanwhile.
+func TestPumpReadsPastUnsendablePriorityJobs(t *testing.T) {
+	storetest.EmbeddedOnly(t, "holdCommits holds the single writer every commit queues behind; PostgreSQL fails the jobs before its read returns")
+	t.Parallel()
+	r := newRig(t, Config{MaxInflight: 2})
+	token := r.pair("pixel-1")
+	ctx := context.Background()
+	for i := range 2 {
+		if _, _, err := r.sms.Send(ctx, sms.SendInput{CompanyID: r.company, Device: "pixel-1", Phone: "+15557654321", Message: fmt.Sprint("urgent ", i), Priority: 9}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := r.sms.AddOptOut(ctx, r.company, "+15557654321"); err != nil {
+		t.Fatal(err)
+	}
+	plain, _, err := r.sms.Send(ctx, sms.SendInput{CompanyID: r.company, Device: "pixel-1", Phone: "+15551234567", Message: "plain"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The commit that fails the priority jobs waits behind a held one,
+	// as behind a slow disk's fsync.
+	var release func()
+	var once sync.Once
+	hold := func() { once.Do(func() { release = r.holdCommits() }) }
+	r.beforeRead.Store(&hold)
+	defer func() {
+		once.Do(func() {}) // after the hold, if the link made it
+		if release != nil {
+			release()
+		}
+	}()
+	ws := r.connect(token)
+	if s, ok := readFrame(t, ws).(*proto.Send); !ok || s.ID != plain.UUID {
+		t.Fatalf("got %#v, want the plain job %s", s, plain.UUID)
+	}
+	if n := r.reads.Load(); n > 3 {
+		t.Fatalf("the link read its queue %d times for one pump", n)
+	}
 }
