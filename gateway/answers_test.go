@@ -3,12 +3,14 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/internal/poll"
 	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/sms"
 	"github.com/simrelay/simrelay/store"
@@ -259,5 +261,34 @@ func TestWindowRefilledByHalves(t *testing.T) {
 	// which finds the queue empty; one read per ack would be 64.
 	if reads := r.reads.Load() - before; reads > 3*rounds {
 		t.Fatalf("refilling the window after %d acks took %d reads of the queue, want at most %d", window*rounds, reads, 3*rounds)
+	}
+}
+
+// A report naming an id no job can have (longer than proto.MaxEchoBytes:
+// job ids are UUIDs) is refused at once, without a place in the store's
+// commit. A link's reports waiting for their commit (3 x max_inflight of
+// them) then hold only what their answers need, not frames of up to
+// 64 KiB: an ack's id, or a status's error text, went whole into the
+// commit's queue and stayed there, and in its answer, until it was durable.
+func TestReportOfAnIDNoJobHasIsRefusedWithoutTheStore(t *testing.T) {
+	storetest.EmbeddedOnly(t, "holdCommits holds the single writer every commit queues behind; PostgreSQL's commits do not queue")
+	t.Parallel()
+	r := newRig(t, Config{})
+	ws := r.connect(r.pair("pixel-1"))
+	in := frames(t, ws)
+	release := r.holdCommits()
+	defer release()
+	long := strings.Repeat("x", 60<<10)
+	writeFrame(t, ws, proto.Ack{ID: long})
+	writeFrame(t, ws, proto.Status{ID: long, Status: proto.StatusSent})
+	for i := range 2 {
+		select {
+		case f := <-in:
+			if e, ok := f.(*proto.Error); !ok || e.Code != "not_found" || e.ID != long[:proto.MaxEchoBytes] {
+				t.Fatalf("report %d: got %#v, want error not_found naming the id's first %d bytes", i, f, proto.MaxEchoBytes)
+			}
+		case <-time.After(poll.Timeout):
+			t.Fatalf("report %d: no answer while the store's commit waits", i)
+		}
 	}
 }

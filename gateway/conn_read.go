@@ -71,31 +71,37 @@ func (c *conn) readFrame() bool {
 func (c *conn) handle(ctx context.Context, f proto.Frame) bool {
 	h := c.hub
 	switch f := f.(type) {
+	// A report's answer waits for its commit, up to 3 x max_inflight of
+	// them per link (answers.go), so it keeps only what it answers with,
+	// each value cut as an error frame repeats it (a valid one is shorter):
+	// not the frame, whose id or error text may take most of 64 KiB.
 	case *proto.Ack:
 		r := h.intake.Ack(ctx, c.dev, f.ID)
+		id := echo(f.ID)
 		c.later(func() {
 			moved, err := r.Wait()
 			// A refused ack (no such job) frees the slot too: the phone will not ack it again.
-			inflight := c.settle(f.ID)
+			inflight := c.settle(id)
 			if (err != nil || !(moved || inflight)) && !c.charge() {
 				return
 			}
-			c.refused(err, "ack", proto.Error{ID: f.ID})
+			c.refused(err, "ack", proto.Error{ID: id})
 		})
 	case *proto.Status:
 		r := h.intake.Status(ctx, c.dev, *f)
+		ack := proto.StatusAck{ID: echo(f.ID), Status: echo(f.Status), Detail: echo(f.Detail)}
 		c.later(func() {
 			moved, err := r.Wait()
 			if err != nil && !c.charge() {
 				return
 			}
-			if c.refused(err, "status", proto.Error{ID: f.ID}) {
+			if c.refused(err, "status", proto.Error{ID: ack.ID}) {
 				return
 			}
-			if inflight := c.settle(f.ID); !(moved || inflight) && !c.charge() {
+			if inflight := c.settle(ack.ID); !(moved || inflight) && !c.charge() {
 				return
 			}
-			c.send(proto.StatusAck{ID: f.ID, Status: f.Status, Detail: f.Detail})
+			c.send(ack)
 		})
 	case *proto.Inbound:
 		if !c.charge() {
