@@ -99,7 +99,7 @@ func (s *Service) announce(ms ...store.Message) {
 func (s *Service) runScheduler(ctx context.Context) {
 	for ctx.Err() == nil {
 		var until time.Time // zero: nothing scheduled, sleep until woken
-		if !s.releaseDue() {
+		if !s.releaseDue(ctx) {
 			until = s.now().Add(expireEvery) // a failing store is tried again later, not in a tight loop
 		} else if at, ok, err := s.store.NextDue(); err != nil {
 			s.log.Error("scheduler: read the next scheduled message", "err", err)
@@ -117,9 +117,11 @@ func (s *Service) runScheduler(ctx context.Context) {
 }
 
 // releaseDue queues every scheduled message that is due and wakes the links
-// of their devices; false says the store failed (and it is logged).
-func (s *Service) releaseDue() bool {
-	for {
+// of their devices, releaseBatch a commit, until none is left or ctx ends
+// (the next start releases the rest); false says the store failed (and it
+// is logged).
+func (s *Service) releaseDue(ctx context.Context) bool {
+	for ctx.Err() == nil {
 		msgs, err := s.store.ReleaseDue(s.now(), releaseBatch)
 		if err != nil {
 			s.log.Error("queue scheduled messages", "err", err)
@@ -130,11 +132,12 @@ func (s *Service) releaseDue() bool {
 			return true
 		}
 	}
+	return true
 }
 
 // ReleaseDue queues the scheduled messages due by the service's clock now,
 // for callers that do not wait for the scheduler (tests with a set clock).
-func (s *Service) ReleaseDue() { s.releaseDue() }
+func (s *Service) ReleaseDue() { s.releaseDue(context.Background()) }
 
 // Cancel takes back a scheduled or queued message of the company: it
 // becomes canceled and no phone is handed it afterwards. Once a phone has

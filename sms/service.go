@@ -276,7 +276,7 @@ func (s *Service) Run(ctx context.Context) {
 	defer t.Stop()
 	lastPrune := s.now()
 	for {
-		s.expire()
+		s.expire(ctx)
 		if now := s.now(); now.Sub(lastPrune) > time.Hour {
 			if _, err := s.store.PruneIdempotency(now.Add(-24 * time.Hour)); err != nil {
 				s.log.Error("prune idempotency keys", "err", err)
@@ -294,8 +294,11 @@ func (s *Service) Run(ctx context.Context) {
 	}
 }
 
-func (s *Service) expire() {
-	for {
+// expire marks queued messages past their time to live expired, a
+// thousand a commit, until none is left or ctx ends: a stop waits for the
+// commit under way only, and the next sweep takes the rest.
+func (s *Service) expire(ctx context.Context) {
+	for ctx.Err() == nil {
 		expired, err := s.store.ExpireQueued(s.now(), 1000)
 		if err != nil {
 			s.log.Error("expire queued messages", "err", err)
@@ -315,7 +318,7 @@ func (s *Service) expire() {
 
 // Expire marks queued messages past their TTL as expired now (the sweeper's
 // step, for callers that do not wait for the next tick).
-func (s *Service) Expire() { s.expire() }
+func (s *Service) Expire() { s.expire(context.Background()) }
 
 // newID returns a time-ordered UUID (version 7): queue ids still look random
 // to clients, but the store's uuid index grows at its end instead of taking
