@@ -30,7 +30,7 @@ type conn struct {
 	hub   *Hub
 	ws    *websocket.Conn
 	sock  net.Conn     // the connection under ws; nil if unknown
-	dev   store.Device // as of hello; owned by the reader goroutine after that
+	dev   store.Device // as the upgrade's token check found it, then as its hello stored it; not written after the hello
 	token string       // the device token of the upgrade, checked again once registered, then dropped
 	// told is the last Disconnect that found c registered (the device
 	// changed since every older link's look); guarded by hub.mu. The link
@@ -110,7 +110,9 @@ func (c *conn) touch() {
 	}
 }
 
-// run is the reader goroutine: hello, then frames until the link ends.
+// run is the link's set-up goroutine: the hello, the registration and its
+// second look, the welcome and the first pump; it then hands the link to a
+// reader goroutine of its own (reader), which takes frames until it ends.
 func (c *conn) run() {
 	h := c.hub
 	defer h.wg.Done()

@@ -47,8 +47,10 @@ type Intake interface {
 
 // Presence is told when a device's link is registered and when its
 // registered link ends, or a link whose hello was stored is refused after
-// all (device.Presence turns that into device.online and device.offline). Up runs on the link's set-up goroutine, Down on its
-// reader as it ends; neither may block for long.
+// all (device.Presence turns that into device.online and device.offline).
+// Up runs on the link's set-up goroutine (run), Down on its reader as it
+// ends, or on the set-up goroutine for a link refused after its hello;
+// neither may block for long.
 type Presence interface {
 	Up(dev store.Device)
 	Down(dev store.Device)
