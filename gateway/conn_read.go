@@ -114,8 +114,9 @@ func (c *conn) handle(ctx context.Context, f proto.Frame) bool {
 		} else {
 			ack, err = h.intake.Inbound(ctx, c.dev, *f)
 		}
+		about := proto.Error{ClientID: echo(f.ClientID)} // not the frame, which may wait behind reports
 		c.answerNow(func() {
-			if !c.refused(err, "inbound", proto.Error{ClientID: f.ClientID}) {
+			if !c.refused(err, "inbound", about) {
 				c.send(ack)
 			}
 		})
