@@ -1,6 +1,9 @@
 package androidproto
 
-import "unicode/utf8"
+import (
+	"strings"
+	"unicode/utf8"
+)
 
 // CutBytes returns s cut to at most n bytes, before the character that
 // would cross byte n, so that a cut text stays UTF-8: the rule for what the
@@ -8,7 +11,8 @@ import "unicode/utf8"
 // phone's frame in an error frame (MaxEchoBytes). A cut inside a character
 // left bytes that are not UTF-8, which one store kept as they were and
 // another stored as U+FFFD. Invalid UTF-8 is cut anywhere after at most
-// three steps back.
+// three steps back. A cut text is a copy: kept, it does not keep the whole
+// text it was cut from (up to a frame's 64 KiB) alive with it.
 func CutBytes(s string, n int) string {
 	if len(s) <= n {
 		return s
@@ -16,5 +20,5 @@ func CutBytes(s string, n int) string {
 	for i := 0; i < utf8.UTFMax-1 && n > 0 && !utf8.RuneStart(s[n]); i++ {
 		n--
 	}
-	return s[:n]
+	return strings.Clone(s[:n])
 }

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+	"unsafe"
 )
 
 func TestCutBytes(t *testing.T) {
@@ -28,5 +29,19 @@ func TestCutBytes(t *testing.T) {
 		if utf8.ValidString(c.in) && !utf8.ValidString(got) {
 			t.Errorf("CutBytes(%q, %d) = %q is not UTF-8", c.in, c.n, got)
 		}
+	}
+}
+
+// A cut text is a copy: kept (a status error stored, an id repeated in an
+// error frame, a report's answer waiting for its commit), it holds no
+// reference to the whole text it was cut from, up to a frame's 64 KiB.
+func TestCutBytesKeepsNoReferenceToTheText(t *testing.T) {
+	long := strings.Repeat("x", 64<<10)
+	if got := CutBytes(long, MaxEchoBytes); unsafe.StringData(got) == unsafe.StringData(long) {
+		t.Fatal("the cut text shares the long text's bytes, which it keeps alive")
+	}
+	short := "short"
+	if got := CutBytes(short, MaxEchoBytes); unsafe.StringData(got) != unsafe.StringData(short) {
+		t.Fatal("a text that needs no cut was copied")
 	}
 }
