@@ -9,9 +9,15 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/simrelay/simrelay/internal/pgtest"
+	"github.com/simrelay/simrelay/internal/waitpar"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) {
+	// Its tests wait (on PostgreSQL, on the bus's timeouts) far more than
+	// they compute.
+	waitpar.AtLeast(6)
+	pgtest.Main(m)
+}
 
 // leaders records which leaders' work runs.
 type leaders struct {

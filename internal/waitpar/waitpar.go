@@ -20,14 +20,35 @@ func Default(perCPU int) {
 	if !flag.Parsed() {
 		flag.Parse()
 	}
+	if explicit() || perCPU < 1 {
+		return
+	}
+	_ = flag.Set("test.parallel", strconv.Itoa(perCPU*runtime.GOMAXPROCS(0)))
+}
+
+// AtLeast sets -test.parallel to n where GOMAXPROCS is lower, unless the
+// command line set it: for tests that each hold resources of a shared
+// server (a PostgreSQL cluster's connections, which Default's share per
+// core would exhaust on a machine with many cores), so that a machine
+// with few cores still overlaps their waits and one with many runs as
+// many as it has cores.
+func AtLeast(n int) {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	if explicit() || runtime.GOMAXPROCS(0) >= n {
+		return
+	}
+	_ = flag.Set("test.parallel", strconv.Itoa(n))
+}
+
+// explicit says whether the command line set -test.parallel.
+func explicit() bool {
 	set := false
 	flag.Visit(func(f *flag.Flag) {
 		if f.Name == "test.parallel" {
 			set = true
 		}
 	})
-	if set || perCPU < 1 {
-		return
-	}
-	_ = flag.Set("test.parallel", strconv.Itoa(perCPU*runtime.GOMAXPROCS(0)))
+	return set
 }

@@ -14,9 +14,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/simrelay/simrelay/internal/pgtest"
+	"github.com/simrelay/simrelay/internal/waitpar"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) {
+	// Its tests wait on the PostgreSQL server far more than they compute.
+	waitpar.AtLeast(6)
+	pgtest.Main(m)
+}
 
 func open(t *testing.T, url string) *Store {
 	t.Helper()
