@@ -154,13 +154,18 @@ func (c *conn) settled(apply func(store.Device, error)) {
 	h := c.hub
 	c.cfgMu.Lock()
 	defer c.cfgMu.Unlock()
-	if err := h.gate.outage(); err != nil {
+	if refused, cause := h.gate.refuse(h.now()); refused {
 		// Known out of reach: no read to wait out its deadline (a cluster's
-		// node running, as told, the controls heard after a look failed).
-		apply(store.Device{}, err)
+		// node running, as told, the controls heard after a look failed),
+		// but for one a probeEvery, as for upgrades: with every phone
+		// still linked, no upgrade would ask the store again.
+		apply(store.Device{}, cause)
 		return
 	}
 	d, err := h.devices.Get(context.Background(), c.dev.CompanyID, c.dev.Fingerprint)
+	if !errors.Is(err, store.ErrUnavailable) {
+		h.gate.answered()
+	}
 	switch {
 	case notFound(err) || err == nil && (d.ID != c.dev.ID || d.Status == store.DeviceDisabled):
 		return

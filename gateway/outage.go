@@ -25,8 +25,9 @@ const probeEvery = time.Second
 
 // storeGate is what the hub knows of its store being out of reach: since
 // a store call of a link or an upgrade failed with store.ErrUnavailable,
-// and until an upgrade's call answers again (the probe, at most probeEvery
-// after the last failure; a link's call that answers does not reopen it).
+// and until an upgrade's call or a settings control's read answers again
+// (the probe, at most probeEvery after the last failure; a link's own call
+// that answers does not reopen it).
 type storeGate struct {
 	mu        sync.Mutex
 	down      bool      // the last store call seen failed with store.ErrUnavailable; guarded by mu

@@ -556,3 +556,49 @@ func openStore(t *testing.T, url string) *postgres.Store {
 	t.Cleanup(func() { _ = st.Close() })
 	return st
 }
+
+// A settings control that found the database out of reach closes the gate
+// as an upgrade's failure does, and opens it again the same way: once the
+// database answers, the next control after probeEvery reads it (the
+// device's settings as stored) and tells the phone. It stayed closed until
+// a phone linked again: with every phone still linked, each control was
+// applied as told without the read that orders it after changes made
+// meanwhile, for as long as the node ran.
+func TestSettingsReadReopensTheGate(t *testing.T) {
+	t.Parallel()
+	r, relay, advance, _ := relayedRig(t)
+	ws := r.connect(r.pair("gate-1"))
+	id := r.id("gate-1")
+	// The link reads frames once its hello has read the queue: from then
+	// on it makes no store call of its own for the cut to close it on.
+	writeRaw(t, ws, []byte(`{"type":"no_such_frame"}`))
+	if f, ok := readFrame(t, ws).(*proto.Error); !ok || f.Code != "unknown_frame" {
+		t.Fatalf("got %#v, want unknown_frame", f)
+	}
+	relay.Cut()
+	if r.hub.Refresh("gate-1", id) {
+		t.Fatal("a settings control with the database gone said it read the device")
+	}
+	relay.Resume()
+	if r.hub.Refresh("gate-1", id) {
+		t.Fatal("a settings control within a second of the failure read the database, want it spared")
+	}
+	// The pool's connections from before the cut fail one read each (a
+	// probe each) before a new one answers.
+	read := false
+	for range 10 {
+		advance(2 * probeEvery)
+		if read = r.hub.Refresh("gate-1", id); read {
+			break
+		}
+	}
+	if !read {
+		t.Fatalf("no settings control with the database back read the device, 10 probes\n%s", r.logs.String())
+	}
+	if c, ok := readFrame(t, ws).(*proto.Config); !ok || c.DeviceName == "" {
+		t.Fatalf("got %#v, want the stored settings", c)
+	}
+	if r.hub.gate.outage() != nil {
+		t.Fatal("the gate stays closed after the database answered a settings read")
+	}
+}
