@@ -90,7 +90,9 @@
 // counters' rows or on none; where they meet, they lock them in one order,
 // the order of a batch of reports' write: the daily counts (stats_days),
 // the activity feed's trim, a device's last failures, the deliveries
-// log's trim, the webhook outbox, and the day's storage use last of all
+// log's trim (an attempt's line too, before it takes its delivery off the
+// outbox: TestAttemptLogsBeforeTheOutbox), the webhook outbox, and the
+// day's storage use last of all
 // (txn.chargeStorage: a write's charges are added up and written as its
 // last statement, at its commit or at the end of its last batch, whatever
 // point each charge was made at; the budget's check reads the day's use
