@@ -3,6 +3,7 @@ package postgres
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -184,4 +185,29 @@ func TestChargesLockLast(t *testing.T) {
 		}
 		noDeadlock(t, dl)
 	})
+}
+
+// TestChargesCountInTheirTransaction: a transaction's charges are written
+// at its end (txn.chargeStorage), and a later charge of the same
+// transaction that may be refused counts them against the budget all the
+// same: two charges that together pass the day's budget are refused, and
+// nothing is written.
+func TestChargesCountInTheirTransaction(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, Options{CompanyDailyStorage: 1000})
+	c, _ := conformance.Company(t, s)
+	now := time.Now()
+	err := s.write("two charges", func(tx *txn) error {
+		if err := s.charge(tx, c.ID, now, 600); err != nil {
+			return err
+		}
+		return s.charge(tx, c.ID, now, 600)
+	})
+	var be *store.BudgetError
+	if !errors.As(err, &be) || be.Used != 600 {
+		t.Errorf("two charges of 600 bytes against a budget of 1000: %v, want a budget error with 600 used", err)
+	}
+	if used, err := s.StorageUsed(c.ID, now); err != nil || used != 0 {
+		t.Errorf("the day's use is %d (%v), want nothing written", used, err)
+	}
 }

@@ -83,10 +83,11 @@ func (s *Store) addUsage(t *txn, companyID uint64, now time.Time, cost int64, ma
 }
 
 // addUsed is addUsage for a caller that read the day's use (used) itself,
-// earlier in the transaction.
+// earlier in the transaction. What the transaction charged already is not
+// written yet (txn.chargeStorage): it is added to used here.
 func (s *Store) addUsed(t *txn, companyID uint64, now time.Time, cost, used int64, mayRefuse bool) error {
 	if mayRefuse {
-		if err := s.overBudget(companyID, now, cost, used); err != nil {
+		if err := s.overBudget(companyID, now, cost, used+t.charges[chargeKey{companyID, day(now)}]); err != nil {
 			return err
 		}
 	}
