@@ -213,30 +213,16 @@ func (s *Store) DeleteDevice(companyID uint64, fingerprint string, now time.Time
 		if _, err := t.exec("UPDATE devices SET deleted_at = $2, token_hash = NULL WHERE id = $1", id(d.ID), now); err != nil {
 			return err
 		}
-		if err := s.failDeviceMessages(t, d, now); err != nil {
-			return err
-		}
-		for _, q := range []string{
-			"DELETE FROM device_failures WHERE device_id = $1",
-			"DELETE FROM sim_caps WHERE device_id = $1",
-			"DELETE FROM sim_usage WHERE device_id = $1",
-			"DELETE FROM sim_streaks WHERE device_id = $1",
-		} {
-			if _, err := t.exec(q, id(d.ID)); err != nil {
-				return err
-			}
-		}
-		if err := leavePools(t, d.CompanyID, d.ID, now); err != nil {
-			return err
-		}
 		// The e-mail device (docs/email.md) names no deleted device, nor
 		// one registered later with the same fingerprint. The company's
-		// row is locked last, after the device, as a registration takes
-		// them, and whatever it names: an UpdateCompany that read this
-		// device live before this commits and set it holds the row until
-		// its own commit, and the setting is read again after that wait.
-		// FOR NO KEY UPDATE keeps no send of the company waiting, as
-		// lockCompany's would (their rows' foreign keys share the row).
+		// row is locked after the device, as a registration takes them,
+		// and before the counters and the activity feed, as a
+		// registration, an API key's rotation and an invitation take it:
+		// an UpdateCompany that read this device live before this commits
+		// and set it holds the row until its own commit, and the setting
+		// is read again after that wait. FOR NO KEY UPDATE keeps no send
+		// of the company waiting, as lockCompany's would (their rows'
+		// foreign keys share the row).
 		var emailDevice *string
 		if err := t.row("SELECT rec->>'email_device' FROM companies WHERE id = $1 FOR NO KEY UPDATE", id(d.CompanyID)).Scan(&emailDevice); err != nil {
 			return err
@@ -246,7 +232,31 @@ func (s *Store) DeleteDevice(companyID uint64, fingerprint string, now time.Time
 				return err
 			}
 		}
-		return addActivity(t, d.CompanyID, store.Activity{Type: store.ActDeviceDeleted, At: now, Description: "Device " + store.ActivityName(store.DeviceLabel(d)) + " deleted; its queued messages failed"})
+		for _, q := range []string{
+			"DELETE FROM sim_caps WHERE device_id = $1",
+			"DELETE FROM sim_usage WHERE device_id = $1",
+			"DELETE FROM sim_streaks WHERE device_id = $1",
+		} {
+			if _, err := t.exec(q, id(d.ID)); err != nil {
+				return err
+			}
+		}
+		// Its jobs' counts, the deletion's activity line and the jobs'
+		// status events are written together, in the order a batch of
+		// reports writes them (the daily counts, then the feed, then the
+		// outbox; the storage use at the commit), so that the deletion
+		// and a batch never wait on each other in a circle over those
+		// rows; its last failures after the feed, as a batch notes a
+		// failure after its line.
+		deleted := activityRow{d.CompanyID, store.Activity{Type: store.ActDeviceDeleted, At: now.UTC(),
+			Description: "Device " + store.ActivityName(store.DeviceLabel(d)) + " deleted; its queued messages failed"}}
+		if err := s.failDeviceMessages(t, d, now, &deleted); err != nil {
+			return err
+		}
+		if _, err := t.exec("DELETE FROM device_failures WHERE device_id = $1", id(d.ID)); err != nil {
+			return err
+		}
+		return leavePools(t, d.CompanyID, d.ID, now)
 	})
 	if err != nil {
 		return store.Device{}, err
@@ -294,7 +304,7 @@ func (s *Store) failDeviceBatch(t *txn, companyID uint64, fingerprint string, no
 	if err != nil {
 		return 0, err
 	}
-	return len(msgs), s.failMessages(t, msgs, now)
+	return len(msgs), s.failMessages(t, msgs, now, nil)
 }
 
 // failDeviceMessages fails the deleted device's messages that have not
@@ -302,7 +312,7 @@ func (s *Store) failDeviceBatch(t *txn, companyID uint64, fingerprint string, no
 // its status event. A WhatsApp or iMessage send still queued is its
 // number's, not the agent's: it waits for the next agent that announces
 // the number (docs/api.md); only those the agent had acked fail.
-func (s *Store) failDeviceMessages(t *txn, d store.Device, now time.Time) error {
+func (s *Store) failDeviceMessages(t *txn, d store.Device, now time.Time, line *activityRow) error {
 	// The statuses are written out, as messages_unfinished (0010) lists
 	// them, so that the planner reads that index, not the device's history.
 	msgs, err := getRecs[store.Message](t, `SELECT rec FROM messages
@@ -312,7 +322,7 @@ func (s *Store) failDeviceMessages(t *txn, d store.Device, now time.Time) error 
 	if err != nil {
 		return err
 	}
-	return s.failMessages(t, msgs, now)
+	return s.failMessages(t, msgs, now, line)
 }
 
 // failMessages fails msgs, locked, with device_deleted, each counted and
@@ -324,28 +334,36 @@ func (s *Store) failDeviceMessages(t *txn, d store.Device, now time.Time) error 
 // failures: the deletion drops them, and a deletion that fails on the way
 // leaves the live device's list as its own sends left it, as the embedded
 // store's one transaction does.
-func (s *Store) failMessages(t *txn, msgs []store.Message, now time.Time) error {
-	if len(msgs) == 0 {
-		return nil
-	}
-	f, err := s.readEventFacts(t, msgs)
-	if err != nil {
-		return err
-	}
+//
+// With line, the deletion's activity line is written with them, and the
+// plan's writes are not the transaction's last (its charges are written
+// at the commit); without, the batch of failDeviceBatch ends with them.
+func (s *Store) failMessages(t *txn, msgs []store.Message, now time.Time, line *activityRow) error {
 	p := newReportPlan(s.statusEvents)
-	for i := range msgs {
-		m := msgs[i]
-		from := m.Status
-		m.Status, m.Error, m.UpdatedAt = store.MsgFailed, "device_deleted", now.UTC()
-		ev, err := p.statusEvent(&f.reportFacts, m, now)
+	if line != nil {
+		p.activity = append(p.activity, *line)
+	}
+	if len(msgs) > 0 {
+		f, err := s.readEventFacts(t, msgs)
 		if err != nil {
 			return err
 		}
-		p.addCounts(m, from, now)
-		p.addEvent(&f.reportFacts, ev)
-		p.setMessage(&msgs[i], m)
+		for i := range msgs {
+			m := msgs[i]
+			from := m.Status
+			m.Status, m.Error, m.UpdatedAt = store.MsgFailed, "device_deleted", now.UTC()
+			ev, err := p.statusEvent(&f.reportFacts, m, now)
+			if err != nil {
+				return err
+			}
+			p.addCounts(m, from, now)
+			p.addEvent(&f.reportFacts, ev)
+			p.setMessage(&msgs[i], m)
+		}
+	} else if line == nil {
+		return nil
 	}
-	return p.write(t)
+	return p.write(t, line == nil)
 }
 
 // noteFailure records m, which has just become failed or expired, as its

@@ -28,7 +28,7 @@ func TestOutcomeNotes(t *testing.T) {
 			p := newReportPlan(nil)
 			p.noteOutcome(m, status, errText, at)
 			p.noteFailure(m, at)
-			return p.write(tx)
+			return p.write(tx, true)
 		}); err != nil {
 			t.Fatal(err)
 		}

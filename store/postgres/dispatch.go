@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/simrelay/simrelay/store"
@@ -103,10 +104,14 @@ func (s *Store) Pending(companyID, deviceID uint64, after uint64, limit int, now
 		// fails leaves them queued, and the link's next read tries again.
 		_ = s.write("jobs failed or held at dispatch", func(t *txn) error {
 			var done []store.Message
-			if err := s.failOptedOut(t, stopped, now, &done); err != nil {
+			locked, err := lockMessages(t, append(slices.Clone(stopped), closed...))
+			if err != nil {
 				return err
 			}
-			if err := holdClosed(t, closed, now, &done); err != nil {
+			if err := s.failOptedOut(t, stopped, locked, now, &done); err != nil {
+				return err
+			}
+			if err := holdClosed(t, closed, locked, now, &done); err != nil {
 				return err
 			}
 			if moved != nil && len(done) > 0 {
@@ -153,22 +158,40 @@ func readQueue(t *txn, clause string, args ...any) ([]queuedJob, error) {
 	return out, rows.Err()
 }
 
-// lockMessage reads a message by id with its row lock.
-func lockMessage(t *txn, msgID uint64) (store.Message, error) {
-	var m store.Message
-	err := getRec(t, &m, "SELECT rec FROM messages WHERE id = $1 FOR UPDATE", id(msgID))
-	return m, err
+// lockMessages reads the messages with these ids with their row locks,
+// taken in one statement in id order before anything else is written: as
+// a device's deletion and a report batch lock several messages, and as a
+// cancel or a report locks one before the counters. Taken one by one in
+// the queue's order (priority first), a job was locked after another job's
+// counters and activity line, and a higher id before a lower one, each
+// the reverse of another writer's order (TestDispatchLocksJobsFirst). A
+// message gone is left out.
+func lockMessages(t *txn, ids []uint64) (map[uint64]store.Message, error) {
+	out := map[uint64]store.Message{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	keys := make([]int64, len(ids))
+	for i, v := range ids {
+		keys[i] = id(v)
+	}
+	ms, err := getRecs[store.Message](t, "SELECT rec FROM messages WHERE id = ANY($1) ORDER BY id FOR UPDATE", keys)
+	for _, m := range ms {
+		out[m.ID] = m
+	}
+	return out, err
 }
 
 // failOptedOut makes the queued jobs with these ids failed with
-// recipient_opted_out, each vetted again under its row lock: one that
-// moved on meanwhile, or whose number came off the list, is left as it is.
-// It appends the ones it failed to done.
-func (s *Store) failOptedOut(t *txn, ids []uint64, now time.Time, done *[]store.Message) error {
+// recipient_opted_out, each vetted again under its row lock (locked, as
+// lockMessages read them): one that moved on meanwhile, or whose number
+// came off the list, is left as it is. It appends the ones it failed to
+// done.
+func (s *Store) failOptedOut(t *txn, ids []uint64, locked map[uint64]store.Message, now time.Time, done *[]store.Message) error {
 	for _, msgID := range ids {
-		m, err := lockMessage(t, msgID)
-		if err != nil {
-			return err
+		m, ok := locked[msgID]
+		if !ok {
+			return store.ErrNotFound
 		}
 		if m.Status != store.MsgQueued {
 			continue
@@ -202,12 +225,13 @@ func (s *Store) failOptedOut(t *txn, ids []uint64, now time.Time, done *[]store.
 // holdClosed takes the queued jobs with these ids whose window is closed
 // at now out of their device's queue until it opens (HeldUntil; the
 // scheduler queues them again then), each vetted again under its row
-// lock. It appends the ones it held to done.
-func holdClosed(t *txn, ids []uint64, now time.Time, done *[]store.Message) error {
+// lock (locked, as lockMessages read them). It appends the ones it held
+// to done.
+func holdClosed(t *txn, ids []uint64, locked map[uint64]store.Message, now time.Time, done *[]store.Message) error {
 	for _, msgID := range ids {
-		m, err := lockMessage(t, msgID)
-		if err != nil {
-			return err
+		m, ok := locked[msgID]
+		if !ok {
+			return store.ErrNotFound
 		}
 		if m.Status != store.MsgQueued || m.Held() || m.Window == nil || m.Window.Open(now) {
 			continue

@@ -83,8 +83,24 @@
 // feeds are read newest first and limited, so no reader sees more.
 //
 // Counters. A counter every send of a company touches is split into shards
-// (storage_usage, plan_usage, stats_days: a random one of 8 rows per key),
-// summed on read, so a company's concurrent sends do not queue on one row.
+// (storage_usage, plan_usage, stats_days, webhook_outboxes: 8 rows per
+// key), summed on read, so a company's concurrent sends do not queue on one
+// row. A transaction adds to one shard of all of them, chosen at random
+// at its first add (txn.shard), so two transactions meet on all their
+// counters' rows or on none; where they meet, they lock them in one order,
+// the order of a batch of reports' write: the daily counts (stats_days),
+// the activity feed's trim, a device's last failures, the deliveries
+// log's trim (an attempt's line too, before it takes its delivery off the
+// outbox: TestAttemptLogsBeforeTheOutbox), the webhook outbox, and the
+// day's storage use last of all
+// (txn.chargeStorage: a write's charges are added up and written as its
+// last statement, at its commit or at the end of its last batch, whatever
+// point each charge was made at; the budget's check reads the day's use
+// there, unlocked). Charged where each write reached it, a received
+// message held its charge while it waited for the feed's oldest line,
+// which a batch of reports held while it waited for its charge, and so on
+// for a STOP and the API's opt-out, an upload and a send to its device, a
+// bulk send and a single send (TestChargesLockLast).
 // Where a limit must be exact (a plan that caps messages, a SIM's caps) the
 // write locks the row that guards it and the company's sends serialise
 // there; where it need not be (the daily storage budget guards the disk,
@@ -134,8 +150,8 @@
 // always did; one batch writes the plan's usage (locking its row and reading the period's
 // use back in the same statement when the plan caps messages: over the
 // plan is then the batch's error and the rollback undoes the rest), the
-// storage use, the SIM's counts and the message, whose id and queue place
-// its INSERT takes. A key's answer is one more round trip, a send through
+// SIM's counts, the message, whose id and queue place its INSERT takes,
+// and the storage use, last. A key's answer is one more round trip, a send through
 // a pool its lookups. TestSendCost and BenchmarkEnqueue count them. A bulk
 // send reads its recipients' opt-outs with those facts, locks its plan row
 // alone (lockPlanUsage), takes its ids in one statement and writes its
@@ -178,7 +194,13 @@
 // company's (TestPoolMemberRacesItsDeviceDeletion); a device deletion
 // its device's unfinished jobs and the pools it leaves, then the device,
 // then those again with any a send queued or an edit added in between
-// (TestDeviceDeletionLocksAfterItsJobs, TestDeviceDeletionLocksPoolsFirst).
+// (TestDeviceDeletionLocksAfterItsJobs, TestDeviceDeletionLocksPoolsFirst),
+// then its company's row, then the counters, its jobs' status events and
+// its activity line in a report batch's order, its device's failures after
+// them (TestDeviceDeletionWritesInBatchOrder). A write that locks several
+// messages takes them in one statement, in id order, before anything else
+// (a phone's read of its queue that fails or holds jobs: lockMessages,
+// TestDispatchLocksJobsFirst). The counters come after all of these.
 // A send locks no message or pool row that exists already: a send by
 // name locks its device, a send through a pool the pool's turn and then
 // the device of every member its strategy may look at, before it looks

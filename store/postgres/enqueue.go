@@ -26,12 +26,14 @@ import (
 //   - the write batch adds to the plan's usage, locking its row and reading
 //     the period's use back when the plan caps messages (queueAllowAdd: its
 //     refusal is then the batch's error, and the rollback undoes the rest of
-//     the batch), adds to the storage use, writes the route's counts, and
-//     inserts the message with its id and its queue place taken inside the
-//     INSERT (queueNewSend).
+//     the batch), writes the route's counts, inserts the message with its
+//     id and its queue place taken inside the INSERT (queueNewSend), and
+//     adds to the storage use, the last row every write locks
+//     (txn.chargeStorage).
 //
 // The locks are taken in the order they always were (the key's row, the
-// device's row, the plan's row), so sends still meet in one order. A send
+// device's row, the plan's row, the day's storage use last), so sends
+// still meet in one order. A send
 // that replays its key's earlier answer writes nothing, as before, but has
 // read and locked its device in the same batch until it commits.
 // Rare paths keep their own round trips: a key that was used before
@@ -184,12 +186,13 @@ func (s *Store) Enqueue(m *store.Message, idemKey store.IdempotencyKey, now func
 			return err
 		}
 		b := &pgx.Batch{}
-		usageSlot{companyID: msg.CompanyID, limits: rd.facts.limits}.queueAllowAdd(b, 1)
-		b.Queue(storageAddSQL, storageAddArgs(msg.CompanyID, at, t.shard(), cost)...)
+		usageSlot{companyID: msg.CompanyID, limits: rd.facts.limits}.queueAllowAdd(t, b, 1)
 		r.queueCommit(b)
 		if err := queueNewSend(b, &msg); err != nil {
 			return err
 		}
+		t.chargeStorage(msg.CompanyID, day(at), cost)
+		t.queueCharges(b) // last, as every write's (txn.chargeStorage)
 		if err := t.sendBatch(b); err != nil {
 			return err
 		}

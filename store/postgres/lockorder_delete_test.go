@@ -1,8 +1,11 @@
 package postgres
 
 import (
+	"context"
 	"fmt"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -120,5 +123,118 @@ func TestDeviceDeletionLocksPoolsFirst(t *testing.T) {
 	}
 	if n := dl.n.Load(); n != 0 {
 		t.Errorf("the database broke %d deadlocks between the deletion, the edit and the send, in %q", n, dl.sql)
+	}
+}
+
+// TestDeviceDeletionWritesInBatchOrder: the last transaction of a
+// device's deletion fails a job that came back to the device's queue after
+// its batches (failDeviceBatch) had failed it, writing its count and
+// status event and the deletion's activity line, while a batch of
+// reports of another device of the company writes its own count, line and
+// status event. The deletion wrote its jobs' counts and events first and
+// its line last, the batch its line before its event: each held what the
+// other waited for (the feed's oldest line, the outbox's row), and the
+// database broke the deadlock. The deletion now writes them in the
+// batch's order.
+func TestDeviceDeletionWritesInBatchOrder(t *testing.T) {
+	t.Parallel()
+	dl := &deadlocks{}
+	// Two transactions of the test hold rows while two writers and the
+	// test's watch use the pool: more than its default size.
+	s := openURL(t, migrated(t)+"&pool_max_conns=8", Options{Tracer: dl})
+	s.pickShard = func() int16 { return 0 } // the shard both write to, as one time in shards at random
+	var seq atomic.Int64
+	s.SetStatusEvents(store.StatusEvents{Build: func(set store.WebhookSet, m store.Message) (store.WebhookEvent, []store.WebhookDelivery, error) {
+		n := seq.Add(1)
+		var ds []store.WebhookDelivery
+		for _, e := range set.Entries {
+			ds = append(ds, store.WebhookDelivery{UUID: fmt.Sprintf("d-%d-%d", n, e.ID), EventType: "message." + m.Status,
+				WebhookID: e.ID, CreatedAt: m.UpdatedAt, NextAttemptAt: m.UpdatedAt})
+		}
+		return store.WebhookEvent{ID: fmt.Sprintf("ev-%d", n), Body: []byte(`{}`)}, ds, nil
+	}})
+	ctx := context.Background()
+	c, _ := conformance.Company(t, s)
+	statusWebhook(t, s, c.ID, time.Now())
+	var jobs []store.Message
+	for _, fp := range []string{"kept", "gone"} {
+		conformance.Device(t, s, c.ID, fp)
+		m := store.Message{UUID: "job-" + fp, CompanyID: c.ID, Device: fp, SIMSlot: "SIM1", Channel: "sms", Phone: "+15550100000", Text: "hi", Segments: 1}
+		got, _, err := s.Enqueue(&m, store.IdempotencyKey{}, time.Now, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		jobs = append(jobs, got)
+	}
+	kept, gone := jobs[0], jobs[1]
+	if _, _, err := s.Transition(c.ID, kept.DeviceID, kept.UUID, store.MsgSending, "", "", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(ctx, `INSERT INTO activity (company_id, rec) SELECT $1, '{}'::jsonb FROM generate_series(1, $2)`,
+		int64(c.ID), store.ActivityKeep+10); err != nil {
+		t.Fatal(err)
+	}
+	// The feed's oldest line, held: the batch waits for it first.
+	feed, err := s.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer feed.Rollback(ctx) //nolint:errcheck // released below
+	if _, err := feed.Exec(ctx, "SELECT 1 FROM activity WHERE company_id = $1 ORDER BY seq LIMIT 1 FOR UPDATE", int64(c.ID)); err != nil {
+		t.Fatal(err)
+	}
+	r := newReport(c.ID, kept.DeviceID, kept.UUID, store.MsgSent, "", "", "", time.Now())
+	var wg sync.WaitGroup
+	wg.Go(func() { s.applyReports([]*report{r}) })
+	waitLocks(t, s, 1)
+	// The deleted device's row, held while its failed job is put back in
+	// its queue: the deletion's batches fail it, its last transaction
+	// waits for the device and then finds the job queued again.
+	dev, err := s.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Rollback(ctx) //nolint:errcheck // committed below
+	if _, err := dev.Exec(ctx, lockDevice, int64(gone.DeviceID)); err != nil {
+		t.Fatal(err)
+	}
+	var delErr error
+	wg.Go(func() { _, delErr = s.DeleteDevice(c.ID, "gone", time.Now()) })
+	waitLocks(t, s, 2) // the deletion's last transaction waits for the device
+	if m, err := s.MessageByUUID(c.ID, gone.UUID); err != nil || m.Status != store.MsgFailed {
+		t.Fatalf("the deletion's batch left the job %s (%v), want failed", m.Status, err)
+	}
+	raw, err := rec(gone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dev.Exec(ctx, "UPDATE messages SET status = 'queued', queue_place = $2, rec = $3 WHERE id = $1",
+		int64(gone.ID), int64(gone.QueueSeq), raw); err != nil {
+		t.Fatal(err)
+	}
+	if err := dev.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitLocks(t, s, 2) // the deletion waits for the feed's oldest line too
+	if err := feed.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if m, moved, err := r.Wait(); err != nil || !moved || m.Status != store.MsgSent {
+		t.Errorf("the report moved the job to %s (moved %v, %v), want sent", m.Status, moved, err)
+	}
+	if delErr != nil {
+		t.Errorf("the deletion: %v", delErr)
+	}
+	if m, err := s.MessageByUUID(c.ID, gone.UUID); err != nil || m.Status != store.MsgFailed {
+		t.Errorf("the deleted device's job is %s (%v), want failed", m.Status, err)
+	}
+	var lines int
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM activity WHERE company_id = $1 AND rec->>'type' = $2`,
+		int64(c.ID), store.ActDeviceDeleted).Scan(&lines); err != nil || lines != 1 {
+		t.Errorf("the feed has %d lines of the deletion (%v), want 1", lines, err)
+	}
+	if n := dl.n.Load(); n != 0 {
+		t.Errorf("the database broke %d deadlocks, in %q", n, dl.sql)
 	}
 }

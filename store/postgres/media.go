@@ -173,6 +173,7 @@ func (s *Store) budgetRoom(t *txn, companyID uint64, now time.Time, cost int64) 
 	if err := t.row("SELECT coalesce(sum(used), 0) FROM storage_usage WHERE company_id = $1 AND day = $2", id(companyID), day(now)).Scan(&used); err != nil {
 		return err
 	}
+	used += t.charges[chargeKey{companyID, day(now)}] // charged by this transaction, not written yet
 	if used+cost > s.dailyBudget {
 		return &store.BudgetError{CompanyID: companyID, Limit: s.dailyBudget, Used: used, Cost: cost, Reset: store.NextDay(now)}
 	}

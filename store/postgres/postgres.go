@@ -106,6 +106,11 @@ type Store struct {
 	// schema is the schema version this binary migrated to or found at
 	// Open, the highest it knows (RegisterNode checks it again).
 	schema int
+	// pickShard chooses each transaction's shard of the sharded counters
+	// (txn.shard); nil: one at random. Tests fix it, so that transactions
+	// meet on their counters' rows every time rather than one time in
+	// shards.
+	pickShard func() int16
 }
 
 // Open connects to the database at url (postgres://... or postgresql://...,

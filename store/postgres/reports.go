@@ -173,7 +173,7 @@ func (s *Store) applyReports(batch []*report) {
 			m, moved, err := p.apply(f, r)
 			outs[i] = outcome{m, moved, err}
 		}
-		return p.write(t)
+		return p.write(t, true)
 	})
 	// write classified err (tx.go): a database out of reach or out of a
 	// resource is store.ErrUnavailable by then.

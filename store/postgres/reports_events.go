@@ -116,7 +116,7 @@ func (p *reportPlan) eventIDs(t *txn) (deliveries, attempts []uint64, err error)
 // bodies, the deliveries, the bodies charged after the fact to the day's
 // storage, the outbox counters; refused deliveries as lines of the
 // deliveries log, trimmed to its length.
-func (p *reportPlan) queueEvents(b *pgx.Batch, deliveryIDs, attemptIDs []uint64) error {
+func (p *reportPlan) queueEvents(t *txn, b *pgx.Batch, deliveryIDs, attemptIDs []uint64) error {
 	type dayKey struct {
 		companyID uint64
 		day       int32
@@ -194,22 +194,18 @@ func (p *reportPlan) queueEvents(b *pgx.Batch, deliveryIDs, attemptIDs []uint64)
 		}
 		return fmt.Errorf("%w: a webhook event id of the batch is taken", store.ErrConflict) // one id twice in the batch
 	})
-	// In one order, by company, as every batch locks them (sortedKeys).
-	var uCompanies, oCompanies, oDeliveries, oBytes, used []int64
-	var uDays []int32
-	var uShards, oShards []int16
-	for _, k := range sortedKeys(charges, func(a, b dayKey) int {
-		return cmp.Or(cmp.Compare(a.companyID, b.companyID), cmp.Compare(a.day, b.day))
-	}) {
-		cost := charges[k]
-		uCompanies, uDays, uShards, used = append(uCompanies, id(k.companyID)), append(uDays, k.day), append(uShards, shard()), append(used, cost)
+	// The bodies are charged as every write's charges are, last
+	// (txn.chargeStorage); the outbox's rows in one order, by company, as
+	// every batch locks them (sortedKeys).
+	for k, cost := range charges {
+		t.chargeStorage(k.companyID, k.day, cost)
 	}
+	var oCompanies, oDeliveries, oBytes []int64
+	var oShards []int16
 	for _, c := range sortedKeys(outbox, cmp.Compare[uint64]) {
 		o := outbox[c]
-		oCompanies, oShards, oDeliveries, oBytes = append(oCompanies, id(c)), append(oShards, shard()), append(oDeliveries, o[0]), append(oBytes, o[1])
+		oCompanies, oShards, oDeliveries, oBytes = append(oCompanies, id(c)), append(oShards, t.shard()), append(oDeliveries, o[0]), append(oBytes, o[1])
 	}
-	b.Queue(`INSERT INTO storage_usage (company_id, day, shard, used) SELECT * FROM unnest($1::bigint[], $2::int[], $3::smallint[], $4::bigint[])
-		ON CONFLICT (company_id, day, shard) DO UPDATE SET used = storage_usage.used + EXCLUDED.used`, uCompanies, uDays, uShards, used)
 	b.Queue(`INSERT INTO webhook_deliveries (id, company_id, webhook_id, event_id, next_attempt_at, rec)
 		SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[], $5::timestamptz[], $6::jsonb[])`,
 		dIDs, dCompanies, dWebhooks, dEvents, dDue, dRecs)

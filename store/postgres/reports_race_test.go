@@ -251,10 +251,18 @@ func TestReportPlanLocksInOrder(t *testing.T) {
 		return out
 	}
 	b := &pgx.Batch{}
-	p.queueNotes(b)
-	if err := p.queueEvents(b, ids(deliveries), ids(attempts)); err != nil {
+	tx := &txn{sh: -1}
+	p.queueNotes(tx, b)
+	if err := p.queueEvents(tx, b, ids(deliveries), ids(attempts)); err != nil {
 		t.Fatal(err)
 	}
+	tx.queueCharges(b) // as a batch's write ends
+	// The day's storage use is the last row every write locks
+	// (txn.chargeStorage, TestChargesLockLast).
+	if n := len(b.QueuedQueries); n == 0 || !strings.Contains(b.QueuedQueries[n-1].SQL, "INSERT INTO storage_usage") {
+		t.Errorf("the batch's storage use is not its last statement")
+	}
+
 	// The statements that lock rows other batches may lock too, and the
 	// argument that orders them: the company's or the device's ids.
 	ordered := []struct {

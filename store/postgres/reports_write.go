@@ -172,18 +172,24 @@ func (p *reportPlan) noteFailure(m store.Message, now time.Time) {
 // write makes the plan's writes: one round trip for the ids of the
 // deliveries and log lines its events add (only when they add any), one
 // for everything else, and the events' Committed hooks once it commits.
-func (p *reportPlan) write(t *txn) error {
+// With last, the plan's writes are the transaction's last, and its
+// charges (txn.chargeStorage) go at the end of that round trip; without,
+// the transaction writes them when it commits, after what it writes next.
+func (p *reportPlan) write(t *txn, last bool) error {
 	deliveryIDs, attemptIDs, err := p.eventIDs(t)
 	if err != nil {
 		return err
 	}
 	b := &pgx.Batch{}
-	p.queueNotes(b)
-	if err := p.queueEvents(b, deliveryIDs, attemptIDs); err != nil {
+	p.queueNotes(t, b)
+	if err := p.queueEvents(t, b, deliveryIDs, attemptIDs); err != nil {
 		return err
 	}
 	if err := p.queueMessages(b); err != nil {
 		return err
+	}
+	if last {
+		t.queueCharges(b)
 	}
 	if err := t.sendBatch(b); err != nil {
 		return err
@@ -202,7 +208,7 @@ func (p *reportPlan) write(t *txn) error {
 // queueNotes queues the writes beside the messages' and the events': the
 // agent numbers' last takes, the SIMs' streaks, the counters, the activity
 // feed and the devices' failures, each feed trimmed once after its rows.
-func (p *reportPlan) queueNotes(b *pgx.Batch) {
+func (p *reportPlan) queueNotes(t *txn, b *pgx.Batch) {
 	if len(p.taken) > 0 {
 		var nums, companies []int64
 		var ats []string
@@ -215,7 +221,7 @@ func (p *reportPlan) queueNotes(b *pgx.Batch) {
 			WHERE a.id = u.id AND a.company_id = u.company_id`, nums, companies, ats)
 	}
 	p.queueStreaks(b)
-	p.queueCounts(b)
+	p.queueCounts(t, b)
 	if len(p.activity) > 0 {
 		ids, recs := make([]int64, len(p.activity)), make([]string, len(p.activity))
 		trim, seen := []int64{}, map[uint64]bool{}
@@ -298,9 +304,9 @@ func (p *reportPlan) queueStreaks(b *pgx.Batch) {
 	}
 }
 
-// queueCounts queues the counters' increments, one row each in a random
-// shard, as count (core.go) adds a lone change's.
-func (p *reportPlan) queueCounts(b *pgx.Batch) {
+// queueCounts queues the counters' increments, one row each in the
+// transaction's shard, as count (core.go) adds a lone change's.
+func (p *reportPlan) queueCounts(t *txn, b *pgx.Batch) {
 	if len(p.counts) == 0 {
 		return
 	}
@@ -311,7 +317,7 @@ func (p *reportPlan) queueCounts(b *pgx.Batch) {
 		c := p.counts[k]
 		companies, days, channels, devs, users = append(companies, id(k.companyID)), append(days, k.day), append(channels, k.channel),
 			append(devs, id(k.deviceID)), append(users, id(k.userID))
-		shards = append(shards, shard())
+		shards = append(shards, t.shard())
 		sent, delivered, failed = append(sent, int64(c.Sent)), append(delivered, int64(c.Delivered)), append(failed, int64(c.Failed))
 		received, expired, segments = append(received, int64(c.Received)), append(expired, int64(c.Expired)), append(segments, int64(c.Segments))
 	}

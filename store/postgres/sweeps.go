@@ -98,7 +98,7 @@ func (s *Store) ReleaseDue(now time.Time, limit int) ([]store.Message, error) {
 			p.setMessage(&vetted[i], m) // written even when it stays held: its HeldUntil moves
 		}
 		p.stale = stale
-		if err := p.write(t); err != nil {
+		if err := p.write(t, true); err != nil {
 			return err
 		}
 		out = vetted
@@ -138,7 +138,7 @@ func (s *Store) ExpireQueued(now time.Time, limit int) ([]store.Message, error) 
 			}
 			p.setMessage(&out[i], m)
 		}
-		return p.write(t)
+		return p.write(t, true)
 	})
 	if err != nil {
 		return nil, err

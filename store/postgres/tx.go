@@ -178,7 +178,7 @@ func (s *Store) try(opts pgx.TxOptions, within time.Duration, fn func(t *txn) er
 	if err != nil {
 		return nil, err
 	}
-	t := &txn{ctx: ctx, conn: conn, opts: opts, sh: -1}
+	t := &txn{ctx: ctx, conn: conn, opts: opts, sh: -1, pick: s.pickShard}
 	defer t.end() // rolls back unless committed, also when fn panics
 	if err := fn(t); err != nil {
 		return nil, mapErr(t.cause(err))

@@ -1,8 +1,11 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -39,6 +42,17 @@ type txn struct {
 	// sh is the shard of the counters this transaction adds to, chosen at
 	// its first (shard); -1 before.
 	sh int16
+	// pick chooses sh (the store's pickShard); nil: at random.
+	pick func() int16
+	// charges are the bytes the transaction adds to its companies' daily
+	// storage use (chargeStorage), written as its last statement.
+	charges map[chargeKey]int64
+}
+
+// chargeKey is a company's day of storage use.
+type chargeKey struct {
+	companyID uint64
+	day       int32
 }
 
 // shard is the one shard of every sharded counter row (storage use, daily
@@ -49,9 +63,49 @@ type txn struct {
 // message charges its storage, then its webhook event's).
 func (t *txn) shard() int16 {
 	if t.sh < 0 {
-		t.sh = shard()
+		if t.sh = shard(); t.pick != nil {
+			t.sh = t.pick()
+		}
 	}
 	return t.sh
+}
+
+// chargeStorage adds cost bytes to the company's storage use of the day,
+// written when the transaction commits (or, by queueCharges, in its last
+// batch): the day's storage_usage row is the last row every write
+// transaction locks. A charge is made by writes of every kind (a received
+// message, a status event, a send, an opt-out, an upload) at whatever
+// point each reaches it; taken there, it was locked before the rows some
+// took after it (the activity feed's oldest lines, the daily counts, the
+// opt-out list, a device's row) and after them by others, and two such
+// transactions of one company, in one shard, waited on each other until
+// the database broke the deadlock (TestChargesLockLast). The budget's
+// check reads the day's use where the charge is made, unlocked, as it
+// always did.
+func (t *txn) chargeStorage(companyID uint64, day int32, cost int64) {
+	if t.charges == nil {
+		t.charges = map[chargeKey]int64{}
+	}
+	t.charges[chargeKey{companyID, day}] += cost
+}
+
+// queueCharges queues the write of the transaction's charges, one
+// statement, its rows in one order (by company and day), and forgets them:
+// the caller sends b as the transaction's last batch.
+func (t *txn) queueCharges(b *pgx.Batch) {
+	if len(t.charges) == 0 {
+		return
+	}
+	keys := slices.SortedFunc(maps.Keys(t.charges), func(a, b chargeKey) int {
+		return cmp.Or(cmp.Compare(a.companyID, b.companyID), cmp.Compare(a.day, b.day))
+	})
+	companies, days, shards, used := make([]int64, len(keys)), make([]int32, len(keys)), make([]int16, len(keys)), make([]int64, len(keys))
+	for i, k := range keys {
+		companies[i], days[i], shards[i], used[i] = id(k.companyID), k.day, t.shard(), t.charges[k]
+	}
+	b.Queue(`INSERT INTO storage_usage (company_id, day, shard, used) SELECT * FROM unnest($1::bigint[], $2::int[], $3::smallint[], $4::bigint[])
+		ON CONFLICT (company_id, day, shard) DO UPDATE SET used = storage_usage.used + EXCLUDED.used`, companies, days, shards, used)
+	t.charges = nil
 }
 
 // OnCommit runs fn after the transaction commits; never if it does not (a
@@ -181,14 +235,22 @@ func (t *txn) cause(err error) error {
 	return err
 }
 
-// commit commits what the transaction sent; one that sent nothing has
-// nothing to commit and sends nothing. A failed statement aborts the
+// commit commits what the transaction sent, its charges not written yet
+// first (chargeStorage); one that sent nothing has nothing to commit and
+// sends nothing. A failed statement aborts the
 // transaction even where fn did not look at its error: PostgreSQL then
 // answers the COMMIT with ROLLBACK and no error, which pgx's Commit turns
 // into pgx.ErrTxCommitRollback.
 func (t *txn) commit() error {
 	if err := t.finish(); err != nil {
 		return err
+	}
+	if len(t.charges) > 0 {
+		b := &pgx.Batch{}
+		t.queueCharges(b)
+		if err := t.sendBatch(b); err != nil {
+			return err
+		}
 	}
 	if t.tx == nil {
 		return nil

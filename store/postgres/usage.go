@@ -57,7 +57,8 @@ func (s *Store) Usage(companyID uint64, periodStart time.Time) (messages int64, 
 
 // charge adds cost to the company's bytes of now's day, or refuses with a
 // *store.BudgetError when that would go over the daily budget, having
-// written nothing. The check reads the day's shards without locking them,
+// written nothing. The bytes are written as the transaction's last
+// statement (txn.chargeStorage). The check reads the day's shards without locking them,
 // so writes of one company that run at the same moment may each pass it:
 // the budget (a guard of the disk, not a price) can be overshot by what is
 // in flight at once, at most one write per connection of the pool.
@@ -82,15 +83,16 @@ func (s *Store) addUsage(t *txn, companyID uint64, now time.Time, cost int64, ma
 }
 
 // addUsed is addUsage for a caller that read the day's use (used) itself,
-// earlier in the transaction.
+// earlier in the transaction. What the transaction charged already is not
+// written yet (txn.chargeStorage): it is added to used here.
 func (s *Store) addUsed(t *txn, companyID uint64, now time.Time, cost, used int64, mayRefuse bool) error {
 	if mayRefuse {
-		if err := s.overBudget(companyID, now, cost, used); err != nil {
+		if err := s.overBudget(companyID, now, cost, used+t.charges[chargeKey{companyID, day(now)}]); err != nil {
 			return err
 		}
 	}
-	_, err := t.exec(storageAddSQL, storageAddArgs(companyID, now, t.shard(), cost)...)
-	return err
+	t.chargeStorage(companyID, day(now), cost)
+	return nil
 }
 
 // overBudget refuses with a *store.BudgetError when adding cost to the
@@ -100,15 +102,6 @@ func (s *Store) overBudget(companyID uint64, now time.Time, cost, used int64) er
 		return &store.BudgetError{CompanyID: companyID, Limit: s.dailyBudget, Used: used, Cost: cost, Reset: store.NextDay(now)}
 	}
 	return nil
-}
-
-// storageAddSQL adds bytes to a company's use of a day, in a random shard
-// (storageAddArgs).
-const storageAddSQL = `INSERT INTO storage_usage (company_id, day, shard, used) VALUES ($1, $2, $3, $4)
-	ON CONFLICT (company_id, day, shard) DO UPDATE SET used = storage_usage.used + EXCLUDED.used`
-
-func storageAddArgs(companyID uint64, now time.Time, sh int16, cost int64) []any {
-	return []any{id(companyID), day(now), sh, cost}
 }
 
 // limits are the company's plan limits at now.
@@ -175,15 +168,15 @@ const planAddSQL = `INSERT INTO plan_usage (company_id, period_start, shard, use
 
 // queueAllowAdd queues planAllowsUnder and add for n messages as one
 // statement, for a send that writes in one round trip: an uncapped plan
-// adds to a random shard; a capped one adds to shard 0, which locks it
+// adds to the transaction's shard; a capped one adds to shard 0, which locks it
 // (the row lockPlanUsage locks, making it for the period's first send),
 // and returns the period's use, shard 0 as it stands once locked, the
 // other shards as the statement's snapshot has them, as lockPlanUsage
 // reads it. Going over the plan is the batch's error, a
 // *store.PlanLimitError: the transaction then rolls back what it added.
-func (u usageSlot) queueAllowAdd(b *pgx.Batch, n int64) {
+func (u usageSlot) queueAllowAdd(t *txn, b *pgx.Batch, n int64) {
 	if u.limits.Messages < 0 {
-		b.Queue(planAddSQL, id(u.companyID), u.limits.PeriodStart, shard(), n)
+		b.Queue(planAddSQL, id(u.companyID), u.limits.PeriodStart, t.shard(), n)
 		return
 	}
 	b.Queue(planAddSQL+` RETURNING plan_usage.used + (SELECT coalesce(sum(o.used), 0) FROM plan_usage o

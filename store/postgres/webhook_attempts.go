@@ -131,6 +131,19 @@ func (s *Store) recordAttempt(t *txn, deliveryID uint64, keep int, decide func(d
 		}
 	}
 	d.Attempts++
+	if a.State != store.WebhookPending {
+		a.NextAttemptAt = time.Time{}
+	}
+	a.CompanyID, a.WebhookID, a.EventID, a.DeliveryID, a.EventType, a.Attempt = d.CompanyID, d.WebhookID, d.EventID, d.UUID, d.EventType, d.Attempts
+	// The log's line (and its trim) before the outbox's counters, as a
+	// batch of reports writes a refused event's line before the outbox
+	// (doc.go, Counters): written after, an ended delivery held its
+	// company's outbox row while it waited for the log's oldest lines,
+	// which such a batch held while it waited for the outbox
+	// (TestAttemptLogsBeforeTheOutbox).
+	if err := appendAttempt(t, &a, keep); err != nil {
+		return store.WebhookAttempt{}, err
+	}
 	if a.State == store.WebhookPending {
 		d.NextAttemptAt = a.NextAttemptAt
 		d.Body = nil
@@ -141,14 +154,7 @@ func (s *Store) recordAttempt(t *txn, deliveryID uint64, keep int, decide func(d
 		if _, err := t.exec("UPDATE webhook_deliveries SET next_attempt_at = $2, rec = $3, leased_until = NULL, leased_by = NULL WHERE id = $1", id(d.ID), d.NextAttemptAt, raw); err != nil {
 			return store.WebhookAttempt{}, err
 		}
-	} else {
-		a.NextAttemptAt = time.Time{}
-		if err := endDelivery(t, d); err != nil {
-			return store.WebhookAttempt{}, err
-		}
-	}
-	a.CompanyID, a.WebhookID, a.EventID, a.DeliveryID, a.EventType, a.Attempt = d.CompanyID, d.WebhookID, d.EventID, d.UUID, d.EventType, d.Attempts
-	if err := appendAttempt(t, &a, keep); err != nil {
+	} else if err := endDelivery(t, d); err != nil {
 		return store.WebhookAttempt{}, err
 	}
 	return a, nil
