@@ -1063,11 +1063,19 @@ func poolWindow(t *testing.T, s PoolSendsStore) {
 	noon := window.Window{From: "12:00", To: "13:00", TimeZone: "UTC"} // opens 2 hours after T0
 	putPool(t, s, a.ID, store.PoolInput{Name: "pw", Strategy: store.PoolRoundRobin, Window: &noon, Members: members("pw", "SIM1")})
 	x := poolSender{t, s, a.ID}
+	enqueue := func(w *window.Window, expires time.Time, fixed bool) (store.Message, error) {
+		m := x.msg("+15559100001")
+		m.Pool, m.Window, m.ExpiresAt, m.ExpiresFixed = "pw", w, expires, fixed
+		out, _, err := s.Enqueue(&m, store.IdempotencyKey{}, func() time.Time { return T0 }, nil, nil)
+		return out, err
+	}
 	send := func(w *window.Window, fixed bool) store.Message {
 		t.Helper()
-		m := x.msg("+15559100001")
-		m.Pool, m.Window, m.ExpiresAt, m.ExpiresFixed = "pw", w, T0.Add(time.Hour), fixed
-		out, _, err := s.Enqueue(&m, store.IdempotencyKey{}, func() time.Time { return T0 }, nil, nil)
+		expires := T0.Add(time.Hour)
+		if fixed {
+			expires = T0.Add(150 * time.Minute) // after the pool's window opens
+		}
+		out, err := enqueue(w, expires, fixed)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1076,8 +1084,21 @@ func poolWindow(t *testing.T, s PoolSendsStore) {
 	if m := send(nil, false); m.Window == nil || m.Window.From != "12:00" || !m.ExpiresAt.Equal(T0.Add(3*time.Hour)) {
 		t.Fatalf("through the pool: window %+v, expires %v; want the pool's window, an hour after it opens", m.Window, m.ExpiresAt)
 	}
-	if m := send(nil, true); m.Window == nil || !m.ExpiresAt.Equal(T0.Add(time.Hour)) {
+	if m := send(nil, true); m.Window == nil || !m.ExpiresAt.Equal(T0.Add(150*time.Minute)) {
 		t.Fatalf("a fixed end: window %+v, expires %v; want the pool's window and the end kept", m.Window, m.ExpiresAt)
+	}
+	// A fixed end at or before the pool's window first opens could only
+	// expire: refused, nothing stored, as a send's own window is by the
+	// service before the store.
+	before, _ := s.SIMUsages(a.ID, "pw", T0)
+	for _, end := range []time.Time{T0.Add(time.Hour), T0.Add(2 * time.Hour)} {
+		var eb *store.ExpiresBeforeWindowError
+		if _, err := enqueue(nil, end, true); !errors.As(err, &eb) || eb.Pool != "pw" || !eb.Opening.Equal(T0.Add(2*time.Hour)) {
+			t.Fatalf("a fixed end at %v, the pool's window opening at %v: %v, want an *ExpiresBeforeWindowError", end, T0.Add(2*time.Hour), err)
+		}
+	}
+	if after, _ := s.SIMUsages(a.ID, "pw", T0); after[0].Day != before[0].Day {
+		t.Fatalf("refused sends counted on the SIM: %d, want %d", after[0].Day, before[0].Day)
 	}
 	own := window.Window{From: "18:00", To: "19:00", TimeZone: "UTC"}
 	if m := send(&own, false); m.Window == nil || m.Window.From != "18:00" || !m.ExpiresAt.Equal(T0.Add(time.Hour)) {
