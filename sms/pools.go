@@ -60,7 +60,10 @@ func poolRefusal(err error) error {
 	var pu *store.PoolUnavailableError
 	var pc *store.PoolCappedError
 	var sc *store.SIMCappedError
+	var eb *store.ExpiresBeforeWindowError
 	switch {
+	case errors.As(err, &eb):
+		return problem.Invalid("expires_at", "must be after the message may first go out: now, send_at, or its window's next opening (the window of pool "+eb.Pool+" opens at "+eb.Opening.UTC().Format(timeLayout)+")")
 	case errors.As(err, &sc):
 		return &problem.Error{Code: problem.SIMCapped, Field: "sim_slot", RetryAfter: seconds(sc.RetryAfter),
 			Message: fmt.Sprintf("The device's SIM in %s is at its %s cap of %d.", sc.Slot, capWords[sc.What], sc.Limit)}

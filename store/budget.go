@@ -33,6 +33,16 @@ func (e *BudgetError) Error() string {
 
 func (e *BudgetError) Unwrap() error { return ErrStorageBudget }
 
+// OptOutOverdraft is how far past its daily budget (budget bytes) a company's
+// day may go for entries of its opt-out list alone: a recipient's STOP and a
+// number an admin adds are kept when the day's budget is spent, since the
+// messages accepted before it (queued, scheduled) would otherwise still go
+// to the number until the budget renews at midnight. An eighth of the
+// budget (32 MiB, about 260,000 numbers, with the default) bounds what a
+// flood of made-up STOPs adds; past it they are refused as other writes.
+// Without a budget (0), nothing is refused.
+func OptOutOverdraft(budget int64) int64 { return budget / 8 }
+
 // NextDay is the start of the UTC day after t's: when a spent budget renews.
 func NextDay(t time.Time) time.Time {
 	return time.Unix((t.Unix()/86400+1)*86400, 0).UTC()

@@ -173,25 +173,47 @@ func MemberOrder(n int, turn uint64, load func(i int) int) []int {
 	return order
 }
 
+// ExpiresBeforeWindowError refuses a send through a pool whose window first
+// opens (Opening) at or after the send's own expires_at: held until then,
+// it could only expire, never go out. A send's own window is checked so
+// before it reaches the store (sms.Send); a pool's is known only once the
+// pool is read, in the send's transaction.
+type ExpiresBeforeWindowError struct {
+	Pool    string
+	Opening time.Time
+}
+
+func (e *ExpiresBeforeWindowError) Error() string {
+	return fmt.Sprintf("the window of pool %s first opens at %s, not before the send expires", e.Pool, e.Opening.UTC().Format(time.RFC3339))
+}
+
 // SetPoolMember sets on m the member of p it was picked for (the device's
 // fingerprint and the slot) and, when m has no window of its own, p's
-// window; now is when the send is made. Both backends' pickers call it.
-func (m *Message) SetPoolMember(p Pool, device, slot string, now time.Time) {
+// window; now is when the send is made. Both backends' pickers call it. A
+// send whose expires_at (ExpiresFixed) comes at or before the first opening
+// of the pool's window is an *ExpiresBeforeWindowError.
+func (m *Message) SetPoolMember(p Pool, device, slot string, now time.Time) error {
 	// The pool's own name, not the request's spelling of it (names are
 	// matched without regard to case): what GET /pools lists.
 	m.Device, m.SIMSlot, m.Pool, m.PoolID = device, slot, p.Name, p.ID
 	if m.Window != nil || p.Window == nil {
-		return
+		return nil
 	}
 	w := *p.Window
 	m.Window = &w
-	if !m.ExpiresFixed && !m.ExpiresAt.IsZero() {
+	start := now
+	if m.SendAt.After(start) {
+		start = m.SendAt
+	}
+	switch {
+	case m.ExpiresFixed:
+		if opens := w.Next(start); !m.ExpiresAt.After(opens) {
+			return &ExpiresBeforeWindowError{Pool: p.Name, Opening: opens}
+		}
+	case !m.ExpiresAt.IsZero():
 		// The time to live counts from the window's first opening, as for
 		// a send's own window (sms.Send).
-		start := now
-		if m.SendAt.After(start) {
-			start = m.SendAt
-		}
 		m.ExpiresAt = m.ExpiresAt.Add(w.Next(start).Sub(start))
 	}
+	return nil
 }

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/simrelay/simrelay/store"
 )
 
 // The daily storage budget: what one company may add to the store per
@@ -25,7 +27,14 @@ func dayOf(t time.Time) uint64 { return uint64(t.Unix() / 86400) }
 // never fails the group-commit batch it shares. It counts even without a
 // budget, so the figure is there for the operator.
 func (s *Store) charge(tx *bolt.Tx, companyID uint64, now time.Time, cost int64) error {
-	return s.addUsage(tx, companyID, now, cost, true)
+	return s.addUsage(tx, companyID, now, cost, s.dailyBudget)
+}
+
+// chargeOptOut is charge for an entry of the opt-out list, which may take
+// the day past the budget by store.OptOutOverdraft: a STOP must stop the
+// sends already accepted however much the company stored today.
+func (s *Store) chargeOptOut(tx *bolt.Tx, companyID uint64, now time.Time, cost int64) error {
+	return s.addUsage(tx, companyID, now, cost, s.dailyBudget+store.OptOutOverdraft(s.dailyBudget))
 }
 
 // chargeAfter counts what follows a write the budget already admitted (an
@@ -34,17 +43,20 @@ func (s *Store) charge(tx *bolt.Tx, companyID uint64, now time.Time, cost int64)
 // would fail the whole batch. So the budget may be overshot by one event,
 // and the company's next message is refused.
 func (s *Store) chargeAfter(tx *bolt.Tx, companyID uint64, now time.Time, cost int64) error {
-	return s.addUsage(tx, companyID, now, cost, false)
+	return s.addUsage(tx, companyID, now, cost, 0)
 }
 
-func (s *Store) addUsage(tx *bolt.Tx, companyID uint64, now time.Time, cost int64, mayRefuse bool) error {
+// addUsage counts cost on the company's day, refusing it when that would
+// take the day past limit bytes (0: never refused; the store's budget is 0
+// without one).
+func (s *Store) addUsage(tx *bolt.Tx, companyID uint64, now time.Time, cost int64, limit int64) error {
 	b := tx.Bucket(bucketCompanyUsage)
 	key := pair(companyID, dayOf(now))
 	var used int64
 	if v := b.Get(key); len(v) == 8 {
 		used = int64(btoi(v))
 	}
-	if mayRefuse && s.dailyBudget > 0 && used+cost > s.dailyBudget {
+	if limit > 0 && used+cost > limit {
 		return &BudgetError{CompanyID: companyID, Limit: s.dailyBudget, Used: used, Cost: cost, Reset: NextDay(now)}
 	}
 	return b.Put(key, itob(uint64(used+cost)))

@@ -44,6 +44,9 @@ func inboundDeviceKeys(m Message) [][]byte {
 // both are durable together or not at all. A new message counts against its
 // company's daily storage budget: over it, nothing is stored and the error
 // wraps ErrStorageBudget (a *BudgetError).
+// Over it, a stop keyword still puts its sender on the opt-out list, within
+// the list's overdraft (store.OptOutOverdraft), so that the sends accepted
+// before it stop now; the message itself waits for the phone's resend.
 func (s *Store) StoreInbound(m *Message, now func() time.Time) (Message, bool, error) {
 	var out Message
 	var dup bool
@@ -76,7 +79,9 @@ func (s *Store) StoreInbound(m *Message, now func() time.Time) (Message, bool, e
 		if err := s.charge(tx, msg.CompanyID, msg.CreatedAt, store.MessageCost(msg)); err != nil {
 			if errors.As(err, new(*BudgetError)) {
 				refused = err
-				return nil
+				// A STOP still lists its sender (within the opt-out
+				// overdraft): the message waits for the phone's resend.
+				return s.applyOptOutKeyword(tx, msg, true)
 			}
 			return err
 		}
@@ -107,7 +112,7 @@ func (s *Store) StoreInbound(m *Message, now func() time.Time) (Message, bool, e
 				return err
 			}
 		}
-		if err := s.applyOptOutKeyword(tx, msg); err != nil {
+		if err := s.applyOptOutKeyword(tx, msg, false); err != nil {
 			return err
 		}
 		if err := s.inboundEvent(tx, msg); err != nil {

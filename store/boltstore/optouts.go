@@ -41,12 +41,18 @@ func (s *Store) optedOutTx(tx *bolt.Tx, companyID uint64, channel, phone string,
 // The write was admitted with the message, so it is charged after it.
 // The entry names the sender as sends name recipients (optOutSender), so a
 // STOP from a phone that reports 15557650001 stops sends to +15557650001.
-func (s *Store) applyOptOutKeyword(tx *bolt.Tx, m Message) error {
+//
+// overBudget is a message the daily budget refused (nothing of it is
+// stored): a stop keyword still lists its sender, charged against the
+// opt-out overdraft (chargeOptOut), so that the sends accepted before it
+// stop now, not when the phone's resend is stored after midnight; past the
+// overdraft it waits for that resend, as a start keyword always does.
+func (s *Store) applyOptOutKeyword(tx *bolt.Tx, m Message, overBudget bool) error {
 	if m.Channel != "" && m.Channel != "sms" {
 		return nil
 	}
 	stop, start := store.KeywordOf(m.Text)
-	if !stop && !start {
+	if !stop && !start || overBudget && start {
 		return nil
 	}
 	var c Company
@@ -65,7 +71,14 @@ func (s *Store) applyOptOutKeyword(tx *bolt.Tx, m Message) error {
 	if b.Get(key) != nil {
 		return nil
 	}
-	if err := s.chargeAfter(tx, m.CompanyID, m.CreatedAt, store.OptOutCost); err != nil {
+	if overBudget {
+		if err := s.chargeOptOut(tx, m.CompanyID, m.CreatedAt, store.OptOutCost); err != nil {
+			if errors.As(err, new(*BudgetError)) {
+				return nil
+			}
+			return err
+		}
+	} else if err := s.chargeAfter(tx, m.CompanyID, m.CreatedAt, store.OptOutCost); err != nil {
 		return err
 	}
 	return putJSON(b, key, OptOut{Phone: who, Source: OptOutKeyword, CreatedAt: m.CreatedAt})
@@ -94,7 +107,7 @@ func (s *Store) AddOptOut(companyID uint64, phone string, now time.Time) (o OptO
 		} else if !errors.Is(err, ErrNotFound) {
 			return err
 		}
-		if err := s.charge(tx, companyID, now, store.OptOutCost); err != nil {
+		if err := s.chargeOptOut(tx, companyID, now, store.OptOutCost); err != nil {
 			return err
 		}
 		o, created = OptOut{Phone: phone, Source: OptOutAPI, CreatedAt: now.UTC()}, true

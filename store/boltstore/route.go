@@ -78,6 +78,8 @@ func (pp *poolPicker) pickFor(m *Message) (vettedDevice, error) {
 		}
 		return vettedDevice{}, err
 	}
-	m.SetPoolMember(pp.pool, d.Fingerprint, mem.SIMSlot, pp.tally.now)
+	if err := m.SetPoolMember(pp.pool, d.Fingerprint, mem.SIMSlot, pp.tally.now); err != nil {
+		return vettedDevice{refused: err}, nil // nothing written: the picks are the commit's
+	}
 	return vettedDevice{Device: *d}, nil
 }

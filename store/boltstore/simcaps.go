@@ -106,10 +106,13 @@ func (t *simTally) allows(cid, dev uint64, slot, phone string) (*SIMCappedError,
 	nextDay := time.Date(y, m, dd+1, 0, 0, 0, 0, time.UTC).Sub(t.now)
 	nextMonth := time.Date(y, m+1, 1, 0, 0, 0, 0, time.UTC).Sub(t.now)
 	switch {
-	case c.caps.PerDay > 0 && c.day+c.added >= c.caps.PerDay:
-		return &SIMCappedError{Slot: slot, What: CapPerDay, Limit: c.caps.PerDay, RetryAfter: nextDay}, nil
+	// The month's cap first: its window ends last (or with the day's, on
+	// a month's last day), so a SIM at both answers the wait that ends
+	// both; the day's would send a retry back at midnight to be refused.
 	case c.caps.PerMonth > 0 && c.month+c.added >= c.caps.PerMonth:
 		return &SIMCappedError{Slot: slot, What: CapPerMonth, Limit: c.caps.PerMonth, RetryAfter: nextMonth}, nil
+	case c.caps.PerDay > 0 && c.day+c.added >= c.caps.PerDay:
+		return &SIMCappedError{Slot: slot, What: CapPerDay, Limit: c.caps.PerDay, RetryAfter: nextDay}, nil
 	case c.caps.RecipientsPerDay > 0 && c.recips+int64(len(c.newRecips)) >= c.caps.RecipientsPerDay:
 		if !c.known(t.tx, t.now, phone) {
 			return &SIMCappedError{Slot: slot, What: CapRecipientsPerDay, Limit: c.caps.RecipientsPerDay, RetryAfter: nextDay}, nil

@@ -26,6 +26,8 @@ type EventsStore interface {
 	WebhookOutboxSize(companyID uint64) (deliveries int, bytes int64, err error)
 	WebhookAttempts(companyID, webhookID uint64, limit int) ([]store.WebhookAttempt, error)
 	StorageUsed(companyID uint64, t time.Time) (int64, error)
+	AddOptOut(companyID uint64, phone string, now time.Time) (store.OptOut, bool, error)
+	OptOuts(companyID uint64, after string, limit int) ([]store.OptOut, error)
 }
 
 // Events runs the suite of the webhook events of inbound messages and of
@@ -46,6 +48,97 @@ const EventsBudgetBytes = 2000
 // whose companies may add EventsBudgetBytes a day.
 func EventsBudget(t *testing.T, open Opener[EventsStore]) {
 	t.Run("ChargedAfter", func(t *testing.T) { t.Parallel(); eventsChargedAfter(t, open(t)) })
+	t.Run("StopOverBudget", func(t *testing.T) { t.Parallel(); eventsStopOverBudget(t, open(t)) })
+}
+
+// eventsStopOverBudget: a STOP that comes once the company's day's budget
+// is spent is refused as every message then (nothing of it stored; the
+// phone sends it again after midnight), but its sender is listed at once,
+// so the sends accepted before it stop now; such entries (and an admin's)
+// may take the day past the budget by store.OptOutOverdraft, no further. A
+// START over the budget waits for its resend; a STOP listed already costs
+// nothing again; the resend, stored the next day, finds its entry listed.
+func eventsStopOverBudget(t *testing.T, s EventsStore) {
+	c, _ := Company(t, s)
+	d := Device(t, s, c.ID, fmt.Sprintf("stop-%d", unique()))
+	inbound := func(clientID, from, text string) store.Message {
+		return store.Message{UUID: fmt.Sprintf("in-%d", unique()), CompanyID: c.ID, DeviceID: d.ID, Channel: "sms",
+			Phone: from, Text: text, SIMSlot: "SIM1", ClientID: clientID}
+	}
+	clock := stoppedAt(T0)
+	for i := 0; ; i++ {
+		if i > EventsBudgetBytes/store.MessageRowCost {
+			t.Fatal("the budget never ran out")
+		}
+		if _, _, err := s.StoreInbound(new(inbound(fmt.Sprint("fill-", i), "+15557650001", "hi")), clock); errors.Is(err, store.ErrStorageBudget) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	used, _ := s.StorageUsed(c.ID, T0)
+	listed := func() map[string]string {
+		t.Helper()
+		list, err := s.OptOuts(c.ID, "", 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, o := range list {
+			out[o.Phone] = o.Source
+		}
+		return out
+	}
+	stop := inbound("stop-1", "+15557650002", "STOP")
+	if _, _, err := s.StoreInbound(new(stop), clock); !errors.Is(err, store.ErrStorageBudget) {
+		t.Fatalf("a STOP over the budget: %v, want the budget's refusal (the phone sends it again)", err)
+	}
+	if got := listed(); got["+15557650002"] != store.OptOutKeyword {
+		t.Fatalf("opt-outs after a STOP over the budget: %v, want its sender listed now", got)
+	}
+	if now, _ := s.StorageUsed(c.ID, T0); now != used+store.OptOutCost {
+		t.Fatalf("%d bytes counted, want %d (the day's and the entry's alone)", now, used+store.OptOutCost)
+	}
+	used += store.OptOutCost
+	for _, again := range []store.Message{stop, inbound("stop-2", "+15557650002", "stop")} {
+		if _, _, err := s.StoreInbound(&again, clock); !errors.Is(err, store.ErrStorageBudget) {
+			t.Fatalf("a STOP of a listed sender over the budget: %v, want the budget's refusal", err)
+		}
+	}
+	if _, _, err := s.StoreInbound(new(inbound("start-1", "+15557650002", "START")), clock); !errors.Is(err, store.ErrStorageBudget) {
+		t.Fatalf("a START over the budget: %v, want the budget's refusal", err)
+	}
+	if got := listed(); len(got) != 1 || got["+15557650002"] != store.OptOutKeyword {
+		t.Fatalf("opt-outs after repeats and a START over the budget: %v, want the one STOP's", got)
+	}
+	if now, _ := s.StorageUsed(c.ID, T0); now != used {
+		t.Fatalf("%d bytes counted after repeats, want %d still", now, used)
+	}
+	limit := EventsBudgetBytes + store.OptOutOverdraft(EventsBudgetBytes)
+	fit := int((limit - used) / store.OptOutCost)
+	for i := range fit + 1 {
+		from := fmt.Sprintf("+155576510%02d", i)
+		if _, _, err := s.StoreInbound(new(inbound(fmt.Sprint("stop-x", i), from, "Stop")), clock); !errors.Is(err, store.ErrStorageBudget) {
+			t.Fatalf("STOP %d over the budget: %v, want the budget's refusal", i, err)
+		}
+		if _, ok := listed()[from]; ok != (i < fit) {
+			t.Fatalf("STOP %d over the budget listed %v, want %v: %d fit in the overdraft", i, ok, i < fit, fit)
+		}
+	}
+	if _, _, err := s.AddOptOut(c.ID, "+15557659999", T0); !errors.Is(err, store.ErrStorageBudget) {
+		t.Fatalf("an opt-out past the overdraft: %v, want the budget's refusal", err)
+	}
+	if now, _ := s.StorageUsed(c.ID, T0); now != used+int64(fit)*store.OptOutCost || now > limit {
+		t.Fatalf("%d bytes counted, want %d (within the overdraft, %d)", now, used+int64(fit)*store.OptOutCost, limit)
+	}
+	next := T0.Add(24 * time.Hour)
+	if _, _, err := s.StoreInbound(new(stop), stoppedAt(next)); err != nil {
+		t.Fatalf("the STOP sent again the next day: %v", err)
+	}
+	want := store.MessageCost(store.Message{Text: stop.Text, Phone: stop.Phone, ClientID: stop.ClientID})
+	if now, _ := s.StorageUsed(c.ID, next); now != want {
+		t.Fatalf("the next day: %d bytes counted, want the message's %d alone (its sender is listed)", now, want)
+	}
 }
 
 // inbound is a new SMS the tenant's device received.

@@ -440,6 +440,7 @@ func PoolSends(t *testing.T, open Opener[PoolSendsStore]) {
 	t.Run("StickyAgeAndPrune", func(t *testing.T) { t.Parallel(); poolStickyAgeAndPrune(t, open(t)) })
 	t.Run("CapsExact", func(t *testing.T) { t.Parallel(); simCapsExact(t, open(t)) })
 	t.Run("RecipientsCap", func(t *testing.T) { t.Parallel(); simRecipientsCap(t, open(t)) })
+	t.Run("DayAndMonthCapsFull", func(t *testing.T) { t.Parallel(); simDayAndMonthCapsFull(t, open(t)) })
 	t.Run("PoolCapped", func(t *testing.T) { t.Parallel(); poolCapped(t, open(t)) })
 	t.Run("CountsPruned", func(t *testing.T) { t.Parallel(); simCountsPruned(t, open(t)) })
 	t.Run("CarrierErrors", func(t *testing.T) { t.Parallel(); carrierErrors(t, open(t)) })
@@ -716,6 +717,44 @@ func simCapsExact(t *testing.T, s PoolSendsStore) {
 	}
 	if us, _ := s.SIMUsages(a.ID, "cap", next); us[1].Day != 3 {
 		t.Fatalf("after the bulk: %+v, want 3 today", us[1])
+	}
+}
+
+// simDayAndMonthCapsFull: a SIM at its month's cap and at a day's cap as
+// well is refused for the month, until the first of the next month: the
+// day's window ends sooner, but at midnight the month's cap still refuses,
+// so a retry then would be refused again. A pool of such members answers
+// the same wait.
+func simDayAndMonthCapsFull(t *testing.T, s PoolSendsStore) {
+	a, _ := Company(t, s)
+	Device(t, s, a.ID, "dm")
+	Device(t, s, a.ID, "dr")
+	if _, err := s.SetSIMCaps(a.ID, "dm", map[string]store.SIMCaps{"SIM1": {PerDay: 2, PerMonth: 2}}, T0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SetSIMCaps(a.ID, "dr", map[string]store.SIMCaps{"SIM1": {RecipientsPerDay: 1, PerMonth: 1}}, T0); err != nil {
+		t.Fatal(err)
+	}
+	x := poolSender{t, s, a.ID}
+	for _, to := range []string{"+15556100001", "+15556100002"} {
+		if _, err := x.direct("dm", "SIM1", to, T0); err != nil {
+			t.Fatalf("send to %s under the caps: %v", to, err)
+		}
+	}
+	if _, err := x.direct("dr", "SIM1", "+15556100001", T0); err != nil {
+		t.Fatalf("send under the caps: %v", err)
+	}
+	untilDecember := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC).Sub(T0)
+	for _, c := range []struct{ fp, to string }{{"dm", "+15556100003"}, {"dr", "+15556100004"}} {
+		var capped *store.SIMCappedError
+		if _, err := x.direct(c.fp, "SIM1", c.to, T0); !errors.As(err, &capped) || capped.What != store.CapPerMonth || capped.RetryAfter != untilDecember {
+			t.Fatalf("%s at its day's and month's caps: %+v (%v), want the per_month cap until December (%v)", c.fp, capped, err, untilDecember)
+		}
+	}
+	putPool(t, s, a.ID, store.PoolInput{Name: "dm", Strategy: store.PoolRoundRobin, Members: members("dm", "SIM1", "dr", "SIM1")})
+	var pc *store.PoolCappedError
+	if _, err := x.pool("dm", "+15556100005", T0); !errors.As(err, &pc) || pc.RetryAfter != untilDecember {
+		t.Fatalf("a pool whose members are at their months' caps: %+v (%v), want a *PoolCappedError until December", pc, err)
 	}
 }
 
@@ -1024,11 +1063,19 @@ func poolWindow(t *testing.T, s PoolSendsStore) {
 	noon := window.Window{From: "12:00", To: "13:00", TimeZone: "UTC"} // opens 2 hours after T0
 	putPool(t, s, a.ID, store.PoolInput{Name: "pw", Strategy: store.PoolRoundRobin, Window: &noon, Members: members("pw", "SIM1")})
 	x := poolSender{t, s, a.ID}
+	enqueue := func(w *window.Window, expires time.Time, fixed bool) (store.Message, error) {
+		m := x.msg("+15559100001")
+		m.Pool, m.Window, m.ExpiresAt, m.ExpiresFixed = "pw", w, expires, fixed
+		out, _, err := s.Enqueue(&m, store.IdempotencyKey{}, func() time.Time { return T0 }, nil, nil)
+		return out, err
+	}
 	send := func(w *window.Window, fixed bool) store.Message {
 		t.Helper()
-		m := x.msg("+15559100001")
-		m.Pool, m.Window, m.ExpiresAt, m.ExpiresFixed = "pw", w, T0.Add(time.Hour), fixed
-		out, _, err := s.Enqueue(&m, store.IdempotencyKey{}, func() time.Time { return T0 }, nil, nil)
+		expires := T0.Add(time.Hour)
+		if fixed {
+			expires = T0.Add(150 * time.Minute) // after the pool's window opens
+		}
+		out, err := enqueue(w, expires, fixed)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1037,8 +1084,21 @@ func poolWindow(t *testing.T, s PoolSendsStore) {
 	if m := send(nil, false); m.Window == nil || m.Window.From != "12:00" || !m.ExpiresAt.Equal(T0.Add(3*time.Hour)) {
 		t.Fatalf("through the pool: window %+v, expires %v; want the pool's window, an hour after it opens", m.Window, m.ExpiresAt)
 	}
-	if m := send(nil, true); m.Window == nil || !m.ExpiresAt.Equal(T0.Add(time.Hour)) {
+	if m := send(nil, true); m.Window == nil || !m.ExpiresAt.Equal(T0.Add(150*time.Minute)) {
 		t.Fatalf("a fixed end: window %+v, expires %v; want the pool's window and the end kept", m.Window, m.ExpiresAt)
+	}
+	// A fixed end at or before the pool's window first opens could only
+	// expire: refused, nothing stored, as a send's own window is by the
+	// service before the store.
+	before, _ := s.SIMUsages(a.ID, "pw", T0)
+	for _, end := range []time.Time{T0.Add(time.Hour), T0.Add(2 * time.Hour)} {
+		var eb *store.ExpiresBeforeWindowError
+		if _, err := enqueue(nil, end, true); !errors.As(err, &eb) || eb.Pool != "pw" || !eb.Opening.Equal(T0.Add(2*time.Hour)) {
+			t.Fatalf("a fixed end at %v, the pool's window opening at %v: %v, want an *ExpiresBeforeWindowError", end, T0.Add(2*time.Hour), err)
+		}
+	}
+	if after, _ := s.SIMUsages(a.ID, "pw", T0); after[0].Day != before[0].Day {
+		t.Fatalf("refused sends counted on the SIM: %d, want %d", after[0].Day, before[0].Day)
 	}
 	own := window.Window{From: "18:00", To: "19:00", TimeZone: "UTC"}
 	if m := send(&own, false); m.Window == nil || m.Window.From != "18:00" || !m.ExpiresAt.Equal(T0.Add(time.Hour)) {

@@ -22,13 +22,17 @@ import (
 // webhook event (SetInboundEvents) is written in the same transaction, so
 // both are durable together or not at all. A new message counts against its
 // company's daily storage budget (a *BudgetError over it, nothing stored).
+// Over it, a stop keyword still puts its sender on the opt-out list, within
+// the list's overdraft (store.OptOutOverdraft), so that the sends accepted
+// before it stop now; the message itself waits for the phone's resend.
 // A stop or start keyword puts its sender on the company's opt-out list or
 // takes it off, in the same transaction.
 func (s *Store) StoreInbound(m *store.Message, now func() time.Time) (store.Message, bool, error) {
 	var out store.Message
 	var dup bool
+	var refused error
 	err := s.write("inbound", func(t *txn) error {
-		out, dup = store.Message{}, false
+		out, dup, refused = store.Message{}, false, nil
 		d, err := liveDeviceByID(t, m.CompanyID, m.DeviceID, false)
 		if err != nil {
 			return err
@@ -47,6 +51,13 @@ func (s *Store) StoreInbound(m *store.Message, now func() time.Time) (store.Mess
 		msg.CreatedAt = now().UTC()
 		msg.UpdatedAt = msg.CreatedAt
 		if err := s.charge(t, msg.CompanyID, msg.CreatedAt, store.MessageCost(msg)); err != nil {
+			if errors.As(err, new(*store.BudgetError)) {
+				// Nothing of the message is stored, but a STOP still
+				// lists its sender (within the opt-out overdraft): the
+				// message waits for the phone's resend.
+				refused = err
+				return s.applyOptOutKeyword(t, msg, true)
+			}
 			return err
 		}
 		if msg.ID, err = nextID(t, "messages"); err != nil {
@@ -72,6 +83,9 @@ func (s *Store) StoreInbound(m *store.Message, now func() time.Time) (store.Mess
 		out = msg
 		return nil
 	})
+	if err == nil && refused != nil {
+		err = fmt.Errorf("store: inbound: %w", refused) // as a refused transaction says it
+	}
 	if err != nil {
 		return store.Message{}, false, err
 	}
@@ -91,7 +105,7 @@ func (s *Store) recordReceived(t *txn, msg store.Message, d store.Device) error 
 		Description: store.ChannelLabel(msg.Channel) + " from " + store.MaskPhone(msg.Phone) + " received on " + store.ActivityName(store.DeviceLabel(d))}); err != nil {
 		return err
 	}
-	if err := s.applyOptOutKeyword(t, msg); err != nil {
+	if err := s.applyOptOutKeyword(t, msg, false); err != nil {
 		return err
 	}
 	return s.inboundEvent(t, msg)
@@ -102,12 +116,18 @@ func (s *Store) recordReceived(t *txn, msg store.Message, d store.Device) error 
 // turned keywords off. The entry names the sender as sends name
 // recipients: its E.164 form when it is a number. A new entry is charged
 // after the message that brought it.
-func (s *Store) applyOptOutKeyword(t *txn, m store.Message) error {
+//
+// overBudget is a message the daily budget refused (nothing of it is
+// stored): a stop keyword still lists its sender, charged against the
+// opt-out overdraft (chargeOptOut), so that the sends accepted before it
+// stop now, not when the phone's resend is stored after midnight; past the
+// overdraft it waits for that resend, as a start keyword always does.
+func (s *Store) applyOptOutKeyword(t *txn, m store.Message, overBudget bool) error {
 	if m.Channel != "" && m.Channel != "sms" {
 		return nil
 	}
 	stop, start := store.KeywordOf(m.Text)
-	if !stop && !start {
+	if !stop && !start || overBudget && start {
 		return nil
 	}
 	var c store.Company
@@ -127,6 +147,20 @@ func (s *Store) applyOptOutKeyword(t *txn, m store.Message) error {
 	}
 	raw, err := rec(store.OptOut{Phone: who, Source: store.OptOutKeyword, CreatedAt: m.CreatedAt})
 	if err != nil {
+		return err
+	}
+	if overBudget {
+		var listed bool
+		if err := t.row("SELECT EXISTS (SELECT 1 FROM opt_outs WHERE company_id = $1 AND phone = $2)", id(m.CompanyID), who).Scan(&listed); err != nil || listed {
+			return err
+		}
+		if err := s.chargeOptOut(t, m.CompanyID, m.CreatedAt, store.OptOutCost); err != nil {
+			if errors.As(err, new(*store.BudgetError)) {
+				return nil
+			}
+			return err
+		}
+		_, err := t.exec("INSERT INTO opt_outs (company_id, phone, rec) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING", id(m.CompanyID), who, raw)
 		return err
 	}
 	tag, err := t.exec("INSERT INTO opt_outs (company_id, phone, rec) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING", id(m.CompanyID), who, raw)

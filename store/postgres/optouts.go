@@ -58,7 +58,7 @@ func (s *Store) AddOptOut(companyID uint64, phone string, now time.Time) (o stor
 			}
 			return err
 		}
-		return s.charge(t, companyID, now, store.OptOutCost)
+		return s.chargeOptOut(t, companyID, now, store.OptOutCost)
 	})
 	if err != nil {
 		return store.OptOut{}, false, err

@@ -369,7 +369,9 @@ func (pp *poolPicker) pickFor(m *store.Message) (store.Device, error) {
 	if err != nil {
 		return store.Device{}, err
 	}
-	m.SetPoolMember(pp.pool, d.Fingerprint, mem.SIMSlot, pp.tally.now)
+	if err := m.SetPoolMember(pp.pool, d.Fingerprint, mem.SIMSlot, pp.tally.now); err != nil {
+		return store.Device{}, err
+	}
 	return *d, nil
 }
 

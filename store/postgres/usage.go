@@ -72,6 +72,23 @@ func (s *Store) chargeAfter(t *txn, companyID uint64, now time.Time, cost int64)
 	return s.addUsage(t, companyID, now, cost, false)
 }
 
+// chargeOptOut is charge for an entry of the opt-out list, which may take
+// the day past the budget by store.OptOutOverdraft: a STOP must stop the
+// sends already accepted however much the company stored today.
+func (s *Store) chargeOptOut(t *txn, companyID uint64, now time.Time, cost int64) error {
+	if s.dailyBudget <= 0 {
+		return s.addUsed(t, companyID, now, cost, 0, false)
+	}
+	var used int64
+	if err := t.row("SELECT coalesce(sum(used), 0) FROM storage_usage WHERE company_id = $1 AND day = $2", id(companyID), day(now)).Scan(&used); err != nil {
+		return err
+	}
+	if used+cost > s.dailyBudget+store.OptOutOverdraft(s.dailyBudget) {
+		return &store.BudgetError{CompanyID: companyID, Limit: s.dailyBudget, Used: used, Cost: cost, Reset: store.NextDay(now)}
+	}
+	return s.addUsed(t, companyID, now, cost, used, false)
+}
+
 func (s *Store) addUsage(t *txn, companyID uint64, now time.Time, cost int64, mayRefuse bool) error {
 	var used int64
 	if mayRefuse && s.dailyBudget > 0 {
