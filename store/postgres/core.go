@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/simrelay/simrelay/store"
 )
 
@@ -96,16 +98,15 @@ func addActivity(t *txn, companyID uint64, a store.Activity) error {
 	if err != nil {
 		return err
 	}
-	var seq int64
-	if err := t.row("INSERT INTO activity (company_id, rec) VALUES ($1, $2) RETURNING seq", id(companyID), raw).Scan(&seq); err != nil {
-		return err
-	}
-	_, err = t.exec(`DELETE FROM activity WHERE ctid = ANY (ARRAY (SELECT ctid FROM activity
+	// The line and the trim in one round trip.
+	b := &pgx.Batch{}
+	b.Queue("INSERT INTO activity (company_id, rec) VALUES ($1, $2)", id(companyID), raw)
+	b.Queue(`DELETE FROM activity WHERE ctid = ANY (ARRAY (SELECT ctid FROM activity
 		WHERE company_id = $1 AND seq < (
 			SELECT min(seq) FROM (SELECT seq FROM activity WHERE company_id = $1 ORDER BY seq DESC LIMIT $2) newest)
 		FOR UPDATE SKIP LOCKED))`,
 		id(companyID), store.ActivityKeep)
-	return err
+	return t.sendBatch(b)
 }
 
 // count adds c to the message's counters of at's day (its company, channel,
