@@ -45,7 +45,7 @@ func (s *Store) EnqueueBulk(ms []store.Message, idemKey store.IdempotencyKey, no
 		if err != nil {
 			return err
 		}
-		d, r, err := route(t, &routed[0], check, at)
+		d, r, err := route(t, &routed[0], check, at, false)
 		if err != nil {
 			return err
 		}

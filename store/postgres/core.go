@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/simrelay/simrelay/store"
 )
 
@@ -84,21 +86,27 @@ func lockCompany(t *txn, companyID uint64) error {
 }
 
 // addActivity adds an event to the company's feed and drops what falls
-// out of its newest store.ActivityKeep.
+// out of its newest store.ActivityKeep. The lines another transaction is
+// dropping meanwhile (locked) are left to it: every transaction that adds
+// a line drops the oldest, and one that waited for another's to drop the
+// same lines waited for that one's commit, so a company's writers that add
+// a line (every received message) ran one at a time. Should that
+// transaction roll back, its lines go with the next addition.
 func addActivity(t *txn, companyID uint64, a store.Activity) error {
 	a.At = a.At.UTC()
 	raw, err := rec(a)
 	if err != nil {
 		return err
 	}
-	var seq int64
-	if err := t.row("INSERT INTO activity (company_id, rec) VALUES ($1, $2) RETURNING seq", id(companyID), raw).Scan(&seq); err != nil {
-		return err
-	}
-	_, err = t.exec(`DELETE FROM activity WHERE company_id = $1 AND seq < (
-		SELECT min(seq) FROM (SELECT seq FROM activity WHERE company_id = $1 ORDER BY seq DESC LIMIT $2) newest)`,
+	// The line and the trim in one round trip.
+	b := &pgx.Batch{}
+	b.Queue("INSERT INTO activity (company_id, rec) VALUES ($1, $2)", id(companyID), raw)
+	b.Queue(`DELETE FROM activity WHERE ctid = ANY (ARRAY (SELECT ctid FROM activity
+		WHERE company_id = $1 AND seq < (
+			SELECT min(seq) FROM (SELECT seq FROM activity WHERE company_id = $1 ORDER BY seq DESC LIMIT $2) newest)
+		FOR UPDATE SKIP LOCKED))`,
 		id(companyID), store.ActivityKeep)
-	return err
+	return t.sendBatch(b)
 }
 
 // count adds c to the message's counters of at's day (its company, channel,

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/simrelay/simrelay/store"
 )
 
@@ -66,23 +68,25 @@ func (s *Store) Pending(companyID, deviceID uint64, after uint64, limit int, now
 	var stopped, closed []uint64
 	err := s.read(fmt.Sprintf("pending of device %d of company %d", deviceID, companyID), func(t *txn) error {
 		out, stopped, closed = nil, nil, nil
+		// One round trip with the BEGIN (a link reads its queue once per
+		// kick, so once per send at most): the device's check and both
+		// queues, read in the transaction's one snapshot; the plain queue
+		// up to the whole limit, cut to what the priority queue leaves.
 		var live bool
-		if err := t.row("SELECT EXISTS (SELECT 1 FROM devices WHERE company_id = $1 AND id = $2 AND deleted_at IS NULL)",
-			id(companyID), id(deviceID)).Scan(&live); err != nil || !live {
-			return err
-		}
-		prio, err := readQueue(t, `WHERE m.company_id = $1 AND m.device_id = $2 AND m.priority > 0 AND m.queue_place IS NOT NULL
+		var prio, plain []queuedJob
+		b := &pgx.Batch{}
+		b.Queue("SELECT EXISTS (SELECT 1 FROM devices WHERE company_id = $1 AND id = $2 AND deleted_at IS NULL)",
+			id(companyID), id(deviceID)).QueryRow(func(row pgx.Row) error { return row.Scan(&live) })
+		queueQueue(b, &prio, `WHERE m.company_id = $1 AND m.device_id = $2 AND m.priority > 0 AND m.queue_place IS NOT NULL
 				AND m.channel NOT IN `+agentChannels+` AND (m.expires_at IS NULL OR m.expires_at > $3)
 			ORDER BY m.priority DESC, m.queue_place LIMIT $4`, id(companyID), id(deviceID), now, limit)
-		if err != nil {
-			return err
-		}
-		plain, err := readQueue(t, `WHERE m.company_id = $1 AND m.device_id = $2 AND m.priority = 0 AND m.queue_place > $3
+		queueQueue(b, &plain, `WHERE m.company_id = $1 AND m.device_id = $2 AND m.priority = 0 AND m.queue_place > $3
 				AND m.channel NOT IN `+agentChannels+`
-			ORDER BY m.queue_place LIMIT $4`, id(companyID), id(deviceID), id(after), limit-len(prio))
-		if err != nil {
+			ORDER BY m.queue_place LIMIT $4`, id(companyID), id(deviceID), id(after), limit)
+		if err := t.sendBatch(b); err != nil || !live {
 			return err
 		}
+		plain = plain[:min(len(plain), max(limit-len(prio), 0))]
 		for _, j := range append(prio, plain...) {
 			m := j.Message
 			if j.optedOut {
@@ -130,16 +134,15 @@ type queuedJob struct {
 	optedOut bool
 }
 
-// readQueue reads the queued jobs of messages m that the clause (WHERE ...
-// ORDER BY ... LIMIT) picks, each with its place and its opt-out, in one
-// statement.
-func readQueue(t *txn, clause string, args ...any) ([]queuedJob, error) {
-	rows, err := t.query(`SELECT m.queue_place, m.rec, m.channel IN ('', 'sms') AND EXISTS (
+// queueSQL reads the queued jobs of messages m that a clause (WHERE ...
+// ORDER BY ... LIMIT) after it picks, each with its place and its
+// opt-out, in one statement (queueQueue).
+const queueSQL = `SELECT m.queue_place, m.rec, m.channel IN ('', 'sms') AND EXISTS (
 			SELECT 1 FROM opt_outs o WHERE o.company_id = m.company_id AND o.phone = m.phone)
-		FROM messages m `+clause, args...)
-	if err != nil {
-		return nil, err
-	}
+		FROM messages m `
+
+// scanQueue reads queueSQL's rows, and closes them.
+func scanQueue(rows pgx.Rows) ([]queuedJob, error) {
 	defer rows.Close()
 	var out []queuedJob
 	for rows.Next() {
@@ -180,6 +183,15 @@ func lockMessages(t *txn, ids []uint64) (map[uint64]store.Message, error) {
 		out[m.ID] = m
 	}
 	return out, err
+}
+
+// queueQueue queues queueSQL with clause in b, its jobs into out.
+func queueQueue(b *pgx.Batch, out *[]queuedJob, clause string, args ...any) {
+	b.Queue(queueSQL+clause, args...).Query(func(rows pgx.Rows) error {
+		js, err := scanQueue(rows)
+		*out = js
+		return err
+	})
 }
 
 // failOptedOut makes the queued jobs with these ids failed with

@@ -181,14 +181,14 @@
 // report batch lists it: two nodes sweeping at once on the same devices
 // never wait on each other in a circle (TestSweepsLockDevicesInOrder).
 //
-// Lock order: messages, then pools, then pool turns, then devices; rows
+// Lock order: messages, then pools, then pool member turns, then devices; rows
 // of one kind in id order, several devices in one statement (a sweep
 // takes its messages in due order, but skips locked ones rather than
 // wait). A report batch locks its messages (its devices it reads
 // unlocked); a sweep its messages, then their devices; a failover its
-// jobs (TestFailoverLocksJobsInIDOrder), then the turns of their pools,
-// then all their members' devices (TestFailoverTakesPoolTurnsFirst); an
-// edit or deletion of a pool its row, then its turn, then (an edit) a
+// jobs (TestFailoverLocksJobsInIDOrder), then their pools' member turn
+// rows, then all their members' devices (TestFailoverTakesPoolTurnsFirst); an
+// edit or deletion of a pool its row, then its member turns, then (an edit) a
 // share lock on its members' devices, a new pool's before its company's
 // row, as a registration and a deletion take a device's and then its
 // company's (TestPoolMemberRacesItsDeviceDeletion); a device deletion
@@ -202,10 +202,15 @@
 // (a phone's read of its queue that fails or holds jobs: lockMessages,
 // TestDispatchLocksJobsFirst). The counters come after all of these.
 // A send locks no message or pool row that exists already: a send by
-// name locks its device, a send through a pool the pool's turn and then
-// the device of every member its strategy may look at, before it looks
-// at any (route.go, TestPoolSendsLockDevicesInOrder). So none of them
-// waits on another in a circle over these rows.
+// name locks its device; a single send through a pool the turn row of one
+// member (FOR UPDATE SKIP LOCKED: it passes over those other sends hold)
+// and then that member's device, letting both go (ROLLBACK TO SAVEPOINT)
+// before it looks at another, so it waits for a device holding no other
+// and for a member's row holding nothing; a bulk send through a pool the
+// turn rows of all its members and then all their devices in id order,
+// before it looks at any (route.go, TestPoolSendsLockDevicesInOrder,
+// TestPoolSendsCommitSideBySide). So none of them waits on another in a
+// circle over these rows.
 //
 // # Resources
 //

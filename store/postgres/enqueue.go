@@ -165,7 +165,7 @@ func (s *Store) Enqueue(m *store.Message, idemKey store.IdempotencyKey, now func
 		var d store.Device
 		var r *router
 		if msg.Pool != "" {
-			d, r, err = route(t, &msg, check, at)
+			d, r, err = route(t, &msg, check, at, true)
 		} else {
 			r = &router{tally: rd.tally}
 			d, err = r.onDevice(&msg, check, rd.dev, rd.devErr)

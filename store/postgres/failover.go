@@ -91,7 +91,7 @@ func (s *Store) Failover(in store.FailoverInput, check store.DeviceCheck, now ti
 
 // failoverPickers opens a picker for each pool of the jobs that still
 // exists, passing over the member the jobs leave and the devices down: the
-// pools' turns in pool id order, then the devices of all their members in
+// pools' turns (their members' rows) in pool id order, then the devices of all their members in
 // one statement in id order (lockMembers), before any pick looks at one.
 // Opened as each pool's first job came, a failover would hold one pool's
 // members while it waits for the next pool's turn, which a send through

@@ -4,10 +4,12 @@ package postgres
 // that update the sender's opt-out.
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/simrelay/simrelay/phone"
@@ -33,19 +35,30 @@ func (s *Store) StoreInbound(m *store.Message, now func() time.Time) (store.Mess
 	var refused error
 	err := s.write("inbound", func(t *txn) error {
 		out, dup, refused = store.Message{}, false, nil
-		d, err := liveDeviceByID(t, m.CompanyID, m.DeviceID, false)
-		if err != nil {
+		// The device and an earlier message of the client id, in one
+		// round trip with the BEGIN (as liveDeviceByID and getRec read
+		// them).
+		var d store.Device
+		var devRaw, prior []byte
+		b := &pgx.Batch{}
+		b.Queue("SELECT rec FROM devices WHERE company_id = $1 AND id = $2 AND deleted_at IS NULL",
+			id(m.CompanyID), id(m.DeviceID)).QueryRow(func(row pgx.Row) error { return noRow(row.Scan(&devRaw)) })
+		b.Queue("SELECT rec FROM messages WHERE company_id = $1 AND device_id = $2 AND client_id = $3",
+			id(m.CompanyID), id(m.DeviceID), m.ClientID).QueryRow(func(row pgx.Row) error { return noRow(row.Scan(&prior)) })
+		if err := t.sendBatch(b); err != nil {
 			return err
 		}
-		err = getRec(t, &out, "SELECT rec FROM messages WHERE company_id = $1 AND device_id = $2 AND client_id = $3",
-			id(d.CompanyID), id(d.ID), m.ClientID)
-		if err == nil {
+		if devRaw == nil {
+			return store.ErrDeviceGone
+		}
+		if err := json.Unmarshal(devRaw, &d); err != nil {
+			return err
+		}
+		if prior != nil {
 			dup = true
-			return nil
+			return json.Unmarshal(prior, &out)
 		}
-		if !errors.Is(err, store.ErrNotFound) {
-			return err
-		}
+		var err error
 		msg := *m
 		msg.CompanyID, msg.DeviceID, msg.Device, msg.Direction, msg.Status = d.CompanyID, d.ID, d.Fingerprint, store.Inbound, store.MsgReceived
 		msg.CreatedAt = now().UTC()
@@ -109,6 +122,15 @@ func (s *Store) recordReceived(t *txn, msg store.Message, d store.Device) error 
 		return err
 	}
 	return s.inboundEvent(t, msg)
+}
+
+// noRow makes a row's absence no error: what it would have been scanned
+// into stays as it was.
+func noRow(err error) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	return err
 }
 
 // applyOptOutKeyword reads a new inbound SMS for a stop or start keyword

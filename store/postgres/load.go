@@ -84,14 +84,14 @@ var tableKinds = map[string]store.Kind{
 	"console_sessions": store.KindConsoleSessions,
 	"secrets":          store.KindSecrets,
 	// devices, pools and SIMs
-	"device_failures": store.KindDeviceFailures,
-	"pools":           store.KindPools,
-	"pool_turns":      store.KindPools, // CopyPool.Turn
-	"pool_sticky":     store.KindStickyEntries,
-	"sim_caps":        store.KindSIMCaps,
-	"sim_usage":       store.KindSIMCounts,
-	"sim_recipients":  store.KindSIMCounts,
-	"sim_streaks":     store.KindSIMCounts,
+	"device_failures":   store.KindDeviceFailures,
+	"pools":             store.KindPools,
+	"pool_member_turns": store.KindPools, // CopyPool.Turn
+	"pool_sticky":       store.KindStickyEntries,
+	"sim_caps":          store.KindSIMCaps,
+	"sim_usage":         store.KindSIMCounts,
+	"sim_recipients":    store.KindSIMCounts,
+	"sim_streaks":       store.KindSIMCounts,
 	// the send path, dispatch and the counters
 	"idempotency":        store.KindIdempotency,
 	"opt_outs":           store.KindOptOuts,

@@ -142,8 +142,16 @@ func (l *loader) row(r store.CopyRecord) (table string, cols []string, vals []an
 	case store.CopyPool:
 		p := r.Pool
 		if raw, err = rec(p); err == nil {
-			// The turn is written with the pools, once they are in (turns).
-			l.turns = append(l.turns, [2]int64{id(p.ID), id(r.Turn)})
+			// The turn is written with the pools, once they are in (turns):
+			// a row per member, those before the one the turn names counted
+			// one turn more, so the next send takes that one (poolpick.go).
+			for i, m := range p.Members {
+				var taken int64
+				if uint64(i) < r.Turn%uint64(len(p.Members)) {
+					taken = 1
+				}
+				l.turns = append(l.turns, [3]int64{id(p.ID), id(m.ID), taken})
+			}
 			return "pools", []string{"id", "company_id", "name_key", "rec"}, []any{id(p.ID), id(p.CompanyID), poolNameKey(p.Name), raw}, nil
 		}
 	case store.CopySticky:

@@ -47,9 +47,9 @@ type loader struct {
 	cols  []string
 	rows  [][]any
 	size  int // the rows' bytes and strings
-	// turns are the pools' round-robin turns (pool id, turn), written
-	// once the pools are.
-	turns [][2]int64
+	// turns are the pools' members' turn rows (pool id, member id,
+	// taken), written once the pools are.
+	turns [][3]int64
 	// ownBodies are, by company, the bytes of the pending deliveries that
 	// carry their own bodies, for the outbox counters.
 	ownBodies map[uint64]int64
@@ -117,15 +117,15 @@ func (l *loader) writeTurns() error {
 	}
 	rows := make([][]any, len(l.turns))
 	for i, t := range l.turns {
-		rows[i] = []any{t[0], t[1]}
+		rows[i] = []any{t[0], t[1], t[2]}
 	}
 	l.turns = nil
 	if len(rows) == 0 {
 		return nil
 	}
-	_, err := l.tx.CopyFrom(l.ctx, pgx.Identifier{"pool_turns"}, []string{"pool_id", "turn"}, pgx.CopyFromRows(rows))
+	_, err := l.tx.CopyFrom(l.ctx, pgx.Identifier{"pool_member_turns"}, []string{"pool_id", "member_id", "taken"}, pgx.CopyFromRows(rows))
 	if err != nil {
-		return fmt.Errorf("pool_turns: %w", err)
+		return fmt.Errorf("pool_member_turns: %w", err)
 	}
 	return nil
 }

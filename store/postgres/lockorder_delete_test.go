@@ -66,14 +66,14 @@ func TestDeviceDeletionLocksAfterItsJobs(t *testing.T) {
 
 // TestDeviceDeletionLocksPoolsFirst: the deletion of device D (a member of
 // pool P with E, ids rising E, D) beside an edit of P's members and a send
-// through P (its second). The send has taken P's turn and waits for E, held by another
-// transaction; the edit has locked P's row and waits for the turn (a new
-// order of members starts the turns afresh); then the deletion starts.
-// Locking D first and P's row after (to take D out of it), the deletion
-// would hold D and wait for the edit, which waits for the send, which
-// waits for D once it has E, and the database would break the deadlock;
-// locking the pools it leaves before the device, the deletion waits
-// holding no device and the database breaks none.
+// through P (its second, D's turn). The send holds D's member row and
+// waits for D, held by another transaction; the edit has locked P's row
+// and waits for the member's row (a new order of members starts the turns
+// afresh); then the deletion starts. Locking D first and P's row after (to
+// take D out of it), the deletion would hold D and wait for the edit,
+// which waits for the send, which waits for D, and the database would
+// break the deadlock; locking the pools it leaves before the device, the
+// deletion waits holding no device and the database breaks none.
 func TestDeviceDeletionLocksPoolsFirst(t *testing.T) {
 	t.Parallel()
 	dl := &deadlocks{}
@@ -97,12 +97,12 @@ func TestDeviceDeletionLocksPoolsFirst(t *testing.T) {
 		out, _, err := s.Enqueue(&m, store.IdempotencyKey{}, func() time.Time { return now }, nil, nil)
 		return out, err
 	}
-	if m, err := send("first"); err != nil || m.Device != "leave-e" { // the pool's turn row is there from now on
+	if m, err := send("first"); err != nil || m.Device != "leave-e" {
 		t.Fatalf("first send through the pool: %s (%v), want it on leave-e", m.Device, err)
 	}
 	var sent store.Message
 	var sendErr, editErr, delErr error
-	raceBehindLock(t, s, lockDevice, e.ID,
+	raceBehindLock(t, s, lockDevice, d.ID,
 		func() { sent, sendErr = send("second") },
 		func() {
 			_, editErr = other.PutPool(c.ID, p.ID, now, func(cur store.Pool) (store.PoolInput, error) {

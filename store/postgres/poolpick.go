@@ -1,6 +1,8 @@
 package postgres
 
 import (
+	"cmp"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -16,19 +18,46 @@ import (
 // with that many queued jobs or more counts as that many.
 const loadCountCap = 100
 
-// poolPicker chooses members of one pool for the sends of one transaction:
-// it reads the pool and its turn (locked: the sends through one pool take
-// turns, as on one node) once and keeps what its own picks add, so a bulk
-// send spreads as single sends would. Its members' devices are locked
-// before its first pick looks at any (lockMembers), so what it reads of
-// the devices' SIMs' caps is what the send counts against.
+// poolPicker chooses members of one pool for the sends of one
+// transaction, and keeps what its own picks add, so a bulk send spreads as
+// single sends would. The pool's round-robin turn is a count per member
+// (pool_member_turns.taken: the turns it had, taken or passed over as
+// unusable): the turn is the member with the fewest, ties in the pool's
+// order. A pick counts a turn to each member it passed over as unusable
+// and to the one it took, so the turn moves past both, and with every
+// member usable the sends go round the pool in its order.
+//
+// A single send (one) locks only what it takes: the row of the first
+// member in turn that no other send holds (FOR UPDATE SKIP LOCKED), and
+// that member's device; a member it cannot use is let go again (a
+// savepoint) and the next is tried (pickOne). So sends through one pool
+// commit side by side, each on a member of its own, and two never take one
+// member at once. A member held by a slow send meanwhile has fewer turns
+// once it is free, and so comes first until it has caught up: the spread
+// mends itself.
+//
+// A bulk send and a failover lock every member's row (in member id order)
+// and then every member's device (lockMembers) before they look at any,
+// and pick one job after another under those locks.
 type poolPicker struct {
 	t     *txn
 	pool  store.Pool
 	check store.DeviceCheck
-	turn  uint64
+	// taken is each member's turns by member id as read, with this
+	// transaction's.
+	taken map[uint64]int64
+	// stamps are this transaction's turns by member id (members taken or
+	// passed over), added at commit (queueCommit).
+	stamps map[uint64]int64
+	// one: the picker chooses for one send and locks only the member it
+	// takes (pickOne); otherwise the member rows are locked (newPicker).
+	one bool
+	// saved: one's savepoint is set, so a member looked at and not taken
+	// is let go by rolling back to it.
+	saved bool
 	// devices holds each member's device, locked (nil: not live), once
-	// locked is set (lockMembers).
+	// locked is set (lockMembers); for one, the device of the member
+	// looked at.
 	devices map[uint64]*store.Device
 	locked  bool
 	// failing caches whether each member's SIM is in a carrier-error streak.
@@ -48,30 +77,91 @@ type poolPicker struct {
 }
 
 // openPool starts choosing from the company's pool named name; a name the
-// company has no pool under is store.ErrPoolGone.
-func openPool(t *txn, companyID uint64, name string, check store.DeviceCheck, tally *simTally) (*poolPicker, error) {
+// company has no pool under is store.ErrPoolGone. one says the picker
+// chooses for a single send (pickOne), which locks nothing yet; otherwise
+// the members' rows are locked (newPicker).
+func openPool(t *txn, companyID uint64, name string, check store.DeviceCheck, tally *simTally, one bool) (*poolPicker, error) {
 	var p store.Pool
-	err := getRec(t, &p, "SELECT rec FROM pools WHERE company_id = $1 AND name_key = $2", id(companyID), poolNameKey(name))
-	if errors.Is(err, store.ErrNotFound) {
+	var raw []byte
+	var rows int
+	err := t.row(`SELECT rec, (SELECT count(*) FROM pool_member_turns t WHERE t.pool_id = p.id
+			AND t.member_id IN (SELECT (e->>'id')::bigint FROM jsonb_array_elements(p.rec->'members') e))
+		FROM pools p WHERE company_id = $1 AND name_key = $2`, id(companyID), poolNameKey(name)).Scan(&raw, &rows)
+	if errors.Is(mapErr(err), store.ErrNotFound) {
 		return nil, store.ErrPoolGone
 	}
 	if err != nil {
 		return nil, err
 	}
-	return newPicker(t, p, check, tally)
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return nil, err
+	}
+	if !one {
+		return newPicker(t, p, check, tally)
+	}
+	if rows < len(p.Members) {
+		// Every member has its row (PutPool, the migration, a load); one
+		// without would never be chosen.
+		if err := memberTurnRows(t, p); err != nil {
+			return nil, err
+		}
+	}
+	return &poolPicker{t: t, pool: p, check: check, tally: tally, one: true, taken: map[uint64]int64{},
+		devices: map[uint64]*store.Device{}, failing: map[simKey]bool{}}, nil
 }
 
-// newPicker starts choosing from pool p at its turn, which it locks.
+// newPicker starts choosing from pool p, its members' rows locked in
+// member id order: a bulk send's or a failover's picks, one after another
+// under those locks. The turns are read after the lock, in a statement of
+// their own, so they are the ones the last send that held a row left.
 func newPicker(t *txn, p store.Pool, check store.DeviceCheck, tally *simTally) (*poolPicker, error) {
-	pp := &poolPicker{t: t, pool: p, check: check, tally: tally, devices: map[uint64]*store.Device{}, failing: map[simKey]bool{}}
-	var turn int64
-	err := t.row(`INSERT INTO pool_turns (pool_id) VALUES ($1)
-		ON CONFLICT (pool_id) DO UPDATE SET turn = pool_turns.turn RETURNING turn`, id(p.ID)).Scan(&turn)
-	if errors.Is(mapErr(err), store.ErrNotFound) || isForeignKey(err) {
+	pp := &poolPicker{t: t, pool: p, check: check, tally: tally, taken: map[uint64]int64{},
+		devices: map[uint64]*store.Device{}, failing: map[simKey]bool{}}
+	ids := make([]int64, len(p.Members))
+	for i, m := range p.Members {
+		ids[i] = id(m.ID)
+	}
+	var live bool
+	var members, stamps []int64
+	b := &pgx.Batch{}
+	b.Queue(`INSERT INTO pool_member_turns (pool_id, member_id) SELECT $1, unnest($2::bigint[]) ON CONFLICT DO NOTHING`, id(p.ID), ids)
+	b.Queue("SELECT count(*) FROM (SELECT 1 FROM pool_member_turns WHERE pool_id = $1 ORDER BY member_id FOR UPDATE) l", id(p.ID))
+	b.Queue(`SELECT EXISTS (SELECT 1 FROM pools WHERE id = $1),
+			ARRAY(SELECT member_id FROM pool_member_turns WHERE pool_id = $1 AND member_id = ANY($2) ORDER BY member_id),
+			ARRAY(SELECT taken FROM pool_member_turns WHERE pool_id = $1 AND member_id = ANY($2) ORDER BY member_id)`,
+		id(p.ID), ids).QueryRow(func(row pgx.Row) error {
+		return row.Scan(&live, &members, &stamps)
+	})
+	err := t.sendBatch(b)
+	if isForeignKey(err) || err == nil && !live {
 		return nil, store.ErrPoolGone // deleted since it was read
 	}
-	pp.turn = uint64(turn)
-	return pp, err
+	if err != nil {
+		return nil, err
+	}
+	for k, m := range members {
+		pp.taken[uint64(m)] = stamps[k]
+	}
+	return pp, nil
+}
+
+// order is the pool's members (their indexes) in turn: the fewest turns
+// first, ties in the pool's order; with load, the least loaded first and
+// the turn among equals.
+func (pp *poolPicker) order(load func(i int) int) []int {
+	order := make([]int, len(pp.pool.Members))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		if load != nil {
+			if c := load(a) - load(b); c != 0 {
+				return c
+			}
+		}
+		return cmp.Compare(pp.taken[pp.pool.Members[a].ID], pp.taken[pp.pool.Members[b].ID])
+	})
+	return order
 }
 
 // usable says whether member m can take a send to phone now, noting why
@@ -199,6 +289,9 @@ func (pp *poolPicker) pick(phone string) (store.PoolMember, *store.Device, error
 	if len(pp.pool.Members) == 0 {
 		return store.PoolMember{}, nil, &store.PoolUnavailableError{Pool: pp.pool.Name, Reasons: []string{"it has no members"}}
 	}
+	if pp.one {
+		return pp.pickOne(phone)
+	}
 	if !pp.locked {
 		if err := lockMembers(pp.t, pp); err != nil {
 			return store.PoolMember{}, nil, err
@@ -241,52 +334,77 @@ func (pp *poolPicker) pick(phone string) (store.PoolMember, *store.Device, error
 
 // roundRobin takes the next usable member after the last one taken.
 func (pp *poolPicker) roundRobin(phone string) (store.PoolMember, *store.Device, bool, error) {
-	return pp.first(store.MemberOrder(len(pp.pool.Members), pp.turn, nil), phone)
+	return pp.first(pp.order(nil), phone)
 }
 
 // leastLoaded takes the usable member whose device has the fewest queued
 // jobs; ties go in turn, so equal members share the sends evenly.
 func (pp *poolPicker) leastLoaded(phone string) (store.PoolMember, *store.Device, bool, error) {
 	if pp.load == nil {
-		devs := make([]int64, 0, len(pp.pool.Members))
-		for _, m := range pp.pool.Members {
-			devs = append(devs, id(m.DeviceID))
-		}
-		pp.load = make(map[uint64]int, len(devs))
-		rows, err := pp.t.query(`SELECT d, (SELECT count(*) FROM (SELECT 1 FROM messages
-				WHERE company_id = $1 AND device_id = d AND queue_place IS NOT NULL LIMIT $3) q)
-			FROM unnest($2::bigint[]) AS d`, id(pp.pool.CompanyID), devs, loadCountCap)
-		if err != nil {
-			return store.PoolMember{}, nil, false, err
-		}
-		for rows.Next() {
-			var dev, n int64
-			if err := rows.Scan(&dev, &n); err != nil {
-				rows.Close()
-				return store.PoolMember{}, nil, false, err
-			}
-			pp.load[uint64(dev)] = int(n)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+		if err := pp.readLoads(); err != nil {
 			return store.PoolMember{}, nil, false, err
 		}
 	}
-	return pp.first(store.MemberOrder(len(pp.pool.Members), pp.turn, func(i int) int { return pp.load[pp.pool.Members[i].DeviceID] }), phone)
+	return pp.first(pp.order(func(i int) int { return pp.load[pp.pool.Members[i].DeviceID] }), phone)
+}
+
+// readLoads counts each member's device's queued jobs, up to
+// loadCountCap, in one statement.
+func (pp *poolPicker) readLoads() error {
+	devs := make([]int64, 0, len(pp.pool.Members))
+	for _, m := range pp.pool.Members {
+		devs = append(devs, id(m.DeviceID))
+	}
+	load := make(map[uint64]int, len(devs))
+	rows, err := pp.t.query(`SELECT d, (SELECT count(*) FROM (SELECT 1 FROM messages
+			WHERE company_id = $1 AND device_id = d AND queue_place IS NOT NULL LIMIT $3) q)
+		FROM unnest($2::bigint[]) AS d`, id(pp.pool.CompanyID), devs, loadCountCap)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var dev, n int64
+		if err := rows.Scan(&dev, &n); err != nil {
+			return err
+		}
+		load[uint64(dev)] = int(n)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	pp.load = load
+	return nil
 }
 
 // first takes the first usable member of order (indexes of the pool's
-// members) and makes the one after it the pool's next turn.
+// members) and counts a turn to it and to the members it passed over.
 func (pp *poolPicker) first(order []int, phone string) (store.PoolMember, *store.Device, bool, error) {
-	for _, i := range order {
+	for k, i := range order {
 		m := pp.pool.Members[i]
 		d, ok, err := pp.usable(m, phone)
-		if err != nil || ok {
-			pp.turn = uint64(i) + 1
+		if err != nil {
 			return m, d, ok, err
+		}
+		if ok {
+			for _, j := range order[:k] {
+				pp.stamp(j)
+			}
+			pp.stamp(i)
+			return m, d, ok, nil
 		}
 	}
 	return store.PoolMember{}, nil, false, nil
+}
+
+// stamp counts a turn to members[i]: the turn moves past it.
+func (pp *poolPicker) stamp(i int) {
+	mid := pp.pool.Members[i].ID
+	if pp.stamps == nil {
+		pp.stamps = map[uint64]int64{}
+	}
+	pp.stamps[mid]++
+	pp.taken[mid]++
 }
 
 // stickyMember is the usable member that last talked to phone: this
@@ -294,9 +412,19 @@ func (pp *poolPicker) first(order []int, phone string) (store.PoolMember, *store
 // store.StickyAge), or else the member whose device's conversation with
 // phone is the newest (an inbound text counts).
 func (pp *poolPicker) stickyMember(phone string) (store.PoolMember, *store.Device, bool, error) {
+	m, found, err := pp.stickyCandidate(phone)
+	if err != nil || !found {
+		return store.PoolMember{}, nil, false, err
+	}
+	d, ok, err := pp.usable(m, phone)
+	return m, d, ok, err
+}
+
+// stickyCandidate is the member that last talked to phone, as stickyMember
+// finds it, usable or not; found is false when there is none.
+func (pp *poolPicker) stickyCandidate(phone string) (store.PoolMember, bool, error) {
 	if m, ok := pp.sticky[phone]; ok {
-		d, ok, err := pp.usable(m, phone)
-		return m, d, ok, err
+		return m, true, nil
 	}
 	find := func(dev uint64, slot string) (store.PoolMember, bool) {
 		for _, m := range pp.pool.Members {
@@ -314,13 +442,9 @@ func (pp *poolPicker) stickyMember(phone string) (store.PoolMember, *store.Devic
 	switch err = mapErr(err); {
 	case err == nil && pp.tally.now.Sub(written) <= store.StickyAge:
 		m, ok := find(uint64(dev), slot)
-		if !ok {
-			return store.PoolMember{}, nil, false, nil
-		}
-		d, ok, err := pp.usable(m, phone)
-		return m, d, ok, err
+		return m, ok, nil
 	case err != nil && !errors.Is(err, store.ErrNotFound):
-		return store.PoolMember{}, nil, false, err
+		return store.PoolMember{}, false, err
 	}
 	devs := make([]int64, 0, len(pp.pool.Members))
 	for _, m := range pp.pool.Members {
@@ -331,16 +455,12 @@ func (pp *poolPicker) stickyMember(phone string) (store.PoolMember, *store.Devic
 		id(pp.pool.CompanyID), devs, phone).Scan(&dev, &slot)
 	if err = mapErr(err); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			return store.PoolMember{}, nil, false, nil
+			return store.PoolMember{}, false, nil
 		}
-		return store.PoolMember{}, nil, false, err
+		return store.PoolMember{}, false, err
 	}
 	m, ok := find(uint64(dev), slot)
-	if !ok {
-		return store.PoolMember{}, nil, false, nil
-	}
-	d, ok, err := pp.usable(m, phone)
-	return m, d, ok, err
+	return m, ok, nil
 }
 
 // commit writes the SIMs' counts, the turn and the sticky entries of the
@@ -354,7 +474,21 @@ func (pp *poolPicker) commit() error {
 // queueCommit queues commit's writes.
 func (pp *poolPicker) queueCommit(b *pgx.Batch) {
 	pp.tally.queueFlush(b)
-	b.Queue("UPDATE pool_turns SET turn = $2 WHERE pool_id = $1", id(pp.pool.ID), id(pp.turn))
+	if len(pp.stamps) > 0 {
+		members, stamps := make([]int64, 0, len(pp.stamps)), make([]int64, 0, len(pp.stamps))
+		for m, st := range pp.stamps {
+			members, stamps = append(members, id(m)), append(stamps, st)
+		}
+		// The member taken is held already (the pick locked it, as a bulk
+		// send's or a failover's picker locked them all); a single send's
+		// members passed over are counted unless another send holds them:
+		// that one takes its turn.
+		b.Queue(`UPDATE pool_member_turns t SET taken = t.taken + s.n
+			FROM unnest($2::bigint[], $3::bigint[]) AS s (member_id, n)
+			WHERE t.pool_id = $1 AND t.member_id = s.member_id AND t.ctid = ANY (ARRAY (
+				SELECT ctid FROM pool_member_turns WHERE pool_id = $1 AND member_id = ANY($2) FOR UPDATE SKIP LOCKED))`,
+			id(pp.pool.ID), members, stamps)
+	}
 	for phone, m := range pp.sticky {
 		b.Queue(`INSERT INTO pool_sticky (pool_id, phone, device_id, sim_slot, written_at) VALUES ($1, $2, $3, $4, $5)
 			ON CONFLICT (pool_id, phone) DO UPDATE SET device_id = EXCLUDED.device_id, sim_slot = EXCLUDED.sim_slot, written_at = EXCLUDED.written_at`,

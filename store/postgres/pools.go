@@ -6,13 +6,17 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/simrelay/simrelay/store"
 )
 
 // Sender pools (docs/routing.md): a company's named set of (device, SIM)
 // members that a send may name instead of one device. A pool is a row of
-// pools with its record; its round-robin turn is a row of pool_turns and
-// its sticky entries rows of pool_sticky, both dropped with the pool. The
+// pools with its record; its round-robin turn is a row of
+// pool_member_turns per member (the turn at which it was last taken:
+// poolpick.go) and its sticky entries rows of pool_sticky, all dropped
+// with the pool. The
 // company's row lock guards how many pools it has; the unique (company,
 // lower-case name) its names; a pool's row lock its edits (FOR NO KEY
 // UPDATE, which lets a send's foreign key to the pool pass). A write of a
@@ -99,7 +103,7 @@ func (s *Store) PutPool(companyID, poolID uint64, now time.Time, edit func(cur s
 		}
 		if poolID != 0 && (p.Strategy != in.Strategy || !slices.Equal(p.Members, members)) {
 			// Another order of members or strategy starts the turns afresh.
-			if _, err := t.exec("DELETE FROM pool_turns WHERE pool_id = $1", id(p.ID)); err != nil {
+			if _, err := t.exec("DELETE FROM pool_member_turns WHERE pool_id = $1", id(p.ID)); err != nil {
 				return err
 			}
 		}
@@ -137,10 +141,28 @@ func (s *Store) PutPool(companyID, poolID uint64, now time.Time, edit func(cur s
 		} else {
 			_, err = t.exec("UPDATE pools SET name_key = $2, rec = $3 WHERE id = $1", id(p.ID), poolNameKey(p.Name), raw)
 		}
+		if err == nil {
+			err = memberTurnRows(t, p)
+		}
 		out = p
 		return err
 	})
 	return out, err
+}
+
+// memberTurnRows gives each member of p its row of pool_member_turns (a
+// new one not yet taken) and drops the rows of members p no longer has: a
+// send through the pool chooses among the rows it can lock.
+func memberTurnRows(t *txn, p store.Pool) error {
+	ids := make([]int64, len(p.Members))
+	for i, m := range p.Members {
+		ids[i] = id(m.ID)
+	}
+	b := &pgx.Batch{}
+	b.Queue("DELETE FROM pool_member_turns WHERE pool_id = $1 AND NOT member_id = ANY($2)", id(p.ID), ids)
+	b.Queue(`INSERT INTO pool_member_turns (pool_id, member_id) SELECT $1, unnest($2::bigint[])
+		ON CONFLICT DO NOTHING`, id(p.ID), ids)
+	return t.sendBatch(b)
 }
 
 // roomForPool refuses with ErrTooManyPools a new pool of a company that

@@ -171,8 +171,12 @@ func (p *reportPlan) queueEvents(t *txn, b *pgx.Batch, deliveryIDs, attemptIDs [
 			SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::timestamptz[], $5::jsonb[])`,
 			aIDs, aCompanies, aWebhooks, aAt, aRecs)
 		if keep := p.events.Limits.LogKeep; keep > 0 {
-			b.Queue(`DELETE FROM webhook_attempts w USING unnest($1::bigint[]) AS c (id) WHERE w.company_id = c.id AND w.id <= (
-				SELECT id FROM webhook_attempts WHERE company_id = c.id ORDER BY id DESC OFFSET $2 LIMIT 1)`, trim, keep)
+			// Lines another transaction drops meanwhile are left to it
+			// (appendAttempt).
+			b.Queue(`DELETE FROM webhook_attempts WHERE ctid = ANY (ARRAY (SELECT w.ctid FROM webhook_attempts w
+				JOIN unnest($1::bigint[]) AS c (id) ON w.company_id = c.id AND w.id <= (
+					SELECT id FROM webhook_attempts WHERE company_id = c.id ORDER BY id DESC OFFSET $2 LIMIT 1)
+				FOR UPDATE OF w SKIP LOCKED))`, trim, keep)
 		}
 	}
 	if len(evIDs) == 0 {

@@ -11,29 +11,31 @@ import (
 // Routing a send on PostgreSQL, against the embedded store's single writer:
 //
 //   - A SIM's caps are exact because its device's row is locked before its
-//     counts are read (route locks the named device; a pool locks the
-//     devices of all its members before it looks at one: lockMembers), and
+//     counts are read (route locks the named device; a pool the device of
+//     the member it looks at, or of all its members for a bulk send), and
 //     held until the commit: sends from one device serialise there, on any
 //     node.
-//   - A pool's turn is a row of pool_turns, locked by the first send through
-//     the pool (INSERT ... ON CONFLICT ... RETURNING), so the sends through
-//     one pool take turns exactly, as on one node, and serialise on it.
-//     Sends through different pools, or to devices by name, do not.
-//   - Locks are taken pool turn first, then the members' devices in one
-//     statement in id order, whatever order the strategy then looks at
-//     them in: two sends through pools that share devices take the shared
-//     ones in the same order, so neither holds one the other waits for
-//     (TestPoolSendsLockDevicesInOrder). The cost: a send through a pool
-//     holds every member's device until its commit, not only those it
-//     looked at, so a send by name to a member device, or through another
-//     pool that shares one, waits for it (a send's few round trips; sends
-//     through one pool wait for each other on its turn anyway); and one
-//     statement locks them all, where the strategy's first look took one
-//     statement for one device (at most store.MaxPoolMembers members).
+//   - A pool's turn is a count per member (pool_member_turns: the turns it
+//     had), the turn the member with the fewest, ties in the pool's order.
+//     A single send through a pool locks the row of the first member in
+//     turn that no other send holds (FOR UPDATE SKIP LOCKED) and then that
+//     member's device, so sends through one pool commit side by side, each
+//     on a member of its own, and never two on one member at once; one
+//     member at a time, and a member it cannot use is let go (a savepoint)
+//     before it looks at the next, so it waits for a device holding no
+//     other (poolpick_one.go). A bulk send, and a failover, lock every
+//     member's row in member id order and then every member's device in
+//     one statement in id order (lockMembers) before they look at any.
+//   - Lock order: member rows, then devices. A single send holds at most
+//     one member's row and one device while it waits for a lock, and waits
+//     for a member's row only holding none; the others take the rows of
+//     all the members and then their devices in id order. Two sends
+//     through pools that share devices never hold one the other waits for
+//     (TestPoolSendsLockDevicesInOrder).
 //   - least_loaded counts the queue_place rows of each member's device (up
-//     to loadCountCap); sticky's fallback to "the member that last talked
-//     to the recipient" is the newest message, either way, between the
-//     recipient and a member's device.
+//     to loadCountCap), all members in one statement; sticky's fallback to
+//     "the member that last talked to the recipient" is the newest message,
+//     either way, between the recipient and a member's device.
 
 // router places the messages of one send request inside its transaction:
 // on the device they name, or on the member the pool they name picks, and
@@ -52,12 +54,14 @@ type router struct {
 // picks (whose device, SIM and pool id it then sets on m), an unknown pool
 // being store.ErrPoolGone and a pool none of whose members can send a
 // *store.PoolUnavailableError or *store.PoolCappedError. Every refusal is
-// an error, so the transaction writes nothing. Call r.next for each
-// further message of the same request, and r.commit with the writes.
-func route(t *txn, m *store.Message, check store.DeviceCheck, now time.Time) (store.Device, *router, error) {
+// an error, so the transaction writes nothing. one says the request is a
+// single send (pickOne locks only the member it takes); a bulk send's
+// picker locks every member first. Call r.next for each further message
+// of the same request, and r.commit with the writes.
+func route(t *txn, m *store.Message, check store.DeviceCheck, now time.Time, one bool) (store.Device, *router, error) {
 	r := &router{tally: newSIMTally(t, now)}
 	if m.Pool != "" {
-		pp, err := openPool(t, m.CompanyID, m.Pool, check, r.tally)
+		pp, err := openPool(t, m.CompanyID, m.Pool, check, r.tally, one)
 		if err != nil {
 			return store.Device{}, nil, err
 		}

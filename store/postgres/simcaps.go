@@ -123,6 +123,24 @@ func (st *simTally) queueSIM(b *pgx.Batch, companyID uint64, fingerprint, slot s
 	})
 }
 
+// queueSIMByID queues sim's read of the SIM's caps and counts, for a
+// batch whose transaction holds the device's lock already, unless the
+// tally has them.
+func (st *simTally) queueSIMByID(b *pgx.Batch, dev uint64, slot string) {
+	k := simKey{dev, slot}
+	if _, ok := st.sims[k]; ok {
+		return
+	}
+	b.Queue(`SELECT `+simCountsOf("$1", "$2", "$3", "$4"), id(dev), slot, dayStamp(st.now), monthStamp(st.now)).QueryRow(func(row pgx.Row) error {
+		c := &simCount{}
+		if err := c.scan(row); err != nil {
+			return err
+		}
+		st.sims[k] = c
+		return nil
+	})
+}
+
 // allows says whether one more send to phone fits the SIM's caps.
 func (st *simTally) allows(dev uint64, slot, phone string) (*store.SIMCappedError, error) {
 	c, err := st.sim(dev, slot)

@@ -194,7 +194,10 @@ func endDelivery(t *txn, d store.WebhookDelivery) error {
 
 // appendAttempt adds a line to the company's log, giving it its id, and
 // drops the company's lines older than its newest keep (none when keep is
-// 0), so the log's size is bounded on every write, whatever the rate.
+// 0), so the log's size is bounded on every write, whatever the rate. The
+// lines another transaction is dropping meanwhile are left to it (SKIP
+// LOCKED), as addActivity leaves them: waiting for it made the company's
+// attempts commit one at a time.
 func appendAttempt(t *txn, a *store.WebhookAttempt, keep int) error {
 	var err error
 	if a.ID, err = nextID(t, "webhook_attempts"); err != nil {
@@ -211,8 +214,10 @@ func appendAttempt(t *txn, a *store.WebhookAttempt, keep int) error {
 	if keep <= 0 {
 		return nil
 	}
-	_, err = t.exec(`DELETE FROM webhook_attempts WHERE company_id = $1 AND id <= (
-		SELECT id FROM webhook_attempts WHERE company_id = $1 ORDER BY id DESC OFFSET $2 LIMIT 1)`, id(a.CompanyID), keep)
+	_, err = t.exec(`DELETE FROM webhook_attempts WHERE ctid = ANY (ARRAY (SELECT ctid FROM webhook_attempts
+		WHERE company_id = $1 AND id <= (
+			SELECT id FROM webhook_attempts WHERE company_id = $1 ORDER BY id DESC OFFSET $2 LIMIT 1)
+		FOR UPDATE SKIP LOCKED))`, id(a.CompanyID), keep)
 	return err
 }
 
