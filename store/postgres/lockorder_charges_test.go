@@ -22,7 +22,10 @@ import (
 // for it: taken where each write reached it, the charge was locked before
 // the row by one and after it by the other, in the same shard (the test
 // fixes the shard, as one write in shards does at random), and the
-// database broke the deadlock after a second.
+// database broke the deadlock after a second. (The feed's trim now passes
+// over lines another transaction holds, so in the first two cases the
+// writes may not wait for the held line at all; both are held to no
+// deadlock and their outcome either way.)
 //   - a received message (its charge, then its activity line) and a
 //     batch of reports whose status event is charged after its line;
 //   - a received STOP (its charge, then the sender's opt-out) and the
@@ -88,7 +91,7 @@ func TestChargesLockLast(t *testing.T) {
 		}
 		r := newReport(c, job.DeviceID, job.UUID, store.MsgSent, "", "", "", time.Now())
 		var inErr error
-		raceBehindLock(t, s, oldestLine, c,
+		raceBehindOrPast(t, s, oldestLine, c,
 			func() { s.applyReports([]*report{r}) },
 			func() {
 				_, _, inErr = s.StoreInbound(&store.Message{CompanyID: c, DeviceID: devs["in"].ID, ClientID: "in-1", UUID: "in-1",
@@ -117,11 +120,19 @@ func TestChargesLockLast(t *testing.T) {
 		}
 		var wg sync.WaitGroup
 		var inErr, apiErr error
+		var stopDone atomic.Bool
 		wg.Go(func() {
+			defer stopDone.Store(true)
 			_, _, inErr = s.StoreInbound(&store.Message{CompanyID: c, DeviceID: devs["in"].ID, ClientID: "stop-1", UUID: "stop-1",
 				Channel: "sms", Phone: who, Text: "STOP", Segments: 1}, time.Now)
 		})
-		waitLocks(t, s, 1) // the STOP waits for the feed's oldest line
+		// The STOP waits for the feed's oldest line, or (its trim passing
+		// over a line another transaction holds) is stored meanwhile.
+		waitLocksOrEnd(t, s, 1, stopDone.Load)
+		waiting := 1
+		if stopDone.Load() {
+			waiting = 0
+		}
 		var apiDone atomic.Bool
 		wg.Go(func() {
 			defer apiDone.Store(true)
@@ -129,7 +140,7 @@ func TestChargesLockLast(t *testing.T) {
 		})
 		// The API's opt-out waits for the STOP's charge, or (charged
 		// last) is made meanwhile.
-		waitLocksOrEnd(t, s, 2, apiDone.Load)
+		waitLocksOrEnd(t, s, waiting+1, apiDone.Load)
 		if err := hold.Rollback(context.Background()); err != nil {
 			t.Fatal(err)
 		}

@@ -18,7 +18,10 @@ import (
 // outbox; the attempt took its delivery off the outbox before it wrote
 // its line: in one shard each held what the other waited for (the
 // outbox's row, the log's oldest line), and the database broke the
-// deadlock. The attempt now writes its line first.
+// deadlock. The attempt now writes its line first. (Trims now pass over
+// lines another transaction holds, so the two may not wait for the held
+// line at all; the test holds them to no deadlock and exact counts either
+// way.)
 func TestAttemptLogsBeforeTheOutbox(t *testing.T) {
 	t.Parallel()
 	dl := &deadlocks{}
@@ -69,7 +72,7 @@ func TestAttemptLogsBeforeTheOutbox(t *testing.T) {
 	now := time.Now()
 	batch := []*report{newReport(c.ID, d.ID, jobs[1].UUID, store.MsgSent, "", "", "", now), newReport(c.ID, d.ID, jobs[2].UUID, store.MsgSent, "", "", "", now)}
 	var attemptErr error
-	raceBehindLock(t, s, "SELECT 1 FROM webhook_attempts WHERE company_id = $1 ORDER BY id LIMIT 1 FOR UPDATE", c.ID,
+	raceBehindOrPast(t, s, "SELECT 1 FROM webhook_attempts WHERE company_id = $1 ORDER BY id LIMIT 1 FOR UPDATE", c.ID,
 		func() { s.applyReports(batch) },
 		func() {
 			_, attemptErr = s.RecordWebhookAttempt(uint64(delivery), keep, func(store.WebhookDelivery, *store.WebhookEntry) store.WebhookAttempt {

@@ -194,6 +194,41 @@ func raceBehindLock(t *testing.T, s *Store, lockSQL string, id uint64, writers .
 	wg.Wait()
 }
 
+// raceBehindOrPast is raceBehindLock for writers that may not wait for
+// the held row at all (a trim that passes over lines another transaction
+// holds, SKIP LOCKED): each writer either waits behind it, the ones before
+// it that wait first in line, or ends first; either way the writers then
+// run together once the row is let go.
+func raceBehindOrPast(t *testing.T, s *Store, lockSQL string, id uint64, writers ...func()) {
+	t.Helper()
+	ctx := context.Background()
+	hold, err := s.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Rollback(ctx) //nolint:errcheck // released below; this lets the writers go on a failure
+	if _, err := hold.Exec(ctx, lockSQL, int64(id)); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	waiting := 0
+	for _, w := range writers {
+		var ended atomic.Bool
+		wg.Go(func() {
+			defer ended.Store(true)
+			w()
+		})
+		waitLocksOrEnd(t, s, waiting+1, ended.Load)
+		if !ended.Load() {
+			waiting++
+		}
+	}
+	if err := hold.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+}
+
 // lockDevice is raceBehindLock's statement for a device's row.
 const lockDevice = "SELECT 1 FROM devices WHERE id = $1 FOR UPDATE"
 
