@@ -49,7 +49,7 @@ func (s *Service) runFailover(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			s.Failover()
+			s.failover(ctx)
 		}
 	}
 }
@@ -60,7 +60,14 @@ type poolDevice struct {
 }
 
 // Failover runs one sweep now and returns the jobs it moved.
-func (s *Service) Failover() []store.Message {
+func (s *Service) Failover() []store.Message { return s.failover(context.Background()) }
+
+// failover runs one sweep, device by device until ctx ends (the next
+// sweep takes the devices left), and returns the jobs it moved. Its work
+// besides the store's is linear in the pools' members: the devices down
+// for a pool (offline past its failover_after) are worked out once per
+// company and failover_after, not per device that moves.
+func (s *Service) failover(ctx context.Context) []store.Message {
 	if s.hub == nil {
 		return nil
 	}
@@ -96,6 +103,7 @@ func (s *Service) Failover() []store.Message {
 	}
 	// How long each device has been offline; down per pool is past its failover_after.
 	offline := map[poolDevice]time.Duration{}
+	byCompany := map[uint64][]poolDevice{} // the offline devices of each company
 	for d := range in {
 		if s.hub.Online(d.fingerprint, d.deviceID) {
 			continue
@@ -105,17 +113,34 @@ func (s *Service) Failover() []store.Message {
 			since = s.started // no link since the start: offline at least since then
 		}
 		offline[d] = now.Sub(since)
+		byCompany[d.companyID] = append(byCompany[d.companyID], d)
 	}
-	var moved []store.Message
-	for d, ps := range in {
-		downFor := func(p store.Pool) map[uint64]bool {
-			down := map[uint64]bool{}
-			for od, off := range offline {
-				if od.companyID == p.CompanyID && off >= p.FailoverAfter {
+	// The devices down for a pool: the company's devices offline at least
+	// its failover_after, one set per company and failover_after, shared
+	// (read only) by every move under it.
+	type threshold struct {
+		companyID uint64
+		after     time.Duration
+	}
+	downs := map[threshold]map[uint64]bool{}
+	downFor := func(p store.Pool) map[uint64]bool {
+		k := threshold{p.CompanyID, p.FailoverAfter}
+		down, ok := downs[k]
+		if !ok {
+			down = map[uint64]bool{}
+			for _, od := range byCompany[p.CompanyID] {
+				if offline[od] >= p.FailoverAfter {
 					down[od.deviceID] = true
 				}
 			}
-			return down
+			downs[k] = down
+		}
+		return down
+	}
+	var moved []store.Message
+	for d, ps := range in {
+		if ctx.Err() != nil {
+			break
 		}
 		for _, p := range ps {
 			var slots []string

@@ -97,6 +97,42 @@ type WebhookJob struct {
 	Secret   string
 }
 
+// DueSkip is what a pass over the due deliveries (DueWebhookDeliveries,
+// ClaimWebhookDeliveries) asks of each one, in due order: whether to take
+// it, and when not, how much of what follows to pass over with it. A pass
+// sees a company's deliveries, and an entry's, in due order; deliveries of
+// different companies it may see in any order, and returns what it takes
+// in due order all the same. nil takes every one.
+type DueSkip func(d WebhookDue) DueVerdict
+
+// DueVerdict is a DueSkip's answer.
+type DueVerdict uint8
+
+const (
+	// DueTake takes the delivery.
+	DueTake DueVerdict = iota
+	// DuePass passes over this delivery only.
+	DuePass
+	// DuePassEntry passes over this delivery and every later one of its
+	// entry in this pass: the entry has as many attempts under way as it
+	// may. The store need not read them.
+	DuePassEntry
+	// DuePassCompany passes over this delivery and every later one of its
+	// company in this pass: the company has as many under way as it may.
+	DuePassCompany
+)
+
+// SkipIf is a DueSkip that passes over the deliveries skip names, one by
+// one, and takes the others.
+func SkipIf(skip func(d WebhookDue) bool) DueSkip {
+	return func(d WebhookDue) DueVerdict {
+		if skip(d) {
+			return DuePass
+		}
+		return DueTake
+	}
+}
+
 // WebhookDue names a due delivery, the entry it goes to and its company.
 type WebhookDue struct {
 	ID, WebhookID, CompanyID uint64

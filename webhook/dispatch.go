@@ -71,20 +71,28 @@ func (s *Service) claimLimit() int {
 // slow or unreachable receiver holds at most that many workers, one
 // company's receivers never hold them all, and the others' deliveries go
 // on. An attempt is under way from its hand-out until its answer (or
-// timeout), not while its line waits for the commit.
-func (s *Service) skipper() func(d store.WebhookDue) bool {
+// timeout), not while its line waits for the commit. A full company or
+// entry it names as such (store.DuePassCompany, store.DuePassEntry), so
+// the store passes over the rest of its due deliveries without reading
+// them: a company whose receivers hang with thousands due costs a pass
+// little more than one whose receivers answer.
+func (s *Service) skipper() store.DueSkip {
 	batch := map[uint64]int{}
 	companyBatch := map[uint64]int{}
-	return func(d store.WebhookDue) bool {
+	return func(d store.WebhookDue) store.DueVerdict {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if s.busy[d.ID] || d.EntryLeased+s.perEntry[d.WebhookID]+batch[d.WebhookID] >= s.cfg.entryBound() ||
-			d.CompanyLeased+s.perCompany[d.CompanyID]+companyBatch[d.CompanyID] >= s.cfg.PerCompany {
-			return true
+		switch {
+		case d.CompanyLeased+s.perCompany[d.CompanyID]+companyBatch[d.CompanyID] >= s.cfg.PerCompany:
+			return store.DuePassCompany
+		case d.EntryLeased+s.perEntry[d.WebhookID]+batch[d.WebhookID] >= s.cfg.entryBound():
+			return store.DuePassEntry
+		case s.busy[d.ID]:
+			return store.DuePass
 		}
 		batch[d.WebhookID]++
 		companyBatch[d.CompanyID]++
-		return false
+		return store.DueTake
 	}
 }
 

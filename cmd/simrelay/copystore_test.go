@@ -175,7 +175,7 @@ type copyReader interface {
 	Conversations(companyID uint64, device string, limit int) ([]store.Conversation, error)
 	WebhookSet(companyID uint64) (store.WebhookSet, error)
 	WebhookOutboxSize(companyID uint64) (deliveries int, bytes int64, err error)
-	DueWebhookDeliveries(now time.Time, limit int, skip func(d store.WebhookDue) bool) ([]store.WebhookDue, time.Time, error)
+	DueWebhookDeliveries(now time.Time, limit int, skip store.DueSkip) ([]store.WebhookDue, time.Time, error)
 	WebhookJob(deliveryID uint64) (store.WebhookJob, error)
 	StatsTotals(companyID uint64) (store.Counts, error)
 	StatsDevices(companyID uint64) ([]store.StatsDevice, error)

@@ -68,6 +68,7 @@ type (
 	WebhookAttempt       = store.WebhookAttempt
 	WebhookDelivery      = store.WebhookDelivery
 	WebhookDue           = store.WebhookDue
+	DueSkip              = store.DueSkip
 	WebhookEntry         = store.WebhookEntry
 	WebhookEvent         = store.WebhookEvent
 	WebhookJob           = store.WebhookJob

@@ -96,6 +96,7 @@ var bucketKinds = map[string]store.Kind{
 	"webhook_event_refs":   store.KindWebhookEvents, // CopyWebhookEvent.Pending
 	"webhook_deliveries":   store.KindWebhookDeliveries,
 	"webhook_due":          "",
+	"webhook_due_entries":  "",
 	"webhook_outbox_sizes": "",
 	"webhook_attempts":     store.KindWebhookAttempts,
 	"webhook_log_sizes":    "",

@@ -48,6 +48,9 @@ var migrations = []func(tx *bolt.Tx) (done bool, err error){
 	// 9 -> 10: each agent number's count of messages, counted from the
 	// stored ones (migrate_v10.go).
 	whole(migrateAgentMessageCounts),
+	// 10 -> 11: the pending webhook deliveries indexed by company and
+	// entry, from the index by due time (migrate_v11.go).
+	whole(migrateWebhookDueEntries),
 }
 
 // whole makes a migration that fits in one transaction a one-step one.

@@ -111,7 +111,6 @@ func (s *Store) addWebhookEvent(tx *bolt.Tx, companyID uint64, now time.Time, li
 		return out, err
 	}
 	b := tx.Bucket(bucketWebhookDeliveries)
-	due := tx.Bucket(bucketWebhookDue)
 	for _, d := range ds {
 		if d.ID, err = b.NextSequence(); err != nil {
 			return out, err
@@ -120,7 +119,7 @@ func (s *Store) addWebhookEvent(tx *bolt.Tx, companyID uint64, now time.Time, li
 		if err := putJSON(b, itob(d.ID), d); err != nil {
 			return out, err
 		}
-		if err := due.Put(dueKey(d), dueValue(d)); err != nil {
+		if err := putDue(tx, d); err != nil {
 			return out, err
 		}
 	}

@@ -2,25 +2,54 @@ package boltstore
 
 import (
 	"bytes"
+	"container/heap"
 	"encoding/json"
 	"fmt"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
+
+	"github.com/simrelay/simrelay/store"
 )
 
 var (
-	bucketWebhookSets       = []byte("webhook_sets")       // company id -> WebhookSet; its sequence numbers entries
-	bucketWebhookDeliveries = []byte("webhook_deliveries") // delivery id -> WebhookDelivery, while pending
-	bucketWebhookDue        = []byte("webhook_due")        // next_attempt_at delivery id -> webhook id company id (dueValue; empty in older rows)
-	bucketWebhookAttempts   = []byte("webhook_attempts")   // company id + attempt id -> WebhookAttempt
-	bucketWebhookLogSizes   = []byte("webhook_log_sizes")  // company id -> number of its attempts
-	webhookBuckets          = [][]byte{bucketWebhookSets, bucketWebhookDeliveries, bucketWebhookDue, bucketWebhookAttempts, bucketWebhookLogSizes,
+	bucketWebhookSets       = []byte("webhook_sets")        // company id -> WebhookSet; its sequence numbers entries
+	bucketWebhookDeliveries = []byte("webhook_deliveries")  // delivery id -> WebhookDelivery, while pending
+	bucketWebhookDue        = []byte("webhook_due")         // next_attempt_at delivery id -> webhook id company id (dueValue; empty in older rows)
+	bucketWebhookDueEntries = []byte("webhook_due_entries") // company id webhook id next_attempt_at delivery id -> nil (dueEntryKey; schema 11)
+	bucketWebhookAttempts   = []byte("webhook_attempts")    // company id + attempt id -> WebhookAttempt
+	bucketWebhookLogSizes   = []byte("webhook_log_sizes")   // company id -> number of its attempts
+	webhookBuckets          = [][]byte{bucketWebhookSets, bucketWebhookDeliveries, bucketWebhookDue, bucketWebhookDueEntries, bucketWebhookAttempts, bucketWebhookLogSizes,
 		bucketWebhookEvents, bucketWebhookEventRefs, bucketWebhookOutbox}
 )
 
 func dueKey(d WebhookDelivery) []byte { return append(timeKey(d.NextAttemptAt), itob(d.ID)...) }
+
+// dueEntryKey is a pending delivery's key in the due index by company and
+// entry, which a pass over the due deliveries reads: a company or an entry
+// with as many attempts under way as it may is passed over with one seek,
+// however many of its deliveries are due (DueWebhookDeliveries).
+func dueEntryKey(companyID, webhookID uint64, at []byte, id []byte) []byte {
+	k := make([]byte, 0, 32)
+	return append(append(append(append(k, itob(companyID)...), itob(webhookID)...), at...), id...)
+}
+
+// putDue indexes the pending delivery d as due at d.NextAttemptAt.
+func putDue(tx *bolt.Tx, d WebhookDelivery) error {
+	if err := tx.Bucket(bucketWebhookDue).Put(dueKey(d), dueValue(d)); err != nil {
+		return err
+	}
+	return tx.Bucket(bucketWebhookDueEntries).Put(dueEntryKey(d.CompanyID, d.WebhookID, timeKey(d.NextAttemptAt), itob(d.ID)), nil)
+}
+
+// deleteDue removes the delivery d, as stored, from the due indexes.
+func deleteDue(tx *bolt.Tx, d WebhookDelivery) error {
+	if err := tx.Bucket(bucketWebhookDue).Delete(dueKey(d)); err != nil {
+		return err
+	}
+	return tx.Bucket(bucketWebhookDueEntries).Delete(dueEntryKey(d.CompanyID, d.WebhookID, timeKey(d.NextAttemptAt), itob(d.ID)))
+}
 
 // dueValue is what the dispatcher needs of a due delivery besides its id,
 // its entry and company, kept in the due index so that a pass over the
@@ -88,7 +117,7 @@ func (s *Store) UpdateWebhookSet(companyID uint64, now time.Time, fn func(*Webho
 // one process, whose dispatcher already hands each delivery out once until
 // its attempt is recorded, so a claim needs nothing written. (PostgreSQL's
 // leases each claimed row for the node that claims it.)
-func (s *Store) ClaimWebhookDeliveries(now time.Time, limit int, skip func(d WebhookDue) bool) ([]WebhookDue, time.Time, error) {
+func (s *Store) ClaimWebhookDeliveries(now time.Time, limit int, skip DueSkip) ([]WebhookDue, time.Time, error) {
 	return s.DueWebhookDeliveries(now, limit, skip)
 }
 
@@ -97,40 +126,71 @@ func (s *Store) ClaimWebhookDeliveries(now time.Time, limit int, skip func(d Web
 // each candidate in order, so it may also count what it lets through). It
 // also returns when to look again: the due time of the first delivery still
 // waiting, now when more are due than limit, zero when nothing waits.
-func (s *Store) DueWebhookDeliveries(now time.Time, limit int, skip func(d WebhookDue) bool) ([]WebhookDue, time.Time, error) {
+//
+// It reads the due index by company and entry: one cursor for each entry
+// with deliveries due, merged in due order. A company or an entry that skip
+// says is full (DuePassCompany, DuePassEntry) is dropped from the merge, so
+// a company whose receivers hang with a backlog of thousands costs the pass
+// one delivery read, not thousands.
+func (s *Store) DueWebhookDeliveries(now time.Time, limit int, skip DueSkip) ([]WebhookDue, time.Time, error) {
 	var due []WebhookDue
 	var next time.Time
 	err := s.view(func(tx *bolt.Tx) error {
 		end := timeKey(now)
 		deliveries := tx.Bucket(bucketWebhookDeliveries)
-		c := tx.Bucket(bucketWebhookDue).Cursor()
-		for k, v := c.First(); k != nil; k, v = c.Next() {
-			if bytes.Compare(k[:8], end) > 0 {
-				next = time.Unix(0, int64(btoi(k[:8]))).UTC()
-				return nil
+		idx := tx.Bucket(bucketWebhookDueEntries)
+		var heads dueHeads
+		find := idx.Cursor()
+		for k, _ := find.First(); k != nil; {
+			if bytes.Compare(k[16:24], end) <= 0 {
+				heads = append(heads, &dueHead{c: idx.Cursor(), k: k})
+				heads[len(heads)-1].c.Seek(k)
 			}
-			raw := deliveries.Get(k[8:])
-			if raw == nil {
-				continue // a key without its row, which no attempt could end
-			}
-			var d WebhookDue
-			if len(v) == 16 {
-				d.WebhookID, d.CompanyID = btoi(v[:8]), btoi(v[8:])
-			} else { // a row indexed before dueValue
-				var err error
-				if d, err = dueOf(raw); err != nil {
-					return err
-				}
-			}
-			d.ID = btoi(k[8:])
-			if skip != nil && skip(d) {
+			k, _ = find.Seek(pair(btoi(k[:8]), btoi(k[8:16])+1)) // the next entry
+		}
+		heap.Init(&heads)
+		passed := map[uint64]bool{} // companies skip said are full
+		for heads.Len() > 0 {
+			h := heads[0]
+			companyID := btoi(h.k[:8])
+			if passed[companyID] {
+				heap.Pop(&heads)
 				continue
 			}
-			if len(due) == limit {
-				next = now
-				return nil
+			verdict := store.DueTake
+			if deliveries.Get(h.k[24:32]) != nil { // else a key without its row, which no attempt could end
+				d := WebhookDue{ID: btoi(h.k[24:32]), WebhookID: btoi(h.k[8:16]), CompanyID: companyID}
+				if skip != nil {
+					verdict = skip(d)
+				}
+				if verdict == store.DueTake {
+					if len(due) == limit {
+						next = now
+						return nil
+					}
+					due = append(due, d)
+				}
 			}
-			due = append(due, d)
+			switch verdict {
+			case store.DuePassCompany:
+				passed[companyID] = true
+				heap.Pop(&heads)
+				continue
+			case store.DuePassEntry:
+				heap.Pop(&heads)
+				continue
+			}
+			k, _ := h.c.Next()
+			if k == nil || !bytes.Equal(k[:16], h.k[:16]) || bytes.Compare(k[16:24], end) > 0 {
+				heap.Pop(&heads)
+				continue
+			}
+			h.k = k
+			heap.Fix(&heads, 0)
+		}
+		// The first delivery still waiting.
+		if k, _ := tx.Bucket(bucketWebhookDue).Cursor().Seek(itob(btoi(end) + 1)); k != nil {
+			next = time.Unix(0, int64(btoi(k[:8]))).UTC()
 		}
 		return nil
 	})
@@ -138,6 +198,27 @@ func (s *Store) DueWebhookDeliveries(now time.Time, limit int, skip func(d Webho
 		return nil, time.Time{}, fmt.Errorf("store: due webhook deliveries: %w", err)
 	}
 	return due, next, nil
+}
+
+// dueHead is an entry's cursor in the due index by entry, at its first
+// due delivery not yet seen.
+type dueHead struct {
+	c *bolt.Cursor
+	k []byte // company id webhook id next_attempt_at delivery id
+}
+
+// dueHeads is a heap of entries' heads, the longest due first.
+type dueHeads []*dueHead
+
+func (h dueHeads) Len() int           { return len(h) }
+func (h dueHeads) Less(i, j int) bool { return bytes.Compare(h[i].k[16:32], h[j].k[16:32]) < 0 }
+func (h dueHeads) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *dueHeads) Push(x any)        { *h = append(*h, x.(*dueHead)) }
+func (h *dueHeads) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 // dueOf reads a stored delivery's webhook_id and company_id without
@@ -280,8 +361,7 @@ func recordAttemptTx(tx *bolt.Tx, id uint64, keep int, decide func(d WebhookDeli
 			}
 		}
 	}
-	due := tx.Bucket(bucketWebhookDue)
-	if err := due.Delete(dueKey(d)); err != nil {
+	if err := deleteDue(tx, d); err != nil {
 		return WebhookAttempt{}, err
 	}
 	d.Attempts++
@@ -290,7 +370,7 @@ func recordAttemptTx(tx *bolt.Tx, id uint64, keep int, decide func(d WebhookDeli
 		if err := putJSON(deliveries, itob(d.ID), d); err != nil {
 			return WebhookAttempt{}, err
 		}
-		if err := due.Put(dueKey(d), dueValue(d)); err != nil {
+		if err := putDue(tx, d); err != nil {
 			return WebhookAttempt{}, err
 		}
 	} else {

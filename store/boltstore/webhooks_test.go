@@ -7,6 +7,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/simrelay/simrelay/store"
 )
 
 // webhookFixture is a company with one device and a webhook set of n active entries.
@@ -51,9 +53,9 @@ func addDeliveries(s *Store, tx *bolt.Tx, companyID uint64, at time.Time) (int, 
 
 // dueIDs is DueWebhookDeliveries by delivery id alone.
 func dueIDs(s *Store, now time.Time, limit int, skip func(id uint64) bool) ([]uint64, time.Time, error) {
-	var by func(d WebhookDue) bool
+	var by DueSkip
 	if skip != nil {
-		by = func(d WebhookDue) bool { return skip(d.ID) }
+		by = store.SkipIf(func(d WebhookDue) bool { return skip(d.ID) })
 	}
 	due, next, err := s.DueWebhookDeliveries(now, limit, by)
 	ids := make([]uint64, len(due))
@@ -106,7 +108,7 @@ func TestDuePassDecodesNoRow(t *testing.T) { // not parallel: AllocsPerRun count
 		return true
 	}
 	allocs := testing.AllocsPerRun(5, func() {
-		if _, _, err := s.DueWebhookDeliveries(t0.Add(time.Hour), 64, skipAll); err != nil {
+		if _, _, err := s.DueWebhookDeliveries(t0.Add(time.Hour), 64, store.SkipIf(skipAll)); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -21,8 +21,8 @@ type WebhooksStore interface {
 	WebhookSet(companyID uint64) (store.WebhookSet, error)
 	UpdateWebhookSet(companyID uint64, now time.Time, fn func(*store.WebhookSet) error) (store.WebhookSet, error)
 	WebhookOutboxSize(companyID uint64) (deliveries int, bytes int64, err error)
-	DueWebhookDeliveries(now time.Time, limit int, skip func(d store.WebhookDue) bool) ([]store.WebhookDue, time.Time, error)
-	ClaimWebhookDeliveries(now time.Time, limit int, skip func(d store.WebhookDue) bool) ([]store.WebhookDue, time.Time, error)
+	DueWebhookDeliveries(now time.Time, limit int, skip store.DueSkip) ([]store.WebhookDue, time.Time, error)
+	ClaimWebhookDeliveries(now time.Time, limit int, skip store.DueSkip) ([]store.WebhookDue, time.Time, error)
 	WebhookJob(id uint64) (store.WebhookJob, error)
 	RecordWebhookAttempt(id uint64, keep int, decide func(d store.WebhookDelivery, e *store.WebhookEntry) store.WebhookAttempt) (store.WebhookAttempt, error)
 	RecordWebhookAttemptLater(id uint64, keep int, decide func(d store.WebhookDelivery, e *store.WebhookEntry) store.WebhookAttempt) store.AttemptRecord
@@ -38,6 +38,7 @@ func Webhooks(t *testing.T, open Opener[WebhooksStore]) {
 	t.Run("OutboxBound", func(t *testing.T) { t.Parallel(); webhookOutboxBound(t, open(t)) })
 	t.Run("OutboxBoundConcurrent", func(t *testing.T) { t.Parallel(); webhookOutboxBoundConcurrent(t, open(t)) })
 	t.Run("Due", func(t *testing.T) { t.Parallel(); webhookDue(t, open(t)) })
+	t.Run("DuePassesFullCompanies", func(t *testing.T) { t.Parallel(); webhookDuePassesFull(t, open(t)) })
 	t.Run("Claim", func(t *testing.T) { t.Parallel(); webhookClaim(t, open(t)) })
 	t.Run("Attempts", func(t *testing.T) { t.Parallel(); webhookAttempts(t, open(t)) })
 	t.Run("AttemptsConcurrent", func(t *testing.T) { t.Parallel(); webhookAttemptsConcurrent(t, open(t)) })
@@ -179,9 +180,9 @@ func mustAdd(t *testing.T, s WebhooksStore, w webhookTenant, at time.Time) {
 // dueIDs is DueWebhookDeliveries by delivery id.
 func dueIDs(t *testing.T, s WebhooksStore, now time.Time, limit int, skip func(id uint64) bool) ([]uint64, time.Time) {
 	t.Helper()
-	var by func(d store.WebhookDue) bool
+	var by store.DueSkip
 	if skip != nil {
-		by = func(d store.WebhookDue) bool { return skip(d.ID) }
+		by = store.SkipIf(func(d store.WebhookDue) bool { return skip(d.ID) })
 	}
 	due, next, err := s.DueWebhookDeliveries(now, limit, by)
 	if err != nil {
@@ -536,6 +537,90 @@ func webhookOutboxBoundConcurrent(t *testing.T, s WebhooksStore) {
 // webhookDue: deliveries come due in order of their due time; the answer
 // says when to look again; skip sees each candidate in that order, with
 // its entry and company, and what it passes over is not returned.
+// webhookDuePassesFull: a pass asks skip of a company's due deliveries
+// until it says the company is full (store.DuePassCompany), and of an
+// entry's until it says the entry is (store.DuePassEntry), and no more
+// after that; the other deliveries it sees and returns in due order, as
+// with no full company. A company with 300 due (more than a page of
+// PostgreSQL's) is asked once.
+func webhookDuePassesFull(t *testing.T, s WebhooksStore) {
+	full := webhookCompany(t, s, 2)
+	other := webhookCompany(t, s, 2)
+	spread := func(n int, first time.Duration) func(set store.WebhookSet) (store.WebhookEvent, []store.WebhookDelivery, error) {
+		return func(set store.WebhookSet) (store.WebhookEvent, []store.WebhookDelivery, error) {
+			var out []store.WebhookDelivery
+			for i := range n {
+				at := T0.Add(first + time.Duration(2*i)*time.Second)
+				out = append(out, store.WebhookDelivery{UUID: fmt.Sprintf("d-%d", unique()), EventType: "sms.received",
+					WebhookID: set.Entries[i%len(set.Entries)].ID, CreatedAt: at, NextAttemptAt: at})
+			}
+			return store.WebhookEvent{ID: fmt.Sprintf("ev-%d", unique()), Body: []byte(eventBody)}, out, nil
+		}
+	}
+	// full's 300 due every other second from T0, other's 6 between them;
+	// one more of other's due later.
+	for _, add := range []struct {
+		w     webhookTenant
+		n     int
+		first time.Duration
+	}{{full, 300, 0}, {other, 6, time.Second}, {other, 1, time.Hour}} {
+		if res, err := addEvent(s, add.w, T0, store.OutboxLimits{}, spread(add.n, add.first)); err != nil || res.Queued != add.n {
+			t.Fatalf("add %d deliveries: %+v (%v)", add.n, res, err)
+		}
+	}
+	now := T0.Add(30 * time.Minute)
+	all, _ := dueIDs(t, s, now, 1000, nil)
+	if len(all) != 306 {
+		t.Fatalf("%d due, want 306", len(all))
+	}
+	var asked []store.WebhookDue
+	passEntry := other.set.Entries[1].ID
+	due, next, err := s.DueWebhookDeliveries(now, 1000, func(d store.WebhookDue) store.DueVerdict {
+		asked = append(asked, d)
+		switch {
+		case d.CompanyID == full.company.ID:
+			return store.DuePassCompany
+		case d.WebhookID == passEntry:
+			return store.DuePassEntry
+		}
+		return store.DueTake
+	})
+	if err != nil || !next.Equal(T0.Add(time.Hour)) {
+		t.Fatalf("due: %+v, next %v (%v); want the later delivery's due time next", due, next, err)
+	}
+	// other's 6 alternate between its entries, the first on entry 0: the
+	// pass takes entry 0's 3 and asks once of entry 1.
+	if len(due) != 3 || len(asked) != 5 {
+		t.Fatalf("took %+v after asking of %+v; want other's 3 on entry 0 after asking of those, one of full's and one of entry 1's", due, asked)
+	}
+	var fullAsked, entryAsked int
+	for _, d := range asked {
+		switch {
+		case d.CompanyID == full.company.ID:
+			fullAsked++
+		case d.WebhookID == passEntry:
+			entryAsked++
+		}
+	}
+	if fullAsked != 1 || entryAsked != 1 || asked[0].CompanyID != full.company.ID {
+		t.Fatalf("asked of %+v; want full's first delivery once, then none of full's, and one of entry %d", asked, passEntry)
+	}
+	for i, d := range due {
+		if d.CompanyID != other.company.ID || d.WebhookID != other.set.Entries[0].ID || (i > 0 && d.ID <= due[i-1].ID) {
+			t.Fatalf("took %+v, want other's entry 0's in due order", due)
+		}
+	}
+	// With the limit reached, more due says so.
+	if due, next, err := s.DueWebhookDeliveries(now, 2, func(d store.WebhookDue) store.DueVerdict {
+		if d.CompanyID == full.company.ID {
+			return store.DuePassCompany
+		}
+		return store.DueTake
+	}); err != nil || len(due) != 2 || !next.Equal(now) {
+		t.Fatalf("limit 2: %+v, next %v (%v); want 2 of other's and now", due, next, err)
+	}
+}
+
 func webhookDue(t *testing.T, s WebhooksStore) {
 	a := webhookCompany(t, s, 1)
 	b := webhookCompany(t, s, 1)
@@ -547,7 +632,7 @@ func webhookDue(t *testing.T, s WebhooksStore) {
 		t.Fatalf("before anything is due: %v, next %v; want none and %v", ids, next, T0)
 	}
 	var seen []store.WebhookDue
-	due, next, err := s.DueWebhookDeliveries(T0.Add(time.Second), 10, func(d store.WebhookDue) bool { seen = append(seen, d); return false })
+	due, next, err := s.DueWebhookDeliveries(T0.Add(time.Second), 10, store.SkipIf(func(d store.WebhookDue) bool { seen = append(seen, d); return false }))
 	if err != nil || len(due) != 2 || !next.Equal(T0.Add(2*time.Second)) {
 		t.Fatalf("due at +1s: %+v, next %v (%v); want 2 and the third's due time", due, next, err)
 	}

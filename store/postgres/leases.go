@@ -60,7 +60,7 @@ func newHolder() string {
 // not waited for. It also returns when to look again, as
 // DueWebhookDeliveries does; a delivery another node leases is not in it
 // (the caller looks again on a cluster's poll).
-func (s *Store) ClaimWebhookDeliveries(now time.Time, limit int, skip func(d store.WebhookDue) bool) ([]store.WebhookDue, time.Time, error) {
+func (s *Store) ClaimWebhookDeliveries(now time.Time, limit int, skip store.DueSkip) ([]store.WebhookDue, time.Time, error) {
 	var due []store.WebhookDue
 	var next time.Time
 	err := s.write("claim webhook deliveries", func(t *txn) error {

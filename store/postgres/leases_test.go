@@ -49,9 +49,9 @@ func leaseTenant(t *testing.T, s *Store, entries, events int) store.WebhookSet {
 
 // bounded is a dispatcher's skip for one claim: a company takes deliveries
 // while its leases elsewhere and those taken by this claim are under bound.
-func bounded(bound int, inside func()) func(d store.WebhookDue) bool {
+func bounded(bound int, inside func()) store.DueSkip {
 	taken := 0
-	return func(d store.WebhookDue) bool {
+	return store.SkipIf(func(d store.WebhookDue) bool {
 		if inside != nil {
 			inside()
 			inside = nil
@@ -61,7 +61,7 @@ func bounded(bound int, inside func()) func(d store.WebhookDue) bool {
 		}
 		taken++
 		return false
-	}
+	})
 }
 
 // Two nodes claiming one company's deliveries at the same moment take no

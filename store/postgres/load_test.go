@@ -223,7 +223,7 @@ type copyReader interface {
 	DashboardSummary(companyID uint64, from, to time.Time, limit int) (store.Summary, error)
 	WebhookSet(companyID uint64) (store.WebhookSet, error)
 	WebhookOutboxSize(companyID uint64) (deliveries int, bytes int64, err error)
-	DueWebhookDeliveries(now time.Time, limit int, skip func(d store.WebhookDue) bool) ([]store.WebhookDue, time.Time, error)
+	DueWebhookDeliveries(now time.Time, limit int, skip store.DueSkip) ([]store.WebhookDue, time.Time, error)
 	WebhookJob(deliveryID uint64) (store.WebhookJob, error)
 	WebhookAttempts(companyID, webhookID uint64, limit int) ([]store.WebhookAttempt, error)
 	Mails(pendingOnly bool) ([]store.Mail, error)

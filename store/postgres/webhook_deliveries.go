@@ -17,7 +17,7 @@ import (
 // also returns when to look again: the due time of the first delivery still
 // waiting, now when more are due than limit, zero when nothing waits. The
 // whole pass reads one snapshot.
-func (s *Store) DueWebhookDeliveries(now time.Time, limit int, skip func(d store.WebhookDue) bool) ([]store.WebhookDue, time.Time, error) {
+func (s *Store) DueWebhookDeliveries(now time.Time, limit int, skip store.DueSkip) ([]store.WebhookDue, time.Time, error) {
 	var due []store.WebhookDue
 	var next time.Time
 	err := s.read("due webhook deliveries", func(t *txn) error {
@@ -40,16 +40,23 @@ func (s *Store) DueWebhookDeliveries(now time.Time, limit int, skip func(d store
 // scanDue reads, a page at a time, the deliveries due at now, the longest
 // due first (those under a live lease left out when unleased), fills each
 // with note (nil: nothing) and passes over those skip names, until it has
-// limit of them (full) or none is left.
-func scanDue(t *txn, now time.Time, limit int, unleased bool, note func(d *store.WebhookDue), skip func(d store.WebhookDue) bool) (due []store.WebhookDue, full bool, err error) {
+// limit of them (full) or none is left. A company or an entry skip says is
+// full (store.DuePassCompany, store.DuePassEntry) is left out of the pages
+// after: its rows are passed over by the database, not read one by one
+// here, so a company whose receivers hang with a backlog of thousands costs
+// the pass a page, not a page per 256 of its deliveries.
+func scanDue(t *txn, now time.Time, limit int, unleased bool, note func(d *store.WebhookDue), skip store.DueSkip) (due []store.WebhookDue, full bool, err error) {
 	const page = 256
 	after, afterID := time.Time{}, int64(0)
+	passedCompanies, passedEntries := []int64{}, []int64{} // never nil: <> ALL(NULL) is never true
+	passedCompany, passedEntry := map[uint64]bool{}, map[uint64]bool{}
 	for {
 		rows, err := t.query(`SELECT id, webhook_id, company_id, next_attempt_at FROM webhook_deliveries
 			WHERE next_attempt_at <= $1 AND (next_attempt_at, id) > ($2, $3)
 			AND (NOT $5 OR leased_until IS NULL OR leased_until <= clock_timestamp())
+			AND company_id <> ALL($6) AND webhook_id <> ALL($7)
 			ORDER BY next_attempt_at, id LIMIT $4`,
-			now, after, afterID, page, unleased)
+			now, after, afterID, page, unleased, passedCompanies, passedEntries)
 		if err != nil {
 			return nil, false, err
 		}
@@ -63,10 +70,24 @@ func scanDue(t *txn, now time.Time, limit int, unleased bool, note func(d *store
 			}
 			n, afterID = n+1, did
 			d.ID, d.WebhookID, d.CompanyID = uint64(did), uint64(wid), uint64(cid)
+			if passedCompany[d.CompanyID] || passedEntry[d.WebhookID] {
+				continue
+			}
 			if note != nil {
 				note(&d)
 			}
-			if skip != nil && skip(d) {
+			verdict := store.DueTake
+			if skip != nil {
+				verdict = skip(d)
+			}
+			switch verdict {
+			case store.DuePass:
+				continue
+			case store.DuePassEntry:
+				passedEntry[d.WebhookID], passedEntries = true, append(passedEntries, wid)
+				continue
+			case store.DuePassCompany:
+				passedCompany[d.CompanyID], passedCompanies = true, append(passedCompanies, cid)
 				continue
 			}
 			if len(due) == limit {

@@ -1,0 +1,84 @@
+package webhook
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/simrelay/simrelay/internal/storetest"
+	"github.com/simrelay/simrelay/store"
+)
+
+// BenchmarkDispatchPassFullCompany is one pass of the dispatcher over the
+// due deliveries while one company's receivers hang: it has 10,000 due
+// across its 4 entries and as many attempts under way as it may, and
+// another company has 10 due across 2 entries. The pass hands out the 4
+// of those its company's bound lets through.
+// (DueWebhookDeliveries, which ClaimWebhookDeliveries reads the same way
+// on one node; on PostgreSQL a claim also leases what it takes.)
+//
+//	go test ./webhook -run '^$' -bench DispatchPassFullCompany -benchtime 200x
+func BenchmarkDispatchPassFullCompany(b *testing.B) {
+	st := storetest.OpenWith(b, storetest.Options{})
+	t0 := time.Now().Add(-time.Hour).UTC()
+	perEvent := map[uint64]int{}
+	st.SetDeviceEvents(store.DeviceEvents{Build: func(set store.WebhookSet, d store.Device, ev store.DeviceEvent) (store.WebhookEvent, []store.WebhookDelivery, error) {
+		out := make([]store.WebhookDelivery, perEvent[set.CompanyID])
+		for i := range out {
+			out[i] = store.WebhookDelivery{UUID: fmt.Sprintf("%s-%d", ev.Type, i), EventType: "sms.received",
+				WebhookID: set.Entries[i%len(set.Entries)].ID, CreatedAt: t0, NextAttemptAt: t0.Add(time.Duration(i) * time.Millisecond)}
+		}
+		return store.WebhookEvent{ID: ev.Type, Body: []byte(`{"type":"sms.received"}`)}, out, nil
+	}})
+	tenant := func(name string, entries, events, each int) uint64 {
+		c := storetest.Company(b, st, name, name+"@example.com")
+		if err := st.ProvisionDevices([]store.Device{{Fingerprint: "fp-" + name, CompanyID: c.ID, Status: store.DeviceActive, TokenHash: []byte("t-" + name)}}); err != nil {
+			b.Fatal(err)
+		}
+		d, err := st.CompanyDevice(c.ID, "fp-"+name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := st.UpdateWebhookSet(c.ID, t0, func(w *store.WebhookSet) error {
+			for i := range entries {
+				w.Entries = append(w.Entries, store.WebhookEntry{URL: fmt.Sprintf("https://hooks.example.com/%d", i), Active: true})
+			}
+			return nil
+		}); err != nil {
+			b.Fatal(err)
+		}
+		perEvent[c.ID] = each
+		for i := range events {
+			if _, err := st.UpdateDeviceWith(c.ID, d.ID, func(*store.Device) ([]store.DeviceEvent, error) {
+				return []store.DeviceEvent{{Type: fmt.Sprintf("ev-%s-%d", name, i), At: t0}}, nil
+			}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return c.ID
+	}
+	hanging := tenant("hanging", 4, 10, 1000)
+	tenant("other", 2, 1, 10)
+	svc, err := New(Config{Workers: 8, PerCompany: 4}, st, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Now)
+	if err != nil {
+		b.Fatal(err)
+	}
+	set, err := st.WebhookSet(hanging)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, e := range set.Entries[:2] { // 4 attempts under way on two of its entries
+		for range 2 {
+			svc.take(store.WebhookDue{ID: e.ID<<32 | uint64(svc.perEntry[e.ID]), WebhookID: e.ID, CompanyID: hanging})
+		}
+	}
+	now := time.Now()
+	for b.Loop() {
+		due, _, err := st.DueWebhookDeliveries(now, dispatchBatch, svc.skipper())
+		if err != nil || len(due) != 4 {
+			b.Fatalf("a pass took %d (%v), want 4 of the other company's", len(due), err)
+		}
+	}
+}
