@@ -43,16 +43,7 @@ func TestChargesLockLast(t *testing.T) {
 		dl := &deadlocks{}
 		s := openStore(t, Options{Tracer: dl})
 		s.pickShard = func() int16 { return 0 }
-		var seq atomic.Int64
-		s.SetStatusEvents(store.StatusEvents{Build: func(set store.WebhookSet, m store.Message) (store.WebhookEvent, []store.WebhookDelivery, error) {
-			n := seq.Add(1)
-			var ds []store.WebhookDelivery
-			for _, e := range set.Entries {
-				ds = append(ds, store.WebhookDelivery{UUID: fmt.Sprintf("d-%d-%d", n, e.ID), EventType: "message." + m.Status,
-					WebhookID: e.ID, CreatedAt: m.UpdatedAt, NextAttemptAt: m.UpdatedAt})
-			}
-			return store.WebhookEvent{ID: fmt.Sprintf("ev-%d", n), Body: []byte(`{}`)}, ds, nil
-		}})
+		s.SetStatusEvents(store.StatusEvents{Build: eventPerEntry(nil)})
 		c, _ := conformance.Company(t, s)
 		statusWebhook(t, s, c.ID, time.Now())
 		devs := map[string]store.Device{}

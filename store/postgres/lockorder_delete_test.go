@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -143,16 +142,7 @@ func TestDeviceDeletionWritesInBatchOrder(t *testing.T) {
 	// test's watch use the pool: more than its default size.
 	s := openURL(t, migrated(t)+"&pool_max_conns=8", Options{Tracer: dl})
 	s.pickShard = func() int16 { return 0 } // the shard both write to, as one time in shards at random
-	var seq atomic.Int64
-	s.SetStatusEvents(store.StatusEvents{Build: func(set store.WebhookSet, m store.Message) (store.WebhookEvent, []store.WebhookDelivery, error) {
-		n := seq.Add(1)
-		var ds []store.WebhookDelivery
-		for _, e := range set.Entries {
-			ds = append(ds, store.WebhookDelivery{UUID: fmt.Sprintf("d-%d-%d", n, e.ID), EventType: "message." + m.Status,
-				WebhookID: e.ID, CreatedAt: m.UpdatedAt, NextAttemptAt: m.UpdatedAt})
-		}
-		return store.WebhookEvent{ID: fmt.Sprintf("ev-%d", n), Body: []byte(`{}`)}, ds, nil
-	}})
+	s.SetStatusEvents(store.StatusEvents{Build: eventPerEntry(nil)})
 	ctx := context.Background()
 	c, _ := conformance.Company(t, s)
 	statusWebhook(t, s, c.ID, time.Now())

@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,17 +27,7 @@ func TestAttemptLogsBeforeTheOutbox(t *testing.T) {
 	s := openStore(t, Options{Tracer: dl})
 	s.pickShard = func() int16 { return 0 } // the shard both write to, as one time in shards at random
 	const keep = 5
-	var seq atomic.Int64
-	s.SetStatusEvents(store.StatusEvents{Limits: store.OutboxLimits{MaxDeliveries: 2, LogKeep: keep},
-		Build: func(set store.WebhookSet, m store.Message) (store.WebhookEvent, []store.WebhookDelivery, error) {
-			n := seq.Add(1)
-			var ds []store.WebhookDelivery
-			for _, e := range set.Entries {
-				ds = append(ds, store.WebhookDelivery{UUID: fmt.Sprintf("d-%d-%d", n, e.ID), EventType: "message." + m.Status,
-					WebhookID: e.ID, CreatedAt: m.UpdatedAt, NextAttemptAt: m.UpdatedAt})
-			}
-			return store.WebhookEvent{ID: fmt.Sprintf("ev-%d", n), Body: []byte(`{}`)}, ds, nil
-		}})
+	s.SetStatusEvents(store.StatusEvents{Limits: store.OutboxLimits{MaxDeliveries: 2, LogKeep: keep}, Build: eventPerEntry(nil)})
 	ctx := context.Background()
 	c, _ := conformance.Company(t, s)
 	statusWebhook(t, s, c.ID, time.Now())

@@ -65,17 +65,9 @@ func TestReportBatchesInterleaved(t *testing.T) {
 	t.Parallel()
 	dl := &deadlocks{}
 	s := openStore(t, Options{Tracer: dl})
-	var seq atomic.Int64
-	s.SetStatusEvents(store.StatusEvents{Build: func(set store.WebhookSet, m store.Message) (store.WebhookEvent, []store.WebhookDelivery, error) {
-		n := seq.Add(1)
-		ev := store.WebhookEvent{ID: fmt.Sprintf("ev-%d", n), Body: fmt.Appendf(nil, `{"type":"message.%s","n":%d}`, m.Status, n)}
-		var ds []store.WebhookDelivery
-		for _, e := range set.Entries {
-			ds = append(ds, store.WebhookDelivery{UUID: fmt.Sprintf("d-%d-%d", n, e.ID), EventType: "message." + m.Status,
-				WebhookID: e.ID, CreatedAt: m.UpdatedAt, NextAttemptAt: m.UpdatedAt})
-		}
-		return ev, ds, nil
-	}})
+	s.SetStatusEvents(store.StatusEvents{Build: eventPerEntry(func(n int64, m store.Message) []byte {
+		return fmt.Appendf(nil, `{"type":"message.%s","n":%d}`, m.Status, n)
+	})})
 	const devices, jobs, rounds = 4, 16, 4
 	type phone struct {
 		companyID, deviceID uint64

@@ -96,17 +96,9 @@ func TestReportsShareTransactions(t *testing.T) {
 func TestReportBatchCost(t *testing.T) {
 	t.Parallel()
 	s, counted := openCounted(t, Options{})
-	var seq atomic.Int64
-	s.SetStatusEvents(store.StatusEvents{Build: func(set store.WebhookSet, m store.Message) (store.WebhookEvent, []store.WebhookDelivery, error) {
-		n := seq.Add(1)
-		ev := store.WebhookEvent{ID: fmt.Sprintf("ev-%d", n), Body: []byte(`{"type":"message.` + m.Status + `"}`)}
-		var ds []store.WebhookDelivery
-		for _, e := range set.Entries {
-			ds = append(ds, store.WebhookDelivery{UUID: fmt.Sprintf("d-%d-%d", n, e.ID), EventType: "message." + m.Status,
-				WebhookID: e.ID, CreatedAt: m.UpdatedAt, NextAttemptAt: m.UpdatedAt})
-		}
-		return ev, ds, nil
-	}})
+	s.SetStatusEvents(store.StatusEvents{Build: eventPerEntry(func(_ int64, m store.Message) []byte {
+		return []byte(`{"type":"message.` + m.Status + `"}`)
+	})})
 	c, _ := conformance.Company(t, s)
 	conformance.Device(t, s, c.ID, "fp")
 	statusWebhook(t, s, c.ID, time.Now())
@@ -174,5 +166,25 @@ func statusWebhook(t *testing.T, s *Store, companyID uint64, at time.Time) {
 		return nil
 	}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// eventPerEntry is a status-event builder for tests: events numbered in
+// the order built (ev-N), with body's bytes (nil: {}), and a delivery for
+// each entry of the company's set (d-N-entry).
+func eventPerEntry(body func(n int64, m store.Message) []byte) func(store.WebhookSet, store.Message) (store.WebhookEvent, []store.WebhookDelivery, error) {
+	var seq atomic.Int64
+	return func(set store.WebhookSet, m store.Message) (store.WebhookEvent, []store.WebhookDelivery, error) {
+		n := seq.Add(1)
+		ev := store.WebhookEvent{ID: fmt.Sprintf("ev-%d", n), Body: []byte(`{}`)}
+		if body != nil {
+			ev.Body = body(n, m)
+		}
+		var ds []store.WebhookDelivery
+		for _, e := range set.Entries {
+			ds = append(ds, store.WebhookDelivery{UUID: fmt.Sprintf("d-%d-%d", n, e.ID), EventType: "message." + m.Status,
+				WebhookID: e.ID, CreatedAt: m.UpdatedAt, NextAttemptAt: m.UpdatedAt})
+		}
+		return ev, ds, nil
 	}
 }

@@ -174,24 +174,7 @@ func TestSweepsLockDevicesInOrder(t *testing.T) {
 // the order the scheduler happens to pick.
 func raceBehindLock(t *testing.T, s *Store, lockSQL string, id uint64, writers ...func()) {
 	t.Helper()
-	ctx := context.Background()
-	hold, err := s.pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hold.Rollback(ctx) //nolint:errcheck // released below; this lets the writers go on a failure
-	if _, err := hold.Exec(ctx, lockSQL, int64(id)); err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	for i, w := range writers {
-		wg.Go(w)
-		waitLocks(t, s, i+1)
-	}
-	if err := hold.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
-	wg.Wait()
+	raceBehind(t, s, lockSQL, id, false, writers)
 }
 
 // raceBehindOrPast is raceBehindLock for writers that may not wait for
@@ -200,6 +183,12 @@ func raceBehindLock(t *testing.T, s *Store, lockSQL string, id uint64, writers .
 // it that wait first in line, or ends first; either way the writers then
 // run together once the row is let go.
 func raceBehindOrPast(t *testing.T, s *Store, lockSQL string, id uint64, writers ...func()) {
+	t.Helper()
+	raceBehind(t, s, lockSQL, id, true, writers)
+}
+
+// raceBehind is raceBehindLock, or with mayPass raceBehindOrPast.
+func raceBehind(t *testing.T, s *Store, lockSQL string, id uint64, mayPass bool, writers []func()) {
 	t.Helper()
 	ctx := context.Background()
 	hold, err := s.pool.Begin(ctx)
@@ -218,6 +207,11 @@ func raceBehindOrPast(t *testing.T, s *Store, lockSQL string, id uint64, writers
 			defer ended.Store(true)
 			w()
 		})
+		if !mayPass {
+			waitLocks(t, s, waiting+1)
+			waiting++
+			continue
+		}
 		waitLocksOrEnd(t, s, waiting+1, ended.Load)
 		if !ended.Load() {
 			waiting++
