@@ -315,21 +315,9 @@ func (pp *poolPicker) pick(phone string) (store.PoolMember, *store.Device, error
 		return store.PoolMember{}, nil, err
 	}
 	if !ok {
-		if pp.capped > 0 {
-			return store.PoolMember{}, nil, &store.PoolCappedError{Pool: pp.pool.Name, RetryAfter: pp.capped, Reasons: slices.Clone(pp.reasons)}
-		}
-		return store.PoolMember{}, nil, &store.PoolUnavailableError{Pool: pp.pool.Name, Reasons: slices.Clone(pp.reasons)}
+		return store.PoolMember{}, nil, pp.refusal()
 	}
-	if pp.load != nil {
-		pp.load[m.DeviceID]++
-	}
-	if pp.pool.Strategy == store.PoolSticky {
-		if pp.sticky == nil {
-			pp.sticky = map[string]store.PoolMember{}
-		}
-		pp.sticky[phone] = m
-	}
-	return m, d, pp.tally.take(m.DeviceID, m.SIMSlot, phone)
+	return pp.takeOne(m, d, phone)
 }
 
 // roundRobin takes the next usable member after the last one taken.
