@@ -42,13 +42,18 @@ func (s *Store) ConsoleSession(hash []byte) (ConsoleSession, error) {
 	return sess, nil
 }
 
-// TouchConsoleSession moves a session's last activity to at.
+// TouchConsoleSession moves a session's last activity to at; one seen
+// after at keeps its later time (two requests' touches may come in either
+// order).
 func (s *Store) TouchConsoleSession(hash []byte, at time.Time) error {
 	err := s.update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketConsoleSessions)
 		var sess ConsoleSession
 		if err := getJSON(b, hash, &sess); err != nil {
 			return err
+		}
+		if !sess.SeenAt.Before(at) {
+			return nil
 		}
 		sess.SeenAt = at
 		return putJSON(b, hash, sess)

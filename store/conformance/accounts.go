@@ -957,8 +957,9 @@ func accountsPruneTokens(t *testing.T, s AccountsStore) {
 }
 
 // accountsConsoleSessions: a session is found by its hash until deleted;
-// touching moves its last activity and nothing else; touching or deleting
-// a session that is gone is no error.
+// touching moves its last activity forward and nothing else (a touch of an
+// earlier time, one that committed after a later one, leaves it); touching
+// or deleting a session that is gone is no error.
 func accountsConsoleSessions(t *testing.T, s AccountsStore) {
 	_, u := Company(t, s)
 	h := accountSession(t, s, u, T0, T0.Add(12*time.Hour))
@@ -971,6 +972,12 @@ func accountsConsoleSessions(t *testing.T, s AccountsStore) {
 	}
 	if got, err := s.ConsoleSession(h); err != nil || !got.SeenAt.Equal(T0.Add(time.Hour)) || !got.CreatedAt.Equal(T0) || got.CSRF != "csrf" || !got.ExpiresAt.Equal(T0.Add(12*time.Hour)) || got.Generation != 2 {
 		t.Fatalf("after a touch: %+v (%v)", got, err)
+	}
+	if err := s.TouchConsoleSession(h, T0.Add(30*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.ConsoleSession(h); err != nil || !got.SeenAt.Equal(T0.Add(time.Hour)) {
+		t.Fatalf("after an earlier touch committed last: seen %v (%v), want the later %v kept", got.SeenAt, err, T0.Add(time.Hour))
 	}
 	other := accountSession(t, s, u, T0, T0.Add(12*time.Hour))
 	if err := s.DeleteConsoleSession(h); err != nil {

@@ -72,8 +72,9 @@ func TestClaimsKeepTheCompanyBoundWhenConcurrent(t *testing.T) {
 	t.Parallel()
 	url := pgtest.URL(t)
 	a, b := openURL(t, url, Options{}), openURL(t, url, Options{})
-	// More deliveries due than a claim reads in one page (256), so that
-	// rows one claim has not reached yet are free to the other.
+	// More deliveries due on each entry than a claim reads of it at once
+	// (4 at first, up to 256), so that rows one claim has not reached yet
+	// are free to the other.
 	leaseTenant(t, a, 4, 70)
 	const bound = 2
 

@@ -218,14 +218,16 @@ func (s *Store) ConsoleSession(hash []byte) (store.ConsoleSession, error) {
 }
 
 // TouchConsoleSession moves a session's last activity to at, in one
-// statement; a session that is gone stays gone.
+// statement; a session that is gone stays gone, and one seen after at
+// keeps its later time (two requests' touches may commit in either
+// order).
 func (s *Store) TouchConsoleSession(hash []byte, at time.Time) error {
 	seen, err := json.Marshal(at)
 	if err != nil {
 		return err
 	}
 	return s.write("touch console session", func(t *txn) error {
-		_, err := t.exec("UPDATE console_sessions SET seen_at = $2, rec = jsonb_set(rec, '{seen_at}', $3::jsonb) WHERE hash = $1", hash, at, seen)
+		_, err := t.exec("UPDATE console_sessions SET seen_at = $2, rec = jsonb_set(rec, '{seen_at}', $3::jsonb) WHERE hash = $1 AND seen_at < $2", hash, at, seen)
 		return err
 	})
 }

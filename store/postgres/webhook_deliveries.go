@@ -4,6 +4,7 @@ package postgres
 // with its body and entry for an attempt.
 
 import (
+	"container/heap"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -37,70 +38,180 @@ func (s *Store) DueWebhookDeliveries(now time.Time, limit int, skip store.DueSki
 	return due, next, nil
 }
 
-// scanDue reads, a page at a time, the deliveries due at now, the longest
-// due first (those under a live lease left out when unleased), fills each
-// with note (nil: nothing) and passes over those skip names, until it has
-// limit of them (full) or none is left. A company or an entry skip says is
-// full (store.DuePassCompany, store.DuePassEntry) is left out of the pages
-// after: its rows are passed over by the database, not read one by one
-// here, so a company whose receivers hang with a backlog of thousands costs
-// the pass a page, not a page per 256 of its deliveries.
+// scanDue reads the deliveries due at now, the longest due first (those
+// under a live lease left out when unleased), fills each with note (nil:
+// nothing) and passes over those skip names, until it has limit of them
+// (full) or none is left.
+//
+// It reads them as the embedded store does: through the index by company
+// and entry (webhook_deliveries_entry_due, migration 0018), the first few
+// due of each entry with deliveries pending, merged here oldest due first;
+// an entry whose read ran out is read on from where it stopped, twice as
+// many each time. A company or an entry skip says is full
+// (store.DuePassCompany, store.DuePassEntry) is dropped from the merge, so
+// the rest of its due deliveries are never read: a company whose receivers
+// hang with a backlog of thousands costs the pass a probe and a few rows
+// per entry.
 func scanDue(t *txn, now time.Time, limit int, unleased bool, note func(d *store.WebhookDue), skip store.DueSkip) (due []store.WebhookDue, full bool, err error) {
-	const page = 256
-	after, afterID := time.Time{}, int64(0)
-	passedCompanies, passedEntries := []int64{}, []int64{} // never nil: <> ALL(NULL) is never true
-	passedCompany, passedEntry := map[uint64]bool{}, map[uint64]bool{}
-	for {
-		rows, err := t.query(`SELECT id, webhook_id, company_id, next_attempt_at FROM webhook_deliveries
-			WHERE next_attempt_at <= $1 AND (next_attempt_at, id) > ($2, $3)
-			AND (NOT $5 OR leased_until IS NULL OR leased_until <= clock_timestamp())
-			AND company_id <> ALL($6) AND webhook_id <> ALL($7)
-			ORDER BY next_attempt_at, id LIMIT $4`,
-			now, after, afterID, page, unleased, passedCompanies, passedEntries)
-		if err != nil {
-			return nil, false, err
+	heads, err := dueEntries(t, now, unleased)
+	if err != nil {
+		return nil, false, err
+	}
+	heap.Init(&heads)
+	passed := map[uint64]bool{} // companies skip said are full
+	for heads.Len() > 0 {
+		h := heads[0]
+		if passed[uint64(h.company)] {
+			heap.Pop(&heads)
+			continue
 		}
-		n := 0
-		for rows.Next() {
-			var d store.WebhookDue
-			var did, wid, cid int64
-			if err := rows.Scan(&did, &wid, &cid, &after); err != nil {
-				rows.Close()
-				return nil, false, err
-			}
-			n, afterID = n+1, did
-			d.ID, d.WebhookID, d.CompanyID = uint64(did), uint64(wid), uint64(cid)
-			if passedCompany[d.CompanyID] || passedEntry[d.WebhookID] {
-				continue
-			}
-			if note != nil {
-				note(&d)
-			}
-			verdict := store.DueTake
-			if skip != nil {
-				verdict = skip(d)
-			}
-			switch verdict {
-			case store.DuePass:
-				continue
-			case store.DuePassEntry:
-				passedEntry[d.WebhookID], passedEntries = true, append(passedEntries, wid)
-				continue
-			case store.DuePassCompany:
-				passedCompany[d.CompanyID], passedCompanies = true, append(passedCompanies, cid)
-				continue
-			}
+		d := store.WebhookDue{ID: uint64(h.rows[0].id), WebhookID: uint64(h.webhook), CompanyID: uint64(h.company)}
+		if note != nil {
+			note(&d)
+		}
+		verdict := store.DueTake
+		if skip != nil {
+			verdict = skip(d)
+		}
+		switch verdict {
+		case store.DuePassCompany:
+			passed[d.CompanyID] = true
+			heap.Pop(&heads)
+			continue
+		case store.DuePassEntry:
+			heap.Pop(&heads)
+			continue
+		case store.DueTake:
 			if len(due) == limit {
-				rows.Close()
-				return due, true, rows.Err()
+				return due, true, nil
 			}
 			due = append(due, d)
 		}
-		rows.Close()
-		if err := rows.Err(); err != nil || n < page {
-			return due, false, err
+		if err := h.next(t, now, unleased); err != nil {
+			return nil, false, err
 		}
+		if len(h.rows) == 0 {
+			heap.Pop(&heads)
+			continue
+		}
+		heap.Fix(&heads, 0)
 	}
+	return due, false, nil
+}
+
+// dueFirstRead is how many of an entry's due deliveries a pass reads at
+// first: a pass takes at most an entry's bound of attempts (2 by default)
+// and passes over its deliveries already handed out, so most entries need
+// no second read; each further read of an entry doubles, up to
+// dueMaxRead.
+const dueFirstRead, dueMaxRead = 4, 256
+
+// dueRow is a due delivery an entry's head has read and the pass not yet
+// seen.
+type dueRow struct {
+	id int64
+	at time.Time
+}
+
+// dueHead is an entry's place in the pass: its due deliveries read and
+// not yet seen, oldest first.
+type dueHead struct {
+	company, webhook int64
+	rows             []dueRow
+	read             int  // how many the last read asked for
+	more             bool // the last read had as many as it asked for: there may be more
+	last             dueRow
+}
+
+// next moves the head past its first row, reading on when that was the
+// last one read and there may be more; no rows left is the entry's end.
+func (h *dueHead) next(t *txn, now time.Time, unleased bool) error {
+	h.last, h.rows = h.rows[0], h.rows[1:]
+	if len(h.rows) > 0 || !h.more {
+		return nil
+	}
+	h.read = min(2*h.read, dueMaxRead)
+	rows, err := t.query(`SELECT id, next_attempt_at FROM webhook_deliveries
+		WHERE company_id = $1 AND webhook_id = $2 AND next_attempt_at <= $3 AND (next_attempt_at, id) > ($4, $5)
+		AND (NOT $6 OR leased_until IS NULL OR leased_until <= clock_timestamp())
+		ORDER BY next_attempt_at, id LIMIT $7`,
+		h.company, h.webhook, now, h.last.at, h.last.id, unleased, h.read)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var r dueRow
+		if err := rows.Scan(&r.id, &r.at); err != nil {
+			return err
+		}
+		h.rows = append(h.rows, r)
+	}
+	h.more = len(h.rows) == h.read
+	return rows.Err()
+}
+
+// dueEntries reads each entry with deliveries due at now and the first
+// dueFirstRead of them, one statement: it steps from entry to entry of
+// the pending deliveries through the index by company and entry (a probe
+// each) and reads each one's oldest due.
+func dueEntries(t *txn, now time.Time, unleased bool) (dueHeads, error) {
+	rows, err := t.query(`WITH RECURSIVE entries (company_id, webhook_id) AS (
+			(SELECT company_id, webhook_id FROM webhook_deliveries ORDER BY company_id, webhook_id LIMIT 1)
+			UNION ALL
+			SELECT n.company_id, n.webhook_id FROM entries e CROSS JOIN LATERAL (
+				SELECT company_id, webhook_id FROM webhook_deliveries d
+				WHERE (d.company_id, d.webhook_id) > (e.company_id, e.webhook_id)
+				ORDER BY company_id, webhook_id LIMIT 1) n
+		)
+		SELECT e.company_id, e.webhook_id, d.id, d.next_attempt_at FROM entries e CROSS JOIN LATERAL (
+			SELECT id, next_attempt_at FROM webhook_deliveries d
+			WHERE d.company_id = e.company_id AND d.webhook_id = e.webhook_id AND d.next_attempt_at <= $1
+			AND (NOT $2 OR leased_until IS NULL OR leased_until <= clock_timestamp())
+			ORDER BY next_attempt_at, id LIMIT $3) d
+		ORDER BY e.company_id, e.webhook_id, d.next_attempt_at, d.id`, now, unleased, dueFirstRead)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var heads dueHeads
+	for rows.Next() {
+		var company, webhook int64
+		var r dueRow
+		if err := rows.Scan(&company, &webhook, &r.id, &r.at); err != nil {
+			return nil, err
+		}
+		if n := len(heads); n == 0 || heads[n-1].company != company || heads[n-1].webhook != webhook {
+			heads = append(heads, &dueHead{company: company, webhook: webhook, read: dueFirstRead})
+		}
+		h := heads[len(heads)-1]
+		h.rows = append(h.rows, r)
+	}
+	for _, h := range heads {
+		h.more = len(h.rows) == h.read
+	}
+	return heads, rows.Err()
+}
+
+// dueHeads is a heap of entries' heads, the longest due first (then the
+// lowest id, the order of the index by due time).
+type dueHeads []*dueHead
+
+func (h dueHeads) Len() int { return len(h) }
+func (h dueHeads) Less(i, j int) bool {
+	a, b := h[i].rows[0], h[j].rows[0]
+	if !a.at.Equal(b.at) {
+		return a.at.Before(b.at)
+	}
+	return a.id < b.id
+}
+func (h dueHeads) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *dueHeads) Push(x any)   { *h = append(*h, x.(*dueHead)) }
+func (h *dueHeads) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 // nextAttempt is when the first delivery due after now is due; zero when
