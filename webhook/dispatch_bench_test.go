@@ -21,6 +21,36 @@ import (
 //
 //	go test ./webhook -run '^$' -bench DispatchPassFullCompany -benchtime 200x
 func BenchmarkDispatchPassFullCompany(b *testing.B) {
+	st, tenant := dueTenants(b)
+	hanging := tenant("hanging", 4, 10, 1000)
+	tenant("other", 2, 1, 10)
+	svc, err := New(Config{Workers: 8, PerCompany: 4}, st, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Now)
+	if err != nil {
+		b.Fatal(err)
+	}
+	set, err := st.WebhookSet(hanging)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, e := range set.Entries[:2] { // 4 attempts under way on two of its entries
+		for range 2 {
+			svc.take(store.WebhookDue{ID: e.ID<<32 | uint64(svc.perEntry[e.ID]), WebhookID: e.ID, CompanyID: hanging})
+		}
+	}
+	now := time.Now()
+	for b.Loop() {
+		due, _, err := st.DueWebhookDeliveries(now, dispatchBatch, svc.skipper())
+		if err != nil || len(due) != 4 {
+			b.Fatalf("a pass took %d (%v), want 4 of the other company's", len(due), err)
+		}
+	}
+}
+
+// dueTenants opens a store whose device events each queue a company's
+// number of deliveries (each), due an hour ago a millisecond apart across
+// its entries, and returns it with a maker of such companies: entries
+// webhook entries, events events of each deliveries.
+func dueTenants(b *testing.B) (store.Backend, func(name string, entries, events, each int) uint64) {
 	st := storetest.OpenWith(b, storetest.Options{})
 	t0 := time.Now().Add(-time.Hour).UTC()
 	perEvent := map[uint64]int{}
@@ -59,26 +89,29 @@ func BenchmarkDispatchPassFullCompany(b *testing.B) {
 		}
 		return c.ID
 	}
-	hanging := tenant("hanging", 4, 10, 1000)
-	tenant("other", 2, 1, 10)
+	return st, tenant
+}
+
+// BenchmarkDispatchPassManyEntries is one pass of the dispatcher where no
+// company is at its bound: 50 companies of 20 entries each, 2 deliveries
+// due on every entry (2,000 due across 1,000 entries). The pass hands out
+// a batch (dispatchBatch), oldest first.
+//
+//	go test ./webhook -run '^$' -bench DispatchPassManyEntries -benchtime 200x
+func BenchmarkDispatchPassManyEntries(b *testing.B) {
+	st, tenant := dueTenants(b)
+	for i := range 50 {
+		tenant(fmt.Sprint("t", i), 20, 1, 40)
+	}
 	svc, err := New(Config{Workers: 8, PerCompany: 4}, st, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Now)
 	if err != nil {
 		b.Fatal(err)
 	}
-	set, err := st.WebhookSet(hanging)
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, e := range set.Entries[:2] { // 4 attempts under way on two of its entries
-		for range 2 {
-			svc.take(store.WebhookDue{ID: e.ID<<32 | uint64(svc.perEntry[e.ID]), WebhookID: e.ID, CompanyID: hanging})
-		}
-	}
 	now := time.Now()
 	for b.Loop() {
 		due, _, err := st.DueWebhookDeliveries(now, dispatchBatch, svc.skipper())
-		if err != nil || len(due) != 4 {
-			b.Fatalf("a pass took %d (%v), want 4 of the other company's", len(due), err)
+		if err != nil || len(due) != dispatchBatch {
+			b.Fatalf("a pass took %d (%v), want %d", len(due), err, dispatchBatch)
 		}
 	}
 }

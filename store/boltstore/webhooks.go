@@ -127,70 +127,36 @@ func (s *Store) ClaimWebhookDeliveries(now time.Time, limit int, skip DueSkip) (
 // also returns when to look again: the due time of the first delivery still
 // waiting, now when more are due than limit, zero when nothing waits.
 //
-// It reads the due index by company and entry: one cursor for each entry
-// with deliveries due, merged in due order. A company or an entry that skip
-// says is full (DuePassCompany, DuePassEntry) is dropped from the merge, so
-// a company whose receivers hang with a backlog of thousands costs the pass
-// one delivery read, not thousands.
+// It walks the due index in due order, as long as what it passes over of
+// companies and entries that skip says are full (DuePassCompany,
+// DuePassEntry) stays under dueWalkPast: the usual pass reads the few it
+// hands out. Past that (a company whose receivers hang with a backlog of
+// thousands) it goes on through the index by company and entry, one cursor
+// for each entry with deliveries due after the walk's last, merged in due
+// order, with the full ones left out: they cost no more reads, whatever
+// their backlog. (Merged from the start, a pass over many entries each with
+// a few due read every entry, ten times the walk's cost at 1,000 entries.)
 func (s *Store) DueWebhookDeliveries(now time.Time, limit int, skip DueSkip) ([]WebhookDue, time.Time, error) {
 	var due []WebhookDue
 	var next time.Time
 	err := s.view(func(tx *bolt.Tx) error {
-		end := timeKey(now)
-		deliveries := tx.Bucket(bucketWebhookDeliveries)
-		idx := tx.Bucket(bucketWebhookDueEntries)
-		var heads dueHeads
-		find := idx.Cursor()
-		for k, _ := find.First(); k != nil; {
-			if bytes.Compare(k[16:24], end) <= 0 {
-				heads = append(heads, &dueHead{c: idx.Cursor(), k: k})
-				heads[len(heads)-1].c.Seek(k)
-			}
-			k, _ = find.Seek(pair(btoi(k[:8]), btoi(k[8:16])+1)) // the next entry
+		p := duePass{end: timeKey(now), limit: limit, skip: skip, deliveries: tx.Bucket(bucketWebhookDeliveries),
+			companies: map[uint64]bool{}, entries: map[uint64]bool{}}
+		last, done, err := p.walk(tx.Bucket(bucketWebhookDue))
+		if err == nil && !done {
+			p.merge(tx.Bucket(bucketWebhookDueEntries), last)
 		}
-		heap.Init(&heads)
-		passed := map[uint64]bool{} // companies skip said are full
-		for heads.Len() > 0 {
-			h := heads[0]
-			companyID := btoi(h.k[:8])
-			if passed[companyID] {
-				heap.Pop(&heads)
-				continue
+		due = p.due
+		switch {
+		case err != nil:
+			return err
+		case p.full:
+			next = now
+		default:
+			// The first delivery still waiting.
+			if k, _ := tx.Bucket(bucketWebhookDue).Cursor().Seek(itob(btoi(p.end) + 1)); k != nil {
+				next = time.Unix(0, int64(btoi(k[:8]))).UTC()
 			}
-			verdict := store.DueTake
-			if deliveries.Get(h.k[24:32]) != nil { // else a key without its row, which no attempt could end
-				d := WebhookDue{ID: btoi(h.k[24:32]), WebhookID: btoi(h.k[8:16]), CompanyID: companyID}
-				if skip != nil {
-					verdict = skip(d)
-				}
-				if verdict == store.DueTake {
-					if len(due) == limit {
-						next = now
-						return nil
-					}
-					due = append(due, d)
-				}
-			}
-			switch verdict {
-			case store.DuePassCompany:
-				passed[companyID] = true
-				heap.Pop(&heads)
-				continue
-			case store.DuePassEntry:
-				heap.Pop(&heads)
-				continue
-			}
-			k, _ := h.c.Next()
-			if k == nil || !bytes.Equal(k[:16], h.k[:16]) || bytes.Compare(k[16:24], end) > 0 {
-				heap.Pop(&heads)
-				continue
-			}
-			h.k = k
-			heap.Fix(&heads, 0)
-		}
-		// The first delivery still waiting.
-		if k, _ := tx.Bucket(bucketWebhookDue).Cursor().Seek(itob(btoi(end) + 1)); k != nil {
-			next = time.Unix(0, int64(btoi(k[:8]))).UTC()
 		}
 		return nil
 	})
@@ -198,6 +164,120 @@ func (s *Store) DueWebhookDeliveries(now time.Time, limit int, skip DueSkip) ([]
 		return nil, time.Time{}, fmt.Errorf("store: due webhook deliveries: %w", err)
 	}
 	return due, next, nil
+}
+
+// dueWalkPast is how many due deliveries of full companies and entries a
+// pass walks over in due order before it reads by entry instead.
+const dueWalkPast = 128
+
+// duePass is one pass of DueWebhookDeliveries.
+type duePass struct {
+	end        []byte // now, as a due index key's time
+	limit      int
+	skip       DueSkip
+	deliveries *bolt.Bucket
+	companies  map[uint64]bool // full: every later delivery passed over
+	entries    map[uint64]bool // likewise
+	due        []WebhookDue
+	full       bool // more were due than limit
+}
+
+// see asks skip about d, due; it returns false once the pass is full.
+func (p *duePass) see(d WebhookDue) bool {
+	verdict := store.DueTake
+	if p.skip != nil {
+		verdict = p.skip(d)
+	}
+	switch verdict {
+	case store.DueTake:
+		if len(p.due) == p.limit {
+			p.full = true
+			return false
+		}
+		p.due = append(p.due, d)
+	case store.DuePassCompany:
+		p.companies[d.CompanyID] = true
+	case store.DuePassEntry:
+		p.entries[d.WebhookID] = true
+	}
+	return true
+}
+
+// walk reads the due index in due order until the pass is full, nothing
+// more is due (done), or it passed over dueWalkPast deliveries of full
+// companies and entries; then it returns the last key it read, after
+// which the merge goes on.
+func (p *duePass) walk(idx *bolt.Bucket) (last []byte, done bool, err error) {
+	c := idx.Cursor()
+	past := 0
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		if bytes.Compare(k[:8], p.end) > 0 {
+			return nil, true, nil
+		}
+		raw := p.deliveries.Get(k[8:])
+		if raw == nil {
+			continue // a key without its row, which no attempt could end
+		}
+		var d WebhookDue
+		if len(v) == 16 {
+			d.WebhookID, d.CompanyID = btoi(v[:8]), btoi(v[8:])
+		} else if d, err = dueOf(raw); err != nil { // a row indexed before dueValue
+			return nil, true, err
+		}
+		d.ID = btoi(k[8:])
+		if p.companies[d.CompanyID] || p.entries[d.WebhookID] {
+			if past++; past >= dueWalkPast {
+				return k, false, nil
+			}
+			continue
+		}
+		if !p.see(d) {
+			return nil, true, nil
+		}
+	}
+	return nil, true, nil
+}
+
+// merge goes on from after the due index key after (due time and id)
+// through the index by company and entry, leaving out the full ones,
+// until the pass is full or nothing more is due.
+func (p *duePass) merge(idx *bolt.Bucket, after []byte) {
+	var heads dueHeads
+	find := idx.Cursor()
+	for k, _ := find.First(); k != nil; {
+		company, entry := btoi(k[:8]), btoi(k[8:16])
+		if !p.companies[company] && !p.entries[entry] {
+			c := idx.Cursor()
+			// The entry's first key after the walk's last: a key one byte
+			// longer than the last one's place sorts right after it.
+			if h, _ := c.Seek(append(dueEntryKey(company, entry, after[:8], after[8:]), 0)); h != nil &&
+				bytes.Equal(h[:16], k[:16]) && bytes.Compare(h[16:24], p.end) <= 0 {
+				heads = append(heads, &dueHead{c: c, k: h})
+			}
+		}
+		k, _ = find.Seek(pair(company, entry+1)) // the next entry
+	}
+	heap.Init(&heads)
+	for heads.Len() > 0 {
+		h := heads[0]
+		company, entry := btoi(h.k[:8]), btoi(h.k[8:16])
+		if p.companies[company] || p.entries[entry] {
+			heap.Pop(&heads)
+			continue
+		}
+		if p.deliveries.Get(h.k[24:32]) != nil { // else a key without its row, which no attempt could end
+			if !p.see(WebhookDue{ID: btoi(h.k[24:32]), WebhookID: entry, CompanyID: company}) {
+				return
+			}
+		}
+		k, _ := h.c.Next()
+		if k == nil || !bytes.Equal(k[:16], h.k[:16]) || bytes.Compare(k[16:24], p.end) > 0 {
+			heap.Pop(&heads)
+			continue
+		}
+		h.k = k
+		heap.Fix(&heads, 0)
+	}
 }
 
 // dueHead is an entry's cursor in the due index by entry, at its first

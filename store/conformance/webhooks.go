@@ -38,7 +38,11 @@ func Webhooks(t *testing.T, open Opener[WebhooksStore]) {
 	t.Run("OutboxBound", func(t *testing.T) { t.Parallel(); webhookOutboxBound(t, open(t)) })
 	t.Run("OutboxBoundConcurrent", func(t *testing.T) { t.Parallel(); webhookOutboxBoundConcurrent(t, open(t)) })
 	t.Run("Due", func(t *testing.T) { t.Parallel(); webhookDue(t, open(t)) })
-	t.Run("DuePassesFullCompanies", func(t *testing.T) { t.Parallel(); webhookDuePassesFull(t, open(t)) })
+	t.Run("DuePassesFullCompanies", func(t *testing.T) { t.Parallel(); webhookDuePassesFull(t, open(t), 2*time.Second) })
+	// The other company's due spread across the full one's 300: a pass
+	// that reads in due order at first and by entry later (the embedded
+	// store, past what it walks over) takes the same, in the same order.
+	t.Run("DuePassesFullCompaniesSpread", func(t *testing.T) { t.Parallel(); webhookDuePassesFull(t, open(t), 100*time.Second) })
 	t.Run("Claim", func(t *testing.T) { t.Parallel(); webhookClaim(t, open(t)) })
 	t.Run("Attempts", func(t *testing.T) { t.Parallel(); webhookAttempts(t, open(t)) })
 	t.Run("AttemptsConcurrent", func(t *testing.T) { t.Parallel(); webhookAttemptsConcurrent(t, open(t)) })
@@ -543,28 +547,28 @@ func webhookOutboxBoundConcurrent(t *testing.T, s WebhooksStore) {
 // after that; the other deliveries it sees and returns in due order, as
 // with no full company. A company with 300 due (more than a page of
 // PostgreSQL's) is asked once.
-func webhookDuePassesFull(t *testing.T, s WebhooksStore) {
+func webhookDuePassesFull(t *testing.T, s WebhooksStore, otherGap time.Duration) {
 	full := webhookCompany(t, s, 2)
 	other := webhookCompany(t, s, 2)
-	spread := func(n int, first time.Duration) func(set store.WebhookSet) (store.WebhookEvent, []store.WebhookDelivery, error) {
+	spread := func(n int, first, gap time.Duration) func(set store.WebhookSet) (store.WebhookEvent, []store.WebhookDelivery, error) {
 		return func(set store.WebhookSet) (store.WebhookEvent, []store.WebhookDelivery, error) {
 			var out []store.WebhookDelivery
 			for i := range n {
-				at := T0.Add(first + time.Duration(2*i)*time.Second)
+				at := T0.Add(first + time.Duration(i)*gap)
 				out = append(out, store.WebhookDelivery{UUID: fmt.Sprintf("d-%d", unique()), EventType: "sms.received",
 					WebhookID: set.Entries[i%len(set.Entries)].ID, CreatedAt: at, NextAttemptAt: at})
 			}
 			return store.WebhookEvent{ID: fmt.Sprintf("ev-%d", unique()), Body: []byte(eventBody)}, out, nil
 		}
 	}
-	// full's 300 due every other second from T0, other's 6 between them;
-	// one more of other's due later.
+	// full's 300 due every other second from T0, other's 6 between them
+	// (otherGap apart); one more of other's due later.
 	for _, add := range []struct {
-		w     webhookTenant
-		n     int
-		first time.Duration
-	}{{full, 300, 0}, {other, 6, time.Second}, {other, 1, time.Hour}} {
-		if res, err := addEvent(s, add.w, T0, store.OutboxLimits{}, spread(add.n, add.first)); err != nil || res.Queued != add.n {
+		w          webhookTenant
+		n          int
+		first, gap time.Duration
+	}{{full, 300, 0, 2 * time.Second}, {other, 6, time.Second, otherGap}, {other, 1, time.Hour, 0}} {
+		if res, err := addEvent(s, add.w, T0, store.OutboxLimits{}, spread(add.n, add.first, add.gap)); err != nil || res.Queued != add.n {
 			t.Fatalf("add %d deliveries: %+v (%v)", add.n, res, err)
 		}
 	}
