@@ -122,6 +122,92 @@ const (
 	DuePassCompany
 )
 
+// DueScan is one pass over the due deliveries as both stores run it: it
+// asks Skip of each delivery seen, keeps what it takes (Due, up to Limit;
+// Full once one more was due) and the companies and entries Skip said are
+// full. A store reads in due order first (Walked) and, once the pass has
+// passed over DueWalkPast deliveries of full companies and entries, goes on
+// through its index by company and entry (ByEntry), leaving those out: a
+// company whose receivers hang with a backlog of thousands costs no more
+// reads, and a pass over many entries each with a few due reads only what
+// it hands out (read by entry from the start, it read every entry).
+type DueScan struct {
+	Limit int
+	Note  func(d *WebhookDue) // fills each delivery seen before Skip is asked; nil: nothing
+	Skip  DueSkip             // nil takes every one
+	Due   []WebhookDue
+	Full  bool // more were due than Limit
+
+	companies, entries map[uint64]bool // full: every later delivery passed over
+	past               int             // deliveries of full ones the walk passed over
+}
+
+// DueWalkPast is how many deliveries of full companies and entries a pass
+// walks over in due order before it reads by entry instead.
+const DueWalkPast = 128
+
+// Passed says whether the company or the entry is full in this pass.
+func (p *DueScan) Passed(companyID, webhookID uint64) bool {
+	return p.companies[companyID] || p.entries[webhookID]
+}
+
+// See asks Skip about d, due and not Passed; it returns false once the
+// pass is Full.
+func (p *DueScan) See(d WebhookDue) bool {
+	if p.Note != nil {
+		p.Note(&d)
+	}
+	verdict := DueTake
+	if p.Skip != nil {
+		verdict = p.Skip(d)
+	}
+	switch verdict {
+	case DueTake:
+		if len(p.Due) == p.Limit {
+			p.Full = true
+			return false
+		}
+		p.Due = append(p.Due, d)
+	case DuePassCompany:
+		if p.companies == nil {
+			p.companies = map[uint64]bool{}
+		}
+		p.companies[d.CompanyID] = true
+	case DuePassEntry:
+		if p.entries == nil {
+			p.entries = map[uint64]bool{}
+		}
+		p.entries[d.WebhookID] = true
+	}
+	return true
+}
+
+// Walked is See for a pass reading in due order: a delivery of a full
+// company or entry is counted instead. It returns false when the walk
+// stops there: the pass is Full, or ByEntry.
+func (p *DueScan) Walked(d WebhookDue) bool {
+	if p.Passed(d.CompanyID, d.WebhookID) {
+		p.past++
+		return !p.ByEntry()
+	}
+	return p.See(d)
+}
+
+// ByEntry says whether the walk passed over enough of full companies and
+// entries for the pass to go on by entry.
+func (p *DueScan) ByEntry() bool { return !p.Full && p.past >= DueWalkPast }
+
+// PassedIDs lists the companies and the entries Skip said are full.
+func (p *DueScan) PassedIDs() (companies, entries []uint64) {
+	for c := range p.companies {
+		companies = append(companies, c)
+	}
+	for e := range p.entries {
+		entries = append(entries, e)
+	}
+	return companies, entries
+}
+
 // SkipIf is a DueSkip that passes over the deliveries skip names, one by
 // one, and takes the others.
 func SkipIf(skip func(d WebhookDue) bool) DueSkip {

@@ -127,36 +127,28 @@ func (s *Store) ClaimWebhookDeliveries(now time.Time, limit int, skip DueSkip) (
 // also returns when to look again: the due time of the first delivery still
 // waiting, now when more are due than limit, zero when nothing waits.
 //
-// It walks the due index in due order, as long as what it passes over of
-// companies and entries that skip says are full (DuePassCompany,
-// DuePassEntry) stays under dueWalkPast: the usual pass reads the few it
-// hands out. Past that (a company whose receivers hang with a backlog of
-// thousands) it goes on through the index by company and entry, one cursor
-// for each entry with deliveries due after the walk's last, merged in due
-// order, with the full ones left out: they cost no more reads, whatever
-// their backlog. (Merged from the start, a pass over many entries each with
-// a few due read every entry, ten times the walk's cost at 1,000 entries.)
+// It walks the due index in due order, then, once the pass says so
+// (store.DueScan.ByEntry: a company whose receivers hang with a backlog),
+// goes on through the index by company and entry, one cursor for each
+// entry with deliveries due after the walk's last, merged in due order,
+// with the full ones left out.
 func (s *Store) DueWebhookDeliveries(now time.Time, limit int, skip DueSkip) ([]WebhookDue, time.Time, error) {
 	var due []WebhookDue
 	var next time.Time
 	err := s.view(func(tx *bolt.Tx) error {
-		p := duePass{end: timeKey(now), limit: limit, skip: skip, deliveries: tx.Bucket(bucketWebhookDeliveries),
-			companies: map[uint64]bool{}, entries: map[uint64]bool{}}
-		last, done, err := p.walk(tx.Bucket(bucketWebhookDue))
-		if err == nil && !done {
+		p := duePass{DueScan: store.DueScan{Limit: limit, Skip: skip}, end: timeKey(now), deliveries: tx.Bucket(bucketWebhookDeliveries)}
+		last, err := p.walk(tx.Bucket(bucketWebhookDue))
+		if err != nil {
+			return err
+		}
+		if p.ByEntry() {
 			p.merge(tx.Bucket(bucketWebhookDueEntries), last)
 		}
-		due = p.due
-		switch {
-		case err != nil:
-			return err
-		case p.full:
+		due = p.Due
+		if p.Full {
 			next = now
-		default:
-			// The first delivery still waiting.
-			if k, _ := tx.Bucket(bucketWebhookDue).Cursor().Seek(itob(btoi(p.end) + 1)); k != nil {
-				next = time.Unix(0, int64(btoi(k[:8]))).UTC()
-			}
+		} else if k, _ := tx.Bucket(bucketWebhookDue).Cursor().Seek(itob(btoi(p.end) + 1)); k != nil {
+			next = time.Unix(0, int64(btoi(k[:8]))).UTC() // the first delivery still waiting
 		}
 		return nil
 	})
@@ -166,54 +158,19 @@ func (s *Store) DueWebhookDeliveries(now time.Time, limit int, skip DueSkip) ([]
 	return due, next, nil
 }
 
-// dueWalkPast is how many due deliveries of full companies and entries a
-// pass walks over in due order before it reads by entry instead.
-const dueWalkPast = 128
-
 // duePass is one pass of DueWebhookDeliveries.
 type duePass struct {
+	store.DueScan
 	end        []byte // now, as a due index key's time
-	limit      int
-	skip       DueSkip
 	deliveries *bolt.Bucket
-	companies  map[uint64]bool // full: every later delivery passed over
-	entries    map[uint64]bool // likewise
-	due        []WebhookDue
-	full       bool // more were due than limit
 }
 
-// see asks skip about d, due; it returns false once the pass is full.
-func (p *duePass) see(d WebhookDue) bool {
-	verdict := store.DueTake
-	if p.skip != nil {
-		verdict = p.skip(d)
-	}
-	switch verdict {
-	case store.DueTake:
-		if len(p.due) == p.limit {
-			p.full = true
-			return false
-		}
-		p.due = append(p.due, d)
-	case store.DuePassCompany:
-		p.companies[d.CompanyID] = true
-	case store.DuePassEntry:
-		p.entries[d.WebhookID] = true
-	}
-	return true
-}
-
-// walk reads the due index in due order until the pass is full, nothing
-// more is due (done), or it passed over dueWalkPast deliveries of full
-// companies and entries; then it returns the last key it read, after
-// which the merge goes on.
-func (p *duePass) walk(idx *bolt.Bucket) (last []byte, done bool, err error) {
+// walk reads the due index in due order until nothing more is due or the
+// pass stops it (Walked), and returns the last key it read, after which
+// a merge by entry goes on.
+func (p *duePass) walk(idx *bolt.Bucket) (last []byte, err error) {
 	c := idx.Cursor()
-	past := 0
-	for k, v := c.First(); k != nil; k, v = c.Next() {
-		if bytes.Compare(k[:8], p.end) > 0 {
-			return nil, true, nil
-		}
+	for k, v := c.First(); k != nil && bytes.Compare(k[:8], p.end) <= 0; k, v = c.Next() {
 		raw := p.deliveries.Get(k[8:])
 		if raw == nil {
 			continue // a key without its row, which no attempt could end
@@ -222,20 +179,14 @@ func (p *duePass) walk(idx *bolt.Bucket) (last []byte, done bool, err error) {
 		if len(v) == 16 {
 			d.WebhookID, d.CompanyID = btoi(v[:8]), btoi(v[8:])
 		} else if d, err = dueOf(raw); err != nil { // a row indexed before dueValue
-			return nil, true, err
+			return nil, err
 		}
 		d.ID = btoi(k[8:])
-		if p.companies[d.CompanyID] || p.entries[d.WebhookID] {
-			if past++; past >= dueWalkPast {
-				return k, false, nil
-			}
-			continue
-		}
-		if !p.see(d) {
-			return nil, true, nil
+		if !p.Walked(d) {
+			return k, nil
 		}
 	}
-	return nil, true, nil
+	return nil, nil
 }
 
 // merge goes on from after the due index key after (due time and id)
@@ -246,7 +197,7 @@ func (p *duePass) merge(idx *bolt.Bucket, after []byte) {
 	find := idx.Cursor()
 	for k, _ := find.First(); k != nil; {
 		company, entry := btoi(k[:8]), btoi(k[8:16])
-		if !p.companies[company] && !p.entries[entry] {
+		if !p.Passed(company, entry) {
 			c := idx.Cursor()
 			// The entry's first key after the walk's last: a key one byte
 			// longer than the last one's place sorts right after it.
@@ -261,12 +212,12 @@ func (p *duePass) merge(idx *bolt.Bucket, after []byte) {
 	for heads.Len() > 0 {
 		h := heads[0]
 		company, entry := btoi(h.k[:8]), btoi(h.k[8:16])
-		if p.companies[company] || p.entries[entry] {
+		if p.Passed(company, entry) {
 			heap.Pop(&heads)
 			continue
 		}
 		if p.deliveries.Get(h.k[24:32]) != nil { // else a key without its row, which no attempt could end
-			if !p.see(WebhookDue{ID: btoi(h.k[24:32]), WebhookID: entry, CompanyID: company}) {
+			if !p.See(WebhookDue{ID: btoi(h.k[24:32]), WebhookID: entry, CompanyID: company}) {
 				return
 			}
 		}

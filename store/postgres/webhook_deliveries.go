@@ -43,77 +43,33 @@ func (s *Store) DueWebhookDeliveries(now time.Time, limit int, skip store.DueSki
 // nothing) and passes over those skip names, until it has limit of them
 // (full) or none is left.
 //
-// It reads them as the embedded store does. First in due order, pages of
-// dueWalkPage through the index by due time, as long as what it passes
-// over of companies and entries skip says are full (store.DuePassCompany,
-// store.DuePassEntry) stays under dueWalkPast: the usual pass reads the few
-// it hands out. Past that (a company whose receivers hang with a backlog of
-// thousands) it goes on through the index by company and entry
+// It reads them as the embedded store does (store.DueScan): in due
+// order, pages of dueWalkPage through the index by due time, and, once
+// the pass says so, on through the index by company and entry
 // (webhook_deliveries_entry_due, migration 0018): the first few due after
 // the walk's last of each entry with deliveries pending, the full ones
 // left out, merged here oldest due first; an entry whose read ran out is
-// read on from where it stopped, twice as many each time. The full ones'
-// backlog is never read. (Merged from the start, a pass over many entries
-// each with a few due read every entry: 3.5 to 4.1 ms at 1,000 entries,
-// against 0.2 ms in due order.)
+// read on from where it stopped, twice as many each time.
 func scanDue(t *txn, now time.Time, limit int, unleased bool, note func(d *store.WebhookDue), skip store.DueSkip) (due []store.WebhookDue, full bool, err error) {
-	p := &duePass{limit: limit, note: note, skip: skip, companies: map[uint64]bool{}, entries: map[uint64]bool{}}
-	last, done, err := p.walk(t, now, unleased)
-	if err == nil && !done {
-		err = p.merge(t, now, unleased, last)
+	p := &store.DueScan{Limit: limit, Note: note, Skip: skip}
+	last, err := dueWalk(t, p, now, unleased)
+	if err == nil && p.ByEntry() {
+		err = dueMerge(t, p, now, unleased, last)
 	}
 	if err != nil {
 		return nil, false, err
 	}
-	return p.due, p.full, nil
+	return p.Due, p.Full, nil
 }
 
 // dueWalkPage is how many due deliveries a page of the walk in due order
-// reads; dueWalkPast how many of full companies and entries the walk passes
-// over before the pass reads by entry instead.
-const dueWalkPage, dueWalkPast = 128, 128
+// reads.
+const dueWalkPage = 128
 
-// duePass is one pass of scanDue.
-type duePass struct {
-	limit     int
-	note      func(d *store.WebhookDue)
-	skip      store.DueSkip
-	companies map[uint64]bool // full: every later delivery passed over
-	entries   map[uint64]bool // likewise
-	due       []store.WebhookDue
-	full      bool // more were due than limit
-}
-
-// see asks skip about d, due; it returns false once the pass is full.
-func (p *duePass) see(d store.WebhookDue) bool {
-	if p.note != nil {
-		p.note(&d)
-	}
-	verdict := store.DueTake
-	if p.skip != nil {
-		verdict = p.skip(d)
-	}
-	switch verdict {
-	case store.DueTake:
-		if len(p.due) == p.limit {
-			p.full = true
-			return false
-		}
-		p.due = append(p.due, d)
-	case store.DuePassCompany:
-		p.companies[d.CompanyID] = true
-	case store.DuePassEntry:
-		p.entries[d.WebhookID] = true
-	}
-	return true
-}
-
-// walk reads the due deliveries in due order until the pass is full,
-// nothing more is due (done), or it passed over dueWalkPast of full
-// companies and entries; it returns the last one it read, after which the
-// merge goes on.
-func (p *duePass) walk(t *txn, now time.Time, unleased bool) (last dueRow, done bool, err error) {
-	past := 0
+// dueWalk reads the due deliveries in due order until nothing more is due
+// or the pass stops it (Walked); it returns the last one it read, after
+// which a merge by entry goes on.
+func dueWalk(t *txn, p *store.DueScan, now time.Time, unleased bool) (last dueRow, err error) {
 	for {
 		rows, err := t.query(`SELECT id, webhook_id, company_id, next_attempt_at FROM webhook_deliveries
 			WHERE next_attempt_at <= $1 AND (next_attempt_at, id) > ($2, $3)
@@ -121,52 +77,41 @@ func (p *duePass) walk(t *txn, now time.Time, unleased bool) (last dueRow, done 
 			ORDER BY next_attempt_at, id LIMIT $4`,
 			now, last.at, last.id, dueWalkPage, unleased)
 		if err != nil {
-			return last, true, err
+			return last, err
 		}
-		n, stop := 0, false
-		for !stop && rows.Next() {
+		n, stopped := 0, false
+		for !stopped && rows.Next() {
 			var did, wid, cid int64
 			if err := rows.Scan(&did, &wid, &cid, &last.at); err != nil {
 				rows.Close()
-				return last, true, err
+				return last, err
 			}
 			n, last.id = n+1, did
-			d := store.WebhookDue{ID: uint64(did), WebhookID: uint64(wid), CompanyID: uint64(cid)}
-			switch {
-			case p.companies[d.CompanyID] || p.entries[d.WebhookID]:
-				if past++; past >= dueWalkPast {
-					stop = true
-				}
-			case !p.see(d):
-				stop, done = true, true
-			}
+			stopped = !p.Walked(store.WebhookDue{ID: uint64(did), WebhookID: uint64(wid), CompanyID: uint64(cid)})
 		}
 		rows.Close()
-		if err := rows.Err(); err != nil || stop {
-			return last, done || err != nil, err
-		}
-		if n < dueWalkPage {
-			return last, true, nil
+		if err := rows.Err(); err != nil || stopped || n < dueWalkPage {
+			return last, err
 		}
 	}
 }
 
-// merge goes on from after the due delivery after through the index by
+// dueMerge goes on from after the due delivery after through the index by
 // company and entry, leaving out the full ones, until the pass is full or
 // nothing more is due.
-func (p *duePass) merge(t *txn, now time.Time, unleased bool, after dueRow) error {
-	heads, err := dueEntries(t, now, unleased, after, p.companies, p.entries)
+func dueMerge(t *txn, p *store.DueScan, now time.Time, unleased bool, after dueRow) error {
+	heads, err := dueEntries(t, now, unleased, after, p)
 	if err != nil {
 		return err
 	}
 	heap.Init(&heads)
 	for heads.Len() > 0 {
 		h := heads[0]
-		if p.companies[uint64(h.company)] || p.entries[uint64(h.webhook)] {
+		if p.Passed(uint64(h.company), uint64(h.webhook)) {
 			heap.Pop(&heads)
 			continue
 		}
-		if !p.see(store.WebhookDue{ID: uint64(h.rows[0].id), WebhookID: uint64(h.webhook), CompanyID: uint64(h.company)}) {
+		if !p.See(store.WebhookDue{ID: uint64(h.rows[0].id), WebhookID: uint64(h.webhook), CompanyID: uint64(h.company)}) {
 			return nil
 		}
 		if err := h.next(t, now, unleased); err != nil {
@@ -237,13 +182,14 @@ func (h *dueHead) next(t *txn, now time.Time, unleased bool) error {
 // delivery after, and the first dueFirstRead of them, one statement: it
 // steps from entry to entry of the pending deliveries through the index by
 // company and entry (a probe each), leaving out the companies and entries
-// named, and reads each one's oldest due.
-func dueEntries(t *txn, now time.Time, unleased bool, after dueRow, companies, entries map[uint64]bool) (dueHeads, error) {
+// the pass found full, and reads each one's oldest due.
+func dueEntries(t *txn, now time.Time, unleased bool, after dueRow, p *store.DueScan) (dueHeads, error) {
 	skipCompanies, skipEntries := []int64{}, []int64{} // never nil: <> ALL(NULL) is never true
-	for c := range companies {
+	companies, entries := p.PassedIDs()
+	for _, c := range companies {
 		skipCompanies = append(skipCompanies, int64(c))
 	}
-	for e := range entries {
+	for _, e := range entries {
 		skipEntries = append(skipEntries, int64(e))
 	}
 	rows, err := t.query(`WITH RECURSIVE entries (company_id, webhook_id) AS (
