@@ -227,6 +227,39 @@ func (w *Windows) Spent(key string) (bool, time.Duration) {
 	return true, e.end - now
 }
 
+// Refund takes back one request of key that Take counted in the window
+// still open, for a request that proved not to be what the windows count:
+// a login whose password was right, in windows of failed logins, which
+// counts each try before the password is checked so that tries sent at
+// once cannot all pass before the first is counted. A key with no window
+// of its own counted in the overflow if its shard is full, and is taken
+// back from it; a window that has ended since is left alone (a new one
+// starts at the next request anyway).
+func (w *Windows) Refund(key string) {
+	now := w.since()
+	s := &w.shards[maphash.String(w.seed, key)%numShards]
+	s.mu.Lock()
+	e, ok := s.m[key]
+	if ok {
+		if now < e.end && e.count > 0 {
+			e.count--
+			s.m[key] = e
+		}
+		s.mu.Unlock()
+		return
+	}
+	full := len(s.m) >= w.shardCap
+	s.mu.Unlock()
+	if !full {
+		return
+	}
+	w.omu.Lock()
+	if now < w.overflow.end && w.overflow.count > 0 {
+		w.overflow.count--
+	}
+	w.omu.Unlock()
+}
+
 // takeOverflow counts a request of an identity that found no room.
 func (w *Windows) takeOverflow(now time.Duration) Result {
 	limit, length := w.rate.Limit, w.rate.Window

@@ -443,3 +443,63 @@ func TestResetSecondsOfTheLongestWindow(t *testing.T) {
 		t.Fatalf("second request in the longest window: got %+v (ResetSeconds %d), want refused with a positive wait", r, r.ResetSeconds())
 	}
 }
+
+// A refund takes back one request of the open window, so that windows of
+// failed tries can count each try at once and give back the ones that
+// succeeded; it takes nothing back from a window that ended, nor below 0.
+func TestRefund(t *testing.T) {
+	t.Parallel()
+	clock := newFakeClock()
+	w := New(Rate{2, time.Minute}, clock.Now)
+	w.Take("k")
+	w.Take("k")
+	w.Refund("k")
+	if r := w.Take("k"); !r.Allowed || r.Remaining != 0 {
+		t.Fatalf("after 2 taken and 1 refunded: got %+v, want allowed with 0 left", r)
+	}
+	if r := w.Take("k"); r.Allowed {
+		t.Fatalf("a third request in the window: got %+v, want refused", r)
+	}
+	w.Refund("unseen") // nothing to take back
+	if r := w.Take("unseen"); r.Remaining != 1 {
+		t.Fatalf("an unseen key's first request after a refund: got %+v, want 1 left", r)
+	}
+	w.Refund("unseen")
+	w.Refund("unseen")
+	if r := w.Take("unseen"); r.Remaining != 1 {
+		t.Fatalf("refunds beyond what was taken: got %+v, want 1 left (never below 0)", r)
+	}
+	clock.Advance(time.Minute)
+	w.Refund("k") // its window ended: a new one starts at the next request
+	if r := w.Take("k"); r.Remaining != 1 {
+		t.Fatalf("first request of a new window after a late refund: got %+v, want 1 left", r)
+	}
+}
+
+// A key that counted in the overflow (its shard full) is refunded there.
+func TestRefundOverflow(t *testing.T) {
+	t.Parallel()
+	clock := newFakeClock()
+	w := NewCapped(Rate{2, time.Minute}, clock.Now, numShards)
+	for i := range 100 * numShards {
+		w.Take(fmt.Sprintf("k%d", i))
+	}
+	newcomer := ""
+	for i := 0; newcomer == ""; i++ {
+		k := fmt.Sprintf("new%d", i)
+		s := &w.shards[maphashShard(w, k)]
+		s.mu.Lock()
+		if len(s.m) >= w.shardCap {
+			newcomer = k
+		}
+		s.mu.Unlock()
+	}
+	if r := w.Take(newcomer); r.Allowed {
+		t.Fatalf("the flood spent the overflow: got %+v, want refused", r)
+	}
+	w.Refund(newcomer)
+	w.Refund(newcomer)
+	if r := w.Take(newcomer); !r.Allowed || r.Remaining != 0 {
+		t.Fatalf("after two refunds to the overflow: got %+v, want allowed with 0 left", r)
+	}
+}

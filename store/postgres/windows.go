@@ -34,9 +34,10 @@ type Windows struct {
 }
 
 // Windows returns the shared windows of scope (the API names its scopes
-// "general", "members" and "auth", the reset mails theirs "reset-mail") at
-// rate. Nodes that pass the same scope
-// count in the same windows, so every node must be given the same rate.
+// "general", "members" and "auth", the reset mails theirs "reset-mail",
+// the failed logins theirs "login") at rate. Nodes that pass the same
+// scope count in the same windows, so every node must be given the same
+// rate.
 func (s *Store) Windows(scope string, rate pacing.Rate) (*Windows, error) {
 	if err := rate.Validate(); err != nil {
 		return nil, fmt.Errorf("store: windows %s: %w", scope, err)
@@ -89,6 +90,19 @@ func (w *Windows) Spent(key string) (bool, time.Duration, error) {
 		return false, 0, fmt.Errorf("store: read a window of %s: %w", w.scope, w.s.closed(err))
 	}
 	return true, max(time.Duration(micros)*time.Microsecond, 0), nil
+}
+
+// Refund takes back one request of key counted in its window still open
+// (pacing.Windows.Refund): a login whose password was right, counted as a
+// try before it was checked. A window that has ended is left alone.
+func (w *Windows) Refund(key string) error {
+	ctx, cancel := context.WithTimeout(w.s.ctx, windowTimeout)
+	defer cancel()
+	if _, err := w.s.pool.Exec(ctx, `UPDATE rate_windows SET count = count - 1
+		WHERE scope = $1 AND key = $2 AND window_end > now() AND count > 0`, w.scope, key); err != nil {
+		return fmt.Errorf("store: take back a request in %s: %w", w.scope, w.s.closed(err))
+	}
+	return nil
 }
 
 // Sweep deletes the scope's windows that have ended. Every node may run

@@ -105,6 +105,57 @@ func TestWindowsEndAndSweep(t *testing.T) {
 	}
 }
 
+// A refund on one node takes back a request the other counted, in the
+// open window only and never below 0, as pacing.Windows.Refund does.
+func TestWindowsRefundShared(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	a, b := open(t, url), open(t, url)
+	rate := pacing.Rate{Limit: 2, Window: time.Hour}
+	wa, err := a.Windows("login", rate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wb, err := b.Windows("login", rate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := wa.Take("k"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := wb.Refund("k"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := wa.Take("k"); err != nil || !got.Allowed || got.Remaining != 0 {
+		t.Fatalf("after 2 taken and 1 refunded on the other node: got %+v, %v, want allowed with 0 left", got, err)
+	}
+	if err := wb.Refund("unseen"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := wb.Take("unseen"); err != nil || got.Remaining != 1 {
+		t.Fatalf("an unseen key after a refund: got %+v, %v, want 1 left", got, err)
+	}
+	for range 3 {
+		if err := wb.Refund("unseen"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := wb.Take("unseen"); err != nil || got.Remaining != 1 {
+		t.Fatalf("refunds beyond what was taken: got %+v, %v, want 1 left (never below 0)", got, err)
+	}
+	if _, err := a.pool.Exec(context.Background(), "UPDATE rate_windows SET window_end = now() - interval '1 second' WHERE scope = 'login' AND key = 'k'"); err != nil {
+		t.Fatal(err)
+	}
+	if err := wa.Refund("k"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := wa.Take("k"); err != nil || got.Remaining != 1 {
+		t.Fatalf("first request after the window ended and a late refund: got %+v, %v, want 1 left", got, err)
+	}
+}
+
 // A bad rate or an empty scope is refused when the windows are made.
 func TestWindowsRefuseBadRate(t *testing.T) {
 	t.Parallel()
