@@ -177,7 +177,9 @@ func tokenErr(err error) error {
 }
 
 // Login checks an e-mail and password. It costs one argon2id hash whether or
-// not the address exists, so timing does not reveal accounts.
+// not the address exists, so timing does not reveal accounts; an address
+// that had its failed logins of the window (Config.LoginRate) is refused
+// with rate_limited, its password unchecked, whether or not it exists.
 func (s *Service) Login(_ context.Context, email, password string) (Session, error) {
 	u, err := s.checkLogin(email, password)
 	if err != nil {
@@ -200,8 +202,17 @@ func (s *Service) checkLogin(email, password string) (store.User, error) {
 	if v.err != nil {
 		return store.User{}, v.err
 	}
+	// The try counts against the address before anything is looked up,
+	// whether or not it has an account; one over its failed logins is
+	// answered at once, without a hash (logins.go).
+	key := s.loginKey(email)
+	tried, refund := s.takeLogin(key)
+	if !tried.Allowed {
+		return store.User{}, s.errLoginsSpent(tried)
+	}
 	u, err := s.store.UserByEmail(email)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		refund() // the server's fault, not a failed login
 		return store.User{}, err
 	}
 	hash := u.PasswordHash
@@ -210,11 +221,20 @@ func (s *Service) checkLogin(email, password string) (store.User, error) {
 	}
 	ok, err := checkPassword(hash, password)
 	if err != nil {
+		refund()
 		return store.User{}, err
 	}
 	if !ok || u.ID == 0 || u.PasswordHash == "" {
+		if tried.Remaining == 0 && u.ID != 0 {
+			s.log.Warn("failed logins: the account had its failed logins of the window; its logins are refused until the window ends",
+				"user_id", u.ID, "limit", s.cfg.LoginRate.String(), "retry_after_s", tried.ResetSeconds())
+		}
 		return store.User{}, errInvalidLogin
 	}
+	// A right password takes back its own try and nothing more: the
+	// failures before it stay counted until their window ends, or a
+	// guesser would get a fresh allowance each time the owner signs in.
+	refund()
 	if !u.EmailVerified {
 		return store.User{}, problem.New(problem.EmailNotVerified, "Verify your e-mail address first: follow the link in the message we sent.")
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/simrelay/simrelay/internal/logspacing"
 	"github.com/simrelay/simrelay/mail"
 	"github.com/simrelay/simrelay/pacing"
 	"github.com/simrelay/simrelay/problem"
@@ -63,6 +64,13 @@ type Config struct {
 	// since under the race detector one default hash takes about a second of CPU.
 	PasswordTime   uint32
 	PasswordMemory uint32
+	// LoginRate bounds the failed logins of one e-mail address (logins.go);
+	// the zero Rate means DefaultLoginRate.
+	LoginRate pacing.Rate
+	// MaxLoginAddresses bounds the e-mail addresses whose failed logins one
+	// node keeps in memory; zero means pacing.DefaultMaxKeys. Beyond it,
+	// addresses not yet counted share one window (pacing.NewCapped).
+	MaxLoginAddresses int
 }
 
 func (c *Config) defaults() {
@@ -80,6 +88,12 @@ func (c *Config) defaults() {
 	}
 	if c.PasswordMemory == 0 {
 		c.PasswordMemory = DefaultPasswordMemory
+	}
+	if c.LoginRate == (pacing.Rate{}) {
+		c.LoginRate = DefaultLoginRate
+	}
+	if c.MaxLoginAddresses <= 0 {
+		c.MaxLoginAddresses = pacing.DefaultMaxKeys
 	}
 }
 
@@ -119,6 +133,15 @@ type Service struct {
 	// sharedResets counts them for the whole cluster (ShareResetMails);
 	// nil on one node.
 	sharedResets ResetWindows
+	// failedLogins counts each e-mail address's failed logins (LoginRate)
+	// in this process: on one node, and on a node of a cluster while
+	// sharedLogins does not answer. sharedLogins counts them for the whole
+	// cluster (ShareFailedLogins); nil on one node. loginSecret keys their
+	// keys (loginKey).
+	failedLogins *pacing.Windows
+	sharedLogins LoginWindows
+	loginSecret  []byte
+	loginsLog    logspacing.Spacer // spaces the lines of a failing sharedLogins
 	// peers and keyTTL are set by SetPeers before serving; nil and 0 on one node.
 	peers  Peers
 	keyTTL time.Duration
@@ -145,12 +168,20 @@ func New(cfg Config, st Store, mailer Mailer, log *slog.Logger, now func() time.
 	if err != nil {
 		return nil, err
 	}
+	if err := cfg.LoginRate.Validate(); err != nil {
+		return nil, fmt.Errorf("account: failed logins: %w", err)
+	}
+	loginSecret, err := st.Secret("login-failures", 32)
+	if err != nil {
+		return nil, err
+	}
 	dummy, err := hashPassword(randomToken(16), cfg.passwordCost())
 	if err != nil {
 		return nil, err
 	}
 	return &Service{cfg: cfg, store: st, mailer: mailer, log: log, now: now, jwtKey: jwtKey, sealer: sl, dummyHash: dummy,
-		resetMails: pacing.New(ResetRate(), now)}, nil
+		resetMails:   pacing.New(ResetRate(), now),
+		failedLogins: pacing.NewCapped(cfg.LoginRate, now, cfg.MaxLoginAddresses), loginSecret: loginSecret}, nil
 }
 
 // Principal is who a request acts as.

@@ -107,16 +107,20 @@ func TestHeadersOnEveryCountedAnswer(t *testing.T) {
 func TestAuthLimit(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	login := call{method: "POST", path: "/auth/login", body: map[string]any{"email": "nobody@acme.test", "password": "Whatever-123"}}
+	// Each try names another address, so that the client address's window
+	// refuses, not an e-mail address's failed logins (--rate-login).
+	login := func(i int) call {
+		return call{method: "POST", path: "/auth/login", body: map[string]any{"email": fmt.Sprintf("nobody%d@acme.test", i), "password": "Whatever-123"}}
+	}
 	for i := 1; i <= 15; i++ {
-		r := e.do(login)
+		r := e.do(login(i))
 		e.want(r, http.StatusUnauthorized, "invalid_credentials")
 		// The auth scope is nearer exhaustion than the general one, so its numbers show.
 		if limit, remaining, reset := limitHeaders(t, r); limit != 15 || remaining != 15-i || reset != 900 {
 			t.Fatalf("attempt %d: got %d %d %d, want 15 %d 900", i, limit, remaining, reset, 15-i)
 		}
 	}
-	r := e.do(login)
+	r := e.do(login(16))
 	e.want(r, http.StatusTooManyRequests, "rate_limited")
 	if r.Header.Get("Retry-After") != "900" {
 		t.Fatalf("Retry-After: got %q, want 900", r.Header.Get("Retry-After"))

@@ -132,6 +132,8 @@ func TestBadValuesNameTheFlag(t *testing.T) {
 		{[]string{"--rate-general", "100"}, nil, `--rate-general (SIMRELAY_RATE_GENERAL) "100": want COUNT/WINDOW such as 100/1m`},
 		{[]string{"--rate-auth", "15/15"}, nil, `--rate-auth (SIMRELAY_RATE_AUTH) "15/15": window "15" is not a duration such as 30s, 1m or 1h: want COUNT/WINDOW such as 100/1m`},
 		{nil, map[string]string{"SIMRELAY_RATE_GENERAL": "0/1m"}, `--rate-general (SIMRELAY_RATE_GENERAL) "0/1m": count must be at least 1, got 0`},
+		{[]string{"--rate-login", "10"}, nil, `--rate-login (SIMRELAY_RATE_LOGIN) "10": want COUNT/WINDOW such as 100/1m`},
+		{nil, map[string]string{"SIMRELAY_RATE_LOGIN": "10/100ms"}, `--rate-login (SIMRELAY_RATE_LOGIN) "10/100ms": window must be at least 1s, got 100ms`},
 		{[]string{"--admin-token", "short"}, nil, `--admin-token (SIMRELAY_ADMIN_TOKEN): the token has 5 characters, want at least 32`},
 		{[]string{"--bogus"}, nil, `flag provided but not defined: -bogus`},
 		{[]string{"--stripe-webhook-secret", "whsec_x"}, nil, `need --stripe-key (SIMRELAY_STRIPE_KEY)`},

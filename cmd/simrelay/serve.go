@@ -117,7 +117,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	if err != nil {
 		return err
 	}
-	accounts, err := account.New(account.Config{PublicURL: cfg.publicURL}, st, mailer, log.With("component", "account"), now)
+	accounts, err := account.New(account.Config{PublicURL: cfg.publicURL, LoginRate: cfg.login}, st, mailer, log.With("component", "account"), now)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/simrelay/simrelay/account"
 	"github.com/simrelay/simrelay/billing"
 	"github.com/simrelay/simrelay/channel"
 	"github.com/simrelay/simrelay/device"
@@ -45,6 +46,7 @@ type serveConfig struct {
 	smtpFrom       string
 	rateGeneral    string
 	rateAuth       string
+	rateLogin      string
 	trustedProxies cidrList
 	// connsPerIP bounds the HTTP connections one client address holds open
 	// (internal/connlimit); 0 bounds nothing.
@@ -71,6 +73,8 @@ type serveConfig struct {
 	stripeAPIURL        string
 
 	general, auth pacing.Rate
+	// login bounds the failed logins of one e-mail address (account.Config.LoginRate).
+	login pacing.Rate
 	// agents is the anti-ban governor's defaults (serve_pacing.go).
 	agents channel.Config
 	// offlineGrace is how long a phone may be away before it is reported offline.
@@ -96,6 +100,7 @@ func (c *serveConfig) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.smtpFrom, "smtp-from", mail.DefaultFrom, "From address of e-mails")
 	fs.StringVar(&c.rateGeneral, "rate-general", "100/1m", "API rate limit per API key, user or client IP, COUNT/WINDOW")
 	fs.StringVar(&c.rateAuth, "rate-auth", "15/15m", "rate limit of the credential routes per client IP, COUNT/WINDOW")
+	fs.StringVar(&c.rateLogin, "rate-login", account.DefaultLoginRate.String(), "failed logins (API and console) per e-mail address, whatever the client address, COUNT/WINDOW; beyond, a login for the address is refused 429 until its window ends, its password unchecked")
 	fs.Var(&c.trustedProxies, "trusted-proxies", "comma-separated proxy addresses or CIDRs whose X-Forwarded-For is believed (default none: the socket peer is the client)")
 	fs.IntVar(&c.connsPerIP, "max-conns-per-ip", connlimit.DefaultPerClient, "HTTP connections one client address (an IPv6 client is its /64) holds open at once (a phone link only until its device token is checked and it is registered); the --trusted-proxies are not counted; 0: no limit")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "how long in-flight requests may finish on SIGTERM")
@@ -184,6 +189,9 @@ func (c *serveConfig) validate() error {
 	}
 	if c.auth, err = pacing.ParseRate(c.rateAuth); err != nil {
 		return fmt.Errorf("%s %q: %v", both("rate-auth"), c.rateAuth, err)
+	}
+	if c.login, err = pacing.ParseRate(c.rateLogin); err != nil {
+		return fmt.Errorf("%s %q: %v", both("rate-login"), c.rateLogin, err)
 	}
 	if c.shutdownTimeout <= 0 {
 		return fmt.Errorf("%s %s: must be positive", both("shutdown-timeout"), c.shutdownTimeout)

@@ -20,9 +20,9 @@ import (
 
 // sharedLimits is what a node of a cluster shares with the others beyond
 // the store's own rules (contract section 12, docs/cluster.md "What is
-// shared between nodes"): the API's rate-limit windows and the reset
-// mails' windows, through the database, and the API key cache, invalidated
-// on every node over the bus.
+// shared between nodes"): the API's rate-limit windows, the reset
+// mails' and the failed logins' windows, through the database, and the
+// API key cache, invalidated on every node over the bus.
 // On one node (no bus) it is empty and nothing of it runs.
 type sharedLimits struct {
 	// limiters are the API's shared windows; nil on one node.
@@ -31,9 +31,10 @@ type sharedLimits struct {
 	peers *cluster.Peers
 	// streams are the console's live views of every node; nil on one node.
 	streams *postgres.StreamLeases
-	// resets are the reset mails' windows (account.ShareResetMails); run
-	// sweeps the ended ones. nil on one node.
-	resets *postgres.Windows
+	// resets are the reset mails' windows (account.ShareResetMails), and
+	// logins the failed logins' (account.ShareFailedLogins); run sweeps
+	// their ended ones. nil on one node.
+	resets, logins *postgres.Windows
 	// settings compares this node's settings with the other nodes'; nil
 	// on one node.
 	settings *cluster.Settings
@@ -69,6 +70,11 @@ func shareLimits(bus *cluster.Bus, st backend, accounts *account.Service, settin
 		return sharedLimits{}, err
 	}
 	accounts.ShareResetMails(resets)
+	logins, err := pg.Windows(account.LoginScope, accounts.LoginRate())
+	if err != nil {
+		return sharedLimits{}, err
+	}
+	accounts.ShareFailedLogins(logins)
 	key, err := pg.Secret(cluster.DigestSecret, cluster.DigestSecretSize)
 	if err != nil {
 		return sharedLimits{}, fmt.Errorf("the key of the settings' digests: %w", err)
@@ -83,6 +89,7 @@ func shareLimits(bus *cluster.Bus, st backend, accounts *account.Service, settin
 		peers:    peers,
 		streams:  streams,
 		resets:   resets,
+		logins:   logins,
 		settings: compared,
 		log:      log,
 	}, nil
@@ -109,8 +116,9 @@ func (s sharedLimits) shareStreams(b *web.Broker) {
 }
 
 // run makes this node heard by the others, renews its stream leases and
-// sweeps the reset mails' ended windows until ctx ends; on one node it
-// returns at once. (The API's windows are swept with the API, sweep.)
+// sweeps the reset mails' and failed logins' ended windows until ctx
+// ends; on one node it returns at once. (The API's windows are swept with
+// the API, sweep.)
 func (s sharedLimits) run(ctx context.Context) {
 	if s.peers == nil {
 		return
@@ -134,6 +142,9 @@ func (s sharedLimits) run(ctx context.Context) {
 		case <-swept.C:
 			if err := s.resets.Sweep(); err != nil {
 				s.log.Warn("reset mails: ended windows not deleted; the next sweep tries again", "err", err)
+			}
+			if err := s.logins.Sweep(); err != nil {
+				s.log.Warn("failed logins: ended windows not deleted; the next sweep tries again", "err", err)
 			}
 		}
 	}

@@ -185,6 +185,45 @@ func TestClusterResetMailsCountOnce(t *testing.T) {
 	}
 }
 
+// An e-mail address's failed logins on both nodes are counted once: the
+// failure after account.DefaultLoginRate's limit is refused 429 on either
+// node, however the tries split between them, the right password too, and
+// a right login on one node takes back its own try only.
+func TestClusterFailedLoginsCountOnce(t *testing.T) {
+	t.Parallel()
+	a, b := twoNodes(t, pacing.Rate{Limit: 1000, Window: time.Hour})
+	const email, password = "a@acme.test", "Correct horse battery 9"
+	if _, _, _, err := a.accounts.CreateCompany("Acme", account.OwnerInput{FirstName: "A", LastName: "B", Email: email, Password: password}); err != nil {
+		t.Fatal(err)
+	}
+	login := func(node *limitsNode, password string) (int, http.Header) {
+		t.Helper()
+		res, err := testhttp.Client.Post(node.url+"/auth/login", "application/json", strings.NewReader(`{"email": "`+email+`", "password": "`+password+`"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode, res.Header
+	}
+	limit := account.DefaultLoginRate.Limit
+	for i := range limit {
+		if i == limit/2 {
+			if status, _ := login(b, password); status != http.StatusOK {
+				t.Fatalf("the right password after %d failures: %d, want 200", i, status)
+			}
+		}
+		if status, _ := login([]*limitsNode{a, b}[i%2], "Wrong horse battery 9"); status != http.StatusUnauthorized {
+			t.Fatalf("failure %d: %d, want 401", i+1, status)
+		}
+	}
+	for _, node := range []*limitsNode{a, b} {
+		status, h := login(node, password)
+		if status != http.StatusTooManyRequests || h.Get("Retry-After") == "" {
+			t.Errorf("the right password after %d failures split between the nodes: %d, Retry-After %q; want 429 with Retry-After", limit, status, h.Get("Retry-After"))
+		}
+	}
+}
+
 // A key rotated on one node is refused on the other as soon as the
 // rotation answered, although the other had it cached.
 func TestClusterRotatedKeyRefusedEverywhere(t *testing.T) {

@@ -29,6 +29,7 @@ func (c *serveConfig) sharedSettings(key []byte) map[string]string {
 		"public-url":            c.publicURL,
 		"rate-general":          c.general.String(),
 		"rate-auth":             c.auth.String(),
+		"rate-login":            c.login.String(),
 		"message-ttl":           c.messageTTL.String(),
 		"device-offline-grace":  c.offlineGrace.String(),
 		"link-sweep":            c.linkSweep.String(),

@@ -1,0 +1,123 @@
+package account
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/simrelay/simrelay/pacing"
+	"github.com/simrelay/simrelay/problem"
+)
+
+// Failed logins are bounded per e-mail address as well as per client
+// address (the API's --rate-auth): addresses are cheap (an IPv6 /48 holds
+// 65,536 clients of the limits), so without it guesses at one account's
+// password from many addresses had no bound. It throttles rather than
+// locks: the count lives in a fixed window that starts at the first
+// failure and ends LoginRate's window later, whatever happens meanwhile,
+// so nobody can lock an account for longer than one window at a time.
+
+// LoginScope is the scope of the failed logins' windows among the windows
+// a cluster shares (postgres.Windows).
+const LoginScope = "login"
+
+// DefaultLoginRate is how many failed logins one e-mail address may have
+// in a window: 10 in 15 minutes, in the range OWASP's authentication cheat
+// sheet gives for throttling, a third under the 15 a client address gets
+// (--rate-auth), so that a person who mistyped a few times and a password
+// manager that retried are not refused, while a guesser gets at most 960
+// tries a day at an account however many addresses it has.
+var DefaultLoginRate = pacing.Rate{Limit: 10, Window: 15 * time.Minute}
+
+// LoginWindows are windows every node of a cluster counts in
+// (postgres.Windows at the service's LoginRate).
+type LoginWindows interface {
+	Take(key string) (pacing.Result, error)
+	Refund(key string) error
+}
+
+// ShareFailedLogins has the failed logins counted in w, so that an e-mail
+// address gets LoginRate's failures from the whole cluster, not that many
+// from each node; call it before serving. On one node nothing calls it and
+// the count stays in the process's memory.
+func (s *Service) ShareFailedLogins(w LoginWindows) { s.sharedLogins = w }
+
+// LoginRate is the rate of the failed logins' windows (Config.LoginRate):
+// every node of a cluster must count the shared windows at it.
+func (s *Service) LoginRate() pacing.Rate { return s.cfg.LoginRate }
+
+// loginKey is the key of an e-mail address in the failed logins' windows,
+// for an address the login's check has read (trimmed, one address). It
+// folds the address's case as both stores do to find its user (their
+// emailKey), so that ANA@ and ana@, one account, are one count, not a
+// fresh allowance per spelling. It is a keyed digest, so that the windows
+// hold 22 bytes a key whatever the address's length, and neither a node's
+// memory nor the cluster's table of windows holds the addresses people
+// typed (a wrong one may be a password typed into the wrong field); the
+// key is the store's secret, the same on every node of a cluster.
+func (s *Service) loginKey(email string) string {
+	m := hmac.New(sha256.New, s.loginSecret)
+	m.Write([]byte(strings.ToLower(strings.TrimSpace(email))))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])
+}
+
+// takeLogin counts a login try of the e-mail address's key before its
+// password is checked, and says whether it may be checked; refund takes
+// the try back, for one that proved not to be a failure. Counting first
+// means tries sent at once cannot all pass while the first are hashing.
+// While the shared windows do not answer, the node counts in its own
+// memory, as one node does (resetAllowed): a login is never refused for
+// the server's fault, and an outage lets an address have at most
+// LoginRate's failures more from each node.
+func (s *Service) takeLogin(key string) (res pacing.Result, refund func()) {
+	if s.sharedLogins != nil {
+		res, err := s.sharedLogins.Take(key)
+		if err == nil {
+			return res, func() {
+				if err := s.sharedLogins.Refund(key); err != nil {
+					s.sharedLoginsFailed("a right login stays counted as a failure until its window ends", err)
+				}
+			}
+		}
+		s.sharedLoginsFailed("counted in this node's memory", err)
+	}
+	return s.failedLogins.Take(key), func() { s.failedLogins.Refund(key) }
+}
+
+// loginsLogEvery spaces the log lines of a failing shared count: with the
+// database away every login fails to count, and one line says as much.
+const loginsLogEvery = 10 * time.Second
+
+// sharedLoginsFailed logs the shared count's failure, at most once per
+// loginsLogEvery; each line counts the failures left out since the one
+// before.
+func (s *Service) sharedLoginsFailed(what string, err error) {
+	if suppressed, ok := s.loginsLog.Due(s.now(), loginsLogEvery); ok {
+		s.log.Warn("failed logins: the shared count does not answer; "+what, "err", err, "suppressed", suppressed)
+	}
+}
+
+// errLoginsSpent refuses a login of an e-mail address that had its failed
+// logins of the window, without checking the password: a right one is
+// refused too, or the answer would still tell a guess right from wrong. It
+// is the same for an address with no account.
+func (s *Service) errLoginsSpent(res pacing.Result) error {
+	secs := res.ResetSeconds()
+	return &problem.Error{Code: problem.RateLimited, RetryAfter: secs,
+		Message: fmt.Sprintf("Too many failed logins for this e-mail address: the limit is %d in %s. Retry after %s.",
+			s.cfg.LoginRate.Limit, inWords(s.cfg.LoginRate.Window), problem.Count(secs, "second"))}
+}
+
+// inWords says a window as a person would: "15 minutes", "1 hour", "30 seconds".
+func inWords(d time.Duration) string {
+	switch {
+	case d%time.Hour == 0:
+		return problem.Count(int(d/time.Hour), "hour")
+	case d%time.Minute == 0:
+		return problem.Count(int(d/time.Minute), "minute")
+	}
+	return problem.Count(int((d+time.Second-1)/time.Second), "second")
+}
