@@ -5,11 +5,11 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/simrelay/simrelay/pacing"
 	"github.com/simrelay/simrelay/problem"
+	"github.com/simrelay/simrelay/store"
 )
 
 // Failed logins are bounded per e-mail address as well as per client
@@ -51,8 +51,8 @@ func (s *Service) LoginRate() pacing.Rate { return s.cfg.LoginRate }
 
 // loginKey is the key of an e-mail address in the failed logins' windows,
 // for an address the login's check has read (trimmed, one address). It
-// folds the address's case as both stores do to find its user (their
-// emailKey), so that ANA@ and ana@, one account, are one count, not a
+// folds the address's case as both stores do to find its user
+// (store.EmailKey), so that ANA@ and ana@, one account, are one count, not a
 // fresh allowance per spelling. It is a keyed digest, so that the windows
 // hold 22 bytes a key whatever the address's length, and neither a node's
 // memory nor the cluster's table of windows holds the addresses people
@@ -60,7 +60,7 @@ func (s *Service) LoginRate() pacing.Rate { return s.cfg.LoginRate }
 // key is the store's secret, the same on every node of a cluster.
 func (s *Service) loginKey(email string) string {
 	m := hmac.New(sha256.New, s.loginSecret)
-	m.Write([]byte(strings.ToLower(strings.TrimSpace(email))))
+	m.Write([]byte(store.EmailKey(email)))
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])
 }
 

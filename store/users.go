@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"strings"
 	"time"
 )
 
@@ -21,6 +22,11 @@ const MaxUsers = 1000
 // ErrTooManyUsers is returned when an invitation would give a company more
 // than MaxUsers users.
 var ErrTooManyUsers = errors.New("store: too many users")
+
+// EmailKey is a user's address as every store finds it, and as the failed
+// logins are counted: surrounding blanks and case do not make another
+// address.
+func EmailKey(email string) string { return strings.ToLower(strings.TrimSpace(email)) }
 
 // User is a person who signs in to a company.
 type User struct {

@@ -3,12 +3,12 @@ package boltstore
 import (
 	"bytes"
 	"fmt"
-	"strings"
 
+	"github.com/simrelay/simrelay/store"
 	bolt "go.etcd.io/bbolt"
 )
 
-func emailKey(email string) []byte { return []byte(strings.ToLower(strings.TrimSpace(email))) }
+func emailKey(email string) []byte { return []byte(store.EmailKey(email)) }
 
 // companyEmailKey is the key of a company's address in company_emails: the
 // company's id, then the address as users_by_email keys it. Within a company

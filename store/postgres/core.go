@@ -3,7 +3,6 @@ package postgres
 import (
 	"errors"
 	"math/rand/v2"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -56,9 +55,8 @@ func (s *Store) CreateCompany(c *store.Company, admin *store.User) error {
 	})
 }
 
-// emailKey is an address as users.email keys it: case and surrounding
-// blanks do not make another address.
-func emailKey(email string) string { return strings.ToLower(strings.TrimSpace(email)) }
+// emailKey is an address as users.email keys it (store.EmailKey).
+func emailKey(email string) string { return store.EmailKey(email) }
 
 // insertUser stores a new user, setting its ID; an address in use is
 // ErrConflict (the unique constraint on users.email).
