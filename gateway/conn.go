@@ -27,11 +27,21 @@ const (
 
 // conn is one phone's link.
 type conn struct {
-	hub   *Hub
-	ws    *websocket.Conn
-	sock  net.Conn     // the connection under ws; nil if unknown
-	dev   store.Device // as the upgrade's token check found it, then as its hello stored it; not written after the hello
-	token string       // the device token of the upgrade, checked again once registered, then dropped
+	hub  *Hub
+	ws   *websocket.Conn
+	sock net.Conn // the connection under ws; nil if unknown
+	// fp is the device's fingerprint, set by newConn and never written
+	// again: whoever closes the link reads it (closeBegun, lost), and a
+	// close can come before the link is registered (Shutdown, the hello's
+	// timeout) while the set-up goroutine writes dev.
+	fp string
+	// dev is the device as the upgrade's token check found it, then as its
+	// hello stored it: written by the set-up goroutine (run) alone, before
+	// the link is registered, and never after. Any other goroutine reads it
+	// only once it found c registered (under hub.mu, which register took
+	// after the write); one that may come earlier reads fp.
+	dev   store.Device
+	token string // the device token of the upgrade, checked again once registered, then dropped
 	// told is the last Disconnect that found c registered (the device
 	// changed since every older link's look); guarded by hub.mu. The link
 	// c displaced is closed as it says (giveBack, or c's success).
@@ -90,7 +100,7 @@ type conn struct {
 
 func newConn(h *Hub, ws *websocket.Conn, sock net.Conn, dev store.Device, token string) *conn {
 	// writing starts true: the writer is held until open sends the welcome.
-	c := &conn{hub: h, ws: ws, sock: sock, dev: dev, token: token, writing: true}
+	c := &conn{hub: h, ws: ws, sock: sock, fp: dev.Fingerprint, dev: dev, token: token, writing: true}
 	if l, ok := sock.(*linkIO); ok {
 		l.onPong = c.ponged // the reader takes pongs between frames (awaitFrame)
 	}
@@ -276,7 +286,7 @@ func (c *conn) closeBegun(code int, reason string, errFrame *proto.Error, stored
 	if code == proto.CloseRestarting {
 		level = slog.LevelDebug
 	}
-	c.hub.log.Log(context.Background(), level, "phone link closed by the server", "device", c.dev.Fingerprint, "code", code, "reason", reason)
+	c.hub.log.Log(context.Background(), level, "phone link closed by the server", "device", c.fp, "code", code, "reason", reason)
 	if l, ok := c.sock.(*linkIO); ok {
 		l.stopAwaiting() // the close handshake reads on the goroutine below
 	}
@@ -292,7 +302,7 @@ func (c *conn) closeBegun(code int, reason string, errFrame *proto.Error, stored
 	// frame, least of all while the database does not answer (a close with
 	// 1013). The last seen goes first: a node that reads the device offline
 	// from the link's end reads it.
-	mine := c.hub.lookup(c.dev.Fingerprint) == c
+	mine := c.hub.lookup(c.fp) == c
 	seen := mine && code != proto.CloseRestarting && code != proto.CloseTryAgainLater
 	c.hub.wg.Add(1)
 	go func() {
@@ -326,7 +336,7 @@ func (c *conn) lost(why string) {
 	if c.closed() {
 		return
 	}
-	c.hub.log.Info("phone link dropped by the server", "device", c.dev.Fingerprint, "reason", why)
+	c.hub.log.Info("phone link dropped by the server", "device", c.fp, "reason", why)
 }
 
 // end drops a link whose network failed: there is nobody to say goodbye to.
