@@ -96,6 +96,53 @@ type conn struct {
 
 	epoch    atomic.Uint64 // the link's fencing epoch in a cluster (links.go); 0 on one node or until claimed
 	fencedBy atomic.Uint64 // the newest epoch of the device heard of from other nodes
+
+	gmu     sync.Mutex
+	running int // the link's goroutines counted in hub.wg that have not ended (spawn); guarded by gmu
+}
+
+// spawn runs f on a goroutine of the link, counted in the hub's wg, and
+// says whether it did. One goroutine of the link starts another while it
+// runs (the count is above zero), at any time. Once all of them ended (a
+// closer that decided to close the link while its reader ended on its
+// own, a kick that found it open a moment before), a new one is counted
+// from zero, which WaitGroup allows only before a Wait: so it starts only
+// until Shutdown waits (hub.waiting), and is refused after, when the
+// caller does inline what it needs of it (or nothing: the link is over).
+// Without that, a close or a write could start a goroutine as Shutdown's
+// Wait returned, or after: Add racing Wait, and a goroutine that outlived
+// Shutdown and wrote to a store being closed.
+func (c *conn) spawn(f func()) bool {
+	h := c.hub
+	c.gmu.Lock()
+	defer c.gmu.Unlock()
+	if c.running == 0 {
+		h.mu.Lock()
+		waiting := h.waiting
+		if !waiting {
+			h.wg.Add(1)
+		}
+		h.mu.Unlock()
+		if waiting {
+			return false
+		}
+	} else {
+		h.wg.Add(1) // the count is above zero: c.running's goroutines have not called Done
+	}
+	c.running++
+	go func() {
+		defer c.exit()
+		f()
+	}()
+	return true
+}
+
+// exit ends one of the link's goroutines (spawn, or run's from accept).
+func (c *conn) exit() {
+	c.gmu.Lock()
+	c.running--
+	c.gmu.Unlock()
+	c.hub.wg.Done()
 }
 
 func newConn(h *Hub, ws *websocket.Conn, sock net.Conn, dev store.Device, token string) *conn {
@@ -125,7 +172,7 @@ func (c *conn) touch() {
 // reader goroutine of its own (reader), which takes frames until it ends.
 func (c *conn) run() {
 	h := c.hub
-	defer h.wg.Done()
+	defer c.exit()
 	if !c.hello() {
 		c.finish()
 		return
@@ -203,8 +250,7 @@ func (c *conn) run() {
 	// The set-up above (store reads and writes) grew this goroutine's stack.
 	// The link's long, mostly idle life goes on in a fresh goroutine whose
 	// stack starts small; this one ends here.
-	h.wg.Add(1)
-	go c.reader()
+	c.spawn(c.reader) // run has not ended: never refused
 }
 
 // reader reads the phone's frames until the link ends. The link ends
@@ -213,7 +259,6 @@ func (c *conn) run() {
 // waits for that last seen, and a node that reads the device offline from
 // the link's end reads it, as when the server closes a link (closeBegun).
 func (c *conn) reader() {
-	defer c.hub.wg.Done()
 	defer c.hub.unregister(c)
 	defer c.finish()
 	c.readLoop()
@@ -304,9 +349,7 @@ func (c *conn) closeBegun(code int, reason string, errFrame *proto.Error, stored
 	// from the link's end reads it.
 	mine := c.hub.lookup(c.fp) == c
 	seen := mine && code != proto.CloseRestarting && code != proto.CloseTryAgainLater
-	c.hub.wg.Add(1)
-	go func() {
-		defer c.hub.wg.Done()
+	after := func() {
 		if seen {
 			c.storeSeen()
 		}
@@ -314,10 +357,11 @@ func (c *conn) closeBegun(code int, reason string, errFrame *proto.Error, stored
 		if mine {
 			c.ended()
 		}
-	}()
-	c.hub.wg.Add(1)
-	go func() {
-		defer c.hub.wg.Done()
+	}
+	if !c.spawn(after) {
+		after() // the link is over and the hub stopped: rare, and nobody waits on a close
+	}
+	if !c.spawn(func() {
 		if errFrame != nil {
 			if data, err := proto.Encode(*errFrame); err == nil {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -326,7 +370,11 @@ func (c *conn) closeBegun(code int, reason string, errFrame *proto.Error, stored
 			}
 		}
 		_ = c.ws.Close(websocket.StatusCode(code), reason)
-	}()
+	}) {
+		// No goroutine is left to hold the close handshake: its reader
+		// ended on its own (the close left the socket open for it).
+		_ = c.ws.CloseNow()
+	}
 }
 
 // lost logs why the server is dropping a link it could not get through to

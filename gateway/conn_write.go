@@ -45,9 +45,11 @@ func (c *conn) enqueue(f proto.Frame, overflow int) bool {
 	start := !c.writing
 	c.writing = true
 	c.qmu.Unlock()
-	if start {
-		c.hub.wg.Add(1)
-		go c.writeLoop()
+	if start && !c.spawn(c.writeLoop) {
+		c.qmu.Lock() // the link is over and the hub stopped: nobody writes
+		c.queue, c.queued, c.writing = nil, 0, false
+		c.qmu.Unlock()
+		return false
 	}
 	return true
 }
@@ -65,8 +67,7 @@ func (c *conn) open(welcome proto.Welcome) {
 	c.queue = append([][]byte{data}, c.queue...)
 	c.queued += len(data)
 	c.qmu.Unlock()
-	c.hub.wg.Add(1)
-	go c.writeLoop() // writing is still true from newConn: this is the one writer
+	c.spawn(c.writeLoop) // writing is still true from newConn: this is the one writer; run has not ended, so never refused
 }
 
 // writeLoop is the link's one writer: it runs while frames wait and ends
@@ -74,7 +75,6 @@ func (c *conn) open(welcome proto.Welcome) {
 // no queue memory.
 func (c *conn) writeLoop() {
 	h := c.hub
-	defer h.wg.Done()
 	// The write timeout is one timer for the writer's run, not a context per
 	// frame: the library keeps the context of the last write for as long as
 	// the link lives.

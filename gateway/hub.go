@@ -104,7 +104,11 @@ type Hub struct {
 	paces      map[uint64]*devicePace
 	pacesSwept time.Time
 
-	wg sync.WaitGroup // every goroutine of every link
+	// wg counts every goroutine of every link; a link starts one only
+	// through conn.spawn. waiting is set once Shutdown waits on wg: from
+	// then on no goroutine is counted from zero (guarded by mu).
+	wg      sync.WaitGroup
+	waiting bool
 }
 
 // New returns a hub.
@@ -140,6 +144,9 @@ func (h *Hub) Shutdown(ctx context.Context) error {
 	for _, c := range conns {
 		c.closeWith(proto.CloseRestarting, "server restarting")
 	}
+	h.mu.Lock()
+	h.waiting = true // a link whose goroutines all ended starts no other (conn.spawn)
+	h.mu.Unlock()
 	done := make(chan struct{})
 	go func() { h.wg.Wait(); close(done) }()
 	select {

@@ -2,10 +2,13 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/device"
@@ -113,5 +116,74 @@ func TestACloseDuringTheHelloReadsNothingTheHelloWrites(t *testing.T) {
 	close(logHeld.release)
 	if err := <-stopped; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A close decided while the link's reader still ran (a disconnect), whose
+// goroutines start once the reader has ended on its own and Shutdown has
+// waited for every goroutine of the hub, must not start them: a goroutine
+// counted from zero as Shutdown's Wait returns races it (WaitGroup), and
+// one started after it outlives the hub that said it had none left. Here
+// the close is held in its log line until the link's reader ended (the
+// phone's next frame, read once the link is closing) and Shutdown
+// returned; the close then goes on. Before, it started its close
+// handshake then, on a goroutine of the stopped hub: the phone got the
+// close frame after Shutdown returned.
+func TestNoLinkGoroutineStartsAfterShutdown(t *testing.T) {
+	t.Parallel()
+	var logHeld *heldLog
+	released := false
+	t.Cleanup(func() {
+		if !released {
+			close(logHeld.release)
+		}
+	})
+	r := newRigHub(t, storetest.OpenWith(t, storetest.Options{}), Config{}, time.Now, nil, hubSetup{
+		wire: func(h *Hub, log *slog.Logger) {
+			logHeld = newHeldLog(log.Handler(), "phone link closed by the server")
+			h.log = slog.New(logHeld)
+		}})
+	ws := r.connect(r.pair("pixel-1"))
+	id := r.id("pixel-1")
+	closed := make(chan (<-chan struct{}), 1)
+	go func() { closed <- r.hub.Disconnect("pixel-1", id, proto.CloseDeviceGone, "device deleted") }()
+	select {
+	case <-logHeld.reached:
+	case <-time.After(poll.Timeout):
+		t.Fatal("the disconnect did not close the link")
+	}
+	// The link is closing: the reader ends at the phone's next frame,
+	// leaving the socket open for the close's handshake.
+	writeRaw(t, ws, []byte(`{"type":"ping_me"}`))
+	eventually(t, "the link unregistered", func() bool { return r.hub.Count() == 0 })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := r.hub.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	released = true
+	close(logHeld.release)
+	var stored <-chan struct{}
+	select {
+	case stored = <-closed:
+	case <-time.After(poll.Timeout):
+		t.Fatal("the disconnect did not return")
+	}
+	select {
+	case <-stored:
+	case <-time.After(poll.Timeout):
+		t.Fatal("the disconnect's wait for the last seen never ended")
+	}
+	rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer rcancel()
+	_, data, err := ws.Read(rctx)
+	var ce websocket.CloseError
+	switch {
+	case err == nil:
+		t.Fatalf("the phone got %s after Shutdown returned", data)
+	case errors.As(err, &ce):
+		t.Fatalf("the phone got a close frame (%d) after Shutdown returned: a goroutine of the link started after the hub had waited for all of them", ce.Code)
+	case rctx.Err() != nil:
+		t.Fatal("the socket was left open: nothing closed it once the close's handshake could not run")
 	}
 }
