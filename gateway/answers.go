@@ -34,7 +34,7 @@ func (c *conn) later(a answer) {
 	c.answering = true
 	c.amu.Unlock()
 	if start {
-		c.spawn(c.answerLoop) // the reader has not ended: never refused
+		c.spawn(taskAnswerer, c.answerLoop) // the reader has not ended: never refused
 	}
 }
 

@@ -112,7 +112,7 @@ type conn struct {
 // Without that, a close or a write could start a goroutine as Shutdown's
 // Wait returned, or after: Add racing Wait, and a goroutine that outlived
 // Shutdown and wrote to a store being closed.
-func (c *conn) spawn(f func()) bool {
+func (c *conn) spawn(k task, f func()) bool {
 	h := c.hub
 	c.gmu.Lock()
 	defer c.gmu.Unlock()
@@ -130,15 +130,18 @@ func (c *conn) spawn(f func()) bool {
 		h.wg.Add(1) // the count is above zero: c.running's goroutines have not called Done
 	}
 	c.running++
+	h.tasks[k].Add(1)
 	go func() {
-		defer c.exit()
+		defer c.exit(k)
 		f()
 	}()
 	return true
 }
 
-// exit ends one of the link's goroutines (spawn, or run's from accept).
-func (c *conn) exit() {
+// exit ends one of the link's goroutines, of kind k (spawn, or run's from
+// accept).
+func (c *conn) exit(k task) {
+	c.hub.tasks[k].Add(-1)
 	c.gmu.Lock()
 	c.running--
 	c.gmu.Unlock()
@@ -172,7 +175,7 @@ func (c *conn) touch() {
 // reader goroutine of its own (reader), which takes frames until it ends.
 func (c *conn) run() {
 	h := c.hub
-	defer c.exit()
+	defer c.exit(taskSetup)
 	if !c.hello() {
 		c.finish()
 		return
@@ -250,7 +253,7 @@ func (c *conn) run() {
 	// The set-up above (store reads and writes) grew this goroutine's stack.
 	// The link's long, mostly idle life goes on in a fresh goroutine whose
 	// stack starts small; this one ends here.
-	c.spawn(c.reader) // run has not ended: never refused
+	c.spawn(taskReader, c.reader) // run has not ended: never refused
 }
 
 // reader reads the phone's frames until the link ends. The link ends
@@ -358,10 +361,10 @@ func (c *conn) closeBegun(code int, reason string, errFrame *proto.Error, stored
 			c.ended()
 		}
 	}
-	if !c.spawn(after) {
+	if !c.spawn(taskEnd, after) {
 		after() // the link is over and the hub stopped: rare, and nobody waits on a close
 	}
-	if !c.spawn(func() {
+	if !c.spawn(taskClose, func() {
 		if errFrame != nil {
 			if data, err := proto.Encode(*errFrame); err == nil {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Second)

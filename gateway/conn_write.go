@@ -45,7 +45,7 @@ func (c *conn) enqueue(f proto.Frame, overflow int) bool {
 	start := !c.writing
 	c.writing = true
 	c.qmu.Unlock()
-	if start && !c.spawn(c.writeLoop) {
+	if start && !c.spawn(taskWriter, c.writeLoop) {
 		c.qmu.Lock() // the link is over and the hub stopped: nobody writes
 		c.queue, c.queued, c.writing = nil, 0, false
 		c.qmu.Unlock()
@@ -67,7 +67,7 @@ func (c *conn) open(welcome proto.Welcome) {
 	c.queue = append([][]byte{data}, c.queue...)
 	c.queued += len(data)
 	c.qmu.Unlock()
-	c.spawn(c.writeLoop) // writing is still true from newConn: this is the one writer; run has not ended, so never refused
+	c.spawn(taskWriter, c.writeLoop) // writing is still true from newConn: this is the one writer; run has not ended, so never refused
 }
 
 // writeLoop is the link's one writer: it runs while frames wait and ends
@@ -118,6 +118,13 @@ func (c *conn) writeLoop() {
 // context ends.
 func (c *conn) cut() {
 	c.lost("a write waited " + c.hub.cfg.WriteTimeout.String() + " for the phone to read")
+	c.sever()
+}
+
+// sever closes the link's connection under the library, at once: the
+// library's CloseNow waits for a close handshake under way, up to 5 s for
+// the close frame's write and 5 s more for the phone's answer.
+func (c *conn) sever() {
 	if c.sock != nil {
 		_ = c.sock.Close()
 		return

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/simrelay/simrelay/device"
 	"github.com/simrelay/simrelay/internal/poll"
 	"github.com/simrelay/simrelay/internal/storetest"
+	"github.com/simrelay/simrelay/store"
 )
 
 // heldLog is a log handler that holds the first record of message msg
@@ -186,4 +188,75 @@ func TestNoLinkGoroutineStartsAfterShutdown(t *testing.T) {
 	case rctx.Err() != nil:
 		t.Fatal("the socket was left open: nothing closed it once the close's handshake could not run")
 	}
+}
+
+// inboundHeld holds the store's write of an inbound message until gate
+// opens, closing called as it gets there.
+type inboundHeld struct {
+	Intake
+	called, gate chan struct{}
+}
+
+func (i *inboundHeld) Inbound(ctx context.Context, dev store.Device, in proto.Inbound) (proto.InboundAck, error) {
+	close(i.called)
+	<-i.gate
+	return i.Intake.Inbound(ctx, dev, in)
+}
+
+// Shutdown returns by its context's deadline, naming the goroutines of
+// links still running, however long the store holds one of them: before,
+// it cut the links at the deadline and then waited for every goroutine,
+// one of which waited on the store (up to its own deadline, 30 s on
+// PostgreSQL, or for ever on a store that hangs). The inbound the store
+// held is not answered: its phone sends it again on its next link.
+func TestShutdownReturnsByItsDeadline(t *testing.T) {
+	t.Parallel()
+	held := &inboundHeld{called: make(chan struct{}), gate: make(chan struct{})}
+	opened := false
+	open := func() {
+		if !opened {
+			opened = true
+			close(held.gate)
+		}
+	}
+	t.Cleanup(open)
+	r := newRigHub(t, storetest.OpenWith(t, storetest.Options{}), Config{}, time.Now, nil, hubSetup{
+		intake: func(in Intake) Intake { held.Intake = in; return held }})
+	ws := r.connect(r.pair("pixel-1"))
+	writeFrame(t, ws, proto.Inbound{ClientID: "in-1", Channel: "sms", From: "+15550100000", Message: "hi", ReceivedAt: "2026-11-22T10:00:00.000Z"})
+	select {
+	case <-held.called:
+	case <-time.After(poll.Timeout):
+		t.Fatal("the inbound did not reach the store")
+	}
+	stopped := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		stopped <- r.hub.Shutdown(ctx)
+	}()
+	var err error
+	select {
+	case err = <-stopped:
+	case <-time.After(poll.Timeout):
+		open()
+		t.Fatal("Shutdown did not return while the store held a link's write")
+	}
+	var se *ShutdownError
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &se) || !strings.Contains(se.Running, "1 reader") {
+		t.Fatalf("Shutdown answered %v; want the deadline, and the reader the store holds named", err)
+	}
+	open()
+	rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer rcancel()
+	for {
+		_, data, err := ws.Read(rctx)
+		if err != nil {
+			break
+		}
+		if f, _ := proto.Decode(data); f != nil && f.FrameType() == proto.TypeInboundAck {
+			t.Fatalf("the phone got %s for an inbound the store had not taken when the link was cut", data)
+		}
+	}
+	eventually(t, "the held goroutine ended", func() bool { return r.hub.running() == "" })
 }

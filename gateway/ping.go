@@ -101,7 +101,7 @@ func (p *pinger) serve() {
 	}
 	p.mu.Unlock()
 	for _, c := range due {
-		c.spawn(c.pingOnce) // refused: the link is over
+		c.spawn(taskPing, c.pingOnce) // refused: the link is over
 	}
 }
 
