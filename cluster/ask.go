@@ -47,6 +47,10 @@ func (b *Bus) Ask(ctx context.Context, topic string, data []byte, want []string)
 func (b *Bus) Answer(topic string, fn func(Message) error) error {
 	strip := len(b.prefix) + 1
 	sub, err := b.nc.Subscribe(b.prefix+"."+topic, func(m *nats.Msg) {
+		if !b.enter() {
+			return // closing: unanswered, the asker counts this node as gone
+		}
+		defer b.handlers.Done()
 		if err := fn(Message{Topic: m.Subject[strip:], Data: m.Data}); err != nil {
 			b.log.Warn("bus: a question was not answered", "topic", m.Subject[strip:], "err", err)
 			return

@@ -65,6 +65,9 @@ const (
 	// under traffic (kicks, live events, the census), and a line each would
 	// bury everything else the node says.
 	dropLogEvery = 10 * time.Second
+	// closeWait bounds how long Close waits for the handlers of messages
+	// heard that are still running (each must not block for long anyway).
+	closeWait = time.Second
 )
 
 // Config says how a node joins the bus.
@@ -141,6 +144,11 @@ type Bus struct {
 
 	mu   sync.Mutex
 	subs []*nats.Subscription // guarded by mu
+	// closing is set by Close: no handler of a message heard starts after
+	// it; handlers counts those running, for Close to wait for.
+	closing   bool // guarded by mu
+	handlers  sync.WaitGroup
+	closeWait time.Duration // closeWait; a test's own
 
 	drops logspacing.Spacer // spaces Publish's lines of signals dropped
 }
@@ -200,7 +208,7 @@ func Connect(ctx context.Context, cfg Config) (*Bus, error) {
 		if r.err != nil {
 			return nil, fmt.Errorf("bus: connect to %s: %w", redactList(cfg.URL), r.err)
 		}
-		return &Bus{nc: r.nc, node: cfg.Node, prefix: cfg.Prefix, log: log}, nil
+		return &Bus{nc: r.nc, node: cfg.Node, prefix: cfg.Prefix, log: log, closeWait: closeWait}, nil
 	case <-ctx.Done():
 		go func() {
 			if r := <-done; r.nc != nil {
@@ -232,10 +240,15 @@ func (b *Bus) Publish(topic string, data []byte) {
 // NATS wildcards * or >) published by another node. fn runs on one
 // goroutine per subscription, in the order messages arrived; it must not
 // block for long, or the client drops messages of this subscription
-// (logged) once its pending buffer is full.
+// (logged) once its pending buffer is full. Close waits for a call under
+// way, and none starts after Close began.
 func (b *Bus) Subscribe(topic string, fn func(Message)) error {
 	strip := len(b.prefix) + 1
 	sub, err := b.nc.Subscribe(b.prefix+"."+topic, func(m *nats.Msg) {
+		if !b.enter() {
+			return
+		}
+		defer b.handlers.Done()
 		fn(Message{Topic: m.Subject[strip:], Data: m.Data})
 	})
 	if err != nil {
@@ -268,8 +281,36 @@ func (b *Bus) Ready(ctx context.Context) error {
 // Ready it sends nothing and never waits.
 func (b *Bus) Connected() bool { return b.nc.IsConnected() }
 
-// Close sends what is buffered (within a second) and leaves the bus.
+// enter counts a handler of a message heard that starts; false once Close
+// began (the handler is not run). The caller calls handlers.Done when it
+// returns.
+func (b *Bus) enter() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closing {
+		return false
+	}
+	b.handlers.Add(1)
+	return true
+}
+
+// Close stops handing messages heard to their handlers, waits for those
+// running (within closeWait, logged past it), sends what is buffered
+// (within a second) and leaves the bus. The client's own Close does not
+// wait for a handler under way: one could go on after the node stopped
+// (a control run on a hub shut down, a live event handed to the console's
+// streams, an answer to a question on a closed connection).
 func (b *Bus) Close() {
+	b.mu.Lock()
+	b.closing = true
+	b.mu.Unlock()
+	done := make(chan struct{})
+	go func() { b.handlers.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(b.closeWait):
+		b.log.Warn("bus: closed with a handler of a message still running", "waited", b.closeWait.String())
+	}
 	_ = b.nc.FlushTimeout(time.Second)
 	b.nc.Close()
 }

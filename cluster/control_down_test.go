@@ -13,6 +13,7 @@ import (
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/gateway"
 	"github.com/simrelay/simrelay/internal/natstest"
+	"github.com/simrelay/simrelay/store"
 )
 
 // downHub links every device and its looks at the store fail, as while
@@ -121,6 +122,7 @@ func (s *hungStore) read() error {
 
 func (s *hungStore) LinkEpochs([]uint64) (map[uint64]uint64, error) { return nil, s.read() }
 func (s *hungStore) GoneDevices([]uint64) (map[uint64]bool, error)  { return nil, s.read() }
+func (s *hungStore) EndLink(uint64, uint64) error                   { return s.read() }
 
 func (s *hungStore) count() int {
 	s.mu.Lock()
@@ -131,8 +133,10 @@ func (s *hungStore) count() int {
 // While the database hangs, one pass waits out one store deadline, not
 // two: the link signals' read of the epochs fails, and the controls heard
 // with them are run as told without a look of their own; the sweep's read
-// of the epochs fails, and the devices gone are not read after it. Before,
-// each pass waited for two.
+// of the epochs fails, and the devices gone are not read after it; and a
+// sweep with a link's end to write again (one the database did not take)
+// reads nothing more once that write fails. Before, each pass waited for
+// two.
 func TestOnePassWaitsOneDeadlineWhileTheStoreIsDown(t *testing.T) {
 	t.Parallel()
 	url := natstest.Start(t)
@@ -165,5 +169,11 @@ func TestOnePassWaitsOneDeadlineWhileTheStoreIsDown(t *testing.T) {
 	g.sweep()
 	if reads := st.count() - 1; reads != 1 {
 		t.Errorf("a sweep read the store %d times, want once", reads)
+	}
+	g.Ended(store.Device{ID: 9, Fingerprint: "ended"}, 2) // not taken: written again at each sweep
+	before := st.count()
+	g.sweep()
+	if reads := st.count() - before; reads != 1 {
+		t.Errorf("a sweep with a link's end to write again read the store %d times, want once", reads)
 	}
 }

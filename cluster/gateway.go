@@ -594,15 +594,15 @@ func (g *Gateway) Ended(dev store.Device, epoch uint64) {
 
 // endAgain writes again the ends of links here that the database did not
 // take (Ended). An end is of its epoch: a newer link of the device, here
-// or elsewhere, is left open.
-func (g *Gateway) endAgain() {
+// or elsewhere, is left open. It says whether the database answered.
+func (g *Gateway) endAgain() bool {
 	g.mu.Lock()
 	ends := maps.Clone(g.unended)
 	g.mu.Unlock()
 	for id, epoch := range ends {
 		if err := g.st.EndLink(id, epoch); err != nil {
 			g.log.Error("gateway sweep: end a link again", "err", err)
-			return
+			return false
 		}
 		g.mu.Lock()
 		if g.unended[id] == epoch {
@@ -610,4 +610,5 @@ func (g *Gateway) endAgain() {
 		}
 		g.mu.Unlock()
 	}
+	return true
 }

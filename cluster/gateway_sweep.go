@@ -28,7 +28,10 @@ func (g *Gateway) sweepLoop(ctx context.Context) {
 // was lost) is closed with 4009; every other link pumps (a lost kick). One
 // query answers the epochs of all the node's links. A close is of the link
 // as listed before the queries (its device and epoch), never of whatever
-// link holds the fingerprint after them. Then, when this node's own beats
+// link holds the fingerprint after them. When the database does not
+// answer the first statement of a pass (an end written again, or the
+// epochs), the pass asks it nothing more: it waits one store deadline,
+// not one per statement, and the next pass reads it all. Then, when this node's own beats
 // show the database answered through the live window (Steady), the open
 // links of dead nodes are ended, and device presence hears of them as of a
 // link's end: a device that links nowhere within the grace is reported
@@ -38,14 +41,15 @@ func (g *Gateway) sweep() {
 	g.mu.Lock()
 	g.forgetOld(g.cfg.Now())
 	g.mu.Unlock()
-	g.endAgain()
-	if links := g.hub.Links(); len(links) > 0 {
+	answered := g.endAgain()
+	if links := g.hub.Links(); answered && len(links) > 0 {
 		ids := make([]uint64, len(links))
 		for i, l := range links {
 			ids[i] = l.DeviceID
 		}
 		epochs, err := g.st.LinkEpochs(ids)
 		var goneNow map[uint64]bool
+		answered = err == nil
 		if err != nil {
 			// The database did not answer: the devices gone are not asked
 			// of it as well, so a pass waits one store deadline, not two;
@@ -84,6 +88,9 @@ func (g *Gateway) sweep() {
 	steady := g.cfg.Steady == nil || g.cfg.Steady()
 	if !steady {
 		g.broke.Store(true)
+	}
+	if !answered {
+		return
 	}
 	if g.broke.Load() && (g.cfg.Current == nil || g.cfg.Current()) {
 		// Until the beats are steady again, at every sweep: another node

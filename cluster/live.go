@@ -18,6 +18,14 @@ import (
 // store is lost.
 const DefaultLiveQueue = 1024
 
+// DefaultLiveQueueBytes bounds the bytes of the events waiting too. An
+// event is a message as the console shows it, most under a kilobyte, but
+// one company's inbound messages of 10,000 characters each written out in
+// JSON escapes (\u003c for a <) are some 60 KB: a queue of 1,024 of them
+// held 60 MB of the node's memory while the bus's write waited, for every
+// company's events. Past this an event is dropped, as past the count.
+const DefaultLiveQueueBytes = 8 << 20
+
 // liveTopic begins the topic of a company's live events: "live.<company>".
 const liveTopic = "live."
 
@@ -40,9 +48,12 @@ type Live struct {
 	onGap   func()
 	queue   chan liveEvent
 	dropped atomic.Uint64
-	stop    chan struct{}
-	done    chan struct{}
-	once    sync.Once
+	// queued is the bytes of the events in queue, at most maxBytes.
+	queued   atomic.Int64
+	maxBytes int64
+	stop     chan struct{}
+	done     chan struct{}
+	once     sync.Once
 }
 
 type liveEvent struct {
@@ -66,7 +77,7 @@ func StartLive(bus *Bus, queue int, deliver func(company uint64, body []byte) er
 	if onGap == nil {
 		onGap = func() {}
 	}
-	l := &Live{bus: bus, log: log, onGap: onGap, queue: make(chan liveEvent, queue), stop: make(chan struct{}), done: make(chan struct{})}
+	l := &Live{bus: bus, log: log, onGap: onGap, queue: make(chan liveEvent, queue), maxBytes: DefaultLiveQueueBytes, stop: make(chan struct{}), done: make(chan struct{})}
 	err := bus.Subscribe(liveTopic+"*", func(m Message) {
 		company, err := strconv.ParseUint(strings.TrimPrefix(m.Topic, liveTopic), 10, 64)
 		if err == nil {
@@ -84,7 +95,8 @@ func StartLive(bus *Bus, queue int, deliver func(company uint64, body []byte) er
 }
 
 // Offer queues a company's event for the other nodes. It never blocks:
-// with the queue full, or after Close, the event is dropped and counted.
+// with the queue full (DefaultLiveQueue events, or DefaultLiveQueueBytes),
+// or after Close, the event is dropped and counted.
 func (l *Live) Offer(company uint64, body []byte) {
 	select {
 	case <-l.stop:
@@ -92,13 +104,25 @@ func (l *Live) Offer(company uint64, body []byte) {
 		return
 	default:
 	}
+	size := int64(len(body))
+	if l.queued.Add(size) > l.maxBytes {
+		l.queued.Add(-size)
+		l.drop()
+		return
+	}
 	select {
 	case l.queue <- liveEvent{company, body}:
 	default:
-		if n := l.dropped.Add(1); n&(n-1) == 0 {
-			// 1st, 2nd, 4th, 8th... drop: enough to see it, never a flood.
-			l.log.Warn("live events dropped: the bus is slower than the commits", "dropped", n)
-		}
+		l.queued.Add(-size)
+		l.drop()
+	}
+}
+
+// drop counts an event that never goes to the bus.
+func (l *Live) drop() {
+	if n := l.dropped.Add(1); n&(n-1) == 0 {
+		// 1st, 2nd, 4th, 8th... drop: enough to see it, never a flood.
+		l.log.Warn("live events dropped: the bus is slower than the commits", "dropped", n)
 	}
 }
 
@@ -141,5 +165,6 @@ func (l *Live) run() {
 }
 
 func (l *Live) publish(ev liveEvent) {
+	l.queued.Add(-int64(len(ev.body)))
 	l.bus.Publish(liveTopic+strconv.FormatUint(ev.company, 10), ev.body)
 }

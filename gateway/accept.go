@@ -98,6 +98,8 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h.links[c] = struct{}{}
 	h.wg.Add(1)
+	c.running = 1 // run, below; before c can be found (conn.spawn)
+	h.tasks[taskSetup].Add(1)
 	h.mu.Unlock()
 	go c.run()
 }

@@ -34,8 +34,7 @@ func (c *conn) later(a answer) {
 	c.answering = true
 	c.amu.Unlock()
 	if start {
-		c.hub.wg.Add(1)
-		go c.answerLoop()
+		c.spawn(taskAnswerer, c.answerLoop) // the reader has not ended: never refused
 	}
 }
 
@@ -58,7 +57,6 @@ func (c *conn) answerNow(a answer) {
 // after the link ended (the commits are under way; their answers then go
 // nowhere), which is what lets the reader and Shutdown wait for it.
 func (c *conn) answerLoop() {
-	defer c.hub.wg.Done()
 	for {
 		c.amu.Lock()
 		if len(c.answers) == 0 {

@@ -27,11 +27,21 @@ const (
 
 // conn is one phone's link.
 type conn struct {
-	hub   *Hub
-	ws    *websocket.Conn
-	sock  net.Conn     // the connection under ws; nil if unknown
-	dev   store.Device // as the upgrade's token check found it, then as its hello stored it; not written after the hello
-	token string       // the device token of the upgrade, checked again once registered, then dropped
+	hub  *Hub
+	ws   *websocket.Conn
+	sock net.Conn // the connection under ws; nil if unknown
+	// fp is the device's fingerprint, set by newConn and never written
+	// again: whoever closes the link reads it (closeBegun, lost), and a
+	// close can come before the link is registered (Shutdown, the hello's
+	// timeout) while the set-up goroutine writes dev.
+	fp string
+	// dev is the device as the upgrade's token check found it, then as its
+	// hello stored it: written by the set-up goroutine (run) alone, before
+	// the link is registered, and never after. Any other goroutine reads it
+	// only once it found c registered (under hub.mu, which register took
+	// after the write); one that may come earlier reads fp.
+	dev   store.Device
+	token string // the device token of the upgrade, checked again once registered, then dropped
 	// told is the last Disconnect that found c registered (the device
 	// changed since every older link's look); guarded by hub.mu. The link
 	// c displaced is closed as it says (giveBack, or c's success).
@@ -86,11 +96,61 @@ type conn struct {
 
 	epoch    atomic.Uint64 // the link's fencing epoch in a cluster (links.go); 0 on one node or until claimed
 	fencedBy atomic.Uint64 // the newest epoch of the device heard of from other nodes
+
+	gmu     sync.Mutex
+	running int // the link's goroutines counted in hub.wg that have not ended (spawn); guarded by gmu
+}
+
+// spawn runs f on a goroutine of the link, counted in the hub's wg, and
+// says whether it did. One goroutine of the link starts another while it
+// runs (the count is above zero), at any time. Once all of them ended (a
+// closer that decided to close the link while its reader ended on its
+// own, a kick that found it open a moment before), a new one is counted
+// from zero, which WaitGroup allows only before a Wait: so it starts only
+// until Shutdown waits (hub.waiting), and is refused after, when the
+// caller does inline what it needs of it (or nothing: the link is over).
+// Without that, a close or a write could start a goroutine as Shutdown's
+// Wait returned, or after: Add racing Wait, and a goroutine that outlived
+// Shutdown and wrote to a store being closed.
+func (c *conn) spawn(k task, f func()) bool {
+	h := c.hub
+	c.gmu.Lock()
+	defer c.gmu.Unlock()
+	if c.running == 0 {
+		h.mu.Lock()
+		waiting := h.waiting
+		if !waiting {
+			h.wg.Add(1)
+		}
+		h.mu.Unlock()
+		if waiting {
+			return false
+		}
+	} else {
+		h.wg.Add(1) // the count is above zero: c.running's goroutines have not called Done
+	}
+	c.running++
+	h.tasks[k].Add(1)
+	go func() {
+		defer c.exit(k)
+		f()
+	}()
+	return true
+}
+
+// exit ends one of the link's goroutines, of kind k (spawn, or run's from
+// accept).
+func (c *conn) exit(k task) {
+	c.hub.tasks[k].Add(-1)
+	c.gmu.Lock()
+	c.running--
+	c.gmu.Unlock()
+	c.hub.wg.Done()
 }
 
 func newConn(h *Hub, ws *websocket.Conn, sock net.Conn, dev store.Device, token string) *conn {
 	// writing starts true: the writer is held until open sends the welcome.
-	c := &conn{hub: h, ws: ws, sock: sock, dev: dev, token: token, writing: true}
+	c := &conn{hub: h, ws: ws, sock: sock, fp: dev.Fingerprint, dev: dev, token: token, writing: true}
 	if l, ok := sock.(*linkIO); ok {
 		l.onPong = c.ponged // the reader takes pongs between frames (awaitFrame)
 	}
@@ -115,7 +175,7 @@ func (c *conn) touch() {
 // reader goroutine of its own (reader), which takes frames until it ends.
 func (c *conn) run() {
 	h := c.hub
-	defer h.wg.Done()
+	defer c.exit(taskSetup)
 	if !c.hello() {
 		c.finish()
 		return
@@ -193,8 +253,7 @@ func (c *conn) run() {
 	// The set-up above (store reads and writes) grew this goroutine's stack.
 	// The link's long, mostly idle life goes on in a fresh goroutine whose
 	// stack starts small; this one ends here.
-	h.wg.Add(1)
-	go c.reader()
+	c.spawn(taskReader, c.reader) // run has not ended: never refused
 }
 
 // reader reads the phone's frames until the link ends. The link ends
@@ -203,7 +262,6 @@ func (c *conn) run() {
 // waits for that last seen, and a node that reads the device offline from
 // the link's end reads it, as when the server closes a link (closeBegun).
 func (c *conn) reader() {
-	defer c.hub.wg.Done()
 	defer c.hub.unregister(c)
 	defer c.finish()
 	c.readLoop()
@@ -276,7 +334,7 @@ func (c *conn) closeBegun(code int, reason string, errFrame *proto.Error, stored
 	if code == proto.CloseRestarting {
 		level = slog.LevelDebug
 	}
-	c.hub.log.Log(context.Background(), level, "phone link closed by the server", "device", c.dev.Fingerprint, "code", code, "reason", reason)
+	c.hub.log.Log(context.Background(), level, "phone link closed by the server", "device", c.fp, "code", code, "reason", reason)
 	if l, ok := c.sock.(*linkIO); ok {
 		l.stopAwaiting() // the close handshake reads on the goroutine below
 	}
@@ -292,11 +350,9 @@ func (c *conn) closeBegun(code int, reason string, errFrame *proto.Error, stored
 	// frame, least of all while the database does not answer (a close with
 	// 1013). The last seen goes first: a node that reads the device offline
 	// from the link's end reads it.
-	mine := c.hub.lookup(c.dev.Fingerprint) == c
+	mine := c.hub.lookup(c.fp) == c
 	seen := mine && code != proto.CloseRestarting && code != proto.CloseTryAgainLater
-	c.hub.wg.Add(1)
-	go func() {
-		defer c.hub.wg.Done()
+	after := func() {
 		if seen {
 			c.storeSeen()
 		}
@@ -304,10 +360,11 @@ func (c *conn) closeBegun(code int, reason string, errFrame *proto.Error, stored
 		if mine {
 			c.ended()
 		}
-	}()
-	c.hub.wg.Add(1)
-	go func() {
-		defer c.hub.wg.Done()
+	}
+	if !c.spawn(taskEnd, after) {
+		after() // the link is over and the hub stopped: rare, and nobody waits on a close
+	}
+	if !c.spawn(taskClose, func() {
 		if errFrame != nil {
 			if data, err := proto.Encode(*errFrame); err == nil {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -316,7 +373,11 @@ func (c *conn) closeBegun(code int, reason string, errFrame *proto.Error, stored
 			}
 		}
 		_ = c.ws.Close(websocket.StatusCode(code), reason)
-	}()
+	}) {
+		// No goroutine is left to hold the close handshake: its reader
+		// ended on its own (the close left the socket open for it).
+		_ = c.ws.CloseNow()
+	}
 }
 
 // lost logs why the server is dropping a link it could not get through to
@@ -326,7 +387,7 @@ func (c *conn) lost(why string) {
 	if c.closed() {
 		return
 	}
-	c.hub.log.Info("phone link dropped by the server", "device", c.dev.Fingerprint, "reason", why)
+	c.hub.log.Info("phone link dropped by the server", "device", c.fp, "reason", why)
 }
 
 // end drops a link whose network failed: there is nobody to say goodbye to.

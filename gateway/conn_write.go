@@ -45,9 +45,11 @@ func (c *conn) enqueue(f proto.Frame, overflow int) bool {
 	start := !c.writing
 	c.writing = true
 	c.qmu.Unlock()
-	if start {
-		c.hub.wg.Add(1)
-		go c.writeLoop()
+	if start && !c.spawn(taskWriter, c.writeLoop) {
+		c.qmu.Lock() // the link is over and the hub stopped: nobody writes
+		c.queue, c.queued, c.writing = nil, 0, false
+		c.qmu.Unlock()
+		return false
 	}
 	return true
 }
@@ -65,8 +67,7 @@ func (c *conn) open(welcome proto.Welcome) {
 	c.queue = append([][]byte{data}, c.queue...)
 	c.queued += len(data)
 	c.qmu.Unlock()
-	c.hub.wg.Add(1)
-	go c.writeLoop() // writing is still true from newConn: this is the one writer
+	c.spawn(taskWriter, c.writeLoop) // writing is still true from newConn: this is the one writer; run has not ended, so never refused
 }
 
 // writeLoop is the link's one writer: it runs while frames wait and ends
@@ -74,7 +75,6 @@ func (c *conn) open(welcome proto.Welcome) {
 // no queue memory.
 func (c *conn) writeLoop() {
 	h := c.hub
-	defer h.wg.Done()
 	// The write timeout is one timer for the writer's run, not a context per
 	// frame: the library keeps the context of the last write for as long as
 	// the link lives.
@@ -118,6 +118,13 @@ func (c *conn) writeLoop() {
 // context ends.
 func (c *conn) cut() {
 	c.lost("a write waited " + c.hub.cfg.WriteTimeout.String() + " for the phone to read")
+	c.sever()
+}
+
+// sever closes the link's connection under the library, at once: the
+// library's CloseNow waits for a close handshake under way, up to 5 s for
+// the close frame's write and 5 s more for the phone's answer.
+func (c *conn) sever() {
 	if c.sock != nil {
 		_ = c.sock.Close()
 		return

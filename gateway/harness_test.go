@@ -105,6 +105,7 @@ func newRigOn(t testing.TB, st store.Backend, cfg Config, now func() time.Time, 
 type hubSetup struct {
 	now     func() time.Time              // the hub's clock; nil: time.Now
 	devices func(*device.Service) Devices // the device service as the hub reaches it; nil: as it is
+	intake  func(Intake) Intake           // the intake as the hub reaches it; nil: as it is
 	epochs  Epochs                        // the cluster's fencing of links; nil: none (one node)
 	wire    func(*Hub, *slog.Logger)      // wires more into the hub before it serves (SetAgents); nil: nothing
 }
@@ -129,7 +130,11 @@ func newRigHub(t testing.TB, st store.Backend, cfg Config, now func() time.Time,
 	if setup.now == nil {
 		setup.now = time.Now
 	}
-	hub := New(cfg, hubDevices, countedIntake{messages, reads, before}, log, setup.now)
+	var intake Intake = countedIntake{messages, reads, before}
+	if setup.intake != nil {
+		intake = setup.intake(intake)
+	}
+	hub := New(cfg, hubDevices, intake, log, setup.now)
 	if setup.epochs != nil {
 		hub.SetEpochs(setup.epochs)
 	}

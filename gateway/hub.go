@@ -2,8 +2,11 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
@@ -104,7 +107,42 @@ type Hub struct {
 	paces      map[uint64]*devicePace
 	pacesSwept time.Time
 
-	wg sync.WaitGroup // every goroutine of every link
+	// wg counts every goroutine of every link; a link starts one only
+	// through conn.spawn. waiting is set once Shutdown waits on wg: from
+	// then on no goroutine is counted from zero (guarded by mu).
+	wg      sync.WaitGroup
+	waiting bool
+	// tasks counts the goroutines of wg by what they do, for Shutdown's
+	// report of those still running at its deadline.
+	tasks [taskKinds]atomic.Int64
+}
+
+// task is what a goroutine of a link does (conn.spawn).
+type task int
+
+const (
+	taskSetup    task = iota // the hello, the registration, the welcome and the first pump (run)
+	taskReader               // the phone's frames; a store write of an inbound or health report
+	taskAnswerer             // reports waiting for their commit
+	taskWriter               // frames on their way to the phone
+	taskEnd                  // a closed link's last seen and end, stored
+	taskClose                // a close handshake
+	taskPing                 // a ping's round trip
+	taskKinds
+)
+
+var taskNames = [taskKinds]string{"set-up", "reader", "answerer", "writer", "end", "close handshake", "ping"}
+
+// running says which goroutines of links run now, by kind ("2 answerer,
+// 1 reader"); "" when none.
+func (h *Hub) running() string {
+	var parts []string
+	for k := range taskKinds {
+		if n := h.tasks[k].Load(); n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, taskNames[k]))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // New returns a hub.
@@ -128,7 +166,15 @@ func (h *Hub) forget(c *conn) {
 }
 
 // Shutdown refuses new links, tells every phone to come back later (4012),
-// and waits until every link goroutine has ended or ctx is done.
+// and waits until every link goroutine has ended or ctx is done. At ctx's
+// end it cuts every link that is left and returns at once, with ctx's
+// error and the goroutines of links still running (ShutdownError): one
+// waiting on the store (a report's commit, a last seen, an inbound) ends
+// by the store's own deadline or its Close, which the caller comes to next.
+// Nothing answered is lost by not waiting for them: the hub answers a
+// report or an inbound only once the store made it durable, and a report
+// it did not answer is sent again by its phone on its next link (an ack
+// or a status again by job id, an inbound by client_id, each taken once).
 func (h *Hub) Shutdown(ctx context.Context) error {
 	h.mu.Lock()
 	h.draining = true
@@ -140,17 +186,36 @@ func (h *Hub) Shutdown(ctx context.Context) error {
 	for _, c := range conns {
 		c.closeWith(proto.CloseRestarting, "server restarting")
 	}
+	h.mu.Lock()
+	h.waiting = true // a link whose goroutines all ended starts no other (conn.spawn)
+	h.mu.Unlock()
 	done := make(chan struct{})
 	go func() { h.wg.Wait(); close(done) }()
 	select {
 	case <-done:
 		return nil
 	case <-ctx.Done():
-		// Links that did not finish their close handshake in time are cut.
+		// Links that did not finish their close handshake in time are cut,
+		// without waiting for the handshake under way (sever).
 		for _, c := range conns {
-			c.ws.CloseNow()
+			c.sever()
 		}
-		<-done
-		return ctx.Err()
+		return &ShutdownError{Err: ctx.Err(), Running: h.running()}
 	}
 }
+
+// ShutdownError is Shutdown's answer at its context's end: Running says
+// which goroutines of links still ran then, by kind ("" when none).
+type ShutdownError struct {
+	Err     error
+	Running string
+}
+
+func (e *ShutdownError) Error() string {
+	if e.Running == "" {
+		return e.Err.Error()
+	}
+	return e.Err.Error() + "; link goroutines still running: " + e.Running
+}
+
+func (e *ShutdownError) Unwrap() error { return e.Err }

@@ -101,7 +101,7 @@ func (p *pinger) serve() {
 	}
 	p.mu.Unlock()
 	for _, c := range due {
-		go c.pingOnce()
+		c.spawn(taskPing, c.pingOnce) // refused: the link is over
 	}
 }
 
