@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"sync"
 	"time"
@@ -49,13 +50,22 @@ const (
 	// stands for the messages it passes on (events); older, the next message
 	// checks it again first.
 	streamEventCheck = time.Second
-	// DefaultStreamRetry is how long a browser waits before it opens a
-	// stream again after one ended (the stream's retry field): a resync
-	// (Resync) or a restart costs a tab that long without live updates,
-	// and a node's thousands of tabs come back spread over it rather than
-	// at once.
+	// DefaultStreamRetry is how long at least a browser waits before it
+	// opens a stream again after one ended (the stream's retry field, which
+	// adds up to half as much again at random to each stream: retryOf): a
+	// resync (Resync) or a restart costs a tab that long without live
+	// updates, and a node's thousands of tabs come back spread over the
+	// extra half rather than all at the same instant.
 	DefaultStreamRetry = 3 * time.Second
 )
+
+// retryOf is the reconnect delay one stream tells its browser: base and up
+// to half of it again, at random, so that the tabs a resync or a restart
+// ends at once (all of a node's, when its bus connection comes back) do
+// not all open their streams again in the same instant.
+func retryOf(base time.Duration) time.Duration {
+	return base + rand.N(base/2+1)
+}
 
 // StreamConfig bounds the live-update streams; zero fields take the defaults.
 type StreamConfig struct {
@@ -338,7 +348,7 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 		}
 		return rc.Flush()
 	}
-	if send("retry: %d\n\n", b.cfg.Retry.Milliseconds()) != nil {
+	if send("retry: %d\n\n", retryOf(b.cfg.Retry).Milliseconds()) != nil {
 		return
 	}
 	// ended checks the session: a signed-out or revoked session (signed

@@ -3,6 +3,7 @@ package web_test
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -338,32 +339,42 @@ func TestStreamLeaseNeverHoldsTheSessionCookie(t *testing.T) {
 
 // A stream opens with its retry field: the reconnect delay a browser waits
 // after the stream ends (a resync, a restart), 3 s unless StreamConfig
-// sets another.
+// sets another, and up to half as much again at random, so that the tabs
+// a resync ends at once come back spread out: streams opened one after
+// another do not all tell the same delay.
 func TestLiveStreamTellsItsRetry(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
-		cfg  web.StreamConfig
-		want string
+		cfg      web.StreamConfig
+		min, max int // milliseconds
 	}{
-		{web.StreamConfig{}, "retry: 3000"},
-		{web.StreamConfig{Retry: 250 * time.Millisecond}, "retry: 250"},
+		{web.StreamConfig{}, 3000, 4500},
+		{web.StreamConfig{Retry: 250 * time.Millisecond}, 250, 375},
 	} {
 		e := newEnv(t, func(o *envOptions) { o.streams = c.cfg })
 		e.company("Acme", "ada@acme.test", "Correct1horse")
 		ada := e.browser()
 		ada.signIn("ada@acme.test", "Correct1horse")
-		ctx, cancel := context.WithTimeout(context.Background(), poll.Timeout)
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.url+"/console/events", nil)
-		res, err := ada.c.Do(req)
-		if err != nil {
+		seen := map[int]bool{}
+		for range 8 {
+			ctx, cancel := context.WithTimeout(context.Background(), poll.Timeout)
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.url+"/console/events", nil)
+			res, err := ada.c.Do(req)
+			if err != nil {
+				cancel()
+				t.Fatal(err)
+			}
+			line, err := bufio.NewReader(res.Body).ReadString('\n')
+			res.Body.Close()
 			cancel()
-			t.Fatal(err)
+			var ms int
+			if res.StatusCode != http.StatusOK || func() bool { _, e := fmt.Sscanf(line, "retry: %d\n", &ms); return e != nil }() || ms < c.min || ms > c.max {
+				t.Fatalf("%+v: got %d, first line %q (%v); want 200 and retry: %d to %d", c.cfg, res.StatusCode, line, err, c.min, c.max)
+			}
+			seen[ms] = true
 		}
-		line, err := bufio.NewReader(res.Body).ReadString('\n')
-		res.Body.Close()
-		cancel()
-		if res.StatusCode != http.StatusOK || strings.TrimSuffix(line, "\n") != c.want {
-			t.Errorf("%+v: got %d, first line %q (%v); want 200 and %q", c.cfg, res.StatusCode, line, err, c.want)
+		if len(seen) < 2 {
+			t.Errorf("%+v: eight streams all told retry %v: a resync's tabs would all come back at once", c.cfg, seen)
 		}
 	}
 }
