@@ -20,6 +20,7 @@ import (
 	"golang.org/x/text/encoding/unicode"
 	"golang.org/x/text/transform"
 
+	"github.com/simrelay/simrelay/internal/visible"
 	"github.com/simrelay/simrelay/sms"
 )
 
@@ -41,8 +42,9 @@ type Mail struct {
 var errNoText = errors.New("the mail has no text/plain or text/html part")
 
 // ReadMail reads a message's SMS text: the first text/plain part that is no
-// attachment, or else the first text/html part turned into text; then
-// Clean. When that leaves nothing, the subject is the text.
+// attachment, or else (none, or one with nothing visible in it) the first
+// text/html part turned into text; then Clean. When that leaves nothing,
+// the subject is the text.
 func ReadMail(raw []byte) (Mail, error) {
 	msg, err := mail.ReadMessage(bytes.NewReader(raw))
 	if err != nil {
@@ -56,10 +58,14 @@ func ReadMail(raw []byte) (Mail, error) {
 		return Mail{}, errNoText
 	}
 	var text string
-	switch {
-	case r.plain != nil:
+	if r.plain != nil {
 		text = Clean(layout.Replace(*r.plain))
-	case r.html != nil:
+	}
+	// A plain part that shows nothing (the empty text/plain alternative of
+	// a sender that fills only the HTML, as Django's EmailMultiAlternatives
+	// with an empty body) gives way to the HTML: its text, not the subject,
+	// is the SMS.
+	if r.html != nil && visible.None(text) {
 		text = Clean(layout.Replace(HTMLText(*r.html)))
 		if utf8.RuneCountInString(text) > sms.MaxMessageChars {
 			// The links' addresses made it too long for an SMS: the text

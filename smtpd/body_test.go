@@ -98,6 +98,12 @@ var readMailCases = []struct {
 	{"links' addresses left out when they would pass 1,600 characters", "Subject: x\nContent-Type: text/html\n\n<p>" + strings.Repeat("a", 1500) + " <a href=\"https://example.com/" + strings.Repeat("t", 200) + "\">link</a></p>\n", strings.Repeat("a", 1500) + " link"},
 	{"utf-16 without a mark is big-endian (RFC 2781)", "Subject: x\nContent-Type: text/plain; charset=utf-16\nContent-Transfer-Encoding: base64\n\nAGgA6QBsAGwAbw==\n", "héllo"},
 	{"alternative prefers plain", "Subject: x\nMIME-Version: 1.0\nContent-Type: multipart/alternative; boundary=b\n\n--b\nContent-Type: text/html\n\n<p>HTML</p>\n--b\nContent-Type: text/plain; charset=utf-8\nContent-Transfer-Encoding: quoted-printable\n\nCaf=C3=A9 plain\n--b--\n", "Café plain"},
+	// Django's EmailMultiAlternatives with an empty body, and other senders
+	// that fill only the HTML, send a text/plain alternative with nothing
+	// in it: the HTML is the mail's text, not the subject.
+	{"alternative with an empty plain part takes the html", "Subject: Login\nMIME-Version: 1.0\nContent-Type: multipart/alternative; boundary=b\n\n--b\nContent-Type: text/plain; charset=utf-8\n\n\n--b\nContent-Type: text/html; charset=utf-8\n\n<p>Your code is 4711</p>\n--b--\n", "Your code is 4711"},
+	{"alternative with a blank plain part takes the html", "Subject: Login\nMIME-Version: 1.0\nContent-Type: multipart/alternative; boundary=b\n\n--b\nContent-Type: text/plain; charset=utf-8\n\n  \xe2\x80\x8b \n\n--b\nContent-Type: text/html; charset=utf-8\n\n<p>Your code is 4711</p>\n--b--\n", "Your code is 4711"},
+	{"alternative with nothing in either takes the subject", "Subject: Login\nMIME-Version: 1.0\nContent-Type: multipart/alternative; boundary=b\n\n--b\nContent-Type: text/plain\n\n\n--b\nContent-Type: text/html\n\n<p> </p>\n--b--\n", "Login"},
 	{"html only, quote container and script cut", "Subject: x\nContent-Type: text/html; charset=utf-8\n\n<html><head><style>p{}</style></head><body><p>Line &amp; one</p><div>two<br>three</div><script>x()</script><div class=\"gmail_quote\">On Mon wrote:<blockquote>old</blockquote></div></body></html>\n", "Line & one\n\ntwo\nthree"},
 	{"base64 in a mixed mail, attachment skipped", "Subject: x\nContent-Type: multipart/mixed; boundary=m\n\n--m\nContent-Type: text/plain; name=a.txt\nContent-Disposition: attachment\n\nnot me\n--m\nContent-Type: text/plain; charset=utf-8\nContent-Transfer-Encoding: base64\n\nSGVsbG8g\nd29ybGQ=\n--m--\n", "Hello world"},
 	// Mails that broke FuzzReadMail's and FuzzClean's properties: a
