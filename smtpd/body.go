@@ -130,7 +130,12 @@ func (r *partReader) walk(h header, body io.Reader, depth int) error {
 			}
 		}
 	}
-	if disp, _, _ := mime.ParseMediaType(h.Get("Content-Disposition")); disp == "attachment" {
+	// A part that is a file is not the mail's text, whatever its
+	// disposition says: Apple Mail attaches a text file "inline;
+	// filename=...", and older programs name one in its Content-Type alone;
+	// taken as the text, an attached log was sent as the SMS in place of an
+	// HTML body. A mail of one part (depth 0) is its own text, named or not.
+	if disp, dparams, _ := mime.ParseMediaType(h.Get("Content-Disposition")); disp == "attachment" || depth > 0 && (dparams["filename"] != "" || params["name"] != "") {
 		return nil
 	}
 	if media != "text/plain" && media != "text/html" || media == "text/plain" && r.plain != nil || media == "text/html" && r.html != nil {
