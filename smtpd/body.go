@@ -119,14 +119,22 @@ func (r *partReader) walk(h header, body io.Reader, depth int) error {
 		mr := multipart.NewReader(body, params["boundary"])
 		for {
 			p, err := mr.NextRawPart() // NextPart would decode quoted-printable itself, but not base64
-			if err == io.EOF {
+			// The mail's end without the closing boundary (MIME written by
+			// hand in a script, which mail programs show all the same) ends
+			// the parts: between two of them the reader says io.EOF,
+			// wrapped; inside one, unclosed ends it at the mail's end.
+			if errors.Is(err, io.EOF) {
 				return nil
 			}
 			if err != nil {
 				return fmt.Errorf("a part of the message cannot be read: %v", err)
 			}
-			if err := r.walk(p.Header, p, depth+1); err != nil {
+			part := &unclosed{r: p}
+			if err := r.walk(p.Header, part, depth+1); err != nil {
 				return err
+			}
+			if part.cut {
+				return nil
 			}
 		}
 	}
@@ -157,6 +165,24 @@ func (r *partReader) walk(h header, body io.Reader, depth int) error {
 		r.html = &text
 	}
 	return nil
+}
+
+// unclosed is a part of a multipart body read to the mail's end when no
+// boundary closes it: the multipart reader's io.ErrUnexpectedEOF there is
+// the part's end (cut says it came), so the text before it is read. A
+// transfer encoding cut short inside (base64 in the middle of a quantum) is
+// still refused by its decoder.
+type unclosed struct {
+	r   io.Reader
+	cut bool
+}
+
+func (u *unclosed) Read(p []byte) (int, error) {
+	n, err := u.r.Read(p)
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		u.cut, err = true, io.EOF
+	}
+	return n, err
 }
 
 // decode undoes a part's transfer encoding and reads its charset into UTF-8.
