@@ -318,6 +318,11 @@ var cells = map[string]bool{"td": true, "th": true}
 var blocks = map[string]bool{"p": true, "div": true, "tr": true, "li": true, "ul": true, "ol": true, "table": true,
 	"h1": true, "h2": true, "h3": true, "h4": true, "h5": true, "h6": true, "pre": true, "hr": true}
 
+// preformatted are the elements whose text a browser shows with its line
+// breaks (and spaces) as written: a command's output or a stack trace in an
+// alert's <pre>.
+var preformatted = map[string]bool{"pre": true, "textarea": true, "listing": true}
+
 // spaces are runs of HTML white space, one space in the rendered text.
 var spaces = regexp.MustCompile(`[ \t\r\n\f]+`)
 
@@ -344,13 +349,23 @@ func htmlText(src string, links bool) string {
 	}
 	// The open link: its address, and where its text starts in b.
 	href, linkAt := "", 0
+	// The depth inside preformatted elements, whose line breaks a browser
+	// shows as written, and whether their first text is still to come (a
+	// line break right after <pre> is not shown).
+	pre, preFirst := 0, false
 	for {
 		tt := z.Next()
 		switch tt {
 		case html.ErrorToken:
 			return lineTrimmed(b.String())
 		case html.TextToken:
-			if skip == 0 && hideDepth == 0 {
+			if skip == 0 && hideDepth == 0 && pre > 0 {
+				text := strings.ReplaceAll(strings.ReplaceAll(string(z.Text()), "\r\n", "\n"), "\r", "\n")
+				if preFirst {
+					text, preFirst = strings.TrimPrefix(text, "\n"), false
+				}
+				b.WriteString(text)
+			} else if skip == 0 && hideDepth == 0 {
 				text := spaces.ReplaceAllString(string(z.Text()), " ")
 				if strings.HasPrefix(text, " ") && spaced() {
 					text = text[1:]
@@ -380,6 +395,9 @@ func htmlText(src string, links bool) string {
 			if skipped[tag] && tt == html.StartTagToken {
 				skip++
 			}
+			if preformatted[tag] && tt == html.StartTagToken {
+				pre, preFirst = pre+1, true
+			}
 			if tag == "br" || blocks[tag] {
 				b.WriteByte('\n')
 			}
@@ -396,6 +414,9 @@ func htmlText(src string, links bool) string {
 			}
 			if skipped[string(name)] && skip > 0 {
 				skip--
+			}
+			if preformatted[string(name)] && pre > 0 {
+				pre--
 			}
 			if string(name) == "a" && href != "" {
 				// A link's address is what an SMS reader can act on ("View

@@ -117,6 +117,10 @@ var readMailCases = []struct {
 	{"no closing boundary, base64", "Subject: x\nMIME-Version: 1.0\nContent-Type: multipart/alternative; boundary=b\n\n--b\nContent-Type: text/plain; charset=utf-8\nContent-Transfer-Encoding: base64\n\nQ2Fmw6kgYXQgOA==\n", "Caf\u00e9 at 8"},
 	{"no closing boundary after a file", "Subject: x\nMIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=b\n\n--b\nContent-Type: text/plain\n\nGraph attached\n--b\nContent-Type: image/png\nContent-Transfer-Encoding: base64\n\niVBORw0KGgo=\n", "Graph attached"},
 	{"no closing boundary, nested", "Subject: x\nMIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=o\n\n--o\nContent-Type: multipart/alternative; boundary=i\n\n--i\nContent-Type: text/html\n\n<p>Nested</p>\n", "Nested"},
+	// A browser keeps the line breaks of preformatted text: a monitoring
+	// system's alert in <pre> (a command's output, a stack trace) was one line.
+	{"html pre keeps its lines", "Subject: x\nContent-Type: text/html\n\n<p>Check failed:</p><pre>\nFilesystem  Use%\n/dev/sda1    97%\n\n/dev/sdb1    12%</pre><p>Fix it</p>\n", "Check failed:\n\nFilesystem  Use%\n/dev/sda1    97%\n\n/dev/sdb1    12%\n\nFix it"},
+	{"html pre with markup inside", "Subject: x\nContent-Type: text/html\n\n<pre>a <b>bold</b>\n  b</pre>\n", "a bold\nb"},
 	{"html only, quote container and script cut", "Subject: x\nContent-Type: text/html; charset=utf-8\n\n<html><head><style>p{}</style></head><body><p>Line &amp; one</p><div>two<br>three</div><script>x()</script><div class=\"gmail_quote\">On Mon wrote:<blockquote>old</blockquote></div></body></html>\n", "Line & one\n\ntwo\nthree"},
 	{"base64 in a mixed mail, attachment skipped", "Subject: x\nContent-Type: multipart/mixed; boundary=m\n\n--m\nContent-Type: text/plain; name=a.txt\nContent-Disposition: attachment\n\nnot me\n--m\nContent-Type: text/plain; charset=utf-8\nContent-Transfer-Encoding: base64\n\nSGVsbG8g\nd29ybGQ=\n--m--\n", "Hello world"},
 	// Mails that broke FuzzReadMail's and FuzzClean's properties: a
