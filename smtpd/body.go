@@ -298,14 +298,19 @@ func (s *newlineSkipper) Read(p []byte) (int, error) {
 var skipped = map[string]bool{"script": true, "style": true, "head": true, "title": true, "blockquote": true, "template": true}
 
 // hideable are the elements whose content is left out when their style
-// hides them (display:none): those a template wraps its hidden preheader in
-// (the preview's line, padded with zero-width characters), whose end tag
+// (display:none) or their hidden attribute hides them: those a template
+// wraps its hidden preheader in (the preview's line, padded with
+// zero-width characters), whose end tag
 // HTML never leaves out, so that the content ends where the element does.
 var hideable = map[string]bool{"div": true, "span": true, "table": true, "center": true, "font": true, "section": true,
 	"header": true, "footer": true, "article": true, "aside": true}
 
-// hidden reports whether an element's style attribute hides it.
+// hidden reports whether an element's style attribute hides it, or its
+// hidden attribute (which a browser's own style sheet makes display:none).
 func hidden(attrs map[string]string) bool {
+	if _, ok := attrs["hidden"]; ok {
+		return true
+	}
 	style := strings.ToLower(strings.Join(strings.Fields(attrs["style"]), ""))
 	return strings.Contains(style, "display:none")
 }
