@@ -394,8 +394,10 @@ func htmlText(src string, links bool) string {
 				hiding, hideDepth = tag, 1
 				continue
 			}
-			if links && tag == "a" && skip == 0 && tt == html.StartTagToken && webAddress(attrs["href"]) {
-				href, linkAt = attrs["href"], b.Len()
+			// A browser strips the white space around an address
+			// (a template's href="{{ url }} ").
+			if a := strings.Trim(attrs["href"], " \t\n\f\r"); links && tag == "a" && skip == 0 && tt == html.StartTagToken && webAddress(a) {
+				href, linkAt = a, b.Len()
 			}
 			if skipped[tag] && tt == html.StartTagToken {
 				skip++

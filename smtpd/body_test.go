@@ -124,6 +124,9 @@ var readMailCases = []struct {
 	// The hidden attribute hides an element as display:none does (a
 	// browser's own style sheet says so): a preheader written <span hidden>.
 	{"html hidden attribute hides", "Subject: x\nContent-Type: text/html\n\n<span hidden>Preview: your weekly report</span><div hidden=\"hidden\">more preview</div><div>Disk full on db1</div>\n", "Disk full on db1"},
+	// A browser strips the white space around a link's address (a
+	// template's href="{{ url }} "): the address follows the text all the same.
+	{"html link with spaces around its address", "Subject: x\nContent-Type: text/html\n\n<a href=\" https://grafana.example.com/d/1\n\">View</a>\n", "View (https://grafana.example.com/d/1)"},
 	{"html only, quote container and script cut", "Subject: x\nContent-Type: text/html; charset=utf-8\n\n<html><head><style>p{}</style></head><body><p>Line &amp; one</p><div>two<br>three</div><script>x()</script><div class=\"gmail_quote\">On Mon wrote:<blockquote>old</blockquote></div></body></html>\n", "Line & one\n\ntwo\nthree"},
 	{"base64 in a mixed mail, attachment skipped", "Subject: x\nContent-Type: multipart/mixed; boundary=m\n\n--m\nContent-Type: text/plain; name=a.txt\nContent-Disposition: attachment\n\nnot me\n--m\nContent-Type: text/plain; charset=utf-8\nContent-Transfer-Encoding: base64\n\nSGVsbG8g\nd29ybGQ=\n--m--\n", "Hello world"},
 	// Mails that broke FuzzReadMail's and FuzzClean's properties: a
