@@ -435,7 +435,8 @@ func (s *Service) Get(companyID uint64, id string) (store.Media, error) {
 // 206 with that part, so a player can seek and a download resume. Several
 // ranges, another unit, a Range that does not parse, or an If-Range naming
 // anything but the file's ETag get the whole file (a server may ignore
-// Range). A range that starts at or past the file's end, or a suffix of no
+// Range). An If-None-Match naming the ETag (or *) is answered 304 without
+// a body, before any Range. A range that starts at or past the file's end, or a suffix of no
 // bytes (bytes=-0), is refused before
 // anything is written: Serve returns a 416 *problem.Error
 // (range_not_satisfiable) for the caller to send, Content-Range: bytes */size set. Any other error is the copy's,
@@ -446,6 +447,16 @@ func (s *Service) Serve(w http.ResponseWriter, r *http.Request, m store.Media) e
 	h := w.Header()
 	etag := `"` + m.ID + `"`
 	off, n, status := int64(0), m.Size, http.StatusOK
+	// A client that holds the file already (a browser's cache revalidating
+	// after max-age) names its ETag in If-None-Match: it gets 304 and no
+	// body, before any Range (RFC 9110 sections 13.1.2 and 13.2.2), and
+	// takes no download place.
+	if inm := r.Header.Values("If-None-Match"); len(inm) > 0 && noneMatchFails(inm, etag) {
+		h.Set("ETag", etag)
+		h.Set("Cache-Control", "private, max-age=300")
+		w.WriteHeader(http.StatusNotModified)
+		return nil
+	}
 	if spec := r.Header.Get("Range"); spec != "" && (r.Header.Get("If-Range") == "" || r.Header.Get("If-Range") == etag) {
 		switch first, count, parsed, fits := byteRange(spec, m.Size); {
 		case parsed && !fits:
@@ -490,6 +501,21 @@ func (s *Service) Serve(w http.ResponseWriter, r *http.Request, m store.Media) e
 		return w.Write(chunk)
 	}), m.ID, off, n)
 	return err
+}
+
+// noneMatchFails reports whether If-None-Match (its header lines, each a
+// list of entity tags, or *) names etag: weakly compared, as RFC 9110
+// section 13.1.2 says, so W/"id" names "id" too.
+func noneMatchFails(lines []string, etag string) bool {
+	for _, line := range lines {
+		for _, tag := range strings.Split(line, ",") {
+			tag = strings.TrimSpace(tag)
+			if tag == "*" || strings.TrimPrefix(tag, "W/") == etag {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // writeFunc is a function as an io.Writer.

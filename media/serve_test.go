@@ -176,6 +176,54 @@ func TestServeByteRanges(t *testing.T) {
 	}
 }
 
+// A GET or HEAD whose If-None-Match names the file's ETag (weakly, in a
+// list, or *) is answered 304 with the ETag and no body, before any Range:
+// a browser revalidating a file it keeps (Cache-Control: max-age=300) is
+// not sent the whole file again, as RFC 9110 section 13.1.2 requires of a
+// server that gives ETags. Any other tag gets the file.
+func TestServeIfNoneMatch(t *testing.T) {
+	t.Parallel()
+	data := bytes.Repeat([]byte("0123456789"), 100)
+	s, m := servedFile(t, Config{}, data)
+	etag := `"` + m.ID + `"`
+	for _, c := range []struct {
+		name, method, inm, rng string
+		status                 int
+	}{
+		{"the ETag", http.MethodGet, etag, "", 304},
+		{"the ETag, weak", http.MethodGet, "W/" + etag, "", 304},
+		{"in a list", http.MethodGet, `"other", ` + etag, "", 304},
+		{"any", http.MethodGet, "*", "", 304},
+		{"with a range", http.MethodGet, etag, "bytes=0-9", 304},
+		{"HEAD", http.MethodHead, etag, "", 304},
+		{"another tag", http.MethodGet, `"other"`, "", 200},
+		{"unquoted", http.MethodGet, m.ID, "", 200},
+		{"another tag, a range", http.MethodGet, `"other"`, "bytes=0-9", 206},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := httptest.NewRequest(c.method, "/media/"+m.ID, nil)
+			r.Header.Set("If-None-Match", c.inm)
+			if c.rng != "" {
+				r.Header.Set("Range", c.rng)
+			}
+			w := httptest.NewRecorder()
+			if err := s.Serve(w, r, m); err != nil {
+				t.Fatal(err)
+			}
+			h := w.Result().Header
+			if w.Code != c.status || h.Get("ETag") != etag {
+				t.Fatalf("%d, ETag %q; want %d with the ETag", w.Code, h.Get("ETag"), c.status)
+			}
+			if c.status == 304 && (w.Body.Len() != 0 || h.Get("Content-Range") != "" || h.Get("Cache-Control") == "") {
+				t.Fatalf("304 with %d bytes, headers %v; want no body and no Content-Range, with Cache-Control", w.Body.Len(), h)
+			}
+			if c.status == 200 && !bytes.Equal(w.Body.Bytes(), data) && c.method == http.MethodGet {
+				t.Fatalf("%d bytes; want the whole file", w.Body.Len())
+			}
+		})
+	}
+}
+
 // heldWriter is a response whose reader takes nothing until released.
 type heldWriter struct {
 	*httptest.ResponseRecorder

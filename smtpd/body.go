@@ -20,6 +20,7 @@ import (
 	"golang.org/x/text/encoding/unicode"
 	"golang.org/x/text/transform"
 
+	"github.com/simrelay/simrelay/internal/visible"
 	"github.com/simrelay/simrelay/sms"
 )
 
@@ -41,8 +42,9 @@ type Mail struct {
 var errNoText = errors.New("the mail has no text/plain or text/html part")
 
 // ReadMail reads a message's SMS text: the first text/plain part that is no
-// attachment, or else the first text/html part turned into text; then
-// Clean. When that leaves nothing, the subject is the text.
+// attachment, or else (none, or one with nothing visible in it) the first
+// text/html part turned into text; then Clean. When that leaves nothing,
+// the subject is the text.
 func ReadMail(raw []byte) (Mail, error) {
 	msg, err := mail.ReadMessage(bytes.NewReader(raw))
 	if err != nil {
@@ -56,10 +58,14 @@ func ReadMail(raw []byte) (Mail, error) {
 		return Mail{}, errNoText
 	}
 	var text string
-	switch {
-	case r.plain != nil:
+	if r.plain != nil {
 		text = Clean(layout.Replace(*r.plain))
-	case r.html != nil:
+	}
+	// A plain part that shows nothing (the empty text/plain alternative of
+	// a sender that fills only the HTML, as Django's EmailMultiAlternatives
+	// with an empty body) gives way to the HTML: its text, not the subject,
+	// is the SMS.
+	if r.html != nil && visible.None(text) {
 		text = Clean(layout.Replace(HTMLText(*r.html)))
 		if utf8.RuneCountInString(text) > sms.MaxMessageChars {
 			// The links' addresses made it too long for an SMS: the text
@@ -113,18 +119,31 @@ func (r *partReader) walk(h header, body io.Reader, depth int) error {
 		mr := multipart.NewReader(body, params["boundary"])
 		for {
 			p, err := mr.NextRawPart() // NextPart would decode quoted-printable itself, but not base64
-			if err == io.EOF {
+			// The mail's end without the closing boundary (MIME written by
+			// hand in a script, which mail programs show all the same) ends
+			// the parts: between two of them the reader says io.EOF,
+			// wrapped; inside one, unclosed ends it at the mail's end.
+			if errors.Is(err, io.EOF) {
 				return nil
 			}
 			if err != nil {
 				return fmt.Errorf("a part of the message cannot be read: %v", err)
 			}
-			if err := r.walk(p.Header, p, depth+1); err != nil {
+			part := &unclosed{r: p}
+			if err := r.walk(p.Header, part, depth+1); err != nil {
 				return err
+			}
+			if part.cut {
+				return nil
 			}
 		}
 	}
-	if disp, _, _ := mime.ParseMediaType(h.Get("Content-Disposition")); disp == "attachment" {
+	// A part that is a file is not the mail's text, whatever its
+	// disposition says: Apple Mail attaches a text file "inline;
+	// filename=...", and older programs name one in its Content-Type alone;
+	// taken as the text, an attached log was sent as the SMS in place of an
+	// HTML body. A mail of one part (depth 0) is its own text, named or not.
+	if disp, dparams, _ := mime.ParseMediaType(h.Get("Content-Disposition")); disp == "attachment" || depth > 0 && (dparams["filename"] != "" || params["name"] != "") {
 		return nil
 	}
 	if media != "text/plain" && media != "text/html" || media == "text/plain" && r.plain != nil || media == "text/html" && r.html != nil {
@@ -146,6 +165,24 @@ func (r *partReader) walk(h header, body io.Reader, depth int) error {
 		r.html = &text
 	}
 	return nil
+}
+
+// unclosed is a part of a multipart body read to the mail's end when no
+// boundary closes it: the multipart reader's io.ErrUnexpectedEOF there is
+// the part's end (cut says it came), so the text before it is read. A
+// transfer encoding cut short inside (base64 in the middle of a quantum) is
+// still refused by its decoder.
+type unclosed struct {
+	r   io.Reader
+	cut bool
+}
+
+func (u *unclosed) Read(p []byte) (int, error) {
+	n, err := u.r.Read(p)
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		u.cut, err = true, io.EOF
+	}
+	return n, err
 }
 
 // decode undoes a part's transfer encoding and reads its charset into UTF-8.
@@ -261,14 +298,19 @@ func (s *newlineSkipper) Read(p []byte) (int, error) {
 var skipped = map[string]bool{"script": true, "style": true, "head": true, "title": true, "blockquote": true, "template": true}
 
 // hideable are the elements whose content is left out when their style
-// hides them (display:none): those a template wraps its hidden preheader in
-// (the preview's line, padded with zero-width characters), whose end tag
+// (display:none) or their hidden attribute hides them: those a template
+// wraps its hidden preheader in (the preview's line, padded with
+// zero-width characters), whose end tag
 // HTML never leaves out, so that the content ends where the element does.
 var hideable = map[string]bool{"div": true, "span": true, "table": true, "center": true, "font": true, "section": true,
 	"header": true, "footer": true, "article": true, "aside": true}
 
-// hidden reports whether an element's style attribute hides it.
+// hidden reports whether an element's style attribute hides it, or its
+// hidden attribute (which a browser's own style sheet makes display:none).
 func hidden(attrs map[string]string) bool {
+	if _, ok := attrs["hidden"]; ok {
+		return true
+	}
 	style := strings.ToLower(strings.Join(strings.Fields(attrs["style"]), ""))
 	return strings.Contains(style, "display:none")
 }
@@ -280,6 +322,11 @@ var cells = map[string]bool{"td": true, "th": true}
 // blocks are the HTML elements that start a line.
 var blocks = map[string]bool{"p": true, "div": true, "tr": true, "li": true, "ul": true, "ol": true, "table": true,
 	"h1": true, "h2": true, "h3": true, "h4": true, "h5": true, "h6": true, "pre": true, "hr": true}
+
+// preformatted are the elements whose text a browser shows with its line
+// breaks (and spaces) as written: a command's output or a stack trace in an
+// alert's <pre>.
+var preformatted = map[string]bool{"pre": true, "textarea": true, "listing": true}
 
 // spaces are runs of HTML white space, one space in the rendered text.
 var spaces = regexp.MustCompile(`[ \t\r\n\f]+`)
@@ -307,13 +354,23 @@ func htmlText(src string, links bool) string {
 	}
 	// The open link: its address, and where its text starts in b.
 	href, linkAt := "", 0
+	// The depth inside preformatted elements, whose line breaks a browser
+	// shows as written, and whether their first text is still to come (a
+	// line break right after <pre> is not shown).
+	pre, preFirst := 0, false
 	for {
 		tt := z.Next()
 		switch tt {
 		case html.ErrorToken:
 			return lineTrimmed(b.String())
 		case html.TextToken:
-			if skip == 0 && hideDepth == 0 {
+			if skip == 0 && hideDepth == 0 && pre > 0 {
+				text := strings.ReplaceAll(strings.ReplaceAll(string(z.Text()), "\r\n", "\n"), "\r", "\n")
+				if preFirst {
+					text, preFirst = strings.TrimPrefix(text, "\n"), false
+				}
+				b.WriteString(text)
+			} else if skip == 0 && hideDepth == 0 {
 				text := spaces.ReplaceAllString(string(z.Text()), " ")
 				if strings.HasPrefix(text, " ") && spaced() {
 					text = text[1:]
@@ -337,11 +394,16 @@ func htmlText(src string, links bool) string {
 				hiding, hideDepth = tag, 1
 				continue
 			}
-			if links && tag == "a" && skip == 0 && tt == html.StartTagToken && webAddress(attrs["href"]) {
-				href, linkAt = attrs["href"], b.Len()
+			// A browser strips the white space around an address
+			// (a template's href="{{ url }} ").
+			if a := strings.Trim(attrs["href"], " \t\n\f\r"); links && tag == "a" && skip == 0 && tt == html.StartTagToken && webAddress(a) {
+				href, linkAt = a, b.Len()
 			}
 			if skipped[tag] && tt == html.StartTagToken {
 				skip++
+			}
+			if preformatted[tag] && tt == html.StartTagToken {
+				pre, preFirst = pre+1, true
 			}
 			if tag == "br" || blocks[tag] {
 				b.WriteByte('\n')
@@ -359,6 +421,9 @@ func htmlText(src string, links bool) string {
 			}
 			if skipped[string(name)] && skip > 0 {
 				skip--
+			}
+			if preformatted[string(name)] && pre > 0 {
+				pre--
 			}
 			if string(name) == "a" && href != "" {
 				// A link's address is what an SMS reader can act on ("View

@@ -98,6 +98,35 @@ var readMailCases = []struct {
 	{"links' addresses left out when they would pass 1,600 characters", "Subject: x\nContent-Type: text/html\n\n<p>" + strings.Repeat("a", 1500) + " <a href=\"https://example.com/" + strings.Repeat("t", 200) + "\">link</a></p>\n", strings.Repeat("a", 1500) + " link"},
 	{"utf-16 without a mark is big-endian (RFC 2781)", "Subject: x\nContent-Type: text/plain; charset=utf-16\nContent-Transfer-Encoding: base64\n\nAGgA6QBsAGwAbw==\n", "héllo"},
 	{"alternative prefers plain", "Subject: x\nMIME-Version: 1.0\nContent-Type: multipart/alternative; boundary=b\n\n--b\nContent-Type: text/html\n\n<p>HTML</p>\n--b\nContent-Type: text/plain; charset=utf-8\nContent-Transfer-Encoding: quoted-printable\n\nCaf=C3=A9 plain\n--b--\n", "Café plain"},
+	// Django's EmailMultiAlternatives with an empty body, and other senders
+	// that fill only the HTML, send a text/plain alternative with nothing
+	// in it: the HTML is the mail's text, not the subject.
+	{"alternative with an empty plain part takes the html", "Subject: Login\nMIME-Version: 1.0\nContent-Type: multipart/alternative; boundary=b\n\n--b\nContent-Type: text/plain; charset=utf-8\n\n\n--b\nContent-Type: text/html; charset=utf-8\n\n<p>Your code is 4711</p>\n--b--\n", "Your code is 4711"},
+	{"alternative with a blank plain part takes the html", "Subject: Login\nMIME-Version: 1.0\nContent-Type: multipart/alternative; boundary=b\n\n--b\nContent-Type: text/plain; charset=utf-8\n\n  \xe2\x80\x8b \n\n--b\nContent-Type: text/html; charset=utf-8\n\n<p>Your code is 4711</p>\n--b--\n", "Your code is 4711"},
+	{"alternative with nothing in either takes the subject", "Subject: Login\nMIME-Version: 1.0\nContent-Type: multipart/alternative; boundary=b\n\n--b\nContent-Type: text/plain\n\n\n--b\nContent-Type: text/html\n\n<p> </p>\n--b--\n", "Login"},
+	// A file is not the mail's text: a part that names one is an
+	// attachment whatever its disposition (Apple Mail attaches with
+	// "inline; filename=", older programs with a Content-Type name alone).
+	{"text file inline with a filename is no text", "Subject: x\nMIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=b\n\n--b\nContent-Type: text/html\n\n<p>Backup failed on db1</p>\n--b\nContent-Type: text/plain\nContent-Disposition: inline; filename=\"backup.log\"\n\nerror: disk full\n--b--\n", "Backup failed on db1"},
+	{"text file named by its Content-Type is no text", "Subject: x\nMIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=b\n\n--b\nContent-Type: text/html\n\n<p>Backup failed on db1</p>\n--b\nContent-Type: text/plain; name=\"backup.log\"\n\nerror: disk full\n--b--\n", "Backup failed on db1"},
+	{"text file with an RFC 2231 filename is no text", "Subject: x\nMIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=b\n\n--b\nContent-Type: text/plain\nContent-Disposition: inline; filename*=utf-8''r%C3%A9sum%C3%A9.txt\n\nfile\n--b\nContent-Type: text/html\n\n<p>Report attached.</p>\n--b--\n", "Report attached."},
+	{"a mail of one named part is its text", "Subject: x\nContent-Type: text/plain; name=\"note.txt\"\nContent-Disposition: inline; filename=\"note.txt\"\n\nCall me\n", "Call me"},
+	// A multipart mail whose closing boundary is missing (MIME written by
+	// hand in a script) is read as mail programs show it: to its end.
+	{"no closing boundary", "Subject: x\nMIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=b\n\n--b\nContent-Type: text/plain\n\nBackup failed on db1\n", "Backup failed on db1"},
+	{"no closing boundary, base64", "Subject: x\nMIME-Version: 1.0\nContent-Type: multipart/alternative; boundary=b\n\n--b\nContent-Type: text/plain; charset=utf-8\nContent-Transfer-Encoding: base64\n\nQ2Fmw6kgYXQgOA==\n", "Caf\u00e9 at 8"},
+	{"no closing boundary after a file", "Subject: x\nMIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=b\n\n--b\nContent-Type: text/plain\n\nGraph attached\n--b\nContent-Type: image/png\nContent-Transfer-Encoding: base64\n\niVBORw0KGgo=\n", "Graph attached"},
+	{"no closing boundary, nested", "Subject: x\nMIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=o\n\n--o\nContent-Type: multipart/alternative; boundary=i\n\n--i\nContent-Type: text/html\n\n<p>Nested</p>\n", "Nested"},
+	// A browser keeps the line breaks of preformatted text: a monitoring
+	// system's alert in <pre> (a command's output, a stack trace) was one line.
+	{"html pre keeps its lines", "Subject: x\nContent-Type: text/html\n\n<p>Check failed:</p><pre>\nFilesystem  Use%\n/dev/sda1    97%\n\n/dev/sdb1    12%</pre><p>Fix it</p>\n", "Check failed:\n\nFilesystem  Use%\n/dev/sda1    97%\n\n/dev/sdb1    12%\n\nFix it"},
+	{"html pre with markup inside", "Subject: x\nContent-Type: text/html\n\n<pre>a <b>bold</b>\n  b</pre>\n", "a bold\nb"},
+	// The hidden attribute hides an element as display:none does (a
+	// browser's own style sheet says so): a preheader written <span hidden>.
+	{"html hidden attribute hides", "Subject: x\nContent-Type: text/html\n\n<span hidden>Preview: your weekly report</span><div hidden=\"hidden\">more preview</div><div>Disk full on db1</div>\n", "Disk full on db1"},
+	// A browser strips the white space around a link's address (a
+	// template's href="{{ url }} "): the address follows the text all the same.
+	{"html link with spaces around its address", "Subject: x\nContent-Type: text/html\n\n<a href=\" https://grafana.example.com/d/1\n\">View</a>\n", "View (https://grafana.example.com/d/1)"},
 	{"html only, quote container and script cut", "Subject: x\nContent-Type: text/html; charset=utf-8\n\n<html><head><style>p{}</style></head><body><p>Line &amp; one</p><div>two<br>three</div><script>x()</script><div class=\"gmail_quote\">On Mon wrote:<blockquote>old</blockquote></div></body></html>\n", "Line & one\n\ntwo\nthree"},
 	{"base64 in a mixed mail, attachment skipped", "Subject: x\nContent-Type: multipart/mixed; boundary=m\n\n--m\nContent-Type: text/plain; name=a.txt\nContent-Disposition: attachment\n\nnot me\n--m\nContent-Type: text/plain; charset=utf-8\nContent-Transfer-Encoding: base64\n\nSGVsbG8g\nd29ybGQ=\n--m--\n", "Hello world"},
 	// Mails that broke FuzzReadMail's and FuzzClean's properties: a
