@@ -57,7 +57,13 @@ func (c *conn) pumpAgents() {
 			if c.hub.cfg.MaxInflight-len(c.inflight) <= 0 || c.closed() {
 				return
 			}
+			if c.gated("load pending agent jobs") {
+				return
+			}
 			jobs, err := agents.Pending(context.Background(), c.dev, l.id, l.cursor, 1)
+			if err == nil {
+				c.hub.reached()
+			}
 			if err != nil {
 				// The link ends, as when its SMS queue cannot be read
 				// (pumpSMS): left up, it would read this queue again

@@ -37,7 +37,13 @@ func (c *conn) pumpSMS() {
 		// Priority jobs come back at every read until acked, so read as
 		// many more as the link holds, and as those not to be sent.
 		limit := room + len(c.priority) + unsent
+		if c.gated("load pending jobs") {
+			return
+		}
 		jobs, err := c.hub.intake.Pending(context.Background(), c.dev, c.cursor, limit)
+		if err == nil {
+			c.hub.reached()
+		}
 		if err != nil {
 			// The link ends, as at every other store fault of a link: with
 			// 1013 while the database is out of reach, which brings the

@@ -7,6 +7,7 @@ package gateway
 import (
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
@@ -25,10 +26,14 @@ const probeEvery = time.Second
 
 // storeGate is what the hub knows of its store being out of reach: since
 // a store call of a link or an upgrade failed with store.ErrUnavailable,
-// and until an upgrade's call or a settings control's read answers again
-// (the probe, at most probeEvery after the last failure; a link's own call
-// that answers does not reopen it).
+// and until an upgrade's call, a settings control's read or a link's pump
+// read answers again (the probe, at most probeEvery after the last
+// failure; a link's reports, which are not gated, do not reopen it).
 type storeGate struct {
+	// isDown mirrors down for the calls on every send's path (a link's
+	// pump asks at each send and ack), which read it without the lock
+	// while the store answers.
+	isDown    atomic.Bool
 	mu        sync.Mutex
 	down      bool      // the last store call seen failed with store.ErrUnavailable; guarded by mu
 	err       error     // its error, for the log; guarded by mu
@@ -40,6 +45,7 @@ func (g *storeGate) failed(now time.Time, err error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.down, g.err, g.nextProbe = true, err, now.Add(probeEvery)
+	g.isDown.Store(true)
 }
 
 // answered records that the store answered a call.
@@ -47,6 +53,7 @@ func (g *storeGate) answered() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.down, g.err = false, nil
+	g.isDown.Store(false)
 }
 
 // outage is the error that closed the gate while the store is known to be
@@ -64,6 +71,9 @@ func (g *storeGate) outage() error {
 // store, with the error that closed the gate: it is while the store is
 // known to be out of reach, but for one upgrade every probeEvery.
 func (g *storeGate) refuse(now time.Time) (refused bool, cause error) {
+	if !g.isDown.Load() {
+		return false, nil
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if !g.down {
@@ -94,6 +104,37 @@ func (c *conn) storeFault(err error, msg string, attrs ...any) {
 	}
 	h.log.Error(msg, append(attrs, "err", err)...)
 	c.closeWith(proto.CloseInternalError, "server error")
+}
+
+// gated closes the link with 1013, as storeFault does for a store out of
+// reach, when the hub knows its store out of reach and this is not the
+// probe's turn (storeGate.refuse), instead of a store call for the link
+// (msg names it, for the log) that would wait out the store's deadline: a
+// cluster's node that lost its database while the others commit and kick
+// its phones would otherwise hold each kick 30 s, one after another, and
+// its phones would leave one every 30 s instead of at once. It records no
+// failure (the gate's next probe stays where it was). The phone comes back
+// within seconds and its hello reads the queue from its start.
+func (c *conn) gated(msg string) bool {
+	h := c.hub
+	refused, cause := h.gate.refuse(h.now())
+	if !refused {
+		return false
+	}
+	if suppressed, ok := h.linksCut.Due(h.now(), outage.LogEvery); ok {
+		h.log.Error(msg+": the database does not answer", "device", c.dev.Fingerprint, "err", cause, "suppressed", suppressed)
+	}
+	c.closeWith(proto.CloseTryAgainLater, "database unavailable")
+	return true
+}
+
+// reached records that a store call of a link answered. While the hub knows
+// the store out of reach only the probe's call gets to ask it (gated), and
+// its answer opens the gate again, as an upgrade's or a settings read's.
+func (h *Hub) reached() {
+	if h.gate.isDown.Load() {
+		h.gate.answered()
+	}
 }
 
 // seenFault logs that the store did not take the last seen time of a link

@@ -602,3 +602,68 @@ func TestSettingsReadReopensTheGate(t *testing.T) {
 		t.Fatal("the gate stays closed after the database answered a settings read")
 	}
 }
+
+// A kick while the hub knows its database out of reach closes the link with
+// 1013 from memory, as an upgrade is refused then, instead of a queue read
+// that would wait out the store's deadline on a database that stopped
+// answering: a cluster's node that lost its database while the others
+// commit and kick its phones held each kick 30 s, one after another. A
+// pump's read, once a second, is the probe that opens the gate again.
+func TestKickWhileTheDatabaseIsGoneSparesIt(t *testing.T) {
+	t.Parallel()
+	r, relay, advance, _ := relayedRig(t)
+	wsA := r.connect(r.pair("kick-gate-a"))
+	wsB := r.connect(r.pair("kick-gate-b"))
+	// The probes: the pool's connections from before the cut fail one
+	// read each (a probe each, its link closed) before a new one answers.
+	probes := make([]*websocket.Conn, 10)
+	probeIDs := make([]uint64, len(probes))
+	for i := range probes {
+		fp := fmt.Sprintf("kick-gate-p%d", i)
+		probes[i] = r.connect(r.pair(fp))
+		probeIDs[i] = r.id(fp)
+	}
+	idA, idB := r.id("kick-gate-a"), r.id("kick-gate-b")
+	for _, ws := range append([]*websocket.Conn{wsA, wsB}, probes...) {
+		// Each link reads frames once its hello has read the queue.
+		writeRaw(t, ws, []byte(`{"type":"no_such_frame"}`))
+		if f, ok := readFrame(t, ws).(*proto.Error); !ok || f.Code != "unknown_frame" {
+			t.Fatalf("got %#v, want unknown_frame", f)
+		}
+	}
+	relay.Cut()
+	r.hub.Kick("kick-gate-a", idA) // its read fails: the hub knows the database gone
+	if code := closeCode(t, wsA); code != proto.CloseTryAgainLater {
+		t.Fatalf("a kick with the database cut closed its link with %d, want 1013", code)
+	}
+	// Within the second, the next kick reads nothing: a read would wait
+	// out the store's deadline on a database that stopped answering
+	// without refusing (30 s).
+	reads := r.reads.Load()
+	r.hub.Kick("kick-gate-b", idB)
+	if code := closeCode(t, wsB); code != proto.CloseTryAgainLater {
+		t.Fatalf("a kick while the database is known gone closed its link with %d, want 1013", code)
+	}
+	if n := r.reads.Load() - reads; n != 0 {
+		t.Fatalf("a kick within a second of the failure read the queue %d times, want none", n)
+	}
+	// A second later the next kick's read is the probe: the database back
+	// answers it, the link stays, and the gate opens.
+	relay.Resume()
+	opened := -1
+	for i := range probes {
+		advance(2 * probeEvery)
+		r.hub.Kick(fmt.Sprintf("kick-gate-p%d", i), probeIDs[i])
+		if r.hub.gate.outage() == nil {
+			opened = i
+			break
+		}
+	}
+	if opened < 0 {
+		t.Fatalf("no kick's read reopened the gate, %d probes\n%s", len(probes), r.logs.String())
+	}
+	writeRaw(t, probes[opened], []byte(`{"type":"no_such_frame"}`))
+	if f, ok := readFrame(t, probes[opened]).(*proto.Error); !ok || f.Code != "unknown_frame" {
+		t.Fatalf("got %#v, want the link whose kick probed the database back still up", f)
+	}
+}
