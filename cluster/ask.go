@@ -46,7 +46,7 @@ func (b *Bus) Ask(ctx context.Context, topic string, data []byte, want []string)
 // subscription's goroutine and must not block long.
 func (b *Bus) Answer(topic string, fn func(Message) error) error {
 	strip := len(b.prefix) + 1
-	sub, err := b.nc.Subscribe(b.prefix+"."+topic, func(m *nats.Msg) {
+	_, err := b.nc.Subscribe(b.prefix+"."+topic, func(m *nats.Msg) {
 		if !b.enter() {
 			return // closing: unanswered, the asker counts this node as gone
 		}
@@ -64,8 +64,5 @@ func (b *Bus) Answer(topic string, fn func(Message) error) error {
 	if err != nil {
 		return fmt.Errorf("bus: answer %s: %w", topic, err)
 	}
-	b.mu.Lock()
-	b.subs = append(b.subs, sub)
-	b.mu.Unlock()
 	return nil
 }

@@ -142,8 +142,7 @@ type Bus struct {
 	prefix string
 	log    *slog.Logger
 
-	mu   sync.Mutex
-	subs []*nats.Subscription // guarded by mu
+	mu sync.Mutex
 	// closing is set by Close: no handler of a message heard starts after
 	// it; handlers counts those running, for Close to wait for.
 	closing   bool // guarded by mu
@@ -244,7 +243,7 @@ func (b *Bus) Publish(topic string, data []byte) {
 // way, and none starts after Close began.
 func (b *Bus) Subscribe(topic string, fn func(Message)) error {
 	strip := len(b.prefix) + 1
-	sub, err := b.nc.Subscribe(b.prefix+"."+topic, func(m *nats.Msg) {
+	_, err := b.nc.Subscribe(b.prefix+"."+topic, func(m *nats.Msg) {
 		if !b.enter() {
 			return
 		}
@@ -254,9 +253,6 @@ func (b *Bus) Subscribe(topic string, fn func(Message)) error {
 	if err != nil {
 		return fmt.Errorf("bus: subscribe %s: %w", topic, err)
 	}
-	b.mu.Lock()
-	b.subs = append(b.subs, sub)
-	b.mu.Unlock()
 	return nil
 }
 
