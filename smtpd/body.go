@@ -319,9 +319,14 @@ func hidden(attrs map[string]string) bool {
 // them on their row.
 var cells = map[string]bool{"td": true, "th": true}
 
-// blocks are the HTML elements that start a line.
-var blocks = map[string]bool{"p": true, "div": true, "tr": true, "li": true, "ul": true, "ol": true, "table": true,
-	"h1": true, "h2": true, "h3": true, "h4": true, "h5": true, "h6": true, "pre": true, "hr": true}
+// blocks are the HTML elements that start a line and end it, and the line
+// breaks a browser shows around them: 2 for those its style sheet gives a
+// margin (a paragraph, a heading, a list as a whole: a blank line), 1 for
+// the others (one line each: the rows of a table, the items of a list, a
+// template's <div>s). Breaks do not add up: a block after another shows
+// the larger of theirs, as margins collapse.
+var blocks = map[string]int{"p": 2, "div": 1, "tr": 1, "li": 1, "ul": 2, "ol": 2, "table": 1,
+	"h1": 2, "h2": 2, "h3": 2, "h4": 2, "h5": 2, "h6": 2, "pre": 2, "hr": 2}
 
 // preformatted are the elements whose text a browser shows with its line
 // breaks (and spaces) as written: a command's output or a stack trace in an
@@ -351,6 +356,20 @@ func htmlText(src string, links bool) string {
 	spaced := func() bool {
 		s := b.String()
 		return s == "" || s[len(s)-1] == ' ' || s[len(s)-1] == '\n'
+	}
+	// breakLines ends b with n line breaks, counting those it ends with:
+	// nothing before the first text.
+	breakLines := func(n int) {
+		s := b.String()
+		if s == "" {
+			return
+		}
+		for i := len(s) - 1; i >= 0 && s[i] == '\n' && n > 0; i-- {
+			n--
+		}
+		for ; n > 0; n-- {
+			b.WriteByte('\n')
+		}
 	}
 	// The open link: its address, and where its text starts in b.
 	href, linkAt := "", 0
@@ -405,8 +424,10 @@ func htmlText(src string, links bool) string {
 			if preformatted[tag] && tt == html.StartTagToken {
 				pre, preFirst = pre+1, true
 			}
-			if tag == "br" || blocks[tag] {
+			if tag == "br" {
 				b.WriteByte('\n')
+			} else if n := blocks[tag]; n > 0 && skip == 0 {
+				breakLines(n)
 			}
 			if cells[tag] && skip == 0 && !spaced() {
 				b.WriteByte(' ')
@@ -435,8 +456,8 @@ func htmlText(src string, links bool) string {
 				}
 				href = ""
 			}
-			if blocks[string(name)] {
-				b.WriteByte('\n')
+			if n := blocks[string(name)]; n > 0 && skip == 0 {
+				breakLines(n)
 			}
 		}
 	}

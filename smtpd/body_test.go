@@ -123,6 +123,7 @@ var readMailCases = []struct {
 	{"html pre with markup inside", "Subject: x\nContent-Type: text/html\n\n<pre>a <b>bold</b>\n  b</pre>\n", "a bold\nb"},
 	// The hidden attribute hides an element as display:none does (a
 	// browser's own style sheet says so): a preheader written <span hidden>.
+	{"html divs and list items one line each, paragraphs and lists apart", "Subject: x\nContent-Type: text/html\n\n<div>Disk full on db1</div><div>Used: 97%</div><p>Runbook:</p><ul><li>Rotate logs</li><li>Grow the volume</li></ul><p>Ops</p>\n", "Disk full on db1\nUsed: 97%\n\nRunbook:\n\nRotate logs\nGrow the volume\n\nOps"},
 	{"html hidden attribute hides", "Subject: x\nContent-Type: text/html\n\n<span hidden>Preview: your weekly report</span><div hidden=\"hidden\">more preview</div><div>Disk full on db1</div>\n", "Disk full on db1"},
 	// A browser strips the white space around a link's address (a
 	// template's href="{{ url }} "): the address follows the text all the same.

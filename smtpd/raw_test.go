@@ -333,7 +333,7 @@ func TestMailClientsTextLeavesAsWritten(t *testing.T) {
 		// A monitoring system's HTML table: its cells ran together
 		// ("Hostdb1", "StatusDOWN").
 		{"Subject: x\r\nContent-Type: text/html; charset=utf-8\r\n\r\n<table><tr><th>Host</th><td>db1</td></tr>\r\n" +
-			"<tr><td>Status </td> <td><b>DOWN</b></td></tr></table>\r\n", "Host db1\n\nStatus DOWN"},
+			"<tr><td>Status </td> <td><b>DOWN</b></td></tr></table>\r\n", "Host db1\nStatus DOWN"},
 		// A template's preheader, hidden from readers and padded with
 		// zero-width non-joiners so that previews show nothing after it: it
 		// led the SMS, and the padding made it UCS-2. So do a <template>'s
