@@ -202,8 +202,10 @@ func NewGovernor(src rand.Source) *Governor {
 }
 
 // History lists a number's accepted sends at or after since (a day and one
-// day bucket before now), oldest first or in any order: the governor rebuilds its windows from it the first time it
-// sees the number (after a restart, say).
+// day bucket before now), oldest first or in any order: the governor
+// rebuilds its windows from it the first time it sees the number (after a
+// restart, say), and again after a send that read it was released. It is
+// called without the governor's lock held, so it may read a database.
 type History func(since time.Time) []time.Time
 
 // Reservation is a slot a send took; Release gives it back when the send is
