@@ -192,7 +192,8 @@ func (w Window) Next(t time.Time) time.Time {
 		if len(w.Days) > 0 && !slices.Contains(w.Days, dayNames[day.Weekday()]) {
 			continue
 		}
-		for _, span := range spans(y, m, d+i, from, to, loc) {
+		open, n := spans(y, m, d+i, from, to, loc)
+		for _, span := range open[:n] {
 			open, end := span[0], span[1]
 			if !open.Before(end) {
 				// Hours a spring-forward skips (02:30 to 03:00): the
@@ -227,20 +228,24 @@ func (w Window) Next(t time.Time) time.Time {
 // to 01:30 in New York held the repeated hour's messages until the next
 // day, one to 02:30 in Europe/Berlin sent at 02:45 before the change, and
 // one from 02:30 there opened only at the second 02:30.
-func spans(y int, m time.Month, d, from, to int, loc *time.Location) [][2]time.Time {
+// The spans are in an array, n of them, so that Next, on the path of
+// every dispatch of a job with a window, allocates nothing.
+func spans(y int, m time.Month, d, from, to int, loc *time.Location) (spans [2][2]time.Time, n int) {
 	open := clockAt(y, m, d, from, loc, false)
 	end := clockAt(y, m, d, to, loc, true)
+	spans[0] = [2]time.Time{open, end}
 	_, change := open.ZoneBounds()
 	if change.IsZero() || change.After(end) {
-		return [][2]time.Time{{open, end}}
+		return spans, 1
 	}
 	_, before := open.Zone()
 	if _, after := change.In(loc).Zone(); after >= before {
-		return [][2]time.Time{{open, end}} // set forward: the clock reads on
+		return spans, 1 // set forward: the clock reads on
 	}
 	firstEnd := clockAt(y, m, d, to, loc, false)
 	secondOpen := clockAt(y, m, d, from, loc, true)
-	return [][2]time.Time{{open, minTime(firstEnd, change)}, {maxTime(secondOpen, change), end}}
+	spans[0][1], spans[1] = minTime(firstEnd, change), [2]time.Time{maxTime(secondOpen, change), end}
+	return spans, 2
 }
 
 func minTime(a, b time.Time) time.Time {
