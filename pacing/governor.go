@@ -94,6 +94,10 @@ type numberState struct {
 	// Dispatch made first (an agent's queue drained after a restart, before
 	// any send) has not read it yet.
 	loaded bool
+	// reads counts the times the windows were emptied for the history to
+	// be read again (unload): a reservation taken before holds no slot in
+	// the windows read since.
+	reads uint32
 }
 
 // advance clears the buckets that left the window by cur.
@@ -214,8 +218,10 @@ type Reservation struct {
 	g   *Governor
 	key uint64
 	at  time.Time
-	// loaded says the reservation's Reserve read the number's history.
+	// loaded says the reservation's Reserve read the number's history;
+	// reads is the state's reads then.
 	loaded bool
+	reads  uint32
 }
 
 // Release gives the slot back. It is safe on a nil reservation, and only
@@ -230,9 +236,13 @@ func (r *Reservation) Release() {
 	}
 	r.g.mu.Lock()
 	if s := r.g.states[r.key]; s != nil {
-		if r.loaded {
+		switch {
+		case r.reads != s.reads:
+			// The windows were read again since: its slot is not in them
+			// (a send stored meanwhile is in the history read).
+		case r.loaded:
 			s.unload()
-		} else {
+		default:
 			s.advanceAll(r.at)
 			s.add(r.at, -1)
 		}
@@ -248,6 +258,7 @@ func (s *numberState) unload() {
 	clear(s.hour[:])
 	clear(s.day[:])
 	s.rMin, s.rHour, s.rDay, s.loaded = ring{}, ring{}, ring{}, false
+	s.reads++
 }
 
 // past reads the history a state of key needs, if it has not read it
@@ -306,7 +317,7 @@ func (g *Governor) Reserve(key uint64, caps Caps, now time.Time, history History
 		return nil, retry
 	}
 	s.add(now, 1)
-	return &Reservation{g: g, key: key, at: now, loaded: loaded}, 0
+	return &Reservation{g: g, key: key, at: now, loaded: loaded, reads: s.reads}, 0
 }
 
 // Usage is what a number used of its windows.

@@ -366,3 +366,29 @@ func TestGovernorHistoryReadAgainAfterARefusal(t *testing.T) {
 		t.Fatalf("usage after the second send's release: got %d, want 2 (the history's and the first send)", u.Minute)
 	}
 }
+
+// TestGovernorReleaseAfterTheHistoryWasReadAgain: two sends of a number
+// run again in one batch (the embedded store's group commit retrying it
+// without a failing member): the first, which read the history, gives
+// back its windows and reads it again; the second, giving back its slot
+// next, has none left in the windows read again, and took the first's.
+func TestGovernorReleaseAfterTheHistoryWasReadAgain(t *testing.T) {
+	t.Parallel()
+	g := NewGovernor(rand.NewPCG(1, 2))
+	caps := Caps{PerMinute: 8}
+	hist := func(time.Time) []time.Time { return []time.Time{govStart.Add(-20 * time.Second)} }
+	r1, _ := g.Reserve(4, caps, govStart, hist)
+	r2, _ := g.Reserve(4, caps, govStart, hist)
+	// The batch runs again: each send gives back its slot and takes one.
+	r1.Release()
+	if r, _ := g.Reserve(4, caps, govStart, hist); r == nil {
+		t.Fatal("the first send again: refused")
+	}
+	r2.Release()
+	if r, _ := g.Reserve(4, caps, govStart, hist); r == nil {
+		t.Fatal("the second send again: refused")
+	}
+	if u := g.Usage(4, govStart, hist); u.Minute != 3 {
+		t.Fatalf("usage: got %d, want 3 (the history's send and the two)", u.Minute)
+	}
+}
