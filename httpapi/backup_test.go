@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -376,5 +377,23 @@ func TestOperatorTokenAnswersAsAWrongToken(t *testing.T) {
 		if string(op.Raw) != string(wrong.Raw) || op.Status != wrong.Status {
 			t.Errorf("GET %s: the operator's token got %d %s, a wrong token %d %s; want the same answer", path, op.Status, op.Raw, wrong.Status, wrong.Raw)
 		}
+	}
+	// The rate limit too counts it as the wrong token it is there, in the
+	// client address's window: counted in a window of its own, the
+	// RateLimit-Remaining of its answer told it from a wrong one, at the
+	// general limit's pace rather than at the credential window's that the
+	// operator's route holds every try to.
+	remaining := func(r resp) int {
+		n, err := strconv.Atoi(r.Header.Get("RateLimit-Remaining"))
+		if err != nil {
+			t.Fatalf("RateLimit-Remaining %q: %v", r.Header.Get("RateLimit-Remaining"), err)
+		}
+		return n
+	}
+	before := remaining(e.do(call{method: "GET", path: "/company", token: "sk_wrong"}))
+	op := remaining(e.do(call{method: "GET", path: "/company", token: testAdminToken}))
+	after := remaining(e.do(call{method: "GET", path: "/company", token: "sk_wrong"}))
+	if op != before-1 || after != before-2 {
+		t.Errorf("RateLimit-Remaining: a wrong token %d, the operator's token %d, a wrong token %d; want one window counting down", before, op, after)
 	}
 }

@@ -318,7 +318,10 @@ func (s *Server) limit(next echo.HandlerFunc) echo.HandlerFunc {
 			res = s.members.Take("device:" + d.Fingerprint)
 		} else if user, ok := c.Get(keyConsole).(string); ok {
 			res = s.members.Take(user)
-		} else if c.Get(keyOperator) == true {
+		} else if c.Get(keyOperator) == true && operatorRoutes[c.Path()] {
+			// Only on the operator's routes: anywhere else the token is
+			// the wrong token it is there, counted by address like any
+			// other, so that the RateLimit-* headers do not tell it apart.
 			res = s.members.Take("operator")
 		} else if preflight = isPreflight(c.Request()); preflight {
 			// A browser sends one before a cross-origin request of a shape

@@ -210,3 +210,24 @@ func TestHeldUntilShownForAnOfflinePhone(t *testing.T) {
 		t.Fatalf("window open: got %s, want queued without held_until", q.Raw)
 	}
 }
+
+// A window's hours on the day the clock is set back are its clock's: in
+// Sydney, where 02:00 to 03:00 comes twice on 2027-04-04, a window to 02:30
+// is closed at 02:45 before the change (the clock reads past its end) and
+// opens again at the change, when the clock reads 02:00 once more. The send
+// answered there says so (held_until); the window used to be open up to
+// the second 02:30, an hour past its end.
+func TestHeldUntilOnTheDayTheClockGoesBack(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, roomy)
+	e.clock.Advance(time.Date(2027, 4, 3, 15, 45, 0, 0, time.UTC).Sub(e.clock.Now())) // 02:45 AEDT
+	a := e.newCompany("Acme", "owner@acme.test")
+	e.pairPhone(a.apiKey, "idle-phone")
+	body := sendBody("idle-phone", "+61412345678", "small hours", "")
+	body["window"] = map[string]any{"from": "00:00", "to": "02:30", "time_zone": "Australia/Sydney"}
+	r := e.do(call{method: "POST", path: "/chat/send", token: a.apiKey, body: body})
+	e.want(r, http.StatusOK, "")
+	if q := e.queueStatus(a.apiKey, r.str("queueId")); q.str("held_until") != "2027-04-03T16:00:00.000Z" {
+		t.Fatalf("02:45 before the change: got %s, want held_until the change, 02:00 AEST (16:00 UTC)", q.Raw)
+	}
+}

@@ -94,6 +94,10 @@ type numberState struct {
 	// Dispatch made first (an agent's queue drained after a restart, before
 	// any send) has not read it yet.
 	loaded bool
+	// reads counts the times the windows were emptied for the history to
+	// be read again (unload): a reservation taken before holds no slot in
+	// the windows read since.
+	reads uint32
 }
 
 // advance clears the buckets that left the window by cur.
@@ -170,8 +174,8 @@ func (s *numberState) add(t time.Time, d int) {
 // back) counts as made now: left out, as it was, a node behind another
 // let a number send past its caps, each send the other had just made
 // being in its future.
-func (s *numberState) addHistory(history History, now time.Time) {
-	for _, t := range history(now.Add(-dayBuckets * dayRes)) {
+func (s *numberState) addHistory(past []time.Time, now time.Time) {
+	for _, t := range past {
 		s.add(minTime(t, now), 1)
 	}
 }
@@ -202,8 +206,10 @@ func NewGovernor(src rand.Source) *Governor {
 }
 
 // History lists a number's accepted sends at or after since (a day and one
-// day bucket before now), oldest first or in any order: the governor rebuilds its windows from it the first time it
-// sees the number (after a restart, say).
+// day bucket before now), oldest first or in any order: the governor
+// rebuilds its windows from it the first time it sees the number (after a
+// restart, say), and again after a send that read it was released. It is
+// called without the governor's lock held, so it may read a database.
 type History func(since time.Time) []time.Time
 
 // Reservation is a slot a send took; Release gives it back when the send is
@@ -212,37 +218,84 @@ type Reservation struct {
 	g   *Governor
 	key uint64
 	at  time.Time
+	// loaded says the reservation's Reserve read the number's history;
+	// reads is the state's reads then.
+	loaded bool
+	reads  uint32
 }
 
 // Release gives the slot back. It is safe on a nil reservation, and only
-// the first call has an effect.
+// the first call has an effect. A reservation whose Reserve read the
+// number's history leaves it to be read again, by the next Reserve: the
+// send's transaction, in which it was read, did not commit, and may have
+// failed for that very read (a History cannot say it failed, and gives
+// what it has, nothing).
 func (r *Reservation) Release() {
 	if r == nil || r.g == nil {
 		return
 	}
 	r.g.mu.Lock()
 	if s := r.g.states[r.key]; s != nil {
-		s.advanceAll(r.at)
-		s.add(r.at, -1)
+		switch {
+		case r.reads != s.reads:
+			// The windows were read again since: its slot is not in them
+			// (a send stored meanwhile is in the history read).
+		case r.loaded:
+			s.unload()
+		default:
+			s.advanceAll(r.at)
+			s.add(r.at, -1)
+		}
 	}
 	r.g.mu.Unlock()
 	r.g = nil
 }
 
-func (g *Governor) state(key uint64, now time.Time, history History) *numberState {
+// unload empties the windows for the history to be read again; the gap
+// between dispatches stays.
+func (s *numberState) unload() {
+	clear(s.min[:])
+	clear(s.hour[:])
+	clear(s.day[:])
+	s.rMin, s.rHour, s.rDay, s.loaded = ring{}, ring{}, ring{}, false
+	s.reads++
+}
+
+// past reads the history a state of key needs, if it has not read it
+// yet: before g.mu is taken, since a History reads the store (on
+// PostgreSQL, a query), and every number's sends and dispatches would
+// wait for it. Sends of one number are serialised by the store (its
+// single writer, or the number's row lock), so no other reads it
+// meanwhile; if one did, state counts only the first.
+func (g *Governor) past(key uint64, now time.Time, history History) (past []time.Time, read bool) {
+	if history == nil {
+		return nil, false
+	}
+	g.mu.Lock()
+	s := g.states[key]
+	loaded := s != nil && s.loaded
+	g.mu.Unlock()
+	if loaded {
+		return nil, false
+	}
+	return history(now.Add(-dayBuckets * dayRes)), true
+}
+
+// state is key's state at now, its windows loaded with past (what past
+// read) if they were not; mu held. It reports whether it loaded them.
+func (g *Governor) state(key uint64, now time.Time, past []time.Time) (*numberState, bool) {
 	s := g.states[key]
 	if s == nil {
 		s = &numberState{}
 		g.states[key] = s
 	}
 	s.advanceAll(now)
-	if !s.loaded {
-		if history != nil {
-			s.addHistory(history, now)
-		}
-		s.loaded = true
+	if s.loaded {
+		return s, false
 	}
-	return s
+	s.addHistory(past, now)
+	s.loaded = true
+	return s, true
 }
 
 // Reserve takes a slot for one send of the number at now, or says how long
@@ -250,9 +303,11 @@ func (g *Governor) state(key uint64, now time.Time, history History) *numberStat
 // stored, under the store's single writer, so two sends never both take the
 // last slot; release the reservation if the store then refuses the send.
 func (g *Governor) Reserve(key uint64, caps Caps, now time.Time, history History) (res *Reservation, retry time.Duration) {
+	past, read := g.past(key, now, history)
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	s := g.state(key, now, history)
+	s, loaded := g.state(key, now, past)
+	loaded = loaded && read
 	retry = max(
 		wait(s.min[:], &s.rMin, minuteRes, caps.PerMinute, now),
 		wait(s.hour[:], &s.rHour, hourRes, caps.PerHour, now),
@@ -262,7 +317,7 @@ func (g *Governor) Reserve(key uint64, caps Caps, now time.Time, history History
 		return nil, retry
 	}
 	s.add(now, 1)
-	return &Reservation{g: g, key: key, at: now}, 0
+	return &Reservation{g: g, key: key, at: now, loaded: loaded, reads: s.reads}, 0
 }
 
 // Usage is what a number used of its windows.
@@ -272,9 +327,11 @@ type Usage struct {
 
 // Usage returns the sends counted in the number's windows now.
 func (g *Governor) Usage(key uint64, now time.Time, history History) Usage {
+	past, _ := g.past(key, now, history)
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	m, h, d := g.state(key, now, history).counts()
+	s, _ := g.state(key, now, past)
+	m, h, d := s.counts()
 	return Usage{m, h, d}
 }
 

@@ -19,7 +19,7 @@ func Check(caps Caps, now time.Time, history History) (retry time.Duration) {
 	var s numberState
 	s.advanceAll(now)
 	if history != nil {
-		s.addHistory(history, now)
+		s.addHistory(history(now.Add(-dayBuckets*dayRes)), now)
 	}
 	return max(
 		wait(s.min[:], &s.rMin, minuteRes, caps.PerMinute, now),

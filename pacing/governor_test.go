@@ -301,3 +301,94 @@ func TestGovernorGapChangedBetweenDispatches(t *testing.T) {
 		t.Fatalf("after a restart, the gap lengthened: wait %v, want 9 s", wait)
 	}
 }
+
+// TestGovernorReadsHistoryUnlocked: the history a number's first send
+// reads is the store's (on PostgreSQL a query), so the governor reads it
+// without holding its lock: every other number's sends and dispatches
+// went on waiting for that round trip, and for as long as the database
+// took to answer.
+func TestGovernorReadsHistoryUnlocked(t *testing.T) {
+	t.Parallel()
+	g := NewGovernor(rand.NewPCG(1, 2))
+	other := make(chan struct{})
+	hist := func(time.Time) []time.Time {
+		go func() {
+			defer close(other)
+			g.Dispatch(2, Gap{}, govStart, time.Time{}) // another number's dispatch
+			g.Reserve(3, Caps{PerMinute: 8}, govStart, nil)
+		}()
+		select {
+		case <-other:
+		case <-time.After(10 * time.Second):
+			t.Error("another number's dispatch and send waited for this number's history")
+		}
+		return nil
+	}
+	if r, _ := g.Reserve(1, Caps{PerMinute: 8}, govStart, hist); r == nil {
+		t.Fatal("the first send: refused")
+	}
+	<-other
+}
+
+// TestGovernorHistoryReadAgainAfterARefusal: a send that read the
+// number's history and was then not stored (the store failed, reading
+// that history among others, or refused it) gives its slot back and
+// leaves the history to be read again: the windows it built stayed the
+// number's for good, and with a history the store failed to give, empty,
+// the number could send its caps' worth again whatever it had sent.
+func TestGovernorHistoryReadAgainAfterARefusal(t *testing.T) {
+	t.Parallel()
+	g := NewGovernor(rand.NewPCG(1, 2))
+	caps := Caps{PerMinute: 2}
+	failed := func(time.Time) []time.Time { return nil } // what a store that failed to read it gives
+	r, _ := g.Reserve(5, caps, govStart, failed)
+	if r == nil {
+		t.Fatal("the first send: refused")
+	}
+	r.Release() // its transaction failed
+	hist := func(time.Time) []time.Time {
+		return []time.Time{govStart.Add(-20 * time.Second), govStart.Add(-10 * time.Second)}
+	}
+	if r, retry := g.Reserve(5, caps, govStart, hist); r != nil || RetrySeconds(retry) != 41 {
+		t.Fatalf("two sends in the last minute with a cap of 2: got %v, retry %v; want refused for 41 s", r, retry)
+	}
+	// A reservation that did not read the history gives back its slot alone.
+	one := func(time.Time) []time.Time { return []time.Time{govStart.Add(-20 * time.Second)} }
+	if r, _ := g.Reserve(6, Caps{PerMinute: 3}, govStart, one); r == nil {
+		t.Fatal("the first send: refused")
+	}
+	r, _ = g.Reserve(6, Caps{PerMinute: 3}, govStart, one)
+	if r == nil {
+		t.Fatal("the second send: refused")
+	}
+	r.Release()
+	if u := g.Usage(6, govStart, nil); u.Minute != 2 {
+		t.Fatalf("usage after the second send's release: got %d, want 2 (the history's and the first send)", u.Minute)
+	}
+}
+
+// TestGovernorReleaseAfterTheHistoryWasReadAgain: two sends of a number
+// run again in one batch (the embedded store's group commit retrying it
+// without a failing member): the first, which read the history, gives
+// back its windows and reads it again; the second, giving back its slot
+// next, has none left in the windows read again, and took the first's.
+func TestGovernorReleaseAfterTheHistoryWasReadAgain(t *testing.T) {
+	t.Parallel()
+	g := NewGovernor(rand.NewPCG(1, 2))
+	caps := Caps{PerMinute: 8}
+	hist := func(time.Time) []time.Time { return []time.Time{govStart.Add(-20 * time.Second)} }
+	r1, _ := g.Reserve(4, caps, govStart, hist)
+	r2, _ := g.Reserve(4, caps, govStart, hist)
+	// The batch runs again: each send gives back its slot and takes one.
+	r1.Release()
+	if r, _ := g.Reserve(4, caps, govStart, hist); r == nil {
+		t.Fatal("the first send again: refused")
+	}
+	r2.Release()
+	if r, _ := g.Reserve(4, caps, govStart, hist); r == nil {
+		t.Fatal("the second send again: refused")
+	}
+	if u := g.Usage(4, govStart, hist); u.Minute != 3 {
+		t.Fatalf("usage: got %d, want 3 (the history's send and the two)", u.Minute)
+	}
+}

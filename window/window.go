@@ -192,23 +192,74 @@ func (w Window) Next(t time.Time) time.Time {
 		if len(w.Days) > 0 && !slices.Contains(w.Days, dayNames[day.Weekday()]) {
 			continue
 		}
-		open := clockAt(y, m, d+i, from, loc)
-		end := clockAt(y, m, d+i, to, loc)
-		if !open.Before(end) {
-			// Hours a spring-forward skips (02:30 to 03:00): the opening
-			// comes past the gap, at or after the end, and the window has
-			// no instant that day. Opening then released a message that
-			// the window, closed, held again until the next day.
-			continue
-		}
-		if t.Before(end) {
-			if t.Before(open) {
-				return open.UTC()
+		open, n := spans(y, m, d+i, from, to, loc)
+		for _, span := range open[:n] {
+			open, end := span[0], span[1]
+			if !open.Before(end) {
+				// Hours a spring-forward skips (02:30 to 03:00): the
+				// opening comes past the gap, at or after the end, and the
+				// window has no instant that day. Opening then released a
+				// message that the window, closed, held again until the
+				// next day.
+				continue
 			}
-			return t
+			if t.Before(end) {
+				if t.Before(open) {
+					return open.UTC()
+				}
+				return t
+			}
 		}
 	}
 	return t
+}
+
+// spans are the instants of the day y-m-d, in order, at which loc's clock
+// reads from from up to to (minutes into the day): one span, or two on a
+// day the clock is set back in between and reads inside the hours on both
+// sides of the change. A time that the fall-back repeats is then inside
+// the hours (or outside) each time the clock reads it, and at no other
+// instant: in America/New_York, where 01:00 to 02:00 comes twice, a window
+// from 00:00 to 01:30 is open from midnight to the first 01:30 and again
+// from the change (the second 01:00) to the second 01:30, and one from
+// 01:30 to 09:00 from the first 01:30 to the change and again from the
+// second 01:30. time.Date picks one of a repeated time's two instants by
+// itself, the later east of Greenwich and the earlier west of it: a window
+// to 01:30 in New York held the repeated hour's messages until the next
+// day, one to 02:30 in Europe/Berlin sent at 02:45 before the change, and
+// one from 02:30 there opened only at the second 02:30.
+// The spans are in an array, n of them, so that Next, on the path of
+// every dispatch of a job with a window, allocates nothing.
+func spans(y int, m time.Month, d, from, to int, loc *time.Location) (spans [2][2]time.Time, n int) {
+	open := clockAt(y, m, d, from, loc, false)
+	end := clockAt(y, m, d, to, loc, true)
+	spans[0] = [2]time.Time{open, end}
+	_, change := open.ZoneBounds()
+	if change.IsZero() || change.After(end) {
+		return spans, 1
+	}
+	_, before := open.Zone()
+	if _, after := change.In(loc).Zone(); after >= before {
+		return spans, 1 // set forward: the clock reads on
+	}
+	firstEnd := clockAt(y, m, d, to, loc, false)
+	secondOpen := clockAt(y, m, d, from, loc, true)
+	spans[0][1], spans[1] = minTime(firstEnd, change), [2]time.Time{maxTime(secondOpen, change), end}
+	return spans, 2
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // clockAt is the instant loc's clock reads min minutes into the day y-m-d
@@ -220,14 +271,36 @@ func (w Window) Next(t time.Time) time.Time {
 // the clock springs forward from midnight (America/Santiago,
 // America/Havana) a window from 00:00 opened at 23:00 the day before, and
 // one to 24:00 closed an hour early.
-func clockAt(y int, m time.Month, d, min int, loc *time.Location) time.Time {
+//
+// A time that a fall-back repeats is two instants: the later one when last
+// is set, the earlier one otherwise (spans says which it needs). The
+// instant is in loc.
+func clockAt(y int, m time.Month, d, min int, loc *time.Location, last bool) time.Time {
 	at := time.Date(y, m, d, min/60, min%60, 0, 0, loc)
 	want := time.Date(y, m, d, min/60, min%60, 0, 0, time.UTC)
 	read := time.Date(at.Year(), at.Month(), at.Day(), at.Hour(), at.Minute(), 0, 0, time.UTC)
 	if read.Before(want) {
 		// Read by the offset before the gap, which at still has.
 		_, offset := at.Zone()
-		return want.Add(-time.Duration(offset) * time.Second)
+		return want.Add(-time.Duration(offset) * time.Second).In(loc)
+	}
+	// The other instant, if any, has the offset of the zone period next to
+	// at's: before it when at is the later, after it when at is the
+	// earlier. It is that instant only if that offset is in force there.
+	start, end := at.ZoneBounds()
+	var next time.Time
+	switch {
+	case last && !end.IsZero():
+		next = end
+	case !last && !start.IsZero():
+		next = start.Add(-time.Nanosecond)
+	default:
+		return at
+	}
+	_, offset := next.Zone()
+	other := want.Add(-time.Duration(offset) * time.Second).In(loc)
+	if _, o := other.Zone(); o == offset && other.Before(at) != last && !other.Equal(at) {
+		return other
 	}
 	return at
 }

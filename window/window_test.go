@@ -81,3 +81,47 @@ func TestNext(t *testing.T) {
 		t.Errorf("08:00 UTC on a Wednesday: got closed, want open (09:00 in Berlin)")
 	}
 }
+
+// TestNextFallBack: in the hour a fall-back repeats, the clock reads each
+// time twice, and a window is open at each of the two instants whose time
+// is inside its hours, and at no other: east and west of Greenwich alike.
+// time.Date picks one of the two instants by itself, the later east of
+// Greenwich and the earlier west of it: in New York a window to 01:30
+// held the repeated hour's messages until the next day and one from 01:30
+// was open at 01:15 after the change; in Berlin a window to 02:30 was open
+// at 02:45 before the change and one from 02:30 was closed at 02:45.
+func TestNextFallBack(t *testing.T) {
+	t.Parallel()
+	utc := func(mo time.Month, d, h, mi int) time.Time { return time.Date(2026, mo, d, h, mi, 0, 0, time.UTC) }
+	toNY := Window{From: "00:00", To: "01:30", TimeZone: "America/New_York"}
+	fromNY := Window{From: "01:30", To: "09:00", TimeZone: "America/New_York"}
+	toBerlin := Window{From: "00:00", To: "02:30", TimeZone: "Europe/Berlin"}
+	fromBerlin := Window{From: "02:30", To: "09:00", TimeZone: "Europe/Berlin"}
+	for _, c := range []struct {
+		name     string
+		w        Window
+		now, got time.Time
+	}{
+		// New York, 2026-11-01: at 06:00 UTC, 02:00 EDT is 01:00 EST.
+		{"01:15 EDT", toNY, utc(11, 1, 5, 15), utc(11, 1, 5, 15)},
+		{"01:45 EDT", toNY, utc(11, 1, 5, 45), utc(11, 1, 6, 0)}, // open again at the change (01:00 EST)
+		{"01:15 EST", toNY, utc(11, 1, 6, 15), utc(11, 1, 6, 15)},
+		{"01:30 EST", toNY, utc(11, 1, 6, 30), utc(11, 2, 5, 0)}, // the next midnight (EST)
+		{"01:00 EDT", fromNY, utc(11, 1, 5, 0), utc(11, 1, 5, 30)},
+		{"01:45 EDT", fromNY, utc(11, 1, 5, 45), utc(11, 1, 5, 45)},
+		{"01:15 EST", fromNY, utc(11, 1, 6, 15), utc(11, 1, 6, 30)}, // the second 01:30
+		{"02:00 EST", fromNY, utc(11, 1, 7, 0), utc(11, 1, 7, 0)},
+		// Berlin, 2026-10-25: at 01:00 UTC, 03:00 CEST is 02:00 CET.
+		{"02:15 CEST", toBerlin, utc(10, 25, 0, 15), utc(10, 25, 0, 15)},
+		{"02:45 CEST", toBerlin, utc(10, 25, 0, 45), utc(10, 25, 1, 0)},
+		{"02:15 CET", toBerlin, utc(10, 25, 1, 15), utc(10, 25, 1, 15)},
+		{"02:30 CET", toBerlin, utc(10, 25, 1, 30), utc(10, 25, 23, 0)}, // the next midnight (CET)
+		{"02:00 CEST", fromBerlin, utc(10, 25, 0, 0), utc(10, 25, 0, 30)},
+		{"02:45 CEST", fromBerlin, utc(10, 25, 0, 45), utc(10, 25, 0, 45)},
+		{"02:15 CET", fromBerlin, utc(10, 25, 1, 15), utc(10, 25, 1, 30)}, // the second 02:30
+	} {
+		if got := c.w.Next(c.now); !got.Equal(c.got) {
+			t.Errorf("%v at %s (%s): got %s, want %s", c.w, c.name, c.now, got.UTC(), c.got)
+		}
+	}
+}
