@@ -149,8 +149,8 @@ type receivedFacts struct {
 	company  *store.Company // its company, when keyword; nil if gone
 }
 
-// queueReceivedFacts queues the reads of f for a message m of the company
-// will store.
+// queueReceivedFacts queues the reads of f for m, a message of the company
+// the transaction is about to store.
 func (s *Store) queueReceivedFacts(b *pgx.Batch, companyID uint64, m store.Message, f *receivedFacts) {
 	*f = receivedFacts{}
 	if h := s.inboundEvents; h != nil && h.Build != nil {
