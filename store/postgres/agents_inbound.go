@@ -1,9 +1,11 @@
 package postgres
 
 import (
-	"errors"
+	"encoding/json"
 	"slices"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/simrelay/simrelay/store"
 )
@@ -20,23 +22,45 @@ func (s *Store) StoreAgentInbound(m *store.Message, now func() time.Time) (store
 	var dup bool
 	err := s.write(m.Channel+" inbound", func(t *txn) error {
 		out, dup = store.Message{}, false
-		d, err := liveDeviceByID(t, m.CompanyID, m.DeviceID, false)
-		if err != nil {
+		at := now().UTC()
+		// The device, the number, an earlier message of the frame, the
+		// day's storage use and the company's webhook facts, in one round
+		// trip with the BEGIN.
+		var devRaw, numRaw, prior []byte
+		var used int64
+		b := &pgx.Batch{}
+		b.Queue("SELECT rec FROM devices WHERE company_id = $1 AND id = $2 AND deleted_at IS NULL",
+			id(m.CompanyID), id(m.DeviceID)).QueryRow(func(row pgx.Row) error { return noRow(row.Scan(&devRaw)) })
+		b.Queue("SELECT rec FROM agent_numbers WHERE company_id = $1 AND channel = $2 AND address = $3",
+			id(m.CompanyID), m.Channel, m.Account).QueryRow(func(row pgx.Row) error { return noRow(row.Scan(&numRaw)) })
+		b.Queue("SELECT rec FROM messages WHERE company_id = $1 AND device_id = $2 AND channel = $3 AND agent_client = $4",
+			id(m.CompanyID), id(m.DeviceID), m.Channel, m.ClientID).QueryRow(func(row pgx.Row) error { return noRow(row.Scan(&prior)) })
+		if s.dailyBudget > 0 {
+			b.Queue("SELECT coalesce(sum(used), 0)::bigint FROM storage_usage WHERE company_id = $1 AND day = $2",
+				id(m.CompanyID), day(at)).QueryRow(func(row pgx.Row) error { return row.Scan(&used) })
+		}
+		var f receivedFacts
+		s.queueReceivedFacts(b, m.CompanyID, *m, &f)
+		if err := t.sendBatch(b); err != nil {
 			return err
+		}
+		if devRaw == nil {
+			return store.ErrDeviceGone
+		}
+		var d store.Device
+		if err := json.Unmarshal(devRaw, &d); err != nil {
+			return err
+		}
+		if numRaw == nil {
+			return store.ErrNotFound
 		}
 		var n store.AgentNumber
-		if err := getRec(t, &n, "SELECT rec FROM agent_numbers WHERE company_id = $1 AND channel = $2 AND address = $3",
-			id(d.CompanyID), m.Channel, m.Account); err != nil {
+		if err := json.Unmarshal(numRaw, &n); err != nil {
 			return err
 		}
-		err = getRec(t, &out, "SELECT rec FROM messages WHERE company_id = $1 AND device_id = $2 AND channel = $3 AND agent_client = $4",
-			id(d.CompanyID), id(d.ID), m.Channel, m.ClientID)
-		if err == nil {
+		if prior != nil {
 			dup = true // acked again even after the number moved on
-			return nil
-		}
-		if !errors.Is(err, store.ErrNotFound) {
-			return err
+			return json.Unmarshal(prior, &out)
 		}
 		if n.DeviceID != d.ID {
 			// Only the agent whose hello holds the number speaks for it:
@@ -48,8 +72,9 @@ func (s *Store) StoreAgentInbound(m *store.Message, now func() time.Time) (store
 		msg.Media = slices.Clone(m.Media) // attachMedia fills in its own copy
 		msg.CompanyID, msg.DeviceID, msg.Device, msg.Direction, msg.Status = d.CompanyID, d.ID, d.Fingerprint, store.Inbound, store.MsgReceived
 		msg.NumberID, msg.NumberRef = n.ID, n.PublicID
-		msg.CreatedAt = now().UTC()
+		msg.CreatedAt = at
 		msg.UpdatedAt = msg.CreatedAt
+		var err error
 		if msg.ID, err = nextID(t, "messages"); err != nil {
 			return err
 		}
@@ -58,17 +83,22 @@ func (s *Store) StoreAgentInbound(m *store.Message, now func() time.Time) (store
 		if err := attachMedia(t, &msg); err != nil {
 			return err
 		}
-		if err := s.charge(t, msg.CompanyID, msg.CreatedAt, store.MessageCost(msg)); err != nil {
+		if err := s.addUsed(t, msg.CompanyID, msg.CreatedAt, store.MessageCost(msg), used, true); err != nil {
 			return err
 		}
-		err = insertAgentMessage(t, msg)
+		// The message and all its arrival adds, in one round trip.
+		b = &pgx.Batch{}
+		if err := queueAgentMessage(b, msg); err != nil {
+			return err
+		}
+		if err := s.queueReceived(t, b, msg, d, &f); err != nil {
+			return err
+		}
+		err = t.sendBatch(b)
 		if violates(err, "messages_agent_client") {
 			return errAgain // the same frame stored at once: read it again, a repeat
 		}
 		if err != nil {
-			return err
-		}
-		if err := s.recordReceived(t, msg, d); err != nil {
 			return err
 		}
 		out = msg

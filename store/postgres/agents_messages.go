@@ -10,6 +10,8 @@ import (
 	"math"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/simrelay/simrelay/store"
 )
 
@@ -126,6 +128,16 @@ func (s *Store) AgentMessages(companyID, numberID uint64, page, limit int) ([]st
 
 // insertAgentMessage writes a new WhatsApp or iMessage message (its id set).
 func insertAgentMessage(t *txn, m store.Message) error {
+	b := &pgx.Batch{}
+	if err := queueAgentMessage(b, m); err != nil {
+		return err
+	}
+	return t.sendBatch(b)
+}
+
+// queueAgentMessage queues insertAgentMessage's statement, for a caller
+// that sends it with its other writes.
+func queueAgentMessage(b *pgx.Batch, m store.Message) error {
 	raw, err := rec(m)
 	if err != nil {
 		return err
@@ -138,10 +150,10 @@ func insertAgentMessage(t *txn, m store.Message) error {
 	if m.Direction == store.Inbound {
 		client = &m.ClientID
 	}
-	_, err = t.exec(`INSERT INTO messages (id, company_id, device_id, uuid, direction, channel, phone, status, expires_at, created_at, updated_at, rec, number_id, agent_client)
+	b.Queue(`INSERT INTO messages (id, company_id, device_id, uuid, direction, channel, phone, status, expires_at, created_at, updated_at, rec, number_id, agent_client)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
 		id(m.ID), id(m.CompanyID), id(m.DeviceID), m.UUID, m.Direction, m.Channel, m.Phone, m.Status, expires, m.CreatedAt, m.UpdatedAt, raw, id(m.NumberID), client)
-	return err
+	return nil
 }
 
 // EnqueueAgent stores a WhatsApp or iMessage send (queued): m names its

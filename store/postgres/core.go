@@ -91,20 +91,29 @@ func lockCompany(t *txn, companyID uint64) error {
 // a line (every received message) ran one at a time. Should that
 // transaction roll back, its lines go with the next addition.
 func addActivity(t *txn, companyID uint64, a store.Activity) error {
+	// The line and the trim in one round trip.
+	b := &pgx.Batch{}
+	if err := queueActivity(b, companyID, a); err != nil {
+		return err
+	}
+	return t.sendBatch(b)
+}
+
+// queueActivity queues addActivity's two statements, the line and the
+// feed's trim, for a caller that sends them with its other writes.
+func queueActivity(b *pgx.Batch, companyID uint64, a store.Activity) error {
 	a.At = a.At.UTC()
 	raw, err := rec(a)
 	if err != nil {
 		return err
 	}
-	// The line and the trim in one round trip.
-	b := &pgx.Batch{}
 	b.Queue("INSERT INTO activity (company_id, rec) VALUES ($1, $2)", id(companyID), raw)
 	b.Queue(`DELETE FROM activity WHERE ctid = ANY (ARRAY (SELECT ctid FROM activity
 		WHERE company_id = $1 AND seq < (
 			SELECT min(seq) FROM (SELECT seq FROM activity WHERE company_id = $1 ORDER BY seq DESC LIMIT $2) newest)
 		FOR UPDATE SKIP LOCKED))`,
 		id(companyID), store.ActivityKeep)
-	return t.sendBatch(b)
+	return nil
 }
 
 // count adds c to the message's counters of at's day (its company, channel,

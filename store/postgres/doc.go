@@ -212,6 +212,31 @@
 // TestPoolSendsCommitSideBySide). So none of them waits on another in a
 // circle over these rows.
 //
+// # Received messages
+//
+// A received SMS (StoreInbound, a phone's inbound frame) costs three round
+// trips and, with three webhook entries, 12 statements, BEGIN and COMMIT
+// included (inbound.go, TestInboundCost): one pgx.Batch, BEGIN first,
+// reads in one statement its device, an earlier message of its client id,
+// the day's storage use and, when these let it be stored, its id (taken
+// from the sequence inside that statement, so a repeat or a refusal takes
+// none), and with it its company's webhook set and outbox size
+// (queueWebhookFacts) and, for a stop or start keyword, its company's
+// setting; its checks then run in Go in the order they always did; one
+// batch writes the message, its daily count, its activity line and the
+// feed's trim, its sender's opt-out (a keyword), its event's body, its
+// deliveries (one INSERT from unnest, their ids taken inside it) and the
+// outbox's counters (over the outbox's bounds, the deliveries log's
+// failed lines in one INSERT and the log's trim instead), and the day's
+// storage use, last: the order of a batch of reports' write. A keyword's new opt-out is charged once that batch
+// says it is new, and the charges are then written by the commit, a round
+// trip more. An agent's received message (StoreAgentInbound) reads its
+// number with its device and writes in one batch too; it takes its id in
+// a round trip of its own, as its files are taken for it before its
+// insert. Any other lone event (a status change's, a device's) reads the
+// set and the outbox in one statement and writes in one batch
+// (addWebhookEvent): two round trips.
+//
 // # Resources
 //
 // PostgreSQL answers that it ran out of a resource with SQLSTATE class 53;

@@ -7,9 +7,9 @@ import (
 )
 
 // Inbound and device events: StoreInbound and StoreAgentInbound write a new
-// message's event (inboundEvent), and UpdateDeviceWith the events its
-// change raises (writeDeviceEvents), in the transaction that stores the
-// message or the device, as statusEvent does for a status change (see
+// message's event (queueInboundEvent, inbound.go), and UpdateDeviceWith the
+// events its change raises (writeDeviceEvents), in the transaction that
+// stores the message or the device, as statusEvent does for a status change (see
 // store.StatusEvents for the rules all three keep). What must follow the
 // commit (the builder's Committed) is the txn's OnCommit.
 
@@ -22,25 +22,6 @@ func (s *Store) SetInboundEvents(h store.InboundEvents) { s.inboundEvents = &h }
 // store is used. Without one, the events a device's change raises write
 // nothing.
 func (s *Store) SetDeviceEvents(h store.DeviceEvents) { s.deviceEvents = &h }
-
-// inboundEvent writes the outbox entries of m, an inbound message stored in
-// t just now; the event counts on the day the message does.
-func (s *Store) inboundEvent(t *txn, m store.Message) error {
-	h := s.inboundEvents
-	if h == nil || h.Build == nil {
-		return nil
-	}
-	res, err := s.addWebhookEvent(t, m.CompanyID, m.CreatedAt, h.Limits, func(set store.WebhookSet) (store.WebhookEvent, []store.WebhookDelivery, error) {
-		return h.Build(set, m)
-	})
-	if err != nil {
-		return fmt.Errorf("webhook event of inbound message %d: %w", m.ID, err)
-	}
-	if h.Committed != nil && (res.Queued > 0 || res.Refused > 0) {
-		t.OnCommit(func() { h.Committed(m, res) })
-	}
-	return nil
-}
 
 // writeDeviceEvents writes the outbox entries of the events a change of d
 // raised, in order, in the transaction t that stores d.

@@ -35,22 +35,32 @@ func (s *Store) StoreInbound(m *store.Message, now func() time.Time) (store.Mess
 	var refused error
 	err := s.write("inbound", func(t *txn) error {
 		out, dup, refused = store.Message{}, false, nil
-		// The device and an earlier message of the client id, in one
-		// round trip with the BEGIN (as liveDeviceByID and getRec read
-		// them).
-		var d store.Device
+		msg := *m
+		msg.Direction, msg.Status = store.Inbound, store.MsgReceived
+		msg.CreatedAt = now().UTC()
+		msg.UpdatedAt = msg.CreatedAt
+		cost := store.MessageCost(msg)
+		// One round trip with the BEGIN reads what the message's checks
+		// and writes need: its device, an earlier message of its client
+		// id, the day's storage use and, when these let it be stored, its
+		// id (inboundReadSQL); its company's webhook facts and keyword
+		// setting (queueReceivedFacts).
 		var devRaw, prior []byte
+		var used int64
+		var msgID *int64
 		b := &pgx.Batch{}
-		b.Queue("SELECT rec FROM devices WHERE company_id = $1 AND id = $2 AND deleted_at IS NULL",
-			id(m.CompanyID), id(m.DeviceID)).QueryRow(func(row pgx.Row) error { return noRow(row.Scan(&devRaw)) })
-		b.Queue("SELECT rec FROM messages WHERE company_id = $1 AND device_id = $2 AND client_id = $3",
-			id(m.CompanyID), id(m.DeviceID), m.ClientID).QueryRow(func(row pgx.Row) error { return noRow(row.Scan(&prior)) })
+		b.Queue(inboundReadSQL, id(m.CompanyID), id(m.DeviceID), m.ClientID, s.dailyBudget, cost, day(msg.CreatedAt)).QueryRow(func(row pgx.Row) error {
+			return row.Scan(&devRaw, &prior, &used, &msgID)
+		})
+		var f receivedFacts
+		s.queueReceivedFacts(b, m.CompanyID, msg, &f)
 		if err := t.sendBatch(b); err != nil {
 			return err
 		}
 		if devRaw == nil {
 			return store.ErrDeviceGone
 		}
+		var d store.Device
 		if err := json.Unmarshal(devRaw, &d); err != nil {
 			return err
 		}
@@ -58,12 +68,8 @@ func (s *Store) StoreInbound(m *store.Message, now func() time.Time) (store.Mess
 			dup = true
 			return json.Unmarshal(prior, &out)
 		}
-		var err error
-		msg := *m
-		msg.CompanyID, msg.DeviceID, msg.Device, msg.Direction, msg.Status = d.CompanyID, d.ID, d.Fingerprint, store.Inbound, store.MsgReceived
-		msg.CreatedAt = now().UTC()
-		msg.UpdatedAt = msg.CreatedAt
-		if err := s.charge(t, msg.CompanyID, msg.CreatedAt, store.MessageCost(msg)); err != nil {
+		msg.CompanyID, msg.DeviceID, msg.Device = d.CompanyID, d.ID, d.Fingerprint
+		if err := s.addUsed(t, msg.CompanyID, msg.CreatedAt, cost, used, true); err != nil {
 			if errors.As(err, new(*store.BudgetError)) {
 				// Nothing of the message is stored, but a STOP still
 				// lists its sender (within the opt-out overdraft): the
@@ -73,24 +79,35 @@ func (s *Store) StoreInbound(m *store.Message, now func() time.Time) (store.Mess
 			}
 			return err
 		}
-		if msg.ID, err = nextID(t, "messages"); err != nil {
-			return err
+		if msgID != nil {
+			msg.ID = uint64(*msgID)
+		} else {
+			// The read's checks and the budget's disagreed (they read the
+			// same sum, so they do not): take the id on its own.
+			var err error
+			if msg.ID, err = nextID(t, "messages"); err != nil {
+				return err
+			}
 		}
 		raw, err := rec(msg)
 		if err != nil {
 			return err
 		}
-		_, err = t.exec(`INSERT INTO messages (id, company_id, device_id, uuid, direction, channel, phone, status, client_id, created_at, updated_at, rec)
+		// The message and all its arrival adds, in one round trip, in the
+		// order every write locks its rows: the day's storage use last.
+		b = &pgx.Batch{}
+		b.Queue(`INSERT INTO messages (id, company_id, device_id, uuid, direction, channel, phone, status, client_id, created_at, updated_at, rec)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
 			id(msg.ID), id(msg.CompanyID), id(msg.DeviceID), msg.UUID, msg.Direction, msg.Channel, msg.Phone, msg.Status, msg.ClientID,
 			msg.CreatedAt, msg.UpdatedAt, raw)
-		if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "messages_inbound_client" {
+		if err := s.queueReceived(t, b, msg, d, &f); err != nil {
+			return err
+		}
+		err = t.sendBatch(b)
+		if violates(err, "messages_inbound_client") {
 			return errAgain // the same client id stored meanwhile: answer it as a repeat
 		}
 		if err != nil {
-			return err
-		}
-		if err := s.recordReceived(t, msg, d); err != nil {
 			return err
 		}
 		out = msg
@@ -105,23 +122,141 @@ func (s *Store) StoreInbound(m *store.Message, now func() time.Time) (store.Mess
 	return out, dup, nil
 }
 
-// recordReceived writes, in the transaction that stored a new received
-// message (StoreInbound, StoreAgentInbound), what its arrival adds beside
-// it: the day's received count, the company's activity line, the sender's
-// opt-out when an SMS is a stop or start keyword (applyOptOutKeyword reads
-// SMS only), and its webhook event.
-func (s *Store) recordReceived(t *txn, msg store.Message, d store.Device) error {
-	if err := count(t, msg, msg.CreatedAt, store.Counts{Received: 1}); err != nil {
-		return err
+// inboundReadSQL is StoreInbound's read (company $1, device $2, client id
+// $3, daily budget $4, the message's cost $5, day $6), one statement and
+// one snapshot: the live device's record and an earlier message's of the
+// client id (NULL when none), the day's storage use (0 without a budget),
+// and the new message's id, taken from the sequence only when the message
+// will be stored: its device is live, the client id new and its cost
+// within the budget, as StoreInbound checks them on what the statement
+// returns. A refused or repeated message takes no id, as when it was taken
+// after those checks.
+const inboundReadSQL = `SELECT d.rec, p.rec, u.used,
+		CASE WHEN d.rec IS NOT NULL AND p.rec IS NULL AND ($4::bigint <= 0 OR u.used + $5::bigint <= $4::bigint)
+			THEN nextval(pg_get_serial_sequence('messages', 'id')) END
+	FROM (SELECT CASE WHEN $4::bigint > 0 THEN (SELECT coalesce(sum(used), 0)::bigint FROM storage_usage WHERE company_id = $1 AND day = $6)
+		ELSE 0 END AS used) u
+	LEFT JOIN devices d ON d.company_id = $1 AND d.id = $2 AND d.deleted_at IS NULL
+	LEFT JOIN messages p ON p.company_id = $1 AND p.device_id = $2 AND p.client_id = $3`
+
+// receivedFacts are what a new received message's writes read of its
+// company, with the reads that begin its transaction: its webhook set and
+// outbox (when the store builds inbound events), and its record when the
+// message is a stop or start keyword (its keyword setting).
+type receivedFacts struct {
+	webhooks webhookFacts
+	keyword  bool           // an SMS that is a stop or start keyword
+	company  *store.Company // its company, when keyword; nil if gone
+}
+
+// queueReceivedFacts queues the reads of f for m, a message of the company
+// the transaction is about to store.
+func (s *Store) queueReceivedFacts(b *pgx.Batch, companyID uint64, m store.Message, f *receivedFacts) {
+	*f = receivedFacts{}
+	if h := s.inboundEvents; h != nil && h.Build != nil {
+		queueWebhookFacts(b, companyID, &f.webhooks)
 	}
-	if err := addActivity(t, msg.CompanyID, store.Activity{Type: store.ActMessageReceived, At: msg.CreatedAt,
+	if m.Channel != "" && m.Channel != "sms" {
+		return
+	}
+	if stop, start := store.KeywordOf(m.Text); !stop && !start {
+		return
+	}
+	f.keyword = true
+	b.Queue("SELECT rec FROM companies WHERE id = $1", id(companyID)).QueryRow(func(row pgx.Row) error {
+		var raw []byte
+		if err := row.Scan(&raw); err != nil {
+			return noRow(err)
+		}
+		f.company = &store.Company{}
+		return json.Unmarshal(raw, f.company)
+	})
+}
+
+// queueReceived queues, in the batch that stores a new received message
+// (StoreInbound, StoreAgentInbound), what its arrival adds beside it, in
+// the order every write locks these rows: the day's received count, the
+// company's activity line and the feed's trim, the sender's opt-out when
+// an SMS is a stop or start keyword, its webhook event (f, read before),
+// and the transaction's charges, last. A keyword that lists its sender is
+// charged once the batch has run (whether the entry is new): the
+// transaction's charges are then written by its commit, still last.
+func (s *Store) queueReceived(t *txn, b *pgx.Batch, msg store.Message, d store.Device, f *receivedFacts) error {
+	b.Queue(countSQL, countArgs(msg, msg.CreatedAt, t.shard(), store.Counts{Received: 1})...)
+	if err := queueActivity(b, msg.CompanyID, store.Activity{Type: store.ActMessageReceived, At: msg.CreatedAt,
 		Description: store.ChannelLabel(msg.Channel) + " from " + store.MaskPhone(msg.Phone) + " received on " + store.ActivityName(store.DeviceLabel(d))}); err != nil {
 		return err
 	}
-	if err := s.applyOptOutKeyword(t, msg, false); err != nil {
+	if err := s.queueOptOutKeyword(t, b, msg, f); err != nil {
 		return err
 	}
-	return s.inboundEvent(t, msg)
+	if err := s.queueInboundEvent(t, b, msg, f); err != nil {
+		return err
+	}
+	if !f.keyword {
+		t.queueCharges(b)
+	}
+	return nil
+}
+
+// queueOptOutKeyword queues applyOptOutKeyword's write for a message the
+// budget admitted (f says whether it is a keyword and holds its company).
+func (s *Store) queueOptOutKeyword(t *txn, b *pgx.Batch, m store.Message, f *receivedFacts) error {
+	if !f.keyword {
+		return nil
+	}
+	if f.company == nil {
+		return fmt.Errorf("opt-out keyword: company %d: %w", m.CompanyID, store.ErrNotFound)
+	}
+	if c := f.company; c.OptOutKeywords != nil && !*c.OptOutKeywords {
+		return nil
+	}
+	who := m.Phone
+	if n, ok := phone.NormalizeSender(m.Phone); ok {
+		who = n
+	}
+	if _, start := store.KeywordOf(m.Text); start {
+		b.Queue("DELETE FROM opt_outs WHERE company_id = $1 AND phone = $2", id(m.CompanyID), who)
+		return nil
+	}
+	raw, err := rec(store.OptOut{Phone: who, Source: store.OptOutKeyword, CreatedAt: m.CreatedAt})
+	if err != nil {
+		return err
+	}
+	b.Queue("INSERT INTO opt_outs (company_id, phone, rec) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING", id(m.CompanyID), who, raw).Exec(func(tag pgconn.CommandTag) error {
+		if tag.RowsAffected() == 0 {
+			return nil
+		}
+		return s.chargeAfter(t, m.CompanyID, m.CreatedAt, store.OptOutCost)
+	})
+	return nil
+}
+
+// queueInboundEvent queues the outbox write of m's event, built against
+// the webhook facts read before (f); the event counts on the day the
+// message does.
+func (s *Store) queueInboundEvent(t *txn, b *pgx.Batch, m store.Message, f *receivedFacts) error {
+	h := s.inboundEvents
+	if h == nil || h.Build == nil {
+		return nil
+	}
+	wrap := func(err error) error { return fmt.Errorf("webhook event of inbound message %d: %w", m.ID, err) }
+	w, err := planWebhookEvent(&f.webhooks, m.CompanyID, m.CreatedAt, h.Limits, func(set store.WebhookSet) (store.WebhookEvent, []store.WebhookDelivery, error) {
+		return h.Build(set, m)
+	})
+	if err != nil {
+		return wrap(err)
+	}
+	if w == nil {
+		return nil
+	}
+	if err := w.queue(t, b, wrap); err != nil {
+		return wrap(err)
+	}
+	if res := w.res; h.Committed != nil && (res.Queued > 0 || res.Refused > 0) {
+		t.OnCommit(func() { h.Committed(m, res) })
+	}
+	return nil
 }
 
 // noRow makes a row's absence no error: what it would have been scanned
