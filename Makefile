@@ -42,7 +42,10 @@ TEST_TIMEOUT ?= 15m
 # PG_SUITES are the packages whose tests run the server over a real store
 # (internal/storetest, or the binary with --database-url): make test runs
 # them a second time with the store in PostgreSQL. The store's own suites
-# (store/...) run on both backends in the first pass already.
+# (store/...) run on both backends in the first pass already, and so do
+# the tests of those packages that are on PostgreSQL whatever the backend
+# (a cluster's nodes, a database cut off): they skip the second pass
+# (storetest.PostgresEitherWay).
 # They are listed longest first, for the reason below.
 #
 # The second pass runs without the race detector: the Go code above the

@@ -17,7 +17,7 @@ import (
 // small (termux-sms-list's page of 50 messages, mmcli's JSON): a tool that
 // prints more than maxToolOutput is broken or hostile, and is stopped.
 // toolWaitDelay is how long the agent waits, once the tool exited or was
-// killed, for what it left running to let go of its output.
+// killed, for what it left running to let go of its output (Tool.WaitDelay).
 const (
 	maxToolOutput = 4 << 20
 	maxToolStderr = 64 << 10
@@ -38,6 +38,10 @@ type Tool struct {
 	// zero). A tool that sends keeps the default: the core tells a send cut
 	// off by its own deadline (outcome unknown) from a failed one.
 	Timeout time.Duration
+	// WaitDelay bounds the wait, once the tool exited or was killed, for
+	// what it left running to let go of its output (toolWaitDelay when
+	// zero).
+	WaitDelay time.Duration
 }
 
 // ToolError is a tool that could not be run or refused to work. Kind is
@@ -109,7 +113,10 @@ func (t Tool) Run(ctx context.Context, stdin string, args ...string) (string, er
 	defer cancel()
 	cmd := exec.CommandContext(ctx, t.Name, args...)
 	killGroup(cmd)
-	cmd.WaitDelay = toolWaitDelay
+	cmd.WaitDelay = t.WaitDelay
+	if cmd.WaitDelay <= 0 {
+		cmd.WaitDelay = toolWaitDelay
+	}
 	if stdin != "" {
 		cmd.Stdin = strings.NewReader(stdin)
 	}

@@ -64,18 +64,21 @@ exec sleep 600`)
 
 // A tool that succeeded and left a child holding its output open is a
 // success: its answer is what it printed (the SMS went out; a failed
-// report would invite a second send).
+// report would invite a second send). The tool's wait for its child is
+// cut short (the product's is toolWaitDelay): the wait ends the same way,
+// in ErrWaitDelay.
 func TestToolThatSucceededLeavingAChildIsASuccess(t *testing.T) {
 	fakeTool(t, "fake-send", `sleep 600 & echo $! >> "$PIDS"
 echo sent`)
+	const waitDelay = 200 * time.Millisecond
 	done := make(chan struct{})
 	var out string
 	var err error
 	go func() {
-		out, err = Tool{Name: "fake-send"}.Run(context.Background(), "")
+		out, err = Tool{Name: "fake-send", WaitDelay: waitDelay}.Run(context.Background(), "")
 		close(done)
 	}()
-	poll.Within(t, toolWaitDelay+poll.Timeout, "Run returns", func() bool {
+	poll.Within(t, waitDelay+poll.Timeout, "Run returns", func() bool {
 		select {
 		case <-done:
 			return true

@@ -10,6 +10,7 @@ import (
 
 	"github.com/simrelay/simrelay/channel"
 	"github.com/simrelay/simrelay/internal/pgtest"
+	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/store/conformance"
 	"github.com/simrelay/simrelay/store/postgres"
@@ -40,6 +41,7 @@ func (k *kicks) count() int {
 // first node, which kicks the agent's device (the bus carries the kick to
 // the node holding the link), the jobs go, in order, at once.
 func TestPauseHoldsAcrossNodes(t *testing.T) {
+	storetest.PostgresEitherWay(t)
 	t.Parallel()
 	url := pgtest.URL(t)
 	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)

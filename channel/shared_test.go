@@ -12,6 +12,7 @@ import (
 
 	"github.com/simrelay/simrelay/channel"
 	"github.com/simrelay/simrelay/internal/pgtest"
+	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/pacing"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
@@ -26,6 +27,7 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // one node lets pass, however they race, and the next is refused on either
 // node with the Retry-After one node gives.
 func TestSharedCapsHoldAcrossNodes(t *testing.T) {
+	storetest.PostgresEitherWay(t)
 	t.Parallel()
 	url := pgtest.URL(t)
 	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)

@@ -49,6 +49,7 @@ func staleHello(t *testing.T, r *rig, fingerprint string) int {
 // with 1013, which brings the phone back within seconds, not with 4503
 // (device deleted), after which it would stop reconnecting for good.
 func TestDeviceLookupWhileTheDatabaseIsGoneCloses1013(t *testing.T) {
+	storetest.PostgresEitherWay(t)
 	t.Parallel()
 	relay := pgtest.Relay(t, pgtest.URL(t))
 	st := openStore(t, relay.URL)

@@ -20,6 +20,7 @@ import (
 	"github.com/simrelay/simrelay/channel"
 	"github.com/simrelay/simrelay/device"
 	"github.com/simrelay/simrelay/internal/pgtest"
+	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/sms"
 	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/store/postgres"
@@ -30,6 +31,7 @@ import (
 // tells its client, not that the server failed (500): nothing is wrong with
 // the phone or its token, and the operator's log names the database.
 func TestLinkWhileTheDatabaseIsGoneAnswers503(t *testing.T) {
+	storetest.PostgresEitherWay(t)
 	t.Parallel()
 	relay := pgtest.Relay(t, pgtest.URL(t))
 	st := openStore(t, relay.URL)
@@ -155,6 +157,7 @@ func (h heldAuth) Authenticate(ctx context.Context, token string) (store.Device,
 // reach it neither opens the gate, letting the whole fleet ask the store
 // again, nor takes the probe's turn from a phone.
 func TestUpgradeWithoutTokenIsNoProbe(t *testing.T) {
+	storetest.PostgresEitherWay(t)
 	t.Parallel()
 	relay := pgtest.Relay(t, pgtest.URL(t))
 	st := openStore(t, relay.URL)
@@ -315,6 +318,7 @@ func (l linksIn) Ended(store.Device, uint64)             {}
 // record is made through a connection of its own here, cut while the
 // hello's store still answers.
 func TestClaimWhileTheDatabaseIsGoneCloses1013(t *testing.T) {
+	storetest.PostgresEitherWay(t)
 	t.Parallel()
 	db := pgtest.URL(t)
 	st := openStore(t, db)
@@ -436,6 +440,7 @@ func (c seenCounted) Seen(ctx context.Context, dev store.Device, at time.Time) e
 // out, not one per link (10,000 for as many phones). The hub then knows the
 // database out of reach: the upgrades that follow are refused from memory.
 func TestLinksEndingWhileTheDatabaseIsGoneLogOnce(t *testing.T) {
+	storetest.PostgresEitherWay(t)
 	t.Parallel()
 	relay := pgtest.Relay(t, pgtest.URL(t))
 	st := openStore(t, relay.URL)
@@ -490,6 +495,7 @@ func TestLinksEndingWhileTheDatabaseIsGoneLogOnce(t *testing.T) {
 // reached through a connection of its own here, cut while the SMS queue
 // still answers.
 func TestAgentQueueUnreadWhileTheDatabaseIsGoneCloses1013(t *testing.T) {
+	storetest.PostgresEitherWay(t)
 	t.Parallel()
 	db := pgtest.URL(t)
 	st := openStore(t, db)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/simrelay/simrelay/internal/pgtest"
+	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/store/postgres"
 )
@@ -16,6 +17,7 @@ import (
 // view is refused on either, and a view that ends frees a place on the
 // other node. Each node's own counts stay its own.
 func TestStreamCapsCountEveryNode(t *testing.T) {
+	storetest.PostgresEitherWay(t)
 	t.Parallel()
 	url := pgtest.URL(t)
 	var brokers []*Broker

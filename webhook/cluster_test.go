@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/simrelay/simrelay/internal/pgtest"
+	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/store/postgres"
 	"github.com/simrelay/simrelay/webhook/webhooktest"
@@ -30,6 +31,7 @@ func twoNodes(t *testing.T, a, b *postgres.Store) (f, fb *fixture) {
 // reaches the receiver once, including those enqueued on one node and
 // claimed by the other.
 func TestTwoNodesDeliverEachOnce(t *testing.T) {
+	storetest.PostgresEitherWay(t)
 	t.Parallel()
 	url := pgtest.URL(t)
 	a, b := pgNode(t, url, postgres.Options{}), pgNode(t, url, postgres.Options{})

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/simrelay/simrelay/internal/pgtest"
+	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/store/postgres"
 	"github.com/simrelay/simrelay/webhook/webhooktest"
@@ -21,6 +22,7 @@ import (
 // lease ran out, never attempts it again. Nothing crashed, so the receiver
 // gets it once (contract section 12: never twice but across a crash).
 func TestAttemptRecordedWhenTheDatabaseReturns(t *testing.T) {
+	storetest.PostgresEitherWay(t)
 	t.Parallel()
 	url := pgtest.URL(t)
 	relay := pgtest.Relay(t, url)
@@ -80,6 +82,7 @@ func (c *countedLines) RecordWebhookAttemptLater(id uint64, keep int, decide fun
 // queue of lines during an outage ends within one retry span, not one span
 // per line (at shutdown too).
 func TestLineRetriesTimedFromTheAttempt(t *testing.T) {
+	storetest.PostgresEitherWay(t)
 	t.Parallel()
 	url := pgtest.URL(t)
 	relay := pgtest.Relay(t, url)

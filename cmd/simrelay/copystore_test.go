@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/simrelay/simrelay/internal/pgtest"
+	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/store/boltstore"
 	"github.com/simrelay/simrelay/store/postgres"
@@ -46,6 +47,7 @@ func pgCompanies(t *testing.T, url string) int {
 // PostgreSQL with the same id. A second copy into that database is refused,
 // saying why, and changes nothing.
 func TestCopyStore(t *testing.T) {
+	storetest.PostgresEitherWay(t)
 	t.Parallel()
 	dir := t.TempDir()
 	if code, _, errOut := runAdmin(t, "create-company", "--data-dir", dir, "--company", "Acme", "--email", "ana@acme.example", "--password", "Secret123"); code != 0 {
@@ -120,6 +122,7 @@ func TestCopyStoreRefusals(t *testing.T) {
 // migrated; migrated by today's code, it is copied whole and answers the
 // same on PostgreSQL.
 func TestCopyStoreV1(t *testing.T) {
+	storetest.PostgresEitherWay(t)
 	t.Parallel()
 	dir := t.TempDir()
 	raw, err := os.ReadFile(filepath.Join("..", "..", "store", "boltstore", "testdata", "v1", boltstore.FileName))
@@ -264,6 +267,7 @@ func sameAnswers(t *testing.T, dir, url string) {
 // SIMRELAY_DATABASE_URL in the shell) is refused before anything is written
 // to it or migrated (store/postgres, Options.Empty), saying so.
 func TestBenchRefusesADatabaseWithACompany(t *testing.T) {
+	storetest.PostgresEitherWay(t)
 	t.Parallel()
 	url := pgtest.URL(t)
 	if code, _, errOut := runAdmin(t, "create-company", "--database-url", url, "--company", "Acme", "--email", "ana@acme.example", "--password", "Secret123"); code != 0 {

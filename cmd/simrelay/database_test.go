@@ -77,6 +77,7 @@ func TestDatabaseURLReachesEveryCommand(t *testing.T) {
 // take it for simrelay's and migrate into it. create-company creates the
 // schema in an empty database, after which the same commands work on it.
 func TestAdminRefusesADatabaseWithoutTheSchema(t *testing.T) {
+	storetest.PostgresEitherWay(t)
 	t.Parallel()
 	ctx := context.Background()
 	empty := pgtest.URL(t)

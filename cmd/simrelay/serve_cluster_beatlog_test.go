@@ -10,6 +10,7 @@ import (
 
 	"github.com/simrelay/simrelay/internal/pgtest"
 	"github.com/simrelay/simrelay/internal/poll"
+	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/internal/syncbuf"
 	"github.com/simrelay/simrelay/store/postgres"
 )
@@ -48,6 +49,7 @@ func TestBeatLogSpacesABreak(t *testing.T) {
 // A single node on PostgreSQL whose database goes away logs its beats not
 // written once, not every 2 s, and says when they are written again.
 func TestNodeBeatsThroughAnOutage(t *testing.T) {
+	storetest.PostgresEitherWay(t)
 	t.Parallel()
 	relay := pgtest.Relay(t, pgtest.URL(t))
 	st, err := postgres.Open(context.Background(), relay.URL, postgres.Options{})

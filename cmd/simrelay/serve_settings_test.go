@@ -15,6 +15,7 @@ import (
 	"github.com/simrelay/simrelay/internal/natstest"
 	"github.com/simrelay/simrelay/internal/pgtest"
 	"github.com/simrelay/simrelay/internal/poll"
+	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/store/postgres"
 )
 
@@ -24,6 +25,7 @@ import (
 // database say the same digest of the same token (they compare); a node of
 // another database says another one, and no message holds the token.
 func TestSettingsDigestsAreKeyedByTheDatabase(t *testing.T) {
+	storetest.PostgresEitherWay(t)
 	t.Parallel()
 	natsURL := natstest.Start(t)
 	one, other := pgtest.URL(t), pgtest.URL(t)

@@ -44,9 +44,12 @@ const (
 	stopTimeout = 30 * time.Second
 	// superuser is the cluster's superuser; it trusts every local connection.
 	superuser = "postgres"
-	// dirPrefix names the cluster directories in os.TempDir; the owner's pid
+	// dirPrefix names the cluster directories in baseDir; the owner's pid
 	// follows it, so a later run can tell a dead owner's directory.
 	dirPrefix = "simrelay-pgtest-"
+	// shmDir is Linux's file system in memory (tmpfs), where baseDir puts
+	// the clusters when it can.
+	shmDir = "/dev/shm"
 	// port only names the socket file (.s.PGSQL.5432): nothing listens on TCP.
 	port = 5432
 )
@@ -68,8 +71,9 @@ func startCluster(ctx context.Context) (*cluster, error) {
 	if err := checkVersion(bin); err != nil {
 		return nil, err
 	}
-	sweep(os.TempDir())
-	dir, err := os.MkdirTemp("", dirPrefix+strconv.Itoa(os.Getpid())+"-*")
+	base := baseDir()
+	sweep(base)
+	dir, err := os.MkdirTemp(base, dirPrefix+strconv.Itoa(os.Getpid())+"-*")
 	if err != nil {
 		return nil, fmt.Errorf("pgtest: %w", err)
 	}
@@ -98,6 +102,22 @@ func startCluster(ctx context.Context) (*cluster, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// baseDir is where the cluster's directory is made: /dev/shm where it is a
+// directory every user may write to (as /tmp), otherwise os.TempDir. The
+// clusters are thrown away, and on a disk their files cost the tests dearly
+// even with fsync off: initdb, each CREATE DATABASE's copy of its template
+// and the WAL are written back to the disk all the same, behind whatever
+// else the machine writes. In memory, initdb took 1.0 to 1.2 s against 2.3
+// to 4.2 s on the disk of a loaded 2-core machine, with a fifth of the
+// system time. A cluster holds a few hundred MiB at most (the tests'
+// databases are small, and dropped or reset when their tests end).
+func baseDir() string {
+	if fi, err := os.Stat(shmDir); err == nil && fi.IsDir() && fi.Mode().Perm()&0o003 == 0o003 && fi.Mode()&os.ModeSticky != 0 {
+		return shmDir
+	}
+	return os.TempDir()
 }
 
 // startServer starts the server process from a goroutine that holds its OS thread

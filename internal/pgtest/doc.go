@@ -1,6 +1,7 @@
 // Package pgtest gives tests a real PostgreSQL: one cluster per test binary,
-// started on first use in a temporary directory, listening only on a unix
-// socket there (no TCP), with fsync off and small buffers; each test gets a
+// started on first use in a temporary directory (in /dev/shm, memory, where
+// there is one), listening only on a unix socket there (no TCP), with fsync
+// off and small buffers; each test gets a
 // fresh database of its own, dropped when the test ends. A database copied
 // from a prepared template (URLFrom) is instead made new again when its test
 // ends, if nothing but rows and sequences changed in it, and handed to the

@@ -41,6 +41,17 @@ func EmbeddedOnly(t testing.TB, why string) {
 	}
 }
 
+// PostgresEitherWay skips t on the PostgreSQL run, saying why: for a test
+// that runs on PostgreSQL whatever the backend (nodes of a cluster sharing
+// a database, a database cut off through a relay, a copy into one), which
+// the bbolt run runs the same, and under -race in make test's first pass.
+func PostgresEitherWay(t testing.TB) {
+	t.Helper()
+	if Postgres() {
+		t.Skip("on PostgreSQL whatever the backend: make test's first pass runs it, under -race")
+	}
+}
+
 // Main runs the package's tests and exits with their code; call it from
 // TestMain.
 func Main(m *testing.M) { pgtest.Main(m) }
