@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"golang.org/x/sys/unix"
 )
 
 // Settings of the test cluster: durability is off (a crash loses a test
@@ -113,12 +114,24 @@ func startCluster(ctx context.Context) (*cluster, error) {
 // to 4.2 s on the disk of a loaded 2-core machine, with a fifth of the
 // system time. A cluster holds a few hundred MiB at most (the tests'
 // databases are small, and dropped or reset when their tests end).
+//
+// A container's /dev/shm is often small (Docker gives 64 MiB unless told
+// otherwise), where a cluster would run out of room mid-test: /dev/shm is
+// used only with shmFree free in it.
 func baseDir() string {
 	if fi, err := os.Stat(shmDir); err == nil && fi.IsDir() && fi.Mode().Perm()&0o003 == 0o003 && fi.Mode()&os.ModeSticky != 0 {
-		return shmDir
+		var st unix.Statfs_t
+		if unix.Statfs(shmDir, &st) == nil && uint64(st.Bavail)*uint64(st.Bsize) >= shmFree {
+			return shmDir
+		}
 	}
 	return os.TempDir()
 }
+
+// shmFree is the room in /dev/shm below which baseDir leaves it alone: a
+// few clusters of test binaries run at once (one each), each a few hundred
+// MiB at most.
+const shmFree = 2 << 30
 
 // startServer starts the server process from a goroutine that holds its OS thread
 // until the server exits: on Linux the server's parent-death signal is tied

@@ -1,6 +1,6 @@
 // Package pgtest gives tests a real PostgreSQL: one cluster per test binary,
 // started on first use in a temporary directory (in /dev/shm, memory, where
-// there is one), listening only on a unix socket there (no TCP), with fsync
+// there is one with room), listening only on a unix socket there (no TCP), with fsync
 // off and small buffers; each test gets a
 // fresh database of its own, dropped when the test ends. A database copied
 // from a prepared template (URLFrom) is instead made new again when its test
