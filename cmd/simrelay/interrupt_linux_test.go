@@ -124,8 +124,7 @@ func TestCopyStoreStopsAtCtrlC(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
+	done := waitExit(t, cmd)
 	poll.Within(t, 30*time.Second, "the copy waits for the companies table", func() bool {
 		var waiting int
 		err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_locks WHERE relation = 'companies'::regclass AND NOT granted").Scan(&waiting)
@@ -180,8 +179,7 @@ func TestServeEndsAtASecondSignal(t *testing.T) {
 	if _, err := fmt.Fprint(conn, `{"phone":`); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
-	go func() { _ = srv.cmd.Wait(); close(done) }()
+	done := waitExit(t, srv.cmd)
 	// The first is a hang-up (the ssh session the server was started from
 	// closing), which ended the server at once as a kill does, requests in
 	// flight and all; it stops it as SIGTERM and SIGINT do.
@@ -221,8 +219,7 @@ func TestServeUnderNohupOutlivesAHangUp(t *testing.T) {
 	st := newTestStore(t)
 	key := createCompany(t, bin, st)
 	srv := launchServer(t, exec.Command(nohup, append([]string{bin}, serveArgs(st)...)...))
-	done := make(chan struct{})
-	go func() { _ = srv.cmd.Wait(); close(done) }()
+	done := waitExit(t, srv.cmd)
 	if err := srv.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
@@ -247,4 +244,20 @@ func TestServeUnderNohupOutlivesAHangUp(t *testing.T) {
 	if !srv.cmd.ProcessState.Success() {
 		t.Errorf("the server under nohup after a hang-up and SIGTERM: %s, want it stopped in order (a second signal ends it at once)\n%s", srv.cmd.ProcessState, srv.stderr.String())
 	}
+}
+
+// waitExit waits for cmd to exit in the background, closing the channel it
+// returns then. A test that ends first (failed) has cmd killed and waits
+// for that Wait: a cleanup's own Wait beside it (launchServer's) would be
+// a second, concurrent Wait on one process, a data race that can hang the
+// test binary.
+func waitExit(t *testing.T, cmd *exec.Cmd) <-chan struct{} {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-done
+	})
+	return done
 }
