@@ -86,27 +86,9 @@ func TestACloseDuringTheHelloReadsNothingTheHelloWrites(t *testing.T) {
 			logHeld = newHeldLog(log.Handler(), "phone link closed by the server")
 			h.log = slog.New(logHeld)
 		}})
-	ws, _, err := r.dial(r.pair("pixel-1"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ws.CloseNow()
-	writeFrame(t, ws, proto.Hello{Protocol: 1, AppVersion: "test"})
-	select {
-	case <-held.called:
-	case <-time.After(poll.Timeout):
-		t.Fatal("the hello did not reach the store")
-	}
-	go func() { _, _, _ = ws.Read(context.Background()) }() // answers the server's close
-	stopped := make(chan error, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		stopped <- r.hub.Shutdown(ctx)
-	}()
 	// Draining is set before the close: seen under the hub's lock, it
 	// orders nothing of the close after it.
-	eventually(t, "the hub draining", r.hub.isDraining)
+	stopped := shutdownDuringHello(t, r, held)
 	opened = true
 	close(held.gate) // the hello goes on, and keeps the device it stored
 	select {

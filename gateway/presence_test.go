@@ -53,11 +53,31 @@ func TestLinkNotRegisteredAfterItsHelloIsReportedDown(t *testing.T) {
 	r := newRigHub(t, storetest.OpenWith(t, storetest.Options{}), Config{}, time.Now, nil, hubSetup{
 		devices: func(d *device.Service) Devices { held.Devices = d; return held },
 		wire:    func(h *Hub, _ *slog.Logger) { h.SetPresence(pl) }})
+	stopped := shutdownDuringHello(t, r, held)
+	opened = true
+	close(held.gate)
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	if pl.ups != 0 || pl.downs != 1 {
+		t.Fatalf("presence told up %d, down %d times; want down once (the hello reported it online)", pl.ups, pl.downs)
+	}
+}
+
+// shutdownDuringHello links pixel-1, waits for its hello to reach held's
+// store call, and starts the hub's Shutdown (the phone answers the
+// server's close); once the hub is draining it returns the channel that
+// gets Shutdown's answer. The hello is still held: the caller lets it go
+// on (held.gate).
+func shutdownDuringHello(t *testing.T, r *rig, held *helloHeld) <-chan error {
+	t.Helper()
 	ws, _, err := r.dial(r.pair("pixel-1"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ws.CloseNow()
+	t.Cleanup(func() { ws.CloseNow() })
 	writeFrame(t, ws, proto.Hello{Protocol: 1, AppVersion: "test"})
 	select {
 	case <-held.called:
@@ -72,14 +92,5 @@ func TestLinkNotRegisteredAfterItsHelloIsReportedDown(t *testing.T) {
 		stopped <- r.hub.Shutdown(ctx)
 	}()
 	eventually(t, "the hub draining", r.hub.isDraining)
-	opened = true
-	close(held.gate)
-	if err := <-stopped; err != nil {
-		t.Fatal(err)
-	}
-	pl.mu.Lock()
-	defer pl.mu.Unlock()
-	if pl.ups != 0 || pl.downs != 1 {
-		t.Fatalf("presence told up %d, down %d times; want down once (the hello reported it online)", pl.ups, pl.downs)
-	}
+	return stopped
 }
