@@ -149,3 +149,37 @@ func (s *sealer) open(sealed []byte) (string, error) {
 	}
 	return string(plain), nil
 }
+
+// The store secrets (store.Backend.Secret) the service keys with, made at
+// its first start: JWTSecret signs the access tokens, SealSecret seals each
+// company's API key (sealer), LoginSecret keys the digests that count failed
+// sign-ins by address (loginKey).
+const (
+	JWTSecret   = "jwt-hs256"
+	SealSecret  = "api-key-seal"
+	LoginSecret = "login-failures"
+)
+
+// ResealAPIKey is the store.Reseal of a rotation of the server's secrets
+// (simrelay admin rotate-keys): a company's sealed API key opened with the
+// old SealSecret and sealed with the fresh one, the key itself unchanged.
+// A rotation that leaves SealSecret as it was leaves the sealed key too.
+func ResealAPIKey(old, fresh map[string][]byte, sealed []byte) ([]byte, error) {
+	next, ok := fresh[SealSecret]
+	if !ok {
+		return sealed, nil
+	}
+	from, err := newSealer(old[SealSecret])
+	if err != nil {
+		return nil, fmt.Errorf("account: the old seal key: %w", err)
+	}
+	key, err := from.open(sealed)
+	if err != nil {
+		return nil, err
+	}
+	to, err := newSealer(next)
+	if err != nil {
+		return nil, fmt.Errorf("account: the new seal key: %w", err)
+	}
+	return to.seal(key), nil
+}

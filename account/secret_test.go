@@ -108,3 +108,39 @@ func TestSealer(t *testing.T) {
 		t.Fatal("another key opened the value")
 	}
 }
+
+// ResealAPIKey opens a sealed key with the old seal key and seals the same
+// key with the fresh one, which alone opens it after; a rotation that left
+// the seal key keeps the sealed bytes, and a value the old key does not
+// open is an error (the rotation then writes nothing).
+func TestResealAPIKey(t *testing.T) {
+	t.Parallel()
+	oldKey, newKey := []byte(strings.Repeat("o", 32)), []byte(strings.Repeat("n", 32))
+	from, err := newSealer(oldKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	to, err := newSealer(newKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealed := from.seal("the-api-key")
+	old, fresh := map[string][]byte{SealSecret: oldKey}, map[string][]byte{SealSecret: newKey}
+	again, err := ResealAPIKey(old, fresh, sealed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if key, err := to.open(again); err != nil || key != "the-api-key" {
+		t.Fatalf("the re-sealed key under the new seal key: %q (%v)", key, err)
+	}
+	if _, err := from.open(again); err == nil {
+		t.Fatal("the old seal key opens the re-sealed key")
+	}
+	jwtOnly := map[string][]byte{JWTSecret: newKey}
+	if same, err := ResealAPIKey(map[string][]byte{JWTSecret: oldKey}, jwtOnly, sealed); err != nil || string(same) != string(sealed) {
+		t.Fatalf("a rotation without the seal key changed the sealed key: %x (%v)", same, err)
+	}
+	if _, err := ResealAPIKey(fresh, old, sealed); err == nil {
+		t.Fatal("re-sealed a value the given old key does not open")
+	}
+}

@@ -156,11 +156,11 @@ type cachedKey struct {
 // New returns the service; the server secrets are created in the store on first use.
 func New(cfg Config, st Store, mailer Mailer, log *slog.Logger, now func() time.Time) (*Service, error) {
 	cfg.defaults()
-	jwtKey, err := st.Secret("jwt-hs256", 32)
+	jwtKey, err := st.Secret(JWTSecret, 32)
 	if err != nil {
 		return nil, err
 	}
-	sealKey, err := st.Secret("api-key-seal", 32)
+	sealKey, err := st.Secret(SealSecret, 32)
 	if err != nil {
 		return nil, err
 	}
@@ -171,7 +171,7 @@ func New(cfg Config, st Store, mailer Mailer, log *slog.Logger, now func() time.
 	if err := cfg.LoginRate.Validate(); err != nil {
 		return nil, fmt.Errorf("account: failed logins: %w", err)
 	}
-	loginSecret, err := st.Secret("login-failures", 32)
+	loginSecret, err := st.Secret(LoginSecret, 32)
 	if err != nil {
 		return nil, err
 	}

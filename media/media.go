@@ -123,6 +123,11 @@ type Store interface {
 	CopyMedia(w io.Writer, id string, off, n int64) (int64, error)
 }
 
+// KeySecret names the store secret (store.Backend.Secret) that is
+// Config.Key: the server's own, made at its first start; simrelay admin
+// rotate-keys replaces it.
+const KeySecret = "media-url-hmac"
+
 // Config configures the service. Zero values take their Default constants.
 type Config struct {
 	// PublicURL is the server's address, the base of signed URLs.

@@ -46,3 +46,9 @@ type OneTimeToken struct {
 	// password was set through one link, the links mailed before it are dead.
 	Generation uint64 `json:"generation,omitempty"`
 }
+
+// Reseal is how RotateSecrets re-seals a company's API key
+// (Company.APIKeySealed): given the old and the fresh bytes of each secret
+// it replaced, by name, and the sealed key, it returns the key sealed
+// anew. The account package owns the seal; the store only keeps its bytes.
+type Reseal func(old, fresh map[string][]byte, sealed []byte) ([]byte, error)

@@ -13,7 +13,7 @@ import (
 // (?ok=, ?err=&field=) and the banner shows only a signed one. Without it a
 // link from anywhere, /console/devices?err=Your+account+is+locked..., puts
 // any sentence its author likes on the console's own page, in its own
-// banner. The key is the server's, kept in the store (flashKeyName): every
+// banner. The key is the server's, kept in the store (FlashSecret): every
 // node of a cluster, which has no sticky sessions, reads what another
 // signed, since the page a redirect leads to may be served by any of them,
 // and so does the same server after a restart.
@@ -26,14 +26,15 @@ import (
 // page of a stranger.
 type flashSigner struct{ key []byte }
 
-// flashKeyName names the flash key among the store's secrets.
-const flashKeyName = "console-flash"
+// FlashSecret names the flash key among the store's secrets (simrelay admin
+// rotate-keys replaces it).
+const FlashSecret = "console-flash"
 
 // newFlashSigner takes its key from secrets, or, where there are none (a
 // console built without a store to keep it), draws one for the process.
 func newFlashSigner(secrets Secrets) (*flashSigner, error) {
 	if secrets != nil {
-		key, err := secrets.Secret(flashKeyName, 32)
+		key, err := secrets.Secret(FlashSecret, 32)
 		if err != nil {
 			return nil, fmt.Errorf("web: flash key: %w", err)
 		}

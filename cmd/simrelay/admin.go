@@ -30,6 +30,7 @@ const adminUsage = `Usage:
   simrelay admin set-plan --company ID --plan ID [--plans FILE] [--data-dir D | --database-url URL]
   simrelay admin delete-device --company ID --device FINGERPRINT [--data-dir D | --database-url URL]
   simrelay admin copy-store --to postgres://... [--data-dir D]
+  simrelay admin rotate-keys [--data-dir D | --database-url URL]
 
 Admin commands work on the store directly. The embedded store (--data-dir)
 is one process's at a time, so its server must be stopped; a running
@@ -41,8 +42,10 @@ command where it is, as a kill does: each of its writes is whole or
 not made.
 
 A store in PostgreSQL (--database-url, or SIMRELAY_DATABASE_URL) is shared:
-the commands run beside its servers, each in its own transactions. Back it
-up with pg_dump: admin backup copies the embedded store only.
+the commands run beside its servers, each in its own transactions, but
+rotate-keys, which wants every node stopped (the keys are read at a
+start). Back it up with pg_dump: admin backup copies the embedded store
+only.
 `
 
 func admin(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -68,6 +71,8 @@ func admin(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = adminDeleteDevice(ctx, args[1:], stdout, stderr)
 	case "copy-store":
 		err = adminCopyStore(ctx, args[1:], stdout, stderr)
+	case "rotate-keys":
+		err = adminRotateKeys(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, adminUsage)
 		return 0

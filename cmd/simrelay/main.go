@@ -75,6 +75,7 @@ Usage:
   simrelay admin set-plan           put a company on a plan, without a payment provider
   simrelay admin delete-device      delete a device by its fingerprint as stored (one no API path can name)
   simrelay admin copy-store         copy the store into an empty PostgreSQL database
+  simrelay admin rotate-keys        replace the server's own keys, every server stopped
   simrelay phone [flags]            run a virtual phone (simrelay phone -h)
   simrelay bench [flags]            measure a server on loopback (simrelay bench -h)
   simrelay version                  print the version

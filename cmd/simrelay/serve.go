@@ -122,7 +122,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 		return err
 	}
 	devices := device.New(device.Config{PublicURL: cfg.publicURL}, st, now)
-	mediaKey, err := st.Secret("media-url-hmac", 32)
+	mediaKey, err := st.Secret(media.KeySecret, 32)
 	if err != nil {
 		return err
 	}

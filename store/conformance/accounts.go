@@ -41,6 +41,7 @@ type AccountsStore interface {
 	DeleteConsoleSession(hash []byte) error
 	PruneConsoleSessions(idleCutoff, now time.Time) (int, error)
 	Secret(name string, size int) ([]byte, error)
+	RotateSecrets(names []string, reseal store.Reseal) (replaced []string, resealed int, err error)
 }
 
 // Accounts runs the suite of companies, users, invitations, sign-in tokens,
@@ -70,6 +71,7 @@ func Accounts(t *testing.T, open Opener[AccountsStore]) {
 		{"ConsoleSessions", accountsConsoleSessions},
 		{"PruneConsoleSessions", accountsPruneConsoleSessions},
 		{"Secrets", accountsSecrets},
+		{"RotateSecrets", accountsRotateSecrets},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { t.Parallel(); c.run(t, open(t)) })
@@ -1058,6 +1060,112 @@ func accountsSecrets(t *testing.T, s AccountsStore) {
 	other, err := s.Secret("other", 16)
 	if err != nil || len(other) != 16 || bytes.Equal(other, got[0][:16]) {
 		t.Fatalf("another secret: %x (%v)", other, err)
+	}
+}
+
+// accountsRotateSecrets: RotateSecrets replaces each named secret the store
+// holds with fresh bytes of its size, leaves a name it does not hold unmade,
+// and hands every company's sealed API key to reseal with the old and fresh
+// bytes, keeping what it returns; the key's hash (its lookup) is untouched.
+// An error from reseal writes nothing: the secrets and the sealed keys stay.
+func accountsRotateSecrets(t *testing.T, s AccountsStore) {
+	jwt, err := s.Secret("jwt", 32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seal, err := s.Secret("seal", 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, err := s.Secret("kept", 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := Company(t, s)
+	b, _ := Company(t, s)
+	bare, _ := Company(t, s) // no sealed key: reseal never sees it
+	for _, c := range []store.Company{a, b} {
+		if _, err := s.UpdateCompany(c.ID, func(c *store.Company) error {
+			c.APIKeySealed = fmt.Appendf(nil, "sealed-%d", c.ID)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	names := []string{"jwt", "seal", "absent", "jwt"}
+
+	// reseal failing on the second company: nothing is written.
+	calls := 0
+	_, _, err = s.RotateSecrets(names, func(old, fresh map[string][]byte, sealed []byte) ([]byte, error) {
+		if calls++; calls == 2 {
+			return nil, errors.New("refused")
+		}
+		return append([]byte("new-"), sealed...), nil
+	})
+	if err == nil || !strings.Contains(err.Error(), "refused") {
+		t.Fatalf("rotate with a failing reseal: %v, want its error", err)
+	}
+	for name, want := range map[string][]byte{"jwt": jwt, "seal": seal} {
+		if got, err := s.Secret(name, len(want)); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("secret %s after a failed rotation: %x (%v), want it as it was", name, got, err)
+		}
+	}
+	for _, c := range []store.Company{a, b} {
+		if got, err := s.Company(c.ID); err != nil || string(got.APIKeySealed) != fmt.Sprintf("sealed-%d", c.ID) {
+			t.Fatalf("company %d's sealed key after a failed rotation: %q (%v)", c.ID, got.APIKeySealed, err)
+		}
+	}
+
+	var gotOld, gotFresh map[string][]byte
+	var seen [][]byte
+	replaced, resealed, err := s.RotateSecrets(names, func(old, fresh map[string][]byte, sealed []byte) ([]byte, error) {
+		gotOld, gotFresh = old, fresh
+		seen = append(seen, sealed)
+		return append([]byte("new-"), sealed...), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(replaced) != "[jwt seal]" || resealed != 2 || len(seen) != 2 {
+		t.Fatalf("rotated %v, re-sealed %d (%d calls), want [jwt seal] and 2", replaced, resealed, len(seen))
+	}
+	for name, was := range map[string][]byte{"jwt": jwt, "seal": seal} {
+		now, err := s.Secret(name, 99)
+		if err != nil || len(now) != len(was) || bytes.Equal(now, was) {
+			t.Fatalf("secret %s after rotation: %x (%v), want %d new bytes (was %x)", name, now, err, len(was), was)
+		}
+		if !bytes.Equal(gotOld[name], was) || !bytes.Equal(gotFresh[name], now) {
+			t.Fatalf("reseal was given old %x fresh %x for %s, want %x and %x", gotOld[name], gotFresh[name], name, was, now)
+		}
+	}
+	if got, err := s.Secret("kept", 8); err != nil || !bytes.Equal(got, kept) {
+		t.Fatalf("a secret not named: %x (%v), want it kept", got, err)
+	}
+	if _, ok := gotOld["absent"]; ok {
+		t.Fatal("reseal was given a secret the store did not hold")
+	}
+	if got, err := s.Secret("absent", 4); err != nil || len(got) != 4 {
+		t.Fatalf("a secret not held before the rotation: %x (%v), want 4 bytes made at its first use", got, err)
+	}
+	for _, c := range []store.Company{a, b} {
+		got, err := s.Company(c.ID)
+		if err != nil || string(got.APIKeySealed) != fmt.Sprintf("new-sealed-%d", c.ID) {
+			t.Fatalf("company %d's sealed key after rotation: %q (%v), want it re-sealed", c.ID, got.APIKeySealed, err)
+		}
+		if byHash, err := s.CompanyByAPIKeyHash(c.APIKeyHash); err != nil || byHash.ID != c.ID {
+			t.Fatalf("company %d by its key's hash after rotation: %+v (%v)", c.ID, byHash, err)
+		}
+	}
+	if got, err := s.Company(bare.ID); err != nil || len(got.APIKeySealed) != 0 {
+		t.Fatalf("a company without a sealed key after rotation: %q (%v)", got.APIKeySealed, err)
+	}
+	// Nothing held of the names: nothing replaced, reseal never called.
+	replaced, resealed, err = s.RotateSecrets([]string{"absent-too"}, func(_, _ map[string][]byte, _ []byte) ([]byte, error) {
+		t.Error("reseal called with no secret replaced")
+		return nil, nil
+	})
+	if err != nil || len(replaced) != 0 || resealed != 0 {
+		t.Fatalf("rotating no held secret: %v %d (%v)", replaced, resealed, err)
 	}
 }
 

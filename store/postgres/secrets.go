@@ -1,0 +1,103 @@
+package postgres
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/simrelay/simrelay/store"
+)
+
+// ErrNodesLive refuses to rotate the server's secrets while nodes beat in
+// the registry: each holds the old ones in memory until it stops, so the
+// credentials it signs would not pass the others, nor its own next start.
+var ErrNodesLive = errors.New("nodes run on this database")
+
+// RotateSecrets replaces, in one transaction, each of names the database
+// holds with as many fresh random bytes as it has, and re-seals every
+// company's API key with reseal (given the old and fresh bytes of the
+// secrets replaced), keeping what it returns. A name the database does not
+// hold yet is left for Secret to make at its first use. It returns the
+// names replaced, in the order given, and how many companies' keys were
+// re-sealed; on an error (reseal's too) nothing is written.
+//
+// It refuses (ErrNodesLive) while a node's beat is within
+// migrateLiveWithin seconds, as a migration does, under the same advisory
+// lock that a node registers under (RegisterNode) before it reads any
+// secret: a node registers before the rotation and is refused by it, or
+// after its commit and reads the new secrets.
+func (s *Store) RotateSecrets(names []string, reseal store.Reseal) (replaced []string, resealed int, err error) {
+	err = s.write("rotate secrets", func(t *txn) error {
+		replaced, resealed = nil, 0
+		if _, err := t.exec("SELECT pg_advisory_xact_lock($1)", migrationLock); err != nil {
+			return err
+		}
+		rows, err := t.query("SELECT name FROM cluster_nodes WHERE seen_at > now() - make_interval(secs => $1) ORDER BY name", migrateLiveWithin)
+		if err != nil {
+			return err
+		}
+		live, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return err
+		}
+		if len(live) > 0 {
+			return fmt.Errorf("%w (%s): stop every node first, then rotate (a node killed a moment ago counts for %d s after its last beat)", ErrNodesLive, strings.Join(live, ", "), migrateLiveWithin)
+		}
+		old, fresh := map[string][]byte{}, map[string][]byte{}
+		for _, name := range names {
+			if _, done := old[name]; done {
+				continue
+			}
+			var v []byte
+			err := t.row("SELECT value FROM secrets WHERE name = $1 FOR UPDATE", name).Scan(&v)
+			if errors.Is(err, pgx.ErrNoRows) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			nv := make([]byte, len(v))
+			if _, err := rand.Read(nv); err != nil {
+				return err
+			}
+			if _, err := t.exec("UPDATE secrets SET value = $2 WHERE name = $1", name, nv); err != nil {
+				return err
+			}
+			old[name], fresh[name] = v, nv
+			replaced = append(replaced, name)
+		}
+		if len(replaced) == 0 || reseal == nil {
+			return nil
+		}
+		companies, err := getRecs[store.Company](t, "SELECT rec FROM companies ORDER BY id FOR UPDATE")
+		if err != nil {
+			return err
+		}
+		for _, c := range companies {
+			if len(c.APIKeySealed) == 0 {
+				continue
+			}
+			v, err := reseal(old, fresh, c.APIKeySealed)
+			if err != nil {
+				return fmt.Errorf("company %d: %w", c.ID, err)
+			}
+			c.APIKeySealed = v
+			raw, err := rec(c)
+			if err != nil {
+				return err
+			}
+			if _, err := t.exec("UPDATE companies SET rec = $2 WHERE id = $1", id(c.ID), raw); err != nil {
+				return err
+			}
+			resealed++
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	return replaced, resealed, nil
+}
