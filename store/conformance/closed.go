@@ -27,6 +27,7 @@ type ClosedStore interface {
 	PruneTokens(cutoff time.Time) (int, error)
 	Ready() error
 	Secret(name string, size int) ([]byte, error)
+	RotateSecrets(names []string, reseal store.Reseal) ([]string, int, error)
 	StatsTotals(companyID uint64) (store.Counts, error)
 	TransitionLater(companyID, deviceID uint64, uuid, status, errText, statusAt, detail string, now time.Time) store.Transit
 	UpdateCompany(id uint64, fn func(*store.Company) error) (store.Company, error)
@@ -65,6 +66,10 @@ func Closed(t *testing.T, open Opener[ClosedStore]) {
 		{"Version", func() error { _, err := st.Version(); return err }},
 		{"Ready", st.Ready},
 		{"Secret", func() error { _, err := st.Secret("closed-suite", 32); return err }},
+		{"RotateSecrets", func() error {
+			_, _, err := st.RotateSecrets([]string{"closed-suite"}, func(_, _ map[string][]byte, sealed []byte) ([]byte, error) { return sealed, nil })
+			return err
+		}},
 		{"CreateCompany", func() error {
 			return st.CreateCompany(&store.Company{Name: "After close", CreatedAt: T0},
 				&store.User{Email: fmt.Sprintf("after-close-%d@example.com", unique()), PasswordHash: "set", CreatedAt: T0})
