@@ -24,6 +24,14 @@ import (
 // this much.
 const probeEvery = time.Second
 
+// pumpGrace is how long after the first failure of an outage links' pumps
+// still read the store as usual (gated): a failure may be one slow
+// transaction or one broken connection of the pool, which the next read
+// that answers undoes (reached), where closing every link whose queue is
+// read meanwhile would send hundreds of a busy node's phones away. Past
+// it, with no read answered since, the store has stopped answering.
+const pumpGrace = probeEvery
+
 // storeGate is what the hub knows of its store being out of reach: since
 // a store call of a link or an upgrade failed with store.ErrUnavailable,
 // and until an upgrade's call, a settings control's read or a link's pump
@@ -37,6 +45,7 @@ type storeGate struct {
 	mu        sync.Mutex
 	down      bool      // the last store call seen failed with store.ErrUnavailable; guarded by mu
 	err       error     // its error, for the log; guarded by mu
+	since     time.Time // the first failure since the store last answered; guarded by mu
 	nextProbe time.Time // when the next upgrade may ask the store; guarded by mu
 }
 
@@ -44,6 +53,9 @@ type storeGate struct {
 func (g *storeGate) failed(now time.Time, err error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if !g.down {
+		g.since = now
+	}
 	g.down, g.err, g.nextProbe = true, err, now.Add(probeEvery)
 	g.isDown.Store(true)
 }
@@ -71,12 +83,18 @@ func (g *storeGate) outage() error {
 // store, with the error that closed the gate: it is while the store is
 // known to be out of reach, but for one upgrade every probeEvery.
 func (g *storeGate) refuse(now time.Time) (refused bool, cause error) {
+	return g.refuseAfter(now, 0)
+}
+
+// refuseAfter is refuse for a call that the gate spares for grace after
+// the outage's first failure: until then it asks the store as usual.
+func (g *storeGate) refuseAfter(now time.Time, grace time.Duration) (refused bool, cause error) {
 	if !g.isDown.Load() {
 		return false, nil
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if !g.down {
+	if !g.down || now.Sub(g.since) < grace {
 		return false, nil
 	}
 	if !now.Before(g.nextProbe) {
@@ -107,8 +125,9 @@ func (c *conn) storeFault(err error, msg string, attrs ...any) {
 }
 
 // gated closes the link with 1013, as storeFault does for a store out of
-// reach, when the hub knows its store out of reach and this is not the
-// probe's turn (storeGate.refuse), instead of a store call for the link
+// reach, when the hub has known its store out of reach for pumpGrace and
+// this is not the probe's turn (storeGate.refuseAfter), instead of a store
+// call for the link
 // (msg names it, for the log) that would wait out the store's deadline: a
 // cluster's node that lost its database while the others commit and kick
 // its phones would otherwise hold each kick 30 s, one after another, and
@@ -117,7 +136,7 @@ func (c *conn) storeFault(err error, msg string, attrs ...any) {
 // within seconds and its hello reads the queue from its start.
 func (c *conn) gated(msg string) bool {
 	h := c.hub
-	refused, cause := h.gate.refuse(h.now())
+	refused, cause := h.gate.refuseAfter(h.now(), pumpGrace)
 	if !refused {
 		return false
 	}
@@ -129,8 +148,9 @@ func (c *conn) gated(msg string) bool {
 }
 
 // reached records that a store call of a link answered. While the hub knows
-// the store out of reach only the probe's call gets to ask it (gated), and
-// its answer opens the gate again, as an upgrade's or a settings read's.
+// the store out of reach only the probe's call gets to ask it (gated), but
+// for pumpGrace after the first failure, and an answer opens the gate
+// again, as an upgrade's or a settings read's.
 func (h *Hub) reached() {
 	if h.gate.isDown.Load() {
 		h.gate.answered()
