@@ -293,9 +293,21 @@ func (s *newlineSkipper) Read(p []byte) (int, error) {
 }
 
 // skipped are the HTML elements whose content is not the message: scripts,
-// styles, the head, templates (which nothing shows), and blockquote, which
-// mail clients wrap quoted replies in.
-var skipped = map[string]bool{"script": true, "style": true, "head": true, "title": true, "blockquote": true, "template": true}
+// styles, templates (which nothing shows), and blockquote, which mail
+// clients wrap quoted replies in. The head is left out too (htmlText), up
+// to where a browser ends it.
+var skipped = map[string]bool{"script": true, "style": true, "title": true, "blockquote": true, "template": true}
+
+// headContent are the elements a head holds (HTML's "in head" insertion
+// mode). HTML may leave the head's end tag out: any other start tag (the
+// body's, a <div>), or text that is not white space, ends the head as a
+// browser reads it, and is shown. Read as an element that ends only at
+// </head>, such a mail's whole text was left out.
+var headContent = map[string]bool{"base": true, "basefont": true, "bgsound": true, "link": true, "meta": true,
+	"title": true, "noscript": true, "noframes": true, "style": true, "script": true, "template": true, "head": true}
+
+// headEnds are the end tags that end a head whose own end tag is left out.
+var headEnds = map[string]bool{"head": true, "body": true, "html": true, "br": true}
 
 // hideable are the elements whose content is left out when their style
 // (display:none) or their hidden attribute hides them: those a template
@@ -348,6 +360,8 @@ func htmlText(src string, links bool) string {
 	z := html.NewTokenizer(strings.NewReader(src))
 	var b strings.Builder
 	skip := 0 // depth inside skipped elements
+	// Whether the text is in the head (headContent), which shows nothing.
+	head := false
 	// The hidden element the text is in (display:none), and the depth of
 	// its name's elements in it.
 	hiding, hideDepth := "", 0
@@ -383,14 +397,18 @@ func htmlText(src string, links bool) string {
 		case html.ErrorToken:
 			return lineTrimmed(b.String())
 		case html.TextToken:
-			if skip == 0 && hideDepth == 0 && pre > 0 {
-				text := strings.ReplaceAll(strings.ReplaceAll(string(z.Text()), "\r\n", "\n"), "\r", "\n")
+			raw := string(z.Text())
+			if head && skip == 0 && strings.Trim(raw, " \t\r\n\f") != "" {
+				head = false
+			}
+			if skip == 0 && hideDepth == 0 && !head && pre > 0 {
+				text := strings.ReplaceAll(strings.ReplaceAll(raw, "\r\n", "\n"), "\r", "\n")
 				if preFirst {
 					text, preFirst = strings.TrimPrefix(text, "\n"), false
 				}
 				b.WriteString(text)
-			} else if skip == 0 && hideDepth == 0 {
-				text := spaces.ReplaceAllString(string(z.Text()), " ")
+			} else if skip == 0 && hideDepth == 0 && !head {
+				text := spaces.ReplaceAllString(raw, " ")
 				if strings.HasPrefix(text, " ") && spaced() {
 					text = text[1:]
 				}
@@ -405,6 +423,12 @@ func htmlText(src string, links bool) string {
 					hideDepth++
 				}
 				continue
+			}
+			if head && !headContent[tag] {
+				head = false
+			}
+			if tag == "head" && tt == html.StartTagToken && skip == 0 && b.Len() == 0 {
+				head = true
 			}
 			if quoteContainer(attrs) {
 				return lineTrimmed(b.String())
@@ -439,6 +463,9 @@ func htmlText(src string, links bool) string {
 					hideDepth--
 				}
 				continue
+			}
+			if head && headEnds[string(name)] {
+				head = false
 			}
 			if skipped[string(name)] && skip > 0 {
 				skip--

@@ -145,6 +145,13 @@ var readMailCases = []struct {
 	{"format=flowed led by a byte-order mark", "Subject: x\nContent-Type: text/plain; charset=utf-8; format=flowed\n\n\xef\xbb\xbf> Shall we? \nYes, at 8.\n", "Yes, at 8."},
 	{"signature separator with white space around it", "Subject: x\n\nSee you.\n--\t\nAnn\n", "See you."},
 	{"latin-1", "Subject: x\nContent-Type: text/plain; charset=iso-8859-1\nContent-Transfer-Encoding: quoted-printable\n\nCaf=E9\n", "Café"},
+	// HTML leaves the head's end tag out at will: the body's start tag, or
+	// any content that belongs in no head, ends it, and a browser shows
+	// what follows. Skipped to the end, the mail's text was lost (its SMS
+	// the subject alone).
+	{"html head whose end tag is left out", "Subject: Alert\nContent-Type: text/html\n\n<html><head><meta charset=utf-8><title>Alert</title><body><p>Disk full on db1</p></body></html>\n", "Disk full on db1"},
+	{"html head ended by its content", "Subject: Alert\nContent-Type: text/html\n\n<head><style>p{color:red}</style><link rel=stylesheet href=a.css>\n<div>Disk full</div>\n", "Disk full"},
+	{"html head ended by its text", "Subject: Alert\nContent-Type: text/html\n\n<head><meta name=x content=y> Disk full<br>on db1\n", "Disk full\non db1"},
 }
 
 // HZ-GB-2312's line continuation ("~" and CRLF) is read whatever the
