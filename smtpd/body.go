@@ -387,6 +387,29 @@ func htmlText(src string, links bool) string {
 	}
 	// The open link: its address, and where its text starts in b.
 	href, linkAt := "", 0
+	// endLink ends the open link. A link's address is what an SMS reader
+	// can act on ("View dashboard" is no use without it): it follows the
+	// link's text, unless that text is the address, or the link shows no
+	// text (a logo). A link ends at its end tag, and also where a browser
+	// ends one whose end tag is missing: at the next link's start tag (a
+	// link holds no link), or at the end of the HTML; the address of a
+	// link left open was lost.
+	endLink := func() {
+		if href == "" {
+			return
+		}
+		if text := strings.TrimSpace(b.String()[linkAt:]); text != "" && bareURL(text) != bareURL(href) {
+			// After a text that ends in a space (<a>View </a>now), the
+			// address takes the space's place and gives it back after
+			// itself: "View (...) now", not "View  (...)now".
+			if s := b.String(); s[len(s)-1] == ' ' {
+				b.WriteString("(" + href + ") ")
+			} else {
+				b.WriteString(" (" + href + ")")
+			}
+		}
+		href = ""
+	}
 	// The depth inside preformatted elements, whose line breaks a browser
 	// shows as written, and whether their first text is still to come (a
 	// line break right after <pre> is not shown).
@@ -395,6 +418,7 @@ func htmlText(src string, links bool) string {
 		tt := z.Next()
 		switch tt {
 		case html.ErrorToken:
+			endLink()
 			return lineTrimmed(b.String())
 		case html.TextToken:
 			raw := string(z.Text())
@@ -431,11 +455,15 @@ func htmlText(src string, links bool) string {
 				head = true
 			}
 			if quoteContainer(attrs) {
+				endLink()
 				return lineTrimmed(b.String())
 			}
 			if hideable[tag] && tt == html.StartTagToken && hidden(attrs) {
 				hiding, hideDepth = tag, 1
 				continue
+			}
+			if tag == "a" && tt == html.StartTagToken {
+				endLink()
 			}
 			// A browser strips the white space around an address
 			// (a template's href="{{ url }} ").
@@ -473,15 +501,8 @@ func htmlText(src string, links bool) string {
 			if preformatted[string(name)] && pre > 0 {
 				pre--
 			}
-			if string(name) == "a" && href != "" {
-				// A link's address is what an SMS reader can act on ("View
-				// dashboard" is no use without it): it follows the link's
-				// text, unless that text is the address, or the link shows
-				// no text (a logo).
-				if text := strings.TrimSpace(b.String()[linkAt:]); text != "" && bareURL(text) != bareURL(href) {
-					b.WriteString(" (" + href + ")")
-				}
-				href = ""
+			if string(name) == "a" {
+				endLink()
 			}
 			if n := blocks[string(name)]; n > 0 && skip == 0 {
 				breakLines(n)
