@@ -293,9 +293,21 @@ func (s *newlineSkipper) Read(p []byte) (int, error) {
 }
 
 // skipped are the HTML elements whose content is not the message: scripts,
-// styles, the head, templates (which nothing shows), and blockquote, which
-// mail clients wrap quoted replies in.
-var skipped = map[string]bool{"script": true, "style": true, "head": true, "title": true, "blockquote": true, "template": true}
+// styles, templates (which nothing shows), and blockquote, which mail
+// clients wrap quoted replies in. The head is left out too (htmlText), up
+// to where a browser ends it.
+var skipped = map[string]bool{"script": true, "style": true, "title": true, "blockquote": true, "template": true}
+
+// headContent are the elements a head holds (HTML's "in head" insertion
+// mode). HTML may leave the head's end tag out: any other start tag (the
+// body's, a <div>), or text that is not white space, ends the head as a
+// browser reads it, and is shown. Read as an element that ends only at
+// </head>, such a mail's whole text was left out.
+var headContent = map[string]bool{"base": true, "basefont": true, "bgsound": true, "link": true, "meta": true,
+	"title": true, "noscript": true, "noframes": true, "style": true, "script": true, "template": true, "head": true}
+
+// headEnds are the end tags that end a head whose own end tag is left out.
+var headEnds = map[string]bool{"head": true, "body": true, "html": true, "br": true}
 
 // hideable are the elements whose content is left out when their style
 // (display:none) or their hidden attribute hides them: those a template
@@ -348,6 +360,8 @@ func htmlText(src string, links bool) string {
 	z := html.NewTokenizer(strings.NewReader(src))
 	var b strings.Builder
 	skip := 0 // depth inside skipped elements
+	// Whether the text is in the head (headContent), which shows nothing.
+	head := false
 	// The hidden element the text is in (display:none), and the depth of
 	// its name's elements in it.
 	hiding, hideDepth := "", 0
@@ -373,6 +387,29 @@ func htmlText(src string, links bool) string {
 	}
 	// The open link: its address, and where its text starts in b.
 	href, linkAt := "", 0
+	// endLink ends the open link. A link's address is what an SMS reader
+	// can act on ("View dashboard" is no use without it): it follows the
+	// link's text, unless that text is the address, or the link shows no
+	// text (a logo). A link ends at its end tag, and also where a browser
+	// ends one whose end tag is missing: at the next link's start tag (a
+	// link holds no link), or at the end of the HTML; the address of a
+	// link left open was lost.
+	endLink := func() {
+		if href == "" {
+			return
+		}
+		if text := strings.TrimSpace(b.String()[linkAt:]); text != "" && bareURL(text) != bareURL(href) {
+			// After a text that ends in a space (<a>View </a>now), the
+			// address takes the space's place and gives it back after
+			// itself: "View (...) now", not "View  (...)now".
+			if s := b.String(); s[len(s)-1] == ' ' {
+				b.WriteString("(" + href + ") ")
+			} else {
+				b.WriteString(" (" + href + ")")
+			}
+		}
+		href = ""
+	}
 	// The depth inside preformatted elements, whose line breaks a browser
 	// shows as written, and whether their first text is still to come (a
 	// line break right after <pre> is not shown).
@@ -381,16 +418,21 @@ func htmlText(src string, links bool) string {
 		tt := z.Next()
 		switch tt {
 		case html.ErrorToken:
+			endLink()
 			return lineTrimmed(b.String())
 		case html.TextToken:
-			if skip == 0 && hideDepth == 0 && pre > 0 {
-				text := strings.ReplaceAll(strings.ReplaceAll(string(z.Text()), "\r\n", "\n"), "\r", "\n")
+			raw := string(z.Text())
+			if head && skip == 0 && strings.Trim(raw, " \t\r\n\f") != "" {
+				head = false
+			}
+			if skip == 0 && hideDepth == 0 && !head && pre > 0 {
+				text := strings.ReplaceAll(strings.ReplaceAll(raw, "\r\n", "\n"), "\r", "\n")
 				if preFirst {
 					text, preFirst = strings.TrimPrefix(text, "\n"), false
 				}
 				b.WriteString(text)
-			} else if skip == 0 && hideDepth == 0 {
-				text := spaces.ReplaceAllString(string(z.Text()), " ")
+			} else if skip == 0 && hideDepth == 0 && !head {
+				text := spaces.ReplaceAllString(raw, " ")
 				if strings.HasPrefix(text, " ") && spaced() {
 					text = text[1:]
 				}
@@ -406,12 +448,22 @@ func htmlText(src string, links bool) string {
 				}
 				continue
 			}
+			if head && !headContent[tag] {
+				head = false
+			}
+			if tag == "head" && tt == html.StartTagToken && skip == 0 && b.Len() == 0 {
+				head = true
+			}
 			if quoteContainer(attrs) {
+				endLink()
 				return lineTrimmed(b.String())
 			}
 			if hideable[tag] && tt == html.StartTagToken && hidden(attrs) {
 				hiding, hideDepth = tag, 1
 				continue
+			}
+			if tag == "a" && tt == html.StartTagToken {
+				endLink()
 			}
 			// A browser strips the white space around an address
 			// (a template's href="{{ url }} ").
@@ -440,21 +492,17 @@ func htmlText(src string, links bool) string {
 				}
 				continue
 			}
+			if head && headEnds[string(name)] {
+				head = false
+			}
 			if skipped[string(name)] && skip > 0 {
 				skip--
 			}
 			if preformatted[string(name)] && pre > 0 {
 				pre--
 			}
-			if string(name) == "a" && href != "" {
-				// A link's address is what an SMS reader can act on ("View
-				// dashboard" is no use without it): it follows the link's
-				// text, unless that text is the address, or the link shows
-				// no text (a logo).
-				if text := strings.TrimSpace(b.String()[linkAt:]); text != "" && bareURL(text) != bareURL(href) {
-					b.WriteString(" (" + href + ")")
-				}
-				href = ""
+			if string(name) == "a" {
+				endLink()
 			}
 			if n := blocks[string(name)]; n > 0 && skip == 0 {
 				breakLines(n)

@@ -145,6 +145,20 @@ var readMailCases = []struct {
 	{"format=flowed led by a byte-order mark", "Subject: x\nContent-Type: text/plain; charset=utf-8; format=flowed\n\n\xef\xbb\xbf> Shall we? \nYes, at 8.\n", "Yes, at 8."},
 	{"signature separator with white space around it", "Subject: x\n\nSee you.\n--\t\nAnn\n", "See you."},
 	{"latin-1", "Subject: x\nContent-Type: text/plain; charset=iso-8859-1\nContent-Transfer-Encoding: quoted-printable\n\nCaf=E9\n", "Café"},
+	// HTML leaves the head's end tag out at will: the body's start tag, or
+	// any content that belongs in no head, ends it, and a browser shows
+	// what follows. Skipped to the end, the mail's text was lost (its SMS
+	// the subject alone).
+	{"html head whose end tag is left out", "Subject: Alert\nContent-Type: text/html\n\n<html><head><meta charset=utf-8><title>Alert</title><body><p>Disk full on db1</p></body></html>\n", "Disk full on db1"},
+	{"html head ended by its content", "Subject: Alert\nContent-Type: text/html\n\n<head><style>p{color:red}</style><link rel=stylesheet href=a.css>\n<div>Disk full</div>\n", "Disk full"},
+	// A link whose end tag is missing ends where a browser ends it: at the
+	// next link (a link holds no link) or at the end; its address was lost.
+	// It comes where the link ends, after the lines its text's block broke.
+	{"html link left open keeps its address", "Subject: x\nContent-Type: text/html\n\n<p>Disk full. <a href=\"https://grafana.example.com/d/1\">View dashboard\n", "Disk full. View dashboard (https://grafana.example.com/d/1)"},
+	{"html link left open in a paragraph", "Subject: x\nContent-Type: text/html\n\n<p>Disk full. <a href=\"https://grafana.example.com/d/1\">View dashboard</p>\n", "Disk full. View dashboard\n\n(https://grafana.example.com/d/1)"},
+	{"html link whose text ends in a space", "Subject: x\nContent-Type: text/html\n\n<a href=\"https://example.com/a\">View </a>now\n", "View (https://example.com/a) now"},
+	{"html link in a link keeps its address", "Subject: x\nContent-Type: text/html\n\n<a href=\"https://example.com/a\">Ack<a href=\"https://example.com/b\">Mute</a>\n", "Ack (https://example.com/a)Mute (https://example.com/b)"},
+	{"html head ended by its text", "Subject: Alert\nContent-Type: text/html\n\n<head><meta name=x content=y> Disk full<br>on db1\n", "Disk full\non db1"},
 }
 
 // HZ-GB-2312's line continuation ("~" and CRLF) is read whatever the

@@ -112,5 +112,16 @@ func adminRotateKeys(ctx context.Context, args []string, stdout, stderr io.Write
 			fmt.Fprintf(stdout, "  %s: %s.\n", k.name, k.costs)
 		}
 	}
+	fmt.Fprint(stdout, leakedCompanySecrets)
 	return nil
 }
+
+// leakedCompanySecrets is what a leaked copy held beside the server's keys
+// that no rotation of the operator's can replace: each company's webhook
+// signing secret, which the store keeps as it is (the server signs with
+// it), so that whoever holds the copy can sign deliveries that a
+// company's receiver takes for the server's.
+const leakedCompanySecrets = "\nA leaked copy also held each company's webhook signing secret, kept in the store as it is:\n" +
+	"whoever holds it can sign deliveries that the company's receiver takes for this server's.\n" +
+	"Each company should rotate it too (POST /webhooks/signing-secret/rotate, or the console),\n" +
+	"beside its API key (POST /account/api-key/rotate).\n"

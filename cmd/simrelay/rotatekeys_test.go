@@ -106,7 +106,9 @@ func TestAdminRotateKeys(t *testing.T) {
 		t.Fatalf("rotate-keys: exit %d %q %q", code, out, errOut)
 	}
 	for _, want := range []string{account.JWTSecret, account.SealSecret, account.LoginSecret, media.KeySecret, "console-flash",
-		"Re-sealed 1 company's API key", "POST /account/api-key/rotate", "What users will see"} {
+		"Re-sealed 1 company's API key", "POST /account/api-key/rotate", "What users will see",
+		// The copy held each company's webhook signing secret as it is.
+		"POST /webhooks/signing-secret/rotate"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("rotate-keys printed no %q:\n%s", want, out)
 		}
