@@ -174,10 +174,6 @@ func TestDeviceDeletionWritesInBatchOrder(t *testing.T) {
 	if _, err := feed.Exec(ctx, "SELECT 1 FROM activity WHERE company_id = $1 ORDER BY seq LIMIT 1 FOR UPDATE", int64(c.ID)); err != nil {
 		t.Fatal(err)
 	}
-	r := newReport(c.ID, kept.DeviceID, kept.UUID, store.MsgSent, "", "", "", time.Now())
-	var wg sync.WaitGroup
-	wg.Go(func() { s.applyReports([]*report{r}) })
-	waitLocks(t, s, 1)
 	// The deleted device's row, held while its failed job is put back in
 	// its queue: the deletion's batches fail it, its last transaction
 	// waits for the device and then finds the job queued again.
@@ -190,15 +186,19 @@ func TestDeviceDeletionWritesInBatchOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	var delErr error
+	var wg sync.WaitGroup
 	wg.Go(func() { _, delErr = s.DeleteDevice(c.ID, "gone", time.Now()) })
-	// The deletion's batch commits the failed job; then its last
-	// transaction waits for the device. Two lock waits alone do not say
-	// the batch committed: it may itself wait a moment for a lock first.
-	var m store.Message
+	// The deletion's batch commits the failed job (before the report
+	// starts: the report holds rows its batch writes too, while it waits
+	// for the feed); then its last transaction waits for the device.
 	poll.Until(t, "the deletion's batch failing the job", func() bool {
-		m, err = s.MessageByUUID(c.ID, gone.UUID)
+		m, err := s.MessageByUUID(c.ID, gone.UUID)
 		return err == nil && m.Status == store.MsgFailed
 	})
+	waitLocks(t, s, 1) // the deletion's last transaction waits for the device
+	r := newReport(c.ID, kept.DeviceID, kept.UUID, store.MsgSent, "", "", "", time.Now())
+	wg.Go(func() { s.applyReports([]*report{r}) })
+	waitLocks(t, s, 2) // the report waits for the feed's oldest line
 	raw, err := rec(gone)
 	if err != nil {
 		t.Fatal(err)
