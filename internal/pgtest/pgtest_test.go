@@ -223,6 +223,9 @@ func TestKilledRunLeavesNothingBehind(t *testing.T) {
 	}
 }
 
+// templateRuns numbers the runs of TestDatabasesFromATemplate.
+var templateRuns atomic.Int32
+
 // URLFrom prepares its template once per key, and each database starts as
 // a copy of it, apart from the others.
 func TestDatabasesFromATemplate(t *testing.T) {
@@ -239,8 +242,11 @@ func TestDatabasesFromATemplate(t *testing.T) {
 		_, err = conn.Exec(ctx, "CREATE TABLE prepared (id int); INSERT INTO prepared VALUES (7)")
 		return err
 	}
-	a := connect(t, URLFrom(t, "test-template", prepare))
-	b := connect(t, URLFrom(t, "test-template", prepare))
+	// A key of its own each run: with -count above 1 the process keeps the
+	// templates of the runs before, prepared already.
+	key := fmt.Sprintf("test-template-%d", templateRuns.Add(1))
+	a := connect(t, URLFrom(t, key, prepare))
+	b := connect(t, URLFrom(t, key, prepare))
 	if n := prepared.Load(); n != 1 {
 		t.Fatalf("prepare ran %d times, want once", n)
 	}
