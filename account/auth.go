@@ -180,8 +180,8 @@ func tokenErr(err error) error {
 // not the address exists, so timing does not reveal accounts; an address
 // that had its failed logins of the window (Config.LoginRate) is refused
 // with rate_limited, its password unchecked, whether or not it exists.
-func (s *Service) Login(_ context.Context, email, password string) (Session, error) {
-	u, err := s.checkLogin(email, password)
+func (s *Service) Login(ctx context.Context, email, password string) (Session, error) {
+	u, err := s.checkLogin(ctx, email, password)
 	if err != nil {
 		return Session{}, err
 	}
@@ -195,7 +195,7 @@ func (s *Service) Login(_ context.Context, email, password string) (Session, err
 
 // checkLogin is the password check of every sign-in, the API's and the
 // console's alike.
-func (s *Service) checkLogin(email, password string) (store.User, error) {
+func (s *Service) checkLogin(ctx context.Context, email, password string) (store.User, error) {
 	var v check
 	email = v.email("email", email)
 	v.password("password", password, false)
@@ -206,10 +206,16 @@ func (s *Service) checkLogin(email, password string) (store.User, error) {
 	// whether or not it has an account; one over its failed logins is
 	// answered at once, without a hash (logins.go).
 	key := s.loginKey(email)
-	tried, refund := s.takeLogin(key)
+	share, refundShare := s.takeShare(ctx, key)
+	if !share.Allowed {
+		return store.User{}, s.errShareSpent(share)
+	}
+	tried, refundTry := s.takeLogin(key)
 	if !tried.Allowed {
+		refundShare()
 		return store.User{}, s.errLoginsSpent(tried)
 	}
+	refund := func() { refundTry(); refundShare() }
 	u, err := s.store.UserByEmail(email)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		refund() // the server's fault, not a failed login

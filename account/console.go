@@ -34,8 +34,8 @@ var errConsoleSession = problem.New(problem.Unauthorized, "Your session has ende
 
 // ConsoleSignIn checks an e-mail and password as Login does and opens a
 // console session instead of handing out tokens.
-func (s *Service) ConsoleSignIn(_ context.Context, email, password string) (ConsoleSession, error) {
-	u, err := s.checkLogin(email, password)
+func (s *Service) ConsoleSignIn(ctx context.Context, email, password string) (ConsoleSession, error) {
+	u, err := s.checkLogin(ctx, email, password)
 	if err != nil {
 		return ConsoleSession{}, err
 	}

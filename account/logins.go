@@ -1,6 +1,7 @@
 package account
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -87,6 +88,47 @@ func (s *Service) takeLogin(key string) (res pacing.Result, refund func()) {
 	return s.failedLogins.Take(key), func() { s.failedLogins.Refund(key) }
 }
 
+// One client's share. A client address (an IPv6 /64) counts at most
+// ClientShare failures toward an e-mail address's LoginRate in a window;
+// past its share its own tries of that address are refused (429, as over
+// the address's limit) and count no more. So a script that retries a stale
+// password, or one guesser, cannot spend an account's failures alone and
+// keep its owner out: that takes failures from LoginRate.Limit/ClientShare
+// + 1 clients (4 by default). Shares are counted in each node's memory: in a
+// cluster a client spread over N nodes has N shares.
+
+// ClientShare is how many of an e-mail address's failed logins in a window
+// one client address may count (at most LoginRate's limit).
+const ClientShare = 3
+
+// clientShareRate is the window of one client's share of an address's
+// failed logins: ClientShare in the address's window.
+func clientShareRate(r pacing.Rate) pacing.Rate {
+	return pacing.Rate{Limit: min(ClientShare, r.Limit), Window: r.Window}
+}
+
+type clientKeyCtx struct{}
+
+// WithClient is ctx carrying the client's address as the rate limits key
+// it (pacing.ClientKey: an IPv6 client is its /64), for the failed logins'
+// shares (Login, ConsoleSignIn). Without it a login counts toward the
+// address's limit only.
+func WithClient(ctx context.Context, ip string) context.Context {
+	return context.WithValue(ctx, clientKeyCtx{}, pacing.ClientKey(ip))
+}
+
+// takeShare counts a login try of the e-mail address's key by ctx's
+// client in its share, and says whether it may go on; refund takes it
+// back. A context with no client goes on, counting nothing.
+func (s *Service) takeShare(ctx context.Context, key string) (res pacing.Result, refund func()) {
+	client, _ := ctx.Value(clientKeyCtx{}).(string)
+	if client == "" {
+		return pacing.Result{Allowed: true}, func() {}
+	}
+	k := key + " " + client
+	return s.clientShares.Take(k), func() { s.clientShares.Refund(k) }
+}
+
 // loginsLogEvery spaces the log lines of a failing shared count: with the
 // database away every login fails to count, and one line says as much.
 const loginsLogEvery = 10 * time.Second
@@ -109,6 +151,17 @@ func (s *Service) errLoginsSpent(res pacing.Result) error {
 	return &problem.Error{Code: problem.RateLimited, RetryAfter: secs,
 		Message: fmt.Sprintf("Too many failed logins for this e-mail address: the limit is %d in %s. Retry after %s.",
 			s.cfg.LoginRate.Limit, inWords(s.cfg.LoginRate.Window), problem.Count(secs, "second"))}
+}
+
+// errShareSpent refuses a login of an e-mail address by a client that had
+// its share of the address's failed logins (ClientShare), the same way
+// for an address with no account.
+func (s *Service) errShareSpent(res pacing.Result) error {
+	secs := res.ResetSeconds()
+	r := clientShareRate(s.cfg.LoginRate)
+	return &problem.Error{Code: problem.RateLimited, RetryAfter: secs,
+		Message: fmt.Sprintf("Too many failed logins for this e-mail address from this network: the limit is %d in %s. Retry after %s.",
+			r.Limit, inWords(r.Window), problem.Count(secs, "second"))}
 }
 
 // inWords says a window as a person would: "15 minutes", "1 hour", "30 seconds".

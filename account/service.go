@@ -139,6 +139,9 @@ type Service struct {
 	// cluster (ShareFailedLogins); nil on one node. loginSecret keys their
 	// keys (loginKey).
 	failedLogins *pacing.Windows
+	// clientShares counts, in this process, each client's failed logins of
+	// each e-mail address (clientShare, logins.go).
+	clientShares *pacing.Windows
 	sharedLogins LoginWindows
 	loginSecret  []byte
 	loginsLog    logspacing.Spacer // spaces the lines of a failing sharedLogins
@@ -181,7 +184,8 @@ func New(cfg Config, st Store, mailer Mailer, log *slog.Logger, now func() time.
 	}
 	return &Service{cfg: cfg, store: st, mailer: mailer, log: log, now: now, jwtKey: jwtKey, sealer: sl, dummyHash: dummy,
 		resetMails:   pacing.New(ResetRate(), now),
-		failedLogins: pacing.NewCapped(cfg.LoginRate, now, cfg.MaxLoginAddresses), loginSecret: loginSecret}, nil
+		failedLogins: pacing.NewCapped(cfg.LoginRate, now, cfg.MaxLoginAddresses), loginSecret: loginSecret,
+		clientShares: pacing.NewCapped(clientShareRate(cfg.LoginRate), now, cfg.MaxLoginAddresses)}, nil
 }
 
 // Principal is who a request acts as.

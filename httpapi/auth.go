@@ -76,7 +76,7 @@ func (s *Server) login(c echo.Context) error {
 	if err := bind(c, &in); err != nil {
 		return err
 	}
-	sess, err := s.deps.Accounts.Login(c.Request().Context(), in.Email, in.Password)
+	sess, err := s.deps.Accounts.Login(account.WithClient(c.Request().Context(), c.RealIP()), in.Email, in.Password)
 	if err != nil {
 		return err
 	}

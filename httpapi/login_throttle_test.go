@@ -80,6 +80,33 @@ func TestFailedLoginsBoundedPerEmail(t *testing.T) {
 	e.want(e.loginFrom(limit+4, "nobody@acme.test", "Wrong-Horse-9"), http.StatusUnauthorized, "invalid_credentials")
 }
 
+// One client counts at most its share (account.ClientShare) of an e-mail
+// address's failures: past it its own tries are refused, and count no more,
+// so that a script retrying a stale password, or one guesser, cannot keep
+// the account's owner out; it takes the failures of Limit/ClientShare + 1
+// clients to spend the address's limit.
+func TestOneClientCannotSpendAnAccountsFailures(t *testing.T) {
+	t.Parallel()
+	e := loginThrottleEnv(t)
+	acme := e.newCompany("Acme", "ana@acme.test")
+	for range account.ClientShare {
+		e.want(e.loginFrom(1, acme.email, "Wrong-Horse-9"), http.StatusUnauthorized, "invalid_credentials")
+	}
+	for i := range 20 {
+		e.wantThrottled(e.loginFrom(1, acme.email, "Wrong-Horse-9"), fmt.Sprintf("the client's failure %d past its share", i+1))
+	}
+	e.want(e.loginFrom(2, acme.email, acme.password), http.StatusOK, "")
+	// Other clients spend the rest of the address's limit: then the owner
+	// is refused too, as before.
+	limit := account.DefaultLoginRate.Limit
+	client := 10
+	for spent := account.ClientShare; spent < limit; spent++ {
+		e.want(e.loginFrom(client+(spent-account.ClientShare)/account.ClientShare, acme.email, "Wrong-Horse-9"), http.StatusUnauthorized, "invalid_credentials")
+	}
+	e.wantThrottled(e.loginFrom(99, acme.email, "Wrong-Horse-9"), "a failure past the address's limit")
+	e.wantThrottled(e.loginFrom(2, acme.email, acme.password), "the owner once the address's limit is spent")
+}
+
 // A right login neither counts as a failure nor wipes the failures before
 // it: an owner who signs in between a guesser's tries gives the guesser no
 // fresh allowance.

@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/simrelay/simrelay/account"
 	"github.com/simrelay/simrelay/problem"
 )
 
@@ -68,6 +69,9 @@ func servedOpenAPI(publicURL string) ([]byte, error) {
 }
 
 func (s *Server) console(c echo.Context) error {
-	s.deps.Console.ServeHTTP(c.Response(), c.Request())
+	// The console's sign-in counts its failed logins by client as the
+	// API's does (account.WithClient).
+	r := c.Request()
+	s.deps.Console.ServeHTTP(c.Response(), r.WithContext(account.WithClient(r.Context(), c.RealIP())))
 	return nil
 }

@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -39,7 +41,7 @@ func startLimitsNode(t *testing.T, dbURL, natsURL, name string, rate pacing.Rate
 	t.Helper()
 	n := startSharedLimits(t, dbURL, natsURL, name, func([]byte) map[string]string { return map[string]string{} })
 	reg := prometheus.NewRegistry()
-	api, err := httpapi.New(httpapi.Config{GeneralRate: rate, AuthRate: rate},
+	api, err := httpapi.New(httpapi.Config{GeneralRate: rate, AuthRate: rate, TrustedProxies: loopbackProxies()},
 		httpapi.Deps{Accounts: n.accounts, Logger: slog.New(slog.DiscardHandler), Registry: reg, Gatherer: reg, Now: time.Now, Limiters: n.shared.limiters})
 	if err != nil {
 		t.Fatal(err)
@@ -196,9 +198,21 @@ func TestClusterFailedLoginsCountOnce(t *testing.T) {
 	if _, _, _, err := a.accounts.CreateCompany("Acme", account.OwnerInput{FirstName: "A", LastName: "B", Email: email, Password: password}); err != nil {
 		t.Fatal(err)
 	}
+	// Each try from a client address of its own (the nodes trust the
+	// loopback as their proxy), so that none has had its share of the
+	// address's failures (account.ClientShare): what is counted once is
+	// the address's limit.
+	tries := 0
 	login := func(node *limitsNode, password string) (int, http.Header) {
 		t.Helper()
-		res, err := testhttp.Client.Post(node.url+"/auth/login", "application/json", strings.NewReader(`{"email": "`+email+`", "password": "`+password+`"}`))
+		tries++
+		req, err := http.NewRequest(http.MethodPost, node.url+"/auth/login", strings.NewReader(`{"email": "`+email+`", "password": "`+password+`"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Forwarded-For", fmt.Sprintf("2001:db8:%x::1", tries))
+		res, err := testhttp.Client.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -279,4 +293,11 @@ func TestClusterRateLimitWithoutItsDatabase(t *testing.T) {
 	if status, h, _ := nodeCall(t, http.MethodGet, a.url+"/no-such-route", ""); status != http.StatusTooManyRequests || h.Get("Retry-After") == "" {
 		t.Fatalf("request 4 with the database gone: %d, Retry-After %q; want 429 from the node's window", status, h.Get("Retry-After"))
 	}
+}
+
+// loopbackProxies trusts the loopback as the nodes' proxy: a test names
+// each request's client address in X-Forwarded-For.
+func loopbackProxies() []*net.IPNet {
+	_, loopback, _ := net.ParseCIDR("127.0.0.0/8")
+	return []*net.IPNet{loopback}
 }
