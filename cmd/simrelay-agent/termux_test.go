@@ -179,12 +179,16 @@ func fakeTermuxHeld(t *testing.T) (fake string, release func()) {
 	if err := exec.Command("mkfifo", fifo).Run(); err != nil {
 		t.Fatal(err)
 	}
-	release = func() {
-		if f, err := os.OpenFile(fifo, os.O_RDWR, 0); err == nil {
-			_, _ = f.WriteString("go\n")
-			f.Close()
-		}
+	// The test holds the FIFO open from the start, so that what release
+	// writes waits in it for the fake tool, however late the tool opens it:
+	// written by an open and close of its own before the tool opened the
+	// FIFO, it was thrown away, and the tool waited for good.
+	w, err := os.OpenFile(fifo, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(func() { w.Close() })
+	release = func() { _, _ = w.WriteString("go\n") }
 	t.Cleanup(release)
 	writeFile(t, filepath.Join(fake, "block"), "")
 	return fake, release
