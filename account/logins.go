@@ -147,21 +147,22 @@ func (s *Service) sharedLoginsFailed(what string, err error) {
 // refused too, or the answer would still tell a guess right from wrong. It
 // is the same for an address with no account.
 func (s *Service) errLoginsSpent(res pacing.Result) error {
-	secs := res.ResetSeconds()
-	return &problem.Error{Code: problem.RateLimited, RetryAfter: secs,
-		Message: fmt.Sprintf("Too many failed logins for this e-mail address: the limit is %d in %s. Retry after %s.",
-			s.cfg.LoginRate.Limit, inWords(s.cfg.LoginRate.Window), problem.Count(secs, "second"))}
+	return s.errSpent(res, s.cfg.LoginRate, "")
 }
 
-// errShareSpent refuses a login of an e-mail address by a client that had
-// its share of the address's failed logins (ClientShare), the same way
-// for an address with no account.
+// errShareSpent refuses, the same way, a login of an e-mail address by a
+// client that had its share of the address's failed logins (ClientShare).
 func (s *Service) errShareSpent(res pacing.Result) error {
+	return s.errSpent(res, clientShareRate(s.cfg.LoginRate), " from this network")
+}
+
+// errSpent is the 429 of a login over rate (res its count), whose failures
+// came from where says.
+func (s *Service) errSpent(res pacing.Result, rate pacing.Rate, where string) error {
 	secs := res.ResetSeconds()
-	r := clientShareRate(s.cfg.LoginRate)
 	return &problem.Error{Code: problem.RateLimited, RetryAfter: secs,
-		Message: fmt.Sprintf("Too many failed logins for this e-mail address from this network: the limit is %d in %s. Retry after %s.",
-			r.Limit, inWords(r.Window), problem.Count(secs, "second"))}
+		Message: fmt.Sprintf("Too many failed logins for this e-mail address%s: the limit is %d in %s. Retry after %s.",
+			where, rate.Limit, inWords(rate.Window), problem.Count(secs, "second"))}
 }
 
 // inWords says a window as a person would: "15 minutes", "1 hour", "30 seconds".
