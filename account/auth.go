@@ -36,6 +36,9 @@ type Session struct {
 	RefreshToken string
 	ExpiresIn    int // seconds
 	User         store.User
+	// Device is a fresh device cookie's value for the login's client
+	// (devices.go), set by Login only; no part of the answer's body.
+	Device string
 }
 
 var errInvalidLogin = problem.New(problem.InvalidLogin, "The e-mail address or password is wrong.")
@@ -179,9 +182,11 @@ func tokenErr(err error) error {
 // Login checks an e-mail and password. It costs one argon2id hash whether or
 // not the address exists, so timing does not reveal accounts; an address
 // that had its failed logins of the window (Config.LoginRate) is refused
-// with rate_limited, its password unchecked, whether or not it exists.
+// with rate_limited, its password unchecked, whether or not it exists,
+// unless the login presents a valid device cookie of the address
+// (WithDevice, devices.go).
 func (s *Service) Login(ctx context.Context, email, password string) (Session, error) {
-	u, err := s.checkLogin(ctx, email, password)
+	u, device, err := s.checkLogin(ctx, email, password)
 	if err != nil {
 		return Session{}, err
 	}
@@ -190,17 +195,30 @@ func (s *Service) Login(ctx context.Context, email, password string) (Session, e
 	if err := s.store.StartRefreshFamily(tokenHash(refresh), store.RefreshToken{UserID: u.ID, Family: randomToken(12), ExpiresAt: now.Add(s.cfg.RefreshTTL), Generation: u.TokenGeneration}, now); err != nil {
 		return Session{}, err
 	}
-	return s.session(u, refresh)
+	sess, err := s.session(u, refresh)
+	if err != nil {
+		return Session{}, err
+	}
+	sess.Device = device
+	return sess, nil
 }
 
 // checkLogin is the password check of every sign-in, the API's and the
-// console's alike.
-func (s *Service) checkLogin(ctx context.Context, email, password string) (store.User, error) {
+// console's alike. Its device is a fresh device cookie's value for the
+// signed-in address (devices.go).
+func (s *Service) checkLogin(ctx context.Context, email, password string) (u store.User, device string, err error) {
 	var v check
 	email = v.email("email", email)
 	v.password("password", password, false)
 	if v.err != nil {
-		return store.User{}, v.err
+		return store.User{}, "", v.err
+	}
+	digest := s.loginDigest(email)
+	if u, ok, err := s.checkTrusted(ctx, digest, email, password); ok {
+		if err != nil {
+			return store.User{}, "", err
+		}
+		return u, s.issueDevice(digest), nil
 	}
 	// The try counts against the address before anything is looked up,
 	// whether or not it has an account; one over its failed logins is
@@ -208,14 +226,51 @@ func (s *Service) checkLogin(ctx context.Context, email, password string) (store
 	key := s.loginKey(email)
 	share, refundShare := s.takeShare(ctx, key)
 	if !share.Allowed {
-		return store.User{}, s.errShareSpent(share)
+		return store.User{}, "", s.errShareSpent(share)
 	}
 	tried, refundTry := s.takeLogin(key)
 	if !tried.Allowed {
 		refundShare()
-		return store.User{}, s.errLoginsSpent(tried)
+		return store.User{}, "", s.errLoginsSpent(tried)
 	}
-	refund := func() { refundTry(); refundShare() }
+	u, err = s.verifyPassword(email, password, func() { refundTry(); refundShare() })
+	if errors.Is(err, errInvalidLogin) && tried.Remaining == 0 && u.ID != 0 {
+		s.log.Warn("failed logins: the account had its failed logins of the window; its logins are refused until the window ends, but from its owner's trusted devices",
+			"user_id", u.ID, "limit", s.cfg.LoginRate.String(), "retry_after_s", tried.ResetSeconds())
+	}
+	if err != nil {
+		return store.User{}, "", err
+	}
+	return u, s.issueDevice(digest), nil
+}
+
+// checkTrusted checks a login that presents a valid device cookie of the
+// address (devices.go): counted in the cookie's window, not the address's
+// nor the client's share, and never refused by them. ok is false for a
+// login with no valid cookie, or one whose cookie had its failures of the
+// window: it takes the untrusted path.
+func (s *Service) checkTrusted(ctx context.Context, digest []byte, email, password string) (u store.User, ok bool, err error) {
+	device, ok := s.trustedDevice(ctx, digest)
+	if !ok {
+		return store.User{}, false, nil
+	}
+	tried, refund := s.takeDevice(device)
+	if !tried.Allowed {
+		return store.User{}, false, nil
+	}
+	u, err = s.verifyPassword(email, password, refund)
+	if errors.Is(err, errInvalidLogin) && tried.Remaining == 0 && u.ID != 0 {
+		s.log.Warn("failed logins: a device cookie of the account had its failed logins of the window; it counts as none until the window ends",
+			"user_id", u.ID, "limit", deviceRate(s.cfg.LoginRate).String(), "retry_after_s", tried.ResetSeconds())
+	}
+	return u, true, err
+}
+
+// verifyPassword checks the password of a login already counted; refund
+// takes the try back, for one that proved not to be a failure. A wrong
+// password answers errInvalidLogin with the address's user (zero for
+// none), for the log.
+func (s *Service) verifyPassword(email, password string, refund func()) (store.User, error) {
 	u, err := s.store.UserByEmail(email)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		refund() // the server's fault, not a failed login
@@ -231,11 +286,7 @@ func (s *Service) checkLogin(ctx context.Context, email, password string) (store
 		return store.User{}, err
 	}
 	if !ok || u.ID == 0 || u.PasswordHash == "" {
-		if tried.Remaining == 0 && u.ID != 0 {
-			s.log.Warn("failed logins: the account had its failed logins of the window; its logins are refused until the window ends",
-				"user_id", u.ID, "limit", s.cfg.LoginRate.String(), "retry_after_s", tried.ResetSeconds())
-		}
-		return store.User{}, errInvalidLogin
+		return u, errInvalidLogin
 	}
 	// A right password takes back its own try and nothing more: the
 	// failures before it stay counted until their window ends, or a

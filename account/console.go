@@ -28,6 +28,9 @@ type ConsoleSession struct {
 	ID        string
 	CSRF      string
 	Principal Principal
+	// Device is a fresh device cookie's value for the browser
+	// (devices.go), set by ConsoleSignIn only.
+	Device string
 }
 
 var errConsoleSession = problem.New(problem.Unauthorized, "Your session has ended. Sign in again.")
@@ -35,7 +38,7 @@ var errConsoleSession = problem.New(problem.Unauthorized, "Your session has ende
 // ConsoleSignIn checks an e-mail and password as Login does and opens a
 // console session instead of handing out tokens.
 func (s *Service) ConsoleSignIn(ctx context.Context, email, password string) (ConsoleSession, error) {
-	u, err := s.checkLogin(ctx, email, password)
+	u, device, err := s.checkLogin(ctx, email, password)
 	if err != nil {
 		return ConsoleSession{}, err
 	}
@@ -45,7 +48,7 @@ func (s *Service) ConsoleSignIn(ctx context.Context, email, password string) (Co
 		CreatedAt: now, SeenAt: now, ExpiresAt: now.Add(s.cfg.ConsoleLifetime), Generation: u.TokenGeneration}); err != nil {
 		return ConsoleSession{}, err
 	}
-	return ConsoleSession{ID: id, CSRF: csrf, Principal: Principal{CompanyID: u.CompanyID, UserID: u.ID, Role: u.Role}}, nil
+	return ConsoleSession{ID: id, CSRF: csrf, Principal: Principal{CompanyID: u.CompanyID, UserID: u.ID, Role: u.Role}, Device: device}, nil
 }
 
 // ConsoleAuthenticate resolves a session cookie. As with access tokens, the

@@ -60,9 +60,18 @@ func (s *Service) LoginRate() pacing.Rate { return s.cfg.LoginRate }
 // typed (a wrong one may be a password typed into the wrong field); the
 // key is the store's secret, the same on every node of a cluster.
 func (s *Service) loginKey(email string) string {
+	return base64.RawURLEncoding.EncodeToString(s.loginDigest(email))
+}
+
+// loginDigestSize is the length of an address's keyed digest.
+const loginDigestSize = 16
+
+// loginDigest is the keyed digest of loginKey, as bytes: a device cookie
+// names its account by it (devices.go).
+func (s *Service) loginDigest(email string) []byte {
 	m := hmac.New(sha256.New, s.loginSecret)
 	m.Write([]byte(store.EmailKey(email)))
-	return base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])
+	return m.Sum(nil)[:loginDigestSize]
 }
 
 // takeLogin counts a login try of the e-mail address's key before its

@@ -145,6 +145,10 @@ type Service struct {
 	sharedLogins LoginWindows
 	loginSecret  []byte
 	loginsLog    logspacing.Spacer // spaces the lines of a failing sharedLogins
+	// deviceFailures counts, in this process, each trusted device cookie's
+	// failed logins (devices.go); deviceSecret signs the cookies.
+	deviceFailures *pacing.Windows
+	deviceSecret   []byte
 	// peers and keyTTL are set by SetPeers before serving; nil and 0 on one node.
 	peers  Peers
 	keyTTL time.Duration
@@ -178,6 +182,10 @@ func New(cfg Config, st Store, mailer Mailer, log *slog.Logger, now func() time.
 	if err != nil {
 		return nil, err
 	}
+	deviceSecret, err := st.Secret(DeviceSecret, 32)
+	if err != nil {
+		return nil, err
+	}
 	dummy, err := hashPassword(randomToken(16), cfg.passwordCost())
 	if err != nil {
 		return nil, err
@@ -185,7 +193,8 @@ func New(cfg Config, st Store, mailer Mailer, log *slog.Logger, now func() time.
 	return &Service{cfg: cfg, store: st, mailer: mailer, log: log, now: now, jwtKey: jwtKey, sealer: sl, dummyHash: dummy,
 		resetMails:   pacing.New(ResetRate(), now),
 		failedLogins: pacing.NewCapped(cfg.LoginRate, now, cfg.MaxLoginAddresses), loginSecret: loginSecret,
-		clientShares: pacing.NewCapped(clientShareRate(cfg.LoginRate), now, cfg.MaxLoginAddresses)}, nil
+		clientShares:   pacing.NewCapped(clientShareRate(cfg.LoginRate), now, cfg.MaxLoginAddresses),
+		deviceFailures: pacing.NewCapped(deviceRate(cfg.LoginRate), now, cfg.MaxLoginAddresses), deviceSecret: deviceSecret}, nil
 }
 
 // Principal is who a request acts as.

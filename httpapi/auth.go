@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -76,11 +77,22 @@ func (s *Server) login(c echo.Context) error {
 	if err := bind(c, &in); err != nil {
 		return err
 	}
-	sess, err := s.deps.Accounts.Login(account.WithClient(c.Request().Context(), c.RealIP()), in.Email, in.Password)
+	r := c.Request()
+	ctx := account.WithDevice(account.WithClient(r.Context(), c.RealIP()), account.PresentedDevice(r))
+	sess, err := s.deps.Accounts.Login(ctx, in.Email, in.Password)
 	if err != nil {
 		return err
 	}
+	// The device cookie is an addition to the answer, not part of its
+	// body (docs/security.md "Device cookies").
+	c.SetCookie(account.DeviceHTTPCookie(sess.Device, s.secureCookies(r)))
 	return sessionAnswer(c, sess)
+}
+
+// secureCookies says whether a cookie set in answer to r is Secure: the
+// public URL is https (as the console's cookies are), or r came over TLS.
+func (s *Server) secureCookies(r *http.Request) bool {
+	return strings.HasPrefix(strings.ToLower(s.cfg.PublicURL), "https://") || r.TLS != nil
 }
 
 func (s *Server) refresh(c echo.Context) error {

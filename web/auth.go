@@ -93,12 +93,14 @@ func safeNext(next string) string {
 }
 
 func (c *Console) signin(w http.ResponseWriter, r *http.Request, _ *req) (outcome, error) {
-	sess, err := c.deps.Accounts.ConsoleSignIn(r.Context(), r.PostFormValue("email"), r.PostFormValue("password"))
+	ctx := account.WithDevice(r.Context(), account.PresentedDevice(r))
+	sess, err := c.deps.Accounts.ConsoleSignIn(ctx, r.PostFormValue("email"), r.PostFormValue("password"))
 	if err != nil {
 		return outcome{}, err
 	}
 	c.endReplaced(r, sess.ID)
 	c.setCookie(w, sessionCookie, sess.ID, 0)
+	http.SetCookie(w, account.DeviceHTTPCookie(sess.Device, c.secure || r.TLS != nil))
 	c.setCookie(w, anonCookie, "", -1)
 	return outcome{Redirect: safeNext(r.PostFormValue("next"))}, nil
 }

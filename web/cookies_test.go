@@ -72,6 +72,13 @@ func TestHTTPSCookiesAreHostOnly(t *testing.T) {
 	if ok.status != http.StatusSeeOther || !hostOnly(sess) {
 		t.Fatalf("sign-in: got %d, Set-Cookie %q; want 303 and a __Host- session cookie", ok.status, ok.header.Values("Set-Cookie"))
 	}
+	// And a host-only device cookie (account.DeviceHTTPCookie), sent back
+	// by no other site's page.
+	if dev := cookieOf(ok, "__Host-simrelay_device"); dev == nil || dev.Value == "" || !dev.Secure || !dev.HttpOnly || dev.Path != "/" ||
+		dev.Domain != "" || dev.SameSite != http.SameSiteStrictMode {
+		t.Fatalf("sign-in: device cookie %+v (Set-Cookie %q): want __Host-simrelay_device, Secure, HttpOnly, Path=/, no Domain, SameSite=Strict",
+			dev, ok.header.Values("Set-Cookie"))
+	}
 	if got := do("GET", "/console/", "__Host-simrelay_session="+sess.Value, nil); got.status != http.StatusOK {
 		t.Fatalf("the overview with the session cookie: %d", got.status)
 	}
