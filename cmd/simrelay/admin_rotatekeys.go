@@ -20,8 +20,9 @@ const rotateKeysUsage = "Usage: simrelay admin rotate-keys [--data-dir D | --dat
 	"Replaces the server's own keys, kept in the store, with fresh random ones, all in one\n" +
 	"transaction: the key that signs access tokens, the key that seals each company's API key\n" +
 	"(every sealed key is re-sealed under the new one, the keys themselves unchanged), the keys\n" +
-	"that sign media links and the console's notices, the key of the failed sign-ins' digests and,\n" +
-	"in a cluster, the key of the settings' digests. Run it after a backup or a pg_dump leaked.\n" +
+	"that sign media links and the console's notices, the key of the failed sign-ins' digests, the\n" +
+	"key that signs the sign-ins' device cookies and, in a cluster, the key of the settings'\n" +
+	"digests. Run it after a backup or a pg_dump leaked.\n" +
 	"Every server on the store must be stopped: the embedded store is refused while one holds it,\n" +
 	"a database while a node's beat is less than 10 s old. Prints the keys it replaced (their\n" +
 	"names, never their values) and what users will see (docs/security.md).\n\n"
@@ -49,6 +50,8 @@ var serverKeys = []serverKey{
 		"a notice in a console redirect under way is not shown"},
 	{account.LoginSecret, "keys the digests that count failed sign-ins by address",
 		"failed sign-ins are counted from zero again"},
+	{account.DeviceSecret, "signs the device cookies of successful sign-ins",
+		"device cookies issued before are ignored: until each user signs in once more, their sign-ins are throttled like any client's (docs/security.md, device cookies)"},
 	{cluster.DigestSecret, "keys the digests of the settings a cluster's nodes compare",
 		"nothing: every node starts again with the new key"},
 }

@@ -105,7 +105,7 @@ func TestAdminRotateKeys(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("rotate-keys: exit %d %q %q", code, out, errOut)
 	}
-	for _, want := range []string{account.JWTSecret, account.SealSecret, account.LoginSecret, media.KeySecret, "console-flash",
+	for _, want := range []string{account.JWTSecret, account.SealSecret, account.LoginSecret, account.DeviceSecret, media.KeySecret, "console-flash",
 		"Re-sealed 1 company's API key", "POST /account/api-key/rotate", "What users will see",
 		// The copy held each company's webhook signing secret as it is.
 		"POST /webhooks/signing-secret/rotate"} {
