@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net/http"
+	"net/http/cookiejar"
 	"net/url"
 	"slices"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/simrelay/simrelay/account"
+	"github.com/simrelay/simrelay/internal/testhttp"
 )
 
 // loginWith is POST /auth/login from the nth client address with a device
@@ -193,4 +195,41 @@ func TestConsoleSignInDeviceCookie(t *testing.T) {
 	}
 	e.want(signin(3, api, acme.password), http.StatusOK, "")
 	e.want(e.loginWith(3, console, acme.email, acme.password), http.StatusOK, "")
+}
+
+// A REST client keeps the device cookie in a cookie jar, as Go's
+// http.Client with a cookiejar does: the jar sends it back with the next
+// login, which then gets past the address's spent failures.
+func TestDeviceCookieInAClientsJar(t *testing.T) {
+	t.Parallel()
+	e := loginThrottleEnv(t)
+	acme := e.newCompany("Acme", "ana@acme.test")
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{Transport: testhttp.Transport, Jar: jar}
+	login := func() int {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, e.url+"/auth/login",
+			strings.NewReader(fmt.Sprintf(`{"email":%q,"password":%q}`, acme.email, acme.password)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Forwarded-For", "2001:db8:1::1")
+		res, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	if got := login(); got != http.StatusOK {
+		t.Fatalf("the first login: %d", got)
+	}
+	e.spendLogins(10, acme.email)
+	if got := login(); got != http.StatusOK {
+		t.Fatalf("the login with the jar's cookie over the address's spent failures: %d, want 200", got)
+	}
 }
