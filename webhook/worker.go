@@ -44,7 +44,9 @@ var errRunning = errors.New("webhook: Run is already running for this service")
 // the recorder that waits for their attempts' lines to be durable, and the
 // trimming of the deliveries log. Attempts under way when ctx ends are
 // finished (within the timeout) and recorded; whatever is still due waits
-// in the store for the next start.
+// in the store for the next start. The connections kept for reuse are
+// closed when it returns: each holds a socket to a receiver and two
+// goroutines of the transport until its idle timeout otherwise.
 func (s *Service) Run(ctx context.Context) error {
 	if !s.running.CompareAndSwap(false, true) {
 		return errRunning
@@ -62,6 +64,7 @@ func (s *Service) Run(ctx context.Context) error {
 	wg.Wait()
 	close(records)
 	rec.Wait()
+	s.client.CloseIdleConnections()
 	return nil
 }
 
