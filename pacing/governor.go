@@ -187,11 +187,6 @@ func minTime(a, b time.Time) time.Time {
 	return a
 }
 
-// counts returns the sends in each window now.
-func (s *numberState) counts() (minute, hour, day int) {
-	return int(s.rMin.sum), int(s.rHour.sum), int(s.rDay.sum)
-}
-
 // Governor holds the state of every number it has seen. Safe for concurrent use.
 type Governor struct {
 	mu     sync.Mutex
@@ -318,21 +313,6 @@ func (g *Governor) Reserve(key uint64, caps Caps, now time.Time, history History
 	}
 	s.add(now, 1)
 	return &Reservation{g: g, key: key, at: now, loaded: loaded, reads: s.reads}, 0
-}
-
-// Usage is what a number used of its windows.
-type Usage struct {
-	Minute, Hour, Day int
-}
-
-// Usage returns the sends counted in the number's windows now.
-func (g *Governor) Usage(key uint64, now time.Time, history History) Usage {
-	past, _ := g.past(key, now, history)
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	s, _ := g.state(key, now, past)
-	m, h, d := s.counts()
-	return Usage{m, h, d}
 }
 
 // Dispatch decides whether the number may hand a job to its agent at now:

@@ -20,11 +20,13 @@ var errInboundTooLong = problem.Invalid("message", fmt.Sprintf("must be at most 
 
 // budgetRefusal turns a spent daily storage budget into what clients see:
 // storage_budget_exceeded (429 on the API) with Retry-After until the
-// budget renews at the next UTC midnight. Other errors pass unchanged.
+// budget renews at the next UTC midnight, and the plan's messages used up
+// into plan_limit_reached (429) with Retry-After until the billing period
+// renews, both rounded up to whole seconds. Other errors pass unchanged.
 func budgetRefusal(err error, now time.Time) error {
 	var pl *store.PlanLimitError
 	if errors.As(err, &pl) {
-		wait := max(int(pl.PeriodEnd.Sub(now).Seconds()), 1)
+		wait := seconds(pl.PeriodEnd.Sub(now))
 		return &problem.Error{Code: problem.PlanLimitReached, RetryAfter: wait,
 			Message: messageLimitMessage(pl.Limit, pl.PeriodEnd)}
 	}

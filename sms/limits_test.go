@@ -59,3 +59,39 @@ func activeDevice(t *testing.T, st store.Backend, companyID uint64) store.Device
 
 // TestMain stops the PostgreSQL cluster of a run on it (storetest.EnvStore).
 func TestMain(m *testing.M) { storetest.Main(m) }
+
+// onePerPeriod is a plan of one message a period, the period ending at end.
+type onePerPeriod struct{ end time.Time }
+
+func (p onePerPeriod) Limits(store.Subscription, bool, time.Time) store.PlanLimits {
+	return store.PlanLimits{Messages: 1, Devices: -1, PeriodStart: p.end.AddDate(0, -1, 0), PeriodEnd: p.end}
+}
+
+// A send over the plan's messages answers plan_limit_reached with a
+// Retry-After of the seconds until the period renews, rounded up as every
+// Retry-After is: rounded down, a client that waited it came back before
+// the period's end and was refused again.
+func TestPlanLimitRetryAfterRoundsUp(t *testing.T) {
+	t.Parallel()
+	st := storetest.Open(t)
+	end := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	st.SetPlans(onePerPeriod{end})
+	c := storetest.Company(t, st, "Acme", "a@acme.test")
+	activeDevice(t, st, c.ID)
+	now := end.Add(-1500 * time.Millisecond) // 1.5 s before the period renews
+	svc := sms.New(sms.Config{}, st, slog.New(slog.DiscardHandler), func() time.Time { return now })
+	send := func() error {
+		_, _, err := svc.Send(context.Background(), sms.SendInput{CompanyID: c.ID, Device: "pixel-1", Phone: "+15550100001", Message: "hi"}, nil)
+		return err
+	}
+	if err := send(); err != nil {
+		t.Fatalf("the period's one message: %v", err)
+	}
+	pe, ok := problem.As(send())
+	if !ok || pe.Code != problem.PlanLimitReached {
+		t.Fatalf("the second message: got %v, want plan_limit_reached", pe)
+	}
+	if pe.RetryAfter != 2 {
+		t.Fatalf("1.5 s before the period renews: Retry-After %d, want 2", pe.RetryAfter)
+	}
+}

@@ -3,12 +3,16 @@ package webhook
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/simrelay/simrelay/internal/egress"
+	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/webhook/webhooktest"
 )
 
@@ -158,4 +162,46 @@ func TestClientHasNoProxy(t *testing.T) {
 	if !ok || tr.Proxy != nil {
 		t.Fatalf("got transport %T with a proxy function, want an *http.Transport without one", NewClient(Config{}).Transport)
 	}
+}
+
+// Run closes the connections its attempts left open for reuse when it
+// returns: each held a socket to the receiver and two goroutines of the
+// transport for the idle timeout (90 s) after the deliveries had stopped.
+func TestRunClosesItsIdleConnectionsWhenItEnds(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	var mu sync.Mutex
+	open := 0 // connections of the receiver not yet closed; guarded by mu
+	recv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	recv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch s {
+		case http.StateNew:
+			open++
+		case http.StateClosed, http.StateHijacked:
+			open--
+		}
+	}
+	recv.Start()
+	t.Cleanup(recv.Close)
+	openNow := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return open
+	}
+	svc, stop := f.start(Config{AllowPrivate: true, Timeout: 5 * time.Second}, nil)
+	f.configure(svc, EntryInput{URL: recv.URL + "/hook"})
+	f.inbound(svc, f.device, "SIM1", time.Now())
+	eventually(t, "the delivery made", func() bool {
+		lines := f.lines()
+		return len(lines) == 1 && lines[0].State == store.WebhookDelivered
+	})
+	if n := openNow(); n != 1 {
+		t.Fatalf("%d connections open to the receiver after the delivery, want the one kept for reuse", n)
+	}
+	stop()
+	eventually(t, "the idle connection closed once Run returned", func() bool { return openNow() == 0 })
 }

@@ -38,9 +38,9 @@ const (
 	// without end.
 	DefaultMaxPending = 10000
 	// DefaultMaxPendingBytes bounds the event bodies those deliveries share:
-	// 64 MiB is about 3,000 events of the largest inbound text (10,000
-	// characters of up to 4 bytes each, JSON-escaped), or hundreds of
-	// thousands of ordinary SMS.
+	// 64 MiB is about 1,100 events of the largest inbound text (10,000
+	// characters of up to 6 bytes each once JSON-escaped, as <, > and &
+	// are: \u003c), or hundreds of thousands of ordinary SMS.
 	DefaultMaxPendingBytes = 64 << 20
 	// MaxEntries is the contract's limit of webhook entries per company.
 	MaxEntries = 20

@@ -28,6 +28,8 @@ type fixture struct {
 	seq     int
 	// events is the service whose inbound events the store writes.
 	events *Service
+	// log, when set, is the log of the services start runs.
+	log *slog.Logger
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -58,7 +60,11 @@ func (f *fixture) start(cfg Config, now func() time.Time) (*Service, func()) {
 	if now == nil {
 		now = time.Now
 	}
-	svc, err := New(cfg, f.st, slog.New(slog.NewTextHandler(io.Discard, nil)), now)
+	log := f.log
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	svc, err := New(cfg, f.st, log, now)
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simrelay/simrelay/internal/poll"
 	"github.com/simrelay/simrelay/internal/storetest"
+	"github.com/simrelay/simrelay/internal/syncbuf"
 	"github.com/simrelay/simrelay/internal/testclock"
 	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/webhook/webhooktest"
@@ -130,6 +132,47 @@ func TestRetriesThenFails(t *testing.T) {
 	}
 	if ids, _, _ := f.st.DueWebhookDeliveries(time.Now().Add(time.Hour), 10, nil); len(ids) != 0 {
 		t.Fatalf("got %d deliveries still in the outbox, want 0", len(ids))
+	}
+}
+
+// An entry its admin deactivated while an attempt was under way is not
+// disabled by that attempt's answer: the receiver's 410 finds it inactive
+// already, so nothing is disabled, and neither the operator log nor the
+// deliveries log says the attempt disabled it.
+func TestAnswerToAnEntryDeactivatedMeanwhileDisablesNothing(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	var logs syncbuf.Buffer
+	f.log = slog.New(slog.NewTextHandler(&logs, nil))
+	answering, deactivated := make(chan struct{}), make(chan struct{})
+	arrived := sync.OnceFunc(func() { close(answering) })
+	rc := webhooktest.NewReceiver(t, true, func(int, *http.Request, http.ResponseWriter) int {
+		arrived()
+		<-deactivated
+		return http.StatusGone
+	})
+	svc, stop := f.start(Config{AllowPrivate: true, RootCAs: rc.Pool(), Schedule: []time.Duration{time.Hour}}, nil)
+	entry := f.configure(svc, EntryInput{URL: rc.URL})[0]
+	f.inbound(svc, f.device, "SIM1", time.Now())
+	select {
+	case <-answering:
+	case <-time.After(poll.Timeout):
+		t.Fatal("no attempt")
+	}
+	id := int64(entry.ID)
+	f.configure(svc, EntryInput{ID: &id, URL: rc.URL, Active: ptr(false)})
+	close(deactivated)
+	eventually(t, "the attempt is logged", func() bool { return len(f.lines()) == 1 })
+	stop() // the operator log's line is written once the attempt's line is
+	if l := f.lines()[0]; l.State != store.WebhookFailed || l.StatusCode != http.StatusGone || strings.Contains(l.Error, "disabled") {
+		t.Errorf("got %+v, want a failed attempt with 410 that says nothing of disabling", l)
+	}
+	if strings.Contains(logs.String(), "webhook entry disabled") {
+		t.Errorf("the operator log says the attempt disabled the entry its admin had deactivated:\n%s", logs.String())
+	}
+	set, _ := f.st.WebhookSet(f.company)
+	if e := set.Entries[0]; e.Active || e.DisabledReason != "" || !e.DisabledAt.IsZero() {
+		t.Errorf("got entry %+v, want it inactive as its admin left it, with no reason of the server's", e)
 	}
 }
 

@@ -44,7 +44,9 @@ var errRunning = errors.New("webhook: Run is already running for this service")
 // the recorder that waits for their attempts' lines to be durable, and the
 // trimming of the deliveries log. Attempts under way when ctx ends are
 // finished (within the timeout) and recorded; whatever is still due waits
-// in the store for the next start.
+// in the store for the next start. The connections kept for reuse are
+// closed when it returns: each holds a socket to a receiver and two
+// goroutines of the transport until its idle timeout otherwise.
 func (s *Service) Run(ctx context.Context) error {
 	if !s.running.CompareAndSwap(false, true) {
 		return errRunning
@@ -62,6 +64,7 @@ func (s *Service) Run(ctx context.Context) error {
 	wg.Wait()
 	close(records)
 	rec.Wait()
+	s.client.CloseIdleConnections()
 	return nil
 }
 
@@ -263,20 +266,24 @@ func (s *Service) decide(d store.WebhookDelivery, e *store.WebhookEntry, out out
 	if e.FailingSince.IsZero() {
 		e.FailingSince = now
 	}
-	var why string
+	var why, said string
 	switch {
 	case out.status == http.StatusGone:
-		why = "the receiver answered 410 Gone"
+		why, said = "the receiver answered 410 Gone", "; the webhook entry is disabled"
 	case now.Sub(e.FailingSince) >= s.cfg.DisableAfter:
 		why = "no successful delivery for " + humanDuration(s.cfg.DisableAfter)
-		a.Error = clip(a.Error + "; the webhook entry is disabled after " + humanDuration(s.cfg.DisableAfter) + " without a success")
+		said = "; the webhook entry is disabled after " + humanDuration(s.cfg.DisableAfter) + " without a success"
 	case d.Attempts < len(s.cfg.Schedule):
 		a.State = store.WebhookPending
 		a.NextAttemptAt = now.Add(s.backoff(d.Attempts))
 	}
-	if why != "" && e.Active {
-		e.Active, e.DisabledAt, e.DisabledReason = false, now, why
+	// An entry its admin deactivated during the attempt stays as they
+	// left it: the answer disables nothing, and no log says it did.
+	if why == "" || !e.Active {
+		return a, ""
 	}
+	e.Active, e.DisabledAt, e.DisabledReason = false, now, why
+	a.Error = clip(a.Error + said)
 	return a, why
 }
 
@@ -342,7 +349,7 @@ func (s *Service) send(ctx context.Context, target, secret string, d store.Webho
 			out.err += " (Location: " + printable(loc, snippetBytes) + ")"
 		}
 	case res.StatusCode == http.StatusGone:
-		out.err += "; the webhook entry is disabled"
+		// decide says whether the answer disabled the entry.
 	case res.StatusCode == http.StatusSwitchingProtocols:
 		out.err += "; a delivery takes an HTTP answer, not a switch of protocol"
 	default:
