@@ -270,7 +270,7 @@ func (s *Service) Send(_ context.Context, in SendInput, answer Answer) (msg stor
 	case errors.Is(err, store.ErrNumberPaused):
 		return msg, nil, &problem.Error{Code: problem.NumberPaused, Field: idField(in.Channel), Message: "The " + noun(in.Channel) + " is paused; set its status to active to send through it."}
 	case errors.Is(err, errCapped):
-		secs := pacing.RetrySeconds(retry)
+		secs := problem.RetrySeconds(retry)
 		return msg, nil, &problem.Error{Code: problem.NumberCapped, RetryAfter: secs,
 			Message: "The " + noun(in.Channel) + " is at its send cap; retry after " + problem.Count(secs, "second") + "."}
 	case err != nil:

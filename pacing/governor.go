@@ -357,8 +357,3 @@ func (g *Governor) gap(gap Gap) time.Duration {
 	}
 	return gap.Min + time.Duration(g.rnd.Int64N(int64(gap.Max-gap.Min)+1))
 }
-
-// RetrySeconds is a wait as a Retry-After value: whole seconds, rounded up, at least 1.
-func RetrySeconds(d time.Duration) int {
-	return max(int((d+time.Second-1)/time.Second), 1)
-}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/simrelay/simrelay/internal/testclock"
+	"github.com/simrelay/simrelay/problem"
 )
 
 var govStart = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
@@ -28,7 +29,7 @@ func TestGovernorMinuteCapAndRetryAfter(t *testing.T) {
 	if want := govStart.Add(time.Minute + time.Second).Sub(clk.Now()); retry != want {
 		t.Fatalf("got retry %v, want %v", retry, want)
 	}
-	if got := RetrySeconds(retry); got != 53 {
+	if got := problem.RetrySeconds(retry); got != 53 {
 		t.Fatalf("got Retry-After %d, want 53", got)
 	}
 	clk.Advance(retry - time.Millisecond)
@@ -53,7 +54,7 @@ func TestGovernorWarmupHalves(t *testing.T) {
 			t.Fatal("refused within the halved cap")
 		}
 	}
-	if _, retry := g.Reserve(7, caps, govStart, nil); RetrySeconds(retry) != 61 {
+	if _, retry := g.Reserve(7, caps, govStart, nil); problem.RetrySeconds(retry) != 61 {
 		t.Fatalf("fifth send: got retry %v, want 61 s (the bucket's end plus the minute)", retry)
 	}
 }
@@ -83,7 +84,7 @@ func TestGovernorReleaseAndHistory(t *testing.T) {
 		}
 		return []time.Time{govStart.Add(-2 * time.Hour), govStart.Add(-30 * time.Second), govStart.Add(-10 * time.Second)}
 	}
-	if _, retry := g2.Reserve(3, caps, govStart, hist); RetrySeconds(retry) != 31 {
+	if _, retry := g2.Reserve(3, caps, govStart, hist); problem.RetrySeconds(retry) != 31 {
 		t.Fatalf("after rebuild: got retry %v, want 31 s", retry)
 	}
 	if u := g2.Usage(3, govStart, nil); u != (Usage{2, 2, 3}) {
@@ -103,7 +104,7 @@ func TestGovernorHistoryAfterADispatchFirst(t *testing.T) {
 	hist := func(time.Time) []time.Time {
 		return []time.Time{govStart.Add(-20 * time.Second), govStart.Add(-10 * time.Second)}
 	}
-	if r, retry := g.Reserve(3, Caps{PerMinute: 2}, govStart, hist); r != nil || RetrySeconds(retry) != 41 {
+	if r, retry := g.Reserve(3, Caps{PerMinute: 2}, govStart, hist); r != nil || problem.RetrySeconds(retry) != 41 {
 		t.Fatalf("two sends in the last minute with a cap of 2: got %v, retry %v; want refused for 41 s", r, retry)
 	}
 }
@@ -349,7 +350,7 @@ func TestGovernorHistoryReadAgainAfterARefusal(t *testing.T) {
 	hist := func(time.Time) []time.Time {
 		return []time.Time{govStart.Add(-20 * time.Second), govStart.Add(-10 * time.Second)}
 	}
-	if r, retry := g.Reserve(5, caps, govStart, hist); r != nil || RetrySeconds(retry) != 41 {
+	if r, retry := g.Reserve(5, caps, govStart, hist); r != nil || problem.RetrySeconds(retry) != 41 {
 		t.Fatalf("two sends in the last minute with a cap of 2: got %v, retry %v; want refused for 41 s", r, retry)
 	}
 	// A reservation that did not read the history gives back its slot alone.

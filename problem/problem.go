@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 )
@@ -246,4 +247,10 @@ func Count[N ~int | ~int64](n N, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// RetrySeconds is a wait as a Retry-After value: whole seconds, rounded up
+// (a client that waits it is never early), at least 1.
+func RetrySeconds(d time.Duration) int {
+	return max(int((d+time.Second-1)/time.Second), 1)
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"regexp"
 	"testing"
+	"time"
 )
 
 // TestCatalogIsDocumented keeps docs/api.md's error table and the catalog in step:
@@ -86,6 +87,17 @@ func TestCount(t *testing.T) {
 	} {
 		if c.got != c.want {
 			t.Errorf("got %q, want %q", c.got, c.want)
+		}
+	}
+}
+
+func TestRetrySecondsRoundsUp(t *testing.T) {
+	for _, c := range []struct {
+		d    time.Duration
+		want int
+	}{{-time.Second, 1}, {0, 1}, {time.Nanosecond, 1}, {time.Second, 1}, {time.Second + time.Nanosecond, 2}, {1500 * time.Millisecond, 2}, {61 * time.Second, 61}} {
+		if got := RetrySeconds(c.d); got != c.want {
+			t.Errorf("RetrySeconds(%v) = %d, want %d", c.d, got, c.want)
 		}
 	}
 }

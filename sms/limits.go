@@ -26,7 +26,7 @@ var errInboundTooLong = problem.Invalid("message", fmt.Sprintf("must be at most 
 func budgetRefusal(err error, now time.Time) error {
 	var pl *store.PlanLimitError
 	if errors.As(err, &pl) {
-		wait := seconds(pl.PeriodEnd.Sub(now))
+		wait := problem.RetrySeconds(pl.PeriodEnd.Sub(now))
 		return &problem.Error{Code: problem.PlanLimitReached, RetryAfter: wait,
 			Message: messageLimitMessage(pl.Limit, pl.PeriodEnd)}
 	}

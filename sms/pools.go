@@ -65,10 +65,10 @@ func poolRefusal(err error) error {
 	case errors.As(err, &eb):
 		return problem.Invalid("expires_at", "must be after the message may first go out: now, send_at, or its window's next opening (the window of pool "+eb.Pool+" opens at "+eb.Opening.UTC().Format(timeLayout)+")")
 	case errors.As(err, &sc):
-		return &problem.Error{Code: problem.SIMCapped, Field: "sim_slot", RetryAfter: seconds(sc.RetryAfter),
+		return &problem.Error{Code: problem.SIMCapped, Field: "sim_slot", RetryAfter: problem.RetrySeconds(sc.RetryAfter),
 			Message: fmt.Sprintf("The device's SIM in %s is at its %s cap of %d.", sc.Slot, capWords[sc.What], sc.Limit)}
 	case errors.As(err, &pc):
-		return &problem.Error{Code: problem.PoolCapped, Field: "pool", RetryAfter: seconds(pc.RetryAfter),
+		return &problem.Error{Code: problem.PoolCapped, Field: "pool", RetryAfter: problem.RetrySeconds(pc.RetryAfter),
 			Message: "Every member of the pool that could send is at a cap of its SIM: " + strings.Join(pc.Reasons, "; ") + "."}
 	case errors.Is(err, store.ErrPoolGone):
 		return &problem.Error{Code: problem.NotFound, Field: "pool", Message: "No such pool."}
@@ -81,11 +81,6 @@ func poolRefusal(err error) error {
 
 // capWords names each cap in a sentence.
 var capWords = map[string]string{store.CapPerDay: "messages per day", store.CapPerMonth: "messages per month", store.CapRecipientsPerDay: "recipients per day"}
-
-// seconds is a Retry-After: whole seconds, rounded up, at least 1.
-func seconds(d time.Duration) int {
-	return max(1, int((d+time.Second-1)/time.Second))
-}
 
 // PoolInput is a pool's definition as a request gives it; a nil field of a
 // change keeps what the pool has.

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/simrelay/simrelay/problem"
 )
 
 // DefaultCompanyDailyStorage is the budget `simrelay serve` sets unless told
@@ -50,7 +52,7 @@ func NextDay(t time.Time) time.Time {
 
 // RetryAfter is the whole seconds from now until the budget renews, at least 1.
 func (e *BudgetError) RetryAfter(now time.Time) int {
-	return max(int((e.Reset.Sub(now)+time.Second-1)/time.Second), 1)
+	return problem.RetrySeconds(e.Reset.Sub(now))
 }
 
 // What a write costs beyond the bytes of its text or body: the record's
