@@ -46,7 +46,7 @@ type Config struct {
 type Store interface {
 	PutPairing(hash []byte, p store.Pairing, now time.Time) error
 	Pairing(hash []byte) (store.Pairing, error)
-	RegisterDevice(pairingHash []byte, now time.Time, fingerprint string, build func(p store.Pairing, old *store.Device) (store.Device, error)) (store.Device, bool, error)
+	RegisterDevice(pairingHash []byte, now time.Time, fingerprint string, build func(p store.Pairing, old *store.Device) (store.Device, error)) (store.Device, bool, store.DeviceSummary, error)
 	CompanyDevice(companyID uint64, fingerprint string) (store.Device, error)
 	DeviceByTokenHash(hash []byte) (store.Device, error)
 	CompanyDevices(companyID uint64) ([]store.Device, error)
@@ -228,16 +228,30 @@ func CheckName(field, name string) error {
 	return nil
 }
 
-// Register spends a pairing code and hands the phone its token. replaced
-// reports that the device was registered before: its old token is dead, and
-// a live link on it must be closed.
-func (s *Service) Register(_ context.Context, in RegisterInput) (dev store.Device, token string, replaced bool, err error) {
+// Registered is a phone's registration as Register made it.
+type Registered struct {
+	Device store.Device
+	// Token is the device's new token, handed to the phone only.
+	Token string
+	// Replaced reports that the device was registered before: its old
+	// token is dead, and a live link on it must be closed.
+	Replaced bool
+	// Summary is the device's queue and last failures as the registration
+	// left them, read in its transaction (none for a new device): the
+	// answer is made of what the commit returned, so that no read after it,
+	// which may fail, answers a fault for a registration that was made,
+	// its pairing code spent.
+	Summary store.DeviceSummary
+}
+
+// Register spends a pairing code and hands the phone its token.
+func (s *Service) Register(_ context.Context, in RegisterInput) (reg Registered, err error) {
 	in.PairingCode = normaliseCode(in.PairingCode)
 	if in.PairingCode == "" {
-		return dev, "", false, problem.Invalid("pairing_code", "is required")
+		return reg, problem.Invalid("pairing_code", "is required")
 	}
 	if err := checkFingerprint("device_fingerprint", in.DeviceFingerprint); err != nil {
-		return dev, "", false, err
+		return reg, err
 	}
 	// The phone names itself (its model, or what its user called it): a line
 	// break or another control character in it is mended to a space, not
@@ -245,25 +259,25 @@ func (s *Service) Register(_ context.Context, in RegisterInput) (dev store.Devic
 	// (linebreak; PROTOCOL.md). A person renaming it is refused (Update).
 	name := strings.TrimSpace(linebreak.Replace(in.DeviceName))
 	if len(name) > 100 {
-		return dev, "", false, problem.Invalid("device_name", "must be at most 100 bytes of UTF-8")
+		return reg, problem.Invalid("device_name", "must be at most 100 bytes of UTF-8")
 	}
 	if visible.None(name) {
 		name = "Android phone"
 	}
 	sims, err := validSIMs(in.SIMs)
 	if err != nil {
-		return dev, "", false, err
+		return reg, err
 	}
 	if len(in.FCMToken) > 4096 {
-		return dev, "", false, problem.Invalid("fcm_token", "must be at most 4096 bytes")
+		return reg, problem.Invalid("fcm_token", "must be at most 4096 bytes")
 	}
 	in.AppVersion = linebreak.Replace(in.AppVersion)
 	if len(in.AppVersion) > 64 {
-		return dev, "", false, problem.Invalid("app_version", "must be at most 64 bytes")
+		return reg, problem.Invalid("app_version", "must be at most 64 bytes")
 	}
-	token = newToken()
+	token := newToken()
 	now := s.now().UTC()
-	dev, replaced, err = s.store.RegisterDevice(codeHash(in.PairingCode), now, in.DeviceFingerprint, func(p store.Pairing, old *store.Device) (store.Device, error) {
+	dev, replaced, sum, err := s.store.RegisterDevice(codeHash(in.PairingCode), now, in.DeviceFingerprint, func(p store.Pairing, old *store.Device) (store.Device, error) {
 		d := store.Device{UserID: p.UserID, Name: name, Status: store.DeviceActive, SelectedSIM: "BOTH", SIMs: sims,
 			FCMToken: in.FCMToken, AppVersion: in.AppVersion, TokenHash: tokenHash(token), CreatedAt: now}
 		if old != nil {
@@ -273,17 +287,17 @@ func (s *Service) Register(_ context.Context, in RegisterInput) (dev store.Devic
 	})
 	switch {
 	case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrPairingUsed), errors.Is(err, store.ErrTokenExpired):
-		return dev, "", false, &problem.Error{Code: problem.InvalidToken, Field: "pairing_code", Message: "The pairing code is wrong, used or expired. Create a new one."}
+		return reg, &problem.Error{Code: problem.InvalidToken, Field: "pairing_code", Message: "The pairing code is wrong, used or expired. Create a new one."}
 	case errors.Is(err, store.ErrConflict):
-		return dev, "", false, problem.New(problem.Conflict, "This device is registered to another company. Delete it there first.")
+		return reg, problem.New(problem.Conflict, "This device is registered to another company. Delete it there first.")
 	case errors.As(err, new(*store.PlanLimitError)):
 		var pl *store.PlanLimitError
 		errors.As(err, &pl)
-		return dev, "", false, &problem.Error{Code: problem.PlanLimitReached, HTTPStatus: http.StatusForbidden, Message: deviceLimitMessage(pl.Limit)}
+		return reg, &problem.Error{Code: problem.PlanLimitReached, HTTPStatus: http.StatusForbidden, Message: deviceLimitMessage(pl.Limit)}
 	case err != nil:
-		return dev, "", false, err
+		return reg, err
 	}
-	return dev, token, replaced, nil
+	return Registered{Device: dev, Token: token, Replaced: replaced, Summary: sum}, nil
 }
 
 // deviceLimitMessage refuses a new device to a company whose plan allows

@@ -28,7 +28,7 @@ func TestLengthLimitsCountUTF8Bytes(t *testing.T) {
 			t.Fatal(err)
 		}
 		in.PairingCode, in.DeviceFingerprint = p.Code, "pixel-1"
-		_, _, _, err = svc.Register(ctx, in)
+		_, err = svc.Register(ctx, in)
 		return err
 	}
 	// bytes returns text of exactly n bytes made of two-byte characters

@@ -165,12 +165,12 @@ func (r *rig) pair(fingerprint string) string {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	_, token, _, err := r.devices.Register(ctx, device.RegisterInput{PairingCode: p.Code, DeviceFingerprint: fingerprint,
+	reg, err := r.devices.Register(ctx, device.RegisterInput{PairingCode: p.Code, DeviceFingerprint: fingerprint,
 		SIMs: []store.SIM{{Slot: "SIM1"}, {Slot: "SIM2"}}})
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	return token
+	return reg.Token
 }
 
 // dial opens a raw WebSocket with the token; opts may change the HTTP client.

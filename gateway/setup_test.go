@@ -63,11 +63,11 @@ func TestStaleLinkDoesNotReplaceTheLiveOne(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, token, _, err := r.devices.Register(ctx, device.RegisterInput{PairingCode: p.Code, DeviceFingerprint: "pixel-1", SIMs: []store.SIM{{Slot: "SIM1"}}})
+	reg, err := r.devices.Register(ctx, device.RegisterInput{PairingCode: p.Code, DeviceFingerprint: "pixel-1", SIMs: []store.SIM{{Slot: "SIM1"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	live := r.connect(token)
+	live := r.connect(reg.Token)
 
 	writeFrame(t, stale, proto.Hello{Protocol: 1, AppVersion: "test"})
 	if got := closeCode(t, stale); got != proto.CloseBadToken {

@@ -196,24 +196,28 @@ func (s *Server) registerDevice(c echo.Context) error {
 	for _, sim := range in.SIMs {
 		sims = append(sims, store.SIM(sim))
 	}
-	dev, token, replaced, err := s.deps.Devices.Register(c.Request().Context(), device.RegisterInput{
+	reg, err := s.deps.Devices.Register(c.Request().Context(), device.RegisterInput{
 		PairingCode: in.PairingCode, DeviceFingerprint: in.DeviceFingerprint, DeviceName: in.DeviceName,
 		SIMs: sims, FCMToken: in.FCMToken, AppVersion: in.AppVersion,
 	})
 	if err != nil {
 		return err
 	}
-	if replaced {
+	dev := reg.Device
+	if reg.Replaced {
+		// Waits for the old link's last seen (in dev), or for the phone to
+		// give up: then no answer reaches it whatever is answered.
 		if err := s.disconnect(c.Request().Context(), &dev, androidproto.CloseBadToken, "token replaced by a new registration"); err != nil {
 			return err
 		}
 	}
+	// The registration committed, its pairing code spent: the answer is
+	// made of what the commit returned, with no read of the store after it
+	// that could answer a fault (5xx, which tells the phone to retry a code
+	// that is spent now) for a registration that was made.
+	out := deviceDetail(dev, s.deps.Phones.Presence(map[string]uint64{dev.Fingerprint: dev.ID}), reg.Summary)
 	c.Response().Header().Set("Cache-Control", "no-store")
-	out, err := s.detailOf(c.Request().Context(), dev)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusCreated, map[string]any{"device_token": token, "ws_url": s.deps.Devices.WebSocketURL(), "device": out})
+	return c.JSON(http.StatusCreated, map[string]any{"device_token": reg.Token, "ws_url": s.deps.Devices.WebSocketURL(), "device": out})
 }
 
 func (s *Server) phoneSocket(c echo.Context) error {

@@ -331,6 +331,107 @@ func hidden(attrs map[string]string) bool {
 // them on their row.
 var cells = map[string]bool{"td": true, "th": true}
 
+// The open elements (htmlText's stack), as far as a browser's parser keeps
+// them for what the text shows: where an element whose end tag is left
+// out ends (a hidden preheader's <div>, a link, a blockquote), the end tag
+// of an element that holds it, or a start tag that closes it, ends it
+// too, as the parser pops it off its stack of open elements. An unclosed
+// hidden <div> in a table cell hid the rest of the mail; a browser ends
+// it with the cell.
+
+// voidElements have no content and no end tag: never open.
+var voidElements = map[string]bool{"area": true, "base": true, "basefont": true, "bgsound": true, "br": true, "col": true,
+	"embed": true, "frame": true, "hr": true, "img": true, "image": true, "input": true, "keygen": true, "link": true,
+	"meta": true, "param": true, "source": true, "track": true, "wbr": true}
+
+// special are HTML's special elements: an end tag of another name that
+// meets one of them, looking down the open elements for its own, is
+// ignored, and a formatting element's end tag closes it without them.
+var special = map[string]bool{"address": true, "applet": true, "area": true, "article": true, "aside": true, "base": true,
+	"basefont": true, "bgsound": true, "blockquote": true, "body": true, "br": true, "button": true, "caption": true,
+	"center": true, "col": true, "colgroup": true, "dd": true, "details": true, "dir": true, "div": true, "dl": true,
+	"dt": true, "embed": true, "fieldset": true, "figcaption": true, "figure": true, "footer": true, "form": true,
+	"frame": true, "frameset": true, "h1": true, "h2": true, "h3": true, "h4": true, "h5": true, "h6": true, "head": true,
+	"header": true, "hgroup": true, "hr": true, "html": true, "iframe": true, "img": true, "input": true, "keygen": true,
+	"li": true, "link": true, "listing": true, "main": true, "marquee": true, "menu": true, "meta": true, "nav": true,
+	"noembed": true, "noframes": true, "noscript": true, "object": true, "ol": true, "p": true, "param": true,
+	"plaintext": true, "pre": true, "script": true, "search": true, "section": true, "select": true, "source": true,
+	"style": true, "summary": true, "table": true, "tbody": true, "td": true, "template": true, "textarea": true,
+	"tfoot": true, "th": true, "thead": true, "title": true, "tr": true, "track": true, "ul": true, "wbr": true, "xmp": true}
+
+// formatting are the formatting elements, whose end tag closes them even
+// across the special elements opened in them (the adoption agency).
+var formatting = map[string]bool{"a": true, "b": true, "big": true, "code": true, "em": true, "font": true, "i": true,
+	"nobr": true, "s": true, "small": true, "strike": true, "strong": true, "tt": true, "u": true}
+
+// The classes of elements that the lookups of the open elements ask of
+// them (element.class), each a bit.
+const (
+	// classSpecial: HTML's special elements (special).
+	classSpecial uint16 = 1 << iota
+	// classScopeEnd: the elements an end tag does not look past for its
+	// element (HTML's "has an element in scope"): a </div> in a table cell
+	// does not close a <div> the table is in.
+	classScopeEnd
+	// classTableScopeEnd: those the table's own end tags do not look past
+	// (a </td> looks past anything but a table).
+	classTableScopeEnd
+	classButton
+	classList    // ol, ul
+	classHeading // h1 to h6
+	classCell    // td, th
+	classSection // tbody, thead, tfoot
+	classTerm    // dd, dt
+	// classItemPast: the special elements a list item's start looks
+	// past for the item it ends.
+	classItemPast
+)
+
+// elementClasses are the classes of the elements of some: the others'
+// are their special bit alone.
+var elementClasses = map[string]uint16{
+	"applet": classScopeEnd, "caption": classScopeEnd, "marquee": classScopeEnd, "object": classScopeEnd,
+	"td": classScopeEnd | classCell, "th": classScopeEnd | classCell,
+	"html": classScopeEnd | classTableScopeEnd, "table": classScopeEnd | classTableScopeEnd, "template": classScopeEnd | classTableScopeEnd,
+	"button": classButton, "ol": classList, "ul": classList,
+	"h1": classHeading, "h2": classHeading, "h3": classHeading, "h4": classHeading, "h5": classHeading, "h6": classHeading,
+	"tbody": classSection, "thead": classSection, "tfoot": classSection, "dd": classTerm, "dt": classTerm,
+	"address": classItemPast, "div": classItemPast, "p": classItemPast,
+}
+
+// classOf is the classes of an element.
+func classOf(tag string) uint16 {
+	c := elementClasses[tag]
+	if special[tag] {
+		c |= classSpecial
+	}
+	return c
+}
+
+// closesP are the start tags that close an open paragraph.
+var closesP = map[string]bool{"address": true, "article": true, "aside": true, "blockquote": true, "center": true,
+	"details": true, "dialog": true, "dir": true, "div": true, "dl": true, "fieldset": true, "figcaption": true,
+	"figure": true, "footer": true, "form": true, "h1": true, "h2": true, "h3": true, "h4": true, "h5": true, "h6": true,
+	"header": true, "hgroup": true, "hr": true, "li": true, "dd": true, "dt": true, "listing": true, "main": true,
+	"menu": true, "nav": true, "ol": true, "p": true, "plaintext": true, "pre": true, "search": true, "section": true,
+	"summary": true, "ul": true, "xmp": true}
+
+// maxLookDown bounds how far down the open elements a tag looks for the
+// one it closes; one further down is left open, as if out of scope. Real
+// mail nests some tens of elements; a crafted one of many thousands
+// unclosed costs this much a tag, not their number.
+const maxLookDown = 256
+
+// element is an open element, and what its end ends.
+type element struct {
+	tag   string
+	class uint16 // classOf(tag)
+	hide  bool   // it hides its content (hidden)
+	skip  bool   // its content is no message (skipped)
+	pre   bool   // it is preformatted
+	link  int    // the link it opened (htmlText's linkID), 0 for none
+}
+
 // blocks are the HTML elements that start a line and end it, and the line
 // breaks a browser shows around them: 2 for those its style sheet gives a
 // margin (a paragraph, a heading, a list as a whole: a blank line), 1 for
@@ -362,9 +463,11 @@ func htmlText(src string, links bool) string {
 	skip := 0 // depth inside skipped elements
 	// Whether the text is in the head (headContent), which shows nothing.
 	head := false
-	// The hidden element the text is in (display:none), and the depth of
-	// its name's elements in it.
-	hiding, hideDepth := "", 0
+	// How many open elements hide their content (display:none): the text
+	// in one shows nothing, and one in it is not read as hiding, so there
+	// is one at most. hideAt is where it is in the open elements (-1:
+	// none).
+	hideDepth, hideAt := 0, -1
 	// spaced says whether b ends in white space, which a space after it
 	// would only repeat: a browser shows one.
 	spaced := func() bool {
@@ -385,8 +488,9 @@ func htmlText(src string, links bool) string {
 			b.WriteByte('\n')
 		}
 	}
-	// The open link: its address, and where its text starts in b.
-	href, linkAt := "", 0
+	// The open link: its address, where its text starts in b, and its
+	// number among the links (its element's link).
+	href, linkAt, linkID := "", 0, 0
 	// endLink ends the open link. A link's address is what an SMS reader
 	// can act on ("View dashboard" is no use without it): it follows the
 	// link's text, unless that text is the address, or the link shows no
@@ -414,6 +518,142 @@ func htmlText(src string, links bool) string {
 	// shows as written, and whether their first text is still to come (a
 	// line break right after <pre> is not shown).
 	pre, preFirst := 0, false
+	// The open elements, the innermost last.
+	var open []element
+	// closed ends what the element e ended.
+	closed := func(e element) {
+		if e.hide {
+			if hideDepth--; hideDepth == 0 {
+				hideAt = -1
+			}
+		}
+		if e.skip {
+			skip--
+		}
+		if e.pre {
+			pre--
+		}
+		if e.link != 0 && e.link == linkID {
+			endLink()
+		}
+	}
+	// popTo closes the open elements from the innermost to the one at i.
+	popTo := func(i int) {
+		for len(open) > i {
+			e := open[len(open)-1]
+			open = open[:len(open)-1]
+			closed(e)
+		}
+	}
+	// find is where the innermost open element of the name tag, or of a
+	// class of match, is, looking down no further than an element of a
+	// class of stop but none of pass (nor maxLookDown): -1 for none.
+	find := func(tag string, match, stop, pass uint16) int {
+		for i := len(open) - 1; i >= 0 && i >= len(open)-maxLookDown; i-- {
+			e := &open[i]
+			if (tag != "" && e.tag == tag) || e.class&match != 0 {
+				return i
+			}
+			if e.class&stop != 0 && e.class&pass == 0 {
+				return -1
+			}
+		}
+		return -1
+	}
+	// closeTo closes the element find finds, with all opened in it, and
+	// says where it was (-1: none closed).
+	closeTo := func(tag string, match, stop, pass uint16) int {
+		i := find(tag, match, stop, pass)
+		if i >= 0 {
+			popTo(i)
+		}
+		return i
+	}
+	// remove takes the open element at i out of the open elements,
+	// leaving those opened in it open.
+	remove := func(i int) {
+		e := open[i]
+		open = append(open[:i], open[i+1:]...)
+		if hideAt > i {
+			hideAt--
+		}
+		closed(e)
+	}
+	// startCloses closes what a start tag of tag ends, as HTML's parser
+	// does: a cell, row or table section the next one's start ends, an
+	// open paragraph a block's start ends, a list item the next one's.
+	startCloses := func(tag string) {
+		switch tag {
+		case "td", "th", "tr", "tbody", "thead", "tfoot", "caption", "colgroup":
+			closeTo("", classCell, classTableScopeEnd, 0)
+			if tag != "td" && tag != "th" {
+				closeTo("tr", 0, classTableScopeEnd, 0)
+			}
+			if tag != "td" && tag != "th" && tag != "tr" {
+				closeTo("", classSection, classTableScopeEnd, 0)
+			}
+			return
+		}
+		if closesP[tag] {
+			closeTo("p", 0, classScopeEnd|classButton, 0)
+		}
+		switch {
+		case tag == "li":
+			closeTo("li", 0, classSpecial, classItemPast)
+		case tag == "dd" || tag == "dt":
+			closeTo("", classTerm, classSpecial, classItemPast)
+		case classOf(tag)&classHeading != 0 && len(open) > 0 && open[len(open)-1].class&classHeading != 0:
+			popTo(len(open) - 1)
+		case tag == "a":
+			// A link in a link: the open one ends here (endLink), and its
+			// element leaves the open elements, where it stands.
+			if i := find("a", 0, classScopeEnd, 0); i >= 0 {
+				remove(i)
+			}
+		}
+	}
+	// endCloses closes what an end tag of tag ends, and says where the
+	// element it closed was (-1: none).
+	endCloses := func(tag string) int {
+		switch {
+		case tag == "body" || tag == "html" || tag == "br":
+			// </body> and </html> close nothing a browser shows after them.
+			return -1
+		case tag == "td" || tag == "th" || tag == "tr" || tag == "tbody" || tag == "thead" || tag == "tfoot" || tag == "caption":
+			return closeTo(tag, 0, classTableScopeEnd, 0)
+		case tag == "table":
+			return closeTo(tag, 0, classTableScopeEnd, 0)
+		case tag == "p":
+			return closeTo(tag, 0, classScopeEnd|classButton, 0)
+		case tag == "li":
+			return closeTo(tag, 0, classScopeEnd|classList, 0)
+		case classOf(tag)&classHeading != 0:
+			return closeTo("", classHeading, classScopeEnd, 0)
+		case formatting[tag]:
+			// The adoption agency, as far as the text goes: the element
+			// closes with what was opened in it, but for the special
+			// elements, which stay open without it.
+			i := find(tag, 0, classScopeEnd, 0)
+			if i < 0 {
+				return -1
+			}
+			furthest := false
+			for _, e := range open[i+1:] {
+				furthest = furthest || e.class&classSpecial != 0
+			}
+			if !furthest {
+				popTo(i)
+				return i
+			}
+			remove(i)
+			return i
+		case special[tag]:
+			return closeTo(tag, 0, classScopeEnd, 0)
+		default:
+			return closeTo(tag, 0, classSpecial, 0)
+		}
+	}
+
 	for {
 		tt := z.Next()
 		switch tt {
@@ -442,9 +682,14 @@ func htmlText(src string, links bool) string {
 			name, hasAttr := z.TagName()
 			tag := string(name)
 			attrs := tagAttrs(z, hasAttr)
+			// A self-closing tag is read as closed: none opens anything.
+			opens := tt == html.StartTagToken && !voidElements[tag]
+			if tt == html.StartTagToken {
+				startCloses(tag)
+			}
 			if hideDepth > 0 {
-				if tag == hiding && tt == html.StartTagToken {
-					hideDepth++
+				if opens {
+					open = append(open, element{tag: tag, class: classOf(tag)})
 				}
 				continue
 			}
@@ -458,23 +703,30 @@ func htmlText(src string, links bool) string {
 				endLink()
 				return lineTrimmed(b.String())
 			}
-			if hideable[tag] && tt == html.StartTagToken && hidden(attrs) {
-				hiding, hideDepth = tag, 1
+			if hideable[tag] && opens && hidden(attrs) {
+				hideAt = len(open)
+				open = append(open, element{tag: tag, class: classOf(tag), hide: true})
+				hideDepth++
 				continue
 			}
+			e := element{tag: tag, class: classOf(tag)}
 			if tag == "a" && tt == html.StartTagToken {
 				endLink()
 			}
 			// A browser strips the white space around an address
 			// (a template's href="{{ url }} ").
 			if a := strings.Trim(attrs["href"], " \t\n\f\r"); links && tag == "a" && skip == 0 && tt == html.StartTagToken && webAddress(a) {
-				href, linkAt = a, b.Len()
+				linkID++
+				href, linkAt, e.link = a, b.Len(), linkID
 			}
-			if skipped[tag] && tt == html.StartTagToken {
-				skip++
+			if skipped[tag] && opens {
+				skip, e.skip = skip+1, true
 			}
-			if preformatted[tag] && tt == html.StartTagToken {
-				pre, preFirst = pre+1, true
+			if preformatted[tag] && opens {
+				pre, preFirst, e.pre = pre+1, true, true
+			}
+			if opens {
+				open = append(open, e)
 			}
 			if tag == "br" {
 				b.WriteByte('\n')
@@ -486,23 +738,15 @@ func htmlText(src string, links bool) string {
 			}
 		case html.EndTagToken:
 			name, _ := z.TagName()
-			if hideDepth > 0 {
-				if string(name) == hiding {
-					hideDepth--
-				}
+			// An end tag in hidden content shows nothing, but one that
+			// closes an element holding the hidden one (a </td>, a </tr>)
+			// ends it and shows its own break.
+			hid := hideAt
+			if at := endCloses(string(name)); hid >= 0 && (at < 0 || at >= hid) {
 				continue
 			}
 			if head && headEnds[string(name)] {
 				head = false
-			}
-			if skipped[string(name)] && skip > 0 {
-				skip--
-			}
-			if preformatted[string(name)] && pre > 0 {
-				pre--
-			}
-			if string(name) == "a" {
-				endLink()
 			}
 			if n := blocks[string(name)]; n > 0 && skip == 0 {
 				breakLines(n)

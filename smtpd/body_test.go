@@ -155,7 +155,23 @@ var readMailCases = []struct {
 	// next link (a link holds no link) or at the end; its address was lost.
 	// It comes where the link ends, after the lines its text's block broke.
 	{"html link left open keeps its address", "Subject: x\nContent-Type: text/html\n\n<p>Disk full. <a href=\"https://grafana.example.com/d/1\">View dashboard\n", "Disk full. View dashboard (https://grafana.example.com/d/1)"},
-	{"html link left open in a paragraph", "Subject: x\nContent-Type: text/html\n\n<p>Disk full. <a href=\"https://grafana.example.com/d/1\">View dashboard</p>\n", "Disk full. View dashboard\n\n(https://grafana.example.com/d/1)"},
+	// A link left open ends with the paragraph it is in, as a browser
+	// pops it with the paragraph: its address follows its text, not the
+	// paragraph's blank line.
+	{"html link left open in a paragraph", "Subject: x\nContent-Type: text/html\n\n<p>Disk full. <a href=\"https://grafana.example.com/d/1\">View dashboard</p><p>Ops</p>\n", "Disk full. View dashboard (https://grafana.example.com/d/1)\n\nOps"},
+	{"html link left open in a div", "Subject: x\nContent-Type: text/html\n\n<div>Disk full. <a href=\"https://grafana.example.com/d/1\">View</div>Ops\n", "Disk full. View (https://grafana.example.com/d/1)\nOps"},
+	// A hidden preheader whose end tag is left out ends with the table
+	// cell it is in (or the row, or the next cell), as a browser ends it:
+	// it hid the rest of the mail.
+	{"html hidden div left open in a table cell", "Subject: x\nContent-Type: text/html\n\n<table><tr><td><div style=\"display: none\">Your weekly report&zwnj;&nbsp;</td></tr><tr><td>Disk full on db1</td></tr></table><p>Ops</p>\n", "Disk full on db1\n\nOps"},
+	{"html hidden span left open before the next cell", "Subject: x\nContent-Type: text/html\n\n<table><tr><td><span hidden>preview<td>Disk full on db1</table>\n", "Disk full on db1"},
+	{"html hidden div left open in a row", "Subject: x\nContent-Type: text/html\n\n<table><tr><td>Disk full<div style=\"display:none\">preview</tr><tr><td>on db1</table>\n", "Disk full\non db1"},
+	{"html blockquote left open in a table cell", "Subject: x\nContent-Type: text/html\n\n<table><tr><td><blockquote>old reply</td><td>Disk full on db1</td></tr></table>\n", "Disk full on db1"},
+	// But a </div> does not reach out of the cell for a <div> the table
+	// is in, and an end tag does not close a block opened in its element:
+	// the hidden text stays hidden.
+	{"html hidden div around a table", "Subject: x\nContent-Type: text/html\n\n<div hidden><table><tr><td>preview</div>still hidden</td></tr></table>also hidden</div><p>Disk full</p>\n", "Disk full"},
+	{"html hidden span around a div", "Subject: x\nContent-Type: text/html\n\n<span hidden><div>preview</span>still hidden</div>also hidden</span><p>Disk full</p>\n", "Disk full"},
 	{"html link whose text ends in a space", "Subject: x\nContent-Type: text/html\n\n<a href=\"https://example.com/a\">View </a>now\n", "View (https://example.com/a) now"},
 	{"html link in a link keeps its address", "Subject: x\nContent-Type: text/html\n\n<a href=\"https://example.com/a\">Ack<a href=\"https://example.com/b\">Mute</a>\n", "Ack (https://example.com/a)Mute (https://example.com/b)"},
 	{"html head ended by its text", "Subject: Alert\nContent-Type: text/html\n\n<head><meta name=x content=y> Disk full<br>on db1\n", "Disk full\non db1"},

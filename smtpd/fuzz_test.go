@@ -55,6 +55,7 @@ func FuzzHTMLText(f *testing.F) {
 	}
 	f.Add(`<a href="https://x.test/">a<a href="http://y.test">b</a></a><div class=gmail_quote>q</div>`)
 	f.Add("<script>x<blockquote></script>y</blockquote>z<br/>&amp;&#0;&#xD800;")
+	f.Add(`<table><tr><td><font style="display:none"><a href="https://x.test/">a<div>b</font>c</a><td>d<li>e<h1>f<h2>g</b></table></p>`)
 	f.Fuzz(func(t *testing.T, src string) {
 		for _, links := range []bool{true, false} {
 			got := htmlText(src, links)

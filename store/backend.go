@@ -102,7 +102,7 @@ type Backend interface {
 	Ready() error
 	RecordWebhookAttempt(id uint64, keep int, decide func(d WebhookDelivery, e *WebhookEntry) WebhookAttempt) (WebhookAttempt, error)
 	RecordWebhookAttemptLater(id uint64, keep int, decide func(d WebhookDelivery, e *WebhookEntry) WebhookAttempt) AttemptRecord
-	RegisterDevice(pairingHash []byte, now time.Time, fingerprint string, build func(p Pairing, old *Device) (Device, error)) (dev Device, replaced bool, err error)
+	RegisterDevice(pairingHash []byte, now time.Time, fingerprint string, build func(p Pairing, old *Device) (Device, error)) (dev Device, replaced bool, sum DeviceSummary, err error)
 	ReleaseDue(now time.Time, limit int) ([]Message, error)
 	RemoveOptOut(companyID uint64, phone string) error
 	RevokeUserSessions(userID uint64) error

@@ -18,7 +18,9 @@ import (
 	"github.com/simrelay/simrelay/internal/durable"
 	"github.com/simrelay/simrelay/mail"
 	"github.com/simrelay/simrelay/problem"
+	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/store/boltstore"
+	"github.com/simrelay/simrelay/store/postgres"
 )
 
 const adminUsage = `Usage:
@@ -138,15 +140,41 @@ func adminCreateCompany(ctx context.Context, args []string, stdout, stderr io.Wr
 	if err != nil {
 		return err
 	}
-	accounts, err := account.New(account.Config{}, st, mailer, quiet, now)
+	var c store.Company
+	var u store.User
+	var key string
+	// The company's API key is sealed under the seal key account.New
+	// reads: on PostgreSQL, where a rotate-keys may run beside this
+	// command, both are done under the rotation's lock, so that the key is
+	// sealed and stored before the rotation (which re-seals it) or after
+	// it (under the new key), never under a key the rotation replaced. The
+	// embedded store's file lock keeps the two commands apart already.
+	err = holdSecrets(st, func() error {
+		accounts, err := account.New(account.Config{}, st, mailer, quiet, now)
+		if err != nil {
+			return err
+		}
+		c, u, key, err = accounts.CreateCompany(*name, owner)
+		if err != nil {
+			return flagProblem(err)
+		}
+		return nil
+	})
 	if err != nil {
 		return err
 	}
-	c, u, key, err := accounts.CreateCompany(*name, owner)
-	if err != nil {
-		return flagProblem(err)
-	}
 	return json.NewEncoder(stdout).Encode(map[string]any{"companyId": c.ID, "userId": u.ID, "apiKey": key})
+}
+
+// holdSecrets runs fn, which reads the server's keys from st and writes
+// with them, so that a rotate-keys does not run across it: on PostgreSQL
+// under the rotation's lock (postgres.Store.HoldSecrets); the embedded
+// store is held by this command alone (its file lock) while it is open.
+func holdSecrets(st backend, fn func() error) error {
+	if pg, ok := st.(*postgres.Store); ok {
+		return pg.HoldSecrets(fn)
+	}
+	return fn()
 }
 
 // flagProblem is err as create-company says it: a refusal of the input

@@ -43,7 +43,10 @@ func (s *Store) Pairing(hash []byte) (Pairing, error) {
 // ErrConflict. Registering again within the same company keeps the device's
 // creation time and replaces its token; replaced reports that case. build
 // fills the record from the pairing (and the old record when there is one).
-func (s *Store) RegisterDevice(pairingHash []byte, now time.Time, fingerprint string, build func(p Pairing, old *Device) (Device, error)) (dev Device, replaced bool, err error) {
+// sum is the device's summary as the registration leaves it (a device
+// registered again keeps its queue and its failures; a new one has
+// neither), so that the answer needs no read after the commit.
+func (s *Store) RegisterDevice(pairingHash []byte, now time.Time, fingerprint string, build func(p Pairing, old *Device) (Device, error)) (dev Device, replaced bool, sum DeviceSummary, err error) {
 	err = s.update(func(tx *bolt.Tx) error {
 		pairings := tx.Bucket(bucketPairings)
 		var p Pairing
@@ -81,8 +84,14 @@ func (s *Store) RegisterDevice(pairingHash []byte, now time.Time, fingerprint st
 			return err
 		}
 		d.Fingerprint, d.CompanyID = fingerprint, p.CompanyID
+		sum = DeviceSummary{}
 		if old != nil {
 			d.ID = old.ID
+			failures, err := deviceFailures(tx, d.CompanyID, d.ID)
+			if err != nil {
+				return err
+			}
+			sum = DeviceSummary{QueueDepth: queueDepth(tx, d.CompanyID, d.ID), Failures: failures}
 		} else if d.ID, err = devices.NextSequence(); err != nil {
 			return err
 		}
@@ -100,9 +109,9 @@ func (s *Store) RegisterDevice(pairingHash []byte, now time.Time, fingerprint st
 		return nil
 	})
 	if err != nil {
-		return dev, false, fmt.Errorf("store: register device %s: %w", fingerprint, err)
+		return dev, false, DeviceSummary{}, fmt.Errorf("store: register device %s: %w", fingerprint, err)
 	}
-	return dev, replaced, nil
+	return dev, replaced, sum, nil
 }
 
 // putLiveDevice stores a live device with its token and company entries.

@@ -999,6 +999,39 @@ const AgentsBudgetBytes = 4000
 // must give a store whose companies may add AgentsBudgetBytes a day.
 func AgentsBudget(t *testing.T, open Opener[AgentsStore]) {
 	t.Run("Charge", func(t *testing.T) { t.Parallel(); agentsBudget(t, open(t)) })
+	t.Run("InboundRefusedTakesNoID", func(t *testing.T) { t.Parallel(); agentInboundRefusedTakesNoID(t, open(t)) })
+}
+
+// agentInboundRefusedTakesNoID: an inbound message refused for the day's
+// storage budget, or for a file it names that is no upload of its
+// device's, takes no message id, as the phone's refused SMS takes none: the
+// next one stored follows the last one stored (in a store nothing else
+// writes to at the time).
+func agentInboundRefusedTakesNoID(t *testing.T, s AgentsStore) {
+	c, _ := Company(t, s)
+	d := Device(t, s, c.ID, newFingerprint())
+	announce(t, s, d, store.ChannelNameWhatsApp, T0, waX)
+	first, _, err := s.StoreAgentInbound(new(inboundTo(d, waX, "c-1")), stoppedAt(T0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	over := inboundTo(d, waX, "c-2")
+	over.Text = strings.Repeat("x", AgentsBudgetBytes)
+	if _, _, err := s.StoreAgentInbound(&over, stoppedAt(T0)); !errors.Is(err, store.ErrStorageBudget) {
+		t.Fatalf("an inbound message over the budget: %v, want the budget's refusal", err)
+	}
+	unknown := inboundTo(d, waX, "c-3")
+	unknown.Media = []store.MediaRef{{ID: "med_nope"}}
+	if _, _, err := s.StoreAgentInbound(&unknown, stoppedAt(T0)); !errors.Is(err, store.ErrMediaUnknown) {
+		t.Fatalf("an inbound message naming no upload: %v, want ErrMediaUnknown", err)
+	}
+	next, _, err := s.StoreAgentInbound(new(inboundTo(d, waX, "c-4")), stoppedAt(T0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.ID != first.ID+1 {
+		t.Fatalf("the inbound message after two refused ones has id %d, the one before %d: a refusal took an id", next.ID, first.ID)
+	}
 }
 
 // agentsBudget: a WhatsApp send and an inbound message are charged to the

@@ -319,7 +319,7 @@ func planLimits(t *testing.T, s BillingStore) {
 	if err := s.PutPairing(code, store.Pairing{CompanyID: c.ID, ExpiresAt: T0.Add(time.Hour)}, T0); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err := s.RegisterDevice(code, T0, fmt.Sprintf("fp-%d", unique()), func(store.Pairing, *store.Device) (store.Device, error) {
+	_, _, _, err := s.RegisterDevice(code, T0, fmt.Sprintf("fp-%d", unique()), func(store.Pairing, *store.Device) (store.Device, error) {
 		return store.Device{Status: store.DeviceActive, TokenHash: []byte(fmt.Sprintf("token-%d", unique()))}, nil
 	})
 	var pl *store.PlanLimitError

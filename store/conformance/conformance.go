@@ -21,7 +21,7 @@ import (
 type Base interface {
 	CreateCompany(c *store.Company, admin *store.User) error
 	PutPairing(hash []byte, p store.Pairing, now time.Time) error
-	RegisterDevice(pairingHash []byte, now time.Time, fingerprint string, build func(p store.Pairing, old *store.Device) (store.Device, error)) (dev store.Device, replaced bool, err error)
+	RegisterDevice(pairingHash []byte, now time.Time, fingerprint string, build func(p store.Pairing, old *store.Device) (store.Device, error)) (dev store.Device, replaced bool, sum store.DeviceSummary, err error)
 	CompanyDevice(companyID uint64, fingerprint string) (store.Device, error)
 }
 
@@ -59,7 +59,7 @@ func Device(t testing.TB, st Base, companyID uint64, fingerprint string) store.D
 		t.Fatalf("pairing for %s: %v", fingerprint, err)
 	}
 	token := []byte(fmt.Sprintf("token-%d", unique()))
-	d, _, err := st.RegisterDevice(code, T0, fingerprint, func(p store.Pairing, old *store.Device) (store.Device, error) {
+	d, _, _, err := st.RegisterDevice(code, T0, fingerprint, func(p store.Pairing, old *store.Device) (store.Device, error) {
 		return store.Device{
 			UserID:      p.UserID,
 			Name:        "Phone " + fingerprint,

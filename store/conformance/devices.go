@@ -55,9 +55,10 @@ func deviceIDs(t *testing.T, s DevicesStore) {
 		if err := s.PutPairing(code, store.Pairing{CompanyID: companyID, ExpiresAt: T0.Add(time.Hour)}, T0); err != nil {
 			t.Fatal(err)
 		}
-		return s.RegisterDevice(code, T0, fp, func(store.Pairing, *store.Device) (store.Device, error) {
+		d, replaced, _, err := s.RegisterDevice(code, T0, fp, func(store.Pairing, *store.Device) (store.Device, error) {
 			return store.Device{Status: store.DeviceActive, TokenHash: []byte{'t', byte(n)}}, nil
 		})
+		return d, replaced, err
 	}
 	first, _, err := register(a.ID, "x")
 	if err != nil || first.ID == 0 {
@@ -271,7 +272,7 @@ func pairings(t *testing.T, s DevicesStore) {
 		return store.Device{UserID: p.UserID, Status: store.DeviceActive, TokenHash: []byte(fmt.Sprintf("tok-%d", unique()))}, nil
 	}
 	refuse := errors.New("refused")
-	if _, _, err := s.RegisterDevice(code, T0, "pair", func(store.Pairing, *store.Device) (store.Device, error) { return store.Device{}, refuse }); !errors.Is(err, refuse) {
+	if _, _, _, err := s.RegisterDevice(code, T0, "pair", func(store.Pairing, *store.Device) (store.Device, error) { return store.Device{}, refuse }); !errors.Is(err, refuse) {
 		t.Fatalf("a failing build: %v, want its error", err)
 	}
 	if p, _ := s.Pairing(code); !p.UsedAt.IsZero() {
@@ -281,24 +282,24 @@ func pairings(t *testing.T, s DevicesStore) {
 		t.Fatalf("a failed registration stored the device: %v", err)
 	}
 	at := T0.Add(time.Minute)
-	d, replaced, err := s.RegisterDevice(code, at, "pair", build)
+	d, replaced, _, err := s.RegisterDevice(code, at, "pair", build)
 	if err != nil || replaced || d.UserID != u.ID || d.CompanyID != a.ID || d.Fingerprint != "pair" {
 		t.Fatalf("registration: %+v replaced %v (%v)", d, replaced, err)
 	}
 	if p, err := s.Pairing(code); err != nil || !p.UsedAt.Equal(at) {
 		t.Fatalf("the spent code: %+v (%v), want used at %v", p, err, at)
 	}
-	if _, _, err := s.RegisterDevice(code, at, "pair-2", build); !errors.Is(err, store.ErrPairingUsed) {
+	if _, _, _, err := s.RegisterDevice(code, at, "pair-2", build); !errors.Is(err, store.ErrPairingUsed) {
 		t.Fatalf("a spent code: %v, want ErrPairingUsed", err)
 	}
 	late := []byte(fmt.Sprintf("code-%d", unique()))
 	if err := s.PutPairing(late, store.Pairing{CompanyID: a.ID, ExpiresAt: T0.Add(time.Minute)}, T0); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.RegisterDevice(late, T0.Add(time.Minute), "pair-3", build); !errors.Is(err, store.ErrTokenExpired) {
+	if _, _, _, err := s.RegisterDevice(late, T0.Add(time.Minute), "pair-3", build); !errors.Is(err, store.ErrTokenExpired) {
 		t.Fatalf("an expired code: %v, want ErrTokenExpired", err)
 	}
-	if _, _, err := s.RegisterDevice([]byte("no-such-code"), T0, "pair-4", build); !errors.Is(err, store.ErrNotFound) {
+	if _, _, _, err := s.RegisterDevice([]byte("no-such-code"), T0, "pair-4", build); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("an unknown code: %v, want ErrNotFound", err)
 	}
 	// Again within the company: build sees the old record, the id stays.
@@ -307,7 +308,7 @@ func pairings(t *testing.T, s DevicesStore) {
 		t.Fatal(err)
 	}
 	var old *store.Device
-	d2, replaced, err := s.RegisterDevice(again, T0.Add(time.Hour/2), "pair", func(p store.Pairing, o *store.Device) (store.Device, error) {
+	d2, replaced, _, err := s.RegisterDevice(again, T0.Add(time.Hour/2), "pair", func(p store.Pairing, o *store.Device) (store.Device, error) {
 		old = o
 		return build(p, o)
 	})
@@ -403,6 +404,47 @@ func DeviceSends(t *testing.T, open Opener[DeviceSendsStore]) {
 	t.Run("DeleteFailsJobs", func(t *testing.T) { t.Parallel(); deleteFailsJobs(t, open(t)) })
 	t.Run("Failures", func(t *testing.T) { t.Parallel(); deviceFailures(t, open(t)) })
 	t.Run("SendsSeeDeviceChanges", func(t *testing.T) { t.Parallel(); sendsSeeDeviceChanges(t, open(t)) })
+	t.Run("RegisteredSummary", func(t *testing.T) { t.Parallel(); registeredSummary(t, open(t)) })
+}
+
+// registeredSummary: a registration returns the device's summary as its
+// transaction leaves it, so that its answer needs no read after the
+// commit: none for a new device; for one registered again, which keeps
+// its queue and failures, what QueueDepth and DeviceFailures read.
+func registeredSummary(t *testing.T, s DeviceSendsStore) {
+	a, _ := Company(t, s)
+	register := func(fp string) (store.Device, bool, store.DeviceSummary) {
+		t.Helper()
+		code := []byte(fmt.Sprintf("code-%d", unique()))
+		if err := s.PutPairing(code, store.Pairing{CompanyID: a.ID, ExpiresAt: T0.Add(time.Hour)}, T0); err != nil {
+			t.Fatal(err)
+		}
+		d, replaced, sum, err := s.RegisterDevice(code, T0, fp, func(store.Pairing, *store.Device) (store.Device, error) {
+			return store.Device{Status: store.DeviceActive, TokenHash: []byte(fmt.Sprintf("tok-%d", unique()))}, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d, replaced, sum
+	}
+	d, replaced, sum := register("sum-new")
+	if replaced || sum.QueueDepth != 0 || len(sum.Failures) != 0 {
+		t.Fatalf("a new device's registration: replaced %v, summary %+v; want none", replaced, sum)
+	}
+	failed := sendTo(t, s, a.ID, d.Fingerprint, "+15552000001", T0, time.Time{})
+	if _, _, err := s.Transition(a.ID, d.ID, failed.UUID, store.MsgFailed, "no_service", "", T0); err != nil {
+		t.Fatal(err)
+	}
+	sendTo(t, s, a.ID, d.Fingerprint, "+15552000002", T0, time.Time{})
+	sendTo(t, s, a.ID, d.Fingerprint, "+15552000003", T0, time.Time{})
+	failures, err := s.DeviceFailures(a.ID, d.ID)
+	if err != nil || len(failures) != 1 {
+		t.Fatalf("the device's failures: %+v (%v), want one", failures, err)
+	}
+	again, replaced, sum := register("sum-new")
+	if !replaced || again.ID != d.ID || sum.QueueDepth != 2 || !sameFailures(sum.Failures, failures) {
+		t.Fatalf("registered again: id %d replaced %v, summary %+v; want id %d, 2 waiting and the failure %+v", again.ID, replaced, sum, d.ID, failures)
+	}
 }
 
 // sendsSeeDeviceChanges: each send reads its device as the last write

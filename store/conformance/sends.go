@@ -232,7 +232,7 @@ func sendDeviceRefusals(t *testing.T, s SendsStore) {
 	if err := s.PutPairing(code, store.Pairing{CompanyID: x.c.ID, ExpiresAt: T0.Add(time.Hour)}, T0); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.RegisterDevice(code, T0, disabled, func(store.Pairing, *store.Device) (store.Device, error) {
+	if _, _, _, err := s.RegisterDevice(code, T0, disabled, func(store.Pairing, *store.Device) (store.Device, error) {
 		return store.Device{Status: store.DeviceDisabled, TokenHash: []byte(disabled)}, nil
 	}); err != nil {
 		t.Fatal(err)

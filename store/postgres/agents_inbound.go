@@ -74,16 +74,22 @@ func (s *Store) StoreAgentInbound(m *store.Message, now func() time.Time) (store
 		msg.NumberID, msg.NumberRef = n.ID, n.PublicID
 		msg.CreatedAt = at
 		msg.UpdatedAt = msg.CreatedAt
-		var err error
-		if msg.ID, err = nextID(t, "messages"); err != nil {
-			return err
-		}
 		// The files it names must be its registration's uploads no message
-		// took (store.ErrMediaUnknown otherwise), taken for it here.
-		if err := attachMedia(t, &msg); err != nil {
+		// took (store.ErrMediaUnknown otherwise), and its cost within the
+		// day's budget; then it takes its id, and its files with it. A
+		// refused message takes no id, as the phone's refused SMS takes
+		// none (StoreInbound).
+		files, err := lockMedia(t, &msg)
+		if err != nil {
 			return err
 		}
 		if err := s.addUsed(t, msg.CompanyID, msg.CreatedAt, store.MessageCost(msg), used, true); err != nil {
+			return err
+		}
+		if msg.ID, err = nextID(t, "messages"); err != nil {
+			return err
+		}
+		if err := attachMedia(t, &msg, files); err != nil {
 			return err
 		}
 		// The message and all its arrival adds, in one round trip.

@@ -88,20 +88,20 @@ func TestCoreRegistrations(t *testing.T) {
 	build := func(store.Pairing, *store.Device) (store.Device, error) {
 		return store.Device{Status: store.DeviceActive, TokenHash: []byte("tok")}, nil
 	}
-	if _, _, err := s.RegisterDevice(code, conformance.T0, "fp-1", build); !errors.Is(err, store.ErrConflict) {
+	if _, _, _, err := s.RegisterDevice(code, conformance.T0, "fp-1", build); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("a handset live in another company: %v, want ErrConflict", err)
 	}
-	if _, _, err := s.RegisterDevice(code, conformance.T0, "fp-2", build); err != nil {
+	if _, _, _, err := s.RegisterDevice(code, conformance.T0, "fp-2", build); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.RegisterDevice(code, conformance.T0, "fp-3", build); !errors.Is(err, store.ErrPairingUsed) {
+	if _, _, _, err := s.RegisterDevice(code, conformance.T0, "fp-3", build); !errors.Is(err, store.ErrPairingUsed) {
 		t.Fatalf("a spent code: %v, want ErrPairingUsed", err)
 	}
 	late := []byte("late")
 	if err := s.PutPairing(late, store.Pairing{CompanyID: other.ID, ExpiresAt: conformance.T0}, conformance.T0); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.RegisterDevice(late, conformance.T0, "fp-4", build); !errors.Is(err, store.ErrTokenExpired) {
+	if _, _, _, err := s.RegisterDevice(late, conformance.T0, "fp-4", build); !errors.Is(err, store.ErrTokenExpired) {
 		t.Fatalf("an expired code: %v, want ErrTokenExpired", err)
 	}
 }
@@ -122,7 +122,7 @@ func TestCoreDeviceCapExact(t *testing.T) {
 			t.Fatal(err)
 		}
 		wg.Go(func() {
-			_, _, err := s.RegisterDevice(code, conformance.T0, string(rune('a'+i)), func(store.Pairing, *store.Device) (store.Device, error) {
+			_, _, _, err := s.RegisterDevice(code, conformance.T0, string(rune('a'+i)), func(store.Pairing, *store.Device) (store.Device, error) {
 				return store.Device{Status: store.DeviceActive, TokenHash: []byte{'t', byte(i)}}, nil
 			})
 			mu.Lock()

@@ -31,34 +31,40 @@ func (s *Store) DeviceSummaries(companyID uint64, deviceIDs []uint64) (map[uint6
 	}
 	err := s.read(fmt.Sprintf("summaries of %d devices of company %d", len(deviceIDs), companyID), func(t *txn) error {
 		clear(out) // a retried read starts over
-		rows, err := t.query(`SELECT d.id, q.n, f.recs FROM (SELECT DISTINCT unnest($2::bigint[]) AS id) d
-			CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM messages m
-				WHERE m.company_id = $1 AND m.device_id = d.id AND `+plainQueued+` LIMIT $3) waiting) q
-			CROSS JOIN LATERAL (SELECT jsonb_agg(newest.rec ORDER BY newest.seq DESC) AS recs FROM (SELECT rec, seq FROM device_failures
-				WHERE device_id = d.id AND company_id = $1 ORDER BY seq DESC LIMIT $4) newest) f
-			WHERE q.n > 0 OR f.recs IS NOT NULL`, id(companyID), ids, store.MaxQueueDepth, store.MaxDeviceFailures)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var devID int64
-			var sum store.DeviceSummary
-			var recs []byte
-			if err := rows.Scan(&devID, &sum.QueueDepth, &recs); err != nil {
-				return err
-			}
-			if recs != nil {
-				if err := json.Unmarshal(recs, &sum.Failures); err != nil {
-					return fmt.Errorf("failures of device %d: %w", devID, err)
-				}
-			}
-			out[uint64(devID)] = sum
-		}
-		return rows.Err()
+		return readSummaries(t, companyID, ids, out)
 	})
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// readSummaries reads into out, in t, the summaries of the company's
+// devices of ids, as DeviceSummaries answers them.
+func readSummaries(t *txn, companyID uint64, ids []int64, out map[uint64]store.DeviceSummary) error {
+	rows, err := t.query(`SELECT d.id, q.n, f.recs FROM (SELECT DISTINCT unnest($2::bigint[]) AS id) d
+			CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM messages m
+				WHERE m.company_id = $1 AND m.device_id = d.id AND `+plainQueued+` LIMIT $3) waiting) q
+			CROSS JOIN LATERAL (SELECT jsonb_agg(newest.rec ORDER BY newest.seq DESC) AS recs FROM (SELECT rec, seq FROM device_failures
+				WHERE device_id = d.id AND company_id = $1 ORDER BY seq DESC LIMIT $4) newest) f
+			WHERE q.n > 0 OR f.recs IS NOT NULL`, id(companyID), ids, store.MaxQueueDepth, store.MaxDeviceFailures)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var devID int64
+		var sum store.DeviceSummary
+		var recs []byte
+		if err := rows.Scan(&devID, &sum.QueueDepth, &recs); err != nil {
+			return err
+		}
+		if recs != nil {
+			if err := json.Unmarshal(recs, &sum.Failures); err != nil {
+				return fmt.Errorf("failures of device %d: %w", devID, err)
+			}
+		}
+		out[uint64(devID)] = sum
+	}
+	return rows.Err()
 }

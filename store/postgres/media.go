@@ -214,22 +214,32 @@ func (s *Store) CopyMedia(w io.Writer, mediaID string, off, n int64) (int64, err
 	})
 }
 
-// attachMedia gives a new inbound message the files it names (m.Media
-// holds their ids only), in the message's transaction once it has its id:
-// each must be an upload of the message's device registration that no
-// message took yet (store.ErrMediaUnknown otherwise, which fails the
-// transaction). It fills in the refs.
-func attachMedia(t *txn, m *store.Message) error {
+// lockMedia reads and locks the files a new inbound message names
+// (m.Media holds their ids only), in the message's transaction: each must
+// be an upload of the message's device registration that no message took
+// yet (store.ErrMediaUnknown otherwise, which fails the transaction).
+// attachMedia gives them to the message once it has its id: the id is
+// taken only when nothing refuses the message, so that a refused one takes
+// none.
+func lockMedia(t *txn, m *store.Message) ([]store.Media, error) {
+	files := make([]store.Media, len(m.Media))
 	for i, ref := range m.Media {
-		var md store.Media
-		err := getRec(t, &md, `SELECT rec FROM media WHERE id = $1 AND company_id = $2 AND device_id = $3
-			AND (message_id IS NULL OR message_id = $4) FOR UPDATE`, ref.ID, id(m.CompanyID), id(m.DeviceID), id(m.ID))
+		err := getRec(t, &files[i], `SELECT rec FROM media WHERE id = $1 AND company_id = $2 AND device_id = $3
+			AND message_id IS NULL FOR UPDATE`, ref.ID, id(m.CompanyID), id(m.DeviceID))
 		if errors.Is(err, store.ErrNotFound) {
-			return fmt.Errorf("%w: media[%d] %q", store.ErrMediaUnknown, i, ref.ID)
+			return nil, fmt.Errorf("%w: media[%d] %q", store.ErrMediaUnknown, i, ref.ID)
 		}
 		if err != nil {
-			return err
+			return nil, err
 		}
+	}
+	return files, nil
+}
+
+// attachMedia gives m, which has its id, the files lockMedia locked for
+// it, and fills in its refs.
+func attachMedia(t *txn, m *store.Message, files []store.Media) error {
+	for i, md := range files {
 		md.MessageID = m.ID
 		raw, err := rec(md)
 		if err != nil {

@@ -10,7 +10,7 @@ import (
 	"github.com/simrelay/simrelay/store/conformance"
 )
 
-// attachMedia, as an inbound message's transaction calls it: a message
+// lockMedia and attachMedia, as an inbound message's transaction calls them: a message
 // takes only uploads of its own device that no other message took, and a
 // refusal fails its transaction; a taken file is readable by id and never
 // pruned. (The MediaMessages suite holds StoreAgentInbound to the same.)
@@ -34,7 +34,13 @@ func TestAttachMedia(t *testing.T) {
 		for _, id := range ids {
 			m.Media = append(m.Media, store.MediaRef{ID: id})
 		}
-		err := s.write("attach", func(t *txn) error { return attachMedia(t, &m) })
+		err := s.write("attach", func(t *txn) error {
+			files, err := lockMedia(t, &m)
+			if err != nil {
+				return err
+			}
+			return attachMedia(t, &m, files)
+		})
 		return m, err
 	}
 	for _, ids := range [][]string{{others.ID}, {"med_nope"}, {mine.ID, others.ID}} {

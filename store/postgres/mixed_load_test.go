@@ -202,7 +202,7 @@ func TestMixedLoadBreaksNoDeadlock(t *testing.T) {
 				t.Errorf("pairing: %v", err)
 				return
 			}
-			d, _, err := s.RegisterDevice(code, time.Now(), fp, func(p store.Pairing, old *store.Device) (store.Device, error) {
+			d, _, _, err := s.RegisterDevice(code, time.Now(), fp, func(p store.Pairing, old *store.Device) (store.Device, error) {
 				return store.Device{Name: fp, Status: store.DeviceActive, SelectedSIM: "SIM1", SIMs: []store.SIM{{Slot: "SIM1"}}, TokenHash: []byte(fp), CreatedAt: time.Now()}, nil
 			})
 			if err != nil {

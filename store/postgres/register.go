@@ -34,10 +34,13 @@ func (s *Store) PutPairing(hash []byte, p store.Pairing, now time.Time) error {
 // ErrConflict. Registering again within the same company keeps the
 // device's id and replaces its token; replaced reports that case. build
 // fills the record from the pairing (and the old record when there is one);
-// it may run more than once.
-func (s *Store) RegisterDevice(pairingHash []byte, now time.Time, fingerprint string, build func(p store.Pairing, old *store.Device) (store.Device, error)) (dev store.Device, replaced bool, err error) {
+// it may run more than once. sum is the device's summary as the
+// registration leaves it (a device registered again keeps its queue and its
+// failures; a new one has neither), so that the answer needs no read after
+// the commit.
+func (s *Store) RegisterDevice(pairingHash []byte, now time.Time, fingerprint string, build func(p store.Pairing, old *store.Device) (store.Device, error)) (dev store.Device, replaced bool, sum store.DeviceSummary, err error) {
 	err = s.write("register device "+fingerprint, func(t *txn) error {
-		replaced = false
+		replaced, sum = false, store.DeviceSummary{}
 		var p store.Pairing
 		if err := getRec(t, &p, "SELECT rec FROM pairings WHERE hash = $1 FOR UPDATE", pairingHash); err != nil {
 			return err
@@ -74,6 +77,11 @@ func (s *Store) RegisterDevice(pairingHash []byte, now time.Time, fingerprint st
 			if err := putDevice(t, d); err != nil {
 				return err
 			}
+			sums := map[uint64]store.DeviceSummary{}
+			if err := readSummaries(t, d.CompanyID, []int64{id(d.ID)}, sums); err != nil {
+				return err
+			}
+			sum = sums[d.ID]
 		} else {
 			err := insertDevice(t, &d)
 			if errors.Is(err, store.ErrConflict) {
@@ -97,9 +105,9 @@ func (s *Store) RegisterDevice(pairingHash []byte, now time.Time, fingerprint st
 		return addActivity(t, d.CompanyID, store.Activity{Type: store.ActDevicePaired, At: now, Description: "Device " + store.ActivityName(store.DeviceLabel(d)) + " paired"})
 	})
 	if err != nil {
-		return store.Device{}, false, err
+		return store.Device{}, false, store.DeviceSummary{}, err
 	}
-	return dev, replaced, nil
+	return dev, replaced, sum, nil
 }
 
 // putDevice writes a live device's record and token.

@@ -1,10 +1,12 @@
 package postgres
 
 import (
+	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -28,7 +30,9 @@ var ErrNodesLive = errors.New("nodes run on this database")
 // migrateLiveWithin seconds, as a migration does, under the same advisory
 // lock that a node registers under (RegisterNode) before it reads any
 // secret: a node registers before the rotation and is refused by it, or
-// after its commit and reads the new secrets.
+// after its commit and reads the new secrets. An admin command that seals
+// with a secret holds that lock too, shared (HoldSecrets), so the rotation
+// waits for it and re-seals what it stored.
 func (s *Store) RotateSecrets(names []string, reseal store.Reseal) (replaced []string, resealed int, err error) {
 	err = s.write("rotate secrets", func(t *txn) error {
 		replaced, resealed = nil, 0
@@ -100,4 +104,39 @@ func (s *Store) RotateSecrets(names []string, reseal store.Reseal) (replaced []s
 		return nil, 0, err
 	}
 	return replaced, resealed, nil
+}
+
+// HoldSecrets runs fn holding the advisory lock a rotation of the server's
+// secrets takes (RotateSecrets), shared, on a connection of its own: fn's
+// reads of the secrets and the writes it makes with them (an admin
+// command's company, its API key sealed under the seal key it read) all
+// come before a rotation or all after it, never across it. A rotation
+// that began first is waited for; one that begins while fn runs waits for
+// fn, and then re-seals the API key fn stored. Commands hold it side by
+// side (it is shared); fn's own transactions use the pool's other
+// connections, so the pool needs two.
+//
+// The lock is the session's: it goes with the connection, which is closed
+// when fn returns (a lock left on a connection back in the pool would
+// outlive the command).
+func (s *Store) HoldSecrets(fn func() error) error {
+	ctx, cancel := s.bounded()
+	conn, err := s.pool.Acquire(ctx)
+	if err == nil {
+		_, err = conn.Exec(ctx, "SELECT pg_advisory_lock_shared($1)", migrationLock)
+		if err != nil {
+			conn.Release()
+		}
+	}
+	cancel()
+	if err != nil {
+		return fmt.Errorf("store: hold secrets: %w", s.closed(err))
+	}
+	defer func() {
+		c := conn.Hijack()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = c.Close(ctx)
+	}()
+	return fn()
 }

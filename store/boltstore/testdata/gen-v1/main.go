@@ -105,7 +105,7 @@ func (g *gen) company(name, email string) (uint64, uint64) {
 func (g *gen) pair(companyID, userID uint64, fp string) {
 	code := hash("pair-" + fp + g.uuid())
 	must(g.st.PutPairing(code, store.Pairing{CompanyID: companyID, UserID: userID, ExpiresAt: g.clock.Add(time.Hour)}))
-	_, _, err := g.st.RegisterDevice(code, g.now(), fp, func(p store.Pairing, old *store.Device) (store.Device, error) {
+	_, _, _, err := g.st.RegisterDevice(code, g.now(), fp, func(p store.Pairing, old *store.Device) (store.Device, error) {
 		return store.Device{UserID: p.UserID, Name: "phone " + fp, Status: store.DeviceActive, SelectedSIM: "BOTH",
 			SIMs: []store.SIM{{Slot: "SIM1", Carrier: "Carrier", PhoneNumber: "+15558880000"}}, AppVersion: "1.0.0",
 			TokenHash: hash("token-" + fp + g.uuid()), CreatedAt: g.clock}, nil
