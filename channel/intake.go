@@ -22,7 +22,9 @@ import (
 // Announce records the numbers and handles of an agent's hello for its
 // registration (the latest hello that announces a number holds it) and
 // returns the store ids of all of them: the numbers whose jobs the link
-// carries. A bad entry refuses the hello, naming it (whatsapp[1].phone).
+// carries, each once (an entry naming a number listed before it, in any
+// spelling, adds nothing). A bad entry refuses the hello, naming it
+// (whatsapp[1].phone).
 func (s *Service) Announce(_ context.Context, dev store.Device, hello proto.Hello) ([]uint64, error) {
 	if len(hello.WhatsApp) > MaxAnnounced {
 		return nil, problem.Invalid("whatsapp", fmt.Sprintf("must hold at most %d numbers", MaxAnnounced))
@@ -40,7 +42,9 @@ func (s *Service) Announce(_ context.Context, dev store.Device, hello proto.Hell
 		if err != nil {
 			return nil, problem.Invalid(fmt.Sprintf("whatsapp[%d].phone", i), err.Error())
 		}
-		wa = append(wa, v)
+		if !slices.Contains(wa, v) { // named twice, or in two spellings: once
+			wa = append(wa, v)
+		}
 	}
 	for i, h := range hello.IMessage {
 		field := fmt.Sprintf("imessage[%d].handle", i)
@@ -51,7 +55,9 @@ func (s *Service) Announce(_ context.Context, dev store.Device, hello proto.Hell
 		if err != nil {
 			return nil, problem.Invalid(field, "must be an E.164 phone number or an e-mail address")
 		}
-		im = append(im, v)
+		if !slices.Contains(im, v) {
+			im = append(im, v)
+		}
 	}
 	var ids []uint64
 	for _, set := range []struct {

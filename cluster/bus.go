@@ -92,13 +92,29 @@ func (c Config) Validate() error {
 	if strings.TrimSpace(c.URL) == "" {
 		return errors.New("no NATS server: want nats://host:port")
 	}
-	for _, s := range strings.Split(c.URL, ",") {
+	servers := strings.Split(c.URL, ",")
+	for i, s := range servers {
 		s = strings.TrimSpace(s)
 		if s == "" {
 			return errors.New("an empty server in the list: want nats://host:port[,nats://host:port]")
 		}
 		u, err := url.Parse(s)
 		if err != nil || u.Host == "" || (u.Scheme != "nats" && u.Scheme != "tls") {
+			// A comma splits the list wherever it is, as the NATS client
+			// splits it: one in a user name or password ends the server
+			// there, and the part before it holds the start of the secret.
+			// Such a server, whose user info ends in a later part (the
+			// parts up to the next that starts a URL), is shown whole, masked.
+			whole := s
+			for _, next := range servers[i+1:] {
+				if strings.Contains(next, "://") {
+					break
+				}
+				whole += "," + next
+			}
+			if strings.Contains(whole[len(s):], "@") {
+				return fmt.Errorf("%q: a comma separates servers: write one in a user name or password as %%2C", redact.Userinfo(whole))
+			}
 			return fmt.Errorf("%q: want nats://host:port or tls://host:port", redact.Userinfo(s))
 		}
 	}

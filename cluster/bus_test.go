@@ -123,6 +123,15 @@ func TestConfigValidateHidesPasswords(t *testing.T) {
 			t.Errorf("%s: got %v, want a refusal without the password", u, err)
 		}
 	}
+	// A comma in a user name or password splits the server there, as the
+	// NATS client splits the list: the part before the comma was shown as
+	// the server refused, with the start of the password in it.
+	for _, u := range []string{"nats://simrelay:s3c,r3t@127.0.0.1:4222", "nats://b:4222,nats://simrelay:s3c,r3t@127.0.0.1:4222"} {
+		err := (cluster.Config{URL: u, Node: "a"}).Validate()
+		if err == nil || strings.Contains(err.Error(), "s3c") || strings.Contains(err.Error(), "r3t") || !strings.Contains(err.Error(), "%2C") {
+			t.Errorf("%s: got %v, want a refusal without the password that says how to write a comma", u, err)
+		}
+	}
 	if err := (cluster.Config{URL: "nats://a:4222,,nats://b:4222", Node: "a"}).Validate(); err == nil || !strings.Contains(err.Error(), "empty server") {
 		t.Errorf("an empty server in the list: got %v, want it named", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"mime"
 	"net"
 	"net/http"
@@ -195,12 +196,17 @@ func New(cfg Config, st Store, now func() time.Time) (*Service, error) {
 	}
 	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
 	if cfg.TempDir != "" {
-		left, err := filepath.Glob(filepath.Join(cfg.TempDir, spoolPrefix+"*"))
-		if err != nil {
+		// The directory is listed, not globbed: its path is the operator's,
+		// and a '[' or '*' in it is part of the name, not a pattern.
+		entries, err := os.ReadDir(cfg.TempDir)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("media: spool: %w", err)
 		}
-		for _, f := range left {
-			if err := os.Remove(f); err != nil {
+		for _, e := range entries {
+			if !strings.HasPrefix(e.Name(), spoolPrefix) || e.IsDir() {
+				continue
+			}
+			if err := os.Remove(filepath.Join(cfg.TempDir, e.Name())); err != nil {
 				return nil, fmt.Errorf("media: spool: %w", err)
 			}
 		}

@@ -80,6 +80,46 @@ func TestNewClearsSpoolsLeftByACrash(t *testing.T) {
 	}
 }
 
+// The spool directory is a path the operator chose (the data directory's
+// uploads/), read as a name, not a pattern: one whose path holds a '['
+// made the start fail ("syntax error in pattern"), and one with a '*'
+// cleared the spools of every directory it matched, another server's
+// arriving uploads included.
+func TestNewClearsOnlyItsOwnSpoolWhateverItsPath(t *testing.T) {
+	t.Parallel()
+	base := t.TempDir()
+	for _, c := range []struct{ dir, neighbour string }{
+		{filepath.Join(base, "data[1]", "uploads"), ""},
+		{filepath.Join(base, "a*", "uploads"), filepath.Join(base, "ab", "uploads")},
+	} {
+		var files []string
+		for _, d := range []string{c.dir, c.neighbour} {
+			if d == "" {
+				continue
+			}
+			if err := os.MkdirAll(d, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			f := filepath.Join(d, "simrelay-upload-123")
+			if err := os.WriteFile(f, []byte("partial"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			files = append(files, f)
+		}
+		if _, err := New(Config{Key: []byte("0123456789abcdef"), TempDir: c.dir}, storetest.Open(t), time.Now); err != nil {
+			t.Fatalf("spool %s: %v", c.dir, err)
+		}
+		if _, err := os.Stat(files[0]); !os.IsNotExist(err) {
+			t.Errorf("spool %s: the file a crash left: %v, want it removed", c.dir, err)
+		}
+		if len(files) > 1 {
+			if _, err := os.Stat(files[1]); err != nil {
+				t.Errorf("spool %s: another directory's spool %s: %v, want it kept", c.dir, files[1], err)
+			}
+		}
+	}
+}
+
 // TestMain stops the PostgreSQL cluster of a run on it (storetest.EnvStore).
 func TestMain(m *testing.M) { storetest.Main(m) }
 

@@ -254,6 +254,9 @@ var numberTypes = map[phonenumbers.PhoneNumberType]string{
 // not know the number (a fictional one such as +15551234567 included) and
 // for anything that is not an E.164 number (a short code, a name, an e-mail).
 func Type(e164 string) string {
+	if !isE164(e164) {
+		return ""
+	}
 	return types.get(e164, func() string {
 		n, ok := parsed(e164)
 		if !ok {
@@ -267,6 +270,9 @@ func Type(e164 string) string {
 // its country's grouping ("+44 7700 900123"); anything else comes back as
 // given.
 func Display(e164 string) string {
+	if !isE164(e164) {
+		return e164
+	}
 	return displays.get(e164, func() string {
 		n, ok := parsed(e164)
 		if !ok {
@@ -276,7 +282,8 @@ func Display(e164 string) string {
 	})
 }
 
-// maxMemo bounds each memo: an entry is a number and a short answer, under
+// maxMemo bounds each memo: an entry is an E.164 number (at most 16 bytes;
+// anything else is answered without the memo) and a short answer, under
 // 100 bytes, so at most about 6 MB each.
 const maxMemo = 1 << 16
 
@@ -309,10 +316,16 @@ func (c *memo) get(key string, compute func() string) string {
 	return v
 }
 
+// isE164 reports whether s is an E.164 number as stored ("+" and 8 to 15
+// digits): a quick check, which keeps whatever else an address may be (a
+// sender's name or e-mail address, up to 254 bytes) out of the memos.
+func isE164(s string) bool {
+	v, err := phone.Normalize(s)
+	return err == nil && v == s
+}
+
+// parsed reads an E.164 number (isE164) with the numbering data.
 func parsed(e164 string) (*phonenumbers.PhoneNumber, bool) {
-	if v, err := phone.Normalize(e164); err != nil || v != e164 {
-		return nil, false
-	}
 	n, err := phonenumbers.Parse(e164, "")
 	return n, err == nil
 }

@@ -2,6 +2,7 @@ package numplan
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/nyaruka/phonenumbers"
@@ -213,5 +214,32 @@ func TestCheckCountry(t *testing.T) {
 		if _, err := CheckCountry(r); err != nil {
 			t.Errorf("CheckCountry(%q): %v, want it taken (CheckRegion takes it)", r, err)
 		}
+	}
+}
+
+// Only E.164 numbers enter the memos, so that each entry is a number of at
+// most 16 bytes and its short answer: Display and Type are called on every
+// message's address, and a WhatsApp or iMessage sender that is no number
+// (a name, an e-mail address) is kept as given, up to 254 bytes. Such a
+// sender costs one quick check to answer and is not remembered.
+func TestMemoHoldsOnlyNumbers(t *testing.T) {
+	t.Parallel()
+	sender := strings.Repeat("a", 240) + "@example.com"
+	if got := Display(sender); got != sender {
+		t.Fatalf("Display(%q) = %q, want it as given", sender, got)
+	}
+	if got := Type(sender); got != "" {
+		t.Fatalf("Type(%q) = %q, want none", sender, got)
+	}
+	for name, m := range map[string]*memo{"displays": &displays, "types": &types} {
+		m.mu.Lock()
+		_, held := m.m[sender]
+		m.mu.Unlock()
+		if held {
+			t.Errorf("the %s memo holds a sender that is no number", name)
+		}
+	}
+	if got := Display("+447700900123"); got != "+44 7700 900123" {
+		t.Fatalf("Display = %q", got)
 	}
 }
