@@ -218,7 +218,7 @@ func (s *Service) checkLogin(ctx context.Context, email, password string) (u sto
 		if err != nil {
 			return store.User{}, "", err
 		}
-		return u, s.issueDevice(digest), nil
+		return u, s.issueDevice(digest, u), nil
 	}
 	// The try counts against the address before anything is looked up,
 	// whether or not it has an account; one over its failed logins is
@@ -241,16 +241,29 @@ func (s *Service) checkLogin(ctx context.Context, email, password string) (u sto
 	if err != nil {
 		return store.User{}, "", err
 	}
-	return u, s.issueDevice(digest), nil
+	return u, s.issueDevice(digest, u), nil
 }
 
 // checkTrusted checks a login that presents a valid device cookie of the
 // address (devices.go): counted in the cookie's window, not the address's
 // nor the client's share, and never refused by them. ok is false for a
 // login with no valid cookie, or one whose cookie had its failures of the
-// window: it takes the untrusted path.
+// window: it takes the untrusted path. The address's user is read before
+// the cookie's signature can be checked (it signs the user's id and token
+// generation); only a cookie issued for the address gets that far.
 func (s *Service) checkTrusted(ctx context.Context, digest []byte, email, password string) (u store.User, ok bool, err error) {
-	device, ok := s.trustedDevice(ctx, digest)
+	b, ok := presentedDevice(ctx, digest, s.now())
+	if !ok {
+		return store.User{}, false, nil
+	}
+	u, err = s.store.UserByEmail(email)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.User{}, false, nil
+	}
+	if err != nil {
+		return store.User{}, true, err // the server's fault; nothing was counted
+	}
+	device, ok := s.trustedDevice(b, u)
 	if !ok {
 		return store.User{}, false, nil
 	}
@@ -258,8 +271,8 @@ func (s *Service) checkTrusted(ctx context.Context, digest []byte, email, passwo
 	if !tried.Allowed {
 		return store.User{}, false, nil
 	}
-	u, err = s.verifyPassword(email, password, refund)
-	if errors.Is(err, errInvalidLogin) && tried.Remaining == 0 && u.ID != 0 {
+	u, err = s.checkUserPassword(u, password, refund)
+	if errors.Is(err, errInvalidLogin) && tried.Remaining == 0 {
 		s.log.Warn("failed logins: a device cookie of the account had its failed logins of the window; it counts as none until the window ends",
 			"user_id", u.ID, "limit", deviceRate(s.cfg.LoginRate).String(), "retry_after_s", tried.ResetSeconds())
 	}
@@ -276,6 +289,11 @@ func (s *Service) verifyPassword(email, password string, refund func()) (store.U
 		refund() // the server's fault, not a failed login
 		return store.User{}, err
 	}
+	return s.checkUserPassword(u, password, refund)
+}
+
+// checkUserPassword is verifyPassword's check of u (zero for no user).
+func (s *Service) checkUserPassword(u store.User, password string, refund func()) (store.User, error) {
 	hash := u.PasswordHash
 	if hash == "" {
 		hash = s.dummyHash
@@ -365,7 +383,8 @@ func (s *Service) ForgotPassword(ctx context.Context, email string) error {
 
 // ResetPassword spends a reset or invite token, sets the password and signs
 // out every session of the user: refresh tokens, console sessions and the
-// access tokens issued before it. Following an e-mailed link proves the
+// access tokens issued before it; its device cookies are void too (their
+// signature covers TokenGeneration, devices.go). Following an e-mailed link proves the
 // address, so it also marks the e-mail verified.
 func (s *Service) ResetPassword(_ context.Context, token, password string) error {
 	var v check

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/simrelay/simrelay/pacing"
+	"github.com/simrelay/simrelay/store"
 )
 
 // Device cookies, after OWASP's "Slow down online guessing attacks with
@@ -21,9 +22,11 @@ import (
 // included. A successful login earns its browser or client a device
 // cookie that names the account (the keyed digest of its e-mail address,
 // loginKey), when it was issued, and a nonce, signed with the store's
-// secret DeviceSecret. A later login of that address that presents a
-// valid cookie for it is not counted by the address's count nor by the
-// client's share, and is never refused by them: it has a failure count of
+// secret DeviceSecret over the user's id and token generation as well
+// (deviceMAC), so that it is the trust of one user with one password. A
+// later login of that address that presents a valid cookie for it is not
+// counted by the address's count nor by the client's share, and is never
+// refused by them: it has a failure count of
 // its own, DeviceFailures a window, and past it the cookie counts as none
 // until its window ends (the login takes the untrusted path, today's rules).
 // A wrong password with a valid cookie counts against the cookie, not the
@@ -34,7 +37,8 @@ import (
 // The cookie is stateless: nothing is stored per cookie, so it survives a
 // restart, holds on every node of a cluster (the secret is the store's,
 // one for all), and admin rotate-keys, which replaces the secret, voids
-// every cookie issued before.
+// every cookie issued before; a password set through an e-mailed link voids
+// its user's, and a user's deletion theirs.
 
 // DeviceSecret is the store secret that signs device cookies.
 const DeviceSecret = "login-devices"
@@ -85,9 +89,9 @@ func WithDevice(ctx context.Context, cookie string) context.Context {
 	return context.WithValue(ctx, deviceCtx{}, cookie)
 }
 
-// issueDevice is a fresh device cookie's value for the e-mail address whose
-// keyed digest is digest.
-func (s *Service) issueDevice(digest []byte) string {
+// issueDevice is a fresh device cookie's value for u, whose e-mail
+// address's keyed digest is digest.
+func (s *Service) issueDevice(digest []byte, u store.User) string {
 	b := make([]byte, deviceSize)
 	b[0] = deviceVersion
 	copy(b[deviceDigestAt:], digest)
@@ -95,36 +99,53 @@ func (s *Service) issueDevice(digest []byte) string {
 	if _, err := rand.Read(b[deviceNonceAt:deviceMACAt]); err != nil {
 		panic(fmt.Sprintf("account: crypto/rand failed: %v", err))
 	}
-	copy(b[deviceMACAt:], s.deviceMAC(b[:deviceMACAt]))
+	copy(b[deviceMACAt:], s.deviceMAC(b[:deviceMACAt], u))
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-func (s *Service) deviceMAC(b []byte) []byte {
+// deviceMAC is the signature of a cookie's first bytes b for u: it signs
+// the user's id and TokenGeneration too, which the cookie does not carry,
+// so that a cookie is void once its user is deleted (an account made
+// later with the address is another id) or its password set through an
+// e-mailed link (ResetPassword moves TokenGeneration on).
+func (s *Service) deviceMAC(b []byte, u store.User) []byte {
 	m := hmac.New(sha256.New, s.deviceSecret)
 	m.Write(b)
+	var who [16]byte
+	binary.BigEndian.PutUint64(who[:8], u.ID)
+	binary.BigEndian.PutUint64(who[8:], u.TokenGeneration)
+	m.Write(who[:])
 	return m.Sum(nil)[:deviceSize-deviceMACAt]
 }
 
-// trustedDevice is the key of the failures' window of the device cookie
-// ctx carries, if it is valid for the e-mail address whose digest is
-// digest: signed with this store's secret, issued for that address, less
-// than DeviceLifetime ago. Anything else (no cookie, another account's,
-// forged, tampered with, expired, signed before a rotation of the secret)
-// is not trusted and the login takes the untrusted path.
-func (s *Service) trustedDevice(ctx context.Context, digest []byte) (string, bool) {
+// presentedDevice is the device cookie ctx carries, decoded, if it may be
+// one of the e-mail address whose digest is digest: of this layout, issued
+// for that address, less than DeviceLifetime ago. Its signature is checked
+// by trustedDevice, against the address's user.
+func presentedDevice(ctx context.Context, digest []byte, now time.Time) ([]byte, bool) {
 	cookie, _ := ctx.Value(deviceCtx{}).(string)
 	if cookie == "" || len(cookie) != base64.RawURLEncoding.EncodedLen(deviceSize) {
-		return "", false
+		return nil, false
 	}
 	b, err := base64.RawURLEncoding.DecodeString(cookie)
-	if err != nil || len(b) != deviceSize || b[0] != deviceVersion {
-		return "", false
-	}
-	if !hmac.Equal(b[deviceMACAt:], s.deviceMAC(b[:deviceMACAt])) || !hmac.Equal(b[deviceDigestAt:deviceIssuedAt], digest) {
-		return "", false
+	if err != nil || len(b) != deviceSize || b[0] != deviceVersion || !hmac.Equal(b[deviceDigestAt:deviceIssuedAt], digest) {
+		return nil, false
 	}
 	issued := time.Unix(int64(binary.BigEndian.Uint64(b[deviceIssuedAt:deviceNonceAt])), 0)
-	if now := s.now(); issued.After(now.Add(deviceClockSkew)) || !now.Before(issued.Add(DeviceLifetime)) {
+	if issued.After(now.Add(deviceClockSkew)) || !now.Before(issued.Add(DeviceLifetime)) {
+		return nil, false
+	}
+	return b, true
+}
+
+// trustedDevice is the key of the failures' window of the device cookie b
+// (presentedDevice), if it is signed with this store's secret for u, the
+// user of its address now, as u stands now. Anything else (another
+// account's, forged, tampered with, signed before a rotation of the
+// secret, before u's password was reset, or for a user since deleted) is
+// not trusted and the login takes the untrusted path.
+func (s *Service) trustedDevice(b []byte, u store.User) (string, bool) {
+	if u.ID == 0 || !hmac.Equal(b[deviceMACAt:], s.deviceMAC(b[:deviceMACAt], u)) {
 		return "", false
 	}
 	return base64.RawURLEncoding.EncodeToString(b[deviceNonceAt:deviceMACAt]), true
