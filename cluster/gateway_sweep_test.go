@@ -57,11 +57,11 @@ func (p *phones) pair(fingerprint string) (store.Device, string) {
 	if err != nil {
 		p.t.Fatal(err)
 	}
-	d, token, _, err := p.devices.Register(ctx, device.RegisterInput{PairingCode: code.Code, DeviceFingerprint: fingerprint, SIMs: []store.SIM{{Slot: "SIM1"}}})
+	reg, err := p.devices.Register(ctx, device.RegisterInput{PairingCode: code.Code, DeviceFingerprint: fingerprint, SIMs: []store.SIM{{Slot: "SIM1"}}})
 	if err != nil {
 		p.t.Fatal(err)
 	}
-	return d, token
+	return reg.Device, reg.Token
 }
 
 // pairAgain deletes the device and pairs its fingerprint again, answering
