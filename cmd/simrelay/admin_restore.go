@@ -109,11 +109,16 @@ const stagedPattern = ".simrelay-restore-*"
 // as a store: no process removes them otherwise. A copy a live command
 // holds (holdCopy: a backup into the same directory) is left to it; a
 // restore running beside this one (possible only while there is no store
-// to lock) whose copy goes with them fails its rename and says so.
+// to lock) whose copy goes with them fails its rename and says so. The
+// pattern matches names in dir, never dir's own path: a directory named
+// "data[1]" or "a*" is a path, not a pattern.
 func removeKilledCopies(dir, pattern string) {
-	left, _ := filepath.Glob(filepath.Join(dir, pattern))
-	for _, f := range left {
-		if !copyHeld(f) {
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if ok, _ := filepath.Match(pattern, e.Name()); !ok || !e.Type().IsRegular() {
+			continue
+		}
+		if f := filepath.Join(dir, e.Name()); !copyHeld(f) {
 			_ = os.Remove(f)
 		}
 	}

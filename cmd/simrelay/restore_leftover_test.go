@@ -108,3 +108,27 @@ func TestAdminBackupNamesAFileItCannotWrite(t *testing.T) {
 		t.Errorf("copies left behind: %v", left)
 	}
 }
+
+// The directory's path is a path, never a pattern: a data directory named
+// "data[1]" has its killed copies removed, and a restore into "a*" leaves
+// alone the copies of "ab" beside it (another command's, maybe in use).
+func TestKilledCopiesOfTheDirectoryOnly(t *testing.T) {
+	t.Parallel()
+	parent := t.TempDir()
+	dir, sibling := filepath.Join(parent, "data[1]"), filepath.Join(parent, "data1")
+	for _, d := range []string{dir, sibling} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, ".simrelay-restore-killed"), []byte("half a copy"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	removeKilledCopies(dir, stagedPattern)
+	if _, err := os.Stat(filepath.Join(dir, ".simrelay-restore-killed")); !os.IsNotExist(err) {
+		t.Errorf("the copy in %s is still there (%v)", dir, err)
+	}
+	if _, err := os.Stat(filepath.Join(sibling, ".simrelay-restore-killed")); err != nil {
+		t.Errorf("the copy in %s beside it: %v, want it kept", sibling, err)
+	}
+}
