@@ -11,6 +11,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 // WhatsApp and iMessage messages are Messages with Channel whatsapp or
@@ -48,18 +49,22 @@ func agentHolds(tx *bolt.Tx, m Message, deviceID uint64) bool {
 // it is settled (Message.HandedTo); false, writing nothing, otherwise. A
 // send already handed to the device answers true without a write.
 func (s *Store) AgentHandOut(companyID, deviceID, messageID uint64) (bool, error) {
+	if s.commit == nil {
+		return false, fmt.Errorf("store: hand out message %d to device %d: %w", messageID, deviceID, bolterrors.ErrDatabaseReadOnly)
+	}
 	mine := false
-	err := s.grouped(func(tx *bolt.Tx) error {
+	// A member of the batch's fold, as the acks and reports are: the
+	// record it changes is written once for the batch, with theirs.
+	err := s.commit.submitFold(func(tx *bolt.Tx, f *fold) error {
 		mine = false
 		if _, err := liveDeviceRef(tx, companyID, deviceID); err != nil {
 			return nil
 		}
-		msgs := tx.Bucket(bucketMessages)
-		var m Message
-		if err := getJSON(msgs, itob(messageID), &m); err != nil {
-			if errors.Is(err, ErrNotFound) {
-				return nil
-			}
+		m, err := f.messageByID(tx, messageID)
+		if errors.Is(err, ErrNotFound) {
+			return nil
+		}
+		if err != nil {
 			return err
 		}
 		if m.CompanyID != companyID || !IsAgentChannel(m.Channel) || m.NumberID == 0 || m.Status != MsgQueued {
@@ -85,12 +90,10 @@ func (s *Store) AgentHandOut(companyID, deviceID, messageID uint64) (bool, error
 			}
 		}
 		m.HandedTo = deviceID
-		if err := putJSON(msgs, itob(m.ID), m); err != nil {
-			return err
-		}
+		f.put(m)
 		mine = true
 		return nil
-	})
+	}).wait()
 	if err != nil {
 		return false, fmt.Errorf("store: hand out message %d to device %d: %w", messageID, deviceID, err)
 	}
