@@ -5,6 +5,7 @@ package postgres
 // number's limits count.
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -113,34 +114,32 @@ func (s *Store) AgentPending(companyID, deviceID, numberID, after uint64, limit 
 // send's number, which is not paused, the send still queued, and handed to
 // no other registration that still exists), and then the send is the
 // device's until it is settled (store.Message.HandedTo); false, writing
-// nothing, otherwise. One statement: the message's row lock orders two
-// agents' hand-outs of one send, and the second sees the first's record
-// (READ COMMITTED re-reads the row it waited for). A number's new holder
-// announced after the row was read is seen by the new holder's own
-// hand-out, which waits on the same row.
+// nothing, otherwise. One statement, committed on its own: one round trip
+// on the dispatch of each job. The message's row lock orders two agents'
+// hand-outs of one send, and the second sees the first's record (READ
+// COMMITTED evaluates its conditions again on the row it waited for). A
+// number's new holder, announced after this statement read the number, is
+// seen by the new holder's own hand-out, which waits on the same row.
 func (s *Store) AgentHandOut(companyID, deviceID, messageID uint64) (bool, error) {
-	mine := false
-	err := s.write(fmt.Sprintf("hand out message %d to device %d", messageID, deviceID), func(t *txn) error {
-		tag, err := t.exec(`UPDATE messages m SET rec = jsonb_set(m.rec, '{handed_to}', to_jsonb($3::bigint))
-			FROM agent_numbers n
-			WHERE m.id = $2 AND m.company_id = $1 AND m.status = 'queued' AND m.number_id IS NOT NULL
-				AND n.id = m.number_id AND n.company_id = m.company_id AND n.device_id = $3
-				AND coalesce(n.rec->>'status', '') <> 'paused'
-				AND EXISTS (SELECT 1 FROM devices WHERE company_id = $1 AND id = $3 AND deleted_at IS NULL)
-				AND (NOT m.rec ? 'handed_to' OR (m.rec->>'handed_to')::bigint = $3 OR NOT EXISTS (
-					SELECT 1 FROM devices d WHERE d.company_id = m.company_id AND d.id = (m.rec->>'handed_to')::bigint AND d.deleted_at IS NULL))`,
-			id(companyID), id(messageID), id(deviceID))
-		if err != nil {
-			return err
-		}
-		mine = tag.RowsAffected() == 1
-		return nil
-	})
+	ctx, cancel := context.WithTimeout(s.ctx, s.txTimeout)
+	defer cancel()
+	tag, err := s.pool.Exec(ctx, handOut, id(companyID), id(messageID), id(deviceID))
 	if err != nil {
-		return false, err
+		return false, fmt.Errorf("store: hand out message %d to device %d: %w", messageID, deviceID, s.closed(err))
 	}
-	return mine, nil
+	return tag.RowsAffected() == 1, nil
 }
+
+// handOut is AgentHandOut's statement: $1 the company, $2 the message, $3
+// the device.
+const handOut = `UPDATE messages m SET rec = jsonb_set(m.rec, '{handed_to}', to_jsonb($3::bigint))
+	FROM agent_numbers n
+	WHERE m.id = $2 AND m.company_id = $1 AND m.status = 'queued' AND m.number_id IS NOT NULL
+		AND n.id = m.number_id AND n.company_id = m.company_id AND n.device_id = $3
+		AND coalesce(n.rec->>'status', '') <> 'paused'
+		AND EXISTS (SELECT 1 FROM devices WHERE company_id = $1 AND id = $3 AND deleted_at IS NULL)
+		AND (NOT m.rec ? 'handed_to' OR (m.rec->>'handed_to')::bigint = $3 OR NOT EXISTS (
+			SELECT 1 FROM devices d WHERE d.company_id = m.company_id AND d.id = (m.rec->>'handed_to')::bigint AND d.deleted_at IS NULL))`
 
 // AgentMessages returns one page (1-based) of the number's messages, both
 // directions, newest first, and how many there are.
