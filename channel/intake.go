@@ -138,13 +138,47 @@ func (s *Service) Pending(_ context.Context, dev store.Device, numberID, after u
 	now := s.now()
 	out := make([]sms.Job, 0, len(msgs))
 	for _, m := range msgs {
-		j := sms.Job{Seq: m.ID}
+		j := sms.Job{Seq: m.ID, HandedTo: m.HandedTo}
 		if m.ExpiresAt.IsZero() || now.Before(m.ExpiresAt) {
 			j.Send = &proto.Send{ID: m.UUID, Channel: m.Channel, To: m.Phone, From: m.Account, Message: m.Text, ContentType: m.ContentType, MediaURL: m.MediaURL, ExpiresAt: m.ExpiresAt.UTC().Format(timeLayout)}
 		}
 		out = append(out, j)
 	}
 	return out, nil
+}
+
+// HandOut records that the job (its Seq) goes to the device's link, before
+// the link writes it, and says whether it may: false when the device no
+// longer holds the job's number, the number is paused, the job was taken,
+// or it went to another agent that still exists (store.AgentHandOut).
+func (s *Service) HandOut(_ context.Context, dev store.Device, seq uint64) (bool, error) {
+	return s.store.AgentHandOut(dev.CompanyID, dev.ID, seq)
+}
+
+// Released kicks the links of the agents holding the company's numbers
+// after the device was deleted: the jobs it had been handed and not
+// settled are theirs now (store.AgentPending), and a link reads those it
+// passed over again when kicked (gateway's pumpAgents). On a cluster the
+// links' periodic sweep kicks them too, should this fail.
+func (s *Service) Released(dev store.Device) {
+	if s.dispatch == nil {
+		return
+	}
+	kicked := map[uint64]bool{dev.ID: true}
+	for _, ch := range []string{WhatsApp, IMessage} {
+		nums, err := s.store.AgentNumbers(dev.CompanyID, ch)
+		if err != nil {
+			s.log.Warn("the numbers of a deleted agent's company could not be read: their agents take its jobs at their next send or link", "company", dev.CompanyID, "device", dev.Fingerprint, "error", err)
+			return
+		}
+		for _, n := range nums {
+			if n.DeviceID == 0 || kicked[n.DeviceID] {
+				continue
+			}
+			kicked[n.DeviceID] = true
+			s.dispatch.Kick(n.Device, n.DeviceID)
+		}
+	}
 }
 
 // Ready says whether the number may hand a job to its agent now: 0 means

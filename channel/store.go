@@ -8,6 +8,7 @@ import (
 
 // Store is what this package asks of the store; both backends answer it.
 type Store interface {
+	AgentHandOut(companyID, deviceID, messageID uint64) (bool, error)
 	AgentMessages(companyID, numberID uint64, page, limit int) ([]store.Message, int, error)
 	AgentNumber(companyID uint64, channel, publicID string) (store.AgentNumber, error)
 	AgentNumberByRef(companyID, numberID uint64) (store.AgentNumber, error)

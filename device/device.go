@@ -66,7 +66,15 @@ type Service struct {
 	store  Store
 	now    func() time.Time
 	alerts Alerts // zero: no device events, no mail (alerts.go); set before serving
+	// deleted is told of each device deleted, after the delete committed
+	// (OnDelete); nil: nobody.
+	deleted func(store.Device)
 }
+
+// OnDelete sets what is told of each device deleted, once the delete is
+// stored (the agent channels release the jobs it was handed: channel
+// Service.Released); call it before serving.
+func (s *Service) OnDelete(fn func(store.Device)) { s.deleted = fn }
 
 // New returns the service.
 func New(cfg Config, st Store, now func() time.Time) *Service {

@@ -50,6 +50,9 @@ func (s *Service) Delete(_ context.Context, companyID uint64, fingerprint string
 	if errors.Is(err, store.ErrNotFound) {
 		return store.Device{}, errNoDevice
 	}
+	if err == nil && s.deleted != nil {
+		s.deleted(d)
+	}
 	return d, err
 }
 

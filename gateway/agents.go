@@ -20,6 +20,11 @@ type Agents interface {
 	// the device holds the number and it is not paused (a paused number's
 	// jobs are held; resuming it kicks the link).
 	Pending(ctx context.Context, dev store.Device, numberID, after uint64, limit int) ([]sms.Job, error)
+	// HandOut records, durably, that the job (its Seq) goes to the device,
+	// before the link writes it; false: it may not (the number moved or
+	// was paused since the read, the job was taken, or another agent that
+	// still exists was handed it first).
+	HandOut(ctx context.Context, dev store.Device, seq uint64) (bool, error)
 	// Ready is 0 when the number may dispatch a job now (and starts its
 	// gap), otherwise how long until it may (a number paused since its job
 	// was read waits).
@@ -36,6 +41,21 @@ func (h *Hub) SetAgents(a Agents) { h.agents = a }
 type line struct {
 	id     uint64 // the number's store id
 	cursor uint64 // seq of the last job this link took from its queue
+	// passed is the seq of the first job the link passed over because
+	// another agent was handed it (0: none): a kick reads from it again,
+	// since that agent's deletion releases it to this one.
+	passed uint64
+}
+
+// rewind makes the link read again the jobs of its numbers it passed over
+// as another agent's; pumpMu held.
+func (c *conn) rewind() {
+	for i := range c.lines {
+		if l := &c.lines[i]; l.passed != 0 {
+			l.cursor = min(l.cursor, l.passed-1)
+			l.passed = 0
+		}
+	}
 }
 
 func isAgentChannel(ch string) bool {
@@ -79,11 +99,48 @@ func (c *conn) pumpAgents() {
 				l.cursor = j.Seq
 				continue
 			}
+			if j.HandedTo != 0 && j.HandedTo != c.dev.ID {
+				// Handed to the number's former agent, which may have
+				// taken it (its ack lost): it is that agent's until it
+				// reports it or is deleted (PROTOCOL.md section 16.1).
+				if l.passed == 0 {
+					l.passed = j.Seq
+				}
+				l.cursor = j.Seq
+				continue
+			}
+			if _, mine := c.inflight[j.Send.ID]; mine {
+				l.cursor = j.Seq // written to this link already: read again after a rewind
+				continue
+			}
 			if wait := agents.Ready(c.dev, l.id); wait > 0 {
 				if earliest == 0 || wait < earliest {
 					earliest = wait
 				}
 				break
+			}
+			if j.HandedTo != c.dev.ID {
+				// Recorded before the frame is written: once written, the
+				// job may be in the agent's journal whatever becomes of
+				// the link, and no other agent may have it.
+				ok, err := agents.HandOut(context.Background(), c.dev, j.Seq)
+				if err == nil {
+					c.hub.reached()
+				}
+				if err != nil {
+					c.storeFault(err, "hand out an agent job", "device", c.dev.Fingerprint, "number", l.id)
+					return
+				}
+				if !ok {
+					// Moved, paused, taken or handed to another agent
+					// since the read: passed over, read again at a kick
+					// (a resume kicks the link).
+					if l.passed == 0 {
+						l.passed = j.Seq
+					}
+					l.cursor = j.Seq
+					continue
+				}
 			}
 			if !c.send(*j.Send) {
 				return

@@ -130,6 +130,7 @@ func (c *conn) pumpSMS() {
 func (c *conn) kick() {
 	c.pumpMu.Lock()
 	c.queueEnd = false
+	c.rewind()
 	c.pumpMu.Unlock()
 	c.pump()
 }

@@ -232,6 +232,10 @@ func (s *Service) movedAtDispatch(ms []store.Message) {
 type Job struct {
 	Seq  uint64
 	Send *proto.Send
+	// HandedTo, of a WhatsApp or iMessage job, is the registration it was
+	// last handed to (store.Message.HandedTo; 0: none, or one since
+	// deleted): a link of another device must not write it.
+	HandedTo uint64
 }
 
 const timeLayout = "2006-01-02T15:04:05.000Z"

@@ -12,6 +12,7 @@ import (
 // declares the narrow interface of what it calls (sms.Store, ...).
 type Backend interface {
 	AddOptOut(companyID uint64, phone string, now time.Time) (o OptOut, created bool, err error)
+	AgentHandOut(companyID, deviceID, messageID uint64) (bool, error)
 	AgentMessages(companyID, numberID uint64, page, limit int) ([]Message, int, error)
 	AgentNumber(companyID uint64, channel, publicID string) (AgentNumber, error)
 	AgentNumberByRef(companyID, numberID uint64) (AgentNumber, error)

@@ -65,6 +65,12 @@ type Message struct {
 	Account     string `json:"account,omitempty"`
 	ContentType string `json:"content_type,omitempty"`
 	MediaURL    string `json:"media_url,omitempty"`
+	// HandedTo is the registration a queued WhatsApp or iMessage send was
+	// last handed to (AgentHandOut): while that registration lives, the
+	// send goes to no other agent, even one that announced its number
+	// since, and that registration's reports of it are taken. AgentPending
+	// answers 0 for one since deleted.
+	HandedTo uint64 `json:"handed_to,omitempty"`
 	// Pool is the name of the sender pool a send named (pools.go), as the
 	// pool spells it, and PoolID its id; the pool chose Device and SIMSlot.
 	Pool   string `json:"pool,omitempty"`

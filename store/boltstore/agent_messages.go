@@ -11,6 +11,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 // WhatsApp and iMessage messages are Messages with Channel whatsapp or
@@ -24,14 +25,79 @@ func agentMsgKey(m Message) []byte {
 	return append(pair(m.CompanyID, m.NumberID), itob(m.ID)...)
 }
 
-// agentHolds reports whether deviceID holds the number of an agent message
-// now: a job acked or reported by the number's new agent is its own.
+// agentHolds reports whether deviceID may report an agent message it does
+// not own: it holds the message's number now (a job acked or reported by
+// the number's new agent is its own), or the message was last handed to
+// it (an agent that has let the number go, or lost it to another, still
+// reports the jobs it took).
 func agentHolds(tx *bolt.Tx, m Message, deviceID uint64) bool {
 	if !IsAgentChannel(m.Channel) || m.NumberID == 0 {
 		return false
 	}
+	if m.HandedTo == deviceID {
+		return true
+	}
 	n, err := numberByRef(tx, m.CompanyID, m.NumberID)
 	return err == nil && n.DeviceID == deviceID
+}
+
+// AgentHandOut records, before a link writes it, that the queued WhatsApp
+// or iMessage send messageID of the company goes to the device: it answers
+// true when the device may have it now (it holds the send's number, which
+// is not paused, the send is still queued, and it was handed to no other
+// registration that still exists) and then the send is the device's until
+// it is settled (Message.HandedTo); false, writing nothing, otherwise. A
+// send already handed to the device answers true without a write.
+func (s *Store) AgentHandOut(companyID, deviceID, messageID uint64) (bool, error) {
+	if s.commit == nil {
+		return false, fmt.Errorf("store: hand out message %d to device %d: %w", messageID, deviceID, bolterrors.ErrDatabaseReadOnly)
+	}
+	mine := false
+	// A member of the batch's fold, as the acks and reports are: the
+	// record it changes is written once for the batch, with theirs.
+	err := s.commit.submitFold(func(tx *bolt.Tx, f *fold) error {
+		mine = false
+		if _, err := liveDeviceRef(tx, companyID, deviceID); err != nil {
+			return nil
+		}
+		m, err := f.messageByID(tx, messageID)
+		if errors.Is(err, ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if m.CompanyID != companyID || !IsAgentChannel(m.Channel) || m.NumberID == 0 || m.Status != MsgQueued {
+			return nil
+		}
+		n, err := numberByRef(tx, companyID, m.NumberID)
+		if errors.Is(err, ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if n.DeviceID != deviceID || n.Status == NumberPaused {
+			return nil
+		}
+		if m.HandedTo == deviceID {
+			mine = true
+			return nil
+		}
+		if m.HandedTo != 0 {
+			if _, err := liveDeviceRef(tx, companyID, m.HandedTo); err == nil {
+				return nil // the agent it was handed to may still send it
+			}
+		}
+		m.HandedTo = deviceID
+		f.put(m)
+		mine = true
+		return nil
+	}).wait()
+	if err != nil {
+		return false, fmt.Errorf("store: hand out message %d to device %d: %w", messageID, deviceID, err)
+	}
+	return mine, nil
 }
 
 // EnqueueAgent stores a WhatsApp or iMessage send (queued) through group
@@ -161,7 +227,10 @@ func agentMessageCount(counts *bolt.Bucket, prefix []byte) uint64 {
 // AgentPending returns up to limit queued messages of the company's number
 // (store id) with ids above after, oldest first, when the device
 // registration holds the number; for any other device, nothing. A paused
-// number's queue is held: nothing, until it is active again.
+// number's queue is held: nothing, until it is active again. A message
+// handed to another registration that still exists keeps HandedTo (it is
+// that agent's until settled: not to be handed here); one handed to a
+// registration since deleted reads HandedTo 0.
 func (s *Store) AgentPending(companyID, deviceID, numberID, after uint64, limit int) ([]Message, error) {
 	var out []Message
 	err := s.view(func(tx *bolt.Tx) error {
@@ -177,6 +246,7 @@ func (s *Store) AgentPending(companyID, deviceID, numberID, after uint64, limit 
 		}
 		msgs := tx.Bucket(bucketMessages)
 		prefix := pair(companyID, numberID)
+		var live map[uint64]bool // the registrations other messages were handed to: still there?
 		c := tx.Bucket(bucketAgentQueue).Cursor()
 		for k, _ := c.Seek(append(pair(companyID, numberID), itob(after+1)...)); k != nil && bytes.HasPrefix(k, prefix) && len(out) < limit; k, _ = c.Next() {
 			var m Message
@@ -188,6 +258,20 @@ func (s *Store) AgentPending(companyID, deviceID, numberID, after uint64, limit 
 			}
 			if m.Status != MsgQueued {
 				continue
+			}
+			if m.HandedTo != 0 && m.HandedTo != deviceID {
+				ok, seen := live[m.HandedTo]
+				if !seen {
+					_, err := liveDeviceRef(tx, companyID, m.HandedTo)
+					ok = err == nil
+					if live == nil {
+						live = map[uint64]bool{}
+					}
+					live[m.HandedTo] = ok
+				}
+				if !ok {
+					m.HandedTo = 0 // handed to a registration since deleted: free
+				}
 			}
 			out = append(out, m)
 		}

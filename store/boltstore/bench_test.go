@@ -2,6 +2,7 @@ package boltstore
 
 import (
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -185,5 +186,81 @@ func BenchmarkAgentMessagesPage(b *testing.B) {
 		if err != nil || len(msgs) != 50 || got != total {
 			b.Fatalf("got %d of %d: %v", len(msgs), got, err)
 		}
+	}
+}
+
+// BenchmarkAgentDispatch is agent links' dispatch of WhatsApp jobs, 64
+// numbers at once (64 links, or one link's numbers, each on its own
+// goroutine, each dispatching its share one job after another), each
+// commit durable: the read of the number's
+// next job, then (HandOut) the record that it goes to the device, then
+// the agent's ack. ReadAck is the dispatch without the record, for
+// comparison: the record is one more grouped commit per job.
+func BenchmarkAgentDispatch(b *testing.B) {
+	for _, handOut := range []bool{false, true} {
+		name := "ReadAck"
+		if handOut {
+			name = "ReadHandOutAck"
+		}
+		b.Run(name, func(b *testing.B) {
+			s, c := benchStore(b)
+			const numbers = 64
+			addrs := make([]string, numbers)
+			for i := range addrs {
+				addrs[i] = fmt.Sprintf("+1555000%04d", i)
+			}
+			// One hello announces them all: a hello that leaves a number out lets it go.
+			nums, err := s.AnnounceNumbers(c.ID, 1, ChannelNameWhatsApp, addrs, time.Now(), 0)
+			if err != nil || len(nums) != numbers {
+				b.Fatalf("announce: %v (%v)", nums, err)
+			}
+			for i := range b.N {
+				n := nums[i%numbers]
+				m := Message{UUID: fmt.Sprint("d", i), CompanyID: c.ID, Channel: n.Channel, NumberRef: n.PublicID, Phone: "+15557654321", Text: "hi", ContentType: "text", Segments: 1}
+				if _, _, err := s.EnqueueAgent(&m, IdempotencyKey{}, time.Now, nil, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ResetTimer()
+			var done atomic.Int64
+			var wg sync.WaitGroup
+			for k := range numbers {
+				wg.Add(1)
+				go func() { // one number's link: its share of the jobs, one after another
+					defer wg.Done()
+					n := nums[k]
+					var cursor uint64
+					for {
+						jobs, err := s.AgentPending(c.ID, 1, n.ID, cursor, 1)
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						if len(jobs) == 0 {
+							return
+						}
+						j := jobs[0]
+						cursor = j.ID
+						if handOut {
+							if ok, err := s.AgentHandOut(c.ID, 1, j.ID); err != nil || !ok {
+								b.Errorf("hand out %d: %v (%v)", j.ID, ok, err)
+								return
+							}
+						}
+						if _, _, err := s.Transition(c.ID, 1, j.UUID, MsgSending, "", "", time.Now()); err != nil {
+							b.Error(err)
+							return
+						}
+						done.Add(1)
+					}
+				}()
+			}
+			wg.Wait()
+			b.StopTimer()
+			if done.Load() != int64(b.N) {
+				b.Fatalf("dispatched %d of %d", done.Load(), b.N)
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+		})
 	}
 }

@@ -38,6 +38,15 @@ func (f *fold) message(tx *bolt.Tx, uuid string) (Message, error) {
 	return m, getJSON(tx.Bucket(bucketMessages), id, &m)
 }
 
+// messageByID reads a message by id as the run left it.
+func (f *fold) messageByID(tx *bolt.Tx, id uint64) (Message, error) {
+	if m, ok := f.msgs[id]; ok {
+		return m, nil
+	}
+	var m Message
+	return m, getJSON(tx.Bucket(bucketMessages), itob(id), &m)
+}
+
 // put keeps m as its record's content at the end of the run.
 func (f *fold) put(m Message) {
 	if f.msgs == nil {

@@ -20,7 +20,9 @@ import (
 // The layout: the tag, then each field in the order of appendRecord, an
 // integer as a varint, a string as its length (uvarint) and bytes, a time
 // as uvarint(nanoseconds+1) and varint(seconds) since 1970, or a single
-// 0 for the zero time. Times come back in UTC. A field added to Message or
+// 0 for the zero time. Times come back in UTC. Message's HandedTo, last, is
+// written only when set, under its own tag (tagMessageHanded): every other
+// message keeps the layout it had before. A field added to Message or
 // Conversation is appended at the end, with a new tag if older records
 // must still be read without it (TestRecordRoundTrip fails for a field
 // left out).
@@ -28,6 +30,9 @@ const (
 	tagMessage      = 0x01
 	tagConversation = 0x02
 	tagActivity     = 0x03
+	// tagMessageHanded is a message with HandedTo set: tagMessage's
+	// fields, then HandedTo.
+	tagMessageHanded = 0x04
 )
 
 var errBadRecord = errors.New("malformed compact record")
@@ -54,7 +59,7 @@ func encodeRecord(v any) ([]byte, error) {
 // decodeRecord reads a stored record into v: a compact one into the type
 // it was written from, JSON into anything.
 func decodeRecord(raw []byte, v any) error {
-	if len(raw) == 0 || (raw[0] != tagMessage && raw[0] != tagConversation && raw[0] != tagActivity) {
+	if len(raw) == 0 || (raw[0] != tagMessage && raw[0] != tagMessageHanded && raw[0] != tagConversation && raw[0] != tagActivity) {
 		// JSON: an object, or an array or any other value a record of
 		// another type holds. No JSON text starts with a tag byte.
 		return json.Unmarshal(raw, v)
@@ -73,7 +78,7 @@ func decodeRecord(raw []byte, v any) error {
 // messageCompany is the company id of a stored message record, read
 // without decoding the rest.
 func messageCompany(raw []byte) (uint64, error) {
-	if len(raw) > 0 && raw[0] == tagMessage {
+	if len(raw) > 0 && (raw[0] == tagMessage || raw[0] == tagMessageHanded) {
 		r := recordReader{raw: raw, off: 1}
 		r.uint() // the id
 		id := r.uint()
@@ -149,11 +154,15 @@ func appendMessageRecord(m *Message) []byte {
 	}
 	b = appendTime(b, m.HeldUntil)
 	b = binary.AppendVarint(b, int64(m.Priority))
+	if m.HandedTo != 0 {
+		b[0] = tagMessageHanded
+		b = binary.AppendUvarint(b, m.HandedTo)
+	}
 	return b
 }
 
 func readMessageRecord(m *Message, raw []byte) error {
-	if raw[0] != tagMessage {
+	if raw[0] != tagMessage && raw[0] != tagMessageHanded {
 		return fmt.Errorf("store: a record with tag %#x read as a message", raw[0])
 	}
 	r := recordReader{raw: raw, str: string(raw), off: 1}
@@ -186,6 +195,9 @@ func readMessageRecord(m *Message, raw []byte) error {
 	}
 	m.HeldUntil = r.time()
 	m.Priority = int(r.int())
+	if raw[0] == tagMessageHanded {
+		m.HandedTo = r.uint()
+	}
 	return r.done()
 }
 

@@ -3,6 +3,7 @@ package conformance
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -27,6 +28,7 @@ type AgentsStore interface {
 	UpdateAgentNumber(companyID uint64, channel, publicID string, now time.Time, fn func(*store.AgentNumber) error) (store.AgentNumber, error)
 	EnqueueAgent(m *store.Message, idemKey store.IdempotencyKey, now func() time.Time, vet store.SendVet, answer func(store.Message) (int, []byte)) (store.Message, *store.Idempotent, error)
 	AgentPending(companyID, deviceID, numberID, after uint64, limit int) ([]store.Message, error)
+	AgentHandOut(companyID, deviceID, messageID uint64) (bool, error)
 	AgentMessages(companyID, numberID uint64, page, limit int) ([]store.Message, int, error)
 	StoreAgentInbound(m *store.Message, now func() time.Time) (store.Message, bool, error)
 	SetInboundEvents(h store.InboundEvents)
@@ -57,6 +59,8 @@ func Agents(t *testing.T, open Opener[AgentsStore]) {
 	t.Run("Pending", func(t *testing.T) { t.Parallel(); agentPending(t, open(t)) })
 	t.Run("PendingHeldWhilePaused", func(t *testing.T) { t.Parallel(); s := open(t); agentPendingHeld(t, s, s) })
 	t.Run("AgentDeleted", func(t *testing.T) { t.Parallel(); agentDeleted(t, open(t)) })
+	t.Run("HandOut", func(t *testing.T) { t.Parallel(); agentHandOut(t, open(t)) })
+	t.Run("HandOutMoved", func(t *testing.T) { t.Parallel(); s := open(t); agentHandOutMoved(t, s, s) })
 	t.Run("Inbound", func(t *testing.T) { t.Parallel(); agentInbound(t, open(t)) })
 	t.Run("InboundHolder", func(t *testing.T) { t.Parallel(); agentInboundHolder(t, open(t)) })
 	t.Run("InboundOnceConcurrent", func(t *testing.T) { t.Parallel(); agentInboundOnceConcurrent(t, open(t)) })
@@ -624,6 +628,7 @@ func agentPending(t *testing.T, s AgentsStore) {
 // one database). A number paused through one node is held on the other.
 func AgentNodes(t *testing.T, open func(t *testing.T) (a, b AgentsStore)) {
 	t.Run("PendingHeldWhilePaused", func(t *testing.T) { t.Parallel(); a, b := open(t); agentPendingHeld(t, a, b) })
+	t.Run("HandOutMoved", func(t *testing.T) { t.Parallel(); a, b := open(t); agentHandOutMoved(t, a, b) })
 }
 
 // agentPendingHeld: a paused number's queue is held: its agent reads none
@@ -1086,5 +1091,173 @@ func agentsBudget(t *testing.T, s AgentsStore) {
 	}
 	if _, _, err := s.StoreAgentInbound(new(inboundTo(d, waX, "c-2")), stoppedAt(T0.Add(24*time.Hour))); err != nil {
 		t.Fatalf("the next day's inbound message: %v", err)
+	}
+}
+
+// handOut hands the message to the device, failing the test on an error.
+func handOut(t *testing.T, s AgentsStore, d store.Device, m store.Message) bool {
+	t.Helper()
+	ok, err := s.AgentHandOut(d.CompanyID, d.ID, m.ID)
+	if err != nil {
+		t.Fatalf("hand %d to device %d: %v", m.ID, d.ID, err)
+	}
+	return ok
+}
+
+// handedTo maps each message read to the registration it was handed to.
+func handedTo(ms []store.Message) map[uint64]uint64 {
+	out := make(map[uint64]uint64, len(ms))
+	for _, m := range ms {
+		out[m.ID] = m.HandedTo
+	}
+	return out
+}
+
+// agentHandOut: a send handed to an agent is that agent's until it is
+// settled: the number's next agent reads it as handed to the first (and
+// cannot take it) while the first exists, the first's reports of it are
+// taken though it no longer holds the number, and once the first is
+// deleted the next agent takes it. A send never handed goes to the
+// number's holder at once; nothing goes to an agent that does not hold the
+// number, to a paused number's agent, or once the send was taken.
+func agentHandOut(t *testing.T, s AgentsStore) {
+	a, _ := Company(t, s)
+	b, _ := Company(t, s)
+	d1 := Device(t, s, a.ID, newFingerprint())
+	d2 := Device(t, s, a.ID, newFingerprint())
+	d3 := Device(t, s, a.ID, newFingerprint())
+	db := Device(t, s, b.ID, newFingerprint())
+	// Queued while d2 held the number: the send is d2's (DeviceID), and
+	// only its hand-out to d1 lets d1 report it.
+	x := announce(t, s, d2, store.ChannelNameWhatsApp, T0, waX)[0]
+	taken := enqueueAt(t, s, agentSend(a.ID, x, "taken"), T0)
+	lost := enqueueAt(t, s, agentSend(a.ID, x, "lost"), T0.Add(time.Second))
+	fresh := enqueueAt(t, s, agentSend(a.ID, x, "fresh"), T0.Add(2*time.Second))
+	announce(t, s, d1, store.ChannelNameWhatsApp, T0.Add(time.Minute), waX)
+	if handOut(t, s, d2, taken) {
+		t.Fatal("a send handed to the number's former agent")
+	}
+	if handOut(t, s, db, taken) {
+		t.Fatal("a send handed to another company's device")
+	}
+	for _, m := range []store.Message{taken, lost} {
+		if !handOut(t, s, d1, m) {
+			t.Fatalf("send %d not handed to the number's agent", m.ID)
+		}
+	}
+	if !handOut(t, s, d1, taken) {
+		t.Fatal("a send handed again to its agent (a new link of it) refused")
+	}
+	got, err := s.AgentPending(a.ID, d1.ID, x.ID, 0, 10)
+	if want := map[uint64]uint64{taken.ID: d1.ID, lost.ID: d1.ID, fresh.ID: 0}; err != nil || !maps.Equal(handedTo(got), want) {
+		t.Fatalf("the agent's queue, handed to: %v (%v), want %v", handedTo(got), err, want)
+	}
+	// The number moves back to d2: what d1 was handed stays d1's.
+	announce(t, s, d2, store.ChannelNameWhatsApp, T0.Add(2*time.Minute), waX)
+	got, err = s.AgentPending(a.ID, d2.ID, x.ID, 0, 10)
+	if want := map[uint64]uint64{taken.ID: d1.ID, lost.ID: d1.ID, fresh.ID: 0}; err != nil || !maps.Equal(handedTo(got), want) {
+		t.Fatalf("the new holder's queue, handed to: %v (%v), want %v", handedTo(got), err, want)
+	}
+	if handOut(t, s, d2, taken) || handOut(t, s, d2, lost) {
+		t.Fatal("a send handed to the former agent, which still exists, handed to the new one")
+	}
+	if handOut(t, s, d1, fresh) {
+		t.Fatal("a send never handed went to the agent that no longer holds its number")
+	}
+	if !handOut(t, s, d2, fresh) {
+		t.Fatal("a send never handed refused to the number's new agent")
+	}
+	// d1 reports what it took, though it holds the number no more; d3,
+	// which was never handed it, cannot.
+	if _, _, err := s.Transition(a.ID, d3.ID, taken.UUID, store.MsgSending, "", "", T0.Add(3*time.Minute)); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a report by an agent never handed the send: %v, want ErrNotFound", err)
+	}
+	for _, st := range []string{store.MsgSending, store.MsgSent} {
+		if m, moved, err := s.Transition(a.ID, d1.ID, taken.UUID, st, "", "", T0.Add(3*time.Minute)); err != nil || !moved || m.Status != st {
+			t.Fatalf("the former agent's %s of the send it was handed: %s moved %v (%v)", st, m.Status, moved, err)
+		}
+	}
+	if handOut(t, s, d2, taken) {
+		t.Fatal("a send taken handed out again")
+	}
+	// Paused, nothing is handed out.
+	if _, err := s.UpdateAgentNumber(a.ID, store.ChannelNameWhatsApp, x.PublicID, T0.Add(4*time.Minute), func(n *store.AgentNumber) error { n.Status = store.NumberPaused; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	paused := enqueueOK(t, s, a.ID, x)
+	if paused != nil && handOut(t, s, d2, *paused) {
+		t.Fatal("a paused number's send handed out")
+	}
+	if _, err := s.UpdateAgentNumber(a.ID, store.ChannelNameWhatsApp, x.PublicID, T0.Add(5*time.Minute), func(n *store.AgentNumber) error { n.Status = store.NumberActive; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	// d1 deleted: what it was handed and did not report is released.
+	if _, err := s.DeleteDevice(a.ID, d1.Fingerprint, T0.Add(6*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	got, err = s.AgentPending(a.ID, d2.ID, x.ID, 0, 10)
+	if err != nil || handedTo(got)[lost.ID] != 0 || len(got) == 0 || got[0].ID != lost.ID {
+		t.Fatalf("after the former agent's deletion: %v (%v), want %d handed to none", handedTo(got), err, lost.ID)
+	}
+	if !handOut(t, s, d2, lost) {
+		t.Fatal("a send of a deleted agent not released to the number's holder")
+	}
+	if m, err := s.MessageByUUID(a.ID, lost.UUID); err != nil || m.HandedTo != d2.ID || m.Status != store.MsgQueued {
+		t.Fatalf("the released send: handed to %d, %s (%v), want %d, queued", m.HandedTo, m.Status, err, d2.ID)
+	}
+}
+
+// enqueueOK queues a send through n when the number takes it (a paused
+// one refuses it: nil).
+func enqueueOK(t *testing.T, s AgentsStore, companyID uint64, n store.AgentNumber) *store.Message {
+	t.Helper()
+	m := agentSend(companyID, n, "later")
+	out, _, err := s.EnqueueAgent(&m, store.IdempotencyKey{}, stoppedAt(T0), noVet, nil)
+	if errors.Is(err, store.ErrNumberPaused) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &out
+}
+
+// agentHandOutMoved: an agent's hand-out of a send and another agent's
+// announcement of the number at the same moment (through two handles: two
+// nodes of a cluster) never both give the send away: the one that hands
+// it out first keeps it, or the new holder gets it.
+func agentHandOutMoved(t *testing.T, s1, s2 AgentsStore) {
+	a, _ := Company(t, s1)
+	d1 := Device(t, s1, a.ID, newFingerprint())
+	d2 := Device(t, s1, a.ID, newFingerprint())
+	for i := range 20 {
+		x := announce(t, s1, d1, store.ChannelNameWhatsApp, T0.Add(time.Duration(i)*time.Minute), waX)[0]
+		m := enqueueAt(t, s1, agentSend(a.ID, x, fmt.Sprint(i)), T0.Add(time.Duration(i)*time.Minute))
+		var first, second bool
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			first = noErr(s1.AgentHandOut(a.ID, d1.ID, m.ID))
+		}()
+		go func() {
+			defer wg.Done()
+			if _, err := s2.AnnounceNumbers(a.ID, d2.ID, store.ChannelNameWhatsApp, []string{waX}, T0.Add(time.Duration(i)*time.Minute+time.Second), 0); err != nil {
+				panic(err)
+			}
+			second = noErr(s2.AgentHandOut(a.ID, d2.ID, m.ID))
+		}()
+		wg.Wait()
+		if first == second {
+			t.Fatalf("round %d: handed to the former agent %v, to the new one %v: want exactly one", i, first, second)
+		}
+		// Settle it, so the next round's send is the only one queued.
+		by := d1
+		if second {
+			by = d2
+		}
+		if _, _, err := s1.Transition(a.ID, by.ID, m.UUID, store.MsgSending, "", "", T0.Add(time.Duration(i)*time.Minute+2*time.Second)); err != nil {
+			t.Fatalf("round %d: the ack of the agent it was handed to: %v", i, err)
+		}
 	}
 }

@@ -5,6 +5,7 @@ package postgres
 // number's limits count.
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -92,8 +93,13 @@ func (s *Store) AgentPending(companyID, deviceID, numberID, after uint64, limit 
 		if n.Status == store.NumberPaused {
 			return nil // held until the number is active again; the TTL still runs
 		}
-		out, err = getRecs[store.Message](t, `SELECT rec FROM messages WHERE company_id = $1 AND number_id = $2 AND status = 'queued' AND id > $3
-			ORDER BY id LIMIT $4`, id(companyID), id(numberID), id(after), limit)
+		// A send handed to a registration since deleted reads as handed to
+		// none (the embedded store's liveDeviceRef).
+		out, err = getRecs[store.Message](t, `SELECT CASE WHEN m.rec ? 'handed_to' AND (m.rec->>'handed_to')::bigint <> $5 AND NOT EXISTS (
+				SELECT 1 FROM devices d WHERE d.company_id = m.company_id AND d.id = (m.rec->>'handed_to')::bigint AND d.deleted_at IS NULL)
+			THEN m.rec - 'handed_to' ELSE m.rec END
+			FROM messages m WHERE m.company_id = $1 AND m.number_id = $2 AND m.status = 'queued' AND m.id > $3
+			ORDER BY m.id LIMIT $4`, id(companyID), id(numberID), id(after), limit, id(deviceID))
 		return err
 	})
 	if err != nil {
@@ -101,6 +107,39 @@ func (s *Store) AgentPending(companyID, deviceID, numberID, after uint64, limit 
 	}
 	return out, nil
 }
+
+// AgentHandOut records, before a link writes it, that the queued WhatsApp
+// or iMessage send messageID of the company goes to the device: it answers
+// true when the device may have it now (a live registration holding the
+// send's number, which is not paused, the send still queued, and handed to
+// no other registration that still exists), and then the send is the
+// device's until it is settled (store.Message.HandedTo); false, writing
+// nothing, otherwise. One statement, committed on its own: one round trip
+// on the dispatch of each job. The message's row lock orders two agents'
+// hand-outs of one send, and the second sees the first's record (READ
+// COMMITTED evaluates its conditions again on the row it waited for). A
+// number's new holder, announced after this statement read the number, is
+// seen by the new holder's own hand-out, which waits on the same row.
+func (s *Store) AgentHandOut(companyID, deviceID, messageID uint64) (bool, error) {
+	ctx, cancel := context.WithTimeout(s.ctx, s.txTimeout)
+	defer cancel()
+	tag, err := s.pool.Exec(ctx, handOut, id(companyID), id(messageID), id(deviceID))
+	if err != nil {
+		return false, fmt.Errorf("store: hand out message %d to device %d: %w", messageID, deviceID, s.closed(err))
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// handOut is AgentHandOut's statement: $1 the company, $2 the message, $3
+// the device.
+const handOut = `UPDATE messages m SET rec = jsonb_set(m.rec, '{handed_to}', to_jsonb($3::bigint))
+	FROM agent_numbers n
+	WHERE m.id = $2 AND m.company_id = $1 AND m.status = 'queued' AND m.number_id IS NOT NULL
+		AND n.id = m.number_id AND n.company_id = m.company_id AND n.device_id = $3
+		AND coalesce(n.rec->>'status', '') <> 'paused'
+		AND EXISTS (SELECT 1 FROM devices WHERE company_id = $1 AND id = $3 AND deleted_at IS NULL)
+		AND (NOT m.rec ? 'handed_to' OR (m.rec->>'handed_to')::bigint = $3 OR NOT EXISTS (
+			SELECT 1 FROM devices d WHERE d.company_id = m.company_id AND d.id = (m.rec->>'handed_to')::bigint AND d.deleted_at IS NULL))`
 
 // AgentMessages returns one page (1-based) of the number's messages, both
 // directions, newest first, and how many there are.

@@ -117,3 +117,82 @@ func BenchmarkEnqueue(b *testing.B) {
 		run(b, 8, true)
 	})
 }
+
+// BenchmarkAgentDispatch is agent links' dispatch of WhatsApp jobs, 16
+// numbers at once, each dispatching its share one job after another: the
+// read of the number's next job, then (HandOut) the record that it goes
+// to the device, then the agent's ack. ReadAck is the dispatch without
+// the record, for comparison. It reports jobs/s and the round trips each
+// job costs.
+func BenchmarkAgentDispatch(b *testing.B) {
+	for _, handOut := range []bool{false, true} {
+		name := "ReadAck"
+		if handOut {
+			name = "ReadHandOutAck"
+		}
+		b.Run(name, func(b *testing.B) {
+			s, stmts := openCounted(b, Options{})
+			s.SetPlans(benchPlans{})
+			c, _ := conformance.Company(b, s)
+			d := conformance.Device(b, s, c.ID, "bench-agent")
+			const numbers = 16
+			addrs := make([]string, numbers)
+			for i := range addrs {
+				addrs[i] = fmt.Sprintf("+1555000%04d", i)
+			}
+			// One hello announces them all: a hello that leaves a number out lets it go.
+			nums, err := s.AnnounceNumbers(c.ID, d.ID, store.ChannelNameWhatsApp, addrs, time.Now(), 0)
+			if err != nil || len(nums) != numbers {
+				b.Fatalf("announce: %v (%v)", nums, err)
+			}
+			for i := range b.N {
+				n := nums[i%numbers]
+				m := store.Message{UUID: fmt.Sprint("d", i), CompanyID: c.ID, Channel: n.Channel, NumberRef: n.PublicID, Phone: "+15557654321", Text: "hi", ContentType: "text", Segments: 1}
+				if _, _, err := s.EnqueueAgent(&m, store.IdempotencyKey{}, time.Now, nil, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+			trips := stmts.trips.Load()
+			b.ResetTimer()
+			var done atomic.Int64
+			errs := make(chan error, numbers)
+			for k := range numbers {
+				go func() {
+					n := nums[k]
+					var cursor uint64
+					for {
+						jobs, err := s.AgentPending(c.ID, d.ID, n.ID, cursor, 1)
+						if err != nil || len(jobs) == 0 {
+							errs <- err
+							return
+						}
+						j := jobs[0]
+						cursor = j.ID
+						if handOut {
+							if ok, err := s.AgentHandOut(c.ID, d.ID, j.ID); err != nil || !ok {
+								errs <- fmt.Errorf("hand out %d: %v (%v)", j.ID, ok, err)
+								return
+							}
+						}
+						if _, _, err := s.Transition(c.ID, d.ID, j.UUID, store.MsgSending, "", "", time.Now()); err != nil {
+							errs <- err
+							return
+						}
+						done.Add(1)
+					}
+				}()
+			}
+			for range numbers {
+				if err := <-errs; err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			if done.Load() != int64(b.N) {
+				b.Fatalf("dispatched %d of %d", done.Load(), b.N)
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+			b.ReportMetric(float64(stmts.trips.Load()-trips)/float64(b.N), "trips/job")
+		})
+	}
+}

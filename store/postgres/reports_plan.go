@@ -148,9 +148,10 @@ func (p *reportPlan) apply(f *reportFacts, r *report) (store.Message, bool, erro
 	if m.Direction != store.Outbound {
 		return store.Message{}, false, store.ErrNotFound
 	}
-	if m.DeviceID != r.deviceID {
+	if m.DeviceID != r.deviceID && (m.HandedTo != r.deviceID || !store.IsAgentChannel(m.Channel)) {
 		// A WhatsApp or iMessage job may be reported by the agent that
-		// holds its number now.
+		// holds its number now, and by the one it was last handed to
+		// (which may have let the number go, or lost it to another).
 		holder, held := f.holders[k]
 		if !store.IsAgentChannel(m.Channel) || m.NumberID == 0 || !held || holder != r.deviceID {
 			return store.Message{}, false, store.ErrNotFound

@@ -1,0 +1,276 @@
+package gateway
+
+import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/channel"
+	"github.com/simrelay/simrelay/device"
+	"github.com/simrelay/simrelay/internal/storetest"
+	"github.com/simrelay/simrelay/pacing"
+	"github.com/simrelay/simrelay/sms"
+	"github.com/simrelay/simrelay/store"
+)
+
+// A WhatsApp number moving to another agent (PROTOCOL.md section 16.1):
+// the jobs the old agent was handed and did not ack stay its own until it
+// reports them or is deleted, across a restart of the server; the jobs
+// never handed go to the new agent at once.
+
+const moveNumber = "+15550107777"
+
+// moveWorld is a store with a company and its devices, on which servers
+// (nodes) start and stop.
+type moveWorld struct {
+	t       *testing.T
+	st      store.Backend
+	devices *device.Service
+	company uint64
+}
+
+func newMoveWorld(t *testing.T) *moveWorld {
+	t.Helper()
+	st := storetest.OpenWith(t, storetest.Options{})
+	c := store.Company{Name: "Acme", APIKeyHash: []byte("k")}
+	admin := store.User{Email: "a@acme.test", PasswordHash: "x"}
+	if err := st.CreateCompany(&c, &admin); err != nil {
+		t.Fatal(err)
+	}
+	return &moveWorld{t: t, st: st, devices: device.New(device.Config{PublicURL: "http://127.0.0.1"}, st, time.Now), company: c.ID}
+}
+
+// pair registers a device through the pairing flow and returns its token.
+func (w *moveWorld) pair(fingerprint string) string {
+	w.t.Helper()
+	ctx := context.Background()
+	p, err := w.devices.CreatePairing(ctx, w.company, 0)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	_, token, _, err := w.devices.Register(ctx, device.RegisterInput{PairingCode: p.Code, DeviceFingerprint: fingerprint})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return token
+}
+
+// moveNode is one run of the server on the world's store: a hub and the
+// agent channels, served on loopback.
+type moveNode struct {
+	w      *moveWorld
+	hub    *Hub
+	agents *channel.Service
+	url    string
+	stop   func()
+}
+
+// start runs a server on the store; stop ends it (the test's end does).
+func (w *moveWorld) start() *moveNode {
+	w.t.Helper()
+	log := slog.New(slog.DiscardHandler)
+	messages := sms.New(sms.Config{}, w.st, log, time.Now)
+	hub := New(Config{}, w.devices, messages, log, time.Now)
+	messages.SetDispatcher(hub)
+	fast := channel.Pacing{Caps: pacing.Caps{PerMinute: 1000, PerHour: 10000, PerDay: 60000}, Gap: pacing.Gap{Min: time.Millisecond, Max: time.Millisecond}}
+	agents, err := channel.New(channel.Config{WhatsApp: fast, IMessage: fast}, w.st, log, time.Now, rand.NewPCG(1, 2))
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	agents.SetDispatcher(hub)
+	hub.SetAgents(agents)
+	w.devices.OnDelete(agents.Released)
+	srv := httptest.NewServer(hub)
+	n := &moveNode{w: w, hub: hub, agents: agents, url: "ws" + strings.TrimPrefix(srv.URL, "http")}
+	n.stop = sync.OnceFunc(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = hub.Shutdown(ctx)
+		srv.Close()
+	})
+	w.t.Cleanup(n.stop)
+	return n
+}
+
+// link dials the node with the token and says hello with the numbers.
+func (n *moveNode) link(token string, numbers ...string) *websocket.Conn {
+	t := n.w.t
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, n.url, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ws.CloseNow() })
+	hello := proto.Hello{Protocol: 1, AppVersion: "agent test"}
+	for _, num := range numbers {
+		hello.WhatsApp = append(hello.WhatsApp, proto.WhatsAppNumber{Phone: num})
+	}
+	writeFrame(t, ws, hello)
+	if w, ok := readFrame(t, ws).(*proto.Welcome); !ok {
+		t.Fatalf("got %#v, want a welcome", w)
+	}
+	return ws
+}
+
+// send queues a WhatsApp send through the number and returns its id.
+func (n *moveNode) send(text string) string {
+	t := n.w.t
+	t.Helper()
+	ctx := context.Background()
+	nums, err := n.agents.Numbers(ctx, n.w.company, channel.WhatsApp)
+	if err != nil || len(nums) != 1 {
+		t.Fatalf("numbers: %v (%v), want the one", nums, err)
+	}
+	m, _, err := n.agents.Send(ctx, channel.SendInput{CompanyID: n.w.company, Channel: channel.WhatsApp, NumberID: nums[0].PublicID,
+		To: "+15551234567", Content: text}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.UUID
+}
+
+// nextSend reads frames until a send and returns it.
+func nextSend(t *testing.T, ws *websocket.Conn) *proto.Send {
+	t.Helper()
+	for {
+		if s, ok := readFrame(t, ws).(*proto.Send); ok {
+			return s
+		}
+	}
+}
+
+// reported acks the job and reports it sent, and waits for the status_ack.
+func reported(t *testing.T, ws *websocket.Conn, id string) {
+	t.Helper()
+	writeFrame(t, ws, proto.Ack{ID: id})
+	writeFrame(t, ws, proto.Status{ID: id, Status: proto.StatusSent, At: time.Now().UTC().Format(time.RFC3339)})
+	for {
+		switch f := readFrame(t, ws).(type) {
+		case *proto.StatusAck:
+			if f.ID == id {
+				return
+			}
+		case *proto.Error:
+			t.Fatalf("the report of %s: %+v", id, f)
+		}
+	}
+}
+
+// status is the message's stored status.
+func (w *moveWorld) status(id string) string {
+	w.t.Helper()
+	m, err := w.st.MessageByUUID(w.company, id)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return m.Status
+}
+
+// TestAgentMoveKeepsAJobTheOldAgentWasHanded: agent A is handed a job and
+// its link drops before the ack; the server restarts; agent B announces
+// the number. B does not get the job (A may have journaled it), but gets
+// a job never handed at once. A comes back, without the number, acks and
+// reports the job: it is sent once, A's, and B still never gets it.
+func TestAgentMoveKeepsAJobTheOldAgentWasHanded(t *testing.T) {
+	t.Parallel()
+	w := newMoveWorld(t)
+	tokenA, tokenB := w.pair("move-agent-a"), w.pair("move-agent-b")
+	first := w.start()
+	a := first.link(tokenA, moveNumber)
+	taken := first.send("taken by A")
+	if s := nextSend(t, a); s.ID != taken {
+		t.Fatalf("A got %s, want %s", s.ID, taken)
+	}
+	a.CloseNow() // the ack never came
+	first.stop()
+
+	second := w.start()
+	fresh := second.send("never handed")
+	b := second.link(tokenB, moveNumber)
+	// The number's queue holds the taken job first: were it B's, it
+	// would come before the fresh one.
+	if s := nextSend(t, b); s.ID != fresh {
+		t.Fatalf("B got %s first, want the job never handed, %s (not %s, A's)", s.ID, fresh, taken)
+	}
+	reported(t, b, fresh)
+
+	a = second.link(tokenA) // the number is B's now
+	reported(t, a, taken)
+	if got := w.status(taken); got != store.MsgSent {
+		t.Fatalf("the job A reported: %s, want sent", got)
+	}
+	later := second.send("later")
+	if s := nextSend(t, b); s.ID != later {
+		t.Fatalf("B got %s, want %s: the job A sent must not reach B", s.ID, later)
+	}
+	reported(t, b, later)
+}
+
+// TestAgentMoveReleasesTheOldAgentsJobsOnItsDeletion: the job A was handed
+// and never acked goes to B, which holds the number, once A is deleted.
+func TestAgentMoveReleasesTheOldAgentsJobsOnItsDeletion(t *testing.T) {
+	t.Parallel()
+	w := newMoveWorld(t)
+	tokenA, tokenB := w.pair("del-agent-a"), w.pair("del-agent-b")
+	node := w.start()
+	a := node.link(tokenA, moveNumber)
+	lost := node.send("lost by A")
+	if s := nextSend(t, a); s.ID != lost {
+		t.Fatalf("A got %s, want %s", s.ID, lost)
+	}
+	a.CloseNow()
+	b := node.link(tokenB, moveNumber)
+	fresh := node.send("fresh")
+	if s := nextSend(t, b); s.ID != fresh {
+		t.Fatalf("B got %s, want %s (not %s, A's)", s.ID, fresh, lost)
+	}
+	reported(t, b, fresh)
+	if _, err := w.devices.Delete(context.Background(), w.company, "del-agent-a"); err != nil {
+		t.Fatal(err)
+	}
+	if s := nextSend(t, b); s.ID != lost {
+		t.Fatalf("B got %s after A's deletion, want A's job %s", s.ID, lost)
+	}
+	reported(t, b, lost)
+	if got := w.status(lost); got != store.MsgSent {
+		t.Fatalf("A's job after B reported it: %s, want sent", got)
+	}
+}
+
+// TestAgentMoveBackHandsTheJobAgain: A, handed a job it did not ack, takes
+// its number back (its hello announces it again): the job comes to it
+// again, the agent dedupes it by id, and B never had it.
+func TestAgentMoveBackHandsTheJobAgain(t *testing.T) {
+	t.Parallel()
+	w := newMoveWorld(t)
+	tokenA, tokenB := w.pair("back-agent-a"), w.pair("back-agent-b")
+	node := w.start()
+	a := node.link(tokenA, moveNumber)
+	taken := node.send("taken by A")
+	if s := nextSend(t, a); s.ID != taken {
+		t.Fatalf("A got %s, want %s", s.ID, taken)
+	}
+	a.CloseNow()
+	b := node.link(tokenB, moveNumber)
+	fresh := node.send("fresh")
+	if s := nextSend(t, b); s.ID != fresh {
+		t.Fatalf("B got %s, want %s (not %s, A's)", s.ID, fresh, taken)
+	}
+	reported(t, b, fresh)
+	a = node.link(tokenA, moveNumber)
+	if s := nextSend(t, a); s.ID != taken {
+		t.Fatalf("A, back with the number, got %s, want its job %s again", s.ID, taken)
+	}
+	reported(t, a, taken)
+}
