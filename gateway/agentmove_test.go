@@ -57,11 +57,11 @@ func (w *moveWorld) pair(fingerprint string) string {
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	_, token, _, err := w.devices.Register(ctx, device.RegisterInput{PairingCode: p.Code, DeviceFingerprint: fingerprint})
+	reg, err := w.devices.Register(ctx, device.RegisterInput{PairingCode: p.Code, DeviceFingerprint: fingerprint})
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	return token
+	return reg.Token
 }
 
 // moveNode is one run of the server on the world's store: a hub and the
