@@ -185,7 +185,7 @@ const (
 )
 
 // Messages returns one page of a number's messages, both directions, newest first.
-func (s *Service) Messages(ctx context.Context, companyID uint64, channel, id string, page, limit int) (Page, error) {
+func (s *Service) Messages(_ context.Context, companyID uint64, channel, id string, page, limit int) (Page, error) {
 	if id == "" {
 		return Page{}, problem.Invalid(idField(channel), "is required")
 	}
@@ -195,12 +195,12 @@ func (s *Service) Messages(ctx context.Context, companyID uint64, channel, id st
 	if limit < 1 || limit > MaxPageLimit {
 		return Page{}, problem.OutOfRange("limit", 1, MaxPageLimit)
 	}
-	n, err := s.Number(ctx, companyID, channel, id)
-	var pe *problem.Error
-	if errors.As(err, &pe) && pe.Code == problem.NotFound {
+	// The record alone: its view (the day's sends counted) is not shown here.
+	n, err := s.store.AgentNumber(companyID, channel, id)
+	if errors.Is(err, store.ErrNotFound) {
 		// The id is a query parameter here: name it, as /chat/messages
 		// names its device_fingerprint.
-		return Page{}, &problem.Error{Code: problem.NotFound, Field: idField(channel), Message: pe.Message}
+		return Page{}, &problem.Error{Code: problem.NotFound, Field: idField(channel), Message: "No such " + noun(channel) + "."}
 	}
 	if err != nil {
 		return Page{}, err
