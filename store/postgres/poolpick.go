@@ -445,8 +445,12 @@ func (pp *poolPicker) stickyCandidate(phone string) (store.PoolMember, bool, err
 	for _, m := range pp.pool.Members {
 		devs = append(devs, id(m.DeviceID))
 	}
+	// SMS conversations only, as the embedded store's: an agent's WhatsApp
+	// or iMessage messages share the table (and the device, on a phone that
+	// is both) but are no conversation of the SMS lists.
 	err = pp.t.row(`SELECT device_id, rec->>'sim_slot' FROM messages
-		WHERE company_id = $1 AND device_id = ANY($2) AND phone = $3 ORDER BY created_at DESC, id DESC LIMIT 1`,
+		WHERE company_id = $1 AND device_id = ANY($2) AND phone = $3 AND channel NOT IN `+agentChannels+`
+		ORDER BY created_at DESC, id DESC LIMIT 1`,
 		id(pp.pool.CompanyID), devs, phone).Scan(&dev, &slot)
 	if err = mapErr(err); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
