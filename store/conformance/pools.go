@@ -436,6 +436,7 @@ type PoolSendsStore interface {
 func PoolSends(t *testing.T, open Opener[PoolSendsStore]) {
 	t.Run("RoundRobin", func(t *testing.T) { t.Parallel(); poolRoundRobin(t, open(t)) })
 	t.Run("LeastLoaded", func(t *testing.T) { t.Parallel(); poolLeastLoaded(t, open(t)) })
+	t.Run("LeastLoadedCountsPriority", func(t *testing.T) { t.Parallel(); poolLeastLoadedCountsPriority(t, open(t)) })
 	t.Run("Sticky", func(t *testing.T) { t.Parallel(); poolSticky(t, open(t)) })
 	t.Run("StickyAgeAndPrune", func(t *testing.T) { t.Parallel(); poolStickyAgeAndPrune(t, open(t)) })
 	t.Run("StickyReadsSMSOnly", func(t *testing.T) { t.Parallel(); poolStickyReadsSMSOnly(t, open(t)) })
@@ -577,6 +578,31 @@ func poolLeastLoaded(t *testing.T, s PoolSendsStore) {
 	}
 	if n["ll-a/SIM1"] != 2 || n["ll-b/SIM1"] != 2 {
 		t.Fatalf("equal queues: %v, want two each", n)
+	}
+}
+
+// poolLeastLoadedCountsPriority: a device's queue is its priority jobs as
+// well as its plain ones: a device with two priority jobs waiting is more
+// loaded than an idle one. The embedded store counted the plain queue
+// alone, where PostgreSQL counted both, so the two stores chose different
+// members for the same sends.
+func poolLeastLoadedCountsPriority(t *testing.T, s PoolSendsStore) {
+	a, _ := Company(t, s)
+	Device(t, s, a.ID, "lp-a")
+	Device(t, s, a.ID, "lp-b")
+	x := poolSender{t, s, a.ID}
+	for i := range 2 {
+		m := x.msg(fmt.Sprintf("+1555103%04d", i))
+		m.Device, m.SIMSlot, m.Priority = "lp-a", "SIM1", 5
+		if _, _, err := s.Enqueue(&m, store.IdempotencyKey{}, func() time.Time { return T0 }, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	putPool(t, s, a.ID, store.PoolInput{Name: "lp", Strategy: store.PoolLeastLoaded, Members: members("lp-a", "SIM1", "lp-b", "SIM1")})
+	for i := range 2 {
+		if got := x.via("lp", fmt.Sprintf("+1555104%04d", i), T0); got != "lp-b/SIM1" {
+			t.Fatalf("send %d: %s, want lp-b, the device without the two priority jobs", i, got)
+		}
 	}
 }
 
