@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -168,6 +169,41 @@ func TestSIMRecipientsCap(t *testing.T) {
 	}
 	if use := simUse(e.do(call{method: "GET", path: "/device/rc-1/caps", token: a.apiKey}), "SIM1"); use["recipients_today"].(float64) != 4 {
 		t.Fatalf("known recipients counted again: %v", use)
+	}
+}
+
+// A sticky pool whose recipient's member is capped tries every member by
+// its fallback, that member too: the refusal names each member once, on
+// both stores, for a send and for a bulk send (the sticky member was named
+// twice, once as the recipient's and once in the fallback's walk).
+func TestStickyPoolRefusalNamesEachMemberOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, roomy)
+	a := e.newCompany("Acme", "owner@acme.test")
+	e.pairPhone(a.apiKey, "st-1")
+	e.pairPhone(a.apiKey, "st-2")
+	e.setCaps(a.apiKey, "st-1", map[string]any{"slot": "SIM1", "per_day": 1})
+	e.setCaps(a.apiKey, "st-2", map[string]any{"slot": "SIM1", "per_day": 1})
+	e.createPool(a.apiKey, map[string]any{"name": "stick", "strategy": "sticky", "members": members("st-1", "SIM1", "st-2", "SIM1")})
+	for _, phone := range []string{"+15559100001", "+15559100002"} {
+		r := e.do(call{method: "POST", path: "/chat/send", token: a.apiKey, body: map[string]any{"pool": "stick", "phone": phone, "message": "hi"}})
+		e.want(r, http.StatusOK, "")
+	}
+	for _, c := range []struct {
+		path string
+		body map[string]any
+	}{
+		{"/chat/send", map[string]any{"pool": "stick", "phone": "+15559100001", "message": "again"}},
+		{"/chat/send-bulk", map[string]any{"pool": "stick", "messages": []any{map[string]any{"phone": "+15559100002", "message": "again"}}}},
+	} {
+		r := e.do(call{method: "POST", path: c.path, token: a.apiKey, body: c.body})
+		e.want(r, http.StatusTooManyRequests, "pool_capped")
+		msg := r.str("message")
+		for _, m := range []string{"member 1 (st-1 SIM1)", "member 2 (st-2 SIM1)"} {
+			if n := strings.Count(msg, m); n != 1 {
+				t.Errorf("%s: the refusal names %s %d times, want once: %s", c.path, m, n, msg)
+			}
+		}
 	}
 }
 

@@ -80,8 +80,14 @@ func TestOptOutBetweenRcptAndData(t *testing.T) {
 	}
 	d.say("DATA", "354")
 	d.write("Subject: note\r\n\r\nhello\r\n.\r\n")
-	if got := d.reply(); !strings.HasPrefix(got, "550 5.7.1 ") || !strings.Contains(got, "To +15550000002") || !strings.Contains(got, "already queued for +15550000001") {
+	got := d.reply()
+	if !strings.HasPrefix(got, "550 5.7.1 ") || !strings.Contains(got, "To +15550000002") || !strings.Contains(got, "already queued for +15550000001") {
 		t.Fatalf("DATA after the opt-out: got %q, want 550 5.7.1 naming +15550000002 and the queued +15550000001", got)
+	}
+	// The mail has no Message-ID: its retry queues +15550000001 again, and
+	// the reply says so rather than promise the retry is safe.
+	if !strings.Contains(got, "the mail has no Message-ID: a retry queues them again") || strings.Contains(got, "does not queue them again") {
+		t.Errorf("DATA after the opt-out, a mail without Message-ID: got %q, want it to say a retry queues them again", got)
 	}
 	// A later mail is queued after whatever the refused one queued: once it
 	// is on the phone, so is everything before it.
@@ -98,5 +104,18 @@ func TestOptOutBetweenRcptAndData(t *testing.T) {
 	})
 	if got := jobsTo(vp); !slices.Equal(got, []string{"+15550000001", "+15550000004"}) {
 		t.Errorf("the phone got jobs to %v, want +15550000001 (queued before the refusal) and +15550000004", got)
+	}
+
+	// With a Message-ID the retry is safe, and the reply says that.
+	d.say("MAIL FROM:<monitor@example.com>", "250")
+	d.say("RCPT TO:<+15550000005@"+domain+">", "250")
+	d.say("RCPT TO:<+15550000006@"+domain+">", "250")
+	if _, _, err := e.sms.AddOptOut(context.Background(), id, "+15550000006"); err != nil {
+		t.Fatal(err)
+	}
+	d.say("DATA", "354")
+	d.write("Message-ID: <retry-1@example.com>\r\nSubject: note\r\n\r\nagain\r\n.\r\n")
+	if got := d.reply(); !strings.HasPrefix(got, "550 5.7.1 ") || !strings.Contains(got, "already queued for +15550000005 (a retry of this mail with its Message-ID does not queue them again)") {
+		t.Errorf("DATA after the opt-out, a mail with a Message-ID: got %q, want it to say its retry does not queue +15550000005 again", got)
 	}
 }

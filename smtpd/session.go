@@ -209,7 +209,7 @@ func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 	// would bounce the whole mail. The send checks the list again in its
 	// commit, for a STOP that arrives between RCPT and DATA.
 	if err := ss.s.deps.SMS.CheckOptOut(context.Background(), ss.p.CompanyID, rc.phone); err != nil {
-		return reply(err, rc.phone, nil, ss.s.log)
+		return reply(err, rc.phone, nil, false, ss.s.log)
 	}
 	for _, r := range ss.rcpts {
 		if r == rc {
@@ -357,7 +357,7 @@ func (ss *session) Data(r io.Reader) error {
 	var queued []string
 	for _, rc := range ss.rcpts {
 		if err := ss.send(rc, m); err != nil {
-			return reply(err, rc.phone, queued, ss.s.log)
+			return reply(err, rc.phone, queued, m.MessageID != "", ss.s.log)
 		}
 		queued = append(queued, rc.phone)
 	}
@@ -499,9 +499,10 @@ const maxReplyReason = 180
 // reply turns a refused send into the SMTP reply a mail client shows: 550
 // for what a retry cannot change, 452 for limits that renew, 451 for a
 // fault of the server or a pool none of whose members can send now. It
-// names the recipient, and those queued before it (a retry of the same
-// mail does not queue them again).
-func reply(err error, to string, queued []string, log *slog.Logger) error {
+// names the recipient, and those queued before it: a retry of the same
+// mail does not queue them again when it has a Message-ID (keyed), and
+// does when it has none (keyed says which), as the reply tells.
+func reply(err error, to string, queued []string, keyed bool, log *slog.Logger) error {
 	var se *smtp.SMTPError
 	if errors.As(err, &se) {
 		return se
@@ -545,8 +546,13 @@ func reply(err error, to string, queued []string, log *slog.Logger) error {
 	}
 	msg = cutReason(asciiLine(strings.TrimSuffix(msg, ".")))
 	msg = "To " + to + ": " + msg + hint
-	if len(queued) > 0 {
+	switch {
+	case len(queued) > 0 && keyed:
 		msg += "; already queued for " + strings.Join(queued, ", ") + " (a retry of this mail with its Message-ID does not queue them again)"
+	case len(queued) > 0:
+		// Nothing keys the sends of a mail without a Message-ID: its retry,
+		// which a 4xx invites, sends them again.
+		msg += "; already queued for " + strings.Join(queued, ", ") + " (the mail has no Message-ID: a retry queues them again)"
 	}
 	return &smtp.SMTPError{Code: code, EnhancedCode: enh, Message: asciiLine(msg)}
 }

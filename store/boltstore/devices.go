@@ -386,7 +386,7 @@ func dropEmailDevice(tx *bolt.Tx, d Device) error {
 }
 
 // QueueDepth counts the device's SMS waiting to be sent to the phone
-// (queued), up to MaxQueueDepth.
+// (queued: its priority jobs and its plain queue), up to MaxQueueDepth.
 func (s *Store) QueueDepth(companyID, deviceID uint64) (int, error) {
 	n := 0
 	err := s.view(func(tx *bolt.Tx) error {
@@ -404,9 +404,11 @@ func (s *Store) QueueDepth(companyID, deviceID uint64) (int, error) {
 func queueDepth(tx *bolt.Tx, companyID, deviceID uint64) int {
 	n := 0
 	prefix := devKey(companyID, deviceID)
-	c := tx.Bucket(bucketQueue).Cursor()
-	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && n < MaxQueueDepth; k, _ = c.Next() {
-		n++
+	for _, b := range [][]byte{bucketPrioQueue, bucketQueue} {
+		c := tx.Bucket(b).Cursor()
+		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && n < MaxQueueDepth; k, _ = c.Next() {
+			n++
+		}
 	}
 	return n
 }

@@ -39,9 +39,12 @@ type poolPicker struct {
 	tally *simTally
 	// skip, when set, passes members over for a reason of the caller's.
 	skip func(PoolMember) string
-	// reasons says why members were passed over, for the refusal; capped
-	// is the soonest a member passed over at its cap may send again.
+	// reasons says why members were passed over, for the refusal, each
+	// member once (noted holds their ids: a sticky pool's fallback looks
+	// at the recipient's member again); capped is the soonest a member
+	// passed over at its cap may send again.
 	reasons []string
+	noted   []uint64
 	capped  time.Duration
 }
 
@@ -161,6 +164,10 @@ func (pp *poolPicker) usable(m PoolMember, phone string) (*Device, bool, error) 
 }
 
 func (pp *poolPicker) note(m PoolMember, why string) {
+	if slices.Contains(pp.noted, m.ID) {
+		return
+	}
+	pp.noted = append(pp.noted, m.ID)
 	if len(pp.reasons) < 10 {
 		pp.reasons = append(pp.reasons, fmt.Sprintf("member %d (%s %s): %s", m.ID, m.Device, m.SIMSlot, why))
 	}
@@ -169,7 +176,7 @@ func (pp *poolPicker) note(m PoolMember, why string) {
 // pick chooses the member for a send to phone and counts the send
 // against its SIM's caps.
 func (pp *poolPicker) pick(phone string) (PoolMember, *Device, error) {
-	pp.reasons, pp.capped = pp.reasons[:0], 0
+	pp.reasons, pp.noted, pp.capped = pp.reasons[:0], pp.noted[:0], 0
 	n := len(pp.pool.Members)
 	if n == 0 {
 		return PoolMember{}, nil, &PoolUnavailableError{Pool: pp.pool.Name, Reasons: []string{"it has no members"}}
@@ -224,13 +231,19 @@ func (pp *poolPicker) roundRobin(phone string) (PoolMember, *Device, bool, error
 func (pp *poolPicker) leastLoaded(phone string) (PoolMember, *Device, bool, error) {
 	if pp.load == nil {
 		pp.load = make(map[uint64]int, len(pp.pool.Members))
-		q := pp.tx.Bucket(bucketQueue)
+		// The device's queue is its priority jobs and its plain ones, as
+		// PostgreSQL counts it (every queued job with a place).
+		q, prio := pp.tx.Bucket(bucketQueue), pp.tx.Bucket(bucketPrioQueue)
 		for _, m := range pp.pool.Members {
 			if _, ok := pp.load[m.DeviceID]; ok {
 				continue
 			}
 			c := 0
-			walkPrefix(q, devKey(pp.pool.CompanyID, m.DeviceID), func(_, _ []byte) bool { c++; return c < loadCountCap })
+			count := func(_, _ []byte) bool { c++; return c < loadCountCap }
+			walkPrefix(prio, devKey(pp.pool.CompanyID, m.DeviceID), count)
+			if c < loadCountCap {
+				walkPrefix(q, devKey(pp.pool.CompanyID, m.DeviceID), count)
+			}
 			pp.load[m.DeviceID] = c
 		}
 	}

@@ -19,6 +19,7 @@ type DeviceSummariesStore interface {
 // devices at once.
 func DeviceSummaries(t *testing.T, open Opener[DeviceSummariesStore]) {
 	t.Run("SameAsOneByOne", func(t *testing.T) { t.Parallel(); summariesOneByOne(t, open(t)) })
+	t.Run("CountsPriorityJobs", func(t *testing.T) { t.Parallel(); summariesCountPriority(t, open(t)) })
 }
 
 // summariesOneByOne: DeviceSummaries of a company's devices answers what
@@ -114,4 +115,34 @@ func sameFailures(a, b []store.DeviceFailure) bool {
 		}
 	}
 	return true
+}
+
+// summariesCountPriority: a device's queue depth counts its queued
+// priority jobs beside its plain ones (a priority job is as much waiting
+// for the phone); one the phone acked counts no more. Both stores counted
+// the plain queue alone, so a device list showed 0 for a phone with only
+// urgent jobs waiting.
+func summariesCountPriority(t *testing.T, s DeviceSummariesStore) {
+	a, _ := Company(t, s)
+	d := Device(t, s, a.ID, "sum-prio")
+	sendTo(t, s, a.ID, d.Fingerprint, "+15553100000", T0, time.Time{})
+	var prio []store.Message
+	for i := range 3 {
+		m := store.Message{UUID: fmt.Sprintf("ds-%d", unique()), CompanyID: a.ID, Device: d.Fingerprint, SIMSlot: "SIM1", Channel: "sms",
+			Phone: fmt.Sprintf("+155531000%02d", i+1), Text: "code", Priority: 9}
+		out, _, err := s.Enqueue(&m, store.IdempotencyKey{}, func() time.Time { return T0 }, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prio = append(prio, out)
+	}
+	if _, _, err := s.Transition(a.ID, d.ID, prio[0].UUID, store.MsgSending, "", "", T0); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.QueueDepth(a.ID, d.ID); err != nil || n != 3 {
+		t.Fatalf("queue depth: %d (%v), want 3: one plain job and two priority jobs waiting", n, err)
+	}
+	if got, err := s.DeviceSummaries(a.ID, []uint64{d.ID}); err != nil || got[d.ID].QueueDepth != 3 {
+		t.Fatalf("summaries: %+v (%v), want a queue depth of 3", got, err)
+	}
 }

@@ -436,8 +436,10 @@ type PoolSendsStore interface {
 func PoolSends(t *testing.T, open Opener[PoolSendsStore]) {
 	t.Run("RoundRobin", func(t *testing.T) { t.Parallel(); poolRoundRobin(t, open(t)) })
 	t.Run("LeastLoaded", func(t *testing.T) { t.Parallel(); poolLeastLoaded(t, open(t)) })
+	t.Run("LeastLoadedCountsPriority", func(t *testing.T) { t.Parallel(); poolLeastLoadedCountsPriority(t, open(t)) })
 	t.Run("Sticky", func(t *testing.T) { t.Parallel(); poolSticky(t, open(t)) })
 	t.Run("StickyAgeAndPrune", func(t *testing.T) { t.Parallel(); poolStickyAgeAndPrune(t, open(t)) })
+	t.Run("StickyReadsSMSOnly", func(t *testing.T) { t.Parallel(); poolStickyReadsSMSOnly(t, open(t)) })
 	t.Run("CapsExact", func(t *testing.T) { t.Parallel(); simCapsExact(t, open(t)) })
 	t.Run("RecipientsCap", func(t *testing.T) { t.Parallel(); simRecipientsCap(t, open(t)) })
 	t.Run("DayAndMonthCapsFull", func(t *testing.T) { t.Parallel(); simDayAndMonthCapsFull(t, open(t)) })
@@ -579,6 +581,31 @@ func poolLeastLoaded(t *testing.T, s PoolSendsStore) {
 	}
 }
 
+// poolLeastLoadedCountsPriority: a device's queue is its priority jobs as
+// well as its plain ones: a device with two priority jobs waiting is more
+// loaded than an idle one. The embedded store counted the plain queue
+// alone, where PostgreSQL counted both, so the two stores chose different
+// members for the same sends.
+func poolLeastLoadedCountsPriority(t *testing.T, s PoolSendsStore) {
+	a, _ := Company(t, s)
+	Device(t, s, a.ID, "lp-a")
+	Device(t, s, a.ID, "lp-b")
+	x := poolSender{t, s, a.ID}
+	for i := range 2 {
+		m := x.msg(fmt.Sprintf("+1555103%04d", i))
+		m.Device, m.SIMSlot, m.Priority = "lp-a", "SIM1", 5
+		if _, _, err := s.Enqueue(&m, store.IdempotencyKey{}, func() time.Time { return T0 }, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	putPool(t, s, a.ID, store.PoolInput{Name: "lp", Strategy: store.PoolLeastLoaded, Members: members("lp-a", "SIM1", "lp-b", "SIM1")})
+	for i := range 2 {
+		if got := x.via("lp", fmt.Sprintf("+1555104%04d", i), T0); got != "lp-b/SIM1" {
+			t.Fatalf("send %d: %s, want lp-b, the device without the two priority jobs", i, got)
+		}
+	}
+}
+
 // poolSticky: a recipient stays on the member it was first sent from; a
 // new one takes the fallback's turn.
 func poolSticky(t *testing.T, s PoolSendsStore) {
@@ -604,6 +631,44 @@ func poolSticky(t *testing.T, s PoolSendsStore) {
 	}
 	if got := x.via("keep", "+15552000009", T0); got != "st-0/SIM1" {
 		t.Fatalf("the next new recipient went from %s, want the fallback's turn, st-0/SIM1", got)
+	}
+}
+
+// poolStickyReadsSMSOnly: a recipient never sent to through the pool goes
+// to the member of the newest SMS conversation with it; a WhatsApp message
+// of a member's device (an Android phone that is also an agent) with the
+// same number is no SMS conversation and does not count. PostgreSQL read
+// the recipient's newest message of any channel, and sent the SMS from the
+// agent's device, where the embedded store sent it from the device the
+// recipient had texted with.
+func poolStickyReadsSMSOnly(t *testing.T, s PoolSendsStore) {
+	agents, ok := s.(interface {
+		AnnounceNumbers(companyID, deviceID uint64, channel string, addresses []string, now time.Time, limit int) ([]store.AgentNumber, error)
+		StoreAgentInbound(m *store.Message, now func() time.Time) (store.Message, bool, error)
+	})
+	if !ok {
+		t.Fatal("the store keeps no agent messages")
+	}
+	a, _ := Company(t, s)
+	Device(t, s, a.ID, "so-sms")
+	agent := Device(t, s, a.ID, "so-agent")
+	putPool(t, s, a.ID, store.PoolInput{Name: "so", Strategy: store.PoolSticky, Fallback: store.PoolRoundRobin,
+		Members: members("so-agent", "SIM1", "so-sms", "SIM1")})
+	x := poolSender{t, s, a.ID}
+	const to = "+15552100000"
+	if _, err := x.direct("so-sms", "SIM1", to, T0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := agents.AnnounceNumbers(a.ID, agent.ID, store.ChannelNameWhatsApp, []string{waX}, T0, 0); err != nil {
+		t.Fatal(err)
+	}
+	in := store.Message{UUID: fmt.Sprintf("so-in-%d", unique()), CompanyID: a.ID, DeviceID: agent.ID, Channel: store.ChannelNameWhatsApp,
+		Phone: to, Account: waX, Text: "hi on WhatsApp", ContentType: "text", Segments: 1, ClientID: "so-1"}
+	if _, _, err := agents.StoreAgentInbound(&in, func() time.Time { return T0.Add(time.Minute) }); err != nil {
+		t.Fatal(err)
+	}
+	if got := x.via("so", to, T0.Add(2*time.Minute)); got != "so-sms/SIM1" {
+		t.Fatalf("the recipient's SMS went from %s, want so-sms/SIM1, the device of its SMS conversation", got)
 	}
 }
 

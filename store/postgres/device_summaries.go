@@ -7,10 +7,11 @@ import (
 	"github.com/simrelay/simrelay/store"
 )
 
-// plainQueued is, of messages m, the SMS waiting in a device's plain queue
-// for the phone (queued, not held): what QueueDepth and DeviceSummaries
-// count, one filter so the two never differ.
-const plainQueued = "m.priority = 0 AND m.queue_place IS NOT NULL AND m.channel NOT IN " + agentChannels
+// waitingQueued is, of messages m, the SMS waiting in a device's queues
+// for the phone (queued, not held), its priority jobs as well as its plain
+// ones: what QueueDepth and DeviceSummaries count, one filter so the two
+// never differ.
+const waitingQueued = "m.queue_place IS NOT NULL AND m.channel NOT IN " + agentChannels
 
 // DeviceSummaries is QueueDepth and DeviceFailures of many devices of the
 // company in one statement, for a list of devices (GET /device/list, the
@@ -44,7 +45,7 @@ func (s *Store) DeviceSummaries(companyID uint64, deviceIDs []uint64) (map[uint6
 func readSummaries(t *txn, companyID uint64, ids []int64, out map[uint64]store.DeviceSummary) error {
 	rows, err := t.query(`SELECT d.id, q.n, f.recs FROM (SELECT DISTINCT unnest($2::bigint[]) AS id) d
 			CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM messages m
-				WHERE m.company_id = $1 AND m.device_id = d.id AND `+plainQueued+` LIMIT $3) waiting) q
+				WHERE m.company_id = $1 AND m.device_id = d.id AND `+waitingQueued+` LIMIT $3) waiting) q
 			CROSS JOIN LATERAL (SELECT jsonb_agg(newest.rec ORDER BY newest.seq DESC) AS recs FROM (SELECT rec, seq FROM device_failures
 				WHERE device_id = d.id AND company_id = $1 ORDER BY seq DESC LIMIT $4) newest) f
 			WHERE q.n > 0 OR f.recs IS NOT NULL`, id(companyID), ids, store.MaxQueueDepth, store.MaxDeviceFailures)

@@ -271,13 +271,13 @@ func deviceLabel(t *txn, m store.Message) (string, error) {
 	return store.DeviceLabel(d), nil
 }
 
-// QueueDepth counts the device's SMS waiting in its plain queue for the
-// phone (queued, not held), up to store.MaxQueueDepth.
+// QueueDepth counts the device's SMS waiting in its queues for the phone
+// (queued, not held; priority jobs too), up to store.MaxQueueDepth.
 func (s *Store) QueueDepth(companyID, deviceID uint64) (int, error) {
 	n := 0
 	err := s.read(fmt.Sprintf("queue depth of device %d of company %d", deviceID, companyID), func(t *txn) error {
 		return t.row(`SELECT count(*) FROM (SELECT 1 FROM messages m
-			WHERE m.company_id = $1 AND m.device_id = $2 AND `+plainQueued+`
+			WHERE m.company_id = $1 AND m.device_id = $2 AND `+waitingQueued+`
 			LIMIT $3) q`, id(companyID), id(deviceID), store.MaxQueueDepth).Scan(&n)
 	})
 	if err != nil {

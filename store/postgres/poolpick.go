@@ -70,9 +70,12 @@ type poolPicker struct {
 	tally  *simTally
 	// skip, when set, passes members over for a reason of the caller's.
 	skip func(store.PoolMember) string
-	// reasons says why members were passed over, for the refusal; capped
-	// is the soonest a member passed over at its cap may send again.
+	// reasons says why members were passed over, for the refusal, each
+	// member once (noted holds their ids: a sticky pool's fallback looks
+	// at the recipient's member again); capped is the soonest a member
+	// passed over at its cap may send again.
 	reasons []string
+	noted   []uint64
 	capped  time.Duration
 }
 
@@ -277,6 +280,10 @@ func lockMembers(t *txn, pps ...*poolPicker) error {
 }
 
 func (pp *poolPicker) note(m store.PoolMember, why string) {
+	if slices.Contains(pp.noted, m.ID) {
+		return
+	}
+	pp.noted = append(pp.noted, m.ID)
 	if len(pp.reasons) < 10 {
 		pp.reasons = append(pp.reasons, fmt.Sprintf("member %d (%s %s): %s", m.ID, m.Device, m.SIMSlot, why))
 	}
@@ -285,7 +292,7 @@ func (pp *poolPicker) note(m store.PoolMember, why string) {
 // pick chooses the member for a send to phone and counts the send
 // against its SIM's caps.
 func (pp *poolPicker) pick(phone string) (store.PoolMember, *store.Device, error) {
-	pp.reasons, pp.capped = pp.reasons[:0], 0
+	pp.reasons, pp.noted, pp.capped = pp.reasons[:0], pp.noted[:0], 0
 	if len(pp.pool.Members) == 0 {
 		return store.PoolMember{}, nil, &store.PoolUnavailableError{Pool: pp.pool.Name, Reasons: []string{"it has no members"}}
 	}
@@ -438,8 +445,12 @@ func (pp *poolPicker) stickyCandidate(phone string) (store.PoolMember, bool, err
 	for _, m := range pp.pool.Members {
 		devs = append(devs, id(m.DeviceID))
 	}
+	// SMS conversations only, as the embedded store's: an agent's WhatsApp
+	// or iMessage messages share the table (and the device, on a phone that
+	// is both) but are no conversation of the SMS lists.
 	err = pp.t.row(`SELECT device_id, rec->>'sim_slot' FROM messages
-		WHERE company_id = $1 AND device_id = ANY($2) AND phone = $3 ORDER BY created_at DESC, id DESC LIMIT 1`,
+		WHERE company_id = $1 AND device_id = ANY($2) AND phone = $3 AND channel NOT IN `+agentChannels+`
+		ORDER BY created_at DESC, id DESC LIMIT 1`,
 		id(pp.pool.CompanyID), devs, phone).Scan(&dev, &slot)
 	if err = mapErr(err); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
