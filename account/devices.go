@@ -32,7 +32,7 @@ import (
 // A wrong password with a valid cookie counts against the cookie, not the
 // address. So a guesser without the owner's cookie cannot keep the owner
 // out, and a guesser with a stolen cookie gets DeviceFailures tries a
-// window more (per node: the counts are in each node's memory).
+// window more (from the whole cluster: ShareFailedLogins).
 //
 // The cookie is stateless: nothing is stored per cookie, so it survives a
 // restart, holds on every node of a cluster (the secret is the store's,
@@ -139,7 +139,8 @@ func presentedDevice(ctx context.Context, digest []byte, now time.Time) ([]byte,
 }
 
 // trustedDevice is the key of the failures' window of the device cookie b
-// (presentedDevice), if it is signed with this store's secret for u, the
+// (presentedDevice; the key is a keyed digest of its nonce, windowKey), if
+// it is signed with this store's secret for u, the
 // user of its address now, as u stands now. Anything else (another
 // account's, forged, tampered with, signed before a rotation of the
 // secret, before u's password was reset, or for a user since deleted) is
@@ -148,14 +149,14 @@ func (s *Service) trustedDevice(b []byte, u store.User) (string, bool) {
 	if u.ID == 0 || !hmac.Equal(b[deviceMACAt:], s.deviceMAC(b[:deviceMACAt], u)) {
 		return "", false
 	}
-	return base64.RawURLEncoding.EncodeToString(b[deviceNonceAt:deviceMACAt]), true
+	return s.windowKey("device", b[deviceNonceAt:deviceMACAt]), true
 }
 
 // takeDevice counts a login try with a trusted device cookie (its key) in
 // the cookie's window, and says whether it may be checked; refund takes
-// it back.
+// it back (take).
 func (s *Service) takeDevice(key string) (pacing.Result, func()) {
-	return s.deviceFailures.Take(key), func() { s.deviceFailures.Refund(key) }
+	return s.take(s.deviceFailures, key)
 }
 
 // DeviceHTTPCookie is the Set-Cookie of a device cookie's value for the API's

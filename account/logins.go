@@ -21,9 +21,15 @@ import (
 // failure and ends LoginRate's window later, whatever happens meanwhile,
 // so nobody can lock an account for longer than one window at a time.
 
-// LoginScope is the scope of the failed logins' windows among the windows
-// a cluster shares (postgres.Windows).
-const LoginScope = "login"
+// The scopes of the failed logins' windows among the windows a cluster
+// shares (postgres.Windows): an e-mail address's failures (at LoginRate),
+// a client's share of them (ClientShareRate) and a device cookie's own
+// (DeviceRate).
+const (
+	LoginScope       = "login"
+	ClientShareScope = "login-client"
+	DeviceScope      = "login-device"
+)
 
 // DefaultLoginRate is how many failed logins one e-mail address may have
 // in a window: 10 in 15 minutes, in the range OWASP's authentication cheat
@@ -34,21 +40,44 @@ const LoginScope = "login"
 var DefaultLoginRate = pacing.Rate{Limit: 10, Window: 15 * time.Minute}
 
 // LoginWindows are windows every node of a cluster counts in
-// (postgres.Windows at the service's LoginRate).
+// (postgres.Windows at the rate of their count).
 type LoginWindows interface {
 	Take(key string) (pacing.Result, error)
 	Refund(key string) error
 }
 
-// ShareFailedLogins has the failed logins counted in w, so that an e-mail
-// address gets LoginRate's failures from the whole cluster, not that many
-// from each node; call it before serving. On one node nothing calls it and
-// the count stays in the process's memory.
-func (s *Service) ShareFailedLogins(w LoginWindows) { s.sharedLogins = w }
+// SharedLogins are the windows a cluster counts the failed logins in: an
+// e-mail address's (scope LoginScope, at LoginRate), a client's share of
+// one (ClientShareScope, ClientShareRate) and a device cookie's
+// (DeviceScope, DeviceRate). Their keys are keyed digests (loginKey,
+// windowKey): no address, client or cookie is written in clear.
+type SharedLogins struct {
+	Addresses, Clients, Devices LoginWindows
+}
 
-// LoginRate is the rate of the failed logins' windows (Config.LoginRate):
-// every node of a cluster must count the shared windows at it.
+// ShareFailedLogins has the failed logins counted in w, so that an e-mail
+// address gets LoginRate's failures, a client its share of them and a
+// device cookie DeviceFailures from the whole cluster, not that many from
+// each node; call it before serving. On one node nothing calls it and the
+// counts stay in the process's memory.
+func (s *Service) ShareFailedLogins(w SharedLogins) {
+	s.failedLogins.shared = w.Addresses
+	s.clientShares.shared = w.Clients
+	s.deviceFailures.shared = w.Devices
+}
+
+// LoginRate is the rate of an e-mail address's failed logins' windows
+// (Config.LoginRate), ClientShareRate that of a client's share of them,
+// DeviceRate that of a device cookie's: every node of a cluster must
+// count the shared windows at them.
 func (s *Service) LoginRate() pacing.Rate { return s.cfg.LoginRate }
+
+// ClientShareRate is the rate of a client's share of an address's failed
+// logins (LoginRate).
+func (s *Service) ClientShareRate() pacing.Rate { return clientShareRate(s.cfg.LoginRate) }
+
+// DeviceRate is the rate of a device cookie's failed logins (LoginRate).
+func (s *Service) DeviceRate() pacing.Rate { return deviceRate(s.cfg.LoginRate) }
 
 // loginKey is the key of an e-mail address in the failed logins' windows,
 // for an address the login's check has read (trimmed, one address). It
@@ -74,27 +103,58 @@ func (s *Service) loginDigest(email string) []byte {
 	return m.Sum(nil)[:loginDigestSize]
 }
 
-// takeLogin counts a login try of the e-mail address's key before its
-// password is checked, and says whether it may be checked; refund takes
-// the try back, for one that proved not to be a failure. Counting first
-// means tries sent at once cannot all pass while the first are hashing.
-// While the shared windows do not answer, the node counts in its own
-// memory, as one node does (resetAllowed): a login is never refused for
-// the server's fault, and an outage lets an address have at most
-// LoginRate's failures more from each node.
-func (s *Service) takeLogin(key string) (res pacing.Result, refund func()) {
-	if s.sharedLogins != nil {
-		res, err := s.sharedLogins.Take(key)
+// windowKey is the key, in a failed logins' window, of what kind names
+// (a client's share of an address, a device cookie) by parts: a keyed
+// digest under loginSecret, as loginKey, so that a key is 22 bytes
+// whatever it names and neither a node's memory nor the cluster's table of
+// windows holds a client address or a cookie.
+func (s *Service) windowKey(kind string, parts ...[]byte) string {
+	m := hmac.New(sha256.New, s.loginSecret)
+	m.Write([]byte(kind))
+	for _, p := range parts {
+		m.Write([]byte{0})
+		m.Write(p)
+	}
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:loginDigestSize])
+}
+
+// loginCount is one count of failed logins: an e-mail address's, a
+// client's share or a device cookie's (name says which, for the log).
+type loginCount struct {
+	name string
+	// local counts in this process: on one node, and on a node of a
+	// cluster while shared does not answer.
+	local *pacing.Windows
+	// shared counts for the whole cluster (ShareFailedLogins); nil on one
+	// node.
+	shared LoginWindows
+}
+
+// take counts a login try of key in c before its password is checked, and
+// says whether it may be checked; refund takes the try back, for one that
+// proved not to be a failure. Counting first means tries sent at once
+// cannot all pass while the first are hashing. While the shared windows
+// do not answer, the node counts in its own memory, as one node does
+// (resetAllowed): a login is never refused for the server's fault, and an
+// outage lets a key have at most its count's limit more from each node.
+func (s *Service) take(c loginCount, key string) (res pacing.Result, refund func()) {
+	if c.shared != nil {
+		res, err := c.shared.Take(key)
 		if err == nil {
 			return res, func() {
-				if err := s.sharedLogins.Refund(key); err != nil {
-					s.sharedLoginsFailed("a right login stays counted as a failure until its window ends", err)
+				if err := c.shared.Refund(key); err != nil {
+					s.sharedLoginsFailed(c.name, "a right login stays counted as a failure until its window ends", err)
 				}
 			}
 		}
-		s.sharedLoginsFailed("counted in this node's memory", err)
+		s.sharedLoginsFailed(c.name, "counted in this node's memory", err)
 	}
-	return s.failedLogins.Take(key), func() { s.failedLogins.Refund(key) }
+	return c.local.Take(key), func() { c.local.Refund(key) }
+}
+
+// takeLogin counts a login try of the e-mail address's key (take).
+func (s *Service) takeLogin(key string) (res pacing.Result, refund func()) {
+	return s.take(s.failedLogins, key)
 }
 
 // One client's share. A client address (an IPv6 /64) counts at most
@@ -103,8 +163,9 @@ func (s *Service) takeLogin(key string) (res pacing.Result, refund func()) {
 // the address's limit) and count no more. So a script that retries a stale
 // password, or one guesser, cannot spend an account's failures alone and
 // keep its owner out: that takes failures from LoginRate.Limit/ClientShare
-// + 1 clients (4 by default). Shares are counted in each node's memory: in a
-// cluster a client spread over N nodes has N shares.
+// + 1 clients (4 by default). In a cluster the shares are counted for the
+// whole cluster (ShareFailedLogins): a client spread over N nodes still
+// has one.
 
 // ClientShare is how many of an e-mail address's failed logins in a window
 // one client address may count (at most LoginRate's limit).
@@ -134,20 +195,19 @@ func (s *Service) takeShare(ctx context.Context, key string) (res pacing.Result,
 	if client == "" {
 		return pacing.Result{Allowed: true}, func() {}
 	}
-	k := key + " " + client
-	return s.clientShares.Take(k), func() { s.clientShares.Refund(k) }
+	return s.take(s.clientShares, s.windowKey("client", []byte(key), []byte(client)))
 }
 
 // loginsLogEvery spaces the log lines of a failing shared count: with the
 // database away every login fails to count, and one line says as much.
 const loginsLogEvery = 10 * time.Second
 
-// sharedLoginsFailed logs the shared count's failure, at most once per
-// loginsLogEvery; each line counts the failures left out since the one
-// before.
-func (s *Service) sharedLoginsFailed(what string, err error) {
+// sharedLoginsFailed logs the failure of a shared count (count names it),
+// at most once per loginsLogEvery for all of them; each line counts the
+// failures left out since the one before.
+func (s *Service) sharedLoginsFailed(count, what string, err error) {
 	if suppressed, ok := s.loginsLog.Due(s.now(), loginsLogEvery); ok {
-		s.log.Warn("failed logins: the shared count does not answer; "+what, "err", err, "suppressed", suppressed)
+		s.log.Warn("failed logins: the shared count does not answer; "+what, "count", count, "err", err, "suppressed", suppressed)
 	}
 }
 

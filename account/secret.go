@@ -153,7 +153,7 @@ func (s *sealer) open(sealed []byte) (string, error) {
 // The store secrets (store.Backend.Secret) the service keys with, made at
 // its first start: JWTSecret signs the access tokens, SealSecret seals each
 // company's API key (sealer), LoginSecret keys the digests that count failed
-// sign-ins by address (loginKey).
+// sign-ins by address, client and device cookie (loginKey, windowKey).
 const (
 	JWTSecret   = "jwt-hs256"
 	SealSecret  = "api-key-seal"

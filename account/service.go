@@ -133,21 +133,17 @@ type Service struct {
 	// sharedResets counts them for the whole cluster (ShareResetMails);
 	// nil on one node.
 	sharedResets ResetWindows
-	// failedLogins counts each e-mail address's failed logins (LoginRate)
-	// in this process: on one node, and on a node of a cluster while
-	// sharedLogins does not answer. sharedLogins counts them for the whole
-	// cluster (ShareFailedLogins); nil on one node. loginSecret keys their
-	// keys (loginKey).
-	failedLogins *pacing.Windows
-	// clientShares counts, in this process, each client's failed logins of
-	// each e-mail address (clientShare, logins.go).
-	clientShares *pacing.Windows
-	sharedLogins LoginWindows
-	loginSecret  []byte
-	loginsLog    logspacing.Spacer // spaces the lines of a failing sharedLogins
-	// deviceFailures counts, in this process, each trusted device cookie's
-	// failed logins (devices.go); deviceSecret signs the cookies.
-	deviceFailures *pacing.Windows
+	// failedLogins counts each e-mail address's failed logins (LoginRate),
+	// clientShares each client's share of them (ClientShare, logins.go),
+	// deviceFailures each trusted device cookie's (devices.go): in this
+	// process's memory on one node, for the whole cluster in a cluster
+	// (ShareFailedLogins). loginSecret keys their keys (loginKey, windowKey);
+	// deviceSecret signs the cookies.
+	failedLogins   loginCount
+	clientShares   loginCount
+	deviceFailures loginCount
+	loginSecret    []byte
+	loginsLog      logspacing.Spacer // spaces the lines of a failing shared count
 	deviceSecret   []byte
 	// peers and keyTTL are set by SetPeers before serving; nil and 0 on one node.
 	peers  Peers
@@ -191,10 +187,11 @@ func New(cfg Config, st Store, mailer Mailer, log *slog.Logger, now func() time.
 		return nil, err
 	}
 	return &Service{cfg: cfg, store: st, mailer: mailer, log: log, now: now, jwtKey: jwtKey, sealer: sl, dummyHash: dummy,
-		resetMails:   pacing.New(ResetRate(), now),
-		failedLogins: pacing.NewCapped(cfg.LoginRate, now, cfg.MaxLoginAddresses), loginSecret: loginSecret,
-		clientShares:   pacing.NewCapped(clientShareRate(cfg.LoginRate), now, cfg.MaxLoginAddresses),
-		deviceFailures: pacing.NewCapped(deviceRate(cfg.LoginRate), now, cfg.MaxLoginAddresses), deviceSecret: deviceSecret}, nil
+		resetMails:     pacing.New(ResetRate(), now),
+		failedLogins:   loginCount{name: "e-mail address", local: pacing.NewCapped(cfg.LoginRate, now, cfg.MaxLoginAddresses)},
+		clientShares:   loginCount{name: "client share", local: pacing.NewCapped(clientShareRate(cfg.LoginRate), now, cfg.MaxLoginAddresses)},
+		deviceFailures: loginCount{name: "device cookie", local: pacing.NewCapped(deviceRate(cfg.LoginRate), now, cfg.MaxLoginAddresses)},
+		loginSecret:    loginSecret, deviceSecret: deviceSecret}, nil
 }
 
 // Principal is who a request acts as.

@@ -48,7 +48,7 @@ var serverKeys = []serverKey{
 		"media links handed out before (webhook payloads, API answers) are refused (403): ask for the message again for a new link"},
 	{web.FlashSecret, "signs the console's notices",
 		"a notice in a console redirect under way is not shown"},
-	{account.LoginSecret, "keys the digests that count failed sign-ins by address",
+	{account.LoginSecret, "keys the digests that count failed sign-ins by address, client and device cookie",
 		"failed sign-ins are counted from zero again"},
 	{account.DeviceSecret, "signs the device cookies of successful sign-ins",
 		"device cookies issued before are ignored: until each user signs in once more, their sign-ins are throttled like any client's (docs/security.md, device cookies)"},

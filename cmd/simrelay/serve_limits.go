@@ -21,7 +21,8 @@ import (
 // sharedLimits is what a node of a cluster shares with the others beyond
 // the store's own rules (contract section 12, docs/cluster.md "What is
 // shared between nodes"): the API's rate-limit windows, the reset
-// mails' and the failed logins' windows, through the database, and the
+// mails' and the failed logins' windows (an address's, a client's share
+// of it, a device cookie's), through the database, and the
 // API key cache, invalidated on every node over the bus.
 // On one node (no bus) it is empty and nothing of it runs.
 type sharedLimits struct {
@@ -32,9 +33,11 @@ type sharedLimits struct {
 	// streams are the console's live views of every node; nil on one node.
 	streams *postgres.StreamLeases
 	// resets are the reset mails' windows (account.ShareResetMails), and
-	// logins the failed logins' (account.ShareFailedLogins); run sweeps
-	// their ended ones. nil on one node.
-	resets, logins *postgres.Windows
+	// logins the failed logins' of e-mail addresses, client shares and
+	// device cookies (account.ShareFailedLogins); run sweeps their ended
+	// ones. nil and none on one node.
+	resets *postgres.Windows
+	logins [3]*postgres.Windows
 	// settings compares this node's settings with the other nodes'; nil
 	// on one node.
 	settings *cluster.Settings
@@ -70,11 +73,16 @@ func shareLimits(bus *cluster.Bus, st backend, accounts *account.Service, settin
 		return sharedLimits{}, err
 	}
 	accounts.ShareResetMails(resets)
-	logins, err := pg.Windows(account.LoginScope, accounts.LoginRate())
-	if err != nil {
-		return sharedLimits{}, err
+	var logins [3]*postgres.Windows
+	for i, w := range []struct {
+		scope string
+		rate  pacing.Rate
+	}{{account.LoginScope, accounts.LoginRate()}, {account.ClientShareScope, accounts.ClientShareRate()}, {account.DeviceScope, accounts.DeviceRate()}} {
+		if logins[i], err = pg.Windows(w.scope, w.rate); err != nil {
+			return sharedLimits{}, err
+		}
 	}
-	accounts.ShareFailedLogins(logins)
+	accounts.ShareFailedLogins(account.SharedLogins{Addresses: logins[0], Clients: logins[1], Devices: logins[2]})
 	key, err := pg.Secret(cluster.DigestSecret, cluster.DigestSecretSize)
 	if err != nil {
 		return sharedLimits{}, fmt.Errorf("the key of the settings' digests: %w", err)
@@ -140,12 +148,19 @@ func (s sharedLimits) run(ctx context.Context) {
 				s.log.Warn("console live views: leases not renewed; they expire unless the next renewal succeeds", "err", err)
 			}
 		case <-swept.C:
-			if err := s.resets.Sweep(); err != nil {
-				s.log.Warn("reset mails: ended windows not deleted; the next sweep tries again", "err", err)
-			}
-			if err := s.logins.Sweep(); err != nil {
-				s.log.Warn("failed logins: ended windows not deleted; the next sweep tries again", "err", err)
-			}
+			s.sweep()
+		}
+	}
+}
+
+// sweep deletes the reset mails' and failed logins' ended windows.
+func (s sharedLimits) sweep() {
+	if err := s.resets.Sweep(); err != nil {
+		s.log.Warn("reset mails: ended windows not deleted; the next sweep tries again", "err", err)
+	}
+	for _, w := range s.logins {
+		if err := w.Sweep(); err != nil {
+			s.log.Warn("failed logins: ended windows not deleted; the next sweep tries again", "err", err)
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/simrelay/simrelay/account"
@@ -32,6 +33,7 @@ import (
 // account service and the API, served on loopback.
 type limitsNode struct {
 	url      string
+	dbURL    string
 	store    *postgres.Store
 	accounts *account.Service
 	shared   sharedLimits
@@ -84,7 +86,7 @@ func startSharedLimits(t *testing.T, dbURL, natsURL, name string, settings func(
 	done := make(chan struct{})
 	go func() { defer close(done); shared.run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	return &limitsNode{store: st, accounts: accounts, shared: shared}
+	return &limitsNode{dbURL: dbURL, store: st, accounts: accounts, shared: shared}
 }
 
 // nodeCall makes a request with the API key and returns its status and headers.
@@ -234,6 +236,181 @@ func TestClusterFailedLoginsCountOnce(t *testing.T) {
 		status, h := login(node, password)
 		if status != http.StatusTooManyRequests || h.Get("Retry-After") == "" {
 			t.Errorf("the right password after %d failures split between the nodes: %d, Retry-After %q; want 429 with Retry-After", limit, status, h.Get("Retry-After"))
+		}
+	}
+}
+
+// nodeLogin is POST /auth/login on node from the nth client address (an
+// IPv6 /64 of its own), with a device cookie ("" for none); it returns the
+// status, the headers and the device cookie the answer sets ("" for none).
+func nodeLogin(t *testing.T, node *limitsNode, n int, cookie, email, password string) (int, http.Header, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, node.url+"/auth/login", strings.NewReader(`{"email": "`+email+`", "password": "`+password+`"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Forwarded-For", fmt.Sprintf("2001:db8:%x::1", n))
+	if cookie != "" {
+		req.AddCookie(&http.Cookie{Name: account.DeviceCookie, Value: cookie})
+	}
+	res, err := testhttp.Client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	set := ""
+	for _, c := range res.Cookies() {
+		if c.Name == account.DeviceCookie {
+			set = c.Value
+		}
+	}
+	return res.StatusCode, res.Header, set
+}
+
+// windowKeys are the keys of scope's windows in the cluster's database.
+func windowKeys(t *testing.T, dbURL, scope string) []string {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, "SELECT key FROM rate_windows WHERE scope = $1", scope)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys
+}
+
+// wantDigestKeys fails t unless scope has n windows in the database, each
+// keyed by a digest of 22 bytes that holds none of clear.
+func wantDigestKeys(t *testing.T, dbURL, scope string, n int, clear ...string) {
+	t.Helper()
+	keys := windowKeys(t, dbURL, scope)
+	if len(keys) != n {
+		t.Fatalf("%d windows of %s (%q), want %d", len(keys), scope, keys, n)
+	}
+	for _, k := range keys {
+		if len(k) != 22 || slices.ContainsFunc(clear, func(c string) bool { return strings.Contains(k, c) }) {
+			t.Errorf("a window of %s is keyed %q, want a digest of 22 bytes that holds none of %q", scope, k, clear)
+		}
+	}
+}
+
+// One client's failed logins of an e-mail address on both nodes are
+// counted once toward its share (account.ClientShare): the client
+// alternating between the nodes is refused 429 after ClientShare failures,
+// not after ClientShare from each node, while another client may still
+// try. The share's window is keyed by a digest, not the address or the
+// client.
+func TestClusterClientShareCountsOnce(t *testing.T) {
+	t.Parallel()
+	a, b := twoNodes(t, pacing.Rate{Limit: 1000, Window: time.Hour})
+	const email, password = "a@acme.test", "Correct horse battery 9"
+	if _, _, _, err := a.accounts.CreateCompany("Acme", account.OwnerInput{FirstName: "A", LastName: "B", Email: email, Password: password}); err != nil {
+		t.Fatal(err)
+	}
+	nodes := []*limitsNode{a, b}
+	for i := range account.ClientShare {
+		if status, _, _ := nodeLogin(t, nodes[i%2], 1, "", email, "Wrong horse battery 9"); status != http.StatusUnauthorized {
+			t.Fatalf("failure %d of the client: %d, want 401", i+1, status)
+		}
+	}
+	for _, node := range []*limitsNode{a, b} {
+		status, h, _ := nodeLogin(t, node, 1, "", email, password)
+		if status != http.StatusTooManyRequests || h.Get("Retry-After") == "" {
+			t.Errorf("the client's right password after %d failures split between the nodes: %d, Retry-After %q; want 429 with Retry-After",
+				account.ClientShare, status, h.Get("Retry-After"))
+		}
+	}
+	if status, _, _ := nodeLogin(t, b, 2, "", email, password); status != http.StatusOK {
+		t.Errorf("another client's right password: %d, want 200", status)
+	}
+	wantDigestKeys(t, a.dbURL, account.ClientShareScope, 2, email, "2001:db8")
+}
+
+// A device cookie's failed logins on both nodes are counted once: past
+// account.DeviceFailures of them, however they split between the nodes,
+// the cookie counts as none on either node, and with the address's
+// failures spent its owner's right password is refused 429. The cookie's
+// window is keyed by a digest, not the cookie.
+func TestClusterDeviceFailuresCountOnce(t *testing.T) {
+	t.Parallel()
+	a, b := twoNodes(t, pacing.Rate{Limit: 1000, Window: time.Hour})
+	const email, password = "a@acme.test", "Correct horse battery 9"
+	if _, _, _, err := a.accounts.CreateCompany("Acme", account.OwnerInput{FirstName: "A", LastName: "B", Email: email, Password: password}); err != nil {
+		t.Fatal(err)
+	}
+	status, _, cookie := nodeLogin(t, a, 1, "", email, password)
+	if status != http.StatusOK || cookie == "" {
+		t.Fatalf("the first login: %d, device cookie %q; want 200 with one", status, cookie)
+	}
+	nodes := []*limitsNode{a, b}
+	for i := range account.DeviceFailures {
+		if status, _, _ := nodeLogin(t, nodes[i%2], 1, cookie, email, "Wrong horse battery 9"); status != http.StatusUnauthorized {
+			t.Fatalf("failure %d with the cookie: %d, want 401", i+1, status)
+		}
+	}
+	// The address's failures, spent from clients of their own, none with
+	// the cookie: the cookie's failures took none of them.
+	for i := range account.DefaultLoginRate.Limit {
+		if status, _, _ := nodeLogin(t, nodes[i%2], 10+i, "", email, "Wrong horse battery 9"); status != http.StatusUnauthorized {
+			t.Fatalf("failure %d of the address: %d, want 401", i+1, status)
+		}
+	}
+	for _, node := range nodes {
+		status, h, _ := nodeLogin(t, node, 1, cookie, email, password)
+		if status != http.StatusTooManyRequests || h.Get("Retry-After") == "" {
+			t.Errorf("the right password with the cookie after its %d failures split between the nodes: %d, Retry-After %q; want 429 with Retry-After",
+				account.DeviceFailures, status, h.Get("Retry-After"))
+		}
+	}
+	wantDigestKeys(t, a.dbURL, account.DeviceScope, 1, cookie, cookie[:16], cookie[len(cookie)-16:])
+}
+
+// The failed logins' windows, an address's, a client's share and a device
+// cookie's, are deleted by the nodes' sweep once they have ended, and not
+// before.
+func TestClusterSweepsFailedLogins(t *testing.T) {
+	t.Parallel()
+	a, b := twoNodes(t, pacing.Rate{Limit: 1000, Window: time.Hour})
+	const email, password = "a@acme.test", "Correct horse battery 9"
+	if _, _, _, err := a.accounts.CreateCompany("Acme", account.OwnerInput{FirstName: "A", LastName: "B", Email: email, Password: password}); err != nil {
+		t.Fatal(err)
+	}
+	_, _, cookie := nodeLogin(t, a, 1, "", email, password)
+	if status, _, _ := nodeLogin(t, b, 1, cookie, email, "Wrong horse battery 9"); status != http.StatusUnauthorized {
+		t.Fatalf("a wrong password with the cookie: %d, want 401", status)
+	}
+	if status, _, _ := nodeLogin(t, a, 2, "", email, "Wrong horse battery 9"); status != http.StatusUnauthorized {
+		t.Fatalf("a wrong password: %d, want 401", status)
+	}
+	scopes := []string{account.LoginScope, account.ClientShareScope, account.DeviceScope}
+	b.shared.sweep()
+	for _, scope := range scopes {
+		if keys := windowKeys(t, a.dbURL, scope); len(keys) == 0 {
+			t.Fatalf("no window of %s left after a sweep before its end", scope)
+		}
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, a.dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "UPDATE rate_windows SET window_end = now() - interval '1 second'"); err != nil {
+		t.Fatal(err)
+	}
+	b.shared.sweep()
+	for _, scope := range scopes {
+		if keys := windowKeys(t, a.dbURL, scope); len(keys) != 0 {
+			t.Errorf("%d windows of %s left after their end and a sweep, want none", len(keys), scope)
 		}
 	}
 }
