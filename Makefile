@@ -58,7 +58,7 @@ TEST_TIMEOUT ?= 15m
 # without -race in either pass. -race doubled the pass's time (each
 # package's tests took about twice as long: httpapi 338 s of test time
 # against 170 s, gateway 147 against 72, cmd/simrelay 209 against 111).
-PG_SUITES ?= ./httpapi ./web ./cmd/simrelay ./gateway ./cmd/simrelay-agent ./webhook ./smtpd ./media ./sms ./channel ./device ./billing ./cmd/...
+PG_SUITES ?= ./httpapi ./web ./cmd/simrelay ./gateway ./cmd/simrelay-agent ./webhook ./smtpd ./media ./sms ./channel ./device ./billing ./account ./cmd/...
 
 # go test starts the packages' test binaries in the order it is given them,
 # at most -p (one per core) at once, and a package that waits for its turn
