@@ -39,6 +39,10 @@ func TestBrowserSignUpVerifyAndSignIn(t *testing.T) {
 	tok := mailtest.LinkToken(e.inbox.WaitFor(t, "ada@acme.test", 20*time.Second).Text, "/verify-email")
 	do(t, ctx, "verify", chromedp.Navigate(e.url+"/verify-email?token="+tok), chromedp.Click(chromedp.CSS(`main button[type=submit]`)))
 	waitText(t, ctx, "#banner", "verified")
+	// The page's script moves focus to the banner of an ok= page: typing
+	// before it ran lost the keys after focus moved (the form was sent
+	// with an e-mail address of one letter).
+	waitFor(t, ctx, "the sign-in page's script", `document.readyState === "complete" && document.activeElement && document.activeElement.id === "banner"`)
 
 	do(t, ctx, "sign in", append(fill(map[string]string{"email": "ada@acme.test", "password": "Correct1horse"}),
 		chromedp.Click(chromedp.CSS(`main button[type=submit]`)), chromedp.WaitVisible(chromedp.CSS(`svg.chart`)))...)
