@@ -68,8 +68,8 @@ PG_SUITES ?= ./httpapi ./web ./cmd/simrelay ./gateway ./cmd/simrelay-agent ./web
 # names the longest (each over 10 s under -race in a run of make test) to
 # go first, longest first, so that the short ones fill the other core
 # meanwhile; ./... adds the rest, each package once. agent, cluster and
-# billing (17 to 37 s, 18 to 28 s, 9 to 33 s) ran in path order, among the
-# last, after the others were done.
+# billing (13 to 37 s, 16 to 28 s, 4 to 33 s under -race, the more on a
+# busier machine) ran in path order, among the last.
 SLOW_FIRST ?= ./httpapi ./cmd/simrelay ./android-protocol/conformance ./store/boltstore ./web ./store/postgres ./gateway ./cmd/simrelay-agent ./agent ./cluster ./billing ./webhook
 
 # A binary built with -race sleeps a second when it exits, so that a
