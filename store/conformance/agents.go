@@ -708,6 +708,11 @@ func agentDeleted(t *testing.T, s AgentsStore) {
 	if m, err := s.MessageByUUID(a.ID, queued.UUID); err != nil || m.Status != store.MsgQueued {
 		t.Fatalf("the queued send after its agent's deletion: %s %q (%v), want queued, waiting for the next agent", m.Status, m.Error, err)
 	}
+	// Its link may outlive the deletion for a moment, on another node
+	// too: it is handed nothing.
+	if handOut(t, s, d1, queued) {
+		t.Fatal("a send handed to its number's deleted agent")
+	}
 	d2 := Device(t, s, a.ID, newFingerprint())
 	announce(t, s, d2, store.ChannelNameWhatsApp, T0.Add(time.Hour), waX)
 	if got, err := s.AgentPending(a.ID, d2.ID, x.ID, 0, 10); err != nil || !slices.Equal(msgIDs(got), []uint64{queued.ID}) {
