@@ -214,7 +214,8 @@ func (s *Service) checkLogin(ctx context.Context, email, password string) (u sto
 		return store.User{}, "", v.err
 	}
 	digest := s.loginDigest(email)
-	if u, ok, err := s.checkTrusted(ctx, digest, email, password); ok {
+	u, read, ok, err := s.checkTrusted(ctx, digest, email, password)
+	if ok {
 		if err != nil {
 			return store.User{}, "", err
 		}
@@ -233,7 +234,15 @@ func (s *Service) checkLogin(ctx context.Context, email, password string) (u sto
 		refundShare()
 		return store.User{}, "", s.errLoginsSpent(tried)
 	}
-	u, err = s.verifyPassword(email, password, func() { refundTry(); refundShare() })
+	refund := func() { refundTry(); refundShare() }
+	if read {
+		// The cookie's check read the address's user already: a login
+		// whose cookie is not trusted (a rotation's, a reset's, or one
+		// past its failures) reads it once, as one without a cookie does.
+		u, err = s.checkUserPassword(u, password, refund)
+	} else {
+		u, err = s.verifyPassword(email, password, refund)
+	}
 	if errors.Is(err, errInvalidLogin) && tried.Remaining == 0 && u.ID != 0 {
 		s.log.Warn("failed logins: the account had its failed logins of the window; its logins are refused until the window ends, but from its owner's trusted devices",
 			"user_id", u.ID, "limit", s.cfg.LoginRate.String(), "retry_after_s", tried.ResetSeconds())
@@ -250,33 +259,35 @@ func (s *Service) checkLogin(ctx context.Context, email, password string) (u sto
 // login with no valid cookie, or one whose cookie had its failures of the
 // window: it takes the untrusted path. The address's user is read before
 // the cookie's signature can be checked (it signs the user's id and token
-// generation); only a cookie issued for the address gets that far.
-func (s *Service) checkTrusted(ctx context.Context, digest []byte, email, password string) (u store.User, ok bool, err error) {
+// generation); only a cookie issued for the address gets that far. read
+// says that it was read (u: zero for none), so that the untrusted path
+// checks the password against it without a second read.
+func (s *Service) checkTrusted(ctx context.Context, digest []byte, email, password string) (u store.User, read, ok bool, err error) {
 	b, ok := presentedDevice(ctx, digest, s.now())
 	if !ok {
-		return store.User{}, false, nil
+		return store.User{}, false, false, nil
 	}
 	u, err = s.store.UserByEmail(email)
 	if errors.Is(err, store.ErrNotFound) {
-		return store.User{}, false, nil
+		return store.User{}, true, false, nil
 	}
 	if err != nil {
-		return store.User{}, true, err // the server's fault; nothing was counted
+		return store.User{}, false, true, err // the server's fault; nothing was counted
 	}
 	device, ok := s.trustedDevice(b, u)
 	if !ok {
-		return store.User{}, false, nil
+		return u, true, false, nil
 	}
 	tried, refund := s.takeDevice(device)
 	if !tried.Allowed {
-		return store.User{}, false, nil
+		return u, true, false, nil
 	}
 	u, err = s.checkUserPassword(u, password, refund)
 	if errors.Is(err, errInvalidLogin) && tried.Remaining == 0 {
 		s.log.Warn("failed logins: a device cookie of the account had its failed logins of the window; it counts as none until the window ends",
 			"user_id", u.ID, "limit", deviceRate(s.cfg.LoginRate).String(), "retry_after_s", tried.ResetSeconds())
 	}
-	return u, true, err
+	return u, true, true, err
 }
 
 // verifyPassword checks the password of a login already counted; refund

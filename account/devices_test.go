@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -187,4 +188,64 @@ func TestDeviceCookiesEndWithTheirPasswordAndUser(t *testing.T) {
 	if _, err := cyLogin(1, cySess.Device, other); !problem.Is(err, problem.RateLimited) {
 		t.Fatalf("the new account's password with the deleted user's cookie: %v, want rate_limited", err)
 	}
+}
+
+// lookups counts the store's reads of users by address.
+type lookups struct {
+	store.Backend
+	byEmail atomic.Int64
+}
+
+func (l *lookups) UserByEmail(email string) (store.User, error) {
+	l.byEmail.Add(1)
+	return l.Backend.UserByEmail(email)
+}
+
+// A login whose device cookie is not trusted (signed before a reset or a
+// rotation, tampered with, or past its failures) takes the untrusted path
+// with the user its cookie's check read: one read of the address's user a
+// login, as a login without a cookie has, not a second one for the path.
+func TestUntrustedDeviceCookieReadsTheUserOnce(t *testing.T) {
+	t.Parallel()
+	st := &lookups{Backend: storetest.Open(t)}
+	clk := testclock.New(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
+	s, err := account.New(account.Config{PublicURL: "http://localhost", PasswordTime: 1, PasswordMemory: 64}, st, nil,
+		slog.New(slog.DiscardHandler), clk.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const email, password = "ana@acme.test", "Correct-Horse-9"
+	if _, _, _, err := s.CreateCompany("Acme", account.OwnerInput{FirstName: "Ana", Email: email, Password: password}); err != nil {
+		t.Fatal(err)
+	}
+	login := func(cookie, pw string) (account.Session, error) {
+		return s.Login(account.WithDevice(account.WithClient(context.Background(), "2001:db8:1::1"), cookie), email, pw)
+	}
+	sess, err := login("", password)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same cookie with its signature's last character changed: of the
+	// address, so its user is read, but not trusted.
+	tampered := []byte(sess.Device)
+	tampered[len(tampered)-2] ^= 1
+	reads := func(what, cookie string) {
+		t.Helper()
+		n := st.byEmail.Load()
+		if _, err := login(cookie, password); err != nil {
+			t.Fatalf("%s: %v, want signed in", what, err)
+		}
+		if got := st.byEmail.Load() - n; got != 1 {
+			t.Fatalf("%s: %d reads of the address's user, want 1", what, got)
+		}
+	}
+	reads("a login with no cookie", "")
+	reads("a login with a trusted cookie", sess.Device)
+	reads("a login with a tampered cookie", string(tampered))
+	for range account.DeviceFailures {
+		if _, err := login(sess.Device, "Wrong-Horse-9"); !problem.Is(err, problem.InvalidLogin) {
+			t.Fatalf("a wrong password with the cookie: %v, want invalid_credentials", err)
+		}
+	}
+	reads("a login with a cookie past its failures", sess.Device)
 }

@@ -708,6 +708,11 @@ func agentDeleted(t *testing.T, s AgentsStore) {
 	if m, err := s.MessageByUUID(a.ID, queued.UUID); err != nil || m.Status != store.MsgQueued {
 		t.Fatalf("the queued send after its agent's deletion: %s %q (%v), want queued, waiting for the next agent", m.Status, m.Error, err)
 	}
+	// Its link may outlive the deletion for a moment, on another node
+	// too: it is handed nothing.
+	if handOut(t, s, d1, queued) {
+		t.Fatal("a send handed to its number's deleted agent")
+	}
 	d2 := Device(t, s, a.ID, newFingerprint())
 	announce(t, s, d2, store.ChannelNameWhatsApp, T0.Add(time.Hour), waX)
 	if got, err := s.AgentPending(a.ID, d2.ID, x.ID, 0, 10); err != nil || !slices.Equal(msgIDs(got), []uint64{queued.ID}) {
@@ -1180,16 +1185,20 @@ func agentHandOut(t *testing.T, s AgentsStore) {
 	if handOut(t, s, d2, taken) {
 		t.Fatal("a send taken handed out again")
 	}
-	// Paused, nothing is handed out.
+	// Paused, nothing is handed out: a send queued before the pause (a
+	// paused number takes none) waits for the resume.
+	held := enqueueAt(t, s, agentSend(a.ID, x, "held"), T0.Add(3*time.Minute+time.Second))
 	if _, err := s.UpdateAgentNumber(a.ID, store.ChannelNameWhatsApp, x.PublicID, T0.Add(4*time.Minute), func(n *store.AgentNumber) error { n.Status = store.NumberPaused; return nil }); err != nil {
 		t.Fatal(err)
 	}
-	paused := enqueueOK(t, s, a.ID, x)
-	if paused != nil && handOut(t, s, d2, *paused) {
+	if handOut(t, s, d2, held) {
 		t.Fatal("a paused number's send handed out")
 	}
 	if _, err := s.UpdateAgentNumber(a.ID, store.ChannelNameWhatsApp, x.PublicID, T0.Add(5*time.Minute), func(n *store.AgentNumber) error { n.Status = store.NumberActive; return nil }); err != nil {
 		t.Fatal(err)
+	}
+	if !handOut(t, s, d2, held) {
+		t.Fatal("a send held while its number was paused refused once it is resumed")
 	}
 	// d1 deleted: what it was handed and did not report is released.
 	if _, err := s.DeleteDevice(a.ID, d1.Fingerprint, T0.Add(6*time.Minute)); err != nil {
@@ -1205,21 +1214,6 @@ func agentHandOut(t *testing.T, s AgentsStore) {
 	if m, err := s.MessageByUUID(a.ID, lost.UUID); err != nil || m.HandedTo != d2.ID || m.Status != store.MsgQueued {
 		t.Fatalf("the released send: handed to %d, %s (%v), want %d, queued", m.HandedTo, m.Status, err, d2.ID)
 	}
-}
-
-// enqueueOK queues a send through n when the number takes it (a paused
-// one refuses it: nil).
-func enqueueOK(t *testing.T, s AgentsStore, companyID uint64, n store.AgentNumber) *store.Message {
-	t.Helper()
-	m := agentSend(companyID, n, "later")
-	out, _, err := s.EnqueueAgent(&m, store.IdempotencyKey{}, stoppedAt(T0), noVet, nil)
-	if errors.Is(err, store.ErrNumberPaused) {
-		return nil
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &out
 }
 
 // agentHandOutMoved: an agent's hand-out of a send and another agent's

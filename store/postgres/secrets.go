@@ -107,25 +107,23 @@ func (s *Store) RotateSecrets(names []string, reseal store.Reseal) (replaced []s
 }
 
 // HoldSecrets runs fn holding the advisory lock a rotation of the server's
-// secrets takes (RotateSecrets), shared, on a connection of its own: fn's
-// reads of the secrets and the writes it makes with them (an admin
-// command's company, its API key sealed under the seal key it read) all
-// come before a rotation or all after it, never across it. A rotation
+// secrets takes (RotateSecrets), shared, on a session of its own beside the
+// pool: fn's reads of the secrets and the writes it makes with them (an
+// admin command's company, its API key sealed under the seal key it read)
+// all come before a rotation or all after it, never across it. A rotation
 // that began first is waited for; one that begins while fn runs waits for
 // fn, and then re-seals the API key fn stored. Commands hold it side by
-// side (it is shared); fn's own transactions use the pool's other
-// connections, so the pool needs two.
+// side (it is shared). fn's own transactions have the pool's connections,
+// however few (pool_max_conns=1: one taken for the lock left fn none).
 //
-// The lock is the session's: it goes with the connection, which is closed
-// when fn returns (a lock left on a connection back in the pool would
-// outlive the command).
+// The lock is the session's: the session is closed when fn returns, and
+// the lock goes with it.
 func (s *Store) HoldSecrets(fn func() error) error {
 	ctx, cancel := s.bounded()
-	conn, err := s.pool.Acquire(ctx)
+	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
 	if err == nil {
-		_, err = conn.Exec(ctx, "SELECT pg_advisory_lock_shared($1)", migrationLock)
-		if err != nil {
-			conn.Release()
+		if _, err = conn.Exec(ctx, "SELECT pg_advisory_lock_shared($1)", migrationLock); err != nil {
+			_ = conn.Close(context.Background())
 		}
 	}
 	cancel()
@@ -133,10 +131,9 @@ func (s *Store) HoldSecrets(fn func() error) error {
 		return fmt.Errorf("store: hold secrets: %w", s.closed(err))
 	}
 	defer func() {
-		c := conn.Hijack()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_ = c.Close(ctx)
+		_ = conn.Close(ctx)
 	}()
 	return fn()
 }

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/simrelay/simrelay/internal/pgtest"
+	"github.com/simrelay/simrelay/internal/poll"
 )
 
 // RotateSecrets refuses while nodes beat in the registry, naming them,
@@ -50,4 +52,46 @@ func TestRotateSecretsRefusedWhileNodesRun(t *testing.T) {
 	if now, err := s.Secret("jwt", 32); err != nil || bytes.Equal(now, was) {
 		t.Fatalf("the secret after the rotation: %x (%v), want new bytes", now, err)
 	}
+}
+
+// HoldSecrets holds the rotation's lock on a session of its own, beside
+// the pool: fn's transactions have the pool's connections, so an admin
+// create-company works on a URL whose pool_max_conns is 1 as it did before
+// it held the lock (it waited for a connection the lock held until its
+// deadline, and failed).
+func TestHoldSecretsBesideAPoolOfOne(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	s, err := Open(context.Background(), url+sep+"pool_max_conns=1", Options{TxTimeout: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var sealKey []byte
+	if err := s.HoldSecrets(func() error {
+		sealKey, err = s.Secret("held-secret", 32)
+		return err
+	}); err != nil || len(sealKey) != 32 {
+		t.Fatalf("a secret read under the rotation's lock, with one connection in the pool: %d bytes (%v)", len(sealKey), err)
+	}
+	// The lock went with its session (the server ends it a moment after
+	// the close): a rotation takes it.
+	poll.Within(t, 10*time.Second, "the rotation's lock free after HoldSecrets", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		var got bool
+		if err := s.pool.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", migrationLock).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got {
+			if _, err := s.pool.Exec(ctx, "SELECT pg_advisory_unlock($1)", migrationLock); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return got
+	})
 }
