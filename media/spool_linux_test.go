@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/simrelay/simrelay/internal/ownprocess"
 	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
@@ -22,8 +23,12 @@ import (
 // arrive whole, after which it forwards the message without the file; and
 // the spool is gone.
 //
-// Not parallel: the limit is the whole process's (parallel tests wait).
+// In a process of its own: the limit is the whole process's.
 func TestSpoolWithoutRoomIsTheServers(t *testing.T) {
+	t.Parallel()
+	if !ownprocess.Run(t) {
+		return
+	}
 	dir := t.TempDir()
 	s, err := New(Config{Key: []byte("0123456789abcdef"), TempDir: dir}, storetest.Open(t), time.Now)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	"golang.org/x/sys/unix"
 
+	"github.com/simrelay/simrelay/internal/ownprocess"
 	"github.com/simrelay/simrelay/internal/poll"
 	"github.com/simrelay/simrelay/internal/syncbuf"
 	"github.com/simrelay/simrelay/store"
@@ -25,9 +26,12 @@ import (
 // once; with the limit lifted Ready comes back by itself (a probe), writes
 // are taken, and the file holds exactly the writes that succeeded.
 //
-// Not parallel: the limit is the whole process's, and the test's own
-// writes are the only ones while it runs (parallel tests wait for it).
+// In a process of its own: the limit is the whole process's.
 func TestFullDiskFailsEveryWriterOfTheBatch(t *testing.T) {
+	t.Parallel()
+	if !ownprocess.Run(t) {
+		return
+	}
 	dir := t.TempDir()
 	logs := &syncbuf.Buffer{}
 	s, err := Open(dir, Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
