@@ -84,10 +84,11 @@ func TestOptOutBetweenRcptAndData(t *testing.T) {
 	if !strings.HasPrefix(got, "550 5.7.1 ") || !strings.Contains(got, "To +15550000002") || !strings.Contains(got, "already queued for +15550000001") {
 		t.Fatalf("DATA after the opt-out: got %q, want 550 5.7.1 naming +15550000002 and the queued +15550000001", got)
 	}
-	// The mail has no Message-ID: its retry queues +15550000001 again, and
-	// the reply says so rather than promise the retry is safe.
-	if !strings.Contains(got, "the mail has no Message-ID: a retry queues them again") || strings.Contains(got, "does not queue them again") {
-		t.Errorf("DATA after the opt-out, a mail without Message-ID: got %q, want it to say a retry queues them again", got)
+	// The mail has neither Message-ID nor Date: its retry queues
+	// +15550000001 again, and the reply says so rather than promise the
+	// retry is safe.
+	if !strings.Contains(got, "the mail has neither Message-ID nor Date: a retry queues them again") || strings.Contains(got, "does not queue them again") {
+		t.Errorf("DATA after the opt-out, a mail with neither Message-ID nor Date: got %q, want it to say a retry queues them again", got)
 	}
 	// A later mail is queued after whatever the refused one queued: once it
 	// is on the phone, so is everything before it.

@@ -3,6 +3,7 @@ package smtpd
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -36,6 +38,7 @@ type session struct {
 	ip    string
 	p     account.Principal
 	key   string // the API key the session logged in with; "" before AUTH
+	from  string // the mail's envelope sender (MAIL FROM), for its key (mailKey)
 	rcpts []recipient
 
 	mu      sync.Mutex     // guards chunked: Data runs on go-smtp's goroutine of a chunked mail
@@ -97,12 +100,12 @@ func (ss *session) login(user, pass string) error {
 	}
 }
 
-func (ss *session) Mail(_ string, _ *smtp.MailOptions) error {
+func (ss *session) Mail(from string, _ *smtp.MailOptions) error {
 	if err := ss.keyCurrent(); err != nil {
 		return err
 	}
 	ss.settleChunked()
-	ss.rcpts = nil
+	ss.from, ss.rcpts = from, nil
 	return nil
 }
 
@@ -209,7 +212,7 @@ func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 	// would bounce the whole mail. The send checks the list again in its
 	// commit, for a STOP that arrives between RCPT and DATA.
 	if err := ss.s.deps.SMS.CheckOptOut(context.Background(), ss.p.CompanyID, rc.phone); err != nil {
-		return reply(err, rc.phone, nil, false, ss.s.log)
+		return reply(err, rc.phone, nil, keyNone, ss.s.log)
 	}
 	for _, r := range ss.rcpts {
 		if r == rc {
@@ -298,9 +301,10 @@ func slotOf(d store.Device) string {
 }
 
 // Data queues one SMS per recipient through the API's send. A mail with a
-// Message-ID is idempotent per recipient for 24 h, as a send with an
-// Idempotency-Key: a client that retries after a temporary refusal (or a
-// lost reply) never sends an SMS twice.
+// Message-ID, or without one but with a Date, is idempotent per recipient
+// for 24 h, as a send with an Idempotency-Key (mailKey): a client that
+// retries it after a temporary refusal (or a lost reply) never sends an SMS
+// twice.
 func (ss *session) Data(r io.Reader) error {
 	if ss.life != nil {
 		// The mail's text begins: a shutdown now lets it finish. Before
@@ -354,10 +358,11 @@ func (ss *session) Data(r io.Reader) error {
 		// send's reason is, to keep the reply within a line.
 		return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 6, 0}, Message: "The mail cannot be read: " + cutReason(asciiLine(err.Error()))}
 	}
+	mk := keyOf(m, ss.from)
 	var queued []string
 	for _, rc := range ss.rcpts {
-		if err := ss.send(rc, m); err != nil {
-			return reply(err, rc.phone, queued, m.MessageID != "", ss.s.log)
+		if err := ss.send(rc, m, mk); err != nil {
+			return reply(err, rc.phone, queued, mk.kind, ss.s.log)
 		}
 		queued = append(queued, rc.phone)
 	}
@@ -448,15 +453,75 @@ func lineOver(text []byte, max int) bool {
 // of the client's data.
 func (ss *session) readsEnded() bool { return ss.life != nil && ss.life.ended.Load() }
 
-func (ss *session) send(rc recipient, m Mail) error {
+// keyKind is what keys a mail's sends, and so what its retry does.
+type keyKind int
+
+const (
+	keyNone      keyKind = iota // neither Message-ID nor Date: sent every time it arrives
+	keyMessageID                // its Message-ID
+	keyContent                  // no Message-ID: a digest of the mail itself, its Date in it
+)
+
+// mailKey is what makes a mail's sends idempotent: its id, with each
+// recipient's route and number, is the idempotency key of that recipient's
+// send (the company is the key's scope, as for the API).
+type mailKey struct {
+	kind keyKind
+	id   string
+}
+
+// keyOf is the key of a mail whose envelope sender is from. A mail with a
+// Message-ID is keyed by it. One without a Message-ID but with a Date
+// (which every mail program and library writes) is keyed by a digest of
+// what makes the mail itself: the envelope sender, the Date, From, To and
+// Cc as given, the Subject and the SMS text (decoded). The same mail sent
+// again is the same key, and any change to it another; and as the text is
+// in the key, one key never meets another text (the send's "another text"
+// refusal cannot misfire). With neither header nothing tells a retry from a
+// new mail that says the same (a monitor's alert sent every hour): such a
+// mail is sent every time it arrives.
+func keyOf(m Mail, from string) mailKey {
+	switch {
+	case m.MessageID != "":
+		return mailKey{kind: keyMessageID, id: m.MessageID}
+	case m.Date == "":
+		return mailKey{kind: keyNone}
+	}
+	h := sha256.New()
+	field := func(v string) {
+		// Each value with its length: no two lists of values write the
+		// same bytes.
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(v)))
+		h.Write(n[:])
+		h.Write([]byte(v))
+	}
+	field("simrelay smtp mail v1")
+	field(from)
+	for _, name := range []string{"Date", "From", "To", "Cc", "Subject"} {
+		vs := m.Header[name] // every such header, in order (mail.Header's keys are canonical)
+		field(strconv.Itoa(len(vs)))
+		for _, v := range vs {
+			field(v)
+		}
+	}
+	field(m.Text)
+	// A Message-ID cannot begin with a line feed (it is a header's value,
+	// trimmed): the two kinds' keys never meet.
+	return mailKey{kind: keyContent, id: "\n" + hex.EncodeToString(h.Sum(nil))}
+}
+
+func (ss *session) send(rc recipient, m Mail, mk mailKey) error {
 	key := store.IdempotencyKey{Route: IdempotencyRoute}
-	if m.MessageID != "" {
+	if mk.kind != keyNone {
 		to := rc.device
 		if rc.pool != "" {
 			// Its own space: a pool and a device may share a name.
 			to = "pool\x00" + strings.ToLower(rc.pool)
 		}
-		sum := sha256.Sum256([]byte(m.MessageID + "\x00" + to + "\x00" + rc.phone))
+		// A Message-ID's key is as it was before mails without one had
+		// keys: a retry across the upgrade finds its first send.
+		sum := sha256.Sum256([]byte(mk.id + "\x00" + to + "\x00" + rc.phone))
 		key.Key = hex.EncodeToString(sum[:])
 		text := sha256.Sum256([]byte(m.Text))
 		key.Digest = hex.EncodeToString(text[:])
@@ -472,6 +537,8 @@ func (ss *session) send(rc recipient, m Mail) error {
 	if err != nil {
 		return err
 	}
+	// Only a Message-ID's key can meet another text: a digest's key has the
+	// text in it.
 	if prior != nil && prior.Digest != key.Digest {
 		return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 6, 0},
 			Message: "This Message-ID was sent within 24 hours with another text; send the new text as a new mail"}
@@ -500,9 +567,10 @@ const maxReplyReason = 180
 // for what a retry cannot change, 452 for limits that renew, 451 for a
 // fault of the server or a pool none of whose members can send now. It
 // names the recipient, and those queued before it: a retry of the same
-// mail does not queue them again when it has a Message-ID (keyed), and
-// does when it has none (keyed says which), as the reply tells.
-func reply(err error, to string, queued []string, keyed bool, log *slog.Logger) error {
+// mail does not queue them again when it has a key (a Message-ID, or a Date
+// with the digest of the mail), and does when it has none; keyed says
+// which, and the reply tells.
+func reply(err error, to string, queued []string, keyed keyKind, log *slog.Logger) error {
 	var se *smtp.SMTPError
 	if errors.As(err, &se) {
 		return se
@@ -546,13 +614,20 @@ func reply(err error, to string, queued []string, keyed bool, log *slog.Logger) 
 	}
 	msg = cutReason(asciiLine(strings.TrimSuffix(msg, ".")))
 	msg = "To " + to + ": " + msg + hint
-	switch {
-	case len(queued) > 0 && keyed:
-		msg += "; already queued for " + strings.Join(queued, ", ") + " (a retry of this mail with its Message-ID does not queue them again)"
-	case len(queued) > 0:
-		// Nothing keys the sends of a mail without a Message-ID: its retry,
-		// which a 4xx invites, sends them again.
-		msg += "; already queued for " + strings.Join(queued, ", ") + " (the mail has no Message-ID: a retry queues them again)"
+	if len(queued) > 0 {
+		msg += "; already queued for " + strings.Join(queued, ", ")
+		switch keyed {
+		case keyMessageID:
+			msg += " (a retry of this mail with its Message-ID does not queue them again)"
+		case keyContent:
+			// Keyed by a digest of the mail: the same mail again (a mail
+			// server's queue resends it byte for byte) is the same key.
+			msg += " (a retry of this mail unchanged, its Date too, does not queue them again)"
+		default:
+			// Nothing keys the sends of a mail with neither header: its
+			// retry, which a 4xx invites, sends them again.
+			msg += " (the mail has neither Message-ID nor Date: a retry queues them again)"
+		}
 	}
 	return &smtp.SMTPError{Code: code, EnhancedCode: enh, Message: asciiLine(msg)}
 }
