@@ -55,8 +55,8 @@ func TestMigrateV11IndexesDueDeliveriesByEntry(t *testing.T) {
 		t.Fatal(err)
 	}
 	s = open(t, dir)
-	if v, err := s.Version(); err != nil || v != SchemaVersion() || v != 11 {
-		t.Fatalf("version %d (%v) after the migration, want %d", v, err, 11)
+	if v, err := s.Version(); err != nil || v != SchemaVersion() || v < 11 {
+		t.Fatalf("version %d (%v) after the migration, want %d", v, err, SchemaVersion())
 	}
 	if got, next, err := dueIDs(s, t0.Add(time.Hour), 100, nil); err != nil || !slices.Equal(got, want) || !next.IsZero() {
 		t.Fatalf("after the migration: %v, next %v (%v); want %v", got, next, err, want)

@@ -51,6 +51,11 @@ var migrations = []func(tx *bolt.Tx) (done bool, err error){
 	// 10 -> 11: the pending webhook deliveries indexed by company and
 	// entry, from the index by due time (migrate_v11.go).
 	whole(migrateWebhookDueEntries),
+	// 11 -> 12: a WhatsApp or iMessage send handed to an agent records the
+	// agent (record.go, tagMessageHanded). Nothing to rewrite; the version
+	// only keeps older builds, which cannot read such a record, from
+	// opening the file.
+	whole(func(*bolt.Tx) error { return nil }),
 }
 
 // whole makes a migration that fits in one transaction a one-step one.
