@@ -346,7 +346,7 @@ func (s *Store) deleteDeviceTx(tx *bolt.Tx, companyID uint64, fingerprint string
 	if err := tx.Bucket(bucketDisabledDevices).Delete(pair(d.CompanyID, d.ID)); err != nil {
 		return d, err
 	}
-	if err := addActivity(tx, d.CompanyID, Activity{Type: ActDeviceDeleted, At: now, Description: "Device " + store.ActivityName(store.DeviceLabel(d)) + " deleted; its queued messages failed"}); err != nil {
+	if err := addActivity(tx, d.CompanyID, Activity{Type: ActDeviceDeleted, At: now, Description: "Device " + store.ActivityName(store.DeviceLabel(d)) + " deleted; its unfinished SMS failed"}); err != nil {
 		return d, err
 	}
 	if err := tx.Bucket(bucketDeviceFailures).Delete(devKey(d.CompanyID, d.ID)); err != nil {

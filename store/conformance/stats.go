@@ -642,7 +642,7 @@ func registrationsSummary(t *testing.T, s StatsRegistrationsStore) {
 		t.Fatal(err)
 	}
 	want := []store.Activity{
-		{Type: store.ActDeviceDeleted, At: deletedAt, Description: "Device " + gone.Name + " deleted; its queued messages failed"},
+		{Type: store.ActDeviceDeleted, At: deletedAt, Description: "Device " + gone.Name + " deleted; its unfinished SMS failed"},
 		{Type: store.ActDevicePaired, At: T0, Description: "Device " + gone.Name + " paired"},
 		{Type: store.ActDevicePaired, At: T0, Description: "Device " + off.Name + " paired"},
 	}

@@ -249,7 +249,7 @@ func (s *Store) DeleteDevice(companyID uint64, fingerprint string, now time.Time
 		// rows; its last failures after the feed, as a batch notes a
 		// failure after its line.
 		deleted := activityRow{d.CompanyID, store.Activity{Type: store.ActDeviceDeleted, At: now.UTC(),
-			Description: "Device " + store.ActivityName(store.DeviceLabel(d)) + " deleted; its queued messages failed"}}
+			Description: "Device " + store.ActivityName(store.DeviceLabel(d)) + " deleted; its unfinished SMS failed"}}
 		if err := s.failDeviceMessages(t, d, now, &deleted); err != nil {
 			return err
 		}
