@@ -340,7 +340,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 		stopSMTP(sctx)
 		cancel()
 	case <-node.lost:
-		err = errors.New("this node's name was taken over in the cluster's registry")
+		err = errors.New("this node's row in the cluster's registry is gone or another process's (its name taken over, or the server's keys rotated, while it was silent): start it again")
 		shutdown()
 	case <-ctx.Done():
 		shutdown()

@@ -348,7 +348,7 @@ func (n *clusterNode) run(ctx context.Context) {
 			switch {
 			case err != nil: // logged above, spaced
 			case !ok:
-				n.log.Error("another process took this node's name in the registry while this one was silent: stopping", "node", n.name)
+				n.log.Error("this node's row in the registry is gone or another process's: while this node was silent, another process took its name or the server's keys were rotated (admin rotate-keys); stopping", "node", n.name)
 				close(n.lost)
 				return
 			case !n.beats.Steady():

@@ -131,7 +131,8 @@ func (s *Store) NodeSeen(name string) (seen, now time.Time, err error) {
 
 // NodeBeat says the node is alive. It answers false when the node's row
 // belongs to another instance now (a process that took the name over after
-// this one stopped beating): this node must stop.
+// this one stopped beating) or is gone (a rotation of the secrets removed
+// it, RotateSecrets): this node must stop.
 func (s *Store) NodeBeat(name, instance string) (bool, error) {
 	var ok bool
 	err := s.write("node beat", func(t *txn) error {

@@ -32,7 +32,10 @@ var ErrNodesLive = errors.New("nodes run on this database")
 // secret: a node registers before the rotation and is refused by it, or
 // after its commit and reads the new secrets. An admin command that seals
 // with a secret holds that lock too, shared (HoldSecrets), so the rotation
-// waits for it and re-seals what it stored.
+// waits for it and re-seals what it stored. A rotation that replaces
+// anything removes the nodes of the registry (none live): a node silent
+// past the window but not stopped finds its row gone at its next beat and
+// stops.
 func (s *Store) RotateSecrets(names []string, reseal store.Reseal) (replaced []string, resealed int, err error) {
 	err = s.write("rotate secrets", func(t *txn) error {
 		replaced, resealed = nil, 0
@@ -72,6 +75,16 @@ func (s *Store) RotateSecrets(names []string, reseal store.Reseal) (replaced []s
 			}
 			old[name], fresh[name] = v, nv
 			replaced = append(replaced, name)
+		}
+		if len(replaced) > 0 {
+			// The nodes left in the registry are not live (above), but one
+			// may not be stopped: paused, or cut off from the database,
+			// past the window. It holds the secrets replaced here. Its row
+			// goes, so that its next beat (NodeBeat) answers false and it
+			// stops rather than go on with them.
+			if _, err := t.exec("DELETE FROM cluster_nodes WHERE seen_at <= now() - make_interval(secs => $1)", migrateLiveWithin); err != nil {
+				return err
+			}
 		}
 		if len(replaced) == 0 || reseal == nil {
 			return nil

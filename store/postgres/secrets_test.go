@@ -54,6 +54,37 @@ func TestRotateSecretsRefusedWhileNodesRun(t *testing.T) {
 	}
 }
 
+// A rotation removes from the registry the nodes it found not live: a
+// node that was not stopped but silent (paused, or cut off from the
+// database) past the live window read the secrets replaced at its start,
+// and its next beat finds its row gone, so it stops rather than go on
+// with them (sealing an API key under the old seal key, which the other
+// nodes cannot open; trusting device cookies the rotation voided).
+func TestRotateSecretsEndsTheSilentNodes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.URL(t)
+	s := open(t, url)
+	if _, err := s.Secret("jwt", 32); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(ctx) })
+	if _, err := conn.Exec(ctx, `INSERT INTO cluster_nodes (name, started_at, seen_at, bus, instance)
+		VALUES ('paused', now(), now() - interval '11 seconds', true, 'p')`); err != nil {
+		t.Fatal(err)
+	}
+	if replaced, _, err := s.RotateSecrets([]string{"jwt"}, nil); err != nil || len(replaced) != 1 {
+		t.Fatalf("rotate with the node silent past the live window: %v (%v)", replaced, err)
+	}
+	if ok, err := s.NodeBeat("paused", "p"); err != nil || ok {
+		t.Fatalf("the silent node's beat after the rotation: %v (%v), want false: it must stop", ok, err)
+	}
+}
+
 // HoldSecrets holds the rotation's lock on a session of its own, beside
 // the pool: fn's transactions have the pool's connections, so an admin
 // create-company works on a URL whose pool_max_conns is 1 as it did before
