@@ -66,7 +66,7 @@ func TestDeviceCookiesOutliveRestartsNotRotations(t *testing.T) {
 		t.Fatalf("the owner with the cookie of the server before: %v, want signed in", err)
 	}
 
-	replaced, _, err := st.RotateSecrets([]string{account.DeviceSecret}, account.ResealAPIKey)
+	replaced, _, _, err := st.RotateSecrets([]string{account.DeviceSecret}, account.ResealAPIKey)
 	if err != nil || len(replaced) != 1 {
 		t.Fatalf("rotate: %v %v", replaced, err)
 	}

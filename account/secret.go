@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"golang.org/x/crypto/argon2"
+
+	"github.com/simrelay/simrelay/store"
 )
 
 // DefaultPasswordTime and DefaultPasswordMemory (KiB) are the argon2id cost
@@ -164,6 +166,9 @@ const (
 // (simrelay admin rotate-keys): a company's sealed API key opened with the
 // old SealSecret and sealed with the fresh one, the key itself unchanged.
 // A rotation that leaves SealSecret as it was leaves the sealed key too.
+// A sealed key that does not open under the old SealSecret (corrupt, or
+// sealed under a key that is gone) is store.ErrSealedUnopened: the
+// rotation keeps it as it is and goes on.
 func ResealAPIKey(old, fresh map[string][]byte, sealed []byte) ([]byte, error) {
 	next, ok := fresh[SealSecret]
 	if !ok {
@@ -175,7 +180,7 @@ func ResealAPIKey(old, fresh map[string][]byte, sealed []byte) ([]byte, error) {
 	}
 	key, err := from.open(sealed)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", store.ErrSealedUnopened, err)
 	}
 	to, err := newSealer(next)
 	if err != nil {

@@ -1,11 +1,13 @@
 package account
 
 import (
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/store/boltstore"
 )
 
@@ -112,7 +114,8 @@ func TestSealer(t *testing.T) {
 // ResealAPIKey opens a sealed key with the old seal key and seals the same
 // key with the fresh one, which alone opens it after; a rotation that left
 // the seal key keeps the sealed bytes, and a value the old key does not
-// open is an error (the rotation then writes nothing).
+// open (or garbage) is store.ErrSealedUnopened (the rotation keeps it as it
+// is and goes on).
 func TestResealAPIKey(t *testing.T) {
 	t.Parallel()
 	oldKey, newKey := []byte(strings.Repeat("o", 32)), []byte(strings.Repeat("n", 32))
@@ -140,7 +143,10 @@ func TestResealAPIKey(t *testing.T) {
 	if same, err := ResealAPIKey(map[string][]byte{JWTSecret: oldKey}, jwtOnly, sealed); err != nil || string(same) != string(sealed) {
 		t.Fatalf("a rotation without the seal key changed the sealed key: %x (%v)", same, err)
 	}
-	if _, err := ResealAPIKey(fresh, old, sealed); err == nil {
-		t.Fatal("re-sealed a value the given old key does not open")
+	if _, err := ResealAPIKey(fresh, old, sealed); !errors.Is(err, store.ErrSealedUnopened) {
+		t.Fatalf("re-sealing a value the given old key does not open: %v, want store.ErrSealedUnopened", err)
+	}
+	if _, err := ResealAPIKey(old, fresh, []byte("garbage")); !errors.Is(err, store.ErrSealedUnopened) {
+		t.Fatalf("re-sealing garbage: %v, want store.ErrSealedUnopened", err)
 	}
 }

@@ -108,7 +108,7 @@ type Backend interface {
 	RemoveOptOut(companyID uint64, phone string) error
 	RevokeUserSessions(userID uint64) error
 	RotateRefreshToken(oldHash, newHash []byte, newExpiry, now time.Time) (RefreshToken, error)
-	RotateSecrets(names []string, reseal Reseal) (replaced []string, resealed int, err error)
+	RotateSecrets(names []string, reseal Reseal) (replaced []string, resealed int, unopened []Company, err error)
 	SIMUsages(companyID uint64, fingerprint string, now time.Time) ([]SIMUsage, error)
 	Secret(name string, size int) ([]byte, error)
 	SetDeviceEvents(h DeviceEvents)

@@ -51,4 +51,14 @@ type OneTimeToken struct {
 // (Company.APIKeySealed): given the old and the fresh bytes of each secret
 // it replaced, by name, and the sealed key, it returns the key sealed
 // anew. The account package owns the seal; the store only keeps its bytes.
+// An error that is ErrSealedUnopened (the sealed key does not open under
+// the old bytes: corrupt, or sealed under a key that is gone) leaves that
+// company's sealed key as it is and the rotation goes on; any other error
+// fails the whole rotation.
 type Reseal func(old, fresh map[string][]byte, sealed []byte) ([]byte, error)
+
+// ErrSealedUnopened is a Reseal's error for a sealed API key that does not
+// open under the seal key being replaced: it was unreadable before the
+// rotation and stays so (the key still authenticates by its hash), so
+// RotateSecrets keeps it as it is and names its company rather than fail.
+var ErrSealedUnopened = errors.New("store: the sealed API key does not open")

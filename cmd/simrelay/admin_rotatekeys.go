@@ -19,7 +19,8 @@ import (
 const rotateKeysUsage = "Usage: simrelay admin rotate-keys [--data-dir D | --database-url URL]\n\n" +
 	"Replaces the server's own keys, kept in the store, with fresh random ones, all in one\n" +
 	"transaction: the key that signs access tokens, the key that seals each company's API key\n" +
-	"(every sealed key is re-sealed under the new one, the keys themselves unchanged), the keys\n" +
+	"(every sealed key is re-sealed under the new one, the keys themselves unchanged; a sealed\n" +
+	"key that did not open before is kept as it is, its company named), the keys\n" +
 	"that sign media links and the console's notices, the key of the failed sign-ins' digests, the\n" +
 	"key that signs the sign-ins' device cookies and, in a cluster, the key of the settings'\n" +
 	"digests. Run it after a backup or a pg_dump leaked.\n" +
@@ -76,7 +77,7 @@ func adminRotateKeys(ctx context.Context, args []string, stdout, stderr io.Write
 	for i, k := range serverKeys {
 		names[i] = k.name
 	}
-	replaced, resealed, err := st.RotateSecrets(names, account.ResealAPIKey)
+	replaced, resealed, unopened, err := st.RotateSecrets(names, account.ResealAPIKey)
 	if errors.Is(err, postgres.ErrNodesLive) {
 		return fmt.Errorf("%w; nothing was replaced", err)
 	}
@@ -99,6 +100,10 @@ func adminRotateKeys(ctx context.Context, args []string, stdout, stderr io.Write
 			whose = "1 company's API key"
 		}
 		fmt.Fprintf(stdout, "Re-sealed %s under the new %s; the keys themselves are unchanged.\n", whose, account.SealSecret)
+	}
+	for _, c := range unopened {
+		fmt.Fprintf(stdout, "Company %d (%q): its API key's stored copy could not be opened before this rotation and was kept as it is;"+
+			" the key still works, but GET /account/api-key fails until the company rotates its key (POST /account/api-key/rotate).\n", c.ID, c.Name)
 	}
 	var later []string
 	for _, k := range serverKeys {

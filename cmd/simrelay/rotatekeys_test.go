@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os/exec"
@@ -169,4 +170,100 @@ func signIn(t *testing.T, url string) (access, refresh string) {
 		t.Fatalf("sign-in: %d %s", res.StatusCode, body)
 	}
 	return tokens.AccessToken, tokens.RefreshToken
+}
+
+// admin rotate-keys with a company whose sealed API key does not open
+// (garbage in the store) goes on: that sealed copy is kept as it is and the
+// command names the company, exit 0; the other company's key is re-sealed
+// and reads back under the new seal key. The company whose copy was
+// unreadable still authenticates with its key, and once it rotates its
+// key, GET /account/api-key shows the new one.
+func TestAdminRotateKeysKeepsAnUnopenedSealedKey(t *testing.T) {
+	t.Parallel()
+	bin, st, acmeKey := companyStore(t)
+	out, err := exec.Command(bin, append([]string{"admin", "create-company", "--company", "Globex", "--email", "globex@example.com",
+		"--password", "Change-me-123"}, st.args()...)...).Output()
+	if err != nil {
+		t.Fatalf("create-company: %v", err)
+	}
+	var created struct {
+		APIKey string `json:"apiKey"`
+	}
+	if err := json.Unmarshal(out, &created); err != nil || created.APIKey == "" {
+		t.Fatalf("create-company printed %q (%v)", out, err)
+	}
+	globexKey := created.APIKey
+
+	garbage := []byte("not a sealed key, not under any seal key at all")
+	b := openTestBackend(t, st)
+	ids, err := b.CompanyIDs()
+	if err != nil || len(ids) != 2 {
+		t.Fatalf("companies: %v (%v)", ids, err)
+	}
+	var acme store.Company
+	for _, id := range ids {
+		if c, err := b.Company(id); err == nil && c.Name == "Acme" {
+			acme = c
+		}
+	}
+	if acme.ID == 0 {
+		t.Fatal("no company Acme")
+	}
+	if _, err := b.UpdateCompany(acme.ID, func(c *store.Company) error {
+		c.APIKeySealed = garbage
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+
+	cmd := exec.Command(bin, append([]string{"admin", "rotate-keys"}, st.args()...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("rotate-keys with one sealed key that does not open: %v %q %q, want exit 0", err, stdout.String(), stderr.String())
+	}
+	for _, want := range []string{account.SealSecret, "Re-sealed 1 company's API key",
+		fmt.Sprintf("Company %d (%q): its API key's stored copy could not be opened before this rotation", acme.ID, "Acme"),
+		"GET /account/api-key fails until the company rotates its key"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("rotate-keys printed no %q:\n%s", want, stdout.String())
+		}
+	}
+
+	b = openTestBackend(t, st)
+	if c, err := b.Company(acme.ID); err != nil || !bytes.Equal(c.APIKeySealed, garbage) {
+		t.Fatalf("Acme's sealed key after the rotation: %q (%v), want it kept as it was", c.APIKeySealed, err)
+	}
+	b.Close()
+
+	srv := startServer(t, bin, st)
+	showKey := func(key string) (int, string) {
+		code, body := get(t, srv.url+"/account/api-key", key)
+		var shown struct {
+			APIKey string `json:"apiKey"`
+		}
+		_ = json.Unmarshal(body, &shown)
+		return code, shown.APIKey
+	}
+	if code, shown := showKey(globexKey); code != 200 || shown != globexKey {
+		t.Fatalf("GET /account/api-key of Globex after the rotation: %d %q, want 200 and its key", code, shown)
+	}
+	if code, body := get(t, srv.url+"/company", acmeKey); code != 200 {
+		t.Fatalf("GET /company with Acme's key after the rotation: %d %s, want 200 (the key authenticates by its hash)", code, body)
+	}
+	if code, _ := showKey(acmeKey); code == 200 {
+		t.Fatal("GET /account/api-key of Acme with its sealed copy unreadable: 200")
+	}
+	res, body := post(t, srv.url+"/account/api-key/rotate", acmeKey, "")
+	var rotated struct {
+		APIKey string `json:"apiKey"`
+	}
+	if err := json.Unmarshal(body, &rotated); res.StatusCode != 200 || err != nil || rotated.APIKey == "" {
+		t.Fatalf("POST /account/api-key/rotate of Acme: %d %s", res.StatusCode, body)
+	}
+	if code, shown := showKey(rotated.APIKey); code != 200 || shown != rotated.APIKey {
+		t.Fatalf("GET /account/api-key of Acme after it rotated its key: %d %q, want 200 and the new key", code, shown)
+	}
+	stopServer(t, srv)
 }

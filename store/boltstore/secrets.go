@@ -2,6 +2,7 @@ package boltstore
 
 import (
 	"crypto/rand"
+	"errors"
 	"fmt"
 
 	bolt "go.etcd.io/bbolt"
@@ -14,11 +15,13 @@ import (
 // company's API key with reseal (given the old and fresh bytes of the
 // secrets replaced), keeping what it returns. A name the store does not
 // hold yet is left for Secret to make at its first use. It returns the
-// names replaced, in the order given, and how many companies' keys were
-// re-sealed; on an error (reseal's too) nothing is written.
-func (s *Store) RotateSecrets(names []string, reseal store.Reseal) (replaced []string, resealed int, err error) {
+// names replaced, in the order given, how many companies' keys were
+// re-sealed, and the companies whose sealed key reseal could not open
+// (store.ErrSealedUnopened), by id, each kept as it was; on any other error
+// (reseal's too) nothing is written.
+func (s *Store) RotateSecrets(names []string, reseal store.Reseal) (replaced []string, resealed int, unopened []store.Company, err error) {
 	err = s.update(func(tx *bolt.Tx) error {
-		replaced, resealed = nil, 0
+		replaced, resealed, unopened = nil, 0, nil
 		meta := tx.Bucket(bucketMeta)
 		old, fresh := map[string][]byte{}, map[string][]byte{}
 		for _, name := range names {
@@ -66,6 +69,12 @@ func (s *Store) RotateSecrets(names []string, reseal store.Reseal) (replaced []s
 		}
 		for _, x := range all {
 			v, err := reseal(old, fresh, x.c.APIKeySealed)
+			if errors.Is(err, store.ErrSealedUnopened) {
+				// Unreadable before the rotation, and so after it:
+				// kept as it is (the key authenticates by its hash).
+				unopened = append(unopened, x.c)
+				continue
+			}
 			if err != nil {
 				return fmt.Errorf("company %d: %w", x.id, err)
 			}
@@ -78,7 +87,7 @@ func (s *Store) RotateSecrets(names []string, reseal store.Reseal) (replaced []s
 		return nil
 	})
 	if err != nil {
-		return nil, 0, fmt.Errorf("store: rotate secrets: %w", err)
+		return nil, 0, nil, fmt.Errorf("store: rotate secrets: %w", err)
 	}
-	return replaced, resealed, nil
+	return replaced, resealed, unopened, nil
 }

@@ -41,7 +41,7 @@ type AccountsStore interface {
 	DeleteConsoleSession(hash []byte) error
 	PruneConsoleSessions(idleCutoff, now time.Time) (int, error)
 	Secret(name string, size int) ([]byte, error)
-	RotateSecrets(names []string, reseal store.Reseal) (replaced []string, resealed int, err error)
+	RotateSecrets(names []string, reseal store.Reseal) (replaced []string, resealed int, unopened []store.Company, err error)
 }
 
 // Accounts runs the suite of companies, users, invitations, sign-in tokens,
@@ -1068,6 +1068,9 @@ func accountsSecrets(t *testing.T, s AccountsStore) {
 // and hands every company's sealed API key to reseal with the old and fresh
 // bytes, keeping what it returns; the key's hash (its lookup) is untouched.
 // An error from reseal writes nothing: the secrets and the sealed keys stay.
+// One that is store.ErrSealedUnopened does not fail the rotation: that
+// company's sealed key is kept as it is and the company is returned, the
+// others re-sealed.
 func accountsRotateSecrets(t *testing.T, s AccountsStore) {
 	jwt, err := s.Secret("jwt", 32)
 	if err != nil {
@@ -1096,7 +1099,7 @@ func accountsRotateSecrets(t *testing.T, s AccountsStore) {
 
 	// reseal failing on the second company: nothing is written.
 	calls := 0
-	_, _, err = s.RotateSecrets(names, func(old, fresh map[string][]byte, sealed []byte) ([]byte, error) {
+	_, _, _, err = s.RotateSecrets(names, func(old, fresh map[string][]byte, sealed []byte) ([]byte, error) {
 		if calls++; calls == 2 {
 			return nil, errors.New("refused")
 		}
@@ -1118,7 +1121,7 @@ func accountsRotateSecrets(t *testing.T, s AccountsStore) {
 
 	var gotOld, gotFresh map[string][]byte
 	var seen [][]byte
-	replaced, resealed, err := s.RotateSecrets(names, func(old, fresh map[string][]byte, sealed []byte) ([]byte, error) {
+	replaced, resealed, unopened, err := s.RotateSecrets(names, func(old, fresh map[string][]byte, sealed []byte) ([]byte, error) {
 		gotOld, gotFresh = old, fresh
 		seen = append(seen, sealed)
 		return append([]byte("new-"), sealed...), nil
@@ -1126,7 +1129,7 @@ func accountsRotateSecrets(t *testing.T, s AccountsStore) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fmt.Sprint(replaced) != "[jwt seal]" || resealed != 2 || len(seen) != 2 {
+	if fmt.Sprint(replaced) != "[jwt seal]" || resealed != 2 || len(seen) != 2 || len(unopened) != 0 {
 		t.Fatalf("rotated %v, re-sealed %d (%d calls), want [jwt seal] and 2", replaced, resealed, len(seen))
 	}
 	for name, was := range map[string][]byte{"jwt": jwt, "seal": seal} {
@@ -1159,12 +1162,42 @@ func accountsRotateSecrets(t *testing.T, s AccountsStore) {
 	if got, err := s.Company(bare.ID); err != nil || len(got.APIKeySealed) != 0 {
 		t.Fatalf("a company without a sealed key after rotation: %q (%v)", got.APIKeySealed, err)
 	}
+
+	// A sealed key that does not open (store.ErrSealedUnopened): kept as
+	// it is, its company returned; the rotation goes on and the others are
+	// re-sealed under the fresh bytes.
+	seal, err = s.Secret("seal", 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replaced, resealed, unopened, err = s.RotateSecrets([]string{"seal"}, func(old, fresh map[string][]byte, sealed []byte) ([]byte, error) {
+		if string(sealed) == fmt.Sprintf("new-sealed-%d", a.ID) {
+			return nil, fmt.Errorf("%w: garbage", store.ErrSealedUnopened)
+		}
+		return append([]byte("again-"), sealed...), nil
+	})
+	if err != nil {
+		t.Fatalf("rotate with one sealed key that does not open: %v, want it to go on", err)
+	}
+	if fmt.Sprint(replaced) != "[seal]" || resealed != 1 || len(unopened) != 1 || unopened[0].ID != a.ID || unopened[0].Name != a.Name {
+		t.Fatalf("rotated %v, re-sealed %d, unopened %+v, want [seal], 1 and company %d (%q)", replaced, resealed, unopened, a.ID, a.Name)
+	}
+	if now, err := s.Secret("seal", 16); err != nil || bytes.Equal(now, seal) {
+		t.Fatalf("secret seal after a rotation with a sealed key that does not open: %x (%v), want it replaced", now, err)
+	}
+	if got, err := s.Company(a.ID); err != nil || string(got.APIKeySealed) != fmt.Sprintf("new-sealed-%d", a.ID) {
+		t.Fatalf("company %d's sealed key that does not open: %q (%v), want it kept", a.ID, got.APIKeySealed, err)
+	}
+	if got, err := s.Company(b.ID); err != nil || string(got.APIKeySealed) != fmt.Sprintf("again-new-sealed-%d", b.ID) {
+		t.Fatalf("company %d's sealed key beside one that does not open: %q (%v), want it re-sealed", b.ID, got.APIKeySealed, err)
+	}
+
 	// Nothing held of the names: nothing replaced, reseal never called.
-	replaced, resealed, err = s.RotateSecrets([]string{"absent-too"}, func(_, _ map[string][]byte, _ []byte) ([]byte, error) {
+	replaced, resealed, unopened, err = s.RotateSecrets([]string{"absent-too"}, func(_, _ map[string][]byte, _ []byte) ([]byte, error) {
 		t.Error("reseal called with no secret replaced")
 		return nil, nil
 	})
-	if err != nil || len(replaced) != 0 || resealed != 0 {
+	if err != nil || len(replaced) != 0 || resealed != 0 || len(unopened) != 0 {
 		t.Fatalf("rotating no held secret: %v %d (%v)", replaced, resealed, err)
 	}
 }

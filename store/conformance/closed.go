@@ -27,7 +27,7 @@ type ClosedStore interface {
 	PruneTokens(cutoff time.Time) (int, error)
 	Ready() error
 	Secret(name string, size int) ([]byte, error)
-	RotateSecrets(names []string, reseal store.Reseal) ([]string, int, error)
+	RotateSecrets(names []string, reseal store.Reseal) ([]string, int, []store.Company, error)
 	StatsTotals(companyID uint64) (store.Counts, error)
 	TransitionLater(companyID, deviceID uint64, uuid, status, errText, statusAt, detail string, now time.Time) store.Transit
 	UpdateCompany(id uint64, fn func(*store.Company) error) (store.Company, error)
@@ -67,7 +67,7 @@ func Closed(t *testing.T, open Opener[ClosedStore]) {
 		{"Ready", st.Ready},
 		{"Secret", func() error { _, err := st.Secret("closed-suite", 32); return err }},
 		{"RotateSecrets", func() error {
-			_, _, err := st.RotateSecrets([]string{"closed-suite"}, func(_, _ map[string][]byte, sealed []byte) ([]byte, error) { return sealed, nil })
+			_, _, _, err := st.RotateSecrets([]string{"closed-suite"}, func(_, _ map[string][]byte, sealed []byte) ([]byte, error) { return sealed, nil })
 			return err
 		}},
 		{"CreateCompany", func() error {

@@ -23,8 +23,10 @@ var ErrNodesLive = errors.New("nodes run on this database")
 // company's API key with reseal (given the old and fresh bytes of the
 // secrets replaced), keeping what it returns. A name the database does not
 // hold yet is left for Secret to make at its first use. It returns the
-// names replaced, in the order given, and how many companies' keys were
-// re-sealed; on an error (reseal's too) nothing is written.
+// names replaced, in the order given, how many companies' keys were
+// re-sealed, and the companies whose sealed key reseal could not open
+// (store.ErrSealedUnopened), by id, each kept as it was; on any other error
+// (reseal's too) nothing is written.
 //
 // It refuses (ErrNodesLive) while a node's beat is within
 // migrateLiveWithin seconds, as a migration does, under the same advisory
@@ -36,9 +38,9 @@ var ErrNodesLive = errors.New("nodes run on this database")
 // anything removes the nodes of the registry (none live): a node silent
 // past the window but not stopped finds its row gone at its next beat and
 // stops.
-func (s *Store) RotateSecrets(names []string, reseal store.Reseal) (replaced []string, resealed int, err error) {
+func (s *Store) RotateSecrets(names []string, reseal store.Reseal) (replaced []string, resealed int, unopened []store.Company, err error) {
 	err = s.write("rotate secrets", func(t *txn) error {
-		replaced, resealed = nil, 0
+		replaced, resealed, unopened = nil, 0, nil
 		if _, err := t.exec("SELECT pg_advisory_xact_lock($1)", migrationLock); err != nil {
 			return err
 		}
@@ -98,6 +100,12 @@ func (s *Store) RotateSecrets(names []string, reseal store.Reseal) (replaced []s
 				continue
 			}
 			v, err := reseal(old, fresh, c.APIKeySealed)
+			if errors.Is(err, store.ErrSealedUnopened) {
+				// Unreadable before the rotation, and so after it:
+				// kept as it is (the key authenticates by its hash).
+				unopened = append(unopened, c)
+				continue
+			}
 			if err != nil {
 				return fmt.Errorf("company %d: %w", c.ID, err)
 			}
@@ -114,9 +122,9 @@ func (s *Store) RotateSecrets(names []string, reseal store.Reseal) (replaced []s
 		return nil
 	})
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
-	return replaced, resealed, nil
+	return replaced, resealed, unopened, nil
 }
 
 // HoldSecrets runs fn holding the advisory lock a rotation of the server's

@@ -36,7 +36,7 @@ func TestRotateSecretsRefusedWhileNodesRun(t *testing.T) {
 		VALUES ('n-1', now(), now(), true, 'a'), ('gone', now(), now() - interval '1 minute', true, 'c')`); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = s.RotateSecrets([]string{"jwt"}, nil)
+	_, _, _, err = s.RotateSecrets([]string{"jwt"}, nil)
 	if !errors.Is(err, ErrNodesLive) || !strings.Contains(err.Error(), "n-1") || strings.Contains(err.Error(), "gone") {
 		t.Fatalf("rotated with a node running: %v; want ErrNodesLive naming n-1 only", err)
 	}
@@ -46,7 +46,7 @@ func TestRotateSecretsRefusedWhileNodesRun(t *testing.T) {
 	if _, err := conn.Exec(ctx, `UPDATE cluster_nodes SET seen_at = now() - interval '1 minute'`); err != nil {
 		t.Fatal(err)
 	}
-	if replaced, _, err := s.RotateSecrets([]string{"jwt"}, nil); err != nil || len(replaced) != 1 {
+	if replaced, _, _, err := s.RotateSecrets([]string{"jwt"}, nil); err != nil || len(replaced) != 1 {
 		t.Fatalf("rotate once the nodes stopped: %v (%v)", replaced, err)
 	}
 	if now, err := s.Secret("jwt", 32); err != nil || bytes.Equal(now, was) {
@@ -77,7 +77,7 @@ func TestRotateSecretsEndsTheSilentNodes(t *testing.T) {
 		VALUES ('paused', now(), now() - interval '11 seconds', true, 'p')`); err != nil {
 		t.Fatal(err)
 	}
-	if replaced, _, err := s.RotateSecrets([]string{"jwt"}, nil); err != nil || len(replaced) != 1 {
+	if replaced, _, _, err := s.RotateSecrets([]string{"jwt"}, nil); err != nil || len(replaced) != 1 {
 		t.Fatalf("rotate with the node silent past the live window: %v (%v)", replaced, err)
 	}
 	if ok, err := s.NodeBeat("paused", "p"); err != nil || ok {
