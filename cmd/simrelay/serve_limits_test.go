@@ -268,7 +268,9 @@ func nodeLogin(t *testing.T, node *limitsNode, n int, cookie, email, password st
 	return res.StatusCode, res.Header, set
 }
 
-// windowKeys are the keys of scope's windows in the cluster's database.
+// windowKeys are the keys of scope's windows in the cluster's database
+// (the API's in rate_windows, the logins' and reset mails' in
+// login_windows).
 func windowKeys(t *testing.T, dbURL, scope string) []string {
 	t.Helper()
 	ctx := context.Background()
@@ -277,7 +279,7 @@ func windowKeys(t *testing.T, dbURL, scope string) []string {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	rows, err := conn.Query(ctx, "SELECT key FROM rate_windows WHERE scope = $1", scope)
+	rows, err := conn.Query(ctx, "SELECT key FROM rate_windows WHERE scope = $1 UNION ALL SELECT key FROM login_windows WHERE scope = $1", scope)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -404,8 +406,10 @@ func TestClusterSweepsFailedLogins(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "UPDATE rate_windows SET window_end = now() - interval '1 second'"); err != nil {
-		t.Fatal(err)
+	for _, table := range []string{"rate_windows", "login_windows"} {
+		if _, err := conn.Exec(ctx, "UPDATE "+table+" SET window_end = now() - interval '1 second'"); err != nil {
+			t.Fatal(err)
+		}
 	}
 	b.shared.sweep()
 	for _, scope := range scopes {

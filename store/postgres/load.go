@@ -116,6 +116,7 @@ var tableKinds = map[string]store.Kind{
 	"cluster_nodes": "", // nodes register at start
 	"device_links":  "", // links claim their epochs as phones connect
 	"rate_windows":  "", // windows start with a node's first request
+	"login_windows": "", // as rate_windows
 	"stream_leases": "", // leases of open console streams
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -17,12 +18,13 @@ import (
 // slow database holds the request instead.
 const windowTimeout = 2 * time.Second
 
-// Windows are rate-limit windows every node of a cluster shares (table
-// rate_windows, migration 0012): fixed windows per key that start at the
-// key's first request, with the answers of pacing.Windows (requests
-// 1..Limit of a window pass, refused ones count too, Remaining never below
-// 0), counted in one statement per request. The database's clock times
-// them, so nodes whose clocks disagree still agree on a window.
+// Windows are rate-limit windows every node of a cluster shares (tables
+// rate_windows, migration 0012, and login_windows, migration 0019): fixed
+// windows per key that start at the key's first request, with the answers
+// of pacing.Windows (requests 1..Limit of a window pass, refused ones count
+// too, Remaining never below 0), counted in one statement per request. The
+// database's clock times them, so nodes whose clocks disagree still agree
+// on a window.
 //
 // Unlike pacing.Windows they keep no overflow window for a flood of new
 // addresses: rows cost the database's disk, not a node's memory, and Sweep
@@ -31,11 +33,35 @@ type Windows struct {
 	s     *Store
 	scope string
 	rate  pacing.Rate
+	// take, spent, refund and sweep are the statements, on the scope's
+	// table (windowsTable).
+	take, spent, refund, sweep string
+}
+
+// loggedScopes are the scopes counted in the logged table login_windows
+// (migration 0019): the failed logins' (account.LoginScope,
+// account.ClientShareScope, account.DeviceScope) and the reset mails'
+// (account.ResetScope). A crash of the database server or a failover to a
+// standby keeps them, where it empties the UNLOGGED rate_windows: an
+// address an attacker has spent stays refused. Every other scope (the
+// API's, counted per request) stays in rate_windows, without a WAL record
+// per request. Named here, not imported from account, which this package
+// does not depend on; TestLoggedScopesAreTheAccountsOnes holds them to
+// account's constants.
+var loggedScopes = map[string]bool{"login": true, "login-client": true, "login-device": true, "reset-mail": true}
+
+// windowsTable is the table scope's windows are in.
+func windowsTable(scope string) string {
+	if loggedScopes[scope] {
+		return "login_windows"
+	}
+	return "rate_windows"
 }
 
 // Windows returns the shared windows of scope (the API names its scopes
 // "general", "members" and "auth", the reset mails theirs "reset-mail",
-// the failed logins theirs "login") at rate. Nodes that pass the same
+// the failed logins theirs "login", "login-client" and "login-device") at
+// rate, in the scope's table (windowsTable). Nodes that pass the same
 // scope count in the same windows, so every node must be given the same
 // rate.
 func (s *Store) Windows(scope string, rate pacing.Rate) (*Windows, error) {
@@ -45,13 +71,22 @@ func (s *Store) Windows(scope string, rate pacing.Rate) (*Windows, error) {
 	if scope == "" {
 		return nil, fmt.Errorf("store: windows: the scope is empty")
 	}
-	return &Windows{s: s, scope: scope, rate: rate}, nil
+	table := windowsTable(scope)
+	return &Windows{s: s, scope: scope, rate: rate,
+		take: strings.ReplaceAll(takeWindow, "rate_windows", table),
+		spent: `SELECT (extract(epoch FROM window_end - now()) * 1000000)::bigint
+		FROM ` + table + ` WHERE scope = $1 AND key = $2 AND window_end > now() AND count >= $3`,
+		refund: `UPDATE ` + table + ` SET count = count - 1
+		WHERE scope = $1 AND key = $2 AND window_end > now() AND count > 0`,
+		sweep: "DELETE FROM " + table + " WHERE scope = $1 AND window_end <= now()",
+	}, nil
 }
 
 // takeWindow counts one request of a key: a new window when the key has
 // none or its window ended, else one more in it (saturating at limit+1:
 // refusals beyond change nothing). It answers the count and the
-// microseconds until the window ends, by the database's clock.
+// microseconds until the window ends, by the database's clock. Written on
+// rate_windows; Windows puts the scope's table in its place.
 const takeWindow = `INSERT INTO rate_windows AS w (scope, key, window_end, count)
 	VALUES ($1, $2, now() + make_interval(secs => $3), 1)
 	ON CONFLICT (scope, key) DO UPDATE SET
@@ -66,7 +101,7 @@ func (w *Windows) Take(key string) (pacing.Result, error) {
 	limit, length := w.rate.Limit, w.rate.Window
 	var count int
 	var micros int64
-	err := w.s.pool.QueryRow(ctx, takeWindow, w.scope, key, length.Seconds(), limit+1).Scan(&count, &micros)
+	err := w.s.pool.QueryRow(ctx, w.take, w.scope, key, length.Seconds(), limit+1).Scan(&count, &micros)
 	if err != nil {
 		return pacing.Result{}, fmt.Errorf("store: count a request in %s: %w", w.scope, w.s.closed(err))
 	}
@@ -80,9 +115,7 @@ func (w *Windows) Spent(key string) (bool, time.Duration, error) {
 	ctx, cancel := context.WithTimeout(w.s.ctx, windowTimeout)
 	defer cancel()
 	var micros int64
-	err := w.s.pool.QueryRow(ctx, `SELECT (extract(epoch FROM window_end - now()) * 1000000)::bigint
-		FROM rate_windows WHERE scope = $1 AND key = $2 AND window_end > now() AND count >= $3`,
-		w.scope, key, w.rate.Limit).Scan(&micros)
+	err := w.s.pool.QueryRow(ctx, w.spent, w.scope, key, w.rate.Limit).Scan(&micros)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, 0, nil
 	}
@@ -98,8 +131,7 @@ func (w *Windows) Spent(key string) (bool, time.Duration, error) {
 func (w *Windows) Refund(key string) error {
 	ctx, cancel := context.WithTimeout(w.s.ctx, windowTimeout)
 	defer cancel()
-	if _, err := w.s.pool.Exec(ctx, `UPDATE rate_windows SET count = count - 1
-		WHERE scope = $1 AND key = $2 AND window_end > now() AND count > 0`, w.scope, key); err != nil {
+	if _, err := w.s.pool.Exec(ctx, w.refund, w.scope, key); err != nil {
 		return fmt.Errorf("store: take back a request in %s: %w", w.scope, w.s.closed(err))
 	}
 	return nil
@@ -111,7 +143,7 @@ func (w *Windows) Refund(key string) error {
 func (w *Windows) Sweep() error {
 	ctx, cancel := context.WithTimeout(w.s.ctx, windowTimeout)
 	defer cancel()
-	if _, err := w.s.pool.Exec(ctx, "DELETE FROM rate_windows WHERE scope = $1 AND window_end <= now()", w.scope); err != nil {
+	if _, err := w.s.pool.Exec(ctx, w.sweep, w.scope); err != nil {
 		return fmt.Errorf("store: prune the windows of %s: %w", w.scope, w.s.closed(err))
 	}
 	return nil

@@ -2,9 +2,13 @@ package postgres
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/simrelay/simrelay/account"
 	"github.com/simrelay/simrelay/internal/pgtest"
 	"github.com/simrelay/simrelay/pacing"
 )
@@ -145,7 +149,7 @@ func TestWindowsRefundShared(t *testing.T) {
 	if got, err := wb.Take("unseen"); err != nil || got.Remaining != 1 {
 		t.Fatalf("refunds beyond what was taken: got %+v, %v, want 1 left (never below 0)", got, err)
 	}
-	if _, err := a.pool.Exec(context.Background(), "UPDATE rate_windows SET window_end = now() - interval '1 second' WHERE scope = 'login' AND key = 'k'"); err != nil {
+	if _, err := a.pool.Exec(context.Background(), "UPDATE login_windows SET window_end = now() - interval '1 second' WHERE scope = 'login' AND key = 'k'"); err != nil {
 		t.Fatal(err)
 	}
 	if err := wa.Refund("k"); err != nil {
@@ -165,5 +169,103 @@ func TestWindowsRefuseBadRate(t *testing.T) {
 	}
 	if _, err := s.Windows("", pacing.Rate{Limit: 1, Window: time.Minute}); err == nil {
 		t.Error("an empty scope was taken")
+	}
+}
+
+// The failed logins' and the reset mails' windows are in the logged table
+// login_windows, which a crash of the database server or a failover to a
+// standby keeps; the API's stay in the UNLOGGED rate_windows. Spent,
+// Refund and Sweep work on the scope's table, and a sweep of a login scope
+// deletes its ended windows there and nothing else.
+func TestLoginWindowsLogged(t *testing.T) {
+	t.Parallel()
+	s := open(t, pgtest.URL(t))
+	ctx := context.Background()
+	for table, want := range map[string]string{"login_windows": "p", "rate_windows": "u"} {
+		var got string
+		if err := s.pool.QueryRow(ctx, "SELECT relpersistence::text FROM pg_class WHERE oid = $1::regclass", table).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Errorf("%s: relpersistence %q, want %q", table, got, want)
+		}
+	}
+	rate := pacing.Rate{Limit: 1, Window: time.Hour}
+	logged := []string{"login", "login-client", "login-device", "reset-mail"}
+	windows := map[string]*Windows{}
+	for _, scope := range append([]string{"general", "members", "auth"}, logged...) {
+		w, err := s.Windows(scope, rate)
+		if err != nil {
+			t.Fatal(err)
+		}
+		windows[scope] = w
+		for range 2 {
+			if _, err := w.Take("k"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if spent, _, err := w.Spent("k"); err != nil || !spent {
+			t.Errorf("%s: spent %v, %v after 2 requests of a 1/1h window, want spent", scope, spent, err)
+		}
+	}
+	scopesIn := func(table string) []string {
+		t.Helper()
+		rows, err := s.pool.Query(ctx, "SELECT scope FROM "+table+" ORDER BY scope")
+		if err != nil {
+			t.Fatal(err)
+		}
+		scopes, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return scopes
+	}
+	if got, want := scopesIn("login_windows"), []string{"login", "login-client", "login-device", "reset-mail"}; !slices.Equal(got, want) {
+		t.Errorf("scopes in login_windows: %v, want %v", got, want)
+	}
+	if got, want := scopesIn("rate_windows"), []string{"auth", "general", "members"}; !slices.Equal(got, want) {
+		t.Errorf("scopes in rate_windows: %v, want %v", got, want)
+	}
+	// Refunds take back in the scope's table (the count saturated at 2).
+	for range 2 {
+		if err := windows["login"].Refund("k"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if spent, _, err := windows["login"].Spent("k"); err != nil || spent {
+		t.Errorf("login after a refund: spent %v, %v, want not spent", spent, err)
+	}
+	// End every window as time would; a sweep of each login scope deletes
+	// its own, the API's stay until their own sweeps.
+	for _, table := range []string{"login_windows", "rate_windows"} {
+		if _, err := s.pool.Exec(ctx, "UPDATE "+table+" SET window_end = now() - interval '1 second'"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, scope := range logged[:3] {
+		if err := windows[scope].Sweep(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, want := scopesIn("login_windows"), []string{"reset-mail"}; !slices.Equal(got, want) {
+		t.Errorf("scopes in login_windows after the login scopes' sweeps: %v, want %v", got, want)
+	}
+	if got := scopesIn("rate_windows"); len(got) != 3 {
+		t.Errorf("scopes in rate_windows after the login scopes' sweeps: %v, want the 3 of the API", got)
+	}
+	if err := windows["reset-mail"].Sweep(); err != nil {
+		t.Fatal(err)
+	}
+	if got := scopesIn("login_windows"); len(got) != 0 {
+		t.Errorf("scopes in login_windows after every sweep: %v, want none", got)
+	}
+}
+
+// The scopes counted in login_windows are the account package's.
+func TestLoggedScopesAreTheAccountsOnes(t *testing.T) {
+	for _, scope := range []string{account.LoginScope, account.ClientShareScope, account.DeviceScope, account.ResetScope} {
+		if windowsTable(scope) != "login_windows" {
+			t.Errorf("scope %q is not counted in login_windows", scope)
+		}
 	}
 }
