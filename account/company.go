@@ -99,7 +99,13 @@ func (s *Service) APIKey(_ context.Context, p Principal) (string, time.Time, err
 	}
 	key, err := s.sealer.open(c.APIKeySealed)
 	if err != nil {
-		return "", time.Time{}, err
+		// The stored copy does not open under the server's seal key (it was
+		// unreadable when simrelay admin rotate-keys ran, which keeps such
+		// a copy and names the company): the key still authenticates by
+		// its hash, but only a new one can be shown. The company's to put
+		// right, not a fault a retry mends.
+		s.log.Warn("the company's API key's stored copy does not open", "company_id", c.ID, "err", err)
+		return "", time.Time{}, problem.New(problem.Conflict, "This company's API key cannot be shown: its stored copy cannot be read with the server's keys. It still works; rotate it (POST /account/api-key/rotate) to get one that can be shown.")
 	}
 	return key, c.APIKeyCreatedAt, nil
 }

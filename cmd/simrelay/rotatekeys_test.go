@@ -252,8 +252,8 @@ func TestAdminRotateKeysKeepsAnUnopenedSealedKey(t *testing.T) {
 	if code, body := get(t, srv.url+"/company", acmeKey); code != 200 {
 		t.Fatalf("GET /company with Acme's key after the rotation: %d %s, want 200 (the key authenticates by its hash)", code, body)
 	}
-	if code, _ := showKey(acmeKey); code == 200 {
-		t.Fatal("GET /account/api-key of Acme with its sealed copy unreadable: 200")
+	if code, body := get(t, srv.url+"/account/api-key", acmeKey); code != 409 || !strings.Contains(string(body), `"error":"conflict"`) || !strings.Contains(string(body), "POST /account/api-key/rotate") {
+		t.Fatalf("GET /account/api-key of Acme with its sealed copy unreadable: %d %s, want 409 conflict naming the rotation", code, body)
 	}
 	res, body := post(t, srv.url+"/account/api-key/rotate", acmeKey, "")
 	var rotated struct {
