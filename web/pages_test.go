@@ -14,6 +14,7 @@ import (
 	"github.com/simrelay/simrelay/internal/testhttp"
 	"github.com/simrelay/simrelay/mail/mailtest"
 	"github.com/simrelay/simrelay/pacing"
+	"github.com/simrelay/simrelay/store"
 )
 
 // signedInPages are every page of the signed-in console.
@@ -429,5 +430,37 @@ func TestMessagesPageListsTheLatestConversations(t *testing.T) {
 	got := b.get("/console/messages?device=fp-1").body
 	if strings.Count(got, `<li data-phone=`) != 200 || !strings.Contains(got, `id="more-convs"`) || strings.Contains(got, `data-phone="&#43;15550100000"`) || !strings.Contains(got, `data-phone="&#43;15550100001"`) {
 		t.Fatalf("201 conversations: want the latest 200 listed, the oldest not, and the line about older ones")
+	}
+}
+
+// An API key whose stored copy the server's keys cannot open (kept so by
+// simrelay admin rotate-keys) cannot be shown: the settings page says so
+// and still offers the rotation, which gives a key it shows again. The
+// page was an error, its rotate button out of reach.
+func TestSettingsWithAnUnreadableAPIKeyOffersItsRotation(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	co, _, _, err := e.accounts.CreateCompany("Acme", account.OwnerInput{Email: "seal@acme.test", Password: "Correct1horse"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.store.UpdateCompany(co.ID, func(c *store.Company) error {
+		c.APIKeySealed = []byte("not a sealed key")
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	admin := e.browser()
+	admin.signIn("seal@acme.test", "Correct1horse")
+	got := admin.get("/console/settings")
+	if got.status != http.StatusOK || !strings.Contains(got.body, `id="api-key-unreadable"`) || strings.Contains(got.body, `id="api-key"`) ||
+		!strings.Contains(got.body, `action="/console/settings/api-key/rotate"`) {
+		t.Fatalf("GET /console/settings with the key's copy unreadable: %d, want the page saying so with the rotation; body %s", got.status, got.body)
+	}
+	if p := admin.post("/console/settings/api-key/rotate", nil); p.status >= 400 {
+		t.Fatalf("rotate: %d %s", p.status, p.body)
+	}
+	if got := admin.get("/console/settings"); got.status != http.StatusOK || !strings.Contains(got.body, `id="api-key"`) {
+		t.Fatalf("GET /console/settings after the rotation: %d, want the new key shown; body %s", got.status, got.body)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/simrelay/simrelay/account"
+	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
 )
 
@@ -18,6 +19,10 @@ type settingsData struct {
 	Company store.Company
 	// APIKey is read only for admins: a member's page never holds it.
 	APIKey string
+	// APIKeyUnreadable says why the key cannot be shown (its stored copy
+	// does not open: account.Service.APIKey's conflict); the page still
+	// offers its rotation, the one way to a key that can be shown.
+	APIKeyUnreadable string
 	// MCPURL is where AI agents connect (POST /mcp, docs/mcp.md).
 	MCPURL string
 	// Email is the e-mail to SMS listener, when it is on.
@@ -31,7 +36,11 @@ func (c *Console) settingsPage(w http.ResponseWriter, r *http.Request, q *req) e
 	}
 	data := settingsData{Company: co, MCPURL: strings.TrimSuffix(c.cfg.PublicURL, "/") + "/mcp", Email: c.cfg.Email}
 	if q.p().IsAdmin() {
-		if data.APIKey, _, err = c.deps.Accounts.APIKey(r.Context(), q.p()); err != nil {
+		data.APIKey, _, err = c.deps.Accounts.APIKey(r.Context(), q.p())
+		if pe, ok := problem.As(err); ok && pe.Code == problem.Conflict {
+			data.APIKeyUnreadable, err = pe.Message, nil
+		}
+		if err != nil {
 			return err
 		}
 	}
