@@ -625,9 +625,7 @@ func htmlText(src string, links bool) string {
 		case tag == "body" || tag == "html" || tag == "br":
 			// </body> and </html> close nothing a browser shows after them.
 			return -1
-		case tag == "td" || tag == "th" || tag == "tr" || tag == "tbody" || tag == "thead" || tag == "tfoot" || tag == "caption":
-			return closeTo(tag, 0, classTableScopeEnd, 0)
-		case tag == "table":
+		case tag == "td" || tag == "th" || tag == "tr" || tag == "tbody" || tag == "thead" || tag == "tfoot" || tag == "caption" || tag == "table":
 			return closeTo(tag, 0, classTableScopeEnd, 0)
 		case tag == "p":
 			return closeTo(tag, 0, classScopeEnd|classButton, 0)
