@@ -469,11 +469,10 @@ func htmlText(src string, links bool) string {
 	skip := 0 // depth inside skipped elements
 	// Whether the text is in the head (headContent), which shows nothing.
 	head := false
-	// How many open elements hide their content (display:none): the text
-	// in one shows nothing, and one in it is not read as hiding, so there
-	// is one at most. hideAt is where it is in the open elements (-1:
-	// none).
-	hideDepth, hideAt := 0, -1
+	// Where the open element that hides its content (display:none) is in
+	// the open elements (-1: none): the text in it shows nothing, and an
+	// element in it is not read as hiding, so there is one at most.
+	hideAt := -1
 	// spaced says whether b ends in white space, which a space after it
 	// would only repeat: a browser shows one.
 	spaced := func() bool {
@@ -529,9 +528,7 @@ func htmlText(src string, links bool) string {
 	// closed ends what the element e ended.
 	closed := func(e element) {
 		if e.hide {
-			if hideDepth--; hideDepth == 0 {
-				hideAt = -1
-			}
+			hideAt = -1
 		}
 		if e.skip {
 			skip--
@@ -669,13 +666,13 @@ func htmlText(src string, links bool) string {
 			if head && skip == 0 && strings.Trim(raw, " \t\r\n\f") != "" {
 				head = false
 			}
-			if skip == 0 && hideDepth == 0 && !head && pre > 0 {
+			if skip == 0 && hideAt < 0 && !head && pre > 0 {
 				text := strings.ReplaceAll(strings.ReplaceAll(raw, "\r\n", "\n"), "\r", "\n")
 				if preFirst {
 					text, preFirst = strings.TrimPrefix(text, "\n"), false
 				}
 				b.WriteString(text)
-			} else if skip == 0 && hideDepth == 0 && !head {
+			} else if skip == 0 && hideAt < 0 && !head {
 				text := spaces.ReplaceAllString(raw, " ")
 				if strings.HasPrefix(text, " ") && spaced() {
 					text = text[1:]
@@ -691,7 +688,7 @@ func htmlText(src string, links bool) string {
 			if tt == html.StartTagToken {
 				startCloses(tag)
 			}
-			if hideDepth > 0 {
+			if hideAt >= 0 {
 				if opens {
 					open = append(open, element{tag: tag, class: classOf(tag)})
 				}
@@ -710,7 +707,6 @@ func htmlText(src string, links bool) string {
 			if hideable[tag] && opens && hidden(attrs) {
 				hideAt = len(open)
 				open = append(open, element{tag: tag, class: classOf(tag), hide: true})
-				hideDepth++
 				continue
 			}
 			e := element{tag: tag, class: classOf(tag)}
