@@ -47,6 +47,16 @@ type line struct {
 	passed uint64
 }
 
+// passOver moves the line's cursor past the job seq, which the link leaves
+// to another agent: the first one passed over is read again at a kick
+// (rewind).
+func (l *line) passOver(seq uint64) {
+	if l.passed == 0 {
+		l.passed = seq
+	}
+	l.cursor = seq
+}
+
 // rewind makes the link read again the jobs of its numbers it passed over
 // as another agent's; pumpMu held.
 func (c *conn) rewind() {
@@ -81,9 +91,6 @@ func (c *conn) pumpAgents() {
 				return
 			}
 			jobs, err := agents.Pending(context.Background(), c.dev, l.id, l.cursor, 1)
-			if err == nil {
-				c.hub.reached()
-			}
 			if err != nil {
 				// The link ends, as when its SMS queue cannot be read
 				// (pumpSMS): left up, it would read this queue again
@@ -91,6 +98,7 @@ func (c *conn) pumpAgents() {
 				c.storeFault(err, "load pending agent jobs", "device", c.dev.Fingerprint, "number", l.id)
 				return
 			}
+			c.hub.reached()
 			if len(jobs) == 0 {
 				break
 			}
@@ -103,10 +111,7 @@ func (c *conn) pumpAgents() {
 				// Handed to the number's former agent, which may have
 				// taken it (its ack lost): it is that agent's until it
 				// reports it or is deleted (PROTOCOL.md section 16.1).
-				if l.passed == 0 {
-					l.passed = j.Seq
-				}
-				l.cursor = j.Seq
+				l.passOver(j.Seq)
 				continue
 			}
 			if _, mine := c.inflight[j.Send.ID]; mine {
@@ -124,21 +129,16 @@ func (c *conn) pumpAgents() {
 				// job may be in the agent's journal whatever becomes of
 				// the link, and no other agent may have it.
 				ok, err := agents.HandOut(context.Background(), c.dev, j.Seq)
-				if err == nil {
-					c.hub.reached()
-				}
 				if err != nil {
 					c.storeFault(err, "hand out an agent job", "device", c.dev.Fingerprint, "number", l.id)
 					return
 				}
+				c.hub.reached()
 				if !ok {
 					// Moved, paused, taken or handed to another agent
 					// since the read: passed over, read again at a kick
 					// (a resume kicks the link).
-					if l.passed == 0 {
-						l.passed = j.Seq
-					}
-					l.cursor = j.Seq
+					l.passOver(j.Seq)
 					continue
 				}
 			}

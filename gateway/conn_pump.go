@@ -41,9 +41,6 @@ func (c *conn) pumpSMS() {
 			return
 		}
 		jobs, err := c.hub.intake.Pending(context.Background(), c.dev, c.cursor, limit)
-		if err == nil {
-			c.hub.reached()
-		}
 		if err != nil {
 			// The link ends, as at every other store fault of a link: with
 			// 1013 while the database is out of reach, which brings the
@@ -59,6 +56,7 @@ func (c *conn) pumpSMS() {
 			c.storeFault(err, "load pending jobs", "device", c.dev.Fingerprint)
 			return
 		}
+		c.hub.reached()
 		progress, found := false, 0
 		for _, j := range jobs {
 			if j.Send == nil { // expired (the sweeper marks it), held or failed: not sent, and out of the queue's way
