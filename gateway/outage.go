@@ -136,11 +136,12 @@ func (c *conn) storeFault(err error, msg string, attrs ...any) {
 // within seconds and its hello reads the queue from its start.
 func (c *conn) gated(msg string) bool {
 	h := c.hub
-	refused, cause := h.gate.refuseAfter(h.now(), pumpGrace)
+	now := h.now()
+	refused, cause := h.gate.refuseAfter(now, pumpGrace)
 	if !refused {
 		return false
 	}
-	if suppressed, ok := h.linksCut.Due(h.now(), outage.LogEvery); ok {
+	if suppressed, ok := h.linksCut.Due(now, outage.LogEvery); ok {
 		h.log.Error(msg+": the database does not answer", "device", c.dev.Fingerprint, "err", cause, "suppressed", suppressed)
 	}
 	c.closeWith(proto.CloseTryAgainLater, "database unavailable")
