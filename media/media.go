@@ -462,9 +462,9 @@ func (s *Service) Serve(w http.ResponseWriter, r *http.Request, m store.Media) e
 	// after max-age) names its ETag in If-None-Match: it gets 304 and no
 	// body, before any Range (RFC 9110 sections 13.1.2 and 13.2.2), and
 	// takes no download place.
-	if inm := r.Header.Values("If-None-Match"); len(inm) > 0 && noneMatchFails(inm, etag) {
+	if noneMatchFails(r.Header.Values("If-None-Match"), etag) {
 		h.Set("ETag", etag)
-		h.Set("Cache-Control", "private, max-age=300")
+		h.Set("Cache-Control", cacheControl)
 		w.WriteHeader(http.StatusNotModified)
 		return nil
 	}
@@ -498,7 +498,7 @@ func (s *Service) Serve(w http.ResponseWriter, r *http.Request, m store.Media) e
 	h.Set("Content-Disposition", Disposition(m))
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; sandbox")
-	h.Set("Cache-Control", "private, max-age=300")
+	h.Set("Cache-Control", cacheControl)
 	w.WriteHeader(status)
 	if r.Method == http.MethodHead {
 		return nil
@@ -513,6 +513,10 @@ func (s *Service) Serve(w http.ResponseWriter, r *http.Request, m store.Media) e
 	}), m.ID, off, n)
 	return err
 }
+
+// cacheControl is the Cache-Control of a file served, and of its 304: a
+// company's file, kept by the client's own cache for five minutes.
+const cacheControl = "private, max-age=300"
 
 // noneMatchFails reports whether If-None-Match (its header lines, each a
 // list of entity tags, or *) names etag: weakly compared, as RFC 9110
