@@ -36,9 +36,8 @@ const (
 type Mail struct {
 	Text      string // the SMS: the body's text, signature and quoted reply cut
 	MessageID string // the Message-ID header, "" when absent
-	Date      string // the Date header, "" when absent
 	// Header is the message's header as given (continuation lines
-	// joined): its From, To, Cc and Subject make the key of a mail
+	// joined): its Date, From, To, Cc and Subject make the key of a mail
 	// without a Message-ID (see the session's mailKey).
 	Header mail.Header
 }
@@ -94,8 +93,7 @@ func ReadMail(raw []byte) (Mail, error) {
 		// anything else (a fault, 451, that a mail server retries for days).
 		text = strings.TrimSpace(layout.Replace(strings.ToValidUTF8(subject, "\uFFFD")))
 	}
-	return Mail{Text: text, MessageID: strings.TrimSpace(msg.Header.Get("Message-ID")),
-		Date: strings.TrimSpace(msg.Header.Get("Date")), Header: msg.Header}, nil
+	return Mail{Text: text, MessageID: strings.TrimSpace(msg.Header.Get("Message-ID")), Header: msg.Header}, nil
 }
 
 // header is the part of a MIME header the reader needs: a mail's

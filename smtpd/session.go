@@ -484,7 +484,7 @@ func keyOf(m Mail, from string) mailKey {
 	switch {
 	case m.MessageID != "":
 		return mailKey{kind: keyMessageID, id: m.MessageID}
-	case m.Date == "":
+	case strings.TrimSpace(m.Header.Get("Date")) == "":
 		return mailKey{kind: keyNone}
 	}
 	h := sha256.New()
