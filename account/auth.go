@@ -224,7 +224,7 @@ func (s *Service) checkLogin(ctx context.Context, email, password string) (u sto
 	// The try counts against the address before anything is looked up,
 	// whether or not it has an account; one over its failed logins is
 	// answered at once, without a hash (logins.go).
-	key := s.loginKey(email)
+	key := loginKey(digest)
 	share, refundShare := s.takeShare(ctx, key)
 	if !share.Allowed {
 		return store.User{}, "", s.errShareSpent(share)

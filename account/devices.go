@@ -9,6 +9,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/simrelay/simrelay/pacing"
@@ -159,13 +160,14 @@ func (s *Service) takeDevice(key string) (pacing.Result, func()) {
 	return s.take(s.deviceFailures, key)
 }
 
-// DeviceHTTPCookie is the Set-Cookie of a device cookie's value for the API's
-// login and the console's sign-in alike: Path=/ so that both send it,
-// HttpOnly (no script reads it), SameSite=Strict (no other site's page
-// sends it), Max-Age DeviceLifetime; with secure (the public URL is https,
-// or the request came over TLS) Secure and the __Host- prefix, so that
-// only this host, over https, can set it.
-func DeviceHTTPCookie(value string, secure bool) *http.Cookie {
+// DeviceHTTPCookie is the Set-Cookie of a device cookie's value in answer
+// to r, for the API's login and the console's sign-in alike: Path=/ so
+// that both send it, HttpOnly (no script reads it), SameSite=Strict (no
+// other site's page sends it), Max-Age DeviceLifetime; when the public URL
+// publicURL is https, or r came over TLS, Secure and the __Host- prefix,
+// so that only this host, over https, can set it.
+func DeviceHTTPCookie(value, publicURL string, r *http.Request) *http.Cookie {
+	secure := strings.HasPrefix(strings.ToLower(publicURL), "https://") || r.TLS != nil
 	name := DeviceCookie
 	if secure {
 		name = "__Host-" + name

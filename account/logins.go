@@ -80,7 +80,8 @@ func (s *Service) ClientShareRate() pacing.Rate { return clientShareRate(s.cfg.L
 func (s *Service) DeviceRate() pacing.Rate { return deviceRate(s.cfg.LoginRate) }
 
 // loginKey is the key of an e-mail address in the failed logins' windows,
-// for an address the login's check has read (trimmed, one address). It
+// its keyed digest (loginDigest) in text, for an address the login's check
+// has read (trimmed, one address). It
 // folds the address's case as both stores do to find its user
 // (store.EmailKey), so that ANA@ and ana@, one account, are one count, not a
 // fresh allowance per spelling. It is a keyed digest, so that the windows
@@ -88,8 +89,8 @@ func (s *Service) DeviceRate() pacing.Rate { return deviceRate(s.cfg.LoginRate) 
 // memory nor the cluster's table of windows holds the addresses people
 // typed (a wrong one may be a password typed into the wrong field); the
 // key is the store's secret, the same on every node of a cluster.
-func (s *Service) loginKey(email string) string {
-	return base64.RawURLEncoding.EncodeToString(s.loginDigest(email))
+func loginKey(digest []byte) string {
+	return base64.RawURLEncoding.EncodeToString(digest)
 }
 
 // loginDigestSize is the length of an address's keyed digest.

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"net/http"
-	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -85,14 +84,8 @@ func (s *Server) login(c echo.Context) error {
 	}
 	// The device cookie is an addition to the answer, not part of its
 	// body (docs/security.md "Device cookies").
-	c.SetCookie(account.DeviceHTTPCookie(sess.Device, s.secureCookies(r)))
+	c.SetCookie(account.DeviceHTTPCookie(sess.Device, s.cfg.PublicURL, r))
 	return sessionAnswer(c, sess)
-}
-
-// secureCookies says whether a cookie set in answer to r is Secure: the
-// public URL is https (as the console's cookies are), or r came over TLS.
-func (s *Server) secureCookies(r *http.Request) bool {
-	return strings.HasPrefix(strings.ToLower(s.cfg.PublicURL), "https://") || r.TLS != nil
 }
 
 func (s *Server) refresh(c echo.Context) error {

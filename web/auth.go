@@ -100,7 +100,7 @@ func (c *Console) signin(w http.ResponseWriter, r *http.Request, _ *req) (outcom
 	}
 	c.endReplaced(r, sess.ID)
 	c.setCookie(w, sessionCookie, sess.ID, 0)
-	http.SetCookie(w, account.DeviceHTTPCookie(sess.Device, c.secure || r.TLS != nil))
+	http.SetCookie(w, account.DeviceHTTPCookie(sess.Device, c.cfg.PublicURL, r))
 	c.setCookie(w, anonCookie, "", -1)
 	return outcome{Redirect: safeNext(r.PostFormValue("next"))}, nil
 }
