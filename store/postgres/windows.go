@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -73,7 +72,7 @@ func (s *Store) Windows(scope string, rate pacing.Rate) (*Windows, error) {
 	}
 	table := windowsTable(scope)
 	return &Windows{s: s, scope: scope, rate: rate,
-		take: strings.ReplaceAll(takeWindow, "rate_windows", table),
+		take: takeWindow(table),
 		spent: `SELECT (extract(epoch FROM window_end - now()) * 1000000)::bigint
 		FROM ` + table + ` WHERE scope = $1 AND key = $2 AND window_end > now() AND count >= $3`,
 		refund: `UPDATE ` + table + ` SET count = count - 1
@@ -82,17 +81,19 @@ func (s *Store) Windows(scope string, rate pacing.Rate) (*Windows, error) {
 	}, nil
 }
 
-// takeWindow counts one request of a key: a new window when the key has
-// none or its window ended, else one more in it (saturating at limit+1:
-// refusals beyond change nothing). It answers the count and the
-// microseconds until the window ends, by the database's clock. Written on
-// rate_windows; Windows puts the scope's table in its place.
-const takeWindow = `INSERT INTO rate_windows AS w (scope, key, window_end, count)
+// takeWindow is the statement that counts one request of a key in table:
+// a new window when the key has none or its window ended, else one more
+// in it (saturating at limit+1: refusals beyond change nothing). It
+// answers the count and the microseconds until the window ends, by the
+// database's clock.
+func takeWindow(table string) string {
+	return `INSERT INTO ` + table + ` AS w (scope, key, window_end, count)
 	VALUES ($1, $2, now() + make_interval(secs => $3), 1)
 	ON CONFLICT (scope, key) DO UPDATE SET
 		window_end = CASE WHEN w.window_end <= now() THEN excluded.window_end ELSE w.window_end END,
 		count = CASE WHEN w.window_end <= now() THEN 1 ELSE least(w.count + 1, $4) END
 	RETURNING count, (extract(epoch FROM w.window_end - now()) * 1000000)::bigint`
+}
 
 // Take counts one request of key and reports whether it is allowed.
 func (w *Windows) Take(key string) (pacing.Result, error) {
