@@ -47,6 +47,15 @@ type line struct {
 	passed uint64
 }
 
+// passOver moves the line past the job seq, which it may not hand out
+// now, remembering the first such job for rewind.
+func (l *line) passOver(seq uint64) {
+	if l.passed == 0 {
+		l.passed = seq
+	}
+	l.cursor = seq
+}
+
 // rewind makes the link read again the jobs of its numbers it passed over
 // as another agent's; pumpMu held.
 func (c *conn) rewind() {
@@ -103,10 +112,7 @@ func (c *conn) pumpAgents() {
 				// Handed to the number's former agent, which may have
 				// taken it (its ack lost): it is that agent's until it
 				// reports it or is deleted (PROTOCOL.md section 16.1).
-				if l.passed == 0 {
-					l.passed = j.Seq
-				}
-				l.cursor = j.Seq
+				l.passOver(j.Seq)
 				continue
 			}
 			if _, mine := c.inflight[j.Send.ID]; mine {
@@ -135,10 +141,7 @@ func (c *conn) pumpAgents() {
 					// Moved, paused, taken or handed to another agent
 					// since the read: passed over, read again at a kick
 					// (a resume kicks the link).
-					if l.passed == 0 {
-						l.passed = j.Seq
-					}
-					l.cursor = j.Seq
+					l.passOver(j.Seq)
 					continue
 				}
 			}
