@@ -57,7 +57,7 @@ func (s *Store) AgentHandOut(companyID, deviceID, messageID uint64) (bool, error
 	// record it changes is written once for the batch, with theirs.
 	err := s.commit.submitFold(func(tx *bolt.Tx, f *fold) error {
 		mine = false
-		if _, err := liveDeviceRef(tx, companyID, deviceID); err != nil {
+		if !deviceLive(tx, companyID, deviceID) {
 			return nil
 		}
 		m, err := f.messageByID(tx, messageID)
@@ -84,10 +84,8 @@ func (s *Store) AgentHandOut(companyID, deviceID, messageID uint64) (bool, error
 			mine = true
 			return nil
 		}
-		if m.HandedTo != 0 {
-			if _, err := liveDeviceRef(tx, companyID, m.HandedTo); err == nil {
-				return nil // the agent it was handed to may still send it
-			}
+		if m.HandedTo != 0 && deviceLive(tx, companyID, m.HandedTo) {
+			return nil // the agent it was handed to may still send it
 		}
 		m.HandedTo = deviceID
 		f.put(m)
@@ -234,7 +232,7 @@ func agentMessageCount(counts *bolt.Bucket, prefix []byte) uint64 {
 func (s *Store) AgentPending(companyID, deviceID, numberID, after uint64, limit int) ([]Message, error) {
 	var out []Message
 	err := s.view(func(tx *bolt.Tx) error {
-		if _, err := liveDeviceRef(tx, companyID, deviceID); err != nil {
+		if !deviceLive(tx, companyID, deviceID) {
 			return nil
 		}
 		n, err := numberByRef(tx, companyID, numberID)
@@ -246,7 +244,6 @@ func (s *Store) AgentPending(companyID, deviceID, numberID, after uint64, limit 
 		}
 		msgs := tx.Bucket(bucketMessages)
 		prefix := pair(companyID, numberID)
-		var live map[uint64]bool // the registrations other messages were handed to: still there?
 		c := tx.Bucket(bucketAgentQueue).Cursor()
 		for k, _ := c.Seek(append(pair(companyID, numberID), itob(after+1)...)); k != nil && bytes.HasPrefix(k, prefix) && len(out) < limit; k, _ = c.Next() {
 			var m Message
@@ -259,19 +256,8 @@ func (s *Store) AgentPending(companyID, deviceID, numberID, after uint64, limit 
 			if m.Status != MsgQueued {
 				continue
 			}
-			if m.HandedTo != 0 && m.HandedTo != deviceID {
-				ok, seen := live[m.HandedTo]
-				if !seen {
-					_, err := liveDeviceRef(tx, companyID, m.HandedTo)
-					ok = err == nil
-					if live == nil {
-						live = map[uint64]bool{}
-					}
-					live[m.HandedTo] = ok
-				}
-				if !ok {
-					m.HandedTo = 0 // handed to a registration since deleted: free
-				}
+			if m.HandedTo != 0 && m.HandedTo != deviceID && !deviceLive(tx, companyID, m.HandedTo) {
+				m.HandedTo = 0 // handed to a registration since deleted: free
 			}
 			out = append(out, m)
 		}

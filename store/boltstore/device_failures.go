@@ -76,11 +76,11 @@ func (s *Store) DeviceSummaries(companyID uint64, deviceIDs []uint64) (map[uint6
 	}
 	err := s.view(func(tx *bolt.Tx) error {
 		for _, id := range deviceIDs {
-			failures, err := deviceFailures(tx, companyID, id)
+			sum, err := deviceSummary(tx, companyID, id)
 			if err != nil {
-				return fmt.Errorf("failures of device %d: %w", id, err)
+				return err
 			}
-			if sum := (DeviceSummary{QueueDepth: queueDepth(tx, companyID, id), Failures: failures}); sum.QueueDepth > 0 || len(failures) > 0 {
+			if sum.QueueDepth > 0 || len(sum.Failures) > 0 {
 				out[id] = sum
 			}
 		}
@@ -90,4 +90,14 @@ func (s *Store) DeviceSummaries(companyID uint64, deviceIDs []uint64) (map[uint6
 		return nil, fmt.Errorf("store: summaries of %d devices of company %d: %w", len(deviceIDs), companyID, err)
 	}
 	return out, nil
+}
+
+// deviceSummary is one device's summary in tx: its queue depth and its
+// newest failures.
+func deviceSummary(tx *bolt.Tx, companyID, deviceID uint64) (DeviceSummary, error) {
+	failures, err := deviceFailures(tx, companyID, deviceID)
+	if err != nil {
+		return DeviceSummary{}, fmt.Errorf("failures of device %d: %w", deviceID, err)
+	}
+	return DeviceSummary{QueueDepth: queueDepth(tx, companyID, deviceID), Failures: failures}, nil
 }

@@ -87,11 +87,9 @@ func (s *Store) RegisterDevice(pairingHash []byte, now time.Time, fingerprint st
 		sum = DeviceSummary{}
 		if old != nil {
 			d.ID = old.ID
-			failures, err := deviceFailures(tx, d.CompanyID, d.ID)
-			if err != nil {
+			if sum, err = deviceSummary(tx, d.CompanyID, d.ID); err != nil {
 				return err
 			}
-			sum = DeviceSummary{QueueDepth: queueDepth(tx, d.CompanyID, d.ID), Failures: failures}
 		} else if d.ID, err = devices.NextSequence(); err != nil {
 			return err
 		}
@@ -399,14 +397,21 @@ func (s *Store) QueueDepth(companyID, deviceID uint64) (int, error) {
 	return n, nil
 }
 
-// queueDepth is QueueDepth in tx. The queue's keys start with the company
-// id, so another company's device has none.
+// queueDepth is QueueDepth in tx.
 func queueDepth(tx *bolt.Tx, companyID, deviceID uint64) int {
+	return queuedJobs(tx, companyID, deviceID, MaxQueueDepth)
+}
+
+// queuedJobs counts the device's queued jobs, its priority jobs and its
+// plain queue, up to upTo: the one count of a device's queue (QueueDepth,
+// the device summaries, least_loaded pools). The queues' keys start with
+// the company id, so another company's device has none.
+func queuedJobs(tx *bolt.Tx, companyID, deviceID uint64, upTo int) int {
 	n := 0
 	prefix := devKey(companyID, deviceID)
 	for _, b := range [][]byte{bucketPrioQueue, bucketQueue} {
 		c := tx.Bucket(b).Cursor()
-		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && n < MaxQueueDepth; k, _ = c.Next() {
+		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && n < upTo; k, _ = c.Next() {
 			n++
 		}
 	}

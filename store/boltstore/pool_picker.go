@@ -231,20 +231,10 @@ func (pp *poolPicker) roundRobin(phone string) (PoolMember, *Device, bool, error
 func (pp *poolPicker) leastLoaded(phone string) (PoolMember, *Device, bool, error) {
 	if pp.load == nil {
 		pp.load = make(map[uint64]int, len(pp.pool.Members))
-		// The device's queue is its priority jobs and its plain ones, as
-		// PostgreSQL counts it (every queued job with a place).
-		q, prio := pp.tx.Bucket(bucketQueue), pp.tx.Bucket(bucketPrioQueue)
 		for _, m := range pp.pool.Members {
-			if _, ok := pp.load[m.DeviceID]; ok {
-				continue
+			if _, ok := pp.load[m.DeviceID]; !ok {
+				pp.load[m.DeviceID] = queuedJobs(pp.tx, pp.pool.CompanyID, m.DeviceID, loadCountCap)
 			}
-			c := 0
-			count := func(_, _ []byte) bool { c++; return c < loadCountCap }
-			walkPrefix(prio, devKey(pp.pool.CompanyID, m.DeviceID), count)
-			if c < loadCountCap {
-				walkPrefix(q, devKey(pp.pool.CompanyID, m.DeviceID), count)
-			}
-			pp.load[m.DeviceID] = c
 		}
 	}
 	return pp.first(store.MemberOrder(len(pp.pool.Members), pp.turn, func(i int) int { return pp.load[pp.pool.Members[i].DeviceID] }), phone)

@@ -94,7 +94,7 @@ func (s *Store) AgentPending(companyID, deviceID, numberID, after uint64, limit 
 			return nil // held until the number is active again; the TTL still runs
 		}
 		// A send handed to a registration since deleted reads as handed to
-		// none (the embedded store's liveDeviceRef).
+		// none (the embedded store's deviceLive).
 		out, err = getRecs[store.Message](t, `SELECT CASE WHEN m.rec ? 'handed_to' AND (m.rec->>'handed_to')::bigint <> $5 AND NOT EXISTS (
 				SELECT 1 FROM devices d WHERE d.company_id = m.company_id AND d.id = (m.rec->>'handed_to')::bigint AND d.deleted_at IS NULL)
 			THEN m.rec - 'handed_to' ELSE m.rec END

@@ -351,8 +351,9 @@ func (pp *poolPicker) readLoads() error {
 		devs = append(devs, id(m.DeviceID))
 	}
 	load := make(map[uint64]int, len(devs))
-	rows, err := pp.t.query(`SELECT d, (SELECT count(*) FROM (SELECT 1 FROM messages
-			WHERE company_id = $1 AND device_id = d AND queue_place IS NOT NULL LIMIT $3) q)
+	// A device's queue as QueueDepth counts it (waitingQueued).
+	rows, err := pp.t.query(`SELECT d, (SELECT count(*) FROM (SELECT 1 FROM messages m
+			WHERE m.company_id = $1 AND m.device_id = d AND `+waitingQueued+` LIMIT $3) q)
 		FROM unnest($2::bigint[]) AS d`, id(pp.pool.CompanyID), devs, loadCountCap)
 	if err != nil {
 		return err
