@@ -2,8 +2,9 @@ package store
 
 import (
 	"errors"
-	"strings"
 	"time"
+
+	"github.com/simrelay/simrelay/internal/visible"
 )
 
 // Opt-out sources.
@@ -41,13 +42,16 @@ var (
 )
 
 // KeywordOf reads an inbound SMS's text as a stop or start keyword: the
-// whole text, trimmed of white space, in any case of its ASCII letters.
+// whole text, trimmed of white space and of invisible characters (a
+// zero-width space, a byte order mark, a word joiner, a direction mark: what
+// a keyboard or a paste puts around a word unseen, and what the person who
+// typed STOP cannot know is there), in any case of its ASCII letters.
 // Only ASCII letters are folded: strings.ToUpper (and EqualFold) also take
 // the long s "ſ" for S and the dotless "ı" for I, so "ſtop" and "quıt"
 // stopped a number and "ſtart" started one again, words no carrier reads as
 // keywords.
 func KeywordOf(text string) (stop, start bool) {
-	word := strings.TrimSpace(text)
+	word := visible.Trim(text)
 	return asciiOneOf(word, stopKeywords), asciiOneOf(word, startKeywords)
 }
 

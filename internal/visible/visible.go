@@ -8,7 +8,10 @@
 // It only reads a text: what is accepted is stored exactly as written.
 package visible
 
-import "unicode"
+import (
+	"strings"
+	"unicode"
+)
 
 // None reports whether s holds no visible character: it is empty, or holds
 // only white space (unicode.IsSpace), control characters, format characters
@@ -29,6 +32,16 @@ func None(s string) bool {
 		}
 	}
 	return true
+}
+
+// Trim returns s without the characters None counts as invisible at either
+// end: white space, and the zero-width spaces, joiners, byte order marks,
+// direction marks and the like that a keyboard, a paste or a phone puts
+// around a word without showing them. It is for reading a text as a word
+// (a joiner or variation selector at an end goes too, even after an emoji),
+// never for changing what is stored.
+func Trim(s string) string {
+	return strings.TrimFunc(s, invisible)
 }
 
 func invisible(r rune) bool {

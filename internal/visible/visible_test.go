@@ -16,3 +16,20 @@ func TestNone(t *testing.T) {
 		}
 	}
 }
+
+func TestTrim(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ in, want string }{
+		{"", ""},
+		{" a ", "a"},
+		{"\u200bSTOP\ufeff", "STOP"},
+		{"\u2060\u00a0\u200e stop \u200f\u200d", "stop"},
+		{"a\u200bb", "a\u200bb"},
+		{"\u200b \ufeff", ""},
+		{"❤\ufe0f", "❤"},
+	} {
+		if got := Trim(tc.in); got != tc.want {
+			t.Errorf("Trim(%+q) = %+q, want %+q", tc.in, got, tc.want)
+		}
+	}
+}

@@ -751,7 +751,7 @@ func dispatchInboundRace(t *testing.T, s DispatchStore) {
 }
 
 // dispatchOptOutKeywords: an inbound SMS that is a stop keyword (the whole
-// text, trimmed, its ASCII letters in any case) puts its sender on the company's list, named as
+// text, trimmed of white space and invisible characters, its ASCII letters in any case) puts its sender on the company's list, named as
 // sends name it; a start keyword takes it off; other texts change nothing.
 func dispatchOptOutKeywords(t *testing.T, s DispatchStore) {
 	c, _ := Company(t, s)
@@ -771,7 +771,7 @@ func dispatchOptOutKeywords(t *testing.T, s DispatchStore) {
 	}
 	dispatchReceive(t, s, d, "15557650001", "  stop ", "c1", T0)
 	dispatchReceive(t, s, d, "+15557650002", "please stop", "c2", T0)
-	dispatchReceive(t, s, d, "+15557650003", "Unsubscribe", "c3", T0)
+	dispatchReceive(t, s, d, "+15557650003", "\u200bUnsubscribe\ufeff", "c3", T0)
 	if got := list(c.ID); !slices.Equal(got, []string{"+15557650001", "+15557650003"}) {
 		t.Fatalf("opt-outs: %v, want +15557650001 and +15557650003", got)
 	}
