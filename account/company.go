@@ -91,6 +91,12 @@ func (s *Service) UpdateCompany(_ context.Context, p Principal, patch CompanyPat
 	return c, mapStoreErr(err, "company")
 }
 
+// ErrAPIKeyUnreadable is APIKey's answer when the key's stored copy does not
+// open under the server's seal key: a 409 conflict of its own, so that a
+// caller (the console's settings page) can tell it from any other conflict
+// with errors.Is.
+var ErrAPIKeyUnreadable = problem.New(problem.Conflict, "This company's API key cannot be shown: its stored copy cannot be read with the server's keys. It still works; rotate it (POST /account/api-key/rotate) to get one that can be shown.")
+
 // APIKey returns the company's current key and when it was made.
 func (s *Service) APIKey(_ context.Context, p Principal) (string, time.Time, error) {
 	c, err := s.store.Company(p.CompanyID)
@@ -105,7 +111,7 @@ func (s *Service) APIKey(_ context.Context, p Principal) (string, time.Time, err
 		// its hash, but only a new one can be shown. The company's to put
 		// right, not a fault a retry mends.
 		s.log.Warn("the company's API key's stored copy does not open", "company_id", c.ID, "err", err)
-		return "", time.Time{}, problem.New(problem.Conflict, "This company's API key cannot be shown: its stored copy cannot be read with the server's keys. It still works; rotate it (POST /account/api-key/rotate) to get one that can be shown.")
+		return "", time.Time{}, ErrAPIKeyUnreadable
 	}
 	return key, c.APIKeyCreatedAt, nil
 }

@@ -1,11 +1,11 @@
 package web
 
 import (
+	"errors"
 	"net/http"
 	"strings"
 
 	"github.com/simrelay/simrelay/account"
-	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
 )
 
@@ -20,7 +20,7 @@ type settingsData struct {
 	// APIKey is read only for admins: a member's page never holds it.
 	APIKey string
 	// APIKeyUnreadable says why the key cannot be shown (its stored copy
-	// does not open: account.Service.APIKey's conflict); the page still
+	// does not open: account.ErrAPIKeyUnreadable); the page still
 	// offers its rotation, the one way to a key that can be shown.
 	APIKeyUnreadable string
 	// MCPURL is where AI agents connect (POST /mcp, docs/mcp.md).
@@ -37,8 +37,10 @@ func (c *Console) settingsPage(w http.ResponseWriter, r *http.Request, q *req) e
 	data := settingsData{Company: co, MCPURL: strings.TrimSuffix(c.cfg.PublicURL, "/") + "/mcp", Email: c.cfg.Email}
 	if q.p().IsAdmin() {
 		data.APIKey, _, err = c.deps.Accounts.APIKey(r.Context(), q.p())
-		if pe, ok := problem.As(err); ok && pe.Code == problem.Conflict {
-			data.APIKeyUnreadable, err = pe.Message, nil
+		// Only the unreadable copy is shown as such: any other failure,
+		// another conflict included, is the page's error.
+		if errors.Is(err, account.ErrAPIKeyUnreadable) {
+			data.APIKeyUnreadable, err = account.ErrAPIKeyUnreadable.Message, nil
 		}
 		if err != nil {
 			return err
