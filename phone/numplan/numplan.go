@@ -317,11 +317,21 @@ func (c *memo) get(key string, compute func() string) string {
 }
 
 // isE164 reports whether s is an E.164 number as stored ("+" and 8 to 15
-// digits): a quick check, which keeps whatever else an address may be (a
-// sender's name or e-mail address, up to 254 bytes) out of the memos.
+// digits, the first not 0: phone.Normalize's form, which it gives back
+// unchanged): a quick check, which keeps whatever else an address may be (a
+// sender's name or e-mail address, up to 254 bytes) out of the memos. It
+// reads the bytes in place: Type and Display ask it of every number a page
+// shows, and building Normalize's copy to compare allocated each time.
 func isE164(s string) bool {
-	v, err := phone.Normalize(s)
-	return err == nil && v == s
+	if len(s) < 9 || len(s) > 16 || s[0] != '+' || s[1] == '0' {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // parsed reads an E.164 number (isE164) with the numbering data.

@@ -243,3 +243,24 @@ func TestMemoHoldsOnlyNumbers(t *testing.T) {
 		t.Fatalf("Display = %q", got)
 	}
 }
+
+// isE164 is phone.Normalize's canonical form, read without allocating: a
+// page of history asks it of every message's number, twice. (Not parallel:
+// AllocsPerRun refuses to run beside other tests.)
+func TestIsE164(t *testing.T) {
+	for _, s := range []string{"", "+", "+1", "+1234567", "+12345678", "+123456789012345", "+1234567890123456",
+		"+01234567890", "+1 555 123 4567", " +15551234567", "+15551234567 ", "+1555123456x", "+1555-1234567",
+		"15551234567", "++15551234567", "+١٥٥٥١٢٣٤٥٦٧", "+15551234567\x00", "+447700900123", "bank@example.com"} {
+		v, err := phone.Normalize(s)
+		if got, want := isE164(s), err == nil && v == s; got != want {
+			t.Errorf("isE164(%q) = %v, want %v", s, got, want)
+		}
+	}
+	for _, s := range []string{"+447700900123", "+1 555 123 4567", strings.Repeat("a", 240) + "@example.com", "+1555123456x"} {
+		if n := testing.AllocsPerRun(100, func() { isE164Sink = isE164(s) }); n != 0 {
+			t.Errorf("isE164(%q) allocates %v times a call, want 0", s, n)
+		}
+	}
+}
+
+var isE164Sink bool
