@@ -8,7 +8,7 @@ import (
 )
 
 // TestPathIDsThatCannotNameARecord: an id in a path that cannot name a
-// record (not digits, 0, past the largest id) is answered as a well-formed
+// record (not digits, 0, past the largest id, leading zeros) is answered as a well-formed
 // id that names nothing is, with the same status and body ("No such
 // pool.", "No such member of the pool.", "No such user."), after the same
 // checks of the body, on every route with a numeric id; it was "No such
@@ -22,7 +22,14 @@ func TestPathIDsThatCannotNameARecord(t *testing.T) {
 	r := e.do(call{method: "POST", path: "/pools", token: a.apiKey, body: map[string]any{"name": "p", "members": members("a-1", "SIM1")}})
 	e.want(r, http.StatusCreated, "")
 	pool := fmt.Sprint(int64(r.Body["id"].(float64)))
-	cannot := []string{"0", "abc", "1e20", "-1", "+1", "1.0", "0x10", "99999999999999999999", "18446744073709551616", "%20"}
+	member := fmt.Sprint(int64(r.Body["members"].([]any)[0].(map[string]any)["id"].(float64)))
+	admin := fmt.Sprint(int64(a.adminID))
+	// An id is written one way, in decimal without leading zeros: /pools/01
+	// named pool 1 (strconv reads the zeros), so one record had many
+	// addresses, and a client that built one by hand reached a record it
+	// never named; each such spelling of a real id names nothing.
+	cannot := []string{"0", "abc", "1e20", "-1", "+1", "1.0", "0x10", "99999999999999999999", "18446744073709551616", "%20",
+		"01", "0" + pool, "00" + pool, "0" + member, "0" + admin, "00000000000000000000" + pool}
 	for _, c := range []struct {
 		method, path string // path with %s for the id
 		body         any
