@@ -10,7 +10,8 @@ import (
 	"github.com/simrelay/simrelay/phone/numplan"
 )
 
-// Selector prefixes of an address's second part: +15551234567+dev-pixel7@domain.
+// Selector prefixes of an address's second part: +15551234567+dev-pixel7@domain,
+// read in any case (+DEV-pixel7); what follows them is kept as written.
 const (
 	devicePrefix = "dev-"
 	poolPrefix   = "pool-"
@@ -87,14 +88,35 @@ func parseAddress(addr, domain string, region func() (string, error)) (Address, 
 	a := Address{Phone: n}
 	switch {
 	case !named:
-	case strings.HasPrefix(selector, devicePrefix) && len(selector) > len(devicePrefix):
+	case hasPrefixASCIIFold(selector, devicePrefix) && len(selector) > len(devicePrefix):
 		a.Device = selector[len(devicePrefix):]
-	case strings.HasPrefix(selector, poolPrefix) && len(selector) > len(poolPrefix):
+	case hasPrefixASCIIFold(selector, poolPrefix) && len(selector) > len(poolPrefix):
 		a.Pool = selector[len(poolPrefix):]
 	default:
 		return Address{}, badAddress("After the number, name a device as +dev-FINGERPRINT or a pool as +pool-NAME, e.g. " + n + "+dev-pixel7@" + domain + ".")
 	}
 	return a, nil
+}
+
+// hasPrefixASCIIFold reports whether s begins with prefix (lower-case
+// ASCII), its ASCII letters in any case: the selector prefixes are read as
+// mail reads a local part's fixed words, without case (+DEV-pixel7,
+// +Pool-sales), as the domain is; only ASCII letters fold, so no Unicode
+// look-alike of a letter passes for one.
+func hasPrefixASCIIFold(s, prefix string) bool {
+	if len(s) < len(prefix) {
+		return false
+	}
+	for i := 0; i < len(prefix); i++ {
+		c := s[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != prefix[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // badAddress is the reply to a recipient whose form the listener cannot read.

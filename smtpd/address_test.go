@@ -20,6 +20,16 @@ func TestParseAddress(t *testing.T) {
 		{in: "+15551234567+dev-pixel7@sms.test", want: Address{Phone: "+15551234567", Device: "pixel7"}},
 		{in: "+15551234567+dev-a+b@sms.test", want: Address{Phone: "+15551234567", Device: "a+b"}},
 		{in: "+15551234567+pool-sales@sms.test", want: Address{Phone: "+15551234567", Pool: "sales"}},
+		// The prefixes are read in any case, as the domain is (a mail
+		// client or a person may capitalise them); what follows is kept
+		// as written: a fingerprint is compared as given.
+		{in: "+15551234567+DEV-pixel7@sms.test", want: Address{Phone: "+15551234567", Device: "pixel7"}},
+		{in: "+15551234567+Dev-Pixel7@sms.test", want: Address{Phone: "+15551234567", Device: "Pixel7"}},
+		{in: "+15551234567+POOL-sales@sms.test", want: Address{Phone: "+15551234567", Pool: "sales"}},
+		{in: "+15551234567+Pool-Sales@sms.test", want: Address{Phone: "+15551234567", Pool: "Sales"}},
+		{in: "+15551234567+DEV-@sms.test", code: 550},
+		{in: "+15551234567+POOL-@sms.test", code: 550},
+		{in: "+15551234567+ᴅev-pixel7@sms.test", code: 550},
 		{in: "15551234567@sms.test", code: 550},
 		{in: "+1555@sms.test", code: 550},
 		{in: "+15551234567+dev-@sms.test", code: 550},
@@ -64,6 +74,7 @@ func TestParseAddressInRegion(t *testing.T) {
 	}{
 		{in: "07400123456@sms.test", want: Address{Phone: "+447400123456"}},
 		{in: "07400-123-456+dev-pixel7@sms.test", want: Address{Phone: "+447400123456", Device: "pixel7"}},
+		{in: "07400-123-456+DEV-pixel7@sms.test", want: Address{Phone: "+447400123456", Device: "pixel7"}},
 		{in: "+447400123456+pool-sales@sms.test", want: Address{Phone: "+447400123456", Pool: "sales"}},
 		{in: "+15551234567@sms.test", want: Address{Phone: "+15551234567"}}, // with its +: today's rule, fictional numbers included
 		{in: "0740012@sms.test", code: 550},
