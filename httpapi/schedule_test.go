@@ -30,6 +30,9 @@ func TestScheduledSend(t *testing.T) {
 		{"in the past", now.Add(-time.Second).Format(time.RFC3339)},
 		{"now", now.Format(time.RFC3339Nano)},
 		{"beyond 30 days", now.Add(30*24*time.Hour + time.Second).Format(time.RFC3339)},
+		// An hour ahead, but with ISO 8601's comma before the fraction,
+		// which RFC 3339 does not write (Go reads it as a dot).
+		{"a comma before the fraction", now.Add(time.Hour).UTC().Format("2006-01-02T15:04:05,000Z")},
 	} {
 		body := sendBody("a-phone", "+15551234567", "x", "")
 		body["send_at"] = c.at

@@ -2,11 +2,15 @@ package sms
 
 import (
 	"errors"
+	"strings"
 	"time"
 )
 
 // errYearRange refuses a time whose UTC form has no four-digit year.
 var errYearRange = errors.New("the time in UTC is outside the years 0000 to 9999")
+
+// errFractionComma refuses a comma before the fraction of a second.
+var errFractionComma = errors.New("the fraction of a second follows a dot, not a comma")
 
 // errOffsetRange refuses an offset past RFC 3339's: hours 00 to 23,
 // minutes 00 to 59.
@@ -16,7 +20,8 @@ var errOffsetRange = errors.New("the offset from UTC is outside -23:59 to +23:59
 // time.RFC3339Nano, which wants an upper-case "T" and "Z", and also with
 // the lower-case "t" and "z" that RFC 3339 allows (section 5.6). The date
 // before the "T" is always ten characters, so only that place and the last
-// one are read again, upper-cased.
+// one are read again, upper-cased. The fraction of a second follows a dot
+// only, as RFC 3339 writes it: Go's comma is refused.
 //
 // A time whose instant in UTC falls outside the years 0000 to 9999 (year
 // 0000 with an offset east of UTC, 9999 with one west of it) is refused:
@@ -24,6 +29,12 @@ var errOffsetRange = errors.New("the offset from UTC is outside -23:59 to +23:59
 // RFC 3339 form there ("-0001-12-31T23:00:00.000Z", "10000-01-01T..."),
 // so nothing, ParseTime included, could read it back.
 func ParseTime(v string) (time.Time, error) {
+	// Go reads a comma before the fraction of a second as a dot (ISO 8601
+	// allows either); RFC 3339's time-secfrac is a dot, and nothing else in
+	// its form is a comma.
+	if strings.IndexByte(v, ',') >= 0 {
+		return time.Time{}, errFractionComma
+	}
 	if n := len(v); n > 10 && (v[10] == 't' || v[n-1] == 'z') {
 		b := []byte(v)
 		if b[10] == 't' {

@@ -13,7 +13,8 @@ import (
 
 // ParseTime takes RFC 3339 with the lower-case "t" and "z" of its section
 // 5.6, and nothing Go's RFC 3339 layout refuses besides, nor an offset past
-// RFC 3339's range (Go reads +00:60 as +01:00 and +24:00 as a day).
+// RFC 3339's range (Go reads +00:60 as +01:00 and +24:00 as a day), nor a
+// comma before the fraction of a second (Go reads it as a dot).
 func TestParseTimeTakesLowerCase(t *testing.T) {
 	t.Parallel()
 	want := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
@@ -34,6 +35,12 @@ func TestParseTimeTakesLowerCase(t *testing.T) {
 		{"2026-12-02T09:00:00+24:00", false},
 		{"2026-11-30T09:00:00-24:00", false},
 		{"2026-12-01T09:00:00+00:99", false},
+		// RFC 3339's time-secfrac is "." and digits; Go also reads a comma
+		// there (ISO 8601's other separator), which no RFC 3339 time holds.
+		{"2026-12-01T09:00:00.000Z", true},
+		{"2026-12-01T09:00:00,000Z", false},
+		{"2026-12-01t09:00:00,5z", false},
+		{"2026-12-01T10:00:00,123+01:00", false},
 		{"2026-12-01 09:00:00Z", false},
 		{"2026-12-01x09:00:00Z", false},
 		{"2026-12-01t09:00:00", false},
