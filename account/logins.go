@@ -43,7 +43,9 @@ var DefaultLoginRate = pacing.Rate{Limit: 10, Window: 15 * time.Minute}
 // (postgres.Windows at the rate of their count).
 type LoginWindows interface {
 	Take(key string) (pacing.Result, error)
-	Refund(key string) error
+	// Refund takes back a request Take counted, from the window that
+	// counted it (end: its Result's End) and no later one.
+	Refund(key string, end time.Time) error
 }
 
 // SharedLogins are the windows a cluster counts the failed logins in: an
@@ -143,14 +145,15 @@ func (s *Service) take(c loginCount, key string) (res pacing.Result, refund func
 		res, err := c.shared.Take(key)
 		if err == nil {
 			return res, func() {
-				if err := c.shared.Refund(key); err != nil {
+				if err := c.shared.Refund(key, res.End); err != nil {
 					s.sharedLoginsFailed(c.name, "a right login stays counted as a failure until its window ends", err)
 				}
 			}
 		}
 		s.sharedLoginsFailed(c.name, "counted in this node's memory", err)
 	}
-	return c.local.Take(key), func() { c.local.Refund(key) }
+	res = c.local.Take(key)
+	return res, func() { c.local.Refund(key, res.End) }
 }
 
 // takeLogin counts a login try of the e-mail address's key (take).

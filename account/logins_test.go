@@ -90,7 +90,7 @@ type deadWindows struct{}
 func (deadWindows) Take(string) (pacing.Result, error) {
 	return pacing.Result{}, errors.New("no database")
 }
-func (deadWindows) Refund(string) error { return errors.New("no database") }
+func (deadWindows) Refund(string, time.Time) error { return errors.New("no database") }
 
 // While the cluster's shared count does not answer, a node counts failed
 // logins in its own memory, as one node does: no login is refused for the
@@ -126,11 +126,11 @@ func (r *recordedWindows) Take(key string) (pacing.Result, error) {
 	return r.w.Take(key), nil
 }
 
-func (r *recordedWindows) Refund(key string) error {
+func (r *recordedWindows) Refund(key string, end time.Time) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.statements++
-	r.w.Refund(key)
+	r.w.Refund(key, end)
 	return nil
 }
 

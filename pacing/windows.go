@@ -34,6 +34,11 @@ type Result struct {
 	Remaining int           // never below 0
 	Reset     time.Duration // until the key's window ends
 	Allowed   bool
+	// End is when the window that counted the request ends, by the
+	// windows' clock. It names that window (a key's next one ends later):
+	// Refund takes it, to give the request back to the window that counted
+	// it and to no later one.
+	End time.Time
 }
 
 // ResetSeconds is Reset rounded up to whole seconds, the value of the
@@ -198,6 +203,7 @@ func (w *Windows) Take(key string) Result {
 		Remaining: max(limit-e.count, 0),
 		Reset:     reset,
 		Allowed:   e.count <= limit,
+		End:       w.epoch.Add(e.end),
 	}
 }
 
@@ -227,21 +233,26 @@ func (w *Windows) Spent(key string) (bool, time.Duration) {
 	return true, e.end - now
 }
 
-// Refund takes back one request of key that Take counted in the window
-// still open, for a request that proved not to be what the windows count:
-// a login whose password was right, in windows of failed logins, which
-// counts each try before the password is checked so that tries sent at
-// once cannot all pass before the first is counted. A key with no window
+// Refund takes back one request of key that Take counted, for a request
+// that proved not to be what the windows count: a login whose password was
+// right, in windows of failed logins, which counts each try before the
+// password is checked so that tries sent at once cannot all pass before the
+// first is counted. end is the End of Take's Result: the request is taken
+// back from the window that counted it while that window is still open, and
+// from no other. A window that has ended since is left alone (a new one
+// starts at the next request anyway), and so is the key's next window,
+// which never counted the request: a refund that arrived after the
+// boundary gave it one request more than its limit. A key with no window
 // of its own counted in the overflow if its shard is full, and is taken
-// back from it; a window that has ended since is left alone (a new one
-// starts at the next request anyway).
-func (w *Windows) Refund(key string) {
+// back from it on the same terms.
+func (w *Windows) Refund(key string, end time.Time) {
 	now := w.since()
+	at := end.Sub(w.epoch)
 	s := &w.shards[maphash.String(w.seed, key)%numShards]
 	s.mu.Lock()
 	e, ok := s.m[key]
 	if ok {
-		if now < e.end && e.count > 0 {
+		if e.end == at && now < e.end && e.count > 0 {
 			e.count--
 			s.m[key] = e
 		}
@@ -254,7 +265,7 @@ func (w *Windows) Refund(key string) {
 		return
 	}
 	w.omu.Lock()
-	if now < w.overflow.end && w.overflow.count > 0 {
+	if w.overflow.end == at && now < w.overflow.end && w.overflow.count > 0 {
 		w.overflow.count--
 	}
 	w.omu.Unlock()
@@ -273,7 +284,7 @@ func (w *Windows) takeOverflow(now time.Duration) Result {
 	}
 	w.overflow = e
 	w.omu.Unlock()
-	return Result{Limit: limit, Remaining: max(limit-e.count, 0), Reset: min(e.end-now, length), Allowed: e.count <= limit}
+	return Result{Limit: limit, Remaining: max(limit-e.count, 0), Reset: min(e.end-now, length), Allowed: e.count <= limit, End: w.epoch.Add(e.end)}
 }
 
 // Sweep drops every expired window. Take sweeps a shard only when it grows,

@@ -452,25 +452,27 @@ func TestRefund(t *testing.T) {
 	clock := newFakeClock()
 	w := New(Rate{2, time.Minute}, clock.Now)
 	w.Take("k")
-	w.Take("k")
-	w.Refund("k")
+	r := w.Take("k")
+	w.Refund("k", r.End)
 	if r := w.Take("k"); !r.Allowed || r.Remaining != 0 {
 		t.Fatalf("after 2 taken and 1 refunded: got %+v, want allowed with 0 left", r)
 	}
 	if r := w.Take("k"); r.Allowed {
 		t.Fatalf("a third request in the window: got %+v, want refused", r)
 	}
-	w.Refund("unseen") // nothing to take back
+	w.Refund("unseen", r.End) // nothing to take back
 	if r := w.Take("unseen"); r.Remaining != 1 {
 		t.Fatalf("an unseen key's first request after a refund: got %+v, want 1 left", r)
 	}
-	w.Refund("unseen")
-	w.Refund("unseen")
+	u := w.Take("unseen")
+	w.Refund("unseen", u.End)
+	w.Refund("unseen", u.End)
+	w.Refund("unseen", u.End)
 	if r := w.Take("unseen"); r.Remaining != 1 {
 		t.Fatalf("refunds beyond what was taken: got %+v, want 1 left (never below 0)", r)
 	}
 	clock.Advance(time.Minute)
-	w.Refund("k") // its window ended: a new one starts at the next request
+	w.Refund("k", r.End) // its window ended: a new one starts at the next request
 	if r := w.Take("k"); r.Remaining != 1 {
 		t.Fatalf("first request of a new window after a late refund: got %+v, want 1 left", r)
 	}
@@ -494,12 +496,34 @@ func TestRefundOverflow(t *testing.T) {
 		}
 		s.mu.Unlock()
 	}
-	if r := w.Take(newcomer); r.Allowed {
+	r := w.Take(newcomer)
+	if r.Allowed {
 		t.Fatalf("the flood spent the overflow: got %+v, want refused", r)
 	}
-	w.Refund(newcomer)
-	w.Refund(newcomer)
+	w.Refund(newcomer, r.End)
+	w.Refund(newcomer, r.End)
 	if r := w.Take(newcomer); !r.Allowed || r.Remaining != 0 {
 		t.Fatalf("after two refunds to the overflow: got %+v, want allowed with 0 left", r)
+	}
+}
+
+// A refund that comes after its request's window ended takes nothing from
+// the key's next window: the request was counted in the old one, and a
+// login checked across the boundary (counted at 14:59, refunded at 15:00
+// after the key's first try of the new window) gave the new window one try
+// more than its limit.
+func TestRefundAcrossAWindowBoundary(t *testing.T) {
+	t.Parallel()
+	clock := newFakeClock()
+	w := New(Rate{2, time.Minute}, clock.Now)
+	first := w.Take("k") // window 1
+	clock.Advance(time.Minute)
+	w.Take("k") // window 2: 1 left
+	w.Refund("k", first.End)
+	if r := w.Take("k"); !r.Allowed || r.Remaining != 0 {
+		t.Fatalf("the second request of window 2: got %+v, want allowed with 0 left", r)
+	}
+	if r := w.Take("k"); r.Allowed {
+		t.Fatalf("a third request in window 2 after a refund for window 1: got %+v, want refused", r)
 	}
 }

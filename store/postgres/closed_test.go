@@ -37,7 +37,7 @@ func TestClosedOutsideTransactions(t *testing.T) {
 		}},
 		{"Windows.Take", func() error { _, err := w.Take("ip:1"); return err }},
 		{"Windows.Spent", func() error { _, _, err := w.Spent("ip:1"); return err }},
-		{"Windows.Refund", func() error { return w.Refund("ip:1") }},
+		{"Windows.Refund", func() error { return w.Refund("ip:1", time.Now()) }},
 		{"Windows.Sweep", w.Sweep},
 		{"StreamLeases", func() error { _, err := s.StreamLeases("node-b"); return err }},
 		{"StreamLeases.Take", func() error { _, _, err := l.Take(context.Background(), 1, 1, "s", 1, 1, 1); return err }},

@@ -76,7 +76,7 @@ func (s *Store) Windows(scope string, rate pacing.Rate) (*Windows, error) {
 		spent: `SELECT (extract(epoch FROM window_end - now()) * 1000000)::bigint
 		FROM ` + table + ` WHERE scope = $1 AND key = $2 AND window_end > now() AND count >= $3`,
 		refund: `UPDATE ` + table + ` SET count = count - 1
-		WHERE scope = $1 AND key = $2 AND window_end > now() AND count > 0`,
+		WHERE scope = $1 AND key = $2 AND window_end = $3 AND window_end > now() AND count > 0`,
 		sweep: "DELETE FROM " + table + " WHERE scope = $1 AND window_end <= now()",
 	}, nil
 }
@@ -84,15 +84,15 @@ func (s *Store) Windows(scope string, rate pacing.Rate) (*Windows, error) {
 // takeWindow is the statement that counts one request of a key in table:
 // a new window when the key has none or its window ended, else one more
 // in it (saturating at limit+1: refusals beyond change nothing). It
-// answers the count and the microseconds until the window ends, by the
-// database's clock.
+// answers the count, the microseconds until the window ends, by the
+// database's clock, and the window's end, which names it for Refund.
 func takeWindow(table string) string {
 	return `INSERT INTO ` + table + ` AS w (scope, key, window_end, count)
 	VALUES ($1, $2, now() + make_interval(secs => $3), 1)
 	ON CONFLICT (scope, key) DO UPDATE SET
 		window_end = CASE WHEN w.window_end <= now() THEN excluded.window_end ELSE w.window_end END,
 		count = CASE WHEN w.window_end <= now() THEN 1 ELSE least(w.count + 1, $4) END
-	RETURNING count, (extract(epoch FROM w.window_end - now()) * 1000000)::bigint`
+	RETURNING count, (extract(epoch FROM w.window_end - now()) * 1000000)::bigint, w.window_end`
 }
 
 // Take counts one request of key and reports whether it is allowed.
@@ -102,12 +102,13 @@ func (w *Windows) Take(key string) (pacing.Result, error) {
 	limit, length := w.rate.Limit, w.rate.Window
 	var count int
 	var micros int64
-	err := w.s.pool.QueryRow(ctx, w.take, w.scope, key, length.Seconds(), limit+1).Scan(&count, &micros)
+	var end time.Time
+	err := w.s.pool.QueryRow(ctx, w.take, w.scope, key, length.Seconds(), limit+1).Scan(&count, &micros, &end)
 	if err != nil {
 		return pacing.Result{}, fmt.Errorf("store: count a request in %s: %w", w.scope, w.s.closed(err))
 	}
 	reset := min(max(time.Duration(micros)*time.Microsecond, 0), length)
-	return pacing.Result{Limit: limit, Remaining: max(limit-count, 0), Reset: reset, Allowed: count <= limit}, nil
+	return pacing.Result{Limit: limit, Remaining: max(limit-count, 0), Reset: reset, Allowed: count <= limit, End: end}, nil
 }
 
 // Spent reports, without counting a request, whether key's window has no
@@ -126,13 +127,15 @@ func (w *Windows) Spent(key string) (bool, time.Duration, error) {
 	return true, max(time.Duration(micros)*time.Microsecond, 0), nil
 }
 
-// Refund takes back one request of key counted in its window still open
+// Refund takes back one request of key from the window that counted it
+// (end: the End of Take's Result) while it is still open
 // (pacing.Windows.Refund): a login whose password was right, counted as a
-// try before it was checked. A window that has ended is left alone.
-func (w *Windows) Refund(key string) error {
+// try before it was checked. A window that has ended is left alone, and so
+// is the key's next one, which never counted the request.
+func (w *Windows) Refund(key string, end time.Time) error {
 	ctx, cancel := context.WithTimeout(w.s.ctx, windowTimeout)
 	defer cancel()
-	if _, err := w.s.pool.Exec(ctx, w.refund, w.scope, key); err != nil {
+	if _, err := w.s.pool.Exec(ctx, w.refund, w.scope, key, end); err != nil {
 		return fmt.Errorf("store: take back a request in %s: %w", w.scope, w.s.closed(err))
 	}
 	return nil

@@ -124,25 +124,30 @@ func TestWindowsRefundShared(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var k pacing.Result
 	for range 2 {
-		if _, err := wa.Take("k"); err != nil {
+		if k, err = wa.Take("k"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := wb.Refund("k"); err != nil {
+	if err := wb.Refund("k", k.End); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := wa.Take("k"); err != nil || !got.Allowed || got.Remaining != 0 {
 		t.Fatalf("after 2 taken and 1 refunded on the other node: got %+v, %v, want allowed with 0 left", got, err)
 	}
-	if err := wb.Refund("unseen"); err != nil {
+	if err := wb.Refund("unseen", k.End); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := wb.Take("unseen"); err != nil || got.Remaining != 1 {
 		t.Fatalf("an unseen key after a refund: got %+v, %v, want 1 left", got, err)
 	}
+	u, err := wb.Take("unseen")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for range 3 {
-		if err := wb.Refund("unseen"); err != nil {
+		if err := wb.Refund("unseen", u.End); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -152,7 +157,7 @@ func TestWindowsRefundShared(t *testing.T) {
 	if _, err := a.pool.Exec(context.Background(), "UPDATE login_windows SET window_end = now() - interval '1 second' WHERE scope = 'login' AND key = 'k'"); err != nil {
 		t.Fatal(err)
 	}
-	if err := wa.Refund("k"); err != nil {
+	if err := wa.Refund("k", k.End); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := wa.Take("k"); err != nil || got.Remaining != 1 {
@@ -193,6 +198,7 @@ func TestLoginWindowsLogged(t *testing.T) {
 	rate := pacing.Rate{Limit: 1, Window: time.Hour}
 	logged := []string{"login", "login-client", "login-device", "reset-mail"}
 	windows := map[string]*Windows{}
+	ends := map[string]time.Time{}
 	for _, scope := range append([]string{"general", "members", "auth"}, logged...) {
 		w, err := s.Windows(scope, rate)
 		if err != nil {
@@ -200,9 +206,11 @@ func TestLoginWindowsLogged(t *testing.T) {
 		}
 		windows[scope] = w
 		for range 2 {
-			if _, err := w.Take("k"); err != nil {
+			r, err := w.Take("k")
+			if err != nil {
 				t.Fatal(err)
 			}
+			ends[scope] = r.End
 		}
 		if spent, _, err := w.Spent("k"); err != nil || !spent {
 			t.Errorf("%s: spent %v, %v after 2 requests of a 1/1h window, want spent", scope, spent, err)
@@ -228,7 +236,7 @@ func TestLoginWindowsLogged(t *testing.T) {
 	}
 	// Refunds take back in the scope's table (the count saturated at 2).
 	for range 2 {
-		if err := windows["login"].Refund("k"); err != nil {
+		if err := windows["login"].Refund("k", ends["login"]); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -267,5 +275,36 @@ func TestLoggedScopesAreTheAccountsOnes(t *testing.T) {
 		if windowsTable(scope) != "login_windows" {
 			t.Errorf("scope %q is not counted in login_windows", scope)
 		}
+	}
+}
+
+// A refund that comes after its request's window ended takes nothing from
+// the key's next window (pacing.Windows.Refund): it gave the new window one
+// request more than its limit.
+func TestWindowsRefundAcrossAWindowBoundary(t *testing.T) {
+	t.Parallel()
+	a := open(t, pgtest.URL(t))
+	w, err := a.Windows("login", pacing.Rate{Limit: 2, Window: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := w.Take("k") // window 1
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.pool.Exec(context.Background(), "UPDATE login_windows SET window_end = now() - interval '1 second' WHERE scope = 'login' AND key = 'k'"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Take("k"); err != nil { // window 2: 1 left
+		t.Fatal(err)
+	}
+	if err := w.Refund("k", first.End); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := w.Take("k"); err != nil || !got.Allowed || got.Remaining != 0 {
+		t.Fatalf("the second request of window 2: got %+v, %v, want allowed with 0 left", got, err)
+	}
+	if got, err := w.Take("k"); err != nil || got.Allowed {
+		t.Fatalf("a third request in window 2 after a refund for window 1: got %+v, %v, want refused", got, err)
 	}
 }
