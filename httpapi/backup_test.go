@@ -298,6 +298,38 @@ func TestCompanyExportDevicesAsTheDeviceList(t *testing.T) {
 	}
 }
 
+// The export's signingSecretCreatedAt is null while the company has no
+// signing secret, as other times not yet set are (last_seen_at), not "",
+// which is no time; once the secret is made it is that time, in the API's
+// form.
+func TestCompanyExportSigningSecretCreatedAt(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, roomy)
+	a := e.newCompany("Acme", "owner@acme.test")
+	created := func() (any, bool) {
+		t.Helper()
+		r := e.do(call{method: "GET", path: "/company/export", token: a.apiKey})
+		e.want(r, http.StatusOK, "")
+		var doc struct {
+			Webhooks map[string]any `json:"webhooks"`
+		}
+		if err := json.Unmarshal(r.Raw, &doc); err != nil {
+			t.Fatalf("export: %v %s", err, r.Raw)
+		}
+		v, ok := doc.Webhooks["signingSecretCreatedAt"]
+		return v, ok
+	}
+	if v, ok := created(); !ok || v != nil {
+		t.Errorf("signingSecretCreatedAt of a company without a secret: %#v (present %v), want null", v, ok)
+	}
+	e.whSecret(a.apiKey) // made on first use
+	v, ok := created()
+	s, _ := v.(string)
+	if at, err := time.Parse("2006-01-02T15:04:05.000Z", s); !ok || err != nil || at.IsZero() {
+		t.Errorf("signingSecretCreatedAt once the secret is made: %#v, want its time as 2026-11-22T10:04:05.123Z", v)
+	}
+}
+
 // The public metrics do not tell whether, or how often, the operator took a
 // backup, nor that strangers knocked on the route.
 func TestBackupStaysOutOfMetrics(t *testing.T) {

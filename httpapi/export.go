@@ -53,10 +53,12 @@ type exportAPIKeyJSON struct {
 
 // exportWebhooksJSON is the webhook set without its signing secret: the secret
 // signs live deliveries and GET /webhooks/inbound-sms shows it; a data file
-// that travels must not carry it.
+// that travels must not carry it. SigningSecretCreatedAt is null while the
+// company has no secret yet, as last_seen_at is before a first link: ""
+// is no time, and a reader that parses the field as one failed on it.
 type exportWebhooksJSON struct {
 	Entries                []webhookJSON `json:"entries"`
-	SigningSecretCreatedAt string        `json:"signingSecretCreatedAt"`
+	SigningSecretCreatedAt *string       `json:"signingSecretCreatedAt"`
 }
 
 // exportDeviceJSON is a device without its token hash, as GET /device/list
@@ -234,7 +236,12 @@ func (s *Server) companyExport(c echo.Context) error {
 	}
 	w.value(do)
 	w.raw(`,"webhooks":`)
-	w.value(exportWebhooksJSON{Entries: webhooksOut(set.Entries), SigningSecretCreatedAt: ts(set.SecretCreatedAt)})
+	wh := exportWebhooksJSON{Entries: webhooksOut(set.Entries)}
+	if !set.SecretCreatedAt.IsZero() {
+		made := ts(set.SecretCreatedAt)
+		wh.SigningSecretCreatedAt = &made
+	}
+	w.value(wh)
 	// What only a company that used these features has: absent otherwise.
 	if len(waNumbers) > 0 {
 		w.raw(`,"whatsapp_numbers":`)
