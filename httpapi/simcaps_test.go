@@ -198,6 +198,10 @@ func TestStickyPoolRefusalNamesEachMemberOnce(t *testing.T) {
 	} {
 		r := e.do(call{method: "POST", path: c.path, token: a.apiKey, body: c.body})
 		e.want(r, http.StatusTooManyRequests, "pool_capped")
+		// The pool is at fault, not a message of the bulk (docs/api.md).
+		if f := r.str("field"); f != "pool" {
+			t.Errorf("%s: field %q, want pool", c.path, f)
+		}
 		msg := r.str("message")
 		for _, m := range []string{"member 1 (st-1 SIM1)", "member 2 (st-2 SIM1)"} {
 			if n := strings.Count(msg, m); n != 1 {
