@@ -353,3 +353,42 @@ func TestAgentHelloJobsBounded(t *testing.T) {
 		t.Fatalf("the link ends with %v, want close %d", err, proto.CloseProtocolError)
 	}
 }
+
+// TestAgentMoveDisabledKeepsItsJobs: a disabled agent keeps the job it was
+// handed (it may hold it in its journal and carry it out while it cannot
+// link): the number's new holder does not get it. Enabled again, its
+// hello says it holds nothing, and the job goes to the holder.
+func TestAgentMoveDisabledKeepsItsJobs(t *testing.T) {
+	t.Parallel()
+	w := newMoveWorld(t)
+	tokenA, tokenB := w.pair("dis-agent-a"), w.pair("dis-agent-b")
+	node := w.start()
+	a := node.link(tokenA, moveNumber)
+	lost := node.send("lost by A")
+	if s := nextSend(t, a); s.ID != lost {
+		t.Fatalf("A got %s, want %s", s.ID, lost)
+	}
+	a.CloseNow()
+	set := func(status string) {
+		t.Helper()
+		if _, err := w.devices.Update(context.Background(), w.company, "dis-agent-a", device.Patch{Status: &status}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set(store.DeviceDisabled)
+	b := node.link(tokenB, moveNumber)
+	fresh := node.send("fresh")
+	if s := nextSend(t, b); s.ID != fresh {
+		t.Fatalf("B got %s, want %s (not %s, the disabled A's)", s.ID, fresh, lost)
+	}
+	reported(t, b, fresh)
+	if got := w.status(lost); got != store.MsgQueued {
+		t.Fatalf("the disabled agent's job: %s, want queued", got)
+	}
+	set(store.DeviceActive)
+	node.linkHolding(tokenA, []string{})
+	if s := nextSend(t, b); s.ID != lost {
+		t.Fatalf("B got %s once A, enabled, said it holds nothing, want %s", s.ID, lost)
+	}
+	reported(t, b, lost)
+}
