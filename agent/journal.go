@@ -58,6 +58,11 @@ type jobRecord struct {
 	// read receipt needs both.
 	Final  string `json:"final,omitempty"`
 	Detail string `json:"detail,omitempty"`
+	// Reported: the server acknowledged a report of the job (status_ack),
+	// so it holds the job settled and hands it to no agent again. A
+	// WhatsApp or iMessage job without it is named in each hello's jobs
+	// (HeldJobs).
+	Reported bool `json:"reported,omitempty"`
 }
 
 // OpenJournal opens (or creates) the journal file. A second agent on the
@@ -301,6 +306,38 @@ func (j *Journal) JobState(id string) (string, error) {
 		return err
 	})
 	return state, err
+}
+
+// HeldJobs lists the ids of the journal's jobs that a hello names in its
+// jobs (PROTOCOL.md section 16.1): every job not of SMS (WhatsApp,
+// iMessage, and a record repaired without its channel) with no report of
+// it acknowledged yet, whatever its state. The server may still count
+// such a job as queued and handed to this agent (its ack lost), and
+// releases to another agent every job handed here that the list does not
+// name. ok is false, with no list, when there are more than max: the hello
+// then says nothing, and the server keeps what it handed here.
+func (j *Journal) HeldJobs(max int) (ids []string, ok bool, err error) {
+	ids = []string{}
+	err = j.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketJobs).ForEach(func(k, v []byte) error {
+			var r jobRecord
+			if err := json.Unmarshal(v, &r); err != nil {
+				// Salvage repairs it at start; until then it may be any job.
+				return fmt.Errorf("journal: job %q: %w", k, err)
+			}
+			if r.Send.Channel != proto.ChannelSMS && !r.Reported {
+				ids = append(ids, string(k))
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	if len(ids) > max {
+		return nil, false, nil
+	}
+	return ids, true, nil
 }
 
 // Mark returns a value of the meta bucket.

@@ -68,23 +68,50 @@ func (j *Journal) reports() ([]proto.Status, []string, error) {
 	return out, seqs, err
 }
 
-// DropReport forgets a report: status_acked, or refused for good.
+// AckReport applies a status_ack: it forgets the report it answers and
+// notes on the job that the server holds a report of it (jobRecord's
+// Reported), in one commit.
+func (j *Journal) AckReport(id, status, detail string) (bool, error) {
+	dropped := false
+	err := j.db.Update(func(tx *bolt.Tx) error {
+		var err error
+		if dropped, err = dropReport(tx, id, status, detail); err != nil {
+			return err
+		}
+		r, ok, err := getJob(tx, id)
+		if err != nil || !ok || r.Reported {
+			return err
+		}
+		r.Reported = true
+		return putJob(tx, r)
+	})
+	return dropped, err
+}
+
+// DropReport forgets a report refused for good (a status_ack is
+// AckReport's).
 func (j *Journal) DropReport(id, status, detail string) (bool, error) {
 	dropped := false
 	err := j.db.Update(func(tx *bolt.Tx) error {
-		keys := tx.Bucket(bucketReportKeys)
-		key := []byte(reportKey(id, status, detail))
-		seq := keys.Get(key)
-		if seq == nil {
-			return nil
-		}
-		dropped = true
-		if err := tx.Bucket(bucketReports).Delete(seq); err != nil {
-			return err
-		}
-		return keys.Delete(key)
+		var err error
+		dropped, err = dropReport(tx, id, status, detail)
+		return err
 	})
 	return dropped, err
+}
+
+// dropReport deletes a report from the outbox; it says whether it was there.
+func dropReport(tx *bolt.Tx, id, status, detail string) (bool, error) {
+	keys := tx.Bucket(bucketReportKeys)
+	key := []byte(reportKey(id, status, detail))
+	seq := keys.Get(key)
+	if seq == nil {
+		return false, nil
+	}
+	if err := tx.Bucket(bucketReports).Delete(seq); err != nil {
+		return false, err
+	}
+	return true, keys.Delete(key)
 }
 
 type inboundRecord struct {

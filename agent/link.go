@@ -204,6 +204,7 @@ func (a *Agent) session(ctx context.Context, upFor *time.Duration) error {
 		sims = []proto.SIM{} // an agent without SIMs says so (section 8.1)
 	}
 	hello := a.checkHello(proto.Hello{Protocol: proto.Version, AppVersion: a.opt.AppVersion, SIMs: sims, WhatsApp: inv.WhatsApp, IMessage: inv.IMessage, Health: inv.Health})
+	hello.Jobs = a.heldJobs()
 	if err := l.write(ctx, hello); err != nil {
 		return err
 	}
@@ -245,6 +246,26 @@ func (a *Agent) session(ctx context.Context, upFor *time.Duration) error {
 			return err
 		}
 	}
+}
+
+// heldJobs is the hello's jobs (PROTOCOL.md section 16.1): the WhatsApp
+// and iMessage jobs of the journal the server has no report of, read
+// between links, when no frame can add one. Every job a link before this
+// one wrote to the agent is either journaled or never read: the server
+// hands a job it handed here and that the list does not name to its
+// number's holder. nil, which says nothing (the server keeps them here),
+// when the journal holds more than the protocol's bound or cannot be read.
+func (a *Agent) heldJobs() []string {
+	ids, ok, err := a.j.HeldJobs(proto.MaxHelloJobs)
+	switch {
+	case err != nil:
+		a.log.Warn("hello: the jobs the journal holds could not be read; not named, so the server keeps for this agent the jobs it handed it", "err", err)
+		return nil
+	case !ok:
+		a.log.Warn("hello: the journal holds more unreported jobs than a hello may name; not named, so the server keeps for this agent the jobs it handed it", "max", proto.MaxHelloJobs)
+		return nil
+	}
+	return ids
 }
 
 // awaitWelcome reads until the welcome. A refused hello comes as an error
@@ -349,7 +370,7 @@ func (a *Agent) handle(ctx context.Context, l *link, data []byte) error {
 		}
 		return err
 	case *proto.StatusAck:
-		if _, err := a.j.DropReport(f.ID, f.Status, f.Detail); err != nil {
+		if _, err := a.j.AckReport(f.ID, f.Status, f.Detail); err != nil {
 			return err
 		}
 		l.answered("s:"+reportKey(f.ID, f.Status, f.Detail), 0)

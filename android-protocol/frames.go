@@ -96,7 +96,20 @@ type Hello struct {
 	// Health is the phone's state as it connects (revision 1.7); a phone
 	// that does not know it leaves it out and links as before.
 	Health *Health `json:"health,omitempty"`
+	// Jobs (revision 1.42) are the ids of the WhatsApp and iMessage jobs
+	// the agent's journal holds with no report of theirs acknowledged
+	// (status_ack) yet: every job it could still carry out or report. A
+	// job the server handed to this registration and finds neither here
+	// nor settled was lost with a link before the agent journaled it, and
+	// goes to its number's holder at once (PROTOCOL.md section 16.1).
+	// nil (absent) says nothing, as before 1.42; an empty list says the
+	// agent holds none. At most MaxHelloJobs.
+	Jobs []string `json:"jobs,omitzero"`
 }
+
+// MaxHelloJobs bounds hello.jobs: an agent that holds more such jobs
+// leaves the field out (its handed jobs then wait as before 1.42).
+const MaxHelloJobs = 1000
 
 // Health is what a phone tells about itself: the hello's health object,
 // and the periodic health frame (at most one per HealthInterval). Every

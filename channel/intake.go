@@ -155,6 +155,33 @@ func (s *Service) HandOut(_ context.Context, dev store.Device, seq uint64) (bool
 	return s.store.AgentHandOut(dev.CompanyID, dev.ID, seq)
 }
 
+// Release takes an agent's word at its hello (hello.jobs, PROTOCOL.md
+// section 16.1): held names every WhatsApp and iMessage job its journal
+// holds unsettled. The queued sends handed to its registration that it
+// does not name were lost with a link before it journaled them: they go
+// to their numbers' holders at once, whose links are kicked (on a cluster,
+// through the node that holds them; its sweep kicks them too, should that
+// fail). More than proto.MaxHelloJobs ids refuse the hello (jobs).
+func (s *Service) Release(_ context.Context, dev store.Device, held []string) error {
+	if len(held) > proto.MaxHelloJobs {
+		return problem.Invalid("jobs", fmt.Sprintf("must hold at most %d ids", proto.MaxHelloJobs))
+	}
+	nums, err := s.store.AgentRelease(dev.CompanyID, dev.ID, held)
+	if err != nil {
+		return err
+	}
+	kicked := map[uint64]bool{dev.ID: true} // its own link pumps once its hello is done
+	for _, n := range nums {
+		s.log.Info("agent jobs released: the agent that was handed them does not hold them", "device", dev.Fingerprint, "number", n.PublicID, "holder", n.Device)
+		if s.dispatch == nil || n.DeviceID == 0 || kicked[n.DeviceID] {
+			continue
+		}
+		kicked[n.DeviceID] = true
+		s.dispatch.Kick(n.Device, n.DeviceID)
+	}
+	return nil
+}
+
 // Released kicks the links of the agents holding the company's numbers
 // after the device was deleted: the jobs it had been handed and not
 // settled are theirs now (store.AgentPending), and a link reads those it

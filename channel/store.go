@@ -14,6 +14,7 @@ type Store interface {
 	AgentNumberByRef(companyID, numberID uint64) (store.AgentNumber, error)
 	AgentNumbers(companyID uint64, channel string) ([]store.AgentNumber, error)
 	AgentPending(companyID, deviceID, numberID, after uint64, limit int) ([]store.Message, error)
+	AgentRelease(companyID, deviceID uint64, held []string) ([]store.AgentNumber, error)
 	AgentSendsSince(companyID, numberID uint64, since time.Time) (int, error)
 	AnnounceNumbers(companyID, deviceID uint64, channel string, addresses []string, now time.Time, limit int) ([]store.AgentNumber, error)
 	Company(id uint64) (store.Company, error)

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -103,6 +104,13 @@ func (w *moveWorld) start() *moveNode {
 
 // link dials the node with the token and says hello with the numbers.
 func (n *moveNode) link(token string, numbers ...string) *websocket.Conn {
+	n.w.t.Helper()
+	return n.linkHolding(token, nil, numbers...)
+}
+
+// linkHolding is link with the hello's jobs (nil: none said, as an agent
+// older than revision 1.42).
+func (n *moveNode) linkHolding(token string, jobs []string, numbers ...string) *websocket.Conn {
 	t := n.w.t
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -112,7 +120,7 @@ func (n *moveNode) link(token string, numbers ...string) *websocket.Conn {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ws.CloseNow() })
-	hello := proto.Hello{Protocol: 1, AppVersion: "agent test"}
+	hello := proto.Hello{Protocol: 1, AppVersion: "agent test", Jobs: jobs}
 	for _, num := range numbers {
 		hello.WhatsApp = append(hello.WhatsApp, proto.WhatsAppNumber{Phone: num})
 	}
@@ -273,4 +281,114 @@ func TestAgentMoveBackHandsTheJobAgain(t *testing.T) {
 		t.Fatalf("A, back with the number, got %s, want its job %s again", s.ID, taken)
 	}
 	reported(t, a, taken)
+}
+
+// TestAgentMoveReleasesTheJobsTheOldAgentDoesNotHold: A is handed two jobs
+// and its link drops before either reached its journal; B takes the
+// number. A comes back, without the number, saying in its hello that its
+// journal holds one of them (revision 1.42): the other goes to B at once,
+// the one A holds stays A's until it reports it, and B never gets it.
+func TestAgentMoveReleasesTheJobsTheOldAgentDoesNotHold(t *testing.T) {
+	t.Parallel()
+	w := newMoveWorld(t)
+	tokenA, tokenB := w.pair("rel-agent-a"), w.pair("rel-agent-b")
+	node := w.start()
+	a := node.link(tokenA, moveNumber)
+	lost, held := node.send("lost with A's link"), node.send("in A's journal")
+	for _, want := range []string{lost, held} {
+		if s := nextSend(t, a); s.ID != want {
+			t.Fatalf("A got %s, want %s", s.ID, want)
+		}
+	}
+	a.CloseNow()
+	b := node.link(tokenB, moveNumber)
+	fresh := node.send("fresh")
+	if s := nextSend(t, b); s.ID != fresh {
+		t.Fatalf("B got %s, want %s (not A's)", s.ID, fresh)
+	}
+	reported(t, b, fresh)
+
+	a = node.linkHolding(tokenA, []string{held})
+	if s := nextSend(t, b); s.ID != lost {
+		t.Fatalf("B got %s once A said it does not hold it, want %s", s.ID, lost)
+	}
+	reported(t, b, lost)
+	reported(t, a, held)
+	later := node.send("later")
+	if s := nextSend(t, b); s.ID != later {
+		t.Fatalf("B got %s, want %s: the job A held must not reach B", s.ID, later)
+	}
+	reported(t, b, later)
+	for id, want := range map[string]string{lost: store.MsgSent, held: store.MsgSent} {
+		if got := w.status(id); got != want {
+			t.Fatalf("job %s: %s, want %s", id, got, want)
+		}
+	}
+}
+
+// TestAgentHelloJobsBounded: a hello naming more jobs than the protocol
+// allows is refused (invalid_hello, close 4000), naming the field.
+func TestAgentHelloJobsBounded(t *testing.T) {
+	t.Parallel()
+	w := newMoveWorld(t)
+	token := w.pair("many-jobs")
+	node := w.start()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, node.url, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	jobs := make([]string, proto.MaxHelloJobs+1)
+	for i := range jobs {
+		jobs[i] = fmt.Sprintf("job-%d", i)
+	}
+	writeFrame(t, ws, proto.Hello{Protocol: 1, AppVersion: "agent test", WhatsApp: []proto.WhatsAppNumber{{Phone: moveNumber}}, Jobs: jobs})
+	f, ok := readFrame(t, ws).(*proto.Error)
+	if !ok || f.Code != "invalid_hello" || !strings.Contains(f.Message, "hello.jobs") {
+		t.Fatalf("got %#v, want invalid_hello naming hello.jobs", f)
+	}
+	if _, _, err := ws.Read(ctx); websocket.CloseStatus(err) != proto.CloseProtocolError {
+		t.Fatalf("the link ends with %v, want close %d", err, proto.CloseProtocolError)
+	}
+}
+
+// TestAgentMoveDisabledKeepsItsJobs: a disabled agent keeps the job it was
+// handed (it may hold it in its journal and carry it out while it cannot
+// link): the number's new holder does not get it. Enabled again, its
+// hello says it holds nothing, and the job goes to the holder.
+func TestAgentMoveDisabledKeepsItsJobs(t *testing.T) {
+	t.Parallel()
+	w := newMoveWorld(t)
+	tokenA, tokenB := w.pair("dis-agent-a"), w.pair("dis-agent-b")
+	node := w.start()
+	a := node.link(tokenA, moveNumber)
+	lost := node.send("lost by A")
+	if s := nextSend(t, a); s.ID != lost {
+		t.Fatalf("A got %s, want %s", s.ID, lost)
+	}
+	a.CloseNow()
+	set := func(status string) {
+		t.Helper()
+		if _, err := w.devices.Update(context.Background(), w.company, "dis-agent-a", device.Patch{Status: &status}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set(store.DeviceDisabled)
+	b := node.link(tokenB, moveNumber)
+	fresh := node.send("fresh")
+	if s := nextSend(t, b); s.ID != fresh {
+		t.Fatalf("B got %s, want %s (not %s, the disabled A's)", s.ID, fresh, lost)
+	}
+	reported(t, b, fresh)
+	if got := w.status(lost); got != store.MsgQueued {
+		t.Fatalf("the disabled agent's job: %s, want queued", got)
+	}
+	set(store.DeviceActive)
+	node.linkHolding(tokenA, []string{})
+	if s := nextSend(t, b); s.ID != lost {
+		t.Fatalf("B got %s once A, enabled, said it holds nothing, want %s", s.ID, lost)
+	}
+	reported(t, b, lost)
 }

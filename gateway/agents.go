@@ -25,6 +25,11 @@ type Agents interface {
 	// was paused since the read, the job was taken, or another agent that
 	// still exists was handed it first).
 	HandOut(ctx context.Context, dev store.Device, seq uint64) (bool, error)
+	// Release takes the agent's word at its hello (hello.jobs): the jobs
+	// handed to the device that held does not name were lost with a link,
+	// and go to their numbers' holders, whose links it kicks. A problem
+	// refuses the hello.
+	Release(ctx context.Context, dev store.Device, held []string) error
 	// Ready is 0 when the number may dispatch a job now (and starts its
 	// gap), otherwise how long until it may (a number paused since its job
 	// was read waits).

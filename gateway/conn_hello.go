@@ -78,6 +78,20 @@ func (c *conn) hello() bool {
 			c.lines = append(c.lines, line{id: id})
 		}
 	}
+	if h.agents != nil && hello.Jobs != nil {
+		// After the numbers: a job handed to this registration and not
+		// named is another agent's once the number has moved, and this
+		// link (which pumps once the hello is done) has not written it.
+		err := h.agents.Release(context.Background(), dev, hello.Jobs)
+		if pe, ok := problem.As(err); ok {
+			c.fail(proto.CloseProtocolError, "invalid_hello", pe.Refield("hello."+pe.Field).Message)
+			return false
+		}
+		if err != nil {
+			c.storeFault(err, "release the agent jobs its hello does not hold", "device", c.dev.Fingerprint)
+			return false
+		}
+	}
 	c.touch()
 	return true
 }

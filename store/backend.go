@@ -18,6 +18,7 @@ type Backend interface {
 	AgentNumberByRef(companyID, numberID uint64) (AgentNumber, error)
 	AgentNumbers(companyID uint64, channel string) ([]AgentNumber, error)
 	AgentPending(companyID, deviceID, numberID, after uint64, limit int) ([]Message, error)
+	AgentRelease(companyID, deviceID uint64, held []string) ([]AgentNumber, error)
 	AgentSendTimes(companyID, numberID uint64, since time.Time) ([]time.Time, error)
 	AgentSendsSince(companyID, numberID uint64, since time.Time) (int, error)
 	AllPools() ([]Pool, error)

@@ -24,8 +24,10 @@ import (
 // agent was handed on one node, its ack lost with its link, never goes to
 // the agent that announced the number on another node, which gets the
 // sends never handed at once; the former agent, back on a third node
-// without the number, reports it; or its deletion through another node's
-// API hands it to the new agent, linked where the former one was.
+// without the number, reports it; or, back there saying its journal holds
+// none (hello.jobs), the job goes to the new agent on its node; or its
+// deletion through another node's API hands it to the new agent, linked
+// where the former one was.
 
 const clusterMoveNumber = "+15550108888"
 
@@ -41,6 +43,12 @@ type agentLink struct {
 // linkAgent dials the node with the agent's token and says hello with the
 // numbers; it waits for the welcome.
 func linkAgent(t *testing.T, s *server, token string, numbers ...string) *agentLink {
+	t.Helper()
+	return linkAgentHolding(t, s, token, nil, numbers...)
+}
+
+// linkAgentHolding is linkAgent with the hello's jobs (nil: none said).
+func linkAgentHolding(t *testing.T, s *server, token string, jobs []string, numbers ...string) *agentLink {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -68,7 +76,7 @@ func linkAgent(t *testing.T, s *server, token string, numbers ...string) *agentL
 			l.frames <- f
 		}
 	}()
-	hello := proto.Hello{Protocol: 1, AppVersion: "cluster agent test"}
+	hello := proto.Hello{Protocol: 1, AppVersion: "cluster agent test", Jobs: jobs}
 	for _, n := range numbers {
 		hello.WhatsApp = append(hello.WhatsApp, proto.WhatsAppNumber{Phone: n})
 	}
@@ -207,7 +215,7 @@ func TestClusterAgentMove(t *testing.T) {
 	for i := range nodes {
 		nodes[i] = startServer(t, bin, testStore{dir: t.TempDir(), databaseURL: db}, append(flags, "--node-name", string(rune('a'+i)))...)
 	}
-	for _, kind := range []string{"reported", "deleted"} {
+	for _, kind := range []string{"reported", "released", "deleted"} {
 		t.Run(kind, func(t *testing.T) {
 			tokenA, tokenB := pairAgent(t, nodes[0], key, "move-a-"+kind), pairAgent(t, nodes[0], key, "move-b-"+kind)
 			a := linkAgent(t, nodes[0], tokenA, clusterMoveNumber)
@@ -234,6 +242,18 @@ func TestClusterAgentMove(t *testing.T) {
 				if s := b.nextSend(2 * time.Second); s != nil {
 					t.Fatalf("B got %s after A reported %s", s.ID, taken)
 				}
+				return
+			}
+			if kind == "released" {
+				// A's journal never took the job: its release on c
+				// reaches B's link on b.
+				linkAgentHolding(t, nodes[2], tokenA, []string{})
+				s := b.nextSend(clusterWait)
+				if s == nil || s.ID != taken {
+					t.Fatalf("B got %+v once A said it holds nothing, want %s", s, taken)
+				}
+				b.report(taken)
+				poll.Within(t, clusterWait, "B's report read on A's node", func() bool { return whatsAppStatus(t, nodes[2], key, taken) == "sent" })
 				return
 			}
 			if s := b.nextSend(2 * time.Second); s != nil {

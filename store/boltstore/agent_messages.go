@@ -98,6 +98,57 @@ func (s *Store) AgentHandOut(companyID, deviceID, messageID uint64) (bool, error
 	return mine, nil
 }
 
+// AgentRelease releases the company's queued WhatsApp and iMessage sends
+// last handed to the device registration (Message.HandedTo) whose uuids
+// held does not name: the registration's own word (its hello's jobs,
+// PROTOCOL.md section 16.1) that it never journaled them, so they were
+// lost with a link. Each then reads as handed to none and goes to its
+// number's holder (AgentHandOut). It returns the numbers of the sends
+// released, each once, as stored now (their holders' links are to be
+// kicked). A send handed to the registration and named in held stays its
+// own. The company's number queues are read whole: a hello's work.
+func (s *Store) AgentRelease(companyID, deviceID uint64, held []string) ([]AgentNumber, error) {
+	keep := make(map[string]bool, len(held))
+	for _, id := range held {
+		keep[id] = true
+	}
+	var out []AgentNumber
+	err := s.grouped(func(tx *bolt.Tx) error {
+		out = nil
+		msgs := tx.Bucket(bucketMessages)
+		prefix := itob(companyID)
+		seen := map[uint64]bool{}
+		c := tx.Bucket(bucketAgentQueue).Cursor()
+		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+			var m Message
+			if err := getJSON(msgs, k[16:], &m); err != nil {
+				return err
+			}
+			if m.CompanyID != companyID || m.Status != MsgQueued || m.HandedTo != deviceID || keep[m.UUID] {
+				continue
+			}
+			m.HandedTo = 0
+			if err := putJSON(msgs, k[16:], m); err != nil {
+				return err
+			}
+			if seen[m.NumberID] {
+				continue
+			}
+			seen[m.NumberID] = true
+			n, err := numberByRef(tx, companyID, m.NumberID)
+			if err != nil {
+				return err
+			}
+			out = append(out, n)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: release the sends handed to device %d: %w", deviceID, err)
+	}
+	return out, nil
+}
+
 // EnqueueAgent stores a WhatsApp or iMessage send (queued) through group
 // commit, as Enqueue does for SMS: m names its number by NumberRef (the
 // public id) within m.CompanyID and m.Channel; an unknown one is

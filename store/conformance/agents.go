@@ -29,6 +29,7 @@ type AgentsStore interface {
 	EnqueueAgent(m *store.Message, idemKey store.IdempotencyKey, now func() time.Time, vet store.SendVet, answer func(store.Message) (int, []byte)) (store.Message, *store.Idempotent, error)
 	AgentPending(companyID, deviceID, numberID, after uint64, limit int) ([]store.Message, error)
 	AgentHandOut(companyID, deviceID, messageID uint64) (bool, error)
+	AgentRelease(companyID, deviceID uint64, held []string) ([]store.AgentNumber, error)
 	AgentMessages(companyID, numberID uint64, page, limit int) ([]store.Message, int, error)
 	StoreAgentInbound(m *store.Message, now func() time.Time) (store.Message, bool, error)
 	SetInboundEvents(h store.InboundEvents)
@@ -61,6 +62,7 @@ func Agents(t *testing.T, open Opener[AgentsStore]) {
 	t.Run("AgentDeleted", func(t *testing.T) { t.Parallel(); agentDeleted(t, open(t)) })
 	t.Run("HandOut", func(t *testing.T) { t.Parallel(); agentHandOut(t, open(t)) })
 	t.Run("HandOutMoved", func(t *testing.T) { t.Parallel(); s := open(t); agentHandOutMoved(t, s, s) })
+	t.Run("Release", func(t *testing.T) { t.Parallel(); agentRelease(t, open(t)) })
 	t.Run("Inbound", func(t *testing.T) { t.Parallel(); agentInbound(t, open(t)) })
 	t.Run("InboundHolder", func(t *testing.T) { t.Parallel(); agentInboundHolder(t, open(t)) })
 	t.Run("InboundOnceConcurrent", func(t *testing.T) { t.Parallel(); agentInboundOnceConcurrent(t, open(t)) })
@@ -1213,6 +1215,108 @@ func agentHandOut(t *testing.T, s AgentsStore) {
 	}
 	if m, err := s.MessageByUUID(a.ID, lost.UUID); err != nil || m.HandedTo != d2.ID || m.Status != store.MsgQueued {
 		t.Fatalf("the released send: handed to %d, %s (%v), want %d, queued", m.HandedTo, m.Status, err, d2.ID)
+	}
+}
+
+// release releases the sends handed to the device that held does not name
+// and returns the public ids of their numbers, failing the test on an error.
+func release(t *testing.T, s AgentsStore, d store.Device, held ...string) []string {
+	t.Helper()
+	nums, err := s.AgentRelease(d.CompanyID, d.ID, held)
+	if err != nil {
+		t.Fatalf("release the sends of device %d: %v", d.ID, err)
+	}
+	out := make([]string, len(nums))
+	for i, n := range nums {
+		out[i] = n.PublicID
+	}
+	slices.Sort(out)
+	return out
+}
+
+// agentRelease: an agent's word at its hello (the jobs its journal holds)
+// releases the queued sends handed to its registration that it does not
+// name: each reads as handed to none and goes to its number's holder,
+// and the numbers come back, each once, with their holders. A send it
+// names stays its own; one settled, one of another registration or
+// another company's is not touched.
+func agentRelease(t *testing.T, s AgentsStore) {
+	a, _ := Company(t, s)
+	b, _ := Company(t, s)
+	d1 := Device(t, s, a.ID, newFingerprint())
+	d2 := Device(t, s, a.ID, newFingerprint())
+	db := Device(t, s, b.ID, newFingerprint())
+	nums := announce(t, s, d1, store.ChannelNameWhatsApp, T0, waX, waY)
+	x, y := nums[0], nums[1]
+	both := []string{x.PublicID, y.PublicID}
+	slices.Sort(both)
+	bx := announce(t, s, db, store.ChannelNameWhatsApp, T0, waX)[0]
+	lost := enqueueAt(t, s, agentSend(a.ID, x, "lost"), T0)
+	journaled := enqueueAt(t, s, agentSend(a.ID, x, "journaled"), T0.Add(time.Second))
+	acked := enqueueAt(t, s, agentSend(a.ID, x, "acked"), T0.Add(2*time.Second))
+	fresh := enqueueAt(t, s, agentSend(a.ID, x, "fresh"), T0.Add(3*time.Second))
+	lostY := enqueueAt(t, s, agentSend(a.ID, y, "lost on y"), T0.Add(4*time.Second))
+	other := enqueueAt(t, s, agentSend(b.ID, bx, "another company's"), T0)
+	for _, m := range []store.Message{lost, journaled, acked, lostY} {
+		if !handOut(t, s, d1, m) {
+			t.Fatalf("send %d not handed to the number's agent", m.ID)
+		}
+	}
+	if !handOut(t, s, db, other) {
+		t.Fatal("another company's send not handed to its agent")
+	}
+	if _, _, err := s.Transition(a.ID, d1.ID, acked.UUID, store.MsgSending, "", "", T0.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	announce(t, s, d2, store.ChannelNameWhatsApp, T0.Add(2*time.Minute), waX)
+	if handOut(t, s, d2, lost) {
+		t.Fatal("a send handed to the former agent handed to the new one before its release")
+	}
+	// d1 says it holds journaled (and an id that is no send of its).
+	got := release(t, s, d1, journaled.UUID, "0199c5b3-1f00-7c2a-9d4e-6a1b2c3d4e5f")
+	if !slices.Equal(got, both) {
+		t.Fatalf("the numbers released: %v, want %v", got, both)
+	}
+	pending, err := s.AgentPending(a.ID, d2.ID, x.ID, 0, 10)
+	if want := map[uint64]uint64{lost.ID: 0, journaled.ID: d1.ID, fresh.ID: 0}; err != nil || !maps.Equal(handedTo(pending), want) {
+		t.Fatalf("the new holder's queue, handed to: %v (%v), want %v", handedTo(pending), err, want)
+	}
+	if !handOut(t, s, d2, lost) {
+		t.Fatal("a released send refused to the number's holder")
+	}
+	if handOut(t, s, d2, journaled) {
+		t.Fatal("a send its former agent holds handed to the new one")
+	}
+	for _, c := range []struct {
+		m    store.Message
+		to   uint64
+		want string
+	}{{lost, d2.ID, store.MsgQueued}, {journaled, d1.ID, store.MsgQueued}, {acked, d1.ID, store.MsgSending}, {lostY, 0, store.MsgQueued}} {
+		m, err := s.MessageByUUID(a.ID, c.m.UUID)
+		if err != nil || m.HandedTo != c.to || m.Status != c.want {
+			t.Fatalf("send %q: handed to %d, %s (%v), want %d, %s", c.m.Text, m.HandedTo, m.Status, err, c.to, c.want)
+		}
+	}
+	// y is still d1's: its released send goes to d1 again.
+	if !handOut(t, s, d1, lostY) {
+		t.Fatal("a released send refused to its number's holder, the agent that released it")
+	}
+	if m, err := s.MessageByUUID(b.ID, other.UUID); err != nil || m.HandedTo != db.ID {
+		t.Fatalf("another company's send: handed to %d (%v), want %d", m.HandedTo, err, db.ID)
+	}
+	// What is handed to another registration is not d1's to release;
+	// d1's own, named, stays; nothing named: released.
+	if got := release(t, s, d1, journaled.UUID, lostY.UUID); len(got) != 0 {
+		t.Fatalf("a second release: numbers %v, want none", got)
+	}
+	if got := release(t, s, d1); !slices.Equal(got, both) {
+		t.Fatalf("a release holding nothing: numbers %v, want %v", got, both)
+	}
+	if m, err := s.MessageByUUID(a.ID, journaled.UUID); err != nil || m.HandedTo != 0 {
+		t.Fatalf("the send released at last: handed to %d (%v), want none", m.HandedTo, err)
+	}
+	if m, err := s.MessageByUUID(a.ID, lost.UUID); err != nil || m.HandedTo != d2.ID {
+		t.Fatalf("the send handed to the new holder: handed to %d (%v), want %d", m.HandedTo, err, d2.ID)
 	}
 }
 

@@ -141,6 +141,42 @@ const handOut = `UPDATE messages m SET rec = jsonb_set(m.rec, '{handed_to}', to_
 		AND (NOT m.rec ? 'handed_to' OR (m.rec->>'handed_to')::bigint = $3 OR NOT EXISTS (
 			SELECT 1 FROM devices d WHERE d.company_id = m.company_id AND d.id = (m.rec->>'handed_to')::bigint AND d.deleted_at IS NULL))`
 
+// AgentRelease releases the company's queued WhatsApp and iMessage sends
+// last handed to the device registration (store.Message.HandedTo) whose
+// uuids held does not name: the registration's own word (its hello's jobs,
+// PROTOCOL.md section 16.1) that it never journaled them. Each then reads
+// as handed to none and goes to its number's holder (AgentHandOut). It
+// returns the numbers of the sends released, each once, as stored now
+// (their holders' links are to be kicked). One statement: a hand-out of
+// one of these sends to the number's holder waits on its row and then
+// sees it released (READ COMMITTED evaluates its conditions again).
+func (s *Store) AgentRelease(companyID, deviceID uint64, held []string) ([]store.AgentNumber, error) {
+	if held == nil {
+		held = []string{} // <> ALL of an empty array is true; of NULL, NULL
+	}
+	var out []store.AgentNumber
+	err := s.write(fmt.Sprintf("release the sends handed to device %d", deviceID), func(t *txn) error {
+		var err error
+		out, err = getRecs[store.AgentNumber](t, releaseHandOuts, id(companyID), id(deviceID), held)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// releaseHandOuts is AgentRelease's statement: $1 the company, $2 the
+// device, $3 the uuids it holds. It reads the company's queued agent sends
+// by messages_number_queue.
+const releaseHandOuts = `WITH released AS (
+	UPDATE messages m SET rec = m.rec - 'handed_to'
+	WHERE m.company_id = $1 AND m.number_id IS NOT NULL AND m.status = 'queued'
+		AND m.rec ? 'handed_to' AND (m.rec->>'handed_to')::bigint = $2
+		AND m.uuid <> ALL($3::text[])
+	RETURNING m.number_id)
+SELECT n.rec FROM agent_numbers n WHERE n.company_id = $1 AND n.id IN (SELECT number_id FROM released) ORDER BY n.id`
+
 // AgentMessages returns one page (1-based) of the number's messages, both
 // directions, newest first, and how many there are.
 func (s *Store) AgentMessages(companyID, numberID uint64, page, limit int) ([]store.Message, int, error) {
