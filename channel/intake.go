@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/pacing"
 	"github.com/simrelay/simrelay/phone"
 	"github.com/simrelay/simrelay/phone/numplan"
 	"github.com/simrelay/simrelay/problem"
@@ -181,14 +182,16 @@ func (s *Service) Released(dev store.Device) {
 	}
 }
 
-// Ready says whether the number may hand a job to its agent now: 0 means
-// yes (and the gap to the next one starts), otherwise how long to wait.
-// A number paused since its job was read waits (Pending holds a paused
-// number's jobs; resuming it kicks its agent's link), and starts no gap.
-func (s *Service) Ready(dev store.Device, numberID uint64) time.Duration {
+// Ready says whether the number may hand a job to its agent now: wait 0
+// means yes (and the gap to the next one starts; turn gives it back when
+// the job does not go after all, its hand-out refused), otherwise how long
+// to wait. A number paused since its job was read waits (Pending holds a
+// paused number's jobs; resuming it kicks its agent's link), and starts no
+// gap.
+func (s *Service) Ready(dev store.Device, numberID uint64) (turn *pacing.Turn, wait time.Duration) {
 	n, err := s.store.AgentNumberByRef(dev.CompanyID, numberID)
 	if err != nil || n.Status == store.NumberPaused {
-		return time.Minute // gone, unreadable or paused: look again later
+		return nil, time.Minute // gone, unreadable or paused: look again later
 	}
 	return s.gov.Dispatch(n.ID, s.gap(n), s.now(), n.LastTakenAt)
 }

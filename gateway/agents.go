@@ -5,6 +5,7 @@ import (
 	"time"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/pacing"
 	"github.com/simrelay/simrelay/sms"
 	"github.com/simrelay/simrelay/store"
 )
@@ -25,10 +26,10 @@ type Agents interface {
 	// was paused since the read, the job was taken, or another agent that
 	// still exists was handed it first).
 	HandOut(ctx context.Context, dev store.Device, seq uint64) (bool, error)
-	// Ready is 0 when the number may dispatch a job now (and starts its
-	// gap), otherwise how long until it may (a number paused since its job
-	// was read waits).
-	Ready(dev store.Device, numberID uint64) time.Duration
+	// Ready's wait is 0 when the number may dispatch a job now (and starts
+	// its gap: the turn, which gives it back), otherwise how long until it
+	// may (a number paused since its job was read waits).
+	Ready(dev store.Device, numberID uint64) (turn *pacing.Turn, wait time.Duration)
 	// Inbound stores a WhatsApp or iMessage message, once per client_id.
 	Inbound(ctx context.Context, dev store.Device, in proto.Inbound) (proto.InboundAck, error)
 }
@@ -118,18 +119,24 @@ func (c *conn) pumpAgents() {
 				l.cursor = j.Seq // written to this link already: read again after a rewind
 				continue
 			}
-			if wait := agents.Ready(c.dev, l.id); wait > 0 {
+			turn, wait := agents.Ready(c.dev, l.id)
+			if wait > 0 {
 				if earliest == 0 || wait < earliest {
 					earliest = wait
 				}
 				break
 			}
+			// From here, a job that does not go to the link gives the
+			// number's gap back (turn): it went to no agent, and the
+			// number's next job need not wait for it. The gap of the job
+			// before it still holds the next one back.
 			if j.HandedTo != c.dev.ID {
 				// Recorded before the frame is written: once written, the
 				// job may be in the agent's journal whatever becomes of
 				// the link, and no other agent may have it.
 				ok, err := agents.HandOut(context.Background(), c.dev, j.Seq)
 				if err != nil {
+					turn.GiveBack()
 					c.storeFault(err, "hand out an agent job", "device", c.dev.Fingerprint, "number", l.id)
 					return
 				}
@@ -138,11 +145,13 @@ func (c *conn) pumpAgents() {
 					// Moved, paused, taken or handed to another agent
 					// since the read: passed over, read again at a kick
 					// (a resume kicks the link).
+					turn.GiveBack()
 					l.passOver(j.Seq)
 					continue
 				}
 			}
 			if !c.send(*j.Send) {
+				turn.GiveBack() // the link is closing: the job waits for the next one
 				return
 			}
 			c.take(j.Send.ID)
