@@ -156,11 +156,12 @@ func (s *Service) HandOut(_ context.Context, dev store.Device, seq uint64) (bool
 	return s.store.AgentHandOut(dev.CompanyID, dev.ID, seq)
 }
 
-// Released kicks the links of the agents holding the company's numbers
-// after the device was deleted: the jobs it had been handed and not
-// settled are theirs now (store.AgentPending), and a link reads those it
-// passed over again when kicked (gateway's pumpAgents). On a cluster the
-// links' periodic sweep kicks them too, should this fail.
+// Released tells the links of the agents holding the company's numbers
+// after the device was deleted that its jobs are released: the jobs it had
+// been handed and not settled are theirs now (store.AgentPending), and a
+// link reads those it passed over again at a release (Dispatcher.Release;
+// a kick for a new job does not). On a cluster the links' periodic sweep
+// releases them too, should this fail.
 func (s *Service) Released(dev store.Device) {
 	if s.dispatch == nil {
 		return
@@ -169,7 +170,7 @@ func (s *Service) Released(dev store.Device) {
 	for _, ch := range []string{WhatsApp, IMessage} {
 		nums, err := s.store.AgentNumbers(dev.CompanyID, ch)
 		if err != nil {
-			s.log.Warn("the numbers of a deleted agent's company could not be read: their agents take its jobs at their next send or link", "company", dev.CompanyID, "device", dev.Fingerprint, "error", err)
+			s.log.Warn("the numbers of a deleted agent's company could not be read: their agents take its jobs when they link again (on a cluster, at the next link sweep)", "company", dev.CompanyID, "device", dev.Fingerprint, "error", err)
 			return
 		}
 		for _, n := range nums {
@@ -177,7 +178,7 @@ func (s *Service) Released(dev store.Device) {
 				continue
 			}
 			kicked[n.DeviceID] = true
-			s.dispatch.Kick(n.Device, n.DeviceID)
+			s.dispatch.Release(n.Device, n.DeviceID)
 		}
 	}
 }

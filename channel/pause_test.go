@@ -28,6 +28,8 @@ func (k *kicks) Kick(_ string, id uint64) {
 	k.devs = append(k.devs, id)
 }
 
+func (k *kicks) Release(fp string, id uint64) { k.Kick(fp, id) }
+
 func (k *kicks) count() int {
 	k.mu.Lock()
 	defer k.mu.Unlock()

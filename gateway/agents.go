@@ -43,13 +43,14 @@ type line struct {
 	id     uint64 // the number's store id
 	cursor uint64 // seq of the last job this link took from its queue
 	// passed is the seq of the first job the link passed over because
-	// another agent was handed it (0: none): a kick reads from it again,
-	// since that agent's deletion releases it to this one.
+	// another agent was handed it, or its hand-out was refused (0: none):
+	// a release (Hub.Release) reads from it again, since that agent's
+	// deletion, or the number's resume, releases it to this one.
 	passed uint64
 }
 
 // passOver moves the line's cursor past the job seq, which the link leaves
-// to another agent: the first one passed over is read again at a kick
+// to another agent: the first one passed over is read again at a release
 // (rewind).
 func (l *line) passOver(seq uint64) {
 	if l.passed == 0 {
@@ -143,8 +144,8 @@ func (c *conn) pumpAgents() {
 				c.hub.reached()
 				if !ok {
 					// Moved, paused, taken or handed to another agent
-					// since the read: passed over, read again at a kick
-					// (a resume kicks the link).
+					// since the read: passed over, read again at a
+					// release (a resume releases the number's jobs).
 					turn.GiveBack()
 					l.passOver(j.Seq)
 					continue
