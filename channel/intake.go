@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/pacing"
 	"github.com/simrelay/simrelay/phone"
 	"github.com/simrelay/simrelay/phone/numplan"
 	"github.com/simrelay/simrelay/problem"
@@ -159,9 +160,9 @@ func (s *Service) HandOut(_ context.Context, dev store.Device, seq uint64) (bool
 // section 16.1): held names every WhatsApp and iMessage job its journal
 // holds unsettled. The queued sends handed to its registration that it
 // does not name were lost with a link before it journaled them: they go
-// to their numbers' holders at once, whose links are kicked (on a cluster,
-// through the node that holds them; its sweep kicks them too, should that
-// fail). More than proto.MaxHelloJobs ids refuse the hello (jobs).
+// to their numbers' holders at once, whose links are told of the release (on a cluster,
+// through the node that holds them; its sweep releases them too, should
+// that fail). More than proto.MaxHelloJobs ids refuse the hello (jobs).
 func (s *Service) Release(_ context.Context, dev store.Device, held []string) error {
 	if len(held) > proto.MaxHelloJobs {
 		return problem.Invalid("jobs", fmt.Sprintf("must hold at most %d ids", proto.MaxHelloJobs))
@@ -170,23 +171,24 @@ func (s *Service) Release(_ context.Context, dev store.Device, held []string) er
 	if err != nil {
 		return err
 	}
-	kicked := map[uint64]bool{dev.ID: true} // its own link pumps once its hello is done
+	released := map[uint64]bool{dev.ID: true} // its own link pumps once its hello is done
 	for _, n := range nums {
 		s.log.Info("agent jobs released: the agent that was handed them does not hold them", "device", dev.Fingerprint, "number", n.PublicID, "holder", n.Device)
-		if s.dispatch == nil || n.DeviceID == 0 || kicked[n.DeviceID] {
+		if s.dispatch == nil || n.DeviceID == 0 || released[n.DeviceID] {
 			continue
 		}
-		kicked[n.DeviceID] = true
-		s.dispatch.Kick(n.Device, n.DeviceID)
+		released[n.DeviceID] = true
+		s.dispatch.Release(n.Device, n.DeviceID)
 	}
 	return nil
 }
 
-// Released kicks the links of the agents holding the company's numbers
-// after the device was deleted: the jobs it had been handed and not
-// settled are theirs now (store.AgentPending), and a link reads those it
-// passed over again when kicked (gateway's pumpAgents). On a cluster the
-// links' periodic sweep kicks them too, should this fail.
+// Released tells the links of the agents holding the company's numbers
+// after the device was deleted that its jobs are released: the jobs it had
+// been handed and not settled are theirs now (store.AgentPending), and a
+// link reads those it passed over again at a release (Dispatcher.Release;
+// a kick for a new job does not). On a cluster the links' periodic sweep
+// releases them too, should this fail.
 func (s *Service) Released(dev store.Device) {
 	if s.dispatch == nil {
 		return
@@ -195,7 +197,7 @@ func (s *Service) Released(dev store.Device) {
 	for _, ch := range []string{WhatsApp, IMessage} {
 		nums, err := s.store.AgentNumbers(dev.CompanyID, ch)
 		if err != nil {
-			s.log.Warn("the numbers of a deleted agent's company could not be read: their agents take its jobs at their next send or link", "company", dev.CompanyID, "device", dev.Fingerprint, "error", err)
+			s.log.Warn("the numbers of a deleted agent's company could not be read: their agents take its jobs when they link again (on a cluster, at the next link sweep)", "company", dev.CompanyID, "device", dev.Fingerprint, "error", err)
 			return
 		}
 		for _, n := range nums {
@@ -203,19 +205,21 @@ func (s *Service) Released(dev store.Device) {
 				continue
 			}
 			kicked[n.DeviceID] = true
-			s.dispatch.Kick(n.Device, n.DeviceID)
+			s.dispatch.Release(n.Device, n.DeviceID)
 		}
 	}
 }
 
-// Ready says whether the number may hand a job to its agent now: 0 means
-// yes (and the gap to the next one starts), otherwise how long to wait.
-// A number paused since its job was read waits (Pending holds a paused
-// number's jobs; resuming it kicks its agent's link), and starts no gap.
-func (s *Service) Ready(dev store.Device, numberID uint64) time.Duration {
+// Ready says whether the number may hand a job to its agent now: wait 0
+// means yes (and the gap to the next one starts; turn gives it back when
+// the job does not go after all, its hand-out refused), otherwise how long
+// to wait. A number paused since its job was read waits (Pending holds a
+// paused number's jobs; resuming it kicks its agent's link), and starts no
+// gap.
+func (s *Service) Ready(dev store.Device, numberID uint64) (turn *pacing.Turn, wait time.Duration) {
 	n, err := s.store.AgentNumberByRef(dev.CompanyID, numberID)
 	if err != nil || n.Status == store.NumberPaused {
-		return time.Minute // gone, unreadable or paused: look again later
+		return nil, time.Minute // gone, unreadable or paused: look again later
 	}
 	return s.gov.Dispatch(n.ID, s.gap(n), s.now(), n.LastTakenAt)
 }

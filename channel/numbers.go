@@ -165,7 +165,13 @@ func (s *Service) Update(_ context.Context, companyID uint64, channel, id string
 		return Number{}, err
 	}
 	if n.Status == store.NumberActive && s.dispatch != nil && n.Device != "" {
-		s.dispatch.Kick(n.Device, n.DeviceID) // a new gap may let a job go sooner
+		if p.Status != nil {
+			// Resumed (or set active again): a job whose hand-out the
+			// pause refused, passed over by the link, goes now.
+			s.dispatch.Release(n.Device, n.DeviceID)
+		} else {
+			s.dispatch.Kick(n.Device, n.DeviceID) // a new gap may let a job go sooner
+		}
 	}
 	return s.view(n, s.now())
 }

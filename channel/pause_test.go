@@ -28,6 +28,8 @@ func (k *kicks) Kick(_ string, id uint64) {
 	k.devs = append(k.devs, id)
 }
 
+func (k *kicks) Release(fp string, id uint64) { k.Kick(fp, id) }
+
 func (k *kicks) count() int {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -97,7 +99,7 @@ func TestPauseHoldsAcrossNodes(t *testing.T) {
 	}
 	// The job read just before the pause is not let go, and starts no gap.
 	for range 2 {
-		if wait := holder.Ready(d, n.ID); wait <= 0 {
+		if _, wait := holder.Ready(d, n.ID); wait <= 0 {
 			t.Fatalf("the paused number's job read before the pause: ready (wait %v), want held", wait)
 		}
 	}
@@ -117,10 +119,10 @@ func TestPauseHoldsAcrossNodes(t *testing.T) {
 			t.Fatalf("resumed, job %d: %+v, want %s: in the order sent", i, j.Send, sent[i])
 		}
 	}
-	if wait := holder.Ready(d, n.ID); wait != 0 {
+	if _, wait := holder.Ready(d, n.ID); wait != 0 {
 		t.Fatalf("resumed: the first job waits %v, want none (the pause started no gap)", wait)
 	}
-	if wait := holder.Ready(d, n.ID); wait <= 0 {
+	if _, wait := holder.Ready(d, n.ID); wait <= 0 {
 		t.Fatalf("the second job right after the first: ready, want it to wait its gap")
 	}
 }

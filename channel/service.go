@@ -31,9 +31,13 @@ const (
 // Content types of a send.
 var contentTypes = map[string]bool{"text": true, "image": true, "video": true, "audio": true, "document": true}
 
-// Dispatcher is told when a device has new jobs (gateway.Hub).
+// Dispatcher is told when a device has new jobs (gateway.Hub): Kick for
+// jobs just queued, Release for jobs another agent was handed, or the
+// device's link could not hand out, that may be the device's now (the
+// link reads again those it passed over).
 type Dispatcher interface {
 	Kick(fingerprint string, deviceID uint64)
+	Release(fingerprint string, deviceID uint64)
 }
 
 // Service is WhatsApp and iMessage.

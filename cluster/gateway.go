@@ -47,7 +47,7 @@ const (
 
 // Topics of the gateway.
 const (
-	topicKick = "gw.kick" // devices with new jobs: a fingerprint a line, each followed by "/<device id>" (wireKicks)
+	topicKick = "gw.kick" // devices with new jobs: a fingerprint a line, each followed by "/<device id>", and "/release" for a release (wireKicks)
 	topicLink = "gw.link" // "fingerprint epoch": a link registered
 	topicCtl  = "gw.ctl"  // a control (ctl) for the device's link
 )
@@ -64,6 +64,10 @@ type Hub interface {
 	OfflineSince(fingerprint string, deviceID uint64) time.Time
 	HoldDevice(fingerprint string, deviceID uint64, fn func(dispatchedUpTo uint64, online bool) error) error
 	Kick(fingerprint string, deviceID uint64)
+	// Release is Kick after agent jobs the device's link passed over may
+	// have become its own (their agent deleted, their number resumed):
+	// the link reads them again.
+	Release(fingerprint string, deviceID uint64)
 	Disconnect(fingerprint string, deviceID uint64, code int, reason string) <-chan struct{}
 	// DisconnectChanged is Disconnect of a control heard from another
 	// node: only a link whose device a look at the store finds deleted,
@@ -162,14 +166,14 @@ type Gateway struct {
 	presence interface{ Down(store.Device) }
 
 	mu       sync.Mutex
-	outKicks map[devKey]struct{} // kicks to publish; guarded by mu
-	inKicks  map[devKey]struct{} // kicks heard, to run here; guarded by mu
-	inCtls   []ctl               // controls heard, to run here; guarded by mu
-	inLinks  map[string]uint64   // link signals heard for fingerprints linked here: the newest epoch; guarded by mu
-	orphans  map[uint64]orphan   // device id -> the dead node's link this node took over; guarded by mu
-	forgot   retention.Sweep     // when orphans was last pruned, and how long they keep (gateway_forget.go); guarded by mu
-	unended  map[uint64]uint64   // device id -> epoch of a link here whose end the database did not take; guarded by mu
-	out, in  chan struct{}       // wake the publisher and the runner
+	outKicks map[devKey]bool   // kicks to publish, true for a release; guarded by mu
+	inKicks  map[devKey]bool   // kicks heard, to run here, true for a release; guarded by mu
+	inCtls   []ctl             // controls heard, to run here; guarded by mu
+	inLinks  map[string]uint64 // link signals heard for fingerprints linked here: the newest epoch; guarded by mu
+	orphans  map[uint64]orphan // device id -> the dead node's link this node took over; guarded by mu
+	forgot   retention.Sweep   // when orphans was last pruned, and how long they keep (gateway_forget.go); guarded by mu
+	unended  map[uint64]uint64 // device id -> epoch of a link here whose end the database did not take; guarded by mu
+	out, in  chan struct{}     // wake the publisher and the runner
 
 	sweeps chan struct{} // a sweep finished (tests)
 	// broke says this node's beats broke since the last steady sweep (or
@@ -193,7 +197,7 @@ func NewGateway(cfg GatewayConfig) (*Gateway, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	g := &Gateway{cfg: cfg, hub: cfg.Hub, st: cfg.Store, bus: cfg.Bus, node: cfg.Bus.Node(), log: cfg.Logger,
-		outKicks: map[devKey]struct{}{}, inKicks: map[devKey]struct{}{}, inLinks: map[string]uint64{}, orphans: map[uint64]orphan{}, unended: map[uint64]uint64{}, forgot: retention.Sweep{Life: cfg.JobLife},
+		outKicks: map[devKey]bool{}, inKicks: map[devKey]bool{}, inLinks: map[string]uint64{}, orphans: map[uint64]orphan{}, unended: map[uint64]uint64{}, forgot: retention.Sweep{Life: cfg.JobLife},
 		out: make(chan struct{}, 1), in: make(chan struct{}, 1), sweeps: make(chan struct{}, 1)}
 	g.broke.Store(true)
 	subs := map[string]func(Message){topicKick: g.heardKicks, topicLink: g.heardLink, topicCtl: g.heardCtl}
@@ -240,14 +244,37 @@ type devKey struct {
 // the fingerprint (one deleted whose link is not closed yet) is not the
 // device's: the other nodes are told.
 func (g *Gateway) Kick(fingerprint string, deviceID uint64) {
+	g.kick(fingerprint, deviceID, false)
+}
+
+// Release is Kick for a release (gateway.Hub.Release): the node holding
+// the device's link has it read again the agent jobs it passed over. The
+// other nodes are told as for a kick, the release marked; an older node
+// reads it as a kick, which releases there.
+func (g *Gateway) Release(fingerprint string, deviceID uint64) {
+	g.kick(fingerprint, deviceID, true)
+}
+
+// kick is Kick, or Release when release is true.
+func (g *Gateway) kick(fingerprint string, deviceID uint64, release bool) {
+	k := devKey{fingerprint, deviceID}
 	if g.hub.Online(fingerprint, deviceID) {
-		g.hub.Kick(fingerprint, deviceID)
+		g.runKick(k, release)
 		return
 	}
 	g.mu.Lock()
-	g.outKicks[devKey{fingerprint, deviceID}] = struct{}{}
+	g.outKicks[k] = g.outKicks[k] || release
 	g.mu.Unlock()
 	wake(g.out)
+}
+
+// runKick pumps the device's link here: released, or kicked.
+func (g *Gateway) runKick(d devKey, release bool) {
+	if release {
+		g.hub.Release(d.fp, d.id)
+	} else {
+		g.hub.Kick(d.fp, d.id)
+	}
 }
 
 // A kick message names its devices a line each: the fingerprint, then, on
@@ -255,25 +282,47 @@ func (g *Gateway) Kick(fingerprint string, deviceID uint64) {
 // reads every line as a fingerprint: it kicks the fingerprints' links as it
 // did, and finds no link of the id lines (no fingerprint holds a slash:
 // device registration refuses one). A fingerprint line with no id line
-// after it (a kick of an older node) is of whichever link holds it.
+// after it (a kick of an older node) is of whichever link holds it. A
+// release (Release) adds a line "/release" after the id line: a node of
+// the version before reads it as an id line that names no number and
+// skips it, so it runs the release as a kick, which released there; one
+// older still finds no link of it, as of the id lines.
+
+// kick is one device of a kick message; release marks a release.
+type kick struct {
+	devKey
+	release bool
+}
+
+// releaseLine marks the kick before it as a release.
+const releaseLine = "/release"
 
 // wireKicks is the body of a kick message of the devices.
-func wireKicks(devs []devKey) []byte {
+func wireKicks(kicks []kick) []byte {
 	var b strings.Builder
-	for _, d := range devs {
-		b.WriteString(d.fp)
+	for _, k := range kicks {
+		b.WriteString(k.fp)
 		b.WriteString("\n/")
-		b.WriteString(strconv.FormatUint(d.id, 10))
+		b.WriteString(strconv.FormatUint(k.id, 10))
 		b.WriteString("\n")
+		if k.release {
+			b.WriteString(releaseLine + "\n")
+		}
 	}
 	return []byte(b.String())
 }
 
 // readKicks is the devices of a kick message (wireKicks); id 0 where a
 // fingerprint has no id line (an older node's).
-func readKicks(data []byte) []devKey {
-	var out []devKey
+func readKicks(data []byte) []kick {
+	var out []kick
 	for line := range strings.SplitSeq(string(data), "\n") {
+		if line == releaseLine {
+			if len(out) > 0 {
+				out[len(out)-1].release = true
+			}
+			continue
+		}
 		if rest, ok := strings.CutPrefix(line, "/"); ok {
 			if id, err := strconv.ParseUint(rest, 10, 64); err == nil && len(out) > 0 && out[len(out)-1].id == 0 {
 				out[len(out)-1].id = id
@@ -281,7 +330,7 @@ func readKicks(data []byte) []devKey {
 			continue
 		}
 		if line != "" {
-			out = append(out, devKey{fp: line})
+			out = append(out, kick{devKey: devKey{fp: line}})
 		}
 	}
 	return out
@@ -299,11 +348,11 @@ func (g *Gateway) publishKicks(ctx context.Context) {
 		}
 		g.mu.Lock()
 		kicks := g.outKicks
-		g.outKicks = map[devKey]struct{}{}
+		g.outKicks = map[devKey]bool{}
 		g.mu.Unlock()
-		batch := make([]devKey, 0, min(len(kicks), kickBatch))
-		for d := range kicks {
-			if batch = append(batch, d); len(batch) == kickBatch {
+		batch := make([]kick, 0, min(len(kicks), kickBatch))
+		for d, release := range kicks {
+			if batch = append(batch, kick{d, release}); len(batch) == kickBatch {
 				g.bus.Publish(topicKick, wireKicks(batch))
 				batch = batch[:0]
 			}
@@ -334,18 +383,18 @@ func (g *Gateway) linkedHere(d devKey) (devKey, bool) {
 // heardKicks keeps the kicks for devices linked here; the runner pumps
 // them (a pump reads the database, too long for the bus's goroutine).
 func (g *Gateway) heardKicks(m Message) {
-	var here []devKey
-	for _, d := range readKicks(m.Data) {
-		if d, ok := g.linkedHere(d); ok {
-			here = append(here, d)
+	var here []kick
+	for _, k := range readKicks(m.Data) {
+		if d, ok := g.linkedHere(k.devKey); ok {
+			here = append(here, kick{d, k.release})
 		}
 	}
 	if len(here) == 0 {
 		return
 	}
 	g.mu.Lock()
-	for _, d := range here {
-		g.inKicks[d] = struct{}{}
+	for _, k := range here {
+		g.inKicks[k.devKey] = g.inKicks[k.devKey] || k.release
 	}
 	g.mu.Unlock()
 	wake(g.in)
@@ -442,15 +491,15 @@ func (g *Gateway) runHeard(ctx context.Context) {
 func (g *Gateway) runHeardOnce() {
 	g.mu.Lock()
 	links, kicks, ctls := g.inLinks, g.inKicks, g.inCtls
-	g.inLinks, g.inKicks, g.inCtls = map[string]uint64{}, map[devKey]struct{}{}, nil
+	g.inLinks, g.inKicks, g.inCtls = map[string]uint64{}, map[devKey]bool{}, nil
 	g.mu.Unlock()
 	answers := true
 	if len(links) > 0 {
 		answers = g.fenceHeard(links)
 	}
 	g.runCtls(ctls, answers)
-	for d := range kicks {
-		g.hub.Kick(d.fp, d.id)
+	for d, release := range kicks {
+		g.runKick(d, release)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -150,20 +151,38 @@ func TestPairedAgainWhileTheOldLinkIsOpenOnAnotherNode(t *testing.T) {
 	}
 }
 
-// A kick message names each device by fingerprint and id, and nodes of
-// either version read each other's: the ids come back; a message of an
-// older node (fingerprints alone) names whichever link holds each; and an
+// A kick message names each device by fingerprint and id, and a release
+// as such, and nodes of every version read each other's: the ids and
+// releases come back; a message of an older node (fingerprints alone)
+// names whichever link holds each; a node of the version before releases
+// (which reads the ids) finds the ids, and a release as a kick; and an
 // older node, which reads every line as a fingerprint, finds the
-// fingerprints and, in the id lines, none that a device could have.
+// fingerprints and, in the other lines, none that a device could have.
 func TestKickMessagesAcrossVersions(t *testing.T) {
 	t.Parallel()
-	devs := []devKey{{"phone-1", 7}, {"phone:2.b", 1 << 40}}
-	data := wireKicks(devs)
-	if got := readKicks(data); !slices.Equal(got, devs) {
-		t.Errorf("read back %v, want %v", got, devs)
+	kicks := []kick{{devKey{"phone-1", 7}, false}, {devKey{"phone:2.b", 1 << 40}, true}, {devKey{"phone-3", 9}, false}}
+	data := wireKicks(kicks)
+	if got := readKicks(data); !slices.Equal(got, kicks) {
+		t.Errorf("read back %v, want %v", got, kicks)
 	}
-	if got, want := readKicks([]byte("phone-1\nphone-2")), []devKey{{"phone-1", 0}, {"phone-2", 0}}; !slices.Equal(got, want) {
+	if got, want := readKicks([]byte("phone-1\nphone-2")), []kick{{devKey: devKey{"phone-1", 0}}, {devKey: devKey{"phone-2", 0}}}; !slices.Equal(got, want) {
 		t.Errorf("an older node's kicks read as %v, want %v", got, want)
+	}
+	// The reading of the version before releases.
+	var before []devKey
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "/"); ok {
+			if id, err := strconv.ParseUint(rest, 10, 64); err == nil && len(before) > 0 && before[len(before)-1].id == 0 {
+				before[len(before)-1].id = id
+			}
+			continue
+		}
+		if line != "" {
+			before = append(before, devKey{fp: line})
+		}
+	}
+	if want := []devKey{{"phone-1", 7}, {"phone:2.b", 1 << 40}, {"phone-3", 9}}; !slices.Equal(before, want) {
+		t.Errorf("the version before releases reads %v, want %v", before, want)
 	}
 	var fps []string
 	for _, line := range strings.Split(string(data), "\n") { // an older node's reading
@@ -176,7 +195,7 @@ func TestKickMessagesAcrossVersions(t *testing.T) {
 			t.Errorf("line %q is neither a fingerprint nor an id", line)
 		}
 	}
-	if want := []string{"phone-1", "phone:2.b"}; !slices.Equal(fps, want) {
+	if want := []string{"phone-1", "phone:2.b", "phone-3"}; !slices.Equal(fps, want) {
 		t.Errorf("an older node reads the fingerprints %v, want %v", fps, want)
 	}
 }

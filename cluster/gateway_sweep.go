@@ -25,7 +25,9 @@ func (g *Gateway) sweepLoop(ctx context.Context) {
 // sweep covers the signals the bus lost, and the ends of links here that
 // the database did not take (endAgain). Each link here whose epoch is no
 // longer its device's newest (the link signal of a newer link elsewhere
-// was lost) is closed with 4009; every other link pumps (a lost kick). One
+// was lost) is closed with 4009; every other link pumps as at a release
+// (a lost kick or release: it reads again the agent jobs it passed over,
+// once a sweep, not at every kick). One
 // query answers the epochs of all the node's links. A close is of the link
 // as listed before the queries (its device and epoch), never of whatever
 // link holds the fingerprint after them. When the database does not
@@ -81,7 +83,7 @@ func (g *Gateway) sweep() {
 				// the queries, its epochs counting from 1 again.
 				g.hub.FenceLink(l, epochs[l.DeviceID])
 			default:
-				g.hub.Kick(l.Fingerprint, l.DeviceID)
+				g.hub.Release(l.Fingerprint, l.DeviceID)
 			}
 		}
 	}

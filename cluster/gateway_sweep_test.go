@@ -82,6 +82,12 @@ func (p *phones) pairAgain(old store.Device) (store.Device, string) {
 // its link is registered and its epoch claimed.
 func (p *phones) link(token string) *websocket.Conn {
 	p.t.Helper()
+	return p.linkHello(token, proto.Hello{Protocol: 1, AppVersion: "test", SelectedSIM: "SIM1", SIMs: []proto.SIM{{Slot: "SIM1"}}})
+}
+
+// linkHello is link with the hello given.
+func (p *phones) linkHello(token string, h proto.Hello) *websocket.Conn {
+	p.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), poll.Timeout)
 	defer cancel()
 	ws, _, err := websocket.Dial(ctx, p.url, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}})
@@ -89,7 +95,7 @@ func (p *phones) link(token string) *websocket.Conn {
 		p.t.Fatal(err)
 	}
 	p.t.Cleanup(func() { ws.CloseNow() })
-	hello, err := proto.Encode(proto.Hello{Protocol: 1, AppVersion: "test", SelectedSIM: "SIM1", SIMs: []proto.SIM{{Slot: "SIM1"}}})
+	hello, err := proto.Encode(h)
 	if err != nil {
 		p.t.Fatal(err)
 	}

@@ -104,8 +104,8 @@ func TestKicksCoalesce(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		messages++
-		for _, d := range readKicks(m.Data) {
-			heard[d] = true
+		for _, k := range readKicks(m.Data) {
+			heard[k.devKey] = true
 		}
 	}); err != nil {
 		t.Fatal(err)

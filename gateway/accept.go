@@ -97,11 +97,11 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.links[c] = struct{}{}
-	h.wg.Add(1)
-	c.running = 1 // run, below; before c can be found (conn.spawn)
-	h.tasks[taskSetup].Add(1)
+	// Under the hub's lock, as spawn counts a link's first goroutine: not
+	// draining, so Shutdown does not wait on the hub's wg yet. c cannot be
+	// found before run registers it, so gmu is not needed.
+	c.launch(taskSetup, c.run)
 	h.mu.Unlock()
-	go c.run()
 }
 
 // refuseUnavailable answers an upgrade while the database does not answer

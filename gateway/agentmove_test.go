@@ -78,17 +78,42 @@ type moveNode struct {
 // start runs a server on the store; stop ends it (the test's end does).
 func (w *moveWorld) start() *moveNode {
 	w.t.Helper()
+	return w.startWith(moveOptions{})
+}
+
+// moveOptions change a node's agent channels: their clock (time.Now when
+// nil), their gap (a millisecond when zero), and the Agents the hub uses
+// (the service itself when wrap is nil).
+type moveOptions struct {
+	now  func() time.Time
+	gap  pacing.Gap
+	wrap func(*channel.Service) Agents
+}
+
+// startWith is start with the options.
+func (w *moveWorld) startWith(o moveOptions) *moveNode {
+	w.t.Helper()
 	log := slog.New(slog.DiscardHandler)
 	messages := sms.New(sms.Config{}, w.st, log, time.Now)
 	hub := New(Config{}, w.devices, messages, log, time.Now)
 	messages.SetDispatcher(hub)
-	fast := channel.Pacing{Caps: pacing.Caps{PerMinute: 1000, PerHour: 10000, PerDay: 60000}, Gap: pacing.Gap{Min: time.Millisecond, Max: time.Millisecond}}
-	agents, err := channel.New(channel.Config{WhatsApp: fast, IMessage: fast}, w.st, log, time.Now, rand.NewPCG(1, 2))
+	if o.now == nil {
+		o.now = time.Now
+	}
+	if o.gap == (pacing.Gap{}) {
+		o.gap = pacing.Gap{Min: time.Millisecond, Max: time.Millisecond}
+	}
+	fast := channel.Pacing{Caps: pacing.Caps{PerMinute: 1000, PerHour: 10000, PerDay: 60000}, Gap: o.gap}
+	agents, err := channel.New(channel.Config{WhatsApp: fast, IMessage: fast}, w.st, log, o.now, rand.NewPCG(1, 2))
 	if err != nil {
 		w.t.Fatal(err)
 	}
 	agents.SetDispatcher(hub)
-	hub.SetAgents(agents)
+	if o.wrap != nil {
+		hub.SetAgents(o.wrap(agents))
+	} else {
+		hub.SetAgents(agents)
+	}
 	w.devices.OnDelete(agents.Released)
 	srv := httptest.NewServer(hub)
 	n := &moveNode{w: w, hub: hub, agents: agents, url: "ws" + strings.TrimPrefix(srv.URL, "http")}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/pacing"
 	"github.com/simrelay/simrelay/sms"
 	"github.com/simrelay/simrelay/store"
 )
@@ -30,10 +31,10 @@ type Agents interface {
 	// and go to their numbers' holders, whose links it kicks. A problem
 	// refuses the hello.
 	Release(ctx context.Context, dev store.Device, held []string) error
-	// Ready is 0 when the number may dispatch a job now (and starts its
-	// gap), otherwise how long until it may (a number paused since its job
-	// was read waits).
-	Ready(dev store.Device, numberID uint64) time.Duration
+	// Ready's wait is 0 when the number may dispatch a job now (and starts
+	// its gap: the turn, which gives it back), otherwise how long until it
+	// may (a number paused since its job was read waits).
+	Ready(dev store.Device, numberID uint64) (turn *pacing.Turn, wait time.Duration)
 	// Inbound stores a WhatsApp or iMessage message, once per client_id.
 	Inbound(ctx context.Context, dev store.Device, in proto.Inbound) (proto.InboundAck, error)
 }
@@ -47,13 +48,14 @@ type line struct {
 	id     uint64 // the number's store id
 	cursor uint64 // seq of the last job this link took from its queue
 	// passed is the seq of the first job the link passed over because
-	// another agent was handed it (0: none): a kick reads from it again,
-	// since that agent's deletion releases it to this one.
+	// another agent was handed it, or its hand-out was refused (0: none):
+	// a release (Hub.Release) reads from it again, since that agent's
+	// deletion, or the number's resume, releases it to this one.
 	passed uint64
 }
 
 // passOver moves the line's cursor past the job seq, which the link leaves
-// to another agent: the first one passed over is read again at a kick
+// to another agent: the first one passed over is read again at a release
 // (rewind).
 func (l *line) passOver(seq uint64) {
 	if l.passed == 0 {
@@ -123,31 +125,39 @@ func (c *conn) pumpAgents() {
 				l.cursor = j.Seq // written to this link already: read again after a rewind
 				continue
 			}
-			if wait := agents.Ready(c.dev, l.id); wait > 0 {
+			turn, wait := agents.Ready(c.dev, l.id)
+			if wait > 0 {
 				if earliest == 0 || wait < earliest {
 					earliest = wait
 				}
 				break
 			}
+			// From here, a job that does not go to the link gives the
+			// number's gap back (turn): it went to no agent, and the
+			// number's next job need not wait for it. The gap of the job
+			// before it still holds the next one back.
 			if j.HandedTo != c.dev.ID {
 				// Recorded before the frame is written: once written, the
 				// job may be in the agent's journal whatever becomes of
 				// the link, and no other agent may have it.
 				ok, err := agents.HandOut(context.Background(), c.dev, j.Seq)
 				if err != nil {
+					turn.GiveBack()
 					c.storeFault(err, "hand out an agent job", "device", c.dev.Fingerprint, "number", l.id)
 					return
 				}
 				c.hub.reached()
 				if !ok {
 					// Moved, paused, taken or handed to another agent
-					// since the read: passed over, read again at a kick
-					// (a resume kicks the link).
+					// since the read: passed over, read again at a
+					// release (a resume releases the number's jobs).
+					turn.GiveBack()
 					l.passOver(j.Seq)
 					continue
 				}
 			}
 			if !c.send(*j.Send) {
+				turn.GiveBack() // the link is closing: the job waits for the next one
 				return
 			}
 			c.take(j.Send.ID)

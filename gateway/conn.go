@@ -117,29 +117,37 @@ func (c *conn) spawn(k task, f func()) bool {
 	c.gmu.Lock()
 	defer c.gmu.Unlock()
 	if c.running == 0 {
+		// Counted from zero: under the hub's lock, where Shutdown sets
+		// waiting before it waits.
 		h.mu.Lock()
-		waiting := h.waiting
-		if !waiting {
-			h.wg.Add(1)
-		}
-		h.mu.Unlock()
-		if waiting {
+		defer h.mu.Unlock()
+		if h.waiting {
 			return false
 		}
-	} else {
-		h.wg.Add(1) // the count is above zero: c.running's goroutines have not called Done
 	}
+	// Otherwise the count is above zero: c.running's goroutines have not
+	// called Done, and Add may come at any time.
+	c.launch(k, f)
+	return true
+}
+
+// launch counts one more goroutine of the link, of kind k, in the hub's
+// wg and the link's and the hub's counts, and runs f on it; exit undoes
+// the counts as it ends. Its caller holds gmu (spawn), or c cannot be
+// found yet (accept, which holds the hub's lock as it checks draining):
+// either way, a Wait on the hub's wg has not begun or waits on the link's
+// goroutines already counted.
+func (c *conn) launch(k task, f func()) {
+	c.hub.wg.Add(1)
 	c.running++
-	h.tasks[k].Add(1)
+	c.hub.tasks[k].Add(1)
 	go func() {
 		defer c.exit(k)
 		f()
 	}()
-	return true
 }
 
-// exit ends one of the link's goroutines, of kind k (spawn, or run's from
-// accept).
+// exit ends one of the link's goroutines, of kind k (launch).
 func (c *conn) exit(k task) {
 	c.hub.tasks[k].Add(-1)
 	c.gmu.Lock()
@@ -173,9 +181,9 @@ func (c *conn) touch() {
 // run is the link's set-up goroutine: the hello, the registration and its
 // second look, the welcome and the first pump; it then hands the link to a
 // reader goroutine of its own (reader), which takes frames until it ends.
+// It runs on a goroutine of the link (launch, from accept).
 func (c *conn) run() {
 	h := c.hub
-	defer c.exit(taskSetup)
 	if !c.hello() {
 		c.finish()
 		return

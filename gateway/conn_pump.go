@@ -125,10 +125,17 @@ func (c *conn) pumpSMS() {
 }
 
 // kick pumps for jobs just queued: the queue has jobs past its end again.
-func (c *conn) kick() {
+// A release (Hub.Release: an agent's hand-outs let go, a number's held
+// jobs let go) also reads again the agent jobs the link passed over
+// (rewind); a kick for a new job does not: none of those became the
+// link's, and reading them again, with every job of the link in flight
+// after them, made each kick's reads grow with the link's jobs in flight.
+func (c *conn) kick(release bool) {
 	c.pumpMu.Lock()
 	c.queueEnd = false
-	c.rewind()
+	if release {
+		c.rewind()
+	}
 	c.pumpMu.Unlock()
 	c.pump()
 }

@@ -218,6 +218,17 @@ func (h *Hub) Refresh(fingerprint string, deviceID uint64) bool {
 // id); the fingerprint's link of another device is not pumped.
 func (h *Hub) Kick(fingerprint string, deviceID uint64) {
 	if c := h.lookupOf(fingerprint, deviceID); c != nil {
-		c.kick()
+		c.kick(false)
+	}
+}
+
+// Release is Kick after agent jobs the device's link passed over may have
+// become its own: another agent that was handed them was deleted, or its
+// number, paused as a job was handed out, was resumed. The link reads its
+// numbers' queues again from the first job it passed over (PROTOCOL.md
+// section 16.1), as well as the jobs past its queues' ends.
+func (h *Hub) Release(fingerprint string, deviceID uint64) {
+	if c := h.lookupOf(fingerprint, deviceID); c != nil {
+		c.kick(true)
 	}
 }

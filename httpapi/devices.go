@@ -214,8 +214,12 @@ func (s *Server) registerDevice(c echo.Context) error {
 	// The registration committed, its pairing code spent: the answer is
 	// made of what the commit returned, with no read of the store after it
 	// that could answer a fault (5xx, which tells the phone to retry a code
-	// that is spent now) for a registration that was made.
-	out := deviceDetail(dev, s.deps.Phones.Presence(map[string]uint64{dev.Fingerprint: dev.ID}), reg.Summary)
+	// that is spent now) for a registration that was made. The device is
+	// offline: a new one has never linked, and one registered again had its
+	// link closed above (its last seen read then), while its new token is in
+	// this answer only. So the hub is not asked again, which on a cluster is
+	// a query that could find the closing link's row still open.
+	out := deviceDetail(dev, nil, reg.Summary)
 	c.Response().Header().Set("Cache-Control", "no-store")
 	return c.JSON(http.StatusCreated, map[string]any{"device_token": reg.Token, "ws_url": s.deps.Devices.WebSocketURL(), "device": out})
 }

@@ -765,3 +765,41 @@ func TestRepairedDeviceAnswersItsLinksLastSeen(t *testing.T) {
 		t.Errorf("listed right after: last seen %v, want %s", got["last_seen_at"], want)
 	}
 }
+
+// A registration asks the hub where its device is linked at most once: on
+// a cluster each question is a query to the database for the links on
+// other nodes. A new device has no link and asks nothing; a linked device
+// paired again asks once, for its old link's last activity before the link
+// is closed. After that close the device is offline (its new token is in
+// the answer only), so the answer needs no second question, which on a
+// cluster could still find the closing link's row open.
+func TestRegistrationAsksPresenceAtMostOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a := e.newCompany("Acme", "ana@acme.example")
+	register := func(fp string) map[string]any {
+		t.Helper()
+		code := e.do(call{method: "POST", path: "/device/pairing", token: a.access})
+		e.want(code, http.StatusCreated, "")
+		r := e.do(call{method: "POST", path: "/device/register", body: map[string]any{"pairing_code": code.str("pairing_code"), "device_fingerprint": fp}})
+		e.want(r, http.StatusCreated, "")
+		d, _ := r.Body["device"].(map[string]any)
+		return d
+	}
+	before := e.phones.presence.Load()
+	if d := register("new-phone"); d["online"] != false || d["last_seen_at"] != nil {
+		t.Errorf("a new device's answer: online %v, last seen %v; want false, null", d["online"], d["last_seen_at"])
+	}
+	if asked := e.phones.presence.Load() - before; asked != 0 {
+		t.Errorf("a new device's registration asked the hub %d times, want none", asked)
+	}
+
+	want := busyPhone(t, e, a.access)
+	before = e.phones.presence.Load()
+	if d := register("busy-phone"); d["online"] != false || d["last_seen_at"] != want {
+		t.Errorf("a linked device paired again: online %v, last seen %v; want false, %s", d["online"], d["last_seen_at"], want)
+	}
+	if asked := e.phones.presence.Load() - before; asked != 1 {
+		t.Errorf("a linked device paired again asked the hub %d times, want once", asked)
+	}
+}

@@ -90,6 +90,9 @@ type numberState struct {
 	// began (the last dispatch, or the last job taken before a restart),
 	// both in unix nanoseconds: next-last is the pause drawn.
 	next, last int64
+	// turns counts the dispatches allowed: a Turn given back undoes its
+	// gap only while it is the last one (GiveBack).
+	turns uint64
 	// loaded says the windows hold the number's history: a state that
 	// Dispatch made first (an agent's queue drained after a restart, before
 	// any send) has not read it yet.
@@ -315,16 +318,47 @@ func (g *Governor) Reserve(key uint64, caps Caps, now time.Time, history History
 	return &Reservation{g: g, key: key, at: now, loaded: loaded, reads: s.reads}, 0
 }
 
+// Turn is a dispatch that Dispatch allowed; GiveBack gives its gap back
+// when the job did not go to the agent after all.
+type Turn struct {
+	g   *Governor
+	key uint64
+	// turn is the state's turns once this one was counted; last and next
+	// are the state's before it.
+	turn       uint64
+	last, next int64
+}
+
+// GiveBack undoes the turn's gap: the number's next dispatch is held back
+// by the gap before it again, counted from the dispatch before it, so no
+// two jobs that went are ever closer than one gap. It does nothing once
+// another dispatch of the number was allowed since (that one's gap
+// stands), and only the first call has an effect; it is safe on a nil
+// turn.
+func (t *Turn) GiveBack() {
+	if t == nil || t.g == nil {
+		return
+	}
+	t.g.mu.Lock()
+	if s := t.g.states[t.key]; s != nil && s.turns == t.turn {
+		s.last, s.next = t.last, t.next
+		s.turns--
+	}
+	t.g.mu.Unlock()
+	t.g = nil
+}
+
 // Dispatch decides whether the number may hand a job to its agent at now:
-// wait 0 means yes, and the next dispatch is then held back by a random gap
-// in [gap.Min, gap.Max]; otherwise wait is how long until it may. lastTaken
+// wait 0 means yes (turn is the dispatch), and the next dispatch is then
+// held back by a random gap in [gap.Min, gap.Max]; otherwise wait is how
+// long until it may (turn nil). lastTaken
 // is when the number's agent last took a job as the store remembers it: the
 // first dispatch this process makes for the number (after a restart, say)
 // keeps at least gap.Min after it. A pause drawn for another gap than
 // gap (the number's was changed since) is drawn again from gap, from the
 // same start, so a shorter gap lets the next job go sooner and a longer
 // one holds it longer.
-func (g *Governor) Dispatch(key uint64, gap Gap, now, lastTaken time.Time) (wait time.Duration) {
+func (g *Governor) Dispatch(key uint64, gap Gap, now, lastTaken time.Time) (turn *Turn, wait time.Duration) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	s := g.states[key]
@@ -343,11 +377,14 @@ func (g *Governor) Dispatch(key uint64, gap Gap, now, lastTaken time.Time) (wait
 		}
 	}
 	if d := time.Duration(s.next - now.UnixNano()); d > 0 {
-		return d
+		return nil, d
 	}
+	turn = &Turn{g: g, key: key, last: s.last, next: s.next}
 	s.last = now.UnixNano()
 	s.next = now.Add(g.gap(gap)).UnixNano()
-	return 0
+	s.turns++
+	turn.turn = s.turns
+	return turn, 0
 }
 
 // gap draws one pause; mu held.

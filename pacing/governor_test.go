@@ -98,7 +98,7 @@ func TestGovernorReleaseAndHistory(t *testing.T) {
 func TestGovernorHistoryAfterADispatchFirst(t *testing.T) {
 	t.Parallel()
 	g := NewGovernor(rand.NewPCG(1, 2))
-	if wait := g.Dispatch(3, Gap{}, govStart, time.Time{}); wait != 0 {
+	if _, wait := g.Dispatch(3, Gap{}, govStart, time.Time{}); wait != 0 {
 		t.Fatalf("first dispatch: wait %v", wait)
 	}
 	hist := func(time.Time) []time.Time {
@@ -132,7 +132,7 @@ func TestGovernorGapJitter(t *testing.T) {
 	var last time.Time
 	seen := map[time.Duration]bool{}
 	for i := 0; i < 20; {
-		w := g.Dispatch(5, gap, clk.Now(), time.Time{})
+		_, w := g.Dispatch(5, gap, clk.Now(), time.Time{})
 		if w > 0 {
 			clk.Advance(w)
 			continue
@@ -205,13 +205,13 @@ func TestGovernorGapSurvivesARestart(t *testing.T) {
 	t.Parallel()
 	g := NewGovernor(rand.NewPCG(1, 2))
 	gap := Gap{Min: 2 * time.Second, Max: 5 * time.Second}
-	if wait := g.Dispatch(7, gap, govStart, govStart.Add(-500*time.Millisecond)); wait != 1500*time.Millisecond {
+	if _, wait := g.Dispatch(7, gap, govStart, govStart.Add(-500*time.Millisecond)); wait != 1500*time.Millisecond {
 		t.Fatalf("a job taken 0.5 s before the restart: wait %v, want 1.5 s", wait)
 	}
-	if wait := g.Dispatch(7, gap, govStart.Add(1500*time.Millisecond), govStart.Add(-500*time.Millisecond)); wait != 0 {
+	if _, wait := g.Dispatch(7, gap, govStart.Add(1500*time.Millisecond), govStart.Add(-500*time.Millisecond)); wait != 0 {
 		t.Fatalf("after the wait: %v, want 0", wait)
 	}
-	if wait := g.Dispatch(8, gap, govStart, govStart.Add(-time.Hour)); wait != 0 {
+	if _, wait := g.Dispatch(8, gap, govStart, govStart.Add(-time.Hour)); wait != 0 {
 		t.Fatalf("a number idle for an hour: wait %v, want 0", wait)
 	}
 }
@@ -272,33 +272,33 @@ func TestGovernorGapChangedBetweenDispatches(t *testing.T) {
 	t.Parallel()
 	g := NewGovernor(rand.NewPCG(1, 2))
 	long, short := Gap{Min: time.Hour, Max: time.Hour}, Gap{Min: time.Second, Max: time.Second}
-	if wait := g.Dispatch(9, long, govStart, time.Time{}); wait != 0 {
+	if _, wait := g.Dispatch(9, long, govStart, time.Time{}); wait != 0 {
 		t.Fatalf("first dispatch: wait %v, want 0", wait)
 	}
-	if wait := g.Dispatch(9, short, govStart.Add(2*time.Second), time.Time{}); wait != 0 {
+	if _, wait := g.Dispatch(9, short, govStart.Add(2*time.Second), time.Time{}); wait != 0 {
 		t.Fatalf("2 s after, the gap shortened to 1 s: wait %v, want 0", wait)
 	}
-	if wait := g.Dispatch(9, long, govStart.Add(3*time.Second), time.Time{}); wait != time.Hour-time.Second {
+	if _, wait := g.Dispatch(9, long, govStart.Add(3*time.Second), time.Time{}); wait != time.Hour-time.Second {
 		t.Fatalf("1 s after, the gap lengthened to an hour: wait %v, want %v", wait, time.Hour-time.Second)
 	}
 	// Unchanged, the pause drawn stays: asking again draws nothing new.
 	jitter := Gap{Min: 2 * time.Second, Max: 5 * time.Second}
-	if wait := g.Dispatch(10, jitter, govStart, time.Time{}); wait != 0 {
+	if _, wait := g.Dispatch(10, jitter, govStart, time.Time{}); wait != 0 {
 		t.Fatalf("first dispatch of another number: wait %v, want 0", wait)
 	}
-	first := g.Dispatch(10, jitter, govStart, time.Time{})
+	_, first := g.Dispatch(10, jitter, govStart, time.Time{})
 	for range 20 {
-		if wait := g.Dispatch(10, jitter, govStart, time.Time{}); wait != first {
+		if _, wait := g.Dispatch(10, jitter, govStart, time.Time{}); wait != first {
 			t.Fatalf("asked again with the same gap: wait %v, then %v", first, wait)
 		}
 	}
 	// After a restart the pause from the last job taken is gap.Min; a gap
 	// whose minimum is longer holds the first dispatch by it.
 	g2 := NewGovernor(rand.NewPCG(1, 2))
-	if wait := g2.Dispatch(11, Gap{Min: 2 * time.Second, Max: 2 * time.Second}, govStart, govStart.Add(-time.Second)); wait != time.Second {
+	if _, wait := g2.Dispatch(11, Gap{Min: 2 * time.Second, Max: 2 * time.Second}, govStart, govStart.Add(-time.Second)); wait != time.Second {
 		t.Fatalf("after a restart: wait %v, want 1 s", wait)
 	}
-	if wait := g2.Dispatch(11, Gap{Min: 10 * time.Second, Max: 10 * time.Second}, govStart, govStart.Add(-time.Second)); wait != 9*time.Second {
+	if _, wait := g2.Dispatch(11, Gap{Min: 10 * time.Second, Max: 10 * time.Second}, govStart, govStart.Add(-time.Second)); wait != 9*time.Second {
 		t.Fatalf("after a restart, the gap lengthened: wait %v, want 9 s", wait)
 	}
 }
@@ -392,4 +392,56 @@ func TestGovernorReleaseAfterTheHistoryWasReadAgain(t *testing.T) {
 	if u := g.Usage(4, govStart, hist); u.Minute != 3 {
 		t.Fatalf("usage: got %d, want 3 (the history's send and the two)", u.Minute)
 	}
+}
+
+// A dispatch whose job did not go after all (the store refused its
+// hand-out: another agent took the job, or the number was paused or moved
+// since its read) gives its gap back: the number's next job goes as soon
+// as the gap of the dispatch before it allows, not one gap later. Given
+// back after another dispatch was allowed, it changes nothing: no two jobs
+// that went are ever closer than one gap.
+func TestGovernorGapGivenBack(t *testing.T) {
+	t.Parallel()
+	g := NewGovernor(rand.NewPCG(1, 2))
+	gap := Gap{Min: 10 * time.Second, Max: 10 * time.Second}
+	first, wait := g.Dispatch(1, gap, govStart, time.Time{})
+	if first == nil || wait != 0 {
+		t.Fatalf("first dispatch: turn %v, wait %v", first, wait)
+	}
+	// 4 s after the first job went, one refused: given back, the next
+	// job waits the first one's gap only, 6 s more.
+	refused, wait := g.Dispatch(1, gap, govStart.Add(4*time.Second), time.Time{})
+	if wait != 6*time.Second || refused != nil {
+		t.Fatalf("within the first gap: turn %v, wait %v, want 6 s", refused, wait)
+	}
+	refused, _ = g.Dispatch(1, gap, govStart.Add(10*time.Second), time.Time{})
+	if refused == nil {
+		t.Fatal("after the first gap: no turn")
+	}
+	refused.GiveBack()
+	refused.GiveBack() // only the first call counts
+	if _, wait := g.Dispatch(1, gap, govStart.Add(11*time.Second), time.Time{}); wait != 0 {
+		t.Fatalf("after a turn given back: wait %v, want 0 (the refused job started no gap)", wait)
+	}
+	// The dispatch at 11 s went: a turn of before it given back late
+	// does not undo its gap.
+	late, _ := g.Dispatch(2, gap, govStart, time.Time{})
+	if _, wait := g.Dispatch(2, gap, govStart.Add(10*time.Second), time.Time{}); wait != 0 {
+		t.Fatalf("number 2, one gap later: wait %v, want 0", wait)
+	}
+	late.GiveBack()
+	if _, wait := g.Dispatch(2, gap, govStart.Add(11*time.Second), time.Time{}); wait != 9*time.Second {
+		t.Fatalf("a turn given back after a later one went: wait %v, want 9 s (the later one's gap stands)", wait)
+	}
+	// The first dispatch of a process given back counts from the last job
+	// the store says was taken again.
+	g2 := NewGovernor(rand.NewPCG(1, 2))
+	taken := govStart.Add(-time.Hour)
+	turn, _ := g2.Dispatch(3, gap, govStart, taken)
+	turn.GiveBack()
+	if _, wait := g2.Dispatch(3, gap, govStart.Add(time.Second), taken); wait != 0 {
+		t.Fatalf("the first dispatch given back, the last job taken an hour ago: wait %v, want 0", wait)
+	}
+	var none *Turn
+	none.GiveBack() // safe on a nil turn
 }

@@ -54,6 +54,27 @@ func IsAgentChannel(channel string) bool {
 	return channel == ChannelNameWhatsApp || channel == ChannelNameIMessage
 }
 
+// MayReport says whether the device registration deviceID may report (ack,
+// status) the outbound message m, of its company; both stores ask it. An
+// SMS is reported by the device it is queued on. A WhatsApp or iMessage
+// job goes to one agent only (PROTOCOL.md section 16.1): once handed out
+// (m.HandedTo), it is reported by that agent alone, whether it still holds
+// the number or not, never by the number's holder now; a job handed out is
+// that agent's from its ack on (m.DeviceID follows). A job with no hand-out
+// recorded (one a server before the record wrote to its agent) is reported
+// by the agent it was queued for or by the number's holder, which holder
+// gives (0: none; asked only then).
+func MayReport(m Message, deviceID uint64, holder func() uint64) bool {
+	switch {
+	case !IsAgentChannel(m.Channel) || m.NumberID == 0:
+		return m.DeviceID == deviceID
+	case m.HandedTo != 0:
+		return m.HandedTo == deviceID
+	default:
+		return m.DeviceID == deviceID || holder() == deviceID
+	}
+}
+
 // ErrTooManyNumbers refuses a new number past the company's limit.
 var ErrTooManyNumbers = errors.New("store: the company has as many numbers as it may")
 

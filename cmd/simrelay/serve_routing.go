@@ -44,6 +44,7 @@ func validateLinkSweep(every time.Duration) error {
 // that routes kicks and controls to the node holding the link.
 type phoneRoutes interface {
 	Kick(fingerprint string, deviceID uint64)
+	Release(fingerprint string, deviceID uint64)
 	Online(fingerprint string, deviceID uint64) bool
 	LastSeen(fingerprint string, deviceID uint64) time.Time
 	Presence(devices map[string]uint64) map[string]time.Time

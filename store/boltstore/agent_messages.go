@@ -25,20 +25,17 @@ func agentMsgKey(m Message) []byte {
 	return append(pair(m.CompanyID, m.NumberID), itob(m.ID)...)
 }
 
-// agentHolds reports whether deviceID may report an agent message it does
-// not own: it holds the message's number now (a job acked or reported by
-// the number's new agent is its own), or the message was last handed to
-// it (an agent that has let the number go, or lost it to another, still
-// reports the jobs it took).
-func agentHolds(tx *bolt.Tx, m Message, deviceID uint64) bool {
-	if !IsAgentChannel(m.Channel) || m.NumberID == 0 {
-		return false
-	}
-	if m.HandedTo == deviceID {
-		return true
-	}
-	n, err := numberByRef(tx, m.CompanyID, m.NumberID)
-	return err == nil && n.DeviceID == deviceID
+// mayReport says whether deviceID may report the message
+// (store.MayReport): the number's holder is read only for an agent job
+// with no hand-out recorded.
+func mayReport(tx *bolt.Tx, m Message, deviceID uint64) bool {
+	return MayReport(m, deviceID, func() uint64 {
+		n, err := numberByRef(tx, m.CompanyID, m.NumberID)
+		if err != nil {
+			return 0
+		}
+		return n.DeviceID
+	})
 }
 
 // AgentHandOut records, before a link writes it, that the queued WhatsApp

@@ -176,6 +176,7 @@ var (
 	ErrTooManyNumbers  = store.ErrTooManyNumbers
 	ErrTooManyPools    = store.ErrTooManyPools
 	IsAgentChannel     = store.IsAgentChannel
+	MayReport          = store.MayReport
 	NewSnapshot        = store.NewSnapshot
 	NextDay            = store.NextDay
 	SnapshotHeadroom   = store.SnapshotHeadroom

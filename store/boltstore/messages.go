@@ -268,7 +268,7 @@ func (s *Store) transitionTx(tx *bolt.Tx, f *fold, t *transit, companyID, device
 	if err != nil {
 		return err
 	}
-	if m.CompanyID != companyID || m.Direction != Outbound || (m.DeviceID != deviceID && !agentHolds(tx, m, deviceID)) {
+	if m.CompanyID != companyID || m.Direction != Outbound || !mayReport(tx, m, deviceID) {
 		return refuse(ErrNotFound)
 	}
 	t.out = m
@@ -294,8 +294,9 @@ func (s *Store) transitionTx(tx *bolt.Tx, f *fold, t *transit, companyID, device
 		}
 	}
 	if m.DeviceID != deviceID {
-		// A WhatsApp or iMessage job taken by the number's new agent: it
-		// is that registration's job from now on.
+		// A WhatsApp or iMessage job taken by the agent it was handed to
+		// (another than the one it was queued for): it is that
+		// registration's job from now on.
 		f.setSending(tx, msgDevKey(m, itob(m.ID)), false)
 		m.DeviceID = deviceID
 	}

@@ -1175,9 +1175,16 @@ func agentHandOut(t *testing.T, s AgentsStore) {
 		t.Fatal("a send never handed refused to the number's new agent")
 	}
 	// d1 reports what it took, though it holds the number no more; d3,
-	// which was never handed it, cannot.
+	// which was never handed it, cannot, nor can d2, which holds the
+	// number now and is the agent the send was queued for (PROTOCOL.md
+	// 16.1: a job goes to one agent only, whose reports alone are taken).
 	if _, _, err := s.Transition(a.ID, d3.ID, taken.UUID, store.MsgSending, "", "", T0.Add(3*time.Minute)); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("a report by an agent never handed the send: %v, want ErrNotFound", err)
+	}
+	for _, st := range []string{store.MsgSending, store.MsgSent, store.MsgFailed} {
+		if m, moved, err := s.Transition(a.ID, d2.ID, taken.UUID, st, "generic_failure", "", T0.Add(3*time.Minute)); !errors.Is(err, store.ErrNotFound) || moved {
+			t.Fatalf("the number's holder's %s of a send handed to its former agent: %s moved %v (%v), want ErrNotFound", st, m.Status, moved, err)
+		}
 	}
 	for _, st := range []string{store.MsgSending, store.MsgSent} {
 		if m, moved, err := s.Transition(a.ID, d1.ID, taken.UUID, st, "", "", T0.Add(3*time.Minute)); err != nil || !moved || m.Status != st {

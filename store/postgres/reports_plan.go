@@ -82,7 +82,8 @@ func (s *Store) readReports(t *txn, batch []*report) (*reportFacts, error) {
 	}
 	b := &pgx.Batch{}
 	// The agent number's holder comes with its message: a WhatsApp or
-	// iMessage job may be reported by the agent that holds its number now.
+	// iMessage job with no hand-out recorded may be reported by the agent
+	// that holds its number now (store.MayReport).
 	b.Queue(`SELECT m.rec, a.device_id FROM messages m
 		LEFT JOIN agent_numbers a ON m.channel IN `+agentChannels+`
 			AND a.id = (m.rec->>'number_id')::bigint AND a.company_id = m.company_id
@@ -148,14 +149,8 @@ func (p *reportPlan) apply(f *reportFacts, r *report) (store.Message, bool, erro
 	if m.Direction != store.Outbound {
 		return store.Message{}, false, store.ErrNotFound
 	}
-	if m.DeviceID != r.deviceID && (m.HandedTo != r.deviceID || !store.IsAgentChannel(m.Channel)) {
-		// A WhatsApp or iMessage job may be reported by the agent that
-		// holds its number now, and by the one it was last handed to
-		// (which may have let the number go, or lost it to another).
-		holder, held := f.holders[k]
-		if !store.IsAgentChannel(m.Channel) || m.NumberID == 0 || !held || holder != r.deviceID {
-			return store.Message{}, false, store.ErrNotFound
-		}
+	if !store.MayReport(m, r.deviceID, func() uint64 { return f.holders[k] }) {
+		return store.Message{}, false, store.ErrNotFound
 	}
 	status, now := r.status, r.now
 	if rank[status] <= rank[m.Status] {
@@ -173,7 +168,7 @@ func (p *reportPlan) apply(f *reportFacts, r *report) (store.Message, bool, erro
 	if (m.Status == store.MsgExpired || m.Status == store.MsgCanceled) && status == store.MsgSending {
 		return m, false, nil // a late ack does not revive an expired or canceled job; only an outcome can
 	}
-	m.DeviceID = r.deviceID // taken by the number's new agent, when it differs: that registration's job from now on
+	m.DeviceID = r.deviceID // taken by the agent it was handed to, when it differs: that registration's job from now on
 	from := m.Status
 	m.Status, m.UpdatedAt = status, now.UTC()
 	m.Error = "" // an expiry note does not outlive a later report
