@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -45,6 +46,44 @@ func TestEveryFlagIsDocumented(t *testing.T) {
 			if !regexp.MustCompile(regexp.QuoteMeta(f) + `($|[^a-z0-9-])`).MatchString(text) {
 				t.Errorf("simrelay %s lists %s, which neither README.md nor docs/*.md names", strings.Join(cmd[:len(cmd)-1], " "), f)
 			}
+		}
+	}
+}
+
+// TestOperationsNamesThePostgreSQLSuites: the command docs/operations.md
+// gives for the second pass of make test runs every package of the
+// Makefile's PG_SUITES (./cmd/... covering those under cmd/).
+func TestOperationsNamesThePostgreSQLSuites(t *testing.T) {
+	t.Parallel()
+	mk, err := os.ReadFile("../../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops, err := os.ReadFile("../../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var suites, documented []string
+	for line := range strings.Lines(string(mk)) {
+		if v, ok := strings.CutPrefix(line, "PG_SUITES ?= "); ok {
+			suites = strings.Fields(v)
+		}
+	}
+	for line := range strings.Lines(string(ops)) {
+		if v, ok := strings.CutPrefix(line, "SIMRELAY_TEST_STORE=postgres go test ./"); ok {
+			documented = strings.Fields("./" + v)
+			break
+		}
+	}
+	if len(suites) == 0 || len(documented) == 0 {
+		t.Fatalf("PG_SUITES %q, docs/operations.md's command %q: one is missing", suites, documented)
+	}
+	for _, pkg := range suites {
+		if strings.HasPrefix(pkg, "./cmd/") && slices.Contains(documented, "./cmd/...") {
+			continue
+		}
+		if !slices.Contains(documented, pkg) {
+			t.Errorf("docs/operations.md's PostgreSQL pass leaves out %s, which PG_SUITES runs", pkg)
 		}
 	}
 }
