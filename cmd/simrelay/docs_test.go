@@ -9,10 +9,10 @@ import (
 	"testing"
 )
 
-// TestEveryFlagIsDocumented: each flag a command's -h lists is named in
-// README.md or docs/*.md, so an operator who reads the docs meets every
-// setting the binary takes (the help's one line each says what a flag is,
-// the docs when and why to set it).
+// TestEveryFlagIsDocumented: each command the usage lists, and each flag
+// a command's -h lists, is named in README.md or docs/*.md, so an operator
+// who reads the docs meets every setting the binary takes (the help's one
+// line each says what a flag is, the docs when and why to set it).
 func TestEveryFlagIsDocumented(t *testing.T) {
 	t.Parallel()
 	files, err := filepath.Glob("../../docs/*.md")
@@ -29,6 +29,16 @@ func TestEveryFlagIsDocumented(t *testing.T) {
 		docs.WriteByte('\n')
 	}
 	text := docs.String()
+	_, _, usage := runCmd(t)
+	commands := regexp.MustCompile(`(?m)^  (simrelay (?:admin )?[a-z-]+)`).FindAllStringSubmatch(usage, -1)
+	if len(commands) < 10 {
+		t.Fatalf("the usage lists %d commands: %q", len(commands), usage)
+	}
+	for _, c := range commands {
+		if !regexp.MustCompile(regexp.QuoteMeta(c[1]) + `($|[^a-z0-9-])`).MatchString(text) {
+			t.Errorf("the usage lists %q, which neither README.md nor docs/*.md names", c[1])
+		}
+	}
 	flagRE := regexp.MustCompile(`--[a-z][a-z0-9-]*`)
 	for _, cmd := range [][]string{
 		{"serve", "-h"}, {"phone", "-h"}, {"bench", "-h"}, {"admin", "-h"},
