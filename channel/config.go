@@ -32,6 +32,11 @@ type Config struct {
 	// number's agent link dispatches, and a link that moves starts from the
 	// store's last dispatch (Governor.Dispatch's lastTaken).
 	Shared bool
+	// Exact says every field is meant as given, zeros included: a gap of 0
+	// to 0 is no gap and a Warmup of 0 none. simrelay serve's flags start
+	// at the defaults and take 0s as "none" (docs/pacing.md), so it sets
+	// it; otherwise a zero field takes its default.
+	Exact bool
 }
 
 // Limits of the input, and why.
@@ -58,8 +63,12 @@ const (
 	maxIdempotencyKey = 255
 )
 
-// Defaults fills zero fields with the defaults.
+// Defaults fills zero fields with the defaults, but for an Exact config,
+// whose zeros are meant.
 func (c *Config) Defaults() {
+	if c.Exact {
+		return
+	}
 	fill := func(p *Pacing, caps pacing.Caps, gap pacing.Gap) {
 		if p.Caps.PerMinute <= 0 {
 			p.Caps.PerMinute = caps.PerMinute

@@ -41,12 +41,8 @@ func (s *Server) renderError(err error, c echo.Context) {
 	if pe.RetryAfter > 0 {
 		c.Response().Header().Set("Retry-After", strconv.Itoa(pe.RetryAfter))
 	}
-	if c.Request().Method == http.MethodHead {
-		// The headers GET would send, without the body.
-		c.Response().Header().Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
-		_ = c.NoContent(pe.Status())
-		return
-	}
+	// On HEAD too: net/http sends no body for HEAD and gives the answer
+	// the Content-Length of the one it dropped, so the headers are GET's.
 	_ = c.JSON(pe.Status(), pe)
 }
 

@@ -745,6 +745,37 @@ func TestOpenAPIListsTheRateLimit(t *testing.T) {
 	}
 }
 
+// The checks of the request's address meet every route before it reads
+// anything else: a query parameter given twice with different values is
+// 400 `validation_failed` naming it on each, probes included, and the
+// document lists that answer under each.
+func TestOpenAPIListsTheAddressChecks(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, roomy, withAdminToken)
+	cf := newConformance(t, e)
+	a := e.newCompany("Acme", "owner@acme.test")
+	paths, _ := cf.doc["paths"].(map[string]any)
+	params := strings.NewReplacer("{id}", "1", "{code}", "ABCD2345", "{device_fingerprint}", "none", "{queueId}", "none",
+		"{number_id}", "wa_none", "{handle_id}", "im_none", "{phone}", "%2B15550100000", "{memberId}", "1")
+	for _, p := range slices.Sorted(maps.Keys(paths)) {
+		item, _ := paths[p].(map[string]any)
+		for _, m := range slices.Sorted(maps.Keys(item)) {
+			if m == "parameters" {
+				continue
+			}
+			method := strings.ToUpper(m)
+			c := call{method: method, path: params.Replace(p) + "?dup=1&dup=2", token: a.apiKey}
+			if method == http.MethodPost || method == http.MethodPut || method == http.MethodPatch {
+				c.body = map[string]any{}
+			}
+			r := cf.check(p, c)
+			if r.Status != http.StatusBadRequest || r.str("error") != "validation_failed" || r.str("field") != "dup" {
+				t.Errorf("%s %s?dup=1&dup=2: %d %s, want 400 validation_failed naming dup", method, p, r.Status, r.Raw)
+			}
+		}
+	}
+}
+
 // The answers' optional parts, held as the walk holds the rest: a send
 // with a window, a priority and a validity; a failed send with its error;
 // a phone's health; an inbound message from a sender that is no number;

@@ -70,6 +70,12 @@ func pairCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			// No error body of the contract: no simrelay server answered.
 			return fail(fmt.Errorf("%s/device/register answered %s, not as a simrelay server does: check --server, the server's base URL (the console's address, such as https://sms.example.com)", *server, apiErr.Message))
 		}
+		if errors.As(err, &apiErr) && apiErr.Status == http.StatusNotFound {
+			// A simrelay server's own 404 (not_found, "There is no route
+			// ..."): its registration route never answers 404, so
+			// --server names a path under the server, not its base URL.
+			return fail(fmt.Errorf("%s/device/register answered %d %s (%s), so no registration route is there: check --server, the server's base URL (the console's address, such as https://sms.example.com)", *server, apiErr.Status, apiErr.Code, strings.TrimSuffix(apiErr.Message, ".")))
+		}
 		return fail(err)
 	}
 	if why := reg.Problem(); why != "" {

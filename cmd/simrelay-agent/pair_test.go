@@ -22,10 +22,19 @@ type registrar struct {
 	got    map[string]any
 	status int
 	body   string
+	// simrelayNotFound answers another path as a simrelay server does,
+	// 404 with the contract's error body, rather than a plain 404 page.
+	simrelayNotFound bool
 }
 
 func (r *registrar) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	if req.URL.Path != "/device/register" {
+		if r.simrelayNotFound {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = w.Write([]byte(`{"error":"not_found","message":"There is no route POST ` + req.URL.Path + `."}`))
+			return
+		}
 		http.NotFound(w, req)
 		return
 	}
@@ -66,7 +75,8 @@ func TestPairCutsALongNameOnACharacter(t *testing.T) {
 	}
 }
 
-// A --server that is no simrelay server (a web site, a wrong path) is said
+// A --server that is no simrelay server (a web site, a wrong path, one
+// under a simrelay server that answers its own 404) is said
 // to be one, naming --server, rather than "404 http_404: 404 Not Found";
 // a registration without a usable token or link address is not written.
 func TestPairNamesAServerThatIsNotSimrelay(t *testing.T) {
@@ -77,6 +87,7 @@ func TestPairNamesAServerThatIsNotSimrelay(t *testing.T) {
 		server string
 	}{
 		{"a wrong path", &registrar{status: http.StatusCreated, body: `{"device_token":"dt_abc","ws_url":"ws://127.0.0.1:1/device/ws"}`}, "/console"},
+		{"a wrong path on a simrelay server", &registrar{status: http.StatusCreated, body: `{"device_token":"dt_abc","ws_url":"ws://127.0.0.1:1/device/ws"}`, simrelayNotFound: true}, "/console"},
 		{"a web page", &registrar{status: http.StatusOK, body: "<html>welcome</html>"}, ""},
 		{"no device token", &registrar{status: http.StatusCreated, body: `{"id":7}`}, ""},
 	} {

@@ -119,3 +119,41 @@ func TestVirtualAgent(t *testing.T) {
 		}
 	}
 }
+
+// TestNoWarmupNoGap: --number-warmup 0s is no warm-up and a gap of 0s to 0s
+// no gap, as docs/pacing.md says; the service read both zeros as "the
+// default" (a new number's caps halved for 7 days) and the gap was kept
+// from that by a nanosecond, which GET /whatsapp/numbers showed as 1e-09.
+func TestNoWarmupNoGap(t *testing.T) {
+	t.Parallel()
+	bin, st, apiKey := companyStore(t)
+	srv := startServer(t, bin, st, "--number-warmup", "0s", "--whatsapp-gap-min", "0s", "--whatsapp-gap-max", "0s")
+	code, err := pairingCode(context.Background(), testhttp.Client, srv.url, apiKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := client.Register(context.Background(), testhttp.Client, srv.url, client.RegisterInput{PairingCode: code, DeviceFingerprint: "wa-agent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	announce(t, srv.url, reg, apiKey, proto.Hello{WhatsApp: []proto.WhatsAppNumber{{Phone: "+15550001111"}}, IMessage: []proto.IMessageHandle{{Handle: "agent@example.com"}}})
+	status, body := get(t, srv.url+"/whatsapp/numbers", apiKey)
+	var list struct {
+		Numbers []struct {
+			Warmup bool `json:"warmup"`
+			Caps   struct {
+				PerMinute int `json:"per_minute"`
+			} `json:"caps"`
+			Gap struct {
+				Min, Max float64
+			} `json:"gap_seconds"`
+		} `json:"numbers"`
+	}
+	if err := json.Unmarshal(body, &list); status != http.StatusOK || err != nil || len(list.Numbers) != 1 {
+		t.Fatalf("GET /whatsapp/numbers: %d %s", status, body)
+	}
+	n := list.Numbers[0]
+	if n.Warmup || n.Caps.PerMinute != 8 || n.Gap.Min != 0 || n.Gap.Max != 0 {
+		t.Fatalf("a new number under --number-warmup 0s and a 0s to 0s gap: %s; want no warm-up, 8 a minute, a gap of 0 to 0", body)
+	}
+}

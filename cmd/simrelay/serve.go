@@ -26,7 +26,6 @@ import (
 	"github.com/simrelay/simrelay/internal/connlimit"
 	"github.com/simrelay/simrelay/mail"
 	"github.com/simrelay/simrelay/media"
-	"github.com/simrelay/simrelay/pacing"
 	"github.com/simrelay/simrelay/sms"
 	"github.com/simrelay/simrelay/smtpd"
 	"github.com/simrelay/simrelay/store/boltstore"
@@ -192,12 +191,9 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	agentCfg.MessageTTL = cfg.messageTTL
 	// In a cluster a number's caps count every node's sends (channel.Config.Shared).
 	agentCfg.Shared = node.bus != nil
-	// 0s to 0s means no gap; the service reads a zero gap as "the default".
-	for _, g := range []*pacing.Gap{&agentCfg.WhatsApp.Gap, &agentCfg.IMessage.Gap} {
-		if g.Max == 0 {
-			g.Max = time.Nanosecond
-		}
-	}
+	// The flags start at the defaults: a gap of 0s to 0s is no gap, and a
+	// --number-warmup of 0s no warm-up, not "the default".
+	agentCfg.Exact = true
 	agents, err := channel.New(agentCfg, st, log.With("component", "channel"), now, rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	if err != nil {
 		return err
