@@ -233,16 +233,5 @@ func (s *Service) errSpent(res pacing.Result, rate pacing.Rate, where string) er
 	secs := res.ResetSeconds()
 	return &problem.Error{Code: problem.RateLimited, RetryAfter: secs,
 		Message: fmt.Sprintf("Too many failed logins for this e-mail address%s: the limit is %d in %s. Retry after %s.",
-			where, rate.Limit, inWords(rate.Window), problem.Count(secs, "second"))}
-}
-
-// inWords says a window as a person would: "15 minutes", "1 hour", "30 seconds".
-func inWords(d time.Duration) string {
-	switch {
-	case d%time.Hour == 0:
-		return problem.Count(int(d/time.Hour), "hour")
-	case d%time.Minute == 0:
-		return problem.Count(int(d/time.Minute), "minute")
-	}
-	return problem.Count(int((d+time.Second-1)/time.Second), "second")
+			where, rate.Limit, problem.InWords(rate.Window), problem.Count(secs, "second"))}
 }
