@@ -20,6 +20,27 @@ func (p Pool) PicksLeastLoaded() bool {
 	return p.Strategy == PoolLeastLoaded || (p.Strategy == PoolSticky && p.Fallback == PoolLeastLoaded)
 }
 
+// MemberPick is one of a pool picker's ways to choose the member for a
+// send to phone: ok is false when it found none usable (for a sticky
+// pool's member, also when no member talked to phone yet).
+type MemberPick func(phone string) (m PoolMember, d *Device, ok bool, err error)
+
+// PickByStrategy chooses the member for a send to phone by the pool's
+// strategy, from a picker's ways: a sticky pool's member for phone first,
+// and its fallback where that finds none usable; then the least loaded
+// member (PicksLeastLoaded) or the next in turn.
+func (p Pool) PickByStrategy(phone string, sticky, leastLoaded, inTurn MemberPick) (PoolMember, *Device, bool, error) {
+	if p.Strategy == PoolSticky {
+		if m, d, ok, err := sticky(phone); err != nil || ok {
+			return m, d, ok, err
+		}
+	}
+	if p.PicksLeastLoaded() {
+		return leastLoaded(phone)
+	}
+	return inTurn(phone)
+}
+
 // PoolMemberUnusable is why a pool's member cannot take a send as far as
 // its device goes, "" when it can: d is the member's device (nil: gone),
 // slot its SIM; failing says whether that SIM is in a carrier-error streak

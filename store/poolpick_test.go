@@ -101,3 +101,37 @@ func TestPoolNotes(t *testing.T) {
 		t.Errorf("after Begin: %#v, want only the new pick's note and no cap", err)
 	}
 }
+
+// A sticky pool tries its recipient's member first and falls back when
+// that finds none usable; the others go straight to their own way.
+func TestPickByStrategy(t *testing.T) {
+	t.Parallel()
+	var called []string
+	way := func(name string, ok bool, err error) MemberPick {
+		return func(phone string) (PoolMember, *Device, bool, error) {
+			called = append(called, name+" "+phone)
+			return PoolMember{Device: name}, nil, ok, err
+		}
+	}
+	boom := errors.New("boom")
+	for _, tt := range []struct {
+		pool     Pool
+		sticky   MemberPick
+		want     string
+		wantErr  error
+		wantWays []string
+	}{
+		{Pool{Strategy: PoolRoundRobin}, way("sticky", true, nil), "turn", nil, []string{"turn +1"}},
+		{Pool{Strategy: PoolLeastLoaded}, way("sticky", true, nil), "least", nil, []string{"least +1"}},
+		{Pool{Strategy: PoolSticky, Fallback: PoolLeastLoaded}, way("sticky", true, nil), "sticky", nil, []string{"sticky +1"}},
+		{Pool{Strategy: PoolSticky, Fallback: PoolLeastLoaded}, way("sticky", false, nil), "least", nil, []string{"sticky +1", "least +1"}},
+		{Pool{Strategy: PoolSticky, Fallback: PoolRoundRobin}, way("sticky", false, nil), "turn", nil, []string{"sticky +1", "turn +1"}},
+		{Pool{Strategy: PoolSticky, Fallback: PoolRoundRobin}, way("sticky", false, boom), "sticky", boom, []string{"sticky +1"}},
+	} {
+		called = nil
+		m, _, ok, err := tt.pool.PickByStrategy("+1", tt.sticky, way("least", true, nil), way("turn", true, nil))
+		if m.Device != tt.want || !errors.Is(err, tt.wantErr) || (err == nil) != ok || !slices.Equal(called, tt.wantWays) {
+			t.Errorf("%s (fallback %q): %s, ok %v, %v, ways %q; want %s, %v, ways %q", tt.pool.Strategy, tt.pool.Fallback, m.Device, ok, err, called, tt.want, tt.wantErr, tt.wantWays)
+		}
+	}
+}

@@ -155,20 +155,7 @@ func (pp *poolPicker) pick(phone string) (PoolMember, *Device, error) {
 	if err := pp.passed.Begin(pp.pool); err != nil {
 		return PoolMember{}, nil, err
 	}
-	var m PoolMember
-	var d *Device
-	var ok bool
-	var err error
-	if pp.pool.Strategy == PoolSticky {
-		m, d, ok, err = pp.stickyMember(phone)
-	}
-	switch {
-	case err != nil || ok:
-	case pp.pool.PicksLeastLoaded():
-		m, d, ok, err = pp.leastLoaded(phone)
-	default:
-		m, d, ok, err = pp.roundRobin(phone)
-	}
+	m, d, ok, err := pp.pool.PickByStrategy(phone, pp.stickyMember, pp.leastLoaded, pp.roundRobin)
 	if err != nil {
 		return PoolMember{}, nil, err
 	}

@@ -278,20 +278,7 @@ func (pp *poolPicker) pick(phone string) (store.PoolMember, *store.Device, error
 			return store.PoolMember{}, nil, err
 		}
 	}
-	var m store.PoolMember
-	var d *store.Device
-	var ok bool
-	var err error
-	if pp.pool.Strategy == store.PoolSticky {
-		m, d, ok, err = pp.stickyMember(phone)
-	}
-	switch {
-	case err != nil || ok:
-	case pp.pool.PicksLeastLoaded():
-		m, d, ok, err = pp.leastLoaded(phone)
-	default:
-		m, d, ok, err = pp.roundRobin(phone)
-	}
+	m, d, ok, err := pp.pool.PickByStrategy(phone, pp.stickyMember, pp.leastLoaded, pp.roundRobin)
 	if err != nil {
 		return store.PoolMember{}, nil, err
 	}
