@@ -117,3 +117,19 @@ func NewNumberPublicID(channel string) (string, error) {
 	}
 	return string(out), nil
 }
+
+// ChangeAgentNumber is n changed by fn, as UpdateAgentNumber changes a
+// number in both backends, and whether fn changed it: a changed number's
+// UpdatedAt is now, to be stored; a change that changes nothing leaves
+// the number, updated_at included, as it was, and nothing to store.
+func ChangeAgentNumber(n AgentNumber, now time.Time, fn func(*AgentNumber) error) (AgentNumber, bool, error) {
+	was := n
+	if err := fn(&n); err != nil {
+		return was, false, err
+	}
+	if n == was {
+		return n, false, nil
+	}
+	n.UpdatedAt = now.UTC()
+	return n, true, nil
+}

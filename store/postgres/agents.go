@@ -239,16 +239,14 @@ func (s *Store) UpdateAgentNumber(companyID uint64, channel, publicID string, no
 		if err != nil {
 			return err
 		}
-		was := n
-		if err := fn(&n); err != nil {
+		n, changed, err := store.ChangeAgentNumber(n, now, fn)
+		if err != nil {
 			return err
 		}
 		out = n
-		if n == was {
-			return nil // a change that changes nothing leaves the number, updated_at included, as it was
+		if !changed {
+			return nil // updated_at included, as it was
 		}
-		n.UpdatedAt = now.UTC()
-		out = n
 		return putNumber(t, n)
 	})
 	if err != nil {
