@@ -138,22 +138,20 @@ type loginCount struct {
 // proved not to be a failure. Counting first means tries sent at once
 // cannot all pass while the first are hashing. While the shared windows
 // do not answer, the node counts in its own memory, as one node does
-// (resetAllowed): a login is never refused for the server's fault, and an
+// (pacing.Shared): a login is never refused for the server's fault, and an
 // outage lets a key have at most its count's limit more from each node.
 func (s *Service) take(c loginCount, key string) (res pacing.Result, refund func()) {
-	if c.shared != nil {
-		res, err := c.shared.Take(key)
-		if err == nil {
-			return res, func() {
-				if err := c.shared.Refund(key, res.End); err != nil {
-					s.sharedLoginsFailed(c.name, "a right login stays counted as a failure until its window ends", err)
-				}
-			}
-		}
+	res, inCluster := pacing.Shared[LoginWindows]{Local: c.local, Cluster: c.shared, Failed: func(err error) {
 		s.sharedLoginsFailed(c.name, "counted in this node's memory", err)
+	}}.Take(key)
+	if !inCluster {
+		return res, func() { c.local.Refund(key, res.End) }
 	}
-	res = c.local.Take(key)
-	return res, func() { c.local.Refund(key, res.End) }
+	return res, func() {
+		if err := c.shared.Refund(key, res.End); err != nil {
+			s.sharedLoginsFailed(c.name, "a right login stays counted as a failure until its window ends", err)
+		}
+	}
 }
 
 // takeLogin counts a login try of the e-mail address's key (take).
@@ -235,16 +233,5 @@ func (s *Service) errSpent(res pacing.Result, rate pacing.Rate, where string) er
 	secs := res.ResetSeconds()
 	return &problem.Error{Code: problem.RateLimited, RetryAfter: secs,
 		Message: fmt.Sprintf("Too many failed logins for this e-mail address%s: the limit is %d in %s. Retry after %s.",
-			where, rate.Limit, inWords(rate.Window), problem.Count(secs, "second"))}
-}
-
-// inWords says a window as a person would: "15 minutes", "1 hour", "30 seconds".
-func inWords(d time.Duration) string {
-	switch {
-	case d%time.Hour == 0:
-		return problem.Count(int(d/time.Hour), "hour")
-	case d%time.Minute == 0:
-		return problem.Count(int(d/time.Minute), "minute")
-	}
-	return problem.Count(int((d+time.Second-1)/time.Second), "second")
+			where, rate.Limit, problem.InWords(rate.Window), problem.Count(secs, "second"))}
 }

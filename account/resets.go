@@ -32,17 +32,12 @@ func (s *Service) ShareResetMails(w ResetWindows) { s.sharedResets = w }
 // resetAllowed counts one reset mail of the user and says whether it may
 // go out. While the shared windows do not answer (the database is away,
 // which fails the request's own reads too, so it is rare), the node counts
-// in its own memory, as one node does: a reset is never refused for the
+// in its own memory, as one node does (pacing.Shared): a reset is never refused for the
 // server's fault, and an outage lets an account have at most
 // ResetMailsPerHour more from each node.
 func (s *Service) resetAllowed(userID uint64) bool {
-	key := strconv.FormatUint(userID, 10)
-	if s.sharedResets != nil {
-		res, err := s.sharedResets.Take(key)
-		if err == nil {
-			return res.Allowed
-		}
+	res, _ := pacing.Shared[ResetWindows]{Local: s.resetMails, Cluster: s.sharedResets, Failed: func(err error) {
 		s.log.Warn("reset mails: the shared count does not answer; counted in this node's memory", "user_id", userID, "err", err)
-	}
-	return s.resetMails.Take(key).Allowed
+	}}.Take(strconv.FormatUint(userID, 10))
+	return res.Allowed
 }

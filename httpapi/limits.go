@@ -30,21 +30,43 @@ type Limiter interface {
 // "auth") at a rate (Deps.Limiters).
 type Limiters func(scope string, rate pacing.Rate) (Limiter, error)
 
-// scopeWindows are a scope's windows as the server counts in them: they cannot
-// fail, since a cluster's fall back to this node's memory while its
-// database does not answer (fallbackWindows).
-type scopeWindows interface {
-	Take(key string) pacing.Result
-	Spent(key string) (bool, time.Duration)
-	Sweep() error
+// scopeWindows are a scope's windows as the server counts in them: this
+// node's memory, and on a node of a cluster the shared windows
+// (postgres.Windows) before it (pacing.Shared). They cannot fail: while the
+// database does not answer, a request counts in the node's memory instead,
+// as on one node: its RateLimit-* headers tell that count (every counted
+// response carries them, contract section 4), a client over the limit on
+// this node is refused with 429 as it would be anywhere, and nobody is
+// refused for the server's fault. The price of an outage is that a client
+// may spend one window on each node (and the local figures start afresh);
+// the shared windows count again from the database's answer on. The memory
+// windows of a node of a cluster hold only what an outage counted, and are
+// swept with the shared ones.
+type scopeWindows struct{ pacing.Shared[Limiter] }
+
+func (w scopeWindows) Take(key string) pacing.Result {
+	res, _ := w.Shared.Take(key)
+	return res
 }
 
-// memoryWindows are one node's windows, which cannot fail.
-type memoryWindows struct{ w *pacing.Windows }
+func (w scopeWindows) Spent(key string) (bool, time.Duration) {
+	if w.Clustered() {
+		spent, wait, err := w.Cluster.Spent(key)
+		if err == nil {
+			return spent, wait
+		}
+		w.Fail(err)
+	}
+	return w.Local.Spent(key)
+}
 
-func (m memoryWindows) Take(key string) pacing.Result          { return m.w.Take(key) }
-func (m memoryWindows) Spent(key string) (bool, time.Duration) { return m.w.Spent(key) }
-func (m memoryWindows) Sweep() error                           { m.w.Sweep(); return nil }
+func (w scopeWindows) Sweep() error {
+	w.Local.Sweep()
+	if !w.Clustered() {
+		return nil
+	}
+	return w.Cluster.Sweep()
+}
 
 // limiterLogEvery spaces the log lines of a failing limiter (logspacing):
 // with the database away every request fails to count, and one line says
@@ -80,71 +102,29 @@ func (s *Server) CountCredentialFailure(ip string) pacing.Result {
 	return s.auth.Take(addressKey(ip))
 }
 
-// newLimiters builds the three scopes' windows: in memory, or through
-// deps.Limiters when the server is one node of a cluster; and the
+// newLimiters builds the three scopes' windows: in memory, and through
+// deps.Limiters as well when the server is one node of a cluster; and the
 // preflights' windows, in memory on every node.
 func (s *Server) newLimiters() error {
-	s.preflight = memoryWindows{pacing.NewCapped(s.cfg.GeneralRate, s.deps.Now, s.cfg.MaxAddresses)}
-	if s.deps.Limiters == nil {
-		s.general = memoryWindows{pacing.NewCapped(s.cfg.GeneralRate, s.deps.Now, s.cfg.MaxAddresses)}
-		s.members = memoryWindows{pacing.NewCapped(s.cfg.GeneralRate, s.deps.Now, math.MaxInt32)}
-		s.auth = memoryWindows{pacing.NewCapped(s.cfg.AuthRate, s.deps.Now, s.cfg.MaxAddresses)}
-		return nil
-	}
-	shared := func(scope string, rate pacing.Rate, addresses int) (scopeWindows, error) {
-		l, err := s.deps.Limiters(scope, rate)
-		if err != nil {
-			return nil, err
+	s.preflight = scopeWindows{pacing.Shared[Limiter]{Local: pacing.NewCapped(s.cfg.GeneralRate, s.deps.Now, s.cfg.MaxAddresses)}}
+	windows := func(scope string, rate pacing.Rate, addresses int) (scopeWindows, error) {
+		w := scopeWindows{pacing.Shared[Limiter]{Local: pacing.NewCapped(rate, s.deps.Now, addresses), Failed: s.limiterFailed}}
+		if s.deps.Limiters != nil {
+			l, err := s.deps.Limiters(scope, rate)
+			if err != nil {
+				return scopeWindows{}, err
+			}
+			w.Cluster = l
 		}
-		local := memoryWindows{pacing.NewCapped(rate, s.deps.Now, addresses)}
-		return fallbackWindows{shared: l, local: local, failed: s.limiterFailed}, nil
+		return w, nil
 	}
 	var err error
-	if s.general, err = shared("general", s.cfg.GeneralRate, s.cfg.MaxAddresses); err != nil {
+	if s.general, err = windows("general", s.cfg.GeneralRate, s.cfg.MaxAddresses); err != nil {
 		return err
 	}
-	if s.members, err = shared("members", s.cfg.GeneralRate, math.MaxInt32); err != nil {
+	if s.members, err = windows("members", s.cfg.GeneralRate, math.MaxInt32); err != nil {
 		return err
 	}
-	s.auth, err = shared("auth", s.cfg.AuthRate, s.cfg.MaxAddresses)
+	s.auth, err = windows("auth", s.cfg.AuthRate, s.cfg.MaxAddresses)
 	return err
-}
-
-// fallbackWindows are a cluster's shared windows (postgres.Windows) with
-// this node's own beside them. While the database does not answer, a
-// request counts in the node's memory instead, as on one node: its
-// RateLimit-* headers tell that count (every counted response carries
-// them, contract section 4), a client over the limit on this node is
-// refused with 429 as it would be anywhere, and nobody is refused for the
-// server's fault. The price of an outage is that a client may spend one
-// window on each node (and the local figures start afresh); the shared
-// windows count again from the database's answer on. The memory windows
-// hold only what an outage counted and are swept with the shared ones.
-type fallbackWindows struct {
-	shared Limiter
-	local  memoryWindows
-	failed func(error) // logs the shared windows' failure, spaced
-}
-
-func (f fallbackWindows) Take(key string) pacing.Result {
-	res, err := f.shared.Take(key)
-	if err != nil {
-		f.failed(err)
-		return f.local.Take(key)
-	}
-	return res
-}
-
-func (f fallbackWindows) Spent(key string) (bool, time.Duration) {
-	spent, wait, err := f.shared.Spent(key)
-	if err != nil {
-		f.failed(err)
-		return f.local.Spent(key)
-	}
-	return spent, wait
-}
-
-func (f fallbackWindows) Sweep() error {
-	_ = f.local.Sweep()
-	return f.shared.Sweep()
 }

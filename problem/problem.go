@@ -249,6 +249,29 @@ func Count[N ~int | ~int64](n N, noun string) string {
 	return fmt.Sprintf("%d %ss", n, noun)
 }
 
+// InWords says d the way a person reads it in a message, in its two
+// largest units: "45 seconds", "15 minutes", "3 minutes 20 seconds",
+// "1 hour", "1 hour 5 minutes" (what is left below the second unit is
+// left out). d under a second says "1 second". A wait before a retry
+// (its Retry-After in words) and a rate's window alike.
+func InWords(d time.Duration) string {
+	if d < time.Second {
+		d = time.Second
+	}
+	h, m, s := int64(d/time.Hour), int64(d%time.Hour/time.Minute), int64(d%time.Minute/time.Second)
+	switch {
+	case h > 0 && m > 0:
+		return Count(h, "hour") + " " + Count(m, "minute")
+	case h > 0:
+		return Count(h, "hour")
+	case m > 0 && s > 0:
+		return Count(m, "minute") + " " + Count(s, "second")
+	case m > 0:
+		return Count(m, "minute")
+	}
+	return Count(s, "second")
+}
+
 // RetrySeconds is a wait as a Retry-After value: whole seconds, rounded up
 // (a client that waits it is never early), at least 1.
 func RetrySeconds(d time.Duration) int {

@@ -101,3 +101,29 @@ func TestRetrySecondsRoundsUp(t *testing.T) {
 		}
 	}
 }
+
+// InWords says a duration in its two largest units, at least a second.
+func TestInWords(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{0, "1 second"},
+		{time.Millisecond, "1 second"},
+		{time.Second, "1 second"},
+		{45 * time.Second, "45 seconds"},
+		{time.Minute, "1 minute"},
+		{3 * time.Minute, "3 minutes"},
+		{3*time.Minute + 20*time.Second, "3 minutes 20 seconds"},
+		{15 * time.Minute, "15 minutes"},
+		{time.Hour, "1 hour"},
+		{time.Hour + 5*time.Minute + 59*time.Second, "1 hour 5 minutes"},
+		{time.Hour + 30*time.Second, "1 hour"},
+		{24 * time.Hour, "24 hours"},
+	} {
+		if got := InWords(c.d); got != c.want {
+			t.Errorf("InWords(%v) = %q, want %q", c.d, got, c.want)
+		}
+	}
+}

@@ -2,7 +2,6 @@ package sms
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"unicode/utf8"
@@ -109,18 +108,8 @@ func (s *Service) SendBulk(_ context.Context, in BulkInput, answer BulkAnswer) (
 		}
 	}
 	out, prior, err := s.store.EnqueueBulk(ms, in.IdempotencyKey, s.now, slotCheck, answer)
-	if perr := poolRefusal(err); perr != nil {
-		return nil, nil, perr
-	}
-	switch {
-	case errors.Is(err, store.ErrOptedOut):
-		return nil, nil, optedOut(err)
-	case errors.Is(err, store.ErrDeviceGone):
-		return nil, nil, &problem.Error{Code: problem.NotFound, Field: "device_fingerprint", Message: "No such device."}
-	case errors.Is(err, store.ErrDeviceDisabled):
-		return nil, nil, problem.New(problem.DeviceDisabled, "The device is disabled; enable it to send through it.")
-	case err != nil:
-		return nil, nil, budgetRefusal(err, s.now())
+	if err != nil {
+		return nil, nil, s.enqueueRefusal(err)
 	}
 	if prior == nil {
 		s.announce(out...)

@@ -213,23 +213,30 @@ func (s *Service) Send(_ context.Context, in SendInput, answer Answer) (msg stor
 		ExpiresAt: expires, ExpiresFixed: fixed, Window: in.Window, Priority: in.Priority,
 	}
 	msg, prior, err = s.store.Enqueue(&m, in.IdempotencyKey, s.now, slotCheck, answer)
-	if perr := poolRefusal(err); perr != nil {
-		return msg, nil, perr
-	}
-	switch {
-	case errors.Is(err, store.ErrOptedOut):
-		return msg, nil, optedOut(err)
-	case errors.Is(err, store.ErrDeviceGone):
-		return msg, nil, &problem.Error{Code: problem.NotFound, Field: "device_fingerprint", Message: "No such device."}
-	case errors.Is(err, store.ErrDeviceDisabled):
-		return msg, nil, problem.New(problem.DeviceDisabled, "The device is disabled; enable it to send through it.")
-	case err != nil:
-		return msg, nil, budgetRefusal(err, s.now())
+	if err != nil {
+		return msg, nil, s.enqueueRefusal(err)
 	}
 	if prior == nil {
 		s.announce(msg)
 	}
 	return msg, prior, nil
+}
+
+// enqueueRefusal is the answer to a send the store refused (err, from
+// Enqueue or EnqueueBulk, not nil).
+func (s *Service) enqueueRefusal(err error) error {
+	if perr := poolRefusal(err); perr != nil {
+		return perr
+	}
+	switch {
+	case errors.Is(err, store.ErrOptedOut):
+		return optedOut(err)
+	case errors.Is(err, store.ErrDeviceGone):
+		return &problem.Error{Code: problem.NotFound, Field: "device_fingerprint", Message: "No such device."}
+	case errors.Is(err, store.ErrDeviceDisabled):
+		return problem.New(problem.DeviceDisabled, "The device is disabled; enable it to send through it.")
+	}
+	return budgetRefusal(err, s.now())
 }
 
 // slotCheck vets a device for a send from slot: the slot must be the one

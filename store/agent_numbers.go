@@ -1,6 +1,7 @@
 package store
 
 import (
+	"crypto/rand"
 	"errors"
 	"time"
 )
@@ -90,3 +91,45 @@ var ErrNumberNotHeld = errors.New("store: the number is held by another agent")
 // governor that has not seen the number yet). A refusal is its error; on
 // acceptance, undo gives the slot back if the send is not stored after all.
 type SendVet func(n AgentNumber, history func(since time.Time) []time.Time) (undo func(), err error)
+
+// numberPrefix is the id prefix of a channel's public ids.
+func numberPrefix(channel string) string {
+	if channel == ChannelNameIMessage {
+		return "im_"
+	}
+	return "wa_"
+}
+
+const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+// NewNumberPublicID is a new AgentNumber.PublicID of channel, as both
+// backends give one: the channel's prefix (wa_, im_) and 20 random base62
+// characters; nothing in it comes from the number, the company or another
+// company's records.
+func NewNumberPublicID(channel string) (string, error) {
+	var raw [20]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", err
+	}
+	out := []byte(numberPrefix(channel))
+	for _, b := range raw {
+		out = append(out, base62[int(b)%len(base62)])
+	}
+	return string(out), nil
+}
+
+// ChangeAgentNumber is n changed by fn, as UpdateAgentNumber changes a
+// number in both backends, and whether fn changed it: a changed number's
+// UpdatedAt is now, to be stored; a change that changes nothing leaves
+// the number, updated_at included, as it was, and nothing to store.
+func ChangeAgentNumber(n AgentNumber, now time.Time, fn func(*AgentNumber) error) (AgentNumber, bool, error) {
+	was := n
+	if err := fn(&n); err != nil {
+		return was, false, err
+	}
+	if n == was {
+		return n, false, nil
+	}
+	n.UpdatedAt = now.UTC()
+	return n, true, nil
+}

@@ -301,7 +301,7 @@ func (c *Console) sendAgent(w http.ResponseWriter, r *http.Request, q *req) (out
 		NumberID: r.PathValue("id"), To: f("to"), Type: typ, Content: f("content"), MediaURL: media}, nil)
 	if pe, ok := problem.As(err); ok && pe.Code == problem.NumberCapped {
 		out := *pe
-		out.Message = "The " + nounOf(ch) + " is at its send cap; it can send again in " + inWords(time.Duration(pe.RetryAfter)*time.Second) + "."
+		out.Message = "The " + nounOf(ch) + " is at its send cap; it can send again in " + problem.InWords(time.Duration(pe.RetryAfter)*time.Second) + "."
 		w.Header().Set("Retry-After", strconv.Itoa(pe.RetryAfter))
 		return outcome{}, &out
 	}
@@ -309,29 +309,4 @@ func (c *Console) sendAgent(w http.ResponseWriter, r *http.Request, q *req) (out
 		return outcome{}, err
 	}
 	return outcome{Redirect: Prefix + "/numbers/" + ch + "/" + m.NumberRef, Data: liveOut(m, c.deps.Now())}, nil
-}
-
-// inWords says a wait the way a person would: "45 seconds", "3 minutes",
-// "1 hour 5 minutes".
-func inWords(d time.Duration) string {
-	if d < time.Second {
-		d = time.Second
-	}
-	h, m, s := int(d/time.Hour), int(d%time.Hour/time.Minute), int(d%time.Minute/time.Second)
-	parts := []string{}
-	switch {
-	case h > 0:
-		parts = append(parts, problem.Count(h, "hour"))
-		if m > 0 {
-			parts = append(parts, problem.Count(m, "minute"))
-		}
-	case m > 0:
-		parts = append(parts, problem.Count(m, "minute"))
-		if s > 0 {
-			parts = append(parts, problem.Count(s, "second"))
-		}
-	default:
-		parts = append(parts, problem.Count(s, "second"))
-	}
-	return strings.Join(parts, " ")
 }

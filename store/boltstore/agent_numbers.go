@@ -2,13 +2,14 @@ package boltstore
 
 import (
 	"bytes"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/simrelay/simrelay/store"
 )
 
 // WhatsApp numbers and iMessage handles ("agent numbers"). Agents announce
@@ -53,30 +54,6 @@ func agentNumberKey(companyID uint64, channel, address string) []byte {
 	return append(k, address...)
 }
 
-// numberPrefix is the id prefix of a channel's public ids.
-func numberPrefix(channel string) string {
-	if channel == ChannelNameIMessage {
-		return "im_"
-	}
-	return "wa_"
-}
-
-const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-
-// newPublicID is the prefix and 20 random base62 characters: nothing in it
-// comes from the number, the company or another company's records.
-func newPublicID(channel string) (string, error) {
-	var raw [20]byte
-	if _, err := rand.Read(raw[:]); err != nil {
-		return "", err
-	}
-	out := []byte(numberPrefix(channel))
-	for _, b := range raw {
-		out = append(out, base62[int(b)%len(base62)])
-	}
-	return string(out), nil
-}
-
 // AnnounceNumbers records that the device (a live registration of the
 // company) can send from these addresses (already normalised) on channel: a
 // new address gets a record, with its warm-up starting now; a known one
@@ -105,7 +82,7 @@ func (s *Store) AnnounceNumbers(companyID, deviceID uint64, channel string, addr
 				if n.ID, err = b.NextSequence(); err != nil {
 					return err
 				}
-				if n.PublicID, err = newPublicID(channel); err != nil {
+				if n.PublicID, err = store.NewNumberPublicID(channel); err != nil {
 					return err
 				}
 				n.CompanyID, n.Channel, n.Address, n.FirstSeen, n.Status = companyID, channel, addr, now.UTC(), NumberActive
@@ -257,16 +234,14 @@ func (s *Store) UpdateAgentNumber(companyID uint64, channel, publicID string, no
 		if err != nil {
 			return err
 		}
-		was := n
-		if err := fn(&n); err != nil {
+		n, changed, err := store.ChangeAgentNumber(n, now, fn)
+		if err != nil {
 			return err
 		}
 		out = n
-		if n == was {
-			return nil // a change that changes nothing leaves the number, updated_at included, as it was
+		if !changed {
+			return nil // updated_at included, as it was
 		}
-		n.UpdatedAt = now.UTC()
-		out = n
 		return putJSON(tx.Bucket(bucketAgentNumbers), k, n)
 	})
 	if err != nil {

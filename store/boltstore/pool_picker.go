@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -39,13 +38,8 @@ type poolPicker struct {
 	tally *simTally
 	// skip, when set, passes members over for a reason of the caller's.
 	skip func(PoolMember) string
-	// reasons says why members were passed over, for the refusal, each
-	// member once (noted holds their ids: a sticky pool's fallback looks
-	// at the recipient's member again); capped is the soonest a member
-	// passed over at its cap may send again.
-	reasons []string
-	noted   []uint64
-	capped  time.Duration
+	// passed says why members were passed over, for the refusal.
+	passed store.PoolNotes
 }
 
 // openPool starts choosing from the company's pool named name; a name the
@@ -132,21 +126,16 @@ func (pp *poolPicker) usable(m PoolMember, phone string) (*Device, bool, error) 
 	if pp.skip != nil {
 		why = pp.skip(m)
 	}
-	switch {
-	case why != "":
-	case d == nil:
-		why = "its device was deleted"
-	case d.Status == DeviceDisabled:
-		why = "its device is disabled"
-	case carrierFailing(pp.tx, pp.pool.CompanyID, m.DeviceID, m.SIMSlot, pp.tally.now):
-		why = fmt.Sprintf("its SIM failed %d sends in a row with carrier errors", CarrierErrorStreak)
-	case pp.check != nil:
-		if err := pp.check(*d, m.SIMSlot); err != nil {
-			why = err.Error()
+	if why == "" {
+		var err error
+		if why, err = store.PoolMemberUnusable(d, m.SIMSlot, func() (bool, error) {
+			return carrierFailing(pp.tx, pp.pool.CompanyID, m.DeviceID, m.SIMSlot, pp.tally.now), nil
+		}, pp.check); err != nil {
+			return nil, false, err
 		}
 	}
 	if why != "" {
-		pp.note(m, why)
+		pp.passed.Note(m, why)
 		return nil, false, nil
 	}
 	capped, err := pp.tally.allows(pp.pool.CompanyID, m.DeviceID, m.SIMSlot, phone)
@@ -154,55 +143,24 @@ func (pp *poolPicker) usable(m PoolMember, phone string) (*Device, bool, error) 
 		return nil, false, err
 	}
 	if capped != nil {
-		pp.note(m, fmt.Sprintf("at its %s cap of %d", capped.What, capped.Limit))
-		if pp.capped == 0 || capped.RetryAfter < pp.capped {
-			pp.capped = capped.RetryAfter
-		}
+		pp.passed.NoteCapped(m, capped)
 		return nil, false, nil
 	}
 	return d, true, nil
 }
 
-func (pp *poolPicker) note(m PoolMember, why string) {
-	if slices.Contains(pp.noted, m.ID) {
-		return
-	}
-	pp.noted = append(pp.noted, m.ID)
-	if len(pp.reasons) < 10 {
-		pp.reasons = append(pp.reasons, fmt.Sprintf("member %d (%s %s): %s", m.ID, m.Device, m.SIMSlot, why))
-	}
-}
-
 // pick chooses the member for a send to phone and counts the send
 // against its SIM's caps.
 func (pp *poolPicker) pick(phone string) (PoolMember, *Device, error) {
-	pp.reasons, pp.noted, pp.capped = pp.reasons[:0], pp.noted[:0], 0
-	n := len(pp.pool.Members)
-	if n == 0 {
-		return PoolMember{}, nil, &PoolUnavailableError{Pool: pp.pool.Name, Reasons: []string{"it has no members"}}
+	if err := pp.passed.Begin(pp.pool); err != nil {
+		return PoolMember{}, nil, err
 	}
-	var m PoolMember
-	var d *Device
-	var ok bool
-	var err error
-	if pp.pool.Strategy == PoolSticky {
-		m, d, ok, err = pp.stickyMember(phone)
-	}
-	switch {
-	case err != nil || ok:
-	case pp.pool.Strategy == PoolLeastLoaded || (pp.pool.Strategy == PoolSticky && pp.pool.Fallback == PoolLeastLoaded):
-		m, d, ok, err = pp.leastLoaded(phone)
-	default:
-		m, d, ok, err = pp.roundRobin(phone)
-	}
+	m, d, ok, err := pp.pool.PickByStrategy(phone, pp.stickyMember, pp.leastLoaded, pp.roundRobin)
 	if err != nil {
 		return PoolMember{}, nil, err
 	}
 	if !ok {
-		if pp.capped > 0 {
-			return PoolMember{}, nil, &PoolCappedError{Pool: pp.pool.Name, RetryAfter: pp.capped, Reasons: slices.Clone(pp.reasons)}
-		}
-		return PoolMember{}, nil, &PoolUnavailableError{Pool: pp.pool.Name, Reasons: slices.Clone(pp.reasons)}
+		return PoolMember{}, nil, pp.passed.Refusal(pp.pool)
 	}
 	if pp.load != nil {
 		pp.load[m.DeviceID]++

@@ -1,8 +1,7 @@
 package boltstore
 
 import (
-	"crypto/rand"
-	"errors"
+	"bytes"
 	"fmt"
 
 	bolt "go.etcd.io/bbolt"
@@ -23,35 +22,19 @@ func (s *Store) RotateSecrets(names []string, reseal store.Reseal) (replaced []s
 	err = s.update(func(tx *bolt.Tx) error {
 		replaced, resealed, unopened = nil, 0, nil
 		meta := tx.Bucket(bucketMeta)
-		old, fresh := map[string][]byte{}, map[string][]byte{}
-		for _, name := range names {
-			key := []byte(secretPrefix + name)
-			v := meta.Get(key)
-			if v == nil {
-				continue
-			}
-			if _, done := old[name]; done {
-				continue
-			}
-			nv := make([]byte, len(v))
-			if _, err := rand.Read(nv); err != nil {
-				return err
-			}
-			old[name], fresh[name] = append([]byte(nil), v...), nv
-			if err := meta.Put(key, nv); err != nil {
-				return err
-			}
-			replaced = append(replaced, name)
-		}
-		if len(replaced) == 0 || reseal == nil {
-			return nil
+		var old, fresh map[string][]byte
+		var err error
+		replaced, old, fresh, err = store.ReplaceSecrets(names, func(name string) ([]byte, bool, error) {
+			v := meta.Get([]byte(secretPrefix + name))
+			return bytes.Clone(v), v != nil, nil
+		}, func(name string, v []byte) error {
+			return meta.Put([]byte(secretPrefix+name), v)
+		})
+		if err != nil || len(replaced) == 0 || reseal == nil {
+			return err
 		}
 		b := tx.Bucket(bucketCompanies)
-		type sealed struct {
-			id uint64
-			c  Company
-		}
-		var all []sealed
+		var sealed []Company
 		if err := b.ForEach(func(k, v []byte) error {
 			if v == nil {
 				return nil
@@ -61,30 +44,17 @@ func (s *Store) RotateSecrets(names []string, reseal store.Reseal) (replaced []s
 				return fmt.Errorf("company %d: %w", btoi(k), err)
 			}
 			if len(c.APIKeySealed) > 0 {
-				all = append(all, sealed{btoi(k), c})
+				c.ID = btoi(k) // the record's key, which put writes it back under
+				sealed = append(sealed, c)
 			}
 			return nil
 		}); err != nil {
 			return err
 		}
-		for _, x := range all {
-			v, err := reseal(old, fresh, x.c.APIKeySealed)
-			if errors.Is(err, store.ErrSealedUnopened) {
-				// Unreadable before the rotation, and so after it:
-				// kept as it is (the key authenticates by its hash).
-				unopened = append(unopened, x.c)
-				continue
-			}
-			if err != nil {
-				return fmt.Errorf("company %d: %w", x.id, err)
-			}
-			x.c.APIKeySealed = v
-			if err := putJSON(b, itob(x.id), &x.c); err != nil {
-				return err
-			}
-			resealed++
-		}
-		return nil
+		resealed, unopened, err = store.ResealKeys(sealed, old, fresh, reseal, func(c Company) error {
+			return putJSON(b, itob(c.ID), &c)
+		})
+		return err
 	})
 	if err != nil {
 		return nil, 0, nil, fmt.Errorf("store: rotate secrets: %w", err)

@@ -1,7 +1,6 @@
 package postgres
 
 import (
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"slices"
@@ -138,7 +137,7 @@ func newNumber(t *txn, d store.Device, channel, addr string, now time.Time, limi
 	if err != nil {
 		return store.AgentNumber{}, err
 	}
-	pub, err := newPublicID(channel)
+	pub, err := store.NewNumberPublicID(channel)
 	if err != nil {
 		return store.AgentNumber{}, err
 	}
@@ -170,30 +169,6 @@ func putNumber(t *txn, n store.AgentNumber) error {
 	}
 	_, err = t.exec("UPDATE agent_numbers SET device_id = $2, rec = $3 WHERE id = $1", id(n.ID), holder, raw)
 	return err
-}
-
-// numberPrefix is the id prefix of a channel's public ids.
-func numberPrefix(channel string) string {
-	if channel == store.ChannelNameIMessage {
-		return "im_"
-	}
-	return "wa_"
-}
-
-const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-
-// newPublicID is the prefix and 20 random base62 characters: nothing in it
-// comes from the number, the company or another company's records.
-func newPublicID(channel string) (string, error) {
-	var raw [20]byte
-	if _, err := rand.Read(raw[:]); err != nil {
-		return "", err
-	}
-	out := []byte(numberPrefix(channel))
-	for _, b := range raw {
-		out = append(out, base62[int(b)%len(base62)])
-	}
-	return string(out), nil
 }
 
 // AgentNumbers lists the company's numbers (or handles) of channel, by address.
@@ -264,16 +239,14 @@ func (s *Store) UpdateAgentNumber(companyID uint64, channel, publicID string, no
 		if err != nil {
 			return err
 		}
-		was := n
-		if err := fn(&n); err != nil {
+		n, changed, err := store.ChangeAgentNumber(n, now, fn)
+		if err != nil {
 			return err
 		}
 		out = n
-		if n == was {
-			return nil // a change that changes nothing leaves the number, updated_at included, as it was
+		if !changed {
+			return nil // updated_at included, as it was
 		}
-		n.UpdatedAt = now.UTC()
-		out = n
 		return putNumber(t, n)
 	})
 	if err != nil {

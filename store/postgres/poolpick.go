@@ -70,13 +70,8 @@ type poolPicker struct {
 	tally  *simTally
 	// skip, when set, passes members over for a reason of the caller's.
 	skip func(store.PoolMember) string
-	// reasons says why members were passed over, for the refusal, each
-	// member once (noted holds their ids: a sticky pool's fallback looks
-	// at the recipient's member again); capped is the soonest a member
-	// passed over at its cap may send again.
-	reasons []string
-	noted   []uint64
-	capped  time.Duration
+	// passed says why members were passed over, for the refusal.
+	passed store.PoolNotes
 }
 
 // openPool starts choosing from the company's pool named name; a name the
@@ -180,34 +175,12 @@ func (pp *poolPicker) usable(m store.PoolMember, phone string) (*store.Device, b
 		if d, err = pp.device(m.DeviceID); err != nil {
 			return nil, false, err
 		}
-	}
-	if why == "" && d != nil && d.Status != store.DeviceDisabled {
-		k := simKey{m.DeviceID, m.SIMSlot}
-		f, ok := pp.failing[k]
-		if !ok {
-			var err error
-			if f, err = carrierFailing(pp.t, m.DeviceID, m.SIMSlot, pp.tally.now); err != nil {
-				return nil, false, err
-			}
-			pp.failing[k] = f
-		}
-		if f {
-			why = fmt.Sprintf("its SIM failed %d sends in a row with carrier errors", store.CarrierErrorStreak)
-		}
-	}
-	switch {
-	case why != "":
-	case d == nil:
-		why = "its device was deleted"
-	case d.Status == store.DeviceDisabled:
-		why = "its device is disabled"
-	case pp.check != nil:
-		if err := pp.check(*d, m.SIMSlot); err != nil {
-			why = err.Error()
+		if why, err = store.PoolMemberUnusable(d, m.SIMSlot, func() (bool, error) { return pp.simFailing(m) }, pp.check); err != nil {
+			return nil, false, err
 		}
 	}
 	if why != "" {
-		pp.note(m, why)
+		pp.passed.Note(m, why)
 		return nil, false, nil
 	}
 	capped, err := pp.tally.allows(m.DeviceID, m.SIMSlot, phone)
@@ -215,13 +188,25 @@ func (pp *poolPicker) usable(m store.PoolMember, phone string) (*store.Device, b
 		return nil, false, err
 	}
 	if capped != nil {
-		pp.note(m, fmt.Sprintf("at its %s cap of %d", capped.What, capped.Limit))
-		if pp.capped == 0 || capped.RetryAfter < pp.capped {
-			pp.capped = capped.RetryAfter
-		}
+		pp.passed.NoteCapped(m, capped)
 		return nil, false, nil
 	}
 	return d, true, nil
+}
+
+// simFailing says whether member m's SIM is in a carrier-error streak,
+// read once per picker (for a single send, lookAt reads it ahead).
+func (pp *poolPicker) simFailing(m store.PoolMember) (bool, error) {
+	k := simKey{m.DeviceID, m.SIMSlot}
+	if f, ok := pp.failing[k]; ok {
+		return f, nil
+	}
+	f, err := carrierFailing(pp.t, m.DeviceID, m.SIMSlot, pp.tally.now)
+	if err != nil {
+		return false, err
+	}
+	pp.failing[k] = f
+	return f, nil
 }
 
 // device is the member's live device, locked by lockMembers: its SIMs'
@@ -279,22 +264,11 @@ func lockMembers(t *txn, pps ...*poolPicker) error {
 	return nil
 }
 
-func (pp *poolPicker) note(m store.PoolMember, why string) {
-	if slices.Contains(pp.noted, m.ID) {
-		return
-	}
-	pp.noted = append(pp.noted, m.ID)
-	if len(pp.reasons) < 10 {
-		pp.reasons = append(pp.reasons, fmt.Sprintf("member %d (%s %s): %s", m.ID, m.Device, m.SIMSlot, why))
-	}
-}
-
 // pick chooses the member for a send to phone and counts the send
 // against its SIM's caps.
 func (pp *poolPicker) pick(phone string) (store.PoolMember, *store.Device, error) {
-	pp.reasons, pp.noted, pp.capped = pp.reasons[:0], pp.noted[:0], 0
-	if len(pp.pool.Members) == 0 {
-		return store.PoolMember{}, nil, &store.PoolUnavailableError{Pool: pp.pool.Name, Reasons: []string{"it has no members"}}
+	if err := pp.passed.Begin(pp.pool); err != nil {
+		return store.PoolMember{}, nil, err
 	}
 	if pp.one {
 		return pp.pickOne(phone)
@@ -304,25 +278,12 @@ func (pp *poolPicker) pick(phone string) (store.PoolMember, *store.Device, error
 			return store.PoolMember{}, nil, err
 		}
 	}
-	var m store.PoolMember
-	var d *store.Device
-	var ok bool
-	var err error
-	if pp.pool.Strategy == store.PoolSticky {
-		m, d, ok, err = pp.stickyMember(phone)
-	}
-	switch {
-	case err != nil || ok:
-	case pp.pool.Strategy == store.PoolLeastLoaded || (pp.pool.Strategy == store.PoolSticky && pp.pool.Fallback == store.PoolLeastLoaded):
-		m, d, ok, err = pp.leastLoaded(phone)
-	default:
-		m, d, ok, err = pp.roundRobin(phone)
-	}
+	m, d, ok, err := pp.pool.PickByStrategy(phone, pp.stickyMember, pp.leastLoaded, pp.roundRobin)
 	if err != nil {
 		return store.PoolMember{}, nil, err
 	}
 	if !ok {
-		return store.PoolMember{}, nil, pp.refusal()
+		return store.PoolMember{}, nil, pp.passed.Refusal(pp.pool)
 	}
 	return pp.takeOne(m, d, phone)
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -49,12 +48,12 @@ func (pp *poolPicker) pickOne(phone string) (store.PoolMember, *store.Device, er
 			}
 		}
 	}
-	ll := pp.pool.Strategy == store.PoolLeastLoaded || (pp.pool.Strategy == store.PoolSticky && pp.pool.Fallback == store.PoolLeastLoaded)
+	ll := pp.pool.PicksLeastLoaded()
 	var passed []int // members passed over as unusable, in the order looked at
 	wait := false
 	for range maxPickTries {
 		if len(tried) == len(pp.pool.Members) {
-			return store.PoolMember{}, nil, pp.refusal()
+			return store.PoolMember{}, nil, pp.passed.Refusal(pp.pool)
 		}
 		if ll && pp.load == nil {
 			if err := pp.readLoads(); err != nil {
@@ -111,14 +110,6 @@ func (pp *poolPicker) takeOne(m store.PoolMember, d *store.Device, phone string)
 		pp.sticky[phone] = m
 	}
 	return m, d, pp.tally.take(m.DeviceID, m.SIMSlot, phone)
-}
-
-// refusal is the error of a send no member could take.
-func (pp *poolPicker) refusal() error {
-	if pp.capped > 0 {
-		return &store.PoolCappedError{Pool: pp.pool.Name, RetryAfter: pp.capped, Reasons: slices.Clone(pp.reasons)}
-	}
-	return &store.PoolUnavailableError{Pool: pp.pool.Name, Reasons: slices.Clone(pp.reasons)}
 }
 
 // savepoint queues, before a member is locked, what lets it go again: the

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"strings"
@@ -55,28 +54,20 @@ func (s *Store) RotateSecrets(names []string, reseal store.Reseal) (replaced []s
 		if len(live) > 0 {
 			return fmt.Errorf("%w (%s): stop every node first, then rotate (a node killed a moment ago counts for %d s after its last beat)", ErrNodesLive, strings.Join(live, ", "), migrateLiveWithin)
 		}
-		old, fresh := map[string][]byte{}, map[string][]byte{}
-		for _, name := range names {
-			if _, done := old[name]; done {
-				continue
-			}
+		var old, fresh map[string][]byte
+		replaced, old, fresh, err = store.ReplaceSecrets(names, func(name string) ([]byte, bool, error) {
 			var v []byte
 			err := t.row("SELECT value FROM secrets WHERE name = $1 FOR UPDATE", name).Scan(&v)
 			if errors.Is(err, pgx.ErrNoRows) {
-				continue
+				return nil, false, nil
 			}
-			if err != nil {
-				return err
-			}
-			nv := make([]byte, len(v))
-			if _, err := rand.Read(nv); err != nil {
-				return err
-			}
-			if _, err := t.exec("UPDATE secrets SET value = $2 WHERE name = $1", name, nv); err != nil {
-				return err
-			}
-			old[name], fresh[name] = v, nv
-			replaced = append(replaced, name)
+			return v, err == nil, err
+		}, func(name string, v []byte) error {
+			_, err := t.exec("UPDATE secrets SET value = $2 WHERE name = $1", name, v)
+			return err
+		})
+		if err != nil {
+			return err
 		}
 		if len(replaced) > 0 {
 			// The nodes left in the registry are not live (above), but one
@@ -95,31 +86,15 @@ func (s *Store) RotateSecrets(names []string, reseal store.Reseal) (replaced []s
 		if err != nil {
 			return err
 		}
-		for _, c := range companies {
-			if len(c.APIKeySealed) == 0 {
-				continue
-			}
-			v, err := reseal(old, fresh, c.APIKeySealed)
-			if errors.Is(err, store.ErrSealedUnopened) {
-				// Unreadable before the rotation, and so after it:
-				// kept as it is (the key authenticates by its hash).
-				unopened = append(unopened, c)
-				continue
-			}
-			if err != nil {
-				return fmt.Errorf("company %d: %w", c.ID, err)
-			}
-			c.APIKeySealed = v
+		resealed, unopened, err = store.ResealKeys(companies, old, fresh, reseal, func(c store.Company) error {
 			raw, err := rec(c)
 			if err != nil {
 				return err
 			}
-			if _, err := t.exec("UPDATE companies SET rec = $2 WHERE id = $1", id(c.ID), raw); err != nil {
-				return err
-			}
-			resealed++
-		}
-		return nil
+			_, err = t.exec("UPDATE companies SET rec = $2 WHERE id = $1", id(c.ID), raw)
+			return err
+		})
+		return err
 	})
 	if err != nil {
 		return nil, 0, nil, err

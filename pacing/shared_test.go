@@ -1,0 +1,99 @@
+package pacing
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+// cluster are shared windows in memory whose database can be taken away.
+type cluster struct {
+	w    *Windows
+	down bool
+}
+
+var errNoDatabase = errors.New("no database")
+
+func (c *cluster) Take(key string) (Result, error) {
+	if c.down {
+		return Result{}, errNoDatabase
+	}
+	return c.w.Take(key), nil
+}
+
+// A shared count without a cluster (one node, the embedded store) counts
+// in the node's memory and reports no failure.
+func TestSharedWithoutClusterCountsInMemory(t *testing.T) {
+	t.Parallel()
+	clock := newFakeClock()
+	var failed []error
+	s := Shared[ClusterWindows]{Local: New(Rate{2, time.Minute}, clock.Now), Failed: func(err error) { failed = append(failed, err) }}
+	if s.Clustered() {
+		t.Fatal("Clustered without a Cluster")
+	}
+	for i, want := range []bool{true, true, false} {
+		res, inCluster := s.Take("k")
+		if res.Allowed != want || inCluster {
+			t.Fatalf("take %d: allowed %v, in cluster %v; want allowed %v, in memory", i+1, res.Allowed, inCluster, want)
+		}
+	}
+	if len(failed) != 0 {
+		t.Errorf("failures heard without a cluster: %v", failed)
+	}
+}
+
+// With a cluster that answers, the cluster counts and the node's memory
+// holds nothing; while it does not answer, Failed hears each error and the
+// node's memory counts, on its own limit; once it answers again, the
+// cluster counts again from where it was.
+func TestSharedFallsBackToMemoryWhileClusterFails(t *testing.T) {
+	t.Parallel()
+	clock := newFakeClock()
+	c := &cluster{w: New(Rate{3, time.Minute}, clock.Now)}
+	var failed []error
+	s := Shared[ClusterWindows]{Local: New(Rate{3, time.Minute}, clock.Now), Cluster: c, Failed: func(err error) { failed = append(failed, err) }}
+	if !s.Clustered() {
+		t.Fatal("not Clustered with a Cluster")
+	}
+	if res, inCluster := s.Take("k"); !res.Allowed || !inCluster || res.Remaining != 2 {
+		t.Fatalf("cluster up: %+v, in cluster %v; want allowed in the cluster, 2 left", res, inCluster)
+	}
+	if n := s.Local.Len(); n != 0 {
+		t.Fatalf("cluster up: %d keys in memory, want 0", n)
+	}
+	c.down = true
+	for i, want := range []bool{true, true, true, false} {
+		res, inCluster := s.Take("k")
+		if res.Allowed != want || inCluster {
+			t.Fatalf("cluster down, take %d: allowed %v, in cluster %v; want allowed %v, in memory", i+1, res.Allowed, inCluster, want)
+		}
+	}
+	if len(failed) != 4 || !errors.Is(failed[0], errNoDatabase) {
+		t.Fatalf("cluster down: failures heard %v, want 4 of %v", failed, errNoDatabase)
+	}
+	c.down = false
+	if res, inCluster := s.Take("k"); !res.Allowed || !inCluster || res.Remaining != 1 {
+		t.Fatalf("cluster back: %+v, in cluster %v; want allowed in the cluster, 1 left", res, inCluster)
+	}
+	if len(failed) != 4 {
+		t.Errorf("cluster back: %d failures heard, want still 4", len(failed))
+	}
+}
+
+// Without Failed, a cluster's failure still falls back to memory; Fail
+// tells Failed of a caller's own call's error.
+func TestSharedFailWithoutFailed(t *testing.T) {
+	t.Parallel()
+	clock := newFakeClock()
+	s := Shared[ClusterWindows]{Local: New(Rate{1, time.Minute}, clock.Now), Cluster: &cluster{down: true}}
+	if res, inCluster := s.Take("k"); !res.Allowed || inCluster {
+		t.Fatalf("cluster down, no Failed: %+v, in cluster %v; want allowed in memory", res, inCluster)
+	}
+	s.Fail(errNoDatabase) // nothing to hear it: no panic
+	var heard error
+	s.Failed = func(err error) { heard = err }
+	s.Fail(errNoDatabase)
+	if heard != errNoDatabase {
+		t.Errorf("Fail: Failed heard %v, want %v", heard, errNoDatabase)
+	}
+}
