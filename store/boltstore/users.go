@@ -2,6 +2,7 @@ package boltstore
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 
 	"github.com/simrelay/simrelay/store"
@@ -202,7 +203,8 @@ func (s *Store) UpdateUser(id uint64, fn func(*User) error) (User, error) {
 	return u, nil
 }
 
-// DeleteUser removes a user, their e-mail index entry and their sessions.
+// DeleteUser removes a user, their e-mail index entry, their sessions and
+// the pairing codes they made that no phone used yet (dropUserPairings).
 // Removing the last admin of a company fails with ErrLastAdmin.
 func (s *Store) DeleteUser(id uint64) error {
 	err := s.update(func(tx *bolt.Tx) error {
@@ -223,6 +225,9 @@ func (s *Store) DeleteUser(id uint64) error {
 		if err := revokeUserFamilies(tx, id); err != nil {
 			return err
 		}
+		if err := dropUserPairings(tx, u); err != nil {
+			return err
+		}
 		if err := releaseEmail(tx, u); err != nil {
 			return err
 		}
@@ -236,6 +241,37 @@ func (s *Store) DeleteUser(id uint64) error {
 	})
 	if err != nil {
 		return fmt.Errorf("store: delete user %d: %w", id, err)
+	}
+	return nil
+}
+
+// dropUserPairings deletes the pairing codes u made that no phone used yet:
+// a code is its maker's credential, which ends with them as their tokens
+// and sessions do (a code made with the API key is the company's first
+// admin's, as is the device it pairs). A phone that tries one afterwards is
+// told it is wrong, used or expired. Codes are not indexed by their maker;
+// the bucket holds the codes of the last day or so (PrunePairings), each a
+// few dozen bytes, and a user's removal is rare.
+func dropUserPairings(tx *bolt.Tx, u User) error {
+	b := tx.Bucket(bucketPairings)
+	var gone [][]byte
+	err := b.ForEach(func(k, v []byte) error {
+		var p Pairing
+		if err := json.Unmarshal(v, &p); err != nil {
+			return err
+		}
+		if p.UserID == u.ID && p.CompanyID == u.CompanyID && p.UsedAt.IsZero() {
+			gone = append(gone, bytes.Clone(k))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, k := range gone {
+		if err := b.Delete(k); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -473,13 +473,28 @@ func accountsLastAdminRace(t *testing.T, s AccountsStore) {
 
 // accountsDeleteUser: a removed user is gone with their address, which
 // another signup may take, and with every session: refresh tokens are
-// refused as revoked and console sessions end.
+// refused as revoked and console sessions end. The pairing codes they made
+// that no phone used pair nothing after (not found); another user's do.
 func accountsDeleteUser(t *testing.T, s AccountsStore) {
-	c, _ := Company(t, s)
+	c, admin := Company(t, s)
 	m := accountUser(c.ID, store.RoleMember, true)
 	if err := s.CreateUser(&m); err != nil {
 		t.Fatal(err)
 	}
+	pairing := func(userID uint64) []byte {
+		code := []byte(fmt.Sprintf("pairing-%d", unique()))
+		if err := s.PutPairing(code, store.Pairing{CompanyID: c.ID, UserID: userID, ExpiresAt: T0.Add(time.Hour)}, T0); err != nil {
+			t.Fatal(err)
+		}
+		return code
+	}
+	register := func(code []byte) error {
+		_, _, _, err := s.RegisterDevice(code, T0, fmt.Sprintf("fp-%d", unique()), func(p store.Pairing, _ *store.Device) (store.Device, error) {
+			return store.Device{UserID: p.UserID, Status: store.DeviceActive, TokenHash: []byte(fmt.Sprintf("token-%d", unique())), CreatedAt: T0}, nil
+		})
+		return err
+	}
+	mine, theirs := pairing(m.ID), pairing(admin.ID)
 	rt := []byte(fmt.Sprintf("rt-%d", unique()))
 	if err := s.StartRefreshFamily(rt, store.RefreshToken{UserID: m.ID, Family: fmt.Sprintf("fam-%d", unique()), ExpiresAt: T0.Add(time.Hour)}, T0); err != nil {
 		t.Fatal(err)
@@ -502,6 +517,12 @@ func accountsDeleteUser(t *testing.T, s AccountsStore) {
 	}
 	if _, err := s.ConsoleSession(cs); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("a removed user's console session: %v, want ErrNotFound", err)
+	}
+	if err := register(mine); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a removed user's pairing code: %v, want ErrNotFound", err)
+	}
+	if err := register(theirs); err != nil {
+		t.Fatalf("another user's pairing code: %v", err)
 	}
 	if err := s.DeleteUser(m.ID); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("a second removal: %v, want ErrNotFound", err)
