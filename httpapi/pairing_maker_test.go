@@ -61,3 +61,38 @@ func TestPairingCodeOfARemovedUserPairsNothing(t *testing.T) {
 		t.Fatalf("a code of the API key: %v", err)
 	}
 }
+
+// A pairing code made with the API key is that key's: rotating the key
+// ends the codes it made that no phone used yet, as it ends the key at
+// once, so that whoever held a leaked key cannot pair a phone into the
+// company after the rotation. Codes users made are theirs and stay.
+func TestPairingCodeOfARotatedAPIKeyPairsNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a := e.newCompany("Acme", "ana@acme.test")
+	code := func(token string) string {
+		r := e.do(call{method: "POST", path: "/device/pairing", token: token})
+		e.want(r, http.StatusCreated, "")
+		return r.str("pairing_code")
+	}
+	register := func(code, fp string) error {
+		_, err := client.Register(context.Background(), testhttp.Client, e.url, client.RegisterInput{PairingCode: code, DeviceFingerprint: fp, AppVersion: "test"})
+		return err
+	}
+	leaked, users := code(a.apiKey), code(a.access)
+	rot := e.do(call{method: "POST", path: "/account/api-key/rotate", token: a.access})
+	e.want(rot, http.StatusOK, "")
+
+	err := register(leaked, "leaked")
+	var ce *client.APIError
+	if !errors.As(err, &ce) || ce.Status != http.StatusBadRequest || ce.Code != "invalid_token" || ce.Field != "pairing_code" {
+		t.Fatalf("a code of the rotated key: got %v, want 400 invalid_token on pairing_code", err)
+	}
+	e.want(e.do(call{method: "GET", path: "/device/pairing/" + leaked + "/qr.png", token: a.access}), http.StatusNotFound, "not_found")
+	if err := register(users, "users"); err != nil {
+		t.Fatalf("a user's code after the key's rotation: %v", err)
+	}
+	if err := register(code(rot.str("apiKey")), "new-key"); err != nil {
+		t.Fatalf("a code of the new key: %v", err)
+	}
+}

@@ -204,7 +204,7 @@ func (s *Store) UpdateUser(id uint64, fn func(*User) error) (User, error) {
 }
 
 // DeleteUser removes a user, their e-mail index entry, their sessions and
-// the pairing codes they made that no phone used yet (dropUserPairings).
+// the pairing codes they made that no phone used yet (dropPairings).
 // Removing the last admin of a company fails with ErrLastAdmin.
 func (s *Store) DeleteUser(id uint64) error {
 	err := s.update(func(tx *bolt.Tx) error {
@@ -225,7 +225,7 @@ func (s *Store) DeleteUser(id uint64) error {
 		if err := revokeUserFamilies(tx, id); err != nil {
 			return err
 		}
-		if err := dropUserPairings(tx, u); err != nil {
+		if err := dropPairings(tx, func(p Pairing) bool { return p.CompanyID == u.CompanyID && p.UserID == u.ID && !p.ViaAPIKey }); err != nil {
 			return err
 		}
 		if err := releaseEmail(tx, u); err != nil {
@@ -245,30 +245,29 @@ func (s *Store) DeleteUser(id uint64) error {
 	return nil
 }
 
-// dropUserPairings deletes the pairing codes u made that no phone used yet:
-// a code is its maker's credential, which ends with them as their tokens
-// and sessions do (a code made with the API key is the company's first
-// admin's, as is the device it pairs). A phone that tries one afterwards is
-// told it is wrong, used or expired. Codes are not indexed by their maker;
-// the bucket holds the codes of the last day or so (PrunePairings), each a
-// few dozen bytes, and a user's removal is rare.
-func dropUserPairings(tx *bolt.Tx, u User) error {
+// dropPairings deletes the pairing codes that no phone used yet and whose
+// maker's credential ended (gone): a user removed, the API key rotated
+// (store.Pairing). A phone that tries one afterwards is told it is wrong,
+// used or expired. Codes are not indexed by their maker; the bucket holds
+// the codes of the last day or so (PrunePairings), each a few dozen bytes,
+// and a removal or a rotation is rare.
+func dropPairings(tx *bolt.Tx, gone func(Pairing) bool) error {
 	b := tx.Bucket(bucketPairings)
-	var gone [][]byte
+	var drop [][]byte
 	err := b.ForEach(func(k, v []byte) error {
 		var p Pairing
 		if err := json.Unmarshal(v, &p); err != nil {
 			return err
 		}
-		if p.UserID == u.ID && p.CompanyID == u.CompanyID && p.UsedAt.IsZero() {
-			gone = append(gone, bytes.Clone(k))
+		if p.UsedAt.IsZero() && gone(p) {
+			drop = append(drop, bytes.Clone(k))
 		}
 		return nil
 	})
 	if err != nil {
 		return err
 	}
-	for _, k := range gone {
+	for _, k := range drop {
 		if err := b.Delete(k); err != nil {
 			return err
 		}

@@ -474,16 +474,19 @@ func accountsLastAdminRace(t *testing.T, s AccountsStore) {
 // accountsDeleteUser: a removed user is gone with their address, which
 // another signup may take, and with every session: refresh tokens are
 // refused as revoked and console sessions end. The pairing codes they made
-// that no phone used pair nothing after (not found); another user's do.
+// that no phone used pair nothing after (not found); another user's do, and
+// so do the API key's (ViaAPIKey, made in their name as the first admin's),
+// which end when the key changes (UpdateCompany with another APIKeyHash),
+// with no user's.
 func accountsDeleteUser(t *testing.T, s AccountsStore) {
 	c, admin := Company(t, s)
 	m := accountUser(c.ID, store.RoleMember, true)
 	if err := s.CreateUser(&m); err != nil {
 		t.Fatal(err)
 	}
-	pairing := func(userID uint64) []byte {
+	pairing := func(userID uint64, viaKey bool) []byte {
 		code := []byte(fmt.Sprintf("pairing-%d", unique()))
-		if err := s.PutPairing(code, store.Pairing{CompanyID: c.ID, UserID: userID, ExpiresAt: T0.Add(time.Hour)}, T0); err != nil {
+		if err := s.PutPairing(code, store.Pairing{CompanyID: c.ID, UserID: userID, ViaAPIKey: viaKey, ExpiresAt: T0.Add(time.Hour)}, T0); err != nil {
 			t.Fatal(err)
 		}
 		return code
@@ -494,7 +497,8 @@ func accountsDeleteUser(t *testing.T, s AccountsStore) {
 		})
 		return err
 	}
-	mine, theirs := pairing(m.ID), pairing(admin.ID)
+	mine, theirs, keys, keysLater := pairing(m.ID, false), pairing(admin.ID, false), pairing(m.ID, true), pairing(m.ID, true)
+	adminsLater := pairing(admin.ID, false)
 	rt := []byte(fmt.Sprintf("rt-%d", unique()))
 	if err := s.StartRefreshFamily(rt, store.RefreshToken{UserID: m.ID, Family: fmt.Sprintf("fam-%d", unique()), ExpiresAt: T0.Add(time.Hour)}, T0); err != nil {
 		t.Fatal(err)
@@ -523,6 +527,21 @@ func accountsDeleteUser(t *testing.T, s AccountsStore) {
 	}
 	if err := register(theirs); err != nil {
 		t.Fatalf("another user's pairing code: %v", err)
+	}
+	if err := register(keys); err != nil {
+		t.Fatalf("the API key's pairing code made in the removed user's name: %v", err)
+	}
+	if _, err := s.UpdateCompany(c.ID, func(c *store.Company) error {
+		c.APIKeyHash = []byte(fmt.Sprintf("rotated-%d", unique()))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := register(keysLater); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the API key's pairing code after the key changed: %v, want ErrNotFound", err)
+	}
+	if err := register(adminsLater); err != nil {
+		t.Fatalf("a user's pairing code after the key changed: %v", err)
 	}
 	if err := s.DeleteUser(m.ID); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("a second removal: %v, want ErrNotFound", err)

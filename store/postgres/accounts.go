@@ -100,6 +100,10 @@ func (s *Store) UpdateCompany(companyID uint64, fn func(*store.Company) error) (
 			return err
 		}
 		if len(oldHash) > 0 && !bytes.Equal(oldHash, c.APIKeyHash) {
+			// The pairing codes the old key made end with it (store.Pairing).
+			if _, err := t.exec(`DELETE FROM pairings WHERE company_id = $1 AND (rec->>'via_api_key')::boolean AND rec->>'used_at' IS NULL`, id(companyID)); err != nil {
+				return err
+			}
 			return addActivity(t, companyID, store.Activity{Type: store.ActAPIKeyRotated, At: c.APIKeyCreatedAt, Description: "The API key was rotated; the previous key no longer works"})
 		}
 		return nil
@@ -262,7 +266,7 @@ func (s *Store) DeleteUser(userID uint64) error {
 		}
 		// A registration holds its code's row (FOR UPDATE) until it
 		// commits: it either pairs before the removal or finds no code.
-		if _, err := t.exec(`DELETE FROM pairings WHERE company_id = $1 AND (rec->>'user_id')::bigint = $2 AND rec->>'used_at' IS NULL`,
+		if _, err := t.exec(`DELETE FROM pairings WHERE company_id = $1 AND (rec->>'user_id')::bigint = $2 AND rec->>'via_api_key' IS NULL AND rec->>'used_at' IS NULL`,
 			id(u.CompanyID), id(userID)); err != nil {
 			return err
 		}
