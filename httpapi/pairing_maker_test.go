@@ -96,3 +96,32 @@ func TestPairingCodeOfARotatedAPIKeyPairsNothing(t *testing.T) {
 		t.Fatalf("a code of the new key: %v", err)
 	}
 }
+
+// A password reset signs the user out everywhere, so that whoever took a
+// session of theirs cannot keep it: it ends the pairing codes the user made
+// that no phone used yet too, which such a session could have made to pair
+// a phone of its own into the company after the reset.
+func TestPairingCodeMadeBeforeAPasswordResetPairsNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a := e.newCompany("Acme", "ana@acme.test")
+	r := e.do(call{method: "POST", path: "/device/pairing", token: a.access})
+	e.want(r, http.StatusCreated, "")
+	stolen := r.str("pairing_code")
+	byKey := e.do(call{method: "POST", path: "/device/pairing", token: a.apiKey})
+	e.want(byKey, http.StatusCreated, "")
+
+	e.want(e.do(call{method: "POST", path: "/auth/forgot-password", body: map[string]any{"email": a.email}}), http.StatusOK, "")
+	link := mailtest.LinkToken(waitForNth(t, e, a.email, 2).Text, "/reset-password")
+	e.want(e.do(call{method: "POST", path: "/auth/reset-password", body: map[string]any{"token": link, "password": "Another-Horse-7"}}), http.StatusOK, "")
+
+	_, err := client.Register(context.Background(), testhttp.Client, e.url, client.RegisterInput{PairingCode: stolen, DeviceFingerprint: "thief", AppVersion: "test"})
+	var ce *client.APIError
+	if !errors.As(err, &ce) || ce.Status != http.StatusBadRequest || ce.Code != "invalid_token" {
+		t.Fatalf("a code made before the user's password reset: got %v, want 400 invalid_token", err)
+	}
+	// The API key's codes are the key's, not the user's.
+	if _, err := client.Register(context.Background(), testhttp.Client, e.url, client.RegisterInput{PairingCode: byKey.str("pairing_code"), DeviceFingerprint: "kept", AppVersion: "test"}); err != nil {
+		t.Fatalf("the API key's code after the first admin's reset: %v", err)
+	}
+}

@@ -204,7 +204,7 @@ func (s *Store) UpdateUser(id uint64, fn func(*User) error) (User, error) {
 }
 
 // DeleteUser removes a user, their e-mail index entry, their sessions and
-// the pairing codes they made that no phone used yet (dropPairings).
+// the pairing codes they made that no phone used yet (revokeUserFamilies).
 // Removing the last admin of a company fails with ErrLastAdmin.
 func (s *Store) DeleteUser(id uint64) error {
 	err := s.update(func(tx *bolt.Tx) error {
@@ -223,9 +223,6 @@ func (s *Store) DeleteUser(id uint64) error {
 			}
 		}
 		if err := revokeUserFamilies(tx, id); err != nil {
-			return err
-		}
-		if err := dropPairings(tx, func(p Pairing) bool { return p.CompanyID == u.CompanyID && p.UserID == u.ID && !p.ViaAPIKey }); err != nil {
 			return err
 		}
 		if err := releaseEmail(tx, u); err != nil {

@@ -793,8 +793,9 @@ func accountSession(t *testing.T, s AccountsStore, u store.User, seen, expires t
 	return h
 }
 
-// accountsRevokeUserSessions: every refresh family and console session of
-// the user ends; another user's stay.
+// accountsRevokeUserSessions: every refresh family, console session and
+// unused pairing code of the user ends (not the API key's codes made in the
+// user's name); another user's stay.
 func accountsRevokeUserSessions(t *testing.T, s AccountsStore) {
 	c, u := Company(t, s)
 	other := accountUser(c.ID, store.RoleMember, true)
@@ -805,6 +806,20 @@ func accountsRevokeUserSessions(t *testing.T, s AccountsStore) {
 	theirs := refreshFamily(t, s, other.ID, T0.Add(time.Hour))
 	myConsole := accountSession(t, s, u, T0, T0.Add(time.Hour))
 	theirConsole := accountSession(t, s, other, T0, T0.Add(time.Hour))
+	pairing := func(userID uint64, viaKey bool) []byte {
+		code := []byte(fmt.Sprintf("pairing-%d", unique()))
+		if err := s.PutPairing(code, store.Pairing{CompanyID: c.ID, UserID: userID, ViaAPIKey: viaKey, ExpiresAt: T0.Add(time.Hour)}, T0); err != nil {
+			t.Fatal(err)
+		}
+		return code
+	}
+	register := func(code []byte) error {
+		_, _, _, err := s.RegisterDevice(code, T0, fmt.Sprintf("fp-%d", unique()), func(p store.Pairing, _ *store.Device) (store.Device, error) {
+			return store.Device{UserID: p.UserID, Status: store.DeviceActive, TokenHash: []byte(fmt.Sprintf("token-%d", unique())), CreatedAt: T0}, nil
+		})
+		return err
+	}
+	myCode, keysCode, theirCode := pairing(u.ID, false), pairing(u.ID, true), pairing(other.ID, false)
 	if err := s.RevokeUserSessions(u.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -824,6 +839,15 @@ func accountsRevokeUserSessions(t *testing.T, s AccountsStore) {
 	}
 	if _, err := s.ConsoleSession(theirConsole); err != nil {
 		t.Fatalf("another user's console session: %v", err)
+	}
+	if err := register(myCode); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a pairing code the user made: %v, want ErrNotFound", err)
+	}
+	if err := register(keysCode); err != nil {
+		t.Fatalf("the API key's pairing code in the user's name: %v", err)
+	}
+	if err := register(theirCode); err != nil {
+		t.Fatalf("another user's pairing code: %v", err)
 	}
 }
 

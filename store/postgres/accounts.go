@@ -248,8 +248,8 @@ func (s *Store) UpdateUser(userID uint64, fn func(*store.User) error) (store.Use
 // DeleteUser removes a user, freeing the address it holds, and ends its
 // sessions (refresh families revoked, console sessions deleted) and the
 // pairing codes it made that no phone used yet (a code is its maker's
-// credential; boltstore's dropUserPairings). Removing the last admin of a
-// company fails with ErrLastAdmin.
+// credential; revokeUser). Removing the last admin of a company fails with
+// ErrLastAdmin.
 func (s *Store) DeleteUser(userID uint64) error {
 	return s.write(fmt.Sprintf("delete user %d", userID), func(t *txn) error {
 		u, err := lockUser(t, userID)
@@ -262,12 +262,6 @@ func (s *Store) DeleteUser(userID uint64) error {
 			}
 		}
 		if err := revokeUser(t, userID); err != nil {
-			return err
-		}
-		// A registration holds its code's row (FOR UPDATE) until it
-		// commits: it either pairs before the removal or finds no code.
-		if _, err := t.exec(`DELETE FROM pairings WHERE company_id = $1 AND (rec->>'user_id')::bigint = $2 AND rec->>'via_api_key' IS NULL AND rec->>'used_at' IS NULL`,
-			id(u.CompanyID), id(userID)); err != nil {
 			return err
 		}
 		_, err = t.exec("DELETE FROM users WHERE id = $1", id(userID))
