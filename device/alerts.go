@@ -2,6 +2,7 @@ package device
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -207,6 +208,12 @@ func (p *Presence) offline(dev store.Device) {
 		}
 		return raised(EventOffline, now), nil
 	})
+	if errors.Is(err, store.ErrNotFound) {
+		// Deleted during the grace: it is no one's to report offline, and
+		// deleting a phone soon after its link ended is no fault.
+		s.alerts.Logger.Debug("offline check of a deleted device", "device", dev.Fingerprint)
+		return
+	}
 	if err != nil {
 		s.alerts.Logger.Error("store device offline", "device", dev.Fingerprint, "err", err)
 		return

@@ -96,7 +96,8 @@ type Pairing struct {
 // The device will belong to the user who made the code; for the API key,
 // to the company's first admin.
 func (s *Service) CreatePairing(_ context.Context, companyID, userID uint64) (Pairing, error) {
-	if userID == 0 {
+	viaKey := userID == 0
+	if viaKey {
 		users, err := s.store.CompanyUsers(companyID)
 		if err != nil {
 			return Pairing{}, err
@@ -110,7 +111,7 @@ func (s *Service) CreatePairing(_ context.Context, companyID, userID uint64) (Pa
 	}
 	code := randomCode()
 	p := Pairing{Code: code, URI: s.pairingURI(code), ExpiresAt: s.now().Add(s.cfg.PairingTTL).UTC()}
-	if err := s.store.PutPairing(codeHash(code), store.Pairing{CompanyID: companyID, UserID: userID, ExpiresAt: p.ExpiresAt}, s.now()); err != nil {
+	if err := s.store.PutPairing(codeHash(code), store.Pairing{CompanyID: companyID, UserID: userID, ViaAPIKey: viaKey, ExpiresAt: p.ExpiresAt}, s.now()); err != nil {
 		return Pairing{}, err
 	}
 	return p, nil

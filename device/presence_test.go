@@ -9,6 +9,7 @@ import (
 
 	"github.com/simrelay/simrelay/device"
 	"github.com/simrelay/simrelay/internal/storetest"
+	"github.com/simrelay/simrelay/internal/syncbuf"
 	"github.com/simrelay/simrelay/mail"
 	"github.com/simrelay/simrelay/store"
 )
@@ -92,5 +93,50 @@ func TestPresenceLinkDuringOfflineCheck(t *testing.T) {
 	}
 	if mails, err := st.Mails(true); err != nil || len(mails) != 0 {
 		t.Fatalf("mails queued: %d (%v), want no offline mail for a device back online", len(mails), err)
+	}
+}
+
+// A device deleted while its offline check waits out the grace is not
+// reported offline, and nothing of it is an error: deleting a phone within
+// two minutes of its link ending is ordinary, and logged "store device
+// offline" at ERROR with the store's not found every time.
+func TestPresenceOfADeletedDeviceIsNoError(t *testing.T) {
+	t.Parallel()
+	st := storetest.Open(t)
+	c := storetest.Company(t, st, "Acme", "a@acme.test")
+	svc := device.New(device.Config{PublicURL: "http://127.0.0.1"}, st, time.Now)
+	var logged syncbuf.Buffer
+	svc.SetAlerts(device.Alerts{OfflineGrace: time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	ctx := context.Background()
+	tokens, err := svc.Provision(ctx, c.ID, 0, []string{"pixel-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, err := svc.Authenticate(ctx, tokens[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dev, err = svc.Hello(ctx, dev, "", nil, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	asked, release := make(chan struct{}, 1), make(chan struct{})
+	p := svc.NewPresence(func(string, uint64) bool {
+		asked <- struct{}{}
+		<-release
+		return false
+	})
+	p.Down(dev) // the link ended
+	select {
+	case <-asked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no offline check within 10 s")
+	}
+	if _, err := svc.Delete(ctx, c.ID, dev.Fingerprint); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	p.Stop() // waits for the check
+	if s := logged.String(); s != "" {
+		t.Fatalf("the offline check of a deleted device logged:\n%s", s)
 	}
 }

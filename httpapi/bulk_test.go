@@ -151,6 +151,34 @@ func TestBulkSendPlanLimitAllOrNone(t *testing.T) {
 	e.want(e.do(call{method: "POST", path: "/chat/send-bulk", token: a.apiKey, body: bulkBody("a-phone", 1)}), http.StatusTooManyRequests, "plan_limit_reached")
 }
 
+// A bulk send that does not fit in what is left of the plan's messages says
+// how many are left, so that the client can send that many now: it was told
+// the period's messages "are used" while most of them were not.
+func TestBulkSendPlanLimitSaysWhatIsLeft(t *testing.T) {
+	t.Parallel()
+	e := newBillingEnv(t, storetest.Options{}, webhook.Config{}, billing.Config{Plans: tinyPlans(t), DefaultPlan: "tiny"}, roomy)
+	a := e.newCompany("Acme", "ana@acme.example")
+	e.pairPhone(a.apiKey, "a-phone")
+	e.want(e.do(call{method: "POST", path: "/chat/send", token: a.apiKey, body: sendBody("a-phone", "+15551234567", "one", "")}), http.StatusOK, "")
+	r := e.do(call{method: "POST", path: "/chat/send-bulk", token: a.apiKey, body: bulkBody("a-phone", 3)})
+	e.want(r, http.StatusTooManyRequests, "plan_limit_reached")
+	msg := r.str("message")
+	if strings.Contains(msg, "they are used") || !strings.Contains(msg, "1 of them is used") ||
+		!strings.Contains(msg, "3 messages of this request do not fit in the 2 left") {
+		t.Fatalf("a bulk of 3 with 2 of 3 messages left: %q", msg)
+	}
+	if r.Header.Get("Retry-After") == "" {
+		t.Fatalf("no Retry-After: %s", r.Raw)
+	}
+	// Once none is left, the refusal is the one a single send gets.
+	e.want(e.do(call{method: "POST", path: "/chat/send-bulk", token: a.apiKey, body: bulkBody("a-phone", 2)}), http.StatusOK, "")
+	r = e.do(call{method: "POST", path: "/chat/send-bulk", token: a.apiKey, body: bulkBody("a-phone", 2)})
+	e.want(r, http.StatusTooManyRequests, "plan_limit_reached")
+	if msg := r.str("message"); !strings.Contains(msg, "3 messages per billing period and they are used") {
+		t.Fatalf("a bulk with none left: %q", msg)
+	}
+}
+
 // The daily storage budget counts a bulk send's sum: over it, nothing is stored.
 func TestBulkSendStorageBudgetAllOrNone(t *testing.T) {
 	t.Parallel()

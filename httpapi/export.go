@@ -204,6 +204,11 @@ func (s *Server) companyExport(c echo.Context) error {
 	defer s.endExport(cid)
 	c.Response().WriteHeader(http.StatusOK)
 	w := &exportWriter{rc: http.NewResponseController(c.Response()), buf: bufio.NewWriterSize(c.Response(), 64<<10)}
+	// The credential is checked again before each page is read: a document
+	// a slow client takes for hours must not go on, with the messages stored
+	// meanwhile, once its key is rotated or its user removed, demoted or
+	// signed out everywhere, any more than another request of it would.
+	w.still, _ = c.Get(keyRecheck).(func() error)
 	w.deadline()
 
 	w.raw(`{"format":`)
@@ -257,7 +262,7 @@ func (s *Server) companyExport(c echo.Context) error {
 	first := true
 	for _, d := range devices {
 		after := ""
-		for w.err == nil {
+		for w.entitled() {
 			page, err := st.ConversationsAfter(cid, d.ID, after, exportPage)
 			if err != nil {
 				w.err = err
@@ -278,7 +283,7 @@ func (s *Server) companyExport(c echo.Context) error {
 	w.raw(`],"messages":[`)
 	first = true
 	var next uint64
-	for w.err == nil {
+	for w.entitled() {
 		page, n, done, err := st.CompanyMessagesAfter(cid, next, exportPage)
 		if err != nil {
 			w.err = err
@@ -308,7 +313,7 @@ func (s *Server) companyExport(c echo.Context) error {
 // "opt_outs", when it has one.
 func (s *Server) exportOptOuts(w *exportWriter, cid uint64) {
 	first, after := true, ""
-	for w.err == nil {
+	for w.entitled() {
 		page, err := s.deps.Store.OptOuts(cid, after, exportPage)
 		if err != nil {
 			w.err = err
@@ -338,6 +343,19 @@ type exportWriter struct {
 	rc  *http.ResponseController
 	buf *bufio.Writer
 	err error
+	// still checks the request's credential again (the route's recheck);
+	// nil where there is none to check.
+	still func() error
+}
+
+// entitled says whether the next page is to be read: nothing failed yet
+// and the credential still holds the route's rights. A credential that no
+// longer does cuts the document there, as a failure does.
+func (w *exportWriter) entitled() bool {
+	if w.err == nil && w.still != nil {
+		w.err = w.still()
+	}
+	return w.err == nil
 }
 
 // deadline gives the client another exportPageDeadline to take what follows.

@@ -28,7 +28,7 @@ func budgetRefusal(err error, now time.Time) error {
 	if errors.As(err, &pl) {
 		wait := problem.RetrySeconds(pl.PeriodEnd.Sub(now))
 		return &problem.Error{Code: problem.PlanLimitReached, RetryAfter: wait,
-			Message: messageLimitMessage(pl.Limit, pl.PeriodEnd)}
+			Message: messageLimitMessage(pl.Limit, pl.Used, pl.Asked, pl.PeriodEnd)}
 	}
 	var be *store.BudgetError
 	if !errors.As(err, &be) {
@@ -41,12 +41,24 @@ func budgetRefusal(err error, now time.Time) error {
 	}
 }
 
-// messageLimitMessage refuses a send to a company whose plan allows limit
-// messages in the billing period that ends at end, all of them used.
-func messageLimitMessage(limit int64, end time.Time) string {
-	used := "they are used"
-	if limit == 1 {
-		used = "it is used"
+// messageLimitMessage refuses asked messages (a bulk send's are refused
+// whole) to a company whose plan allows limit messages in the billing period
+// that ends at end, used of them used. A bulk send that does not fit in
+// what is left is told how many are left, which it may send now: "they are
+// used" would have it wait for the period's end with most of them unused.
+func messageLimitMessage(limit, used, asked int64, end time.Time) string {
+	renews := end.UTC().Format(time.RFC3339)
+	if left := limit - used; asked > 1 && left > 0 {
+		verb := "are"
+		if used == 1 {
+			verb = "is"
+		}
+		return fmt.Sprintf("The plan allows %s per billing period and %d of them %s used: the %s of this request do not fit in the %d left. Send at most %d now, or the rest once the period renews at %s, or choose a larger plan.",
+			problem.Count(limit, "message"), used, verb, problem.Count(asked, "message"), left, left, renews)
 	}
-	return fmt.Sprintf("The plan allows %s per billing period and %s; it renews at %s, or choose a larger plan.", problem.Count(limit, "message"), used, end.UTC().Format(time.RFC3339))
+	all := "they are used"
+	if limit == 1 {
+		all = "it is used"
+	}
+	return fmt.Sprintf("The plan allows %s per billing period and %s; it renews at %s, or choose a larger plan.", problem.Count(limit, "message"), all, renews)
 }

@@ -76,6 +76,10 @@ type PlanLimitError struct {
 	What      string // "messages" or "devices"
 	Limit     int64
 	PeriodEnd time.Time // when the message count starts again
+	// Used and Asked, for messages: what the period had used and how many
+	// the refused write asked for (more than one for a bulk send, which is
+	// refused whole when it does not fit in what is left).
+	Used, Asked int64
 }
 
 func (e *PlanLimitError) Error() string {

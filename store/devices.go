@@ -82,10 +82,15 @@ type SIMHealth struct {
 	Operator string `json:"operator,omitempty"`
 }
 
-// Pairing is a single-use code that lets a phone join a company.
+// Pairing is a single-use code that lets a phone join a company. It is its
+// maker's credential: removing the user who made it (DeleteUser), or for a
+// code made with the API key (ViaAPIKey; UserID is then the company's first
+// admin, whom the device it pairs belongs to) rotating the key
+// (UpdateCompany with another APIKeyHash), deletes it unless a phone used it.
 type Pairing struct {
 	CompanyID uint64    `json:"company_id"`
 	UserID    uint64    `json:"user_id"`
+	ViaAPIKey bool      `json:"via_api_key,omitempty"`
 	ExpiresAt time.Time `json:"expires_at"`
 	UsedAt    time.Time `json:"used_at,omitzero"`
 }

@@ -73,7 +73,7 @@ func (s *Store) planAllows(tx *bolt.Tx, companyID uint64, now time.Time, what st
 		u.used = btoi(v)
 	}
 	if l.Messages >= 0 && int64(u.used) >= l.Messages {
-		return u, &PlanLimitError{What: what, Limit: l.Messages, PeriodEnd: l.PeriodEnd}
+		return u, &PlanLimitError{What: what, Limit: l.Messages, PeriodEnd: l.PeriodEnd, Used: int64(u.used), Asked: 1}
 	}
 	return u, nil
 }

@@ -123,7 +123,7 @@ func (s *Store) planAllowsMore(tx *bolt.Tx, companyID uint64, now time.Time, usa
 		return err
 	}
 	if l.Messages >= 0 && int64(usage.used)+int64(n) > l.Messages {
-		return &PlanLimitError{What: store.LimitMessages, Limit: l.Messages, PeriodEnd: l.PeriodEnd}
+		return &PlanLimitError{What: store.LimitMessages, Limit: l.Messages, PeriodEnd: l.PeriodEnd, Used: int64(usage.used), Asked: int64(n)}
 	}
 	return nil
 }

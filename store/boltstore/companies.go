@@ -97,6 +97,10 @@ func (s *Store) UpdateCompany(id uint64, fn func(*Company) error) (Company, erro
 				if err := addActivity(tx, id, Activity{Type: ActAPIKeyRotated, At: c.APIKeyCreatedAt, Description: "The API key was rotated; the previous key no longer works"}); err != nil {
 					return err
 				}
+				// The codes the old key made end with it.
+				if err := dropPairings(tx, func(p Pairing) bool { return p.CompanyID == id && p.ViaAPIKey }); err != nil {
+					return err
+				}
 			}
 		}
 		return putJSON(b, itob(id), &c)

@@ -69,8 +69,15 @@ func (s *Store) RotateRefreshToken(oldHash, newHash []byte, newExpiry, now time.
 	return old, nil
 }
 
+// revokeUserFamilies signs a user out everywhere (a removal, a password
+// set through a mailed link): their refresh token families, console
+// sessions and the pairing codes they made that no phone used yet (not the
+// API key's made in their name: dropPairings).
 func revokeUserFamilies(tx *bolt.Tx, userID uint64) error {
 	if err := revokeConsoleSessions(tx, userID); err != nil {
+		return err
+	}
+	if err := dropPairings(tx, func(p Pairing) bool { return p.UserID == userID && !p.ViaAPIKey }); err != nil {
 		return err
 	}
 	families := tx.Bucket(bucketTokenFamilies)

@@ -2,6 +2,7 @@ package boltstore
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 
 	"github.com/simrelay/simrelay/store"
@@ -202,7 +203,8 @@ func (s *Store) UpdateUser(id uint64, fn func(*User) error) (User, error) {
 	return u, nil
 }
 
-// DeleteUser removes a user, their e-mail index entry and their sessions.
+// DeleteUser removes a user, their e-mail index entry, their sessions and
+// the pairing codes they made that no phone used yet (revokeUserFamilies).
 // Removing the last admin of a company fails with ErrLastAdmin.
 func (s *Store) DeleteUser(id uint64) error {
 	err := s.update(func(tx *bolt.Tx) error {
@@ -236,6 +238,36 @@ func (s *Store) DeleteUser(id uint64) error {
 	})
 	if err != nil {
 		return fmt.Errorf("store: delete user %d: %w", id, err)
+	}
+	return nil
+}
+
+// dropPairings deletes the pairing codes that no phone used yet and whose
+// maker's credential ended (gone): a user removed, the API key rotated
+// (store.Pairing). A phone that tries one afterwards is told it is wrong,
+// used or expired. Codes are not indexed by their maker; the bucket holds
+// the codes of the last day or so (PrunePairings), each a few dozen bytes,
+// and a removal or a rotation is rare.
+func dropPairings(tx *bolt.Tx, gone func(Pairing) bool) error {
+	b := tx.Bucket(bucketPairings)
+	var drop [][]byte
+	err := b.ForEach(func(k, v []byte) error {
+		var p Pairing
+		if err := json.Unmarshal(v, &p); err != nil {
+			return err
+		}
+		if p.UsedAt.IsZero() && gone(p) {
+			drop = append(drop, bytes.Clone(k))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, k := range drop {
+		if err := b.Delete(k); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -473,13 +473,32 @@ func accountsLastAdminRace(t *testing.T, s AccountsStore) {
 
 // accountsDeleteUser: a removed user is gone with their address, which
 // another signup may take, and with every session: refresh tokens are
-// refused as revoked and console sessions end.
+// refused as revoked and console sessions end. The pairing codes they made
+// that no phone used pair nothing after (not found); another user's do, and
+// so do the API key's (ViaAPIKey, made in their name as the first admin's),
+// which end when the key changes (UpdateCompany with another APIKeyHash),
+// with no user's.
 func accountsDeleteUser(t *testing.T, s AccountsStore) {
-	c, _ := Company(t, s)
+	c, admin := Company(t, s)
 	m := accountUser(c.ID, store.RoleMember, true)
 	if err := s.CreateUser(&m); err != nil {
 		t.Fatal(err)
 	}
+	pairing := func(userID uint64, viaKey bool) []byte {
+		code := []byte(fmt.Sprintf("pairing-%d", unique()))
+		if err := s.PutPairing(code, store.Pairing{CompanyID: c.ID, UserID: userID, ViaAPIKey: viaKey, ExpiresAt: T0.Add(time.Hour)}, T0); err != nil {
+			t.Fatal(err)
+		}
+		return code
+	}
+	register := func(code []byte) error {
+		_, _, _, err := s.RegisterDevice(code, T0, fmt.Sprintf("fp-%d", unique()), func(p store.Pairing, _ *store.Device) (store.Device, error) {
+			return store.Device{UserID: p.UserID, Status: store.DeviceActive, TokenHash: []byte(fmt.Sprintf("token-%d", unique())), CreatedAt: T0}, nil
+		})
+		return err
+	}
+	mine, theirs, keys, keysLater := pairing(m.ID, false), pairing(admin.ID, false), pairing(m.ID, true), pairing(m.ID, true)
+	adminsLater := pairing(admin.ID, false)
 	rt := []byte(fmt.Sprintf("rt-%d", unique()))
 	if err := s.StartRefreshFamily(rt, store.RefreshToken{UserID: m.ID, Family: fmt.Sprintf("fam-%d", unique()), ExpiresAt: T0.Add(time.Hour)}, T0); err != nil {
 		t.Fatal(err)
@@ -502,6 +521,27 @@ func accountsDeleteUser(t *testing.T, s AccountsStore) {
 	}
 	if _, err := s.ConsoleSession(cs); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("a removed user's console session: %v, want ErrNotFound", err)
+	}
+	if err := register(mine); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a removed user's pairing code: %v, want ErrNotFound", err)
+	}
+	if err := register(theirs); err != nil {
+		t.Fatalf("another user's pairing code: %v", err)
+	}
+	if err := register(keys); err != nil {
+		t.Fatalf("the API key's pairing code made in the removed user's name: %v", err)
+	}
+	if _, err := s.UpdateCompany(c.ID, func(c *store.Company) error {
+		c.APIKeyHash = []byte(fmt.Sprintf("rotated-%d", unique()))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := register(keysLater); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the API key's pairing code after the key changed: %v, want ErrNotFound", err)
+	}
+	if err := register(adminsLater); err != nil {
+		t.Fatalf("a user's pairing code after the key changed: %v", err)
 	}
 	if err := s.DeleteUser(m.ID); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("a second removal: %v, want ErrNotFound", err)
@@ -753,8 +793,9 @@ func accountSession(t *testing.T, s AccountsStore, u store.User, seen, expires t
 	return h
 }
 
-// accountsRevokeUserSessions: every refresh family and console session of
-// the user ends; another user's stay.
+// accountsRevokeUserSessions: every refresh family, console session and
+// unused pairing code of the user ends (not the API key's codes made in the
+// user's name); another user's stay.
 func accountsRevokeUserSessions(t *testing.T, s AccountsStore) {
 	c, u := Company(t, s)
 	other := accountUser(c.ID, store.RoleMember, true)
@@ -765,6 +806,20 @@ func accountsRevokeUserSessions(t *testing.T, s AccountsStore) {
 	theirs := refreshFamily(t, s, other.ID, T0.Add(time.Hour))
 	myConsole := accountSession(t, s, u, T0, T0.Add(time.Hour))
 	theirConsole := accountSession(t, s, other, T0, T0.Add(time.Hour))
+	pairing := func(userID uint64, viaKey bool) []byte {
+		code := []byte(fmt.Sprintf("pairing-%d", unique()))
+		if err := s.PutPairing(code, store.Pairing{CompanyID: c.ID, UserID: userID, ViaAPIKey: viaKey, ExpiresAt: T0.Add(time.Hour)}, T0); err != nil {
+			t.Fatal(err)
+		}
+		return code
+	}
+	register := func(code []byte) error {
+		_, _, _, err := s.RegisterDevice(code, T0, fmt.Sprintf("fp-%d", unique()), func(p store.Pairing, _ *store.Device) (store.Device, error) {
+			return store.Device{UserID: p.UserID, Status: store.DeviceActive, TokenHash: []byte(fmt.Sprintf("token-%d", unique())), CreatedAt: T0}, nil
+		})
+		return err
+	}
+	myCode, keysCode, theirCode := pairing(u.ID, false), pairing(u.ID, true), pairing(other.ID, false)
 	if err := s.RevokeUserSessions(u.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -784,6 +839,15 @@ func accountsRevokeUserSessions(t *testing.T, s AccountsStore) {
 	}
 	if _, err := s.ConsoleSession(theirConsole); err != nil {
 		t.Fatalf("another user's console session: %v", err)
+	}
+	if err := register(myCode); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a pairing code the user made: %v, want ErrNotFound", err)
+	}
+	if err := register(keysCode); err != nil {
+		t.Fatalf("the API key's pairing code in the user's name: %v", err)
+	}
+	if err := register(theirCode); err != nil {
+		t.Fatalf("another user's pairing code: %v", err)
 	}
 }
 

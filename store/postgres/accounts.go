@@ -100,6 +100,10 @@ func (s *Store) UpdateCompany(companyID uint64, fn func(*store.Company) error) (
 			return err
 		}
 		if len(oldHash) > 0 && !bytes.Equal(oldHash, c.APIKeyHash) {
+			// The pairing codes the old key made end with it (store.Pairing).
+			if _, err := t.exec(`DELETE FROM pairings WHERE company_id = $1 AND (rec->>'via_api_key')::boolean AND rec->>'used_at' IS NULL`, id(companyID)); err != nil {
+				return err
+			}
 			return addActivity(t, companyID, store.Activity{Type: store.ActAPIKeyRotated, At: c.APIKeyCreatedAt, Description: "The API key was rotated; the previous key no longer works"})
 		}
 		return nil
@@ -242,8 +246,10 @@ func (s *Store) UpdateUser(userID uint64, fn func(*store.User) error) (store.Use
 }
 
 // DeleteUser removes a user, freeing the address it holds, and ends its
-// sessions (refresh families revoked, console sessions deleted). Removing
-// the last admin of a company fails with ErrLastAdmin.
+// sessions (refresh families revoked, console sessions deleted) and the
+// pairing codes it made that no phone used yet (a code is its maker's
+// credential; revokeUser). Removing the last admin of a company fails with
+// ErrLastAdmin.
 func (s *Store) DeleteUser(userID uint64) error {
 	return s.write(fmt.Sprintf("delete user %d", userID), func(t *txn) error {
 		u, err := lockUser(t, userID)

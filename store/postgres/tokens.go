@@ -86,11 +86,20 @@ func (s *Store) RotateRefreshToken(oldHash, newHash []byte, newExpiry, now time.
 }
 
 // revokeUser ends every session of a user: its refresh families are
-// revoked (their tokens are refused as such until pruned) and its console
-// sessions deleted.
+// revoked (their tokens are refused as such until pruned), its console
+// sessions and its unused pairing codes deleted.
 func revokeUser(t *txn, userID uint64) error {
 	if _, err := t.exec(`UPDATE token_families SET revoked = true, rec = jsonb_set(rec, '{revoked}', 'true')
 		WHERE user_id = $1 AND NOT revoked`, id(userID)); err != nil {
+		return err
+	}
+	// The pairing codes the user made that no phone used yet (not the API
+	// key's made in their name; store.Pairing). A registration holds its
+	// code's row (FOR UPDATE) until it commits: it pairs before this or
+	// finds no code. The table holds the codes of about the last day
+	// (PrunePairings), so the scan is short; this runs on a removal or a
+	// password set through a mailed link.
+	if _, err := t.exec(`DELETE FROM pairings WHERE (rec->>'user_id')::bigint = $1 AND rec->>'via_api_key' IS NULL AND rec->>'used_at' IS NULL`, id(userID)); err != nil {
 		return err
 	}
 	_, err := t.exec("DELETE FROM console_sessions WHERE user_id = $1", id(userID))

@@ -163,7 +163,7 @@ type usageSlot struct {
 // over the plan.
 func (u usageSlot) room(n int64) error {
 	if l := u.limits; l.Messages >= 0 && u.used+n > l.Messages {
-		return &store.PlanLimitError{What: store.LimitMessages, Limit: l.Messages, PeriodEnd: l.PeriodEnd}
+		return &store.PlanLimitError{What: store.LimitMessages, Limit: l.Messages, PeriodEnd: l.PeriodEnd, Used: u.used, Asked: n}
 	}
 	return nil
 }

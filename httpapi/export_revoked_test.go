@@ -1,0 +1,69 @@
+package httpapi_test
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/simrelay/simrelay/store"
+)
+
+// An export is read page by page for as long as its client takes, and the
+// credential that asked for it is checked again before each page: once the
+// API key is rotated (or the user removed, demoted or signed out
+// everywhere) the document is cut there, as every other request of that
+// credential is refused at once. It streamed on to its end, messages
+// stored after the rotation included, for as long as its client kept
+// reading.
+func TestCompanyExportEndsWithItsCredential(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, roomy)
+	a := e.newCompany("Acme", "owner@acme.test")
+	e.pairPhone(a.apiKey, "acme-phone")
+	// Tens of megabytes of history, far more than the sockets' buffers
+	// hold, so the export is still reading its pages when the key is
+	// rotated (the client reads nothing until then).
+	now := e.clock.Now()
+	text := strings.Repeat("x", 8000)
+	const total = 3000
+	var msgs []store.Message
+	for i := range total {
+		msgs = append(msgs, store.Message{UUID: fmt.Sprintf("acme-%06d", i), CompanyID: uint64(a.id), Device: "acme-phone", Direction: store.Outbound,
+			Channel: "sms", Phone: fmt.Sprintf("+1555010%04d", i%50), Text: text, SIMSlot: "SIM1",
+			Status: store.MsgDelivered, Segments: 10, CreatedAt: now, UpdatedAt: now})
+	}
+	if err := e.store.ImportMessages(msgs); err != nil {
+		t.Fatal(err)
+	}
+	addr := strings.TrimPrefix(e.url, "http://")
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "GET /company/export HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nConnection: close\r\n\r\n", addr, a.apiKey)
+	br := bufio.NewReaderSize(c, 16)
+	status, err := br.ReadString('\n')
+	if err != nil || !strings.HasPrefix(status, "HTTP/1.1 200") {
+		t.Fatalf("the export: %q, %v", status, err)
+	}
+
+	e.want(e.do(call{method: "POST", path: "/account/api-key/rotate", token: a.access}), http.StatusOK, "")
+	_ = c.SetReadDeadline(time.Now().Add(time.Minute))
+	rest, err := io.ReadAll(br)
+	if err != nil {
+		t.Fatalf("reading the export after the rotation: %v (%d bytes)", err, len(rest))
+	}
+	got := strings.Count(string(rest), `"uuid":"acme-`)
+	if got >= total {
+		t.Fatalf("the export of a rotated key went on to its end: %d of %d messages", got, total)
+	}
+	if got == 0 {
+		t.Fatalf("nothing of the export came before the rotation")
+	}
+}
