@@ -65,8 +65,9 @@ type Hub interface {
 	HoldDevice(fingerprint string, deviceID uint64, fn func(dispatchedUpTo uint64, online bool) error) error
 	Kick(fingerprint string, deviceID uint64)
 	// Release is Kick after agent jobs the device's link passed over may
-	// have become its own (their agent deleted, their number resumed):
-	// the link reads them again.
+	// have become its own (their agent deleted, or linked again without
+	// naming them in its hello's jobs; their number resumed): the link
+	// reads them again.
 	Release(fingerprint string, deviceID uint64)
 	Disconnect(fingerprint string, deviceID uint64, code int, reason string) <-chan struct{}
 	// DisconnectChanged is Disconnect of a control heard from another

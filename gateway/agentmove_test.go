@@ -379,6 +379,42 @@ func TestAgentHelloJobsBounded(t *testing.T) {
 	}
 }
 
+// TestAgentHelloJobsBoundedTakesNoNumber: a hello refused for its jobs
+// is refused whole, as one refused for a bad number is (PROTOCOL.md
+// section 16.1): the numbers it announces stay with the agent that holds
+// them, whose sends go on, rather than moving to an agent the refusal
+// leaves without a link.
+func TestAgentHelloJobsBoundedTakesNoNumber(t *testing.T) {
+	t.Parallel()
+	w := newMoveWorld(t)
+	holderToken, manyToken := w.pair("bound-holder"), w.pair("bound-many-jobs")
+	node := w.start()
+	holder := node.link(holderToken, moveNumber)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, node.url, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + manyToken}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	jobs := make([]string, proto.MaxHelloJobs+1)
+	for i := range jobs {
+		jobs[i] = fmt.Sprintf("job-%d", i)
+	}
+	writeFrame(t, ws, proto.Hello{Protocol: 1, AppVersion: "agent test", WhatsApp: []proto.WhatsAppNumber{{Phone: moveNumber}}, Jobs: jobs})
+	if f, ok := readFrame(t, ws).(*proto.Error); !ok || f.Code != "invalid_hello" || !strings.Contains(f.Message, "hello.jobs") {
+		t.Fatalf("got %#v, want invalid_hello naming hello.jobs", f)
+	}
+	nums, err := node.agents.Numbers(context.Background(), w.company, channel.WhatsApp)
+	if err != nil || len(nums) != 1 || nums[0].Device != "bound-holder" {
+		t.Fatalf("numbers after the refused hello: %+v (%v), want the one, still bound-holder's", nums, err)
+	}
+	id := node.send("for the holder")
+	if s := nextSend(t, holder); s.ID != id {
+		t.Fatalf("the holder got %s, want %s", s.ID, id)
+	}
+}
+
 // TestAgentMoveDisabledKeepsItsJobs: a disabled agent keeps the job it was
 // handed (it may hold it in its journal and carry it out while it cannot
 // link): the number's new holder does not get it. Enabled again, its

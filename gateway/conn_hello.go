@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
@@ -39,6 +40,13 @@ func (c *conn) hello() bool {
 	}
 	if hello.Protocol != proto.Version {
 		c.fail(proto.CloseUnsupportedVer, "unsupported_protocol", "This server speaks protocol version 1.")
+		return false
+	}
+	if len(hello.Jobs) > proto.MaxHelloJobs {
+		// Refused whole before anything of it is stored, as a bad number
+		// is: its numbers are not taken from the agents holding them by an
+		// agent the refusal leaves without a link.
+		c.fail(proto.CloseProtocolError, "invalid_hello", problem.Invalid("hello.jobs", fmt.Sprintf("must hold at most %d ids", proto.MaxHelloJobs)).Message)
 		return false
 	}
 	sims := make([]store.SIM, 0, len(hello.SIMs))

@@ -223,8 +223,9 @@ func (h *Hub) Kick(fingerprint string, deviceID uint64) {
 }
 
 // Release is Kick after agent jobs the device's link passed over may have
-// become its own: another agent that was handed them was deleted, or its
-// number, paused as a job was handed out, was resumed. The link reads its
+// become its own: another agent that was handed them was deleted, or
+// linked again with a hello whose jobs do not name them (hello.jobs), or
+// their number, paused as a job was handed out, was resumed. The link reads its
 // numbers' queues again from the first job it passed over (PROTOCOL.md
 // section 16.1), as well as the jobs past its queues' ends.
 func (h *Hub) Release(fingerprint string, deviceID uint64) {
