@@ -78,6 +78,12 @@ type moveNode struct {
 // start runs a server on the store; stop ends it (the test's end does).
 func (w *moveWorld) start() *moveNode {
 	w.t.Helper()
+	return w.startWith(func(a Agents) Agents { return a })
+}
+
+// startWith is start with the hub's agents wrapped.
+func (w *moveWorld) startWith(wrap func(Agents) Agents) *moveNode {
+	w.t.Helper()
 	log := slog.New(slog.DiscardHandler)
 	messages := sms.New(sms.Config{}, w.st, log, time.Now)
 	hub := New(Config{}, w.devices, messages, log, time.Now)
@@ -88,7 +94,7 @@ func (w *moveWorld) start() *moveNode {
 		w.t.Fatal(err)
 	}
 	agents.SetDispatcher(hub)
-	hub.SetAgents(agents)
+	hub.SetAgents(wrap(agents))
 	w.devices.OnDelete(agents.Released)
 	srv := httptest.NewServer(hub)
 	n := &moveNode{w: w, hub: hub, agents: agents, url: "ws" + strings.TrimPrefix(srv.URL, "http")}
