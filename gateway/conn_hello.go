@@ -72,7 +72,11 @@ func (c *conn) hello() bool {
 	// The link needs none of the health report: it stays in the store.
 	dev.Health = nil
 	c.dev = dev
-	if h.agents != nil && (len(hello.WhatsApp) > 0 || len(hello.IMessage) > 0) {
+	// A hello that announces no number still lets go the ones the device
+	// held (PROTOCOL.md section 16.1). The device write above says whether
+	// it holds any (store.Device.NoNumbers), so the hello of an SMS phone
+	// that holds none makes no agent write.
+	if h.agents != nil && (len(hello.WhatsApp) > 0 || len(hello.IMessage) > 0 || !dev.NoNumbers) {
 		ids, err := h.agents.Announce(context.Background(), dev, *hello)
 		if pe, ok := problem.As(err); ok {
 			c.fail(proto.CloseProtocolError, "invalid_hello", pe.Refield("hello."+pe.Field).Message)

@@ -392,3 +392,49 @@ func TestAgentLetsGoOfANumberItNoLongerAnnounces(t *testing.T) {
 	})
 	e.eventually("the number shows online", func() bool { return e.numbers(a.apiKey, "whatsapp")[0]["online"] == true })
 }
+
+// TestAgentLetsGoOfItsNumbersWithAHelloOfNone: an agent that comes back
+// announcing no number at all (its WhatsApp session ended, and it has no
+// other) lets go the one it held, as a hello leaving out one of several
+// does: the number shows offline while the agent is linked, a send to it
+// stays queued and does not reach that agent, and it goes to the next
+// agent that announces the number.
+func TestAgentLetsGoOfItsNumbersWithAHelloOfNone(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, roomy)
+	a := e.newCompany("Acme", "owner@acme.test")
+	reg := e.pairPhone(a.apiKey, "agent-a")
+	ag := e.runAgent(reg, "agent-a", []string{waNumber}, nil, true)
+	wa := e.numberID(a.apiKey, "whatsapp", waNumber)
+	e.eventually("the number shows online", func() bool { return e.numbers(a.apiKey, "whatsapp")[0]["online"] == true })
+	ag.halt()
+	none := e.runAgent(reg, "agent-a", nil, nil, true)
+	e.eventually("the number shows offline while its former agent is linked", func() bool {
+		return e.numbers(a.apiKey, "whatsapp")[0]["online"] == false
+	})
+	if got := e.numbers(a.apiKey, "whatsapp")[0]["device_fingerprint"]; got != "agent-a" {
+		t.Fatalf("device_fingerprint: got %v, want the agent that held it last", got)
+	}
+	waiting := e.waSend(a.apiKey, wa, "+15557654321", "waits")
+	e.want(waiting, http.StatusAccepted, "")
+	none.settle()
+	if jobs, _ := none.Jobs(); len(jobs) != 0 {
+		t.Fatalf("the agent that no longer announces the number got %+v", jobs)
+	}
+	if r := e.do(call{method: "GET", path: "/whatsapp/messages/" + waiting.str("id"), token: a.apiKey}); r.str("status") != "queued" {
+		t.Fatalf("the send to a number held by nobody: %s, want queued", r.Raw)
+	}
+	other := e.runAgent(e.pairPhone(a.apiKey, "agent-b"), "agent-b", []string{waNumber}, nil, true)
+	e.eventually("the waiting send reaches the agent that announces the number", func() bool {
+		jobs, _ := other.Jobs()
+		return len(jobs) == 1 && jobs[0].ID == waiting.str("id")
+	})
+	e.eventually("the number shows online, on the new agent", func() bool {
+		n := e.numbers(a.apiKey, "whatsapp")[0]
+		return n["online"] == true && n["device_fingerprint"] == "agent-b"
+	})
+	none.settle()
+	if jobs, _ := none.Jobs(); len(jobs) != 0 {
+		t.Fatalf("the former agent got %+v", jobs)
+	}
+}

@@ -46,6 +46,18 @@ type Device struct {
 	// it; nil until the phone sends one. A pointer, so that a device without
 	// it (and the copy a link keeps) costs one word.
 	Health *DeviceHealth `json:"health,omitempty"`
+	// NoNumbers says that the registration holds no WhatsApp number and
+	// no iMessage handle. The write of its link's hello (UpdateDeviceWith)
+	// reads the index of the numbers each registration holds when it is
+	// unset, and stores what it found; AnnounceNumbers unsets it in the
+	// transaction that gives the registration a number. So it is never set
+	// while the registration holds one, and an SMS phone's hello, once
+	// stored with it, reads nothing more: a hello that announces none lets
+	// the numbers go (gateway) only when it is unset. A new registration
+	// has it (a new id holds none), a registration of the fingerprint
+	// again keeps it, and a record written before it existed reads the
+	// index at its next hello.
+	NoNumbers bool `json:"no_numbers,omitempty"`
 }
 
 // DeviceHealth is the newest health report of a phone (never a history,

@@ -27,7 +27,8 @@ import (
 // without the number, reports it; or, back there saying its journal holds
 // none (hello.jobs), the job goes to the new agent on its node; or its
 // deletion through another node's API hands it to the new agent, linked
-// where the former one was.
+// where the former one was. An agent that links again announcing no
+// number lets it go, on every node.
 
 const clusterMoveNumber = "+15550108888"
 
@@ -215,10 +216,14 @@ func TestClusterAgentMove(t *testing.T) {
 	for i := range nodes {
 		nodes[i] = startServer(t, bin, testStore{dir: t.TempDir(), databaseURL: db}, append(flags, "--node-name", string(rune('a'+i)))...)
 	}
-	for _, kind := range []string{"reported", "released", "deleted"} {
+	for _, kind := range []string{"reported", "released", "deleted", "let-go"} {
 		t.Run(kind, func(t *testing.T) {
 			tokenA, tokenB := pairAgent(t, nodes[0], key, "move-a-"+kind), pairAgent(t, nodes[0], key, "move-b-"+kind)
 			a := linkAgent(t, nodes[0], tokenA, clusterMoveNumber)
+			if kind == "let-go" {
+				clusterLetGo(t, nodes, key, tokenA, tokenB)
+				return
+			}
 			taken := whatsAppSend(t, nodes[1], key, "taken by A "+kind)
 			if s := a.nextSend(clusterWait); s == nil || s.ID != taken {
 				t.Fatalf("A got %+v, want %s", s, taken)
@@ -269,4 +274,50 @@ func TestClusterAgentMove(t *testing.T) {
 			b.report(taken)
 		})
 	}
+}
+
+// clusterNumber is the company's one WhatsApp number as node s lists it.
+func clusterNumber(t *testing.T, s *server, key string) (online bool, fingerprint string) {
+	t.Helper()
+	_, body := get(t, s.url+"/whatsapp/numbers", key)
+	var wa struct {
+		Numbers []struct {
+			Online            bool   `json:"online"`
+			DeviceFingerprint string `json:"device_fingerprint"`
+		}
+	}
+	if err := json.Unmarshal(body, &wa); err != nil || len(wa.Numbers) != 1 {
+		t.Fatalf("the numbers: %s", body)
+	}
+	return wa.Numbers[0].Online, wa.Numbers[0].DeviceFingerprint
+}
+
+// clusterLetGo: agent A, linked to node a with the number, links again to
+// node b announcing none: the number is held by nobody (PROTOCOL.md
+// section 16.1), shown offline on node c while A is linked; a send made
+// there waits queued and does not reach A; B, announcing the number on
+// node a, gets it.
+func clusterLetGo(t *testing.T, nodes []*server, key string, tokenA, tokenB string) {
+	t.Helper()
+	poll.Within(t, clusterWait, "the number online on A", func() bool {
+		online, fp := clusterNumber(t, nodes[2], key)
+		return online && fp == "move-a-let-go"
+	})
+	again := linkAgent(t, nodes[1], tokenA)
+	poll.Within(t, clusterWait, "the number offline while A is linked without it", func() bool {
+		online, fp := clusterNumber(t, nodes[2], key)
+		return !online && fp == "move-a-let-go"
+	})
+	waiting := whatsAppSend(t, nodes[2], key, "waits for an agent")
+	if s := again.nextSend(2 * time.Second); s != nil {
+		t.Fatalf("A, linked without the number, got %s", s.ID)
+	}
+	if got := whatsAppStatus(t, nodes[0], key, waiting); got != "queued" {
+		t.Fatalf("the send to the number held by nobody: %s, want queued", got)
+	}
+	b := linkAgent(t, nodes[0], tokenB, clusterMoveNumber)
+	if s := b.nextSend(clusterWait); s == nil || s.ID != waiting {
+		t.Fatalf("B, announcing the number, got %+v, want %s", s, waiting)
+	}
+	b.report(waiting)
 }

@@ -2,6 +2,7 @@ package boltstore
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -28,7 +29,10 @@ import (
 // A hello that no longer announces a number the device held lets it go (an
 // agent whose WhatsApp session ended, say): the number is held by nobody,
 // shows offline, and its sends wait in its queue until an agent announces
-// it again, as they do while its agent is offline.
+// it again, as they do while its agent is offline. A hello that announces
+// none at all lets them go too; the device's record says when it holds
+// none (Device.NoNumbers: cleared here, in the transaction that gives it
+// one), so that an SMS phone's hello makes no write of numbers.
 
 var (
 	bucketAgentNumbers   = []byte("agent_numbers")
@@ -68,6 +72,13 @@ func (s *Store) AnnounceNumbers(companyID, deviceID uint64, channel string, addr
 		d, err := liveDeviceRef(tx, companyID, deviceID)
 		if err != nil {
 			return err
+		}
+		if len(addresses) > 0 {
+			// It holds a number once this commits: its record must not
+			// say it holds none (Device.NoNumbers).
+			if err := mayHoldNumbers(tx, companyID, deviceID); err != nil {
+				return err
+			}
 		}
 		b, held := tx.Bucket(bucketAgentNumbers), tx.Bucket(bucketAgentHeld)
 		for _, addr := range addresses {
@@ -118,6 +129,29 @@ func (s *Store) AnnounceNumbers(companyID, deviceID uint64, channel string, addr
 		return nil, fmt.Errorf("store: announce %s numbers of device %d: %w", channel, deviceID, err)
 	}
 	return out, nil
+}
+
+// holdsNumbers says whether the registration holds a number or handle of
+// any channel: one seek in agent_number_held, where its entries, if any,
+// come first under its company and id.
+func holdsNumbers(tx *bolt.Tx, companyID, deviceID uint64) bool {
+	var prefix [16]byte
+	binary.BigEndian.PutUint64(prefix[:8], companyID)
+	binary.BigEndian.PutUint64(prefix[8:], deviceID)
+	k, _ := tx.Bucket(bucketAgentHeld).Cursor().Seek(prefix[:])
+	return k != nil && bytes.HasPrefix(k, prefix[:])
+}
+
+// mayHoldNumbers unsets the device record's NoNumbers, writing the record
+// only when it was set: an agent's hello reads the record, and writes it
+// once after a time without numbers.
+func mayHoldNumbers(tx *bolt.Tx, companyID, deviceID uint64) error {
+	d, err := liveDeviceByID(tx, companyID, deviceID)
+	if err != nil || !d.NoNumbers {
+		return err
+	}
+	d.NoNumbers = false
+	return putJSON(tx.Bucket(bucketDevices), []byte(d.Fingerprint), &d)
 }
 
 // letGo releases the numbers of channel the device holds and did not

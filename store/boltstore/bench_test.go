@@ -264,3 +264,43 @@ func BenchmarkAgentDispatch(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkHelloWrite is the store's part of a phone's hello: the device
+// write of UpdateDeviceWith. sms: a phone whose record says it holds no
+// WhatsApp number or iMessage handle (Device.NoNumbers, as a new
+// registration's does), which reads nothing more; agent: one that holds
+// a number, whose hello also seeks the index of the numbers held. Their
+// bytes and allocations a hello are the figures of docs/performance.md
+// ("A hello that announces no number").
+func BenchmarkHelloWrite(b *testing.B) {
+	for _, agent := range []bool{false, true} {
+		name := "sms"
+		if agent {
+			name = "agent"
+		}
+		b.Run(name, func(b *testing.B) {
+			s, c := benchStore(b)
+			d, err := s.CompanyDevice(c.ID, "bench")
+			if err != nil {
+				b.Fatal(err)
+			}
+			if agent {
+				if _, err := s.AnnounceNumbers(c.ID, d.ID, ChannelNameWhatsApp, []string{"+15550001111"}, time.Now(), 0); err != nil {
+					b.Fatal(err)
+				}
+			}
+			at := time.Now()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				got, err := s.UpdateDeviceWith(c.ID, d.ID, func(d *Device) ([]DeviceEvent, error) {
+					d.LastSeenAt = at.Add(time.Duration(i))
+					return nil, nil
+				})
+				if err != nil || got.NoNumbers == agent {
+					b.Fatalf("hello: holds none %v (%v)", got.NoNumbers, err)
+				}
+			}
+		})
+	}
+}

@@ -21,6 +21,7 @@ func (s *Store) ProvisionDevices(devs []Device) error {
 			if d.ID, err = devices.NextSequence(); err != nil {
 				return err
 			}
+			d.NoNumbers = true // a new id holds no number
 			if err := putLiveDevice(tx, d); err != nil {
 				return err
 			}

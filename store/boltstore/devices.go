@@ -86,12 +86,15 @@ func (s *Store) RegisterDevice(pairingHash []byte, now time.Time, fingerprint st
 		d.Fingerprint, d.CompanyID = fingerprint, p.CompanyID
 		sum = DeviceSummary{}
 		if old != nil {
-			d.ID = old.ID
+			// The registration keeps its id and the numbers it holds.
+			d.ID, d.NoNumbers = old.ID, old.NoNumbers
 			if sum, err = deviceSummary(tx, d.CompanyID, d.ID); err != nil {
 				return err
 			}
 		} else if d.ID, err = devices.NextSequence(); err != nil {
 			return err
+		} else {
+			d.NoNumbers = true // a new id holds no number
 		}
 		p.UsedAt = now
 		if err := putJSON(pairings, pairingHash, p); err != nil {
@@ -250,9 +253,17 @@ func (s *Store) UpdateDeviceByID(companyID, deviceID uint64, fn func(*Device) er
 // (SetDeviceEvents) are written in the same transaction, so that the
 // device's new state and what it raised are durable together or not at
 // all. fn may run more than once; each run says afresh what it raises.
+// It is the write of a link's hello: a record without NoNumbers is given
+// it when the registration holds no WhatsApp number or iMessage handle
+// (one seek in agent_number_held, in the same transaction); one with it
+// reads nothing more.
 func (s *Store) UpdateDeviceWith(companyID, deviceID uint64, fn func(d *Device) ([]DeviceEvent, error)) (Device, error) {
 	return s.updateDeviceTx(fmt.Sprintf("%d of company %d", deviceID, companyID), func(tx *bolt.Tx) (Device, error) {
-		return liveDeviceByID(tx, companyID, deviceID)
+		d, err := liveDeviceByID(tx, companyID, deviceID)
+		if err == nil && !d.NoNumbers {
+			d.NoNumbers = !holdsNumbers(tx, companyID, deviceID)
+		}
+		return d, err
 	}, fn)
 }
 

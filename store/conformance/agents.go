@@ -42,11 +42,15 @@ type AgentsStore interface {
 	DeleteDevice(companyID uint64, fingerprint string, now time.Time) (store.Device, error)
 	MessageByUUID(companyID uint64, uuid string) (store.Message, error)
 	ExpireQueued(now time.Time, limit int) ([]store.Message, error)
+	UpdateDeviceWith(companyID, deviceID uint64, fn func(d *store.Device) ([]store.DeviceEvent, error)) (store.Device, error)
+	UpdateDeviceByID(companyID, deviceID uint64, fn func(*store.Device) error) (store.Device, error)
 }
 
 // Agents runs the suite of the agent channels (WhatsApp, iMessage).
 func Agents(t *testing.T, open Opener[AgentsStore]) {
 	t.Run("Announce", func(t *testing.T) { t.Parallel(); announceNumbers(t, open(t)) })
+	t.Run("HelloHolds", func(t *testing.T) { t.Parallel(); s := open(t); helloHolds(t, s, s) })
+	t.Run("HelloHoldsConcurrent", func(t *testing.T) { t.Parallel(); helloHoldsConcurrent(t, open(t)) })
 	t.Run("AnnounceLimit", func(t *testing.T) { t.Parallel(); announceLimit(t, open(t)) })
 	t.Run("AnnounceLimitConcurrent", func(t *testing.T) { t.Parallel(); announceLimitConcurrent(t, open(t)) })
 	t.Run("AnnounceSameConcurrent", func(t *testing.T) { t.Parallel(); announceSameConcurrent(t, open(t)) })
@@ -631,6 +635,133 @@ func agentPending(t *testing.T, s AgentsStore) {
 func AgentNodes(t *testing.T, open func(t *testing.T) (a, b AgentsStore)) {
 	t.Run("PendingHeldWhilePaused", func(t *testing.T) { t.Parallel(); a, b := open(t); agentPendingHeld(t, a, b) })
 	t.Run("HandOutMoved", func(t *testing.T) { t.Parallel(); a, b := open(t); agentHandOutMoved(t, a, b) })
+	t.Run("HelloHolds", func(t *testing.T) { t.Parallel(); a, b := open(t); helloHolds(t, a, b) })
+}
+
+// helloHolds: the device record the hello's write (UpdateDeviceWith)
+// stores says when the registration holds no WhatsApp number and no
+// iMessage handle (Device.NoNumbers), so that a hello announcing none lets
+// them go without an agent write for a phone that holds none: said of a
+// device that never announced one, not once it announced one (on either
+// channel), said again at the hello after it let them all go or another
+// device took them, and never while it holds one: the announce that gives
+// it one unsets it in the same transaction, so the record read without a
+// hello (CompanyDevice) does not say it either. A new registration says
+// it (a new id holds none); one registered again keeps what it said.
+// The numbers change through a and the hello is written through b: two
+// nodes of a cluster on one database (or one store twice).
+func helloHolds(t *testing.T, a, b AgentsStore) {
+	c, _ := Company(t, a)
+	d1 := Device(t, a, c.ID, newFingerprint())
+	d2 := Device(t, a, c.ID, newFingerprint())
+	hello := func(d store.Device, none bool, when string) {
+		t.Helper()
+		got, err := b.UpdateDeviceWith(c.ID, d.ID, func(d *store.Device) ([]store.DeviceEvent, error) {
+			d.LastSeenAt = T0
+			return nil, nil
+		})
+		if err != nil || got.NoNumbers != none {
+			t.Fatalf("%s: the hello's write of device %d says it holds none: %v (%v), want %v", when, d.ID, got.NoNumbers, err, none)
+		}
+		if stored, err := a.CompanyDevice(c.ID, d.Fingerprint); err != nil || stored.NoNumbers != none {
+			t.Fatalf("%s: device %d as stored says it holds none: %v (%v), want %v", when, d.ID, stored.NoNumbers, err, none)
+		}
+	}
+	stored := func(d store.Device, when string) {
+		t.Helper()
+		if got, err := b.CompanyDevice(c.ID, d.Fingerprint); err != nil || got.NoNumbers {
+			t.Fatalf("%s: device %d as stored says it holds none (%v)", when, d.ID, err)
+		}
+	}
+	if got, err := a.CompanyDevice(c.ID, d1.Fingerprint); err != nil || !got.NoNumbers {
+		t.Fatalf("a new registration as stored says it holds none: %v (%v), want true: a new id holds none", got.NoNumbers, err)
+	}
+	hello(d1, true, "never announced one")
+	announce(t, a, d1, store.ChannelNameIMessage, T0, "ana@example.com")
+	stored(d1, "an iMessage handle announced")
+	hello(d1, false, "an iMessage handle announced")
+	hello(d2, true, "another device of the company")
+	announce(t, a, d1, store.ChannelNameWhatsApp, T0, waX)
+	if nums, err := a.AnnounceNumbers(c.ID, d1.ID, store.ChannelNameIMessage, nil, T0, 0); err != nil || len(nums) != 0 {
+		t.Fatalf("no handle: %+v (%v)", nums, err)
+	}
+	hello(d1, false, "the handle let go, the WhatsApp number held")
+	announce(t, a, d2, store.ChannelNameWhatsApp, T0, waX)
+	stored(d2, "the device that took the number")
+	hello(d1, true, "its number taken by another device")
+	hello(d2, false, "the device that took the number")
+
+	// Registered again, the registration keeps its id and the numbers it
+	// holds: the record built afresh says what the old one said.
+	again := func(d store.Device) {
+		t.Helper()
+		code := []byte(fmt.Sprintf("again-%d", unique()))
+		if err := a.PutPairing(code, store.Pairing{CompanyID: c.ID, ExpiresAt: T0.Add(time.Hour)}, T0); err != nil {
+			t.Fatal(err)
+		}
+		if _, replaced, _, err := a.RegisterDevice(code, T0, d.Fingerprint, func(store.Pairing, *store.Device) (store.Device, error) {
+			return store.Device{Status: store.DeviceActive, TokenHash: []byte(fmt.Sprintf("t-%d", unique()))}, nil
+		}); err != nil || !replaced {
+			t.Fatalf("register %s again: replaced %v (%v)", d.Fingerprint, replaced, err)
+		}
+	}
+	again(d2)
+	stored(d2, "registered again, holding the number")
+	hello(d2, false, "registered again, holding the number")
+	again(d1)
+	hello(d1, true, "registered again, holding none")
+	if nums, err := a.AnnounceNumbers(c.ID, d2.ID, store.ChannelNameWhatsApp, nil, T0, 0); err != nil || len(nums) != 0 {
+		t.Fatalf("no number: %+v (%v)", nums, err)
+	}
+	hello(d2, true, "its number let go")
+}
+
+// helloHoldsConcurrent: a hello's write that reads whether the device
+// holds a number and an announce that gives it one, at once, never leave
+// its record saying it holds none (Device.NoNumbers) while it holds the
+// number, whichever commits first.
+func helloHoldsConcurrent(t *testing.T, s AgentsStore) {
+	c, _ := Company(t, s)
+	d := Device(t, s, c.ID, newFingerprint())
+	hello := func() (store.Device, error) {
+		return s.UpdateDeviceWith(c.ID, d.ID, func(d *store.Device) ([]store.DeviceEvent, error) {
+			d.LastSeenAt = T0
+			return nil, nil
+		})
+	}
+	for i := range 20 {
+		// A record that says nothing yet (written before NoNumbers, or a
+		// registration's new one): the hello reads the index.
+		if _, err := s.UpdateDeviceByID(c.ID, d.ID, func(d *store.Device) error { d.NoNumbers = false; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, 2)
+		wg.Go(func() {
+			_, err := s.AnnounceNumbers(c.ID, d.ID, store.ChannelNameWhatsApp, []string{waX}, T0, 0)
+			errs <- err
+		})
+		wg.Go(func() {
+			_, err := hello()
+			errs <- err
+		})
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatalf("round %d: %v", i, err)
+			}
+		}
+		if got, err := s.CompanyDevice(c.ID, d.Fingerprint); err != nil || got.NoNumbers {
+			t.Fatalf("round %d: the device holds a number and its record says it holds none (%v)", i, err)
+		}
+		if got, err := hello(); err != nil || got.NoNumbers {
+			t.Fatalf("round %d: the hello of the device holding a number says it holds none (%v)", i, err)
+		}
+		if _, err := s.AnnounceNumbers(c.ID, d.ID, store.ChannelNameWhatsApp, nil, T0, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // agentPendingHeld: a paused number's queue is held: its agent reads none

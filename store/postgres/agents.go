@@ -49,9 +49,19 @@ func (s *Store) AnnounceNumbers(companyID, deviceID uint64, channel string, addr
 	now = now.UTC()
 	err := s.write(fmt.Sprintf("announce %s numbers of device %d", channel, deviceID), func(t *txn) error {
 		out = out[:0]
-		d, err := liveDeviceByID(t, companyID, deviceID, false)
+		// A hello that gives the device a number locks its row first (a
+		// registration's order: the device, then its company), so that
+		// the write of another hello of the device, which reads whether
+		// it holds any under that lock, never stores NoNumbers over it.
+		d, err := liveDeviceByID(t, companyID, deviceID, len(addresses) > 0)
 		if err != nil {
 			return err
+		}
+		if len(addresses) > 0 && d.NoNumbers {
+			d.NoNumbers = false
+			if err := putDevice(t, d); err != nil {
+				return err
+			}
 		}
 		const mine = `SELECT rec FROM agent_numbers WHERE company_id = $1 AND channel = $2 AND (address = ANY($3) OR device_id = $4) ORDER BY id`
 		if limit > 0 {

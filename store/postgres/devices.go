@@ -102,9 +102,24 @@ func (s *Store) UpdateDeviceByID(companyID, deviceID uint64, fn func(*store.Devi
 // (SetDeviceEvents) are written in the same transaction, so that the
 // device's new state and what it raised are durable together or not at
 // all. fn may run more than once; each run says afresh what it raises.
+//
+// It is the write of a link's hello: a record without NoNumbers is given
+// it when the registration holds no WhatsApp number or iMessage handle
+// (one statement more, on agent_numbers_held, after the device's row
+// lock: a hello that gives it a number takes that lock first,
+// AnnounceNumbers); one with it reads nothing more.
 func (s *Store) UpdateDeviceWith(companyID, deviceID uint64, fn func(d *store.Device) ([]store.DeviceEvent, error)) (store.Device, error) {
 	return s.updateDevice(fmt.Sprintf("update device %d of company %d", deviceID, companyID), func(t *txn) (store.Device, error) {
-		return liveDeviceByID(t, companyID, deviceID, true)
+		d, err := liveDeviceByID(t, companyID, deviceID, true)
+		if err != nil || d.NoNumbers {
+			return d, err
+		}
+		var holds bool
+		if err := t.row("SELECT EXISTS (SELECT 1 FROM agent_numbers WHERE company_id = $1 AND device_id = $2)", id(companyID), id(deviceID)).Scan(&holds); err != nil {
+			return d, err
+		}
+		d.NoNumbers = !holds
+		return d, nil
 	}, fn)
 }
 
@@ -405,12 +420,14 @@ func (s *Store) DeviceFailures(companyID, deviceID uint64) ([]store.DeviceFailur
 }
 
 // insertDevice stores a new device, giving it its id; a fingerprint that
-// lives already is store.ErrConflict.
+// lives already is store.ErrConflict. A new id holds no number
+// (NoNumbers).
 func insertDevice(t *txn, d *store.Device) error {
 	var err error
 	if d.ID, err = nextID(t, "devices"); err != nil {
 		return err
 	}
+	d.NoNumbers = true
 	raw, err := rec(*d)
 	if err != nil {
 		return err

@@ -191,7 +191,9 @@
 // edit or deletion of a pool its row, then its member turns, then (an edit) a
 // share lock on its members' devices, a new pool's before its company's
 // row, as a registration and a deletion take a device's and then its
-// company's (TestPoolMemberRacesItsDeviceDeletion); a device deletion
+// company's (TestPoolMemberRacesItsDeviceDeletion), and an agent's hello
+// that announces numbers its device's, then its company's, then the
+// numbers' (AnnounceNumbers); a device deletion
 // its device's unfinished jobs and the pools it leaves, then the device,
 // then those again with any a send queued or an edit added in between
 // (TestDeviceDeletionLocksAfterItsJobs, TestDeviceDeletionLocksPoolsFirst),

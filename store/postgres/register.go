@@ -73,7 +73,9 @@ func (s *Store) RegisterDevice(pairingHash []byte, now time.Time, fingerprint st
 		}
 		d.Fingerprint, d.CompanyID = fingerprint, p.CompanyID
 		if old != nil {
-			d.ID = old.ID
+			// The registration keeps its id and the numbers it holds
+			// (its row locked: no hello gives it one meanwhile).
+			d.ID, d.NoNumbers = old.ID, old.NoNumbers
 			if err := putDevice(t, d); err != nil {
 				return err
 			}
