@@ -27,38 +27,9 @@ import (
 // spelling, adds nothing). A bad entry refuses the hello, naming it
 // (whatsapp[1].phone).
 func (s *Service) Announce(_ context.Context, dev store.Device, hello proto.Hello) ([]uint64, error) {
-	if len(hello.WhatsApp) > MaxAnnounced {
-		return nil, problem.Invalid("whatsapp", fmt.Sprintf("must hold at most %d numbers", MaxAnnounced))
-	}
-	if len(hello.IMessage) > MaxAnnounced {
-		return nil, problem.Invalid("imessage", fmt.Sprintf("must hold at most %d handles", MaxAnnounced))
-	}
-	region, err := s.region(dev.CompanyID)
+	wa, im, err := s.announced(dev, hello)
 	if err != nil {
 		return nil, err
-	}
-	var wa, im []string
-	for i, n := range hello.WhatsApp {
-		v, err := numplan.Reported(n.Phone, region)
-		if err != nil {
-			return nil, problem.Invalid(fmt.Sprintf("whatsapp[%d].phone", i), err.Error())
-		}
-		if !slices.Contains(wa, v) { // named twice, or in two spellings: once
-			wa = append(wa, v)
-		}
-	}
-	for i, h := range hello.IMessage {
-		field := fmt.Sprintf("imessage[%d].handle", i)
-		if fault := phone.RecipientFault(h.Handle); fault != "" {
-			return nil, problem.Invalid(field, fault)
-		}
-		v, err := normaliseHandle(h.Handle, region)
-		if err != nil {
-			return nil, problem.Invalid(field, "must be an E.164 phone number or an e-mail address")
-		}
-		if !slices.Contains(im, v) {
-			im = append(im, v)
-		}
 	}
 	var ids []uint64
 	for _, set := range []struct {
@@ -78,6 +49,55 @@ func (s *Service) Announce(_ context.Context, dev store.Device, hello proto.Hell
 		}
 	}
 	return ids, nil
+}
+
+// CheckAnnounce holds the hello's numbers and handles to the rules
+// Announce holds them to, storing nothing: a bad entry refuses the whole
+// hello (PROTOCOL.md section 16.1), so the link checks them before it
+// stores any part of it, the device's SIMs and app version included. Only
+// the company's bound on its numbers (MaxNumbersPerCompany) is left to
+// Announce, whose write counts them.
+func (s *Service) CheckAnnounce(_ context.Context, dev store.Device, hello proto.Hello) error {
+	_, _, err := s.announced(dev, hello)
+	return err
+}
+
+// announced is the hello's WhatsApp numbers and iMessage handles as
+// stored, each once, or the problem of its first bad entry.
+func (s *Service) announced(dev store.Device, hello proto.Hello) (wa, im []string, err error) {
+	if len(hello.WhatsApp) > MaxAnnounced {
+		return nil, nil, problem.Invalid("whatsapp", fmt.Sprintf("must hold at most %d numbers", MaxAnnounced))
+	}
+	if len(hello.IMessage) > MaxAnnounced {
+		return nil, nil, problem.Invalid("imessage", fmt.Sprintf("must hold at most %d handles", MaxAnnounced))
+	}
+	region, err := s.region(dev.CompanyID)
+	if err != nil {
+		return nil, nil, err
+	}
+	for i, n := range hello.WhatsApp {
+		v, err := numplan.Reported(n.Phone, region)
+		if err != nil {
+			return nil, nil, problem.Invalid(fmt.Sprintf("whatsapp[%d].phone", i), err.Error())
+		}
+		if !slices.Contains(wa, v) { // named twice, or in two spellings: once
+			wa = append(wa, v)
+		}
+	}
+	for i, h := range hello.IMessage {
+		field := fmt.Sprintf("imessage[%d].handle", i)
+		if fault := phone.RecipientFault(h.Handle); fault != "" {
+			return nil, nil, problem.Invalid(field, fault)
+		}
+		v, err := normaliseHandle(h.Handle, region)
+		if err != nil {
+			return nil, nil, problem.Invalid(field, "must be an E.164 phone number or an e-mail address")
+		}
+		if !slices.Contains(im, v) {
+			im = append(im, v)
+		}
+	}
+	return wa, im, nil
 }
 
 // normaliseHandle is an iMessage handle an agent reports: an E.164 number

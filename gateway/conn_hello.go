@@ -56,6 +56,23 @@ func (c *conn) hello() bool {
 	if hello.SIMs == nil {
 		sims = nil
 	}
+	// A bad entry refuses the whole hello (PROTOCOL.md section 16.1): every
+	// part of it is checked before any is stored, so that a refused hello
+	// leaves the device's SIMs, app version, health and last seen, and the
+	// numbers' holders, as they were.
+	err = h.devices.CheckHello(hello.SelectedSIM, sims, hello.AppVersion, hello.Health)
+	announces := h.agents != nil && (len(hello.WhatsApp) > 0 || len(hello.IMessage) > 0)
+	if err == nil && announces {
+		err = h.agents.CheckAnnounce(context.Background(), c.dev, *hello)
+	}
+	if pe, ok := problem.As(err); ok {
+		c.fail(proto.CloseProtocolError, "invalid_hello", pe.Refield("hello."+pe.Field).Message)
+		return false
+	}
+	if err != nil {
+		c.storeFault(err, "check hello numbers", "device", c.dev.Fingerprint)
+		return false
+	}
 	dev, err := h.devices.Hello(context.Background(), c.dev, hello.SelectedSIM, sims, hello.AppVersion, hello.Health)
 	if pe, ok := problem.As(err); ok {
 		c.fail(proto.CloseProtocolError, "invalid_hello", pe.Refield("hello."+pe.Field).Message)
@@ -72,7 +89,7 @@ func (c *conn) hello() bool {
 	// The link needs none of the health report: it stays in the store.
 	dev.Health = nil
 	c.dev = dev
-	if h.agents != nil && (len(hello.WhatsApp) > 0 || len(hello.IMessage) > 0) {
+	if announces {
 		ids, err := h.agents.Announce(context.Background(), dev, *hello)
 		if pe, ok := problem.As(err); ok {
 			c.fail(proto.CloseProtocolError, "invalid_hello", pe.Refield("hello."+pe.Field).Message)
