@@ -39,7 +39,7 @@ func (s *Service) Announce(_ context.Context, dev store.Device, hello proto.Hell
 		// Called with none too: a device that held numbers lets them go.
 		nums, err := s.store.AnnounceNumbers(dev.CompanyID, dev.ID, set.channel, set.addrs, s.now(), MaxNumbersPerCompany)
 		if errors.Is(err, store.ErrTooManyNumbers) {
-			return nil, problem.Invalid(set.channel, fmt.Sprintf("would take the company past %d %ss, the most it may have", MaxNumbersPerCompany, noun(set.channel)))
+			return nil, tooManyNumbers(set.channel)
 		}
 		if err != nil {
 			return nil, err
@@ -54,12 +54,50 @@ func (s *Service) Announce(_ context.Context, dev store.Device, hello proto.Hell
 // CheckAnnounce holds the hello's numbers and handles to the rules
 // Announce holds them to, storing nothing: a bad entry refuses the whole
 // hello (PROTOCOL.md section 16.1), so the link checks them before it
-// stores any part of it, the device's SIMs and app version included. Only
-// the company's bound on its numbers (MaxNumbersPerCompany) is left to
-// Announce, whose write counts them.
+// stores any part of it, the device's SIMs and app version included. The
+// company's bound on its numbers (MaxNumbersPerCompany) is counted too, on
+// the numbers stored now; Announce's write counts them again, and refuses
+// what another agent's hello made too many since.
 func (s *Service) CheckAnnounce(_ context.Context, dev store.Device, hello proto.Hello) error {
-	_, _, err := s.announced(dev, hello)
-	return err
+	wa, im, err := s.announced(dev, hello)
+	if err != nil {
+		return err
+	}
+	for _, set := range []struct {
+		channel string
+		addrs   []string
+	}{{WhatsApp, wa}, {IMessage, im}} {
+		if len(set.addrs) == 0 {
+			continue
+		}
+		nums, err := s.store.AgentNumbers(dev.CompanyID, set.channel)
+		if err != nil {
+			return err
+		}
+		if len(nums)+len(set.addrs) <= MaxNumbersPerCompany {
+			continue // within the bound, however many of them are new
+		}
+		known := make(map[string]bool, len(nums))
+		for _, n := range nums {
+			known[n.Address] = true
+		}
+		fresh := 0
+		for _, a := range set.addrs {
+			if !known[a] {
+				fresh++
+			}
+		}
+		if len(nums)+fresh > MaxNumbersPerCompany {
+			return tooManyNumbers(set.channel)
+		}
+	}
+	return nil
+}
+
+// tooManyNumbers refuses a hello whose new numbers (or handles) of
+// channel would take the company past MaxNumbersPerCompany.
+func tooManyNumbers(channel string) error {
+	return problem.Invalid(channel, fmt.Sprintf("would take the company past %d %ss, the most it may have", MaxNumbersPerCompany, noun(channel)))
 }
 
 // announced is the hello's WhatsApp numbers and iMessage handles as

@@ -416,23 +416,45 @@ func TestAgentHelloJobsBoundedTakesNoNumber(t *testing.T) {
 }
 
 // TestAgentHelloBadEntryStoresNothing: a hello refused for a bad
-// WhatsApp number or iMessage handle is refused whole (PROTOCOL.md section
-// 16.1): the SIMs and app version it also carried are not stored, and the
-// device shows those of its last hello that was taken.
+// WhatsApp number or iMessage handle, or for numbers that would take the
+// company past its bound, is refused whole (PROTOCOL.md section 16.1): the
+// SIMs and app version it also carried are not stored, and the device
+// shows those of its last hello that was taken; none of its numbers is.
 func TestAgentHelloBadEntryStoresNothing(t *testing.T) {
 	t.Parallel()
+	// full gives the company all the handles it may have, held by
+	// another agent.
+	full := func(t *testing.T, w *moveWorld) {
+		w.pair("full-holder")
+		holder, err := w.devices.Get(context.Background(), w.company, "full-holder")
+		if err != nil {
+			t.Fatal(err)
+		}
+		handles := make([]string, channel.MaxNumbersPerCompany)
+		for i := range handles {
+			handles[i] = fmt.Sprintf("agent%d@example.com", i)
+		}
+		if _, err := w.st.AnnounceNumbers(w.company, holder.ID, channel.IMessage, handles, time.Now(), channel.MaxNumbersPerCompany); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, c := range []struct {
-		name  string
-		hello proto.Hello
-		field string
+		name    string
+		prepare func(*testing.T, *moveWorld)
+		hello   proto.Hello
+		field   string
 	}{
-		{"whatsapp", proto.Hello{WhatsApp: []proto.WhatsAppNumber{{Phone: moveNumber}, {Phone: "not a number"}}}, "hello.whatsapp[1].phone"},
-		{"imessage", proto.Hello{IMessage: []proto.IMessageHandle{{Handle: "-x@example.com"}}}, "hello.imessage[0].handle"},
+		{"whatsapp", nil, proto.Hello{WhatsApp: []proto.WhatsAppNumber{{Phone: moveNumber}, {Phone: "not a number"}}}, "hello.whatsapp[1].phone"},
+		{"imessage", nil, proto.Hello{IMessage: []proto.IMessageHandle{{Handle: "-x@example.com"}}}, "hello.imessage[0].handle"},
+		{"past the company's bound", full, proto.Hello{WhatsApp: []proto.WhatsAppNumber{{Phone: moveNumber}}, IMessage: []proto.IMessageHandle{{Handle: "agent1@example.com"}, {Handle: "new@example.com"}}}, "hello.imessage would take the company past 1000"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			w := newMoveWorld(t)
 			token := w.pair("bad-entry")
+			if c.prepare != nil {
+				c.prepare(t, w)
+			}
 			node := w.start()
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
