@@ -27,38 +27,9 @@ import (
 // spelling, adds nothing). A bad entry refuses the hello, naming it
 // (whatsapp[1].phone).
 func (s *Service) Announce(_ context.Context, dev store.Device, hello proto.Hello) ([]uint64, error) {
-	if len(hello.WhatsApp) > MaxAnnounced {
-		return nil, problem.Invalid("whatsapp", fmt.Sprintf("must hold at most %d numbers", MaxAnnounced))
-	}
-	if len(hello.IMessage) > MaxAnnounced {
-		return nil, problem.Invalid("imessage", fmt.Sprintf("must hold at most %d handles", MaxAnnounced))
-	}
-	region, err := s.region(dev.CompanyID)
+	wa, im, err := s.announced(dev, hello)
 	if err != nil {
 		return nil, err
-	}
-	var wa, im []string
-	for i, n := range hello.WhatsApp {
-		v, err := numplan.Reported(n.Phone, region)
-		if err != nil {
-			return nil, problem.Invalid(fmt.Sprintf("whatsapp[%d].phone", i), err.Error())
-		}
-		if !slices.Contains(wa, v) { // named twice, or in two spellings: once
-			wa = append(wa, v)
-		}
-	}
-	for i, h := range hello.IMessage {
-		field := fmt.Sprintf("imessage[%d].handle", i)
-		if fault := phone.RecipientFault(h.Handle); fault != "" {
-			return nil, problem.Invalid(field, fault)
-		}
-		v, err := normaliseHandle(h.Handle, region)
-		if err != nil {
-			return nil, problem.Invalid(field, "must be an E.164 phone number or an e-mail address")
-		}
-		if !slices.Contains(im, v) {
-			im = append(im, v)
-		}
 	}
 	var ids []uint64
 	for _, set := range []struct {
@@ -68,7 +39,7 @@ func (s *Service) Announce(_ context.Context, dev store.Device, hello proto.Hell
 		// Called with none too: a device that held numbers lets them go.
 		nums, err := s.store.AnnounceNumbers(dev.CompanyID, dev.ID, set.channel, set.addrs, s.now(), MaxNumbersPerCompany)
 		if errors.Is(err, store.ErrTooManyNumbers) {
-			return nil, problem.Invalid(set.channel, fmt.Sprintf("would take the company past %d %ss, the most it may have", MaxNumbersPerCompany, noun(set.channel)))
+			return nil, tooManyNumbers(set.channel)
 		}
 		if err != nil {
 			return nil, err
@@ -78,6 +49,93 @@ func (s *Service) Announce(_ context.Context, dev store.Device, hello proto.Hell
 		}
 	}
 	return ids, nil
+}
+
+// CheckAnnounce holds the hello's numbers and handles to the rules
+// Announce holds them to, storing nothing: a bad entry refuses the whole
+// hello (PROTOCOL.md section 16.1), so the link checks them before it
+// stores any part of it, the device's SIMs and app version included. The
+// company's bound on its numbers (MaxNumbersPerCompany) is counted too, on
+// the numbers stored now; Announce's write counts them again, and refuses
+// what another agent's hello made too many since.
+func (s *Service) CheckAnnounce(_ context.Context, dev store.Device, hello proto.Hello) error {
+	wa, im, err := s.announced(dev, hello)
+	if err != nil {
+		return err
+	}
+	for _, set := range []struct {
+		channel string
+		addrs   []string
+	}{{WhatsApp, wa}, {IMessage, im}} {
+		if len(set.addrs) == 0 {
+			continue
+		}
+		nums, err := s.store.AgentNumbers(dev.CompanyID, set.channel)
+		if err != nil {
+			return err
+		}
+		if len(nums)+len(set.addrs) <= MaxNumbersPerCompany {
+			continue // within the bound, however many of them are new
+		}
+		known := make(map[string]bool, len(nums))
+		for _, n := range nums {
+			known[n.Address] = true
+		}
+		fresh := 0
+		for _, a := range set.addrs {
+			if !known[a] {
+				fresh++
+			}
+		}
+		if len(nums)+fresh > MaxNumbersPerCompany {
+			return tooManyNumbers(set.channel)
+		}
+	}
+	return nil
+}
+
+// tooManyNumbers refuses a hello whose new numbers (or handles) of
+// channel would take the company past MaxNumbersPerCompany.
+func tooManyNumbers(channel string) error {
+	return problem.Invalid(channel, fmt.Sprintf("would take the company past %d %ss, the most it may have", MaxNumbersPerCompany, noun(channel)))
+}
+
+// announced is the hello's WhatsApp numbers and iMessage handles as
+// stored, each once, or the problem of its first bad entry.
+func (s *Service) announced(dev store.Device, hello proto.Hello) (wa, im []string, err error) {
+	if len(hello.WhatsApp) > MaxAnnounced {
+		return nil, nil, problem.Invalid("whatsapp", fmt.Sprintf("must hold at most %d numbers", MaxAnnounced))
+	}
+	if len(hello.IMessage) > MaxAnnounced {
+		return nil, nil, problem.Invalid("imessage", fmt.Sprintf("must hold at most %d handles", MaxAnnounced))
+	}
+	region, err := s.region(dev.CompanyID)
+	if err != nil {
+		return nil, nil, err
+	}
+	for i, n := range hello.WhatsApp {
+		v, err := numplan.Reported(n.Phone, region)
+		if err != nil {
+			return nil, nil, problem.Invalid(fmt.Sprintf("whatsapp[%d].phone", i), err.Error())
+		}
+		if !slices.Contains(wa, v) { // named twice, or in two spellings: once
+			wa = append(wa, v)
+		}
+	}
+	for i, h := range hello.IMessage {
+		field := fmt.Sprintf("imessage[%d].handle", i)
+		if fault := phone.RecipientFault(h.Handle); fault != "" {
+			return nil, nil, problem.Invalid(field, fault)
+		}
+		v, err := normaliseHandle(h.Handle, region)
+		if err != nil {
+			return nil, nil, problem.Invalid(field, "must be an E.164 phone number or an e-mail address")
+		}
+		if !slices.Contains(im, v) {
+			im = append(im, v)
+		}
+	}
+	return wa, im, nil
 }
 
 // normaliseHandle is an iMessage handle an agent reports: an E.164 number

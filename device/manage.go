@@ -126,22 +126,9 @@ func ValidSelectedSIM(v string) bool { return v == "SIM1" || v == "SIM2" || v ==
 // as; a registration deleted since then is store.ErrNotFound, even when its
 // fingerprint is paired again.
 func (s *Service) Hello(_ context.Context, dev store.Device, selectedSIM string, sims []store.SIM, appVersion string, health *proto.Health) (store.Device, error) {
-	if selectedSIM != "" && !ValidSelectedSIM(selectedSIM) {
-		return store.Device{}, problem.Invalid("selected_sim", "must be SIM1, SIM2 or BOTH")
-	}
-	clean, err := validSIMs(sims)
+	clean, appVersion, report, err := validHello(selectedSIM, sims, appVersion, health)
 	if err != nil {
 		return store.Device{}, err
-	}
-	appVersion = linebreak.Replace(appVersion) // mended, as in Register
-	if len(appVersion) > 64 {
-		return store.Device{}, problem.Invalid("app_version", "must be at most 64 bytes")
-	}
-	var report store.DeviceHealth
-	if health != nil {
-		if report, err = ValidHealth(*health, "health."); err != nil {
-			return store.Device{}, err
-		}
 	}
 	now := s.now()
 	return s.store.UpdateDeviceWith(dev.CompanyID, dev.ID, func(d *store.Device) ([]store.DeviceEvent, error) {
@@ -164,6 +151,39 @@ func (s *Service) Hello(_ context.Context, dev store.Device, selectedSIM string,
 		// link refused after its hello is reported down (Presence.Down).
 		return append(events, s.online(d, now)...), nil
 	})
+}
+
+// CheckHello holds what a phone's hello tells of the device to the rules
+// Hello holds it to, storing nothing: a hello is refused whole for any bad
+// part (PROTOCOL.md section 16.1), so the link checks every part of it,
+// the device's and the agent's numbers, before it stores any.
+func (s *Service) CheckHello(selectedSIM string, sims []store.SIM, appVersion string, health *proto.Health) error {
+	_, _, _, err := validHello(selectedSIM, sims, appVersion, health)
+	return err
+}
+
+// validHello checks a hello's device fields and returns them as stored:
+// the SIMs, the app version mended, and the health report (zero when the
+// hello sent none).
+func validHello(selectedSIM string, sims []store.SIM, appVersion string, health *proto.Health) ([]store.SIM, string, store.DeviceHealth, error) {
+	var report store.DeviceHealth
+	if selectedSIM != "" && !ValidSelectedSIM(selectedSIM) {
+		return nil, "", report, problem.Invalid("selected_sim", "must be SIM1, SIM2 or BOTH")
+	}
+	clean, err := validSIMs(sims)
+	if err != nil {
+		return nil, "", report, err
+	}
+	appVersion = linebreak.Replace(appVersion) // mended, as in Register
+	if len(appVersion) > 64 {
+		return nil, "", report, problem.Invalid("app_version", "must be at most 64 bytes")
+	}
+	if health != nil {
+		if report, err = ValidHealth(*health, "health."); err != nil {
+			return nil, "", report, err
+		}
+	}
+	return clean, appVersion, report, nil
 }
 
 // SeenStored waits for a closed link's last seen to be stored (the channel

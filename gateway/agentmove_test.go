@@ -415,6 +415,89 @@ func TestAgentHelloJobsBoundedTakesNoNumber(t *testing.T) {
 	}
 }
 
+// TestAgentHelloBadEntryStoresNothing: a hello refused for a bad
+// WhatsApp number or iMessage handle, or for numbers that would take the
+// company past its bound, is refused whole (PROTOCOL.md section 16.1): the
+// SIMs and app version it also carried are not stored, and the device
+// shows those of its last hello that was taken; none of its numbers is.
+func TestAgentHelloBadEntryStoresNothing(t *testing.T) {
+	t.Parallel()
+	// full gives the company all the handles it may have, held by
+	// another agent.
+	full := func(t *testing.T, w *moveWorld) {
+		w.pair("full-holder")
+		holder, err := w.devices.Get(context.Background(), w.company, "full-holder")
+		if err != nil {
+			t.Fatal(err)
+		}
+		handles := make([]string, channel.MaxNumbersPerCompany)
+		for i := range handles {
+			handles[i] = fmt.Sprintf("agent%d@example.com", i)
+		}
+		if _, err := w.st.AnnounceNumbers(w.company, holder.ID, channel.IMessage, handles, time.Now(), channel.MaxNumbersPerCompany); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		name    string
+		prepare func(*testing.T, *moveWorld)
+		hello   proto.Hello
+		field   string
+	}{
+		{"whatsapp", nil, proto.Hello{WhatsApp: []proto.WhatsAppNumber{{Phone: moveNumber}, {Phone: "not a number"}}}, "hello.whatsapp[1].phone"},
+		{"imessage", nil, proto.Hello{IMessage: []proto.IMessageHandle{{Handle: "-x@example.com"}}}, "hello.imessage[0].handle"},
+		{"past the company's bound", full, proto.Hello{WhatsApp: []proto.WhatsAppNumber{{Phone: moveNumber}}, IMessage: []proto.IMessageHandle{{Handle: "agent1@example.com"}, {Handle: "new@example.com"}}}, "hello.imessage would take the company past 1000"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			w := newMoveWorld(t)
+			token := w.pair("bad-entry")
+			if c.prepare != nil {
+				c.prepare(t, w)
+			}
+			node := w.start()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			dial := func() *websocket.Conn {
+				ws, _, err := websocket.Dial(ctx, node.url, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { ws.CloseNow() })
+				return ws
+			}
+			first := dial()
+			writeFrame(t, first, proto.Hello{Protocol: 1, AppVersion: "1.0.0", SIMs: []proto.SIM{{Slot: proto.SIM1, PhoneNumber: "+15550100001"}}})
+			if f, ok := readFrame(t, first).(*proto.Welcome); !ok {
+				t.Fatalf("got %#v, want a welcome", f)
+			}
+			first.Close(websocket.StatusNormalClosure, "")
+
+			bad := c.hello
+			bad.Protocol, bad.AppVersion, bad.SIMs = 1, "2.0.0", []proto.SIM{{Slot: proto.SIM2, PhoneNumber: "+15550100002"}}
+			ws := dial()
+			writeFrame(t, ws, bad)
+			if f, ok := readFrame(t, ws).(*proto.Error); !ok || f.Code != "invalid_hello" || !strings.Contains(f.Message, c.field) {
+				t.Fatalf("got %#v, want invalid_hello naming %s", f, c.field)
+			}
+			if _, _, err := ws.Read(ctx); websocket.CloseStatus(err) != proto.CloseProtocolError {
+				t.Fatalf("the link ends with %v, want close %d", err, proto.CloseProtocolError)
+			}
+			d, err := w.devices.Get(ctx, w.company, "bad-entry")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.AppVersion != "1.0.0" || len(d.SIMs) != 1 || d.SIMs[0].Slot != proto.SIM1 || d.SIMs[0].PhoneNumber != "+15550100001" {
+				t.Fatalf("after the refused hello: app_version %q, sims %+v; want those of the hello before (1.0.0, SIM1 +15550100001)", d.AppVersion, d.SIMs)
+			}
+			nums, err := node.agents.Numbers(ctx, w.company, channel.WhatsApp)
+			if err != nil || len(nums) != 0 {
+				t.Fatalf("numbers after the refused hello: %+v (%v), want none", nums, err)
+			}
+		})
+	}
+}
+
 // TestAgentMoveDisabledKeepsItsJobs: a disabled agent keeps the job it was
 // handed (it may hold it in its journal and carry it out while it cannot
 // link): the number's new holder does not get it. Enabled again, its

@@ -17,6 +17,10 @@ type Agents interface {
 	// Announce records the hello's numbers and handles for the device and
 	// returns the numbers (store ids) whose jobs the link carries.
 	Announce(ctx context.Context, dev store.Device, hello proto.Hello) ([]uint64, error)
+	// CheckAnnounce holds the hello's numbers and handles to Announce's
+	// rules, storing nothing: a problem refuses the hello before any part
+	// of it is stored.
+	CheckAnnounce(ctx context.Context, dev store.Device, hello proto.Hello) error
 	// Pending returns up to limit jobs of the number after seq after, when
 	// the device holds the number and it is not paused (a paused number's
 	// jobs are held; resuming it kicks the link).

@@ -56,6 +56,23 @@ func (c *conn) hello() bool {
 	if hello.SIMs == nil {
 		sims = nil
 	}
+	// A bad entry refuses the whole hello (PROTOCOL.md section 16.1): every
+	// part of it is checked before any is stored, so that a refused hello
+	// leaves the device's SIMs, app version, health and last seen, and the
+	// numbers' holders, as they were.
+	err = h.devices.CheckHello(hello.SelectedSIM, sims, hello.AppVersion, hello.Health)
+	announces := h.agents != nil && (len(hello.WhatsApp) > 0 || len(hello.IMessage) > 0)
+	if err == nil && announces {
+		err = h.agents.CheckAnnounce(context.Background(), c.dev, *hello)
+	}
+	if pe, ok := problem.As(err); ok {
+		c.fail(proto.CloseProtocolError, "invalid_hello", pe.Refield("hello."+pe.Field).Message)
+		return false
+	}
+	if err != nil {
+		c.storeFault(err, "check hello numbers", "device", c.dev.Fingerprint)
+		return false
+	}
 	dev, err := h.devices.Hello(context.Background(), c.dev, hello.SelectedSIM, sims, hello.AppVersion, hello.Health)
 	if pe, ok := problem.As(err); ok {
 		c.fail(proto.CloseProtocolError, "invalid_hello", pe.Refield("hello."+pe.Field).Message)
@@ -76,7 +93,7 @@ func (c *conn) hello() bool {
 	// held (PROTOCOL.md section 16.1). The device write above says whether
 	// it holds any (store.Device.NoNumbers), so the hello of an SMS phone
 	// that holds none makes no agent write.
-	if h.agents != nil && (len(hello.WhatsApp) > 0 || len(hello.IMessage) > 0 || !dev.NoNumbers) {
+	if announces || (h.agents != nil && !dev.NoNumbers) {
 		ids, err := h.agents.Announce(context.Background(), dev, *hello)
 		if pe, ok := problem.As(err); ok {
 			c.fail(proto.CloseProtocolError, "invalid_hello", pe.Refield("hello."+pe.Field).Message)

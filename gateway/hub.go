@@ -23,6 +23,9 @@ type Devices interface {
 	// Hello and Seen act on the registration the link authenticated as
 	// (company and device id), never on a later one of the same fingerprint.
 	Hello(ctx context.Context, dev store.Device, selectedSIM string, sims []store.SIM, appVersion string, health *proto.Health) (store.Device, error)
+	// CheckHello holds the same fields to Hello's rules, storing nothing:
+	// a problem refuses the hello before any part of it is stored.
+	CheckHello(selectedSIM string, sims []store.SIM, appVersion string, health *proto.Health) error
 	Seen(ctx context.Context, dev store.Device, at time.Time) error
 	// Health stores a health frame as the device's last report; a report
 	// too soon after the last is a problem with a RetryAfter.

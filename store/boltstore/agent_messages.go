@@ -103,45 +103,98 @@ func (s *Store) AgentHandOut(companyID, deviceID, messageID uint64) (bool, error
 // number's holder (AgentHandOut). It returns the numbers of the sends
 // released, each once, as stored now (their holders' links are to be
 // kicked). A send handed to the registration and named in held stays its
-// own. The company's number queues are read whole: a hello's work.
+// own.
+//
+// The company's number queues are read whole, a hello's work, in a read
+// transaction: the single writer, which the sends of the same batch
+// wait on, is taken only with the sends to release, each checked again
+// there (still queued, still handed to the registration), and a hello
+// that releases nothing (the usual one) writes nothing at all.
 func (s *Store) AgentRelease(companyID, deviceID uint64, held []string) ([]AgentNumber, error) {
-	keep := make(map[string]bool, len(held))
-	for _, id := range held {
-		keep[id] = true
+	if s.commit == nil {
+		return nil, fmt.Errorf("store: release the sends handed to device %d: %w", deviceID, bolterrors.ErrDatabaseReadOnly)
 	}
-	var out []AgentNumber
-	err := s.grouped(func(tx *bolt.Tx) error {
-		out = nil
+	lost := lostTo(companyID, deviceID, held)
+	var ids [][]byte // the message keys of the sends to release
+	err := s.view(func(tx *bolt.Tx) error {
+		ids = nil
 		msgs := tx.Bucket(bucketMessages)
 		prefix := itob(companyID)
-		seen := map[uint64]bool{}
 		c := tx.Bucket(bucketAgentQueue).Cursor()
 		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
 			var m Message
 			if err := getJSON(msgs, k[16:], &m); err != nil {
 				return err
 			}
-			if m.CompanyID != companyID || m.Status != MsgQueued || m.HandedTo != deviceID || keep[m.UUID] {
-				continue
+			if lost(m) {
+				ids = append(ids, bytes.Clone(k[16:]))
 			}
-			m.HandedTo = 0
-			if err := putJSON(msgs, k[16:], m); err != nil {
-				return err
-			}
-			if seen[m.NumberID] {
-				continue
-			}
-			seen[m.NumberID] = true
-			n, err := numberByRef(tx, companyID, m.NumberID)
-			if err != nil {
-				return err
-			}
-			out = append(out, n)
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: release the sends handed to device %d: %w", deviceID, err)
+	}
+	if len(ids) == 0 {
+		return nil, nil // nothing to release: no write
+	}
+	var out []AgentNumber
+	err = s.grouped(func(tx *bolt.Tx) error {
+		var err error
+		out, err = releaseLost(tx, companyID, ids, lost)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: release the sends handed to device %d: %w", deviceID, err)
+	}
+	return out, nil
+}
+
+// lostTo says whether a send is one of the company's that AgentRelease
+// releases for the device: queued, handed to it, and not named in held.
+func lostTo(companyID, deviceID uint64, held []string) func(Message) bool {
+	keep := make(map[string]bool, len(held))
+	for _, id := range held {
+		keep[id] = true
+	}
+	return func(m Message) bool {
+		return m.CompanyID == companyID && m.Status == MsgQueued && m.HandedTo == deviceID && !keep[m.UUID]
+	}
+}
+
+// releaseLost is AgentRelease's write: it releases the sends of ids (keys
+// of the messages bucket, read outside the writer) that are lost still,
+// and returns their numbers, each once. A send settled, handed to another
+// agent or pruned since the read is left as it is.
+func releaseLost(tx *bolt.Tx, companyID uint64, ids [][]byte, lost func(Message) bool) ([]AgentNumber, error) {
+	var out []AgentNumber
+	msgs := tx.Bucket(bucketMessages)
+	seen := map[uint64]bool{}
+	for _, id := range ids {
+		var m Message
+		err := getJSON(msgs, id, &m)
+		if errors.Is(err, ErrNotFound) {
+			continue // pruned since the read
+		}
+		if err != nil {
+			return nil, err
+		}
+		if !lost(m) {
+			continue // settled, or handed to another, since the read
+		}
+		m.HandedTo = 0
+		if err := putJSON(msgs, id, m); err != nil {
+			return nil, err
+		}
+		if seen[m.NumberID] {
+			continue
+		}
+		seen[m.NumberID] = true
+		n, err := numberByRef(tx, companyID, m.NumberID)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, n)
 	}
 	return out, nil
 }
