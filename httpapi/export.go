@@ -3,7 +3,9 @@ package httpapi
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"time"
 
@@ -30,20 +32,63 @@ const (
 	// exportPage is how many messages or conversations one read transaction
 	// fetches; the page is written out after the transaction has ended.
 	exportPage = 500
-	// exportPageDeadline is how long the client may take to accept one page:
-	// a reader that stalls is cut, one that keeps reading may take as long as it needs.
-	exportPageDeadline = time.Minute
+	// exportChunk is the most one write of the stream sends under one
+	// deadline: the write timeout asks the client to keep taking data, not
+	// to take a page (megabytes of long messages) within it.
+	exportChunk = 16 << 10
 	// exportsPerCompany and exportsAtOnce bound the exports streaming at
 	// once, for one company and for the server: each holds a 64 KiB buffer
-	// and a page of messages for as long as its client keeps it (a minute
-	// per page for a client that stalls, for ever for one that trickles),
-	// so without a bound the rate limit alone would let one credential hold
-	// a hundred of them a minute.
+	// and a page of messages for as long as its client keeps it, which
+	// ExportConfig bounds, so without a bound here the rate limit alone
+	// would let one credential hold a hundred of them a minute.
 	exportsPerCompany = 2
 	exportsAtOnce     = 16
 	// exportFormat names the document's layout, for importers to check.
 	exportFormat = "simrelay-company-export/1"
 )
+
+// Defaults of ExportConfig.
+const (
+	// DefaultExportWriteTimeout is how long one write of an export may
+	// wait for its client to take it.
+	DefaultExportWriteTimeout = time.Minute
+	// DefaultExportMinRate is the slowest average, in bytes per second, at
+	// which an export's client may take it: 64 KiB/s (512 kbit/s) is a poor
+	// mobile link. It also keeps a steady client within the write timeout:
+	// a write waits until the client has taken about half of what the
+	// server's socket holds, at most 2 MiB under Linux's default 4 MiB cap,
+	// which takes 32 s at this rate.
+	DefaultExportMinRate = 64 << 10
+	// DefaultExportGrace is the time an export may wait on its client
+	// beyond what its bytes earn at the minimum rate.
+	DefaultExportGrace = time.Minute
+)
+
+// ExportConfig bounds what the client of one GET /company/export may cost:
+// however it reads, it holds its stream and its slot for a bounded time.
+type ExportConfig struct {
+	// WriteTimeout is how long one write (at most exportChunk bytes) may
+	// wait for the client to take it: a client that stops reading is cut
+	// then.
+	WriteTimeout time.Duration
+	// MinRate (bytes per second) and Grace bound the whole stream: its
+	// writes may wait on the client Grace + sent/MinRate in all, so a
+	// client that takes each write in time but trickles is cut too.
+	MinRate int64
+	Grace   time.Duration
+}
+
+func (c *ExportConfig) defaults() {
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = DefaultExportWriteTimeout
+	}
+	if c.MinRate <= 0 {
+		c.MinRate = DefaultExportMinRate
+	}
+	if c.Grace <= 0 {
+		c.Grace = DefaultExportGrace
+	}
+}
 
 // exportAPIKeyJSON is the API key's metadata. The key itself is left out: an
 // export is data, not a credential, and GET /account/api-key shows the key.
@@ -203,13 +248,13 @@ func (s *Server) companyExport(c echo.Context) error {
 	}
 	defer s.endExport(cid)
 	c.Response().WriteHeader(http.StatusOK)
-	w := &exportWriter{rc: http.NewResponseController(c.Response()), buf: bufio.NewWriterSize(c.Response(), 64<<10)}
+	out := &exportConn{w: c.Response(), rc: http.NewResponseController(c.Response()), cfg: s.cfg.Export, left: s.cfg.Export.Grace}
+	w := &exportWriter{out: out, buf: bufio.NewWriterSize(out, 64<<10)}
 	// The credential is checked again before each page is read: a document
 	// a slow client takes for hours must not go on, with the messages stored
 	// meanwhile, once its key is rotated or its user removed, demoted or
 	// signed out everywhere, any more than another request of it would.
 	w.still, _ = c.Get(keyRecheck).(func() error)
-	w.deadline()
 
 	w.raw(`{"format":`)
 	w.value(exportFormat)
@@ -340,7 +385,7 @@ func (s *Server) exportOptOuts(w *exportWriter, cid uint64) {
 // exportWriter writes the document and remembers the first error, after which
 // it writes nothing more.
 type exportWriter struct {
-	rc  *http.ResponseController
+	out *exportConn
 	buf *bufio.Writer
 	err error
 	// still checks the request's credential again (the route's recheck);
@@ -356,11 +401,6 @@ func (w *exportWriter) entitled() bool {
 		w.err = w.still()
 	}
 	return w.err == nil
-}
-
-// deadline gives the client another exportPageDeadline to take what follows.
-func (w *exportWriter) deadline() {
-	_ = w.rc.SetWriteDeadline(time.Now().Add(exportPageDeadline))
 }
 
 func (w *exportWriter) raw(s string) {
@@ -389,15 +429,70 @@ func (w *exportWriter) item(first *bool, v any) {
 	w.value(v)
 }
 
-// flush sends what is buffered under a fresh deadline.
+// flush sends what is buffered.
 func (w *exportWriter) flush() {
 	if w.err != nil {
 		return
 	}
-	w.deadline()
 	if w.err = w.buf.Flush(); w.err == nil {
-		w.err = w.rc.Flush()
+		w.err = w.out.Flush()
 	}
+}
+
+// errExportTooSlow cuts an export whose client has taken it, on average,
+// slower than ExportConfig.MinRate.
+var errExportTooSlow = errors.New("the client took the export slower than the minimum rate")
+
+// exportConn is the response as the export writes to it: each write (of at
+// most exportChunk bytes) and each flush goes out under a deadline of its
+// own, the write timeout or, when less, what is left of the time the
+// stream may wait on its client in all (left). That starts at the grace,
+// grows by each byte sent at the minimum rate and shrinks by each write's
+// wait: a client that stops reading is cut after the write timeout, one
+// that trickles once it has had the grace plus its bytes' worth, so either
+// gives its slot back; one that keeps up with the minimum rate never runs
+// out. Only waits on the client count, not the store's reads between them.
+type exportConn struct {
+	w    io.Writer
+	rc   *http.ResponseController
+	cfg  ExportConfig
+	left time.Duration
+}
+
+func (o *exportConn) Write(b []byte) (int, error) {
+	sent := 0
+	for len(b) > 0 {
+		chunk := b[:min(len(b), exportChunk)]
+		n, err := o.wait(func() (int, error) { return o.w.Write(chunk) })
+		sent += n
+		b = b[n:]
+		if err != nil {
+			return sent, err
+		}
+	}
+	return sent, nil
+}
+
+// Flush sends what the response itself still buffers.
+func (o *exportConn) Flush() error {
+	_, err := o.wait(func() (int, error) { return 0, o.rc.Flush() })
+	return err
+}
+
+// wait runs one write under its deadline and settles the stream's time.
+func (o *exportConn) wait(write func() (int, error)) (int, error) {
+	if o.left <= 0 {
+		return 0, errExportTooSlow
+	}
+	start := time.Now()
+	// A response that takes no deadline would leave the stream unbounded:
+	// it is cut instead.
+	if err := o.rc.SetWriteDeadline(start.Add(min(o.cfg.WriteTimeout, o.left))); err != nil {
+		return 0, fmt.Errorf("export write deadline: %w", err)
+	}
+	n, err := write()
+	o.left += time.Duration(float64(n)/float64(o.cfg.MinRate)*float64(time.Second)) - time.Since(start)
+	return n, err
 }
 
 // startExport takes a slot for one of the company's exports, or answers 429

@@ -42,6 +42,9 @@ type Config struct {
 	AdminToken string
 	// Backup bounds GET /admin/backup; zero fields take their defaults.
 	Backup BackupConfig
+	// Export bounds how long a GET /company/export client may keep its
+	// stream (and its slot); zero fields take their defaults.
+	Export ExportConfig
 	// MaxAddresses bounds the client addresses each rate limit tracks
 	// (pacing.DefaultMaxKeys when zero); see Server.general.
 	MaxAddresses int
@@ -177,6 +180,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		return nil, fmt.Errorf("httpapi: the admin token has %d characters, want at least %d", len(cfg.AdminToken), MinAdminTokenLen)
 	}
 	cfg.Backup.defaults()
+	cfg.Export.defaults()
 	if cfg.MaxAddresses <= 0 {
 		cfg.MaxAddresses = pacing.DefaultMaxKeys
 	}
