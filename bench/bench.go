@@ -32,7 +32,7 @@ type Config struct {
 	BulkRequests int           // bulk sends of 1,000 messages in the bulk phase (100)
 	DrainJobs    int           // the backlog of the drain phase's one phone (5,000)
 	PoolFor      time.Duration // length of each pool phase, least_loaded and sticky (5 s; 0: skip them)
-	RestartAfter time.Duration // sends stream this long before the server is killed and started again (2 s; 0: skip it)
+	RestartAfter time.Duration // sends stream this long, and on until one is answered, before the server is killed and started again (2 s; 0: skip it)
 	Log          io.Writer     // progress lines
 	// ServerArgs are extra flags for the server (e.g. --pprof-listen to profile it).
 	ServerArgs []string

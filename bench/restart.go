@@ -25,17 +25,28 @@ type restartPhase struct {
 // by text.
 var restartSeq atomic.Int64
 
-// restart streams sends into the server for sendFor, kills it with SIGKILL
+// firstAnswerWait bounds how long the restart phase streams sends past
+// its length while none has been answered yet.
+const firstAnswerWait = time.Minute
+
+// restart streams sends into the server for sendFor, and on until one of
+// them has been answered (firstAnswerWait at most), kills it with SIGKILL
 // (a crash: nothing is flushed or closed) while they are in flight, starts
 // it again on the same port and store, and measures how soon it listens,
 // how soon every phone has linked again, and whether every send it
 // answered 2xx before dying reaches its phone. srv becomes the new server.
+// A kill before any answer would check nothing: on a slow or loaded
+// machine a send can take longer than the phase's length.
 func restart(ctx context.Context, srv **server, start func(listen string) (*server, error), f *fleet, api *apiClient, fps []string, senders int, sendFor time.Duration) (restartPhase, error) {
 	var out restartPhase
 	var mu sync.Mutex
 	var answered []string
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
+	// first is closed at the first send answered; stopped once every
+	// sender has given up (each stops at a refusal).
+	first, stopped := make(chan struct{}), make(chan struct{})
+	var firstOnce sync.Once
 	for w := range senders {
 		wg.Go(func() {
 			for i := 0; ; i++ {
@@ -57,10 +68,15 @@ func restart(ctx context.Context, srv **server, start func(listen string) (*serv
 				mu.Lock()
 				answered = append(answered, text)
 				mu.Unlock()
+				firstOnce.Do(func() { close(first) })
 			}
 		})
 	}
-	if !sleep(ctx, sendFor) {
+	go func() {
+		wg.Wait()
+		close(stopped)
+	}()
+	if !sleep(ctx, sendFor) || !firstAnswer(ctx, first, stopped) {
 		close(stop)
 		wg.Wait()
 		return out, ctx.Err()
@@ -119,6 +135,21 @@ func restart(ctx context.Context, srv **server, start func(listen string) (*serv
 		f.sent.Delete(text) // lost: not to be matched by a later phase
 	}
 	return out, nil
+}
+
+// firstAnswer waits until first is closed (a send answered), every sender
+// stopped, or firstAnswerWait passed; it reports whether ctx is still on.
+func firstAnswer(ctx context.Context, first, stopped <-chan struct{}) bool {
+	t := time.NewTimer(firstAnswerWait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-first:
+	case <-stopped:
+	case <-t.C:
+	}
+	return true
 }
 
 // waiting counts the texts not yet on a phone.

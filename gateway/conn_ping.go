@@ -47,10 +47,10 @@ func (c *conn) pingOnce() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.hub.cfg.PongTimeout)
 	defer cancel()
-	read := c.frames.Load()
+	since := c.mark()
 	if err := c.ws.Ping(ctx); err != nil {
 		if ctx.Err() != nil {
-			if c.heard(read) && !c.closed() {
+			if c.heard(since) && !c.closed() {
 				c.hub.pings.after(c, jitter(c.hub.cfg.PingInterval))
 				return
 			}
@@ -68,13 +68,13 @@ func (c *conn) pingOnce() {
 // written between frames, ok false when the link ended or its phone did not
 // answer within the pong timeout.
 func (c *conn) pingOwn(l *linkIO) (sent, ok bool) {
+	since := c.mark() // before the waiter is seen: a test waits for it to change the reader's state
 	w := &pingWait{done: make(chan struct{})}
 	c.ping.Store(w)
 	defer c.ping.Store(nil)
 	if c.closed() {
 		return false, false
 	}
-	read := c.frames.Load()
 	sent, err := l.ping(c.hub.cfg.PongTimeout)
 	if err != nil {
 		c.end()
@@ -89,7 +89,7 @@ func (c *conn) pingOwn(l *linkIO) (sent, ok bool) {
 	case <-w.done:
 		return true, !c.closed()
 	case <-t.C:
-		if c.heard(read) {
+		if c.heard(since) {
 			return true, !c.closed() // the next ping asks again
 		}
 		c.lost("no pong within " + c.hub.cfg.PongTimeout.String())
@@ -98,11 +98,25 @@ func (c *conn) pingOwn(l *linkIO) (sent, ok bool) {
 	}
 }
 
-// heard says whether the phone proved itself alive since the reader had
-// read read frames: a frame came in since, or the reader is not reading at
-// all (it waits for the store to take a report, and a pong it would take is
-// waiting behind), so a missing pong is the server's delay, not a silent
-// phone's.
-func (c *conn) heard(read uint32) bool {
-	return c.frames.Load() != read || c.handling.Load()
+// readMark is where the link's reader stood when a ping was sent: the
+// frames it had read, and whether it was taking one (not reading).
+type readMark struct {
+	frames uint32
+	busy   bool
+}
+
+// mark is where the reader stands now.
+func (c *conn) mark() readMark {
+	return readMark{frames: c.frames.Load(), busy: c.handling.Load()}
+}
+
+// heard says whether the phone proved itself alive since the reader stood
+// at since: a frame came in since, or the reader was not reading at some
+// time of the wait, then or now (it waited for the store to take a report,
+// and a pong it would take waited behind), so a missing pong is the
+// server's delay, not a silent phone's. A reader that ends its wait for the
+// store just before the pong timeout has not yet read the pong behind the
+// report; the next ping asks again, with the whole timeout.
+func (c *conn) heard(since readMark) bool {
+	return c.frames.Load() != since.frames || since.busy || c.handling.Load()
 }

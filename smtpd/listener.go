@@ -41,7 +41,8 @@ func (l lifeListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	lc := &lifeConn{Conn: c, lives: l.lives, end: time.Now().Add(l.life)}
+	end := time.Now().Add(l.life)
+	lc := &lifeConn{Conn: c, lives: l.lives, life: end, end: end}
 	_ = lc.SetReadDeadline(time.Time{}) // the session's end, until go-smtp sets its own
 	l.lives.add(lc)
 	return lc, nil
@@ -88,7 +89,8 @@ type lifeConn struct {
 	net.Conn
 	lives    *lives
 	mu       sync.Mutex  // guards end, and the read deadline set from it
-	end      time.Time   // no read waits past it
+	life     time.Time   // the connection's longest life: its start and Config.MaxSession
+	end      time.Time   // no read waits past it: life, or earlier once ended (endLocked)
 	ended    atomic.Bool // a read failed or met the end of the client's data
 	inText   atomic.Bool // a chunked (BDAT) mail's text is being read: session.Data runs
 	answered atomic.Bool // a read timed out in a chunked mail's text and answered errTextStalled
@@ -99,33 +101,49 @@ type lifeConn struct {
 
 // drain ends the connection's life now when no mail's text is under way
 // (between mails, or after MAIL or RCPT: nothing of that mail is queued),
-// else when that mail's reply is written (mailDone). The two check each other's flag
-// after setting their own, so one of them ends it.
+// else when that mail's reply is written (mailDone). drain, mailOpen and
+// mailDone each set their flag and check the other under mu, so that one
+// of them ends the life, and a mail opened gets it back.
 func (c *lifeConn) drain() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.draining.Store(true)
 	if !c.inMail.Load() {
-		c.endLife()
+		c.endLocked()
 	}
 }
 
-// mailOpen notes a mail's text begun (DATA, or its first BDAT chunk).
-func (c *lifeConn) mailOpen() { c.inMail.Store(true) }
+// mailOpen notes a mail's text begun (DATA, or its first BDAT chunk). On a
+// draining connection it gives the text back the connection's life, which
+// a drain that found no mail open had ended: go-smtp answers DATA with 354
+// before it hands the text to the session, so a shutdown between the two
+// cut a text the client was told to send (421), where a mail in its text
+// finishes. The session's own deadline for the text follows (Data).
+func (c *lifeConn) mailOpen() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.inMail.Store(true)
+	if c.draining.Load() && c.end.Before(c.life) {
+		c.end = c.life
+		_ = c.Conn.SetReadDeadline(c.end)
+	}
+}
 
 // mailDone notes that no mail is open (go-smtp's reset, after a mail's
 // reply, RSET or a new greeting); a draining connection ends then.
 func (c *lifeConn) mailDone() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.inMail.Store(false)
 	if c.draining.Load() {
-		c.endLife()
+		c.endLocked()
 	}
 }
 
-// endLife ends the connection's life now: the read waiting, or the next,
-// times out, and go-smtp answers 421 4.4.2 and closes the connection, as
-// at the end of MaxSession.
-func (c *lifeConn) endLife() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// endLocked ends the connection's life now, with mu held: the read
+// waiting, or the next, times out, and go-smtp answers 421 4.4.2 and
+// closes the connection, as at the end of MaxSession.
+func (c *lifeConn) endLocked() {
 	c.end = time.Now()
 	_ = c.Conn.SetReadDeadline(c.end)
 }

@@ -1,6 +1,12 @@
 package web_test
 
 import (
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -115,4 +121,81 @@ func TestBrowserSignedInAgainUnseenThenSend(t *testing.T) {
 	do(t, ctx, "submit", chromedp.Click(chromedp.CSS(`#invite button[type=submit]`)))
 	waitText(t, ctx, "#banner", "Invitation sent")
 	waitText(t, ctx, "#users", "late@acme.test")
+}
+
+// TestBrowserThreadReloadReadBeforeASendKeepsIt: the thread's reload that
+// the live view's return asks for (events may have been missed) was read
+// before a message sent meanwhile, and answered after the page drew it:
+// the page drew the thread anew from that answer, and the message sent
+// was gone from it (TestBrowserLiveViewComesBackAfterSigningInAgain failed
+// so on a loaded machine). Here the server holds that reload's answer,
+// read before the send, until the page has drawn the message.
+func TestBrowserThreadReloadReadBeforeASendKeepsIt(t *testing.T) {
+	t.Parallel()
+	var hold atomic.Bool
+	read := make(chan struct{}, 1)      // the held reload's answer is read
+	release := make(chan struct{})      // the held reload may answer
+	delivered := make(chan struct{}, 1) // it answered
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(free)
+	e := newEnv(t, func(o *envOptions) {
+		o.streams = web.StreamConfig{Heartbeat: 200 * time.Millisecond}
+		o.wrap = func(next http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				switch {
+				case !hold.Load():
+				case r.URL.Path == "/console/messages/thread":
+					rec := httptest.NewRecorder()
+					next.ServeHTTP(rec, r)
+					select {
+					case read <- struct{}{}:
+					default:
+					}
+					<-release
+					maps.Copy(w.Header(), rec.Header())
+					w.WriteHeader(rec.Code)
+					_, _ = w.Write(rec.Body.Bytes())
+					select {
+					case delivered <- struct{}{}:
+					default:
+					}
+					return
+				case r.URL.Path == "/console/messages/send":
+					select { // the send is stored after the reload's answer was read
+					case <-read:
+					case <-time.After(browserTimeout / 2):
+					}
+				}
+				next.ServeHTTP(w, r)
+			})
+		}
+	})
+	e.acmeWithPhone()
+	ctx := chrome(t)
+	signInUI(t, ctx, e.url, "ada@acme.test", "Correct1horse")
+	do(t, ctx, "open a thread", chromedp.Navigate(e.url+"/console/messages?device=fp-1&phone=%2B15550100000"))
+	waitFor(t, ctx, "the stream open", `document.getElementById("chat").dataset.live === "true"`)
+	if err := e.store.RevokeUserSessions(1); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, ctx, "#banner", "session has expired")
+	other, cancel := chromedp.NewContext(ctx)
+	defer cancel()
+	signInUI(t, other, e.url, "ada@acme.test", "Correct1horse")
+
+	hold.Store(true)
+	do(t, ctx, "send", chromedp.SendKeys(field("message"), "sent while the view came back"), chromedp.Click(chromedp.CSS(`#send button[type=submit]`)))
+	waitText(t, ctx, "#thread", "sent while the view came back")
+	eval[bool](t, ctx, `(document.querySelectorAll("#thread [data-id]").forEach(function (m) { m.dataset.before = "1"; }), true)`)
+	free()
+	select {
+	case <-delivered:
+	case <-time.After(browserTimeout):
+		t.Fatal("the held reload was never answered")
+	}
+	waitFor(t, ctx, "the reload drawn", `!document.querySelector("#thread [data-before]")`)
+	if got := eval[string](t, ctx, `document.getElementById("thread").textContent`); !strings.Contains(got, "sent while the view came back") {
+		t.Fatalf("the thread after the reload read before the send: %q, want the message sent", got)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strings"
@@ -24,13 +25,28 @@ import (
 // (event name and data) to a channel.
 func (b *browser) stream(t *testing.T) (<-chan [2]string, int) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, b.e.url+"/console/events", nil)
-	res, err := b.c.Do(req)
+	res, err := b.openStream(t, b.e.url)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return b.events(res)
+}
+
+// openStream asks base (a server of the browser's env) for the live stream.
+func (b *browser) openStream(t *testing.T, base string) (*http.Response, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/console/events", nil)
+	res, err := b.c.Do(req)
+	if err != nil {
+		cancel()
+	}
+	return res, err
+}
+
+// events hands the events of an answer to openStream to a channel, or
+// answers its status when it is no stream.
+func (b *browser) events(res *http.Response) (<-chan [2]string, int) {
 	if res.StatusCode != http.StatusOK {
 		res.Body.Close()
 		return nil, res.StatusCode
@@ -155,17 +171,34 @@ func TestLiveStreamsAreCappedPerSessionAndEndOnSignOut(t *testing.T) {
 
 // simrelay serve sets a read timeout; net/http lifts it once a request
 // without a body is read, so a stream lives on. This keeps it so.
+//
+// The stream is opened on a server of its own with the short timeout,
+// serving the env's handler, and asked again when that server closed the
+// connection before reading the request (its timeout passed first); the
+// sign-in goes to the env's server, which has none. Every request of the
+// test had the 100 ms from its connection's start to its read, which a
+// loaded machine took longer over: the sign-in failed with EOF.
 func TestLiveStreamOutlivesTheServersReadTimeout(t *testing.T) {
 	t.Parallel()
 	const readTimeout = 100 * time.Millisecond
-	e := newEnv(t, func(o *envOptions) {
-		o.readTimeout = readTimeout
-		o.streams = web.StreamConfig{Heartbeat: readTimeout / 4}
-	})
+	e := newEnv(t, func(o *envOptions) { o.streams = web.StreamConfig{Heartbeat: readTimeout / 4} })
 	e.company("Acme", "ada@acme.test", "Correct1horse")
 	b := e.browser()
 	b.signIn("ada@acme.test", "Correct1horse")
-	events, _ := b.stream(t)
+	short := httptest.NewUnstartedServer(e.handler)
+	short.Config.ReadTimeout = readTimeout
+	short.Start()
+	t.Cleanup(short.Close)
+	var res *http.Response
+	poll.Until(t, "the stream opened on the server with the read timeout", func() bool {
+		var err error
+		res, err = b.openStream(t, short.URL)
+		return err == nil
+	})
+	events, status := b.events(res)
+	if status != http.StatusOK {
+		t.Fatalf("the stream: got %d, want 200", status)
+	}
 	start := time.Now()
 	for time.Since(start) < 4*readTimeout {
 		if _, ok := <-events; !ok {

@@ -56,6 +56,9 @@ type env struct {
 	agents   *channel.Service
 	// stop takes the server down (the "server unreachable" case).
 	stop func()
+	// handler is the server's handler, for a test that serves it on a
+	// server of its own settings too.
+	handler http.Handler
 	// console builds another console over the same store and services, as
 	// another node of a cluster (or the server after a restart) has.
 	console func() (*web.Console, error)
@@ -64,7 +67,6 @@ type env struct {
 type envOptions struct {
 	authRate    pacing.Rate
 	generalRate pacing.Rate
-	readTimeout time.Duration
 	streams     web.StreamConfig
 	// connState, when set, sees every connection's state changes.
 	connState func(net.Conn, http.ConnState)
@@ -176,12 +178,11 @@ func newEnv(t *testing.T, opts ...func(*envOptions)) *env {
 	if o.wrap != nil {
 		srv.Config.Handler = o.wrap(srv.Config.Handler)
 	}
-	srv.Config.ReadTimeout = o.readTimeout
 	srv.Config.ConnState = o.connState
 	srv.Config.RegisterOnShutdown(console.Shutdown)
 	srv.Start()
 	t.Cleanup(func() { console.Shutdown(); srv.Close() })
-	return &env{t: t, url: srv.URL, store: st, inbox: inbox, clock: clk, accounts: accounts, broker: broker, hub: hub, sms: messages, agents: agents,
+	return &env{t: t, url: srv.URL, store: st, inbox: inbox, clock: clk, accounts: accounts, broker: broker, hub: hub, sms: messages, agents: agents, handler: srv.Config.Handler,
 		stop:    func() { console.Shutdown(); srv.CloseClientConnections(); srv.Listener.Close() },
 		console: func() (*web.Console, error) { return web.New(consoleCfg, consoleDeps) }}
 }

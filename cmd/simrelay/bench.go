@@ -31,7 +31,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.IntVar(&cfg.Queries, "queries", cfg.Queries, "requests per list measurement")
 	fs.IntVar(&cfg.DrainJobs, "drain-jobs", cfg.DrainJobs, "backlog of the one phone of the drain phase (0: skip it)")
 	fs.DurationVar(&cfg.PoolFor, "pool-for", cfg.PoolFor, "length of each pool phase, least_loaded and sticky (0: skip them)")
-	fs.DurationVar(&cfg.RestartAfter, "restart-after", cfg.RestartAfter, "the restart phase: sends stream this long, then the server is killed (SIGKILL) and started again on its store (0: skip it)")
+	fs.DurationVar(&cfg.RestartAfter, "restart-after", cfg.RestartAfter, "the restart phase: sends stream this long (and on until one is answered), then the server is killed (SIGKILL) and started again on its store (0: skip it)")
 	fs.IntVar(&cfg.BulkRequests, "bulk-requests", cfg.BulkRequests, "bulk sends of 1,000 messages in the bulk phase (0: skip it)")
 	var pprofListen string
 	var slowSync time.Duration

@@ -103,6 +103,42 @@ func TestBenchDrainPhase(t *testing.T) {
 	}
 }
 
+// TestBenchRestartWaitsForAnAnsweredSend: the restart phase kills the
+// server only once a send has been answered, whatever its length: a server
+// slower to answer than --restart-after (here each commit held a second,
+// as a loaded machine's may take) was killed with no send answered, and the
+// phase checked nothing and printed no row.
+func TestBenchRestartWaitsForAnAnsweredSend(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	storetest.EmbeddedOnly(t, "--slow-sync holds the embedded store's writer")
+	t.Parallel()
+	bin := buildBinary(t)
+	out := filepath.Join(t.TempDir(), "bench.json")
+	cmd := exec.Command(bin, "bench", "--phones", "2", "--messages", "0", "--queries", "1", "--senders", "2",
+		"--send-for", "0s", "--rate-for", "0s", "--inbound-for", "0s", "--drain-jobs", "0", "--bulk-requests", "0", "--pool-for", "0s",
+		"--restart-after", "100ms", "--slow-sync", "1s", "--json", out)
+	stdout := runBench(t, cmd)
+	if !strings.Contains(string(stdout), "kill -9 and restart: listening / phones linked p50 / all") {
+		t.Errorf("the table has no restart row:\n%s", stdout)
+	}
+	raw, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Answered int64 `json:"restart_sends_answered_before_kill"`
+		Lost     int64 `json:"restart_sends_lost"`
+	}
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Answered <= 0 || rep.Lost != 0 {
+		t.Errorf("restart phase: %d sends answered before the kill, %d lost; want some answered, none lost", rep.Answered, rep.Lost)
+	}
+}
+
 // TestBenchCluster runs `simrelay bench --nodes 3` at a tiny size on a
 // database of the test's own and an embedded NATS server: sends on one node
 // and on three, send -> phone with the phone on the same and on another

@@ -376,19 +376,33 @@
     return order[x.status] || 0;
   }
 
+  // reloading holds, for each thread reload on its way, the messages drawn
+  // since it was asked for, by id: its answer was read before them, and
+  // they are drawn again over it (a message sent while the live view came
+  // back was drawn, then wiped by the reload the stream's return asked for).
+  var reloading = [];
+
+  // draw puts a message of the open thread in it, or brings its copy there
+  // up to date; false when it was a late copy of an older state.
+  function draw(m) {
+    var old = thread.querySelector('[data-id="' + m.id + '"]');
+    if (old && rank(old) > rank(m)) { return false; } // a late copy of an older state
+    var el = msgEl(m);
+    if (old) {
+      // Focus inside the message (its Cancel) stays with it, drawn anew.
+      var had = old.contains(document.activeElement);
+      thread.replaceChild(el, old);
+      if (had) { el.tabIndex = -1; el.focus(); }
+    } else { thread.appendChild(el); el.scrollIntoView({block: "end"}); }
+    return true;
+  }
+
   function upsert(m) {
     if (m.channel && m.channel !== "sms") { agentUpsert(m); return; }
     if (!chat || m.device !== chat.getAttribute("data-device")) { return; }
     if (m.phone === chat.getAttribute("data-phone") && thread) {
-      var old = thread.querySelector('[data-id="' + m.id + '"]');
-      if (old && rank(old) > rank(m)) { return; } // a late copy of an older state
-      var el = msgEl(m);
-      if (old) {
-        // Focus inside the message (its Cancel) stays with it, drawn anew.
-        var had = old.contains(document.activeElement);
-        thread.replaceChild(el, old);
-        if (had) { el.tabIndex = -1; el.focus(); }
-      } else { thread.appendChild(el); el.scrollIntoView({block: "end"}); }
+      if (!draw(m)) { return; }
+      reloading.forEach(function (since) { since[m.id] = m; });
     }
     var convs = document.getElementById("convs");
     if (!convs) { return; }
@@ -501,12 +515,17 @@
     var phone = chat.getAttribute("data-phone");
     if (!phone || !thread) { return; }
     var u = "/console/messages/thread?device=" + encodeURIComponent(chat.getAttribute("data-device")) + "&phone=" + encodeURIComponent(phone);
+    var since = {};
+    reloading.push(since);
+    var done = function () { reloading.splice(reloading.indexOf(since), 1); };
     fetch(u, {credentials: "same-origin", headers: {"Accept": "application/json"}}).then(reloaded)
       .then(function (b) {
+        done();
         if (!b) { return; }
         thread.textContent = "";
         b.messages.forEach(function (m) { thread.appendChild(msgEl(m)); });
-      }).catch(unreached);
+        Object.keys(since).forEach(function (id) { draw(since[id]); });
+      }, function (err) { done(); throw err; }).catch(unreached);
   }
 
   function sent(form, out) {
