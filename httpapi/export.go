@@ -26,6 +26,8 @@ type Exporter interface {
 	CompanyMessagesAfter(companyID, after uint64, limit int) ([]store.Message, uint64, bool, error)
 	AgentNumbers(companyID uint64, channel string) ([]store.AgentNumber, error)
 	OptOuts(companyID uint64, after string, limit int) ([]store.OptOut, error)
+	Pools(companyID uint64) ([]store.Pool, error)
+	SIMUsages(companyID uint64, fingerprint string, now time.Time) ([]store.SIMUsage, error)
 }
 
 const (
@@ -235,6 +237,10 @@ func (s *Server) companyExport(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	settings, err := s.readExportSettings(cid, devices)
+	if err != nil {
+		return err
+	}
 
 	h := c.Response().Header()
 	h.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
@@ -301,6 +307,7 @@ func (s *Server) companyExport(c echo.Context) error {
 		w.raw(`,"imessage_handles":`)
 		w.value(exportNumbers(imHandles))
 	}
+	settings.write(w)
 	s.exportOptOuts(w, cid)
 
 	w.raw(`,"conversations":[`)

@@ -622,6 +622,9 @@ func TestOpenAPIAnswersConform(t *testing.T) {
 	cf.check("/billing/portal", call{method: "POST", path: "/billing/portal", token: key})
 	cf.check("/billing/stripe/webhook", call{method: "POST", path: "/billing/stripe/webhook", body: `{}`})
 	cf.check("/company/export", call{method: "GET", path: "/company/export", token: member})
+	// A pool and SIM caps the export carries (pools, sim_caps).
+	cf.check("/pools", call{method: "POST", path: "/pools", token: key, body: map[string]any{"name": "cf-kept", "strategy": "sticky", "fallback": "least_loaded",
+		"window": map[string]any{"from": "08:00", "to": "20:00", "time_zone": "UTC"}, "members": members("cf-phone", "SIM1", "cf-phone", "SIM2")}})
 	cf.check("/company/export", call{method: "GET", path: "/company/export", token: key})
 
 	// Deletions last.
