@@ -24,6 +24,7 @@ type Exporter interface {
 	WebhookSet(companyID uint64) (store.WebhookSet, error)
 	ConversationsAfter(companyID, deviceID uint64, after string, limit int) ([]store.Conversation, error)
 	CompanyMessagesAfter(companyID, after uint64, limit int) ([]store.Message, uint64, bool, error)
+	LastMessageID() (uint64, error)
 	AgentNumbers(companyID uint64, channel string) ([]store.AgentNumber, error)
 	OptOuts(companyID uint64, after string, limit int) ([]store.OptOut, error)
 	Pools(companyID uint64) ([]store.Pool, error)
@@ -237,6 +238,12 @@ func (s *Server) companyExport(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	// The messages are those stored when the export began: a company that
+	// stores messages faster than its client reads still has an end.
+	lastID, err := st.LastMessageID()
+	if err != nil {
+		return err
+	}
 	settings, err := s.readExportSettings(cid, devices)
 	if err != nil {
 		return err
@@ -342,12 +349,16 @@ func (s *Server) companyExport(c echo.Context) error {
 			break
 		}
 		for _, m := range page {
+			if m.ID > lastID {
+				done = true
+				break
+			}
 			w.item(&first, exportMessage(m))
 		}
 		if len(page) > 0 {
 			w.flush()
 		}
-		if done {
+		if done || n >= lastID {
 			break
 		}
 		next = n

@@ -198,3 +198,44 @@ func decodeExport(t *testing.T, body []byte) int {
 	}
 	return len(doc.Messages)
 }
+
+// TestCompanyExportIsTheStoreWhenItBegan: the messages stored while an
+// export streams are not in it, so a company that stores messages faster
+// than its client reads still has an end.
+func TestCompanyExportIsTheStoreWhenItBegan(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, roomy)
+	a := e.newCompany("Acme", "owner@acme.test")
+	e.pairPhone(a.apiKey, "acme-phone")
+	// 6 MB, beyond what the server's socket buffer takes (4 MiB at most on
+	// Linux): the export's later pages are read only as the client reads.
+	const total = 1500
+	fillExport(t, e, a, total, 4000)
+	c := dialExport(t, e, a.apiKey, 4096)
+	_ = c.SetReadDeadline(time.Now().Add(time.Minute))
+	r, err := http.ReadResponse(bufio.NewReaderSize(c, 4096), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Body.Close()
+	if r.StatusCode != http.StatusOK {
+		t.Fatalf("the export: %s", r.Status)
+	}
+	now := e.clock.Now()
+	late := make([]store.Message, 0, 5)
+	for i := range 5 {
+		late = append(late, store.Message{UUID: fmt.Sprintf("late-%d", i), CompanyID: uint64(a.id), Device: "acme-phone", Direction: store.Outbound,
+			Channel: "sms", Phone: "+15550100001", Text: "stored while the export runs", SIMSlot: "SIM1",
+			Status: store.MsgQueued, Segments: 1, CreatedAt: now, UpdatedAt: now})
+	}
+	if err := e.store.ImportMessages(late); err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		t.Fatalf("the export was cut after %d bytes: %v", len(body), err)
+	}
+	if got := decodeExport(t, body); got != total {
+		t.Fatalf("the export has %d messages, want the %d stored when it began", got, total)
+	}
+}

@@ -68,6 +68,7 @@ type Backend interface {
 	ImportMessages(msgs []Message) error
 	InboundList(q InboundQuery) ([]Message, error)
 	InviteUser(u *User, now time.Time) (heldElsewhere bool, err error)
+	LastMessageID() (uint64, error)
 	MailOutboxSize(companyID uint64) (pending int, bytes int64, err error)
 	Mails(pendingOnly bool) ([]Mail, error)
 	MediaByID(companyID uint64, id string) (Media, error)

@@ -53,6 +53,23 @@ func (s *Store) CompanyMessagesAfter(companyID, after uint64, limit int) (msgs [
 	return msgs, next, done, nil
 }
 
+// LastMessageID is the highest id a stored message has, of any company (0
+// in a store without messages): a company's export walks its messages up
+// to it, the store as it was when the export began.
+func (s *Store) LastMessageID() (uint64, error) {
+	var last uint64
+	err := s.view(func(tx *bolt.Tx) error {
+		if k, _ := tx.Bucket(bucketMessages).Cursor().Last(); k != nil {
+			last = btoi(k)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("store: last message id: %w", err)
+	}
+	return last, nil
+}
+
 // ConversationsAfter returns up to limit of a device's conversations (company
 // and device id) whose number sorts after the given one ("" for the first
 // page), in number order.

@@ -40,6 +40,7 @@ type DispatchStore interface {
 	Conversations(companyID uint64, device string, limit int) ([]store.Conversation, error)
 	ConversationsAfter(companyID, deviceID uint64, after string, limit int) ([]store.Conversation, error)
 	CompanyMessagesAfter(companyID, after uint64, limit int) (msgs []store.Message, next uint64, done bool, err error)
+	LastMessageID() (uint64, error)
 }
 
 // Dispatch runs the suite of the device queue, the phones' reports and
@@ -1030,6 +1031,14 @@ func dispatchCompanyMessagesAfter(t *testing.T, s DispatchStore) {
 	}
 	if msgs, _, done, err := s.CompanyMessagesAfter(c.ID, want[len(want)-1], 10); err != nil || len(msgs) != 0 || !done {
 		t.Fatalf("after the last: %d (%v) done %v, want none, done", len(msgs), err, done)
+	}
+	// The last message id is of any company: the export's bound.
+	if last, err := s.LastMessageID(); err != nil || last < want[len(want)-1] {
+		t.Fatalf("last message id %d (%v), want at least %d", last, err, want[len(want)-1])
+	}
+	m := dispatchSend(t, s, bd, "+15550000001", "b's last", nil)
+	if last, err := s.LastMessageID(); err != nil || last != m.ID {
+		t.Fatalf("last message id %d (%v), want another company's newest, %d", last, err, m.ID)
 	}
 }
 

@@ -164,6 +164,18 @@ func (s *Store) ConversationsAfter(companyID, deviceID uint64, after string, lim
 	return out, nil
 }
 
+// LastMessageID is the highest id a stored message has, of any company (0
+// in a store without messages): a company's export walks its messages up
+// to it, the store as it was when the export began. A message whose
+// transaction commits after this read with a lower id is still taken.
+func (s *Store) LastMessageID() (uint64, error) {
+	var last int64
+	err := s.read("last message id", func(t *txn) error {
+		return t.row("SELECT coalesce(max(id), 0) FROM messages").Scan(&last)
+	})
+	return uint64(last), err
+}
+
 // CompanyMessagesAfter returns up to limit messages of the company with ids
 // above after, oldest first. next is the id to continue after, and done
 // says the company has no more messages.
