@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"context"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/simrelay/simrelay/channel"
 	"github.com/simrelay/simrelay/web"
 )
 
@@ -123,6 +125,84 @@ func TestBrowserSignedInAgainUnseenThenSend(t *testing.T) {
 	waitText(t, ctx, "#users", "late@acme.test")
 }
 
+// heldReload holds, once hold is set, the answer of a page's reload (the
+// requests reload tells) after reading it, until free; a send (the
+// requests send tells) is stored only after that answer was read. So the
+// reload was read before the message sent, and answers after the page drew
+// it. delivered is told when the held answer went out.
+type heldReload struct {
+	hold      atomic.Bool
+	read      chan struct{}
+	release   chan struct{}
+	delivered chan struct{}
+	once      sync.Once
+}
+
+func holdReload(t *testing.T, reload, send func(path string) bool) (*heldReload, func(o *envOptions)) {
+	h := &heldReload{read: make(chan struct{}, 1), release: make(chan struct{}), delivered: make(chan struct{}, 1)}
+	t.Cleanup(h.free)
+	return h, func(o *envOptions) {
+		o.streams = web.StreamConfig{Heartbeat: 200 * time.Millisecond}
+		o.wrap = func(next http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				switch {
+				case !h.hold.Load():
+				case reload(r.URL.Path):
+					rec := httptest.NewRecorder()
+					next.ServeHTTP(rec, r)
+					select {
+					case h.read <- struct{}{}:
+					default:
+					}
+					<-h.release
+					maps.Copy(w.Header(), rec.Header())
+					w.WriteHeader(rec.Code)
+					_, _ = w.Write(rec.Body.Bytes())
+					select {
+					case h.delivered <- struct{}{}:
+					default:
+					}
+					return
+				case send(r.URL.Path):
+					select { // the send is stored after the reload's answer was read
+					case <-h.read:
+					case <-time.After(browserTimeout / 2):
+					}
+				}
+				next.ServeHTTP(w, r)
+			})
+		}
+	}
+}
+
+// free lets the held reload answer.
+func (h *heldReload) free() { h.once.Do(func() { close(h.release) }) }
+
+// answered frees the held reload and waits until it answered.
+func (h *heldReload) answered(t *testing.T) {
+	t.Helper()
+	h.free()
+	select {
+	case <-h.delivered:
+	case <-time.After(browserTimeout):
+		t.Fatal("the held reload was never answered")
+	}
+}
+
+// endSessionAndSignInElsewhere ends the page's session and signs in again
+// in another tab: the page's live view comes back, and reloads what it may
+// have missed.
+func endSessionAndSignInElsewhere(t *testing.T, e *env, ctx context.Context) {
+	t.Helper()
+	if err := e.store.RevokeUserSessions(1); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, ctx, "#banner", "session has expired")
+	other, cancel := chromedp.NewContext(ctx)
+	t.Cleanup(cancel)
+	signInUI(t, other, e.url, "ada@acme.test", "Correct1horse")
+}
+
 // TestBrowserThreadReloadReadBeforeASendKeepsIt: the thread's reload that
 // the live view's return asks for (events may have been missed) was read
 // before a message sent meanwhile, and answered after the page drew it:
@@ -132,70 +212,70 @@ func TestBrowserSignedInAgainUnseenThenSend(t *testing.T) {
 // read before the send, until the page has drawn the message.
 func TestBrowserThreadReloadReadBeforeASendKeepsIt(t *testing.T) {
 	t.Parallel()
-	var hold atomic.Bool
-	read := make(chan struct{}, 1)      // the held reload's answer is read
-	release := make(chan struct{})      // the held reload may answer
-	delivered := make(chan struct{}, 1) // it answered
-	var once sync.Once
-	free := func() { once.Do(func() { close(release) }) }
-	t.Cleanup(free)
-	e := newEnv(t, func(o *envOptions) {
-		o.streams = web.StreamConfig{Heartbeat: 200 * time.Millisecond}
-		o.wrap = func(next http.Handler) http.Handler {
-			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				switch {
-				case !hold.Load():
-				case r.URL.Path == "/console/messages/thread":
-					rec := httptest.NewRecorder()
-					next.ServeHTTP(rec, r)
-					select {
-					case read <- struct{}{}:
-					default:
-					}
-					<-release
-					maps.Copy(w.Header(), rec.Header())
-					w.WriteHeader(rec.Code)
-					_, _ = w.Write(rec.Body.Bytes())
-					select {
-					case delivered <- struct{}{}:
-					default:
-					}
-					return
-				case r.URL.Path == "/console/messages/send":
-					select { // the send is stored after the reload's answer was read
-					case <-read:
-					case <-time.After(browserTimeout / 2):
-					}
-				}
-				next.ServeHTTP(w, r)
-			})
-		}
-	})
+	h, opt := holdReload(t,
+		func(p string) bool { return p == "/console/messages/thread" },
+		func(p string) bool { return p == "/console/messages/send" })
+	e := newEnv(t, opt)
 	e.acmeWithPhone()
 	ctx := chrome(t)
 	signInUI(t, ctx, e.url, "ada@acme.test", "Correct1horse")
 	do(t, ctx, "open a thread", chromedp.Navigate(e.url+"/console/messages?device=fp-1&phone=%2B15550100000"))
 	waitFor(t, ctx, "the stream open", `document.getElementById("chat").dataset.live === "true"`)
-	if err := e.store.RevokeUserSessions(1); err != nil {
-		t.Fatal(err)
-	}
-	waitText(t, ctx, "#banner", "session has expired")
-	other, cancel := chromedp.NewContext(ctx)
-	defer cancel()
-	signInUI(t, other, e.url, "ada@acme.test", "Correct1horse")
+	endSessionAndSignInElsewhere(t, e, ctx)
 
-	hold.Store(true)
+	h.hold.Store(true)
 	do(t, ctx, "send", chromedp.SendKeys(field("message"), "sent while the view came back"), chromedp.Click(chromedp.CSS(`#send button[type=submit]`)))
 	waitText(t, ctx, "#thread", "sent while the view came back")
 	eval[bool](t, ctx, `(document.querySelectorAll("#thread [data-id]").forEach(function (m) { m.dataset.before = "1"; }), true)`)
-	free()
-	select {
-	case <-delivered:
-	case <-time.After(browserTimeout):
-		t.Fatal("the held reload was never answered")
-	}
+	h.answered(t)
 	waitFor(t, ctx, "the reload drawn", `!document.querySelector("#thread [data-before]")`)
 	if got := eval[string](t, ctx, `document.getElementById("thread").textContent`); !strings.Contains(got, "sent while the view came back") {
 		t.Fatalf("the thread after the reload read before the send: %q, want the message sent", got)
+	}
+}
+
+// TestBrowserNumberReloadReadBeforeASendKeepsIt: the same on a WhatsApp
+// number's page, whose list of messages the live view's return reloads
+// too: a message sent while that reload was on its way was drawn, then
+// wiped by its answer, read before it. The page watches its list: the
+// message, once drawn, never leaves it (a later status could have drawn it
+// again, hiding that it was wiped).
+func TestBrowserNumberReloadReadBeforeASendKeepsIt(t *testing.T) {
+	t.Parallel()
+	h, opt := holdReload(t,
+		func(p string) bool {
+			return strings.HasPrefix(p, "/console/numbers/") && strings.HasSuffix(p, "/messages")
+		},
+		func(p string) bool { return strings.HasPrefix(p, "/console/numbers/") && strings.HasSuffix(p, "/send") })
+	e := newEnv(t, opt)
+	key := e.company("Acme", "ada@acme.test", "Correct1horse")
+	e.runAgent(e.pairingCode(key), "agent-1", []string{"+15550100001"}, nil, false)
+	wa := e.numberID(1, channel.WhatsApp, "+15550100001")
+	ctx := chrome(t)
+	signInUI(t, ctx, e.url, "ada@acme.test", "Correct1horse")
+	do(t, ctx, "open the numbers", chromedp.Navigate(e.url+"/console/numbers"))
+	do(t, ctx, "open the number", chromedp.Click(chromedp.CSS("#number-"+wa+" a")), chromedp.WaitVisible(chromedp.CSS(`#agent-send`)))
+	waitFor(t, ctx, "the stream open", `document.getElementById("agent-msgs").dataset.live === "true"`)
+	endSessionAndSignInElsewhere(t, e, ctx)
+
+	h.hold.Store(true)
+	do(t, ctx, "send", chromedp.SendKeys(field("to"), "+15550100999"), chromedp.SendKeys(field("content"), "sent while the view came back"),
+		chromedp.Click(chromedp.CSS(`#agent-send button[type=submit]`)))
+	waitText(t, ctx, "#agent-msgs", "sent while the view came back")
+	eval[bool](t, ctx, `(function () {
+		var list = document.getElementById("agent-msgs");
+		list.querySelectorAll("[data-id]").forEach(function (m) { m.dataset.before = "1"; });
+		new MutationObserver(function () {
+			if (list.textContent.indexOf("sent while the view came back") < 0) { window.wiped = true; }
+		}).observe(list, {childList: true, subtree: true, characterData: true});
+		return true;
+	})()`)
+	h.answered(t)
+	waitFor(t, ctx, "the reload drawn", `!document.querySelector("#agent-msgs [data-before]")`)
+	if got := eval[string](t, ctx, `document.getElementById("agent-msgs").textContent`); !strings.Contains(got, "sent while the view came back") {
+		t.Fatalf("the number's messages after the reload read before the send: %q, want the message sent", got)
+	}
+	if eval[bool](t, ctx, `window.wiped === true`) {
+		t.Fatal("the reload read before the send wiped the message sent from the list (drawn again later)")
 	}
 }

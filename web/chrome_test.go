@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto"
 	"github.com/chromedp/chromedp"
 	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/internal/waitpar"
@@ -126,12 +128,43 @@ func shot(t *testing.T, tab context.Context, path string) {
 	t.Logf("screenshot saved: %s", path)
 }
 
-// do runs browser steps and fails the test on error.
+// do runs browser steps, one after the other, and fails the test on error.
+//
+// A step that acts on an element (a click, keys) finds it, then acts on it
+// by its node id; if the page replaced the element in between (its script
+// drew it anew, or the next page came), the browser answers "Could not find
+// node with given id" before the step did anything: no mouse or key event
+// was sent, as the node is looked up before them. Such a step is run again,
+// finding the element anew, until it gets past that or half the test's
+// time is spent. Only that step runs again, never the ones before it.
 func do(t *testing.T, ctx context.Context, what string, steps ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
-	if err := chromedp.Do(ctx, steps...); err != nil {
-		t.Fatalf("%s: %v", what, err)
+	for _, step := range steps {
+		if err := again(ctx, step); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
 	}
+}
+
+// again runs a step, once more each time it fails on an element the page
+// replaced after the step found it, within half the test's time.
+func again(ctx context.Context, step chromedp.Action[chromedp.Void]) error {
+	deadline := time.Now().Add(browserTimeout / 2)
+	for {
+		err := chromedp.Do(ctx, step)
+		if err == nil || !nodeGone(err) || time.Now().After(deadline) || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// nodeGone tells the browser's answer to a node id whose element left the
+// page after it was found (-32000: "Could not find node with given id",
+// "No node with given id found").
+func nodeGone(err error) bool {
+	var e *cdproto.Error
+	return errors.As(err, &e) && (e.Message == "Could not find node with given id" || e.Message == "No node with given id found")
 }
 
 // field is the CSS selector of an input by its name (names hold dots).

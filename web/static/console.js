@@ -376,11 +376,13 @@
     return order[x.status] || 0;
   }
 
-  // reloading holds, for each thread reload on its way, the messages drawn
-  // since it was asked for, by id: its answer was read before them, and
-  // they are drawn again over it (a message sent while the live view came
-  // back was drawn, then wiped by the reload the stream's return asked for).
+  // reloading holds, for each reload on its way (the thread's, or a
+  // number's list), the messages drawn since it was asked for, by id: its
+  // answer was read before them, and they are drawn again over it (a
+  // message sent while the live view came back was drawn, then wiped by the
+  // reload the stream's return asked for).
   var reloading = [];
+  function drawn(m) { reloading.forEach(function (since) { since[m.id] = m; }); }
 
   // draw puts a message of the open thread in it, or brings its copy there
   // up to date; false when it was a late copy of an older state.
@@ -402,7 +404,7 @@
     if (!chat || m.device !== chat.getAttribute("data-device")) { return; }
     if (m.phone === chat.getAttribute("data-phone") && thread) {
       if (!draw(m)) { return; }
-      reloading.forEach(function (since) { since[m.id] = m; });
+      drawn(m);
     }
     var convs = document.getElementById("convs");
     if (!convs) { return; }
@@ -464,14 +466,21 @@
     return tr;
   }
 
-  function agentUpsert(m) {
-    if (!agentMsgs || m.number_id !== agentMsgs.getAttribute("data-number")) { return; }
+  // agentDraw puts a message of the number in its list, or brings its
+  // copy there up to date; false when it was a late copy of an older state.
+  function agentDraw(m) {
     var old = agentMsgs.querySelector('tr[data-id="' + m.id + '"]');
-    if (old && rank(old) > rank(m)) { return; }
+    if (old && rank(old) > rank(m)) { return false; }
     var row = agentRow(m);
     if (old) { agentMsgs.replaceChild(row, old); } else { agentMsgs.insertBefore(row, agentMsgs.firstChild); }
     var none = document.getElementById("no-msgs");
     if (none) { none.remove(); }
+    return true;
+  }
+
+  function agentUpsert(m) {
+    if (!agentMsgs || m.number_id !== agentMsgs.getAttribute("data-number")) { return; }
+    if (agentDraw(m)) { drawn(m); }
   }
 
   // refused says a refusal the script got asking for JSON: the server's
@@ -499,22 +508,10 @@
     say("err", "The messages could not be reloaded: the server could not be reached. Reload the page in a moment.");
   }
 
-  function reloadAgent() {
-    var u = location.pathname.replace(/\/$/, "") + "/messages";
-    fetch(u, {credentials: "same-origin", headers: {"Accept": "application/json"}}).then(reloaded)
-      .then(function (b) {
-        if (!b) { return; }
-        agentMsgs.textContent = "";
-        b.messages.forEach(function (m) { agentMsgs.appendChild(agentRow(m)); });
-      }).catch(unreached);
-  }
-
-  function reloadThread() {
-    if (agentMsgs) { reloadAgent(); return; }
-    if (!chat) { return; }
-    var phone = chat.getAttribute("data-phone");
-    if (!phone || !thread) { return; }
-    var u = "/console/messages/thread?device=" + encodeURIComponent(chat.getAttribute("data-device")) + "&phone=" + encodeURIComponent(phone);
+  // reload asks for the messages of a list (u), draws the list anew from
+  // the answer (redraw), then draws again over it (drawAgain) the messages drawn
+  // while it was on its way, which the answer, read before them, lacks.
+  function reload(u, redraw, drawAgain) {
     var since = {};
     reloading.push(since);
     var done = function () { reloading.splice(reloading.indexOf(since), 1); };
@@ -522,10 +519,27 @@
       .then(function (b) {
         done();
         if (!b) { return; }
-        thread.textContent = "";
-        b.messages.forEach(function (m) { thread.appendChild(msgEl(m)); });
-        Object.keys(since).forEach(function (id) { draw(since[id]); });
+        redraw(b.messages);
+        Object.keys(since).forEach(function (id) { drawAgain(since[id]); });
       }, function (err) { done(); throw err; }).catch(unreached);
+  }
+
+  function reloadAgent() {
+    reload(location.pathname.replace(/\/$/, "") + "/messages", function (messages) {
+      agentMsgs.textContent = "";
+      messages.forEach(function (m) { agentMsgs.appendChild(agentRow(m)); });
+    }, agentDraw);
+  }
+
+  function reloadThread() {
+    if (agentMsgs) { reloadAgent(); return; }
+    if (!chat) { return; }
+    var phone = chat.getAttribute("data-phone");
+    if (!phone || !thread) { return; }
+    reload("/console/messages/thread?device=" + encodeURIComponent(chat.getAttribute("data-device")) + "&phone=" + encodeURIComponent(phone), function (messages) {
+      thread.textContent = "";
+      messages.forEach(function (m) { thread.appendChild(msgEl(m)); });
+    }, draw);
   }
 
   function sent(form, out) {
