@@ -230,6 +230,23 @@ var errBadCredential = problem.New(problem.Unauthorized, "The API key or access 
 // effect at once, and a token issued before the user's latest password reset
 // is refused (TokenGeneration).
 func (s *Service) Authenticate(ctx context.Context, token string) (Principal, error) {
+	return s.authenticate(token, true)
+}
+
+// Reauthenticate checks again the credential of a request that
+// Authenticate let in and that runs on, for hours maybe (a company export
+// streaming to a slow client): as Authenticate, except that an access
+// token that has expired since is still its user's. Its user, company,
+// role and token generation are read again, so a removal, a demotion or a
+// sign-out everywhere ends it at once, as a rotation ends an API key; its
+// expiry ends no request already let in.
+func (s *Service) Reauthenticate(_ context.Context, token string) (Principal, error) {
+	return s.authenticate(token, false)
+}
+
+// authenticate is Authenticate, holding an access token to its expiry
+// only with expiry.
+func (s *Service) authenticate(token string, expiry bool) (Principal, error) {
 	if token == "" {
 		return Principal{}, errBadCredential
 	}
@@ -258,9 +275,13 @@ func (s *Service) Authenticate(ctx context.Context, token string) (Principal, er
 		return Principal{CompanyID: c.ID, Role: store.RoleAdmin, ViaAPIKey: true}, nil
 	}
 	var claims accessClaims
-	_, err := jwt.ParseWithClaims(token, &claims, func(*jwt.Token) (any, error) { return s.jwtKey, nil },
-		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
-		jwt.WithExpirationRequired(), jwt.WithIssuedAt(), jwt.WithTimeFunc(s.now))
+	opts := []jwt.ParserOption{jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()})}
+	if expiry {
+		opts = append(opts, jwt.WithExpirationRequired(), jwt.WithIssuedAt(), jwt.WithTimeFunc(s.now))
+	} else {
+		opts = append(opts, jwt.WithoutClaimsValidation()) // the signature still holds
+	}
+	_, err := jwt.ParseWithClaims(token, &claims, func(*jwt.Token) (any, error) { return s.jwtKey, nil }, opts...)
 	if err != nil {
 		return Principal{}, errBadCredential
 	}

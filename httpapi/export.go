@@ -264,10 +264,13 @@ func (s *Server) companyExport(c echo.Context) error {
 	out := &exportConn{w: c.Response(), rc: http.NewResponseController(c.Response()), cfg: s.cfg.Export, left: s.cfg.Export.Grace}
 	w := &exportWriter{out: out, buf: bufio.NewWriterSize(out, 64<<10)}
 	// The credential is checked again before each page is read: a document
-	// a slow client takes for hours must not go on, with the messages stored
-	// meanwhile, once its key is rotated or its user removed, demoted or
-	// signed out everywhere, any more than another request of it would.
-	w.still, _ = c.Get(keyRecheck).(func() error)
+	// a slow client takes for hours must not go on once its key is rotated
+	// or its user removed, demoted or signed out everywhere, any more than
+	// another request of it would. An access token's expiry (15 minutes)
+	// revokes nothing: the document it was let in for streams on.
+	if _, ok := c.Get(keyRecheck).(func() error); ok {
+		w.still = func() error { return s.recheck(c, admin, s.deps.Accounts.Reauthenticate) }
+	}
 
 	w.raw(`{"format":`)
 	w.value(exportFormat)

@@ -409,7 +409,7 @@ func (s *Server) access(level access) echo.MiddlewareFunc {
 			if level == admin && !p.IsAdmin() {
 				return problem.New(problem.Forbidden, "Only admins may do this.")
 			}
-			c.Set(keyRecheck, func() error { return s.recheck(c, level) })
+			c.Set(keyRecheck, func() error { return s.recheck(c, level, s.deps.Accounts.Authenticate) })
 			return next(c)
 		}
 	}
@@ -423,9 +423,13 @@ func (s *Server) access(level access) echo.MiddlewareFunc {
 // change answered, any more than a request sent after it. An API key's
 // check is its node's cache (the rotation empties it); an access token's
 // reads its user again.
-func (s *Server) recheck(c echo.Context, level access) error {
+//
+// A request that runs on after its body (a company export) rechecks with
+// Reauthenticate instead: the expiry of its access token since it was let
+// in ends nothing, a revocation does.
+func (s *Server) recheck(c echo.Context, level access, auth func(context.Context, string) (account.Principal, error)) error {
 	tok, _ := c.Get(keyToken).(string)
-	p, err := s.deps.Accounts.Authenticate(c.Request().Context(), tok)
+	p, err := auth(c.Request().Context(), tok)
 	if err != nil {
 		return err
 	}
