@@ -99,30 +99,44 @@ var authScope = map[string]bool{
 func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		start := time.Now()
+		aborted := true
+		// A handler that aborts its response (http.ErrAbortHandler: a
+		// stream cut after its status went out) is counted and logged too.
+		defer func() {
+			if aborted {
+				s.observed(c, start)
+			}
+		}()
 		if err := next(c); err != nil {
 			c.Error(err)
 		}
-		route := c.Path()
-		if route == "" || c.Response().Status == http.StatusNotFound && !s.isRoute(c) {
-			route = "unmatched"
-		}
-		d := time.Since(start)
-		status := c.Response().Status
-		if !operatorRoutes[route] { // the public /metrics must not tell when the operator took a backup
-			s.metrics.observe(c.Request().Method, route, status, d)
-		}
-		if !uncounted[route] {
-			// Attrs rather than key-value pairs: the line is the same, and
-			// no value is boxed on the heap for it on every request. The
-			// path is logged escaped, as asked where canonicalPath kept
-			// it (an encoded slash, refused): decoded, /a%2Fb would read
-			// as /a/b, a path that was not asked.
-			s.deps.Logger.LogAttrs(context.Background(), slog.LevelInfo, "request",
-				slog.String("method", c.Request().Method), slog.String("path", loggedPath(c.Request().URL.EscapedPath())),
-				slog.Int("status", status), slog.Float64("duration_ms", float64(d.Microseconds())/1000),
-				slog.String("ip", c.RealIP()))
-		}
+		aborted = false
+		s.observed(c, start)
 		return nil
+	}
+}
+
+// observed counts and logs a request once it is answered.
+func (s *Server) observed(c echo.Context, start time.Time) {
+	route := c.Path()
+	if route == "" || c.Response().Status == http.StatusNotFound && !s.isRoute(c) {
+		route = "unmatched"
+	}
+	d := time.Since(start)
+	status := c.Response().Status
+	if !operatorRoutes[route] { // the public /metrics must not tell when the operator took a backup
+		s.metrics.observe(c.Request().Method, route, status, d)
+	}
+	if !uncounted[route] {
+		// Attrs rather than key-value pairs: the line is the same, and
+		// no value is boxed on the heap for it on every request. The
+		// path is logged escaped, as asked where canonicalPath kept
+		// it (an encoded slash, refused): decoded, /a%2Fb would read
+		// as /a/b, a path that was not asked.
+		s.deps.Logger.LogAttrs(context.Background(), slog.LevelInfo, "request",
+			slog.String("method", c.Request().Method), slog.String("path", loggedPath(c.Request().URL.EscapedPath())),
+			slog.Int("status", status), slog.Float64("duration_ms", float64(d.Microseconds())/1000),
+			slog.String("ip", c.RealIP()))
 	}
 }
 
