@@ -100,14 +100,28 @@ func TestLiveReportsAGapAfterTheBusReconnects(t *testing.T) {
 	}
 	t.Cleanup(l.Close)
 	first.Shutdown()
-	again, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go again.Start()
-	t.Cleanup(again.Shutdown)
-	if !again.ReadyForConnections(10 * time.Second) {
-		t.Fatal("the NATS server did not come back")
+	// The address is free again once the first server is down, but under
+	// load its start may take a while or find the port still held for a
+	// moment: each try gets a few seconds, the whole a deadline.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		again, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, NoLog: true, NoSigs: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go again.Start()
+		t.Cleanup(again.Shutdown)
+		if again.ReadyForConnections(3 * time.Second) {
+			break
+		}
+		again.Shutdown()
+		if time.Now().After(deadline) {
+			ln, err := net.Listen("tcp", first.Addr().String())
+			if err == nil {
+				ln.Close()
+			}
+			t.Fatalf("the NATS server did not come back on %s (a listen there: %v)", first.Addr(), err)
+		}
 	}
 	select {
 	case <-gaps:
