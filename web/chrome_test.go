@@ -140,21 +140,29 @@ func shot(t *testing.T, tab context.Context, path string) {
 func do(t *testing.T, ctx context.Context, what string, steps ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
 	for _, step := range steps {
-		if err := again(ctx, step); err != nil {
+		retries, err := again(ctx, step)
+		if retries > 0 {
+			// Logged, so that a page that keeps redrawing an element by
+			// mistake shows in the test's output rather than only as time.
+			t.Logf("%s: the page replaced a step's element after the step found it; the step ran again (%d)", what, retries)
+		}
+		if err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
 	}
 }
 
 // again runs a step, once more each time it fails on an element the page
-// replaced after the step found it, within half the test's time.
-func again(ctx context.Context, step chromedp.Action[chromedp.Void]) error {
+// replaced after the step found it, within half the test's time; retries
+// says how many more times it ran.
+func again(ctx context.Context, step chromedp.Action[chromedp.Void]) (retries int, err error) {
 	deadline := time.Now().Add(browserTimeout / 2)
 	for {
-		err := chromedp.Do(ctx, step)
+		err = chromedp.Do(ctx, step)
 		if err == nil || !nodeGone(err) || time.Now().After(deadline) || ctx.Err() != nil {
-			return err
+			return retries, err
 		}
+		retries++
 		time.Sleep(20 * time.Millisecond)
 	}
 }
