@@ -351,36 +351,9 @@ func TestAgentMoveReleasesTheJobsTheOldAgentDoesNotHold(t *testing.T) {
 	}
 }
 
-// TestAgentHelloJobsBounded: a hello naming more jobs than the protocol
-// allows is refused (invalid_hello, close 4000), naming the field.
-func TestAgentHelloJobsBounded(t *testing.T) {
-	t.Parallel()
-	w := newMoveWorld(t)
-	token := w.pair("many-jobs")
-	node := w.start()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	ws, _, err := websocket.Dial(ctx, node.url, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ws.CloseNow()
-	jobs := make([]string, proto.MaxHelloJobs+1)
-	for i := range jobs {
-		jobs[i] = fmt.Sprintf("job-%d", i)
-	}
-	writeFrame(t, ws, proto.Hello{Protocol: 1, AppVersion: "agent test", WhatsApp: []proto.WhatsAppNumber{{Phone: moveNumber}}, Jobs: jobs})
-	f, ok := readFrame(t, ws).(*proto.Error)
-	if !ok || f.Code != "invalid_hello" || !strings.Contains(f.Message, "hello.jobs") {
-		t.Fatalf("got %#v, want invalid_hello naming hello.jobs", f)
-	}
-	if _, _, err := ws.Read(ctx); websocket.CloseStatus(err) != proto.CloseProtocolError {
-		t.Fatalf("the link ends with %v, want close %d", err, proto.CloseProtocolError)
-	}
-}
-
-// TestAgentHelloJobsBoundedTakesNoNumber: a hello refused for its jobs
-// is refused whole, as one refused for a bad number is (PROTOCOL.md
+// TestAgentHelloJobsBoundedTakesNoNumber: a hello naming more jobs than
+// the protocol allows is refused (invalid_hello naming the field, close
+// 4000), and refused whole, as one refused for a bad number is (PROTOCOL.md
 // section 16.1): the numbers it announces stay with the agent that holds
 // them, whose sends go on, rather than moving to an agent the refusal
 // leaves without a link.
@@ -404,6 +377,9 @@ func TestAgentHelloJobsBoundedTakesNoNumber(t *testing.T) {
 	writeFrame(t, ws, proto.Hello{Protocol: 1, AppVersion: "agent test", WhatsApp: []proto.WhatsAppNumber{{Phone: moveNumber}}, Jobs: jobs})
 	if f, ok := readFrame(t, ws).(*proto.Error); !ok || f.Code != "invalid_hello" || !strings.Contains(f.Message, "hello.jobs") {
 		t.Fatalf("got %#v, want invalid_hello naming hello.jobs", f)
+	}
+	if _, _, err := ws.Read(ctx); websocket.CloseStatus(err) != proto.CloseProtocolError {
+		t.Fatalf("the link ends with %v, want close %d", err, proto.CloseProtocolError)
 	}
 	nums, err := node.agents.Numbers(context.Background(), w.company, channel.WhatsApp)
 	if err != nil || len(nums) != 1 || nums[0].Device != "bound-holder" {
