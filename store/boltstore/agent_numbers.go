@@ -2,7 +2,6 @@ package boltstore
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -135,11 +134,9 @@ func (s *Store) AnnounceNumbers(companyID, deviceID uint64, channel string, addr
 // any channel: one seek in agent_number_held, where its entries, if any,
 // come first under its company and id.
 func holdsNumbers(tx *bolt.Tx, companyID, deviceID uint64) bool {
-	var prefix [16]byte
-	binary.BigEndian.PutUint64(prefix[:8], companyID)
-	binary.BigEndian.PutUint64(prefix[8:], deviceID)
-	k, _ := tx.Bucket(bucketAgentHeld).Cursor().Seek(prefix[:])
-	return k != nil && bytes.HasPrefix(k, prefix[:])
+	prefix := devKey(companyID, deviceID)
+	k, _ := tx.Bucket(bucketAgentHeld).Cursor().Seek(prefix)
+	return k != nil && bytes.HasPrefix(k, prefix)
 }
 
 // mayHoldNumbers unsets the device record's NoNumbers, writing the record
