@@ -99,19 +99,13 @@ var authScope = map[string]bool{
 func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		start := time.Now()
-		aborted := true
-		// A handler that aborts its response (http.ErrAbortHandler: a
-		// stream cut after its status went out) is counted and logged too.
-		defer func() {
-			if aborted {
-				s.observed(c, start)
-			}
-		}()
+		// Deferred, so that a handler that aborts its response
+		// (http.ErrAbortHandler: a stream cut after its status went out)
+		// is counted and logged too; otherwise it runs after c.Error.
+		defer s.observed(c, start)
 		if err := next(c); err != nil {
 			c.Error(err)
 		}
-		aborted = false
-		s.observed(c, start)
 		return nil
 	}
 }
