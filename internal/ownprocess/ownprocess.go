@@ -32,7 +32,8 @@ func Run(t *testing.T) bool {
 	}
 	args := []string{"-test.run=^" + regexp.QuoteMeta(t.Name()) + "$", "-test.count=1", "-test.v"}
 	if d, ok := t.Deadline(); ok {
-		args = append(args, "-test.timeout="+time.Until(d).Round(time.Second).String())
+		// At least a second: a timeout of 0s would be none at all.
+		args = append(args, "-test.timeout="+max(time.Until(d).Round(time.Second), time.Second).String())
 	}
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), env+"="+t.Name())
