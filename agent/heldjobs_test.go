@@ -76,6 +76,9 @@ func TestHeldJobsNameWhatTheServerMayStillHandOut(t *testing.T) {
 	if ids := held(); !slices.Equal(ids, want) {
 		t.Fatalf("held jobs after a delivery report %v, want %v", ids, want)
 	}
+	if ids, ok, err := j.HeldJobs(len(want)); err != nil || !ok || !slices.Equal(ids, want) {
+		t.Fatalf("at the bound: %v, ok %v (%v), want %v", ids, ok, err, want)
+	}
 	if ids, ok, err := j.HeldJobs(len(want) - 1); err != nil || ok || ids != nil {
 		t.Fatalf("over the bound: %d ids, ok %v (%v), want nothing said", len(ids), ok, err)
 	}

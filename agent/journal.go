@@ -326,19 +326,24 @@ func (j *Journal) HeldJobs(max int) (ids []string, ok bool, err error) {
 				return fmt.Errorf("journal: job %q: %w", k, err)
 			}
 			if r.Send.Channel != proto.ChannelSMS && !r.Reported {
-				ids = append(ids, string(k))
+				if ids = append(ids, string(k)); len(ids) > max {
+					return errTooManyHeld // the rest need not be read
+				}
 			}
 			return nil
 		})
 	})
+	if errors.Is(err, errTooManyHeld) {
+		return nil, false, nil
+	}
 	if err != nil {
 		return nil, false, err
 	}
-	if len(ids) > max {
-		return nil, false, nil
-	}
 	return ids, true, nil
 }
+
+// errTooManyHeld ends HeldJobs' scan at the first job past its max.
+var errTooManyHeld = errors.New("journal: more held jobs than a hello names")
 
 // Mark returns a value of the meta bucket.
 func (j *Journal) Mark(key string) (string, error) {

@@ -27,15 +27,12 @@ import (
 // spelling, adds nothing). A bad entry refuses the hello, naming it
 // (whatsapp[1].phone).
 func (s *Service) Announce(_ context.Context, dev store.Device, hello proto.Hello) ([]uint64, error) {
-	wa, im, err := s.announced(dev, hello)
+	sets, err := s.announced(dev, hello)
 	if err != nil {
 		return nil, err
 	}
 	var ids []uint64
-	for _, set := range []struct {
-		channel string
-		addrs   []string
-	}{{WhatsApp, wa}, {IMessage, im}} {
+	for _, set := range sets {
 		// Called with none too: a device that held numbers lets them go.
 		nums, err := s.store.AnnounceNumbers(dev.CompanyID, dev.ID, set.channel, set.addrs, s.now(), MaxNumbersPerCompany)
 		if errors.Is(err, store.ErrTooManyNumbers) {
@@ -59,14 +56,11 @@ func (s *Service) Announce(_ context.Context, dev store.Device, hello proto.Hell
 // the numbers stored now; Announce's write counts them again, and refuses
 // what another agent's hello made too many since.
 func (s *Service) CheckAnnounce(_ context.Context, dev store.Device, hello proto.Hello) error {
-	wa, im, err := s.announced(dev, hello)
+	sets, err := s.announced(dev, hello)
 	if err != nil {
 		return err
 	}
-	for _, set := range []struct {
-		channel string
-		addrs   []string
-	}{{WhatsApp, wa}, {IMessage, im}} {
+	for _, set := range sets {
 		if len(set.addrs) == 0 {
 			continue
 		}
@@ -100,23 +94,31 @@ func tooManyNumbers(channel string) error {
 	return problem.Invalid(channel, fmt.Sprintf("would take the company past %d %ss, the most it may have", MaxNumbersPerCompany, noun(channel)))
 }
 
-// announced is the hello's WhatsApp numbers and iMessage handles as
-// stored, each once, or the problem of its first bad entry.
-func (s *Service) announced(dev store.Device, hello proto.Hello) (wa, im []string, err error) {
+// announcement is what a hello announces of one channel: its numbers (or
+// handles) as stored, each once.
+type announcement struct {
+	channel string
+	addrs   []string
+}
+
+// announced is the hello's WhatsApp numbers and iMessage handles, in that
+// order, or the problem of its first bad entry.
+func (s *Service) announced(dev store.Device, hello proto.Hello) ([]announcement, error) {
+	var wa, im []string
 	if len(hello.WhatsApp) > MaxAnnounced {
-		return nil, nil, problem.Invalid("whatsapp", fmt.Sprintf("must hold at most %d numbers", MaxAnnounced))
+		return nil, problem.Invalid("whatsapp", fmt.Sprintf("must hold at most %d numbers", MaxAnnounced))
 	}
 	if len(hello.IMessage) > MaxAnnounced {
-		return nil, nil, problem.Invalid("imessage", fmt.Sprintf("must hold at most %d handles", MaxAnnounced))
+		return nil, problem.Invalid("imessage", fmt.Sprintf("must hold at most %d handles", MaxAnnounced))
 	}
 	region, err := s.region(dev.CompanyID)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	for i, n := range hello.WhatsApp {
 		v, err := numplan.Reported(n.Phone, region)
 		if err != nil {
-			return nil, nil, problem.Invalid(fmt.Sprintf("whatsapp[%d].phone", i), err.Error())
+			return nil, problem.Invalid(fmt.Sprintf("whatsapp[%d].phone", i), err.Error())
 		}
 		if !slices.Contains(wa, v) { // named twice, or in two spellings: once
 			wa = append(wa, v)
@@ -125,17 +127,17 @@ func (s *Service) announced(dev store.Device, hello proto.Hello) (wa, im []strin
 	for i, h := range hello.IMessage {
 		field := fmt.Sprintf("imessage[%d].handle", i)
 		if fault := phone.RecipientFault(h.Handle); fault != "" {
-			return nil, nil, problem.Invalid(field, fault)
+			return nil, problem.Invalid(field, fault)
 		}
 		v, err := normaliseHandle(h.Handle, region)
 		if err != nil {
-			return nil, nil, problem.Invalid(field, "must be an E.164 phone number or an e-mail address")
+			return nil, problem.Invalid(field, "must be an E.164 phone number or an e-mail address")
 		}
 		if !slices.Contains(im, v) {
 			im = append(im, v)
 		}
 	}
-	return wa, im, nil
+	return []announcement{{WhatsApp, wa}, {IMessage, im}}, nil
 }
 
 // normaliseHandle is an iMessage handle an agent reports: an E.164 number

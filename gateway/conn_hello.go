@@ -65,25 +65,17 @@ func (c *conn) hello() bool {
 	if err == nil && announces {
 		err = h.agents.CheckAnnounce(context.Background(), c.dev, *hello)
 	}
-	if pe, ok := problem.As(err); ok {
-		c.fail(proto.CloseProtocolError, "invalid_hello", pe.Refield("hello."+pe.Field).Message)
-		return false
-	}
 	if err != nil {
-		c.storeFault(err, "check hello numbers", "device", c.dev.Fingerprint)
+		c.refuseHello(err, "check hello numbers")
 		return false
 	}
 	dev, err := h.devices.Hello(context.Background(), c.dev, hello.SelectedSIM, sims, hello.AppVersion, hello.Health)
-	if pe, ok := problem.As(err); ok {
-		c.fail(proto.CloseProtocolError, "invalid_hello", pe.Refield("hello."+pe.Field).Message)
-		return false
-	}
 	if errors.Is(err, store.ErrNotFound) {
 		c.closeWith(proto.CloseDeviceGone, "device deleted")
 		return false
 	}
 	if err != nil {
-		c.storeFault(err, "store hello", "device", c.dev.Fingerprint)
+		c.refuseHello(err, "store hello")
 		return false
 	}
 	// The link needs none of the health report: it stays in the store.
@@ -95,12 +87,8 @@ func (c *conn) hello() bool {
 	// that holds none makes no agent write.
 	if announces || (h.agents != nil && !dev.NoNumbers) {
 		ids, err := h.agents.Announce(context.Background(), dev, *hello)
-		if pe, ok := problem.As(err); ok {
-			c.fail(proto.CloseProtocolError, "invalid_hello", pe.Refield("hello."+pe.Field).Message)
-			return false
-		}
 		if err != nil {
-			c.storeFault(err, "store hello numbers", "device", c.dev.Fingerprint)
+			c.refuseHello(err, "store hello numbers")
 			return false
 		}
 		for _, id := range ids {
@@ -111,13 +99,8 @@ func (c *conn) hello() bool {
 		// After the numbers: a job handed to this registration and not
 		// named is another agent's once the number has moved, and this
 		// link (which pumps once the hello is done) has not written it.
-		err := h.agents.Release(context.Background(), dev, hello.Jobs)
-		if pe, ok := problem.As(err); ok {
-			c.fail(proto.CloseProtocolError, "invalid_hello", pe.Refield("hello."+pe.Field).Message)
-			return false
-		}
-		if err != nil {
-			c.storeFault(err, "release the agent jobs its hello does not hold", "device", c.dev.Fingerprint)
+		if err := h.agents.Release(context.Background(), dev, hello.Jobs); err != nil {
+			c.refuseHello(err, "release the agent jobs its hello does not hold")
 			return false
 		}
 	}
@@ -203,4 +186,15 @@ func (r *refusal) spares(c, old *conn) bool {
 // problem). Nothing else a lookup returns says the device is gone.
 func notFound(err error) bool {
 	return errors.Is(err, store.ErrNotFound) || problem.Is(err, problem.NotFound)
+}
+
+// refuseHello ends the link at a hello that err refuses: a problem of the
+// hello's content closes it as invalid_hello naming the hello's field, and
+// any other error is a store fault of doing.
+func (c *conn) refuseHello(err error, doing string) {
+	if pe, ok := problem.As(err); ok {
+		c.fail(proto.CloseProtocolError, "invalid_hello", pe.Refield("hello."+pe.Field).Message)
+		return
+	}
+	c.storeFault(err, doing, "device", c.dev.Fingerprint)
 }
