@@ -25,6 +25,20 @@ func agentMsgKey(m Message) []byte {
 	return append(pair(m.CompanyID, m.NumberID), itob(m.ID)...)
 }
 
+// handedKey is m's key in agent_handed: the queued WhatsApp and iMessage
+// sends of each registration they were last handed to (Message.HandedTo),
+// so that an agent's hello reads the sends handed to it (AgentRelease),
+// not the company's whole queue. A send has its key while it is queued and
+// handed to a registration: the hand-out (AgentHandOut) puts it, moving it
+// from a registration since deleted; a release (releaseLost) and whatever
+// takes the send out of the queue (leaveQueue: an ack or report, an
+// expiry) delete it. A registration deleted keeps the keys of the sends
+// handed to it until they leave the queue or are handed to another: no
+// hello of it reads them again.
+func handedKey(companyID, deviceID, messageID uint64) []byte {
+	return devKey(companyID, deviceID, itob(messageID))
+}
+
 // mayReport says whether deviceID may report the message
 // (store.MayReport): the number's holder is read only for an agent job
 // with no hand-out recorded.
@@ -84,6 +98,15 @@ func (s *Store) AgentHandOut(companyID, deviceID, messageID uint64) (bool, error
 		if m.HandedTo != 0 && deviceLive(tx, companyID, m.HandedTo) {
 			return nil // the agent it was handed to may still send it
 		}
+		handed := tx.Bucket(bucketAgentHanded)
+		if m.HandedTo != 0 { // a registration since deleted
+			if err := handed.Delete(handedKey(companyID, m.HandedTo, m.ID)); err != nil {
+				return err
+			}
+		}
+		if err := handed.Put(handedKey(companyID, deviceID, m.ID), nil); err != nil {
+			return err
+		}
 		m.HandedTo = deviceID
 		f.put(m)
 		mine = true
@@ -105,11 +128,12 @@ func (s *Store) AgentHandOut(companyID, deviceID, messageID uint64) (bool, error
 // kicked). A send handed to the registration and named in held stays its
 // own.
 //
-// The company's number queues are read whole, a hello's work, in a read
-// transaction: the single writer, which the sends of the same batch
-// wait on, is taken only with the sends to release, each checked again
-// there (still queued, still handed to the registration), and a hello
-// that releases nothing (the usual one) writes nothing at all.
+// The sends handed to the registration are read through their index
+// (agent_handed: a hello reads what the agent holds, not the company's
+// queue), in a read transaction: the single writer, which the sends of
+// the same batch wait on, is taken only with the sends to release, each
+// checked again there (still queued, still handed to the registration),
+// and a hello that releases nothing (the usual one) writes nothing at all.
 func (s *Store) AgentRelease(companyID, deviceID uint64, held []string) ([]AgentNumber, error) {
 	if s.commit == nil {
 		return nil, fmt.Errorf("store: release the sends handed to device %d: %w", deviceID, bolterrors.ErrDatabaseReadOnly)
@@ -117,20 +141,9 @@ func (s *Store) AgentRelease(companyID, deviceID uint64, held []string) ([]Agent
 	lost := lostTo(companyID, deviceID, held)
 	var ids [][]byte // the message keys of the sends to release
 	err := s.view(func(tx *bolt.Tx) error {
-		ids = nil
-		msgs := tx.Bucket(bucketMessages)
-		prefix := itob(companyID)
-		c := tx.Bucket(bucketAgentQueue).Cursor()
-		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
-			var m Message
-			if err := getJSON(msgs, k[16:], &m); err != nil {
-				return err
-			}
-			if lost(m) {
-				ids = append(ids, bytes.Clone(k[16:]))
-			}
-		}
-		return nil
+		var err error
+		ids, _, err = lostSends(tx, companyID, deviceID, lost)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: release the sends handed to device %d: %w", deviceID, err)
@@ -148,6 +161,26 @@ func (s *Store) AgentRelease(companyID, deviceID uint64, held []string) ([]Agent
 		return nil, fmt.Errorf("store: release the sends handed to device %d: %w", deviceID, err)
 	}
 	return out, nil
+}
+
+// lostSends returns the keys (of the messages bucket) of the sends handed
+// to the registration that lost says are to be released, and how many
+// records it read for them: one per send the index names.
+func lostSends(tx *bolt.Tx, companyID, deviceID uint64, lost func(Message) bool) (ids [][]byte, read int, err error) {
+	msgs := tx.Bucket(bucketMessages)
+	prefix := devKey(companyID, deviceID)
+	c := tx.Bucket(bucketAgentHanded).Cursor()
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+		var m Message
+		if err := getJSON(msgs, k[16:], &m); err != nil {
+			return nil, read, fmt.Errorf("handed send index entry %x: %w", k, err)
+		}
+		read++
+		if lost(m) {
+			ids = append(ids, bytes.Clone(k[16:]))
+		}
+	}
+	return ids, read, nil
 }
 
 // lostTo says whether a send is one of the company's that AgentRelease
@@ -181,6 +214,9 @@ func releaseLost(tx *bolt.Tx, companyID uint64, ids [][]byte, lost func(Message)
 		}
 		if !lost(m) {
 			continue // settled, or handed to another, since the read
+		}
+		if err := tx.Bucket(bucketAgentHanded).Delete(handedKey(companyID, m.HandedTo, m.ID)); err != nil {
+			return nil, err
 		}
 		m.HandedTo = 0
 		if err := putJSON(msgs, id, m); err != nil {

@@ -43,7 +43,8 @@ var (
 	bucketAgentInClient  = []byte("agent_inbound_client")
 	bucketAgentHeld      = []byte("agent_number_held")
 	bucketAgentMsgCounts = []byte("agent_message_counts") // company(8) number id(8) -> count(8): the keys of agent_messages under the pair
-	agentBuckets         = [][]byte{bucketAgentNumbers, bucketAgentNumberIDs, bucketAgentNumberRef, bucketAgentQueue, bucketAgentMessages, bucketAgentSends, bucketAgentInClient, bucketAgentHeld, bucketAgentMsgCounts}
+	bucketAgentHanded    = []byte("agent_handed")         // company(8) device id(8) message id(8) -> nil: queued, handed to the registration (handedKey)
+	agentBuckets         = [][]byte{bucketAgentNumbers, bucketAgentNumberIDs, bucketAgentNumberRef, bucketAgentQueue, bucketAgentMessages, bucketAgentSends, bucketAgentInClient, bucketAgentHeld, bucketAgentMsgCounts, bucketAgentHanded}
 )
 
 func heldKey(companyID, deviceID uint64, channel, address string) []byte {

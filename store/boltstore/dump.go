@@ -123,6 +123,7 @@ var bucketKinds = map[string]store.Kind{
 	"agent_number_held":    "",
 	"agent_message_counts": "", // counted from agent_messages
 	"agent_queue":          "",
+	"agent_handed":         "",                      // from Message.HandedTo of the queued sends
 	"agent_messages":       store.KindAgentMessages, // the dump's way to them
 	"agent_sends":          store.KindAgentSends,
 	"agent_inbound_client": "",

@@ -163,7 +163,8 @@ func loadByUUID(tx *bolt.Tx, uuid string) (Message, error) {
 
 // leaveQueue drops a message from the queue and expiry indexes, or, when
 // it is scheduled, from the schedule's; a held one leaves both the
-// schedule's and the expiry index.
+// schedule's and the expiry index. A WhatsApp or iMessage send handed to
+// an agent leaves the index of those (handedKey) too.
 func leaveQueue(tx *bolt.Tx, m Message) error {
 	if m.Status == MsgScheduled {
 		return leaveSchedule(tx, m)
@@ -177,6 +178,11 @@ func leaveQueue(tx *bolt.Tx, m Message) error {
 		switch {
 		case IsAgentChannel(m.Channel):
 			queue, key = tx.Bucket(bucketAgentQueue), agentMsgKey(m)
+			if m.HandedTo != 0 {
+				if err := tx.Bucket(bucketAgentHanded).Delete(handedKey(m.CompanyID, m.HandedTo, m.ID)); err != nil {
+					return err
+				}
+			}
 		case m.Priority > 0:
 			queue, key = tx.Bucket(bucketPrioQueue), prioKey(m)
 		}

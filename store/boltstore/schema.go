@@ -56,6 +56,10 @@ var migrations = []func(tx *bolt.Tx) (done bool, err error){
 	// only keeps older builds, which cannot read such a record, from
 	// opening the file.
 	whole(func(*bolt.Tx) error { return nil }),
+	// 12 -> 13: the queued WhatsApp and iMessage sends indexed by the
+	// registration they were handed to, from the stored queue
+	// (migrate_v12.go).
+	whole(migrateAgentHanded),
 }
 
 // whole makes a migration that fits in one transaction a one-step one.

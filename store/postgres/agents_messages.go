@@ -167,8 +167,9 @@ func (s *Store) AgentRelease(companyID, deviceID uint64, held []string) ([]store
 }
 
 // releaseHandOuts is AgentRelease's statement: $1 the company, $2 the
-// device, $3 the uuids it holds. It reads the company's queued agent sends
-// by messages_number_queue.
+// device, $3 the uuids it holds. It reads the sends handed to the device
+// through messages_handed (migration 0020), whose expression and
+// predicate its conditions repeat, not the company's queue of agent sends.
 const releaseHandOuts = `WITH released AS (
 	UPDATE messages m SET rec = m.rec - 'handed_to'
 	WHERE m.company_id = $1 AND m.number_id IS NOT NULL AND m.status = 'queued'
