@@ -74,11 +74,16 @@ func TestLengthLimitsCountUTF8Bytes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := svc.Hello(ctx, dev, "", nil, bytes(64), nil); err != nil {
+		checked, err := svc.CheckHello("", nil, bytes(64), nil)
+		if err != nil {
 			t.Fatalf("64 bytes: got %v, want it accepted", err)
 		}
-		if pe, ok := problem.As(errOf(svc.Hello(ctx, dev, "", nil, bytes(65), nil))); !ok || pe.Field != "app_version" {
-			t.Fatalf("65 bytes: got %v, want validation_failed on app_version", pe)
+		if dev, err = svc.Hello(ctx, dev, checked); err != nil || dev.AppVersion != bytes(64) {
+			t.Fatalf("64 bytes: stored %q (%v), want them", dev.AppVersion, err)
+		}
+		_, err = svc.CheckHello("", nil, bytes(65), nil)
+		if pe, ok := problem.As(err); !ok || pe.Field != "app_version" {
+			t.Fatalf("65 bytes: got %v, want validation_failed on app_version", err)
 		}
 	})
 }

@@ -118,32 +118,29 @@ func (s *Service) Update(ctx context.Context, companyID uint64, fingerprint stri
 // ValidSelectedSIM reports whether v is a selected_sim value.
 func ValidSelectedSIM(v string) bool { return v == "SIM1" || v == "SIM2" || v == "BOTH" }
 
-// Hello records what a phone announced on connecting: its chosen SIM (the
-// phone's user chose it, so it wins like any latest write), its SIMs, app
-// version and health (nil: the phone sent none, the stored report stays),
-// and that it was seen; a device last reported offline (or never) is
-// reported online. dev is the device the link authenticated
-// as; a registration deleted since then is store.ErrNotFound, even when its
-// fingerprint is paired again.
-func (s *Service) Hello(_ context.Context, dev store.Device, selectedSIM string, sims []store.SIM, appVersion string, health *proto.Health) (store.Device, error) {
-	clean, appVersion, report, err := validHello(selectedSIM, sims, appVersion, health)
-	if err != nil {
-		return store.Device{}, err
-	}
+// Hello records what a phone announced on connecting, as CheckHello
+// found it good (h): its chosen SIM (the phone's user chose it, so it wins
+// like any latest write), its SIMs, app version and health (none sent: the
+// stored report stays), and that it was seen; a device last reported
+// offline (or never) is reported online. The zero CheckedHello records
+// that the device was seen and nothing more. dev is the device the link
+// authenticated as; a registration deleted since then is
+// store.ErrNotFound, even when its fingerprint is paired again.
+func (s *Service) Hello(_ context.Context, dev store.Device, h CheckedHello) (store.Device, error) {
 	now := s.now()
 	return s.store.UpdateDeviceWith(dev.CompanyID, dev.ID, func(d *store.Device) ([]store.DeviceEvent, error) {
-		if selectedSIM != "" {
-			d.SelectedSIM = selectedSIM
+		if h.selectedSIM != "" {
+			d.SelectedSIM = h.selectedSIM
 		}
-		if sims != nil {
-			d.SIMs = clean
+		if h.setSIMs {
+			d.SIMs = h.sims
 		}
-		if appVersion != "" {
-			d.AppVersion = appVersion
+		if h.appVersion != "" {
+			d.AppVersion = h.appVersion
 		}
 		d.LastSeenAt = now.UTC()
 		var events []store.DeviceEvent
-		if health != nil && applyHealth(d, report, now) {
+		if h.hasHealth && applyHealth(d, h.report, now) {
 			events = raised(EventBatteryLow, now)
 		}
 		// The link is coming up: device.online is raised here, in the
@@ -153,13 +150,30 @@ func (s *Service) Hello(_ context.Context, dev store.Device, selectedSIM string,
 	})
 }
 
+// CheckedHello is what a phone's hello tells of the device, held to
+// Hello's rules by CheckHello and in the form Hello stores it: a hello is
+// checked once, before any part of it is stored, and Hello takes only
+// what the check passed.
+type CheckedHello struct {
+	selectedSIM string
+	setSIMs     bool // the hello sent its SIMs (nil: the stored ones stay)
+	sims        []store.SIM
+	appVersion  string
+	hasHealth   bool // the hello sent a health report
+	report      store.DeviceHealth
+}
+
 // CheckHello holds what a phone's hello tells of the device to the rules
-// Hello holds it to, storing nothing: a hello is refused whole for any bad
-// part (PROTOCOL.md section 16.1), so the link checks every part of it,
-// the device's and the agent's numbers, before it stores any.
-func (s *Service) CheckHello(selectedSIM string, sims []store.SIM, appVersion string, health *proto.Health) error {
-	_, _, _, err := validHello(selectedSIM, sims, appVersion, health)
-	return err
+// Hello holds it to, storing nothing, and returns it for Hello: a hello is
+// refused whole for any bad part (PROTOCOL.md section 16.1), so the link
+// checks every part of it, the device's and the agent's numbers, before it
+// stores any.
+func (s *Service) CheckHello(selectedSIM string, sims []store.SIM, appVersion string, health *proto.Health) (CheckedHello, error) {
+	clean, appVersion, report, err := validHello(selectedSIM, sims, appVersion, health)
+	if err != nil {
+		return CheckedHello{}, err
+	}
+	return CheckedHello{selectedSIM: selectedSIM, setSIMs: sims != nil, sims: clean, appVersion: appVersion, hasHealth: health != nil, report: report}, nil
 }
 
 // validHello checks a hello's device fields and returns them as stored:

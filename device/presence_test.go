@@ -48,7 +48,7 @@ func TestPresenceLinkDuringOfflineCheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if dev, err = svc.Hello(ctx, dev, "", nil, "", nil); err != nil {
+	if dev, err = svc.Hello(ctx, dev, device.CheckedHello{}); err != nil {
 		t.Fatal(err)
 	}
 	// The hub is asked first before the new link registers (no link),
@@ -73,7 +73,7 @@ func TestPresenceLinkDuringOfflineCheck(t *testing.T) {
 	}
 	// The phone links again while the check has its answer: its hello,
 	// then the read after registering, both see it online.
-	if _, err := svc.Hello(ctx, dev, "", nil, "", nil); err != nil {
+	if _, err := svc.Hello(ctx, dev, device.CheckedHello{}); err != nil {
 		t.Fatal(err)
 	}
 	fresh, err := svc.Get(ctx, c.ID, dev.Fingerprint)
@@ -116,7 +116,7 @@ func TestPresenceOfADeletedDeviceIsNoError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if dev, err = svc.Hello(ctx, dev, "", nil, "", nil); err != nil {
+	if dev, err = svc.Hello(ctx, dev, device.CheckedHello{}); err != nil {
 		t.Fatal(err)
 	}
 	asked, release := make(chan struct{}, 1), make(chan struct{})

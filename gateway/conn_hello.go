@@ -60,7 +60,7 @@ func (c *conn) hello() bool {
 	// part of it is checked before any is stored, so that a refused hello
 	// leaves the device's SIMs, app version, health and last seen, and the
 	// numbers' holders, as they were.
-	err = h.devices.CheckHello(hello.SelectedSIM, sims, hello.AppVersion, hello.Health)
+	checked, err := h.devices.CheckHello(hello.SelectedSIM, sims, hello.AppVersion, hello.Health)
 	announces := h.agents != nil && (len(hello.WhatsApp) > 0 || len(hello.IMessage) > 0)
 	if err == nil && announces {
 		err = h.agents.CheckAnnounce(context.Background(), c.dev, *hello)
@@ -69,7 +69,7 @@ func (c *conn) hello() bool {
 		c.refuseHello(err, "check hello numbers")
 		return false
 	}
-	dev, err := h.devices.Hello(context.Background(), c.dev, hello.SelectedSIM, sims, hello.AppVersion, hello.Health)
+	dev, err := h.devices.Hello(context.Background(), c.dev, checked)
 	if errors.Is(err, store.ErrNotFound) {
 		c.closeWith(proto.CloseDeviceGone, "device deleted")
 		return false

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/device"
 	"github.com/simrelay/simrelay/internal/logspacing"
 	"github.com/simrelay/simrelay/internal/retention"
 	"github.com/simrelay/simrelay/sms"
@@ -22,10 +23,12 @@ type Devices interface {
 	Get(ctx context.Context, companyID uint64, fingerprint string) (store.Device, error)
 	// Hello and Seen act on the registration the link authenticated as
 	// (company and device id), never on a later one of the same fingerprint.
-	Hello(ctx context.Context, dev store.Device, selectedSIM string, sims []store.SIM, appVersion string, health *proto.Health) (store.Device, error)
-	// CheckHello holds the same fields to Hello's rules, storing nothing:
-	// a problem refuses the hello before any part of it is stored.
-	CheckHello(selectedSIM string, sims []store.SIM, appVersion string, health *proto.Health) error
+	// Hello stores what CheckHello passed.
+	Hello(ctx context.Context, dev store.Device, h device.CheckedHello) (store.Device, error)
+	// CheckHello holds a hello's device fields to Hello's rules, storing
+	// nothing, and returns them for Hello (a hello is checked once): a
+	// problem refuses the hello before any part of it is stored.
+	CheckHello(selectedSIM string, sims []store.SIM, appVersion string, health *proto.Health) (device.CheckedHello, error)
 	Seen(ctx context.Context, dev store.Device, at time.Time) error
 	// Health stores a health frame as the device's last report; a report
 	// too soon after the last is a problem with a RetryAfter.

@@ -21,10 +21,10 @@ type helloHeld struct {
 	called, gate chan struct{}
 }
 
-func (h *helloHeld) Hello(ctx context.Context, dev store.Device, selectedSIM string, sims []store.SIM, appVersion string, health *proto.Health) (store.Device, error) {
+func (h *helloHeld) Hello(ctx context.Context, dev store.Device, checked device.CheckedHello) (store.Device, error) {
 	close(h.called)
 	<-h.gate
-	return h.Devices.Hello(ctx, dev, selectedSIM, sims, appVersion, health)
+	return h.Devices.Hello(ctx, dev, checked)
 }
 
 // presenceLog counts what the hub tells the presence hook.
