@@ -55,6 +55,17 @@ func (s *Service) Announce(_ context.Context, dev store.Device, hello proto.Hell
 // company's bound on its numbers (MaxNumbersPerCompany) is counted too, on
 // the numbers stored now; Announce's write counts them again, and refuses
 // what another agent's hello made too many since.
+//
+// The count is a read of its own (the company's numbers of each channel
+// the hello names), not part of the device write: that write
+// (device.Service.Hello, store UpdateDeviceWith) is the device service's,
+// whose function sees the device record and no store transaction, and the
+// numbers are written after it, in Announce's own transactions (one a
+// channel). Counting inside the device write would still leave the window
+// between it and the numbers' write (PROTOCOL.md 1.45: another agent's
+// hello may take the last places there), so the write's check stays
+// either way; closing the window means writing the device and its numbers
+// in one transaction, across both services and both stores.
 func (s *Service) CheckAnnounce(_ context.Context, dev store.Device, hello proto.Hello) error {
 	sets, err := s.announced(dev, hello)
 	if err != nil {
