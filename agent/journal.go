@@ -320,7 +320,7 @@ func (j *Journal) HeldJobs(max int) (ids []string, ok bool, err error) {
 	ids = []string{}
 	err = j.db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketJobs).ForEach(func(k, v []byte) error {
-			var r jobRecord
+			var r heldView
 			if err := json.Unmarshal(v, &r); err != nil {
 				// Salvage repairs it at start; until then it may be any job.
 				return fmt.Errorf("journal: job %q: %w", k, err)
@@ -340,6 +340,18 @@ func (j *Journal) HeldJobs(max int) (ids []string, ok bool, err error) {
 		return nil, false, err
 	}
 	return ids, true, nil
+}
+
+// heldView is what HeldJobs decodes of a job record: its channel and
+// whether a report of it was acknowledged, not the send's text and the
+// rest, which a busy agent's journal of a day holds thousands of. A record
+// that is not JSON is refused as before (json.Unmarshal checks the whole
+// of it first).
+type heldView struct {
+	Send struct {
+		Channel string `json:"channel"`
+	} `json:"send"`
+	Reported bool `json:"reported"`
 }
 
 // errTooManyHeld ends HeldJobs' scan at the first job past its max.
