@@ -108,7 +108,7 @@ var errTooLarge = problem.Newf(problem.PayloadTooLarge, "The request body is ove
 const maxBodyBytes = 1 << 20
 
 // readBody reads the request body, at most maxBodyBytes of it (413 above).
-// On an authenticated route it then checks the credential again (recheck):
+// On an authenticated route it then checks the credential again (keyRecheck):
 // what the body asks is done only for a caller still entitled once it has
 // arrived.
 func readBody(c echo.Context) ([]byte, error) {
@@ -117,8 +117,8 @@ func readBody(c echo.Context) ([]byte, error) {
 	if err != nil {
 		return nil, bodyError(err)
 	}
-	if again, ok := c.Get(keyRecheck).(func() error); ok {
-		if err := again(); err != nil {
+	if k, ok := c.Get(keyRecheck).(*credentialCheck); ok {
+		if err := k.again(); err != nil {
 			return nil, err
 		}
 	}

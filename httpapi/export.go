@@ -28,13 +28,17 @@ type Exporter interface {
 	AgentNumbers(companyID uint64, channel string) ([]store.AgentNumber, error)
 	OptOuts(companyID uint64, after string, limit int) ([]store.OptOut, error)
 	Pools(companyID uint64) ([]store.Pool, error)
-	SIMUsages(companyID uint64, fingerprint string, now time.Time) ([]store.SIMUsage, error)
+	CompanySIMCaps(companyID uint64) (map[uint64]map[string]store.SIMCaps, error)
 }
 
 const (
 	// exportPage is how many messages or conversations one read transaction
 	// fetches; the page is written out after the transaction has ended.
 	exportPage = 500
+	// exportRecheck is how many records (opt-outs, conversations and
+	// messages, whichever section and device they are of) the export
+	// writes between two checks of its credential: a page's worth.
+	exportRecheck = exportPage
 	// exportChunk is the most one write of the stream sends under one
 	// deadline: the write timeout asks the client to keep taking data, not
 	// to take a page (megabytes of long messages) within it.
@@ -263,13 +267,14 @@ func (s *Server) companyExport(c echo.Context) error {
 	c.Response().WriteHeader(http.StatusOK)
 	out := &exportConn{w: c.Response(), rc: http.NewResponseController(c.Response()), cfg: s.cfg.Export, left: s.cfg.Export.Grace}
 	w := &exportWriter{out: out, buf: bufio.NewWriterSize(out, 64<<10)}
-	// The credential is checked again before each page is read: a document
-	// a slow client takes for hours must not go on once its key is rotated
-	// or its user removed, demoted or signed out everywhere, any more than
-	// another request of it would. An access token's expiry (15 minutes)
-	// revokes nothing: the document it was let in for streams on.
-	if _, ok := c.Get(keyRecheck).(func() error); ok {
-		w.still = func() error { return s.recheck(c, admin, s.deps.Accounts.Reauthenticate) }
+	// The credential is checked again as the records are written, with
+	// the route's own check (credentialCheck.still): a document a slow
+	// client takes for hours must not go on once its key is rotated or its
+	// user removed, demoted or signed out everywhere, any more than another
+	// request of it would. An access token's expiry (15 minutes) revokes
+	// nothing: the document it was let in for streams on.
+	if k, ok := c.Get(keyRecheck).(*credentialCheck); ok {
+		w.still = k.still
 	}
 
 	w.raw(`{"format":`)
@@ -324,7 +329,7 @@ func (s *Server) companyExport(c echo.Context) error {
 	first := true
 	for _, d := range devices {
 		after := ""
-		for w.entitled() {
+		for w.ok() {
 			page, err := st.ConversationsAfter(cid, d.ID, after, exportPage)
 			if err != nil {
 				w.err = err
@@ -345,7 +350,7 @@ func (s *Server) companyExport(c echo.Context) error {
 	w.raw(`],"messages":[`)
 	first = true
 	var next uint64
-	for w.entitled() {
+	for w.ok() {
 		page, n, done, err := st.CompanyMessagesAfter(cid, next, exportPage)
 		if err != nil {
 			w.err = err
@@ -382,7 +387,7 @@ func (s *Server) companyExport(c echo.Context) error {
 // "opt_outs", when it has one.
 func (s *Server) exportOptOuts(w *exportWriter, cid uint64) {
 	first, after := true, ""
-	for w.entitled() {
+	for w.ok() {
 		page, err := s.deps.Store.OptOuts(cid, after, exportPage)
 		if err != nil {
 			w.err = err
@@ -412,20 +417,18 @@ type exportWriter struct {
 	out *exportConn
 	buf *bufio.Writer
 	err error
-	// still checks the request's credential again (the route's recheck);
-	// nil where there is none to check.
+	// still checks the request's credential again (the route's own
+	// check, credentialCheck.still); nil where there is none to check.
 	still func() error
+	// records counts the records written (item), the credential being
+	// checked before the first and each exportRecheck-th after it.
+	records int
 }
 
-// entitled says whether the next page is to be read: nothing failed yet
-// and the credential still holds the route's rights. A credential that no
-// longer does cuts the document there, as a failure does.
-func (w *exportWriter) entitled() bool {
-	if w.err == nil && w.still != nil {
-		w.err = w.still()
-	}
-	return w.err == nil
-}
+// ok says whether the next page is to be read: nothing failed yet (a
+// credential that item found to no longer hold the route's rights is a
+// failure).
+func (w *exportWriter) ok() bool { return w.err == nil }
 
 func (w *exportWriter) raw(s string) {
 	if w.err == nil {
@@ -445,7 +448,18 @@ func (w *exportWriter) value(v any) {
 	_, w.err = w.buf.Write(raw)
 }
 
+// item writes one record of a list. Before the first record of the
+// document and again after each exportRecheck records it checks the
+// credential again: one that no longer holds the route's rights cuts the
+// document there, as a failure does. So at most exportRecheck records are
+// written after it ended, however they are spread over the lists and the
+// devices, and no check reads the store where nothing is written (a
+// company's many devices without a conversation).
 func (w *exportWriter) item(first *bool, v any) {
+	if w.err == nil && w.still != nil && w.records%exportRecheck == 0 {
+		w.err = w.still()
+	}
+	w.records++
 	if !*first {
 		w.raw(",")
 	}

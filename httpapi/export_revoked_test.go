@@ -84,3 +84,48 @@ func TestCompanyExportEndsWithItsCredential(t *testing.T) {
 		t.Fatalf("nothing of the export came before the rotation")
 	}
 }
+
+// TestCompanyExportEndsWithItsAdminRole: the export's checks ask for the
+// level its route demanded (admins and the API key), as its first check
+// did: an admin demoted to member while the document streams is cut, as
+// a member's export is refused.
+func TestCompanyExportEndsWithItsAdminRole(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, roomy)
+	a := e.newCompany("Acme", "owner@acme.test")
+	e.pairPhone(a.apiKey, "acme-phone")
+	const total = 1500 // 6 MB, beyond what the sockets' buffers hold
+	fillExport(t, e, a, total, 4000)
+	id, access := e.phonesInviteMember(a, "ada@acme.test")
+	promote := func(role string) {
+		t.Helper()
+		e.want(e.do(call{method: "PATCH", path: fmt.Sprintf("/users/%.0f", id), token: a.access, body: map[string]any{"role": role}}), http.StatusOK, "")
+	}
+	promote("admin")
+	c := dialExport(t, e, access, 4096)
+	_ = c.SetReadDeadline(time.Now().Add(time.Minute))
+	r, err := http.ReadResponse(bufio.NewReaderSize(c, 4096), nil)
+	if err != nil || r.StatusCode != http.StatusOK {
+		t.Fatalf("the export: %v, %v", r, err)
+	}
+	defer r.Body.Close()
+	var before []byte
+	buf := make([]byte, 4096)
+	for !strings.Contains(string(before), `"uuid":"msg-`) {
+		n, err := r.Body.Read(buf)
+		before = append(before, buf[:n]...)
+		if err != nil {
+			t.Fatalf("reading the export up to its first message: %v (%d bytes)", err, len(before))
+		}
+	}
+
+	promote("member")
+	rest, err := io.ReadAll(r.Body)
+	if !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("reading the export after the demotion: %v (%d bytes), want the transfer to fail", err, len(before)+len(rest))
+	}
+	if got := strings.Count(string(before)+string(rest), `"uuid":"msg-`); got >= total {
+		t.Fatalf("the export of a demoted admin went on to its end: %d of %d messages", got, total)
+	}
+	e.want(e.do(call{method: "GET", path: "/company/export", token: access}), http.StatusForbidden, "forbidden")
+}

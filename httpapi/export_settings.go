@@ -1,8 +1,6 @@
 package httpapi
 
 import (
-	"errors"
-
 	"github.com/simrelay/simrelay/store"
 )
 
@@ -35,9 +33,10 @@ type exportSettings struct {
 }
 
 // readExportSettings reads the company's pools and the caps of its live
-// devices' SIMs (devices, as the export lists them). A device deleted
-// since that list was read is left out, as the list would leave it; its
-// caps went with it and it left its pools.
+// devices' SIMs (devices, as the export lists them), the caps of all its
+// devices in one read. A device deleted since that list was read is left
+// out, as the list would leave it (its caps went with it, and it left its
+// pools), and so is one registered since, which the list does not hold.
 func (s *Server) readExportSettings(cid uint64, devices []store.Device) (exportSettings, error) {
 	var out exportSettings
 	st := s.deps.Store
@@ -48,22 +47,19 @@ func (s *Server) readExportSettings(cid uint64, devices []store.Device) (exportS
 	for _, p := range pools {
 		out.pools = append(out.pools, poolOut(p))
 	}
-	now := s.deps.Now()
+	caps, err := st.CompanySIMCaps(cid)
+	if err != nil {
+		return out, err
+	}
 	for _, d := range devices {
-		us, err := st.SIMUsages(cid, d.Fingerprint, now)
-		if errors.Is(err, store.ErrDeviceGone) {
-			continue
-		}
-		if err != nil {
-			return out, err
-		}
 		var sims []exportSIMCapJSON
-		for _, u := range us {
-			if u.Caps == (store.SIMCaps{}) {
+		for _, slot := range []string{"SIM1", "SIM2"} {
+			c, ok := caps[d.ID][slot]
+			if !ok || c == (store.SIMCaps{}) {
 				continue
 			}
-			sims = append(sims, exportSIMCapJSON{Slot: u.Slot, PerDay: capOrNull(u.Caps.PerDay), PerMonth: capOrNull(u.Caps.PerMonth),
-				RecipientsPerDay: capOrNull(u.Caps.RecipientsPerDay)})
+			sims = append(sims, exportSIMCapJSON{Slot: slot, PerDay: capOrNull(c.PerDay), PerMonth: capOrNull(c.PerMonth),
+				RecipientsPerDay: capOrNull(c.RecipientsPerDay)})
 		}
 		if len(sims) > 0 {
 			out.simCaps = append(out.simCaps, exportSIMCapsJSON{DeviceFingerprint: d.Fingerprint, SIMs: sims})

@@ -149,7 +149,13 @@ func newStoreEnv(t testing.TB, sopt storetest.Options, wcfg webhook.Config, opts
 // mode and the built-in plans by default).
 func newBillingEnv(t testing.TB, sopt storetest.Options, wcfg webhook.Config, bcfg billing.Config, opts ...envOption) *env {
 	t.Helper()
-	st := storetest.OpenWith(t, sopt)
+	return newEnvOn(t, storetest.OpenWith(t, sopt), wcfg, bcfg, opts...)
+}
+
+// newEnvOn is newBillingEnv on the store st (a test's wrapper of one
+// storetest opened, which closes it), which every service reads.
+func newEnvOn(t testing.TB, st store.Backend, wcfg webhook.Config, bcfg billing.Config, opts ...envOption) *env {
+	t.Helper()
 	inbox := mailtest.NewInbox(t)
 	log := slog.New(slog.DiscardHandler)
 	clk := testclock.New(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))

@@ -29,7 +29,7 @@ const (
 	keyDeviceErr = "simrelay.device_err" // why a device token names no device (store.ErrNotFound, or the store's failure)
 	keyOperator  = "simrelay.operator"
 	keyToken     = "simrelay.token"   // the bearer credential of keyPrincipal or keyDevice, as sent
-	keyRecheck   = "simrelay.recheck" // func() error: the route's access check again, once the body is in (readBody)
+	keyRecheck   = "simrelay.recheck" // *credentialCheck: the route's access check again, once the body is in (readBody) or as an export streams
 	keyConsole   = "simrelay.console" // rate-limit identity of a console session
 	// keyAnswer is the answer a pre-routing middleware chose for a path
 	// no route may serve (an echo.HandlerFunc): route runs it in place of
@@ -417,34 +417,48 @@ func (s *Server) access(level access) echo.MiddlewareFunc {
 			if level == admin && !p.IsAdmin() {
 				return problem.New(problem.Forbidden, "Only admins may do this.")
 			}
-			c.Set(keyRecheck, func() error { return s.recheck(c, level, s.deps.Accounts.Authenticate) })
+			c.Set(keyRecheck, &credentialCheck{s: s, c: c, level: level})
 			return next(c)
 		}
 	}
 }
 
-// recheck authenticates the request's credential again and repeats the
+// credentialCheck is the route's access check, kept on the request's
+// context (keyRecheck) with the level the route demanded, so that every
+// later check of the request's credential asks for that same level: once
+// its body has arrived (again), and while its answer streams (still).
+type credentialCheck struct {
+	s     *Server
+	c     echo.Context
+	level access
+}
+
+// again authenticates the request's credential again and repeats the
 // route's role check, for readBody once the body has arrived. The check
-// above ran when the headers came, and a body may take up to the server's
-// read timeout (a minute) to follow: a request sent with an API key rotated
-// in the meantime, or by a user deleted or demoted, must not act after the
-// change answered, any more than a request sent after it. An API key's
-// check is its node's cache (the rotation empties it); an access token's
-// reads its user again.
-//
-// A request that runs on after its body (a company export) rechecks with
-// Reauthenticate instead: the expiry of its access token since it was let
-// in ends nothing, a revocation does.
-func (s *Server) recheck(c echo.Context, level access, auth func(context.Context, string) (account.Principal, error)) error {
-	tok, _ := c.Get(keyToken).(string)
-	p, err := auth(c.Request().Context(), tok)
+// of access ran when the headers came, and a body may take up to the
+// server's read timeout (a minute) to follow: a request sent with an API
+// key rotated in the meantime, or by a user deleted or demoted, must not
+// act after the change answered, any more than a request sent after it.
+// An API key's check is its node's cache (the rotation empties it); an
+// access token's reads its user again.
+func (k *credentialCheck) again() error { return k.check(k.s.deps.Accounts.Authenticate) }
+
+// still is again for a request that runs on after its body (a company
+// export, for as long as its client takes it): it rechecks with
+// Reauthenticate, so the expiry of its access token since it was let in
+// ends nothing, while a revocation does.
+func (k *credentialCheck) still() error { return k.check(k.s.deps.Accounts.Reauthenticate) }
+
+func (k *credentialCheck) check(auth func(context.Context, string) (account.Principal, error)) error {
+	tok, _ := k.c.Get(keyToken).(string)
+	p, err := auth(k.c.Request().Context(), tok)
 	if err != nil {
 		return err
 	}
-	if level == admin && !p.IsAdmin() {
+	if k.level == admin && !p.IsAdmin() {
 		return problem.New(problem.Forbidden, "Only admins may do this.")
 	}
-	c.Set(keyPrincipal, p)
+	k.c.Set(keyPrincipal, p)
 	return nil
 }
 

@@ -36,6 +36,7 @@ type Backend interface {
 	CompanyDevices(companyID uint64) ([]Device, error)
 	CompanyIDs() ([]uint64, error)
 	CompanyMessagesAfter(companyID, after uint64, limit int) (msgs []Message, next uint64, done bool, err error)
+	CompanySIMCaps(companyID uint64) (map[uint64]map[string]SIMCaps, error)
 	CompanyUsers(companyID uint64) ([]User, error)
 	ConsoleSession(hash []byte) (ConsoleSession, error)
 	ConsumeOneTimeToken(hash []byte, kinds []string, now time.Time, revokeSessions bool, fn func(*User) error) (User, error)

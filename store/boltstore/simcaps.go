@@ -207,6 +207,42 @@ func simUsages(tx *bolt.Tx, d Device, now time.Time) []SIMUsage {
 	return out
 }
 
+// CompanySIMCaps returns the caps set on the SIMs of the company's live
+// devices, by device id and slot, in one read: a SIM without caps is
+// absent, and so is a device none of whose SIMs has any.
+func (s *Store) CompanySIMCaps(companyID uint64) (map[uint64]map[string]SIMCaps, error) {
+	out := map[uint64]map[string]SIMCaps{}
+	err := s.view(func(tx *bolt.Tx) error {
+		clear(out)
+		live := tx.Bucket(bucketCompanyDeviceIDs)
+		var err error
+		walkPrefix(tx.Bucket(bucketSIMCaps), itob(companyID), func(k, v []byte) bool {
+			var dev uint64
+			var slot string
+			if _, dev, slot, _, err = simKeyParts(bucketSIMCaps, k); err != nil {
+				return false
+			}
+			var caps SIMCaps
+			if err = decodeRecord(v, &caps); err != nil {
+				return false
+			}
+			if caps == (SIMCaps{}) || live.Get(pair(companyID, dev)) == nil {
+				return true
+			}
+			if out[dev] == nil {
+				out[dev] = map[string]SIMCaps{}
+			}
+			out[dev][slot] = caps
+			return true
+		})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: sim caps of company %d: %w", companyID, err)
+	}
+	return out, nil
+}
+
 // SetSIMCaps replaces the caps of the slots given (the others keep
 // theirs) for the company's device, and returns both slots' usage. A
 // recipients cap counts distinct recipients from when it is set.

@@ -3,6 +3,7 @@ package conformance
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -24,6 +25,7 @@ type PoolsStore interface {
 	DeleteDevice(companyID uint64, fingerprint string, now time.Time) (store.Device, error)
 	SIMUsages(companyID uint64, fingerprint string, now time.Time) ([]store.SIMUsage, error)
 	SetSIMCaps(companyID uint64, fingerprint string, caps map[string]store.SIMCaps, now time.Time) ([]store.SIMUsage, error)
+	CompanySIMCaps(companyID uint64) (map[uint64]map[string]store.SIMCaps, error)
 	CarrierFailing(companyID uint64, now time.Time) (map[uint64][]string, error)
 	PruneSticky(cutoff time.Time) (int, error)
 	PruneSIMCounts(now time.Time) (int, error)
@@ -347,13 +349,27 @@ func poolDeletedDeviceLeaves(t *testing.T, s PoolsStore) {
 }
 
 // simCaps: caps are set per slot (the others keep theirs, zero caps clear
-// a slot's), read back with both slots' use; they belong to the company's
-// registration of the device: another company's, or an unknown one, is
-// ErrDeviceGone (the API's 404).
+// a slot's), read back with both slots' use, and read for the whole
+// company (CompanySIMCaps: only the SIMs with a cap, of its live devices);
+// they belong to the company's registration of the device: another
+// company's, or an unknown one, is ErrDeviceGone (the API's 404).
 func simCaps(t *testing.T, s PoolsStore) {
 	a, _ := Company(t, s)
 	b, _ := Company(t, s)
-	Device(t, s, a.ID, "sc-a")
+	dev := Device(t, s, a.ID, "sc-a")
+	wantCompanyCaps := func(companyID uint64, want map[uint64]map[string]store.SIMCaps) {
+		t.Helper()
+		got, err := s.CompanySIMCaps(companyID)
+		if err != nil || len(got) != len(want) {
+			t.Fatalf("company %d's SIM caps: %v (%v), want %v", companyID, got, err, want)
+		}
+		for d, slots := range want {
+			if !maps.Equal(got[d], slots) {
+				t.Fatalf("company %d's SIM caps: %v, want %v", companyID, got, want)
+			}
+		}
+	}
+	wantCompanyCaps(a.ID, nil)
 	us, err := s.SetSIMCaps(a.ID, "sc-a", map[string]store.SIMCaps{"SIM1": {PerDay: 10, PerMonth: 100}}, T0)
 	if err != nil || len(us) != 2 || us[0].Slot != "SIM1" || us[1].Slot != "SIM2" ||
 		us[0].Caps != (store.SIMCaps{PerDay: 10, PerMonth: 100}) || us[1].Caps != (store.SIMCaps{}) || us[0].Day != 0 || us[0].Month != 0 {
@@ -366,10 +382,27 @@ func simCaps(t *testing.T, s PoolsStore) {
 	if got, err := s.SIMUsages(a.ID, "sc-a", T0); err != nil || !slices.Equal(got, us) {
 		t.Fatalf("usages: %+v (%v), want %+v", got, err, us)
 	}
+	other := Device(t, s, a.ID, "sc-other")
+	Device(t, s, a.ID, "sc-bare") // no caps
+	if _, err := s.SetSIMCaps(a.ID, "sc-other", map[string]store.SIMCaps{"SIM2": {PerMonth: 7}}, T0); err != nil {
+		t.Fatal(err)
+	}
+	bdev := Device(t, s, b.ID, "sc-b")
+	if _, err := s.SetSIMCaps(b.ID, "sc-b", map[string]store.SIMCaps{"SIM1": {PerDay: 3}}, T0); err != nil {
+		t.Fatal(err)
+	}
+	wantCompanyCaps(a.ID, map[uint64]map[string]store.SIMCaps{
+		dev.ID:   {"SIM1": {PerDay: 10, PerMonth: 100}, "SIM2": {RecipientsPerDay: 5}},
+		other.ID: {"SIM2": {PerMonth: 7}},
+	})
 	us, err = s.SetSIMCaps(a.ID, "sc-a", map[string]store.SIMCaps{"SIM1": {}}, T0)
 	if err != nil || us[0].Caps != (store.SIMCaps{}) || us[1].Caps.RecipientsPerDay != 5 {
 		t.Fatalf("clear SIM1's caps: %+v (%v)", us, err)
 	}
+	if _, err := s.DeleteDevice(a.ID, "sc-other", T0); err != nil {
+		t.Fatal(err)
+	}
+	wantCompanyCaps(a.ID, map[uint64]map[string]store.SIMCaps{dev.ID: {"SIM2": {RecipientsPerDay: 5}}})
 	for _, c := range []struct {
 		company uint64
 		fp      string
@@ -388,6 +421,8 @@ func simCaps(t *testing.T, s PoolsStore) {
 	if us, err := s.SIMUsages(a.ID, "sc-a", T0); err != nil || us[1].Caps != (store.SIMCaps{}) {
 		t.Fatalf("a new registration's caps: %+v (%v), want none", us, err)
 	}
+	wantCompanyCaps(a.ID, nil)
+	wantCompanyCaps(b.ID, map[uint64]map[string]store.SIMCaps{bdev.ID: {"SIM1": {PerDay: 3}}})
 }
 
 // poolNothingToPrune: the prunes of a store that sent nothing find

@@ -257,6 +257,48 @@ func (s *Store) SIMUsages(companyID uint64, fingerprint string, now time.Time) (
 	return out, err
 }
 
+// CompanySIMCaps returns the caps set on the SIMs of the company's live
+// devices, by device id and slot, in one statement: a SIM without caps is
+// absent, and so is a device none of whose SIMs has any.
+func (s *Store) CompanySIMCaps(companyID uint64) (map[uint64]map[string]store.SIMCaps, error) {
+	out := map[uint64]map[string]store.SIMCaps{}
+	err := s.read("sim caps of company "+strconv.FormatUint(companyID, 10), func(t *txn) error {
+		clear(out)
+		// Through the company's devices (devices_company), each one's caps
+		// by sim_caps' key.
+		rows, err := t.query(`SELECT c.device_id, c.sim_slot, c.rec FROM devices d JOIN sim_caps c ON c.device_id = d.id
+			WHERE d.company_id = $1 AND d.deleted_at IS NULL`, id(companyID))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var dev int64
+			var slot string
+			var raw []byte
+			if err := rows.Scan(&dev, &slot, &raw); err != nil {
+				return err
+			}
+			var caps store.SIMCaps
+			if err := json.Unmarshal(raw, &caps); err != nil {
+				return err
+			}
+			if caps == (store.SIMCaps{}) {
+				continue
+			}
+			if out[uint64(dev)] == nil {
+				out[uint64(dev)] = map[string]store.SIMCaps{}
+			}
+			out[uint64(dev)][slot] = caps
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SetSIMCaps replaces the caps of the slots given (the others keep
 // theirs) for the company's device, and returns both slots' usage. A
 // recipients cap counts distinct recipients from when it is set.
