@@ -255,13 +255,19 @@ func Count[N ~int | ~int64](n N, noun string) string {
 // "1 hour", "1 hour 5 minutes". What is below the second unit rounds the
 // second unit up, so that a wait read in words is never shorter than d (a
 // client that retries after it is never early): 1h0m30s says "1 hour 1
-// minute", 3m20.5s "3 minutes 21 seconds", 59m59.5s "1 hour". d under a
-// second says "1 second". A wait before a retry (its Retry-After in words)
-// and a rate's window alike.
+// minute", 3m20.5s "3 minutes 21 seconds", 59m59.5s "1 hour". Whole days
+// from two on are days ("7 days"; 24 hours stay "24 hours", 49 hours "49
+// hours"). d under a second says "1 second". A wait before a retry (its
+// Retry-After in words), a rate's window, a mailed link's lifetime and a
+// webhook entry's time to be disabled alike.
 func InWords(d time.Duration) string {
 	d = max(roundUp(d, time.Second), time.Second)
 	if d > time.Hour {
 		d = roundUp(d, time.Minute)
+	}
+	const day = 24 * time.Hour
+	if d >= 2*day && d%day == 0 {
+		return Count(int64(d/day), "day")
 	}
 	h, m, s := int64(d/time.Hour), int64(d%time.Hour/time.Minute), int64(d%time.Minute/time.Second)
 	switch {

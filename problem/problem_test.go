@@ -131,6 +131,10 @@ func TestInWords(t *testing.T) {
 		{59*time.Minute + 59*time.Second + 500*time.Millisecond, "1 hour"},
 		{1500 * time.Millisecond, "2 seconds"},
 		{24 * time.Hour, "24 hours"},
+		{48 * time.Hour, "2 days"},
+		{7 * 24 * time.Hour, "7 days"},
+		{49 * time.Hour, "49 hours"},
+		{47*time.Hour + 59*time.Minute + 30*time.Second, "2 days"},
 		{math.MaxInt64, "2562047 hours 47 minutes"},
 	} {
 		if got := InWords(c.d); got != c.want {
