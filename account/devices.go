@@ -160,6 +160,13 @@ func (s *Service) takeDevice(key string) (pacing.Result, func()) {
 	return s.take(s.deviceFailures, key)
 }
 
+// PublicURLIsHTTPS says whether the server's public URL publicURL is
+// https (the scheme in any case), which makes the cookies it sets Secure:
+// the console's session and the device cookie alike.
+func PublicURLIsHTTPS(publicURL string) bool {
+	return strings.HasPrefix(strings.ToLower(publicURL), "https://")
+}
+
 // DeviceHTTPCookie is the Set-Cookie of a device cookie's value in answer
 // to r, for the API's login and the console's sign-in alike: Path=/ so
 // that both send it, HttpOnly (no script reads it), SameSite=Strict (no
@@ -167,7 +174,7 @@ func (s *Service) takeDevice(key string) (pacing.Result, func()) {
 // publicURL is https, or r came over TLS, Secure and the __Host- prefix,
 // so that only this host, over https, can set it.
 func DeviceHTTPCookie(value, publicURL string, r *http.Request) *http.Cookie {
-	secure := strings.HasPrefix(strings.ToLower(publicURL), "https://") || r.TLS != nil
+	secure := PublicURLIsHTTPS(publicURL) || r.TLS != nil
 	name := DeviceCookie
 	if secure {
 		name = "__Host-" + name

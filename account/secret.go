@@ -9,11 +9,11 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"math/big"
 	"strings"
 
 	"golang.org/x/crypto/argon2"
 
+	"github.com/simrelay/simrelay/internal/base62"
 	"github.com/simrelay/simrelay/store"
 )
 
@@ -41,8 +41,6 @@ const APIKeyPrefix = "sk_"
 
 // apiKeyChars is the length of the random base62 part of an API key (238 bits).
 const apiKeyChars = 40
-
-const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 // hashPassword returns the PHC string of an argon2id hash of pw at cost c.
 func hashPassword(pw string, c argonCost) (string, error) {
@@ -94,19 +92,14 @@ func randomToken(n int) string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// newAPIKey returns a fresh API key: the prefix and 40 random base62 characters.
+// newAPIKey returns a fresh API key: the prefix and 40 random base62
+// characters (base62.Random).
 func newAPIKey() string {
-	var b strings.Builder
-	b.WriteString(APIKeyPrefix)
-	max := big.NewInt(int64(len(base62)))
-	for range apiKeyChars {
-		n, err := rand.Int(rand.Reader, max)
-		if err != nil {
-			panic(fmt.Sprintf("account: crypto/rand failed: %v", err))
-		}
-		b.WriteByte(base62[n.Int64()])
+	s, err := base62.Random(apiKeyChars)
+	if err != nil {
+		panic(fmt.Sprintf("account: crypto/rand failed: %v", err))
 	}
-	return b.String()
+	return APIKeyPrefix + s
 }
 
 // tokenHash is how every bearer secret (API key, refresh, e-mail tokens) is

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simrelay/simrelay/internal/base62"
 	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/store/boltstore"
 )
@@ -78,7 +79,7 @@ func TestAPIKeyShape(t *testing.T) {
 	seen := map[string]bool{}
 	for range 100 {
 		k := newAPIKey()
-		if len(k) != len(APIKeyPrefix)+apiKeyChars || !strings.HasPrefix(k, APIKeyPrefix) || strings.Trim(k[3:], base62) != "" {
+		if len(k) != len(APIKeyPrefix)+apiKeyChars || !strings.HasPrefix(k, APIKeyPrefix) || strings.Trim(k[3:], base62.Alphabet) != "" {
 			t.Fatalf("got key %q, want sk_ and 40 base62 characters", k)
 		}
 		if seen[k] {

@@ -56,6 +56,12 @@ func (s *Service) Delete(_ context.Context, companyID uint64, fingerprint string
 	return d, err
 }
 
+// DeletedNotice says what a deletion did, for the API's answer and the
+// console's notice alike: the token ends, the SMS and the agent sends the
+// device had acked fail (device_deleted), and the agent sends it had not
+// acked go to the agent that holds their number (PROTOCOL.md 16.1).
+const DeletedNotice = "Device deleted. Its token no longer works. Its unfinished SMS, and the WhatsApp and iMessage sends it had acked, failed (device_deleted); the WhatsApp and iMessage sends it had not acked go to the agent that holds their number."
+
 // Patch changes a device; nil fields stay.
 type Patch struct {
 	DeviceName, SelectedSIM, Status *string

@@ -3,7 +3,6 @@ package httpapi
 import (
 	"cmp"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"slices"
 	"strconv"
@@ -180,11 +179,11 @@ func (s *Server) userFilter(c echo.Context, company uint64) (map[uint64]bool, er
 	}
 	set := map[uint64]bool{}
 	for _, v := range ids {
-		// Digits past the largest id are an id no user has, as strconv
-		// gives them (the largest): it counts nothing, as any unknown id.
-		id, err := strconv.ParseUint(v, 10, 64)
-		if err != nil && !errors.Is(err, strconv.ErrRange) || id == 0 {
-			return nil, problem.Invalid("users", "must be user ids (whole numbers) separated by commas")
+		// Digits past the largest id name no user (store.NoID, which is
+		// StatsNoUser): it counts nothing, as any unknown id.
+		id, ok := queryID(v)
+		if !ok {
+			return nil, problem.Invalid("users", "must be user ids (positive whole numbers in digits without leading zeros) separated by commas")
 		}
 		if id == store.StatsNoUser {
 			continue // the counters of inbound messages, no user's

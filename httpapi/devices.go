@@ -263,10 +263,6 @@ func (s *Server) deviceDetails(ctx context.Context, companyID uint64) (map[strin
 	return map[string]any{"devices": out}, nil
 }
 
-// deviceDeletedMessage is the answer of DELETE /device/delete: what became
-// of the device's sends, SMS and agent sends apart (PROTOCOL.md 16.1).
-const deviceDeletedMessage = "Device deleted. Its token no longer works. Its unfinished SMS, and the WhatsApp and iMessage sends it had acked, failed (device_deleted); the WhatsApp and iMessage sends it had not acked go to the agent that holds their number."
-
 func (s *Server) deleteDevice(c echo.Context) error {
 	fp := c.Param("device_fingerprint")
 	d, err := s.deps.Devices.Delete(c.Request().Context(), principal(c).CompanyID, fp)
@@ -276,7 +272,7 @@ func (s *Server) deleteDevice(c echo.Context) error {
 	if err := device.SeenStored(c.Request().Context(), s.deps.Phones.Disconnect(d.Fingerprint, d.ID, androidproto.CloseDeviceGone, "device deleted")); err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, messageJSON{deviceDeletedMessage})
+	return c.JSON(http.StatusOK, messageJSON{device.DeletedNotice})
 }
 
 // disconnect closes d's link, if any, with code, for a handler that

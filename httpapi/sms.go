@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"math"
 	"net/http"
 	"strconv"
@@ -250,6 +251,23 @@ func queryRange(c echo.Context, name string, def, least, most int) (int, error) 
 		return 0, problem.OutOfRange(name, least, most)
 	}
 	return n, nil
+}
+
+// queryID reads a record's id from a query parameter's value (webhook_id,
+// an item of users), by the rule of a path's id (store.ParseID): decimal
+// digits written as the API writes ids, without leading zeros. ok is
+// false for anything else, 0, 01, -1, abc, 1e20 alike, which the caller
+// answers 400 naming the parameter; digits past the largest id are
+// store.NoID, an id no record has, which names nothing as an unknown id.
+func queryID(v string) (id uint64, ok bool) {
+	if v == "" || v[0] == '0' {
+		return 0, false
+	}
+	id, err := strconv.ParseUint(v, 10, 64)
+	if errors.Is(err, strconv.ErrRange) {
+		return store.NoID, true
+	}
+	return id, err == nil
 }
 
 // queryPhone reads a phone number from the query string. A + sent

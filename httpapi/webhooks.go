@@ -2,10 +2,8 @@ package httpapi
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 
 	"github.com/labstack/echo/v4"
 
@@ -145,11 +143,11 @@ func webhookAttemptOut(a store.WebhookAttempt) webhookAttemptJSON {
 func (s *Server) webhookDeliveries(c echo.Context) error {
 	var webhookID uint64
 	if v := c.QueryParam("webhook_id"); v != "" {
-		// Digits past the largest id are an id no webhook has, as strconv
-		// gives them (the largest): an empty list, as for any unknown id.
-		id, err := strconv.ParseUint(v, 10, 64)
-		if err != nil && !errors.Is(err, strconv.ErrRange) || id == 0 {
-			return problem.Invalid("webhook_id", "must be a webhook id, a positive whole number")
+		// Digits past the largest id name no webhook: an empty list, as
+		// for any unknown id.
+		id, ok := queryID(v)
+		if !ok {
+			return problem.Invalid("webhook_id", "must be a webhook id, a positive whole number in digits without leading zeros")
 		}
 		webhookID = id
 	}

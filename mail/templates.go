@@ -50,7 +50,7 @@ func VerifyEmail(publicURL, firstName, companyName, token string, validFor time.
 		Action:   "Verify your e-mail address",
 		Link:     link(publicURL, "/verify-email", token),
 		Notes: []string{
-			"This link expires in " + humanDuration(validFor) + ".",
+			"This link expires in " + problem.InWords(validFor) + ".",
 			"If you did not sign up for simrelay, you can ignore this e-mail.",
 		},
 	})
@@ -67,7 +67,7 @@ func ResetPassword(publicURL, firstName, token string, validFor time.Duration) M
 		Action:   "Choose a new password",
 		Link:     link(publicURL, "/reset-password", token),
 		Notes: []string{
-			"This link expires in " + humanDuration(validFor) + " and works once.",
+			"This link expires in " + problem.InWords(validFor) + " and works once.",
 			"If you did not ask for a new password, you can ignore this e-mail: your password stays as it is.",
 		},
 	})
@@ -92,7 +92,7 @@ func Invite(publicURL, firstName, companyName, inviterName, token string, validF
 	}
 	notes := []string{"If you did not expect this invitation, you can ignore this e-mail."}
 	if validFor > 0 {
-		notes = append([]string{"This link expires in " + humanDuration(validFor) + "."}, notes...)
+		notes = append([]string{"This link expires in " + problem.InWords(validFor) + "."}, notes...)
 	}
 	return render(content{
 		Subject:  subject,
@@ -120,7 +120,7 @@ func DeviceOffline(devicesURL, firstName, deviceName, fingerprint string, lastSe
 		Subject:  fmt.Sprintf("Phone %s is offline", name),
 		Greeting: greeting(firstName),
 		Lines: []string{
-			fmt.Sprintf("The phone %s (%s) lost its link to simrelay and has not come back within %s.", name, cleanName(fingerprint), humanDuration(grace)),
+			fmt.Sprintf("The phone %s (%s) lost its link to simrelay and has not come back within %s.", name, cleanName(fingerprint), problem.InWords(grace)),
 			seen,
 			"Messages for it wait in its queue until it connects again or they expire. Check that the phone is on, has a network and that the app is running.",
 		},
@@ -234,19 +234,4 @@ func cleanName(s string) string {
 		s = strings.TrimSpace(string(r[:maxNameLen-1])) + "…"
 	}
 	return bidi.Isolate(s)
-}
-
-// humanDuration says d the way a person would: "24 hours", "7 days",
-// "1 hour", "90 minutes".
-func humanDuration(d time.Duration) string {
-	switch {
-	case d >= 48*time.Hour && d%(24*time.Hour) == 0:
-		return problem.Count(int64(d/(24*time.Hour)), "day")
-	case d >= time.Hour && d%time.Hour == 0:
-		return problem.Count(int64(d/time.Hour), "hour")
-	case d >= time.Minute:
-		return problem.Count(int64((d+time.Minute-1)/time.Minute), "minute")
-	default:
-		return problem.Count(int64((d+time.Second-1)/time.Second), "second")
-	}
 }

@@ -130,23 +130,21 @@ func TestTemplatesKeepNamesDirection(t *testing.T) {
 	}
 }
 
-func TestHumanDuration(t *testing.T) {
+// A mail says a lifetime or a grace as problem.InWords says a duration, one
+// wording for the server's messages: the documented ones as before (24
+// hours, 1 hour, 7 days), the others in two units, rounded up.
+func TestTemplatesSayDurationsInWords(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		d    time.Duration
+	for _, c := range []struct {
+		msg  Message
 		want string
 	}{
-		{time.Hour, "1 hour"},
-		{24 * time.Hour, "24 hours"},
-		{48 * time.Hour, "2 days"},
-		{7 * 24 * time.Hour, "7 days"},
-		{90 * time.Minute, "90 minutes"},
-		{time.Minute, "1 minute"},
-		{30 * time.Second, "30 seconds"},
-	}
-	for _, tt := range tests {
-		if got := humanDuration(tt.d); got != tt.want {
-			t.Errorf("humanDuration(%s): got %q, want %q", tt.d, got, tt.want)
+		{ResetPassword("https://sms.example.com", "Ana", "tok", 90*time.Minute), "expires in 1 hour 30 minutes"},
+		{VerifyEmail("https://sms.example.com", "Ana", "Acme", "tok", 49*time.Hour), "expires in 49 hours"},
+		{DeviceOffline("https://sms.example.com/console/devices", "Ana", "Pixel", "fp-1", time.Time{}, 5*time.Minute+30*time.Second), "has not come back within 5 minutes 30 seconds"},
+	} {
+		if !strings.Contains(c.msg.Text, c.want) {
+			t.Errorf("%q: text does not say %q:\n%s", c.msg.Subject, c.want, c.msg.Text)
 		}
 	}
 }

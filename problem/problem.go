@@ -3,6 +3,7 @@ package problem
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strings"
 	"time"
@@ -251,12 +252,22 @@ func Count[N ~int | ~int64](n N, noun string) string {
 
 // InWords says d the way a person reads it in a message, in its two
 // largest units: "45 seconds", "15 minutes", "3 minutes 20 seconds",
-// "1 hour", "1 hour 5 minutes" (what is left below the second unit is
-// left out). d under a second says "1 second". A wait before a retry
-// (its Retry-After in words) and a rate's window alike.
+// "1 hour", "1 hour 5 minutes". What is below the second unit rounds the
+// second unit up, so that a wait read in words is never shorter than d (a
+// client that retries after it is never early): 1h0m30s says "1 hour 1
+// minute", 3m20.5s "3 minutes 21 seconds", 59m59.5s "1 hour". Whole days
+// from two on are days ("7 days"; 24 hours stay "24 hours", 49 hours "49
+// hours"). d under a second says "1 second". A wait before a retry (its
+// Retry-After in words), a rate's window, a mailed link's lifetime and a
+// webhook entry's time to be disabled alike.
 func InWords(d time.Duration) string {
-	if d < time.Second {
-		d = time.Second
+	d = max(roundUp(d, time.Second), time.Second)
+	if d > time.Hour {
+		d = roundUp(d, time.Minute)
+	}
+	const day = 24 * time.Hour
+	if d >= 2*day && d%day == 0 {
+		return Count(int64(d/day), "day")
 	}
 	h, m, s := int64(d/time.Hour), int64(d%time.Hour/time.Minute), int64(d%time.Minute/time.Second)
 	switch {
@@ -270,6 +281,20 @@ func InWords(d time.Duration) string {
 		return Count(m, "minute")
 	}
 	return Count(s, "second")
+}
+
+// roundUp is d rounded up to a multiple of unit (d itself when it is one);
+// a d too long for that, in the last unit before the largest Duration,
+// rounds down instead.
+func roundUp(d, unit time.Duration) time.Duration {
+	r := d % unit
+	if r <= 0 {
+		return d
+	}
+	if d > math.MaxInt64-unit {
+		return d - r
+	}
+	return d + unit - r
 }
 
 // RetrySeconds is a wait as a Retry-After value: whole seconds, rounded up

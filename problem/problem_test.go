@@ -2,6 +2,7 @@ package problem
 
 import (
 	"fmt"
+	"math"
 	"net/http"
 	"os"
 	"regexp"
@@ -102,7 +103,9 @@ func TestRetrySecondsRoundsUp(t *testing.T) {
 	}
 }
 
-// InWords says a duration in its two largest units, at least a second.
+// InWords says a duration in its two largest units, at least a second;
+// what is below the second unit rounds it up, never down, so that a wait
+// in words is never shorter than the wait (a 1h0m30s wait said "1 hour").
 func TestInWords(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -118,9 +121,21 @@ func TestInWords(t *testing.T) {
 		{3*time.Minute + 20*time.Second, "3 minutes 20 seconds"},
 		{15 * time.Minute, "15 minutes"},
 		{time.Hour, "1 hour"},
-		{time.Hour + 5*time.Minute + 59*time.Second, "1 hour 5 minutes"},
-		{time.Hour + 30*time.Second, "1 hour"},
+		{time.Hour + 5*time.Minute, "1 hour 5 minutes"},
+		{time.Hour + 5*time.Minute + 59*time.Second, "1 hour 6 minutes"},
+		{time.Hour + 30*time.Second, "1 hour 1 minute"},
+		{time.Hour + time.Nanosecond, "1 hour 1 minute"},
+		{time.Hour + 59*time.Minute + time.Second, "2 hours"},
+		{3*time.Minute + 20*time.Second + 500*time.Millisecond, "3 minutes 21 seconds"},
+		{59*time.Second + time.Millisecond, "1 minute"},
+		{59*time.Minute + 59*time.Second + 500*time.Millisecond, "1 hour"},
+		{1500 * time.Millisecond, "2 seconds"},
 		{24 * time.Hour, "24 hours"},
+		{48 * time.Hour, "2 days"},
+		{7 * 24 * time.Hour, "7 days"},
+		{49 * time.Hour, "49 hours"},
+		{47*time.Hour + 59*time.Minute + 30*time.Second, "2 days"},
+		{math.MaxInt64, "2562047 hours 47 minutes"},
 	} {
 		if got := InWords(c.d); got != c.want {
 			t.Errorf("InWords(%v) = %q, want %q", c.d, got, c.want)

@@ -1,9 +1,10 @@
 package store
 
 import (
-	"crypto/rand"
 	"errors"
 	"time"
+
+	"github.com/simrelay/simrelay/internal/base62"
 )
 
 // Number channels, as in Message.Channel.
@@ -100,22 +101,16 @@ func numberPrefix(channel string) string {
 	return "wa_"
 }
 
-const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-
 // NewNumberPublicID is a new AgentNumber.PublicID of channel, as both
 // backends give one: the channel's prefix (wa_, im_) and 20 random base62
-// characters; nothing in it comes from the number, the company or another
-// company's records.
+// characters, each as likely as another (base62.Random); nothing in it
+// comes from the number, the company or another company's records.
 func NewNumberPublicID(channel string) (string, error) {
-	var raw [20]byte
-	if _, err := rand.Read(raw[:]); err != nil {
+	s, err := base62.Random(20)
+	if err != nil {
 		return "", err
 	}
-	out := []byte(numberPrefix(channel))
-	for _, b := range raw {
-		out = append(out, base62[int(b)%len(base62)])
-	}
-	return string(out), nil
+	return numberPrefix(channel) + s, nil
 }
 
 // ChangeAgentNumber is n changed by fn, as UpdateAgentNumber changes a

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/simrelay/simrelay/internal/base62"
 )
 
 // A number's public id is its channel's prefix and 20 base62 characters,
@@ -21,7 +23,7 @@ func TestNewNumberPublicID(t *testing.T) {
 			t.Fatal(err)
 		}
 		rest, ok := strings.CutPrefix(a, prefix)
-		if !ok || len(rest) != 20 || strings.Trim(rest, base62) != "" {
+		if !ok || len(rest) != 20 || strings.Trim(rest, base62.Alphabet) != "" {
 			t.Errorf("%s: %q, want %s and 20 base62 characters", channel, a, prefix)
 		}
 		if a == b {

@@ -145,7 +145,7 @@ func New(cfg Config, deps Deps) (*Console, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Console{cfg: cfg, deps: deps, secure: strings.HasPrefix(strings.ToLower(cfg.PublicURL), "https://"), flash: flash}
+	c := &Console{cfg: cfg, deps: deps, secure: account.PublicURLIsHTTPS(cfg.PublicURL), flash: flash}
 	if err := c.parse(); err != nil {
 		return nil, err
 	}

@@ -252,7 +252,7 @@ func (c *Console) deleteDevice(w http.ResponseWriter, r *http.Request, q *req) (
 			return outcome{}, err
 		}
 	}
-	return outcome{Notice: "Device deleted. Its unfinished SMS, and the WhatsApp and iMessage sends it had acked, failed; the WhatsApp and iMessage sends it had not acked go to the agent that holds their number."}, nil
+	return outcome{Notice: device.DeletedNotice}, nil
 }
 
 // qrSVG draws a QR code as SVG on the server: crisp at any size, no image

@@ -17,6 +17,7 @@ import (
 	"unicode"
 
 	"github.com/simrelay/simrelay/internal/egress"
+	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
 )
 
@@ -271,8 +272,8 @@ func (s *Service) decide(d store.WebhookDelivery, e *store.WebhookEntry, out out
 	case out.status == http.StatusGone:
 		why, said = "the receiver answered 410 Gone", "; the webhook entry is disabled"
 	case now.Sub(e.FailingSince) >= s.cfg.DisableAfter:
-		why = "no successful delivery for " + humanDuration(s.cfg.DisableAfter)
-		said = "; the webhook entry is disabled after " + humanDuration(s.cfg.DisableAfter) + " without a success"
+		why = "no successful delivery for " + problem.InWords(s.cfg.DisableAfter)
+		said = "; the webhook entry is disabled after " + problem.InWords(s.cfg.DisableAfter) + " without a success"
 	case d.Attempts < len(s.cfg.Schedule):
 		a.State = store.WebhookPending
 		a.NextAttemptAt = now.Add(s.backoff(d.Attempts))
@@ -408,16 +409,6 @@ func clip(s string) string {
 		return s
 	}
 	return strings.ToValidUTF8(s[:maxErrorText], "") + "…"
-}
-
-func humanDuration(d time.Duration) string {
-	if d == 24*time.Hour {
-		return "1 day"
-	}
-	if d > 24*time.Hour && d%(24*time.Hour) == 0 {
-		return fmt.Sprintf("%d days", d/(24*time.Hour))
-	}
-	return d.String()
 }
 
 // prune trims the deliveries log now and then.

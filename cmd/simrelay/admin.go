@@ -280,9 +280,10 @@ func adminBackup(args []string, stdout, stderr io.Writer) error {
 	}
 	// FILE is checked before the copy is made, which would then fail its
 	// rename (a directory) or its creation (a directory not there), naming
-	// the temporary copy rather than FILE.
+	// the temporary copy rather than FILE. Both are what the disk holds,
+	// not the command line: exit 1, as a file given as --data-dir.
 	if fi, err := os.Stat(file); err == nil && fi.IsDir() {
-		return usageError{fmt.Errorf("%s is a directory: name the file to write, such as %s; nothing was written", file, filepath.Join(file, "simrelay-backup.db"))}
+		return fmt.Errorf("%s is a directory: name the file to write, such as %s; nothing was written", file, filepath.Join(file, "simrelay-backup.db"))
 	}
 	if fi, err := os.Stat(filepath.Dir(file)); err != nil {
 		return fmt.Errorf("the directory of %s: %w; nothing was written", file, err)

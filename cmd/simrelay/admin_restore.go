@@ -50,9 +50,10 @@ func adminRestore(args []string, stdout, stderr io.Writer) error {
 	kept := ""
 	if fi, err := os.Stat(live); err == nil {
 		// The store itself given as its backup would be copied onto itself
-		// and a needless copy kept beside it.
+		// and a needless copy kept beside it. Found on the disk (a link or
+		// a second name of the file too): exit 1, not a usage error.
 		if bi, err := os.Stat(file); err == nil && os.SameFile(fi, bi) {
-			return usageError{fmt.Errorf("%s is the store of --data-dir %s itself, not a backup of it; nothing was changed", file, where.dataDir)}
+			return fmt.Errorf("%s is the store of --data-dir %s itself, not a backup of it; nothing was changed", file, where.dataDir)
 		}
 		unlock, err := lockStoreFile(live)
 		if errors.Is(err, errStoreInUse) {

@@ -80,7 +80,10 @@ func emptyStoreDir(t *testing.T) string {
 // A backup FILE that is a directory, or in a directory that is not there,
 // is refused before the copy, naming FILE: the first was copied whole and
 // then failed its rename ("rename .simrelay-backup-123 /backups/: file
-// exists"), the second named the temporary copy it could not create.
+// exists"), the second named the temporary copy it could not create. Both
+// exit 1, what the command found on the disk, as a file given as the
+// --data-dir does; 2 is a command line wrong in itself (no FILE). A
+// directory as FILE exited 2 and a missing directory 1.
 func TestAdminBackupNamesAFileItCannotWrite(t *testing.T) {
 	t.Parallel()
 	src := emptyStoreDir(t)
@@ -95,9 +98,10 @@ func TestAdminBackupNamesAFileItCannotWrite(t *testing.T) {
 		code int
 		want string
 	}{
-		{dir + "/", 2, dir + "/ is a directory: name the file to write, such as " + filepath.Join(dir, "simrelay-backup.db")},
+		{dir + "/", 1, dir + "/ is a directory: name the file to write, such as " + filepath.Join(dir, "simrelay-backup.db")},
 		{missing, 1, "the directory of " + missing + ": stat " + filepath.Dir(missing) + ": no such file or directory; nothing was written"},
 		{filepath.Join(notDir, "b.db"), 1, "the directory of " + filepath.Join(notDir, "b.db") + ": " + notDir + " is not a directory"},
+		{"", 2, "name the FILE to write"},
 	} {
 		code, _, errOut := runAdmin(t, "backup", tc.file, "--data-dir", src)
 		if code != tc.code || !strings.Contains(errOut, tc.want) || strings.Contains(errOut, backupPattern[:len(backupPattern)-1]) {
@@ -106,6 +110,26 @@ func TestAdminBackupNamesAFileItCannotWrite(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(filepath.Join(dir, backupPattern)); len(left) > 0 {
 		t.Errorf("copies left behind: %v", left)
+	}
+}
+
+// The store of --data-dir given as its own backup is refused, nothing
+// changed, with exit 1, as a backup FILE that is a directory: what the
+// paths name on the disk, found by looking (a link or a second name of the
+// store file too), not a command line wrong in itself (it exited 2).
+func TestAdminRestoreOfTheStoreItselfExits1(t *testing.T) {
+	t.Parallel()
+	dir := emptyStoreDir(t)
+	live := filepath.Join(dir, boltstore.FileName)
+	link := filepath.Join(t.TempDir(), "backup.db")
+	if err := os.Link(live, link); err != nil {
+		t.Skipf("no hard link here: %v", err)
+	}
+	for _, file := range []string{live, link} {
+		code, _, errOut := runAdmin(t, "restore", file, "--data-dir", dir)
+		if code != 1 || !strings.Contains(errOut, "itself, not a backup of it; nothing was changed") {
+			t.Errorf("restore %s: exit %d %q, want 1 saying it is the store itself", file, code, errOut)
+		}
 	}
 }
 

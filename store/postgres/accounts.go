@@ -101,7 +101,7 @@ func (s *Store) UpdateCompany(companyID uint64, fn func(*store.Company) error) (
 		}
 		if len(oldHash) > 0 && !bytes.Equal(oldHash, c.APIKeyHash) {
 			// The pairing codes the old key made end with it (store.Pairing).
-			if _, err := t.exec(`DELETE FROM pairings WHERE company_id = $1 AND (rec->>'via_api_key')::boolean AND rec->>'used_at' IS NULL`, id(companyID)); err != nil {
+			if _, err := t.exec(`DELETE FROM pairings WHERE company_id = $1 AND `+pairingViaAPIKey+` AND rec->>'used_at' IS NULL`, id(companyID)); err != nil {
 				return err
 			}
 			return addActivity(t, companyID, store.Activity{Type: store.ActAPIKeyRotated, At: c.APIKeyCreatedAt, Description: "The API key was rotated; the previous key no longer works"})

@@ -18,6 +18,13 @@ import (
 // registration's SIM caps and carrier-error streak, which nothing reads
 // again once the id is dead.
 
+// pairingViaAPIKey is true of a pairings row made with the API key
+// (store.Pairing.ViaAPIKey) and false of one a user made: the field is
+// absent when false (omitempty), and absent or false read alike. Both
+// statements that end a maker's unused codes (a key's rotation, a user's
+// removal or reset) test it this one way.
+const pairingViaAPIKey = `COALESCE((rec->>'via_api_key')::boolean, false)`
+
 // Pairing returns a pairing code's record.
 func (s *Store) Pairing(hash []byte) (store.Pairing, error) {
 	var p store.Pairing

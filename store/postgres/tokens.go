@@ -99,7 +99,7 @@ func revokeUser(t *txn, userID uint64) error {
 	// finds no code. The table holds the codes of about the last day
 	// (PrunePairings), so the scan is short; this runs on a removal or a
 	// password set through a mailed link.
-	if _, err := t.exec(`DELETE FROM pairings WHERE (rec->>'user_id')::bigint = $1 AND rec->>'via_api_key' IS NULL AND rec->>'used_at' IS NULL`, id(userID)); err != nil {
+	if _, err := t.exec(`DELETE FROM pairings WHERE (rec->>'user_id')::bigint = $1 AND NOT `+pairingViaAPIKey+` AND rec->>'used_at' IS NULL`, id(userID)); err != nil {
 		return err
 	}
 	_, err := t.exec("DELETE FROM console_sessions WHERE user_id = $1", id(userID))
