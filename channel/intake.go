@@ -56,8 +56,14 @@ func (s *Service) Announce(_ context.Context, dev store.Device, hello proto.Hell
 // the numbers stored now; Announce's write counts them again, and refuses
 // what another agent's hello made too many since.
 //
-// The count is a read of its own (the company's numbers of each channel
-// the hello names), not part of the device write: that write
+// The check reads what the bound needs (store AgentNumbersNew): the
+// announced numbers looked up, and the company's numbers of the channel
+// counted only when one of them is new, so the usual hello (an agent
+// linking again with the numbers it had) reads as many as it names, not
+// the company's up to 1,000. A hello of numbers the company all has is
+// never past the bound, as the write never refuses it, whatever the count.
+//
+// The count is a read of its own, not part of the device write: that write
 // (device.Service.Hello, store UpdateDeviceWith) is the device service's,
 // whose function sees the device record and no store transaction, and the
 // numbers are written after it, in Announce's own transactions (one a
@@ -75,24 +81,11 @@ func (s *Service) CheckAnnounce(_ context.Context, dev store.Device, hello proto
 		if len(set.addrs) == 0 {
 			continue
 		}
-		nums, err := s.store.AgentNumbers(dev.CompanyID, set.channel)
+		fresh, have, err := s.store.AgentNumbersNew(dev.CompanyID, set.channel, set.addrs)
 		if err != nil {
 			return err
 		}
-		if len(nums)+len(set.addrs) <= MaxNumbersPerCompany {
-			continue // within the bound, however many of them are new
-		}
-		known := make(map[string]bool, len(nums))
-		for _, n := range nums {
-			known[n.Address] = true
-		}
-		fresh := 0
-		for _, a := range set.addrs {
-			if !known[a] {
-				fresh++
-			}
-		}
-		if len(nums)+fresh > MaxNumbersPerCompany {
+		if fresh > 0 && have+fresh > MaxNumbersPerCompany {
 			return tooManyNumbers(set.channel)
 		}
 	}

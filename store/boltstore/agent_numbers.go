@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -205,6 +206,32 @@ func (s *Store) AgentNumbers(companyID uint64, channel string) ([]AgentNumber, e
 		return nil, fmt.Errorf("store: %s numbers of company %d: %w", channel, companyID, err)
 	}
 	return out, nil
+}
+
+// AgentNumbersNew counts the addresses (already normalised; one named
+// twice counts once) that are no number (or handle) of the company on
+// channel yet, and, only when one is, the company's numbers of channel:
+// what a hello's check of the company's bound reads. It looks up the
+// addresses' keys and counts the keys under the company's prefix, decoding
+// no record; have is 0 when fresh is.
+func (s *Store) AgentNumbersNew(companyID uint64, channel string, addresses []string) (fresh, have int, err error) {
+	err = s.view(func(tx *bolt.Tx) error {
+		fresh, have = 0, 0
+		b := tx.Bucket(bucketAgentNumbers)
+		for i, addr := range addresses {
+			if b.Get(agentNumberKey(companyID, channel, addr)) == nil && !slices.Contains(addresses[:i], addr) {
+				fresh++
+			}
+		}
+		if fresh > 0 {
+			have = countPrefix(b, agentNumberKey(companyID, channel, ""), math.MaxInt)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, 0, fmt.Errorf("store: new %s numbers of company %d: %w", channel, companyID, err)
+	}
+	return fresh, have, nil
 }
 
 // numberByPublicID finds the company's number of channel by its public id;

@@ -23,6 +23,7 @@ type AgentsStore interface {
 	UpdateSubscription(companyID uint64, fn func(*store.Subscription) error) (store.Subscription, error)
 	AnnounceNumbers(companyID, deviceID uint64, channel string, addresses []string, now time.Time, limit int) ([]store.AgentNumber, error)
 	AgentNumbers(companyID uint64, channel string) ([]store.AgentNumber, error)
+	AgentNumbersNew(companyID uint64, channel string, addresses []string) (fresh, have int, err error)
 	AgentNumber(companyID uint64, channel, publicID string) (store.AgentNumber, error)
 	AgentNumberByRef(companyID, numberID uint64) (store.AgentNumber, error)
 	UpdateAgentNumber(companyID uint64, channel, publicID string, now time.Time, fn func(*store.AgentNumber) error) (store.AgentNumber, error)
@@ -52,6 +53,7 @@ func Agents(t *testing.T, open Opener[AgentsStore]) {
 	t.Run("HelloHolds", func(t *testing.T) { t.Parallel(); s := open(t); helloHolds(t, s, s) })
 	t.Run("HelloHoldsConcurrent", func(t *testing.T) { t.Parallel(); helloHoldsConcurrent(t, open(t)) })
 	t.Run("AnnounceLimit", func(t *testing.T) { t.Parallel(); announceLimit(t, open(t)) })
+	t.Run("NumbersNew", func(t *testing.T) { t.Parallel(); agentNumbersNew(t, open(t)) })
 	t.Run("AnnounceLimitConcurrent", func(t *testing.T) { t.Parallel(); announceLimitConcurrent(t, open(t)) })
 	t.Run("AnnounceSameConcurrent", func(t *testing.T) { t.Parallel(); announceSameConcurrent(t, open(t)) })
 	t.Run("UpdateNumber", func(t *testing.T) { t.Parallel(); updateNumber(t, open(t)) })
@@ -253,6 +255,41 @@ func announceLimit(t *testing.T, s AgentsStore) {
 	}
 	if _, err := s.AnnounceNumbers(c.ID, d1.ID, store.ChannelNameWhatsApp, []string{waZ, "+15550004444", "+15550005555"}, T0, 0); err != nil {
 		t.Fatalf("limit 0: %v, want no limit", err)
+	}
+}
+
+// agentNumbersNew: the addresses that are no number of the company on
+// the channel yet, each counted once, and the company's numbers of the
+// channel, counted only when one of them is new (0 otherwise). A number
+// held by nobody is the company's still; another company's number, or
+// the same address on the other channel, is new.
+func agentNumbersNew(t *testing.T, s AgentsStore) {
+	c, _ := Company(t, s)
+	other, _ := Company(t, s)
+	d := Device(t, s, c.ID, newFingerprint())
+	announce(t, s, d, store.ChannelNameWhatsApp, T0, waX, waY, "+15550004444")
+	announce(t, s, d, store.ChannelNameWhatsApp, T0, waX, waY) // +15550004444 let go: held by nobody
+	announce(t, s, d, store.ChannelNameIMessage, T0, "ana@example.com")
+	announce(t, s, Device(t, s, other.ID, newFingerprint()), store.ChannelNameWhatsApp, T0, waZ)
+	for _, r := range []struct {
+		name        string
+		company     uint64
+		channel     string
+		addrs       []string
+		fresh, have int
+	}{
+		{"none", c.ID, store.ChannelNameWhatsApp, nil, 0, 0},
+		{"the company's, one held by nobody", c.ID, store.ChannelNameWhatsApp, []string{waY, "+15550004444", waX}, 0, 0},
+		{"another company's", c.ID, store.ChannelNameWhatsApp, []string{waX, waZ}, 1, 3},
+		{"named twice", c.ID, store.ChannelNameWhatsApp, []string{waZ, waX, waZ, "+15550005555"}, 2, 3},
+		{"the other channel", c.ID, store.ChannelNameIMessage, []string{"ana@example.com", waX}, 1, 1},
+		{"the other company", other.ID, store.ChannelNameWhatsApp, []string{waZ, waX}, 1, 1},
+		{"a company with none", other.ID, store.ChannelNameIMessage, []string{"ana@example.com"}, 1, 0},
+	} {
+		fresh, have, err := s.AgentNumbersNew(r.company, r.channel, r.addrs)
+		if err != nil || fresh != r.fresh || have != r.have {
+			t.Errorf("%s: %d new of %d (%v), want %d of %d", r.name, fresh, have, err, r.fresh, r.have)
+		}
 	}
 }
 

@@ -195,6 +195,50 @@ func (s *Store) AgentNumbers(companyID uint64, channel string) ([]store.AgentNum
 	return out, nil
 }
 
+// AgentNumbersNew counts the addresses (already normalised; one named
+// twice counts once) that are no number (or handle) of the company on
+// channel yet, and, only when one is, the company's numbers of channel:
+// what a hello's check of the company's bound reads. One statement
+// (agentNumbersNew); have is 0 when fresh is.
+func (s *Store) AgentNumbersNew(companyID uint64, channel string, addresses []string) (fresh, have int, err error) {
+	err = s.read(fmt.Sprintf("new %s numbers of company %d", channel, companyID), func(t *txn) error {
+		var err error
+		fresh, have, err = agentNumbersNew(t, companyID, channel, addresses)
+		return err
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	return fresh, have, nil
+}
+
+// agentNumbersNew is AgentNumbersNew's statement: the announced addresses
+// looked up in the index of a company's numbers by channel and address,
+// and the company's numbers of the channel counted in the same index only
+// when one of the addresses is not there (the scalar subquery in the CASE
+// runs only when its branch is taken), so a hello that announces the
+// numbers its company has reads as many index entries as it names.
+func agentNumbersNew(t *txn, companyID uint64, channel string, addresses []string) (fresh, have int, err error) {
+	addrs := make([]string, 0, len(addresses))
+	for _, a := range addresses {
+		if !slices.Contains(addrs, a) {
+			addrs = append(addrs, a)
+		}
+	}
+	if len(addrs) == 0 {
+		return 0, 0, nil
+	}
+	var known, count int
+	err = t.row(`SELECT k.known, CASE WHEN k.known < cardinality($3::text[])
+			THEN (SELECT count(*) FROM agent_numbers WHERE company_id = $1 AND channel = $2) ELSE 0 END
+		FROM (SELECT count(*) AS known FROM agent_numbers WHERE company_id = $1 AND channel = $2 AND address = ANY($3::text[])) k`,
+		id(companyID), channel, addrs).Scan(&known, &count)
+	if err != nil {
+		return 0, 0, err
+	}
+	return len(addrs) - known, count, nil
+}
+
 // numberByPublicID finds the company's number of channel by its public id,
 // lock taking its row lock; another company's id, or another channel's, is
 // ErrNotFound.
