@@ -39,9 +39,10 @@ type sharedLimits struct {
 	// ones. nil and none on one node.
 	resets *postgres.Windows
 	logins [3]*postgres.Windows
-	// offline are the offline mails' windows (device.ShareOfflineMails);
-	// run sweeps their ended ones. nil on one node.
-	offline *postgres.Windows
+	// offline are the offline mails' windows (device.ShareOfflineMails),
+	// invites the invitations' (account.ShareInvites); run sweeps their
+	// ended ones. nil on one node.
+	offline, invites *postgres.Windows
 	// settings compares this node's settings with the other nodes'; nil
 	// on one node.
 	settings *cluster.Settings
@@ -82,6 +83,11 @@ func shareLimits(bus *cluster.Bus, st backend, accounts *account.Service, device
 		return sharedLimits{}, err
 	}
 	devices.ShareOfflineMails(offline)
+	invites, err := pg.Windows(account.InviteScope, account.InviteRate())
+	if err != nil {
+		return sharedLimits{}, err
+	}
+	accounts.ShareInvites(invites)
 	var logins [3]*postgres.Windows
 	for i, w := range []struct {
 		scope string
@@ -108,6 +114,7 @@ func shareLimits(bus *cluster.Bus, st backend, accounts *account.Service, device
 		resets:   resets,
 		logins:   logins,
 		offline:  offline,
+		invites:  invites,
 		settings: compared,
 		log:      log,
 	}, nil
@@ -163,8 +170,8 @@ func (s sharedLimits) run(ctx context.Context) {
 	}
 }
 
-// sweep deletes the reset mails', failed logins' and offline mails' ended
-// windows.
+// sweep deletes the reset mails', failed logins', offline mails' and
+// invitations' ended windows.
 func (s sharedLimits) sweep() {
 	if err := s.resets.Sweep(); err != nil {
 		s.log.Warn("reset mails: ended windows not deleted; the next sweep tries again", "err", err)
@@ -176,5 +183,8 @@ func (s sharedLimits) sweep() {
 	}
 	if err := s.offline.Sweep(); err != nil {
 		s.log.Warn("offline mails: ended windows not deleted; the next sweep tries again", "err", err)
+	}
+	if err := s.invites.Sweep(); err != nil {
+		s.log.Warn("invitations: ended windows not deleted; the next sweep tries again", "err", err)
 	}
 }
