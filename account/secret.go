@@ -9,7 +9,9 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
+	"sync/atomic"
 
 	"golang.org/x/crypto/argon2"
 
@@ -36,6 +38,34 @@ const (
 // argonCost is the time and memory (KiB) of an argon2id hash.
 type argonCost struct{ time, memory uint32 }
 
+// hashesAtOnce bounds the argon2id hashes computed at once, server-wide:
+// each holds its memory cost (19 MiB by default) while it runs, and the
+// credential routes count per client address, so logins, sign-ups and
+// resets sent together from many addresses each held theirs at once (100
+// concurrent logins held 1.7 GB of heap). A hash is work for one core:
+// more at once than the process has cores finish no sooner, so the others
+// wait their turn, holding nothing but their request.
+var hashesAtOnce = max(2, runtime.GOMAXPROCS(0))
+
+// hashing holds a place per argon2id hash under way (hashesAtOnce);
+// hashingNow and hashingPeak count them, for the tests.
+var (
+	hashing                 = make(chan struct{}, hashesAtOnce)
+	hashingNow, hashingPeak atomic.Int64
+)
+
+// argonKey is argon2.IDKey, computed once a place among hashesAtOnce is
+// free.
+func argonKey(pw, salt []byte, time, memory uint32, threads uint8, keyLen uint32) []byte {
+	hashing <- struct{}{}
+	defer func() { <-hashing }()
+	n := hashingNow.Add(1)
+	defer hashingNow.Add(-1)
+	for peak := hashingPeak.Load(); n > peak && !hashingPeak.CompareAndSwap(peak, n); peak = hashingPeak.Load() {
+	}
+	return argon2.IDKey(pw, salt, time, memory, threads, keyLen)
+}
+
 // APIKeyPrefix starts every API key, so keys are recognisable in logs and scanners.
 const APIKeyPrefix = "sk_"
 
@@ -48,7 +78,7 @@ func hashPassword(pw string, c argonCost) (string, error) {
 	if _, err := rand.Read(salt); err != nil {
 		return "", err
 	}
-	sum := argon2.IDKey([]byte(pw), salt, c.time, c.memory, argonThreads, argonKeyLen)
+	sum := argonKey([]byte(pw), salt, c.time, c.memory, argonThreads, argonKeyLen)
 	enc := base64.RawStdEncoding
 	return fmt.Sprintf("$argon2id$v=%d$m=%d,t=%d,p=%d$%s$%s", argon2.Version, c.memory, c.time, argonThreads, enc.EncodeToString(salt), enc.EncodeToString(sum)), nil
 }
@@ -79,7 +109,7 @@ func checkPassword(phc, pw string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	got := argon2.IDKey([]byte(pw), salt, t, m, p, uint32(len(want)))
+	got := argonKey([]byte(pw), salt, t, m, p, uint32(len(want)))
 	return subtle.ConstantTimeCompare(got, want) == 1, nil
 }
 

@@ -133,6 +133,11 @@ type Service struct {
 	// sharedResets counts them for the whole cluster (ShareResetMails);
 	// nil on one node.
 	sharedResets ResetWindows
+	// invites counts each company's invitations (InvitesPerDay) in this
+	// process, as resetMails counts reset mails; sharedInvites for the
+	// whole cluster (ShareInvites), nil on one node.
+	invites       *pacing.Windows
+	sharedInvites InviteWindows
 	// failedLogins counts each e-mail address's failed logins (LoginRate),
 	// clientShares each client's share of them (ClientShare, logins.go),
 	// deviceFailures each trusted device cookie's (devices.go): in this
@@ -188,6 +193,7 @@ func New(cfg Config, st Store, mailer Mailer, log *slog.Logger, now func() time.
 	}
 	return &Service{cfg: cfg, store: st, mailer: mailer, log: log, now: now, jwtKey: jwtKey, sealer: sl, dummyHash: dummy,
 		resetMails:     pacing.New(ResetRate(), now),
+		invites:        pacing.New(InviteRate(), now),
 		failedLogins:   loginCount{name: "e-mail address", local: pacing.NewCapped(cfg.LoginRate, now, cfg.MaxLoginAddresses)},
 		clientShares:   loginCount{name: "client share", local: pacing.NewCapped(clientShareRate(cfg.LoginRate), now, cfg.MaxLoginAddresses)},
 		deviceFailures: loginCount{name: "device cookie", local: pacing.NewCapped(deviceRate(cfg.LoginRate), now, cfg.MaxLoginAddresses)},

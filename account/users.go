@@ -80,9 +80,14 @@ func (s *Service) Invite(ctx context.Context, p Principal, in InviteInput) (stor
 			inviter = strings.TrimSpace(me.FirstName + " " + me.LastName)
 		}
 	}
+	refund, err := s.takeInvite(p.CompanyID)
+	if err != nil {
+		return u, err
+	}
 	u.CreatedAt = s.now().UTC()
 	held, err := s.store.InviteUser(&u, u.CreatedAt)
 	if err != nil {
+		refund() // nothing stored, no mail
 		return u, mapStoreErr(err, "company")
 	}
 	// An address that already has an account (in another company: the store

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/simrelay/simrelay/mail"
+	"github.com/simrelay/simrelay/pacing"
 	"github.com/simrelay/simrelay/store"
 )
 
@@ -22,6 +24,48 @@ const DefaultOfflineGrace = 2 * time.Minute
 // OfflineMailEvery is the least time between two offline mails about one
 // device: a phone that flaps all night sends its admins one an hour.
 const OfflineMailEvery = time.Hour
+
+// OfflineMailsPerHour bounds the phones a company's admins are mailed
+// about in an hour. OfflineMailEvery bounds each phone, but a company
+// holds as many phones as it pairs, and each mail is the server's own
+// (outside the companies' mail outbox bound and the storage budget): a
+// fleet of phones dropping their links together, or made to, would have
+// the server queue and send a mail per phone and admin every hour, and
+// keep each for days. Past the bound a phone is still reported offline
+// (device.offline, the console), without a mail.
+const OfflineMailsPerHour = 10
+
+// OfflineMailScope is the scope of the offline mails' windows among the
+// windows a cluster shares (postgres.Windows).
+const OfflineMailScope = "offline-mail"
+
+// OfflineMailRate is the rate OfflineMailsPerHour sets: every node must
+// count the shared windows at it.
+func OfflineMailRate() pacing.Rate {
+	return pacing.Rate{Limit: OfflineMailsPerHour, Window: time.Hour}
+}
+
+// OfflineWindows are windows every node of a cluster counts in
+// (postgres.Windows at OfflineMailRate).
+type OfflineWindows interface {
+	Take(key string) (pacing.Result, error)
+}
+
+// ShareOfflineMails has the offline mails counted in w, so that a company
+// is mailed about OfflineMailsPerHour phones an hour by the whole cluster,
+// not that many by each node; call it before serving. On one node nothing
+// calls it and the count stays in the process's memory.
+func (s *Service) ShareOfflineMails(w OfflineWindows) { s.sharedOffline = w }
+
+// offlineMailAllowed counts one offline mail of the company and says
+// whether it may go out. While the shared windows do not answer, the node
+// counts in its own memory (pacing.Shared).
+func (s *Service) offlineMailAllowed(companyID uint64) bool {
+	res, _ := pacing.Shared[OfflineWindows]{Local: s.offlineMails, Cluster: s.sharedOffline, Failed: func(err error) {
+		s.alerts.Logger.Warn("offline mails: the shared count does not answer; counted in this node's memory", "company_id", companyID, "err", err)
+	}}.Take(strconv.FormatUint(companyID, 10))
+	return res.Allowed
+}
 
 // Device event types, as the webhook outbox names them.
 const (
@@ -230,6 +274,10 @@ func (p *Presence) offline(dev store.Device) {
 		} else {
 			mailAdmins = false // it is online: no mail says otherwise
 		}
+	}
+	if mailAdmins && !s.offlineMailAllowed(d.CompanyID) {
+		s.alerts.Logger.Info("offline mail not sent: the company's admins had their offline mails of the hour", "device", d.Fingerprint, "company_id", d.CompanyID, "limit", OfflineMailsPerHour)
+		mailAdmins = false
 	}
 	if mailAdmins {
 		s.mailOffline(d)

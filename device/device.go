@@ -16,6 +16,7 @@ import (
 
 	"github.com/simrelay/simrelay/internal/linebreak"
 	"github.com/simrelay/simrelay/internal/visible"
+	"github.com/simrelay/simrelay/pacing"
 	"github.com/simrelay/simrelay/phone"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
@@ -69,6 +70,12 @@ type Service struct {
 	// deleted is told of each device deleted, after the delete committed
 	// (OnDelete); nil: nobody.
 	deleted func(store.Device)
+	// offlineMails counts each company's offline mails
+	// (OfflineMailsPerHour) in this process: on one node, and on a node of
+	// a cluster while sharedOffline does not answer; sharedOffline counts
+	// them for the whole cluster (ShareOfflineMails), nil on one node.
+	offlineMails  *pacing.Windows
+	sharedOffline OfflineWindows
 }
 
 // OnDelete sets what is told of each device deleted, once the delete is
@@ -82,7 +89,7 @@ func New(cfg Config, st Store, now func() time.Time) *Service {
 	if cfg.PairingTTL <= 0 {
 		cfg.PairingTTL = DefaultPairingTTL
 	}
-	return &Service{cfg: cfg, store: st, now: now}
+	return &Service{cfg: cfg, store: st, now: now, offlineMails: pacing.New(OfflineMailRate(), now)}
 }
 
 // Pairing is a fresh pairing code.

@@ -38,6 +38,11 @@ type bulkJSON struct {
 // chatSendBulk stores up to sms.MaxBulk messages in one commit; the rate
 // limit counts the request once, the plan each message.
 func (s *Server) chatSendBulk(c echo.Context) error {
+	release, err := s.bulks.take(c.Request().Context(), principal(c).CompanyID)
+	if err != nil {
+		return err
+	}
+	defer release()
 	var in bulkBody
 	if err := bind(c, &in); err != nil {
 		return err

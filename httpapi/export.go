@@ -253,17 +253,23 @@ func (s *Server) companyExport(c echo.Context) error {
 		return err
 	}
 
+	// The slot is taken before the document's headers are set: a refusal
+	// is an error body, which a Content-Disposition would have a browser
+	// save as the export's file. HEAD sends no document and takes none.
+	head := c.Request().Method == http.MethodHead
+	if !head {
+		if err := s.startExport(cid); err != nil {
+			return err
+		}
+		defer s.endExport(cid)
+	}
 	h := c.Response().Header()
 	h.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
 	h.Set(echo.HeaderContentDisposition, fmt.Sprintf(`attachment; filename="simrelay-company-%d-%s.json"`, cid, s.deps.Now().UTC().Format("20060102-150405")))
 	h.Set("Cache-Control", "no-store")
-	if c.Request().Method == http.MethodHead {
+	if head {
 		return c.NoContent(http.StatusOK)
 	}
-	if err := s.startExport(cid); err != nil {
-		return err
-	}
-	defer s.endExport(cid)
 	c.Response().WriteHeader(http.StatusOK)
 	out := &exportConn{w: c.Response(), rc: http.NewResponseController(c.Response()), cfg: s.cfg.Export, left: s.cfg.Export.Grace}
 	w := &exportWriter{out: out, buf: bufio.NewWriterSize(out, 64<<10)}

@@ -74,6 +74,12 @@ func TestCompanyExportsAtOnceAreBounded(t *testing.T) {
 	if r.Header.Get("Retry-After") == "" {
 		t.Errorf("429 without Retry-After")
 	}
+	// The refusal is an error body, not the document: named as the
+	// download (Content-Disposition), a browser or `curl -OJ` saved it as
+	// the export's file, and only what was in it told it was none.
+	if cd := r.Header.Get("Content-Disposition"); cd != "" {
+		t.Errorf("429 with Content-Disposition %q, want none", cd)
+	}
 	// Another company's export runs.
 	e.want(e.do(call{method: "GET", path: "/company/export", token: b.apiKey}), http.StatusOK, "")
 	// A stalled client that goes away gives its slot back.

@@ -45,6 +45,9 @@ type Config struct {
 	// Export bounds how long a GET /company/export client may keep its
 	// stream (and its slot); zero fields take their defaults.
 	Export ExportConfig
+	// BulkWait is the longest a bulk send waits for one of its company's
+	// places (BulksPerCompany); DefaultBulkWait when zero.
+	BulkWait time.Duration
 	// MaxAddresses bounds the client addresses each rate limit tracks
 	// (pacing.DefaultMaxKeys when zero); see Server.general.
 	MaxAddresses int
@@ -164,6 +167,8 @@ type Server struct {
 	exportsMu    sync.Mutex
 	exports      map[uint64]int
 	exportsTotal int
+	// bulks counts the POST /chat/send-bulk under way (bulk_slots.go).
+	bulks *bulkSlots
 	// mcpHandler is the MCP transport and server of POST /mcp.
 	mcpHandler http.Handler
 	// answers keeps analytics answers while the store is not written.
@@ -189,6 +194,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		deps:    deps,
 		backups: make(chan struct{}, cfg.Backup.AtOnce),
 		exports: map[uint64]int{},
+		bulks:   newBulkSlots(cfg.BulkWait),
 	}
 	doc, err := servedOpenAPI(cfg.PublicURL)
 	if err != nil {

@@ -180,7 +180,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	if err := presence.Resume(); err != nil {
 		return fmt.Errorf("devices online when the server last stopped: %w", err)
 	}
-	shared, err := shareLimits(node.bus, st, accounts, cfg.sharedSettings, log.With("component", "cluster"))
+	shared, err := shareLimits(node.bus, st, accounts, devices, cfg.sharedSettings, log.With("component", "cluster"))
 	if err != nil {
 		return err
 	}

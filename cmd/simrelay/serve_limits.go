@@ -12,6 +12,7 @@ import (
 
 	"github.com/simrelay/simrelay/account"
 	"github.com/simrelay/simrelay/cluster"
+	"github.com/simrelay/simrelay/device"
 	"github.com/simrelay/simrelay/httpapi"
 	"github.com/simrelay/simrelay/pacing"
 	"github.com/simrelay/simrelay/store/postgres"
@@ -38,6 +39,10 @@ type sharedLimits struct {
 	// ones. nil and none on one node.
 	resets *postgres.Windows
 	logins [3]*postgres.Windows
+	// offline are the offline mails' windows (device.ShareOfflineMails),
+	// invites the invitations' (account.ShareInvites); run sweeps their
+	// ended ones. nil on one node.
+	offline, invites *postgres.Windows
 	// settings compares this node's settings with the other nodes'; nil
 	// on one node.
 	settings *cluster.Settings
@@ -49,7 +54,7 @@ type sharedLimits struct {
 // sharedLimits otherwise. settings gives this node's shared settings, their
 // secrets digested with the key it is given (serveConfig.sharedSettings):
 // the cluster's secret in the database, read here.
-func shareLimits(bus *cluster.Bus, st backend, accounts *account.Service, settings func(key []byte) map[string]string, log *slog.Logger) (sharedLimits, error) {
+func shareLimits(bus *cluster.Bus, st backend, accounts *account.Service, devices *device.Service, settings func(key []byte) map[string]string, log *slog.Logger) (sharedLimits, error) {
 	if bus == nil {
 		return sharedLimits{}, nil
 	}
@@ -73,6 +78,16 @@ func shareLimits(bus *cluster.Bus, st backend, accounts *account.Service, settin
 		return sharedLimits{}, err
 	}
 	accounts.ShareResetMails(resets)
+	offline, err := pg.Windows(device.OfflineMailScope, device.OfflineMailRate())
+	if err != nil {
+		return sharedLimits{}, err
+	}
+	devices.ShareOfflineMails(offline)
+	invites, err := pg.Windows(account.InviteScope, account.InviteRate())
+	if err != nil {
+		return sharedLimits{}, err
+	}
+	accounts.ShareInvites(invites)
 	var logins [3]*postgres.Windows
 	for i, w := range []struct {
 		scope string
@@ -98,6 +113,8 @@ func shareLimits(bus *cluster.Bus, st backend, accounts *account.Service, settin
 		streams:  streams,
 		resets:   resets,
 		logins:   logins,
+		offline:  offline,
+		invites:  invites,
 		settings: compared,
 		log:      log,
 	}, nil
@@ -153,7 +170,8 @@ func (s sharedLimits) run(ctx context.Context) {
 	}
 }
 
-// sweep deletes the reset mails' and failed logins' ended windows.
+// sweep deletes the reset mails', failed logins', offline mails' and
+// invitations' ended windows.
 func (s sharedLimits) sweep() {
 	if err := s.resets.Sweep(); err != nil {
 		s.log.Warn("reset mails: ended windows not deleted; the next sweep tries again", "err", err)
@@ -162,5 +180,11 @@ func (s sharedLimits) sweep() {
 		if err := w.Sweep(); err != nil {
 			s.log.Warn("failed logins: ended windows not deleted; the next sweep tries again", "err", err)
 		}
+	}
+	if err := s.offline.Sweep(); err != nil {
+		s.log.Warn("offline mails: ended windows not deleted; the next sweep tries again", "err", err)
+	}
+	if err := s.invites.Sweep(); err != nil {
+		s.log.Warn("invitations: ended windows not deleted; the next sweep tries again", "err", err)
 	}
 }

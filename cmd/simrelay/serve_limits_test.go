@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/simrelay/simrelay/account"
+	"github.com/simrelay/simrelay/device"
 	"github.com/simrelay/simrelay/httpapi"
 	"github.com/simrelay/simrelay/internal/natstest"
 	"github.com/simrelay/simrelay/internal/pgtest"
@@ -25,6 +26,7 @@ import (
 	"github.com/simrelay/simrelay/internal/testhttp"
 	"github.com/simrelay/simrelay/mail"
 	"github.com/simrelay/simrelay/pacing"
+	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/store/postgres"
 )
 
@@ -36,6 +38,7 @@ type limitsNode struct {
 	dbURL    string
 	store    *postgres.Store
 	accounts *account.Service
+	devices  *device.Service
 	shared   sharedLimits
 }
 
@@ -78,7 +81,9 @@ func startSharedLimits(t *testing.T, dbURL, natsURL, name string, settings func(
 	if err != nil {
 		t.Fatal(err)
 	}
-	shared, err := shareLimits(bus, st, accounts, settings, log)
+	devices := device.New(device.Config{PublicURL: "http://localhost"}, st, time.Now)
+	devices.SetAlerts(device.Alerts{Mailer: mailer, OfflineGrace: time.Millisecond})
+	shared, err := shareLimits(bus, st, accounts, devices, settings, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +91,7 @@ func startSharedLimits(t *testing.T, dbURL, natsURL, name string, settings func(
 	done := make(chan struct{})
 	go func() { defer close(done); shared.run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	return &limitsNode{dbURL: dbURL, store: st, accounts: accounts, shared: shared}
+	return &limitsNode{dbURL: dbURL, store: st, accounts: accounts, devices: devices, shared: shared}
 }
 
 // nodeCall makes a request with the API key and returns its status and headers.
@@ -186,6 +191,70 @@ func TestClusterResetMailsCountOnce(t *testing.T) {
 	}
 	if resets != account.ResetMailsPerHour {
 		t.Errorf("%d asks split between two nodes sent %d reset mails, want %d", 2*account.ResetMailsPerHour, resets, account.ResetMailsPerHour)
+	}
+}
+
+// A company's offline mails on both nodes are counted once: phones
+// reported offline by either node get device.OfflineMailsPerHour mails in
+// all, not that many from each node.
+func TestClusterOfflineMailsCountOnce(t *testing.T) {
+	t.Parallel()
+	a, b := twoNodes(t, pacing.Rate{Limit: 100, Window: time.Hour})
+	c, _, _, err := a.accounts.CreateCompany("Acme", account.OwnerInput{FirstName: "A", LastName: "B", Email: "a@acme.test", Password: "Correct horse battery 9"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	users, err := a.store.CompanyUsers(c.ID)
+	if err != nil || len(users) != 1 {
+		t.Fatalf("the company's users: %v, %v", users, err)
+	}
+	if _, err := a.store.UpdateUser(users[0].ID, func(u *store.User) error { u.EmailVerified = true; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	phones := 2 * device.OfflineMailsPerHour
+	fps := make([]string, phones)
+	for i := range fps {
+		fps[i] = fmt.Sprintf("pixel-%d", i)
+	}
+	tokens, err := a.devices.Provision(ctx, c.ID, 0, fps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var presences []*device.Presence
+	for _, n := range []*limitsNode{a, b} {
+		p := n.devices.NewPresence(func(string, uint64) bool { return false })
+		presences = append(presences, p)
+	}
+	for i, tok := range tokens {
+		n := []*limitsNode{a, b}[i%2]
+		dev, err := n.devices.Authenticate(ctx, tok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if dev, err = n.devices.Hello(ctx, dev, device.CheckedHello{}); err != nil {
+			t.Fatal(err)
+		}
+		presences[i%2].Down(dev)
+	}
+	poll.Within(t, 10*time.Second, "every phone reported offline", func() bool {
+		for _, fp := range fps {
+			d, err := a.devices.Get(ctx, c.ID, fp)
+			if err != nil || d.Health == nil || d.Health.Presence != store.PresenceOffline {
+				return false
+			}
+		}
+		return true
+	})
+	for _, p := range presences {
+		p.Stop()
+	}
+	mails, err := a.store.Mails(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mails) != device.OfflineMailsPerHour {
+		t.Errorf("%d phones reported offline by two nodes queued %d mails, want %d", phones, len(mails), device.OfflineMailsPerHour)
 	}
 }
 

@@ -1,0 +1,54 @@
+package account
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/simrelay/simrelay/store/boltstore"
+)
+
+// Logins sent together, from as many client addresses as the credential
+// windows let through, each cost an argon2id hash and its memory: no more
+// than hashesAtOnce are computed at once, the others wait their turn, and
+// every one is answered.
+func TestPasswordHashesAtOnceBounded(t *testing.T) {
+	st, err := boltstore.Open(t.TempDir(), boltstore.Options{BulkLoad: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	// Hashes long enough that the scheduler runs several at once when
+	// nothing stops it.
+	s, err := New(Config{PasswordTime: 1, PasswordMemory: 8 * 1024}, st, nil, slog.New(slog.DiscardHandler), time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tries := 4 * hashesAtOnce
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan error, tries)
+	for i := range tries {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			_, err := s.Login(context.Background(), fmt.Sprintf("u%d@example.test", i), "Wrong-Horse-9")
+			errs <- err
+		}()
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != errInvalidLogin {
+			t.Fatalf("a login answered %v, want the wrong password's answer", err)
+		}
+	}
+	if peak := hashingPeak.Load(); peak > int64(hashesAtOnce) {
+		t.Fatalf("%d argon2id hashes at once, want at most %d", peak, hashesAtOnce)
+	}
+}

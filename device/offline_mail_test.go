@@ -1,0 +1,84 @@
+package device_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/simrelay/simrelay/device"
+	"github.com/simrelay/simrelay/internal/storetest"
+	"github.com/simrelay/simrelay/mail"
+	"github.com/simrelay/simrelay/store"
+)
+
+// A company's phones all lose their links at once (or are made to): each
+// is reported offline, but the admins are mailed about OfflineMailsPerHour
+// of them in the hour, not one mail per phone, since every phone the
+// company pairs would otherwise add a mail per admin each hour, outside
+// the companies' mail bounds and the storage budget.
+func TestOfflineMailsBoundedPerCompany(t *testing.T) {
+	t.Parallel()
+	st := storetest.Open(t)
+	c := storetest.Company(t, st, "Acme", "a@acme.test")
+	users, err := st.CompanyUsers(c.ID)
+	if err != nil || len(users) != 1 {
+		t.Fatalf("the company's users: %v, %v", users, err)
+	}
+	if _, err := st.UpdateUser(users[0].ID, func(u *store.User) error { u.EmailVerified = true; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	svc := device.New(device.Config{PublicURL: "http://127.0.0.1"}, st, time.Now)
+	// The mails are queued in the store's outbox; nothing sends them here.
+	mailer, err := mail.New(mail.Config{SMTPURL: "smtp://127.0.0.1:1"}, st, slog.New(slog.DiscardHandler), time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc.SetAlerts(device.Alerts{OfflineGrace: time.Millisecond, Mailer: mailer})
+	ctx := context.Background()
+	phones := device.OfflineMailsPerHour + 5
+	var fps []string
+	for i := range phones {
+		fps = append(fps, fmt.Sprintf("pixel-%d", i))
+	}
+	tokens, err := svc.Provision(ctx, c.ID, 0, fps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := svc.NewPresence(func(string, uint64) bool { return false })
+	for _, tok := range tokens {
+		dev, err := svc.Authenticate(ctx, tok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if dev, err = svc.Hello(ctx, dev, device.CheckedHello{}); err != nil {
+			t.Fatal(err)
+		}
+		p.Down(dev)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for _, fp := range fps {
+		for {
+			d, err := svc.Get(ctx, c.ID, fp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Health != nil && d.Health.Presence == store.PresenceOffline {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s not reported offline within 10 s: %+v", fp, d.Health)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	p.Stop()
+	mails, err := st.Mails(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mails) != device.OfflineMailsPerHour {
+		t.Fatalf("%d offline mails queued for %d phones, want %d (OfflineMailsPerHour)", len(mails), phones, device.OfflineMailsPerHour)
+	}
+}

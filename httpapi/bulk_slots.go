@@ -1,0 +1,83 @@
+package httpapi
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/simrelay/simrelay/problem"
+)
+
+// Bounds of the bulk sends under way. A bulk send's 1 MiB of JSON becomes
+// a thousand messages, their records and the commit's pages, several
+// megabytes live while it is read, checked and stored, and the store
+// commits one write at a time, so bulk sends sent together all held theirs
+// while they waited for it. One API key may send --rate-general requests
+// at once (100 by default, on as many connections): 60 bulk sends of one
+// company at once held 350 MB of heap. A bulk send takes one of its
+// company's places before its body is read; one that finds none waits for
+// one, holding only its connection, for at most DefaultBulkWait, then
+// answers 429. The places are each company's own, so a company whose
+// uploads are slow (a place is held while the body arrives, at most the
+// request's minute) keeps only its own bulk sends waiting.
+const (
+	// BulksPerCompany is how many bulk sends of one company are read,
+	// checked and stored at once.
+	BulksPerCompany = 2
+	// DefaultBulkWait is the longest a bulk send waits for a place.
+	DefaultBulkWait = 20 * time.Second
+)
+
+// bulkSlots counts the bulk sends under way, by company.
+type bulkSlots struct {
+	wait time.Duration
+
+	mu         sync.Mutex
+	perCompany map[uint64]int
+	// freed is closed, and replaced, each time a place is given back, to
+	// wake the bulk sends waiting for one.
+	freed chan struct{}
+}
+
+func newBulkSlots(wait time.Duration) *bulkSlots {
+	if wait <= 0 {
+		wait = DefaultBulkWait
+	}
+	return &bulkSlots{wait: wait, perCompany: map[uint64]int{}, freed: make(chan struct{})}
+}
+
+// take waits for a place for a bulk send of the company, at most b.wait
+// and as long as ctx lasts, and returns the function that gives it back.
+func (b *bulkSlots) take(ctx context.Context, companyID uint64) (release func(), err error) {
+	timer := time.NewTimer(b.wait)
+	defer timer.Stop()
+	for {
+		b.mu.Lock()
+		if b.perCompany[companyID] < BulksPerCompany {
+			b.perCompany[companyID]++
+			b.mu.Unlock()
+			return func() { b.release(companyID) }, nil
+		}
+		freed := b.freed
+		b.mu.Unlock()
+		select {
+		case <-freed:
+			continue
+		case <-timer.C:
+		case <-ctx.Done(): // the client went away: the answer is for nobody
+		}
+		return nil, &problem.Error{Code: problem.RateLimited, RetryAfter: 5,
+			Message: "Your company's bulk sends under way are as many as may run at once (2); send the next once one is answered."}
+	}
+}
+
+// release gives a place back and wakes the bulk sends waiting for one.
+func (b *bulkSlots) release(companyID uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.perCompany[companyID]--; b.perCompany[companyID] <= 0 {
+		delete(b.perCompany, companyID)
+	}
+	close(b.freed)
+	b.freed = make(chan struct{})
+}
