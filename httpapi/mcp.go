@@ -11,6 +11,7 @@ import (
 	"mime"
 	"net/http"
 	"reflect"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -96,9 +97,18 @@ const mcpCallerExtra = "simrelay.principal"
 var mcpCapabilities = &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: false}}
 
 // mcpToolHandler runs a tool for the request's caller and answers its JSON,
-// or its error as a tool error result.
+// or its error as a tool error result. A panic in the tool is its call's
+// internal error, logged, as a REST route's panic is a 500
+// (recoverPanics): the SDK runs a tool in a goroutine of its own, outside
+// the request's, where nothing else recovers it and a panic ended the
+// whole process.
 func (s *Server) mcpToolHandler(t mcpTool) mcp.ToolHandler {
-	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.CallToolResult, err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				res, err = s.mcpError(t.def.Name, fmt.Errorf("panic: %v\n%s", r, debug.Stack())), nil
+			}
+		}()
 		var p account.Principal
 		if ti := req.Extra.TokenInfo; ti != nil {
 			p, _ = ti.Extra[mcpCallerExtra].(account.Principal)
