@@ -81,7 +81,8 @@ type statusArgs struct {
 	Channel string `json:"channel,omitempty" jsonschema:"sms (the default), whatsapp or imessage"`
 }
 
-// newMCPTools are the tools, in the order tools/list shows them.
+// newMCPTools are the tools; tools/list shows them by name, as the SDK
+// orders them, whatever their order here.
 func (s *Server) newMCPTools() []mcpTool {
 	return []mcpTool{
 		tool("send_sms", "Send an SMS",
