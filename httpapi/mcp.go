@@ -24,6 +24,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/simrelay/simrelay/account"
+	"github.com/simrelay/simrelay/internal/nulchar"
 	"github.com/simrelay/simrelay/problem"
 )
 
@@ -129,9 +130,25 @@ func (s *Server) mcpToolHandler(t mcpTool) mcp.ToolHandler {
 	}
 }
 
+// mcpHeaders are the headers the transport reads, each one value: the
+// protocol version, and from MCP 2026-07-28 on the method and the tool's
+// name, which gateways route and filter on and the transport holds to the
+// body. Given in two lines, the transport reads the first (Header.Get).
+var mcpHeaders = []string{"MCP-Protocol-Version", "Mcp-Method", "Mcp-Name"}
+
 // mcp serves one MCP message.
 func (s *Server) mcp(c echo.Context) error {
 	r := c.Request()
+	// A header given twice with different values is refused, as
+	// Content-Type is (refuseRepeated): the transport checked the first
+	// Mcp-Name against the body while a gateway in front may have gone by
+	// the other, and a first MCP-Protocol-Version older than 2026-07-28
+	// turned that check off for a second that asked for it.
+	for _, h := range mcpHeaders {
+		if nulchar.Differ(r.Header.Values(h)) {
+			return problem.Invalid(h, "is given in more than one header, with different values; send one")
+		}
+	}
 	if mt, _, _ := mime.ParseMediaType(r.Header.Get(echo.HeaderContentType)); mt != echo.MIMEApplicationJSON {
 		return problem.Invalid("Content-Type", "must be application/json: the body is one JSON-RPC message")
 	}
