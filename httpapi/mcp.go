@@ -11,6 +11,7 @@ import (
 	"mime"
 	"net/http"
 	"reflect"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,6 +24,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/simrelay/simrelay/account"
+	"github.com/simrelay/simrelay/internal/nulchar"
 	"github.com/simrelay/simrelay/problem"
 )
 
@@ -96,9 +98,18 @@ const mcpCallerExtra = "simrelay.principal"
 var mcpCapabilities = &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: false}}
 
 // mcpToolHandler runs a tool for the request's caller and answers its JSON,
-// or its error as a tool error result.
+// or its error as a tool error result. A panic in the tool is its call's
+// internal error, logged, as a REST route's panic is a 500
+// (recoverPanics): the SDK runs a tool in a goroutine of its own, outside
+// the request's, where nothing else recovers it and a panic ended the
+// whole process.
 func (s *Server) mcpToolHandler(t mcpTool) mcp.ToolHandler {
-	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.CallToolResult, err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				res, err = s.mcpError(t.def.Name, fmt.Errorf("panic: %v\n%s", r, debug.Stack())), nil
+			}
+		}()
 		var p account.Principal
 		if ti := req.Extra.TokenInfo; ti != nil {
 			p, _ = ti.Extra[mcpCallerExtra].(account.Principal)
@@ -119,9 +130,25 @@ func (s *Server) mcpToolHandler(t mcpTool) mcp.ToolHandler {
 	}
 }
 
+// mcpHeaders are the headers the transport reads, each one value: the
+// protocol version, and from MCP 2026-07-28 on the method and the tool's
+// name, which gateways route and filter on and the transport holds to the
+// body. Given in two lines, the transport reads the first (Header.Get).
+var mcpHeaders = []string{"MCP-Protocol-Version", "Mcp-Method", "Mcp-Name"}
+
 // mcp serves one MCP message.
 func (s *Server) mcp(c echo.Context) error {
 	r := c.Request()
+	// A header given twice with different values is refused, as
+	// Content-Type is (refuseRepeated): the transport checked the first
+	// Mcp-Name against the body while a gateway in front may have gone by
+	// the other, and a first MCP-Protocol-Version older than 2026-07-28
+	// turned that check off for a second that asked for it.
+	for _, h := range mcpHeaders {
+		if nulchar.Differ(r.Header.Values(h)) {
+			return problem.Invalid(h, "is given in more than one header, with different values; send one")
+		}
+	}
 	if mt, _, _ := mime.ParseMediaType(r.Header.Get(echo.HeaderContentType)); mt != echo.MIMEApplicationJSON {
 		return problem.Invalid("Content-Type", "must be application/json: the body is one JSON-RPC message")
 	}

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"math"
 
 	"github.com/simrelay/simrelay/account"
 	"github.com/simrelay/simrelay/channel"
@@ -80,7 +81,8 @@ type statusArgs struct {
 	Channel string `json:"channel,omitempty" jsonschema:"sms (the default), whatsapp or imessage"`
 }
 
-// newMCPTools are the tools, in the order tools/list shows them.
+// newMCPTools are the tools; tools/list shows them by name, as the SDK
+// orders them, whatever their order here.
 func (s *Server) newMCPTools() []mcpTool {
 	return []mcpTool{
 		tool("send_sms", "Send an SMS",
@@ -117,9 +119,9 @@ func (s *Server) newMCPTools() []mcpTool {
 		tool("list_conversations", "List conversations",
 			"One device's SMS conversations, the latest first, as GET /chat/conversations: 50 unless limit says otherwise (up to 1000).", true,
 			func(ctx context.Context, p account.Principal, in conversationsArgs) (any, error) {
-				limit := mcpConversations
-				if in.Limit != nil {
-					limit = *in.Limit
+				limit, err := argRange("limit", in.Limit, mcpConversations, 1, sms.MaxConversations)
+				if err != nil {
+					return nil, err
 				}
 				convs, err := s.deps.SMS.Conversations(ctx, p.CompanyID, in.DeviceFingerprint, limit)
 				if err != nil {
@@ -130,12 +132,13 @@ func (s *Server) newMCPTools() []mcpTool {
 		tool("read_conversation", "Read a conversation",
 			"The SMS messages between one device and one number, both directions, newest first, a page at a time, as GET /chat/messages.", true,
 			func(ctx context.Context, p account.Principal, in conversationArgs) (any, error) {
-				page, limit := 1, sms.DefaultPageLimit
-				if in.Page != nil {
-					page = *in.Page
+				page, err := argRange("page", in.Page, 1, 1, math.MaxInt)
+				if err != nil {
+					return nil, err
 				}
-				if in.Limit != nil {
-					limit = *in.Limit
+				limit, err := argRange("limit", in.Limit, sms.DefaultPageLimit, 1, sms.MaxPageLimit)
+				if err != nil {
+					return nil, err
 				}
 				pg, err := s.deps.SMS.History(ctx, p.CompanyID, in.DeviceFingerprint, in.Phone, page, limit)
 				if err != nil {
@@ -146,12 +149,9 @@ func (s *Server) newMCPTools() []mcpTool {
 		tool("latest_inbound", "Read the latest inbound SMS",
 			"The newest inbound SMS messages, newest first, optionally of one device and SIM, as GET /automation/inbound-sms; answers {messages:[...]}.", true,
 			func(ctx context.Context, p account.Principal, in inboundArgs) (any, error) {
-				limit := sms.InboundListSize
-				if in.Limit != nil {
-					if *in.Limit < 1 || *in.Limit > sms.InboundListSize {
-						return nil, problem.OutOfRange("limit", 1, sms.InboundListSize)
-					}
-					limit = *in.Limit
+				limit, err := argRange("limit", in.Limit, sms.InboundListSize, 1, sms.InboundListSize)
+				if err != nil {
+					return nil, err
 				}
 				msgs, err := s.deps.SMS.InboundList(ctx, p.CompanyID, in.DeviceFingerprint, in.SIMSlot, limit)
 				if err != nil {
@@ -194,6 +194,21 @@ func (s *Server) newMCPTools() []mcpTool {
 				return nil, problem.Invalid("channel", "must be sms, whatsapp or imessage")
 			}),
 	}
+}
+
+// argRange is a tool's optional integer argument that takes least to most
+// (a page, a limit): def when it is left out, and otherwise refused with
+// the one sentence of its range, checked first, as the REST route reads
+// its query string (queryRange) before its service checks the rest, so
+// the tool's first error is the route's.
+func argRange(name string, v *int, def, least, most int) (int, error) {
+	if v == nil {
+		return def, nil
+	}
+	if *v < least || *v > most {
+		return 0, problem.OutOfRange(name, least, most)
+	}
+	return *v, nil
 }
 
 // agentToolArgs are send_whatsapp's or send_imessage's arguments: the
