@@ -76,6 +76,10 @@ func (s *Service) Invite(ctx context.Context, p Principal, in InviteInput) (stor
 	}
 	inviter := c.Name
 	if !p.ViaAPIKey {
+		// The invitation remembers who sent it, for good (store.User's
+		// InvitedBy): the company reviews an admin's invitees when it
+		// removes that admin (docs/security.md, "Rotating secrets").
+		u.InvitedBy = p.UserID
 		if me, err := s.store.User(p.UserID); err == nil {
 			inviter = strings.TrimSpace(me.FirstName + " " + me.LastName)
 		}

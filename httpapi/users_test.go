@@ -26,7 +26,7 @@ const usersPassword = "Member-pass-7"
 var (
 	usersTimestamp = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$`)
 	usersAPIKey    = regexp.MustCompile(`^sk_[0-9A-Za-z]{40}$`)
-	usersUserKeys  = []string{"createdAt", "email", "emailVerified", "firstName", "id", "lastName", "phone", "role"}
+	usersUserKeys  = []string{"createdAt", "email", "emailVerified", "firstName", "id", "invitedBy", "lastName", "phone", "role"}
 	usersCompKeys  = []string{"address", "city", "country", "createdAt", "id", "name", "phone", "state"}
 )
 
@@ -180,7 +180,7 @@ func TestUsersMeShapeAndAPIKey(t *testing.T) {
 	e.want(r, http.StatusOK, "")
 	usersCheckShape(t, "GET /users/me", r.Body, usersUserKeys, map[string]any{
 		"id": c.adminID, "firstName": "Ana", "lastName": "Admin", "email": "owner@acme.test", "phone": "",
-		"role": "admin", "emailVerified": true, "createdAt": created,
+		"role": "admin", "emailVerified": true, "createdAt": created, "invitedBy": nil,
 	})
 
 	// The API key is the company's, not a person's: it has no profile.
@@ -248,7 +248,7 @@ func TestInviteSetPasswordAndLogin(t *testing.T) {
 	e.want(r, http.StatusCreated, "")
 	usersCheckShape(t, "POST /users", r.Body, usersUserKeys, map[string]any{
 		"firstName": "Ben", "lastName": "Member", "email": "ben@acme.test", "phone": "+15550102001",
-		"role": "member", "emailVerified": false, "createdAt": "2026-11-22T10:00:00.123Z",
+		"role": "member", "emailVerified": false, "createdAt": "2026-11-22T10:00:00.123Z", "invitedBy": c.adminID,
 	})
 	ben := r.Body["id"].(float64)
 	if ben == c.adminID {

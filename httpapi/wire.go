@@ -25,11 +25,20 @@ type userJSON struct {
 	Role          string `json:"role"`
 	EmailVerified bool   `json:"emailVerified"`
 	CreatedAt     string `json:"createdAt"`
+	// InvitedBy is the id of the user who invited this one, which stays
+	// when that user is removed; null when no user did (docs/api.md,
+	// Users).
+	InvitedBy *uint64 `json:"invitedBy"`
 }
 
 func userOut(u store.User) userJSON {
-	return userJSON{ID: u.ID, FirstName: u.FirstName, LastName: u.LastName, Email: u.Email, Phone: u.Phone,
+	out := userJSON{ID: u.ID, FirstName: u.FirstName, LastName: u.LastName, Email: u.Email, Phone: u.Phone,
 		Role: u.Role, EmailVerified: u.EmailVerified, CreatedAt: ts(u.CreatedAt)}
+	if u.InvitedBy != 0 {
+		by := u.InvitedBy
+		out.InvitedBy = &by
+	}
+	return out
 }
 
 type companyJSON struct {

@@ -59,6 +59,17 @@ func ChannelLabel(ch string) string {
 	return "SMS"
 }
 
+// InviteActivity is the event of u's invitation; inviter is the address of
+// the user who invited (u.InvitedBy), "" when there is none or it could
+// not be read.
+func InviteActivity(u User, inviter string) Activity {
+	d := ActivityName(u.Email) + " invited as " + u.Role
+	if inviter != "" {
+		d += " by " + ActivityName(inviter)
+	}
+	return Activity{Type: ActUserInvited, At: u.CreatedAt, Description: d}
+}
+
 // MessageActivity is the event of an outbound message reaching status; device may be empty.
 func MessageActivity(m Message, status, device string, at time.Time) (Activity, bool) {
 	what := ChannelLabel(m.Channel) + " to " + MaskPhone(m.Phone)

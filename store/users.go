@@ -46,6 +46,15 @@ type User struct {
 	// are refused once it moved: a reset signs out the tokens an attacker
 	// may hold, not only the refresh tokens (account.Authenticate).
 	TokenGeneration uint64 `json:"token_generation,omitempty"`
+	// InvitedBy is the id of the user whose invitation made this one, kept
+	// for good: removing that user leaves it, and ids are never given
+	// again, so it names the same person ever after, whom the company can
+	// tell from its users by the id no longer among them. Zero when the
+	// user was not invited by a user: a signed-up owner, the first admin of
+	// `admin create-company`, an invitation made with the API key (which
+	// acts for the company, not for a person), and users stored before the
+	// field was.
+	InvitedBy uint64 `json:"invited_by,omitempty"`
 }
 
 // ConsoleSession is one signed-in browser.

@@ -27,6 +27,26 @@ type teamData struct {
 	// ErrUser is the form a plain post's error came back to: a user's id
 	// (userBack), or inviteForm.
 	ErrUser string
+	// names are the users' names by id, for Inviter.
+	names map[uint64]string
+}
+
+// inviter is the "Invited by" of a user on the team page.
+type inviter struct {
+	ID uint64
+	// Name is the inviter's, "" when the inviter is no longer a user of
+	// the company: its id stays on the invitee (store.User's InvitedBy),
+	// and the page says a removed user's.
+	Name string
+}
+
+// Inviter is who invited u, nil when no user did (a signup, the API key,
+// a user stored before invitations named their inviter).
+func (d teamData) Inviter(u store.User) *inviter {
+	if u.InvitedBy == 0 {
+		return nil
+	}
+	return &inviter{ID: u.InvitedBy, Name: d.names[u.InvitedBy]}
 }
 
 // userBack is the page a plain post of a user's role form comes back to
@@ -44,7 +64,15 @@ func (c *Console) teamPage(w http.ResponseWriter, r *http.Request, q *req) error
 	if err != nil {
 		return err
 	}
-	data := teamData{Users: users, ErrUser: query(r).Get("user")}
+	data := teamData{Users: users, ErrUser: query(r).Get("user"), names: make(map[uint64]string, len(users))}
+	for _, u := range users {
+		// The first admin of `admin create-company` has no name.
+		name := strings.TrimSpace(u.FirstName + " " + u.LastName)
+		if name == "" {
+			name = u.Email
+		}
+		data.names[u.ID] = name
+	}
 	if data.ErrUser == "" {
 		data.ErrUser = inviteForm
 	}

@@ -61,7 +61,7 @@ func (s *Store) InviteUser(u *User, now time.Time) (heldElsewhere bool, err erro
 		if err := tx.Bucket(bucketCompanyUsers).Put(pair(u.CompanyID, id), nil); err != nil {
 			return err
 		}
-		if err := addActivity(tx, u.CompanyID, Activity{Type: ActUserInvited, At: u.CreatedAt, Description: store.ActivityName(u.Email) + " invited as " + u.Role}); err != nil {
+		if err := addActivity(tx, u.CompanyID, store.InviteActivity(*u, inviterEmail(tx, *u))); err != nil {
 			return err
 		}
 		return putJSON(users, itob(id), u)
@@ -70,6 +70,20 @@ func (s *Store) InviteUser(u *User, now time.Time) (heldElsewhere bool, err erro
 		return false, fmt.Errorf("store: invite user: %w", err)
 	}
 	return heldElsewhere, nil
+}
+
+// inviterEmail is the address of the user who invited u, for the activity
+// line: "" when none did, or when that user is not (or no longer) one of
+// u's company.
+func inviterEmail(tx *bolt.Tx, u User) string {
+	if u.InvitedBy == 0 {
+		return ""
+	}
+	var by User
+	if err := getJSON(tx.Bucket(bucketUsers), itob(u.InvitedBy), &by); err != nil || by.CompanyID != u.CompanyID {
+		return ""
+	}
+	return by.Email
 }
 
 // claimEmail makes u hold its address once it has a password: the address

@@ -62,6 +62,7 @@ func Accounts(t *testing.T, open Opener[AccountsStore]) {
 		{"Invites", accountsInvites},
 		{"UserLimit", accountsUserLimit},
 		{"InviteAccepted", accountsInviteAccepted},
+		{"Inviter", accountsInviter},
 		{"RefreshRotation", accountsRefreshRotation},
 		{"RefreshRace", accountsRefreshRace},
 		{"RevokeUserSessions", accountsRevokeUserSessions},
@@ -622,6 +623,81 @@ func accountsInvites(t *testing.T, s AccountsStore) {
 			t.Fatalf("%s after its pending invitees left: %+v (%v), want user %d", u.Email, got, err, u.ID)
 		}
 	}
+}
+
+// accountsInviter: an invitee keeps the id of the user who invited it
+// (InvitedBy) through its acceptance, a change of its record and the
+// inviter's removal, after which it still reads, alone and in its
+// company's list; an invitation made without one reads zero. The activity
+// line names the inviter by address while it is a user of the company.
+func accountsInviter(t *testing.T, s AccountsStore) {
+	a, _ := Company(t, s)
+	inviter := accountUser(a.ID, store.RoleAdmin, true)
+	if err := s.CreateUser(&inviter); err != nil {
+		t.Fatal(err)
+	}
+	inv := accountUser(a.ID, store.RoleMember, false)
+	inv.InvitedBy = inviter.ID
+	keyed := accountUser(a.ID, store.RoleMember, false)
+	for _, u := range []*store.User{&inv, &keyed} {
+		if _, err := s.InviteUser(u, T0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func(when string, id, want uint64) {
+		t.Helper()
+		if got, err := s.User(id); err != nil || got.InvitedBy != want {
+			t.Fatalf("%s: user %d invited by %d (%v), want %d", when, id, got.InvitedBy, err, want)
+		}
+		us, err := s.CompanyUsers(a.ID)
+		if err != nil {
+			t.Fatalf("%s: company users: %v", when, err)
+		}
+		for _, u := range us {
+			if u.ID == id && u.InvitedBy != want {
+				t.Fatalf("%s: user %d in the company's list invited by %d, want %d", when, id, u.InvitedBy, want)
+			}
+		}
+	}
+	read("invited", inv.ID, inviter.ID)
+	read("invited with no inviter", keyed.ID, 0)
+	if sum, ok := s.(interface {
+		DashboardSummary(companyID uint64, from, to time.Time, limit int) (store.Summary, error)
+	}); ok {
+		got, err := sum.DashboardSummary(a.ID, T0, T0.Add(time.Hour), 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]bool{
+			inv.Email + " invited as member by " + inviter.Email: true,
+			keyed.Email + " invited as member":                   true,
+		}
+		for _, ev := range got.Recent {
+			if ev.Type == store.ActUserInvited {
+				delete(want, ev.Description)
+			}
+		}
+		if len(want) != 0 {
+			t.Fatalf("activity %+v lacks %v", got.Recent, want)
+		}
+	}
+
+	tok := []byte(fmt.Sprintf("inviter-%d", unique()))
+	if err := s.PutOneTimeToken(tok, store.OneTimeToken{Kind: "invite", UserID: inv.ID, ExpiresAt: T0.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ConsumeOneTimeToken(tok, []string{"invite"}, T0, true, func(u *store.User) error { u.PasswordHash, u.EmailVerified = "chosen", true; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	read("accepted", inv.ID, inviter.ID)
+	if _, err := s.UpdateUser(inv.ID, func(u *store.User) error { u.LastName = "Renamed"; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	read("renamed", inv.ID, inviter.ID)
+	if err := s.DeleteUser(inviter.ID); err != nil {
+		t.Fatal(err)
+	}
+	read("its inviter removed", inv.ID, inviter.ID)
 }
 
 // accountsInviteAccepted: an invitee who sets a password through the

@@ -41,6 +41,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/simrelay/simrelay/store"
 )
 
@@ -316,7 +318,18 @@ func (s *Store) InviteUser(u *store.User, now time.Time) (heldElsewhere bool, er
 		if _, err := t.exec("INSERT INTO users (id, company_id, email, held, rec) VALUES ($1, $2, $3, false, $4)", id(uid), id(u.CompanyID), key, raw); err != nil {
 			return err
 		}
-		return addActivity(t, u.CompanyID, store.Activity{Type: store.ActUserInvited, At: u.CreatedAt, Description: store.ActivityName(u.Email) + " invited as " + u.Role})
+		// The inviter is named by the address the record holds (the
+		// column is the lower-cased key), as the embedded store does.
+		// The inviter travels in rec (invited_by) like the record's other
+		// fields: no column, since nothing looks users up by it.
+		var by string
+		if u.InvitedBy != 0 {
+			err := t.row("SELECT rec->>'email' FROM users WHERE id = $1 AND company_id = $2", id(u.InvitedBy), id(u.CompanyID)).Scan(&by)
+			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+				return err
+			}
+		}
+		return addActivity(t, u.CompanyID, store.InviteActivity(*u, by))
 	})
 	if err != nil {
 		u.ID = 0
