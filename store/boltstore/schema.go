@@ -58,7 +58,7 @@ var migrations = []func(tx *bolt.Tx) (done bool, err error){
 	whole(func(*bolt.Tx) error { return nil }),
 	// 12 -> 13: the queued WhatsApp and iMessage sends indexed by the
 	// registration they were handed to, from the stored queue
-	// (migrate_v12.go).
+	// (migrate_v13.go).
 	whole(migrateAgentHanded),
 }
 
