@@ -65,7 +65,7 @@ func TestClearedInboundIDsStayBounded(t *testing.T) {
 	}
 	defer j.Close()
 	j.db.NoSync = true // a month of messages, one commit each: the test is about what the file holds, not about fsync
-	const perDay, keep = 300, 3 * 24 * time.Hour
+	const perDay, keep = 100, 3 * 24 * time.Hour
 	clk := testclock.New(time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC))
 	var sizeAt10 int64
 	for day := range 30 {

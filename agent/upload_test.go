@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -61,7 +62,7 @@ func TestUploadTakesTheTimeItsSizeNeeds(t *testing.T) {
 		buf := make([]byte, 32<<10)
 		var got int
 		for {
-			n, err := r.Body.Read(buf)
+			n, err := io.ReadFull(r.Body, buf)
 			got += n
 			if err != nil {
 				break
@@ -70,14 +71,14 @@ func TestUploadTakesTheTimeItsSizeNeeds(t *testing.T) {
 				<-release // the link stops: nothing more is read
 				return
 			}
-			time.Sleep(40 * time.Millisecond) // a slow link: 32 KiB every 40 ms, 1 MiB in about 1.3 s
+			time.Sleep(20 * time.Millisecond) // a slow link: 32 KiB every 20 ms, 1 MiB in 0.64 s and more
 		}
 		w.WriteHeader(http.StatusCreated)
 		fmt.Fprintf(w, `{"id":"med_%d"}`, got)
 	}))
 	defer srv.Close()
-	a := New(Options{Config: ConfigFile{Server: srv.URL, DeviceToken: "dt_x"}, HTTPClient: srv.Client(), UploadStall: time.Second})
-	// Longer in all than UploadStall, within its time for 1 MiB (5 s).
+	a := New(Options{Config: ConfigFile{Server: srv.URL, DeviceToken: "dt_x"}, HTTPClient: srv.Client(), UploadStall: 500 * time.Millisecond})
+	// Longer in all than UploadStall, within its time for 1 MiB (2.5 s).
 	id, _, err := a.upload(context.Background(), "slow", 0, spooled{Path: path, ContentType: "video/mp4", Size: size})
 	if err != nil || id != fmt.Sprintf("med_%d", size) {
 		t.Fatalf("a slow upload that keeps going: %q (%v), want all %d bytes taken", id, err, size)

@@ -170,7 +170,11 @@ type Bus struct {
 
 // Connect joins the bus. It fails when no server answers within the
 // connect timeout; once connected it reconnects by itself for ever.
-func Connect(ctx context.Context, cfg Config) (*Bus, error) {
+func Connect(ctx context.Context, cfg Config) (*Bus, error) { return connect(ctx, cfg, pingEvery) }
+
+// connect is Connect with the client's pings every pings (pingEvery; a
+// test's own).
+func connect(ctx context.Context, cfg Config, pings time.Duration) (*Bus, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -192,7 +196,7 @@ func Connect(ctx context.Context, cfg Config) (*Bus, error) {
 		nats.ReconnectBufSize(reconnectBuffer),
 		nats.Timeout(cfg.ConnectTimeout),
 		nats.FlusherTimeout(writeTimeout),
-		nats.PingInterval(pingEvery),
+		nats.PingInterval(pings),
 		nats.MaxPingsOutstanding(maxPingsOut),
 		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
 			if nc.IsClosed() {

@@ -1,6 +1,7 @@
 package cluster_test
 
 import (
+	"context"
 	"io"
 	"net"
 	"sync"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simrelay/simrelay/cluster"
 	"github.com/simrelay/simrelay/internal/natstest"
 )
 
@@ -49,15 +51,20 @@ func newStallRelay(t *testing.T, to string) *stallRelay {
 			go r.copy(c, s)
 		}
 	}()
-	t.Cleanup(func() {
-		_ = ln.Close()
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		for _, c := range r.conns {
-			_ = c.Close()
-		}
-	})
+	t.Cleanup(r.shut)
 	return r
+}
+
+// shut closes the relay's listener and every connection it forwards: a
+// client then finds the server gone at once (a connection refused, or its
+// connection at an end), where a stalled relay left it waiting.
+func (r *stallRelay) shut() {
+	_ = r.ln.Close()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range r.conns {
+		_ = c.Close()
+	}
 }
 
 func (r *stallRelay) url() string { return "nats://" + r.ln.Addr().String() }
@@ -95,6 +102,11 @@ func TestPublishDoesNotWaitOnASilentBus(t *testing.T) {
 	t.Parallel()
 	relay := newStallRelay(t, natstest.Start(t)[len("nats://"):])
 	b := connect(t, relay.url(), "a")
+	// Shut before the bus closes (cleanups run last first): the client
+	// reconnects after the write timeout, and its handshake with the
+	// stalled relay holds the client's lock for the connect timeout (10 s),
+	// which Close would wait out.
+	t.Cleanup(relay.shut)
 	relay.stalled.Store(true)
 	body := make([]byte, 64<<10)
 	const bound = 20 * time.Second
@@ -114,13 +126,23 @@ func TestPublishDoesNotWaitOnASilentBus(t *testing.T) {
 }
 
 // A bus that went silent while the node writes little is noticed within
-// the pings' bound (15 s): the connection counts as lost, and reconnects
-// once the bus answers again (the node's live views then reload). Before, the client's
-// default pings took 4 to 6 minutes to notice, meanwhile hearing nothing.
+// the pings' bound (15 s with Connect's pings): the connection counts as
+// lost, and reconnects once the bus answers again (the node's live views
+// then reload). Before, the client's default pings took 4 to 6 minutes to
+// notice, meanwhile hearing nothing. The node here pings every 500 ms, its
+// bound 1.5 s, so that the test does not wait out 15 s; the rest of the
+// client's settings are Connect's.
 func TestASilentBusIsNoticed(t *testing.T) {
 	t.Parallel()
+	if bound := cluster.PingBound(cluster.ProductionPings); bound > 15*time.Second {
+		t.Fatalf("Connect's pings notice a silent bus within %s, want 15 s at most", bound)
+	}
 	relay := newStallRelay(t, natstest.Start(t)[len("nats://"):])
-	b := connect(t, relay.url(), "a")
+	b, err := cluster.ConnectPingingEvery(context.Background(), cluster.Config{URL: relay.url(), Node: "a"}, 500*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
 	if !b.Connected() {
 		t.Fatal("not connected at the start")
 	}

@@ -86,12 +86,9 @@ func startCluster(ctx context.Context) (*cluster, error) {
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
 	data := filepath.Join(dir, "data")
-	initdb := exec.CommandContext(ctx, filepath.Join(bin, "initdb"), "-D", data, "-U", superuser, "-A", "trust",
-		"-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions")
-	initdb.Dir, initdb.Env, initdb.SysProcAttr = dir, childEnv(), procAttr(cred)
-	if out, err := initdb.CombinedOutput(); err != nil {
+	if err := initData(ctx, bin, base, dir, data, cred); err != nil {
 		os.RemoveAll(dir)
-		return nil, fmt.Errorf("pgtest: initdb: %v%s\n%s", err, reachHint(cred, dir), out)
+		return nil, err
 	}
 	c, err := startServer(dir, bin, data, cred)
 	if err != nil {

@@ -2,7 +2,9 @@
 // started on first use in a temporary directory (in /dev/shm, memory, where
 // there is one with room), listening only on a unix socket there (no TCP), with fsync
 // off and small buffers; each test gets a
-// fresh database of its own, dropped when the test ends. A database copied
+// fresh database of its own, dropped when the test ends. initdb runs once
+// for all the test binaries of a machine: its result is kept beside the
+// clusters' directories and each cluster starts from a copy (initdb.go). A database copied
 // from a prepared template (URLFrom) is instead made new again when its test
 // ends, if nothing but rows and sequences changed in it, and handed to the
 // next test of the same template: copying a template costs a fifth of a

@@ -258,3 +258,50 @@ func TestDatabasesFromATemplate(t *testing.T) {
 		t.Fatalf("the second copy has %d rows (%v), want the template's one", n, err)
 	}
 }
+
+// A cluster starts from a copy of the initdb result kept for the
+// machine's test binaries: a server of its own, its data directory
+// PostgreSQL's 0700, its databases apart from the other cluster's.
+func TestClustersStartFromOneInitdb(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	first := connect(t, URL(t)) // the binary's cluster: the initdb result is kept by now
+	bin, err := binDir(os.Getenv("PATH"), debianBinaries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cred *syscall.Credential
+	if os.Geteuid() == 0 {
+		if cred, err = runAs(t.TempDir()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key, err := initDataKey(bin, cred)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(baseDir(), dirPrefix+"initdb-"+key, "PG_VERSION")); err != nil {
+		t.Fatalf("no initdb result kept: %v", err)
+	}
+	c, err := startCluster(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.stop()
+	fi, err := os.Stat(filepath.Join(c.dir, "data"))
+	if err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("the copy's data directory: %v (%v), want 0700", fi.Mode(), err)
+	}
+	second, err := pgx.Connect(ctx, c.url("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close(ctx)
+	if _, err := second.Exec(ctx, "CREATE DATABASE only_here"); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := first.QueryRow(ctx, "SELECT count(*) FROM pg_database WHERE datname = 'only_here'").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("the binary's cluster has %d databases of the other's (%v), want none", n, err)
+	}
+}

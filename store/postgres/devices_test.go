@@ -64,7 +64,7 @@ func TestDeleteDeviceReadsTheUnfinishedOnly(t *testing.T) {
 	d := conformance.Device(t, s, c.ID, "fp-history")
 	if err := s.write("history", func(t *txn) error {
 		_, err := t.exec(`INSERT INTO messages (company_id, device_id, uuid, direction, channel, phone, status, created_at, updated_at, rec)
-			SELECT $1, $2, 'h-' || g, 'outbound', 'sms', '+15550000000', 'delivered', now(), now(), '{}'::jsonb FROM generate_series(1, 5000) g`,
+			SELECT $1, $2, 'h-' || g, 'outbound', 'sms', '+1555' || lpad(g::text, 7, '0'), 'delivered', now(), now(), '{}'::jsonb FROM generate_series(1, 5000) g`,
 			id(c.ID), id(d.ID))
 		if err != nil {
 			return err

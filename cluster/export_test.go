@@ -1,0 +1,21 @@
+package cluster
+
+import (
+	"context"
+	"time"
+)
+
+// ConnectPingingEvery is Connect with the client's pings every pings
+// instead of pingEvery, maxPingsOut unchanged: a test of what the pings
+// notice, without waiting out the production bound of 15 s.
+func ConnectPingingEvery(ctx context.Context, cfg Config, pings time.Duration) (*Bus, error) {
+	return connect(ctx, cfg, pings)
+}
+
+// PingBound is how long a silent bus goes unnoticed at most: the client
+// counts the connection lost when maxPingsOut pings wait unanswered, the
+// first sent up to a ping interval after the bus went silent.
+func PingBound(pings time.Duration) time.Duration { return time.Duration(maxPingsOut+1) * pings }
+
+// ProductionPings is the ping interval Connect gives the client.
+const ProductionPings = pingEvery
