@@ -417,7 +417,8 @@ func knownArguments(tool string, allowed []string, args json.RawMessage) error {
 
 const mcpInstructions = "simrelay sends SMS through the company's paired Android phones, and WhatsApp and iMessage " +
 	"through its agents. Find a device with list_devices (or a sender pool, which chooses the phone and SIM, with " +
-	"list_pools), send with send_sms, follow a send with message_status, " +
+	"list_pools), send with send_sms, find a WhatsApp number or iMessage handle with list_numbers and send from it with " +
+	"send_whatsapp or send_imessage, follow a send with message_status, " +
 	"and read replies with latest_inbound or read_conversation. Phone numbers are E.164 (+ and 8 to 15 digits). " +
 	"A failed call answers the REST API's error body {error, message, field?} with its HTTP status."
 
