@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -108,4 +109,42 @@ func TestMCPListNumbers(t *testing.T) {
 	}
 	body, isErr := callTool(t, cs, "list_numbers", map[string]any{"channel": "whatsapp", "status": "active"})
 	wantToolError(t, body, isErr, http.StatusBadRequest, "validation_failed", "status")
+}
+
+// tools/list carries every tool's annotations, each hint given: a read is
+// read-only, idempotent, not destructive and of a closed world; a send is
+// not read-only, not idempotent (each call sends again, unless its
+// idempotency_key says it is a retry), not destructive (it adds a message)
+// and of an open world (it reaches a person outside), as docs/mcp.md says.
+func TestMCPToolAnnotations(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a := e.newCompany("Acme", "mcp-annot@example.com")
+	r := e.do(call{method: "POST", path: "/mcp", token: a.apiKey, header: map[string]string{"Accept": "application/json, text/event-stream"},
+		body: `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`})
+	e.want(r, http.StatusOK, "")
+	var rpc struct {
+		Result struct {
+			Tools []struct {
+				Name        string         `json:"name"`
+				Title       string         `json:"title"`
+				Annotations map[string]any `json:"annotations"`
+			} `json:"tools"`
+		} `json:"result"`
+	}
+	mustJSON(t, r.Raw, &rpc)
+	sends := []string{"send_imessage", "send_sms", "send_whatsapp"}
+	reads := []string{"latest_inbound", "list_conversations", "list_devices", "list_numbers", "list_pools", "message_status", "read_conversation"}
+	var names []string
+	for _, tl := range rpc.Result.Tools {
+		names = append(names, tl.Name)
+		send := slices.Contains(sends, tl.Name)
+		want := map[string]any{"title": tl.Title, "readOnlyHint": !send, "destructiveHint": false, "idempotentHint": !send, "openWorldHint": send}
+		if tl.Title == "" || !reflect.DeepEqual(tl.Annotations, want) {
+			t.Errorf("%s: annotations %v, want %v", tl.Name, tl.Annotations, want)
+		}
+	}
+	if want := slices.Sorted(slices.Values(append(sends, reads...))); !slices.Equal(names, want) {
+		t.Fatalf("tools/list: %v, want %v", names, want)
+	}
 }
