@@ -82,17 +82,28 @@ func (s *Server) listNumbers(ch agentChannel) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		list, err := svc.Numbers(c.Request().Context(), principal(c).CompanyID, ch.name)
+		out, err := s.numbersList(c.Request().Context(), svc, principal(c).CompanyID, ch)
 		if err != nil {
 			return err
 		}
-		presence := s.numbersPresence(list...)
-		out := make([]map[string]any, 0, len(list))
-		for _, n := range list {
-			out = append(out, numberOut(ch, n, presence))
-		}
 		return c.JSON(http.StatusOK, map[string]any{ch.listName: out})
 	}
+}
+
+// numbersList is the company's numbers (or handles) of the channel as
+// GET /whatsapp/numbers and GET /imessage/handles list them, in the
+// store's order; the MCP tool list_numbers answers the same list.
+func (s *Server) numbersList(ctx context.Context, svc *channel.Service, companyID uint64, ch agentChannel) ([]map[string]any, error) {
+	list, err := svc.Numbers(ctx, companyID, ch.name)
+	if err != nil {
+		return nil, err
+	}
+	presence := s.numbersPresence(list...)
+	out := make([]map[string]any, 0, len(list))
+	for _, n := range list {
+		out = append(out, numberOut(ch, n, presence))
+	}
+	return out, nil
 }
 
 func (s *Server) patchNumber(ch agentChannel) echo.HandlerFunc {

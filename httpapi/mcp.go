@@ -342,10 +342,9 @@ func inputSchema[In any](name string) json.RawMessage {
 func tool[In any](name, title, description string, readOnly bool, run func(ctx context.Context, p account.Principal, in In) (any, error)) mcpTool {
 	raw := inputSchema[In](name)
 	allowed := schemaProperties(name, raw)
-	openWorld := !readOnly
 	return mcpTool{
 		def: &mcp.Tool{Name: name, Title: title, Description: description, InputSchema: json.RawMessage(raw),
-			Annotations: &mcp.ToolAnnotations{Title: title, ReadOnlyHint: readOnly, OpenWorldHint: &openWorld}},
+			Annotations: toolAnnotations(title, readOnly)},
 		run: func(ctx context.Context, p account.Principal, args json.RawMessage) (any, error) {
 			var in In
 			if len(args) > 0 && string(args) != "null" {
@@ -364,6 +363,19 @@ func tool[In any](name, title, description string, readOnly bool, run func(ctx c
 			return run(ctx, p, in)
 		},
 	}
+}
+
+// toolAnnotations are a tool's hints to a client (docs/mcp.md), each given:
+// MCP's defaults for those left out would call a send destructive and a
+// read open world. A read changes nothing and reads the company's own
+// records: read-only, idempotent, closed world. A send adds a message and
+// changes nothing there is (not destructive), reaches a person outside
+// (open world), and sends again when called again (not idempotent: only
+// its idempotency_key makes a retry answer the first send).
+func toolAnnotations(title string, readOnly bool) *mcp.ToolAnnotations {
+	destructive, openWorld := false, !readOnly
+	return &mcp.ToolAnnotations{Title: title, ReadOnlyHint: readOnly, DestructiveHint: &destructive,
+		IdempotentHint: readOnly, OpenWorldHint: &openWorld}
 }
 
 // schemaProperties are the argument names an input schema declares, in its
@@ -417,7 +429,8 @@ func knownArguments(tool string, allowed []string, args json.RawMessage) error {
 
 const mcpInstructions = "simrelay sends SMS through the company's paired Android phones, and WhatsApp and iMessage " +
 	"through its agents. Find a device with list_devices (or a sender pool, which chooses the phone and SIM, with " +
-	"list_pools), send with send_sms, follow a send with message_status, " +
+	"list_pools), send with send_sms, find a WhatsApp number or iMessage handle with list_numbers and send from it with " +
+	"send_whatsapp or send_imessage, follow a send with message_status, " +
 	"and read replies with latest_inbound or read_conversation. Phone numbers are E.164 (+ and 8 to 15 digits). " +
 	"A failed call answers the REST API's error body {error, message, field?} with its HTTP status."
 

@@ -114,7 +114,7 @@ func TestMCPSendReachesPhoneAndReadsBack(t *testing.T) {
 		}
 	}
 	slices.Sort(names)
-	want := []string{"latest_inbound", "list_conversations", "list_devices", "list_pools", "message_status", "read_conversation", "send_imessage", "send_sms", "send_whatsapp"}
+	want := []string{"latest_inbound", "list_conversations", "list_devices", "list_numbers", "list_pools", "message_status", "read_conversation", "send_imessage", "send_sms", "send_whatsapp"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("got tools %v, want %v", names, want)
 	}

@@ -28,7 +28,7 @@ type smsToolArgs struct {
 }
 
 type whatsAppToolArgs struct {
-	NumberID       string `json:"number_id" jsonschema:"the number_id of the company's WhatsApp number that sends it"`
+	NumberID       string `json:"number_id" jsonschema:"the number_id of the company's WhatsApp number that sends it (list_numbers names them)"`
 	To             string `json:"to" jsonschema:"the recipient in E.164 (+ and 8 to 15 digits), or written as in the company's region when it has set one"`
 	Content        string `json:"content,omitempty" jsonschema:"the text; required for type text, a caption otherwise"`
 	Type           string `json:"type,omitempty" jsonschema:"text (the default), image, video, audio or document"`
@@ -41,7 +41,7 @@ func (a whatsAppToolArgs) send() (agentSendBody, string) {
 }
 
 type iMessageToolArgs struct {
-	HandleID       string `json:"handle_id" jsonschema:"the handle_id of the company's iMessage handle that sends it"`
+	HandleID       string `json:"handle_id" jsonschema:"the handle_id of the company's iMessage handle that sends it (list_numbers names them)"`
 	To             string `json:"to" jsonschema:"the recipient: E.164 (or as written in the company's region when it has set one) or an e-mail address"`
 	Content        string `json:"content,omitempty" jsonschema:"the text; required for type text, a caption otherwise"`
 	Type           string `json:"type,omitempty" jsonschema:"text (the default), image, video, audio or document"`
@@ -76,6 +76,10 @@ type inboundArgs struct {
 	Limit             *int   `json:"limit,omitempty" jsonschema:"how many, 1 to 50 (50 when left out)"`
 }
 
+type numbersArgs struct {
+	Channel string `json:"channel,omitempty" jsonschema:"whatsapp: the WhatsApp numbers alone, as GET /whatsapp/numbers; imessage: the iMessage handles alone, as GET /imessage/handles; both when left out"`
+}
+
 type statusArgs struct {
 	ID      string `json:"id" jsonschema:"the send's id: queueId of send_sms, id of send_whatsapp or send_imessage"`
 	Channel string `json:"channel,omitempty" jsonschema:"sms (the default), whatsapp or imessage"`
@@ -94,9 +98,37 @@ func (s *Server) newMCPTools() []mcpTool {
 				return mcpSent(s.sendSMS(ctx, p, body, newIdempotencyKey(in.IdempotencyKey, "/chat/send", body), chatSendAnswer))
 			}),
 		agentSendTool[whatsAppToolArgs](s, waChannel, "send_whatsapp", "Send a WhatsApp message",
-			"Queue a WhatsApp message from one of the company's numbers (number_id from GET /whatsapp/numbers); answers {status:\"queued\", id}. Same rules and caps as POST /whatsapp/send."),
+			"Queue a WhatsApp message from one of the company's numbers (its number_id from list_numbers); answers {status:\"queued\", id}. Same rules and caps as POST /whatsapp/send."),
 		agentSendTool[iMessageToolArgs](s, imChannel, "send_imessage", "Send an iMessage",
-			"Queue an iMessage from one of the company's handles (handle_id from GET /imessage/handles); answers {status:\"queued\", id}. Same rules and caps as POST /imessage/send."),
+			"Queue an iMessage from one of the company's handles (its handle_id from list_numbers); answers {status:\"queued\", id}. Same rules and caps as POST /imessage/send."),
+		tool("list_numbers", "List WhatsApp numbers and iMessage handles",
+			"The company's WhatsApp numbers and iMessage handles: each one's id, address, device, whether it is online, "+
+				"status, caps in force and sends today, as GET /whatsapp/numbers answers {numbers:[...]} and GET /imessage/handles "+
+				"{handles:[...]}. channel whatsapp or imessage answers that route's list alone; left out, both. "+
+				"send_whatsapp takes a number's number_id, send_imessage a handle's handle_id.", true,
+			func(ctx context.Context, p account.Principal, in numbersArgs) (any, error) {
+				// The argument is checked first, as a route reads its query
+				// string before its service runs.
+				if in.Channel != "" && in.Channel != channel.WhatsApp && in.Channel != channel.IMessage {
+					return nil, problem.Invalid("channel", "must be whatsapp or imessage")
+				}
+				svc, err := s.channels()
+				if err != nil {
+					return nil, err
+				}
+				out := map[string]any{}
+				for _, ch := range []agentChannel{waChannel, imChannel} {
+					if in.Channel != "" && in.Channel != ch.name {
+						continue
+					}
+					list, err := s.numbersList(ctx, svc, p.CompanyID, ch)
+					if err != nil {
+						return nil, err
+					}
+					out[ch.listName] = list
+				}
+				return out, nil
+			}),
 		tool("list_devices", "List devices",
 			"The company's devices with their status, whether they are online, when they were last seen and their SIMs, as GET /device/list.", true,
 			func(ctx context.Context, p account.Principal, _ struct{}) (any, error) {

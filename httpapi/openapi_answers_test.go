@@ -571,6 +571,8 @@ func TestOpenAPIAnswersConform(t *testing.T) {
 	}{
 		{"list_devices", `{}`, "GET", "/device/list", ""},
 		{"list_pools", `{}`, "GET", "/pools", ""},
+		{"list_numbers", `{"channel":"whatsapp"}`, "GET", "/whatsapp/numbers", ""},
+		{"list_numbers", `{"channel":"imessage"}`, "GET", "/imessage/handles", ""},
 		{"list_conversations", `{"device_fingerprint":"cf-phone"}`, "GET", "/chat/conversations", ""},
 		{"read_conversation", `{"device_fingerprint":"cf-phone","phone":"+15550102000","limit":2}`, "GET", "/chat/messages", ""},
 		{"latest_inbound", `{"limit":2}`, "", "", "InboundSms"},
