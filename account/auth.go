@@ -43,8 +43,27 @@ type Session struct {
 
 var errInvalidLogin = problem.New(problem.InvalidLogin, "The e-mail address or password is wrong.")
 
-// Signup creates a company and its unverified owner, and mails the verification link.
+// SignupOpen says whether strangers may sign up a company (Config.SignupClosed).
+func (s *Service) SignupOpen() bool { return !s.cfg.SignupClosed }
+
+// CheckSignup is nil while sign-up is open, and otherwise the 403
+// signup_closed that every sign-up answers: the API and the console ask it
+// before they read a sign-up's input, so a closed server answers every
+// sign-up alike, well-formed or not.
+func (s *Service) CheckSignup() error {
+	if s.cfg.SignupClosed {
+		return problem.New(problem.SignupClosed, "Sign-up is closed on this server: its operator creates the companies, and a company's admin invites its users.")
+	}
+	return nil
+}
+
+// Signup creates a company and its unverified owner, and mails the
+// verification link; while sign-up is closed it stores nothing and
+// answers CheckSignup's error.
 func (s *Service) Signup(ctx context.Context, in SignupInput) (store.Company, store.User, error) {
+	if err := s.CheckSignup(); err != nil {
+		return store.Company{}, store.User{}, err
+	}
 	var v check
 	c := store.Company{
 		Name:    v.required("company.name", in.Company.Name, maxTextLen),

@@ -71,6 +71,12 @@ type Config struct {
 	// node keeps in memory; zero means pacing.DefaultMaxKeys. Beyond it,
 	// addresses not yet counted share one window (pacing.NewCapped).
 	MaxLoginAddresses int
+	// SignupClosed refuses every public sign-up (POST /auth/signup, the
+	// console's sign-up form) with 403 signup_closed, before its input is
+	// read (serve --signup closed). Companies are then made by the
+	// operator (CreateCompany, simrelay admin create-company), and
+	// invitations to a company work as before.
+	SignupClosed bool
 }
 
 func (c *Config) defaults() {

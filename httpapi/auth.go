@@ -21,6 +21,11 @@ func sessionOut(s account.Session) sessionJSON {
 }
 
 func (s *Server) signup(c echo.Context) error {
+	// A closed server refuses before the body is read: every sign-up gets
+	// the same 403, whatever it holds.
+	if err := s.deps.Accounts.CheckSignup(); err != nil {
+		return err
+	}
 	var in struct {
 		Company struct {
 			Name    string `json:"name"`

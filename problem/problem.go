@@ -53,6 +53,8 @@ const (
 	SIMCapped Code = "sim_capped"
 	// PoolCapped: every member of the pool that could send is at a cap of its SIM (429).
 	PoolCapped Code = "pool_capped"
+	// SignupClosed: the server's operator closed public sign-up (serve --signup closed) (403).
+	SignupClosed Code = "signup_closed"
 	// BackupExternal: the store is in PostgreSQL, backed up with pg_dump, not GET /admin/backup (409).
 	BackupExternal Code = "backup_external"
 	// RangeNotSatisfiable: a file's Range starts at or past its end (416).
@@ -86,6 +88,7 @@ var statuses = map[Code]int{
 	PaymentProviderError:  http.StatusBadGateway,
 	NumberCapped:          http.StatusTooManyRequests,
 	NumberPaused:          http.StatusForbidden,
+	SignupClosed:          http.StatusForbidden,
 	IdempotencyKeyReused:  http.StatusUnprocessableEntity,
 	PoolUnavailable:       http.StatusConflict,
 	SIMCapped:             http.StatusTooManyRequests,

@@ -54,11 +54,16 @@ func (c *Console) session(w http.ResponseWriter, r *http.Request, q *req) error 
 type anonData struct {
 	Token string
 	Next  string
+	// Signup says whether strangers may sign up (serve --signup): closed,
+	// the sign-in page has no link to the sign-up page, and that page says
+	// sign-up is closed instead of showing its form.
+	Signup bool
 }
 
 func (c *Console) anonPage(page, title string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		v := view{Title: title, CSRF: c.anonCSRF(w, r), Data: anonData{Token: query(r).Get("token"), Next: safeNext(query(r).Get("next"))}}
+		v := view{Title: title, CSRF: c.anonCSRF(w, r), Data: anonData{Token: query(r).Get("token"), Next: safeNext(query(r).Get("next")),
+			Signup: c.deps.Accounts.SignupOpen()}}
 		c.render(w, r, http.StatusOK, page, v)
 	}
 }
@@ -126,6 +131,10 @@ func (c *Console) endReplaced(r *http.Request, fresh string) {
 }
 
 func (c *Console) signup(w http.ResponseWriter, r *http.Request, _ *req) (outcome, error) {
+	// Closed, every sign-up gets the API's 403, its fields unread.
+	if err := c.deps.Accounts.CheckSignup(); err != nil {
+		return outcome{}, err
+	}
 	f := r.PostFormValue
 	if f("owner.password") != f("password2") {
 		return outcome{}, problem.Invalid("password2", "The two passwords differ: type the same one in both fields.")

@@ -86,6 +86,8 @@ type envOptions struct {
 	logs io.Writer
 	// plans, when set, replace the built-in plans (a --plans file).
 	plans []billing.Plan
+	// signupClosed closes public sign-up (serve --signup closed).
+	signupClosed bool
 }
 
 func newEnv(t *testing.T, opts ...func(*envOptions)) *env {
@@ -115,7 +117,7 @@ func newEnv(t *testing.T, opts ...func(*envOptions)) *env {
 	wg.Go(func() { _ = mailer.Run(ctx) })
 	// Cheap password hashes: the tests sign up and in often, and one hash at
 	// the server's cost takes about a second of CPU under -race.
-	accounts, err := account.New(account.Config{PublicURL: publicURL, PasswordTime: 1, PasswordMemory: 64}, st, mailer, log, clk.Now)
+	accounts, err := account.New(account.Config{PublicURL: publicURL, PasswordTime: 1, PasswordMemory: 64, SignupClosed: o.signupClosed}, st, mailer, log, clk.Now)
 	if err != nil {
 		t.Fatal(err)
 	}

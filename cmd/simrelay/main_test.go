@@ -135,6 +135,8 @@ func TestBadValuesNameTheFlag(t *testing.T) {
 		{[]string{"--rate-login", "10"}, nil, `--rate-login (SIMRELAY_RATE_LOGIN) "10": want COUNT/WINDOW such as 100/1m`},
 		{nil, map[string]string{"SIMRELAY_RATE_LOGIN": "10/100ms"}, `--rate-login (SIMRELAY_RATE_LOGIN) "10/100ms": window must be at least 1s, got 100ms`},
 		{[]string{"--admin-token", "short"}, nil, `--admin-token (SIMRELAY_ADMIN_TOKEN): the token has 5 characters, want at least 32`},
+		{[]string{"--signup", "invite-only"}, nil, `--signup (SIMRELAY_SIGNUP) "invite-only": want open or closed`},
+		{nil, map[string]string{"SIMRELAY_SIGNUP": "Closed"}, `--signup (SIMRELAY_SIGNUP) "Closed": want open or closed`},
 		{[]string{"--bogus"}, nil, `flag provided but not defined: -bogus`},
 		{[]string{"--stripe-webhook-secret", "whsec_x"}, nil, `need --stripe-key (SIMRELAY_STRIPE_KEY)`},
 		{[]string{"--stripe-key", "sk_test_x"}, nil, `--stripe-webhook-secret (SIMRELAY_STRIPE_WEBHOOK_SECRET) is required with --stripe-key`},

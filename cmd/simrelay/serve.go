@@ -116,7 +116,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	if err != nil {
 		return err
 	}
-	accounts, err := account.New(account.Config{PublicURL: cfg.publicURL, LoginRate: cfg.login}, st, mailer, log.With("component", "account"), now)
+	accounts, err := account.New(cfg.accountConfig(), st, mailer, log.With("component", "account"), now)
 	if err != nil {
 		return err
 	}
@@ -325,7 +325,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	// already (node.logger), and a second node= would be a duplicate key, in
 	// JSON too; an embedded store has no node to name.
 	log.Info("simrelay listening", "addr", ln.Addr().String(), "public_url", cfg.publicURL, "store", where.kind(), "bus", onOff(node.bus != nil), "store_at", where.where(), "data_dir", cfg.dataDir,
-		"version", buildVersion(), "mail_out", cfg.mailConfig().Redacted(), "smtp_listen", smtpListening(smtpLn), "admin_backup", onOff(cfg.adminToken != ""),
+		"version", buildVersion(), "mail_out", cfg.mailConfig().Redacted(), "smtp_listen", smtpListening(smtpLn), "admin_backup", onOff(cfg.adminToken != ""), "signup", cfg.signup,
 		"stripe", onOff(cfg.stripeKey != ""), "stripe_api_url", cfg.stripeAPIURL)
 	fmt.Fprintf(stdout, "simrelay %s listening on http://%s\n", buildVersion(), ln.Addr())
 

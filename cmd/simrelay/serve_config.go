@@ -33,6 +33,9 @@ const (
 	defaultShutdownTimeout = 15 * time.Second
 	// sweepEvery returns memory of idle rate-limit windows and expired tokens.
 	sweepEvery = time.Minute
+	// The values of --signup.
+	signupOpen   = "open"
+	signupClosed = "closed"
 )
 
 type serveConfig struct {
@@ -61,6 +64,10 @@ type serveConfig struct {
 	webhookPerCompany   int
 	// companyDailyStorage is each company's budget of bytes added per UTC day.
 	companyDailyStorage byteSize
+	// signup is who may create a company: signupOpen (anyone, through
+	// POST /auth/signup and the console) or signupClosed (the operator
+	// alone, with admin create-company).
+	signup string
 	// adminToken is the operator's credential for GET /admin/backup; never logged.
 	adminToken string
 	// plansFile replaces the built-in plans; defaultPlan is a new company's plan.
@@ -113,6 +120,7 @@ func (c *serveConfig) flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.webhookPerCompany, "webhook-per-company", 0, "how many webhook deliveries of one company run at once (0: half of --webhook-workers, at least 1)")
 	c.companyDailyStorage = store.DefaultCompanyDailyStorage
 	fs.Var(&c.companyDailyStorage, "company-daily-storage", "bytes one company may add to the store per UTC day (messages, webhook events), e.g. 256MiB; 0: no limit")
+	fs.StringVar(&c.signup, "signup", signupOpen, "who may create a company: open (anyone, through POST /auth/signup and the console's sign-up page) or closed (those answer 403 signup_closed; the operator creates companies with simrelay admin create-company, and their admins invite users)")
 	fs.StringVar(&c.plansFile, "plans", "", "JSON file of the plans ({\"plans\":[...]}, see docs/billing.md); empty: the built-in free, starter and pro")
 	fs.StringVar(&c.defaultPlan, "default-plan", "", "a new company's plan (default unlimited without Stripe, free with it)")
 	fs.StringVar(&c.stripeKey, "stripe-key", "", "Stripe secret API key (sk_...): switches on Stripe mode, needs --stripe-webhook-secret; empty: self-hosted billing")
@@ -193,6 +201,9 @@ func (c *serveConfig) validate() error {
 	if c.login, err = pacing.ParseRate(c.rateLogin); err != nil {
 		return fmt.Errorf("%s %q: %v", both("rate-login"), c.rateLogin, err)
 	}
+	if c.signup != signupOpen && c.signup != signupClosed {
+		return fmt.Errorf("%s %q: want %s or %s", both("signup"), c.signup, signupOpen, signupClosed)
+	}
 	if c.shutdownTimeout <= 0 {
 		return fmt.Errorf("%s %s: must be positive", both("shutdown-timeout"), c.shutdownTimeout)
 	}
@@ -250,6 +261,11 @@ func (c *serveConfig) validate() error {
 // store is where the server's store is, and how it opens.
 func (c *serveConfig) store() storeConfig {
 	return storeConfig{dataDir: c.dataDir, databaseURL: c.databaseURL, companyDailyStorage: int64(c.companyDailyStorage), syncDelay: c.storeSyncDelay}
+}
+
+// accountConfig is the account service's configuration.
+func (c *serveConfig) accountConfig() account.Config {
+	return account.Config{PublicURL: c.publicURL, LoginRate: c.login, SignupClosed: c.signup == signupClosed}
 }
 
 func (c *serveConfig) billingConfig() billing.Config {

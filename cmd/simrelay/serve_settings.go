@@ -42,6 +42,7 @@ func (c *serveConfig) sharedSettings(key []byte) map[string]string {
 		"stripe-webhook-secret": cluster.Digest(key, c.stripeWebhookSecret),
 		"stripe-api-url":        c.stripeAPIURL,
 		"admin-token":           cluster.Digest(key, c.adminToken),
+		"signup":                c.signup,
 		"smtp-url":              mail.Config{SMTPURL: c.smtpURL}.Redacted(),
 		"smtp-from":             c.smtpFrom,
 		"number-warmup":         c.agents.Warmup.String(),

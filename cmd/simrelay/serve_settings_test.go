@@ -136,6 +136,7 @@ func TestSharedSettingsAreNamedByTheirFlags(t *testing.T) {
 		{[]string{"--console-streams-per-user", "7"}},
 		{[]string{"--whatsapp-per-hour", "7"}},
 		{[]string{"--imessage-gap-max", "7s"}},
+		{[]string{"--signup", "closed"}},
 	} {
 		_, got := parse(tc.args...)
 		var differ []string
