@@ -63,26 +63,18 @@ func (f releaseFixture) release(t *testing.T, s *Store, held []string) ([]store.
 		t.Fatal(err)
 	}
 	var got []store.AgentNumber
-	var before, after int64
-	err := s.write("test release", func(tx *txn) error {
-		count := func(n *int64) error {
-			return tx.row(`SELECT pg_stat_get_xact_tuples_returned('messages'::regclass)
-				+ (SELECT coalesce(sum(pg_stat_get_xact_tuples_returned(indexrelid)), 0) FROM pg_index
-					WHERE indrelid = 'messages'::regclass)`).Scan(n)
-		}
-		if err := count(&before); err != nil {
+	var read int64
+	err := s.write("test release", func(tx *txn) (err error) {
+		read, err = tuplesRead(tx, "messages", func() (err error) {
+			got, err = getRecs[store.AgentNumber](tx, releaseHandOuts, id(f.c.ID), id(f.agent.ID), held)
 			return err
-		}
-		var err error
-		if got, err = getRecs[store.AgentNumber](tx, releaseHandOuts, id(f.c.ID), id(f.agent.ID), held); err != nil {
-			return err
-		}
-		return count(&after)
+		})
+		return err
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return got, after - before
+	return got, read
 }
 
 // An agent's hello that names its jobs (AgentRelease) reads the sends

@@ -13,25 +13,15 @@ import (
 // index entries of agent_numbers it read.
 func readNumbers(t *testing.T, s *Store, fn func(tx *txn) error) int64 {
 	t.Helper()
-	var before, after int64
-	err := s.write("test read numbers", func(tx *txn) error {
-		count := func(n *int64) error {
-			return tx.row(`SELECT pg_stat_get_xact_tuples_returned('agent_numbers'::regclass)
-				+ (SELECT coalesce(sum(pg_stat_get_xact_tuples_returned(indexrelid)), 0) FROM pg_index
-					WHERE indrelid = 'agent_numbers'::regclass)`).Scan(n)
-		}
-		if err := count(&before); err != nil {
-			return err
-		}
-		if err := fn(tx); err != nil {
-			return err
-		}
-		return count(&after)
+	var read int64
+	err := s.write("test read numbers", func(tx *txn) (err error) {
+		read, err = tuplesRead(tx, "agent_numbers", func() error { return fn(tx) })
+		return err
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return after - before
+	return read
 }
 
 // A hello's check of the company's bound (AgentNumbersNew) in a company of

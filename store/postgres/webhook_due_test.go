@@ -53,26 +53,18 @@ func dueTenant(t *testing.T, s *Store, name string, entries, n int, at time.Time
 func duePassReads(t *testing.T, s *Store, now time.Time, limit int, skip store.DueSkip) ([]store.WebhookDue, int64) {
 	t.Helper()
 	var due []store.WebhookDue
-	var before, after int64
-	err := s.read("test pass", func(tx *txn) error {
-		count := func(n *int64) error {
-			return tx.row(`SELECT pg_stat_get_xact_tuples_returned('webhook_deliveries'::regclass)
-				+ (SELECT coalesce(sum(pg_stat_get_xact_tuples_returned(indexrelid)), 0) FROM pg_index
-					WHERE indrelid = 'webhook_deliveries'::regclass)`).Scan(n)
-		}
-		if err := count(&before); err != nil {
+	var read int64
+	err := s.read("test pass", func(tx *txn) (err error) {
+		read, err = tuplesRead(tx, "webhook_deliveries", func() (err error) {
+			due, _, err = scanDue(tx, now, limit, false, nil, skip)
 			return err
-		}
-		var err error
-		if due, _, err = scanDue(tx, now, limit, false, nil, skip); err != nil {
-			return err
-		}
-		return count(&after)
+		})
+		return err
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return due, after - before
+	return due, read
 }
 
 // A pass over the due deliveries while a company is at its bound of
