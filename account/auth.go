@@ -83,7 +83,7 @@ func (s *Service) Signup(ctx context.Context, in SignupInput) (store.Company, st
 	if v.err != nil {
 		return c, u, v.err
 	}
-	if _, err := s.createCompany(&c, &u, in.Owner.Password, false); err != nil {
+	if _, err := s.createCompany(ctx, &c, &u, in.Owner.Password, false); err != nil {
 		return c, u, err
 	}
 	if err := s.sendToken(ctx, u, tokenVerify, s.cfg.VerifyTTL, func(tok string) mail.Message {
@@ -102,7 +102,7 @@ func (s *Service) CreateCompany(name string, admin OwnerInput) (store.Company, s
 	if err != nil {
 		return c, u, "", err
 	}
-	key, err := s.createCompany(&c, &u, admin.Password, true)
+	key, err := s.createCompany(context.Background(), &c, &u, admin.Password, true)
 	return c, u, key, err
 }
 
@@ -146,8 +146,8 @@ func nameFromEmail(email string) (first, last string) {
 	return words[0], strings.Join(words[1:], " ")
 }
 
-func (s *Service) createCompany(c *store.Company, u *store.User, password string, verified bool) (string, error) {
-	hash, err := hashPassword(password, s.cfg.passwordCost())
+func (s *Service) createCompany(ctx context.Context, c *store.Company, u *store.User, password string, verified bool) (string, error) {
+	hash, err := hashPassword(ctx, password, s.cfg.passwordCost())
 	if err != nil {
 		return "", err
 	}
@@ -258,9 +258,9 @@ func (s *Service) checkLogin(ctx context.Context, email, password string) (u sto
 		// The cookie's check read the address's user already: a login
 		// whose cookie is not trusted (a rotation's, a reset's, or one
 		// past its failures) reads it once, as one without a cookie does.
-		u, err = s.checkUserPassword(u, password, refund)
+		u, err = s.checkUserPassword(ctx, u, password, refund)
 	} else {
-		u, err = s.verifyPassword(email, password, refund)
+		u, err = s.verifyPassword(ctx, email, password, refund)
 	}
 	if errors.Is(err, errInvalidLogin) && tried.Remaining == 0 && u.ID != 0 {
 		s.log.Warn("failed logins: the account had its failed logins of the window; its logins are refused until the window ends, but from its owner's trusted devices",
@@ -301,7 +301,7 @@ func (s *Service) checkTrusted(ctx context.Context, digest []byte, email, passwo
 	if !tried.Allowed {
 		return u, true, false, nil
 	}
-	u, err = s.checkUserPassword(u, password, refund)
+	u, err = s.checkUserPassword(ctx, u, password, refund)
 	if errors.Is(err, errInvalidLogin) && tried.Remaining == 0 {
 		s.log.Warn("failed logins: a device cookie of the account had its failed logins of the window; it counts as none until the window ends",
 			"user_id", u.ID, "limit", deviceRate(s.cfg.LoginRate).String(), "retry_after_s", tried.ResetSeconds())
@@ -313,24 +313,24 @@ func (s *Service) checkTrusted(ctx context.Context, digest []byte, email, passwo
 // takes the try back, for one that proved not to be a failure. A wrong
 // password answers errInvalidLogin with the address's user (zero for
 // none), for the log.
-func (s *Service) verifyPassword(email, password string, refund func()) (store.User, error) {
+func (s *Service) verifyPassword(ctx context.Context, email, password string, refund func()) (store.User, error) {
 	u, err := s.store.UserByEmail(email)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		refund() // the server's fault, not a failed login
 		return store.User{}, err
 	}
-	return s.checkUserPassword(u, password, refund)
+	return s.checkUserPassword(ctx, u, password, refund)
 }
 
 // checkUserPassword is verifyPassword's check of u (zero for no user).
-func (s *Service) checkUserPassword(u store.User, password string, refund func()) (store.User, error) {
+func (s *Service) checkUserPassword(ctx context.Context, u store.User, password string, refund func()) (store.User, error) {
 	hash := u.PasswordHash
 	if hash == "" {
 		hash = s.dummyHash
 	}
-	ok, err := checkPassword(hash, password)
+	ok, err := checkPassword(ctx, hash, password)
 	if err != nil {
-		refund()
+		refund() // the server's fault, or a request that ended before its turn: no failed login
 		return store.User{}, err
 	}
 	if !ok || u.ID == 0 || u.PasswordHash == "" {
@@ -416,14 +416,14 @@ func (s *Service) ForgotPassword(ctx context.Context, email string) error {
 // access tokens issued before it; its device cookies are void too (their
 // signature covers TokenGeneration, devices.go). Following an e-mailed link proves the
 // address, so it also marks the e-mail verified.
-func (s *Service) ResetPassword(_ context.Context, token, password string) error {
+func (s *Service) ResetPassword(ctx context.Context, token, password string) error {
 	var v check
 	v.token("token", token)
 	v.password("password", password, false)
 	if v.err != nil {
 		return v.err
 	}
-	hash, err := hashPassword(password, s.cfg.passwordCost())
+	hash, err := hashPassword(ctx, password, s.cfg.passwordCost())
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package account
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -50,5 +51,59 @@ func TestPasswordHashesAtOnceBounded(t *testing.T) {
 	}
 	if peak := hashingPeak.Load(); peak > int64(hashesAtOnce) {
 		t.Fatalf("%d argon2id hashes at once, want at most %d", peak, hashesAtOnce)
+	}
+}
+
+// A login waiting for its turn at a hash stops waiting when its request
+// ends (its client went away): no hash is computed for nobody, later
+// logins do not wait behind it, and it counts as no failed login.
+func TestPasswordHashWaitEndsWithItsRequest(t *testing.T) {
+	st, err := boltstore.Open(t.TempDir(), boltstore.Options{BulkLoad: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	s, err := New(Config{PasswordTime: 1, PasswordMemory: 64}, st, nil, slog.New(slog.DiscardHandler), time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every place taken, as by hashes under way.
+	for range hashesAtOnce {
+		hashing <- struct{}{}
+	}
+	freed := false
+	free := func() {
+		if !freed {
+			freed = true
+			for range hashesAtOnce {
+				<-hashing
+			}
+		}
+	}
+	defer free()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Login(ctx, "gone@example.test", "Wrong-Horse-9")
+		done <- err
+	}()
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("the login whose request ended answered %v, want context.Canceled", err)
+		}
+	case <-time.After(10 * time.Second):
+		free()
+		<-done
+		t.Fatal("the login whose request ended still waited for a hash after 10 s")
+	}
+	free()
+	// Its try was taken back: the address still has all its failed
+	// logins of the window.
+	for i := range s.LoginRate().Limit {
+		if _, err := s.Login(context.Background(), "gone@example.test", "Wrong-Horse-9"); err != errInvalidLogin {
+			t.Fatalf("failed login %d of the window answered %v, want the wrong password's answer", i+1, err)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package account
 
 import (
+	"context"
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/rand"
@@ -44,7 +45,9 @@ type argonCost struct{ time, memory uint32 }
 // resets sent together from many addresses each held theirs at once (100
 // concurrent logins held 1.7 GB of heap). A hash is work for one core:
 // more at once than the process has cores finish no sooner, so the others
-// wait their turn, holding nothing but their request.
+// wait their turn, holding nothing but their request, and no longer than
+// it lasts: one whose client went away computes nothing for nobody, and
+// the logins behind it do not wait for it.
 var hashesAtOnce = max(2, runtime.GOMAXPROCS(0))
 
 // hashing holds a place per argon2id hash under way (hashesAtOnce);
@@ -55,15 +58,19 @@ var (
 )
 
 // argonKey is argon2.IDKey, computed once a place among hashesAtOnce is
-// free.
-func argonKey(pw, salt []byte, time, memory uint32, threads uint8, keyLen uint32) []byte {
-	hashing <- struct{}{}
+// free; ctx's error when ctx ends first (the request's client went away).
+func argonKey(ctx context.Context, pw, salt []byte, time, memory uint32, threads uint8, keyLen uint32) ([]byte, error) {
+	select {
+	case hashing <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 	defer func() { <-hashing }()
 	n := hashingNow.Add(1)
 	defer hashingNow.Add(-1)
 	for peak := hashingPeak.Load(); n > peak && !hashingPeak.CompareAndSwap(peak, n); peak = hashingPeak.Load() {
 	}
-	return argon2.IDKey(pw, salt, time, memory, threads, keyLen)
+	return argon2.IDKey(pw, salt, time, memory, threads, keyLen), nil
 }
 
 // APIKeyPrefix starts every API key, so keys are recognisable in logs and scanners.
@@ -72,20 +79,25 @@ const APIKeyPrefix = "sk_"
 // apiKeyChars is the length of the random base62 part of an API key (238 bits).
 const apiKeyChars = 40
 
-// hashPassword returns the PHC string of an argon2id hash of pw at cost c.
-func hashPassword(pw string, c argonCost) (string, error) {
+// hashPassword returns the PHC string of an argon2id hash of pw at cost c;
+// ctx's error when ctx ends before its turn (argonKey).
+func hashPassword(ctx context.Context, pw string, c argonCost) (string, error) {
 	salt := make([]byte, argonSaltLen)
 	if _, err := rand.Read(salt); err != nil {
 		return "", err
 	}
-	sum := argonKey([]byte(pw), salt, c.time, c.memory, argonThreads, argonKeyLen)
+	sum, err := argonKey(ctx, []byte(pw), salt, c.time, c.memory, argonThreads, argonKeyLen)
+	if err != nil {
+		return "", err
+	}
 	enc := base64.RawStdEncoding
 	return fmt.Sprintf("$argon2id$v=%d$m=%d,t=%d,p=%d$%s$%s", argon2.Version, c.memory, c.time, argonThreads, enc.EncodeToString(salt), enc.EncodeToString(sum)), nil
 }
 
 // checkPassword reports whether pw matches the PHC string, reading the cost
-// parameters from the string so hashes made with older settings still verify.
-func checkPassword(phc, pw string) (bool, error) {
+// parameters from the string so hashes made with older settings still verify;
+// ctx's error when ctx ends before its turn (argonKey).
+func checkPassword(ctx context.Context, phc, pw string) (bool, error) {
 	parts := strings.Split(phc, "$")
 	if len(parts) != 6 || parts[1] != "argon2id" {
 		return false, errors.New("account: not an argon2id hash")
@@ -109,7 +121,10 @@ func checkPassword(phc, pw string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	got := argonKey([]byte(pw), salt, t, m, p, uint32(len(want)))
+	got, err := argonKey(ctx, []byte(pw), salt, t, m, p, uint32(len(want)))
+	if err != nil {
+		return false, err
+	}
 	return subtle.ConstantTimeCompare(got, want) == 1, nil
 }
 

@@ -1,6 +1,7 @@
 package account
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"strings"
@@ -14,7 +15,7 @@ import (
 
 func TestPasswordHash(t *testing.T) {
 	t.Parallel()
-	h, err := hashPassword("Correct-Horse-9", argonCost{DefaultPasswordTime, DefaultPasswordMemory})
+	h, err := hashPassword(context.Background(), "Correct-Horse-9", argonCost{DefaultPasswordTime, DefaultPasswordMemory})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -22,17 +23,17 @@ func TestPasswordHash(t *testing.T) {
 		t.Fatalf("got %q, want an argon2id PHC string with m=19456,t=2,p=1", h)
 	}
 	for pw, want := range map[string]bool{"Correct-Horse-9": true, "correct-horse-9": false, "": false} {
-		if got, err := checkPassword(h, pw); err != nil || got != want {
+		if got, err := checkPassword(context.Background(), h, pw); err != nil || got != want {
 			t.Errorf("checkPassword(%q) = %v, %v; want %v", pw, got, err, want)
 		}
 	}
 	// Cost parameters are read from the hash, so hashes from other settings keep verifying.
 	cheap := strings.Replace(h, "m=19456,t=2", "m=8192,t=1", 1)
-	if ok, err := checkPassword(cheap, "Correct-Horse-9"); err != nil || ok {
+	if ok, err := checkPassword(context.Background(), cheap, "Correct-Horse-9"); err != nil || ok {
 		t.Errorf("a hash whose parameters were altered must not verify: %v %v", ok, err)
 	}
 	for _, bad := range []string{"", "$bcrypt$x", "$argon2id$v=18$m=1,t=1,p=1$a$b"} {
-		if _, err := checkPassword(bad, "x"); err == nil {
+		if _, err := checkPassword(context.Background(), bad, "x"); err == nil {
 			t.Errorf("checkPassword(%q) accepted a malformed hash", bad)
 		}
 	}
@@ -61,14 +62,14 @@ func TestPasswordCostFromConfig(t *testing.T) {
 		if !strings.HasPrefix(s.dummyHash, tc.want) {
 			t.Errorf("%+v: the unknown-user hash is %q, want the cost %s", tc.cfg, s.dummyHash, tc.want)
 		}
-		h, err := hashPassword("Correct-Horse-9", s.cfg.passwordCost())
+		h, err := hashPassword(context.Background(), "Correct-Horse-9", s.cfg.passwordCost())
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !strings.HasPrefix(h, tc.want) {
 			t.Errorf("%+v: got hash %q, want the cost %s", tc.cfg, h, tc.want)
 		}
-		if ok, err := checkPassword(h, "Correct-Horse-9"); err != nil || !ok {
+		if ok, err := checkPassword(context.Background(), h, "Correct-Horse-9"); err != nil || !ok {
 			t.Errorf("%+v: the hash does not verify: %v %v", tc.cfg, ok, err)
 		}
 	}

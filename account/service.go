@@ -193,7 +193,7 @@ func New(cfg Config, st Store, mailer Mailer, log *slog.Logger, now func() time.
 	if err != nil {
 		return nil, err
 	}
-	dummy, err := hashPassword(randomToken(16), cfg.passwordCost())
+	dummy, err := hashPassword(context.Background(), randomToken(16), cfg.passwordCost())
 	if err != nil {
 		return nil, err
 	}

@@ -34,7 +34,7 @@ func initData(ctx context.Context, bin, base, dir, data string, cred *syscall.Cr
 		return err
 	}
 	kept := filepath.Join(base, dirPrefix+"initdb-"+key)
-	if _, err := os.Stat(filepath.Join(kept, "PG_VERSION")); err == nil {
+	if _, err := os.Stat(filepath.Join(kept, "PG_VERSION")); err == nil && ownKept(kept, cred) {
 		if err := copyTree(kept, data, cred); err == nil {
 			return nil
 		}
@@ -67,6 +67,28 @@ func initData(ctx context.Context, bin, base, dir, data string, cred *syscall.Cr
 		}
 	}
 	return nil
+}
+
+// ownKept says whether the kept initdb result may be copied: a directory,
+// not a link to one, of the user the cluster runs as (cred's, ours when
+// nil), that no other user may write to, as copyTree leaves the one it
+// keeps (the data directory's 0700). base is a directory every user writes
+// to and the name is anyone's to compute: one another user made, or one
+// others may change, could carry a configuration (a library to load, an
+// archive command) that the server would run as the tests' user; initdb
+// makes the cluster's directory instead, and that other directory stays,
+// the kept name taken, until its owner removes it.
+func ownKept(kept string, cred *syscall.Credential) bool {
+	fi, err := os.Lstat(kept)
+	if err != nil || !fi.IsDir() || fi.Mode().Perm()&0o022 != 0 {
+		return false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	uid := uint32(os.Geteuid())
+	if cred != nil {
+		uid = cred.Uid
+	}
+	return ok && st.Uid == uid
 }
 
 // initDataKey names what an initdb result depends on: the binaries (their

@@ -1,0 +1,105 @@
+//go:build unix
+
+package pgtest
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+)
+
+// The kept initdb result lies in a directory every user writes to
+// (/dev/shm, or the temporary directory), under a name anyone can compute:
+// a cluster starts from it only when it is a directory of the user the
+// cluster runs as that no other user may write to. Another user's, or one
+// others may change, could carry a configuration (a library to load, an
+// archive command) that the test binary's server would run as its user:
+// initdb makes the cluster's directory instead.
+func TestInitDataRefusesAKeptDirectoryNotItsOwn(t *testing.T) {
+	t.Parallel()
+	bin, err := binDir(os.Getenv("PATH"), debianBinaries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		plant func(t *testing.T, kept string, cred *syscall.Credential)
+	}{
+		{"writable by others", func(t *testing.T, kept string, cred *syscall.Credential) {
+			plantData(t, kept, cred)
+			if err := os.Chmod(kept, 0o777); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"a link", func(t *testing.T, kept string, cred *syscall.Credential) {
+			elsewhere := filepath.Join(filepath.Dir(kept), "elsewhere")
+			plantData(t, elsewhere, cred)
+			if err := os.Symlink(elsewhere, kept); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"another user's", func(t *testing.T, kept string, cred *syscall.Credential) {
+			if cred == nil {
+				t.Skip("not root: a directory of another user cannot be made")
+			}
+			plantData(t, kept, nil) // root's, while the cluster runs as nobody
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			base := t.TempDir()
+			// As root the cluster runs as nobody, who must reach base.
+			for _, d := range []string{filepath.Dir(base), base} {
+				if err := os.Chmod(d, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			dir, err := os.MkdirTemp(base, dirPrefix+"0-*")
+			if err != nil {
+				t.Fatal(err)
+			}
+			cred, err := runAs(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			key, err := initDataKey(bin, cred)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.plant(t, filepath.Join(base, dirPrefix+"initdb-"+key), cred)
+			data := filepath.Join(dir, "data")
+			if err := initData(context.Background(), bin, base, dir, data, cred); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Stat(filepath.Join(data, "planted")); err == nil {
+				t.Fatal("the cluster's directory is a copy of the planted one")
+			}
+			if _, err := os.Stat(filepath.Join(data, "PG_VERSION")); err != nil {
+				t.Fatalf("initdb did not make the cluster's directory: %v", err)
+			}
+		})
+	}
+}
+
+// plantData makes dir look like a kept initdb result, with a file of its
+// own, owned by cred's user (the caller's when nil).
+func plantData(t *testing.T, dir string, cred *syscall.Credential) {
+	t.Helper()
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"PG_VERSION", "planted"} {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte("15\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if cred != nil {
+		for _, p := range []string{dir, filepath.Join(dir, "PG_VERSION"), filepath.Join(dir, "planted")} {
+			if err := os.Lchown(p, int(cred.Uid), int(cred.Gid)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
