@@ -363,3 +363,32 @@ func TestAskEndsWithItsContextDuringASilentReconnection(t *testing.T) {
 		t.Fatalf("Ask with a 500 ms context waited past %s during a silent server's handshake", bound)
 	}
 }
+
+// Readiness (/readyz) answers within its context while the client
+// reconnects to a silent server, whose handshake holds the client's lock
+// for the connect timeout (10 s here): not ready, at once.
+func TestReadyEndsWithItsContextDuringASilentReconnection(t *testing.T) {
+	t.Parallel()
+	relay := newStallRelay(t, natstest.Start(t)[len("nats://"):])
+	b := connect(t, relay.url(), "a")
+	t.Cleanup(relay.shut)
+	if err := b.Ready(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	relay.muted.Store(true)
+	relay.cut()
+	poll.Until(t, "the bus reconnecting to the silent server", func() bool { return relay.held.Load() > 0 })
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- b.Ready(ctx) }()
+	const bound = 3 * time.Second
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("ready during a silent server's handshake")
+		}
+	case <-time.After(bound):
+		t.Fatalf("Ready with a 500 ms context waited past %s during a silent server's handshake", bound)
+	}
+}
