@@ -16,7 +16,29 @@ import (
 // This is how a change that other nodes cache is made "at once": the
 // changing node acts locally, asks, and answers its client only when
 // every live node confirmed it dropped what it held.
+//
+// Ask returns when ctx ends even while the client's lock is held (a
+// reconnection's handshake with a silent server holds it for the connect
+// timeout); its question then goes on by itself until the lock is free.
 func (b *Bus) Ask(ctx context.Context, topic string, data []byte, want []string) (missing []string, err error) {
+	type result struct {
+		missing []string
+		err     error
+	}
+	done := make(chan result, 1)
+	go func() {
+		m, err := b.ask(ctx, topic, data, want)
+		done <- result{m, err}
+	}()
+	select {
+	case r := <-done:
+		return r.missing, r.err
+	case <-ctx.Done():
+		return slices.Clone(want), fmt.Errorf("bus: ask %s: %d of %d nodes did not answer: %w", topic, len(want), len(want), ctx.Err())
+	}
+}
+
+func (b *Bus) ask(ctx context.Context, topic string, data []byte, want []string) (missing []string, err error) {
 	missing = slices.Clone(want)
 	if len(missing) == 0 {
 		return nil, nil

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -44,9 +45,10 @@ const (
 	// writeTimeout bounds one write to the server's socket. A server cut
 	// off without a reset (a partition, its host powered off) reads
 	// nothing; once the connection's buffers are full a write waits, under
-	// the client's lock, and every Publish of the node with it: a phone
-	// link's registration (which tells the other nodes), a disconnect's
-	// request, a key rotation. Past this the connection counts as lost and
+	// the client's lock, and the bus's sender with it (Publish queues
+	// meanwhile, queueSize); the signals wait: a phone link's registration
+	// (which tells the other nodes), a disconnect's request, a key
+	// rotation. Past this the connection counts as lost and
 	// the client reconnects, keeping what is published meanwhile
 	// (reconnectBuffer). The client's own default is a minute.
 	writeTimeout = 2 * time.Second
@@ -68,7 +70,28 @@ const (
 	// closeWait bounds how long Close waits for the handlers of messages
 	// heard that are still running (each must not block for long anyway).
 	closeWait = time.Second
+	// flushWait bounds how long Close spends sending what is queued and
+	// buffered, and leaveWait how long it waits for the client to leave
+	// the server after that: the client's own Close waits for its lock,
+	// which a reconnection's handshake with a silent server holds for the
+	// connect timeout. Past leaveWait Close returns, logged, and the
+	// client leaves once its handshake ends.
+	flushWait = time.Second
+	leaveWait = time.Second
+	// queueSize and queueBytes bound the signals that Publish hands to
+	// the bus's sender, by count and by bytes, like Live's queue: the
+	// sender waits on the client's lock, which a reconnection's handshake
+	// with a server that accepted the connection and stays silent holds
+	// for the connect timeout (10 s), and a write to a server that stopped
+	// reading for writeTimeout. A thousand signals cover several hundred
+	// sends meanwhile; 8 MiB, a thousand kick batches or large live events.
+	// Past either a signal is dropped, logged as one dropped by the client.
+	queueSize  = 1024
+	queueBytes = 8 << 20
 )
+
+// errQueueFull is why Publish drops a signal while the sender waits.
+var errQueueFull = errors.New("the queue to the bus is full")
 
 // Config says how a node joins the bus.
 type Config struct {
@@ -165,7 +188,27 @@ type Bus struct {
 	handlers  sync.WaitGroup
 	closeWait time.Duration // closeWait; a test's own
 
+	// out is the signals published that the sender (send) has not handed
+	// to the client yet, and marks (Ready's); queued is their bytes.
+	// Close sets stopped, then closes stop, and the sender hands on what
+	// is queued until flushBy, then closes sent.
+	out     chan outgoing
+	queued  atomic.Int64
+	stopped atomic.Bool
+	stop    chan struct{}
+	flushBy time.Time // set before stop is closed
+	sent    chan struct{}
+	once    sync.Once // Close's
+
 	drops logspacing.Spacer // spaces Publish's lines of signals dropped
+}
+
+// outgoing is one signal for the sender to hand to the client, or a mark:
+// reached set, closed when the sender gets to it.
+type outgoing struct {
+	subject string
+	data    []byte
+	reached chan struct{}
 }
 
 // Connect joins the bus. It fails when no server answers within the
@@ -227,7 +270,12 @@ func connect(ctx context.Context, cfg Config, pings time.Duration) (*Bus, error)
 		if r.err != nil {
 			return nil, fmt.Errorf("bus: connect to %s: %w", redactList(cfg.URL), r.err)
 		}
-		return &Bus{nc: r.nc, node: cfg.Node, prefix: cfg.Prefix, log: log, closeWait: closeWait}, nil
+		b := &Bus{
+			nc: r.nc, node: cfg.Node, prefix: cfg.Prefix, log: log, closeWait: closeWait,
+			out: make(chan outgoing, queueSize), stop: make(chan struct{}), sent: make(chan struct{}),
+		}
+		go b.send()
+		return b, nil
 	case <-ctx.Done():
 		go func() {
 			if r := <-done; r.nc != nil {
@@ -241,17 +289,75 @@ func connect(ctx context.Context, cfg Config, pings time.Duration) (*Bus, error)
 // Node is this node's name.
 func (b *Bus) Node() string { return b.node }
 
-// Publish sends data to every other node subscribed to topic. It does not
-// wait on the network: the message is buffered, and dropped with a log
-// line (at most one every dropLogEvery, counting those left out) when the
-// connection is closed or its buffer is full. Only a server
-// that stopped reading (the connection's buffers full) holds it, for
-// writeTimeout at most, after which the connection counts as lost.
+// Publish sends data to every other node subscribed to topic. It never
+// waits: the signal joins the bus's queue (queueSize, queueBytes), which
+// one goroutine hands to the NATS client in order, and it is dropped with
+// a log line (at most one every dropLogEvery, counting those left out)
+// when the queue is full, the bus closed or the client's reconnection
+// buffer full. The queue keeps data until it is sent: the caller must not
+// change it afterwards.
 func (b *Bus) Publish(topic string, data []byte) {
-	if err := b.nc.Publish(b.prefix+"."+topic, data); err != nil {
-		if suppressed, ok := b.drops.Due(time.Now(), dropLogEvery); ok {
-			b.log.Warn("bus: signal dropped", "topic", topic, "err", err, "suppressed", suppressed)
+	if b.stopped.Load() {
+		b.dropped(topic, nats.ErrConnectionClosed)
+		return
+	}
+	n := int64(len(data))
+	if b.queued.Add(n) > queueBytes {
+		b.queued.Add(-n)
+		b.dropped(topic, errQueueFull)
+		return
+	}
+	select {
+	case b.out <- outgoing{subject: b.prefix + "." + topic, data: data}:
+	default:
+		b.queued.Add(-n)
+		b.dropped(topic, errQueueFull)
+	}
+}
+
+// dropped logs a signal dropped, at most a line every dropLogEvery.
+func (b *Bus) dropped(topic string, err error) {
+	if suppressed, ok := b.drops.Due(time.Now(), dropLogEvery); ok {
+		b.log.Warn("bus: signal dropped", "topic", topic, "err", err, "suppressed", suppressed)
+	}
+}
+
+// send hands the queued signals to the client, one at a time in order,
+// until Close; then what is still queued until flushBy. Handing one on
+// waits while the client's lock is held: by a reconnection's handshake
+// with a silent server (up to the connect timeout), by a write to a
+// server that stopped reading (up to writeTimeout). Only the sender waits
+// then; the client buffers what it is handed while it reconnects
+// (reconnectBuffer).
+func (b *Bus) send() {
+	defer close(b.sent)
+	for {
+		select {
+		case m := <-b.out:
+			b.hand(m)
+		case <-b.stop:
+			for time.Now().Before(b.flushBy) {
+				select {
+				case m := <-b.out:
+					b.hand(m)
+				default:
+					return
+				}
+			}
+			return
 		}
+	}
+}
+
+// hand gives one signal to the client, or closes a mark.
+func (b *Bus) hand(m outgoing) {
+	if m.reached != nil {
+		close(m.reached)
+		return
+	}
+	b.queued.Add(-int64(len(m.data)))
+	if err := b.nc.Publish(m.subject, m.data); err != nil {
+		b.dropped(m.subject[len(b.prefix)+1:], err)
 	}
 }
 
@@ -277,24 +383,56 @@ func (b *Bus) Subscribe(topic string, fn func(Message)) error {
 }
 
 // Ready answers nil when the bus is connected and a round trip to the
-// server completes within ctx (within readyTimeout when ctx has no deadline).
+// server completes within ctx (within readyTimeout when ctx has no
+// deadline), after what was published before it: those signals reached
+// the server when it answers nil.
 func (b *Bus) Ready(ctx context.Context) error {
-	if !b.nc.IsConnected() {
-		return fmt.Errorf("bus: %s", strings.ToLower(b.nc.Status().String()))
-	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, readyTimeout)
 		defer cancel()
 	}
-	if err := b.nc.FlushWithContext(ctx); err != nil {
-		return fmt.Errorf("bus: %w", err)
+	mark := outgoing{reached: make(chan struct{})}
+	select {
+	case b.out <- mark:
+	case <-b.stop:
+		return fmt.Errorf("bus: %w", nats.ErrConnectionClosed)
+	case <-ctx.Done():
+		return fmt.Errorf("bus: signals queued: %w", ctx.Err())
 	}
-	return nil
+	select {
+	case <-mark.reached:
+	case <-b.sent:
+		return fmt.Errorf("bus: %w", nats.ErrConnectionClosed)
+	case <-ctx.Done():
+		return fmt.Errorf("bus: signals queued: %w", ctx.Err())
+	}
+	// The client's lock, held by a reconnection's handshake with a silent
+	// server for the connect timeout, does not hold the answer past ctx.
+	answer := make(chan error, 1)
+	go func() {
+		if !b.nc.IsConnected() {
+			answer <- fmt.Errorf("bus: %s", strings.ToLower(b.nc.Status().String()))
+			return
+		}
+		if err := b.nc.FlushWithContext(ctx); err != nil {
+			answer <- fmt.Errorf("bus: %w", err)
+			return
+		}
+		answer <- nil
+	}()
+	select {
+	case err := <-answer:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("bus: the client is busy: %w", ctx.Err())
+	}
 }
 
 // Connected says whether the client is connected to a server now; unlike
-// Ready it sends nothing and never waits.
+// Ready it sends nothing. It waits only for the client's lock, which a
+// reconnection's handshake with a silent server holds for the connect
+// timeout: call it off the request paths (the census's check does).
 func (b *Bus) Connected() bool { return b.nc.IsConnected() }
 
 // enter counts a handler of a message heard that starts; false once Close
@@ -311,12 +449,17 @@ func (b *Bus) enter() bool {
 }
 
 // Close stops handing messages heard to their handlers, waits for those
-// running (within closeWait, logged past it), sends what is buffered
-// (within a second) and leaves the bus. The client's own Close does not
-// wait for a handler under way: one could go on after the node stopped
-// (a control run on a hub shut down, a live event handed to the console's
-// streams, an answer to a question on a closed connection).
-func (b *Bus) Close() {
+// running (within closeWait, logged past it), sends what is queued and
+// buffered (within flushWait) and leaves the bus (within leaveWait more,
+// logged past it: the client leaves by itself once a reconnection's
+// handshake under way ends). The client's own Close does not wait for a
+// handler under way: one could go on after the node stopped (a control
+// run on a hub shut down, a live event handed to the console's streams,
+// an answer to a question on a closed connection). A second Close does
+// nothing.
+func (b *Bus) Close() { b.once.Do(b.close) }
+
+func (b *Bus) close() {
 	b.mu.Lock()
 	b.closing = true
 	b.mu.Unlock()
@@ -327,8 +470,24 @@ func (b *Bus) Close() {
 	case <-time.After(b.closeWait):
 		b.log.Warn("bus: closed with a handler of a message still running", "waited", b.closeWait.String())
 	}
-	_ = b.nc.FlushTimeout(time.Second)
-	b.nc.Close()
+	b.flushBy = time.Now().Add(flushWait)
+	b.stopped.Store(true)
+	close(b.stop)
+	left := make(chan struct{})
+	go func() {
+		defer close(left)
+		<-b.sent
+		if d := time.Until(b.flushBy); d > 0 {
+			_ = b.nc.FlushTimeout(d)
+		}
+		b.nc.Close()
+	}()
+	select {
+	case <-left:
+	case <-time.After(time.Until(b.flushBy) + leaveWait):
+		b.log.Warn("bus: closed while the client still waits on the server; it leaves once its connection attempt ends",
+			"waited", (flushWait + leaveWait).String(), "unsent", len(b.out))
+	}
 }
 
 // redactList hides the credentials of a server list in messages: all of

@@ -3,7 +3,11 @@ package cluster_test
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,6 +15,8 @@ import (
 
 	"github.com/simrelay/simrelay/cluster"
 	"github.com/simrelay/simrelay/internal/natstest"
+	"github.com/simrelay/simrelay/internal/poll"
+	"github.com/simrelay/simrelay/internal/syncbuf"
 )
 
 // stallRelay forwards TCP connections to a server until Stall: from then
@@ -22,8 +28,14 @@ type stallRelay struct {
 	ln      net.Listener
 	to      string
 	stalled atomic.Bool
-	mu      sync.Mutex
-	conns   []net.Conn
+	// muted: a connection accepted from then on is kept open and never
+	// answered, as a server that accepts TCP and stays silent (a
+	// half-dead process, a listener behind a stopped proxy); held counts
+	// those connections.
+	muted atomic.Bool
+	held  atomic.Int32
+	mu    sync.Mutex
+	conns []net.Conn
 }
 
 func newStallRelay(t *testing.T, to string) *stallRelay {
@@ -38,6 +50,13 @@ func newStallRelay(t *testing.T, to string) *stallRelay {
 			c, err := ln.Accept()
 			if err != nil {
 				return
+			}
+			if r.muted.Load() {
+				r.mu.Lock()
+				r.conns = append(r.conns, c)
+				r.mu.Unlock()
+				r.held.Add(1)
+				continue
 			}
 			s, err := net.Dial("tcp", to)
 			if err != nil {
@@ -65,6 +84,17 @@ func (r *stallRelay) shut() {
 	for _, c := range r.conns {
 		_ = c.Close()
 	}
+}
+
+// cut ends every connection forwarded so far, the listener staying open:
+// the client finds its connection at an end and reconnects.
+func (r *stallRelay) cut() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range r.conns {
+		_ = c.Close()
+	}
+	r.conns = nil
 }
 
 func (r *stallRelay) url() string { return "nats://" + r.ln.Addr().String() }
@@ -105,7 +135,7 @@ func TestPublishDoesNotWaitOnASilentBus(t *testing.T) {
 	// Shut before the bus closes (cleanups run last first): the client
 	// reconnects after the write timeout, and its handshake with the
 	// stalled relay holds the client's lock for the connect timeout (10 s),
-	// which Close would wait out.
+	// which Close would give up on after its bounds (2 s), logged.
 	t.Cleanup(relay.shut)
 	relay.stalled.Store(true)
 	body := make([]byte, 64<<10)
@@ -162,5 +192,203 @@ func TestASilentBusIsNoticed(t *testing.T) {
 			t.Fatal("not connected again within 40 s of the bus answering")
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// A publish does not wait while the client reconnects to a server that
+// accepts the connection and never answers: the client's handshake holds
+// its lock for the connect timeout (10 s here, Connect's default), and a
+// publish that took that lock waited it out with it, on the request path
+// of every send, kick and release of the node. The publish here must
+// return well within the handshake's timeout.
+func TestPublishDoesNotWaitOnASilentReconnection(t *testing.T) {
+	t.Parallel()
+	relay := newStallRelay(t, natstest.Start(t)[len("nats://"):])
+	var out syncbuf.Buffer
+	b, err := cluster.Connect(context.Background(), cluster.Config{URL: relay.url(), Node: "a",
+		Logger: slog.New(slog.NewTextHandler(&out, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	// Shut before the bus closes (cleanups run last first), ending the
+	// handshake under way.
+	t.Cleanup(relay.shut)
+	if err := b.Ready(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	relay.muted.Store(true)
+	relay.cut()
+	poll.Until(t, "the bus reconnecting to the silent server", func() bool { return relay.held.Load() > 0 })
+	// The handshake under way holds the client's lock from its dial on;
+	// the held connection was counted just after, so the publishes below
+	// start within its 10 s. Past the queue's bound they are dropped.
+	const bound = 2 * time.Second
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < cluster.QueueSize+100; i++ {
+			b.Publish("signal", []byte("x"))
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(bound):
+		t.Fatalf("publishing during a silent server's handshake waited past %s (the handshake's timeout is %s)", bound, cluster.DefaultConnectTimeout)
+	}
+	if !strings.Contains(out.String(), `msg="bus: signal dropped" topic=signal err="the queue to the bus is full"`) {
+		t.Errorf("signals past the queue's bound not dropped with a log line; the log:\n%s", out.String())
+	}
+}
+
+// What is published while the client reconnects to a silent server waits
+// in the bus's queue and reaches the other nodes once the client is
+// connected again, in the order published.
+func TestSignalsQueuedDuringASilentReconnectionArriveInOrder(t *testing.T) {
+	t.Parallel()
+	url := natstest.Start(t)
+	relay := newStallRelay(t, url[len("nats://"):])
+	// A short connect timeout: the handshake with the silent server ends
+	// after it, and the next one is forwarded.
+	a, err := cluster.Connect(context.Background(), cluster.Config{URL: relay.url(), Node: "a", ConnectTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Close)
+	t.Cleanup(relay.shut)
+	b := connect(t, url, "b")
+	var mu sync.Mutex
+	var got []string
+	if err := b.Subscribe("seq", func(m cluster.Message) {
+		mu.Lock()
+		got = append(got, string(m.Data))
+		mu.Unlock()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []*cluster.Bus{a, b} {
+		if err := n.Ready(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	relay.muted.Store(true)
+	relay.cut()
+	poll.Until(t, "the bus reconnecting to the silent server", func() bool { return relay.held.Load() > 0 })
+	const n = 200
+	var want []string
+	for i := range n {
+		want = append(want, strconv.Itoa(i))
+		a.Publish("seq", []byte(want[i]))
+	}
+	relay.muted.Store(false)
+	poll.Within(t, 30*time.Second, "the signals reaching the other node", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got) >= n
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(got, want) {
+		t.Fatalf("heard %v, want 0 to %d in order", got, n-1)
+	}
+}
+
+// Close does not wait out a reconnection's handshake with a server that
+// accepted the connection and stays silent: the client's own Close waits
+// for its lock, which the handshake holds for the connect timeout (10 s
+// here). Close returns within its bounds (a second for what is queued,
+// a second more to leave), saying so in the log, and the client leaves
+// once the handshake ends.
+func TestCloseDoesNotWaitOutASilentReconnection(t *testing.T) {
+	t.Parallel()
+	relay := newStallRelay(t, natstest.Start(t)[len("nats://"):])
+	var out syncbuf.Buffer
+	b, err := cluster.Connect(context.Background(), cluster.Config{URL: relay.url(), Node: "a",
+		Logger: slog.New(slog.NewTextHandler(&out, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Ready(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	relay.muted.Store(true)
+	relay.cut()
+	poll.Until(t, "the bus reconnecting to the silent server", func() bool { return relay.held.Load() > 0 })
+	const bound = 5 * time.Second
+	closed := make(chan struct{})
+	go func() { b.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(bound):
+		t.Fatalf("Close during a silent server's handshake waited past %s (the handshake's timeout is %s)", bound, cluster.DefaultConnectTimeout)
+	}
+	if !strings.Contains(out.String(), "bus: closed while the client still waits on the server") {
+		t.Errorf("Close's early return not logged; the log:\n%s", out.String())
+	}
+}
+
+// A question to the other nodes (a cache dropped on every node, as a key
+// rotation asks) ends with its context while the client reconnects to a
+// silent server: the client's lock, held by the handshake for the connect
+// timeout (10 s here), does not hold the request that asks.
+func TestAskEndsWithItsContextDuringASilentReconnection(t *testing.T) {
+	t.Parallel()
+	relay := newStallRelay(t, natstest.Start(t)[len("nats://"):])
+	b := connect(t, relay.url(), "a")
+	t.Cleanup(relay.shut)
+	if err := b.Ready(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	relay.muted.Store(true)
+	relay.cut()
+	poll.Until(t, "the bus reconnecting to the silent server", func() bool { return relay.held.Load() > 0 })
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	type result struct {
+		missing []string
+		err     error
+	}
+	done := make(chan result, 1)
+	go func() {
+		m, err := b.Ask(ctx, "cache.x", []byte("k"), []string{"b"})
+		done <- result{m, err}
+	}()
+	const bound = 3 * time.Second
+	select {
+	case r := <-done:
+		if r.err == nil || !slices.Equal(r.missing, []string{"b"}) {
+			t.Fatalf("Ask answered %v, %v; want b missing and an error", r.missing, r.err)
+		}
+	case <-time.After(bound):
+		t.Fatalf("Ask with a 500 ms context waited past %s during a silent server's handshake", bound)
+	}
+}
+
+// Readiness (/readyz) answers within its context while the client
+// reconnects to a silent server, whose handshake holds the client's lock
+// for the connect timeout (10 s here): not ready, at once.
+func TestReadyEndsWithItsContextDuringASilentReconnection(t *testing.T) {
+	t.Parallel()
+	relay := newStallRelay(t, natstest.Start(t)[len("nats://"):])
+	b := connect(t, relay.url(), "a")
+	t.Cleanup(relay.shut)
+	if err := b.Ready(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	relay.muted.Store(true)
+	relay.cut()
+	poll.Until(t, "the bus reconnecting to the silent server", func() bool { return relay.held.Load() > 0 })
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- b.Ready(ctx) }()
+	const bound = 3 * time.Second
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("ready during a silent server's handshake")
+		}
+	case <-time.After(bound):
+		t.Fatalf("Ready with a 500 ms context waited past %s during a silent server's handshake", bound)
 	}
 }

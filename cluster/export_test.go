@@ -19,3 +19,6 @@ func PingBound(pings time.Duration) time.Duration { return time.Duration(maxPing
 
 // ProductionPings is the ping interval Connect gives the client.
 const ProductionPings = pingEvery
+
+// QueueSize is how many signals wait for the bus's sender at most.
+const QueueSize = queueSize
