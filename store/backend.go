@@ -85,6 +85,7 @@ type Backend interface {
 	Pool(companyID, id uint64) (Pool, error)
 	Pools(companyID uint64) ([]Pool, error)
 	ProvisionDevices(devs []Device) error
+	PruneAbandonedSignups(cutoff, now time.Time, after uint64, limit int) (removed int, last uint64, err error)
 	PruneAgentSends(cutoff time.Time) (int, error)
 	PruneBillingEvents(cutoff time.Time) (int, error)
 	PruneConsoleSessions(idleCutoff, now time.Time) (int, error)

@@ -39,3 +39,29 @@ type Company struct {
 	// keeps the international form required.
 	Region string `json:"region,omitempty"`
 }
+
+// An abandoned sign-up is a company that a sign-up made and nobody ever
+// used (PruneAbandonedSignups, in both stores, removes it with its
+// records): created before the prune's cutoff, its API key the one made
+// with it (never rotated), its only user the owner the sign-up made
+// (SignupOwnerUnverified) with no one-time token still to be followed (a
+// password reset verifies the address), no refresh token and no console
+// session, and no other record under the company: no device, pairing,
+// message, webhook entry, plan, invitation, counter or activity line. An
+// owner who never verified the address cannot log in and never saw the
+// API key, so such a company cannot have made any of them; the check
+// holds the rule whatever made them. The check and the removal are one
+// transaction: a verification that commits first keeps the company.
+// Removing it frees the owner's address for another sign-up; the ids stay
+// taken (neither store gives an id twice). The account mails sent to the
+// address are not the company's (Mail.CompanyID 0) and go with the mail
+// outbox's own prune (PruneMail).
+
+// SignupOwnerUnverified says whether u is the owner a sign-up made who
+// has not verified the address: an admin who set a password at sign-up,
+// invited by nobody, with the address unverified. An admin made by
+// `admin create-company` is verified from the start, and an invited user
+// has an inviter or no password of a sign-up.
+func SignupOwnerUnverified(u User) bool {
+	return u.Role == RoleAdmin && !u.EmailVerified && u.InvitedBy == 0 && u.PasswordHash != ""
+}

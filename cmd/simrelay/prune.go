@@ -33,7 +33,18 @@ const (
 	// retries a webhook for up to 3 days and lets an event be resent by hand
 	// for 30, so no copy of an event comes after its id is gone.
 	billingEventsKeep = 45 * 24 * time.Hour
+	// abandonedSignupKeep keeps a sign-up whose owner never verified the
+	// address for 7 days after its verification link expired
+	// (account.DefaultVerifyTTL, 24 hours), 8 days in all: then, if nothing
+	// else was ever made under it (store.SignupOwnerUnverified, and the rule
+	// in store/companies.go), the company and its owner are removed and the
+	// address is free for another sign-up.
+	abandonedSignupKeep = account.DefaultVerifyTTL + 7*24*time.Hour
 )
+
+// pruneSignupBatch bounds the companies one transaction of the prune of
+// abandoned sign-ups looks at, so that each stays short.
+const pruneSignupBatch = 200
 
 // pruneMediaBatch bounds the uploads one transaction of the prune deletes,
 // so that each stays short.
@@ -54,10 +65,27 @@ func pruneMedia(st backend, cutoff time.Time, batch int) (int, error) {
 	}
 }
 
+// pruneAbandonedSignups removes the abandoned sign-ups created before
+// cutoff (store.Backend.PruneAbandonedSignups), looking at the companies in
+// id order, batch by batch, each batch one transaction, until it has looked
+// at every one.
+func pruneAbandonedSignups(st backend, cutoff, now time.Time, batch int) (int, error) {
+	total := 0
+	var after uint64
+	for {
+		n, last, err := st.PruneAbandonedSignups(cutoff, now, after, batch)
+		total += n
+		if err != nil || last == 0 {
+			return total, err
+		}
+		after = last
+	}
+}
+
 // pruneStore drops expired pairing codes, token families without tokens,
 // old mail, old storage counters, media uploads no message took, sticky pool
-// entries older than store.StickyAge and the ids of old payment-provider
-// events, logging what it dropped.
+// entries older than store.StickyAge, the ids of old payment-provider
+// events and abandoned sign-ups, logging what it dropped.
 func pruneStore(st backend, now time.Time, log *slog.Logger) {
 	count := func(what string, n int, err error) {
 		if err != nil {
@@ -84,6 +112,12 @@ func pruneStore(st backend, now time.Time, log *slog.Logger) {
 	count("sticky pool entries", n, err)
 	n, err = st.PruneBillingEvents(now.Add(-billingEventsKeep))
 	count("applied payment-provider event ids", n, err)
+	n, err = pruneAbandonedSignups(st, now.Add(-abandonedSignupKeep), now, pruneSignupBatch)
+	if err != nil {
+		log.Error("prune abandoned sign-ups", "err", err)
+	} else if n > 0 {
+		log.Info("removed abandoned sign-ups: companies whose owner never verified the address", "count", n)
+	}
 }
 
 // pruneLeaderKey is the advisory lock key whose holder prunes the store on

@@ -11,6 +11,7 @@ import (
 
 	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/store"
+	"github.com/simrelay/simrelay/store/conformance"
 )
 
 // The hourly prune drops what has done its job and warns about each e-mail
@@ -92,5 +93,41 @@ func TestPruneMediaTakesEveryBatch(t *testing.T) {
 	}
 	if _, err := st.MediaByKey(c.ID, dev.ID, "young/0"); err != nil {
 		t.Errorf("the young upload after the prune: %v, want it kept", err)
+	}
+}
+
+// The hourly prune removes the sign-ups whose owner never verified the
+// address, abandonedSignupKeep after they were made, batch by batch until
+// it has looked at every company, and keeps the younger ones.
+func TestPruneStoreAbandonedSignups(t *testing.T) {
+	t.Parallel()
+	st := storetest.Open(t)
+	now := time.Date(2026, 12, 20, 10, 0, 0, 0, time.UTC)
+	old, young := now.Add(-abandonedSignupKeep-time.Minute), now.Add(-abandonedSignupKeep+time.Minute)
+	var gone []store.Company
+	for i := range 5 {
+		c, _, _ := conformance.Signup(t, st, fmt.Sprintf("stranger-%d@example.com", i), old)
+		gone = append(gone, c)
+	}
+	kept, _, _ := conformance.Signup(t, st, "newcomer@example.com", young)
+	var buf bytes.Buffer
+	pruneStore(st, now, slog.New(slog.NewTextHandler(&buf, nil)))
+	for _, c := range gone {
+		if _, err := st.Company(c.ID); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("abandoned company %d: %v, want it removed", c.ID, err)
+		}
+	}
+	if _, err := st.Company(kept.ID); err != nil {
+		t.Errorf("the young sign-up: %v, want it kept", err)
+	}
+	if log := buf.String(); !strings.Contains(log, "removed abandoned sign-ups") || !strings.Contains(log, "count=5") {
+		t.Errorf("got log %q, want the removal of 5 abandoned sign-ups", log)
+	}
+	// In batches of 2: every company is looked at.
+	for i := range 5 {
+		conformance.Signup(t, st, fmt.Sprintf("late-%d@example.com", i), old)
+	}
+	if n, err := pruneAbandonedSignups(st, now.Add(-abandonedSignupKeep), now, 2); err != nil || n != 5 {
+		t.Fatalf("in batches of 2: removed %d (%v), want 5", n, err)
 	}
 }

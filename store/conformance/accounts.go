@@ -40,6 +40,7 @@ type AccountsStore interface {
 	TouchConsoleSession(hash []byte, at time.Time) error
 	DeleteConsoleSession(hash []byte) error
 	PruneConsoleSessions(idleCutoff, now time.Time) (int, error)
+	PruneAbandonedSignups(cutoff, now time.Time, after uint64, limit int) (removed int, last uint64, err error)
 	Secret(name string, size int) ([]byte, error)
 	RotateSecrets(names []string, reseal store.Reseal) (replaced []string, resealed int, unopened []store.Company, err error)
 }
@@ -71,6 +72,8 @@ func Accounts(t *testing.T, open Opener[AccountsStore]) {
 		{"PruneTokens", accountsPruneTokens},
 		{"ConsoleSessions", accountsConsoleSessions},
 		{"PruneConsoleSessions", accountsPruneConsoleSessions},
+		{"AbandonedSignups", accountsAbandonedSignups},
+		{"AbandonedSignupRace", accountsAbandonedSignupRace},
 		{"Secrets", accountsSecrets},
 		{"RotateSecrets", accountsRotateSecrets},
 	}

@@ -25,6 +25,7 @@ type ClosedStore interface {
 	Mails(pendingOnly bool) ([]store.Mail, error)
 	MessageByUUID(companyID uint64, uuid string) (store.Message, error)
 	PruneTokens(cutoff time.Time) (int, error)
+	PruneAbandonedSignups(cutoff, now time.Time, after uint64, limit int) (removed int, last uint64, err error)
 	Ready() error
 	Secret(name string, size int) ([]byte, error)
 	RotateSecrets(names []string, reseal store.Reseal) ([]string, int, []store.Company, error)
@@ -85,6 +86,7 @@ func Closed(t *testing.T, open Opener[ClosedStore]) {
 		{"AddOptOut", func() error { _, _, err := st.AddOptOut(c.ID, "+15550001111", T0); return err }},
 		{"DeleteDevice", func() error { _, err := st.DeleteDevice(c.ID, d.Fingerprint, T0); return err }},
 		{"PruneTokens", func() error { _, err := st.PruneTokens(T0); return err }},
+		{"PruneAbandonedSignups", func() error { _, _, err := st.PruneAbandonedSignups(T0, T0, 0, 10); return err }},
 		{"TransitionLater", func() error {
 			_, _, err := st.TransitionLater(c.ID, d.ID, "00000000-0000-4000-8000-000000000000", store.MsgSent, "", "", "", T0).Wait()
 			return err

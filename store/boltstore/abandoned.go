@@ -1,0 +1,198 @@
+package boltstore
+
+import (
+	"bytes"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/simrelay/simrelay/store"
+)
+
+// notCompanyKeyed are the buckets whose keys do not begin with a company
+// id: an abandoned sign-up is looked for in every other bucket by its
+// company id as a key prefix (abandonedSignup), so a bucket added later is
+// looked in without a change here. A bucket left out of this list by
+// mistake only keeps a company (an id of another kind that begins a key
+// reads as the company's record), never removes one.
+var notCompanyKeyed = func() map[string]bool {
+	m := map[string]bool{}
+	for _, b := range [][]byte{
+		bucketMeta, bucketCompanies, bucketAPIKeys, bucketUsers, bucketUsersByEmail, bucketRefreshTokens,
+		bucketTokenFamilies, bucketUserFamilies, bucketOneTimeTokens, bucketMailOutbox, bucketPairings,
+		bucketDevices, bucketDeviceTokens, bucketMessages, bucketMessageUUIDs, bucketQueueExpiry,
+		bucketScheduleDue, bucketBillingEvents, bucketCustomers, bucketMedia, bucketMediaChunks,
+		bucketMediaOrphans, bucketWebhookEvents, bucketWebhookEventRefs, bucketWebhookDeliveries,
+		bucketWebhookDue, bucketConsoleSessions, bucketUserConsoleSess, bucketAgentNumberIDs,
+	} {
+		m[string(b)] = true
+	}
+	// The owner's own entries, which the removal takes.
+	m[string(bucketCompanyUsers)], m[string(bucketCompanyEmails)] = true, true
+	return m
+}()
+
+// PruneAbandonedSignups removes the abandoned sign-ups (store.AbandonedSignup)
+// created before cutoff among at most limit companies whose ids follow
+// after, in id order, each with every record of it, in one transaction:
+// the check that a company is still abandoned and its removal are one
+// commit, so a verification that commits first keeps the company. now
+// tells a live one-time token of the owner from an expired one. It
+// returns how many it removed and the id of the last company it looked
+// at, 0 once none is left after it.
+func (s *Store) PruneAbandonedSignups(cutoff, now time.Time, after uint64, limit int) (removed int, last uint64, err error) {
+	err = s.update(func(tx *bolt.Tx) error {
+		removed, last = 0, 0
+		var gone []User
+		c := tx.Bucket(bucketCompanies).Cursor()
+		seen := 0
+		var live map[uint64]bool // users with a live one-time token, read once
+		for k, v := c.Seek(itob(after + 1)); k != nil && seen < limit; k, v = c.Next() {
+			seen++
+			last = btoi(k)
+			var co Company
+			if err := jsonUnmarshal(v, &co); err != nil {
+				return err
+			}
+			if live == nil {
+				var err error
+				if live, err = liveTokenUsers(tx, now); err != nil {
+					return err
+				}
+			}
+			u, ok, err := abandonedSignup(tx, co, cutoff, live)
+			if err != nil {
+				return err
+			}
+			if ok {
+				gone = append(gone, u)
+			}
+		}
+		if seen < limit {
+			last = 0
+		}
+		for _, u := range gone {
+			if err := removeSignup(tx, u); err != nil {
+				return err
+			}
+		}
+		if len(gone) > 0 {
+			ids := map[uint64]bool{}
+			for _, u := range gone {
+				ids[u.ID] = true
+			}
+			if _, err := deleteWhere(tx.Bucket(bucketOneTimeTokens), func(_, v []byte) (bool, error) {
+				var t OneTimeToken
+				err := jsonUnmarshal(v, &t)
+				return err == nil && ids[t.UserID], err
+			}); err != nil {
+				return err
+			}
+		}
+		removed = len(gone)
+		return nil
+	})
+	if err != nil {
+		return 0, 0, fmt.Errorf("store: prune abandoned sign-ups: %w", err)
+	}
+	return removed, last, nil
+}
+
+// liveTokenUsers are the users that hold a one-time token not yet
+// expired at now and not used: a verification, reset or invitation link
+// that can still be followed.
+func liveTokenUsers(tx *bolt.Tx, now time.Time) (map[uint64]bool, error) {
+	live := map[uint64]bool{}
+	err := tx.Bucket(bucketOneTimeTokens).ForEach(func(_, v []byte) error {
+		var t OneTimeToken
+		if err := jsonUnmarshal(v, &t); err != nil {
+			return err
+		}
+		if t.UsedAt.IsZero() && now.Before(t.ExpiresAt) {
+			live[t.UserID] = true
+		}
+		return nil
+	})
+	return live, err
+}
+
+// abandonedSignup says whether co is an abandoned sign-up created before
+// cutoff (store.AbandonedSignup), and returns its owner.
+func abandonedSignup(tx *bolt.Tx, co Company, cutoff time.Time, live map[uint64]bool) (User, bool, error) {
+	var u User
+	if !co.CreatedAt.Before(cutoff) || !co.APIKeyCreatedAt.Equal(co.CreatedAt) {
+		return u, false, nil
+	}
+	prefix := itob(co.ID)
+	members := tx.Bucket(bucketCompanyUsers).Cursor()
+	k, _ := members.Seek(prefix)
+	if k == nil || !bytes.HasPrefix(k, prefix) || len(k) != 16 {
+		return u, false, nil
+	}
+	if k2, _ := members.Next(); k2 != nil && bytes.HasPrefix(k2, prefix) {
+		return u, false, nil // a second user, or a pending invitation
+	}
+	if err := getJSON(tx.Bucket(bucketUsers), k[8:], &u); err != nil {
+		return u, false, err
+	}
+	if !store.SignupOwnerUnverified(u) || live[u.ID] {
+		return u, false, nil
+	}
+	if bytes.HasPrefix(seekKey(tx.Bucket(bucketUserFamilies), itob(u.ID)), itob(u.ID)) ||
+		bytes.HasPrefix(seekKey(tx.Bucket(bucketUserConsoleSess), itob(u.ID)), itob(u.ID)) {
+		return u, false, nil
+	}
+	// The owner's address, in the company's index, and nothing else.
+	emails := tx.Bucket(bucketCompanyEmails).Cursor()
+	if k, _ := emails.Seek(prefix); k == nil || !bytes.HasPrefix(k, prefix) {
+		return u, false, nil
+	} else if k2, _ := emails.Next(); k2 != nil && bytes.HasPrefix(k2, prefix) {
+		return u, false, nil
+	}
+	found := false
+	err := tx.ForEach(func(name []byte, b *bolt.Bucket) error {
+		if found || notCompanyKeyed[string(name)] {
+			return nil
+		}
+		found = bytes.HasPrefix(seekKey(b, prefix), prefix)
+		return nil
+	})
+	return u, !found && err == nil, err
+}
+
+// seekKey is the first key of b at or after prefix, nil if none.
+func seekKey(b *bolt.Bucket, prefix []byte) []byte {
+	k, _ := b.Cursor().Seek(prefix)
+	return k
+}
+
+// removeSignup deletes an abandoned sign-up: its owner, with the address
+// the owner held, and the company with its API key. The buckets' sequences
+// stay, so neither id is given again.
+func removeSignup(tx *bolt.Tx, u User) error {
+	if err := releaseEmail(tx, u); err != nil {
+		return err
+	}
+	if err := dropCompanyEmail(tx, u); err != nil {
+		return err
+	}
+	if err := tx.Bucket(bucketCompanyUsers).Delete(pair(u.CompanyID, u.ID)); err != nil {
+		return err
+	}
+	if err := tx.Bucket(bucketUsers).Delete(itob(u.ID)); err != nil {
+		return err
+	}
+	companies := tx.Bucket(bucketCompanies)
+	var co Company
+	if err := getJSON(companies, itob(u.CompanyID), &co); err != nil {
+		return err
+	}
+	keys := tx.Bucket(bucketAPIKeys)
+	if held := keys.Get(co.APIKeyHash); held != nil && btoi(held) == co.ID {
+		if err := keys.Delete(co.APIKeyHash); err != nil {
+			return err
+		}
+	}
+	return companies.Delete(itob(co.ID))
+}

@@ -1,0 +1,94 @@
+package boltstore
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/simrelay/simrelay/store"
+	"github.com/simrelay/simrelay/store/conformance"
+)
+
+// dumpBuckets reads every record of the file, nested buckets included,
+// keyed by its bucket path and key.
+func dumpBuckets(t *testing.T, s *Store) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	var walk func(path string, b *bolt.Bucket) error
+	walk = func(path string, b *bolt.Bucket) error {
+		return b.ForEach(func(k, v []byte) error {
+			if v == nil {
+				if nested := b.Bucket(k); nested != nil {
+					return walk(path+"/"+string(k), nested)
+				}
+			}
+			out[fmt.Sprintf("%s %x", path, k)] = string(v)
+			return nil
+		})
+	}
+	if err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.ForEach(func(name []byte, b *bolt.Bucket) error { return walk(string(name), b) })
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// An abandoned sign-up goes with every record of it: after the prune,
+// every bucket of the file holds what it held before the sign-up, record
+// for record, and no key of a bucket keyed by company begins with its id.
+func TestAbandonedSignupLeavesNothing(t *testing.T) {
+	t.Parallel()
+	s := open(t, t.TempDir())
+	now := time.Date(2026, 12, 20, 10, 0, 0, 0, time.UTC)
+	cutoff := now.Add(-8 * 24 * time.Hour)
+	kept, _ := conformance.Company(t, s)
+	conformance.Device(t, s, kept.ID, "fp-kept")
+	before := dumpBuckets(t, s)
+
+	c, u, _ := conformance.Signup(t, s, "stranger@example.com", cutoff.Add(-time.Hour))
+	if err := s.PutOneTimeToken([]byte("reset-spent"), store.OneTimeToken{Kind: "reset", UserID: u.ID, ExpiresAt: cutoff}); err != nil {
+		t.Fatal(err)
+	}
+	if got := dumpBuckets(t, s); len(got) <= len(before) {
+		t.Fatalf("the sign-up added no record (%d before, %d after)", len(before), len(got))
+	}
+	n, last, err := s.PruneAbandonedSignups(cutoff, now, 0, 100)
+	if err != nil || n != 1 || last != 0 {
+		t.Fatalf("PruneAbandonedSignups: %d removed, last %d (%v), want 1 and 0", n, last, err)
+	}
+	after := dumpBuckets(t, s)
+	for k, v := range after {
+		if w, ok := before[k]; !ok || w != v {
+			t.Errorf("left after the prune: %s = %q", k, v)
+		}
+	}
+	for k := range before {
+		if _, ok := after[k]; !ok {
+			t.Errorf("the prune removed a record of another company: %s", k)
+		}
+	}
+	prefix := itob(c.ID)
+	if err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
+			if notCompanyKeyed[string(name)] && !slices.Contains([]string{string(bucketCompanyUsers), string(bucketCompanyEmails)}, string(name)) {
+				return nil
+			}
+			if k := seekKey(b, prefix); bytes.HasPrefix(k, prefix) {
+				t.Errorf("bucket %s still has key %x of company %d", name, k, c.ID)
+			}
+			return nil
+		})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// The ids are not given again.
+	again, owner, _ := conformance.Signup(t, s, "stranger@example.com", now)
+	if again.ID <= c.ID || owner.ID <= u.ID {
+		t.Fatalf("the new sign-up got company %d user %d, after %d and %d", again.ID, owner.ID, c.ID, u.ID)
+	}
+}

@@ -1,0 +1,82 @@
+package postgres
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/simrelay/simrelay/store"
+	"github.com/simrelay/simrelay/store/conformance"
+)
+
+// dumpTables reads every row of every table of the schema, as text, by
+// table.
+func dumpTables(t *testing.T, s *Store) map[string]map[string]int {
+	t.Helper()
+	ctx := context.Background()
+	rows, err := s.pool.Query(ctx, "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]map[string]int{}
+	for _, table := range tables {
+		rows, err := s.pool.Query(ctx, "SELECT t::text FROM "+pgx.Identifier{table}.Sanitize()+" t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[table] = map[string]int{}
+		for _, r := range got {
+			out[table][r]++
+		}
+	}
+	return out
+}
+
+// An abandoned sign-up goes with every row of it: after the prune, every
+// table of the schema holds what it held before the sign-up, row for row,
+// and the identity sequences give the address's new sign-up new ids.
+func TestAbandonedSignupLeavesNothing(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, Options{})
+	now := time.Date(2026, 12, 20, 10, 0, 0, 0, time.UTC)
+	cutoff := now.Add(-8 * 24 * time.Hour)
+	kept, _ := conformance.Company(t, s)
+	conformance.Device(t, s, kept.ID, "fp-kept")
+	before := dumpTables(t, s)
+
+	c, u, _ := conformance.Signup(t, s, "stranger@example.com", cutoff.Add(-time.Hour))
+	if err := s.PutOneTimeToken([]byte("reset-spent"), store.OneTimeToken{Kind: "reset", UserID: u.ID, ExpiresAt: cutoff}); err != nil {
+		t.Fatal(err)
+	}
+	n, last, err := s.PruneAbandonedSignups(cutoff, now, 0, 100)
+	if err != nil || n != 1 || last != 0 {
+		t.Fatalf("PruneAbandonedSignups: %d removed, last %d (%v), want 1 and 0", n, last, err)
+	}
+	after := dumpTables(t, s)
+	for table, rows := range after {
+		for r, k := range rows {
+			if before[table][r] != k {
+				t.Errorf("left in %s after the prune: %s", table, r)
+			}
+		}
+		for r := range before[table] {
+			if rows[r] == 0 {
+				t.Errorf("the prune removed a row of another company from %s: %s", table, r)
+			}
+		}
+	}
+	again, owner, _ := conformance.Signup(t, s, "stranger@example.com", now)
+	if again.ID <= c.ID || owner.ID <= u.ID {
+		t.Fatalf("the new sign-up got company %d user %d, after %d and %d", again.ID, owner.ID, c.ID, u.ID)
+	}
+}
