@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"os"
 	"testing"
 	"time"
 
@@ -17,8 +18,9 @@ import (
 	"github.com/simrelay/simrelay/store"
 )
 
-// TestMain stops the PostgreSQL cluster of a run on it (storetest.EnvStore).
-func TestMain(m *testing.M) { storetest.Main(m) }
+// TestMain stops the PostgreSQL cluster of a run on it (storetest.EnvStore)
+// and the stripe-mock the tests share (stripemock.Start).
+func TestMain(m *testing.M) { os.Exit(stripemock.Run(m, storetest.Run)) }
 
 const (
 	testSecret    = "whsec_test_0123456789abcdef"

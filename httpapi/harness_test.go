@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/simrelay/simrelay/internal/storetest"
+	"github.com/simrelay/simrelay/internal/stripemock"
 	"github.com/simrelay/simrelay/internal/testclock"
 	"github.com/simrelay/simrelay/internal/testhttp"
 	"github.com/simrelay/simrelay/store"
@@ -382,5 +383,6 @@ func (e *env) storeFileSize() int64 {
 	return info.Size()
 }
 
-// TestMain stops the PostgreSQL cluster of a run on it (storetest.EnvStore).
-func TestMain(m *testing.M) { storetest.Main(m) }
+// TestMain stops the PostgreSQL cluster of a run on it (storetest.EnvStore)
+// and the stripe-mock the tests share (stripemock.Start).
+func TestMain(m *testing.M) { os.Exit(stripemock.Run(m, storetest.Run)) }

@@ -4,6 +4,7 @@
 package freeport
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -32,6 +33,16 @@ var next = func() *atomic.Int64 {
 // only taken by a caller that names it.
 func Addr(t testing.TB) string {
 	t.Helper()
+	addr, err := Free()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return addr
+}
+
+// Free is Addr for a caller without a test, such as a server shared by a
+// test binary's tests: it answers the error Addr fails the test with.
+func Free() (string, error) {
 	low := ephemeralLow()
 	for range span {
 		port := low - span + int(next.Add(1)%span)
@@ -41,10 +52,9 @@ func Addr(t testing.TB) string {
 		}
 		addr := l.Addr().String()
 		l.Close()
-		return addr
+		return addr, nil
 	}
-	t.Fatalf("no free loopback port in [%d, %d)", low-span, low)
-	return ""
+	return "", fmt.Errorf("no free loopback port in [%d, %d)", low-span, low)
 }
 
 // ephemeralLow is the first port of the kernel's ephemeral range (Linux's

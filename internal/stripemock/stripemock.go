@@ -5,6 +5,8 @@
 package stripemock
 
 import (
+	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +17,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,29 +26,84 @@ import (
 	"github.com/simrelay/simrelay/internal/testhttp"
 )
 
-// Start runs stripe-mock on loopback for the test and returns its URL.
+// Start answers the URL of the test binary's stripe-mock on loopback,
+// starting it on first use; Run stops it when the tests end. One serves
+// every test of the binary: stripe-mock keeps no state between requests
+// (each answer is a fixture shaped by the request), and what a test
+// counts or answers itself goes through its own Proxy. One per test cost
+// about half a second of a core each (loading Stripe's API description),
+// and 2 to 3 s of a test's time where several started at once, for 9
+// tests a pass.
 func Start(t testing.TB) string {
 	t.Helper()
+	if !mainCalled.Load() {
+		t.Fatal("stripemock: call stripemock.Run from the package's TestMain, so stripe-mock is stopped when the tests end")
+	}
+	shared.once.Do(func() { shared.url, shared.err = start() })
+	if shared.err != nil {
+		t.Fatal(shared.err)
+	}
+	select {
+	case <-shared.exited:
+		t.Fatalf("stripe-mock exited during the tests: %v\n%s", shared.waitErr, shared.out.String())
+	default:
+	}
+	return shared.url
+}
+
+// shared is the test binary's stripe-mock.
+var (
+	mainCalled atomic.Bool
+	shared     struct {
+		once    sync.Once
+		url     string
+		err     error
+		cmd     *exec.Cmd
+		out     syncbuf.Buffer
+		exited  chan struct{}
+		waitErr error // set before exited closes
+	}
+)
+
+// Run runs the tests with run (m.Run itself, or a helper such as
+// storetest.Run that wraps it), then stops the binary's stripe-mock if a
+// test started it, and answers the code for os.Exit.
+func Run(m *testing.M, run func(*testing.M) int) int {
+	mainCalled.Store(true)
+	code := run(m)
+	if shared.cmd != nil {
+		_ = shared.cmd.Process.Kill()
+		<-shared.exited
+	}
+	return code
+}
+
+// start runs stripe-mock and waits until it listens.
+func start() (string, error) {
 	bin, err := exec.LookPath("stripe-mock")
 	if err != nil {
 		gopath, gerr := exec.Command("go", "env", "GOPATH").Output()
 		cand := filepath.Join(strings.TrimSpace(string(gopath)), "bin", "stripe-mock")
 		if _, serr := os.Stat(cand); gerr != nil || serr != nil {
-			t.Fatalf("stripe-mock is not on PATH nor in $(go env GOPATH)/bin: `make test` installs it, or run go install github.com/stripe/stripe-mock@v0.203.0")
+			return "", errors.New("stripe-mock is not on PATH nor in $(go env GOPATH)/bin: `make test` installs it, or run go install github.com/stripe/stripe-mock@v0.203.0")
 		}
 		bin = cand
 	}
-	httpAddr, httpsAddr := freeport.Addr(t), freeport.Addr(t)
-	cmd := exec.Command(bin, "-http-addr", httpAddr, "-https-addr", httpsAddr)
-	var out syncbuf.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start stripe-mock: %v", err)
+	httpAddr, err := freeport.Free()
+	if err != nil {
+		return "", err
 	}
-	exited := make(chan struct{})
-	var waitErr error
-	go func() { waitErr = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
+	httpsAddr, err := freeport.Free()
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.Command(bin, "-http-addr", httpAddr, "-https-addr", httpsAddr)
+	cmd.Stdout, cmd.Stderr = &shared.out, &shared.out
+	if err := cmd.Start(); err != nil {
+		return "", fmt.Errorf("start stripe-mock: %w", err)
+	}
+	shared.cmd, shared.exited = cmd, make(chan struct{})
+	go func() { shared.waitErr = cmd.Wait(); close(shared.exited) }()
 	// stripe-mock loads Stripe's whole API description before it listens,
 	// about two seconds on a busy 2-core machine, and more where parallel
 	// tests start several at once (10 s ran out under a loaded httpapi
@@ -54,16 +112,16 @@ func Start(t testing.TB) string {
 	deadline := time.Now().Add(startWait)
 	for {
 		select {
-		case <-exited:
-			t.Fatalf("stripe-mock exited before it listened on %s: %v\n%s", httpAddr, waitErr, out.String())
+		case <-shared.exited:
+			return "", fmt.Errorf("stripe-mock exited before it listened on %s: %v\n%s", httpAddr, shared.waitErr, shared.out.String())
 		default:
 		}
 		if c, err := net.DialTimeout("tcp", httpAddr, time.Second); err == nil {
 			c.Close()
-			return "http://" + httpAddr
+			return "http://" + httpAddr, nil
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("stripe-mock not listening on %s within %s; its output:\n%s", httpAddr, startWait, out.String())
+			return "", fmt.Errorf("stripe-mock not listening on %s within %s; its output:\n%s", httpAddr, startWait, shared.out.String())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -82,7 +140,8 @@ type Proxy struct {
 	answer func(w http.ResponseWriter, r *http.Request) bool
 }
 
-// NewProxy starts stripe-mock and a proxy in front of it, both closed with the test.
+// NewProxy starts a proxy in front of the binary's stripe-mock (Start),
+// closed with the test: its record and answers are the test's own.
 func NewProxy(t testing.TB) *Proxy {
 	t.Helper()
 	target, err := url.Parse(Start(t))
