@@ -64,3 +64,52 @@ func TestBulkSendsAtOncePerCompany(t *testing.T) {
 		return bulk(a.apiKey, "acme-phone").Status == http.StatusOK
 	})
 }
+
+// TestBulkReplayWithoutAPlace: a retry under an Idempotency-Key whose
+// answer is kept stores nothing, so it is answered while the company's
+// places are held by slow uploads: the first answer again, or 422 for
+// another body, never the 429 of a bulk send that found no place.
+func TestBulkReplayWithoutAPlace(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, roomy, func(c *httpapi.Config) { c.BulkWait = 50 * time.Millisecond })
+	a := e.newCompany("Acme", "owner@acme.test")
+	e.pairPhone(a.apiKey, "acme-phone")
+	bulk := func(key, text string) resp {
+		c := call{method: "POST", path: "/chat/send-bulk", token: a.apiKey, body: map[string]any{
+			"device_fingerprint": "acme-phone", "messages": []map[string]any{{"phone": "+15550100001", "message": text}}}}
+		if key != "" {
+			c.header = map[string]string{"Idempotency-Key": key}
+		}
+		return e.do(c)
+	}
+	first := bulk("order-7", "hi")
+	e.want(first, http.StatusOK, "")
+
+	addr := strings.TrimPrefix(e.url, "http://")
+	var stalled []net.Conn
+	defer func() {
+		for _, c := range stalled {
+			c.Close()
+		}
+	}()
+	for range httpapi.BulksPerCompany {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(c, "POST /chat/send-bulk HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{", addr, a.apiKey)
+		stalled = append(stalled, c)
+	}
+	e.eventually("a new bulk send refused while the company's places are held", func() bool {
+		return bulk("", "hi").Status == http.StatusTooManyRequests
+	})
+
+	again := bulk("order-7", "hi")
+	e.want(again, http.StatusOK, "")
+	if again.Header.Get("Idempotent-Replayed") != "true" || string(again.Raw) != string(first.Raw) {
+		t.Fatalf("the retry answered %s (Idempotent-Replayed %q), want the first answer %s", again.Raw, again.Header.Get("Idempotent-Replayed"), first.Raw)
+	}
+	e.want(bulk("order-7", "another text"), http.StatusUnprocessableEntity, "idempotency_key_reused")
+	// A key that never answered waits for a place as any bulk send.
+	e.want(bulk("order-8", "hi"), http.StatusTooManyRequests, "rate_limited")
+}

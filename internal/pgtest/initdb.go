@@ -58,15 +58,33 @@ func initData(ctx context.Context, bin, base, dir, data string, cred *syscall.Cr
 		_ = os.RemoveAll(tmp)
 		return nil
 	}
-	// Those kept for other binaries (an older PostgreSQL) go: a binary
-	// copying one meanwhile runs initdb instead.
+	removeOtherKept(base, kept, cred)
+	return nil
+}
+
+// removeOtherKept removes the initdb results kept for other binaries (an
+// older PostgreSQL) by the user that owns kept (cred's, ours when nil): a
+// binary copying one meanwhile runs initdb instead. Those of other users
+// stay, as root's tests would otherwise remove every user's from the
+// shared directory.
+func removeOtherKept(base, kept string, cred *syscall.Credential) {
+	uid := uint32(os.Geteuid())
+	if cred != nil {
+		uid = cred.Uid
+	}
 	others, _ := filepath.Glob(filepath.Join(base, dirPrefix+"initdb-*"))
 	for _, o := range others {
-		if o != kept {
+		if o == kept {
+			continue
+		}
+		fi, err := os.Lstat(o)
+		if err != nil {
+			continue
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid == uid {
 			_ = os.RemoveAll(o)
 		}
 	}
-	return nil
 }
 
 // ownKept says whether the kept initdb result may be copied: a directory,

@@ -103,3 +103,47 @@ func plantData(t *testing.T, dir string, cred *syscall.Credential) {
 		}
 	}
 }
+
+// Once it keeps its initdb result, a binary removes the ones kept for
+// other binaries (an older PostgreSQL) by the same user, and only those:
+// another user's stay, though root may remove them.
+func TestInitDataRemovesOnlyItsUsersOtherResults(t *testing.T) {
+	t.Parallel()
+	bin, err := binDir(os.Getenv("PATH"), debianBinaries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := t.TempDir()
+	for _, d := range []string{filepath.Dir(base), base} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir, err := os.MkdirTemp(base, dirPrefix+"0-*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cred, err := runAs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := filepath.Join(base, dirPrefix+"initdb-older")
+	plantData(t, own, cred)
+	theirs := filepath.Join(base, dirPrefix+"initdb-theirs")
+	if cred != nil {
+		// Another user's: neither root's nor the cluster's.
+		plantData(t, theirs, &syscall.Credential{Uid: cred.Uid + 4242, Gid: cred.Gid})
+	}
+	if err := initData(context.Background(), bin, base, dir, filepath.Join(dir, "data"), cred); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(own); !os.IsNotExist(err) {
+		t.Errorf("the same user's older result: %v, want it removed", err)
+	}
+	if cred == nil {
+		t.Skip("not root: a directory of another user cannot be made")
+	}
+	if _, err := os.Stat(filepath.Join(theirs, "planted")); err != nil {
+		t.Errorf("another user's result: %v, want it kept", err)
+	}
+}

@@ -280,14 +280,32 @@ func TestClustersStartFromOneInitdb(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(baseDir(), dirPrefix+"initdb-"+key, "PG_VERSION")); err != nil {
+	kept := filepath.Join(baseDir(), dirPrefix+"initdb-"+key)
+	if _, err := os.Stat(filepath.Join(kept, "PG_VERSION")); err != nil {
 		t.Fatalf("no initdb result kept: %v", err)
+	}
+	// A file of this run in the kept directory, owned as the rest of it,
+	// comes with the copy; initdb would not make it. PostgreSQL ignores a
+	// file it does not know, so a cluster of another binary that copies
+	// the directory meanwhile starts all the same.
+	marker := fmt.Sprintf("pgtest-marker-%d-%d", os.Getpid(), templateRuns.Add(1))
+	if err := os.WriteFile(filepath.Join(kept, marker), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.Remove(filepath.Join(kept, marker)) })
+	if cred != nil {
+		if err := os.Lchown(filepath.Join(kept, marker), int(cred.Uid), int(cred.Gid)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	c, err := startCluster(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.stop()
+	if _, err := os.Stat(filepath.Join(c.dir, "data", marker)); err != nil {
+		t.Fatalf("the cluster did not start from the kept initdb result: %v", err)
+	}
 	fi, err := os.Stat(filepath.Join(c.dir, "data"))
 	if err != nil || fi.Mode().Perm() != 0o700 {
 		t.Fatalf("the copy's data directory: %v (%v), want 0700", fi.Mode(), err)

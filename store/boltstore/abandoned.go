@@ -35,19 +35,22 @@ var notCompanyKeyed = func() map[string]bool {
 
 // PruneAbandonedSignups removes the abandoned sign-ups (store.AbandonedSignup)
 // created before cutoff among at most limit companies whose ids follow
-// after, in id order, each with every record of it, in one transaction:
+// after, in id order, each with every record of it. It looks for them in
+// a read transaction, so a batch with none never holds the file's single
+// writer that every send, ack and inbound message waits on; a batch with
+// some is removed in one write transaction that checks each again first:
 // the check that a company is still abandoned and its removal are one
 // commit, so a verification that commits first keeps the company. now
 // tells a live one-time token of the owner from an expired one. It
 // returns how many it removed and the id of the last company it looked
 // at, 0 once none is left after it.
 func (s *Store) PruneAbandonedSignups(cutoff, now time.Time, after uint64, limit int) (removed int, last uint64, err error) {
-	err = s.update(func(tx *bolt.Tx) error {
-		removed, last = 0, 0
-		var gone []User
+	var candidates []uint64
+	err = s.view(func(tx *bolt.Tx) error {
+		candidates, last = nil, 0
+		live := liveTokens(tx, now)
 		c := tx.Bucket(bucketCompanies).Cursor()
 		seen := 0
-		var live map[uint64]bool // users with a live one-time token, read once
 		for k, v := c.Seek(itob(after + 1)); k != nil && seen < limit; k, v = c.Next() {
 			seen++
 			last = btoi(k)
@@ -55,71 +58,106 @@ func (s *Store) PruneAbandonedSignups(cutoff, now time.Time, after uint64, limit
 			if err := jsonUnmarshal(v, &co); err != nil {
 				return err
 			}
-			if live == nil {
-				var err error
-				if live, err = liveTokenUsers(tx, now); err != nil {
-					return err
-				}
-			}
-			u, ok, err := abandonedSignup(tx, co, cutoff, live)
-			if err != nil {
+			if _, ok, err := abandonedSignup(tx, co, cutoff, live); err != nil {
 				return err
-			}
-			if ok {
-				gone = append(gone, u)
+			} else if ok {
+				candidates = append(candidates, co.ID)
 			}
 		}
 		if seen < limit {
 			last = 0
 		}
-		for _, u := range gone {
-			if err := removeSignup(tx, u); err != nil {
-				return err
-			}
-		}
-		if len(gone) > 0 {
-			ids := map[uint64]bool{}
-			for _, u := range gone {
-				ids[u.ID] = true
-			}
-			if _, err := deleteWhere(tx.Bucket(bucketOneTimeTokens), func(_, v []byte) (bool, error) {
-				var t OneTimeToken
-				err := jsonUnmarshal(v, &t)
-				return err == nil && ids[t.UserID], err
-			}); err != nil {
-				return err
-			}
-		}
-		removed = len(gone)
 		return nil
 	})
+	if err == nil && len(candidates) > 0 {
+		err = s.update(func(tx *bolt.Tx) (err error) {
+			removed, err = removeAbandoned(tx, candidates, cutoff, now)
+			return err
+		})
+	}
 	if err != nil {
 		return 0, 0, fmt.Errorf("store: prune abandoned sign-ups: %w", err)
 	}
 	return removed, last, nil
 }
 
-// liveTokenUsers are the users that hold a one-time token not yet
+// removeAbandoned removes those of the companies ids that are still
+// abandoned sign-ups, checking each again in tx (a verification, a second
+// user or a device may have come since they were found), and returns how
+// many it removed.
+func removeAbandoned(tx *bolt.Tx, ids []uint64, cutoff, now time.Time) (int, error) {
+	var gone []User
+	live := liveTokens(tx, now)
+	companies := tx.Bucket(bucketCompanies)
+	for _, id := range ids {
+		v := companies.Get(itob(id))
+		if v == nil {
+			continue
+		}
+		var co Company
+		if err := jsonUnmarshal(v, &co); err != nil {
+			return 0, err
+		}
+		u, ok, err := abandonedSignup(tx, co, cutoff, live)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			gone = append(gone, u)
+		}
+	}
+	for _, u := range gone {
+		if err := removeSignup(tx, u); err != nil {
+			return 0, err
+		}
+	}
+	if len(gone) > 0 {
+		users := map[uint64]bool{}
+		for _, u := range gone {
+			users[u.ID] = true
+		}
+		if _, err := deleteWhere(tx.Bucket(bucketOneTimeTokens), func(_, v []byte) (bool, error) {
+			var t OneTimeToken
+			err := jsonUnmarshal(v, &t)
+			return err == nil && users[t.UserID], err
+		}); err != nil {
+			return 0, err
+		}
+	}
+	return len(gone), nil
+}
+
+// liveTokens answers whether a user holds a one-time token not yet
 // expired at now and not used: a verification, reset or invitation link
-// that can still be followed.
-func liveTokenUsers(tx *bolt.Tx, now time.Time) (map[uint64]bool, error) {
-	live := map[uint64]bool{}
-	err := tx.Bucket(bucketOneTimeTokens).ForEach(func(_, v []byte) error {
-		var t OneTimeToken
-		if err := jsonUnmarshal(v, &t); err != nil {
-			return err
+// that can still be followed. It reads the tokens of tx once, on the
+// first question: a batch whose owners are all verified, or that has no
+// sign-up old enough, decodes none.
+func liveTokens(tx *bolt.Tx, now time.Time) func(user uint64) (bool, error) {
+	var live map[uint64]bool
+	return func(user uint64) (bool, error) {
+		if live == nil {
+			m := map[uint64]bool{}
+			if err := tx.Bucket(bucketOneTimeTokens).ForEach(func(_, v []byte) error {
+				var t OneTimeToken
+				if err := jsonUnmarshal(v, &t); err != nil {
+					return err
+				}
+				if t.UsedAt.IsZero() && now.Before(t.ExpiresAt) {
+					m[t.UserID] = true
+				}
+				return nil
+			}); err != nil {
+				return false, err
+			}
+			live = m
 		}
-		if t.UsedAt.IsZero() && now.Before(t.ExpiresAt) {
-			live[t.UserID] = true
-		}
-		return nil
-	})
-	return live, err
+		return live[user], nil
+	}
 }
 
 // abandonedSignup says whether co is an abandoned sign-up created before
 // cutoff (store.AbandonedSignup), and returns its owner.
-func abandonedSignup(tx *bolt.Tx, co Company, cutoff time.Time, live map[uint64]bool) (User, bool, error) {
+func abandonedSignup(tx *bolt.Tx, co Company, cutoff time.Time, live func(user uint64) (bool, error)) (User, bool, error) {
 	var u User
 	if !co.CreatedAt.Before(cutoff) || !co.APIKeyCreatedAt.Equal(co.CreatedAt) {
 		return u, false, nil
@@ -136,8 +174,11 @@ func abandonedSignup(tx *bolt.Tx, co Company, cutoff time.Time, live map[uint64]
 	if err := getJSON(tx.Bucket(bucketUsers), k[8:], &u); err != nil {
 		return u, false, err
 	}
-	if !store.SignupOwnerUnverified(u) || live[u.ID] {
+	if !store.SignupOwnerUnverified(u) {
 		return u, false, nil
+	}
+	if held, err := live(u.ID); err != nil || held {
+		return u, false, err
 	}
 	if bytes.HasPrefix(seekKey(tx.Bucket(bucketUserFamilies), itob(u.ID)), itob(u.ID)) ||
 		bytes.HasPrefix(seekKey(tx.Bucket(bucketUserConsoleSess), itob(u.ID)), itob(u.ID)) {

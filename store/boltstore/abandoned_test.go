@@ -2,6 +2,7 @@ package boltstore
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -90,5 +91,61 @@ func TestAbandonedSignupLeavesNothing(t *testing.T) {
 	again, owner, _ := conformance.Signup(t, s, "stranger@example.com", now)
 	if again.ID <= c.ID || owner.ID <= u.ID {
 		t.Fatalf("the new sign-up got company %d user %d, after %d and %d", again.ID, owner.ID, c.ID, u.ID)
+	}
+}
+
+// A prune pass over companies none of which is an abandoned sign-up
+// commits nothing: it looks in read transactions and leaves the file's
+// single writer to the sends. A batch with one takes the writer once.
+func TestAbandonedSignupsFoundWithoutWriting(t *testing.T) {
+	t.Parallel()
+	s := open(t, t.TempDir())
+	now := time.Date(2026, 12, 20, 10, 0, 0, 0, time.UTC)
+	cutoff := now.Add(-8 * 24 * time.Hour)
+	for i := range 3 {
+		conformance.Company(t, s)
+		conformance.Signup(t, s, fmt.Sprintf("young-%d@example.com", i), cutoff.Add(time.Hour))
+		c, _, _ := conformance.Signup(t, s, fmt.Sprintf("used-%d@example.com", i), cutoff.Add(-time.Hour))
+		conformance.Device(t, s, c.ID, fmt.Sprintf("fp-used-%d", i))
+	}
+	txID := func() int {
+		var id int
+		if err := s.db.View(func(tx *bolt.Tx) error { id = tx.ID(); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	pass := func() int {
+		total := 0
+		for after := uint64(0); ; {
+			n, last, err := s.PruneAbandonedSignups(cutoff, now, after, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			total += n
+			if last == 0 {
+				return total
+			}
+			after = last
+		}
+	}
+	before := txID()
+	if n := pass(); n != 0 {
+		t.Fatalf("removed %d, want none", n)
+	}
+	if after := txID(); after != before {
+		t.Fatalf("a pass with nothing to remove committed %d write transactions, want none", after-before)
+	}
+
+	gone, _, _ := conformance.Signup(t, s, "stranger@example.com", cutoff.Add(-time.Hour))
+	before = txID()
+	if n := pass(); n != 1 {
+		t.Fatalf("removed %d, want the abandoned sign-up", n)
+	}
+	if after := txID(); after != before+1 {
+		t.Fatalf("a pass removing one sign-up committed %d write transactions, want 1", after-before)
+	}
+	if _, err := s.Company(gone.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the abandoned sign-up: %v, want it removed", err)
 	}
 }
